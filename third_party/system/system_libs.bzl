@@ -1,0 +1,73 @@
+"""Wraps Debian's system libraries as Bazel cc_library targets.
+
+Headers live in /usr/include (already on the compiler's search path), so each
+target only carries link flags, read from pkg-config when the repository is
+fetched. A missing library fails the fetch with the apt package to install.
+"""
+
+# target name -> (pkg-config modules or raw flags, Debian package that provides it)
+_LIBS = {
+    "grpc": (["grpc++"], "libgrpc++-dev"),
+    "grpc_reflection": (["-lgrpc++_reflection", "-lgrpcpp_channelz"], "libgrpc++-dev"),
+    "protobuf": (["protobuf"], "libprotobuf-dev"),
+    "absl": ([
+        "absl_status",
+        "absl_statusor",
+        "absl_strings",
+        "absl_str_format",
+        "absl_synchronization",
+        "absl_time",
+        "absl_flags",
+        "absl_flags_parse",
+        "absl_flags_usage",
+        "absl_random_random",
+        "absl_hash",
+        "absl_raw_hash_set",
+    ], "libabsl-dev"),
+    "prometheus": (["prometheus-cpp-pull", "prometheus-cpp-core"], "prometheus-cpp-dev"),
+    "gtest": (["gmock", "gtest"], "libgtest-dev libgmock-dev"),
+    "gtest_main": (["gmock", "gtest_main", "gtest"], "libgtest-dev libgmock-dev"),
+    "benchmark": (["benchmark"], "libbenchmark-dev"),
+    "nifti": (["-lnifti2", "-lznz", "-lz", "-lm"], "libnifti2-dev"),
+    "sqlite": (["sqlite3"], "libsqlite3-dev"),
+    "png": (["libpng"], "libpng-dev"),
+    "zlib": (["zlib"], "zlib1g-dev"),
+}
+
+def _link_flags(rctx, name, modules, package):
+    raw = [m for m in modules if m.startswith("-")]
+    pkgs = [m for m in modules if not m.startswith("-")]
+    flags = list(raw)
+    if pkgs:
+        res = rctx.execute(["pkg-config", "--libs"] + pkgs)
+        if res.return_code != 0:
+            fail("system library '%s' not found (pkg-config: %s). Install it with: apt-get install %s" %
+                 (name, res.stderr.strip(), package))
+        flags += res.stdout.strip().split(" ")
+    for f in raw:
+        if f.startswith("-l"):
+            lib = f[2:]
+            found = False
+            for d in ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib", "/usr/local/lib"]:
+                if rctx.path(d + "/lib" + lib + ".so").exists:
+                    found = True
+            if not found:
+                fail("system library lib%s.so not found. Install it with: apt-get install %s" % (lib, package))
+    return [f for f in flags if f]
+
+def _system_libs_impl(rctx):
+    lines = ['package(default_visibility = ["//visibility:public"])', ""]
+    for name, (modules, package) in _LIBS.items():
+        flags = _link_flags(rctx, name, modules, package)
+        lines.append("cc_library(")
+        lines.append('    name = "%s",' % name)
+        lines.append("    linkopts = %s," % repr(flags))
+        lines.append(")")
+        lines.append("")
+    rctx.file("BUILD", "\n".join(lines))
+    rctx.file("WORKSPACE", 'workspace(name = "%s")\n' % rctx.name)
+
+system_libs = repository_rule(
+    implementation = _system_libs_impl,
+    local = True,
+)

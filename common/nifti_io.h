@@ -2,13 +2,35 @@
 //
 // Geometry: the sform is used when its code is set, else the qform, else the
 // pixdim scaling (NIfTI "method 1"); the result is RAS+ millimetres in
-// Volume::geometry. Scaled data (scl_slope != 0 and not the identity) is
-// returned as float32 with the scaling applied. Writing stores the geometry
+// Volume::geometry (metre and micron xyz units are converted to mm). Scaled
+// data (scl_slope != 0 and not the identity) is returned as float32 with the
+// scaling applied (float64 data stays float64). Writing stores the geometry
 // in both qform and sform (codes from NiftiWriteOptions).
+//
+// Shapes: Volume::data is (nx, ny, nz) or (nx, ny, nz, components), so
+//   - 1-D and 2-D images read as (nx, 1, 1) and (nx, ny, 1);
+//   - 4-D images read as (nx, ny, nz, nt);
+//   - 5-D images with nt == 1 (vector images such as ITK/ANTs displacement
+//     fields, stored as (nx, ny, nz, 1, nc)) read as (nx, ny, nz, nc);
+//   - other 5-, 6- and 7-D images keep all their dimensions.
+// NiftiInfo::dims always holds the dimensions exactly as stored. On writing,
+// a 4-D array is stored as (nx, ny, nz, 1, nc) when the intent code is a
+// vector-valued one (DISPVECT, VECTOR, GENMATRIX, SYMMATRIX, POINTSET,
+// TRIANGLE, QUATERNION, RGB_VECTOR, RGBA_VECTOR), else as 4-D.
+//
+// Only single-file NIfTI (.nii, .nii.gz) is supported; .hdr/.img pairs and
+// ANALYZE 7.5 are rejected with INVALID_ARGUMENT. Header extensions are
+// skipped on reading and none are written. The file IO itself is done here
+// with zlib (nifti_clib is used for the header structures, byte swapping,
+// quaternion conversion and header creation), so that a corrupt file can
+// never make the library read or allocate past what the header justifies,
+// and so that NaN/Inf voxels are kept (nifti_image_read replaces them by 0).
 #ifndef TESSERA_COMMON_NIFTI_IO_H_
 #define TESSERA_COMMON_NIFTI_IO_H_
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/volume.h"
@@ -21,10 +43,14 @@ struct NiftiInfo {
   int sform_code = 0;
   int intent_code = 0;      // e.g. NIFTI_INTENT_VECTOR (1007) for displacement fields
   int on_disk_dtype = 0;    // NIfTI datatype code as stored
+  std::vector<int64_t> dims;  // dim[1..dim[0]] exactly as stored
+  double scl_slope = 0;     // as stored (0 = no scaling)
+  double scl_inter = 0;
 };
 
 // Errors: NOT_FOUND (missing file), INVALID_ARGUMENT (not NIfTI, bad header,
 // unsupported datatype), DATA_LOSS (truncated or corrupt data/compression).
+// Every message starts with the path.
 absl::StatusOr<Volume> ReadNifti(const std::string& path, NiftiInfo* info = nullptr);
 
 struct NiftiWriteOptions {
@@ -34,7 +60,10 @@ struct NiftiWriteOptions {
   int intent_code = 0;
 };
 
-// Writes `volume` to `path`; ".nii.gz" compresses. The array must be on the host.
+// Writes `volume` to `path`; ".nii.gz" compresses, ".nii" does not (other
+// extensions are INVALID_ARGUMENT). The array must be on the host. The file
+// is written under a temporary name and renamed into place, so a failed
+// write never leaves a partial file at `path`.
 absl::Status WriteNifti(const Volume& volume, const std::string& path, const NiftiWriteOptions& options = {});
 
 }  // namespace tessera

@@ -1,0 +1,44 @@
+// Shared state of `tessera demo`: the running in-process server, a real gRPC
+// channel to it over loopback, the output directory and the summary that ends
+// up in demo-out/summary.json. Each service contributes a step function.
+#ifndef TESSERA_CLI_DEMO_CONTEXT_H_
+#define TESSERA_CLI_DEMO_CONTEXT_H_
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <grpcpp/channel.h>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "services/server/service_host.h"
+
+namespace tessera::cli {
+
+struct DemoContext {
+  std::shared_ptr<grpc::Channel> channel;
+  BoundPorts ports;
+  std::string out_dir;       // e.g. "demo-out"
+  std::string volume_path;   // the real brain volume the steps use
+  std::string device;        // "auto", "cpu" or "cuda"
+  // (key, JSON value) pairs written in order to summary.json.
+  std::vector<std::pair<std::string, std::string>> summary;
+
+  std::string OutPath(const std::string& name) const { return out_dir + "/" + name; }
+  // Deadline for one demo RPC.
+  static absl::Duration RpcTimeout() { return absl::Minutes(10); }
+};
+
+// A step prints its own lines and adds to ctx.summary; an error ends the demo.
+absl::Status DemoHealthStep(DemoContext& ctx);
+absl::Status DemoVolumeStep(DemoContext& ctx);
+absl::Status DemoMetricsStep(DemoContext& ctx);
+
+// JSON string literal for `s` (quotes and escapes).
+std::string JsonString(const std::string& s);
+
+}  // namespace tessera::cli
+
+#endif  // TESSERA_CLI_DEMO_CONTEXT_H_

@@ -1,0 +1,26 @@
+// Every service `tessera serve` and `tessera demo` host, created from one set
+// of ServerOptions. A new service adds a member and two lines in the .cc.
+#ifndef TESSERA_CLI_HOSTED_SERVICES_H_
+#define TESSERA_CLI_HOSTED_SERVICES_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "services/server/server_options.h"
+#include "services/server/service_host.h"
+#include "services/volume/volume_service.h"
+
+namespace tessera::cli {
+
+struct HostedServices {
+  std::unique_ptr<VolumeServiceImpl> volume;
+
+  // Registers every service with `host` (before host.Start()).
+  void AddTo(ServiceHost& host);
+};
+
+absl::StatusOr<HostedServices> CreateHostedServices(const ServerOptions& options);
+
+}  // namespace tessera::cli
+
+#endif  // TESSERA_CLI_HOSTED_SERVICES_H_

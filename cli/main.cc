@@ -1,0 +1,43 @@
+// `tessera`: one binary for serving, the demo and client verbs.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "cli/verbs.h"
+
+namespace {
+
+struct Verb {
+  const char* name;
+  int (*run)(int, char**);
+  const char* summary;
+};
+
+constexpr Verb kVerbs[] = {
+    {"serve", tessera::cli::RunServe, "host all Tessera services in this process (gRPC + /metrics)"},
+    {"demo", tessera::cli::RunDemo, "start the services on loopback, drive them over gRPC, write ./demo-out/"},
+    {"describe", tessera::cli::RunDescribe, "summarize a NIfTI volume: geometry, orientation, statistics"},
+    {"devices", tessera::cli::RunDevices, "list the compute backends and GPUs this process can use"},
+};
+
+void PrintUsage(FILE* out) {
+  std::fprintf(out, "usage: tessera <verb> [flags]   (tessera <verb> --help for its flags)\n\nverbs:\n");
+  for (const Verb& v : kVerbs) std::fprintf(out, "  %-10s %s\n", v.name, v.summary);
+  std::fprintf(out, "  %-10s %s\n", "test", "(./tessera script) run every test");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "help") == 0 || std::strcmp(argv[1], "--help") == 0 ||
+      std::strcmp(argv[1], "-h") == 0) {
+    PrintUsage(stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  for (const Verb& v : kVerbs) {
+    if (std::strcmp(argv[1], v.name) == 0) return v.run(argc - 1, argv + 1);
+  }
+  std::fprintf(stderr, "tessera: unknown verb '%s'\n\n", argv[1]);
+  PrintUsage(stderr);
+  return 2;
+}

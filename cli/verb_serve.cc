@@ -1,0 +1,103 @@
+// `tessera serve`: hosts all services until SIGTERM/SIGINT, then drains.
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "cli/args.h"
+#include "cli/hosted_services.h"
+#include "cli/verbs.h"
+#include "common/device.h"
+#include "common/log.h"
+#include "common/status.h"
+
+namespace tessera::cli {
+namespace {
+
+std::vector<FlagSpec> ServeFlags() {
+  return {
+      {"host", "127.0.0.1", "address to bind (0.0.0.0 to serve other machines; prefer TLS then)"},
+      {"grpc-port", "50051", "gRPC port; 0 picks a free one"},
+      {"metrics-port", "9464", "Prometheus /metrics HTTP port; 0 picks a free one, -1 disables"},
+      {"data-root", "", "directory whose files clients may name in requests", false, true},
+      {"max-message-mb", "64", "largest single gRPC message, MiB (bigger calls get RESOURCE_EXHAUSTED)"},
+      {"max-volume-mb", "4096", "largest array one request may make the server hold, MiB"},
+      {"tls-cert", "", "server certificate (PEM); with --tls-key enables TLS"},
+      {"tls-key", "", "server private key (PEM)"},
+      {"tls-client-ca", "", "CA (PEM) that client certificates must chain to: mutual TLS"},
+      {"drain-timeout-s", "30", "on SIGTERM, seconds in-flight calls get before being cancelled"},
+      {"device", "auto", "compute backend: auto, cpu or cuda"},
+  };
+}
+
+absl::StatusOr<ServerOptions> OptionsFromArgs(const Args& args) {
+  ServerOptions o;
+  o.host = args.Get("host");
+  TESSERA_ASSIGN_OR_RETURN(o.grpc_port, args.GetInt("grpc-port"));
+  TESSERA_ASSIGN_OR_RETURN(o.metrics_port, args.GetInt("metrics-port"));
+  TESSERA_ASSIGN_OR_RETURN(int message_mb, args.GetInt("max-message-mb"));
+  TESSERA_ASSIGN_OR_RETURN(int volume_mb, args.GetInt("max-volume-mb"));
+  TESSERA_ASSIGN_OR_RETURN(int drain_s, args.GetInt("drain-timeout-s"));
+  if (message_mb <= 0 || message_mb > 2047) {
+    return absl::InvalidArgumentError("--max-message-mb must be between 1 and 2047");
+  }
+  o.max_receive_message_bytes = o.max_send_message_bytes = message_mb << 20;
+  o.max_volume_bytes = int64_t{volume_mb} << 20;
+  o.drain_timeout = absl::Seconds(drain_s);
+  o.tls_cert = args.Get("tls-cert");
+  o.tls_key = args.Get("tls-key");
+  o.tls_client_ca = args.Get("tls-client-ca");
+  o.device = args.Get("device");
+  o.data_roots = args.GetAll("data-root");
+  if (o.data_roots.empty()) {
+    char cwd[PATH_MAX];
+    if (getcwd(cwd, sizeof(cwd)) != nullptr) o.data_roots.push_back(cwd);
+  }
+  TESSERA_RETURN_IF_ERROR(o.Validate());
+  return o;
+}
+
+}  // namespace
+
+int RunServe(int argc, char** argv) {
+  const std::vector<FlagSpec> specs = ServeFlags();
+  auto args = Args::Parse(specs, argc, argv, 1);
+  if (!args.ok() || args->help()) {
+    if (!args.ok()) std::fprintf(stderr, "tessera serve: %s\n", std::string(args.status().message()).c_str());
+    std::fprintf(args.ok() ? stdout : stderr, "usage: tessera serve [flags]\n%s", FlagsHelp(specs).c_str());
+    return args.ok() ? 0 : 2;
+  }
+  auto options = OptionsFromArgs(*args);
+  if (!options.ok()) {
+    std::fprintf(stderr, "tessera serve: %s\n", std::string(options.status().message()).c_str());
+    return 2;
+  }
+  auto services = CreateHostedServices(*options);
+  if (!services.ok()) {
+    std::fprintf(stderr, "tessera serve: %s\n", std::string(services.status().message()).c_str());
+    return 1;
+  }
+  ServiceHost::InstallShutdownSignalHandlers();
+  ServiceHost host(*options);
+  services->AddTo(host);
+  auto ports = host.Start();
+  if (!ports.ok()) {
+    std::fprintf(stderr, "tessera serve: %s\n", std::string(ports.status().message()).c_str());
+    return 1;
+  }
+  // Machine-readable first lines: scripts and tests read the chosen ports here.
+  std::printf("grpc_port=%d\nmetrics_port=%d\n", ports->grpc_port, ports->metrics_port);
+  std::fflush(stdout);
+  TESSERA_LOG(INFO) << "serving on " << options->host << ":" << ports->grpc_port
+                    << (options->tls_cert.empty() ? " (plaintext)" : " (TLS)") << ", metrics on port "
+                    << ports->metrics_port << ", backend " << DeviceRegistry::Get().Describe();
+  int signal = host.WaitForShutdownSignal();
+  TESSERA_LOG(INFO) << "shutdown " << (signal ? absl::StrCat("on signal ", signal) : std::string("requested"))
+                    << "; drained";
+  host.Wait();
+  return 0;
+}
+
+}  // namespace tessera::cli

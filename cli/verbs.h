@@ -1,0 +1,15 @@
+// The verbs of the `tessera` command. Each takes the arguments after the verb
+// and returns a process exit code.
+#ifndef TESSERA_CLI_VERBS_H_
+#define TESSERA_CLI_VERBS_H_
+
+namespace tessera::cli {
+
+int RunServe(int argc, char** argv);     // host all services
+int RunDemo(int argc, char** argv);      // end-to-end tour over real gRPC
+int RunDescribe(int argc, char** argv);  // local NIfTI summary
+int RunDevices(int argc, char** argv);   // backends and GPUs
+
+}  // namespace tessera::cli
+
+#endif  // TESSERA_CLI_VERBS_H_

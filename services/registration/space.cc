@@ -70,6 +70,24 @@ absl::StatusOr<Mat3> PhysicalToNormalizedDisplacement(const Mat4& physical, cons
   return LinearPart(Multiply(moving_inv, physical));
 }
 
+absl::StatusOr<Mat4> PhysicalGradientFromSampler(const Affine12& grad_sampler, const GridSpace& fixed,
+                                                 const GridSpace& moving) {
+  TESSERA_ASSIGN_OR_RETURN(Mat4 p, InvertAffine(NormalizedToWorld(moving)));
+  const Mat4 q = NormalizedToWorld(fixed);
+  Mat4 g{};
+  for (int i = 0; i < 12; ++i) g[i] = grad_sampler[i];
+  Mat4 pt{}, qt{};
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      pt[i * 4 + j] = p[j * 4 + i];
+      qt[i * 4 + j] = q[j * 4 + i];
+    }
+  }
+  Mat4 r = Multiply(pt, Multiply(g, qt));
+  for (int j = 0; j < 4; ++j) r[12 + j] = 0;
+  return r;
+}
+
 Mat4 RasToLps(const Mat4& m) {
   static constexpr double kFlip[4] = {-1, -1, 1, 1};
   Mat4 r{};

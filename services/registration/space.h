@@ -49,6 +49,12 @@ absl::StatusOr<Mat4> PhysicalFromSamplerAffine(const Affine12& sampler, const Gr
 // before T) to the sampler's normalized displacement u. Its inverse maps back.
 absl::StatusOr<Mat3> PhysicalToNormalizedDisplacement(const Mat4& physical, const GridSpace& moving);
 
+// Chain rule through SamplerAffineFromPhysical: given dL/d[A | t] of the
+// sampler (12 values), dL/dT for the physical transform (rows 0..2 of the 4x4;
+// row 3 is zero): dL/dT = P^T G Q^T with A = P T Q.
+absl::StatusOr<Mat4> PhysicalGradientFromSampler(const Affine12& grad_sampler, const GridSpace& fixed,
+                                                 const GridSpace& moving);
+
 // RAS <-> LPS for transforms: F T F with F = diag(-1, -1, 1, 1).
 Mat4 RasToLps(const Mat4& m);
 inline Mat4 LpsToRas(const Mat4& m) { return RasToLps(m); }

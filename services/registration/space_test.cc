@@ -88,3 +88,33 @@ TEST(Space, RasToLpsFlipsXY) {
 
 }  // namespace
 }  // namespace tessera::registration
+
+namespace tessera::registration {
+namespace {
+
+TEST(Space, PhysicalGradientMatchesFiniteDifferences) {
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<double> u(-1, 1);
+  GridSpace fixed = RandomGrid(rng), moving = RandomGrid(rng);
+  Affine12 g{};
+  for (double& x : g) x = u(rng);
+  Mat4 t{1, 0.1, 0, 5, 0, 0.9, 0.1, -3, 0.05, 0, 1.1, 2, 0, 0, 0, 1};
+  // L(T) = <G, A(T)> is linear in A, so dL/dT is exact.
+  auto loss = [&](const Mat4& m) {
+    Affine12 a = SamplerAffineFromPhysical(m, fixed, moving).value();
+    double s = 0;
+    for (int i = 0; i < 12; ++i) s += g[i] * a[i];
+    return s;
+  };
+  Mat4 grad = PhysicalGradientFromSampler(g, fixed, moving).value();
+  for (int i = 0; i < 12; ++i) {
+    Mat4 tp = t, tm = t;
+    tp[i] += 1e-5;
+    tm[i] -= 1e-5;
+    const double numeric = (loss(tp) - loss(tm)) / 2e-5;
+    EXPECT_NEAR(grad[i], numeric, 1e-6 * std::max(1.0, std::abs(numeric))) << i;
+  }
+}
+
+}  // namespace
+}  // namespace tessera::registration

@@ -81,6 +81,27 @@ absl::StatusOr<Backend> ResolveBackend(absl::string_view requested) {
   return absl::InvalidArgumentError(absl::StrCat("unknown device '", requested, "': expected auto, cpu or cuda"));
 }
 
+absl::StatusOr<GpuMemoryInfo> QueryGpuMemory(int ordinal) {
+  const DeviceRegistry& registry = DeviceRegistry::Get();
+#if TESSERA_WITH_CUDA
+  if (ordinal < 0 || ordinal >= static_cast<int>(registry.gpus().size())) {
+    return absl::FailedPreconditionError(absl::StrCat("no GPU with ordinal ", ordinal, "; ", registry.Describe()));
+  }
+  int previous = 0;
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaGetDevice(&previous));
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal));
+  GpuMemoryInfo info;
+  info.ordinal = ordinal;
+  const absl::Status status = CudaStatus(cudaMemGetInfo(&info.free_bytes, &info.total_bytes), "cudaMemGetInfo");
+  cudaSetDevice(previous);  // restore even when the query failed
+  if (!status.ok()) return status;
+  return info;
+#else
+  (void)ordinal;
+  return absl::FailedPreconditionError(registry.cuda_unavailable_reason());
+#endif
+}
+
 Stream Stream::Cpu() { return Stream(Backend::kCpu, 0, nullptr); }
 
 absl::StatusOr<Stream> Stream::Create(Backend backend, int ordinal) {

@@ -52,6 +52,20 @@ class DeviceRegistry {
 // Asking for "cuda" without one is FAILED_PRECONDITION with the reason.
 absl::StatusOr<Backend> ResolveBackend(absl::string_view requested);
 
+// Memory of one GPU as the driver reports it (cudaMemGetInfo): all processes'
+// allocations count, not only Tessera's (for those see GetDeviceMemoryStats).
+struct GpuMemoryInfo {
+  int ordinal = 0;
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  size_t used_bytes() const { return total_bytes - free_bytes; }
+};
+
+// FAILED_PRECONDITION without CUDA or for an ordinal with no GPU. Keeps the
+// calling thread's current device. Creates the device's primary context on
+// first use, as any CUDA call on it would.
+absl::StatusOr<GpuMemoryInfo> QueryGpuMemory(int ordinal);
+
 // An ordered queue of work on one device. On the CPU backend work is done
 // inline by the caller and Synchronize() is a no-op.
 class Stream {

@@ -1,0 +1,57 @@
+// Options of the Tessera server process (`tessera serve`), shared by the
+// ServiceHost and the services it hosts.
+#ifndef TESSERA_SERVICES_SERVER_SERVER_OPTIONS_H_
+#define TESSERA_SERVICES_SERVER_SERVER_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace tessera {
+
+struct ServerOptions {
+  // Address to bind both servers to. Loopback by default; "0.0.0.0" or "::"
+  // to serve other machines (then prefer TLS).
+  std::string host = "127.0.0.1";
+  // 0 picks a free port (ServiceHost::Start reports the one chosen).
+  int grpc_port = 50051;
+  // Prometheus /metrics over HTTP; 0 picks a free port, -1 disables it.
+  int metrics_port = 9464;
+
+  // Largest single gRPC message accepted / sent. A larger incoming message
+  // fails its call with RESOURCE_EXHAUSTED. Large volumes go as ArrayChunk streams.
+  int max_receive_message_bytes = 64 << 20;
+  int max_send_message_bytes = 64 << 20;
+
+  // TLS when cert and key (PEM files) are given; mutual TLS, requiring and
+  // verifying a client certificate signed by this CA, when tls_client_ca is too.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+
+  // On Drain (SIGTERM): readiness turns NOT_SERVING, then after drain_grace
+  // (time for load balancers to notice) new calls are refused and calls in
+  // flight get up to drain_timeout to finish before they are cancelled.
+  absl::Duration drain_timeout = absl::Seconds(30);
+  absl::Duration drain_grace = absl::ZeroDuration();
+
+  // Directories whose files clients may name in requests (e.g.
+  // VolumeService.DescribeFile); symlinks are resolved before the check.
+  // Empty: no server-side file access.
+  std::vector<std::string> data_roots;
+  // Largest array a request may make the server hold (decoded bytes).
+  int64_t max_volume_bytes = int64_t{4} << 30;
+  // Compute backend for the services: "auto", "cpu" or "cuda".
+  std::string device = "auto";
+
+  // INVALID_ARGUMENT naming the first bad field (ports out of range, key
+  // without cert, client CA without cert, non-positive limits, ...).
+  absl::Status Validate() const;
+};
+
+}  // namespace tessera
+
+#endif  // TESSERA_SERVICES_SERVER_SERVER_OPTIONS_H_

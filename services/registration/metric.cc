@@ -1,0 +1,107 @@
+#include "services/registration/metric.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/buffer.h"
+#include "common/status.h"
+#include "kernels/registration/lncc.h"
+#include "kernels/registration/mse.h"
+#include "kernels/registration/mutual_info.h"
+#include "kernels/registration/workspace.h"
+
+namespace tessera::registration {
+namespace {
+
+Dims3 DimsOf(const NDArray& a) { return Dims3{a.dim(0), a.dim(1), a.dim(2)}; }
+
+MemoryKind KindFor(const Stream& stream) {
+  return stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
+}
+
+// MSE and LNCC write their loss into one float in stream memory.
+class ScalarLossMetric : public SimilarityMetric {
+ public:
+  ScalarLossMetric(const Stream& stream, NDArray loss) : stream_(stream), loss_(std::move(loss)) {}
+
+ protected:
+  absl::StatusOr<double> ReadLoss() {
+    float host = 0;
+    TESSERA_RETURN_IF_ERROR(CopyBytes(&host, MemoryKind::kHost, loss_.raw_data(), loss_.memory_kind(), sizeof(float), stream_));
+    return static_cast<double>(host);
+  }
+  const Stream& stream_;
+  NDArray loss_;
+  Workspace workspace_;
+};
+
+class MseMetric final : public ScalarLossMetric {
+ public:
+  using ScalarLossMetric::ScalarLossMetric;
+  absl::StatusOr<double> Evaluate(const NDArray& fixed, const NDArray& warped, NDArray* grad) override {
+    TESSERA_RETURN_IF_ERROR(Mse(stream_, fixed.data<float>(), warped.data<float>(), DimsOf(fixed),
+                                loss_.data<float>(), grad ? grad->data<float>() : nullptr, &workspace_));
+    return ReadLoss();
+  }
+  std::string name() const override { return "mse"; }
+};
+
+class LnccMetric final : public ScalarLossMetric {
+ public:
+  LnccMetric(const Stream& stream, NDArray loss, int window) : ScalarLossMetric(stream, std::move(loss)) {
+    options_.window = window;
+  }
+  absl::StatusOr<double> Evaluate(const NDArray& fixed, const NDArray& warped, NDArray* grad) override {
+    TESSERA_RETURN_IF_ERROR(Lncc(stream_, fixed.data<float>(), warped.data<float>(), DimsOf(fixed), options_,
+                                 loss_.data<float>(), grad ? grad->data<float>() : nullptr, &workspace_));
+    return ReadLoss();
+  }
+  std::string name() const override { return "lncc"; }
+
+ private:
+  LnccOptions options_;
+};
+
+class MiMetric final : public SimilarityMetric {
+ public:
+  MiMetric(const Stream& stream, int bins, std::shared_ptr<Buffer> scratch) : stream_(stream), scratch_(std::move(scratch)) {
+    options_.bins = bins;
+    options_.fixed_min = options_.warped_min = 0.f;
+    options_.fixed_max = options_.warped_max = 1.f;
+  }
+  absl::StatusOr<double> Evaluate(const NDArray& fixed, const NDArray& warped, NDArray* grad) override {
+    TESSERA_ASSIGN_OR_RETURN(MattesMiResult r, MattesMutualInformation(fixed, warped, nullptr, options_, grad,
+                                                                       stream_, scratch_.get()));
+    return r.loss;
+  }
+  std::string name() const override { return "mi"; }
+
+ private:
+  const Stream& stream_;
+  MattesMiOptions options_;
+  std::shared_ptr<Buffer> scratch_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SimilarityMetric>> SimilarityMetric::Create(const std::string& name,
+                                                                          const MetricOptions& options,
+                                                                          const Stream& stream) {
+  if (name == "mi") {
+    std::shared_ptr<Buffer> scratch;
+    if (stream.backend() == Backend::kCuda) {
+      TESSERA_ASSIGN_OR_RETURN(size_t bytes, MattesMiScratchBytes(options.mi_bins, stream.ordinal()));
+      TESSERA_ASSIGN_OR_RETURN(scratch, Buffer::Allocate(MemoryKind::kDevice, bytes, stream.ordinal()));
+    }
+    return std::unique_ptr<SimilarityMetric>(new MiMetric(stream, options.mi_bins, std::move(scratch)));
+  }
+  if (name != "mse" && name != "lncc") {
+    return absl::InvalidArgumentError(absl::StrCat("unknown metric '", name, "': expected mse, lncc or mi"));
+  }
+  if (name == "lncc" && (options.lncc_window < 1 || options.lncc_window % 2 == 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("LNCC window must be odd and positive, got ", options.lncc_window));
+  }
+  TESSERA_ASSIGN_OR_RETURN(NDArray loss, NDArray::Allocate({1}, DType::kFloat32, KindFor(stream), stream.ordinal()));
+  if (name == "mse") return std::unique_ptr<SimilarityMetric>(new MseMetric(stream, std::move(loss)));
+  return std::unique_ptr<SimilarityMetric>(new LnccMetric(stream, std::move(loss), options.lncc_window));
+}
+
+}  // namespace tessera::registration

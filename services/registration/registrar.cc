@@ -1,0 +1,562 @@
+#include "services/registration/registrar.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "common/array_stats.h"
+#include "common/buffer.h"
+#include "common/image_preview.h"
+#include "common/status.h"
+#include "kernels/registration/adam.h"
+#include "kernels/registration/field_ops.h"
+#include "kernels/registration/gaussian_smooth.h"
+#include "kernels/registration/grid_sampler.h"
+#include "services/registration/space.h"
+#include "services/registration/transform_params.h"
+
+namespace tessera::registration {
+namespace {
+
+MemoryKind KindFor(const Stream& stream) {
+  return stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
+}
+
+Dims3 DimsOf(const NDArray& a) { return Dims3{a.dim(0), a.dim(1), a.dim(2)}; }
+
+GridSpace SpaceOf(const Volume& v) {
+  GridSpace s;
+  s.dims = {v.data.dim(0), v.data.dim(1), v.data.dim(2)};
+  s.geometry = v.geometry;
+  return s;
+}
+
+// The grid DownsampleVolume() produces (aligned corners): out voxel i sits at
+// input index i * (n - 1) / (n' - 1), or at the centre when n' == 1.
+GridSpace DownsampledSpace(const GridSpace& in, const Shape& out_shape) {
+  GridSpace out = in;
+  for (int d = 0; d < 3; ++d) {
+    const int64_t n = in.dims[d], m = out_shape[d];
+    out.dims[d] = m;
+    if (m > 1) {
+      out.geometry.spacing[d] = in.geometry.spacing[d] * static_cast<double>(n - 1) / static_cast<double>(m - 1);
+    } else if (n > 1) {
+      const double shift = in.geometry.spacing[d] * (n - 1) / 2.0;
+      for (int r = 0; r < 3; ++r) out.geometry.origin[r] += in.geometry.direction[r * 3 + d] * shift;
+    }
+  }
+  return out;
+}
+
+int PerScale(const std::vector<int>& values, size_t scale_index) {
+  if (values.empty()) return 0;
+  return values[std::min(scale_index, values.size() - 1)];
+}
+
+// Host float32 copy of a volume's intensities mapped to [0, 1] by its 0.5th
+// and 99.5th percentiles (robust to a few bright voxels), clamped.
+absl::StatusOr<NDArray> NormalizedIntensities(const Volume& v, const char* which) {
+  TESSERA_ASSIGN_OR_RETURN(NDArray f, v.data.AsType(DType::kFloat32));
+  const ArrayStats stats = ComputeArrayStatsCpu(f);
+  if (stats.nonfinite_count > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(which, " image has ", stats.nonfinite_count,
+                                                   " NaN/Inf voxels; fix or mask them before registering"));
+  }
+  TESSERA_ASSIGN_OR_RETURN(Window w, ComputeWindow(f, 0.5, 99.5));
+  if (!(w.high > w.low)) {
+    w = Window{stats.min, stats.max};
+    if (!(w.high > w.low)) return absl::InvalidArgumentError(absl::StrCat(which, " image is constant"));
+  }
+  float* p = f.data<float>();
+  const float lo = static_cast<float>(w.low), scale = static_cast<float>(1.0 / (w.high - w.low));
+  for (int64_t i = 0; i < f.num_elements(); ++i) p[i] = std::clamp((p[i] - lo) * scale, 0.f, 1.f);
+  return f;
+}
+
+// Intensity-weighted centre of mass, RAS mm.
+std::array<double, 3> CentreOfMass(const NDArray& intensities, const Geometry& geometry) {
+  const int64_t nx = intensities.dim(0), ny = intensities.dim(1), nz = intensities.dim(2);
+  const float* p = intensities.data<float>();
+  double sum = 0, si = 0, sj = 0, sk = 0;
+  for (int64_t k = 0; k < nz; ++k) {
+    for (int64_t j = 0; j < ny; ++j) {
+      for (int64_t i = 0; i < nx; ++i) {
+        const double w = p[i + nx * (j + ny * k)];
+        sum += w;
+        si += w * i;
+        sj += w * j;
+        sk += w * k;
+      }
+    }
+  }
+  if (sum <= 0) sum = 1;
+  const Mat4 m = geometry.IndexToWorld();
+  const double idx[3] = {si / sum, sj / sum, sk / sum};
+  std::array<double, 3> out{};
+  for (int r = 0; r < 3; ++r) out[r] = m[r * 4] * idx[0] + m[r * 4 + 1] * idx[1] + m[r * 4 + 2] * idx[2] + m[r * 4 + 3];
+  return out;
+}
+
+// One resolution of the pyramid, in the stream's memory.
+struct Level {
+  int factor = 1;
+  GridSpace fixed_space, moving_space;
+  NDArray fixed, moving;  // normalised intensities
+};
+
+// Everything an iteration touches, allocated once per level size.
+class Engine {
+ public:
+  Engine(const Stream& stream, const RegistrationOptions& options, SimilarityMetric* metric,
+         const ProgressCallback& progress, const std::atomic<bool>* cancel)
+      : stream_(stream), options_(options), metric_(metric), progress_(progress), cancel_(cancel) {}
+
+  absl::Status Init() {
+    TESSERA_ASSIGN_OR_RETURN(affine_, NDArray::Allocate({12}, DType::kFloat32, KindFor(stream_), stream_.ordinal()));
+    TESSERA_ASSIGN_OR_RETURN(grad_affine_,
+                             NDArray::Allocate({12}, DType::kFloat32, KindFor(stream_), stream_.ordinal()));
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckCancelled() const {
+    if (cancel_ != nullptr && cancel_->load()) return absl::CancelledError("registration cancelled");
+    return absl::OkStatus();
+  }
+
+  void Report(const std::string& stage, int scale, int it, int max_it, double loss) {
+    if (progress_) progress_(RegistrationProgress{stage, scale, it, max_it, loss});
+  }
+
+  absl::Status UploadAffine(const Affine12& a) {
+    float host[12];
+    for (int i = 0; i < 12; ++i) host[i] = static_cast<float>(a[i]);
+    return CopyBytes(affine_.raw_data(), affine_.memory_kind(), host, MemoryKind::kHost, sizeof(host), stream_);
+  }
+
+  absl::Status EnsureImageBuffers(const Level& level) {
+    const Shape shape = level.fixed.shape();
+    if (warped_.empty() || warped_.shape() != shape) {
+      TESSERA_ASSIGN_OR_RETURN(warped_, NDArray::Allocate(shape, DType::kFloat32, KindFor(stream_), stream_.ordinal()));
+      TESSERA_ASSIGN_OR_RETURN(grad_w_, NDArray::Allocate(shape, DType::kFloat32, KindFor(stream_), stream_.ordinal()));
+    }
+    return absl::OkStatus();
+  }
+
+  GridSampleArgs Args(const Level& level, const NDArray* disp) const {
+    GridSampleArgs args;
+    args.image = level.moving.data<float>();
+    args.image_dims = DimsOf(level.moving);
+    args.affine = affine_.data<float>();
+    args.disp = disp ? disp->data<float>() : nullptr;
+    args.out_dims = DimsOf(level.fixed);
+    args.padding = Padding::kZeros;
+    return args;
+  }
+
+  // Loss (and optionally the sampler-affine gradient) at physical transform T.
+  absl::StatusOr<double> LinearLoss(const Level& level, const Mat4& t, Affine12* grad_sampler) {
+    TESSERA_ASSIGN_OR_RETURN(Affine12 a, SamplerAffineFromPhysical(t, level.fixed_space, level.moving_space));
+    TESSERA_RETURN_IF_ERROR(UploadAffine(a));
+    TESSERA_RETURN_IF_ERROR(EnsureImageBuffers(level));
+    const GridSampleArgs args = Args(level, nullptr);
+    TESSERA_RETURN_IF_ERROR(GridSample(stream_, args, warped_.data<float>()));
+    TESSERA_ASSIGN_OR_RETURN(double loss, metric_->Evaluate(level.fixed, warped_, grad_sampler ? &grad_w_ : nullptr));
+    if (grad_sampler != nullptr) {
+      GridSampleGrads grads;
+      grads.grad_affine = grad_affine_.data<float>();
+      TESSERA_RETURN_IF_ERROR(GridSampleBackward(stream_, args, grad_w_.data<float>(), grads, &workspace_));
+      float host[12];
+      TESSERA_RETURN_IF_ERROR(
+          CopyBytes(host, MemoryKind::kHost, grad_affine_.raw_data(), grad_affine_.memory_kind(), sizeof(host), stream_));
+      for (int i = 0; i < 12; ++i) (*grad_sampler)[i] = host[i];
+    }
+    return loss;
+  }
+
+  // Fraction of fixed voxels whose mapped point lands inside the moving image
+  // with non-zero intensity; 0 means no overlap at all.
+  absl::StatusOr<double> OverlapMax(const Level& level, const Mat4& t) {
+    TESSERA_ASSIGN_OR_RETURN(Affine12 a, SamplerAffineFromPhysical(t, level.fixed_space, level.moving_space));
+    TESSERA_RETURN_IF_ERROR(UploadAffine(a));
+    TESSERA_RETURN_IF_ERROR(EnsureImageBuffers(level));
+    TESSERA_RETURN_IF_ERROR(GridSample(stream_, Args(level, nullptr), warped_.data<float>()));
+    TESSERA_ASSIGN_OR_RETURN(ArrayStats stats, ComputeArrayStats(warped_, stream_));
+    return stats.max;
+  }
+
+  absl::StatusOr<LinearTransform> RunLinearStage(TransformModel model, const std::string& stage, LinearTransform current,
+                                                 const std::vector<Level>& levels, const std::vector<int>& iterations,
+                                                 std::vector<std::string>* log) {
+    for (size_t si = 0; si < levels.size(); ++si) {
+      const Level& level = levels[si];
+      const int max_it = PerScale(iterations, si);
+      if (max_it <= 0) continue;
+      const absl::Time start = absl::Now();
+      TransformParameterization param(model, current, options_.translation_scale_mm, options_.matrix_scale);
+      const int n = param.size();
+      TESSERA_ASSIGN_OR_RETURN(NDArray p, NDArray::Allocate({n}, DType::kFloat32));
+      TESSERA_ASSIGN_OR_RETURN(NDArray g, NDArray::Allocate({n}, DType::kFloat32));
+      TESSERA_ASSIGN_OR_RETURN(NDArray m, NDArray::Allocate({n}, DType::kFloat32));
+      TESSERA_ASSIGN_OR_RETURN(NDArray v, NDArray::Allocate({n}, DType::kFloat32));
+      for (NDArray* a : {&p, &m, &v}) std::fill(a->data<float>(), a->data<float>() + n, 0.f);
+      AdamOptions adam;
+      adam.lr = options_.linear_lr / std::pow(2.0, static_cast<double>(si));
+      std::vector<double> params(n, 0.0), best_params = params;
+      double best = INFINITY, first = 0, last = 0;
+      int since_best = 0, it = 0;
+      for (it = 1; it <= max_it; ++it) {
+        TESSERA_RETURN_IF_ERROR(CheckCancelled());
+        Affine12 grad_sampler;
+        TESSERA_ASSIGN_OR_RETURN(double loss, LinearLoss(level, param.Apply(params).ToMat4(), &grad_sampler));
+        if (it == 1) first = loss;
+        last = loss;
+        if (loss < best) {
+          since_best = (best - loss > options_.tolerance * std::abs(best)) ? 0 : since_best + 1;
+          best = loss;
+          best_params = params;
+        } else {
+          ++since_best;
+        }
+        Report(stage, level.factor, it, max_it, loss);
+        if (since_best >= options_.patience) break;
+        TESSERA_ASSIGN_OR_RETURN(Mat4 grad_t,
+                                 PhysicalGradientFromSampler(grad_sampler, level.fixed_space, level.moving_space));
+        const std::vector<double> grad = param.Gradient(params, grad_t);
+        for (int i = 0; i < n; ++i) {
+          g.data<float>()[i] = static_cast<float>(grad[i]);
+          p.data<float>()[i] = static_cast<float>(params[i]);
+        }
+        TESSERA_RETURN_IF_ERROR(AdamStep(p, g, m, v, adam, it, Stream::Cpu()));
+        for (int i = 0; i < n; ++i) params[i] = p.data<float>()[i];
+      }
+      current = param.Apply(best_params);
+      log->push_back(absl::StrFormat("%s x%d: %d iterations, loss %.6g -> %.6g (best %.6g), %.2f s", stage,
+                                     level.factor, std::min(it, max_it), first, last, best,
+                                     absl::ToDoubleSeconds(absl::Now() - start)));
+    }
+    return current;
+  }
+
+  // Greedy deformable registration; returns u in normalised units on the
+  // finest level's grid.
+  absl::StatusOr<NDArray> RunDeformableStage(const Mat4& t, const std::vector<Level>& levels,
+                                             std::vector<std::string>* log) {
+    NDArray u, m, v;
+    int64_t step_count = 0;
+    for (size_t si = 0; si < levels.size(); ++si) {
+      const Level& level = levels[si];
+      const Shape field_shape = {level.fixed.dim(0), level.fixed.dim(1), level.fixed.dim(2), 3};
+      const auto alloc = [&]() { return NDArray::Allocate(field_shape, DType::kFloat32, KindFor(stream_), stream_.ordinal()); };
+      if (u.empty()) {
+        TESSERA_ASSIGN_OR_RETURN(u, alloc());
+        TESSERA_ASSIGN_OR_RETURN(m, alloc());
+        TESSERA_ASSIGN_OR_RETURN(v, alloc());
+        for (NDArray* a : {&u, &m, &v}) TESSERA_RETURN_IF_ERROR(FillZero(*a, stream_));
+      } else if (u.shape() != field_shape) {
+        // Carry the field and Adam's moments to the finer grid (normalised
+        // units do not change with resolution).
+        for (NDArray* a : {&u, &m, &v}) {
+          TESSERA_ASSIGN_OR_RETURN(NDArray up, alloc());
+          TESSERA_RETURN_IF_ERROR(UpsampleDisplacement(*a, &up, DisplacementUnits::kNormalized, stream_));
+          *a = std::move(up);
+        }
+      }
+      const int max_it = PerScale(options_.deformable_iterations, si);
+      if (max_it <= 0) continue;
+      const absl::Time start = absl::Now();
+      TESSERA_ASSIGN_OR_RETURN(NDArray grad_u, alloc());
+      TESSERA_ASSIGN_OR_RETURN(NDArray step, alloc());
+      TESSERA_ASSIGN_OR_RETURN(NDArray composed, alloc());
+      TESSERA_RETURN_IF_ERROR(EnsureImageBuffers(level));
+      TESSERA_ASSIGN_OR_RETURN(Affine12 a, SamplerAffineFromPhysical(t, level.fixed_space, level.moving_space));
+      TESSERA_RETURN_IF_ERROR(UploadAffine(a));
+      const Dims3 dims = DimsOf(level.fixed);
+      const int64_t voxels = dims.size();
+      const std::array<float, 3> to_normalized = {
+          dims.nx > 1 ? 2.f / static_cast<float>(dims.nx - 1) : 0.f,
+          dims.ny > 1 ? 2.f / static_cast<float>(dims.ny - 1) : 0.f,
+          dims.nz > 1 ? 2.f / static_cast<float>(dims.nz - 1) : 0.f};
+      const std::array<double, 3> grad_sigma = {options_.smooth_grad_sigma, options_.smooth_grad_sigma,
+                                                options_.smooth_grad_sigma};
+      const std::array<double, 3> warp_sigma = {options_.smooth_warp_sigma, options_.smooth_warp_sigma,
+                                                options_.smooth_warp_sigma};
+      AdamOptions adam;
+      adam.lr = options_.deformable_lr_voxels;
+      double best = INFINITY, first = 0, last = 0;
+      int since_best = 0, it = 0;
+      for (it = 1; it <= max_it; ++it) {
+        TESSERA_RETURN_IF_ERROR(CheckCancelled());
+        const GridSampleArgs args = Args(level, &u);
+        TESSERA_RETURN_IF_ERROR(GridSample(stream_, args, warped_.data<float>()));
+        TESSERA_ASSIGN_OR_RETURN(double loss, metric_->Evaluate(level.fixed, warped_, &grad_w_));
+        if (it == 1) first = loss;
+        last = loss;
+        if (loss < best) {
+          since_best = (best - loss > options_.tolerance * std::abs(best)) ? 0 : since_best + 1;
+          best = loss;
+        } else {
+          ++since_best;
+        }
+        Report("deformable", level.factor, it, max_it, loss);
+        if (since_best >= options_.patience) break;
+        GridSampleGrads grads;
+        grads.grad_disp = grad_u.data<float>();
+        TESSERA_RETURN_IF_ERROR(GridSampleBackward(stream_, args, grad_w_.data<float>(), grads, &workspace_));
+        TESSERA_RETURN_IF_ERROR(GaussianSmooth(grad_u, &grad_u, grad_sigma, stream_));
+        // Adam on a zero parameter yields the step s itself (in voxels, as lr is).
+        TESSERA_RETURN_IF_ERROR(FillZero(step, stream_));
+        TESSERA_RETURN_IF_ERROR(AdamStep(step, grad_u, m, v, adam, ++step_count, stream_));
+        TESSERA_RETURN_IF_ERROR(ScaleComponents(step, to_normalized, stream_));
+        // Compositional update u <- s + u o (x + s): sample each component of u
+        // at x + s (border padding keeps the field's edge values).
+        for (int c = 0; c < 3; ++c) {
+          GridSampleArgs compose;
+          compose.image = u.data<float>() + c * voxels;
+          compose.image_dims = dims;
+          compose.affine = nullptr;
+          compose.disp = step.data<float>();
+          compose.out_dims = dims;
+          compose.padding = Padding::kBorder;
+          TESSERA_RETURN_IF_ERROR(GridSample(stream_, compose, composed.data<float>() + c * voxels));
+        }
+        TESSERA_RETURN_IF_ERROR(Axpy(1.f, step, composed, stream_));
+        std::swap(u, composed);
+        TESSERA_RETURN_IF_ERROR(GaussianSmooth(u, &u, warp_sigma, stream_));
+      }
+      log->push_back(absl::StrFormat("deformable x%d: %d iterations, loss %.6g -> %.6g (best %.6g), %.2f s",
+                                     level.factor, std::min(it, max_it), first, last, best,
+                                     absl::ToDoubleSeconds(absl::Now() - start)));
+    }
+    return u;
+  }
+
+  NDArray& warped() { return warped_; }
+  NDArray& affine_buffer() { return affine_; }
+
+ private:
+  const Stream& stream_;
+  const RegistrationOptions& options_;
+  SimilarityMetric* metric_;
+  const ProgressCallback& progress_;
+  const std::atomic<bool>* cancel_;
+  NDArray affine_, grad_affine_, warped_, grad_w_;
+  Workspace workspace_;
+};
+
+absl::Status ValidateInputs(const Volume& fixed, const Volume& moving, const RegistrationOptions& options) {
+  for (const auto& [v, which] : {std::pair<const Volume*, const char*>{&fixed, "fixed"}, {&moving, "moving"}}) {
+    if (v->data.rank() != 3) {
+      return absl::InvalidArgumentError(absl::StrCat(which, " image must be a 3-D scalar volume, got shape ",
+                                                     ShapeToString(v->data.shape())));
+    }
+    if (v->data.memory_kind() == MemoryKind::kDevice) {
+      return absl::InvalidArgumentError(absl::StrCat(which, " image must be in host memory"));
+    }
+  }
+  const bool fixed_2d = fixed.data.dim(2) == 1, moving_2d = moving.data.dim(2) == 1;
+  if (fixed_2d != moving_2d) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot register a 2-D image to a 3-D one (fixed ",
+                                                   ShapeToString(fixed.data.shape()), ", moving ",
+                                                   ShapeToString(moving.data.shape()), ")"));
+  }
+  if (options.scales.empty()) return absl::InvalidArgumentError("at least one scale is needed");
+  for (size_t i = 0; i < options.scales.size(); ++i) {
+    if (options.scales[i] < 1 || (i > 0 && options.scales[i] > options.scales[i - 1])) {
+      return absl::InvalidArgumentError("scales must be >= 1 and coarse to fine, e.g. 4,2,1");
+    }
+  }
+  for (const std::string& s : options.stages) {
+    if (s != "rigid" && s != "affine" && s != "deformable") {
+      return absl::InvalidArgumentError(absl::StrCat("unknown stage '", s, "': expected rigid, affine, deformable"));
+    }
+  }
+  if (options.stages.empty()) return absl::InvalidArgumentError("no stages requested");
+  if (options.init != "com" && options.init != "none") {
+    return absl::InvalidArgumentError(absl::StrCat("unknown init '", options.init, "': expected com or none"));
+  }
+  return absl::OkStatus();
+}
+
+bool HasStage(const RegistrationOptions& o, const char* s) {
+  return std::find(o.stages.begin(), o.stages.end(), s) != o.stages.end();
+}
+
+}  // namespace
+
+absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& moving,
+                                            const RegistrationOptions& options, const ProgressCallback& progress,
+                                            const std::atomic<bool>* cancel) {
+  TESSERA_RETURN_IF_ERROR(ValidateInputs(fixed, moving, options));
+  const absl::Time start = absl::Now();
+  TESSERA_ASSIGN_OR_RETURN(Backend backend, ResolveBackend(options.device));
+  TESSERA_ASSIGN_OR_RETURN(Stream stream, Stream::Create(backend));
+  const MemoryKind kind = KindFor(stream);
+  const size_t device_before = GetDeviceMemoryStats(stream.ordinal()).current_bytes;
+  ResetDevicePeak(stream.ordinal());
+
+  TESSERA_ASSIGN_OR_RETURN(NDArray fixed_norm, NormalizedIntensities(fixed, "fixed"));
+  TESSERA_ASSIGN_OR_RETURN(NDArray moving_norm, NormalizedIntensities(moving, "moving"));
+  const GridSpace fixed_space = SpaceOf(fixed), moving_space = SpaceOf(moving);
+
+  // Pyramid in stream memory; the full-resolution level is kept for output.
+  Level full;
+  full.factor = 1;
+  full.fixed_space = fixed_space;
+  full.moving_space = moving_space;
+  TESSERA_ASSIGN_OR_RETURN(full.fixed, fixed_norm.CopyTo(kind, stream, stream.ordinal()));
+  TESSERA_ASSIGN_OR_RETURN(full.moving, moving_norm.CopyTo(kind, stream, stream.ordinal()));
+  std::vector<Level> levels;
+  for (int factor : options.scales) {
+    if (factor == 1) {
+      levels.push_back(full);
+      continue;
+    }
+    Level level;
+    level.factor = factor;
+    for (auto [in, out, space, out_space] :
+         {std::tuple<const NDArray*, NDArray*, const GridSpace*, GridSpace*>{&full.fixed, &level.fixed, &fixed_space,
+                                                                             &level.fixed_space},
+          {&full.moving, &level.moving, &moving_space, &level.moving_space}}) {
+      const Shape shape = DownsampledShape(in->shape(), factor);
+      TESSERA_ASSIGN_OR_RETURN(*out, NDArray::Allocate(shape, DType::kFloat32, kind, stream.ordinal()));
+      TESSERA_RETURN_IF_ERROR(DownsampleVolume(*in, out, stream));
+      *out_space = DownsampledSpace(*space, shape);
+    }
+    levels.push_back(std::move(level));
+  }
+
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<SimilarityMetric> metric,
+                           SimilarityMetric::Create(options.metric, options.metric_options, stream));
+  Engine engine(stream, options, metric.get(), progress, cancel);
+  TESSERA_RETURN_IF_ERROR(engine.Init());
+  RegistrationResult result;
+  result.backend = std::string(BackendName(backend));
+
+  // Centre-of-mass initialisation: rotate about the fixed image's centre of
+  // mass, translate it onto the moving image's.
+  LinearTransform transform;
+  transform.center = CentreOfMass(fixed_norm, fixed.geometry);
+  if (options.init == "com") {
+    const std::array<double, 3> moving_com = CentreOfMass(moving_norm, moving.geometry);
+    for (int d = 0; d < 3; ++d) transform.translation[d] = moving_com[d] - transform.center[d];
+  }
+  TESSERA_ASSIGN_OR_RETURN(double overlap, engine.OverlapMax(levels.front(), transform.ToMat4()));
+  if (!(overlap > 0)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the images do not overlap in physical space",
+        options.init == "com" ? " after centre-of-mass alignment" : " (init=none: check the headers' origins or use init=com)"));
+  }
+  TESSERA_ASSIGN_OR_RETURN(result.initial_loss, engine.LinearLoss(full, transform.ToMat4(), nullptr));
+  engine.Report("init", 1, 0, 0, result.initial_loss);
+  result.log.push_back(absl::StrFormat("init: centre-of-mass shift (%.2f, %.2f, %.2f) mm, loss %.6g",
+                                       transform.translation[0], transform.translation[1], transform.translation[2],
+                                       result.initial_loss));
+
+  if (HasStage(options, "rigid")) {
+    TESSERA_ASSIGN_OR_RETURN(transform, engine.RunLinearStage(TransformModel::kRigid, "rigid", transform, levels,
+                                                              options.rigid_iterations, &result.log));
+  }
+  if (HasStage(options, "affine")) {
+    TESSERA_ASSIGN_OR_RETURN(transform, engine.RunLinearStage(TransformModel::kAffine, "affine", transform, levels,
+                                                              options.affine_iterations, &result.log));
+  }
+  result.affine_ras = transform.ToMat4();
+
+  // The deformation, carried to full resolution.
+  NDArray u_full;
+  if (HasStage(options, "deformable")) {
+    TESSERA_ASSIGN_OR_RETURN(NDArray u, engine.RunDeformableStage(result.affine_ras, levels, &result.log));
+    if (u.dim(0) != full.fixed.dim(0) || u.dim(1) != full.fixed.dim(1) || u.dim(2) != full.fixed.dim(2)) {
+      TESSERA_ASSIGN_OR_RETURN(u_full, NDArray::Allocate({full.fixed.dim(0), full.fixed.dim(1), full.fixed.dim(2), 3},
+                                                         DType::kFloat32, kind, stream.ordinal()));
+      TESSERA_RETURN_IF_ERROR(UpsampleDisplacement(u, &u_full, DisplacementUnits::kNormalized, stream));
+    } else {
+      u_full = std::move(u);
+    }
+  }
+  engine.Report("output", 1, 0, 0, 0);
+
+  // Final loss at full resolution, then the warped original intensities.
+  TESSERA_ASSIGN_OR_RETURN(Affine12 a_full, SamplerAffineFromPhysical(result.affine_ras, fixed_space, moving_space));
+  TESSERA_RETURN_IF_ERROR(engine.UploadAffine(a_full));
+  TESSERA_RETURN_IF_ERROR(engine.EnsureImageBuffers(full));
+  GridSampleArgs args = engine.Args(full, u_full.empty() ? nullptr : &u_full);
+  TESSERA_RETURN_IF_ERROR(GridSample(stream, args, engine.warped().data<float>()));
+  TESSERA_ASSIGN_OR_RETURN(result.final_loss, metric->Evaluate(full.fixed, engine.warped(), nullptr));
+
+  TESSERA_ASSIGN_OR_RETURN(NDArray moving_f32, moving.data.AsType(DType::kFloat32));
+  TESSERA_ASSIGN_OR_RETURN(NDArray moving_dev, moving_f32.CopyTo(kind, stream, stream.ordinal()));
+  args.image = moving_dev.data<float>();
+  TESSERA_RETURN_IF_ERROR(GridSample(stream, args, engine.warped().data<float>()));
+  TESSERA_ASSIGN_OR_RETURN(result.warped.data, engine.warped().CopyTo(MemoryKind::kHost, stream));
+  result.warped.geometry = fixed.geometry;
+  result.warped.description = "tessera warped moving image";
+
+  if (!u_full.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(result.jacobian,
+                             JacobianDeterminant(u_full, nullptr, stream, DisplacementUnits::kNormalized));
+    // v = L^-1 u: normalised sampler displacement -> RAS mm before T.
+    TESSERA_ASSIGN_OR_RETURN(Mat3 l, PhysicalToNormalizedDisplacement(result.affine_ras, moving_space));
+    TESSERA_ASSIGN_OR_RETURN(Mat3 l_inv, Invert3(l));
+    TESSERA_ASSIGN_OR_RETURN(NDArray u_host, u_full.CopyTo(MemoryKind::kHost, stream));
+    TESSERA_ASSIGN_OR_RETURN(result.displacement_ras, NDArray::Allocate(u_host.shape(), DType::kFloat32));
+    const int64_t n = u_host.num_elements() / 3;
+    const float* uu = u_host.data<float>();
+    float* vv = result.displacement_ras.data<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      const double x = uu[i], y = uu[n + i], z = uu[2 * n + i];
+      for (int r = 0; r < 3; ++r) {
+        vv[r * n + i] = static_cast<float>(l_inv[r * 3] * x + l_inv[r * 3 + 1] * y + l_inv[r * 3 + 2] * z);
+      }
+    }
+  }
+  TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+  result.peak_device_bytes = GetDeviceMemoryStats(stream.ordinal()).peak_bytes - device_before;
+  result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  return result;
+}
+
+absl::StatusOr<NDArray> WarpLabels(const Volume& moving_labels, const Volume& fixed_like,
+                                   const RegistrationResult& result, const std::string& device) {
+  if (moving_labels.data.rank() != 3) return absl::InvalidArgumentError("labels must be a 3-D volume");
+  TESSERA_ASSIGN_OR_RETURN(Backend backend, ResolveBackend(device));
+  TESSERA_ASSIGN_OR_RETURN(Stream stream, Stream::Create(backend));
+  const MemoryKind kind = KindFor(stream);
+  const GridSpace fixed_space = SpaceOf(fixed_like), label_space = SpaceOf(moving_labels);
+  TESSERA_ASSIGN_OR_RETURN(NDArray labels32, moving_labels.data.AsType(DType::kInt32));
+  TESSERA_ASSIGN_OR_RETURN(NDArray labels_dev, labels32.CopyTo(kind, stream, stream.ordinal()));
+  TESSERA_ASSIGN_OR_RETURN(Affine12 a, SamplerAffineFromPhysical(result.affine_ras, fixed_space, label_space));
+  float host_affine[12];
+  for (int i = 0; i < 12; ++i) host_affine[i] = static_cast<float>(a[i]);
+  TESSERA_ASSIGN_OR_RETURN(NDArray affine, NDArray::Allocate({12}, DType::kFloat32, kind, stream.ordinal()));
+  TESSERA_RETURN_IF_ERROR(CopyBytes(affine.raw_data(), kind, host_affine, MemoryKind::kHost, sizeof(host_affine), stream));
+  // u = L v for the labels' grid.
+  NDArray u_dev;
+  if (!result.displacement_ras.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(Mat3 l, PhysicalToNormalizedDisplacement(result.affine_ras, label_space));
+    TESSERA_ASSIGN_OR_RETURN(NDArray u, NDArray::Allocate(result.displacement_ras.shape(), DType::kFloat32));
+    const int64_t n = u.num_elements() / 3;
+    const float* vv = result.displacement_ras.data<float>();
+    float* uu = u.data<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      for (int r = 0; r < 3; ++r) {
+        uu[r * n + i] = static_cast<float>(l[r * 3] * vv[i] + l[r * 3 + 1] * vv[n + i] + l[r * 3 + 2] * vv[2 * n + i]);
+      }
+    }
+    TESSERA_ASSIGN_OR_RETURN(u_dev, u.CopyTo(kind, stream, stream.ordinal()));
+  }
+  GridSampleArgs args;
+  args.image_dims = Dims3{labels32.dim(0), labels32.dim(1), labels32.dim(2)};
+  args.affine = affine.data<float>();
+  args.disp = u_dev.empty() ? nullptr : u_dev.data<float>();
+  args.out_dims = Dims3{fixed_like.data.dim(0), fixed_like.data.dim(1), fixed_like.data.dim(2)};
+  args.padding = Padding::kZeros;
+  TESSERA_ASSIGN_OR_RETURN(NDArray out, NDArray::Allocate(fixed_like.data.shape(), DType::kInt32, kind, stream.ordinal()));
+  TESSERA_RETURN_IF_ERROR(GridSampleNearest(stream, labels_dev.data<int32_t>(), args, out.data<int32_t>()));
+  return out.CopyTo(MemoryKind::kHost, stream);
+}
+
+}  // namespace tessera::registration

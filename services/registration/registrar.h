@@ -1,0 +1,88 @@
+// Physical-space image registration: centre-of-mass initialisation, then
+// rigid, affine (Adam on the transform parameters) and greedy deformable
+// stages, each multi-scale (default 4, 2, 1) with a convergence rule that ends
+// a scale when the loss stops improving. Runs on the CPU or one GPU through
+// the fused kernels of kernels/registration.
+//
+// The model (space.h): moving_point(x) = T(x + v(x)) for fixed points x (RAS
+// mm); T affine, v a displacement on the fixed grid. Fixed and moving may
+// differ in size, spacing, origin and direction.
+#ifndef TESSERA_SERVICES_REGISTRATION_REGISTRAR_H_
+#define TESSERA_SERVICES_REGISTRATION_REGISTRAR_H_
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/volume.h"
+#include "kernels/registration/jacobian.h"
+#include "services/registration/metric.h"
+
+namespace tessera::registration {
+
+struct RegistrationOptions {
+  std::string metric = "lncc";                                   // mse, lncc or mi
+  // Initial transform: "com" aligns the intensity centres of mass (ANTs'
+  // --initial-moving-transform [F,M,1]); "none" starts from the identity in
+  // physical space (trust the headers).
+  std::string init = "com";
+  std::vector<std::string> stages = {"rigid", "affine", "deformable"};
+  std::vector<int> scales = {4, 2, 1};                           // downsampling factors, coarse to fine
+  std::vector<int> rigid_iterations = {100, 50, 25};             // per scale (last value repeats)
+  std::vector<int> affine_iterations = {100, 50, 25};
+  std::vector<int> deformable_iterations = {200, 100, 50};
+  double linear_lr = 0.02;           // Adam step at the coarsest scale; halves with each finer scale
+  double translation_scale_mm = 50;  // one unit of a translation parameter, mm
+  double matrix_scale = 0.1;         // one unit of an affine matrix parameter
+  double deformable_lr_voxels = 0.5; // greedy step per iteration, in voxels of the current scale
+  double smooth_grad_sigma = 1.0;    // voxels
+  double smooth_warp_sigma = 0.5;    // voxels
+  MetricOptions metric_options;
+  // Convergence: a scale ends when the best loss has not improved by more
+  // than tolerance * |best| over `patience` iterations.
+  double tolerance = 1e-4;
+  int patience = 15;
+  std::string device = "auto";       // auto, cpu or cuda
+};
+
+struct RegistrationProgress {
+  std::string stage;   // "init", "rigid", "affine", "deformable", "output"
+  int scale = 1;
+  int iteration = 0;
+  int max_iterations = 0;
+  double loss = 0;
+};
+
+struct RegistrationResult {
+  Mat4 affine_ras;                  // T: fixed RAS -> moving RAS
+  NDArray displacement_ras;         // v: (nx, ny, nz, 3) float32 RAS mm on the fixed grid; empty without deformable
+  Volume warped;                    // moving resampled on the fixed grid (float32)
+  double initial_loss = 0;          // after centre-of-mass alignment, finest scale
+  double final_loss = 0;            // finest scale
+  JacobianSummary jacobian;         // of x + v(x); voxels == 0 without deformable
+  double seconds = 0;
+  size_t peak_device_bytes = 0;
+  std::string backend;              // "cpu" or "cuda"
+  std::vector<std::string> log;     // one line per stage and scale
+};
+
+using ProgressCallback = std::function<void(const RegistrationProgress&)>;
+
+// Errors: INVALID_ARGUMENT (not 3-D, 2-D vs 3-D mismatch, non-finite voxels,
+// constant image, bad options), FAILED_PRECONDITION (no overlap after
+// initialisation; cuda requested without a GPU), CANCELLED (via `cancel`).
+absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& moving,
+                                            const RegistrationOptions& options,
+                                            const ProgressCallback& progress = nullptr,
+                                            const std::atomic<bool>* cancel = nullptr);
+
+// Resamples a label map of the moving image onto the fixed grid with a result's
+// transforms (nearest neighbour). Labels: any integer dtype; output int32.
+absl::StatusOr<NDArray> WarpLabels(const Volume& moving_labels, const Volume& fixed_like,
+                                   const RegistrationResult& result, const std::string& device = "auto");
+
+}  // namespace tessera::registration
+
+#endif  // TESSERA_SERVICES_REGISTRATION_REGISTRAR_H_

@@ -1,0 +1,154 @@
+#include "services/registration/synthetic.h"
+
+#include <cmath>
+#include <random>
+
+#include "common/status.h"
+#include "kernels/registration/gaussian_smooth.h"
+#include "kernels/registration/grid_sampler.h"
+#include "services/registration/space.h"
+#include "services/registration/transform_params.h"
+
+namespace tessera::registration {
+namespace {
+
+Dims3 DimsOf(const NDArray& a) { return Dims3{a.dim(0), a.dim(1), a.dim(2)}; }
+
+GridSpace SpaceOf(const Volume& v) {
+  GridSpace s;
+  s.dims = {v.data.dim(0), v.data.dim(1), v.data.dim(2)};
+  s.geometry = v.geometry;
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<SyntheticPair> MakeSyntheticPair(const Volume& image, const Volume* labels,
+                                                const SyntheticOptions& options) {
+  if (image.data.rank() != 3) return absl::InvalidArgumentError("synthetic pairs need a 3-D image");
+  std::mt19937_64 rng(options.seed);
+  std::normal_distribution<double> gauss(0, 1);
+  std::uniform_real_distribution<double> uniform(-1, 1);
+  const GridSpace space = SpaceOf(image);
+  const Dims3 dims = DimsOf(image.data);
+
+  // Physical affine: rotation about the image centre plus a translation.
+  std::array<double, 3> axis = {gauss(rng), gauss(rng), gauss(rng)}, shift = {gauss(rng), gauss(rng), gauss(rng)};
+  const double axis_norm = std::sqrt(axis[0] * axis[0] + axis[1] * axis[1] + axis[2] * axis[2]);
+  const double shift_norm = std::sqrt(shift[0] * shift[0] + shift[1] * shift[1] + shift[2] * shift[2]);
+  const double angle = options.rotation_deg * M_PI / 180.0;
+  LinearTransform t;
+  t.matrix = RotationFromAxisAngle({axis[0] / axis_norm * angle, axis[1] / axis_norm * angle, axis[2] / axis_norm * angle});
+  const Mat4 to_world = NormalizedToWorld(space);
+  for (int r = 0; r < 3; ++r) {
+    t.center[r] = to_world[r * 4 + 3];  // normalized (0,0,0): the grid centre
+    t.translation[r] = shift[r] / shift_norm * options.translation_mm;
+  }
+  TESSERA_ASSIGN_OR_RETURN(Affine12 a, SamplerAffineFromPhysical(t.ToMat4(), space, space));
+  float affine[12];
+  for (int i = 0; i < 12; ++i) affine[i] = static_cast<float>(a[i]);
+
+  // Smooth random field: random control vectors on a coarse grid, upsampled
+  // trilinearly and smoothed, scaled to the peak amplitude, in RAS mm, then
+  // mapped to the sampler's normalised units (u = L v).
+  const int cp = std::max(2, options.control_points);
+  TESSERA_ASSIGN_OR_RETURN(NDArray coarse, NDArray::Allocate({cp, cp, cp, 3}, DType::kFloat32));
+  for (int64_t i = 0; i < coarse.num_elements(); ++i) coarse.data<float>()[i] = static_cast<float>(uniform(rng));
+  TESSERA_ASSIGN_OR_RETURN(NDArray field, NDArray::Allocate({dims.nx, dims.ny, dims.nz, 3}, DType::kFloat32));
+  TESSERA_RETURN_IF_ERROR(UpsampleDisplacement(coarse, &field, DisplacementUnits::kNormalized, Stream::Cpu()));
+  const double sigma = 0.5 * static_cast<double>(dims.nx) / cp;
+  TESSERA_RETURN_IF_ERROR(GaussianSmooth(field, &field, {sigma, sigma, sigma}, Stream::Cpu()));
+  const int64_t n = dims.size();
+  float* f = field.data<float>();
+  double peak = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    peak = std::max(peak, std::sqrt(double{f[i]} * f[i] + double{f[n + i]} * f[n + i] + double{f[2 * n + i]} * f[2 * n + i]));
+  }
+  TESSERA_ASSIGN_OR_RETURN(Mat3 l, PhysicalToNormalizedDisplacement(t.ToMat4(), space));
+  const double scale = peak > 0 ? options.deformation_mm / peak : 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double v[3] = {f[i] * scale, f[n + i] * scale, f[2 * n + i] * scale};
+    for (int r = 0; r < 3; ++r) f[r * n + i] = static_cast<float>(l[r * 3] * v[0] + l[r * 3 + 1] * v[1] + l[r * 3 + 2] * v[2]);
+  }
+
+  GridSampleArgs args;
+  args.image_dims = dims;
+  args.affine = affine;
+  args.disp = field.data<float>();
+  args.out_dims = dims;
+  args.padding = Padding::kZeros;
+
+  SyntheticPair pair;
+  TESSERA_ASSIGN_OR_RETURN(NDArray source, image.data.AsType(DType::kFloat32));
+  args.image = source.data<float>();
+  TESSERA_ASSIGN_OR_RETURN(pair.moving.data, NDArray::Allocate(image.data.shape(), DType::kFloat32));
+  TESSERA_RETURN_IF_ERROR(GridSample(Stream::Cpu(), args, pair.moving.data.data<float>()));
+  pair.moving.geometry = image.geometry;
+  pair.moving.description = "tessera synthetic moving image";
+
+  // Intensity change on [0, max].
+  float* m = pair.moving.data.data<float>();
+  float hi = 0;
+  for (int64_t i = 0; i < n; ++i) hi = std::max(hi, m[i]);
+  if (hi > 0) {
+    for (int64_t i = 0; i < n; ++i) {
+      const double x = std::clamp(m[i] / hi, 0.f, 1.f);
+      const double y = options.intensity == IntensityChange::kGamma ? std::pow(x, 0.8) : 4 * x * (1 - x);
+      m[i] = static_cast<float>(y * hi);
+    }
+  }
+
+  if (labels != nullptr) {
+    if (labels->data.shape() != image.data.shape()) {
+      return absl::InvalidArgumentError("labels must be on the image's grid");
+    }
+    TESSERA_ASSIGN_OR_RETURN(NDArray labels32, labels->data.AsType(DType::kInt32));
+    Volume out;
+    TESSERA_ASSIGN_OR_RETURN(out.data, NDArray::Allocate(image.data.shape(), DType::kInt32));
+    TESSERA_RETURN_IF_ERROR(GridSampleNearest(Stream::Cpu(), labels32.data<int32_t>(), args, out.data.data<int32_t>()));
+    out.geometry = labels->geometry;
+    pair.moving_labels = std::move(out);
+  }
+  return pair;
+}
+
+absl::StatusOr<Volume> DownsampleImage(const Volume& image, int factor) {
+  TESSERA_ASSIGN_OR_RETURN(NDArray f, image.data.AsType(DType::kFloat32));
+  const Shape shape = DownsampledShape(f.shape(), factor);
+  Volume out;
+  TESSERA_ASSIGN_OR_RETURN(out.data, NDArray::Allocate(shape, DType::kFloat32));
+  TESSERA_RETURN_IF_ERROR(DownsampleVolume(f, &out.data, Stream::Cpu()));
+  out.geometry = image.geometry;
+  for (int d = 0; d < 3; ++d) {
+    if (shape[d] > 1) out.geometry.spacing[d] *= static_cast<double>(f.dim(d) - 1) / static_cast<double>(shape[d] - 1);
+  }
+  return out;
+}
+
+absl::StatusOr<Volume> DownsampleLabels(const Volume& labels, int factor) {
+  TESSERA_ASSIGN_OR_RETURN(NDArray l, labels.data.AsType(DType::kInt32));
+  const Shape shape = DownsampledShape(l.shape(), factor);
+  Volume out;
+  TESSERA_ASSIGN_OR_RETURN(out.data, NDArray::Allocate(shape, DType::kInt32));
+  // Nearest voxel of the aligned-corner grid.
+  for (int64_t k = 0; k < shape[2]; ++k) {
+    for (int64_t j = 0; j < shape[1]; ++j) {
+      for (int64_t i = 0; i < shape[0]; ++i) {
+        const int64_t idx[3] = {i, j, k};
+        int64_t src[3];
+        for (int d = 0; d < 3; ++d) {
+          src[d] = shape[d] > 1 ? std::llround(static_cast<double>(idx[d]) * (l.dim(d) - 1) / (shape[d] - 1)) : 0;
+        }
+        out.data.data<int32_t>()[i + shape[0] * (j + shape[1] * k)] =
+            l.data<int32_t>()[src[0] + l.dim(0) * (src[1] + l.dim(1) * src[2])];
+      }
+    }
+  }
+  out.geometry = labels.geometry;
+  for (int d = 0; d < 3; ++d) {
+    if (shape[d] > 1) out.geometry.spacing[d] *= static_cast<double>(l.dim(d) - 1) / static_cast<double>(shape[d] - 1);
+  }
+  return out;
+}
+
+}  // namespace tessera::registration

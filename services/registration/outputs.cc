@@ -1,0 +1,151 @@
+#include "services/registration/outputs.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/nifti_io.h"
+#include "common/status.h"
+#include "services/registration/ants_transform_io.h"
+
+namespace tessera::registration {
+namespace {
+
+struct Point {
+  double x, y, z;
+};
+
+Point Apply(const Mat4& m, Point p) {
+  return {m[0] * p.x + m[1] * p.y + m[2] * p.z + m[3], m[4] * p.x + m[5] * p.y + m[6] * p.z + m[7],
+          m[8] * p.x + m[9] * p.y + m[10] * p.z + m[11]};
+}
+
+// Trilinear sample of component `c` of a planar field (or a scalar volume,
+// c = 0) at continuous index (i, j, k); `border` clamps, else zero outside.
+double Sample(const float* data, const int64_t n[3], int c, Point idx, bool border) {
+  double pos[3] = {idx.x, idx.y, idx.z};
+  int64_t lo[3];
+  double frac[3];
+  for (int d = 0; d < 3; ++d) {
+    if (border) pos[d] = std::clamp(pos[d], 0.0, static_cast<double>(n[d] - 1));
+    lo[d] = static_cast<int64_t>(std::floor(pos[d]));
+    frac[d] = pos[d] - lo[d];
+  }
+  const int64_t voxels = n[0] * n[1] * n[2];
+  double s = 0;
+  for (int corner = 0; corner < 8; ++corner) {
+    int64_t q[3];
+    double w = 1;
+    bool inside = true;
+    for (int d = 0; d < 3; ++d) {
+      const int bit = (corner >> d) & 1;
+      q[d] = lo[d] + bit;
+      w *= bit ? frac[d] : 1 - frac[d];
+      if (q[d] < 0 || q[d] >= n[d]) {
+        if (border) q[d] = std::clamp<int64_t>(q[d], 0, n[d] - 1);
+        else inside = false;
+      }
+    }
+    if (!inside || w == 0) continue;
+    s += w * data[c * voxels + q[0] + n[0] * (q[1] + n[1] * q[2])];
+  }
+  return s;
+}
+
+absl::Status MakeDir(const std::string& dir) {
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot create ", dir, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<NDArray> InvertDisplacement(const NDArray& v, const Geometry& geometry, int iterations) {
+  if (v.rank() != 4 || v.dim(3) != 3 || v.dtype() != DType::kFloat32) {
+    return absl::InvalidArgumentError("displacement must be float32 (nx, ny, nz, 3)");
+  }
+  const int64_t n[3] = {v.dim(0), v.dim(1), v.dim(2)};
+  const int64_t voxels = n[0] * n[1] * n[2];
+  const Mat4 to_world = geometry.IndexToWorld();
+  TESSERA_ASSIGN_OR_RETURN(Mat4 to_index, InvertAffine(to_world));
+  TESSERA_ASSIGN_OR_RETURN(NDArray w, NDArray::Allocate(v.shape(), DType::kFloat32));
+  float* ww = w.data<float>();
+  const float* vv = v.data<float>();
+  for (int64_t i = 0; i < 3 * voxels; ++i) ww[i] = -vv[i];
+  for (int it = 0; it < iterations; ++it) {
+    for (int64_t k = 0; k < n[2]; ++k) {
+      for (int64_t j = 0; j < n[1]; ++j) {
+        for (int64_t i = 0; i < n[0]; ++i) {
+          const int64_t at = i + n[0] * (j + n[1] * k);
+          const Point y = Apply(to_world, {double(i), double(j), double(k)});
+          const Point q = {y.x + ww[at], y.y + ww[voxels + at], y.z + ww[2 * voxels + at]};
+          const Point qi = Apply(to_index, q);
+          for (int c = 0; c < 3; ++c) ww[c * voxels + at] = static_cast<float>(-Sample(vv, n, c, qi, true));
+        }
+      }
+    }
+  }
+  return w;
+}
+
+absl::StatusOr<NDArray> ApplyAntsTransformsCpu(const Volume& moving, const Volume& fixed_like, const Mat4& affine_ras,
+                                               const NDArray& v) {
+  TESSERA_ASSIGN_OR_RETURN(NDArray image, moving.data.AsType(DType::kFloat32));
+  const int64_t mn[3] = {image.dim(0), image.dim(1), image.dim(2)};
+  const int64_t fn[3] = {fixed_like.data.dim(0), fixed_like.data.dim(1), fixed_like.data.dim(2)};
+  const int64_t voxels = fn[0] * fn[1] * fn[2];
+  const Mat4 fixed_to_world = fixed_like.geometry.IndexToWorld();
+  TESSERA_ASSIGN_OR_RETURN(Mat4 moving_to_index, InvertAffine(moving.geometry.IndexToWorld()));
+  TESSERA_ASSIGN_OR_RETURN(NDArray out, NDArray::Allocate({fn[0], fn[1], fn[2]}, DType::kFloat32));
+  for (int64_t k = 0; k < fn[2]; ++k) {
+    for (int64_t j = 0; j < fn[1]; ++j) {
+      for (int64_t i = 0; i < fn[0]; ++i) {
+        const int64_t at = i + fn[0] * (j + fn[1] * k);
+        Point p = Apply(fixed_to_world, {double(i), double(j), double(k)});
+        if (!v.empty()) {
+          p = {p.x + v.data<float>()[at], p.y + v.data<float>()[voxels + at], p.z + v.data<float>()[2 * voxels + at]};
+        }
+        const Point m = Apply(moving_to_index, Apply(affine_ras, p));
+        out.data<float>()[at] = static_cast<float>(Sample(image.data<float>(), mn, 0, m, false));
+      }
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<OutputFiles> WriteRegistrationOutputs(const RegistrationResult& result, const Volume& fixed,
+                                                     const std::string& dir, const NDArray* warped_labels,
+                                                     bool inverse_warp) {
+  TESSERA_RETURN_IF_ERROR(MakeDir(dir));
+  OutputFiles files;
+  files.warped = dir + "/warped.nii.gz";
+  TESSERA_RETURN_IF_ERROR(WriteNifti(result.warped, files.warped));
+  if (warped_labels != nullptr) {
+    files.warped_labels = dir + "/warped_labels.nii.gz";
+    TESSERA_RETURN_IF_ERROR(WriteNifti(Volume{*warped_labels, fixed.geometry, "tessera warped labels"}, files.warped_labels));
+  }
+  files.affine = dir + "/0GenericAffine.mat";
+  // ITK convention: the centre is the fixed image's centre (it only changes
+  // how the parameters read, not the transform).
+  const Mat4 w = fixed.geometry.IndexToWorld();
+  const double ci = (fixed.data.dim(0) - 1) / 2.0, cj = (fixed.data.dim(1) - 1) / 2.0, ck = (fixed.data.dim(2) - 1) / 2.0;
+  const std::array<double, 3> centre = {w[0] * ci + w[1] * cj + w[2] * ck + w[3], w[4] * ci + w[5] * cj + w[6] * ck + w[7],
+                                        w[8] * ci + w[9] * cj + w[10] * ck + w[11]};
+  TESSERA_RETURN_IF_ERROR(WriteItkAffine(files.affine, result.affine_ras, centre));
+  if (!result.displacement_ras.empty()) {
+    files.warp = dir + "/0Warp.nii.gz";
+    TESSERA_RETURN_IF_ERROR(WriteAntsWarp(files.warp, result.displacement_ras, fixed.geometry));
+    if (inverse_warp) {
+      files.inverse_warp = dir + "/0InverseWarp.nii.gz";
+      TESSERA_ASSIGN_OR_RETURN(NDArray inverse, InvertDisplacement(result.displacement_ras, fixed.geometry));
+      TESSERA_RETURN_IF_ERROR(WriteAntsWarp(files.inverse_warp, inverse, fixed.geometry));
+    }
+  }
+  return files;
+}
+
+}  // namespace tessera::registration

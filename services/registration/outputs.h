@@ -1,0 +1,41 @@
+// Writes a registration's results as the files ANTs users know:
+//   warped.nii.gz          moving image resampled on the fixed grid
+//   warped_labels.nii.gz   moving labels, nearest neighbour (when given)
+//   0GenericAffine.mat     ITK affine, fixed -> moving (LPS)
+//   0Warp.nii.gz           displacement on the fixed grid (LPS mm vectors)
+//   0InverseWarp.nii.gz    its inverse (on request)
+// so that `antsApplyTransforms -r fixed -i moving -t 0Warp.nii.gz
+// -t 0GenericAffine.mat` reproduces warped.nii.gz.
+#ifndef TESSERA_SERVICES_REGISTRATION_OUTPUTS_H_
+#define TESSERA_SERVICES_REGISTRATION_OUTPUTS_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "services/registration/registrar.h"
+
+namespace tessera::registration {
+
+struct OutputFiles {
+  std::string warped, warped_labels, affine, warp, inverse_warp;  // empty when not written
+};
+
+absl::StatusOr<OutputFiles> WriteRegistrationOutputs(const RegistrationResult& result, const Volume& fixed,
+                                                     const std::string& dir, const NDArray* warped_labels,
+                                                     bool inverse_warp);
+
+// Inverse of x -> x + v(x) on the same grid: w(y) = -v(y + w(y)), by
+// fixed-point iteration with trilinear sampling of v (RAS mm, planar
+// (nx, ny, nz, 3) float32 on `geometry`). Converges for fields without folds.
+absl::StatusOr<NDArray> InvertDisplacement(const NDArray& displacement_ras, const Geometry& geometry,
+                                           int iterations = 20);
+
+// Applies ANTs' composition with plain CPU code, independently of the
+// kernels: out(p) = moving(T(p + v(p))) for every fixed voxel p, trilinear,
+// zero outside. `displacement_ras` may be empty (affine only). For tests.
+absl::StatusOr<NDArray> ApplyAntsTransformsCpu(const Volume& moving, const Volume& fixed_like, const Mat4& affine_ras,
+                                               const NDArray& displacement_ras);
+
+}  // namespace tessera::registration
+
+#endif  // TESSERA_SERVICES_REGISTRATION_OUTPUTS_H_

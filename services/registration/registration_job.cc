@@ -1,0 +1,128 @@
+#include "services/registration/registration_job.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/nifti_io.h"
+#include "common/status.h"
+#include "kernels/registration/label_metrics.h"
+
+namespace tessera::registration {
+namespace {
+
+absl::StatusOr<double> MeanDice(const NDArray& a, const NDArray& b, const Geometry& g) {
+  LabelMetricsOptions options;
+  options.hausdorff = false;
+  options.spacing_mm = g.spacing;
+  TESSERA_ASSIGN_OR_RETURN(LabelMetrics m, ComputeLabelMetrics(a, b, options));
+  return m.mean_dice;
+}
+
+std::string JsonEscape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      out += absl::StrFormat("\\u%04x", c);
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+std::string Num(double v) { return std::isfinite(v) ? absl::StrFormat("%.6g", v) : "null"; }
+
+}  // namespace
+
+absl::StatusOr<RegistrationInputs> ReadRegistrationInputs(const std::string& fixed, const std::string& moving,
+                                                          const std::string& fixed_labels,
+                                                          const std::string& moving_labels) {
+  RegistrationInputs in;
+  TESSERA_ASSIGN_OR_RETURN(in.fixed, ReadNifti(fixed));
+  TESSERA_ASSIGN_OR_RETURN(in.moving, ReadNifti(moving));
+  if (!fixed_labels.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(in.fixed_labels, ReadNifti(fixed_labels));
+    if (in.fixed_labels->data.shape() != in.fixed.data.shape()) {
+      return absl::InvalidArgumentError(absl::StrCat("fixed labels ", ShapeToString(in.fixed_labels->data.shape()),
+                                                     " do not match the fixed image ", ShapeToString(in.fixed.data.shape())));
+    }
+  }
+  if (!moving_labels.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(in.moving_labels, ReadNifti(moving_labels));
+  }
+  for (std::optional<Volume>* labels : {&in.fixed_labels, &in.moving_labels}) {
+    const bool is_float = labels->has_value() && ((*labels)->data.dtype() == DType::kFloat32 ||
+                                                  (*labels)->data.dtype() == DType::kFloat64);
+    if (is_float) {  // label maps stored as float (common) are read as integers
+      TESSERA_ASSIGN_OR_RETURN((*labels)->data, (*labels)->data.AsType(DType::kInt32));
+    }
+  }
+  return in;
+}
+
+absl::StatusOr<RegistrationSummary> RunRegistration(const RegistrationInputs& inputs, const RegistrationOptions& options,
+                                                    const std::string& out_dir, bool inverse_warp,
+                                                    const ProgressCallback& progress, const std::atomic<bool>* cancel) {
+  RegistrationSummary summary;
+  TESSERA_ASSIGN_OR_RETURN(summary.result, Register(inputs.fixed, inputs.moving, options, progress, cancel));
+  const RegistrationResult& result = summary.result;
+  if (result.jacobian.voxels > 0) {
+    summary.folded_percent = 100.0 * result.jacobian.nonpositive / result.jacobian.voxels;
+  }
+  if (inputs.moving_labels.has_value()) {
+    TESSERA_ASSIGN_OR_RETURN(summary.warped_labels, WarpLabels(*inputs.moving_labels, inputs.fixed, result, options.device));
+    if (inputs.fixed_labels.has_value()) {
+      // "Before" = the moving labels placed on the fixed grid by the headers alone.
+      RegistrationResult identity;
+      identity.affine_ras = Mat4{1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
+      TESSERA_ASSIGN_OR_RETURN(NDArray before, WarpLabels(*inputs.moving_labels, inputs.fixed, identity, options.device));
+      TESSERA_ASSIGN_OR_RETURN(summary.dice_before, MeanDice(inputs.fixed_labels->data, before, inputs.fixed.geometry));
+      TESSERA_ASSIGN_OR_RETURN(summary.dice_after,
+                               MeanDice(inputs.fixed_labels->data, summary.warped_labels, inputs.fixed.geometry));
+    }
+  }
+  if (!out_dir.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(summary.files,
+                             WriteRegistrationOutputs(result, inputs.fixed, out_dir,
+                                                      summary.warped_labels.empty() ? nullptr : &summary.warped_labels,
+                                                      inverse_warp));
+  }
+  return summary;
+}
+
+std::string SummaryToJson(const RegistrationSummary& s, const RegistrationOptions& options) {
+  const RegistrationResult& r = s.result;
+  std::string json = "{";
+  absl::StrAppend(&json, "\"metric\": \"", JsonEscape(options.metric), "\", \"stages\": [\"",
+                  absl::StrJoin(options.stages, "\", \""), "\"], \"scales\": [", absl::StrJoin(options.scales, ", "),
+                  "], \"backend\": \"", r.backend, "\"");
+  absl::StrAppend(&json, ", \"initial_loss\": ", Num(r.initial_loss), ", \"final_loss\": ", Num(r.final_loss));
+  absl::StrAppend(&json, ", \"dice_before\": ", s.dice_before ? Num(*s.dice_before) : "null",
+                  ", \"dice_after\": ", s.dice_after ? Num(*s.dice_after) : "null");
+  absl::StrAppend(&json, ", \"folded_percent\": ", Num(s.folded_percent), ", \"min_jacobian\": ",
+                  r.jacobian.voxels ? Num(r.jacobian.min_det) : "null");
+  absl::StrAppend(&json, ", \"seconds\": ", Num(r.seconds), ", \"peak_device_bytes\": ", r.peak_device_bytes);
+  std::string affine;
+  for (int i = 0; i < 16; ++i) absl::StrAppend(&affine, i ? ", " : "", Num(r.affine_ras[i]));
+  absl::StrAppend(&json, ", \"affine_ras\": [", affine, "]");
+  absl::StrAppend(&json, ", \"files\": {");
+  bool first = true;
+  for (const auto& [key, path] : {std::pair<const char*, const std::string*>{"warped", &s.files.warped},
+                                  {"warped_labels", &s.files.warped_labels},
+                                  {"affine", &s.files.affine},
+                                  {"warp", &s.files.warp},
+                                  {"inverse_warp", &s.files.inverse_warp}}) {
+    if (path->empty()) continue;
+    absl::StrAppend(&json, first ? "" : ", ", "\"", key, "\": \"", JsonEscape(*path), "\"");
+    first = false;
+  }
+  absl::StrAppend(&json, "}, \"log\": [");
+  for (size_t i = 0; i < r.log.size(); ++i) absl::StrAppend(&json, i ? ", " : "", "\"", JsonEscape(r.log[i]), "\"");
+  absl::StrAppend(&json, "]}");
+  return json;
+}
+
+}  // namespace tessera::registration

@@ -1,0 +1,46 @@
+// One registration from inputs to files and a summary: what `tessera
+// register` and RegistrationService both run. Adds to Register() the label
+// handling (Dice before and after), the output files and a JSON summary.
+#ifndef TESSERA_SERVICES_REGISTRATION_REGISTRATION_JOB_H_
+#define TESSERA_SERVICES_REGISTRATION_REGISTRATION_JOB_H_
+
+#include <atomic>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "services/registration/outputs.h"
+#include "services/registration/registrar.h"
+
+namespace tessera::registration {
+
+struct RegistrationInputs {
+  Volume fixed, moving;
+  std::optional<Volume> fixed_labels, moving_labels;
+};
+
+struct RegistrationSummary {
+  RegistrationResult result;
+  OutputFiles files;
+  std::optional<double> dice_before, dice_after;  // mean over labels, when both label maps are given
+  double folded_percent = 0;                      // % of voxels with det J <= 0
+  NDArray warped_labels;                          // int32 on the fixed grid, when moving labels are given
+};
+
+// Reads the four volumes (labels optional: empty path) with clear errors.
+absl::StatusOr<RegistrationInputs> ReadRegistrationInputs(const std::string& fixed, const std::string& moving,
+                                                          const std::string& fixed_labels,
+                                                          const std::string& moving_labels);
+
+// Registers, scores and (when out_dir is non-empty) writes the output files.
+absl::StatusOr<RegistrationSummary> RunRegistration(const RegistrationInputs& inputs, const RegistrationOptions& options,
+                                                    const std::string& out_dir, bool inverse_warp,
+                                                    const ProgressCallback& progress = nullptr,
+                                                    const std::atomic<bool>* cancel = nullptr);
+
+// {"final_loss":..., "dice_before":..., "folded_percent":..., "seconds":..., ...}
+std::string SummaryToJson(const RegistrationSummary& summary, const RegistrationOptions& options);
+
+}  // namespace tessera::registration
+
+#endif  // TESSERA_SERVICES_REGISTRATION_REGISTRATION_JOB_H_

@@ -1,0 +1,235 @@
+// CUDA separable Gaussian smoothing and trilinear resampling; see
+// gaussian_smooth.h. Per component: an x pass that stages each row (with its
+// clamped halo) in shared memory, so it may run in place; y and z passes as
+// one tiled kernel over a strided axis (32 consecutive x values per warp,
+// coalesced), out of place through one scalar scratch volume.
+#include <algorithm>
+#include <cstdint>
+
+#include "common/cuda_check.h"
+#include "common/status.h"
+#include "kernels/registration/gaussian_smooth.h"
+#include "kernels/registration/gaussian_smooth_internal.h"
+
+namespace tessera {
+namespace registration {
+namespace gs_internal {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Policies (SM 90 first).
+// ---------------------------------------------------------------------------
+struct RowPolicy {
+  static constexpr int kThreads = 256;
+  static constexpr int kWarps = kThreads / 32;
+  static constexpr int64_t kMaxWarpRow = 1024;  // row + halo per warp (8 warps: <= 32 KB): one warp per row
+  static constexpr int64_t kMaxRow = 8192;      // row + halo per block (<= 33 KB): one block per row
+};
+struct AxisPolicy {
+  static constexpr int kInner = 32;   // threads along the contiguous inner index
+  static constexpr int kRows = 8;     // threads along the filtered axis
+  static constexpr int kTile = 64;    // outputs along the axis per block
+  static constexpr int kMaxGridZ = 65535;
+};
+static_assert(AxisPolicy::kTile % AxisPolicy::kRows == 0, "each thread row owns whole outputs");
+static_assert(RowPolicy::kThreads % 32 == 0, "whole warps");
+
+struct Taps {
+  int radius;
+  float w[2 * kGaussianMaxRadius + 1];
+};
+
+Taps MakeTaps(const std::vector<float>& t) {
+  Taps taps{};
+  taps.radius = static_cast<int>(t.size() / 2);
+  std::copy(t.begin(), t.end(), taps.w);
+  return taps;
+}
+
+__device__ __forceinline__ int64_t ClampIdx(int64_t v, int64_t hi) { return v < 0 ? 0 : (v > hi ? hi : v); }
+
+// One block per row of nx floats (rows = ny * nz). in may equal out: the block
+// reads its whole row before writing it.
+__global__ void __launch_bounds__(RowPolicy::kThreads)
+    RowKernel(const float* in, float* out, int64_t nx, int64_t rows, Taps taps) {
+  extern __shared__ float line[];
+  const int r = taps.radius;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const float* src = in + row * nx;
+    for (int64_t i = threadIdx.x; i < nx + 2 * r; i += RowPolicy::kThreads) line[i] = src[ClampIdx(i - r, nx - 1)];
+    __syncthreads();
+    float* dst = out + row * nx;
+    for (int64_t i = threadIdx.x; i < nx; i += RowPolicy::kThreads) {
+      float s = 0.f;
+      for (int d = 0; d <= 2 * r; ++d) s = fmaf(taps.w[d], line[i + d], s);
+      dst[i] = s;
+    }
+    __syncthreads();
+  }
+}
+
+// Filters along an axis: element (i, a, o) at i + inner * (a + n * o).
+// Block: 32 inner values x a tile of kTile axis outputs, for one o.
+__global__ void __launch_bounds__(AxisPolicy::kInner * AxisPolicy::kRows)
+    AxisKernel(const float* __restrict__ in, float* __restrict__ out, int64_t inner, int64_t n, int64_t outer,
+               Taps taps) {
+  extern __shared__ float tile[];  // (kTile + 2r) x kInner
+  const int r = taps.radius;
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t i = int64_t(blockIdx.x) * AxisPolicy::kInner + tx;
+  const int64_t a0 = int64_t(blockIdx.y) * AxisPolicy::kTile;
+  const int span = AxisPolicy::kTile + 2 * r;
+  for (int64_t o = blockIdx.z; o < outer; o += gridDim.z) {
+    const float* src = in + inner * n * o;
+    for (int s = ty; s < span; s += AxisPolicy::kRows) {
+      const int64_t a = ClampIdx(a0 + s - r, n - 1);
+      tile[s * AxisPolicy::kInner + tx] = i < inner ? src[i + inner * a] : 0.f;
+    }
+    __syncthreads();
+    if (i < inner) {
+      float* dst = out + inner * n * o;
+      for (int t = ty; t < AxisPolicy::kTile; t += AxisPolicy::kRows) {
+        const int64_t a = a0 + t;
+        if (a >= n) break;
+        float s = 0.f;
+        for (int d = 0; d <= 2 * r; ++d) s = fmaf(taps.w[d], tile[(t + d) * AxisPolicy::kInner + tx], s);
+        dst[i + inner * a] = s;
+      }
+    }
+    __syncthreads();
+  }
+}
+
+// One warp per row (short rows: no block-wide barriers, 8 rows in flight per
+// block). in may equal out: each warp reads its whole row before writing it.
+__global__ void __launch_bounds__(RowPolicy::kThreads)
+    RowWarpKernel(const float* in, float* out, int64_t nx, int64_t rows, Taps taps) {
+  extern __shared__ float lines[];
+  const int r = taps.radius;
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  float* line = lines + warp * (nx + 2 * r);
+  for (int64_t row = int64_t(blockIdx.x) * RowPolicy::kWarps + warp; row < rows;
+       row += int64_t(gridDim.x) * RowPolicy::kWarps) {
+    const float* src = in + row * nx;
+    for (int64_t i = lane; i < nx + 2 * r; i += 32) line[i] = src[ClampIdx(i - r, nx - 1)];
+    __syncwarp();
+    float* dst = out + row * nx;
+    for (int64_t i = lane; i < nx; i += 32) {
+      float s = 0.f;
+      for (int d = 0; d <= 2 * r; ++d) s = fmaf(taps.w[d], line[i + d], s);
+      dst[i] = s;
+    }
+    __syncwarp();
+  }
+}
+
+absl::Status LaunchRow(const float* in, float* out, int64_t nx, int64_t rows, const Taps& taps, cudaStream_t s) {
+  const int64_t line = nx + 2 * taps.radius;
+  if (line <= RowPolicy::kMaxWarpRow) {
+    const int grid = int(std::min<int64_t>((rows + RowPolicy::kWarps - 1) / RowPolicy::kWarps, int64_t{1} << 30));
+    RowWarpKernel<<<grid, RowPolicy::kThreads, RowPolicy::kWarps * line * sizeof(float), s>>>(in, out, nx, rows,
+                                                                                             taps);
+    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("RowWarpKernel");
+    return absl::OkStatus();
+  }
+  const int grid = int(std::min<int64_t>(rows, int64_t{1} << 30));
+  RowKernel<<<grid, RowPolicy::kThreads, line * sizeof(float), s>>>(in, out, nx, rows, taps);
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("RowKernel");
+  return absl::OkStatus();
+}
+
+absl::Status LaunchAxis(const float* in, float* out, int64_t inner, int64_t n, int64_t outer, const Taps& taps,
+                        cudaStream_t s) {
+  const dim3 block(AxisPolicy::kInner, AxisPolicy::kRows);
+  const dim3 grid(unsigned((inner + AxisPolicy::kInner - 1) / AxisPolicy::kInner),
+                  unsigned((n + AxisPolicy::kTile - 1) / AxisPolicy::kTile),
+                  unsigned(std::min<int64_t>(outer, AxisPolicy::kMaxGridZ)));
+  const size_t smem = size_t(AxisPolicy::kTile + 2 * taps.radius) * AxisPolicy::kInner * sizeof(float);
+  AxisKernel<<<grid, block, smem, s>>>(in, out, inner, n, outer, taps);
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("AxisKernel");
+  return absl::OkStatus();
+}
+
+// Trilinear resampling with aligned corners; one thread per output voxel,
+// all components.
+__global__ void ResampleKernel(const float* __restrict__ in, int64_t inx, int64_t iny, int64_t inz,
+                               float* __restrict__ out, int64_t onx, int64_t ony, int64_t onz, int64_t comps,
+                               float sx, float sy, float sz) {
+  const int64_t nvox = onx * ony * onz;
+  const int64_t ivox = inx * iny * inz;
+  for (int64_t v = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; v < nvox; v += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = v % onx, j = (v / onx) % ony, k = v / (onx * ony);
+    auto coord = [](int64_t q, int64_t n_in, int64_t n_out) {
+      return n_out <= 1 ? 0.5 * double(n_in - 1) : double(q) * double(n_in - 1) / double(n_out - 1);
+    };
+    const double x = coord(i, inx, onx), y = coord(j, iny, ony), z = coord(k, inz, onz);
+    const int64_t i0 = min(int64_t(floor(x)), inx - 1), i1 = min(i0 + 1, inx - 1);
+    const int64_t j0 = min(int64_t(floor(y)), iny - 1), j1 = min(j0 + 1, iny - 1);
+    const int64_t k0 = min(int64_t(floor(z)), inz - 1), k1 = min(k0 + 1, inz - 1);
+    const float fx = float(x - i0), fy = float(y - j0), fz = float(z - k0);
+    for (int64_t c = 0; c < comps; ++c) {
+      const float* p = in + c * ivox;
+      auto at = [&](int64_t a, int64_t b, int64_t d) { return __ldg(p + a + inx * (b + iny * d)); };
+      const float c00 = at(i0, j0, k0) + fx * (at(i1, j0, k0) - at(i0, j0, k0));
+      const float c10 = at(i0, j1, k0) + fx * (at(i1, j1, k0) - at(i0, j1, k0));
+      const float c01 = at(i0, j0, k1) + fx * (at(i1, j0, k1) - at(i0, j0, k1));
+      const float c11 = at(i0, j1, k1) + fx * (at(i1, j1, k1) - at(i0, j1, k1));
+      const float c0 = c00 + fy * (c10 - c00);
+      const float c1 = c01 + fy * (c11 - c01);
+      const float s = c == 0 ? sx : (c == 1 ? sy : (c == 2 ? sz : 1.f));
+      out[v + c * nvox] = s * (c0 + fz * (c1 - c0));
+    }
+  }
+}
+
+}  // namespace
+
+absl::Status SmoothCuda(const float* in, float* out, const Grid& g, const std::vector<float> taps[3],
+                        float* scratch, const Stream& stream) {
+  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
+  const Taps tx = MakeTaps(taps[0]), ty = MakeTaps(taps[1]), tz = MakeTaps(taps[2]);
+  const bool fx = taps[0].size() > 1, fy = taps[1].size() > 1, fz = taps[2].size() > 1;
+  const int64_t V = g.voxels();
+  for (int64_t c = 0; c < g.comps; ++c) {
+    const float* src = in + c * V;
+    float* dst = out + c * V;
+    // x: src -> dst (in place safe).
+    if (fx && g.nx <= RowPolicy::kMaxRow) {
+      TESSERA_RETURN_IF_ERROR(LaunchRow(src, dst, g.nx, g.ny * g.nz, tx, s));
+    } else if (fx) {  // very long rows: through the scratch volume
+      TESSERA_RETURN_IF_ERROR(LaunchAxis(src, scratch, 1, g.nx, g.ny * g.nz, tx, s));
+      TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, scratch, V * sizeof(float), cudaMemcpyDeviceToDevice, s));
+    } else if (src != dst) {
+      TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, V * sizeof(float), cudaMemcpyDeviceToDevice, s));
+    }
+    // y: dst -> scratch; z: scratch -> dst (or a copy back when one is skipped).
+    if (fy && fz) {
+      TESSERA_RETURN_IF_ERROR(LaunchAxis(dst, scratch, g.nx, g.ny, g.nz, ty, s));
+      TESSERA_RETURN_IF_ERROR(LaunchAxis(scratch, dst, g.nx * g.ny, g.nz, 1, tz, s));
+    } else if (fy || fz) {
+      const bool y = fy;
+      TESSERA_RETURN_IF_ERROR(y ? LaunchAxis(dst, scratch, g.nx, g.ny, g.nz, ty, s)
+                                : LaunchAxis(dst, scratch, g.nx * g.ny, g.nz, 1, tz, s));
+      TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, scratch, V * sizeof(float), cudaMemcpyDeviceToDevice, s));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ResampleCuda(const float* in, const Grid& gi, float* out, const Grid& go, const float scale[3],
+                          const Stream& stream) {
+  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
+  const int threads = 256;
+  const int64_t blocks = std::min<int64_t>((go.voxels() + threads - 1) / threads, int64_t{1} << 20);
+  ResampleKernel<<<unsigned(std::max<int64_t>(1, blocks)), threads, 0, s>>>(
+      in, gi.nx, gi.ny, gi.nz, out, go.nx, go.ny, go.nz, go.comps, scale[0], scale[1], scale[2]);
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("ResampleKernel");
+  return absl::OkStatus();
+}
+
+}  // namespace gs_internal
+}  // namespace registration
+}  // namespace tessera

@@ -1,0 +1,146 @@
+// CPU reference for MattesMutualInformation (also the CPU backend): the
+// definition in mutual_info.h evaluated in double. Voxel ranges are split over
+// threads; each thread keeps its own B x B histogram, merged in a fixed order.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/registration/mutual_info.h"
+#include "kernels/registration/mutual_info_parzen.h"
+#include "kernels/registration/reg_parallel.h"
+
+namespace tessera {
+namespace registration {
+namespace {
+
+using mi_internal::BinCoord;
+using mi_internal::BoxBin;
+using mi_internal::CubicWeights;
+using mi_internal::CubicWeightsAndDerivatives;
+
+constexpr int64_t kMinVoxelsPerThread = 1 << 16;
+
+struct Mapping {
+  double f_lo, f_inv, w_lo, w_inv, span;
+  int bins;
+  bool box;
+};
+
+// Fixed-image window: up to 4 bins from `start`.
+inline int FixedWindow(const Mapping& m, double v, double w[4], int* taps) {
+  bool inside;
+  const double t = BinCoord(v, m.f_lo, m.f_inv, m.span, &inside);
+  if (m.box) {
+    w[0] = 1.0;
+    *taps = 1;
+    return BoxBin(t);
+  }
+  *taps = 4;
+  return CubicWeights(t, w);
+}
+
+}  // namespace
+
+MattesMiResult MattesMutualInformationCpu(const NDArray& fixed, const NDArray& warped, const NDArray* mask,
+                                          const MattesMiOptions& options, NDArray* grad) {
+  const int B = options.bins;
+  const int64_t n = fixed.num_elements();
+  const float* F = fixed.data<float>();
+  const float* W = warped.data<float>();
+  const uint8_t* M = mask != nullptr ? mask->data<uint8_t>() : nullptr;
+  Mapping m;
+  m.f_lo = options.fixed_min;
+  m.f_inv = 1.0 / (static_cast<double>(options.fixed_max) - options.fixed_min);
+  m.w_lo = options.warped_min;
+  m.w_inv = 1.0 / (static_cast<double>(options.warped_max) - options.warped_min);
+  m.span = B - 4;
+  m.bins = B;
+  m.box = options.fixed_kernel == ParzenKernel::kBox;
+
+  // Pass 1: joint histogram, one per thread.
+  const int chunks = reg_internal::NumChunks(n, kMinVoxelsPerThread);
+  std::vector<std::vector<double>> partial(std::max(chunks, 1), std::vector<double>(B * B, 0.0));
+  reg_internal::ParallelChunks(n, kMinVoxelsPerThread, [&](int c, int64_t begin, int64_t end) {
+    double* h = partial[c].data();
+    for (int64_t k = begin; k < end; ++k) {
+      if (M != nullptr && M[k] == 0) continue;
+      double wf[4], ww[4];
+      int taps;
+      const int a0 = FixedWindow(m, F[k], wf, &taps);
+      bool inside;
+      const int b0 = CubicWeights(BinCoord<double>(W[k], m.w_lo, m.w_inv, m.span, &inside), ww);
+      for (int a = 0; a < taps; ++a) {
+        double* row = h + (a0 + a) * B + b0;
+        for (int b = 0; b < 4; ++b) row[b] += wf[a] * ww[b];
+      }
+    }
+  });
+  std::vector<double> H(B * B, 0.0);
+  for (const auto& p : partial) {
+    for (int e = 0; e < B * B; ++e) H[e] += p[e];
+  }
+
+  // Probabilities, marginals, MI and the gradient table.
+  double total = 0;
+  for (double h : H) total += h;
+  MattesMiResult result;
+  result.total_weight = total;
+  std::vector<double> table(B * B, 0.0);  // T(a, b) = -G(a, b) * dt/dW / total
+  if (total > 0) {
+    std::vector<double> pf(B, 0.0), pw(B, 0.0);
+    for (int a = 0; a < B; ++a) {
+      for (int b = 0; b < B; ++b) {
+        pf[a] += H[a * B + b] / total;
+        pw[b] += H[a * B + b] / total;
+      }
+    }
+    const double dtdw = m.span * m.w_inv;
+    double mi = 0;
+    for (int a = 0; a < B; ++a) {
+      for (int b = 0; b < B; ++b) {
+        const double p = H[a * B + b] / total;
+        if (p <= 0) continue;
+        const double g = std::log(p / (pf[a] * pw[b]));
+        mi += p * g;
+        table[a * B + b] = -g * dtdw / total;
+      }
+    }
+    result.mutual_information = mi;
+    result.loss = -mi;
+  }
+  if (grad == nullptr) return result;
+
+  // Pass 2: gradient, recomputing the windows per voxel.
+  float* out = grad->data<float>();
+  reg_internal::ParallelFor(n, kMinVoxelsPerThread, [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) {
+      if (total <= 0 || (M != nullptr && M[k] == 0)) {
+        out[k] = 0.f;
+        continue;
+      }
+      bool inside;
+      const double t = BinCoord<double>(W[k], m.w_lo, m.w_inv, m.span, &inside);
+      if (!inside) {
+        out[k] = 0.f;
+        continue;
+      }
+      double wf[4], ww[4], dw[4];
+      int taps;
+      const int a0 = FixedWindow(m, F[k], wf, &taps);
+      const int b0 = CubicWeightsAndDerivatives(t, ww, dw);
+      double g = 0;
+      for (int a = 0; a < taps; ++a) {
+        const double* row = table.data() + (a0 + a) * B + b0;
+        double s = 0;
+        for (int b = 0; b < 4; ++b) s += row[b] * dw[b];
+        g += wf[a] * s;
+      }
+      out[k] = static_cast<float>(g);
+    }
+  });
+  return result;
+}
+
+}  // namespace registration
+}  // namespace tessera

@@ -17,6 +17,7 @@ constexpr Verb kVerbs[] = {
     {"serve", tessera::cli::RunServe, "host all Tessera services in this process (gRPC + /metrics)"},
     {"demo", tessera::cli::RunDemo, "start the services on loopback, drive them over gRPC, write ./demo-out/"},
     {"describe", tessera::cli::RunDescribe, "summarize a NIfTI volume: geometry, orientation, statistics"},
+    {"register", tessera::cli::RunRegister, "register a moving volume to a fixed one; ANTs-style outputs + JSON"},
     {"devices", tessera::cli::RunDevices, "list the compute backends and GPUs this process can use"},
 };
 

@@ -9,6 +9,7 @@ int RunServe(int argc, char** argv);     // host all services
 int RunDemo(int argc, char** argv);      // end-to-end tour over real gRPC
 int RunDescribe(int argc, char** argv);  // local NIfTI summary
 int RunDevices(int argc, char** argv);   // backends and GPUs
+int RunRegister(int argc, char** argv);  // local image registration
 
 }  // namespace tessera::cli
 

@@ -4,7 +4,7 @@
 # git-ignored folder to pass as `carry` to the GPU machine:
 #   tools/gpu/gather.sh [DEST=.gpu]
 # Layout: DEST/bin/<package>__<target> (tests end in _test, benches in _bench),
-#         DEST/lib/*.so* , DEST/run_all.sh
+#         DEST/lib/*.so*, DEST/data/ (mricron volumes), DEST/run_all.sh
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
@@ -33,6 +33,10 @@ done | sort -u | while read -r lib; do
     *) cp -L "$lib" "$DEST/lib/" ;;
   esac
 done
+# Real test data the GPU machine lacks (Debian's mricron-data): run_all.sh
+# puts it where the tests look for it.
+mkdir -p "$DEST/data"
+cp /usr/share/mricron/templates/ch2.nii.gz /usr/share/mricron/templates/aal.nii.gz "$DEST/data/"
 strip --strip-unneeded "$DEST"/bin/* "$DEST"/lib/* 2>/dev/null || true
 cp tools/gpu/run_all.sh "$DEST/"
 du -sh "$DEST" >&2

@@ -9,6 +9,9 @@ LOGDIR="${1:?usage: run_all.sh LOGDIR [filter]}"
 FILTER="${2:-.}"
 mkdir -p "$LOGDIR"
 export LD_LIBRARY_PATH="$HERE/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+if [ -d "$HERE/data" ] && [ ! -f /usr/share/mricron/templates/ch2.nii.gz ]; then
+  mkdir -p /usr/share/mricron/templates && cp "$HERE"/data/* /usr/share/mricron/templates/ 2>/dev/null
+fi
 SUMMARY="$LOGDIR/summary.txt"
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"

@@ -1,0 +1,256 @@
+// CPU reference of the composite grid sampler: one output voxel at a time,
+// threaded over z-slabs of the output grid.
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/registration/grid_sampler.h"
+#include "kernels/registration/parallel.h"
+#include "kernels/registration/sampler_math.h"
+
+namespace tessera {
+namespace registration {
+namespace cpu {
+namespace {
+
+// Continuous input position after padding: clamped for border padding, with
+// d(position)/d(ix) per axis (1, or 0 where the clamp is active).
+template <typename T>
+struct PaddedPosition {
+  T ix[3];
+  T dclamp[3];
+  bool outside;  // zeros padding and no corner inside: value and gradient are 0
+};
+
+template <typename T>
+PaddedPosition<T> ApplyPadding(const SamplerGeometry<T>& g, const T ix[3]) {
+  PaddedPosition<T> pos;
+  const int64_t m[3] = {g.in_dims.nx, g.in_dims.ny, g.in_dims.nz};
+  pos.outside = false;
+  for (int c = 0; c < 3; ++c) {
+    if (g.padding == Padding::kBorder) {
+      pos.ix[c] = ClampCoord(ix[c], m[c], &pos.dclamp[c]);
+    } else {
+      pos.ix[c] = ix[c];
+      pos.dclamp[c] = T(1);
+      // Also catches NaN; beyond (-1, m) all eight corners are padding.
+      if (!(ix[c] > T(-1) && ix[c] < static_cast<T>(m[c]))) pos.outside = true;
+    }
+  }
+  return pos;
+}
+
+// The eight corners of the interpolation cell and their weights.
+template <typename T>
+struct Cell {
+  int64_t i0[3];   // lower corner index per axis
+  T frac[3];       // ix - floor(ix)
+};
+
+template <typename T>
+Cell<T> MakeCell(const T ix[3]) {
+  Cell<T> cell;
+  for (int c = 0; c < 3; ++c) {
+    const T f = FloorT(ix[c]);
+    cell.i0[c] = static_cast<int64_t>(f);
+    cell.frac[c] = ix[c] - f;
+  }
+  return cell;
+}
+
+template <typename T>
+T Fetch(const T* image, const Dims3& d, int64_t i, int64_t j, int64_t k) {
+  if (i < 0 || j < 0 || k < 0 || i >= d.nx || j >= d.ny || k >= d.nz) return T(0);
+  return image[d.index(i, j, k)];
+}
+
+// Trilinear value at the cell and, if dv != null, d(value)/d(ix) per axis.
+template <typename T>
+T Interpolate(const T* image, const Dims3& d, const Cell<T>& cell, T dv[3]) {
+  T v[2][2][2];
+  for (int c = 0; c < 2; ++c) {
+    for (int b = 0; b < 2; ++b) {
+      for (int a = 0; a < 2; ++a) {
+        v[c][b][a] = Fetch(image, d, cell.i0[0] + a, cell.i0[1] + b, cell.i0[2] + c);
+      }
+    }
+  }
+  const T wx[2] = {T(1) - cell.frac[0], cell.frac[0]};
+  const T wy[2] = {T(1) - cell.frac[1], cell.frac[1]};
+  const T wz[2] = {T(1) - cell.frac[2], cell.frac[2]};
+  T value = 0;
+  for (int c = 0; c < 2; ++c) {
+    for (int b = 0; b < 2; ++b) {
+      for (int a = 0; a < 2; ++a) value += wx[a] * wy[b] * wz[c] * v[c][b][a];
+    }
+  }
+  if (dv != nullptr) {
+    dv[0] = dv[1] = dv[2] = 0;
+    for (int c = 0; c < 2; ++c) {
+      for (int b = 0; b < 2; ++b) {
+        dv[0] += wy[b] * wz[c] * (v[c][b][1] - v[c][b][0]);
+      }
+    }
+    for (int c = 0; c < 2; ++c) {
+      for (int a = 0; a < 2; ++a) {
+        dv[1] += wx[a] * wz[c] * (v[c][1][a] - v[c][0][a]);
+      }
+    }
+    for (int b = 0; b < 2; ++b) {
+      for (int a = 0; a < 2; ++a) {
+        dv[2] += wx[a] * wy[b] * (v[1][b][a] - v[0][b][a]);
+      }
+    }
+  }
+  return value;
+}
+
+// Sampling position of output voxel (i, j, k); x receives its normalized
+// output coordinate.
+template <typename T>
+void PositionOf(const SamplerGeometry<T>& g, const GridSampleArgsT<T>& args, int64_t i, int64_t j, int64_t k,
+                T x[3], T ix[3]) {
+  OutputCoord(g, i, j, k, x);
+  const int64_t n = g.out_dims.size();
+  const int64_t v = g.out_dims.index(i, j, k);
+  T u[3];
+  const T* up = nullptr;
+  if (args.disp != nullptr) {
+    for (int c = 0; c < 3; ++c) u[c] = args.disp[v + c * n];
+    up = u;
+  }
+  SamplePosition(g, args.affine, x, up, ix);
+}
+
+}  // namespace
+
+template <typename T>
+void GridSampleForward(const GridSampleArgsT<T>& args, T* out) {
+  const SamplerGeometry<T> g =
+      MakeSamplerGeometry<T>(args.out_dims, args.image_dims, args.grid_lo, args.grid_hi, args.padding);
+  const Dims3 od = args.out_dims;
+  ParallelFor(od.nz, [&](int64_t k_begin, int64_t k_end, int) {
+    for (int64_t k = k_begin; k < k_end; ++k) {
+      for (int64_t j = 0; j < od.ny; ++j) {
+        for (int64_t i = 0; i < od.nx; ++i) {
+          T x[3], ix[3];
+          PositionOf(g, args, i, j, k, x, ix);
+          const PaddedPosition<T> pos = ApplyPadding(g, ix);
+          out[od.index(i, j, k)] =
+              pos.outside ? T(0) : Interpolate<T>(args.image, args.image_dims, MakeCell(pos.ix), nullptr);
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+void GridSampleBackward(const GridSampleArgsT<T>& args, const T* grad_out, const GridSampleGradsT<T>& grads) {
+  const SamplerGeometry<T> g =
+      MakeSamplerGeometry<T>(args.out_dims, args.image_dims, args.grid_lo, args.grid_hi, args.padding);
+  const Dims3 od = args.out_dims;
+  const Dims3 id = args.image_dims;
+  const int64_t n = od.size();
+  if (grads.grad_image != nullptr) {
+    for (int64_t v = 0; v < id.size(); ++v) grads.grad_image[v] = T(0);
+  }
+  // The image gradient is a scatter: run it on one thread to avoid races.
+  const int64_t parallel_range = grads.grad_image != nullptr ? 1 : od.nz;
+  std::vector<std::array<double, kAffineParams>> partial(ParallelChunks(parallel_range));
+  ParallelFor(parallel_range, [&](int64_t begin, int64_t end, int chunk) {
+    if (grads.grad_image != nullptr) {
+      begin = 0;
+      end = od.nz;
+    }
+    std::array<double, kAffineParams> acc{};
+    for (int64_t k = begin; k < end; ++k) {
+      for (int64_t j = 0; j < od.ny; ++j) {
+        for (int64_t i = 0; i < od.nx; ++i) {
+          const int64_t v = od.index(i, j, k);
+          T x[3], ix[3];
+          PositionOf(g, args, i, j, k, x, ix);
+          const PaddedPosition<T> pos = ApplyPadding(g, ix);
+          T gp[3] = {0, 0, 0};  // dL/dp for this voxel
+          if (!pos.outside) {
+            const Cell<T> cell = MakeCell(pos.ix);
+            T dv[3];
+            Interpolate(args.image, id, cell, dv);
+            for (int c = 0; c < 3; ++c) gp[c] = grad_out[v] * dv[c] * pos.dclamp[c] * g.in_half[c];
+            if (grads.grad_image != nullptr) {
+              for (int c = 0; c < 2; ++c) {
+                for (int b = 0; b < 2; ++b) {
+                  for (int a = 0; a < 2; ++a) {
+                    const int64_t ii = cell.i0[0] + a, jj = cell.i0[1] + b, kk = cell.i0[2] + c;
+                    if (ii < 0 || jj < 0 || kk < 0 || ii >= id.nx || jj >= id.ny || kk >= id.nz) continue;
+                    const T w = (a ? cell.frac[0] : T(1) - cell.frac[0]) * (b ? cell.frac[1] : T(1) - cell.frac[1]) *
+                                (c ? cell.frac[2] : T(1) - cell.frac[2]);
+                    grads.grad_image[id.index(ii, jj, kk)] += grad_out[v] * w;
+                  }
+                }
+              }
+            }
+          }
+          if (grads.grad_disp != nullptr) {
+            for (int c = 0; c < 3; ++c) grads.grad_disp[v + c * n] = gp[c];
+          }
+          for (int c = 0; c < 3; ++c) {
+            for (int d = 0; d < 3; ++d) acc[4 * c + d] += static_cast<double>(gp[c]) * static_cast<double>(x[d]);
+            acc[4 * c + 3] += static_cast<double>(gp[c]);
+          }
+        }
+      }
+    }
+    partial[chunk] = acc;
+  });
+  if (grads.grad_affine != nullptr) {
+    for (int p = 0; p < kAffineParams; ++p) {
+      double sum = 0;
+      for (const auto& part : partial) sum += part[p];
+      // Without an affine the identity was used; its gradient is still the
+      // derivative with respect to [A | t] evaluated at the identity.
+      grads.grad_affine[p] = static_cast<T>(sum);
+    }
+  }
+}
+
+void GridSampleNearest(const int32_t* labels, const GridSampleArgs& args, int32_t* out) {
+  const SamplerGeometry<float> g =
+      MakeSamplerGeometry<float>(args.out_dims, args.image_dims, args.grid_lo, args.grid_hi, args.padding);
+  const Dims3 od = args.out_dims;
+  const Dims3 id = args.image_dims;
+  ParallelFor(od.nz, [&](int64_t k_begin, int64_t k_end, int) {
+    for (int64_t k = k_begin; k < k_end; ++k) {
+      for (int64_t j = 0; j < od.ny; ++j) {
+        for (int64_t i = 0; i < od.nx; ++i) {
+          float x[3], ix[3];
+          PositionOf(g, args, i, j, k, x, ix);
+          const PaddedPosition<float> pos = ApplyPadding(g, ix);
+          int64_t idx[3];
+          bool inside = true;
+          const int64_t m[3] = {id.nx, id.ny, id.nz};
+          for (int c = 0; c < 3; ++c) {
+            const float r = RoundEvenT(pos.ix[c]);
+            // Compare as float first so huge or NaN positions never become integers.
+            if (!(r >= 0.0f && r <= static_cast<float>(m[c] - 1))) {
+              inside = false;
+              break;
+            }
+            idx[c] = static_cast<int64_t>(r);
+          }
+          out[od.index(i, j, k)] = inside ? labels[id.index(idx[0], idx[1], idx[2])] : 0;
+        }
+      }
+    }
+  });
+}
+
+template void GridSampleForward<float>(const GridSampleArgsT<float>&, float*);
+template void GridSampleForward<double>(const GridSampleArgsT<double>&, double*);
+template void GridSampleBackward<float>(const GridSampleArgsT<float>&, const float*, const GridSampleGradsT<float>&);
+template void GridSampleBackward<double>(const GridSampleArgsT<double>&, const double*,
+                                         const GridSampleGradsT<double>&);
+
+}  // namespace cpu
+}  // namespace registration
+}  // namespace tessera

@@ -1,0 +1,41 @@
+// Argument checks and backend dispatch for LNCC.
+#include "kernels/registration/lncc.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/buffer.h"
+#include "common/status.h"
+
+namespace tessera {
+namespace registration {
+
+absl::Status ValidateLnccArgs(const float* fixed, const float* warped, Dims3 dims, const LnccOptions& options) {
+  if (dims.nx <= 0 || dims.ny <= 0 || dims.nz <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("lncc: dims must be positive, got ", DimsToString(dims)));
+  }
+  if (fixed == nullptr || warped == nullptr) return absl::InvalidArgumentError("lncc: fixed or warped is null");
+  if (options.window < 1 || options.window % 2 == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("lncc: window must be odd and >= 1, got ", options.window));
+  }
+  if (!(options.eps >= 0.0)) return absl::InvalidArgumentError("lncc: eps must be >= 0");
+  return absl::OkStatus();
+}
+
+absl::Status Lncc(const Stream& stream, const float* fixed, const float* warped, Dims3 dims,
+                  const LnccOptions& options, float* loss, float* grad_warped, Workspace* workspace) {
+  TESSERA_RETURN_IF_ERROR(ValidateLnccArgs(fixed, warped, dims, options));
+  if (stream.backend() == Backend::kCpu) {
+    const double value = cpu::Lncc<float>(fixed, warped, dims, options, grad_warped);
+    if (loss != nullptr) *loss = static_cast<float>(value);
+    return absl::OkStatus();
+  }
+#if TESSERA_WITH_CUDA
+  return cuda::Lncc(stream, fixed, warped, dims, options, loss, grad_warped, workspace);
+#else
+  (void)workspace;
+  return absl::FailedPreconditionError(
+      absl::StrCat("lncc: CUDA stream given but ", DeviceRegistry::Get().cuda_unavailable_reason()));
+#endif
+}
+
+}  // namespace registration
+}  // namespace tessera

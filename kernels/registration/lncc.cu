@@ -1,0 +1,354 @@
+// CUDA fused LNCC (see lncc.h for the math and the memory budget).
+//
+// Both passes are one "box march" kernel: a block owns a 32x8 tile of (x, y)
+// columns and a range of z, and walks z one slice at a time. For each input
+// slice it loads the tile plus an r-voxel halo into shared memory (prefetched
+// one slice ahead in registers), forms the per-voxel quantities, takes running
+// sums along x (per halo row) and y (per column) in shared memory, pushes the
+// resulting xy box sums into a w-slice ring and updates per-thread z running
+// sums (double, in registers): acc += newest - oldest. The full w^3 box sums
+// of slice z - r are then complete and the epilogue consumes them.
+//
+// Forward: quantities F, W, F^2, W^2, FW; epilogue computes cc (summed per
+//   block for the loss) and a, b, c (stored, 3 volumes) when the gradient is
+//   wanted.
+// Backward: quantities a, b, c; epilogue writes
+//   dL/dW = -(1/N)(F Box(a) + 2 W Box(b) + Box(c)).
+// Global traffic per voxel: forward reads F, W (plus halo re-reads, mostly
+// L2) and writes a, b, c; backward reads a, b, c, F, W and writes the
+// gradient: about 11 floats per voxel in all.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "common/cuda_check.h"
+#include "common/status.h"
+#include "kernels/registration/lncc.h"
+#include "kernels/registration/lncc_math.h"
+#include "kernels/registration/reduce.cuh"
+
+namespace tessera {
+namespace registration {
+namespace cuda {
+namespace {
+
+constexpr int kTX = 32;  // tile width (x): one warp
+constexpr int kTY = 8;   // tile height (y)
+constexpr int kThreads = kTX * kTY;
+constexpr int kXsStride = kTX + 1;  // padded row stride of the x-sum buffer
+constexpr int kXSegments = 2;       // threads per halo row in the x pass
+constexpr int kXSegLen = kTX / kXSegments;
+
+struct MarchShape {
+  int64_t nx, ny, nz;
+  int r, w;
+  int hx, hy;  // halo tile extent: kTX + 2r by kTY + 2r
+  int hxs;     // padded (odd) row stride of the halo tile in shared memory
+  int64_t z_chunk;
+};
+
+// Forward quantities from (F, W).
+struct ForwardOp {
+  static constexpr int kRaw = 2;
+  static constexpr int kQ = 5;
+  const float* __restrict__ fixed;
+  const float* __restrict__ warped;
+  float* __restrict__ a_out;  // null: loss only
+  float* __restrict__ b_out;
+  float* __restrict__ c_out;
+  double inv_n;
+  double eps;
+
+  __device__ __forceinline__ void Load(int64_t idx, float raw[kRaw]) const {
+    raw[0] = __ldg(fixed + idx);
+    raw[1] = __ldg(warped + idx);
+  }
+  __device__ __forceinline__ static void Expand(const float raw[kRaw], float q[kQ]) {
+    q[0] = raw[0];
+    q[1] = raw[1];
+    q[2] = raw[0] * raw[0];
+    q[3] = raw[1] * raw[1];
+    q[4] = raw[0] * raw[1];
+  }
+  __device__ __forceinline__ double Emit(int64_t idx, const double s[kQ]) const {
+    const LnccTerms t = ComputeLnccTerms(s[0], s[1], s[2], s[3], s[4], inv_n, eps);
+    if (a_out != nullptr) {
+      a_out[idx] = static_cast<float>(t.a);
+      b_out[idx] = static_cast<float>(t.b);
+      c_out[idx] = static_cast<float>(t.c);
+    }
+    return t.cc;
+  }
+};
+
+// Backward: box-filter (a, b, c) and combine into dL/dW.
+struct BackwardOp {
+  static constexpr int kRaw = 3;
+  static constexpr int kQ = 3;
+  const float* __restrict__ a_in;
+  const float* __restrict__ b_in;
+  const float* __restrict__ c_in;
+  const float* __restrict__ fixed;
+  const float* __restrict__ warped;
+  float* __restrict__ grad;
+  double scale;  // -1/N
+
+  __device__ __forceinline__ void Load(int64_t idx, float raw[kRaw]) const {
+    raw[0] = __ldg(a_in + idx);
+    raw[1] = __ldg(b_in + idx);
+    raw[2] = __ldg(c_in + idx);
+  }
+  __device__ __forceinline__ static void Expand(const float raw[kRaw], float q[kQ]) {
+    q[0] = raw[0];
+    q[1] = raw[1];
+    q[2] = raw[2];
+  }
+  __device__ __forceinline__ double Emit(int64_t idx, const double s[kQ]) const {
+    const double f = __ldg(fixed + idx);
+    const double w = __ldg(warped + idx);
+    grad[idx] = static_cast<float>(scale * (f * s[0] + 2.0 * w * s[1] + s[2]));
+    return 0.0;
+  }
+};
+
+template <int kQ>
+size_t SharedBytes(const MarchShape& sh) {
+  const size_t floats = static_cast<size_t>(kQ) * sh.hy * sh.hxs     // halo tile
+                        + static_cast<size_t>(kQ) * sh.hy * kXsStride  // x sums
+                        + static_cast<size_t>(kQ) * kThreads           // xy sums
+                        + static_cast<size_t>(sh.w) * kQ * kThreads;   // z ring
+  return floats * sizeof(float);
+}
+
+template <class Op, int kMaxLoads, bool kReduce>
+__global__ void __launch_bounds__(kThreads) BoxMarchKernel(Op op, MarchShape sh, double* __restrict__ partials) {
+  constexpr int kQ = Op::kQ;
+  constexpr int kRaw = Op::kRaw;
+  extern __shared__ float smem[];
+  float* s_in = smem;                              // [kQ][hy][hxs]
+  float* s_xs = s_in + kQ * sh.hy * sh.hxs;        // [kQ][hy][kXsStride]
+  float* s_xy = s_xs + kQ * sh.hy * kXsStride;     // [kQ][kThreads]
+  float* s_ring = s_xy + kQ * kThreads;            // [w][kQ][kThreads]
+
+  const int tid = threadIdx.x;
+  const int r = sh.r;
+  const int64_t x0 = static_cast<int64_t>(blockIdx.x) * kTX;
+  const int64_t y0 = static_cast<int64_t>(blockIdx.y) * kTY;
+  const int64_t z_begin = static_cast<int64_t>(blockIdx.z) * sh.z_chunk;
+  const int64_t z_end = z_begin + sh.z_chunk < sh.nz ? z_begin + sh.z_chunk : sh.nz;
+  const int64_t my_x = x0 + (tid % kTX);
+  const int64_t my_y = y0 + (tid / kTX);
+  const bool my_inside = my_x < sh.nx && my_y < sh.ny;
+  const int npos = sh.hy * sh.hx;
+  const int64_t plane = sh.nx * sh.ny;
+
+  for (int e = 0; e < sh.w * kQ; ++e) s_ring[e * kThreads + tid] = 0.0f;
+  double acc[kQ];
+#pragma unroll
+  for (int q = 0; q < kQ; ++q) acc[q] = 0.0;
+  double local = 0.0;
+
+  // Raw values of this thread's halo positions for one slice.
+  float raw[kMaxLoads][kRaw];
+  auto load_slice = [&](int64_t zin) {
+    const bool z_ok = zin >= 0 && zin < sh.nz;
+#pragma unroll
+    for (int s = 0; s < kMaxLoads; ++s) {
+      const int p = tid + s * kThreads;
+      bool ok = z_ok && p < npos;
+      int64_t idx = 0;
+      if (ok) {
+        const int hr = p / sh.hx;
+        const int hc = p - hr * sh.hx;
+        const int64_t gx = x0 - r + hc;
+        const int64_t gy = y0 - r + hr;
+        ok = gx >= 0 && gx < sh.nx && gy >= 0 && gy < sh.ny;
+        idx = gx + sh.nx * gy + plane * zin;
+      }
+      if (ok) {
+        op.Load(idx, raw[s]);
+      } else {
+#pragma unroll
+        for (int c = 0; c < kRaw; ++c) raw[s][c] = 0.0f;
+      }
+    }
+  };
+
+  const int64_t zin_begin = z_begin - r;
+  const int64_t zin_end = z_end + r;  // exclusive
+  load_slice(zin_begin);
+  int slot = 0;
+  for (int64_t zin = zin_begin; zin < zin_end; ++zin) {
+    __syncthreads();  // the previous slice's readers of s_in / s_xs are done
+#pragma unroll
+    for (int s = 0; s < kMaxLoads; ++s) {
+      const int p = tid + s * kThreads;
+      if (p < npos) {
+        const int hr = p / sh.hx;
+        const int hc = p - hr * sh.hx;
+        float q[kQ];
+        Op::Expand(raw[s], q);
+#pragma unroll
+        for (int c = 0; c < kQ; ++c) s_in[(c * sh.hy + hr) * sh.hxs + hc] = q[c];
+      }
+    }
+    if (zin + 1 < zin_end) load_slice(zin + 1);  // in flight during the passes below
+    __syncthreads();
+
+    // x pass: running sums along each halo row, kXSegments threads per row.
+    for (int item = tid; item < kQ * sh.hy * kXSegments; item += kThreads) {
+      const int row = item / kXSegments;  // c * hy + hr
+      const int t0 = (item % kXSegments) * kXSegLen;
+      const float* src = s_in + row * sh.hxs;
+      float* dst = s_xs + row * kXsStride;
+      double sum = 0.0;
+      for (int h = t0; h <= t0 + 2 * r; ++h) sum += src[h];
+      dst[t0] = static_cast<float>(sum);
+      for (int t = t0 + 1; t < t0 + kXSegLen; ++t) {
+        sum += static_cast<double>(src[t + 2 * r]) - static_cast<double>(src[t - 1]);
+        dst[t] = static_cast<float>(sum);
+      }
+    }
+    __syncthreads();
+
+    // y pass: running sums down each tile column.
+    for (int item = tid; item < kQ * kTX; item += kThreads) {
+      const int c = item / kTX;
+      const int tx = item % kTX;
+      const float* col = s_xs + c * sh.hy * kXsStride + tx;
+      float* dst = s_xy + c * kThreads + tx;
+      double sum = 0.0;
+      for (int h = 0; h <= 2 * r; ++h) sum += col[h * kXsStride];
+      dst[0] = static_cast<float>(sum);
+      for (int ty = 1; ty < kTY; ++ty) {
+        sum += static_cast<double>(col[(ty + 2 * r) * kXsStride]) - static_cast<double>(col[(ty - 1) * kXsStride]);
+        dst[ty * kTX] = static_cast<float>(sum);
+      }
+    }
+    __syncthreads();
+
+    // z: this thread's column; the ring slot holds slice zin - w.
+#pragma unroll
+    for (int c = 0; c < kQ; ++c) {
+      const float fresh = s_xy[c * kThreads + tid];
+      float* ring = s_ring + (slot * kQ + c) * kThreads + tid;
+      acc[c] += static_cast<double>(fresh) - static_cast<double>(*ring);
+      *ring = fresh;
+    }
+    slot = slot + 1 == sh.w ? 0 : slot + 1;
+    const int64_t z = zin - r;
+    if (z >= z_begin && my_inside) local += op.Emit(my_x + sh.nx * my_y + plane * z, acc);
+  }
+
+  if (kReduce) {
+    __shared__ double scratch[32];
+    double v[1] = {local};
+    cuda_detail::BlockSum<1>(v, scratch);
+    if (tid == 0) {
+      const int64_t block =
+          blockIdx.x + static_cast<int64_t>(gridDim.x) * (blockIdx.y + static_cast<int64_t>(gridDim.y) * blockIdx.z);
+      partials[block] = v[0];
+    }
+  }
+}
+
+MarchShape MakeShape(Dims3 dims, int window) {
+  MarchShape sh;
+  sh.nx = dims.nx;
+  sh.ny = dims.ny;
+  sh.nz = dims.nz;
+  sh.r = window / 2;
+  sh.w = window;
+  sh.hx = kTX + 2 * sh.r;
+  sh.hy = kTY + 2 * sh.r;
+  sh.hxs = sh.hx % 2 == 1 ? sh.hx : sh.hx + 1;
+  // Enough blocks to fill the GPU several times over; each z chunk re-reads a
+  // 2r-slice warm-up, so chunks stay at least 8r (and 16) slices deep.
+  const int64_t blocks_xy = ((dims.nx + kTX - 1) / kTX) * ((dims.ny + kTY - 1) / kTY);
+  const int64_t target_blocks = 2048;
+  int64_t chunks = (target_blocks + blocks_xy - 1) / blocks_xy;
+  int64_t chunk = (dims.nz + chunks - 1) / chunks;
+  const int64_t min_chunk = 8 * sh.r > 16 ? 8 * sh.r : 16;
+  if (chunk < min_chunk) chunk = min_chunk;
+  sh.z_chunk = chunk;
+  return sh;
+}
+
+dim3 MarchGrid(const MarchShape& sh) {
+  return dim3(static_cast<unsigned>((sh.nx + kTX - 1) / kTX), static_cast<unsigned>((sh.ny + kTY - 1) / kTY),
+              static_cast<unsigned>((sh.nz + sh.z_chunk - 1) / sh.z_chunk));
+}
+
+template <class Op, int kMaxLoads, bool kReduce>
+absl::Status LaunchMarch(const Op& op, const MarchShape& sh, double* partials, cudaStream_t stream) {
+  const size_t smem = SharedBytes<Op::kQ>(sh);
+  auto kernel = BoxMarchKernel<Op, kMaxLoads, kReduce>;
+  TESSERA_CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  kernel<<<MarchGrid(sh), kThreads, smem, stream>>>(op, sh, partials);
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("lncc box march");
+  return absl::OkStatus();
+}
+
+template <class Op, bool kReduce>
+absl::Status DispatchMarch(const Op& op, const MarchShape& sh, double* partials, cudaStream_t stream) {
+  const int loads = (sh.hx * sh.hy + kThreads - 1) / kThreads;
+  if (loads <= 3) return LaunchMarch<Op, 3, kReduce>(op, sh, partials, stream);
+  if (loads <= 8) return LaunchMarch<Op, 8, kReduce>(op, sh, partials, stream);
+  return absl::InvalidArgumentError("lncc (CUDA): window too large");
+}
+
+}  // namespace
+
+absl::Status Lncc(const Stream& stream, const float* fixed, const float* warped, Dims3 dims,
+                  const LnccOptions& options, float* loss, float* grad_warped, Workspace* workspace) {
+  if (options.window > kLnccMaxCudaWindow) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lncc (CUDA): window ", options.window, " exceeds the maximum of ", kLnccMaxCudaWindow));
+  }
+  if (loss == nullptr && grad_warped == nullptr) return absl::OkStatus();
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
+  int max_smem = 0;
+  TESSERA_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, stream.ordinal()));
+  const MarchShape sh = MakeShape(dims, options.window);
+  if (SharedBytes<ForwardOp::kQ>(sh) + 32 * sizeof(double) > static_cast<size_t>(max_smem)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lncc (CUDA): window ", options.window, " needs more shared memory than the GPU has"));
+  }
+  const dim3 grid = MarchGrid(sh);
+  const int64_t num_blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
+  const int64_t n = dims.size();
+  const bool want_grad = grad_warped != nullptr;
+
+  size_t bytes = ScratchCarver::Align(sizeof(double) * num_blocks);
+  if (want_grad) bytes += 3 * ScratchCarver::Align(sizeof(float) * n);
+  Workspace local;
+  TESSERA_ASSIGN_OR_RETURN(void* base, ReserveScratch(stream, bytes, workspace, local));
+  ScratchCarver carve(base);
+  double* partials = carve.Take<double>(num_blocks);
+  float* a = want_grad ? carve.Take<float>(n) : nullptr;
+  float* b = want_grad ? carve.Take<float>(n) : nullptr;
+  float* c = want_grad ? carve.Take<float>(n) : nullptr;
+
+  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
+  ForwardOp fwd{fixed, warped, a, b, c, 1.0 / (static_cast<double>(sh.w) * sh.w * sh.w), options.eps};
+  if (loss != nullptr) {
+    TESSERA_RETURN_IF_ERROR((DispatchMarch<ForwardOp, true>(fwd, sh, partials, s)));
+    TESSERA_CUDA_RETURN_IF_ERROR(
+        cuda_detail::FinishPartials(partials, num_blocks, 1, -1.0 / static_cast<double>(n), loss, s));
+  } else {
+    TESSERA_RETURN_IF_ERROR((DispatchMarch<ForwardOp, false>(fwd, sh, nullptr, s)));
+  }
+  if (want_grad) {
+    BackwardOp bwd{a, b, c, fixed, warped, grad_warped, -1.0 / static_cast<double>(n)};
+    TESSERA_RETURN_IF_ERROR((DispatchMarch<BackwardOp, false>(bwd, sh, nullptr, s)));
+  }
+  if (workspace == nullptr) TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+  return absl::OkStatus();
+}
+
+}  // namespace cuda
+}  // namespace registration
+}  // namespace tessera

@@ -1,0 +1,68 @@
+// Local normalized cross-correlation (LNCC) loss between a fixed image F and
+// a warped moving image W, with its exact gradient dL/dW, fused.
+//
+// Definition (the sum form of VoxelMorph/FireANTs): with a cubic window of
+// w^3 voxels (w odd), zero padding outside the volume and n = w^3 fixed,
+//   S_F, S_W, S_FF, S_WW, S_FW = box sums of F, W, F^2, W^2, F*W
+//   cross = S_FW - S_F S_W / n
+//   var_F = S_FF - S_F^2 / n,  var_W = S_WW - S_W^2 / n   (clamped at >= 0)
+//   cc    = cross^2 / (var_F var_W + eps)
+//   loss  = -(1/N) sum_x cc(x)                            (N = voxel count)
+// Gradient: with a = dcc/dS_FW = 2 cross / D, b = dcc/dS_WW = -cross^2 var_F / D^2,
+// c = dcc/dS_W = -(a S_F + 2 b S_W) / n (D = var_F var_W + eps), and the box
+// being symmetric,
+//   dL/dW(y) = -(1/N) [F(y) Box(a)(y) + 2 W(y) Box(b)(y) + Box(c)(y)].
+// Box sums are separable running sums (cost independent of w), accumulated in
+// double; the per-voxel cc/a/b/c algebra is done in double too.
+//
+// Memory (volume-sized float intermediates):
+// - CUDA: 3 (a, b, c) when the gradient is requested, 0 for the loss alone.
+//   The forward kernel marches along z over 32x8 column tiles, computing the
+//   xy box sums of the five products per slice in shared memory and the z
+//   running sums in registers (a w-slice ring in shared memory), so the five
+//   box-sum volumes never exist; the backward kernel box-filters a, b, c the
+//   same way and writes dL/dW. Plus reduction partials (one double per block).
+//   Windows up to 25 are supported on CUDA (shared-memory ring).
+// - CPU reference: 5 (the box-sum volumes, reused for a, b, c), any window.
+#ifndef TESSERA_KERNELS_REGISTRATION_LNCC_H_
+#define TESSERA_KERNELS_REGISTRATION_LNCC_H_
+
+#include "absl/status/status.h"
+#include "common/device.h"
+#include "kernels/registration/types.h"
+#include "kernels/registration/workspace.h"
+
+namespace tessera {
+namespace registration {
+
+struct LnccOptions {
+  int window = 7;     // odd, >= 1 (CUDA: <= 25)
+  double eps = 1e-5;  // added to var_F * var_W
+};
+
+constexpr int kLnccMaxCudaWindow = 25;
+
+// `loss` (1 float) and `grad_warped` (dims voxels) may each be null (not
+// computed); both live in the stream's backend memory. grad_warped is
+// overwritten. The loss is reduced per block and then in a fixed order, so it
+// is deterministic for a given size.
+absl::Status Lncc(const Stream& stream, const float* fixed, const float* warped, Dims3 dims,
+                  const LnccOptions& options, float* loss, float* grad_warped, Workspace* workspace = nullptr);
+
+absl::Status ValidateLnccArgs(const float* fixed, const float* warped, Dims3 dims, const LnccOptions& options);
+
+namespace cpu {
+// Reference (host pointers, threaded). Returns the loss; grad_warped may be null.
+template <typename T>
+double Lncc(const T* fixed, const T* warped, Dims3 dims, const LnccOptions& options, T* grad_warped);
+}  // namespace cpu
+
+namespace cuda {
+absl::Status Lncc(const Stream& stream, const float* fixed, const float* warped, Dims3 dims,
+                  const LnccOptions& options, float* loss, float* grad_warped, Workspace* workspace);
+}  // namespace cuda
+
+}  // namespace registration
+}  // namespace tessera
+
+#endif  // TESSERA_KERNELS_REGISTRATION_LNCC_H_

@@ -1,0 +1,146 @@
+// CPU tests of LNCC: the reference against a brute-force window sum, known
+// values, and the exact gradient against finite differences in double.
+#include "kernels/registration/lncc.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/registration/test_util.h"
+
+namespace tessera {
+namespace registration {
+namespace {
+
+using testing::Cast;
+using testing::RandomUniform;
+using testing::RelL2;
+
+// Brute force from the definition: every window summed directly.
+double NaiveLncc(const std::vector<double>& f, const std::vector<double>& w, Dims3 d, int window, double eps) {
+  const int r = window / 2;
+  const double n = double(window) * window * window;
+  double total = 0;
+  for (int64_t k = 0; k < d.nz; ++k) {
+    for (int64_t j = 0; j < d.ny; ++j) {
+      for (int64_t i = 0; i < d.nx; ++i) {
+        double sf = 0, sw = 0, sff = 0, sww = 0, sfw = 0;
+        for (int64_t kk = k - r; kk <= k + r; ++kk) {
+          for (int64_t jj = j - r; jj <= j + r; ++jj) {
+            for (int64_t ii = i - r; ii <= i + r; ++ii) {
+              if (ii < 0 || jj < 0 || kk < 0 || ii >= d.nx || jj >= d.ny || kk >= d.nz) continue;
+              const double a = f[d.index(ii, jj, kk)], b = w[d.index(ii, jj, kk)];
+              sf += a;
+              sw += b;
+              sff += a * a;
+              sww += b * b;
+              sfw += a * b;
+            }
+          }
+        }
+        const double cross = sfw - sf * sw / n;
+        const double vf = std::max(sff - sf * sf / n, 0.0), vw = std::max(sww - sw * sw / n, 0.0);
+        total += cross * cross / (vf * vw + eps);
+      }
+    }
+  }
+  return -total / d.size();
+}
+
+TEST(LnccCpu, MatchesBruteForce) {
+  const Dims3 d{11, 9, 8};
+  const auto f = RandomUniform<double>(d.size(), 0.0, 1.0, 1);
+  auto w = RandomUniform<double>(d.size(), 0.0, 1.0, 2);
+  for (size_t v = 0; v < w.size(); ++v) w[v] = 0.6 * w[v] + 0.4 * f[v];  // correlated
+  for (int window : {1, 3, 5, 7, 9}) {
+    LnccOptions opt;
+    opt.window = window;
+    const double want = NaiveLncc(f, w, d, window, opt.eps);
+    EXPECT_NEAR(cpu::Lncc<double>(f.data(), w.data(), d, opt, nullptr), want, 1e-12 * std::max(1.0, std::abs(want)))
+        << "window " << window;
+    const auto ff = Cast<float>(f), wf = Cast<float>(w);
+    float loss = 0;
+    ASSERT_TRUE(Lncc(Stream::Cpu(), ff.data(), wf.data(), d, opt, &loss, nullptr).ok());
+    EXPECT_NEAR(loss, want, 1e-5 * std::max(1.0, std::abs(want))) << "window " << window;
+    if (window > 1) {
+      EXPECT_LT(want, -0.05);
+    } else {
+      EXPECT_EQ(want, 0.0);  // a single voxel has no variance
+    }
+  }
+}
+
+TEST(LnccCpu, IdenticalImagesGiveMinusOne) {
+  const Dims3 d{16, 12, 10};
+  const auto f = RandomUniform<float>(d.size(), 0.0, 1.0, 3);
+  LnccOptions opt;
+  opt.window = 5;
+  float loss = 0;
+  std::vector<float> grad(d.size(), testing::kNaN);
+  ASSERT_TRUE(Lncc(Stream::Cpu(), f.data(), f.data(), d, opt, &loss, grad.data()).ok());
+  EXPECT_NEAR(loss, -1.0, 1e-4);
+  // At the optimum the gradient is ~0 (only eps breaks it).
+  double max_abs = 0;
+  for (float g : grad) max_abs = std::max(max_abs, double(std::abs(g)));
+  EXPECT_LT(max_abs, 1e-5);
+  // Affine intensity changes keep cc = 1 away from the zero-padded border.
+  std::vector<float> w(f.size());
+  for (size_t v = 0; v < f.size(); ++v) w[v] = 3.0f * f[v] + 0.0f;
+  ASSERT_TRUE(Lncc(Stream::Cpu(), f.data(), w.data(), d, opt, &loss, nullptr).ok());
+  EXPECT_NEAR(loss, -1.0, 1e-4);
+}
+
+TEST(LnccCpu, GradientMatchesFiniteDifferences) {
+  const Dims3 d{9, 8, 7};
+  const auto f = RandomUniform<double>(d.size(), 0.0, 1.0, 4);
+  auto w = RandomUniform<double>(d.size(), 0.0, 1.0, 5);
+  for (size_t v = 0; v < w.size(); ++v) w[v] = 0.5 * w[v] + 0.5 * f[v];
+  for (int window : {3, 5}) {
+    LnccOptions opt;
+    opt.window = window;
+    std::vector<double> grad(d.size());
+    cpu::Lncc<double>(f.data(), w.data(), d, opt, grad.data());
+    const double h = 1e-6;
+    double max_err = 0, max_ref = 0;
+    for (size_t v = 0; v < w.size(); ++v) {
+      const double saved = w[v];
+      w[v] = saved + h;
+      const double lp = cpu::Lncc<double>(f.data(), w.data(), d, opt, nullptr);
+      w[v] = saved - h;
+      const double lm = cpu::Lncc<double>(f.data(), w.data(), d, opt, nullptr);
+      w[v] = saved;
+      const double fd = (lp - lm) / (2 * h);
+      max_err = std::max(max_err, std::abs(fd - grad[v]));
+      max_ref = std::max(max_ref, std::abs(fd));
+    }
+    EXPECT_GT(max_ref, 1e-4);
+    EXPECT_LT(max_err / max_ref, 1e-6) << "window " << window << ": " << max_err << " of " << max_ref;
+
+    // The float backend agrees with the double reference.
+    const auto ff = Cast<float>(f), wf = Cast<float>(w);
+    std::vector<float> gf(d.size(), testing::kNaN);
+    ASSERT_TRUE(Lncc(Stream::Cpu(), ff.data(), wf.data(), d, opt, nullptr, gf.data()).ok());
+    EXPECT_LT(RelL2(gf, grad), 1e-4) << "window " << window;
+  }
+}
+
+TEST(LnccCpu, RejectsBadArguments) {
+  std::vector<float> a(8, 1.0f);
+  float loss;
+  LnccOptions opt;
+  opt.window = 4;
+  EXPECT_EQ(Lncc(Stream::Cpu(), a.data(), a.data(), {2, 2, 2}, opt, &loss, nullptr).code(),
+            absl::StatusCode::kInvalidArgument);
+  opt.window = 3;
+  EXPECT_EQ(Lncc(Stream::Cpu(), a.data(), nullptr, {2, 2, 2}, opt, &loss, nullptr).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Lncc(Stream::Cpu(), a.data(), a.data(), {2, 0, 2}, opt, &loss, nullptr).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Lncc(Stream::Cpu(), a.data(), a.data(), {2, 2, 2}, opt, &loss, nullptr).ok());
+}
+
+}  // namespace
+}  // namespace registration
+}  // namespace tessera

@@ -1,0 +1,37 @@
+// Mean squared error between a fixed image F and a warped image W:
+//   loss = (1/N) sum_x (W(x) - F(x))^2,   dL/dW = 2 (W - F) / N.
+// One pass: the gradient is written while the loss is reduced (per block in
+// double, then across blocks in a fixed order on CUDA).
+#ifndef TESSERA_KERNELS_REGISTRATION_MSE_H_
+#define TESSERA_KERNELS_REGISTRATION_MSE_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "common/device.h"
+#include "kernels/registration/types.h"
+#include "kernels/registration/workspace.h"
+
+namespace tessera {
+namespace registration {
+
+// `loss` (1 float) and `grad_warped` (dims voxels) may each be null; both
+// live in the stream's backend memory. grad_warped is overwritten.
+absl::Status Mse(const Stream& stream, const float* fixed, const float* warped, Dims3 dims, float* loss,
+                 float* grad_warped, Workspace* workspace = nullptr);
+
+namespace cpu {
+// Reference: returns the loss; grad_warped may be null.
+template <typename T>
+double Mse(const T* fixed, const T* warped, Dims3 dims, T* grad_warped);
+}  // namespace cpu
+
+namespace cuda {
+absl::Status Mse(const Stream& stream, const float* fixed, const float* warped, Dims3 dims, float* loss,
+                 float* grad_warped, Workspace* workspace);
+}  // namespace cuda
+
+}  // namespace registration
+}  // namespace tessera
+
+#endif  // TESSERA_KERNELS_REGISTRATION_MSE_H_

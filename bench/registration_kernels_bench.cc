@@ -2,9 +2,11 @@
 // the same math in the same binary, at 181x217x181, 301x370x316 and 512^3.
 //
 //   registration_kernels_bench [--quick] [--tune] [--reps=N]
+//   registration_kernels_bench --cpu
 //
 // --quick: the first size only; --tune: the grid sampler's launch-shape
-// variants at 512^3 instead of the comparison.
+// variants at 512^3 instead of the comparison; --cpu: the CPU backend's
+// kernels at 181x217x181 (works without a GPU).
 // Per size and operation: median of N CUDA-event timings after warm-up, and
 // the extra device memory the operation needs beyond its inputs and outputs
 // (peak of the tracked Buffer allocations, GetDeviceMemoryStats, during a
@@ -18,6 +20,7 @@
 // At the first size the fused and unfused results are also compared.
 // Without a GPU it prints why and exits 0.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +36,8 @@
 #include "common/status.h"
 #include "kernels/registration/grid_sampler.h"
 #include "kernels/registration/lncc.h"
+#include "kernels/registration/mse.h"
+#include "kernels/registration/parallel.h"
 #include "kernels/registration/types.h"
 #include "kernels/registration/unfused.h"
 #include "kernels/registration/workspace.h"
@@ -46,6 +51,54 @@
 namespace tessera {
 namespace registration {
 namespace {
+
+// --cpu: the CPU backend at 181x217x181 (wall clock, median of 3), to show a
+// whole registration fits in minutes on a small machine.
+int RunCpu() {
+  const Dims3 d{181, 217, 181};
+  const int64_t n = d.size();
+  std::printf("CPU backend, %s, %d threads (TESSERA_CPU_THREADS overrides)\n", DimsToString(d).c_str(),
+              CpuThreads());
+  std::vector<float> image(n), disp(3 * n), out(n), grad_out(n), grad_disp(3 * n), grad_w(n);
+  for (int64_t v = 0; v < n; ++v) {
+    const uint32_t h = static_cast<uint32_t>(v) * 2654435761u;
+    image[v] = static_cast<float>((h >> 8) & 0xffff) / 65536.0f;
+    grad_out[v] = static_cast<float>((h >> 12) & 0xff) / 128.0f - 1.0f;
+    for (int c = 0; c < 3; ++c) disp[v + c * n] = 0.006f * (static_cast<float>((h >> (4 + c)) & 0xff) / 128.0f - 1.0f);
+  }
+  const std::vector<float> theta = {0.98f, 0.05f, -0.02f, 0.01f, -0.04f, 1.01f, 0.03f, -0.02f,
+                                    0.02f, -0.03f, 0.99f, 0.015f};
+  std::vector<float> grad_affine(kAffineParams);
+  GridSampleArgs args;
+  args.image = image.data();
+  args.image_dims = d;
+  args.affine = theta.data();
+  args.disp = disp.data();
+  args.out_dims = d;
+  const Stream cpu = Stream::Cpu();
+  auto time_ms = [](const std::function<absl::Status()>& fn) -> double {
+    std::vector<double> ms;
+    for (int r = 0; r < 3; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      if (!fn().ok()) return -1;
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[1];
+  };
+  const double fwd = time_ms([&] { return GridSample(cpu, args, out.data()); });
+  const double bwd = time_ms([&] {
+    return GridSampleBackward(cpu, args, grad_out.data(), GridSampleGrads{grad_disp.data(), grad_affine.data(), nullptr});
+  });
+  LnccOptions lopt;
+  float loss = 0;
+  const double lncc = time_ms([&] { return Lncc(cpu, image.data(), out.data(), d, lopt, &loss, grad_w.data()); });
+  const double mse = time_ms([&] { return Mse(cpu, image.data(), out.data(), d, &loss, grad_w.data()); });
+  std::printf("  sampler fwd %.0f ms, sampler bwd (dL/du, dL/d[A|t]) %.0f ms, LNCC w7 fwd+bwd %.0f ms, MSE %.0f ms\n",
+              fwd, bwd, lncc, mse);
+  std::printf("  one LNCC iteration's kernels (warp, loss+grad, backward): %.2f s\n", (fwd + bwd + lncc) / 1e3);
+  return 0;
+}
 
 #if TESSERA_WITH_CUDA
 
@@ -438,6 +491,7 @@ int Run(const Options& opt) {
 }  // namespace tessera
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--cpu") == 0) return tessera::registration::RunCpu();
   const auto& registry = tessera::DeviceRegistry::Get();
   if (!registry.cuda_available()) {
     std::printf("registration_kernels_bench: no GPU, nothing to measure (%s)\n",

@@ -5,6 +5,7 @@
 // 512^3 (from two runs of different lengths, so set-up cancels).
 //   registration_pipeline_bench [--quick] [--no-cpu]
 // Without a GPU it prints why and exits 0.
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -53,7 +54,9 @@ Run RunPipeline(const RegistrationInputs& inputs, const std::string& device, con
 // of their deformable-stage times over the difference of iteration counts.
 void GreedyIteration(int n) {
   Volume fixed;
-  fixed.data = NDArray::Allocate({n, n, n}, DType::kFloat32).value();
+  auto data = NDArray::Allocate({n, n, n}, DType::kFloat32);
+  if (!data.ok()) return;
+  fixed.data = *data;
   float* f = fixed.data.data<float>();
   for (int64_t k = 0; k < n; ++k)
     for (int64_t j = 0; j < n; ++j)
@@ -63,7 +66,12 @@ void GreedyIteration(int n) {
       }
   SyntheticOptions synth;
   synth.deformation_mm = 6;
-  Volume moving = MakeSyntheticPair(fixed, nullptr, synth).value().moving;
+  auto pair = MakeSyntheticPair(fixed, nullptr, synth);
+  if (!pair.ok()) {
+    std::printf("  greedy %d^3: cannot make the problem: %s\n", n, pair.status().ToString().c_str());
+    return;
+  }
+  const Volume& moving = pair->moving;
   double t[2] = {0, 0};
   size_t peak = 0;
   const int iters[2] = {4, 14};
@@ -97,6 +105,7 @@ void GreedyIteration(int n) {
 int main(int argc, char** argv) {
   using namespace tessera;
   using namespace tessera::registration;
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // keep what was measured if a later step dies
   bool quick = false, cpu = true;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
@@ -115,6 +124,10 @@ int main(int argc, char** argv) {
   SyntheticOptions synth;
   synth.seed = 7;
   auto pair = MakeSyntheticPair(inputs->fixed, &*inputs->fixed_labels, synth);
+  if (!pair.ok()) {
+    std::printf("cannot make the synthetic pair: %s\n", pair.status().ToString().c_str());
+    return 1;
+  }
   inputs->moving = pair->moving;
   inputs->moving_labels = pair->moving_labels;
   std::printf("# registration pipeline, %s\n", DeviceRegistry::Get().Describe().c_str());

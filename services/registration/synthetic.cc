@@ -1,5 +1,6 @@
 #include "services/registration/synthetic.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -56,7 +57,9 @@ absl::StatusOr<SyntheticPair> MakeSyntheticPair(const Volume& image, const Volum
   for (int64_t i = 0; i < coarse.num_elements(); ++i) coarse.data<float>()[i] = static_cast<float>(uniform(rng));
   TESSERA_ASSIGN_OR_RETURN(NDArray field, NDArray::Allocate({dims.nx, dims.ny, dims.nz, 3}, DType::kFloat32));
   TESSERA_RETURN_IF_ERROR(UpsampleDisplacement(coarse, &field, DisplacementUnits::kNormalized, Stream::Cpu()));
-  const double sigma = 0.5 * static_cast<double>(dims.nx) / cp;
+  // Smooth out the trilinear kinks; the cap keeps the kernel radius within
+  // GaussianSmooth's limit on large grids (the field is smooth anyway).
+  const double sigma = std::min(0.5 * static_cast<double>(dims.nx) / cp, 16.0);
   TESSERA_RETURN_IF_ERROR(GaussianSmooth(field, &field, {sigma, sigma, sigma}, Stream::Cpu()));
   const int64_t n = dims.size();
   float* f = field.data<float>();

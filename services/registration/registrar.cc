@@ -267,9 +267,10 @@ class Engine {
       const int max_it = PerScale(options_.deformable_iterations, si);
       if (max_it <= 0) continue;
       const absl::Time start = absl::Now();
+      // grad_u is dead once Adam has consumed it, so it doubles as the
+      // buffer the composition writes into (one field less at 512^3: 1.6 GB).
       TESSERA_ASSIGN_OR_RETURN(NDArray grad_u, alloc());
       TESSERA_ASSIGN_OR_RETURN(NDArray step, alloc());
-      TESSERA_ASSIGN_OR_RETURN(NDArray composed, alloc());
       TESSERA_RETURN_IF_ERROR(EnsureImageBuffers(level));
       TESSERA_ASSIGN_OR_RETURN(Affine12 a, SamplerAffineFromPhysical(t, level.fixed_space, level.moving_space));
       TESSERA_RETURN_IF_ERROR(UploadAffine(a));
@@ -312,6 +313,7 @@ class Engine {
         TESSERA_RETURN_IF_ERROR(ScaleComponents(step, to_normalized, stream_));
         // Compositional update u <- s + u o (x + s): sample each component of u
         // at x + s (border padding keeps the field's edge values).
+        NDArray& composed = grad_u;
         for (int c = 0; c < 3; ++c) {
           GridSampleArgs compose;
           compose.image = u.data<float>() + c * voxels;

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "services/registration/registration_service.h"
 #include "services/server/server_options.h"
 #include "services/server/service_host.h"
 #include "services/volume/volume_service.h"
@@ -14,6 +15,8 @@ namespace tessera::cli {
 
 struct HostedServices {
   std::unique_ptr<VolumeServiceImpl> volume;
+  // Destroyed after the host (declare HostedServices first): cancels its jobs.
+  std::unique_ptr<RegistrationServiceImpl> registration;
 
   // Registers every service with `host` (before host.Start()).
   void AddTo(ServiceHost& host);

@@ -19,6 +19,8 @@
 #include "common/array_stats.h"
 #include "common/device.h"
 #include "common/volume.h"
+#include "services/common/chunked_upload.h"
+#include "services/common/data_roots.h"
 #include "services/server/server_options.h"
 #include "tessera/v1/volume.grpc.pb.h"
 
@@ -64,28 +66,22 @@ class VolumeServiceImpl final : public v1::VolumeService::Service {
   const Backend backend_;
 };
 
-// Exposed for tests.
+// Exposed for tests; the implementations now live in services/common
+// (data_roots.h, chunked_upload.h), shared with the other services.
 namespace volume_internal {
 
-// Resolves `requested` (absolute, or relative to each root in turn) with
-// realpath and checks it lies under one of `real_roots` (canonical paths).
-// Missing files under a root are NOT_FOUND; anything outside is
-// PERMISSION_DENIED, whether or not it exists.
-absl::StatusOr<std::string> ResolveUnderRoots(const std::string& requested, const std::vector<std::string>& real_roots);
+// See tessera::ResolveUnderRoots (services/common/data_roots.h).
+inline absl::StatusOr<std::string> ResolveUnderRoots(const std::string& requested,
+                                                     const std::vector<std::string>& real_roots) {
+  return ::tessera::ResolveUnderRoots(requested, real_roots);
+}
 
-struct StreamHeader {
-  Shape shape;
-  DType dtype = DType::kInvalid;
-  int64_t nbytes = 0;
-  bool has_geometry = false;  // any of spacing/origin/direction given
-  Geometry geometry;          // defaults filled in
-};
+using StreamHeader = ArrayHeader;
 
-// Validates the first chunk's header: 1..7 positive dims, a known dtype, at
-// most 3 finite positive spacings, at most 3 finite origin entries, and
-// either no direction or 9 finite entries forming a non-singular matrix with
-// unit columns; the array may not exceed `max_bytes` (RESOURCE_EXHAUSTED).
-absl::StatusOr<StreamHeader> ValidateStreamHeader(const v1::VolumeHeader& header, int64_t max_bytes);
+// See tessera::ValidateArrayHeader (services/common/chunked_upload.h).
+inline absl::StatusOr<StreamHeader> ValidateStreamHeader(const v1::VolumeHeader& header, int64_t max_bytes) {
+  return ValidateArrayHeader(header, max_bytes);
+}
 
 }  // namespace volume_internal
 }  // namespace tessera

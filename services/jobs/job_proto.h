@@ -1,0 +1,21 @@
+// JobSnapshot -> tessera.v1.JobStatus / Progress (common.proto), for every
+// service that exposes jobs.
+#ifndef TESSERA_SERVICES_JOBS_JOB_PROTO_H_
+#define TESSERA_SERVICES_JOBS_JOB_PROTO_H_
+
+#include "services/jobs/job_registry.h"
+#include "tessera/v1/common.pb.h"
+
+namespace tessera::jobs {
+
+// Progress with job_id and state; for an ended job the message says how it
+// ended ("succeeded", or the error as "CODE: message").
+v1::Progress ToProgressProto(const JobSnapshot& snapshot);
+
+// error_message is "CODE: message" (absl::Status::ToString) for failed and
+// cancelled jobs, so clients see the error's code too.
+v1::JobStatus ToJobStatusProto(const JobSnapshot& snapshot);
+
+}  // namespace tessera::jobs
+
+#endif  // TESSERA_SERVICES_JOBS_JOB_PROTO_H_

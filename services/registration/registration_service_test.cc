@@ -1,0 +1,734 @@
+// End-to-end tests of tessera.v1.RegistrationService: an in-process
+// ServiceHost on loopback (port 0) driven over a real channel, registering a
+// 2 mm synthetic problem made from Colin27 `ch2` + AAL (Debian's
+// mricron-data) on the CPU backend with few iterations.
+#include "services/registration/registration_service.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/nifti_io.h"
+#include "services/registration/synthetic.h"
+#include "services/server/service_host.h"
+#include "tessera/v1/registration.grpc.pb.h"
+
+namespace tessera {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kCh2[] = "/usr/share/mricron/templates/ch2.nii.gz";
+constexpr char kAal[] = "/usr/share/mricron/templates/aal.nii.gz";
+
+std::string TmpDir() {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return dir != nullptr ? dir : "/tmp";
+}
+
+std::chrono::system_clock::time_point In(std::chrono::milliseconds ms) { return std::chrono::system_clock::now() + ms; }
+
+bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+// The 2 mm problem, written once as NIfTI files under the data root.
+struct Problem {
+  Volume fixed, fixed_labels, moving, moving_labels;
+  std::string root, fixed_path, fixed_labels_path, moving_path, moving_labels_path;
+};
+
+std::unique_ptr<Problem> MakeProblem() {
+  auto p = std::make_unique<Problem>();
+  absl::StatusOr<Volume> ch2 = ReadNifti(kCh2);
+  absl::StatusOr<Volume> aal = ReadNifti(kAal);
+  if (!ch2.ok() || !aal.ok()) return nullptr;
+  p->fixed = registration::DownsampleImage(*ch2, 2).value();
+  p->fixed_labels = registration::DownsampleLabels(*aal, 2).value();
+  registration::SyntheticOptions options;
+  options.seed = 7;
+  registration::SyntheticPair pair = registration::MakeSyntheticPair(p->fixed, &p->fixed_labels, options).value();
+  p->moving = pair.moving;
+  p->moving_labels = *pair.moving_labels;
+  p->root = TmpDir() + "/data";
+  mkdir(p->root.c_str(), 0755);
+  p->fixed_path = p->root + "/fixed.nii";
+  p->fixed_labels_path = p->root + "/fixed_labels.nii";
+  p->moving_path = p->root + "/moving.nii";
+  p->moving_labels_path = p->root + "/moving_labels.nii";
+  for (auto [volume, path] : {std::pair<const Volume*, const std::string*>{&p->fixed, &p->fixed_path},
+                              {&p->fixed_labels, &p->fixed_labels_path},
+                              {&p->moving, &p->moving_path},
+                              {&p->moving_labels, &p->moving_labels_path}}) {
+    absl::Status written = WriteNifti(*volume, *path);
+    if (!written.ok()) return nullptr;
+  }
+  return p;
+}
+
+// Quick CPU settings: two scales, few iterations.
+v1::RegistrationOptions QuickOptions() {
+  v1::RegistrationOptions o;
+  o.set_metric("lncc");
+  o.add_scales(2);
+  o.add_scales(1);
+  for (int n : {30, 10}) o.add_rigid_iterations(n);
+  for (int n : {30, 10}) o.add_affine_iterations(n);
+  for (int n : {40, 15}) o.add_deformable_iterations(n);
+  o.set_device("cpu");
+  return o;
+}
+
+class RegistrationServiceTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    problem_ = MakeProblem().release();
+    if (problem_ == nullptr) return;
+    ServerOptions options;
+    options.grpc_port = 0;
+    options.metrics_port = -1;
+    options.device = "cpu";
+    options.data_roots = {problem_->root};
+    options.max_volume_bytes = 64 << 20;
+    RegistrationServiceOptions service_options;
+    service_options.max_queued_jobs = 4;
+    auto service = RegistrationServiceImpl::Create(options, service_options);
+    ASSERT_TRUE(service.ok()) << service.status();
+    service_ = service->release();
+    host_ = new ServiceHost(options);
+    host_->AddService(service_);
+    auto ports = host_->Start();
+    ASSERT_TRUE(ports.ok()) << ports.status();
+    channel_ = new std::shared_ptr<grpc::Channel>(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", ports->grpc_port), grpc::InsecureChannelCredentials()));
+  }
+
+  static void TearDownTestSuite() {
+    delete host_;  // first: stops the server
+    delete service_;
+    delete channel_;
+    delete problem_;
+    host_ = nullptr;
+    service_ = nullptr;
+    channel_ = nullptr;
+    problem_ = nullptr;
+  }
+
+  void SetUp() override {
+    if (problem_ == nullptr) GTEST_SKIP() << "mricron-data (" << kCh2 << ", " << kAal << ") not installed";
+    ASSERT_NE(channel_, nullptr);
+    stub_ = v1::RegistrationService::NewStub(*channel_);
+  }
+
+  grpc::Status Upload(const Volume& volume, int64_t chunk_bytes, v1::UploadedVolume* uploaded) {
+    grpc::ClientContext context;
+    context.set_deadline(In(std::chrono::seconds(60)));
+    auto writer = stub_->UploadVolume(&context, uploaded);
+    v1::ArrayChunk first;
+    v1::VolumeHeader* header = first.mutable_header();
+    for (int64_t d : volume.data.shape()) header->add_dims(d);
+    header->set_dtype(static_cast<v1::DType>(static_cast<int>(volume.data.dtype())));
+    for (double v : volume.geometry.spacing) header->add_spacing(v);
+    for (double v : volume.geometry.origin) header->add_origin(v);
+    for (double v : volume.geometry.direction) header->add_direction(v);
+    const char* bytes = static_cast<const char*>(volume.data.raw_data());
+    const int64_t total = static_cast<int64_t>(volume.data.nbytes());
+    int64_t offset = 0;
+    bool ok = true;
+    do {
+      v1::ArrayChunk chunk = offset == 0 ? first : v1::ArrayChunk();
+      const int64_t size = std::min(chunk_bytes, total - offset);
+      chunk.set_offset(offset);
+      chunk.set_data(bytes + offset, static_cast<size_t>(size));
+      ok = writer->Write(chunk);
+      offset += size;
+    } while (ok && offset < total);
+    writer->WritesDone();
+    return writer->Finish();
+  }
+
+  std::string UploadOrDie(const Volume& volume) {
+    v1::UploadedVolume uploaded;
+    grpc::Status status = Upload(volume, 256 << 10, &uploaded);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return uploaded.upload_id();
+  }
+
+  grpc::Status Register(const v1::RegisterRequest& request, v1::JobStatus* status) {
+    grpc::ClientContext context;
+    context.set_deadline(In(std::chrono::seconds(30)));
+    return stub_->Register(&context, request, status);
+  }
+
+  grpc::Status GetJob(const std::string& id, v1::JobStatus* status) {
+    grpc::ClientContext context;
+    context.set_deadline(In(std::chrono::seconds(10)));
+    v1::JobRequest request;
+    request.set_job_id(id);
+    return stub_->GetJob(&context, request, status);
+  }
+
+  grpc::Status CancelJob(const std::string& id, v1::JobStatus* status) {
+    grpc::ClientContext context;
+    context.set_deadline(In(std::chrono::seconds(10)));
+    v1::JobRequest request;
+    request.set_job_id(id);
+    return stub_->CancelJob(&context, request, status);
+  }
+
+  grpc::Status GetResult(const std::string& id, v1::RegistrationResult* result) {
+    grpc::ClientContext context;
+    context.set_deadline(In(std::chrono::seconds(10)));
+    v1::JobRequest request;
+    request.set_job_id(id);
+    return stub_->GetResult(&context, request, result);
+  }
+
+  // Watches a job to its end (or the deadline); returns every message.
+  grpc::Status Watch(const std::string& id, std::chrono::milliseconds deadline, std::vector<v1::Progress>* messages) {
+    grpc::ClientContext context;
+    context.set_deadline(In(deadline));
+    v1::JobRequest request;
+    request.set_job_id(id);
+    auto reader = stub_->WatchJob(&context, request);
+    v1::Progress progress;
+    while (reader->Read(&progress)) messages->push_back(progress);
+    return reader->Finish();
+  }
+
+  // Downloads an artifact; returns the header and the reassembled bytes.
+  grpc::Status Download(const std::string& id, v1::RegistrationArtifact artifact, v1::VolumeHeader* header,
+                        std::string* bytes, int* chunks, int chunk_bytes = 0) {
+    grpc::ClientContext context;
+    context.set_deadline(In(std::chrono::seconds(60)));
+    v1::DownloadRequest request;
+    request.set_job_id(id);
+    request.set_artifact(artifact);
+    request.set_chunk_bytes(chunk_bytes);
+    auto reader = stub_->DownloadResult(&context, request);
+    v1::ArrayChunk chunk;
+    *chunks = 0;
+    bytes->clear();
+    while (reader->Read(&chunk)) {
+      if (*chunks == 0) {
+        EXPECT_TRUE(chunk.has_header());
+        *header = chunk.header();
+      } else {
+        EXPECT_FALSE(chunk.has_header());
+      }
+      EXPECT_EQ(chunk.offset(), static_cast<int64_t>(bytes->size()));
+      bytes->append(chunk.data());
+      ++*chunks;
+    }
+    return reader->Finish();
+  }
+
+  static int64_t Product(const v1::VolumeHeader& header) {
+    int64_t n = 1;
+    for (int64_t d : header.dims()) n *= d;
+    return n;
+  }
+
+  static Problem* problem_;
+  static RegistrationServiceImpl* service_;
+  static ServiceHost* host_;
+  static std::shared_ptr<grpc::Channel>* channel_;
+  std::unique_ptr<v1::RegistrationService::Stub> stub_;
+};
+
+Problem* RegistrationServiceTest::problem_ = nullptr;
+RegistrationServiceImpl* RegistrationServiceTest::service_ = nullptr;
+ServiceHost* RegistrationServiceTest::host_ = nullptr;
+std::shared_ptr<grpc::Channel>* RegistrationServiceTest::channel_ = nullptr;
+
+TEST_F(RegistrationServiceTest, UploadRegisterWatchAndDownload) {
+  v1::UploadedVolume fixed;
+  ASSERT_TRUE(Upload(problem_->fixed, 300 << 10, &fixed).ok());  // chunks split voxels
+  EXPECT_EQ(fixed.nbytes(), static_cast<int64_t>(problem_->fixed.data.nbytes()));
+  EXPECT_GT(fixed.expires_unix_ms(), 0);
+  EXPECT_EQ(fixed.header().dims_size(), 3);
+  const std::string moving = UploadOrDie(problem_->moving);
+  ASSERT_FALSE(moving.empty());
+
+  v1::RegisterRequest request;
+  request.mutable_fixed()->set_upload_id(fixed.upload_id());
+  request.mutable_moving()->set_upload_id(moving);
+  *request.mutable_options() = QuickOptions();
+  v1::JobStatus status;
+  grpc::Status rpc = Register(request, &status);
+  ASSERT_TRUE(rpc.ok()) << rpc.error_message();
+  ASSERT_FALSE(status.job_id().empty());
+  EXPECT_TRUE(status.state() == v1::JOB_STATE_QUEUED || status.state() == v1::JOB_STATE_RUNNING)
+      << v1::JobState_Name(status.state());
+
+  std::vector<v1::Progress> messages;
+  rpc = Watch(status.job_id(), std::chrono::seconds(300), &messages);
+  ASSERT_TRUE(rpc.ok()) << rpc.error_message();
+  ASSERT_GE(messages.size(), 5u);
+  EXPECT_EQ(messages.back().state(), v1::JOB_STATE_SUCCEEDED) << messages.back().message();
+  EXPECT_DOUBLE_EQ(messages.back().fraction(), 1.0);
+  int with_loss = 0;
+  double last_fraction = 0;
+  for (size_t i = 0; i + 1 < messages.size(); ++i) {
+    const v1::Progress& m = messages[i];
+    EXPECT_EQ(m.job_id(), status.job_id());
+    EXPECT_TRUE(m.state() == v1::JOB_STATE_QUEUED || m.state() == v1::JOB_STATE_RUNNING);
+    if (m.metrics().count("loss") > 0) ++with_loss;
+    EXPECT_GE(m.fraction(), last_fraction - 1e-12) << m.stage() << " " << m.message();
+    last_fraction = m.fraction();
+  }
+  EXPECT_GE(with_loss, 3);
+  // Throttled: far fewer messages than iterations (about 10 a second).
+  EXPECT_LT(messages.size(), 400u);
+
+  v1::RegistrationResult result;
+  rpc = GetResult(status.job_id(), &result);
+  ASSERT_TRUE(rpc.ok()) << rpc.error_message();
+  EXPECT_EQ(result.job_id(), status.job_id());
+  EXPECT_LT(result.final_loss(), result.initial_loss());
+  EXPECT_FALSE(result.has_dice_before());  // no labels
+  EXPECT_EQ(result.affine_ras_size(), 16);
+  EXPECT_EQ(result.backend(), "cpu");
+  EXPECT_GT(result.log_size(), 0);
+  EXPECT_TRUE(result.has_min_jacobian());
+  EXPECT_EQ(result.files().warped(), "");  // no output_dir
+  EXPECT_EQ(result.metric(), "lncc");
+  EXPECT_THAT(result.summary_json(), HasSubstr("\"final_loss\""));
+
+  v1::VolumeHeader header;
+  std::string bytes;
+  int chunks = 0;
+  rpc = Download(status.job_id(), v1::REGISTRATION_ARTIFACT_WARPED, &header, &bytes, &chunks);
+  ASSERT_TRUE(rpc.ok()) << rpc.error_message();
+  ASSERT_EQ(header.dims_size(), 3);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(header.dims(i), problem_->fixed.data.dim(i));
+  EXPECT_EQ(header.dtype(), v1::DTYPE_FLOAT32);
+  EXPECT_EQ(static_cast<int64_t>(bytes.size()), Product(header) * 4);
+  EXPECT_GT(chunks, 1);  // 3.6 MB in 1 MiB chunks
+  ASSERT_EQ(header.spacing_size(), 3);
+  EXPECT_DOUBLE_EQ(header.spacing(0), problem_->fixed.geometry.spacing[0]);
+  const float* warped = reinterpret_cast<const float*>(bytes.data());
+  double sum = 0;
+  for (int64_t i = 0; i < Product(header); ++i) {
+    ASSERT_TRUE(std::isfinite(warped[i]));
+    sum += warped[i];
+  }
+  EXPECT_GT(sum, 0);
+
+  rpc = Download(status.job_id(), v1::REGISTRATION_ARTIFACT_WARP, &header, &bytes, &chunks, 100000);
+  ASSERT_TRUE(rpc.ok()) << rpc.error_message();
+  ASSERT_EQ(header.dims_size(), 4);
+  EXPECT_EQ(header.dims(3), 3);
+  EXPECT_EQ(static_cast<int64_t>(bytes.size()), Product(header) * 4);
+  EXPECT_GT(chunks, 100);
+
+  rpc = Download(status.job_id(), v1::REGISTRATION_ARTIFACT_AFFINE, &header, &bytes, &chunks);
+  ASSERT_TRUE(rpc.ok()) << rpc.error_message();
+  EXPECT_EQ(chunks, 1);
+  EXPECT_EQ(header.dtype(), v1::DTYPE_UINT8);
+  EXPECT_EQ(static_cast<int64_t>(bytes.size()), header.dims(0));
+  EXPECT_THAT(bytes, HasSubstr("AffineTransform_double_3_3"));
+
+  // Not produced: no labels given, no inverse requested.
+  EXPECT_EQ(Download(status.job_id(), v1::REGISTRATION_ARTIFACT_WARPED_LABELS, &header, &bytes, &chunks).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  rpc = Download(status.job_id(), v1::REGISTRATION_ARTIFACT_INVERSE_WARP, &header, &bytes, &chunks);
+  EXPECT_EQ(rpc.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(rpc.error_message(), HasSubstr("inverse_warp"));
+  EXPECT_EQ(Download(status.job_id(), v1::REGISTRATION_ARTIFACT_UNSPECIFIED, &header, &bytes, &chunks).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  // Watching an ended job sends its final state at once.
+  messages.clear();
+  ASSERT_TRUE(Watch(status.job_id(), std::chrono::seconds(10), &messages).ok());
+  ASSERT_EQ(messages.size(), 1u);
+  EXPECT_EQ(messages[0].state(), v1::JOB_STATE_SUCCEEDED);
+}
+
+TEST_F(RegistrationServiceTest, RegisterByPathsWithLabelsIdempotently) {
+  v1::RegisterRequest request;
+  request.mutable_fixed()->set_path(problem_->fixed_path);
+  request.mutable_moving()->set_path("moving.nii");  // relative to the data root
+  request.mutable_fixed_labels()->set_path(problem_->fixed_labels_path);
+  request.mutable_moving_labels()->set_path(problem_->moving_labels_path);
+  *request.mutable_options() = QuickOptions();
+  request.mutable_options()->set_inverse_warp(true);
+  request.set_job_id("paths-with-labels.1");
+  request.set_output_dir("out-labels");  // created under the root
+  v1::JobStatus first, again;
+  grpc::Status rpc = Register(request, &first);
+  ASSERT_TRUE(rpc.ok()) << rpc.error_message();
+  EXPECT_EQ(first.job_id(), "paths-with-labels.1");
+
+  // The same id again (even with other contents) is the same job.
+  v1::RegisterRequest other = request;
+  other.mutable_options()->set_metric("mse");
+  ASSERT_TRUE(Register(other, &again).ok());
+  EXPECT_EQ(again.job_id(), first.job_id());
+  EXPECT_EQ(again.created_unix_ms(), first.created_unix_ms());
+
+  std::vector<v1::Progress> messages;
+  rpc = Watch(first.job_id(), std::chrono::seconds(300), &messages);
+  ASSERT_TRUE(rpc.ok()) << rpc.error_message();
+  ASSERT_FALSE(messages.empty());
+  ASSERT_EQ(messages.back().state(), v1::JOB_STATE_SUCCEEDED) << messages.back().message();
+
+  // And after it ended: still the same job, not a new run.
+  ASSERT_TRUE(Register(request, &again).ok());
+  EXPECT_EQ(again.state(), v1::JOB_STATE_SUCCEEDED);
+
+  v1::RegistrationResult result;
+  rpc = GetResult(first.job_id(), &result);
+  ASSERT_TRUE(rpc.ok()) << rpc.error_message();
+  ASSERT_TRUE(result.has_dice_before());
+  ASSERT_TRUE(result.has_dice_after());
+  std::printf("mean Dice %.3f -> %.3f, loss %.4f -> %.4f, %.1f s\n", result.dice_before(), result.dice_after(),
+              result.initial_loss(), result.final_loss(), result.seconds());
+  EXPECT_GT(result.dice_after(), result.dice_before() + 0.05);
+  EXPECT_LT(result.folded_percent(), 1.0);
+  EXPECT_EQ(result.metric(), "lncc");
+  const std::string out = problem_->root + "/out-labels";
+  EXPECT_EQ(result.files().warped(), out + "/warped.nii.gz");
+  for (const std::string& path : {result.files().warped(), result.files().warped_labels(), result.files().affine(),
+                                  result.files().warp(), result.files().inverse_warp()}) {
+    EXPECT_TRUE(Exists(path)) << "'" << path << "'";
+  }
+
+  v1::VolumeHeader header;
+  std::string bytes;
+  int chunks = 0;
+  rpc = Download(first.job_id(), v1::REGISTRATION_ARTIFACT_WARPED_LABELS, &header, &bytes, &chunks);
+  ASSERT_TRUE(rpc.ok()) << rpc.error_message();
+  EXPECT_EQ(header.dtype(), v1::DTYPE_INT32);
+  ASSERT_EQ(header.dims_size(), 3);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(header.dims(i), problem_->fixed.data.dim(i));
+  EXPECT_EQ(static_cast<int64_t>(bytes.size()), Product(header) * 4);
+  rpc = Download(first.job_id(), v1::REGISTRATION_ARTIFACT_INVERSE_WARP, &header, &bytes, &chunks);
+  ASSERT_TRUE(rpc.ok()) << rpc.error_message();
+  EXPECT_EQ(header.dims_size(), 4);
+  EXPECT_EQ(static_cast<int64_t>(bytes.size()), Product(header) * 4);
+}
+
+TEST_F(RegistrationServiceTest, CancelRunningJob) {
+  v1::RegisterRequest request;
+  request.mutable_fixed()->set_path(problem_->fixed_path);
+  request.mutable_moving()->set_path(problem_->moving_path);
+  v1::RegistrationOptions* o = request.mutable_options();
+  *o = QuickOptions();
+  o->clear_rigid_iterations();
+  o->add_rigid_iterations(5000);  // long, unless cancelled
+  o->set_patience(100000);         // no early convergence
+  o->set_metric("mse");
+  v1::JobStatus status;
+  grpc::Status rpc = Register(request, &status);
+  ASSERT_TRUE(rpc.ok()) << rpc.error_message();
+
+  // Wait until it iterates.
+  for (int i = 0; i < 600; ++i) {
+    ASSERT_TRUE(GetJob(status.job_id(), &status).ok());
+    if (status.state() == v1::JOB_STATE_RUNNING && status.last_progress().step() > 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(status.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(status.last_progress().stage(), "rigid");
+  EXPECT_GT(status.last_progress().metrics().at("loss"), 0);
+
+  // A watcher whose deadline passes ends without affecting the job.
+  std::vector<v1::Progress> messages;
+  rpc = Watch(status.job_id(), std::chrono::milliseconds(700), &messages);
+  EXPECT_EQ(rpc.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << rpc.error_message();
+  EXPECT_GE(messages.size(), 1u);
+  EXPECT_LE(messages.size(), 12u);  // throttled to about ten a second
+  v1::RegistrationResult result;
+  EXPECT_EQ(GetResult(status.job_id(), &result).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+
+  ASSERT_TRUE(CancelJob(status.job_id(), &status).ok());
+  messages.clear();
+  rpc = Watch(status.job_id(), std::chrono::seconds(60), &messages);
+  ASSERT_TRUE(rpc.ok()) << rpc.error_message();
+  ASSERT_FALSE(messages.empty());
+  EXPECT_EQ(messages.back().state(), v1::JOB_STATE_CANCELLED);
+  ASSERT_TRUE(GetJob(status.job_id(), &status).ok());
+  EXPECT_EQ(status.state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_THAT(status.error_message(), HasSubstr("CANCELLED"));
+  rpc = GetResult(status.job_id(), &result);
+  EXPECT_EQ(rpc.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(rpc.error_message(), HasSubstr("cancelled"));
+  // Cancelling again is harmless.
+  ASSERT_TRUE(CancelJob(status.job_id(), &status).ok());
+  EXPECT_EQ(status.state(), v1::JOB_STATE_CANCELLED);
+}
+
+TEST_F(RegistrationServiceTest, NanVoxelsFailTheJobWithInvalidArgument) {
+  Volume nan = problem_->moving;
+  nan.data = problem_->moving.data.Clone().value();
+  nan.data.data<float>()[1234] = NAN;
+  const std::string fixed = UploadOrDie(problem_->fixed);
+  const std::string moving = UploadOrDie(nan);
+  v1::RegisterRequest request;
+  request.mutable_fixed()->set_upload_id(fixed);
+  request.mutable_moving()->set_upload_id(moving);
+  *request.mutable_options() = QuickOptions();
+  v1::JobStatus status;
+  grpc::Status rpc = Register(request, &status);
+  ASSERT_TRUE(rpc.ok()) << rpc.error_message();
+  std::vector<v1::Progress> messages;
+  ASSERT_TRUE(Watch(status.job_id(), std::chrono::seconds(60), &messages).ok());
+  ASSERT_FALSE(messages.empty());
+  EXPECT_EQ(messages.back().state(), v1::JOB_STATE_FAILED);
+  EXPECT_THAT(messages.back().message(), HasSubstr("NaN"));
+
+  ASSERT_TRUE(GetJob(status.job_id(), &status).ok());
+  EXPECT_EQ(status.state(), v1::JOB_STATE_FAILED);
+  EXPECT_THAT(status.error_message(), HasSubstr("INVALID_ARGUMENT"));
+  EXPECT_THAT(status.error_message(), HasSubstr("NaN"));
+  v1::RegistrationResult result;
+  rpc = GetResult(status.job_id(), &result);
+  EXPECT_EQ(rpc.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(rpc.error_message(), HasSubstr("NaN"));
+}
+
+TEST_F(RegistrationServiceTest, BadRequestsGetClearStatuses) {
+  v1::JobStatus status;
+  v1::RegistrationResult result;
+  std::vector<v1::Progress> messages;
+  v1::VolumeHeader header;
+  std::string bytes;
+  int chunks = 0;
+
+  // Unknown ids.
+  EXPECT_EQ(GetJob("no-such-job", &status).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(CancelJob("no-such-job", &status).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(GetResult("no-such-job", &result).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Watch("no-such-job", std::chrono::seconds(5), &messages).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Download("no-such-job", v1::REGISTRATION_ARTIFACT_WARPED, &header, &bytes, &chunks).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(GetJob("", &status).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  v1::RegisterRequest base;
+  base.mutable_fixed()->set_path(problem_->fixed_path);
+  base.mutable_moving()->set_path(problem_->moving_path);
+  *base.mutable_options() = QuickOptions();
+
+  v1::RegisterRequest request = base;
+  request.mutable_moving()->set_upload_id("up-nonexistent");
+  grpc::Status rpc = Register(request, &status);
+  EXPECT_EQ(rpc.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(rpc.error_message(), HasSubstr("up-nonexistent"));
+
+  request = base;
+  request.mutable_options()->set_metric("ncc");
+  rpc = Register(request, &status);
+  EXPECT_EQ(rpc.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(rpc.error_message(), HasSubstr("metric"));
+
+  request = base;
+  request.mutable_options()->add_stages("bspline");
+  rpc = Register(request, &status);
+  EXPECT_EQ(rpc.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(rpc.error_message(), HasSubstr("bspline"));
+
+  for (auto edit : std::vector<void (*)(v1::RegisterRequest*)>{
+           [](v1::RegisterRequest* r) { r->mutable_options()->set_lncc_window(4); },
+           [](v1::RegisterRequest* r) { r->mutable_options()->set_mi_bins(1000); },
+           [](v1::RegisterRequest* r) { r->mutable_options()->add_scales(4); },  // 2, 1, 4: not coarse to fine
+           [](v1::RegisterRequest* r) { r->mutable_options()->add_affine_iterations(-1); },
+           [](v1::RegisterRequest* r) { r->mutable_options()->set_init("moments"); },
+           [](v1::RegisterRequest* r) { r->mutable_options()->set_device("tpu"); },
+           [](v1::RegisterRequest* r) { r->clear_moving(); },
+           [](v1::RegisterRequest* r) { r->set_job_id("bad id!"); },
+       }) {
+    request = base;
+    edit(&request);
+    rpc = Register(request, &status);
+    EXPECT_EQ(rpc.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << rpc.error_message();
+  }
+
+  // Outside the data roots.
+  request = base;
+  request.mutable_fixed()->set_path(kCh2);
+  rpc = Register(request, &status);
+  EXPECT_EQ(rpc.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(rpc.error_message(), HasSubstr("outside"));
+  request = base;
+  request.mutable_moving_labels()->set_path("../../etc/passwd");
+  EXPECT_EQ(Register(request, &status).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  request = base;
+  request.set_output_dir("/tmp/tessera-elsewhere");
+  EXPECT_EQ(Register(request, &status).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  request = base;
+  request.mutable_fixed()->set_path("missing.nii.gz");
+  EXPECT_EQ(Register(request, &status).error_code(), grpc::StatusCode::NOT_FOUND);
+
+  // Uploads: too large for the volume limit (rejected on the header), not 3-D.
+  {
+    grpc::ClientContext context;
+    context.set_deadline(In(std::chrono::seconds(10)));
+    v1::UploadedVolume uploaded;
+    auto writer = stub_->UploadVolume(&context, &uploaded);
+    v1::ArrayChunk chunk;
+    for (int64_t d : {512, 512, 512}) chunk.mutable_header()->add_dims(d);
+    chunk.mutable_header()->set_dtype(v1::DTYPE_FLOAT32);
+    chunk.set_data(std::string(1024, '\0'));
+    writer->Write(chunk);
+    writer->WritesDone();
+    rpc = writer->Finish();
+    EXPECT_EQ(rpc.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << rpc.error_message();
+  }
+  Volume flat;
+  flat.data = NDArray::Allocate({64, 64}, DType::kFloat32).value();
+  std::memset(flat.data.raw_data(), 0, flat.data.nbytes());
+  const std::string flat_id = UploadOrDie(flat);
+  request = base;
+  request.mutable_fixed()->set_upload_id(flat_id);
+  rpc = Register(request, &status);
+  EXPECT_EQ(rpc.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(rpc.error_message(), HasSubstr("3-D"));
+  // Short upload.
+  {
+    grpc::ClientContext context;
+    context.set_deadline(In(std::chrono::seconds(10)));
+    v1::UploadedVolume uploaded;
+    auto writer = stub_->UploadVolume(&context, &uploaded);
+    v1::ArrayChunk chunk;
+    for (int64_t d : {8, 8, 8}) chunk.mutable_header()->add_dims(d);
+    chunk.mutable_header()->set_dtype(v1::DTYPE_FLOAT32);
+    chunk.set_data(std::string(100, '\0'));
+    writer->Write(chunk);
+    writer->WritesDone();
+    EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::DATA_LOSS);
+  }
+}
+
+// A server with a tiny upload store and a one-job queue.
+TEST(RegistrationServiceLimitsTest, FullUploadStoreAndQueueAreResourceExhausted) {
+  const std::string root = TmpDir() + "/limits";
+  mkdir(root.c_str(), 0755);
+  ServerOptions options;
+  options.grpc_port = 0;
+  options.metrics_port = -1;
+  options.device = "cpu";
+  options.data_roots = {root};
+  RegistrationServiceOptions service_options;
+  service_options.upload_store_bytes = 3000;
+  service_options.max_queued_jobs = 0;
+  auto service = RegistrationServiceImpl::Create(options, service_options);
+  ASSERT_TRUE(service.ok()) << service.status();
+  ServiceHost host(options);
+  host.AddService(service->get());
+  auto ports = host.Start();
+  ASSERT_TRUE(ports.ok()) << ports.status();
+  auto stub = v1::RegistrationService::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", ports->grpc_port), grpc::InsecureChannelCredentials()));
+
+  const auto upload = [&](int n, v1::UploadedVolume* uploaded) {
+    grpc::ClientContext context;
+    context.set_deadline(In(std::chrono::seconds(10)));
+    auto writer = stub->UploadVolume(&context, uploaded);
+    v1::ArrayChunk chunk;
+    for (int64_t d : {n, n, n}) chunk.mutable_header()->add_dims(d);
+    chunk.mutable_header()->set_dtype(v1::DTYPE_FLOAT32);
+    std::vector<float> values(n * n * n);
+    for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 7);
+    chunk.set_data(values.data(), values.size() * sizeof(float));
+    writer->Write(chunk);
+    writer->WritesDone();
+    return writer->Finish();
+  };
+  v1::UploadedVolume a, b, c;
+  ASSERT_TRUE(upload(8, &a).ok());   // 2048 bytes
+  grpc::Status rpc = upload(8, &b);  // would make 4096 > 3000
+  EXPECT_EQ(rpc.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(rpc.error_message(), HasSubstr("full"));
+  ASSERT_TRUE(upload(5, &c).ok());   // 500 more bytes fit
+
+  // No queue at all: the single worker takes one (long) job, the next is refused.
+  v1::RegisterRequest request;
+  request.mutable_fixed()->set_upload_id(a.upload_id());
+  request.mutable_moving()->set_upload_id(a.upload_id());
+  request.mutable_options()->set_device("cpu");
+  request.mutable_options()->add_rigid_iterations(100000);
+  request.mutable_options()->set_patience(100000);
+  request.mutable_options()->add_scales(1);
+  request.mutable_options()->add_stages("rigid");
+  bool refused = false;
+  std::vector<std::string> started;
+  for (int i = 0; i < 3 && !refused; ++i) {
+    grpc::ClientContext context;
+    context.set_deadline(In(std::chrono::seconds(10)));
+    v1::JobStatus status;
+    rpc = stub->Register(&context, request, &status);
+    if (rpc.ok()) {
+      started.push_back(status.job_id());
+    } else {
+      EXPECT_EQ(rpc.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << rpc.error_message();
+      refused = true;
+    }
+  }
+  EXPECT_TRUE(refused);
+  EXPECT_EQ(started.size(), 1u);
+  // The refused job left nothing behind: every job known is one that started.
+  EXPECT_EQ((*service)->registry().size(), started.size());
+  // Destroying host and service cancels the running job.
+}
+
+TEST(RegistrationOptionsTest, DefaultsValidationAndProgressFraction) {
+  using registration_internal::EstimateFraction;
+  using registration_internal::ToRegistrarOptions;
+  absl::StatusOr<registration::RegistrationOptions> o = ToRegistrarOptions(v1::RegistrationOptions(), "cpu");
+  ASSERT_TRUE(o.ok()) << o.status();
+  const registration::RegistrationOptions defaults;
+  EXPECT_EQ(o->metric, defaults.metric);
+  EXPECT_EQ(o->stages, defaults.stages);
+  EXPECT_EQ(o->scales, defaults.scales);
+  EXPECT_EQ(o->deformable_iterations, defaults.deformable_iterations);
+  EXPECT_EQ(o->metric_options.lncc_window, defaults.metric_options.lncc_window);
+  EXPECT_EQ(o->patience, defaults.patience);
+  EXPECT_EQ(o->tolerance, defaults.tolerance);
+  EXPECT_EQ(o->device, "cpu");
+
+  v1::RegistrationOptions proto;
+  proto.set_metric("mi");
+  proto.set_mi_bins(48);
+  proto.add_stages("affine");
+  proto.add_scales(2);
+  proto.add_scales(1);
+  proto.add_affine_iterations(10);
+  proto.set_tolerance(0);
+  proto.set_init("none");
+  o = ToRegistrarOptions(proto, "auto");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->metric_options.mi_bins, 48);
+  EXPECT_EQ(o->tolerance, 0);
+  EXPECT_EQ(o->init, "none");
+  proto.set_tolerance(NAN);
+  EXPECT_EQ(ToRegistrarOptions(proto, "auto").status().code(), absl::StatusCode::kInvalidArgument);
+
+  // Affine only, 10 iterations at each of two scales: 20 planned.
+  registration::RegistrationProgress p;
+  p.stage = "init";
+  EXPECT_EQ(EstimateFraction(*o, p), 0);
+  p.stage = "affine";
+  p.scale = 2;
+  p.iteration = 5;
+  EXPECT_NEAR(EstimateFraction(*o, p), 0.95 * 5 / 20, 1e-12);
+  p.scale = 1;
+  p.iteration = 10;
+  EXPECT_NEAR(EstimateFraction(*o, p), 0.95, 1e-12);
+  p.stage = "output";
+  EXPECT_NEAR(EstimateFraction(*o, p), 0.95, 1e-12);
+}
+
+}  // namespace
+}  // namespace tessera

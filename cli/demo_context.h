@@ -27,6 +27,8 @@ struct DemoContext {
   std::vector<std::pair<std::string, std::string>> summary;
 
   std::string OutPath(const std::string& name) const { return out_dir + "/" + name; }
+  // mkdir -p for one level; OK when it exists.
+  static absl::Status EnsureDir(const std::string& dir);
   // Deadline for one demo RPC.
   static absl::Duration RpcTimeout() { return absl::Minutes(10); }
 };
@@ -34,6 +36,7 @@ struct DemoContext {
 // A step prints its own lines and adds to ctx.summary; an error ends the demo.
 absl::Status DemoHealthStep(DemoContext& ctx);
 absl::Status DemoVolumeStep(DemoContext& ctx);
+absl::Status DemoRegistrationStep(DemoContext& ctx);  // demo_registration_step.cc
 absl::Status DemoMetricsStep(DemoContext& ctx);
 
 // JSON string literal for `s` (quotes and escapes).

@@ -22,6 +22,7 @@
 #include "common/nifti_io.h"
 #include "common/png_io.h"
 #include "common/status.h"
+#include "services/common/chunked_upload.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tessera/v1/volume.grpc.pb.h"
 
@@ -128,14 +129,7 @@ absl::Status DemoVolumeStep(DemoContext& ctx) {
     constexpr int64_t kChunk = 1 << 20;
     for (int64_t offset = 0; offset < total || chunks == 0; offset += kChunk, ++chunks) {
       v1::ArrayChunk chunk;
-      if (offset == 0) {
-        v1::VolumeHeader* h = chunk.mutable_header();
-        for (int64_t d : volume.data.shape()) h->add_dims(d);
-        h->set_dtype(static_cast<v1::DType>(volume.data.dtype()));
-        for (double v : volume.geometry.spacing) h->add_spacing(v);
-        for (double v : volume.geometry.origin) h->add_origin(v);
-        for (double v : volume.geometry.direction) h->add_direction(v);
-      }
+      if (offset == 0) *chunk.mutable_header() = VolumeHeaderOf(volume.data, &volume.geometry, volume.description);
       chunk.set_offset(offset);
       chunk.set_data(bytes + offset, std::min(kChunk, total - offset));
       if (!writer->Write(chunk)) break;  // the server ended the call; Finish() says why

@@ -44,6 +44,13 @@ int Fail(const char* what, const absl::Status& status) {
 
 }  // namespace
 
+absl::Status DemoContext::EnsureDir(const std::string& dir) {
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot create ", dir, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
 int RunDemo(int argc, char** argv) {
   const std::vector<FlagSpec> specs = DemoFlags();
   auto args = Args::Parse(specs, argc, argv, 1);
@@ -57,9 +64,7 @@ int RunDemo(int argc, char** argv) {
   ctx.out_dir = args->Get("out");
   ctx.volume_path = args->Get("volume");
   ctx.device = args->Get("device");
-  if (mkdir(ctx.out_dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    return Fail("creating the output directory", absl::InternalError(std::strerror(errno)));
-  }
+  if (absl::Status s = DemoContext::EnsureDir(ctx.out_dir); !s.ok()) return Fail("creating the output directory", s);
 
   ServerOptions options;
   options.host = "127.0.0.1";
@@ -67,7 +72,7 @@ int RunDemo(int argc, char** argv) {
   options.metrics_port = 0;
   options.device = ctx.device;
   options.drain_timeout = absl::Seconds(5);
-  options.data_roots = {DirName(ctx.volume_path)};
+  options.data_roots = {DirName(ctx.volume_path), ctx.out_dir};
   auto services = CreateHostedServices(options);
   if (!services.ok()) return Fail("creating the services", services.status());
   ServiceHost host(options);
@@ -87,6 +92,7 @@ int RunDemo(int argc, char** argv) {
   const Step steps[] = {
       {"health", DemoHealthStep},
       {"volume", DemoVolumeStep},
+      {"registration", DemoRegistrationStep},
       {"metrics", DemoMetricsStep},
   };
   for (const Step& step : steps) {
@@ -112,7 +118,7 @@ int RunDemo(int argc, char** argv) {
     out << "}\n";
     if (!out) return Fail("writing summary.json", absl::InternalError(summary_path));
   }
-  std::printf("tessera demo: done in %.1f s; outputs in %s/ (summary.json, volume_preview.png, metrics.txt)\n",
+  std::printf("tessera demo: done in %.1f s; outputs in %s/ (summary.json, *_preview.png, metrics.txt, registration/)\n",
               seconds, ctx.out_dir.c_str());
   return 0;
 }

@@ -88,7 +88,7 @@ absl::StatusOr<std::map<std::string, std::vector<double>>> ParseMatV4(const std:
 
 }  // namespace
 
-absl::Status WriteItkAffine(const std::string& path, const Mat4& physical_ras, const std::array<double, 3>& center_ras) {
+std::string ItkAffineBytes(const Mat4& physical_ras, const std::array<double, 3>& center_ras) {
   const Mat4 lps = RasToLps(physical_ras);
   const double c[3] = {-center_ras[0], -center_ras[1], center_ras[2]};
   // T(p) = M p + offset = M (p - c) + c + t  =>  t = offset - c + M c.
@@ -104,6 +104,11 @@ absl::Status WriteItkAffine(const std::string& path, const Mat4& physical_ras, c
   std::string out;
   AppendVariable(out, kAffineName, params);
   AppendVariable(out, "fixed", {c[0], c[1], c[2]});
+  return out;
+}
+
+absl::Status WriteItkAffine(const std::string& path, const Mat4& physical_ras, const std::array<double, 3>& center_ras) {
+  const std::string out = ItkAffineBytes(physical_ras, center_ras);
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::binary);

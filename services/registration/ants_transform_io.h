@@ -29,6 +29,9 @@ namespace tessera::registration {
 absl::Status WriteItkAffine(const std::string& path, const Mat4& physical_ras,
                             const std::array<double, 3>& center_ras = {0, 0, 0});
 
+// The bytes WriteItkAffine writes (for sending the file over an API).
+std::string ItkAffineBytes(const Mat4& physical_ras, const std::array<double, 3>& center_ras = {0, 0, 0});
+
 // Reads an ITK MATLAB affine (double or float, little or big endian,
 // AffineTransform_* or MatrixOffsetTransformBase_* 3-D) into a RAS affine.
 absl::StatusOr<Mat4> ReadItkAffine(const std::string& path);

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/buffer.h"
 #include "common/status.h"
+#include "services/registration/array_helpers.h"
 #include "kernels/registration/lncc.h"
 #include "kernels/registration/mse.h"
 #include "kernels/registration/mutual_info.h"
@@ -11,11 +12,7 @@
 namespace tessera::registration {
 namespace {
 
-Dims3 DimsOf(const NDArray& a) { return Dims3{a.dim(0), a.dim(1), a.dim(2)}; }
 
-MemoryKind KindFor(const Stream& stream) {
-  return stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
-}
 
 // MSE and LNCC write their loss into one float in stream memory.
 class ScalarLossMetric : public SimilarityMetric {
@@ -99,7 +96,7 @@ absl::StatusOr<std::unique_ptr<SimilarityMetric>> SimilarityMetric::Create(const
   if (name == "lncc" && (options.lncc_window < 1 || options.lncc_window % 2 == 0)) {
     return absl::InvalidArgumentError(absl::StrCat("LNCC window must be odd and positive, got ", options.lncc_window));
   }
-  TESSERA_ASSIGN_OR_RETURN(NDArray loss, NDArray::Allocate({1}, DType::kFloat32, KindFor(stream), stream.ordinal()));
+  TESSERA_ASSIGN_OR_RETURN(NDArray loss, NDArray::Allocate({1}, DType::kFloat32, MemoryKindFor(stream), stream.ordinal()));
   if (name == "mse") return std::unique_ptr<SimilarityMetric>(new MseMetric(stream, std::move(loss)));
   return std::unique_ptr<SimilarityMetric>(new LnccMetric(stream, std::move(loss), options.lncc_window));
 }

@@ -64,6 +64,12 @@ absl::Status MakeDir(const std::string& dir) {
 
 }  // namespace
 
+std::array<double, 3> GridCentre(const Volume& volume) {
+  const Point c = Apply(volume.geometry.IndexToWorld(), {(volume.data.dim(0) - 1) / 2.0, (volume.data.dim(1) - 1) / 2.0,
+                                                         (volume.data.dim(2) - 1) / 2.0});
+  return {c.x, c.y, c.z};
+}
+
 absl::StatusOr<NDArray> InvertDisplacement(const NDArray& v, const Geometry& geometry, int iterations) {
   if (v.rank() != 4 || v.dim(3) != 3 || v.dtype() != DType::kFloat32) {
     return absl::InvalidArgumentError("displacement must be float32 (nx, ny, nz, 3)");
@@ -131,11 +137,7 @@ absl::StatusOr<OutputFiles> WriteRegistrationOutputs(const RegistrationResult& r
   files.affine = dir + "/0GenericAffine.mat";
   // ITK convention: the centre is the fixed image's centre (it only changes
   // how the parameters read, not the transform).
-  const Mat4 w = fixed.geometry.IndexToWorld();
-  const double ci = (fixed.data.dim(0) - 1) / 2.0, cj = (fixed.data.dim(1) - 1) / 2.0, ck = (fixed.data.dim(2) - 1) / 2.0;
-  const std::array<double, 3> centre = {w[0] * ci + w[1] * cj + w[2] * ck + w[3], w[4] * ci + w[5] * cj + w[6] * ck + w[7],
-                                        w[8] * ci + w[9] * cj + w[10] * ck + w[11]};
-  TESSERA_RETURN_IF_ERROR(WriteItkAffine(files.affine, result.affine_ras, centre));
+  TESSERA_RETURN_IF_ERROR(WriteItkAffine(files.affine, result.affine_ras, GridCentre(fixed)));
   if (!result.displacement_ras.empty()) {
     files.warp = dir + "/0Warp.nii.gz";
     TESSERA_RETURN_IF_ERROR(WriteAntsWarp(files.warp, result.displacement_ras, fixed.geometry));

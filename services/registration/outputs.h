@@ -24,6 +24,9 @@ absl::StatusOr<OutputFiles> WriteRegistrationOutputs(const RegistrationResult& r
                                                      const std::string& dir, const NDArray* warped_labels,
                                                      bool inverse_warp);
 
+// RAS mm of a volume's grid centre (the centre ITK affines are written about).
+std::array<double, 3> GridCentre(const Volume& volume);
+
 // Inverse of x -> x + v(x) on the same grid: w(y) = -v(y + w(y)), by
 // fixed-point iteration with trilinear sampling of v (RAS mm, planar
 // (nx, ny, nz, 3) float32 on `geometry`). Converges for fields without folds.

@@ -11,6 +11,7 @@
 #include "common/buffer.h"
 #include "common/image_preview.h"
 #include "common/status.h"
+#include "services/registration/array_helpers.h"
 #include "kernels/registration/adam.h"
 #include "kernels/registration/field_ops.h"
 #include "kernels/registration/gaussian_smooth.h"
@@ -21,35 +22,7 @@
 namespace tessera::registration {
 namespace {
 
-MemoryKind KindFor(const Stream& stream) {
-  return stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
-}
 
-Dims3 DimsOf(const NDArray& a) { return Dims3{a.dim(0), a.dim(1), a.dim(2)}; }
-
-GridSpace SpaceOf(const Volume& v) {
-  GridSpace s;
-  s.dims = {v.data.dim(0), v.data.dim(1), v.data.dim(2)};
-  s.geometry = v.geometry;
-  return s;
-}
-
-// The grid DownsampleVolume() produces (aligned corners): out voxel i sits at
-// input index i * (n - 1) / (n' - 1), or at the centre when n' == 1.
-GridSpace DownsampledSpace(const GridSpace& in, const Shape& out_shape) {
-  GridSpace out = in;
-  for (int d = 0; d < 3; ++d) {
-    const int64_t n = in.dims[d], m = out_shape[d];
-    out.dims[d] = m;
-    if (m > 1) {
-      out.geometry.spacing[d] = in.geometry.spacing[d] * static_cast<double>(n - 1) / static_cast<double>(m - 1);
-    } else if (n > 1) {
-      const double shift = in.geometry.spacing[d] * (n - 1) / 2.0;
-      for (int r = 0; r < 3; ++r) out.geometry.origin[r] += in.geometry.direction[r * 3 + d] * shift;
-    }
-  }
-  return out;
-}
 
 int PerScale(const std::vector<int>& values, size_t scale_index) {
   if (values.empty()) return 0;
@@ -115,9 +88,9 @@ class Engine {
       : stream_(stream), options_(options), metric_(metric), progress_(progress), cancel_(cancel) {}
 
   absl::Status Init() {
-    TESSERA_ASSIGN_OR_RETURN(affine_, NDArray::Allocate({12}, DType::kFloat32, KindFor(stream_), stream_.ordinal()));
+    TESSERA_ASSIGN_OR_RETURN(affine_, NDArray::Allocate({12}, DType::kFloat32, MemoryKindFor(stream_), stream_.ordinal()));
     TESSERA_ASSIGN_OR_RETURN(grad_affine_,
-                             NDArray::Allocate({12}, DType::kFloat32, KindFor(stream_), stream_.ordinal()));
+                             NDArray::Allocate({12}, DType::kFloat32, MemoryKindFor(stream_), stream_.ordinal()));
     return absl::OkStatus();
   }
 
@@ -139,8 +112,8 @@ class Engine {
   absl::Status EnsureImageBuffers(const Level& level) {
     const Shape shape = level.fixed.shape();
     if (warped_.empty() || warped_.shape() != shape) {
-      TESSERA_ASSIGN_OR_RETURN(warped_, NDArray::Allocate(shape, DType::kFloat32, KindFor(stream_), stream_.ordinal()));
-      TESSERA_ASSIGN_OR_RETURN(grad_w_, NDArray::Allocate(shape, DType::kFloat32, KindFor(stream_), stream_.ordinal()));
+      TESSERA_ASSIGN_OR_RETURN(warped_, NDArray::Allocate(shape, DType::kFloat32, MemoryKindFor(stream_), stream_.ordinal()));
+      TESSERA_ASSIGN_OR_RETURN(grad_w_, NDArray::Allocate(shape, DType::kFloat32, MemoryKindFor(stream_), stream_.ordinal()));
     }
     return absl::OkStatus();
   }
@@ -249,7 +222,7 @@ class Engine {
     for (size_t si = 0; si < levels.size(); ++si) {
       const Level& level = levels[si];
       const Shape field_shape = {level.fixed.dim(0), level.fixed.dim(1), level.fixed.dim(2), 3};
-      const auto alloc = [&]() { return NDArray::Allocate(field_shape, DType::kFloat32, KindFor(stream_), stream_.ordinal()); };
+      const auto alloc = [&]() { return NDArray::Allocate(field_shape, DType::kFloat32, MemoryKindFor(stream_), stream_.ordinal()); };
       if (u.empty()) {
         TESSERA_ASSIGN_OR_RETURN(u, alloc());
         TESSERA_ASSIGN_OR_RETURN(m, alloc());
@@ -395,7 +368,7 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
   const absl::Time start = absl::Now();
   TESSERA_ASSIGN_OR_RETURN(Backend backend, ResolveBackend(options.device));
   TESSERA_ASSIGN_OR_RETURN(Stream stream, Stream::Create(backend));
-  const MemoryKind kind = KindFor(stream);
+  const MemoryKind kind = MemoryKindFor(stream);
   const size_t device_before = GetDeviceMemoryStats(stream.ordinal()).current_bytes;
   ResetDevicePeak(stream.ordinal());
 
@@ -526,7 +499,7 @@ absl::StatusOr<NDArray> WarpLabels(const Volume& moving_labels, const Volume& fi
   if (moving_labels.data.rank() != 3) return absl::InvalidArgumentError("labels must be a 3-D volume");
   TESSERA_ASSIGN_OR_RETURN(Backend backend, ResolveBackend(device));
   TESSERA_ASSIGN_OR_RETURN(Stream stream, Stream::Create(backend));
-  const MemoryKind kind = KindFor(stream);
+  const MemoryKind kind = MemoryKindFor(stream);
   const GridSpace fixed_space = SpaceOf(fixed_like), label_space = SpaceOf(moving_labels);
   TESSERA_ASSIGN_OR_RETURN(NDArray labels32, moving_labels.data.AsType(DType::kInt32));
   TESSERA_ASSIGN_OR_RETURN(NDArray labels_dev, labels32.CopyTo(kind, stream, stream.ordinal()));

@@ -37,6 +37,14 @@ std::string Num(double v) { return std::isfinite(v) ? absl::StrFormat("%.6g", v)
 
 }  // namespace
 
+absl::Status ToIntegerLabels(Volume& labels) {
+  const DType t = labels.data.dtype();
+  if (t == DType::kFloat32 || t == DType::kFloat64) {
+    TESSERA_ASSIGN_OR_RETURN(labels.data, labels.data.AsType(DType::kInt32));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<RegistrationInputs> ReadRegistrationInputs(const std::string& fixed, const std::string& moving,
                                                           const std::string& fixed_labels,
                                                           const std::string& moving_labels) {
@@ -54,11 +62,7 @@ absl::StatusOr<RegistrationInputs> ReadRegistrationInputs(const std::string& fix
     TESSERA_ASSIGN_OR_RETURN(in.moving_labels, ReadNifti(moving_labels));
   }
   for (std::optional<Volume>* labels : {&in.fixed_labels, &in.moving_labels}) {
-    const bool is_float = labels->has_value() && ((*labels)->data.dtype() == DType::kFloat32 ||
-                                                  (*labels)->data.dtype() == DType::kFloat64);
-    if (is_float) {  // label maps stored as float (common) are read as integers
-      TESSERA_ASSIGN_OR_RETURN((*labels)->data, (*labels)->data.AsType(DType::kInt32));
-    }
+    if (labels->has_value()) TESSERA_RETURN_IF_ERROR(ToIntegerLabels(**labels));
   }
   return in;
 }

@@ -27,6 +27,9 @@ struct RegistrationSummary {
   NDArray warped_labels;                          // int32 on the fixed grid, when moving labels are given
 };
 
+// Label maps stored as float (common) become int32; integer maps are kept.
+absl::Status ToIntegerLabels(Volume& labels);
+
 // Reads the four volumes (labels optional: empty path) with clear errors.
 absl::StatusOr<RegistrationInputs> ReadRegistrationInputs(const std::string& fixed, const std::string& moving,
                                                           const std::string& fixed_labels,

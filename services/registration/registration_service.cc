@@ -6,11 +6,8 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <optional>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -24,7 +21,6 @@
 #include "kernels/registration/mutual_info.h"
 #include "services/common/chunked_upload.h"
 #include "services/common/data_roots.h"
-#include "services/common/random_id.h"
 #include "services/jobs/job_proto.h"
 #include "services/registration/ants_transform_io.h"
 #include "services/registration/outputs.h"
@@ -64,37 +60,9 @@ struct RegistrationPayload : jobs::JobPayload {
   v1::RegistrationResult result;    // prebuilt (job_id set)
 };
 
-bool IsIntegerDType(DType t) { return t != DType::kFloat32 && t != DType::kFloat64 && t != DType::kInvalid; }
-
-absl::Status ReadFileBytes(const std::string& path, std::string* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  *out = buffer.str();
-  return absl::OkStatus();
-}
-
-// The ITK affine file as written by WriteRegistrationOutputs (centre: the
-// fixed image's centre), as bytes.
-absl::StatusOr<std::string> AffineMatBytes(const registration::RegistrationSummary& summary, const Volume& fixed) {
-  std::string bytes;
-  if (!summary.files.affine.empty() && ReadFileBytes(summary.files.affine, &bytes).ok()) return bytes;
-  const Mat4 w = fixed.geometry.IndexToWorld();
-  const double ci = (fixed.data.dim(0) - 1) / 2.0, cj = (fixed.data.dim(1) - 1) / 2.0,
-               ck = (fixed.data.dim(2) - 1) / 2.0;
-  const std::array<double, 3> centre = {w[0] * ci + w[1] * cj + w[2] * ck + w[3],
-                                        w[4] * ci + w[5] * cj + w[6] * ck + w[7],
-                                        w[8] * ci + w[9] * cj + w[10] * ck + w[11]};
-  std::error_code ec;
-  std::filesystem::path dir = std::filesystem::temp_directory_path(ec);
-  if (ec) dir = "/tmp";
-  const std::string path = (dir / (RandomId("tessera-affine-") + ".mat")).string();
-  absl::Status written = registration::WriteItkAffine(path, summary.result.affine_ras, centre);
-  if (written.ok()) written = ReadFileBytes(path, &bytes);
-  std::remove(path.c_str());
-  TESSERA_RETURN_IF_ERROR(written);
-  return bytes;
+// The ITK affine file as written by WriteRegistrationOutputs, as bytes.
+std::string AffineMatBytes(const registration::RegistrationSummary& summary, const Volume& fixed) {
+  return registration::ItkAffineBytes(summary.result.affine_ras, registration::GridCentre(fixed));
 }
 
 }  // namespace
@@ -405,10 +373,7 @@ absl::StatusOr<Volume> Materialize(const InputSource& in, int64_t max_bytes, boo
                                                        " bytes, more than the server's limit of ", max_bytes));
     }
   }
-  if (labels && !IsIntegerDType(volume.data.dtype())) {
-    // Label maps stored as float (common) are read as integers, as `tessera register` does.
-    TESSERA_ASSIGN_OR_RETURN(volume.data, volume.data.AsType(DType::kInt32));
-  }
+  if (labels) TESSERA_RETURN_IF_ERROR(registration::ToIntegerLabels(volume));
   return volume;
 }
 
@@ -451,7 +416,7 @@ void RegistrationServiceImpl::RunJob(const std::shared_ptr<Job>& job, const std:
     const registration::RegistrationSummary& summary = payload->summary;
     const registration::RegistrationResult& r = summary.result;
     payload->fixed_geometry = inputs.fixed.geometry;
-    TESSERA_ASSIGN_OR_RETURN(payload->affine_mat, AffineMatBytes(summary, inputs.fixed));
+    payload->affine_mat = AffineMatBytes(summary, inputs.fixed);
     if (spec->inverse_warp && !r.displacement_ras.empty()) {
       if (!summary.files.inverse_warp.empty()) {
         TESSERA_ASSIGN_OR_RETURN(Volume inverse, registration::ReadAntsWarp(summary.files.inverse_warp));

@@ -6,6 +6,28 @@
 
 namespace tessera::registration {
 
+GridSpace SpaceOf(const Volume& v) {
+  GridSpace s;
+  s.dims = {v.data.dim(0), v.data.dim(1), v.data.dim(2)};
+  s.geometry = v.geometry;
+  return s;
+}
+
+GridSpace DownsampledSpace(const GridSpace& in, const Shape& out_shape) {
+  GridSpace out = in;
+  for (int d = 0; d < 3; ++d) {
+    const int64_t n = in.dims[d], m = out_shape[d];
+    out.dims[d] = m;
+    if (m > 1) {
+      out.geometry.spacing[d] = in.geometry.spacing[d] * static_cast<double>(n - 1) / static_cast<double>(m - 1);
+    } else if (n > 1) {
+      const double shift = in.geometry.spacing[d] * (n - 1) / 2.0;
+      for (int r = 0; r < 3; ++r) out.geometry.origin[r] += in.geometry.direction[r * 3 + d] * shift;
+    }
+  }
+  return out;
+}
+
 Mat4 NormalizedToWorld(const GridSpace& grid) {
   // index = (x + 1) * (n - 1) / 2  ->  world = IndexToWorld * index.
   Mat4 to_index{};

@@ -29,6 +29,14 @@ struct GridSpace {
   Geometry geometry;
 };
 
+// The grid of a 3-D volume.
+GridSpace SpaceOf(const Volume& volume);
+
+// The grid DownsampleVolume() produces from `in` at `out_shape` (aligned
+// corners): out voxel i sits at input index i * (n - 1) / (n' - 1), or at
+// the centre when n' == 1.
+GridSpace DownsampledSpace(const GridSpace& in, const Shape& out_shape);
+
 // Normalized coordinate -> RAS mm for a grid (n == 1 axes map 0 to voxel 0).
 Mat4 NormalizedToWorld(const GridSpace& grid);
 

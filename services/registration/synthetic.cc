@@ -5,25 +5,13 @@
 #include <random>
 
 #include "common/status.h"
+#include "services/registration/array_helpers.h"
 #include "kernels/registration/gaussian_smooth.h"
 #include "kernels/registration/grid_sampler.h"
 #include "services/registration/space.h"
 #include "services/registration/transform_params.h"
 
 namespace tessera::registration {
-namespace {
-
-Dims3 DimsOf(const NDArray& a) { return Dims3{a.dim(0), a.dim(1), a.dim(2)}; }
-
-GridSpace SpaceOf(const Volume& v) {
-  GridSpace s;
-  s.dims = {v.data.dim(0), v.data.dim(1), v.data.dim(2)};
-  s.geometry = v.geometry;
-  return s;
-}
-
-}  // namespace
-
 absl::StatusOr<SyntheticPair> MakeSyntheticPair(const Volume& image, const Volume* labels,
                                                 const SyntheticOptions& options) {
   if (image.data.rank() != 3) return absl::InvalidArgumentError("synthetic pairs need a 3-D image");
@@ -121,10 +109,7 @@ absl::StatusOr<Volume> DownsampleImage(const Volume& image, int factor) {
   Volume out;
   TESSERA_ASSIGN_OR_RETURN(out.data, NDArray::Allocate(shape, DType::kFloat32));
   TESSERA_RETURN_IF_ERROR(DownsampleVolume(f, &out.data, Stream::Cpu()));
-  out.geometry = image.geometry;
-  for (int d = 0; d < 3; ++d) {
-    if (shape[d] > 1) out.geometry.spacing[d] *= static_cast<double>(f.dim(d) - 1) / static_cast<double>(shape[d] - 1);
-  }
+  out.geometry = DownsampledSpace(SpaceOf(image), shape).geometry;
   return out;
 }
 
@@ -147,10 +132,7 @@ absl::StatusOr<Volume> DownsampleLabels(const Volume& labels, int factor) {
       }
     }
   }
-  out.geometry = labels.geometry;
-  for (int d = 0; d < 3; ++d) {
-    if (shape[d] > 1) out.geometry.spacing[d] *= static_cast<double>(l.dim(d) - 1) / static_cast<double>(shape[d] - 1);
-  }
+  out.geometry = DownsampledSpace(SpaceOf(labels), shape).geometry;
   return out;
 }
 

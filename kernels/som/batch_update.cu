@@ -1,0 +1,295 @@
+// CUDA batch update. Per epoch: a histogram of the BMUs (uint32 atomics,
+// exact), blurred; then, per slab of features: uint32 scatter of the
+// (feature, BMU) pairs from the CSC, conversion to fp32, k box-blur passes
+// (x: one warp per row, an exact double prefix sum in shared memory and window
+// differences; y: one thread per column, a running double window sum, reads
+// and writes coalesced across threads), and a finalize pass that divides by
+// the blurred counts, writes fp32 or fp16 weights and accumulates ||w||^2 in
+// double in ascending feature order (the CPU order, so norms agree bitwise).
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "common/buffer.h"
+#include "common/cuda_check.h"
+#include "common/status.h"
+#include "kernels/som/batch_update.h"
+
+namespace tessera {
+namespace som {
+namespace cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxBlurSmem = 48 * 1024;
+
+__device__ inline int64_t FloorDiv(int64_t a, int64_t n) {
+  const int64_t q = a / n;
+  return (a % n != 0 && a < 0) ? q - 1 : q;
+}
+
+__device__ inline int64_t Mod(int64_t a, int64_t n) {
+  const int64_t r = a % n;
+  return r < 0 ? r + n : r;
+}
+
+__global__ void HistogramKernel(const int32_t* __restrict__ bmu, int64_t n, uint32_t* __restrict__ hits) {
+  for (int64_t d = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; d < n;
+       d += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    atomicAdd(hits + bmu[d], 1u);
+  }
+}
+
+// In place: the same 4 bytes read as uint32, written as float.
+__global__ void U32ToFloatKernel(void* data, int64_t n) {
+  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < n;
+       k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const uint32_t u = static_cast<const uint32_t*>(data)[k];
+    static_cast<float*>(data)[k] = static_cast<float>(u);
+  }
+}
+
+// (feature, BMU) pairs of features [v0, v1): one thread per CSC entry.
+__global__ void ScatterKernel(const int64_t* __restrict__ offsets, const int32_t* __restrict__ doc_ids,
+                              const int32_t* __restrict__ bmu, int64_t v0, int64_t v1, int64_t m,
+                              uint32_t* __restrict__ slab) {
+  const int64_t k0 = offsets[v0], k1 = offsets[v1];
+  for (int64_t k = k0 + blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < k1;
+       k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    // The feature owning entry k: the last v in [v0, v1) with offsets[v] <= k.
+    int64_t lo = v0, hi = v1 - 1;
+    while (lo < hi) {
+      const int64_t mid = (lo + hi + 1) / 2;
+      if (offsets[mid] <= k) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    atomicAdd(slab + (lo - v0) * m + bmu[doc_ids[k]], 1u);
+  }
+}
+
+// Along x: one warp per row of w cells; rows = planes * h.
+__global__ void BlurXKernel(const float* __restrict__ in, float* __restrict__ out, int64_t rows, int w, int b,
+                            bool torus) {
+  extern __shared__ double prefix_all[];  // per warp: w + 1 doubles
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int warps = blockDim.x >> 5;
+  double* prefix = prefix_all + warp * (w + 1);
+  for (int64_t row = blockIdx.x * static_cast<int64_t>(warps) + warp; row < rows;
+       row += static_cast<int64_t>(gridDim.x) * warps) {
+    const float* line = in + row * w;
+    float* dst = out + row * w;
+    double carry = 0.0;
+    if (lane == 0) prefix[0] = 0.0;
+    for (int base = 0; base < w; base += 32) {
+      const int x = base + lane;
+      double v = x < w ? static_cast<double>(line[x]) : 0.0;
+#pragma unroll
+      for (int off = 1; off < 32; off <<= 1) {
+        const double o = __shfl_up_sync(0xffffffffu, v, off);
+        if (lane >= off) v += o;
+      }
+      if (x < w) prefix[x + 1] = carry + v;
+      carry += __shfl_sync(0xffffffffu, v, 31);
+    }
+    __syncwarp();
+    const double total = prefix[w];
+    for (int x = lane; x < w; x += 32) {
+      double s;
+      if (torus) {
+        const int64_t hi = int64_t{x} + b + 1, lo = int64_t{x} - b;
+        s = static_cast<double>(FloorDiv(hi, w) - FloorDiv(lo, w)) * total + prefix[Mod(hi, w)] - prefix[Mod(lo, w)];
+      } else {
+        const int hi = min(x + b + 1, w), lo = max(x - b, 0);
+        s = prefix[hi] - prefix[lo];
+      }
+      dst[x] = static_cast<float>(s);
+    }
+    __syncwarp();
+  }
+}
+
+// Along y, out of place: one thread per (plane, x) column of h cells.
+__global__ void BlurYKernel(const float* __restrict__ in, float* __restrict__ out, int64_t planes, int w, int h,
+                            int b, bool torus) {
+  const int64_t columns = planes * w;
+  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < columns;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t p = c / w;
+    const int x = static_cast<int>(c - p * w);
+    const float* src = in + p * w * h + x;
+    float* dst = out + p * w * h + x;
+    double s = 0.0;
+    if (torus) {
+      double total = 0.0;
+      for (int t = 0; t < h; ++t) total += src[int64_t{t} * w];
+      const int64_t width = 2 * int64_t{b} + 1;
+      s = static_cast<double>(width / h) * total;
+      const int64_t rest = width % h;
+      for (int64_t t = 0; t < rest; ++t) s += src[Mod(t - b, h) * w];
+      for (int y = 0; y < h; ++y) {
+        dst[int64_t{y} * w] = static_cast<float>(s);
+        s += static_cast<double>(src[Mod(int64_t{y} + b + 1, h) * w]) - src[Mod(int64_t{y} - b, h) * w];
+      }
+    } else {
+      const int first_end = min(b, h - 1);
+      for (int t = 0; t <= first_end; ++t) s += src[int64_t{t} * w];
+      for (int y = 0; y < h; ++y) {
+        dst[int64_t{y} * w] = static_cast<float>(s);
+        const int64_t add = int64_t{y} + b + 1, sub = int64_t{y} - b;
+        if (add < h) s += src[add * w];
+        if (sub >= 0) s -= src[sub * w];
+      }
+    }
+  }
+}
+
+__device__ inline void StoreWeight(float* w, int64_t k, float value, double& stored) {
+  w[k] = value;
+  stored = value;
+}
+__device__ inline void StoreWeight(__half* w, int64_t k, float value, double& stored) {
+  const __half h = __float2half_rn(value);
+  w[k] = h;
+  stored = __half2float(h);
+}
+__device__ inline double LoadWeight(const float* w, int64_t k) { return w[k]; }
+__device__ inline double LoadWeight(const __half* w, int64_t k) { return __half2float(w[k]); }
+
+// One thread per node: new weights for the slab's features, ||w||^2 partials.
+template <typename TW>
+__global__ void FinalizeKernel(const float* __restrict__ sums, const float* __restrict__ counts, TW* __restrict__ w,
+                               int64_t v0, int64_t nv, int64_t m, double* __restrict__ norm_acc) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= m) return;
+  const float c = counts[i];
+  double acc = norm_acc[i];
+  for (int64_t v = 0; v < nv; ++v) {
+    const int64_t k = (v0 + v) * m + i;
+    double stored;
+    if (c > 0.0f) {
+      StoreWeight(w, k, sums[v * m + i] / c, stored);
+    } else {
+      stored = LoadWeight(w, k);
+    }
+    acc += stored * stored;
+  }
+  norm_acc[i] = acc;
+}
+
+__global__ void NormsKernel(const double* __restrict__ norm_acc, int64_t m, float* __restrict__ norms) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < m) norms[i] = static_cast<float>(norm_acc[i]);
+}
+
+unsigned GridFor(int64_t work, int64_t per_block, int64_t cap = int64_t{1} << 20) {
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(cap, (work + per_block - 1) / per_block)));
+}
+
+// k passes (x then y, as on the CPU) over `planes` planes held in `a`;
+// `scratch` has the same size. x reads a and writes scratch, y reads scratch
+// and writes a, so the result ends in `a`.
+absl::Status Blur(float* a, float* scratch, int64_t planes, const GridShape& grid, const BoxBlur& blur,
+                  cudaStream_t s) {
+  if (blur.half_width == 0 || blur.passes == 0 || planes == 0) return absl::OkStatus();
+  const int w = grid.width, h = grid.height;
+  const bool torus = grid.topology == Topology::kToroidal;
+  const size_t per_warp = sizeof(double) * (w + 1);
+  if (per_warp > static_cast<size_t>(kMaxBlurSmem)) {
+    return absl::InvalidArgumentError(absl::StrCat("box blur: map width ", w, " exceeds the CUDA limit"));
+  }
+  const int warps = static_cast<int>(std::max<size_t>(1, std::min<size_t>(8, kMaxBlurSmem / per_warp)));
+  const int64_t rows = planes * h;
+  for (int pass = 0; pass < blur.passes; ++pass) {
+    BlurXKernel<<<GridFor(rows, warps), warps * 32, per_warp * warps, s>>>(a, scratch, rows, w, blur.half_width,
+                                                                            torus);
+    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("BlurXKernel");
+    BlurYKernel<<<GridFor(planes * w, kThreads), kThreads, 0, s>>>(scratch, a, planes, w, h, blur.half_width, torus);
+    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("BlurYKernel");
+  }
+  return absl::OkStatus();
+}
+
+enum Slot { kSlotHits = 0, kSlotCountsScratch, kSlotNormAcc, kSlotSlabA, kSlotSlabB, kSlotPlanesScratch };
+
+}  // namespace
+
+absl::Status BatchUpdate(const Stream& stream, const CscView& docs, const int32_t* bmu, const GridShape& grid,
+                         const BoxBlur& blur, const CodebookView& codebook, SomWorkspace* workspace,
+                         const UpdateOptions& options) {
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
+  SomWorkspace local;
+  SomWorkspace& ws = workspace != nullptr ? *workspace : local;
+  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
+  const int64_t m = grid.nodes(), v_count = codebook.features;
+
+  // Blurred counts (the hits buffer becomes the fp32 counts plane in place).
+  TESSERA_ASSIGN_OR_RETURN(void* hits_raw, ws.Slot(kSlotHits, sizeof(uint32_t) * m, stream));
+  TESSERA_ASSIGN_OR_RETURN(void* counts_scratch, ws.Slot(kSlotCountsScratch, sizeof(float) * m, stream));
+  TESSERA_ASSIGN_OR_RETURN(void* norm_raw, ws.Slot(kSlotNormAcc, sizeof(double) * m, stream));
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(hits_raw, 0, sizeof(uint32_t) * m, s));
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(norm_raw, 0, sizeof(double) * m, s));
+  if (docs.docs > 0) {
+    HistogramKernel<<<GridFor(docs.docs, kThreads, 4096), kThreads, 0, s>>>(bmu, docs.docs,
+                                                                           static_cast<uint32_t*>(hits_raw));
+    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("HistogramKernel");
+  }
+  U32ToFloatKernel<<<GridFor(m, kThreads, 4096), kThreads, 0, s>>>(hits_raw, m);
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("U32ToFloatKernel");
+  float* counts = static_cast<float*>(hits_raw);
+  TESSERA_RETURN_IF_ERROR(Blur(counts, static_cast<float*>(counts_scratch), 1, grid, blur, s));
+  double* norm_acc = static_cast<double*>(norm_raw);
+
+  const int64_t slab = std::max<int64_t>(
+      1, std::min<int64_t>(v_count, options.slab_bytes / static_cast<int64_t>(sizeof(float) * m)));
+  if (v_count > 0) {
+    TESSERA_ASSIGN_OR_RETURN(void* slab_a, ws.Slot(kSlotSlabA, sizeof(float) * slab * m, stream));
+    TESSERA_ASSIGN_OR_RETURN(void* slab_b, ws.Slot(kSlotSlabB, sizeof(float) * slab * m, stream));
+    for (int64_t v0 = 0; v0 < v_count; v0 += slab) {
+      const int64_t nv = std::min(slab, v_count - v0);
+      TESSERA_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(slab_a, 0, sizeof(uint32_t) * nv * m, s));
+      ScatterKernel<<<1024, kThreads, 0, s>>>(
+          docs.offsets, docs.doc_ids, bmu, v0, v0 + nv, m, static_cast<uint32_t*>(slab_a));
+      TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("ScatterKernel");
+      U32ToFloatKernel<<<GridFor(nv * m, kThreads, 8192), kThreads, 0, s>>>(slab_a, nv * m);
+      TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("U32ToFloatKernel");
+      TESSERA_RETURN_IF_ERROR(
+          Blur(static_cast<float*>(slab_a), static_cast<float*>(slab_b), nv, grid, blur, s));
+      if (codebook.type == WeightType::kFloat32) {
+        FinalizeKernel<float><<<GridFor(m, kThreads), kThreads, 0, s>>>(
+            static_cast<const float*>(slab_a), counts, static_cast<float*>(codebook.weights), v0, nv, m, norm_acc);
+      } else {
+        FinalizeKernel<__half><<<GridFor(m, kThreads), kThreads, 0, s>>>(
+            static_cast<const float*>(slab_a), counts, static_cast<__half*>(codebook.weights), v0, nv, m, norm_acc);
+      }
+      TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("FinalizeKernel");
+    }
+  }
+  NormsKernel<<<GridFor(m, kThreads), kThreads, 0, s>>>(norm_acc, m, codebook.sq_norms);
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("NormsKernel");
+  if (workspace == nullptr) TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+  return absl::OkStatus();
+}
+
+absl::Status BoxBlurPlanes(const Stream& stream, float* planes, int64_t num_planes, const GridShape& grid,
+                           const BoxBlur& blur, SomWorkspace* workspace) {
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
+  SomWorkspace local;
+  SomWorkspace& ws = workspace != nullptr ? *workspace : local;
+  TESSERA_ASSIGN_OR_RETURN(void* scratch,
+                           ws.Slot(kSlotPlanesScratch, sizeof(float) * num_planes * grid.nodes(), stream));
+  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
+  TESSERA_RETURN_IF_ERROR(Blur(planes, static_cast<float*>(scratch), num_planes, grid, blur, s));
+  if (workspace == nullptr) TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+  return absl::OkStatus();
+}
+
+}  // namespace cuda
+}  // namespace som
+}  // namespace tessera

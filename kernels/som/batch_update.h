@@ -1,0 +1,89 @@
+// Batch-SOM update with a box-blur neighbourhood, for a feature-major codebook.
+//
+// Given each training document's BMU:
+//   counts[i]   = number of documents whose BMU is node i
+//   sums[v][i]  = number of those documents that have feature v
+// Both are blurred over the map grid by a Gaussian-like neighbourhood, and
+//   w_i[v] = blurred_sums[v][i] / blurred_counts[i]
+// wherever the blurred count is positive; nodes whose blurred count is 0 (no
+// document anywhere in their neighbourhood) keep their old weights. Then
+// ||w_i||^2 is recomputed (bmu.h: ComputeSqNorms, same on both backends).
+//
+// Neighbourhood: `passes` unnormalised box filters of half-width b along x,
+// then along y (separable), repeated; by the central limit theorem k boxes
+// approximate a Gaussian of variance k ((2b+1)^2 - 1) / 12 per axis. Each pass
+// is a running window sum, so the cost is independent of the radius. The
+// normalisation cancels in sums / counts. Planar grids truncate the window at
+// the border (sums and counts alike); toroidal grids wrap (a window wider than
+// the map counts cells more than once, as a wrapped Gaussian would).
+// Window sums are accumulated in double, so on integer-valued inputs (counts)
+// they are exact and the CPU and CUDA results agree bit for bit.
+//
+// Feature-at-a-time: the CPU backend builds, blurs and divides one feature
+// plane (M floats) per worker; CUDA does the same for slabs of features sized
+// to UpdateOptions::slab_bytes, so memory beyond the codebook stays bounded.
+#ifndef TESSERA_KERNELS_SOM_BATCH_UPDATE_H_
+#define TESSERA_KERNELS_SOM_BATCH_UPDATE_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "common/device.h"
+#include "kernels/som/types.h"
+#include "kernels/som/workspace.h"
+
+namespace tessera {
+namespace som {
+
+struct BoxBlur {
+  int half_width = 0;  // b: each box covers 2b + 1 cells; 0 is the identity
+  int passes = 3;      // k
+};
+
+// b = round((sqrt(12 r^2 / k + 1) - 1) / 2) for a Gaussian of standard
+// deviation `radius` cells; radii below ~0.8 (k = 3) give b = 0 (no blur).
+BoxBlur BoxBlurForRadius(double radius, int passes = 3);
+// The standard deviation the boxes actually give: sqrt(k ((2b+1)^2 - 1) / 12).
+double EffectiveSigma(const BoxBlur& blur);
+
+struct UpdateOptions {
+  // CUDA: bytes of each of the two per-slab buffers (features per slab =
+  // slab_bytes / (4 M), at least 1).
+  int64_t slab_bytes = int64_t{256} << 20;
+};
+
+// `bmu` has docs_by_feature.docs entries; all pointers in the stream's backend
+// memory; the codebook must be feature-major with nodes == grid.nodes().
+absl::Status BatchUpdate(const Stream& stream, const CscView& docs_by_feature, const int32_t* bmu,
+                         const GridShape& grid, const BoxBlur& blur, const CodebookView& codebook,
+                         SomWorkspace* workspace = nullptr, const UpdateOptions& options = UpdateOptions());
+
+// Blurs `num_planes` consecutive width x height float planes in place.
+absl::Status BoxBlurPlanes(const Stream& stream, float* planes, int64_t num_planes, const GridShape& grid,
+                           const BoxBlur& blur, SomWorkspace* workspace = nullptr);
+
+absl::Status CheckGrid(const GridShape& grid, const char* who);
+
+namespace cpu {
+// One plane in place; `scratch` holds at least width * height floats.
+void BoxBlurPlane(float* plane, float* scratch, const GridShape& grid, const BoxBlur& blur);
+// Plain reference: out[c] = sum over cells c' of K(c - c') in[c'] with the
+// explicit window sums, k times along x then y, fp32 between axis passes as in
+// BoxBlurPlane (O(M * window) per axis; tests only).
+void BoxBlurPlaneDirect(const float* in, float* out, const GridShape& grid, const BoxBlur& blur);
+void BatchUpdate(const CscView& docs_by_feature, const int32_t* bmu, const GridShape& grid, const BoxBlur& blur,
+                 const CodebookView& codebook);
+}  // namespace cpu
+
+namespace cuda {
+absl::Status BatchUpdate(const Stream& stream, const CscView& docs_by_feature, const int32_t* bmu,
+                         const GridShape& grid, const BoxBlur& blur, const CodebookView& codebook,
+                         SomWorkspace* workspace, const UpdateOptions& options);
+absl::Status BoxBlurPlanes(const Stream& stream, float* planes, int64_t num_planes, const GridShape& grid,
+                           const BoxBlur& blur, SomWorkspace* workspace);
+}  // namespace cuda
+
+}  // namespace som
+}  // namespace tessera
+
+#endif  // TESSERA_KERNELS_SOM_BATCH_UPDATE_H_

@@ -1,0 +1,431 @@
+// CUDA BMU search: the tiled feature-major kernel (and its node-major twin),
+// the cuSPARSE SpMM baselines with a separate top-2 pass, and ||w||^2.
+//
+// Tiled kernel (one block per tile of up to 32 documents, grid-stride over
+// tiles): for each 512-node chunk, each of the 256 threads owns two adjacent
+// nodes and, for every distinct feature of the tile (ascending), loads the
+// two weights once (one coalesced 8-byte fp32 / 4-byte fp16 load in
+// feature-major layout) and adds them to the shared-memory accumulators of
+// each document whose mask bit is set. Then each warp scores its documents
+// (||w||^2 - 2 x.w) over the chunk and merges a warp-reduced top-2 into the
+// document's running top-2 in shared memory. Shared memory: 32 x 512 fp32
+// accumulators (64 KiB, opted in).
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <cusparse.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/buffer.h"
+#include "common/cuda_check.h"
+#include "common/status.h"
+#include "kernels/som/bmu.h"
+
+namespace tessera {
+namespace som {
+namespace cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kPair = 2;                  // adjacent nodes per thread
+constexpr int kChunk = kThreads * kPair;  // nodes per sweep step
+constexpr size_t kTiledSmem = sizeof(float) * kTileDocs * kChunk;
+// cuSPARSE baselines: documents per SpMM batch so the dense score block stays
+// under this many bytes.
+constexpr size_t kCusparseBlockBytes = size_t{1} << 30;
+
+#define TESSERA_CUSPARSE_RETURN_IF_ERROR(expr)                                                    \
+  do {                                                                                            \
+    cusparseStatus_t tessera_sp_ = (expr);                                                        \
+    if (tessera_sp_ != CUSPARSE_STATUS_SUCCESS) {                                                 \
+      return absl::InternalError(absl::StrCat(#expr, ": ", cusparseGetErrorString(tessera_sp_))); \
+    }                                                                                             \
+  } while (0)
+
+__device__ inline void WarpMergeTop2(Top2& t) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+    Top2 o;
+    o.s1 = __shfl_xor_sync(0xffffffffu, t.s1, off);
+    o.i1 = __shfl_xor_sync(0xffffffffu, t.i1, off);
+    o.s2 = __shfl_xor_sync(0xffffffffu, t.s2, off);
+    o.i2 = __shfl_xor_sync(0xffffffffu, t.i2, off);
+    t.Merge(o);
+  }
+}
+
+__device__ inline void WriteTop2(const Top2& t, int64_t d, int32_t* bmu, int32_t* second, float* score) {
+  bmu[d] = t.i1;
+  if (second != nullptr) second[d] = t.i2 == kNoNode ? -1 : t.i2;
+  if (score != nullptr) score[d] = t.s1;
+}
+
+__device__ inline float Widen(float w) { return w; }
+__device__ inline float Widen(__half w) { return __half2float(w); }
+
+// Weights of feature v at nodes n and n + 1 (n even); zero past the last node.
+template <typename TW, bool kFeatureMajor>
+__device__ inline void LoadPair(const TW* __restrict__ w, int64_t m, int64_t v_count, bool vec, int32_t v,
+                                int64_t n, float& a, float& b) {
+  if (kFeatureMajor) {
+    const TW* p = w + static_cast<int64_t>(v) * m + n;
+    if (vec && n + 1 < m) {
+      if constexpr (sizeof(TW) == 4) {
+        const float2 q = __ldg(reinterpret_cast<const float2*>(p));
+        a = q.x;
+        b = q.y;
+      } else {
+        const __half2 q = *reinterpret_cast<const __half2*>(p);
+        a = __low2float(q);
+        b = __high2float(q);
+      }
+      return;
+    }
+    a = n < m ? Widen(p[0]) : 0.0f;
+    b = n + 1 < m ? Widen(p[1]) : 0.0f;
+  } else {
+    a = n < m ? Widen(w[n * v_count + v]) : 0.0f;
+    b = n + 1 < m ? Widen(w[(n + 1) * v_count + v]) : 0.0f;
+  }
+}
+
+struct TiledArgs {
+  int64_t num_tiles;
+  const int64_t* doc_begin;
+  const int64_t* entry_begin;
+  const int32_t* features;
+  const uint32_t* masks;
+  const void* weights;
+  const float* norms;
+  int64_t m;
+  int64_t v_count;
+  int32_t* bmu;
+  int32_t* second;
+  float* score;
+};
+
+template <typename TW, bool kFeatureMajor>
+__global__ void __launch_bounds__(kThreads) TiledBmuKernel(TiledArgs a) {
+  extern __shared__ float acc[];  // [kTileDocs][kChunk]
+  __shared__ Top2 best[kTileDocs];
+  const TW* __restrict__ w = static_cast<const TW*>(a.weights);
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int col = kPair * tid;
+  const bool vec = kFeatureMajor && (a.m % 2 == 0);
+  for (int64_t tile = blockIdx.x; tile < a.num_tiles; tile += gridDim.x) {
+    const int64_t d0 = a.doc_begin[tile];
+    const int nd = static_cast<int>(a.doc_begin[tile + 1] - d0);
+    const int64_t e0 = a.entry_begin[tile];
+    const int64_t e1 = a.entry_begin[tile + 1];
+    if (tid < kTileDocs) best[tid] = Top2::Empty();
+    for (int64_t c0 = 0; c0 < a.m; c0 += kChunk) {
+      // Accumulate: each thread touches only its own two columns, so no
+      // barrier is needed between zeroing and accumulating.
+      for (int j = 0; j < nd; ++j) *reinterpret_cast<float2*>(acc + j * kChunk + col) = make_float2(0.0f, 0.0f);
+      const int64_t n = c0 + col;
+      for (int64_t e = e0; e < e1; ++e) {
+        const int32_t v = __ldg(a.features + e);
+        uint32_t mask = __ldg(a.masks + e);
+        float w0, w1;
+        LoadPair<TW, kFeatureMajor>(w, a.m, a.v_count, vec, v, n, w0, w1);
+        while (mask != 0) {
+          const int j = __ffs(mask) - 1;
+          mask &= mask - 1;
+          float2* p = reinterpret_cast<float2*>(acc + j * kChunk + col);
+          float2 cur = *p;
+          cur.x += w0;
+          cur.y += w1;
+          *p = cur;
+        }
+      }
+      __syncthreads();
+      // Fused top-2 over the chunk: one warp per document.
+      for (int j = warp; j < nd; j += kWarps) {
+        Top2 t = Top2::Empty();
+        const float* row = acc + j * kChunk;
+        for (int l = lane; l < kChunk; l += 32) {
+          const int64_t node = c0 + l;
+          if (node >= a.m) break;
+          t.Insert(__ldg(a.norms + node) - 2.0f * row[l], static_cast<int32_t>(node));
+        }
+        WarpMergeTop2(t);
+        if (lane == 0) best[j].Merge(t);
+      }
+      __syncthreads();
+    }
+    if (tid < nd) WriteTop2(best[tid], d0 + tid, a.bmu, a.second, a.score);
+    __syncthreads();
+  }
+}
+
+template <typename TW, bool kFeatureMajor>
+absl::Status LaunchTiled(const TiledArgs& args, cudaStream_t s) {
+  auto kernel = TiledBmuKernel<TW, kFeatureMajor>;
+  TESSERA_CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kTiledSmem)));
+  const int64_t blocks = std::min<int64_t>(args.num_tiles, int64_t{1} << 20);
+  kernel<<<static_cast<unsigned>(blocks), kThreads, kTiledSmem, s>>>(args);
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("TiledBmuKernel");
+  return absl::OkStatus();
+}
+
+absl::Status TiledBmus(const Stream& stream, const DocumentSet& docs, const CodebookView& cb, const BmuOutput& out) {
+  const DocTilesView tiles = docs.tiles();
+  if (tiles.num_tiles <= 0 || tiles.doc_begin == nullptr) {
+    return absl::FailedPreconditionError("FindBmus: the CUDA tiled kernels need document tiles (DocumentParts::tiles)");
+  }
+  TiledArgs args{tiles.num_tiles, tiles.doc_begin, tiles.entry_begin, tiles.features, tiles.masks,
+                 cb.weights,      cb.sq_norms,     cb.nodes,          cb.features,    out.bmu,
+                 out.second,      out.score};
+  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
+  const bool fm = cb.layout == CodebookLayout::kFeatureMajor;
+  if (cb.type == WeightType::kFloat32) {
+    return fm ? LaunchTiled<float, true>(args, s) : LaunchTiled<float, false>(args, s);
+  }
+  return fm ? LaunchTiled<__half, true>(args, s) : LaunchTiled<__half, false>(args, s);
+}
+
+// ---------------------------------------------------------------------------
+// cuSPARSE baselines.
+
+__global__ void RebaseOffsetsKernel(const int64_t* __restrict__ offsets, int64_t count, int64_t base,
+                                    int32_t* __restrict__ out) {
+  const int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (k < count) out[k] = static_cast<int32_t>(offsets[k] - base);
+}
+
+__global__ void FillKernel(float* __restrict__ p, int64_t count, float value) {
+  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < count;
+       k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    p[k] = value;
+  }
+}
+
+// Row order C[d * m + i]: block (document d, node split s).
+__global__ void __launch_bounds__(kThreads)
+    RowOrderPartialKernel(const float* __restrict__ c, const float* __restrict__ norms, int64_t nb, int64_t m,
+                          int64_t span, Top2* __restrict__ partials) {
+  __shared__ Top2 warp_best[kWarps];
+  const int64_t d = blockIdx.x;
+  const int64_t i0 = blockIdx.y * span;
+  const int64_t i1 = i0 + span < m ? i0 + span : m;
+  Top2 t = Top2::Empty();
+  const float* row = c + d * m;
+  for (int64_t i = i0 + threadIdx.x; i < i1; i += kThreads) {
+    t.Insert(__ldg(norms + i) - 2.0f * row[i], static_cast<int32_t>(i));
+  }
+  WarpMergeTop2(t);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) warp_best[warp] = t;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    Top2 r = warp_best[0];
+    for (int k = 1; k < kWarps; ++k) r.Merge(warp_best[k]);
+    partials[blockIdx.y * nb + d] = r;
+  }
+}
+
+// Column order C[i * nb + d]: block (32 documents, node split s); lanes run
+// over documents (coalesced), warps over node phases.
+__global__ void __launch_bounds__(kThreads)
+    ColOrderPartialKernel(const float* __restrict__ c, const float* __restrict__ norms, int64_t nb, int64_t m,
+                          int64_t span, Top2* __restrict__ partials) {
+  __shared__ Top2 phase_best[kWarps][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t d = blockIdx.x * 32 + lane;
+  const int64_t i0 = blockIdx.y * span;
+  const int64_t i1 = i0 + span < m ? i0 + span : m;
+  Top2 t = Top2::Empty();
+  if (d < nb) {
+    for (int64_t i = i0 + warp; i < i1; i += kWarps) {
+      t.Insert(__ldg(norms + i) - 2.0f * c[i * nb + d], static_cast<int32_t>(i));
+    }
+  }
+  phase_best[warp][lane] = t;
+  __syncthreads();
+  if (warp == 0 && d < nb) {
+    Top2 r = phase_best[0][lane];
+    for (int k = 1; k < kWarps; ++k) r.Merge(phase_best[k][lane]);
+    partials[blockIdx.y * nb + d] = r;
+  }
+}
+
+__global__ void MergePartialsKernel(const Top2* __restrict__ partials, int64_t nb, int splits, int64_t d0,
+                                    int32_t* bmu, int32_t* second, float* score) {
+  const int64_t d = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (d >= nb) return;
+  Top2 t = partials[d];
+  for (int s = 1; s < splits; ++s) t.Merge(partials[s * nb + d]);
+  WriteTop2(t, d0 + d, bmu, second, score);
+}
+
+// Destroys cuSPARSE descriptors on scope exit.
+struct SpMatGuard {
+  cusparseConstSpMatDescr_t a = nullptr;
+  cusparseConstDnMatDescr_t b = nullptr;
+  cusparseDnMatDescr_t c = nullptr;
+  ~SpMatGuard() {
+    if (a != nullptr) cusparseDestroySpMat(a);
+    if (b != nullptr) cusparseDestroyDnMat(b);
+    if (c != nullptr) cusparseDestroyDnMat(c);
+  }
+};
+
+absl::StatusOr<cusparseHandle_t> HandleFor(SomWorkspace& ws) {
+  std::shared_ptr<void>& h = ws.cusparse_handle();
+  if (h == nullptr) {
+    cusparseHandle_t raw = nullptr;
+    TESSERA_CUSPARSE_RETURN_IF_ERROR(cusparseCreate(&raw));
+    h = std::shared_ptr<void>(raw, [](void* p) { cusparseDestroy(static_cast<cusparseHandle_t>(p)); });
+  }
+  return static_cast<cusparseHandle_t>(h.get());
+}
+
+enum Slot { kSlotScores = 0, kSlotOffsets, kSlotOnes, kSlotPartials, kSlotSpmm };
+
+absl::Status CusparseBmus(const Stream& stream, bool row_order, const DocumentSet& docs, const CodebookView& cb,
+                          const BmuOutput& out, SomWorkspace& ws) {
+  if (cb.type != WeightType::kFloat32) {
+    return absl::UnimplementedError("FindBmus: the cuSPARSE baselines take fp32 codebooks only");
+  }
+  const int64_t n = docs.rows(), m = cb.nodes, v_count = cb.features;
+  const std::vector<int64_t>& host_offsets = docs.host_offsets();
+  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
+  TESSERA_ASSIGN_OR_RETURN(cusparseHandle_t handle, HandleFor(ws));
+  TESSERA_CUSPARSE_RETURN_IF_ERROR(cusparseSetStream(handle, s));
+
+  const int64_t batch = std::max<int64_t>(1, std::min<int64_t>(n, kCusparseBlockBytes / (sizeof(float) * m)));
+  int64_t max_nnz = 0;
+  for (int64_t b0 = 0; b0 < n; b0 += batch) {
+    const int64_t nb = std::min(batch, n - b0);
+    max_nnz = std::max(max_nnz, host_offsets[b0 + nb] - host_offsets[b0]);
+  }
+  if (max_nnz >= (int64_t{1} << 31)) {
+    return absl::InvalidArgumentError("FindBmus: a cuSPARSE batch would exceed 2^31 non-zeros");
+  }
+  // Node splits so the top-2 pass has enough blocks.
+  const int64_t blocks_per_split = row_order ? batch : (batch + 31) / 32;
+  const int splits = static_cast<int>(std::max<int64_t>(
+      1, std::min<int64_t>((m + kThreads - 1) / kThreads, (2048 + blocks_per_split - 1) / blocks_per_split)));
+  const int64_t span = (m + splits - 1) / splits;
+
+  TESSERA_ASSIGN_OR_RETURN(void* scores_raw, ws.Slot(kSlotScores, sizeof(float) * batch * m, stream));
+  TESSERA_ASSIGN_OR_RETURN(void* offsets_raw, ws.Slot(kSlotOffsets, sizeof(int32_t) * (batch + 1), stream));
+  TESSERA_ASSIGN_OR_RETURN(void* ones_raw, ws.Slot(kSlotOnes, sizeof(float) * std::max<int64_t>(1, max_nnz), stream));
+  TESSERA_ASSIGN_OR_RETURN(void* partials_raw, ws.Slot(kSlotPartials, sizeof(Top2) * splits * batch, stream));
+  float* scores = static_cast<float*>(scores_raw);
+  int32_t* offsets32 = static_cast<int32_t*>(offsets_raw);
+  float* ones = static_cast<float*>(ones_raw);
+  Top2* partials = static_cast<Top2*>(partials_raw);
+  FillKernel<<<1024, kThreads, 0, s>>>(ones, std::max<int64_t>(1, max_nnz), 1.0f);
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("FillKernel");
+
+  const float alpha = 1.0f, beta = 0.0f;
+  const cusparseOrder_t order = row_order ? CUSPARSE_ORDER_ROW : CUSPARSE_ORDER_COL;
+  for (int64_t b0 = 0; b0 < n; b0 += batch) {
+    const int64_t nb = std::min(batch, n - b0);
+    const int64_t off0 = host_offsets[b0];
+    const int64_t bnnz = host_offsets[b0 + nb] - off0;
+    if (bnnz == 0 || v_count == 0) {
+      TESSERA_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(scores, 0, sizeof(float) * nb * m, s));
+    } else {
+      RebaseOffsetsKernel<<<static_cast<unsigned>((nb + 1 + kThreads - 1) / kThreads), kThreads, 0, s>>>(
+          docs.csr().offsets + b0, nb + 1, off0, offsets32);
+      TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("RebaseOffsetsKernel");
+      SpMatGuard g;
+      TESSERA_CUSPARSE_RETURN_IF_ERROR(cusparseCreateConstCsr(&g.a, nb, v_count, bnnz, offsets32,
+                                                              docs.csr().indices + off0, ones, CUSPARSE_INDEX_32I,
+                                                              CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO,
+                                                              CUDA_R_32F));
+      TESSERA_CUSPARSE_RETURN_IF_ERROR(
+          cusparseCreateConstDnMat(&g.b, v_count, m, row_order ? m : v_count, cb.weights, CUDA_R_32F, order));
+      TESSERA_CUSPARSE_RETURN_IF_ERROR(
+          cusparseCreateDnMat(&g.c, nb, m, row_order ? m : nb, scores, CUDA_R_32F, order));
+      size_t buffer_bytes = 0;
+      TESSERA_CUSPARSE_RETURN_IF_ERROR(cusparseSpMM_bufferSize(
+          handle, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, g.a, g.b, &beta, g.c,
+          CUDA_R_32F, CUSPARSE_SPMM_ALG_DEFAULT, &buffer_bytes));
+      TESSERA_ASSIGN_OR_RETURN(void* buffer, ws.Slot(kSlotSpmm, buffer_bytes, stream));
+      TESSERA_CUSPARSE_RETURN_IF_ERROR(cusparseSpMM(handle, CUSPARSE_OPERATION_NON_TRANSPOSE,
+                                                    CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, g.a, g.b, &beta, g.c,
+                                                    CUDA_R_32F, CUSPARSE_SPMM_ALG_DEFAULT, buffer));
+    }
+    if (row_order) {
+      RowOrderPartialKernel<<<dim3(static_cast<unsigned>(nb), splits), kThreads, 0, s>>>(scores, cb.sq_norms, nb, m,
+                                                                                        span, partials);
+      TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("RowOrderPartialKernel");
+    } else {
+      ColOrderPartialKernel<<<dim3(static_cast<unsigned>((nb + 31) / 32), splits), kThreads, 0, s>>>(
+          scores, cb.sq_norms, nb, m, span, partials);
+      TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("ColOrderPartialKernel");
+    }
+    MergePartialsKernel<<<static_cast<unsigned>((nb + kThreads - 1) / kThreads), kThreads, 0, s>>>(
+        partials, nb, splits, b0, out.bmu, out.second, out.score);
+    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("MergePartialsKernel");
+  }
+  return absl::OkStatus();
+}
+
+template <typename TW, bool kFeatureMajor>
+__global__ void SqNormsKernel(const TW* __restrict__ w, int64_t m, int64_t v_count, float* __restrict__ norms) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= m) return;
+  double acc = 0.0;
+  for (int64_t v = 0; v < v_count; ++v) {
+    const double x = Widen(kFeatureMajor ? w[v * m + i] : w[i * v_count + v]);
+    acc += x * x;
+  }
+  norms[i] = static_cast<float>(acc);
+}
+
+}  // namespace
+
+absl::Status FindBmus(const Stream& stream, BmuAlgorithm algorithm, const DocumentSet& docs,
+                      const CodebookView& codebook, const BmuOutput& out, SomWorkspace* workspace) {
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
+  if (algorithm == BmuAlgorithm::kFeatureMajor || algorithm == BmuAlgorithm::kNodeMajor) {
+    return TiledBmus(stream, docs, codebook, out);
+  }
+  SomWorkspace local;
+  SomWorkspace& ws = workspace != nullptr ? *workspace : local;
+  TESSERA_RETURN_IF_ERROR(
+      CusparseBmus(stream, algorithm == BmuAlgorithm::kCusparseRowOrder, docs, codebook, out, ws));
+  // A local workspace is freed on return: finish its work first.
+  if (workspace == nullptr) TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+  return absl::OkStatus();
+}
+
+absl::Status ComputeSqNorms(const Stream& stream, const CodebookView& cb) {
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
+  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
+  const unsigned blocks = static_cast<unsigned>((cb.nodes + kThreads - 1) / kThreads);
+  const bool fm = cb.layout == CodebookLayout::kFeatureMajor;
+  if (cb.type == WeightType::kFloat32) {
+    const float* w = static_cast<const float*>(cb.weights);
+    if (fm) {
+      SqNormsKernel<float, true><<<blocks, kThreads, 0, s>>>(w, cb.nodes, cb.features, cb.sq_norms);
+    } else {
+      SqNormsKernel<float, false><<<blocks, kThreads, 0, s>>>(w, cb.nodes, cb.features, cb.sq_norms);
+    }
+  } else {
+    const __half* w = static_cast<const __half*>(cb.weights);
+    if (fm) {
+      SqNormsKernel<__half, true><<<blocks, kThreads, 0, s>>>(w, cb.nodes, cb.features, cb.sq_norms);
+    } else {
+      SqNormsKernel<__half, false><<<blocks, kThreads, 0, s>>>(w, cb.nodes, cb.features, cb.sq_norms);
+    }
+  }
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("SqNormsKernel");
+  return absl::OkStatus();
+}
+
+}  // namespace cuda
+}  // namespace som
+}  // namespace tessera

@@ -1,0 +1,93 @@
+// Best-matching-unit (BMU) search for sparse binary documents against a SOM
+// codebook, by exact Euclidean distance (types.h: minimise
+// s_i = ||w_i||^2 - 2 x.w_i, ties to the lowest node index), returning the BMU,
+// the second-best unit (for the topographic error) and the BMU's score
+// (||x - w_bmu||^2 = nnz(x) + score).
+//
+// Algorithms (all exact; they differ in memory traffic, not in the answer):
+//   kFeatureMajor     the main kernel. Feature-major codebook W[v*M + i]. On
+//                     CUDA a block takes a tile of 32 documents, reads only the
+//                     tile's distinct feature columns (each once per 512-node
+//                     chunk, coalesced, reused for every document of the tile
+//                     that has it), accumulates x.w in shared memory and fuses
+//                     the top-2 selection into the sweep over node chunks; no
+//                     N x M score matrix is ever written. On the CPU: node
+//                     chunks that stay in L1, tiles of documents so columns
+//                     are reused from cache, all threads.
+//   kNodeMajor        layout baseline: the same tiled kernel reading a
+//                     node-major codebook W[i*V + v] (gathers instead of
+//                     coalesced column reads). CPU: per document and node.
+//   kCusparseRowOrder cuSPARSE SpMM X (CSR) x W, dense B and C row-major
+//                     (feature-major codebook, C[d*M + i]), in document
+//                     batches, then a separate top-2 pass over
+//                     ||w||^2 - 2 C. CUDA only, fp32 only.
+//   kCusparseColOrder the same with B and C column-major (node-major codebook,
+//                     C[i*Nb + d]).
+// Precision: x.w is accumulated in fp32 in ascending feature order starting
+// from 0 by kFeatureMajor and kNodeMajor on both backends, so their scores are
+// bit-identical between CPU and CUDA; cuSPARSE sums in its own order. fp16
+// codebooks (kFeatureMajor, kNodeMajor) are converted to fp32 on load.
+#ifndef TESSERA_KERNELS_SOM_BMU_H_
+#define TESSERA_KERNELS_SOM_BMU_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "common/device.h"
+#include "kernels/som/documents.h"
+#include "kernels/som/types.h"
+#include "kernels/som/workspace.h"
+
+namespace tessera {
+namespace som {
+
+enum class BmuAlgorithm { kFeatureMajor, kNodeMajor, kCusparseRowOrder, kCusparseColOrder };
+const char* BmuAlgorithmName(BmuAlgorithm algorithm);
+// The codebook layout an algorithm reads.
+CodebookLayout LayoutFor(BmuAlgorithm algorithm);
+
+// Per document; `second` and `score` may be null. With a single node the
+// second-best index is -1.
+struct BmuOutput {
+  int32_t* bmu = nullptr;
+  int32_t* second = nullptr;
+  float* score = nullptr;
+};
+
+// Documents and outputs live in the stream's backend memory. The CUDA tiled
+// kernels need docs.tiles() (DocumentParts::tiles); the cuSPARSE baselines need
+// docs.host_offsets() (always kept).
+absl::Status FindBmus(const Stream& stream, BmuAlgorithm algorithm, const DocumentSet& docs,
+                      const CodebookView& codebook, const BmuOutput& out, SomWorkspace* workspace = nullptr);
+
+// sq_norms[i] = ||w_i||^2 of the stored weights: double accumulation over the
+// features in ascending order, rounded to float (identical on both backends).
+absl::Status ComputeSqNorms(const Stream& stream, const CodebookView& codebook);
+
+// Argument checks shared by the backends.
+absl::Status CheckCodebook(const CodebookView& codebook, const char* who);
+
+namespace cpu {
+// Plain reference: dense double-precision ||x - w_i||^2 over *all* features
+// for every node (O(N M V): tests only). dist2 (may be null) gets the BMU's
+// squared distance; second is -1 with a single node.
+void BruteForceBmus(const CsrView& docs, const CodebookView& codebook, int32_t* bmu, int32_t* second,
+                    double* dist2);
+// The CPU backend (multi-threaded): feature-major tiled sweep, or the node-major
+// baseline, per codebook.layout.
+void FindBmus(const CsrView& docs, const CodebookView& codebook, const BmuOutput& out);
+void ComputeSqNorms(const CodebookView& codebook);
+// fp16 bits -> float for every value (a 64K-entry table).
+const float* HalfTable();
+}  // namespace cpu
+
+namespace cuda {
+absl::Status FindBmus(const Stream& stream, BmuAlgorithm algorithm, const DocumentSet& docs,
+                      const CodebookView& codebook, const BmuOutput& out, SomWorkspace* workspace);
+absl::Status ComputeSqNorms(const Stream& stream, const CodebookView& codebook);
+}  // namespace cuda
+
+}  // namespace som
+}  // namespace tessera
+
+#endif  // TESSERA_KERNELS_SOM_BMU_H_

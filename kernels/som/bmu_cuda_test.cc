@@ -1,0 +1,176 @@
+// CUDA BMU search against the CPU backend and the brute force.
+//
+// Tolerances: the tiled CUDA kernels (feature-major and node-major) sum x.w in
+// the same order as the CPU backend, so BMU, second-best and score must be
+// identical on random fp32 and fp16 weights. The cuSPARSE baselines sum in
+// their own order: on dyadic weights (exact arithmetic) they must agree
+// exactly, ties included; on random weights the chosen node's exact distance
+// must equal the brute-force minimum within 1e-4 relative.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "common/buffer.h"
+#include "common/testing/gpu_test.h"
+#include "kernels/som/bmu.h"
+#include "kernels/som/test_util.h"
+
+namespace tessera {
+namespace som {
+namespace {
+
+using testutil::HostCodebook;
+using testutil::HostDocs;
+
+struct Result {
+  std::vector<int32_t> bmu, second;
+  std::vector<float> score;
+};
+
+Result RunCpu(const HostDocs& docs, HostCodebook& cb) {
+  Result r;
+  r.bmu.resize(docs.rows());
+  r.second.resize(docs.rows());
+  r.score.resize(docs.rows());
+  cpu::FindBmus(docs.view(), cb.view(), BmuOutput{r.bmu.data(), r.second.data(), r.score.data()});
+  return r;
+}
+
+template <typename T>
+std::shared_ptr<Buffer> ToDevice(const std::vector<T>& v, const Stream& stream) {
+  auto b = Buffer::Allocate(MemoryKind::kDevice, std::max<size_t>(1, v.size() * sizeof(T))).value();
+  EXPECT_TRUE(CopyBytes(b->data(), MemoryKind::kDevice, v.data(), MemoryKind::kHost, v.size() * sizeof(T), stream).ok());
+  return b;
+}
+
+template <typename T>
+std::vector<T> ToHost(const std::shared_ptr<Buffer>& b, size_t n, const Stream& stream) {
+  std::vector<T> v(n);
+  EXPECT_TRUE(CopyBytes(v.data(), MemoryKind::kHost, b->data(), MemoryKind::kDevice, n * sizeof(T), stream).ok());
+  return v;
+}
+
+Result RunCuda(const HostDocs& docs, const HostCodebook& cb, BmuAlgorithm algo, const Stream& stream) {
+  auto set = DocumentSet::Create(docs.view(), stream);
+  EXPECT_TRUE(set.ok()) << set.status();
+  auto weights = cb.type == WeightType::kFloat32 ? ToDevice(cb.f32, stream) : ToDevice(cb.f16, stream);
+  auto norms = ToDevice(cb.norms, stream);
+  CodebookView view;
+  view.nodes = cb.nodes;
+  view.features = cb.features;
+  view.type = cb.type;
+  view.layout = cb.layout;
+  view.weights = weights->data();
+  view.sq_norms = static_cast<float*>(norms->data());
+  const size_t n = docs.rows();
+  auto bmu = Buffer::Allocate(MemoryKind::kDevice, 4 * n).value();
+  auto second = Buffer::Allocate(MemoryKind::kDevice, 4 * n).value();
+  auto score = Buffer::Allocate(MemoryKind::kDevice, 4 * n).value();
+  SomWorkspace ws;
+  absl::Status st = FindBmus(stream, algo, *set, view,
+                             BmuOutput{static_cast<int32_t*>(bmu->data()), static_cast<int32_t*>(second->data()),
+                                       static_cast<float*>(score->data())},
+                             &ws);
+  EXPECT_TRUE(st.ok()) << st;
+  EXPECT_TRUE(stream.Synchronize().ok());
+  Result r;
+  r.bmu = ToHost<int32_t>(bmu, n, stream);
+  r.second = ToHost<int32_t>(second, n, stream);
+  r.score = ToHost<float>(score, n, stream);
+  return r;
+}
+
+void ExpectSame(const Result& got, const Result& ref) {
+  ASSERT_EQ(got.bmu.size(), ref.bmu.size());
+  for (size_t d = 0; d < ref.bmu.size(); ++d) {
+    ASSERT_EQ(got.bmu[d], ref.bmu[d]) << "doc " << d;
+    ASSERT_EQ(got.second[d], ref.second[d]) << "doc " << d;
+    ASSERT_EQ(got.score[d], ref.score[d]) << "doc " << d;
+  }
+}
+
+// Map sizes around the 512-node chunk (odd sizes take the scalar load path),
+// more documents than one tile, long and empty documents.
+TEST(BmuCudaParity, TiledKernelsMatchCpuBitForBit) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  Stream stream = Stream::Create(Backend::kCuda).value();
+  std::mt19937 rng(21);
+  for (int64_t nodes : {1, 7, 512, 513, 1030, 4096}) {
+    for (int max_nnz : {12, 300}) {
+      SCOPED_TRACE(testing::Message() << "nodes " << nodes << " max_nnz " << max_nnz);
+      HostDocs docs = testutil::RandomDocs(333, 700, max_nnz, rng);
+      HostCodebook fm = testutil::RandomCodebook(nodes, 700, rng, 0.0f, 0.3f);
+      Result ref = RunCpu(docs, fm);
+      ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream), ref);
+      HostCodebook nm = testutil::WithLayout(fm, CodebookLayout::kNodeMajor);
+      ExpectSame(RunCuda(docs, nm, BmuAlgorithm::kNodeMajor, stream), ref);
+      HostCodebook half = testutil::ToHalf(fm);
+      Result href = RunCpu(docs, half);
+      ExpectSame(RunCuda(docs, half, BmuAlgorithm::kFeatureMajor, stream), href);
+      HostCodebook half_nm = testutil::WithLayout(half, CodebookLayout::kNodeMajor);
+      ExpectSame(RunCuda(docs, half_nm, BmuAlgorithm::kNodeMajor, stream), href);
+    }
+  }
+}
+
+TEST(BmuCudaParity, CusparseExactOnDyadicWeightsWithTies) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  Stream stream = Stream::Create(Backend::kCuda).value();
+  std::mt19937 rng(4);
+  for (int64_t nodes : {3, 600, 2049}) {
+    SCOPED_TRACE(testing::Message() << "nodes " << nodes);
+    HostDocs docs = testutil::RandomDocs(1200, 300, 20, rng);
+    HostCodebook fm = testutil::DyadicCodebook(nodes, 300, rng, 3);
+    Result ref = RunCpu(docs, fm);
+    std::vector<int32_t> bf(docs.rows()), bf2(docs.rows());
+    cpu::BruteForceBmus(docs.view(), fm.view(), bf.data(), bf2.data(), nullptr);
+    EXPECT_EQ(ref.bmu, bf);
+    EXPECT_EQ(ref.second, bf2);
+    ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kCusparseRowOrder, stream), ref);
+    HostCodebook nm = testutil::WithLayout(fm, CodebookLayout::kNodeMajor);
+    ExpectSame(RunCuda(docs, nm, BmuAlgorithm::kCusparseColOrder, stream), ref);
+  }
+}
+
+TEST(BmuCudaParity, CusparseChoosesTheTrueMinimumOnRandomWeights) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  Stream stream = Stream::Create(Backend::kCuda).value();
+  std::mt19937 rng(9);
+  HostDocs docs = testutil::RandomDocs(500, 400, 25, rng);
+  HostCodebook fm = testutil::RandomCodebook(1500, 400, rng, 0.0f, 0.3f);
+  std::vector<double> best(docs.rows());
+  std::vector<int32_t> bf(docs.rows());
+  cpu::BruteForceBmus(docs.view(), fm.view(), bf.data(), nullptr, best.data());
+  HostCodebook nm = testutil::WithLayout(fm, CodebookLayout::kNodeMajor);
+  for (BmuAlgorithm algo : {BmuAlgorithm::kCusparseRowOrder, BmuAlgorithm::kCusparseColOrder}) {
+    Result got = RunCuda(docs, algo == BmuAlgorithm::kCusparseRowOrder ? fm : nm, algo, stream);
+    for (int64_t d = 0; d < docs.rows(); ++d) {
+      const double chosen = testutil::Dist2(docs, d, fm, got.bmu[d]);
+      ASSERT_NEAR(chosen, best[d], 1e-4 * (1 + best[d])) << BmuAlgorithmName(algo) << " doc " << d;
+      ASSERT_NE(got.second[d], got.bmu[d]);
+    }
+  }
+}
+
+TEST(BmuCudaParity, SqNormsMatchCpu) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  Stream stream = Stream::Create(Backend::kCuda).value();
+  std::mt19937 rng(6);
+  HostCodebook fm = testutil::RandomCodebook(777, 901, rng);
+  for (HostCodebook cb : {fm, testutil::WithLayout(fm, CodebookLayout::kNodeMajor), testutil::ToHalf(fm)}) {
+    cb.UpdateNorms();
+    auto weights = cb.type == WeightType::kFloat32 ? ToDevice(cb.f32, stream) : ToDevice(cb.f16, stream);
+    auto norms = Buffer::Allocate(MemoryKind::kDevice, 4 * cb.nodes).value();
+    CodebookView view = cb.view();
+    view.weights = weights->data();
+    view.sq_norms = static_cast<float*>(norms->data());
+    ASSERT_TRUE(ComputeSqNorms(stream, view).ok());
+    ASSERT_TRUE(stream.Synchronize().ok());
+    EXPECT_EQ(ToHost<float>(norms, cb.nodes, stream), cb.norms);
+  }
+}
+
+}  // namespace
+}  // namespace som
+}  // namespace tessera

@@ -1,0 +1,53 @@
+#include "services/fingerprint/template_iso19794.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "services/fingerprint/byte_io.h"
+#include "services/fingerprint/fmr_views.h"
+
+namespace tessera {
+namespace fingerprint {
+
+using internal::AngleUnit;
+using internal::ByteReader;
+using internal::ByteWriter;
+
+namespace {
+constexpr AngleUnit kIsoAngle{256};
+constexpr char kContext[] = "ISO 19794-2 record";
+}  // namespace
+
+
+absl::StatusOr<std::vector<Template>> ParseIso19794(absl::Span<const uint8_t> bytes) {
+  ByteReader r(bytes, kContext, absl::StatusCode::kDataLoss);
+  TESSERA_RETURN_IF_ERROR(internal::ReadFmrMagic(r));
+  uint32_t length = 0;
+  TESSERA_RETURN_IF_ERROR(r.U32("record length", &length));
+  TESSERA_RETURN_IF_ERROR(internal::CheckRecordLength(r, length, bytes.size(), kIso19794HeaderBytes));
+  r.set_shortage_code(absl::StatusCode::kInvalidArgument);  // from here on a shortage is an inconsistent record
+  Template record;
+  int num_views = 0;
+  TESSERA_RETURN_IF_ERROR(internal::ReadFmrImageHeader(r, &record, &num_views));
+  std::vector<Template> views;
+  TESSERA_RETURN_IF_ERROR(internal::ReadFingerViews(r, num_views, record, kIsoAngle, &views));
+  if (r.remaining() != 0) {
+    return r.Invalid(absl::StrCat(r.remaining(), " bytes after the last finger view"));
+  }
+  return views;
+}
+
+absl::StatusOr<std::vector<uint8_t>> WriteIso19794(const std::vector<Template>& views) {
+  TESSERA_RETURN_IF_ERROR(ValidateRecordViews(views));
+  const size_t total = kIso19794HeaderBytes + internal::FingerViewsSize(views);
+  ByteWriter w;
+  w.Bytes(absl::string_view("FMR\0", 4));
+  w.Bytes(absl::string_view(" 20\0", 4));
+  w.U32(static_cast<uint32_t>(total));
+  internal::WriteFmrImageHeader(views[0], views.size(), w);
+  internal::WriteFingerViews(views, kIsoAngle, w);
+  if (w.size() != total) return absl::InternalError("ISO 19794-2 writer: size bookkeeping mismatch");
+  return w.Take();
+}
+
+}  // namespace fingerprint
+}  // namespace tessera

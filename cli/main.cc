@@ -18,6 +18,7 @@ constexpr Verb kVerbs[] = {
     {"demo", tessera::cli::RunDemo, "start the services on loopback, drive them over gRPC, write ./demo-out/"},
     {"describe", tessera::cli::RunDescribe, "summarize a NIfTI volume: geometry, orientation, statistics"},
     {"register", tessera::cli::RunRegister, "register a moving volume to a fixed one; ANTs-style outputs + JSON"},
+    {"synth", tessera::cli::RunSynth, "make a registration problem with a known answer from a real volume"},
     {"devices", tessera::cli::RunDevices, "list the compute backends and GPUs this process can use"},
 };
 

@@ -10,6 +10,7 @@ int RunDemo(int argc, char** argv);      // end-to-end tour over real gRPC
 int RunDescribe(int argc, char** argv);  // local NIfTI summary
 int RunDevices(int argc, char** argv);   // backends and GPUs
 int RunRegister(int argc, char** argv);  // local image registration
+int RunSynth(int argc, char** argv);     // synthetic registration problem
 
 }  // namespace tessera::cli
 

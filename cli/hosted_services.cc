@@ -1,18 +1,42 @@
 #include "cli/hosted_services.h"
 
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status.h"
 
 namespace tessera::cli {
 
 void HostedServices::AddTo(ServiceHost& host) {
-  host.AddService(volume.get());
-  host.AddService(registration.get());
+  if (volume) host.AddService(volume.get());
+  if (registration) host.AddService(registration.get());
 }
 
-absl::StatusOr<HostedServices> CreateHostedServices(const ServerOptions& options) {
+const std::vector<std::string>& HostableServiceNames() {
+  static const auto* names = new std::vector<std::string>{"volume", "registration"};
+  return *names;
+}
+
+absl::StatusOr<HostedServices> CreateHostedServices(const ServerOptions& options,
+                                                    const std::vector<std::string>& names) {
+  const std::vector<std::string>& known = HostableServiceNames();
+  for (const std::string& name : names) {
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown service '", name, "'; known: ", absl::StrJoin(known, ", ")));
+    }
+  }
+  const auto wanted = [&](const char* name) {
+    return names.empty() || std::find(names.begin(), names.end(), name) != names.end();
+  };
   HostedServices services;
-  TESSERA_ASSIGN_OR_RETURN(services.volume, VolumeServiceImpl::Create(options));
-  TESSERA_ASSIGN_OR_RETURN(services.registration, RegistrationServiceImpl::Create(options));
+  if (wanted("volume")) {
+    TESSERA_ASSIGN_OR_RETURN(services.volume, VolumeServiceImpl::Create(options));
+  }
+  if (wanted("registration")) {
+    TESSERA_ASSIGN_OR_RETURN(services.registration, RegistrationServiceImpl::Create(options));
+  }
   return services;
 }
 

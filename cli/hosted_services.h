@@ -4,6 +4,8 @@
 #define TESSERA_CLI_HOSTED_SERVICES_H_
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "services/registration/registration_service.h"
@@ -22,7 +24,14 @@ struct HostedServices {
   void AddTo(ServiceHost& host);
 };
 
-absl::StatusOr<HostedServices> CreateHostedServices(const ServerOptions& options);
+// The names `--services` accepts, in hosting order.
+const std::vector<std::string>& HostableServiceNames();  // {"volume", "registration"}
+
+// Creates the services named in `names` (all when empty); an unknown name is
+// INVALID_ARGUMENT listing the known ones. One binary can so run every
+// service, or one per Kubernetes Deployment.
+absl::StatusOr<HostedServices> CreateHostedServices(const ServerOptions& options,
+                                                    const std::vector<std::string>& names = {});
 
 }  // namespace tessera::cli
 

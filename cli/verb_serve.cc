@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "cli/args.h"
 #include "cli/hosted_services.h"
 #include "cli/verbs.h"
@@ -29,6 +30,7 @@ std::vector<FlagSpec> ServeFlags() {
       {"tls-client-ca", "", "CA (PEM) that client certificates must chain to: mutual TLS"},
       {"drain-timeout-s", "30", "on SIGTERM, seconds in-flight calls get before being cancelled"},
       {"device", "auto", "compute backend: auto, cpu or cuda"},
+      {"services", "", "comma-separated services to host (default all: volume,registration)"},
   };
 }
 
@@ -74,10 +76,11 @@ int RunServe(int argc, char** argv) {
     std::fprintf(stderr, "tessera serve: %s\n", std::string(options.status().message()).c_str());
     return 2;
   }
-  auto services = CreateHostedServices(*options);
+  const std::vector<std::string> names = absl::StrSplit(args->Get("services"), ',', absl::SkipEmpty());
+  auto services = CreateHostedServices(*options, names);
   if (!services.ok()) {
     std::fprintf(stderr, "tessera serve: %s\n", std::string(services.status().message()).c_str());
-    return 1;
+    return services.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   ServiceHost::InstallShutdownSignalHandlers();
   ServiceHost host(*options);

@@ -136,8 +136,34 @@ TEST(ServeProcess, RejectsBadFlagsWithUsage) {
   EXPECT_EQ(bad_port.WaitExit(std::chrono::seconds(20)), 2);
   Child unknown({"serve", "--no-such-flag=1"});
   EXPECT_EQ(unknown.WaitExit(std::chrono::seconds(20)), 2);
+  Child unknown_service({"serve", "--grpc-port=0", "--metrics-port=0", "--services=volume,nope"});
+  EXPECT_EQ(unknown_service.WaitExit(std::chrono::seconds(20)), 2);
   Child tls_half({"serve", "--grpc-port=0", "--metrics-port=0", "--tls-key=/nonexistent.pem"});
   EXPECT_NE(tls_half.WaitExit(std::chrono::seconds(20)), 0);
+}
+
+TEST(ServeProcess, HostsOnlyTheServicesAsked) {
+  Child serve({"serve", "--grpc-port=0", "--metrics-port=0", "--services=volume", "--data-root=" + TempDir()});
+  const int grpc_port = PortFrom(serve.ReadLine(), "grpc_port");
+  PortFrom(serve.ReadLine(), "metrics_port");
+  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", grpc_port), grpc::InsecureChannelCredentials());
+  auto health = grpc::health::v1::Health::NewStub(channel);
+  for (const auto& [name, hosted] : {std::pair<const char*, bool>{"tessera.v1.VolumeService", true},
+                                     {"tessera.v1.RegistrationService", false}}) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service(name);
+    grpc::health::v1::HealthCheckResponse response;
+    grpc::Status status = health->Check(&context, request, &response);
+    if (hosted) {
+      EXPECT_TRUE(status.ok()) << name << ": " << status.error_message();
+    } else {
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND) << name;
+    }
+  }
+  ASSERT_EQ(kill(serve.pid(), SIGTERM), 0);
+  EXPECT_EQ(serve.WaitExit(std::chrono::seconds(20)), 0);
 }
 
 TEST(DemoProcess, RunsToTheEndAndWritesOutputs) {

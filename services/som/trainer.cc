@@ -1,0 +1,355 @@
+#include "services/som/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/buffer.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "kernels/som/batch_update.h"
+#include "kernels/som/bmu.h"
+#include "kernels/som/documents.h"
+#include "kernels/som/half.h"
+#include "kernels/som/parallel.h"
+#include "kernels/som/workspace.h"
+
+namespace tessera {
+namespace som {
+
+const char* InitMethodName(InitMethod init) { return init == InitMethod::kRandom ? "random" : "pca"; }
+
+CodebookView SomModel::view() {
+  CodebookView v;
+  v.nodes = grid.nodes();
+  v.features = features;
+  v.type = type;
+  v.layout = CodebookLayout::kFeatureMajor;
+  v.weights = type == WeightType::kFloat32 ? static_cast<void*>(weights_f32.data())
+                                           : static_cast<void*>(weights_f16.data());
+  v.sq_norms = sq_norms.data();
+  return v;
+}
+
+float SomModel::Weight(int64_t feature, int64_t node) const {
+  const int64_t k = feature * grid.nodes() + node;
+  return type == WeightType::kFloat32 ? weights_f32[k] : HalfToFloat(weights_f16[k]);
+}
+
+double RadiusAt(const TrainOptions& o, int epoch) {
+  const double r0 = o.radius_start > 0 ? o.radius_start : std::max(o.grid.width, o.grid.height) / 2.0;
+  const double r1 = std::min(r0, std::max(0.0, o.radius_end));
+  const int d = std::max(1, o.radius_decay_epochs);
+  if (epoch >= d) return r1;
+  if (r1 <= 0) return r0 * (1.0 - static_cast<double>(epoch) / d);  // linear to 0 when asked for 0
+  return r0 * std::pow(r1 / r0, static_cast<double>(epoch) / d);
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+absl::Status CheckOptions(const SparseBinaryMatrix& train, const TrainOptions& o) {
+  TESSERA_RETURN_IF_ERROR(CheckGrid(o.grid, "TrainSom"));
+  if (train.rows() == 0) return absl::InvalidArgumentError("TrainSom: no training documents");
+  if (train.cols() == 0) return absl::InvalidArgumentError("TrainSom: the corpus has no features");
+  if (o.max_epochs < 1) return absl::InvalidArgumentError("TrainSom: max_epochs must be at least 1");
+  if (o.blur_passes < 1) return absl::InvalidArgumentError("TrainSom: blur_passes must be at least 1");
+  if (o.grid.nodes() >= (int64_t{1} << 31) - 1) return absl::InvalidArgumentError("TrainSom: map too large");
+  return absl::OkStatus();
+}
+
+// Two leading principal components of the rows (orthogonal power iteration).
+void LeadingComponents(const SparseBinaryMatrix& x, const std::vector<double>& mean, int iterations, uint64_t seed,
+                       std::vector<double> u[2], double lambda[2]) {
+  const int64_t v_count = x.cols(), n = x.rows();
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal;
+  for (int k = 0; k < 2; ++k) {
+    u[k].resize(v_count);
+    for (double& e : u[k]) e = normal(rng);
+  }
+  auto orthonormalize = [&]() {
+    for (int k = 0; k < 2; ++k) {
+      for (int j = 0; j < k; ++j) {
+        double dot = 0;
+        for (int64_t v = 0; v < v_count; ++v) dot += u[k][v] * u[j][v];
+        for (int64_t v = 0; v < v_count; ++v) u[k][v] -= dot * u[j][v];
+      }
+      double norm = 0;
+      for (double e : u[k]) norm += e * e;
+      norm = std::sqrt(norm);
+      if (norm == 0) norm = 1;
+      for (double& e : u[k]) e /= norm;
+    }
+  };
+  orthonormalize();
+  std::vector<double> y(2 * n), z[2] = {std::vector<double>(v_count), std::vector<double>(v_count)};
+  for (int it = 0; it < std::max(1, iterations); ++it) {
+    // z = C u = X^T (X u) / n - mean (mean . u)
+    for (int64_t d = 0; d < n; ++d) {
+      double a = 0, b = 0;
+      for (int32_t v : x.row(d)) {
+        a += u[0][v];
+        b += u[1][v];
+      }
+      y[2 * d] = a;
+      y[2 * d + 1] = b;
+    }
+    for (int k = 0; k < 2; ++k) std::fill(z[k].begin(), z[k].end(), 0.0);
+    for (int64_t d = 0; d < n; ++d) {
+      for (int32_t v : x.row(d)) {
+        z[0][v] += y[2 * d];
+        z[1][v] += y[2 * d + 1];
+      }
+    }
+    for (int k = 0; k < 2; ++k) {
+      double mu = 0;
+      for (int64_t v = 0; v < v_count; ++v) mu += mean[v] * u[k][v];
+      double rayleigh = 0;
+      for (int64_t v = 0; v < v_count; ++v) {
+        z[k][v] = z[k][v] / n - mean[v] * mu;
+        rayleigh += z[k][v] * u[k][v];
+      }
+      lambda[k] = std::max(0.0, rayleigh);
+    }
+    u[0].swap(z[0]);
+    u[1].swap(z[1]);
+    orthonormalize();
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<SomModel> InitializeModel(const SparseBinaryMatrix& train, const TrainOptions& o) {
+  TESSERA_RETURN_IF_ERROR(CheckOptions(train, o));
+  SomModel model;
+  model.grid = o.grid;
+  model.features = train.cols();
+  model.type = o.weight_type;
+  const int64_t m = o.grid.nodes(), v_count = train.cols();
+  std::vector<double> mean(v_count, 0.0);
+  for (int32_t c : train.indices()) mean[c] += 1.0;
+  for (double& e : mean) e /= train.rows();
+  std::vector<float> w(v_count * m);
+  if (o.init == InitMethod::kRandom) {
+    std::mt19937_64 rng(o.seed);
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    for (int64_t v = 0; v < v_count; ++v) {
+      for (int64_t i = 0; i < m; ++i) w[v * m + i] = static_cast<float>(2.0 * mean[v] * u(rng));
+    }
+  } else {
+    // PCA on a seeded sample of rows (all rows when the corpus is small).
+    const SparseBinaryMatrix* x = &train;
+    SparseBinaryMatrix sample;
+    if (o.pca_sample_rows > 0 && train.rows() > o.pca_sample_rows) {
+      RowSplit split = SplitRows(train.rows(), static_cast<double>(o.pca_sample_rows) / train.rows(), o.seed);
+      sample = SelectRows(train, split.held_out);
+      x = &sample;
+    }
+    std::vector<double> mean_x(v_count, 0.0);
+    for (int32_t c : x->indices()) mean_x[c] += 1.0;
+    for (double& e : mean_x) e /= x->rows();
+    std::vector<double> u[2];
+    double lambda[2];
+    LeadingComponents(*x, mean_x, o.pca_iterations, o.seed, u, lambda);
+    const int w_cells = o.grid.width, h_cells = o.grid.height;
+    const bool first_along_x = w_cells >= h_cells;
+    auto coord = [](int k, int n) { return n > 1 ? -1.0 + 2.0 * k / (n - 1) : 0.0; };
+    const double s0 = std::sqrt(lambda[0]), s1 = std::sqrt(lambda[1]);
+    for (int64_t i = 0; i < m; ++i) {
+      const double a = coord(static_cast<int>(i % w_cells), w_cells);
+      const double b = coord(static_cast<int>(i / w_cells), h_cells);
+      const double c0 = first_along_x ? a : b, c1 = first_along_x ? b : a;
+      for (int64_t v = 0; v < v_count; ++v) {
+        w[v * m + i] = static_cast<float>(mean[v] + c0 * s0 * u[0][v] + c1 * s1 * u[1][v]);
+      }
+    }
+  }
+  if (o.weight_type == WeightType::kFloat32) {
+    model.weights_f32 = std::move(w);
+  } else {
+    model.weights_f16.resize(w.size());
+    for (size_t k = 0; k < w.size(); ++k) model.weights_f16[k] = FloatToHalf(w[k]);
+  }
+  model.sq_norms.assign(m, 0.0f);
+  cpu::ComputeSqNorms(model.view());
+  return model;
+}
+
+namespace {
+
+// Everything one backend needs for training or projection.
+class Engine {
+ public:
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(Backend backend, int ordinal,
+                                                        const SparseBinaryMatrix& docs, SomModel& model,
+                                                        bool for_training) {
+    auto e = std::unique_ptr<Engine>(new Engine());
+    if (backend == Backend::kCpu) {
+      e->stream_ = std::make_unique<Stream>(Stream::Cpu());
+    } else {
+      TESSERA_ASSIGN_OR_RETURN(Stream s, Stream::Create(backend, ordinal));
+      e->stream_ = std::make_unique<Stream>(std::move(s));
+    }
+    e->kind_ = backend == Backend::kCpu ? MemoryKind::kHost : MemoryKind::kDevice;
+    DocumentParts parts;
+    parts.tiles = backend == Backend::kCuda;
+    parts.csc = for_training;
+    TESSERA_ASSIGN_OR_RETURN(e->docs_, DocumentSet::Create(docs.view(), *e->stream_, parts));
+    const int64_t n = docs.rows(), m = model.grid.nodes();
+    const size_t weight_bytes = static_cast<size_t>(WeightBytes(model.type)) * model.features * m;
+    TESSERA_ASSIGN_OR_RETURN(e->weights_, Buffer::Allocate(e->kind_, std::max<size_t>(4, weight_bytes), ordinal));
+    TESSERA_ASSIGN_OR_RETURN(e->norms_, Buffer::Allocate(e->kind_, 4 * m, ordinal));
+    TESSERA_ASSIGN_OR_RETURN(e->bmu_, Buffer::Allocate(e->kind_, std::max<int64_t>(4, 4 * n), ordinal));
+    TESSERA_ASSIGN_OR_RETURN(e->second_, Buffer::Allocate(e->kind_, std::max<int64_t>(4, 4 * n), ordinal));
+    TESSERA_ASSIGN_OR_RETURN(e->score_, Buffer::Allocate(e->kind_, std::max<int64_t>(4, 4 * n), ordinal));
+    CodebookView host = model.view();
+    TESSERA_RETURN_IF_ERROR(
+        CopyBytes(e->weights_->data(), e->kind_, host.weights, MemoryKind::kHost, weight_bytes, *e->stream_));
+    TESSERA_RETURN_IF_ERROR(
+        CopyBytes(e->norms_->data(), e->kind_, host.sq_norms, MemoryKind::kHost, 4 * m, *e->stream_));
+    e->view_ = host;
+    e->view_.weights = e->weights_->data();
+    e->view_.sq_norms = static_cast<float*>(e->norms_->data());
+    e->weight_bytes_ = weight_bytes;
+    e->h_bmu_.resize(n);
+    e->h_second_.resize(n);
+    e->h_score_.resize(n);
+    e->h_norms_.resize(m);
+    return e;
+  }
+
+  absl::Status Bmus() {
+    BmuOutput out{static_cast<int32_t*>(bmu_->data()), static_cast<int32_t*>(second_->data()),
+                  static_cast<float*>(score_->data())};
+    TESSERA_RETURN_IF_ERROR(FindBmus(*stream_, BmuAlgorithm::kFeatureMajor, docs_, view_, out, &ws_));
+    return stream_->Synchronize();
+  }
+
+  // BMU results and norms into the host mirrors.
+  absl::Status Fetch() {
+    const size_t n = h_bmu_.size();
+    TESSERA_RETURN_IF_ERROR(CopyBytes(h_bmu_.data(), MemoryKind::kHost, bmu_->data(), kind_, 4 * n, *stream_));
+    TESSERA_RETURN_IF_ERROR(
+        CopyBytes(h_second_.data(), MemoryKind::kHost, second_->data(), kind_, 4 * n, *stream_));
+    TESSERA_RETURN_IF_ERROR(CopyBytes(h_score_.data(), MemoryKind::kHost, score_->data(), kind_, 4 * n, *stream_));
+    return CopyBytes(h_norms_.data(), MemoryKind::kHost, norms_->data(), kind_, 4 * h_norms_.size(), *stream_);
+  }
+
+  QualityMetrics Quality(const SparseBinaryMatrix& docs, const GridShape& grid, Adjacency adjacency) const {
+    return ComputeQuality(docs.offsets().data(), docs.rows(), h_bmu_.data(), h_second_.data(), h_score_.data(),
+                          h_norms_.data(), grid, adjacency);
+  }
+
+  absl::Status Update(const GridShape& grid, const BoxBlur& blur, int64_t slab_bytes) {
+    UpdateOptions options;
+    options.slab_bytes = slab_bytes;
+    TESSERA_RETURN_IF_ERROR(BatchUpdate(*stream_, docs_.csc(), static_cast<const int32_t*>(bmu_->data()), grid, blur,
+                                        view_, &ws_, options));
+    return stream_->Synchronize();
+  }
+
+  absl::Status Download(SomModel& model) {
+    CodebookView host = model.view();
+    TESSERA_RETURN_IF_ERROR(
+        CopyBytes(host.weights, MemoryKind::kHost, weights_->data(), kind_, weight_bytes_, *stream_));
+    return CopyBytes(host.sq_norms, MemoryKind::kHost, norms_->data(), kind_, 4 * model.grid.nodes(), *stream_);
+  }
+
+  std::vector<int32_t>& bmu() { return h_bmu_; }
+  std::vector<int32_t>& second() { return h_second_; }
+  std::vector<float>& score() { return h_score_; }
+
+ private:
+  Engine() = default;
+  std::unique_ptr<Stream> stream_;
+  MemoryKind kind_ = MemoryKind::kHost;
+  DocumentSet docs_;
+  std::shared_ptr<Buffer> weights_, norms_, bmu_, second_, score_;
+  CodebookView view_;
+  size_t weight_bytes_ = 0;
+  SomWorkspace ws_;
+  std::vector<int32_t> h_bmu_, h_second_;
+  std::vector<float> h_score_, h_norms_;
+};
+
+}  // namespace
+
+absl::StatusOr<TrainResult> TrainSom(const SparseBinaryMatrix& train, const TrainOptions& o) {
+  const Clock::time_point start = Clock::now();
+  TESSERA_RETURN_IF_ERROR(CheckOptions(train, o));
+  TrainResult result;
+  TESSERA_ASSIGN_OR_RETURN(result.model, InitializeModel(train, o));
+  result.init_seconds = Since(start);
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
+                           Engine::Create(o.backend, o.gpu_ordinal, train, result.model, /*for_training=*/true));
+  const double small = o.small_radius > 0 ? o.small_radius : 1.25 * o.radius_end;
+  int calm = 0;
+  double previous_qe = 0;
+  for (int epoch = 0; epoch < o.max_epochs; ++epoch) {
+    const Clock::time_point t0 = Clock::now();
+    EpochReport r;
+    r.epoch = epoch;
+    r.radius = RadiusAt(o, epoch);
+    const BoxBlur blur = BoxBlurForRadius(r.radius, o.blur_passes);
+    r.box_half_width = blur.half_width;
+    TESSERA_RETURN_IF_ERROR(engine->Bmus());
+    r.bmu_seconds = Since(t0);
+    TESSERA_RETURN_IF_ERROR(engine->Fetch());
+    const QualityMetrics q = engine->Quality(train, o.grid, Adjacency::kFour);
+    r.qe = q.qe_euclidean;
+    r.topographic_error = q.topographic_error;
+    r.qe_relative_change = epoch == 0 || previous_qe == 0 ? 0.0 : std::abs(r.qe - previous_qe) / previous_qe;
+    const Clock::time_point t1 = Clock::now();
+    TESSERA_RETURN_IF_ERROR(engine->Update(o.grid, blur, o.update_slab_bytes));
+    r.update_seconds = Since(t1);
+    r.seconds = Since(t0);
+    result.history.push_back(r);
+    result.epochs = epoch + 1;
+    if (o.progress) o.progress(r);
+    if (epoch > 0 && r.radius <= small && o.convergence_tolerance > 0 &&
+        r.qe_relative_change < o.convergence_tolerance) {
+      ++calm;
+    } else {
+      calm = 0;
+    }
+    previous_qe = r.qe;
+    if (calm >= std::max(1, o.convergence_patience)) {
+      result.converged = true;
+      break;
+    }
+  }
+  TESSERA_RETURN_IF_ERROR(engine->Bmus());
+  TESSERA_RETURN_IF_ERROR(engine->Fetch());
+  result.final_quality = engine->Quality(train, o.grid, Adjacency::kFour);
+  TESSERA_RETURN_IF_ERROR(engine->Download(result.model));
+  result.total_seconds = Since(start);
+  return result;
+}
+
+absl::StatusOr<Projection> ProjectDocuments(SomModel& model, const SparseBinaryMatrix& docs, Backend backend,
+                                            int gpu_ordinal, Adjacency adjacency) {
+  if (docs.cols() != model.features) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ProjectDocuments: documents have ", docs.cols(), " features, the map ", model.features));
+  }
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
+                           Engine::Create(backend, gpu_ordinal, docs, model, /*for_training=*/false));
+  TESSERA_RETURN_IF_ERROR(engine->Bmus());
+  TESSERA_RETURN_IF_ERROR(engine->Fetch());
+  Projection p;
+  p.quality = engine->Quality(docs, model.grid, adjacency);
+  p.bmu = std::move(engine->bmu());
+  p.second = std::move(engine->second());
+  p.score = std::move(engine->score());
+  return p;
+}
+
+}  // namespace som
+}  // namespace tessera

@@ -1,0 +1,116 @@
+// Batch SOM training on sparse binary corpora, on the CPU or CUDA backend.
+//
+// Each epoch: exact BMU search (kernels/som/bmu.h, feature-major) with the
+// second-best unit, quality of the current codebook (QE, topographic error),
+// then one batch update (kernels/som/batch_update.h) whose neighbourhood is a
+// Gaussian of standard deviation r(e) approximated by box blurs:
+//   r(e) = r0 * (r1 / r0)^(e / D) for e < D, then r1
+// (exponential decay from radius_start r0 to radius_end r1 over D =
+// radius_decay_epochs epochs). Training stops at max_epochs, or earlier once
+// the radius is small (r(e) <= small_radius) and the training QE's relative
+// change has stayed below convergence_tolerance for convergence_patience
+// consecutive epochs. A final BMU pass measures the returned codebook.
+//
+// Initialisation: kRandom draws w_i[v] uniformly in [0, 2 p_v] (p_v = the
+// feature's document frequency), so every node starts near the corpus mean;
+// kPca spans the plane of the two leading principal components (orthogonal
+// power iteration on the sparse data, on at most pca_sample_rows rows):
+//   w(x, y) = mean + a(x) sqrt(l1) u1 + b(y) sqrt(l2) u2,  a, b in [-1, 1],
+// with the first component along the longer map side.
+#ifndef TESSERA_SERVICES_SOM_TRAINER_H_
+#define TESSERA_SERVICES_SOM_TRAINER_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/device.h"
+#include "kernels/som/quality.h"
+#include "kernels/som/types.h"
+#include "services/som/corpus.h"
+
+namespace tessera {
+namespace som {
+
+enum class InitMethod { kRandom, kPca };
+const char* InitMethodName(InitMethod init);
+
+struct EpochReport {
+  int epoch = 0;                 // 0-based
+  double radius = 0;             // r(e), grid cells
+  int box_half_width = 0;        // the box blur it became
+  double qe = 0;                 // training QE (Euclidean) of the codebook entering this epoch
+  double qe_relative_change = 0; // |qe - previous| / previous (0 for epoch 0)
+  double topographic_error = 0;  // training TE, 4-neighbour adjacency
+  double bmu_seconds = 0;
+  double update_seconds = 0;
+  double seconds = 0;            // the whole epoch, quality included
+};
+
+struct TrainOptions {
+  GridShape grid{32, 32, Topology::kPlanar};
+  Backend backend = Backend::kCpu;
+  int gpu_ordinal = 0;
+  WeightType weight_type = WeightType::kFloat32;
+  InitMethod init = InitMethod::kPca;
+  int64_t pca_sample_rows = 200000;
+  int pca_iterations = 40;
+  uint64_t seed = 1;
+  int max_epochs = 40;
+  double radius_start = -1;    // <= 0: max(width, height) / 2
+  double radius_end = 1.0;
+  int radius_decay_epochs = 10;
+  int blur_passes = 3;
+  double convergence_tolerance = 1e-3;  // <= 0 disables early stopping
+  int convergence_patience = 3;
+  double small_radius = -1;    // <= 0: 1.25 * radius_end
+  int64_t update_slab_bytes = int64_t{256} << 20;  // CUDA update working set
+  std::function<void(const EpochReport&)> progress;
+};
+
+// A trained map: feature-major codebook on the host.
+struct SomModel {
+  GridShape grid;
+  int64_t features = 0;
+  WeightType type = WeightType::kFloat32;
+  std::vector<float> weights_f32;      // features x nodes when type is fp32
+  std::vector<uint16_t> weights_f16;   // ... when fp16 (IEEE half bits)
+  std::vector<float> sq_norms;
+  CodebookView view();  // host view (const-cast for kernel calls)
+  float Weight(int64_t feature, int64_t node) const;
+};
+
+struct TrainResult {
+  SomModel model;
+  std::vector<EpochReport> history;
+  int epochs = 0;
+  bool converged = false;         // stopped by the convergence rule
+  QualityMetrics final_quality;   // of the returned codebook on the training rows
+  double init_seconds = 0;
+  double total_seconds = 0;       // upload, init, epochs and the final pass
+};
+
+double RadiusAt(const TrainOptions& options, int epoch);
+
+absl::StatusOr<TrainResult> TrainSom(const SparseBinaryMatrix& train, const TrainOptions& options);
+
+// Projects documents onto a trained map: BMU and second-best unit per document
+// and the quality measures (held-out evaluation).
+struct Projection {
+  std::vector<int32_t> bmu;
+  std::vector<int32_t> second;
+  std::vector<float> score;
+  QualityMetrics quality;
+};
+absl::StatusOr<Projection> ProjectDocuments(SomModel& model, const SparseBinaryMatrix& docs, Backend backend,
+                                            int gpu_ordinal = 0, Adjacency adjacency = Adjacency::kFour);
+
+// The initial codebook alone (tests and tools).
+absl::StatusOr<SomModel> InitializeModel(const SparseBinaryMatrix& train, const TrainOptions& options);
+
+}  // namespace som
+}  // namespace tessera
+
+#endif  // TESSERA_SERVICES_SOM_TRAINER_H_

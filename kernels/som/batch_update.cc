@@ -83,8 +83,8 @@ absl::Status BoxBlurPlanes(const Stream& stream, float* planes, int64_t num_plan
     return absl::InvalidArgumentError("BoxBlurPlanes: bad planes");
   }
   if (stream.backend() == Backend::kCpu) {
-    std::vector<float> scratch(grid.nodes());
-    for (int64_t p = 0; p < num_planes; ++p) cpu::BoxBlurPlane(planes + p * grid.nodes(), scratch.data(), grid, blur);
+    cpu::BlurScratch scratch;
+    for (int64_t p = 0; p < num_planes; ++p) cpu::BoxBlurPlane(planes + p * grid.nodes(), grid, blur, scratch);
     return absl::OkStatus();
   }
 #if TESSERA_WITH_CUDA

@@ -1,11 +1,12 @@
 // CUDA batch update. Per epoch: a histogram of the BMUs (uint32 atomics,
 // exact), blurred; then, per slab of features: uint32 scatter of the
 // (feature, BMU) pairs from the CSC, conversion to fp32, k box-blur passes
-// (x: one warp per row, an exact double prefix sum in shared memory and window
-// differences; y: one thread per column, a running double window sum, reads
-// and writes coalesced across threads), and a finalize pass that divides by
-// the blurred counts, writes fp32 or fp16 weights and accumulates ||w||^2 in
-// double in ascending feature order (the CPU order, so norms agree bitwise).
+// along x then k along y (x: one warp per row, an exact double prefix sum in
+// shared memory and window differences; y: one thread per column, a running
+// double window sum, reads and writes coalesced across threads), and a
+// finalize pass that divides by the blurred counts, writes fp32 or fp16
+// weights and accumulates ||w||^2 in double in ascending feature order (the
+// CPU order, so norms agree bitwise).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -192,9 +193,9 @@ unsigned GridFor(int64_t work, int64_t per_block, int64_t cap = int64_t{1} << 20
   return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(cap, (work + per_block - 1) / per_block)));
 }
 
-// k passes (x then y, as on the CPU) over `planes` planes held in `a`;
-// `scratch` has the same size. x reads a and writes scratch, y reads scratch
-// and writes a, so the result ends in `a`.
+// k passes along x, then k along y (as on the CPU), over `planes` planes held
+// in `a`; `scratch` has the same size. The 2k out-of-place passes alternate
+// between the buffers, so the result ends in `a`.
 absl::Status Blur(float* a, float* scratch, int64_t planes, const GridShape& grid, const BoxBlur& blur,
                   cudaStream_t s) {
   if (blur.half_width == 0 || blur.passes == 0 || planes == 0) return absl::OkStatus();
@@ -206,12 +207,18 @@ absl::Status Blur(float* a, float* scratch, int64_t planes, const GridShape& gri
   }
   const int warps = static_cast<int>(std::max<size_t>(1, std::min<size_t>(8, kMaxBlurSmem / per_warp)));
   const int64_t rows = planes * h;
+  float* src = a;
+  float* dst = scratch;
   for (int pass = 0; pass < blur.passes; ++pass) {
-    BlurXKernel<<<GridFor(rows, warps), warps * 32, per_warp * warps, s>>>(a, scratch, rows, w, blur.half_width,
+    BlurXKernel<<<GridFor(rows, warps), warps * 32, per_warp * warps, s>>>(src, dst, rows, w, blur.half_width,
                                                                             torus);
     TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("BlurXKernel");
-    BlurYKernel<<<GridFor(planes * w, kThreads), kThreads, 0, s>>>(scratch, a, planes, w, h, blur.half_width, torus);
+    std::swap(src, dst);
+  }
+  for (int pass = 0; pass < blur.passes; ++pass) {
+    BlurYKernel<<<GridFor(planes * w, kThreads), kThreads, 0, s>>>(src, dst, planes, w, h, blur.half_width, torus);
     TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("BlurYKernel");
+    std::swap(src, dst);
   }
   return absl::OkStatus();
 }

@@ -9,9 +9,10 @@
 // document anywhere in their neighbourhood) keep their old weights. Then
 // ||w_i||^2 is recomputed (bmu.h: ComputeSqNorms, same on both backends).
 //
-// Neighbourhood: `passes` unnormalised box filters of half-width b along x,
-// then along y (separable), repeated; by the central limit theorem k boxes
-// approximate a Gaussian of variance k ((2b+1)^2 - 1) / 12 per axis. Each pass
+// Neighbourhood: k = `passes` unnormalised box filters of half-width b along
+// x, then k along y (separable: the axes commute); by the central limit
+// theorem k boxes approximate a Gaussian of variance k ((2b+1)^2 - 1) / 12 per
+// axis. Each pass
 // is a running window sum, so the cost is independent of the radius. The
 // normalisation cancels in sums / counts. Planar grids truncate the window at
 // the border (sums and counts alike); toroidal grids wrap (a window wider than
@@ -26,6 +27,7 @@
 #define TESSERA_KERNELS_SOM_BATCH_UPDATE_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "common/device.h"
@@ -65,11 +67,17 @@ absl::Status BoxBlurPlanes(const Stream& stream, float* planes, int64_t num_plan
 absl::Status CheckGrid(const GridShape& grid, const char* who);
 
 namespace cpu {
-// One plane in place; `scratch` holds at least width * height floats.
-void BoxBlurPlane(float* plane, float* scratch, const GridShape& grid, const BoxBlur& blur);
-// Plain reference: out[c] = sum over cells c' of K(c - c') in[c'] with the
-// explicit window sums, k times along x then y, fp32 between axis passes as in
-// BoxBlurPlane (O(M * window) per axis; tests only).
+// Working memory for BoxBlurPlane (grown on demand; one per thread).
+struct BlurScratch {
+  std::vector<float> a, b, zeros;
+  std::vector<double> acc;
+};
+// One plane in place: k passes along x (on a transposed copy, so every axis
+// pass is a running sum over whole rows of lanes), then k along y.
+void BoxBlurPlane(float* plane, const GridShape& grid, const BoxBlur& blur, BlurScratch& scratch);
+// Plain reference: explicit window sums, k times along x then k times along
+// y, fp32 between axis passes as in BoxBlurPlane (O(M * window) per pass;
+// tests only).
 void BoxBlurPlaneDirect(const float* in, float* out, const GridShape& grid, const BoxBlur& blur);
 void BatchUpdate(const CscView& docs_by_feature, const int32_t* bmu, const GridShape& grid, const BoxBlur& blur,
                  const CodebookView& codebook);

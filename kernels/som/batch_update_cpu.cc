@@ -7,6 +7,7 @@
 
 #include "kernels/som/batch_update.h"
 #include "kernels/som/bmu.h"
+#include "kernels/som/cpu_clones.h"
 #include "kernels/som/half.h"
 #include "kernels/som/parallel.h"
 
@@ -20,42 +21,97 @@ inline int64_t Mod(int64_t a, int64_t n) {
   return r < 0 ? r + n : r;
 }
 
-// out[x] = sum of in over the window [x - b, x + b] (truncated or wrapped),
-// for a line of n values at the given strides.
-void BlurLine(const float* in, int64_t in_stride, float* out, int64_t out_stride, int n, int b, bool torus) {
+// One axis pass along y for every column at once (lanes run over x, so the
+// loop vectorises): out[y][x] = sum of in over the window [y - b, y + b]
+// (truncated or wrapped) of column x, as a running sum in double. Per cell
+// the additions are those of the CUDA y pass (a truncated window adds an
+// exact 0.0 instead of skipping), so both round alike.
+TESSERA_SOM_CLONES void BlurColumns(const float* __restrict in, float* __restrict out, int w, int h, int b,
+                                    bool torus, double* __restrict acc, const float* __restrict zeros) {
+  const int64_t W = w;
+  std::fill(acc, acc + w, 0.0);
   if (torus) {
-    double total = 0;
-    for (int t = 0; t < n; ++t) total += in[t * in_stride];
+    for (int t = 0; t < h; ++t) {
+      for (int x = 0; x < w; ++x) acc[x] += in[t * W + x];
+    }
     const int64_t width = 2 * int64_t{b} + 1;
-    double s = static_cast<double>(width / n) * total;
-    const int64_t rest = width % n;
-    for (int64_t t = 0; t < rest; ++t) s += in[Mod(t - b, n) * in_stride];
-    for (int x = 0; x < n; ++x) {
-      out[x * out_stride] = static_cast<float>(s);
-      s += static_cast<double>(in[Mod(int64_t{x} + b + 1, n) * in_stride]) - in[Mod(int64_t{x} - b, n) * in_stride];
+    const double q = static_cast<double>(width / h);
+    for (int x = 0; x < w; ++x) acc[x] *= q;  // q copies of the whole column (exact: integer q)
+    const int64_t rest = width % h;
+    for (int64_t t = 0; t < rest; ++t) {
+      const float* row = in + Mod(t - b, h) * W;
+      for (int x = 0; x < w; ++x) acc[x] += row[x];
+    }
+    for (int y = 0; y < h; ++y) {
+      float* o = out + y * W;
+      const float* add = in + Mod(int64_t{y} + b + 1, h) * W;
+      const float* sub = in + Mod(int64_t{y} - b, h) * W;
+      for (int x = 0; x < w; ++x) {
+        const double a = acc[x];
+        o[x] = static_cast<float>(a);
+        acc[x] = a + (static_cast<double>(add[x]) - sub[x]);
+      }
     }
     return;
   }
-  double s = 0;
-  const int first_end = static_cast<int>(std::min<int64_t>(b, n - 1));
-  for (int t = 0; t <= first_end; ++t) s += in[t * in_stride];
-  for (int x = 0; x < n; ++x) {
-    out[x * out_stride] = static_cast<float>(s);
-    const int64_t add = int64_t{x} + b + 1, sub = int64_t{x} - b;
-    if (add < n) s += in[add * in_stride];
-    if (sub >= 0) s -= in[sub * in_stride];
+  const int first_end = std::min(b, h - 1);
+  for (int t = 0; t <= first_end; ++t) {
+    for (int x = 0; x < w; ++x) acc[x] += in[t * W + x];
+  }
+  for (int y = 0; y < h; ++y) {
+    float* o = out + y * W;
+    const int64_t a_row = int64_t{y} + b + 1, s_row = int64_t{y} - b;
+    const float* add = a_row < h ? in + a_row * W : zeros;
+    const float* sub = s_row >= 0 ? in + s_row * W : zeros;
+    for (int x = 0; x < w; ++x) {
+      const double a = acc[x];
+      o[x] = static_cast<float>(a);
+      acc[x] = (a + add[x]) - sub[x];
+    }
+  }
+}
+
+// out (w x h, x fastest) = in (h x w) transposed.
+TESSERA_SOM_CLONES void Transpose(const float* __restrict in, float* __restrict out, int in_w, int in_h) {
+  constexpr int kBlock = 16;
+  for (int y0 = 0; y0 < in_h; y0 += kBlock) {
+    for (int x0 = 0; x0 < in_w; x0 += kBlock) {
+      const int y1 = std::min(in_h, y0 + kBlock), x1 = std::min(in_w, x0 + kBlock);
+      for (int y = y0; y < y1; ++y) {
+        for (int x = x0; x < x1; ++x) out[int64_t{x} * in_h + y] = in[int64_t{y} * in_w + x];
+      }
+    }
   }
 }
 
 }  // namespace
 
-void BoxBlurPlane(float* plane, float* scratch, const GridShape& grid, const BoxBlur& blur) {
-  if (blur.half_width == 0) return;
-  const int w = grid.width, h = grid.height, b = blur.half_width;
+void BoxBlurPlane(float* plane, const GridShape& grid, const BoxBlur& blur, BlurScratch& scratch) {
+  if (blur.half_width == 0 || blur.passes == 0) return;
+  const int w = grid.width, h = grid.height, b = blur.half_width, k = blur.passes;
   const bool torus = grid.topology == Topology::kToroidal;
-  for (int pass = 0; pass < blur.passes; ++pass) {
-    for (int y = 0; y < h; ++y) BlurLine(plane + int64_t{y} * w, 1, scratch + int64_t{y} * w, 1, w, b, torus);
-    for (int x = 0; x < w; ++x) BlurLine(scratch + x, w, plane + x, w, h, b, torus);
+  const size_t m = static_cast<size_t>(grid.nodes());
+  if (scratch.a.size() < m) scratch.a.resize(m);
+  if (scratch.b.size() < m) scratch.b.resize(m);
+  const size_t lanes = static_cast<size_t>(std::max(w, h));
+  if (scratch.acc.size() < lanes) scratch.acc.resize(lanes);
+  if (scratch.zeros.size() < lanes) scratch.zeros.assign(lanes, 0.0f);
+  float* cur = scratch.a.data();
+  float* other = scratch.b.data();
+  // k passes along x on the transposed plane (h wide, w tall) ...
+  Transpose(plane, cur, w, h);
+  for (int pass = 0; pass < k; ++pass) {
+    BlurColumns(cur, other, h, w, b, torus, scratch.acc.data(), scratch.zeros.data());
+    std::swap(cur, other);
+  }
+  Transpose(cur, other, h, w);
+  std::swap(cur, other);
+  // ... then k along y, the last one into the plane.
+  for (int pass = 0; pass < k; ++pass) {
+    float* dst = pass == k - 1 ? plane : other;
+    BlurColumns(cur, dst, w, h, b, torus, scratch.acc.data(), scratch.zeros.data());
+    std::swap(cur, other);
+    cur = dst;
   }
 }
 
@@ -85,10 +141,8 @@ void BoxBlurPlaneDirect(const float* in, float* out, const GridShape& grid, cons
     cur.swap(next);
   };
   if (b > 0) {
-    for (int pass = 0; pass < blur.passes; ++pass) {
-      axis_pass(true);
-      axis_pass(false);
-    }
+    for (int pass = 0; pass < blur.passes; ++pass) axis_pass(true);
+    for (int pass = 0; pass < blur.passes; ++pass) axis_pass(false);
   }
   for (int64_t i = 0; i < grid.nodes(); ++i) out[i] = static_cast<float>(cur[i]);
 }
@@ -99,13 +153,15 @@ void BatchUpdate(const CscView& docs, const int32_t* bmu, const GridShape& grid,
   // Blurred counts.
   std::vector<uint32_t> hits(m, 0);
   for (int64_t d = 0; d < docs.docs; ++d) ++hits[bmu[d]];
-  std::vector<float> counts(m), scratch(m);
+  std::vector<float> counts(m);
   for (int64_t i = 0; i < m; ++i) counts[i] = static_cast<float>(hits[i]);
-  BoxBlurPlane(counts.data(), scratch.data(), grid, blur);
+  BlurScratch counts_scratch;
+  BoxBlurPlane(counts.data(), grid, blur, counts_scratch);
 
   struct WorkerBuffers {
     std::vector<uint32_t> hist;
-    std::vector<float> plane, scratch;
+    std::vector<float> plane;
+    BlurScratch scratch;
   };
   std::vector<std::unique_ptr<WorkerBuffers>> workers(CpuThreads());
   const bool half = codebook.type == WeightType::kFloat16;
@@ -114,7 +170,6 @@ void BatchUpdate(const CscView& docs, const int32_t* bmu, const GridShape& grid,
       workers[worker] = std::make_unique<WorkerBuffers>();
       workers[worker]->hist.resize(m);
       workers[worker]->plane.resize(m);
-      workers[worker]->scratch.resize(m);
     }
     WorkerBuffers& buf = *workers[worker];
     for (int64_t v = v0; v < v1; ++v) {
@@ -126,7 +181,7 @@ void BatchUpdate(const CscView& docs, const int32_t* bmu, const GridShape& grid,
         std::fill(buf.hist.begin(), buf.hist.end(), 0u);
         for (int64_t k = k0; k < k1; ++k) ++buf.hist[bmu[docs.doc_ids[k]]];
         for (int64_t i = 0; i < m; ++i) plane[i] = static_cast<float>(buf.hist[i]);
-        BoxBlurPlane(plane, buf.scratch.data(), grid, blur);
+        BoxBlurPlane(plane, grid, blur, buf.scratch);
       }
       if (half) {
         uint16_t* w = static_cast<uint16_t*>(codebook.weights) + v * m;

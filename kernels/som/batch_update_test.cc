@@ -47,9 +47,10 @@ TEST(BoxBlurCpu, RunningSumsMatchDirectWindowSums) {
           const BoxBlur blur{b, passes};
           SCOPED_TRACE(testing::Message() << GridToString(g) << " b=" << b << " k=" << passes);
           for (bool integers : {true, false}) {
-            std::vector<float> plane = RandomPlane(g, rng, integers), scratch(g.nodes()), ref(g.nodes());
+            std::vector<float> plane = RandomPlane(g, rng, integers), ref(g.nodes());
             cpu::BoxBlurPlaneDirect(plane.data(), ref.data(), g, blur);
-            cpu::BoxBlurPlane(plane.data(), scratch.data(), g, blur);
+            cpu::BlurScratch scratch;
+            cpu::BoxBlurPlane(plane.data(), g, blur, scratch);
             for (int64_t i = 0; i < g.nodes(); ++i) {
               if (integers) {
                 ASSERT_EQ(plane[i], ref[i]) << i;  // exact in double
@@ -67,11 +68,12 @@ TEST(BoxBlurCpu, RunningSumsMatchDirectWindowSums) {
 TEST(BoxBlurCpu, ToroidalBlurScalesMassExactly) {
   std::mt19937 rng(2);
   const GridShape torus{12, 9, Topology::kToroidal};
-  std::vector<float> plane(torus.nodes()), scratch(torus.nodes());
+  std::vector<float> plane(torus.nodes());
+  cpu::BlurScratch scratch;
   for (float& x : plane) x = static_cast<float>(rng() % 4);
   double before = 0, after = 0;
   for (float x : plane) before += x;
-  cpu::BoxBlurPlane(plane.data(), scratch.data(), torus, BoxBlur{2, 3});
+  cpu::BoxBlurPlane(plane.data(), torus, BoxBlur{2, 3}, scratch);
   for (float x : plane) after += x;
   EXPECT_EQ(after, before * std::pow(5.0, 6));  // < 2^24 per cell: exact  // each 1-D box multiplies the mass by 2b+1
 }

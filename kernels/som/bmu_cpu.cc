@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/som/bmu.h"
+#include "kernels/som/cpu_clones.h"
 #include "kernels/som/half.h"
 #include "kernels/som/parallel.h"
 
@@ -26,14 +27,6 @@ namespace {
 
 constexpr int kChunk = 2048;  // nodes per chunk: 8 KB of fp32 accumulators per document
 constexpr int kTile = 16;     // documents per tile: their columns are reused from cache
-
-// The hot loops get AVX-512/AVX2 clones picked at load time (the default build
-// targets baseline x86-64). Only additions, so every clone rounds alike.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TESSERA_SOM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define TESSERA_SOM_CLONES
-#endif
 
 TESSERA_SOM_CLONES void AddRow(float* __restrict acc, const float* __restrict row, int n) {
   for (int i = 0; i < n; ++i) acc[i] += row[i];

@@ -45,8 +45,9 @@ double RadiusAt(const TrainOptions& o, int epoch) {
   const double r1 = std::min(r0, std::max(0.0, o.radius_end));
   const int d = std::max(1, o.radius_decay_epochs);
   if (epoch >= d) return r1;
-  if (r1 <= 0) return r0 * (1.0 - static_cast<double>(epoch) / d);  // linear to 0 when asked for 0
-  return r0 * std::pow(r1 / r0, static_cast<double>(epoch) / d);
+  const double t = static_cast<double>(epoch) / d;
+  if (o.cooling == RadiusCooling::kLinear || r1 <= 0) return r0 + (r1 - r0) * t;  // linear (also to 0)
+  return r0 * std::pow(r1 / r0, t);
 }
 
 namespace {

@@ -6,7 +6,9 @@
 // Gaussian of standard deviation r(e) approximated by box blurs:
 //   r(e) = r0 * (r1 / r0)^(e / D) for e < D, then r1
 // (exponential decay from radius_start r0 to radius_end r1 over D =
-// radius_decay_epochs epochs). Training stops at max_epochs, or earlier once
+// radius_decay_epochs epochs; RadiusCooling::kLinear: r0 + (r1 - r0) e / D,
+// as somoclu's default). Radii are Gaussian standard deviations in cells
+// (somoclu's "radius" r is a Gaussian of sigma std_coeff * r, 0.5 r by default). Training stops at max_epochs, or earlier once
 // the radius is small (r(e) <= small_radius) and the training QE's relative
 // change has stayed below convergence_tolerance for convergence_patience
 // consecutive epochs. A final BMU pass measures the returned codebook.
@@ -37,6 +39,9 @@ namespace som {
 enum class InitMethod { kRandom, kPca };
 const char* InitMethodName(InitMethod init);
 
+// How the radius goes from radius_start to radius_end over radius_decay_epochs.
+enum class RadiusCooling { kExponential, kLinear };
+
 struct EpochReport {
   int epoch = 0;                 // 0-based
   double radius = 0;             // r(e), grid cells
@@ -62,6 +67,7 @@ struct TrainOptions {
   double radius_start = -1;    // <= 0: max(width, height) / 2
   double radius_end = 1.0;
   int radius_decay_epochs = 10;
+  RadiusCooling cooling = RadiusCooling::kExponential;
   int blur_passes = 3;
   double convergence_tolerance = 1e-3;  // <= 0 disables early stopping
   int convergence_patience = 3;

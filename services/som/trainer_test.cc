@@ -64,6 +64,12 @@ TEST(Radius, ExponentialDecayThenFloor) {
   EXPECT_DOUBLE_EQ(RadiusAt(o, 9), 1);
   o.radius_start = 3;
   EXPECT_DOUBLE_EQ(RadiusAt(o, 0), 3);
+  o.cooling = RadiusCooling::kLinear;  // somoclu's default
+  o.radius_start = 8;
+  o.radius_end = 0.5;
+  o.radius_decay_epochs = 2;
+  EXPECT_DOUBLE_EQ(RadiusAt(o, 1), 4.25);
+  EXPECT_DOUBLE_EQ(RadiusAt(o, 2), 0.5);
 }
 
 struct Case {

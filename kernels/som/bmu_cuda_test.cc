@@ -14,6 +14,7 @@
 #include "common/buffer.h"
 #include "common/testing/gpu_test.h"
 #include "kernels/som/bmu.h"
+#include "kernels/som/codebook.h"
 #include "kernels/som/test_util.h"
 
 namespace tessera {
@@ -168,6 +169,41 @@ TEST(BmuCudaParity, SqNormsMatchCpu) {
     ASSERT_TRUE(ComputeSqNorms(stream, view).ok());
     ASSERT_TRUE(stream.Synchronize().ok());
     EXPECT_EQ(ToHost<float>(norms, cb.nodes, stream), cb.norms);
+  }
+}
+
+TEST(CodebookCudaParity, RandomFillMatchesCpu) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  Stream stream = Stream::Create(Backend::kCuda).value();
+  std::vector<float> scale(301);
+  for (int v = 0; v < 301; ++v) scale[v] = 0.01f * (v % 17 + 1);
+  auto dscale = ToDevice(scale, stream);
+  for (WeightType type : {WeightType::kFloat32, WeightType::kFloat16}) {
+    for (CodebookLayout layout : {CodebookLayout::kFeatureMajor, CodebookLayout::kNodeMajor}) {
+      HostCodebook cb;
+      cb.nodes = 1025;
+      cb.features = 301;
+      cb.type = type;
+      cb.layout = layout;
+      cb.f32.resize(type == WeightType::kFloat32 ? 1025 * 301 : 0);
+      cb.f16.resize(type == WeightType::kFloat16 ? 1025 * 301 : 0);
+      cb.norms.resize(1025);
+      ASSERT_TRUE(FillRandomCodebook(Stream::Cpu(), cb.view(), 7, scale.data()).ok());
+      const size_t bytes = static_cast<size_t>(WeightBytes(type)) * 1025 * 301;
+      auto w = Buffer::Allocate(MemoryKind::kDevice, bytes).value();
+      auto norms = Buffer::Allocate(MemoryKind::kDevice, 4 * 1025).value();
+      CodebookView view = cb.view();
+      view.weights = w->data();
+      view.sq_norms = static_cast<float*>(norms->data());
+      ASSERT_TRUE(FillRandomCodebook(stream, view, 7, static_cast<float*>(dscale->data())).ok());
+      ASSERT_TRUE(stream.Synchronize().ok());
+      if (type == WeightType::kFloat32) {
+        EXPECT_EQ(ToHost<float>(w, cb.f32.size(), stream), cb.f32);
+      } else {
+        EXPECT_EQ(ToHost<uint16_t>(w, cb.f16.size(), stream), cb.f16);
+      }
+      EXPECT_EQ(ToHost<float>(norms, 1025, stream), cb.norms);
+    }
   }
 }
 

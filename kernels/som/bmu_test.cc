@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/som/codebook.h"
 #include "kernels/som/half.h"
 #include "kernels/som/test_util.h"
 
@@ -175,6 +176,40 @@ TEST(BmuCpu, SqNormsInDoubleAscending) {
   HostCodebook nm = testutil::WithLayout(cb, CodebookLayout::kNodeMajor);
   nm.UpdateNorms();
   EXPECT_EQ(nm.norms, cb.norms);
+}
+
+TEST(CodebookCpu, RandomFillIsLayoutAndTypeIndependent) {
+  HostCodebook fm;
+  fm.nodes = 37;
+  fm.features = 23;
+  fm.f32.resize(37 * 23);
+  fm.norms.resize(37);
+  std::vector<float> scale(23);
+  for (int v = 0; v < 23; ++v) scale[v] = 0.1f * (v + 1);
+  ASSERT_TRUE(FillRandomCodebook(Stream::Cpu(), fm.view(), 99, scale.data()).ok());
+  HostCodebook nm = fm;
+  nm.layout = CodebookLayout::kNodeMajor;
+  ASSERT_TRUE(FillRandomCodebook(Stream::Cpu(), nm.view(), 99, scale.data()).ok());
+  HostCodebook half = fm;
+  half.type = WeightType::kFloat16;
+  half.f16.resize(37 * 23);
+  ASSERT_TRUE(FillRandomCodebook(Stream::Cpu(), half.view(), 99, scale.data()).ok());
+  double mean = 0;
+  for (int64_t v = 0; v < 23; ++v) {
+    for (int64_t i = 0; i < 37; ++i) {
+      const float w = fm.Weight(v, i);
+      ASSERT_EQ(nm.Weight(v, i), w);
+      ASSERT_EQ(half.f16[v * 37 + i], FloatToHalf(w));
+      ASSERT_GE(w, 0.0f);
+      ASSERT_LT(w, scale[v]);
+      mean += w / scale[v];
+    }
+  }
+  EXPECT_NEAR(mean / (37 * 23), 0.5, 0.05);
+  EXPECT_EQ(nm.norms, fm.norms);
+  HostCodebook other = fm;
+  ASSERT_TRUE(FillRandomCodebook(Stream::Cpu(), other.view(), 100, scale.data()).ok());
+  EXPECT_NE(other.f32, fm.f32);
 }
 
 TEST(BmuCpu, RejectsBadArguments) {

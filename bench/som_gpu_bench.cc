@@ -1,0 +1,327 @@
+// SOM BMU search on the GPU: the feature-major tiled kernel against the
+// node-major layout baseline (the same kernel reading W[i*V + v]) and cuSPARSE
+// SpMM in both dense orders (with a separate top-2 pass), at map edges
+// 32..1024 on a synthetic MEDLINE-shape corpus (30,766 features, ~11 per
+// document, Zipf-like frequencies, topics); then an end-to-end converged 64x64
+// training on the full 29.9 M-document corpus.
+//
+//   som_gpu_bench [--edges=32,64,128,256,512,1024] [--budget=68719476736]
+//                 [--max_docs=1000000] [--reps=3] [--no_train]
+//                 [--train_docs=29900000] [--train_edge=64] [--train_fp16]
+//
+// Per edge the corpus prefix has min(max_docs, budget / nodes) documents (so
+// each variant does about the same work at every edge); times are the median
+// of --reps CUDA-synchronised runs after a warm-up (one run when the warm-up
+// takes over 2 s), also scaled to one epoch of 29.9 M documents. Codebooks are
+// reproducible random fills (FillRandomCodebook, scaled by twice each
+// feature's frequency). "peak" is the tracked device memory high-water mark
+// during the search (codebook, documents and tiles, outputs, scratch);
+// "scratch" the part allocated by the search itself. "agree" is the fraction
+// of BMUs equal to the feature-major result of the same precision (cuSPARSE
+// sums in another order, so near-ties may differ). A variant that would not
+// fit in free device memory is reported as skipped.
+// Without a GPU it prints why and exits 0.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "common/buffer.h"
+#include "common/device.h"
+#include "kernels/som/bmu.h"
+#include "kernels/som/codebook.h"
+#include "kernels/som/documents.h"
+#include "services/som/corpus.h"
+#include "services/som/synthetic.h"
+#include "services/som/trainer.h"
+
+namespace tessera {
+namespace som {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr int64_t kMedlineDocs = 29900000;
+
+struct Args {
+  std::vector<int> edges = {32, 64, 128, 256, 512, 1024};
+  int64_t budget = int64_t{1} << 36;  // documents x nodes per measurement
+  int64_t max_docs = 1000000;
+  int reps = 3;
+  bool train = true;
+  int64_t train_docs = kMedlineDocs;
+  int train_edge = 64;
+  bool train_fp16 = false;
+};
+
+bool Parse(int argc, char** argv, Args& a) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&](const char* name) -> const char* {
+      const size_t n = std::strlen(name);
+      return arg.compare(0, n, name) == 0 && arg.size() > n && arg[n] == '=' ? argv[i] + n + 1 : nullptr;
+    };
+    if (const char* v = value("--edges")) {
+      a.edges.clear();
+      for (absl::string_view e : absl::StrSplit(v, ',')) {
+        int x;
+        if (!absl::SimpleAtoi(e, &x) || x < 1) return false;
+        a.edges.push_back(x);
+      }
+    } else if (const char* v = value("--budget")) {
+      if (!absl::SimpleAtoi(v, &a.budget) || a.budget < 1) return false;
+    } else if (const char* v = value("--max_docs")) {
+      if (!absl::SimpleAtoi(v, &a.max_docs) || a.max_docs < 1) return false;
+    } else if (const char* v = value("--reps")) {
+      if (!absl::SimpleAtoi(v, &a.reps) || a.reps < 1) return false;
+    } else if (const char* v = value("--train_docs")) {
+      if (!absl::SimpleAtoi(v, &a.train_docs) || a.train_docs < 1) return false;
+    } else if (const char* v = value("--train_edge")) {
+      if (!absl::SimpleAtoi(v, &a.train_edge) || a.train_edge < 1) return false;
+    } else if (arg == "--no_train") {
+      a.train = false;
+    } else if (arg == "--train_fp16") {
+      a.train_fp16 = true;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+#define CHECK_OK(expr)                                                                        \
+  do {                                                                                        \
+    absl::Status s_ = (expr);                                                                 \
+    if (!s_.ok()) {                                                                           \
+      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, std::string(s_.message()).c_str()); \
+      std::exit(1);                                                                           \
+    }                                                                                         \
+  } while (0)
+
+template <typename T>
+std::shared_ptr<Buffer> Upload(const std::vector<T>& v, const Stream& stream) {
+  auto b = Buffer::Allocate(MemoryKind::kDevice, std::max<size_t>(sizeof(T), v.size() * sizeof(T)), stream.ordinal());
+  CHECK_OK(b.status());
+  CHECK_OK(CopyBytes((*b)->data(), MemoryKind::kDevice, v.data(), MemoryKind::kHost, v.size() * sizeof(T), stream));
+  return *b;
+}
+
+struct Variant {
+  const char* name;
+  BmuAlgorithm algorithm;
+  WeightType type;
+};
+
+struct Measurement {
+  bool ran = false;
+  std::string note;
+  double seconds = 0;
+  double peak_gib = 0, scratch_gib = 0;
+  double agree = -1;
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& corpus, const std::vector<float>& scale) {
+  const Variant variants[] = {
+      {"feature-major fp32", BmuAlgorithm::kFeatureMajor, WeightType::kFloat32},
+      {"feature-major fp16", BmuAlgorithm::kFeatureMajor, WeightType::kFloat16},
+      {"node-major fp32", BmuAlgorithm::kNodeMajor, WeightType::kFloat32},
+      {"node-major fp16", BmuAlgorithm::kNodeMajor, WeightType::kFloat16},
+      {"cusparse-row fp32", BmuAlgorithm::kCusparseRowOrder, WeightType::kFloat32},
+      {"cusparse-col fp32", BmuAlgorithm::kCusparseColOrder, WeightType::kFloat32},
+  };
+  auto d_scale = Upload(scale, stream);
+  std::map<int64_t, std::unique_ptr<DocumentSet>> doc_sets;  // by document count
+  std::printf("\nBMU search (exact Euclidean, fused top-2), V = %lld features\n",
+              static_cast<long long>(corpus.cols()));
+  std::printf("%-6s %-9s %-20s %10s %12s %14s %9s %9s %8s\n", "edge", "docs", "variant", "ms", "ms/1M docs",
+              "s/epoch 29.9M", "peak GiB", "scratch", "agree");
+  for (int edge : a.edges) {
+    const int64_t m = int64_t{edge} * edge;
+    const int64_t n = std::max<int64_t>(4096, std::min<int64_t>({a.max_docs, corpus.rows(), a.budget / m}));
+    if (doc_sets.count(n) == 0) {
+      CsrView prefix = corpus.view();
+      prefix.rows = n;
+      auto set = DocumentSet::Create(prefix, stream, DocumentParts{true, false});
+      CHECK_OK(set.status());
+      doc_sets[n] = std::make_unique<DocumentSet>(std::move(*set));
+    }
+    const DocumentSet& docs = *doc_sets[n];
+    auto bmu = Buffer::Allocate(MemoryKind::kDevice, 4 * n).value();
+    auto second = Buffer::Allocate(MemoryKind::kDevice, 4 * n).value();
+    auto score = Buffer::Allocate(MemoryKind::kDevice, 4 * n).value();
+    std::map<int, std::vector<int32_t>> reference;  // by weight type: feature-major BMUs
+    std::map<std::string, Measurement> results;
+    for (const Variant& var : variants) {
+      Measurement& r = results[var.name];
+      const size_t weight_bytes = static_cast<size_t>(WeightBytes(var.type)) * m * corpus.cols();
+      size_t need = weight_bytes + 4 * m;
+      if (var.algorithm == BmuAlgorithm::kCusparseRowOrder || var.algorithm == BmuAlgorithm::kCusparseColOrder) {
+        need += (size_t{1} << 30) + 64 * static_cast<size_t>(n) + (size_t{256} << 20);
+      }
+      auto mem = QueryGpuMemory(stream.ordinal());
+      CHECK_OK(mem.status());
+      if (need > mem->free_bytes * 0.95) {
+        char note[96];
+        std::snprintf(note, sizeof note, "skipped: needs %.1f GiB, %.1f GiB free", need / kGiB,
+                      mem->free_bytes / kGiB);
+        r.note = note;
+        continue;
+      }
+      auto weights = Buffer::Allocate(MemoryKind::kDevice, weight_bytes, stream.ordinal());
+      if (!weights.ok()) {
+        r.note = "skipped: " + std::string(weights.status().message());
+        continue;
+      }
+      auto norms = Buffer::Allocate(MemoryKind::kDevice, 4 * m, stream.ordinal()).value();
+      CodebookView cb;
+      cb.nodes = m;
+      cb.features = corpus.cols();
+      cb.type = var.type;
+      cb.layout = LayoutFor(var.algorithm);
+      cb.weights = (*weights)->data();
+      cb.sq_norms = static_cast<float*>(norms->data());
+      CHECK_OK(FillRandomCodebook(stream, cb, /*seed=*/2026, static_cast<const float*>(d_scale->data())));
+      CHECK_OK(stream.Synchronize());
+      const BmuOutput out{static_cast<int32_t*>(bmu->data()), static_cast<int32_t*>(second->data()),
+                          static_cast<float*>(score->data())};
+      SomWorkspace ws;
+      ResetDevicePeak(stream.ordinal());
+      const size_t before = GetDeviceMemoryStats(stream.ordinal()).current_bytes;
+      Clock::time_point t = Clock::now();
+      absl::Status st = FindBmus(stream, var.algorithm, docs, cb, out, &ws);
+      if (st.ok()) st = stream.Synchronize();
+      const double warm = Since(t);
+      if (!st.ok()) {
+        r.note = "failed: " + std::string(st.message());
+        continue;
+      }
+      std::vector<double> times;
+      const int reps = warm > 2.0 ? 1 : a.reps;
+      for (int k = 0; k < reps; ++k) {
+        t = Clock::now();
+        CHECK_OK(FindBmus(stream, var.algorithm, docs, cb, out, &ws));
+        CHECK_OK(stream.Synchronize());
+        times.push_back(Since(t));
+      }
+      const DeviceMemoryStats stats = GetDeviceMemoryStats(stream.ordinal());
+      r.ran = true;
+      r.seconds = Median(times);
+      r.peak_gib = stats.peak_bytes / kGiB;
+      r.scratch_gib = (stats.peak_bytes - before) / kGiB;
+      std::vector<int32_t> host(n);
+      CHECK_OK(CopyBytes(host.data(), MemoryKind::kHost, bmu->data(), MemoryKind::kDevice, 4 * n, stream));
+      const int key = static_cast<int>(var.type);
+      if (var.algorithm == BmuAlgorithm::kFeatureMajor) {
+        reference[key] = host;
+        r.agree = 1.0;
+      } else if (reference.count(key) != 0) {
+        int64_t same = 0;
+        for (int64_t d = 0; d < n; ++d) same += host[d] == reference[key][d];
+        r.agree = static_cast<double>(same) / n;
+      }
+    }
+    for (const Variant& var : variants) {
+      const Measurement& r = results[var.name];
+      if (!r.ran) {
+        std::printf("%-6d %-9lld %-20s %s\n", edge, static_cast<long long>(n), var.name, r.note.c_str());
+        continue;
+      }
+      char agree[16] = "-";
+      if (r.agree >= 0) std::snprintf(agree, sizeof agree, "%.4f", r.agree);
+      std::printf("%-6d %-9lld %-20s %10.2f %12.2f %14.2f %9.2f %9.3f %8s\n", edge, static_cast<long long>(n),
+                  var.name, 1e3 * r.seconds, 1e3 * r.seconds * 1e6 / n, r.seconds * kMedlineDocs / n, r.peak_gib,
+                  r.scratch_gib, agree);
+    }
+    auto ratio = [&](const char* slow, const char* fast) {
+      const Measurement &s = results[slow], &f = results[fast];
+      return s.ran && f.ran ? s.seconds / f.seconds : 0.0;
+    };
+    std::printf("  edge %d speed-ups of feature-major: %.2fx over node-major (fp32), %.2fx (fp16); "
+                "%.2fx over cusparse-row, %.2fx over cusparse-col (fp32); fp16 vs fp32 feature-major %.2fx\n",
+                edge, ratio("node-major fp32", "feature-major fp32"), ratio("node-major fp16", "feature-major fp16"),
+                ratio("cusparse-row fp32", "feature-major fp32"), ratio("cusparse-col fp32", "feature-major fp32"),
+                ratio("feature-major fp32", "feature-major fp16"));
+    std::fflush(stdout);
+  }
+}
+
+void BenchTraining(const Args& a) {
+  std::printf("\nEnd-to-end training: %dx%d planar, %s codebook, synthetic MEDLINE shape, %lld documents\n",
+              a.train_edge, a.train_edge, a.train_fp16 ? "fp16" : "fp32", static_cast<long long>(a.train_docs));
+  Clock::time_point t = Clock::now();
+  SparseBinaryMatrix corpus = GenerateSyntheticCorpus(MedlineShape(a.train_docs));
+  std::printf("  corpus generated on the host in %.1f s: %lld x %lld, %lld non-zeros (not counted below)\n", Since(t),
+              static_cast<long long>(corpus.rows()), static_cast<long long>(corpus.cols()),
+              static_cast<long long>(corpus.nnz()));
+  TrainOptions o;
+  o.grid = GridShape{a.train_edge, a.train_edge, Topology::kPlanar};
+  o.backend = Backend::kCuda;
+  o.weight_type = a.train_fp16 ? WeightType::kFloat16 : WeightType::kFloat32;
+  o.max_epochs = 40;
+  o.radius_decay_epochs = 10;
+  o.progress = [](const EpochReport& r) {
+    std::printf("  epoch %2d radius %5.2f (box %2d)  QE %.4f (%.1e)  TE %.3f  BMU %.3fs update %.3fs epoch %.3fs\n",
+                r.epoch, r.radius, r.box_half_width, r.qe, r.qe_relative_change, r.topographic_error, r.bmu_seconds,
+                r.update_seconds, r.seconds);
+    std::fflush(stdout);
+  };
+  ResetDevicePeak(0);
+  auto result = TrainSom(corpus, o);
+  CHECK_OK(result.status());
+  double epochs_seconds = 0;
+  for (const EpochReport& r : result->history) epochs_seconds += r.seconds;
+  std::printf("  %s after %d epochs: total %.1f s (init %.1f s host PCA, upload + tiles + CSC included), "
+              "epochs %.1f s; final QE %.4f, TE %.4f, dead units %.3f; peak device memory %.2f GiB\n",
+              result->converged ? "converged" : "stopped at max_epochs", result->epochs, result->total_seconds,
+              result->init_seconds, epochs_seconds, result->final_quality.qe_euclidean,
+              result->final_quality.topographic_error, result->final_quality.dead_unit_fraction,
+              GetDeviceMemoryStats(0).peak_bytes / kGiB);
+}
+
+}  // namespace
+}  // namespace som
+}  // namespace tessera
+
+int main(int argc, char** argv) {
+  using namespace tessera;
+  using namespace tessera::som;
+  Args a;
+  if (!Parse(argc, argv, a)) {
+    std::fprintf(stderr,
+                 "usage: som_gpu_bench [--edges=32,...] [--budget=N] [--max_docs=N] [--reps=N] [--no_train] "
+                 "[--train_docs=N] [--train_edge=E] [--train_fp16]\n");
+    return 2;
+  }
+  const DeviceRegistry& reg = DeviceRegistry::Get();
+  if (!reg.cuda_available()) {
+    std::printf("som_gpu_bench: no GPU (%s); nothing to measure.\n", reg.cuda_unavailable_reason().c_str());
+    return 0;
+  }
+  std::printf("device: %s\n", reg.Describe().c_str());
+  auto stream = Stream::Create(Backend::kCuda, 0);
+  CHECK_OK(stream.status());
+  Clock::time_point t = Clock::now();
+  SparseBinaryMatrix corpus = GenerateSyntheticCorpus(MedlineShape(a.max_docs));
+  std::printf("benchmark corpus: %lld x %lld, %lld non-zeros (%.2f per document), generated in %.1f s\n",
+              static_cast<long long>(corpus.rows()), static_cast<long long>(corpus.cols()),
+              static_cast<long long>(corpus.nnz()), static_cast<double>(corpus.nnz()) / corpus.rows(), Since(t));
+  std::vector<int64_t> df = FeatureCounts(corpus);
+  std::vector<float> scale(corpus.cols());
+  for (size_t v = 0; v < scale.size(); ++v) scale[v] = static_cast<float>(2.0 * df[v] / corpus.rows());
+  BenchBmu(a, *stream, corpus, scale);
+  if (a.train) BenchTraining(a);
+  return 0;
+}

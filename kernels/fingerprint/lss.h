@@ -1,0 +1,182 @@
+// MCC matching: local similarities between cylinders and the LSS / LSS-R
+// global scores (Cappelli et al., TPAMI 2010, sections 4-5).
+//
+// Local similarity of two bit cylinders a, b with masks ma, mb:
+//   matchable when |dphi(theta_a, theta_b)| <= delta_theta (pi/2, plus 1e-5 rad
+//   so that exactly 90 degrees counts whatever the float rounding) and the
+//   cells valid in both, |ma & mb|, are at least minME (0.6) of the cells in
+//   the circle; then with c_a = a & mb, c_b = b & ma (bits already vanish
+//   outside their own mask) and ||v|| = sqrt(popcount(v)):
+//     lambda = 1 - ||c_a xor c_b|| / (||c_a|| + ||c_b||)
+//   and 0 when not matchable or ||c_a|| + ||c_b|| = 0. Popcounts use
+//   |c_a xor c_b| = |c_a| + |c_b| - 2 |a & b|, and |c_a| = |a| when ma is a
+//   subset of mb (the common case), so most pairs need one popcount pass.
+// LSS: n_P = minNP + round(Z(min(nA, nB), muP, tauP) (maxNP - minNP)) with
+//   Z(v, mu, tau) = 1 / (1 + exp(-tau (v - mu))); the score is the mean of
+//   the n_P largest local similarities (nA, nB: valid cylinders).
+// LSS-R: the nR = min(nA, nB) largest local similarities (ties: lower row,
+//   then column first; zero entries are never selected, so fewer pairs may
+//   remain) are relaxed n_rel times:
+//     lambda_t <- wR lambda_t + (1 - wR) sum_{k != t} rho(t, k) lambda_k / (nR - 1)
+//   with rho(t, k) = Z(d1, mu1, tau1) Z(d2, mu2, tau2) Z(d3, mu3, tau3):
+//     d1 = | |a_rt - a_rk| - |b_ct - b_ck| |               (distances)
+//     d2 = | dphi(dphi(theta_a_rt, theta_a_rk), dphi(theta_b_ct, theta_b_ck)) |
+//     d3 = | dphi(dR(a_rt, a_rk), dR(b_ct, b_ck)) |,
+//          dR(m1, m2) = dphi(theta_1, atan2(y1 - y2, x2 - x1))   (radial angles)
+//   then the n_P pairs of highest efficiency lambda_t / lambda_t^0 are kept
+//   and the score is the sum of their relaxed similarities divided by n_P.
+//   A factor Z below 1e-7 (d1 > mu1 + ln(1e7)/|tau1|, ...) makes rho exactly
+//   0: this changes rho by less than 1e-7 and skips most of the work.
+// Parameters (the paper's): delta_theta = pi/2, minME = 0.6, minNP = 4,
+// maxNP = 12, muP = 20, tauP = 2/5, n_rel = 5, wR = 1/2, mu1 = 5, tau1 = -8/5,
+// mu2 = mu3 = pi/12, tau2 = tau3 = -30.
+//
+// Scores are in [0, 1] and identical, bit for bit, between the CPU reference
+// and the CUDA kernel (fp_math.h; same selection and summation order).
+#ifndef TESSERA_KERNELS_FINGERPRINT_LSS_H_
+#define TESSERA_KERNELS_FINGERPRINT_LSS_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/buffer.h"
+#include "common/device.h"
+#include "kernels/fingerprint/mcc.h"
+
+namespace tessera {
+namespace fingerprint {
+
+enum class MccScore { kLss, kLssR };
+
+struct LssParams {
+  float delta_theta = 1.57079633f;  // pi/2
+  double min_matchable = 0.6;       // minME, fraction of the cells in the circle
+  int min_np = 4;
+  int max_np = 12;
+  double mu_p = 20.0;
+  double tau_p = 0.4;
+  int relaxation_iterations = 5;
+  float w_r = 0.5f;
+  float mu_rho1 = 5.0f, tau_rho1 = -1.6f;
+  float mu_rho2 = 0.261799388f, tau_rho2 = -30.0f;  // pi/12
+  float mu_rho3 = 0.261799388f, tau_rho3 = -30.0f;
+};
+
+// Everything derived from LssParams and MccParams that the CPU and CUDA code
+// share (so both see the same floats).
+struct LssConstants {
+  float delta_theta;
+  int min_common_cells;  // ceil(minME * cells in circle)
+  int relaxation_iterations;
+  float w_r, one_minus_w_r;
+  float mu1, tau1, cut1;  // cut: the d beyond which Z < 1e-7 (infinity for tau >= 0)
+  float mu2, tau2, cut2;
+  float mu3, tau3, cut3;
+  float exp_lo, exp_hi;  // -87, 88: the range of the sigmoid exponents
+  uint8_t np_table[kMccMaxMinutiae + 1];  // n_P for min(nA, nB) = 0..255
+};
+LssConstants MakeLssConstants(const LssParams& params, const MccParams& mcc = {});
+
+// A probe prepared for many comparisons: bit counts, mask classes, and for
+// the CPU matcher its cylinders ordered by direction and the pairwise
+// relations (distance, direction difference, radial angle; row-major n x n).
+struct LssProbe {
+  MccTemplate cylinders;
+  std::vector<uint16_t> bit_count;
+  std::vector<uint8_t> full_mask;
+  std::vector<uint64_t> expanded_mask;  // per cylinder, the mask repeated for each layer (24 words)
+  std::vector<int> by_theta;        // cylinder indices sorted by theta
+  std::vector<float> sorted_theta;  // their thetas
+  std::vector<float> pair_dist, pair_dir, pair_radial;
+};
+LssProbe PrepareProbe(const MccTemplate& probe, const MccParams& mcc = {});
+
+namespace cpu {
+
+// lambda(a, b) for one pair of cylinders.
+float LocalSimilarity(const MccCylinder& a, const MccCylinder& b, const LssConstants& c);
+
+// Row-major nA x nB matrix of local similarities.
+std::vector<float> LocalSimilarityMatrix(const MccTemplate& a, const MccTemplate& b, const LssConstants& c);
+
+// Global score of a probe against template `t` of the gallery (the reference
+// and the CPU backend).
+float Score(const LssProbe& probe, const MccGallery& gallery, int t, MccScore kind, const LssConstants& c);
+
+// The definition written plainly (full matrix, full sort, no vector code):
+// Score must return exactly this. For tests.
+float ReferenceScore(const MccTemplate& a, const MccTemplate& b, MccScore kind, const LssConstants& c);
+
+// Convenience: two templates.
+float Score(const MccTemplate& a, const MccTemplate& b, MccScore kind, const LssConstants& c);
+
+// "avx512-vpopcntdq" or "scalar-popcnt": the popcount path Score uses on
+// this machine (TESSERA_FP_NO_AVX512=1 forces the scalar one). Both give the
+// same scores.
+const char* PopcountPath();
+// For benchmarks: use the scalar path even where AVX-512 is available.
+void ForceScalarPopcount(bool scalar);
+
+// Scores against every gallery template with `threads` threads (0 = all
+// hardware threads).
+void ScoreGallery(const LssProbe& probe, const MccGallery& gallery, MccScore kind, const LssConstants& c,
+                  float* scores, int threads = 1);
+
+}  // namespace cpu
+
+// ---------------------------------------------------------------------------
+// CUDA: the gallery lives on the GPU; each probe is scored against all of it
+// (one thread block per gallery template, the probe's cylinders in shared
+// memory; see lss.cu).
+class MccDeviceGallery {
+ public:
+  // Uploads `gallery` to GPU `stream.ordinal()`. FAILED_PRECONDITION without
+  // CUDA.
+  static absl::StatusOr<MccDeviceGallery> Upload(const MccGallery& gallery, const Stream& stream);
+
+  int num_templates() const { return num_templates_; }
+  int num_cylinders() const { return num_cylinders_; }
+  int max_template_size() const { return max_template_size_; }
+  int ordinal() const { return ordinal_; }
+  size_t bytes() const;
+
+  // Device pointers (see MccGallery for the layout).
+  const int32_t* start() const;
+  const uint64_t* bits() const;
+  const uint64_t* mask() const;
+  const float* x() const;
+  const float* y() const;
+  const float* theta() const;
+  const uint16_t* bit_count() const;
+  const uint8_t* full_mask() const;
+
+ private:
+  int num_templates_ = 0;
+  int num_cylinders_ = 0;
+  int max_template_size_ = 0;
+  int ordinal_ = 0;
+  std::shared_ptr<Buffer> start_, bits_, mask_, x_, y_, theta_, bit_count_, full_mask_;
+};
+
+// Largest probe x gallery-template sizes the CUDA kernel accepts: the local
+// similarity matrix of one comparison lives in shared memory.
+inline constexpr int kLssCudaMaxMatrixEntries = 160 * 160;
+
+// Scores `probe` against every template of `gallery`; `scores` (host memory,
+// gallery.num_templates() floats) is written when the call returns.
+absl::Status ScoreGallery(const Stream& stream, const LssProbe& probe, const MccDeviceGallery& gallery,
+                          MccScore kind, const LssConstants& constants, float* scores);
+
+namespace cuda {
+// Same, with `scores` in device memory and no synchronization (the caller
+// synchronizes `stream`).
+absl::Status ScoreGalleryAsync(const Stream& stream, const LssProbe& probe, const MccDeviceGallery& gallery,
+                               MccScore kind, const LssConstants& constants, float* device_scores);
+}  // namespace cuda
+
+}  // namespace fingerprint
+}  // namespace tessera
+
+#endif  // TESSERA_KERNELS_FINGERPRINT_LSS_H_

@@ -1,0 +1,488 @@
+// CPU reference of the MCC local similarities and the LSS / LSS-R scores
+// (also the CPU backend). Bit-identical to lss.cu: same float operations
+// (lss_impl.h), same selection rule and summation order.
+#if defined(__x86_64__)
+#pragma GCC target("popcnt")
+#endif
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "kernels/fingerprint/fp_math.h"
+#include "kernels/fingerprint/lss.h"
+#include "kernels/fingerprint/lss_impl.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace tessera {
+namespace fingerprint {
+namespace cpu {
+// Vectorized loops (lss_cpu_vector.cc, compiled without this file's
+// "#pragma GCC target", which would suppress their per-ISA clones).
+namespace lss_vector {
+void RhoRow(int p, const float* ad, const float* adir, const float* arad, const float* gx, const float* gy,
+            const float* gt, float xt, float yt, float tt, const LssConstants& c, float* out);
+void RelaxStep(int p, const float* rho_t, const float* lambda, float denominator, const LssConstants& c, float* sum,
+               float* next);
+}  // namespace lss_vector
+
+namespace {
+
+using lss_vector::RelaxStep;
+using lss_vector::RhoRow;
+
+using lss_internal::DirectionsMatchable;
+using lss_internal::LambdaFromCounts;
+
+struct Entry {
+  float value;
+  int index;  // r * nB + c
+};
+
+struct EntryKeyBefore {
+  bool operator()(const Entry& a, const Entry& b) const {
+    return lss_internal::KeyBefore(a.value, a.index, b.value, b.index);
+  }
+};
+
+inline int Popcount(uint64_t v) { return __builtin_popcountll(v); }
+
+// sqrtf(i) for every possible popcount (correctly rounded, so equal to the
+// device's sqrtf).
+struct SqrtTable {
+  float v[kMccBitWords * 64 + 1];
+  SqrtTable() {
+    for (int i = 0; i <= kMccBitWords * 64; ++i) v[i] = sqrtf(static_cast<float>(i));
+  }
+};
+const SqrtTable& Sqrts() {
+  static const SqrtTable* table = new SqrtTable();
+  return *table;
+}
+
+// lambda_internal::LambdaFromCounts with table square roots.
+inline float LambdaFromCountsTable(int na, int nb, int nab, const float* sq) {
+  if (na + nb == 0) return 0.0f;
+  return 1.0f - sq[na + nb - 2 * nab] / (sq[na] + sq[nb]);
+}
+
+// Local similarity of probe cylinder a and gallery cylinder b (directions
+// already matchable). `*_xmask` are the masks repeated for every layer (24
+// words). With m = ma & mb: |c_a| = |a| - |a & (ma & ~mb)|, so only the mask
+// words where the masks differ cost extra popcounts; |c_a xor c_b| =
+// |c_a| + |c_b| - 2 |a & b|.
+struct ScalarKernel {
+  static inline float Lambda(const uint64_t* a_bits, const uint64_t* a_mask, const uint64_t* /*a_xmask*/,
+                             int a_count, const uint64_t* b_bits, const uint64_t* b_mask,
+                             const uint64_t* /*b_xmask*/, int b_count, const LssConstants& c, const float* sq) {
+    int common = 0;
+    uint64_t da[kMccMaskWords], db[kMccMaskWords];
+    uint64_t any_a = 0, any_b = 0;
+    for (int q = 0; q < kMccMaskWords; ++q) {
+      common += Popcount(a_mask[q] & b_mask[q]);
+      da[q] = a_mask[q] & ~b_mask[q];
+      db[q] = b_mask[q] & ~a_mask[q];
+      any_a |= da[q];
+      any_b |= db[q];
+    }
+    if (common < c.min_common_cells) return 0.0f;
+    int n0 = 0, n1 = 0, n2 = 0, n3 = 0;
+    for (int w = 0; w < kMccBitWords; w += 4) {
+      n0 += Popcount(a_bits[w] & b_bits[w]);
+      n1 += Popcount(a_bits[w + 1] & b_bits[w + 1]);
+      n2 += Popcount(a_bits[w + 2] & b_bits[w + 2]);
+      n3 += Popcount(a_bits[w + 3] & b_bits[w + 3]);
+    }
+    int na = a_count, nb = b_count;
+    if (any_a != 0) {
+      for (int q = 0; q < kMccMaskWords; ++q) {
+        if (da[q] == 0) continue;
+        for (int k = 0; k < kMccNd; ++k) na -= Popcount(a_bits[k * kMccLayerWords + q] & da[q]);
+      }
+    }
+    if (any_b != 0) {
+      for (int q = 0; q < kMccMaskWords; ++q) {
+        if (db[q] == 0) continue;
+        for (int k = 0; k < kMccNd; ++k) nb -= Popcount(b_bits[k * kMccLayerWords + q] & db[q]);
+      }
+    }
+    return LambdaFromCountsTable(na, nb, (n0 + n1) + (n2 + n3), sq);
+  }
+};
+
+#if defined(__x86_64__)
+// The same counts with AVX-512 VPOPCNTQ: a cylinder is three 512-bit vectors.
+struct Avx512Kernel {
+  __attribute__((target("avx512f,avx512vpopcntdq"))) static float Lambda(
+      const uint64_t* a_bits, const uint64_t* a_mask, const uint64_t* a_xmask, int a_count, const uint64_t* b_bits,
+      const uint64_t* b_mask, const uint64_t* b_xmask, int b_count, const LssConstants& c, const float* sq) {
+    int common = 0;
+    uint64_t any_a = 0, any_b = 0;
+    for (int q = 0; q < kMccMaskWords; ++q) {
+      common += Popcount(a_mask[q] & b_mask[q]);
+      any_a |= a_mask[q] & ~b_mask[q];
+      any_b |= b_mask[q] & ~a_mask[q];
+    }
+    if (common < c.min_common_cells) return 0.0f;
+    const __m512i a0 = _mm512_loadu_si512(a_bits), a1 = _mm512_loadu_si512(a_bits + 8),
+                  a2 = _mm512_loadu_si512(a_bits + 16);
+    const __m512i b0 = _mm512_loadu_si512(b_bits), b1 = _mm512_loadu_si512(b_bits + 8),
+                  b2 = _mm512_loadu_si512(b_bits + 16);
+    __m512i acc = _mm512_add_epi64(_mm512_popcnt_epi64(_mm512_and_si512(a0, b0)),
+                                   _mm512_popcnt_epi64(_mm512_and_si512(a1, b1)));
+    acc = _mm512_add_epi64(acc, _mm512_popcnt_epi64(_mm512_and_si512(a2, b2)));
+    const int nab = static_cast<int>(_mm512_reduce_add_epi64(acc));
+    int na = a_count, nb = b_count;
+    if (any_a != 0) {
+      __m512i x = _mm512_add_epi64(_mm512_popcnt_epi64(_mm512_and_si512(a0, _mm512_loadu_si512(b_xmask))),
+                                   _mm512_popcnt_epi64(_mm512_and_si512(a1, _mm512_loadu_si512(b_xmask + 8))));
+      x = _mm512_add_epi64(x, _mm512_popcnt_epi64(_mm512_and_si512(a2, _mm512_loadu_si512(b_xmask + 16))));
+      na = static_cast<int>(_mm512_reduce_add_epi64(x));
+    }
+    if (any_b != 0) {
+      __m512i x = _mm512_add_epi64(_mm512_popcnt_epi64(_mm512_and_si512(b0, _mm512_loadu_si512(a_xmask))),
+                                   _mm512_popcnt_epi64(_mm512_and_si512(b1, _mm512_loadu_si512(a_xmask + 8))));
+      x = _mm512_add_epi64(x, _mm512_popcnt_epi64(_mm512_and_si512(b2, _mm512_loadu_si512(a_xmask + 16))));
+      nb = static_cast<int>(_mm512_reduce_add_epi64(x));
+    }
+    return LambdaFromCountsTable(na, nb, nab, sq);
+  }
+};
+#endif
+
+int BitCount(const MccCylinder& c) {
+  int n = 0;
+  for (int w = 0; w < kMccBitWords; ++w) n += Popcount(c.bits[w]);
+  return n;
+}
+
+struct Scratch {
+  std::vector<Entry> entries;
+  std::vector<float> rho_t, lambda0, lambda, next, sum;
+  std::vector<uint8_t> taken;
+  std::vector<int> rows, columns;
+  std::vector<float> gx, gy, gt, ad, adir, arad, row;
+};
+
+Scratch& ThreadScratch() {
+  thread_local Scratch scratch;
+  return scratch;
+}
+
+// The global score from the nonzero local similarities (any order) of the
+// probe against gallery template with cylinders at (bx, by, bt)[0..nb).
+float GlobalScore(std::vector<Entry>& entries, const LssProbe& probe, int nb, const float* bx, const float* by,
+                  const float* bt, MccScore kind, const LssConstants& c, Scratch& s) {
+  const int na = static_cast<int>(probe.cylinders.cylinders.size());
+  const int n_min = std::min(na, nb);
+  const int np = c.np_table[n_min];
+  if (entries.empty() || np == 0) return 0.0f;
+  if (kind == MccScore::kLss) {
+    const size_t k = std::min<size_t>(np, entries.size());
+    std::partial_sort(entries.begin(), entries.begin() + k, entries.end(), EntryKeyBefore());
+    float sum = 0.0f;
+    for (size_t i = 0; i < k; ++i) sum = sum + entries[i].value;
+    return sum / static_cast<float>(np);
+  }
+  // LSS-R: the nR best pairs (ScoreImpl keeps at most nR), in row-major
+  // (flat index) order.
+  const size_t nr = static_cast<size_t>(n_min);
+  if (entries.size() > nr) {
+    std::nth_element(entries.begin(), entries.begin() + (nr - 1), entries.end(), EntryKeyBefore());
+    entries.resize(nr);
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.index < b.index; });
+  const int p = static_cast<int>(entries.size());
+  s.lambda0.resize(p);
+  s.lambda.resize(p);
+  s.next.resize(p);
+  s.sum.resize(p);
+  for (int t = 0; t < p; ++t) s.lambda0[t] = s.lambda[t] = entries[t].value;
+  if (n_min > 1 && c.relaxation_iterations > 0) {
+    s.rows.resize(p);
+    s.columns.resize(p);
+    s.gx.resize(p);
+    s.gy.resize(p);
+    s.gt.resize(p);
+    for (int t = 0; t < p; ++t) {
+      s.rows[t] = entries[t].index / nb;
+      s.columns[t] = entries[t].index % nb;
+      s.gx[t] = bx[s.columns[t]];
+      s.gy[t] = by[s.columns[t]];
+      s.gt[t] = bt[s.columns[t]];
+    }
+    // rho transposed: rho_t[k * p + t] = rho(t, k); rho(t, t) = 0. Each row
+    // is one vectorized pass (RhoRow) over the probe relations gathered for
+    // it.
+    s.rho_t.resize(static_cast<size_t>(p) * p);
+    s.ad.resize(p);
+    s.adir.resize(p);
+    s.arad.resize(p);
+    s.row.resize(p);
+    for (int t = 0; t < p; ++t) {
+      const size_t base = static_cast<size_t>(s.rows[t]) * na;
+      for (int k = 0; k < p; ++k) {
+        s.ad[k] = probe.pair_dist[base + s.rows[k]];
+        s.adir[k] = probe.pair_dir[base + s.rows[k]];
+        s.arad[k] = probe.pair_radial[base + s.rows[k]];
+      }
+      RhoRow(p, s.ad.data(), s.adir.data(), s.arad.data(), s.gx.data(), s.gy.data(), s.gt.data(), s.gx[t], s.gy[t],
+             s.gt[t], c, s.row.data());
+      s.row[t] = 0.0f;
+      for (int k = 0; k < p; ++k) s.rho_t[static_cast<size_t>(k) * p + t] = s.row[k];
+    }
+    // Each t sums rho(t, k) lambda_k over k in ascending order, as the CUDA
+    // kernel does; the loops are interchanged so the p sums vectorize.
+    const float denominator = static_cast<float>(n_min - 1);
+    for (int it = 0; it < c.relaxation_iterations; ++it) {
+      RelaxStep(p, s.rho_t.data(), s.lambda.data(), denominator, c, s.sum.data(), s.next.data());
+      s.lambda.swap(s.next);
+    }
+  }
+  // The np pairs of highest efficiency lambda / lambda0 (ties: lower t).
+  const int keep = std::min(np, p);
+  s.taken.assign(p, 0);
+  s.next.resize(p);
+  for (int t = 0; t < p; ++t) s.next[t] = s.lambda[t] / s.lambda0[t];
+  float sum = 0.0f;
+  for (int i = 0; i < keep; ++i) {
+    int best = -1;
+    float best_eff = 0.0f;
+    for (int t = 0; t < p; ++t) {
+      if (s.taken[t]) continue;
+      if (best < 0 || s.next[t] > best_eff) {
+        best = t;
+        best_eff = s.next[t];
+      }
+    }
+    s.taken[best] = 1;
+    sum = sum + s.lambda[best];
+  }
+  const float score = sum / static_cast<float>(np);
+  return std::min(1.0f, std::max(0.0f, score));
+}
+
+}  // namespace
+
+float LocalSimilarity(const MccCylinder& a, const MccCylinder& b, const LssConstants& c) {
+  if (!DirectionsMatchable(a.theta, b.theta, c)) return 0.0f;
+  return ScalarKernel::Lambda(a.bits, a.mask, nullptr, BitCount(a), b.bits, b.mask, nullptr, BitCount(b), c,
+                              Sqrts().v);
+}
+
+std::vector<float> LocalSimilarityMatrix(const MccTemplate& a, const MccTemplate& b, const LssConstants& c) {
+  const size_t na = a.cylinders.size(), nb = b.cylinders.size();
+  std::vector<float> m(na * nb);
+  for (size_t r = 0; r < na; ++r)
+    for (size_t j = 0; j < nb; ++j) m[r * nb + j] = LocalSimilarity(a.cylinders[r], b.cylinders[j], c);
+  return m;
+}
+
+namespace {
+
+template <typename Kernel>
+float ScoreImpl(const LssProbe& probe, const MccGallery& gallery, int t, MccScore kind, const LssConstants& c) {
+  const std::vector<MccCylinder>& pa = probe.cylinders.cylinders;
+  const int na = static_cast<int>(pa.size());
+  const int nb = gallery.template_size(t);
+  if (na == 0 || nb == 0) return 0.0f;
+  Scratch& s = ThreadScratch();
+  s.entries.clear();
+  const float* sq = Sqrts().v;
+  const size_t start = gallery.start[t];
+  const uint64_t* gb = &gallery.bits[start * kMccBitWords];
+  const uint64_t* gm = &gallery.mask[start * kMccMaskWords];
+  const float* bt = &gallery.theta[start];
+  const float* sorted = probe.sorted_theta.data();
+  const uint64_t* a_xmask = probe.expanded_mask.data();
+  // Probe cylinders whose direction may be within delta_theta of theta_b form
+  // a circular range of the sorted directions; the exact test runs inside it.
+  const float reach = c.delta_theta + 1e-3f;
+  // Only the best `limit` entries can be used (nR for LSS-R, nP for LSS): a
+  // min-heap (worst kept entry on top) of that size filters the rest.
+  const size_t limit = kind == MccScore::kLssR ? static_cast<size_t>(std::min(na, nb))
+                                               : static_cast<size_t>(c.np_table[std::min(na, nb)]);
+  auto keep = [&s, limit](const Entry& e) {
+    if (s.entries.size() < limit) {
+      s.entries.push_back(e);
+      std::push_heap(s.entries.begin(), s.entries.end(), EntryKeyBefore());
+    } else if (limit > 0 && EntryKeyBefore()(e, s.entries.front())) {
+      std::pop_heap(s.entries.begin(), s.entries.end(), EntryKeyBefore());
+      s.entries.back() = e;
+      std::push_heap(s.entries.begin(), s.entries.end(), EntryKeyBefore());
+    }
+  };
+  alignas(64) uint64_t b_bits[kMccBitWords];
+  alignas(64) uint64_t b_xmask[kMccBitWords];
+  uint64_t b_mask[kMccMaskWords];
+  for (int j = 0; j < nb; ++j) {
+    const float tb = bt[j];
+    for (int w = 0; w < kMccBitWords; ++w) b_bits[w] = gb[static_cast<size_t>(w) * nb + j];
+    for (int w = 0; w < kMccMaskWords; ++w) b_mask[w] = gm[static_cast<size_t>(w) * nb + j];
+    for (int w = 0; w < kMccBitWords; ++w) b_xmask[w] = b_mask[w % kMccMaskWords];
+    const int b_count = gallery.bit_count[start + j];
+    // Directions strictly inside [tb - delta + 1e-3, tb + delta - 1e-3] are
+    // matchable whatever the rounding (the float difference is within 1e-6
+    // of the exact one), so the exact test only runs near the range's edges.
+    const float inner_lo = tb - c.delta_theta + 1e-3f, inner_hi = tb + c.delta_theta - 1e-3f;
+    auto visit = [&](int lo, int hi) {  // sorted positions [lo, hi)
+      for (int q = lo; q < hi; ++q) {
+        const int r = probe.by_theta[q];
+        const float ta = sorted[q];
+        if (!(ta > inner_lo && ta < inner_hi) && !DirectionsMatchable(pa[r].theta, tb, c)) continue;
+        const float v = Kernel::Lambda(pa[r].bits, pa[r].mask, a_xmask + static_cast<size_t>(r) * kMccBitWords,
+                                       probe.bit_count[r], b_bits, b_mask, b_xmask, b_count, c, sq);
+        if (v > 0.0f) keep({v, r * nb + j});
+      }
+    };
+    const float lo_theta = tb - reach, hi_theta = tb + reach;
+    if (reach >= fpmath::kPiF) {
+      visit(0, na);
+      continue;
+    }
+    const int lo = static_cast<int>(std::lower_bound(sorted, sorted + na, lo_theta) - sorted);
+    const int hi = static_cast<int>(std::upper_bound(sorted, sorted + na, hi_theta) - sorted);
+    visit(lo, hi);
+    // Wrapped parts of the range (directions near 0 and near 2 pi).
+    if (lo_theta < 0.0f) {
+      const int w = static_cast<int>(std::lower_bound(sorted, sorted + na, lo_theta + fpmath::kTwoPiF) - sorted);
+      visit(std::max(w, hi), na);
+    }
+    if (hi_theta > fpmath::kTwoPiF) {
+      const int w = static_cast<int>(std::upper_bound(sorted, sorted + na, hi_theta - fpmath::kTwoPiF) - sorted);
+      visit(0, std::min(w, lo));
+    }
+  }
+  return GlobalScore(s.entries, probe, nb, &gallery.x[start], &gallery.y[start], bt, kind, c, s);
+}
+
+bool CpuHasAvx512Popcount() {
+#if defined(__x86_64__)
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vpopcntdq");
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
+std::atomic<bool> g_force_scalar{[] {
+  const char* off = std::getenv("TESSERA_FP_NO_AVX512");
+  return off != nullptr && off[0] == '1';
+}()};
+
+bool UseAvx512() { return !g_force_scalar.load(std::memory_order_relaxed) && CpuHasAvx512Popcount(); }
+
+}  // namespace
+
+const char* PopcountPath() { return UseAvx512() ? "avx512-vpopcntdq" : "scalar-popcnt"; }
+
+void ForceScalarPopcount(bool scalar) { g_force_scalar.store(scalar); }
+
+float Score(const LssProbe& probe, const MccGallery& gallery, int t, MccScore kind, const LssConstants& c) {
+#if defined(__x86_64__)
+  if (UseAvx512()) return ScoreImpl<Avx512Kernel>(probe, gallery, t, kind, c);
+#endif
+  return ScoreImpl<ScalarKernel>(probe, gallery, t, kind, c);
+}
+
+float Score(const MccTemplate& a, const MccTemplate& b, MccScore kind, const LssConstants& c) {
+  MccGallery g;
+  g.Append(b);
+  return Score(PrepareProbe(a), g, 0, kind, c);
+}
+
+float ReferenceScore(const MccTemplate& a, const MccTemplate& b, MccScore kind, const LssConstants& c) {
+  // Written for clarity, not speed: the definition the optimized path and
+  // the CUDA kernel must reproduce exactly.
+  const int na = static_cast<int>(a.cylinders.size()), nb = static_cast<int>(b.cylinders.size());
+  if (na == 0 || nb == 0) return 0.0f;
+  const int n_min = std::min(na, nb);
+  const int np = c.np_table[n_min];
+  std::vector<Entry> all;
+  for (int r = 0; r < na; ++r)
+    for (int j = 0; j < nb; ++j) {
+      const float v = LocalSimilarity(a.cylinders[r], b.cylinders[j], c);
+      if (v > 0.0f) all.push_back({v, r * nb + j});
+    }
+  std::sort(all.begin(), all.end(), EntryKeyBefore());
+  if (kind == MccScore::kLss) {
+    float sum = 0.0f;
+    for (int i = 0; i < np && i < static_cast<int>(all.size()); ++i) sum = sum + all[i].value;
+    return sum / static_cast<float>(np);
+  }
+  if (static_cast<int>(all.size()) > n_min) all.resize(n_min);
+  std::sort(all.begin(), all.end(), [](const Entry& x, const Entry& y) { return x.index < y.index; });
+  const int p = static_cast<int>(all.size());
+  if (p == 0) return 0.0f;
+  std::vector<float> lambda0(p), lambda(p), next(p);
+  for (int t = 0; t < p; ++t) lambda0[t] = lambda[t] = all[t].value;
+  if (n_min > 1) {
+    std::vector<float> rho(static_cast<size_t>(p) * p, 0.0f);
+    for (int t = 0; t < p; ++t)
+      for (int k = 0; k < p; ++k) {
+        if (k == t) continue;
+        const MccCylinder& at = a.cylinders[all[t].index / nb];
+        const MccCylinder& ak = a.cylinders[all[k].index / nb];
+        const MccCylinder& bt = b.cylinders[all[t].index % nb];
+        const MccCylinder& bk = b.cylinders[all[k].index % nb];
+        rho[static_cast<size_t>(t) * p + k] =
+            lss_internal::Rho(at.x, at.y, at.theta, ak.x, ak.y, ak.theta, bt.x, bt.y, bt.theta, bk.x, bk.y, bk.theta, c);
+      }
+    const float denominator = static_cast<float>(n_min - 1);
+    for (int it = 0; it < c.relaxation_iterations; ++it) {
+      for (int t = 0; t < p; ++t) {
+        float sum = 0.0f;
+        for (int k = 0; k < p; ++k) sum = sum + fpmath::Mul(rho[static_cast<size_t>(t) * p + k], lambda[k]);
+        next[t] = lss_internal::Relaxed(lambda[t], sum, denominator, c);
+      }
+      lambda.swap(next);
+    }
+  }
+  std::vector<uint8_t> taken(p, 0);
+  float sum = 0.0f;
+  for (int i = 0; i < std::min(np, p); ++i) {
+    int best = -1;
+    float best_eff = 0.0f;
+    for (int t = 0; t < p; ++t) {
+      const float eff = lambda[t] / lambda0[t];
+      if (!taken[t] && (best < 0 || eff > best_eff)) {
+        best = t;
+        best_eff = eff;
+      }
+    }
+    taken[best] = 1;
+    sum = sum + lambda[best];
+  }
+  return std::min(1.0f, std::max(0.0f, sum / static_cast<float>(np)));
+}
+
+void ScoreGallery(const LssProbe& probe, const MccGallery& gallery, MccScore kind, const LssConstants& c,
+                  float* scores, int threads) {
+  const int n = gallery.num_templates();
+  if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = std::min(threads, std::max(1, n));
+  if (threads == 1) {
+    for (int t = 0; t < n; ++t) scores[t] = Score(probe, gallery, t, kind, c);
+    return;
+  }
+  std::vector<std::thread> pool;
+  for (int w = 0; w < threads; ++w) {
+    pool.emplace_back([&, w] {
+      for (int t = w; t < n; t += threads) scores[t] = Score(probe, gallery, t, kind, c);
+    });
+  }
+  for (auto& th : pool) th.join();
+}
+
+}  // namespace cpu
+}  // namespace fingerprint
+}  // namespace tessera

@@ -1,0 +1,172 @@
+// LSS / LSS-R on the CPU: local similarity against a bit-by-bit evaluation
+// of the formula, the optimized matcher (both popcount paths, vectorized
+// relaxation) against the plain reference bit for bit, the n_P table, and
+// genuine/impostor separation on real templates.
+#include "kernels/fingerprint/lss.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/fingerprint/fp_math.h"
+#include "kernels/fingerprint/test_templates.h"
+
+namespace tessera {
+namespace fingerprint {
+namespace {
+
+using testing::TestTemplates;
+
+bool Bit(const uint64_t* w, int i) { return (w[i / 64] >> (i % 64)) & 1; }
+
+// 1 - ||ca xor cb|| / (||ca|| + ||cb||) over the cells valid in both, by
+// looking at every cell; 0 when not matchable.
+double BruteLambda(const MccCylinder& a, const MccCylinder& b, int min_common) {
+  // Directions exactly 90 degrees (64 ISO units) apart are matchable: the
+  // kernels allow 1e-5 rad of slack over pi/2.
+  double d = std::fabs(std::remainder(static_cast<double>(a.theta) - b.theta, 2 * M_PI));
+  if (d > M_PI / 2 + 1e-5) return 0;
+  int common = 0;
+  for (int c = 0; c < kMccCellsPerLayer; ++c) common += Bit(a.mask, c) && Bit(b.mask, c);
+  if (common < min_common) return 0;
+  int na = 0, nb = 0, nx = 0;
+  for (int k = 0; k < kMccNd; ++k) {
+    for (int c = 0; c < kMccCellsPerLayer; ++c) {
+      if (!(Bit(a.mask, c) && Bit(b.mask, c))) continue;
+      const bool x = Bit(a.bits + k * kMccLayerWords, c), y = Bit(b.bits + k * kMccLayerWords, c);
+      na += x;
+      nb += y;
+      nx += x != y;
+    }
+  }
+  if (na + nb == 0) return 0;
+  return 1 - std::sqrt(nx) / (std::sqrt(na) + std::sqrt(nb));
+}
+
+std::vector<MccTemplate> Build(const std::vector<std::vector<MinutiaPoint>>& pts) {
+  std::vector<MccTemplate> out;
+  for (const auto& p : pts) out.push_back(cpu::BuildMccTemplate(p));
+  return out;
+}
+
+TEST(Lss, Constants) {
+  const LssConstants c = MakeLssConstants(LssParams());
+  EXPECT_EQ(c.min_common_cells, 125);  // ceil(0.6 * 208)
+  EXPECT_EQ(c.np_table[0], 4);
+  EXPECT_EQ(c.np_table[20], 8);  // Z = 1/2
+  EXPECT_EQ(c.np_table[40], 12);
+  EXPECT_EQ(c.np_table[255], 12);
+  EXPECT_NEAR(c.cut1, 5 + std::log(1e7) / 1.6, 1e-4);
+  EXPECT_NEAR(c.cut2, M_PI / 12 + std::log(1e7) / 30, 1e-5);
+}
+
+TEST(Lss, LocalSimilarityMatchesBitByBitFormula) {
+  const LssConstants c = MakeLssConstants(LssParams());
+  const auto t = Build(TestTemplates(1, 20, 21));
+  std::mt19937 rng(5);
+  int nonzero = 0;
+  for (int i = 0; i < 4000; ++i) {
+    const MccTemplate& x = t[rng() % t.size()];
+    const MccTemplate& y = t[rng() % t.size()];
+    if (x.cylinders.empty() || y.cylinders.empty()) continue;
+    const MccCylinder& a = x.cylinders[rng() % x.cylinders.size()];
+    const MccCylinder& b = y.cylinders[rng() % y.cylinders.size()];
+    const double want = BruteLambda(a, b, c.min_common_cells);
+    ASSERT_NEAR(cpu::LocalSimilarity(a, b, c), want, 1e-6)
+        << "theta " << a.theta << " " << b.theta << " diff " << fpmath::AngleDiffF(a.theta, b.theta);
+    nonzero += want > 0;
+  }
+  EXPECT_GT(nonzero, 500);
+  // A cylinder against itself: 1.
+  const MccCylinder& a = t[0].cylinders[0];
+  EXPECT_FLOAT_EQ(cpu::LocalSimilarity(a, a, c), 1.0f);
+  // Directions more than pi/2 apart: not matchable.
+  MccCylinder turned = a;
+  turned.theta = a.theta + 1.6f;
+  EXPECT_EQ(cpu::LocalSimilarity(a, turned, c), 0.0f);
+}
+
+// The optimized CPU matcher must return the plain reference's floats exactly,
+// on both popcount paths.
+TEST(Lss, OptimizedScoreEqualsReferenceExactly) {
+  const LssConstants c = MakeLssConstants(LssParams());
+  const auto t = Build(TestTemplates(1, 40, 22));
+  const int n = std::min<int>(t.size(), 40);
+  MccGallery g;
+  for (int j = 0; j < n; ++j) g.Append(t[j]);
+  int compared = 0;
+  for (bool scalar : {false, true}) {
+    cpu::ForceScalarPopcount(scalar);
+    for (int i = 0; i < n; ++i) {
+      const LssProbe probe = PrepareProbe(t[i]);
+      for (MccScore kind : {MccScore::kLssR, MccScore::kLss}) {
+        std::vector<float> scores(n);
+        cpu::ScoreGallery(probe, g, kind, c, scores.data(), 1);
+        for (int j = 0; j < n; ++j) {
+          const float want = cpu::ReferenceScore(t[i], t[j], kind, c);
+          ASSERT_EQ(scores[j], want) << "probe " << i << " gallery " << j << (scalar ? " scalar" : " simd");
+          ++compared;
+        }
+      }
+    }
+  }
+  cpu::ForceScalarPopcount(false);
+  std::printf("%d scores identical to the reference (%s and scalar paths)\n", compared, cpu::PopcountPath());
+}
+
+TEST(Lss, ThreadsGiveTheSameScores) {
+  const LssConstants c = MakeLssConstants(LssParams());
+  const auto t = Build(TestTemplates(2, 30, 23));
+  MccGallery g;
+  for (const auto& x : t) g.Append(x);
+  const LssProbe probe = PrepareProbe(t[3]);
+  std::vector<float> one(g.num_templates()), many(g.num_templates());
+  cpu::ScoreGallery(probe, g, MccScore::kLssR, c, one.data(), 1);
+  cpu::ScoreGallery(probe, g, MccScore::kLssR, c, many.data(), 3);
+  EXPECT_EQ(one, many);
+}
+
+TEST(Lss, SeparatesGenuineFromImpostorOnRealData) {
+  std::vector<int> fingers;
+  const auto pts = testing::RealTemplates(1, &fingers);
+  if (pts.empty()) GTEST_SKIP() << "FVC2002 data not found";
+  const LssConstants c = MakeLssConstants(LssParams());
+  const auto t = Build(pts);
+  double genuine = 0, impostor = 0;
+  int ng = 0, ni = 0;
+  for (size_t i = 0; i < t.size(); i += 3) {
+    for (size_t j = 0; j < t.size(); ++j) {
+      if (i == j) continue;
+      const float s = cpu::Score(t[i], t[j], MccScore::kLssR, c);
+      EXPECT_GE(s, 0.0f);
+      EXPECT_LE(s, 1.0f);
+      (fingers[i] == fingers[j] ? genuine : impostor) += s;
+      (fingers[i] == fingers[j] ? ng : ni) += 1;
+    }
+  }
+  genuine /= ng;
+  impostor /= ni;
+  std::printf("LSS-R mean genuine %.3f, impostor %.3f\n", genuine, impostor);
+  EXPECT_GT(genuine, 4 * impostor);
+  // A template against itself scores higher than against any other.
+  for (size_t i = 0; i < t.size(); i += 9) {
+    const float self = cpu::Score(t[i], t[i], MccScore::kLssR, c);
+    for (size_t j = 0; j < t.size(); ++j)
+      if (j != i) EXPECT_GT(self, cpu::Score(t[i], t[j], MccScore::kLssR, c));
+  }
+}
+
+TEST(Lss, EmptyTemplatesScoreZero) {
+  const LssConstants c = MakeLssConstants(LssParams());
+  const auto t = Build(TestTemplates(4, 2, 24));
+  MccTemplate empty;
+  EXPECT_EQ(cpu::Score(empty, t[0], MccScore::kLssR, c), 0.0f);
+  EXPECT_EQ(cpu::Score(t[0], empty, MccScore::kLss, c), 0.0f);
+  EXPECT_EQ(cpu::ReferenceScore(empty, empty, MccScore::kLssR, c), 0.0f);
+}
+
+}  // namespace
+}  // namespace fingerprint
+}  // namespace tessera

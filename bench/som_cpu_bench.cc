@@ -106,7 +106,7 @@ Run TrainAndEvaluate(const SparseBinaryMatrix& train, const SparseBinaryMatrix& 
   o.radius_decay_epochs = std::max(1, a.epochs - 1);
   if (a.somoclu_schedule) {
     // somoclu's defaults: radius min(edge)/2 -> 1, linear, Gaussian of sigma
-    // 0.5 * radius: sigma edge/4 -> 0.5 (which our boxes round to no blur).
+    // 0.5 * radius: sigma edge/4 -> 0.5 (the 3-tap kernel in the last epoch).
     o.radius_start = edge / 4.0;
     o.radius_end = 0.5;
     o.cooling = RadiusCooling::kLinear;
@@ -115,8 +115,9 @@ Run TrainAndEvaluate(const SparseBinaryMatrix& train, const SparseBinaryMatrix& 
   }
   o.convergence_tolerance = 0;  // fixed epoch count, as in the somoclu runs
   o.progress = [&](const EpochReport& r) {
-    std::printf("    epoch %d: radius %5.2f (box %d)  BMU %.3fs  update %.3fs  epoch %.3fs  train QE %.4f  TE %.3f\n",
-                r.epoch, r.radius, r.box_half_width, r.bmu_seconds, r.update_seconds, r.seconds, r.qe,
+    std::printf("    epoch %d: radius %5.2f (box %d, 3-tap %.3f)  BMU %.3fs  update %.3fs  epoch %.3fs  train QE %.4f"
+                "  TE %.3f\n",
+                r.epoch, r.radius, r.box_half_width, r.tap_weight, r.bmu_seconds, r.update_seconds, r.seconds, r.qe,
                 r.topographic_error);
     std::fflush(stdout);
   };

@@ -17,10 +17,12 @@ BoxBlur BoxBlurForRadius(double radius, int passes) {
   if (!(radius > 0)) return blur;
   const double b = (std::sqrt(12.0 * radius * radius / blur.passes + 1.0) - 1.0) / 2.0;
   blur.half_width = static_cast<int>(std::lround(b));
+  if (blur.half_width == 0 && radius > 0.25) blur.side_weight = std::exp(-1.0 / (2.0 * radius * radius));
   return blur;
 }
 
 double EffectiveSigma(const BoxBlur& blur) {
+  if (blur.half_width == 0) return std::sqrt(2.0 * blur.side_weight / (1.0 + 2.0 * blur.side_weight));
   const double w = 2.0 * blur.half_width + 1.0;
   return std::sqrt(blur.passes * (w * w - 1.0) / 12.0);
 }
@@ -37,6 +39,9 @@ namespace {
 absl::Status CheckBlur(const BoxBlur& blur, const char* who) {
   if (blur.half_width < 0 || blur.passes < 0) {
     return absl::InvalidArgumentError(absl::StrCat(who, ": negative box half-width or passes"));
+  }
+  if (!(blur.side_weight >= 0 && blur.side_weight <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(who, ": 3-tap side weight must be in [0, 1]"));
   }
   return absl::OkStatus();
 }

@@ -151,6 +151,33 @@ __global__ void BlurYKernel(const float* __restrict__ in, float* __restrict__ ou
   }
 }
 
+// The 3-tap kernel along one axis, out of place: c + a (l + r) with explicit
+// rounding (no FMA), exactly the CPU's arithmetic.
+__global__ void Tap3Kernel(const float* __restrict__ in, float* __restrict__ out, int64_t planes, int w, int h,
+                           double a, bool torus, bool along_x) {
+  const int64_t total = planes * w * h;
+  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < total;
+       k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t plane = k / (int64_t{w} * h);
+    const int64_t cell = k - plane * w * h;
+    const int x = static_cast<int>(cell % w), y = static_cast<int>(cell / w);
+    const int n = along_x ? w : h;
+    const int c = along_x ? x : y;
+    const int64_t stride = along_x ? 1 : w;
+    const float* base = in + plane * w * h + (along_x ? int64_t{y} * w : x);
+    double l = 0.0, r = 0.0;
+    if (torus) {
+      l = base[Mod(c - 1, n) * stride];
+      r = base[Mod(c + 1, n) * stride];
+    } else {
+      if (c > 0) l = base[(c - 1) * stride];
+      if (c + 1 < n) r = base[(c + 1) * stride];
+    }
+    const double side = __dadd_rn(l, r);
+    out[k] = static_cast<float>(__dadd_rn(static_cast<double>(in[k]), __dmul_rn(a, side)));
+  }
+}
+
 __device__ inline void StoreWeight(float* w, int64_t k, float value, double& stored) {
   w[k] = value;
   stored = value;
@@ -193,14 +220,22 @@ unsigned GridFor(int64_t work, int64_t per_block, int64_t cap = int64_t{1} << 20
   return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(cap, (work + per_block - 1) / per_block)));
 }
 
-// k passes along x, then k along y (as on the CPU), over `planes` planes held
-// in `a`; `scratch` has the same size. The 2k out-of-place passes alternate
+// k passes along x, then k along y (as on the CPU), or the 3-tap kernel along
+// x then y, over `planes` planes held in `a`; `scratch` has the same size. The 2k out-of-place passes alternate
 // between the buffers, so the result ends in `a`.
 absl::Status Blur(float* a, float* scratch, int64_t planes, const GridShape& grid, const BoxBlur& blur,
                   cudaStream_t s) {
-  if (blur.half_width == 0 || blur.passes == 0 || planes == 0) return absl::OkStatus();
   const int w = grid.width, h = grid.height;
   const bool torus = grid.topology == Topology::kToroidal;
+  if (planes > 0 && blur.half_width == 0 && blur.side_weight > 0) {
+    const unsigned blocks = GridFor(planes * w * h, kThreads);
+    Tap3Kernel<<<blocks, kThreads, 0, s>>>(a, scratch, planes, w, h, blur.side_weight, torus, true);
+    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("Tap3Kernel");
+    Tap3Kernel<<<blocks, kThreads, 0, s>>>(scratch, a, planes, w, h, blur.side_weight, torus, false);
+    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("Tap3Kernel");
+    return absl::OkStatus();
+  }
+  if (blur.half_width == 0 || blur.passes == 0 || planes == 0) return absl::OkStatus();
   const size_t per_warp = sizeof(double) * (w + 1);
   if (per_warp > static_cast<size_t>(kMaxBlurSmem)) {
     return absl::InvalidArgumentError(absl::StrCat("box blur: map width ", w, " exceeds the CUDA limit"));

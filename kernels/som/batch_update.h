@@ -18,7 +18,9 @@
 // the border (sums and counts alike); toroidal grids wrap (a window wider than
 // the map counts cells more than once, as a wrapped Gaussian would).
 // Window sums are accumulated in double, so on integer-valued inputs (counts)
-// they are exact and the CPU and CUDA results agree bit for bit.
+// they are exact and the CPU and CUDA results agree bit for bit. The 3-tap
+// kernel for small radii computes c + a (l + r) in double without FMA
+// contraction on both backends, so it agrees bit for bit too.
 //
 // Feature-at-a-time: the CPU backend builds, blurs and divides one feature
 // plane (M floats) per worker; CUDA does the same for slabs of features sized
@@ -38,14 +40,19 @@ namespace tessera {
 namespace som {
 
 struct BoxBlur {
-  int half_width = 0;  // b: each box covers 2b + 1 cells; 0 is the identity
+  int half_width = 0;  // b: each box covers 2b + 1 cells
   int passes = 3;      // k
+  // Radii too small for a box (b rounds to 0): one pass per axis of the
+  // sampled Gaussian [a, 1, a], a = exp(-1 / (2 r^2)); 0 is the identity.
+  double side_weight = 0;
 };
 
 // b = round((sqrt(12 r^2 / k + 1) - 1) / 2) for a Gaussian of standard
-// deviation `radius` cells; radii below ~0.8 (k = 3) give b = 0 (no blur).
+// deviation `radius` cells. Where that is 0 (r < ~0.87 for k = 3) and r >
+// 0.25, the 3-tap kernel instead (side_weight); below 0.25, the identity.
 BoxBlur BoxBlurForRadius(double radius, int passes = 3);
-// The standard deviation the boxes actually give: sqrt(k ((2b+1)^2 - 1) / 12).
+// The standard deviation the filter actually gives: sqrt(k ((2b+1)^2 - 1) / 12)
+// for boxes, sqrt(2a / (1 + 2a)) for the 3-tap kernel.
 double EffectiveSigma(const BoxBlur& blur);
 
 struct UpdateOptions {
@@ -73,11 +80,12 @@ struct BlurScratch {
   std::vector<double> acc;
 };
 // One plane in place: k passes along x (on a transposed copy, so every axis
-// pass is a running sum over whole rows of lanes), then k along y.
+// pass is a running sum over whole rows of lanes), then k along y (or the
+// 3-tap kernel once along x, then y).
 void BoxBlurPlane(float* plane, const GridShape& grid, const BoxBlur& blur, BlurScratch& scratch);
 // Plain reference: explicit window sums, k times along x then k times along
-// y, fp32 between axis passes as in BoxBlurPlane (O(M * window) per pass;
-// tests only).
+// y (or the 3-tap kernel along x then y), fp32 between axis passes as in
+// BoxBlurPlane (O(M * window) per pass; tests only).
 void BoxBlurPlaneDirect(const float* in, float* out, const GridShape& grid, const BoxBlur& blur);
 void BatchUpdate(const CscView& docs_by_feature, const int32_t* bmu, const GridShape& grid, const BoxBlur& blur,
                  const CodebookView& codebook);

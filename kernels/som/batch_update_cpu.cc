@@ -71,6 +71,24 @@ TESSERA_SOM_CLONES void BlurColumns(const float* __restrict in, float* __restric
   }
 }
 
+// The 3-tap kernel along y for every column at once: out = c + a (up + down),
+// a missing neighbour (planar border) counting 0. Compiled without FMA
+// contraction (-ffp-contract=off), as the CUDA version uses explicit rounding.
+TESSERA_SOM_CLONES void Tap3Columns(const float* __restrict in, float* __restrict out, int w, int h, double a,
+                                    bool torus, const float* __restrict zeros) {
+  const int64_t W = w;
+  for (int y = 0; y < h; ++y) {
+    const float* up = torus ? in + Mod(int64_t{y} - 1, h) * W : (y > 0 ? in + (y - 1) * W : zeros);
+    const float* down = torus ? in + Mod(int64_t{y} + 1, h) * W : (y + 1 < h ? in + (y + 1) * W : zeros);
+    const float* c = in + y * W;
+    float* o = out + y * W;
+    for (int x = 0; x < w; ++x) {
+      const double side = static_cast<double>(up[x]) + static_cast<double>(down[x]);
+      o[x] = static_cast<float>(static_cast<double>(c[x]) + a * side);
+    }
+  }
+}
+
 // out (w x h, x fastest) = in (h x w) transposed.
 TESSERA_SOM_CLONES void Transpose(const float* __restrict in, float* __restrict out, int in_w, int in_h) {
   constexpr int kBlock = 16;
@@ -87,7 +105,8 @@ TESSERA_SOM_CLONES void Transpose(const float* __restrict in, float* __restrict 
 }  // namespace
 
 void BoxBlurPlane(float* plane, const GridShape& grid, const BoxBlur& blur, BlurScratch& scratch) {
-  if (blur.half_width == 0 || blur.passes == 0) return;
+  const bool tap = blur.half_width == 0 && blur.side_weight > 0;
+  if (!tap && (blur.half_width == 0 || blur.passes == 0)) return;
   const int w = grid.width, h = grid.height, b = blur.half_width, k = blur.passes;
   const bool torus = grid.topology == Topology::kToroidal;
   const size_t m = static_cast<size_t>(grid.nodes());
@@ -98,6 +117,13 @@ void BoxBlurPlane(float* plane, const GridShape& grid, const BoxBlur& blur, Blur
   if (scratch.zeros.size() < lanes) scratch.zeros.assign(lanes, 0.0f);
   float* cur = scratch.a.data();
   float* other = scratch.b.data();
+  if (tap) {
+    Transpose(plane, cur, w, h);
+    Tap3Columns(cur, other, h, w, blur.side_weight, torus, scratch.zeros.data());
+    Transpose(other, cur, h, w);
+    Tap3Columns(cur, plane, w, h, blur.side_weight, torus, scratch.zeros.data());
+    return;
+  }
   // k passes along x on the transposed plane (h wide, w tall) ...
   Transpose(plane, cur, w, h);
   for (int pass = 0; pass < k; ++pass) {
@@ -140,9 +166,33 @@ void BoxBlurPlaneDirect(const float* in, float* out, const GridShape& grid, cons
     }
     cur.swap(next);
   };
+  // The 3-tap kernel: c + a (left + right), a missing neighbour counting 0.
+  auto tap_pass = [&](bool along_x) {
+    const int64_t n = along_x ? w : h;
+    for (int y = 0; y < h; ++y) {
+      for (int x = 0; x < w; ++x) {
+        const int64_t c = along_x ? x : y;
+        double side = 0;
+        for (int64_t d : {int64_t{-1}, int64_t{1}}) {
+          int64_t q = c + d;
+          if (torus) {
+            q = Mod(q, n);
+          } else if (q < 0 || q >= n) {
+            continue;
+          }
+          side += along_x ? cur[q + int64_t{w} * y] : cur[x + int64_t{w} * q];
+        }
+        next[x + int64_t{w} * y] = static_cast<float>(cur[x + int64_t{w} * y] + blur.side_weight * side);
+      }
+    }
+    cur.swap(next);
+  };
   if (b > 0) {
     for (int pass = 0; pass < blur.passes; ++pass) axis_pass(true);
     for (int pass = 0; pass < blur.passes; ++pass) axis_pass(false);
+  } else if (blur.side_weight > 0) {
+    tap_pass(true);
+    tap_pass(false);
   }
   for (int64_t i = 0; i < grid.nodes(); ++i) out[i] = static_cast<float>(cur[i]);
 }

@@ -2,10 +2,11 @@
 //
 // Tolerance: 1e-5 relative for blurs of random (non-integer) planes, where
 // the CUDA x pass (prefix-sum differences) and the CPU (running sums) round
-// differently in double before the fp32 store. The batch update blurs
+// differently in double before the fp32 store (the 3-tap kernel of small radii
+// uses identical, FMA-free arithmetic on both). The batch update blurs
 // integer counts, which both do exactly, so weights (fp32 and fp16) and
-// ||w||^2 must be identical; we still allow 1e-5 relative on weights, as the
-// issue's tolerance, and report the largest difference seen.
+// ||w||^2 should be identical; we allow 1e-5 relative on weights, the issue's
+// tolerance, and report the largest difference seen.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -46,9 +47,9 @@ TEST(BoxBlurCudaParity, RandomPlanes) {
   std::uniform_real_distribution<float> u(0.0f, 100.0f);
   for (Topology topo : {Topology::kPlanar, Topology::kToroidal}) {
     for (auto [w, h] : std::vector<std::pair<int, int>>{{1, 1}, {1, 40}, {33, 1}, {5, 7}, {64, 64}, {100, 37}, {1024, 3}}) {
-      for (int b : {0, 1, 3, 20, 200}) {
+      for (int b : {-1, 0, 1, 3, 20, 200}) {  // -1: the 3-tap kernel of small radii
         const GridShape g{w, h, topo};
-        const BoxBlur blur{b, 3};
+        const BoxBlur blur = b < 0 ? BoxBlurForRadius(0.5) : BoxBlur{b, 3};
         SCOPED_TRACE(testing::Message() << GridToString(g) << " b=" << b);
         const int64_t planes = 3;
         std::vector<float> host(planes * g.nodes());
@@ -72,11 +73,12 @@ TEST(BatchUpdateCudaParity, MatchesCpu) {
   Stream stream = Stream::Create(Backend::kCuda).value();
   std::mt19937 rng(8);
   for (Topology topo : {Topology::kPlanar, Topology::kToroidal}) {
-    for (auto [w, h, b] : std::vector<std::tuple<int, int, int>>{{10, 10, 0}, {10, 10, 2}, {33, 17, 5}, {64, 64, 12}}) {
+    for (auto [w, h, b] : std::vector<std::tuple<int, int, int>>{
+             {10, 10, 0}, {10, 10, -1}, {10, 10, 2}, {33, 17, 5}, {64, 64, 12}}) {  // -1: 3-tap
       for (WeightType type : {WeightType::kFloat32, WeightType::kFloat16}) {
         for (int64_t slab_bytes : {int64_t{1} << 30, int64_t{4096} * 4}) {  // one slab; several
           const GridShape g{w, h, topo};
-          const BoxBlur blur{b, 3};
+          const BoxBlur blur = b < 0 ? BoxBlurForRadius(0.7) : BoxBlur{b, 3};
           SCOPED_TRACE(testing::Message() << GridToString(g) << " b=" << b << " " << WeightTypeName(type)
                                           << " slab_bytes=" << slab_bytes);
           HostDocs docs = testutil::RandomDocs(3000, 257, 15, rng);

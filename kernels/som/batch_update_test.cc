@@ -20,6 +20,12 @@ using testutil::HostDocs;
 TEST(BoxBlur, HalfWidthFromRadius) {
   EXPECT_EQ(BoxBlurForRadius(0.0).half_width, 0);
   EXPECT_EQ(BoxBlurForRadius(0.5).half_width, 0);
+  EXPECT_DOUBLE_EQ(BoxBlurForRadius(0.5).side_weight, std::exp(-2.0));  // 3-tap below a box
+  EXPECT_EQ(BoxBlurForRadius(0.2).side_weight, 0.0);                    // identity
+  EXPECT_EQ(BoxBlurForRadius(1.0).side_weight, 0.0);
+  for (double r : {0.5, 0.7, 0.85}) {  // a sampled Gaussian is a little narrower
+    EXPECT_NEAR(EffectiveSigma(BoxBlurForRadius(r)), r, 0.15) << r;
+  }
   EXPECT_EQ(BoxBlurForRadius(1.0).half_width, 1);
   EXPECT_EQ(BoxBlurForRadius(10.0).half_width, 10);  // (sqrt(401) - 1) / 2 = 9.51
   for (double r : {2.0, 5.0, 16.0, 100.0}) {
@@ -41,10 +47,10 @@ TEST(BoxBlurCpu, RunningSumsMatchDirectWindowSums) {
   std::mt19937 rng(1);
   for (Topology topo : {Topology::kPlanar, Topology::kToroidal}) {
     for (auto [w, h] : std::vector<std::pair<int, int>>{{1, 1}, {1, 9}, {7, 1}, {5, 6}, {16, 16}, {33, 20}}) {
-      for (int b : {0, 1, 2, 4, 9, 40}) {
+      for (int b : {-1, 0, 1, 2, 4, 9, 40}) {  // -1: the 3-tap kernel
         for (int passes : {1, 3}) {
           const GridShape g{w, h, topo};
-          const BoxBlur blur{b, passes};
+          const BoxBlur blur = b < 0 ? BoxBlur{0, passes, 0.3} : BoxBlur{b, passes};
           SCOPED_TRACE(testing::Message() << GridToString(g) << " b=" << b << " k=" << passes);
           for (bool integers : {true, false}) {
             std::vector<float> plane = RandomPlane(g, rng, integers), ref(g.nodes());
@@ -61,6 +67,23 @@ TEST(BoxBlurCpu, RunningSumsMatchDirectWindowSums) {
           }
         }
       }
+    }
+  }
+}
+
+// The 3-tap kernel against its definition with explicit weights.
+TEST(BoxBlurCpu, ThreeTapIsTheSampledGaussian) {
+  const GridShape g{5, 4, Topology::kPlanar};
+  const double a = std::exp(-2.0);
+  std::vector<float> plane(20, 0.0f);
+  plane[7] = 1.0f;  // (2, 1)
+  cpu::BlurScratch scratch;
+  cpu::BoxBlurPlane(plane.data(), g, BoxBlurForRadius(0.5), scratch);
+  for (int y = 0; y < 4; ++y) {
+    for (int x = 0; x < 5; ++x) {
+      const int dx = std::abs(x - 2), dy = std::abs(y - 1);
+      const double wx = dx == 0 ? 1 : dx == 1 ? a : 0, wy = dy == 0 ? 1 : dy == 1 ? a : 0;
+      EXPECT_NEAR(plane[x + 5 * y], wx * wy, 1e-7) << x << "," << y;
     }
   }
 }
@@ -111,10 +134,10 @@ void ReferenceUpdate(const HostDocs& docs, const std::vector<int32_t>& bmu, cons
 TEST(BatchUpdateCpu, MatchesNaiveReference) {
   std::mt19937 rng(3);
   for (Topology topo : {Topology::kPlanar, Topology::kToroidal}) {
-    for (int b : {0, 1, 3}) {
+    for (int b : {-1, 0, 1, 3}) {  // -1: the 3-tap kernel
       for (WeightType type : {WeightType::kFloat32, WeightType::kFloat16}) {
         const GridShape g{9, 7, topo};
-        const BoxBlur blur{b, 3};
+        const BoxBlur blur = b < 0 ? BoxBlurForRadius(0.6) : BoxBlur{b, 3};
         SCOPED_TRACE(testing::Message() << GridToString(g) << " b=" << b << " " << WeightTypeName(type));
         HostDocs docs = testutil::RandomDocs(120, 40, 8, rng);
         HostCodebook cb = testutil::RandomCodebook(g.nodes(), 40, rng);
@@ -128,7 +151,7 @@ TEST(BatchUpdateCpu, MatchesNaiveReference) {
         HostCsc csc = BuildCsc(docs.view());
         ASSERT_TRUE(BatchUpdate(Stream::Cpu(), csc.view(docs.rows()), bmu.data(), g, blur, cb.view()).ok());
         if (type == WeightType::kFloat32) {
-          ASSERT_EQ(cb.f32, ref.f32);  // integer-valued sums: exact either way
+          ASSERT_EQ(cb.f32, ref.f32);  // integer-valued box sums are exact; the 3-tap arithmetic is identical
         } else {
           ASSERT_EQ(cb.f16, ref.f16);
         }

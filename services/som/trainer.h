@@ -16,7 +16,8 @@
 // Initialisation: kRandom draws w_i[v] uniformly in [0, 2 p_v] (p_v = the
 // feature's document frequency), so every node starts near the corpus mean;
 // kPca spans the plane of the two leading principal components (orthogonal
-// power iteration on the sparse data, on at most pca_sample_rows rows):
+// power iteration on the sparse data, on at most pca_sample_rows evenly spaced
+// rows):
 //   w(x, y) = mean + a(x) sqrt(l1) u1 + b(y) sqrt(l2) u2,  a, b in [-1, 1],
 // with the first component along the longer map side.
 #ifndef TESSERA_SERVICES_SOM_TRAINER_H_
@@ -45,7 +46,8 @@ enum class RadiusCooling { kExponential, kLinear };
 struct EpochReport {
   int epoch = 0;                 // 0-based
   double radius = 0;             // r(e), grid cells
-  int box_half_width = 0;        // the box blur it became
+  int box_half_width = 0;        // the box blur it became (0: none, or the 3-tap kernel)
+  double tap_weight = 0;         // side weight of the 3-tap kernel for radii below a box
   double qe = 0;                 // training QE (Euclidean) of the codebook entering this epoch
   double qe_relative_change = 0; // |qe - previous| / previous (0 for epoch 0)
   double topographic_error = 0;  // training TE, 4-neighbour adjacency

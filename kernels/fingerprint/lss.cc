@@ -145,7 +145,7 @@ absl::Status ScoreGallery(const Stream& stream, const LssProbe& probe, const Mcc
                                                       sizeof(float) * gallery.num_templates(), stream.ordinal()));
 #if TESSERA_WITH_CUDA
   TESSERA_RETURN_IF_ERROR(
-      cuda::ScoreGalleryAsync(stream, probe, gallery, kind, constants, static_cast<float*>(out->data())));
+      cuda::ScoreGalleryToDevice(stream, probe, gallery, kind, constants, static_cast<float*>(out->data())));
   TESSERA_RETURN_IF_ERROR(CopyBytes(scores, MemoryKind::kHost, out->data(), MemoryKind::kDevice,
                                     sizeof(float) * gallery.num_templates(), stream));
   return stream.Synchronize();

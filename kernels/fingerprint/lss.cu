@@ -1,12 +1,438 @@
+// CUDA LSS / LSS-R: one probe against a whole gallery resident on the GPU.
+//
+// Layout: the gallery is MccGallery's structure of arrays (template-blocked,
+// word-major: consecutive threads reading consecutive cylinders of a template
+// coalesce) with the fingerprint start-index table `start`. Each thread block
+// (128 threads) keeps the probe's cylinders in shared memory for its whole
+// life and walks gallery templates in a grid-stride loop. Per template:
+//   1. local similarities: thread e of the nA x nB matrix (row = probe
+//      cylinder, column = gallery cylinder) tests directions, common cells,
+//      mask inclusion, and counts bits with __popcll - the same integers as the
+//      CPU, hence the same lambda (lss_impl.h); the matrix lives in shared
+//      memory;
+//   2. selection of the best K (nR for LSS-R, nP for LSS) by the key (value
+//      descending, flat index ascending): a four-pass radix select over the
+//      float bit patterns (positive floats order like their bits) finds the
+//      K-th key, then an ordered block scan compacts the selected entries in
+//      flat-index order - the CPU's canonical order;
+//   3. LSS-R: rho for every ordered pair of selected entries (lss_impl.h, in
+//      the shared region the matrix used), n_rel relaxation steps in which
+//      thread t sums over k in ascending order, then warp 0 picks the nP
+//      pairs of highest efficiency (ties: lower t) and adds their relaxed
+//      similarities in that order. LSS: the K entries sorted by key, summed.
+// Every float operation and summation order is the CPU reference's, so the
+// scores are identical bit for bit (lss_cuda_test).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/buffer.h"
+#include "common/cuda_check.h"
 #include "common/status.h"
+#include "kernels/fingerprint/fp_math.h"
 #include "kernels/fingerprint/lss.h"
+#include "kernels/fingerprint/lss_impl.h"
+
 namespace tessera {
 namespace fingerprint {
 namespace cuda {
-absl::Status ScoreGalleryAsync(const Stream&, const LssProbe&, const MccDeviceGallery&, MccScore, const LssConstants&,
-                               float*) {
-  return absl::UnimplementedError("todo");
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / 32;
+constexpr unsigned kFull = 0xffffffffu;
+
+struct ProbeArgs {
+  const uint64_t* bits;  // n x 24, cylinder-major
+  const uint64_t* mask;  // n x 4
+  const float* x;
+  const float* y;
+  const float* theta;
+  const int* count;  // popcount of each cylinder's bits
+  int n;
+};
+
+struct GalleryArgs {
+  const int32_t* start;
+  const uint64_t* bits;
+  const uint64_t* mask;
+  const float* x;
+  const float* y;
+  const float* theta;
+  const uint16_t* count;
+  int num_templates;
+  int max_size;
+};
+
+// Exclusive prefix sum over the block; *total gets the block's sum. All
+// threads must call it.
+__device__ int BlockExclusiveScan(int v, int* warp_sums, int* total) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int inc = v;
+  for (int o = 1; o < 32; o <<= 1) {
+    const int other = __shfl_up_sync(kFull, inc, o);
+    if (lane >= o) inc += other;
+  }
+  if (lane == 31) warp_sums[warp] = inc;
+  __syncthreads();
+  int before = 0, sum = 0;
+  for (int w = 0; w < kWarps; ++w) {
+    before += w < warp ? warp_sums[w] : 0;
+    sum += warp_sums[w];
+  }
+  __syncthreads();  // warp_sums may be reused right away
+  *total = sum;
+  return before + inc - v;
 }
+
+template <bool kRelax>
+__global__ void __launch_bounds__(kThreads) ScoreKernel(ProbeArgs probe, GalleryArgs gallery, LssConstants c,
+                                                        int k_capacity, float* __restrict__ scores) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int na = probe.n;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  // Shared layout: probe bits, masks, x, y, theta, counts; the similarity
+  // matrix (later rho); the selected pairs; lambda arrays; radix histogram.
+  uint64_t* p_bits = reinterpret_cast<uint64_t*>(smem);
+  uint64_t* p_mask = p_bits + static_cast<size_t>(na) * kMccBitWords;
+  float* p_x = reinterpret_cast<float*>(p_mask + static_cast<size_t>(na) * kMccMaskWords);
+  float* p_y = p_x + na;
+  float* p_t = p_y + na;
+  int* p_count = reinterpret_cast<int*>(p_t + na);
+  float* gamma = reinterpret_cast<float*>(p_count + na);
+  float* sel_value = gamma + static_cast<size_t>(na) * gallery.max_size;
+  int* sel_index = reinterpret_cast<int*>(sel_value + k_capacity);
+  float* lambda0 = reinterpret_cast<float*>(sel_index + k_capacity);
+  float* lambda_a = lambda0 + k_capacity;
+  float* lambda_b = lambda_a + k_capacity;
+  int* hist = reinterpret_cast<int*>(lambda_b + k_capacity);
+  __shared__ int warp_sums[kWarps];
+  __shared__ int radix_digit, radix_remaining;
+
+  for (int i = tid; i < na * kMccBitWords; i += kThreads) p_bits[i] = probe.bits[i];
+  for (int i = tid; i < na * kMccMaskWords; i += kThreads) p_mask[i] = probe.mask[i];
+  for (int i = tid; i < na; i += kThreads) {
+    p_x[i] = probe.x[i];
+    p_y[i] = probe.y[i];
+    p_t[i] = probe.theta[i];
+    p_count[i] = probe.count[i];
+  }
+  __syncthreads();
+
+  for (int g = blockIdx.x; g < gallery.num_templates; g += gridDim.x) {
+    const int base = gallery.start[g];
+    const int nb = gallery.start[g + 1] - base;
+    if (na == 0 || nb == 0) {
+      if (tid == 0) scores[g] = 0.0f;
+      continue;  // uniform across the block
+    }
+    const int n_min = min(na, nb);
+    const int np = c.np_table[n_min];
+    const int K = kRelax ? n_min : np;
+    const int entries = na * nb;
+    const uint64_t* g_bits = gallery.bits + static_cast<size_t>(kMccBitWords) * base;
+    const uint64_t* g_mask = gallery.mask + static_cast<size_t>(kMccMaskWords) * base;
+
+    // 1. Local similarities.
+    int positives = 0;
+    for (int e = tid; e < entries; e += kThreads) {
+      const int r = e / nb, j = e - r * nb;
+      float v = 0.0f;
+      if (lss_internal::DirectionsMatchable(p_t[r], gallery.theta[base + j], c)) {
+        uint64_t ma[kMccMaskWords], mb[kMccMaskWords];
+        int common = 0;
+        uint64_t a_out = 0, b_out = 0;
+#pragma unroll
+        for (int q = 0; q < kMccMaskWords; ++q) {
+          ma[q] = p_mask[r * kMccMaskWords + q];
+          mb[q] = g_mask[static_cast<size_t>(q) * nb + j];
+          common += __popcll(ma[q] & mb[q]);
+          a_out |= ma[q] & ~mb[q];
+          b_out |= mb[q] & ~ma[q];
+        }
+        if (common >= c.min_common_cells) {
+          int nab = 0, na_c = 0, nb_c = 0;
+#pragma unroll
+          for (int w = 0; w < kMccBitWords; ++w) {
+            const uint64_t a = p_bits[r * kMccBitWords + w];
+            const uint64_t b = g_bits[static_cast<size_t>(w) * nb + j];
+            nab += __popcll(a & b);
+            if (a_out != 0) na_c += __popcll(a & mb[w % kMccMaskWords]);
+            if (b_out != 0) nb_c += __popcll(b & ma[w % kMccMaskWords]);
+          }
+          if (a_out == 0) na_c = p_count[r];
+          if (b_out == 0) nb_c = gallery.count[base + j];
+          v = lss_internal::LambdaFromCounts(na_c, nb_c, nab);
+        }
+      }
+      gamma[e] = v;
+      positives += v > 0.0f;
+    }
+    int n_pos = 0;
+    BlockExclusiveScan(positives, warp_sums, &n_pos);  // also a barrier after the matrix writes
+
+    // 2. The K best entries: threshold key by radix select over float bits.
+    unsigned threshold = 0;  // select bits > threshold, plus need_eq entries == threshold
+    int need_eq = 0;
+    if (n_pos > K) {
+      unsigned prefix = 0, prefix_mask = 0;
+      int remaining = K;
+      for (int shift = 24; shift >= 0; shift -= 8) {
+        for (int i = tid; i < 256; i += kThreads) hist[i] = 0;
+        __syncthreads();
+        for (int e = tid; e < entries; e += kThreads) {
+          const float v = gamma[e];
+          const unsigned bits = __float_as_uint(v);
+          if (v > 0.0f && (bits & prefix_mask) == prefix) atomicAdd(&hist[(bits >> shift) & 255u], 1);
+        }
+        __syncthreads();
+        if (warp == 0) {
+          // Lane l owns digits 255 - 8 l .. 248 - 8 l (largest first).
+          int own[8];
+          int lane_sum = 0;
+#pragma unroll
+          for (int q = 0; q < 8; ++q) {
+            own[q] = hist[255 - 8 * lane - q];
+            lane_sum += own[q];
+          }
+          int inc = lane_sum;
+          for (int o = 1; o < 32; o <<= 1) {
+            const int other = __shfl_up_sync(kFull, inc, o);
+            if (lane >= o) inc += other;
+          }
+          int above = inc - lane_sum;  // entries in larger digits than this lane's
+          if (above < remaining && remaining <= inc) {
+            for (int q = 0; q < 8; ++q) {
+              if (remaining <= above + own[q]) {
+                radix_digit = 255 - 8 * lane - q;
+                radix_remaining = remaining - above;
+                break;
+              }
+              above += own[q];
+            }
+          }
+        }
+        __syncthreads();
+        prefix |= static_cast<unsigned>(radix_digit) << shift;
+        prefix_mask |= 255u << shift;
+        remaining = radix_remaining;
+        __syncthreads();  // radix_* are rewritten by the next pass
+      }
+      threshold = prefix;
+      need_eq = remaining;
+    }
+    // Compaction in flat-index order: all entries above the threshold key's
+    // value, and the first need_eq equal to it.
+    int carry_gt = 0, carry_eq = 0;
+    for (int chunk = 0; chunk < entries; chunk += kThreads) {
+      const int e = chunk + tid;
+      const float v = e < entries ? gamma[e] : 0.0f;
+      const unsigned bits = __float_as_uint(v);
+      const int gt = v > 0.0f && bits > threshold;
+      const int eq = v > 0.0f && bits == threshold && need_eq > 0;
+      int total = 0;
+      const int excl = BlockExclusiveScan(gt | (eq << 16), warp_sums, &total);
+      const int before_gt = carry_gt + (excl & 0xffff), before_eq = carry_eq + (excl >> 16);
+      if (gt || (eq && before_eq < need_eq)) {
+        const int pos = before_gt + min(before_eq, need_eq);
+        sel_value[pos] = v;
+        sel_index[pos] = e;
+      }
+      carry_gt += total & 0xffff;
+      carry_eq += total >> 16;
+    }
+    const int p = carry_gt + min(carry_eq, need_eq);
+    __syncthreads();
+
+    if (!kRelax) {
+      // LSS: the selected entries by key, summed in that order.
+      if (tid == 0) {
+        for (int a = 1; a < p; ++a) {
+          const float v = sel_value[a];
+          const int ix = sel_index[a];
+          int b = a - 1;
+          while (b >= 0 && lss_internal::KeyBefore(v, ix, sel_value[b], sel_index[b])) {
+            sel_value[b + 1] = sel_value[b];
+            sel_index[b + 1] = sel_index[b];
+            --b;
+          }
+          sel_value[b + 1] = v;
+          sel_index[b + 1] = ix;
+        }
+        float sum = 0.0f;
+        for (int a = 0; a < p; ++a) sum = sum + sel_value[a];
+        scores[g] = p == 0 ? 0.0f : sum / static_cast<float>(np);
+      }
+      __syncthreads();
+      continue;
+    }
+
+    // 3. LSS-R.
+    if (p == 0) {
+      if (tid == 0) scores[g] = 0.0f;
+      __syncthreads();
+      continue;
+    }
+    for (int t = tid; t < p; t += kThreads) lambda0[t] = lambda_a[t] = sel_value[t];
+    __syncthreads();
+    float* lam = lambda_a;
+    float* nxt = lambda_b;
+    if (n_min > 1 && c.relaxation_iterations > 0) {
+      float* rho = gamma;  // the matrix is no longer needed (p * p <= na * nb)
+      for (int idx = tid; idx < p * p; idx += kThreads) {
+        const int t = idx / p, k = idx - t * p;
+        float value = 0.0f;
+        if (t != k) {
+          const int rt = sel_index[t] / nb, ct = sel_index[t] - rt * nb;
+          const int rk = sel_index[k] / nb, ck = sel_index[k] - rk * nb;
+          value = lss_internal::Rho(p_x[rt], p_y[rt], p_t[rt], p_x[rk], p_y[rk], p_t[rk], gallery.x[base + ct],
+                                    gallery.y[base + ct], gallery.theta[base + ct], gallery.x[base + ck],
+                                    gallery.y[base + ck], gallery.theta[base + ck], c);
+        }
+        rho[idx] = value;
+      }
+      __syncthreads();
+      const float denominator = static_cast<float>(n_min - 1);
+      for (int it = 0; it < c.relaxation_iterations; ++it) {
+        for (int t = tid; t < p; t += kThreads) {
+          const float* row = rho + static_cast<size_t>(t) * p;
+          float sum = 0.0f;
+          for (int k = 0; k < p; ++k) sum = sum + fpmath::Mul(row[k], lam[k]);
+          nxt[t] = lss_internal::Relaxed(lam[t], sum, denominator, c);
+        }
+        __syncthreads();
+        float* swap = lam;
+        lam = nxt;
+        nxt = swap;
+      }
+    }
+    // The np pairs of highest efficiency, summed in selection order.
+    if (warp == 0) {
+      const int keep = min(np, p);
+      float sum = 0.0f;
+      for (int i = 0; i < keep; ++i) {
+        float best_eff = -1.0f;
+        int best_t = INT_MAX;
+        for (int t = lane; t < p; t += 32) {
+          if (sel_index[t] < 0) continue;  // taken
+          const float eff = lam[t] / lambda0[t];
+          if (eff > best_eff || (eff == best_eff && t < best_t)) {
+            best_eff = eff;
+            best_t = t;
+          }
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+          const float other_eff = __shfl_down_sync(kFull, best_eff, o);
+          const int other_t = __shfl_down_sync(kFull, best_t, o);
+          if (other_eff > best_eff || (other_eff == best_eff && other_t < best_t)) {
+            best_eff = other_eff;
+            best_t = other_t;
+          }
+        }
+        best_t = __shfl_sync(kFull, best_t, 0);
+        if (lane == 0) {
+          sel_index[best_t] = -1;
+          sum = sum + lam[best_t];
+        }
+        __syncwarp();
+      }
+      if (lane == 0) scores[g] = fminf(1.0f, fmaxf(0.0f, sum / static_cast<float>(np)));
+    }
+    __syncthreads();
+  }
+}
+
+template <typename T>
+absl::StatusOr<std::shared_ptr<Buffer>> ToDevice(const std::vector<T>& v, const Stream& stream) {
+  TESSERA_ASSIGN_OR_RETURN(auto buffer,
+                           Buffer::Allocate(MemoryKind::kDevice, std::max<size_t>(1, v.size()) * sizeof(T),
+                                            stream.ordinal()));
+  if (!v.empty()) {
+    TESSERA_RETURN_IF_ERROR(
+        CopyBytes(buffer->data(), MemoryKind::kDevice, v.data(), MemoryKind::kHost, v.size() * sizeof(T), stream));
+  }
+  return buffer;
+}
+
+}  // namespace
+
+absl::Status ScoreGalleryToDevice(const Stream& stream, const LssProbe& probe, const MccDeviceGallery& gallery,
+                               MccScore kind, const LssConstants& constants, float* device_scores) {
+  const std::vector<MccCylinder>& cyl = probe.cylinders.cylinders;
+  const int na = static_cast<int>(cyl.size());
+  const int max_nb = gallery.max_template_size();
+  if (gallery.num_templates() == 0) return absl::OkStatus();
+  if (static_cast<long long>(na) * std::max(1, max_nb) > kLssCudaMaxMatrixEntries) {
+    return absl::FailedPreconditionError(absl::StrCat("lss: probe of ", na, " cylinders against gallery templates of up to ",
+                                                      max_nb, " exceeds the CUDA kernel's ", kLssCudaMaxMatrixEntries,
+                                                      "-entry shared-memory matrix; use the CPU backend"));
+  }
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
+  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
+
+  // The probe, flattened (kept alive until the stream is synchronized below).
+  std::vector<uint64_t> bits(static_cast<size_t>(na) * kMccBitWords), mask(static_cast<size_t>(na) * kMccMaskWords);
+  std::vector<float> x(na), y(na), theta(na);
+  std::vector<int> count(na);
+  for (int i = 0; i < na; ++i) {
+    std::copy(cyl[i].bits, cyl[i].bits + kMccBitWords, bits.begin() + static_cast<size_t>(i) * kMccBitWords);
+    std::copy(cyl[i].mask, cyl[i].mask + kMccMaskWords, mask.begin() + static_cast<size_t>(i) * kMccMaskWords);
+    x[i] = cyl[i].x;
+    y[i] = cyl[i].y;
+    theta[i] = cyl[i].theta;
+    count[i] = probe.bit_count[i];
+  }
+  TESSERA_ASSIGN_OR_RETURN(auto d_bits, ToDevice(bits, stream));
+  TESSERA_ASSIGN_OR_RETURN(auto d_mask, ToDevice(mask, stream));
+  TESSERA_ASSIGN_OR_RETURN(auto d_x, ToDevice(x, stream));
+  TESSERA_ASSIGN_OR_RETURN(auto d_y, ToDevice(y, stream));
+  TESSERA_ASSIGN_OR_RETURN(auto d_theta, ToDevice(theta, stream));
+  TESSERA_ASSIGN_OR_RETURN(auto d_count, ToDevice(count, stream));
+  ProbeArgs pa;
+  pa.bits = static_cast<const uint64_t*>(d_bits->data());
+  pa.mask = static_cast<const uint64_t*>(d_mask->data());
+  pa.x = static_cast<const float*>(d_x->data());
+  pa.y = static_cast<const float*>(d_y->data());
+  pa.theta = static_cast<const float*>(d_theta->data());
+  pa.count = static_cast<const int*>(d_count->data());
+  pa.n = na;
+  GalleryArgs ga;
+  ga.start = gallery.start();
+  ga.bits = gallery.bits();
+  ga.mask = gallery.mask();
+  ga.x = gallery.x();
+  ga.y = gallery.y();
+  ga.theta = gallery.theta();
+  ga.count = gallery.bit_count();
+  ga.num_templates = gallery.num_templates();
+  ga.max_size = std::max(1, max_nb);
+
+  int max_np = 0;
+  for (int n = 0; n <= kMccMaxMinutiae; ++n) max_np = std::max<int>(max_np, constants.np_table[n]);
+  const int k_capacity = std::max(std::min(na, ga.max_size), max_np);
+  const size_t shared = static_cast<size_t>(na) * (kMccBitWords + kMccMaskWords) * 8 +
+                        static_cast<size_t>(na) * 4 * 4 + static_cast<size_t>(na) * ga.max_size * 4 +
+                        static_cast<size_t>(k_capacity) * 4 * 5 + 256 * 4;
+  auto kernel = kind == MccScore::kLssR ? ScoreKernel<true> : ScoreKernel<false>;
+  TESSERA_CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+  int per_sm = 0, sms = 0;
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, shared));
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, stream.ordinal()));
+  if (per_sm < 1) {
+    return absl::ResourceExhaustedError(absl::StrCat("lss: ", shared, " bytes of shared memory per block do not fit"));
+  }
+  const int blocks = std::max(1, std::min(ga.num_templates, per_sm * sms));
+  kernel<<<blocks, kThreads, shared, s>>>(pa, ga, constants, k_capacity, device_scores);
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("lss ScoreKernel");
+  // The probe buffers and host vectors must outlive the kernel and copies.
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+  return absl::OkStatus();
+}
+
 }  // namespace cuda
 }  // namespace fingerprint
 }  // namespace tessera

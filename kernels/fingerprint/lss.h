@@ -170,9 +170,9 @@ absl::Status ScoreGallery(const Stream& stream, const LssProbe& probe, const Mcc
                           MccScore kind, const LssConstants& constants, float* scores);
 
 namespace cuda {
-// Same, with `scores` in device memory and no synchronization (the caller
-// synchronizes `stream`).
-absl::Status ScoreGalleryAsync(const Stream& stream, const LssProbe& probe, const MccDeviceGallery& gallery,
+// Same, with `device_scores` in device memory (gallery.num_templates()
+// floats); returns once they are written.
+absl::Status ScoreGalleryToDevice(const Stream& stream, const LssProbe& probe, const MccDeviceGallery& gallery,
                                MccScore kind, const LssConstants& constants, float* device_scores);
 }  // namespace cuda
 

@@ -119,6 +119,13 @@ struct ScalarKernel {
 #if defined(__x86_64__)
 // The same counts with AVX-512 VPOPCNTQ: a cylinder is three 512-bit vectors.
 struct Avx512Kernel {
+  // Sum of the eight 64-bit lanes (without _mm512_reduce_add_epi64, whose GCC
+  // 12 header trips -Wmaybe-uninitialized).
+  __attribute__((target("avx512f"))) static inline int Sum(__m512i v) {
+    const __m256i s = _mm256_add_epi64(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+    const __m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    return static_cast<int>(_mm_cvtsi128_si64(t) + _mm_extract_epi64(t, 1));
+  }
   __attribute__((target("avx512f,avx512vpopcntdq"))) static float Lambda(
       const uint64_t* a_bits, const uint64_t* a_mask, const uint64_t* a_xmask, int a_count, const uint64_t* b_bits,
       const uint64_t* b_mask, const uint64_t* b_xmask, int b_count, const LssConstants& c, const float* sq) {
@@ -137,19 +144,19 @@ struct Avx512Kernel {
     __m512i acc = _mm512_add_epi64(_mm512_popcnt_epi64(_mm512_and_si512(a0, b0)),
                                    _mm512_popcnt_epi64(_mm512_and_si512(a1, b1)));
     acc = _mm512_add_epi64(acc, _mm512_popcnt_epi64(_mm512_and_si512(a2, b2)));
-    const int nab = static_cast<int>(_mm512_reduce_add_epi64(acc));
+    const int nab = static_cast<int>(Sum(acc));
     int na = a_count, nb = b_count;
     if (any_a != 0) {
       __m512i x = _mm512_add_epi64(_mm512_popcnt_epi64(_mm512_and_si512(a0, _mm512_loadu_si512(b_xmask))),
                                    _mm512_popcnt_epi64(_mm512_and_si512(a1, _mm512_loadu_si512(b_xmask + 8))));
       x = _mm512_add_epi64(x, _mm512_popcnt_epi64(_mm512_and_si512(a2, _mm512_loadu_si512(b_xmask + 16))));
-      na = static_cast<int>(_mm512_reduce_add_epi64(x));
+      na = static_cast<int>(Sum(x));
     }
     if (any_b != 0) {
       __m512i x = _mm512_add_epi64(_mm512_popcnt_epi64(_mm512_and_si512(b0, _mm512_loadu_si512(a_xmask))),
                                    _mm512_popcnt_epi64(_mm512_and_si512(b1, _mm512_loadu_si512(a_xmask + 8))));
       x = _mm512_add_epi64(x, _mm512_popcnt_epi64(_mm512_and_si512(b2, _mm512_loadu_si512(a_xmask + 16))));
-      nb = static_cast<int>(_mm512_reduce_add_epi64(x));
+      nb = static_cast<int>(Sum(x));
     }
     return LambdaFromCountsTable(na, nb, nab, sq);
   }

@@ -153,8 +153,9 @@ TEST(Lss, SeparatesGenuineFromImpostorOnRealData) {
   // A template against itself scores higher than against any other.
   for (size_t i = 0; i < t.size(); i += 9) {
     const float self = cpu::Score(t[i], t[i], MccScore::kLssR, c);
-    for (size_t j = 0; j < t.size(); ++j)
+    for (size_t j = 0; j < t.size(); ++j) {
       if (j != i) EXPECT_GT(self, cpu::Score(t[i], t[j], MccScore::kLssR, c));
+    }
   }
 }
 

@@ -55,7 +55,6 @@ LssProbe PrepareProbe(const MccTemplate& probe, const MccParams& mcc) {
     for (int w = 0; w < kMccMaskWords; ++w) full = full && c.mask[w] == circle[w];
     out.bit_count.push_back(static_cast<uint16_t>(n));
     out.full_mask.push_back(full ? 1 : 0);
-    for (int w = 0; w < kMccBitWords; ++w) out.expanded_mask.push_back(c.mask[w % kMccMaskWords]);
   }
   const std::vector<MccCylinder>& c = probe.cylinders;
   const int n = static_cast<int>(c.size());
@@ -64,6 +63,17 @@ LssProbe PrepareProbe(const MccTemplate& probe, const MccParams& mcc) {
   std::stable_sort(out.by_theta.begin(), out.by_theta.end(),
                    [&c](int a, int b) { return c[a].theta < c[b].theta; });
   for (int i : out.by_theta) out.sorted_theta.push_back(c[i].theta);
+  out.soa_stride = (n + 7) & ~7;
+  out.sorted_theta.resize(out.soa_stride + 8, std::numeric_limits<float>::infinity());
+  out.soa_bits.assign(static_cast<size_t>(kMccBitWords) * out.soa_stride + 8, 0);
+  out.soa_mask.assign(static_cast<size_t>(kMccMaskWords) * out.soa_stride + 8, 0);
+  out.soa_count.assign(out.soa_stride + 8, 0);
+  for (int q = 0; q < n; ++q) {
+    const MccCylinder& cyl = c[out.by_theta[q]];
+    for (int w = 0; w < kMccBitWords; ++w) out.soa_bits[static_cast<size_t>(w) * out.soa_stride + q] = cyl.bits[w];
+    for (int w = 0; w < kMccMaskWords; ++w) out.soa_mask[static_cast<size_t>(w) * out.soa_stride + q] = cyl.mask[w];
+    out.soa_count[q] = out.bit_count[out.by_theta[q]];
+  }
   out.pair_dist.resize(static_cast<size_t>(n) * n);
   out.pair_dir.resize(static_cast<size_t>(n) * n);
   out.pair_radial.resize(static_cast<size_t>(n) * n);

@@ -86,9 +86,14 @@ struct LssProbe {
   MccTemplate cylinders;
   std::vector<uint16_t> bit_count;
   std::vector<uint8_t> full_mask;
-  std::vector<uint64_t> expanded_mask;  // per cylinder, the mask repeated for each layer (24 words)
   std::vector<int> by_theta;        // cylinder indices sorted by theta
-  std::vector<float> sorted_theta;  // their thetas
+  std::vector<float> sorted_theta;  // their thetas (padded with +inf to soa_stride)
+  // The cylinders by sorted position as structure of arrays for the SIMD
+  // matcher: word w of position q at soa_bits[w * soa_stride + q] (masks
+  // likewise), bit counts in soa_count; zero padding to a multiple of 8.
+  int soa_stride = 0;
+  std::vector<uint64_t> soa_bits, soa_mask;
+  std::vector<int64_t> soa_count;
   std::vector<float> pair_dist, pair_dir, pair_radial;
 };
 LssProbe PrepareProbe(const MccTemplate& probe, const MccParams& mcc = {});

@@ -28,8 +28,8 @@ namespace cpu {
 namespace lss_vector {
 void RhoRow(int p, const float* ad, const float* adir, const float* arad, const float* gx, const float* gy,
             const float* gt, float xt, float yt, float tt, const LssConstants& c, float* out);
-void RelaxStep(int p, const float* rho_t, const float* lambda, float denominator, const LssConstants& c, float* sum,
-               float* next);
+void RelaxStep(int p, int stride, const float* rho_t, const float* lambda, float denominator, const LssConstants& c,
+               float* sum, float* next);
 }  // namespace lss_vector
 
 namespace {
@@ -116,52 +116,6 @@ struct ScalarKernel {
   }
 };
 
-#if defined(__x86_64__)
-// The same counts with AVX-512 VPOPCNTQ: a cylinder is three 512-bit vectors.
-struct Avx512Kernel {
-  // Sum of the eight 64-bit lanes (without _mm512_reduce_add_epi64, whose GCC
-  // 12 header trips -Wmaybe-uninitialized).
-  __attribute__((target("avx512f"))) static inline int Sum(__m512i v) {
-    const __m256i s = _mm256_add_epi64(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
-    const __m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-    return static_cast<int>(_mm_cvtsi128_si64(t) + _mm_extract_epi64(t, 1));
-  }
-  __attribute__((target("avx512f,avx512vpopcntdq"))) static float Lambda(
-      const uint64_t* a_bits, const uint64_t* a_mask, const uint64_t* a_xmask, int a_count, const uint64_t* b_bits,
-      const uint64_t* b_mask, const uint64_t* b_xmask, int b_count, const LssConstants& c, const float* sq) {
-    int common = 0;
-    uint64_t any_a = 0, any_b = 0;
-    for (int q = 0; q < kMccMaskWords; ++q) {
-      common += Popcount(a_mask[q] & b_mask[q]);
-      any_a |= a_mask[q] & ~b_mask[q];
-      any_b |= b_mask[q] & ~a_mask[q];
-    }
-    if (common < c.min_common_cells) return 0.0f;
-    const __m512i a0 = _mm512_loadu_si512(a_bits), a1 = _mm512_loadu_si512(a_bits + 8),
-                  a2 = _mm512_loadu_si512(a_bits + 16);
-    const __m512i b0 = _mm512_loadu_si512(b_bits), b1 = _mm512_loadu_si512(b_bits + 8),
-                  b2 = _mm512_loadu_si512(b_bits + 16);
-    __m512i acc = _mm512_add_epi64(_mm512_popcnt_epi64(_mm512_and_si512(a0, b0)),
-                                   _mm512_popcnt_epi64(_mm512_and_si512(a1, b1)));
-    acc = _mm512_add_epi64(acc, _mm512_popcnt_epi64(_mm512_and_si512(a2, b2)));
-    const int nab = static_cast<int>(Sum(acc));
-    int na = a_count, nb = b_count;
-    if (any_a != 0) {
-      __m512i x = _mm512_add_epi64(_mm512_popcnt_epi64(_mm512_and_si512(a0, _mm512_loadu_si512(b_xmask))),
-                                   _mm512_popcnt_epi64(_mm512_and_si512(a1, _mm512_loadu_si512(b_xmask + 8))));
-      x = _mm512_add_epi64(x, _mm512_popcnt_epi64(_mm512_and_si512(a2, _mm512_loadu_si512(b_xmask + 16))));
-      na = static_cast<int>(Sum(x));
-    }
-    if (any_b != 0) {
-      __m512i x = _mm512_add_epi64(_mm512_popcnt_epi64(_mm512_and_si512(b0, _mm512_loadu_si512(a_xmask))),
-                                   _mm512_popcnt_epi64(_mm512_and_si512(b1, _mm512_loadu_si512(a_xmask + 8))));
-      x = _mm512_add_epi64(x, _mm512_popcnt_epi64(_mm512_and_si512(b2, _mm512_loadu_si512(a_xmask + 16))));
-      nb = static_cast<int>(Sum(x));
-    }
-    return LambdaFromCountsTable(na, nb, nab, sq);
-  }
-};
-#endif
 
 int BitCount(const MccCylinder& c) {
   int n = 0;
@@ -175,11 +129,38 @@ struct Scratch {
   std::vector<uint8_t> taken;
   std::vector<int> rows, columns;
   std::vector<float> gx, gy, gt, ad, adir, arad, row;
+  std::vector<Entry> boundary;
 };
 
 Scratch& ThreadScratch() {
   thread_local Scratch scratch;
   return scratch;
+}
+
+// Keeps the `limit` best entries by key (value descending, index ascending),
+// in no particular order: a 256-bucket histogram of the values (in (0, 1])
+// finds the bucket holding the limit-th best; entries above it are kept and
+// only that bucket is ordered exactly. Linear and nearly branch-free.
+inline int ValueBucket(float v) { return std::min(256, static_cast<int>(v * 256.0f)); }
+
+// `hist` counts the entries per ValueBucket (filled while collecting them).
+void SelectBest(std::vector<Entry>& entries, size_t limit, const int* hist, Scratch& s) {
+  if (entries.size() <= limit) return;
+  auto bucket = ValueBucket;
+  size_t above = 0;
+  int b = 256;
+  while (above + hist[b] < limit) above += hist[b--];
+  s.boundary.clear();
+  size_t kept = 0;
+  for (const Entry& e : entries) {
+    const int k = bucket(e.value);
+    if (k > b) entries[kept++] = e;
+    else if (k == b) s.boundary.push_back(e);
+  }
+  const size_t need = limit - above;  // from the boundary bucket, by exact key
+  std::nth_element(s.boundary.begin(), s.boundary.begin() + (need - 1), s.boundary.end(), EntryKeyBefore());
+  for (size_t i = 0; i < need; ++i) entries[kept++] = s.boundary[i];
+  entries.resize(kept);
 }
 
 // The global score from the nonzero local similarities (any order) of the
@@ -212,11 +193,14 @@ float GlobalScore(std::vector<Entry>& entries, const LssProbe& probe, int nb, co
   s.sum.resize(p);
   for (int t = 0; t < p; ++t) s.lambda0[t] = s.lambda[t] = entries[t].value;
   if (n_min > 1 && c.relaxation_iterations > 0) {
+    // Vector loops run over P >= p lanes (a multiple of 16, zero padding) so
+    // they need no scalar epilogue; padded lanes compute values never used.
+    const int P = (p + 15) & ~15;
     s.rows.resize(p);
     s.columns.resize(p);
-    s.gx.resize(p);
-    s.gy.resize(p);
-    s.gt.resize(p);
+    s.gx.assign(P, 0.0f);
+    s.gy.assign(P, 0.0f);
+    s.gt.assign(P, 0.0f);
     for (int t = 0; t < p; ++t) {
       s.rows[t] = entries[t].index / nb;
       s.columns[t] = entries[t].index % nb;
@@ -224,14 +208,14 @@ float GlobalScore(std::vector<Entry>& entries, const LssProbe& probe, int nb, co
       s.gy[t] = by[s.columns[t]];
       s.gt[t] = bt[s.columns[t]];
     }
-    // rho transposed: rho_t[k * p + t] = rho(t, k); rho(t, t) = 0. Each row
+    // rho transposed: rho_t[k * P + t] = rho(t, k); rho(t, t) = 0. Each row
     // is one vectorized pass (RhoRow) over the probe relations gathered for
     // it.
-    s.rho_t.resize(static_cast<size_t>(p) * p);
-    s.ad.resize(p);
-    s.adir.resize(p);
-    s.arad.resize(p);
-    s.row.resize(p);
+    s.rho_t.assign(static_cast<size_t>(p) * P, 0.0f);
+    s.ad.assign(P, 0.0f);
+    s.adir.assign(P, 0.0f);
+    s.arad.assign(P, 0.0f);
+    s.row.resize(P);
     for (int t = 0; t < p; ++t) {
       const size_t base = static_cast<size_t>(s.rows[t]) * na;
       for (int k = 0; k < p; ++k) {
@@ -239,16 +223,19 @@ float GlobalScore(std::vector<Entry>& entries, const LssProbe& probe, int nb, co
         s.adir[k] = probe.pair_dir[base + s.rows[k]];
         s.arad[k] = probe.pair_radial[base + s.rows[k]];
       }
-      RhoRow(p, s.ad.data(), s.adir.data(), s.arad.data(), s.gx.data(), s.gy.data(), s.gt.data(), s.gx[t], s.gy[t],
+      RhoRow(P, s.ad.data(), s.adir.data(), s.arad.data(), s.gx.data(), s.gy.data(), s.gt.data(), s.gx[t], s.gy[t],
              s.gt[t], c, s.row.data());
       s.row[t] = 0.0f;
-      for (int k = 0; k < p; ++k) s.rho_t[static_cast<size_t>(k) * p + t] = s.row[k];
+      for (int k = 0; k < p; ++k) s.rho_t[static_cast<size_t>(k) * P + t] = s.row[k];
     }
     // Each t sums rho(t, k) lambda_k over k in ascending order, as the CUDA
     // kernel does; the loops are interchanged so the p sums vectorize.
+    s.lambda.resize(P, 0.0f);
+    s.next.assign(P, 0.0f);
+    s.sum.resize(P);
     const float denominator = static_cast<float>(n_min - 1);
     for (int it = 0; it < c.relaxation_iterations; ++it) {
-      RelaxStep(p, s.rho_t.data(), s.lambda.data(), denominator, c, s.sum.data(), s.next.data());
+      RelaxStep(p, P, s.rho_t.data(), s.lambda.data(), denominator, c, s.sum.data(), s.next.data());
       s.lambda.swap(s.next);
     }
   }
@@ -293,8 +280,136 @@ std::vector<float> LocalSimilarityMatrix(const MccTemplate& a, const MccTemplate
 
 namespace {
 
-template <typename Kernel>
-float ScoreImpl(const LssProbe& probe, const MccGallery& gallery, int t, MccScore kind, const LssConstants& c) {
+// One gallery cylinder (column j) against the probe cylinders at sorted
+// positions [lo, hi): local similarities, entries and histogram.
+struct RangeArgs {
+  const LssProbe* probe;
+  float tb, inner_lo, inner_hi;  // direction of b; the surely matchable band
+  const uint64_t* b_bits;
+  const uint64_t* b_mask;
+  int b_count;
+  int j, nb;
+  const LssConstants* c;
+  const float* sq;
+  Scratch* s;
+  int* hist;
+};
+
+inline void AddEntry(const RangeArgs& a, float v, int r) {
+  a.s->entries.push_back({v, r * a.nb + a.j});
+  ++a.hist[ValueBucket(v)];
+}
+
+// Directions strictly inside [tb - delta + 1e-3, tb + delta - 1e-3] are
+// matchable whatever the rounding (the float difference is within 1e-6 of
+// the exact one), so the exact test only runs near the range's edges.
+inline bool Matchable(const RangeArgs& a, int q) {
+  const float ta = a.probe->sorted_theta[q];
+  return (ta > a.inner_lo && ta < a.inner_hi) ||
+         DirectionsMatchable(a.probe->cylinders.cylinders[a.probe->by_theta[q]].theta, a.tb, *a.c);
+}
+
+struct ScalarPath {
+  static void Range(const RangeArgs& a, int lo, int hi) {
+    const LssProbe& p = *a.probe;
+    for (int q = lo; q < hi; ++q) {
+      if (!Matchable(a, q)) continue;
+      const int r = p.by_theta[q];
+      const MccCylinder& cyl = p.cylinders.cylinders[r];
+      const float v = ScalarKernel::Lambda(cyl.bits, cyl.mask, nullptr, p.bit_count[r], a.b_bits, a.b_mask, nullptr,
+                                           a.b_count, *a.c, a.sq);
+      if (v > 0.0f) AddEntry(a, v, r);
+    }
+  }
+};
+
+#if defined(__x86_64__)
+// Eight probe cylinders at a time with AVX-512: the probe's words are laid out
+// by sorted position (LssProbe::soa_*), so lane l of word w is cylinder
+// q0 + l's word w. The same integer counts as ScalarKernel; the float steps
+// (sqrt, add, divide, subtract) are IEEE per lane, hence the same lambdas.
+#define TESSERA_FP_AVX512 "avx512f,avx512vl,avx512dq,avx512vpopcntdq"
+struct Avx512Path {
+  __attribute__((target(TESSERA_FP_AVX512))) static void Range(const RangeArgs& a, int lo, int hi) {
+    const LssProbe& p = *a.probe;
+    const int stride = p.soa_stride;
+    const uint64_t* A = p.soa_bits.data();
+    const uint64_t* M = p.soa_mask.data();
+    __m512i bm[kMccMaskWords], bb[kMccBitWords];
+    for (int q = 0; q < kMccMaskWords; ++q) bm[q] = _mm512_set1_epi64(static_cast<long long>(a.b_mask[q]));
+    for (int w = 0; w < kMccBitWords; ++w) bb[w] = _mm512_set1_epi64(static_cast<long long>(a.b_bits[w]));
+    const __m512i min_common = _mm512_set1_epi64(a.c->min_common_cells);
+    const __m256 inner_lo = _mm256_set1_ps(a.inner_lo), inner_hi = _mm256_set1_ps(a.inner_hi);
+    for (int q0 = lo; q0 < hi; q0 += 8) {
+      const __mmask8 lanes = hi - q0 >= 8 ? static_cast<__mmask8>(0xff) : static_cast<__mmask8>((1u << (hi - q0)) - 1);
+      const __m256 ta = _mm256_loadu_ps(p.sorted_theta.data() + q0);
+      const __mmask8 inner =
+          _mm256_cmp_ps_mask(ta, inner_lo, _CMP_GT_OQ) & _mm256_cmp_ps_mask(ta, inner_hi, _CMP_LT_OQ);
+      __mmask8 m = lanes & inner;
+      for (unsigned edge = lanes & ~inner; edge != 0; edge &= edge - 1) {
+        const int l = __builtin_ctz(edge);
+        if (Matchable(a, q0 + l)) m |= static_cast<__mmask8>(1u << l);
+      }
+      if (m == 0) continue;
+      __m512i ma[kMccMaskWords];
+      __m512i common = _mm512_setzero_si512(), a_out = _mm512_setzero_si512(), b_out = _mm512_setzero_si512();
+      for (int q = 0; q < kMccMaskWords; ++q) {
+        ma[q] = _mm512_loadu_si512(M + static_cast<size_t>(q) * stride + q0);
+        common = _mm512_add_epi64(common, _mm512_popcnt_epi64(_mm512_and_si512(ma[q], bm[q])));
+        a_out = _mm512_or_si512(a_out, _mm512_andnot_si512(bm[q], ma[q]));
+        b_out = _mm512_or_si512(b_out, _mm512_andnot_si512(ma[q], bm[q]));
+      }
+      m &= _mm512_cmpge_epi64_mask(common, min_common);
+      if (m == 0) continue;
+      __m512i nab = _mm512_setzero_si512();
+      for (int w = 0; w < kMccBitWords; ++w) {
+        const __m512i aw = _mm512_loadu_si512(A + static_cast<size_t>(w) * stride + q0);
+        nab = _mm512_add_epi64(nab, _mm512_popcnt_epi64(_mm512_and_si512(aw, bb[w])));
+      }
+      __m512i na = _mm512_loadu_si512(p.soa_count.data() + q0);
+      __m512i nb = _mm512_set1_epi64(a.b_count);
+      const __mmask8 need_a = _mm512_test_epi64_mask(a_out, a_out) & m;
+      const __mmask8 need_b = _mm512_test_epi64_mask(b_out, b_out) & m;
+      if (need_a != 0) {
+        __m512i x = _mm512_setzero_si512();
+        for (int w = 0; w < kMccBitWords; ++w) {
+          const __m512i aw = _mm512_loadu_si512(A + static_cast<size_t>(w) * stride + q0);
+          x = _mm512_add_epi64(x, _mm512_popcnt_epi64(_mm512_and_si512(aw, bm[w % kMccMaskWords])));
+        }
+        na = _mm512_mask_blend_epi64(need_a, na, x);
+      }
+      if (need_b != 0) {
+        __m512i x = _mm512_setzero_si512();
+        for (int w = 0; w < kMccBitWords; ++w) {
+          x = _mm512_add_epi64(x, _mm512_popcnt_epi64(_mm512_and_si512(bb[w], ma[w % kMccMaskWords])));
+        }
+        nb = _mm512_mask_blend_epi64(need_b, nb, x);
+      }
+      // lambda = 1 - sqrt(nx) / (sqrt(na) + sqrt(nb)), 0 when na + nb = 0.
+      const __m512i sum = _mm512_add_epi64(na, nb);
+      const __m512i nx = _mm512_sub_epi64(sum, _mm512_add_epi64(nab, nab));
+      const __m256 fa = _mm256_sqrt_ps(_mm256_cvtepi32_ps(_mm512_cvtepi64_epi32(na)));
+      const __m256 fb = _mm256_sqrt_ps(_mm256_cvtepi32_ps(_mm512_cvtepi64_epi32(nb)));
+      const __m256 fx = _mm256_sqrt_ps(_mm256_cvtepi32_ps(_mm512_cvtepi64_epi32(nx)));
+      const __m256 lambda = _mm256_sub_ps(_mm256_set1_ps(1.0f), _mm256_div_ps(fx, _mm256_add_ps(fa, fb)));
+      const __mmask8 nonempty = _mm512_test_epi64_mask(sum, sum);
+      const __mmask8 positive = _mm256_cmp_ps_mask(lambda, _mm256_setzero_ps(), _CMP_GT_OQ);
+      alignas(32) float values[8];
+      _mm256_store_ps(values, lambda);
+      for (unsigned keep = m & nonempty & positive; keep != 0; keep &= keep - 1) {
+        const int l = __builtin_ctz(keep);
+        AddEntry(a, values[l], p.by_theta[q0 + l]);
+      }
+    }
+  }
+};
+#endif
+
+// always_inline: each instantiation is expanded into a wrapper compiled for
+// its ISA (ScoreAvx512 below), so the popcount kernel inlines too.
+template <typename Path>
+__attribute__((always_inline)) inline float ScoreImpl(const LssProbe& probe, const MccGallery& gallery, int t,
+                                                      MccScore kind, const LssConstants& c) {
   const std::vector<MccCylinder>& pa = probe.cylinders.cylinders;
   const int na = static_cast<int>(pa.size());
   const int nb = gallery.template_size(t);
@@ -307,65 +422,51 @@ float ScoreImpl(const LssProbe& probe, const MccGallery& gallery, int t, MccScor
   const uint64_t* gm = &gallery.mask[start * kMccMaskWords];
   const float* bt = &gallery.theta[start];
   const float* sorted = probe.sorted_theta.data();
-  const uint64_t* a_xmask = probe.expanded_mask.data();
   // Probe cylinders whose direction may be within delta_theta of theta_b form
   // a circular range of the sorted directions; the exact test runs inside it.
   const float reach = c.delta_theta + 1e-3f;
-  // Only the best `limit` entries can be used (nR for LSS-R, nP for LSS): a
-  // min-heap (worst kept entry on top) of that size filters the rest.
+  // Only the best `limit` entries can be used (nR for LSS-R, nP for LSS);
+  // SelectBest keeps them after all are collected.
   const size_t limit = kind == MccScore::kLssR ? static_cast<size_t>(std::min(na, nb))
                                                : static_cast<size_t>(c.np_table[std::min(na, nb)]);
-  auto keep = [&s, limit](const Entry& e) {
-    if (s.entries.size() < limit) {
-      s.entries.push_back(e);
-      std::push_heap(s.entries.begin(), s.entries.end(), EntryKeyBefore());
-    } else if (limit > 0 && EntryKeyBefore()(e, s.entries.front())) {
-      std::pop_heap(s.entries.begin(), s.entries.end(), EntryKeyBefore());
-      s.entries.back() = e;
-      std::push_heap(s.entries.begin(), s.entries.end(), EntryKeyBefore());
-    }
-  };
+  int hist[257] = {0};
   alignas(64) uint64_t b_bits[kMccBitWords];
-  alignas(64) uint64_t b_xmask[kMccBitWords];
   uint64_t b_mask[kMccMaskWords];
   for (int j = 0; j < nb; ++j) {
     const float tb = bt[j];
     for (int w = 0; w < kMccBitWords; ++w) b_bits[w] = gb[static_cast<size_t>(w) * nb + j];
     for (int w = 0; w < kMccMaskWords; ++w) b_mask[w] = gm[static_cast<size_t>(w) * nb + j];
-    for (int w = 0; w < kMccBitWords; ++w) b_xmask[w] = b_mask[w % kMccMaskWords];
     const int b_count = gallery.bit_count[start + j];
-    // Directions strictly inside [tb - delta + 1e-3, tb + delta - 1e-3] are
-    // matchable whatever the rounding (the float difference is within 1e-6
-    // of the exact one), so the exact test only runs near the range's edges.
-    const float inner_lo = tb - c.delta_theta + 1e-3f, inner_hi = tb + c.delta_theta - 1e-3f;
-    auto visit = [&](int lo, int hi) {  // sorted positions [lo, hi)
-      for (int q = lo; q < hi; ++q) {
-        const int r = probe.by_theta[q];
-        const float ta = sorted[q];
-        if (!(ta > inner_lo && ta < inner_hi) && !DirectionsMatchable(pa[r].theta, tb, c)) continue;
-        const float v = Kernel::Lambda(pa[r].bits, pa[r].mask, a_xmask + static_cast<size_t>(r) * kMccBitWords,
-                                       probe.bit_count[r], b_bits, b_mask, b_xmask, b_count, c, sq);
-        if (v > 0.0f) keep({v, r * nb + j});
-      }
-    };
+    // Up to three ranges of sorted positions: the main one and the parts that
+    // wrap around 0 / 2 pi. (Plain loops, not a lambda: the closure would not
+    // carry the caller's target ISA, and the popcount kernel must inline.)
+    int ranges[3][2] = {{0, 0}, {0, 0}, {0, 0}};
     const float lo_theta = tb - reach, hi_theta = tb + reach;
     if (reach >= fpmath::kPiF) {
-      visit(0, na);
-      continue;
+      ranges[0][1] = na;
+    } else {
+      const int lo = static_cast<int>(std::lower_bound(sorted, sorted + na, lo_theta) - sorted);
+      const int hi = static_cast<int>(std::upper_bound(sorted, sorted + na, hi_theta) - sorted);
+      ranges[0][0] = lo;
+      ranges[0][1] = hi;
+      if (lo_theta < 0.0f) {
+        const int w = static_cast<int>(std::lower_bound(sorted, sorted + na, lo_theta + fpmath::kTwoPiF) - sorted);
+        ranges[1][0] = std::max(w, hi);
+        ranges[1][1] = na;
+      }
+      if (hi_theta > fpmath::kTwoPiF) {
+        const int w = static_cast<int>(std::upper_bound(sorted, sorted + na, hi_theta - fpmath::kTwoPiF) - sorted);
+        ranges[2][0] = 0;
+        ranges[2][1] = std::min(w, lo);
+      }
     }
-    const int lo = static_cast<int>(std::lower_bound(sorted, sorted + na, lo_theta) - sorted);
-    const int hi = static_cast<int>(std::upper_bound(sorted, sorted + na, hi_theta) - sorted);
-    visit(lo, hi);
-    // Wrapped parts of the range (directions near 0 and near 2 pi).
-    if (lo_theta < 0.0f) {
-      const int w = static_cast<int>(std::lower_bound(sorted, sorted + na, lo_theta + fpmath::kTwoPiF) - sorted);
-      visit(std::max(w, hi), na);
-    }
-    if (hi_theta > fpmath::kTwoPiF) {
-      const int w = static_cast<int>(std::upper_bound(sorted, sorted + na, hi_theta - fpmath::kTwoPiF) - sorted);
-      visit(0, std::min(w, lo));
+    RangeArgs args{&probe,  tb,      tb - c.delta_theta + 1e-3f, tb + c.delta_theta - 1e-3f, b_bits, b_mask, b_count,
+                   j,       nb,      &c,                         sq,                         &s,     hist};
+    for (const auto& range : ranges) {
+      if (range[1] > range[0]) Path::Range(args, range[0], range[1]);
     }
   }
+  SelectBest(s.entries, limit, hist, s);
   return GlobalScore(s.entries, probe, nb, &gallery.x[start], &gallery.y[start], bt, kind, c, s);
 }
 
@@ -373,7 +474,8 @@ bool CpuHasAvx512Popcount() {
 #if defined(__x86_64__)
   static const bool has = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vpopcntdq");
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vpopcntdq");
   }();
   return has;
 #else
@@ -394,11 +496,24 @@ const char* PopcountPath() { return UseAvx512() ? "avx512-vpopcntdq" : "scalar-p
 
 void ForceScalarPopcount(bool scalar) { g_force_scalar.store(scalar); }
 
+#if defined(__x86_64__)
+__attribute__((target(TESSERA_FP_AVX512), noinline)) float ScoreAvx512(const LssProbe& probe,
+                                                                               const MccGallery& gallery, int t,
+                                                                               MccScore kind, const LssConstants& c) {
+  return ScoreImpl<Avx512Path>(probe, gallery, t, kind, c);
+}
+#endif
+
+__attribute__((noinline)) float ScoreScalar(const LssProbe& probe, const MccGallery& gallery, int t, MccScore kind,
+                                            const LssConstants& c) {
+  return ScoreImpl<ScalarPath>(probe, gallery, t, kind, c);
+}
+
 float Score(const LssProbe& probe, const MccGallery& gallery, int t, MccScore kind, const LssConstants& c) {
 #if defined(__x86_64__)
-  if (UseAvx512()) return ScoreImpl<Avx512Kernel>(probe, gallery, t, kind, c);
+  if (UseAvx512()) return ScoreAvx512(probe, gallery, t, kind, c);
 #endif
-  return ScoreImpl<ScalarKernel>(probe, gallery, t, kind, c);
+  return ScoreScalar(probe, gallery, t, kind, c);
 }
 
 float Score(const MccTemplate& a, const MccTemplate& b, MccScore kind, const LssConstants& c) {

@@ -28,17 +28,19 @@ __attribute__((target_clones("avx512f", "avx2", "default"), noinline)) void RhoR
   }
 }
 
-// One relaxation step for all t: next[t] = Relaxed(lambda[t], sum_k rho(t,k) lambda[k]).
+// One relaxation step for all t < stride: next[t] = Relaxed(lambda[t],
+// sum_{k < p} rho(t, k) lambda[k]), rho(t, k) = rho_t[k * stride + t]; each
+// sum runs over k in ascending order.
 __attribute__((target_clones("avx512f", "avx2", "default"), noinline)) void RelaxStep(
-    int p, const float* __restrict rho_t, const float* __restrict lambda, float denominator, const LssConstants& c,
-    float* __restrict sum, float* __restrict next) {
-  for (int t = 0; t < p; ++t) sum[t] = 0.0f;
+    int p, int stride, const float* __restrict rho_t, const float* __restrict lambda, float denominator,
+    const LssConstants& c, float* __restrict sum, float* __restrict next) {
+  for (int t = 0; t < stride; ++t) sum[t] = 0.0f;
   for (int k = 0; k < p; ++k) {
-    const float* col = rho_t + static_cast<size_t>(k) * p;
+    const float* col = rho_t + static_cast<size_t>(k) * stride;
     const float lk = lambda[k];
-    for (int t = 0; t < p; ++t) sum[t] = sum[t] + fpmath::Mul(col[t], lk);
+    for (int t = 0; t < stride; ++t) sum[t] = sum[t] + fpmath::Mul(col[t], lk);
   }
-  for (int t = 0; t < p; ++t) next[t] = lss_internal::Relaxed(lambda[t], sum[t], denominator, c);
+  for (int t = 0; t < stride; ++t) next[t] = lss_internal::Relaxed(lambda[t], sum[t], denominator, c);
 }
 
 }  // namespace lss_vector

@@ -92,22 +92,25 @@ TEST(Lss, LocalSimilarityMatchesBitByBitFormula) {
 // on both popcount paths.
 TEST(Lss, OptimizedScoreEqualsReferenceExactly) {
   const LssConstants c = MakeLssConstants(LssParams());
-  const auto t = Build(TestTemplates(1, 40, 22));
-  const int n = std::min<int>(t.size(), 40);
-  MccGallery g;
-  for (int j = 0; j < n; ++j) g.Append(t[j]);
   int compared = 0;
-  for (bool scalar : {false, true}) {
-    cpu::ForceScalarPopcount(scalar);
-    for (int i = 0; i < n; ++i) {
-      const LssProbe probe = PrepareProbe(t[i]);
-      for (MccScore kind : {MccScore::kLssR, MccScore::kLss}) {
-        std::vector<float> scores(n);
-        cpu::ScoreGallery(probe, g, kind, c, scores.data(), 1);
-        for (int j = 0; j < n; ++j) {
-          const float want = cpu::ReferenceScore(t[i], t[j], kind, c);
-          ASSERT_EQ(scores[j], want) << "probe " << i << " gallery " << j << (scalar ? " scalar" : " simd");
-          ++compared;
+  for (int db = 1; db <= 4; ++db) {
+    const auto t = Build(TestTemplates(db, 40, 22));
+    const int n = std::min<int>(t.size(), 40);
+    MccGallery g;
+    for (int j = 0; j < n; ++j) g.Append(t[j]);
+    for (bool scalar : {false, true}) {
+      cpu::ForceScalarPopcount(scalar);
+      for (int i = 0; i < n; ++i) {
+        const LssProbe probe = PrepareProbe(t[i]);
+        for (MccScore kind : {MccScore::kLssR, MccScore::kLss}) {
+          std::vector<float> scores(n);
+          cpu::ScoreGallery(probe, g, kind, c, scores.data(), 1);
+          for (int j = 0; j < n; ++j) {
+            const float want = cpu::ReferenceScore(t[i], t[j], kind, c);
+            ASSERT_EQ(scores[j], want) << "DB" << db << " probe " << i << " gallery " << j
+                                       << (scalar ? " scalar" : " simd");
+            ++compared;
+          }
         }
       }
     }

@@ -26,8 +26,9 @@ namespace cpu {
 // Vectorized loops (lss_cpu_vector.cc, compiled without this file's
 // "#pragma GCC target", which would suppress their per-ISA clones).
 namespace lss_vector {
-void RhoRow(int p, const float* ad, const float* adir, const float* arad, const float* gx, const float* gy,
-            const float* gt, float xt, float yt, float tt, const LssConstants& c, float* out);
+void RhoRow(int p, int rt, int n, const int* rows, const float* pair_dist, const float* pair_dir,
+            const float* pair_radial, const float* gx, const float* gy, const float* gt, float xt, float yt, float tt,
+            const LssConstants& c, float* out);
 void RelaxStep(int p, int stride, const float* rho_t, const float* lambda, float denominator, const LssConstants& c,
                float* sum, float* next);
 }  // namespace lss_vector
@@ -128,7 +129,7 @@ struct Scratch {
   std::vector<float> rho_t, lambda0, lambda, next, sum;
   std::vector<uint8_t> taken;
   std::vector<int> rows, columns;
-  std::vector<float> gx, gy, gt, ad, adir, arad, row;
+  std::vector<float> gx, gy, gt, row;
   std::vector<Entry> boundary;
 };
 
@@ -196,7 +197,7 @@ float GlobalScore(std::vector<Entry>& entries, const LssProbe& probe, int nb, co
     // Vector loops run over P >= p lanes (a multiple of 16, zero padding) so
     // they need no scalar epilogue; padded lanes compute values never used.
     const int P = (p + 15) & ~15;
-    s.rows.resize(p);
+    s.rows.assign(P, 0);  // padding: a valid probe index
     s.columns.resize(p);
     s.gx.assign(P, 0.0f);
     s.gy.assign(P, 0.0f);
@@ -212,19 +213,10 @@ float GlobalScore(std::vector<Entry>& entries, const LssProbe& probe, int nb, co
     // is one vectorized pass (RhoRow) over the probe relations gathered for
     // it.
     s.rho_t.assign(static_cast<size_t>(p) * P, 0.0f);
-    s.ad.assign(P, 0.0f);
-    s.adir.assign(P, 0.0f);
-    s.arad.assign(P, 0.0f);
     s.row.resize(P);
     for (int t = 0; t < p; ++t) {
-      const size_t base = static_cast<size_t>(s.rows[t]) * na;
-      for (int k = 0; k < p; ++k) {
-        s.ad[k] = probe.pair_dist[base + s.rows[k]];
-        s.adir[k] = probe.pair_dir[base + s.rows[k]];
-        s.arad[k] = probe.pair_radial[base + s.rows[k]];
-      }
-      RhoRow(P, s.ad.data(), s.adir.data(), s.arad.data(), s.gx.data(), s.gy.data(), s.gt.data(), s.gx[t], s.gy[t],
-             s.gt[t], c, s.row.data());
+      RhoRow(P, s.rows[t], na, s.rows.data(), probe.pair_dist.data(), probe.pair_dir.data(), probe.pair_radial.data(),
+             s.gx.data(), s.gy.data(), s.gt.data(), s.gx[t], s.gy[t], s.gt[t], c, s.row.data());
       s.row[t] = 0.0f;
       for (int k = 0; k < p; ++k) s.rho_t[static_cast<size_t>(k) * P + t] = s.row[k];
     }

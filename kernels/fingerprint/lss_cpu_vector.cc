@@ -12,18 +12,26 @@ namespace fingerprint {
 namespace cpu {
 namespace lss_vector {
 
-// rho(t, k) for every k of one row t: the probe relations (t -> k) are given
-// (ad, adir, arad), the gallery ones computed from the coordinates. The same
+// rho(t, k) for every k < p of one row t (pair t: probe minutia rt, gallery
+// coordinates (xt, yt, tt)); pair k's probe minutia is rows[k] and its
+// gallery coordinates (gx, gy, gt)[k]. The probe relations come from the
+// probe's n x n tables (gathered), the gallery ones are computed. The same
 // values as lss_internal::RhoFromGeometry, without its early exits, so the
-// loop vectorizes (one clone per ISA level).
+// loop vectorizes (one clone per ISA level). rows/gx/gy/gt are padded to p
+// (a multiple of 16) with valid indices.
 __attribute__((target_clones("avx512f", "avx2", "default"), noinline)) void RhoRow(
-    int p, const float* __restrict ad, const float* __restrict adir, const float* __restrict arad,
-    const float* __restrict gx, const float* __restrict gy, const float* __restrict gt, float xt, float yt, float tt,
-    const LssConstants& c, float* __restrict out) {
+    int p, int rt, int n, const int* __restrict rows, const float* __restrict pair_dist,
+    const float* __restrict pair_dir, const float* __restrict pair_radial, const float* __restrict gx,
+    const float* __restrict gy, const float* __restrict gt, float xt, float yt, float tt, const LssConstants& c,
+    float* __restrict out) {
+  const float* dist = pair_dist + static_cast<size_t>(rt) * n;
+  const float* dir = pair_dir + static_cast<size_t>(rt) * n;
+  const float* rad = pair_radial + static_cast<size_t>(rt) * n;
   for (int k = 0; k < p; ++k) {
-    const float d1 = fabsf(ad[k] - lss_internal::PairDistance(xt, yt, gx[k], gy[k]));
-    const float d2 = fabsf(fpmath::AngleDiffF(adir[k], lss_internal::PairDirection(tt, gt[k])));
-    const float d3 = fabsf(fpmath::AngleDiffF(arad[k], lss_internal::PairRadial(xt, yt, tt, gx[k], gy[k])));
+    const int rk = rows[k];
+    const float d1 = fabsf(dist[rk] - lss_internal::PairDistance(xt, yt, gx[k], gy[k]));
+    const float d2 = fabsf(fpmath::AngleDiffF(dir[rk], lss_internal::PairDirection(tt, gt[k])));
+    const float d3 = fabsf(fpmath::AngleDiffF(rad[rk], lss_internal::PairRadial(xt, yt, tt, gx[k], gy[k])));
     out[k] = lss_internal::RhoValue(d1, d2, d3, c);
   }
 }

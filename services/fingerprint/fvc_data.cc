@@ -1,6 +1,7 @@
 #include "services/fingerprint/fvc_data.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <climits>
 #include <cstdlib>
@@ -51,6 +52,15 @@ absl::StatusOr<std::string> FindFingerprintDataDir() {
     // <root>/services/fingerprint/BUILD -> <root>/../shared/data/fingerprint
     const std::string root = Dirname(Dirname(Dirname(resolved)));
     const std::string dir = root + "/../shared/data/fingerprint";
+    if (check(dir)) return dir;
+  }
+  // Next to a gathered GPU binary: <DEST>/bin/<binary> -> <DEST>/data/fingerprint
+  // (tools/gpu/gather.sh layout, when the data is copied there).
+  char exe[PATH_MAX];
+  const ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (len > 0) {
+    exe[len] = '\0';
+    const std::string dir = Dirname(Dirname(exe)) + "/data/fingerprint";
     if (check(dir)) return dir;
   }
   if (check("/work/shared/data/fingerprint")) return std::string("/work/shared/data/fingerprint");

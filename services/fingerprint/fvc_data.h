@@ -18,7 +18,9 @@ namespace fingerprint {
 // $TESSERA_FINGERPRINT_DATA when set; else ../shared/data/fingerprint
 // relative to the project root, found from the working directory, from a
 // Bazel runfile that links back into the source tree (tests list
-// //services/fingerprint:BUILD as data), or at /work/shared/data/fingerprint.
+// //services/fingerprint:BUILD as data), next to a gathered GPU binary
+// (<dir>/bin/<binary> -> <dir>/data/fingerprint), or at
+// /work/shared/data/fingerprint.
 // NOT_FOUND, listing the places tried, when none exists.
 absl::StatusOr<std::string> FindFingerprintDataDir();
 

@@ -178,7 +178,7 @@ int Main(int argc, char** argv) {
   std::printf("\nThroughput (80 x 80 comparisons per DB, single thread unless noted; K matches/s)\n");
   std::printf("%-4s %6s %6s %8s %12s %12s %12s %12s %14s\n", "DB", "min", "cyl", "desc ms", "LSS-R cpu",
               "LSS-R wall", "LSS-R scalar", "LSS cpu", "LSS-R x threads");
-  double total_matches = 0, total_cpu = 0, total_scalar = 0, total_threads = 0;
+  double total_matches = 0, total_cpu = 0, total_scalar = 0, total_threads = 0, total_lss = 0;
   for (const Db& d : dbs) {
     cpu::ForceScalarPopcount(false);
     const Rate r = Run(d, MccScore::kLssR, c, 1, reps, &scores);
@@ -195,11 +195,12 @@ int Main(int argc, char** argv) {
     total_cpu += m / r.cpu;
     total_scalar += m / scalar.cpu;
     total_threads += m / mt.wall;
+    total_lss += m / lss.cpu;
   }
   std::printf("all  LSS-R %.1f K matches/s per core (%s), %.1f K scalar popcount, %.1f K on %d threads; "
-              "OpenAFIS here: ~84 K per core, ~153 K on 2\n",
+              "LSS %.1f K per core; OpenAFIS here: ~84 K per core, ~153 K on 2\n",
               total_matches / total_cpu / 1e3, cpu::PopcountPath(), total_matches / total_scalar / 1e3,
-              total_matches / total_threads / 1e3, threads);
+              total_matches / total_threads / 1e3, threads, total_matches / total_lss / 1e3);
   return 0;
 }
 

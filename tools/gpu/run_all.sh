@@ -10,7 +10,7 @@ FILTER="${2:-.}"
 mkdir -p "$LOGDIR"
 export LD_LIBRARY_PATH="$HERE/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 if [ -d "$HERE/data" ] && [ ! -f /usr/share/mricron/templates/ch2.nii.gz ]; then
-  mkdir -p /usr/share/mricron/templates && cp "$HERE"/data/* /usr/share/mricron/templates/ 2>/dev/null
+  mkdir -p /usr/share/mricron/templates && cp "$HERE"/data/*.nii.gz /usr/share/mricron/templates/ 2>/dev/null
 fi
 SUMMARY="$LOGDIR/summary.txt"
 {

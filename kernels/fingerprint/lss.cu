@@ -373,31 +373,36 @@ absl::Status ScoreGalleryToDevice(const Stream& stream, const LssProbe& probe, c
   TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
   cudaStream_t s = static_cast<cudaStream_t>(stream.native());
 
-  // The probe, flattened (kept alive until the stream is synchronized below).
-  std::vector<uint64_t> bits(static_cast<size_t>(na) * kMccBitWords), mask(static_cast<size_t>(na) * kMccMaskWords);
-  std::vector<float> x(na), y(na), theta(na);
-  std::vector<int> count(na);
+  // The probe, flattened into one host block and one device buffer (a single
+  // allocation and copy per query; kept alive until the stream is synchronized
+  // below): bits, masks, then x, y, theta, bit counts.
+  const size_t bits_bytes = static_cast<size_t>(na) * kMccBitWords * 8;
+  const size_t mask_bytes = static_cast<size_t>(na) * kMccMaskWords * 8;
+  const size_t floats_bytes = static_cast<size_t>(na) * 4;
+  std::vector<uint8_t> block(std::max<size_t>(8, bits_bytes + mask_bytes + 4 * floats_bytes));
+  uint64_t* h_bits = reinterpret_cast<uint64_t*>(block.data());
+  uint64_t* h_mask = reinterpret_cast<uint64_t*>(block.data() + bits_bytes);
+  float* h_x = reinterpret_cast<float*>(block.data() + bits_bytes + mask_bytes);
+  float* h_y = h_x + na;
+  float* h_theta = h_y + na;
+  int* h_count = reinterpret_cast<int*>(h_theta + na);
   for (int i = 0; i < na; ++i) {
-    std::copy(cyl[i].bits, cyl[i].bits + kMccBitWords, bits.begin() + static_cast<size_t>(i) * kMccBitWords);
-    std::copy(cyl[i].mask, cyl[i].mask + kMccMaskWords, mask.begin() + static_cast<size_t>(i) * kMccMaskWords);
-    x[i] = cyl[i].x;
-    y[i] = cyl[i].y;
-    theta[i] = cyl[i].theta;
-    count[i] = probe.bit_count[i];
+    std::copy(cyl[i].bits, cyl[i].bits + kMccBitWords, h_bits + static_cast<size_t>(i) * kMccBitWords);
+    std::copy(cyl[i].mask, cyl[i].mask + kMccMaskWords, h_mask + static_cast<size_t>(i) * kMccMaskWords);
+    h_x[i] = cyl[i].x;
+    h_y[i] = cyl[i].y;
+    h_theta[i] = cyl[i].theta;
+    h_count[i] = probe.bit_count[i];
   }
-  TESSERA_ASSIGN_OR_RETURN(auto d_bits, ToDevice(bits, stream));
-  TESSERA_ASSIGN_OR_RETURN(auto d_mask, ToDevice(mask, stream));
-  TESSERA_ASSIGN_OR_RETURN(auto d_x, ToDevice(x, stream));
-  TESSERA_ASSIGN_OR_RETURN(auto d_y, ToDevice(y, stream));
-  TESSERA_ASSIGN_OR_RETURN(auto d_theta, ToDevice(theta, stream));
-  TESSERA_ASSIGN_OR_RETURN(auto d_count, ToDevice(count, stream));
+  TESSERA_ASSIGN_OR_RETURN(auto d_block, ToDevice(block, stream));
+  const uint8_t* d = static_cast<const uint8_t*>(d_block->data());
   ProbeArgs pa;
-  pa.bits = static_cast<const uint64_t*>(d_bits->data());
-  pa.mask = static_cast<const uint64_t*>(d_mask->data());
-  pa.x = static_cast<const float*>(d_x->data());
-  pa.y = static_cast<const float*>(d_y->data());
-  pa.theta = static_cast<const float*>(d_theta->data());
-  pa.count = static_cast<const int*>(d_count->data());
+  pa.bits = reinterpret_cast<const uint64_t*>(d);
+  pa.mask = reinterpret_cast<const uint64_t*>(d + bits_bytes);
+  pa.x = reinterpret_cast<const float*>(d + bits_bytes + mask_bytes);
+  pa.y = pa.x + na;
+  pa.theta = pa.y + na;
+  pa.count = reinterpret_cast<const int*>(pa.theta + na);
   pa.n = na;
   GalleryArgs ga;
   ga.start = gallery.start();

@@ -1,4 +1,4 @@
-#include "kernels/som/parallel.h"
+#include "common/parallel.h"
 
 #include <algorithm>
 #include <atomic>
@@ -7,7 +7,6 @@
 #include <vector>
 
 namespace tessera {
-namespace som {
 
 int CpuThreads() {
   static const int threads = [] {
@@ -21,9 +20,16 @@ int CpuThreads() {
   return threads;
 }
 
-int ParallelFor(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn) {
+int ParallelChunks(int64_t n, int64_t min_per_chunk) {
   if (n <= 0) return 0;
-  const int chunks = static_cast<int>(std::min<int64_t>(n, CpuThreads()));
+  min_per_chunk = std::max<int64_t>(1, min_per_chunk);
+  const int64_t by_size = (n + min_per_chunk - 1) / min_per_chunk;
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(CpuThreads(), by_size)));
+}
+
+int ParallelFor(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn, int64_t min_per_chunk) {
+  const int chunks = ParallelChunks(n, min_per_chunk);
+  if (chunks == 0) return 0;
   auto bounds = [n, chunks](int c) { return n * c / chunks; };
   if (chunks == 1) {
     fn(0, n, 0);
@@ -63,5 +69,4 @@ void ParallelForDynamic(int64_t n, int64_t grain, const std::function<void(int64
   for (auto& t : threads) t.join();
 }
 
-}  // namespace som
 }  // namespace tessera

@@ -8,6 +8,7 @@
 //   som_gpu_bench [--edges=32,64,128,256,512,1024] [--budget=68719476736]
 //                 [--max_docs=1000000] [--reps=3] [--no_train]
 //                 [--train_docs=29900000] [--train_edge=64] [--train_fp16]
+//                 [--train_bmu=cusparse-row]
 //
 // Per edge the corpus prefix has min(max_docs, budget / nodes) documents (so
 // each variant does about the same work at every edge); times are the median
@@ -60,6 +61,7 @@ struct Args {
   int64_t train_docs = kMedlineDocs;
   int train_edge = 64;
   bool train_fp16 = false;
+  bool train_cusparse = false;  // --train_bmu=cusparse-row
 };
 
 bool Parse(int argc, char** argv, Args& a) {
@@ -88,6 +90,8 @@ bool Parse(int argc, char** argv, Args& a) {
       if (!absl::SimpleAtoi(v, &a.train_edge) || a.train_edge < 1) return false;
     } else if (arg == "--no_train") {
       a.train = false;
+    } else if (arg == "--train_bmu=cusparse-row") {
+      a.train_cusparse = true;
     } else if (arg == "--train_fp16") {
       a.train_fp16 = true;
     } else {
@@ -259,8 +263,9 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
 }
 
 void BenchTraining(const Args& a) {
-  std::printf("\nEnd-to-end training: %dx%d planar, %s codebook, synthetic MEDLINE shape, %lld documents\n",
-              a.train_edge, a.train_edge, a.train_fp16 ? "fp16" : "fp32", static_cast<long long>(a.train_docs));
+  std::printf("\nEnd-to-end training: %dx%d planar, %s codebook, %s BMU, synthetic MEDLINE shape, %lld documents\n",
+              a.train_edge, a.train_edge, a.train_fp16 ? "fp16" : "fp32",
+              a.train_cusparse ? "cusparse-row" : "feature-major", static_cast<long long>(a.train_docs));
   Clock::time_point t = Clock::now();
   SparseBinaryMatrix corpus = GenerateSyntheticCorpus(MedlineShape(a.train_docs));
   std::printf("  corpus generated on the host in %.1f s: %lld x %lld, %lld non-zeros (not counted below)\n", Since(t),
@@ -270,6 +275,7 @@ void BenchTraining(const Args& a) {
   o.grid = GridShape{a.train_edge, a.train_edge, Topology::kPlanar};
   o.backend = Backend::kCuda;
   o.weight_type = a.train_fp16 ? WeightType::kFloat16 : WeightType::kFloat32;
+  if (a.train_cusparse) o.bmu_algorithm = BmuAlgorithm::kCusparseRowOrder;
   o.max_epochs = 40;
   o.radius_decay_epochs = 10;
   o.progress = [](const EpochReport& r) {
@@ -302,7 +308,7 @@ int main(int argc, char** argv) {
   if (!Parse(argc, argv, a)) {
     std::fprintf(stderr,
                  "usage: som_gpu_bench [--edges=32,...] [--budget=N] [--max_docs=N] [--reps=N] [--no_train] "
-                 "[--train_docs=N] [--train_edge=E] [--train_fp16]\n");
+                 "[--train_docs=N] [--train_edge=E] [--train_fp16] [--train_bmu=cusparse-row]\n");
     return 2;
   }
   const DeviceRegistry& reg = DeviceRegistry::Get();

@@ -62,6 +62,13 @@ absl::Status CheckOptions(const SparseBinaryMatrix& train, const TrainOptions& o
   if (o.max_epochs < 1) return absl::InvalidArgumentError("TrainSom: max_epochs must be at least 1");
   if (o.blur_passes < 1) return absl::InvalidArgumentError("TrainSom: blur_passes must be at least 1");
   if (o.grid.nodes() >= (int64_t{1} << 31) - 1) return absl::InvalidArgumentError("TrainSom: map too large");
+  if (o.bmu_algorithm != BmuAlgorithm::kFeatureMajor &&
+      (o.bmu_algorithm != BmuAlgorithm::kCusparseRowOrder || o.backend != Backend::kCuda ||
+       o.weight_type != WeightType::kFloat32)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TrainSom: BMU algorithm ", BmuAlgorithmName(o.bmu_algorithm),
+                     " is not supported for training (feature-major, or cusparse-row on CUDA with fp32 weights)"));
+  }
   return absl::OkStatus();
 }
 
@@ -228,10 +235,12 @@ class Engine {
     return e;
   }
 
+  void set_bmu_algorithm(BmuAlgorithm algorithm) { bmu_algorithm_ = algorithm; }
+
   absl::Status Bmus() {
     BmuOutput out{static_cast<int32_t*>(bmu_->data()), static_cast<int32_t*>(second_->data()),
                   static_cast<float*>(score_->data())};
-    TESSERA_RETURN_IF_ERROR(FindBmus(*stream_, BmuAlgorithm::kFeatureMajor, docs_, view_, out, &ws_));
+    TESSERA_RETURN_IF_ERROR(FindBmus(*stream_, bmu_algorithm_, docs_, view_, out, &ws_));
     return stream_->Synchronize();
   }
 
@@ -278,6 +287,7 @@ class Engine {
   CodebookView view_;
   size_t weight_bytes_ = 0;
   SomWorkspace ws_;
+  BmuAlgorithm bmu_algorithm_ = BmuAlgorithm::kFeatureMajor;
   std::vector<int32_t> h_bmu_, h_second_;
   std::vector<float> h_score_, h_norms_;
 };
@@ -292,6 +302,7 @@ absl::StatusOr<TrainResult> TrainSom(const SparseBinaryMatrix& train, const Trai
   result.init_seconds = Since(start);
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                            Engine::Create(o.backend, o.gpu_ordinal, train, result.model, /*for_training=*/true));
+  engine->set_bmu_algorithm(o.bmu_algorithm);
   const double small = o.small_radius > 0 ? o.small_radius : 1.25 * o.radius_end;
   int calm = 0;
   double previous_qe = 0;

@@ -30,6 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/device.h"
+#include "kernels/som/bmu.h"
 #include "kernels/som/quality.h"
 #include "kernels/som/types.h"
 #include "services/som/corpus.h"
@@ -75,6 +76,10 @@ struct TrainOptions {
   int convergence_patience = 3;
   double small_radius = -1;    // <= 0: 1.25 * radius_end
   int64_t update_slab_bytes = int64_t{256} << 20;  // CUDA update working set
+  // BMU search: kFeatureMajor (fused kernel, any backend and weight type) or,
+  // on CUDA with fp32 weights, kCusparseRowOrder (cuSPARSE SpMM + top-2 pass,
+  // faster on an H200 today; see bench/results/2026-11-30-h200-som.md).
+  BmuAlgorithm bmu_algorithm = BmuAlgorithm::kFeatureMajor;
   std::function<void(const EpochReport&)> progress;
 };
 

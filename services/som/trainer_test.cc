@@ -223,3 +223,23 @@ TEST(Trainer, RejectsBadOptions) {
 }  // namespace
 }  // namespace som
 }  // namespace tessera
+
+namespace tessera {
+namespace som {
+namespace {
+
+TEST(TrainSomOptions, CusparseBmuNeedsCudaAndFp32) {
+  SparseBinaryMatrix corpus = GenerateSyntheticCorpus(MedlineShape(200));
+  TrainOptions o;
+  o.grid = GridShape{4, 4, Topology::kPlanar};
+  o.backend = Backend::kCpu;
+  o.bmu_algorithm = BmuAlgorithm::kCusparseRowOrder;
+  auto r = TrainSom(corpus, o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  o.bmu_algorithm = BmuAlgorithm::kNodeMajor;
+  EXPECT_EQ(TrainSom(corpus, o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace som
+}  // namespace tessera

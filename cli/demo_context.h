@@ -39,8 +39,6 @@ absl::Status DemoVolumeStep(DemoContext& ctx);
 absl::Status DemoRegistrationStep(DemoContext& ctx);  // demo_registration_step.cc
 absl::Status DemoMetricsStep(DemoContext& ctx);
 
-// JSON string literal for `s` (quotes and escapes).
-std::string JsonString(const std::string& s);
 
 }  // namespace tessera::cli
 

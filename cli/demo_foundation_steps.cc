@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "cli/demo_context.h"
 #include "common/grpc_status.h"
+#include "common/json.h"
 #include "common/http_get.h"
 #include "common/image_preview.h"
 #include "common/nifti_io.h"
@@ -55,25 +56,6 @@ void PrintSummary(const char* label, const v1::VolumeSummary& s) {
 
 }  // namespace
 
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += absl::StrFormat("\\u%04x", c);
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
-
 absl::Status DemoHealthStep(DemoContext& ctx) {
   auto stub = grpc::health::v1::Health::NewStub(ctx.channel);
   std::string line;
@@ -91,8 +73,8 @@ absl::Status DemoHealthStep(DemoContext& ctx) {
       return absl::UnavailableError(absl::StrCat("health '", name, "' is ", status));
     }
     absl::StrAppend(&line, *name ? name : "(server)", "=", status, "  ");
-    absl::StrAppend(&json, json.size() > 1 ? "," : "", JsonString(*name ? name : "server"), ":",
-                    JsonString(status));
+    absl::StrAppend(&json, json.size() > 1 ? "," : "", JsonQuote(*name ? name : "server"), ":",
+                    JsonQuote(status));
   }
   std::printf("[health] %s\n", line.c_str());
   ctx.summary.emplace_back("health", json + "}");
@@ -158,7 +140,7 @@ absl::Status DemoVolumeStep(DemoContext& ctx) {
 
   ctx.summary.emplace_back("volume", ToJson(from_file));
   ctx.summary.emplace_back("volume_stream_chunks", std::to_string(chunks));
-  ctx.summary.emplace_back("volume_preview_png", JsonString(png));
+  ctx.summary.emplace_back("volume_preview_png", JsonQuote(png));
   return absl::OkStatus();
 }
 

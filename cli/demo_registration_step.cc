@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "cli/demo_context.h"
 #include "common/device.h"
+#include "common/json.h"
 #include "common/grpc_status.h"
 #include "common/image_preview.h"
 #include "common/nifti_io.h"
@@ -149,7 +150,7 @@ absl::Status DemoRegistrationStep(DemoContext& ctx) {
   TESSERA_RETURN_IF_ERROR(WritePng(tiled, png));
   std::printf("  preview        %s (fixed | moving | warped, coronal)\n", png.c_str());
   ctx.summary.emplace_back("registration", result.summary_json().empty() ? "null" : result.summary_json());
-  ctx.summary.emplace_back("registration_preview_png", JsonString(png));
+  ctx.summary.emplace_back("registration_preview_png", JsonQuote(png));
   return absl::OkStatus();
 }
 

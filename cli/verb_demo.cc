@@ -18,6 +18,7 @@
 #include "cli/hosted_services.h"
 #include "cli/verbs.h"
 #include "common/device.h"
+#include "common/json.h"
 
 namespace tessera::cli {
 namespace {
@@ -105,14 +106,14 @@ int RunDemo(int argc, char** argv) {
 
   host.Drain();
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  ctx.summary.emplace_back("backend", JsonString(DeviceRegistry::Get().Describe()));
+  ctx.summary.emplace_back("backend", JsonQuote(DeviceRegistry::Get().Describe()));
   ctx.summary.emplace_back("seconds", absl::StrCat(seconds));
   const std::string summary_path = ctx.OutPath("summary.json");
   {
     std::ofstream out(summary_path);
     out << "{\n";
     for (size_t i = 0; i < ctx.summary.size(); ++i) {
-      out << "  " << JsonString(ctx.summary[i].first) << ": " << ctx.summary[i].second
+      out << "  " << JsonQuote(ctx.summary[i].first) << ": " << ctx.summary[i].second
           << (i + 1 < ctx.summary.size() ? ",\n" : "\n");
     }
     out << "}\n";

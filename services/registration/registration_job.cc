@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/json.h"
 #include "common/nifti_io.h"
 #include "common/status.h"
 #include "kernels/registration/label_metrics.h"
@@ -18,19 +19,6 @@ absl::StatusOr<double> MeanDice(const NDArray& a, const NDArray& b, const Geomet
   options.spacing_mm = g.spacing;
   TESSERA_ASSIGN_OR_RETURN(LabelMetrics m, ComputeLabelMetrics(a, b, options));
   return m.mean_dice;
-}
-
-std::string JsonEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      out += absl::StrFormat("\\u%04x", c);
-      continue;
-    }
-    out += c;
-  }
-  return out;
 }
 
 std::string Num(double v) { return std::isfinite(v) ? absl::StrFormat("%.6g", v) : "null"; }
@@ -100,7 +88,7 @@ absl::StatusOr<RegistrationSummary> RunRegistration(const RegistrationInputs& in
 std::string SummaryToJson(const RegistrationSummary& s, const RegistrationOptions& options) {
   const RegistrationResult& r = s.result;
   std::string json = "{";
-  absl::StrAppend(&json, "\"metric\": \"", JsonEscape(options.metric), "\", \"stages\": [\"",
+  absl::StrAppend(&json, "\"metric\": ", JsonQuote(options.metric), ", \"stages\": [\"",
                   absl::StrJoin(options.stages, "\", \""), "\"], \"scales\": [", absl::StrJoin(options.scales, ", "),
                   "], \"backend\": \"", r.backend, "\"");
   absl::StrAppend(&json, ", \"initial_loss\": ", Num(r.initial_loss), ", \"final_loss\": ", Num(r.final_loss));
@@ -120,11 +108,11 @@ std::string SummaryToJson(const RegistrationSummary& s, const RegistrationOption
                                   {"warp", &s.files.warp},
                                   {"inverse_warp", &s.files.inverse_warp}}) {
     if (path->empty()) continue;
-    absl::StrAppend(&json, first ? "" : ", ", "\"", key, "\": \"", JsonEscape(*path), "\"");
+    absl::StrAppend(&json, first ? "" : ", ", "\"", key, "\": ", JsonQuote(*path));
     first = false;
   }
   absl::StrAppend(&json, "}, \"log\": [");
-  for (size_t i = 0; i < r.log.size(); ++i) absl::StrAppend(&json, i ? ", " : "", "\"", JsonEscape(r.log[i]), "\"");
+  for (size_t i = 0; i < r.log.size(); ++i) absl::StrAppend(&json, i ? ", " : "", JsonQuote(r.log[i]));
   absl::StrAppend(&json, "]}");
   return json;
 }

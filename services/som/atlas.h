@@ -1,0 +1,79 @@
+// A SOM atlas: a trained map plus what people query it for — which documents
+// landed in which cell, the feature names, how it was trained — persisted in
+// a directory so it survives restarts and can be shared.
+//
+// On disk (one directory per atlas; every file written to "<name>.tmp",
+// fsync'ed and renamed, the manifest last, so a crash leaves either the old
+// atlas or the new one, never a mix):
+//   manifest.json     format version, grid (width, height, topology), features,
+//                     documents, weight type, training options, epochs,
+//                     converged, final quality, per-epoch history, creation time,
+//                     the CRC-32 of every other file
+//   codebook.f32      feature-major weights (features x nodes, little-endian
+//                     fp32; fp16 maps are stored widened to fp32) + CRC-32 trailer
+//   bmu.i32           the training documents' BMUs (documents int32) + CRC-32
+//   features.txt      one feature name per line (absent: "f<index>")
+//   documents.txt     one document id per line (absent: "d<index>")
+// LoadAtlas checks the manifest version, every size against the manifest and
+// every checksum, and names the file that is wrong.
+#ifndef TESSERA_SERVICES_SOM_ATLAS_H_
+#define TESSERA_SERVICES_SOM_ATLAS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "services/som/trainer.h"
+
+namespace tessera {
+namespace som {
+
+struct Atlas {
+  SomModel model;                           // weights_f32 always filled after LoadAtlas
+  std::vector<int32_t> bmu;                 // per training document
+  std::vector<std::string> feature_names;   // model.features entries
+  std::vector<std::string> document_ids;    // bmu.size() entries
+  TrainOptions options;                     // progress callback not persisted
+  std::vector<EpochReport> history;
+  int epochs = 0;
+  bool converged = false;
+  QualityMetrics final_quality;
+  std::string created;                      // RFC 3339 UTC
+
+  int64_t nodes() const { return static_cast<int64_t>(model.grid.width) * model.grid.height; }
+};
+
+// Builds an atlas from a training result (names may be empty: generated).
+// INVALID_ARGUMENT when the sizes disagree.
+absl::StatusOr<Atlas> MakeAtlas(TrainResult result, std::vector<int32_t> bmu,
+                                std::vector<std::string> feature_names, std::vector<std::string> document_ids,
+                                const TrainOptions& options);
+
+// Writes `atlas` into `directory` (created if missing; an existing atlas there
+// is replaced atomically file by file, manifest last).
+absl::Status SaveAtlas(const Atlas& atlas, absl::string_view directory);
+
+// Reads an atlas written by SaveAtlas. NOT_FOUND when there is no manifest,
+// DATA_LOSS when a file is truncated or its checksum fails, INVALID_ARGUMENT
+// for an unknown format version.
+absl::StatusOr<Atlas> LoadAtlas(absl::string_view directory);
+
+// Queries on a loaded atlas.
+// The documents whose BMU is `node` (indices into bmu / document_ids), ascending.
+std::vector<int64_t> DocumentsInCell(const Atlas& atlas, int64_t node);
+// The node's `k` strongest features (largest weight), strongest first.
+struct FeatureWeight {
+  int32_t feature = 0;
+  float weight = 0;
+};
+std::vector<FeatureWeight> TopFeatures(const Atlas& atlas, int64_t node, int k);
+// Documents per node (the hit map).
+std::vector<int64_t> HitCounts(const Atlas& atlas);
+
+}  // namespace som
+}  // namespace tessera
+
+#endif  // TESSERA_SERVICES_SOM_ATLAS_H_

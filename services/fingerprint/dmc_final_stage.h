@@ -1,0 +1,89 @@
+// DMC final evaluation stage (CPU, multi-threaded over the gallery templates
+// of a batch): from the outputs of kernels 2-4 (kernels/fingerprint/dmc.h) to
+// one similarity per gallery template.
+//
+// Per gallery template G (n_G minutiae) against the latent L (n_L):
+//  1. Clusters: every minutia i of G with cluster_count[i] >= min_cluster_size
+//     gives a cluster of pairs (best[k], k) for its members k, one-to-one (a
+//     latent minutia claimed twice keeps the member with the higher lambda,
+//     then the lower k). Cluster weight = sum over its pairs of w_p (below).
+//  2. Consolidation: clusters by weight (descending, ties: lower centre).
+//     The heaviest one not yet used seeds a consolidated cluster; each later
+//     unused cluster is merged into it when it shares >= min_overlap pairs
+//     and has no conflicting pair (a latent or gallery minutia paired
+//     differently); its non-conflicting pairs are added and it is marked
+//     used. Overlapping locally-rigid clusters chained this way follow a
+//     non-linear distortion. Repeated for up to max_consolidated seeds; the
+//     heaviest consolidated cluster is kept.
+//  3. Thin-plate spline: with >= tps_min_pairs pairs, the TPS f: latent ->
+//     gallery (regularization tps_lambda, tps.h) fitted to the kept pairs;
+//     fewer pairs: the rigid (least-squares) fit. Pairs whose residual
+//     |f(p_l) - p_k| exceeds tps_pair_distance are dropped. Then new pairs
+//     among the minutiae left unpaired: (l, k) with |f(p_l) - p_k| <=
+//     tps_pair_distance and |dphi(theta_l warped by f's Jacobian, theta_k)|
+//     <= tps_pair_angle, greedily by distance (ties: lower l, then k); their
+//     lambda is computed on the CPU (lss.h) and a new pair needs lambda >
+//     new_pair_min_similarity.
+//  4. Final similarity over the resulting pairs P:
+//       w_p = lambda_p * (q_l + q_k) / 2     (MCC similarity x mean quality)
+//       S   = (sum_{p in P} w_p)^2 / (n_L * n_G)       in [0, 1]
+//     0 when n_L or n_G is 0 or P is empty.
+#ifndef TESSERA_SERVICES_FINGERPRINT_DMC_FINAL_STAGE_H_
+#define TESSERA_SERVICES_FINGERPRINT_DMC_FINAL_STAGE_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/fingerprint/dmc.h"
+#include "kernels/fingerprint/lss.h"
+#include "kernels/fingerprint/mcc.h"
+
+namespace tessera {
+namespace fingerprint {
+
+struct DmcFinalStageParams {
+  int min_cluster_size = 3;
+  int min_overlap = 2;
+  int max_consolidated = 4;
+  int tps_min_pairs = 6;
+  double tps_lambda = 10.0;        // TPS bending regularization (pixels^2 scale)
+  float tps_pair_distance = 18.0f;  // pixels
+  float tps_pair_angle = 0.5235988f;  // pi/6
+  float new_pair_min_similarity = 0.0f;
+};
+
+// One matched pair of the final stage (indices: latent cylinder, gallery
+// cylinder within its template).
+struct DmcPair {
+  int latent = 0;
+  int gallery = 0;
+  float similarity = 0;
+  bool from_tps = false;  // found under the warp (step 3)
+};
+
+// The details of one template's score (for tests and diagnostics).
+struct DmcTemplateScore {
+  float score = 0;
+  int clusters = 0;              // step 1
+  int consolidated_pairs = 0;    // step 2, kept cluster
+  std::vector<DmcPair> pairs;    // final P
+};
+
+// Scores template t of the batch. `batch` and `results` are host views;
+// `mcc_lss` are the LSS constants for the lambda of new pairs.
+DmcTemplateScore ScoreTemplateFinalStage(const DmcLatent& latent, const DmcBatchView& batch,
+                                         const DmcKernelResults& results, int t, const LssConstants& mcc_lss,
+                                         const DmcFinalStageParams& params);
+
+// Scores every template of the batch into scores[0 .. num_templates):
+// threads = 1 inline on the calling thread, otherwise common/parallel.h's
+// ParallelForDynamic over templates (CpuThreads() workers).
+// INVALID_ARGUMENT for inconsistent inputs.
+absl::Status ScoreBatchFinalStage(const DmcLatent& latent, const DmcBatchView& batch,
+                                  const DmcKernelResults& results, const LssConstants& mcc_lss,
+                                  const DmcFinalStageParams& params, int threads, float* scores);
+
+}  // namespace fingerprint
+}  // namespace tessera
+
+#endif  // TESSERA_SERVICES_FINGERPRINT_DMC_FINAL_STAGE_H_

@@ -8,7 +8,7 @@
 //   som_gpu_bench [--edges=32,64,128,256,512,1024] [--budget=68719476736]
 //                 [--max_docs=1000000] [--reps=3] [--no_train]
 //                 [--train_docs=29900000] [--train_edge=64] [--train_fp16]
-//                 [--train_bmu=cusparse-row]
+//                 [--train_bmu=cusparse-row] [--depths=1,4,16]
 //
 // Per edge the corpus prefix has min(max_docs, budget / nodes) documents (so
 // each variant does about the same work at every edge); times are the median
@@ -62,6 +62,7 @@ struct Args {
   int train_edge = 64;
   bool train_fp16 = false;
   bool train_cusparse = false;  // --train_bmu=cusparse-row
+  std::vector<int> depths;      // --depths=1,4,16
 };
 
 bool Parse(int argc, char** argv, Args& a) {
@@ -77,6 +78,12 @@ bool Parse(int argc, char** argv, Args& a) {
         int x;
         if (!absl::SimpleAtoi(e, &x) || x < 1) return false;
         a.edges.push_back(x);
+      }
+    } else if (const char* v = value("--depths")) {
+      for (absl::string_view e : absl::StrSplit(v, ',')) {
+        int x;
+        if (!absl::SimpleAtoi(e, &x) || (x != 1 && x != 4 && x != 8 && x != 16)) return false;
+        a.depths.push_back(x);
       }
     } else if (const char* v = value("--budget")) {
       if (!absl::SimpleAtoi(v, &a.budget) || a.budget < 1) return false;
@@ -119,9 +126,10 @@ std::shared_ptr<Buffer> Upload(const std::vector<T>& v, const Stream& stream) {
 }
 
 struct Variant {
-  const char* name;
+  std::string name;
   BmuAlgorithm algorithm;
   WeightType type;
+  int depth = 0;  // tiled kernels: loads in flight per thread (cuda::SetTiledLoadDepth); 0 = default
 };
 
 struct Measurement {
@@ -138,7 +146,7 @@ double Median(std::vector<double> v) {
 }
 
 void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& corpus, const std::vector<float>& scale) {
-  const Variant variants[] = {
+  std::vector<Variant> variants = {
       {"feature-major fp32", BmuAlgorithm::kFeatureMajor, WeightType::kFloat32},
       {"feature-major fp16", BmuAlgorithm::kFeatureMajor, WeightType::kFloat16},
       {"node-major fp32", BmuAlgorithm::kNodeMajor, WeightType::kFloat32},
@@ -146,6 +154,14 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
       {"cusparse-row fp32", BmuAlgorithm::kCusparseRowOrder, WeightType::kFloat32},
       {"cusparse-col fp32", BmuAlgorithm::kCusparseColOrder, WeightType::kFloat32},
   };
+  // --depths: the feature-major kernel again at other load depths (tuning).
+  for (int depth : a.depths) {
+    for (WeightType type : {WeightType::kFloat32, WeightType::kFloat16}) {
+      variants.push_back({"feature-major " + std::string(type == WeightType::kFloat32 ? "fp32" : "fp16") + " d" +
+                              std::to_string(depth),
+                          BmuAlgorithm::kFeatureMajor, type, depth});
+    }
+  }
   auto d_scale = Upload(scale, stream);
   std::map<int64_t, std::unique_ptr<DocumentSet>> doc_sets;  // by document count
   std::printf("\nBMU search (exact Euclidean, fused top-2), V = %lld features\n",
@@ -202,6 +218,8 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
       const BmuOutput out{static_cast<int32_t*>(bmu->data()), static_cast<int32_t*>(second->data()),
                           static_cast<float*>(score->data())};
       SomWorkspace ws;
+      const int default_depth = cuda::TiledLoadDepth();
+      if (var.depth > 0) cuda::SetTiledLoadDepth(var.depth);
       ResetDevicePeak(stream.ordinal());
       const size_t before = GetDeviceMemoryStats(stream.ordinal()).current_bytes;
       Clock::time_point t = Clock::now();
@@ -220,6 +238,7 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
         CHECK_OK(stream.Synchronize());
         times.push_back(Since(t));
       }
+      cuda::SetTiledLoadDepth(default_depth);
       const DeviceMemoryStats stats = GetDeviceMemoryStats(stream.ordinal());
       r.ran = true;
       r.seconds = Median(times);
@@ -228,7 +247,7 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
       std::vector<int32_t> host(n);
       CHECK_OK(CopyBytes(host.data(), MemoryKind::kHost, bmu->data(), MemoryKind::kDevice, 4 * n, stream));
       const int key = static_cast<int>(var.type);
-      if (var.algorithm == BmuAlgorithm::kFeatureMajor) {
+      if (var.algorithm == BmuAlgorithm::kFeatureMajor && var.depth == 0) {
         reference[key] = host;
         r.agree = 1.0;
       } else if (reference.count(key) != 0) {
@@ -240,13 +259,13 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
     for (const Variant& var : variants) {
       const Measurement& r = results[var.name];
       if (!r.ran) {
-        std::printf("%-6d %-9lld %-20s %s\n", edge, static_cast<long long>(n), var.name, r.note.c_str());
+        std::printf("%-6d %-9lld %-20s %s\n", edge, static_cast<long long>(n), var.name.c_str(), r.note.c_str());
         continue;
       }
       char agree[16] = "-";
       if (r.agree >= 0) std::snprintf(agree, sizeof agree, "%.4f", r.agree);
       std::printf("%-6d %-9lld %-20s %10.2f %12.2f %14.2f %9.2f %9.3f %8s\n", edge, static_cast<long long>(n),
-                  var.name, 1e3 * r.seconds, 1e3 * r.seconds * 1e6 / n, r.seconds * kMedlineDocs / n, r.peak_gib,
+                  var.name.c_str(), 1e3 * r.seconds, 1e3 * r.seconds * 1e6 / n, r.seconds * kMedlineDocs / n, r.peak_gib,
                   r.scratch_gib, agree);
     }
     auto ratio = [&](const char* slow, const char* fast) {
@@ -308,7 +327,7 @@ int main(int argc, char** argv) {
   if (!Parse(argc, argv, a)) {
     std::fprintf(stderr,
                  "usage: som_gpu_bench [--edges=32,...] [--budget=N] [--max_docs=N] [--reps=N] [--no_train] "
-                 "[--train_docs=N] [--train_edge=E] [--train_fp16] [--train_bmu=cusparse-row]\n");
+                 "[--train_docs=N] [--train_edge=E] [--train_fp16] [--train_bmu=cusparse-row] [--depths=1,4,8,16]\n");
     return 2;
   }
   const DeviceRegistry& reg = DeviceRegistry::Get();

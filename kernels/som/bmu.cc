@@ -85,5 +85,13 @@ absl::Status ComputeSqNorms(const Stream& stream, const CodebookView& codebook) 
 #endif
 }
 
+#if !TESSERA_WITH_CUDA
+// Without CUDA the tiled kernels do not exist; the tuning knob is inert.
+namespace cuda {
+void SetTiledLoadDepth(int) {}
+int TiledLoadDepth() { return 8; }
+}  // namespace cuda
+#endif
+
 }  // namespace som
 }  // namespace tessera

@@ -109,7 +109,12 @@ struct TiledArgs {
   float* score;
 };
 
-template <typename TW, bool kFeatureMajor>
+// kDepth: tile entries whose weights are loaded before any is applied, so each
+// thread keeps kDepth independent global loads in flight (the sweep is bound
+// by load latency, not bandwidth: one outstanding load per thread reached
+// only ~1.7 TB/s on an H200). The application order is unchanged, so sums are
+// bit-identical for every depth.
+template <typename TW, bool kFeatureMajor, int kDepth>
 __global__ void __launch_bounds__(kThreads) TiledBmuKernel(TiledArgs a) {
   extern __shared__ float acc[];  // [kTileDocs][kChunk]
   __shared__ Top2 best[kTileDocs];
@@ -130,19 +135,31 @@ __global__ void __launch_bounds__(kThreads) TiledBmuKernel(TiledArgs a) {
       // barrier is needed between zeroing and accumulating.
       for (int j = 0; j < nd; ++j) *reinterpret_cast<float2*>(acc + j * kChunk + col) = make_float2(0.0f, 0.0f);
       const int64_t n = c0 + col;
-      for (int64_t e = e0; e < e1; ++e) {
-        const int32_t v = __ldg(a.features + e);
-        uint32_t mask = __ldg(a.masks + e);
-        float w0, w1;
-        LoadPair<TW, kFeatureMajor>(w, a.m, a.v_count, vec, v, n, w0, w1);
-        while (mask != 0) {
-          const int j = __ffs(mask) - 1;
-          mask &= mask - 1;
-          float2* p = reinterpret_cast<float2*>(acc + j * kChunk + col);
-          float2 cur = *p;
-          cur.x += w0;
-          cur.y += w1;
-          *p = cur;
+      for (int64_t e = e0; e < e1; e += kDepth) {
+        float w0[kDepth], w1[kDepth];
+        uint32_t masks[kDepth];
+#pragma unroll
+        for (int u = 0; u < kDepth; ++u) {
+          if (e + u < e1) {
+            masks[u] = __ldg(a.masks + e + u);
+            LoadPair<TW, kFeatureMajor>(w, a.m, a.v_count, vec, __ldg(a.features + e + u), n, w0[u], w1[u]);
+          } else {
+            masks[u] = 0;
+            w0[u] = w1[u] = 0.0f;
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < kDepth; ++u) {
+          uint32_t mask = masks[u];
+          while (mask != 0) {
+            const int j = __ffs(mask) - 1;
+            mask &= mask - 1;
+            float2* p = reinterpret_cast<float2*>(acc + j * kChunk + col);
+            float2 cur = *p;
+            cur.x += w0[u];
+            cur.y += w1[u];
+            *p = cur;
+          }
         }
       }
       __syncthreads();
@@ -165,15 +182,31 @@ __global__ void __launch_bounds__(kThreads) TiledBmuKernel(TiledArgs a) {
   }
 }
 
-template <typename TW, bool kFeatureMajor>
-absl::Status LaunchTiled(const TiledArgs& args, cudaStream_t s) {
-  auto kernel = TiledBmuKernel<TW, kFeatureMajor>;
+int g_tiled_depth = 8;  // SetTiledLoadDepth (benchmarks)
+
+template <typename TW, bool kFeatureMajor, int kDepth>
+absl::Status LaunchTiledDepth(const TiledArgs& args, cudaStream_t s) {
+  auto kernel = TiledBmuKernel<TW, kFeatureMajor, kDepth>;
   TESSERA_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kTiledSmem)));
   const int64_t blocks = std::min<int64_t>(args.num_tiles, int64_t{1} << 20);
   kernel<<<static_cast<unsigned>(blocks), kThreads, kTiledSmem, s>>>(args);
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("TiledBmuKernel");
   return absl::OkStatus();
+}
+
+template <typename TW, bool kFeatureMajor>
+absl::Status LaunchTiled(const TiledArgs& args, cudaStream_t s) {
+  switch (g_tiled_depth) {
+    case 1:
+      return LaunchTiledDepth<TW, kFeatureMajor, 1>(args, s);
+    case 4:
+      return LaunchTiledDepth<TW, kFeatureMajor, 4>(args, s);
+    case 16:
+      return LaunchTiledDepth<TW, kFeatureMajor, 16>(args, s);
+    default:
+      return LaunchTiledDepth<TW, kFeatureMajor, 8>(args, s);
+  }
 }
 
 absl::Status TiledBmus(const Stream& stream, const DocumentSet& docs, const CodebookView& cb, const BmuOutput& out) {
@@ -401,6 +434,9 @@ absl::Status FindBmus(const Stream& stream, BmuAlgorithm algorithm, const Docume
   if (workspace == nullptr) TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   return absl::OkStatus();
 }
+
+void SetTiledLoadDepth(int depth) { g_tiled_depth = depth; }
+int TiledLoadDepth() { return g_tiled_depth == 1 || g_tiled_depth == 4 || g_tiled_depth == 16 ? g_tiled_depth : 8; }
 
 absl::Status ComputeSqNorms(const Stream& stream, const CodebookView& cb) {
   TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));

@@ -85,6 +85,10 @@ namespace cuda {
 absl::Status FindBmus(const Stream& stream, BmuAlgorithm algorithm, const DocumentSet& docs,
                       const CodebookView& codebook, const BmuOutput& out, SomWorkspace* workspace);
 absl::Status ComputeSqNorms(const Stream& stream, const CodebookView& codebook);
+// Benchmarks only: tile entries whose weights the tiled kernels load before
+// applying any (1, 4, 8 (default) or 16; others mean 8). Not thread-safe.
+void SetTiledLoadDepth(int depth);
+int TiledLoadDepth();
 }  // namespace cuda
 
 }  // namespace som

@@ -121,10 +121,30 @@ absl::StatusOr<DbEvaluation> EvaluateFvc2002Db(const std::string& data_dir, int 
   const LssConstants constants = MakeLssConstants(options.lss, options.mcc);
   e.scores.assign(static_cast<size_t>(n) * n, 0.0f);
   auto t2 = std::chrono::steady_clock::now();
-  for (int p = 0; p < n; ++p) {
-    const LssProbe probe = PrepareProbe(mcc[p], options.mcc);
-    cpu::ScoreGallery(probe, gallery, options.score, constants, &e.scores[static_cast<size_t>(p) * n],
-                      options.threads);
+  if (options.matcher != EvalMatcher::kDmc) {
+    for (int p = 0; p < n; ++p) {
+      const LssProbe probe = PrepareProbe(mcc[p], options.mcc);
+      cpu::ScoreGallery(probe, gallery, options.matcher == EvalMatcher::kFusion ? MccScore::kLssR : options.score,
+                        constants, &e.scores[static_cast<size_t>(p) * n], options.threads);
+    }
+  }
+  if (options.matcher != EvalMatcher::kMcc) {
+    DmcMatcherOptions dmc_options = options.dmc;
+    dmc_options.mcc = options.mcc;
+    dmc_options.threads = options.threads;
+    TESSERA_ASSIGN_OR_RETURN(DmcMatcher matcher, DmcMatcher::Create(dmc_options));
+    std::vector<float> row(n);
+    for (int p = 0; p < n; ++p) {
+      TESSERA_ASSIGN_OR_RETURN(DmcLatent latent, matcher.Prepare(mcc[p]));
+      TESSERA_RETURN_IF_ERROR(matcher.ScoreGallery(Stream::Cpu(), latent, gallery, row.data()));
+      float* out = &e.scores[static_cast<size_t>(p) * n];
+      for (int g = 0; g < n; ++g) {
+        out[g] = options.matcher == EvalMatcher::kDmc
+                     ? row[g]
+                     : static_cast<float>(options.fusion_weight * std::sqrt(row[g]) +
+                                          (1.0 - options.fusion_weight) * out[g]);
+      }
+    }
   }
   auto t3 = std::chrono::steady_clock::now();
   e.match_seconds = std::chrono::duration<double>(t3 - t2).count();

@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "kernels/fingerprint/lss.h"
 #include "kernels/fingerprint/mcc.h"
+#include "services/fingerprint/dmc_matcher.h"
 #include "services/fingerprint/template.h"
 
 namespace tessera {
@@ -71,8 +72,18 @@ struct DbEvaluation {
   long long matches = 0;
 };
 
+// kMcc: the MCC global score `score` (LSS / LSS-R). kDmc: deformable
+// minutiae clustering (dmc_matcher.h, CPU kernels). kFusion: the score-level
+// fusion fusion_weight * sqrt(S_dmc) + (1 - fusion_weight) * S_lssr (the
+// square root undoes DMC's squared pair sum so both scores grow linearly with
+// the matched share of the templates).
+enum class EvalMatcher { kMcc, kDmc, kFusion };
+
 struct EvalOptions {
+  EvalMatcher matcher = EvalMatcher::kMcc;
   MccScore score = MccScore::kLssR;
+  DmcMatcherOptions dmc;
+  double fusion_weight = 0.5;
   MccParams mcc;
   LssParams lss;
   int threads = 1;

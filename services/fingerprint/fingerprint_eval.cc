@@ -1,9 +1,14 @@
 // Accuracy of the MCC matcher on FVC2002 DB1-DB4 set B (CPU):
-//   bazel-bin/services/fingerprint/fingerprint_eval [--score=lssr|lss] [--threads=N] [--data=DIR]
+//   bazel-bin/services/fingerprint/fingerprint_eval [--matcher=mcc|dmc|fusion] [--score=lssr|lss]
+//       [--threads=N] [--data=DIR] [--db=N] [--dmc.NAME=VALUE ...]
+// --dmc.NAME sets a DMC parameter (DmcParams / DmcFinalStageParams field
+// names, e.g. --dmc.cluster_distance=18); --fusion_weight=W for fusion.
 // Prints per database: EER, FMR100, FMR1000, ZeroFMR, rank-1, rank-10,
 // descriptor and matching times. Protocol in eval.h.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 
 #include "services/fingerprint/eval.h"
@@ -13,9 +18,48 @@ int main(int argc, char** argv) {
   using namespace tessera::fingerprint;
   EvalOptions options;
   std::string data_dir;
+  int only_db = 0;
+  DmcParams& k = options.dmc.kernels;
+  DmcFinalStageParams& f = options.dmc.final_stage;
+  const std::map<std::string, float*> float_params = {
+      {"delta_theta", &k.delta_theta},           {"min_similarity", &k.min_similarity},
+      {"cluster_distance", &k.cluster_distance}, {"cluster_angle", &k.cluster_angle},
+      {"cluster_radius", &k.cluster_radius},     {"quality_radius", &k.quality_radius},
+      {"quality_sigma", &k.quality_sigma},       {"quality_prior", &k.quality_prior},
+      {"tps_pair_distance", &f.tps_pair_distance}, {"tps_pair_angle", &f.tps_pair_angle},
+      {"new_pair_min_similarity", &f.new_pair_min_similarity}};
+  const std::map<std::string, int*> int_params = {{"min_cluster_size", &f.min_cluster_size},
+                                                  {"min_overlap", &f.min_overlap},
+                                                  {"max_consolidated", &f.max_consolidated},
+                                                  {"tps_min_pairs", &f.tps_min_pairs}};
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
-    if (std::strcmp(a, "--score=lss") == 0) {
+    if (std::strncmp(a, "--dmc.", 6) == 0 && std::strchr(a, '=') != nullptr) {
+      const std::string name(a + 6, std::strchr(a, '=') - (a + 6));
+      const char* value = std::strchr(a, '=') + 1;
+      if (float_params.count(name)) {
+        *float_params.at(name) = std::strtof(value, nullptr);
+      } else if (int_params.count(name)) {
+        *int_params.at(name) = std::atoi(value);
+      } else if (name == "tps_lambda") {
+        f.tps_lambda = std::strtod(value, nullptr);
+      } else if (name == "min_matchable") {
+        k.min_matchable = std::strtod(value, nullptr);
+      } else {
+        std::fprintf(stderr, "unknown DMC parameter %s\n", name.c_str());
+        return 2;
+      }
+    } else if (std::strcmp(a, "--matcher=mcc") == 0) {
+      options.matcher = EvalMatcher::kMcc;
+    } else if (std::strcmp(a, "--matcher=dmc") == 0) {
+      options.matcher = EvalMatcher::kDmc;
+    } else if (std::strcmp(a, "--matcher=fusion") == 0) {
+      options.matcher = EvalMatcher::kFusion;
+    } else if (std::strncmp(a, "--fusion_weight=", 16) == 0) {
+      options.fusion_weight = std::strtod(a + 16, nullptr);
+    } else if (std::strncmp(a, "--db=", 5) == 0) {
+      only_db = std::atoi(a + 5);
+    } else if (std::strcmp(a, "--score=lss") == 0) {
       options.score = MccScore::kLss;
     } else if (std::strcmp(a, "--score=lssr") == 0) {
       options.score = MccScore::kLssR;
@@ -24,7 +68,10 @@ int main(int argc, char** argv) {
     } else if (std::strncmp(a, "--data=", 7) == 0) {
       data_dir = a + 7;
     } else {
-      std::fprintf(stderr, "usage: %s [--score=lssr|lss] [--threads=N] [--data=DIR]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--matcher=mcc|dmc|fusion] [--score=lssr|lss] [--threads=N] [--data=DIR] [--db=N] "
+                   "[--fusion_weight=W] [--dmc.NAME=VALUE ...]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -36,11 +83,16 @@ int main(int argc, char** argv) {
     }
     data_dir = *found;
   }
-  std::printf("MCC (NS=16, ND=6, bit) + %s, CPU, %d thread(s); FVC2002 set B, all %s pairs\n",
-              options.score == MccScore::kLssR ? "LSS-R" : "LSS", options.threads, "ordered");
+  const char* matcher = options.matcher == EvalMatcher::kDmc      ? "DMC"
+                        : options.matcher == EvalMatcher::kFusion ? "DMC + LSS-R fusion"
+                        : options.score == MccScore::kLssR        ? "LSS-R"
+                                                                  : "LSS";
+  std::printf("MCC (NS=16, ND=6, bit) + %s, CPU, %d thread(s); FVC2002 set B, all %s pairs\n", matcher,
+              options.threads, "ordered");
   std::printf("%-4s %6s %6s %8s %8s %8s %8s %8s %8s %10s %12s\n", "DB", "min", "cyl", "EER%", "FMR100%", "FMR1000%",
               "ZeroFMR%", "rank1%", "rank10%", "desc ms", "matches/s");
   for (int db = 1; db <= 4; ++db) {
+    if (only_db != 0 && db != only_db) continue;
     auto e = EvaluateFvc2002Db(data_dir, db, options);
     if (!e.ok()) {
       std::fprintf(stderr, "DB%d: %s\n", db, std::string(e.status().message()).c_str());

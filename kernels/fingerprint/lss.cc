@@ -141,6 +141,23 @@ const float* MccDeviceGallery::theta() const { return static_cast<const float*>(
 const uint16_t* MccDeviceGallery::bit_count() const { return static_cast<const uint16_t*>(bit_count_->data()); }
 const uint8_t* MccDeviceGallery::full_mask() const { return static_cast<const uint8_t*>(full_mask_->data()); }
 
+MccDeviceGalleryView MccDeviceGallery::view() const {
+  MccDeviceGalleryView v;
+  v.start = start();
+  v.bits = bits();
+  v.mask = mask();
+  v.x = x();
+  v.y = y();
+  v.theta = theta();
+  v.bit_count = bit_count();
+  v.full_mask = full_mask();
+  v.num_templates = num_templates_;
+  v.num_cylinders = num_cylinders_;
+  v.max_template_size = max_template_size_;
+  v.ordinal = ordinal_;
+  return v;
+}
+
 absl::Status ScoreGallery(const Stream& stream, const LssProbe& probe, const MccDeviceGallery& gallery,
                           MccScore kind, const LssConstants& constants, float* scores) {
   if (stream.backend() != Backend::kCuda) {

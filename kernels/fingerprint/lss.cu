@@ -359,30 +359,26 @@ absl::StatusOr<std::shared_ptr<Buffer>> ToDevice(const std::vector<T>& v, const 
 
 }  // namespace
 
-absl::Status ScoreGalleryToDevice(const Stream& stream, const LssProbe& probe, const MccDeviceGallery& gallery,
-                               MccScore kind, const LssConstants& constants, float* device_scores) {
+// The probe's flattened block: bits, masks, then x, y, theta, bit counts.
+struct ProbeBlockLayout {
+  size_t bits_bytes, mask_bytes, floats_bytes, total;
+  explicit ProbeBlockLayout(int na)
+      : bits_bytes(static_cast<size_t>(na) * kMccBitWords * 8),
+        mask_bytes(static_cast<size_t>(na) * kMccMaskWords * 8),
+        floats_bytes(static_cast<size_t>(na) * 4),
+        total(std::max<size_t>(8, bits_bytes + mask_bytes + 4 * floats_bytes)) {}
+};
+
+absl::StatusOr<DeviceLssProbe> DeviceLssProbe::Upload(const Stream& stream, const LssProbe& probe) {
+  if (stream.backend() != Backend::kCuda) return absl::InvalidArgumentError("DeviceLssProbe::Upload needs a CUDA stream");
   const std::vector<MccCylinder>& cyl = probe.cylinders.cylinders;
   const int na = static_cast<int>(cyl.size());
-  const int max_nb = gallery.max_template_size();
-  if (gallery.num_templates() == 0) return absl::OkStatus();
-  if (static_cast<long long>(na) * std::max(1, max_nb) > kLssCudaMaxMatrixEntries) {
-    return absl::FailedPreconditionError(absl::StrCat("lss: probe of ", na, " cylinders against gallery templates of up to ",
-                                                      max_nb, " exceeds the CUDA kernel's ", kLssCudaMaxMatrixEntries,
-                                                      "-entry shared-memory matrix; use the CPU backend"));
-  }
-  TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
-  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
-
-  // The probe, flattened into one host block and one device buffer (a single
-  // allocation and copy per query; kept alive until the stream is synchronized
-  // below): bits, masks, then x, y, theta, bit counts.
-  const size_t bits_bytes = static_cast<size_t>(na) * kMccBitWords * 8;
-  const size_t mask_bytes = static_cast<size_t>(na) * kMccMaskWords * 8;
-  const size_t floats_bytes = static_cast<size_t>(na) * 4;
-  std::vector<uint8_t> block(std::max<size_t>(8, bits_bytes + mask_bytes + 4 * floats_bytes));
+  const ProbeBlockLayout layout(na);
+  // One host block and one device buffer: a single allocation and copy.
+  std::vector<uint8_t> block(layout.total);
   uint64_t* h_bits = reinterpret_cast<uint64_t*>(block.data());
-  uint64_t* h_mask = reinterpret_cast<uint64_t*>(block.data() + bits_bytes);
-  float* h_x = reinterpret_cast<float*>(block.data() + bits_bytes + mask_bytes);
+  uint64_t* h_mask = reinterpret_cast<uint64_t*>(block.data() + layout.bits_bytes);
+  float* h_x = reinterpret_cast<float*>(block.data() + layout.bits_bytes + layout.mask_bytes);
   float* h_y = h_x + na;
   float* h_theta = h_y + na;
   int* h_count = reinterpret_cast<int*>(h_theta + na);
@@ -394,25 +390,43 @@ absl::Status ScoreGalleryToDevice(const Stream& stream, const LssProbe& probe, c
     h_theta[i] = cyl[i].theta;
     h_count[i] = probe.bit_count[i];
   }
-  TESSERA_ASSIGN_OR_RETURN(auto d_block, ToDevice(block, stream));
-  const uint8_t* d = static_cast<const uint8_t*>(d_block->data());
+  DeviceLssProbe out;
+  TESSERA_ASSIGN_OR_RETURN(out.block_, ToDevice(block, stream));  // pageable source: returns after the copy
+  out.n_ = na;
+  return out;
+}
+
+absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& probe, const MccDeviceGalleryView& gallery,
+                                 MccScore kind, const LssConstants& constants, float* device_scores) {
+  const int na = probe.n_;
+  const int max_nb = gallery.max_template_size;
+  if (gallery.num_templates == 0) return absl::OkStatus();
+  if (static_cast<long long>(na) * std::max(1, max_nb) > kLssCudaMaxMatrixEntries) {
+    return absl::FailedPreconditionError(absl::StrCat("lss: probe of ", na, " cylinders against gallery templates of up to ",
+                                                      max_nb, " exceeds the CUDA kernel's ", kLssCudaMaxMatrixEntries,
+                                                      "-entry shared-memory matrix; use the CPU backend"));
+  }
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
+  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
+  const ProbeBlockLayout layout(na);
+  const uint8_t* d = static_cast<const uint8_t*>(probe.block_->data());
   ProbeArgs pa;
   pa.bits = reinterpret_cast<const uint64_t*>(d);
-  pa.mask = reinterpret_cast<const uint64_t*>(d + bits_bytes);
-  pa.x = reinterpret_cast<const float*>(d + bits_bytes + mask_bytes);
+  pa.mask = reinterpret_cast<const uint64_t*>(d + layout.bits_bytes);
+  pa.x = reinterpret_cast<const float*>(d + layout.bits_bytes + layout.mask_bytes);
   pa.y = pa.x + na;
   pa.theta = pa.y + na;
   pa.count = reinterpret_cast<const int*>(pa.theta + na);
   pa.n = na;
   GalleryArgs ga;
-  ga.start = gallery.start();
-  ga.bits = gallery.bits();
-  ga.mask = gallery.mask();
-  ga.x = gallery.x();
-  ga.y = gallery.y();
-  ga.theta = gallery.theta();
-  ga.count = gallery.bit_count();
-  ga.num_templates = gallery.num_templates();
+  ga.start = gallery.start;
+  ga.bits = gallery.bits;
+  ga.mask = gallery.mask;
+  ga.x = gallery.x;
+  ga.y = gallery.y;
+  ga.theta = gallery.theta;
+  ga.count = gallery.bit_count;
+  ga.num_templates = gallery.num_templates;
   ga.max_size = std::max(1, max_nb);
 
   int max_np = 0;
@@ -433,8 +447,16 @@ absl::Status ScoreGalleryToDevice(const Stream& stream, const LssProbe& probe, c
   const int blocks = std::max(1, std::min(ga.num_templates, per_sm * sms));
   kernel<<<blocks, kThreads, shared, s>>>(pa, ga, constants, k_capacity, device_scores);
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("lss ScoreKernel");
-  // The probe buffers and host vectors must outlive the kernel and copies.
-  TESSERA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+  return absl::OkStatus();
+}
+
+absl::Status ScoreGalleryToDevice(const Stream& stream, const LssProbe& probe, const MccDeviceGallery& gallery,
+                               MccScore kind, const LssConstants& constants, float* device_scores) {
+  if (gallery.num_templates() == 0) return absl::OkStatus();
+  TESSERA_ASSIGN_OR_RETURN(DeviceLssProbe device_probe, DeviceLssProbe::Upload(stream, probe));
+  TESSERA_RETURN_IF_ERROR(EnqueueScoreGallery(stream, device_probe, gallery.view(), kind, constants, device_scores));
+  // The probe buffer must outlive the kernel.
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(static_cast<cudaStream_t>(stream.native())));
   return absl::OkStatus();
 }
 

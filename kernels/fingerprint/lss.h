@@ -135,6 +135,23 @@ void ScoreGallery(const LssProbe& probe, const MccGallery& gallery, MccScore kin
 // CUDA: the gallery lives on the GPU; each probe is scored against all of it
 // (one thread block per gallery template, the probe's cylinders in shared
 // memory; see lss.cu).
+// A gallery (or one batch of a gallery) in device memory, not owned: the
+// MccGallery layout with the batch's own start table (start[0] = 0).
+struct MccDeviceGalleryView {
+  const int32_t* start = nullptr;
+  const uint64_t* bits = nullptr;
+  const uint64_t* mask = nullptr;
+  const float* x = nullptr;
+  const float* y = nullptr;
+  const float* theta = nullptr;
+  const uint16_t* bit_count = nullptr;
+  const uint8_t* full_mask = nullptr;
+  int num_templates = 0;
+  int num_cylinders = 0;
+  int max_template_size = 0;
+  int ordinal = 0;
+};
+
 class MccDeviceGallery {
  public:
   // Uploads `gallery` to GPU `stream.ordinal()`. FAILED_PRECONDITION without
@@ -156,6 +173,7 @@ class MccDeviceGallery {
   const float* theta() const;
   const uint16_t* bit_count() const;
   const uint8_t* full_mask() const;
+  MccDeviceGalleryView view() const;
 
  private:
   int num_templates_ = 0;
@@ -179,6 +197,28 @@ namespace cuda {
 // floats); returns once they are written.
 absl::Status ScoreGalleryToDevice(const Stream& stream, const LssProbe& probe, const MccDeviceGallery& gallery,
                                MccScore kind, const LssConstants& constants, float* device_scores);
+
+// A probe uploaded once for many asynchronous launches (the pipeline scores
+// each probe against many gallery batches).
+class DeviceLssProbe {
+ public:
+  // Copies the probe to GPU `stream.ordinal()`; returns once it is there.
+  static absl::StatusOr<DeviceLssProbe> Upload(const Stream& stream, const LssProbe& probe);
+  int num_cylinders() const { return n_; }
+
+ private:
+  friend absl::Status EnqueueScoreGallery(const Stream&, const DeviceLssProbe&, const MccDeviceGalleryView&, MccScore,
+                                          const LssConstants&, float*);
+  std::shared_ptr<Buffer> block_;  // bits, masks, x, y, theta, bit counts
+  int n_ = 0;
+};
+
+// Enqueues the scoring kernel on `stream` and returns without waiting:
+// `device_scores` (gallery.num_templates() floats) are written when the stream
+// reaches this point. The probe and the gallery memory must stay alive until
+// then. Same scores as ScoreGalleryToDevice (it is this plus a wait).
+absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& probe, const MccDeviceGalleryView& gallery,
+                                 MccScore kind, const LssConstants& constants, float* device_scores);
 }  // namespace cuda
 
 }  // namespace fingerprint

@@ -1,0 +1,112 @@
+// The ALFI pipeline on the GPU (two streams, pinned gallery, double-buffered
+// batches) against the brute-force CPU top-k: the CUDA LSS-R / LSS scores
+// are bit-identical to the CPU matcher (lss_cuda_test), so the candidates
+// and their scores must be equal exactly (tolerance 0). Skipped without a
+// GPU.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "common/testing/gpu_test.h"
+#include "kernels/fingerprint/lss.h"
+#include "kernels/fingerprint/mcc.h"
+#include "kernels/fingerprint/test_templates.h"
+#include "services/fingerprint/alfi_pipeline.h"
+
+namespace tessera {
+namespace fingerprint {
+namespace {
+
+std::vector<MccTemplate> Build(const std::vector<std::vector<MinutiaPoint>>& pts) {
+  std::vector<MccTemplate> out;
+  for (const auto& p : pts) out.push_back(cpu::BuildMccTemplate(p));
+  return out;
+}
+
+TEST(AlfiPipelineCuda, TopKEqualsCpuBruteForce) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  // Four databases (or synthetic stand-ins) plus synthetic templates.
+  std::vector<std::vector<MinutiaPoint>> pts;
+  for (int db = 1; db <= 4; ++db) {
+    auto t = testing::TestTemplates(db, 80, 40 + db);
+    pts.insert(pts.end(), t.begin(), t.end());
+  }
+  auto extra = testing::SyntheticTemplates(301, 7);
+  pts.insert(pts.end(), extra.begin(), extra.end());
+  pts.push_back({});
+  const std::vector<MccTemplate> templates = Build(pts);
+  auto gallery = std::make_shared<MccGallery>();
+  for (const MccTemplate& t : templates) gallery->Append(t);
+  std::vector<MccTemplate> latents;
+  for (int i = 3; i < static_cast<int>(templates.size()); i += 61) latents.push_back(templates[i]);
+  const int k = 25;
+  const LssConstants c = MakeLssConstants(LssParams());
+  for (MccScore kind : {MccScore::kLssR, MccScore::kLss}) {
+    std::vector<std::vector<Candidate>> expected;
+    for (const MccTemplate& l : latents) {
+      std::vector<float> scores(gallery->num_templates());
+      cpu::ScoreGallery(PrepareProbe(l), *gallery, kind, c, scores.data(), 0);
+      expected.push_back(TopK(scores.data(), gallery->num_templates(), k));
+    }
+    for (int batch : {1, 50, 128, 100000}) {
+      for (bool overlap : {true, false}) {
+        PipelineOptions o;
+        o.backend = Backend::kCuda;
+        o.batch_templates = batch;
+        o.top_k = k;
+        o.overlap = overlap;
+        auto p = AlfiPipeline::Create(gallery, o);
+        ASSERT_TRUE(p.ok()) << p.status();
+        LssBatchMatcher matcher(kind);
+        PipelineStats stats;
+        auto got = (*p)->Search(matcher, latents, &stats);
+        ASSERT_TRUE(got.ok()) << got.status();
+        ASSERT_EQ(got->size(), latents.size());
+        for (size_t l = 0; l < latents.size(); ++l) {
+          ASSERT_EQ((*got)[l].size(), expected[l].size());
+          for (size_t r = 0; r < expected[l].size(); ++r) {
+            EXPECT_EQ((*got)[l][r].template_index, expected[l][r].template_index)
+                << "batch " << batch << " overlap " << overlap << " latent " << l << " rank " << r;
+            EXPECT_EQ((*got)[l][r].score, expected[l][r].score);
+          }
+        }
+        EXPECT_EQ(stats.templates, gallery->num_templates());
+        EXPECT_GT(stats.upload_bytes, 0u);
+        EXPECT_GT(stats.kernel_seconds, 0);
+        if (batch == 128) std::printf("batch %d overlap %d: %s\n", batch, overlap, stats.ToString().c_str());
+      }
+    }
+  }
+}
+
+TEST(AlfiPipelineCuda, OversizedComparisonIsAnError) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  // A 200-minutia grid: 200 x 200 local similarities exceed the kernel's
+  // shared-memory matrix; the search must fail cleanly, not crash.
+  std::vector<MinutiaPoint> big;
+  std::mt19937 rng(5);
+  for (int i = 0; i < 200; ++i) {
+    big.push_back({static_cast<float>(40 + (i % 20) * 12), static_cast<float>(40 + (i / 20) * 12),
+                   static_cast<float>((rng() % 256) * (2 * M_PI / 256))});
+  }
+  const MccTemplate t = cpu::BuildMccTemplate(big);
+  ASSERT_GT(t.cylinders.size(), 160u);
+  auto gallery = std::make_shared<MccGallery>();
+  gallery->Append(t);
+  PipelineOptions o;
+  o.backend = Backend::kCuda;
+  auto p = AlfiPipeline::Create(gallery, o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  LssBatchMatcher matcher;
+  auto got = (*p)->Search(matcher, {t});
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kFailedPrecondition) << got.status();
+  // The pipeline stays usable.
+  auto ok = (*p)->Search(matcher, {MccTemplate()});
+  EXPECT_TRUE(ok.ok()) << ok.status();
+}
+
+}  // namespace
+}  // namespace fingerprint
+}  // namespace tessera

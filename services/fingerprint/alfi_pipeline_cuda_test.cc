@@ -1,10 +1,11 @@
 // The ALFI pipeline on the GPU (two streams, pinned gallery, double-buffered
 // batches) against the brute-force CPU top-k: the CUDA LSS-R / LSS scores
-// are bit-identical to the CPU matcher (lss_cuda_test), so the candidates
-// and their scores must be equal exactly (tolerance 0). Skipped without a
-// GPU.
+// and DMC kernel outputs are bit-identical to the CPU (lss_cuda_test,
+// dmc_cuda_test), so the candidates and their scores must be equal exactly
+// (tolerance 0). Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <random>
 #include <vector>
@@ -13,7 +14,9 @@
 #include "kernels/fingerprint/lss.h"
 #include "kernels/fingerprint/mcc.h"
 #include "kernels/fingerprint/test_templates.h"
+#include "services/fingerprint/alfi_dmc_matcher.h"
 #include "services/fingerprint/alfi_pipeline.h"
+#include "services/fingerprint/dmc_matcher.h"
 
 namespace tessera {
 namespace fingerprint {
@@ -77,6 +80,61 @@ TEST(AlfiPipelineCuda, TopKEqualsCpuBruteForce) {
         EXPECT_GT(stats.kernel_seconds, 0);
         if (batch == 128) std::printf("batch %d overlap %d: %s\n", batch, overlap, stats.ToString().c_str());
       }
+    }
+  }
+}
+
+TEST(AlfiPipelineCuda, DmcTopKEqualsCpuWholeGallery) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  std::vector<std::vector<MinutiaPoint>> pts;
+  for (int db = 1; db <= 4; ++db) {
+    auto t = testing::TestTemplates(db, 80, 60 + db);
+    pts.insert(pts.end(), t.begin(), t.end());
+  }
+  auto extra = testing::SyntheticTemplates(97, 9);
+  pts.insert(pts.end(), extra.begin(), extra.end());
+  pts.push_back({});
+  auto gallery = std::make_shared<MccGallery>();
+  for (const auto& p : pts) gallery->Append(cpu::BuildMccTemplate(p));
+  std::vector<MccTemplate> latents;
+  for (int i = 5; i < static_cast<int>(pts.size()); i += 53) {
+    std::vector<MinutiaPoint> part(pts[i].begin(), pts[i].begin() + std::min<size_t>(20, pts[i].size()));
+    latents.push_back(cpu::BuildMccTemplate(part));
+  }
+  const DmcMatcherOptions options;
+  auto reference = DmcMatcher::Create(options);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  const int k = 20;
+  std::vector<std::vector<Candidate>> expected;
+  for (const MccTemplate& l : latents) {
+    auto scores = reference->ScoreGallery(Stream::Cpu(), l, *gallery);
+    ASSERT_TRUE(scores.ok()) << scores.status();
+    expected.push_back(TopK(scores->data(), gallery->num_templates(), k));
+  }
+  for (int batch : {1, 64, 100000}) {
+    for (bool overlap : {true, false}) {
+      PipelineOptions o;
+      o.backend = Backend::kCuda;
+      o.batch_templates = batch;
+      o.top_k = k;
+      o.overlap = overlap;
+      auto p = AlfiPipeline::Create(gallery, o);
+      ASSERT_TRUE(p.ok()) << p.status();
+      auto matcher = DmcBatchMatcher::Create(options);
+      ASSERT_TRUE(matcher.ok()) << matcher.status();
+      PipelineStats stats;
+      auto got = (*p)->Search(**matcher, latents, &stats);
+      ASSERT_TRUE(got.ok()) << got.status();
+      ASSERT_EQ(got->size(), latents.size());
+      for (size_t l = 0; l < latents.size(); ++l) {
+        ASSERT_EQ((*got)[l].size(), expected[l].size());
+        for (size_t r = 0; r < expected[l].size(); ++r) {
+          EXPECT_EQ((*got)[l][r].template_index, expected[l][r].template_index)
+              << "batch " << batch << " overlap " << overlap << " latent " << l << " rank " << r;
+          EXPECT_EQ((*got)[l][r].score, expected[l][r].score);
+        }
+      }
+      if (batch == 64) std::printf("DMC batch %d overlap %d: %s\n", batch, overlap, stats.ToString().c_str());
     }
   }
 }

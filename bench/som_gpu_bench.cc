@@ -308,10 +308,10 @@ void BenchTraining(const Args& a) {
   CHECK_OK(result.status());
   double epochs_seconds = 0;
   for (const EpochReport& r : result->history) epochs_seconds += r.seconds;
-  std::printf("  %s after %d epochs: total %.1f s (init %.1f s host PCA, upload + tiles + CSC included), "
+  std::printf("  %s after %d epochs: total %.1f s (init %.1f s host PCA, setup %.1f s: upload + tiles + CSC), "
               "epochs %.1f s; final QE %.4f, TE %.4f, dead units %.3f; peak device memory %.2f GiB\n",
               result->converged ? "converged" : "stopped at max_epochs", result->epochs, result->total_seconds,
-              result->init_seconds, epochs_seconds, result->final_quality.qe_euclidean,
+              result->init_seconds, result->setup_seconds, epochs_seconds, result->final_quality.qe_euclidean,
               result->final_quality.topographic_error, result->final_quality.dead_unit_fraction,
               GetDeviceMemoryStats(0).peak_bytes / kGiB);
 }

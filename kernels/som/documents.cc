@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "kernels/som/csc_device.h"
 #include "kernels/som/parallel.h"
 
 namespace tessera {
@@ -157,12 +158,31 @@ absl::StatusOr<DocumentSet> DocumentSet::Create(const CsrView& docs, const Strea
     TESSERA_RETURN_IF_ERROR(stream.Synchronize());  // the host vectors die here
   }
   if (parts.csc) {
-    HostCsc csc = BuildCsc(docs);
     set.csc_.features = docs.cols;
     set.csc_.docs = docs.rows;
-    TESSERA_ASSIGN_OR_RETURN(set.csc_.offsets, Upload(csc.offsets.data(), csc.offsets.size(), stream, set.buffers_));
-    TESSERA_ASSIGN_OR_RETURN(set.csc_.doc_ids, Upload(csc.doc_ids.data(), csc.doc_ids.size(), stream, set.buffers_));
-    TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+    if (stream.backend() == Backend::kCuda && nnz < (int64_t{1} << 31)) {
+      // On the device: a radix sort instead of a host scatter + upload.
+      TESSERA_ASSIGN_OR_RETURN(
+          std::shared_ptr<Buffer> offsets,
+          Buffer::Allocate(MemoryKind::kDevice, sizeof(int64_t) * (docs.cols + 1), stream.ordinal()));
+      TESSERA_ASSIGN_OR_RETURN(
+          std::shared_ptr<Buffer> doc_ids,
+          Buffer::Allocate(MemoryKind::kDevice, sizeof(int32_t) * std::max<int64_t>(1, nnz), stream.ordinal()));
+      set.buffers_.push_back(offsets);
+      set.buffers_.push_back(doc_ids);
+      TESSERA_RETURN_IF_ERROR(cuda::TransposeCsr(stream, docs.rows, docs.cols, nnz, set.csr_.offsets,
+                                                 set.csr_.indices, static_cast<int64_t*>(offsets->data()),
+                                                 static_cast<int32_t*>(doc_ids->data())));
+      set.csc_.offsets = static_cast<const int64_t*>(offsets->data());
+      set.csc_.doc_ids = static_cast<const int32_t*>(doc_ids->data());
+    } else {
+      HostCsc csc = BuildCsc(docs);
+      TESSERA_ASSIGN_OR_RETURN(set.csc_.offsets,
+                               Upload(csc.offsets.data(), csc.offsets.size(), stream, set.buffers_));
+      TESSERA_ASSIGN_OR_RETURN(set.csc_.doc_ids,
+                               Upload(csc.doc_ids.data(), csc.doc_ids.size(), stream, set.buffers_));
+      TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+    }
   }
   TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   return set;

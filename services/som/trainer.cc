@@ -172,14 +172,21 @@ absl::StatusOr<SomModel> InitializeModel(const SparseBinaryMatrix& train, const 
     const bool first_along_x = w_cells >= h_cells;
     auto coord = [](int k, int n) { return n > 1 ? -1.0 + 2.0 * k / (n - 1) : 0.0; };
     const double s0 = std::sqrt(lambda[0]), s1 = std::sqrt(lambda[1]);
+    std::vector<double> c0(m), c1(m);
     for (int64_t i = 0; i < m; ++i) {
       const double a = coord(static_cast<int>(i % w_cells), w_cells);
       const double b = coord(static_cast<int>(i / w_cells), h_cells);
-      const double c0 = first_along_x ? a : b, c1 = first_along_x ? b : a;
-      for (int64_t v = 0; v < v_count; ++v) {
-        w[v * m + i] = static_cast<float>(mean[v] + c0 * s0 * u[0][v] + c1 * s1 * u[1][v]);
-      }
+      c0[i] = (first_along_x ? a : b) * s0;
+      c1[i] = (first_along_x ? b : a) * s1;
     }
+    // Feature-outer so each thread writes whole contiguous columns (node-outer
+    // strided writes took seconds on 30K features x 4K nodes).
+    ParallelFor(v_count, [&](int64_t v0, int64_t v1, int) {
+      for (int64_t v = v0; v < v1; ++v) {
+        float* column = w.data() + v * m;
+        for (int64_t i = 0; i < m; ++i) column[i] = static_cast<float>(mean[v] + c0[i] * u[0][v] + c1[i] * u[1][v]);
+      }
+    });
   }
   if (o.weight_type == WeightType::kFloat32) {
     model.weights_f32 = std::move(w);
@@ -302,11 +309,15 @@ absl::StatusOr<TrainResult> TrainSom(const SparseBinaryMatrix& train, const Trai
   result.init_seconds = Since(start);
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                            Engine::Create(o.backend, o.gpu_ordinal, train, result.model, /*for_training=*/true));
+  result.setup_seconds = Since(start) - result.init_seconds;
   engine->set_bmu_algorithm(o.bmu_algorithm);
   const double small = o.small_radius > 0 ? o.small_radius : 1.25 * o.radius_end;
   int calm = 0;
   double previous_qe = 0;
   for (int epoch = 0; epoch < o.max_epochs; ++epoch) {
+    if (o.should_stop && o.should_stop()) {
+      return absl::CancelledError(absl::StrCat("TrainSom: stopped before epoch ", epoch + 1));
+    }
     const Clock::time_point t0 = Clock::now();
     EpochReport r;
     r.epoch = epoch;

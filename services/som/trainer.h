@@ -81,6 +81,9 @@ struct TrainOptions {
   // faster on an H200 today; see bench/results/2026-11-30-h200-som.md).
   BmuAlgorithm bmu_algorithm = BmuAlgorithm::kFeatureMajor;
   std::function<void(const EpochReport&)> progress;
+  // Asked before each epoch; true stops training with CANCELLED (a service's
+  // CancelJob). Not persisted.
+  std::function<bool()> should_stop;
 };
 
 // A trained map: feature-major codebook on the host.
@@ -101,7 +104,8 @@ struct TrainResult {
   int epochs = 0;
   bool converged = false;         // stopped by the convergence rule
   QualityMetrics final_quality;   // of the returned codebook on the training rows
-  double init_seconds = 0;
+  double init_seconds = 0;        // InitializeModel (host: mean, PCA, codebook fill, norms)
+  double setup_seconds = 0;       // documents, tiles, CSC and codebook into the backend's memory
   double total_seconds = 0;       // upload, init, epochs and the final pass
 };
 

@@ -8,7 +8,8 @@
 //   som_gpu_bench [--edges=32,64,128,256,512,1024] [--budget=68719476736]
 //                 [--max_docs=1000000] [--reps=3] [--no_train]
 //                 [--train_docs=29900000] [--train_edge=64] [--train_fp16]
-//                 [--train_bmu=cusparse-row] [--depths=1,4,16]
+//                 [--train_bmu=cusparse-row] [--depths=1,4,16] [--no_bmu]
+//                 [--train_epochs=N]
 //
 // Per edge the corpus prefix has min(max_docs, budget / nodes) documents (so
 // each variant does about the same work at every edge); times are the median
@@ -63,6 +64,8 @@ struct Args {
   bool train_fp16 = false;
   bool train_cusparse = false;  // --train_bmu=cusparse-row
   std::vector<int> depths;      // --depths=1,4,16
+  bool bmu = true;              // --no_bmu: training only
+  int train_epochs = 40;        // --train_epochs=N
 };
 
 bool Parse(int argc, char** argv, Args& a) {
@@ -95,6 +98,10 @@ bool Parse(int argc, char** argv, Args& a) {
       if (!absl::SimpleAtoi(v, &a.train_docs) || a.train_docs < 1) return false;
     } else if (const char* v = value("--train_edge")) {
       if (!absl::SimpleAtoi(v, &a.train_edge) || a.train_edge < 1) return false;
+    } else if (arg == "--no_bmu") {
+      a.bmu = false;
+    } else if (const char* v = value("--train_epochs")) {
+      if (!absl::SimpleAtoi(v, &a.train_epochs) || a.train_epochs < 1) return false;
     } else if (arg == "--no_train") {
       a.train = false;
     } else if (arg == "--train_bmu=cusparse-row") {
@@ -295,8 +302,8 @@ void BenchTraining(const Args& a) {
   o.backend = Backend::kCuda;
   o.weight_type = a.train_fp16 ? WeightType::kFloat16 : WeightType::kFloat32;
   if (a.train_cusparse) o.bmu_algorithm = BmuAlgorithm::kCusparseRowOrder;
-  o.max_epochs = 40;
-  o.radius_decay_epochs = 10;
+  o.max_epochs = a.train_epochs;
+  o.radius_decay_epochs = std::min(10, a.train_epochs);
   o.progress = [](const EpochReport& r) {
     std::printf("  epoch %2d radius %5.2f (box %2d)  QE %.4f (%.1e)  TE %.3f  BMU %.3fs update %.3fs epoch %.3fs\n",
                 r.epoch, r.radius, r.box_half_width, r.qe, r.qe_relative_change, r.topographic_error, r.bmu_seconds,
@@ -327,7 +334,7 @@ int main(int argc, char** argv) {
   if (!Parse(argc, argv, a)) {
     std::fprintf(stderr,
                  "usage: som_gpu_bench [--edges=32,...] [--budget=N] [--max_docs=N] [--reps=N] [--no_train] "
-                 "[--train_docs=N] [--train_edge=E] [--train_fp16] [--train_bmu=cusparse-row] [--depths=1,4,8,16]\n");
+                 "[--train_docs=N] [--train_edge=E] [--train_fp16] [--train_bmu=cusparse-row] [--depths=1,4,8,16] [--no_bmu] [--train_epochs=N]\n");
     return 2;
   }
   const DeviceRegistry& reg = DeviceRegistry::Get();
@@ -346,7 +353,7 @@ int main(int argc, char** argv) {
   std::vector<int64_t> df = FeatureCounts(corpus);
   std::vector<float> scale(corpus.cols());
   for (size_t v = 0; v < scale.size(); ++v) scale[v] = static_cast<float>(2.0 * df[v] / corpus.rows());
-  BenchBmu(a, *stream, corpus, scale);
+  if (a.bmu) BenchBmu(a, *stream, corpus, scale);
   if (a.train) BenchTraining(a);
   return 0;
 }

@@ -144,12 +144,27 @@ absl::StatusOr<SomModel> InitializeModel(const SparseBinaryMatrix& train, const 
   std::vector<double> mean(v_count, 0.0);
   for (int32_t c : train.indices()) mean[c] += 1.0;
   for (double& e : mean) e /= train.rows();
-  std::vector<float> w(v_count * m);
+  // Written straight into the stored type: a 1024 x 1024 map over 30K
+  // features is 129 GB as fp32 but 64 GB as fp16, and a temporary fp32 copy
+  // would not fit the host.
+  const bool fp32 = o.weight_type == WeightType::kFloat32;
+  if (fp32) {
+    model.weights_f32.resize(v_count * m);
+  } else {
+    model.weights_f16.resize(v_count * m);
+  }
+  auto store = [&](int64_t k, float value) {
+    if (fp32) {
+      model.weights_f32[k] = value;
+    } else {
+      model.weights_f16[k] = FloatToHalf(value);
+    }
+  };
   if (o.init == InitMethod::kRandom) {
     std::mt19937_64 rng(o.seed);
     std::uniform_real_distribution<double> u(0.0, 1.0);
     for (int64_t v = 0; v < v_count; ++v) {
-      for (int64_t i = 0; i < m; ++i) w[v * m + i] = static_cast<float>(2.0 * mean[v] * u(rng));
+      for (int64_t i = 0; i < m; ++i) store(v * m + i, static_cast<float>(2.0 * mean[v] * u(rng)));
     }
   } else {
     // PCA on a seeded sample of rows (all rows when the corpus is small).
@@ -183,16 +198,11 @@ absl::StatusOr<SomModel> InitializeModel(const SparseBinaryMatrix& train, const 
     // strided writes took seconds on 30K features x 4K nodes).
     ParallelFor(v_count, [&](int64_t v0, int64_t v1, int) {
       for (int64_t v = v0; v < v1; ++v) {
-        float* column = w.data() + v * m;
-        for (int64_t i = 0; i < m; ++i) column[i] = static_cast<float>(mean[v] + c0[i] * u[0][v] + c1[i] * u[1][v]);
+        for (int64_t i = 0; i < m; ++i) {
+          store(v * m + i, static_cast<float>(mean[v] + c0[i] * u[0][v] + c1[i] * u[1][v]));
+        }
       }
     });
-  }
-  if (o.weight_type == WeightType::kFloat32) {
-    model.weights_f32 = std::move(w);
-  } else {
-    model.weights_f16.resize(w.size());
-    for (size_t k = 0; k < w.size(); ++k) model.weights_f16[k] = FloatToHalf(w[k]);
   }
   model.sq_norms.assign(m, 0.0f);
   cpu::ComputeSqNorms(model.view());

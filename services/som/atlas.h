@@ -8,14 +8,17 @@
 //   manifest.json     format version, grid (width, height, topology), features,
 //                     documents, weight type, training options, epochs,
 //                     converged, final quality, per-epoch history, creation time,
-//                     the CRC-32 of every other file
+//                     the size and CRC-32 of every other file, and last
+//                     "manifest_crc32", the CRC-32 of the text before it
 //   codebook.f32      feature-major weights (features x nodes, little-endian
 //                     fp32; fp16 maps are stored widened to fp32) + CRC-32 trailer
 //   bmu.i32           the training documents' BMUs (documents int32) + CRC-32
 //   features.txt      one feature name per line (absent: "f<index>")
 //   documents.txt     one document id per line (absent: "d<index>")
 // LoadAtlas checks the manifest version, every size against the manifest and
-// every checksum, and names the file that is wrong.
+// every checksum, and names the file that is wrong. (A crash in the middle of
+// replacing an atlas can leave new data files beside the old manifest; the
+// checksums then report DATA_LOSS instead of serving a mix.)
 #ifndef TESSERA_SERVICES_SOM_ATLAS_H_
 #define TESSERA_SERVICES_SOM_ATLAS_H_
 
@@ -57,8 +60,9 @@ absl::StatusOr<Atlas> MakeAtlas(TrainResult result, std::vector<int32_t> bmu,
 absl::Status SaveAtlas(const Atlas& atlas, absl::string_view directory);
 
 // Reads an atlas written by SaveAtlas. NOT_FOUND when there is no manifest,
-// DATA_LOSS when a file is truncated or its checksum fails, INVALID_ARGUMENT
-// for an unknown format version.
+// DATA_LOSS when a file is truncated, missing or its checksum fails,
+// INVALID_ARGUMENT for an unknown format version. fp16 maps come back with
+// both weights_f16 and weights_f32; sq_norms are recomputed.
 absl::StatusOr<Atlas> LoadAtlas(absl::string_view directory);
 
 // Queries on a loaded atlas.

@@ -1,0 +1,763 @@
+#include "services/som/atlas.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <system_error>
+#include <utility>
+
+#include <filesystem>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/json.h"
+#include "common/status.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "kernels/som/bmu.h"
+#include "kernels/som/half.h"
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "atlas files are little-endian; this code copies host memory as is"
+#endif
+
+namespace tessera {
+namespace som {
+namespace {
+
+constexpr char kFormat[] = "tessera-som-atlas";
+constexpr int kVersion = 1;
+constexpr char kManifest[] = "manifest.json";
+constexpr char kCodebook[] = "codebook.f32";
+constexpr char kBmu[] = "bmu.i32";
+constexpr char kFeatures[] = "features.txt";
+constexpr char kDocuments[] = "documents.txt";
+// The manifest's last field: the CRC-32 of every byte before it.
+constexpr char kManifestCrcKey[] = "\"manifest_crc32\": ";
+
+using google::protobuf::ListValue;
+using google::protobuf::Struct;
+using google::protobuf::Value;
+
+// zlib's crc32 takes 32-bit lengths: feed big buffers in pieces.
+uint32_t Crc32(uint32_t crc, const void* data, size_t size) {
+  const auto* p = static_cast<const Bytef*>(data);
+  while (size > 0) {
+    const uInt n = static_cast<uInt>(std::min<size_t>(size, size_t{1} << 30));
+    crc = static_cast<uint32_t>(crc32(crc, p, n));
+    p += n;
+    size -= n;
+  }
+  return crc;
+}
+
+std::string JoinPath(absl::string_view dir, absl::string_view name) { return absl::StrCat(dir, "/", name); }
+
+absl::Status ErrnoError(int err, absl::string_view what, absl::string_view path) {
+  return absl::ErrnoToStatus(err, absl::StrCat(what, " ", path));
+}
+
+// ---------------------------------------------------------------- writing
+
+struct Piece {
+  const void* data;
+  size_t size;
+};
+
+// Writes the pieces to "<path>.tmp", fsyncs and renames it over `path`;
+// returns the CRC-32 of the whole file in *crc.
+absl::Status WriteFileAtomic(const std::string& path, std::initializer_list<Piece> pieces, uint32_t* crc) {
+  const std::string tmp = path + ".tmp";
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError(errno, "cannot create", tmp);
+  uint32_t c = Crc32(0, nullptr, 0);
+  for (const Piece& piece : pieces) {
+    c = Crc32(c, piece.data, piece.size);
+    const char* p = static_cast<const char*>(piece.data);
+    size_t left = piece.size;
+    while (left > 0) {
+      const ssize_t n = write(fd, p, std::min<size_t>(left, size_t{1} << 30));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int err = n < 0 ? errno : EIO;
+        close(fd);
+        unlink(tmp.c_str());
+        return ErrnoError(err, "cannot write", tmp);
+      }
+      p += n;
+      left -= static_cast<size_t>(n);
+    }
+  }
+  if (fsync(fd) != 0) {
+    const int err = errno;
+    close(fd);
+    unlink(tmp.c_str());
+    return ErrnoError(err, "cannot fsync", tmp);
+  }
+  if (close(fd) != 0) {
+    unlink(tmp.c_str());
+    return ErrnoError(errno, "cannot close", tmp);
+  }
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    unlink(tmp.c_str());
+    return ErrnoError(err, "cannot rename into place", path);
+  }
+  if (crc) *crc = c;
+  return absl::OkStatus();
+}
+
+absl::Status SyncDirectory(const std::string& dir) {
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(errno, "cannot open directory", dir);
+  const int rc = fsync(fd);
+  const int err = errno;
+  close(fd);
+  if (rc != 0 && err != EINVAL) return ErrnoError(err, "cannot fsync directory", dir);
+  return absl::OkStatus();
+}
+
+// JSON numbers: integers exactly, doubles round-trippable, non-finite as null.
+std::string Num(double v) { return std::isfinite(v) ? absl::StrFormat("%.17g", v) : "null"; }
+std::string Num(int64_t v) { return absl::StrCat(v); }
+std::string Bool(bool b) { return b ? "true" : "false"; }
+
+// A JSON object built field by field, pretty (nested at `indent`) or on one line.
+class ObjectWriter {
+ public:
+  explicit ObjectWriter(int indent) : indent_(indent) {}
+  ObjectWriter& Field(absl::string_view key, const std::string& json) {
+    fields_.push_back(absl::StrCat(JsonQuote(key), ": ", json));
+    return *this;
+  }
+  std::string Close() const {
+    const std::string pad(indent_ + 2, ' ');
+    return absl::StrCat("{\n", pad, absl::StrJoin(fields_, absl::StrCat(",\n", pad)), "\n",
+                        std::string(indent_, ' '), "}");
+  }
+  std::string OneLine() const { return absl::StrCat("{", absl::StrJoin(fields_, ", "), "}"); }
+
+ private:
+  int indent_;
+  std::vector<std::string> fields_;
+};
+
+std::string OptionsJson(const TrainOptions& o) {
+  ObjectWriter w(2);
+  w.Field("backend", JsonQuote(BackendName(o.backend)))
+      .Field("gpu_ordinal", Num(int64_t{o.gpu_ordinal}))
+      .Field("weight_type", JsonQuote(WeightTypeName(o.weight_type)))
+      .Field("init", JsonQuote(InitMethodName(o.init)))
+      .Field("pca_sample_rows", Num(o.pca_sample_rows))
+      .Field("pca_iterations", Num(int64_t{o.pca_iterations}))
+      .Field("seed", JsonQuote(absl::StrCat(o.seed)))  // uint64: beyond a double's integers
+      .Field("max_epochs", Num(int64_t{o.max_epochs}))
+      .Field("radius_start", Num(o.radius_start))
+      .Field("radius_end", Num(o.radius_end))
+      .Field("radius_decay_epochs", Num(int64_t{o.radius_decay_epochs}))
+      .Field("cooling", JsonQuote(o.cooling == RadiusCooling::kLinear ? "linear" : "exponential"))
+      .Field("blur_passes", Num(int64_t{o.blur_passes}))
+      .Field("convergence_tolerance", Num(o.convergence_tolerance))
+      .Field("convergence_patience", Num(int64_t{o.convergence_patience}))
+      .Field("small_radius", Num(o.small_radius))
+      .Field("update_slab_bytes", Num(o.update_slab_bytes))
+      .Field("bmu_algorithm", JsonQuote(BmuAlgorithmName(o.bmu_algorithm)));
+  return w.Close();
+}
+
+std::string QualityJson(const QualityMetrics& q) {
+  ObjectWriter w(2);
+  w.Field("docs", Num(q.docs))
+      .Field("qe_euclidean", Num(q.qe_euclidean))
+      .Field("qe_cosine", Num(q.qe_cosine))
+      .Field("topographic_error", Num(q.topographic_error))
+      .Field("dead_units", Num(q.dead_units))
+      .Field("dead_unit_fraction", Num(q.dead_unit_fraction));
+  return w.Close();
+}
+
+std::string EpochJson(const EpochReport& r) {
+  ObjectWriter w(4);
+  w.Field("epoch", Num(int64_t{r.epoch}))
+      .Field("radius", Num(r.radius))
+      .Field("box_half_width", Num(int64_t{r.box_half_width}))
+      .Field("tap_weight", Num(r.tap_weight))
+      .Field("qe", Num(r.qe))
+      .Field("qe_relative_change", Num(r.qe_relative_change))
+      .Field("topographic_error", Num(r.topographic_error))
+      .Field("bmu_seconds", Num(r.bmu_seconds))
+      .Field("update_seconds", Num(r.update_seconds))
+      .Field("seconds", Num(r.seconds));
+  return w.OneLine();
+}
+
+struct FileEntry {
+  std::string name;
+  int64_t bytes = 0;
+  uint32_t crc = 0;
+};
+
+std::string ManifestJson(const Atlas& a, const std::vector<FileEntry>& files) {
+  ObjectWriter grid(2);
+  grid.Field("width", Num(int64_t{a.model.grid.width}))
+      .Field("height", Num(int64_t{a.model.grid.height}))
+      .Field("topology", JsonQuote(TopologyName(a.model.grid.topology)));
+  std::vector<std::string> history;
+  for (const EpochReport& r : a.history) history.push_back(absl::StrCat("\n    ", EpochJson(r)));
+  ObjectWriter file_list(2);
+  for (const FileEntry& f : files) {
+    file_list.Field(f.name, absl::StrCat("{\"bytes\": ", f.bytes, ", \"crc32\": ", f.crc, "}"));
+  }
+  ObjectWriter m(0);
+  m.Field("format", JsonQuote(kFormat))
+      .Field("version", Num(int64_t{kVersion}))
+      .Field("grid", grid.Close())
+      .Field("features", Num(a.model.features))
+      .Field("documents", Num(static_cast<int64_t>(a.bmu.size())))
+      .Field("weight_type", JsonQuote(WeightTypeName(a.model.type)))
+      .Field("options", OptionsJson(a.options))
+      .Field("epochs", Num(int64_t{a.epochs}))
+      .Field("converged", Bool(a.converged))
+      .Field("final_quality", QualityJson(a.final_quality))
+      .Field("history", absl::StrCat("[", absl::StrJoin(history, ","), history.empty() ? "]" : "\n  ]"))
+      .Field("created", JsonQuote(a.created))
+      .Field("files", file_list.Close());
+  // Close the object by hand: the CRC field must come last and cover the rest.
+  std::string text = m.Close();
+  text.resize(text.size() - 2);  // "\n}"
+  absl::StrAppend(&text, ",\n  ", kManifestCrcKey);
+  const uint32_t crc = Crc32(Crc32(0, nullptr, 0), text.data(), text.size());
+  absl::StrAppend(&text, crc, "\n}\n");
+  return text;
+}
+
+std::string LinesText(const std::vector<std::string>& lines) {
+  std::string s;
+  for (const std::string& line : lines) absl::StrAppend(&s, line, "\n");
+  return s;
+}
+
+absl::Status CheckNames(const std::vector<std::string>& names, const char* what) {
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i].find_first_of("\n\r") != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("atlas: ", what, " ", i, " contains a line break"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Sizes and contents every atlas must satisfy (MakeAtlas and SaveAtlas).
+absl::Status CheckAtlas(const Atlas& a) {
+  const SomModel& m = a.model;
+  if (m.grid.width <= 0 || m.grid.height <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("atlas: bad grid ", m.grid.width, "x", m.grid.height));
+  }
+  if (m.features <= 0) return absl::InvalidArgumentError("atlas: the map has no features");
+  const size_t weights = static_cast<size_t>(m.features) * static_cast<size_t>(m.grid.nodes());
+  if (m.weights_f32.size() != weights) {
+    return absl::InvalidArgumentError(absl::StrCat("atlas: ", m.weights_f32.size(), " fp32 weights, expected ",
+                                                   m.features, " x ", m.grid.nodes()));
+  }
+  if (m.type == WeightType::kFloat16 && m.weights_f16.size() != weights) {
+    return absl::InvalidArgumentError(absl::StrCat("atlas: ", m.weights_f16.size(), " fp16 weights, expected ",
+                                                   weights));
+  }
+  if (a.feature_names.size() != static_cast<size_t>(m.features)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("atlas: ", a.feature_names.size(), " feature names for ", m.features, " features"));
+  }
+  if (a.document_ids.size() != a.bmu.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("atlas: ", a.document_ids.size(), " document ids for ", a.bmu.size(), " BMUs"));
+  }
+  if (a.bmu.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    return absl::InvalidArgumentError("atlas: too many documents");
+  }
+  const int64_t nodes = m.grid.nodes();
+  for (size_t d = 0; d < a.bmu.size(); ++d) {
+    if (a.bmu[d] < 0 || a.bmu[d] >= nodes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("atlas: document ", d, " has BMU ", a.bmu[d], ", outside the ", nodes, "-node map"));
+    }
+  }
+  TESSERA_RETURN_IF_ERROR(CheckNames(a.feature_names, "feature name"));
+  TESSERA_RETURN_IF_ERROR(CheckNames(a.document_ids, "document id"));
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- reading
+
+absl::Status Loss(absl::string_view path, absl::string_view what) {
+  return absl::DataLossError(absl::StrCat("atlas file ", path, ": ", what));
+}
+
+// Strict field access on the parsed manifest: every field we write must be
+// there with the type we write.
+class Fields {
+ public:
+  Fields(const Struct& s, std::string where, std::string path) : s_(s), where_(std::move(where)), path_(std::move(path)) {}
+
+  absl::StatusOr<const Value*> Get(const std::string& key, Value::KindCase kind, const char* type) const {
+    auto it = s_.fields().find(key);
+    if (it == s_.fields().end()) return Loss(path_, absl::StrCat("missing field ", where_, key));
+    if (it->second.kind_case() != kind) {
+      return Loss(path_, absl::StrCat("field ", where_, key, " is not ", type));
+    }
+    return &it->second;
+  }
+  absl::StatusOr<double> Double(const std::string& key) const {
+    auto it = s_.fields().find(key);
+    if (it != s_.fields().end() && it->second.kind_case() == Value::kNullValue) {
+      return std::numeric_limits<double>::quiet_NaN();  // written for a non-finite value
+    }
+    TESSERA_ASSIGN_OR_RETURN(const Value* v, Get(key, Value::kNumberValue, "a number"));
+    return v->number_value();
+  }
+  absl::StatusOr<int64_t> Int(const std::string& key, int64_t lo = std::numeric_limits<int32_t>::min(),
+                              int64_t hi = std::numeric_limits<int32_t>::max()) const {
+    TESSERA_ASSIGN_OR_RETURN(const Value* v, Get(key, Value::kNumberValue, "a number"));
+    const double d = v->number_value();
+    if (!(d >= static_cast<double>(lo) && d <= static_cast<double>(hi)) || d != std::floor(d)) {
+      return Loss(path_, absl::StrCat("field ", where_, key, " = ", d, " is not an integer in [", lo, ", ", hi, "]"));
+    }
+    return static_cast<int64_t>(d);
+  }
+  absl::StatusOr<std::string> String(const std::string& key) const {
+    TESSERA_ASSIGN_OR_RETURN(const Value* v, Get(key, Value::kStringValue, "a string"));
+    return v->string_value();
+  }
+  absl::StatusOr<bool> Bool(const std::string& key) const {
+    TESSERA_ASSIGN_OR_RETURN(const Value* v, Get(key, Value::kBoolValue, "a boolean"));
+    return v->bool_value();
+  }
+  absl::StatusOr<Fields> Object(const std::string& key) const {
+    TESSERA_ASSIGN_OR_RETURN(const Value* v, Get(key, Value::kStructValue, "an object"));
+    return Fields(v->struct_value(), absl::StrCat(where_, key, "."), path_);
+  }
+  absl::StatusOr<const ListValue*> List(const std::string& key) const {
+    TESSERA_ASSIGN_OR_RETURN(const Value* v, Get(key, Value::kListValue, "a list"));
+    return &v->list_value();
+  }
+  bool Has(const std::string& key) const { return s_.fields().count(key) > 0; }
+  const Struct& raw() const { return s_; }
+  const std::string& where() const { return where_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  const Struct& s_;
+  std::string where_;
+  std::string path_;
+};
+
+// An enum from its name among `values` (named by `name_of`).
+template <typename E, typename NameFn>
+absl::StatusOr<E> ParseEnum(const Fields& f, const std::string& key, std::initializer_list<E> values, NameFn name_of) {
+  TESSERA_ASSIGN_OR_RETURN(std::string s, f.String(key));
+  for (E e : values) {
+    if (s == absl::string_view(name_of(e))) return e;
+  }
+  return Loss(f.path(), absl::StrCat("field ", f.where(), key, " has unknown value \"", s, "\""));
+}
+
+absl::StatusOr<TrainOptions> ParseOptions(const Fields& f) {
+  TrainOptions o;
+  TESSERA_ASSIGN_OR_RETURN(o.backend, ParseEnum<Backend>(f, "backend", {Backend::kCpu, Backend::kCuda},
+                                                         [](Backend b) { return std::string(BackendName(b)); }));
+  TESSERA_ASSIGN_OR_RETURN(int64_t gpu, f.Int("gpu_ordinal", 0));
+  o.gpu_ordinal = static_cast<int>(gpu);
+  TESSERA_ASSIGN_OR_RETURN(o.weight_type, ParseEnum<WeightType>(f, "weight_type",
+                                                                {WeightType::kFloat32, WeightType::kFloat16},
+                                                                WeightTypeName));
+  TESSERA_ASSIGN_OR_RETURN(o.init, ParseEnum<InitMethod>(f, "init", {InitMethod::kPca, InitMethod::kRandom},
+                                                         InitMethodName));
+  TESSERA_ASSIGN_OR_RETURN(o.pca_sample_rows, f.Int("pca_sample_rows", 0, int64_t{1} << 53));
+  TESSERA_ASSIGN_OR_RETURN(int64_t pca_iterations, f.Int("pca_iterations"));
+  o.pca_iterations = static_cast<int>(pca_iterations);
+  TESSERA_ASSIGN_OR_RETURN(std::string seed, f.String("seed"));
+  if (!absl::SimpleAtoi(seed, &o.seed)) return Loss(f.path(), absl::StrCat("field options.seed \"", seed, "\""));
+  TESSERA_ASSIGN_OR_RETURN(int64_t max_epochs, f.Int("max_epochs"));
+  o.max_epochs = static_cast<int>(max_epochs);
+  TESSERA_ASSIGN_OR_RETURN(o.radius_start, f.Double("radius_start"));
+  TESSERA_ASSIGN_OR_RETURN(o.radius_end, f.Double("radius_end"));
+  TESSERA_ASSIGN_OR_RETURN(int64_t decay, f.Int("radius_decay_epochs"));
+  o.radius_decay_epochs = static_cast<int>(decay);
+  TESSERA_ASSIGN_OR_RETURN(o.cooling, ParseEnum<RadiusCooling>(
+                                          f, "cooling", {RadiusCooling::kExponential, RadiusCooling::kLinear},
+                                          [](RadiusCooling c) { return c == RadiusCooling::kLinear ? "linear" : "exponential"; }));
+  TESSERA_ASSIGN_OR_RETURN(int64_t passes, f.Int("blur_passes"));
+  o.blur_passes = static_cast<int>(passes);
+  TESSERA_ASSIGN_OR_RETURN(o.convergence_tolerance, f.Double("convergence_tolerance"));
+  TESSERA_ASSIGN_OR_RETURN(int64_t patience, f.Int("convergence_patience"));
+  o.convergence_patience = static_cast<int>(patience);
+  TESSERA_ASSIGN_OR_RETURN(o.small_radius, f.Double("small_radius"));
+  TESSERA_ASSIGN_OR_RETURN(o.update_slab_bytes, f.Int("update_slab_bytes", 0, int64_t{1} << 53));
+  TESSERA_ASSIGN_OR_RETURN(
+      o.bmu_algorithm,
+      ParseEnum<BmuAlgorithm>(f, "bmu_algorithm",
+                              {BmuAlgorithm::kFeatureMajor, BmuAlgorithm::kNodeMajor, BmuAlgorithm::kCusparseRowOrder,
+                               BmuAlgorithm::kCusparseColOrder},
+                              BmuAlgorithmName));
+  return o;
+}
+
+absl::StatusOr<QualityMetrics> ParseQuality(const Fields& f) {
+  QualityMetrics q;
+  TESSERA_ASSIGN_OR_RETURN(q.docs, f.Int("docs", 0, int64_t{1} << 53));
+  TESSERA_ASSIGN_OR_RETURN(q.qe_euclidean, f.Double("qe_euclidean"));
+  TESSERA_ASSIGN_OR_RETURN(q.qe_cosine, f.Double("qe_cosine"));
+  TESSERA_ASSIGN_OR_RETURN(q.topographic_error, f.Double("topographic_error"));
+  TESSERA_ASSIGN_OR_RETURN(q.dead_units, f.Int("dead_units", 0, int64_t{1} << 53));
+  TESSERA_ASSIGN_OR_RETURN(q.dead_unit_fraction, f.Double("dead_unit_fraction"));
+  return q;
+}
+
+absl::StatusOr<EpochReport> ParseEpoch(const Fields& f) {
+  EpochReport r;
+  TESSERA_ASSIGN_OR_RETURN(int64_t epoch, f.Int("epoch", 0));
+  r.epoch = static_cast<int>(epoch);
+  TESSERA_ASSIGN_OR_RETURN(r.radius, f.Double("radius"));
+  TESSERA_ASSIGN_OR_RETURN(int64_t box, f.Int("box_half_width"));
+  r.box_half_width = static_cast<int>(box);
+  TESSERA_ASSIGN_OR_RETURN(r.tap_weight, f.Double("tap_weight"));
+  TESSERA_ASSIGN_OR_RETURN(r.qe, f.Double("qe"));
+  TESSERA_ASSIGN_OR_RETURN(r.qe_relative_change, f.Double("qe_relative_change"));
+  TESSERA_ASSIGN_OR_RETURN(r.topographic_error, f.Double("topographic_error"));
+  TESSERA_ASSIGN_OR_RETURN(r.bmu_seconds, f.Double("bmu_seconds"));
+  TESSERA_ASSIGN_OR_RETURN(r.update_seconds, f.Double("update_seconds"));
+  TESSERA_ASSIGN_OR_RETURN(r.seconds, f.Double("seconds"));
+  return r;
+}
+
+// An open file whose size matches the manifest.
+class InFile {
+ public:
+  ~InFile() {
+    if (fd_ >= 0) close(fd_);
+  }
+  absl::Status Open(const std::string& path, int64_t expected_bytes) {
+    path_ = path;
+    fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) {
+      if (errno == ENOENT) return Loss(path, "missing (the manifest lists it)");
+      return ErrnoError(errno, "cannot open atlas file", path);
+    }
+    struct stat st;
+    if (fstat(fd_, &st) != 0) return ErrnoError(errno, "cannot stat atlas file", path);
+    if (st.st_size != expected_bytes) {
+      return Loss(path, absl::StrCat(st.st_size < expected_bytes ? "truncated: " : "too long: ", st.st_size,
+                                     " bytes, the manifest says ", expected_bytes));
+    }
+    return absl::OkStatus();
+  }
+  // Reads exactly `size` bytes, updating the running CRC.
+  absl::Status Read(void* data, size_t size) {
+    char* p = static_cast<char*>(data);
+    size_t left = size;
+    while (left > 0) {
+      const ssize_t n = read(fd_, p, std::min<size_t>(left, size_t{1} << 30));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return ErrnoError(errno, "cannot read atlas file", path_);
+      if (n == 0) return Loss(path_, "truncated while reading");
+      p += n;
+      left -= static_cast<size_t>(n);
+    }
+    crc_ = Crc32(crc_, data, size);
+    return absl::OkStatus();
+  }
+  uint32_t crc() const { return crc_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint32_t crc_ = Crc32(0, nullptr, 0);
+};
+
+// A binary array file: `count` elements then the CRC-32 of those bytes.
+template <typename T>
+absl::Status ReadArrayFile(const std::string& path, const FileEntry& entry, int64_t count, std::vector<T>* out) {
+  const int64_t expected = count * static_cast<int64_t>(sizeof(T)) + 4;
+  if (entry.bytes != expected) {
+    return Loss(path, absl::StrCat("the manifest says ", entry.bytes, " bytes, the shape needs ", expected));
+  }
+  InFile in;
+  TESSERA_RETURN_IF_ERROR(in.Open(path, expected));
+  out->resize(static_cast<size_t>(count));
+  TESSERA_RETURN_IF_ERROR(in.Read(out->data(), out->size() * sizeof(T)));
+  const uint32_t body_crc = in.crc();
+  uint32_t trailer = 0;
+  TESSERA_RETURN_IF_ERROR(in.Read(&trailer, sizeof(trailer)));
+  if (trailer != body_crc) {
+    return Loss(path, absl::StrFormat("checksum mismatch (trailer %08x, data %08x)", trailer, body_crc));
+  }
+  if (in.crc() != entry.crc) {
+    return Loss(path, absl::StrFormat("checksum mismatch (manifest %08x, file %08x)", entry.crc, in.crc()));
+  }
+  return absl::OkStatus();
+}
+
+// A text file of exactly `count` newline-terminated lines.
+absl::StatusOr<std::vector<std::string>> ReadLinesFile(const std::string& path, const FileEntry& entry,
+                                                       int64_t count) {
+  InFile in;
+  TESSERA_RETURN_IF_ERROR(in.Open(path, entry.bytes));
+  std::string text(static_cast<size_t>(entry.bytes), '\0');
+  TESSERA_RETURN_IF_ERROR(in.Read(text.data(), text.size()));
+  if (in.crc() != entry.crc) {
+    return Loss(path, absl::StrFormat("checksum mismatch (manifest %08x, file %08x)", entry.crc, in.crc()));
+  }
+  if (count == 0) {
+    if (!text.empty()) return Loss(path, "expected no lines");
+    return std::vector<std::string>{};
+  }
+  if (text.empty() || text.back() != '\n') return Loss(path, "does not end with a newline");
+  text.pop_back();
+  std::vector<std::string> lines = absl::StrSplit(text, '\n');
+  if (static_cast<int64_t>(lines.size()) != count) {
+    return Loss(path, absl::StrCat(lines.size(), " lines, the manifest says ", count));
+  }
+  return lines;
+}
+
+std::vector<std::string> GeneratedNames(char prefix, int64_t count) {
+  std::vector<std::string> names(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) names[i] = absl::StrCat(std::string(1, prefix), i);
+  return names;
+}
+
+absl::StatusOr<FileEntry> ParseFileEntry(const Fields& files, const std::string& name) {
+  TESSERA_ASSIGN_OR_RETURN(Fields f, files.Object(name));
+  FileEntry e;
+  e.name = name;
+  TESSERA_ASSIGN_OR_RETURN(e.bytes, f.Int("bytes", 0, int64_t{1} << 53));
+  TESSERA_ASSIGN_OR_RETURN(int64_t crc, f.Int("crc32", 0, 0xffffffffLL));
+  e.crc = static_cast<uint32_t>(crc);
+  return e;
+}
+
+}  // namespace
+
+absl::StatusOr<Atlas> MakeAtlas(TrainResult result, std::vector<int32_t> bmu, std::vector<std::string> feature_names,
+                                std::vector<std::string> document_ids, const TrainOptions& options) {
+  Atlas a;
+  a.model = std::move(result.model);
+  SomModel& m = a.model;
+  const size_t weights = static_cast<size_t>(std::max<int64_t>(m.features, 0)) *
+                         static_cast<size_t>(std::max<int64_t>(m.grid.nodes(), 0));
+  if (m.type == WeightType::kFloat16) {
+    if (m.weights_f16.size() != weights) {
+      return absl::InvalidArgumentError(absl::StrCat("MakeAtlas: ", m.weights_f16.size(), " fp16 weights, expected ",
+                                                     weights));
+    }
+    m.weights_f32.resize(weights);  // widening is exact
+    for (size_t k = 0; k < weights; ++k) m.weights_f32[k] = HalfToFloat(m.weights_f16[k]);
+  }
+  if (feature_names.empty()) feature_names = GeneratedNames('f', m.features);
+  if (document_ids.empty()) document_ids = GeneratedNames('d', static_cast<int64_t>(bmu.size()));
+  a.bmu = std::move(bmu);
+  a.feature_names = std::move(feature_names);
+  a.document_ids = std::move(document_ids);
+  a.options = options;
+  a.options.progress = nullptr;
+  a.options.grid = a.model.grid;  // the map as trained
+  a.history = std::move(result.history);
+  a.epochs = result.epochs;
+  a.converged = result.converged;
+  a.final_quality = result.final_quality;
+  a.created = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone());
+  if (absl::Status s = CheckAtlas(a); !s.ok()) return Annotate(s, "MakeAtlas");
+  if (m.sq_norms.size() != static_cast<size_t>(m.grid.nodes())) {
+    m.sq_norms.assign(static_cast<size_t>(m.grid.nodes()), 0.0f);
+    cpu::ComputeSqNorms(m.view());
+  }
+  return a;
+}
+
+absl::Status SaveAtlas(const Atlas& atlas, absl::string_view directory) {
+  TESSERA_RETURN_IF_ERROR(Annotate(CheckAtlas(atlas), "SaveAtlas"));
+  const std::string dir(directory);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::ErrnoToStatus(ec.value(), absl::StrCat("SaveAtlas: cannot create directory ", dir));
+
+  std::vector<FileEntry> files;
+  auto add = [&](const char* name, std::initializer_list<Piece> pieces) -> absl::Status {
+    FileEntry e;
+    e.name = name;
+    for (const Piece& p : pieces) e.bytes += static_cast<int64_t>(p.size);
+    TESSERA_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, name), pieces, &e.crc));
+    files.push_back(e);
+    return absl::OkStatus();
+  };
+  const std::vector<float>& w = atlas.model.weights_f32;
+  const uint32_t w_crc = Crc32(Crc32(0, nullptr, 0), w.data(), w.size() * sizeof(float));
+  TESSERA_RETURN_IF_ERROR(add(kCodebook, {{w.data(), w.size() * sizeof(float)}, {&w_crc, sizeof(w_crc)}}));
+  const uint32_t b_crc = Crc32(Crc32(0, nullptr, 0), atlas.bmu.data(), atlas.bmu.size() * sizeof(int32_t));
+  TESSERA_RETURN_IF_ERROR(add(kBmu, {{atlas.bmu.data(), atlas.bmu.size() * sizeof(int32_t)}, {&b_crc, sizeof(b_crc)}}));
+  const std::string features = LinesText(atlas.feature_names);
+  TESSERA_RETURN_IF_ERROR(add(kFeatures, {{features.data(), features.size()}}));
+  const std::string documents = LinesText(atlas.document_ids);
+  TESSERA_RETURN_IF_ERROR(add(kDocuments, {{documents.data(), documents.size()}}));
+  // The data files must be durable before the manifest that vouches for them.
+  TESSERA_RETURN_IF_ERROR(SyncDirectory(dir));
+  const std::string manifest = ManifestJson(atlas, files);
+  TESSERA_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, kManifest), {{manifest.data(), manifest.size()}}, nullptr));
+  return SyncDirectory(dir);
+}
+
+absl::StatusOr<Atlas> LoadAtlas(absl::string_view directory) {
+  const std::string dir(directory);
+  const std::string path = JoinPath(dir, kManifest);
+  std::string text;
+  {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) {
+      if (errno == ENOENT || errno == ENOTDIR) {
+        return absl::NotFoundError(absl::StrCat("no SOM atlas in ", dir, " (", kManifest, " not found)"));
+      }
+      return ErrnoError(errno, "cannot stat", path);
+    }
+    if (st.st_size > (int64_t{64} << 20)) return Loss(path, "larger than 64 MiB");
+    InFile in;
+    TESSERA_RETURN_IF_ERROR(in.Open(path, st.st_size));
+    text.resize(static_cast<size_t>(st.st_size));
+    TESSERA_RETURN_IF_ERROR(in.Read(text.data(), text.size()));
+  }
+  Struct root;
+  {
+    google::protobuf::util::JsonParseOptions options;
+    options.ignore_unknown_fields = false;
+    const auto parsed = google::protobuf::util::JsonStringToMessage(text, &root, options);
+    if (!parsed.ok()) return Loss(path, absl::StrCat("not valid JSON: ", std::string(parsed.message())));
+  }
+  const Fields top(root, "", path);
+  TESSERA_ASSIGN_OR_RETURN(std::string format, top.String("format"));
+  if (format != kFormat) return Loss(path, absl::StrCat("format is \"", format, "\", not \"", kFormat, "\""));
+  TESSERA_ASSIGN_OR_RETURN(int64_t version, top.Int("version"));
+  if (version != kVersion) {
+    return absl::InvalidArgumentError(absl::StrCat("atlas file ", path, ": format version ", version,
+                                                   " is not supported (this build reads version ", kVersion, ")"));
+  }
+  // The manifest's own checksum: everything before its last field.
+  {
+    const size_t at = text.rfind(kManifestCrcKey);
+    if (at == std::string::npos) return Loss(path, "missing field manifest_crc32");
+    const size_t prefix = at + std::strlen(kManifestCrcKey);
+    TESSERA_ASSIGN_OR_RETURN(int64_t stored, top.Int("manifest_crc32", 0, 0xffffffffLL));
+    const uint32_t actual = Crc32(Crc32(0, nullptr, 0), text.data(), prefix);
+    if (static_cast<uint32_t>(stored) != actual) {
+      return Loss(path, absl::StrFormat("checksum mismatch (stored %08x, computed %08x)", stored, actual));
+    }
+  }
+
+  Atlas a;
+  SomModel& m = a.model;
+  TESSERA_ASSIGN_OR_RETURN(Fields grid, top.Object("grid"));
+  TESSERA_ASSIGN_OR_RETURN(int64_t width, grid.Int("width", 1));
+  TESSERA_ASSIGN_OR_RETURN(int64_t height, grid.Int("height", 1));
+  m.grid.width = static_cast<int>(width);
+  m.grid.height = static_cast<int>(height);
+  TESSERA_ASSIGN_OR_RETURN(m.grid.topology, ParseEnum<Topology>(grid, "topology",
+                                                                {Topology::kPlanar, Topology::kToroidal},
+                                                                TopologyName));
+  TESSERA_ASSIGN_OR_RETURN(m.features, top.Int("features", 1, std::numeric_limits<int32_t>::max()));
+  TESSERA_ASSIGN_OR_RETURN(int64_t documents, top.Int("documents", 0, std::numeric_limits<int32_t>::max()));
+  TESSERA_ASSIGN_OR_RETURN(m.type, ParseEnum<WeightType>(top, "weight_type",
+                                                         {WeightType::kFloat32, WeightType::kFloat16},
+                                                         WeightTypeName));
+  TESSERA_ASSIGN_OR_RETURN(Fields options, top.Object("options"));
+  TESSERA_ASSIGN_OR_RETURN(a.options, ParseOptions(options));
+  a.options.grid = m.grid;
+  TESSERA_ASSIGN_OR_RETURN(int64_t epochs, top.Int("epochs", 0));
+  a.epochs = static_cast<int>(epochs);
+  TESSERA_ASSIGN_OR_RETURN(a.converged, top.Bool("converged"));
+  TESSERA_ASSIGN_OR_RETURN(Fields quality, top.Object("final_quality"));
+  TESSERA_ASSIGN_OR_RETURN(a.final_quality, ParseQuality(quality));
+  TESSERA_ASSIGN_OR_RETURN(const ListValue* history, top.List("history"));
+  for (int i = 0; i < history->values_size(); ++i) {
+    const Value& v = history->values(i);
+    if (v.kind_case() != Value::kStructValue) return Loss(path, absl::StrCat("history[", i, "] is not an object"));
+    TESSERA_ASSIGN_OR_RETURN(EpochReport r, ParseEpoch(Fields(v.struct_value(), absl::StrCat("history[", i, "]."), path)));
+    a.history.push_back(r);
+  }
+  TESSERA_ASSIGN_OR_RETURN(a.created, top.String("created"));
+  TESSERA_ASSIGN_OR_RETURN(Fields files, top.Object("files"));
+
+  const int64_t nodes = m.grid.nodes();
+  if (m.features * nodes > (int64_t{1} << 40)) return Loss(path, "the codebook size is implausible");
+  TESSERA_ASSIGN_OR_RETURN(FileEntry codebook, ParseFileEntry(files, kCodebook));
+  TESSERA_RETURN_IF_ERROR(ReadArrayFile(JoinPath(dir, kCodebook), codebook, m.features * nodes, &m.weights_f32));
+  TESSERA_ASSIGN_OR_RETURN(FileEntry bmu, ParseFileEntry(files, kBmu));
+  TESSERA_RETURN_IF_ERROR(ReadArrayFile(JoinPath(dir, kBmu), bmu, documents, &a.bmu));
+  for (int64_t d = 0; d < documents; ++d) {
+    if (a.bmu[d] < 0 || a.bmu[d] >= nodes) {
+      return Loss(JoinPath(dir, kBmu), absl::StrCat("document ", d, " has BMU ", a.bmu[d], " outside the map"));
+    }
+  }
+  if (files.Has(kFeatures)) {
+    TESSERA_ASSIGN_OR_RETURN(FileEntry entry, ParseFileEntry(files, kFeatures));
+    TESSERA_ASSIGN_OR_RETURN(a.feature_names, ReadLinesFile(JoinPath(dir, kFeatures), entry, m.features));
+  } else {
+    a.feature_names = GeneratedNames('f', m.features);
+  }
+  if (files.Has(kDocuments)) {
+    TESSERA_ASSIGN_OR_RETURN(FileEntry entry, ParseFileEntry(files, kDocuments));
+    TESSERA_ASSIGN_OR_RETURN(a.document_ids, ReadLinesFile(JoinPath(dir, kDocuments), entry, documents));
+  } else {
+    a.document_ids = GeneratedNames('d', documents);
+  }
+
+  // fp16 maps were stored widened; narrowing them back is exact.
+  if (m.type == WeightType::kFloat16) {
+    m.weights_f16.resize(m.weights_f32.size());
+    for (size_t k = 0; k < m.weights_f32.size(); ++k) m.weights_f16[k] = FloatToHalf(m.weights_f32[k]);
+  }
+  m.sq_norms.assign(static_cast<size_t>(nodes), 0.0f);
+  cpu::ComputeSqNorms(m.view());
+  return a;
+}
+
+std::vector<int64_t> DocumentsInCell(const Atlas& atlas, int64_t node) {
+  std::vector<int64_t> docs;
+  for (size_t d = 0; d < atlas.bmu.size(); ++d) {
+    if (atlas.bmu[d] == node) docs.push_back(static_cast<int64_t>(d));
+  }
+  return docs;
+}
+
+std::vector<FeatureWeight> TopFeatures(const Atlas& atlas, int64_t node, int k) {
+  const SomModel& m = atlas.model;
+  if (node < 0 || node >= m.grid.nodes() || k <= 0 || m.weights_f32.empty()) return {};
+  std::vector<FeatureWeight> all(static_cast<size_t>(m.features));
+  for (int64_t v = 0; v < m.features; ++v) {
+    all[v] = FeatureWeight{static_cast<int32_t>(v), m.weights_f32[v * m.grid.nodes() + node]};
+  }
+  const size_t n = std::min<size_t>(static_cast<size_t>(k), all.size());
+  std::partial_sort(all.begin(), all.begin() + n, all.end(), [](const FeatureWeight& a, const FeatureWeight& b) {
+    return a.weight > b.weight || (a.weight == b.weight && a.feature < b.feature);
+  });
+  all.resize(n);
+  return all;
+}
+
+std::vector<int64_t> HitCounts(const Atlas& atlas) {
+  std::vector<int64_t> hits(static_cast<size_t>(std::max<int64_t>(atlas.nodes(), 0)), 0);
+  for (int32_t b : atlas.bmu) {
+    if (b >= 0 && b < static_cast<int64_t>(hits.size())) ++hits[b];
+  }
+  return hits;
+}
+
+}  // namespace som
+}  // namespace tessera

@@ -1,0 +1,357 @@
+#include "services/som/atlas.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "kernels/som/half.h"
+#include "services/som/synthetic.h"
+
+namespace tessera {
+namespace som {
+namespace {
+
+std::string TempDir(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  return absl::StrCat(base ? base : "/tmp", "/", name);
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteAll(const std::string& path, const std::string& data) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << data;
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+SparseBinaryMatrix TinyCorpus() {
+  SyntheticCorpusOptions corpus;
+  corpus.docs = 400;
+  corpus.features = 60;
+  corpus.topic_grid_width = 3;
+  corpus.topic_grid_height = 3;
+  corpus.features_per_topic = 6;
+  return GenerateSyntheticCorpus(corpus);
+}
+
+// A real (tiny) trained atlas.
+Atlas TrainedAtlas(Topology topology = Topology::kPlanar) {
+  const SparseBinaryMatrix docs = TinyCorpus();
+  TrainOptions options;
+  options.grid = GridShape{6, 4, topology};
+  options.max_epochs = 4;
+  options.radius_decay_epochs = 3;
+  options.seed = 0xfedcba9876543210ull;  // beyond a double's integers
+  auto trained = TrainSom(docs, options);
+  EXPECT_TRUE(trained.ok()) << trained.status();
+  auto projected = ProjectDocuments(trained->model, docs, Backend::kCpu);
+  EXPECT_TRUE(projected.ok()) << projected.status();
+  std::vector<std::string> names, ids;
+  for (int v = 0; v < 60; ++v) names.push_back(absl::StrCat("term \"", v, "\"\tx"));  // quotes and tabs survive
+  for (int d = 0; d < 400; ++d) ids.push_back(absl::StrCat("PMID", 1000 + d));
+  auto atlas = MakeAtlas(*std::move(trained), projected->bmu, names, ids, options);
+  EXPECT_TRUE(atlas.ok()) << atlas.status();
+  return *std::move(atlas);
+}
+
+void ExpectSameAtlas(const Atlas& a, const Atlas& b) {
+  EXPECT_EQ(a.model.grid.width, b.model.grid.width);
+  EXPECT_EQ(a.model.grid.height, b.model.grid.height);
+  EXPECT_EQ(a.model.grid.topology, b.model.grid.topology);
+  EXPECT_EQ(a.model.features, b.model.features);
+  EXPECT_EQ(a.model.type, b.model.type);
+  EXPECT_EQ(a.model.weights_f32, b.model.weights_f32);
+  EXPECT_EQ(a.model.weights_f16, b.model.weights_f16);
+  EXPECT_EQ(a.model.sq_norms, b.model.sq_norms);
+  EXPECT_EQ(a.bmu, b.bmu);
+  EXPECT_EQ(a.feature_names, b.feature_names);
+  EXPECT_EQ(a.document_ids, b.document_ids);
+  EXPECT_EQ(a.epochs, b.epochs);
+  EXPECT_EQ(a.converged, b.converged);
+  EXPECT_EQ(a.created, b.created);
+  EXPECT_EQ(a.final_quality.docs, b.final_quality.docs);
+  EXPECT_EQ(a.final_quality.qe_euclidean, b.final_quality.qe_euclidean);
+  EXPECT_EQ(a.final_quality.qe_cosine, b.final_quality.qe_cosine);
+  EXPECT_EQ(a.final_quality.topographic_error, b.final_quality.topographic_error);
+  EXPECT_EQ(a.final_quality.dead_units, b.final_quality.dead_units);
+  EXPECT_EQ(a.final_quality.dead_unit_fraction, b.final_quality.dead_unit_fraction);
+  ASSERT_EQ(a.history.size(), b.history.size());
+  for (size_t e = 0; e < a.history.size(); ++e) {
+    EXPECT_EQ(a.history[e].epoch, b.history[e].epoch);
+    EXPECT_EQ(a.history[e].radius, b.history[e].radius);
+    EXPECT_EQ(a.history[e].box_half_width, b.history[e].box_half_width);
+    EXPECT_EQ(a.history[e].tap_weight, b.history[e].tap_weight);
+    EXPECT_EQ(a.history[e].qe, b.history[e].qe);
+    EXPECT_EQ(a.history[e].qe_relative_change, b.history[e].qe_relative_change);
+    EXPECT_EQ(a.history[e].topographic_error, b.history[e].topographic_error);
+    EXPECT_EQ(a.history[e].seconds, b.history[e].seconds);
+  }
+  const TrainOptions& o = a.options;
+  const TrainOptions& p = b.options;
+  EXPECT_EQ(o.grid.width, p.grid.width);
+  EXPECT_EQ(o.backend, p.backend);
+  EXPECT_EQ(o.weight_type, p.weight_type);
+  EXPECT_EQ(o.init, p.init);
+  EXPECT_EQ(o.pca_sample_rows, p.pca_sample_rows);
+  EXPECT_EQ(o.pca_iterations, p.pca_iterations);
+  EXPECT_EQ(o.seed, p.seed);
+  EXPECT_EQ(o.max_epochs, p.max_epochs);
+  EXPECT_EQ(o.radius_start, p.radius_start);
+  EXPECT_EQ(o.radius_end, p.radius_end);
+  EXPECT_EQ(o.radius_decay_epochs, p.radius_decay_epochs);
+  EXPECT_EQ(o.cooling, p.cooling);
+  EXPECT_EQ(o.blur_passes, p.blur_passes);
+  EXPECT_EQ(o.convergence_tolerance, p.convergence_tolerance);
+  EXPECT_EQ(o.convergence_patience, p.convergence_patience);
+  EXPECT_EQ(o.small_radius, p.small_radius);
+  EXPECT_EQ(o.update_slab_bytes, p.update_slab_bytes);
+  EXPECT_EQ(o.bmu_algorithm, p.bmu_algorithm);
+}
+
+TEST(AtlasTest, SaveLoadRoundTripIsExact) {
+  for (Topology topology : {Topology::kPlanar, Topology::kToroidal}) {
+    const Atlas atlas = TrainedAtlas(topology);
+    EXPECT_EQ(atlas.nodes(), 24);
+    EXPECT_EQ(atlas.created.size(), 20u);  // 2026-11-30T12:00:00Z
+    const std::string dir = TempDir(absl::StrCat("roundtrip_", TopologyName(topology)));
+    ASSERT_TRUE(SaveAtlas(atlas, dir).ok());
+    auto loaded = LoadAtlas(dir);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    ExpectSameAtlas(atlas, *loaded);
+    // The reloaded model projects the training documents to the stored BMUs.
+    auto projected = ProjectDocuments(loaded->model, TinyCorpus(), Backend::kCpu);
+    ASSERT_TRUE(projected.ok()) << projected.status();
+    EXPECT_EQ(projected->bmu, atlas.bmu);
+    for (const char* tmp : {"manifest.json.tmp", "codebook.f32.tmp", "bmu.i32.tmp"}) {
+      EXPECT_FALSE(Exists(dir + "/" + tmp)) << tmp;
+    }
+  }
+}
+
+TEST(AtlasTest, Float16MapsAreStoredWidenedAndReloadExactly) {
+  TrainResult result;
+  result.model.grid = GridShape{3, 2, Topology::kPlanar};
+  result.model.features = 4;
+  result.model.type = WeightType::kFloat16;
+  for (int k = 0; k < 24; ++k) result.model.weights_f16.push_back(FloatToHalf(0.01f + k / 7.0f));
+  TrainOptions options;
+  options.weight_type = WeightType::kFloat16;
+  auto atlas = MakeAtlas(result, {0, 5, 5}, {}, {}, options);
+  ASSERT_TRUE(atlas.ok()) << atlas.status();
+  ASSERT_EQ(atlas->model.weights_f32.size(), 24u);
+  EXPECT_EQ(atlas->model.weights_f32[7], HalfToFloat(FloatToHalf(0.01f + 7 / 7.0f)));
+  EXPECT_EQ(atlas->feature_names, (std::vector<std::string>{"f0", "f1", "f2", "f3"}));
+  EXPECT_EQ(atlas->document_ids, (std::vector<std::string>{"d0", "d1", "d2"}));
+  EXPECT_EQ(atlas->model.sq_norms.size(), 6u);
+  const std::string dir = TempDir("fp16");
+  ASSERT_TRUE(SaveAtlas(*atlas, dir).ok());
+  EXPECT_EQ(ReadAll(dir + "/codebook.f32").size(), 24u * 4 + 4);
+  auto loaded = LoadAtlas(dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ExpectSameAtlas(*atlas, *loaded);
+}
+
+TEST(AtlasTest, ReplacingAnAtlasLeavesTheNewOne) {
+  const std::string dir = TempDir("replace");
+  Atlas first = TrainedAtlas();
+  ASSERT_TRUE(SaveAtlas(first, dir).ok());
+  Atlas second = first;
+  second.bmu.resize(10);
+  second.document_ids.resize(10);
+  second.feature_names[0] = "renamed";
+  ASSERT_TRUE(SaveAtlas(second, dir).ok());
+  auto loaded = LoadAtlas(dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->bmu.size(), 10u);
+  EXPECT_EQ(loaded->feature_names[0], "renamed");
+}
+
+TEST(AtlasTest, MissingAtlasIsNotFound) {
+  auto loaded = LoadAtlas(TempDir("does_not_exist"));
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(loaded.status().message(), "manifest.json")) << loaded.status();
+}
+
+class DamagedAtlasTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TempDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    ASSERT_TRUE(SaveAtlas(TrainedAtlas(), dir_).ok());
+  }
+  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+  void FlipBit(const std::string& name, size_t byte_from_end) {
+    std::string data = ReadAll(Path(name));
+    ASSERT_GT(data.size(), byte_from_end);
+    data[data.size() - 1 - byte_from_end] ^= 0x10;
+    WriteAll(Path(name), data);
+  }
+  void ExpectError(absl::StatusCode code, const std::string& file) {
+    auto loaded = LoadAtlas(dir_);
+    EXPECT_EQ(loaded.status().code(), code) << loaded.status();
+    EXPECT_TRUE(absl::StrContains(loaded.status().message(), file)) << loaded.status();
+  }
+  std::string dir_;
+};
+
+TEST_F(DamagedAtlasTest, TruncatedCodebook) {
+  const std::string data = ReadAll(Path("codebook.f32"));
+  WriteAll(Path("codebook.f32"), data.substr(0, data.size() - 6));
+  ExpectError(absl::StatusCode::kDataLoss, "codebook.f32");
+  auto loaded = LoadAtlas(dir_);
+  EXPECT_TRUE(absl::StrContains(loaded.status().message(), "truncated")) << loaded.status();
+}
+
+TEST_F(DamagedAtlasTest, BitFlipInCodebook) {
+  FlipBit("codebook.f32", 50);
+  ExpectError(absl::StatusCode::kDataLoss, "codebook.f32");
+}
+
+TEST_F(DamagedAtlasTest, BitFlipInCodebookTrailer) {
+  FlipBit("codebook.f32", 0);
+  ExpectError(absl::StatusCode::kDataLoss, "codebook.f32");
+}
+
+TEST_F(DamagedAtlasTest, BitFlipInBmu) {
+  FlipBit("bmu.i32", 20);
+  ExpectError(absl::StatusCode::kDataLoss, "bmu.i32");
+}
+
+TEST_F(DamagedAtlasTest, BitFlipInFeatureNames) {
+  FlipBit("features.txt", 5);
+  ExpectError(absl::StatusCode::kDataLoss, "features.txt");
+}
+
+TEST_F(DamagedAtlasTest, TruncatedDocumentIds) {
+  const std::string data = ReadAll(Path("documents.txt"));
+  WriteAll(Path("documents.txt"), data.substr(0, data.size() / 2));
+  ExpectError(absl::StatusCode::kDataLoss, "documents.txt");
+}
+
+TEST_F(DamagedAtlasTest, BitFlipInManifestNumber) {
+  // A digit of the final QE: still valid JSON, caught by the manifest's CRC.
+  std::string m = ReadAll(Path("manifest.json"));
+  const size_t at = m.find("\"qe_euclidean\": ") + 17;
+  m[at] = m[at] == '7' ? '8' : '7';
+  WriteAll(Path("manifest.json"), m);
+  ExpectError(absl::StatusCode::kDataLoss, "manifest.json");
+}
+
+TEST_F(DamagedAtlasTest, TruncatedManifest) {
+  const std::string m = ReadAll(Path("manifest.json"));
+  WriteAll(Path("manifest.json"), m.substr(0, m.size() / 2));
+  ExpectError(absl::StatusCode::kDataLoss, "manifest.json");
+}
+
+TEST_F(DamagedAtlasTest, MissingBmuFile) {
+  ASSERT_EQ(unlink(Path("bmu.i32").c_str()), 0);
+  ExpectError(absl::StatusCode::kDataLoss, "bmu.i32");
+}
+
+TEST_F(DamagedAtlasTest, MissingCodebookFile) {
+  ASSERT_EQ(unlink(Path("codebook.f32").c_str()), 0);
+  ExpectError(absl::StatusCode::kDataLoss, "codebook.f32");
+}
+
+TEST_F(DamagedAtlasTest, WrongVersion) {
+  std::string m = ReadAll(Path("manifest.json"));
+  m = absl::StrReplaceAll(m, {{"\"version\": 1,", "\"version\": 99,"}});
+  WriteAll(Path("manifest.json"), m);
+  ExpectError(absl::StatusCode::kInvalidArgument, "version 99");
+}
+
+TEST_F(DamagedAtlasTest, ManifestSizeDisagreesWithShape) {
+  // A consistent-looking manifest (CRC recomputed is not possible by hand), so
+  // change the file size instead: one extra byte is "too long".
+  std::string data = ReadAll(Path("bmu.i32"));
+  WriteAll(Path("bmu.i32"), data + "x");
+  ExpectError(absl::StatusCode::kDataLoss, "bmu.i32");
+}
+
+TEST(AtlasTest, MakeAtlasChecksSizes) {
+  TrainResult result;
+  result.model.grid = GridShape{2, 2, Topology::kPlanar};
+  result.model.features = 3;
+  result.model.weights_f32.assign(12, 0.5f);
+  TrainOptions options;
+  EXPECT_EQ(MakeAtlas(result, {0, 1}, {"a", "b"}, {}, options).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MakeAtlas(result, {0, 1}, {}, {"x"}, options).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MakeAtlas(result, {0, 4}, {}, {}, options).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MakeAtlas(result, {-1}, {}, {}, options).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MakeAtlas(result, {0}, {"a", "b\nc", "d"}, {}, options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  TrainResult short_weights = result;
+  short_weights.model.weights_f32.resize(11);
+  EXPECT_EQ(MakeAtlas(short_weights, {0}, {}, {}, options).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MakeAtlas(result, {0, 3}, {}, {}, options).ok());
+}
+
+// Hand-made 3x2 map over 4 features with known weights.
+Atlas SmallAtlas() {
+  TrainResult result;
+  result.model.grid = GridShape{3, 2, Topology::kPlanar};
+  result.model.features = 4;
+  // feature-major: w[v * 6 + i]
+  result.model.weights_f32 = {
+      0.9f, 0.1f, 0.0f, 0.2f, 0.2f, 0.0f,  // feature 0
+      0.5f, 0.8f, 0.0f, 0.2f, 0.1f, 0.3f,  // feature 1
+      0.5f, 0.2f, 0.7f, 0.2f, 0.6f, 0.0f,  // feature 2
+      0.0f, 0.8f, 0.1f, 0.2f, 0.3f, 0.4f,  // feature 3
+  };
+  auto atlas = MakeAtlas(result, {1, 0, 1, 4, 1, 0}, {"a", "b", "c", "d"}, {}, TrainOptions());
+  EXPECT_TRUE(atlas.ok()) << atlas.status();
+  return *std::move(atlas);
+}
+
+TEST(AtlasQueryTest, DocumentsInCell) {
+  const Atlas atlas = SmallAtlas();
+  EXPECT_EQ(DocumentsInCell(atlas, 1), (std::vector<int64_t>{0, 2, 4}));
+  EXPECT_EQ(DocumentsInCell(atlas, 0), (std::vector<int64_t>{1, 5}));
+  EXPECT_EQ(DocumentsInCell(atlas, 4), (std::vector<int64_t>{3}));
+  EXPECT_TRUE(DocumentsInCell(atlas, 2).empty());
+  EXPECT_TRUE(DocumentsInCell(atlas, 99).empty());
+}
+
+TEST(AtlasQueryTest, TopFeaturesStrongestFirstTiesByIndex) {
+  const Atlas atlas = SmallAtlas();
+  auto top = TopFeatures(atlas, 0, 2);
+  ASSERT_EQ(top.size(), 2u);
+  EXPECT_EQ(top[0].feature, 0);
+  EXPECT_FLOAT_EQ(top[0].weight, 0.9f);
+  EXPECT_EQ(top[1].feature, 1);  // 0.5 tie with feature 2: lower index first
+  EXPECT_FLOAT_EQ(top[1].weight, 0.5f);
+  top = TopFeatures(atlas, 1, 10);  // k beyond the features: all of them
+  ASSERT_EQ(top.size(), 4u);
+  EXPECT_EQ(top[0].feature, 1);  // 0.8 tie with feature 3
+  EXPECT_EQ(top[1].feature, 3);
+  EXPECT_EQ(top[2].feature, 2);
+  EXPECT_EQ(top[3].feature, 0);
+  EXPECT_TRUE(TopFeatures(atlas, 6, 3).empty());
+  EXPECT_TRUE(TopFeatures(atlas, -1, 3).empty());
+  EXPECT_TRUE(TopFeatures(atlas, 0, 0).empty());
+}
+
+TEST(AtlasQueryTest, HitCounts) {
+  const Atlas atlas = SmallAtlas();
+  EXPECT_EQ(HitCounts(atlas), (std::vector<int64_t>{2, 3, 0, 0, 1, 0}));
+}
+
+}  // namespace
+}  // namespace som
+}  // namespace tessera

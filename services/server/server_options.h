@@ -46,6 +46,9 @@ struct ServerOptions {
   int64_t max_volume_bytes = int64_t{4} << 30;
   // Compute backend for the services: "auto", "cpu" or "cuda".
   std::string device = "auto";
+  // Where SomAtlasService keeps its atlases (`tessera serve --atlas-dir`).
+  // Empty: "<first data root>/atlases".
+  std::string atlas_dir;
 
   // INVALID_ARGUMENT naming the first bad field (ports out of range, key
   // without cert, client CA without cert, non-positive limits, ...).

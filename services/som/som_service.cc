@@ -1,0 +1,931 @@
+#include "services/som/som_service.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "common/device.h"
+#include "common/grpc_status.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "services/common/chunked_upload.h"
+#include "services/common/data_roots.h"
+#include "services/common/random_id.h"
+#include "services/jobs/job_proto.h"
+#include "services/server/call_checks.h"
+#include "services/som/som_proto.h"
+
+namespace tessera {
+
+using jobs::IsTerminal;
+using jobs::Job;
+using jobs::JobSnapshot;
+using som::Atlas;
+using som::QualityMetrics;
+using som::SparseBinaryMatrix;
+using som::StoredCorpus;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kJobKind[] = "som-atlas";
+// How often a blocked WatchJob looks at its call's cancellation.
+constexpr absl::Duration kWatchPoll = absl::Milliseconds(200);
+// Held-out quality next to the atlas files (the atlas format has no place for
+// it); written before SaveAtlas, whose manifest is the commit point.
+constexpr char kHeldOutFile[] = "held_out_quality.txt";
+constexpr int kMaxPageSize = 10000;
+constexpr int kMaxTopFeatures = 1000;
+
+absl::Status CheckLine(absl::string_view what, const std::string& s) {
+  if (s.find_first_of("\r\n") != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " '", absl::CEscape(s), "' contains a line break"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteHeldOut(const std::string& directory, const QualityMetrics& q) {
+  const std::string path = directory + "/" + kHeldOutFile;
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << absl::StrFormat("documents %d\nqe_euclidean %.17g\nqe_cosine %.17g\ntopographic_error %.17g\n"
+                           "dead_units %d\ndead_unit_fraction %.17g\n",
+                           q.docs, q.qe_euclidean, q.qe_cosine, q.topographic_error, q.dead_units,
+                           q.dead_unit_fraction);
+    out.close();
+    if (!out) return absl::InternalError(absl::StrCat("could not write '", tmp, "'"));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("could not rename '", tmp, "' to '", path, "'"));
+  }
+  return absl::OkStatus();
+}
+
+// Zeros when the file is absent (an atlas saved by other tools).
+absl::StatusOr<QualityMetrics> ReadHeldOut(const std::string& directory) {
+  QualityMetrics q;
+  const std::string path = directory + "/" + kHeldOutFile;
+  std::ifstream in(path);
+  if (!in) return q;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> parts = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (parts.empty()) continue;
+    double value = 0;
+    if (parts.size() != 2 || !absl::SimpleAtod(parts[1], &value)) {
+      return absl::DataLossError(absl::StrCat("'", path, "': bad line '", line, "'"));
+    }
+    if (parts[0] == "documents") q.docs = static_cast<int64_t>(value);
+    if (parts[0] == "qe_euclidean") q.qe_euclidean = value;
+    if (parts[0] == "qe_cosine") q.qe_cosine = value;
+    if (parts[0] == "topographic_error") q.topographic_error = value;
+    if (parts[0] == "dead_units") q.dead_units = static_cast<int64_t>(value);
+    if (parts[0] == "dead_unit_fraction") q.dead_unit_fraction = value;
+  }
+  return q;
+}
+
+std::shared_ptr<const SomAtlasServiceImpl::Entry> MakeEntry(Atlas atlas, std::string id, std::string directory,
+                                                            QualityMetrics held_out) {
+  auto entry = std::make_shared<SomAtlasServiceImpl::Entry>();
+  entry->atlas = std::move(atlas);
+  entry->id = std::move(id);
+  entry->directory = std::move(directory);
+  entry->held_out = held_out;
+  const std::vector<std::string>& names = entry->atlas.feature_names;
+  entry->feature_index.reserve(names.size());
+  for (size_t v = 0; v < names.size(); ++v) entry->feature_index.emplace(names[v], static_cast<int32_t>(v));
+  return entry;
+}
+
+// Fills a corpus row by row from an upload, checking as it goes.
+class CorpusBuilder {
+ public:
+  absl::Status AddChunk(const v1::CorpusChunk& chunk) {
+    if (chunk.num_features() != 0) {
+      if (chunk.num_features() < 0 || chunk.num_features() > std::numeric_limits<int32_t>::max()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("num_features ", chunk.num_features(), " must be in 1..", std::numeric_limits<int32_t>::max()));
+      }
+      if (num_features_ != 0 && num_features_ != chunk.num_features()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("num_features given twice: ", num_features_, " and ", chunk.num_features()));
+      }
+      num_features_ = chunk.num_features();
+    }
+    for (const std::string& name : chunk.feature_names()) {
+      TESSERA_RETURN_IF_ERROR(CheckLine("feature name", name));
+      names_.push_back(name);
+      string_bytes_ += static_cast<int64_t>(sizeof(std::string) + name.size());
+    }
+    for (const v1::SparseDocument& row : chunk.rows()) {
+      const int64_t r = static_cast<int64_t>(offsets_.size()) - 1;
+      if (!row.feature_names().empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("row ", r, ": uploads give features by index (feature_names is for Project)"));
+      }
+      columns_.assign(row.features().begin(), row.features().end());
+      std::sort(columns_.begin(), columns_.end());
+      for (size_t k = 0; k < columns_.size(); ++k) {
+        if (columns_[k] < 0) {
+          return absl::InvalidArgumentError(absl::StrCat("row ", r, ": feature index ", columns_[k], " is negative"));
+        }
+        if (k > 0 && columns_[k] == columns_[k - 1]) {
+          return absl::InvalidArgumentError(absl::StrCat("row ", r, ": feature ", columns_[k], " appears twice"));
+        }
+      }
+      if (!columns_.empty()) max_index_ = std::max<int64_t>(max_index_, columns_.back());
+      indices_.insert(indices_.end(), columns_.begin(), columns_.end());
+      offsets_.push_back(static_cast<int64_t>(indices_.size()));
+      if (!row.id().empty()) {
+        TESSERA_RETURN_IF_ERROR(CheckLine("document id", row.id()));
+        ids_.resize(r);  // earlier rows without ids
+        ids_.push_back(row.id());
+        string_bytes_ += static_cast<int64_t>(sizeof(std::string) + row.id().size());
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  int64_t bytes() const {
+    return 8 * static_cast<int64_t>(offsets_.size()) + 4 * static_cast<int64_t>(indices_.size()) + string_bytes_ +
+           static_cast<int64_t>(sizeof(std::string)) * static_cast<int64_t>(ids_.size());
+  }
+
+  absl::StatusOr<std::shared_ptr<StoredCorpus>> Finish() {
+    const int64_t rows = static_cast<int64_t>(offsets_.size()) - 1;
+    if (rows == 0) return absl::InvalidArgumentError("the corpus has no documents (rows)");
+    int64_t cols = num_features_ != 0 ? num_features_
+                   : !names_.empty()  ? static_cast<int64_t>(names_.size())
+                                      : max_index_ + 1;
+    if (cols <= 0) return absl::InvalidArgumentError("the corpus has no features (every row is empty)");
+    if (max_index_ >= cols) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("feature index ", max_index_, " is out of range: the corpus has ", cols, " features"));
+    }
+    if (!names_.empty() && static_cast<int64_t>(names_.size()) != cols) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(names_.size(), " feature names for ", cols, " features; give one name per feature or none"));
+    }
+    if (!ids_.empty()) ids_.resize(rows);
+    auto corpus = std::make_shared<StoredCorpus>();
+    corpus->matrix = SparseBinaryMatrix(cols, std::move(offsets_), std::move(indices_));
+    TESSERA_RETURN_IF_ERROR(corpus->matrix.Validate());
+    corpus->feature_names = std::move(names_);
+    corpus->document_ids = std::move(ids_);
+    return corpus;
+  }
+
+ private:
+  int64_t num_features_ = 0;
+  int64_t max_index_ = -1;
+  std::vector<int64_t> offsets_{0};
+  std::vector<int32_t> indices_;
+  std::vector<int32_t> columns_;
+  std::vector<std::string> names_, ids_;
+  int64_t string_bytes_ = 0;
+};
+
+}  // namespace
+
+struct SomAtlasServiceImpl::JobSpec {
+  std::string atlas_id;
+  som::AtlasJobOptions options;
+  std::shared_ptr<const StoredCorpus> corpus;  // from an upload, or
+  std::string path, names_path, ids_path;      // resolved files
+  som::LibsvmOptions libsvm;
+  std::string description;
+};
+
+// ---------------------------------------------------------------- creation
+
+absl::StatusOr<std::unique_ptr<SomAtlasServiceImpl>> SomAtlasServiceImpl::Create(const ServerOptions& options,
+                                                                                 SomServiceOptions service_options) {
+  TESSERA_ASSIGN_OR_RETURN(std::vector<std::string> roots, CanonicalDataRoots(options.data_roots));
+  if (options.max_volume_bytes <= 0) return absl::InvalidArgumentError("max_volume_bytes must be positive");
+  TESSERA_RETURN_IF_ERROR(ResolveBackend(options.device).status());
+  if (service_options.workers < 1) return absl::InvalidArgumentError("workers must be at least 1");
+  if (service_options.max_queued_jobs < 0 || service_options.max_finished_jobs < 0) {
+    return absl::InvalidArgumentError("job limits must not be negative");
+  }
+  if (service_options.max_nodes < 1) return absl::InvalidArgumentError("max_nodes must be positive");
+  if (service_options.max_corpus_bytes < 0 || service_options.upload_store_bytes < 0 ||
+      service_options.codebook_chunk_bytes <= 0) {
+    return absl::InvalidArgumentError("corpus, upload store and chunk sizes must be positive");
+  }
+  if (service_options.max_corpus_bytes == 0) service_options.max_corpus_bytes = options.max_volume_bytes;
+  if (service_options.upload_store_bytes == 0) {
+    service_options.upload_store_bytes = service_options.max_corpus_bytes > std::numeric_limits<int64_t>::max() / 4
+                                             ? std::numeric_limits<int64_t>::max()
+                                             : 4 * service_options.max_corpus_bytes;
+  }
+  std::string atlas_dir = !service_options.atlas_dir.empty() ? service_options.atlas_dir
+                          : !options.atlas_dir.empty()       ? options.atlas_dir
+                          : !roots.empty()                   ? roots.front() + "/atlases"
+                                                             : std::string();
+  if (!atlas_dir.empty()) {
+    std::error_code ec;
+    if (fs::exists(atlas_dir, ec) && !fs::is_directory(atlas_dir, ec)) {
+      return absl::InvalidArgumentError(absl::StrCat("atlas directory '", atlas_dir, "' is not a directory"));
+    }
+  }
+  std::unique_ptr<SomAtlasServiceImpl> service(
+      new SomAtlasServiceImpl(options, std::move(roots), std::move(atlas_dir), service_options));
+  service->LoadAtlasDirectory();
+  return service;
+}
+
+SomAtlasServiceImpl::SomAtlasServiceImpl(const ServerOptions& options, std::vector<std::string> roots,
+                                         std::string atlas_dir, SomServiceOptions service_options)
+    : roots_(std::move(roots)),
+      atlas_dir_(std::move(atlas_dir)),
+      max_corpus_bytes_(service_options.max_corpus_bytes),
+      max_send_message_bytes_(options.max_send_message_bytes),
+      default_device_(options.device),
+      service_options_(service_options),
+      uploads_(som::CorpusStore::Options{service_options.upload_store_bytes, service_options.upload_ttl, 256}),
+      registry_(jobs::JobRegistryOptions{service_options.max_finished_jobs, service_options.finished_job_ttl}),
+      pool_(service_options.workers, service_options.max_queued_jobs) {}
+
+SomAtlasServiceImpl::~SomAtlasServiceImpl() {
+  registry_.CancelAll();
+  pool_.Shutdown();
+}
+
+void SomAtlasServiceImpl::LoadAtlasDirectory() {
+  if (atlas_dir_.empty()) {
+    TESSERA_LOG(WARNING) << "som: no atlas directory (no --atlas-dir or data root); CreateAtlas is unavailable";
+    return;
+  }
+  std::error_code ec;
+  fs::directory_iterator it(atlas_dir_, ec);
+  if (ec) {
+    if (fs::exists(atlas_dir_)) {
+      TESSERA_LOG(WARNING) << "som: cannot list '" << atlas_dir_ << "': " << ec.message();
+    }
+    return;
+  }
+  int loaded = 0;
+  for (const fs::directory_entry& dir : it) {
+    if (!dir.is_directory(ec)) continue;
+    const std::string id = dir.path().filename().string();
+    const std::string path = dir.path().string();
+    if (!som::ValidateAtlasId(id).ok()) {
+      TESSERA_LOG(WARNING) << "som: skipping '" << path << "': not a valid atlas id";
+      continue;
+    }
+    absl::StatusOr<Atlas> atlas = som::LoadAtlas(path);
+    if (!atlas.ok()) {
+      TESSERA_LOG(WARNING) << "som: skipping atlas '" << path << "': " << atlas.status();
+      continue;
+    }
+    absl::StatusOr<QualityMetrics> held_out = ReadHeldOut(path);
+    if (!held_out.ok()) {
+      TESSERA_LOG(WARNING) << "som: atlas '" << id << "': " << held_out.status() << " (held-out quality unknown)";
+      held_out = QualityMetrics();
+    }
+    std::lock_guard<std::mutex> lock(atlases_mu_);
+    atlases_[id] = MakeEntry(*std::move(atlas), id, path, *held_out);
+    ++loaded;
+  }
+  TESSERA_LOG(INFO) << "som: " << loaded << " atlas(es) loaded from '" << atlas_dir_ << "'";
+}
+
+absl::StatusOr<std::shared_ptr<const SomAtlasServiceImpl::Entry>> SomAtlasServiceImpl::FindAtlas(
+    const std::string& id) const {
+  std::lock_guard<std::mutex> lock(atlases_mu_);
+  auto it = atlases_.find(id);
+  if (it == atlases_.end()) {
+    const bool pending = pending_.count(id) > 0;
+    return absl::NotFoundError(absl::StrCat("no atlas '", id, "'",
+                                            pending ? " yet (its training job has not finished)" : ""));
+  }
+  return it->second;
+}
+
+std::string SomAtlasServiceImpl::AtlasIdOfJob(const std::string& job_id) const {
+  std::lock_guard<std::mutex> lock(atlases_mu_);
+  auto it = job_atlas_.find(job_id);
+  return it == job_atlas_.end() ? std::string() : it->second;
+}
+
+// ---------------------------------------------------------------- uploads
+
+grpc::Status SomAtlasServiceImpl::UploadCorpus(grpc::ServerContext* context,
+                                               grpc::ServerReader<v1::CorpusChunk>* reader,
+                                               v1::UploadedCorpus* response) {
+  return ToGrpcStatus(UploadCorpusImpl(*context, reader, response));
+}
+
+absl::Status SomAtlasServiceImpl::UploadCorpusImpl(const grpc::ServerContext& context,
+                                                   grpc::ServerReader<v1::CorpusChunk>* reader,
+                                                   v1::UploadedCorpus* response) {
+  CorpusBuilder builder;
+  v1::CorpusChunk chunk;
+  while (reader->Read(&chunk)) {
+    TESSERA_RETURN_IF_ERROR(CheckNotCancelled(context));
+    TESSERA_RETURN_IF_ERROR(builder.AddChunk(chunk));
+    if (builder.bytes() > max_corpus_bytes_) {
+      return absl::ResourceExhaustedError(absl::StrCat("the corpus exceeds this server's limit of ",
+                                                       max_corpus_bytes_, " bytes per corpus"));
+    }
+    const int64_t free = uploads_.FreeBytes();
+    if (builder.bytes() > free) {
+      return absl::ResourceExhaustedError(absl::StrCat("the corpus store is full (", free, " of ",
+                                                       uploads_.options().max_total_bytes,
+                                                       " bytes free); retry once earlier uploads expire"));
+    }
+  }
+  TESSERA_RETURN_IF_ERROR(CheckNotCancelled(context));
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<StoredCorpus> corpus, builder.Finish());
+  const SparseBinaryMatrix& m = corpus->matrix;
+  response->set_documents(m.rows());
+  response->set_features(m.cols());
+  response->set_nonzeros(m.nnz());
+  TESSERA_ASSIGN_OR_RETURN(som::CorpusStore::Entry entry, uploads_.Put(std::move(corpus)));
+  response->set_corpus_id(entry.id);
+  response->set_nbytes(entry.nbytes);
+  response->set_expires_unix_ms(absl::ToUnixMillis(entry.expires));
+  TESSERA_LOG(INFO) << "som: upload " << entry.id << ": " << response->documents() << " documents x "
+                    << response->features() << " features, " << response->nonzeros() << " non-zeros";
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- create
+
+grpc::Status SomAtlasServiceImpl::CreateAtlas(grpc::ServerContext* /*context*/, const v1::CreateAtlasRequest* request,
+                                              v1::CreateAtlasResponse* response) {
+  return ToGrpcStatus(CreateAtlasImpl(*request, response));
+}
+
+absl::StatusOr<std::shared_ptr<SomAtlasServiceImpl::JobSpec>> SomAtlasServiceImpl::PrepareJob(
+    const v1::CreateAtlasRequest& request) {
+  auto spec = std::make_shared<JobSpec>();
+  TESSERA_ASSIGN_OR_RETURN(spec->options,
+                           som::ToAtlasJobOptions(request.options(), default_device_, service_options_.max_nodes));
+  if (atlas_dir_.empty()) {
+    return absl::FailedPreconditionError(
+        "this server has no atlas directory to save atlases in (start it with --atlas-dir or --data-root)");
+  }
+  if (!request.atlas_id().empty()) TESSERA_RETURN_IF_ERROR(som::ValidateAtlasId(request.atlas_id()));
+  spec->atlas_id = request.atlas_id().empty() ? RandomId("atlas-") : request.atlas_id();
+  const v1::CorpusSource& source = request.corpus();
+  const som::TrainOptions& train = spec->options.train;
+  switch (source.source_case()) {
+    case v1::CorpusSource::kCorpusId: {
+      if (!source.feature_names_path().empty() || !source.document_ids_path().empty()) {
+        return absl::InvalidArgumentError(
+            "feature_names_path and document_ids_path go with a corpus path; uploads carry their own names and ids");
+      }
+      TESSERA_ASSIGN_OR_RETURN(spec->corpus, uploads_.Get(source.corpus_id()));
+      // Everything is known now: refuse what cannot train at once.
+      TESSERA_RETURN_IF_ERROR(som::CheckHoldout(spec->corpus->matrix.rows(), spec->options.holdout_fraction));
+      TESSERA_RETURN_IF_ERROR(som::CheckCodebookSize(train.grid, spec->corpus->matrix.cols(), train.weight_type,
+                                                     max_corpus_bytes_));
+      spec->description = absl::StrCat("upload ", source.corpus_id());
+      break;
+    }
+    case v1::CorpusSource::kPath: {
+      absl::StatusOr<std::string> path = ResolveUnderRoots(source.path(), roots_);
+      if (!path.ok()) return Annotate(path.status(), "corpus path");
+      struct stat st;
+      if (stat(path->c_str(), &st) == 0 && st.st_size > max_corpus_bytes_) {
+        return absl::ResourceExhaustedError(absl::StrCat("corpus file '", *path, "' has ", st.st_size,
+                                                         " bytes, more than this server's limit of ",
+                                                         max_corpus_bytes_));
+      }
+      spec->path = *path;
+      for (auto [requested, resolved, what] :
+           {std::tuple<const std::string*, std::string*, const char*>{&source.feature_names_path(),
+                                                                      &spec->names_path, "feature_names_path"},
+            {&source.document_ids_path(), &spec->ids_path, "document_ids_path"}}) {
+        if (requested->empty()) continue;
+        absl::StatusOr<std::string> p = ResolveUnderRoots(*requested, roots_);
+        if (!p.ok()) return Annotate(p.status(), what);
+        *resolved = *p;
+      }
+      if (source.has_index_base()) {
+        if (source.index_base() != 0 && source.index_base() != 1) {
+          return absl::InvalidArgumentError(absl::StrCat("index_base ", source.index_base(), " must be 0 or 1"));
+        }
+        spec->libsvm.index_base = source.index_base();
+      }
+      spec->description = spec->path;
+      break;
+    }
+    default:
+      return absl::InvalidArgumentError("corpus: give corpus_id (from UploadCorpus) or a server-side path");
+  }
+  return spec;
+}
+
+absl::Status SomAtlasServiceImpl::CreateAtlasImpl(const v1::CreateAtlasRequest& request,
+                                                  v1::CreateAtlasResponse* response) {
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<JobSpec> spec, PrepareJob(request));
+  std::lock_guard<std::mutex> submit(submit_mu_);
+  {
+    std::lock_guard<std::mutex> lock(atlases_mu_);
+    if (atlases_.count(spec->atlas_id) > 0 || pending_.count(spec->atlas_id) > 0) {
+      return absl::AlreadyExistsError(absl::StrCat("atlas '", spec->atlas_id, "' already exists",
+                                                   pending_.count(spec->atlas_id) > 0 ? " (being trained)" : "",
+                                                   "; pick another atlas_id or DeleteAtlas it first"));
+    }
+    std::error_code ec;
+    if (fs::exists(fs::path(atlas_dir_) / spec->atlas_id, ec)) {
+      return absl::AlreadyExistsError(absl::StrCat("'", atlas_dir_, "/", spec->atlas_id,
+                                                   "' exists on the server but is not a loaded atlas; pick another "
+                                                   "atlas_id or have it removed"));
+    }
+    pending_.insert(spec->atlas_id);
+  }
+  const auto unpend = [&] {
+    std::lock_guard<std::mutex> lock(atlases_mu_);
+    pending_.erase(spec->atlas_id);
+  };
+  bool created = false;
+  absl::StatusOr<std::shared_ptr<Job>> job = registry_.GetOrCreate("", kJobKind, &created);
+  if (!job.ok()) {
+    unpend();
+    return job.status();
+  }
+  {
+    std::lock_guard<std::mutex> lock(atlases_mu_);
+    // Forget the atlas ids of jobs the registry has dropped.
+    for (auto it = job_atlas_.begin(); it != job_atlas_.end();) {
+      it = registry_.Get(it->first).ok() ? std::next(it) : job_atlas_.erase(it);
+    }
+    job_atlas_[(*job)->id()] = spec->atlas_id;
+  }
+  std::shared_ptr<const JobSpec> const_spec = spec;
+  absl::Status queued = pool_.TrySubmit([this, job = *job, const_spec] { RunJob(job, const_spec); });
+  if (!queued.ok()) {
+    registry_.Remove((*job)->id());
+    unpend();
+    return queued;
+  }
+  TESSERA_LOG(INFO) << "som: job " << (*job)->id() << " queued: atlas '" << spec->atlas_id << "' "
+                    << som::GridToString(spec->options.train.grid) << " from " << spec->description << " on "
+                    << spec->options.device;
+  *response->mutable_job() = jobs::ToJobStatusProto((*job)->Snapshot());
+  response->set_atlas_id(spec->atlas_id);
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- the worker
+
+namespace {
+
+absl::StatusOr<std::shared_ptr<const StoredCorpus>> Materialize(const SomAtlasServiceImpl::JobSpec& spec) {
+  if (spec.corpus != nullptr) return spec.corpus;
+  auto corpus = std::make_shared<StoredCorpus>();
+  som::LibsvmOptions libsvm = spec.libsvm;
+  if (!spec.names_path.empty()) {
+    absl::StatusOr<std::vector<std::string>> names = som::ReadLines(spec.names_path);
+    if (!names.ok()) return Annotate(names.status(), "feature names");
+    corpus->feature_names = *std::move(names);
+    libsvm.num_features = static_cast<int64_t>(corpus->feature_names.size());
+  }
+  absl::StatusOr<SparseBinaryMatrix> matrix = som::ReadCorpus(spec.path, libsvm);
+  if (!matrix.ok()) return Annotate(matrix.status(), absl::StrCat("corpus '", spec.path, "'"));
+  corpus->matrix = *std::move(matrix);
+  if (!corpus->feature_names.empty() &&
+      static_cast<int64_t>(corpus->feature_names.size()) != corpus->matrix.cols()) {
+    return absl::InvalidArgumentError(absl::StrCat("'", spec.names_path, "' has ", corpus->feature_names.size(),
+                                                   " feature names; the corpus has ", corpus->matrix.cols(),
+                                                   " features"));
+  }
+  if (!spec.ids_path.empty()) {
+    absl::StatusOr<std::vector<std::string>> ids = som::ReadLines(spec.ids_path, corpus->matrix.rows());
+    if (!ids.ok()) return Annotate(ids.status(), "document ids");
+    corpus->document_ids = *std::move(ids);
+  }
+  return std::shared_ptr<const StoredCorpus>(std::move(corpus));
+}
+
+void ReportStage(Job& job, const char* stage, std::string message, double fraction) {
+  jobs::JobProgress p;
+  p.stage = stage;
+  p.message = std::move(message);
+  p.fraction = fraction;
+  job.SetProgress(std::move(p));
+}
+
+}  // namespace
+
+void SomAtlasServiceImpl::RunJob(const std::shared_ptr<Job>& job, const std::shared_ptr<const JobSpec>& spec) {
+  // The atlas id is free again (or taken by the atlas) before the job is
+  // reported ended, so a client reacting to the end sees it so.
+  const auto settle = [&](std::shared_ptr<const Entry> entry) {
+    std::lock_guard<std::mutex> lock(atlases_mu_);
+    pending_.erase(spec->atlas_id);
+    if (entry != nullptr) atlases_[spec->atlas_id] = std::move(entry);
+  };
+  if (!job->Start()) {  // cancelled while queued
+    settle(nullptr);
+    return;
+  }
+  TESSERA_LOG(INFO) << "som: job " << job->id() << " running";
+  absl::StatusOr<std::shared_ptr<const Entry>> entry = TrainAndSave(*job, *spec);
+  if (entry.ok()) {
+    TESSERA_LOG(INFO) << "som: job " << job->id() << " succeeded: atlas '" << spec->atlas_id << "' in "
+                      << (*entry)->directory << ", " << (*entry)->atlas.epochs << " epochs, QE "
+                      << (*entry)->atlas.final_quality.qe_euclidean;
+    settle(*entry);
+    job->Succeed(nullptr);
+  } else {
+    TESSERA_LOG(INFO) << "som: job " << job->id() << " ended: " << entry.status();
+    settle(nullptr);
+    job->Fail(entry.status());
+  }
+}
+
+absl::StatusOr<std::shared_ptr<const SomAtlasServiceImpl::Entry>> SomAtlasServiceImpl::TrainAndSave(
+    Job& job, const JobSpec& spec) {
+  ReportStage(job, "input", "reading the corpus", 0);
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const StoredCorpus> corpus, Materialize(spec));
+  const SparseBinaryMatrix& all = corpus->matrix;
+  som::TrainOptions options = spec.options.train;
+  TESSERA_RETURN_IF_ERROR(som::CheckHoldout(all.rows(), spec.options.holdout_fraction));
+  TESSERA_RETURN_IF_ERROR(som::CheckCodebookSize(options.grid, all.cols(), options.weight_type, max_corpus_bytes_));
+  if (job.cancel_requested()) return absl::CancelledError("atlas training cancelled");
+
+  // The held-out rows are measured on the trained map, never trained on.
+  som::RowSplit split;
+  SparseBinaryMatrix train_rows, held_rows;
+  const SparseBinaryMatrix* train = &all;
+  if (spec.options.holdout_fraction > 0) {
+    split = som::SplitRows(all.rows(), spec.options.holdout_fraction, options.seed);
+    train_rows = som::SelectRows(all, split.train);
+    held_rows = som::SelectRows(all, split.held_out);
+    train = &train_rows;
+  }
+
+  ReportStage(job, "init", absl::StrCat(som::InitMethodName(options.init), " initialisation of a ",
+                                        som::GridToString(options.grid), " map on ", train->rows(), " documents"),
+              0);
+  const int max_epochs = options.max_epochs;
+  options.progress = [&job, max_epochs](const som::EpochReport& r) {
+    jobs::JobProgress p;
+    p.stage = "epoch";
+    p.step = r.epoch + 1;
+    p.total_steps = max_epochs;
+    p.fraction = 0.95 * (r.epoch + 1) / max_epochs;  // an upper bound on the epochs
+    p.metrics["epoch"] = r.epoch + 1;
+    p.metrics["radius"] = r.radius;
+    p.metrics["qe"] = r.qe;
+    p.metrics["topographic_error"] = r.topographic_error;
+    p.metrics["epoch_seconds"] = r.seconds;
+    p.message = absl::StrFormat("epoch %d/%d: radius %.3g, QE %.6g, TE %.4f, %.3f s", r.epoch + 1, max_epochs,
+                                r.radius, r.qe, r.topographic_error, r.seconds);
+    job.SetProgress(std::move(p));
+  };
+  options.should_stop = [&job] { return job.cancel_requested(); };
+  TESSERA_ASSIGN_OR_RETURN(som::TrainResult result, som::TrainSom(*train, options));
+  options.progress = nullptr;
+  options.should_stop = nullptr;
+  if (job.cancel_requested()) return absl::CancelledError("atlas training cancelled");
+
+  ReportStage(job, "save", absl::StrCat("assigning documents and saving atlas '", spec.atlas_id, "'"), 0.96);
+  TESSERA_ASSIGN_OR_RETURN(som::Projection assigned,
+                           som::ProjectDocuments(result.model, *train, options.backend, options.gpu_ordinal));
+  QualityMetrics held_out;
+  if (held_rows.rows() > 0) {
+    TESSERA_ASSIGN_OR_RETURN(som::Projection p,
+                             som::ProjectDocuments(result.model, held_rows, options.backend, options.gpu_ordinal));
+    held_out = p.quality;
+  }
+  // Document ids of the training rows; "d<row>" numbers rows of the whole corpus.
+  std::vector<std::string> ids(train->rows());
+  for (int64_t k = 0; k < train->rows(); ++k) {
+    const int64_t row = train == &all ? k : split.train[k];
+    const bool named = row < static_cast<int64_t>(corpus->document_ids.size()) && !corpus->document_ids[row].empty();
+    ids[k] = named ? corpus->document_ids[row] : absl::StrCat("d", row);
+  }
+  TESSERA_ASSIGN_OR_RETURN(Atlas atlas, som::MakeAtlas(std::move(result), std::move(assigned.bmu),
+                                                       corpus->feature_names, std::move(ids), options));
+  if (job.cancel_requested()) return absl::CancelledError("atlas training cancelled");
+
+  const std::string directory = (fs::path(atlas_dir_) / spec.atlas_id).string();
+  std::error_code ec;
+  fs::create_directories(directory, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create '", directory, "': ", ec.message()));
+  // Written files go again when the save does not complete.
+  absl::StatusOr<Atlas> saved = [&]() -> absl::StatusOr<Atlas> {
+    TESSERA_RETURN_IF_ERROR(WriteHeldOut(directory, held_out));
+    TESSERA_RETURN_IF_ERROR(som::SaveAtlas(atlas, directory));
+    // Serve what a restart would load.
+    return som::LoadAtlas(directory);
+  }();
+  if (!saved.ok()) {
+    fs::remove_all(directory, ec);
+    return Annotate(saved.status(), absl::StrCat("saving atlas '", spec.atlas_id, "'"));
+  }
+  return MakeEntry(*std::move(saved), spec.atlas_id, directory, held_out);
+}
+
+// ---------------------------------------------------------------- jobs
+
+namespace {
+
+v1::AtlasProgress ToAtlasProgress(const JobSnapshot& s, const std::string& atlas_id) {
+  const v1::Progress generic = jobs::ToProgressProto(s);
+  v1::AtlasProgress p;
+  p.set_job_id(s.id);
+  p.set_atlas_id(atlas_id);
+  p.set_state(generic.state());
+  p.set_stage(s.progress.stage);
+  p.set_fraction(generic.fraction());
+  p.set_message(generic.message());
+  const auto metric = [&](const char* name) {
+    auto it = s.progress.metrics.find(name);
+    return it == s.progress.metrics.end() ? 0.0 : it->second;
+  };
+  p.set_epoch(static_cast<int32_t>(metric("epoch")));
+  p.set_max_epochs(static_cast<int32_t>(s.progress.total_steps));
+  p.set_radius(metric("radius"));
+  p.set_qe(metric("qe"));
+  p.set_topographic_error(metric("topographic_error"));
+  p.set_epoch_seconds(metric("epoch_seconds"));
+  return p;
+}
+
+}  // namespace
+
+grpc::Status SomAtlasServiceImpl::WatchJob(grpc::ServerContext* context, const v1::SomJobRequest* request,
+                                           grpc::ServerWriter<v1::AtlasProgress>* writer) {
+  return ToGrpcStatus(WatchJobImpl(*context, *request, writer));
+}
+
+absl::Status SomAtlasServiceImpl::WatchJobImpl(const grpc::ServerContext& context, const v1::SomJobRequest& request,
+                                               grpc::ServerWriter<v1::AtlasProgress>* writer) {
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Job> job, registry_.Get(request.job_id()));
+  const std::string atlas_id = AtlasIdOfJob(job->id());
+  const absl::Duration interval = service_options_.watch_interval;
+  int64_t sent_version = -1;
+  absl::Time last_sent = absl::InfinitePast();
+  for (;;) {
+    TESSERA_RETURN_IF_ERROR(CheckNotCancelled(context));
+    const absl::Time now = absl::Now();
+    JobSnapshot s;
+    if (sent_version >= 0 && now < last_sent + interval) {
+      // Throttled: wait out the interval, waking early only when the job ends.
+      s = job->WaitForChange(std::numeric_limits<int64_t>::max(), std::min(last_sent + interval, now + kWatchPoll));
+      if (!IsTerminal(s.state)) continue;
+    } else {
+      s = job->WaitForChange(sent_version, now + kWatchPoll);
+    }
+    if (!IsTerminal(s.state) && s.version <= sent_version) continue;
+    if (!writer->Write(ToAtlasProgress(s, atlas_id))) {
+      return StatusAfterFailedIo(context, absl::UnavailableError("the client stopped receiving progress"));
+    }
+    sent_version = s.version;
+    last_sent = absl::Now();
+    if (IsTerminal(s.state)) return absl::OkStatus();
+  }
+}
+
+grpc::Status SomAtlasServiceImpl::GetJob(grpc::ServerContext* /*context*/, const v1::SomJobRequest* request,
+                                         v1::JobStatus* response) {
+  absl::StatusOr<std::shared_ptr<Job>> job = registry_.Get(request->job_id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  *response = jobs::ToJobStatusProto((*job)->Snapshot());
+  return grpc::Status::OK;
+}
+
+grpc::Status SomAtlasServiceImpl::CancelJob(grpc::ServerContext* /*context*/, const v1::SomJobRequest* request,
+                                            v1::JobStatus* response) {
+  absl::StatusOr<std::shared_ptr<Job>> job = registry_.Get(request->job_id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  (*job)->RequestCancel();
+  TESSERA_LOG(INFO) << "som: job " << (*job)->id() << " cancellation requested";
+  *response = jobs::ToJobStatusProto((*job)->Snapshot());
+  return grpc::Status::OK;
+}
+
+// ---------------------------------------------------------------- atlases
+
+grpc::Status SomAtlasServiceImpl::ListAtlases(grpc::ServerContext* /*context*/,
+                                              const v1::ListAtlasesRequest* /*request*/,
+                                              v1::ListAtlasesResponse* response) {
+  std::vector<std::shared_ptr<const Entry>> entries;
+  {
+    std::lock_guard<std::mutex> lock(atlases_mu_);
+    for (const auto& [id, entry] : atlases_) entries.push_back(entry);
+  }
+  for (const auto& e : entries) {
+    *response->add_atlases() = som::ToAtlasSummary(e->atlas, e->id, e->directory, e->held_out, false);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status SomAtlasServiceImpl::GetAtlas(grpc::ServerContext* /*context*/, const v1::AtlasRequest* request,
+                                           v1::AtlasSummary* response) {
+  absl::StatusOr<std::shared_ptr<const Entry>> e = FindAtlas(request->atlas_id());
+  if (!e.ok()) return ToGrpcStatus(e.status());
+  *response = som::ToAtlasSummary((*e)->atlas, (*e)->id, (*e)->directory, (*e)->held_out, true);
+  return grpc::Status::OK;
+}
+
+grpc::Status SomAtlasServiceImpl::Project(grpc::ServerContext* /*context*/, const v1::ProjectRequest* request,
+                                          v1::ProjectResponse* response) {
+  return ToGrpcStatus(ProjectImpl(*request, response));
+}
+
+absl::Status SomAtlasServiceImpl::ProjectImpl(const v1::ProjectRequest& request, v1::ProjectResponse* response) {
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const Entry> e, FindAtlas(request.atlas_id()));
+  const std::string device = request.device().empty() ? default_device_ : request.device();
+  if (device != "auto" && device != "cpu" && device != "cuda" && device != "gpu") {
+    return absl::InvalidArgumentError(absl::StrCat("device '", device, "' is not one of auto, cpu, cuda"));
+  }
+  TESSERA_ASSIGN_OR_RETURN(Backend backend, ResolveBackend(device));
+  const Atlas& atlas = e->atlas;
+  SparseBinaryMatrix docs(atlas.model.features);
+  std::vector<int32_t> columns;
+  for (int k = 0; k < request.documents_size(); ++k) {
+    const v1::SparseDocument& d = request.documents(k);
+    columns.assign(d.features().begin(), d.features().end());
+    for (const std::string& name : d.feature_names()) {
+      auto it = e->feature_index.find(name);
+      if (it == e->feature_index.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("document ", k, ": atlas '", e->id, "' has no feature named '", name, "'"));
+      }
+      columns.push_back(it->second);
+    }
+    absl::Status added = docs.AppendRow(columns);
+    if (!added.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("document ", k, " (atlas '", e->id, "' has ",
+                                                     atlas.model.features, " features): ", added.message()));
+    }
+  }
+  if (docs.rows() == 0) return absl::OkStatus();
+  // ProjectDocuments only reads the model (it copies the weights to its engine).
+  TESSERA_ASSIGN_OR_RETURN(som::Projection p,
+                           som::ProjectDocuments(const_cast<som::SomModel&>(atlas.model), docs, backend));
+  const int width = atlas.model.grid.width;
+  for (int64_t k = 0; k < docs.rows(); ++k) {
+    v1::ProjectedDocument* out = response->add_documents();
+    out->set_id(request.documents(static_cast<int>(k)).id());
+    out->set_node(p.bmu[k]);
+    out->set_x(p.bmu[k] % width);
+    out->set_y(p.bmu[k] / width);
+    // ||x - w||^2 = nnz(x) + score (kernels/som/types.h).
+    out->set_distance(std::sqrt(std::max(0.0, static_cast<double>(docs.row(k).size()) + p.score[k])));
+    const int32_t second = p.second[k];
+    out->set_second_node(second >= 0 ? second : -1);
+    out->set_second_x(second >= 0 ? second % width : -1);
+    out->set_second_y(second >= 0 ? second / width : -1);
+  }
+  som::ToQualityProto(p.quality, response->mutable_quality());
+  return absl::OkStatus();
+}
+
+grpc::Status SomAtlasServiceImpl::GetCell(grpc::ServerContext* /*context*/, const v1::GetCellRequest* request,
+                                          v1::CellResponse* response) {
+  return ToGrpcStatus(GetCellImpl(*request, response));
+}
+
+absl::Status SomAtlasServiceImpl::GetCellImpl(const v1::GetCellRequest& request, v1::CellResponse* response) {
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const Entry> e, FindAtlas(request.atlas_id()));
+  const Atlas& atlas = e->atlas;
+  const som::GridShape& grid = atlas.model.grid;
+  int64_t node = 0;
+  switch (request.cell_case()) {
+    case v1::GetCellRequest::kNode:
+      node = request.node();
+      if (node < 0 || node >= grid.nodes()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("node ", node, " is off the ", grid.width, "x", grid.height, " map (0..", grid.nodes() - 1, ")"));
+      }
+      break;
+    case v1::GetCellRequest::kXy:
+      if (request.xy().x() < 0 || request.xy().x() >= grid.width || request.xy().y() < 0 ||
+          request.xy().y() >= grid.height) {
+        return absl::InvalidArgumentError(absl::StrCat("cell (", request.xy().x(), ", ", request.xy().y(),
+                                                       ") is off the ", grid.width, "x", grid.height, " map"));
+      }
+      node = request.xy().x() + int64_t{grid.width} * request.xy().y();
+      break;
+    default:
+      return absl::InvalidArgumentError("give the cell as node or xy");
+  }
+  const int page_size = request.page_size() == 0 ? 100 : request.page_size();
+  if (page_size < 1 || page_size > kMaxPageSize) {
+    return absl::InvalidArgumentError(absl::StrCat("page_size ", request.page_size(), " must be in 0..", kMaxPageSize));
+  }
+  const int top = request.top_features() == 0 ? 10 : request.top_features();
+  if (top < 1 || top > kMaxTopFeatures) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("top_features ", request.top_features(), " must be in 0..", kMaxTopFeatures));
+  }
+  const std::vector<int64_t> docs = som::DocumentsInCell(atlas, node);
+  int64_t start = 0;
+  if (!request.page_token().empty() &&
+      (!absl::SimpleAtoi(request.page_token(), &start) || start < 0 || start > static_cast<int64_t>(docs.size()))) {
+    return absl::InvalidArgumentError(absl::StrCat("page_token '", request.page_token(), "' is not one this cell gave"));
+  }
+  response->set_node(static_cast<int32_t>(node));
+  response->set_x(static_cast<int32_t>(node % grid.width));
+  response->set_y(static_cast<int32_t>(node / grid.width));
+  response->set_hit_count(static_cast<int64_t>(docs.size()));
+  const int64_t end = std::min<int64_t>(static_cast<int64_t>(docs.size()), start + page_size);
+  for (int64_t k = start; k < end; ++k) {
+    response->add_document_indices(docs[k]);
+    response->add_document_ids(docs[k] < static_cast<int64_t>(atlas.document_ids.size()) ? atlas.document_ids[docs[k]]
+                                                                                           : absl::StrCat("d", docs[k]));
+  }
+  if (end < static_cast<int64_t>(docs.size())) response->set_next_page_token(absl::StrCat(end));
+  for (const som::FeatureWeight& f : som::TopFeatures(atlas, node, top)) {
+    v1::FeatureWeight* out = response->add_top_features();
+    out->set_feature(f.feature);
+    out->set_name(f.feature < static_cast<int32_t>(atlas.feature_names.size()) ? atlas.feature_names[f.feature]
+                                                                                 : absl::StrCat("f", f.feature));
+    out->set_weight(f.weight);
+  }
+  return absl::OkStatus();
+}
+
+grpc::Status SomAtlasServiceImpl::GetCodebook(grpc::ServerContext* context, const v1::GetCodebookRequest* request,
+                                              grpc::ServerWriter<v1::ArrayChunk>* writer) {
+  return ToGrpcStatus(GetCodebookImpl(*context, *request, writer));
+}
+
+absl::Status SomAtlasServiceImpl::GetCodebookImpl(const grpc::ServerContext& context,
+                                                  const v1::GetCodebookRequest& request,
+                                                  grpc::ServerWriter<v1::ArrayChunk>* writer) {
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const Entry> e, FindAtlas(request.atlas_id()));
+  if (request.chunk_bytes() < 0) return absl::InvalidArgumentError("chunk_bytes must not be negative");
+  const som::SomModel& model = e->atlas.model;
+  const int64_t nodes = model.grid.nodes();
+  for (int32_t v : request.features()) {
+    if (v < 0 || v >= model.features) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("feature ", v, " is out of range: atlas '", e->id, "' has ", model.features, " features"));
+    }
+  }
+  const int64_t largest = std::max<int64_t>(1024, int64_t{max_send_message_bytes_} - 4096);
+  const int64_t chunk_bytes = std::clamp<int64_t>(
+      request.chunk_bytes() > 0 ? request.chunk_bytes() : service_options_.codebook_chunk_bytes, 1, largest);
+  const bool all = request.features().empty();
+  const int64_t count = all ? model.features : request.features_size();
+  v1::VolumeHeader header;
+  header.add_dims(nodes);
+  header.add_dims(count);
+  header.set_dtype(v1::DTYPE_FLOAT32);
+  header.set_description(absl::StrCat("SOM codebook of atlas '", e->id, "' (", model.grid.width, "x",
+                                      model.grid.height, "), feature-major: dims [nodes, features]"));
+  const bool have_f32 = static_cast<int64_t>(model.weights_f32.size()) == model.features * nodes;
+  if (all && have_f32) {
+    return SendChunkedArray(context, writer, header, model.weights_f32.data(), 4 * count * nodes, chunk_bytes);
+  }
+  std::vector<float> selected(static_cast<size_t>(count * nodes));
+  for (int64_t k = 0; k < count; ++k) {
+    const int64_t v = all ? k : request.features(static_cast<int>(k));
+    float* out = selected.data() + k * nodes;
+    if (have_f32) {
+      std::copy_n(model.weights_f32.data() + v * nodes, nodes, out);
+    } else {
+      for (int64_t i = 0; i < nodes; ++i) out[i] = model.Weight(v, i);
+    }
+  }
+  return SendChunkedArray(context, writer, header, selected.data(), 4 * count * nodes, chunk_bytes);
+}
+
+grpc::Status SomAtlasServiceImpl::DeleteAtlas(grpc::ServerContext* /*context*/, const v1::AtlasRequest* request,
+                                              v1::DeleteAtlasResponse* response) {
+  return ToGrpcStatus(DeleteAtlasImpl(*request, response));
+}
+
+absl::Status SomAtlasServiceImpl::DeleteAtlasImpl(const v1::AtlasRequest& request, v1::DeleteAtlasResponse* response) {
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const Entry> e, FindAtlas(request.atlas_id()));
+  // Files first: an atlas that could not be removed stays listed.
+  std::error_code ec;
+  fs::remove_all(e->directory, ec);
+  if (ec) {
+    return absl::InternalError(absl::StrCat("could not remove '", e->directory, "': ", ec.message()));
+  }
+  {
+    std::lock_guard<std::mutex> lock(atlases_mu_);
+    auto it = atlases_.find(e->id);
+    if (it != atlases_.end() && it->second == e) atlases_.erase(it);
+  }
+  TESSERA_LOG(INFO) << "som: atlas '" << e->id << "' deleted";
+  response->set_atlas_id(e->id);
+  return absl::OkStatus();
+}
+
+}  // namespace tessera

@@ -11,10 +11,11 @@ namespace tessera::cli {
 void HostedServices::AddTo(ServiceHost& host) {
   if (volume) host.AddService(volume.get());
   if (registration) host.AddService(registration.get());
+  if (som) host.AddService(som.get());
 }
 
 const std::vector<std::string>& HostableServiceNames() {
-  static const auto* names = new std::vector<std::string>{"volume", "registration"};
+  static const auto* names = new std::vector<std::string>{"volume", "registration", "som"};
   return *names;
 }
 
@@ -36,6 +37,9 @@ absl::StatusOr<HostedServices> CreateHostedServices(const ServerOptions& options
   }
   if (wanted("registration")) {
     TESSERA_ASSIGN_OR_RETURN(services.registration, RegistrationServiceImpl::Create(options));
+  }
+  if (wanted("som")) {
+    TESSERA_ASSIGN_OR_RETURN(services.som, SomAtlasServiceImpl::Create(options));
   }
   return services;
 }

@@ -11,6 +11,7 @@
 #include "services/registration/registration_service.h"
 #include "services/server/server_options.h"
 #include "services/server/service_host.h"
+#include "services/som/som_service.h"
 #include "services/volume/volume_service.h"
 
 namespace tessera::cli {
@@ -19,13 +20,14 @@ struct HostedServices {
   std::unique_ptr<VolumeServiceImpl> volume;
   // Destroyed after the host (declare HostedServices first): cancels its jobs.
   std::unique_ptr<RegistrationServiceImpl> registration;
+  std::unique_ptr<SomAtlasServiceImpl> som;  // "som": SOM atlases (cancels its jobs too)
 
   // Registers every service with `host` (before host.Start()).
   void AddTo(ServiceHost& host);
 };
 
 // The names `--services` accepts, in hosting order.
-const std::vector<std::string>& HostableServiceNames();  // {"volume", "registration"}
+const std::vector<std::string>& HostableServiceNames();  // {"volume", "registration", "som"}
 
 // Creates the services named in `names` (all when empty); an unknown name is
 // INVALID_ARGUMENT listing the known ones. One binary can so run every

@@ -30,7 +30,8 @@ std::vector<FlagSpec> ServeFlags() {
       {"tls-client-ca", "", "CA (PEM) that client certificates must chain to: mutual TLS"},
       {"drain-timeout-s", "30", "on SIGTERM, seconds in-flight calls get before being cancelled"},
       {"device", "auto", "compute backend: auto, cpu or cuda"},
-      {"services", "", "comma-separated services to host (default all: volume,registration)"},
+      {"services", "", "comma-separated services to host (default all: volume,registration,som)"},
+      {"atlas-dir", "", "where the som service keeps its atlases (default <first data root>/atlases)"},
   };
 }
 
@@ -53,6 +54,7 @@ absl::StatusOr<ServerOptions> OptionsFromArgs(const Args& args) {
   o.tls_client_ca = args.Get("tls-client-ca");
   o.device = args.Get("device");
   o.data_roots = args.GetAll("data-root");
+  o.atlas_dir = args.Get("atlas-dir");
   if (o.data_roots.empty()) {
     char cwd[PATH_MAX];
     if (getcwd(cwd, sizeof(cwd)) != nullptr) o.data_roots.push_back(cwd);

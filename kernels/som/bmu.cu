@@ -1,15 +1,16 @@
 // CUDA BMU search: the tiled feature-major kernel (and its node-major twin),
 // the cuSPARSE SpMM baselines with a separate top-2 pass, and ||w||^2.
 //
-// Tiled kernel (one block per tile of up to 32 documents, grid-stride over
-// tiles): for each 512-node chunk, each of the 256 threads owns two adjacent
-// nodes and, for every distinct feature of the tile (ascending), loads the
-// two weights once (one coalesced 8-byte fp32 / 4-byte fp16 load in
-// feature-major layout) and adds them to the shared-memory accumulators of
-// each document whose mask bit is set. Then each warp scores its documents
-// (||w||^2 - 2 x.w) over the chunk and merges a warp-reduced top-2 into the
-// document's running top-2 in shared memory. Shared memory: 32 x 512 fp32
-// accumulators (64 KiB, opted in).
+// Tiled kernel: one block per (tile of up to 32 documents, 512-node chunk),
+// tiles fastest so resident blocks share a chunk's feature columns in L2. Each
+// of the 256 threads owns two adjacent nodes and, for every distinct feature
+// of the tile (ascending), loads the two weights once (one coalesced 8-byte
+// fp32 / 4-byte fp16 load in feature-major layout; 8 entries in flight) and
+// adds them to the shared-memory accumulators of each document whose mask bit
+// is set. Then each warp scores its documents (||w||^2 - 2 x.w) over the chunk
+// and writes a warp-reduced top-2 per (chunk, document); a merge kernel takes
+// the top-2 over chunks. Documents go in launches sized so these partials stay
+// under 256 MiB. Shared memory: 32 x 512 fp32 accumulators (64 KiB, opted in).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <cusparse.h>
@@ -95,7 +96,8 @@ __device__ inline void LoadPair(const TW* __restrict__ w, int64_t m, int64_t v_c
 }
 
 struct TiledArgs {
-  int64_t num_tiles;
+  int64_t tile0;        // first tile of this launch (blockIdx.x = tile - tile0)
+  int64_t tiles;        // tiles in this launch
   const int64_t* doc_begin;
   const int64_t* entry_begin;
   const int32_t* features;
@@ -104,125 +106,160 @@ struct TiledArgs {
   const float* norms;
   int64_t m;
   int64_t v_count;
-  int32_t* bmu;
-  int32_t* second;
-  float* score;
+  Top2* partials;       // [chunk][tile - tile0][kTileDocs]
 };
 
-// kDepth: tile entries whose weights are loaded before any is applied, so each
-// thread keeps kDepth independent global loads in flight (the sweep is bound
-// by load latency, not bandwidth: one outstanding load per thread reached
-// only ~1.7 TB/s on an H200). The application order is unchanged, so sums are
-// bit-identical for every depth.
+// One block per (tile, node chunk); blockIdx.x (the tile) runs fastest, so the
+// blocks resident at any moment share one chunk and its feature columns stay in
+// L2 (a block sweeping every chunk of its tile, as before, re-read the codebook
+// from HBM once per ~400 resident tiles). kDepth: tile entries whose weights are
+// loaded before any is applied (more loads in flight per thread). The order in
+// which each document's sum is formed (ascending features, from 0) never
+// changes, so scores stay bit-identical to the CPU backend.
 template <typename TW, bool kFeatureMajor, int kDepth>
 __global__ void __launch_bounds__(kThreads) TiledBmuKernel(TiledArgs a) {
   extern __shared__ float acc[];  // [kTileDocs][kChunk]
-  __shared__ Top2 best[kTileDocs];
   const TW* __restrict__ w = static_cast<const TW*>(a.weights);
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
   const int col = kPair * tid;
   const bool vec = kFeatureMajor && (a.m % 2 == 0);
-  for (int64_t tile = blockIdx.x; tile < a.num_tiles; tile += gridDim.x) {
-    const int64_t d0 = a.doc_begin[tile];
-    const int nd = static_cast<int>(a.doc_begin[tile + 1] - d0);
-    const int64_t e0 = a.entry_begin[tile];
-    const int64_t e1 = a.entry_begin[tile + 1];
-    if (tid < kTileDocs) best[tid] = Top2::Empty();
-    for (int64_t c0 = 0; c0 < a.m; c0 += kChunk) {
-      // Accumulate: each thread touches only its own two columns, so no
-      // barrier is needed between zeroing and accumulating.
-      for (int j = 0; j < nd; ++j) *reinterpret_cast<float2*>(acc + j * kChunk + col) = make_float2(0.0f, 0.0f);
-      const int64_t n = c0 + col;
-      for (int64_t e = e0; e < e1; e += kDepth) {
-        float w0[kDepth], w1[kDepth];
-        uint32_t masks[kDepth];
+  const int64_t tile = a.tile0 + blockIdx.x;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.y) * kChunk;
+  const int64_t d0 = a.doc_begin[tile];
+  const int nd = static_cast<int>(a.doc_begin[tile + 1] - d0);
+  const int64_t e0 = a.entry_begin[tile];
+  const int64_t e1 = a.entry_begin[tile + 1];
+  // Each thread touches only its own two columns: no barrier between zeroing
+  // and accumulating.
+  for (int j = 0; j < nd; ++j) *reinterpret_cast<float2*>(acc + j * kChunk + col) = make_float2(0.0f, 0.0f);
+  const int64_t n = c0 + col;
+  for (int64_t e = e0; e < e1; e += kDepth) {
+    float w0[kDepth], w1[kDepth];
+    uint32_t masks[kDepth];
 #pragma unroll
-        for (int u = 0; u < kDepth; ++u) {
-          if (e + u < e1) {
-            masks[u] = __ldg(a.masks + e + u);
-            LoadPair<TW, kFeatureMajor>(w, a.m, a.v_count, vec, __ldg(a.features + e + u), n, w0[u], w1[u]);
-          } else {
-            masks[u] = 0;
-            w0[u] = w1[u] = 0.0f;
-          }
-        }
-#pragma unroll
-        for (int u = 0; u < kDepth; ++u) {
-          uint32_t mask = masks[u];
-          while (mask != 0) {
-            const int j = __ffs(mask) - 1;
-            mask &= mask - 1;
-            float2* p = reinterpret_cast<float2*>(acc + j * kChunk + col);
-            float2 cur = *p;
-            cur.x += w0[u];
-            cur.y += w1[u];
-            *p = cur;
-          }
-        }
+    for (int u = 0; u < kDepth; ++u) {
+      if (e + u < e1) {
+        masks[u] = __ldg(a.masks + e + u);
+        LoadPair<TW, kFeatureMajor>(w, a.m, a.v_count, vec, __ldg(a.features + e + u), n, w0[u], w1[u]);
+      } else {
+        masks[u] = 0;
+        w0[u] = w1[u] = 0.0f;
       }
-      __syncthreads();
-      // Fused top-2 over the chunk: one warp per document.
-      for (int j = warp; j < nd; j += kWarps) {
-        Top2 t = Top2::Empty();
-        const float* row = acc + j * kChunk;
-        for (int l = lane; l < kChunk; l += 32) {
-          const int64_t node = c0 + l;
-          if (node >= a.m) break;
-          t.Insert(__ldg(a.norms + node) - 2.0f * row[l], static_cast<int32_t>(node));
-        }
-        WarpMergeTop2(t);
-        if (lane == 0) best[j].Merge(t);
-      }
-      __syncthreads();
     }
-    if (tid < nd) WriteTop2(best[tid], d0 + tid, a.bmu, a.second, a.score);
-    __syncthreads();
+#pragma unroll
+    for (int u = 0; u < kDepth; ++u) {
+      uint32_t mask = masks[u];
+      while (mask != 0) {
+        const int j = __ffs(mask) - 1;
+        mask &= mask - 1;
+        float2* p = reinterpret_cast<float2*>(acc + j * kChunk + col);
+        float2 cur = *p;
+        cur.x += w0[u];
+        cur.y += w1[u];
+        *p = cur;
+      }
+    }
+  }
+  __syncthreads();
+  // Top-2 of the chunk: one warp per document.
+  Top2* out = a.partials + (static_cast<int64_t>(blockIdx.y) * a.tiles + blockIdx.x) * kTileDocs;
+  for (int j = warp; j < nd; j += kWarps) {
+    Top2 t = Top2::Empty();
+    const float* row = acc + j * kChunk;
+    for (int l = lane; l < kChunk; l += 32) {
+      const int64_t node = c0 + l;
+      if (node >= a.m) break;
+      t.Insert(__ldg(a.norms + node) - 2.0f * row[l], static_cast<int32_t>(node));
+    }
+    WarpMergeTop2(t);
+    if (lane == 0) out[j] = t;
   }
 }
 
+// Per document of the launch's tiles: the top-2 over all chunks.
+__global__ void MergeTilePartialsKernel(const Top2* __restrict__ partials, int64_t tile0, int64_t tiles, int chunks,
+                                        const int64_t* __restrict__ doc_begin, int32_t* bmu, int32_t* second,
+                                        float* score) {
+  const int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (p >= tiles * kTileDocs) return;
+  const int64_t tile = tile0 + p / kTileDocs;
+  const int j = static_cast<int>(p % kTileDocs);
+  const int64_t d0 = doc_begin[tile];
+  if (j >= doc_begin[tile + 1] - d0) return;
+  const int64_t stride = tiles * kTileDocs;
+  Top2 t = partials[p];
+  for (int c = 1; c < chunks; ++c) t.Merge(partials[c * stride + p]);
+  WriteTop2(t, d0 + j, bmu, second, score);
+}
+
 int g_tiled_depth = 8;  // SetTiledLoadDepth (benchmarks)
+constexpr int kTiledPartialsSlot = 3;
+constexpr size_t kTiledPartialsBytes = size_t{256} << 20;  // per launch
 
 template <typename TW, bool kFeatureMajor, int kDepth>
-absl::Status LaunchTiledDepth(const TiledArgs& args, cudaStream_t s) {
+absl::Status LaunchTiledDepth(const TiledArgs& args, int chunks, cudaStream_t s) {
   auto kernel = TiledBmuKernel<TW, kFeatureMajor, kDepth>;
   TESSERA_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kTiledSmem)));
-  const int64_t blocks = std::min<int64_t>(args.num_tiles, int64_t{1} << 20);
-  kernel<<<static_cast<unsigned>(blocks), kThreads, kTiledSmem, s>>>(args);
+  kernel<<<dim3(static_cast<unsigned>(args.tiles), static_cast<unsigned>(chunks)), kThreads, kTiledSmem, s>>>(args);
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("TiledBmuKernel");
   return absl::OkStatus();
 }
 
 template <typename TW, bool kFeatureMajor>
-absl::Status LaunchTiled(const TiledArgs& args, cudaStream_t s) {
+absl::Status LaunchTiled(const TiledArgs& args, int chunks, cudaStream_t s) {
   switch (g_tiled_depth) {
     case 1:
-      return LaunchTiledDepth<TW, kFeatureMajor, 1>(args, s);
+      return LaunchTiledDepth<TW, kFeatureMajor, 1>(args, chunks, s);
     case 4:
-      return LaunchTiledDepth<TW, kFeatureMajor, 4>(args, s);
+      return LaunchTiledDepth<TW, kFeatureMajor, 4>(args, chunks, s);
     case 16:
-      return LaunchTiledDepth<TW, kFeatureMajor, 16>(args, s);
+      return LaunchTiledDepth<TW, kFeatureMajor, 16>(args, chunks, s);
     default:
-      return LaunchTiledDepth<TW, kFeatureMajor, 8>(args, s);
+      return LaunchTiledDepth<TW, kFeatureMajor, 8>(args, chunks, s);
   }
 }
 
-absl::Status TiledBmus(const Stream& stream, const DocumentSet& docs, const CodebookView& cb, const BmuOutput& out) {
+absl::Status TiledBmus(const Stream& stream, const DocumentSet& docs, const CodebookView& cb, const BmuOutput& out,
+                       SomWorkspace& ws) {
   const DocTilesView tiles = docs.tiles();
   if (tiles.num_tiles <= 0 || tiles.doc_begin == nullptr) {
     return absl::FailedPreconditionError("FindBmus: the CUDA tiled kernels need document tiles (DocumentParts::tiles)");
   }
-  TiledArgs args{tiles.num_tiles, tiles.doc_begin, tiles.entry_begin, tiles.features, tiles.masks,
-                 cb.weights,      cb.sq_norms,     cb.nodes,          cb.features,    out.bmu,
-                 out.second,      out.score};
+  const int64_t chunks = (cb.nodes + kChunk - 1) / kChunk;
+  if (chunks > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("FindBmus: ", cb.nodes, " nodes exceed the tiled kernels' limit of ", int64_t{65535} * kChunk));
+  }
+  // Tiles per launch so the partial top-2s stay within kTiledPartialsBytes.
+  const int64_t per_launch = std::max<int64_t>(
+      1, std::min<int64_t>({tiles.num_tiles, int64_t{1} << 30,
+                            static_cast<int64_t>(kTiledPartialsBytes / (sizeof(Top2) * kTileDocs * chunks))}));
+  TESSERA_ASSIGN_OR_RETURN(void* partials_raw,
+                           ws.Slot(kTiledPartialsSlot, sizeof(Top2) * kTileDocs * chunks * per_launch, stream));
   cudaStream_t s = static_cast<cudaStream_t>(stream.native());
   const bool fm = cb.layout == CodebookLayout::kFeatureMajor;
-  if (cb.type == WeightType::kFloat32) {
-    return fm ? LaunchTiled<float, true>(args, s) : LaunchTiled<float, false>(args, s);
+  for (int64_t t0 = 0; t0 < tiles.num_tiles; t0 += per_launch) {
+    const int64_t count = std::min(per_launch, tiles.num_tiles - t0);
+    TiledArgs args{t0,          count,       tiles.doc_begin, tiles.entry_begin, tiles.features,
+                   tiles.masks, cb.weights,  cb.sq_norms,     cb.nodes,          cb.features,
+                   static_cast<Top2*>(partials_raw)};
+    const int c = static_cast<int>(chunks);
+    absl::Status launched;
+    if (cb.type == WeightType::kFloat32) {
+      launched = fm ? LaunchTiled<float, true>(args, c, s) : LaunchTiled<float, false>(args, c, s);
+    } else {
+      launched = fm ? LaunchTiled<__half, true>(args, c, s) : LaunchTiled<__half, false>(args, c, s);
+    }
+    TESSERA_RETURN_IF_ERROR(launched);
+    const int64_t slots = count * kTileDocs;
+    MergeTilePartialsKernel<<<static_cast<unsigned>((slots + kThreads - 1) / kThreads), kThreads, 0, s>>>(
+        args.partials, t0, count, c, tiles.doc_begin, out.bmu, out.second, out.score);
+    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("MergeTilePartialsKernel");
   }
-  return fm ? LaunchTiled<__half, true>(args, s) : LaunchTiled<__half, false>(args, s);
+  return absl::OkStatus();
 }
 
 // ---------------------------------------------------------------------------
@@ -431,13 +468,14 @@ __global__ void SqNormsKernel(const TW* __restrict__ w, int64_t m, int64_t v_cou
 absl::Status FindBmus(const Stream& stream, BmuAlgorithm algorithm, const DocumentSet& docs,
                       const CodebookView& codebook, const BmuOutput& out, SomWorkspace* workspace) {
   TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
-  if (algorithm == BmuAlgorithm::kFeatureMajor || algorithm == BmuAlgorithm::kNodeMajor) {
-    return TiledBmus(stream, docs, codebook, out);
-  }
   SomWorkspace local;
   SomWorkspace& ws = workspace != nullptr ? *workspace : local;
-  TESSERA_RETURN_IF_ERROR(
-      CusparseBmus(stream, algorithm == BmuAlgorithm::kCusparseRowOrder, docs, codebook, out, ws));
+  if (algorithm == BmuAlgorithm::kFeatureMajor || algorithm == BmuAlgorithm::kNodeMajor) {
+    TESSERA_RETURN_IF_ERROR(TiledBmus(stream, docs, codebook, out, ws));
+  } else {
+    TESSERA_RETURN_IF_ERROR(
+        CusparseBmus(stream, algorithm == BmuAlgorithm::kCusparseRowOrder, docs, codebook, out, ws));
+  }
   // A local workspace is freed on return: finish its work first.
   if (workspace == nullptr) TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   return absl::OkStatus();

@@ -1,0 +1,412 @@
+// The ALFI search pipeline (services/fingerprint/alfi_pipeline.h) on a large
+// synthetic gallery: LSS-R matches per second through the pipeline vs the
+// plain whole-gallery GPU path vs all CPU cores, search latency per latent,
+// the measured overlap (pipelined wall time vs the serialized run's), and
+// DMC through the same pipeline on the GPU and the CPU.
+//
+//   fingerprint_pipeline_bench [--sizes=10000,100000,1000000] [--latents=16]
+//       [--batch=65536] [--top=100] [--cpu_templates=20000] [--dmc_templates=100000]
+//       [--cpu_dmc_templates=2000] [--no_dmc] [--seed=S] [--data=DIR]
+//
+// Gallery (services/fingerprint/synthetic_gallery.h): 4 perturbed
+// impressions of each real FVC2002 impression (rigid motion, Gaussian-bump
+// distortion, jitter, drops, spurious minutiae; the mates), the rest
+// impressions of synthetic (mirrored chimera) identities; descriptors on the
+// GPU when there is one. Latents: crops of 12-30 minutiae of real impressions
+// (latent_eval.h), and for comparison with fingerprint_gpu_bench the whole
+// impressions ("full"). Sizes are built incrementally (the gallery of the
+// largest size holds the smaller ones as prefixes).
+//
+// Rows (matches/s = templates x latents / wall time):
+//   pipeline GPU     all latents in one Search: each batch uploaded once and
+//                    scored for every latent; ms/latent = wall / latents;
+//   serialized GPU   the same with overlap off (one batch in flight, final
+//                    stage inline): the sum of the stages; "overlap" is its
+//                    wall over the pipelined wall;
+//   pipeline 1-by-1  one latent per Search call: latency of a lone query
+//                    (the whole gallery streamed per latent);
+//   plain GPU        MccDeviceGallery resident on the GPU (uploaded once,
+//                    time shown separately), ScoreGallery per latent + top-k
+//                    on the host;
+//   CPU all cores    the pipeline's CPU backend on the first cpu_templates.
+// Without a GPU only the CPU rows run.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "common/buffer.h"
+#include "common/device.h"
+#include "common/parallel.h"
+#include "kernels/fingerprint/lss.h"
+#include "kernels/fingerprint/mcc.h"
+#include "services/fingerprint/alfi_dmc_matcher.h"
+#include "services/fingerprint/alfi_pipeline.h"
+#include "services/fingerprint/eval.h"
+#include "services/fingerprint/fvc_data.h"
+#include "services/fingerprint/latent_eval.h"
+#include "services/fingerprint/synthetic_gallery.h"
+
+namespace tessera {
+namespace fingerprint {
+namespace {
+
+double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+struct Config {
+  std::vector<int64_t> sizes;
+  int latents = 16;
+  int batch = 65536;
+  int top = 100;
+  int64_t cpu_templates = 20000;
+  int64_t dmc_templates = 100000;
+  int64_t cpu_dmc_templates = 2000;
+  bool dmc = true;
+  uint64_t seed = 20261130;
+  std::string data_dir;
+};
+
+void Header() {
+  std::printf("%-9s %-17s %-5s %7s %8s %9s %10s %8s  %s\n", "templates", "path", "probe", "latents", "wall s",
+              "M match/s", "ms/latent", "overlap", "stage sums (s): upload / kernels / download / final; slot wait");
+}
+
+void Row(int64_t templates, const char* path, const char* probe, int latents, double wall, double overlap,
+         const PipelineStats* s) {
+  std::printf("%-9lld %-17s %-5s %7d %8.3f %9.2f %10.2f ", static_cast<long long>(templates), path, probe, latents,
+              wall, templates * static_cast<double>(latents) / wall / 1e6, 1e3 * wall / latents);
+  if (overlap > 0) {
+    std::printf("%8.2f  ", overlap);
+  } else {
+    std::printf("%8s  ", "-");
+  }
+  if (s != nullptr) {
+    std::printf("%.3f / %.3f / %.3f / %.3f; %.3f", s->upload_seconds, s->kernel_seconds, s->download_seconds,
+                s->final_stage_seconds, s->slot_wait_seconds);
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+// First mate's rank among the top-k (0: not there).
+int MateRank(const std::vector<Candidate>& top, const std::vector<int64_t>& identity, int64_t probe_identity) {
+  for (size_t r = 0; r < top.size(); ++r) {
+    if (identity[top[r].template_index] == probe_identity) return static_cast<int>(r) + 1;
+  }
+  return 0;
+}
+
+// Copies the first n templates (the CPU rows use a prefix).
+std::shared_ptr<MccGallery> Prefix(const MccGallery& g, int64_t n) {
+  auto out = std::make_shared<MccGallery>();
+  n = std::min<int64_t>(n, g.num_templates());
+  const size_t c = g.start[n];
+  out->start.assign(g.start.begin(), g.start.begin() + n + 1);
+  out->bits.assign(g.bits.begin(), g.bits.begin() + c * kMccBitWords);
+  out->mask.assign(g.mask.begin(), g.mask.begin() + c * kMccMaskWords);
+  out->x.assign(g.x.begin(), g.x.begin() + c);
+  out->y.assign(g.y.begin(), g.y.begin() + c);
+  out->theta.assign(g.theta.begin(), g.theta.begin() + c);
+  out->bit_count.assign(g.bit_count.begin(), g.bit_count.begin() + c);
+  out->full_mask.assign(g.full_mask.begin(), g.full_mask.begin() + c);
+  return out;
+}
+
+int Run(const Config& cfg) {
+  const DeviceRegistry& devices = DeviceRegistry::Get();
+  const bool gpu = devices.cuda_available();
+  std::printf("fingerprint_pipeline_bench on %s, %d CPU threads\n", devices.Describe().c_str(), CpuThreads());
+  // Real bases.
+  std::vector<BaseTemplate> bases;
+  std::string dir = cfg.data_dir;
+  if (dir.empty()) {
+    auto found = FindFingerprintDataDir();
+    if (found.ok()) dir = *found;
+  }
+  for (int db = 1; db <= 4 && !dir.empty(); ++db) {
+    auto imps = LoadFvc2002(dir, db);
+    if (!imps.ok()) break;
+    for (const FvcImpression& imp : *imps) bases.push_back({ToMinutiaPoints(imp.view), db * 1000 + imp.finger});
+  }
+  if (bases.empty()) {
+    std::printf("FVC2002 data not found: synthetic base templates\n");
+    SplitMix64 rng(cfg.seed);
+    for (int i = 0; i < 320; ++i) {
+      BaseTemplate b;
+      for (int k = 0; k < 35; ++k) {
+        b.points.push_back({static_cast<float>(rng.UniformInt(20, 279)), static_cast<float>(rng.UniformInt(20, 379)),
+                            static_cast<float>(rng.UniformInt(0, 255) * (2 * M_PI / 256))});
+      }
+      b.identity = i / 8;
+      bases.push_back(b);
+    }
+  }
+  // Latents: crops and whole impressions of bases spread over the set.
+  std::vector<MccTemplate> crops, fulls;
+  std::vector<int64_t> latent_identity;
+  for (int i = 0; i < cfg.latents; ++i) {
+    const BaseTemplate& b = bases[(static_cast<size_t>(i) * 37 + 3) % bases.size()];
+    SplitMix64 rng(cfg.seed + 7919 * i);
+    crops.push_back(cpu::BuildMccTemplate(CropLatent(b.points, LatentCropParams(), rng)));
+    fulls.push_back(cpu::BuildMccTemplate(b.points));
+    latent_identity.push_back(b.identity);
+  }
+  double crop_cyl = 0;
+  for (const auto& c : crops) crop_cyl += c.cylinders.size();
+  std::printf("latents: %d crops of 12-30 minutiae (%.1f valid cylinders on average) and the same %d whole "
+              "impressions\n",
+              cfg.latents, crop_cyl / cfg.latents, cfg.latents);
+
+  const int64_t largest = *std::max_element(cfg.sizes.begin(), cfg.sizes.end());
+  SyntheticGalleryOptions so;
+  so.seed = cfg.seed;
+  so.size = largest;
+  so.mated_templates = std::min<int64_t>(largest, 4 * static_cast<int64_t>(bases.size()));
+  auto synthetic = SyntheticGallery::Create(bases, so);
+  if (!synthetic.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(synthetic.status().message()).c_str());
+    return 1;
+  }
+  Stream cpu_stream = Stream::Cpu();
+  std::unique_ptr<Stream> gpu_stream;
+  if (gpu) {
+    auto s = Stream::Create(Backend::kCuda);
+    if (!s.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(s.status().message()).c_str());
+      return 1;
+    }
+    gpu_stream = std::make_unique<Stream>(std::move(*s));
+  }
+  const Stream& build_stream = gpu ? *gpu_stream : cpu_stream;
+  auto gallery = std::make_shared<MccGallery>();
+  std::vector<int64_t> identity;
+  std::vector<int64_t> sizes = cfg.sizes;
+  std::sort(sizes.begin(), sizes.end());
+  LssBatchMatcher lssr(MccScore::kLssR);
+  const LssConstants constants = MakeLssConstants(LssParams());
+
+  for (int64_t size : sizes) {
+    const double g0 = Now();
+    if (auto s = synthetic->AppendTo(build_stream, gallery->num_templates(), size, gallery.get(), &identity);
+        !s.ok()) {
+      std::fprintf(stderr, "gallery: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+    std::printf("\n== gallery of %lld templates (%d mated impressions of the real fingers), %d cylinders "
+                "(%.1f per template), %.2f GB; generated + descriptors (%s) in %.1f s ==\n",
+                static_cast<long long>(size), static_cast<int>(std::min(size, so.mated_templates)), gallery->num_cylinders(),
+                static_cast<double>(gallery->num_cylinders()) / size, gallery->bytes() / 1e9,
+                gpu ? "GPU" : "CPU", Now() - g0);
+    Header();
+    if (gpu) {
+      PipelineOptions po;
+      po.backend = Backend::kCuda;
+      po.batch_templates = cfg.batch;
+      po.top_k = cfg.top;
+      const double p0 = Now();
+      auto pipeline = AlfiPipeline::Create(gallery, po);
+      if (!pipeline.ok()) {
+        std::fprintf(stderr, "pipeline: %s\n", std::string(pipeline.status().message()).c_str());
+        return 1;
+      }
+      std::printf("pipeline set-up (pinned copy %.2f GB, 2 device slots %.2f GB): %.2f s; %d batches of %d\n",
+                  (*pipeline)->host_bytes() / 1e9, (*pipeline)->device_bytes() / 1e9, Now() - p0,
+                  (*pipeline)->num_batches(), cfg.batch);
+      PipelineOptions serial_options = po;
+      serial_options.overlap = false;
+      auto serial = AlfiPipeline::Create(gallery, serial_options);
+      if (!serial.ok()) {
+        std::fprintf(stderr, "pipeline: %s\n", std::string(serial.status().message()).c_str());
+        return 1;
+      }
+      // Plain resident path (also the parity reference).
+      const double u0 = Now();
+      auto device = MccDeviceGallery::Upload(*gallery, *gpu_stream);
+      if (!device.ok()) {
+        std::fprintf(stderr, "upload: %s\n", std::string(device.status().message()).c_str());
+        return 1;
+      }
+      const double upload_s = Now() - u0;
+      for (int which = 0; which < 2; ++which) {
+        const std::vector<MccTemplate>& lat = which == 0 ? crops : fulls;
+        const char* probe = which == 0 ? "crop" : "full";
+        // Warm-up (module load, first allocations).
+        (void)(*pipeline)->Search(lssr, {lat[0]});
+        PipelineStats st, serial_st;
+        const double t0 = Now();
+        auto top = (*pipeline)->Search(lssr, lat, &st);
+        const double wall = Now() - t0;
+        if (!top.ok()) {
+          std::fprintf(stderr, "pipeline: %s\n", std::string(top.status().message()).c_str());
+          return 1;
+        }
+        const double s0 = Now();
+        auto serial_top = (*serial)->Search(lssr, lat, &serial_st);
+        const double serial_wall = Now() - s0;
+        if (!serial_top.ok()) return 1;
+        Row(size, "pipeline GPU", probe, cfg.latents, wall, serial_wall / wall, &st);
+        Row(size, "serialized GPU", probe, cfg.latents, serial_wall, 0, &serial_st);
+        std::printf("%-9s overlap ratio (stage sum / wall) pipelined %.2f, serialized %.2f; %.0f MB uploaded\n", "",
+                    st.overlap_ratio(), serial_st.overlap_ratio(), st.upload_bytes / 1e6);
+        // One latent per call.
+        double one_by_one = 0;
+        for (const MccTemplate& l : lat) {
+          const double o0 = Now();
+          if (!(*pipeline)->Search(lssr, {l}).ok()) return 1;
+          one_by_one += Now() - o0;
+        }
+        Row(size, "pipeline 1-by-1", probe, cfg.latents, one_by_one, 0, nullptr);
+        // Plain GPU: resident gallery, one ScoreGallery per latent + top-k.
+        std::vector<float> scores(size);
+        int same = 0, rank1 = 0;
+        const double q0 = Now();
+        std::vector<std::vector<Candidate>> plain;
+        for (size_t i = 0; i < lat.size(); ++i) {
+          if (auto s = ScoreGallery(*gpu_stream, PrepareProbe(lat[i]), *device, MccScore::kLssR, constants,
+                                    scores.data());
+              !s.ok()) {
+            std::fprintf(stderr, "plain: %s\n", std::string(s.message()).c_str());
+            return 1;
+          }
+          plain.push_back(TopK(scores.data(), static_cast<int>(size), cfg.top));
+        }
+        const double plain_wall = Now() - q0;
+        for (size_t i = 0; i < lat.size(); ++i) {
+          same += plain[i] == (*top)[i];
+          rank1 += MateRank((*top)[i], identity, latent_identity[i]) == 1;
+        }
+        Row(size, "plain GPU", probe, cfg.latents, plain_wall, 0, nullptr);
+        std::printf("%-9s plain GPU gallery upload %.2f s (once); top-%d lists identical to the pipeline's: %d of %d; "
+                    "mate at rank 1: %d of %d\n",
+                    "", upload_s, cfg.top, same, cfg.latents, rank1, cfg.latents);
+      }
+    }
+    // CPU, all cores, on a prefix (the rate does not depend on the size).
+    const int64_t cpu_n = std::min<int64_t>(size, cfg.cpu_templates);
+    auto prefix = cpu_n == size ? gallery : Prefix(*gallery, cpu_n);
+    for (int which = 0; which < 2; ++which) {
+      const std::vector<MccTemplate>& lat = which == 0 ? crops : fulls;
+      PipelineOptions po;
+      po.batch_templates = std::max<int>(1, static_cast<int>(cpu_n / 8));
+      po.top_k = cfg.top;
+      auto p = AlfiPipeline::Create(prefix, po);
+      if (!p.ok()) return 1;
+      PipelineStats st;
+      const double t0 = Now();
+      if (!(*p)->Search(lssr, lat, &st).ok()) return 1;
+      Row(cpu_n, "CPU all cores", which == 0 ? "crop" : "full", cfg.latents, Now() - t0, st.overlap_ratio(), &st);
+    }
+    // DMC through the pipeline.
+    if (cfg.dmc) {
+      auto dmc = DmcBatchMatcher::Create();
+      if (!dmc.ok()) {
+        std::fprintf(stderr, "%s\n", std::string(dmc.status().message()).c_str());
+        return 1;
+      }
+      if (gpu) {
+        const int64_t n = std::min<int64_t>(size, cfg.dmc_templates);
+        auto sub = n == size ? gallery : Prefix(*gallery, n);
+        for (bool overlap : {true, false}) {
+          PipelineOptions po;
+          po.backend = Backend::kCuda;
+          po.batch_templates = std::min(cfg.batch, 16384);  // DMC outputs are ~43 B per cylinder and latent
+          po.top_k = cfg.top;
+          po.overlap = overlap;
+          auto p = AlfiPipeline::Create(sub, po);
+          if (!p.ok()) return 1;
+          (void)(*p)->Search(**dmc, {crops[0]});  // warm-up
+          PipelineStats st;
+          const double t0 = Now();
+          auto top = (*p)->Search(**dmc, crops, &st);
+          if (!top.ok()) {
+            std::fprintf(stderr, "DMC: %s\n", std::string(top.status().message()).c_str());
+            return 1;
+          }
+          Row(n, overlap ? "DMC pipeline GPU" : "DMC serialized", "crop", cfg.latents, Now() - t0,
+              overlap ? st.overlap_ratio() : 0, &st);
+        }
+      }
+      const int64_t n = std::min<int64_t>(size, cfg.cpu_dmc_templates);
+      auto sub = n == size ? gallery : Prefix(*gallery, n);
+      PipelineOptions po;
+      po.batch_templates = std::max<int>(1, static_cast<int>(n / 8));
+      po.top_k = cfg.top;
+      auto p = AlfiPipeline::Create(sub, po);
+      if (!p.ok()) return 1;
+      PipelineStats st;
+      const double t0 = Now();
+      if (!(*p)->Search(**dmc, crops, &st).ok()) return 1;
+      Row(n, "DMC CPU all cores", "crop", cfg.latents, Now() - t0, st.overlap_ratio(), &st);
+    }
+  }
+  std::printf("\n(overlap: for LSS-R GPU rows the serialized wall over the pipelined wall; for DMC and CPU rows the "
+              "stage sum over the wall)\n");
+  return 0;
+}
+
+}  // namespace
+}  // namespace fingerprint
+}  // namespace tessera
+
+int main(int argc, char** argv) {
+  using namespace tessera::fingerprint;
+  Config cfg;
+  const bool gpu = tessera::DeviceRegistry::Get().cuda_available();
+  cfg.sizes = gpu ? std::vector<int64_t>{10000, 100000, 1000000} : std::vector<int64_t>{2000, 20000};
+  for (int i = 1; i < argc; ++i) {
+    const char* a = argv[i];
+    int64_t n = 0;
+    uint64_t u = 0;
+    auto value = [&](const char* name) -> const char* {
+      const size_t len = std::strlen(name);
+      return std::strncmp(a, name, len) == 0 && a[len] == '=' ? a + len + 1 : nullptr;
+    };
+    bool ok = true;
+    if (const char* v = value("--sizes")) {
+      cfg.sizes.clear();
+      for (absl::string_view s : absl::StrSplit(v, ',', absl::SkipEmpty())) {
+        ok = ok && absl::SimpleAtoi(s, &n) && n >= 1 && n < (int64_t{1} << 31) - 2;
+        cfg.sizes.push_back(n);
+      }
+      ok = ok && !cfg.sizes.empty();
+    } else if (const char* v = value("--latents")) {
+      ok = absl::SimpleAtoi(v, &n) && n >= 1 && n <= 4096;
+      cfg.latents = static_cast<int>(n);
+    } else if (const char* v = value("--batch")) {
+      ok = absl::SimpleAtoi(v, &n) && n >= 1;
+      cfg.batch = static_cast<int>(n);
+    } else if (const char* v = value("--top")) {
+      ok = absl::SimpleAtoi(v, &n) && n >= 1;
+      cfg.top = static_cast<int>(n);
+    } else if (const char* v = value("--cpu_templates")) {
+      ok = absl::SimpleAtoi(v, &cfg.cpu_templates) && cfg.cpu_templates >= 1;
+    } else if (const char* v = value("--dmc_templates")) {
+      ok = absl::SimpleAtoi(v, &cfg.dmc_templates) && cfg.dmc_templates >= 1;
+    } else if (const char* v = value("--cpu_dmc_templates")) {
+      ok = absl::SimpleAtoi(v, &cfg.cpu_dmc_templates) && cfg.cpu_dmc_templates >= 1;
+    } else if (std::strcmp(a, "--no_dmc") == 0) {
+      cfg.dmc = false;
+    } else if (const char* v = value("--seed")) {
+      ok = absl::SimpleAtoi(v, &u);
+      cfg.seed = u;
+    } else if (const char* v = value("--data")) {
+      cfg.data_dir = v;
+    } else {
+      ok = false;
+    }
+    if (!ok) {
+      std::fprintf(stderr,
+                   "usage: %s [--sizes=N,N,...] [--latents=L] [--batch=B] [--top=K] [--cpu_templates=N]\n"
+                   "          [--dmc_templates=N] [--cpu_dmc_templates=N] [--no_dmc] [--seed=S] [--data=DIR]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+  return Run(cfg);
+}

@@ -11,16 +11,18 @@ namespace tessera::cli {
 void HostedServices::AddTo(ServiceHost& host) {
   if (volume) host.AddService(volume.get());
   if (registration) host.AddService(registration.get());
+  if (fingerprint) host.AddService(fingerprint.get());
   if (som) host.AddService(som.get());
 }
 
 const std::vector<std::string>& HostableServiceNames() {
-  static const auto* names = new std::vector<std::string>{"volume", "registration", "som"};
+  static const auto* names = new std::vector<std::string>{"volume", "registration", "fingerprint", "som"};
   return *names;
 }
 
 absl::StatusOr<HostedServices> CreateHostedServices(const ServerOptions& options,
-                                                    const std::vector<std::string>& names) {
+                                                    const std::vector<std::string>& names,
+                                                    const FingerprintServiceOptions& fingerprint_options) {
   const std::vector<std::string>& known = HostableServiceNames();
   for (const std::string& name : names) {
     if (std::find(known.begin(), known.end(), name) == known.end()) {
@@ -37,6 +39,9 @@ absl::StatusOr<HostedServices> CreateHostedServices(const ServerOptions& options
   }
   if (wanted("registration")) {
     TESSERA_ASSIGN_OR_RETURN(services.registration, RegistrationServiceImpl::Create(options));
+  }
+  if (wanted("fingerprint")) {
+    TESSERA_ASSIGN_OR_RETURN(services.fingerprint, FingerprintServiceImpl::Create(options, fingerprint_options));
   }
   if (wanted("som")) {
     TESSERA_ASSIGN_OR_RETURN(services.som, SomAtlasServiceImpl::Create(options));

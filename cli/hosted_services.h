@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "services/fingerprint/fingerprint_service.h"
 #include "services/registration/registration_service.h"
 #include "services/server/server_options.h"
 #include "services/server/service_host.h"
@@ -20,6 +21,7 @@ struct HostedServices {
   std::unique_ptr<VolumeServiceImpl> volume;
   // Destroyed after the host (declare HostedServices first): cancels its jobs.
   std::unique_ptr<RegistrationServiceImpl> registration;
+  std::unique_ptr<FingerprintServiceImpl> fingerprint;  // its gallery directory: FingerprintServiceOptions
   std::unique_ptr<SomAtlasServiceImpl> som;  // "som": SOM atlases (cancels its jobs too)
 
   // Registers every service with `host` (before host.Start()).
@@ -27,13 +29,14 @@ struct HostedServices {
 };
 
 // The names `--services` accepts, in hosting order.
-const std::vector<std::string>& HostableServiceNames();  // {"volume", "registration", "som"}
+const std::vector<std::string>& HostableServiceNames();  // {"volume", "registration", "fingerprint", "som"}
 
 // Creates the services named in `names` (all when empty); an unknown name is
 // INVALID_ARGUMENT listing the known ones. One binary can so run every
 // service, or one per Kubernetes Deployment.
 absl::StatusOr<HostedServices> CreateHostedServices(const ServerOptions& options,
-                                                    const std::vector<std::string>& names = {});
+                                                    const std::vector<std::string>& names = {},
+                                                    const FingerprintServiceOptions& fingerprint = {});
 
 }  // namespace tessera::cli
 

@@ -20,6 +20,7 @@ constexpr Verb kVerbs[] = {
     {"register", tessera::cli::RunRegister, "register a moving volume to a fixed one; ANTs-style outputs + JSON"},
     {"synth", tessera::cli::RunSynth, "make a registration problem with a known answer from a real volume"},
     {"devices", tessera::cli::RunDevices, "list the compute backends and GPUs this process can use"},
+    {"fp", tessera::cli::RunFp, "fingerprint gallery in a directory: enroll, search (JSON), delete, list"},
 };
 
 void PrintUsage(FILE* out) {

@@ -74,7 +74,9 @@ int RunDemo(int argc, char** argv) {
   options.device = ctx.device;
   options.drain_timeout = absl::Seconds(5);
   options.data_roots = {DirName(ctx.volume_path), ctx.out_dir};
-  auto services = CreateHostedServices(options);
+  FingerprintServiceOptions fingerprint_options;
+  fingerprint_options.gallery_dir = ctx.OutPath("fingerprint-gallery");  // durable; the step re-enrolls with replace
+  auto services = CreateHostedServices(options, {}, fingerprint_options);
   if (!services.ok()) return Fail("creating the services", services.status());
   ServiceHost host(options);
   services->AddTo(host);
@@ -94,6 +96,7 @@ int RunDemo(int argc, char** argv) {
       {"health", DemoHealthStep},
       {"volume", DemoVolumeStep},
       {"registration", DemoRegistrationStep},
+      {"fingerprint", DemoFingerprintStep},
       {"metrics", DemoMetricsStep},
   };
   for (const Step& step : steps) {

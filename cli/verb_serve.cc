@@ -30,7 +30,8 @@ std::vector<FlagSpec> ServeFlags() {
       {"tls-client-ca", "", "CA (PEM) that client certificates must chain to: mutual TLS"},
       {"drain-timeout-s", "30", "on SIGTERM, seconds in-flight calls get before being cancelled"},
       {"device", "auto", "compute backend: auto, cpu or cuda"},
-      {"services", "", "comma-separated services to host (default all: volume,registration,som)"},
+      {"services", "", "comma-separated services to host (default all: volume,registration,fingerprint,som)"},
+      {"gallery-dir", "", "fingerprint gallery directory (durable; default: a temporary one, lost at exit)"},
       {"atlas-dir", "", "where the som service keeps its atlases (default <first data root>/atlases)"},
   };
 }
@@ -79,7 +80,9 @@ int RunServe(int argc, char** argv) {
     return 2;
   }
   const std::vector<std::string> names = absl::StrSplit(args->Get("services"), ',', absl::SkipEmpty());
-  auto services = CreateHostedServices(*options, names);
+  FingerprintServiceOptions fingerprint_options;
+  fingerprint_options.gallery_dir = args->Get("gallery-dir");
+  auto services = CreateHostedServices(*options, names, fingerprint_options);
   if (!services.ok()) {
     std::fprintf(stderr, "tessera serve: %s\n", std::string(services.status().message()).c_str());
     return services.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;

@@ -1,0 +1,157 @@
+// tessera.v1.FingerprintService (protos/tessera/v1/fingerprint.proto) and
+// the engine behind it, FingerprintGallery, which `tessera fp` also uses
+// directly on a gallery directory.
+//
+// FingerprintGallery = GalleryStore (durable truth, gallery_store.h) +
+// GallerySearcher (in-memory index, searcher.h). At open the searcher is
+// rebuilt from the store: templates whose cylinders the snapshot holds are
+// appended as they are read, the rest get their descriptors built on all
+// cores. Every enroll/delete is committed to the store first and then applied
+// to the searcher, under one mutation lock so both see the same order;
+// searches never take that lock. When the log passes compact_log_bytes a
+// background thread compacts it into a snapshot (with the cylinders).
+//
+//   auto service = FingerprintServiceImpl::Create(server_options, {.gallery_dir = "/var/lib/tessera/fp"});
+//   host.AddService(service->get());  // must outlive the host
+#ifndef TESSERA_SERVICES_FINGERPRINT_FINGERPRINT_SERVICE_H_
+#define TESSERA_SERVICES_FINGERPRINT_FINGERPRINT_SERVICE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/server_context.h>
+#include <grpcpp/support/sync_stream.h>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "services/fingerprint/gallery_store.h"
+#include "services/fingerprint/searcher.h"
+#include "services/fingerprint/template_io.h"
+#include "services/server/server_options.h"
+#include "tessera/v1/fingerprint.grpc.pb.h"
+
+namespace tessera {
+
+struct FingerprintServiceOptions {
+  // Where the gallery lives. Empty: a fresh temporary directory, removed
+  // at exit (nothing survives a restart; a warning says so).
+  std::string gallery_dir;
+  std::string matcher = "lssr";  // fingerprint::SearcherMatchers()
+  std::string device;            // "auto", "cpu", "cuda"; empty: ServerOptions::device
+  int max_top_k = 1000;
+  int max_probes = 1024;                                       // per SearchBatch
+  int64_t max_template_bytes = fingerprint::kMaxGalleryTemplateBytes;  // larger: RESOURCE_EXHAUSTED
+  int enroll_group = 1024;                                     // EnrollStream items per fsync
+  int64_t compact_log_bytes = int64_t{256} << 20;              // log size that triggers compaction
+};
+
+namespace fingerprint {
+
+struct ParsedTemplate {
+  TemplateFormat format = TemplateFormat::kUnknown;
+  std::vector<MinutiaPoint> minutiae;
+};
+
+// Parses `bytes` as `format` (kUnknown: detect) and takes finger view
+// `view`. INVALID_ARGUMENT with the parser's message for a malformed or
+// truncated record (DATA_LOSS from the parsers becomes INVALID_ARGUMENT:
+// the client sent it), for a missing view, or for a template without
+// minutiae or that the matcher cannot take.
+absl::StatusOr<ParsedTemplate> ParseProbeOrTemplate(absl::string_view bytes, TemplateFormat format, int view = 0);
+
+struct EnrollItem {
+  std::string id;
+  std::string bytes;
+  TemplateFormat format = TemplateFormat::kUnknown;
+  int view = 0;
+};
+
+class FingerprintGallery {
+ public:
+  static absl::StatusOr<std::unique_ptr<FingerprintGallery>> Open(const FingerprintServiceOptions& options);
+  ~FingerprintGallery();
+
+  // Durable when OK; ALREADY_EXISTS unless `replace`.
+  absl::StatusOr<std::shared_ptr<const StoredTemplate>> Enroll(const EnrollItem& item, bool replace = false);
+  // Parses on all cores and commits the good items with one fsync. Per-item
+  // status; the call fails only when the store cannot write (then none of
+  // this group is acknowledged).
+  absl::StatusOr<std::vector<absl::Status>> EnrollBatch(const std::vector<EnrollItem>& items, bool replace = false);
+  absl::Status Delete(absl::string_view id);  // NOT_FOUND
+  std::vector<std::string> List(absl::string_view after, int limit) const;
+  int64_t size() const;
+
+  absl::StatusOr<std::vector<std::vector<SearchCandidate>>> Search(const std::vector<std::vector<MinutiaPoint>>& probes,
+                                                                   int top_k, SearchStats* stats = nullptr);
+  absl::StatusOr<float> VerifyId(const std::vector<MinutiaPoint>& probe, absl::string_view id);
+  absl::StatusOr<float> Compare(const std::vector<MinutiaPoint>& a, const std::vector<MinutiaPoint>& b);
+
+  // Capacity hint before enrolling many templates (avoids regrowing the
+  // descriptor arrays, which briefly needs twice their memory).
+  void Reserve(int64_t templates, int64_t cylinders) { searcher_->Reserve(templates, cylinders); }
+  // Snapshot now (also what the background compaction runs).
+  absl::Status Compact();
+  const std::string& dir() const { return store_->dir(); }
+  const GalleryOpenStats& open_stats() const { return store_->open_stats(); }
+  double load_seconds() const { return load_seconds_; }
+  std::string matcher() const { return searcher_->matcher(); }
+
+ private:
+  FingerprintGallery(FingerprintServiceOptions options, bool temporary)
+      : options_(std::move(options)), temporary_(temporary) {}
+  void MaybeCompactInBackground();
+
+  const FingerprintServiceOptions options_;
+  const bool temporary_;
+  std::unique_ptr<GallerySearcher> searcher_;
+  std::unique_ptr<GalleryStore> store_;
+  std::mutex mutate_mu_;  // store commit + searcher update, as one step
+  std::mutex compact_thread_mu_;
+  std::thread compact_thread_;
+  std::atomic<bool> compacting_{false};
+  double load_seconds_ = 0;
+};
+
+}  // namespace fingerprint
+
+class FingerprintServiceImpl final : public v1::FingerprintService::Service {
+ public:
+  static absl::StatusOr<std::unique_ptr<FingerprintServiceImpl>> Create(const ServerOptions& server_options,
+                                                                        FingerprintServiceOptions options = {});
+
+  grpc::Status Enroll(grpc::ServerContext* context, const v1::EnrollRequest* request,
+                      v1::EnrollResponse* response) override;
+  grpc::Status EnrollStream(grpc::ServerContext* context, grpc::ServerReader<v1::EnrollRequest>* reader,
+                            v1::EnrollStreamResponse* response) override;
+  grpc::Status Delete(grpc::ServerContext* context, const v1::DeleteRequest* request,
+                      v1::DeleteResponse* response) override;
+  grpc::Status List(grpc::ServerContext* context, const v1::ListRequest* request, v1::ListResponse* response) override;
+  grpc::Status Search(grpc::ServerContext* context, const v1::SearchRequest* request,
+                      v1::SearchResponse* response) override;
+  grpc::Status SearchBatch(grpc::ServerContext* context, const v1::SearchBatchRequest* request,
+                           v1::SearchBatchResponse* response) override;
+  grpc::Status Verify(grpc::ServerContext* context, const v1::VerifyRequest* request,
+                      v1::VerifyResponse* response) override;
+
+  fingerprint::FingerprintGallery& gallery() { return *gallery_; }
+
+ private:
+  FingerprintServiceImpl(FingerprintServiceOptions options, std::unique_ptr<fingerprint::FingerprintGallery> gallery)
+      : options_(std::move(options)), gallery_(std::move(gallery)) {}
+  absl::StatusOr<fingerprint::ParsedTemplate> ParseRequestTemplate(const v1::FingerprintTemplate& t,
+                                                                   absl::string_view what) const;
+  absl::Status SearchImpl(const google::protobuf::RepeatedPtrField<v1::FingerprintTemplate>& probes, int top_k,
+                          std::vector<std::vector<fingerprint::SearchCandidate>>* results, v1::SearchTiming* timing);
+
+  const FingerprintServiceOptions options_;
+  std::unique_ptr<fingerprint::FingerprintGallery> gallery_;
+};
+
+}  // namespace tessera
+
+#endif  // TESSERA_SERVICES_FINGERPRINT_FINGERPRINT_SERVICE_H_

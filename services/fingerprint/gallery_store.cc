@@ -1,0 +1,684 @@
+#include "services/fingerprint/gallery_store.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/log.h"
+#include "common/status.h"
+
+namespace tessera {
+namespace fingerprint {
+namespace {
+
+constexpr uint8_t kEnrollRecord = 1;
+constexpr uint8_t kDeleteRecord = 2;
+constexpr uint32_t kSnapshotVersion = 1;
+constexpr char kSnapshotMagic[] = "TSFPSNAP";
+constexpr char kSnapshotEnd[] = "TSFPEND.";
+constexpr uint16_t kNoCylinders = 0xFFFF;
+// Largest payload a writer produces (template bytes + minutiae + 255
+// cylinders) with room to spare; a larger length field is corruption.
+constexpr uint32_t kMaxPayload = (4u << 20);
+constexpr size_t kCylinderBytes = (kMccBitWords + kMccMaskWords) * 8 + 4 * 4;
+
+absl::Status ErrnoError(absl::string_view what, const std::string& path) {
+  const int err = errno;
+  const std::string message = absl::StrCat(what, " ", path, ": ", std::strerror(err));
+  if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(message);
+  if (err == EACCES || err == EPERM || err == EROFS) return absl::PermissionDeniedError(message);
+  if (err == ENOENT) return absl::NotFoundError(message);
+  return absl::InternalError(message);
+}
+
+// --- little-endian encoding -------------------------------------------------
+
+template <typename T>
+void Put(std::string* out, T v) {
+  char b[sizeof(T)];
+  std::memcpy(b, &v, sizeof(T));  // x86/ARM little endian; the format is LE
+  out->append(b, sizeof(T));
+}
+
+class Cursor {
+ public:
+  explicit Cursor(absl::string_view data) : data_(data) {}
+  template <typename T>
+  bool Get(T* v) {
+    if (data_.size() - pos_ < sizeof(T)) return false;
+    std::memcpy(v, data_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return true;
+  }
+  bool Bytes(size_t n, std::string* out) {
+    if (data_.size() - pos_ < n) return false;
+    out->assign(data_.data() + pos_, n);
+    pos_ += n;
+    return true;
+  }
+  bool Raw(void* dst, size_t n) {
+    if (data_.size() - pos_ < n) return false;
+    std::memcpy(dst, data_.data() + pos_, n);
+    pos_ += n;
+    return true;
+  }
+  bool done() const { return pos_ == data_.size(); }
+
+ private:
+  absl::string_view data_;
+  size_t pos_ = 0;
+};
+
+uint32_t Crc32(absl::string_view data) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  // zlib takes uInt lengths; payloads are < 4 MiB.
+  return static_cast<uint32_t>(crc32(crc, reinterpret_cast<const Bytef*>(data.data()), static_cast<uInt>(data.size())));
+}
+
+void AppendEnrollFields(const StoredTemplate& t, std::string* out) {
+  Put<uint16_t>(out, static_cast<uint16_t>(t.id.size()));
+  out->append(t.id);
+  Put<uint8_t>(out, static_cast<uint8_t>(t.format));
+  Put<uint32_t>(out, static_cast<uint32_t>(t.bytes.size()));
+  out->append(t.bytes);
+  Put<uint16_t>(out, static_cast<uint16_t>(t.minutiae.size()));
+  for (const MinutiaPoint& m : t.minutiae) {
+    Put<float>(out, m.x);
+    Put<float>(out, m.y);
+    Put<float>(out, m.theta);
+  }
+}
+
+bool ReadEnrollFields(Cursor* c, StoredTemplate* t) {
+  uint16_t id_len = 0, n = 0;
+  uint8_t format = 0;
+  uint32_t bytes_len = 0;
+  if (!c->Get(&id_len) || !c->Bytes(id_len, &t->id) || !c->Get(&format) || !c->Get(&bytes_len) ||
+      !c->Bytes(bytes_len, &t->bytes) || !c->Get(&n)) {
+    return false;
+  }
+  if (format > static_cast<uint8_t>(TemplateFormat::kXyt)) return false;
+  t->format = static_cast<TemplateFormat>(format);
+  t->minutiae.resize(n);
+  for (MinutiaPoint& m : t->minutiae) {
+    if (!c->Get(&m.x) || !c->Get(&m.y) || !c->Get(&m.theta)) return false;
+  }
+  return true;
+}
+
+// --- reading framed records -------------------------------------------------
+
+// Sequential reader of framed records; classifies what it finds at each offset.
+class RecordReader {
+ public:
+  enum class Result { kRecord, kEnd, kTornTail, kCorrupt };
+
+  static absl::StatusOr<std::unique_ptr<RecordReader>> Open(const std::string& path) {
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (f == nullptr) return ErrnoError("cannot open", path);
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) {
+      std::fclose(f);
+      return ErrnoError("cannot stat", path);
+    }
+    auto r = std::unique_ptr<RecordReader>(new RecordReader(f, st.st_size, path));
+    std::setvbuf(f, nullptr, _IOFBF, 4 << 20);
+    return r;
+  }
+  ~RecordReader() { std::fclose(f_); }
+
+  // Reads the record at offset(); on kRecord, offset() moves past it.
+  Result Next(std::string* payload, std::string* why) {
+    const int64_t remaining = size_ - offset_;
+    if (remaining == 0) return Result::kEnd;
+    if (remaining < 8) {
+      *why = absl::StrCat("header needs 8 bytes, ", remaining, " remain");
+      return Result::kTornTail;
+    }
+    uint32_t header[2];
+    if (std::fread(header, 4, 2, f_) != 2) {
+      *why = "read error";
+      return Result::kCorrupt;
+    }
+    const uint32_t len = header[0], crc = header[1];
+    if (len == 0 || len > kMaxPayload) {
+      if (len == 0 && crc == 0 && RestIsZero(remaining - 8)) {
+        *why = "zero-filled tail";
+        return Result::kTornTail;
+      }
+      *why = absl::StrCat("impossible record length ", len);
+      return Result::kCorrupt;
+    }
+    if (int64_t{len} > remaining - 8) {
+      *why = absl::StrCat("record of ", len, " bytes, ", remaining - 8, " remain");
+      return Result::kTornTail;
+    }
+    payload->resize(len);
+    if (std::fread(&(*payload)[0], 1, len, f_) != len) {
+      *why = "read error";
+      return Result::kCorrupt;
+    }
+    if (Crc32(*payload) != crc) {
+      *why = "CRC mismatch";
+      // The last record of the file may be a torn write; anything followed by
+      // more records is corruption.
+      return int64_t{len} + 8 == remaining ? Result::kTornTail : Result::kCorrupt;
+    }
+    offset_ += 8 + len;
+    return Result::kRecord;
+  }
+
+  int64_t offset() const { return offset_; }
+  int64_t size() const { return size_; }
+
+ private:
+  RecordReader(FILE* f, int64_t size, std::string path) : f_(f), size_(size), path_(std::move(path)) {}
+  bool RestIsZero(int64_t n) {
+    char buf[4096];
+    while (n > 0) {
+      const size_t want = static_cast<size_t>(std::min<int64_t>(n, sizeof(buf)));
+      if (std::fread(buf, 1, want, f_) != want) return false;
+      for (size_t i = 0; i < want; ++i) {
+        if (buf[i] != 0) return false;
+      }
+      n -= want;
+    }
+    return true;
+  }
+
+  FILE* f_;
+  int64_t size_;
+  int64_t offset_ = 0;
+  std::string path_;
+};
+
+absl::Status FsyncDir(const std::string& dir) {
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("cannot open directory", dir);
+  const int rc = fsync(fd);
+  close(fd);
+  if (rc != 0) return ErrnoError("cannot fsync directory", dir);
+  return absl::OkStatus();
+}
+
+// Generation numbers of the files named `prefix`<16 digits> in `dir`.
+struct DirListing {
+  std::vector<uint64_t> snapshots, logs;
+  std::vector<std::string> temporaries;
+};
+
+absl::StatusOr<DirListing> ListDir(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return ErrnoError("cannot list", dir);
+  DirListing out;
+  while (struct dirent* e = readdir(d)) {
+    const absl::string_view name = e->d_name;
+    uint64_t gen = 0;
+    if (absl::EndsWith(name, ".tmp")) {
+      out.temporaries.push_back(std::string(name));
+    } else if (absl::StartsWith(name, "snapshot-") && absl::SimpleAtoi(name.substr(9), &gen)) {
+      out.snapshots.push_back(gen);
+    } else if (absl::StartsWith(name, "log-") && absl::SimpleAtoi(name.substr(4), &gen)) {
+      out.logs.push_back(gen);
+    }
+  }
+  closedir(d);
+  std::sort(out.snapshots.begin(), out.snapshots.end());
+  std::sort(out.logs.begin(), out.logs.end());
+  return out;
+}
+
+}  // namespace
+
+namespace gallery_internal {
+
+std::string FrameRecord(absl::string_view payload) {
+  std::string out;
+  out.reserve(payload.size() + 8);
+  Put<uint32_t>(&out, static_cast<uint32_t>(payload.size()));
+  Put<uint32_t>(&out, Crc32(payload));
+  out.append(payload.data(), payload.size());
+  return out;
+}
+
+std::string EncodeEnroll(const StoredTemplate& t) {
+  std::string out;
+  Put<uint8_t>(&out, kEnrollRecord);
+  AppendEnrollFields(t, &out);
+  return out;
+}
+
+std::string EncodeDelete(absl::string_view id) {
+  std::string out;
+  Put<uint8_t>(&out, kDeleteRecord);
+  Put<uint16_t>(&out, static_cast<uint16_t>(id.size()));
+  out.append(id.data(), id.size());
+  return out;
+}
+
+std::string LogFileName(uint64_t gen) { return absl::StrFormat("log-%016d", gen); }
+std::string SnapshotFileName(uint64_t gen) { return absl::StrFormat("snapshot-%016d", gen); }
+
+}  // namespace gallery_internal
+
+using gallery_internal::EncodeDelete;
+using gallery_internal::EncodeEnroll;
+using gallery_internal::FrameRecord;
+
+absl::Status ValidateStoredTemplate(const StoredTemplate& t) {
+  if (t.id.empty() || t.id.size() > kMaxGalleryIdLength) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("template id must be 1-", kMaxGalleryIdLength, " bytes, got ", t.id.size()));
+  }
+  for (char c : t.id) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      return absl::InvalidArgumentError("template id contains control characters");
+    }
+  }
+  if (static_cast<int64_t>(t.bytes.size()) > kMaxGalleryTemplateBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("template of ", t.bytes.size(), " bytes; the limit is ", kMaxGalleryTemplateBytes));
+  }
+  if (t.minutiae.size() > static_cast<size_t>(kMccMaxMinutiae)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("template with ", t.minutiae.size(), " minutiae; the limit is ", kMccMaxMinutiae));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<GalleryStore>> GalleryStore::Open(const std::string& dir, const CylinderSink& sink,
+                                                                 const ReserveHook& reserve) {
+  if (dir.empty()) return absl::InvalidArgumentError("gallery directory is empty");
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return ErrnoError("cannot create gallery directory", dir);
+  const std::string lock_path = dir + "/LOCK";
+  const int lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd < 0) return ErrnoError("cannot open", lock_path);
+  if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    close(lock_fd);
+    return absl::FailedPreconditionError(absl::StrCat("gallery ", dir, " is in use by another process"));
+  }
+  std::unique_ptr<GalleryStore> store(new GalleryStore(dir, lock_fd));
+  TESSERA_RETURN_IF_ERROR(store->Load(sink, reserve));
+  return store;
+}
+
+GalleryStore::~GalleryStore() {
+  if (log_fd_ >= 0) close(log_fd_);
+  if (lock_fd_ >= 0) close(lock_fd_);  // releases the flock
+}
+
+void GalleryStore::ApplyEnrollLocked(std::shared_ptr<StoredTemplate> t) {
+  t->seq = next_seq_++;
+  std::string id = t->id;
+  live_[std::move(id)] = std::move(t);
+}
+
+absl::Status GalleryStore::Load(const CylinderSink& sink, const ReserveHook& reserve) {
+  const auto start = std::chrono::steady_clock::now();
+  TESSERA_ASSIGN_OR_RETURN(DirListing listing, ListDir(dir_));
+  for (const std::string& tmp : listing.temporaries) {
+    // An interrupted compaction: the old snapshot and logs are still there.
+    std::remove((dir_ + "/" + tmp).c_str());
+  }
+  const uint64_t snapshot_gen = listing.snapshots.empty() ? 0 : listing.snapshots.back();
+  std::string payload, why;
+  if (snapshot_gen > 0) {
+    const std::string path = dir_ + "/" + gallery_internal::SnapshotFileName(snapshot_gen);
+    TESSERA_ASSIGN_OR_RETURN(auto reader, RecordReader::Open(path));
+    auto corrupt = [&](absl::string_view what) {
+      return absl::DataLossError(absl::StrCat("gallery snapshot ", path, " at byte ", reader->offset(), ": ", what));
+    };
+    if (reader->Next(&payload, &why) != RecordReader::Result::kRecord || payload.size() != 28 ||
+        payload.compare(0, 8, kSnapshotMagic) != 0) {
+      return corrupt(why.empty() ? "not a gallery snapshot" : why);
+    }
+    uint32_t version = 0;
+    uint64_t count = 0, total_cylinders = 0;
+    std::memcpy(&version, payload.data() + 8, 4);
+    std::memcpy(&count, payload.data() + 12, 8);
+    std::memcpy(&total_cylinders, payload.data() + 20, 8);
+    if (version != kSnapshotVersion) return corrupt(absl::StrCat("unsupported version ", version));
+    if (reserve) reserve(static_cast<int64_t>(count), static_cast<int64_t>(total_cylinders));
+    for (uint64_t i = 0; i < count; ++i) {
+      if (reader->Next(&payload, &why) != RecordReader::Result::kRecord) {
+        return corrupt(why.empty() ? "ends early" : why);
+      }
+      auto t = std::make_shared<StoredTemplate>();
+      Cursor c(payload);
+      uint16_t n_cyl = 0;
+      if (!ReadEnrollFields(&c, t.get()) || !c.Get(&n_cyl)) return corrupt("malformed template entry");
+      MccTemplate cylinders;
+      if (n_cyl != kNoCylinders) {
+        cylinders.cylinders.resize(n_cyl);
+        cylinders.num_minutiae = static_cast<int>(t->minutiae.size());
+        for (MccCylinder& cyl : cylinders.cylinders) {
+          if (!c.Raw(cyl.bits, sizeof(cyl.bits)) || !c.Raw(cyl.mask, sizeof(cyl.mask)) || !c.Get(&cyl.x) ||
+              !c.Get(&cyl.y) || !c.Get(&cyl.theta) || !c.Get(&cyl.minutia)) {
+            return corrupt("malformed cylinders");
+          }
+        }
+      }
+      if (!c.done()) return corrupt("trailing bytes in a template entry");
+      if (live_.count(t->id)) return corrupt(absl::StrCat("duplicate id '", t->id, "'"));
+      ApplyEnrollLocked(t);
+      ++open_stats_.snapshot_templates;
+      if (n_cyl != kNoCylinders) {
+        ++open_stats_.snapshot_cylinder_templates;
+        if (sink) sink(t, std::move(cylinders));
+      }
+    }
+    if (reader->Next(&payload, &why) != RecordReader::Result::kRecord || payload.size() != 16 ||
+        payload.compare(0, 8, kSnapshotEnd) != 0 || std::memcmp(payload.data() + 8, &count, 8) != 0) {
+      return corrupt("missing end record");
+    }
+    if (reader->offset() != reader->size()) return corrupt("data after the end record");
+  }
+
+  std::vector<uint64_t> logs;
+  for (uint64_t gen : listing.logs) {
+    if (gen >= snapshot_gen) logs.push_back(gen);
+  }
+  for (size_t li = 0; li < logs.size(); ++li) {
+    const std::string path = dir_ + "/" + gallery_internal::LogFileName(logs[li]);
+    const bool newest = li + 1 == logs.size();
+    TESSERA_ASSIGN_OR_RETURN(auto reader, RecordReader::Open(path));
+    for (;;) {
+      const int64_t offset = reader->offset();
+      const RecordReader::Result r = reader->Next(&payload, &why);
+      if (r == RecordReader::Result::kEnd) break;
+      if (r == RecordReader::Result::kTornTail && newest) {
+        // Never acknowledged (the sync did not complete): drop it.
+        const int64_t dropped = reader->size() - offset;
+        TESSERA_LOG(WARNING) << "gallery log " << path << ": dropping a torn record at byte " << offset << " ("
+                             << why << "; " << dropped << " bytes, never acknowledged)";
+        if (truncate(path.c_str(), offset) != 0) return ErrnoError("cannot truncate", path);
+        open_stats_.truncated_bytes += dropped;
+        break;
+      }
+      if (r != RecordReader::Result::kRecord) {
+        return absl::DataLossError(absl::StrCat("gallery log ", path, " is corrupt at byte ", offset, ": ", why));
+      }
+      Cursor c(payload);
+      uint8_t kind = 0;
+      c.Get(&kind);
+      if (kind == kEnrollRecord) {
+        auto t = std::make_shared<StoredTemplate>();
+        if (!ReadEnrollFields(&c, t.get()) || !c.done()) {
+          return absl::DataLossError(absl::StrCat("gallery log ", path, " at byte ", offset, ": malformed enroll"));
+        }
+        ApplyEnrollLocked(std::move(t));
+      } else if (kind == kDeleteRecord) {
+        uint16_t len = 0;
+        std::string id;
+        if (!c.Get(&len) || !c.Bytes(len, &id) || !c.done()) {
+          return absl::DataLossError(absl::StrCat("gallery log ", path, " at byte ", offset, ": malformed delete"));
+        }
+        live_.erase(id);
+      } else {
+        return absl::DataLossError(
+            absl::StrCat("gallery log ", path, " at byte ", offset, ": unknown record kind ", int{kind}));
+      }
+      ++open_stats_.log_records;
+    }
+  }
+  // Files an interrupted compaction left behind, now superseded.
+  for (uint64_t gen : listing.snapshots) {
+    if (gen < snapshot_gen) std::remove((dir_ + "/" + gallery_internal::SnapshotFileName(gen)).c_str());
+  }
+  for (uint64_t gen : listing.logs) {
+    if (gen < snapshot_gen) std::remove((dir_ + "/" + gallery_internal::LogFileName(gen)).c_str());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    TESSERA_RETURN_IF_ERROR(OpenLogLocked(logs.empty() ? std::max<uint64_t>(snapshot_gen, 1) : logs.back()));
+  }
+  open_stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return absl::OkStatus();
+}
+
+absl::Status GalleryStore::OpenLogLocked(uint64_t gen) {
+  const std::string path = dir_ + "/" + gallery_internal::LogFileName(gen);
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError("cannot open", path);
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    close(fd);
+    return ErrnoError("cannot stat", path);
+  }
+  if (st.st_size == 0) {
+    // A new file: make its directory entry durable before acknowledging
+    // anything written to it.
+    absl::Status synced = FsyncDir(dir_);
+    if (!synced.ok()) {
+      close(fd);
+      return synced;
+    }
+  }
+  if (log_fd_ >= 0) close(log_fd_);
+  log_fd_ = fd;
+  log_gen_ = gen;
+  log_bytes_ = st.st_size;
+  return absl::OkStatus();
+}
+
+absl::Status GalleryStore::AppendAndSyncLocked(const std::string& framed) {
+  const std::string path = dir_ + "/" + gallery_internal::LogFileName(log_gen_);
+  size_t done = 0;
+  absl::Status status;
+  while (done < framed.size()) {
+    const ssize_t n = write(log_fd_, framed.data() + done, framed.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      status = ErrnoError("cannot write", path);
+      break;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (status.ok() && fdatasync(log_fd_) != 0) status = ErrnoError("cannot fdatasync", path);
+  if (!status.ok()) {
+    // Take back the partial write so later records do not follow garbage.
+    if (ftruncate(log_fd_, log_bytes_) != 0) {
+      TESSERA_LOG(ERROR) << "gallery log " << path << ": cannot truncate after a failed write: "
+                         << std::strerror(errno);
+    }
+    return status;
+  }
+  log_bytes_ += static_cast<int64_t>(framed.size());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const StoredTemplate>> GalleryStore::Enroll(StoredTemplate t, bool replace) {
+  TESSERA_RETURN_IF_ERROR(ValidateStoredTemplate(t));
+  const std::string framed = FrameRecord(EncodeEnroll(t));
+  auto stored = std::make_shared<StoredTemplate>(std::move(t));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!replace && live_.count(stored->id)) {
+    return absl::AlreadyExistsError(absl::StrCat("template '", stored->id, "' is already enrolled"));
+  }
+  TESSERA_RETURN_IF_ERROR(AppendAndSyncLocked(framed));
+  ApplyEnrollLocked(stored);
+  return std::shared_ptr<const StoredTemplate>(stored);
+}
+
+absl::StatusOr<std::vector<absl::StatusOr<std::shared_ptr<const StoredTemplate>>>> GalleryStore::EnrollBatch(
+    std::vector<StoredTemplate> batch, bool replace) {
+  std::vector<absl::StatusOr<std::shared_ptr<const StoredTemplate>>> results(batch.size());
+  std::vector<std::string> framed(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    absl::Status valid = ValidateStoredTemplate(batch[i]);
+    if (valid.ok()) {
+      framed[i] = FrameRecord(EncodeEnroll(batch[i]));
+    } else {
+      results[i] = valid;
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string all;
+  std::map<absl::string_view, size_t> in_batch;
+  std::vector<size_t> accepted;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (framed[i].empty()) continue;
+    const std::string& id = batch[i].id;
+    if (in_batch.count(id) || (!replace && live_.count(id))) {
+      results[i] = absl::AlreadyExistsError(absl::StrCat("template '", id, "' is already enrolled"));
+      continue;
+    }
+    in_batch[id] = i;
+    accepted.push_back(i);
+    all += framed[i];
+  }
+  if (!all.empty()) TESSERA_RETURN_IF_ERROR(AppendAndSyncLocked(all));
+  for (size_t i : accepted) {
+    auto stored = std::make_shared<StoredTemplate>(std::move(batch[i]));
+    ApplyEnrollLocked(stored);
+    results[i] = std::shared_ptr<const StoredTemplate>(std::move(stored));
+  }
+  return results;
+}
+
+absl::Status GalleryStore::Delete(absl::string_view id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.find(id);
+  if (it == live_.end()) return absl::NotFoundError(absl::StrCat("no template '", id, "' in the gallery"));
+  TESSERA_RETURN_IF_ERROR(AppendAndSyncLocked(FrameRecord(EncodeDelete(id))));
+  live_.erase(it);
+  return absl::OkStatus();
+}
+
+std::shared_ptr<const StoredTemplate> GalleryStore::Get(absl::string_view id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.find(id);
+  return it == live_.end() ? nullptr : it->second;
+}
+
+std::vector<std::shared_ptr<const StoredTemplate>> GalleryStore::Live() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::shared_ptr<const StoredTemplate>> out;
+  out.reserve(live_.size());
+  for (const auto& [id, t] : live_) out.push_back(t);
+  return out;
+}
+
+std::vector<std::string> GalleryStore::ListIds(absl::string_view after, int limit) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  for (auto it = after.empty() ? live_.begin() : live_.upper_bound(after);
+       it != live_.end() && static_cast<int>(out.size()) < limit; ++it) {
+    out.push_back(it->first);
+  }
+  return out;
+}
+
+size_t GalleryStore::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return live_.size();
+}
+
+int64_t GalleryStore::log_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return log_bytes_;
+}
+
+absl::Status GalleryStore::Compact(const CylinderSource& source) {
+  std::lock_guard<std::mutex> compact_lock(compact_mu_);
+  std::vector<std::shared_ptr<const StoredTemplate>> captured;
+  uint64_t gen = 0;
+  {
+    // From here on appends go to the new log; the snapshot holds exactly
+    // what the old logs did.
+    std::lock_guard<std::mutex> lock(mu_);
+    gen = log_gen_ + 1;
+    TESSERA_RETURN_IF_ERROR(OpenLogLocked(gen));
+    captured.reserve(live_.size());
+    for (const auto& [id, t] : live_) captured.push_back(t);
+  }
+  const std::string final_path = dir_ + "/" + gallery_internal::SnapshotFileName(gen);
+  const std::string tmp_path = final_path + ".tmp";
+  FILE* f = std::fopen(tmp_path.c_str(), "wb");
+  if (f == nullptr) return ErrnoError("cannot create", tmp_path);
+  std::setvbuf(f, nullptr, _IOFBF, 4 << 20);
+  bool ok = true;
+  auto write = [&](const std::string& framed) {
+    ok = ok && std::fwrite(framed.data(), 1, framed.size(), f) == framed.size();
+  };
+  const uint64_t count = captured.size();
+  uint64_t total_cylinders = 0;
+  auto header = [&] {
+    std::string h(kSnapshotMagic, 8);
+    Put<uint32_t>(&h, kSnapshotVersion);
+    Put<uint64_t>(&h, count);
+    Put<uint64_t>(&h, total_cylinders);
+    return FrameRecord(h);
+  };
+  write(header());  // rewritten with the cylinder total at the end
+  std::string payload;
+  MccTemplate cylinders;
+  for (const auto& t : captured) {
+    payload.clear();
+    AppendEnrollFields(*t, &payload);
+    cylinders.cylinders.clear();
+    if (source && source(*t, &cylinders) && cylinders.cylinders.size() < kNoCylinders) {
+      total_cylinders += cylinders.cylinders.size();
+      Put<uint16_t>(&payload, static_cast<uint16_t>(cylinders.cylinders.size()));
+      payload.reserve(payload.size() + cylinders.cylinders.size() * kCylinderBytes);
+      for (const MccCylinder& c : cylinders.cylinders) {
+        payload.append(reinterpret_cast<const char*>(c.bits), sizeof(c.bits));
+        payload.append(reinterpret_cast<const char*>(c.mask), sizeof(c.mask));
+        Put<float>(&payload, c.x);
+        Put<float>(&payload, c.y);
+        Put<float>(&payload, c.theta);
+        Put<int32_t>(&payload, c.minutia);
+      }
+    } else {
+      Put<uint16_t>(&payload, kNoCylinders);
+    }
+    write(FrameRecord(payload));
+  }
+  std::string end(kSnapshotEnd, 8);
+  Put<uint64_t>(&end, count);
+  write(FrameRecord(end));
+  ok = ok && std::fflush(f) == 0;
+  if (ok) {
+    const std::string h = header();
+    ok = pwrite(fileno(f), h.data(), h.size(), 0) == static_cast<ssize_t>(h.size());
+  }
+  ok = ok && fsync(fileno(f)) == 0;
+  absl::Status status = ok ? absl::OkStatus() : ErrnoError("cannot write", tmp_path);
+  if (std::fclose(f) != 0 && status.ok()) status = ErrnoError("cannot close", tmp_path);
+  if (status.ok() && std::rename(tmp_path.c_str(), final_path.c_str()) != 0) {
+    status = ErrnoError("cannot rename", tmp_path);
+  }
+  if (!status.ok()) {
+    // The old snapshot and logs still describe the gallery; the new log
+    // continues them.
+    std::remove(tmp_path.c_str());
+    return status;
+  }
+  TESSERA_RETURN_IF_ERROR(FsyncDir(dir_));
+  TESSERA_ASSIGN_OR_RETURN(DirListing listing, ListDir(dir_));
+  for (uint64_t g : listing.snapshots) {
+    if (g < gen) std::remove((dir_ + "/" + gallery_internal::SnapshotFileName(g)).c_str());
+  }
+  for (uint64_t g : listing.logs) {
+    if (g < gen) std::remove((dir_ + "/" + gallery_internal::LogFileName(g)).c_str());
+  }
+  return FsyncDir(dir_);
+}
+
+}  // namespace fingerprint
+}  // namespace tessera

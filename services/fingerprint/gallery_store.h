@@ -1,0 +1,152 @@
+// The durable fingerprint gallery: a directory holding an append-only log of
+// records and, after compaction, a snapshot.
+//
+//   DIR/LOCK                 flock()ed while open: one process at a time
+//   DIR/snapshot-<gen>       every live template at the moment log-<gen>
+//                            was started, with its MCC cylinders (optional)
+//   DIR/log-<gen>            enrolls and deletes since then
+//
+// Every record (log and snapshot) is framed as
+//   u32 payload length | u32 CRC-32 (zlib) of the payload | payload
+// (little endian). Log payloads: u8 kind (1 enroll, 2 delete), then
+//   enroll: u16 id length, id, u8 format, u32 byte count, template bytes,
+//           u16 minutia count, count x (f32 x, f32 y, f32 theta)
+//   delete: u16 id length, id.
+// Snapshot: the header record "TSFPSNAP" u32 version u64 count u64 total
+// persisted cylinders, then one
+// enroll payload per template followed by u16 cylinder count (0xFFFF: none
+// persisted) and the cylinders (24 + 4 u64, f32 x y theta, i32 minutia),
+// then an end record "TSFPEND." u64 count.
+//
+// Durability: Enroll/Delete return only after write() and fdatasync() of the
+// log; EnrollBatch writes all its records and syncs once (group commit).
+// Open replays snapshot + logs. A torn or corrupt record at the very end of
+// the newest log (a write that was never acknowledged) is truncated away with
+// a warning; a corrupt record anywhere else is DATA_LOSS naming the file and
+// offset. Compact() writes snapshot-<gen+1>.tmp, fsyncs it, renames it,
+// fsyncs the directory and only then removes the old files; appends go to
+// log-<gen+1> from the moment compaction starts, so enrolls keep flowing.
+#ifndef TESSERA_SERVICES_FINGERPRINT_GALLERY_STORE_H_
+#define TESSERA_SERVICES_FINGERPRINT_GALLERY_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "kernels/fingerprint/mcc.h"
+#include "services/fingerprint/template_io.h"
+
+namespace tessera {
+namespace fingerprint {
+
+inline constexpr int kMaxGalleryIdLength = 256;
+inline constexpr int64_t kMaxGalleryTemplateBytes = 1 << 20;
+
+struct StoredTemplate {
+  std::string id;
+  TemplateFormat format = TemplateFormat::kUnknown;
+  std::string bytes;                   // the template as enrolled
+  std::vector<MinutiaPoint> minutiae;  // what the matchers use
+  // Assigned by the store (in memory only): tells apart successive templates
+  // enrolled under the same id (see CylinderSource).
+  uint64_t seq = 0;
+};
+
+// INVALID_ARGUMENT for an empty or too long id (1-256 bytes, no control
+// characters), too many minutiae or too many bytes.
+absl::Status ValidateStoredTemplate(const StoredTemplate& t);
+
+// During Open: called for each snapshot template whose cylinders were
+// persisted (seq already assigned), before the logs are replayed.
+using CylinderSink =
+    std::function<void(const std::shared_ptr<const StoredTemplate>& t, MccTemplate&& cylinders)>;
+// Before any CylinderSink call: how many templates and cylinders the
+// snapshot holds (so the receiver can allocate once).
+using ReserveHook = std::function<void(int64_t templates, int64_t cylinders)>;
+// During Compact: the cylinders of template `t` (same seq), or false.
+using CylinderSource = std::function<bool(const StoredTemplate& t, MccTemplate* out)>;
+
+struct GalleryOpenStats {
+  int64_t snapshot_templates = 0;
+  int64_t snapshot_cylinder_templates = 0;  // with persisted cylinders
+  int64_t log_records = 0;
+  int64_t truncated_bytes = 0;  // torn tail dropped
+  double seconds = 0;
+};
+
+class GalleryStore {
+ public:
+  // Creates DIR if missing (its parent must exist). FAILED_PRECONDITION when
+  // another process has it open; DATA_LOSS for corruption (see above).
+  static absl::StatusOr<std::unique_ptr<GalleryStore>> Open(const std::string& dir,
+                                                            const CylinderSink& sink = nullptr,
+                                                            const ReserveHook& reserve = nullptr);
+  ~GalleryStore();
+  GalleryStore(const GalleryStore&) = delete;
+  GalleryStore& operator=(const GalleryStore&) = delete;
+
+  // Durable when OK. ALREADY_EXISTS for a live id unless `replace`. Returns
+  // the stored template (with its seq).
+  absl::StatusOr<std::shared_ptr<const StoredTemplate>> Enroll(StoredTemplate t, bool replace = false);
+  // Group commit: one write and one fdatasync for the accepted items. Per
+  // item: the stored template or its error (ALREADY_EXISTS, also for an id
+  // repeated inside the batch; INVALID_ARGUMENT). A write/sync failure fails
+  // the call and acknowledges nothing.
+  absl::StatusOr<std::vector<absl::StatusOr<std::shared_ptr<const StoredTemplate>>>> EnrollBatch(
+      std::vector<StoredTemplate> batch, bool replace = false);
+  // NOT_FOUND for an unknown id. Durable when OK.
+  absl::Status Delete(absl::string_view id);
+
+  std::shared_ptr<const StoredTemplate> Get(absl::string_view id) const;  // null if absent
+  std::vector<std::shared_ptr<const StoredTemplate>> Live() const;       // sorted by id
+  // Up to `limit` ids greater than `after`, sorted.
+  std::vector<std::string> ListIds(absl::string_view after, int limit) const;
+  size_t size() const;
+  int64_t log_bytes() const;  // of the current log
+  const std::string& dir() const { return dir_; }
+  const GalleryOpenStats& open_stats() const { return open_stats_; }
+
+  // Writes a snapshot of the live templates (with cylinders from `source`
+  // where it has them) and starts a new log. Enrolls and deletes may run
+  // meanwhile (they go to the new log).
+  absl::Status Compact(const CylinderSource& source = nullptr);
+
+ private:
+  GalleryStore(std::string dir, int lock_fd) : dir_(std::move(dir)), lock_fd_(lock_fd) {}
+  absl::Status Load(const CylinderSink& sink, const ReserveHook& reserve);
+  absl::Status OpenLogLocked(uint64_t gen);
+  absl::Status AppendAndSyncLocked(const std::string& framed);
+  void ApplyEnrollLocked(std::shared_ptr<StoredTemplate> t);
+
+  const std::string dir_;
+  int lock_fd_ = -1;
+  std::mutex compact_mu_;  // one compaction at a time
+  mutable std::mutex mu_;  // everything below
+  int log_fd_ = -1;
+  uint64_t log_gen_ = 0;
+  int64_t log_bytes_ = 0;
+  uint64_t next_seq_ = 1;
+  std::map<std::string, std::shared_ptr<const StoredTemplate>, std::less<>> live_;
+  GalleryOpenStats open_stats_;
+};
+
+namespace gallery_internal {
+// The framing and payload codecs, exposed for tests.
+std::string FrameRecord(absl::string_view payload);
+std::string EncodeEnroll(const StoredTemplate& t);
+std::string EncodeDelete(absl::string_view id);
+std::string LogFileName(uint64_t gen);       // "log-0000000000000001"
+std::string SnapshotFileName(uint64_t gen);  // "snapshot-0000000000000001"
+}  // namespace gallery_internal
+
+}  // namespace fingerprint
+}  // namespace tessera
+
+#endif  // TESSERA_SERVICES_FINGERPRINT_GALLERY_STORE_H_

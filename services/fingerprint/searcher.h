@@ -1,0 +1,105 @@
+// 1:N search over the in-memory gallery, behind a small interface so that
+// matchers can be swapped ("matcher": lssr now; others register in
+// CreateSearcher). A searcher mirrors the live templates of a GalleryStore
+// (the store is the durable truth; the searcher is rebuilt from it at start).
+//
+// LssrSearcher: MCC bit cylinders in one MccGallery (structure of arrays),
+// appended to as templates arrive; deleted templates are marked and skipped,
+// and the arrays are rebuilt without them once they are a quarter of the
+// gallery (or on Compact). A readers-writer lock lets searches run together
+// and wait only for the short append/mark step of an enroll or delete (the
+// descriptors of new templates are built before the lock, on all cores).
+// Scores: LSS-R (kernels/fingerprint/lss.h) on all CPU cores, or with a GPU
+// present (device "auto"/"cuda") on an MccDeviceGallery that is re-uploaded
+// when enough templates have been appended since the last upload; templates
+// appended after the upload are scored on the CPU, so results never lag.
+#ifndef TESSERA_SERVICES_FINGERPRINT_SEARCHER_H_
+#define TESSERA_SERVICES_FINGERPRINT_SEARCHER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "kernels/fingerprint/mcc.h"
+#include "services/fingerprint/gallery_store.h"
+
+namespace tessera {
+namespace fingerprint {
+
+struct SearchCandidate {
+  std::string id;
+  float score = 0;
+};
+
+struct SearchStats {
+  int64_t gallery_templates = 0;  // live templates searched
+  double prepare_seconds = 0;     // probe descriptors
+  double score_seconds = 0;       // scoring + top-k, all probes
+  std::string backend;            // "cpu" or "cuda"
+};
+
+class GallerySearcher {
+ public:
+  virtual ~GallerySearcher() = default;
+  virtual std::string matcher() const = 0;  // "lssr"
+
+  // Adds templates; an id already present is replaced. Visible to searches
+  // once it returns. INVALID_ARGUMENT for minutiae the matcher rejects
+  // (nothing is added then).
+  virtual absl::Status Add(const std::vector<std::shared_ptr<const StoredTemplate>>& templates) = 0;
+  // Adds one template whose MCC cylinders were persisted; matchers that do
+  // not use them build their own.
+  virtual absl::Status AddWithCylinders(const std::shared_ptr<const StoredTemplate>& t, MccTemplate&& cylinders) {
+    (void)cylinders;
+    return Add({t});
+  }
+  // Capacity hint before adding many templates.
+  virtual void Reserve(int64_t templates, int64_t cylinders) {
+    (void)templates;
+    (void)cylinders;
+  }
+  // False when absent.
+  virtual bool Remove(absl::string_view id) = 0;
+  virtual int64_t size() const = 0;
+  // (id, seq) of every template held, in no particular order.
+  virtual std::vector<std::pair<std::string, uint64_t>> Entries() const = 0;
+
+  // The top_k (>= 1) best gallery templates of each probe, best first (ties:
+  // earlier enrolled first), results in the order of `probes`; all probes
+  // see the same gallery. An empty gallery gives empty lists.
+  virtual absl::StatusOr<std::vector<std::vector<SearchCandidate>>> Search(
+      const std::vector<std::vector<MinutiaPoint>>& probes, int top_k, SearchStats* stats = nullptr) = 0;
+  // 1:1 score of a probe against an enrolled id (NOT_FOUND) or two templates.
+  virtual absl::StatusOr<float> VerifyId(const std::vector<MinutiaPoint>& probe, absl::string_view id) = 0;
+  virtual absl::StatusOr<float> Compare(const std::vector<MinutiaPoint>& a, const std::vector<MinutiaPoint>& b) = 0;
+
+  // For snapshots: the persisted form of template `t` (same seq), if any.
+  virtual bool ExportCylinders(const StoredTemplate& t, MccTemplate* out) const {
+    (void)t;
+    (void)out;
+    return false;
+  }
+  // Drops what deletions left behind.
+  virtual void Compact() {}
+};
+
+struct SearcherOptions {
+  std::string matcher = "lssr";
+  std::string device = "auto";  // "auto", "cpu" or "cuda" (scoring backend)
+};
+
+// INVALID_ARGUMENT for an unknown matcher (listing the known ones);
+// FAILED_PRECONDITION for device "cuda" without a GPU.
+absl::StatusOr<std::unique_ptr<GallerySearcher>> CreateSearcher(const SearcherOptions& options);
+// The matcher names CreateSearcher accepts.
+std::vector<std::string> SearcherMatchers();
+
+}  // namespace fingerprint
+}  // namespace tessera
+
+#endif  // TESSERA_SERVICES_FINGERPRINT_SEARCHER_H_

@@ -1,0 +1,159 @@
+// `tessera fp` as users run it, one process per command on a gallery
+// directory: enroll files (ids from file names or --ids), search printing
+// JSON in probe order, list, delete, and the exit codes of bad input. Uses
+// FVC2002 DB1 templates when the shared data is present, else xyt files
+// written here.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+extern char** environ;
+
+namespace tessera {
+namespace {
+
+std::string TesseraBinary() { return std::string(std::getenv("TEST_SRCDIR")) + "/tessera/cli/tessera"; }
+std::string TempDir() { return std::getenv("TEST_TMPDIR"); }
+
+struct Result {
+  int code = -1;
+  std::string out;
+};
+
+Result RunTessera(std::vector<std::string> args) {
+  int fds[2];
+  EXPECT_EQ(pipe(fds), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_addopen(&actions, 2, (TempDir() + "/fp_stderr.txt").c_str(),
+                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_addclose(&actions, fds[0]);
+  args.insert(args.begin(), TesseraBinary());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  EXPECT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[1]);
+  Result r;
+  char buf[4096];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof(buf))) > 0;) r.out.append(buf, n);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+// Template files named <finger>_<impression>.<ext> for 4 fingers x 8.
+std::vector<std::string> TemplateFiles() {
+  std::vector<std::string> files;
+  const std::string db1 = "/work/shared/data/fingerprint/fvc2002/DB1_B";
+  const char* env = std::getenv("TESSERA_FINGERPRINT_DATA");
+  const std::string dir = env != nullptr ? std::string(env) + "/fvc2002/DB1_B" : db1;
+  if (Exists(dir + "/101_1.iso")) {
+    for (int f = 101; f <= 104; ++f) {
+      for (int i = 1; i <= 8; ++i) files.push_back(absl::StrCat(dir, "/", f, "_", i, ".iso"));
+    }
+    return files;
+  }
+  std::mt19937 rng(3);
+  for (int f = 101; f <= 104; ++f) {
+    std::vector<std::array<int, 3>> base;
+    for (int m = 0; m < 35; ++m) base.push_back({40 + int(rng() % 220), 40 + int(rng() % 300), int(rng() % 360)});
+    for (int i = 1; i <= 8; ++i) {
+      const std::string path = absl::StrCat(TempDir(), "/", f, "_", i, ".xyt");
+      std::ofstream out(path);
+      for (const auto& m : base) {
+        if (rng() % 10 == 0) continue;
+        out << m[0] + int(rng() % 3) << " " << m[1] + int(rng() % 3) << " " << m[2] << " 60\n";
+      }
+      files.push_back(path);
+    }
+  }
+  return files;
+}
+
+TEST(FpCliProcessTest, EnrollSearchListDelete) {
+  const std::vector<std::string> files = TemplateFiles();
+  const std::string gallery = TempDir() + "/gallery";
+  std::vector<std::string> enroll = {"fp", "enroll", "--gallery", gallery};
+  std::vector<std::string> probes;
+  for (const std::string& f : files) {
+    (absl::EndsWith(f.substr(0, f.rfind('.')), "_8") ? probes : enroll).push_back(f);
+  }
+  Result r = RunTessera(enroll);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "\"enrolled\": 28")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "\"gallery_size\": 28")) << r.out;
+
+  // Again: every id exists. Exit 1, errors in the JSON.
+  r = RunTessera({"fp", "enroll", "--gallery", gallery, enroll[4]});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(absl::StrContains(r.out, "ALREADY_EXISTS")) << r.out;
+  // Explicit ids; a truncated file is rejected with the parser's message.
+  const std::string broken = TempDir() + "/broken.iso";
+  {
+    std::ifstream in(probes[0], std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream(broken, std::ios::binary) << (absl::EndsWith(probes[0], ".iso") ? bytes.substr(0, bytes.size() - 5)
+                                                                                   : std::string("FMR\0 20", 7));
+  }
+  r = RunTessera({"fp", "enroll", "--gallery", gallery, "--ids", "extra,broken", probes[1], broken});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(absl::StrContains(r.out, "\"enrolled\": 1")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "INVALID_ARGUMENT")) << r.out;
+
+  // Search: JSON with the probes in the order given, mates first.
+  std::vector<std::string> search = {"fp", "search", "--gallery", gallery, "--top", "3"};
+  std::vector<std::string> order = {probes[3], probes[0], probes[2]};
+  search.insert(search.end(), order.begin(), order.end());
+  r = RunTessera(search);
+  ASSERT_EQ(r.code, 0) << r.out;
+  size_t pos = 0;
+  for (const std::string& p : order) {
+    const std::string name = p.substr(p.rfind('/') + 1, p.rfind('.') - p.rfind('/') - 1);  // "104_8"
+    const size_t at = r.out.find(absl::StrCat("{\"probe\": \"", name, "\", \"candidates\": [{\"id\": \""), pos);
+    ASSERT_NE(at, std::string::npos) << name << " after byte " << pos << " in\n" << r.out;
+    pos = at + 1;
+    const size_t id = r.out.find("\"id\": \"", at) + 7;
+    EXPECT_EQ(r.out.substr(id, 4), name.substr(0, 4)) << "rank 1 of " << name << ":\n" << r.out;
+  }
+  EXPECT_EQ(r.out.front(), '[');
+
+  r = RunTessera({"fp", "list", "--gallery", gallery});
+  ASSERT_EQ(r.code, 0);
+  EXPECT_TRUE(absl::StrContains(r.out, "\"count\": 29")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "\"101_1\"")) << r.out;
+
+  r = RunTessera({"fp", "delete", "--gallery", gallery, "101_1", "nobody"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(absl::StrContains(r.out, "\"deleted\": [\"101_1\"], \"not_found\": [\"nobody\"]")) << r.out;
+  r = RunTessera({"fp", "list", "--gallery", gallery});
+  EXPECT_TRUE(absl::StrContains(r.out, "\"count\": 28")) << r.out;
+  EXPECT_FALSE(absl::StrContains(r.out, "\"101_1\"")) << r.out;
+
+  // Usage errors.
+  EXPECT_EQ(RunTessera({"fp", "search", probes[0]}).code, 2);          // no --gallery
+  EXPECT_EQ(RunTessera({"fp", "frobnicate", "--gallery", gallery}).code, 2);
+  EXPECT_EQ(RunTessera({"fp", "search", "--gallery", gallery, "--top", "0", probes[0]}).code, 2);
+}
+
+}  // namespace
+}  // namespace tessera

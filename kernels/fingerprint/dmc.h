@@ -72,7 +72,7 @@ struct DmcParams {
   float delta_theta = 1.57079633f;  // pi/2: directions of matchable minutiae (as LSS)
   double min_matchable = 0.6;       // minME: common valid cells / cells in the circle (as LSS)
   float min_similarity = 0.0f;      // a best match needs lambda above this
-  float cluster_distance = 20.0f;   // pixels, after the local alignment
+  float cluster_distance = 15.0f;   // pixels, after the local alignment
   float cluster_angle = 0.5235988f;  // pi/6
   float cluster_radius = 130.0f;    // pixels from the cluster centre (gallery side)
   float quality_radius = 60.0f;     // pixels

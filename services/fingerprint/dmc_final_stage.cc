@@ -57,6 +57,46 @@ MccCylinder GalleryCylinder(const DmcBatchView& b, int t, int j) {
   return c;
 }
 
+// Convex hull (counterclockwise in a y-up sense; orientation does not matter
+// for the inside test below), Andrew's monotone chain.
+std::vector<Point2> ConvexHull(std::vector<Point2> p) {
+  std::sort(p.begin(), p.end(), [](const Point2& a, const Point2& b) { return a.x < b.x || (a.x == b.x && a.y < b.y); });
+  if (p.size() < 3) return p;
+  auto cross = [](const Point2& o, const Point2& a, const Point2& b) {
+    return (a.x - o.x) * (b.y - o.y) - (a.y - o.y) * (b.x - o.x);
+  };
+  std::vector<Point2> h(2 * p.size());
+  size_t k = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    while (k >= 2 && cross(h[k - 2], h[k - 1], p[i]) <= 0) --k;
+    h[k++] = p[i];
+  }
+  for (size_t i = p.size() - 1, t = k + 1; i > 0; --i) {
+    while (k >= t && cross(h[k - 2], h[k - 1], p[i - 1]) <= 0) --k;
+    h[k++] = p[i - 1];
+  }
+  h.resize(k - 1);
+  return h;
+}
+
+// Whether q lies inside the hull or within `margin` of it.
+bool NearHull(const std::vector<Point2>& hull, const Point2& q, double margin) {
+  if (hull.empty()) return false;
+  bool inside = hull.size() >= 3;
+  double best = HUGE_VAL;
+  for (size_t i = 0; i < hull.size(); ++i) {
+    const Point2& a = hull[i];
+    const Point2& b = hull[(i + 1) % hull.size()];
+    const double ex = b.x - a.x, ey = b.y - a.y;
+    if ((ex * (q.y - a.y) - ey * (q.x - a.x)) < 0) inside = false;  // right of a counterclockwise edge
+    const double len2 = ex * ex + ey * ey;
+    double t = len2 > 0 ? ((q.x - a.x) * ex + (q.y - a.y) * ey) / len2 : 0.0;
+    t = std::min(1.0, std::max(0.0, t));
+    best = std::min(best, std::hypot(a.x + t * ex - q.x, a.y + t * ey - q.y));
+  }
+  return inside || best <= margin;
+}
+
 }  // namespace
 
 DmcTemplateScore ScoreTemplateFinalStage(const DmcLatent& latent, const DmcBatchView& batch,
@@ -67,7 +107,10 @@ DmcTemplateScore ScoreTemplateFinalStage(const DmcLatent& latent, const DmcBatch
   if (ng == 0 || nl == 0) return out;
   const int n_total = batch.num_cylinders;
   auto weight = [&](int l, int k, float sim) {
-    return static_cast<double>(sim) * 0.5 * (latent.quality[l] + results.quality[s + k]);
+    const double sim_term = (1.0 - params.similarity_weight) + params.similarity_weight * sim;
+    const double quality_term =
+        (1.0 - params.quality_weight) + params.quality_weight * 0.5 * (latent.quality[l] + results.quality[s + k]);
+    return sim_term * quality_term;
   };
 
   // 1. Clusters, one-to-one.
@@ -149,6 +192,27 @@ DmcTemplateScore ScoreTemplateFinalStage(const DmcLatent& latent, const DmcBatch
   }
   absl::StatusOr<ThinPlateSpline> tps = absl::FailedPreconditionError("not fitted");
   if (np >= params.tps_min_pairs) tps = ThinPlateSpline::Fit(from, to, params.tps_lambda);
+  // Robust refits: while the worst control pair misses its partner by more
+  // than tps_keep_distance, drop it and refit (an outlier would otherwise
+  // pull the warp away from the good pairs).
+  for (int round = 0; round < params.tps_refits && tps.ok(); ++round) {
+    int worst = -1;
+    double worst_d2 = static_cast<double>(params.tps_keep_distance) * params.tps_keep_distance;
+    for (size_t i = 0; i < from.size(); ++i) {
+      const Point2 q = tps->Apply(from[i]);
+      const double d2 = (q.x - to[i].x) * (q.x - to[i].x) + (q.y - to[i].y) * (q.y - to[i].y);
+      if (d2 > worst_d2) {
+        worst_d2 = d2;
+        worst = static_cast<int>(i);
+      }
+    }
+    if (worst < 0 || static_cast<int>(from.size()) <= params.tps_min_pairs) break;
+    from.erase(from.begin() + worst);
+    to.erase(to.begin() + worst);
+    auto refit = ThinPlateSpline::Fit(from, to, params.tps_lambda);
+    if (!refit.ok()) break;
+    tps = std::move(refit);
+  }
   absl::StatusOr<RigidTransform> rigid = absl::FailedPreconditionError("not fitted");
   if (!tps.ok() && np >= 2) rigid = FitRigid(from, to);
   // Warped position and direction of latent minutia l.
@@ -173,9 +237,10 @@ DmcTemplateScore ScoreTemplateFinalStage(const DmcLatent& latent, const DmcBatch
     std::vector<Point2> wq(nl);
     std::vector<double> wt(nl);
     for (int l = 0; l < nl; ++l) warp(l, &wq[l], &wt[l]);
+    const double keep2 = static_cast<double>(params.tps_keep_distance) * params.tps_keep_distance;
     for (const Pair& p : best.pairs) {
       const double ex = wq[p.l].x - batch.x[s + p.k], ey = wq[p.l].y - batch.y[s + p.k];
-      if (ex * ex + ey * ey <= d2max) final_pairs.Add(p);
+      if (ex * ex + ey * ey <= keep2) final_pairs.Add(p);
     }
     struct Candidate {
       double d2;
@@ -213,9 +278,26 @@ DmcTemplateScore ScoreTemplateFinalStage(const DmcLatent& latent, const DmcBatch
     }
   }
 
-  // 4. Final similarity.
+  // 4. Final similarity, normalised by the minutiae in the common area.
+  double eff_l = nl, eff_g = ng;
+  if ((tps.ok() || rigid.ok()) && params.overlap_floor < 1.0f) {
+    std::vector<Point2> wl(nl), gp(ng);
+    for (int l = 0; l < nl; ++l) {
+      double th;
+      warp(l, &wl[l], &th);
+    }
+    for (int k = 0; k < ng; ++k) gp[k] = {batch.x[s + k], batch.y[s + k]};
+    const std::vector<Point2> hull_l = ConvexHull(wl), hull_g = ConvexHull(gp);
+    int in_l = 0, in_g = 0;
+    for (int l = 0; l < nl; ++l) in_l += NearHull(hull_g, wl[l], params.overlap_margin);
+    for (int k = 0; k < ng; ++k) in_g += NearHull(hull_l, gp[k], params.overlap_margin);
+    const double pl = nl * std::pow(std::max(in_l, 1) / static_cast<double>(nl), params.overlap_power);
+    const double pg = ng * std::pow(std::max(in_g, 1) / static_cast<double>(ng), params.overlap_power);
+    eff_l = std::max<double>({pl, params.overlap_floor * nl, std::min<double>(nl, params.overlap_min_minutiae)});
+    eff_g = std::max<double>({pg, params.overlap_floor * ng, std::min<double>(ng, params.overlap_min_minutiae)});
+  }
   const double sum = final_pairs.weight;
-  out.score = static_cast<float>(std::min(1.0, sum * sum / (static_cast<double>(nl) * ng)));
+  out.score = static_cast<float>(std::min(1.0, sum * sum / (eff_l * eff_g)));
   return out;
 }
 
@@ -231,7 +313,11 @@ absl::Status ScoreBatchFinalStage(const DmcLatent& latent, const DmcBatchView& b
   }
   if (params.min_cluster_size < 1 || params.min_overlap < 1 || params.max_consolidated < 1 ||
       params.tps_min_pairs < 3 || !(params.tps_lambda >= 0) || !(params.tps_pair_distance > 0) ||
-      !(params.tps_pair_angle > 0)) {
+      !(params.tps_pair_angle > 0) || !(params.tps_keep_distance > 0) || params.tps_refits < 0 ||
+      !(params.overlap_margin >= 0) || !(params.overlap_floor >= 0 && params.overlap_floor <= 1) ||
+      !(params.overlap_min_minutiae >= 0) || !(params.overlap_power >= 0) ||
+      !(params.similarity_weight >= 0 && params.similarity_weight <= 1) ||
+      !(params.quality_weight >= 0 && params.quality_weight <= 1)) {
     return absl::InvalidArgumentError("DMC final stage: parameters out of range");
   }
   auto score_range = [&](int64_t b, int64_t e, int) {

@@ -16,18 +16,29 @@
 //     non-linear distortion. Repeated for up to max_consolidated seeds; the
 //     heaviest consolidated cluster is kept.
 //  3. Thin-plate spline: with >= tps_min_pairs pairs, the TPS f: latent ->
-//     gallery (regularization tps_lambda, tps.h) fitted to the kept pairs;
-//     fewer pairs: the rigid (least-squares) fit. Pairs whose residual
-//     |f(p_l) - p_k| exceeds tps_pair_distance are dropped. Then new pairs
-//     among the minutiae left unpaired: (l, k) with |f(p_l) - p_k| <=
-//     tps_pair_distance and |dphi(theta_l warped by f's Jacobian, theta_k)|
-//     <= tps_pair_angle, greedily by distance (ties: lower l, then k); their
-//     lambda is computed on the CPU (lss.h) and a new pair needs lambda >
-//     new_pair_min_similarity.
+//     gallery (regularization tps_lambda, tps.h) fitted to the kept pairs
+//     (then up to tps_refits robust refits, each dropping the control pair
+//     of largest residual while it exceeds tps_keep_distance); with 2 to
+//     tps_min_pairs - 1 pairs the rigid least-squares fit. Consolidated pairs
+//     whose residual |f(p_l) - p_k| exceeds tps_keep_distance are dropped.
+//     Then new pairs among the minutiae left unpaired: (l, k) with
+//     |f(p_l) - p_k| <= tps_pair_distance and |dphi(theta_l warped by f's
+//     Jacobian, theta_k)| <= tps_pair_angle, greedily by distance (ties:
+//     lower l, then k); their lambda is computed on the CPU (lss.h) and must
+//     exceed new_pair_min_similarity. With fewer than 2 pairs: no warp.
 //  4. Final similarity over the resulting pairs P:
-//       w_p = lambda_p * (q_l + q_k) / 2     (MCC similarity x mean quality)
-//       S   = (sum_{p in P} w_p)^2 / (n_L * n_G)       in [0, 1]
-//     0 when n_L or n_G is 0 or P is empty.
+//       w_p = (1 - beta + beta lambda_p) (1 - gamma + gamma (q_l + q_k) / 2)
+//     (beta = similarity_weight, gamma = quality_weight), normalised by the
+//     minutiae in the common area: with m_L the latent minutiae whose warped
+//     positions lie within overlap_margin of the convex hull of the gallery
+//     minutiae and m_G the gallery minutiae within overlap_margin of the hull
+//     of the warped latent,
+//       e_L = max(n_L (max(m_L, 1) / n_L)^overlap_power, overlap_floor n_L,
+//                 min(n_L, overlap_min_minutiae))            (e_G likewise)
+//       S   = min(1, (sum_{p in P} w_p)^2 / (e_L e_G))       in [0, 1]
+//     (e = n without a warp). 0 when n_L or n_G is 0 or P is empty.
+//     Defaults: tuned on FVC2002 DB1-DB4 set B (bench/results/
+//     2026-11-30-cpu-fingerprint-dmc.md).
 #ifndef TESSERA_SERVICES_FINGERPRINT_DMC_FINAL_STAGE_H_
 #define TESSERA_SERVICES_FINGERPRINT_DMC_FINAL_STAGE_H_
 
@@ -46,10 +57,18 @@ struct DmcFinalStageParams {
   int min_overlap = 2;
   int max_consolidated = 4;
   int tps_min_pairs = 6;
-  double tps_lambda = 10.0;        // TPS bending regularization (pixels^2 scale)
-  float tps_pair_distance = 18.0f;  // pixels
+  double tps_lambda = 10.0;         // TPS regularization (relative to mean |K|, tps.h)
+  float tps_pair_distance = 10.0f;  // pixels: new pairs under the warp
+  float tps_keep_distance = 10.0f;  // pixels: residual of a consolidated pair under the warp
+  int tps_refits = 0;               // robust refits dropping the worst pair (step 3)
   float tps_pair_angle = 0.5235988f;  // pi/6
   float new_pair_min_similarity = 0.0f;
+  float overlap_margin = 15.0f;  // pixels around the convex hulls (step 4)
+  float overlap_floor = 0.5f;    // the common-area counts never go below this share of n
+  float overlap_min_minutiae = 0.0f;  // ... nor below this many (or n when smaller)
+  float overlap_power = 1.0f;         // 0: plain n_L n_G normalisation
+  float similarity_weight = 1.0f;  // beta (step 4)
+  float quality_weight = 1.0f;     // gamma (step 4)
 };
 
 // One matched pair of the final stage (indices: latent cylinder, gallery

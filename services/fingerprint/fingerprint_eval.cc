@@ -27,11 +27,16 @@ int main(int argc, char** argv) {
       {"cluster_radius", &k.cluster_radius},     {"quality_radius", &k.quality_radius},
       {"quality_sigma", &k.quality_sigma},       {"quality_prior", &k.quality_prior},
       {"tps_pair_distance", &f.tps_pair_distance}, {"tps_pair_angle", &f.tps_pair_angle},
-      {"new_pair_min_similarity", &f.new_pair_min_similarity}};
+      {"tps_keep_distance", &f.tps_keep_distance},
+      {"new_pair_min_similarity", &f.new_pair_min_similarity},
+      {"overlap_margin", &f.overlap_margin},     {"overlap_floor", &f.overlap_floor},
+      {"overlap_min_minutiae", &f.overlap_min_minutiae}, {"similarity_weight", &f.similarity_weight},
+      {"quality_weight", &f.quality_weight},     {"overlap_power", &f.overlap_power}};
   const std::map<std::string, int*> int_params = {{"min_cluster_size", &f.min_cluster_size},
                                                   {"min_overlap", &f.min_overlap},
                                                   {"max_consolidated", &f.max_consolidated},
-                                                  {"tps_min_pairs", &f.tps_min_pairs}};
+                                                  {"tps_min_pairs", &f.tps_min_pairs},
+                                                  {"tps_refits", &f.tps_refits}};
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     if (std::strncmp(a, "--dmc.", 6) == 0 && std::strchr(a, '=') != nullptr) {

@@ -90,6 +90,10 @@ absl::Status ComputeSqNorms(const Stream& stream, const CodebookView& codebook) 
 namespace cuda {
 void SetTiledLoadDepth(int) {}
 int TiledLoadDepth() { return 8; }
+void SetTiledKernel(bool) {}
+bool TiledKernel() { return false; }
+void SetWarpGroupNodes(int64_t) {}
+int64_t WarpGroupNodes() { return 512; }
 }  // namespace cuda
 #endif
 

@@ -194,8 +194,172 @@ __global__ void MergeTilePartialsKernel(const Top2* __restrict__ partials, int64
   WriteTop2(t, d0 + j, bmu, second, score);
 }
 
+// ---------------------------------------------------------------------------
+// Warp kernel (the default for kFeatureMajor/kNodeMajor on CUDA): one warp per
+// (document, group of nodes). Each lane owns 4 adjacent nodes and keeps their
+// dot products in registers: for every feature of the document (ascending) it
+// loads the 4 weights with one 16-byte (fp32) / 8-byte (fp16) load — a warp
+// reads 128 consecutive weights of the column, coalesced — and adds them; it
+// folds the scores into a lane-local top-2, and the warp merges the lanes'
+// top-2 once per group. No shared memory and no N x M score matrix; blocks
+// with the same group run together (documents fastest), so the group's columns
+// stay in L2; the 8 documents of a block share L1. Per-(group, document) top-2
+// partials are merged by MergePartialsKernel.
+
+constexpr int kLaneNodes = 4;
+constexpr int kWarpNodes = 32 * kLaneNodes;
+constexpr int kWarpDepth = 4;  // features whose loads are issued before any add
+
+struct WarpArgs {
+  int64_t d0;  // first document of the launch
+  int64_t nb;  // documents in the launch
+  const int64_t* offsets;
+  const int32_t* indices;
+  const void* weights;
+  const float* norms;
+  int64_t m;
+  int64_t v_count;
+  int64_t group_nodes;  // multiple of kWarpNodes
+  Top2* partials;       // [group][document - d0]
+};
+
+template <typename TW, bool kFeatureMajor, bool kVec>
+__device__ inline void LoadQuad(const TW* __restrict__ w, int64_t m, int64_t v_count, int32_t v, int64_t n0,
+                                float (&q)[kLaneNodes]) {
+  if (kFeatureMajor && kVec) {
+    if (n0 >= m) {
+      q[0] = q[1] = q[2] = q[3] = 0.0f;
+      return;
+    }
+    const TW* p = w + static_cast<int64_t>(v) * m + n0;
+    if constexpr (sizeof(TW) == 4) {
+      const float4 x = __ldg(reinterpret_cast<const float4*>(p));
+      q[0] = x.x;
+      q[1] = x.y;
+      q[2] = x.z;
+      q[3] = x.w;
+    } else {
+      const uint2 x = __ldg(reinterpret_cast<const uint2*>(p));
+      const __half2 lo = *reinterpret_cast<const __half2*>(&x.x);
+      const __half2 hi = *reinterpret_cast<const __half2*>(&x.y);
+      q[0] = __low2float(lo);
+      q[1] = __high2float(lo);
+      q[2] = __low2float(hi);
+      q[3] = __high2float(hi);
+    }
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < kLaneNodes; ++k) {
+    const int64_t n = n0 + k;
+    q[k] = n >= m ? 0.0f
+                  : Widen(__ldg(kFeatureMajor ? w + static_cast<int64_t>(v) * m + n : w + n * v_count + v));
+  }
+}
+
+template <typename TW, bool kFeatureMajor, bool kVec>
+__global__ void __launch_bounds__(kThreads) WarpBmuKernel(WarpArgs a) {
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int64_t local = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  if (local >= a.nb) return;  // whole warp
+  const TW* __restrict__ w = static_cast<const TW*>(a.weights);
+  const int64_t d = a.d0 + local;
+  const int64_t off = a.offsets[d];
+  const int nnz = static_cast<int>(a.offsets[d + 1] - off);
+  const int64_t g0 = static_cast<int64_t>(blockIdx.y) * a.group_nodes;
+  const int64_t g1 = g0 + a.group_nodes < a.m ? g0 + a.group_nodes : a.m;
+  const int32_t first = lane < nnz ? __ldg(a.indices + off + lane) : 0;  // features 0..31, one per lane
+  Top2 t = Top2::Empty();
+  for (int64_t base = g0; base < g1; base += kWarpNodes) {
+    const int64_t n0 = base + kLaneNodes * lane;
+    float acc[kLaneNodes] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int k0 = 0; k0 < nnz; k0 += 32) {
+      const int32_t mine = k0 == 0 ? first : (k0 + lane < nnz ? __ldg(a.indices + off + k0 + lane) : 0);
+      const int count = nnz - k0 < 32 ? nnz - k0 : 32;
+      for (int k = 0; k < count; k += kWarpDepth) {
+        float q[kWarpDepth][kLaneNodes];
+#pragma unroll
+        for (int u = 0; u < kWarpDepth; ++u) {
+          const int32_t v = __shfl_sync(0xffffffffu, mine, (k + u) & 31);
+          if (k + u < count) {
+            LoadQuad<TW, kFeatureMajor, kVec>(w, a.m, a.v_count, v, n0, q[u]);
+          }
+        }
+        // Adds in ascending feature order, as the CPU backend.
+#pragma unroll
+        for (int u = 0; u < kWarpDepth; ++u) {
+          if (k + u < count) {
+#pragma unroll
+            for (int c = 0; c < kLaneNodes; ++c) acc[c] += q[u][c];
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < kLaneNodes; ++c) {
+      const int64_t node = n0 + c;
+      if (node < g1) t.Insert(__ldg(a.norms + node) - 2.0f * acc[c], static_cast<int32_t>(node));
+    }
+  }
+  WarpMergeTop2(t);
+  if (lane == 0) a.partials[static_cast<int64_t>(blockIdx.y) * a.nb + local] = t;
+}
+
+__global__ void MergePartialsKernel(const Top2* __restrict__ partials, int64_t nb, int splits, int64_t d0,
+                                    int32_t* bmu, int32_t* second, float* score);
+
+int64_t g_group_nodes = 512;   // SetWarpGroupNodes (benchmarks)
+bool g_use_tiled = false;      // SetTiledKernel (benchmarks)
+constexpr int kWarpPartialsSlot = 3;
+constexpr size_t kWarpPartialsBytes = size_t{256} << 20;  // per launch
+
+template <typename TW, bool kFeatureMajor>
+void LaunchWarp(const WarpArgs& args, int groups, bool vec, cudaStream_t s) {
+  const dim3 grid(static_cast<unsigned>((args.nb + kWarps - 1) / kWarps), static_cast<unsigned>(groups));
+  if (kFeatureMajor && vec) {
+    WarpBmuKernel<TW, kFeatureMajor, true><<<grid, kThreads, 0, s>>>(args);
+  } else {
+    WarpBmuKernel<TW, kFeatureMajor, false><<<grid, kThreads, 0, s>>>(args);
+  }
+}
+
+absl::Status WarpBmus(const Stream& stream, const DocumentSet& docs, const CodebookView& cb, const BmuOutput& out,
+                      SomWorkspace& ws) {
+  const int64_t n = docs.rows();
+  const int64_t group_nodes = std::max<int64_t>(kWarpNodes, g_group_nodes / kWarpNodes * kWarpNodes);
+  const int64_t groups = (cb.nodes + group_nodes - 1) / group_nodes;
+  if (groups > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("FindBmus: ", cb.nodes, " nodes exceed the warp kernel's limit of ",
+                                                   int64_t{65535} * group_nodes));
+  }
+  const int64_t per_launch = std::max<int64_t>(
+      1, std::min<int64_t>({n, int64_t{1} << 30, static_cast<int64_t>(kWarpPartialsBytes / (sizeof(Top2) * groups))}));
+  TESSERA_ASSIGN_OR_RETURN(void* partials_raw, ws.Slot(kWarpPartialsSlot, sizeof(Top2) * groups * per_launch, stream));
+  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
+  const bool fm = cb.layout == CodebookLayout::kFeatureMajor;
+  const bool vec = cb.nodes % kLaneNodes == 0;
+  const CsrView csr = docs.csr();
+  for (int64_t d0 = 0; d0 < n; d0 += per_launch) {
+    const int64_t nb = std::min(per_launch, n - d0);
+    WarpArgs args{d0,          nb,       csr.offsets, csr.indices,         cb.weights,
+                  cb.sq_norms, cb.nodes, cb.features, group_nodes,         static_cast<Top2*>(partials_raw)};
+    const int g = static_cast<int>(groups);
+    if (cb.type == WeightType::kFloat32) {
+      fm ? LaunchWarp<float, true>(args, g, vec, s) : LaunchWarp<float, false>(args, g, vec, s);
+    } else {
+      fm ? LaunchWarp<__half, true>(args, g, vec, s) : LaunchWarp<__half, false>(args, g, vec, s);
+    }
+    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("WarpBmuKernel");
+    MergePartialsKernel<<<static_cast<unsigned>((nb + kThreads - 1) / kThreads), kThreads, 0, s>>>(
+        args.partials, nb, g, d0, out.bmu, out.second, out.score);
+    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("MergePartialsKernel");
+  }
+  return absl::OkStatus();
+}
+
 int g_tiled_depth = 8;  // SetTiledLoadDepth (benchmarks)
-constexpr int kTiledPartialsSlot = 3;
+constexpr int kTiledPartialsSlot = kWarpPartialsSlot;
 constexpr size_t kTiledPartialsBytes = size_t{256} << 20;  // per launch
 
 template <typename TW, bool kFeatureMajor, int kDepth>
@@ -471,7 +635,8 @@ absl::Status FindBmus(const Stream& stream, BmuAlgorithm algorithm, const Docume
   SomWorkspace local;
   SomWorkspace& ws = workspace != nullptr ? *workspace : local;
   if (algorithm == BmuAlgorithm::kFeatureMajor || algorithm == BmuAlgorithm::kNodeMajor) {
-    TESSERA_RETURN_IF_ERROR(TiledBmus(stream, docs, codebook, out, ws));
+    TESSERA_RETURN_IF_ERROR(g_use_tiled ? TiledBmus(stream, docs, codebook, out, ws)
+                                        : WarpBmus(stream, docs, codebook, out, ws));
   } else {
     TESSERA_RETURN_IF_ERROR(
         CusparseBmus(stream, algorithm == BmuAlgorithm::kCusparseRowOrder, docs, codebook, out, ws));
@@ -482,6 +647,10 @@ absl::Status FindBmus(const Stream& stream, BmuAlgorithm algorithm, const Docume
 }
 
 void SetTiledLoadDepth(int depth) { g_tiled_depth = depth; }
+void SetTiledKernel(bool tiled) { g_use_tiled = tiled; }
+bool TiledKernel() { return g_use_tiled; }
+void SetWarpGroupNodes(int64_t nodes) { g_group_nodes = nodes; }
+int64_t WarpGroupNodes() { return g_group_nodes; }
 int TiledLoadDepth() { return g_tiled_depth == 1 || g_tiled_depth == 4 || g_tiled_depth == 16 ? g_tiled_depth : 8; }
 
 absl::Status ComputeSqNorms(const Stream& stream, const CodebookView& cb) {

@@ -89,6 +89,15 @@ absl::Status ComputeSqNorms(const Stream& stream, const CodebookView& codebook);
 // applying any (1, 4, 8 (default) or 16; others mean 8). Not thread-safe.
 void SetTiledLoadDepth(int depth);
 int TiledLoadDepth();
+// Benchmarks only: which CUDA kernel serves kFeatureMajor/kNodeMajor — the
+// warp kernel (default: register accumulators, one warp per document and node
+// group) or the tiled one (shared-memory accumulators, one block per 32
+// documents and 512 nodes) — and the warp kernel's nodes per group (multiple
+// of 128; default 512). Not thread-safe.
+void SetTiledKernel(bool tiled);
+bool TiledKernel();
+void SetWarpGroupNodes(int64_t nodes);
+int64_t WarpGroupNodes();
 }  // namespace cuda
 
 }  // namespace som

@@ -91,28 +91,37 @@ void ExpectSame(const Result& got, const Result& ref) {
   }
 }
 
-// Map sizes around the 512-node chunk (odd sizes take the scalar load path),
-// more documents than one tile, long and empty documents.
+// Both CUDA kernels (warp: register accumulators per node group; tiled:
+// shared-memory accumulators per 32-document tile), map sizes around the
+// 128-node warp span and 512-node chunk (sizes not divisible by 4 take the
+// scalar load path), several warp group sizes (several groups per map), more
+// documents than one tile, documents longer than 32 features, empty ones.
 TEST(BmuCudaParity, TiledKernelsMatchCpuBitForBit) {
   TESSERA_SKIP_WITHOUT_GPU();
   Stream stream = Stream::Create(Backend::kCuda).value();
   std::mt19937 rng(21);
-  for (int64_t nodes : {1, 7, 512, 513, 1030, 4096}) {
-    for (int max_nnz : {12, 300}) {
-      SCOPED_TRACE(testing::Message() << "nodes " << nodes << " max_nnz " << max_nnz);
-      HostDocs docs = testutil::RandomDocs(333, 700, max_nnz, rng);
-      HostCodebook fm = testutil::RandomCodebook(nodes, 700, rng, 0.0f, 0.3f);
-      Result ref = RunCpu(docs, fm);
-      ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream), ref);
-      HostCodebook nm = testutil::WithLayout(fm, CodebookLayout::kNodeMajor);
-      ExpectSame(RunCuda(docs, nm, BmuAlgorithm::kNodeMajor, stream), ref);
-      HostCodebook half = testutil::ToHalf(fm);
-      Result href = RunCpu(docs, half);
-      ExpectSame(RunCuda(docs, half, BmuAlgorithm::kFeatureMajor, stream), href);
-      HostCodebook half_nm = testutil::WithLayout(half, CodebookLayout::kNodeMajor);
-      ExpectSame(RunCuda(docs, half_nm, BmuAlgorithm::kNodeMajor, stream), href);
+  for (int kernel = 0; kernel < 3; ++kernel) {
+    cuda::SetTiledKernel(kernel == 2);
+    cuda::SetWarpGroupNodes(kernel == 0 ? 512 : 128);
+    for (int64_t nodes : {1, 7, 512, 513, 1028, 1030, 4096}) {
+      for (int max_nnz : {12, 300}) {
+        SCOPED_TRACE(testing::Message() << "kernel " << kernel << " nodes " << nodes << " max_nnz " << max_nnz);
+        HostDocs docs = testutil::RandomDocs(333, 700, max_nnz, rng);
+        HostCodebook fm = testutil::RandomCodebook(nodes, 700, rng, 0.0f, 0.3f);
+        Result ref = RunCpu(docs, fm);
+        ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream), ref);
+        HostCodebook nm = testutil::WithLayout(fm, CodebookLayout::kNodeMajor);
+        ExpectSame(RunCuda(docs, nm, BmuAlgorithm::kNodeMajor, stream), ref);
+        HostCodebook half = testutil::ToHalf(fm);
+        Result href = RunCpu(docs, half);
+        ExpectSame(RunCuda(docs, half, BmuAlgorithm::kFeatureMajor, stream), href);
+        HostCodebook half_nm = testutil::WithLayout(half, CodebookLayout::kNodeMajor);
+        ExpectSame(RunCuda(docs, half_nm, BmuAlgorithm::kNodeMajor, stream), href);
+      }
     }
   }
+  cuda::SetTiledKernel(false);
+  cuda::SetWarpGroupNodes(512);
 }
 
 TEST(BmuCudaParity, CusparseExactOnDyadicWeightsWithTies) {

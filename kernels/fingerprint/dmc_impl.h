@@ -129,8 +129,8 @@ TESSERA_FP_HD float QualityOne(const float* x, const float* y, const float* thet
   for (int j = begin; j < end; ++j) {
     const float dx = x[j] - xi, dy = y[j] - yi;
     const float d2 = Mul(dx, dx) + Mul(dy, dy);
-    const float w0 = fpmath::ExpF(Mul(d2, c.quality_exp_scale));
-    const float w = (j != i && d2 <= c.quality_radius2) ? w0 : 0.0f;
+    if (j == i || d2 > c.quality_radius2) continue;  // most of the template: skip exp and cos
+    const float w = fpmath::ExpF(Mul(d2, c.quality_exp_scale));
     float cs, sn;
     CosSinF(Mul(2.0f, fpmath::AngleDiffF(theta[j], ti)), &cs, &sn);
     sum_c = sum_c + Mul(w, cs);

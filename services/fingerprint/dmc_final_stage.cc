@@ -83,7 +83,7 @@ std::vector<Point2> ConvexHull(std::vector<Point2> p) {
 bool NearHull(const std::vector<Point2>& hull, const Point2& q, double margin) {
   if (hull.empty()) return false;
   bool inside = hull.size() >= 3;
-  double best = HUGE_VAL;
+  double best2 = HUGE_VAL;  // squared distance to the boundary
   for (size_t i = 0; i < hull.size(); ++i) {
     const Point2& a = hull[i];
     const Point2& b = hull[(i + 1) % hull.size()];
@@ -92,9 +92,10 @@ bool NearHull(const std::vector<Point2>& hull, const Point2& q, double margin) {
     const double len2 = ex * ex + ey * ey;
     double t = len2 > 0 ? ((q.x - a.x) * ex + (q.y - a.y) * ey) / len2 : 0.0;
     t = std::min(1.0, std::max(0.0, t));
-    best = std::min(best, std::hypot(a.x + t * ex - q.x, a.y + t * ey - q.y));
+    const double fx = a.x + t * ex - q.x, fy = a.y + t * ey - q.y;
+    best2 = std::min(best2, fx * fx + fy * fy);
   }
-  return inside || best <= margin;
+  return inside || best2 <= margin * margin;
 }
 
 }  // namespace
@@ -220,9 +221,8 @@ DmcTemplateScore ScoreTemplateFinalStage(const DmcLatent& latent, const DmcBatch
     const Point2 p{latent.x[l], latent.y[l]};
     const double th = latent.theta[l];
     if (tps.ok()) {
-      *q = tps->Apply(p);
       double j[2][2];
-      tps->Jacobian(p, j);
+      *q = tps->ApplyWithJacobian(p, j);
       const double dx = std::cos(th), dy = -std::sin(th);  // image-frame direction
       const double vx = j[0][0] * dx + j[0][1] * dy, vy = j[1][0] * dx + j[1][1] * dy;
       *theta = std::atan2(-vy, vx);
@@ -232,9 +232,10 @@ DmcTemplateScore ScoreTemplateFinalStage(const DmcLatent& latent, const DmcBatch
     }
   };
   Assignment final_pairs(nl, ng);
+  std::vector<Point2> wq;  // warped latent positions
   if (tps.ok() || rigid.ok()) {
     const double d2max = static_cast<double>(params.tps_pair_distance) * params.tps_pair_distance;
-    std::vector<Point2> wq(nl);
+    wq.resize(nl);
     std::vector<double> wt(nl);
     for (int l = 0; l < nl; ++l) warp(l, &wq[l], &wt[l]);
     const double keep2 = static_cast<double>(params.tps_keep_distance) * params.tps_keep_distance;
@@ -281,11 +282,8 @@ DmcTemplateScore ScoreTemplateFinalStage(const DmcLatent& latent, const DmcBatch
   // 4. Final similarity, normalised by the minutiae in the common area.
   double eff_l = nl, eff_g = ng;
   if ((tps.ok() || rigid.ok()) && params.overlap_floor < 1.0f) {
-    std::vector<Point2> wl(nl), gp(ng);
-    for (int l = 0; l < nl; ++l) {
-      double th;
-      warp(l, &wl[l], &th);
-    }
+    const std::vector<Point2>& wl = wq;
+    std::vector<Point2> gp(ng);
     for (int k = 0; k < ng; ++k) gp[k] = {batch.x[s + k], batch.y[s + k]};
     const std::vector<Point2> hull_l = ConvexHull(wl), hull_g = ConvexHull(gp);
     int in_l = 0, in_g = 0;

@@ -120,15 +120,6 @@ absl::StatusOr<ThinPlateSpline> ThinPlateSpline::Fit(const std::vector<Point2>& 
     a[2] = b[static_cast<size_t>(n + 2) * 2 + c];
     a[0] -= a[1] * cx + a[2] * cy;
   }
-  double e = 0;
-  for (int i = 0; i < n; ++i) {
-    for (int j = 0; j < n; ++j) {
-      const double dx = from[i].x - from[j].x, dy = from[i].y - from[j].y;
-      const double u = U(dx * dx + dy * dy);
-      e += u * (t.wx_[i] * t.wx_[j] + t.wy_[i] * t.wy_[j]);
-    }
-  }
-  t.energy_ = e;
   return t;
 }
 
@@ -161,7 +152,39 @@ void ThinPlateSpline::Jacobian(const Point2& p, double j[2][2]) const {
   }
 }
 
-double ThinPlateSpline::BendingEnergy() const { return energy_; }
+Point2 ThinPlateSpline::ApplyWithJacobian(const Point2& p, double j[2][2]) const {
+  double x = ax_[0] + ax_[1] * p.x + ax_[2] * p.y;
+  double y = ay_[0] + ay_[1] * p.x + ay_[2] * p.y;
+  j[0][0] = ax_[1];
+  j[0][1] = ax_[2];
+  j[1][0] = ay_[1];
+  j[1][1] = ay_[2];
+  for (size_t i = 0; i < centres_.size(); ++i) {
+    const double dx = p.x - centres_[i].x, dy = p.y - centres_[i].y;
+    const double r2 = dx * dx + dy * dy;
+    if (r2 <= 0) continue;  // U(0) = 0 and grad U -> 0 at the centre
+    const double lg = std::log(r2);
+    x += wx_[i] * r2 * lg;
+    y += wy_[i] * r2 * lg;
+    const double g = 2.0 * (lg + 1.0);
+    j[0][0] += wx_[i] * g * dx;
+    j[0][1] += wx_[i] * g * dy;
+    j[1][0] += wy_[i] * g * dx;
+    j[1][1] += wy_[i] * g * dy;
+  }
+  return {x, y};
+}
+
+double ThinPlateSpline::BendingEnergy() const {
+  double e = 0;
+  for (size_t i = 0; i < centres_.size(); ++i) {
+    for (size_t k = 0; k < centres_.size(); ++k) {
+      const double dx = centres_[i].x - centres_[k].x, dy = centres_[i].y - centres_[k].y;
+      e += U(dx * dx + dy * dy) * (wx_[i] * wx_[k] + wy_[i] * wy_[k]);
+    }
+  }
+  return e;
+}
 
 Point2 RigidTransform::Apply(const Point2& p) const {
   const double c = std::cos(angle), s = std::sin(angle);

@@ -37,6 +37,8 @@ class ThinPlateSpline {
   Point2 Apply(const Point2& p) const;
   // d f / d p at p: j[r][c] = d f_r / d p_c.
   void Jacobian(const Point2& p, double j[2][2]) const;
+  // Both at once (one logarithm per control point).
+  Point2 ApplyWithJacobian(const Point2& p, double j[2][2]) const;
   // Bending energy trace(w^T K w) (0 for an affine map).
   double BendingEnergy() const;
 
@@ -44,7 +46,6 @@ class ThinPlateSpline {
   std::vector<Point2> centres_;
   std::vector<double> wx_, wy_;  // kernel weights per output coordinate
   double ax_[3] = {0, 0, 0}, ay_[3] = {0, 0, 0};  // a_0, a_x, a_y per output coordinate
-  double energy_ = 0;
 };
 
 // The rotation + translation q = R(a) p + t minimising sum |q_i - to_i|^2

@@ -20,6 +20,8 @@
 // Rows (matches/s = templates x latents / wall time):
 //   pipeline GPU     all latents in one Search: each batch uploaded once and
 //                    scored for every latent; ms/latent = wall / latents;
+//   pipeline GPU warp  the same with the one-warp-per-comparison LSS-R kernel
+//                    (LssCudaKernel::kWarp), top-k checked against the above;
 //   serialized GPU   the same with overlap off (one batch in flight, final
 //                    stage inline): the sum of the stages; "overlap" is its
 //                    wall over the pipelined wall;
@@ -189,6 +191,7 @@ int Run(const Config& cfg) {
   std::vector<int64_t> sizes = cfg.sizes;
   std::sort(sizes.begin(), sizes.end());
   LssBatchMatcher lssr(MccScore::kLssR);
+  LssBatchMatcher lssr_warp(MccScore::kLssR, LssParams(), MccParams(), cuda::LssCudaKernel::kWarp);
   const LssConstants constants = MakeLssConstants(LssParams());
 
   for (int64_t size : sizes) {
@@ -254,6 +257,21 @@ int Run(const Config& cfg) {
         Row(size, "serialized GPU", probe, cfg.latents, serial_wall, 0, &serial_st);
         std::printf("%-9s overlap ratio (stage sum / wall) pipelined %.2f, serialized %.2f; %.0f MB uploaded\n", "",
                     st.overlap_ratio(), serial_st.overlap_ratio(), st.upload_bytes / 1e6);
+        // The one-warp-per-comparison kernel variant through the same pipeline.
+        (void)(*pipeline)->Search(lssr_warp, {lat[0]});
+        PipelineStats warp_st;
+        const double w0 = Now();
+        auto warp_top = (*pipeline)->Search(lssr_warp, lat, &warp_st);
+        const double warp_wall = Now() - w0;
+        if (!warp_top.ok()) {
+          std::fprintf(stderr, "pipeline (warp kernel): %s\n", std::string(warp_top.status().message()).c_str());
+          return 1;
+        }
+        Row(size, "pipeline GPU warp", probe, cfg.latents, warp_wall, 0, &warp_st);
+        int warp_same = 0;
+        for (size_t i = 0; i < lat.size(); ++i) warp_same += (*warp_top)[i] == (*top)[i];
+        std::printf("%-9s warp-kernel top-%d lists identical to the block kernel's: %d of %d\n", "", cfg.top,
+                    warp_same, cfg.latents);
         // One latent per call.
         double one_by_one = 0;
         for (const MccTemplate& l : lat) {

@@ -345,6 +345,286 @@ __global__ void __launch_bounds__(kThreads) ScoreKernel(ProbeArgs probe, Gallery
   }
 }
 
+// --- One warp per comparison ---------------------------------------------------
+// The same computation as ScoreKernel with one warp per gallery template and
+// up to kWarpKernelMaxWarps templates per block (the probe in shared memory is
+// shared by the block's warps): no block-wide barriers, only __syncwarp, so
+// warps on different templates never wait for each other. Lane j keeps
+// gallery cylinder j's bits and mask in registers and sweeps the probe's rows
+// (broadcast reads from shared memory), so each gallery cylinder is read from
+// global memory once per comparison instead of once per probe row. The
+// selection (radix select, ordered compaction by ballots), rho, relaxation
+// and the final efficiency choice follow ScoreKernel step for step, so the
+// scores are the same bits.
+constexpr int kWarpKernelMaxWarps = 8;
+
+__device__ __forceinline__ int WarpSum(int v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+  return v;
+}
+
+template <bool kRelax>
+__global__ void __launch_bounds__(kWarpKernelMaxWarps * 32)
+    ScoreKernelWarp(ProbeArgs probe, GalleryArgs gallery, LssConstants c, int k_capacity, int probe_bytes,
+                    int warp_bytes, float* __restrict__ scores) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int na = probe.n;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  uint64_t* p_bits = reinterpret_cast<uint64_t*>(smem);
+  uint64_t* p_mask = p_bits + static_cast<size_t>(na) * kMccBitWords;
+  float* p_x = reinterpret_cast<float*>(p_mask + static_cast<size_t>(na) * kMccMaskWords);
+  float* p_y = p_x + na;
+  float* p_t = p_y + na;
+  int* p_count = reinterpret_cast<int*>(p_t + na);
+  unsigned char* wbase = smem + probe_bytes + static_cast<size_t>(warp) * warp_bytes;
+  float* gamma = reinterpret_cast<float*>(wbase);
+  float* sel_value = gamma + static_cast<size_t>(na) * gallery.max_size;
+  int* sel_index = reinterpret_cast<int*>(sel_value + k_capacity);
+  float* lambda0 = reinterpret_cast<float*>(sel_index + k_capacity);
+  float* lambda_a = lambda0 + k_capacity;
+  float* lambda_b = lambda_a + k_capacity;
+  int* hist = reinterpret_cast<int*>(lambda_b + k_capacity);
+
+  for (int i = threadIdx.x; i < na * kMccBitWords; i += blockDim.x) p_bits[i] = probe.bits[i];
+  for (int i = threadIdx.x; i < na * kMccMaskWords; i += blockDim.x) p_mask[i] = probe.mask[i];
+  for (int i = threadIdx.x; i < na; i += blockDim.x) {
+    p_x[i] = probe.x[i];
+    p_y[i] = probe.y[i];
+    p_t[i] = probe.theta[i];
+    p_count[i] = probe.count[i];
+  }
+  __syncthreads();  // the only block-wide barrier
+
+  const int total_warps = gridDim.x * warps;
+  for (int g = blockIdx.x * warps + warp; g < gallery.num_templates; g += total_warps) {
+    const int base = gallery.start[g];
+    const int nb = gallery.start[g + 1] - base;
+    if (na == 0 || nb == 0) {
+      if (lane == 0) scores[g] = 0.0f;
+      continue;  // uniform across the warp
+    }
+    const int n_min = min(na, nb);
+    const int np = c.np_table[n_min];
+    const int K = kRelax ? n_min : np;
+    const int entries = na * nb;
+    const uint64_t* g_bits = gallery.bits + static_cast<size_t>(kMccBitWords) * base;
+    const uint64_t* g_mask = gallery.mask + static_cast<size_t>(kMccMaskWords) * base;
+
+    // 1. Local similarities, column j = lane (+ 32 k) against every probe row.
+    int positives = 0;
+    for (int j = lane; j < nb; j += 32) {
+      const float tb = gallery.theta[base + j];
+      const int count_b = gallery.count[base + j];
+      uint64_t mb[kMccMaskWords], bb[kMccBitWords];
+#pragma unroll
+      for (int q = 0; q < kMccMaskWords; ++q) mb[q] = g_mask[static_cast<size_t>(q) * nb + j];
+#pragma unroll
+      for (int w = 0; w < kMccBitWords; ++w) bb[w] = g_bits[static_cast<size_t>(w) * nb + j];
+      for (int r = 0; r < na; ++r) {
+        float v = 0.0f;
+        if (lss_internal::DirectionsMatchable(p_t[r], tb, c)) {
+          uint64_t ma[kMccMaskWords];
+          int common = 0;
+          uint64_t a_out = 0, b_out = 0;
+#pragma unroll
+          for (int q = 0; q < kMccMaskWords; ++q) {
+            ma[q] = p_mask[r * kMccMaskWords + q];
+            common += __popcll(ma[q] & mb[q]);
+            a_out |= ma[q] & ~mb[q];
+            b_out |= mb[q] & ~ma[q];
+          }
+          if (common >= c.min_common_cells) {
+            int nab = 0, na_c = 0, nb_c = 0;
+#pragma unroll
+            for (int w = 0; w < kMccBitWords; ++w) {
+              const uint64_t a = p_bits[r * kMccBitWords + w];
+              nab += __popcll(a & bb[w]);
+              if (a_out != 0) na_c += __popcll(a & mb[w % kMccMaskWords]);
+              if (b_out != 0) nb_c += __popcll(bb[w] & ma[w % kMccMaskWords]);
+            }
+            if (a_out == 0) na_c = p_count[r];
+            if (b_out == 0) nb_c = count_b;
+            v = lss_internal::LambdaFromCounts(na_c, nb_c, nab);
+          }
+        }
+        gamma[r * nb + j] = v;
+        positives += v > 0.0f;
+      }
+    }
+    const int n_pos = WarpSum(positives);
+    __syncwarp();  // the matrix is complete
+
+    // 2. The K best entries: threshold key by radix select over float bits.
+    unsigned threshold = 0;
+    int need_eq = 0;
+    if (n_pos > K) {
+      unsigned prefix = 0, prefix_mask = 0;
+      int remaining = K;
+      for (int shift = 24; shift >= 0; shift -= 8) {
+        for (int i = lane; i < 256; i += 32) hist[i] = 0;
+        __syncwarp();
+        for (int e = lane; e < entries; e += 32) {
+          const float v = gamma[e];
+          const unsigned bits = __float_as_uint(v);
+          if (v > 0.0f && (bits & prefix_mask) == prefix) atomicAdd(&hist[(bits >> shift) & 255u], 1);
+        }
+        __syncwarp();
+        // Lane l owns digits 255 - 8 l .. 248 - 8 l (largest first).
+        int own[8];
+        int lane_sum = 0;
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+          own[q] = hist[255 - 8 * lane - q];
+          lane_sum += own[q];
+        }
+        int inc = lane_sum;
+        for (int o = 1; o < 32; o <<= 1) {
+          const int other = __shfl_up_sync(kFull, inc, o);
+          if (lane >= o) inc += other;
+        }
+        int above = inc - lane_sum;
+        const bool mine = above < remaining && remaining <= inc;
+        int digit = 0, rest = 0;
+        if (mine) {
+          for (int q = 0; q < 8; ++q) {
+            if (remaining <= above + own[q]) {
+              digit = 255 - 8 * lane - q;
+              rest = remaining - above;
+              break;
+            }
+            above += own[q];
+          }
+        }
+        const unsigned who = __ballot_sync(kFull, mine);
+        const int src = who != 0 ? __ffs(who) - 1 : 0;
+        digit = __shfl_sync(kFull, digit, src);
+        rest = __shfl_sync(kFull, rest, src);
+        prefix |= static_cast<unsigned>(digit) << shift;
+        prefix_mask |= 255u << shift;
+        remaining = rest;
+        __syncwarp();  // hist is cleared by the next pass
+      }
+      threshold = prefix;
+      need_eq = remaining;
+    }
+    // Compaction in flat-index order by ballots.
+    const unsigned lanes_before = (1u << lane) - 1u;
+    int carry_gt = 0, carry_eq = 0;
+    for (int chunk = 0; chunk < entries; chunk += 32) {
+      const int e = chunk + lane;
+      const float v = e < entries ? gamma[e] : 0.0f;
+      const unsigned bits = __float_as_uint(v);
+      const bool gt = v > 0.0f && bits > threshold;
+      const bool eq = v > 0.0f && bits == threshold && need_eq > 0;
+      const unsigned gt_mask = __ballot_sync(kFull, gt), eq_mask = __ballot_sync(kFull, eq);
+      const int before_gt = carry_gt + __popc(gt_mask & lanes_before);
+      const int before_eq = carry_eq + __popc(eq_mask & lanes_before);
+      if (gt || (eq && before_eq < need_eq)) {
+        const int pos = before_gt + min(before_eq, need_eq);
+        sel_value[pos] = v;
+        sel_index[pos] = e;
+      }
+      carry_gt += __popc(gt_mask);
+      carry_eq += __popc(eq_mask);
+    }
+    const int p = carry_gt + min(carry_eq, need_eq);
+    __syncwarp();
+
+    if (!kRelax) {
+      if (lane == 0) {
+        for (int a = 1; a < p; ++a) {
+          const float v = sel_value[a];
+          const int ix = sel_index[a];
+          int b = a - 1;
+          while (b >= 0 && lss_internal::KeyBefore(v, ix, sel_value[b], sel_index[b])) {
+            sel_value[b + 1] = sel_value[b];
+            sel_index[b + 1] = sel_index[b];
+            --b;
+          }
+          sel_value[b + 1] = v;
+          sel_index[b + 1] = ix;
+        }
+        float sum = 0.0f;
+        for (int a = 0; a < p; ++a) sum = sum + sel_value[a];
+        scores[g] = p == 0 ? 0.0f : sum / static_cast<float>(np);
+      }
+      __syncwarp();
+      continue;
+    }
+
+    // 3. LSS-R.
+    if (p == 0) {
+      if (lane == 0) scores[g] = 0.0f;
+      __syncwarp();
+      continue;
+    }
+    for (int t = lane; t < p; t += 32) lambda0[t] = lambda_a[t] = sel_value[t];
+    __syncwarp();
+    float* lam = lambda_a;
+    float* nxt = lambda_b;
+    if (n_min > 1 && c.relaxation_iterations > 0) {
+      float* rho = gamma;  // p * p <= na * nb
+      for (int idx = lane; idx < p * p; idx += 32) {
+        const int t = idx / p, k = idx - t * p;
+        float value = 0.0f;
+        if (t != k) {
+          const int rt = sel_index[t] / nb, ct = sel_index[t] - rt * nb;
+          const int rk = sel_index[k] / nb, ck = sel_index[k] - rk * nb;
+          value = lss_internal::Rho(p_x[rt], p_y[rt], p_t[rt], p_x[rk], p_y[rk], p_t[rk], gallery.x[base + ct],
+                                    gallery.y[base + ct], gallery.theta[base + ct], gallery.x[base + ck],
+                                    gallery.y[base + ck], gallery.theta[base + ck], c);
+        }
+        rho[idx] = value;
+      }
+      __syncwarp();
+      const float denominator = static_cast<float>(n_min - 1);
+      for (int it = 0; it < c.relaxation_iterations; ++it) {
+        for (int t = lane; t < p; t += 32) {
+          const float* row = rho + static_cast<size_t>(t) * p;
+          float sum = 0.0f;
+          for (int k = 0; k < p; ++k) sum = sum + fpmath::Mul(row[k], lam[k]);
+          nxt[t] = lss_internal::Relaxed(lam[t], sum, denominator, c);
+        }
+        __syncwarp();
+        float* swap = lam;
+        lam = nxt;
+        nxt = swap;
+      }
+    }
+    // The np pairs of highest efficiency, summed in selection order.
+    const int keep = min(np, p);
+    float sum = 0.0f;
+    for (int i = 0; i < keep; ++i) {
+      float best_eff = -1.0f;
+      int best_t = INT_MAX;
+      for (int t = lane; t < p; t += 32) {
+        if (sel_index[t] < 0) continue;  // taken
+        const float eff = lam[t] / lambda0[t];
+        if (eff > best_eff || (eff == best_eff && t < best_t)) {
+          best_eff = eff;
+          best_t = t;
+        }
+      }
+      for (int o = 16; o > 0; o >>= 1) {
+        const float other_eff = __shfl_down_sync(kFull, best_eff, o);
+        const int other_t = __shfl_down_sync(kFull, best_t, o);
+        if (other_eff > best_eff || (other_eff == best_eff && other_t < best_t)) {
+          best_eff = other_eff;
+          best_t = other_t;
+        }
+      }
+      best_t = __shfl_sync(kFull, best_t, 0);
+      if (lane == 0) {
+        sel_index[best_t] = -1;
+        sum = sum + lam[best_t];
+      }
+      __syncwarp();
+    }
+    if (lane == 0) scores[g] = fminf(1.0f, fmaxf(0.0f, sum / static_cast<float>(np)));
+    __syncwarp();
+  }
+}
+
 template <typename T>
 absl::StatusOr<std::shared_ptr<Buffer>> ToDevice(const std::vector<T>& v, const Stream& stream) {
   TESSERA_ASSIGN_OR_RETURN(auto buffer,
@@ -397,7 +677,8 @@ absl::StatusOr<DeviceLssProbe> DeviceLssProbe::Upload(const Stream& stream, cons
 }
 
 absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& probe, const MccDeviceGalleryView& gallery,
-                                 MccScore kind, const LssConstants& constants, float* device_scores) {
+                                 MccScore kind, const LssConstants& constants, float* device_scores,
+                                 LssCudaKernel variant) {
   const int na = probe.n_;
   const int max_nb = gallery.max_template_size;
   if (gallery.num_templates == 0) return absl::OkStatus();
@@ -435,6 +716,40 @@ absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& pro
   const size_t shared = static_cast<size_t>(na) * (kMccBitWords + kMccMaskWords) * 8 +
                         static_cast<size_t>(na) * 4 * 4 + static_cast<size_t>(na) * ga.max_size * 4 +
                         static_cast<size_t>(k_capacity) * 4 * 5 + 256 * 4;
+  if (variant == LssCudaKernel::kWarp) {
+    // Probe block, then one scratch region per warp (16-byte aligned).
+    auto align16 = [](size_t n) { return (n + 15) / 16 * 16; };
+    const size_t probe_bytes =
+        align16(static_cast<size_t>(na) * (kMccBitWords + kMccMaskWords) * 8 + static_cast<size_t>(na) * 4 * 4);
+    const size_t warp_bytes = align16(static_cast<size_t>(na) * ga.max_size * 4 + static_cast<size_t>(k_capacity) * 4 * 5 +
+                                      256 * 4);
+    int max_shared = 0, sms = 0;
+    TESSERA_CUDA_RETURN_IF_ERROR(
+        cudaDeviceGetAttribute(&max_shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, stream.ordinal()));
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, stream.ordinal()));
+    const long long fit = (static_cast<long long>(max_shared) - static_cast<long long>(probe_bytes)) /
+                          static_cast<long long>(warp_bytes);
+    if (fit < 1) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("lss: ", probe_bytes + warp_bytes, " bytes of shared memory for one warp do not fit"));
+    }
+    const int warps = static_cast<int>(std::min<long long>(kWarpKernelMaxWarps, fit));
+    const size_t warp_shared = probe_bytes + static_cast<size_t>(warps) * warp_bytes;
+    auto warp_kernel = kind == MccScore::kLssR ? ScoreKernelWarp<true> : ScoreKernelWarp<false>;
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(warp_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                      static_cast<int>(warp_shared)));
+    int per_sm = 0;
+    TESSERA_CUDA_RETURN_IF_ERROR(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, warp_kernel, warps * 32, warp_shared));
+    if (per_sm < 1) {
+      return absl::ResourceExhaustedError(absl::StrCat("lss: ", warp_shared, " bytes of shared memory per block do not fit"));
+    }
+    const int blocks = std::max(1, std::min((ga.num_templates + warps - 1) / warps, per_sm * sms));
+    warp_kernel<<<blocks, warps * 32, warp_shared, s>>>(pa, ga, constants, k_capacity, static_cast<int>(probe_bytes),
+                                                         static_cast<int>(warp_bytes), device_scores);
+    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("lss ScoreKernelWarp");
+    return absl::OkStatus();
+  }
   auto kernel = kind == MccScore::kLssR ? ScoreKernel<true> : ScoreKernel<false>;
   TESSERA_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));

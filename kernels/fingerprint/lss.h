@@ -198,6 +198,12 @@ namespace cuda {
 absl::Status ScoreGalleryToDevice(const Stream& stream, const LssProbe& probe, const MccDeviceGallery& gallery,
                                MccScore kind, const LssConstants& constants, float* device_scores);
 
+// CUDA kernel variants, same scores bit for bit: kBlock, one 128-thread block
+// per gallery template (block-wide barriers between the steps); kWarp, one
+// warp per template and up to 8 templates per block (warp barriers only; lane
+// j keeps gallery cylinder j in registers and sweeps the probe's rows).
+enum class LssCudaKernel { kBlock, kWarp };
+
 // A probe uploaded once for many asynchronous launches (the pipeline scores
 // each probe against many gallery batches).
 class DeviceLssProbe {
@@ -208,7 +214,7 @@ class DeviceLssProbe {
 
  private:
   friend absl::Status EnqueueScoreGallery(const Stream&, const DeviceLssProbe&, const MccDeviceGalleryView&, MccScore,
-                                          const LssConstants&, float*);
+                                          const LssConstants&, float*, LssCudaKernel);
   std::shared_ptr<Buffer> block_;  // bits, masks, x, y, theta, bit counts
   int n_ = 0;
 };
@@ -218,7 +224,8 @@ class DeviceLssProbe {
 // reaches this point. The probe and the gallery memory must stay alive until
 // then. Same scores as ScoreGalleryToDevice (it is this plus a wait).
 absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& probe, const MccDeviceGalleryView& gallery,
-                                 MccScore kind, const LssConstants& constants, float* device_scores);
+                                 MccScore kind, const LssConstants& constants, float* device_scores,
+                                 LssCudaKernel variant = LssCudaKernel::kBlock);
 }  // namespace cuda
 
 }  // namespace fingerprint

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "common/buffer.h"
@@ -81,6 +82,69 @@ TEST(LssCuda, EdgeCasesAndLargeTemplates) {
   auto t = Build(pts);
   for (MccScore kind : {MccScore::kLssR, MccScore::kLss}) CompareAll(*stream, t, t, kind);
 }
+
+#if TESSERA_WITH_CUDA  // the cuda:: entry points exist only in CUDA builds
+// The one-warp-per-comparison kernel (LssCudaKernel::kWarp) through the
+// asynchronous entry point: every score identical to the CPU's.
+void CompareWarpKernel(const Stream& stream, const std::vector<MccTemplate>& probes,
+                       const std::vector<MccTemplate>& gallery_t, MccScore kind) {
+  const LssConstants c = MakeLssConstants(LssParams());
+  MccGallery g;
+  for (const MccTemplate& t : gallery_t) g.Append(t);
+  auto device = MccDeviceGallery::Upload(g, stream);
+  ASSERT_TRUE(device.ok()) << device.status();
+  auto out = Buffer::Allocate(MemoryKind::kDevice, sizeof(float) * g.num_templates(), stream.ordinal());
+  ASSERT_TRUE(out.ok()) << out.status();
+  long long exact = 0, total = 0;
+  for (size_t i = 0; i < probes.size(); ++i) {
+    const LssProbe probe = PrepareProbe(probes[i]);
+    std::vector<float> cpu_scores(g.num_templates()), gpu_scores(g.num_templates(), -1.0f);
+    cpu::ScoreGallery(probe, g, kind, c, cpu_scores.data(), 2);
+    auto d_probe = cuda::DeviceLssProbe::Upload(stream, probe);
+    ASSERT_TRUE(d_probe.ok()) << d_probe.status();
+    ASSERT_TRUE(cuda::EnqueueScoreGallery(stream, *d_probe, device->view(), kind, c,
+                                          static_cast<float*>((*out)->data()), cuda::LssCudaKernel::kWarp)
+                    .ok());
+    ASSERT_TRUE(CopyBytes(gpu_scores.data(), MemoryKind::kHost, (*out)->data(), MemoryKind::kDevice,
+                          sizeof(float) * g.num_templates(), stream)
+                    .ok());
+    ASSERT_TRUE(stream.Synchronize().ok());
+    for (int j = 0; j < g.num_templates(); ++j) {
+      exact += gpu_scores[j] == cpu_scores[j];
+      ++total;
+      ASSERT_NEAR(gpu_scores[j], cpu_scores[j], 1e-5) << "probe " << i << " template " << j;
+    }
+  }
+  std::printf("warp kernel %s: %lld scores, %lld bit-identical\n", kind == MccScore::kLssR ? "LSS-R" : "LSS", total,
+              exact);
+  EXPECT_EQ(exact, total);
+}
+
+TEST(LssCuda, WarpKernelEqualsCpu) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  auto stream = Stream::Create(Backend::kCuda);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  for (int db = 1; db <= 4; ++db) {
+    const auto t = Build(testing::TestTemplates(db, 80, 500 + db));
+    for (MccScore kind : {MccScore::kLssR, MccScore::kLss}) CompareWarpKernel(*stream, t, t, kind);
+  }
+  // Large (100, 150 minutiae: nb > 32 lanes), empty and tiny templates.
+  auto pts = testing::SyntheticTemplates(30, 606);
+  std::mt19937 rng(6);
+  for (int n : {100, 150}) {
+    std::vector<MinutiaPoint> t;
+    for (int i = 0; i < n; ++i) {
+      t.push_back({static_cast<float>(rng() % 500), static_cast<float>(rng() % 500),
+                   static_cast<float>((rng() % 256) * (2 * M_PI / 256))});
+    }
+    pts.push_back(t);
+  }
+  pts.push_back({});
+  pts.push_back({{100, 100, 0.5f}, {130, 100, 1.0f}, {100, 130, 2.0f}});
+  const auto t = Build(pts);
+  for (MccScore kind : {MccScore::kLssR, MccScore::kLss}) CompareWarpKernel(*stream, t, t, kind);
+}
+#endif  // TESSERA_WITH_CUDA
 
 TEST(LssCuda, GalleryMemoryIsTrackedAndLimitsChecked) {
   TESSERA_SKIP_WITHOUT_GPU();

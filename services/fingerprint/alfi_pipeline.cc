@@ -127,12 +127,16 @@ struct LssBatchMatcher::DeviceProbes {
 #endif
 };
 
-LssBatchMatcher::LssBatchMatcher(MccScore kind, const LssParams& lss, const MccParams& mcc)
-    : kind_(kind), mcc_(mcc), constants_(MakeLssConstants(lss, mcc)) {}
+LssBatchMatcher::LssBatchMatcher(MccScore kind, const LssParams& lss, const MccParams& mcc,
+                                 cuda::LssCudaKernel kernel)
+    : kind_(kind), kernel_(kernel), mcc_(mcc), constants_(MakeLssConstants(lss, mcc)) {}
 
 LssBatchMatcher::~LssBatchMatcher() = default;
 
-std::string LssBatchMatcher::name() const { return kind_ == MccScore::kLssR ? "LSS-R" : "LSS"; }
+std::string LssBatchMatcher::name() const {
+  return std::string(kind_ == MccScore::kLssR ? "LSS-R" : "LSS") +
+         (kernel_ == cuda::LssCudaKernel::kWarp ? " (warp kernel)" : "");
+}
 
 absl::Status LssBatchMatcher::BeginSearch(const std::vector<MccTemplate>& latents, const Stream& stream) {
   probes_.clear();
@@ -175,7 +179,7 @@ absl::Status LssBatchMatcher::Enqueue(const Stream& stream, const GalleryBatch& 
   v.ordinal = stream.ordinal();
   for (size_t l = 0; l < probes_.size(); ++l) {
     float* out = reinterpret_cast<float*>(static_cast<uint8_t*>(device_output) + l * output_stride);
-    TESSERA_RETURN_IF_ERROR(cuda::EnqueueScoreGallery(stream, device_->probes[l], v, kind_, constants_, out));
+    TESSERA_RETURN_IF_ERROR(cuda::EnqueueScoreGallery(stream, device_->probes[l], v, kind_, constants_, out, kernel_));
   }
   return absl::OkStatus();
 #else

@@ -93,10 +93,12 @@ class BatchMatcher {
 };
 
 // LSS or LSS-R through kernels/fingerprint/lss.h: the kernel writes one score
-// per template, the final stage passes it on.
+// per template, the final stage passes it on. `kernel` picks the CUDA
+// variant (same scores).
 class LssBatchMatcher : public BatchMatcher {
  public:
-  explicit LssBatchMatcher(MccScore kind = MccScore::kLssR, const LssParams& lss = {}, const MccParams& mcc = {});
+  explicit LssBatchMatcher(MccScore kind = MccScore::kLssR, const LssParams& lss = {}, const MccParams& mcc = {},
+                           cuda::LssCudaKernel kernel = cuda::LssCudaKernel::kBlock);
   ~LssBatchMatcher() override;
   std::string name() const override;
   absl::Status BeginSearch(const std::vector<MccTemplate>& latents, const Stream& stream) override;
@@ -112,6 +114,7 @@ class LssBatchMatcher : public BatchMatcher {
  private:
   struct DeviceProbes;
   MccScore kind_;
+  cuda::LssCudaKernel kernel_;
   MccParams mcc_;
   LssConstants constants_;
   std::vector<LssProbe> probes_;

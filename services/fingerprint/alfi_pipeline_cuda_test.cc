@@ -62,7 +62,9 @@ TEST(AlfiPipelineCuda, TopKEqualsCpuBruteForce) {
         o.overlap = overlap;
         auto p = AlfiPipeline::Create(gallery, o);
         ASSERT_TRUE(p.ok()) << p.status();
-        LssBatchMatcher matcher(kind);
+        // Both CUDA kernel variants (alternating) must give the CPU's top-k.
+        const auto variant = overlap ? cuda::LssCudaKernel::kWarp : cuda::LssCudaKernel::kBlock;
+        LssBatchMatcher matcher(kind, LssParams(), MccParams(), variant);
         PipelineStats stats;
         auto got = (*p)->Search(matcher, latents, &stats);
         ASSERT_TRUE(got.ok()) << got.status();

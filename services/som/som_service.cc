@@ -202,8 +202,18 @@ class CorpusBuilder {
 
 }  // namespace
 
+// Epochs can end faster than a watcher reads the job's latest progress; the
+// log keeps them all so WatchJob sends one message per epoch.
+struct SomAtlasServiceImpl::EpochLog {
+  std::string atlas_id;
+  int max_epochs = 0;
+  std::mutex mu;
+  std::vector<som::EpochReport> epochs;
+};
+
 struct SomAtlasServiceImpl::JobSpec {
   std::string atlas_id;
+  std::shared_ptr<EpochLog> log;
   som::AtlasJobOptions options;
   std::shared_ptr<const StoredCorpus> corpus;  // from an upload, or
   std::string path, names_path, ids_path;      // resolved files
@@ -317,10 +327,10 @@ absl::StatusOr<std::shared_ptr<const SomAtlasServiceImpl::Entry>> SomAtlasServic
   return it->second;
 }
 
-std::string SomAtlasServiceImpl::AtlasIdOfJob(const std::string& job_id) const {
+std::shared_ptr<SomAtlasServiceImpl::EpochLog> SomAtlasServiceImpl::LogOfJob(const std::string& job_id) const {
   std::lock_guard<std::mutex> lock(atlases_mu_);
-  auto it = job_atlas_.find(job_id);
-  return it == job_atlas_.end() ? std::string() : it->second;
+  auto it = job_logs_.find(job_id);
+  return it == job_logs_.end() ? nullptr : it->second;
 }
 
 // ---------------------------------------------------------------- uploads
@@ -437,50 +447,54 @@ absl::Status SomAtlasServiceImpl::CreateAtlasImpl(const v1::CreateAtlasRequest& 
                                                   v1::CreateAtlasResponse* response) {
   TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<JobSpec> spec, PrepareJob(request));
   std::lock_guard<std::mutex> submit(submit_mu_);
-  {
-    std::lock_guard<std::mutex> lock(atlases_mu_);
-    if (atlases_.count(spec->atlas_id) > 0 || pending_.count(spec->atlas_id) > 0) {
-      return absl::AlreadyExistsError(absl::StrCat("atlas '", spec->atlas_id, "' already exists",
-                                                   pending_.count(spec->atlas_id) > 0 ? " (being trained)" : "",
-                                                   "; pick another atlas_id or DeleteAtlas it first"));
-    }
-    std::error_code ec;
-    if (fs::exists(fs::path(atlas_dir_) / spec->atlas_id, ec)) {
-      return absl::AlreadyExistsError(absl::StrCat("'", atlas_dir_, "/", spec->atlas_id,
-                                                   "' exists on the server but is not a loaded atlas; pick another "
-                                                   "atlas_id or have it removed"));
-    }
-    pending_.insert(spec->atlas_id);
-  }
-  const auto unpend = [&] {
-    std::lock_guard<std::mutex> lock(atlases_mu_);
-    pending_.erase(spec->atlas_id);
-  };
   bool created = false;
-  absl::StatusOr<std::shared_ptr<Job>> job = registry_.GetOrCreate("", kJobKind, &created);
-  if (!job.ok()) {
-    unpend();
-    return job.status();
-  }
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Job> job, registry_.GetOrCreate("", kJobKind, &created));
   {
     std::lock_guard<std::mutex> lock(atlases_mu_);
-    // Forget the atlas ids of jobs the registry has dropped.
-    for (auto it = job_atlas_.begin(); it != job_atlas_.end();) {
-      it = registry_.Get(it->first).ok() ? std::next(it) : job_atlas_.erase(it);
+    // A job that ended without running (cancelled while queued) no longer
+    // holds its atlas id; its worker leaves the new holder alone.
+    auto pending = pending_.find(spec->atlas_id);
+    const bool training = pending != pending_.end() && [&] {
+      absl::StatusOr<std::shared_ptr<Job>> holder = registry_.Get(pending->second);
+      return holder.ok() && !IsTerminal((*holder)->Snapshot().state);
+    }();
+    absl::Status taken;
+    std::error_code ec;
+    if (atlases_.count(spec->atlas_id) > 0 || training) {
+      taken = absl::AlreadyExistsError(absl::StrCat("atlas '", spec->atlas_id, "' already exists",
+                                                    training ? " (being trained)" : "",
+                                                    "; pick another atlas_id or DeleteAtlas it first"));
+    } else if (fs::exists(fs::path(atlas_dir_) / spec->atlas_id, ec)) {
+      taken = absl::AlreadyExistsError(absl::StrCat("'", atlas_dir_, "/", spec->atlas_id,
+                                                    "' exists on the server but is not a loaded atlas; pick another "
+                                                    "atlas_id or have it removed"));
     }
-    job_atlas_[(*job)->id()] = spec->atlas_id;
+    if (!taken.ok()) {
+      registry_.Remove(job->id());
+      return taken;
+    }
+    pending_[spec->atlas_id] = job->id();
+    // Forget the atlas ids of jobs the registry has dropped.
+    for (auto it = job_logs_.begin(); it != job_logs_.end();) {
+      it = registry_.Get(it->first).ok() ? std::next(it) : job_logs_.erase(it);
+    }
+    spec->log = std::make_shared<EpochLog>();
+    spec->log->atlas_id = spec->atlas_id;
+    spec->log->max_epochs = spec->options.train.max_epochs;
+    job_logs_[job->id()] = spec->log;
   }
   std::shared_ptr<const JobSpec> const_spec = spec;
-  absl::Status queued = pool_.TrySubmit([this, job = *job, const_spec] { RunJob(job, const_spec); });
+  absl::Status queued = pool_.TrySubmit([this, job, const_spec] { RunJob(job, const_spec); });
   if (!queued.ok()) {
-    registry_.Remove((*job)->id());
-    unpend();
+    registry_.Remove(job->id());
+    std::lock_guard<std::mutex> lock(atlases_mu_);
+    pending_.erase(spec->atlas_id);
     return queued;
   }
-  TESSERA_LOG(INFO) << "som: job " << (*job)->id() << " queued: atlas '" << spec->atlas_id << "' "
+  TESSERA_LOG(INFO) << "som: job " << job->id() << " queued: atlas '" << spec->atlas_id << "' "
                     << som::GridToString(spec->options.train.grid) << " from " << spec->description << " on "
                     << spec->options.device;
-  *response->mutable_job() = jobs::ToJobStatusProto((*job)->Snapshot());
+  *response->mutable_job() = jobs::ToJobStatusProto(job->Snapshot());
   response->set_atlas_id(spec->atlas_id);
   return absl::OkStatus();
 }
@@ -531,7 +545,8 @@ void SomAtlasServiceImpl::RunJob(const std::shared_ptr<Job>& job, const std::sha
   // reported ended, so a client reacting to the end sees it so.
   const auto settle = [&](std::shared_ptr<const Entry> entry) {
     std::lock_guard<std::mutex> lock(atlases_mu_);
-    pending_.erase(spec->atlas_id);
+    auto pending = pending_.find(spec->atlas_id);
+    if (pending != pending_.end() && pending->second == job->id()) pending_.erase(pending);
     if (entry != nullptr) atlases_[spec->atlas_id] = std::move(entry);
   };
   if (!job->Start()) {  // cancelled while queued
@@ -578,7 +593,11 @@ absl::StatusOr<std::shared_ptr<const SomAtlasServiceImpl::Entry>> SomAtlasServic
                                         som::GridToString(options.grid), " map on ", train->rows(), " documents"),
               0);
   const int max_epochs = options.max_epochs;
-  options.progress = [&job, max_epochs](const som::EpochReport& r) {
+  options.progress = [&job, max_epochs, log = spec.log](const som::EpochReport& r) {
+    {
+      std::lock_guard<std::mutex> lock(log->mu);
+      log->epochs.push_back(r);
+    }
     jobs::JobProgress p;
     p.stage = "epoch";
     p.step = r.epoch + 1;
@@ -641,6 +660,25 @@ absl::StatusOr<std::shared_ptr<const SomAtlasServiceImpl::Entry>> SomAtlasServic
 
 namespace {
 
+v1::AtlasProgress EpochProgress(const std::string& job_id, const std::string& atlas_id, const som::EpochReport& r,
+                                int max_epochs) {
+  v1::AtlasProgress p;
+  p.set_job_id(job_id);
+  p.set_atlas_id(atlas_id);
+  p.set_state(v1::JOB_STATE_RUNNING);
+  p.set_stage("epoch");
+  p.set_epoch(r.epoch + 1);
+  p.set_max_epochs(max_epochs);
+  p.set_radius(r.radius);
+  p.set_qe(r.qe);
+  p.set_topographic_error(r.topographic_error);
+  p.set_epoch_seconds(r.seconds);
+  p.set_fraction(0.95 * (r.epoch + 1) / std::max(1, max_epochs));
+  p.set_message(absl::StrFormat("epoch %d/%d: radius %.3g, QE %.6g, TE %.4f, %.3f s", r.epoch + 1, max_epochs,
+                                r.radius, r.qe, r.topographic_error, r.seconds));
+  return p;
+}
+
 v1::AtlasProgress ToAtlasProgress(const JobSnapshot& s, const std::string& atlas_id) {
   const v1::Progress generic = jobs::ToProgressProto(s);
   v1::AtlasProgress p;
@@ -673,7 +711,9 @@ grpc::Status SomAtlasServiceImpl::WatchJob(grpc::ServerContext* context, const v
 absl::Status SomAtlasServiceImpl::WatchJobImpl(const grpc::ServerContext& context, const v1::SomJobRequest& request,
                                                grpc::ServerWriter<v1::AtlasProgress>* writer) {
   TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Job> job, registry_.Get(request.job_id()));
-  const std::string atlas_id = AtlasIdOfJob(job->id());
+  const std::shared_ptr<EpochLog> log = LogOfJob(job->id());
+  const std::string atlas_id = log != nullptr ? log->atlas_id : std::string();
+  size_t sent_epochs = 0;
   const absl::Duration interval = service_options_.watch_interval;
   int64_t sent_version = -1;
   absl::Time last_sent = absl::InfinitePast();
@@ -689,8 +729,21 @@ absl::Status SomAtlasServiceImpl::WatchJobImpl(const grpc::ServerContext& contex
       s = job->WaitForChange(sent_version, now + kWatchPoll);
     }
     if (!IsTerminal(s.state) && s.version <= sent_version) continue;
-    if (!writer->Write(ToAtlasProgress(s, atlas_id))) {
-      return StatusAfterFailedIo(context, absl::UnavailableError("the client stopped receiving progress"));
+    // Every epoch not sent yet, then the job's own state unless an epoch just said it.
+    std::vector<v1::AtlasProgress> batch;
+    if (log != nullptr) {
+      std::lock_guard<std::mutex> lock(log->mu);
+      for (; sent_epochs < log->epochs.size(); ++sent_epochs) {
+        batch.push_back(EpochProgress(job->id(), atlas_id, log->epochs[sent_epochs], log->max_epochs));
+      }
+    }
+    if (log == nullptr || IsTerminal(s.state) || s.progress.stage != "epoch" || s.cancel_requested) {
+      batch.push_back(ToAtlasProgress(s, atlas_id));
+    }
+    for (const v1::AtlasProgress& p : batch) {
+      if (!writer->Write(p)) {
+        return StatusAfterFailedIo(context, absl::UnavailableError("the client stopped receiving progress"));
+      }
     }
     sent_version = s.version;
     last_sent = absl::Now();

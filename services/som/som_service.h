@@ -19,7 +19,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -48,7 +47,8 @@ struct SomServiceOptions {
   int max_finished_jobs = 64;
   absl::Duration finished_job_ttl = absl::Hours(1);
   int64_t max_nodes = int64_t{1} << 20;           // largest map (cells): 1024 x 1024
-  int64_t max_corpus_bytes = 0;                   // one corpus (upload or file); 0: ServerOptions::max_volume_bytes
+  // One corpus (upload or file) and one codebook; 0: ServerOptions::max_volume_bytes.
+  int64_t max_corpus_bytes = 0;
   int64_t upload_store_bytes = 0;                 // 0: 4 x max_corpus_bytes
   absl::Duration upload_ttl = absl::Minutes(30);  // after last use
   absl::Duration watch_interval = absl::Milliseconds(100);
@@ -101,7 +101,8 @@ class SomAtlasServiceImpl final : public v1::SomAtlasService::Service {
     som::QualityMetrics held_out;                        // docs = 0 without a holdout
     std::unordered_map<std::string, int32_t> feature_index;  // name -> feature
   };
-  struct JobSpec;  // a validated CreateAtlasRequest (defined in the .cc)
+  struct JobSpec;   // a validated CreateAtlasRequest (defined in the .cc)
+  struct EpochLog;  // a job's atlas id and every epoch's report, for WatchJob
 
  private:
   SomAtlasServiceImpl(const ServerOptions& options, std::vector<std::string> roots, std::string atlas_dir,
@@ -109,7 +110,7 @@ class SomAtlasServiceImpl final : public v1::SomAtlasService::Service {
 
   void LoadAtlasDirectory();
   absl::StatusOr<std::shared_ptr<const Entry>> FindAtlas(const std::string& id) const;
-  std::string AtlasIdOfJob(const std::string& job_id) const;
+  std::shared_ptr<EpochLog> LogOfJob(const std::string& job_id) const;
 
   absl::Status UploadCorpusImpl(const grpc::ServerContext& context, grpc::ServerReader<v1::CorpusChunk>* reader,
                                 v1::UploadedCorpus* response);
@@ -135,8 +136,8 @@ class SomAtlasServiceImpl final : public v1::SomAtlasService::Service {
 
   mutable std::mutex atlases_mu_;
   std::map<std::string, std::shared_ptr<const Entry>> atlases_;
-  std::set<std::string> pending_;                   // atlas ids of queued and running jobs
-  std::map<std::string, std::string> job_atlas_;    // job id -> atlas id
+  std::map<std::string, std::string> pending_;      // atlas id -> its queued or running job
+  std::map<std::string, std::shared_ptr<EpochLog>> job_logs_;  // by job id
 
   jobs::JobRegistry registry_;
   std::mutex submit_mu_;   // job creation + queueing, so a failed queueing is undone atomically

@@ -256,7 +256,7 @@ TEST(SomAtlasService, UploadTrainWatchAndQuery) {
     last_epoch = p.epoch();
     last_radius = p.radius();
   }
-  EXPECT_GE(epoch_messages, 1);
+  EXPECT_EQ(epoch_messages, 8);  // every epoch, however fast
 
   v1::AtlasSummary summary;
   s = server.GetAtlas("topics", &summary);
@@ -530,6 +530,54 @@ TEST(SomAtlasService, TrainsFromServerFilesWithNamesAndIds) {
   EXPECT_FALSE(Exists(root + "/atlases/wrong-names"));
 }
 
+// fp16 codebooks are served widened to fp32 and project like any other.
+TEST(SomAtlasService, Fp16Atlases) {
+  const std::string root = MakeRoot("fp16");
+  TestServer server(root);
+  ASSERT_TRUE(server.status().ok()) << server.status();
+  const som::SparseBinaryMatrix corpus = SmallCorpus(200, 50, 12);
+  v1::UploadedCorpus uploaded;
+  ASSERT_TRUE(server.Upload(corpus, {}, {}, 1000, &uploaded).ok());
+  v1::CreateAtlasRequest request = AtlasRequestFor(uploaded.corpus_id(), "half", 4, 3, 4);
+  request.mutable_options()->set_weight_type("fp16");
+  request.mutable_options()->set_init("random");
+  v1::AtlasProgress end = TrainToEnd(server, request);
+  ASSERT_EQ(end.state(), v1::JOB_STATE_SUCCEEDED) << end.message();
+  v1::AtlasSummary summary;
+  ASSERT_TRUE(server.GetAtlas("half", &summary).ok());
+  EXPECT_EQ(summary.weight_type(), "fp16");
+  EXPECT_EQ(summary.init(), "random");
+  std::vector<int64_t> dims;
+  std::vector<float> codebook;
+  int chunks = 0;
+  v1::GetCodebookRequest codebook_request;
+  codebook_request.set_atlas_id("half");
+  ASSERT_TRUE(server.Codebook(codebook_request, &dims, &codebook, &chunks).ok());
+  ASSERT_EQ(codebook.size(), 12u * 50u);
+  for (float w : codebook) EXPECT_TRUE(std::isfinite(w));
+  // Document d<r> (no ids uploaded) projects to its recorded cell.
+  std::map<std::string, int> recorded;
+  for (int node = 0; node < 12; ++node) {
+    v1::GetCellRequest cell_request;
+    cell_request.set_atlas_id("half");
+    cell_request.set_node(node);
+    cell_request.set_page_size(1000);
+    v1::CellResponse cell;
+    ASSERT_TRUE(server.Cell(cell_request, &cell).ok());
+    for (const std::string& id : cell.document_ids()) recorded[id] = node;
+  }
+  ASSERT_EQ(recorded.size(), 200u);
+  v1::ProjectRequest project;
+  project.set_atlas_id("half");
+  for (int r = 0; r < 200; ++r) {
+    v1::SparseDocument* d = project.add_documents();
+    for (int32_t v : corpus.row(r)) d->add_features(v);
+  }
+  v1::ProjectResponse projected;
+  ASSERT_TRUE(server.Project(project, &projected).ok());
+  for (int r = 0; r < 200; ++r) EXPECT_EQ(projected.documents(r).node(), recorded[absl::StrCat("d", r)]) << r;
+}
+
 TEST(SomAtlasService, CancelStopsARunningTraining) {
   const std::string root = MakeRoot("cancel");
   TestServer server(root);
@@ -553,6 +601,20 @@ TEST(SomAtlasService, CancelStopsARunningTraining) {
   int epoch = 0;
   while (reader->Read(&p) && epoch < 2) epoch = p.epoch();
   ASSERT_GE(epoch, 2);
+  // A job queued behind it, cancelled before it runs, frees its atlas id at once.
+  v1::CreateAtlasResponse waiting;
+  ASSERT_TRUE(server.Create(AtlasRequestFor(uploaded.corpus_id(), "waiting", 4, 4, 2), &waiting).ok());
+  EXPECT_EQ(waiting.job().state(), v1::JOB_STATE_QUEUED);
+  {
+    grpc::ClientContext cancel_context;
+    v1::SomJobRequest queued;
+    queued.set_job_id(waiting.job().job_id());
+    v1::JobStatus status;
+    ASSERT_TRUE(server.stub().CancelJob(&cancel_context, queued, &status).ok());
+    EXPECT_EQ(status.state(), v1::JOB_STATE_CANCELLED);
+  }
+  grpc::Status again = server.Create(AtlasRequestFor(uploaded.corpus_id(), "waiting", 4, 4, 2), &waiting);
+  ASSERT_TRUE(again.ok()) << again.error_message();
   const auto cancelled_at = std::chrono::steady_clock::now();
   {
     grpc::ClientContext cancel_context;
@@ -574,6 +636,10 @@ TEST(SomAtlasService, CancelStopsARunningTraining) {
   v1::AtlasSummary summary;
   EXPECT_EQ(server.GetAtlas("endless", &summary).error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_FALSE(Exists(root + "/atlases/endless"));
+  // The re-queued job ran once the worker was free.
+  v1::AtlasProgress waited = server.Watch(waiting.job().job_id()).back();
+  EXPECT_EQ(waited.state(), v1::JOB_STATE_SUCCEEDED) << waited.message();
+  EXPECT_TRUE(server.GetAtlas("waiting", &summary).ok());
   // The name is free again.
   request.mutable_options()->set_epochs(2);
   v1::AtlasProgress end = TrainToEnd(server, request);

@@ -80,6 +80,7 @@ absl::StatusOr<Image8> RenderCmcPlot(const std::vector<CmcCurve>& curves, const 
                                                    " outside 120 x 100 .. 8192 x 8192"));
   }
   if (o.max_rank < 2) return absl::InvalidArgumentError("CMC plot: max_rank must be >= 2");
+  if (!(o.y_min >= 0 && o.y_min < 1)) return absl::InvalidArgumentError("CMC plot: y_min must be in [0, 1)");
   if (curves.empty()) return absl::InvalidArgumentError("CMC plot: no curves");
   for (const CmcCurve& c : curves) {
     if (c.rates.empty()) return absl::InvalidArgumentError(absl::StrCat("CMC plot: curve '", c.label, "' is empty"));
@@ -95,12 +96,16 @@ absl::StatusOr<Image8> RenderCmcPlot(const std::vector<CmcCurve>& curves, const 
   auto px = [&](double rank) {
     return left + static_cast<int>(std::lround((rank - 1) * (right - left) / (o.max_rank - 1)));
   };
-  auto py = [&](double rate) { return bottom - static_cast<int>(std::lround(rate * (bottom - top))); };
+  auto py = [&](double rate) {
+    const double f = std::max(0.0, (rate - o.y_min) / (1.0 - o.y_min));
+    return bottom - static_cast<int>(std::lround(f * (bottom - top)));
+  };
   const uint8_t grid[3] = {220, 220, 220}, axis[3] = {0, 0, 0};
-  // Grid: hit rate every 10 %, ranks 1 and every 10th.
+  // Grid: ten steps of the hit-rate range, ranks 1 and every 10th.
   for (int i = 0; i <= 10; ++i) {
-    cv.Line(left, py(i / 10.0), right, py(i / 10.0), grid, 1);
-    cv.Line(left - 6, py(i / 10.0), left, py(i / 10.0), axis, 1);  // tick
+    const double rate = o.y_min + i * (1.0 - o.y_min) / 10;
+    cv.Line(left, py(rate), right, py(rate), grid, 1);
+    cv.Line(left - 6, py(rate), left, py(rate), axis, 1);  // tick
   }
   const int step = o.max_rank >= 50 ? 10 : (o.max_rank >= 10 ? 5 : 1);
   for (int r = step; r <= o.max_rank; r += step) {

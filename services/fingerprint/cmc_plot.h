@@ -28,14 +28,16 @@ struct CmcPlotOptions {
   int width = 640;
   int height = 480;
   int max_rank = 100;  // x axis: ranks 1..max_rank
+  double y_min = 0;    // y axis: hit rates y_min..1 (zoom for accurate matchers)
 };
 
 // The colour of curve i (RGB), so reports can name them.
 void CmcCurveColor(int i, uint8_t rgb[3]);
 const char* CmcCurveColorName(int i);
 
-// INVALID_ARGUMENT for a chart under 120 x 100 pixels, max_rank < 2, no
-// curves, or rates outside [0, 1] / not finite.
+// INVALID_ARGUMENT for a chart under 120 x 100 pixels, max_rank < 2, y_min
+// outside [0, 1), no curves, or rates outside [0, 1] / not finite. Parts of
+// curves below y_min are drawn on the bottom axis.
 absl::StatusOr<Image8> RenderCmcPlot(const std::vector<CmcCurve>& curves, const CmcPlotOptions& options = {});
 absl::Status WriteCmcPlot(const std::vector<CmcCurve>& curves, const std::string& path,
                           const CmcPlotOptions& options = {});

@@ -57,6 +57,20 @@ TEST(CmcPlot, DrawsEachCurveWhereItBelongs) {
   EXPECT_TRUE(is(400, 440, black));
 }
 
+TEST(CmcPlot, ZoomedAxis) {
+  CmcCurve c{"c", std::vector<double>(100, 0.95)};
+  CmcPlotOptions o;
+  o.y_min = 0.9;
+  auto img = RenderCmcPlot({c}, o);
+  ASSERT_TRUE(img.ok()) << img.status();
+  uint8_t c0[3];
+  CmcCurveColor(0, c0);
+  // 0.95 is halfway up the 0.9..1 axis: y = 230 (see above).
+  EXPECT_TRUE(img->at(300, 230, 0) == c0[0] && img->at(300, 230, 1) == c0[1] && img->at(300, 230, 2) == c0[2]);
+  o.y_min = 1.0;
+  EXPECT_FALSE(RenderCmcPlot({c}, o).ok());
+}
+
 TEST(CmcPlot, WritesAReadablePng) {
   const std::string path = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/cmc.png";
   CmcCurve rising{"rising", {}};

@@ -5,8 +5,11 @@
 //
 //   fingerprint_latent_eval [--matchers=lssr,dmc] [--padding=10000] [--crops=1]
 //       [--dbs=1,2,3,4] [--seed=S] [--max_rank=100] [--png=PATH]
+//       [--min_minutiae=12] [--max_minutiae=30]
 //       [--backend=cpu|cuda|auto] [--batch=N] [--latents_per_search=N]
 //       [--threads=N] [--data=DIR]
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -30,7 +33,8 @@ namespace {
 int Usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--matchers=lssr,lss,dmc] [--padding=N] [--crops=N] [--dbs=1,2,3,4] [--seed=S]\n"
-               "          [--max_rank=R] [--png=PATH] [--backend=cpu|cuda|auto] [--batch=N]\n"
+               "          [--max_rank=R] [--png=PATH] [--min_minutiae=N] [--max_minutiae=N]\n"
+               "          [--backend=cpu|cuda|auto] [--batch=N]\n"
                "          [--latents_per_search=N] [--threads=N] [--data=DIR]\n",
                argv0);
   return 2;
@@ -69,6 +73,10 @@ int Main(int argc, char** argv) {
       options.seed = u;
     } else if (Flag(argv[i], "--max_rank", &v) && absl::SimpleAtoi(v, &n) && n >= 2) {
       options.max_rank = static_cast<int>(n);
+    } else if (Flag(argv[i], "--min_minutiae", &v) && absl::SimpleAtoi(v, &n) && n >= 1 && n <= 255) {
+      options.crop.min_minutiae = static_cast<int>(n);
+    } else if (Flag(argv[i], "--max_minutiae", &v) && absl::SimpleAtoi(v, &n) && n >= 1 && n <= 255) {
+      options.crop.max_minutiae = static_cast<int>(n);
     } else if (Flag(argv[i], "--png", &v)) {
       png = v;
     } else if (Flag(argv[i], "--backend", &v)) {
@@ -151,11 +159,16 @@ int Main(int argc, char** argv) {
               "templates)\n");
   CmcPlotOptions po;
   po.max_rank = options.max_rank;
+  // Zoom the y axis to the interesting range (steps of 10 %).
+  double lowest = 1;
+  for (const CmcCurve& c : curves) lowest = std::min(lowest, c.rates.front());
+  po.y_min = std::max(0.0, std::floor(lowest * 10 - 1e-9) / 10);
+  if (po.y_min >= 1) po.y_min = 0.9;
   if (auto s = WriteCmcPlot(curves, png, po); !s.ok()) {
     std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
     return 1;
   }
-  std::printf("CMC (ranks 1..%d) written to %s:", options.max_rank, png.c_str());
+  std::printf("CMC (ranks 1..%d, hit rate %.0f-100 %%) written to %s:", options.max_rank, 100 * po.y_min, png.c_str());
   for (size_t i = 0; i < curves.size(); ++i) {
     std::printf(" %s = %s", curves[i].label.c_str(), CmcCurveColorName(static_cast<int>(i)));
   }

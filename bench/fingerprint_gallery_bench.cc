@@ -188,7 +188,7 @@ int Main(int argc, char** argv) {
                 static_cast<long long>((*gallery)->open_stats().snapshot_cylinder_templates), reload, PeakRssGiB());
     std::mt19937 rng(99);
     std::vector<std::vector<MinutiaPoint>> probes;
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < 1; ++i) {
       Template p = Perturb(bases[i * 37 % bases.size()], rng);
       std::vector<MinutiaPoint> pts;
       for (const Minutia& m : p.minutiae) pts.push_back({float(m.x), float(m.y), float(m.angle)});

@@ -3,7 +3,7 @@
 // locked by one process at a time).
 //
 //   tessera fp enroll --gallery DIR [--ids a,b,...] [--replace] FILES...
-//   tessera fp search --gallery DIR [--top K] LATENT...
+//   tessera fp search --gallery DIR [--top K] [--matcher lssr|dmc] LATENT...
 //   tessera fp delete --gallery DIR IDS...
 //   tessera fp list   --gallery DIR
 //
@@ -37,13 +37,14 @@ std::vector<FlagSpec> FpFlags() {
       {"format", "auto", "template format: auto (from extension, else content), iso, ansi or xyt"},
       {"top", "10", "search: candidates per probe"},
       {"device", "auto", "search backend: auto, cpu or cuda"},
+      {"matcher", "lssr", "search: lssr (MCC LSS-R) or dmc (deformable minutiae clustering)"},
   };
 }
 
 int Usage(const std::vector<FlagSpec>& specs, FILE* out, int rc) {
   std::fprintf(out,
                "usage: tessera fp enroll --gallery DIR [--ids a,b,...] [--replace] FILES...\n"
-               "       tessera fp search --gallery DIR [--top K] LATENT...\n"
+               "       tessera fp search --gallery DIR [--top K] [--matcher lssr|dmc] LATENT...\n"
                "       tessera fp delete --gallery DIR IDS...\n"
                "       tessera fp list   --gallery DIR\n%s",
                FlagsHelp(specs).c_str());
@@ -157,7 +158,8 @@ int Search(const Args& args, fingerprint::FingerprintGallery& gallery) {
     probes.push_back(std::move(parsed->minutiae));
     where.push_back(i);
   }
-  absl::StatusOr<std::vector<std::vector<fingerprint::SearchCandidate>>> results = gallery.Search(probes, *top);
+  absl::StatusOr<std::vector<std::vector<fingerprint::SearchCandidate>>> results =
+      gallery.Search(probes, *top, nullptr, args.Get("matcher"));
   if (!results.ok()) {
     std::fprintf(stderr, "tessera fp search: %s\n", results.status().ToString().c_str());
     return 1;

@@ -215,17 +215,18 @@ std::vector<std::string> FingerprintGallery::List(absl::string_view after, int l
 int64_t FingerprintGallery::size() const { return static_cast<int64_t>(store_->size()); }
 
 absl::StatusOr<std::vector<std::vector<SearchCandidate>>> FingerprintGallery::Search(
-    const std::vector<std::vector<MinutiaPoint>>& probes, int top_k, SearchStats* stats) {
-  return searcher_->Search(probes, top_k, stats);
+    const std::vector<std::vector<MinutiaPoint>>& probes, int top_k, SearchStats* stats, absl::string_view matcher) {
+  return searcher_->Search(probes, top_k, stats, matcher);
 }
 
-absl::StatusOr<float> FingerprintGallery::VerifyId(const std::vector<MinutiaPoint>& probe, absl::string_view id) {
-  return searcher_->VerifyId(probe, id);
+absl::StatusOr<float> FingerprintGallery::VerifyId(const std::vector<MinutiaPoint>& probe, absl::string_view id,
+                                                   absl::string_view matcher) {
+  return searcher_->VerifyId(probe, id, matcher);
 }
 
 absl::StatusOr<float> FingerprintGallery::Compare(const std::vector<MinutiaPoint>& a,
-                                                  const std::vector<MinutiaPoint>& b) {
-  return searcher_->Compare(a, b);
+                                                  const std::vector<MinutiaPoint>& b, absl::string_view matcher) {
+  return searcher_->Compare(a, b, matcher);
 }
 
 absl::Status FingerprintGallery::Compact() {
@@ -410,7 +411,7 @@ grpc::Status FingerprintServiceImpl::List(grpc::ServerContext*, const v1::ListRe
 }
 
 absl::Status FingerprintServiceImpl::SearchImpl(
-    const google::protobuf::RepeatedPtrField<v1::FingerprintTemplate>& probes, int top_k,
+    const google::protobuf::RepeatedPtrField<v1::FingerprintTemplate>& probes, int top_k, const std::string& matcher,
     std::vector<std::vector<fingerprint::SearchCandidate>>* results, v1::SearchTiming* timing) {
   const auto start = std::chrono::steady_clock::now();
   if (top_k == 0) top_k = 10;
@@ -428,12 +429,12 @@ absl::Status FingerprintServiceImpl::SearchImpl(
     minutiae.push_back(std::move(p.minutiae));
   }
   fingerprint::SearchStats stats;
-  TESSERA_ASSIGN_OR_RETURN(*results, gallery_->Search(minutiae, top_k, &stats));
+  TESSERA_ASSIGN_OR_RETURN(*results, gallery_->Search(minutiae, top_k, &stats, matcher));
   timing->set_prepare_ms(stats.prepare_seconds * 1e3);
   timing->set_score_ms(stats.score_seconds * 1e3);
   timing->set_gallery_size(stats.gallery_templates);
   timing->set_backend(stats.backend);
-  timing->set_matcher(gallery_->matcher());
+  timing->set_matcher(stats.matcher);
   timing->set_total_ms(Ms(start));
   return absl::OkStatus();
 }
@@ -443,7 +444,7 @@ grpc::Status FingerprintServiceImpl::Search(grpc::ServerContext*, const v1::Sear
   google::protobuf::RepeatedPtrField<v1::FingerprintTemplate> probes;
   *probes.Add() = request->probe();
   std::vector<std::vector<fingerprint::SearchCandidate>> results;
-  absl::Status s = SearchImpl(probes, request->top_k(), &results, response->mutable_timing());
+  absl::Status s = SearchImpl(probes, request->top_k(), request->matcher(), &results, response->mutable_timing());
   if (!s.ok()) return ToGrpcStatus(s);
   for (const auto& c : results[0]) {
     v1::Candidate* out = response->add_candidates();
@@ -456,7 +457,8 @@ grpc::Status FingerprintServiceImpl::Search(grpc::ServerContext*, const v1::Sear
 grpc::Status FingerprintServiceImpl::SearchBatch(grpc::ServerContext*, const v1::SearchBatchRequest* request,
                                                  v1::SearchBatchResponse* response) {
   std::vector<std::vector<fingerprint::SearchCandidate>> results;
-  absl::Status s = SearchImpl(request->probes(), request->top_k(), &results, response->mutable_timing());
+  absl::Status s =
+      SearchImpl(request->probes(), request->top_k(), request->matcher(), &results, response->mutable_timing());
   if (!s.ok()) return ToGrpcStatus(s);
   for (const auto& probe : results) {
     v1::ProbeResult* r = response->add_results();
@@ -476,12 +478,12 @@ grpc::Status FingerprintServiceImpl::Verify(grpc::ServerContext*, const v1::Veri
   absl::StatusOr<float> score;
   switch (request->against_case()) {
     case v1::VerifyRequest::kId:
-      score = gallery_->VerifyId(probe->minutiae, request->id());
+      score = gallery_->VerifyId(probe->minutiae, request->id(), request->matcher());
       break;
     case v1::VerifyRequest::kReference: {
       absl::StatusOr<fingerprint::ParsedTemplate> ref = ParseRequestTemplate(request->reference(), "reference");
       if (!ref.ok()) return ToGrpcStatus(ref.status());
-      score = gallery_->Compare(probe->minutiae, ref->minutiae);
+      score = gallery_->Compare(probe->minutiae, ref->minutiae, request->matcher());
       break;
     }
     default:

@@ -41,7 +41,7 @@ struct FingerprintServiceOptions {
   // Where the gallery lives. Empty: a fresh temporary directory, removed
   // at exit (nothing survives a restart; a warning says so).
   std::string gallery_dir;
-  std::string matcher = "lssr";  // fingerprint::SearcherMatchers()
+  std::string matcher = "lssr";  // the default scorer, "lssr" or "dmc" (requests may pick either)
   std::string device;            // "auto", "cpu", "cuda"; empty: ServerOptions::device
   int max_top_k = 1000;
   int max_probes = 1024;                                       // per SearchBatch
@@ -86,10 +86,14 @@ class FingerprintGallery {
   std::vector<std::string> List(absl::string_view after, int limit) const;
   int64_t size() const;
 
+  // `matcher`: "" (the gallery's default), "lssr" or "dmc".
   absl::StatusOr<std::vector<std::vector<SearchCandidate>>> Search(const std::vector<std::vector<MinutiaPoint>>& probes,
-                                                                   int top_k, SearchStats* stats = nullptr);
-  absl::StatusOr<float> VerifyId(const std::vector<MinutiaPoint>& probe, absl::string_view id);
-  absl::StatusOr<float> Compare(const std::vector<MinutiaPoint>& a, const std::vector<MinutiaPoint>& b);
+                                                                   int top_k, SearchStats* stats = nullptr,
+                                                                   absl::string_view matcher = "");
+  absl::StatusOr<float> VerifyId(const std::vector<MinutiaPoint>& probe, absl::string_view id,
+                                 absl::string_view matcher = "");
+  absl::StatusOr<float> Compare(const std::vector<MinutiaPoint>& a, const std::vector<MinutiaPoint>& b,
+                                absl::string_view matcher = "");
 
   // Capacity hint before enrolling many templates (avoids regrowing the
   // descriptor arrays, which briefly needs twice their memory).
@@ -146,7 +150,8 @@ class FingerprintServiceImpl final : public v1::FingerprintService::Service {
   absl::StatusOr<fingerprint::ParsedTemplate> ParseRequestTemplate(const v1::FingerprintTemplate& t,
                                                                    absl::string_view what) const;
   absl::Status SearchImpl(const google::protobuf::RepeatedPtrField<v1::FingerprintTemplate>& probes, int top_k,
-                          std::vector<std::vector<fingerprint::SearchCandidate>>* results, v1::SearchTiming* timing);
+                          const std::string& matcher, std::vector<std::vector<fingerprint::SearchCandidate>>* results,
+                          v1::SearchTiming* timing);
 
   const FingerprintServiceOptions options_;
   std::unique_ptr<fingerprint::FingerprintGallery> gallery_;

@@ -211,6 +211,23 @@ TEST(FingerprintServiceTest, EndToEnd) {
       rank1_before.push_back(resp.candidates(0).id());
     }
     EXPECT_GE(rank1, probes * 9 / 10) << rank1 << " of " << probes;
+    // The DMC matcher on request, over the same gallery.
+    {
+      grpc::ClientContext ctx;
+      v1::SearchRequest req;
+      *req.mutable_probe() = Record(imps[7].bytes);
+      req.set_top_k(3);
+      req.set_matcher("dmc");
+      v1::SearchResponse dmc;
+      grpc::Status st = s.stub().Search(&ctx, req, &dmc);
+      ASSERT_TRUE(st.ok()) << st.error_message();
+      EXPECT_EQ(dmc.timing().matcher(), "dmc");
+      ASSERT_EQ(dmc.candidates_size(), 3);
+      EXPECT_EQ(dmc.candidates(0).id().substr(0, 3), imps[7].id.substr(0, 3));
+      grpc::ClientContext ctx2;
+      req.set_matcher("bogus");
+      EXPECT_EQ(s.stub().Search(&ctx2, req, &dmc).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    }
     v1::SearchResponse resp;
     EXPECT_EQ(Search(s, imps[0].bytes, 0, &resp).error_code(), grpc::StatusCode::OK);  // 0: default 10
     EXPECT_EQ(resp.candidates_size(), 10);

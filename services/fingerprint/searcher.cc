@@ -15,6 +15,7 @@
 #include "common/parallel.h"
 #include "common/status.h"
 #include "kernels/fingerprint/lss.h"
+#include "services/fingerprint/dmc_matcher.h"
 
 namespace tessera {
 namespace fingerprint {
@@ -33,11 +34,15 @@ std::vector<MccTemplate> BuildAll(const std::vector<const std::vector<MinutiaPoi
   return out;
 }
 
-class LssrSearcher final : public GallerySearcher {
- public:
-  explicit LssrSearcher(std::optional<Stream> gpu) : gpu_(std::move(gpu)), constants_(MakeLssConstants({}, mcc_)) {}
+enum class Scorer { kLssR, kDmc };
 
-  std::string matcher() const override { return "lssr"; }
+class MccSearcher final : public GallerySearcher {
+ public:
+  MccSearcher(Scorer default_scorer, std::optional<Stream> gpu, DmcMatcher dmc)
+      : default_(default_scorer), gpu_(std::move(gpu)), constants_(MakeLssConstants({}, mcc_)), dmc_(std::move(dmc)) {}
+
+  std::string matcher() const override { return default_ == Scorer::kDmc ? "dmc" : "lssr"; }
+  std::vector<std::string> matchers() const override { return {"lssr", "dmc"}; }
 
   absl::Status Add(const std::vector<std::shared_ptr<const StoredTemplate>>& templates) override {
     std::vector<const std::vector<MinutiaPoint>*> inputs;
@@ -93,7 +98,9 @@ class LssrSearcher final : public GallerySearcher {
   }
 
   absl::StatusOr<std::vector<std::vector<SearchCandidate>>> Search(const std::vector<std::vector<MinutiaPoint>>& probes,
-                                                                   int top_k, SearchStats* stats) override {
+                                                                   int top_k, SearchStats* stats,
+                                                                   absl::string_view matcher) override {
+    TESSERA_ASSIGN_OR_RETURN(const Scorer scorer, PickScorer(matcher));
     if (top_k < 1) return absl::InvalidArgumentError(absl::StrCat("top_k must be at least 1, got ", top_k));
     for (size_t i = 0; i < probes.size(); ++i) {
       TESSERA_RETURN_IF_ERROR(Annotate(ValidateMccInput(probes[i], mcc_), absl::StrCat("probe ", i)));
@@ -102,10 +109,19 @@ class LssrSearcher final : public GallerySearcher {
     std::vector<const std::vector<MinutiaPoint>*> inputs;
     for (const auto& p : probes) inputs.push_back(&p);
     std::vector<MccTemplate> built = BuildAll(inputs, mcc_);
-    std::vector<LssProbe> prepared(built.size());
-    ParallelForDynamic(static_cast<int64_t>(built.size()), 1, [&](int64_t begin, int64_t end, int) {
-      for (int64_t i = begin; i < end; ++i) prepared[i] = PrepareProbe(built[i], mcc_);
-    });
+    std::vector<LssProbe> prepared(scorer == Scorer::kLssR ? built.size() : 0);
+    std::vector<DmcLatent> latents;
+    if (scorer == Scorer::kLssR) {
+      ParallelForDynamic(static_cast<int64_t>(built.size()), 1, [&](int64_t begin, int64_t end, int) {
+        for (int64_t i = begin; i < end; ++i) prepared[i] = PrepareProbe(built[i], mcc_);
+      });
+    } else {
+      for (size_t i = 0; i < built.size(); ++i) {
+        absl::StatusOr<DmcLatent> latent = dmc_.Prepare(built[i]);
+        if (!latent.ok()) return Annotate(latent.status(), absl::StrCat("probe ", i));
+        latents.push_back(std::move(*latent));
+      }
+    }
     const double prepare_seconds = Seconds(t0);
 
     t0 = std::chrono::steady_clock::now();
@@ -115,8 +131,12 @@ class LssrSearcher final : public GallerySearcher {
     const int n = gallery_.num_templates();
     std::vector<float> scores(n);
     std::vector<std::pair<float, int>> ranked;
-    for (size_t p = 0; p < prepared.size() && !slot_of_.empty(); ++p) {
-      if (ScoreOnGpuLocked(prepared[p], scores.data())) {
+    for (size_t p = 0; p < probes.size() && !slot_of_.empty(); ++p) {
+      if (scorer == Scorer::kDmc) {
+        std::lock_guard<std::mutex> device_lock(device_mu_);  // one user of the GPU stream at a time
+        TESSERA_RETURN_IF_ERROR(dmc_.ScoreGallery(gpu_ ? *gpu_ : cpu_stream_, latents[p], gallery_, scores.data()));
+        if (gpu_) backend = "cuda";
+      } else if (ScoreOnGpuLocked(prepared[p], scores.data())) {
         backend = "cuda";
       } else {
         cpu::ScoreGallery(prepared[p], gallery_, MccScore::kLssR, constants_, scores.data(), /*threads=*/0);
@@ -137,11 +157,14 @@ class LssrSearcher final : public GallerySearcher {
       stats->prepare_seconds = prepare_seconds;
       stats->score_seconds = Seconds(t0);
       stats->backend = backend;
+      stats->matcher = scorer == Scorer::kDmc ? "dmc" : "lssr";
     }
     return results;
   }
 
-  absl::StatusOr<float> VerifyId(const std::vector<MinutiaPoint>& probe, absl::string_view id) override {
+  absl::StatusOr<float> VerifyId(const std::vector<MinutiaPoint>& probe, absl::string_view id,
+                                 absl::string_view matcher) override {
+    TESSERA_ASSIGN_OR_RETURN(const Scorer scorer, PickScorer(matcher));
     TESSERA_RETURN_IF_ERROR(Annotate(ValidateMccInput(probe, mcc_), "probe"));
     const MccTemplate a = cpu::BuildMccTemplate(probe, mcc_);
     MccTemplate b;
@@ -151,13 +174,15 @@ class LssrSearcher final : public GallerySearcher {
       if (it == slot_of_.end()) return absl::NotFoundError(absl::StrCat("no template '", id, "' in the gallery"));
       b = gallery_.Get(it->second);
     }
-    return cpu::Score(a, b, MccScore::kLssR, constants_);
+    return ScorePair(scorer, a, b);
   }
 
-  absl::StatusOr<float> Compare(const std::vector<MinutiaPoint>& a, const std::vector<MinutiaPoint>& b) override {
+  absl::StatusOr<float> Compare(const std::vector<MinutiaPoint>& a, const std::vector<MinutiaPoint>& b,
+                                absl::string_view matcher) override {
+    TESSERA_ASSIGN_OR_RETURN(const Scorer scorer, PickScorer(matcher));
     TESSERA_RETURN_IF_ERROR(Annotate(ValidateMccInput(a, mcc_), "probe"));
     TESSERA_RETURN_IF_ERROR(Annotate(ValidateMccInput(b, mcc_), "reference"));
-    return cpu::Score(cpu::BuildMccTemplate(a, mcc_), cpu::BuildMccTemplate(b, mcc_), MccScore::kLssR, constants_);
+    return ScorePair(scorer, cpu::BuildMccTemplate(a, mcc_), cpu::BuildMccTemplate(b, mcc_));
   }
 
   bool ExportCylinders(const StoredTemplate& t, MccTemplate* out) const override {
@@ -175,6 +200,22 @@ class LssrSearcher final : public GallerySearcher {
   }
 
  private:
+  absl::StatusOr<Scorer> PickScorer(absl::string_view matcher) const {
+    if (matcher.empty()) return default_;
+    if (matcher == "lssr") return Scorer::kLssR;
+    if (matcher == "dmc") return Scorer::kDmc;
+    return absl::InvalidArgumentError(absl::StrCat("unknown matcher '", matcher, "'; known: lssr, dmc"));
+  }
+
+  // 1:1 on the CPU: the probe `a` against the reference `b`.
+  absl::StatusOr<float> ScorePair(Scorer scorer, const MccTemplate& a, const MccTemplate& b) const {
+    if (scorer == Scorer::kLssR) return cpu::Score(a, b, MccScore::kLssR, constants_);
+    MccGallery one;
+    one.Append(b, mcc_);
+    TESSERA_ASSIGN_OR_RETURN(std::vector<float> scores, dmc_.ScoreGallery(cpu_stream_, a, one));
+    return scores[0];
+  }
+
   void AppendLocked(const StoredTemplate& t, const MccTemplate& cylinders) {
     auto it = slot_of_.find(t.id);
     if (it != slot_of_.end()) deleted_[it->second] = 1;  // replaced
@@ -241,8 +282,11 @@ class LssrSearcher final : public GallerySearcher {
   }
 
   const MccParams mcc_;
+  const Scorer default_;
   std::optional<Stream> gpu_;
+  const Stream cpu_stream_ = Stream::Cpu();
   const LssConstants constants_;
+  const DmcMatcher dmc_;
   mutable std::shared_mutex mu_;  // everything below, except the device state
   MccGallery gallery_;
   std::vector<std::string> ids_;  // per slot (template index of gallery_)
@@ -259,20 +303,24 @@ class LssrSearcher final : public GallerySearcher {
 
 }  // namespace
 
-std::vector<std::string> SearcherMatchers() { return {"lssr"}; }
+std::vector<std::string> SearcherMatchers() { return {"lssr", "dmc"}; }
 
 absl::StatusOr<std::unique_ptr<GallerySearcher>> CreateSearcher(const SearcherOptions& options) {
-  TESSERA_ASSIGN_OR_RETURN(Backend backend, ResolveBackend(options.device));
-  if (options.matcher == "lssr") {
-    std::optional<Stream> gpu;
-    if (backend == Backend::kCuda) {
-      TESSERA_ASSIGN_OR_RETURN(Stream stream, Stream::Create(Backend::kCuda, 0));
-      gpu.emplace(std::move(stream));
-    }
-    return std::unique_ptr<GallerySearcher>(new LssrSearcher(std::move(gpu)));
+  if (options.matcher != "lssr" && options.matcher != "dmc") {
+    return absl::InvalidArgumentError(absl::StrCat("unknown matcher '", options.matcher,
+                                                   "'; known: ", absl::StrJoin(SearcherMatchers(), ", ")));
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown matcher '", options.matcher,
-                                                 "'; known: ", absl::StrJoin(SearcherMatchers(), ", ")));
+  TESSERA_ASSIGN_OR_RETURN(Backend backend, ResolveBackend(options.device));
+  std::optional<Stream> gpu;
+  if (backend == Backend::kCuda) {
+    TESSERA_ASSIGN_OR_RETURN(Stream stream, Stream::Create(Backend::kCuda, 0));
+    gpu.emplace(std::move(stream));
+  }
+  DmcMatcherOptions dmc_options;
+  dmc_options.threads = 0;  // all cores for the CPU kernels and the final stage
+  TESSERA_ASSIGN_OR_RETURN(DmcMatcher dmc, DmcMatcher::Create(dmc_options));
+  return std::unique_ptr<GallerySearcher>(new MccSearcher(
+      options.matcher == "dmc" ? Scorer::kDmc : Scorer::kLssR, std::move(gpu), std::move(dmc)));
 }
 
 }  // namespace fingerprint

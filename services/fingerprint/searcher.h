@@ -1,18 +1,22 @@
 // 1:N search over the in-memory gallery, behind a small interface so that
-// matchers can be swapped ("matcher": lssr now; others register in
-// CreateSearcher). A searcher mirrors the live templates of a GalleryStore
+// matchers can be swapped ("matcher": lssr or dmc; a searcher may score with
+// several, chosen per request). A searcher mirrors the live templates of a GalleryStore
 // (the store is the durable truth; the searcher is rebuilt from it at start).
 //
-// LssrSearcher: MCC bit cylinders in one MccGallery (structure of arrays),
+// MccSearcher: MCC bit cylinders in one MccGallery (structure of arrays),
 // appended to as templates arrive; deleted templates are marked and skipped,
 // and the arrays are rebuilt without them once they are a quarter of the
 // gallery (or on Compact). A readers-writer lock lets searches run together
 // and wait only for the short append/mark step of an enroll or delete (the
 // descriptors of new templates are built before the lock, on all cores).
-// Scores: LSS-R (kernels/fingerprint/lss.h) on all CPU cores, or with a GPU
-// present (device "auto"/"cuda") on an MccDeviceGallery that is re-uploaded
-// when enough templates have been appended since the last upload; templates
-// appended after the upload are scored on the CPU, so results never lag.
+// Scores, over the same arrays:
+//   "lssr": LSS-R (kernels/fingerprint/lss.h) on all CPU cores, or with a GPU
+//     present (device "auto"/"cuda") on an MccDeviceGallery that is
+//     re-uploaded when enough templates have been appended since the last
+//     upload; templates appended after it are scored on the CPU, so results
+//     never lag;
+//   "dmc": deformable minutiae clustering (dmc_matcher.h: kernels 2-4 on the
+//     CPU or the GPU stream, CPU final stage on all cores).
 #ifndef TESSERA_SERVICES_FINGERPRINT_SEARCHER_H_
 #define TESSERA_SERVICES_FINGERPRINT_SEARCHER_H_
 
@@ -41,12 +45,14 @@ struct SearchStats {
   double prepare_seconds = 0;     // probe descriptors
   double score_seconds = 0;       // scoring + top-k, all probes
   std::string backend;            // "cpu" or "cuda"
+  std::string matcher;            // "lssr" or "dmc"
 };
 
 class GallerySearcher {
  public:
   virtual ~GallerySearcher() = default;
-  virtual std::string matcher() const = 0;  // "lssr"
+  virtual std::string matcher() const = 0;  // the default: "lssr" or "dmc"
+  virtual std::vector<std::string> matchers() const = 0;  // all it can score with
 
   // Adds templates; an id already present is replaced. Visible to searches
   // once it returns. INVALID_ARGUMENT for minutiae the matcher rejects
@@ -71,12 +77,16 @@ class GallerySearcher {
 
   // The top_k (>= 1) best gallery templates of each probe, best first (ties:
   // earlier enrolled first), results in the order of `probes`; all probes
-  // see the same gallery. An empty gallery gives empty lists.
+  // see the same gallery. An empty gallery gives empty lists. `matcher`:
+  // empty for the default, else one of matchers() (INVALID_ARGUMENT if not).
   virtual absl::StatusOr<std::vector<std::vector<SearchCandidate>>> Search(
-      const std::vector<std::vector<MinutiaPoint>>& probes, int top_k, SearchStats* stats = nullptr) = 0;
+      const std::vector<std::vector<MinutiaPoint>>& probes, int top_k, SearchStats* stats = nullptr,
+      absl::string_view matcher = "") = 0;
   // 1:1 score of a probe against an enrolled id (NOT_FOUND) or two templates.
-  virtual absl::StatusOr<float> VerifyId(const std::vector<MinutiaPoint>& probe, absl::string_view id) = 0;
-  virtual absl::StatusOr<float> Compare(const std::vector<MinutiaPoint>& a, const std::vector<MinutiaPoint>& b) = 0;
+  virtual absl::StatusOr<float> VerifyId(const std::vector<MinutiaPoint>& probe, absl::string_view id,
+                                         absl::string_view matcher = "") = 0;
+  virtual absl::StatusOr<float> Compare(const std::vector<MinutiaPoint>& a, const std::vector<MinutiaPoint>& b,
+                                        absl::string_view matcher = "") = 0;
 
   // For snapshots: the persisted form of template `t` (same seq), if any.
   virtual bool ExportCylinders(const StoredTemplate& t, MccTemplate* out) const {
@@ -89,7 +99,7 @@ class GallerySearcher {
 };
 
 struct SearcherOptions {
-  std::string matcher = "lssr";
+  std::string matcher = "lssr";  // the default scorer: "lssr" or "dmc"
   std::string device = "auto";  // "auto", "cpu" or "cuda" (scoring backend)
 };
 

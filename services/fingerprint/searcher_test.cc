@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/fingerprint/lss.h"
 #include "kernels/fingerprint/test_templates.h"
+#include "services/fingerprint/dmc_matcher.h"
 
 namespace tessera {
 namespace fingerprint {
@@ -163,6 +164,52 @@ TEST(SearcherTest, PersistedCylindersGiveTheSameScores) {
   auto rb = b->Search({points[1], points[30]}, 5);
   ASSERT_TRUE(ra.ok() && rb.ok());
   for (int p = 0; p < 2; ++p) ExpectSameCandidates((*rb)[p], (*ra)[p]);
+}
+
+TEST(SearcherTest, DmcScoresTheSameGalleryPerRequest) {
+  const auto points = testing::TestTemplates(1, 40, 13);
+  auto entries = MakeEntries(points, "d");
+  auto s = CreateSearcher({"dmc", "cpu"});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ((*s)->matcher(), "dmc");
+  ASSERT_TRUE((*s)->Add(entries).ok());
+  ASSERT_TRUE((*s)->Remove("d2"));
+  // Brute force with the matcher itself over the live templates.
+  auto dmc = DmcMatcher::Create(DmcMatcherOptions{});
+  ASSERT_TRUE(dmc.ok());
+  MccGallery live;
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < points.size(); ++i) {
+    if (i == 2) continue;
+    live.Append(cpu::BuildMccTemplate(points[i]));
+    ids.push_back(entries[i]->id);
+  }
+  for (int probe : {5, 21}) {
+    SearchStats stats;
+    auto got = (*s)->Search({points[probe]}, 6, &stats);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(stats.matcher, "dmc");
+    auto want = dmc->ScoreGallery(Stream::Cpu(), cpu::BuildMccTemplate(points[probe]), live);
+    ASSERT_TRUE(want.ok()) << want.status();
+    std::vector<int> order(ids.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return (*want)[a] > (*want)[b]; });
+    ASSERT_EQ((*got)[0].size(), 6u);
+    for (int r = 0; r < 6; ++r) {
+      EXPECT_EQ((*got)[0][r].id, ids[order[r]]) << "probe " << probe << " rank " << r;
+      EXPECT_EQ((*got)[0][r].score, (*want)[order[r]]);
+    }
+    EXPECT_EQ((*got)[0][0].id, absl::StrCat("d", probe));
+    // The same searcher scores LSS-R when asked.
+    auto lssr = (*s)->Search({points[probe]}, 6, &stats, "lssr");
+    ASSERT_TRUE(lssr.ok());
+    EXPECT_EQ(stats.matcher, "lssr");
+    EXPECT_EQ((*lssr)[0][0].id, absl::StrCat("d", probe));
+    auto v = (*s)->VerifyId(points[probe], (*got)[0][1].id);
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_EQ(*v, (*got)[0][1].score);
+  }
+  EXPECT_EQ((*s)->Search({points[0]}, 3, nullptr, "bogus").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(SearcherTest, SearchesRunWhileTemplatesChange) {

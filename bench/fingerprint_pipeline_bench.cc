@@ -25,6 +25,10 @@
 //   serialized GPU   the same with overlap off (one batch in flight, final
 //                    stage inline): the sum of the stages; "overlap" is its
 //                    wall over the pipelined wall;
+//   resident GPU     the pipeline with the gallery kept on the GPU
+//                    (PipelineOptions::resident: no uploads), block and warp
+//                    kernels; "resident 1-by-1 w": one latent per call, warp
+//                    kernel;
 //   pipeline 1-by-1  one latent per Search call: latency of a lone query
 //                    (the whole gallery streamed per latent);
 //   plain GPU        MccDeviceGallery resident on the GPU (uploaded once,
@@ -221,6 +225,16 @@ int Run(const Config& cfg) {
       std::printf("pipeline set-up (pinned copy %.2f GB, 2 device slots %.2f GB): %.2f s; %d batches of %d\n",
                   (*pipeline)->host_bytes() / 1e9, (*pipeline)->device_bytes() / 1e9, Now() - p0,
                   (*pipeline)->num_batches(), cfg.batch);
+      PipelineOptions resident_options = po;
+      resident_options.resident = true;
+      const double r0 = Now();
+      auto resident = AlfiPipeline::Create(gallery, resident_options);
+      if (!resident.ok()) {
+        std::fprintf(stderr, "pipeline (resident): %s\n", std::string(resident.status().message()).c_str());
+        return 1;
+      }
+      std::printf("resident pipeline set-up (pinned copy + one upload of %.2f GB): %.2f s\n",
+                  (*resident)->device_bytes() / 1e9, Now() - r0);
       PipelineOptions serial_options = po;
       serial_options.overlap = false;
       auto serial = AlfiPipeline::Create(gallery, serial_options);
@@ -272,6 +286,30 @@ int Run(const Config& cfg) {
         for (size_t i = 0; i < lat.size(); ++i) warp_same += (*warp_top)[i] == (*top)[i];
         std::printf("%-9s warp-kernel top-%d lists identical to the block kernel's: %d of %d\n", "", cfg.top,
                     warp_same, cfg.latents);
+        // Resident gallery: no uploads; kernels, downloads and final stage
+        // still overlap.
+        (void)(*resident)->Search(lssr_warp, {lat[0]});
+        for (LssBatchMatcher* m : {&lssr, &lssr_warp}) {
+          PipelineStats res_st;
+          const double r1 = Now();
+          auto res_top = (*resident)->Search(*m, lat, &res_st);
+          const double res_wall = Now() - r1;
+          if (!res_top.ok()) {
+            std::fprintf(stderr, "pipeline (resident): %s\n", std::string(res_top.status().message()).c_str());
+            return 1;
+          }
+          Row(size, m == &lssr ? "resident GPU" : "resident GPU warp", probe, cfg.latents, res_wall, 0, &res_st);
+          int res_same = 0;
+          for (size_t i = 0; i < lat.size(); ++i) res_same += (*res_top)[i] == (*top)[i];
+          if (res_same != cfg.latents) std::printf("%-9s MISMATCH: %d of %d top lists equal\n", "", res_same, cfg.latents);
+        }
+        double resident_one = 0;
+        for (const MccTemplate& l : lat) {
+          const double o0 = Now();
+          if (!(*resident)->Search(lssr_warp, {l}).ok()) return 1;
+          resident_one += Now() - o0;
+        }
+        Row(size, "resident 1-by-1 w", probe, cfg.latents, resident_one, 0, nullptr);
         // One latent per call.
         double one_by_one = 0;
         for (const MccTemplate& l : lat) {

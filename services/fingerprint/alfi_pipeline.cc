@@ -228,6 +228,7 @@ struct AlfiPipeline::Impl {
   // CUDA backend.
   std::shared_ptr<Buffer> pinned;  // the gallery parts (rebased start tables first)
   size_t pinned_offset[kParts] = {};
+  std::shared_ptr<Buffer> resident;  // the pinned layout on the GPU (options.resident)
   std::vector<Stream> streams;  // 2
   struct DeviceSlot {
     std::shared_ptr<Buffer> gallery;
@@ -288,25 +289,37 @@ struct AlfiPipeline::Impl {
     return v;
   }
 
-  // Device pointers of batch k in device slot `slot`.
+  // Byte offset of batch k's part p within the pinned (and resident) layout.
+  size_t BatchPartOffset(int k, int p) const {
+    const BatchInfo& b = batches[k];
+    const size_t c0 = b.cylinder_first;
+    const size_t element[kParts] = {b.start_offset * 4, c0 * kMccBitWords * 8, c0 * kMccMaskWords * 8, c0 * 4,
+                                    c0 * 4,             c0 * 4,                c0 * 2,                  c0};
+    return pinned_offset[p] + element[p];
+  }
+
+  // Device pointers of batch k: in device slot `slot`, or in the resident
+  // copy.
   GalleryBatch DeviceBatch(int k, int slot) const {
     const BatchInfo& b = batches[k];
     const DeviceSlot& d = device_slots[slot];
-    const uint8_t* base = static_cast<const uint8_t*>(d.gallery->data());
+    const uint8_t* base = static_cast<const uint8_t*>(resident ? resident->data() : d.gallery->data());
+    size_t offset[kParts];
+    for (int p = 0; p < kParts; ++p) offset[p] = resident ? BatchPartOffset(k, p) : d.offset[p];
     GalleryBatch v;
     v.index = k;
     v.first_template = b.first;
     v.num_templates = b.count;
     v.num_cylinders = b.cylinders;
     v.max_template_size = b.max_size;
-    v.start = reinterpret_cast<const int32_t*>(base + d.offset[kStart]);
-    v.bits = reinterpret_cast<const uint64_t*>(base + d.offset[kBits]);
-    v.mask = reinterpret_cast<const uint64_t*>(base + d.offset[kMask]);
-    v.x = reinterpret_cast<const float*>(base + d.offset[kX]);
-    v.y = reinterpret_cast<const float*>(base + d.offset[kY]);
-    v.theta = reinterpret_cast<const float*>(base + d.offset[kTheta]);
-    v.bit_count = reinterpret_cast<const uint16_t*>(base + d.offset[kCount]);
-    v.full_mask = base + d.offset[kFull];
+    v.start = reinterpret_cast<const int32_t*>(base + offset[kStart]);
+    v.bits = reinterpret_cast<const uint64_t*>(base + offset[kBits]);
+    v.mask = reinterpret_cast<const uint64_t*>(base + offset[kMask]);
+    v.x = reinterpret_cast<const float*>(base + offset[kX]);
+    v.y = reinterpret_cast<const float*>(base + offset[kY]);
+    v.theta = reinterpret_cast<const float*>(base + offset[kTheta]);
+    v.bit_count = reinterpret_cast<const uint16_t*>(base + offset[kCount]);
+    v.full_mask = base + offset[kFull];
     return v;
   }
 
@@ -340,6 +353,14 @@ absl::Status AlfiPipeline::Impl::SetUpCuda(const MccGallery& g) {
   for (int s = 0; s < 2; ++s) {
     TESSERA_ASSIGN_OR_RETURN(Stream stream, Stream::Create(Backend::kCuda, ord));
     streams.push_back(std::move(stream));
+  }
+  if (options.resident) {
+    TESSERA_ASSIGN_OR_RETURN(resident, Buffer::Allocate(MemoryKind::kDevice, pinned->size(), ord));
+    TESSERA_RETURN_IF_ERROR(
+        CopyBytes(resident->data(), MemoryKind::kDevice, pinned->data(), MemoryKind::kPinned, pinned->size(), streams[0]));
+    TESSERA_RETURN_IF_ERROR(streams[0].Synchronize());
+  }
+  for (int s = 0; s < 2 && !options.resident; ++s) {
     DeviceSlot& d = device_slots[s];
     size_t bytes = 0;
     for (int p = 0; p < kParts; ++p) {
@@ -396,20 +417,12 @@ absl::Status AlfiPipeline::Impl::EnqueueBatch(int k, BatchMatcher& matcher, size
   auto ev = [&](int i) { return static_cast<cudaEvent_t>(h.events[i]); };
   TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.ordinal));
   TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev(0), cs));
-  uint8_t* dbase = static_cast<uint8_t*>(d.gallery->data());
-  const size_t host_elem_offset[kParts] = {b.start_offset * 4,
-                                           static_cast<size_t>(b.cylinder_first) * kMccBitWords * 8,
-                                           static_cast<size_t>(b.cylinder_first) * kMccMaskWords * 8,
-                                           static_cast<size_t>(b.cylinder_first) * 4,
-                                           static_cast<size_t>(b.cylinder_first) * 4,
-                                           static_cast<size_t>(b.cylinder_first) * 4,
-                                           static_cast<size_t>(b.cylinder_first) * 2,
-                                           static_cast<size_t>(b.cylinder_first)};
-  for (int p = 0; p < kParts; ++p) {
+  for (int p = 0; p < kParts && resident == nullptr; ++p) {
     const size_t bytes = PartBytes(p, b.count, b.cylinders);
     if (bytes == 0) continue;
-    TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dbase + d.offset[p], PinnedPart(p) + host_elem_offset[p], bytes,
-                                                 cudaMemcpyHostToDevice, cs));
+    uint8_t* dst = static_cast<uint8_t*>(d.gallery->data()) + d.offset[p];
+    const uint8_t* src = static_cast<const uint8_t*>(pinned->data()) + BatchPartOffset(k, p);
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cs));
     stats->upload_bytes += bytes;
   }
   TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev(1), cs));
@@ -526,7 +539,7 @@ size_t AlfiPipeline::host_bytes() const {
 }
 
 size_t AlfiPipeline::device_bytes() const {
-  size_t n = 0;
+  size_t n = impl_->resident != nullptr ? impl_->resident->size() : 0;
   for (const auto& d : impl_->device_slots) {
     if (d.gallery != nullptr) n += d.gallery->size();
   }

@@ -145,6 +145,10 @@ struct PipelineOptions {
   // final stage inline): the "sum of the stages" baseline the overlap is
   // measured against, with uncontended per-phase times.
   bool overlap = true;
+  // CUDA: upload the whole gallery once at Create and keep it on the GPU;
+  // batches then skip the upload phase (kernels, downloads and the final
+  // stage still overlap). For galleries that fit in device memory.
+  bool resident = false;
 };
 
 // Per-search timings. Phase times are summed over batches: GPU phases from
@@ -195,7 +199,8 @@ class AlfiPipeline {
   const PipelineOptions& options() const;
   // Host memory the gallery occupies in the pipeline (pinned with CUDA).
   size_t host_bytes() const;
-  // Device memory of the two slots (gallery part; outputs grow per search).
+  // Device memory of the gallery: the two slots, or the whole gallery when
+  // resident (outputs, which grow per search, not included).
   size_t device_bytes() const;
 
  private:

@@ -252,6 +252,8 @@ struct AlfiPipeline::Impl {
 #endif
   }
 
+  std::mutex search_mu;  // one Search at a time: slots, events and outputs are shared
+
   bool cuda() const { return options.backend == Backend::kCuda; }
 
   const uint8_t* PinnedPart(int p) const { return static_cast<const uint8_t*>(pinned->data()) + pinned_offset[p]; }
@@ -550,6 +552,7 @@ absl::StatusOr<std::vector<std::vector<Candidate>>> AlfiPipeline::Search(BatchMa
                                                                          const std::vector<MccTemplate>& latents,
                                                                          PipelineStats* stats_out) {
   Impl& im = *impl_;
+  std::lock_guard<std::mutex> search_lock(im.search_mu);
   const double t_begin = Now();
   PipelineStats stats;
   const int L = static_cast<int>(latents.size());

@@ -189,7 +189,8 @@ class AlfiPipeline {
                                                               const PipelineOptions& options);
   ~AlfiPipeline();
 
-  // Top-k candidates per latent (in the order given), best first.
+  // Top-k candidates per latent (in the order given), best first. Concurrent
+  // calls run one after the other.
   absl::StatusOr<std::vector<std::vector<Candidate>>> Search(BatchMatcher& matcher,
                                                              const std::vector<MccTemplate>& latents,
                                                              PipelineStats* stats = nullptr);

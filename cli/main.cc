@@ -19,6 +19,7 @@ constexpr Verb kVerbs[] = {
     {"describe", tessera::cli::RunDescribe, "summarize a NIfTI volume: geometry, orientation, statistics"},
     {"register", tessera::cli::RunRegister, "register a moving volume to a fixed one; ANTs-style outputs + JSON"},
     {"synth", tessera::cli::RunSynth, "make a registration problem with a known answer from a real volume"},
+    {"som", tessera::cli::RunSom, "SOM atlases: train on a sparse corpus, project documents, render PNGs, label cells"},
     {"devices", tessera::cli::RunDevices, "list the compute backends and GPUs this process can use"},
     {"fp", tessera::cli::RunFp, "fingerprint gallery in a directory: enroll, search (JSON), delete, list"},
 };

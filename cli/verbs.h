@@ -11,6 +11,7 @@ int RunDescribe(int argc, char** argv);  // local NIfTI summary
 int RunDevices(int argc, char** argv);   // backends and GPUs
 int RunRegister(int argc, char** argv);  // local image registration
 int RunSynth(int argc, char** argv);     // synthetic registration problem
+int RunSom(int argc, char** argv);       // SOM atlases: train, project, render, labels
 int RunFp(int argc, char** argv);        // fingerprint gallery: enroll, search, delete, list
 
 }  // namespace tessera::cli

@@ -226,7 +226,8 @@ class Engine {
     }
     e->kind_ = backend == Backend::kCpu ? MemoryKind::kHost : MemoryKind::kDevice;
     DocumentParts parts;
-    parts.tiles = backend == Backend::kCuda;
+    // Only the tiled CUDA kernel (a benchmark alternative) reads document tiles.
+    parts.tiles = backend == Backend::kCuda && cuda::TiledKernel();
     parts.csc = for_training;
     TESSERA_ASSIGN_OR_RETURN(e->docs_, DocumentSet::Create(docs.view(), *e->stream_, parts));
     const int64_t n = docs.rows(), m = model.grid.nodes();

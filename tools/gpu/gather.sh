@@ -9,6 +9,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 DEST="${1:-.gpu}"
+# TESSERA_BAZEL_OUTPUT_BASE: build in that output base (e.g. the one you have
+# been building in) instead of the default, so nothing is rebuilt from scratch.
+bazel() { command bazel ${TESSERA_BAZEL_OUTPUT_BASE:+--output_base=$TESSERA_BAZEL_OUTPUT_BASE} "$@" ${TESSERA_BAZEL_OUTPUT_BASE:+$( [ "$1" = build ] && echo --symlink_prefix=/ )}; }
 
 mapfile -t targets < <(bazel query 'attr(tags, "\bgpu\b", kind("cc_(test|binary)", //...))' 2>/dev/null | sort)
 [ ${#targets[@]} -gt 0 ] || { echo "no targets tagged gpu" >&2; exit 1; }

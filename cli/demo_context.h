@@ -37,6 +37,7 @@ struct DemoContext {
 absl::Status DemoHealthStep(DemoContext& ctx);
 absl::Status DemoVolumeStep(DemoContext& ctx);
 absl::Status DemoRegistrationStep(DemoContext& ctx);  // demo_registration_step.cc
+absl::Status DemoSomStep(DemoContext& ctx);           // demo_som_step.cc
 absl::Status DemoFingerprintStep(DemoContext& ctx);   // demo_fingerprint_step.cc
 absl::Status DemoMetricsStep(DemoContext& ctx);
 

@@ -74,6 +74,7 @@ int RunDemo(int argc, char** argv) {
   options.device = ctx.device;
   options.drain_timeout = absl::Seconds(5);
   options.data_roots = {DirName(ctx.volume_path), ctx.out_dir};
+  options.atlas_dir = ctx.OutPath("atlases");  // the SOM step's atlas persists here
   FingerprintServiceOptions fingerprint_options;
   fingerprint_options.gallery_dir = ctx.OutPath("fingerprint-gallery");  // durable; the step re-enrolls with replace
   auto services = CreateHostedServices(options, {}, fingerprint_options);
@@ -96,6 +97,7 @@ int RunDemo(int argc, char** argv) {
       {"health", DemoHealthStep},
       {"volume", DemoVolumeStep},
       {"registration", DemoRegistrationStep},
+      {"som", DemoSomStep},
       {"fingerprint", DemoFingerprintStep},
       {"metrics", DemoMetricsStep},
   };

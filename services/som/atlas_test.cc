@@ -183,6 +183,14 @@ TEST(AtlasTest, ReplacingAnAtlasLeavesTheNewOne) {
   EXPECT_EQ(loaded->feature_names[0], "renamed");
 }
 
+TEST(AtlasTest, SaveIntoAFileFails) {
+  const std::string file = TempDir("plain_file");
+  WriteAll(file, "x");
+  const absl::Status s = SaveAtlas(TrainedAtlas(), file + "/atlas");
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(absl::StrContains(s.message(), file)) << s;
+}
+
 TEST(AtlasTest, MissingAtlasIsNotFound) {
   auto loaded = LoadAtlas(TempDir("does_not_exist"));
   EXPECT_EQ(loaded.status().code(), absl::StatusCode::kNotFound);

@@ -31,7 +31,7 @@ std::vector<std::shared_ptr<const StoredTemplate>> Entries(const std::vector<std
 }
 
 void ExpectSameResults(GallerySearcher& gpu, GallerySearcher& cpu,
-                       const std::vector<std::vector<MinutiaPoint>>& probes, int k) {
+                       const std::vector<std::vector<MinutiaPoint>>& probes, int k, double tolerance = 1e-6) {
   SearchStats gpu_stats;
   auto g = gpu.Search(probes, k, &gpu_stats);
   auto c = cpu.Search(probes, k);
@@ -42,7 +42,7 @@ void ExpectSameResults(GallerySearcher& gpu, GallerySearcher& cpu,
     ASSERT_EQ((*g)[p].size(), (*c)[p].size());
     for (size_t i = 0; i < (*g)[p].size(); ++i) {
       EXPECT_EQ((*g)[p][i].id, (*c)[p][i].id) << "probe " << p << " rank " << i;
-      EXPECT_NEAR((*g)[p][i].score, (*c)[p][i].score, 1e-6) << "probe " << p << " rank " << i;
+      EXPECT_NEAR((*g)[p][i].score, (*c)[p][i].score, tolerance) << "probe " << p << " rank " << i;
     }
   }
 }
@@ -74,6 +74,24 @@ TEST(SearcherCudaTest, GpuSearchEqualsCpuSearchAsTheGalleryChanges) {
   ASSERT_TRUE((*gpu)->Add(Entries(points, first + 50, points.size())).ok());
   ASSERT_TRUE((*cpu)->Add(Entries(points, first + 50, points.size())).ok());
   ExpectSameResults(**gpu, **cpu, probes, 25);
+}
+
+// DMC: kernels 2-4 on the GPU stream, final stage on the CPU, against the
+// all-CPU matcher (the kernels are bit-identical to their reference; 1e-5
+// leaves room for the final stage's thread partitioning only).
+TEST(SearcherCudaTest, DmcOnTheGpuEqualsDmcOnTheCpu) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  std::vector<std::vector<MinutiaPoint>> points = testing::RealTemplates(2);
+  for (auto& t : testing::SyntheticTemplates(400, 78)) points.push_back(std::move(t));
+  auto gpu = CreateSearcher({"dmc", "cuda"});
+  auto cpu = CreateSearcher({"dmc", "cpu"});
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  ASSERT_TRUE((*gpu)->Add(Entries(points, 0, points.size())).ok());
+  ASSERT_TRUE((*cpu)->Add(Entries(points, 0, points.size())).ok());
+  std::vector<std::vector<MinutiaPoint>> probes;
+  for (size_t i = 0; i < 6; ++i) probes.push_back(points[i * 61 % points.size()]);
+  ExpectSameResults(**gpu, **cpu, probes, 10, 1e-5);
 }
 
 }  // namespace

@@ -6,7 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -576,6 +578,65 @@ TEST(SomAtlasService, Fp16Atlases) {
   v1::ProjectResponse projected;
   ASSERT_TRUE(server.Project(project, &projected).ok());
   for (int r = 0; r < 200; ++r) EXPECT_EQ(projected.documents(r).node(), recorded[absl::StrCat("d", r)]) << r;
+}
+
+// Queries from several clients at once, while another atlas trains and the
+// queried one is deleted under them: every answer is the reference answer or
+// NOT_FOUND after the delete, never a crash or a mix.
+TEST(SomAtlasService, ConcurrentQueriesWhileTrainingAndDeleting) {
+  const std::string root = MakeRoot("concurrent");
+  TestServer server(root);
+  ASSERT_TRUE(server.status().ok()) << server.status();
+  const som::SparseBinaryMatrix corpus = SmallCorpus(1500, 120, 14);
+  v1::UploadedCorpus uploaded;
+  ASSERT_TRUE(server.Upload(corpus, {}, {}, 1000, &uploaded).ok());
+  ASSERT_EQ(TrainToEnd(server, AtlasRequestFor(uploaded.corpus_id(), "queried", 6, 6, 4)).state(),
+            v1::JOB_STATE_SUCCEEDED);
+  v1::ProjectRequest project;
+  project.set_atlas_id("queried");
+  for (int r = 0; r < 200; ++r) {
+    v1::SparseDocument* d = project.add_documents();
+    for (int32_t v : corpus.row(r)) d->add_features(v);
+  }
+  v1::ProjectResponse reference;
+  ASSERT_TRUE(server.Project(project, &reference).ok());
+  v1::CreateAtlasRequest busy = AtlasRequestFor(uploaded.corpus_id(), "busy", 16, 16, 30);
+  busy.mutable_options()->set_convergence_tolerance(0);
+  v1::CreateAtlasResponse created;
+  ASSERT_TRUE(server.Create(busy, &created).ok());
+
+  std::atomic<int> answered{0}, gone{0}, wrong{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 4; ++c) {
+    clients.emplace_back([&] {
+      for (int k = 0; k < 15; ++k) {
+        v1::ProjectResponse got;
+        grpc::Status s = server.Project(project, &got);
+        if (s.error_code() == grpc::StatusCode::NOT_FOUND) {
+          ++gone;
+          continue;
+        }
+        bool same = s.ok() && got.documents_size() == reference.documents_size();
+        for (int d = 0; same && d < got.documents_size(); ++d) {
+          same = got.documents(d).node() == reference.documents(d).node() &&
+                 got.documents(d).distance() == reference.documents(d).distance();
+        }
+        ++(same ? answered : wrong);
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  {
+    grpc::ClientContext context;
+    v1::AtlasRequest request;
+    request.set_atlas_id("queried");
+    v1::DeleteAtlasResponse deleted;
+    EXPECT_TRUE(server.stub().DeleteAtlas(&context, request, &deleted).ok());
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(answered.load() + gone.load(), 60);
+  EXPECT_EQ(server.Watch(created.job().job_id()).back().state(), v1::JOB_STATE_SUCCEEDED);
 }
 
 TEST(SomAtlasService, CancelStopsARunningTraining) {

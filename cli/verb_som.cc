@@ -375,12 +375,12 @@ int Labels(int argc, char** argv) {
   auto atlas = LoadFlagAtlas(sub);
   if (!atlas.ok()) return sub.Fail(atlas.status());
   const std::vector<int64_t> hits = som::HitCounts(*atlas);
-  const std::vector<double> means = som::FeatureMeans(atlas->model);
+  const std::vector<som::CellLabel> labels = som::LabelCells(*atlas, top);
   const bool json = sub.GetBool("json");
   const int width = atlas->model.grid.width;
   for (int64_t node = 0; node < atlas->nodes(); ++node) {
     if (hits[node] < min_hits) continue;
-    const som::CellLabel label = som::LabelCell(*atlas, means, node, top);
+    const som::CellLabel& label = labels[node];
     if (json) {
       std::string features;
       for (const som::LabelFeature& f : label.features) {

@@ -65,10 +65,55 @@ CellLabel LabelCell(const Atlas& atlas, const std::vector<double>& means, int64_
 }
 
 std::vector<CellLabel> LabelCells(const Atlas& atlas, int top) {
-  const std::vector<double> means = FeatureMeans(atlas.model);
+  const SomModel& model = atlas.model;
+  const int64_t m = atlas.nodes();
+  const std::vector<double> means = FeatureMeans(model);
+  if (top <= 0) {
+    std::vector<CellLabel> empty(static_cast<size_t>(m));
+    for (int64_t i = 0; i < m; ++i) empty[i].node = i;
+    return empty;
+  }
+  // Feature-outer sweep (contiguous in the feature-major codebook), keeping
+  // each node's best `top` candidates in order; same ranking as LabelCell.
+  const size_t k = static_cast<size_t>(top);
+  std::vector<std::vector<LabelFeature>> best(static_cast<size_t>(m));
+  auto better = [](const LabelFeature& a, const LabelFeature& b) {
+    return a.score > b.score || (a.score == b.score && a.feature < b.feature);
+  };
+  for (int64_t v = 0; v < model.features; ++v) {
+    if (!(means[v] > 0)) continue;
+    for (int64_t i = 0; i < m; ++i) {
+      const double w = model.Weight(v, i);
+      if (!(w > means[v])) continue;
+      LabelFeature f;
+      f.feature = static_cast<int32_t>(v);
+      f.weight = static_cast<float>(w);
+      f.lift = w / means[v];
+      f.score = w * std::log(f.lift);
+      std::vector<LabelFeature>& list = best[i];
+      if (list.size() == k && !better(f, list.back())) continue;
+      list.insert(std::upper_bound(list.begin(), list.end(), f, better), f);
+      if (list.size() > k) list.pop_back();
+    }
+  }
   std::vector<CellLabel> labels;
-  labels.reserve(static_cast<size_t>(atlas.nodes()));
-  for (int64_t i = 0; i < atlas.nodes(); ++i) labels.push_back(LabelCell(atlas, means, i, top));
+  labels.reserve(static_cast<size_t>(m));
+  for (int64_t i = 0; i < m; ++i) {
+    if (best[i].empty()) {
+      labels.push_back(LabelCell(atlas, means, i, top));  // the fallback
+      continue;
+    }
+    CellLabel label;
+    label.node = i;
+    label.features = std::move(best[i]);
+    std::vector<std::string> names;
+    for (const LabelFeature& f : label.features) {
+      names.push_back(f.feature < static_cast<int64_t>(atlas.feature_names.size()) ? atlas.feature_names[f.feature]
+                                                                                   : "");
+    }
+    label.text = absl::StrJoin(names, "; ");
+    labels.push_back(std::move(label));
+  }
   return labels;
 }
 

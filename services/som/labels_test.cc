@@ -66,6 +66,36 @@ TEST(LabelsTest, ConstantMapFallsBackToStrongest) {
   EXPECT_EQ(labels[1].features[0].score, 0.0);
 }
 
+TEST(LabelsTest, AllCellsAtOnceMatchOneByOne) {
+  TrainResult result;
+  result.model.grid = GridShape{5, 4, Topology::kToroidal};
+  result.model.features = 30;
+  uint32_t state = 12345;
+  for (int k = 0; k < 30 * 20; ++k) {
+    state = state * 1664525u + 1013904223u;
+    result.model.weights_f32.push_back(static_cast<float>((state >> 8) % 1000) / 1000.0f);
+  }
+  result.model.weights_f32[7 * 20 + 3] = 0.5f;  // a tie at node 3 with whatever else scores the same
+  auto atlas = MakeAtlas(result, {}, {}, {}, TrainOptions());
+  ASSERT_TRUE(atlas.ok());
+  const std::vector<double> means = FeatureMeans(atlas->model);
+  for (int top : {1, 3, 30}) {
+    const std::vector<CellLabel> all = LabelCells(*atlas, top);
+    ASSERT_EQ(all.size(), 20u);
+    for (int64_t i = 0; i < 20; ++i) {
+      const CellLabel one = LabelCell(*atlas, means, i, top);
+      ASSERT_EQ(all[i].features.size(), one.features.size()) << i;
+      for (size_t j = 0; j < one.features.size(); ++j) {
+        EXPECT_EQ(all[i].features[j].feature, one.features[j].feature);
+        EXPECT_EQ(all[i].features[j].score, one.features[j].score);
+      }
+      EXPECT_EQ(all[i].text, one.text);
+      EXPECT_FALSE(one.text.empty());
+    }
+  }
+  EXPECT_TRUE(LabelCells(*atlas, 0)[4].features.empty());
+}
+
 TEST(LabelsTest, OutOfRange) {
   const Atlas atlas = SmallMap();
   const std::vector<double> means = FeatureMeans(atlas.model);

@@ -108,7 +108,8 @@ DmcTemplateScore ScoreTemplateFinalStage(const DmcLatent& latent, const DmcBatch
   if (ng == 0 || nl == 0) return out;
   const int n_total = batch.num_cylinders;
   auto weight = [&](int l, int k, float sim) {
-    const double sim_term = (1.0 - params.similarity_weight) + params.similarity_weight * sim;
+    const double lam = params.similarity_power == 1.0f ? sim : std::pow(static_cast<double>(sim), params.similarity_power);
+    const double sim_term = (1.0 - params.similarity_weight) + params.similarity_weight * lam;
     const double quality_term =
         (1.0 - params.quality_weight) + params.quality_weight * 0.5 * (latent.quality[l] + results.quality[s + k]);
     return sim_term * quality_term;
@@ -239,9 +240,17 @@ DmcTemplateScore ScoreTemplateFinalStage(const DmcLatent& latent, const DmcBatch
     std::vector<double> wt(nl);
     for (int l = 0; l < nl; ++l) warp(l, &wq[l], &wt[l]);
     const double keep2 = static_cast<double>(params.tps_keep_distance) * params.tps_keep_distance;
+    // Soft geometric consistency: exp(-d^2 / (2 sigma^2)) of the residual.
+    const double inv2s2 =
+        params.residual_sigma > 0 ? 1.0 / (2.0 * params.residual_sigma * params.residual_sigma) : 0.0;
+    auto residual_factor = [inv2s2](double d2) { return std::exp(-d2 * inv2s2); };
     for (const Pair& p : best.pairs) {
       const double ex = wq[p.l].x - batch.x[s + p.k], ey = wq[p.l].y - batch.y[s + p.k];
-      if (ex * ex + ey * ey <= keep2) final_pairs.Add(p);
+      if (ex * ex + ey * ey <= keep2) {
+        Pair q = p;
+        q.weight *= residual_factor(ex * ex + ey * ey);
+        final_pairs.Add(q);
+      }
     }
     struct Candidate {
       double d2;
@@ -266,7 +275,7 @@ DmcTemplateScore ScoreTemplateFinalStage(const DmcLatent& latent, const DmcBatch
       if (final_pairs.g_of_l[c.l] >= 0 || final_pairs.l_of_g[c.k] >= 0) continue;
       const float sim = cpu::LocalSimilarity(latent.cylinders.cylinders[c.l], GalleryCylinder(batch, t, c.k), lss);
       if (!(sim > params.new_pair_min_similarity)) continue;
-      Pair p{c.l, c.k, sim, weight(c.l, c.k, sim)};
+      Pair p{c.l, c.k, sim, weight(c.l, c.k, sim) * residual_factor(c.d2)};
       final_pairs.Add(p);
       out.pairs.push_back({p.l, p.k, p.sim, true});
     }
@@ -315,7 +324,7 @@ absl::Status ScoreBatchFinalStage(const DmcLatent& latent, const DmcBatchView& b
       !(params.overlap_margin >= 0) || !(params.overlap_floor >= 0 && params.overlap_floor <= 1) ||
       !(params.overlap_min_minutiae >= 0) || !(params.overlap_power >= 0) ||
       !(params.similarity_weight >= 0 && params.similarity_weight <= 1) ||
-      !(params.quality_weight >= 0 && params.quality_weight <= 1)) {
+      !(params.quality_weight >= 0 && params.quality_weight <= 1) || !(params.similarity_power > 0)) {
     return absl::InvalidArgumentError("DMC final stage: parameters out of range");
   }
   auto score_range = [&](int64_t b, int64_t e, int) {

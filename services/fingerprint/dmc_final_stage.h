@@ -27,8 +27,9 @@
 //     lower l, then k); their lambda is computed on the CPU (lss.h) and must
 //     exceed new_pair_min_similarity. With fewer than 2 pairs: no warp.
 //  4. Final similarity over the resulting pairs P:
-//       w_p = (1 - beta + beta lambda_p) (1 - gamma + gamma (q_l + q_k) / 2)
-//     (beta = similarity_weight, gamma = quality_weight), normalised by the
+//       w_p = (1 - beta + beta lambda_p^pi) (1 - gamma + gamma (q_l + q_k) / 2)
+//     (beta = similarity_weight, pi = similarity_power, gamma =
+//     quality_weight), normalised by the
 //     minutiae in the common area: with m_L the latent minutiae whose warped
 //     positions lie within overlap_margin of the convex hull of the gallery
 //     minutiae and m_G the gallery minutiae within overlap_margin of the hull
@@ -58,9 +59,10 @@ struct DmcFinalStageParams {
   int max_consolidated = 4;
   int tps_min_pairs = 6;
   double tps_lambda = 10.0;         // TPS regularization (relative to mean |K|, tps.h)
-  float tps_pair_distance = 10.0f;  // pixels: new pairs under the warp
+  float tps_pair_distance = 12.0f;  // pixels: new pairs under the warp
   float tps_keep_distance = 10.0f;  // pixels: residual of a consolidated pair under the warp
   int tps_refits = 0;               // robust refits dropping the worst pair (step 3)
+  float residual_sigma = 0.0f;      // pixels; > 0: w_p *= exp(-residual^2 / 2 sigma^2) (step 4)
   float tps_pair_angle = 0.5235988f;  // pi/6
   float new_pair_min_similarity = 0.0f;
   float overlap_margin = 15.0f;  // pixels around the convex hulls (step 4)
@@ -68,7 +70,8 @@ struct DmcFinalStageParams {
   float overlap_min_minutiae = 0.0f;  // ... nor below this many (or n when smaller)
   float overlap_power = 1.0f;         // 0: plain n_L n_G normalisation
   float similarity_weight = 1.0f;  // beta (step 4)
-  float quality_weight = 1.0f;     // gamma (step 4)
+  float similarity_power = 2.0f;   // pi: lambda_p^pi in w_p (step 4)
+  float quality_weight = 0.5f;     // gamma (step 4)
 };
 
 // One matched pair of the final stage (indices: latent cylinder, gallery

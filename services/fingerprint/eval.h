@@ -83,7 +83,7 @@ struct EvalOptions {
   EvalMatcher matcher = EvalMatcher::kMcc;
   MccScore score = MccScore::kLssR;
   DmcMatcherOptions dmc;
-  double fusion_weight = 0.3;  // best of 0.3 / 0.5 / 0.7 on FVC2002 (bench/results)
+  double fusion_weight = 0.4;  // best of 0.3 - 0.6 on FVC2002 (bench/results)
   MccParams mcc;
   LssParams lss;
   int threads = 1;

@@ -27,10 +27,11 @@ int main(int argc, char** argv) {
       {"cluster_radius", &k.cluster_radius},     {"quality_radius", &k.quality_radius},
       {"quality_sigma", &k.quality_sigma},       {"quality_prior", &k.quality_prior},
       {"tps_pair_distance", &f.tps_pair_distance}, {"tps_pair_angle", &f.tps_pair_angle},
-      {"tps_keep_distance", &f.tps_keep_distance},
+      {"tps_keep_distance", &f.tps_keep_distance}, {"residual_sigma", &f.residual_sigma},
       {"new_pair_min_similarity", &f.new_pair_min_similarity},
       {"overlap_margin", &f.overlap_margin},     {"overlap_floor", &f.overlap_floor},
       {"overlap_min_minutiae", &f.overlap_min_minutiae}, {"similarity_weight", &f.similarity_weight},
+      {"similarity_power", &f.similarity_power},
       {"quality_weight", &f.quality_weight},     {"overlap_power", &f.overlap_power}};
   const std::map<std::string, int*> int_params = {{"min_cluster_size", &f.min_cluster_size},
                                                   {"min_overlap", &f.min_overlap},

@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "kernels/fingerprint/lss.h"
@@ -193,6 +195,47 @@ TEST_F(AlfiPipelineCpu, FinalStageErrorsPropagate) {
     auto got = (*p)->Search(matcher, latents_);
     EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss) << got.status();
   }
+}
+
+// A matcher whose compute and final stage each take 30 ms per batch (sleeps,
+// so the timing does not depend on free cores): with overlap the final stage
+// of batch k runs while batch k+1 is computed.
+class SlowMatcher : public LssBatchMatcher {
+ public:
+  absl::Status ComputeOnCpu(const MccGallery& gallery, const GalleryBatch& batch, void* out, size_t stride,
+                            int threads) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    return LssBatchMatcher::ComputeOnCpu(gallery, batch, out, stride, threads);
+  }
+  absl::Status FinalStage(const GalleryBatch& batch, int latent, const void* out, int begin, int end,
+                          float* scores) const override {
+    if (latent == 0 && begin == 0) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    return LssBatchMatcher::FinalStage(batch, latent, out, begin, end, scores);
+  }
+};
+
+TEST_F(AlfiPipelineCpu, FinalStageOverlapsTheNextBatch) {
+  double wall[2] = {0, 0};
+  PipelineStats stats[2];
+  for (int overlap = 0; overlap < 2; ++overlap) {
+    PipelineOptions o;
+    o.batch_templates = 18;  // 8 batches
+    o.overlap = overlap == 1;
+    auto p = AlfiPipeline::Create(gallery_, o);
+    ASSERT_TRUE(p.ok());
+    ASSERT_EQ((*p)->num_batches(), 8);
+    SlowMatcher matcher;
+    auto got = (*p)->Search(matcher, {latents_[0]}, &stats[overlap]);
+    ASSERT_TRUE(got.ok()) << got.status();
+    wall[overlap] = stats[overlap].wall_seconds;
+  }
+  std::printf("serial %.3f s (overlap ratio %.2f), pipelined %.3f s (overlap ratio %.2f)\n", wall[0],
+              stats[0].overlap_ratio(), wall[1], stats[1].overlap_ratio());
+  // Serial: 8 x (30 + 30) ms; pipelined: about 8 x 30 + 30 ms.
+  EXPECT_GT(wall[0], 0.45);
+  EXPECT_LT(wall[1], 0.8 * wall[0]);
+  EXPECT_GT(stats[1].overlap_ratio(), 1.3);
+  EXPECT_LT(stats[0].overlap_ratio(), 1.1);
 }
 
 TEST(TopK, OrdersByScoreThenIndex) {

@@ -358,6 +358,22 @@ __global__ void __launch_bounds__(kThreads) ScoreKernel(ProbeArgs probe, Gallery
 // scores are the same bits.
 constexpr int kWarpKernelMaxWarps = 8;
 
+// lss_internal::Rho with the probe-side relations computed on demand too:
+// the same operations as Geometry + RhoFromGeometry (so the same value), but a
+// pair rejected by the distance test (most of them) skips both atan2s.
+__device__ __forceinline__ float RhoLazy(float xat, float yat, float tat, float xak, float yak, float tak, float xbt,
+                                         float ybt, float tbt, float xbk, float ybk, float tbk, const LssConstants& c) {
+  const lss_internal::LazyGeometry a{xat, yat, tat, xak, yak, tak};
+  const lss_internal::LazyGeometry b{xbt, ybt, tbt, xbk, ybk, tbk};
+  const float d1 = fabsf(a.dist() - b.dist());
+  if (d1 >= c.cut1) return 0.0f;
+  const float d2 = fabsf(fpmath::AngleDiffF(a.dir(), b.dir()));
+  if (d2 >= c.cut2) return 0.0f;
+  const float d3 = fabsf(fpmath::AngleDiffF(a.radial(), b.radial()));
+  if (d3 >= c.cut3) return 0.0f;
+  return lss_internal::RhoValue(d1, d2, d3, c);
+}
+
 __device__ __forceinline__ int WarpSum(int v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
   return v;
@@ -570,7 +586,7 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32)
         if (t != k) {
           const int rt = sel_index[t] / nb, ct = sel_index[t] - rt * nb;
           const int rk = sel_index[k] / nb, ck = sel_index[k] - rk * nb;
-          value = lss_internal::Rho(p_x[rt], p_y[rt], p_t[rt], p_x[rk], p_y[rk], p_t[rk], gallery.x[base + ct],
+          value = RhoLazy(p_x[rt], p_y[rt], p_t[rt], p_x[rk], p_y[rk], p_t[rk], gallery.x[base + ct],
                                     gallery.y[base + ct], gallery.theta[base + ct], gallery.x[base + ck],
                                     gallery.y[base + ck], gallery.theta[base + ck], c);
         }

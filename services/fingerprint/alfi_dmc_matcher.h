@@ -4,6 +4,11 @@
 // DMC's CPU final evaluation stage (dmc_final_stage.h) run by the pipeline's
 // final-stage workers. Scores equal DmcMatcher::ScoreGallery's for the same
 // options (the kernels are bit-identical between backends).
+//
+// Sizing: a batch's outputs are DmcResultsBytes(cylinders) (~43 bytes per
+// gallery cylinder) per latent, held in two device slots and host_slots
+// pinned buffers, so keep latents x batch cylinders x 43 B modest (e.g.
+// batch_templates = 16384 for 16 latents: ~340 MB per slot).
 #ifndef TESSERA_SERVICES_FINGERPRINT_ALFI_DMC_MATCHER_H_
 #define TESSERA_SERVICES_FINGERPRINT_ALFI_DMC_MATCHER_H_
 

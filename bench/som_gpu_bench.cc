@@ -8,7 +8,7 @@
 //   som_gpu_bench [--edges=32,64,128,256,512,1024] [--budget=68719476736]
 //                 [--max_docs=1000000] [--reps=3] [--no_train]
 //                 [--train_docs=29900000] [--train_edge=64] [--train_fp16]
-//                 [--train_bmu=cusparse-row] [--depths=1,4,16] [--groups=256,2048] [--no_bmu]
+//                 [--train_bmu=cusparse-row] [--depths=1,4,16] [--groups=256,2048] [--lanes=8] [--no_bmu]
 //                 [--train_epochs=N]
 //
 // Per edge the corpus prefix has min(max_docs, budget / nodes) documents (so
@@ -65,6 +65,7 @@ struct Args {
   bool train_cusparse = false;  // --train_bmu=cusparse-row
   std::vector<int> depths;      // --depths=1,4,16 (tiled kernel)
   std::vector<int64_t> groups;  // --groups=256,2048 (warp kernel)
+  std::vector<int> lanes;       // --lanes=8 (warp kernel)
   bool bmu = true;              // --no_bmu: training only
   int train_epochs = 40;        // --train_epochs=N
 };
@@ -88,6 +89,12 @@ bool Parse(int argc, char** argv, Args& a) {
         int x;
         if (!absl::SimpleAtoi(e, &x) || (x != 1 && x != 4 && x != 8 && x != 16)) return false;
         a.depths.push_back(x);
+      }
+    } else if (const char* v = value("--lanes")) {
+      for (absl::string_view e : absl::StrSplit(v, ',')) {
+        int x;
+        if (!absl::SimpleAtoi(e, &x) || (x != 4 && x != 8)) return false;
+        a.lanes.push_back(x);
       }
     } else if (const char* v = value("--groups")) {
       for (absl::string_view e : absl::StrSplit(v, ',')) {
@@ -146,6 +153,7 @@ struct Variant {
   int depth = 0;         // tiled kernel: loads in flight per thread (cuda::SetTiledLoadDepth); 0 = default
   bool tiled = false;    // the tiled (shared-memory) kernel instead of the warp kernel
   int64_t group = 0;     // warp kernel: nodes per group (cuda::SetWarpGroupNodes); 0 = default
+  int lanes = 0;         // warp kernel: nodes per lane (cuda::SetWarpLaneNodes); 0 = default
 };
 
 struct Measurement {
@@ -177,6 +185,10 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
     for (int depth : a.depths) {
       variants.push_back({"feature-major " + t + " tiled d" + std::to_string(depth), BmuAlgorithm::kFeatureMajor, type,
                           depth, true});
+    }
+    for (int lanes : a.lanes) {
+      variants.push_back({"feature-major " + t + " l" + std::to_string(lanes), BmuAlgorithm::kFeatureMajor, type, 0,
+                          false, 0, lanes});
     }
     for (int64_t group : a.groups) {
       variants.push_back({"feature-major " + t + " g" + std::to_string(group), BmuAlgorithm::kFeatureMajor, type, 0,
@@ -243,6 +255,7 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
       const int64_t default_group = cuda::WarpGroupNodes();
       if (var.depth > 0) cuda::SetTiledLoadDepth(var.depth);
       if (var.group > 0) cuda::SetWarpGroupNodes(var.group);
+      if (var.lanes > 0) cuda::SetWarpLaneNodes(var.lanes);
       cuda::SetTiledKernel(var.tiled);
       ResetDevicePeak(stream.ordinal());
       const size_t before = GetDeviceMemoryStats(stream.ordinal()).current_bytes;
@@ -264,6 +277,7 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
       }
       cuda::SetTiledLoadDepth(default_depth);
       cuda::SetWarpGroupNodes(default_group);
+      cuda::SetWarpLaneNodes(4);
       cuda::SetTiledKernel(false);
       const DeviceMemoryStats stats = GetDeviceMemoryStats(stream.ordinal());
       r.ran = true;
@@ -273,7 +287,7 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
       std::vector<int32_t> host(n);
       CHECK_OK(CopyBytes(host.data(), MemoryKind::kHost, bmu->data(), MemoryKind::kDevice, 4 * n, stream));
       const int key = static_cast<int>(var.type);
-      if (var.algorithm == BmuAlgorithm::kFeatureMajor && var.depth == 0 && !var.tiled && var.group == 0) {
+      if (var.algorithm == BmuAlgorithm::kFeatureMajor && var.depth == 0 && !var.tiled && var.group == 0 && var.lanes == 0) {
         reference[key] = host;
         r.agree = 1.0;
       } else if (reference.count(key) != 0) {
@@ -357,7 +371,7 @@ int main(int argc, char** argv) {
   if (!Parse(argc, argv, a)) {
     std::fprintf(stderr,
                  "usage: som_gpu_bench [--edges=32,...] [--budget=N] [--max_docs=N] [--reps=N] [--no_train] "
-                 "[--train_docs=N] [--train_edge=E] [--train_fp16] [--train_bmu=cusparse-row] [--depths=1,4,8,16] [--groups=256,2048] [--no_bmu] [--train_epochs=N]\n");
+                 "[--train_docs=N] [--train_edge=E] [--train_fp16] [--train_bmu=cusparse-row] [--depths=1,4,8,16] [--groups=256,2048] [--lanes=8] [--no_bmu] [--train_epochs=N]\n");
     return 2;
   }
   const DeviceRegistry& reg = DeviceRegistry::Get();

@@ -93,6 +93,8 @@ int TiledLoadDepth() { return 8; }
 void SetTiledKernel(bool) {}
 bool TiledKernel() { return false; }
 void SetWarpGroupNodes(int64_t) {}
+void SetWarpLaneNodes(int) {}
+int WarpLaneNodes() { return 4; }
 int64_t WarpGroupNodes() { return 512; }
 }  // namespace cuda
 #endif

@@ -206,9 +206,8 @@ __global__ void MergeTilePartialsKernel(const Top2* __restrict__ partials, int64
 // stay in L2; the 8 documents of a block share L1. Per-(group, document) top-2
 // partials are merged by MergePartialsKernel.
 
-constexpr int kLaneNodes = 4;
-constexpr int kWarpNodes = 32 * kLaneNodes;
-constexpr int kWarpDepth = 4;  // features whose loads are issued before any add
+constexpr int kMaxLaneNodes = 8;  // nodes per lane: 4 (default) or 8 (SetWarpLaneNodes)
+constexpr int kWarpDepth = 4;     // features whose loads are issued before any add
 
 struct WarpArgs {
   int64_t d0;  // first document of the launch
@@ -219,13 +218,14 @@ struct WarpArgs {
   const float* norms;
   int64_t m;
   int64_t v_count;
-  int64_t group_nodes;  // multiple of kWarpNodes
+  int64_t group_nodes;  // multiple of 32 x nodes per lane
   Top2* partials;       // [group][document - d0]
 };
 
+// Loads 4 consecutive weights of feature v (nodes n0..n0+3; n0 % 4 == 0).
 template <typename TW, bool kFeatureMajor, bool kVec>
 __device__ inline void LoadQuad(const TW* __restrict__ w, int64_t m, int64_t v_count, int32_t v, int64_t n0,
-                                float (&q)[kLaneNodes]) {
+                                float* q) {
   if (kFeatureMajor && kVec) {
     if (n0 >= m) {
       q[0] = q[1] = q[2] = q[3] = 0.0f;
@@ -250,15 +250,17 @@ __device__ inline void LoadQuad(const TW* __restrict__ w, int64_t m, int64_t v_c
     return;
   }
 #pragma unroll
-  for (int k = 0; k < kLaneNodes; ++k) {
+  for (int k = 0; k < 4; ++k) {
     const int64_t n = n0 + k;
     q[k] = n >= m ? 0.0f
                   : Widen(__ldg(kFeatureMajor ? w + static_cast<int64_t>(v) * m + n : w + n * v_count + v));
   }
 }
 
-template <typename TW, bool kFeatureMajor, bool kVec>
+template <typename TW, bool kFeatureMajor, bool kVec, int kLane>
 __global__ void __launch_bounds__(kThreads) WarpBmuKernel(WarpArgs a) {
+  static_assert(kLane % 4 == 0 && kLane <= kMaxLaneNodes, "lane nodes: 4 or 8");
+  constexpr int kSpan = 32 * kLane;  // nodes per warp step
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int64_t local = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
@@ -271,19 +273,22 @@ __global__ void __launch_bounds__(kThreads) WarpBmuKernel(WarpArgs a) {
   const int64_t g1 = g0 + a.group_nodes < a.m ? g0 + a.group_nodes : a.m;
   const int32_t first = lane < nnz ? __ldg(a.indices + off + lane) : 0;  // features 0..31, one per lane
   Top2 t = Top2::Empty();
-  for (int64_t base = g0; base < g1; base += kWarpNodes) {
-    const int64_t n0 = base + kLaneNodes * lane;
-    float acc[kLaneNodes] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int64_t base = g0; base < g1; base += kSpan) {
+    const int64_t n0 = base + kLane * lane;
+    float acc[kLane];
+#pragma unroll
+    for (int c = 0; c < kLane; ++c) acc[c] = 0.0f;
     for (int k0 = 0; k0 < nnz; k0 += 32) {
       const int32_t mine = k0 == 0 ? first : (k0 + lane < nnz ? __ldg(a.indices + off + k0 + lane) : 0);
       const int count = nnz - k0 < 32 ? nnz - k0 : 32;
       for (int k = 0; k < count; k += kWarpDepth) {
-        float q[kWarpDepth][kLaneNodes];
+        float q[kWarpDepth][kLane];
 #pragma unroll
         for (int u = 0; u < kWarpDepth; ++u) {
           const int32_t v = __shfl_sync(0xffffffffu, mine, (k + u) & 31);
           if (k + u < count) {
-            LoadQuad<TW, kFeatureMajor, kVec>(w, a.m, a.v_count, v, n0, q[u]);
+#pragma unroll
+            for (int h = 0; h < kLane; h += 4) LoadQuad<TW, kFeatureMajor, kVec>(w, a.m, a.v_count, v, n0 + h, &q[u][h]);
           }
         }
         // Adds in ascending feature order, as the CPU backend.
@@ -291,13 +296,13 @@ __global__ void __launch_bounds__(kThreads) WarpBmuKernel(WarpArgs a) {
         for (int u = 0; u < kWarpDepth; ++u) {
           if (k + u < count) {
 #pragma unroll
-            for (int c = 0; c < kLaneNodes; ++c) acc[c] += q[u][c];
+            for (int c = 0; c < kLane; ++c) acc[c] += q[u][c];
           }
         }
       }
     }
 #pragma unroll
-    for (int c = 0; c < kLaneNodes; ++c) {
+    for (int c = 0; c < kLane; ++c) {
       const int64_t node = n0 + c;
       if (node < g1) t.Insert(__ldg(a.norms + node) - 2.0f * acc[c], static_cast<int32_t>(node));
     }
@@ -310,24 +315,36 @@ __global__ void MergePartialsKernel(const Top2* __restrict__ partials, int64_t n
                                     int32_t* bmu, int32_t* second, float* score);
 
 int64_t g_group_nodes = 512;   // SetWarpGroupNodes (benchmarks)
+int g_lane_nodes = 4;          // SetWarpLaneNodes (benchmarks)
 bool g_use_tiled = false;      // SetTiledKernel (benchmarks)
 constexpr int kWarpPartialsSlot = 3;
 constexpr size_t kWarpPartialsBytes = size_t{256} << 20;  // per launch
 
-template <typename TW, bool kFeatureMajor>
-void LaunchWarp(const WarpArgs& args, int groups, bool vec, cudaStream_t s) {
+template <typename TW, bool kFeatureMajor, int kLane>
+void LaunchWarpLane(const WarpArgs& args, int groups, bool vec, cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>((args.nb + kWarps - 1) / kWarps), static_cast<unsigned>(groups));
   if (kFeatureMajor && vec) {
-    WarpBmuKernel<TW, kFeatureMajor, true><<<grid, kThreads, 0, s>>>(args);
+    WarpBmuKernel<TW, kFeatureMajor, true, kLane><<<grid, kThreads, 0, s>>>(args);
   } else {
-    WarpBmuKernel<TW, kFeatureMajor, false><<<grid, kThreads, 0, s>>>(args);
+    WarpBmuKernel<TW, kFeatureMajor, false, kLane><<<grid, kThreads, 0, s>>>(args);
+  }
+}
+
+template <typename TW, bool kFeatureMajor>
+void LaunchWarp(const WarpArgs& args, int groups, bool vec, cudaStream_t s) {
+  if (g_lane_nodes == 8) {
+    LaunchWarpLane<TW, kFeatureMajor, 8>(args, groups, vec, s);
+  } else {
+    LaunchWarpLane<TW, kFeatureMajor, 4>(args, groups, vec, s);
   }
 }
 
 absl::Status WarpBmus(const Stream& stream, const DocumentSet& docs, const CodebookView& cb, const BmuOutput& out,
                       SomWorkspace& ws) {
   const int64_t n = docs.rows();
-  const int64_t group_nodes = std::max<int64_t>(kWarpNodes, g_group_nodes / kWarpNodes * kWarpNodes);
+  const int lane_nodes = g_lane_nodes == 8 ? 8 : 4;
+  const int64_t span = 32 * lane_nodes;
+  const int64_t group_nodes = std::max<int64_t>(span, g_group_nodes / span * span);
   const int64_t groups = (cb.nodes + group_nodes - 1) / group_nodes;
   if (groups > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("FindBmus: ", cb.nodes, " nodes exceed the warp kernel's limit of ",
@@ -338,7 +355,7 @@ absl::Status WarpBmus(const Stream& stream, const DocumentSet& docs, const Codeb
   TESSERA_ASSIGN_OR_RETURN(void* partials_raw, ws.Slot(kWarpPartialsSlot, sizeof(Top2) * groups * per_launch, stream));
   cudaStream_t s = static_cast<cudaStream_t>(stream.native());
   const bool fm = cb.layout == CodebookLayout::kFeatureMajor;
-  const bool vec = cb.nodes % kLaneNodes == 0;
+  const bool vec = cb.nodes % 4 == 0;
   const CsrView csr = docs.csr();
   for (int64_t d0 = 0; d0 < n; d0 += per_launch) {
     const int64_t nb = std::min(per_launch, n - d0);
@@ -650,6 +667,8 @@ void SetTiledLoadDepth(int depth) { g_tiled_depth = depth; }
 void SetTiledKernel(bool tiled) { g_use_tiled = tiled; }
 bool TiledKernel() { return g_use_tiled; }
 void SetWarpGroupNodes(int64_t nodes) { g_group_nodes = nodes; }
+void SetWarpLaneNodes(int nodes) { g_lane_nodes = nodes; }
+int WarpLaneNodes() { return g_lane_nodes == 8 ? 8 : 4; }
 int64_t WarpGroupNodes() { return g_group_nodes; }
 int TiledLoadDepth() { return g_tiled_depth == 1 || g_tiled_depth == 4 || g_tiled_depth == 16 ? g_tiled_depth : 8; }
 

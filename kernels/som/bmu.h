@@ -98,6 +98,9 @@ void SetTiledKernel(bool tiled);
 bool TiledKernel();
 void SetWarpGroupNodes(int64_t nodes);
 int64_t WarpGroupNodes();
+// Benchmarks only: nodes per lane of the warp kernel, 4 (default) or 8.
+void SetWarpLaneNodes(int nodes);
+int WarpLaneNodes();
 }  // namespace cuda
 
 }  // namespace som

@@ -100,9 +100,12 @@ TEST(BmuCudaParity, TiledKernelsMatchCpuBitForBit) {
   TESSERA_SKIP_WITHOUT_GPU();
   Stream stream = Stream::Create(Backend::kCuda).value();
   std::mt19937 rng(21);
-  for (int kernel = 0; kernel < 3; ++kernel) {
+  // 0: warp kernel, 4 nodes per lane, 512-node groups; 1: 128-node groups;
+  // 2: tiled kernel; 3: warp kernel, 8 nodes per lane, 256-node groups.
+  for (int kernel = 0; kernel < 4; ++kernel) {
     cuda::SetTiledKernel(kernel == 2);
-    cuda::SetWarpGroupNodes(kernel == 0 ? 512 : 128);
+    cuda::SetWarpGroupNodes(kernel == 0 ? 512 : kernel == 3 ? 256 : 128);
+    cuda::SetWarpLaneNodes(kernel == 3 ? 8 : 4);
     for (int64_t nodes : {1, 7, 512, 513, 1028, 1030, 4096}) {
       for (int max_nnz : {12, 300}) {
         SCOPED_TRACE(testing::Message() << "kernel " << kernel << " nodes " << nodes << " max_nnz " << max_nnz);
@@ -122,6 +125,7 @@ TEST(BmuCudaParity, TiledKernelsMatchCpuBitForBit) {
   }
   cuda::SetTiledKernel(false);
   cuda::SetWarpGroupNodes(512);
+  cuda::SetWarpLaneNodes(4);
 }
 
 TEST(BmuCudaParity, CusparseExactOnDyadicWeightsWithTies) {

@@ -1,8 +1,10 @@
 #include "services/jobs/job_proto.h"
 
+#include <memory>
 #include <string>
 
 #include "absl/time/time.h"
+#include "common/log.h"
 
 namespace tessera::jobs {
 namespace {
@@ -46,6 +48,21 @@ v1::JobStatus ToJobStatusProto(const JobSnapshot& s) {
   status.set_created_unix_ms(absl::ToUnixMillis(s.created));
   status.set_updated_unix_ms(absl::ToUnixMillis(s.updated));
   return status;
+}
+
+absl::StatusOr<v1::JobStatus> GetJobStatus(const JobRegistry& registry, const std::string& job_id) {
+  absl::StatusOr<std::shared_ptr<Job>> job = registry.Get(job_id);
+  if (!job.ok()) return job.status();
+  return ToJobStatusProto((*job)->Snapshot());
+}
+
+absl::StatusOr<v1::JobStatus> RequestJobCancel(const JobRegistry& registry, const std::string& job_id,
+                                               const char* service) {
+  absl::StatusOr<std::shared_ptr<Job>> job = registry.Get(job_id);
+  if (!job.ok()) return job.status();
+  (*job)->RequestCancel();
+  TESSERA_LOG(INFO) << service << ": job " << (*job)->id() << " cancellation requested";
+  return ToJobStatusProto((*job)->Snapshot());
 }
 
 }  // namespace tessera::jobs

@@ -528,19 +528,17 @@ absl::Status RegistrationServiceImpl::WatchJobImpl(const grpc::ServerContext& co
 
 grpc::Status RegistrationServiceImpl::GetJob(grpc::ServerContext* /*context*/, const v1::JobRequest* request,
                                              v1::JobStatus* response) {
-  absl::StatusOr<std::shared_ptr<Job>> job = registry_.Get(request->job_id());
-  if (!job.ok()) return ToGrpcStatus(job.status());
-  *response = jobs::ToJobStatusProto((*job)->Snapshot());
+  absl::StatusOr<v1::JobStatus> status = jobs::GetJobStatus(registry_, request->job_id());
+  if (!status.ok()) return ToGrpcStatus(status.status());
+  *response = *std::move(status);
   return grpc::Status::OK;
 }
 
 grpc::Status RegistrationServiceImpl::CancelJob(grpc::ServerContext* /*context*/, const v1::JobRequest* request,
                                                 v1::JobStatus* response) {
-  absl::StatusOr<std::shared_ptr<Job>> job = registry_.Get(request->job_id());
-  if (!job.ok()) return ToGrpcStatus(job.status());
-  (*job)->RequestCancel();
-  TESSERA_LOG(INFO) << "registration: job " << (*job)->id() << " cancellation requested";
-  *response = jobs::ToJobStatusProto((*job)->Snapshot());
+  absl::StatusOr<v1::JobStatus> status = jobs::RequestJobCancel(registry_, request->job_id(), "registration");
+  if (!status.ok()) return ToGrpcStatus(status.status());
+  *response = *std::move(status);
   return grpc::Status::OK;
 }
 

@@ -756,19 +756,17 @@ absl::Status SomAtlasServiceImpl::WatchJobImpl(const grpc::ServerContext& contex
 
 grpc::Status SomAtlasServiceImpl::GetJob(grpc::ServerContext* /*context*/, const v1::SomJobRequest* request,
                                          v1::JobStatus* response) {
-  absl::StatusOr<std::shared_ptr<Job>> job = registry_.Get(request->job_id());
-  if (!job.ok()) return ToGrpcStatus(job.status());
-  *response = jobs::ToJobStatusProto((*job)->Snapshot());
+  absl::StatusOr<v1::JobStatus> status = jobs::GetJobStatus(registry_, request->job_id());
+  if (!status.ok()) return ToGrpcStatus(status.status());
+  *response = *std::move(status);
   return grpc::Status::OK;
 }
 
 grpc::Status SomAtlasServiceImpl::CancelJob(grpc::ServerContext* /*context*/, const v1::SomJobRequest* request,
                                             v1::JobStatus* response) {
-  absl::StatusOr<std::shared_ptr<Job>> job = registry_.Get(request->job_id());
-  if (!job.ok()) return ToGrpcStatus(job.status());
-  (*job)->RequestCancel();
-  TESSERA_LOG(INFO) << "som: job " << (*job)->id() << " cancellation requested";
-  *response = jobs::ToJobStatusProto((*job)->Snapshot());
+  absl::StatusOr<v1::JobStatus> status = jobs::RequestJobCancel(registry_, request->job_id(), "som");
+  if (!status.ok()) return ToGrpcStatus(status.status());
+  *response = *std::move(status);
   return grpc::Status::OK;
 }
 

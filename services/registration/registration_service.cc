@@ -22,6 +22,7 @@
 #include "services/common/chunked_upload.h"
 #include "services/common/data_roots.h"
 #include "services/jobs/job_proto.h"
+#include "services/jobs/watch.h"
 #include "services/registration/ants_transform_io.h"
 #include "services/registration/outputs.h"
 #include "services/registration/registration_job.h"
@@ -37,8 +38,6 @@ using jobs::JobState;
 namespace {
 
 constexpr char kJobKind[] = "registration";
-// How often a blocked WatchJob looks at its call's cancellation.
-constexpr absl::Duration kWatchPoll = absl::Milliseconds(200);
 // Iteration counts beyond this are surely mistakes.
 constexpr int kMaxIterations = 100000;
 constexpr int kMaxScale = 64;
@@ -502,28 +501,9 @@ grpc::Status RegistrationServiceImpl::WatchJob(grpc::ServerContext* context, con
 absl::Status RegistrationServiceImpl::WatchJobImpl(const grpc::ServerContext& context, const v1::JobRequest& request,
                                                    grpc::ServerWriter<v1::Progress>* writer) {
   TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Job> job, registry_.Get(request.job_id()));
-  const absl::Duration interval = service_options_.watch_interval;
-  int64_t sent_version = -1;
-  absl::Time last_sent = absl::InfinitePast();
-  for (;;) {
-    TESSERA_RETURN_IF_ERROR(CheckNotCancelled(context));
-    const absl::Time now = absl::Now();
-    JobSnapshot s;
-    if (sent_version >= 0 && now < last_sent + interval) {
-      // Throttled: wait out the interval, waking early only when the job ends.
-      s = job->WaitForChange(std::numeric_limits<int64_t>::max(), std::min(last_sent + interval, now + kWatchPoll));
-      if (!IsTerminal(s.state)) continue;
-    } else {
-      s = job->WaitForChange(sent_version, now + kWatchPoll);
-    }
-    if (!IsTerminal(s.state) && s.version <= sent_version) continue;
-    if (!writer->Write(jobs::ToProgressProto(s))) {
-      return StatusAfterFailedIo(context, absl::UnavailableError("the client stopped receiving progress"));
-    }
-    sent_version = s.version;
-    last_sent = absl::Now();
-    if (IsTerminal(s.state)) return absl::OkStatus();
-  }
+  return jobs::WatchJobSnapshots(context, *job, service_options_.watch_interval, [&](const JobSnapshot& s) {
+    return writer->Write(jobs::ToProgressProto(s));
+  });
 }
 
 grpc::Status RegistrationServiceImpl::GetJob(grpc::ServerContext* /*context*/, const v1::JobRequest* request,

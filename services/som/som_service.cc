@@ -24,6 +24,7 @@
 #include "services/common/data_roots.h"
 #include "services/common/random_id.h"
 #include "services/jobs/job_proto.h"
+#include "services/jobs/watch.h"
 #include "services/server/call_checks.h"
 #include "kernels/som/bmu.h"
 #include "kernels/som/documents.h"
@@ -45,8 +46,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kJobKind[] = "som-atlas";
-// How often a blocked WatchJob looks at its call's cancellation.
-constexpr absl::Duration kWatchPoll = absl::Milliseconds(200);
 // Held-out quality next to the atlas files (the atlas format has no place for
 // it); written before SaveAtlas, whose manifest is the commit point.
 constexpr char kHeldOutFile[] = "held_out_quality.txt";
@@ -717,21 +716,7 @@ absl::Status SomAtlasServiceImpl::WatchJobImpl(const grpc::ServerContext& contex
   const std::shared_ptr<EpochLog> log = LogOfJob(job->id());
   const std::string atlas_id = log != nullptr ? log->atlas_id : std::string();
   size_t sent_epochs = 0;
-  const absl::Duration interval = service_options_.watch_interval;
-  int64_t sent_version = -1;
-  absl::Time last_sent = absl::InfinitePast();
-  for (;;) {
-    TESSERA_RETURN_IF_ERROR(CheckNotCancelled(context));
-    const absl::Time now = absl::Now();
-    JobSnapshot s;
-    if (sent_version >= 0 && now < last_sent + interval) {
-      // Throttled: wait out the interval, waking early only when the job ends.
-      s = job->WaitForChange(std::numeric_limits<int64_t>::max(), std::min(last_sent + interval, now + kWatchPoll));
-      if (!IsTerminal(s.state)) continue;
-    } else {
-      s = job->WaitForChange(sent_version, now + kWatchPoll);
-    }
-    if (!IsTerminal(s.state) && s.version <= sent_version) continue;
+  return jobs::WatchJobSnapshots(context, *job, service_options_.watch_interval, [&](const JobSnapshot& s) {
     // Every epoch not sent yet, then the job's own state unless an epoch just said it.
     std::vector<v1::AtlasProgress> batch;
     if (log != nullptr) {
@@ -744,14 +729,10 @@ absl::Status SomAtlasServiceImpl::WatchJobImpl(const grpc::ServerContext& contex
       batch.push_back(ToAtlasProgress(s, atlas_id));
     }
     for (const v1::AtlasProgress& p : batch) {
-      if (!writer->Write(p)) {
-        return StatusAfterFailedIo(context, absl::UnavailableError("the client stopped receiving progress"));
-      }
+      if (!writer->Write(p)) return false;
     }
-    sent_version = s.version;
-    last_sent = absl::Now();
-    if (IsTerminal(s.state)) return absl::OkStatus();
-  }
+    return true;
+  });
 }
 
 grpc::Status SomAtlasServiceImpl::GetJob(grpc::ServerContext* /*context*/, const v1::SomJobRequest* request,

@@ -88,6 +88,76 @@ __device__ int BlockExclusiveScan(int v, int* warp_sums, int* total) {
   return before + inc - v;
 }
 
+// Steps both kernels (block per comparison, warp per comparison) share; none
+// synchronises, so each kernel keeps its own barriers around them.
+
+// LSS: the p selected entries ordered by key, summed in that order, over np.
+// One thread.
+__device__ float SortedSelectionMean(float* sel_value, int* sel_index, int p, int np) {
+  for (int a = 1; a < p; ++a) {
+    const float v = sel_value[a];
+    const int ix = sel_index[a];
+    int b = a - 1;
+    while (b >= 0 && lss_internal::KeyBefore(v, ix, sel_value[b], sel_index[b])) {
+      sel_value[b + 1] = sel_value[b];
+      sel_index[b + 1] = sel_index[b];
+      --b;
+    }
+    sel_value[b + 1] = v;
+    sel_index[b + 1] = ix;
+  }
+  float sum = 0.0f;
+  for (int a = 0; a < p; ++a) sum = sum + sel_value[a];
+  return p == 0 ? 0.0f : sum / static_cast<float>(np);
+}
+
+// One relaxation pass: nxt[t] for t = first, first + stride, ... < p.
+__device__ void RelaxationPass(const float* rho, const float* lam, float* nxt, int p, int first, int stride,
+                               float denominator, const LssConstants& c) {
+  for (int t = first; t < p; t += stride) {
+    const float* row = rho + static_cast<size_t>(t) * p;
+    float sum = 0.0f;
+    for (int k = 0; k < p; ++k) sum = sum + fpmath::Mul(row[k], lam[k]);
+    nxt[t] = lss_internal::Relaxed(lam[t], sum, denominator, c);
+  }
+}
+
+// The np pairs of highest efficiency lam / lambda0 (ties: lower t), summed in
+// selection order; chosen entries get sel_index -1. One whole warp; the score
+// is valid in lane 0.
+__device__ float EfficientPairsScore(int* sel_index, const float* lam, const float* lambda0, int p, int np,
+                                     int lane) {
+  const int keep = min(np, p);
+  float sum = 0.0f;
+  for (int i = 0; i < keep; ++i) {
+    float best_eff = -1.0f;
+    int best_t = INT_MAX;
+    for (int t = lane; t < p; t += 32) {
+      if (sel_index[t] < 0) continue;  // taken
+      const float eff = lam[t] / lambda0[t];
+      if (eff > best_eff || (eff == best_eff && t < best_t)) {
+        best_eff = eff;
+        best_t = t;
+      }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      const float other_eff = __shfl_down_sync(kFull, best_eff, o);
+      const int other_t = __shfl_down_sync(kFull, best_t, o);
+      if (other_eff > best_eff || (other_eff == best_eff && other_t < best_t)) {
+        best_eff = other_eff;
+        best_t = other_t;
+      }
+    }
+    best_t = __shfl_sync(kFull, best_t, 0);
+    if (lane == 0) {
+      sel_index[best_t] = -1;
+      sum = sum + lam[best_t];
+    }
+    __syncwarp();
+  }
+  return fminf(1.0f, fmaxf(0.0f, sum / static_cast<float>(np)));
+}
+
 template <bool kRelax>
 __global__ void __launch_bounds__(kThreads) ScoreKernel(ProbeArgs probe, GalleryArgs gallery, LssConstants c,
                                                         int k_capacity, float* __restrict__ scores) {
@@ -249,23 +319,7 @@ __global__ void __launch_bounds__(kThreads) ScoreKernel(ProbeArgs probe, Gallery
 
     if (!kRelax) {
       // LSS: the selected entries by key, summed in that order.
-      if (tid == 0) {
-        for (int a = 1; a < p; ++a) {
-          const float v = sel_value[a];
-          const int ix = sel_index[a];
-          int b = a - 1;
-          while (b >= 0 && lss_internal::KeyBefore(v, ix, sel_value[b], sel_index[b])) {
-            sel_value[b + 1] = sel_value[b];
-            sel_index[b + 1] = sel_index[b];
-            --b;
-          }
-          sel_value[b + 1] = v;
-          sel_index[b + 1] = ix;
-        }
-        float sum = 0.0f;
-        for (int a = 0; a < p; ++a) sum = sum + sel_value[a];
-        scores[g] = p == 0 ? 0.0f : sum / static_cast<float>(np);
-      }
+      if (tid == 0) scores[g] = SortedSelectionMean(sel_value, sel_index, p, np);
       __syncthreads();
       continue;
     }
@@ -297,12 +351,7 @@ __global__ void __launch_bounds__(kThreads) ScoreKernel(ProbeArgs probe, Gallery
       __syncthreads();
       const float denominator = static_cast<float>(n_min - 1);
       for (int it = 0; it < c.relaxation_iterations; ++it) {
-        for (int t = tid; t < p; t += kThreads) {
-          const float* row = rho + static_cast<size_t>(t) * p;
-          float sum = 0.0f;
-          for (int k = 0; k < p; ++k) sum = sum + fpmath::Mul(row[k], lam[k]);
-          nxt[t] = lss_internal::Relaxed(lam[t], sum, denominator, c);
-        }
+        RelaxationPass(rho, lam, nxt, p, tid, kThreads, denominator, c);
         __syncthreads();
         float* swap = lam;
         lam = nxt;
@@ -311,35 +360,8 @@ __global__ void __launch_bounds__(kThreads) ScoreKernel(ProbeArgs probe, Gallery
     }
     // The np pairs of highest efficiency, summed in selection order.
     if (warp == 0) {
-      const int keep = min(np, p);
-      float sum = 0.0f;
-      for (int i = 0; i < keep; ++i) {
-        float best_eff = -1.0f;
-        int best_t = INT_MAX;
-        for (int t = lane; t < p; t += 32) {
-          if (sel_index[t] < 0) continue;  // taken
-          const float eff = lam[t] / lambda0[t];
-          if (eff > best_eff || (eff == best_eff && t < best_t)) {
-            best_eff = eff;
-            best_t = t;
-          }
-        }
-        for (int o = 16; o > 0; o >>= 1) {
-          const float other_eff = __shfl_down_sync(kFull, best_eff, o);
-          const int other_t = __shfl_down_sync(kFull, best_t, o);
-          if (other_eff > best_eff || (other_eff == best_eff && other_t < best_t)) {
-            best_eff = other_eff;
-            best_t = other_t;
-          }
-        }
-        best_t = __shfl_sync(kFull, best_t, 0);
-        if (lane == 0) {
-          sel_index[best_t] = -1;
-          sum = sum + lam[best_t];
-        }
-        __syncwarp();
-      }
-      if (lane == 0) scores[g] = fminf(1.0f, fmaxf(0.0f, sum / static_cast<float>(np)));
+      const float score = EfficientPairsScore(sel_index, lam, lambda0, p, np, lane);
+      if (lane == 0) scores[g] = score;
     }
     __syncthreads();
   }
@@ -547,23 +569,7 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32)
     __syncwarp();
 
     if (!kRelax) {
-      if (lane == 0) {
-        for (int a = 1; a < p; ++a) {
-          const float v = sel_value[a];
-          const int ix = sel_index[a];
-          int b = a - 1;
-          while (b >= 0 && lss_internal::KeyBefore(v, ix, sel_value[b], sel_index[b])) {
-            sel_value[b + 1] = sel_value[b];
-            sel_index[b + 1] = sel_index[b];
-            --b;
-          }
-          sel_value[b + 1] = v;
-          sel_index[b + 1] = ix;
-        }
-        float sum = 0.0f;
-        for (int a = 0; a < p; ++a) sum = sum + sel_value[a];
-        scores[g] = p == 0 ? 0.0f : sum / static_cast<float>(np);
-      }
+      if (lane == 0) scores[g] = SortedSelectionMean(sel_value, sel_index, p, np);
       __syncwarp();
       continue;
     }
@@ -595,12 +601,7 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32)
       __syncwarp();
       const float denominator = static_cast<float>(n_min - 1);
       for (int it = 0; it < c.relaxation_iterations; ++it) {
-        for (int t = lane; t < p; t += 32) {
-          const float* row = rho + static_cast<size_t>(t) * p;
-          float sum = 0.0f;
-          for (int k = 0; k < p; ++k) sum = sum + fpmath::Mul(row[k], lam[k]);
-          nxt[t] = lss_internal::Relaxed(lam[t], sum, denominator, c);
-        }
+        RelaxationPass(rho, lam, nxt, p, lane, 32, denominator, c);
         __syncwarp();
         float* swap = lam;
         lam = nxt;
@@ -608,35 +609,8 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32)
       }
     }
     // The np pairs of highest efficiency, summed in selection order.
-    const int keep = min(np, p);
-    float sum = 0.0f;
-    for (int i = 0; i < keep; ++i) {
-      float best_eff = -1.0f;
-      int best_t = INT_MAX;
-      for (int t = lane; t < p; t += 32) {
-        if (sel_index[t] < 0) continue;  // taken
-        const float eff = lam[t] / lambda0[t];
-        if (eff > best_eff || (eff == best_eff && t < best_t)) {
-          best_eff = eff;
-          best_t = t;
-        }
-      }
-      for (int o = 16; o > 0; o >>= 1) {
-        const float other_eff = __shfl_down_sync(kFull, best_eff, o);
-        const int other_t = __shfl_down_sync(kFull, best_t, o);
-        if (other_eff > best_eff || (other_eff == best_eff && other_t < best_t)) {
-          best_eff = other_eff;
-          best_t = other_t;
-        }
-      }
-      best_t = __shfl_sync(kFull, best_t, 0);
-      if (lane == 0) {
-        sel_index[best_t] = -1;
-        sum = sum + lam[best_t];
-      }
-      __syncwarp();
-    }
-    if (lane == 0) scores[g] = fminf(1.0f, fmaxf(0.0f, sum / static_cast<float>(np)));
+    const float score = EfficientPairsScore(sel_index, lam, lambda0, p, np, lane);
+    if (lane == 0) scores[g] = score;
     __syncwarp();
   }
 }

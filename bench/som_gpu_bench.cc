@@ -150,10 +150,19 @@ struct Variant {
   std::string name;
   BmuAlgorithm algorithm;
   WeightType type;
-  int depth = 0;         // tiled kernel: loads in flight per thread (cuda::SetTiledLoadDepth); 0 = default
+  int depth = 0;         // tiled kernel: loads in flight per thread (BmuTuning::tiled_load_depth); 0 = default
   bool tiled = false;    // the tiled (shared-memory) kernel instead of the warp kernel
-  int64_t group = 0;     // warp kernel: nodes per group (cuda::SetWarpGroupNodes); 0 = default
-  int lanes = 0;         // warp kernel: nodes per lane (cuda::SetWarpLaneNodes); 0 = default
+  int64_t group = 0;     // warp kernel: nodes per group (BmuTuning::warp_group_nodes); 0 = default
+  int lanes = 0;         // warp kernel: nodes per lane (BmuTuning::warp_lane_nodes); 0 = default
+
+  BmuTuning tuning() const {
+    BmuTuning t;
+    t.tiled_kernel = tiled;
+    if (depth > 0) t.tiled_load_depth = depth;
+    if (group > 0) t.warp_group_nodes = group;
+    if (lanes > 0) t.warp_lane_nodes = lanes;
+    return t;
+  }
 };
 
 struct Measurement {
@@ -251,16 +260,11 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
       const BmuOutput out{static_cast<int32_t*>(bmu->data()), static_cast<int32_t*>(second->data()),
                           static_cast<float*>(score->data())};
       SomWorkspace ws;
-      const int default_depth = cuda::TiledLoadDepth();
-      const int64_t default_group = cuda::WarpGroupNodes();
-      if (var.depth > 0) cuda::SetTiledLoadDepth(var.depth);
-      if (var.group > 0) cuda::SetWarpGroupNodes(var.group);
-      if (var.lanes > 0) cuda::SetWarpLaneNodes(var.lanes);
-      cuda::SetTiledKernel(var.tiled);
+      const BmuTuning tuning = var.tuning();
       ResetDevicePeak(stream.ordinal());
       const size_t before = GetDeviceMemoryStats(stream.ordinal()).current_bytes;
       Clock::time_point t = Clock::now();
-      absl::Status st = FindBmus(stream, var.algorithm, docs, cb, out, &ws);
+      absl::Status st = FindBmus(stream, var.algorithm, docs, cb, out, &ws, tuning);
       if (st.ok()) st = stream.Synchronize();
       const double warm = Since(t);
       if (!st.ok()) {
@@ -271,14 +275,10 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
       const int reps = warm > 2.0 ? 1 : a.reps;
       for (int k = 0; k < reps; ++k) {
         t = Clock::now();
-        CHECK_OK(FindBmus(stream, var.algorithm, docs, cb, out, &ws));
+        CHECK_OK(FindBmus(stream, var.algorithm, docs, cb, out, &ws, tuning));
         CHECK_OK(stream.Synchronize());
         times.push_back(Since(t));
       }
-      cuda::SetTiledLoadDepth(default_depth);
-      cuda::SetWarpGroupNodes(default_group);
-      cuda::SetWarpLaneNodes(4);
-      cuda::SetTiledKernel(false);
       const DeviceMemoryStats stats = GetDeviceMemoryStats(stream.ordinal());
       r.ran = true;
       r.seconds = Median(times);

@@ -43,7 +43,8 @@ absl::Status CheckCodebook(const CodebookView& codebook, const char* who) {
 }
 
 absl::Status FindBmus(const Stream& stream, BmuAlgorithm algorithm, const DocumentSet& docs,
-                      const CodebookView& codebook, const BmuOutput& out, SomWorkspace* workspace) {
+                      const CodebookView& codebook, const BmuOutput& out, SomWorkspace* workspace,
+                      BmuTuning tuning) {
   TESSERA_RETURN_IF_ERROR(CheckCodebook(codebook, "FindBmus"));
   if (docs.csr().cols != codebook.features) {
     return absl::InvalidArgumentError(absl::StrCat("FindBmus: documents have ", docs.csr().cols,
@@ -63,9 +64,10 @@ absl::Status FindBmus(const Stream& stream, BmuAlgorithm algorithm, const Docume
     return absl::OkStatus();
   }
 #if TESSERA_WITH_CUDA
-  return cuda::FindBmus(stream, algorithm, docs, codebook, out, workspace);
+  return cuda::FindBmus(stream, algorithm, docs, codebook, out, workspace, tuning);
 #else
   (void)workspace;
+  (void)tuning;
   return absl::FailedPreconditionError(
       absl::StrCat("FindBmus: CUDA stream given but ", DeviceRegistry::Get().cuda_unavailable_reason()));
 #endif
@@ -84,20 +86,6 @@ absl::Status ComputeSqNorms(const Stream& stream, const CodebookView& codebook) 
       absl::StrCat("ComputeSqNorms: CUDA stream given but ", DeviceRegistry::Get().cuda_unavailable_reason()));
 #endif
 }
-
-#if !TESSERA_WITH_CUDA
-// Without CUDA the tiled kernels do not exist; the tuning knob is inert.
-namespace cuda {
-void SetTiledLoadDepth(int) {}
-int TiledLoadDepth() { return 8; }
-void SetTiledKernel(bool) {}
-bool TiledKernel() { return false; }
-void SetWarpGroupNodes(int64_t) {}
-void SetWarpLaneNodes(int) {}
-int WarpLaneNodes() { return 4; }
-int64_t WarpGroupNodes() { return 512; }
-}  // namespace cuda
-#endif
 
 }  // namespace som
 }  // namespace tessera

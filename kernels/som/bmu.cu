@@ -206,7 +206,7 @@ __global__ void MergeTilePartialsKernel(const Top2* __restrict__ partials, int64
 // stay in L2; the 8 documents of a block share L1. Per-(group, document) top-2
 // partials are merged by MergePartialsKernel.
 
-constexpr int kMaxLaneNodes = 8;  // nodes per lane: 4 (default) or 8 (SetWarpLaneNodes)
+constexpr int kMaxLaneNodes = 8;  // nodes per lane: 4 (default) or 8 (BmuTuning::warp_lane_nodes)
 constexpr int kWarpDepth = 4;     // features whose loads are issued before any add
 
 struct WarpArgs {
@@ -314,9 +314,6 @@ __global__ void __launch_bounds__(kThreads) WarpBmuKernel(WarpArgs a) {
 __global__ void MergePartialsKernel(const Top2* __restrict__ partials, int64_t nb, int splits, int64_t d0,
                                     int32_t* bmu, int32_t* second, float* score);
 
-int64_t g_group_nodes = 512;   // SetWarpGroupNodes (benchmarks)
-int g_lane_nodes = 4;          // SetWarpLaneNodes (benchmarks)
-bool g_use_tiled = false;      // SetTiledKernel (benchmarks)
 constexpr int kWarpPartialsSlot = 3;
 constexpr size_t kWarpPartialsBytes = size_t{256} << 20;  // per launch
 
@@ -331,8 +328,8 @@ void LaunchWarpLane(const WarpArgs& args, int groups, bool vec, cudaStream_t s) 
 }
 
 template <typename TW, bool kFeatureMajor>
-void LaunchWarp(const WarpArgs& args, int groups, bool vec, cudaStream_t s) {
-  if (g_lane_nodes == 8) {
+void LaunchWarp(const WarpArgs& args, int groups, bool vec, int lane_nodes, cudaStream_t s) {
+  if (lane_nodes == 8) {
     LaunchWarpLane<TW, kFeatureMajor, 8>(args, groups, vec, s);
   } else {
     LaunchWarpLane<TW, kFeatureMajor, 4>(args, groups, vec, s);
@@ -340,11 +337,11 @@ void LaunchWarp(const WarpArgs& args, int groups, bool vec, cudaStream_t s) {
 }
 
 absl::Status WarpBmus(const Stream& stream, const DocumentSet& docs, const CodebookView& cb, const BmuOutput& out,
-                      SomWorkspace& ws) {
+                      SomWorkspace& ws, const BmuTuning& tuning) {
   const int64_t n = docs.rows();
-  const int lane_nodes = g_lane_nodes == 8 ? 8 : 4;
+  const int lane_nodes = tuning.warp_lane_nodes == 8 ? 8 : 4;
   const int64_t span = 32 * lane_nodes;
-  const int64_t group_nodes = std::max<int64_t>(span, g_group_nodes / span * span);
+  const int64_t group_nodes = std::max<int64_t>(span, tuning.warp_group_nodes / span * span);
   const int64_t groups = (cb.nodes + group_nodes - 1) / group_nodes;
   if (groups > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("FindBmus: ", cb.nodes, " nodes exceed the warp kernel's limit of ",
@@ -363,9 +360,10 @@ absl::Status WarpBmus(const Stream& stream, const DocumentSet& docs, const Codeb
                   cb.sq_norms, cb.nodes, cb.features, group_nodes,         static_cast<Top2*>(partials_raw)};
     const int g = static_cast<int>(groups);
     if (cb.type == WeightType::kFloat32) {
-      fm ? LaunchWarp<float, true>(args, g, vec, s) : LaunchWarp<float, false>(args, g, vec, s);
+      fm ? LaunchWarp<float, true>(args, g, vec, lane_nodes, s) : LaunchWarp<float, false>(args, g, vec, lane_nodes, s);
     } else {
-      fm ? LaunchWarp<__half, true>(args, g, vec, s) : LaunchWarp<__half, false>(args, g, vec, s);
+      fm ? LaunchWarp<__half, true>(args, g, vec, lane_nodes, s)
+         : LaunchWarp<__half, false>(args, g, vec, lane_nodes, s);
     }
     TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("WarpBmuKernel");
     MergePartialsKernel<<<static_cast<unsigned>((nb + kThreads - 1) / kThreads), kThreads, 0, s>>>(
@@ -375,7 +373,6 @@ absl::Status WarpBmus(const Stream& stream, const DocumentSet& docs, const Codeb
   return absl::OkStatus();
 }
 
-int g_tiled_depth = 8;  // SetTiledLoadDepth (benchmarks)
 constexpr int kTiledPartialsSlot = kWarpPartialsSlot;
 constexpr size_t kTiledPartialsBytes = size_t{256} << 20;  // per launch
 
@@ -390,8 +387,8 @@ absl::Status LaunchTiledDepth(const TiledArgs& args, int chunks, cudaStream_t s)
 }
 
 template <typename TW, bool kFeatureMajor>
-absl::Status LaunchTiled(const TiledArgs& args, int chunks, cudaStream_t s) {
-  switch (g_tiled_depth) {
+absl::Status LaunchTiled(const TiledArgs& args, int chunks, int depth, cudaStream_t s) {
+  switch (depth) {
     case 1:
       return LaunchTiledDepth<TW, kFeatureMajor, 1>(args, chunks, s);
     case 4:
@@ -404,7 +401,7 @@ absl::Status LaunchTiled(const TiledArgs& args, int chunks, cudaStream_t s) {
 }
 
 absl::Status TiledBmus(const Stream& stream, const DocumentSet& docs, const CodebookView& cb, const BmuOutput& out,
-                       SomWorkspace& ws) {
+                       SomWorkspace& ws, const BmuTuning& tuning) {
   const DocTilesView tiles = docs.tiles();
   if (tiles.num_tiles <= 0 || tiles.doc_begin == nullptr) {
     return absl::FailedPreconditionError("FindBmus: the CUDA tiled kernels need document tiles (DocumentParts::tiles)");
@@ -429,10 +426,11 @@ absl::Status TiledBmus(const Stream& stream, const DocumentSet& docs, const Code
                    static_cast<Top2*>(partials_raw)};
     const int c = static_cast<int>(chunks);
     absl::Status launched;
+    const int depth = tuning.tiled_load_depth;
     if (cb.type == WeightType::kFloat32) {
-      launched = fm ? LaunchTiled<float, true>(args, c, s) : LaunchTiled<float, false>(args, c, s);
+      launched = fm ? LaunchTiled<float, true>(args, c, depth, s) : LaunchTiled<float, false>(args, c, depth, s);
     } else {
-      launched = fm ? LaunchTiled<__half, true>(args, c, s) : LaunchTiled<__half, false>(args, c, s);
+      launched = fm ? LaunchTiled<__half, true>(args, c, depth, s) : LaunchTiled<__half, false>(args, c, depth, s);
     }
     TESSERA_RETURN_IF_ERROR(launched);
     const int64_t slots = count * kTileDocs;
@@ -647,13 +645,14 @@ __global__ void SqNormsKernel(const TW* __restrict__ w, int64_t m, int64_t v_cou
 }  // namespace
 
 absl::Status FindBmus(const Stream& stream, BmuAlgorithm algorithm, const DocumentSet& docs,
-                      const CodebookView& codebook, const BmuOutput& out, SomWorkspace* workspace) {
+                      const CodebookView& codebook, const BmuOutput& out, SomWorkspace* workspace,
+                      BmuTuning tuning) {
   TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
   SomWorkspace local;
   SomWorkspace& ws = workspace != nullptr ? *workspace : local;
   if (algorithm == BmuAlgorithm::kFeatureMajor || algorithm == BmuAlgorithm::kNodeMajor) {
-    TESSERA_RETURN_IF_ERROR(g_use_tiled ? TiledBmus(stream, docs, codebook, out, ws)
-                                        : WarpBmus(stream, docs, codebook, out, ws));
+    TESSERA_RETURN_IF_ERROR(tuning.tiled_kernel ? TiledBmus(stream, docs, codebook, out, ws, tuning)
+                                                : WarpBmus(stream, docs, codebook, out, ws, tuning));
   } else {
     TESSERA_RETURN_IF_ERROR(
         CusparseBmus(stream, algorithm == BmuAlgorithm::kCusparseRowOrder, docs, codebook, out, ws));
@@ -662,15 +661,6 @@ absl::Status FindBmus(const Stream& stream, BmuAlgorithm algorithm, const Docume
   if (workspace == nullptr) TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   return absl::OkStatus();
 }
-
-void SetTiledLoadDepth(int depth) { g_tiled_depth = depth; }
-void SetTiledKernel(bool tiled) { g_use_tiled = tiled; }
-bool TiledKernel() { return g_use_tiled; }
-void SetWarpGroupNodes(int64_t nodes) { g_group_nodes = nodes; }
-void SetWarpLaneNodes(int nodes) { g_lane_nodes = nodes; }
-int WarpLaneNodes() { return g_lane_nodes == 8 ? 8 : 4; }
-int64_t WarpGroupNodes() { return g_group_nodes; }
-int TiledLoadDepth() { return g_tiled_depth == 1 || g_tiled_depth == 4 || g_tiled_depth == 16 ? g_tiled_depth : 8; }
 
 absl::Status ComputeSqNorms(const Stream& stream, const CodebookView& cb) {
   TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));

@@ -54,11 +54,33 @@ struct BmuOutput {
   float* score = nullptr;
 };
 
+// How the CUDA kernels behind kFeatureMajor/kNodeMajor run; passed by value
+// with every call (no process-wide setting), so concurrent searches may use
+// different tunings. Every tuning gives the same bits, only the speed differs
+// (bmu_cuda_test checks each against the CPU). The CPU backend and the
+// cuSPARSE baselines ignore it.
+struct BmuTuning {
+  // false: the warp kernel (register accumulators, one warp per document and
+  // node group; the default). true: the tiled kernel (shared-memory
+  // accumulators, one block per 32 documents and 512 nodes), which needs
+  // docs.tiles() (DocumentParts::tiles).
+  bool tiled_kernel = false;
+  // Warp kernel: nodes per group, rounded down to a multiple of 32 x
+  // warp_lane_nodes (at least one such span).
+  int64_t warp_group_nodes = 512;
+  // Warp kernel: nodes per lane, 4 or 8 (any other value means 4).
+  int warp_lane_nodes = 4;
+  // Tiled kernel: tile entries whose weights are loaded before any is
+  // applied, 1, 4, 8 or 16 (any other value means 8).
+  int tiled_load_depth = 8;
+};
+
 // Documents and outputs live in the stream's backend memory. The CUDA tiled
-// kernels need docs.tiles() (DocumentParts::tiles); the cuSPARSE baselines need
-// docs.host_offsets() (always kept).
+// kernel (BmuTuning::tiled_kernel) needs docs.tiles() (DocumentParts::tiles);
+// the cuSPARSE baselines need docs.host_offsets() (always kept).
 absl::Status FindBmus(const Stream& stream, BmuAlgorithm algorithm, const DocumentSet& docs,
-                      const CodebookView& codebook, const BmuOutput& out, SomWorkspace* workspace = nullptr);
+                      const CodebookView& codebook, const BmuOutput& out, SomWorkspace* workspace = nullptr,
+                      BmuTuning tuning = BmuTuning());
 
 // sq_norms[i] = ||w_i||^2 of the stored weights: double accumulation over the
 // features in ascending order, rounded to float (identical on both backends).
@@ -83,24 +105,9 @@ const float* HalfTable();
 
 namespace cuda {
 absl::Status FindBmus(const Stream& stream, BmuAlgorithm algorithm, const DocumentSet& docs,
-                      const CodebookView& codebook, const BmuOutput& out, SomWorkspace* workspace);
+                      const CodebookView& codebook, const BmuOutput& out, SomWorkspace* workspace,
+                      BmuTuning tuning);
 absl::Status ComputeSqNorms(const Stream& stream, const CodebookView& codebook);
-// Benchmarks only: tile entries whose weights the tiled kernels load before
-// applying any (1, 4, 8 (default) or 16; others mean 8). Not thread-safe.
-void SetTiledLoadDepth(int depth);
-int TiledLoadDepth();
-// Benchmarks only: which CUDA kernel serves kFeatureMajor/kNodeMajor — the
-// warp kernel (default: register accumulators, one warp per document and node
-// group) or the tiled one (shared-memory accumulators, one block per 32
-// documents and 512 nodes) — and the warp kernel's nodes per group (multiple
-// of 128; default 512). Not thread-safe.
-void SetTiledKernel(bool tiled);
-bool TiledKernel();
-void SetWarpGroupNodes(int64_t nodes);
-int64_t WarpGroupNodes();
-// Benchmarks only: nodes per lane of the warp kernel, 4 (default) or 8.
-void SetWarpLaneNodes(int nodes);
-int WarpLaneNodes();
 }  // namespace cuda
 
 }  // namespace som

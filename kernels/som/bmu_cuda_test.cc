@@ -52,7 +52,8 @@ std::vector<T> ToHost(const std::shared_ptr<Buffer>& b, size_t n, const Stream& 
   return v;
 }
 
-Result RunCuda(const HostDocs& docs, const HostCodebook& cb, BmuAlgorithm algo, const Stream& stream) {
+Result RunCuda(const HostDocs& docs, const HostCodebook& cb, BmuAlgorithm algo, const Stream& stream,
+               BmuTuning tuning = BmuTuning()) {
   auto set = DocumentSet::Create(docs.view(), stream);
   EXPECT_TRUE(set.ok()) << set.status();
   auto weights = cb.type == WeightType::kFloat32 ? ToDevice(cb.f32, stream) : ToDevice(cb.f16, stream);
@@ -72,7 +73,7 @@ Result RunCuda(const HostDocs& docs, const HostCodebook& cb, BmuAlgorithm algo, 
   absl::Status st = FindBmus(stream, algo, *set, view,
                              BmuOutput{static_cast<int32_t*>(bmu->data()), static_cast<int32_t*>(second->data()),
                                        static_cast<float*>(score->data())},
-                             &ws);
+                             &ws, tuning);
   EXPECT_TRUE(st.ok()) << st;
   EXPECT_TRUE(stream.Synchronize().ok());
   Result r;
@@ -101,31 +102,31 @@ TEST(BmuCudaParity, TiledKernelsMatchCpuBitForBit) {
   Stream stream = Stream::Create(Backend::kCuda).value();
   std::mt19937 rng(21);
   // 0: warp kernel, 4 nodes per lane, 512-node groups; 1: 128-node groups;
-  // 2: tiled kernel; 3: warp kernel, 8 nodes per lane, 256-node groups.
-  for (int kernel = 0; kernel < 4; ++kernel) {
-    cuda::SetTiledKernel(kernel == 2);
-    cuda::SetWarpGroupNodes(kernel == 0 ? 512 : kernel == 3 ? 256 : 128);
-    cuda::SetWarpLaneNodes(kernel == 3 ? 8 : 4);
+  // 2: tiled kernel; 3: warp kernel, 8 nodes per lane, 256-node groups;
+  // 4: tiled kernel loading 16 tile entries ahead.
+  for (int kernel = 0; kernel < 5; ++kernel) {
+    BmuTuning tuning;
+    tuning.tiled_kernel = kernel == 2 || kernel == 4;
+    tuning.tiled_load_depth = kernel == 4 ? 16 : 8;
+    tuning.warp_group_nodes = kernel == 0 ? 512 : kernel == 3 ? 256 : 128;
+    tuning.warp_lane_nodes = kernel == 3 ? 8 : 4;
     for (int64_t nodes : {1, 7, 512, 513, 1028, 1030, 4096}) {
       for (int max_nnz : {12, 300}) {
         SCOPED_TRACE(testing::Message() << "kernel " << kernel << " nodes " << nodes << " max_nnz " << max_nnz);
         HostDocs docs = testutil::RandomDocs(333, 700, max_nnz, rng);
         HostCodebook fm = testutil::RandomCodebook(nodes, 700, rng, 0.0f, 0.3f);
         Result ref = RunCpu(docs, fm);
-        ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream), ref);
+        ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream, tuning), ref);
         HostCodebook nm = testutil::WithLayout(fm, CodebookLayout::kNodeMajor);
-        ExpectSame(RunCuda(docs, nm, BmuAlgorithm::kNodeMajor, stream), ref);
+        ExpectSame(RunCuda(docs, nm, BmuAlgorithm::kNodeMajor, stream, tuning), ref);
         HostCodebook half = testutil::ToHalf(fm);
         Result href = RunCpu(docs, half);
-        ExpectSame(RunCuda(docs, half, BmuAlgorithm::kFeatureMajor, stream), href);
+        ExpectSame(RunCuda(docs, half, BmuAlgorithm::kFeatureMajor, stream, tuning), href);
         HostCodebook half_nm = testutil::WithLayout(half, CodebookLayout::kNodeMajor);
-        ExpectSame(RunCuda(docs, half_nm, BmuAlgorithm::kNodeMajor, stream), href);
+        ExpectSame(RunCuda(docs, half_nm, BmuAlgorithm::kNodeMajor, stream, tuning), href);
       }
     }
   }
-  cuda::SetTiledKernel(false);
-  cuda::SetWarpGroupNodes(512);
-  cuda::SetWarpLaneNodes(4);
 }
 
 TEST(BmuCudaParity, CusparseExactOnDyadicWeightsWithTies) {

@@ -216,7 +216,7 @@ class Engine {
  public:
   static absl::StatusOr<std::unique_ptr<Engine>> Create(Backend backend, int ordinal,
                                                         const SparseBinaryMatrix& docs, SomModel& model,
-                                                        bool for_training) {
+                                                        bool for_training, BmuTuning tuning = BmuTuning()) {
     auto e = std::unique_ptr<Engine>(new Engine());
     if (backend == Backend::kCpu) {
       e->stream_ = std::make_unique<Stream>(Stream::Cpu());
@@ -227,7 +227,7 @@ class Engine {
     e->kind_ = backend == Backend::kCpu ? MemoryKind::kHost : MemoryKind::kDevice;
     DocumentParts parts;
     // Only the tiled CUDA kernel (a benchmark alternative) reads document tiles.
-    parts.tiles = backend == Backend::kCuda && cuda::TiledKernel();
+    parts.tiles = backend == Backend::kCuda && tuning.tiled_kernel;
     parts.csc = for_training;
     TESSERA_ASSIGN_OR_RETURN(e->docs_, DocumentSet::Create(docs.view(), *e->stream_, parts));
     const int64_t n = docs.rows(), m = model.grid.nodes();
@@ -242,6 +242,7 @@ class Engine {
         CopyBytes(e->weights_->data(), e->kind_, host.weights, MemoryKind::kHost, weight_bytes, *e->stream_));
     TESSERA_RETURN_IF_ERROR(
         CopyBytes(e->norms_->data(), e->kind_, host.sq_norms, MemoryKind::kHost, 4 * m, *e->stream_));
+    e->tuning_ = tuning;
     e->view_ = host;
     e->view_.weights = e->weights_->data();
     e->view_.sq_norms = static_cast<float*>(e->norms_->data());
@@ -258,7 +259,7 @@ class Engine {
   absl::Status Bmus() {
     BmuOutput out{static_cast<int32_t*>(bmu_->data()), static_cast<int32_t*>(second_->data()),
                   static_cast<float*>(score_->data())};
-    TESSERA_RETURN_IF_ERROR(FindBmus(*stream_, bmu_algorithm_, docs_, view_, out, &ws_));
+    TESSERA_RETURN_IF_ERROR(FindBmus(*stream_, bmu_algorithm_, docs_, view_, out, &ws_, tuning_));
     return stream_->Synchronize();
   }
 
@@ -306,6 +307,7 @@ class Engine {
   size_t weight_bytes_ = 0;
   SomWorkspace ws_;
   BmuAlgorithm bmu_algorithm_ = BmuAlgorithm::kFeatureMajor;
+  BmuTuning tuning_;
   std::vector<int32_t> h_bmu_, h_second_;
   std::vector<float> h_score_, h_norms_;
 };
@@ -319,7 +321,8 @@ absl::StatusOr<TrainResult> TrainSom(const SparseBinaryMatrix& train, const Trai
   TESSERA_ASSIGN_OR_RETURN(result.model, InitializeModel(train, o));
   result.init_seconds = Since(start);
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
-                           Engine::Create(o.backend, o.gpu_ordinal, train, result.model, /*for_training=*/true));
+                           Engine::Create(o.backend, o.gpu_ordinal, train, result.model, /*for_training=*/true,
+                                          o.bmu_tuning));
   result.setup_seconds = Since(start) - result.init_seconds;
   engine->set_bmu_algorithm(o.bmu_algorithm);
   const double small = o.small_radius > 0 ? o.small_radius : 1.25 * o.radius_end;

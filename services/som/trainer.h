@@ -80,6 +80,9 @@ struct TrainOptions {
   // on CUDA with fp32 weights, kCusparseRowOrder (cuSPARSE SpMM + top-2 pass,
   // faster on an H200 today; see bench/results/2026-11-30-h200-som.md).
   BmuAlgorithm bmu_algorithm = BmuAlgorithm::kFeatureMajor;
+  // How the CUDA BMU kernels run (benchmarks sweep it; same results whatever
+  // it is). Not persisted.
+  BmuTuning bmu_tuning;
   std::function<void(const EpochReport&)> progress;
   // Asked before each epoch; true stops training with CANCELLED (a service's
   // CancelJob). Not persisted.

@@ -1,0 +1,518 @@
+#include "services/scheduler/scheduler.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/metrics.h"
+#include "common/status.h"
+#include "services/common/random_id.h"
+#include "services/scheduler/job_info.h"
+
+namespace tessera::scheduler {
+namespace {
+
+using jobs::JobRecord;
+using jobs::JobState;
+
+constexpr int kMaxPriority = 10;
+constexpr int kMaxAttempts = 10;
+
+int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+
+// Prometheus families (get-or-create; process registry).
+struct SchedulerMetrics {
+  prometheus::Family<prometheus::Gauge>& jobs_by_state =
+      GaugeFamily("tessera_scheduler_jobs", "Jobs in the store by state.");
+  prometheus::Family<prometheus::Counter>& outcomes =
+      CounterFamily("tessera_scheduler_job_outcomes_total", "Job attempts ended, by kind and outcome.");
+  prometheus::Family<prometheus::Histogram>& queue_seconds =
+      HistogramFamily("tessera_scheduler_queue_seconds", "Time from submit (or re-queue) to start, by kind.");
+  prometheus::Family<prometheus::Histogram>& compute_seconds =
+      HistogramFamily("tessera_scheduler_compute_seconds", "Time an attempt ran, by kind.");
+  prometheus::Family<prometheus::Gauge>& worker_running =
+      GaugeFamily("tessera_scheduler_worker_running", "Attempts running on each worker.");
+  prometheus::Family<prometheus::Gauge>& worker_healthy =
+      GaugeFamily("tessera_scheduler_worker_healthy", "1 when the worker answered its last probe.");
+  prometheus::Family<prometheus::Counter>& rejected =
+      CounterFamily("tessera_scheduler_rejected_total", "Submits refused because a queue was full.");
+};
+
+SchedulerMetrics& Metrics() {
+  static SchedulerMetrics* metrics = new SchedulerMetrics();
+  return *metrics;
+}
+
+}  // namespace
+
+struct Scheduler::Active {
+  std::string job_id;
+  int attempt = 0;
+  std::atomic<bool> cancel{false};
+};
+
+struct Scheduler::WorkerState {
+  std::shared_ptr<Worker> worker;
+  int slots = 1;
+  std::mutex mu;
+  bool healthy = false;
+  v1::WorkerInfo info;     // last good Describe
+  std::string last_error;
+  std::atomic<int> running{0};
+};
+
+Scheduler::Scheduler(SchedulerOptions options, std::unique_ptr<jobs::JobStore> store,
+                     const jobs::EngineRegistry* engines, std::vector<WorkerSlots> workers)
+    : options_(std::move(options)), store_(std::move(store)), engines_(engines) {
+  for (WorkerSlots& w : workers) {
+    auto state = std::make_unique<WorkerState>();
+    state->worker = std::move(w.worker);
+    state->slots = std::max(1, w.slots);
+    workers_.push_back(std::move(state));
+  }
+}
+
+Scheduler::~Scheduler() { Stop(); }
+
+absl::Status Scheduler::Start() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (started_) return absl::FailedPreconditionError("scheduler already started");
+    started_ = true;
+  }
+  // Jobs an earlier incarnation of this scheduler left running on its own
+  // in-process workers died with it: re-queue them now rather than after
+  // their leases expire.
+  jobs::JobFilter running;
+  running.states = {JobState::kRunning};
+  running.limit = 100000;
+  TESSERA_ASSIGN_OR_RETURN(std::vector<JobRecord> orphans, store_->List(running));
+  for (const JobRecord& job : orphans) {
+    const bool ours = std::any_of(workers_.begin(), workers_.end(), [&](const std::unique_ptr<WorkerState>& w) {
+      return w->worker->name() == job.worker && absl::StartsWith(job.worker, options_.name + "/");
+    });
+    if (!ours) continue;
+    absl::Status requeued = store_->Requeue(job.job_id, job.attempts,
+                                            absl::StrCat("scheduler ", options_.name, " restarted"), NowMs());
+    TESSERA_LOG(INFO) << "scheduler: job " << job.job_id << " was running when " << options_.name
+                      << " stopped: " << (requeued.ok() ? "re-queued" : requeued.ToString());
+  }
+  ProbeWorkers();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const std::unique_ptr<WorkerState>& w : workers_) {
+    for (int i = 0; i < w->slots; ++i) threads_.emplace_back([this, state = w.get()] { DispatchLoop(state); });
+  }
+  threads_.emplace_back([this] { KeeperLoop(); });
+  return absl::OkStatus();
+}
+
+void Scheduler::Stop() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    for (auto& [id, active] : active_) active->cancel.store(true);
+    threads.swap(threads_);
+    ++version_;
+  }
+  changed_.notify_all();
+  for (std::thread& t : threads) t.join();
+}
+
+void Scheduler::Notify() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++version_;
+  }
+  changed_.notify_all();
+}
+
+void Scheduler::WaitForChange(int64_t seen_version, absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  changed_.wait_for(lock, absl::ToChronoMilliseconds(timeout),
+                    [&] { return stopping_ || version_ != seen_version; });
+}
+
+// ---------------------------------------------------------------- submit and queries
+
+absl::StatusOr<v1::JobInfo> Scheduler::Submit(const v1::SubmitJobRequest& request) {
+  if (!request.has_spec() || request.spec().spec().type_url().empty()) {
+    return absl::InvalidArgumentError(
+        "spec.spec is empty: pack the engine's request in it (e.g. a tessera.v1.RegisterRequest, "
+        "tessera.v1.CreateAtlasRequest or tessera.v1.SearchBatchRequest)");
+  }
+  if (!request.request_id().empty()) {
+    TESSERA_RETURN_IF_ERROR(Annotate(jobs::JobRegistry::ValidateJobId(request.request_id()), "request_id"));
+  }
+  if (request.priority() < -kMaxPriority || request.priority() > kMaxPriority) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("priority ", request.priority(), " is outside -", kMaxPriority, "..", kMaxPriority));
+  }
+  if (request.max_attempts() < 0 || request.max_attempts() > kMaxAttempts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_attempts ", request.max_attempts(), " is outside 0..", kMaxAttempts, " (0: default)"));
+  }
+  if (request.deadline_unix_ms() < 0) return absl::InvalidArgumentError("deadline_unix_ms must not be negative");
+  const int64_t now = NowMs();
+  if (request.deadline_unix_ms() > 0 && request.deadline_unix_ms() <= now) {
+    return absl::DeadlineExceededError("the job's deadline has already passed");
+  }
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const jobs::Engine> engine,
+                           engines_->Find(request.spec().kind(), request.spec().spec()));
+  TESSERA_RETURN_IF_ERROR(engine->Validate(request.spec().spec()));
+  const jobs::ResourceNeeds needs = engine->Needs(request.spec().spec());
+
+  JobRecord job;
+  job.job_id = RandomId("job-");
+  job.request_id = request.request_id();
+  job.kind = engine->kind();
+  job.priority = request.priority();
+  v1::JobSpec spec = request.spec();
+  spec.set_kind(engine->kind());
+  job.spec = spec.SerializeAsString();
+  job.needs_gpu = needs.needs_gpu;
+  job.need_device_bytes = needs.device_bytes;
+  job.created_ms = now;
+  job.deadline_ms = request.deadline_unix_ms();
+  job.max_attempts = request.max_attempts() > 0 ? request.max_attempts() : options_.default_max_attempts;
+  bool created = false;
+  absl::StatusOr<JobRecord> stored = store_->Create(job, options_.max_queued_per_priority, &created);
+  if (!stored.ok()) {
+    if (stored.status().code() == absl::StatusCode::kResourceExhausted) {
+      GetCounter(Metrics().rejected, {{"kind", job.kind}}).Increment();
+      return absl::ResourceExhaustedError(absl::StrCat(stored.status().message(), "; retry after ",
+                                                       absl::ToInt64Milliseconds(options_.retry_after), " ms"));
+    }
+    return stored.status();
+  }
+  if (created) {
+    TESSERA_LOG(INFO) << "scheduler: job " << stored->job_id << " (" << stored->kind << ", priority "
+                      << stored->priority << ") queued";
+    Notify();
+  }
+  return ToJobInfo(*stored);
+}
+
+absl::StatusOr<v1::JobInfo> Scheduler::Get(const std::string& job_id) {
+  TESSERA_ASSIGN_OR_RETURN(JobRecord job, store_->Get(job_id));
+  return ToJobInfo(job);
+}
+
+absl::StatusOr<v1::JobInfo> Scheduler::Cancel(const std::string& job_id) {
+  TESSERA_ASSIGN_OR_RETURN(JobRecord job, store_->RequestCancel(job_id, NowMs()));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = active_.find(job_id);
+    if (it != active_.end()) it->second->cancel.store(true);
+  }
+  TESSERA_LOG(INFO) << "scheduler: cancel requested for job " << job_id << " (" << JobStateName(job.state) << ")";
+  Notify();
+  return ToJobInfo(job);
+}
+
+absl::StatusOr<v1::JobResult> Scheduler::GetResult(const std::string& job_id) {
+  TESSERA_ASSIGN_OR_RETURN(JobRecord job, store_->Get(job_id));
+  switch (job.state) {
+    case JobState::kQueued:
+    case JobState::kRunning:
+      return absl::FailedPreconditionError(absl::StrCat("job '", job_id, "' is ", JobStateName(job.state),
+                                                        "; its result is ready once it has SUCCEEDED (Watch)"));
+    case JobState::kCancelled:
+      return absl::FailedPreconditionError(absl::StrCat("job '", job_id, "' was cancelled; it has no result"));
+    case JobState::kFailed:
+      return absl::FailedPreconditionError(absl::StrCat("job '", job_id, "' failed (", job.error_message,
+                                                        "); it has no result"));
+    case JobState::kSucceeded:
+      break;
+  }
+  v1::JobResult result;
+  if (!result.ParseFromString(job.result)) {
+    return absl::DataLossError(absl::StrCat("job '", job_id, "': its stored result does not parse"));
+  }
+  return result;
+}
+
+absl::StatusOr<v1::ListJobsResponse> Scheduler::List(const v1::ListJobsRequest& request) {
+  jobs::JobFilter filter;
+  for (int s : request.states()) {
+    if (s < 1 || s > 5) return absl::InvalidArgumentError(absl::StrCat("states: ", s, " is not a job state"));
+    filter.states.push_back(static_cast<JobState>(s));
+  }
+  filter.kind = request.kind();
+  if (request.page_size() < 0 || request.page_size() > 1000) {
+    return absl::InvalidArgumentError("page_size must be in 0..1000 (0: 100)");
+  }
+  filter.limit = request.page_size() > 0 ? request.page_size() : 100;
+  if (!request.page_token().empty()) {
+    // "<created_ms>/<job_id>" of the last job of the previous page.
+    const size_t slash = request.page_token().find('/');
+    if (slash == std::string::npos ||
+        !absl::SimpleAtoi(request.page_token().substr(0, slash), &filter.before_created_ms)) {
+      return absl::InvalidArgumentError("page_token is not one this server gave out");
+    }
+    filter.before_job_id = request.page_token().substr(slash + 1);
+  }
+  ++filter.limit;  // one more tells whether there is a next page
+  TESSERA_ASSIGN_OR_RETURN(std::vector<JobRecord> rows, store_->List(filter));
+  v1::ListJobsResponse out;
+  const bool more = static_cast<int>(rows.size()) == filter.limit;
+  if (more) rows.pop_back();
+  for (const JobRecord& row : rows) *out.add_jobs() = ToJobInfo(row);
+  if (more && !rows.empty()) {
+    out.set_next_page_token(absl::StrCat(rows.back().created_ms, "/", rows.back().job_id));
+  }
+  return out;
+}
+
+std::vector<v1::WorkerInfo> Scheduler::Workers() {
+  std::vector<v1::WorkerInfo> out;
+  for (const std::unique_ptr<WorkerState>& w : workers_) {
+    std::lock_guard<std::mutex> lock(w->mu);
+    v1::WorkerInfo info = w->info;
+    info.set_name(w->worker->name());
+    info.set_healthy(w->healthy);
+    info.set_last_error(w->last_error);
+    info.set_slots(w->slots);
+    info.set_running(w->running.load());
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+absl::Status Scheduler::Watch(const std::string& job_id, int64_t after_sequence,
+                              const std::function<bool(const v1::JobEvent&)>& send,
+                              const std::function<bool()>& stopped) {
+  TESSERA_RETURN_IF_ERROR(store_->Get(job_id).status());
+  int64_t after = std::max<int64_t>(0, after_sequence);
+  while (true) {
+    int64_t seen;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      seen = version_;
+    }
+    TESSERA_ASSIGN_OR_RETURN(std::vector<jobs::StoredEvent> events, store_->Events(job_id, after));
+    for (const jobs::StoredEvent& e : events) {
+      if (!send(ToJobEvent(e))) return absl::UnavailableError("the watcher stopped receiving");
+      after = e.sequence;
+      if (jobs::IsTerminal(e.state)) return absl::OkStatus();
+    }
+    if (stopped && stopped()) return absl::CancelledError("watch cancelled");
+    if (events.empty()) {
+      // Woken by this process's changes at once; other replicas' within the poll.
+      WaitForChange(seen, options_.idle_poll);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return absl::UnavailableError("the scheduler is shutting down");
+    }
+  }
+}
+
+// ---------------------------------------------------------------- dispatch
+
+void Scheduler::DispatchLoop(WorkerState* w) {
+  while (true) {
+    int64_t seen;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+      seen = version_;
+    }
+    jobs::ClaimRequest claim;
+    {
+      std::lock_guard<std::mutex> lock(w->mu);
+      if (!w->healthy) {
+        claim.kinds.clear();
+      } else {
+        claim.kinds.assign(w->info.kinds().begin(), w->info.kinds().end());
+        int64_t free = 0;
+        for (const v1::WorkerDevice& d : w->info.devices()) {
+          if (d.name() != "cpu") {
+            claim.has_gpu = true;
+            free = std::max(free, d.free_bytes());
+          }
+        }
+        // Device-memory estimates only matter where there is a device.
+        claim.free_device_bytes = claim.has_gpu ? free : std::numeric_limits<int64_t>::max();
+      }
+    }
+    if (claim.kinds.empty()) {
+      WaitForChange(seen, options_.idle_poll);
+      continue;
+    }
+    claim.worker = w->worker->name();
+    claim.now_ms = NowMs();
+    claim.lease_ms = absl::ToInt64Milliseconds(options_.lease);
+    absl::StatusOr<std::optional<JobRecord>> job = store_->ClaimNext(claim);
+    if (!job.ok()) {
+      TESSERA_LOG(WARNING) << "scheduler: claiming a job for " << claim.worker << " failed: " << job.status();
+      WaitForChange(seen, options_.idle_poll);
+      continue;
+    }
+    if (!job->has_value()) {
+      WaitForChange(seen, options_.idle_poll);
+      continue;
+    }
+    RunAttempt(w, **job);
+  }
+}
+
+void Scheduler::RunAttempt(WorkerState* w, const JobRecord& job) {
+  auto active = std::make_shared<Active>();
+  active->job_id = job.job_id;
+  active->attempt = job.attempts;
+  active->cancel.store(job.cancel_requested);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) active->cancel.store(true);
+    active_[job.job_id] = active;
+  }
+  Notify();
+  const std::string& kind = job.kind;
+  const double queued_s = std::max<int64_t>(0, job.started_ms - job.updated_ms) / 1000.0;
+  (void)queued_s;
+  GetHistogram(Metrics().queue_seconds, {{"kind", kind}}, LatencyBucketsSeconds())
+      .Observe(std::max<int64_t>(0, job.started_ms - job.created_ms) / 1000.0);
+  w->running.fetch_add(1);
+  GetGauge(Metrics().worker_running, {{"worker", w->worker->name()}}).Increment();
+
+  AttemptCall call;
+  call.job_id = job.job_id;
+  call.attempt = job.attempts;
+  call.cancel = &active->cancel;
+  if (job.deadline_ms > 0) call.deadline = absl::FromUnixMillis(job.deadline_ms);
+  AttemptResult result;
+  if (!call.spec.ParseFromString(job.spec)) {
+    result.status = absl::DataLossError("the stored job spec does not parse");
+  } else {
+    // Progress goes to the store at most every progress_interval (the last
+    // one of a burst is kept and written with the next).
+    std::mutex progress_mu;
+    absl::Time last_write = absl::InfinitePast();
+    call.on_progress = [&](const jobs::JobProgress& p) {
+      std::lock_guard<std::mutex> lock(progress_mu);
+      const absl::Time now = absl::Now();
+      if (now - last_write < options_.progress_interval && p.fraction < 1) return;
+      last_write = now;
+      const std::string bytes = ToProgress(job.job_id, JobState::kRunning, p).SerializeAsString();
+      absl::Status s = store_->AppendProgress(job.job_id, job.attempts, bytes, absl::ToUnixMillis(now));
+      if (!s.ok() && s.code() == absl::StatusCode::kFailedPrecondition) active->cancel.store(true);
+      Notify();
+    };
+    const absl::Time started = absl::Now();
+    result = w->worker->Execute(call);
+    GetHistogram(Metrics().compute_seconds, {{"kind", kind}}, LatencyBucketsSeconds())
+        .Observe(absl::ToDoubleSeconds(absl::Now() - started));
+  }
+  w->running.fetch_sub(1);
+  GetGauge(Metrics().worker_running, {{"worker", w->worker->name()}}).Decrement();
+  bool stopping;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    active_.erase(job.job_id);
+    stopping = stopping_;
+  }
+
+  const int64_t now = NowMs();
+  absl::Status recorded;
+  std::string outcome;
+  if (result.worker_lost || (stopping && !result.status.ok())) {
+    // Not the job's fault: it runs again (elsewhere, or after a restart).
+    const std::string reason = result.worker_lost
+                                   ? absl::StrCat("worker ", w->worker->name(), " lost: ", result.status.message())
+                                   : absl::StrCat("scheduler ", options_.name, " stopped");
+    recorded = store_->Requeue(job.job_id, job.attempts, reason, now);
+    outcome = "requeued";
+  } else {
+    jobs::AttemptOutcome o;
+    o.peak_device_bytes = result.peak_device_bytes;
+    if (result.status.ok()) {
+      o.state = JobState::kSucceeded;
+      o.result = result.result.SerializeAsString();
+      outcome = "succeeded";
+    } else {
+      o.state = result.status.code() == absl::StatusCode::kCancelled ? JobState::kCancelled : JobState::kFailed;
+      o.error_code = static_cast<int>(result.status.code());
+      o.error_message = std::string(result.status.message());
+      outcome = o.state == JobState::kCancelled ? "cancelled" : "failed";
+    }
+    recorded = store_->Finish(job.job_id, job.attempts, o, now);
+  }
+  GetCounter(Metrics().outcomes, {{"kind", kind}, {"outcome", outcome}}).Increment();
+  TESSERA_LOG(INFO) << "scheduler: job " << job.job_id << " attempt " << job.attempts << " on "
+                    << w->worker->name() << ": " << outcome
+                    << (result.status.ok() ? std::string() : absl::StrCat(" (", result.status.ToString(), ")"))
+                    << (recorded.ok() ? std::string() : absl::StrCat("; not recorded: ", recorded.ToString()));
+  Notify();
+}
+
+// ---------------------------------------------------------------- keeper
+
+void Scheduler::ProbeWorkers() {
+  for (const std::unique_ptr<WorkerState>& w : workers_) {
+    absl::StatusOr<v1::WorkerInfo> info = w->worker->Describe();
+    bool became_healthy = false;
+    {
+      std::lock_guard<std::mutex> lock(w->mu);
+      if (info.ok()) {
+        became_healthy = !w->healthy;
+        w->healthy = true;
+        w->info = *std::move(info);
+        w->last_error.clear();
+      } else {
+        if (w->healthy) {
+          TESSERA_LOG(WARNING) << "scheduler: worker " << w->worker->name() << " is unhealthy: " << info.status();
+        }
+        w->healthy = false;
+        w->last_error = info.status().ToString();
+      }
+      GetGauge(Metrics().worker_healthy, {{"worker", w->worker->name()}}).Set(w->healthy ? 1 : 0);
+    }
+    if (became_healthy) Notify();
+  }
+}
+
+void Scheduler::UpdateQueueMetrics() {
+  absl::StatusOr<std::map<JobState, int64_t>> counts = store_->CountByState();
+  if (!counts.ok()) return;
+  for (JobState s : {JobState::kQueued, JobState::kRunning, JobState::kSucceeded, JobState::kFailed,
+                     JobState::kCancelled}) {
+    auto it = counts->find(s);
+    GetGauge(Metrics().jobs_by_state, {{"state", std::string(jobs::JobStateName(s))}})
+        .Set(it == counts->end() ? 0 : static_cast<double>(it->second));
+  }
+}
+
+void Scheduler::KeeperLoop() {
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      changed_.wait_for(lock, absl::ToChronoMilliseconds(options_.heartbeat), [&] { return stopping_; });
+      if (stopping_) return;
+    }
+    const int64_t now = NowMs();
+    std::vector<std::shared_ptr<Active>> active;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [id, a] : active_) active.push_back(a);
+    }
+    for (const std::shared_ptr<Active>& a : active) {
+      absl::StatusOr<bool> cancel =
+          store_->RenewLease(a->job_id, a->attempt, now + absl::ToInt64Milliseconds(options_.lease), now);
+      // Cancelled through another replica, or no longer ours (re-queued
+      // elsewhere after a long stall): stop the work.
+      if (!cancel.ok() || *cancel) a->cancel.store(true);
+    }
+    absl::StatusOr<std::vector<std::string>> recovered = store_->RecoverExpired(now);
+    if (recovered.ok() && !recovered->empty()) {
+      for (const std::string& id : *recovered) TESSERA_LOG(INFO) << "scheduler: recovered job " << id;
+      Notify();
+    }
+    ProbeWorkers();
+    UpdateQueueMetrics();
+  }
+}
+
+}  // namespace tessera::scheduler

@@ -76,9 +76,10 @@ absl::Status DmcBatchMatcher::Enqueue(const Stream& stream, const GalleryBatch& 
 }
 
 absl::Status DmcBatchMatcher::ComputeOnCpu(const MccGallery&, const GalleryBatch& batch, void* host_output,
-                                           size_t output_stride, int threads) {
+                                           size_t output_stride, int threads, StopPoller* stop) {
   const DmcBatchView view = ToDmcView(batch);
   for (size_t l = 0; l < latents_.size(); ++l) {
+    if (stop != nullptr && stop->StopNow()) return stop->status();
     TESSERA_RETURN_IF_ERROR(ValidateDmcBatch(latents_[l].view(), view));
     const DmcKernelResults out =
         DmcResultsAt(static_cast<uint8_t*>(host_output) + l * output_stride, batch.num_cylinders);

@@ -37,7 +37,7 @@ class DmcBatchMatcher : public BatchMatcher {
   absl::Status Enqueue(const Stream& stream, const GalleryBatch& batch, void* device_output,
                        size_t output_stride) override;
   absl::Status ComputeOnCpu(const MccGallery& gallery, const GalleryBatch& batch, void* host_output,
-                            size_t output_stride, int threads) override;
+                            size_t output_stride, int threads, StopPoller* stop) override;
   absl::Status FinalStage(const GalleryBatch& batch, int latent, const void* latent_output, int begin, int end,
                           float* scores) const override;
   void EndSearch() override;

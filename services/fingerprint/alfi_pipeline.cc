@@ -31,10 +31,6 @@ double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::n
 
 size_t Align256(size_t n) { return (n + 255) / 256 * 256; }
 
-// NaN would break the strict weak ordering of the top-k selection; a NaN
-// score ranks last.
-float Sanitize(float s) { return std::isnan(s) ? -std::numeric_limits<float>::infinity() : s; }
-
 // fn(begin, end) over [0, n) in `grain` pieces: inline for threads == 1,
 // else on common/parallel.h's workers.
 void RunRange(int64_t n, int64_t grain, int threads, const std::function<void(int64_t, int64_t)>& fn) {
@@ -79,34 +75,6 @@ struct BatchInfo {
   size_t start_offset = 0;  // of its rebased start table in the concatenated tables
 };
 
-}  // namespace
-
-// --- Top-k -------------------------------------------------------------------
-
-std::vector<Candidate> TopK(const float* scores, int n, int k, int index_offset) {
-  std::vector<Candidate> all(std::max(0, n));
-  for (int i = 0; i < n; ++i) all[i] = {index_offset + i, Sanitize(scores[i])};
-  const int keep = std::max(0, std::min(k, n));
-  std::partial_sort(all.begin(), all.begin() + keep, all.end(), CandidateBefore);
-  all.resize(keep);
-  return all;
-}
-
-namespace {
-// Merges scores[0 .. n) of templates first.. into the sorted top-k `top`.
-void MergeTopK(const float* scores, int n, int first, int k, std::vector<Candidate>* top) {
-  std::vector<Candidate> fresh;
-  for (int i = 0; i < n; ++i) {
-    const Candidate c{first + i, Sanitize(scores[i])};
-    if (static_cast<int>(top->size()) >= k && !CandidateBefore(c, top->back())) continue;
-    fresh.push_back(c);
-  }
-  if (fresh.empty()) return;
-  top->insert(top->end(), fresh.begin(), fresh.end());
-  const int keep = std::min<int>(k, top->size());
-  std::partial_sort(top->begin(), top->begin() + keep, top->end(), CandidateBefore);
-  top->resize(keep);
-}
 }  // namespace
 
 std::string PipelineStats::ToString() const {
@@ -192,16 +160,18 @@ absl::Status LssBatchMatcher::Enqueue(const Stream& stream, const GalleryBatch& 
 }
 
 absl::Status LssBatchMatcher::ComputeOnCpu(const MccGallery& gallery, const GalleryBatch& batch, void* host_output,
-                                           size_t output_stride, int threads) {
+                                           size_t output_stride, int threads, StopPoller* stop) {
   const int nt = batch.num_templates;
   const int64_t n = static_cast<int64_t>(probes_.size()) * nt;
   RunRange(n, 64, threads, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
+      if (stop != nullptr && (i - b) % 64 == 0 && stop->ShouldStop()) return;
       const int l = static_cast<int>(i / nt), t = static_cast<int>(i % nt);
       float* out = reinterpret_cast<float*>(static_cast<uint8_t*>(host_output) + l * output_stride);
       out[t] = cpu::Score(probes_[l], gallery, batch.first_template + t, kind_, constants_);
     }
   });
+  if (stop != nullptr && stop->stopped()) return stop->status();
   return absl::OkStatus();
 }
 
@@ -550,6 +520,7 @@ size_t AlfiPipeline::device_bytes() const {
 
 absl::StatusOr<std::vector<std::vector<Candidate>>> AlfiPipeline::Search(BatchMatcher& matcher,
                                                                          const std::vector<MccTemplate>& latents,
+                                                                         const PipelineSearchOptions& search,
                                                                          PipelineStats* stats_out) {
   Impl& im = *impl_;
   std::lock_guard<std::mutex> search_lock(im.search_mu);
@@ -563,6 +534,9 @@ absl::StatusOr<std::vector<std::vector<Candidate>>> AlfiPipeline::Search(BatchMa
                                                      kMccMaxMinutiae, ")"));
     }
   }
+  if (search.top_k < 0) return absl::InvalidArgumentError("ALFI pipeline: top_k must be >= 0");
+  StopPoller* const stop = search.stop;
+  if (stop != nullptr && stop->StopNow()) return stop->status();
   std::vector<std::vector<Candidate>> top(L);
   const int B = static_cast<int>(im.batches.size());
   stats.latents = L;
@@ -591,7 +565,7 @@ absl::StatusOr<std::vector<std::vector<Candidate>>> AlfiPipeline::Search(BatchMa
   bool enqueue_done = false;
   absl::Status error;
   std::vector<float> scores(static_cast<size_t>(im.max_batch_templates) * L);
-  const int k_top = im.options.top_k;
+  const int k_top = search.top_k > 0 ? search.top_k : im.options.top_k;
 
   // Final stage and top-k merge of batch k (after its download).
   auto finish = [&](int k) -> absl::Status {
@@ -606,6 +580,7 @@ absl::StatusOr<std::vector<std::vector<Candidate>>> AlfiPipeline::Search(BatchMa
     absl::Status err;
     RunRange(static_cast<int64_t>(chunks) * L, 1, im.threads, [&](int64_t b, int64_t e) {
       for (int64_t p = b; p < e; ++p) {
+        if (stop != nullptr && stop->ShouldStop()) return;
         const int l = static_cast<int>(p / chunks), c = static_cast<int>(p % chunks);
         const int begin = c * grain, end = std::min(nt, begin + grain);
         absl::Status s = matcher.FinalStage(hb, l, out + l * stride, begin, end,
@@ -617,9 +592,10 @@ absl::StatusOr<std::vector<std::vector<Candidate>>> AlfiPipeline::Search(BatchMa
       }
     });
     TESSERA_RETURN_IF_ERROR(err);
+    if (stop != nullptr && stop->stopped()) return stop->status();
     RunRange(L, 1, im.threads, [&](int64_t b, int64_t e) {
       for (int64_t l = b; l < e; ++l) {
-        MergeTopK(scores.data() + static_cast<size_t>(l) * nt, nt, hb.first_template, k_top, &top[l]);
+        MergeTopK(scores.data() + static_cast<size_t>(l) * nt, nt, hb.first_template, k_top, &top[l], search.exclude);
       }
     });
     stats.final_stage_seconds += Now() - t0;
@@ -657,9 +633,19 @@ absl::StatusOr<std::vector<std::vector<Candidate>>> AlfiPipeline::Search(BatchMa
       // Host slot k % H is free once batch k - H is finished.
       const double w0 = Now();
       std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return finished >= k - H + 1 || !error.ok(); });
+      auto ready = [&] { return finished >= k - H + 1 || !error.ok(); };
+      if (stop == nullptr) {
+        cv.wait(lock, ready);
+      } else {
+        // Poll the stop while the finisher works through earlier batches.
+        while (!ready() && !stop->ShouldStop()) cv.wait_for(lock, std::chrono::milliseconds(2));
+        if (stop->StopNow() && error.ok()) error = stop->status();
+      }
       stats.slot_wait_seconds += Now() - w0;
-      if (!error.ok()) break;
+      if (!error.ok()) {
+        cv.notify_all();
+        break;
+      }
     }
     absl::Status s;
     if (im.cuda()) {
@@ -667,7 +653,7 @@ absl::StatusOr<std::vector<std::vector<Candidate>>> AlfiPipeline::Search(BatchMa
     } else {
       const double c0 = Now();
       void* out = im.host_slots[k % H].output->data();
-      s = matcher.ComputeOnCpu(*im.gallery, im.HostBatch(k), out, stride, im.threads);
+      s = matcher.ComputeOnCpu(*im.gallery, im.HostBatch(k), out, stride, im.threads, stop);
       stats.kernel_seconds += Now() - c0;
     }
     if (s.ok() && !overlap) s = finish(k);

@@ -38,6 +38,8 @@
 #include "common/device.h"
 #include "kernels/fingerprint/lss.h"
 #include "kernels/fingerprint/mcc.h"
+#include "services/fingerprint/search_control.h"
+#include "services/fingerprint/top_k.h"
 
 namespace tessera {
 namespace fingerprint {
@@ -82,8 +84,10 @@ class BatchMatcher {
                                size_t output_stride) = 0;
   // CPU: the same outputs computed on the host with `threads` threads.
   // `gallery` is the whole gallery (batch.first_template indexes it).
+  // `stop` (may be null) is polled inside; once it says stop, return its
+  // status (the outputs are then incomplete).
   virtual absl::Status ComputeOnCpu(const MccGallery& gallery, const GalleryBatch& batch, void* host_output,
-                                    size_t output_stride, int threads) = 0;
+                                    size_t output_stride, int threads, StopPoller* stop) = 0;
   // The final stage on the host: scores of templates [begin, end) of the
   // batch (host pointers) for latent `latent` from its downloaded output;
   // scores[i] belongs to template begin + i.
@@ -106,7 +110,7 @@ class LssBatchMatcher : public BatchMatcher {
   absl::Status Enqueue(const Stream& stream, const GalleryBatch& batch, void* device_output,
                        size_t output_stride) override;
   absl::Status ComputeOnCpu(const MccGallery& gallery, const GalleryBatch& batch, void* host_output,
-                            size_t output_stride, int threads) override;
+                            size_t output_stride, int threads, StopPoller* stop) override;
   absl::Status FinalStage(const GalleryBatch& batch, int latent, const void* latent_output, int begin, int end,
                           float* scores) const override;
   void EndSearch() override;
@@ -120,19 +124,6 @@ class LssBatchMatcher : public BatchMatcher {
   std::vector<LssProbe> probes_;
   std::unique_ptr<DeviceProbes> device_;
 };
-
-struct Candidate {
-  int template_index = 0;
-  float score = 0;
-  bool operator==(const Candidate& o) const { return template_index == o.template_index && score == o.score; }
-};
-// Orders candidates best first: higher score, then lower template index.
-inline bool CandidateBefore(const Candidate& a, const Candidate& b) {
-  return a.score > b.score || (a.score == b.score && a.template_index < b.template_index);
-}
-// The k best of scores[0 .. n) (index_offset added to the indices), best
-// first: the brute-force reference of a search.
-std::vector<Candidate> TopK(const float* scores, int n, int k, int index_offset = 0);
 
 struct PipelineOptions {
   Backend backend = Backend::kCpu;
@@ -149,6 +140,18 @@ struct PipelineOptions {
   // batches then skip the upload phase (kernels, downloads and the final
   // stage still overlap). For galleries that fit in device memory.
   bool resident = false;
+};
+
+// Per-call settings of AlfiPipeline::Search.
+struct PipelineSearchOptions {
+  int top_k = 0;  // candidates per latent; 0: PipelineOptions::top_k
+  // exclude[t] != 0: gallery template t is never a candidate (e.g. deleted);
+  // num_templates() entries; null: none excluded. Read while the search runs.
+  const uint8_t* exclude = nullptr;
+  // Polled before each batch, while waiting for a slot and between pieces of
+  // the final stage; a stop ends the search with its status (CANCELLED /
+  // DEADLINE_EXCEEDED) once the batches already queued on the GPU are done.
+  StopPoller* stop = nullptr;
 };
 
 // Per-search timings. Phase times are summed over batches: GPU phases from
@@ -193,6 +196,12 @@ class AlfiPipeline {
   // calls run one after the other.
   absl::StatusOr<std::vector<std::vector<Candidate>>> Search(BatchMatcher& matcher,
                                                              const std::vector<MccTemplate>& latents,
+                                                             PipelineStats* stats = nullptr) {
+    return Search(matcher, latents, PipelineSearchOptions{}, stats);
+  }
+  absl::StatusOr<std::vector<std::vector<Candidate>>> Search(BatchMatcher& matcher,
+                                                             const std::vector<MccTemplate>& latents,
+                                                             const PipelineSearchOptions& search,
                                                              PipelineStats* stats = nullptr);
 
   int num_templates() const;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <thread>
@@ -203,9 +204,9 @@ TEST_F(AlfiPipelineCpu, FinalStageErrorsPropagate) {
 class SlowMatcher : public LssBatchMatcher {
  public:
   absl::Status ComputeOnCpu(const MccGallery& gallery, const GalleryBatch& batch, void* out, size_t stride,
-                            int threads) override {
+                            int threads, StopPoller* stop) override {
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
-    return LssBatchMatcher::ComputeOnCpu(gallery, batch, out, stride, threads);
+    return LssBatchMatcher::ComputeOnCpu(gallery, batch, out, stride, threads, stop);
   }
   absl::Status FinalStage(const GalleryBatch& batch, int latent, const void* out, int begin, int end,
                           float* scores) const override {
@@ -236,6 +237,70 @@ TEST_F(AlfiPipelineCpu, FinalStageOverlapsTheNextBatch) {
   EXPECT_LT(wall[1], 0.8 * wall[0]);
   EXPECT_GT(stats[1].overlap_ratio(), 1.3);
   EXPECT_LT(stats[0].overlap_ratio(), 1.1);
+}
+
+// Counts CPU batches and cancels the search once the first one is computed.
+class CancellingMatcher : public LssBatchMatcher {
+ public:
+  explicit CancellingMatcher(std::atomic<bool>* cancel) : cancel_(cancel) {}
+  absl::Status ComputeOnCpu(const MccGallery& gallery, const GalleryBatch& batch, void* out, size_t stride,
+                            int threads, StopPoller* stop) override {
+    ++batches;
+    absl::Status s = LssBatchMatcher::ComputeOnCpu(gallery, batch, out, stride, threads, stop);
+    *cancel_ = true;
+    return s;
+  }
+  int batches = 0;
+
+ private:
+  std::atomic<bool>* cancel_;
+};
+
+TEST_F(AlfiPipelineCpu, StopsBetweenBatchesWhenCancelled) {
+  for (bool overlap : {true, false}) {
+    PipelineOptions o;
+    o.batch_templates = 10;  // 14 batches
+    o.overlap = overlap;
+    auto p = AlfiPipeline::Create(gallery_, o);
+    ASSERT_TRUE(p.ok());
+    std::atomic<bool> cancel{false};
+    SearchControl control;
+    control.check = CancelFlagCheck(&cancel);
+    StopPoller stop(&control);
+    PipelineSearchOptions search;
+    search.stop = &stop;
+    CancellingMatcher matcher(&cancel);
+    auto got = (*p)->Search(matcher, latents_, search);
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kCancelled) << got.status();
+    EXPECT_EQ(matcher.batches, 1) << "overlap " << overlap;
+    // The pipeline is usable again afterwards.
+    LssBatchMatcher plain;
+    EXPECT_TRUE((*p)->Search(plain, latents_).ok());
+  }
+}
+
+TEST_F(AlfiPipelineCpu, ExcludedTemplatesAndPerCallTopK) {
+  std::vector<uint8_t> exclude(gallery_->num_templates(), 0);
+  for (int t = 0; t < gallery_->num_templates(); t += 4) exclude[t] = 1;  // latents 0 and 100 find no self
+  const auto all = BruteForce(*gallery_, latents_, MccScore::kLssR, gallery_->num_templates());
+  PipelineOptions o;
+  o.batch_templates = 16;
+  o.top_k = 3;
+  auto p = AlfiPipeline::Create(gallery_, o);
+  ASSERT_TRUE(p.ok());
+  PipelineSearchOptions search;
+  search.top_k = 12;
+  search.exclude = exclude.data();
+  LssBatchMatcher matcher;
+  auto got = (*p)->Search(matcher, latents_, search);
+  ASSERT_TRUE(got.ok()) << got.status();
+  for (size_t l = 0; l < latents_.size(); ++l) {
+    std::vector<Candidate> want;
+    for (const Candidate& c : all[l]) {
+      if (!exclude[c.template_index] && want.size() < 12) want.push_back(c);
+    }
+    EXPECT_EQ((*got)[l], want) << "latent " << l;
+  }
 }
 
 TEST(TopK, OrdersByScoreThenIndex) {

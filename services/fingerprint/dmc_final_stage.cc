@@ -310,7 +310,7 @@ DmcTemplateScore ScoreTemplateFinalStage(const DmcLatent& latent, const DmcBatch
 
 absl::Status ScoreBatchFinalStage(const DmcLatent& latent, const DmcBatchView& batch, const DmcKernelResults& results,
                                   const LssConstants& lss, const DmcFinalStageParams& params, int threads,
-                                  float* scores) {
+                                  float* scores, StopPoller* stop) {
   TESSERA_RETURN_IF_ERROR(ValidateDmcBatch(latent.view(), batch));
   if (batch.num_templates > 0 && scores == nullptr) return absl::InvalidArgumentError("DMC final stage: no scores");
   if (batch.num_cylinders > 0 && (results.best_latent == nullptr || results.similarity == nullptr ||
@@ -329,6 +329,7 @@ absl::Status ScoreBatchFinalStage(const DmcLatent& latent, const DmcBatchView& b
   }
   auto score_range = [&](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t) {
+      if (stop != nullptr && stop->ShouldStop()) return;
       scores[t] = ScoreTemplateFinalStage(latent, batch, results, static_cast<int>(t), lss, params).score;
     }
   };
@@ -337,6 +338,7 @@ absl::Status ScoreBatchFinalStage(const DmcLatent& latent, const DmcBatchView& b
   } else {
     ParallelForDynamic(batch.num_templates, 8, score_range);
   }
+  if (stop != nullptr && stop->stopped()) return stop->status();
   return absl::OkStatus();
 }
 

@@ -49,6 +49,7 @@
 #include "kernels/fingerprint/dmc.h"
 #include "kernels/fingerprint/lss.h"
 #include "kernels/fingerprint/mcc.h"
+#include "services/fingerprint/search_control.h"
 
 namespace tessera {
 namespace fingerprint {
@@ -100,10 +101,13 @@ DmcTemplateScore ScoreTemplateFinalStage(const DmcLatent& latent, const DmcBatch
 // Scores every template of the batch into scores[0 .. num_templates):
 // threads = 1 inline on the calling thread, otherwise common/parallel.h's
 // ParallelForDynamic over templates (CpuThreads() workers).
-// INVALID_ARGUMENT for inconsistent inputs.
+// INVALID_ARGUMENT for inconsistent inputs. `stop` (may be null) is polled
+// between templates; once it says stop, its status is returned (the scores
+// are then incomplete).
 absl::Status ScoreBatchFinalStage(const DmcLatent& latent, const DmcBatchView& batch,
                                   const DmcKernelResults& results, const LssConstants& mcc_lss,
-                                  const DmcFinalStageParams& params, int threads, float* scores);
+                                  const DmcFinalStageParams& params, int threads, float* scores,
+                                  StopPoller* stop = nullptr);
 
 }  // namespace fingerprint
 }  // namespace tessera

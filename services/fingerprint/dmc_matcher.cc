@@ -20,15 +20,18 @@ absl::StatusOr<DmcMatcher> DmcMatcher::Create(const DmcMatcherOptions& options) 
   return m;
 }
 
-absl::Status DmcMatcher::ScoreGallery(const Stream& stream, const DmcLatent& latent, const MccGallery& gallery,
-                                      float* scores) const {
-  const int total = gallery.num_templates();
+absl::Status DmcMatcher::ScoreRange(const Stream& stream, const DmcLatent& latent, const MccGallery& gallery,
+                                    int range_begin, int range_end, float* scores, StopPoller* stop) const {
+  if (range_begin < 0 || range_end > gallery.num_templates() || range_begin > range_end) {
+    return absl::InvalidArgumentError("DmcMatcher::ScoreRange: range outside the gallery");
+  }
   std::vector<int32_t> start;
   std::vector<int16_t> best;
   std::vector<float> sim, quality;
   std::vector<uint8_t> count, members;
-  for (int begin = 0; begin < total; begin += options_.batch_templates) {
-    const int end = std::min(total, begin + options_.batch_templates);
+  for (int begin = range_begin; begin < range_end; begin += options_.batch_templates) {
+    if (stop != nullptr && stop->StopNow()) return stop->status();
+    const int end = std::min(range_end, begin + options_.batch_templates);
     const int n = gallery.start[end] - gallery.start[begin];
     best.resize(n);
     sim.resize(n);
@@ -40,7 +43,7 @@ absl::Status DmcMatcher::ScoreGallery(const Stream& stream, const DmcLatent& lat
         RunDmcKernelsOnGallery(stream, latent, gallery, begin, end, constants_, results, options_.threads));
     const DmcBatchView batch = HostBatchView(gallery, begin, end, &start);
     TESSERA_RETURN_IF_ERROR(ScoreBatchFinalStage(latent, batch, results, lss_, options_.final_stage,
-                                                 options_.threads, scores + begin));
+                                                 options_.threads, scores + (begin - range_begin), stop));
   }
   return absl::OkStatus();
 }

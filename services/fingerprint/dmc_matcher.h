@@ -14,6 +14,7 @@
 #include "kernels/fingerprint/lss.h"
 #include "kernels/fingerprint/mcc.h"
 #include "services/fingerprint/dmc_final_stage.h"
+#include "services/fingerprint/search_control.h"
 
 namespace tessera {
 namespace fingerprint {
@@ -40,7 +41,14 @@ class DmcMatcher {
   // Scores the latent against every template of `gallery` into
   // scores[0 .. num_templates) with the kernels on `stream`'s backend.
   absl::Status ScoreGallery(const Stream& stream, const DmcLatent& latent, const MccGallery& gallery,
-                            float* scores) const;
+                            float* scores) const {
+    return ScoreRange(stream, latent, gallery, 0, gallery.num_templates(), scores);
+  }
+  // Templates [begin, end) of `gallery` into scores[0 .. end - begin), batch
+  // by batch. `stop` (may be null) is polled before each batch and inside
+  // the final stage; once it says stop, its status is returned.
+  absl::Status ScoreRange(const Stream& stream, const DmcLatent& latent, const MccGallery& gallery, int begin,
+                          int end, float* scores, StopPoller* stop = nullptr) const;
   absl::StatusOr<std::vector<float>> ScoreGallery(const Stream& stream, const MccTemplate& latent,
                                                   const MccGallery& gallery) const;
 

@@ -15,7 +15,9 @@
 #include "common/parallel.h"
 #include "common/status.h"
 #include "kernels/fingerprint/lss.h"
+#include "services/fingerprint/alfi_pipeline.h"
 #include "services/fingerprint/dmc_matcher.h"
+#include "services/fingerprint/top_k.h"
 
 namespace tessera {
 namespace fingerprint {
@@ -38,8 +40,12 @@ enum class Scorer { kLssR, kDmc };
 
 class MccSearcher final : public GallerySearcher {
  public:
-  MccSearcher(Scorer default_scorer, std::optional<Stream> gpu, DmcMatcher dmc)
-      : default_(default_scorer), gpu_(std::move(gpu)), constants_(MakeLssConstants({}, mcc_)), dmc_(std::move(dmc)) {}
+  MccSearcher(Scorer default_scorer, std::optional<Stream> gpu, DmcMatcher dmc, int chunk_templates)
+      : default_(default_scorer),
+        gpu_(std::move(gpu)),
+        constants_(MakeLssConstants({}, mcc_)),
+        dmc_(std::move(dmc)),
+        chunk_templates_(chunk_templates) {}
 
   std::string matcher() const override { return default_ == Scorer::kDmc ? "dmc" : "lssr"; }
   std::vector<std::string> matchers() const override { return {"lssr", "dmc"}; }
@@ -97,14 +103,19 @@ class MccSearcher final : public GallerySearcher {
     return out;
   }
 
+  using GallerySearcher::Search;
+
   absl::StatusOr<std::vector<std::vector<SearchCandidate>>> Search(const std::vector<std::vector<MinutiaPoint>>& probes,
-                                                                   int top_k, SearchStats* stats,
-                                                                   absl::string_view matcher) override {
-    TESSERA_ASSIGN_OR_RETURN(const Scorer scorer, PickScorer(matcher));
+                                                                   const SearchOptions& options,
+                                                                   SearchStats* stats) override {
+    TESSERA_ASSIGN_OR_RETURN(const Scorer scorer, PickScorer(options.matcher));
+    const int top_k = options.top_k;
     if (top_k < 1) return absl::InvalidArgumentError(absl::StrCat("top_k must be at least 1, got ", top_k));
     for (size_t i = 0; i < probes.size(); ++i) {
       TESSERA_RETURN_IF_ERROR(Annotate(ValidateMccInput(probes[i], mcc_), absl::StrCat("probe ", i)));
     }
+    StopPoller stop(options.control);
+    if (stop.StopNow()) return stop.status();
     auto t0 = std::chrono::steady_clock::now();
     std::vector<const std::vector<MinutiaPoint>*> inputs;
     for (const auto& p : probes) inputs.push_back(&p);
@@ -123,34 +134,27 @@ class MccSearcher final : public GallerySearcher {
       }
     }
     const double prepare_seconds = Seconds(t0);
+    if (stop.StopNow()) return stop.status();
 
     t0 = std::chrono::steady_clock::now();
-    std::vector<std::vector<SearchCandidate>> results(probes.size());
+    const int num_probes = static_cast<int>(probes.size());
+    std::vector<std::vector<Candidate>> tops(num_probes);
+    Run run{options.control, &stop, top_k, std::vector<int>(num_probes, 0), &tops};
     std::string backend = "cpu";
     std::shared_lock<std::shared_mutex> lock(mu_);
-    const int n = gallery_.num_templates();
-    std::vector<float> scores(n);
-    std::vector<std::pair<float, int>> ranked;
-    for (size_t p = 0; p < probes.size() && !slot_of_.empty(); ++p) {
-      if (scorer == Scorer::kDmc) {
-        std::lock_guard<std::mutex> device_lock(device_mu_);  // one user of the GPU stream at a time
-        TESSERA_RETURN_IF_ERROR(dmc_.ScoreGallery(gpu_ ? *gpu_ : cpu_stream_, latents[p], gallery_, scores.data()));
-        if (gpu_) backend = "cuda";
-      } else if (ScoreOnGpuLocked(prepared[p], scores.data())) {
-        backend = "cuda";
+    if (!slot_of_.empty() && num_probes > 0) {
+      if (scorer == Scorer::kLssR) {
+        if (gpu_ && ScoreOnGpuLocked(built, run)) backend = "cuda";
+        if (stop.stopped()) return stop.status();
+        TESSERA_RETURN_IF_ERROR(ScoreLssrOnCpuLocked(prepared, run));
       } else {
-        cpu::ScoreGallery(prepared[p], gallery_, MccScore::kLssR, constants_, scores.data(), /*threads=*/0);
+        TESSERA_RETURN_IF_ERROR(ScoreDmcLocked(latents, run));
+        if (gpu_) backend = "cuda";
       }
-      ranked.clear();
-      for (int t = 0; t < n; ++t) {
-        if (!deleted_[t]) ranked.emplace_back(scores[t], t);
-      }
-      const size_t k = std::min<size_t>(top_k, ranked.size());
-      std::partial_sort(ranked.begin(), ranked.begin() + k, ranked.end(),
-                        [](const std::pair<float, int>& a, const std::pair<float, int>& b) {
-                          return a.first != b.first ? a.first > b.first : a.second < b.second;
-                        });
-      for (size_t i = 0; i < k; ++i) results[p].push_back({ids_[ranked[i].second], ranked[i].first});
+    }
+    std::vector<std::vector<SearchCandidate>> results(num_probes);
+    for (int p = 0; p < num_probes; ++p) {
+      for (const Candidate& c : tops[p]) results[p].push_back({ids_[c.template_index], c.score});
     }
     if (stats != nullptr) {
       stats->gallery_templates = static_cast<int64_t>(slot_of_.size());
@@ -158,6 +162,7 @@ class MccSearcher final : public GallerySearcher {
       stats->score_seconds = Seconds(t0);
       stats->backend = backend;
       stats->matcher = scorer == Scorer::kDmc ? "dmc" : "lssr";
+      stats->chunks = run.chunks;
     }
     return results;
   }
@@ -248,38 +253,185 @@ class MccSearcher final : public GallerySearcher {
     ++generation_;
   }
 
-  // Scores on the GPU when there is one: templates [0, uploaded) from the
-  // device copy, the rest on the CPU. False: use the CPU for everything.
-  bool ScoreOnGpuLocked(const LssProbe& probe, float* scores) {
-    if (!gpu_) return false;
-    std::lock_guard<std::mutex> device_lock(device_mu_);
-    const int n = gallery_.num_templates();
-    const int stale = n - device_templates_;
-    if (!device_ || device_generation_ != generation_ || stale > std::max(1024, device_templates_ / 8)) {
-      device_.reset();
-      absl::StatusOr<MccDeviceGallery> uploaded = MccDeviceGallery::Upload(gallery_, *gpu_);
-      if (!uploaded.ok()) {
-        TESSERA_LOG(WARNING) << "fingerprint search: gallery upload failed, scoring on the CPU: "
-                             << uploaded.status();
-        return false;
-      }
-      device_.emplace(std::move(*uploaded));
-      device_templates_ = n;
-      device_generation_ = generation_;
+  // The state of one Search call shared by its scoring steps.
+  struct Run {
+    const SearchControl* control;
+    StopPoller* stop;
+    int top_k;
+    std::vector<int> cpu_begin;  // per probe: templates before this were scored on the GPU
+    std::vector<std::vector<Candidate>>* tops;
+    int64_t chunks = 0;
+
+    bool Wanted(int p) const { return control == nullptr || !control->probe_wanted || control->probe_wanted(p); }
+    void Progress(int64_t done, int64_t total) const {
+      if (control != nullptr && control->progress) control->progress(done, total);
     }
-    absl::Status s = ScoreGallery(*gpu_, probe, *device_, MccScore::kLssR, constants_, scores);
-    if (!s.ok()) {
-      // e.g. a probe too large for the kernel's shared-memory matrix.
-      TESSERA_LOG(DEBUG) << "fingerprint search on the GPU failed, using the CPU: " << s;
+  };
+
+  // LSS-R of templates [run.cpu_begin[p], n) for every wanted probe p, chunk
+  // by chunk; each chunk is scored template-major (one template against all
+  // probes in turn) on all cores.
+  absl::Status ScoreLssrOnCpuLocked(const std::vector<LssProbe>& prepared, Run& run) {
+    const int n = gallery_.num_templates();
+    const int num_probes = static_cast<int>(prepared.size());
+    int from = n;
+    for (int p = 0; p < num_probes; ++p) from = std::min(from, run.cpu_begin[p]);
+    const int chunk = chunk_templates_ > 0 ? chunk_templates_
+                                           : static_cast<int>(std::clamp<int64_t>(
+                                                 kScoresPerChunk / std::max(1, num_probes), 256, 65536));
+    std::vector<float> scores;
+    std::vector<int> active;
+    StopPoller& stop = *run.stop;
+    for (int b = from; b < n; b += chunk) {
+      const int e = std::min(n, b + chunk);
+      if (stop.StopNow()) return stop.status();
+      active.clear();
+      bool any_left = false;
+      for (int p = 0; p < num_probes; ++p) {
+        if (run.cpu_begin[p] >= n || !run.Wanted(p)) continue;
+        any_left = true;
+        if (run.cpu_begin[p] < e) active.push_back(p);
+      }
+      if (!any_left) break;
+      if (active.empty()) continue;
+      const int len = e - b;
+      const int num_active = static_cast<int>(active.size());
+      scores.assign(static_cast<size_t>(num_active) * len, 0.0f);
+      ParallelForDynamic(static_cast<int64_t>(num_active) * len, 64, [&](int64_t lo, int64_t hi, int) {
+        if (stop.ShouldStop()) return;
+        for (int64_t i = lo; i < hi; ++i) {
+          const int t = static_cast<int>(i / num_active), a = static_cast<int>(i % num_active);
+          const int p = active[a];
+          if (b + t < run.cpu_begin[p]) continue;
+          scores[static_cast<size_t>(a) * len + t] = cpu::Score(prepared[p], gallery_, b + t, MccScore::kLssR, constants_);
+        }
+      });
+      if (stop.stopped()) return stop.status();
+      for (int a = 0; a < num_active; ++a) {
+        const int p = active[a];
+        const int lo = std::max(b, run.cpu_begin[p]);
+        MergeTopK(scores.data() + static_cast<size_t>(a) * len + (lo - b), e - lo, lo, run.top_k, &(*run.tops)[p],
+                  deleted_.data());
+      }
+      ++run.chunks;
+      run.Progress(e, n);
+    }
+    return absl::OkStatus();
+  }
+
+  // DMC of the whole gallery for every wanted probe, chunk by chunk (kernels
+  // on the GPU stream when there is one, one user at a time).
+  absl::Status ScoreDmcLocked(const std::vector<DmcLatent>& latents, Run& run) {
+    const int n = gallery_.num_templates();
+    const int num_probes = static_cast<int>(latents.size());
+    const int chunk = chunk_templates_ > 0 ? chunk_templates_ : std::max(1, dmc_.options().batch_templates);
+    std::vector<float> scores(std::min(n, chunk));
+    StopPoller& stop = *run.stop;
+    for (int b = 0; b < n; b += chunk) {
+      const int e = std::min(n, b + chunk);
+      bool any = false;
+      for (int p = 0; p < num_probes; ++p) {
+        if (stop.StopNow()) return stop.status();
+        if (!run.Wanted(p)) continue;
+        any = true;
+        {
+          std::unique_lock<std::mutex> device_lock(device_mu_, std::defer_lock);
+          if (gpu_) device_lock.lock();
+          TESSERA_RETURN_IF_ERROR(
+              dmc_.ScoreRange(gpu_ ? *gpu_ : cpu_stream_, latents[p], gallery_, b, e, scores.data(), &stop));
+        }
+        MergeTopK(scores.data(), e - b, b, run.top_k, &(*run.tops)[p], deleted_.data());
+      }
+      if (!any) break;
+      ++run.chunks;
+      run.Progress(e, n);
+    }
+    return absl::OkStatus();
+  }
+
+  // LSS-R through the ALFI pipeline on the GPU: templates [0, T) of the
+  // pipeline's gallery for every wanted probe that fits the CUDA kernel
+  // (run.cpu_begin becomes T for those; the CPU scores the rest). False when
+  // the GPU scored nothing (no pipeline, or it failed: the CPU takes over).
+  bool ScoreOnGpuLocked(const std::vector<MccTemplate>& built, Run& run) {
+    std::lock_guard<std::mutex> device_lock(device_mu_);
+    if (!EnsurePipelineLocked()) return false;
+    const int limit = kLssCudaMaxMatrixEntries / std::max(1, pipeline_max_template_size_);
+    std::vector<int> on_gpu;
+    for (int p = 0; p < static_cast<int>(built.size()); ++p) {
+      if (run.Wanted(p) && static_cast<int>(built[p].cylinders.size()) <= limit) on_gpu.push_back(p);
+    }
+    bool scored = false;
+    // Groups bound the pipeline's output buffers (latents x batch templates).
+    for (size_t g = 0; g < on_gpu.size(); g += kPipelineLatentsPerCall) {
+      const size_t g_end = std::min(on_gpu.size(), g + kPipelineLatentsPerCall);
+      std::vector<MccTemplate> latents;
+      for (size_t i = g; i < g_end; ++i) latents.push_back(built[on_gpu[i]]);
+      LssBatchMatcher matcher(MccScore::kLssR, {}, mcc_);
+      PipelineSearchOptions search;
+      search.top_k = run.top_k;
+      search.exclude = deleted_.data();
+      search.stop = run.stop;
+      absl::StatusOr<std::vector<std::vector<Candidate>>> got = pipeline_->Search(matcher, latents, search);
+      if (run.stop->stopped()) return scored;
+      if (!got.ok()) {
+        TESSERA_LOG(WARNING) << "fingerprint search: the GPU pipeline failed, scoring on the CPU: " << got.status();
+        pipeline_.reset();
+        return scored;
+      }
+      for (size_t i = g; i < g_end; ++i) {
+        (*run.tops)[on_gpu[i]] = std::move((*got)[i - g]);
+        run.cpu_begin[on_gpu[i]] = pipeline_templates_;
+      }
+      scored = true;
+      ++run.chunks;
+      run.Progress(pipeline_templates_, gallery_.num_templates());
+    }
+    return scored;
+  }
+
+  // A pipeline over the current arrays, rebuilt after a compaction or once
+  // more than max(1024, 1/8) of its templates have been appended since.
+  // Under device_mu_ and a shared mu_. False: none (the CPU scores).
+  bool EnsurePipelineLocked() {
+    const int n = gallery_.num_templates();
+    const int stale = n - pipeline_templates_;
+    if (pipeline_ && pipeline_generation_ == generation_ && stale <= std::max(1024, pipeline_templates_ / 8)) {
+      return true;
+    }
+    pipeline_.reset();
+    if (n == 0) return false;
+    PipelineOptions po;
+    po.backend = Backend::kCuda;
+    po.ordinal = gpu_->ordinal();
+    po.batch_templates = kPipelineBatchTemplates;
+    po.top_k = 1;  // each search sets its own
+    po.resident = true;
+    // The CUDA pipeline copies the arrays during Create and never reads them
+    // again, so a non-owning pointer is enough (mu_ is held).
+    std::shared_ptr<const MccGallery> arrays(&gallery_, [](const MccGallery*) {});
+    absl::StatusOr<std::unique_ptr<AlfiPipeline>> created = AlfiPipeline::Create(arrays, po);
+    if (!created.ok()) {
+      TESSERA_LOG(INFO) << "fingerprint search: gallery not resident on the GPU (" << created.status()
+                        << "); streaming it from pinned memory";
+      po.resident = false;
+      created = AlfiPipeline::Create(arrays, po);
+    }
+    if (!created.ok()) {
+      TESSERA_LOG(WARNING) << "fingerprint search: no GPU pipeline, scoring on the CPU: " << created.status();
       return false;
     }
-    ParallelFor(n - device_templates_, [&](int64_t begin, int64_t end, int) {
-      for (int64_t t = device_templates_ + begin; t < device_templates_ + end; ++t) {
-        scores[t] = cpu::Score(probe, gallery_, static_cast<int>(t), MccScore::kLssR, constants_);
-      }
-    }, 64);
+    pipeline_ = std::move(*created);
+    pipeline_templates_ = n;
+    pipeline_generation_ = generation_;
+    pipeline_max_template_size_ = gallery_.max_template_size();
     return true;
   }
+
+  // CPU LSS-R: scores held per chunk (probes x templates) at most.
+  static constexpr int64_t kScoresPerChunk = int64_t{1} << 21;
+  static constexpr int kPipelineBatchTemplates = 65536;
+  static constexpr size_t kPipelineLatentsPerCall = 256;
 
   const MccParams mcc_;
   const Scorer default_;
@@ -287,6 +439,7 @@ class MccSearcher final : public GallerySearcher {
   const Stream cpu_stream_ = Stream::Cpu();
   const LssConstants constants_;
   const DmcMatcher dmc_;
+  const int chunk_templates_;
   mutable std::shared_mutex mu_;  // everything below, except the device state
   MccGallery gallery_;
   std::vector<std::string> ids_;  // per slot (template index of gallery_)
@@ -295,10 +448,11 @@ class MccSearcher final : public GallerySearcher {
   std::unordered_map<std::string, int> slot_of_;  // live ids
   uint64_t generation_ = 0;                       // bumped by RebuildLocked
 
-  std::mutex device_mu_;  // the GPU copy (under a shared mu_ lock)
-  std::optional<MccDeviceGallery> device_;
-  int device_templates_ = 0;
-  uint64_t device_generation_ = 0;
+  std::mutex device_mu_;  // the GPU stream and pipeline (under a shared mu_ lock)
+  std::unique_ptr<AlfiPipeline> pipeline_;
+  int pipeline_templates_ = 0;
+  uint64_t pipeline_generation_ = 0;
+  int pipeline_max_template_size_ = 0;
 };
 
 }  // namespace
@@ -319,8 +473,9 @@ absl::StatusOr<std::unique_ptr<GallerySearcher>> CreateSearcher(const SearcherOp
   DmcMatcherOptions dmc_options;
   dmc_options.threads = 0;  // all cores for the CPU kernels and the final stage
   TESSERA_ASSIGN_OR_RETURN(DmcMatcher dmc, DmcMatcher::Create(dmc_options));
-  return std::unique_ptr<GallerySearcher>(new MccSearcher(
-      options.matcher == "dmc" ? Scorer::kDmc : Scorer::kLssR, std::move(gpu), std::move(dmc)));
+  if (options.chunk_templates < 0) return absl::InvalidArgumentError("chunk_templates must be >= 0");
+  return std::unique_ptr<GallerySearcher>(new MccSearcher(options.matcher == "dmc" ? Scorer::kDmc : Scorer::kLssR,
+                                                          std::move(gpu), std::move(dmc), options.chunk_templates));
 }
 
 }  // namespace fingerprint

@@ -11,12 +11,20 @@
 // descriptors of new templates are built before the lock, on all cores).
 // Scores, over the same arrays:
 //   "lssr": LSS-R (kernels/fingerprint/lss.h) on all CPU cores, or with a GPU
-//     present (device "auto"/"cuda") on an MccDeviceGallery that is
-//     re-uploaded when enough templates have been appended since the last
-//     upload; templates appended after it are scored on the CPU, so results
-//     never lag;
+//     present (device "auto"/"cuda") through the ALFI dual-stream pipeline
+//     (alfi_pipeline.h, gallery resident on the GPU when it fits, else
+//     streamed from pinned memory), rebuilt when enough templates have been
+//     appended since it was built; templates appended after it are scored
+//     on the CPU, so results never lag;
 //   "dmc": deformable minutiae clustering (dmc_matcher.h: kernels 2-4 on the
 //     CPU or the GPU stream, CPU final stage on all cores).
+// A call with many probes is one batch: on the CPU the gallery is scored
+// chunk by chunk against every probe (each template's cylinders are read
+// once per chunk for all probes), on the GPU every uploaded pipeline batch
+// is scored for all probes. Each call may bring a SearchControl
+// (search_control.h): it is polled between chunks, probes and pipeline
+// batches and inside the parallel loops, so an abandoned call stops within
+// milliseconds of work.
 #ifndef TESSERA_SERVICES_FINGERPRINT_SEARCHER_H_
 #define TESSERA_SERVICES_FINGERPRINT_SEARCHER_H_
 
@@ -31,6 +39,7 @@
 #include "absl/strings/string_view.h"
 #include "kernels/fingerprint/mcc.h"
 #include "services/fingerprint/gallery_store.h"
+#include "services/fingerprint/search_control.h"
 
 namespace tessera {
 namespace fingerprint {
@@ -46,6 +55,15 @@ struct SearchStats {
   double score_seconds = 0;       // scoring + top-k, all probes
   std::string backend;            // "cpu" or "cuda"
   std::string matcher;            // "lssr" or "dmc"
+  int64_t chunks = 0;             // gallery chunks scored on the CPU plus pipeline runs on the GPU
+};
+
+struct SearchOptions {
+  int top_k = 10;       // >= 1
+  std::string matcher;  // empty for the default, else one of matchers()
+  // Cancellation, per-probe interest and progress (search_control.h); not
+  // owned, may be null (the search runs to the end).
+  const SearchControl* control = nullptr;
 };
 
 class GallerySearcher {
@@ -76,12 +94,23 @@ class GallerySearcher {
   virtual std::vector<std::pair<std::string, uint64_t>> Entries() const = 0;
 
   // The top_k (>= 1) best gallery templates of each probe, best first (ties:
-  // earlier enrolled first), results in the order of `probes`; all probes
-  // see the same gallery. An empty gallery gives empty lists. `matcher`:
-  // empty for the default, else one of matchers() (INVALID_ARGUMENT if not).
+  // earlier enrolled first, top_k.h), results in the order of `probes`; all
+  // probes see the same gallery. An empty gallery gives empty lists.
+  // INVALID_ARGUMENT for an unknown matcher, top_k < 1 or a bad probe;
+  // the control's status (CANCELLED, DEADLINE_EXCEEDED) when it stopped the
+  // search.
   virtual absl::StatusOr<std::vector<std::vector<SearchCandidate>>> Search(
-      const std::vector<std::vector<MinutiaPoint>>& probes, int top_k, SearchStats* stats = nullptr,
-      absl::string_view matcher = "") = 0;
+      const std::vector<std::vector<MinutiaPoint>>& probes, const SearchOptions& options,
+      SearchStats* stats = nullptr) = 0;
+  // The same without a control. `matcher`: empty for the default.
+  absl::StatusOr<std::vector<std::vector<SearchCandidate>>> Search(const std::vector<std::vector<MinutiaPoint>>& probes,
+                                                                   int top_k, SearchStats* stats = nullptr,
+                                                                   absl::string_view matcher = "") {
+    SearchOptions options;
+    options.top_k = top_k;
+    options.matcher = std::string(matcher);
+    return Search(probes, options, stats);
+  }
   // 1:1 score of a probe against an enrolled id (NOT_FOUND) or two templates.
   virtual absl::StatusOr<float> VerifyId(const std::vector<MinutiaPoint>& probe, absl::string_view id,
                                          absl::string_view matcher = "") = 0;
@@ -101,6 +130,10 @@ class GallerySearcher {
 struct SearcherOptions {
   std::string matcher = "lssr";  // the default scorer: "lssr" or "dmc"
   std::string device = "auto";  // "auto", "cpu" or "cuda" (scoring backend)
+  // Templates per CPU chunk (between two polls of a SearchControl); 0:
+  // automatic (LSS-R: ~2 M scores per chunk over all probes; DMC: its
+  // kernel batch). Tests use small ones.
+  int chunk_templates = 0;
 };
 
 // INVALID_ARGUMENT for an unknown matcher (listing the known ones);

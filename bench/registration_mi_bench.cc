@@ -10,7 +10,7 @@
 // Times are medians of N wall-clock timings of the whole call (launches and
 // the final synchronisation included) after one warm-up call. "extra MiB" is
 // the device memory an operation allocates beyond its inputs and outputs:
-// peak of the tracked Buffer allocations (GetDeviceMemoryStats) during its
+// peak of the tracked Buffer allocations (DeviceMemoryTracker) during its
 // first call. The unfused variant is skipped, and said so, when its tables do
 // not fit in free device memory. Without a GPU it prints why and exits 0.
 #include <algorithm>
@@ -73,12 +73,12 @@ double MedianMs(const std::function<absl::Status()>& fn, const Stream& stream, i
 
 // Extra device bytes during one call of fn.
 size_t ExtraBytes(const std::function<absl::Status()>& fn, const Stream& stream, absl::Status* status) {
-  const size_t before = GetDeviceMemoryStats(stream.ordinal()).current_bytes;
-  ResetDevicePeak(stream.ordinal());
+  auto tracker = std::make_shared<DeviceMemoryTracker>();
+  ScopedDeviceMemoryCharge charge(tracker);
   absl::Status s = fn();
   if (s.ok()) s = stream.Synchronize();
   if (!s.ok()) *status = s;
-  return GetDeviceMemoryStats(stream.ordinal()).peak_bytes - before;
+  return tracker->peak_bytes();
 }
 
 // A brain-like pair: 40% constant background, smooth structure plus hashed

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -50,7 +51,33 @@ void TrackFree(int ordinal, size_t bytes) {
 
 constexpr size_t kHostAlignment = 64;  // cache line; also enough for AVX-512 loads
 
+// The innermost open ScopedDeviceMemoryCharge of this thread.
+std::shared_ptr<DeviceMemoryTracker>& ThreadTracker() {
+  thread_local std::shared_ptr<DeviceMemoryTracker> tracker;
+  return tracker;
+}
+
 }  // namespace
+
+void DeviceMemoryTracker::Charge(size_t bytes) {
+  const size_t now = current_.fetch_add(bytes) + bytes;
+  size_t peak = peak_.load();
+  while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
+  }
+  if (parent_ != nullptr) parent_->Charge(bytes);
+}
+
+void DeviceMemoryTracker::Release(size_t bytes) {
+  current_.fetch_sub(bytes);
+  if (parent_ != nullptr) parent_->Release(bytes);
+}
+
+ScopedDeviceMemoryCharge::ScopedDeviceMemoryCharge(std::shared_ptr<DeviceMemoryTracker> tracker)
+    : previous_(std::exchange(ThreadTracker(), std::move(tracker))) {}
+
+ScopedDeviceMemoryCharge::~ScopedDeviceMemoryCharge() { ThreadTracker() = std::move(previous_); }
+
+std::shared_ptr<DeviceMemoryTracker> CurrentDeviceMemoryTracker() { return ThreadTracker(); }
 
 absl::StatusOr<std::shared_ptr<Buffer>> Buffer::Allocate(MemoryKind kind, size_t bytes, int ordinal) {
   void* data = nullptr;
@@ -81,6 +108,11 @@ absl::StatusOr<std::shared_ptr<Buffer>> Buffer::Allocate(MemoryKind kind, size_t
                                                            ": ", cudaGetErrorString(err)));
         }
         TrackAlloc(ordinal, bytes);
+        std::shared_ptr<DeviceMemoryTracker> tracker = ThreadTracker();
+        if (tracker != nullptr) tracker->Charge(bytes);
+        auto buffer = std::shared_ptr<Buffer>(new Buffer(kind, data, bytes, ordinal));
+        buffer->tracker_ = std::move(tracker);
+        return buffer;
       }
       break;
 #else
@@ -105,6 +137,7 @@ Buffer::~Buffer() {
       cudaSetDevice(ordinal_);
       cudaFree(data_);
       TrackFree(ordinal_, size_);
+      if (tracker_ != nullptr) tracker_->Release(size_);
       break;
 #endif
     default:

@@ -80,11 +80,14 @@ TEST(LnccCuda, IntermediateMemoryIsThreeVolumes) {
   auto dloss = DeviceArray<float>::Allocate(1, stream);
   auto dgrad = DeviceArray<float>::Allocate(d.size(), stream);
   ASSERT_TRUE(stream.Synchronize().ok());
-  const size_t before = GetDeviceMemoryStats(stream.ordinal()).current_bytes;
-  ResetDevicePeak(stream.ordinal());
-  LnccOptions opt;
-  ASSERT_TRUE(Lncc(stream, df.data(), dw.data(), d, opt, dloss.data(), dgrad.data()).ok());
-  const size_t extra = GetDeviceMemoryStats(stream.ordinal()).peak_bytes - before;
+  auto tracker = std::make_shared<DeviceMemoryTracker>();
+  {
+    ScopedDeviceMemoryCharge charge(tracker);
+    LnccOptions opt;
+    ASSERT_TRUE(Lncc(stream, df.data(), dw.data(), d, opt, dloss.data(), dgrad.data()).ok());
+  }
+  EXPECT_EQ(tracker->current_bytes(), 0u);  // its scratch is freed
+  const size_t extra = tracker->peak_bytes();
   const size_t volume = sizeof(float) * d.size();
   EXPECT_GE(extra, 3 * volume);
   EXPECT_LT(extra, 3 * volume + volume / 4);  // plus per-block partials

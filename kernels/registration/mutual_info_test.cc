@@ -371,16 +371,22 @@ TEST(MattesMiParity, ScratchIsTheOnlyDeviceMemoryAndIsReusable) {
   const MattesMiOptions o = Options();
   const size_t scratch_bytes = MattesMiScratchBytes(o.bins, stream.ordinal()).value();
   EXPECT_LT(scratch_bytes, size_t{16} << 20);  // independent of N; ~2 MB on an H200
-  const size_t before = GetDeviceMemoryStats(stream.ordinal()).current_bytes;
-  ResetDevicePeak(stream.ordinal());
-  const double mi1 = MattesMutualInformation(df, dw, nullptr, o, &dg, stream)->mutual_information;
-  EXPECT_EQ(GetDeviceMemoryStats(stream.ordinal()).peak_bytes - before, scratch_bytes);
+  auto own_scratch = std::make_shared<DeviceMemoryTracker>();
+  double mi1 = 0;
+  {
+    ScopedDeviceMemoryCharge charge(own_scratch);
+    mi1 = MattesMutualInformation(df, dw, nullptr, o, &dg, stream)->mutual_information;
+  }
+  EXPECT_EQ(own_scratch->peak_bytes(), scratch_bytes);
   auto scratch = Buffer::Allocate(MemoryKind::kDevice, scratch_bytes, stream.ordinal()).value();
-  ResetDevicePeak(stream.ordinal());
-  const size_t with_scratch = GetDeviceMemoryStats(stream.ordinal()).current_bytes;
-  const double mi2 = MattesMutualInformation(df, dw, nullptr, o, &dg, stream, scratch.get())->mutual_information;
-  const double mi3 = MattesMutualInformation(df, dw, nullptr, o, &dg, stream, scratch.get())->mutual_information;
-  EXPECT_EQ(GetDeviceMemoryStats(stream.ordinal()).peak_bytes, with_scratch);  // nothing allocated
+  auto given_scratch = std::make_shared<DeviceMemoryTracker>();
+  double mi2 = 0, mi3 = 0;
+  {
+    ScopedDeviceMemoryCharge charge(given_scratch);
+    mi2 = MattesMutualInformation(df, dw, nullptr, o, &dg, stream, scratch.get())->mutual_information;
+    mi3 = MattesMutualInformation(df, dw, nullptr, o, &dg, stream, scratch.get())->mutual_information;
+  }
+  EXPECT_EQ(given_scratch->peak_bytes(), 0u);  // nothing allocated
   EXPECT_NEAR(mi1, mi2, 1e-6 * mi1);
   EXPECT_NEAR(mi2, mi3, 1e-6 * mi1);
   // Too-small scratch is rejected.
@@ -405,12 +411,14 @@ TEST(MattesMiParity, UnfusedBaselineMatchesCpu) {
     const MattesMiResult ref = MattesMutualInformation(p.fixed, p.warped, m, o, &grad_cpu, Stream::Cpu()).value();
     NDArray df = ToDevice(p.fixed, stream), dw = ToDevice(p.warped, stream), dg = PoisonedDevice(shape, stream);
     NDArray dm = m ? ToDevice(mask, stream) : NDArray();
-    const size_t before = GetDeviceMemoryStats().current_bytes;
-    ResetDevicePeak();
-    auto got = unfused->Run(df, dw, m ? &dm : nullptr, o, &dg);
+    auto tracker = std::make_shared<DeviceMemoryTracker>();
+    absl::StatusOr<MattesMiResult> got;
+    {
+      ScopedDeviceMemoryCharge charge(tracker);
+      got = unfused->Run(df, dw, m ? &dm : nullptr, o, &dg);
+    }
     ASSERT_TRUE(got.ok()) << got.status();
-    EXPECT_GE(GetDeviceMemoryStats().peak_bytes - before,
-              MattesMiUnfused::DeviceBytes(p.fixed.num_elements(), o.bins, true));
+    EXPECT_GE(tracker->peak_bytes(), MattesMiUnfused::DeviceBytes(p.fixed.num_elements(), o.bins, true));
     EXPECT_NEAR(got->mutual_information, ref.mutual_information, 1e-3 * ref.mutual_information);
     const auto d = Compare(ToHost(dg, stream), grad_cpu);
     EXPECT_EQ(d.nonfinite, 0);

@@ -9,7 +9,7 @@
 // kernels at 181x217x181 (works without a GPU).
 // Per size and operation: median of N CUDA-event timings after warm-up, and
 // the extra device memory the operation needs beyond its inputs and outputs
-// (peak of the tracked Buffer allocations, GetDeviceMemoryStats, during a
+// (peak of the tracked Buffer allocations, DeviceMemoryTracker, during a
 // first call that allocates its own scratch). Operations:
 //   sampler fwd      out = I(A x + t + u(x))                    (trilinear, zeros)
 //   sampler fwd+bwd  forward, then dL/du and dL/d[A|t]
@@ -170,11 +170,11 @@ absl::StatusOr<double> TimeMs(const Stream& stream, int warmup, int reps, const 
 // peaked at over what was allocated before.
 absl::StatusOr<double> ExtraMiB(const Stream& stream, const std::function<absl::Status()>& setup_and_first_call) {
   TESSERA_RETURN_IF_ERROR(stream.Synchronize());
-  const size_t before = GetDeviceMemoryStats(stream.ordinal()).current_bytes;
-  ResetDevicePeak(stream.ordinal());
+  auto tracker = std::make_shared<DeviceMemoryTracker>();
+  ScopedDeviceMemoryCharge charge(tracker);
   TESSERA_RETURN_IF_ERROR(setup_and_first_call());
   TESSERA_RETURN_IF_ERROR(stream.Synchronize());
-  return (GetDeviceMemoryStats(stream.ordinal()).peak_bytes - before) / kMiB;
+  return tracker->peak_bytes() / kMiB;
 }
 
 int RepsFor(const Options& o, double est_ms, double budget_ms) {
@@ -403,7 +403,7 @@ void PrintTargets(const std::vector<Row>& rows) {
   }
 }
 
-// --tune: the sampler's launch-shape variants at 512^3 (SamplerKernelConfig).
+// --tune: the sampler's launch-shape variants at 512^3 (GridSamplerTuning).
 absl::Status Tune(const Stream& stream) {
   const Dims3 d{512, 512, 512};
   const int64_t n = d.size();
@@ -428,28 +428,34 @@ absl::Status Tune(const Stream& stream) {
   args.disp = disp.data();
   args.out_dims = d;
   Workspace ws;
-  const cuda::SamplerKernelConfig saved = cuda::GetSamplerKernelConfig();
   std::printf("tuning the grid sampler at 512^3 (median of 20 each):\n");
   for (int bx : {32, 64, 128, 256}) {
     std::printf("  block_x %3d: fwd", bx);
     for (int fz : {2, 4, 8}) {
-      TESSERA_RETURN_IF_ERROR(cuda::SetSamplerKernelConfig({fz, 1, bx}));
-      TESSERA_ASSIGN_OR_RETURN(double ms, TimeMs(stream, 3, 20, [&] { return GridSample(stream, args, out.data()); }));
+      GridSamplerTuning tuning;
+      tuning.forward_z = fz;
+      tuning.backward_unroll = 1;
+      tuning.block_x = bx;
+      TESSERA_ASSIGN_OR_RETURN(double ms,
+                               TimeMs(stream, 3, 20, [&] { return GridSample(stream, args, out.data(), tuning); }));
       std::printf("  z%d %.3f", fz, ms);
     }
     std::printf("  | bwd");
     for (int unroll : {1, 2, 4}) {
-      TESSERA_RETURN_IF_ERROR(cuda::SetSamplerKernelConfig({4, unroll, bx}));
+      GridSamplerTuning tuning;
+      tuning.forward_z = 4;
+      tuning.backward_unroll = unroll;
+      tuning.block_x = bx;
       TESSERA_ASSIGN_OR_RETURN(double ms, TimeMs(stream, 3, 20, [&] {
                                  return GridSampleBackward(
                                      stream, args, grad_out.data(),
-                                     GridSampleGrads{grad_disp.data(), grad_affine.data(), nullptr}, &ws);
+                                     GridSampleGrads{grad_disp.data(), grad_affine.data(), nullptr}, &ws, tuning);
                                }));
       std::printf("  u%d %.3f", unroll, ms);
     }
     std::printf(" ms\n");
   }
-  return cuda::SetSamplerKernelConfig(saved);
+  return absl::OkStatus();
 }
 
 int Run(const Options& opt) {

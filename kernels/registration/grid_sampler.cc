@@ -24,6 +24,22 @@ absl::Status NoCuda() {
 
 }  // namespace
 
+absl::Status ValidateGridSamplerTuning(const GridSamplerTuning& t) {
+  if (t.forward_z != 1 && t.forward_z != 2 && t.forward_z != 4 && t.forward_z != 8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("grid sampler tuning: forward_z ", t.forward_z, " is not 1, 2, 4 or 8"));
+  }
+  if (t.backward_unroll != 1 && t.backward_unroll != 2 && t.backward_unroll != 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("grid sampler tuning: backward_unroll ", t.backward_unroll, " is not 1, 2 or 4"));
+  }
+  if (t.block_x != 32 && t.block_x != 64 && t.block_x != 128 && t.block_x != 256) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("grid sampler tuning: block_x ", t.block_x, " is not 32, 64, 128 or 256"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateGridSampleArgs(const GridSampleArgs& args, bool needs_image) {
   TESSERA_RETURN_IF_ERROR(CheckDims(args.image_dims, "grid sampler: image"));
   TESSERA_RETURN_IF_ERROR(CheckDims(args.out_dims, "grid sampler: output"));
@@ -34,30 +50,32 @@ absl::Status ValidateGridSampleArgs(const GridSampleArgs& args, bool needs_image
   return absl::OkStatus();
 }
 
-absl::Status GridSample(const Stream& stream, const GridSampleArgs& args, float* out) {
+absl::Status GridSample(const Stream& stream, const GridSampleArgs& args, float* out, GridSamplerTuning tuning) {
   TESSERA_RETURN_IF_ERROR(ValidateGridSampleArgs(args, /*needs_image=*/true));
+  TESSERA_RETURN_IF_ERROR(ValidateGridSamplerTuning(tuning));
   if (out == nullptr) return absl::InvalidArgumentError("grid sampler: out is null");
   if (stream.backend() == Backend::kCpu) {
     cpu::GridSampleForward(args, out);
     return absl::OkStatus();
   }
 #if TESSERA_WITH_CUDA
-  return cuda::GridSampleForward(stream, args, out);
+  return cuda::GridSampleForward(stream, args, out, tuning);
 #else
   return NoCuda();
 #endif
 }
 
 absl::Status GridSampleBackward(const Stream& stream, const GridSampleArgs& args, const float* grad_out,
-                                const GridSampleGrads& grads, Workspace* workspace) {
+                                const GridSampleGrads& grads, Workspace* workspace, GridSamplerTuning tuning) {
   TESSERA_RETURN_IF_ERROR(ValidateGridSampleArgs(args, /*needs_image=*/true));
+  TESSERA_RETURN_IF_ERROR(ValidateGridSamplerTuning(tuning));
   if (grad_out == nullptr) return absl::InvalidArgumentError("grid sampler backward: grad_out is null");
   if (stream.backend() == Backend::kCpu) {
     cpu::GridSampleBackward(args, grad_out, grads);
     return absl::OkStatus();
   }
 #if TESSERA_WITH_CUDA
-  return cuda::GridSampleBackward(stream, args, grad_out, grads, workspace);
+  return cuda::GridSampleBackward(stream, args, grad_out, grads, workspace, tuning);
 #else
   (void)workspace;
   return NoCuda();
@@ -65,8 +83,9 @@ absl::Status GridSampleBackward(const Stream& stream, const GridSampleArgs& args
 }
 
 absl::Status GridSampleNearest(const Stream& stream, const int32_t* labels, const GridSampleArgs& args,
-                               int32_t* out) {
+                               int32_t* out, GridSamplerTuning tuning) {
   TESSERA_RETURN_IF_ERROR(ValidateGridSampleArgs(args, /*needs_image=*/false));
+  TESSERA_RETURN_IF_ERROR(ValidateGridSamplerTuning(tuning));
   if (labels == nullptr || out == nullptr) {
     return absl::InvalidArgumentError("grid sampler nearest: labels or out is null");
   }
@@ -75,19 +94,12 @@ absl::Status GridSampleNearest(const Stream& stream, const int32_t* labels, cons
     return absl::OkStatus();
   }
 #if TESSERA_WITH_CUDA
-  return cuda::GridSampleNearest(stream, labels, args, out);
+  return cuda::GridSampleNearest(stream, labels, args, out, tuning);
 #else
   return NoCuda();
 #endif
 }
 
-#if !TESSERA_WITH_CUDA
-namespace cuda {
-void SetForce64BitIndexForTesting(bool) {}
-absl::Status SetSamplerKernelConfig(const SamplerKernelConfig&) { return NoCuda(); }
-SamplerKernelConfig GetSamplerKernelConfig() { return SamplerKernelConfig(); }
-}  // namespace cuda
-#endif
 
 }  // namespace registration
 }  // namespace tessera

@@ -27,7 +27,7 @@ namespace registration {
 namespace cuda {
 namespace {
 
-constexpr int kThreads = 256;  // per block; blockDim.x = SamplerKernelConfig::block_x
+constexpr int kThreads = 256;  // per block; blockDim.x = GridSamplerTuning::block_x
 constexpr int kMinBlockX = 32;
 constexpr int kNearestZ = 4;           // output slices per nearest-neighbour thread
 constexpr int kMinSlicesPerThread = 1;
@@ -386,43 +386,28 @@ absl::Status CheckGridLimits(const Dims3& od) {
 
 // 32-bit indices when every linear index, including corner offsets just past
 // the input and component 2 of the displacement, stays below 2^31.
-bool force_64bit_index = false;
-SamplerKernelConfig config;
-
-bool Fits32(const GridSampleArgs& args) {
-  if (force_64bit_index) return false;
+bool Fits32(const GridSampleArgs& args, const GridSamplerTuning& tuning) {
+  if (tuning.force_64bit_index) return false;
   const int64_t limit = int64_t{1} << 31;
   const Dims3& id = args.image_dims;
   return 3 * args.out_dims.size() < limit && id.size() + id.nx * id.ny + id.nx + 2 < limit;
 }
 
-dim3 Block() { return dim3(config.block_x, kThreads / config.block_x, 1); }
+dim3 Block(const GridSamplerTuning& tuning) { return dim3(tuning.block_x, kThreads / tuning.block_x, 1); }
 
-dim3 Grid(const Dims3& od, int z_per_thread) {
-  const dim3 b = Block();
+dim3 Grid(const Dims3& od, int z_per_thread, const GridSamplerTuning& tuning) {
+  const dim3 b = Block(tuning);
   return dim3(static_cast<unsigned>((od.nx + b.x - 1) / b.x), static_cast<unsigned>((od.ny + b.y - 1) / b.y),
               static_cast<unsigned>((od.nz + z_per_thread - 1) / z_per_thread));
 }
 
 }  // namespace
 
-void SetForce64BitIndexForTesting(bool force) { force_64bit_index = force; }
-
-absl::Status SetSamplerKernelConfig(const SamplerKernelConfig& c) {
-  const bool z_ok = c.forward_z == 1 || c.forward_z == 2 || c.forward_z == 4 || c.forward_z == 8;
-  const bool u_ok = c.backward_unroll == 1 || c.backward_unroll == 2 || c.backward_unroll == 4;
-  const bool b_ok = c.block_x == 32 || c.block_x == 64 || c.block_x == 128 || c.block_x == 256;
-  if (!z_ok || !u_ok || !b_ok) return absl::InvalidArgumentError("grid sampler: unsupported kernel config");
-  config = c;
-  return absl::OkStatus();
-}
-
-SamplerKernelConfig GetSamplerKernelConfig() { return config; }
-
 template <int kZ>
-void LaunchForward(bool fits32, const GridSampleArgs& args, const Geometry& g, float* out, cudaStream_t s) {
-  const dim3 grid = Grid(args.out_dims, kZ);
-  const dim3 block = Block();
+void LaunchForward(bool fits32, const GridSampleArgs& args, const Geometry& g, const GridSamplerTuning& tuning,
+                   float* out, cudaStream_t s) {
+  const dim3 grid = Grid(args.out_dims, kZ, tuning);
+  const dim3 block = Block(tuning);
   if (fits32) {
     ForwardKernel<int32_t, kZ><<<grid, block, 0, s>>>(args.image, args.affine, args.disp, g, out);
   } else {
@@ -430,24 +415,25 @@ void LaunchForward(bool fits32, const GridSampleArgs& args, const Geometry& g, f
   }
 }
 
-absl::Status GridSampleForward(const Stream& stream, const GridSampleArgs& args, float* out) {
+absl::Status GridSampleForward(const Stream& stream, const GridSampleArgs& args, float* out,
+                               const GridSamplerTuning& tuning) {
   TESSERA_RETURN_IF_ERROR(CheckGridLimits(args.out_dims));
   TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
   cudaStream_t s = static_cast<cudaStream_t>(stream.native());
   const Geometry g = MakeGeometry(args);
-  const bool fits32 = Fits32(args);
-  switch (config.forward_z) {
+  const bool fits32 = Fits32(args, tuning);
+  switch (tuning.forward_z) {
     case 1:
-      LaunchForward<1>(fits32, args, g, out, s);
+      LaunchForward<1>(fits32, args, g, tuning, out, s);
       break;
     case 2:
-      LaunchForward<2>(fits32, args, g, out, s);
+      LaunchForward<2>(fits32, args, g, tuning, out, s);
       break;
     case 8:
-      LaunchForward<8>(fits32, args, g, out, s);
+      LaunchForward<8>(fits32, args, g, tuning, out, s);
       break;
     default:
-      LaunchForward<4>(fits32, args, g, out, s);
+      LaunchForward<4>(fits32, args, g, tuning, out, s);
       break;
   }
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("grid sampler forward");
@@ -455,9 +441,8 @@ absl::Status GridSampleForward(const Stream& stream, const GridSampleArgs& args,
 }
 
 template <typename Idx, int kUnroll>
-void LaunchBackward(const dim3& grid, cudaStream_t s, const GridSampleArgs& args, const Geometry& g,
-                    const float* grad_out, const GridSampleGrads& grads, double* partials) {
-  const dim3 block = Block();
+void LaunchBackward(const dim3& grid, const dim3& block, cudaStream_t s, const GridSampleArgs& args,
+                    const Geometry& g, const float* grad_out, const GridSampleGrads& grads, double* partials) {
   const bool want_disp = grads.grad_disp != nullptr;
   const bool want_affine = grads.grad_affine != nullptr;
   const bool want_image = grads.grad_image != nullptr;
@@ -475,13 +460,14 @@ void LaunchBackward(const dim3& grid, cudaStream_t s, const GridSampleArgs& args
 }
 
 absl::Status GridSampleBackward(const Stream& stream, const GridSampleArgs& args, const float* grad_out,
-                                const GridSampleGrads& grads, Workspace* workspace) {
+                                const GridSampleGrads& grads, Workspace* workspace, const GridSamplerTuning& tuning) {
   TESSERA_RETURN_IF_ERROR(CheckGridLimits(args.out_dims));
   const bool want_affine = grads.grad_affine != nullptr;
   if (grads.grad_disp == nullptr && !want_affine && grads.grad_image == nullptr) return absl::OkStatus();
   TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
   cudaStream_t s = static_cast<cudaStream_t>(stream.native());
-  const dim3 grid = Grid(args.out_dims, kBackwardZ);
+  const dim3 grid = Grid(args.out_dims, kBackwardZ, tuning);
+  const dim3 block = Block(tuning);
   const int64_t num_blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
 
   Workspace local;
@@ -495,14 +481,14 @@ absl::Status GridSampleBackward(const Stream& stream, const GridSampleArgs& args
     TESSERA_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(grads.grad_image, 0, sizeof(float) * args.image_dims.size(), s));
   }
   const Geometry g = MakeGeometry(args);
-  if (!Fits32(args)) {
-    LaunchBackward<int64_t, 1>(grid, s, args, g, grad_out, grads, partials);
-  } else if (config.backward_unroll == 2) {
-    LaunchBackward<int32_t, 2>(grid, s, args, g, grad_out, grads, partials);
-  } else if (config.backward_unroll == 4) {
-    LaunchBackward<int32_t, 4>(grid, s, args, g, grad_out, grads, partials);
+  if (!Fits32(args, tuning)) {
+    LaunchBackward<int64_t, 1>(grid, block, s, args, g, grad_out, grads, partials);
+  } else if (tuning.backward_unroll == 2) {
+    LaunchBackward<int32_t, 2>(grid, block, s, args, g, grad_out, grads, partials);
+  } else if (tuning.backward_unroll == 4) {
+    LaunchBackward<int32_t, 4>(grid, block, s, args, g, grad_out, grads, partials);
   } else {
-    LaunchBackward<int32_t, 1>(grid, s, args, g, grad_out, grads, partials);
+    LaunchBackward<int32_t, 1>(grid, block, s, args, g, grad_out, grads, partials);
   }
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("grid sampler backward");
   if (want_affine) {
@@ -515,13 +501,13 @@ absl::Status GridSampleBackward(const Stream& stream, const GridSampleArgs& args
 }
 
 absl::Status GridSampleNearest(const Stream& stream, const int32_t* labels, const GridSampleArgs& args,
-                               int32_t* out) {
+                               int32_t* out, const GridSamplerTuning& tuning) {
   TESSERA_RETURN_IF_ERROR(CheckGridLimits(args.out_dims));
   TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
-  const dim3 grid = Grid(args.out_dims, kNearestZ);
-  const dim3 block = Block();
+  const dim3 grid = Grid(args.out_dims, kNearestZ, tuning);
+  const dim3 block = Block(tuning);
   cudaStream_t s = static_cast<cudaStream_t>(stream.native());
-  if (Fits32(args)) {
+  if (Fits32(args, tuning)) {
     NearestKernel<int32_t><<<grid, block, 0, s>>>(labels, args.affine, args.disp, MakeGeometry(args), out);
   } else {
     NearestKernel<int64_t><<<grid, block, 0, s>>>(labels, args.affine, args.disp, MakeGeometry(args), out);

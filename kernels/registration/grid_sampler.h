@@ -32,6 +32,23 @@
 namespace tessera {
 namespace registration {
 
+// Launch shape and index width of the CUDA sampler kernels, passed by value
+// with every call (no process-wide setting, so concurrent jobs can tune
+// differently). Every valid setting computes bit-identical results; the CPU
+// reference ignores it. Defaults are the best measured on an H200
+// (registration_kernels_bench --tune).
+struct GridSamplerTuning {
+  int forward_z = 8;        // output z-slices per forward thread: 1, 2, 4 or 8
+  int backward_unroll = 2;  // unrolling of the backward z loop (8 slices): 1, 2 or 4
+  int block_x = 32;         // threads of a 256-thread block along x: 32, 64, 128 or 256
+  // The kernels use 32-bit index arithmetic when every index fits and 64-bit
+  // otherwise; true forces the 64-bit path (tests cover it on small inputs).
+  bool force_64bit_index = false;
+};
+
+// INVALID_ARGUMENT naming the field outside its allowed values.
+absl::Status ValidateGridSamplerTuning(const GridSamplerTuning& tuning);
+
 // What to sample and where; no outputs. T is float for the public API; the
 // CPU reference is also instantiated for double (used by gradient checks).
 template <typename T>
@@ -61,7 +78,8 @@ struct GridSampleGradsT {
 using GridSampleGrads = GridSampleGradsT<float>;
 
 // out (out_dims voxels) = trilinear sample of the image at A x + t + u(x).
-absl::Status GridSample(const Stream& stream, const GridSampleArgs& args, float* out);
+absl::Status GridSample(const Stream& stream, const GridSampleArgs& args, float* out,
+                        GridSamplerTuning tuning = {});
 
 // Given grad_out = dL/dout (out_dims voxels), the gradients selected in
 // `grads`. The affine gradient is a sum over all output voxels: on CUDA it is
@@ -70,13 +88,14 @@ absl::Status GridSample(const Stream& stream, const GridSampleArgs& args, float*
 // atomics on CUDA (not bitwise deterministic). `workspace` (optional) holds
 // the reduction partials; see workspace.h.
 absl::Status GridSampleBackward(const Stream& stream, const GridSampleArgs& args, const float* grad_out,
-                                const GridSampleGrads& grads, Workspace* workspace = nullptr);
+                                const GridSampleGrads& grads, Workspace* workspace = nullptr,
+                                GridSamplerTuning tuning = {});
 
 // Nearest-neighbour sampling of an integer label map (no gradient). Ties
 // round half to even, like PyTorch's mode='nearest'; zeros padding yields
 // label 0 outside the input.
 absl::Status GridSampleNearest(const Stream& stream, const int32_t* labels, const GridSampleArgs& args,
-                               int32_t* out);
+                               int32_t* out, GridSamplerTuning tuning = {});
 
 // Checks dimensions and pointers; the entry points above call it.
 absl::Status ValidateGridSampleArgs(const GridSampleArgs& args, bool needs_image);
@@ -95,26 +114,13 @@ void GridSampleNearest(const int32_t* labels, const GridSampleArgs& args, int32_
 namespace cuda {
 
 // CUDA implementations (device pointers); defined only in CUDA builds.
-absl::Status GridSampleForward(const Stream& stream, const GridSampleArgs& args, float* out);
+// `tuning` has been validated by the caller.
+absl::Status GridSampleForward(const Stream& stream, const GridSampleArgs& args, float* out,
+                               const GridSamplerTuning& tuning);
 absl::Status GridSampleBackward(const Stream& stream, const GridSampleArgs& args, const float* grad_out,
-                                const GridSampleGrads& grads, Workspace* workspace);
+                                const GridSampleGrads& grads, Workspace* workspace, const GridSamplerTuning& tuning);
 absl::Status GridSampleNearest(const Stream& stream, const int32_t* labels, const GridSampleArgs& args,
-                               int32_t* out);
-
-// The kernels use 32-bit index arithmetic when every index fits and 64-bit
-// otherwise; tests force the 64-bit path on small inputs with this.
-void SetForce64BitIndexForTesting(bool force);
-
-// Launch-shape knobs of the CUDA sampler (process-wide; for tuning on new
-// hardware, e.g. registration_kernels_bench --tune). Defaults are the best
-// measured on an H200.
-struct SamplerKernelConfig {
-  int forward_z = 8;        // output z-slices per forward thread: 1, 2, 4 or 8
-  int backward_unroll = 2;  // unrolling of the backward z loop (8 slices): 1, 2 or 4
-  int block_x = 32;         // threads of a 256-thread block along x: 32, 64, 128 or 256
-};
-absl::Status SetSamplerKernelConfig(const SamplerKernelConfig& config);
-SamplerKernelConfig GetSamplerKernelConfig();
+                               int32_t* out, const GridSamplerTuning& tuning);
 
 }  // namespace cuda
 

@@ -57,7 +57,8 @@ TEST_P(GridSamplerCuda, ForwardBackwardAndNearestMatchCpu) {
   for (const Run& run : {Run{{{31, 41, 19}, {37, 29, 23}}, false}, Run{{{90, 100, 64}, {96, 80, 72}}, false},
                          Run{{{1, 40, 33}, {5, 33, 17}}, false}, Run{{{31, 41, 19}, {37, 29, 23}}, true}}) {
     const Case& c = run.c;
-    cuda::SetForce64BitIndexForTesting(run.index64);
+    GridSamplerTuning tuning;
+    tuning.force_64bit_index = run.index64;
     SCOPED_TRACE(DimsToString(c.image_dims) + " -> " + DimsToString(c.out_dims) +
                  (run.index64 ? ", 64-bit indices" : ""));
     const int64_t n = c.out_dims.size();
@@ -89,7 +90,7 @@ TEST_P(GridSamplerCuda, ForwardBackwardAndNearestMatchCpu) {
       ASSERT_TRUE(GridSample(Stream::Cpu(), host, out_cpu.data()).ok());
       auto d_out = DeviceArray<float>::Allocate(n, stream);
       d_out.Poison(kNaN);
-      ASSERT_TRUE(GridSample(stream, dev, d_out.data()).ok());
+      ASSERT_TRUE(GridSample(stream, dev, d_out.data(), tuning).ok());
       EXPECT_LT(RelL2(d_out.Download(), out_cpu), 1e-5);
 
       std::vector<float> gd_cpu(3 * n), ga_cpu(kAffineParams), gi_cpu(c.image_dims.size());
@@ -104,7 +105,7 @@ TEST_P(GridSamplerCuda, ForwardBackwardAndNearestMatchCpu) {
       d_gi.Poison(kNaN);
       Workspace ws;
       ASSERT_TRUE(GridSampleBackward(stream, dev, d_grad_out.data(), GridSampleGrads{d_gd.data(), d_ga.data(), d_gi.data()},
-                                     &ws)
+                                     &ws, tuning)
                       .ok());
       EXPECT_LT(RelL2(d_gd.Download(), gd_cpu), 1e-4) << "dL/du";
       const auto ga_gpu = d_ga.Download();
@@ -114,11 +115,12 @@ TEST_P(GridSamplerCuda, ForwardBackwardAndNearestMatchCpu) {
       // Affine gradient alone, twice: bitwise deterministic, and equal to the
       // combined launch.
       d_ga.Poison(kNaN);
-      ASSERT_TRUE(GridSampleBackward(stream, dev, d_grad_out.data(), GridSampleGrads{nullptr, d_ga.data(), nullptr}, &ws)
-                      .ok());
+      ASSERT_TRUE(
+          GridSampleBackward(stream, dev, d_grad_out.data(), GridSampleGrads{nullptr, d_ga.data(), nullptr}, &ws, tuning)
+              .ok());
       const auto ga_again = d_ga.Download();
       ASSERT_TRUE(GridSampleBackward(stream, dev, d_grad_out.data(), GridSampleGrads{nullptr, d_ga.data(), nullptr},
-                                     nullptr)
+                                     nullptr, tuning)
                       .ok());
       EXPECT_EQ(d_ga.Download(), ga_again);
       EXPECT_EQ(ga_again, ga_gpu);
@@ -131,17 +133,16 @@ TEST_P(GridSamplerCuda, ForwardBackwardAndNearestMatchCpu) {
       auto d_labels = DeviceArray<int32_t>::FromHost(labels, stream);
       auto d_lab_out = DeviceArray<int32_t>::Allocate(n, stream);
       d_lab_out.Poison(-7);
-      ASSERT_TRUE(GridSampleNearest(stream, d_labels.data(), dev, d_lab_out.data()).ok());
+      ASSERT_TRUE(GridSampleNearest(stream, d_labels.data(), dev, d_lab_out.data(), tuning).ok());
       const auto lab_gpu = d_lab_out.Download();
       int64_t mismatches = 0;
       for (int64_t v = 0; v < n; ++v) mismatches += lab_gpu[v] != lab_cpu[v];
       EXPECT_EQ(mismatches, 0);
     }
   }
-  cuda::SetForce64BitIndexForTesting(false);
 }
 
-// Every launch-shape variant (SamplerKernelConfig) computes the same thing.
+// Every launch-shape variant (GridSamplerTuning) computes the same thing.
 TEST_P(GridSamplerCuda, AllKernelConfigsMatchCpu) {
   const Stream& stream = *stream_;
   const Padding padding = GetParam();
@@ -171,31 +172,31 @@ TEST_P(GridSamplerCuda, AllKernelConfigsMatchCpu) {
   dev.image = d_image.data();
   dev.affine = d_affine.data();
   dev.disp = d_disp.data();
-  const cuda::SamplerKernelConfig saved = cuda::GetSamplerKernelConfig();
   for (int bx : {32, 64, 128, 256}) {
   for (int fz : {1, 2, 4, 8}) {
     for (int unroll : {1, 2, 4}) {
       SCOPED_TRACE("forward_z " + std::to_string(fz) + ", backward_unroll " + std::to_string(unroll) +
                    ", block_x " + std::to_string(bx));
-      ASSERT_TRUE(cuda::SetSamplerKernelConfig({fz, unroll, bx}).ok());
+      GridSamplerTuning tuning;
+      tuning.forward_z = fz;
+      tuning.backward_unroll = unroll;
+      tuning.block_x = bx;
       auto d_out = DeviceArray<float>::Allocate(n, stream);
       auto d_gd = DeviceArray<float>::Allocate(3 * n, stream);
       auto d_ga = DeviceArray<float>::Allocate(kAffineParams, stream);
       d_out.Poison(kNaN);
       d_gd.Poison(kNaN);
       d_ga.Poison(kNaN);
-      ASSERT_TRUE(GridSample(stream, dev, d_out.data()).ok());
-      ASSERT_TRUE(
-          GridSampleBackward(stream, dev, d_grad_out.data(), GridSampleGrads{d_gd.data(), d_ga.data(), nullptr}).ok());
+      ASSERT_TRUE(GridSample(stream, dev, d_out.data(), tuning).ok());
+      ASSERT_TRUE(GridSampleBackward(stream, dev, d_grad_out.data(), GridSampleGrads{d_gd.data(), d_ga.data(), nullptr},
+                                     nullptr, tuning)
+                      .ok());
       EXPECT_LT(RelL2(d_out.Download(), out_cpu), 1e-5);
       EXPECT_LT(RelL2(d_gd.Download(), gd_cpu), 1e-4);
       EXPECT_LT(RelL2(d_ga.Download(), ga_cpu), 1e-4);
     }
   }
   }
-  EXPECT_FALSE(cuda::SetSamplerKernelConfig({3, 1, 32}).ok());
-  EXPECT_FALSE(cuda::SetSamplerKernelConfig({4, 1, 48}).ok());
-  ASSERT_TRUE(cuda::SetSamplerKernelConfig(saved).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Padding, GridSamplerCuda, ::testing::Values(Padding::kZeros, Padding::kBorder),

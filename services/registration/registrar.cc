@@ -84,8 +84,13 @@ struct Level {
 class Engine {
  public:
   Engine(const Stream& stream, const RegistrationOptions& options, SimilarityMetric* metric,
-         const ProgressCallback& progress, const std::atomic<bool>* cancel)
-      : stream_(stream), options_(options), metric_(metric), progress_(progress), cancel_(cancel) {}
+         const ProgressCallback& progress, const std::atomic<bool>* cancel, absl::Time deadline)
+      : stream_(stream),
+        options_(options),
+        metric_(metric),
+        progress_(progress),
+        cancel_(cancel),
+        deadline_(deadline) {}
 
   absl::Status Init() {
     TESSERA_ASSIGN_OR_RETURN(affine_, NDArray::Allocate({12}, DType::kFloat32, MemoryKindFor(stream_), stream_.ordinal()));
@@ -96,6 +101,9 @@ class Engine {
 
   absl::Status CheckCancelled() const {
     if (cancel_ != nullptr && cancel_->load()) return absl::CancelledError("registration cancelled");
+    if (deadline_ != absl::InfiniteFuture() && absl::Now() > deadline_) {
+      return absl::DeadlineExceededError("registration stopped: its deadline passed");
+    }
     return absl::OkStatus();
   }
 
@@ -135,12 +143,13 @@ class Engine {
     TESSERA_RETURN_IF_ERROR(UploadAffine(a));
     TESSERA_RETURN_IF_ERROR(EnsureImageBuffers(level));
     const GridSampleArgs args = Args(level, nullptr);
-    TESSERA_RETURN_IF_ERROR(GridSample(stream_, args, warped_.data<float>()));
+    TESSERA_RETURN_IF_ERROR(GridSample(stream_, args, warped_.data<float>(), options_.sampler));
     TESSERA_ASSIGN_OR_RETURN(double loss, metric_->Evaluate(level.fixed, warped_, grad_sampler ? &grad_w_ : nullptr));
     if (grad_sampler != nullptr) {
       GridSampleGrads grads;
       grads.grad_affine = grad_affine_.data<float>();
-      TESSERA_RETURN_IF_ERROR(GridSampleBackward(stream_, args, grad_w_.data<float>(), grads, &workspace_));
+      TESSERA_RETURN_IF_ERROR(
+          GridSampleBackward(stream_, args, grad_w_.data<float>(), grads, &workspace_, options_.sampler));
       float host[12];
       TESSERA_RETURN_IF_ERROR(
           CopyBytes(host, MemoryKind::kHost, grad_affine_.raw_data(), grad_affine_.memory_kind(), sizeof(host), stream_));
@@ -155,7 +164,7 @@ class Engine {
     TESSERA_ASSIGN_OR_RETURN(Affine12 a, SamplerAffineFromPhysical(t, level.fixed_space, level.moving_space));
     TESSERA_RETURN_IF_ERROR(UploadAffine(a));
     TESSERA_RETURN_IF_ERROR(EnsureImageBuffers(level));
-    TESSERA_RETURN_IF_ERROR(GridSample(stream_, Args(level, nullptr), warped_.data<float>()));
+    TESSERA_RETURN_IF_ERROR(GridSample(stream_, Args(level, nullptr), warped_.data<float>(), options_.sampler));
     TESSERA_ASSIGN_OR_RETURN(ArrayStats stats, ComputeArrayStats(warped_, stream_));
     return stats.max;
   }
@@ -264,7 +273,7 @@ class Engine {
       for (it = 1; it <= max_it; ++it) {
         TESSERA_RETURN_IF_ERROR(CheckCancelled());
         const GridSampleArgs args = Args(level, &u);
-        TESSERA_RETURN_IF_ERROR(GridSample(stream_, args, warped_.data<float>()));
+        TESSERA_RETURN_IF_ERROR(GridSample(stream_, args, warped_.data<float>(), options_.sampler));
         TESSERA_ASSIGN_OR_RETURN(double loss, metric_->Evaluate(level.fixed, warped_, &grad_w_));
         if (it == 1) first = loss;
         last = loss;
@@ -278,7 +287,8 @@ class Engine {
         if (since_best >= options_.patience) break;
         GridSampleGrads grads;
         grads.grad_disp = grad_u.data<float>();
-        TESSERA_RETURN_IF_ERROR(GridSampleBackward(stream_, args, grad_w_.data<float>(), grads, &workspace_));
+        TESSERA_RETURN_IF_ERROR(
+            GridSampleBackward(stream_, args, grad_w_.data<float>(), grads, &workspace_, options_.sampler));
         TESSERA_RETURN_IF_ERROR(GaussianSmooth(grad_u, &grad_u, grad_sigma, stream_));
         // Adam on a zero parameter yields the step s itself (in voxels, as lr is).
         TESSERA_RETURN_IF_ERROR(FillZero(step, stream_));
@@ -295,7 +305,8 @@ class Engine {
           compose.disp = step.data<float>();
           compose.out_dims = dims;
           compose.padding = Padding::kBorder;
-          TESSERA_RETURN_IF_ERROR(GridSample(stream_, compose, composed.data<float>() + c * voxels));
+          TESSERA_RETURN_IF_ERROR(
+              GridSample(stream_, compose, composed.data<float>() + c * voxels, options_.sampler));
         }
         TESSERA_RETURN_IF_ERROR(Axpy(1.f, step, composed, stream_));
         std::swap(u, composed);
@@ -317,6 +328,7 @@ class Engine {
   SimilarityMetric* metric_;
   const ProgressCallback& progress_;
   const std::atomic<bool>* cancel_;
+  const absl::Time deadline_;
   NDArray affine_, grad_affine_, warped_, grad_w_;
   Workspace workspace_;
 };
@@ -352,7 +364,7 @@ absl::Status ValidateInputs(const Volume& fixed, const Volume& moving, const Reg
   if (options.init != "com" && options.init != "none") {
     return absl::InvalidArgumentError(absl::StrCat("unknown init '", options.init, "': expected com or none"));
   }
-  return absl::OkStatus();
+  return ValidateGridSamplerTuning(options.sampler);
 }
 
 bool HasStage(const RegistrationOptions& o, const char* s) {
@@ -363,14 +375,15 @@ bool HasStage(const RegistrationOptions& o, const char* s) {
 
 absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& moving,
                                             const RegistrationOptions& options, const ProgressCallback& progress,
-                                            const std::atomic<bool>* cancel) {
+                                            const std::atomic<bool>* cancel, absl::Time deadline) {
   TESSERA_RETURN_IF_ERROR(ValidateInputs(fixed, moving, options));
   const absl::Time start = absl::Now();
   TESSERA_ASSIGN_OR_RETURN(Backend backend, ResolveBackend(options.device));
   TESSERA_ASSIGN_OR_RETURN(Stream stream, Stream::Create(backend));
   const MemoryKind kind = MemoryKindFor(stream);
-  const size_t device_before = GetDeviceMemoryStats(stream.ordinal()).current_bytes;
-  ResetDevicePeak(stream.ordinal());
+  // This registration's device memory, also charged to the caller's tracker.
+  auto memory = std::make_shared<DeviceMemoryTracker>(CurrentDeviceMemoryTracker());
+  ScopedDeviceMemoryCharge charge(memory);
 
   TESSERA_ASSIGN_OR_RETURN(NDArray fixed_norm, NormalizedIntensities(fixed, "fixed"));
   TESSERA_ASSIGN_OR_RETURN(NDArray moving_norm, NormalizedIntensities(moving, "moving"));
@@ -405,7 +418,7 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
 
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<SimilarityMetric> metric,
                            SimilarityMetric::Create(options.metric, options.metric_options, stream));
-  Engine engine(stream, options, metric.get(), progress, cancel);
+  Engine engine(stream, options, metric.get(), progress, cancel, deadline);
   TESSERA_RETURN_IF_ERROR(engine.Init());
   RegistrationResult result;
   result.backend = std::string(BackendName(backend));
@@ -459,13 +472,13 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
   TESSERA_RETURN_IF_ERROR(engine.UploadAffine(a_full));
   TESSERA_RETURN_IF_ERROR(engine.EnsureImageBuffers(full));
   GridSampleArgs args = engine.Args(full, u_full.empty() ? nullptr : &u_full);
-  TESSERA_RETURN_IF_ERROR(GridSample(stream, args, engine.warped().data<float>()));
+  TESSERA_RETURN_IF_ERROR(GridSample(stream, args, engine.warped().data<float>(), options.sampler));
   TESSERA_ASSIGN_OR_RETURN(result.final_loss, metric->Evaluate(full.fixed, engine.warped(), nullptr));
 
   TESSERA_ASSIGN_OR_RETURN(NDArray moving_f32, moving.data.AsType(DType::kFloat32));
   TESSERA_ASSIGN_OR_RETURN(NDArray moving_dev, moving_f32.CopyTo(kind, stream, stream.ordinal()));
   args.image = moving_dev.data<float>();
-  TESSERA_RETURN_IF_ERROR(GridSample(stream, args, engine.warped().data<float>()));
+  TESSERA_RETURN_IF_ERROR(GridSample(stream, args, engine.warped().data<float>(), options.sampler));
   TESSERA_ASSIGN_OR_RETURN(result.warped.data, engine.warped().CopyTo(MemoryKind::kHost, stream));
   result.warped.geometry = fixed.geometry;
   result.warped.description = "tessera warped moving image";
@@ -489,13 +502,14 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
     }
   }
   TESSERA_RETURN_IF_ERROR(stream.Synchronize());
-  result.peak_device_bytes = GetDeviceMemoryStats(stream.ordinal()).peak_bytes - device_before;
+  result.peak_device_bytes = memory->peak_bytes();
   result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return result;
 }
 
 absl::StatusOr<NDArray> WarpLabels(const Volume& moving_labels, const Volume& fixed_like,
-                                   const RegistrationResult& result, const std::string& device) {
+                                   const RegistrationResult& result, const std::string& device,
+                                   GridSamplerTuning sampler) {
   if (moving_labels.data.rank() != 3) return absl::InvalidArgumentError("labels must be a 3-D volume");
   TESSERA_ASSIGN_OR_RETURN(Backend backend, ResolveBackend(device));
   TESSERA_ASSIGN_OR_RETURN(Stream stream, Stream::Create(backend));
@@ -530,7 +544,7 @@ absl::StatusOr<NDArray> WarpLabels(const Volume& moving_labels, const Volume& fi
   args.out_dims = Dims3{fixed_like.data.dim(0), fixed_like.data.dim(1), fixed_like.data.dim(2)};
   args.padding = Padding::kZeros;
   TESSERA_ASSIGN_OR_RETURN(NDArray out, NDArray::Allocate(fixed_like.data.shape(), DType::kInt32, kind, stream.ordinal()));
-  TESSERA_RETURN_IF_ERROR(GridSampleNearest(stream, labels_dev.data<int32_t>(), args, out.data<int32_t>()));
+  TESSERA_RETURN_IF_ERROR(GridSampleNearest(stream, labels_dev.data<int32_t>(), args, out.data<int32_t>(), sampler));
   return out.CopyTo(MemoryKind::kHost, stream);
 }
 

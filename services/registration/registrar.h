@@ -16,7 +16,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/volume.h"
+#include "kernels/registration/grid_sampler.h"
 #include "kernels/registration/jacobian.h"
 #include "services/registration/metric.h"
 
@@ -45,6 +47,9 @@ struct RegistrationOptions {
   double tolerance = 1e-4;
   int patience = 15;
   std::string device = "auto";       // auto, cpu or cuda
+  // Launch shape of the CUDA sampler kernels (same results for every valid
+  // setting); travels with the job, so concurrent jobs never share it.
+  GridSamplerTuning sampler;
 };
 
 struct RegistrationProgress {
@@ -63,7 +68,7 @@ struct RegistrationResult {
   double final_loss = 0;            // finest scale
   JacobianSummary jacobian;         // of x + v(x); voxels == 0 without deformable
   double seconds = 0;
-  size_t peak_device_bytes = 0;
+  size_t peak_device_bytes = 0;     // of this registration's own allocations (DeviceMemoryTracker)
   std::string backend;              // "cpu" or "cuda"
   std::vector<std::string> log;     // one line per stage and scale
 };
@@ -72,16 +77,22 @@ using ProgressCallback = std::function<void(const RegistrationProgress&)>;
 
 // Errors: INVALID_ARGUMENT (not 3-D, 2-D vs 3-D mismatch, non-finite voxels,
 // constant image, bad options), FAILED_PRECONDITION (no overlap after
-// initialisation; cuda requested without a GPU), CANCELLED (via `cancel`).
+// initialisation; cuda requested without a GPU), CANCELLED (via `cancel`),
+// DEADLINE_EXCEEDED (past `deadline`); both are checked every iteration.
+// Device memory is charged to a tracker of its own, inside the calling
+// thread's current one (common/buffer.h): the caller's job sees it too.
+// Safe to run concurrently from several threads.
 absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& moving,
                                             const RegistrationOptions& options,
                                             const ProgressCallback& progress = nullptr,
-                                            const std::atomic<bool>* cancel = nullptr);
+                                            const std::atomic<bool>* cancel = nullptr,
+                                            absl::Time deadline = absl::InfiniteFuture());
 
 // Resamples a label map of the moving image onto the fixed grid with a result's
 // transforms (nearest neighbour). Labels: any integer dtype; output int32.
 absl::StatusOr<NDArray> WarpLabels(const Volume& moving_labels, const Volume& fixed_like,
-                                   const RegistrationResult& result, const std::string& device = "auto");
+                                   const RegistrationResult& result, const std::string& device = "auto",
+                                   GridSamplerTuning sampler = {});
 
 }  // namespace tessera::registration
 

@@ -57,20 +57,23 @@ absl::StatusOr<RegistrationInputs> ReadRegistrationInputs(const std::string& fix
 
 absl::StatusOr<RegistrationSummary> RunRegistration(const RegistrationInputs& inputs, const RegistrationOptions& options,
                                                     const std::string& out_dir, bool inverse_warp,
-                                                    const ProgressCallback& progress, const std::atomic<bool>* cancel) {
+                                                    const ProgressCallback& progress, const std::atomic<bool>* cancel,
+                                                    absl::Time deadline) {
   RegistrationSummary summary;
-  TESSERA_ASSIGN_OR_RETURN(summary.result, Register(inputs.fixed, inputs.moving, options, progress, cancel));
+  TESSERA_ASSIGN_OR_RETURN(summary.result, Register(inputs.fixed, inputs.moving, options, progress, cancel, deadline));
   const RegistrationResult& result = summary.result;
   if (result.jacobian.voxels > 0) {
     summary.folded_percent = 100.0 * result.jacobian.nonpositive / result.jacobian.voxels;
   }
   if (inputs.moving_labels.has_value()) {
-    TESSERA_ASSIGN_OR_RETURN(summary.warped_labels, WarpLabels(*inputs.moving_labels, inputs.fixed, result, options.device));
+    TESSERA_ASSIGN_OR_RETURN(summary.warped_labels, WarpLabels(*inputs.moving_labels, inputs.fixed, result, options.device,
+                                                                 options.sampler));
     if (inputs.fixed_labels.has_value()) {
       // "Before" = the moving labels placed on the fixed grid by the headers alone.
       RegistrationResult identity;
       identity.affine_ras = Mat4{1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
-      TESSERA_ASSIGN_OR_RETURN(NDArray before, WarpLabels(*inputs.moving_labels, inputs.fixed, identity, options.device));
+      TESSERA_ASSIGN_OR_RETURN(NDArray before, WarpLabels(*inputs.moving_labels, inputs.fixed, identity, options.device,
+                                                                options.sampler));
       TESSERA_ASSIGN_OR_RETURN(summary.dice_before, MeanDice(inputs.fixed_labels->data, before, inputs.fixed.geometry));
       TESSERA_ASSIGN_OR_RETURN(summary.dice_after,
                                MeanDice(inputs.fixed_labels->data, summary.warped_labels, inputs.fixed.geometry));

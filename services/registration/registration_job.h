@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "services/registration/outputs.h"
 #include "services/registration/registrar.h"
 
@@ -36,10 +37,12 @@ absl::StatusOr<RegistrationInputs> ReadRegistrationInputs(const std::string& fix
                                                           const std::string& moving_labels);
 
 // Registers, scores and (when out_dir is non-empty) writes the output files.
+// `cancel` and `deadline` as for Register().
 absl::StatusOr<RegistrationSummary> RunRegistration(const RegistrationInputs& inputs, const RegistrationOptions& options,
                                                     const std::string& out_dir, bool inverse_warp,
                                                     const ProgressCallback& progress = nullptr,
-                                                    const std::atomic<bool>* cancel = nullptr);
+                                                    const std::atomic<bool>* cancel = nullptr,
+                                                    absl::Time deadline = absl::InfiniteFuture());
 
 // {"final_loss":..., "dice_before":..., "folded_percent":..., "seconds":..., ...}
 std::string SummaryToJson(const RegistrationSummary& summary, const RegistrationOptions& options);

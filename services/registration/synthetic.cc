@@ -103,6 +103,56 @@ absl::StatusOr<SyntheticPair> MakeSyntheticPair(const Volume& image, const Volum
   return pair;
 }
 
+absl::StatusOr<Phantom> MakePhantom(int64_t n, double spacing_mm) {
+  if (n < 8 || n > 512) return absl::InvalidArgumentError("phantom size must be in 8..512");
+  if (!(spacing_mm > 0)) return absl::InvalidArgumentError("phantom spacing must be positive");
+  struct Ellipsoid {
+    double centre[3], radii[3];  // fractions of the half-extent
+    float intensity;
+  };
+  // The head first; later ellipsoids replace what they cover.
+  const Ellipsoid shapes[] = {{{0, 0, 0}, {0.80, 0.70, 0.75}, 0.45f},
+                              {{-0.30, 0.10, 0.05}, {0.22, 0.30, 0.25}, 0.95f},
+                              {{0.32, -0.05, -0.10}, {0.18, 0.25, 0.30}, 0.15f},
+                              {{0.05, -0.35, 0.30}, {0.25, 0.15, 0.20}, 0.70f}};
+  Phantom p;
+  TESSERA_ASSIGN_OR_RETURN(p.image.data, NDArray::Allocate({n, n, n}, DType::kFloat32));
+  TESSERA_ASSIGN_OR_RETURN(p.labels.data, NDArray::Allocate({n, n, n}, DType::kInt32));
+  float* image = p.image.data.data<float>();
+  int32_t* labels = p.labels.data.data<int32_t>();
+  const double half = 0.5 * static_cast<double>(n - 1), edge = 2.0 / static_cast<double>(n);  // ~1 voxel ramp
+  for (int64_t k = 0; k < n; ++k) {
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t i = 0; i < n; ++i) {
+        const double x[3] = {(i - half) / half, (j - half) / half, (k - half) / half};
+        float value = 0.f;
+        int32_t label = 0;
+        for (int s = 0; s < 4; ++s) {
+          double r2 = 0;
+          for (int d = 0; d < 3; ++d) {
+            const double t = (x[d] - shapes[s].centre[d]) / shapes[s].radii[d];
+            r2 += t * t;
+          }
+          // Smooth step across the boundary r = 1, so the image has gradients.
+          const double inside = std::clamp((1.0 - std::sqrt(r2)) / edge + 0.5, 0.0, 1.0);
+          value = static_cast<float>((1 - inside) * value + inside * shapes[s].intensity);
+          if (r2 <= 1) label = s + 1;
+        }
+        image[i + n * (j + n * k)] = value;
+        labels[i + n * (j + n * k)] = label;
+      }
+    }
+  }
+  Geometry g;
+  g.spacing = {spacing_mm, spacing_mm, spacing_mm};
+  g.origin = {-half * spacing_mm, -half * spacing_mm, -half * spacing_mm};
+  p.image.geometry = g;
+  p.labels.geometry = g;
+  p.image.description = "tessera phantom";
+  p.labels.description = "tessera phantom labels";
+  return p;
+}
+
 absl::StatusOr<Volume> DownsampleImage(const Volume& image, int factor) {
   TESSERA_ASSIGN_OR_RETURN(NDArray f, image.data.AsType(DType::kFloat32));
   const Shape shape = DownsampledShape(f.shape(), factor);

@@ -37,6 +37,16 @@ struct SyntheticPair {
 absl::StatusOr<SyntheticPair> MakeSyntheticPair(const Volume& image, const Volume* labels,
                                                 const SyntheticOptions& options);
 
+// A small labelled phantom for tests that must not depend on installed data:
+// a bright ellipsoidal "head" holding a few ellipsoids of other intensities,
+// smoothly edged (labels 1..4: head, then the inner ellipsoids), on an
+// (n, n, n) grid of `spacing_mm` voxels centred on the origin. Deterministic.
+struct Phantom {
+  Volume image;   // float32 in [0, 1]
+  Volume labels;  // int32
+};
+absl::StatusOr<Phantom> MakePhantom(int64_t n, double spacing_mm = 2.0);
+
 // 2x downsampled copies for quick tests: image by blur + trilinear, labels by
 // taking every other voxel. Geometry follows (aligned corners).
 absl::StatusOr<Volume> DownsampleImage(const Volume& image, int factor);

@@ -1,9 +1,10 @@
 // tessera.v1.RegistrationService: registration jobs over gRPC
 // (protos/tessera/v1/registration.proto). Volumes come from uploads (held
 // in a bounded VolumeStore with a TTL) or files under the data roots; jobs
-// run RunRegistration (registration_job.h) on a small worker pool with a
-// bounded queue and live in an in-memory JobRegistry (services/jobs) with
-// their results, which GetResult and DownloadResult serve from memory.
+// run RunRegistrationRequest (request_run.h, the same code path as the
+// registration job engine) on a small worker pool with a bounded queue and
+// live in an in-memory JobRegistry (services/jobs) with their results, which
+// GetResult and DownloadResult serve from memory.
 //
 //   absl::StatusOr<std::unique_ptr<tessera::RegistrationServiceImpl>> registration =
 //       tessera::RegistrationServiceImpl::Create(server_options);
@@ -27,7 +28,7 @@
 #include "services/common/volume_store.h"
 #include "services/jobs/job_registry.h"
 #include "services/jobs/worker_pool.h"
-#include "services/registration/registrar.h"
+#include "services/registration/request_run.h"
 #include "services/server/server_options.h"
 #include "tessera/v1/registration.grpc.pb.h"
 
@@ -71,9 +72,9 @@ class RegistrationServiceImpl final : public v1::RegistrationService::Service {
   jobs::JobRegistry& registry() { return registry_; }
   VolumeStore& uploads() { return uploads_; }
 
-  struct JobSpec;  // a validated RegisterRequest (defined in the .cc)
-
  private:
+  using JobSpec = registration::RequestSpec;
+
   RegistrationServiceImpl(const ServerOptions& options, std::vector<std::string> roots,
                           RegistrationServiceOptions service_options);
 
@@ -98,22 +99,6 @@ class RegistrationServiceImpl final : public v1::RegistrationService::Service {
   std::mutex submit_mu_;  // job creation + queueing, so a failed queueing is undone atomically
   jobs::WorkerPool pool_;  // last: its threads use the members above
 };
-
-// Exposed for tests.
-namespace registration_internal {
-
-// Request options -> registrar options (defaults for unset fields),
-// validated: INVALID_ARGUMENT naming the bad field; FAILED_PRECONDITION for
-// "cuda" without a GPU.
-absl::StatusOr<registration::RegistrationOptions> ToRegistrarOptions(const v1::RegistrationOptions& proto,
-                                                                     const std::string& default_device);
-
-// Overall progress in [0, 1) of a run with `options` at `progress`, from the
-// planned iteration counts (a scale that converges early makes it jump ahead).
-double EstimateFraction(const registration::RegistrationOptions& options,
-                        const registration::RegistrationProgress& progress);
-
-}  // namespace registration_internal
 }  // namespace tessera
 
 #endif  // TESSERA_SERVICES_REGISTRATION_REGISTRATION_SERVICE_H_

@@ -683,52 +683,5 @@ TEST(RegistrationServiceLimitsTest, FullUploadStoreAndQueueAreResourceExhausted)
   // Destroying host and service cancels the running job.
 }
 
-TEST(RegistrationOptionsTest, DefaultsValidationAndProgressFraction) {
-  using registration_internal::EstimateFraction;
-  using registration_internal::ToRegistrarOptions;
-  absl::StatusOr<registration::RegistrationOptions> o = ToRegistrarOptions(v1::RegistrationOptions(), "cpu");
-  ASSERT_TRUE(o.ok()) << o.status();
-  const registration::RegistrationOptions defaults;
-  EXPECT_EQ(o->metric, defaults.metric);
-  EXPECT_EQ(o->stages, defaults.stages);
-  EXPECT_EQ(o->scales, defaults.scales);
-  EXPECT_EQ(o->deformable_iterations, defaults.deformable_iterations);
-  EXPECT_EQ(o->metric_options.lncc_window, defaults.metric_options.lncc_window);
-  EXPECT_EQ(o->patience, defaults.patience);
-  EXPECT_EQ(o->tolerance, defaults.tolerance);
-  EXPECT_EQ(o->device, "cpu");
-
-  v1::RegistrationOptions proto;
-  proto.set_metric("mi");
-  proto.set_mi_bins(48);
-  proto.add_stages("affine");
-  proto.add_scales(2);
-  proto.add_scales(1);
-  proto.add_affine_iterations(10);
-  proto.set_tolerance(0);
-  proto.set_init("none");
-  o = ToRegistrarOptions(proto, "auto");
-  ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_EQ(o->metric_options.mi_bins, 48);
-  EXPECT_EQ(o->tolerance, 0);
-  EXPECT_EQ(o->init, "none");
-  proto.set_tolerance(NAN);
-  EXPECT_EQ(ToRegistrarOptions(proto, "auto").status().code(), absl::StatusCode::kInvalidArgument);
-
-  // Affine only, 10 iterations at each of two scales: 20 planned.
-  registration::RegistrationProgress p;
-  p.stage = "init";
-  EXPECT_EQ(EstimateFraction(*o, p), 0);
-  p.stage = "affine";
-  p.scale = 2;
-  p.iteration = 5;
-  EXPECT_NEAR(EstimateFraction(*o, p), 0.95 * 5 / 20, 1e-12);
-  p.scale = 1;
-  p.iteration = 10;
-  EXPECT_NEAR(EstimateFraction(*o, p), 0.95, 1e-12);
-  p.stage = "output";
-  EXPECT_NEAR(EstimateFraction(*o, p), 0.95, 1e-12);
-}
-
 }  // namespace
 }  // namespace tessera

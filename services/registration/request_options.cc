@@ -1,0 +1,109 @@
+#include "services/registration/request_options.h"
+
+#include <cmath>
+#include <cstdint>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/device.h"
+#include "common/status.h"
+#include "kernels/registration/mutual_info.h"
+
+namespace tessera::registration {
+namespace {
+
+// Iteration counts beyond this are surely mistakes.
+constexpr int kMaxIterations = 100000;
+constexpr int kMaxScale = 64;
+
+}  // namespace
+
+absl::StatusOr<RegistrationOptions> ParseRegistrationOptions(const v1::RegistrationOptions& proto,
+                                                             const std::string& default_device) {
+  RegistrationOptions o;
+  if (!proto.metric().empty()) o.metric = proto.metric();
+  if (o.metric != "mse" && o.metric != "lncc" && o.metric != "mi") {
+    return absl::InvalidArgumentError(absl::StrCat("options.metric '", o.metric, "' is not one of mse, lncc, mi"));
+  }
+  if (proto.stages_size() > 0) {
+    o.stages.assign(proto.stages().begin(), proto.stages().end());
+    for (const std::string& s : o.stages) {
+      if (s != "rigid" && s != "affine" && s != "deformable") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("options.stages: unknown stage '", s, "'; expected rigid, affine, deformable"));
+      }
+    }
+  }
+  if (proto.scales_size() > 0) {
+    o.scales.assign(proto.scales().begin(), proto.scales().end());
+    for (size_t i = 0; i < o.scales.size(); ++i) {
+      if (o.scales[i] < 1 || o.scales[i] > kMaxScale || (i > 0 && o.scales[i] > o.scales[i - 1])) {
+        return absl::InvalidArgumentError(absl::StrCat("options.scales [", absl::StrJoin(o.scales, ", "),
+                                                       "] must be in 1..", kMaxScale,
+                                                       " and coarse to fine, e.g. 4, 2, 1"));
+      }
+    }
+  }
+  for (auto [field, name, target] :
+       {std::tuple<const google::protobuf::RepeatedField<int32_t>*, const char*, std::vector<int>*>{
+            &proto.rigid_iterations(), "rigid_iterations", &o.rigid_iterations},
+        {&proto.affine_iterations(), "affine_iterations", &o.affine_iterations},
+        {&proto.deformable_iterations(), "deformable_iterations", &o.deformable_iterations}}) {
+    if (field->empty()) continue;
+    target->assign(field->begin(), field->end());
+    for (int n : *target) {
+      if (n < 0 || n > kMaxIterations) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("options.", name, " has ", n, "; iteration counts must be in 0..", kMaxIterations));
+      }
+    }
+  }
+  if (proto.lncc_window() != 0) {
+    if (proto.lncc_window() < 1 || proto.lncc_window() % 2 == 0 || proto.lncc_window() > 51) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("options.lncc_window ", proto.lncc_window(), " must be odd, in 1..51"));
+    }
+    o.metric_options.lncc_window = proto.lncc_window();
+  }
+  if (proto.mi_bins() != 0) {
+    if (proto.mi_bins() < kMattesMiMinBins || proto.mi_bins() > kMattesMiMaxBins) {
+      return absl::InvalidArgumentError(absl::StrCat("options.mi_bins ", proto.mi_bins(), " must be in ",
+                                                     kMattesMiMinBins, "..", kMattesMiMaxBins));
+    }
+    o.metric_options.mi_bins = proto.mi_bins();
+  }
+  o.device = proto.device().empty() ? default_device : proto.device();
+  if (o.device != "auto" && o.device != "cpu" && o.device != "cuda") {
+    return absl::InvalidArgumentError(absl::StrCat("options.device '", o.device, "' is not one of auto, cpu, cuda"));
+  }
+  if (proto.patience() != 0) {
+    if (proto.patience() < 1 || proto.patience() > kMaxIterations) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("options.patience ", proto.patience(), " must be in 1..", kMaxIterations));
+    }
+    o.patience = proto.patience();
+  }
+  if (proto.has_tolerance()) {
+    if (!std::isfinite(proto.tolerance()) || proto.tolerance() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("options.tolerance ", proto.tolerance(), " must be finite and not negative"));
+    }
+    o.tolerance = proto.tolerance();
+  }
+  if (!proto.init().empty()) o.init = proto.init();
+  if (o.init != "com" && o.init != "none") {
+    return absl::InvalidArgumentError(absl::StrCat("options.init '", o.init, "' is not one of com, none"));
+  }
+  return o;
+}
+
+absl::StatusOr<RegistrationOptions> ToRegistrarOptions(const v1::RegistrationOptions& proto,
+                                                       const std::string& default_device) {
+  TESSERA_ASSIGN_OR_RETURN(RegistrationOptions o, ParseRegistrationOptions(proto, default_device));
+  TESSERA_RETURN_IF_ERROR(ResolveBackend(o.device).status());
+  return o;
+}
+
+}  // namespace tessera::registration

@@ -1,0 +1,103 @@
+// RegisterRequest options -> registrar options, and the progress a request
+// reports (fraction from the planned iterations, job progress fields).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "common/device.h"
+#include "services/registration/request_options.h"
+#include "services/registration/request_progress.h"
+
+namespace tessera::registration {
+namespace {
+
+TEST(RequestOptions, DefaultsValidationAndProgressFraction) {
+  absl::StatusOr<RegistrationOptions> o = ToRegistrarOptions(v1::RegistrationOptions(), "cpu");
+  ASSERT_TRUE(o.ok()) << o.status();
+  const RegistrationOptions defaults;
+  EXPECT_EQ(o->metric, defaults.metric);
+  EXPECT_EQ(o->stages, defaults.stages);
+  EXPECT_EQ(o->scales, defaults.scales);
+  EXPECT_EQ(o->deformable_iterations, defaults.deformable_iterations);
+  EXPECT_EQ(o->metric_options.lncc_window, defaults.metric_options.lncc_window);
+  EXPECT_EQ(o->patience, defaults.patience);
+  EXPECT_EQ(o->tolerance, defaults.tolerance);
+  EXPECT_EQ(o->device, "cpu");
+
+  v1::RegistrationOptions proto;
+  proto.set_metric("mi");
+  proto.set_mi_bins(48);
+  proto.add_stages("affine");
+  proto.add_scales(2);
+  proto.add_scales(1);
+  proto.add_affine_iterations(10);
+  proto.set_tolerance(0);
+  proto.set_init("none");
+  o = ToRegistrarOptions(proto, "auto");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->metric_options.mi_bins, 48);
+  EXPECT_EQ(o->tolerance, 0);
+  EXPECT_EQ(o->init, "none");
+  proto.set_tolerance(NAN);
+  EXPECT_EQ(ToRegistrarOptions(proto, "auto").status().code(), absl::StatusCode::kInvalidArgument);
+
+  // Affine only, 10 iterations at each of two scales: 20 planned.
+  RegistrationProgress p;
+  p.stage = "init";
+  EXPECT_EQ(EstimateFraction(*o, p), 0);
+  p.stage = "affine";
+  p.scale = 2;
+  p.iteration = 5;
+  EXPECT_NEAR(EstimateFraction(*o, p), 0.95 * 5 / 20, 1e-12);
+  p.scale = 1;
+  p.iteration = 10;
+  EXPECT_NEAR(EstimateFraction(*o, p), 0.95, 1e-12);
+  p.stage = "output";
+  EXPECT_NEAR(EstimateFraction(*o, p), 0.95, 1e-12);
+}
+
+TEST(RequestOptions, DeviceIsParsedEverywhereButCheckedOnlyByToRegistrarOptions) {
+  v1::RegistrationOptions proto;
+  proto.set_device("cuda");
+  absl::StatusOr<RegistrationOptions> parsed = ParseRegistrationOptions(proto, "auto");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->device, "cuda");
+  if (!DeviceRegistry::Get().cuda_available()) {
+    EXPECT_EQ(ToRegistrarOptions(proto, "auto").status().code(), absl::StatusCode::kFailedPrecondition);
+  }
+  proto.set_device("tpu");
+  EXPECT_EQ(ParseRegistrationOptions(proto, "auto").status().code(), absl::StatusCode::kInvalidArgument);
+  proto.clear_device();
+  EXPECT_EQ(ParseRegistrationOptions(proto, "cpu")->device, "cpu");  // the server's default
+}
+
+TEST(RequestProgress, JobProgressCarriesStageLossScaleAndANeverDecreasingFraction) {
+  RegistrationOptions o;
+  o.stages = {"affine"};
+  o.scales = {2, 1};
+  o.affine_iterations = {10, 10};
+  std::vector<jobs::JobProgress> seen;
+  ProgressCallback callback = ToJobProgress(o, [&](const jobs::JobProgress& p) { seen.push_back(p); });
+  callback(RegistrationProgress{"affine", 2, 5, 10, 0.5});
+  callback(RegistrationProgress{"affine", 1, 1, 10, 0.25});
+  ProgressCallback copy = callback;  // copies share the running maximum
+  copy(RegistrationProgress{"init", 1, 0, 0, 0.75});
+  copy(RegistrationProgress{"output", 1, 0, 0, 0});
+  ASSERT_EQ(seen.size(), 4u);
+  EXPECT_EQ(seen[0].stage, "affine");
+  EXPECT_EQ(seen[0].step, 5);
+  EXPECT_EQ(seen[0].total_steps, 10);
+  EXPECT_EQ(seen[0].metrics.at("loss"), 0.5);
+  EXPECT_EQ(seen[0].metrics.at("scale"), 2);
+  EXPECT_NEAR(seen[0].fraction, 0.95 * 5 / 20, 1e-12);
+  EXPECT_NEAR(seen[1].fraction, 0.95 * 11 / 20, 1e-12);
+  EXPECT_EQ(seen[2].fraction, seen[1].fraction);  // "init" would be 0: never goes back
+  EXPECT_NEAR(seen[3].fraction, 0.95, 1e-12);
+  EXPECT_EQ(seen[3].metrics.count("loss"), 0u);
+  EXPECT_EQ(seen[3].message, "writing results");
+  EXPECT_EQ(ReadingInputsProgress().stage, "input");
+}
+
+}  // namespace
+}  // namespace tessera::registration

@@ -1,0 +1,135 @@
+#include "services/registration/request_run.h"
+
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "services/registration/ants_transform_io.h"
+#include "services/registration/outputs.h"
+
+namespace tessera::registration {
+namespace {
+
+namespace fs = std::filesystem;
+
+absl::Status CheckContinue(const RequestRunContext& context) {
+  if (context.cancel != nullptr && context.cancel->load()) return absl::CancelledError("registration cancelled");
+  if (context.deadline != absl::InfiniteFuture() && absl::Now() > context.deadline) {
+    return absl::DeadlineExceededError("registration stopped: its deadline passed");
+  }
+  return absl::OkStatus();
+}
+
+// The written files of `files`, as pointers to its fields.
+std::vector<std::string*> WrittenFiles(OutputFiles& files) {
+  std::vector<std::string*> out;
+  for (std::string* path : {&files.warped, &files.warped_labels, &files.affine, &files.warp, &files.inverse_warp}) {
+    if (!path->empty()) out.push_back(path);
+  }
+  return out;
+}
+
+// Copies `from` to `dir`/its name through a temporary name, so a reader
+// never sees a partial file. Returns the new path.
+absl::StatusOr<std::string> CopyInto(const std::string& from, const std::string& dir) {
+  const fs::path to = fs::path(dir) / fs::path(from).filename();
+  const fs::path partial = fs::path(to.string() + ".partial");
+  std::error_code ec;
+  fs::copy_file(from, partial, fs::copy_options::overwrite_existing, ec);
+  if (!ec) fs::rename(partial, to, ec);
+  if (ec) {
+    fs::remove(partial, ec);
+    return absl::PermissionDeniedError(absl::StrCat("cannot write ", to.string(), ": ", ec.message()));
+  }
+  return to.string();
+}
+
+// Writes the outputs into `dir` too (creating it; its parent exists) and
+// points `files` there.
+absl::Status CopyOutputs(OutputFiles& files, const std::string& dir) {
+  std::error_code ec;
+  fs::create_directory(dir, ec);
+  if (ec) return absl::PermissionDeniedError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+  for (std::string* path : WrittenFiles(files)) {
+    TESSERA_ASSIGN_OR_RETURN(*path, CopyInto(*path, dir));
+  }
+  return absl::OkStatus();
+}
+
+v1::RegistrationResult ResultProto(const RequestOutcome& outcome, const RegistrationOptions& options,
+                                   const std::string& job_id) {
+  const RegistrationSummary& summary = outcome.summary;
+  const RegistrationResult& r = summary.result;
+  v1::RegistrationResult out;
+  out.set_job_id(job_id);
+  out.set_initial_loss(r.initial_loss);
+  out.set_final_loss(r.final_loss);
+  if (summary.dice_before) out.set_dice_before(*summary.dice_before);
+  if (summary.dice_after) out.set_dice_after(*summary.dice_after);
+  out.set_folded_percent(summary.folded_percent);
+  if (r.jacobian.voxels > 0) out.set_min_jacobian(r.jacobian.min_det);
+  out.set_seconds(r.seconds);
+  out.set_peak_device_bytes(static_cast<int64_t>(r.peak_device_bytes));
+  for (double v : r.affine_ras) out.add_affine_ras(v);
+  out.set_backend(r.backend);
+  for (const std::string& line : r.log) out.add_log(line);
+  v1::RegistrationOutputFiles* files = out.mutable_files();
+  files->set_warped(summary.files.warped);
+  files->set_warped_labels(summary.files.warped_labels);
+  files->set_affine(summary.files.affine);
+  files->set_warp(summary.files.warp);
+  files->set_inverse_warp(summary.files.inverse_warp);
+  out.add_artifacts(v1::REGISTRATION_ARTIFACT_WARPED);
+  if (!summary.warped_labels.empty()) out.add_artifacts(v1::REGISTRATION_ARTIFACT_WARPED_LABELS);
+  if (!r.displacement_ras.empty()) out.add_artifacts(v1::REGISTRATION_ARTIFACT_WARP);
+  if (!outcome.inverse_warp.empty()) out.add_artifacts(v1::REGISTRATION_ARTIFACT_INVERSE_WARP);
+  out.add_artifacts(v1::REGISTRATION_ARTIFACT_AFFINE);
+  out.set_metric(options.metric);
+  for (const std::string& s : options.stages) out.add_stages(s);
+  for (int s : options.scales) out.add_scales(s);
+  out.set_summary_json(SummaryToJson(summary, options));
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<RequestOutcome> RunRegistrationRequest(const RequestSpec& spec, const RequestRunContext& context) {
+  if (context.report) context.report(ReadingInputsProgress());
+  TESSERA_ASSIGN_OR_RETURN(RegistrationInputs inputs, MaterializeInputs(spec.inputs, spec.max_volume_bytes));
+  TESSERA_RETURN_IF_ERROR(CheckContinue(context));
+
+  RequestOutcome outcome;
+  const std::string& write_dir = context.work_dir.empty() ? spec.output_dir : context.work_dir;
+  TESSERA_ASSIGN_OR_RETURN(outcome.summary,
+                           RunRegistration(inputs, spec.options, write_dir, spec.inverse_warp,
+                                           ToJobProgress(spec.options, context.report), context.cancel,
+                                           context.deadline));
+  RegistrationSummary& summary = outcome.summary;
+  const RegistrationResult& r = summary.result;
+  outcome.fixed_geometry = inputs.fixed.geometry;
+  outcome.affine_mat = ItkAffineBytes(r.affine_ras, GridCentre(inputs.fixed));
+  if (spec.inverse_warp && !r.displacement_ras.empty()) {
+    if (!summary.files.inverse_warp.empty()) {
+      TESSERA_ASSIGN_OR_RETURN(Volume inverse, ReadAntsWarp(summary.files.inverse_warp));
+      outcome.inverse_warp = std::move(inverse.data);
+    } else {
+      TESSERA_ASSIGN_OR_RETURN(outcome.inverse_warp, InvertDisplacement(r.displacement_ras, inputs.fixed.geometry));
+    }
+  }
+  if (!context.work_dir.empty()) {
+    for (const std::string* path : WrittenFiles(summary.files)) {
+      outcome.work_files.push_back(fs::path(*path).filename().string());
+    }
+    if (spec.output_dir.empty()) {
+      summary.files = OutputFiles();
+    } else {
+      TESSERA_RETURN_IF_ERROR(CopyOutputs(summary.files, spec.output_dir));
+    }
+  }
+  outcome.result = ResultProto(outcome, spec.options, context.job_id);
+  return outcome;
+}
+
+}  // namespace tessera::registration

@@ -1,0 +1,135 @@
+#include "services/registration/registration_engine.h"
+
+#include <filesystem>
+#include <optional>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/buffer.h"
+#include "common/status.h"
+#include "services/common/data_roots.h"
+#include "services/registration/nifti_voxels.h"
+#include "services/registration/request_options.h"
+
+namespace tessera::registration {
+namespace {
+
+// A durable job's inputs must outlive this process: server paths only.
+absl::StatusOr<std::optional<VolumeInput>> ResolveSource(const v1::VolumeSource& source, const char* what,
+                                                         bool required, const std::vector<std::string>& roots,
+                                                         int64_t max_volume_bytes) {
+  switch (source.source_case()) {
+    case v1::VolumeSource::kPath: {
+      TESSERA_ASSIGN_OR_RETURN(VolumeInput in, ResolveVolumePath(source.path(), what, roots, max_volume_bytes));
+      return std::optional<VolumeInput>(std::move(in));
+    }
+    case v1::VolumeSource::kUploadId:
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": upload_id '", source.upload_id(),
+          "' names a volume held in one server's memory, which a scheduled job cannot rely on (it may run later, "
+          "on another worker, or after a restart); give a server path under the data roots instead"));
+    default:
+      if (required) return absl::InvalidArgumentError(absl::StrCat(what, ": set its path (a server path)"));
+      return std::optional<VolumeInput>();
+  }
+}
+
+absl::StatusOr<v1::RegisterRequest> Unpack(const google::protobuf::Any& spec) {
+  v1::RegisterRequest request;
+  TESSERA_RETURN_IF_ERROR(jobs::UnpackSpec(spec, &request));
+  return request;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const RegistrationEngine>> RegistrationEngine::Create(
+    const std::vector<std::string>& data_roots, int64_t max_volume_bytes, const std::string& default_device) {
+  TESSERA_ASSIGN_OR_RETURN(std::vector<std::string> roots, CanonicalDataRoots(data_roots));
+  if (max_volume_bytes <= 0) return absl::InvalidArgumentError("max_volume_bytes must be positive");
+  if (default_device != "auto" && default_device != "cpu" && default_device != "cuda") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("default device '", default_device, "' is not one of auto, cpu, cuda"));
+  }
+  return std::shared_ptr<const RegistrationEngine>(
+      new RegistrationEngine(std::move(roots), max_volume_bytes, default_device));
+}
+
+absl::StatusOr<RequestSpec> RegistrationEngine::Resolve(const v1::RegisterRequest& request) const {
+  RequestSpec spec;
+  TESSERA_ASSIGN_OR_RETURN(spec.options, ParseRegistrationOptions(request.options(), default_device_));
+  spec.inverse_warp = request.options().inverse_warp();
+  spec.max_volume_bytes = max_volume_bytes_;
+  RequestInputs& in = spec.inputs;
+  TESSERA_ASSIGN_OR_RETURN(std::optional<VolumeInput> fixed,
+                           ResolveSource(request.fixed(), "fixed", true, roots_, max_volume_bytes_));
+  TESSERA_ASSIGN_OR_RETURN(std::optional<VolumeInput> moving,
+                           ResolveSource(request.moving(), "moving", true, roots_, max_volume_bytes_));
+  TESSERA_ASSIGN_OR_RETURN(in.fixed_labels,
+                           ResolveSource(request.fixed_labels(), "fixed labels", false, roots_, max_volume_bytes_));
+  TESSERA_ASSIGN_OR_RETURN(in.moving_labels,
+                           ResolveSource(request.moving_labels(), "moving labels", false, roots_, max_volume_bytes_));
+  in.fixed = *std::move(fixed);
+  in.moving = *std::move(moving);
+  if (!request.output_dir().empty()) {
+    absl::StatusOr<std::string> dir = ResolveOutputDirUnderRoots(request.output_dir(), roots_);
+    if (!dir.ok()) return Annotate(dir.status(), "output_dir");
+    spec.output_dir = *std::move(dir);
+  }
+  return spec;
+}
+
+absl::Status RegistrationEngine::Validate(const google::protobuf::Any& spec) const {
+  TESSERA_ASSIGN_OR_RETURN(v1::RegisterRequest request, Unpack(spec));
+  return Resolve(request).status();
+}
+
+jobs::ResourceNeeds RegistrationEngine::Needs(const google::protobuf::Any& spec) const {
+  jobs::ResourceNeeds needs;
+  absl::StatusOr<v1::RegisterRequest> request = Unpack(spec);
+  if (!request.ok()) return needs;
+  absl::StatusOr<RegistrationOptions> options = ParseRegistrationOptions(request->options(), default_device_);
+  if (!options.ok()) return needs;
+  needs.needs_gpu = options->device == "cuda";
+  if (options->device == "cpu" || !request->fixed().has_path()) return needs;
+  absl::StatusOr<std::string> path = ResolveUnderRoots(request->fixed().path(), roots_);
+  if (!path.ok()) return needs;
+  absl::StatusOr<int64_t> voxels = NiftiSpatialVoxels(*path);
+  if (voxels.ok()) needs.device_bytes = kDeviceBytesPerFixedVoxel * *voxels;
+  return needs;
+}
+
+absl::StatusOr<jobs::EngineOutput> RegistrationEngine::Run(const google::protobuf::Any& spec,
+                                                           jobs::EngineContext& ctx) const {
+  TESSERA_ASSIGN_OR_RETURN(v1::RegisterRequest request, Unpack(spec));
+  TESSERA_ASSIGN_OR_RETURN(RequestSpec resolved, Resolve(request));
+  TESSERA_RETURN_IF_ERROR(ctx.CheckContinue());
+
+  RequestRunContext run;
+  run.job_id = ctx.job_id();
+  run.work_dir = ctx.work_dir();
+  run.report = [&ctx](const jobs::JobProgress& progress) { ctx.Report(progress); };
+  run.cancel = ctx.cancel_flag();
+  run.deadline = ctx.deadline();
+  // The job's own device memory, whatever else runs in this process.
+  auto memory = std::make_shared<DeviceMemoryTracker>();
+  absl::StatusOr<RequestOutcome> outcome;
+  {
+    ScopedDeviceMemoryCharge charge(memory);
+    outcome = RunRegistrationRequest(resolved, run);
+  }
+  ctx.SetPeakDeviceBytes(static_cast<int64_t>(memory->peak_bytes()));
+  if (!outcome.ok()) return outcome.status();
+
+  jobs::EngineOutput out;
+  out.result.PackFrom(outcome->result);
+  for (const std::string& name : outcome->work_files) {
+    std::error_code ec;
+    const uintmax_t bytes = std::filesystem::file_size(std::filesystem::path(ctx.work_dir()) / name, ec);
+    if (ec) return absl::InternalError(absl::StrCat("result file ", name, " vanished: ", ec.message()));
+    out.files.push_back(jobs::EngineFile{name, static_cast<int64_t>(bytes)});
+  }
+  return out;
+}
+
+}  // namespace tessera::registration

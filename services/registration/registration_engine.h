@@ -1,0 +1,77 @@
+// The registration job engine (services/jobs/engine.h): kind "registration",
+// spec tessera.v1.RegisterRequest, result tessera.v1.RegistrationResult. What
+// the scheduler's workers run; the same code path as RegistrationService's
+// own jobs (RunRegistrationRequest, request_run.h).
+//
+// Inputs are server paths under the data roots (an upload_id lives in one
+// server's memory only, so a durable job refuses it). The outputs
+// (warped.nii.gz, warped_labels.nii.gz, 0GenericAffine.mat, 0Warp.nii.gz,
+// 0InverseWarp.nii.gz: those the run produces) are written into the job's
+// work directory and, when the request names an output_dir, copied there
+// too; the result's `files` name the output_dir copies (empty without one).
+// The request's job_id is ignored: the scheduler names jobs.
+//
+//   TESSERA_ASSIGN_OR_RETURN(auto engine, RegistrationEngine::Create(roots, max_volume_bytes, "auto"));
+//   TESSERA_RETURN_IF_ERROR(engines.Add(std::move(engine)));
+#ifndef TESSERA_SERVICES_REGISTRATION_REGISTRATION_ENGINE_H_
+#define TESSERA_SERVICES_REGISTRATION_REGISTRATION_ENGINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "services/jobs/engine.h"
+#include "services/registration/request_run.h"
+#include "tessera/v1/registration.pb.h"
+
+namespace tessera::registration {
+
+class RegistrationEngine final : public jobs::Engine {
+ public:
+  // Device memory of a registration per voxel of the fixed image (pyramid,
+  // warped image and gradient, displacement and Adam moments, metric
+  // scratch), for placement.
+  static constexpr int64_t kDeviceBytesPerFixedVoxel = 92;
+
+  // `data_roots`: directories the job's paths may name (each must exist;
+  // canonicalized here). `max_volume_bytes`: per input volume, > 0.
+  // `default_device`: "auto", "cpu" or "cuda", for requests that leave
+  // options.device empty (not checked against this process's devices: the
+  // job may run on another worker).
+  static absl::StatusOr<std::shared_ptr<const RegistrationEngine>> Create(const std::vector<std::string>& data_roots,
+                                                                          int64_t max_volume_bytes,
+                                                                          const std::string& default_device);
+
+  std::string kind() const override { return "registration"; }
+  std::string spec_type() const override { return "tessera.v1.RegisterRequest"; }
+  // INVALID_ARGUMENT (bad options, missing fixed/moving, an upload_id),
+  // NOT_FOUND / PERMISSION_DENIED / FAILED_PRECONDITION for paths (as
+  // ResolveUnderRoots), RESOURCE_EXHAUSTED for files over the volume limit.
+  absl::Status Validate(const google::protobuf::Any& spec) const override;
+  // needs_gpu only when the request (or the default device) says "cuda";
+  // device_bytes ~ kDeviceBytesPerFixedVoxel x the fixed image's voxels,
+  // from its NIfTI header (0 for "cpu" or when the header is unreadable).
+  jobs::ResourceNeeds Needs(const google::protobuf::Any& spec) const override;
+  // Reports progress (stages input, init, rigid, affine, deformable, output;
+  // metrics loss and scale), stops within an iteration when cancelled
+  // (CANCELLED) or past the deadline (DEADLINE_EXCEEDED), and sets the job's
+  // peak device memory (its own allocations only).
+  absl::StatusOr<jobs::EngineOutput> Run(const google::protobuf::Any& spec, jobs::EngineContext& ctx) const override;
+
+  // The request resolved against this engine's roots and limits.
+  absl::StatusOr<RequestSpec> Resolve(const v1::RegisterRequest& request) const;
+
+ private:
+  RegistrationEngine(std::vector<std::string> roots, int64_t max_volume_bytes, std::string default_device)
+      : roots_(std::move(roots)), max_volume_bytes_(max_volume_bytes), default_device_(std::move(default_device)) {}
+
+  const std::vector<std::string> roots_;
+  const int64_t max_volume_bytes_;
+  const std::string default_device_;
+};
+
+}  // namespace tessera::registration
+
+#endif  // TESSERA_SERVICES_REGISTRATION_REGISTRATION_ENGINE_H_

@@ -30,6 +30,7 @@ _LIBS = {
     "benchmark": (["benchmark"], "libbenchmark-dev"),
     "nifti": (["-lnifti2", "-lznz", "-lz", "-lm"], "libnifti2-dev"),
     "sqlite": (["sqlite3"], "libsqlite3-dev"),
+    "libpq": (["libpq"], "libpq-dev"),
     "png": (["libpng"], "libpng-dev"),
     "zlib": (["zlib"], "zlib1g-dev"),
 }

@@ -1,49 +1,21 @@
 // `tessera register`: registers a moving volume to a fixed one on this
 // machine, writes the ANTs-style outputs to --out and prints a JSON summary
-// on stdout (progress goes to stderr).
+// on stdout (progress goes to stderr). It runs the same "registration" engine
+// as RegistrationService and the scheduler's workers (`tessera job submit
+// register ...` sends the same flags to a server).
+#include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "cli/args.h"
+#include "cli/job_specs.h"
 #include "cli/verbs.h"
-#include "services/registration/registration_job.h"
+#include "services/registration/registration_engine.h"
 
 namespace tessera::cli {
 namespace {
-
-std::vector<FlagSpec> RegisterFlags() {
-  return {
-      {"fixed", "", "fixed (reference) volume, NIfTI"},
-      {"moving", "", "moving volume, NIfTI"},
-      {"out", "", "output directory (warped.nii.gz, 0GenericAffine.mat, 0Warp.nii.gz, ...)"},
-      {"fixed-labels", "", "label map on the fixed grid (for Dice)"},
-      {"moving-labels", "", "label map of the moving image (warped to warped_labels.nii.gz)"},
-      {"metric", "lncc", "similarity: mse, lncc or mi"},
-      {"stages", "rigid,affine,deformable", "comma-separated stages"},
-      {"scales", "4,2,1", "downsampling factors, coarse to fine"},
-      {"init", "com", "initial transform: com (centres of mass) or none (headers)"},
-      {"lncc-window", "7", "LNCC window, voxels (odd)"},
-      {"mi-bins", "32", "mutual-information histogram bins"},
-      {"inverse-warp", "", "also write 0InverseWarp.nii.gz", true},
-      {"device", "auto", "compute backend: auto, cpu or cuda"},
-      {"quiet", "", "no progress on stderr", true},
-  };
-}
-
-absl::StatusOr<std::vector<int>> ParseInts(const std::string& flag, const std::string& text) {
-  std::vector<int> out;
-  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
-    int v = 0;
-    if (!absl::SimpleAtoi(part, &v)) {
-      return absl::InvalidArgumentError("--" + flag + " expects comma-separated integers, got '" + text + "'");
-    }
-    out.push_back(v);
-  }
-  return out;
-}
 
 int Usage(const std::vector<FlagSpec>& specs, FILE* out, int rc) {
   std::fprintf(out, "usage: tessera register --fixed F.nii.gz --moving M.nii.gz --out DIR [flags]\n%s",
@@ -61,52 +33,54 @@ int RunRegister(int argc, char** argv) {
     return Usage(specs, stderr, 2);
   }
   if (args->help()) return Usage(specs, stdout, 0);
-  if (args->Get("fixed").empty() || args->Get("moving").empty() || args->Get("out").empty()) {
-    std::fprintf(stderr, "tessera register: --fixed, --moving and --out are required\n");
+  absl::StatusOr<v1::RegisterRequest> request = RegisterRequestFromArgs(*args, /*absolute=*/true);
+  if (!request.ok()) {
+    std::fprintf(stderr, "tessera %s\n", std::string(request.status().message()).c_str());
     return Usage(specs, stderr, 2);
   }
-  registration::RegistrationOptions options;
-  options.metric = args->Get("metric");
-  options.stages = absl::StrSplit(args->Get("stages"), ',', absl::SkipEmpty());
-  options.init = args->Get("init");
-  options.device = args->Get("device");
-  auto scales = ParseInts("scales", args->Get("scales"));
-  auto window = args->GetInt("lncc-window");
-  auto bins = args->GetInt("mi-bins");
-  for (const absl::Status& s : {scales.status(), window.status(), bins.status()}) {
-    if (!s.ok()) {
-      std::fprintf(stderr, "tessera register: %s\n", std::string(s.message()).c_str());
-      return 2;
-    }
-  }
-  options.scales = *scales;
-  options.metric_options.lncc_window = *window;
-  options.metric_options.mi_bins = *bins;
-
-  auto inputs = registration::ReadRegistrationInputs(args->Get("fixed"), args->Get("moving"),
-                                                     args->Get("fixed-labels"), args->Get("moving-labels"));
-  if (!inputs.ok()) {
-    std::fprintf(stderr, "tessera register: %s\n", std::string(inputs.status().message()).c_str());
+  // Locally the output directory is the engine's own work directory.
+  const std::string out_dir = request->output_dir();
+  request->clear_output_dir();
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) {
+    std::fprintf(stderr, "tessera register: cannot create --out '%s': %s\n", out_dir.c_str(), ec.message().c_str());
     return 1;
+  }
+  // Any local file may be named: the filesystem root is the data root.
+  auto engine = registration::RegistrationEngine::Create({"/"}, int64_t{1} << 40, "auto");
+  if (!engine.ok()) {
+    std::fprintf(stderr, "tessera register: %s\n", engine.status().ToString().c_str());
+    return 1;
+  }
+  google::protobuf::Any spec;
+  spec.PackFrom(*request);
+  if (absl::Status valid = (*engine)->Validate(spec); !valid.ok()) {
+    std::fprintf(stderr, "tessera register: %s\n", std::string(valid.message()).c_str());
+    return valid.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   const bool quiet = args->GetBool("quiet");
   std::string last_key;
-  auto progress = [&](const registration::RegistrationProgress& p) {
+  std::atomic<bool> never{false};
+  jobs::EngineContext context("register", out_dir, &never, absl::InfiniteFuture(), [&](const jobs::JobProgress& p) {
     if (quiet) return;
-    const std::string key = p.stage + std::to_string(p.scale);
-    if (key != last_key || p.iteration % 25 == 0) {
-      std::fprintf(stderr, "[%s x%d] iteration %d/%d loss %.6g\n", p.stage.c_str(), p.scale, p.iteration,
-                   p.max_iterations, p.loss);
+    const std::string key = p.stage + std::to_string(static_cast<int>(p.metrics.count("scale") ? p.metrics.at("scale") : 0));
+    if (key != last_key || p.step % 25 == 0) {
+      std::fprintf(stderr, "[%3d%%] %s\n", static_cast<int>(p.fraction * 100), p.message.c_str());
       last_key = key;
     }
-  };
-  auto summary = registration::RunRegistration(*inputs, options, args->Get("out"), args->GetBool("inverse-warp"),
-                                               progress);
-  if (!summary.ok()) {
-    std::fprintf(stderr, "tessera register: %s\n", summary.status().ToString().c_str());
+  });
+  absl::StatusOr<jobs::EngineOutput> output = (*engine)->Run(spec, context);
+  if (!output.ok()) {
+    std::fprintf(stderr, "tessera register: %s\n", output.status().ToString().c_str());
     return 1;
   }
-  std::printf("%s\n", registration::SummaryToJson(*summary, options).c_str());
+  v1::RegistrationResult result;
+  if (!output->result.UnpackTo(&result)) {
+    std::fprintf(stderr, "tessera register: the engine returned no RegistrationResult\n");
+    return 1;
+  }
+  std::printf("%s\n", result.summary_json().c_str());
   return 0;
 }
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "cli/args.h"
 #include "cli/hosted_services.h"
+#include "cli/scheduler_host.h"
 #include "cli/verbs.h"
 #include "common/device.h"
 #include "common/log.h"
@@ -33,6 +34,14 @@ std::vector<FlagSpec> ServeFlags() {
       {"services", "", "comma-separated services to host (default all: volume,registration,fingerprint,som)"},
       {"gallery-dir", "", "fingerprint gallery directory (durable; default: a temporary one, lost at exit)"},
       {"atlas-dir", "", "where the som service keeps its atlases (default <first data root>/atlases)"},
+      {"role", "all", "all (services + scheduler + in-process worker), scheduler (jobs only, on --worker processes) "
+                      "or worker (services + WorkerService for a scheduler)"},
+      {"state-dir", "", "job results and the default job database (default <first data root>/state)"},
+      {"store", "", "job database: sqlite:PATH (default <state dir>/jobs.db) or postgresql://... for replicas"},
+      {"worker", "", "a worker process (tessera serve --role worker) as HOST:PORT or HOST:PORT*SLOTS", false, true},
+      {"local-slots", "1", "jobs the in-process worker runs at once"},
+      {"max-queued", "256", "queued jobs per priority beyond which Submit answers RESOURCE_EXHAUSTED"},
+      {"scheduler-name", "scheduler", "this scheduler's name (its in-process worker is NAME/local)"},
   };
 }
 
@@ -82,14 +91,36 @@ int RunServe(int argc, char** argv) {
   const std::vector<std::string> names = absl::StrSplit(args->Get("services"), ',', absl::SkipEmpty());
   FingerprintServiceOptions fingerprint_options;
   fingerprint_options.gallery_dir = args->Get("gallery-dir");
-  auto services = CreateHostedServices(*options, names, fingerprint_options);
+  SchedulerHostOptions scheduler_options;
+  scheduler_options.role = args->Get("role");
+  scheduler_options.state_dir = args->Get("state-dir");
+  scheduler_options.store = args->Get("store");
+  scheduler_options.workers = args->GetAll("worker");
+  scheduler_options.name = args->Get("scheduler-name");
+  auto slots = args->GetInt("local-slots");
+  auto max_queued = args->GetInt("max-queued");
+  if (!slots.ok() || !max_queued.ok() || *max_queued < 0) {
+    std::fprintf(stderr, "tessera serve: --local-slots and --max-queued take non-negative integers\n");
+    return 2;
+  }
+  scheduler_options.local_slots = *slots;
+  scheduler_options.max_queued_per_priority = *max_queued;
+  // The scheduler role hosts no compute services: its workers do.
+  auto services = scheduler_options.role == "scheduler" ? absl::StatusOr<HostedServices>(HostedServices())
+                                                        : CreateHostedServices(*options, names, fingerprint_options);
   if (!services.ok()) {
     std::fprintf(stderr, "tessera serve: %s\n", std::string(services.status().message()).c_str());
     return services.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
+  auto scheduler = CreateHostedScheduler(scheduler_options, *options, *services);
+  if (!scheduler.ok()) {
+    std::fprintf(stderr, "tessera serve: %s\n", std::string(scheduler.status().message()).c_str());
+    return scheduler.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
   ServiceHost::InstallShutdownSignalHandlers();
   ServiceHost host(*options);
   services->AddTo(host);
+  scheduler->AddTo(host);
   auto ports = host.Start();
   if (!ports.ok()) {
     std::fprintf(stderr, "tessera serve: %s\n", std::string(ports.status().message()).c_str());

@@ -50,6 +50,12 @@ std::vector<std::string> EngineRegistry::kinds() const {
   return out;
 }
 
+std::vector<std::string> EngineRegistry::spec_types() const {
+  std::vector<std::string> out;
+  for (const auto& [kind, engine] : by_kind_) out.push_back(engine->spec_type());
+  return out;
+}
+
 absl::Status UnpackSpec(const google::protobuf::Any& spec, google::protobuf::Message* message) {
   if (!spec.UnpackTo(message)) {
     return absl::InvalidArgumentError(absl::StrCat("the job spec holds '", spec.type_url(), "'; expected ",

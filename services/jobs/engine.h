@@ -114,6 +114,8 @@ class EngineRegistry {
   absl::StatusOr<std::shared_ptr<const Engine>> Find(const std::string& kind, const google::protobuf::Any& spec) const;
   absl::StatusOr<std::shared_ptr<const Engine>> FindKind(const std::string& kind) const;
   std::vector<std::string> kinds() const;
+  // spec_type() of each of kinds(), in the same order.
+  std::vector<std::string> spec_types() const;
 
  private:
   std::map<std::string, std::shared_ptr<const Engine>> by_kind_;

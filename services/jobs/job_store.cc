@@ -142,11 +142,15 @@ absl::StatusOr<JobRecord> OwnedAttempt(SqlDatabase& db, const std::string& job_i
 
 absl::Status EndJob(SqlDatabase& db, const JobRecord& job, JobState state, int code, const std::string& message,
                     const std::string& result, int64_t peak, const std::string& event_message, int64_t now_ms) {
+  // Conditional on the row being as read: under PostgreSQL's READ COMMITTED
+  // another replica may have changed it since; then the transaction retries.
   absl::StatusOr<std::vector<SqlRow>> r =
       db.Query("UPDATE tessera_jobs SET state = ?, error_code = ?, error_message = ?, result = ?, finished_ms = ?, "
-               "lease_expires_ms = 0, peak_device_bytes = ? WHERE job_id = ?",
-               {S(state), int64_t{code}, message, SqlBlob{result}, now_ms, peak, job.job_id});
+               "lease_expires_ms = 0, peak_device_bytes = ? WHERE job_id = ? AND state = ? AND attempts = ?",
+               {S(state), int64_t{code}, message, SqlBlob{result}, now_ms, peak, job.job_id, S(job.state),
+                int64_t{job.attempts}});
   if (!r.ok()) return r.status();
+  if (db.changes() != 1) return absl::AbortedError(absl::StrCat("job '", job.job_id, "' changed meanwhile"));
   return AppendEvent(db, job.job_id, state, job.last_progress, event_message, now_ms);
 }
 
@@ -162,9 +166,11 @@ absl::Status RequeueLocked(SqlDatabase& db, const JobRecord& job, const std::str
     return EndJob(db, job, JobState::kFailed, static_cast<int>(absl::StatusCode::kUnavailable), message, "", 0,
                   absl::StrCat("failed: ", message), now_ms);
   }
-  absl::StatusOr<std::vector<SqlRow>> r = db.Query(
-      "UPDATE tessera_jobs SET state = ?, lease_expires_ms = 0 WHERE job_id = ?", {S(JobState::kQueued), job.job_id});
+  absl::StatusOr<std::vector<SqlRow>> r =
+      db.Query("UPDATE tessera_jobs SET state = ?, lease_expires_ms = 0 WHERE job_id = ? AND state = ? AND attempts = ?",
+               {S(JobState::kQueued), job.job_id, S(job.state), int64_t{job.attempts}});
   if (!r.ok()) return r.status();
+  if (db.changes() != 1) return absl::AbortedError(absl::StrCat("job '", job.job_id, "' changed meanwhile"));
   return AppendEvent(db, job.job_id, JobState::kQueued, job.last_progress,
                      absl::StrCat(reason, "; re-queued (attempt ", job.attempts, " of ", job.max_attempts, " ended)"),
                      now_ms);
@@ -317,9 +323,12 @@ absl::StatusOr<bool> JobStore::RenewLease(const std::string& job_id, int attempt
     absl::StatusOr<JobRecord> job = OwnedAttempt(*db_, job_id, attempt);
     if (!job.ok()) return job.status();
     cancel = job->cancel_requested;
-    return db_
-        ->Query("UPDATE tessera_jobs SET lease_expires_ms = ? WHERE job_id = ?", {lease_expires_ms, job_id})
-        .status();
+    TESSERA_RETURN_IF_ERROR(db_->Query("UPDATE tessera_jobs SET lease_expires_ms = ? WHERE job_id = ? AND state = ? "
+                                       "AND attempts = ?",
+                                       {lease_expires_ms, job_id, S(JobState::kRunning), int64_t{attempt}})
+                                .status());
+    if (db_->changes() != 1) return absl::AbortedError(absl::StrCat("job '", job_id, "' changed meanwhile"));
+    return absl::OkStatus();
   });
   if (!status.ok()) return status;
   (void)now_ms;

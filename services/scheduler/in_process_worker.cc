@@ -37,6 +37,7 @@ absl::StatusOr<v1::WorkerInfo> InProcessWorker::Describe() {
   info.set_address("in-process");
   info.set_healthy(true);
   for (const std::string& kind : engines_->kinds()) info.add_kinds(kind);
+  for (const std::string& type : engines_->spec_types()) info.add_spec_types(type);
   for (v1::WorkerDevice& d : LocalDevices()) *info.add_devices() = std::move(d);
   info.set_slots(slots_);
   info.set_running(running_.load());

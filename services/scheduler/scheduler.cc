@@ -161,18 +161,28 @@ absl::StatusOr<v1::JobInfo> Scheduler::Submit(const v1::SubmitJobRequest& reques
   if (request.deadline_unix_ms() > 0 && request.deadline_unix_ms() <= now) {
     return absl::DeadlineExceededError("the job's deadline has already passed");
   }
-  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const jobs::Engine> engine,
-                           engines_->Find(request.spec().kind(), request.spec().spec()));
-  TESSERA_RETURN_IF_ERROR(engine->Validate(request.spec().spec()));
-  const jobs::ResourceNeeds needs = engine->Needs(request.spec().spec());
+  absl::StatusOr<std::shared_ptr<const jobs::Engine>> engine =
+      engines_->Find(request.spec().kind(), request.spec().spec());
+  jobs::ResourceNeeds needs;
+  std::string kind = request.spec().kind();
+  if (engine.ok()) {
+    TESSERA_RETURN_IF_ERROR((*engine)->Validate(request.spec().spec()));
+    needs = (*engine)->Needs(request.spec().spec());
+    kind = (*engine)->kind();
+  } else {
+    // A scheduler without the engine (--role scheduler) takes the kinds its
+    // workers run and leaves validation to them.
+    kind = WorkerKindFor(kind, request.spec().spec().type_url());
+    if (kind.empty()) return engine.status();
+  }
 
   JobRecord job;
   job.job_id = RandomId("job-");
   job.request_id = request.request_id();
-  job.kind = engine->kind();
+  job.kind = kind;
   job.priority = request.priority();
   v1::JobSpec spec = request.spec();
-  spec.set_kind(engine->kind());
+  spec.set_kind(kind);
   job.spec = spec.SerializeAsString();
   job.needs_gpu = needs.needs_gpu;
   job.need_device_bytes = needs.device_bytes;
@@ -195,6 +205,18 @@ absl::StatusOr<v1::JobInfo> Scheduler::Submit(const v1::SubmitJobRequest& reques
     Notify();
   }
   return ToJobInfo(*stored);
+}
+
+std::string Scheduler::WorkerKindFor(const std::string& kind, const std::string& type_url) {
+  const std::string type = type_url.substr(type_url.rfind('/') + 1);
+  for (const std::unique_ptr<WorkerState>& w : workers_) {
+    std::lock_guard<std::mutex> lock(w->mu);
+    for (int i = 0; i < w->info.kinds_size(); ++i) {
+      const bool type_matches = i < w->info.spec_types_size() && w->info.spec_types(i) == type;
+      if (kind.empty() ? type_matches : w->info.kinds(i) == kind) return w->info.kinds(i);
+    }
+  }
+  return "";
 }
 
 absl::StatusOr<v1::JobInfo> Scheduler::Get(const std::string& job_id) {
@@ -418,6 +440,13 @@ void Scheduler::RunAttempt(WorkerState* w, const JobRecord& job) {
   const int64_t now = NowMs();
   absl::Status recorded;
   std::string outcome;
+  if (result.worker_lost) {
+    // No more jobs for it until a probe answers again: a dead worker must not
+    // burn through the attempts of every queued job.
+    std::lock_guard<std::mutex> lock(w->mu);
+    w->healthy = false;
+    w->last_error = result.status.ToString();
+  }
   if (result.worker_lost || (stopping && !result.status.ok())) {
     // Not the job's fault: it runs again (elsewhere, or after a restart).
     const std::string reason = result.worker_lost

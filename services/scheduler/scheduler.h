@@ -101,6 +101,9 @@ class Scheduler {
   void Notify();
   void WaitForChange(int64_t seen_version, absl::Duration timeout);
   void UpdateQueueMetrics();
+  // The kind a worker runs for `kind` (or, when empty, for the spec type);
+  // "" when none does.
+  std::string WorkerKindFor(const std::string& kind, const std::string& type_url);
 
   const SchedulerOptions options_;
   std::unique_ptr<jobs::JobStore> store_;

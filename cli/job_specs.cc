@@ -1,0 +1,198 @@
+#include "cli/job_specs.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/status.h"
+#include "tessera/v1/fingerprint.pb.h"
+#include "tessera/v1/som.pb.h"
+
+namespace tessera::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ServerPath(const std::string& path, bool absolute) {
+  if (path.empty() || !absolute) return path;
+  return fs::absolute(path).lexically_normal().string();
+}
+
+absl::StatusOr<Args> ParseWords(const std::vector<FlagSpec>& specs, const std::vector<std::string>& words,
+                                int first) {
+  std::vector<char*> argv;
+  std::vector<std::string> copy = words;
+  for (std::string& w : copy) argv.push_back(w.data());
+  return Args::Parse(specs, static_cast<int>(argv.size()), argv.data(), first);
+}
+
+absl::StatusOr<std::vector<int32_t>> ParseIntList(const std::string& flag, const std::string& text) {
+  std::vector<int32_t> out;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    int v = 0;
+    if (!absl::SimpleAtoi(part, &v)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, " expects comma-separated integers, got '", text, "'"));
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+absl::StatusOr<v1::JobSpec> RegisterSpec(const std::vector<std::string>& words) {
+  TESSERA_ASSIGN_OR_RETURN(Args args, ParseWords(RegisterFlags(), words, 1));
+  TESSERA_ASSIGN_OR_RETURN(v1::RegisterRequest request, RegisterRequestFromArgs(args, true));
+  v1::JobSpec spec;
+  spec.set_kind("registration");
+  spec.mutable_spec()->PackFrom(request);
+  return spec;
+}
+
+absl::StatusOr<v1::JobSpec> SomTrainSpec(const std::vector<std::string>& words) {
+  const std::vector<FlagSpec> flags = {
+      {"corpus", "", "corpus file on the server (.csr or libsvm)"},
+      {"features", "", "feature names file"},
+      {"doc-ids", "", "document ids file"},
+      {"map", "32x32", "WIDTHxHEIGHT"},
+      {"toroid", "", "toroidal grid", true},
+      {"epochs", "40", "at most this many epochs"},
+      {"init", "pca", "pca or random"},
+      {"weights", "fp32", "fp32 or fp16"},
+      {"device", "", "auto, cpu or cuda (default: the server's)"},
+      {"holdout", "0.1", "held-out fraction"},
+      {"seed", "1", "random seed"},
+      {"out", "", "atlas id (the last path component is used)"},
+  };
+  TESSERA_ASSIGN_OR_RETURN(Args args, ParseWords(flags, words, 2));
+  if (args.Get("corpus").empty() || args.Get("out").empty()) {
+    return absl::InvalidArgumentError("som train: --corpus and --out are required");
+  }
+  v1::CreateAtlasRequest request;
+  request.mutable_corpus()->set_path(ServerPath(args.Get("corpus"), true));
+  request.mutable_corpus()->set_feature_names_path(ServerPath(args.Get("features"), true));
+  request.mutable_corpus()->set_document_ids_path(ServerPath(args.Get("doc-ids"), true));
+  const std::vector<std::string> map = absl::StrSplit(absl::AsciiStrToLower(args.Get("map")), 'x');
+  int width = 0, height = 0;
+  if (map.size() != 2 || !absl::SimpleAtoi(map[0], &width) || !absl::SimpleAtoi(map[1], &height)) {
+    return absl::InvalidArgumentError(absl::StrCat("som train: --map '", args.Get("map"), "' is not WIDTHxHEIGHT"));
+  }
+  v1::AtlasOptions* o = request.mutable_options();
+  o->set_width(width);
+  o->set_height(height);
+  o->set_toroid(args.GetBool("toroid"));
+  TESSERA_ASSIGN_OR_RETURN(int epochs, args.GetInt("epochs"));
+  o->set_epochs(epochs);
+  o->set_init(args.Get("init"));
+  o->set_weight_type(args.Get("weights"));
+  o->set_device(args.Get("device"));
+  double holdout = 0;
+  if (!absl::SimpleAtod(args.Get("holdout"), &holdout)) {
+    return absl::InvalidArgumentError("som train: --holdout must be a number");
+  }
+  o->set_holdout_fraction(holdout);
+  uint64_t seed = 0;
+  if (!absl::SimpleAtoi(args.Get("seed"), &seed)) return absl::InvalidArgumentError("som train: --seed must be an integer");
+  o->set_seed(seed);
+  request.set_atlas_id(fs::path(args.Get("out")).lexically_normal().filename().string());
+  v1::JobSpec spec;
+  spec.set_kind("som.train");
+  spec.mutable_spec()->PackFrom(request);
+  return spec;
+}
+
+absl::StatusOr<v1::JobSpec> FpSearchSpec(const std::vector<std::string>& words) {
+  const std::vector<FlagSpec> flags = {
+      {"gallery", "", "ignored: a job searches the server's gallery"},
+      {"top", "10", "candidates per probe"},
+      {"matcher", "", "lssr or dmc (default: the server's)"},
+      {"format", "auto", "template format: auto, iso, ansi or xyt"},
+      {"device", "", "ignored: the server's backend"},
+  };
+  TESSERA_ASSIGN_OR_RETURN(Args args, ParseWords(flags, words, 2));
+  if (args.positional().empty()) return absl::InvalidArgumentError("fp search: name at least one probe template file");
+  v1::SearchBatchRequest request;
+  TESSERA_ASSIGN_OR_RETURN(int top, args.GetInt("top"));
+  request.set_top_k(top);
+  request.set_matcher(args.Get("matcher"));
+  for (const std::string& file : args.positional()) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) return absl::NotFoundError(absl::StrCat("fp search: cannot read '", file, "'"));
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    v1::FingerprintTemplate* probe = request.add_probes();
+    probe->set_data(bytes);
+    std::string format = args.Get("format");
+    if (format == "auto") {
+      const std::string ext = absl::AsciiStrToLower(fs::path(file).extension().string());
+      format = ext == ".iso" || ext == ".ist" ? "iso" : ext == ".ansi" || ext == ".378" ? "ansi" : ext == ".xyt" ? "xyt" : "";
+    }
+    probe->set_format(format == "iso"    ? v1::TEMPLATE_FORMAT_ISO19794
+                      : format == "ansi" ? v1::TEMPLATE_FORMAT_ANSI378
+                      : format == "xyt"  ? v1::TEMPLATE_FORMAT_XYT
+                                         : v1::TEMPLATE_FORMAT_AUTO);
+  }
+  v1::JobSpec spec;
+  spec.set_kind("fingerprint.search");
+  spec.mutable_spec()->PackFrom(request);
+  return spec;
+}
+
+}  // namespace
+
+std::vector<FlagSpec> RegisterFlags() {
+  return {
+      {"fixed", "", "fixed (reference) volume, NIfTI"},
+      {"moving", "", "moving volume, NIfTI"},
+      {"out", "", "output directory (warped.nii.gz, 0GenericAffine.mat, 0Warp.nii.gz, ...)"},
+      {"fixed-labels", "", "label map on the fixed grid (for Dice)"},
+      {"moving-labels", "", "label map of the moving image (warped to warped_labels.nii.gz)"},
+      {"metric", "lncc", "similarity: mse, lncc or mi"},
+      {"stages", "rigid,affine,deformable", "comma-separated stages"},
+      {"scales", "4,2,1", "downsampling factors, coarse to fine"},
+      {"init", "com", "initial transform: com (centres of mass) or none (headers)"},
+      {"lncc-window", "7", "LNCC window, voxels (odd)"},
+      {"mi-bins", "32", "mutual-information histogram bins"},
+      {"inverse-warp", "", "also write 0InverseWarp.nii.gz", true},
+      {"device", "auto", "compute backend: auto, cpu or cuda"},
+      {"quiet", "", "no progress on stderr", true},
+  };
+}
+
+absl::StatusOr<v1::RegisterRequest> RegisterRequestFromArgs(const Args& args, bool absolute) {
+  if (args.Get("fixed").empty() || args.Get("moving").empty() || args.Get("out").empty()) {
+    return absl::InvalidArgumentError("register: --fixed, --moving and --out are required");
+  }
+  v1::RegisterRequest r;
+  r.mutable_fixed()->set_path(ServerPath(args.Get("fixed"), absolute));
+  r.mutable_moving()->set_path(ServerPath(args.Get("moving"), absolute));
+  if (!args.Get("fixed-labels").empty()) r.mutable_fixed_labels()->set_path(ServerPath(args.Get("fixed-labels"), absolute));
+  if (!args.Get("moving-labels").empty()) {
+    r.mutable_moving_labels()->set_path(ServerPath(args.Get("moving-labels"), absolute));
+  }
+  r.set_output_dir(ServerPath(args.Get("out"), absolute));
+  v1::RegistrationOptions* o = r.mutable_options();
+  o->set_metric(args.Get("metric"));
+  for (absl::string_view s : absl::StrSplit(args.Get("stages"), ',', absl::SkipEmpty())) o->add_stages(std::string(s));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<int32_t> scales, ParseIntList("scales", args.Get("scales")));
+  for (int32_t s : scales) o->add_scales(s);
+  o->set_init(args.Get("init"));
+  TESSERA_ASSIGN_OR_RETURN(int window, args.GetInt("lncc-window"));
+  TESSERA_ASSIGN_OR_RETURN(int bins, args.GetInt("mi-bins"));
+  o->set_lncc_window(window);
+  o->set_mi_bins(bins);
+  o->set_inverse_warp(args.GetBool("inverse-warp"));
+  o->set_device(args.Get("device"));
+  return r;
+}
+
+absl::StatusOr<v1::JobSpec> JobSpecFromCommandLine(const std::vector<std::string>& words) {
+  if (!words.empty() && words[0] == "register") return RegisterSpec(words);
+  if (words.size() >= 2 && words[0] == "som" && words[1] == "train") return SomTrainSpec(words);
+  if (words.size() >= 2 && words[0] == "fp" && words[1] == "search") return FpSearchSpec(words);
+  return absl::InvalidArgumentError(
+      "job submit: the verbs that run as jobs are `register ...`, `som train ...` and `fp search ...`");
+}
+
+}  // namespace tessera::cli

@@ -13,48 +13,10 @@
 #include "common/log.h"
 #include "common/parallel.h"
 #include "common/status.h"
+#include "services/server/call_checks.h"
 
 namespace tessera {
 namespace fingerprint {
-namespace {
-
-absl::Span<const uint8_t> AsBytes(absl::string_view s) {
-  return absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size());
-}
-
-}  // namespace
-
-absl::StatusOr<ParsedTemplate> ParseProbeOrTemplate(absl::string_view bytes, TemplateFormat format, int view) {
-  ParsedTemplate out;
-  out.format = format == TemplateFormat::kUnknown ? SniffTemplateFormat(AsBytes(bytes)) : format;
-  if (out.format == TemplateFormat::kUnknown) {
-    return absl::InvalidArgumentError(
-        bytes.empty() ? "empty template"
-                      : "unrecognised template: not an ISO 19794-2 / ANSI 378 record (\"FMR\\0\") or xyt text");
-  }
-  absl::StatusOr<std::vector<Template>> views = ParseTemplateRecordAs(out.format, AsBytes(bytes));
-  if (!views.ok()) {
-    // Truncation is DATA_LOSS inside the parsers; at this edge it is the
-    // caller's bad input.
-    const absl::StatusCode code = views.status().code();
-    if (code == absl::StatusCode::kDataLoss || code == absl::StatusCode::kOutOfRange ||
-        code == absl::StatusCode::kInvalidArgument) {
-      return absl::InvalidArgumentError(views.status().message());
-    }
-    return views.status();
-  }
-  if (view < 0 || view >= static_cast<int>(views->size())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("finger view ", view, " requested; the record has ", views->size()));
-  }
-  for (const Minutia& m : (*views)[view].minutiae) {
-    out.minutiae.push_back({static_cast<float>(m.x), static_cast<float>(m.y), static_cast<float>(m.angle)});
-  }
-  if (out.minutiae.empty()) return absl::InvalidArgumentError("template has no minutiae");
-  TESSERA_RETURN_IF_ERROR(ValidateMccInput(out.minutiae, MccParams{}));
-  return out;
-}
-
 absl::StatusOr<std::unique_ptr<FingerprintGallery>> FingerprintGallery::Open(const FingerprintServiceOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   FingerprintServiceOptions o = options;
@@ -260,19 +222,26 @@ void FingerprintGallery::MaybeCompactInBackground() {
 
 namespace {
 
-absl::StatusOr<fingerprint::TemplateFormat> FromProto(v1::TemplateFormat f) {
-  switch (f) {
-    case v1::TEMPLATE_FORMAT_AUTO:
-      return fingerprint::TemplateFormat::kUnknown;
-    case v1::TEMPLATE_FORMAT_ISO19794:
-      return fingerprint::TemplateFormat::kIso19794;
-    case v1::TEMPLATE_FORMAT_ANSI378:
-      return fingerprint::TemplateFormat::kAnsi378;
-    case v1::TEMPLATE_FORMAT_XYT:
-      return fingerprint::TemplateFormat::kXyt;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat("unknown template format ", static_cast<int>(f)));
-  }
+// Stops a search once its call is cancelled or past its deadline (checked
+// against the clock too, so it stops on time even before gRPC's own timer
+// cancels the call). Thread-safe, like the ServerContext calls it makes.
+std::function<absl::Status()> CallCheck(const grpc::ServerContextBase* context) {
+  const auto deadline = context->deadline();
+  const bool has_deadline = deadline != std::chrono::system_clock::time_point::max();
+  return [context, deadline, has_deadline]() -> absl::Status {
+    if (has_deadline && std::chrono::system_clock::now() >= deadline) {
+      return absl::DeadlineExceededError("deadline exceeded; the search was abandoned");
+    }
+    return CheckNotCancelled(*context);
+  };
+}
+
+fingerprint::SearchBatcherOptions BatcherOptions(const FingerprintServiceOptions& o) {
+  fingerprint::SearchBatcherOptions b;
+  b.max_batch_size = o.max_batch_size;
+  b.max_queue_delay = o.max_queue_delay;
+  b.max_queued = o.max_queued_searches;
+  return b;
 }
 
 double Ms(std::chrono::steady_clock::time_point since) {
@@ -287,26 +256,25 @@ absl::StatusOr<std::unique_ptr<FingerprintServiceImpl>> FingerprintServiceImpl::
   if (options.max_top_k < 1 || options.max_probes < 1 || options.enroll_group < 1 || options.max_template_bytes < 1) {
     return absl::InvalidArgumentError("fingerprint service limits must be positive");
   }
+  TESSERA_RETURN_IF_ERROR(BatcherOptions(options).Validate());
   TESSERA_ASSIGN_OR_RETURN(auto gallery, fingerprint::FingerprintGallery::Open(options));
   return std::unique_ptr<FingerprintServiceImpl>(new FingerprintServiceImpl(std::move(options), std::move(gallery)));
 }
 
-absl::StatusOr<fingerprint::ParsedTemplate> FingerprintServiceImpl::ParseRequestTemplate(
-    const v1::FingerprintTemplate& t, absl::string_view what) const {
-  if (static_cast<int64_t>(t.data().size()) > options_.max_template_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(what, ": template of ", t.data().size(),
-                                                     " bytes; the limit is ", options_.max_template_bytes));
-  }
-  TESSERA_ASSIGN_OR_RETURN(fingerprint::TemplateFormat format, FromProto(t.format()));
-  absl::StatusOr<fingerprint::ParsedTemplate> parsed = fingerprint::ParseProbeOrTemplate(t.data(), format, t.view());
-  if (!parsed.ok()) return Annotate(parsed.status(), what);
-  return parsed;
+FingerprintServiceImpl::FingerprintServiceImpl(FingerprintServiceOptions options,
+                                               std::unique_ptr<fingerprint::FingerprintGallery> gallery)
+    : options_(std::move(options)), gallery_(std::move(gallery)), metrics_(options_.metrics_registry) {
+  fingerprint::FingerprintGallery* g = gallery_.get();
+  batcher_ = std::make_unique<fingerprint::SearchBatcher>(
+      [g](const std::vector<std::vector<fingerprint::MinutiaPoint>>& probes, const fingerprint::SearchOptions& o,
+          fingerprint::SearchStats* stats) { return g->Search(probes, o, stats); },
+      g->matcher(), BatcherOptions(options_), &metrics_);
 }
 
 grpc::Status FingerprintServiceImpl::Enroll(grpc::ServerContext*, const v1::EnrollRequest* request,
                                             v1::EnrollResponse* response) {
   if (!request->has_record()) return ToGrpcStatus(absl::InvalidArgumentError("record is required"));
-  absl::StatusOr<fingerprint::TemplateFormat> format = FromProto(request->record().format());
+  absl::StatusOr<fingerprint::TemplateFormat> format = fingerprint::TemplateFormatFromProto(request->record().format());
   if (!format.ok()) return ToGrpcStatus(format.status());
   absl::StatusOr<std::shared_ptr<const fingerprint::StoredTemplate>> stored = gallery_->Enroll(
       {request->id(), request->record().data(), *format, request->record().view()}, request->replace());
@@ -363,7 +331,7 @@ grpc::Status FingerprintServiceImpl::EnrollStream(grpc::ServerContext*, grpc::Se
   int64_t index = 0;
   while (reader->Read(&request)) {
     response->set_received(response->received() + 1);
-    absl::StatusOr<fingerprint::TemplateFormat> format = FromProto(request.record().format());
+    absl::StatusOr<fingerprint::TemplateFormat> format = fingerprint::TemplateFormatFromProto(request.record().format());
     if (!request.has_record()) {
       report(index, request.id(), absl::InvalidArgumentError("record is required"));
     } else if (!format.ok()) {
@@ -410,69 +378,56 @@ grpc::Status FingerprintServiceImpl::List(grpc::ServerContext*, const v1::ListRe
   return grpc::Status::OK;
 }
 
-absl::Status FingerprintServiceImpl::SearchImpl(
-    const google::protobuf::RepeatedPtrField<v1::FingerprintTemplate>& probes, int top_k, const std::string& matcher,
-    std::vector<std::vector<fingerprint::SearchCandidate>>* results, v1::SearchTiming* timing) {
-  const auto start = std::chrono::steady_clock::now();
-  if (top_k == 0) top_k = 10;
-  if (top_k < 1 || top_k > options_.max_top_k) {
-    return absl::InvalidArgumentError(absl::StrCat("top_k must be 1-", options_.max_top_k, ", got ", top_k));
-  }
-  if (probes.size() > options_.max_probes) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(probes.size(), " probes in one call; the limit is ", options_.max_probes));
-  }
-  std::vector<std::vector<fingerprint::MinutiaPoint>> minutiae;
-  for (int i = 0; i < probes.size(); ++i) {
-    TESSERA_ASSIGN_OR_RETURN(fingerprint::ParsedTemplate p,
-                             ParseRequestTemplate(probes[i], probes.size() == 1 ? "probe" : absl::StrCat("probe ", i)));
-    minutiae.push_back(std::move(p.minutiae));
-  }
-  fingerprint::SearchStats stats;
-  TESSERA_ASSIGN_OR_RETURN(*results, gallery_->Search(minutiae, top_k, &stats, matcher));
-  timing->set_prepare_ms(stats.prepare_seconds * 1e3);
-  timing->set_score_ms(stats.score_seconds * 1e3);
-  timing->set_gallery_size(stats.gallery_templates);
-  timing->set_backend(stats.backend);
-  timing->set_matcher(stats.matcher);
-  timing->set_total_ms(Ms(start));
-  return absl::OkStatus();
-}
-
-grpc::Status FingerprintServiceImpl::Search(grpc::ServerContext*, const v1::SearchRequest* request,
+grpc::Status FingerprintServiceImpl::Search(grpc::ServerContext* context, const v1::SearchRequest* request,
                                             v1::SearchResponse* response) {
-  google::protobuf::RepeatedPtrField<v1::FingerprintTemplate> probes;
-  *probes.Add() = request->probe();
-  std::vector<std::vector<fingerprint::SearchCandidate>> results;
-  absl::Status s = SearchImpl(probes, request->top_k(), request->matcher(), &results, response->mutable_timing());
-  if (!s.ok()) return ToGrpcStatus(s);
-  for (const auto& c : results[0]) {
-    v1::Candidate* out = response->add_candidates();
-    out->set_id(c.id);
-    out->set_score(c.score);
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<fingerprint::ParsedSearch> parsed = fingerprint::ParseSearchRequest(*request, options_.search_limits());
+  if (!parsed.ok()) return ToGrpcStatus(parsed.status());
+  fingerprint::BatchedSearch search;
+  search.probe = std::move(parsed->probes[0]);
+  search.top_k = parsed->top_k;
+  search.matcher = parsed->matcher;
+  search.check = CallCheck(context);
+  int64_t retry_after_ms = 0;
+  absl::StatusOr<fingerprint::BatchedSearchResult> result = batcher_->Search(std::move(search), &retry_after_ms);
+  if (!result.ok()) {
+    if (retry_after_ms > 0) context->AddTrailingMetadata("grpc-retry-pushback-ms", std::to_string(retry_after_ms));
+    return ToGrpcStatus(result.status());
   }
+  fingerprint::AddCandidates(result->candidates, response->mutable_candidates());
+  v1::SearchTiming* timing = response->mutable_timing();
+  fingerprint::SetTiming(result->stats, Ms(start), timing);
+  timing->set_queue_ms(result->queue_seconds * 1e3);
+  timing->set_batch_size(result->batch_size);
   return grpc::Status::OK;
 }
 
-grpc::Status FingerprintServiceImpl::SearchBatch(grpc::ServerContext*, const v1::SearchBatchRequest* request,
+grpc::Status FingerprintServiceImpl::SearchBatch(grpc::ServerContext* context, const v1::SearchBatchRequest* request,
                                                  v1::SearchBatchResponse* response) {
-  std::vector<std::vector<fingerprint::SearchCandidate>> results;
-  absl::Status s =
-      SearchImpl(request->probes(), request->top_k(), request->matcher(), &results, response->mutable_timing());
-  if (!s.ok()) return ToGrpcStatus(s);
-  for (const auto& probe : results) {
-    v1::ProbeResult* r = response->add_results();
-    for (const auto& c : probe) {
-      v1::Candidate* out = r->add_candidates();
-      out->set_id(c.id);
-      out->set_score(c.score);
-    }
-  }
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<fingerprint::ParsedSearch> parsed =
+      fingerprint::ParseSearchBatchRequest(*request, options_.search_limits());
+  if (!parsed.ok()) return ToGrpcStatus(parsed.status());
+  fingerprint::SearchControl control;
+  control.check = CallCheck(context);
+  fingerprint::SearchOptions options;
+  options.top_k = parsed->top_k;
+  options.matcher = parsed->matcher;
+  options.control = &control;
+  fingerprint::SearchStats stats;
+  absl::StatusOr<std::vector<std::vector<fingerprint::SearchCandidate>>> results =
+      batcher_->RunNow(parsed->probes, options, &stats);
+  metrics_.CountOutcome(results.status());
+  if (!results.ok()) return ToGrpcStatus(results.status());
+  for (const auto& probe : *results) fingerprint::AddCandidates(probe, response->add_results()->mutable_candidates());
+  fingerprint::SetTiming(stats, Ms(start), response->mutable_timing());
+  response->mutable_timing()->set_batch_size(static_cast<int32_t>(parsed->probes.size()));
   return grpc::Status::OK;
 }
 
-grpc::Status FingerprintServiceImpl::Verify(grpc::ServerContext*, const v1::VerifyRequest* request,
+grpc::Status FingerprintServiceImpl::Verify(grpc::ServerContext* context, const v1::VerifyRequest* request,
                                             v1::VerifyResponse* response) {
+  if (absl::Status live = CheckNotCancelled(*context); !live.ok()) return ToGrpcStatus(live);
   absl::StatusOr<fingerprint::ParsedTemplate> probe = ParseRequestTemplate(request->probe(), "probe");
   if (!probe.ok()) return ToGrpcStatus(probe.status());
   absl::StatusOr<float> score;

@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -29,7 +30,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "services/fingerprint/gallery_store.h"
+#include "services/fingerprint/search_batcher.h"
+#include "services/fingerprint/search_metrics.h"
+#include "services/fingerprint/search_request.h"
 #include "services/fingerprint/searcher.h"
 #include "services/fingerprint/template_io.h"
 #include "services/server/server_options.h"
@@ -48,21 +53,18 @@ struct FingerprintServiceOptions {
   int64_t max_template_bytes = fingerprint::kMaxGalleryTemplateBytes;  // larger: RESOURCE_EXHAUSTED
   int enroll_group = 1024;                                     // EnrollStream items per fsync
   int64_t compact_log_bytes = int64_t{256} << 20;              // log size that triggers compaction
+
+  // Dynamic batching of Search calls (search_batcher.h).
+  int max_batch_size = 64;                                 // searches per batch; 1: off
+  absl::Duration max_queue_delay = absl::Milliseconds(2);  // the oldest waits at most this for company
+  int max_queued_searches = 1024;                          // beyond: RESOURCE_EXHAUSTED + retry hint
+  // Where the search metrics go (search_metrics.h); null: the process registry.
+  std::shared_ptr<prometheus::Registry> metrics_registry;
+
+  fingerprint::SearchLimits search_limits() const { return {max_top_k, max_probes, max_template_bytes}; }
 };
 
 namespace fingerprint {
-
-struct ParsedTemplate {
-  TemplateFormat format = TemplateFormat::kUnknown;
-  std::vector<MinutiaPoint> minutiae;
-};
-
-// Parses `bytes` as `format` (kUnknown: detect) and takes finger view
-// `view`. INVALID_ARGUMENT with the parser's message for a malformed or
-// truncated record (DATA_LOSS from the parsers becomes INVALID_ARGUMENT:
-// the client sent it), for a missing view, or for a template without
-// minutiae or that the matcher cannot take.
-absl::StatusOr<ParsedTemplate> ParseProbeOrTemplate(absl::string_view bytes, TemplateFormat format, int view = 0);
 
 struct EnrollItem {
   std::string id;
@@ -90,6 +92,13 @@ class FingerprintGallery {
   absl::StatusOr<std::vector<std::vector<SearchCandidate>>> Search(const std::vector<std::vector<MinutiaPoint>>& probes,
                                                                    int top_k, SearchStats* stats = nullptr,
                                                                    absl::string_view matcher = "");
+  // With cancellation (searcher.h, search_control.h).
+  absl::StatusOr<std::vector<std::vector<SearchCandidate>>> Search(const std::vector<std::vector<MinutiaPoint>>& probes,
+                                                                   const SearchOptions& options,
+                                                                   SearchStats* stats = nullptr) {
+    return searcher_->Search(probes, options, stats);
+  }
+  GallerySearcher& searcher() { return *searcher_; }
   absl::StatusOr<float> VerifyId(const std::vector<MinutiaPoint>& probe, absl::string_view id,
                                  absl::string_view matcher = "");
   absl::StatusOr<float> Compare(const std::vector<MinutiaPoint>& a, const std::vector<MinutiaPoint>& b,
@@ -143,18 +152,20 @@ class FingerprintServiceImpl final : public v1::FingerprintService::Service {
                       v1::VerifyResponse* response) override;
 
   fingerprint::FingerprintGallery& gallery() { return *gallery_; }
+  fingerprint::SearchBatcher& search_batcher() { return *batcher_; }
+  const FingerprintServiceOptions& options() const { return options_; }
 
  private:
-  FingerprintServiceImpl(FingerprintServiceOptions options, std::unique_ptr<fingerprint::FingerprintGallery> gallery)
-      : options_(std::move(options)), gallery_(std::move(gallery)) {}
+  FingerprintServiceImpl(FingerprintServiceOptions options, std::unique_ptr<fingerprint::FingerprintGallery> gallery);
   absl::StatusOr<fingerprint::ParsedTemplate> ParseRequestTemplate(const v1::FingerprintTemplate& t,
-                                                                   absl::string_view what) const;
-  absl::Status SearchImpl(const google::protobuf::RepeatedPtrField<v1::FingerprintTemplate>& probes, int top_k,
-                          const std::string& matcher, std::vector<std::vector<fingerprint::SearchCandidate>>* results,
-                          v1::SearchTiming* timing);
+                                                                   absl::string_view what) const {
+    return fingerprint::ParseRequestTemplate(t, what, options_.max_template_bytes);
+  }
 
   const FingerprintServiceOptions options_;
   std::unique_ptr<fingerprint::FingerprintGallery> gallery_;
+  fingerprint::SearchMetrics metrics_;
+  std::unique_ptr<fingerprint::SearchBatcher> batcher_;  // before gallery_ goes
 };
 
 }  // namespace tessera

@@ -1,0 +1,53 @@
+#include "services/fingerprint/search_engine.h"
+
+#include <chrono>
+#include <utility>
+
+#include "common/status.h"
+#include "tessera/v1/fingerprint.pb.h"
+
+namespace tessera {
+namespace fingerprint {
+
+absl::StatusOr<ParsedSearch> SearchEngine::Parse(const google::protobuf::Any& spec) const {
+  v1::SearchBatchRequest request;
+  TESSERA_RETURN_IF_ERROR(jobs::UnpackSpec(spec, &request));
+  return ParseSearchBatchRequest(request, limits_);
+}
+
+absl::Status SearchEngine::Validate(const google::protobuf::Any& spec) const { return Parse(spec).status(); }
+
+absl::StatusOr<jobs::EngineOutput> SearchEngine::Run(const google::protobuf::Any& spec,
+                                                     jobs::EngineContext& ctx) const {
+  const auto start = std::chrono::steady_clock::now();
+  TESSERA_RETURN_IF_ERROR(ctx.CheckContinue());
+  TESSERA_ASSIGN_OR_RETURN(ParsedSearch parsed, Parse(spec));
+  SearchControl control;
+  control.check = [&ctx] { return ctx.CheckContinue(); };
+  control.progress = [&ctx](int64_t done, int64_t total) {
+    jobs::JobProgress progress;
+    progress.stage = "search";
+    progress.step = done;
+    progress.total_steps = total;
+    progress.fraction = total > 0 ? static_cast<double>(done) / total : 1.0;
+    ctx.Report(progress);
+  };
+  SearchOptions options;
+  options.top_k = parsed.top_k;
+  options.matcher = parsed.matcher;
+  options.control = &control;
+  SearchStats stats;
+  TESSERA_ASSIGN_OR_RETURN(std::vector<std::vector<SearchCandidate>> results,
+                           searcher_->Search(parsed.probes, options, &stats));
+  v1::SearchBatchResponse response;
+  for (const auto& probe : results) AddCandidates(probe, response.add_results()->mutable_candidates());
+  SetTiming(stats, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(),
+            response.mutable_timing());
+  response.mutable_timing()->set_batch_size(static_cast<int32_t>(parsed.probes.size()));
+  jobs::EngineOutput out;
+  out.result.PackFrom(response);
+  return out;
+}
+
+}  // namespace fingerprint
+}  // namespace tessera

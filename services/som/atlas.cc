@@ -8,12 +8,15 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <system_error>
 #include <utility>
 
 #include <filesystem>
+#include <fstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -231,6 +234,7 @@ std::string ManifestJson(const Atlas& a, const std::vector<FileEntry>& files) {
       .Field("epochs", Num(int64_t{a.epochs}))
       .Field("converged", Bool(a.converged))
       .Field("final_quality", QualityJson(a.final_quality))
+      .Field("held_out_quality", QualityJson(a.held_out_quality))
       .Field("history", absl::StrCat("[", absl::StrJoin(history, ","), history.empty() ? "]" : "\n  ]"))
       .Field("created", JsonQuote(a.created))
       .Field("files", file_list.Close());
@@ -546,6 +550,32 @@ absl::StatusOr<FileEntry> ParseFileEntry(const Fields& files, const std::string&
   return e;
 }
 
+// Atlases saved before the manifest had "held_out_quality" kept it beside
+// the files in "held_out_quality.txt" ("<name> <value>" lines); zeros when
+// that is absent too.
+absl::StatusOr<QualityMetrics> ReadLegacyHeldOut(const std::string& dir) {
+  QualityMetrics q;
+  const std::string path = JoinPath(dir, "held_out_quality.txt");
+  std::ifstream in(path);
+  if (!in) return q;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> parts = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (parts.empty()) continue;
+    double value = 0;
+    if (parts.size() != 2 || !absl::SimpleAtod(parts[1], &value)) {
+      return Loss(path, absl::StrCat("bad line '", line, "'"));
+    }
+    if (parts[0] == "documents") q.docs = static_cast<int64_t>(value);
+    if (parts[0] == "qe_euclidean") q.qe_euclidean = value;
+    if (parts[0] == "qe_cosine") q.qe_cosine = value;
+    if (parts[0] == "topographic_error") q.topographic_error = value;
+    if (parts[0] == "dead_units") q.dead_units = static_cast<int64_t>(value);
+    if (parts[0] == "dead_unit_fraction") q.dead_unit_fraction = value;
+  }
+  return q;
+}
+
 }  // namespace
 
 absl::StatusOr<Atlas> MakeAtlas(TrainResult result, std::vector<int32_t> bmu, std::vector<std::string> feature_names,
@@ -616,6 +646,43 @@ absl::Status SaveAtlas(const Atlas& atlas, absl::string_view directory) {
   return SyncDirectory(dir);
 }
 
+absl::Status SaveNewAtlas(const Atlas& atlas, absl::string_view directory) {
+  namespace fs = std::filesystem;
+  fs::path target = fs::path(std::string(directory)).lexically_normal();
+  if (!target.has_filename()) target = target.parent_path();  // "dir/"
+  const std::string name = target.filename().string();
+  if (name.empty() || name == "." || name == "..") {
+    return absl::InvalidArgumentError(absl::StrCat("SaveNewAtlas: '", directory, "' does not name a directory"));
+  }
+  const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (fs::exists(target, ec)) {
+    return absl::AlreadyExistsError(absl::StrCat("'", target.string(), "' already exists"));
+  }
+  fs::create_directories(parent, ec);
+  if (ec) return absl::ErrnoToStatus(ec.value(), absl::StrCat("SaveNewAtlas: cannot create directory ", parent.string()));
+  std::string staging = (parent / absl::StrCat(".", name, ".partial-XXXXXX")).string();
+  if (mkdtemp(staging.data()) == nullptr) return ErrnoError(errno, "cannot create", staging);
+  const auto discard = [&](absl::Status status) {
+    fs::remove_all(staging, ec);
+    return status;
+  };
+  if (absl::Status saved = SaveAtlas(atlas, staging); !saved.ok()) return discard(saved);
+  if (renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, target.c_str(), RENAME_NOREPLACE) != 0) {
+    int err = errno;
+    // File systems without RENAME_NOREPLACE: a plain rename still refuses a
+    // non-empty target.
+    if ((err == EINVAL || err == ENOSYS) && !fs::exists(target, ec)) {
+      err = rename(staging.c_str(), target.c_str()) == 0 ? 0 : errno;
+    }
+    if (err == EEXIST || err == ENOTEMPTY) {
+      return discard(absl::AlreadyExistsError(absl::StrCat("'", target.string(), "' already exists")));
+    }
+    if (err != 0) return discard(ErrnoError(err, "cannot rename into place", target.string()));
+  }
+  return SyncDirectory(parent.string());
+}
+
 absl::StatusOr<Atlas> LoadAtlas(absl::string_view directory) {
   const std::string dir(directory);
   const std::string path = JoinPath(dir, kManifest);
@@ -684,6 +751,12 @@ absl::StatusOr<Atlas> LoadAtlas(absl::string_view directory) {
   TESSERA_ASSIGN_OR_RETURN(a.converged, top.Bool("converged"));
   TESSERA_ASSIGN_OR_RETURN(Fields quality, top.Object("final_quality"));
   TESSERA_ASSIGN_OR_RETURN(a.final_quality, ParseQuality(quality));
+  if (top.Has("held_out_quality")) {
+    TESSERA_ASSIGN_OR_RETURN(Fields held_out, top.Object("held_out_quality"));
+    TESSERA_ASSIGN_OR_RETURN(a.held_out_quality, ParseQuality(held_out));
+  } else {
+    TESSERA_ASSIGN_OR_RETURN(a.held_out_quality, ReadLegacyHeldOut(dir));
+  }
   TESSERA_ASSIGN_OR_RETURN(const ListValue* history, top.List("history"));
   for (int i = 0; i < history->values_size(); ++i) {
     const Value& v = history->values(i);

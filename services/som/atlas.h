@@ -7,7 +7,9 @@
 // atlas or the new one, never a mix):
 //   manifest.json     format version, grid (width, height, topology), features,
 //                     documents, weight type, training options, epochs,
-//                     converged, final quality, per-epoch history, creation time,
+//                     converged, final quality, held-out quality (documents
+//                     kept out of training, measured on the map; 0 documents
+//                     without a holdout), per-epoch history, creation time,
 //                     the size and CRC-32 of every other file, and last
 //                     "manifest_crc32", the CRC-32 of the text before it
 //   codebook.f32      feature-major weights (features x nodes, little-endian
@@ -18,7 +20,10 @@
 // LoadAtlas checks the manifest version, every size against the manifest and
 // every checksum, and names the file that is wrong. (A crash in the middle of
 // replacing an atlas can leave new data files beside the old manifest; the
-// checksums then report DATA_LOSS instead of serving a mix.)
+// checksums then report DATA_LOSS instead of serving a mix.) SaveNewAtlas
+// avoids even that for a new atlas: it writes a hidden staging directory
+// beside the target and renames it into place, so the atlas appears whole or
+// not at all.
 #ifndef TESSERA_SERVICES_SOM_ATLAS_H_
 #define TESSERA_SERVICES_SOM_ATLAS_H_
 
@@ -44,6 +49,7 @@ struct Atlas {
   int epochs = 0;
   bool converged = false;
   QualityMetrics final_quality;
+  QualityMetrics held_out_quality;          // docs = 0 without a holdout
   std::string created;                      // RFC 3339 UTC
 
   int64_t nodes() const { return static_cast<int64_t>(model.grid.width) * model.grid.height; }
@@ -58,6 +64,13 @@ absl::StatusOr<Atlas> MakeAtlas(TrainResult result, std::vector<int32_t> bmu,
 // Writes `atlas` into `directory` (created if missing; an existing atlas there
 // is replaced atomically file by file, manifest last).
 absl::Status SaveAtlas(const Atlas& atlas, absl::string_view directory);
+
+// Writes `atlas` as the new directory `directory` (its parent created if
+// missing): saved into a hidden sibling ".<name>.partial-XXXXXX", then renamed
+// into place without replacing anything. ALREADY_EXISTS when `directory`
+// exists (before or by the rename); the staging directory is removed on any
+// error.
+absl::Status SaveNewAtlas(const Atlas& atlas, absl::string_view directory);
 
 // Reads an atlas written by SaveAtlas. NOT_FOUND when there is no manifest,
 // DATA_LOSS when a file is truncated, missing or its checksum fails,

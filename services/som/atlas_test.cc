@@ -4,7 +4,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <zlib.h>
+
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -68,6 +72,9 @@ Atlas TrainedAtlas(Topology topology = Topology::kPlanar) {
   for (int d = 0; d < 400; ++d) ids.push_back(absl::StrCat("PMID", 1000 + d));
   auto atlas = MakeAtlas(*std::move(trained), projected->bmu, names, ids, options);
   EXPECT_TRUE(atlas.ok()) << atlas.status();
+  // Held-out figures as a holdout would give (any values round-trip).
+  atlas->held_out_quality = projected->quality;
+  atlas->held_out_quality.docs = 40;
   return *std::move(atlas);
 }
 
@@ -92,6 +99,12 @@ void ExpectSameAtlas(const Atlas& a, const Atlas& b) {
   EXPECT_EQ(a.final_quality.topographic_error, b.final_quality.topographic_error);
   EXPECT_EQ(a.final_quality.dead_units, b.final_quality.dead_units);
   EXPECT_EQ(a.final_quality.dead_unit_fraction, b.final_quality.dead_unit_fraction);
+  EXPECT_EQ(a.held_out_quality.docs, b.held_out_quality.docs);
+  EXPECT_EQ(a.held_out_quality.qe_euclidean, b.held_out_quality.qe_euclidean);
+  EXPECT_EQ(a.held_out_quality.qe_cosine, b.held_out_quality.qe_cosine);
+  EXPECT_EQ(a.held_out_quality.topographic_error, b.held_out_quality.topographic_error);
+  EXPECT_EQ(a.held_out_quality.dead_units, b.held_out_quality.dead_units);
+  EXPECT_EQ(a.held_out_quality.dead_unit_fraction, b.held_out_quality.dead_unit_fraction);
   ASSERT_EQ(a.history.size(), b.history.size());
   for (size_t e = 0; e < a.history.size(); ++e) {
     EXPECT_EQ(a.history[e].epoch, b.history[e].epoch);
@@ -143,6 +156,70 @@ TEST(AtlasTest, SaveLoadRoundTripIsExact) {
       EXPECT_FALSE(Exists(dir + "/" + tmp)) << tmp;
     }
   }
+}
+
+// A new atlas appears whole or not at all, and never replaces another.
+TEST(AtlasTest, SaveNewAtlasRenamesIntoPlaceAndRefusesToReplace) {
+  const Atlas atlas = TrainedAtlas();
+  const std::string parent = TempDir("save_new");
+  const std::string dir = parent + "/fresh";
+  ASSERT_TRUE(SaveNewAtlas(atlas, dir + "/").ok());
+  auto loaded = LoadAtlas(dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ExpectSameAtlas(atlas, *loaded);
+  absl::Status again = SaveNewAtlas(atlas, dir);
+  EXPECT_EQ(again.code(), absl::StatusCode::kAlreadyExists) << again;
+  EXPECT_TRUE(absl::StrContains(again.message(), "fresh")) << again;
+  // An empty directory is there too: not replaced.
+  mkdir((parent + "/empty").c_str(), 0755);
+  EXPECT_EQ(SaveNewAtlas(atlas, parent + "/empty").code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_FALSE(Exists(parent + "/empty/manifest.json"));
+  // A failed save leaves nothing behind: no target, no staging directory.
+  Atlas bad = atlas;
+  bad.document_ids.pop_back();
+  EXPECT_EQ(SaveNewAtlas(bad, parent + "/bad").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(Exists(parent + "/bad"));
+  int entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(parent)) {
+    EXPECT_FALSE(absl::StartsWith(e.path().filename().string(), ".")) << e.path();
+    ++entries;
+  }
+  EXPECT_EQ(entries, 2);  // fresh, empty
+}
+
+// Atlases saved before the manifest recorded the held-out quality kept it in
+// held_out_quality.txt beside it.
+TEST(AtlasTest, HeldOutQualityOfOlderAtlasesComesFromTheirSideFile) {
+  const Atlas atlas = TrainedAtlas();
+  const std::string dir = TempDir("legacy_held_out");
+  ASSERT_TRUE(SaveAtlas(atlas, dir).ok());
+  // The manifest as it was written before: without the field, CRC redone.
+  std::string manifest = ReadAll(dir + "/manifest.json");
+  const size_t begin = manifest.find("  \"held_out_quality\"");
+  ASSERT_NE(begin, std::string::npos);
+  const size_t end = manifest.find("},\n", begin) + 3;
+  manifest.erase(begin, end - begin);
+  const size_t crc_at = manifest.rfind("\"manifest_crc32\": ") + std::strlen("\"manifest_crc32\": ");
+  manifest.resize(crc_at);
+  absl::StrAppend(&manifest, crc32(crc32(0, nullptr, 0), reinterpret_cast<const Bytef*>(manifest.data()),
+                                   static_cast<uInt>(manifest.size())),
+                  "\n}\n");
+  WriteAll(dir + "/manifest.json", manifest);
+  auto loaded = LoadAtlas(dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->held_out_quality.docs, 0);
+  EXPECT_EQ(loaded->held_out_quality.qe_euclidean, 0);
+  WriteAll(dir + "/held_out_quality.txt",
+           "documents 60\nqe_euclidean 2.5\nqe_cosine 0.25\ntopographic_error 0.125\ndead_units 3\n"
+           "dead_unit_fraction 0.0625\n");
+  loaded = LoadAtlas(dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->held_out_quality.docs, 60);
+  EXPECT_EQ(loaded->held_out_quality.qe_euclidean, 2.5);
+  EXPECT_EQ(loaded->held_out_quality.topographic_error, 0.125);
+  EXPECT_EQ(loaded->held_out_quality.dead_units, 3);
+  WriteAll(dir + "/held_out_quality.txt", "documents sixty\n");
+  EXPECT_EQ(LoadAtlas(dir).status().code(), absl::StatusCode::kDataLoss);
 }
 
 TEST(AtlasTest, Float16MapsAreStoredWidenedAndReloadExactly) {

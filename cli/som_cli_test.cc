@@ -1,7 +1,9 @@
 // `tessera som` as users run it: a tiny synthetic corpus trained through the
 // CLI, the atlas reloaded by `project`, `render` and `labels` (and by the
-// library), and clear errors for bad flags and files.
+// library and SomAtlasService), and clear errors for bad flags and files.
+#include <grpcpp/server_context.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -20,7 +22,9 @@
 #include "common/png_io.h"
 #include "services/som/atlas.h"
 #include "services/som/corpus.h"
+#include "services/som/som_service.h"
 #include "services/som/synthetic.h"
+#include "tessera/v1/som.pb.h"
 
 namespace tessera {
 namespace {
@@ -217,6 +221,49 @@ TEST_F(SomCliTest, Labels) {
   for (const std::string& line : lines) EXPECT_TRUE(absl::StartsWith(line, "{\"x\": ")) << line;
 }
 
+// The CLI and the service train through one pipeline: an atlas from `som
+// train` is served with its held-out quality, by a service started on its
+// directory and by one that was already running (found when first asked for).
+TEST_F(SomCliTest, TheServiceReportsTheHeldOutQualityOfCliAtlases) {
+  const std::string dir = Tmp("served");
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  ServerOptions options;
+  options.grpc_port = 0;
+  options.metrics_port = -1;
+  options.device = "cpu";
+  options.atlas_dir = dir;
+  options.max_volume_bytes = 64 << 20;
+  auto running = SomAtlasServiceImpl::Create(options);
+  ASSERT_TRUE(running.ok()) << running.status();
+
+  const Result r = Som({"train", "--corpus", Tmp("corpus.csr"), "--map", "4x4", "--epochs", "3", "--device", "cpu",
+                        "--holdout", "0.2", "--out", dir + "/from-cli"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  // "held-out (120 documents): QE 2.12345  cosine QE ..."
+  const size_t at = r.out.find("held-out (120 documents): QE ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  double printed_qe = 0;
+  ASSERT_TRUE(absl::SimpleAtod(r.out.substr(at + 29, r.out.find(' ', at + 29) - at - 29), &printed_qe)) << r.out;
+
+  auto expect_held_out = [&](SomAtlasServiceImpl& service, const char* which) {
+    SCOPED_TRACE(which);
+    grpc::ServerContext context;
+    v1::AtlasRequest request;
+    request.set_atlas_id("from-cli");
+    v1::AtlasSummary summary;
+    const grpc::Status s = service.GetAtlas(&context, &request, &summary);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(summary.documents(), 480);
+    EXPECT_EQ(summary.held_out_quality().documents(), 120);
+    EXPECT_NEAR(summary.held_out_quality().qe_euclidean(), printed_qe, 1e-5);
+    EXPECT_GT(summary.held_out_quality().topographic_error() + summary.held_out_quality().qe_cosine(), 0);
+  };
+  expect_held_out(**running, "the service that was running");
+  auto restarted = SomAtlasServiceImpl::Create(options);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  expect_held_out(**restarted, "a service started afterwards");
+}
+
 TEST_F(SomCliTest, ClearErrors) {
   Result r = Som({"train", "--corpus", Tmp("missing.svm"), "--out", Tmp("x")});
   EXPECT_EQ(r.code, 1);
@@ -238,7 +285,7 @@ TEST_F(SomCliTest, ClearErrors) {
   EXPECT_TRUE(absl::StrContains(r.err, "exceeds the 3 features")) << r.err;
   r = Som({"train", "--corpus", Tmp("corpus.csr"), "--features", Tmp("few.txt"), "--out", Tmp("x")});
   EXPECT_EQ(r.code, 1);
-  EXPECT_TRUE(absl::StrContains(r.err, "has 3 names, the corpus 80 features")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "has 3 feature names; the corpus has 80 features")) << r.err;
   r = Som({"train", "--bogus"});
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(absl::StrContains(r.err, "unknown flag --bogus")) << r.err;

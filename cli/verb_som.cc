@@ -21,6 +21,7 @@
 #include "common/png_io.h"
 #include "common/status.h"
 #include "services/som/atlas.h"
+#include "services/som/atlas_training.h"
 #include "services/som/corpus.h"
 #include "services/som/labels.h"
 #include "services/som/render.h"
@@ -108,19 +109,6 @@ absl::StatusOr<som::GridShape> ParseMap(const std::string& text, bool toroid) {
   return grid;
 }
 
-// One feature name per line; a tab-separated line (go_features.tsv:
-// "GO:0005634<TAB>CC<TAB>nucleus") becomes "<first field> <last field>".
-absl::StatusOr<std::vector<std::string>> ReadFeatureNames(const std::string& path) {
-  TESSERA_ASSIGN_OR_RETURN(std::vector<std::string> lines, som::ReadLines(path));
-  for (std::string& line : lines) {
-    if (line.find('\t') == std::string::npos) continue;
-    std::vector<std::string> fields = absl::StrSplit(line, '\t');
-    const std::string& last = fields.back();
-    line = last.empty() || fields.size() < 2 ? fields[0] : absl::StrCat(fields[0], " ", last);
-  }
-  return lines;
-}
-
 bool ParseDouble(const std::string& s, double* out) { return absl::SimpleAtod(s, out) && std::isfinite(*out); }
 
 // ------------------------------------------------------------------ train
@@ -175,86 +163,55 @@ int Train(int argc, char** argv) {
                                 : sub.Fail(backend.status());
   options.backend = *backend;
 
-  // Inputs.
-  std::vector<std::string> names;
-  som::LibsvmOptions libsvm;
-  if (!sub.Get("features").empty()) {
-    auto read = ReadFeatureNames(sub.Get("features"));
-    if (!read.ok()) return sub.Fail(read.status());
-    names = *std::move(read);
-    libsvm.num_features = static_cast<int64_t>(names.size());
-  }
-  auto corpus = som::ReadCorpus(sub.Get("corpus"), libsvm);
-  if (!corpus.ok()) return sub.Fail(corpus.status());
-  if (!names.empty() && static_cast<int64_t>(names.size()) != corpus->cols()) {
-    return sub.Fail(absl::InvalidArgumentError(absl::StrCat(sub.Get("features"), " has ", names.size(),
-                                                            " names, the corpus ", corpus->cols(), " features")));
-  }
-  std::vector<std::string> ids;
-  if (!sub.Get("doc-ids").empty()) {
-    auto read = som::ReadLines(sub.Get("doc-ids"), corpus->rows());
-    if (!read.ok()) return sub.Fail(read.status());
-    ids = *std::move(read);
-  } else {
-    for (int64_t r = 0; r < corpus->rows(); ++r) ids.push_back(absl::StrCat("d", r));
-  }
-  std::printf("corpus %s: %lld documents x %lld features, %lld non-zeros\n", sub.Get("corpus").c_str(),
-              static_cast<long long>(corpus->rows()), static_cast<long long>(corpus->cols()),
-              static_cast<long long>(corpus->nnz()));
-
-  const som::RowSplit split = som::SplitRows(corpus->rows(), holdout, options.seed);
-  som::SparseBinaryMatrix train = split.held_out.empty() ? *corpus : som::SelectRows(*corpus, split.train);
-  std::vector<std::string> train_ids;
-  for (int64_t r : split.train) train_ids.push_back(ids[r]);
-  if (split.held_out.empty()) train_ids = ids;
-
-  std::printf("training a %s map on %lld documents (%lld held out), %s, %s init, at most %d epochs\n",
-              som::GridToString(options.grid).c_str(), static_cast<long long>(train.rows()),
-              static_cast<long long>(split.held_out.size()), std::string(BackendName(options.backend)).c_str(),
-              som::InitMethodName(options.init), options.max_epochs);
-  options.progress = [](const som::EpochReport& r) {
-    std::printf("epoch %3d  radius %7.3f  QE %.5f  TE %.4f  %.2f s\n", r.epoch + 1, r.radius, r.qe,
-                r.topographic_error, r.seconds);
+  som::AtlasTrainingInput input;
+  input.files.corpus = sub.Get("corpus");
+  input.files.feature_names = sub.Get("features");
+  input.files.document_ids = sub.Get("doc-ids");
+  som::AtlasTrainingOptions training;
+  training.train = options;
+  training.holdout_fraction = holdout;
+  training.directory = sub.Get("out");
+  training.replace = true;  // --out over an earlier atlas rewrites it
+  som::AtlasTrainingCallbacks callbacks;
+  callbacks.progress = [&](const som::AtlasTrainingProgress& p) {
+    if (p.stage == "init") {
+      std::printf("corpus %s: %lld documents x %lld features, %lld non-zeros\n", input.files.corpus.c_str(),
+                  static_cast<long long>(p.documents), static_cast<long long>(p.features),
+                  static_cast<long long>(p.nonzeros));
+      std::printf("training a %s map on %lld documents (%lld held out), %s, %s init, at most %d epochs\n",
+                  som::GridToString(options.grid).c_str(), static_cast<long long>(p.train_documents),
+                  static_cast<long long>(p.held_out_documents), std::string(BackendName(options.backend)).c_str(),
+                  som::InitMethodName(options.init), options.max_epochs);
+    } else if (p.stage == "epoch") {
+      const som::EpochReport& r = p.epoch;
+      std::printf("epoch %3d  radius %7.3f  QE %.5f  TE %.4f  %.2f s\n", r.epoch + 1, r.radius, r.qe,
+                  r.topographic_error, r.seconds);
+    }
     std::fflush(stdout);
   };
-  auto trained = som::TrainSom(train, options);
-  if (!trained.ok()) return sub.Fail(trained.status());
-  const double train_seconds = trained->total_seconds;
-  const int trained_epochs = trained->epochs;
-  const bool converged = trained->converged;
-  const som::QualityMetrics final_quality = trained->final_quality;
-  auto projected = som::ProjectDocuments(trained->model, train, options.backend);
-  if (!projected.ok()) return sub.Fail(projected.status());
-  absl::optional<som::QualityMetrics> held_quality;
-  if (!split.held_out.empty()) {
-    auto held = som::ProjectDocuments(trained->model, som::SelectRows(*corpus, split.held_out), options.backend);
-    if (!held.ok()) return sub.Fail(held.status());
-    held_quality = held->quality;
-  }
-  auto atlas = som::MakeAtlas(*std::move(trained), std::move(projected->bmu), names, train_ids, options);
-  if (!atlas.ok()) return sub.Fail(atlas.status());
-
-  std::printf("%d epochs%s in %.2f s; training QE %.5f  TE %.4f  dead units %lld (%.1f%%)\n", trained_epochs,
-              converged ? " (converged)" : "", train_seconds, final_quality.qe_euclidean,
-              final_quality.topographic_error, static_cast<long long>(final_quality.dead_units),
-              100 * final_quality.dead_unit_fraction);
-  if (held_quality) {
+  auto saved = som::TrainAndSaveAtlas(input, training, callbacks);
+  if (!saved.ok()) return sub.Fail(saved.status());
+  const Atlas& atlas = saved->atlas;
+  const som::QualityMetrics& q = atlas.final_quality;
+  std::printf("%d epochs%s in %.2f s; training QE %.5f  TE %.4f  dead units %lld (%.1f%%)\n", atlas.epochs,
+              atlas.converged ? " (converged)" : "", saved->train_seconds, q.qe_euclidean, q.topographic_error,
+              static_cast<long long>(q.dead_units), 100 * q.dead_unit_fraction);
+  if (saved->held_out_documents > 0) {
+    const som::QualityMetrics& h = atlas.held_out_quality;
     std::printf("held-out (%lld documents): QE %.5f  cosine QE %.5f  TE %.4f  dead units %lld (%.1f%%)\n",
-                static_cast<long long>(held_quality->docs), held_quality->qe_euclidean, held_quality->qe_cosine,
-                held_quality->topographic_error, static_cast<long long>(held_quality->dead_units),
-                100 * held_quality->dead_unit_fraction);
+                static_cast<long long>(h.docs), h.qe_euclidean, h.qe_cosine, h.topographic_error,
+                static_cast<long long>(h.dead_units), 100 * h.dead_unit_fraction);
   }
-  const std::string out = sub.Get("out");
-  if (absl::Status s = som::SaveAtlas(*atlas, out); !s.ok()) return sub.Fail(s);
+  const std::string& out = saved->directory;
   som::RenderOptions render;
   render.cell_pixels = std::max(2, std::min(16, 512 / std::max(options.grid.width, options.grid.height)));
-  auto umatrix = som::RenderUMatrix(*atlas, render);
+  auto umatrix = som::RenderUMatrix(atlas, render);
   absl::Status s = umatrix.ok() ? WritePng(*umatrix, out + "/umatrix.png") : umatrix.status();
-  auto hits = s.ok() ? som::RenderHitMap(*atlas, render) : absl::StatusOr<Image8>(s);
+  auto hits = s.ok() ? som::RenderHitMap(atlas, render) : absl::StatusOr<Image8>(s);
   if (s.ok()) s = hits.ok() ? WritePng(*hits, out + "/hits.png") : hits.status();
   if (!s.ok()) return sub.Fail(s);
-  std::printf("atlas written to %s (manifest.json, codebook.f32, bmu.i32, features.txt, documents.txt, "
-              "umatrix.png, hits.png)\n",
+  std::printf("atlas written to %s (manifest.json with the held-out quality, codebook.f32, bmu.i32, features.txt, "
+              "documents.txt, umatrix.png, hits.png)\n",
               out.c_str());
   return 0;
 }

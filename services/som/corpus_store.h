@@ -14,18 +14,10 @@
 
 #include "absl/status/statusor.h"
 #include "services/common/upload_store.h"
-#include "services/som/corpus.h"
+#include "services/som/corpus_files.h"
 
 namespace tessera {
 namespace som {
-
-struct StoredCorpus {
-  SparseBinaryMatrix matrix;
-  std::vector<std::string> feature_names;  // empty or one per column
-  std::vector<std::string> document_ids;   // empty or one per row ("" entries allowed)
-  // What holding it costs: the CSR arrays plus the strings.
-  int64_t ApproximateBytes() const;
-};
 
 class CorpusStore : public UploadStore<std::shared_ptr<const StoredCorpus>> {
  public:

@@ -105,28 +105,6 @@ absl::StatusOr<AtlasJobOptions> ToAtlasJobOptions(const v1::AtlasOptions& proto,
   return out;
 }
 
-absl::Status CheckCodebookSize(const GridShape& grid, int64_t features, WeightType type, int64_t max_bytes) {
-  const int64_t nodes = grid.nodes();
-  const int64_t per_feature = nodes * WeightBytes(type);
-  if (features > 0 && per_feature > 0 && features > max_bytes / per_feature) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a ", grid.width, "x", grid.height, " map over ", features, " features needs a codebook of ",
-        static_cast<double>(per_feature) * static_cast<double>(features), " bytes, more than this server's limit of ",
-        max_bytes, " (use a smaller map or fewer features)"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckHoldout(int64_t rows, double fraction) {
-  if (rows <= 0) return absl::InvalidArgumentError("the corpus has no documents");
-  const int64_t held = static_cast<int64_t>(std::floor(static_cast<double>(rows) * fraction));
-  if (rows - held < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("holdout_fraction ", fraction, " leaves no training documents of ",
-                                                   rows));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status ValidateAtlasId(absl::string_view id) {
   if (id.empty() || id.size() > 128 || id[0] == '.') {
     return absl::InvalidArgumentError(absl::StrCat("atlas_id '", id,
@@ -162,7 +140,7 @@ QualityMetrics FromQualityProto(const v1::Quality& q) {
 }
 
 v1::AtlasSummary ToAtlasSummary(const Atlas& atlas, const std::string& id, const std::string& directory,
-                                const QualityMetrics& held_out, bool with_history) {
+                                bool with_history) {
   v1::AtlasSummary s;
   s.set_atlas_id(id);
   s.set_width(atlas.model.grid.width);
@@ -176,7 +154,7 @@ v1::AtlasSummary ToAtlasSummary(const Atlas& atlas, const std::string& id, const
   s.set_epochs(atlas.epochs);
   s.set_converged(atlas.converged);
   ToQualityProto(atlas.final_quality, s.mutable_training_quality());
-  ToQualityProto(held_out, s.mutable_held_out_quality());
+  ToQualityProto(atlas.held_out_quality, s.mutable_held_out_quality());
   if (with_history) {
     for (const EpochReport& r : atlas.history) {
       v1::EpochSummary* e = s.add_history();

@@ -33,13 +33,6 @@ struct AtlasJobOptions {
 absl::StatusOr<AtlasJobOptions> ToAtlasJobOptions(const v1::AtlasOptions& proto, const std::string& default_device,
                                                   int64_t max_nodes);
 
-// The codebook of `grid` over `features` fits `max_bytes` (INVALID_ARGUMENT
-// naming both sizes otherwise).
-absl::Status CheckCodebookSize(const GridShape& grid, int64_t features, WeightType type, int64_t max_bytes);
-
-// Held-out rows floor(rows * fraction) leave at least one training row.
-absl::Status CheckHoldout(int64_t rows, double fraction);
-
 // 1-128 characters of [A-Za-z0-9._-], not starting with '.' (it names a
 // directory). INVALID_ARGUMENT otherwise.
 absl::Status ValidateAtlasId(absl::string_view id);
@@ -47,9 +40,10 @@ absl::Status ValidateAtlasId(absl::string_view id);
 void ToQualityProto(const QualityMetrics& quality, v1::Quality* out);
 QualityMetrics FromQualityProto(const v1::Quality& quality);
 
-// The summary of `atlas`; history only when `with_history`.
+// The summary of `atlas` (held-out quality from atlas.held_out_quality);
+// history only when `with_history`.
 v1::AtlasSummary ToAtlasSummary(const Atlas& atlas, const std::string& id, const std::string& directory,
-                                const QualityMetrics& held_out, bool with_history);
+                                bool with_history);
 
 }  // namespace som
 }  // namespace tessera

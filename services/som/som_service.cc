@@ -1,21 +1,14 @@
 #include "services/som/som_service.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "common/device.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
@@ -29,6 +22,8 @@
 #include "kernels/som/bmu.h"
 #include "kernels/som/documents.h"
 #include "kernels/som/quality.h"
+#include "services/som/atlas_job_progress.h"
+#include "services/som/atlas_training.h"
 #include "services/som/som_proto.h"
 
 namespace tessera {
@@ -37,7 +32,6 @@ using jobs::IsTerminal;
 using jobs::Job;
 using jobs::JobSnapshot;
 using som::Atlas;
-using som::QualityMetrics;
 using som::SparseBinaryMatrix;
 using som::StoredCorpus;
 
@@ -46,9 +40,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kJobKind[] = "som-atlas";
-// Held-out quality next to the atlas files (the atlas format has no place for
-// it); written before SaveAtlas, whose manifest is the commit point.
-constexpr char kHeldOutFile[] = "held_out_quality.txt";
 constexpr int kMaxPageSize = 10000;
 constexpr int kMaxTopFeatures = 1000;
 
@@ -59,55 +50,11 @@ absl::Status CheckLine(absl::string_view what, const std::string& s) {
   return absl::OkStatus();
 }
 
-absl::Status WriteHeldOut(const std::string& directory, const QualityMetrics& q) {
-  const std::string path = directory + "/" + kHeldOutFile;
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << absl::StrFormat("documents %d\nqe_euclidean %.17g\nqe_cosine %.17g\ntopographic_error %.17g\n"
-                           "dead_units %d\ndead_unit_fraction %.17g\n",
-                           q.docs, q.qe_euclidean, q.qe_cosine, q.topographic_error, q.dead_units,
-                           q.dead_unit_fraction);
-    out.close();
-    if (!out) return absl::InternalError(absl::StrCat("could not write '", tmp, "'"));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("could not rename '", tmp, "' to '", path, "'"));
-  }
-  return absl::OkStatus();
-}
-
-// Zeros when the file is absent (an atlas saved by other tools).
-absl::StatusOr<QualityMetrics> ReadHeldOut(const std::string& directory) {
-  QualityMetrics q;
-  const std::string path = directory + "/" + kHeldOutFile;
-  std::ifstream in(path);
-  if (!in) return q;
-  std::string line;
-  while (std::getline(in, line)) {
-    std::vector<std::string> parts = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    if (parts.empty()) continue;
-    double value = 0;
-    if (parts.size() != 2 || !absl::SimpleAtod(parts[1], &value)) {
-      return absl::DataLossError(absl::StrCat("'", path, "': bad line '", line, "'"));
-    }
-    if (parts[0] == "documents") q.docs = static_cast<int64_t>(value);
-    if (parts[0] == "qe_euclidean") q.qe_euclidean = value;
-    if (parts[0] == "qe_cosine") q.qe_cosine = value;
-    if (parts[0] == "topographic_error") q.topographic_error = value;
-    if (parts[0] == "dead_units") q.dead_units = static_cast<int64_t>(value);
-    if (parts[0] == "dead_unit_fraction") q.dead_unit_fraction = value;
-  }
-  return q;
-}
-
-std::shared_ptr<const SomAtlasServiceImpl::Entry> MakeEntry(Atlas atlas, std::string id, std::string directory,
-                                                            QualityMetrics held_out) {
+std::shared_ptr<const SomAtlasServiceImpl::Entry> MakeEntry(Atlas atlas, std::string id, std::string directory) {
   auto entry = std::make_shared<SomAtlasServiceImpl::Entry>();
   entry->atlas = std::move(atlas);
   entry->id = std::move(id);
   entry->directory = std::move(directory);
-  entry->held_out = held_out;
   const std::vector<std::string>& names = entry->atlas.feature_names;
   entry->feature_index.reserve(names.size());
   for (size_t v = 0; v < names.size(); ++v) entry->feature_index.emplace(names[v], static_cast<int32_t>(v));
@@ -208,19 +155,14 @@ class CorpusBuilder {
 // log keeps them all so WatchJob sends one message per epoch.
 struct SomAtlasServiceImpl::EpochLog {
   std::string atlas_id;
-  int max_epochs = 0;
   std::mutex mu;
-  std::vector<som::EpochReport> epochs;
+  std::vector<som::AtlasTrainingProgress> epochs;
 };
 
 struct SomAtlasServiceImpl::JobSpec {
   std::string atlas_id;
   std::shared_ptr<EpochLog> log;
-  som::AtlasJobOptions options;
-  std::shared_ptr<const StoredCorpus> corpus;  // from an upload, or
-  std::string path, names_path, ids_path;      // resolved files
-  som::LibsvmOptions libsvm;
-  std::string description;
+  som::AtlasJobRequest request;
 };
 
 // ---------------------------------------------------------------- creation
@@ -255,16 +197,21 @@ absl::StatusOr<std::unique_ptr<SomAtlasServiceImpl>> SomAtlasServiceImpl::Create
       return absl::InvalidArgumentError(absl::StrCat("atlas directory '", atlas_dir, "' is not a directory"));
     }
   }
-  std::unique_ptr<SomAtlasServiceImpl> service(
-      new SomAtlasServiceImpl(options, std::move(roots), std::move(atlas_dir), service_options));
+  som::AtlasRequestLimits limits;
+  limits.data_roots = std::move(roots);
+  limits.atlas_dir = std::move(atlas_dir);
+  limits.default_device = options.device;
+  limits.max_nodes = service_options.max_nodes;
+  limits.max_corpus_bytes = service_options.max_corpus_bytes;
+  std::unique_ptr<SomAtlasServiceImpl> service(new SomAtlasServiceImpl(options, std::move(limits), service_options));
   service->LoadAtlasDirectory();
   return service;
 }
 
-SomAtlasServiceImpl::SomAtlasServiceImpl(const ServerOptions& options, std::vector<std::string> roots,
-                                         std::string atlas_dir, SomServiceOptions service_options)
-    : roots_(std::move(roots)),
-      atlas_dir_(std::move(atlas_dir)),
+SomAtlasServiceImpl::SomAtlasServiceImpl(const ServerOptions& options, som::AtlasRequestLimits limits,
+                                         SomServiceOptions service_options)
+    : limits_(std::move(limits)),
+      atlas_dir_(limits_.atlas_dir),
       max_corpus_bytes_(service_options.max_corpus_bytes),
       max_send_message_bytes_(options.max_send_message_bytes),
       default_device_(options.device),
@@ -305,13 +252,8 @@ void SomAtlasServiceImpl::LoadAtlasDirectory() {
       TESSERA_LOG(WARNING) << "som: skipping atlas '" << path << "': " << atlas.status();
       continue;
     }
-    absl::StatusOr<QualityMetrics> held_out = ReadHeldOut(path);
-    if (!held_out.ok()) {
-      TESSERA_LOG(WARNING) << "som: atlas '" << id << "': " << held_out.status() << " (held-out quality unknown)";
-      held_out = QualityMetrics();
-    }
     std::lock_guard<std::mutex> lock(atlases_mu_);
-    atlases_[id] = MakeEntry(*std::move(atlas), id, path, *held_out);
+    atlases_[id] = MakeEntry(*std::move(atlas), id, path);
     ++loaded;
   }
   TESSERA_LOG(INFO) << "som: " << loaded << " atlas(es) loaded from '" << atlas_dir_ << "'";
@@ -319,14 +261,72 @@ void SomAtlasServiceImpl::LoadAtlasDirectory() {
 
 absl::StatusOr<std::shared_ptr<const SomAtlasServiceImpl::Entry>> SomAtlasServiceImpl::FindAtlas(
     const std::string& id) const {
-  std::lock_guard<std::mutex> lock(atlases_mu_);
-  auto it = atlases_.find(id);
-  if (it == atlases_.end()) {
-    const bool pending = pending_.count(id) > 0;
-    return absl::NotFoundError(absl::StrCat("no atlas '", id, "'",
-                                            pending ? " yet (its training job has not finished)" : ""));
+  {
+    std::lock_guard<std::mutex> lock(atlases_mu_);
+    auto it = atlases_.find(id);
+    if (it != atlases_.end()) return it->second;
+    if (pending_.count(id) > 0) {
+      return absl::NotFoundError(absl::StrCat("no atlas '", id, "' yet (its training job has not finished)"));
+    }
   }
-  return it->second;
+  // Saved by another writer of the atlas directory (the scheduler's
+  // som.train engine, `tessera som train --out`, another replica).
+  if (atlas_dir_.empty() || !som::ValidateAtlasId(id).ok()) {
+    return absl::NotFoundError(absl::StrCat("no atlas '", id, "'"));
+  }
+  return LoadFromDirectory(id);
+}
+
+absl::StatusOr<std::shared_ptr<const SomAtlasServiceImpl::Entry>> SomAtlasServiceImpl::LoadFromDirectory(
+    const std::string& id) const {
+  std::lock_guard<std::mutex> disk(disk_mu_);
+  {
+    std::lock_guard<std::mutex> lock(atlases_mu_);  // loaded while this waited?
+    auto it = atlases_.find(id);
+    if (it != atlases_.end()) return it->second;
+  }
+  const std::string directory = (fs::path(atlas_dir_) / id).string();
+  std::error_code ec;
+  if (!fs::exists(fs::path(directory) / "manifest.json", ec)) {
+    return absl::NotFoundError(absl::StrCat("no atlas '", id, "'"));
+  }
+  absl::StatusOr<Atlas> atlas = som::LoadAtlas(directory);
+  if (!atlas.ok()) {
+    return absl::NotFoundError(
+        absl::StrCat("no atlas '", id, "': '", directory, "' does not load (", atlas.status().ToString(), ")"));
+  }
+  std::shared_ptr<const Entry> entry = MakeEntry(*std::move(atlas), id, directory);
+  std::lock_guard<std::mutex> lock(atlases_mu_);
+  atlases_[id] = entry;
+  TESSERA_LOG(INFO) << "som: atlas '" << id << "' loaded from '" << directory << "'";
+  return entry;
+}
+
+absl::Status SomAtlasServiceImpl::AdoptAtlas(const std::string& id, Atlas atlas) {
+  TESSERA_RETURN_IF_ERROR(som::ValidateAtlasId(id));
+  if (atlas_dir_.empty()) return absl::FailedPreconditionError("this service has no atlas directory");
+  const std::string directory = (fs::path(atlas_dir_) / id).string();
+  std::lock_guard<std::mutex> disk(disk_mu_);
+  std::error_code ec;
+  if (!fs::exists(fs::path(directory) / "manifest.json", ec)) {  // deleted meanwhile
+    return absl::NotFoundError(absl::StrCat("no atlas in '", directory, "'"));
+  }
+  std::lock_guard<std::mutex> lock(atlases_mu_);
+  atlases_[id] = MakeEntry(std::move(atlas), id, directory);
+  return absl::OkStatus();
+}
+
+som::TrainingEngineOptions SomAtlasServiceImpl::TrainingEngineOptions(bool share_uploads) {
+  som::TrainingEngineOptions options;
+  options.limits = limits_;
+  options.uploads = share_uploads ? &uploads_ : nullptr;
+  options.on_saved = [this](const std::string& id, Atlas atlas) {
+    absl::Status adopted = AdoptAtlas(id, std::move(atlas));
+    if (!adopted.ok()) {
+      TESSERA_LOG(WARNING) << "som: atlas '" << id << "' saved by a job: " << adopted;
+    }
+  };
+  return options;
 }
 
 std::shared_ptr<SomAtlasServiceImpl::EpochLog> SomAtlasServiceImpl::LogOfJob(const std::string& job_id) const {
@@ -387,61 +387,8 @@ grpc::Status SomAtlasServiceImpl::CreateAtlas(grpc::ServerContext* /*context*/, 
 absl::StatusOr<std::shared_ptr<SomAtlasServiceImpl::JobSpec>> SomAtlasServiceImpl::PrepareJob(
     const v1::CreateAtlasRequest& request) {
   auto spec = std::make_shared<JobSpec>();
-  TESSERA_ASSIGN_OR_RETURN(spec->options,
-                           som::ToAtlasJobOptions(request.options(), default_device_, service_options_.max_nodes));
-  if (atlas_dir_.empty()) {
-    return absl::FailedPreconditionError(
-        "this server has no atlas directory to save atlases in (start it with --atlas-dir or --data-root)");
-  }
-  if (!request.atlas_id().empty()) TESSERA_RETURN_IF_ERROR(som::ValidateAtlasId(request.atlas_id()));
-  spec->atlas_id = request.atlas_id().empty() ? RandomId("atlas-") : request.atlas_id();
-  const v1::CorpusSource& source = request.corpus();
-  const som::TrainOptions& train = spec->options.train;
-  switch (source.source_case()) {
-    case v1::CorpusSource::kCorpusId: {
-      if (!source.feature_names_path().empty() || !source.document_ids_path().empty()) {
-        return absl::InvalidArgumentError(
-            "feature_names_path and document_ids_path go with a corpus path; uploads carry their own names and ids");
-      }
-      TESSERA_ASSIGN_OR_RETURN(spec->corpus, uploads_.Get(source.corpus_id()));
-      // Everything is known now: refuse what cannot train at once.
-      TESSERA_RETURN_IF_ERROR(som::CheckHoldout(spec->corpus->matrix.rows(), spec->options.holdout_fraction));
-      TESSERA_RETURN_IF_ERROR(som::CheckCodebookSize(train.grid, spec->corpus->matrix.cols(), train.weight_type,
-                                                     max_corpus_bytes_));
-      spec->description = absl::StrCat("upload ", source.corpus_id());
-      break;
-    }
-    case v1::CorpusSource::kPath: {
-      absl::StatusOr<std::string> path = ResolveUnderRoots(source.path(), roots_);
-      if (!path.ok()) return Annotate(path.status(), "corpus path");
-      struct stat st;
-      if (stat(path->c_str(), &st) == 0 && st.st_size > max_corpus_bytes_) {
-        return absl::ResourceExhaustedError(absl::StrCat("corpus file '", *path, "' has ", st.st_size,
-                                                         " bytes, more than this server's limit of ",
-                                                         max_corpus_bytes_));
-      }
-      spec->path = *path;
-      for (auto [requested, resolved, what] :
-           {std::tuple<const std::string*, std::string*, const char*>{&source.feature_names_path(),
-                                                                      &spec->names_path, "feature_names_path"},
-            {&source.document_ids_path(), &spec->ids_path, "document_ids_path"}}) {
-        if (requested->empty()) continue;
-        absl::StatusOr<std::string> p = ResolveUnderRoots(*requested, roots_);
-        if (!p.ok()) return Annotate(p.status(), what);
-        *resolved = *p;
-      }
-      if (source.has_index_base()) {
-        if (source.index_base() != 0 && source.index_base() != 1) {
-          return absl::InvalidArgumentError(absl::StrCat("index_base ", source.index_base(), " must be 0 or 1"));
-        }
-        spec->libsvm.index_base = source.index_base();
-      }
-      spec->description = spec->path;
-      break;
-    }
-    default:
-      return absl::InvalidArgumentError("corpus: give corpus_id (from UploadCorpus) or a server-side path");
-  }
+  TESSERA_ASSIGN_OR_RETURN(spec->request, som::PrepareAtlasJob(request, limits_, &uploads_));
+  spec->atlas_id = spec->request.atlas_id.empty() ? RandomId("atlas-") : spec->request.atlas_id;
   return spec;
 }
 
@@ -461,15 +408,12 @@ absl::Status SomAtlasServiceImpl::CreateAtlasImpl(const v1::CreateAtlasRequest& 
       return holder.ok() && !IsTerminal((*holder)->Snapshot().state);
     }();
     absl::Status taken;
-    std::error_code ec;
     if (atlases_.count(spec->atlas_id) > 0 || training) {
       taken = absl::AlreadyExistsError(absl::StrCat("atlas '", spec->atlas_id, "' already exists",
                                                     training ? " (being trained)" : "",
                                                     "; pick another atlas_id or DeleteAtlas it first"));
-    } else if (fs::exists(fs::path(atlas_dir_) / spec->atlas_id, ec)) {
-      taken = absl::AlreadyExistsError(absl::StrCat("'", atlas_dir_, "/", spec->atlas_id,
-                                                    "' exists on the server but is not a loaded atlas; pick another "
-                                                    "atlas_id or have it removed"));
+    } else {
+      taken = som::CheckAtlasIdFree(atlas_dir_, spec->atlas_id);
     }
     if (!taken.ok()) {
       registry_.Remove(job->id());
@@ -482,7 +426,6 @@ absl::Status SomAtlasServiceImpl::CreateAtlasImpl(const v1::CreateAtlasRequest& 
     }
     spec->log = std::make_shared<EpochLog>();
     spec->log->atlas_id = spec->atlas_id;
-    spec->log->max_epochs = spec->options.train.max_epochs;
     job_logs_[job->id()] = spec->log;
   }
   std::shared_ptr<const JobSpec> const_spec = spec;
@@ -494,53 +437,14 @@ absl::Status SomAtlasServiceImpl::CreateAtlasImpl(const v1::CreateAtlasRequest& 
     return queued;
   }
   TESSERA_LOG(INFO) << "som: job " << job->id() << " queued: atlas '" << spec->atlas_id << "' "
-                    << som::GridToString(spec->options.train.grid) << " from " << spec->description << " on "
-                    << spec->options.device;
+                    << som::GridToString(spec->request.options.train.grid) << " from " << spec->request.description
+                    << " on " << spec->request.options.device;
   *response->mutable_job() = jobs::ToJobStatusProto(job->Snapshot());
   response->set_atlas_id(spec->atlas_id);
   return absl::OkStatus();
 }
 
 // ---------------------------------------------------------------- the worker
-
-namespace {
-
-absl::StatusOr<std::shared_ptr<const StoredCorpus>> Materialize(const SomAtlasServiceImpl::JobSpec& spec) {
-  if (spec.corpus != nullptr) return spec.corpus;
-  auto corpus = std::make_shared<StoredCorpus>();
-  som::LibsvmOptions libsvm = spec.libsvm;
-  if (!spec.names_path.empty()) {
-    absl::StatusOr<std::vector<std::string>> names = som::ReadLines(spec.names_path);
-    if (!names.ok()) return Annotate(names.status(), "feature names");
-    corpus->feature_names = *std::move(names);
-    libsvm.num_features = static_cast<int64_t>(corpus->feature_names.size());
-  }
-  absl::StatusOr<SparseBinaryMatrix> matrix = som::ReadCorpus(spec.path, libsvm);
-  if (!matrix.ok()) return Annotate(matrix.status(), absl::StrCat("corpus '", spec.path, "'"));
-  corpus->matrix = *std::move(matrix);
-  if (!corpus->feature_names.empty() &&
-      static_cast<int64_t>(corpus->feature_names.size()) != corpus->matrix.cols()) {
-    return absl::InvalidArgumentError(absl::StrCat("'", spec.names_path, "' has ", corpus->feature_names.size(),
-                                                   " feature names; the corpus has ", corpus->matrix.cols(),
-                                                   " features"));
-  }
-  if (!spec.ids_path.empty()) {
-    absl::StatusOr<std::vector<std::string>> ids = som::ReadLines(spec.ids_path, corpus->matrix.rows());
-    if (!ids.ok()) return Annotate(ids.status(), "document ids");
-    corpus->document_ids = *std::move(ids);
-  }
-  return std::shared_ptr<const StoredCorpus>(std::move(corpus));
-}
-
-void ReportStage(Job& job, const char* stage, std::string message, double fraction) {
-  jobs::JobProgress p;
-  p.stage = stage;
-  p.message = std::move(message);
-  p.fraction = fraction;
-  job.SetProgress(std::move(p));
-}
-
-}  // namespace
 
 void SomAtlasServiceImpl::RunJob(const std::shared_ptr<Job>& job, const std::shared_ptr<const JobSpec>& spec) {
   // The atlas id is free again (or taken by the atlas) before the job is
@@ -572,112 +476,44 @@ void SomAtlasServiceImpl::RunJob(const std::shared_ptr<Job>& job, const std::sha
 
 absl::StatusOr<std::shared_ptr<const SomAtlasServiceImpl::Entry>> SomAtlasServiceImpl::TrainAndSave(
     Job& job, const JobSpec& spec) {
-  ReportStage(job, "input", "reading the corpus", 0);
-  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const StoredCorpus> corpus, Materialize(spec));
-  const SparseBinaryMatrix& all = corpus->matrix;
-  som::TrainOptions options = spec.options.train;
-  TESSERA_RETURN_IF_ERROR(som::CheckHoldout(all.rows(), spec.options.holdout_fraction));
-  TESSERA_RETURN_IF_ERROR(som::CheckCodebookSize(options.grid, all.cols(), options.weight_type, max_corpus_bytes_));
-  if (job.cancel_requested()) return absl::CancelledError("atlas training cancelled");
-
-  // The held-out rows are measured on the trained map, never trained on.
-  som::RowSplit split;
-  SparseBinaryMatrix train_rows, held_rows;
-  const SparseBinaryMatrix* train = &all;
-  if (spec.options.holdout_fraction > 0) {
-    split = som::SplitRows(all.rows(), spec.options.holdout_fraction, options.seed);
-    train_rows = som::SelectRows(all, split.train);
-    held_rows = som::SelectRows(all, split.held_out);
-    train = &train_rows;
-  }
-
-  ReportStage(job, "init", absl::StrCat(som::InitMethodName(options.init), " initialisation of a ",
-                                        som::GridToString(options.grid), " map on ", train->rows(), " documents"),
-              0);
-  const int max_epochs = options.max_epochs;
-  options.progress = [&job, max_epochs, log = spec.log](const som::EpochReport& r) {
-    {
+  som::AtlasTrainingCallbacks callbacks;
+  callbacks.progress = [&job, log = spec.log](const som::AtlasTrainingProgress& p) {
+    if (p.stage == "epoch") {
       std::lock_guard<std::mutex> lock(log->mu);
-      log->epochs.push_back(r);
+      log->epochs.push_back(p);
     }
-    jobs::JobProgress p;
-    p.stage = "epoch";
-    p.step = r.epoch + 1;
-    p.total_steps = max_epochs;
-    p.fraction = 0.95 * (r.epoch + 1) / max_epochs;  // an upper bound on the epochs
-    p.metrics["epoch"] = r.epoch + 1;
-    p.metrics["radius"] = r.radius;
-    p.metrics["qe"] = r.qe;
-    p.metrics["topographic_error"] = r.topographic_error;
-    p.metrics["epoch_seconds"] = r.seconds;
-    p.message = absl::StrFormat("epoch %d/%d: radius %.3g, QE %.6g, TE %.4f, %.3f s", r.epoch + 1, max_epochs,
-                                r.radius, r.qe, r.topographic_error, r.seconds);
-    job.SetProgress(std::move(p));
+    job.SetProgress(som::ToJobProgress(p));
   };
-  options.should_stop = [&job] { return job.cancel_requested(); };
-  TESSERA_ASSIGN_OR_RETURN(som::TrainResult result, som::TrainSom(*train, options));
-  options.progress = nullptr;
-  options.should_stop = nullptr;
-  if (job.cancel_requested()) return absl::CancelledError("atlas training cancelled");
-
-  ReportStage(job, "save", absl::StrCat("assigning documents and saving atlas '", spec.atlas_id, "'"), 0.96);
-  TESSERA_ASSIGN_OR_RETURN(som::Projection assigned,
-                           som::ProjectDocuments(result.model, *train, options.backend, options.gpu_ordinal));
-  QualityMetrics held_out;
-  if (held_rows.rows() > 0) {
-    TESSERA_ASSIGN_OR_RETURN(som::Projection p,
-                             som::ProjectDocuments(result.model, held_rows, options.backend, options.gpu_ordinal));
-    held_out = p.quality;
-  }
-  // Document ids of the training rows; "d<row>" numbers rows of the whole corpus.
-  std::vector<std::string> ids(train->rows());
-  for (int64_t k = 0; k < train->rows(); ++k) {
-    const int64_t row = train == &all ? k : split.train[k];
-    const bool named = row < static_cast<int64_t>(corpus->document_ids.size()) && !corpus->document_ids[row].empty();
-    ids[k] = named ? corpus->document_ids[row] : absl::StrCat("d", row);
-  }
-  TESSERA_ASSIGN_OR_RETURN(Atlas atlas, som::MakeAtlas(std::move(result), std::move(assigned.bmu),
-                                                       corpus->feature_names, std::move(ids), options));
-  if (job.cancel_requested()) return absl::CancelledError("atlas training cancelled");
-
-  const std::string directory = (fs::path(atlas_dir_) / spec.atlas_id).string();
-  std::error_code ec;
-  fs::create_directories(directory, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot create '", directory, "': ", ec.message()));
-  // Written files go again when the save does not complete.
-  absl::StatusOr<Atlas> saved = [&]() -> absl::StatusOr<Atlas> {
-    TESSERA_RETURN_IF_ERROR(WriteHeldOut(directory, held_out));
-    TESSERA_RETURN_IF_ERROR(som::SaveAtlas(atlas, directory));
-    // Serve what a restart would load.
-    return som::LoadAtlas(directory);
-  }();
-  if (!saved.ok()) {
-    fs::remove_all(directory, ec);
-    return Annotate(saved.status(), absl::StrCat("saving atlas '", spec.atlas_id, "'"));
-  }
-  return MakeEntry(*std::move(saved), spec.atlas_id, directory, held_out);
+  callbacks.check_continue = [&job] {
+    return job.cancel_requested() ? absl::CancelledError("atlas training cancelled") : absl::OkStatus();
+  };
+  TESSERA_ASSIGN_OR_RETURN(
+      som::AtlasTrainingSummary saved,
+      som::TrainAndSaveAtlas(spec.request.input, som::TrainingOptionsFor(spec.request, limits_, spec.atlas_id),
+                             callbacks));
+  return MakeEntry(std::move(saved.atlas), spec.atlas_id, saved.directory);
 }
 
 // ---------------------------------------------------------------- jobs
 
 namespace {
 
-v1::AtlasProgress EpochProgress(const std::string& job_id, const std::string& atlas_id, const som::EpochReport& r,
-                                int max_epochs) {
+v1::AtlasProgress EpochProgress(const std::string& job_id, const std::string& atlas_id,
+                                const som::AtlasTrainingProgress& e) {
+  const som::EpochReport& r = e.epoch;
   v1::AtlasProgress p;
   p.set_job_id(job_id);
   p.set_atlas_id(atlas_id);
   p.set_state(v1::JOB_STATE_RUNNING);
-  p.set_stage("epoch");
+  p.set_stage(e.stage);
   p.set_epoch(r.epoch + 1);
-  p.set_max_epochs(max_epochs);
+  p.set_max_epochs(e.max_epochs);
   p.set_radius(r.radius);
   p.set_qe(r.qe);
   p.set_topographic_error(r.topographic_error);
   p.set_epoch_seconds(r.seconds);
-  p.set_fraction(0.95 * (r.epoch + 1) / std::max(1, max_epochs));
-  p.set_message(absl::StrFormat("epoch %d/%d: radius %.3g, QE %.6g, TE %.4f, %.3f s", r.epoch + 1, max_epochs,
-                                r.radius, r.qe, r.topographic_error, r.seconds));
+  p.set_fraction(e.fraction);
+  p.set_message(e.message);
   return p;
 }
 
@@ -722,7 +558,7 @@ absl::Status SomAtlasServiceImpl::WatchJobImpl(const grpc::ServerContext& contex
     if (log != nullptr) {
       std::lock_guard<std::mutex> lock(log->mu);
       for (; sent_epochs < log->epochs.size(); ++sent_epochs) {
-        batch.push_back(EpochProgress(job->id(), atlas_id, log->epochs[sent_epochs], log->max_epochs));
+        batch.push_back(EpochProgress(job->id(), atlas_id, log->epochs[sent_epochs]));
       }
     }
     if (log == nullptr || IsTerminal(s.state) || s.progress.stage != "epoch" || s.cancel_requested) {
@@ -762,7 +598,7 @@ grpc::Status SomAtlasServiceImpl::ListAtlases(grpc::ServerContext* /*context*/,
     for (const auto& [id, entry] : atlases_) entries.push_back(entry);
   }
   for (const auto& e : entries) {
-    *response->add_atlases() = som::ToAtlasSummary(e->atlas, e->id, e->directory, e->held_out, false);
+    *response->add_atlases() = som::ToAtlasSummary(e->atlas, e->id, e->directory, false);
   }
   return grpc::Status::OK;
 }
@@ -771,7 +607,7 @@ grpc::Status SomAtlasServiceImpl::GetAtlas(grpc::ServerContext* /*context*/, con
                                            v1::AtlasSummary* response) {
   absl::StatusOr<std::shared_ptr<const Entry>> e = FindAtlas(request->atlas_id());
   if (!e.ok()) return ToGrpcStatus(e.status());
-  *response = som::ToAtlasSummary((*e)->atlas, (*e)->id, (*e)->directory, (*e)->held_out, true);
+  *response = som::ToAtlasSummary((*e)->atlas, (*e)->id, (*e)->directory, true);
   return grpc::Status::OK;
 }
 
@@ -973,6 +809,8 @@ grpc::Status SomAtlasServiceImpl::DeleteAtlas(grpc::ServerContext* /*context*/, 
 
 absl::Status SomAtlasServiceImpl::DeleteAtlasImpl(const v1::AtlasRequest& request, v1::DeleteAtlasResponse* response) {
   TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const Entry> e, FindAtlas(request.atlas_id()));
+  // Not while the atlas is being loaded from its directory.
+  std::lock_guard<std::mutex> disk(disk_mu_);
   // Files first: an atlas that could not be removed stays listed.
   std::error_code ec;
   fs::remove_all(e->directory, ec);

@@ -1,11 +1,15 @@
 // tessera.v1.SomAtlasService (protos/tessera/v1/som.proto): SOM atlases
 // trained as jobs and queried over gRPC. Corpora come from uploads (a bounded
 // CorpusStore with a TTL) or files under the data roots; training runs
-// TrainSom on a small worker pool with a bounded queue, jobs live in an
-// in-memory JobRegistry (services/jobs), and every finished atlas is saved
-// with SaveAtlas under the atlas directory (one sub-directory per atlas id)
-// before its job is reported SUCCEEDED. At start-up the service loads every
-// atlas found there; one that does not load is logged and skipped.
+// the training pipeline (atlas_training.h, shared with `tessera som train` and
+// the scheduler's som.train engine) on a small worker pool with a bounded
+// queue, jobs live in an in-memory JobRegistry (services/jobs), and every
+// finished atlas is saved, held-out quality included, under the atlas
+// directory (one sub-directory per atlas id) before its job is reported
+// SUCCEEDED. At start-up the service loads every atlas found there (one that
+// does not load is logged and skipped); an atlas asked for by id that is not
+// loaded is looked up there too, so atlases other writers save into the
+// directory (the som.train engine, `tessera som train --out`) are served.
 //
 //   absl::StatusOr<std::unique_ptr<tessera::SomAtlasServiceImpl>> som =
 //       tessera::SomAtlasServiceImpl::Create(server_options);
@@ -32,7 +36,9 @@
 #include "services/jobs/worker_pool.h"
 #include "services/server/server_options.h"
 #include "services/som/atlas.h"
+#include "services/som/atlas_request.h"
 #include "services/som/corpus_store.h"
+#include "services/som/training_engine.h"
 #include "tessera/v1/som.grpc.pb.h"
 
 namespace tessera {
@@ -90,26 +96,41 @@ class SomAtlasServiceImpl final : public v1::SomAtlasService::Service {
                            v1::DeleteAtlasResponse* response) override;
 
   const std::string& atlas_dir() const { return atlas_dir_; }
+  // What CreateAtlas requests may ask for on this service.
+  const som::AtlasRequestLimits& request_limits() const { return limits_; }
   jobs::JobRegistry& registry() { return registry_; }
   som::CorpusStore& uploads() { return uploads_; }
 
+  // Serves `atlas`, saved as "<atlas dir>/<id>" by someone else (the
+  // som.train engine's on_saved), at once — replacing a loaded atlas of that
+  // id. NOT_FOUND when the directory has no atlas (deleted meanwhile).
+  absl::Status AdoptAtlas(const std::string& id, som::Atlas atlas);
+
+  // Options for a som.train engine (training_engine.h) that checks requests
+  // as CreateAtlas does, saves into this service's atlas directory and has
+  // this service serve each atlas it saves (AdoptAtlas). `share_uploads`:
+  // jobs may name this service's uploads (not durable). The service must
+  // outlive the engine.
+  som::TrainingEngineOptions TrainingEngineOptions(bool share_uploads = false);
+
   // A loaded atlas and what queries need besides it.
   struct Entry {
-    som::Atlas atlas;
+    som::Atlas atlas;                                        // held-out quality in atlas.held_out_quality
     std::string id;
     std::string directory;
-    som::QualityMetrics held_out;                        // docs = 0 without a holdout
     std::unordered_map<std::string, int32_t> feature_index;  // name -> feature
   };
   struct JobSpec;   // a validated CreateAtlasRequest (defined in the .cc)
   struct EpochLog;  // a job's atlas id and every epoch's report, for WatchJob
 
  private:
-  SomAtlasServiceImpl(const ServerOptions& options, std::vector<std::string> roots, std::string atlas_dir,
+  SomAtlasServiceImpl(const ServerOptions& options, som::AtlasRequestLimits limits,
                       SomServiceOptions service_options);
 
   void LoadAtlasDirectory();
+  // A loaded atlas, else one found in the atlas directory (then loaded).
   absl::StatusOr<std::shared_ptr<const Entry>> FindAtlas(const std::string& id) const;
+  absl::StatusOr<std::shared_ptr<const Entry>> LoadFromDirectory(const std::string& id) const;
   std::shared_ptr<EpochLog> LogOfJob(const std::string& job_id) const;
 
   absl::Status UploadCorpusImpl(const grpc::ServerContext& context, grpc::ServerReader<v1::CorpusChunk>* reader,
@@ -126,7 +147,7 @@ class SomAtlasServiceImpl final : public v1::SomAtlasService::Service {
   void RunJob(const std::shared_ptr<jobs::Job>& job, const std::shared_ptr<const JobSpec>& spec);
   absl::StatusOr<std::shared_ptr<const Entry>> TrainAndSave(jobs::Job& job, const JobSpec& spec);
 
-  const std::vector<std::string> roots_;
+  const som::AtlasRequestLimits limits_;
   const std::string atlas_dir_;
   const int64_t max_corpus_bytes_;
   const int max_send_message_bytes_;
@@ -134,8 +155,11 @@ class SomAtlasServiceImpl final : public v1::SomAtlasService::Service {
   const SomServiceOptions service_options_;
   som::CorpusStore uploads_;
 
+  // Held while an atlas directory is loaded on a lookup, adopted or deleted,
+  // so those never interleave (not held by queries on loaded atlases).
+  mutable std::mutex disk_mu_;
   mutable std::mutex atlases_mu_;
-  std::map<std::string, std::shared_ptr<const Entry>> atlases_;
+  mutable std::map<std::string, std::shared_ptr<const Entry>> atlases_;
   std::map<std::string, std::string> pending_;      // atlas id -> its queued or running job
   std::map<std::string, std::shared_ptr<EpochLog>> job_logs_;  // by job id
 

@@ -25,10 +25,12 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "services/jobs/engine.h"
 #include "services/server/service_host.h"
 #include "services/som/corpus.h"
 #include "services/som/synthetic.h"
 #include "services/som/trainer.h"
+#include "services/som/training_engine.h"
 #include "tessera/v1/som.grpc.pb.h"
 
 namespace tessera {
@@ -864,6 +866,69 @@ TEST(SomAtlasService, BadRequestsGetClearStatuses) {
   EXPECT_EQ(watched.error_code(), grpc::StatusCode::NOT_FOUND);
   v1::AtlasSummary summary;
   EXPECT_EQ(server.GetAtlas("nope", &summary).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+// The scheduler's som.train engine, made from the service's options, checks
+// requests as CreateAtlas does and saves atlases the running service serves
+// at once (listed, projected onto, their cells read).
+TEST(SomAtlasService, ServesAtlasesTheTrainingEngineSaves) {
+  const std::string root = MakeRoot("engine");
+  const som::SparseBinaryMatrix corpus = SmallCorpus(300, 80, 21);
+  ASSERT_TRUE(som::WriteCsrBinary(root + "/data/c.csr", corpus).ok());
+  TestServer server(root);
+  ASSERT_TRUE(server.status().ok()) << server.status();
+  v1::UploadedCorpus uploaded;
+  ASSERT_TRUE(server.Upload(corpus, {}, {}, 1000, &uploaded).ok());
+
+  auto engine = som::NewTrainingEngine(server.service().TrainingEngineOptions());
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  v1::CreateAtlasRequest request = AtlasRequestFor("", "from-engine", 4, 4, 3);
+  request.mutable_corpus()->set_path("c.csr");
+  request.mutable_options()->set_holdout_fraction(0.1);
+  google::protobuf::Any spec;
+  spec.PackFrom(request);
+  ASSERT_TRUE((*engine)->Validate(spec).ok()) << (*engine)->Validate(spec);
+  std::atomic<bool> cancel{false};
+  jobs::EngineContext ctx("job-e", root + "/work", &cancel, absl::InfiniteFuture(), nullptr);
+  auto out = (*engine)->Run(spec, ctx);
+  ASSERT_TRUE(out.ok()) << out.status();
+
+  grpc::ClientContext list_context;
+  v1::ListAtlasesResponse list;
+  ASSERT_TRUE(server.stub().ListAtlases(&list_context, v1::ListAtlasesRequest(), &list).ok());
+  ASSERT_EQ(list.atlases_size(), 1);
+  EXPECT_EQ(list.atlases(0).atlas_id(), "from-engine");
+  EXPECT_EQ(list.atlases(0).held_out_quality().documents(), 30);
+  v1::ProjectRequest project;
+  project.set_atlas_id("from-engine");
+  v1::SparseDocument* document = project.add_documents();
+  for (int32_t v : corpus.row(0)) document->add_features(v);
+  v1::ProjectResponse projected;
+  grpc::Status s = server.Project(project, &projected);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(projected.documents_size(), 1);
+  v1::GetCellRequest cell_request;
+  cell_request.set_atlas_id("from-engine");
+  cell_request.set_node(projected.documents(0).node());
+  v1::CellResponse cell;
+  EXPECT_TRUE(server.Cell(cell_request, &cell).ok());
+  // The id is taken for CreateAtlas too.
+  v1::CreateAtlasResponse created;
+  EXPECT_EQ(server.Create(AtlasRequestFor(uploaded.corpus_id(), "from-engine", 3, 3, 2), &created).error_code(),
+            grpc::StatusCode::ALREADY_EXISTS);
+
+  // Uploads are this process's memory: refused, unless the engine shares them.
+  v1::CreateAtlasRequest from_upload = AtlasRequestFor(uploaded.corpus_id(), "from-upload", 3, 3, 2);
+  spec.PackFrom(from_upload);
+  absl::Status refused = (*engine)->Validate(spec);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("server path"));
+  auto sharing = som::NewTrainingEngine(server.service().TrainingEngineOptions(/*share_uploads=*/true));
+  ASSERT_TRUE(sharing.ok()) << sharing.status();
+  ASSERT_TRUE((*sharing)->Run(spec, ctx).ok());
+  v1::AtlasSummary summary;
+  EXPECT_TRUE(server.GetAtlas("from-upload", &summary).ok());
+  EXPECT_EQ(summary.documents(), 300);
 }
 
 TEST(SomAtlasService, WithoutAnAtlasDirectoryCreateIsAPreconditionFailure) {

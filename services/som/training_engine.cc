@@ -1,0 +1,87 @@
+#include "services/som/training_engine.h"
+
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "services/common/data_roots.h"
+#include "services/som/atlas_job_progress.h"
+#include "services/som/atlas_training.h"
+#include "services/som/som_proto.h"
+#include "tessera/v1/som.pb.h"
+
+namespace tessera {
+namespace som {
+namespace {
+
+// "atlas-<job id>", characters outside [A-Za-z0-9._-] as '-', at most 128.
+std::string AtlasIdForJob(const std::string& job_id) {
+  std::string id = absl::StrCat("atlas-", job_id);
+  for (char& c : id) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '-';
+  }
+  if (id.size() > 128) id.resize(128);
+  return id;
+}
+
+class TrainingEngine final : public jobs::Engine {
+ public:
+  explicit TrainingEngine(TrainingEngineOptions options) : options_(std::move(options)) {}
+
+  std::string kind() const override { return kTrainingEngineKind; }
+  std::string spec_type() const override { return v1::CreateAtlasRequest::descriptor()->full_name(); }
+
+  absl::Status Validate(const google::protobuf::Any& spec) const override {
+    v1::CreateAtlasRequest request;
+    TESSERA_RETURN_IF_ERROR(jobs::UnpackSpec(spec, &request));
+    return PrepareAtlasJob(request, options_.limits, options_.uploads).status();
+  }
+
+  jobs::ResourceNeeds Needs(const google::protobuf::Any& spec) const override {
+    jobs::ResourceNeeds needs;
+    v1::CreateAtlasRequest request;
+    if (!spec.UnpackTo(&request)) return needs;
+    const std::string& device =
+        request.options().device().empty() ? options_.limits.default_device : request.options().device();
+    needs.needs_gpu = device == "cuda" || device == "gpu";
+    return needs;
+  }
+
+  absl::StatusOr<jobs::EngineOutput> Run(const google::protobuf::Any& spec, jobs::EngineContext& ctx) const override {
+    v1::CreateAtlasRequest request;
+    TESSERA_RETURN_IF_ERROR(jobs::UnpackSpec(spec, &request));
+    TESSERA_ASSIGN_OR_RETURN(AtlasJobRequest job, PrepareAtlasJob(request, options_.limits, options_.uploads));
+    const std::string atlas_id = job.atlas_id.empty() ? AtlasIdForJob(ctx.job_id()) : job.atlas_id;
+    TESSERA_RETURN_IF_ERROR(ValidateAtlasId(atlas_id));
+    TESSERA_RETURN_IF_ERROR(CheckAtlasIdFree(options_.limits.atlas_dir, atlas_id));
+    AtlasTrainingCallbacks callbacks;
+    callbacks.progress = [&ctx](const AtlasTrainingProgress& p) { ctx.Report(ToJobProgress(p)); };
+    callbacks.check_continue = [&ctx] { return ctx.CheckContinue(); };
+    TESSERA_ASSIGN_OR_RETURN(
+        AtlasTrainingSummary saved,
+        TrainAndSaveAtlas(job.input, TrainingOptionsFor(job, options_.limits, atlas_id), callbacks));
+    jobs::EngineOutput out;
+    out.result.PackFrom(ToAtlasSummary(saved.atlas, atlas_id, saved.directory, /*with_history=*/true));
+    if (options_.on_saved) options_.on_saved(atlas_id, std::move(saved.atlas));
+    return out;
+  }
+
+ private:
+  const TrainingEngineOptions options_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const jobs::Engine>> NewTrainingEngine(TrainingEngineOptions options) {
+  AtlasRequestLimits& limits = options.limits;
+  if (limits.max_nodes < 1) return absl::InvalidArgumentError("som.train engine: max_nodes must be positive");
+  if (limits.max_corpus_bytes < 0) {
+    return absl::InvalidArgumentError("som.train engine: max_corpus_bytes must not be negative");
+  }
+  TESSERA_ASSIGN_OR_RETURN(limits.data_roots, CanonicalDataRoots(limits.data_roots));
+  return std::shared_ptr<const jobs::Engine>(std::make_shared<TrainingEngine>(std::move(options)));
+}
+
+}  // namespace som
+}  // namespace tessera

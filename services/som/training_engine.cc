@@ -4,6 +4,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/buffer.h"
 #include "common/status.h"
 #include "services/common/data_roots.h"
 #include "services/som/atlas_job_progress.h"
@@ -58,9 +59,15 @@ class TrainingEngine final : public jobs::Engine {
     AtlasTrainingCallbacks callbacks;
     callbacks.progress = [&ctx](const AtlasTrainingProgress& p) { ctx.Report(ToJobProgress(p)); };
     callbacks.check_continue = [&ctx] { return ctx.CheckContinue(); };
-    TESSERA_ASSIGN_OR_RETURN(
-        AtlasTrainingSummary saved,
-        TrainAndSaveAtlas(job.input, TrainingOptionsFor(job, options_.limits, atlas_id), callbacks));
+    // The job's own device memory, whatever else runs in this process.
+    auto memory = std::make_shared<DeviceMemoryTracker>();
+    absl::StatusOr<AtlasTrainingSummary> trained;
+    {
+      ScopedDeviceMemoryCharge charge(memory);
+      trained = TrainAndSaveAtlas(job.input, TrainingOptionsFor(job, options_.limits, atlas_id), callbacks);
+    }
+    ctx.SetPeakDeviceBytes(static_cast<int64_t>(memory->peak_bytes()));
+    TESSERA_ASSIGN_OR_RETURN(AtlasTrainingSummary saved, std::move(trained));
     jobs::EngineOutput out;
     out.result.PackFrom(ToAtlasSummary(saved.atlas, atlas_id, saved.directory, /*with_history=*/true));
     if (options_.on_saved) options_.on_saved(atlas_id, std::move(saved.atlas));

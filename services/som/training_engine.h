@@ -10,7 +10,8 @@
 // "save". Cancellation and the deadline (ctx.CheckContinue()) are checked
 // before reading, before every epoch and before saving; a stopped job saves
 // nothing. An atlas_id left empty becomes "atlas-<job id>", the same on every
-// attempt of the job.
+// attempt of the job. The job's device-memory peak (DeviceMemoryTracker) goes
+// to ctx.SetPeakDeviceBytes.
 //
 // The corpus must be a server path under the data roots: an upload
 // (corpus_id) lives in one server's memory and would not survive a restart,

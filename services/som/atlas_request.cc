@@ -20,7 +20,8 @@ absl::Status CheckAtlasIdFree(const std::string& atlas_dir, const std::string& a
   if (std::filesystem::exists(directory, ec)) {
     return absl::AlreadyExistsError(absl::StrCat("atlas '", atlas_id, "' already exists on the server ('",
                                                  directory.string(),
-                                                 "'); pick another atlas_id or DeleteAtlas it first"));
+                                                 "'); pick another atlas_id, or DeleteAtlas it (or have that "
+                                                 "directory removed) first"));
   }
   return absl::OkStatus();
 }

@@ -6,10 +6,15 @@
 
 namespace tessera::cli {
 
-absl::Status RegisterEngines(HostedServices& services, const ServerOptions& options, jobs::EngineRegistry* engines) {
+absl::Status RegisterEngines(HostedServices& services, const ServerOptions& options, const std::string& state_dir,
+                             jobs::EngineRegistry* engines) {
   if (services.registration) {
-    TESSERA_ASSIGN_OR_RETURN(auto registration, registration::RegistrationEngine::Create(
-                                                    options.data_roots, options.max_volume_bytes, options.device));
+    // Jobs may name the data roots and the uploads RegistrationService wrote.
+    std::vector<std::string> roots = options.data_roots;
+    TESSERA_ASSIGN_OR_RETURN(std::string uploads, CreateRegistrationUploadDir(state_dir));
+    roots.push_back(uploads);
+    TESSERA_ASSIGN_OR_RETURN(auto registration,
+                             registration::RegistrationEngine::Create(roots, options.max_volume_bytes, options.device));
     TESSERA_RETURN_IF_ERROR(engines->Add(std::move(registration)));
   }
   return absl::OkStatus();

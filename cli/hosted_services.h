@@ -1,5 +1,8 @@
 // Every service `tessera serve` and `tessera demo` host, created from one set
-// of ServerOptions. A new service adds a member and two lines in the .cc.
+// of ServerOptions: the parts that do not depend on the scheduler (which is
+// made afterwards, from the services' engines: CreateHostedScheduler). Declare
+// HostedServices before the HostedScheduler and the ServiceHost, so it is
+// destroyed after them. A new service adds a member and two lines in the .cc.
 #ifndef TESSERA_CLI_HOSTED_SERVICES_H_
 #define TESSERA_CLI_HOSTED_SERVICES_H_
 
@@ -19,7 +22,8 @@ namespace tessera::cli {
 
 struct HostedServices {
   std::unique_ptr<VolumeServiceImpl> volume;
-  // Destroyed after the host (declare HostedServices first): cancels its jobs.
+  // A gRPC adapter over the scheduler, which CreateHostedScheduler
+  // (cli/scheduler_host.h) attaches; its jobs are the scheduler's.
   std::unique_ptr<RegistrationServiceImpl> registration;
   std::unique_ptr<FingerprintServiceImpl> fingerprint;  // its gallery directory: FingerprintServiceOptions
   std::unique_ptr<SomAtlasServiceImpl> som;  // "som": SOM atlases (cancels its jobs too)

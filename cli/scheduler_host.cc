@@ -46,7 +46,9 @@ absl::StatusOr<HostedScheduler> CreateHostedScheduler(const SchedulerHostOptions
 
   HostedScheduler out;
   out.engines = std::make_unique<jobs::EngineRegistry>();
-  if (options.role != "scheduler") TESSERA_RETURN_IF_ERROR(RegisterEngines(services, server, out.engines.get()));
+  if (options.role != "scheduler") {
+    TESSERA_RETURN_IF_ERROR(RegisterEngines(services, server, state_dir, out.engines.get()));
+  }
   if (options.role == "worker") {
     out.local_worker =
         std::make_unique<scheduler::InProcessWorker>(name + "/worker", out.engines.get(), results_dir, options.local_slots);
@@ -95,6 +97,9 @@ absl::StatusOr<HostedScheduler> CreateHostedScheduler(const SchedulerHostOptions
                                                          std::move(workers));
   TESSERA_RETURN_IF_ERROR(out.scheduler->Start());
   out.scheduler_service = std::make_unique<SchedulerServiceImpl>(out.scheduler.get());
+  if (services.registration) {
+    TESSERA_RETURN_IF_ERROR(services.registration->AttachScheduler(out.scheduler.get(), state_dir));
+  }
   TESSERA_LOG(INFO) << "scheduler " << name << ": store " << (options.store.empty() ? store_url : "(given)")
                     << ", " << options.workers.size() << " remote worker(s)"
                     << (options.role == "all" ? absl::StrCat(", in-process worker with ", options.local_slots,

@@ -46,10 +46,16 @@ struct HostedScheduler {
 
 // The engines of the hosted services (registration, som.train,
 // fingerprint.search, ...), for workers and the scheduler's validation.
-absl::Status RegisterEngines(HostedServices& services, const ServerOptions& options, jobs::EngineRegistry* engines);
+// `state_dir`: where the services keep files their jobs name (registration
+// uploads).
+absl::Status RegisterEngines(HostedServices& services, const ServerOptions& options, const std::string& state_dir,
+                             jobs::EngineRegistry* engines);
 
 // Creates the role's parts and starts the scheduler (recovering the jobs of an
-// earlier run). `services` must outlive the result.
+// earlier run). In role all the hosted services that run jobs
+// (registration) are attached to that scheduler: their job RPCs submit to it
+// (in role worker they answer FAILED_PRECONDITION). `services` must outlive
+// the result, and the result the host.
 absl::StatusOr<HostedScheduler> CreateHostedScheduler(const SchedulerHostOptions& options,
                                                       const ServerOptions& server, HostedServices& services);
 

@@ -16,6 +16,7 @@
 #include "cli/args.h"
 #include "cli/demo_context.h"
 #include "cli/hosted_services.h"
+#include "cli/scheduler_host.h"
 #include "cli/verbs.h"
 #include "common/device.h"
 #include "common/json.h"
@@ -79,8 +80,15 @@ int RunDemo(int argc, char** argv) {
   fingerprint_options.gallery_dir = ctx.OutPath("fingerprint-gallery");  // durable; the step re-enrolls with replace
   auto services = CreateHostedServices(options, {}, fingerprint_options);
   if (!services.ok()) return Fail("creating the services", services.status());
+  // As `tessera serve` (role all): the services' jobs run through the
+  // scheduler, with its state under the output directory.
+  SchedulerHostOptions scheduler_options;
+  scheduler_options.state_dir = ctx.OutPath("state");
+  auto scheduler = CreateHostedScheduler(scheduler_options, options, *services);
+  if (!scheduler.ok()) return Fail("starting the scheduler", scheduler.status());
   ServiceHost host(options);
   services->AddTo(host);
+  scheduler->AddTo(host);
   auto ports = host.Start();
   if (!ports.ok()) return Fail("starting the server", ports.status());
   ctx.ports = *ports;

@@ -227,6 +227,15 @@ absl::StatusOr<JobRecord> JobStore::Create(const JobRecord& job, int64_t max_que
 
 absl::StatusOr<JobRecord> JobStore::Get(const std::string& job_id) { return MustSelectJob(*db_, job_id); }
 
+absl::StatusOr<JobRecord> JobStore::FindByRequestId(const std::string& request_id) {
+  if (request_id.empty()) return absl::InvalidArgumentError("request_id is empty");
+  absl::StatusOr<std::vector<SqlRow>> rows = db_->Query(
+      absl::StrCat("SELECT ", kJobColumns, " FROM tessera_jobs WHERE request_id = ?"), {request_id});
+  if (!rows.ok()) return rows.status();
+  if (rows->empty()) return absl::NotFoundError(absl::StrCat("no job with request_id '", request_id, "'"));
+  return RowToRecord((*rows)[0]);
+}
+
 absl::StatusOr<std::vector<JobRecord>> JobStore::List(const JobFilter& filter) {
   std::string sql = absl::StrCat("SELECT ", kJobColumns, " FROM tessera_jobs WHERE 1 = 1");
   std::vector<SqlValue> params;

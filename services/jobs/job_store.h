@@ -98,6 +98,8 @@ class JobStore {
   // already queued, RESOURCE_EXHAUSTED (nothing written).
   absl::StatusOr<JobRecord> Create(const JobRecord& job, int64_t max_queued_per_priority, bool* created);
   absl::StatusOr<JobRecord> Get(const std::string& job_id);
+  // The job submitted with this (non-empty) request_id; NOT_FOUND when none.
+  absl::StatusOr<JobRecord> FindByRequestId(const std::string& request_id);
   absl::StatusOr<std::vector<JobRecord>> List(const JobFilter& filter);
   absl::StatusOr<std::map<JobState, int64_t>> CountByState();
   absl::StatusOr<int64_t> CountQueued(int priority);

@@ -1,10 +1,13 @@
 // The registration job engine (services/jobs/engine.h): kind "registration",
 // spec tessera.v1.RegisterRequest, result tessera.v1.RegistrationResult. What
-// the scheduler's workers run; the same code path as RegistrationService's
-// own jobs (RunRegistrationRequest, request_run.h).
+// the scheduler's workers run, for SchedulerService, `tessera job` and
+// RegistrationService alike (which submits its jobs to the scheduler);
+// `tessera register` runs it in the foreground.
 //
 // Inputs are server paths under the data roots (an upload_id lives in one
-// server's memory only, so a durable job refuses it). The outputs
+// server's memory only, so a durable job refuses it; RegistrationService
+// writes the uploads a Register names to files under its state directory
+// first, which the engine of a serving process takes as a data root). The outputs
 // (warped.nii.gz, warped_labels.nii.gz, 0GenericAffine.mat, 0Warp.nii.gz,
 // 0InverseWarp.nii.gz: those the run produces) are written into the job's
 // work directory and, when the request names an output_dir, copied there

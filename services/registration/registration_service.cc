@@ -1,77 +1,185 @@
 #include "services/registration/registration_service.h"
 
 #include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
-#include <optional>
+#include <map>
+#include <set>
+#include <system_error>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/device.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
+#include "common/nifti_io.h"
 #include "common/status.h"
 #include "services/common/chunked_upload.h"
-#include "services/common/data_roots.h"
-#include "services/jobs/job_proto.h"
-#include "services/jobs/watch.h"
+#include "services/registration/ants_transform_io.h"
 #include "services/registration/request_options.h"
+#include "services/scheduler/job_info.h"
 #include "services/server/call_checks.h"
 
 namespace tessera {
 
-using jobs::IsTerminal;
-using jobs::Job;
-using jobs::JobSnapshot;
+namespace fs = std::filesystem;
+using jobs::JobRecord;
 using jobs::JobState;
 
 namespace {
 
 constexpr char kJobKind[] = "registration";
+constexpr char kUploadPrefix[] = "up-";  // VolumeStore ids; the names of upload files
 
-// The result a succeeded job keeps in memory for GetResult/DownloadResult.
-struct RegistrationPayload : jobs::JobPayload {
-  explicit RegistrationPayload(registration::RequestOutcome o) : outcome(std::move(o)) {}
-  registration::RequestOutcome outcome;
-};
+bool Ended(v1::JobState state) {
+  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED || state == v1::JOB_STATE_CANCELLED;
+}
+
+// A job's progress as this API shows it: for an ended job the message says
+// how it ended ("succeeded", or the error as "CODE: message").
+v1::Progress ProgressOf(const v1::JobInfo& info) {
+  v1::Progress p = info.last_progress();
+  p.set_job_id(info.job_id());
+  p.set_state(info.state());
+  switch (info.state()) {
+    case v1::JOB_STATE_SUCCEEDED:
+      p.set_fraction(1.0);
+      p.set_message("succeeded");
+      break;
+    case v1::JOB_STATE_FAILED:
+    case v1::JOB_STATE_CANCELLED:
+      p.set_message(info.error_message());
+      break;
+    default:
+      if (info.cancel_requested()) p.set_message(absl::StrCat("cancelling: ", p.message()));
+  }
+  return p;
+}
+
+v1::JobStatus ToJobStatus(const v1::JobInfo& info) {
+  v1::JobStatus status;
+  status.set_job_id(info.job_id());
+  status.set_state(info.state());
+  *status.mutable_last_progress() = ProgressOf(info);
+  status.set_error_message(info.error_message());
+  status.set_created_unix_ms(info.created_unix_ms());
+  status.set_updated_unix_ms(info.updated_unix_ms());
+  return status;
+}
+
+// OK for a succeeded job; otherwise why it has no result.
+absl::Status Succeeded(const JobRecord& job) {
+  switch (job.state) {
+    case JobState::kQueued:
+    case JobState::kRunning:
+      return absl::FailedPreconditionError(absl::StrCat("job '", job.job_id, "' is ", jobs::JobStateName(job.state),
+                                                        "; its result is ready once it has SUCCEEDED (WatchJob)"));
+    case JobState::kCancelled:
+      return absl::FailedPreconditionError(absl::StrCat("job '", job.job_id, "' was cancelled; it has no result"));
+    case JobState::kFailed: {
+      // The job's own error (e.g. INVALID_ARGUMENT for NaN voxels).
+      const auto code = static_cast<absl::StatusCode>(job.error_code);
+      return absl::Status(code == absl::StatusCode::kOk ? absl::StatusCode::kUnknown : code,
+                          absl::StrCat("job '", job.job_id, "' failed: ", job.error_message));
+    }
+    case JobState::kSucceeded:
+      break;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadFileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::DataLossError(absl::StrCat("cannot read ", path));
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return absl::DataLossError(absl::StrCat("cannot read ", path));
+  return bytes;
+}
 
 }  // namespace
 
+std::string RegistrationUploadDir(const std::string& state_dir) { return (fs::path(state_dir) / "uploads").string(); }
+
+absl::StatusOr<std::string> CreateRegistrationUploadDir(const std::string& state_dir) {
+  if (state_dir.empty()) return absl::InvalidArgumentError("the state directory is empty");
+  const fs::path dir = RegistrationUploadDir(state_dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  fs::path canonical = ec ? fs::path() : fs::canonical(dir, ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create the upload directory ", dir.string(), ": ", ec.message()));
+  }
+  return canonical.string();
+}
+
 absl::StatusOr<std::unique_ptr<RegistrationServiceImpl>> RegistrationServiceImpl::Create(
     const ServerOptions& options, RegistrationServiceOptions service_options) {
-  TESSERA_ASSIGN_OR_RETURN(std::vector<std::string> roots, CanonicalDataRoots(options.data_roots));
   if (options.max_volume_bytes <= 0) return absl::InvalidArgumentError("max_volume_bytes must be positive");
   TESSERA_RETURN_IF_ERROR(ResolveBackend(options.device).status());
-  if (service_options.workers < 1) return absl::InvalidArgumentError("workers must be at least 1");
-  if (service_options.max_queued_jobs < 0 || service_options.max_finished_jobs < 0) {
-    return absl::InvalidArgumentError("job limits must not be negative");
-  }
   if (service_options.upload_store_bytes < 0 || service_options.download_chunk_bytes <= 0) {
     return absl::InvalidArgumentError("upload store and chunk sizes must be positive");
+  }
+  if (service_options.upload_file_grace < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("upload_file_grace must not be negative");
   }
   if (service_options.upload_store_bytes == 0) {
     service_options.upload_store_bytes =
         options.max_volume_bytes > std::numeric_limits<int64_t>::max() / 4 ? std::numeric_limits<int64_t>::max()
                                                                             : 4 * options.max_volume_bytes;
   }
-  return std::unique_ptr<RegistrationServiceImpl>(
-      new RegistrationServiceImpl(options, std::move(roots), service_options));
+  return std::unique_ptr<RegistrationServiceImpl>(new RegistrationServiceImpl(options, service_options));
 }
 
-RegistrationServiceImpl::RegistrationServiceImpl(const ServerOptions& options, std::vector<std::string> roots,
+RegistrationServiceImpl::RegistrationServiceImpl(const ServerOptions& options,
                                                  RegistrationServiceOptions service_options)
-    : roots_(std::move(roots)),
-      max_volume_bytes_(options.max_volume_bytes),
+    : max_volume_bytes_(options.max_volume_bytes),
       max_send_message_bytes_(options.max_send_message_bytes),
       default_device_(options.device),
       service_options_(service_options),
-      uploads_(VolumeStore::Options{service_options.upload_store_bytes, service_options.upload_ttl, 1024}),
-      registry_(jobs::JobRegistryOptions{service_options.max_finished_jobs, service_options.finished_job_ttl}),
-      pool_(service_options.workers, service_options.max_queued_jobs) {}
+      uploads_(VolumeStore::Options{service_options.upload_store_bytes, service_options.upload_ttl, 1024}) {}
 
-RegistrationServiceImpl::~RegistrationServiceImpl() {
-  registry_.CancelAll();
-  pool_.Shutdown();
+// The jobs are the scheduler's: they outlive the service.
+RegistrationServiceImpl::~RegistrationServiceImpl() = default;
+
+absl::Status RegistrationServiceImpl::AttachScheduler(scheduler::Scheduler* scheduler, const std::string& state_dir) {
+  if (scheduler == nullptr) return absl::InvalidArgumentError("no scheduler");
+  if (scheduler_.load() != nullptr) return absl::FailedPreconditionError("a scheduler is already attached");
+  TESSERA_ASSIGN_OR_RETURN(upload_dir_, CreateRegistrationUploadDir(state_dir));
+  scheduler_.store(scheduler);
+  MaybeSweepUploadFiles();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<scheduler::Scheduler*> RegistrationServiceImpl::Jobs() const {
+  scheduler::Scheduler* s = scheduler_.load();
+  if (s == nullptr) {
+    return absl::FailedPreconditionError(
+        "this process is a worker; submit jobs to the scheduler (SchedulerService)");
+  }
+  return s;
+}
+
+absl::StatusOr<JobRecord> RegistrationServiceImpl::FindJob(const std::string& id) const {
+  if (id.empty()) return absl::InvalidArgumentError("job_id is empty");
+  TESSERA_ASSIGN_OR_RETURN(scheduler::Scheduler * s, Jobs());
+  absl::StatusOr<JobRecord> job = s->store().Get(id);
+  if (!job.ok() && job.status().code() == absl::StatusCode::kNotFound) {
+    // The job_id a client chose at Register is the job's request_id.
+    job = s->store().FindByRequestId(id);
+    if (!job.ok() && job.status().code() == absl::StatusCode::kNotFound) {
+      return absl::NotFoundError(absl::StrCat("no registration job '", id, "'"));
+    }
+  }
+  if (!job.ok()) return job.status();
+  if (job->kind != kJobKind) {
+    return absl::NotFoundError(absl::StrCat("job '", id, "' is a ", job->kind, " job, not a registration job"));
+  }
+  return job;
 }
 
 // ---------------------------------------------------------------- uploads
@@ -85,6 +193,7 @@ grpc::Status RegistrationServiceImpl::UploadVolume(grpc::ServerContext* context,
 absl::Status RegistrationServiceImpl::UploadVolumeImpl(const grpc::ServerContext& context,
                                                        grpc::ServerReader<v1::ArrayChunk>* reader,
                                                        v1::UploadedVolume* response) {
+  TESSERA_RETURN_IF_ERROR(Jobs().status());  // no Register here to use it
   VolumeStore::Reservation space;
   TESSERA_ASSIGN_OR_RETURN(ReceivedArray received,
                            ReceiveChunkedArray(context, reader, max_volume_bytes_,
@@ -103,120 +212,180 @@ absl::Status RegistrationServiceImpl::UploadVolumeImpl(const grpc::ServerContext
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> RegistrationServiceImpl::WriteUploadFile(const std::string& upload_id,
+                                                                     const Volume& volume) {
+  if (!absl::StartsWith(upload_id, kUploadPrefix) || upload_id.find('/') != std::string::npos) {
+    return absl::InternalError(absl::StrCat("unexpected upload id '", upload_id, "'"));
+  }
+  const std::string path = (fs::path(upload_dir_) / absl::StrCat(upload_id, ".nii")).string();
+  std::error_code ec;
+  if (fs::exists(path, ec)) {
+    // Written for an earlier job: uploads do not change. Touched, so that
+    // the sweep leaves it to the job about to be submitted.
+    fs::last_write_time(path, fs::file_time_type::clock::now(), ec);
+    if (!ec) return path;
+  }
+  // Uncompressed: gzip of a 1 mm volume would take seconds of the Register call.
+  // WriteNifti writes a temporary file and renames it into place.
+  TESSERA_RETURN_IF_ERROR(WriteNifti(volume, path));
+  return path;
+}
+
+absl::StatusOr<v1::RegisterRequest> RegistrationServiceImpl::DurableRequest(const v1::RegisterRequest& request) {
+  v1::RegisterRequest out = request;
+  const std::pair<v1::VolumeSource*, const char*> sources[] = {{out.mutable_fixed(), "fixed"},
+                                                                {out.mutable_moving(), "moving"},
+                                                                {out.mutable_fixed_labels(), "fixed labels"},
+                                                                {out.mutable_moving_labels(), "moving labels"}};
+  std::map<std::string, Volume> volumes;  // by upload id
+  for (const auto& [source, what] : sources) {
+    if (source->source_case() != v1::VolumeSource::kUploadId || volumes.count(source->upload_id()) > 0) continue;
+    absl::StatusOr<Volume> volume = uploads_.Get(source->upload_id());
+    if (!volume.ok()) return Annotate(volume.status(), what);
+    volumes.emplace(source->upload_id(), *std::move(volume));
+  }
+  // What can be checked of uploads now (files are read when the job runs).
+  const auto upload = [&](const v1::VolumeSource& source) -> const Volume* {
+    return source.source_case() == v1::VolumeSource::kUploadId ? &volumes.at(source.upload_id()) : nullptr;
+  };
+  for (const auto& [source, what] : {sources[0], sources[1]}) {
+    const Volume* v = upload(*source);
+    if (v != nullptr && v->data.rank() != 3) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " image must be a 3-D scalar volume; the upload is ",
+                                                     ShapeToString(v->data.shape())));
+    }
+  }
+  const Volume* fixed = upload(out.fixed());
+  const Volume* fixed_labels = upload(out.fixed_labels());
+  if (fixed != nullptr && fixed_labels != nullptr && fixed_labels->data.shape() != fixed->data.shape()) {
+    return absl::InvalidArgumentError(absl::StrCat("fixed labels ", ShapeToString(fixed_labels->data.shape()),
+                                                   " do not match the fixed image ",
+                                                   ShapeToString(fixed->data.shape())));
+  }
+  std::map<std::string, std::string> paths;  // upload id -> file
+  for (const auto& [id, volume] : volumes) {
+    absl::StatusOr<std::string> path = WriteUploadFile(id, volume);
+    if (!path.ok()) return Annotate(path.status(), absl::StrCat("writing upload ", id));
+    paths[id] = *std::move(path);
+  }
+  for (const auto& [source, what] : sources) {
+    if (source->source_case() == v1::VolumeSource::kUploadId) source->set_path(paths.at(source->upload_id()));
+  }
+  return out;
+}
+
+absl::StatusOr<int> RegistrationServiceImpl::SweepUploadFiles() {
+  TESSERA_ASSIGN_OR_RETURN(scheduler::Scheduler * s, Jobs());
+  // Files named by jobs that may still run.
+  jobs::JobFilter filter;
+  filter.states = {JobState::kQueued, JobState::kRunning};
+  filter.kind = kJobKind;
+  filter.limit = 1000000;
+  TESSERA_ASSIGN_OR_RETURN(std::vector<JobRecord> pending, s->store().List(filter));
+  std::set<std::string> named;
+  for (const JobRecord& job : pending) {
+    v1::JobSpec spec;
+    v1::RegisterRequest request;
+    if (!spec.ParseFromString(job.spec) || !spec.spec().UnpackTo(&request)) continue;
+    for (const v1::VolumeSource* source :
+         {&request.fixed(), &request.moving(), &request.fixed_labels(), &request.moving_labels()}) {
+      if (source->has_path()) named.insert(source->path());
+    }
+  }
+  const auto grace = std::chrono::duration_cast<fs::file_time_type::duration>(
+      absl::ToChronoNanoseconds(service_options_.upload_file_grace));
+  const fs::file_time_type now = fs::file_time_type::clock::now();
+  int removed = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(upload_dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path& path = it->path();
+    if (!absl::StartsWith(path.filename().string(), kUploadPrefix) || named.count(path.string()) > 0) continue;
+    std::error_code file_ec;
+    const fs::file_time_type written = fs::last_write_time(path, file_ec);
+    if (file_ec || now - written < grace) continue;
+    if (fs::remove(path, file_ec)) ++removed;
+  }
+  if (ec) return absl::InternalError(absl::StrCat("listing ", upload_dir_, ": ", ec.message()));
+  return removed;
+}
+
+void RegistrationServiceImpl::MaybeSweepUploadFiles() {
+  std::unique_lock<std::mutex> lock(sweep_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return;  // another call is sweeping
+  const absl::Time now = absl::Now();
+  if (now - last_sweep_ < service_options_.upload_sweep_interval) return;
+  last_sweep_ = now;
+  absl::StatusOr<int> removed = SweepUploadFiles();
+  if (!removed.ok()) {
+    TESSERA_LOG(WARNING) << "registration: sweeping upload files: " << removed.status();
+  } else if (*removed > 0) {
+    TESSERA_LOG(INFO) << "registration: removed " << *removed << " upload file(s) no job needs";
+  }
+}
+
 // ---------------------------------------------------------------- register
 
-absl::StatusOr<std::shared_ptr<const RegistrationServiceImpl::JobSpec>> RegistrationServiceImpl::PrepareJob(
-    const v1::RegisterRequest& request) {
-  auto spec = std::make_shared<JobSpec>();
-  TESSERA_ASSIGN_OR_RETURN(spec->options, registration::ToRegistrarOptions(request.options(), default_device_));
-  spec->inverse_warp = request.options().inverse_warp();
-  spec->max_volume_bytes = max_volume_bytes_;
-
-  const auto resolve = [&](const v1::VolumeSource& source, const char* what,
-                           bool required) -> absl::StatusOr<std::optional<registration::VolumeInput>> {
-    switch (source.source_case()) {
-      case v1::VolumeSource::kPath: {
-        TESSERA_ASSIGN_OR_RETURN(registration::VolumeInput in,
-                                 registration::ResolveVolumePath(source.path(), what, roots_, max_volume_bytes_));
-        return std::optional<registration::VolumeInput>(std::move(in));
-      }
-      case v1::VolumeSource::kUploadId: {
-        absl::StatusOr<Volume> volume = uploads_.Get(source.upload_id());
-        if (!volume.ok()) return Annotate(volume.status(), what);
-        registration::VolumeInput in;
-        in.what = what;
-        in.volume = *std::move(volume);
-        return std::optional<registration::VolumeInput>(std::move(in));
-      }
-      default:
-        if (required) return absl::InvalidArgumentError(absl::StrCat(what, ": set its path or upload_id"));
-        return std::optional<registration::VolumeInput>();
-    }
-  };
-  registration::RequestInputs& inputs = spec->inputs;
-  TESSERA_ASSIGN_OR_RETURN(std::optional<registration::VolumeInput> fixed, resolve(request.fixed(), "fixed", true));
-  TESSERA_ASSIGN_OR_RETURN(std::optional<registration::VolumeInput> moving, resolve(request.moving(), "moving", true));
-  TESSERA_ASSIGN_OR_RETURN(inputs.fixed_labels, resolve(request.fixed_labels(), "fixed labels", false));
-  TESSERA_ASSIGN_OR_RETURN(inputs.moving_labels, resolve(request.moving_labels(), "moving labels", false));
-  inputs.fixed = *std::move(fixed);
-  inputs.moving = *std::move(moving);
-
-  // What can be checked of uploads now (files are read by the worker).
-  for (const registration::VolumeInput* in : {&inputs.fixed, &inputs.moving}) {
-    if (in->volume && in->volume->data.rank() != 3) {
-      return absl::InvalidArgumentError(absl::StrCat(in->what, " image must be a 3-D scalar volume; the upload is ",
-                                                     ShapeToString(in->volume->data.shape())));
-    }
-  }
-  if (inputs.fixed.volume && inputs.fixed_labels && inputs.fixed_labels->volume &&
-      inputs.fixed_labels->volume->data.shape() != inputs.fixed.volume->data.shape()) {
-    return absl::InvalidArgumentError(absl::StrCat("fixed labels ",
-                                                   ShapeToString(inputs.fixed_labels->volume->data.shape()),
-                                                   " do not match the fixed image ",
-                                                   ShapeToString(inputs.fixed.volume->data.shape())));
-  }
-  if (!request.output_dir().empty()) {
-    absl::StatusOr<std::string> dir = ResolveOutputDirUnderRoots(request.output_dir(), roots_);
-    if (!dir.ok()) return Annotate(dir.status(), "output_dir");
-    spec->output_dir = *std::move(dir);
-  }
-  return std::shared_ptr<const JobSpec>(std::move(spec));
-}
-
-grpc::Status RegistrationServiceImpl::Register(grpc::ServerContext* /*context*/, const v1::RegisterRequest* request,
+grpc::Status RegistrationServiceImpl::Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
                                                v1::JobStatus* response) {
-  return ToGrpcStatus(RegisterImpl(*request, response));
+  return ToGrpcStatus(RegisterImpl(*context, *request, response));
 }
 
-absl::Status RegistrationServiceImpl::RegisterImpl(const v1::RegisterRequest& request, v1::JobStatus* response) {
+absl::Status RegistrationServiceImpl::RegisterImpl(grpc::ServerContext& context, const v1::RegisterRequest& request,
+                                                   v1::JobStatus* response) {
+  TESSERA_ASSIGN_OR_RETURN(scheduler::Scheduler * s, Jobs());
   const std::string& id = request.job_id();
+  const auto respond = [&](const JobRecord& job) -> absl::Status {
+    if (job.kind != kJobKind) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("job_id '", id, "' already names a ", job.kind, " job (", job.job_id, ")"));
+    }
+    *response = ToJobStatus(scheduler::ToJobInfo(job));
+    return absl::OkStatus();
+  };
   if (!id.empty()) {
     TESSERA_RETURN_IF_ERROR(Annotate(jobs::JobRegistry::ValidateJobId(id), "job_id"));
-    // Idempotent: a known id returns its job, whatever the rest says.
-    absl::StatusOr<std::shared_ptr<Job>> existing = registry_.Get(id);
-    if (existing.ok()) {
-      *response = jobs::ToJobStatusProto((*existing)->Snapshot());
-      return absl::OkStatus();
+    // Idempotent: a known id returns its job, whatever the rest says (even
+    // when its uploads have expired since).
+    absl::StatusOr<JobRecord> existing = s->store().FindByRequestId(id);
+    if (existing.ok()) return respond(*existing);
+    if (existing.status().code() != absl::StatusCode::kNotFound) return existing.status();
+  }
+  // Options first, so a bad request writes no upload files.
+  TESSERA_ASSIGN_OR_RETURN(registration::RegistrationOptions options,
+                           registration::ParseRegistrationOptions(request.options(), default_device_));
+  if (options.device == "cuda") {
+    bool gpu = false;
+    for (const v1::WorkerInfo& worker : s->Workers()) {
+      for (const v1::WorkerDevice& device : worker.devices()) gpu = gpu || device.name() != "cpu";
+    }
+    if (!gpu) {
+      return absl::FailedPreconditionError(
+          "options.device is \"cuda\" but no worker of this scheduler has a CUDA GPU; use \"auto\" or \"cpu\"");
     }
   }
-  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const JobSpec> spec, PrepareJob(request));
-  std::lock_guard<std::mutex> lock(submit_mu_);
-  bool created = false;
-  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Job> job, registry_.GetOrCreate(id, kJobKind, &created));
-  if (created) {
-    absl::Status queued = pool_.TrySubmit([this, job, spec] { RunJob(job, spec); });
-    if (!queued.ok()) {
-      registry_.Remove(job->id());
-      return queued;
+  TESSERA_ASSIGN_OR_RETURN(v1::RegisterRequest durable, DurableRequest(request));
+
+  v1::SubmitJobRequest submit;
+  submit.mutable_spec()->set_kind(kJobKind);
+  submit.mutable_spec()->mutable_spec()->PackFrom(durable);
+  submit.set_request_id(id);
+  absl::StatusOr<v1::JobInfo> info = s->Submit(submit);
+  if (!info.ok()) {
+    if (info.status().code() == absl::StatusCode::kResourceExhausted) {
+      // As SchedulerService.Submit: gRPC's retry policy reads this trailer.
+      context.AddTrailingMetadata("grpc-retry-pushback-ms", "2000");
     }
-    TESSERA_LOG(INFO) << "registration: job " << job->id() << " queued: " << spec->inputs.fixed.description()
-                      << " <- " << spec->inputs.moving.description() << ", " << spec->options.metric << " ["
-                      << absl::StrJoin(spec->options.stages, ",") << "] scales ["
-                      << absl::StrJoin(spec->options.scales, ",") << "]";
+    return info.status();
   }
-  *response = jobs::ToJobStatusProto(job->Snapshot());
+  if (info->kind() != kJobKind) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("job_id '", id, "' already names a ", info->kind(), " job (", info->job_id(), ")"));
+  }
+  TESSERA_LOG(INFO) << "registration: job " << info->job_id() << (id.empty() ? "" : absl::StrCat(" (", id, ")"))
+                    << " submitted";
+  *response = ToJobStatus(*info);
+  MaybeSweepUploadFiles();
   return absl::OkStatus();
-}
-
-// ---------------------------------------------------------------- the worker
-
-void RegistrationServiceImpl::RunJob(const std::shared_ptr<Job>& job, const std::shared_ptr<const JobSpec>& spec) {
-  if (!job->Start()) return;  // cancelled while queued
-  TESSERA_LOG(INFO) << "registration: job " << job->id() << " running";
-  registration::RequestRunContext context;
-  context.job_id = job->id();
-  context.report = [job](const jobs::JobProgress& progress) { job->SetProgress(progress); };
-  context.cancel = job->cancel_flag();
-  absl::StatusOr<registration::RequestOutcome> outcome = registration::RunRegistrationRequest(*spec, context);
-  if (outcome.ok()) {
-    const v1::RegistrationResult& r = outcome->result;
-    TESSERA_LOG(INFO) << "registration: job " << job->id() << " succeeded in " << r.seconds() << " s, loss "
-                      << r.initial_loss() << " -> " << r.final_loss();
-    job->Succeed(std::make_shared<const RegistrationPayload>(*std::move(outcome)));
-  } else {
-    TESSERA_LOG(INFO) << "registration: job " << job->id() << " ended: " << outcome.status();
-    job->Fail(outcome.status());
-  }
 }
 
 // ---------------------------------------------------------------- job queries
@@ -228,50 +397,50 @@ grpc::Status RegistrationServiceImpl::WatchJob(grpc::ServerContext* context, con
 
 absl::Status RegistrationServiceImpl::WatchJobImpl(const grpc::ServerContext& context, const v1::JobRequest& request,
                                                    grpc::ServerWriter<v1::Progress>* writer) {
-  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Job> job, registry_.Get(request.job_id()));
-  return jobs::WatchJobSnapshots(context, *job, service_options_.watch_interval, [&](const JobSnapshot& s) {
-    return writer->Write(jobs::ToProgressProto(s));
-  });
+  TESSERA_ASSIGN_OR_RETURN(scheduler::Scheduler * s, Jobs());
+  TESSERA_ASSIGN_OR_RETURN(JobRecord job, FindJob(request.job_id()));
+  // The current state at once; an ended job's is the only message.
+  const v1::JobInfo info = scheduler::ToJobInfo(job);
+  if (!writer->Write(ProgressOf(info))) {
+    return StatusAfterFailedIo(context, absl::UnavailableError("the watcher stopped receiving"));
+  }
+  if (Ended(info.state())) return absl::OkStatus();
+  // Then every event after it (progress is recorded a few times a second).
+  absl::Status status = s->Watch(
+      job.job_id, info.last_sequence(),
+      [&](const v1::JobEvent& event) {
+        v1::Progress progress = event.progress();
+        progress.set_job_id(job.job_id);
+        progress.set_state(event.state());
+        if (Ended(event.state())) {
+          absl::StatusOr<v1::JobInfo> ended = s->Get(job.job_id);
+          progress = ended.ok() ? ProgressOf(*ended) : progress;
+          if (!ended.ok()) progress.set_message(event.message());
+        }
+        return writer->Write(progress);
+      },
+      [&] { return context.IsCancelled(); });
+  if (!status.ok() && context.IsCancelled()) status = CheckNotCancelled(context);
+  return status;
 }
 
 grpc::Status RegistrationServiceImpl::GetJob(grpc::ServerContext* /*context*/, const v1::JobRequest* request,
                                              v1::JobStatus* response) {
-  absl::StatusOr<v1::JobStatus> status = jobs::GetJobStatus(registry_, request->job_id());
-  if (!status.ok()) return ToGrpcStatus(status.status());
-  *response = *std::move(status);
+  absl::StatusOr<JobRecord> job = FindJob(request->job_id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  *response = ToJobStatus(scheduler::ToJobInfo(*job));
   return grpc::Status::OK;
 }
 
 grpc::Status RegistrationServiceImpl::CancelJob(grpc::ServerContext* /*context*/, const v1::JobRequest* request,
                                                 v1::JobStatus* response) {
-  absl::StatusOr<v1::JobStatus> status = jobs::RequestJobCancel(registry_, request->job_id(), "registration");
-  if (!status.ok()) return ToGrpcStatus(status.status());
-  *response = *std::move(status);
+  absl::StatusOr<JobRecord> job = FindJob(request->job_id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  absl::StatusOr<v1::JobInfo> info = (*Jobs())->Cancel(job->job_id);
+  if (!info.ok()) return ToGrpcStatus(info.status());
+  *response = ToJobStatus(*info);
   return grpc::Status::OK;
 }
-
-namespace {
-
-// The payload of a succeeded job, or why there is none.
-absl::StatusOr<std::shared_ptr<const RegistrationPayload>> SucceededPayload(const JobSnapshot& s) {
-  switch (s.state) {
-    case JobState::kQueued:
-    case JobState::kRunning:
-      return absl::FailedPreconditionError(absl::StrCat("job '", s.id, "' is ", jobs::JobStateName(s.state),
-                                                        "; its result is ready once it has SUCCEEDED (WatchJob)"));
-    case JobState::kCancelled:
-      return absl::FailedPreconditionError(absl::StrCat("job '", s.id, "' was cancelled; it has no result"));
-    case JobState::kFailed:
-      return absl::Status(s.error.code(), absl::StrCat("job '", s.id, "' failed: ", s.error.message()));
-    case JobState::kSucceeded:
-      break;
-  }
-  auto payload = std::dynamic_pointer_cast<const RegistrationPayload>(s.result);
-  if (payload == nullptr) return absl::InternalError(absl::StrCat("job '", s.id, "' has no registration result"));
-  return payload;
-}
-
-}  // namespace
 
 grpc::Status RegistrationServiceImpl::GetResult(grpc::ServerContext* /*context*/, const v1::JobRequest* request,
                                                 v1::RegistrationResult* response) {
@@ -279,9 +448,13 @@ grpc::Status RegistrationServiceImpl::GetResult(grpc::ServerContext* /*context*/
 }
 
 absl::Status RegistrationServiceImpl::GetResultImpl(const v1::JobRequest& request, v1::RegistrationResult* response) {
-  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Job> job, registry_.Get(request.job_id()));
-  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const RegistrationPayload> payload, SucceededPayload(job->Snapshot()));
-  *response = payload->outcome.result;
+  TESSERA_ASSIGN_OR_RETURN(JobRecord job, FindJob(request.job_id()));
+  TESSERA_RETURN_IF_ERROR(Succeeded(job));
+  TESSERA_ASSIGN_OR_RETURN(v1::JobResult result, (*Jobs())->GetResult(job.job_id));
+  if (!result.result().UnpackTo(response)) {
+    return absl::DataLossError(absl::StrCat("job '", job.job_id, "' has no registration result"));
+  }
+  response->set_job_id(job.job_id);
   return absl::OkStatus();
 }
 
@@ -293,51 +466,82 @@ grpc::Status RegistrationServiceImpl::DownloadResult(grpc::ServerContext* contex
 absl::Status RegistrationServiceImpl::DownloadResultImpl(const grpc::ServerContext& context,
                                                          const v1::DownloadRequest& request,
                                                          grpc::ServerWriter<v1::ArrayChunk>* writer) {
-  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Job> job, registry_.Get(request.job_id()));
+  TESSERA_ASSIGN_OR_RETURN(JobRecord job, FindJob(request.job_id()));
   if (request.chunk_bytes() < 0) return absl::InvalidArgumentError("chunk_bytes must not be negative");
   const int64_t largest = std::max<int64_t>(1024, int64_t{max_send_message_bytes_} - 4096);
   const int64_t chunk_bytes =
       std::clamp<int64_t>(request.chunk_bytes() > 0 ? request.chunk_bytes() : service_options_.download_chunk_bytes,
                           1, largest);
-  if (request.artifact() == v1::REGISTRATION_ARTIFACT_UNSPECIFIED || !v1::RegistrationArtifact_IsValid(request.artifact())) {
-    return absl::InvalidArgumentError(absl::StrCat("artifact ", static_cast<int>(request.artifact()),
+  const v1::RegistrationArtifact artifact = request.artifact();
+  if (artifact == v1::REGISTRATION_ARTIFACT_UNSPECIFIED || !v1::RegistrationArtifact_IsValid(artifact)) {
+    return absl::InvalidArgumentError(absl::StrCat("artifact ", static_cast<int>(artifact),
                                                    " is not one of WARPED, WARPED_LABELS, WARP, INVERSE_WARP, AFFINE"));
   }
-  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const RegistrationPayload> payload, SucceededPayload(job->Snapshot()));
-  const registration::RequestOutcome& outcome = payload->outcome;
-  const registration::RegistrationSummary& summary = outcome.summary;
-  const Geometry& geometry = outcome.fixed_geometry;
-  const auto send_array = [&](const NDArray& array, const char* description) {
-    return SendChunkedArray(context, writer, VolumeHeaderOf(array, &geometry, description), array.raw_data(),
-                            static_cast<int64_t>(array.nbytes()), chunk_bytes);
+  TESSERA_RETURN_IF_ERROR(Succeeded(job));
+  TESSERA_ASSIGN_OR_RETURN(v1::JobResult result, (*Jobs())->GetResult(job.job_id));
+  v1::RegistrationResult summary;
+  if (!result.result().UnpackTo(&summary)) {
+    return absl::DataLossError(absl::StrCat("job '", job.job_id, "' has no registration result"));
+  }
+  const auto produced = [&](v1::RegistrationArtifact a) {
+    return std::find(summary.artifacts().begin(), summary.artifacts().end(), a) != summary.artifacts().end();
   };
   const auto missing = [&](const char* why) {
-    return absl::NotFoundError(absl::StrCat("job '", job->id(), "' has no ",
-                                            v1::RegistrationArtifact_Name(request.artifact()), ": ", why));
+    return absl::NotFoundError(
+        absl::StrCat("job '", job.job_id, "' has no ", v1::RegistrationArtifact_Name(artifact), ": ", why));
   };
-  switch (request.artifact()) {
+  // The result file `name` (under <state dir>/results/<job id>/).
+  const auto file = [&](const char* name) -> absl::StatusOr<std::string> {
+    for (const v1::ResultFile& f : result.files()) {
+      if (f.name() == name) return f.path();
+    }
+    return absl::DataLossError(absl::StrCat("job '", job.job_id, "' has no result file ", name));
+  };
+  const auto send_volume = [&](const Volume& volume, DType dtype, const char* description) -> absl::Status {
+    TESSERA_ASSIGN_OR_RETURN(NDArray array, volume.data.AsType(dtype));
+    return SendChunkedArray(context, writer, VolumeHeaderOf(array, &volume.geometry, description), array.raw_data(),
+                            static_cast<int64_t>(array.nbytes()), chunk_bytes);
+  };
+  // A result file that is gone (state directory damaged) is DATA_LOSS, not
+  // an unknown artifact.
+  const auto lost = [&](const absl::Status& status) {
+    return status.code() == absl::StatusCode::kNotFound ? absl::DataLossError(status.message()) : status;
+  };
+  switch (artifact) {
     case v1::REGISTRATION_ARTIFACT_WARPED:
-      return send_array(summary.result.warped.data, "tessera warped moving image");
-    case v1::REGISTRATION_ARTIFACT_WARPED_LABELS:
-      if (summary.warped_labels.empty()) return missing("the request had no moving labels");
-      return send_array(summary.warped_labels, "tessera warped labels");
+    case v1::REGISTRATION_ARTIFACT_WARPED_LABELS: {
+      const bool labels = artifact == v1::REGISTRATION_ARTIFACT_WARPED_LABELS;
+      if (labels && !produced(artifact)) return missing("the request had no moving labels");
+      TESSERA_ASSIGN_OR_RETURN(std::string path, file(labels ? "warped_labels.nii.gz" : "warped.nii.gz"));
+      absl::StatusOr<Volume> volume = ReadNifti(path);
+      if (!volume.ok()) return lost(volume.status());
+      return labels ? send_volume(*volume, DType::kInt32, "tessera warped labels")
+                    : send_volume(*volume, DType::kFloat32, "tessera warped moving image");
+    }
     case v1::REGISTRATION_ARTIFACT_WARP:
-      if (summary.result.displacement_ras.empty()) return missing("the registration had no deformable stage");
-      return send_array(summary.result.displacement_ras, "tessera displacement (RAS mm, planar x, y, z)");
-    case v1::REGISTRATION_ARTIFACT_INVERSE_WARP:
-      if (outcome.inverse_warp.empty()) {
-        return missing(summary.result.displacement_ras.empty() ? "the registration had no deformable stage"
-                                                               : "the request did not ask for options.inverse_warp");
+    case v1::REGISTRATION_ARTIFACT_INVERSE_WARP: {
+      const bool inverse = artifact == v1::REGISTRATION_ARTIFACT_INVERSE_WARP;
+      if (!produced(artifact)) {
+        return missing(!produced(v1::REGISTRATION_ARTIFACT_WARP) ? "the registration had no deformable stage"
+                                                                 : "the request did not ask for options.inverse_warp");
       }
-      return send_array(outcome.inverse_warp, "tessera inverse displacement (RAS mm, planar x, y, z)");
+      // The files hold ANTs (LPS) vectors; the API sends RAS mm, planar.
+      TESSERA_ASSIGN_OR_RETURN(std::string path, file(inverse ? "0InverseWarp.nii.gz" : "0Warp.nii.gz"));
+      absl::StatusOr<Volume> field = registration::ReadAntsWarp(path);
+      if (!field.ok()) return lost(field.status());
+      return send_volume(*field, DType::kFloat32,
+                         inverse ? "tessera inverse displacement (RAS mm, planar x, y, z)"
+                                 : "tessera displacement (RAS mm, planar x, y, z)");
+    }
     case v1::REGISTRATION_ARTIFACT_AFFINE: {
+      TESSERA_ASSIGN_OR_RETURN(std::string path, file("0GenericAffine.mat"));
+      TESSERA_ASSIGN_OR_RETURN(std::string bytes, ReadFileBytes(path));
       v1::VolumeHeader header;
-      header.add_dims(static_cast<int64_t>(outcome.affine_mat.size()));
+      header.add_dims(static_cast<int64_t>(bytes.size()));
       header.set_dtype(v1::DTYPE_UINT8);
       header.set_description("0GenericAffine.mat (ITK MATLAB v4, fixed -> moving, LPS)");
-      return SendChunkedArray(context, writer, header, outcome.affine_mat.data(),
-                              static_cast<int64_t>(outcome.affine_mat.size()),
-                              std::max<int64_t>(1, static_cast<int64_t>(outcome.affine_mat.size())));
+      return SendChunkedArray(context, writer, header, bytes.data(), static_cast<int64_t>(bytes.size()),
+                              std::max<int64_t>(1, static_cast<int64_t>(bytes.size())));
     }
     default:
       return absl::InvalidArgumentError("unknown artifact");

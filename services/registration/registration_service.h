@@ -1,24 +1,47 @@
-// tessera.v1.RegistrationService: registration jobs over gRPC
-// (protos/tessera/v1/registration.proto). Volumes come from uploads (held
-// in a bounded VolumeStore with a TTL) or files under the data roots; jobs
-// run RunRegistrationRequest (request_run.h, the same code path as the
-// registration job engine) on a small worker pool with a bounded queue and
-// live in an in-memory JobRegistry (services/jobs) with their results, which
-// GetResult and DownloadResult serve from memory.
+// tessera.v1.RegistrationService (protos/tessera/v1/registration.proto): a
+// thin gRPC adapter over the scheduler (services/scheduler/scheduler.h), which
+// runs the "registration" job engine (registration_engine.h). There is one
+// way to run a registration job, and its jobs are the scheduler's: durable in
+// its store, visible to SchedulerService and `tessera job`, and still there
+// (with their results) after a restart on the same state directory.
 //
-//   absl::StatusOr<std::unique_ptr<tessera::RegistrationServiceImpl>> registration =
-//       tessera::RegistrationServiceImpl::Create(server_options);
-//   host.AddService(registration->get());   // must outlive the host
+//   Register        Scheduler::Submit of the RegisterRequest; its job_id is
+//                   the scheduler's request_id (the same id returns the same
+//                   job). The returned JobStatus.job_id is the scheduler's job
+//                   id; every job RPC takes it or the client's own job_id.
+//   WatchJob        Scheduler::Watch as Progress messages: the current state
+//                   at once, then each event until the job ends.
+//   GetJob          Scheduler::Get / Cancel as JobStatus.
+//   CancelJob
+//   GetResult       the job's RegistrationResult (Scheduler::GetResult).
+//   DownloadResult  read back from the job's result files
+//                   (<state dir>/results/<job id>/: warped.nii.gz, ...).
 //
-// Destroying the service cancels every job and waits for the workers.
+// Uploads (UploadVolume) are held in memory (a bounded VolumeStore with a
+// TTL). A job must not depend on one process's memory, so Register writes each
+// upload it names once to <state dir>/uploads/<upload id>.nii (atomically)
+// and submits the request with that path instead; the registration engine
+// takes that folder as a data root (RegistrationUploadDir). Upload files that
+// no queued or running job names are deleted after a grace period.
+//
+//   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<tessera::RegistrationServiceImpl> registration,
+//                            tessera::RegistrationServiceImpl::Create(server_options));
+//   // engines (registration roots: data roots + RegistrationUploadDir(state_dir)),
+//   // then the scheduler over them, started:
+//   TESSERA_RETURN_IF_ERROR(registration->AttachScheduler(scheduler.get(), state_dir));
+//   host.AddService(registration.get());   // the service and the scheduler must outlive the host
+//
+// Without a scheduler (a `tessera serve --role worker` process, whose jobs a
+// scheduler sends through WorkerService) every RPC answers
+// FAILED_PRECONDITION naming SchedulerService.
 #ifndef TESSERA_SERVICES_REGISTRATION_REGISTRATION_SERVICE_H_
 #define TESSERA_SERVICES_REGISTRATION_REGISTRATION_SERVICE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <vector>
 
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/sync_stream.h>
@@ -26,34 +49,44 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "services/common/volume_store.h"
-#include "services/jobs/job_registry.h"
-#include "services/jobs/worker_pool.h"
-#include "services/registration/request_run.h"
+#include "services/jobs/job_store.h"
+#include "services/scheduler/scheduler.h"
 #include "services/server/server_options.h"
 #include "tessera/v1/registration.grpc.pb.h"
 
 namespace tessera {
 
 struct RegistrationServiceOptions {
-  int workers = 1;                                // registrations run at once
-  int max_queued_jobs = 8;                        // more waiting: RESOURCE_EXHAUSTED
-  int max_finished_jobs = 16;                     // ended jobs (and results) kept, newest first
-  absl::Duration finished_job_ttl = absl::Hours(1);
   int64_t upload_store_bytes = 0;                 // 0: 4 x ServerOptions::max_volume_bytes
   absl::Duration upload_ttl = absl::Minutes(30);  // after last use
-  absl::Duration watch_interval = absl::Milliseconds(100);  // WatchJob: at most one update per interval
   int64_t download_chunk_bytes = 1 << 20;         // default DownloadResult chunk
+  // Upload files under <state dir>/uploads that no queued or running job
+  // names are deleted once untouched this long (looked at, at most every
+  // upload_sweep_interval, by Register).
+  absl::Duration upload_file_grace = absl::Hours(1);
+  absl::Duration upload_sweep_interval = absl::Minutes(10);
 };
+
+// <state_dir>/uploads: where RegistrationService writes the uploads a Register
+// names. The registration engine of a process whose jobs may name them takes
+// it as a data root; CreateRegistrationUploadDir makes it (and returns it).
+std::string RegistrationUploadDir(const std::string& state_dir);
+absl::StatusOr<std::string> CreateRegistrationUploadDir(const std::string& state_dir);
 
 class RegistrationServiceImpl final : public v1::RegistrationService::Service {
  public:
-  // Uses options.data_roots (canonicalized; each must exist),
-  // options.max_volume_bytes (per volume, upload or file),
-  // options.max_send_message_bytes (download chunks) and options.device
-  // (the default device of jobs; "cuda" without a GPU is FAILED_PRECONDITION).
+  // Uses options.max_volume_bytes (per upload), options.max_send_message_bytes
+  // (download chunks) and options.device (the default device of jobs, as the
+  // engine's; "cuda" without a GPU is FAILED_PRECONDITION).
   static absl::StatusOr<std::unique_ptr<RegistrationServiceImpl>> Create(
       const ServerOptions& options, RegistrationServiceOptions service_options = {});
   ~RegistrationServiceImpl() override;
+
+  // The scheduler Register submits to (started; it must run a registration
+  // engine whose data roots include RegistrationUploadDir(state_dir)), and
+  // its state directory. Once, before serving; the scheduler must outlive the
+  // service's last call.
+  absl::Status AttachScheduler(scheduler::Scheduler* scheduler, const std::string& state_dir);
 
   grpc::Status UploadVolume(grpc::ServerContext* context, grpc::ServerReader<v1::ArrayChunk>* reader,
                             v1::UploadedVolume* response) override;
@@ -69,36 +102,45 @@ class RegistrationServiceImpl final : public v1::RegistrationService::Service {
   grpc::Status DownloadResult(grpc::ServerContext* context, const v1::DownloadRequest* request,
                               grpc::ServerWriter<v1::ArrayChunk>* writer) override;
 
-  jobs::JobRegistry& registry() { return registry_; }
   VolumeStore& uploads() { return uploads_; }
+  // Deletes the upload files no queued or running job names and untouched
+  // for upload_file_grace; returns how many. (Register calls it now and then.)
+  absl::StatusOr<int> SweepUploadFiles();
 
  private:
-  using JobSpec = registration::RequestSpec;
+  RegistrationServiceImpl(const ServerOptions& options, RegistrationServiceOptions service_options);
 
-  RegistrationServiceImpl(const ServerOptions& options, std::vector<std::string> roots,
-                          RegistrationServiceOptions service_options);
-
+  // The attached scheduler, or FAILED_PRECONDITION (a worker process).
+  absl::StatusOr<scheduler::Scheduler*> Jobs() const;
+  // The registration job `id` names: a scheduler job id, or the job_id a
+  // client gave Register. INVALID_ARGUMENT when empty, NOT_FOUND otherwise.
+  absl::StatusOr<jobs::JobRecord> FindJob(const std::string& id) const;
   absl::Status UploadVolumeImpl(const grpc::ServerContext& context, grpc::ServerReader<v1::ArrayChunk>* reader,
                                 v1::UploadedVolume* response);
-  absl::Status RegisterImpl(const v1::RegisterRequest& request, v1::JobStatus* response);
-  absl::StatusOr<std::shared_ptr<const JobSpec>> PrepareJob(const v1::RegisterRequest& request);
+  absl::Status RegisterImpl(grpc::ServerContext& context, const v1::RegisterRequest& request,
+                            v1::JobStatus* response);
+  // The request as submitted: uploads written as files and named by path.
+  absl::StatusOr<v1::RegisterRequest> DurableRequest(const v1::RegisterRequest& request);
+  absl::StatusOr<std::string> WriteUploadFile(const std::string& upload_id, const Volume& volume);
   absl::Status WatchJobImpl(const grpc::ServerContext& context, const v1::JobRequest& request,
                             grpc::ServerWriter<v1::Progress>* writer);
   absl::Status GetResultImpl(const v1::JobRequest& request, v1::RegistrationResult* response);
   absl::Status DownloadResultImpl(const grpc::ServerContext& context, const v1::DownloadRequest& request,
                                   grpc::ServerWriter<v1::ArrayChunk>* writer);
-  void RunJob(const std::shared_ptr<jobs::Job>& job, const std::shared_ptr<const JobSpec>& spec);
+  void MaybeSweepUploadFiles();
 
-  const std::vector<std::string> roots_;
   const int64_t max_volume_bytes_;
   const int max_send_message_bytes_;
   const std::string default_device_;
   const RegistrationServiceOptions service_options_;
   VolumeStore uploads_;
-  jobs::JobRegistry registry_;
-  std::mutex submit_mu_;  // job creation + queueing, so a failed queueing is undone atomically
-  jobs::WorkerPool pool_;  // last: its threads use the members above
+
+  std::atomic<scheduler::Scheduler*> scheduler_{nullptr};
+  std::string upload_dir_;  // set with the scheduler, before it
+  std::mutex sweep_mu_;
+  absl::Time last_sweep_ = absl::InfinitePast();  // guarded by sweep_mu_
 };
+
 }  // namespace tessera
 
 #endif  // TESSERA_SERVICES_REGISTRATION_REGISTRATION_SERVICE_H_

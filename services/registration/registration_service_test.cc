@@ -1,7 +1,9 @@
-// End-to-end tests of tessera.v1.RegistrationService: an in-process
-// ServiceHost on loopback (port 0) driven over a real channel, registering a
-// 2 mm synthetic problem made from Colin27 `ch2` + AAL (Debian's
-// mricron-data) on the CPU backend with few iterations.
+// End-to-end tests of tessera.v1.RegistrationService over the scheduler: an
+// in-process ServiceHost on loopback (port 0) driven over a real channel, the
+// service submitting to a scheduler with an in-process worker and a SQLite
+// store (services/scheduler/testing), registering a 2 mm synthetic problem
+// made from Colin27 `ch2` + AAL (Debian's mricron-data) on the CPU backend
+// with few iterations.
 #include "services/registration/registration_service.h"
 
 #include <sys/stat.h>
@@ -22,7 +24,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/nifti_io.h"
+#include "services/registration/registration_engine.h"
 #include "services/registration/synthetic.h"
+#include "services/scheduler/testing/in_process_scheduler.h"
 #include "services/server/service_host.h"
 #include "tessera/v1/registration.grpc.pb.h"
 
@@ -90,45 +94,82 @@ v1::RegistrationOptions QuickOptions() {
   return o;
 }
 
+ServerOptions TestServerOptions(const std::string& root) {
+  ServerOptions options;
+  options.grpc_port = 0;
+  options.metrics_port = -1;
+  options.device = "cpu";
+  options.data_roots = {root};
+  options.max_volume_bytes = 64 << 20;
+  return options;
+}
+
+// What `tessera serve` (role all) hosts for registration: the engine (data
+// roots: `root` and the service's upload folder), a scheduler over a store in
+// `state_dir`, the service attached to it, and a host on a loopback port.
+struct TestServer {
+  std::unique_ptr<scheduler::testing::InProcessScheduler> jobs;
+  std::unique_ptr<RegistrationServiceImpl> service;
+  std::unique_ptr<ServiceHost> host;
+  std::shared_ptr<grpc::Channel> channel;
+
+  ~TestServer() {
+    host.reset();     // first: no more calls
+    service.reset();
+    jobs.reset();     // stops the scheduler (running jobs are re-queued)
+  }
+};
+
+absl::StatusOr<std::unique_ptr<TestServer>> StartServer(
+    const std::string& root, const std::string& state_dir, RegistrationServiceOptions service_options = {},
+    scheduler::testing::InProcessSchedulerOptions scheduler_options = {}) {
+  const ServerOptions options = TestServerOptions(root);
+  auto server = std::make_unique<TestServer>();
+  absl::StatusOr<std::string> uploads = CreateRegistrationUploadDir(state_dir);
+  if (!uploads.ok()) return uploads.status();
+  absl::StatusOr<std::shared_ptr<const registration::RegistrationEngine>> engine =
+      registration::RegistrationEngine::Create({root, *uploads}, options.max_volume_bytes, options.device);
+  if (!engine.ok()) return engine.status();
+  auto jobs = scheduler::testing::InProcessScheduler::Start(state_dir, {*engine}, scheduler_options);
+  if (!jobs.ok()) return jobs.status();
+  server->jobs = *std::move(jobs);
+  auto service = RegistrationServiceImpl::Create(options, service_options);
+  if (!service.ok()) return service.status();
+  server->service = *std::move(service);
+  absl::Status attached = server->service->AttachScheduler(&server->jobs->scheduler(), state_dir);
+  if (!attached.ok()) return attached;
+  server->host = std::make_unique<ServiceHost>(options);
+  server->host->AddService(server->service.get());
+  auto ports = server->host->Start();
+  if (!ports.ok()) return ports.status();
+  server->channel =
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", ports->grpc_port), grpc::InsecureChannelCredentials());
+  return server;
+}
+
 class RegistrationServiceTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     problem_ = MakeProblem().release();
     if (problem_ == nullptr) return;
-    ServerOptions options;
-    options.grpc_port = 0;
-    options.metrics_port = -1;
-    options.device = "cpu";
-    options.data_roots = {problem_->root};
-    options.max_volume_bytes = 64 << 20;
-    RegistrationServiceOptions service_options;
-    service_options.max_queued_jobs = 4;
-    auto service = RegistrationServiceImpl::Create(options, service_options);
-    ASSERT_TRUE(service.ok()) << service.status();
-    service_ = service->release();
-    host_ = new ServiceHost(options);
-    host_->AddService(service_);
-    auto ports = host_->Start();
-    ASSERT_TRUE(ports.ok()) << ports.status();
-    channel_ = new std::shared_ptr<grpc::Channel>(
-        grpc::CreateChannel(absl::StrCat("127.0.0.1:", ports->grpc_port), grpc::InsecureChannelCredentials()));
+    auto server = StartServer(problem_->root, StateDir());
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = server->release();
   }
 
   static void TearDownTestSuite() {
-    delete host_;  // first: stops the server
-    delete service_;
-    delete channel_;
+    delete server_;
     delete problem_;
-    host_ = nullptr;
-    service_ = nullptr;
-    channel_ = nullptr;
+    server_ = nullptr;
     problem_ = nullptr;
   }
 
+  static std::string StateDir() { return TmpDir() + "/state"; }
+
   void SetUp() override {
     if (problem_ == nullptr) GTEST_SKIP() << "mricron-data (" << kCh2 << ", " << kAal << ") not installed";
-    ASSERT_NE(channel_, nullptr);
-    stub_ = v1::RegistrationService::NewStub(*channel_);
+    ASSERT_NE(server_, nullptr);
+    stub_ = v1::RegistrationService::NewStub(server_->channel);
   }
 
   grpc::Status Upload(const Volume& volume, int64_t chunk_bytes, v1::UploadedVolume* uploaded) {
@@ -241,16 +282,12 @@ class RegistrationServiceTest : public ::testing::Test {
   }
 
   static Problem* problem_;
-  static RegistrationServiceImpl* service_;
-  static ServiceHost* host_;
-  static std::shared_ptr<grpc::Channel>* channel_;
+  static TestServer* server_;
   std::unique_ptr<v1::RegistrationService::Stub> stub_;
 };
 
 Problem* RegistrationServiceTest::problem_ = nullptr;
-RegistrationServiceImpl* RegistrationServiceTest::service_ = nullptr;
-ServiceHost* RegistrationServiceTest::host_ = nullptr;
-std::shared_ptr<grpc::Channel>* RegistrationServiceTest::channel_ = nullptr;
+TestServer* RegistrationServiceTest::server_ = nullptr;
 
 TEST_F(RegistrationServiceTest, UploadRegisterWatchAndDownload) {
   v1::UploadedVolume fixed;
@@ -271,6 +308,13 @@ TEST_F(RegistrationServiceTest, UploadRegisterWatchAndDownload) {
   ASSERT_FALSE(status.job_id().empty());
   EXPECT_TRUE(status.state() == v1::JOB_STATE_QUEUED || status.state() == v1::JOB_STATE_RUNNING)
       << v1::JobState_Name(status.state());
+  // The uploads went to files, which the scheduler's job names.
+  for (const std::string& id : {fixed.upload_id(), moving}) {
+    EXPECT_TRUE(Exists(StateDir() + "/uploads/" + id + ".nii")) << id;
+  }
+  absl::StatusOr<v1::JobInfo> info = server_->jobs->scheduler().Get(status.job_id());
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->kind(), "registration");
 
   std::vector<v1::Progress> messages;
   rpc = Watch(status.job_id(), std::chrono::seconds(300), &messages);
@@ -369,7 +413,15 @@ TEST_F(RegistrationServiceTest, RegisterByPathsWithLabelsIdempotently) {
   v1::JobStatus first, again;
   grpc::Status rpc = Register(request, &first);
   ASSERT_TRUE(rpc.ok()) << rpc.error_message();
-  EXPECT_EQ(first.job_id(), "paths-with-labels.1");
+  // The scheduler names the job; the client's id is its request id, and
+  // every job call takes either.
+  ASSERT_FALSE(first.job_id().empty());
+  EXPECT_NE(first.job_id(), "paths-with-labels.1");
+  absl::StatusOr<v1::JobInfo> info = server_->jobs->scheduler().Get(first.job_id());
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->request_id(), "paths-with-labels.1");
+  ASSERT_TRUE(GetJob("paths-with-labels.1", &again).ok());
+  EXPECT_EQ(again.job_id(), first.job_id());
 
   // The same id again (even with other contents) is the same job.
   v1::RegisterRequest other = request;
@@ -379,7 +431,7 @@ TEST_F(RegistrationServiceTest, RegisterByPathsWithLabelsIdempotently) {
   EXPECT_EQ(again.created_unix_ms(), first.created_unix_ms());
 
   std::vector<v1::Progress> messages;
-  rpc = Watch(first.job_id(), std::chrono::seconds(300), &messages);
+  rpc = Watch("paths-with-labels.1", std::chrono::seconds(300), &messages);
   ASSERT_TRUE(rpc.ok()) << rpc.error_message();
   ASSERT_FALSE(messages.empty());
   ASSERT_EQ(messages.back().state(), v1::JOB_STATE_SUCCEEDED) << messages.back().message();
@@ -389,8 +441,9 @@ TEST_F(RegistrationServiceTest, RegisterByPathsWithLabelsIdempotently) {
   EXPECT_EQ(again.state(), v1::JOB_STATE_SUCCEEDED);
 
   v1::RegistrationResult result;
-  rpc = GetResult(first.job_id(), &result);
+  rpc = GetResult("paths-with-labels.1", &result);
   ASSERT_TRUE(rpc.ok()) << rpc.error_message();
+  EXPECT_EQ(result.job_id(), first.job_id());
   ASSERT_TRUE(result.has_dice_before());
   ASSERT_TRUE(result.has_dice_after());
   std::printf("mean Dice %.3f -> %.3f, loss %.4f -> %.4f, %.1f s\n", result.dice_before(), result.dice_after(),
@@ -408,7 +461,7 @@ TEST_F(RegistrationServiceTest, RegisterByPathsWithLabelsIdempotently) {
   v1::VolumeHeader header;
   std::string bytes;
   int chunks = 0;
-  rpc = Download(first.job_id(), v1::REGISTRATION_ARTIFACT_WARPED_LABELS, &header, &bytes, &chunks);
+  rpc = Download("paths-with-labels.1", v1::REGISTRATION_ARTIFACT_WARPED_LABELS, &header, &bytes, &chunks);
   ASSERT_TRUE(rpc.ok()) << rpc.error_message();
   EXPECT_EQ(header.dtype(), v1::DTYPE_INT32);
   ASSERT_EQ(header.dims_size(), 3);
@@ -418,6 +471,20 @@ TEST_F(RegistrationServiceTest, RegisterByPathsWithLabelsIdempotently) {
   ASSERT_TRUE(rpc.ok()) << rpc.error_message();
   EXPECT_EQ(header.dims_size(), 4);
   EXPECT_EQ(static_cast<int64_t>(bytes.size()), Product(header) * 4);
+  // The inverse undoes the forward field: their sum at a voxel is small
+  // where the field is smooth (RAS mm, planar: both from ANTs' LPS files).
+  std::string forward;
+  ASSERT_TRUE(Download(first.job_id(), v1::REGISTRATION_ARTIFACT_WARP, &header, &forward, &chunks).ok());
+  ASSERT_EQ(forward.size(), bytes.size());
+  const float* v = reinterpret_cast<const float*>(forward.data());
+  const float* w = reinterpret_cast<const float*>(bytes.data());
+  double v_norm = 0, sum_norm = 0;
+  for (size_t i = 0; i < forward.size() / 4; ++i) {
+    v_norm += std::abs(v[i]);
+    sum_norm += std::abs(v[i] + w[i]);
+  }
+  EXPECT_GT(v_norm, 0);
+  EXPECT_LT(sum_norm, 0.5 * v_norm);
 }
 
 TEST_F(RegistrationServiceTest, CancelRunningJob) {
@@ -611,19 +678,92 @@ TEST_F(RegistrationServiceTest, BadRequestsGetClearStatuses) {
   }
 }
 
-// A server with a tiny upload store and a one-job queue.
-TEST(RegistrationServiceLimitsTest, FullUploadStoreAndQueueAreResourceExhausted) {
-  const std::string root = TmpDir() + "/limits";
-  mkdir(root.c_str(), 0755);
-  ServerOptions options;
-  options.grpc_port = 0;
-  options.metrics_port = -1;
-  options.device = "cpu";
-  options.data_roots = {root};
+TEST_F(RegistrationServiceTest, JobsAndResultsSurviveARestart) {
+  // A server of its own on its own state directory; upload files no job
+  // needs are deleted at once (grace 0) when the service attaches.
+  const std::string state_dir = TmpDir() + "/restart-state";
   RegistrationServiceOptions service_options;
-  service_options.upload_store_bytes = 3000;
-  service_options.max_queued_jobs = 0;
-  auto service = RegistrationServiceImpl::Create(options, service_options);
+  service_options.upload_file_grace = absl::ZeroDuration();
+  service_options.upload_sweep_interval = absl::InfiniteDuration();
+  auto server = StartServer(problem_->root, state_dir, service_options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  stub_ = v1::RegistrationService::NewStub((*server)->channel);
+
+  const std::string fixed = UploadOrDie(problem_->fixed);
+  const std::string moving = UploadOrDie(problem_->moving);
+  v1::RegisterRequest request;
+  request.mutable_fixed()->set_upload_id(fixed);
+  request.mutable_moving()->set_upload_id(moving);
+  *request.mutable_options() = QuickOptions();
+  request.set_job_id("survives-restart");
+  v1::JobStatus status;
+  grpc::Status rpc = Register(request, &status);
+  ASSERT_TRUE(rpc.ok()) << rpc.error_message();
+  const std::string job_id = status.job_id();
+  // While the job may still run, its upload files stay.
+  absl::StatusOr<int> swept = (*server)->service->SweepUploadFiles();
+  ASSERT_TRUE(swept.ok()) << swept.status();
+  EXPECT_EQ(*swept, 0);
+  std::vector<v1::Progress> messages;
+  rpc = Watch(job_id, std::chrono::seconds(300), &messages);
+  ASSERT_TRUE(rpc.ok()) << rpc.error_message();
+  ASSERT_EQ(messages.back().state(), v1::JOB_STATE_SUCCEEDED) << messages.back().message();
+  v1::RegistrationResult before;
+  ASSERT_TRUE(GetResult(job_id, &before).ok());
+  v1::VolumeHeader header;
+  std::string warped_before, warp_before, affine_before;
+  int chunks = 0;
+  ASSERT_TRUE(Download(job_id, v1::REGISTRATION_ARTIFACT_WARPED, &header, &warped_before, &chunks).ok());
+  ASSERT_TRUE(Download(job_id, v1::REGISTRATION_ARTIFACT_WARP, &header, &warp_before, &chunks).ok());
+  ASSERT_TRUE(Download(job_id, v1::REGISTRATION_ARTIFACT_AFFINE, &header, &affine_before, &chunks).ok());
+
+  // Everything goes: service, scheduler, host, the uploads in memory.
+  stub_.reset();
+  server->reset();
+  server = StartServer(problem_->root, state_dir, service_options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  stub_ = v1::RegistrationService::NewStub((*server)->channel);
+
+  // The upload files were swept at start-up: the job that named them ended.
+  EXPECT_FALSE(Exists(state_dir + "/uploads/" + fixed + ".nii"));
+  EXPECT_FALSE(Exists(state_dir + "/uploads/" + moving + ".nii"));
+  for (const std::string& id : {job_id, std::string("survives-restart")}) {
+    ASSERT_TRUE(GetJob(id, &status).ok()) << id;
+    EXPECT_EQ(status.job_id(), job_id);
+    EXPECT_EQ(status.state(), v1::JOB_STATE_SUCCEEDED);
+    v1::RegistrationResult after;
+    rpc = GetResult(id, &after);
+    ASSERT_TRUE(rpc.ok()) << rpc.error_message();
+    EXPECT_EQ(after.job_id(), job_id);
+    EXPECT_EQ(after.final_loss(), before.final_loss());
+    EXPECT_EQ(after.summary_json(), before.summary_json());
+    std::string bytes;
+    rpc = Download(id, v1::REGISTRATION_ARTIFACT_WARPED, &header, &bytes, &chunks);
+    ASSERT_TRUE(rpc.ok()) << rpc.error_message();
+    EXPECT_TRUE(bytes == warped_before);
+    ASSERT_TRUE(Download(id, v1::REGISTRATION_ARTIFACT_WARP, &header, &bytes, &chunks).ok());
+    EXPECT_TRUE(bytes == warp_before);
+    ASSERT_TRUE(Download(id, v1::REGISTRATION_ARTIFACT_AFFINE, &header, &bytes, &chunks).ok());
+    EXPECT_EQ(bytes, affine_before);
+  }
+  // Its id still names it: registering again does not run it again (even
+  // though its uploads are gone from memory).
+  ASSERT_TRUE(Register(request, &status).ok());
+  EXPECT_EQ(status.job_id(), job_id);
+  EXPECT_EQ(status.state(), v1::JOB_STATE_SUCCEEDED);
+  messages.clear();
+  ASSERT_TRUE(Watch("survives-restart", std::chrono::seconds(10), &messages).ok());
+  ASSERT_EQ(messages.size(), 1u);
+  EXPECT_EQ(messages[0].state(), v1::JOB_STATE_SUCCEEDED);
+  stub_.reset();
+}
+
+// A process without a scheduler (`tessera serve --role worker`) refuses jobs.
+TEST(RegistrationServiceWorkerTest, WithoutASchedulerEveryCallIsFailedPrecondition) {
+  const std::string root = TmpDir() + "/worker";
+  mkdir(root.c_str(), 0755);
+  const ServerOptions options = TestServerOptions(root);
+  auto service = RegistrationServiceImpl::Create(options);
   ASSERT_TRUE(service.ok()) << service.status();
   ServiceHost host(options);
   host.AddService(service->get());
@@ -631,6 +771,44 @@ TEST(RegistrationServiceLimitsTest, FullUploadStoreAndQueueAreResourceExhausted)
   ASSERT_TRUE(ports.ok()) << ports.status();
   auto stub = v1::RegistrationService::NewStub(
       grpc::CreateChannel(absl::StrCat("127.0.0.1:", ports->grpc_port), grpc::InsecureChannelCredentials()));
+
+  v1::RegisterRequest request;
+  request.mutable_fixed()->set_path("fixed.nii");
+  request.mutable_moving()->set_path("moving.nii");
+  v1::JobStatus status;
+  grpc::ClientContext register_context;
+  grpc::Status rpc = stub->Register(&register_context, request, &status);
+  EXPECT_EQ(rpc.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(rpc.error_message(), HasSubstr("SchedulerService"));
+  grpc::ClientContext get_context;
+  v1::JobRequest job;
+  job.set_job_id("job-1");
+  EXPECT_EQ(stub->GetJob(&get_context, job, &status).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  grpc::ClientContext upload_context;
+  v1::UploadedVolume uploaded;
+  auto writer = stub->UploadVolume(&upload_context, &uploaded);
+  v1::ArrayChunk chunk;
+  for (int64_t d : {2, 2, 2}) chunk.mutable_header()->add_dims(d);
+  chunk.mutable_header()->set_dtype(v1::DTYPE_FLOAT32);
+  chunk.set_data(std::string(32, '\0'));
+  writer->Write(chunk);
+  writer->WritesDone();
+  EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+// A server with a tiny upload store and a one-job queue.
+TEST(RegistrationServiceLimitsTest, FullUploadStoreAndQueueAreResourceExhausted) {
+  const std::string root = TmpDir() + "/limits";
+  mkdir(root.c_str(), 0755);
+  RegistrationServiceOptions service_options;
+  service_options.upload_store_bytes = 3000;
+  service_options.upload_file_grace = absl::ZeroDuration();
+  service_options.upload_sweep_interval = absl::InfiniteDuration();
+  scheduler::testing::InProcessSchedulerOptions scheduler_options;
+  scheduler_options.max_queued_per_priority = 1;
+  auto server = StartServer(root, root + "/state", service_options, scheduler_options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = v1::RegistrationService::NewStub((*server)->channel);
 
   const auto upload = [&](int n, v1::UploadedVolume* uploaded) {
     grpc::ClientContext context;
@@ -653,7 +831,8 @@ TEST(RegistrationServiceLimitsTest, FullUploadStoreAndQueueAreResourceExhausted)
   EXPECT_THAT(rpc.error_message(), HasSubstr("full"));
   ASSERT_TRUE(upload(5, &c).ok());   // 500 more bytes fit
 
-  // No queue at all: the single worker takes one (long) job, the next is refused.
+  // One slot, a queue of one: the first (long) job runs, the second waits,
+  // the third is refused.
   v1::RegisterRequest request;
   request.mutable_fixed()->set_upload_id(a.upload_id());
   request.mutable_moving()->set_upload_id(a.upload_id());
@@ -662,25 +841,44 @@ TEST(RegistrationServiceLimitsTest, FullUploadStoreAndQueueAreResourceExhausted)
   request.mutable_options()->set_patience(100000);
   request.mutable_options()->add_scales(1);
   request.mutable_options()->add_stages("rigid");
-  bool refused = false;
-  std::vector<std::string> started;
-  for (int i = 0; i < 3 && !refused; ++i) {
+  const auto submit = [&](v1::JobStatus* status) {
     grpc::ClientContext context;
     context.set_deadline(In(std::chrono::seconds(10)));
-    v1::JobStatus status;
-    rpc = stub->Register(&context, request, &status);
-    if (rpc.ok()) {
-      started.push_back(status.job_id());
-    } else {
-      EXPECT_EQ(rpc.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << rpc.error_message();
-      refused = true;
-    }
+    return stub->Register(&context, request, status);
+  };
+  v1::JobStatus running, queued, refused;
+  ASSERT_TRUE(submit(&running).ok());
+  for (int i = 0; i < 500 && running.state() != v1::JOB_STATE_RUNNING; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    grpc::ClientContext context;
+    v1::JobRequest job;
+    job.set_job_id(running.job_id());
+    ASSERT_TRUE(stub->GetJob(&context, job, &running).ok());
   }
-  EXPECT_TRUE(refused);
-  EXPECT_EQ(started.size(), 1u);
-  // The refused job left nothing behind: every job known is one that started.
-  EXPECT_EQ((*service)->registry().size(), started.size());
-  // Destroying host and service cancels the running job.
+  ASSERT_EQ(running.state(), v1::JOB_STATE_RUNNING);
+  rpc = submit(&queued);
+  ASSERT_TRUE(rpc.ok()) << rpc.error_message();
+  EXPECT_EQ(queued.state(), v1::JOB_STATE_QUEUED);
+  {
+    grpc::ClientContext context;
+    context.set_deadline(In(std::chrono::seconds(10)));
+    rpc = stub->Register(&context, request, &refused);
+    EXPECT_EQ(rpc.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << rpc.error_message();
+    EXPECT_THAT(rpc.error_message(), HasSubstr("retry after"));
+    const auto& trailers = context.GetServerTrailingMetadata();
+    EXPECT_EQ(trailers.count("grpc-retry-pushback-ms"), 1u);
+  }
+  // The refused job left nothing behind: the store holds the two others.
+  v1::ListJobsRequest list;
+  absl::StatusOr<v1::ListJobsResponse> listed = (*server)->jobs->scheduler().List(list);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->jobs_size(), 2);
+  // The upload file both jobs name stays while they may run.
+  absl::StatusOr<int> swept = (*server)->service->SweepUploadFiles();
+  ASSERT_TRUE(swept.ok()) << swept.status();
+  EXPECT_EQ(*swept, 0);
+  EXPECT_TRUE(Exists(root + "/state/uploads/" + a.upload_id() + ".nii"));
+  // Destroying the server stops the scheduler, which cancels the running job.
 }
 
 }  // namespace

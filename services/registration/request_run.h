@@ -1,9 +1,8 @@
 // One registration request run to its outcome: read the inputs, register
 // (RunRegistration: transforms, Dice, Jacobian), write the ANTs-style files
 // (warped.nii.gz, warped_labels.nii.gz, 0GenericAffine.mat, 0Warp.nii.gz,
-// 0InverseWarp.nii.gz) and build the tessera.v1.RegistrationResult. The one
-// code path behind RegistrationService's workers and the registration job
-// engine (registration_engine.h).
+// 0InverseWarp.nii.gz) and build the tessera.v1.RegistrationResult. What the
+// registration job engine (registration_engine.h) runs.
 #ifndef TESSERA_SERVICES_REGISTRATION_REQUEST_RUN_H_
 #define TESSERA_SERVICES_REGISTRATION_REQUEST_RUN_H_
 

@@ -2,7 +2,9 @@
 // work. A new engine adds its lines here.
 #include "cli/scheduler_host.h"
 #include "common/status.h"
+#include "services/fingerprint/search_engine.h"
 #include "services/registration/registration_engine.h"
+#include "services/som/training_engine.h"
 
 namespace tessera::cli {
 
@@ -16,6 +18,17 @@ absl::Status RegisterEngines(HostedServices& services, const ServerOptions& opti
     TESSERA_ASSIGN_OR_RETURN(auto registration,
                              registration::RegistrationEngine::Create(roots, options.max_volume_bytes, options.device));
     TESSERA_RETURN_IF_ERROR(engines->Add(std::move(registration)));
+  }
+  if (services.som) {
+    // Saves into the service's atlas directory; the service serves each at once.
+    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const jobs::Engine> som,
+                             som::NewTrainingEngine(services.som->TrainingEngineOptions()));
+    TESSERA_RETURN_IF_ERROR(engines->Add(std::move(som)));
+  }
+  if (services.fingerprint) {
+    // Searches the service's live gallery.
+    TESSERA_RETURN_IF_ERROR(engines->Add(std::make_shared<fingerprint::SearchEngine>(
+        &services.fingerprint->gallery().searcher(), services.fingerprint->options().search_limits())));
   }
   return absl::OkStatus();
 }

@@ -1,5 +1,6 @@
 #include "cli/job_specs.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -59,6 +60,7 @@ absl::StatusOr<v1::JobSpec> SomTrainSpec(const std::vector<std::string>& words) 
       {"map", "32x32", "WIDTHxHEIGHT"},
       {"toroid", "", "toroidal grid", true},
       {"epochs", "40", "at most this many epochs"},
+      {"radius-epochs", "", "epochs over which the radius shrinks (default min(10, 3/4 epochs))"},
       {"init", "pca", "pca or random"},
       {"weights", "fp32", "fp32 or fp16"},
       {"device", "", "auto, cpu or cuda (default: the server's)"},
@@ -85,6 +87,12 @@ absl::StatusOr<v1::JobSpec> SomTrainSpec(const std::vector<std::string>& words) 
   o->set_toroid(args.GetBool("toroid"));
   TESSERA_ASSIGN_OR_RETURN(int epochs, args.GetInt("epochs"));
   o->set_epochs(epochs);
+  // The same default as a local `tessera som train`.
+  int radius_epochs = std::min(10, std::max(1, (3 * epochs + 3) / 4));
+  if (!args.Get("radius-epochs").empty()) {
+    TESSERA_ASSIGN_OR_RETURN(radius_epochs, args.GetInt("radius-epochs"));
+  }
+  o->set_radius_decay_epochs(radius_epochs);
   o->set_init(args.Get("init"));
   o->set_weight_type(args.Get("weights"));
   o->set_device(args.Get("device"));

@@ -238,6 +238,10 @@ TEST_P(SchedulerTest, SameRequestIdReturnsTheSameJob) {
   absl::StatusOr<v1::ListJobsResponse> all = s->List(v1::ListJobsRequest());
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->jobs_size(), 1);
+  absl::StatusOr<jobs::JobRecord> by_request = s->store().FindByRequestId("client-42");
+  ASSERT_TRUE(by_request.ok()) << by_request.status();
+  EXPECT_EQ(by_request->job_id, a->job_id());
+  EXPECT_EQ(s->store().FindByRequestId("client-43").status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_P(SchedulerTest, BadSpecsFailTheirSubmit) {

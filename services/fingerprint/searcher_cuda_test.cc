@@ -1,5 +1,6 @@
-// LssrSearcher with scoring on the GPU (MccDeviceGallery, re-uploaded as the
-// gallery grows, the not-yet-uploaded tail scored on the CPU) against the
+// The searcher with LSS-R scoring on the GPU (the ALFI pipeline, rebuilt as
+// the gallery grows, the tail appended since scored on the CPU; deletions
+// excluded in the pipeline's top-k merge) against the
 // same searcher on the CPU. The kernels are bit-identical to the CPU
 // reference (lss.h), so candidates must agree exactly; scores are compared
 // at 1e-6 to make a mismatch readable.
@@ -74,6 +75,30 @@ TEST(SearcherCudaTest, GpuSearchEqualsCpuSearchAsTheGalleryChanges) {
   ASSERT_TRUE((*gpu)->Add(Entries(points, first + 50, points.size())).ok());
   ASSERT_TRUE((*cpu)->Add(Entries(points, first + 50, points.size())).ok());
   ExpectSameResults(**gpu, **cpu, probes, 25);
+}
+
+// The GPU path (ALFI pipeline) stops with the control's status instead of
+// falling back to the CPU, and the searcher works normally afterwards.
+TEST(SearcherCudaTest, GpuPipelineStopsWhenCancelled) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  const auto points = testing::SyntheticTemplates(3000, 79);
+  auto gpu = CreateSearcher({"lssr", "cuda"});
+  auto cpu = CreateSearcher({"lssr", "cpu"});
+  ASSERT_TRUE(gpu.ok() && cpu.ok());
+  ASSERT_TRUE((*gpu)->Add(Entries(points, 0, points.size())).ok());
+  ASSERT_TRUE((*cpu)->Add(Entries(points, 0, points.size())).ok());
+  const std::vector<std::vector<MinutiaPoint>> probes = {points[1], points[2000]};
+  // Calls 1-2: before and after the probes are prepared; 3: the pipeline's
+  // first poll.
+  int calls = 0;
+  SearchControl control;
+  control.check = [&]() -> absl::Status {
+    return ++calls >= 3 ? absl::CancelledError("gone") : absl::OkStatus();
+  };
+  SearchOptions options;
+  options.control = &control;
+  EXPECT_EQ((*gpu)->Search(probes, options).status().code(), absl::StatusCode::kCancelled);
+  ExpectSameResults(**gpu, **cpu, probes, 10);
 }
 
 // DMC: kernels 2-4 on the GPU stream, final stage on the CPU, against the

@@ -127,6 +127,20 @@ TEST(FingerprintServiceBatchingTest, FullQueueRejectsWithRetryPushback) {
   EXPECT_LE(server->service().search_batcher().counters().max_queue_depth, 2);
 }
 
+TEST(FingerprintServiceBatchingTest, BadBatchingOptionsAreRejected) {
+  ServerOptions server;
+  server.device = "cpu";
+  FingerprintServiceOptions o;
+  o.max_batch_size = 0;
+  EXPECT_EQ(FingerprintServiceImpl::Create(server, o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.max_batch_size = 8;
+  o.max_queued_searches = 0;
+  EXPECT_EQ(FingerprintServiceImpl::Create(server, o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.max_queued_searches = 8;
+  o.max_queue_delay = absl::Milliseconds(-1);
+  EXPECT_EQ(FingerprintServiceImpl::Create(server, o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace fingerprint
 }  // namespace tessera

@@ -47,7 +47,10 @@ struct SearchBatcherOptions {
   int max_batch_size = 64;                                  // 1: no batching (each call runs alone)
   absl::Duration max_queue_delay = absl::Milliseconds(2);   // the oldest call waits at most this for company
   int max_queued = 1024;                                    // waiting calls; beyond: RESOURCE_EXHAUSTED
-  absl::Duration caller_poll_interval = absl::Milliseconds(5);  // a waiting caller checks its call this often
+  // A waiting caller checks its call this often (a running batch checks its
+  // members every SearchControl::poll_interval; this only frees the queue
+  // slot of a call abandoned while queued, and costs a wake-up per caller).
+  absl::Duration caller_poll_interval = absl::Milliseconds(50);
 
   // INVALID_ARGUMENT naming the first bad field.
   absl::Status Validate() const;

@@ -20,9 +20,10 @@ absl::Status RegisterEngines(HostedServices& services, const ServerOptions& opti
     TESSERA_RETURN_IF_ERROR(engines->Add(std::move(registration)));
   }
   if (services.som) {
-    // Saves into the service's atlas directory; the service serves each at once.
-    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const jobs::Engine> som,
-                             som::NewTrainingEngine(services.som->TrainingEngineOptions()));
+    // Saves into the service's atlas directory; the service serves each at
+    // once. Jobs may name the data roots and the uploads SomAtlasService wrote.
+    TESSERA_ASSIGN_OR_RETURN(som::TrainingEngineOptions som_options, services.som->TrainingEngineOptions(state_dir));
+    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const jobs::Engine> som, som::NewTrainingEngine(std::move(som_options)));
     TESSERA_RETURN_IF_ERROR(engines->Add(std::move(som)));
   }
   if (services.fingerprint) {

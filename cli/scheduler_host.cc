@@ -100,6 +100,9 @@ absl::StatusOr<HostedScheduler> CreateHostedScheduler(const SchedulerHostOptions
   if (services.registration) {
     TESSERA_RETURN_IF_ERROR(services.registration->AttachScheduler(out.scheduler.get(), state_dir));
   }
+  if (services.som) {
+    TESSERA_RETURN_IF_ERROR(services.som->AttachScheduler(out.scheduler.get(), state_dir));
+  }
   TESSERA_LOG(INFO) << "scheduler " << name << ": store " << (options.store.empty() ? store_url : "(given)")
                     << ", " << options.workers.size() << " remote worker(s)"
                     << (options.role == "all" ? absl::StrCat(", in-process worker with ", options.local_slots,

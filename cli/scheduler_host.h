@@ -53,7 +53,7 @@ absl::Status RegisterEngines(HostedServices& services, const ServerOptions& opti
 
 // Creates the role's parts and starts the scheduler (recovering the jobs of an
 // earlier run). In role all the hosted services that run jobs
-// (registration) are attached to that scheduler: their job RPCs submit to it
+// (registration, som) are attached to that scheduler: their job RPCs submit to it
 // (in role worker they answer FAILED_PRECONDITION). `services` must outlive
 // the result, and the result the host.
 absl::StatusOr<HostedScheduler> CreateHostedScheduler(const SchedulerHostOptions& options,

@@ -1,15 +1,19 @@
 // `tessera demo`: starts every service in this process on loopback, drives
 // them through their real gRPC API, prints what happens and writes outputs
 // (summary.json, previews, metrics) under ./demo-out/.
+#include <grpcpp/client_context.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -19,7 +23,10 @@
 #include "cli/scheduler_host.h"
 #include "cli/verbs.h"
 #include "common/device.h"
+#include "common/grpc_status.h"
 #include "common/json.h"
+#include "common/status.h"
+#include "tessera/v1/scheduler.grpc.pb.h"
 
 namespace tessera::cli {
 namespace {
@@ -37,6 +44,47 @@ std::vector<FlagSpec> DemoFlags() {
 std::string DirName(const std::string& path) {
   const size_t slash = path.rfind('/');
   return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
+
+// The jobs this run submitted (created since `since_ms`), oldest first, as
+// SchedulerService.List shows them to any client: the registration and the
+// SOM training ran as scheduler jobs. Printed and added to the summary.
+absl::Status SummarizeSchedulerJobs(DemoContext& ctx, int64_t since_ms) {
+  auto stub = v1::SchedulerService::NewStub(ctx.channel);
+  std::vector<v1::JobInfo> jobs;
+  v1::ListJobsRequest request;
+  request.set_page_size(100);
+  for (bool older = false; !older;) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::ListJobsResponse response;
+    TESSERA_RETURN_IF_ERROR(
+        Annotate(FromGrpcStatus(stub->List(&context, request, &response)), "SchedulerService.List"));
+    for (const v1::JobInfo& job : response.jobs()) {  // newest first
+      if (job.created_unix_ms() < since_ms) {
+        older = true;  // an earlier demo's, in the same state directory
+        break;
+      }
+      jobs.push_back(job);
+    }
+    if (response.next_page_token().empty()) break;
+    request.set_page_token(response.next_page_token());
+  }
+  std::reverse(jobs.begin(), jobs.end());
+  std::printf("[scheduler] %zu job(s) of this run, listed through SchedulerService:\n", jobs.size());
+  std::string json;
+  for (const v1::JobInfo& job : jobs) {
+    std::string state = v1::JobState_Name(job.state());
+    if (state.rfind("JOB_STATE_", 0) == 0) state = state.substr(10);
+    std::printf("  %-13s %-9s attempts %d  queued %7.2f s  compute %7.2f s  %s\n", job.kind().c_str(),
+                state.c_str(), job.attempts(), job.queue_seconds(), job.compute_seconds(), job.job_id().c_str());
+    absl::StrAppend(&json, json.empty() ? "" : ", ", "{\"job_id\": ", JsonQuote(job.job_id()),
+                    ", \"kind\": ", JsonQuote(job.kind()), ", \"state\": ", JsonQuote(state),
+                    ", \"attempts\": ", job.attempts(), ", \"queue_seconds\": ", job.queue_seconds(),
+                    ", \"compute_seconds\": ", job.compute_seconds(), "}");
+  }
+  ctx.summary.emplace_back("scheduler", absl::StrCat("{\"jobs\": [", json, "]}"));
+  return absl::OkStatus();
 }
 
 int Fail(const char* what, const absl::Status& status) {
@@ -115,6 +163,10 @@ int RunDemo(int argc, char** argv) {
       host.Drain();
       return Fail(step.name, status);
     }
+  }
+  if (absl::Status status = SummarizeSchedulerJobs(ctx, absl::ToUnixMillis(start)); !status.ok()) {
+    host.Drain();
+    return Fail("scheduler", status);
   }
 
   host.Drain();

@@ -236,8 +236,9 @@ std::string ManifestJson(const Atlas& a, const std::vector<FileEntry>& files) {
       .Field("final_quality", QualityJson(a.final_quality))
       .Field("held_out_quality", QualityJson(a.held_out_quality))
       .Field("history", absl::StrCat("[", absl::StrJoin(history, ","), history.empty() ? "]" : "\n  ]"))
-      .Field("created", JsonQuote(a.created))
-      .Field("files", file_list.Close());
+      .Field("created", JsonQuote(a.created));
+  if (!a.job_id.empty()) m.Field("job_id", JsonQuote(a.job_id));
+  m.Field("files", file_list.Close());
   // Close the object by hand: the CRC field must come last and cover the rest.
   std::string text = m.Close();
   text.resize(text.size() - 2);  // "\n}"
@@ -765,6 +766,9 @@ absl::StatusOr<Atlas> LoadAtlas(absl::string_view directory) {
     a.history.push_back(r);
   }
   TESSERA_ASSIGN_OR_RETURN(a.created, top.String("created"));
+  if (top.Has("job_id")) {
+    TESSERA_ASSIGN_OR_RETURN(a.job_id, top.String("job_id"));
+  }
   TESSERA_ASSIGN_OR_RETURN(Fields files, top.Object("files"));
 
   const int64_t nodes = m.grid.nodes();

@@ -10,7 +10,9 @@
 //                     converged, final quality, held-out quality (documents
 //                     kept out of training, measured on the map; 0 documents
 //                     without a holdout), per-epoch history, creation time,
-//                     the size and CRC-32 of every other file, and last
+//                     the training job's id (optional: "job_id", only when
+//                     trained by a job), the size and CRC-32 of every other
+//                     file, and last
 //                     "manifest_crc32", the CRC-32 of the text before it
 //   codebook.f32      feature-major weights (features x nodes, little-endian
 //                     fp32; fp16 maps are stored widened to fp32) + CRC-32 trailer
@@ -51,6 +53,9 @@ struct Atlas {
   QualityMetrics final_quality;
   QualityMetrics held_out_quality;          // docs = 0 without a holdout
   std::string created;                      // RFC 3339 UTC
+  // The scheduler job that trained it ("" when none: `tessera som train`), so
+  // a retry of that job recognises the atlas an earlier attempt saved.
+  std::string job_id;
 
   int64_t nodes() const { return static_cast<int64_t>(model.grid.width) * model.grid.height; }
 };

@@ -127,6 +127,7 @@ absl::StatusOr<AtlasTrainingSummary> TrainAndSaveAtlas(const AtlasTrainingInput&
   TESSERA_ASSIGN_OR_RETURN(Atlas atlas, MakeAtlas(*std::move(trained), std::move(assigned.bmu),
                                                   corpus->feature_names, std::move(ids), train_options));
   atlas.held_out_quality = held_out;
+  atlas.job_id = options.job_id;
   TESSERA_RETURN_IF_ERROR(Continue(callbacks));
 
   bool created = false;

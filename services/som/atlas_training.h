@@ -56,6 +56,8 @@ struct AtlasTrainingOptions {
   // An existing `directory`: false, ALREADY_EXISTS; true, the atlas there is
   // replaced file by file, manifest last (SaveAtlas).
   bool replace = false;
+  // Recorded in the atlas (Atlas::job_id): the scheduler job training it.
+  std::string job_id;
 };
 
 struct AtlasTrainingProgress {

@@ -1,12 +1,20 @@
 #include "services/som/som_service.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <limits>
+#include <set>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/device.h"
@@ -16,21 +24,18 @@
 #include "services/common/chunked_upload.h"
 #include "services/common/data_roots.h"
 #include "services/common/random_id.h"
-#include "services/jobs/job_proto.h"
-#include "services/jobs/watch.h"
+#include "services/scheduler/job_info.h"
 #include "services/server/call_checks.h"
 #include "kernels/som/bmu.h"
 #include "kernels/som/documents.h"
 #include "kernels/som/quality.h"
-#include "services/som/atlas_job_progress.h"
-#include "services/som/atlas_training.h"
+#include "services/som/corpus.h"
 #include "services/som/som_proto.h"
 
 namespace tessera {
 
-using jobs::IsTerminal;
-using jobs::Job;
-using jobs::JobSnapshot;
+using jobs::JobRecord;
+using jobs::JobState;
 using som::Atlas;
 using som::SparseBinaryMatrix;
 using som::StoredCorpus;
@@ -39,7 +44,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr char kJobKind[] = "som-atlas";
+constexpr char kJobKind[] = "som.train";  // som::kTrainingEngineKind
+constexpr char kUploadPrefix[] = "corpus-";  // CorpusStore ids; the names of upload files
 constexpr int kMaxPageSize = 10000;
 constexpr int kMaxTopFeatures = 1000;
 
@@ -78,6 +84,12 @@ class CorpusBuilder {
     }
     for (const std::string& name : chunk.feature_names()) {
       TESSERA_RETURN_IF_ERROR(CheckLine("feature name", name));
+      if (name.find('\t') != std::string::npos) {
+        // Feature-name files (how a job reads an upload) take a tab-separated
+        // line as "<id> <name>" (corpus_files.h).
+        return absl::InvalidArgumentError(
+            absl::StrCat("feature name '", absl::CEscape(name), "' contains a tab"));
+      }
       names_.push_back(name);
       string_bytes_ += static_cast<int64_t>(sizeof(std::string) + name.size());
     }
@@ -151,20 +163,6 @@ class CorpusBuilder {
 
 }  // namespace
 
-// Epochs can end faster than a watcher reads the job's latest progress; the
-// log keeps them all so WatchJob sends one message per epoch.
-struct SomAtlasServiceImpl::EpochLog {
-  std::string atlas_id;
-  std::mutex mu;
-  std::vector<som::AtlasTrainingProgress> epochs;
-};
-
-struct SomAtlasServiceImpl::JobSpec {
-  std::string atlas_id;
-  std::shared_ptr<EpochLog> log;
-  som::AtlasJobRequest request;
-};
-
 // ---------------------------------------------------------------- creation
 
 absl::StatusOr<std::unique_ptr<SomAtlasServiceImpl>> SomAtlasServiceImpl::Create(const ServerOptions& options,
@@ -172,9 +170,8 @@ absl::StatusOr<std::unique_ptr<SomAtlasServiceImpl>> SomAtlasServiceImpl::Create
   TESSERA_ASSIGN_OR_RETURN(std::vector<std::string> roots, CanonicalDataRoots(options.data_roots));
   if (options.max_volume_bytes <= 0) return absl::InvalidArgumentError("max_volume_bytes must be positive");
   TESSERA_RETURN_IF_ERROR(ResolveBackend(options.device).status());
-  if (service_options.workers < 1) return absl::InvalidArgumentError("workers must be at least 1");
-  if (service_options.max_queued_jobs < 0 || service_options.max_finished_jobs < 0) {
-    return absl::InvalidArgumentError("job limits must not be negative");
+  if (service_options.upload_file_grace < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("upload_file_grace must not be negative");
   }
   if (service_options.max_nodes < 1) return absl::InvalidArgumentError("max_nodes must be positive");
   if (service_options.max_corpus_bytes < 0 || service_options.upload_store_bytes < 0 ||
@@ -216,13 +213,81 @@ SomAtlasServiceImpl::SomAtlasServiceImpl(const ServerOptions& options, som::Atla
       max_send_message_bytes_(options.max_send_message_bytes),
       default_device_(options.device),
       service_options_(service_options),
-      uploads_(som::CorpusStore::Options{service_options.upload_store_bytes, service_options.upload_ttl, 256}),
-      registry_(jobs::JobRegistryOptions{service_options.max_finished_jobs, service_options.finished_job_ttl}),
-      pool_(service_options.workers, service_options.max_queued_jobs) {}
+      uploads_(som::CorpusStore::Options{service_options.upload_store_bytes, service_options.upload_ttl, 256}) {}
 
-SomAtlasServiceImpl::~SomAtlasServiceImpl() {
-  registry_.CancelAll();
-  pool_.Shutdown();
+// The jobs are the scheduler's: they outlive the service.
+SomAtlasServiceImpl::~SomAtlasServiceImpl() = default;
+
+std::string SomUploadDir(const std::string& state_dir) { return (fs::path(state_dir) / "som-uploads").string(); }
+
+absl::StatusOr<std::string> CreateSomUploadDir(const std::string& state_dir) {
+  if (state_dir.empty()) return absl::InvalidArgumentError("the state directory is empty");
+  const fs::path dir = SomUploadDir(state_dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  fs::path canonical = ec ? fs::path() : fs::canonical(dir, ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create the SOM upload directory ", dir.string(), ": ", ec.message()));
+  }
+  return canonical.string();
+}
+
+absl::Status SomAtlasServiceImpl::AttachScheduler(scheduler::Scheduler* scheduler, const std::string& state_dir) {
+  if (scheduler == nullptr) return absl::InvalidArgumentError("no scheduler");
+  if (scheduler_.load() != nullptr) return absl::FailedPreconditionError("a scheduler is already attached");
+  TESSERA_ASSIGN_OR_RETURN(upload_dir_, CreateSomUploadDir(state_dir));
+  scheduler_.store(scheduler);
+  MaybeSweepUploadFiles();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<scheduler::Scheduler*> SomAtlasServiceImpl::Jobs() const {
+  scheduler::Scheduler* s = scheduler_.load();
+  if (s == nullptr) {
+    return absl::FailedPreconditionError(
+        "this process is a worker; submit jobs to the scheduler (SchedulerService)");
+  }
+  return s;
+}
+
+absl::StatusOr<JobRecord> SomAtlasServiceImpl::FindJob(const std::string& id) const {
+  if (id.empty()) return absl::InvalidArgumentError("job_id is empty");
+  TESSERA_ASSIGN_OR_RETURN(scheduler::Scheduler * s, Jobs());
+  absl::StatusOr<JobRecord> job = s->store().Get(id);
+  if (!job.ok() && job.status().code() == absl::StatusCode::kNotFound) {
+    // A som.train job submitted through SchedulerService with a request_id.
+    job = s->store().FindByRequestId(id);
+    if (!job.ok() && job.status().code() == absl::StatusCode::kNotFound) {
+      return absl::NotFoundError(absl::StrCat("no SOM training job '", id, "'"));
+    }
+  }
+  if (!job.ok()) return job.status();
+  if (job->kind != kJobKind) {
+    return absl::NotFoundError(absl::StrCat("job '", id, "' is a ", job->kind, " job, not a SOM training job"));
+  }
+  return job;
+}
+
+absl::StatusOr<std::vector<SomAtlasServiceImpl::PendingJob>> SomAtlasServiceImpl::PendingJobs() const {
+  TESSERA_ASSIGN_OR_RETURN(scheduler::Scheduler * s, Jobs());
+  jobs::JobFilter filter;
+  filter.states = {JobState::kQueued, JobState::kRunning};
+  filter.kind = kJobKind;
+  filter.limit = 1000000;
+  TESSERA_ASSIGN_OR_RETURN(std::vector<JobRecord> records, s->store().List(filter));
+  std::vector<PendingJob> out;
+  out.reserve(records.size());
+  for (JobRecord& job : records) {
+    v1::JobSpec spec;
+    PendingJob pending;
+    if (!spec.ParseFromString(job.spec) || !spec.spec().UnpackTo(&pending.request)) continue;
+    pending.atlas_id =
+        pending.request.atlas_id().empty() ? som::AtlasIdForJob(job.job_id) : pending.request.atlas_id();
+    pending.job = std::move(job);
+    out.push_back(std::move(pending));
+  }
+  return out;
 }
 
 void SomAtlasServiceImpl::LoadAtlasDirectory() {
@@ -265,16 +330,26 @@ absl::StatusOr<std::shared_ptr<const SomAtlasServiceImpl::Entry>> SomAtlasServic
     std::lock_guard<std::mutex> lock(atlases_mu_);
     auto it = atlases_.find(id);
     if (it != atlases_.end()) return it->second;
-    if (pending_.count(id) > 0) {
-      return absl::NotFoundError(absl::StrCat("no atlas '", id, "' yet (its training job has not finished)"));
+  }
+  // Saved by another writer of the atlas directory (`tessera som train
+  // --out`, another replica).
+  absl::StatusOr<std::shared_ptr<const Entry>> entry =
+      atlas_dir_.empty() || !som::ValidateAtlasId(id).ok()
+          ? absl::NotFoundError(absl::StrCat("no atlas '", id, "'"))
+          : LoadFromDirectory(id);
+  if (entry.ok() || entry.status().code() != absl::StatusCode::kNotFound || scheduler_.load() == nullptr) {
+    return entry;
+  }
+  // Not yet, perhaps.
+  absl::StatusOr<std::vector<PendingJob>> pending = PendingJobs();
+  if (pending.ok()) {
+    for (const PendingJob& p : *pending) {
+      if (p.atlas_id != id) continue;
+      return absl::NotFoundError(absl::StrCat("no atlas '", id, "' yet (its training job ", p.job.job_id, " is ",
+                                              jobs::JobStateName(p.job.state), ")"));
     }
   }
-  // Saved by another writer of the atlas directory (the scheduler's
-  // som.train engine, `tessera som train --out`, another replica).
-  if (atlas_dir_.empty() || !som::ValidateAtlasId(id).ok()) {
-    return absl::NotFoundError(absl::StrCat("no atlas '", id, "'"));
-  }
-  return LoadFromDirectory(id);
+  return entry;
 }
 
 absl::StatusOr<std::shared_ptr<const SomAtlasServiceImpl::Entry>> SomAtlasServiceImpl::LoadFromDirectory(
@@ -316,10 +391,14 @@ absl::Status SomAtlasServiceImpl::AdoptAtlas(const std::string& id, Atlas atlas)
   return absl::OkStatus();
 }
 
-som::TrainingEngineOptions SomAtlasServiceImpl::TrainingEngineOptions(bool share_uploads) {
+absl::StatusOr<som::TrainingEngineOptions> SomAtlasServiceImpl::TrainingEngineOptions(const std::string& state_dir) {
   som::TrainingEngineOptions options;
   options.limits = limits_;
-  options.uploads = share_uploads ? &uploads_ : nullptr;
+  if (!state_dir.empty()) {
+    // Jobs name the uploads CreateAtlas wrote there.
+    TESSERA_ASSIGN_OR_RETURN(std::string uploads, CreateSomUploadDir(state_dir));
+    options.limits.data_roots.push_back(std::move(uploads));
+  }
   options.on_saved = [this](const std::string& id, Atlas atlas) {
     absl::Status adopted = AdoptAtlas(id, std::move(atlas));
     if (!adopted.ok()) {
@@ -327,12 +406,6 @@ som::TrainingEngineOptions SomAtlasServiceImpl::TrainingEngineOptions(bool share
     }
   };
   return options;
-}
-
-std::shared_ptr<SomAtlasServiceImpl::EpochLog> SomAtlasServiceImpl::LogOfJob(const std::string& job_id) const {
-  std::lock_guard<std::mutex> lock(atlases_mu_);
-  auto it = job_logs_.find(job_id);
-  return it == job_logs_.end() ? nullptr : it->second;
 }
 
 // ---------------------------------------------------------------- uploads
@@ -346,6 +419,7 @@ grpc::Status SomAtlasServiceImpl::UploadCorpus(grpc::ServerContext* context,
 absl::Status SomAtlasServiceImpl::UploadCorpusImpl(const grpc::ServerContext& context,
                                                    grpc::ServerReader<v1::CorpusChunk>* reader,
                                                    v1::UploadedCorpus* response) {
+  TESSERA_RETURN_IF_ERROR(Jobs().status());  // no CreateAtlas here to use it
   CorpusBuilder builder;
   v1::CorpusChunk chunk;
   while (reader->Read(&chunk)) {
@@ -379,164 +453,234 @@ absl::Status SomAtlasServiceImpl::UploadCorpusImpl(const grpc::ServerContext& co
 
 // ---------------------------------------------------------------- create
 
-grpc::Status SomAtlasServiceImpl::CreateAtlas(grpc::ServerContext* /*context*/, const v1::CreateAtlasRequest* request,
-                                              v1::CreateAtlasResponse* response) {
-  return ToGrpcStatus(CreateAtlasImpl(*request, response));
+namespace {
+
+bool Ended(v1::JobState state) {
+  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED || state == v1::JOB_STATE_CANCELLED;
 }
 
-absl::StatusOr<std::shared_ptr<SomAtlasServiceImpl::JobSpec>> SomAtlasServiceImpl::PrepareJob(
-    const v1::CreateAtlasRequest& request) {
-  auto spec = std::make_shared<JobSpec>();
-  TESSERA_ASSIGN_OR_RETURN(spec->request, som::PrepareAtlasJob(request, limits_, &uploads_));
-  spec->atlas_id = spec->request.atlas_id.empty() ? RandomId("atlas-") : spec->request.atlas_id;
-  return spec;
+// A job's progress as JobStatus shows it: for an ended job the message says
+// how it ended ("succeeded", or the error as "CODE: message").
+v1::Progress ProgressOf(const v1::JobInfo& info) {
+  v1::Progress p = info.last_progress();
+  p.set_job_id(info.job_id());
+  p.set_state(info.state());
+  switch (info.state()) {
+    case v1::JOB_STATE_SUCCEEDED:
+      p.set_fraction(1.0);
+      p.set_message("succeeded");
+      break;
+    case v1::JOB_STATE_FAILED:
+    case v1::JOB_STATE_CANCELLED:
+      p.set_message(info.error_message());
+      break;
+    default:
+      if (info.cancel_requested()) p.set_message(absl::StrCat("cancelling: ", p.message()));
+  }
+  return p;
 }
 
-absl::Status SomAtlasServiceImpl::CreateAtlasImpl(const v1::CreateAtlasRequest& request,
-                                                  v1::CreateAtlasResponse* response) {
-  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<JobSpec> spec, PrepareJob(request));
-  std::lock_guard<std::mutex> submit(submit_mu_);
-  bool created = false;
-  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Job> job, registry_.GetOrCreate("", kJobKind, &created));
-  {
-    std::lock_guard<std::mutex> lock(atlases_mu_);
-    // A job that ended without running (cancelled while queued) no longer
-    // holds its atlas id; its worker leaves the new holder alone.
-    auto pending = pending_.find(spec->atlas_id);
-    const bool training = pending != pending_.end() && [&] {
-      absl::StatusOr<std::shared_ptr<Job>> holder = registry_.Get(pending->second);
-      return holder.ok() && !IsTerminal((*holder)->Snapshot().state);
-    }();
-    absl::Status taken;
-    if (atlases_.count(spec->atlas_id) > 0 || training) {
-      taken = absl::AlreadyExistsError(absl::StrCat("atlas '", spec->atlas_id, "' already exists",
-                                                    training ? " (being trained)" : "",
-                                                    "; pick another atlas_id or DeleteAtlas it first"));
-    } else {
-      taken = som::CheckAtlasIdFree(atlas_dir_, spec->atlas_id);
-    }
-    if (!taken.ok()) {
-      registry_.Remove(job->id());
-      return taken;
-    }
-    pending_[spec->atlas_id] = job->id();
-    // Forget the atlas ids of jobs the registry has dropped.
-    for (auto it = job_logs_.begin(); it != job_logs_.end();) {
-      it = registry_.Get(it->first).ok() ? std::next(it) : job_logs_.erase(it);
-    }
-    spec->log = std::make_shared<EpochLog>();
-    spec->log->atlas_id = spec->atlas_id;
-    job_logs_[job->id()] = spec->log;
+v1::JobStatus ToJobStatus(const v1::JobInfo& info) {
+  v1::JobStatus status;
+  status.set_job_id(info.job_id());
+  status.set_state(info.state());
+  *status.mutable_last_progress() = ProgressOf(info);
+  status.set_error_message(info.error_message());
+  status.set_created_unix_ms(info.created_unix_ms());
+  status.set_updated_unix_ms(info.updated_unix_ms());
+  return status;
+}
+
+// Writes `path` through `write(temporary path)`: a temporary file beside it,
+// fsync'ed and renamed into place, then the directory fsync'ed.
+absl::Status WriteFileDurably(const std::string& path, const std::function<absl::Status(const std::string&)>& write) {
+  const std::string tmp = absl::StrCat(path, ".tmp-", RandomId());
+  absl::Status status = write(tmp);
+  if (status.ok()) {
+    const int fd = open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) != 0) status = absl::ErrnoToStatus(errno, absl::StrCat("cannot sync ", tmp));
+    if (fd >= 0) close(fd);
   }
-  std::shared_ptr<const JobSpec> const_spec = spec;
-  absl::Status queued = pool_.TrySubmit([this, job, const_spec] { RunJob(job, const_spec); });
-  if (!queued.ok()) {
-    registry_.Remove(job->id());
-    std::lock_guard<std::mutex> lock(atlases_mu_);
-    pending_.erase(spec->atlas_id);
-    return queued;
+  if (status.ok() && rename(tmp.c_str(), path.c_str()) != 0) {
+    status = absl::ErrnoToStatus(errno, absl::StrCat("cannot rename ", tmp, " into place"));
   }
-  TESSERA_LOG(INFO) << "som: job " << job->id() << " queued: atlas '" << spec->atlas_id << "' "
-                    << som::GridToString(spec->request.options.train.grid) << " from " << spec->request.description
-                    << " on " << spec->request.options.device;
-  *response->mutable_job() = jobs::ToJobStatusProto(job->Snapshot());
-  response->set_atlas_id(spec->atlas_id);
+  if (!status.ok()) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    return status;
+  }
+  const std::string dir = fs::path(path).parent_path().string();
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0 || fsync(fd) != 0) status = absl::ErrnoToStatus(errno, absl::StrCat("cannot sync ", dir));
+  if (fd >= 0) close(fd);
+  return status;
+}
+
+}  // namespace
+
+absl::Status SomAtlasServiceImpl::WriteUploadFiles(const std::string& corpus_id, const StoredCorpus& corpus,
+                                                   v1::CorpusSource* source) {
+  if (upload_dir_.empty() || !absl::StartsWith(corpus_id, kUploadPrefix) ||
+      corpus_id.find('/') != std::string::npos) {
+    return absl::InternalError(absl::StrCat("unexpected corpus id '", corpus_id, "'"));
+  }
+  const fs::path dir(upload_dir_);
+  const std::string csr = (dir / absl::StrCat(corpus_id, ".csr")).string();
+  const std::string names =
+      corpus.feature_names.empty() ? std::string() : (dir / absl::StrCat(corpus_id, ".features.txt")).string();
+  const bool any_id = std::any_of(corpus.document_ids.begin(), corpus.document_ids.end(),
+                                  [](const std::string& id) { return !id.empty(); });
+  const std::string ids = any_id ? (dir / absl::StrCat(corpus_id, ".ids.txt")).string() : std::string();
+  // Written for an earlier job when the corpus file (written last) is there:
+  // uploads do not change. Touched, so that the sweep leaves the files to
+  // the job about to be submitted.
+  std::error_code ec;
+  bool written = fs::exists(csr, ec);
+  const fs::file_time_type now = fs::file_time_type::clock::now();
+  for (const std::string* path : {&names, &ids, &csr}) {
+    if (!written || path->empty()) continue;
+    fs::last_write_time(*path, now, ec);
+    written = !ec;
+  }
+  if (!written) {
+    if (!names.empty()) {
+      TESSERA_RETURN_IF_ERROR(WriteFileDurably(
+          names, [&](const std::string& tmp) { return som::WriteLines(tmp, corpus.feature_names); }));
+    }
+    if (!ids.empty()) {
+      TESSERA_RETURN_IF_ERROR(
+          WriteFileDurably(ids, [&](const std::string& tmp) { return som::WriteLines(tmp, corpus.document_ids); }));
+    }
+    TESSERA_RETURN_IF_ERROR(
+        WriteFileDurably(csr, [&](const std::string& tmp) { return som::WriteCsrBinary(tmp, corpus.matrix); }));
+  }
+  source->set_path(csr);  // instead of the corpus_id
+  source->set_feature_names_path(names);
+  source->set_document_ids_path(ids);
+  source->clear_index_base();
   return absl::OkStatus();
 }
 
-// ---------------------------------------------------------------- the worker
-
-void SomAtlasServiceImpl::RunJob(const std::shared_ptr<Job>& job, const std::shared_ptr<const JobSpec>& spec) {
-  // The atlas id is free again (or taken by the atlas) before the job is
-  // reported ended, so a client reacting to the end sees it so.
-  const auto settle = [&](std::shared_ptr<const Entry> entry) {
-    std::lock_guard<std::mutex> lock(atlases_mu_);
-    auto pending = pending_.find(spec->atlas_id);
-    if (pending != pending_.end() && pending->second == job->id()) pending_.erase(pending);
-    if (entry != nullptr) atlases_[spec->atlas_id] = std::move(entry);
-  };
-  if (!job->Start()) {  // cancelled while queued
-    settle(nullptr);
-    return;
-  }
-  TESSERA_LOG(INFO) << "som: job " << job->id() << " running";
-  absl::StatusOr<std::shared_ptr<const Entry>> entry = TrainAndSave(*job, *spec);
-  if (entry.ok()) {
-    TESSERA_LOG(INFO) << "som: job " << job->id() << " succeeded: atlas '" << spec->atlas_id << "' in "
-                      << (*entry)->directory << ", " << (*entry)->atlas.epochs << " epochs, QE "
-                      << (*entry)->atlas.final_quality.qe_euclidean;
-    settle(*entry);
-    job->Succeed(nullptr);
-  } else {
-    TESSERA_LOG(INFO) << "som: job " << job->id() << " ended: " << entry.status();
-    settle(nullptr);
-    job->Fail(entry.status());
-  }
+grpc::Status SomAtlasServiceImpl::CreateAtlas(grpc::ServerContext* context, const v1::CreateAtlasRequest* request,
+                                              v1::CreateAtlasResponse* response) {
+  return ToGrpcStatus(CreateAtlasImpl(*context, *request, response));
 }
 
-absl::StatusOr<std::shared_ptr<const SomAtlasServiceImpl::Entry>> SomAtlasServiceImpl::TrainAndSave(
-    Job& job, const JobSpec& spec) {
-  som::AtlasTrainingCallbacks callbacks;
-  callbacks.progress = [&job, log = spec.log](const som::AtlasTrainingProgress& p) {
-    if (p.stage == "epoch") {
-      std::lock_guard<std::mutex> lock(log->mu);
-      log->epochs.push_back(p);
+absl::Status SomAtlasServiceImpl::CreateAtlasImpl(grpc::ServerContext& context, const v1::CreateAtlasRequest& request,
+                                                  v1::CreateAtlasResponse* response) {
+  TESSERA_ASSIGN_OR_RETURN(scheduler::Scheduler * s, Jobs());
+  // The engine's checks, with this service's uploads: a bad request fails
+  // here and writes no files.
+  TESSERA_ASSIGN_OR_RETURN(som::AtlasJobRequest job, som::PrepareAtlasJob(request, limits_, &uploads_));
+  if (job.options.device == "cuda" || job.options.device == "gpu") {
+    bool gpu = false;
+    for (const v1::WorkerInfo& worker : s->Workers()) {
+      for (const v1::WorkerDevice& device : worker.devices()) gpu = gpu || device.name() != "cpu";
     }
-    job.SetProgress(som::ToJobProgress(p));
-  };
-  callbacks.check_continue = [&job] {
-    return job.cancel_requested() ? absl::CancelledError("atlas training cancelled") : absl::OkStatus();
-  };
-  TESSERA_ASSIGN_OR_RETURN(
-      som::AtlasTrainingSummary saved,
-      som::TrainAndSaveAtlas(spec.request.input, som::TrainingOptionsFor(spec.request, limits_, spec.atlas_id),
-                             callbacks));
-  return MakeEntry(std::move(saved.atlas), spec.atlas_id, saved.directory);
+    if (!gpu) {
+      return absl::FailedPreconditionError(
+          "options.device is \"cuda\" but no worker of this scheduler has a CUDA GPU; use \"auto\" or \"cpu\"");
+    }
+  }
+  std::string atlas_id;
+  absl::StatusOr<v1::JobInfo> info;
+  {
+    std::lock_guard<std::mutex> submit(submit_mu_);
+    atlas_id = job.atlas_id.empty() ? RandomId("atlas-") : job.atlas_id;
+    bool loaded = false;
+    {
+      std::lock_guard<std::mutex> lock(atlases_mu_);
+      loaded = atlases_.count(atlas_id) > 0;
+    }
+    if (loaded) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("atlas '", atlas_id, "' already exists; pick another atlas_id or DeleteAtlas it first"));
+    }
+    // (PrepareAtlasJob found no directory of that name.)
+    TESSERA_ASSIGN_OR_RETURN(std::vector<PendingJob> pending, PendingJobs());
+    for (const PendingJob& p : pending) {
+      if (p.atlas_id != atlas_id) continue;
+      return absl::AlreadyExistsError(absl::StrCat("atlas '", atlas_id, "' is being trained (job ", p.job.job_id,
+                                                   ", ", jobs::JobStateName(p.job.state),
+                                                   "); pick another atlas_id, or cancel that job first"));
+    }
+    v1::CreateAtlasRequest durable = request;
+    durable.set_atlas_id(atlas_id);
+    if (request.corpus().source_case() == v1::CorpusSource::kCorpusId) {
+      absl::Status written = WriteUploadFiles(request.corpus().corpus_id(), *job.input.corpus, durable.mutable_corpus());
+      if (!written.ok()) return Annotate(written, absl::StrCat("writing upload ", request.corpus().corpus_id()));
+    }
+    v1::SubmitJobRequest submit_request;
+    submit_request.mutable_spec()->set_kind(kJobKind);
+    submit_request.mutable_spec()->mutable_spec()->PackFrom(durable);
+    info = s->Submit(submit_request);
+  }
+  if (!info.ok()) {
+    if (info.status().code() == absl::StatusCode::kResourceExhausted) {
+      // As SchedulerService.Submit: gRPC's retry policy reads this trailer.
+      context.AddTrailingMetadata("grpc-retry-pushback-ms", "2000");
+    }
+    return info.status();
+  }
+  TESSERA_LOG(INFO) << "som: job " << info->job_id() << " submitted: atlas '" << atlas_id << "' "
+                    << som::GridToString(job.options.train.grid) << " from " << job.description << " on "
+                    << job.options.device;
+  *response->mutable_job() = ToJobStatus(*info);
+  response->set_atlas_id(atlas_id);
+  MaybeSweepUploadFiles();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> SomAtlasServiceImpl::SweepUploadFiles() {
+  TESSERA_RETURN_IF_ERROR(Jobs().status());
+  // Not between a CreateAtlas's writing of its files and its submit.
+  std::lock_guard<std::mutex> submit(submit_mu_);
+  TESSERA_ASSIGN_OR_RETURN(std::vector<PendingJob> pending, PendingJobs());
+  std::set<std::string> named;  // files of jobs that may still run
+  for (const PendingJob& p : pending) {
+    const v1::CorpusSource& source = p.request.corpus();
+    if (source.source_case() == v1::CorpusSource::kPath) named.insert(source.path());
+    named.insert(source.feature_names_path());
+    named.insert(source.document_ids_path());
+  }
+  const auto grace = std::chrono::duration_cast<fs::file_time_type::duration>(
+      absl::ToChronoNanoseconds(service_options_.upload_file_grace));
+  const fs::file_time_type now = fs::file_time_type::clock::now();
+  int removed = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(upload_dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path& path = it->path();
+    if (!absl::StartsWith(path.filename().string(), kUploadPrefix) || named.count(path.string()) > 0) continue;
+    std::error_code file_ec;
+    const fs::file_time_type written = fs::last_write_time(path, file_ec);
+    if (file_ec || now - written < grace) continue;
+    if (fs::remove(path, file_ec)) ++removed;
+  }
+  if (ec) return absl::InternalError(absl::StrCat("listing ", upload_dir_, ": ", ec.message()));
+  return removed;
+}
+
+void SomAtlasServiceImpl::MaybeSweepUploadFiles() {
+  std::unique_lock<std::mutex> lock(sweep_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return;  // another call is sweeping
+  const absl::Time now = absl::Now();
+  if (now - last_sweep_ < service_options_.upload_sweep_interval) return;
+  last_sweep_ = now;
+  absl::StatusOr<int> removed = SweepUploadFiles();
+  if (!removed.ok()) {
+    TESSERA_LOG(WARNING) << "som: sweeping upload files: " << removed.status();
+  } else if (*removed > 0) {
+    TESSERA_LOG(INFO) << "som: removed " << *removed << " upload file(s) no job needs";
+  }
 }
 
 // ---------------------------------------------------------------- jobs
 
 namespace {
 
-v1::AtlasProgress EpochProgress(const std::string& job_id, const std::string& atlas_id,
-                                const som::AtlasTrainingProgress& e) {
-  const som::EpochReport& r = e.epoch;
-  v1::AtlasProgress p;
-  p.set_job_id(job_id);
-  p.set_atlas_id(atlas_id);
-  p.set_state(v1::JOB_STATE_RUNNING);
-  p.set_stage(e.stage);
-  p.set_epoch(r.epoch + 1);
-  p.set_max_epochs(e.max_epochs);
-  p.set_radius(r.radius);
-  p.set_qe(r.qe);
-  p.set_topographic_error(r.topographic_error);
-  p.set_epoch_seconds(r.seconds);
-  p.set_fraction(e.fraction);
-  p.set_message(e.message);
-  return p;
-}
-
-v1::AtlasProgress ToAtlasProgress(const JobSnapshot& s, const std::string& atlas_id) {
-  const v1::Progress generic = jobs::ToProgressProto(s);
-  v1::AtlasProgress p;
-  p.set_job_id(s.id);
-  p.set_atlas_id(atlas_id);
-  p.set_state(generic.state());
-  p.set_stage(s.progress.stage);
-  p.set_fraction(generic.fraction());
-  p.set_message(generic.message());
-  const auto metric = [&](const char* name) {
-    auto it = s.progress.metrics.find(name);
-    return it == s.progress.metrics.end() ? 0.0 : it->second;
-  };
-  p.set_epoch(static_cast<int32_t>(metric("epoch")));
-  p.set_max_epochs(static_cast<int32_t>(s.progress.total_steps));
-  p.set_radius(metric("radius"));
-  p.set_qe(metric("qe"));
-  p.set_topographic_error(metric("topographic_error"));
-  p.set_epoch_seconds(metric("epoch_seconds"));
-  return p;
+double Metric(const v1::Progress& p, const char* name) {
+  auto it = p.metrics().find(name);
+  return it == p.metrics().end() ? 0.0 : it->second;
 }
 
 }  // namespace
@@ -548,42 +692,117 @@ grpc::Status SomAtlasServiceImpl::WatchJob(grpc::ServerContext* context, const v
 
 absl::Status SomAtlasServiceImpl::WatchJobImpl(const grpc::ServerContext& context, const v1::SomJobRequest& request,
                                                grpc::ServerWriter<v1::AtlasProgress>* writer) {
-  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Job> job, registry_.Get(request.job_id()));
-  const std::shared_ptr<EpochLog> log = LogOfJob(job->id());
-  const std::string atlas_id = log != nullptr ? log->atlas_id : std::string();
-  size_t sent_epochs = 0;
-  return jobs::WatchJobSnapshots(context, *job, service_options_.watch_interval, [&](const JobSnapshot& s) {
-    // Every epoch not sent yet, then the job's own state unless an epoch just said it.
-    std::vector<v1::AtlasProgress> batch;
-    if (log != nullptr) {
-      std::lock_guard<std::mutex> lock(log->mu);
-      for (; sent_epochs < log->epochs.size(); ++sent_epochs) {
-        batch.push_back(EpochProgress(job->id(), atlas_id, log->epochs[sent_epochs]));
+  TESSERA_ASSIGN_OR_RETURN(scheduler::Scheduler * s, Jobs());
+  TESSERA_ASSIGN_OR_RETURN(JobRecord job, FindJob(request.job_id()));
+  v1::JobSpec spec;
+  v1::CreateAtlasRequest atlas_request;
+  if (!spec.ParseFromString(job.spec) || !spec.spec().UnpackTo(&atlas_request)) {
+    return absl::DataLossError(absl::StrCat("job '", job.job_id, "' has no readable CreateAtlasRequest"));
+  }
+  const std::string atlas_id =
+      atlas_request.atlas_id().empty() ? som::AtlasIdForJob(job.job_id) : atlas_request.atlas_id();
+  int32_t max_epochs = 0;
+  if (absl::StatusOr<som::AtlasJobOptions> options =
+          som::ToAtlasJobOptions(atlas_request.options(), "cpu", std::numeric_limits<int64_t>::max());
+      options.ok()) {
+    max_epochs = options->train.max_epochs;
+  }
+  int32_t last_epoch = 0;  // the current attempt's latest epoch sent
+  const auto message = [&](v1::JobState state) {
+    v1::AtlasProgress p;
+    p.set_job_id(job.job_id);
+    p.set_atlas_id(atlas_id);
+    p.set_state(state);
+    p.set_epoch(last_epoch);
+    p.set_max_epochs(max_epochs);
+    return p;
+  };
+  const auto send = [&](const v1::JobEvent& event) -> bool {
+    const v1::Progress& progress = event.progress();
+    if (event.state() == v1::JOB_STATE_RUNNING && event.message().empty()) {
+      // A progress report of the running attempt.
+      if (progress.stage() == "epoch" && progress.total_steps() > 0) {
+        max_epochs = static_cast<int32_t>(progress.total_steps());
+      }
+      v1::AtlasProgress p = message(v1::JOB_STATE_RUNNING);
+      p.set_stage(progress.stage());
+      p.set_fraction(progress.fraction());
+      p.set_message(progress.message());
+      if (progress.stage() == "epoch") {
+        const int32_t epoch = static_cast<int32_t>(Metric(progress, "epoch"));
+        if (epoch <= last_epoch) return true;
+        last_epoch = epoch;
+        p.set_epoch(epoch);
+        p.set_max_epochs(max_epochs);
+        p.set_radius(Metric(progress, "radius"));
+        p.set_qe(Metric(progress, "qe"));
+        p.set_topographic_error(Metric(progress, "topographic_error"));
+        p.set_epoch_seconds(Metric(progress, "epoch_seconds"));
+      }
+      return writer->Write(p);
+    }
+    if (!Ended(event.state())) {
+      // A change of state: queued, started on a worker, re-queued, cancel requested.
+      if (event.state() == v1::JOB_STATE_QUEUED) last_epoch = 0;  // a next attempt starts over
+      v1::AtlasProgress p = message(event.state());
+      p.set_fraction(event.state() == v1::JOB_STATE_QUEUED ? 0.0 : progress.fraction());
+      p.set_message(event.message());
+      return writer->Write(p);
+    }
+    if (event.state() == v1::JOB_STATE_SUCCEEDED) {
+      // Epochs not recorded (closer together than the scheduler records
+      // progress), from the atlas's history.
+      absl::StatusOr<v1::JobResult> result = s->GetResult(job.job_id);
+      v1::AtlasSummary summary;
+      if (result.ok() && result->result().UnpackTo(&summary)) {
+        if (max_epochs == 0) max_epochs = summary.epochs();
+        for (const v1::EpochSummary& e : summary.history()) {
+          if (e.epoch() + 1 <= last_epoch) continue;
+          last_epoch = e.epoch() + 1;
+          v1::AtlasProgress p = message(v1::JOB_STATE_RUNNING);
+          p.set_stage("epoch");
+          p.set_radius(e.radius());
+          p.set_qe(e.qe());
+          p.set_topographic_error(e.topographic_error());
+          p.set_epoch_seconds(e.seconds());
+          p.set_fraction(progress.fraction());
+          p.set_message(absl::StrCat("epoch ", last_epoch, "/", max_epochs, " (from the atlas's history)"));
+          if (!writer->Write(p)) return false;
+        }
       }
     }
-    if (log == nullptr || IsTerminal(s.state) || s.progress.stage != "epoch" || s.cancel_requested) {
-      batch.push_back(ToAtlasProgress(s, atlas_id));
+    v1::AtlasProgress p = message(event.state());
+    absl::StatusOr<v1::JobInfo> ended = s->Get(job.job_id);
+    if (ended.ok()) {
+      const v1::Progress final_progress = ProgressOf(*ended);
+      p.set_fraction(final_progress.fraction());
+      p.set_message(final_progress.message());
+    } else {
+      p.set_fraction(progress.fraction());
+      p.set_message(event.message());
     }
-    for (const v1::AtlasProgress& p : batch) {
-      if (!writer->Write(p)) return false;
-    }
-    return true;
-  });
+    return writer->Write(p);
+  };
+  absl::Status status = s->Watch(job.job_id, 0, send, [&] { return context.IsCancelled(); });
+  if (!status.ok() && context.IsCancelled()) status = CheckNotCancelled(context);
+  return status;
 }
 
 grpc::Status SomAtlasServiceImpl::GetJob(grpc::ServerContext* /*context*/, const v1::SomJobRequest* request,
                                          v1::JobStatus* response) {
-  absl::StatusOr<v1::JobStatus> status = jobs::GetJobStatus(registry_, request->job_id());
-  if (!status.ok()) return ToGrpcStatus(status.status());
-  *response = *std::move(status);
+  absl::StatusOr<JobRecord> job = FindJob(request->job_id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  *response = ToJobStatus(scheduler::ToJobInfo(*job));
   return grpc::Status::OK;
 }
 
 grpc::Status SomAtlasServiceImpl::CancelJob(grpc::ServerContext* /*context*/, const v1::SomJobRequest* request,
                                             v1::JobStatus* response) {
-  absl::StatusOr<v1::JobStatus> status = jobs::RequestJobCancel(registry_, request->job_id(), "som");
-  if (!status.ok()) return ToGrpcStatus(status.status());
-  *response = *std::move(status);
+  absl::StatusOr<JobRecord> job = FindJob(request->job_id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  absl::StatusOr<v1::JobInfo> info = (*Jobs())->Cancel(job->job_id);
+  if (!info.ok()) return ToGrpcStatus(info.status());
+  *response = ToJobStatus(*info);
   return grpc::Status::OK;
 }
 

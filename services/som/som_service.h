@@ -1,24 +1,57 @@
 // tessera.v1.SomAtlasService (protos/tessera/v1/som.proto): SOM atlases
-// trained as jobs and queried over gRPC. Corpora come from uploads (a bounded
-// CorpusStore with a TTL) or files under the data roots; training runs
-// the training pipeline (atlas_training.h, shared with `tessera som train` and
-// the scheduler's som.train engine) on a small worker pool with a bounded
-// queue, jobs live in an in-memory JobRegistry (services/jobs), and every
-// finished atlas is saved, held-out quality included, under the atlas
-// directory (one sub-directory per atlas id) before its job is reported
-// SUCCEEDED. At start-up the service loads every atlas found there (one that
-// does not load is logged and skipped); an atlas asked for by id that is not
-// loaded is looked up there too, so atlases other writers save into the
-// directory (the som.train engine, `tessera som train --out`) are served.
+// trained as jobs and queried over gRPC. The job RPCs are a thin adapter over
+// the scheduler (services/scheduler/scheduler.h), which runs the "som.train"
+// engine (training_engine.h): there is one way to run a training, and its
+// jobs are the scheduler's — durable in its store, visible to SchedulerService
+// and `tessera job`, still there (with their atlases) after a restart.
 //
-//   absl::StatusOr<std::unique_ptr<tessera::SomAtlasServiceImpl>> som =
-//       tessera::SomAtlasServiceImpl::Create(server_options);
-//   host.AddService(som->get());   // must outlive the host
+//   CreateAtlas  the request checked as the engine checks it (with this
+//                service's uploads), the atlas id chosen (RandomId "atlas-..."
+//                when empty) and refused when an atlas or a queued or running
+//                som.train job has it, then Scheduler::Submit. The returned
+//                job_id is the scheduler's.
+//   WatchJob     Scheduler::Watch from the job's first event, as AtlasProgress:
+//                each state change (queued, started, re-queued, ...), each
+//                recorded epoch (stage "epoch": epoch, radius, qe,
+//                topographic_error, epoch_seconds) and stage, and last the
+//                final state. The scheduler records progress at most every
+//                progress interval, so of epochs closer together than that
+//                only the latest is sent while the job runs; when it has
+//                SUCCEEDED the epochs after the last one sent come from the
+//                atlas's history before the final message. A re-queued job's
+//                next attempt counts its epochs from 1 again.
+//   GetJob       Scheduler::Get / Cancel as JobStatus.
+//   CancelJob
 //
-// Destroying the service cancels every job and waits for the workers.
+// Uploads (UploadCorpus) are held in memory (a bounded CorpusStore with a
+// TTL). A job must not depend on one process's memory, so CreateAtlas writes
+// the upload it names once to <state dir>/som-uploads/<corpus id>.csr (with
+// .features.txt / .ids.txt when it has names / ids; atomically, fsync'ed)
+// and submits the request with those paths instead; the engine takes that
+// folder as a data root (TrainingEngineOptions(state_dir)). Upload files that
+// no queued or running som.train job names are deleted after a grace period.
+//
+// Atlases: every atlas found in the atlas directory (one sub-directory per
+// atlas id) is loaded at start-up (one that does not load is logged and
+// skipped); an atlas asked for by id that is not loaded is looked up there
+// too, so atlases other writers save into the directory (`tessera som train
+// --out`, another replica) are served; the engine made from
+// TrainingEngineOptions has each atlas it saves served at once (AdoptAtlas).
+//
+//   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<tessera::SomAtlasServiceImpl> som,
+//                            tessera::SomAtlasServiceImpl::Create(server_options));
+//   // engines (som.train from som->TrainingEngineOptions(state_dir)), then
+//   // the scheduler over them, started:
+//   TESSERA_RETURN_IF_ERROR(som->AttachScheduler(scheduler.get(), state_dir));
+//   host.AddService(som.get());   // the service and the scheduler must outlive the host
+//
+// Without a scheduler (a `tessera serve --role worker` process, whose jobs a
+// scheduler sends through WorkerService) UploadCorpus and the job RPCs answer
+// FAILED_PRECONDITION naming SchedulerService; the queries still work.
 #ifndef TESSERA_SERVICES_SOM_SOM_SERVICE_H_
 #define TESSERA_SERVICES_SOM_SOM_SERVICE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -32,8 +65,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "services/jobs/job_registry.h"
-#include "services/jobs/worker_pool.h"
+#include "services/jobs/job_store.h"
+#include "services/scheduler/scheduler.h"
 #include "services/server/server_options.h"
 #include "services/som/atlas.h"
 #include "services/som/atlas_request.h"
@@ -48,18 +81,25 @@ struct SomServiceOptions {
   // "<first data root>/atlases"; with neither, CreateAtlas is
   // FAILED_PRECONDITION. Created on the first save when missing.
   std::string atlas_dir;
-  int workers = 1;                                // trainings run at once
-  int max_queued_jobs = 8;                        // more waiting: RESOURCE_EXHAUSTED
-  int max_finished_jobs = 64;
-  absl::Duration finished_job_ttl = absl::Hours(1);
   int64_t max_nodes = int64_t{1} << 20;           // largest map (cells): 1024 x 1024
   // One corpus (upload or file) and one codebook; 0: ServerOptions::max_volume_bytes.
   int64_t max_corpus_bytes = 0;
   int64_t upload_store_bytes = 0;                 // 0: 4 x max_corpus_bytes
   absl::Duration upload_ttl = absl::Minutes(30);  // after last use
-  absl::Duration watch_interval = absl::Milliseconds(100);
   int64_t codebook_chunk_bytes = 1 << 20;         // default GetCodebook chunk
+  // Upload files under <state dir>/som-uploads that no queued or running
+  // som.train job names are deleted once untouched this long (looked at, at
+  // most every upload_sweep_interval, by CreateAtlas).
+  absl::Duration upload_file_grace = absl::Hours(1);
+  absl::Duration upload_sweep_interval = absl::Minutes(10);
 };
+
+// <state_dir>/som-uploads: where SomAtlasService writes the uploads a
+// CreateAtlas names. The som.train engine of a process whose jobs may name
+// them takes it as a data root; CreateSomUploadDir makes it (and returns its
+// canonical path).
+std::string SomUploadDir(const std::string& state_dir);
+absl::StatusOr<std::string> CreateSomUploadDir(const std::string& state_dir);
 
 class SomAtlasServiceImpl final : public v1::SomAtlasService::Service {
  public:
@@ -71,6 +111,12 @@ class SomAtlasServiceImpl final : public v1::SomAtlasService::Service {
   static absl::StatusOr<std::unique_ptr<SomAtlasServiceImpl>> Create(const ServerOptions& options,
                                                                      SomServiceOptions service_options = {});
   ~SomAtlasServiceImpl() override;
+
+  // The scheduler CreateAtlas submits to (started; it must run a som.train
+  // engine made from TrainingEngineOptions(state_dir)), and its state
+  // directory. Once, before serving; the scheduler must outlive the
+  // service's last call.
+  absl::Status AttachScheduler(scheduler::Scheduler* scheduler, const std::string& state_dir);
 
   grpc::Status UploadCorpus(grpc::ServerContext* context, grpc::ServerReader<v1::CorpusChunk>* reader,
                             v1::UploadedCorpus* response) override;
@@ -98,7 +144,6 @@ class SomAtlasServiceImpl final : public v1::SomAtlasService::Service {
   const std::string& atlas_dir() const { return atlas_dir_; }
   // What CreateAtlas requests may ask for on this service.
   const som::AtlasRequestLimits& request_limits() const { return limits_; }
-  jobs::JobRegistry& registry() { return registry_; }
   som::CorpusStore& uploads() { return uploads_; }
 
   // Serves `atlas`, saved as "<atlas dir>/<id>" by someone else (the
@@ -108,10 +153,15 @@ class SomAtlasServiceImpl final : public v1::SomAtlasService::Service {
 
   // Options for a som.train engine (training_engine.h) that checks requests
   // as CreateAtlas does, saves into this service's atlas directory and has
-  // this service serve each atlas it saves (AdoptAtlas). `share_uploads`:
-  // jobs may name this service's uploads (not durable). The service must
-  // outlive the engine.
-  som::TrainingEngineOptions TrainingEngineOptions(bool share_uploads = false);
+  // this service serve each atlas it saves (AdoptAtlas). With a state
+  // directory, its data roots include SomUploadDir(state_dir) (created), where
+  // CreateAtlas writes uploads. The service must outlive the engine.
+  absl::StatusOr<som::TrainingEngineOptions> TrainingEngineOptions(const std::string& state_dir = "");
+
+  // Deletes the upload files no queued or running som.train job names and
+  // untouched for upload_file_grace; returns how many. (CreateAtlas calls it
+  // now and then.) FAILED_PRECONDITION without a scheduler.
+  absl::StatusOr<int> SweepUploadFiles();
 
   // A loaded atlas and what queries need besides it.
   struct Entry {
@@ -120,8 +170,6 @@ class SomAtlasServiceImpl final : public v1::SomAtlasService::Service {
     std::string directory;
     std::unordered_map<std::string, int32_t> feature_index;  // name -> feature
   };
-  struct JobSpec;   // a validated CreateAtlasRequest (defined in the .cc)
-  struct EpochLog;  // a job's atlas id and every epoch's report, for WatchJob
 
  private:
   SomAtlasServiceImpl(const ServerOptions& options, som::AtlasRequestLimits limits,
@@ -131,12 +179,28 @@ class SomAtlasServiceImpl final : public v1::SomAtlasService::Service {
   // A loaded atlas, else one found in the atlas directory (then loaded).
   absl::StatusOr<std::shared_ptr<const Entry>> FindAtlas(const std::string& id) const;
   absl::StatusOr<std::shared_ptr<const Entry>> LoadFromDirectory(const std::string& id) const;
-  std::shared_ptr<EpochLog> LogOfJob(const std::string& job_id) const;
+
+  // The attached scheduler, or FAILED_PRECONDITION (a worker process).
+  absl::StatusOr<scheduler::Scheduler*> Jobs() const;
+  // The som.train job `id` names (a scheduler job id). INVALID_ARGUMENT when
+  // empty, NOT_FOUND otherwise.
+  absl::StatusOr<jobs::JobRecord> FindJob(const std::string& id) const;
+  // The queued and running som.train jobs with their requests.
+  struct PendingJob {
+    jobs::JobRecord job;
+    v1::CreateAtlasRequest request;
+    std::string atlas_id;  // the request's, or the engine's default for the job
+  };
+  absl::StatusOr<std::vector<PendingJob>> PendingJobs() const;
 
   absl::Status UploadCorpusImpl(const grpc::ServerContext& context, grpc::ServerReader<v1::CorpusChunk>* reader,
                                 v1::UploadedCorpus* response);
-  absl::Status CreateAtlasImpl(const v1::CreateAtlasRequest& request, v1::CreateAtlasResponse* response);
-  absl::StatusOr<std::shared_ptr<JobSpec>> PrepareJob(const v1::CreateAtlasRequest& request);
+  absl::Status CreateAtlasImpl(grpc::ServerContext& context, const v1::CreateAtlasRequest& request,
+                               v1::CreateAtlasResponse* response);
+  // Writes the upload `corpus_id` (once) under the upload directory and
+  // points `source` at the files.
+  absl::Status WriteUploadFiles(const std::string& corpus_id, const som::StoredCorpus& corpus,
+                                v1::CorpusSource* source);
   absl::Status WatchJobImpl(const grpc::ServerContext& context, const v1::SomJobRequest& request,
                             grpc::ServerWriter<v1::AtlasProgress>* writer);
   absl::Status ProjectImpl(const v1::ProjectRequest& request, v1::ProjectResponse* response);
@@ -144,8 +208,7 @@ class SomAtlasServiceImpl final : public v1::SomAtlasService::Service {
   absl::Status GetCodebookImpl(const grpc::ServerContext& context, const v1::GetCodebookRequest& request,
                                grpc::ServerWriter<v1::ArrayChunk>* writer);
   absl::Status DeleteAtlasImpl(const v1::AtlasRequest& request, v1::DeleteAtlasResponse* response);
-  void RunJob(const std::shared_ptr<jobs::Job>& job, const std::shared_ptr<const JobSpec>& spec);
-  absl::StatusOr<std::shared_ptr<const Entry>> TrainAndSave(jobs::Job& job, const JobSpec& spec);
+  void MaybeSweepUploadFiles();
 
   const som::AtlasRequestLimits limits_;
   const std::string atlas_dir_;
@@ -160,12 +223,15 @@ class SomAtlasServiceImpl final : public v1::SomAtlasService::Service {
   mutable std::mutex disk_mu_;
   mutable std::mutex atlases_mu_;
   mutable std::map<std::string, std::shared_ptr<const Entry>> atlases_;
-  std::map<std::string, std::string> pending_;      // atlas id -> its queued or running job
-  std::map<std::string, std::shared_ptr<EpochLog>> job_logs_;  // by job id
 
-  jobs::JobRegistry registry_;
-  std::mutex submit_mu_;   // job creation + queueing, so a failed queueing is undone atomically
-  jobs::WorkerPool pool_;  // last: its threads use the members above
+  std::atomic<scheduler::Scheduler*> scheduler_{nullptr};
+  std::string upload_dir_;  // set with the scheduler, before it
+  // CreateAtlas's atlas-id check + upload files + submit, and the sweep of
+  // upload files: one at a time, so no atlas id is submitted twice by this
+  // service and no file is swept between its writing and its job's submit.
+  std::mutex submit_mu_;
+  std::mutex sweep_mu_;
+  absl::Time last_sweep_ = absl::InfinitePast();  // guarded by sweep_mu_
 };
 
 }  // namespace tessera

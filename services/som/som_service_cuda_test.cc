@@ -1,5 +1,6 @@
 // SomAtlasService on the CUDA backend (skipped without a GPU): an atlas
-// trained as a job on the GPU, saved and served; projections on CUDA and on
+// trained as a job (through the scheduler's som.train engine) on the GPU,
+// saved and served; projections on CUDA and on
 // the CPU reference agree exactly (the feature-major BMU kernels are
 // bit-identical), training documents land in their recorded cells, and the
 // GPU-trained map's quality matches a CPU-trained one within 1e-4 relative.
@@ -15,9 +16,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/testing/gpu_test.h"
+#include "services/scheduler/testing/in_process_scheduler.h"
 #include "services/server/service_host.h"
 #include "services/som/som_service.h"
 #include "services/som/synthetic.h"
+#include "services/som/training_engine.h"
 #include "tessera/v1/som.grpc.pb.h"
 
 namespace tessera {
@@ -38,6 +41,16 @@ TEST(SomAtlasServiceCuda, TrainsOnTheGpuAndProjectsLikeTheCpu) {
   options.atlas_dir = root + "/atlases";
   auto service = SomAtlasServiceImpl::Create(options);
   ASSERT_TRUE(service.ok()) << service.status();
+  // As `tessera serve` (role all): the som.train engine, a scheduler with an
+  // in-process worker, the service attached to it.
+  const std::string state_dir = root + "/state";
+  auto engine_options = (*service)->TrainingEngineOptions(state_dir);
+  ASSERT_TRUE(engine_options.ok()) << engine_options.status();
+  auto engine = som::NewTrainingEngine(*std::move(engine_options));
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  auto jobs = scheduler::testing::InProcessScheduler::Start(state_dir, {*engine});
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_TRUE((*service)->AttachScheduler(&(*jobs)->scheduler(), state_dir).ok());
   ServiceHost host(options);
   host.AddService(service->get());
   auto ports = host.Start();

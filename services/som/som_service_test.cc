@@ -1,6 +1,8 @@
-// End-to-end tests of tessera.v1.SomAtlasService: an in-process ServiceHost
-// on loopback (port 0) driven over a real channel, training small atlases of
-// synthetic topic-structured corpora on the CPU backend.
+// End-to-end tests of tessera.v1.SomAtlasService over the scheduler: an
+// in-process ServiceHost on loopback (port 0) driven over a real channel, the
+// service submitting to a scheduler with an in-process worker running the
+// som.train engine and a SQLite store (services/scheduler/testing), training
+// small atlases of synthetic topic-structured corpora on the CPU backend.
 #include "services/som/som_service.h"
 
 #include <sys/stat.h>
@@ -12,6 +14,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -24,19 +27,27 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "services/jobs/engine.h"
+#include "services/scheduler/testing/in_process_scheduler.h"
 #include "services/server/service_host.h"
+#include "services/som/atlas.h"
 #include "services/som/corpus.h"
 #include "services/som/synthetic.h"
 #include "services/som/trainer.h"
 #include "services/som/training_engine.h"
+#include "tessera/v1/jobs.pb.h"
 #include "tessera/v1/som.grpc.pb.h"
 
 namespace tessera {
 namespace {
 
 using ::testing::HasSubstr;
+
+// Long enough (24x24 map, 4000 documents: about 2 s on the CPU) to stop it
+// safely two epochs in.
+constexpr int kStoppedJobEpochs = 150;
 
 std::string TmpDir() {
   const char* dir = std::getenv("TEST_TMPDIR");
@@ -73,10 +84,15 @@ std::vector<std::string> Names(const char* prefix, int64_t n) {
   return out;
 }
 
-// A server on an atlas directory, restartable by destroying and re-creating.
+// What `tessera serve` (role all) hosts for SOM atlases: the service on
+// <root>/atlases (data root <root>/data), a som.train engine made from its
+// options, a scheduler over a store in <root>/state with the service attached
+// to it, and a host on a loopback port. Destroying and re-creating it on the
+// same root is a restart.
 class TestServer {
  public:
-  TestServer(const std::string& root, SomServiceOptions service_options = {}) {
+  TestServer(const std::string& root, SomServiceOptions service_options = {},
+             scheduler::testing::InProcessSchedulerOptions scheduler_options = {}) {
     ServerOptions options;
     options.grpc_port = 0;
     options.metrics_port = -1;
@@ -84,12 +100,24 @@ class TestServer {
     options.data_roots = {root + "/data"};
     options.atlas_dir = root + "/atlases";
     options.max_volume_bytes = 64 << 20;
-    service_options.watch_interval = absl::Milliseconds(5);
     if (service_options.max_nodes == (int64_t{1} << 20)) service_options.max_nodes = 4096;
+    state_dir_ = root + "/state";
     auto service = SomAtlasServiceImpl::Create(options, service_options);
     status_ = service.status();
     if (!service.ok()) return;
     service_ = *std::move(service);
+    absl::StatusOr<som::TrainingEngineOptions> engine_options = service_->TrainingEngineOptions(state_dir_);
+    status_ = engine_options.status();
+    if (!engine_options.ok()) return;
+    auto engine = som::NewTrainingEngine(*std::move(engine_options));
+    status_ = engine.status();
+    if (!engine.ok()) return;
+    auto jobs = scheduler::testing::InProcessScheduler::Start(state_dir_, {*engine}, scheduler_options);
+    status_ = jobs.status();
+    if (!jobs.ok()) return;
+    jobs_ = *std::move(jobs);
+    status_ = service_->AttachScheduler(&jobs_->scheduler(), state_dir_);
+    if (!status_.ok()) return;
     host_ = std::make_unique<ServiceHost>(options);
     host_->AddService(service_.get());
     auto ports = host_->Start();
@@ -100,12 +128,15 @@ class TestServer {
   }
   ~TestServer() {
     host_.reset();  // first: stops the server
+    jobs_.reset();  // stops the scheduler (running jobs are re-queued); its engine calls the service
     service_.reset();
   }
 
   const absl::Status& status() const { return status_; }
   v1::SomAtlasService::Stub& stub() { return *stub_; }
   SomAtlasServiceImpl& service() { return *service_; }
+  scheduler::Scheduler& scheduler() { return jobs_->scheduler(); }
+  const std::string& state_dir() const { return state_dir_; }
 
   grpc::Status Upload(const som::SparseBinaryMatrix& m, const std::vector<std::string>& names,
                       const std::vector<std::string>& ids, int64_t rows_per_chunk, v1::UploadedCorpus* out,
@@ -188,9 +219,18 @@ class TestServer {
     return reader->Finish();
   }
 
+  grpc::Status GetJob(const std::string& job_id, v1::JobStatus* out) {
+    grpc::ClientContext context;
+    v1::SomJobRequest request;
+    request.set_job_id(job_id);
+    return stub_->GetJob(&context, request, out);
+  }
+
  private:
   absl::Status status_;
+  std::string state_dir_;
   std::unique_ptr<SomAtlasServiceImpl> service_;
+  std::unique_ptr<scheduler::testing::InProcessScheduler> jobs_;
   std::unique_ptr<ServiceHost> host_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::SomAtlasService::Stub> stub_;
@@ -222,7 +262,11 @@ v1::AtlasProgress TrainToEnd(TestServer& server, const v1::CreateAtlasRequest& r
 
 TEST(SomAtlasService, UploadTrainWatchAndQuery) {
   const std::string root = MakeRoot("end_to_end");
-  TestServer server(root);
+  // The scheduler records every progress report (by default at most one per
+  // 100 ms here): WatchJob then sends every epoch as it ends.
+  scheduler::testing::InProcessSchedulerOptions every_report;
+  every_report.progress_interval = absl::ZeroDuration();
+  TestServer server(root, {}, every_report);
   ASSERT_TRUE(server.status().ok()) << server.status();
   const int64_t docs = 600, features = 200;
   const som::SparseBinaryMatrix corpus = SmallCorpus(docs, features, 3);
@@ -242,10 +286,18 @@ TEST(SomAtlasService, UploadTrainWatchAndQuery) {
   s = server.Create(request, &created);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(created.atlas_id(), "topics");
+  EXPECT_THAT(created.job().job_id(), HasSubstr("job-"));
   std::vector<v1::AtlasProgress> progress = server.Watch(created.job().job_id());
   ASSERT_FALSE(progress.empty());
+  EXPECT_EQ(progress.front().state(), v1::JOB_STATE_QUEUED);  // from its first event
   EXPECT_EQ(progress.back().state(), v1::JOB_STATE_SUCCEEDED) << progress.back().message();
   EXPECT_EQ(progress.back().atlas_id(), "topics");
+  EXPECT_EQ(progress.back().epoch(), 8);
+  EXPECT_EQ(progress.back().fraction(), 1.0);
+  for (const v1::AtlasProgress& p : progress) {
+    EXPECT_EQ(p.job_id(), created.job().job_id());
+    EXPECT_EQ(p.atlas_id(), "topics");
+  }
   // Per-epoch reports: epochs in order, the radius shrinking, QE measured.
   int last_epoch = 0, epoch_messages = 0;
   double last_radius = std::numeric_limits<double>::infinity();
@@ -261,6 +313,16 @@ TEST(SomAtlasService, UploadTrainWatchAndQuery) {
     last_radius = p.radius();
   }
   EXPECT_EQ(epoch_messages, 8);  // every epoch, however fast
+  // The job is the scheduler's: its state and last progress.
+  v1::JobStatus job;
+  s = server.GetJob(created.job().job_id(), &job);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(job.last_progress().message(), "succeeded");
+  absl::StatusOr<v1::JobInfo> info = server.scheduler().Get(created.job().job_id());
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->kind(), "som.train");
+  EXPECT_EQ(info->attempts(), 1);
 
   v1::AtlasSummary summary;
   s = server.GetAtlas("topics", &summary);
@@ -501,8 +563,24 @@ TEST(SomAtlasService, TrainsFromServerFilesWithNamesAndIds) {
     request.mutable_corpus()->set_path(file);  // relative to the data root
     request.mutable_corpus()->set_feature_names_path("names.txt");
     request.mutable_corpus()->set_document_ids_path(root + "/data/ids.txt");
-    v1::AtlasProgress end = TrainToEnd(server, request);
+    v1::CreateAtlasResponse created;
+    grpc::Status s = server.Create(request, &created);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    const std::vector<v1::AtlasProgress> progress = server.Watch(created.job().job_id());
+    ASSERT_FALSE(progress.empty());
+    const v1::AtlasProgress& end = progress.back();
     ASSERT_EQ(end.state(), v1::JOB_STATE_SUCCEEDED) << end.message();
+    // Epochs faster than the scheduler records progress: in order, each at
+    // most once, the last one there (from the atlas's history).
+    int last_epoch = 0;
+    for (const v1::AtlasProgress& p : progress) {
+      if (p.stage() != "epoch") continue;
+      EXPECT_GT(p.epoch(), last_epoch);
+      EXPECT_GT(p.qe(), 0);
+      EXPECT_EQ(p.max_epochs(), 4);
+      last_epoch = p.epoch();
+    }
+    EXPECT_EQ(last_epoch, 4);
     v1::AtlasSummary summary;
     ASSERT_TRUE(server.GetAtlas(request.atlas_id(), &summary).ok());
     EXPECT_EQ(summary.features(), 60);
@@ -730,6 +808,12 @@ TEST(SomAtlasService, BadUploadsAreRefused) {
   }
   EXPECT_EQ(server.Upload(corpus, Names("f", 39), {}, 10, &out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(server.Upload(corpus, {}, {"a\nb"}, 10, &out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  // Feature-name files read "id<TAB>...<TAB>name" lines: no tabs in uploaded names.
+  std::vector<std::string> tabbed = Names("f", 40);
+  tabbed[3] = "GO:1\tnucleus";
+  s = server.Upload(corpus, tabbed, {}, 10, &out);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("tab"));
   // Larger than the server's 64 KiB per corpus.
   s = server.Upload(SmallCorpus(5000, 40, 2), {}, {}, 500, &out);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
@@ -880,7 +964,9 @@ TEST(SomAtlasService, ServesAtlasesTheTrainingEngineSaves) {
   v1::UploadedCorpus uploaded;
   ASSERT_TRUE(server.Upload(corpus, {}, {}, 1000, &uploaded).ok());
 
-  auto engine = som::NewTrainingEngine(server.service().TrainingEngineOptions());
+  absl::StatusOr<som::TrainingEngineOptions> engine_options = server.service().TrainingEngineOptions();
+  ASSERT_TRUE(engine_options.ok()) << engine_options.status();
+  auto engine = som::NewTrainingEngine(*engine_options);
   ASSERT_TRUE(engine.ok()) << engine.status();
   v1::CreateAtlasRequest request = AtlasRequestFor("", "from-engine", 4, 4, 3);
   request.mutable_corpus()->set_path("c.csr");
@@ -917,18 +1003,307 @@ TEST(SomAtlasService, ServesAtlasesTheTrainingEngineSaves) {
   EXPECT_EQ(server.Create(AtlasRequestFor(uploaded.corpus_id(), "from-engine", 3, 3, 2), &created).error_code(),
             grpc::StatusCode::ALREADY_EXISTS);
 
-  // Uploads are this process's memory: refused, unless the engine shares them.
+  // Uploads are this process's memory: a job naming one is refused (CreateAtlas
+  // writes them as files and names those).
   v1::CreateAtlasRequest from_upload = AtlasRequestFor(uploaded.corpus_id(), "from-upload", 3, 3, 2);
   spec.PackFrom(from_upload);
   absl::Status refused = (*engine)->Validate(spec);
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
   EXPECT_THAT(std::string(refused.message()), HasSubstr("server path"));
-  auto sharing = som::NewTrainingEngine(server.service().TrainingEngineOptions(/*share_uploads=*/true));
-  ASSERT_TRUE(sharing.ok()) << sharing.status();
-  ASSERT_TRUE((*sharing)->Run(spec, ctx).ok());
+}
+
+// A retry of a job whose earlier attempt saved its atlas and died before its
+// success was recorded (the id is the same on every attempt) takes that atlas
+// as its result; another job with that atlas id still gets ALREADY_EXISTS.
+TEST(SomAtlasService, ARetriedJobAdoptsTheAtlasItsEarlierAttemptSaved) {
+  const std::string root = MakeRoot("retry");
+  const som::SparseBinaryMatrix corpus = SmallCorpus(200, 50, 22);
+  ASSERT_TRUE(som::WriteCsrBinary(root + "/data/c.csr", corpus).ok());
+  TestServer server(root);
+  ASSERT_TRUE(server.status().ok()) << server.status();
+  absl::StatusOr<som::TrainingEngineOptions> engine_options = server.service().TrainingEngineOptions();
+  ASSERT_TRUE(engine_options.ok()) << engine_options.status();
+  auto engine = som::NewTrainingEngine(*engine_options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  v1::CreateAtlasRequest request = AtlasRequestFor("", "retried", 3, 3, 3);
+  request.mutable_corpus()->set_path("c.csr");
+  google::protobuf::Any spec;
+  spec.PackFrom(request);
+  std::atomic<bool> cancel{false};
+  std::vector<std::string> stages;
+  jobs::EngineContext first("job-r", root + "/work", &cancel, absl::InfiniteFuture(), nullptr);
+  auto saved = (*engine)->Run(spec, first);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  absl::StatusOr<som::Atlas> atlas = som::LoadAtlas(root + "/atlases/retried");
+  ASSERT_TRUE(atlas.ok()) << atlas.status();
+  EXPECT_EQ(atlas->job_id, "job-r");  // in the manifest
+
+  jobs::EngineContext retry("job-r", root + "/work2", &cancel, absl::InfiniteFuture(),
+                            [&](const jobs::JobProgress& p) { stages.push_back(p.stage); });
+  auto adopted = (*engine)->Run(spec, retry);
+  ASSERT_TRUE(adopted.ok()) << adopted.status();
+  v1::AtlasSummary before, after;
+  ASSERT_TRUE(saved->result.UnpackTo(&before));
+  ASSERT_TRUE(adopted->result.UnpackTo(&after));
+  EXPECT_EQ(after.atlas_id(), "retried");
+  EXPECT_EQ(after.created(), before.created());  // the same atlas, not trained again
+  EXPECT_EQ(after.history_size(), 3);
+  EXPECT_EQ(stages, std::vector<std::string>{"save"});
+
+  jobs::EngineContext other("job-other", root + "/work3", &cancel, absl::InfiniteFuture(), nullptr);
+  EXPECT_EQ((*engine)->Run(spec, other).status().code(), absl::StatusCode::kAlreadyExists);
   v1::AtlasSummary summary;
-  EXPECT_TRUE(server.GetAtlas("from-upload", &summary).ok());
-  EXPECT_EQ(summary.documents(), 300);
+  EXPECT_TRUE(server.GetAtlas("retried", &summary).ok());
+}
+
+// An upload a CreateAtlas names is written once under <state>/som-uploads
+// (corpus, names, ids) and the job names those files; they go once no queued
+// or running job needs them.
+TEST(SomAtlasService, UploadsAreWrittenForTheJobsThatNameThem) {
+  const std::string root = MakeRoot("upload_files");
+  SomServiceOptions options;
+  options.upload_file_grace = absl::ZeroDuration();
+  options.upload_sweep_interval = absl::InfiniteDuration();
+  TestServer server(root, options);
+  ASSERT_TRUE(server.status().ok()) << server.status();
+  const som::SparseBinaryMatrix corpus = SmallCorpus(120, 40, 31);
+  const std::vector<std::string> names = Names("term ", 40), ids = Names("gene", 120);
+  v1::UploadedCorpus uploaded;
+  ASSERT_TRUE(server.Upload(corpus, names, ids, 50, &uploaded).ok());
+  v1::CreateAtlasResponse created;
+  grpc::Status s = server.Create(AtlasRequestFor(uploaded.corpus_id(), "from-upload", 3, 3, 3), &created);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  const std::string base = server.state_dir() + "/som-uploads/" + uploaded.corpus_id();
+
+  // The job as stored names the files, not the upload.
+  absl::StatusOr<jobs::JobRecord> job = server.scheduler().store().Get(created.job().job_id());
+  ASSERT_TRUE(job.ok()) << job.status();
+  v1::JobSpec spec;
+  v1::CreateAtlasRequest stored;
+  ASSERT_TRUE(spec.ParseFromString(job->spec) && spec.spec().UnpackTo(&stored));
+  EXPECT_EQ(stored.atlas_id(), "from-upload");
+  EXPECT_THAT(stored.corpus().path(), ::testing::EndsWith("som-uploads/" + uploaded.corpus_id() + ".csr"));
+  EXPECT_THAT(stored.corpus().feature_names_path(), ::testing::EndsWith(".features.txt"));
+  EXPECT_THAT(stored.corpus().document_ids_path(), ::testing::EndsWith(".ids.txt"));
+  for (const char* suffix : {".csr", ".features.txt", ".ids.txt"}) EXPECT_TRUE(Exists(base + suffix)) << suffix;
+  absl::StatusOr<som::SparseBinaryMatrix> written = som::ReadCsrBinary(base + ".csr");
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(written->offsets(), corpus.offsets());
+  EXPECT_EQ(written->indices(), corpus.indices());
+
+  const std::vector<v1::AtlasProgress> progress = server.Watch(created.job().job_id());
+  ASSERT_EQ(progress.back().state(), v1::JOB_STATE_SUCCEEDED) << progress.back().message();
+  // The atlas has the upload's names and ids.
+  v1::GetCellRequest cell_request;
+  cell_request.set_atlas_id("from-upload");
+  cell_request.set_node(4);
+  cell_request.set_page_size(1000);
+  int64_t hits = 0;
+  for (int node = 0; node < 9; ++node) {
+    cell_request.set_node(node);
+    v1::CellResponse cell;
+    ASSERT_TRUE(server.Cell(cell_request, &cell).ok());
+    for (int k = 0; k < cell.document_ids_size(); ++k) {
+      EXPECT_EQ(cell.document_ids(k), ids[cell.document_indices(k)]);
+    }
+    for (const v1::FeatureWeight& f : cell.top_features()) EXPECT_EQ(f.name(), names[f.feature()]);
+    hits += cell.hit_count();
+  }
+  EXPECT_EQ(hits, 120);
+
+  // A second atlas from the same upload reuses the files.
+  s = server.Create(AtlasRequestFor(uploaded.corpus_id(), "again", 2, 2, 2), &created);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(server.Watch(created.job().job_id()).back().state(), v1::JOB_STATE_SUCCEEDED);
+  // No job needs them now.
+  absl::StatusOr<int> swept = server.service().SweepUploadFiles();
+  ASSERT_TRUE(swept.ok()) << swept.status();
+  EXPECT_EQ(*swept, 3);
+  EXPECT_FALSE(Exists(base + ".csr"));
+}
+
+// A training job that finished is still the scheduler's after a restart
+// (service and scheduler destroyed and re-created on the same state
+// directory): GetJob reports it SUCCEEDED, WatchJob ends with its atlas id,
+// its result is the atlas, and the atlas is served.
+TEST(SomAtlasService, FinishedJobsSurviveARestart) {
+  const std::string root = MakeRoot("job_restart");
+  const som::SparseBinaryMatrix corpus = SmallCorpus(300, 80, 25);
+  v1::ProjectRequest project;
+  project.set_atlas_id("survivor");
+  for (int r = 0; r < 10; ++r) {
+    v1::SparseDocument* d = project.add_documents();
+    for (int32_t v : corpus.row(r)) d->add_features(v);
+  }
+  std::string job_id;
+  v1::ProjectResponse projected_before;
+  {
+    TestServer server(root);
+    ASSERT_TRUE(server.status().ok()) << server.status();
+    v1::UploadedCorpus uploaded;
+    ASSERT_TRUE(server.Upload(corpus, {}, {}, 1000, &uploaded).ok());
+    v1::CreateAtlasResponse created;
+    ASSERT_TRUE(server.Create(AtlasRequestFor(uploaded.corpus_id(), "survivor", 4, 4, 4), &created).ok());
+    job_id = created.job().job_id();
+    ASSERT_EQ(server.Watch(job_id).back().state(), v1::JOB_STATE_SUCCEEDED);
+    ASSERT_TRUE(server.Project(project, &projected_before).ok());
+  }
+
+  TestServer server(root);
+  ASSERT_TRUE(server.status().ok()) << server.status();
+  v1::JobStatus status;
+  grpc::Status s = server.GetJob(job_id, &status);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(status.job_id(), job_id);
+  EXPECT_EQ(status.state(), v1::JOB_STATE_SUCCEEDED);
+  const std::vector<v1::AtlasProgress> progress = server.Watch(job_id);
+  ASSERT_FALSE(progress.empty());
+  EXPECT_EQ(progress.back().state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(progress.back().atlas_id(), "survivor");
+  EXPECT_EQ(progress.back().epoch(), 4);
+  absl::StatusOr<v1::JobResult> result = server.scheduler().GetResult(job_id);
+  ASSERT_TRUE(result.ok()) << result.status();
+  v1::AtlasSummary from_job;
+  ASSERT_TRUE(result->result().UnpackTo(&from_job));
+  EXPECT_EQ(from_job.atlas_id(), "survivor");
+  v1::AtlasSummary served;
+  s = server.GetAtlas("survivor", &served);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(served.created(), from_job.created());
+  EXPECT_EQ(served.directory(), from_job.directory());
+  v1::ProjectResponse projected_after;
+  ASSERT_TRUE(server.Project(project, &projected_after).ok());
+  ASSERT_EQ(projected_after.documents_size(), projected_before.documents_size());
+  for (int k = 0; k < projected_after.documents_size(); ++k) {
+    EXPECT_EQ(projected_after.documents(k).node(), projected_before.documents(k).node());
+  }
+  // The id stays taken.
+  v1::UploadedCorpus uploaded;
+  ASSERT_TRUE(server.Upload(corpus, {}, {}, 1000, &uploaded).ok());
+  v1::CreateAtlasResponse created;
+  EXPECT_EQ(server.Create(AtlasRequestFor(uploaded.corpus_id(), "survivor", 3, 3, 2), &created).error_code(),
+            grpc::StatusCode::ALREADY_EXISTS);
+}
+
+// A training stopped mid-run (its server and scheduler destroyed while it was
+// RUNNING) is re-queued, runs again after the restart — from the upload's
+// file, the upload itself having gone with the process — and its atlas
+// appears once.
+TEST(SomAtlasService, AJobStoppedMidRunCompletesAfterARestart) {
+  const std::string root = MakeRoot("stopped_mid_run");
+  const som::SparseBinaryMatrix corpus = SmallCorpus(4000, 300, 27);
+  v1::CreateAtlasRequest request = AtlasRequestFor("", "interrupted", 24, 24, kStoppedJobEpochs);
+  request.mutable_options()->set_convergence_tolerance(0);  // every epoch
+  std::string job_id;
+  {
+    TestServer server(root);
+    ASSERT_TRUE(server.status().ok()) << server.status();
+    v1::UploadedCorpus uploaded;
+    ASSERT_TRUE(server.Upload(corpus, {}, {}, 1000, &uploaded).ok());
+    request.mutable_corpus()->set_corpus_id(uploaded.corpus_id());
+    v1::CreateAtlasResponse created;
+    ASSERT_TRUE(server.Create(request, &created).ok());
+    job_id = created.job().job_id();
+    // Two epochs in, the process goes.
+    grpc::ClientContext context;
+    context.set_deadline(In(std::chrono::seconds(120)));
+    v1::SomJobRequest job;
+    job.set_job_id(job_id);
+    auto reader = server.stub().WatchJob(&context, job);
+    v1::AtlasProgress p;
+    while (reader->Read(&p) && p.epoch() < 2 && p.state() != v1::JOB_STATE_SUCCEEDED) {
+    }
+    ASSERT_EQ(p.state(), v1::JOB_STATE_RUNNING) << p.message();
+    ASSERT_GE(p.epoch(), 2);
+    context.TryCancel();
+    reader->Finish();
+  }
+  EXPECT_FALSE(Exists(root + "/atlases/interrupted"));  // a stopped attempt saves nothing
+
+  TestServer server(root);
+  ASSERT_TRUE(server.status().ok()) << server.status();
+  const std::vector<v1::AtlasProgress> progress = server.Watch(job_id);
+  ASSERT_FALSE(progress.empty());
+  EXPECT_EQ(progress.back().state(), v1::JOB_STATE_SUCCEEDED) << progress.back().message();
+  EXPECT_EQ(progress.back().atlas_id(), "interrupted");
+  EXPECT_EQ(progress.back().epoch(), kStoppedJobEpochs);
+  // The story in the events: started, re-queued when the scheduler stopped, started again.
+  int started = 0, requeued = 0;
+  for (const v1::AtlasProgress& m : progress) {
+    started += absl::StrContains(m.message(), "started on worker") ? 1 : 0;
+    requeued += absl::StrContains(m.message(), "re-queued") ? 1 : 0;
+  }
+  EXPECT_EQ(started, 2);
+  EXPECT_EQ(requeued, 1);
+  absl::StatusOr<v1::JobInfo> info = server.scheduler().Get(job_id);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->attempts(), 2);
+  // Once: one atlas listed, one directory (no staging debris).
+  grpc::ClientContext list_context;
+  v1::ListAtlasesResponse list;
+  ASSERT_TRUE(server.stub().ListAtlases(&list_context, v1::ListAtlasesRequest(), &list).ok());
+  ASSERT_EQ(list.atlases_size(), 1);
+  EXPECT_EQ(list.atlases(0).atlas_id(), "interrupted");
+  EXPECT_EQ(list.atlases(0).epochs(), kStoppedJobEpochs);
+  int entries = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(root + "/atlases")) {
+    EXPECT_EQ(entry.path().filename(), "interrupted");
+    ++entries;
+  }
+  EXPECT_EQ(entries, 1);
+  absl::StatusOr<som::Atlas> atlas = som::LoadAtlas(root + "/atlases/interrupted");
+  ASSERT_TRUE(atlas.ok()) << atlas.status();
+  EXPECT_EQ(atlas->job_id, job_id);
+}
+
+// A process without a scheduler (`tessera serve --role worker`) refuses
+// uploads and jobs; it still answers queries.
+TEST(SomAtlasService, WithoutASchedulerJobCallsAreFailedPrecondition) {
+  const std::string root = MakeRoot("worker");
+  ServerOptions options;
+  options.grpc_port = 0;
+  options.metrics_port = -1;
+  options.device = "cpu";
+  options.data_roots = {root + "/data"};
+  options.atlas_dir = root + "/atlases";
+  auto service = SomAtlasServiceImpl::Create(options);
+  ASSERT_TRUE(service.ok()) << service.status();
+  ServiceHost host(options);
+  host.AddService(service->get());
+  auto ports = host.Start();
+  ASSERT_TRUE(ports.ok()) << ports.status();
+  auto stub = v1::SomAtlasService::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", ports->grpc_port), grpc::InsecureChannelCredentials()));
+
+  v1::CreateAtlasRequest request = AtlasRequestFor("", "nope", 3, 3, 2);
+  request.mutable_corpus()->set_path("c.csr");
+  v1::CreateAtlasResponse created;
+  grpc::ClientContext create_context;
+  grpc::Status s = stub->CreateAtlas(&create_context, request, &created);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), HasSubstr("SchedulerService"));
+  v1::SomJobRequest job;
+  job.set_job_id("job-1");
+  v1::JobStatus status;
+  grpc::ClientContext get_context, cancel_context, watch_context;
+  EXPECT_EQ(stub->GetJob(&get_context, job, &status).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(stub->CancelJob(&cancel_context, job, &status).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  auto reader = stub->WatchJob(&watch_context, job);
+  v1::AtlasProgress p;
+  while (reader->Read(&p)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  grpc::ClientContext upload_context;
+  v1::UploadedCorpus uploaded;
+  auto writer = stub->UploadCorpus(&upload_context, &uploaded);
+  v1::CorpusChunk chunk;
+  chunk.add_rows()->add_features(0);
+  writer->Write(chunk);
+  writer->WritesDone();
+  EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  grpc::ClientContext list_context;
+  v1::ListAtlasesResponse list;
+  EXPECT_TRUE(stub->ListAtlases(&list_context, v1::ListAtlasesRequest(), &list).ok());
 }
 
 TEST(SomAtlasService, WithoutAnAtlasDirectoryCreateIsAPreconditionFailure) {

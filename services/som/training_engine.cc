@@ -1,5 +1,8 @@
 #include "services/som/training_engine.h"
 
+#include <filesystem>
+#include <optional>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -14,9 +17,6 @@
 
 namespace tessera {
 namespace som {
-namespace {
-
-// "atlas-<job id>", characters outside [A-Za-z0-9._-] as '-', at most 128.
 std::string AtlasIdForJob(const std::string& job_id) {
   std::string id = absl::StrCat("atlas-", job_id);
   for (char& c : id) {
@@ -25,6 +25,8 @@ std::string AtlasIdForJob(const std::string& job_id) {
   if (id.size() > 128) id.resize(128);
   return id;
 }
+
+namespace {
 
 class TrainingEngine final : public jobs::Engine {
  public:
@@ -52,6 +54,8 @@ class TrainingEngine final : public jobs::Engine {
   absl::StatusOr<jobs::EngineOutput> Run(const google::protobuf::Any& spec, jobs::EngineContext& ctx) const override {
     v1::CreateAtlasRequest request;
     TESSERA_RETURN_IF_ERROR(jobs::UnpackSpec(spec, &request));
+    std::optional<jobs::EngineOutput> adopted = SavedByAnEarlierAttempt(request, ctx);
+    if (adopted.has_value()) return *std::move(adopted);
     TESSERA_ASSIGN_OR_RETURN(AtlasJobRequest job, PrepareAtlasJob(request, options_.limits, options_.uploads));
     const std::string atlas_id = job.atlas_id.empty() ? AtlasIdForJob(ctx.job_id()) : job.atlas_id;
     TESSERA_RETURN_IF_ERROR(ValidateAtlasId(atlas_id));
@@ -64,7 +68,9 @@ class TrainingEngine final : public jobs::Engine {
     absl::StatusOr<AtlasTrainingSummary> trained;
     {
       ScopedDeviceMemoryCharge charge(memory);
-      trained = TrainAndSaveAtlas(job.input, TrainingOptionsFor(job, options_.limits, atlas_id), callbacks);
+      AtlasTrainingOptions training = TrainingOptionsFor(job, options_.limits, atlas_id);
+      training.job_id = ctx.job_id();  // in the manifest: a retry of this job adopts what it saved
+      trained = TrainAndSaveAtlas(job.input, training, callbacks);
     }
     ctx.SetPeakDeviceBytes(static_cast<int64_t>(memory->peak_bytes()));
     TESSERA_ASSIGN_OR_RETURN(AtlasTrainingSummary saved, std::move(trained));
@@ -75,6 +81,32 @@ class TrainingEngine final : public jobs::Engine {
   }
 
  private:
+  // An attempt that saved its atlas and then died (its process killed before
+  // the success was recorded) leaves "<atlas_dir>/<atlas_id>" with this job's
+  // id in the manifest: the retry takes that atlas as its result instead of
+  // failing ALREADY_EXISTS on its own atlas. nullopt otherwise (no atlas
+  // there, one of another job or of none: the usual checks then apply).
+  std::optional<jobs::EngineOutput> SavedByAnEarlierAttempt(const v1::CreateAtlasRequest& request,
+                                                           jobs::EngineContext& ctx) const {
+    if (ctx.job_id().empty() || options_.limits.atlas_dir.empty()) return std::nullopt;
+    const std::string atlas_id = request.atlas_id().empty() ? AtlasIdForJob(ctx.job_id()) : request.atlas_id();
+    if (!ValidateAtlasId(atlas_id).ok()) return std::nullopt;
+    const std::string directory = (std::filesystem::path(options_.limits.atlas_dir) / atlas_id).string();
+    std::error_code ec;
+    if (!std::filesystem::exists(std::filesystem::path(directory) / "manifest.json", ec)) return std::nullopt;
+    absl::StatusOr<Atlas> atlas = LoadAtlas(directory);
+    if (!atlas.ok() || atlas->job_id != ctx.job_id()) return std::nullopt;
+    AtlasTrainingProgress progress;
+    progress.stage = "save";
+    progress.message = absl::StrCat("atlas '", atlas_id, "' was saved by an earlier attempt of this job");
+    progress.fraction = 1;
+    ctx.Report(ToJobProgress(progress));
+    jobs::EngineOutput out;
+    out.result.PackFrom(ToAtlasSummary(*atlas, atlas_id, directory, /*with_history=*/true));
+    if (options_.on_saved) options_.on_saved(atlas_id, *std::move(atlas));
+    return out;
+  }
+
   const TrainingEngineOptions options_;
 };
 

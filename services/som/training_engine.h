@@ -9,16 +9,25 @@
 // fraction, metrics epoch, radius, qe, topographic_error, epoch_seconds),
 // "save". Cancellation and the deadline (ctx.CheckContinue()) are checked
 // before reading, before every epoch and before saving; a stopped job saves
-// nothing. An atlas_id left empty becomes "atlas-<job id>", the same on every
-// attempt of the job. The job's device-memory peak (DeviceMemoryTracker) goes
-// to ctx.SetPeakDeviceBytes.
+// nothing. An atlas_id left empty becomes "atlas-<job id>" (AtlasIdForJob),
+// the same on every attempt of the job. The job's device-memory peak
+// (DeviceMemoryTracker) goes to ctx.SetPeakDeviceBytes.
+//
+// Retries: the saved atlas records its job's id (Atlas::job_id, in the
+// manifest). An attempt that finds "<atlas_dir>/<atlas_id>" saved by an
+// earlier attempt of the same job (which died after saving, before its
+// success was recorded) returns that atlas instead of training again; an
+// atlas of any other job or of none is ALREADY_EXISTS as usual.
 //
 // The corpus must be a server path under the data roots: an upload
 // (corpus_id) lives in one server's memory and would not survive a restart,
 // so it is refused with INVALID_ARGUMENT — unless the engine is given that
 // server's CorpusStore (then the job is only as durable as the upload).
+// SomAtlasService writes the uploads its CreateAtlas calls name as files
+// (<state dir>/som-uploads), which its TrainingEngineOptions(state_dir) add
+// to the data roots.
 //
-//   som::TrainingEngineOptions options = som_service->TrainingEngineOptions();
+//   som::TrainingEngineOptions options = som_service->TrainingEngineOptions(state_dir);
 //   TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const jobs::Engine> engine, som::NewTrainingEngine(options));
 //   TESSERA_RETURN_IF_ERROR(engines.Add(engine));
 #ifndef TESSERA_SERVICES_SOM_TRAINING_ENGINE_H_
@@ -52,6 +61,10 @@ struct TrainingEngineOptions {
   // on its directory when first asked for it.
   std::function<void(const std::string& atlas_id, Atlas atlas)> on_saved;
 };
+
+// The atlas id of a job whose request leaves atlas_id empty: "atlas-<job id>",
+// characters outside [A-Za-z0-9._-] as '-', at most 128 characters.
+std::string AtlasIdForJob(const std::string& job_id);
 
 // INVALID_ARGUMENT for unusable limits (max_nodes < 1, negative sizes);
 // NOT_FOUND / INVALID_ARGUMENT for data roots that are not directories.

@@ -169,10 +169,18 @@ TEST_F(TrainingEngineTest, TrainsReportsEveryEpochAndSavesWhereTheServiceLooks) 
   EXPECT_TRUE(absl::StartsWith(atlas->document_ids[0], "gene"));
   EXPECT_EQ(saved_["genes"], 360u);
 
-  // The same id again is refused at submit, as CreateAtlas refuses it.
+  // The same id again is refused at submit, as CreateAtlas refuses it, and
+  // when another job runs it.
   absl::Status again = (*engine)->Validate(spec);
   EXPECT_EQ(again.code(), absl::StatusCode::kAlreadyExists) << again;
-  EXPECT_EQ((*engine)->Run(spec, ctx).status().code(), absl::StatusCode::kAlreadyExists);
+  jobs::EngineContext other("job-2", root_ + "/work2", &cancel, absl::InfiniteFuture(), nullptr);
+  EXPECT_EQ((*engine)->Run(spec, other).status().code(), absl::StatusCode::kAlreadyExists);
+  // A retry of job-1 (whose success was not recorded) takes the atlas it saved.
+  auto retried = (*engine)->Run(spec, ctx);
+  ASSERT_TRUE(retried.ok()) << retried.status();
+  v1::AtlasSummary adopted;
+  ASSERT_TRUE(retried->result.UnpackTo(&adopted));
+  EXPECT_EQ(adopted.created(), summary.created());
 }
 
 TEST_F(TrainingEngineTest, AnUnnamedAtlasIsNamedAfterItsJob) {

@@ -561,6 +561,25 @@ absl::Status SomAtlasServiceImpl::WriteUploadFiles(const std::string& corpus_id,
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::optional<v1::CreateAtlasResponse>> SomAtlasServiceImpl::KnownRequest(scheduler::Scheduler& s,
+                                                                                        const std::string& request_id) {
+  absl::StatusOr<jobs::JobRecord> job = s.store().FindByRequestId(request_id);
+  if (!job.ok()) {
+    if (job.status().code() == absl::StatusCode::kNotFound) return std::optional<v1::CreateAtlasResponse>();
+    return job.status();
+  }
+  v1::JobSpec spec;
+  v1::CreateAtlasRequest stored;
+  if (job->kind != kJobKind || !spec.ParseFromString(job->spec) || !spec.spec().UnpackTo(&stored)) {
+    return absl::AlreadyExistsError(absl::StrCat("request_id '", request_id, "' names a job of kind '", job->kind,
+                                                 "', not a SOM training"));
+  }
+  v1::CreateAtlasResponse out;
+  *out.mutable_job() = ToJobStatus(scheduler::ToJobInfo(*job));
+  out.set_atlas_id(stored.atlas_id());
+  return std::optional<v1::CreateAtlasResponse>(std::move(out));
+}
+
 grpc::Status SomAtlasServiceImpl::CreateAtlas(grpc::ServerContext* context, const v1::CreateAtlasRequest* request,
                                               v1::CreateAtlasResponse* response) {
   return ToGrpcStatus(CreateAtlasImpl(*context, *request, response));
@@ -569,6 +588,17 @@ grpc::Status SomAtlasServiceImpl::CreateAtlas(grpc::ServerContext* context, cons
 absl::Status SomAtlasServiceImpl::CreateAtlasImpl(grpc::ServerContext& context, const v1::CreateAtlasRequest& request,
                                                   v1::CreateAtlasResponse* response) {
   TESSERA_ASSIGN_OR_RETURN(scheduler::Scheduler * s, Jobs());
+  if (!request.request_id().empty()) {
+    TESSERA_RETURN_IF_ERROR(Annotate(jobs::JobRegistry::ValidateJobId(request.request_id()), "request_id"));
+    // Idempotent: a known request id answers with its job, before any check
+    // (its upload may have expired since).
+    std::lock_guard<std::mutex> submit(submit_mu_);
+    TESSERA_ASSIGN_OR_RETURN(std::optional<v1::CreateAtlasResponse> known, KnownRequest(*s, request.request_id()));
+    if (known) {
+      *response = *std::move(known);
+      return absl::OkStatus();
+    }
+  }
   // The engine's checks, with this service's uploads: a bad request fails
   // here and writes no files.
   TESSERA_ASSIGN_OR_RETURN(som::AtlasJobRequest job, som::PrepareAtlasJob(request, limits_, &uploads_));
@@ -586,6 +616,14 @@ absl::Status SomAtlasServiceImpl::CreateAtlasImpl(grpc::ServerContext& context, 
   absl::StatusOr<v1::JobInfo> info;
   {
     std::lock_guard<std::mutex> submit(submit_mu_);
+    if (!request.request_id().empty()) {
+      // The same request id may have arrived meanwhile.
+      TESSERA_ASSIGN_OR_RETURN(std::optional<v1::CreateAtlasResponse> known, KnownRequest(*s, request.request_id()));
+      if (known) {
+        *response = *std::move(known);
+        return absl::OkStatus();
+      }
+    }
     atlas_id = job.atlas_id.empty() ? RandomId("atlas-") : job.atlas_id;
     bool loaded = false;
     {
@@ -612,6 +650,7 @@ absl::Status SomAtlasServiceImpl::CreateAtlasImpl(grpc::ServerContext& context, 
     }
     v1::SubmitJobRequest submit_request;
     submit_request.mutable_spec()->set_kind(kJobKind);
+    submit_request.set_request_id(request.request_id());
     submit_request.mutable_spec()->mutable_spec()->PackFrom(durable);
     info = s->Submit(submit_request);
   }

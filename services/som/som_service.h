@@ -55,6 +55,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -175,6 +176,10 @@ class SomAtlasServiceImpl final : public v1::SomAtlasService::Service {
   SomAtlasServiceImpl(const ServerOptions& options, som::AtlasRequestLimits limits,
                       SomServiceOptions service_options);
 
+  // The CreateAtlas answer for a request id already submitted; nullopt when
+  // unknown. Call under submit_mu_.
+  absl::StatusOr<std::optional<v1::CreateAtlasResponse>> KnownRequest(scheduler::Scheduler& s,
+                                                                      const std::string& request_id);
   void LoadAtlasDirectory();
   // A loaded atlas, else one found in the atlas directory (then loaded).
   absl::StatusOr<std::shared_ptr<const Entry>> FindAtlas(const std::string& id) const;

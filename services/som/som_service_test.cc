@@ -612,6 +612,34 @@ TEST(SomAtlasService, TrainsFromServerFilesWithNamesAndIds) {
   EXPECT_FALSE(Exists(root + "/atlases/wrong-names"));
 }
 
+// A client retrying CreateAtlas with its request_id gets the same job and
+// atlas, not a second training.
+TEST(SomAtlasService, CreateAtlasWithARequestIdIsIdempotent) {
+  const std::string root = MakeRoot("request-id");
+  ASSERT_TRUE(som::WriteCsrBinary(root + "/data/c.csr", SmallCorpus(200, 60, 9)).ok());
+  TestServer server(root);
+  ASSERT_TRUE(server.status().ok()) << server.status();
+  v1::CreateAtlasRequest request = AtlasRequestFor("", "", 3, 3, 4);  // the server names the atlas
+  request.mutable_corpus()->set_path("c.csr");
+  request.set_request_id("client-7");
+  v1::CreateAtlasResponse first, again;
+  ASSERT_TRUE(server.Create(request, &first).ok());
+  request.mutable_options()->set_width(9);  // whatever the rest says
+  grpc::Status s = server.Create(request, &again);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(again.job().job_id(), first.job().job_id());
+  EXPECT_EQ(again.atlas_id(), first.atlas_id());
+  // The request id works as a job id too.
+  const std::vector<v1::AtlasProgress> progress = server.Watch("client-7");
+  ASSERT_FALSE(progress.empty());
+  EXPECT_EQ(progress.back().state(), v1::JOB_STATE_SUCCEEDED) << progress.back().message();
+  v1::AtlasSummary summary;
+  ASSERT_TRUE(server.GetAtlas(first.atlas_id(), &summary).ok());
+  EXPECT_EQ(summary.width(), 3);
+  request.set_request_id("bad id!");
+  EXPECT_EQ(server.Create(request, &again).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
 // fp16 codebooks are served widened to fp32 and project like any other.
 TEST(SomAtlasService, Fp16Atlases) {
   const std::string root = MakeRoot("fp16");

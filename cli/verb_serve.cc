@@ -42,6 +42,9 @@ std::vector<FlagSpec> ServeFlags() {
       {"local-slots", "1", "jobs the in-process worker runs at once"},
       {"max-queued", "256", "queued jobs per priority beyond which Submit answers RESOURCE_EXHAUSTED"},
       {"scheduler-name", "scheduler", "this scheduler's name (its in-process worker is NAME/local)"},
+      {"fp-max-batch-size", "64", "fingerprint Search calls run together as one batch, at most (1: no batching)"},
+      {"fp-max-queue-delay-ms", "0", "how long the oldest queued Search waits for others to join its batch"},
+      {"fp-max-queued-searches", "1024", "queued Search calls beyond which RESOURCE_EXHAUSTED (with a retry hint)"},
   };
 }
 
@@ -91,6 +94,19 @@ int RunServe(int argc, char** argv) {
   const std::vector<std::string> names = absl::StrSplit(args->Get("services"), ',', absl::SkipEmpty());
   FingerprintServiceOptions fingerprint_options;
   fingerprint_options.gallery_dir = args->Get("gallery-dir");
+  {
+    auto batch = args->GetInt("fp-max-batch-size");
+    auto delay_ms = args->GetInt("fp-max-queue-delay-ms");
+    auto queued = args->GetInt("fp-max-queued-searches");
+    if (!batch.ok() || !delay_ms.ok() || !queued.ok() || *delay_ms < 0) {
+      std::fprintf(stderr, "tessera serve: --fp-max-batch-size, --fp-max-queue-delay-ms and "
+                           "--fp-max-queued-searches take non-negative integers\n");
+      return 2;
+    }
+    fingerprint_options.max_batch_size = *batch;
+    fingerprint_options.max_queue_delay = absl::Milliseconds(*delay_ms);
+    fingerprint_options.max_queued_searches = *queued;
+  }
   SchedulerHostOptions scheduler_options;
   scheduler_options.role = args->Get("role");
   scheduler_options.state_dir = args->Get("state-dir");

@@ -44,6 +44,16 @@ class StepsEngine : public jobs::Engine {
     if (p.total_steps() < 0 || p.total_steps() > 100000) return absl::InvalidArgumentError("total_steps out of range");
     return absl::OkStatus();
   }
+  // metrics["device_bytes"]: a GPU job needing that much device memory.
+  jobs::ResourceNeeds Needs(const google::protobuf::Any& spec) const override {
+    v1::Progress p;
+    jobs::ResourceNeeds needs;
+    if (jobs::UnpackSpec(spec, &p).ok() && p.metrics().count("device_bytes")) {
+      needs.needs_gpu = true;
+      needs.device_bytes = static_cast<int64_t>(p.metrics().at("device_bytes"));
+    }
+    return needs;
+  }
   absl::StatusOr<jobs::EngineOutput> Run(const google::protobuf::Any& spec, jobs::EngineContext& ctx) const override {
     v1::Progress p;
     TESSERA_RETURN_IF_ERROR(jobs::UnpackSpec(spec, &p));
@@ -107,6 +117,25 @@ class VanishingWorker : public Worker {
 
  private:
   std::string name_;
+};
+
+// An in-process worker that says it has one GPU with `free_bytes` free.
+class GpuWorker : public InProcessWorker {
+ public:
+  GpuWorker(std::string name, const jobs::EngineRegistry* engines, std::string results, int64_t free_bytes)
+      : InProcessWorker(std::move(name), engines, std::move(results), 1), free_bytes_(free_bytes) {}
+  absl::StatusOr<v1::WorkerInfo> Describe() override {
+    absl::StatusOr<v1::WorkerInfo> info = InProcessWorker::Describe();
+    if (!info.ok()) return info;
+    v1::WorkerDevice* gpu = info->add_devices();
+    gpu->set_name("cuda:0 test GPU");
+    gpu->set_total_bytes(free_bytes_);
+    gpu->set_free_bytes(free_bytes_);
+    return info;
+  }
+
+ private:
+  const int64_t free_bytes_;
 };
 
 class SchedulerTest : public ::testing::TestWithParam<std::string> {
@@ -305,6 +334,30 @@ TEST_P(SchedulerTest, HigherPriorityRunsFirst) {
   const v1::JobInfo c = WaitForEnd(*runner, low->job_id());
   EXPECT_LE(a.started_unix_ms(), b.started_unix_ms());
   EXPECT_LE(b.started_unix_ms(), c.started_unix_ms());
+}
+
+TEST_P(SchedulerTest, GpuJobsGoWhereTheyFitAndNeverToCpuOnlyWorkers) {
+  auto small = std::make_shared<GpuWorker>("small-gpu", &engines_, (dir_ / "results").string(), int64_t{1} << 30);
+  auto large = std::make_shared<GpuWorker>("large-gpu", &engines_, (dir_ / "results").string(), int64_t{8} << 30);
+  auto s = MakeScheduler("s1", 1, {{small, 1}}, /*local=*/true);  // local: CPU only
+  v1::SubmitJobRequest big = StepsJob(1, 1);
+  (*big.mutable_spec()->mutable_spec()) = [] {
+    v1::Progress p;
+    p.set_total_steps(1);
+    (*p.mutable_metrics())["device_bytes"] = 4.0 * (1 << 30);
+    google::protobuf::Any any;
+    any.PackFrom(p);
+    return any;
+  }();
+  absl::StatusOr<v1::JobInfo> j = s->Submit(big);
+  ASSERT_TRUE(j.ok()) << j.status();
+  absl::SleepFor(absl::Milliseconds(300));  // many claim rounds: neither the CPU worker nor the 1 GiB GPU takes it
+  EXPECT_EQ(s->Get(j->job_id())->state(), v1::JOB_STATE_QUEUED);
+  s.reset();
+  auto with_large = MakeScheduler("s1", 1, {{small, 1}, {large, 1}}, /*local=*/true);
+  v1::JobInfo ended = WaitForEnd(*with_large, j->job_id());
+  EXPECT_EQ(ended.state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(ended.worker(), "large-gpu");
 }
 
 TEST_P(SchedulerTest, FailureKeepsTheEnginesReason) {

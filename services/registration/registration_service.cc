@@ -1,14 +1,12 @@
 #include "services/registration/registration_service.h"
 
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
 #include <map>
 #include <set>
-#include <system_error>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -22,75 +20,21 @@
 #include "services/registration/ants_transform_io.h"
 #include "services/registration/request_options.h"
 #include "services/scheduler/job_info.h"
+#include "services/scheduler/service_jobs.h"
 #include "services/server/call_checks.h"
 
 namespace tessera {
 
 namespace fs = std::filesystem;
 using jobs::JobRecord;
-using jobs::JobState;
+using scheduler::IsEnded;
+using scheduler::ProgressOf;
+using scheduler::ToJobStatus;
 
 namespace {
 
-constexpr char kJobKind[] = "registration";
+constexpr scheduler::ServiceJobKind kJob{"registration", "registration"};
 constexpr char kUploadPrefix[] = "up-";  // VolumeStore ids; the names of upload files
-
-bool Ended(v1::JobState state) {
-  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED || state == v1::JOB_STATE_CANCELLED;
-}
-
-// A job's progress as this API shows it: for an ended job the message says
-// how it ended ("succeeded", or the error as "CODE: message").
-v1::Progress ProgressOf(const v1::JobInfo& info) {
-  v1::Progress p = info.last_progress();
-  p.set_job_id(info.job_id());
-  p.set_state(info.state());
-  switch (info.state()) {
-    case v1::JOB_STATE_SUCCEEDED:
-      p.set_fraction(1.0);
-      p.set_message("succeeded");
-      break;
-    case v1::JOB_STATE_FAILED:
-    case v1::JOB_STATE_CANCELLED:
-      p.set_message(info.error_message());
-      break;
-    default:
-      if (info.cancel_requested()) p.set_message(absl::StrCat("cancelling: ", p.message()));
-  }
-  return p;
-}
-
-v1::JobStatus ToJobStatus(const v1::JobInfo& info) {
-  v1::JobStatus status;
-  status.set_job_id(info.job_id());
-  status.set_state(info.state());
-  *status.mutable_last_progress() = ProgressOf(info);
-  status.set_error_message(info.error_message());
-  status.set_created_unix_ms(info.created_unix_ms());
-  status.set_updated_unix_ms(info.updated_unix_ms());
-  return status;
-}
-
-// OK for a succeeded job; otherwise why it has no result.
-absl::Status Succeeded(const JobRecord& job) {
-  switch (job.state) {
-    case JobState::kQueued:
-    case JobState::kRunning:
-      return absl::FailedPreconditionError(absl::StrCat("job '", job.job_id, "' is ", jobs::JobStateName(job.state),
-                                                        "; its result is ready once it has SUCCEEDED (WatchJob)"));
-    case JobState::kCancelled:
-      return absl::FailedPreconditionError(absl::StrCat("job '", job.job_id, "' was cancelled; it has no result"));
-    case JobState::kFailed: {
-      // The job's own error (e.g. INVALID_ARGUMENT for NaN voxels).
-      const auto code = static_cast<absl::StatusCode>(job.error_code);
-      return absl::Status(code == absl::StatusCode::kOk ? absl::StatusCode::kUnknown : code,
-                          absl::StrCat("job '", job.job_id, "' failed: ", job.error_message));
-    }
-    case JobState::kSucceeded:
-      break;
-  }
-  return absl::OkStatus();
-}
 
 absl::StatusOr<std::string> ReadFileBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -102,19 +46,10 @@ absl::StatusOr<std::string> ReadFileBytes(const std::string& path) {
 
 }  // namespace
 
-std::string RegistrationUploadDir(const std::string& state_dir) { return (fs::path(state_dir) / "uploads").string(); }
+std::string RegistrationUploadDir(const std::string& state_dir) { return scheduler::StateSubdir(state_dir, "uploads"); }
 
 absl::StatusOr<std::string> CreateRegistrationUploadDir(const std::string& state_dir) {
-  if (state_dir.empty()) return absl::InvalidArgumentError("the state directory is empty");
-  const fs::path dir = RegistrationUploadDir(state_dir);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  fs::path canonical = ec ? fs::path() : fs::canonical(dir, ec);
-  if (ec) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot create the upload directory ", dir.string(), ": ", ec.message()));
-  }
-  return canonical.string();
+  return scheduler::CreateStateSubdir(state_dir, "uploads", "upload directory");
 }
 
 absl::StatusOr<std::unique_ptr<RegistrationServiceImpl>> RegistrationServiceImpl::Create(
@@ -141,14 +76,14 @@ RegistrationServiceImpl::RegistrationServiceImpl(const ServerOptions& options,
       max_send_message_bytes_(options.max_send_message_bytes),
       default_device_(options.device),
       service_options_(service_options),
-      uploads_(VolumeStore::Options{service_options.upload_store_bytes, service_options.upload_ttl, 1024}) {}
+      uploads_(VolumeStore::Options{service_options.upload_store_bytes, service_options.upload_ttl, 1024}),
+      sweep_throttle_("registration", service_options.upload_sweep_interval) {}
 
 // The jobs are the scheduler's: they outlive the service.
 RegistrationServiceImpl::~RegistrationServiceImpl() = default;
 
 absl::Status RegistrationServiceImpl::AttachScheduler(scheduler::Scheduler* scheduler, const std::string& state_dir) {
-  if (scheduler == nullptr) return absl::InvalidArgumentError("no scheduler");
-  if (scheduler_.load() != nullptr) return absl::FailedPreconditionError("a scheduler is already attached");
+  TESSERA_RETURN_IF_ERROR(scheduler::CheckAttachable(scheduler, scheduler_.load()));
   TESSERA_ASSIGN_OR_RETURN(upload_dir_, CreateRegistrationUploadDir(state_dir));
   scheduler_.store(scheduler);
   MaybeSweepUploadFiles();
@@ -156,30 +91,12 @@ absl::Status RegistrationServiceImpl::AttachScheduler(scheduler::Scheduler* sche
 }
 
 absl::StatusOr<scheduler::Scheduler*> RegistrationServiceImpl::Jobs() const {
-  scheduler::Scheduler* s = scheduler_.load();
-  if (s == nullptr) {
-    return absl::FailedPreconditionError(
-        "this process is a worker; submit jobs to the scheduler (SchedulerService)");
-  }
-  return s;
+  return scheduler::RequireScheduler(scheduler_.load());
 }
 
+// (The job_id a client chose at Register is the job's request_id.)
 absl::StatusOr<JobRecord> RegistrationServiceImpl::FindJob(const std::string& id) const {
-  if (id.empty()) return absl::InvalidArgumentError("job_id is empty");
-  TESSERA_ASSIGN_OR_RETURN(scheduler::Scheduler * s, Jobs());
-  absl::StatusOr<JobRecord> job = s->store().Get(id);
-  if (!job.ok() && job.status().code() == absl::StatusCode::kNotFound) {
-    // The job_id a client chose at Register is the job's request_id.
-    job = s->store().FindByRequestId(id);
-    if (!job.ok() && job.status().code() == absl::StatusCode::kNotFound) {
-      return absl::NotFoundError(absl::StrCat("no registration job '", id, "'"));
-    }
-  }
-  if (!job.ok()) return job.status();
-  if (job->kind != kJobKind) {
-    return absl::NotFoundError(absl::StrCat("job '", id, "' is a ", job->kind, " job, not a registration job"));
-  }
-  return job;
+  return scheduler::FindJob(scheduler_.load(), id, kJob);
 }
 
 // ---------------------------------------------------------------- uploads
@@ -218,13 +135,7 @@ absl::StatusOr<std::string> RegistrationServiceImpl::WriteUploadFile(const std::
     return absl::InternalError(absl::StrCat("unexpected upload id '", upload_id, "'"));
   }
   const std::string path = (fs::path(upload_dir_) / absl::StrCat(upload_id, ".nii")).string();
-  std::error_code ec;
-  if (fs::exists(path, ec)) {
-    // Written for an earlier job: uploads do not change. Touched, so that
-    // the sweep leaves it to the job about to be submitted.
-    fs::last_write_time(path, fs::file_time_type::clock::now(), ec);
-    if (!ec) return path;
-  }
+  if (scheduler::ReuseUploadFiles({path})) return path;  // written for an earlier job
   // Uncompressed: gzip of a 1 mm volume would take seconds of the Register call.
   // WriteNifti writes a temporary file and renames it into place.
   TESSERA_RETURN_IF_ERROR(WriteNifti(volume, path));
@@ -276,51 +187,21 @@ absl::StatusOr<v1::RegisterRequest> RegistrationServiceImpl::DurableRequest(cons
 
 absl::StatusOr<int> RegistrationServiceImpl::SweepUploadFiles() {
   TESSERA_ASSIGN_OR_RETURN(scheduler::Scheduler * s, Jobs());
-  // Files named by jobs that may still run.
-  jobs::JobFilter filter;
-  filter.states = {JobState::kQueued, JobState::kRunning};
-  filter.kind = kJobKind;
-  filter.limit = 1000000;
-  TESSERA_ASSIGN_OR_RETURN(std::vector<JobRecord> pending, s->store().List(filter));
-  std::set<std::string> named;
+  TESSERA_ASSIGN_OR_RETURN(std::vector<JobRecord> pending, scheduler::PendingJobs(*s, kJob.kind));
+  std::set<std::string> named;  // files of jobs that may still run
   for (const JobRecord& job : pending) {
-    v1::JobSpec spec;
     v1::RegisterRequest request;
-    if (!spec.ParseFromString(job.spec) || !spec.spec().UnpackTo(&request)) continue;
+    if (!scheduler::UnpackJobSpec(job, &request)) continue;
     for (const v1::VolumeSource* source :
          {&request.fixed(), &request.moving(), &request.fixed_labels(), &request.moving_labels()}) {
       if (source->has_path()) named.insert(source->path());
     }
   }
-  const auto grace = std::chrono::duration_cast<fs::file_time_type::duration>(
-      absl::ToChronoNanoseconds(service_options_.upload_file_grace));
-  const fs::file_time_type now = fs::file_time_type::clock::now();
-  int removed = 0;
-  std::error_code ec;
-  for (fs::directory_iterator it(upload_dir_, ec), end; !ec && it != end; it.increment(ec)) {
-    const fs::path& path = it->path();
-    if (!absl::StartsWith(path.filename().string(), kUploadPrefix) || named.count(path.string()) > 0) continue;
-    std::error_code file_ec;
-    const fs::file_time_type written = fs::last_write_time(path, file_ec);
-    if (file_ec || now - written < grace) continue;
-    if (fs::remove(path, file_ec)) ++removed;
-  }
-  if (ec) return absl::InternalError(absl::StrCat("listing ", upload_dir_, ": ", ec.message()));
-  return removed;
+  return scheduler::RemoveUnnamedUploadFiles(upload_dir_, kUploadPrefix, named, service_options_.upload_file_grace);
 }
 
 void RegistrationServiceImpl::MaybeSweepUploadFiles() {
-  std::unique_lock<std::mutex> lock(sweep_mu_, std::try_to_lock);
-  if (!lock.owns_lock()) return;  // another call is sweeping
-  const absl::Time now = absl::Now();
-  if (now - last_sweep_ < service_options_.upload_sweep_interval) return;
-  last_sweep_ = now;
-  absl::StatusOr<int> removed = SweepUploadFiles();
-  if (!removed.ok()) {
-    TESSERA_LOG(WARNING) << "registration: sweeping upload files: " << removed.status();
-  } else if (*removed > 0) {
-    TESSERA_LOG(INFO) << "registration: removed " << *removed << " upload file(s) no job needs";
-  }
+  sweep_throttle_.MaybeSweep([this] { return SweepUploadFiles(); });
 }
 
 // ---------------------------------------------------------------- register
@@ -335,7 +216,7 @@ absl::Status RegistrationServiceImpl::RegisterImpl(grpc::ServerContext& context,
   TESSERA_ASSIGN_OR_RETURN(scheduler::Scheduler * s, Jobs());
   const std::string& id = request.job_id();
   const auto respond = [&](const JobRecord& job) -> absl::Status {
-    if (job.kind != kJobKind) {
+    if (job.kind != kJob.kind) {
       return absl::AlreadyExistsError(
           absl::StrCat("job_id '", id, "' already names a ", job.kind, " job (", job.job_id, ")"));
     }
@@ -353,37 +234,16 @@ absl::Status RegistrationServiceImpl::RegisterImpl(grpc::ServerContext& context,
   // Options first, so a bad request writes no upload files.
   TESSERA_ASSIGN_OR_RETURN(registration::RegistrationOptions options,
                            registration::ParseRegistrationOptions(request.options(), default_device_));
-  if (options.device == "cuda") {
-    bool gpu = false;
-    for (const v1::WorkerInfo& worker : s->Workers()) {
-      for (const v1::WorkerDevice& device : worker.devices()) gpu = gpu || device.name() != "cpu";
-    }
-    if (!gpu) {
-      return absl::FailedPreconditionError(
-          "options.device is \"cuda\" but no worker of this scheduler has a CUDA GPU; use \"auto\" or \"cpu\"");
-    }
-  }
+  if (options.device == "cuda") TESSERA_RETURN_IF_ERROR(scheduler::CheckGpuWorker(*s));
   TESSERA_ASSIGN_OR_RETURN(v1::RegisterRequest durable, DurableRequest(request));
-
-  v1::SubmitJobRequest submit;
-  submit.mutable_spec()->set_kind(kJobKind);
-  submit.mutable_spec()->mutable_spec()->PackFrom(durable);
-  submit.set_request_id(id);
-  absl::StatusOr<v1::JobInfo> info = s->Submit(submit);
-  if (!info.ok()) {
-    if (info.status().code() == absl::StatusCode::kResourceExhausted) {
-      // As SchedulerService.Submit: gRPC's retry policy reads this trailer.
-      context.AddTrailingMetadata("grpc-retry-pushback-ms", "2000");
-    }
-    return info.status();
-  }
-  if (info->kind() != kJobKind) {
+  TESSERA_ASSIGN_OR_RETURN(v1::JobInfo info, scheduler::SubmitJob(*s, context, kJob.kind, durable, id));
+  if (info.kind() != kJob.kind) {
     return absl::AlreadyExistsError(
-        absl::StrCat("job_id '", id, "' already names a ", info->kind(), " job (", info->job_id(), ")"));
+        absl::StrCat("job_id '", id, "' already names a ", info.kind(), " job (", info.job_id(), ")"));
   }
-  TESSERA_LOG(INFO) << "registration: job " << info->job_id() << (id.empty() ? "" : absl::StrCat(" (", id, ")"))
+  TESSERA_LOG(INFO) << "registration: job " << info.job_id() << (id.empty() ? "" : absl::StrCat(" (", id, ")"))
                     << " submitted";
-  *response = ToJobStatus(*info);
+  *response = ToJobStatus(info);
   MaybeSweepUploadFiles();
   return absl::OkStatus();
 }
@@ -404,7 +264,7 @@ absl::Status RegistrationServiceImpl::WatchJobImpl(const grpc::ServerContext& co
   if (!writer->Write(ProgressOf(info))) {
     return StatusAfterFailedIo(context, absl::UnavailableError("the watcher stopped receiving"));
   }
-  if (Ended(info.state())) return absl::OkStatus();
+  if (IsEnded(info.state())) return absl::OkStatus();
   // Then every event after it (progress is recorded a few times a second).
   absl::Status status = s->Watch(
       job.job_id, info.last_sequence(),
@@ -412,7 +272,7 @@ absl::Status RegistrationServiceImpl::WatchJobImpl(const grpc::ServerContext& co
         v1::Progress progress = event.progress();
         progress.set_job_id(job.job_id);
         progress.set_state(event.state());
-        if (Ended(event.state())) {
+        if (IsEnded(event.state())) {
           absl::StatusOr<v1::JobInfo> ended = s->Get(job.job_id);
           progress = ended.ok() ? ProgressOf(*ended) : progress;
           if (!ended.ok()) progress.set_message(event.message());
@@ -426,20 +286,12 @@ absl::Status RegistrationServiceImpl::WatchJobImpl(const grpc::ServerContext& co
 
 grpc::Status RegistrationServiceImpl::GetJob(grpc::ServerContext* /*context*/, const v1::JobRequest* request,
                                              v1::JobStatus* response) {
-  absl::StatusOr<JobRecord> job = FindJob(request->job_id());
-  if (!job.ok()) return ToGrpcStatus(job.status());
-  *response = ToJobStatus(scheduler::ToJobInfo(*job));
-  return grpc::Status::OK;
+  return ToGrpcStatus(scheduler::GetJobStatus(scheduler_.load(), request->job_id(), kJob, response));
 }
 
 grpc::Status RegistrationServiceImpl::CancelJob(grpc::ServerContext* /*context*/, const v1::JobRequest* request,
                                                 v1::JobStatus* response) {
-  absl::StatusOr<JobRecord> job = FindJob(request->job_id());
-  if (!job.ok()) return ToGrpcStatus(job.status());
-  absl::StatusOr<v1::JobInfo> info = (*Jobs())->Cancel(job->job_id);
-  if (!info.ok()) return ToGrpcStatus(info.status());
-  *response = ToJobStatus(*info);
-  return grpc::Status::OK;
+  return ToGrpcStatus(scheduler::CancelJob(scheduler_.load(), request->job_id(), kJob, response));
 }
 
 grpc::Status RegistrationServiceImpl::GetResult(grpc::ServerContext* /*context*/, const v1::JobRequest* request,
@@ -449,7 +301,7 @@ grpc::Status RegistrationServiceImpl::GetResult(grpc::ServerContext* /*context*/
 
 absl::Status RegistrationServiceImpl::GetResultImpl(const v1::JobRequest& request, v1::RegistrationResult* response) {
   TESSERA_ASSIGN_OR_RETURN(JobRecord job, FindJob(request.job_id()));
-  TESSERA_RETURN_IF_ERROR(Succeeded(job));
+  TESSERA_RETURN_IF_ERROR(scheduler::CheckSucceeded(job));
   TESSERA_ASSIGN_OR_RETURN(v1::JobResult result, (*Jobs())->GetResult(job.job_id));
   if (!result.result().UnpackTo(response)) {
     return absl::DataLossError(absl::StrCat("job '", job.job_id, "' has no registration result"));
@@ -477,7 +329,7 @@ absl::Status RegistrationServiceImpl::DownloadResultImpl(const grpc::ServerConte
     return absl::InvalidArgumentError(absl::StrCat("artifact ", static_cast<int>(artifact),
                                                    " is not one of WARPED, WARPED_LABELS, WARP, INVERSE_WARP, AFFINE"));
   }
-  TESSERA_RETURN_IF_ERROR(Succeeded(job));
+  TESSERA_RETURN_IF_ERROR(scheduler::CheckSucceeded(job));
   TESSERA_ASSIGN_OR_RETURN(v1::JobResult result, (*Jobs())->GetResult(job.job_id));
   v1::RegistrationResult summary;
   if (!result.result().UnpackTo(&summary)) {

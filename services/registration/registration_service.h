@@ -40,7 +40,6 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include <grpcpp/server_context.h>
@@ -51,6 +50,7 @@
 #include "services/common/volume_store.h"
 #include "services/jobs/job_store.h"
 #include "services/scheduler/scheduler.h"
+#include "services/scheduler/service_jobs.h"
 #include "services/server/server_options.h"
 #include "tessera/v1/registration.grpc.pb.h"
 
@@ -137,8 +137,7 @@ class RegistrationServiceImpl final : public v1::RegistrationService::Service {
 
   std::atomic<scheduler::Scheduler*> scheduler_{nullptr};
   std::string upload_dir_;  // set with the scheduler, before it
-  std::mutex sweep_mu_;
-  absl::Time last_sweep_ = absl::InfinitePast();  // guarded by sweep_mu_
+  scheduler::UploadSweepThrottle sweep_throttle_;
 };
 
 }  // namespace tessera

@@ -7,11 +7,9 @@
 #include "services/registration/registration_service.h"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -27,6 +25,7 @@
 #include "services/registration/registration_engine.h"
 #include "services/registration/synthetic.h"
 #include "services/scheduler/testing/in_process_scheduler.h"
+#include "services/scheduler/testing/service_testing.h"
 #include "services/server/service_host.h"
 #include "tessera/v1/registration.grpc.pb.h"
 
@@ -34,18 +33,12 @@ namespace tessera {
 namespace {
 
 using ::testing::HasSubstr;
+using scheduler::testing::Exists;
+using scheduler::testing::In;
+using scheduler::testing::TmpDir;
 
 constexpr char kCh2[] = "/usr/share/mricron/templates/ch2.nii.gz";
 constexpr char kAal[] = "/usr/share/mricron/templates/aal.nii.gz";
-
-std::string TmpDir() {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return dir != nullptr ? dir : "/tmp";
-}
-
-std::chrono::system_clock::time_point In(std::chrono::milliseconds ms) { return std::chrono::system_clock::now() + ms; }
-
-bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 
 // The 2 mm problem, written once as NIfTI files under the data root.
 struct Problem {
@@ -95,10 +88,7 @@ v1::RegistrationOptions QuickOptions() {
 }
 
 ServerOptions TestServerOptions(const std::string& root) {
-  ServerOptions options;
-  options.grpc_port = 0;
-  options.metrics_port = -1;
-  options.device = "cpu";
+  ServerOptions options = scheduler::testing::LoopbackServerOptions();
   options.data_roots = {root};
   options.max_volume_bytes = 64 << 20;
   return options;
@@ -138,12 +128,10 @@ absl::StatusOr<std::unique_ptr<TestServer>> StartServer(
   server->service = *std::move(service);
   absl::Status attached = server->service->AttachScheduler(&server->jobs->scheduler(), state_dir);
   if (!attached.ok()) return attached;
-  server->host = std::make_unique<ServiceHost>(options);
-  server->host->AddService(server->service.get());
-  auto ports = server->host->Start();
-  if (!ports.ok()) return ports.status();
-  server->channel =
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", ports->grpc_port), grpc::InsecureChannelCredentials());
+  auto hosted = scheduler::testing::StartLoopbackHost(options, server->service.get());
+  if (!hosted.ok()) return hosted.status();
+  server->host = std::move(hosted->host);
+  server->channel = std::move(hosted->channel);
   return server;
 }
 
@@ -765,12 +753,9 @@ TEST(RegistrationServiceWorkerTest, WithoutASchedulerEveryCallIsFailedPreconditi
   const ServerOptions options = TestServerOptions(root);
   auto service = RegistrationServiceImpl::Create(options);
   ASSERT_TRUE(service.ok()) << service.status();
-  ServiceHost host(options);
-  host.AddService(service->get());
-  auto ports = host.Start();
-  ASSERT_TRUE(ports.ok()) << ports.status();
-  auto stub = v1::RegistrationService::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", ports->grpc_port), grpc::InsecureChannelCredentials()));
+  auto hosted = scheduler::testing::StartLoopbackHost(options, service->get());
+  ASSERT_TRUE(hosted.ok()) << hosted.status();
+  auto stub = v1::RegistrationService::NewStub(hosted->channel);
 
   v1::RegisterRequest request;
   request.mutable_fixed()->set_path("fixed.nii");

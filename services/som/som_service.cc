@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -25,6 +24,7 @@
 #include "services/common/data_roots.h"
 #include "services/common/random_id.h"
 #include "services/scheduler/job_info.h"
+#include "services/scheduler/service_jobs.h"
 #include "services/server/call_checks.h"
 #include "kernels/som/bmu.h"
 #include "kernels/som/documents.h"
@@ -35,7 +35,9 @@
 namespace tessera {
 
 using jobs::JobRecord;
-using jobs::JobState;
+using scheduler::IsEnded;
+using scheduler::ProgressOf;
+using scheduler::ToJobStatus;
 using som::Atlas;
 using som::SparseBinaryMatrix;
 using som::StoredCorpus;
@@ -44,7 +46,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr char kJobKind[] = "som.train";  // som::kTrainingEngineKind
+constexpr scheduler::ServiceJobKind kJob{"som.train", "SOM training"};  // som::kTrainingEngineKind
 constexpr char kUploadPrefix[] = "corpus-";  // CorpusStore ids; the names of upload files
 constexpr int kMaxPageSize = 10000;
 constexpr int kMaxTopFeatures = 1000;
@@ -213,29 +215,20 @@ SomAtlasServiceImpl::SomAtlasServiceImpl(const ServerOptions& options, som::Atla
       max_send_message_bytes_(options.max_send_message_bytes),
       default_device_(options.device),
       service_options_(service_options),
-      uploads_(som::CorpusStore::Options{service_options.upload_store_bytes, service_options.upload_ttl, 256}) {}
+      uploads_(som::CorpusStore::Options{service_options.upload_store_bytes, service_options.upload_ttl, 256}),
+      sweep_throttle_("som", service_options.upload_sweep_interval) {}
 
 // The jobs are the scheduler's: they outlive the service.
 SomAtlasServiceImpl::~SomAtlasServiceImpl() = default;
 
-std::string SomUploadDir(const std::string& state_dir) { return (fs::path(state_dir) / "som-uploads").string(); }
+std::string SomUploadDir(const std::string& state_dir) { return scheduler::StateSubdir(state_dir, "som-uploads"); }
 
 absl::StatusOr<std::string> CreateSomUploadDir(const std::string& state_dir) {
-  if (state_dir.empty()) return absl::InvalidArgumentError("the state directory is empty");
-  const fs::path dir = SomUploadDir(state_dir);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  fs::path canonical = ec ? fs::path() : fs::canonical(dir, ec);
-  if (ec) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot create the SOM upload directory ", dir.string(), ": ", ec.message()));
-  }
-  return canonical.string();
+  return scheduler::CreateStateSubdir(state_dir, "som-uploads", "SOM upload directory");
 }
 
 absl::Status SomAtlasServiceImpl::AttachScheduler(scheduler::Scheduler* scheduler, const std::string& state_dir) {
-  if (scheduler == nullptr) return absl::InvalidArgumentError("no scheduler");
-  if (scheduler_.load() != nullptr) return absl::FailedPreconditionError("a scheduler is already attached");
+  TESSERA_RETURN_IF_ERROR(scheduler::CheckAttachable(scheduler, scheduler_.load()));
   TESSERA_ASSIGN_OR_RETURN(upload_dir_, CreateSomUploadDir(state_dir));
   scheduler_.store(scheduler);
   MaybeSweepUploadFiles();
@@ -243,45 +236,22 @@ absl::Status SomAtlasServiceImpl::AttachScheduler(scheduler::Scheduler* schedule
 }
 
 absl::StatusOr<scheduler::Scheduler*> SomAtlasServiceImpl::Jobs() const {
-  scheduler::Scheduler* s = scheduler_.load();
-  if (s == nullptr) {
-    return absl::FailedPreconditionError(
-        "this process is a worker; submit jobs to the scheduler (SchedulerService)");
-  }
-  return s;
+  return scheduler::RequireScheduler(scheduler_.load());
 }
 
+// (A job submitted through SchedulerService is found by its request_id too.)
 absl::StatusOr<JobRecord> SomAtlasServiceImpl::FindJob(const std::string& id) const {
-  if (id.empty()) return absl::InvalidArgumentError("job_id is empty");
-  TESSERA_ASSIGN_OR_RETURN(scheduler::Scheduler * s, Jobs());
-  absl::StatusOr<JobRecord> job = s->store().Get(id);
-  if (!job.ok() && job.status().code() == absl::StatusCode::kNotFound) {
-    // A som.train job submitted through SchedulerService with a request_id.
-    job = s->store().FindByRequestId(id);
-    if (!job.ok() && job.status().code() == absl::StatusCode::kNotFound) {
-      return absl::NotFoundError(absl::StrCat("no SOM training job '", id, "'"));
-    }
-  }
-  if (!job.ok()) return job.status();
-  if (job->kind != kJobKind) {
-    return absl::NotFoundError(absl::StrCat("job '", id, "' is a ", job->kind, " job, not a SOM training job"));
-  }
-  return job;
+  return scheduler::FindJob(scheduler_.load(), id, kJob);
 }
 
 absl::StatusOr<std::vector<SomAtlasServiceImpl::PendingJob>> SomAtlasServiceImpl::PendingJobs() const {
   TESSERA_ASSIGN_OR_RETURN(scheduler::Scheduler * s, Jobs());
-  jobs::JobFilter filter;
-  filter.states = {JobState::kQueued, JobState::kRunning};
-  filter.kind = kJobKind;
-  filter.limit = 1000000;
-  TESSERA_ASSIGN_OR_RETURN(std::vector<JobRecord> records, s->store().List(filter));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<JobRecord> records, scheduler::PendingJobs(*s, kJob.kind));
   std::vector<PendingJob> out;
   out.reserve(records.size());
   for (JobRecord& job : records) {
-    v1::JobSpec spec;
     PendingJob pending;
-    if (!spec.ParseFromString(job.spec) || !spec.spec().UnpackTo(&pending.request)) continue;
+    if (!scheduler::UnpackJobSpec(job, &pending.request)) continue;
     pending.atlas_id =
         pending.request.atlas_id().empty() ? som::AtlasIdForJob(job.job_id) : pending.request.atlas_id();
     pending.job = std::move(job);
@@ -455,42 +425,6 @@ absl::Status SomAtlasServiceImpl::UploadCorpusImpl(const grpc::ServerContext& co
 
 namespace {
 
-bool Ended(v1::JobState state) {
-  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED || state == v1::JOB_STATE_CANCELLED;
-}
-
-// A job's progress as JobStatus shows it: for an ended job the message says
-// how it ended ("succeeded", or the error as "CODE: message").
-v1::Progress ProgressOf(const v1::JobInfo& info) {
-  v1::Progress p = info.last_progress();
-  p.set_job_id(info.job_id());
-  p.set_state(info.state());
-  switch (info.state()) {
-    case v1::JOB_STATE_SUCCEEDED:
-      p.set_fraction(1.0);
-      p.set_message("succeeded");
-      break;
-    case v1::JOB_STATE_FAILED:
-    case v1::JOB_STATE_CANCELLED:
-      p.set_message(info.error_message());
-      break;
-    default:
-      if (info.cancel_requested()) p.set_message(absl::StrCat("cancelling: ", p.message()));
-  }
-  return p;
-}
-
-v1::JobStatus ToJobStatus(const v1::JobInfo& info) {
-  v1::JobStatus status;
-  status.set_job_id(info.job_id());
-  status.set_state(info.state());
-  *status.mutable_last_progress() = ProgressOf(info);
-  status.set_error_message(info.error_message());
-  status.set_created_unix_ms(info.created_unix_ms());
-  status.set_updated_unix_ms(info.updated_unix_ms());
-  return status;
-}
-
 // Writes `path` through `write(temporary path)`: a temporary file beside it,
 // fsync'ed and renamed into place, then the directory fsync'ed.
 absl::Status WriteFileDurably(const std::string& path, const std::function<absl::Status(const std::string&)>& write) {
@@ -531,18 +465,8 @@ absl::Status SomAtlasServiceImpl::WriteUploadFiles(const std::string& corpus_id,
   const bool any_id = std::any_of(corpus.document_ids.begin(), corpus.document_ids.end(),
                                   [](const std::string& id) { return !id.empty(); });
   const std::string ids = any_id ? (dir / absl::StrCat(corpus_id, ".ids.txt")).string() : std::string();
-  // Written for an earlier job when the corpus file (written last) is there:
-  // uploads do not change. Touched, so that the sweep leaves the files to
-  // the job about to be submitted.
-  std::error_code ec;
-  bool written = fs::exists(csr, ec);
-  const fs::file_time_type now = fs::file_time_type::clock::now();
-  for (const std::string* path : {&names, &ids, &csr}) {
-    if (!written || path->empty()) continue;
-    fs::last_write_time(*path, now, ec);
-    written = !ec;
-  }
-  if (!written) {
+  // Written for an earlier job when the corpus file (written last) is there.
+  if (!scheduler::ReuseUploadFiles({names, ids, csr})) {
     if (!names.empty()) {
       TESSERA_RETURN_IF_ERROR(WriteFileDurably(
           names, [&](const std::string& tmp) { return som::WriteLines(tmp, corpus.feature_names); }));
@@ -568,9 +492,8 @@ absl::StatusOr<std::optional<v1::CreateAtlasResponse>> SomAtlasServiceImpl::Know
     if (job.status().code() == absl::StatusCode::kNotFound) return std::optional<v1::CreateAtlasResponse>();
     return job.status();
   }
-  v1::JobSpec spec;
   v1::CreateAtlasRequest stored;
-  if (job->kind != kJobKind || !spec.ParseFromString(job->spec) || !spec.spec().UnpackTo(&stored)) {
+  if (job->kind != kJob.kind || !scheduler::UnpackJobSpec(*job, &stored)) {
     return absl::AlreadyExistsError(absl::StrCat("request_id '", request_id, "' names a job of kind '", job->kind,
                                                  "', not a SOM training"));
   }
@@ -603,14 +526,7 @@ absl::Status SomAtlasServiceImpl::CreateAtlasImpl(grpc::ServerContext& context, 
   // here and writes no files.
   TESSERA_ASSIGN_OR_RETURN(som::AtlasJobRequest job, som::PrepareAtlasJob(request, limits_, &uploads_));
   if (job.options.device == "cuda" || job.options.device == "gpu") {
-    bool gpu = false;
-    for (const v1::WorkerInfo& worker : s->Workers()) {
-      for (const v1::WorkerDevice& device : worker.devices()) gpu = gpu || device.name() != "cpu";
-    }
-    if (!gpu) {
-      return absl::FailedPreconditionError(
-          "options.device is \"cuda\" but no worker of this scheduler has a CUDA GPU; use \"auto\" or \"cpu\"");
-    }
+    TESSERA_RETURN_IF_ERROR(scheduler::CheckGpuWorker(*s));
   }
   std::string atlas_id;
   absl::StatusOr<v1::JobInfo> info;
@@ -648,19 +564,9 @@ absl::Status SomAtlasServiceImpl::CreateAtlasImpl(grpc::ServerContext& context, 
       absl::Status written = WriteUploadFiles(request.corpus().corpus_id(), *job.input.corpus, durable.mutable_corpus());
       if (!written.ok()) return Annotate(written, absl::StrCat("writing upload ", request.corpus().corpus_id()));
     }
-    v1::SubmitJobRequest submit_request;
-    submit_request.mutable_spec()->set_kind(kJobKind);
-    submit_request.set_request_id(request.request_id());
-    submit_request.mutable_spec()->mutable_spec()->PackFrom(durable);
-    info = s->Submit(submit_request);
+    info = scheduler::SubmitJob(*s, context, kJob.kind, durable, request.request_id());
   }
-  if (!info.ok()) {
-    if (info.status().code() == absl::StatusCode::kResourceExhausted) {
-      // As SchedulerService.Submit: gRPC's retry policy reads this trailer.
-      context.AddTrailingMetadata("grpc-retry-pushback-ms", "2000");
-    }
-    return info.status();
-  }
+  if (!info.ok()) return info.status();
   TESSERA_LOG(INFO) << "som: job " << info->job_id() << " submitted: atlas '" << atlas_id << "' "
                     << som::GridToString(job.options.train.grid) << " from " << job.description << " on "
                     << job.options.device;
@@ -682,35 +588,11 @@ absl::StatusOr<int> SomAtlasServiceImpl::SweepUploadFiles() {
     named.insert(source.feature_names_path());
     named.insert(source.document_ids_path());
   }
-  const auto grace = std::chrono::duration_cast<fs::file_time_type::duration>(
-      absl::ToChronoNanoseconds(service_options_.upload_file_grace));
-  const fs::file_time_type now = fs::file_time_type::clock::now();
-  int removed = 0;
-  std::error_code ec;
-  for (fs::directory_iterator it(upload_dir_, ec), end; !ec && it != end; it.increment(ec)) {
-    const fs::path& path = it->path();
-    if (!absl::StartsWith(path.filename().string(), kUploadPrefix) || named.count(path.string()) > 0) continue;
-    std::error_code file_ec;
-    const fs::file_time_type written = fs::last_write_time(path, file_ec);
-    if (file_ec || now - written < grace) continue;
-    if (fs::remove(path, file_ec)) ++removed;
-  }
-  if (ec) return absl::InternalError(absl::StrCat("listing ", upload_dir_, ": ", ec.message()));
-  return removed;
+  return scheduler::RemoveUnnamedUploadFiles(upload_dir_, kUploadPrefix, named, service_options_.upload_file_grace);
 }
 
 void SomAtlasServiceImpl::MaybeSweepUploadFiles() {
-  std::unique_lock<std::mutex> lock(sweep_mu_, std::try_to_lock);
-  if (!lock.owns_lock()) return;  // another call is sweeping
-  const absl::Time now = absl::Now();
-  if (now - last_sweep_ < service_options_.upload_sweep_interval) return;
-  last_sweep_ = now;
-  absl::StatusOr<int> removed = SweepUploadFiles();
-  if (!removed.ok()) {
-    TESSERA_LOG(WARNING) << "som: sweeping upload files: " << removed.status();
-  } else if (*removed > 0) {
-    TESSERA_LOG(INFO) << "som: removed " << *removed << " upload file(s) no job needs";
-  }
+  sweep_throttle_.MaybeSweep([this] { return SweepUploadFiles(); });
 }
 
 // ---------------------------------------------------------------- jobs
@@ -733,9 +615,8 @@ absl::Status SomAtlasServiceImpl::WatchJobImpl(const grpc::ServerContext& contex
                                                grpc::ServerWriter<v1::AtlasProgress>* writer) {
   TESSERA_ASSIGN_OR_RETURN(scheduler::Scheduler * s, Jobs());
   TESSERA_ASSIGN_OR_RETURN(JobRecord job, FindJob(request.job_id()));
-  v1::JobSpec spec;
   v1::CreateAtlasRequest atlas_request;
-  if (!spec.ParseFromString(job.spec) || !spec.spec().UnpackTo(&atlas_request)) {
+  if (!scheduler::UnpackJobSpec(job, &atlas_request)) {
     return absl::DataLossError(absl::StrCat("job '", job.job_id, "' has no readable CreateAtlasRequest"));
   }
   const std::string atlas_id =
@@ -780,7 +661,7 @@ absl::Status SomAtlasServiceImpl::WatchJobImpl(const grpc::ServerContext& contex
       }
       return writer->Write(p);
     }
-    if (!Ended(event.state())) {
+    if (!IsEnded(event.state())) {
       // A change of state: queued, started on a worker, re-queued, cancel requested.
       if (event.state() == v1::JOB_STATE_QUEUED) last_epoch = 0;  // a next attempt starts over
       v1::AtlasProgress p = message(event.state());
@@ -829,20 +710,12 @@ absl::Status SomAtlasServiceImpl::WatchJobImpl(const grpc::ServerContext& contex
 
 grpc::Status SomAtlasServiceImpl::GetJob(grpc::ServerContext* /*context*/, const v1::SomJobRequest* request,
                                          v1::JobStatus* response) {
-  absl::StatusOr<JobRecord> job = FindJob(request->job_id());
-  if (!job.ok()) return ToGrpcStatus(job.status());
-  *response = ToJobStatus(scheduler::ToJobInfo(*job));
-  return grpc::Status::OK;
+  return ToGrpcStatus(scheduler::GetJobStatus(scheduler_.load(), request->job_id(), kJob, response));
 }
 
 grpc::Status SomAtlasServiceImpl::CancelJob(grpc::ServerContext* /*context*/, const v1::SomJobRequest* request,
                                             v1::JobStatus* response) {
-  absl::StatusOr<JobRecord> job = FindJob(request->job_id());
-  if (!job.ok()) return ToGrpcStatus(job.status());
-  absl::StatusOr<v1::JobInfo> info = (*Jobs())->Cancel(job->job_id);
-  if (!info.ok()) return ToGrpcStatus(info.status());
-  *response = ToJobStatus(*info);
-  return grpc::Status::OK;
+  return ToGrpcStatus(scheduler::CancelJob(scheduler_.load(), request->job_id(), kJob, response));
 }
 
 // ---------------------------------------------------------------- atlases

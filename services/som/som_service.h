@@ -68,6 +68,7 @@
 #include "absl/time/time.h"
 #include "services/jobs/job_store.h"
 #include "services/scheduler/scheduler.h"
+#include "services/scheduler/service_jobs.h"
 #include "services/server/server_options.h"
 #include "services/som/atlas.h"
 #include "services/som/atlas_request.h"
@@ -235,8 +236,7 @@ class SomAtlasServiceImpl final : public v1::SomAtlasService::Service {
   // upload files: one at a time, so no atlas id is submitted twice by this
   // service and no file is swept between its writing and its job's submit.
   std::mutex submit_mu_;
-  std::mutex sweep_mu_;
-  absl::Time last_sweep_ = absl::InfinitePast();  // guarded by sweep_mu_
+  scheduler::UploadSweepThrottle sweep_throttle_;
 };
 
 }  // namespace tessera

@@ -6,13 +6,11 @@
 #include "services/som/som_service.h"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -31,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "services/jobs/engine.h"
 #include "services/scheduler/testing/in_process_scheduler.h"
+#include "services/scheduler/testing/service_testing.h"
 #include "services/server/service_host.h"
 #include "services/som/atlas.h"
 #include "services/som/corpus.h"
@@ -44,19 +43,13 @@ namespace tessera {
 namespace {
 
 using ::testing::HasSubstr;
+using scheduler::testing::Exists;
+using scheduler::testing::In;
+using scheduler::testing::TmpDir;
 
 // Long enough (24x24 map, 4000 documents: about 2 s on the CPU) to stop it
 // safely two epochs in.
 constexpr int kStoppedJobEpochs = 150;
-
-std::string TmpDir() {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return dir != nullptr ? dir : "/tmp";
-}
-
-std::chrono::system_clock::time_point In(std::chrono::milliseconds ms) { return std::chrono::system_clock::now() + ms; }
-
-bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 
 // A fresh directory for one test: <tmp>/<name> holding data/ (the data root).
 std::string MakeRoot(const std::string& name) {
@@ -93,10 +86,7 @@ class TestServer {
  public:
   TestServer(const std::string& root, SomServiceOptions service_options = {},
              scheduler::testing::InProcessSchedulerOptions scheduler_options = {}) {
-    ServerOptions options;
-    options.grpc_port = 0;
-    options.metrics_port = -1;
-    options.device = "cpu";
+    ServerOptions options = scheduler::testing::LoopbackServerOptions();
     options.data_roots = {root + "/data"};
     options.atlas_dir = root + "/atlases";
     options.max_volume_bytes = 64 << 20;
@@ -118,12 +108,11 @@ class TestServer {
     jobs_ = *std::move(jobs);
     status_ = service_->AttachScheduler(&jobs_->scheduler(), state_dir_);
     if (!status_.ok()) return;
-    host_ = std::make_unique<ServiceHost>(options);
-    host_->AddService(service_.get());
-    auto ports = host_->Start();
-    status_ = ports.status();
-    if (!ports.ok()) return;
-    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", ports->grpc_port), grpc::InsecureChannelCredentials());
+    auto hosted = scheduler::testing::StartLoopbackHost(options, service_.get());
+    status_ = hosted.status();
+    if (!hosted.ok()) return;
+    host_ = std::move(hosted->host);
+    channel_ = std::move(hosted->channel);
     stub_ = v1::SomAtlasService::NewStub(channel_);
   }
   ~TestServer() {
@@ -1288,20 +1277,14 @@ TEST(SomAtlasService, AJobStoppedMidRunCompletesAfterARestart) {
 // uploads and jobs; it still answers queries.
 TEST(SomAtlasService, WithoutASchedulerJobCallsAreFailedPrecondition) {
   const std::string root = MakeRoot("worker");
-  ServerOptions options;
-  options.grpc_port = 0;
-  options.metrics_port = -1;
-  options.device = "cpu";
+  ServerOptions options = scheduler::testing::LoopbackServerOptions();
   options.data_roots = {root + "/data"};
   options.atlas_dir = root + "/atlases";
   auto service = SomAtlasServiceImpl::Create(options);
   ASSERT_TRUE(service.ok()) << service.status();
-  ServiceHost host(options);
-  host.AddService(service->get());
-  auto ports = host.Start();
-  ASSERT_TRUE(ports.ok()) << ports.status();
-  auto stub = v1::SomAtlasService::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", ports->grpc_port), grpc::InsecureChannelCredentials()));
+  auto hosted = scheduler::testing::StartLoopbackHost(options, service->get());
+  ASSERT_TRUE(hosted.ok()) << hosted.status();
+  auto stub = v1::SomAtlasService::NewStub(hosted->channel);
 
   v1::CreateAtlasRequest request = AtlasRequestFor("", "nope", 3, 3, 2);
   request.mutable_corpus()->set_path("c.csr");
@@ -1335,10 +1318,7 @@ TEST(SomAtlasService, WithoutASchedulerJobCallsAreFailedPrecondition) {
 }
 
 TEST(SomAtlasService, WithoutAnAtlasDirectoryCreateIsAPreconditionFailure) {
-  ServerOptions options;
-  options.grpc_port = 0;
-  options.metrics_port = -1;
-  options.device = "cpu";
+  ServerOptions options = scheduler::testing::LoopbackServerOptions();
   auto service = SomAtlasServiceImpl::Create(options);
   ASSERT_TRUE(service.ok()) << service.status();
   EXPECT_TRUE((*service)->atlas_dir().empty());

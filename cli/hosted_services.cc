@@ -13,6 +13,7 @@ void HostedServices::AddTo(ServiceHost& host) {
   if (registration) host.AddService(registration.get());
   if (fingerprint) host.AddService(fingerprint.get());
   if (som) host.AddService(som.get());
+  if (fingerprint_router) host.AddService(fingerprint_router.get());
 }
 
 const std::vector<std::string>& HostableServiceNames() {
@@ -47,6 +48,17 @@ absl::StatusOr<HostedServices> CreateHostedServices(const ServerOptions& options
     TESSERA_ASSIGN_OR_RETURN(services.som, SomAtlasServiceImpl::Create(options));
   }
   return services;
+}
+
+absl::Status AttachFingerprintRouter(HostedServices& services, const ServerOptions& options,
+                                     const std::vector<std::string>& shards) {
+  if (services.fingerprint || services.fingerprint_router) {
+    return absl::FailedPreconditionError("this process already hosts a FingerprintService (fingerprint shards are "
+                                         "for a scheduler without one: --role scheduler)");
+  }
+  TESSERA_ASSIGN_OR_RETURN(services.fingerprint_router,
+                           FingerprintShardRouter::CreateForAddresses(shards, options.max_receive_message_bytes));
+  return absl::OkStatus();
 }
 
 }  // namespace tessera::cli

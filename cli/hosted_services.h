@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "services/fingerprint/fingerprint_service.h"
+#include "services/fingerprint/shard_router.h"
 #include "services/registration/registration_service.h"
 #include "services/server/server_options.h"
 #include "services/server/service_host.h"
@@ -27,6 +28,9 @@ struct HostedServices {
   std::unique_ptr<RegistrationServiceImpl> registration;
   std::unique_ptr<FingerprintServiceImpl> fingerprint;  // its gallery directory: FingerprintServiceOptions
   std::unique_ptr<SomAtlasServiceImpl> som;  // "som": SOM atlases (cancels its jobs too)
+  // The FingerprintService of a scheduler given --fp-shard: no gallery of its
+  // own, a router over the shard servers (shard_router.h). Never with `fingerprint`.
+  std::unique_ptr<FingerprintShardRouter> fingerprint_router;
 
   // Registers every service with `host` (before host.Start()).
   void AddTo(ServiceHost& host);
@@ -41,6 +45,13 @@ const std::vector<std::string>& HostableServiceNames();  // {"volume", "registra
 absl::StatusOr<HostedServices> CreateHostedServices(const ServerOptions& options,
                                                     const std::vector<std::string>& names = {},
                                                     const FingerprintServiceOptions& fingerprint = {});
+
+// Makes services.fingerprint_router over the FingerprintService servers at
+// `shards` (HOST:PORT; their order is part of the routing: keep it fixed).
+// INVALID_ARGUMENT for a bad or repeated address; FAILED_PRECONDITION when
+// `services` already hosts a FingerprintService of its own.
+absl::Status AttachFingerprintRouter(HostedServices& services, const ServerOptions& options,
+                                     const std::vector<std::string>& shards);
 
 }  // namespace tessera::cli
 

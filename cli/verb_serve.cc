@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "cli/args.h"
 #include "cli/hosted_services.h"
@@ -39,6 +40,10 @@ std::vector<FlagSpec> ServeFlags() {
       {"state-dir", "", "job results and the default job database (default <first data root>/state)"},
       {"store", "", "job database: sqlite:PATH (default <state dir>/jobs.db) or postgresql://... for replicas"},
       {"worker", "", "a worker process (tessera serve --role worker) as HOST:PORT or HOST:PORT*SLOTS", false, true},
+      {"fp-shard", "", "role scheduler: a fingerprint gallery shard (a FingerprintService, e.g. a worker, with its "
+                       "own --gallery-dir) as HOST:PORT; repeat, always in the same order: the scheduler then "
+                       "serves FingerprintService over them (ids hashed to shards, searches fanned out and merged)",
+       false, true},
       {"local-slots", "1", "jobs the in-process worker runs at once"},
       {"max-queued", "256", "queued jobs per priority beyond which Submit answers RESOURCE_EXHAUSTED"},
       {"scheduler-name", "scheduler", "this scheduler's name (its in-process worker is NAME/local)"},
@@ -121,12 +126,27 @@ int RunServe(int argc, char** argv) {
   }
   scheduler_options.local_slots = *slots;
   scheduler_options.max_queued_per_priority = *max_queued;
-  // The scheduler role hosts no compute services: its workers do.
+  const std::vector<std::string> fp_shards = args->GetAll("fp-shard");
+  if (!fp_shards.empty() && scheduler_options.role != "scheduler") {
+    std::fprintf(stderr, "tessera serve: --fp-shard needs --role scheduler (the other roles host a gallery)\n");
+    return 2;
+  }
+  // The scheduler role hosts no compute services: its workers do (with
+  // --fp-shard it fronts their galleries as one FingerprintService).
   auto services = scheduler_options.role == "scheduler" ? absl::StatusOr<HostedServices>(HostedServices())
                                                         : CreateHostedServices(*options, names, fingerprint_options);
   if (!services.ok()) {
     std::fprintf(stderr, "tessera serve: %s\n", std::string(services.status().message()).c_str());
     return services.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  if (!fp_shards.empty()) {
+    absl::Status routed = AttachFingerprintRouter(*services, *options, fp_shards);
+    if (!routed.ok()) {
+      std::fprintf(stderr, "tessera serve: %s\n", std::string(routed.message()).c_str());
+      return 2;
+    }
+    TESSERA_LOG(INFO) << "FingerprintService over " << fp_shards.size()
+                      << " gallery shards: " << absl::StrJoin(fp_shards, ", ");
   }
   auto scheduler = CreateHostedScheduler(scheduler_options, *options, *services);
   if (!scheduler.ok()) {

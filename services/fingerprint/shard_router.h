@@ -1,0 +1,133 @@
+// FingerprintShardRouter: a tessera.v1.FingerprintService that owns no
+// gallery and fronts N shard servers (FingerprintService endpoints, each with
+// its own gallery), so that the shards together behave as one gallery.
+//
+//   Enroll, Delete, Verify{id}  -> the id's shard: ShardForId(id, N), FNV-1a
+//                                  64 of the id's bytes mod N (stable across
+//                                  processes, platforms and releases)
+//   EnrollStream                -> one stream per shard that gets items; the
+//                                  per-item errors merged back in request
+//                                  order (indices are the caller's)
+//   Verify{reference}           -> any shard (round robin; the next one if
+//                                  that one is unavailable: it is stateless)
+//   List                        -> every shard, merged in byte order; the
+//                                  page token is the last id of the page, as
+//                                  on one server (see List below)
+//   Search, SearchBatch         -> every shard in parallel, merged with
+//                                  MergeShardResponses (shard_merge.h)
+//
+// Every shard call inherits the caller's deadline and cancellation
+// (grpc::ClientContext::FromServerContext): a client that goes cancels the
+// shards' work too.
+//
+// Failure policy: a shard that fails a search fails the whole call with
+// UNAVAILABLE naming the shard, and the other shards' calls are cancelled. A
+// partial answer is never returned: the missing shard could hold the mate,
+// and a top-k without it would look complete while silently missing it.
+// Errors the request itself caused pass through unchanged (INVALID_ARGUMENT,
+// NOT_FOUND, ALREADY_EXISTS, OUT_OF_RANGE, RESOURCE_EXHAUSTED with the
+// shard's retry hint, and DEADLINE_EXCEEDED / CANCELLED when the caller's
+// deadline passed or it cancelled), so a client sees what one server would
+// have said.
+//
+// The routing depends on N and on the order of the shards: keep the list
+// fixed (tessera serve --fp-shard flags, in order). Changing it needs the
+// templates moved to their new shards (not done here).
+#ifndef TESSERA_SERVICES_FINGERPRINT_SHARD_ROUTER_H_
+#define TESSERA_SERVICES_FINGERPRINT_SHARD_ROUTER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/channel.h>
+#include <grpcpp/server_context.h>
+#include <grpcpp/support/sync_stream.h>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "tessera/v1/fingerprint.grpc.pb.h"
+
+namespace tessera {
+namespace fingerprint {
+
+// FNV-1a, 64 bits, of `bytes` (offset basis 0xcbf29ce484222325, prime
+// 0x100000001b3). Fixed for good: it decides where every template lives.
+uint64_t Fnv1a64(absl::string_view bytes);
+
+// The shard (0..shards-1) that holds template `id`.
+int ShardForId(absl::string_view id, int shards);
+
+}  // namespace fingerprint
+
+struct FingerprintShard {
+  std::string name;  // for messages and logs, e.g. "10.0.0.7:50051"
+  std::shared_ptr<grpc::Channel> channel;
+};
+
+class FingerprintShardRouter final : public v1::FingerprintService::Service {
+ public:
+  // INVALID_ARGUMENT without shards, with a null channel or with two shards
+  // of the same name.
+  static absl::StatusOr<std::unique_ptr<FingerprintShardRouter>> Create(std::vector<FingerprintShard> shards);
+
+  // Shards given as HOST:PORT (plaintext channels; `max_message_bytes` for
+  // both directions, e.g. ServerOptions::max_receive_message_bytes).
+  // INVALID_ARGUMENT for an address without a port, or as Create.
+  static absl::StatusOr<std::unique_ptr<FingerprintShardRouter>> CreateForAddresses(
+      const std::vector<std::string>& addresses, int max_message_bytes);
+
+  grpc::Status Enroll(grpc::ServerContext* context, const v1::EnrollRequest* request,
+                      v1::EnrollResponse* response) override;
+  // A shard that fails mid-stream fails the call (UNAVAILABLE naming it);
+  // items already sent to the other shards may be stored (they commit in
+  // groups): re-send with replace, or count ALREADY_EXISTS as done.
+  grpc::Status EnrollStream(grpc::ServerContext* context, grpc::ServerReader<v1::EnrollRequest>* reader,
+                            v1::EnrollStreamResponse* response) override;
+  grpc::Status Delete(grpc::ServerContext* context, const v1::DeleteRequest* request,
+                      v1::DeleteResponse* response) override;
+  // Ids are partitioned, and each shard lists its ids in byte order after a
+  // token that is the last id of the previous page (FingerprintServiceImpl's
+  // own paging). So the router asks every shard for a page after the same
+  // token, merges, keeps the first page_size and hands out the last of them
+  // as its token: the same tokens and pages as one server holding all ids,
+  // with no state in the router (any replica can serve the next page).
+  grpc::Status List(grpc::ServerContext* context, const v1::ListRequest* request, v1::ListResponse* response) override;
+  // Timing: total_ms is the router's whole call; gallery_size the sum over
+  // the shards; the rest as MergeShardResponses (slowest shard's prepare and
+  // score times).
+  grpc::Status Search(grpc::ServerContext* context, const v1::SearchRequest* request,
+                      v1::SearchResponse* response) override;
+  grpc::Status SearchBatch(grpc::ServerContext* context, const v1::SearchBatchRequest* request,
+                           v1::SearchBatchResponse* response) override;
+  grpc::Status Verify(grpc::ServerContext* context, const v1::VerifyRequest* request,
+                      v1::VerifyResponse* response) override;
+
+  int shard_count() const { return static_cast<int>(shards_.size()); }
+  const std::string& shard_name(int shard) const { return shards_[shard].name; }
+
+ private:
+  struct Shard {
+    std::string name;
+    std::unique_ptr<v1::FingerprintService::Stub> stub;
+  };
+  explicit FingerprintShardRouter(std::vector<Shard> shards) : shards_(std::move(shards)) {}
+
+  // The sum of every shard's gallery size, asking (List, one id) those whose
+  // size is not known yet (known[s] < 0). Best effort, for the gallery_size
+  // of writes: a shard that does not answer is left out (and logged), since
+  // the write itself has succeeded.
+  int64_t TotalGallerySize(grpc::ServerContext* context, std::vector<int64_t> known);
+  // A shard's failure as the router's status (the policy above).
+  grpc::Status ShardFailure(int shard, const grpc::Status& status, const grpc::ServerContext& context,
+                            absl::string_view consequence) const;
+
+  const std::vector<Shard> shards_;
+  std::atomic<uint64_t> next_verify_shard_{0};
+};
+
+}  // namespace tessera
+
+#endif  // TESSERA_SERVICES_FINGERPRINT_SHARD_ROUTER_H_

@@ -22,6 +22,7 @@ constexpr Verb kVerbs[] = {
     {"som", tessera::cli::RunSom, "SOM atlases: train on a sparse corpus, project documents, render PNGs, label cells"},
     {"devices", tessera::cli::RunDevices, "list the compute backends and GPUs this process can use"},
     {"fp", tessera::cli::RunFp, "fingerprint gallery in a directory: enroll, search (JSON), delete, list"},
+    {"audit", tessera::cli::RunAudit, "audit trail of a server (--audit-log): verify the hash chain, show records"},
     {"job", tessera::cli::RunJob, "scheduler jobs: submit any long verb to a server, watch, cancel, result, list"},
 };
 

@@ -25,6 +25,7 @@
 #include "absl/time/clock.h"
 #include "cli/job_specs.h"
 #include "cli/verbs.h"
+#include "services/server/bearer_channel.h"
 #include "tessera/v1/scheduler.grpc.pb.h"
 
 namespace tessera::cli {
@@ -41,7 +42,8 @@ int Usage(FILE* out, int rc) {
                "  tessera job get|cancel|result --server HOST:PORT ID\n"
                "  tessera job list    --server HOST:PORT [--state queued|running|succeeded|failed|cancelled]\n"
                "                      [--kind KIND] [--limit N]\n"
-               "  tessera job workers --server HOST:PORT\n");
+               "  tessera job workers --server HOST:PORT\n"
+               "  every verb takes --token-file FILE: the bearer token for a server started with --token-file\n");
   return rc;
 }
 
@@ -124,7 +126,7 @@ int RunJob(int argc, char** argv) {
     return Usage(argc < 2 ? stderr : stdout, argc < 2 ? 2 : 0);
   }
   const std::string sub = argv[1];
-  const std::set<std::string> known = {"server", "id", "priority", "deadline-s", "max-attempts", "after",
+  const std::set<std::string> known = {"server", "token-file", "id", "priority", "deadline-s", "max-attempts", "after",
                                        "state", "kind", "limit"};
   absl::StatusOr<Flags> flags = ParseLeadingFlags(argc, argv, 2, {"watch"}, known);
   if (!flags.ok()) {
@@ -143,8 +145,17 @@ int RunJob(int argc, char** argv) {
   grpc::ChannelArguments channel_args;
   channel_args.SetMaxReceiveMessageSize(256 << 20);
   channel_args.SetMaxSendMessageSize(256 << 20);
+  std::string token;
+  if (!get("token-file").empty()) {
+    absl::StatusOr<std::string> t = ReadClientTokenFile(get("token-file"));
+    if (!t.ok()) {
+      std::fprintf(stderr, "tessera job %s: %s\n", sub.c_str(), std::string(t.status().message()).c_str());
+      return 2;
+    }
+    token = *t;
+  }
   auto stub = v1::SchedulerService::NewStub(
-      grpc::CreateCustomChannel(server, grpc::InsecureChannelCredentials(), channel_args));
+      CreateBearerChannel(server, grpc::InsecureChannelCredentials(), channel_args, token));
   const auto int_flag = [&](const std::string& name, int64_t fallback, int64_t* out) {
     const std::string v = get(name);
     if (v.empty()) {

@@ -30,6 +30,11 @@ std::vector<FlagSpec> ServeFlags() {
       {"tls-cert", "", "server certificate (PEM); with --tls-key enables TLS"},
       {"tls-key", "", "server private key (PEM)"},
       {"tls-client-ca", "", "CA (PEM) that client certificates must chain to: mutual TLS"},
+      {"token-file", "", "bearer tokens (lines: TOKEN PRINCIPAL ROLE[,ROLE] [expires=RFC3339]); every RPC but "
+                         "health/reflection then needs 'authorization: Bearer TOKEN' and its method's role"},
+      {"audit-log", "", "hash-chained audit trail (JSON lines, fsynced before each answer; tessera audit verify)"},
+      {"audit-max-mb", "64", "rotate the audit log into FILE.1, FILE.2, ... beyond this size (MiB)"},
+      {"insecure", "", "allow a non-loopback --host without TLS and --token-file", true},
       {"drain-timeout-s", "30", "on SIGTERM, seconds in-flight calls get before being cancelled"},
       {"device", "auto", "compute backend: auto, cpu or cuda"},
       {"services", "", "comma-separated services to host (default all: volume,registration,fingerprint,som)"},
@@ -70,6 +75,12 @@ absl::StatusOr<ServerOptions> OptionsFromArgs(const Args& args) {
   o.tls_cert = args.Get("tls-cert");
   o.tls_key = args.Get("tls-key");
   o.tls_client_ca = args.Get("tls-client-ca");
+  o.token_file = args.Get("token-file");
+  o.audit_log = args.Get("audit-log");
+  TESSERA_ASSIGN_OR_RETURN(int audit_mb, args.GetInt("audit-max-mb"));
+  if (audit_mb <= 0) return absl::InvalidArgumentError("--audit-max-mb must be positive");
+  o.audit_max_bytes = int64_t{audit_mb} << 20;
+  o.insecure = args.GetBool("insecure");
   o.device = args.Get("device");
   o.data_roots = args.GetAll("data-root");
   o.atlas_dir = args.Get("atlas-dir");

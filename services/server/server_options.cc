@@ -35,6 +35,7 @@ absl::Status ServerOptions::Validate() const {
   if (device != "auto" && device != "cpu" && device != "cuda" && device != "gpu") {
     return absl::InvalidArgumentError(absl::StrCat("unknown device '", device, "': expected auto, cpu or cuda"));
   }
+  if (audit_max_bytes <= 0) return absl::InvalidArgumentError("audit_max_bytes must be positive");
   return absl::OkStatus();
 }
 

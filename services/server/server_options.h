@@ -50,6 +50,15 @@ struct ServerOptions {
   // Empty: "<first data root>/atlases".
   std::string atlas_dir;
 
+  // Bearer tokens (auth.h): when set, every RPC but health/reflection needs
+  // "authorization: Bearer TOKEN" and the method's role.
+  std::string token_file;
+  // Hash-chained audit trail (audit_log.h); rotated into FILE.1, FILE.2, ... at audit_max_bytes.
+  std::string audit_log;
+  int64_t audit_max_bytes = int64_t{64} << 20;
+  // Allow a non-loopback host without TLS and a token file (refused otherwise).
+  bool insecure = false;
+
   // INVALID_ARGUMENT naming the first bad field (ports out of range, key
   // without cert, client CA without cert, non-positive limits, ...).
   absl::Status Validate() const;

@@ -29,6 +29,7 @@
 #include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "services/server/auth_interceptor.h"
 #include "services/server/metrics_interceptor.h"
 
 namespace tessera {
@@ -189,6 +190,34 @@ absl::StatusOr<BoundPorts> ServiceHost::Start() {
   std::lock_guard<std::mutex> lock(mu_);
   if (state_ != State::kNew) return absl::FailedPreconditionError("ServiceHost::Start(): already started or drained");
 
+  // Safe defaults: other machines only over TLS and with tokens, unless told otherwise.
+  const bool loopback = options_.host == "localhost" || options_.host == "::1" || options_.host == "[::1]" ||
+                        absl::StartsWith(options_.host, "127.");
+  if (!loopback && (options_.tls_cert.empty() || options_.token_file.empty())) {
+    const std::string why = absl::StrCat("refusing to serve on non-loopback host ", options_.host, " without ",
+                                         options_.tls_cert.empty() ? "TLS (--tls-cert/--tls-key)" : "",
+                                         options_.tls_cert.empty() && options_.token_file.empty() ? " and " : "",
+                                         options_.token_file.empty() ? "bearer tokens (--token-file)" : "");
+    if (!options_.insecure) {
+      TESSERA_LOG(ERROR) << why << "; pass --insecure to serve anyway";
+      return absl::FailedPreconditionError(absl::StrCat(why, "; pass --insecure to serve anyway"));
+    }
+    TESSERA_LOG(WARNING) << "--insecure: not " << why.substr(std::string("refusing to ").size());
+  }
+  std::shared_ptr<const Authorizer> authorizer;
+  if (!options_.token_file.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const TokenStore> tokens, TokenStore::Load(options_.token_file));
+    authorizer = std::make_shared<Authorizer>(std::move(tokens));
+  }
+  if (!options_.audit_log.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<AuditLog> audit, AuditLog::Open(options_.audit_log, options_.audit_max_bytes));
+    audit_ = std::move(audit);
+  }
+  const bool guarded = authorizer != nullptr || audit_ != nullptr;
+  if (guarded) {
+    for (grpc::Service* service : services_) InstallAuthGate(service);
+  }
+
   std::shared_ptr<grpc::ServerCredentials> credentials;
   std::string security = "plaintext";
   if (!options_.tls_cert.empty()) {
@@ -232,6 +261,8 @@ absl::StatusOr<BoundPorts> ServiceHost::Start() {
   // Filled by the plugin before the server takes calls, read-only afterwards.
   auto known_methods = std::make_shared<KnownMethods>();
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  // First, so that metrics see the status it may change (audit failure -> UNAVAILABLE).
+  if (guarded) interceptors.push_back(std::make_unique<AuthAuditInterceptorFactory>(authorizer, audit_));
   interceptors.push_back(std::make_unique<MetricsInterceptorFactory>(ProcessRegistry(), known_methods));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.SetOption(std::make_unique<ServiceListOption>(&service_names_, known_methods.get()));
@@ -263,6 +294,8 @@ absl::StatusOr<BoundPorts> ServiceHost::Start() {
   state_ = State::kRunning;
 
   TESSERA_LOG(INFO) << "serving gRPC on " << JoinHostPort(options_.host, ports.grpc_port) << " (" << security
+                    << (authorizer ? "; bearer tokens required" : "; no authentication")
+                    << (audit_ ? absl::StrCat("; audit log ", options_.audit_log) : std::string())
                     << "; " << absl::StrJoin(service_names_, ", ") << ")"
                     << (metrics_ ? absl::StrCat("; metrics at http://", JoinHostPort(options_.host, ports.metrics_port),
                                                 "/metrics")

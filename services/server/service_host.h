@@ -30,6 +30,9 @@
 //   - message size limits (a larger message fails its call with
 //     RESOURCE_EXHAUSTED); deadlines propagate to handlers, which should check
 //     CheckNotCancelled(*context) (call_checks.h) in long loops.
+//   - with options.token_file / options.audit_log: bearer-token authentication, role checks
+//     and a hash-chained audit trail (auth_interceptor.h); health and reflection stay open.
+//   - safe defaults: a non-loopback host needs TLS and a token file unless options.insecure.
 //   - an exclusive port: a second server on the same port fails to start
 //     (gRPC would otherwise share it through SO_REUSEPORT).
 #ifndef TESSERA_SERVICES_SERVER_SERVICE_HOST_H_
@@ -46,6 +49,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/metrics.h"
+#include "services/server/audit_log.h"
 #include "services/server/server_options.h"
 
 namespace tessera {
@@ -116,6 +120,7 @@ class ServiceHost {
   std::vector<std::string> service_names_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsHttpServer> metrics_;
+  std::shared_ptr<AuditLog> audit_;
   int wake_pipe_[2] = {-1, -1};
 
   mutable std::mutex mu_;

@@ -33,6 +33,7 @@ _LIBS = {
     "libpq": (["libpq"], "libpq-dev"),
     "png": (["libpng"], "libpng-dev"),
     "zlib": (["zlib"], "zlib1g-dev"),
+    "crypto": (["libcrypto"], "libssl-dev"),
 }
 
 def _link_flags(rctx, name, modules, package):

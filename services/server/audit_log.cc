@@ -1,0 +1,312 @@
+#include "services/server/audit_log.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "services/server/auth.h"
+
+namespace tessera {
+namespace {
+
+const std::string kGenesis(64, '0');
+const char kHashKey[] = ",\"hash\":\"";
+constexpr size_t kHashKeyLen = sizeof(kHashKey) - 1;
+const char kPrevKey[] = ",\"prev_hash\":\"";
+constexpr size_t kPrevKeyLen = sizeof(kPrevKey) - 1;
+
+bool FileExists(const std::string& p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0;
+}
+
+absl::StatusOr<std::string> ReadWhole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The JSON string value of "key" (first occurrence), unescaped.
+bool StringField(absl::string_view line, absl::string_view key, std::string* out) {
+  const std::string k = absl::StrCat("\"", key, "\":\"");
+  size_t p = line.find(k);
+  if (p == absl::string_view::npos) return false;
+  p += k.size();
+  out->clear();
+  for (; p < line.size(); ++p) {
+    char c = line[p];
+    if (c == '"') return true;
+    if (c == '\\' && p + 1 < line.size()) {
+      char e = line[++p];
+      switch (e) {
+        case 'n': out->push_back('\n'); break;
+        case 't': out->push_back('\t'); break;
+        case 'r': out->push_back('\r'); break;
+        case 'u':
+          if (p + 4 < line.size()) {
+            int v = 0;
+            for (int i = 1; i <= 4; ++i) {
+              char h = line[p + i];
+              v = v * 16 + (h >= 'a' ? h - 'a' + 10 : h >= 'A' ? h - 'A' + 10 : h - '0');
+            }
+            p += 4;
+            if (v < 0x80) out->push_back(static_cast<char>(v)); else out->push_back('?');
+          }
+          break;
+        default: out->push_back(e);
+      }
+    } else {
+      out->push_back(c);
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string JsonQuote(absl::string_view s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out += buf;
+        } else {
+          out.push_back(static_cast<char>(c));
+        }
+    }
+  }
+  out += "\"";
+  return out;
+}
+
+std::string AuditLineHash(absl::string_view canonical, absl::string_view prev_hash) {
+  return Sha256Hex(absl::StrCat(prev_hash, canonical));
+}
+
+absl::StatusOr<AuditRecord> ParseAuditLine(absl::string_view line) {
+  AuditRecord r;
+  r.line = std::string(line);
+  if (!absl::StartsWith(line, "{\"seq\":") || line.empty() || line.back() != '}') {
+    return absl::InvalidArgumentError("not an audit record");
+  }
+  const size_t h = line.rfind(kHashKey);
+  const size_t p = line.rfind(kPrevKey);
+  if (h == absl::string_view::npos || p == absl::string_view::npos || p > h) {
+    return absl::InvalidArgumentError("record without prev_hash/hash");
+  }
+  r.hash = std::string(line.substr(h + kHashKeyLen, 64));
+  r.prev_hash = std::string(line.substr(p + kPrevKeyLen, 64));
+  if (line.size() != h + kHashKeyLen + 64 + 2) return absl::InvalidArgumentError("malformed hash member");
+  const size_t comma = line.find(',');
+  if (!absl::SimpleAtoi(line.substr(7, comma - 7), &r.seq)) return absl::InvalidArgumentError("bad seq");
+  StringField(line, "time", &r.time);
+  StringField(line, "principal", &r.principal);
+  StringField(line, "method", &r.method);
+  StringField(line, "outcome", &r.outcome);
+  return r;
+}
+
+AuditLog::~AuditLog() {
+  if (fd_ >= 0) close(fd_);
+}
+
+std::vector<std::string> AuditLogFiles(const std::string& path) {
+  std::vector<std::string> files;
+  int n = 1;
+  while (FileExists(absl::StrCat(path, ".", n))) ++n;
+  for (int i = n - 1; i >= 1; --i) files.push_back(absl::StrCat(path, ".", i));
+  if (FileExists(path)) files.push_back(path);
+  return files;
+}
+
+absl::StatusOr<std::unique_ptr<AuditLog>> AuditLog::Open(const std::string& path, int64_t max_bytes) {
+  std::unique_ptr<AuditLog> log(new AuditLog(path, max_bytes));
+  log->last_hash_ = kGenesis;
+  // Continue the chain from the newest record (the current file, or the last rotated one).
+  std::vector<std::string> files = AuditLogFiles(path);
+  for (auto it = files.rbegin(); it != files.rend(); ++it) {
+    absl::StatusOr<std::string> text = ReadWhole(*it);
+    if (!text.ok()) return text.status();
+    if (text->empty()) continue;
+    if (text->back() != '\n') {
+      return absl::FailedPreconditionError(absl::StrCat("audit log ", *it, " ends in a torn line; check it with "
+                                                        "`tessera audit verify --log ", path, "`"));
+    }
+    const size_t start = text->rfind('\n', text->size() - 2);
+    absl::string_view last(*text);
+    last = last.substr(start == std::string::npos ? 0 : start + 1);
+    last.remove_suffix(1);
+    absl::StatusOr<AuditRecord> rec = ParseAuditLine(last);
+    if (!rec.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat("audit log ", *it, ": last line is not a valid record; "
+                                                        "check it with `tessera audit verify --log ", path, "`"));
+    }
+    log->next_seq_ = rec->seq + 1;
+    log->last_hash_ = rec->hash;
+    break;
+  }
+  absl::Status s = log->OpenFile();
+  if (!s.ok()) return s;
+  return log;
+}
+
+absl::Status AuditLog::OpenFile() {
+  fd_ = open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  if (fd_ < 0) return absl::PermissionDeniedError(absl::StrCat("cannot open audit log ", path_, ": ", strerror(errno)));
+  struct stat st;
+  if (fstat(fd_, &st) != 0) return absl::InternalError(absl::StrCat("fstat ", path_, ": ", strerror(errno)));
+  size_ = st.st_size;
+  return absl::OkStatus();
+}
+
+absl::Status AuditLog::Rotate() {
+  close(fd_);
+  fd_ = -1;
+  std::vector<std::string> files = AuditLogFiles(path_);  // oldest first, the current last
+  const int rotated = static_cast<int>(files.size()) - 1;
+  for (int i = rotated; i >= 1; --i) {
+    if (rename(absl::StrCat(path_, ".", i).c_str(), absl::StrCat(path_, ".", i + 1).c_str()) != 0) {
+      return absl::InternalError(absl::StrCat("rotate ", path_, ": ", strerror(errno)));
+    }
+  }
+  if (rename(path_.c_str(), absl::StrCat(path_, ".1").c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("rotate ", path_, ": ", strerror(errno)));
+  }
+  // Make the renames durable before records go to the new file.
+  std::string dir = path_.substr(0, path_.rfind('/') == std::string::npos ? 0 : path_.rfind('/'));
+  if (dir.empty()) dir = ".";
+  int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    fsync(dfd);
+    close(dfd);
+  }
+  return OpenFile();
+}
+
+absl::StatusOr<int64_t> AuditLog::Append(const AuditEvent& e) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fd_ < 0) return absl::UnavailableError("audit log closed");
+  if (size_ > 0 && size_ >= max_bytes_) {
+    absl::Status s = Rotate();
+    if (!s.ok()) return s;
+  }
+  const int64_t seq = next_seq_;
+  std::string canonical = absl::StrCat(
+      "{\"seq\":", seq, ",\"time\":", JsonQuote(absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", e.time, absl::UTCTimeZone())),
+      ",\"principal\":", JsonQuote(e.principal), ",\"peer\":", JsonQuote(e.peer), ",\"method\":", JsonQuote(e.method),
+      ",\"request_id\":", JsonQuote(e.request_id), ",\"outcome\":", JsonQuote(e.outcome),
+      ",\"details\":", e.details_json.empty() ? "{}" : e.details_json, kPrevKey, last_hash_, "\"");
+  const std::string hash = AuditLineHash(absl::StrCat(canonical, "}"), last_hash_);
+  const std::string line = absl::StrCat(canonical, kHashKey, hash, "\"}\n");
+  size_t done = 0;
+  while (done < line.size()) {
+    ssize_t n = write(fd_, line.data() + done, line.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return absl::UnavailableError(absl::StrCat("audit log write failed: ", strerror(errno)));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (fdatasync(fd_) != 0) return absl::UnavailableError(absl::StrCat("audit log fsync failed: ", strerror(errno)));
+  size_ += static_cast<int64_t>(line.size());
+  next_seq_ = seq + 1;
+  last_hash_ = hash;
+  return seq;
+}
+
+absl::StatusOr<std::vector<AuditRecord>> ReadAuditLog(const std::string& path) {
+  std::vector<AuditRecord> out;
+  for (const std::string& f : AuditLogFiles(path)) {
+    absl::StatusOr<std::string> text = ReadWhole(f);
+    if (!text.ok()) return text.status();
+    for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
+      absl::StatusOr<AuditRecord> r = ParseAuditLine(line);
+      if (r.ok()) out.push_back(std::move(*r));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<AuditVerifyResult> VerifyAuditLog(const std::string& path) {
+  const std::vector<std::string> files = AuditLogFiles(path);
+  if (files.empty()) return absl::NotFoundError(absl::StrCat("no audit log at ", path));
+  struct Line {
+    std::string file;
+    int64_t no;
+    absl::StatusOr<AuditRecord> rec;
+  };
+  std::vector<Line> lines;
+  std::set<int64_t> seqs;
+  for (const std::string& f : files) {
+    absl::StatusOr<std::string> text = ReadWhole(f);
+    if (!text.ok()) return text.status();
+    int64_t no = 0;
+    std::vector<absl::string_view> parts = absl::StrSplit(*text, '\n');
+    if (!parts.empty() && parts.back().empty()) parts.pop_back();
+    for (absl::string_view l : parts) {
+      lines.push_back({f, ++no, ParseAuditLine(l)});
+      if (lines.back().rec.ok()) seqs.insert(lines.back().rec->seq);
+    }
+  }
+  AuditVerifyResult r;
+  std::string prev = kGenesis;
+  int64_t expected = -1;  // the first record's seq may be > 1 only if older files were removed: flag it
+  for (const Line& l : lines) {
+    auto fail = [&](int64_t seq, std::string why) {
+      r.ok = false;
+      r.first_bad_seq = seq;
+      r.file = l.file;
+      r.line = l.no;
+      r.reason = std::move(why);
+      return r;
+    };
+    if (!l.rec.ok()) return fail(expected < 0 ? 1 : expected, absl::StrCat("damaged line: ", l.rec.status().message()));
+    const AuditRecord& rec = *l.rec;
+    if (expected < 0) expected = 1;
+    const size_t h = rec.line.rfind(kHashKey);
+    const std::string canonical = absl::StrCat(rec.line.substr(0, h), "}");
+    if (AuditLineHash(canonical, rec.prev_hash) != rec.hash) {
+      return fail(rec.seq, "edited: the record's hash does not match its contents");
+    }
+    if (rec.seq > expected) {
+      if (seqs.count(expected)) {
+        return fail(expected, absl::StrCat("reordered: seq ", rec.seq, " comes before seq ", expected));
+      }
+      return fail(expected, absl::StrCat("deleted: records ", expected,
+                                         rec.seq - 1 > expected ? absl::StrCat("..", rec.seq - 1) : std::string(),
+                                         " are missing before seq ", rec.seq));
+    }
+    if (rec.seq < expected) {
+      return fail(rec.seq, absl::StrCat("reordered: seq ", rec.seq, " comes after seq ", expected - 1));
+    }
+    if (rec.prev_hash != prev) {
+      return fail(rec.seq, "chain broken: prev_hash is not the previous record's hash (a record was replaced)");
+    }
+    prev = rec.hash;
+    ++expected;
+    ++r.records;
+  }
+  r.last_hash = prev;
+  return r;
+}
+
+}  // namespace tessera

@@ -1,0 +1,97 @@
+// An append-only, hash-chained audit trail in JSON lines (`tessera serve --audit-log FILE`).
+//
+// Each line is one record with keys in this order:
+//   {"seq":N,"time":"RFC3339","principal":"...","peer":"...","method":"...","request_id":"...",
+//    "outcome":"OK","details":{...},"prev_hash":"<64 hex>","hash":"<64 hex>"}
+// hash = SHA-256(prev_hash || canonical bytes), where the canonical bytes are the line without
+// its ',"hash":"..."' member (so everything up to prev_hash, then '}'). The first record ever
+// has prev_hash = 64 zeros. Append() writes the line and fsyncs before returning.
+// Rotation: when FILE exceeds max_bytes it becomes FILE.1 (FILE.1 -> FILE.2, ...), and the
+// chain continues: the first record of the new FILE carries the last hash of the old one.
+#ifndef TESSERA_SERVICES_SERVER_AUDIT_LOG_H_
+#define TESSERA_SERVICES_SERVER_AUDIT_LOG_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace tessera {
+
+std::string JsonQuote(absl::string_view s);  // "..." with JSON escapes
+
+struct AuditEvent {
+  absl::Time time = absl::Now();
+  std::string principal;
+  std::string peer;
+  std::string method;
+  std::string request_id;  // request / job id when the call names one
+  std::string outcome;     // status code name, e.g. "OK", "PERMISSION_DENIED"
+  std::string details_json = "{}";  // a JSON object
+};
+
+// One parsed line (for verify/show).
+struct AuditRecord {
+  int64_t seq = -1;
+  std::string time, principal, method, outcome, prev_hash, hash;
+  std::string line;
+};
+
+class AuditLog {
+ public:
+  // Opens (creating) FILE and continues its chain. FAILED_PRECONDITION when the last line of
+  // the log is damaged (run `tessera audit verify`).
+  static absl::StatusOr<std::unique_ptr<AuditLog>> Open(const std::string& path, int64_t max_bytes = 64 << 20);
+  ~AuditLog();
+
+  // Writes one record and fsyncs it; returns its seq.
+  absl::StatusOr<int64_t> Append(const AuditEvent& event);
+  const std::string& path() const { return path_; }
+
+ private:
+  AuditLog(std::string path, int64_t max_bytes) : path_(std::move(path)), max_bytes_(max_bytes) {}
+  absl::Status OpenFile();
+  absl::Status Rotate();
+
+  const std::string path_;
+  const int64_t max_bytes_;
+  std::mutex mu_;
+  int fd_ = -1;
+  int64_t size_ = 0;
+  int64_t next_seq_ = 1;
+  std::string last_hash_;
+};
+
+// The files of a log, oldest first: FILE.N ... FILE.1, FILE (those that exist).
+std::vector<std::string> AuditLogFiles(const std::string& path);
+
+// Parses one line; INVALID_ARGUMENT when it is not a record this log writes.
+absl::StatusOr<AuditRecord> ParseAuditLine(absl::string_view line);
+// The hash a line should carry given the previous hash.
+std::string AuditLineHash(absl::string_view line_without_hash_member, absl::string_view prev_hash);
+
+struct AuditVerifyResult {
+  bool ok = true;
+  int64_t records = 0;
+  int64_t first_bad_seq = -1;  // the seq where the chain breaks (-1: ok)
+  std::string file;            // file of the first problem
+  int64_t line = 0;            // 1-based line in that file
+  std::string reason;          // "edited", "deleted", "reordered", ...
+  std::string last_hash;
+};
+
+// Checks the chain across all rotated files.
+absl::StatusOr<AuditVerifyResult> VerifyAuditLog(const std::string& path);
+
+// All records across rotated files, oldest first (unparseable lines are skipped).
+absl::StatusOr<std::vector<AuditRecord>> ReadAuditLog(const std::string& path);
+
+}  // namespace tessera
+
+#endif  // TESSERA_SERVICES_SERVER_AUDIT_LOG_H_

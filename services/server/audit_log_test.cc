@@ -1,0 +1,188 @@
+// The audit trail's chain: records verify; an edited, deleted or reordered line is found with
+// the first bad seq; rotation keeps the chain across files; reopening continues it.
+#include "services/server/audit_log.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+
+namespace tessera {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string TmpDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name, "_", getpid());
+  if (std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()) != 0) ADD_FAILURE() << dir;
+  return dir;
+}
+
+std::vector<std::string> Lines(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return absl::StrSplit(ss.str(), '\n', absl::SkipEmpty());
+}
+
+void WriteLines(const std::string& path, const std::vector<std::string>& lines) {
+  std::ofstream out(path, std::ios::trunc);
+  for (const auto& l : lines) out << l << "\n";
+}
+
+AuditEvent Event(int i) {
+  AuditEvent e;
+  e.principal = i % 2 ? "alice" : "bob \"the\" analyst";
+  e.peer = "ipv4:127.0.0.1:5000";
+  e.method = "/tessera.v1.FingerprintService/Search";
+  e.request_id = absl::StrCat("req-", i);
+  e.outcome = "OK";
+  e.details_json = absl::StrCat("{\"candidates\":[[[\"id", i, "\",0.5]]]}");
+  return e;
+}
+
+std::string WriteLog(const std::string& dir, int n, int64_t max_bytes = 1 << 20) {
+  const std::string path = dir + "/audit.jsonl";
+  auto log = AuditLog::Open(path, max_bytes);
+  EXPECT_TRUE(log.ok()) << log.status();
+  for (int i = 1; i <= n; ++i) {
+    auto seq = (*log)->Append(Event(i));
+    EXPECT_TRUE(seq.ok());
+    EXPECT_EQ(*seq, i);
+  }
+  return path;
+}
+
+TEST(AuditLogTest, ChainVerifiesAndParses) {
+  const std::string path = WriteLog(TmpDir("audit_ok"), 5);
+  auto r = VerifyAuditLog(path);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->ok) << r->reason;
+  EXPECT_EQ(r->records, 5);
+  auto records = ReadAuditLog(path);
+  ASSERT_TRUE(records.ok());
+  ASSERT_EQ(records->size(), 5u);
+  EXPECT_EQ((*records)[0].seq, 1);
+  EXPECT_EQ((*records)[0].prev_hash, std::string(64, '0'));
+  EXPECT_EQ((*records)[1].principal, "bob \"the\" analyst");
+  EXPECT_EQ((*records)[1].prev_hash, (*records)[0].hash);
+  EXPECT_THAT((*records)[2].line, HasSubstr("\"candidates\":[[[\"id3\",0.5]]]"));
+}
+
+TEST(AuditLogTest, EditedLineIsFound) {
+  const std::string path = WriteLog(TmpDir("audit_edit"), 5);
+  std::vector<std::string> lines = Lines(path);
+  lines[2] = absl::StrReplaceAll(lines[2], {{"\"id3\",0.5", "\"id9\",0.5"}});
+  WriteLines(path, lines);
+  auto r = VerifyAuditLog(path);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->ok);
+  EXPECT_EQ(r->first_bad_seq, 3);
+  EXPECT_THAT(r->reason, HasSubstr("edited"));
+  EXPECT_EQ(r->line, 3);
+}
+
+TEST(AuditLogTest, DeletedLineIsFound) {
+  const std::string path = WriteLog(TmpDir("audit_delete"), 5);
+  std::vector<std::string> lines = Lines(path);
+  lines.erase(lines.begin() + 1);
+  WriteLines(path, lines);
+  auto r = VerifyAuditLog(path);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->ok);
+  EXPECT_EQ(r->first_bad_seq, 2);
+  EXPECT_THAT(r->reason, HasSubstr("deleted"));
+}
+
+TEST(AuditLogTest, ReorderedLinesAreFound) {
+  const std::string path = WriteLog(TmpDir("audit_reorder"), 5);
+  std::vector<std::string> lines = Lines(path);
+  std::swap(lines[1], lines[2]);
+  WriteLines(path, lines);
+  auto r = VerifyAuditLog(path);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->ok);
+  EXPECT_EQ(r->first_bad_seq, 2);
+  EXPECT_THAT(r->reason, HasSubstr("reordered"));
+}
+
+TEST(AuditLogTest, RecomputedHashStillBreaksTheChain) {
+  // An editor who recomputes the edited record's own hash breaks the next record's link.
+  const std::string path = WriteLog(TmpDir("audit_rehash"), 4);
+  std::vector<std::string> lines = Lines(path);
+  auto rec = ParseAuditLine(lines[1]);
+  ASSERT_TRUE(rec.ok());
+  std::string body = lines[1].substr(0, lines[1].rfind(",\"hash\":\""));
+  body = absl::StrReplaceAll(body, {{"req-2", "req-X"}});
+  lines[1] = absl::StrCat(body, ",\"hash\":\"", AuditLineHash(body + "}", rec->prev_hash), "\"}");
+  WriteLines(path, lines);
+  auto r = VerifyAuditLog(path);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->ok);
+  EXPECT_EQ(r->first_bad_seq, 3);
+  EXPECT_THAT(r->reason, HasSubstr("chain broken"));
+}
+
+TEST(AuditLogTest, RotationKeepsTheChainAndReopenContinues) {
+  const std::string dir = TmpDir("audit_rotate");
+  const std::string path = WriteLog(dir, 20, /*max_bytes=*/1000);
+  std::vector<std::string> files = AuditLogFiles(path);
+  ASSERT_GE(files.size(), 3u);
+  EXPECT_EQ(files.back(), path);
+  // The first record of each newer file carries the last hash of the older one.
+  for (size_t i = 1; i < files.size(); ++i) {
+    auto older = ParseAuditLine(Lines(files[i - 1]).back());
+    auto newer = ParseAuditLine(Lines(files[i]).front());
+    ASSERT_TRUE(older.ok() && newer.ok());
+    EXPECT_EQ(newer->prev_hash, older->hash);
+    EXPECT_EQ(newer->seq, older->seq + 1);
+  }
+  {
+    auto log = AuditLog::Open(path, 1000);
+    ASSERT_TRUE(log.ok());
+    auto seq = (*log)->Append(Event(21));
+    ASSERT_TRUE(seq.ok());
+    EXPECT_EQ(*seq, 21);
+  }
+  auto r = VerifyAuditLog(path);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->ok) << r->reason << " at seq " << r->first_bad_seq;
+  EXPECT_EQ(r->records, 21);
+  // Removing a whole rotated file in the middle is found as deleted records.
+  ASSERT_EQ(std::rename(files[1].c_str(), (dir + "/elsewhere").c_str()), 0);
+  ASSERT_EQ(std::rename(files[0].c_str(), files[1].c_str()), 0);
+  r = VerifyAuditLog(path);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->ok);
+  EXPECT_THAT(r->reason, HasSubstr("deleted"));
+}
+
+TEST(AuditLogTest, TornTailRefusesToOpen) {
+  const std::string path = WriteLog(TmpDir("audit_torn"), 3);
+  {
+    std::ofstream out(path, std::ios::app);
+    out << "{\"seq\":4,\"time\":";
+  }
+  auto log = AuditLog::Open(path);
+  EXPECT_FALSE(log.ok());
+  EXPECT_THAT(std::string(log.status().message()), HasSubstr("audit verify"));
+  auto r = VerifyAuditLog(path);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->ok);
+  EXPECT_EQ(r->first_bad_seq, 4);
+}
+
+}  // namespace
+}  // namespace tessera

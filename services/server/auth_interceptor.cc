@@ -1,0 +1,259 @@
+#include "services/server/auth_interceptor.h"
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
+#include <grpcpp/impl/rpc_service_method.h>
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/method_handler.h>
+
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/grpc_status.h"
+#include "common/log.h"
+
+// Access to two private members of gRPC 1.51 (the method handlers of a service) through the
+// explicit-instantiation rule, so the gate can wrap handlers without changing the services.
+namespace {
+template <typename Tag, typename Tag::type M>
+struct Rob {
+  friend typename Tag::type get(Tag) { return M; }
+};
+struct ServiceMethodsTag {
+  using type = std::vector<std::unique_ptr<grpc::internal::RpcServiceMethod>> grpc::Service::*;
+  friend type get(ServiceMethodsTag);
+};
+template struct Rob<ServiceMethodsTag, &grpc::Service::methods_>;
+struct MethodHandlerTag {
+  using type = std::unique_ptr<grpc::internal::MethodHandler> grpc::internal::RpcServiceMethod::*;
+  friend type get(MethodHandlerTag);
+};
+template struct Rob<MethodHandlerTag, &grpc::internal::RpcServiceMethod::handler_>;
+}  // namespace
+
+namespace tessera {
+namespace {
+
+using grpc::experimental::InterceptionHookPoints;
+namespace pb = google::protobuf;
+
+constexpr size_t kMaxDetailItems = 10000;
+
+// Ids and candidates found in the messages of one call.
+struct Details {
+  std::vector<std::string> request_ids;
+  std::vector<std::string> response_ids;
+  std::vector<std::string> candidate_groups;  // each a JSON array of [id, score]
+  std::string request_id;
+  bool truncated = false;
+
+  size_t items() const { return request_ids.size() + response_ids.size() + candidate_groups.size(); }
+
+  std::string Json() const {
+    auto arr = [](const std::vector<std::string>& v, bool quote) {
+      std::vector<std::string> q;
+      for (const auto& s : v) q.push_back(quote ? JsonQuote(s) : s);
+      return absl::StrCat("[", absl::StrJoin(q, ","), "]");
+    };
+    std::vector<std::string> parts;
+    if (!request_ids.empty()) parts.push_back(absl::StrCat("\"request_ids\":", arr(request_ids, true)));
+    if (!response_ids.empty()) parts.push_back(absl::StrCat("\"response_ids\":", arr(response_ids, true)));
+    if (!candidate_groups.empty()) parts.push_back(absl::StrCat("\"candidates\":", arr(candidate_groups, false)));
+    if (truncated) parts.push_back("\"truncated\":true");
+    return absl::StrCat("{", absl::StrJoin(parts, ","), "}");
+  }
+};
+
+bool IsIdField(const pb::FieldDescriptor* f) {
+  if (f->type() != pb::FieldDescriptor::TYPE_STRING) return false;
+  const std::string& n = f->name();
+  return n == "id" || n == "ids" || absl::EndsWith(n, "_id") || absl::EndsWith(n, "_ids");
+}
+
+// A message like Candidate: a string "id" and a float/double "score".
+bool IsCandidate(const pb::Descriptor* d) {
+  const pb::FieldDescriptor* id = d->FindFieldByName("id");
+  const pb::FieldDescriptor* score = d->FindFieldByName("score");
+  return id != nullptr && score != nullptr && id->type() == pb::FieldDescriptor::TYPE_STRING &&
+         !id->is_repeated() &&
+         (score->type() == pb::FieldDescriptor::TYPE_FLOAT || score->type() == pb::FieldDescriptor::TYPE_DOUBLE);
+}
+
+void Collect(const pb::Message& m, int depth, std::vector<std::string>* ids, Details* d) {
+  if (depth > 4) return;
+  const pb::Reflection* r = m.GetReflection();
+  std::vector<const pb::FieldDescriptor*> fields;
+  r->ListFields(m, &fields);
+  for (const pb::FieldDescriptor* f : fields) {
+    if (d->items() >= kMaxDetailItems) {
+      d->truncated = true;
+      return;
+    }
+    if (IsIdField(f)) {
+      if (f->is_repeated()) {
+        for (int i = 0; i < r->FieldSize(m, f) && ids->size() < kMaxDetailItems; ++i) {
+          ids->push_back(r->GetRepeatedString(m, f, i).substr(0, 256));
+        }
+      } else {
+        ids->push_back(r->GetString(m, f).substr(0, 256));
+      }
+    } else if (f->type() == pb::FieldDescriptor::TYPE_MESSAGE) {
+      if (f->is_repeated() && IsCandidate(f->message_type())) {
+        const pb::FieldDescriptor* idf = f->message_type()->FindFieldByName("id");
+        const pb::FieldDescriptor* sf = f->message_type()->FindFieldByName("score");
+        std::vector<std::string> group;
+        for (int i = 0; i < r->FieldSize(m, f); ++i) {
+          const pb::Message& c = r->GetRepeatedMessage(m, f, i);
+          const pb::Reflection* cr = c.GetReflection();
+          const double score = sf->type() == pb::FieldDescriptor::TYPE_FLOAT ? cr->GetFloat(c, sf) : cr->GetDouble(c, sf);
+          group.push_back(absl::StrCat("[", JsonQuote(cr->GetString(c, idf).substr(0, 256)), ",", score, "]"));
+        }
+        d->candidate_groups.push_back(absl::StrCat("[", absl::StrJoin(group, ","), "]"));
+      } else if (f->is_repeated()) {
+        for (int i = 0; i < r->FieldSize(m, f); ++i) Collect(r->GetRepeatedMessage(m, f, i), depth + 1, ids, d);
+      } else {
+        Collect(r->GetMessage(m, f), depth + 1, ids, d);
+      }
+    }
+  }
+}
+
+class AuthAuditInterceptor : public grpc::experimental::Interceptor {
+ public:
+  AuthAuditInterceptor(const Authorizer* authorizer, AuditLog* audit, grpc::experimental::ServerRpcInfo* info)
+      : authorizer_(authorizer), audit_(audit), context_(info->server_context()),
+        method_(info->method() != nullptr ? info->method() : "") {
+    open_ = IsOpenMethod(method_);
+  }
+
+  ~AuthAuditInterceptor() override {
+    if (registered_) CallRegistry::Get().Erase(context_);
+  }
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (open_) {
+      methods->Proceed();
+      return;
+    }
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_INITIAL_METADATA)) {
+      identity_.method = method_;
+      identity_.peer = context_->peer();
+      absl::Status decision = absl::OkStatus();
+      if (authorizer_ != nullptr) decision = authorizer_->Check(method_, *context_, &identity_);
+      CallRegistry::Get().Set(context_, identity_, decision);
+      registered_ = true;
+    }
+    if (audit_ != nullptr && methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_MESSAGE)) {
+      // Sync handlers' requests are generated protobuf messages (single inheritance from Message).
+      const auto* m = static_cast<const pb::Message*>(methods->GetRecvMessage());
+      if (m != nullptr) {
+        if (details_.request_id.empty()) {
+          const pb::FieldDescriptor* f = m->GetDescriptor()->FindFieldByName("request_id");
+          if (f == nullptr) f = m->GetDescriptor()->FindFieldByName("job_id");
+          if (f != nullptr && f->type() == pb::FieldDescriptor::TYPE_STRING && !f->is_repeated()) {
+            details_.request_id = m->GetReflection()->GetString(*m, f).substr(0, 256);
+          }
+        }
+        Collect(*m, 0, &details_.request_ids, &details_);
+      }
+    }
+    if (audit_ != nullptr && methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_MESSAGE)) {
+      const auto* m = static_cast<const pb::Message*>(methods->GetSendMessage());
+      if (m != nullptr) Collect(*m, 0, &details_.response_ids, &details_);
+    }
+    if (audit_ != nullptr && methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
+      const grpc::Status status = methods->GetSendStatus();
+      AuditEvent e;
+      e.principal = identity_.principal;
+      e.peer = identity_.peer.empty() ? context_->peer() : identity_.peer;
+      e.method = method_;
+      e.request_id = details_.request_id;
+      e.outcome = absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code()));
+      std::string json = details_.Json();
+      if (!status.ok()) {
+        // The refusal's reason (never data: auth messages quote no token).
+        json.pop_back();
+        json = absl::StrCat(json, json.size() > 1 ? "," : "", "\"message\":",
+                            JsonQuote(status.error_message().substr(0, 200)), "}");
+      }
+      e.details_json = std::move(json);
+      absl::StatusOr<int64_t> seq = audit_->Append(e);
+      if (!seq.ok()) {
+        TESSERA_LOG(ERROR) << "audit record for " << method_ << " not written: " << seq.status()
+                           << "; the call fails UNAVAILABLE";
+        methods->ModifySendStatus(grpc::Status(grpc::StatusCode::UNAVAILABLE, "audit log unavailable"));
+      }
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const Authorizer* authorizer_;
+  AuditLog* audit_;
+  grpc::ServerContextBase* context_;
+  const std::string method_;
+  bool open_ = false;
+  bool registered_ = false;
+  CallIdentity identity_;
+  Details details_;
+};
+
+// Answers a refused call with its status without running the service's handler.
+class GateHandler : public grpc::internal::MethodHandler {
+ public:
+  explicit GateHandler(std::unique_ptr<grpc::internal::MethodHandler> inner) : inner_(std::move(inner)) {}
+
+  void RunHandler(const HandlerParameter& param) override {
+    absl::Status decision = CallRegistry::Get().Decision(param.server_context);
+    if (decision.ok()) {
+      inner_->RunHandler(param);
+      return;
+    }
+    if (decision.code() == absl::StatusCode::kNotFound) {
+      decision = absl::PermissionDeniedError("call not checked by the auth interceptor (denied)");
+    }
+    // The request the inner handler deserialized (unary and server-streaming) is not used.
+    if (param.request != nullptr) static_cast<pb::Message*>(param.request)->~Message();
+    const grpc::Status status = ToGrpcStatus(decision);
+    grpc::internal::BidiStreamingHandler<grpc::Service, grpc::ByteBuffer, grpc::ByteBuffer> refuse(
+        [status](grpc::Service*, grpc::ServerContext*, grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>*) {
+          return status;
+        },
+        nullptr);
+    refuse.RunHandler(HandlerParameter(param.call, param.server_context, nullptr, grpc::Status::OK, nullptr,
+                                       param.call_requester));
+  }
+
+  void* Deserialize(grpc_call* call, grpc_byte_buffer* req, grpc::Status* status, void** handler_data) override {
+    return inner_->Deserialize(call, req, status, handler_data);
+  }
+
+ private:
+  std::unique_ptr<grpc::internal::MethodHandler> inner_;
+};
+
+}  // namespace
+
+bool IsOpenMethod(absl::string_view m) {
+  return absl::StartsWith(m, "/grpc.health.v1.") || absl::StartsWith(m, "/grpc.reflection.") ||
+         absl::StartsWith(m, "/grpc.channelz.");
+}
+
+grpc::experimental::Interceptor* AuthAuditInterceptorFactory::CreateServerInterceptor(
+    grpc::experimental::ServerRpcInfo* info) {
+  return new AuthAuditInterceptor(authorizer_.get(), audit_.get(), info);
+}
+
+void InstallAuthGate(grpc::Service* service) {
+  auto& methods = service->*get(ServiceMethodsTag());
+  for (auto& method : methods) {
+    if (method == nullptr || method->api_type() != grpc::internal::RpcServiceMethod::ApiType::SYNC) continue;
+    auto& handler = (*method).*get(MethodHandlerTag());
+    if (handler == nullptr) continue;
+    handler = std::make_unique<GateHandler>(std::move(handler));
+  }
+}
+
+}  // namespace tessera

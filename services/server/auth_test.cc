@@ -1,0 +1,325 @@
+// Bearer tokens, roles and the audit trail at the gRPC edge: token file parsing; every method of
+// every hosted service is in the role table; over a real server with a token file and an audit
+// log, no / wrong / expired token and a missing role get the right status and an audit record,
+// refused calls never reach the handler, health stays open, and audited searches carry the
+// candidate ids and scores; a non-loopback host is refused without TLS and tokens.
+#include "services/server/auth.h"
+
+#include <unistd.h>
+
+#include <array>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <google/protobuf/descriptor.h>
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "services/fingerprint/fingerprint_service.h"
+#include "services/server/audit_log.h"
+#include "services/server/bearer_channel.h"
+#include "services/server/service_host.h"
+#include "services/volume/volume_service.h"
+#include "tessera/v1/fingerprint.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "tessera/v1/registration.grpc.pb.h"
+#include "tessera/v1/scheduler.grpc.pb.h"
+#include "tessera/v1/som.grpc.pb.h"
+#include "tessera/v1/volume.grpc.pb.h"
+
+namespace tessera {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string TmpDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name, "_", getpid());
+  if (std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()) != 0) ADD_FAILURE() << dir;
+  return dir;
+}
+
+constexpr char kReader[] = "reader-token-0123456789abcdef";
+constexpr char kEnroller[] = "enroller-token-0123456789abcdef";
+constexpr char kAdmin[] = "admin-token-0123456789abcdef";
+constexpr char kExpired[] = "expired-token-0123456789abcdef";
+
+std::string TokenFileText() {
+  return absl::StrCat("# token principal roles [expires=]\n", kReader, " rita reader\n", kEnroller,
+                      "   eddie reader,enroller   # a comment\n\n", kAdmin, " ada admin expires=2999-01-01T00:00:00Z\n",
+                      kExpired, " old enroller expires=2001-01-01T00:00:00Z\n");
+}
+
+TEST(TokenStoreTest, ParsesLooksUpAndExpires) {
+  auto store = TokenStore::Parse(TokenFileText());
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ((*store)->size(), 4u);
+  auto eddie = (*store)->Lookup(kEnroller, absl::Now());
+  ASSERT_TRUE(eddie.ok());
+  EXPECT_EQ(eddie->principal, "eddie");
+  EXPECT_EQ(eddie->role, Role::kEnroller);
+  auto old = (*store)->Lookup(kExpired, absl::Now());
+  EXPECT_EQ(old.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(std::string(old.status().message()), HasSubstr("expired"));
+  EXPECT_TRUE((*store)->Lookup(kExpired, absl::FromUnixSeconds(0)).ok());
+  auto unknown = (*store)->Lookup("not-a-token-at-all-000", absl::Now());
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(std::string(unknown.status().message()), Not(HasSubstr("not-a-token")));
+
+  EXPECT_FALSE(TokenStore::Parse("short p reader\n").ok());
+  EXPECT_FALSE(TokenStore::Parse(absl::StrCat(kReader, " p superuser\n")).ok());
+  EXPECT_FALSE(TokenStore::Parse(absl::StrCat(kReader, " p reader expires=tomorrow\n")).ok());
+  EXPECT_FALSE(TokenStore::Parse(absl::StrCat(kReader, "\n")).ok());
+}
+
+// Every method of every service in the API protos is in the role table, and the table names
+// nothing else.
+TEST(MethodRoleTableTest, CoversEveryHostedMethod) {
+  // A message of each API file (which also links its descriptors in).
+  const std::vector<const google::protobuf::FileDescriptor*> api = {
+      v1::DescribeFileRequest::descriptor()->file(), v1::JobRequest::descriptor()->file(),
+      v1::SearchRequest::descriptor()->file(), v1::AtlasRequest::descriptor()->file(),
+      v1::JobRef::descriptor()->file()};
+  std::set<std::string> files, all;
+  for (const auto* f : api) files.insert(f->name());
+  int service_count = 0;
+  for (const std::string& f : files) {
+    const auto* file = google::protobuf::DescriptorPool::generated_pool()->FindFileByName(f);
+    ASSERT_NE(file, nullptr);
+    for (int i = 0; i < file->service_count(); ++i) {
+      const auto* s = file->service(i);
+      ++service_count;
+      for (int m = 0; m < s->method_count(); ++m) {
+        const std::string full = absl::StrCat("/", s->full_name(), "/", s->method(m)->name());
+        all.insert(full);
+        EXPECT_NE(RequiredRole(full), Role::kNone) << full << " is missing from method_roles.cc";
+      }
+    }
+  }
+  EXPECT_EQ(service_count, 6);  // Volume, Registration, Fingerprint, SomAtlas, Scheduler, Worker
+  for (const auto& [method, role] : MethodRoleTable()) EXPECT_TRUE(all.count(method)) << method << " is not an RPC";
+  EXPECT_EQ(RequiredRole("/tessera.v1.FingerprintService/NoSuchMethod"), Role::kNone);
+  EXPECT_EQ(RequiredRole("/tessera.v1.FingerprintService/Delete"), Role::kAdmin);
+  EXPECT_EQ(RequiredRole("/tessera.v1.FingerprintService/Enroll"), Role::kEnroller);
+  EXPECT_EQ(RequiredRole("/tessera.v1.FingerprintService/Search"), Role::kReader);
+}
+
+std::vector<std::string> Fingers(int fingers, int impressions) {
+  std::srand(7);
+  std::vector<std::string> out;
+  for (int f = 0; f < fingers; ++f) {
+    std::vector<std::array<int, 3>> base;
+    for (int m = 0; m < 35; ++m) base.push_back({40 + std::rand() % 220, 40 + std::rand() % 300, std::rand() % 360});
+    for (int i = 0; i < impressions; ++i) {
+      std::string text;
+      for (const auto& m : base) {
+        if (std::rand() % 10 == 0) continue;
+        absl::StrAppend(&text, m[0] + std::rand() % 3, " ", m[1] + std::rand() % 3, " ", m[2], " 60\n");
+      }
+      out.push_back(text);
+    }
+  }
+  return out;
+}
+
+class AuthServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TmpDir("auth_server");
+    std::ofstream(dir_ + "/tokens") << TokenFileText();
+    ServerOptions options;
+    options.grpc_port = 0;
+    options.metrics_port = -1;
+    options.device = "cpu";
+    options.token_file = dir_ + "/tokens";
+    options.audit_log = dir_ + "/audit.jsonl";
+    auto fp = FingerprintServiceImpl::Create(options, FingerprintServiceOptions());
+    ASSERT_TRUE(fp.ok()) << fp.status();
+    fingerprint_ = std::move(*fp);
+    auto volume = VolumeServiceImpl::Create(options);
+    ASSERT_TRUE(volume.ok()) << volume.status();
+    volume_ = std::move(*volume);
+    host_ = std::make_unique<ServiceHost>(options);
+    host_->AddService(fingerprint_.get());
+    host_->AddService(volume_.get());
+    auto ports = host_->Start();
+    ASSERT_TRUE(ports.ok()) << ports.status();
+    target_ = absl::StrCat("127.0.0.1:", ports->grpc_port);
+  }
+  void TearDown() override {
+    if (host_) host_->Drain();
+    host_.reset();
+  }
+
+  std::unique_ptr<v1::FingerprintService::Stub> Stub(const std::string& token) {
+    return v1::FingerprintService::NewStub(
+        CreateBearerChannel(target_, grpc::InsecureChannelCredentials(), grpc::ChannelArguments(), token));
+  }
+  std::vector<AuditRecord> Records() {
+    auto r = ReadAuditLog(dir_ + "/audit.jsonl");
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? *r : std::vector<AuditRecord>();
+  }
+  int64_t GallerySize(v1::FingerprintService::Stub& stub) {
+    grpc::ClientContext ctx;
+    v1::ListRequest req;
+    v1::ListResponse resp;
+    EXPECT_TRUE(stub.List(&ctx, req, &resp).ok());
+    return resp.gallery_size();
+  }
+
+  std::string dir_, target_;
+  std::unique_ptr<FingerprintServiceImpl> fingerprint_;
+  std::unique_ptr<VolumeServiceImpl> volume_;
+  std::unique_ptr<ServiceHost> host_;
+};
+
+grpc::Status Enroll(v1::FingerprintService::Stub& stub, const std::string& id, const std::string& xyt) {
+  grpc::ClientContext ctx;
+  v1::EnrollRequest req;
+  req.set_id(id);
+  req.mutable_record()->set_data(xyt);
+  v1::EnrollResponse resp;
+  return stub.Enroll(&ctx, req, &resp);
+}
+
+TEST_F(AuthServerTest, RefusalsHaveTheRightStatusAndAreAudited) {
+  const std::vector<std::string> prints = Fingers(3, 2);
+  // No token.
+  grpc::Status s = Enroll(*Stub(""), "a1", prints[0]);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+  // A wrong token: never echoed.
+  s = Enroll(*Stub("wrong-token-0123456789abcdef"), "a1", prints[0]);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(s.error_message(), Not(HasSubstr("wrong-token")));
+  // Expired.
+  s = Enroll(*Stub(kExpired), "a1", prints[0]);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(s.error_message(), HasSubstr("expired"));
+  // Wrong role: names the missing role.
+  s = Enroll(*Stub(kReader), "a1", prints[0]);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(s.error_message(), HasSubstr("enroller"));
+  // A refused client stream enrolls nothing.
+  {
+    grpc::ClientContext ctx;
+    v1::EnrollStreamResponse resp;
+    auto stub = Stub(kReader);
+    auto writer = stub->EnrollStream(&ctx, &resp);
+    v1::EnrollRequest req;
+    req.set_id("streamed");
+    req.mutable_record()->set_data(prints[1]);
+    writer->Write(req);
+    writer->WritesDone();
+    s = writer->Finish();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  }
+  // None of the refused calls reached the handler.
+  EXPECT_EQ(GallerySize(*Stub(kReader)), 0);
+  // Enroller may enroll, not delete.
+  ASSERT_TRUE(Enroll(*Stub(kEnroller), "a1", prints[0]).ok());
+  {
+    grpc::ClientContext ctx;
+    v1::DeleteRequest req;
+    req.set_id("a1");
+    v1::DeleteResponse resp;
+    s = Stub(kEnroller)->Delete(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+    EXPECT_THAT(s.error_message(), HasSubstr("admin"));
+  }
+  // Health stays open without a token.
+  {
+    auto health = grpc::health::v1::Health::NewStub(grpc::CreateChannel(target_, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    grpc::health::v1::HealthCheckRequest req;
+    grpc::health::v1::HealthCheckResponse resp;
+    EXPECT_TRUE(health->Check(&ctx, req, &resp).ok());
+  }
+
+  const std::vector<AuditRecord> records = Records();
+  ASSERT_EQ(records.size(), 8u);
+  EXPECT_EQ(records[0].outcome, "UNAUTHENTICATED");
+  EXPECT_EQ(records[0].principal, "");
+  EXPECT_EQ(records[0].method, "/tessera.v1.FingerprintService/Enroll");
+  EXPECT_THAT(records[0].line, HasSubstr("\"request_ids\":[\"a1\"]"));
+  EXPECT_THAT(records[0].line, HasSubstr("\"peer\":\"ipv4:127.0.0.1:"));
+  EXPECT_EQ(records[1].outcome, "UNAUTHENTICATED");
+  EXPECT_THAT(records[1].line, Not(HasSubstr("wrong-token")));
+  EXPECT_EQ(records[2].outcome, "UNAUTHENTICATED");
+  EXPECT_THAT(records[2].line, HasSubstr("expired"));
+  EXPECT_EQ(records[3].outcome, "PERMISSION_DENIED");
+  EXPECT_EQ(records[3].principal, "rita");
+  EXPECT_EQ(records[4].outcome, "PERMISSION_DENIED");
+  EXPECT_EQ(records[4].method, "/tessera.v1.FingerprintService/EnrollStream");
+  EXPECT_EQ(records[5].method, "/tessera.v1.FingerprintService/List");
+  EXPECT_EQ(records[6].outcome, "OK");
+  EXPECT_EQ(records[6].principal, "eddie");
+  EXPECT_EQ(records[7].outcome, "PERMISSION_DENIED");
+  EXPECT_EQ(records[7].method, "/tessera.v1.FingerprintService/Delete");
+  for (const auto& r : records) EXPECT_THAT(r.method, Not(HasSubstr("grpc.health")));
+  auto verified = VerifyAuditLog(dir_ + "/audit.jsonl");
+  ASSERT_TRUE(verified.ok());
+  EXPECT_TRUE(verified->ok) << verified->reason;
+}
+
+TEST_F(AuthServerTest, AuditedSearchCarriesCandidateIdsAndScores) {
+  const std::vector<std::string> prints = Fingers(4, 2);
+  auto enroller = Stub(kEnroller);
+  for (int f = 0; f < 4; ++f) ASSERT_TRUE(Enroll(*enroller, absl::StrCat("finger", f), prints[2 * f]).ok());
+  grpc::ClientContext ctx;
+  v1::SearchRequest req;
+  req.mutable_probe()->set_data(prints[3]);  // finger 1, second impression
+  req.set_top_k(3);
+  v1::SearchResponse resp;
+  grpc::Status s = Stub(kReader)->Search(&ctx, req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_GT(resp.candidates_size(), 0);
+  const std::vector<AuditRecord> records = Records();
+  ASSERT_FALSE(records.empty());
+  const AuditRecord& search = records.back();
+  EXPECT_EQ(search.method, "/tessera.v1.FingerprintService/Search");
+  EXPECT_EQ(search.principal, "rita");
+  EXPECT_EQ(search.outcome, "OK");
+  for (const auto& c : resp.candidates()) {
+    EXPECT_THAT(search.line, HasSubstr(absl::StrCat("[\"", c.id(), "\",", c.score(), "]")));
+  }
+  // Admin deletes; the audit names the template.
+  {
+    grpc::ClientContext dctx;
+    v1::DeleteRequest dreq;
+    dreq.set_id("finger0");
+    v1::DeleteResponse dresp;
+    ASSERT_TRUE(Stub(kAdmin)->Delete(&dctx, dreq, &dresp).ok());
+    const AuditRecord del = Records().back();
+    EXPECT_EQ(del.principal, "ada");
+    EXPECT_THAT(del.line, HasSubstr("\"request_ids\":[\"finger0\"]"));
+  }
+}
+
+TEST(SafeDefaultsTest, NonLoopbackNeedsTlsAndTokensOrInsecure) {
+  ServerOptions options;
+  options.host = "0.0.0.0";
+  options.grpc_port = 0;
+  options.metrics_port = -1;
+  {
+    ServiceHost host(options);
+    auto ports = host.Start();
+    EXPECT_EQ(ports.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(std::string(ports.status().message()), HasSubstr("--insecure"));
+  }
+  options.insecure = true;
+  ServiceHost host(options);
+  EXPECT_TRUE(host.Start().ok());
+  host.Drain();
+}
+
+}  // namespace
+}  // namespace tessera

@@ -27,11 +27,17 @@ double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
-// Descriptors of many templates on all cores.
-std::vector<MccTemplate> BuildAll(const std::vector<const std::vector<MinutiaPoint>*>& inputs, const MccParams& p) {
+// Descriptors of many templates on all cores. With `stop`, workers give up
+// once it says so (the caller then returns stop->status()): preparing 1024
+// DMC probes alone takes about a CPU-second.
+std::vector<MccTemplate> BuildAll(const std::vector<const std::vector<MinutiaPoint>*>& inputs, const MccParams& p,
+                                  StopPoller* stop = nullptr) {
   std::vector<MccTemplate> out(inputs.size());
   ParallelForDynamic(static_cast<int64_t>(inputs.size()), 4, [&](int64_t begin, int64_t end, int) {
-    for (int64_t i = begin; i < end; ++i) out[i] = cpu::BuildMccTemplate(*inputs[i], p);
+    for (int64_t i = begin; i < end; ++i) {
+      if (stop != nullptr && stop->ShouldStop()) return;
+      out[i] = cpu::BuildMccTemplate(*inputs[i], p);
+    }
   });
   return out;
 }
@@ -119,20 +125,27 @@ class MccSearcher final : public GallerySearcher {
     auto t0 = std::chrono::steady_clock::now();
     std::vector<const std::vector<MinutiaPoint>*> inputs;
     for (const auto& p : probes) inputs.push_back(&p);
-    std::vector<MccTemplate> built = BuildAll(inputs, mcc_);
+    std::vector<MccTemplate> built = BuildAll(inputs, mcc_, &stop);
+    if (stop.stopped()) return stop.status();
     std::vector<LssProbe> prepared(scorer == Scorer::kLssR ? built.size() : 0);
     std::vector<DmcLatent> latents;
     if (scorer == Scorer::kLssR) {
       ParallelForDynamic(static_cast<int64_t>(built.size()), 1, [&](int64_t begin, int64_t end, int) {
-        for (int64_t i = begin; i < end; ++i) prepared[i] = PrepareProbe(built[i], mcc_);
+        for (int64_t i = begin; i < end && !stop.ShouldStop(); ++i) prepared[i] = PrepareProbe(built[i], mcc_);
       });
     } else {
-      for (size_t i = 0; i < built.size(); ++i) {
-        absl::StatusOr<DmcLatent> latent = dmc_.Prepare(built[i]);
-        if (!latent.ok()) return Annotate(latent.status(), absl::StrCat("probe ", i));
-        latents.push_back(std::move(*latent));
+      // On all cores, stopping with the search.
+      std::vector<absl::StatusOr<DmcLatent>> made(built.size(), absl::CancelledError("not prepared"));
+      ParallelForDynamic(static_cast<int64_t>(built.size()), 1, [&](int64_t begin, int64_t end, int) {
+        for (int64_t i = begin; i < end && !stop.ShouldStop(); ++i) made[i] = dmc_.Prepare(built[i]);
+      });
+      if (stop.stopped()) return stop.status();
+      for (size_t i = 0; i < made.size(); ++i) {
+        if (!made[i].ok()) return Annotate(made[i].status(), absl::StrCat("probe ", i));
+        latents.push_back(*std::move(made[i]));
       }
     }
+    if (stop.stopped()) return stop.status();
     const double prepare_seconds = Seconds(t0);
     if (stop.StopNow()) return stop.status();
 

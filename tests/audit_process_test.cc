@@ -5,7 +5,10 @@
 // `tessera audit show` filters; serve refuses a non-loopback host without TLS and tokens.
 #include <signal.h>
 
+#include <atomic>
+#include <cstdlib>
 #include <fstream>
+#include <thread>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -13,9 +16,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "services/server/bearer_channel.h"
+#include "tessera/v1/fingerprint.grpc.pb.h"
 #include "tests/process_testing.h"
 
 namespace tessera::testing {
@@ -115,6 +121,93 @@ TEST(AuditProcessTest, TokensRolesAndVerify) {
     EXPECT_THAT(r.out, HasSubstr(t.expect)) << t.name;
     EXPECT_THAT(r.out, HasSubstr(t.name)) << r.out;
   }
+}
+
+std::string Xyt(int finger, int impression) {
+  std::srand(100 + finger);
+  std::string text;
+  for (int m = 0; m < 35; ++m) {
+    const int x = 40 + std::rand() % 220, y = 40 + std::rand() % 300, a = std::rand() % 360;
+    if ((m + impression) % 9 == 0) continue;
+    absl::StrAppend(&text, x + impression % 3, " ", y + impression % 2, " ", a, " 60\n");
+  }
+  return text;
+}
+
+// kill -9 while searches are being answered: every answered search has its audit record, and
+// the chain verifies and continues after a restart.
+TEST(AuditProcessTest, Kill9LosesNoRecordOfAnAnsweredSearch) {
+  const std::string dir = TempDir() + "/kill9";
+  ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
+  const std::string tokens = dir + "/tokens";
+  const std::string audit = dir + "/audit.jsonl";
+  const std::string token = "enroller-token-0123456789abcdef";
+  std::ofstream(tokens) << token << " eddie enroller\n";
+  const std::vector<std::string> flags = {"serve", "--grpc-port=0", "--metrics-port=-1", "--services=fingerprint",
+                                          "--data-root=" + dir, "--state-dir=" + dir + "/state",
+                                          "--gallery-dir=" + dir + "/gallery", "--token-file=" + tokens,
+                                          "--audit-log=" + audit};
+  std::atomic<int> answered{0};
+  {
+    Child serve(flags, "serve_kill9.txt");
+    const int port = PortFrom(serve.ReadLine(), "grpc_port");
+    serve.ReadLine();
+    auto channel = CreateBearerChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials(),
+                                       grpc::ChannelArguments(), token);
+    auto stub = tessera::v1::FingerprintService::NewStub(channel);
+    for (int f = 0; f < 5; ++f) {
+      grpc::ClientContext ctx;
+      tessera::v1::EnrollRequest req;
+      req.set_id(absl::StrCat("finger", f));
+      req.mutable_record()->set_data(Xyt(f, 0));
+      tessera::v1::EnrollResponse resp;
+      ASSERT_TRUE(stub->Enroll(&ctx, req, &resp).ok());
+    }
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> clients;
+    for (int t = 0; t < 4; ++t) {
+      clients.emplace_back([&, t] {
+        for (int i = 0; !stop; ++i) {
+          grpc::ClientContext ctx;
+          ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+          tessera::v1::SearchRequest req;
+          req.mutable_probe()->set_data(Xyt((t + i) % 5, 1));
+          req.set_top_k(3);
+          tessera::v1::SearchResponse resp;
+          if (stub->Search(&ctx, req, &resp).ok()) ++answered;
+        }
+      });
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    serve.Kill9();
+    stop = true;
+    for (auto& c : clients) c.join();
+  }
+  EXPECT_GT(answered.load(), 0);
+  int searches = 0;
+  for (const std::string& line : Lines(audit)) {
+    if (absl::StrContains(line, "/Search\"") && absl::StrContains(line, "\"outcome\":\"OK\"")) ++searches;
+  }
+  EXPECT_GE(searches, answered.load());
+  CliRun verify = Tessera({"audit", "verify", "--log", audit}, "verify_kill9.txt");
+  EXPECT_EQ(verify.code, 0) << verify.out;
+  // A restart continues the chain.
+  {
+    Child serve(flags, "serve_kill9_again.txt");
+    const int port = PortFrom(serve.ReadLine(), "grpc_port");
+    serve.ReadLine();
+    auto stub = tessera::v1::FingerprintService::NewStub(CreateBearerChannel(
+        absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials(), grpc::ChannelArguments(), token));
+    grpc::ClientContext ctx;
+    tessera::v1::ListResponse resp;
+    EXPECT_TRUE(stub->List(&ctx, tessera::v1::ListRequest(), &resp).ok());
+    EXPECT_EQ(resp.gallery_size(), 5);
+    kill(serve.pid(), SIGTERM);
+    EXPECT_EQ(serve.WaitExit(std::chrono::seconds(30)), 0);
+  }
+  verify = Tessera({"audit", "verify", "--log", audit}, "verify_kill9_again.txt");
+  EXPECT_EQ(verify.code, 0) << verify.out;
+  EXPECT_THAT(verify.out, HasSubstr(absl::StrCat("OK: ", searches + 5 + 1, " records")));
 }
 
 TEST(AuditProcessTest, NonLoopbackNeedsTlsAndTokens) {

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "services/scheduler/service_jobs.h"
 #include "services/server/call_checks.h"
 
 namespace tessera {
@@ -19,10 +20,7 @@ grpc::Status Reply(absl::StatusOr<T> result, T* response) {
 grpc::Status SchedulerServiceImpl::Submit(grpc::ServerContext* context, const v1::SubmitJobRequest* request,
                                           v1::JobInfo* response) {
   absl::StatusOr<v1::JobInfo> info = scheduler_->Submit(*request);
-  if (!info.ok() && info.status().code() == absl::StatusCode::kResourceExhausted) {
-    // gRPC's retry policy reads this trailer (gRFC A6): the server's hint.
-    context->AddTrailingMetadata("grpc-retry-pushback-ms", "2000");
-  }
+  if (!info.ok()) return ToGrpcStatus(scheduler::WithRetryPushback(*context, info.status()));
   return Reply(std::move(info), response);
 }
 

@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/log.h"
 #include "services/server/auth.h"
 
 namespace tessera {
@@ -148,8 +149,29 @@ absl::StatusOr<std::unique_ptr<AuditLog>> AuditLog::Open(const std::string& path
     if (!text.ok()) return text.status();
     if (text->empty()) continue;
     if (text->back() != '\n') {
-      return absl::FailedPreconditionError(absl::StrCat("audit log ", *it, " ends in a torn line; check it with "
-                                                        "`tessera audit verify --log ", path, "`"));
+      // A record cut short by a crash (power loss) in the current file: its answer was never
+      // sent (records are fsynced before answers), so it is set aside in FILE.torn, not kept in
+      // the chain. Rotated files are complete by construction: a torn one is damage.
+      if (*it != path) {
+        return absl::FailedPreconditionError(absl::StrCat("audit log ", *it, " ends in a torn line; check it with "
+                                                          "`tessera audit verify --log ", path, "`"));
+      }
+      const size_t cut = text->rfind('\n');
+      const size_t keep = cut == std::string::npos ? 0 : cut + 1;
+      const std::string torn = text->substr(keep);
+      int tfd = open(absl::StrCat(path, ".torn").c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+      if (tfd < 0 || write(tfd, torn.data(), torn.size()) != static_cast<ssize_t>(torn.size()) ||
+          write(tfd, "\n", 1) != 1 || fsync(tfd) != 0 || truncate(path.c_str(), static_cast<off_t>(keep)) != 0) {
+        if (tfd >= 0) close(tfd);
+        return absl::FailedPreconditionError(absl::StrCat("audit log ", path, " ends in a torn line that could not "
+                                                          "be set aside: ", strerror(errno)));
+      }
+      close(tfd);
+      TESSERA_LOG(WARNING) << "audit log " << path << ": set aside a torn last record (" << torn.size()
+                           << " bytes, never acknowledged: records are fsynced before answers) in " << path
+                           << ".torn";
+      text->resize(keep);
+      if (text->empty()) continue;
     }
     const size_t start = text->rfind('\n', text->size() - 2);
     absl::string_view last(*text);

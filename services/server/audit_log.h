@@ -45,8 +45,9 @@ struct AuditRecord {
 
 class AuditLog {
  public:
-  // Opens (creating) FILE and continues its chain. FAILED_PRECONDITION when the last line of
-  // the log is damaged (run `tessera audit verify`).
+  // Opens (creating) FILE and continues its chain. A torn last line of FILE (a crash while
+  // writing it; its answer was never sent) is moved to FILE.torn with a warning. A complete last
+  // line that is not a valid record is FAILED_PRECONDITION (run `tessera audit verify`).
   static absl::StatusOr<std::unique_ptr<AuditLog>> Open(const std::string& path, int64_t max_bytes = 64 << 20);
   ~AuditLog();
 

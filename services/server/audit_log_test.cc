@@ -169,19 +169,38 @@ TEST(AuditLogTest, RotationKeepsTheChainAndReopenContinues) {
   EXPECT_THAT(r->reason, HasSubstr("deleted"));
 }
 
-TEST(AuditLogTest, TornTailRefusesToOpen) {
+TEST(AuditLogTest, TornTailIsSetAsideAndTheChainContinues) {
   const std::string path = WriteLog(TmpDir("audit_torn"), 3);
   {
     std::ofstream out(path, std::ios::app);
     out << "{\"seq\":4,\"time\":";
   }
-  auto log = AuditLog::Open(path);
-  EXPECT_FALSE(log.ok());
-  EXPECT_THAT(std::string(log.status().message()), HasSubstr("audit verify"));
   auto r = VerifyAuditLog(path);
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(r->ok);
   EXPECT_EQ(r->first_bad_seq, 4);
+  {
+    auto log = AuditLog::Open(path);
+    ASSERT_TRUE(log.ok()) << log.status();
+    auto seq = (*log)->Append(Event(4));
+    ASSERT_TRUE(seq.ok());
+    EXPECT_EQ(*seq, 4);
+  }
+  EXPECT_EQ(Lines(path + ".torn"), std::vector<std::string>{"{\"seq\":4,\"time\":"});
+  r = VerifyAuditLog(path);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->ok) << r->reason;
+  EXPECT_EQ(r->records, 4);
+}
+
+TEST(AuditLogTest, DamagedCompleteLastLineRefusesToOpen) {
+  const std::string path = WriteLog(TmpDir("audit_damaged"), 3);
+  std::vector<std::string> lines = Lines(path);
+  lines.back() = lines.back().substr(0, lines.back().size() - 10);  // complete line, bad record
+  WriteLines(path, lines);
+  auto log = AuditLog::Open(path);
+  EXPECT_EQ(log.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(log.status().message()), HasSubstr("audit verify"));
 }
 
 }  // namespace

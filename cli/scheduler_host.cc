@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "services/server/bearer_channel.h"
 #include "services/scheduler/remote_worker.h"
 
 namespace tessera::cli {
@@ -81,7 +82,7 @@ absl::StatusOr<HostedScheduler> CreateHostedScheduler(const SchedulerHostOptions
     }
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(server.max_receive_message_bytes);
-    auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    auto channel = CreateBearerChannel(address, grpc::InsecureChannelCredentials(), args, options.peer_token);
     workers.push_back({std::make_shared<scheduler::RemoteWorker>(address, channel, absl::Seconds(2)), slots});
   }
   if (workers.empty()) {

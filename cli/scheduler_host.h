@@ -31,6 +31,7 @@ struct SchedulerHostOptions {
   int local_slots = 1;               // in-process worker slots (role all)
   int64_t max_queued_per_priority = 256;
   std::string name;                  // default "scheduler"
+  std::string peer_token;            // bearer token sent to --worker processes (their --token-file)
 };
 
 struct HostedScheduler {

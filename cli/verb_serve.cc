@@ -15,6 +15,7 @@
 #include "common/device.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "services/server/bearer_channel.h"
 
 namespace tessera::cli {
 namespace {
@@ -35,6 +36,7 @@ std::vector<FlagSpec> ServeFlags() {
       {"audit-log", "", "hash-chained audit trail (JSON lines, fsynced before each answer; tessera audit verify)"},
       {"audit-max-mb", "64", "rotate the audit log into FILE.1, FILE.2, ... beyond this size (MiB)"},
       {"insecure", "", "allow a non-loopback --host without TLS and --token-file", true},
+      {"peer-token-file", "", "bearer token this process sends to its --worker processes (started with --token-file)"},
       {"drain-timeout-s", "30", "on SIGTERM, seconds in-flight calls get before being cancelled"},
       {"device", "auto", "compute backend: auto, cpu or cuda"},
       {"services", "", "comma-separated services to host (default all: volume,registration,fingerprint,som)"},
@@ -129,6 +131,14 @@ int RunServe(int argc, char** argv) {
   scheduler_options.store = args->Get("store");
   scheduler_options.workers = args->GetAll("worker");
   scheduler_options.name = args->Get("scheduler-name");
+  if (!args->Get("peer-token-file").empty()) {
+    auto token = ReadClientTokenFile(args->Get("peer-token-file"));
+    if (!token.ok()) {
+      std::fprintf(stderr, "tessera serve: %s\n", std::string(token.status().message()).c_str());
+      return 2;
+    }
+    scheduler_options.peer_token = *token;
+  }
   auto slots = args->GetInt("local-slots");
   auto max_queued = args->GetInt("max-queued");
   if (!slots.ok() || !max_queued.ok() || *max_queued < 0) {

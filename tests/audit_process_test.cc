@@ -210,6 +210,51 @@ TEST(AuditProcessTest, Kill9LosesNoRecordOfAnAnsweredSearch) {
   EXPECT_THAT(verify.out, HasSubstr(absl::StrCat("OK: ", searches + 5 + 1, " records")));
 }
 
+// A scheduler reaches a worker that requires tokens only with --peer-token-file.
+TEST(AuditProcessTest, SchedulerSendsItsPeerTokenToWorkers) {
+  const std::string dir = TempDir() + "/peer";
+  ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
+  std::ofstream(dir + "/worker_tokens") << "scheduler-token-0123456789abcdef sched admin\n";
+  std::ofstream(dir + "/sched.token") << "scheduler-token-0123456789abcdef\n";
+  Child worker({"serve", "--role=worker", "--grpc-port=0", "--metrics-port=-1", "--services=volume",
+                "--data-root=" + dir, "--state-dir=" + dir + "/w", "--token-file=" + dir + "/worker_tokens",
+                "--audit-log=" + dir + "/worker_audit.jsonl"},
+               "peer_worker.txt");
+  const std::string worker_address = absl::StrCat("127.0.0.1:", PortFrom(worker.ReadLine(), "grpc_port"));
+  worker.ReadLine();
+  const auto healthy = [&](const std::vector<std::string>& extra, const std::string& name) {
+    std::vector<std::string> args = {"serve", "--role=scheduler", "--grpc-port=0", "--metrics-port=-1",
+                                     "--data-root=" + dir, "--state-dir=" + dir + "/" + name,
+                                     "--worker=" + worker_address};
+    args.insert(args.end(), extra.begin(), extra.end());
+    Child scheduler(args, name + ".txt");
+    const std::string address = absl::StrCat("127.0.0.1:", PortFrom(scheduler.ReadLine(), "grpc_port"));
+    scheduler.ReadLine();
+    bool ok = false;
+    for (int i = 0; i < 25 && !ok; ++i) {
+      CliRun workers = Tessera({"job", "workers", "--server", address}, name + "_workers.txt");
+      ok = absl::StrContains(workers.out, "\"healthy\":true");
+      if (!ok) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    kill(scheduler.pid(), SIGTERM);
+    EXPECT_EQ(scheduler.WaitExit(std::chrono::seconds(30)), 0);
+    return ok;
+  };
+  EXPECT_TRUE(healthy({"--peer-token-file=" + dir + "/sched.token"}, "with_token"));
+  EXPECT_FALSE(healthy({}, "without_token"));
+  kill(worker.pid(), SIGTERM);
+  EXPECT_EQ(worker.WaitExit(std::chrono::seconds(30)), 0);
+  const std::vector<std::string> audit = Lines(dir + "/worker_audit.jsonl");
+  int described = 0, refused = 0;
+  for (const std::string& line : audit) {
+    if (!absl::StrContains(line, "WorkerService/Describe")) continue;
+    if (absl::StrContains(line, "\"principal\":\"sched\"")) ++described;
+    if (absl::StrContains(line, "UNAUTHENTICATED")) ++refused;
+  }
+  EXPECT_GT(described, 0) << audit.size();
+  EXPECT_GT(refused, 0) << audit.size() << " " << (audit.empty() ? std::string() : audit.back());
+}
+
 TEST(AuditProcessTest, NonLoopbackNeedsTlsAndTokens) {
   Child serve({"serve", "--host=0.0.0.0", "--grpc-port=0", "--metrics-port=-1", "--services=volume"},
               "serve_open.txt");

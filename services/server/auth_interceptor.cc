@@ -100,7 +100,21 @@ void Collect(const pb::Message& m, int depth, std::vector<std::string>* ids, Det
         ids->push_back(r->GetString(m, f).substr(0, 256));
       }
     } else if (f->type() == pb::FieldDescriptor::TYPE_MESSAGE) {
-      if (f->is_repeated() && IsCandidate(f->message_type())) {
+      if (!f->is_repeated() && f->message_type()->full_name() == "google.protobuf.Any") {
+        // A job's spec or result (e.g. a fingerprint search job's candidates): look inside.
+        const pb::Message& any = r->GetMessage(m, f);
+        const pb::FieldDescriptor* url = any.GetDescriptor()->FindFieldByName("type_url");
+        const pb::FieldDescriptor* value = any.GetDescriptor()->FindFieldByName("value");
+        if (url == nullptr || value == nullptr) continue;
+        const std::string type_url = any.GetReflection()->GetString(any, url);
+        const pb::Descriptor* type = pb::DescriptorPool::generated_pool()->FindMessageTypeByName(
+            type_url.substr(type_url.rfind('/') + 1));
+        if (type == nullptr) continue;
+        const pb::Message* prototype = pb::MessageFactory::generated_factory()->GetPrototype(type);
+        if (prototype == nullptr) continue;
+        std::unique_ptr<pb::Message> inner(prototype->New());
+        if (inner->ParseFromString(any.GetReflection()->GetString(any, value))) Collect(*inner, depth + 1, ids, d);
+      } else if (f->is_repeated() && IsCandidate(f->message_type())) {
         const pb::FieldDescriptor* idf = f->message_type()->FindFieldByName("id");
         const pb::FieldDescriptor* sf = f->message_type()->FindFieldByName("score");
         std::vector<std::string> group;
@@ -235,6 +249,13 @@ class GateHandler : public grpc::internal::MethodHandler {
 };
 
 }  // namespace
+
+std::string AuditDetailsJson(const google::protobuf::Message* request, const google::protobuf::Message* response) {
+  Details d;
+  if (request != nullptr) Collect(*request, 0, &d.request_ids, &d);
+  if (response != nullptr) Collect(*response, 0, &d.response_ids, &d);
+  return d.Json();
+}
 
 bool IsOpenMethod(absl::string_view m) {
   return absl::StartsWith(m, "/grpc.health.v1.") || absl::StartsWith(m, "/grpc.reflection.") ||

@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 
+#include <google/protobuf/message.h>
 #include <grpcpp/impl/service_type.h>
 #include <grpcpp/support/server_interceptor.h>
 
@@ -44,6 +45,11 @@ class AuthAuditInterceptorFactory : public grpc::experimental::ServerInterceptor
 // the handler. Call before the service is registered with a server; idempotent per service
 // is not guaranteed: call once.
 void InstallAuthGate(grpc::Service* service);
+
+// The "details" object of an audit record for these messages: ids (string fields named id,
+// *_id, ids, *_ids) of the request and of the response, and each list of (id, score)
+// candidates, also inside google.protobuf.Any (job specs and results). Bounded.
+std::string AuditDetailsJson(const google::protobuf::Message* request, const google::protobuf::Message* response);
 
 // true for grpc.health.v1, reflection and channelz methods (open for probes).
 bool IsOpenMethod(absl::string_view full_method);

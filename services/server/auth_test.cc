@@ -24,6 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "services/fingerprint/fingerprint_service.h"
 #include "services/server/audit_log.h"
+#include "services/server/auth_interceptor.h"
 #include "services/server/bearer_channel.h"
 #include "services/server/service_host.h"
 #include "services/volume/volume_service.h"
@@ -302,6 +303,27 @@ TEST_F(AuthServerTest, AuditedSearchCarriesCandidateIdsAndScores) {
     EXPECT_EQ(del.principal, "ada");
     EXPECT_THAT(del.line, HasSubstr("\"request_ids\":[\"finger0\"]"));
   }
+}
+
+TEST(AuditDetailsTest, IdsAndCandidatesAlsoInsideJobResults) {
+  v1::SearchBatchResponse batch;
+  auto* c = batch.add_results()->add_candidates();
+  c->set_id("t1");
+  c->set_score(0.75);
+  c = batch.add_results()->add_candidates();
+  c->set_id("t2");
+  c->set_score(0.5);
+  v1::JobResult result;
+  result.set_job_id("job-7");
+  result.mutable_result()->PackFrom(batch);
+  v1::JobRef ref;
+  ref.set_job_id("job-7");
+  EXPECT_EQ(AuditDetailsJson(&ref, &result),
+            "{\"request_ids\":[\"job-7\"],\"response_ids\":[\"job-7\"],"
+            "\"candidates\":[[[\"t1\",0.75]],[[\"t2\",0.5]]]}");
+  v1::DeleteRequest del;
+  del.set_id("a \"quoted\" id");
+  EXPECT_EQ(AuditDetailsJson(&del, nullptr), "{\"request_ids\":[\"a \\\"quoted\\\" id\"]}");
 }
 
 TEST(SafeDefaultsTest, NonLoopbackNeedsTlsAndTokensOrInsecure) {

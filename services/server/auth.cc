@@ -1,5 +1,7 @@
 #include "services/server/auth.h"
 
+#include <sys/stat.h>
+
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
@@ -10,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/log.h"
 
 namespace tessera {
 
@@ -124,6 +127,46 @@ absl::StatusOr<CallIdentity> TokenStore::Lookup(absl::string_view token, absl::T
   return id;
 }
 
+namespace {
+std::pair<int64_t, int64_t> FileStamp(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return {-1, -1};
+  return {int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec, st.st_size};
+}
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Authorizer>> Authorizer::FromFile(const std::string& token_file,
+                                                                 absl::Duration reload_interval) {
+  const auto stamp = FileStamp(token_file);
+  absl::StatusOr<std::shared_ptr<const TokenStore>> tokens = TokenStore::Load(token_file);
+  if (!tokens.ok()) return tokens.status();
+  auto authorizer = std::make_shared<Authorizer>(std::move(*tokens));
+  authorizer->path_ = token_file;
+  authorizer->reload_interval_ = reload_interval;
+  authorizer->stamp_ = stamp;
+  authorizer->next_check_ = absl::Now() + reload_interval;
+  return authorizer;
+}
+
+std::shared_ptr<const TokenStore> Authorizer::Tokens() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (path_.empty()) return tokens_;
+  const absl::Time now = absl::Now();
+  if (now < next_check_) return tokens_;
+  next_check_ = now + reload_interval_;
+  const auto stamp = FileStamp(path_);
+  if (stamp == stamp_) return tokens_;
+  absl::StatusOr<std::shared_ptr<const TokenStore>> tokens = TokenStore::Load(path_);
+  if (!tokens.ok()) {
+    TESSERA_LOG(ERROR) << "token file changed but cannot be used, keeping the previous tokens: " << tokens.status();
+    return tokens_;
+  }
+  stamp_ = stamp;
+  tokens_ = std::move(*tokens);
+  TESSERA_LOG(INFO) << "token file " << path_ << " reloaded: " << tokens_->size() << " token(s)";
+  return tokens_;
+}
+
 absl::Status Authorizer::Check(absl::string_view full_method, const grpc::ServerContextBase& context,
                                CallIdentity* identity) const {
   const auto& md = context.client_metadata();
@@ -144,7 +187,7 @@ absl::Status Authorizer::CheckToken(absl::string_view full_method, std::optional
     return absl::UnauthenticatedError("authorization metadata must be 'Bearer <token>'");
   }
   v = absl::StripAsciiWhitespace(v.substr(7));
-  absl::StatusOr<CallIdentity> found = tokens_->Lookup(v, absl::Now());
+  absl::StatusOr<CallIdentity> found = Tokens()->Lookup(v, absl::Now());
   if (!found.ok()) return found.status();
   identity->principal = found->principal;
   identity->role = found->role;

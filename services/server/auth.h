@@ -75,13 +75,25 @@ class TokenStore {
 class Authorizer {
  public:
   explicit Authorizer(std::shared_ptr<const TokenStore> tokens) : tokens_(std::move(tokens)) {}
+  // Loads `token_file` and re-reads it when it changes (checked at most every `reload_interval`),
+  // so removing a line revokes that token without a restart. A file that no longer parses keeps
+  // the previous tokens and logs an error.
+  static absl::StatusOr<std::shared_ptr<Authorizer>> FromFile(const std::string& token_file,
+                                                              absl::Duration reload_interval = absl::Seconds(1));
   absl::Status Check(absl::string_view full_method, const grpc::ServerContextBase& context,
                      CallIdentity* identity) const;
   absl::Status CheckToken(absl::string_view full_method, std::optional<absl::string_view> authorization,
                           CallIdentity* identity) const;
 
  private:
-  std::shared_ptr<const TokenStore> tokens_;
+  std::shared_ptr<const TokenStore> Tokens() const;
+
+  std::string path_;  // "" : no reloading
+  absl::Duration reload_interval_;
+  mutable std::mutex mu_;
+  mutable std::shared_ptr<const TokenStore> tokens_;
+  mutable absl::Time next_check_ = absl::InfinitePast();
+  mutable std::pair<int64_t, int64_t> stamp_{-1, -1};  // mtime ns, size
 };
 
 // The identity of calls in flight, keyed by their ServerContext: set by the

@@ -22,6 +22,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "services/fingerprint/fingerprint_service.h"
 #include "services/server/audit_log.h"
 #include "services/server/auth_interceptor.h"
@@ -269,6 +270,25 @@ TEST_F(AuthServerTest, RefusalsHaveTheRightStatusAndAreAudited) {
   auto verified = VerifyAuditLog(dir_ + "/audit.jsonl");
   ASSERT_TRUE(verified.ok());
   EXPECT_TRUE(verified->ok) << verified->reason;
+}
+
+TEST_F(AuthServerTest, RemovingATokenFromTheFileRevokesIt) {
+  EXPECT_EQ(GallerySize(*Stub(kReader)), 0);
+  std::ofstream(dir_ + "/tokens", std::ios::trunc) << kEnroller << " eddie enroller\n";
+  absl::SleepFor(absl::Milliseconds(1200));  // the file is checked at most once a second
+  grpc::ClientContext ctx;
+  v1::ListResponse resp;
+  grpc::Status s = Stub(kReader)->List(&ctx, v1::ListRequest(), &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(GallerySize(*Stub(kEnroller)), 0);
+  // A broken edit keeps the tokens in force.
+  std::ofstream(dir_ + "/tokens", std::ios::trunc) << "garbage\n";
+  absl::SleepFor(absl::Milliseconds(1200));
+  EXPECT_EQ(GallerySize(*Stub(kEnroller)), 0);
+  const std::vector<AuditRecord> records = Records();
+  ASSERT_EQ(records.size(), 4u);
+  EXPECT_EQ(records[1].outcome, "UNAUTHENTICATED");
+  EXPECT_EQ(records[1].method, "/tessera.v1.FingerprintService/List");
 }
 
 TEST_F(AuthServerTest, AuditedSearchCarriesCandidateIdsAndScores) {

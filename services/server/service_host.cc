@@ -206,8 +206,7 @@ absl::StatusOr<BoundPorts> ServiceHost::Start() {
   }
   std::shared_ptr<const Authorizer> authorizer;
   if (!options_.token_file.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const TokenStore> tokens, TokenStore::Load(options_.token_file));
-    authorizer = std::make_shared<Authorizer>(std::move(tokens));
+    TESSERA_ASSIGN_OR_RETURN(authorizer, Authorizer::FromFile(options_.token_file));
   }
   if (!options_.audit_log.empty()) {
     TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<AuditLog> audit, AuditLog::Open(options_.audit_log, options_.audit_max_bytes));

@@ -76,28 +76,6 @@ bool StringField(absl::string_view line, absl::string_view key, std::string* out
 
 }  // namespace
 
-std::string JsonQuote(absl::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
-    }
-  }
-  out += "\"";
-  return out;
-}
 
 std::string AuditLineHash(absl::string_view canonical, absl::string_view prev_hash) {
   return Sha256Hex(absl::StrCat(prev_hash, canonical));

@@ -21,10 +21,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/json.h"  // JsonQuote, which records are written with
 
 namespace tessera {
-
-std::string JsonQuote(absl::string_view s);  // "..." with JSON escapes
 
 struct AuditEvent {
   absl::Time time = absl::Now();

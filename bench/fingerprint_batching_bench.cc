@@ -40,6 +40,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/device.h"
+#include "bench/fingerprint_bases.h"
 #include "common/parallel.h"
 #include "services/fingerprint/fingerprint_service.h"
 #include "services/fingerprint/fvc_data.h"
@@ -113,41 +114,6 @@ std::string XytRecord(const std::vector<MinutiaPoint>& points) {
                     " 60\n");
   }
   return text;
-}
-
-std::vector<BaseTemplate> LoadBases(const Config& cfg) {
-  std::vector<BaseTemplate> bases;
-  std::string dir = cfg.data_dir;
-  if (dir.empty()) {
-    auto found = FindFingerprintDataDir();
-    if (found.ok()) dir = *found;
-  }
-  for (int db = 1; db <= 4 && !dir.empty(); ++db) {
-    auto imps = LoadFvc2002(dir, db);
-    if (!imps.ok()) break;
-    for (const FvcImpression& imp : *imps) {
-      BaseTemplate b;
-      for (const Minutia& m : imp.view.minutiae) {
-        b.points.push_back({static_cast<float>(m.x), static_cast<float>(m.y), static_cast<float>(m.angle)});
-      }
-      b.identity = db * 1000 + imp.finger;
-      bases.push_back(std::move(b));
-    }
-  }
-  if (bases.empty()) {
-    std::printf("FVC2002 data not found: random base templates\n");
-    SplitMix64 rng(cfg.seed);
-    for (int i = 0; i < 320; ++i) {
-      BaseTemplate b;
-      for (int k = 0; k < 35; ++k) {
-        b.points.push_back({static_cast<float>(rng.UniformInt(20, 279)), static_cast<float>(rng.UniformInt(20, 379)),
-                            static_cast<float>(rng.UniformInt(0, 255) * (2 * M_PI / 256))});
-      }
-      b.identity = i / 8;
-      bases.push_back(std::move(b));
-    }
-  }
-  return bases;
 }
 
 FingerprintServiceOptions ServiceOptions(const Config& cfg, bool batched) {
@@ -317,7 +283,7 @@ int Run(Config cfg) {
     cfg.gallery_dir = tmpl;
     temporary = true;
   }
-  std::vector<BaseTemplate> bases = LoadBases(cfg);
+  std::vector<BaseTemplate> bases = LoadBenchBases(cfg.data_dir, cfg.seed);
   SyntheticGalleryOptions so;
   so.seed = cfg.seed;
   so.size = cfg.gallery;

@@ -47,6 +47,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "bench/fingerprint_bases.h"
 #include "common/buffer.h"
 #include "common/device.h"
 #include "common/parallel.h"
@@ -128,31 +129,8 @@ int Run(const Config& cfg) {
   const DeviceRegistry& devices = DeviceRegistry::Get();
   const bool gpu = devices.cuda_available();
   std::printf("fingerprint_pipeline_bench on %s, %d CPU threads\n", devices.Describe().c_str(), CpuThreads());
-  // Real bases.
-  std::vector<BaseTemplate> bases;
-  std::string dir = cfg.data_dir;
-  if (dir.empty()) {
-    auto found = FindFingerprintDataDir();
-    if (found.ok()) dir = *found;
-  }
-  for (int db = 1; db <= 4 && !dir.empty(); ++db) {
-    auto imps = LoadFvc2002(dir, db);
-    if (!imps.ok()) break;
-    for (const FvcImpression& imp : *imps) bases.push_back({ToMinutiaPoints(imp.view), db * 1000 + imp.finger});
-  }
-  if (bases.empty()) {
-    std::printf("FVC2002 data not found: synthetic base templates\n");
-    SplitMix64 rng(cfg.seed);
-    for (int i = 0; i < 320; ++i) {
-      BaseTemplate b;
-      for (int k = 0; k < 35; ++k) {
-        b.points.push_back({static_cast<float>(rng.UniformInt(20, 279)), static_cast<float>(rng.UniformInt(20, 379)),
-                            static_cast<float>(rng.UniformInt(0, 255) * (2 * M_PI / 256))});
-      }
-      b.identity = i / 8;
-      bases.push_back(b);
-    }
-  }
+  // Real bases (or random ones without the data).
+  const std::vector<BaseTemplate> bases = LoadBenchBases(cfg.data_dir, cfg.seed);
   // Latents: crops and whole impressions of bases spread over the set.
   std::vector<MccTemplate> crops, fulls;
   std::vector<int64_t> latent_identity;

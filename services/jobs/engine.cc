@@ -33,10 +33,8 @@ absl::StatusOr<std::shared_ptr<const Engine>> EngineRegistry::FindKind(const std
 absl::StatusOr<std::shared_ptr<const Engine>> EngineRegistry::Find(const std::string& kind,
                                                                    const google::protobuf::Any& spec) const {
   if (!kind.empty()) return FindKind(kind);
+  const std::string type = SpecTypeName(spec.type_url());
   for (const auto& [name, engine] : by_kind_) {
-    if (spec.Is<google::protobuf::Any>()) break;
-    const std::string& url = spec.type_url();
-    const std::string type = url.substr(url.rfind('/') + 1);
     if (type == engine->spec_type()) return engine;
   }
   return absl::InvalidArgumentError(absl::StrCat("the job spec's type '", spec.type_url(),
@@ -55,6 +53,8 @@ std::vector<std::string> EngineRegistry::spec_types() const {
   for (const auto& [kind, engine] : by_kind_) out.push_back(engine->spec_type());
   return out;
 }
+
+std::string SpecTypeName(const std::string& type_url) { return type_url.substr(type_url.rfind('/') + 1); }
 
 absl::Status UnpackSpec(const google::protobuf::Any& spec, google::protobuf::Message* message) {
   if (!spec.UnpackTo(message)) {

@@ -121,6 +121,10 @@ class EngineRegistry {
   std::map<std::string, std::shared_ptr<const Engine>> by_kind_;
 };
 
+// The full message name a packed spec holds ("tessera.v1.RegisterRequest"
+// of type.googleapis.com/tessera.v1.RegisterRequest): what spec_type() names.
+std::string SpecTypeName(const std::string& type_url);
+
 // Unpacks `spec` into `message`, or INVALID_ARGUMENT naming the expected type.
 absl::Status UnpackSpec(const google::protobuf::Any& spec, google::protobuf::Message* message);
 

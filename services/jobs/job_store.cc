@@ -198,10 +198,9 @@ absl::StatusOr<JobRecord> JobStore::Create(const JobRecord& job, int64_t max_que
     if (!same_id.ok()) return same_id.status();
     if (same_id->has_value()) return absl::AlreadyExistsError(absl::StrCat("job '", job.job_id, "' exists"));
     if (max_queued_per_priority >= 0) {
-      absl::StatusOr<std::vector<SqlRow>> count = db_->Query(
-          "SELECT COUNT(*) FROM tessera_jobs WHERE state = ? AND priority = ?", {S(JobState::kQueued), int64_t{job.priority}});
-      if (!count.ok()) return count.status();
-      if ((*count)[0].Int(0) >= max_queued_per_priority) {
+      absl::StatusOr<int64_t> queued = CountQueued(job.priority);  // inside this transaction
+      if (!queued.ok()) return queued.status();
+      if (*queued >= max_queued_per_priority) {
         return absl::ResourceExhaustedError(absl::StrCat("the queue of priority ", job.priority, " is full (",
                                                          max_queued_per_priority, " jobs queued)"));
       }
@@ -325,8 +324,7 @@ absl::StatusOr<std::optional<JobRecord>> JobStore::ClaimNext(const ClaimRequest&
   return out;
 }
 
-absl::StatusOr<bool> JobStore::RenewLease(const std::string& job_id, int attempt, int64_t lease_expires_ms,
-                                          int64_t now_ms) {
+absl::StatusOr<bool> JobStore::RenewLease(const std::string& job_id, int attempt, int64_t lease_expires_ms) {
   bool cancel = false;
   absl::Status status = db_->Transaction([&]() -> absl::Status {
     absl::StatusOr<JobRecord> job = OwnedAttempt(*db_, job_id, attempt);
@@ -340,7 +338,6 @@ absl::StatusOr<bool> JobStore::RenewLease(const std::string& job_id, int attempt
     return absl::OkStatus();
   });
   if (!status.ok()) return status;
-  (void)now_ms;
   return cancel;
 }
 

@@ -110,7 +110,7 @@ class JobStore {
   // Extends the lease of the job's current attempt; returns whether
   // cancellation was requested. FAILED_PRECONDITION when the attempt no longer
   // owns the job (it was re-queued or ended meanwhile).
-  absl::StatusOr<bool> RenewLease(const std::string& job_id, int attempt, int64_t lease_expires_ms, int64_t now_ms);
+  absl::StatusOr<bool> RenewLease(const std::string& job_id, int attempt, int64_t lease_expires_ms);
   // A progress event of the running attempt; FAILED_PRECONDITION as above.
   absl::Status AppendProgress(const std::string& job_id, int attempt, const std::string& progress, int64_t now_ms);
   // Ends the attempt (and the job); FAILED_PRECONDITION as above.

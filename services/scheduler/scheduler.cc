@@ -208,7 +208,7 @@ absl::StatusOr<v1::JobInfo> Scheduler::Submit(const v1::SubmitJobRequest& reques
 }
 
 std::string Scheduler::WorkerKindFor(const std::string& kind, const std::string& type_url) {
-  const std::string type = type_url.substr(type_url.rfind('/') + 1);
+  const std::string type = jobs::SpecTypeName(type_url);
   for (const std::unique_ptr<WorkerState>& w : workers_) {
     std::lock_guard<std::mutex> lock(w->mu);
     for (int i = 0; i < w->info.kinds_size(); ++i) {
@@ -393,8 +393,6 @@ void Scheduler::RunAttempt(WorkerState* w, const JobRecord& job) {
   }
   Notify();
   const std::string& kind = job.kind;
-  const double queued_s = std::max<int64_t>(0, job.started_ms - job.updated_ms) / 1000.0;
-  (void)queued_s;
   GetHistogram(Metrics().queue_seconds, {{"kind", kind}}, LatencyBucketsSeconds())
       .Observe(std::max<int64_t>(0, job.started_ms - job.created_ms) / 1000.0);
   w->running.fetch_add(1);
@@ -529,7 +527,7 @@ void Scheduler::KeeperLoop() {
     }
     for (const std::shared_ptr<Active>& a : active) {
       absl::StatusOr<bool> cancel =
-          store_->RenewLease(a->job_id, a->attempt, now + absl::ToInt64Milliseconds(options_.lease), now);
+          store_->RenewLease(a->job_id, a->attempt, now + absl::ToInt64Milliseconds(options_.lease));
       // Cancelled through another replica, or no longer ours (re-queued
       // elsewhere after a long stall): stop the work.
       if (!cancel.ok() || *cancel) a->cancel.store(true);

@@ -28,7 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "services/jobs/job_registry.h"
+#include "services/jobs/job_types.h"
 
 namespace tessera::jobs {
 

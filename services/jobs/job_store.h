@@ -21,7 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "services/jobs/job_registry.h"
+#include "services/jobs/job_types.h"
 #include "services/jobs/sql_database.h"
 
 namespace tessera::jobs {

@@ -224,7 +224,7 @@ absl::Status RegistrationServiceImpl::RegisterImpl(grpc::ServerContext& context,
     return absl::OkStatus();
   };
   if (!id.empty()) {
-    TESSERA_RETURN_IF_ERROR(Annotate(jobs::JobRegistry::ValidateJobId(id), "job_id"));
+    TESSERA_RETURN_IF_ERROR(Annotate(jobs::ValidateJobId(id), "job_id"));
     // Idempotent: a known id returns its job, whatever the rest says (even
     // when its uploads have expired since).
     absl::StatusOr<JobRecord> existing = s->store().FindByRequestId(id);

@@ -7,7 +7,7 @@
 
 #include <functional>
 
-#include "services/jobs/job_registry.h"
+#include "services/jobs/job_types.h"
 #include "services/registration/registrar.h"
 
 namespace tessera::registration {

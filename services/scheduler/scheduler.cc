@@ -146,7 +146,7 @@ absl::StatusOr<v1::JobInfo> Scheduler::Submit(const v1::SubmitJobRequest& reques
         "tessera.v1.CreateAtlasRequest or tessera.v1.SearchBatchRequest)");
   }
   if (!request.request_id().empty()) {
-    TESSERA_RETURN_IF_ERROR(Annotate(jobs::JobRegistry::ValidateJobId(request.request_id()), "request_id"));
+    TESSERA_RETURN_IF_ERROR(Annotate(jobs::ValidateJobId(request.request_id()), "request_id"));
   }
   if (request.priority() < -kMaxPriority || request.priority() > kMaxPriority) {
     return absl::InvalidArgumentError(

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status.h"
-#include "services/jobs/job_registry.h"
+#include "services/jobs/job_types.h"
 #include "services/scheduler/job_info.h"
 #include "tessera/v1/scheduler.pb.h"
 

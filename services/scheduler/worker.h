@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "services/jobs/job_registry.h"
+#include "services/jobs/job_types.h"
 #include "tessera/v1/jobs.pb.h"
 #include "tessera/v1/scheduler.pb.h"
 

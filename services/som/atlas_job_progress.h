@@ -6,7 +6,7 @@
 #ifndef TESSERA_SERVICES_SOM_ATLAS_JOB_PROGRESS_H_
 #define TESSERA_SERVICES_SOM_ATLAS_JOB_PROGRESS_H_
 
-#include "services/jobs/job_registry.h"
+#include "services/jobs/job_types.h"
 #include "services/som/atlas_training.h"
 
 namespace tessera {

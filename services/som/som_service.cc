@@ -512,7 +512,7 @@ absl::Status SomAtlasServiceImpl::CreateAtlasImpl(grpc::ServerContext& context, 
                                                   v1::CreateAtlasResponse* response) {
   TESSERA_ASSIGN_OR_RETURN(scheduler::Scheduler * s, Jobs());
   if (!request.request_id().empty()) {
-    TESSERA_RETURN_IF_ERROR(Annotate(jobs::JobRegistry::ValidateJobId(request.request_id()), "request_id"));
+    TESSERA_RETURN_IF_ERROR(Annotate(jobs::ValidateJobId(request.request_id()), "request_id"));
     // Idempotent: a known request id answers with its job, before any check
     // (its upload may have expired since).
     std::lock_guard<std::mutex> submit(submit_mu_);

@@ -6,7 +6,7 @@ targets link the toolkit. Otherwise every target is empty and the build is
 CPU-only: nothing else in the tree needs to change.
 """
 
-_LIBS = ["cublas", "cufft", "cusparse", "nccl"]
+_LIBS = ["cublas", "cufft", "cusparse", "cusolver", "nccl"]
 
 def _local_cuda_impl(rctx):
     cuda_path = rctx.os.environ.get("CUDA_PATH", "/usr/local/cuda")

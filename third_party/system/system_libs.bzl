@@ -34,6 +34,7 @@ _LIBS = {
     "png": (["libpng"], "libpng-dev"),
     "zlib": (["zlib"], "zlib1g-dev"),
     "crypto": (["libcrypto"], "libssl-dev"),
+    "fftw": (["fftw3f", "fftw3"], "libfftw3-dev"),
 }
 
 def _link_flags(rctx, name, modules, package):

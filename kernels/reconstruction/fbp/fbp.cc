@@ -1,0 +1,122 @@
+// FbpPlan: argument checks, batching, progress and timings; the work is in
+// the backends (fbp_cpu.cc, fbp.cu).
+#include "kernels/reconstruction/fbp/fbp.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "kernels/reconstruction/fbp/fbp_backend.h"
+#include "kernels/reconstruction/fbp/fbp_setup.h"
+
+namespace tessera {
+namespace recon {
+namespace fbp {
+namespace {
+
+constexpr int64_t kRowsPerBatch = 65536;
+constexpr int64_t kMaxViewsPerBatch = 1024;  // also under the layered-texture limit (2048)
+
+double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+const char* FbpInterpolationName(FbpInterpolation interpolation) {
+  return interpolation == FbpInterpolation::kTexture ? "texture" : "exact";
+}
+
+FbpPlan::FbpPlan(const CtGeometry& geometry, const FbpOptions& options, int64_t batch,
+                 std::unique_ptr<FbpBackend> backend)
+    : geometry_(geometry), options_(options), batch_(batch), backend_(std::move(backend)) {}
+
+FbpPlan::~FbpPlan() = default;
+
+absl::StatusOr<std::unique_ptr<FbpPlan>> FbpPlan::Create(const CtGeometry& geometry, const Stream& stream,
+                                                         const FbpOptions& options) {
+  TESSERA_RETURN_IF_ERROR(ValidateCutoff(options.cutoff));
+  if (options.views_per_batch < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fbp: views_per_batch must be >= 0 (0: automatic), got ", options.views_per_batch));
+  }
+  TESSERA_ASSIGN_OR_RETURN(FbpSetup setup, MakeFbpSetup(geometry));
+  const int64_t views = geometry.projection.num_views(), rows = geometry.projection.det_rows;
+  int64_t batch = options.views_per_batch;
+  if (batch == 0) batch = (kRowsPerBatch + rows - 1) / rows;
+  batch = std::max<int64_t>(1, std::min({batch, views, kMaxViewsPerBatch}));
+
+  FbpBackendConfig config;
+  config.geometry = geometry;
+  config.stream = &stream;
+  config.options = options;
+  config.setup = std::move(setup);
+  config.padded = PaddedLength(geometry.projection.det_cols);
+  config.spectrum = FilterSpectrum(options.filter, options.cutoff, config.padded);
+  config.batch = batch;
+
+  std::unique_ptr<FbpBackend> backend;
+  if (stream.backend() == Backend::kCpu) {
+    TESSERA_ASSIGN_OR_RETURN(backend, MakeCpuBackend(std::move(config)));
+  } else {
+#if TESSERA_WITH_CUDA
+    TESSERA_ASSIGN_OR_RETURN(backend, cuda::MakeBackend(std::move(config)));
+#else
+    return absl::FailedPreconditionError(
+        absl::StrCat("fbp: CUDA stream given but ", DeviceRegistry::Get().cuda_unavailable_reason()));
+#endif
+  }
+  return std::unique_ptr<FbpPlan>(new FbpPlan(geometry, options, batch, std::move(backend)));
+}
+
+absl::Status FbpPlan::Run(const float* sinogram, float* volume, const FbpProgress& progress, FbpTimings* timings) {
+  if (sinogram == nullptr || volume == nullptr) return absl::InvalidArgumentError("fbp: sinogram or volume is null");
+  const auto start = std::chrono::steady_clock::now();
+  const bool timed = timings != nullptr;
+  if (timed) *timings = FbpTimings{};
+  const int64_t views = geometry_.projection.num_views();
+  for (int64_t v0 = 0; v0 < views; v0 += batch_) {
+    const int64_t n = std::min(batch_, views - v0);
+    auto t0 = std::chrono::steady_clock::now();
+    TESSERA_RETURN_IF_ERROR(backend_->FilterBatch(sinogram, v0, n));
+    if (timed) {
+      TESSERA_RETURN_IF_ERROR(backend_->Synchronize());
+      timings->filter_ms += MsSince(t0);
+      t0 = std::chrono::steady_clock::now();
+    }
+    TESSERA_RETURN_IF_ERROR(backend_->BackprojectBatch(v0, n, /*accumulate=*/v0 > 0, volume));
+    if (timed) {
+      TESSERA_RETURN_IF_ERROR(backend_->Synchronize());
+      timings->backproject_ms += MsSince(t0);
+    }
+    if (progress) {
+      TESSERA_RETURN_IF_ERROR(backend_->Synchronize());
+      TESSERA_RETURN_IF_ERROR(progress(v0 + n, views));
+    }
+  }
+  TESSERA_RETURN_IF_ERROR(backend_->Synchronize());
+  if (timed) timings->total_ms = MsSince(start);
+  return absl::OkStatus();
+}
+
+absl::Status FbpPlan::Filter(const float* sinogram, float* filtered) {
+  if (sinogram == nullptr || filtered == nullptr) return absl::InvalidArgumentError("fbp: sinogram or output is null");
+  const int64_t views = geometry_.projection.num_views();
+  for (int64_t v0 = 0; v0 < views; v0 += batch_) {
+    const int64_t n = std::min(batch_, views - v0);
+    TESSERA_RETURN_IF_ERROR(backend_->FilterBatch(sinogram, v0, n));
+    TESSERA_RETURN_IF_ERROR(backend_->ExportBatch(v0, n, filtered));
+  }
+  return backend_->Synchronize();
+}
+
+absl::Status Fbp(const CtGeometry& geometry, const FbpOptions& options, const Stream& stream, const float* sinogram,
+                 float* volume) {
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<FbpPlan> plan, FbpPlan::Create(geometry, stream, options));
+  return plan->Run(sinogram, volume);
+}
+
+}  // namespace fbp
+}  // namespace recon
+}  // namespace tessera

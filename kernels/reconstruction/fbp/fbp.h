@@ -1,0 +1,118 @@
+// Filtered back projection: FBP for 2-D parallel and fan beams, FDK for cone
+// beams, on the CPU (FFTW) and CUDA (cuFFT).
+//
+//   auto plan = FbpPlan::Create(geometry, stream, {FilterKind::kHann, 0.8});
+//   TESSERA_RETURN_IF_ERROR((*plan)->Run(sinogram, volume));
+//
+// Run works through the views in batches: pre-weight (FDK cosine weights and
+// the view's scale, fbp_setup.h) and ramp-filter each detector row
+// (filter.h), then back-project the batch voxel by voxel, accumulating into
+// the volume (in units of attenuation per mm when the sinogram holds line
+// integrals in attenuation x mm). The plan owns the FFT plans, the per-view
+// constants and all scratch, so Run allocates nothing; create one per
+// geometry and reuse it. Pointers live in the stream's backend memory
+// (host for CPU streams, device for CUDA streams); the stream must outlive
+// the plan. A plan is not thread-safe (one Run at a time).
+//
+// Determinism: both backends give bit-identical volumes run to run in both
+// execution modes. The back projection is a gather (each voxel sums its
+// views in order, one thread per voxel, no atomics) and the FFTs are fixed
+// plans, so kDeterministic costs nothing here; the mode is accepted for
+// uniformity with the iterative methods.
+#ifndef TESSERA_KERNELS_RECONSTRUCTION_FBP_FBP_H_
+#define TESSERA_KERNELS_RECONSTRUCTION_FBP_FBP_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/device.h"
+#include "kernels/reconstruction/execution_mode.h"
+#include "kernels/reconstruction/fbp/filter.h"
+#include "kernels/reconstruction/geometry.h"
+
+namespace tessera {
+namespace recon {
+namespace fbp {
+
+// How the CUDA back projection reads the filtered projections (the CPU
+// always interpolates exactly).
+enum class FbpInterpolation {
+  // Layered texture with hardware bilinear filtering: fastest, but the
+  // hardware blends with 8-bit fractional weights (errors ~1/512 of the
+  // local difference between neighbouring pixels).
+  kTexture,
+  // Bilinear interpolation in float from global memory (L1/L2 cached), the
+  // same expressions as the CPU reference.
+  kExact,
+};
+
+const char* FbpInterpolationName(FbpInterpolation interpolation);
+
+struct FbpOptions {
+  FilterKind filter = FilterKind::kRamLak;
+  double cutoff = 1.0;  // fraction of Nyquist kept, (0, 1]
+  ExecutionMode mode = ExecutionMode::kDefault;
+  FbpInterpolation interpolation = FbpInterpolation::kTexture;
+  // Views filtered and back-projected per batch; 0 picks ~64k detector rows
+  // per batch (at most 1024 views). Scratch grows with it.
+  int64_t views_per_batch = 0;
+};
+
+// Called after each batch with the views done so far; an error (e.g.
+// CANCELLED) stops Run, which returns it (the volume is then incomplete).
+using FbpProgress = std::function<absl::Status(int64_t views_done, int64_t views_total)>;
+
+// Where Run's time went (wall clock; on CUDA the stream is synchronised
+// around each stage when timings are requested).
+struct FbpTimings {
+  double filter_ms = 0;       // pre-weighting + ramp filter (+ copies into the projection store)
+  double backproject_ms = 0;
+  double total_ms = 0;
+};
+
+class FbpBackend;
+
+class FbpPlan {
+ public:
+  // INVALID_ARGUMENT for a bad geometry or option (naming it),
+  // FAILED_PRECONDITION for a CUDA stream without CUDA.
+  static absl::StatusOr<std::unique_ptr<FbpPlan>> Create(const CtGeometry& geometry, const Stream& stream,
+                                                         const FbpOptions& options = {});
+  ~FbpPlan();
+  FbpPlan(const FbpPlan&) = delete;
+  FbpPlan& operator=(const FbpPlan&) = delete;
+
+  // sinogram: det_cols x det_rows x views (geometry.h layout); volume:
+  // nx x ny x nz, overwritten.
+  absl::Status Run(const float* sinogram, float* volume, const FbpProgress& progress = nullptr,
+                   FbpTimings* timings = nullptr);
+
+  // Only the pre-weighting and filtering: `filtered` gets the sinogram's
+  // layout. (Back-projecting it with unit weights is what Run does.)
+  absl::Status Filter(const float* sinogram, float* filtered);
+
+  const CtGeometry& geometry() const { return geometry_; }
+  const FbpOptions& options() const { return options_; }
+  int64_t views_per_batch() const { return batch_; }
+
+ private:
+  FbpPlan(const CtGeometry& geometry, const FbpOptions& options, int64_t batch, std::unique_ptr<FbpBackend> backend);
+
+  CtGeometry geometry_;
+  FbpOptions options_;
+  int64_t batch_;
+  std::unique_ptr<FbpBackend> backend_;
+};
+
+// One-shot convenience: creates a plan and runs it.
+absl::Status Fbp(const CtGeometry& geometry, const FbpOptions& options, const Stream& stream, const float* sinogram,
+                 float* volume);
+
+}  // namespace fbp
+}  // namespace recon
+}  // namespace tessera
+
+#endif  // TESSERA_KERNELS_RECONSTRUCTION_FBP_FBP_H_

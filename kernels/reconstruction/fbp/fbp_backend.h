@@ -1,0 +1,71 @@
+// Internal: the two backends behind FbpPlan, and the CPU reference pieces
+// the tests call directly.
+#ifndef TESSERA_KERNELS_RECONSTRUCTION_FBP_FBP_BACKEND_H_
+#define TESSERA_KERNELS_RECONSTRUCTION_FBP_FBP_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/device.h"
+#include "kernels/reconstruction/fbp/fbp.h"
+#include "kernels/reconstruction/fbp/fbp_math.h"
+#include "kernels/reconstruction/fbp/fbp_setup.h"
+#include "kernels/reconstruction/geometry.h"
+
+namespace tessera {
+namespace recon {
+namespace fbp {
+
+struct FbpBackendConfig {
+  CtGeometry geometry;
+  const Stream* stream = nullptr;
+  FbpOptions options;
+  FbpSetup setup;
+  std::vector<float> spectrum;  // FilterSpectrum(...), padded / 2 + 1 entries
+  int64_t padded = 0;           // FFT length
+  int64_t batch = 0;            // views per batch
+};
+
+// A batch of filtered views lives in the backend's store between FilterBatch
+// and BackprojectBatch.
+class FbpBackend {
+ public:
+  virtual ~FbpBackend() = default;
+  // Pre-weights and filters views [v0, v0 + n) of the full `sinogram` into the store (n <= batch).
+  virtual absl::Status FilterBatch(const float* sinogram, int64_t v0, int64_t n) = 0;
+  // Copies the stored batch to views [v0, v0 + n) of `filtered` (sinogram layout).
+  virtual absl::Status ExportBatch(int64_t v0, int64_t n, float* filtered) = 0;
+  // volume = (accumulate ? volume : 0) + back projection of the stored batch (views v0 ..).
+  virtual absl::Status BackprojectBatch(int64_t v0, int64_t n, bool accumulate, float* volume) = 0;
+  // Waits for queued work (no-op on the CPU).
+  virtual absl::Status Synchronize() = 0;
+};
+
+absl::StatusOr<std::unique_ptr<FbpBackend>> MakeCpuBackend(FbpBackendConfig config);
+
+namespace cuda {
+absl::StatusOr<std::unique_ptr<FbpBackend>> MakeBackend(FbpBackendConfig config);
+}  // namespace cuda
+
+namespace cpu {
+
+// Ramp-filters `num_rows` rows of `cols` samples (row-major) with FFTW for
+// tau = 1 (multiply by 1 / tau for pixel width tau). `out` may equal `in`.
+absl::Status FilterRows(FilterKind kind, double cutoff, const float* in, float* out, int64_t num_rows, int64_t cols);
+
+// The back projection reference: volume = (accumulate ? volume : 0) +
+// sum_t Q_t(a, b) / D^2 over the `num_views` views of `padded` (each
+// PaddedViewSize(cols, rows) floats, fbp_math.h), threaded over voxel lines.
+void Backproject(const VolumeGeometry& volume_geometry, int64_t cols, int64_t rows, const BackprojectView* views,
+                 int64_t num_views, const float* padded, bool accumulate, float* volume);
+
+}  // namespace cpu
+
+}  // namespace fbp
+}  // namespace recon
+}  // namespace tessera
+
+#endif  // TESSERA_KERNELS_RECONSTRUCTION_FBP_FBP_BACKEND_H_

@@ -1,0 +1,214 @@
+// CPU backend of FBP/FDK: FFTW row filtering and the voxel-driven back
+// projection reference, threaded with common/parallel.
+#include <fftw3.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "common/parallel.h"
+#include "kernels/reconstruction/fbp/fbp_backend.h"
+
+namespace tessera {
+namespace recon {
+namespace fbp {
+namespace {
+
+// FFTW's planner keeps global state and is not thread-safe (executing plans
+// is), so plan creation and destruction are serialised here. This guards
+// FFTW's own state only; no tuning lives in it.
+std::mutex& FftwPlannerMutex() {
+  static std::mutex* mu = new std::mutex;
+  return *mu;
+}
+
+struct FftwFree {
+  void operator()(float* p) const { fftwf_free(p); }
+};
+using FftwBuffer = std::unique_ptr<float[], FftwFree>;
+
+FftwBuffer AllocFftw(int64_t floats) {
+  return FftwBuffer(static_cast<float*>(fftwf_malloc(sizeof(float) * static_cast<size_t>(floats))));
+}
+
+// In-place r2c / c2r plans of one padded row, executed on per-thread buffers
+// with FFTW's new-array interface (same size, alignment and in-placeness).
+class RowFilter {
+ public:
+  static absl::StatusOr<std::unique_ptr<RowFilter>> Create(int64_t cols, int64_t padded, std::vector<float> spectrum) {
+    std::unique_ptr<RowFilter> f(new RowFilter(cols, padded, std::move(spectrum)));
+    FftwBuffer probe = AllocFftw(padded + 2);
+    if (probe == nullptr) return absl::ResourceExhaustedError("fbp: fftwf_malloc failed");
+    std::lock_guard<std::mutex> lock(FftwPlannerMutex());
+    const int n = static_cast<int>(padded);
+    f->forward_ = fftwf_plan_dft_r2c_1d(n, probe.get(), reinterpret_cast<fftwf_complex*>(probe.get()), FFTW_ESTIMATE);
+    f->inverse_ = fftwf_plan_dft_c2r_1d(n, reinterpret_cast<fftwf_complex*>(probe.get()), probe.get(), FFTW_ESTIMATE);
+    if (f->forward_ == nullptr || f->inverse_ == nullptr) {
+      return absl::InternalError(absl::StrCat("fbp: FFTW could not plan a length-", padded, " transform"));
+    }
+    return f;
+  }
+
+  ~RowFilter() {
+    std::lock_guard<std::mutex> lock(FftwPlannerMutex());
+    if (forward_ != nullptr) fftwf_destroy_plan(forward_);
+    if (inverse_ != nullptr) fftwf_destroy_plan(inverse_);
+  }
+
+  // For each row: load(row, buf) writes cols samples, the rest is zeroed,
+  // the row is filtered and store(row, buf) reads cols samples.
+  absl::Status Run(int64_t num_rows, const std::function<void(int64_t, float*)>& load,
+                   const std::function<void(int64_t, const float*)>& store) const {
+    bool alloc_failed = false;
+    std::mutex mu;
+    ParallelFor(
+        num_rows,
+        [&](int64_t begin, int64_t end, int) {
+          FftwBuffer buf = AllocFftw(padded_ + 2);
+          if (buf == nullptr) {
+            std::lock_guard<std::mutex> lock(mu);
+            alloc_failed = true;
+            return;
+          }
+          float* b = buf.get();
+          fftwf_complex* z = reinterpret_cast<fftwf_complex*>(b);
+          for (int64_t row = begin; row < end; ++row) {
+            load(row, b);
+            std::fill(b + cols_, b + padded_ + 2, 0.0f);
+            fftwf_execute_dft_r2c(forward_, b, z);
+            for (size_t k = 0; k < spectrum_.size(); ++k) {
+              z[k][0] *= spectrum_[k];
+              z[k][1] *= spectrum_[k];
+            }
+            fftwf_execute_dft_c2r(inverse_, z, b);
+            store(row, b);
+          }
+        },
+        /*min_per_chunk=*/8);
+    if (alloc_failed) return absl::ResourceExhaustedError("fbp: fftwf_malloc failed");
+    return absl::OkStatus();
+  }
+
+ private:
+  RowFilter(int64_t cols, int64_t padded, std::vector<float> spectrum)
+      : cols_(cols), padded_(padded), spectrum_(std::move(spectrum)) {}
+  int64_t cols_, padded_;
+  std::vector<float> spectrum_;
+  fftwf_plan forward_ = nullptr;
+  fftwf_plan inverse_ = nullptr;
+};
+
+class CpuBackend : public FbpBackend {
+ public:
+  CpuBackend(FbpBackendConfig config, std::unique_ptr<RowFilter> filter)
+      : c_(std::move(config)),
+        filter_(std::move(filter)),
+        cols_(c_.geometry.projection.det_cols),
+        rows_(c_.geometry.projection.det_rows),
+        view_size_(PaddedViewSize(cols_, rows_)),
+        store_(static_cast<size_t>(c_.batch * view_size_), 0.0f) {}
+
+  absl::Status FilterBatch(const float* sinogram, int64_t v0, int64_t n) override {
+    const float oc = 0.5f * static_cast<float>(cols_ - 1), orow = 0.5f * static_cast<float>(rows_ - 1);
+    return filter_->Run(
+        n * rows_,
+        [&](int64_t row, float* buf) {
+          const int64_t t = row / rows_, r = row % rows_;
+          const PreWeightView& w = c_.setup.pre[v0 + t];
+          const float* src = sinogram + ((v0 + t) * rows_ + r) * cols_;
+          const float rb = static_cast<float>(r) - orow;
+          for (int64_t col = 0; col < cols_; ++col) buf[col] = src[col] * PreWeight(w, static_cast<float>(col) - oc, rb);
+        },
+        [&](int64_t row, const float* buf) {
+          const int64_t t = row / rows_, r = row % rows_;
+          std::memcpy(store_.data() + t * view_size_ + (r + 1) * (cols_ + 2) + 1, buf, sizeof(float) * cols_);
+        });
+  }
+
+  absl::Status ExportBatch(int64_t v0, int64_t n, float* filtered) override {
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t r = 0; r < rows_; ++r) {
+        std::memcpy(filtered + ((v0 + t) * rows_ + r) * cols_, store_.data() + t * view_size_ + (r + 1) * (cols_ + 2) + 1,
+                    sizeof(float) * cols_);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status BackprojectBatch(int64_t v0, int64_t n, bool accumulate, float* volume) override {
+    cpu::Backproject(c_.geometry.volume, cols_, rows_, c_.setup.back.data() + v0, n, store_.data(), accumulate, volume);
+    return absl::OkStatus();
+  }
+
+  absl::Status Synchronize() override { return absl::OkStatus(); }
+
+ private:
+  FbpBackendConfig c_;
+  std::unique_ptr<RowFilter> filter_;
+  int64_t cols_, rows_, view_size_;
+  std::vector<float> store_;  // batch x padded views; borders stay zero
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<FbpBackend>> MakeCpuBackend(FbpBackendConfig config) {
+  auto filter = RowFilter::Create(config.geometry.projection.det_cols, config.padded, config.spectrum);
+  if (!filter.ok()) return filter.status();
+  return std::unique_ptr<FbpBackend>(new CpuBackend(std::move(config), std::move(*filter)));
+}
+
+namespace cpu {
+
+absl::Status FilterRows(FilterKind kind, double cutoff, const float* in, float* out, int64_t num_rows, int64_t cols) {
+  if (absl::Status s = ValidateCutoff(cutoff); !s.ok()) return s;
+  if (num_rows < 0 || cols <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("fbp: bad row shape ", num_rows, " x ", cols));
+  }
+  const int64_t padded = PaddedLength(cols);
+  auto filter = RowFilter::Create(cols, padded, FilterSpectrum(kind, cutoff, padded));
+  if (!filter.ok()) return filter.status();
+  return (*filter)->Run(
+      num_rows, [&](int64_t row, float* buf) { std::memcpy(buf, in + row * cols, sizeof(float) * cols); },
+      [&](int64_t row, const float* buf) { std::memcpy(out + row * cols, buf, sizeof(float) * cols); });
+}
+
+void Backproject(const VolumeGeometry& vg, int64_t cols, int64_t rows, const BackprojectView* views,
+                 int64_t num_views, const float* padded, bool accumulate, float* volume) {
+  const int64_t nx = vg.nx, ny = vg.ny, nz = vg.nz;
+  const int64_t view_size = PaddedViewSize(cols, rows), pitch = cols + 2;
+  const float fcols = static_cast<float>(cols), frows = static_cast<float>(rows);
+  ParallelFor(
+      ny * nz,
+      [&](int64_t begin, int64_t end, int) {
+        std::vector<float> acc(nx);
+        for (int64_t line = begin; line < end; ++line) {
+          const float fj = static_cast<float>(line % ny), fk = static_cast<float>(line / ny);
+          std::fill(acc.begin(), acc.end(), 0.0f);
+          for (int64_t t = 0; t < num_views; ++t) {
+            const BackprojectView& w = views[t];
+            const float* view = padded + t * view_size;
+            // The (j, k) part of each affine map, then one step per voxel in x.
+            const float a0 = w.a[1] * fj + w.a[2] * fk + w.a[3];
+            const float b0 = w.b[1] * fj + w.b[2] * fk + w.b[3];
+            const float d0 = w.d[1] * fj + w.d[2] * fk + w.d[3];
+            for (int64_t i = 0; i < nx; ++i) {
+              const float fi = static_cast<float>(i);
+              const float inv = 1.0f / (w.d[0] * fi + d0);
+              const float a = (w.a[0] * fi + a0) * inv, b = (w.b[0] * fi + b0) * inv;
+              acc[i] += SamplePadded(view, pitch, a, b, fcols, frows) * inv * inv;
+            }
+          }
+          float* out = volume + line * nx;
+          for (int64_t i = 0; i < nx; ++i) out[i] = accumulate ? out[i] + acc[i] : acc[i];
+        }
+      },
+      /*min_per_chunk=*/4);
+}
+
+}  // namespace cpu
+
+}  // namespace fbp
+}  // namespace recon
+}  // namespace tessera

@@ -1,0 +1,153 @@
+#include "kernels/reconstruction/fbp/fbp_setup.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace tessera {
+namespace recon {
+namespace fbp {
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+Vec3 Add(const Vec3& a, const Vec3& b) { return {a.x + b.x, a.y + b.y, a.z + b.z}; }
+Vec3 Sub(const Vec3& a, const Vec3& b) { return {a.x - b.x, a.y - b.y, a.z - b.z}; }
+Vec3 Mul(double s, const Vec3& a) { return {s * a.x, s * a.y, s * a.z}; }
+double Dot(const Vec3& a, const Vec3& b) { return a.x * b.x + a.y * b.y + a.z * b.z; }
+double Norm(const Vec3& a) { return std::sqrt(Dot(a, a)); }
+Vec3 Cross(const Vec3& a, const Vec3& b) {
+  return {a.y * b.z - a.z * b.y, a.z * b.x - a.x * b.z, a.x * b.y - a.y * b.x};
+}
+
+// A world-space affine map g . x + g0 rewritten over voxel indices (i, j, k).
+void ToIndexSpace(const VolumeGeometry& vol, const Vec3& g, double g0, float out[4]) {
+  const Vec3 first = vol.VoxelCenter(0, 0, 0);
+  out[0] = static_cast<float>(g.x * vol.dx());
+  out[1] = static_cast<float>(g.y * vol.dy());
+  out[2] = static_cast<float>(g.z * vol.dz());
+  out[3] = static_cast<float>(g0 + Dot(g, first));
+}
+
+void StoreVec(const Vec3& v, float out[3]) {
+  out[0] = static_cast<float>(v.x);
+  out[1] = static_cast<float>(v.y);
+  out[2] = static_cast<float>(v.z);
+}
+
+}  // namespace
+
+std::vector<double> AngularWeights(const std::vector<double>& angles, double period) {
+  const size_t n = angles.size();
+  std::vector<double> folded(n), weights(n, 0.0);
+  for (size_t i = 0; i < n; ++i) {
+    double a = std::fmod(angles[i], period);
+    if (a < 0) a += period;
+    if (a >= period) a = 0;
+    folded[i] = a;
+  }
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return folded[a] < folded[b]; });
+  for (size_t s = 0; s < n; ++s) {
+    const double cur = folded[order[s]];
+    const double next = s + 1 < n ? folded[order[s + 1]] : folded[order[0]] + period;
+    const double prev = s > 0 ? folded[order[s - 1]] : folded[order[n - 1]] - period;
+    weights[order[s]] = 0.5 * ((next - cur) + (cur - prev));
+  }
+  return weights;
+}
+
+absl::StatusOr<FbpSetup> MakeFbpSetup(const CtGeometry& geometry) {
+  if (absl::Status s = Validate(geometry); !s.ok()) return s;
+  const ProjectionGeometry& proj = geometry.projection;
+  const VolumeGeometry& vol = geometry.volume;
+  const bool divergent = proj.beam != BeamKind::kParallel;
+  const double oc = 0.5 * static_cast<double>(proj.det_cols - 1);
+  const double orow = 0.5 * static_cast<double>(proj.det_rows - 1);
+  const int64_t num_views = proj.num_views();
+
+  std::vector<double> angles(num_views), radii(num_views, 0.0);
+  for (int64_t p = 0; p < num_views; ++p) {
+    const Vec3& s = proj.views[p].source_or_ray;
+    angles[p] = std::atan2(s.y, s.x);
+    radii[p] = std::hypot(s.x, s.y);
+  }
+  const std::vector<double> shares = AngularWeights(angles, divergent ? 2.0 * kPi : kPi);
+
+  FbpSetup setup;
+  setup.pre.resize(num_views);
+  setup.back.resize(num_views);
+  for (int64_t p = 0; p < num_views; ++p) {
+    const ProjectionVectors& w = proj.views[p];
+    const std::string where = absl::StrCat("proj_geom.Vectors row ", p, ": ");
+    const Vec3 c = w.det_center, u = w.u, v = proj.is_2d ? Vec3{} : w.v;
+    // Unit detector normal and the dual basis of (u, v) in the detector plane
+    // (u_hat . u = 1, u_hat . v = 0, u_hat . n = 0), so skewed detectors work.
+    Vec3 n, uh, vh;
+    if (proj.is_2d) {
+      n = Mul(1.0 / Norm(u), Vec3{u.y, -u.x, 0});
+      uh = Mul(1.0 / Dot(u, u), u);
+    } else {
+      n = Cross(u, v);
+      n = Mul(1.0 / Norm(n), n);
+      const Vec3 vxn = Cross(v, n), nxu = Cross(n, u);
+      uh = Mul(1.0 / Dot(u, vxn), vxn);
+      vh = Mul(1.0 / Dot(v, nxu), nxu);
+    }
+    PreWeightView& pre = setup.pre[p];
+    BackprojectView& back = setup.back[p];
+    StoreVec(u, pre.u);
+    StoreVec(v, pre.v);
+    if (!divergent) {
+      const Vec3 d = Mul(1.0 / Norm(w.source_or_ray), w.source_or_ray);
+      if (Dot(d, n) < 0) n = Mul(-1.0, n);
+      // Follow the ray from the voxel to the detector plane: x + t d.
+      const double kap_u = Dot(d, uh) / Dot(d, n), kap_v = Dot(d, vh) / Dot(d, n);
+      const Vec3 ga = Sub(uh, Mul(kap_u, n)), gb = Sub(vh, Mul(kap_v, n));
+      ToIndexSpace(vol, ga, oc - Dot(c, ga), back.a);
+      ToIndexSpace(vol, gb, orow - Dot(c, gb), back.b);
+      back.d[0] = back.d[1] = back.d[2] = 0.0f;
+      back.d[3] = 1.0f;
+      const double tau = Norm(Sub(u, Mul(Dot(u, d), d)));  // pixel width across the rays
+      StoreVec(Vec3{}, pre.to_center);
+      pre.dsd = 1.0f;
+      pre.divergent = 0.0f;
+      pre.scale = static_cast<float>(shares[p] / tau);
+      continue;
+    }
+    const Vec3 s = w.source_or_ray;
+    if (Dot(Sub(c, s), n) < 0) n = Mul(-1.0, n);
+    const double dsd = Dot(Sub(c, s), n);
+    // Cone projection x -> s + (x - s) / D with D = (x - s) . n / DSD.
+    const double alpha = Dot(Sub(s, c), uh) + oc, beta = Dot(Sub(s, c), vh) + orow;
+    const double sn = Dot(s, n) / dsd;
+    ToIndexSpace(vol, Add(Mul(alpha / dsd, n), uh), -alpha * sn - Dot(s, uh), back.a);
+    ToIndexSpace(vol, Add(Mul(beta / dsd, n), vh), -beta * sn - Dot(s, vh), back.b);
+    ToIndexSpace(vol, Mul(1.0 / dsd, n), -sn, back.d);
+    // Every voxel must lie in front of the source (D > 0 at the box's corners).
+    for (int corner = 0; corner < 8; ++corner) {
+      const Vec3 x{(corner & 1) ? vol.max_x : vol.min_x, (corner & 2) ? vol.max_y : vol.min_y,
+                   (corner & 4) ? vol.max_z : vol.min_z};
+      if (Dot(Sub(x, s), n) <= 1e-9 * dsd) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%svolume corner (%g, %g, %g) lies behind the source: FBP needs the volume between source and "
+            "detector",
+            where, x.x, x.y, x.z));
+      }
+    }
+    StoreVec(Sub(c, s), pre.to_center);
+    pre.dsd = static_cast<float>(dsd);
+    pre.divergent = 1.0f;
+    const double tau = Norm(u);
+    pre.scale = static_cast<float>(shares[p] * radii[p] / (2.0 * dsd * tau));
+  }
+  return setup;
+}
+
+}  // namespace fbp
+}  // namespace recon
+}  // namespace tessera

@@ -1,0 +1,188 @@
+// CUDA distance-driven projector: the gathers of dd_gather.h as kernels.
+//   forward: one thread per detector cell (a block covers cells of one view,
+//            whose DdView sits in shared memory), walking the slabs; x-slab
+//            views read an x<->y transposed copy of the volume (plan scratch),
+//            so neighbouring cells read neighbouring addresses along b.
+//   back:    one thread per voxel, x fastest; the views are staged in shared
+//            memory 16 at a time and visited in order, each view's float sum
+//            added in double: a fixed order, hence bit-identical runs.
+// No atomics anywhere, so ExecutionMode needs no separate path.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "common/buffer.h"
+#include "common/cuda_check.h"
+#include "common/status.h"
+#include "kernels/reconstruction/ct/dd_gather.h"
+#include "kernels/reconstruction/ct/dd_projector.h"
+
+namespace tessera {
+namespace recon {
+namespace ct {
+namespace cuda {
+namespace {
+
+constexpr int64_t kMaxGridZ = 65535;
+constexpr int kTile = 32;
+constexpr int kViewsPerTile = 16;
+constexpr int kViewWords = static_cast<int>(sizeof(DdView) / sizeof(double));
+static_assert(sizeof(DdView) % sizeof(double) == 0, "DdView is copied as doubles");
+
+cudaStream_t Native(const Stream& s) { return static_cast<cudaStream_t>(s.native()); }
+
+// out[y + ny (x + nx z)] = in[x + nx (y + ny z)], for slices z0 + blockIdx.z.
+__global__ void TransposeXY(const float* __restrict__ in, float* __restrict__ out, int nx, int ny, int64_t z0) {
+  __shared__ float tile[kTile][kTile + 1];
+  const int64_t plane = static_cast<int64_t>(nx) * ny * (z0 + blockIdx.z);
+  const int x = blockIdx.x * kTile + threadIdx.x;
+  for (int dy = threadIdx.y; dy < kTile; dy += blockDim.y) {
+    const int y = blockIdx.y * kTile + dy;
+    if (x < nx && y < ny) tile[dy][threadIdx.x] = in[plane + x + static_cast<int64_t>(nx) * y];
+  }
+  __syncthreads();
+  const int y = blockIdx.y * kTile + threadIdx.x;
+  for (int dx = threadIdx.y; dx < kTile; dx += blockDim.y) {
+    const int xx = blockIdx.x * kTile + dx;
+    if (xx < nx && y < ny) out[plane + y + static_cast<int64_t>(ny) * xx] = tile[threadIdx.x][dx];
+  }
+}
+
+// Copies `n` views (first + v * stride) into shared memory, all threads helping.
+__device__ void StageViews(const DdView* __restrict__ views, int64_t first, int64_t stride, int n, double* shared) {
+  const int tid = threadIdx.x + blockDim.x * threadIdx.y, threads = blockDim.x * blockDim.y;
+  for (int q = tid; q < n * kViewWords; q += threads) {
+    const int v = q / kViewWords, word = q % kViewWords;
+    shared[q] = reinterpret_cast<const double*>(views + first + v * stride)[word];
+  }
+}
+
+template <bool k2d>
+__global__ void __launch_bounds__(128)
+    ForwardKernel(const DdView* __restrict__ views, DdShape shape, int64_t first, int64_t stride, int64_t s0,
+                  const float* __restrict__ volume, const float* __restrict__ transposed, float* __restrict__ sino) {
+  __shared__ double raw[kViewWords];
+  const int64_t s = s0 + blockIdx.z;
+  StageViews(views, first + s * stride, 1, 1, raw);
+  __syncthreads();
+  const DdView& w = *reinterpret_cast<const DdView*>(raw);
+  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const int64_t r = blockIdx.y * static_cast<int64_t>(blockDim.y) + threadIdx.y;
+  if (c >= shape.cols || r >= shape.rows) return;
+  const double g = static_cast<double>(c) - 0.5 * static_cast<double>(shape.cols - 1);
+  const double rr = static_cast<double>(r) - 0.5 * static_cast<double>(shape.rows - 1);
+  const gather::CellLines cl = gather::MakeCellLines(w, shape, g, rr);
+  const int nb = static_cast<int>(InPlaneCount(shape, w.axis)), na = static_cast<int>(SlabCount(shape, w.axis));
+  const float* vol = w.axis == 0 ? transposed : volume;
+  sino[c + shape.cols * (r + shape.rows * s)] = gather::ForwardCell<k2d>(cl, vol, nb, na, static_cast<int>(shape.nz));
+}
+
+template <bool k2d>
+__global__ void __launch_bounds__(128)
+    BackKernel(const DdView* __restrict__ views, DdShape shape, int64_t first, int64_t stride, int64_t count,
+               int64_t z0, const float* __restrict__ sino, float* __restrict__ volume) {
+  __shared__ double raw[kViewsPerTile * kViewWords];
+  const DdView* tile = reinterpret_cast<const DdView*>(raw);
+  const int64_t x = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const int64_t y = blockIdx.y * static_cast<int64_t>(blockDim.y) + threadIdx.y;
+  const int64_t z = z0 + blockIdx.z;
+  const bool inside = x < shape.nx && y < shape.ny;
+  const int64_t cells = shape.cols * shape.rows;
+  double acc = 0;
+  for (int64_t v0 = 0; v0 < count; v0 += kViewsPerTile) {
+    const int n = static_cast<int>(count - v0 < kViewsPerTile ? count - v0 : kViewsPerTile);
+    __syncthreads();  // the previous tile is no longer read
+    StageViews(views, first + v0 * stride, stride, n, raw);
+    __syncthreads();
+    if (!inside) continue;
+    for (int v = 0; v < n; ++v) {
+      acc += gather::BackVoxelView<k2d>(tile[v], shape, x, y, z, sino + (v0 + v) * cells);
+    }
+  }
+  if (inside) volume[x + shape.nx * (y + shape.ny * z)] = static_cast<float>(acc);
+}
+
+bool AnyXSlabs(const DdSystem& system, int64_t first, int64_t stride, int64_t count) {
+  for (int64_t v = 0; v < count; ++v) {
+    if (system.views[first + v * stride].axis == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::Status CreatePlan(const DdSystem& system, const Stream& stream, DdDevicePlan* plan) {
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
+  const size_t bytes = system.views.size() * sizeof(DdView);
+  TESSERA_ASSIGN_OR_RETURN(plan->views, Buffer::Allocate(MemoryKind::kDevice, bytes, stream.ordinal()));
+  TESSERA_RETURN_IF_ERROR(
+      CopyBytes(plan->views->data(), MemoryKind::kDevice, system.views.data(), MemoryKind::kHost, bytes, stream));
+  if (AnyXSlabs(system, 0, 1, static_cast<int64_t>(system.views.size()))) {
+    const DdShape& s = system.shape;
+    TESSERA_ASSIGN_OR_RETURN(plan->transposed, Buffer::Allocate(MemoryKind::kDevice,
+                                                                s.nx * s.ny * s.nz * sizeof(float), stream.ordinal()));
+  }
+  return stream.Synchronize();  // the host copy of the views goes away with the caller
+}
+
+absl::Status Forward(const DdDevicePlan& plan, const DdSystem& system, const Stream& stream, ExecutionMode mode,
+                     int64_t first, int64_t stride, int64_t count, const float* volume, float* sinogram) {
+  (void)mode;  // the gather is deterministic and the fastest we have: both modes use it
+  if (count == 0) return absl::OkStatus();
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
+  const DdShape& s = system.shape;
+  cudaStream_t cs = Native(stream);
+  float* transposed = nullptr;
+  if (AnyXSlabs(system, first, stride, count)) {
+    transposed = static_cast<float*>(plan.transposed->data());
+    const dim3 block(kTile, 8);
+    for (int64_t z0 = 0; z0 < s.nz; z0 += kMaxGridZ) {
+      const dim3 grid(static_cast<unsigned>((s.nx + kTile - 1) / kTile), static_cast<unsigned>((s.ny + kTile - 1) / kTile),
+                      static_cast<unsigned>(std::min(kMaxGridZ, s.nz - z0)));
+      TransposeXY<<<grid, block, 0, cs>>>(volume, transposed, static_cast<int>(s.nx), static_cast<int>(s.ny), z0);
+    }
+    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("dd transpose");
+  }
+  const DdView* views = static_cast<const DdView*>(plan.views->data());
+  const dim3 block = s.is_2d ? dim3(128, 1) : dim3(32, 4);
+  for (int64_t s0 = 0; s0 < count; s0 += kMaxGridZ) {
+    const dim3 grid(static_cast<unsigned>((s.cols + block.x - 1) / block.x),
+                    static_cast<unsigned>((s.rows + block.y - 1) / block.y),
+                    static_cast<unsigned>(std::min(kMaxGridZ, count - s0)));
+    if (s.is_2d) {
+      ForwardKernel<true><<<grid, block, 0, cs>>>(views, s, first, stride, s0, volume, transposed, sinogram);
+    } else {
+      ForwardKernel<false><<<grid, block, 0, cs>>>(views, s, first, stride, s0, volume, transposed, sinogram);
+    }
+  }
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("dd forward");
+  return absl::OkStatus();
+}
+
+absl::Status Back(const DdDevicePlan& plan, const DdSystem& system, const Stream& stream, ExecutionMode mode,
+                  int64_t first, int64_t stride, int64_t count, const float* sinogram, float* volume) {
+  (void)mode;  // see Forward
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
+  const DdShape& s = system.shape;
+  cudaStream_t cs = Native(stream);
+  const DdView* views = static_cast<const DdView*>(plan.views->data());
+  const dim3 block(32, 4);
+  for (int64_t z0 = 0; z0 < s.nz; z0 += kMaxGridZ) {
+    const dim3 grid(static_cast<unsigned>((s.nx + block.x - 1) / block.x),
+                    static_cast<unsigned>((s.ny + block.y - 1) / block.y),
+                    static_cast<unsigned>(std::min(kMaxGridZ, s.nz - z0)));
+    if (s.is_2d) {
+      BackKernel<true><<<grid, block, 0, cs>>>(views, s, first, stride, count, z0, sinogram, volume);
+    } else {
+      BackKernel<false><<<grid, block, 0, cs>>>(views, s, first, stride, count, z0, sinogram, volume);
+    }
+  }
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("dd back");
+  return absl::OkStatus();
+}
+
+}  // namespace cuda
+}  // namespace ct
+}  // namespace recon
+}  // namespace tessera

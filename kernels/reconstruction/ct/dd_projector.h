@@ -1,0 +1,124 @@
+// Distance-driven CT projector (De Man & Basu), forward and matched back
+// projection, for 2-D parallel/fan and 3-D cone (circular or arbitrary
+// cone_vec) geometries.
+//
+// The operator. Each view slices the volume into slabs perpendicular to the
+// dominant axis a (x or y) of its central ray (dd_view.h). A detector cell's
+// two u-boundaries (at the cell's centre row) map along their rays onto each
+// slab plane, giving an interval along the in-plane axis b; its two
+// v-boundaries (at the centre column) give an interval along z. Slab i adds
+//   L * sum_{j,k} x[i,j,k] * overlap_b(j) / width_b * overlap_c(k) / width_c,
+// L = slab spacing * |ray| / |ray_a| of the cell's central ray. 2-D has no z
+// term (line integrals in the plane: value x mm). The back projection is the
+// exact transpose of the same weights.
+//
+// Implementations:
+//   - cpu::Forward: branchless "integrate, interpolate, differentiate": a
+//     summed-area table of each slab (double), bilinear interpolation at the
+//     mapped interval ends (exact for a piecewise-constant slab) and the
+//     four-corner difference; cpu::Back is its transpose (scatter into the
+//     table's adjoint, then suffix sums). Double accumulation; this is the
+//     CPU backend. cpu::ForwardExactOverlap is the overlap formula itself.
+//   - CUDA (and cpu::GatherForward/GatherBack, the same code on the host):
+//     gathers, float weights, see dd_gather.h. The forward is one thread per
+//     detector cell walking the slabs (x-slab views read an x<->y transposed
+//     copy of the volume, so a warp's reads along b are contiguous); the back
+//     projection is one thread per voxel looping over the views in order and
+//     over the cells that overlap the voxel. Both are deterministic, and they
+//     are what ExecutionMode::kDefault uses too (no atomic variant).
+#ifndef TESSERA_KERNELS_RECONSTRUCTION_CT_DD_PROJECTOR_H_
+#define TESSERA_KERNELS_RECONSTRUCTION_CT_DD_PROJECTOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/buffer.h"
+#include "common/device.h"
+#include "kernels/reconstruction/ct/dd_system.h"
+#include "kernels/reconstruction/execution_mode.h"
+#include "kernels/reconstruction/geometry.h"
+#include "kernels/reconstruction/linear_operator.h"
+
+namespace tessera {
+namespace recon {
+namespace ct {
+
+struct DdProjectorOptions {
+  ExecutionMode mode = ExecutionMode::kDefault;
+  int num_subsets = 1;  // ordered subsets of views (1..num_views)
+};
+
+namespace cuda {
+// Device state of a plan: the views and the transposed-volume scratch.
+struct DdDevicePlan {
+  std::shared_ptr<Buffer> views;       // DdView[num_views]
+  std::shared_ptr<Buffer> transposed;  // nx*ny*nz floats when some view slices along x
+};
+}  // namespace cuda
+
+// A plan: the geometry validated and converted once, its per-view constants
+// uploaded to the stream's device. Domain: volume voxels (x fastest); views:
+// projections; elements_per_view: det_cols * det_rows; subsets compact.
+// A CUDA `stream` must outlive the projector (a CPU stream may be a
+// temporary: the plan keeps its own). Not thread-safe (owns scratch).
+class DdProjector : public LinearOperator {
+ public:
+  static absl::StatusOr<std::unique_ptr<DdProjector>> Create(const CtGeometry& geometry, const Stream& stream,
+                                                             DdProjectorOptions options = {});
+  ~DdProjector() override;
+
+  const Stream& stream() const override { return *stream_; }
+  int64_t domain_size() const override { return geometry_.volume.size(); }
+  int64_t num_views() const override { return geometry_.projection.num_views(); }
+  int64_t elements_per_view() const override { return system_.shape.cols * system_.shape.rows; }
+  int num_subsets() const override { return options_.num_subsets; }
+
+  // sinogram (compact for `subset`) = A_subset volume.
+  absl::Status Forward(const float* volume, float* sinogram, int subset = kAllSubsets) override;
+  // volume = A_subset^T sinogram (compact for `subset`), overwriting volume.
+  absl::Status Back(const float* sinogram, float* volume, int subset = kAllSubsets) override;
+
+  const CtGeometry& geometry() const { return geometry_; }
+  const DdSystem& system() const { return system_; }
+  const DdProjectorOptions& options() const { return options_; }
+
+ private:
+  DdProjector(const CtGeometry& geometry, DdSystem system, const Stream& stream, DdProjectorOptions options);
+  absl::Status CheckCall(const void* in, const void* out, int subset, const char* what) const;
+
+  CtGeometry geometry_;
+  DdSystem system_;
+  Stream cpu_stream_ = Stream::Cpu();
+  const Stream* stream_;
+  DdProjectorOptions options_;
+  cuda::DdDevicePlan device_;
+};
+
+namespace cpu {
+// Reference implementations on host memory. `views` lists the projections to
+// compute, in order; the sinogram holds them back to back (compact).
+void Forward(const DdSystem& system, const float* volume, const std::vector<int64_t>& views, float* sinogram);
+void ForwardExactOverlap(const DdSystem& system, const float* volume, const std::vector<int64_t>& views,
+                         float* sinogram);
+void Back(const DdSystem& system, const float* sinogram, const std::vector<int64_t>& views, float* volume);
+// The CUDA kernels' gather code (dd_gather.h) run on the host.
+void GatherForward(const DdSystem& system, const float* volume, const std::vector<int64_t>& views, float* sinogram);
+void GatherBack(const DdSystem& system, const float* sinogram, const std::vector<int64_t>& views, float* volume);
+}  // namespace cpu
+
+namespace cuda {
+absl::Status CreatePlan(const DdSystem& system, const Stream& stream, DdDevicePlan* plan);
+// Views first, first + stride, ... (count of them); device pointers.
+absl::Status Forward(const DdDevicePlan& plan, const DdSystem& system, const Stream& stream, ExecutionMode mode,
+                     int64_t first, int64_t stride, int64_t count, const float* volume, float* sinogram);
+absl::Status Back(const DdDevicePlan& plan, const DdSystem& system, const Stream& stream, ExecutionMode mode,
+                  int64_t first, int64_t stride, int64_t count, const float* sinogram, float* volume);
+}  // namespace cuda
+
+}  // namespace ct
+}  // namespace recon
+}  // namespace tessera
+
+#endif  // TESSERA_KERNELS_RECONSTRUCTION_CT_DD_PROJECTOR_H_

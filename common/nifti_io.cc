@@ -820,3 +820,28 @@ absl::Status WriteNifti(const Volume& volume, const std::string& path, const Nif
 }
 
 }  // namespace tessera
+
+namespace tessera {
+
+absl::StatusOr<std::vector<int64_t>> ReadNiftiHeaderDims(const std::string& path) {
+  int version = 0;
+  std::unique_ptr<void, decltype(&std::free)> header(nifti_read_header(path.c_str(), &version, /*check=*/1),
+                                                     &std::free);
+  if (header == nullptr || (version != 1 && version != 2)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a readable NIfTI header"));
+  }
+  const auto dim = [&](int d) -> int64_t {
+    return version == 1 ? static_cast<const nifti_1_header*>(header.get())->dim[d]
+                        : static_cast<const nifti_2_header*>(header.get())->dim[d];
+  };
+  const int64_t rank = dim(0);
+  if (rank < 1 || rank > 7) return absl::InvalidArgumentError(absl::StrCat(path, ": dim[0] is ", rank));
+  std::vector<int64_t> dims;
+  for (int d = 1; d <= rank; ++d) {
+    if (dim(d) < 1) return absl::InvalidArgumentError(absl::StrCat(path, ": dimension ", d, " is ", dim(d)));
+    dims.push_back(dim(d));
+  }
+  return dims;
+}
+
+}  // namespace tessera

@@ -53,6 +53,11 @@ struct NiftiInfo {
 // Every message starts with the path.
 absl::StatusOr<Volume> ReadNifti(const std::string& path, NiftiInfo* info = nullptr);
 
+// dim[1..dim[0]] from the header alone (no data read or decompressed beyond
+// it): cheap checks at submit time. INVALID_ARGUMENT when `path` is not a
+// readable NIfTI-1/-2 header or a dimension is < 1.
+absl::StatusOr<std::vector<int64_t>> ReadNiftiHeaderDims(const std::string& path);
+
 struct NiftiWriteOptions {
   int version = 1;          // 2 for NIfTI-2; chosen automatically when a dim > 32767
   int qform_code = 1;       // NIFTI_XFORM_SCANNER_ANAT

@@ -1,0 +1,237 @@
+#include "services/reconstruction/reconstruction_request.h"
+
+#include <cmath>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status.h"
+#include "services/common/data_roots.h"
+
+namespace tessera::reconstruction {
+namespace {
+
+constexpr int kMaxIterations = 10000;
+constexpr int kMaxSubsets = 4096;
+constexpr int kMaxTofBins = 1024;
+
+struct Named {
+  const char* name;
+  int value;
+};
+constexpr Named kCtMethods[] = {{"fbp", static_cast<int>(CtMethod::kFbp)},
+                                {"fdk", static_cast<int>(CtMethod::kFdk)},
+                                {"sart", static_cast<int>(CtMethod::kSart)},
+                                {"os-sart", static_cast<int>(CtMethod::kOsSart)},
+                                {"cgls", static_cast<int>(CtMethod::kCgls)}};
+constexpr Named kPetMethods[] = {{"mlem", static_cast<int>(PetMethod::kMlem)},
+                                 {"osem", static_cast<int>(PetMethod::kOsem)}};
+template <size_t N>
+absl::StatusOr<int> Lookup(const Named (&table)[N], const std::string& name, const char* field) {
+  std::vector<std::string> known;
+  for (const Named& n : table) {
+    if (name == n.name) return n.value;
+    known.push_back(n.name);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": '", name, "' is not one of ", absl::StrJoin(known, ", ")));
+}
+
+template <size_t N>
+const char* NameOf(const Named (&table)[N], int value) {
+  for (const Named& n : table) {
+    if (n.value == value) return n.name;
+  }
+  return "?";
+}
+
+absl::Status CheckRange(const char* field, int value, int lo, int hi) {
+  if (value < lo || value > hi) {
+    return absl::InvalidArgumentError(absl::StrCat(field, " must be in [", lo, ", ", hi, "], got ", value));
+  }
+  return absl::OkStatus();
+}
+
+// A server path under the roots, no larger than max_bytes.
+absl::StatusOr<std::string> ResolveFile(const v1::FileSource& source, const char* field, bool required,
+                                        const std::vector<std::string>& roots, int64_t max_bytes) {
+  switch (source.source_case()) {
+    case v1::FileSource::kPath: {
+      absl::StatusOr<std::string> path = ResolveUnderRoots(source.path(), roots);
+      if (!path.ok()) return Annotate(path.status(), field);
+      std::error_code ec;
+      const uintmax_t bytes = std::filesystem::file_size(*path, ec);
+      if (!ec && max_bytes > 0 && bytes > static_cast<uintmax_t>(max_bytes)) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat(field, ": ", *path, " is ", bytes, " bytes, over the server's limit of ", max_bytes));
+      }
+      return *std::move(path);
+    }
+    case v1::FileSource::kUploadId:
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": upload_id '", source.upload_id(),
+          "' must be turned into a server path by ReconstructionService before the job is queued"));
+    default:
+      if (required) return absl::InvalidArgumentError(absl::StrCat(field, ": required (a path or an upload_id)"));
+      return std::string();
+  }
+}
+
+absl::StatusOr<CtSpec> ParseCt(const v1::CtOptions& o) {
+  CtSpec spec;
+  if (!o.method().empty()) {
+    TESSERA_ASSIGN_OR_RETURN(spec.method, ParseCtMethod(o.method()));
+    spec.method_given = true;
+  }
+  if (!o.filter().empty()) {
+    absl::StatusOr<recon::fbp::FilterKind> filter = recon::fbp::ParseFilterKind(o.filter());
+    if (!filter.ok()) return Annotate(filter.status(), "ct.filter");
+    spec.filter = *filter;
+  }
+  if (o.has_filter_cutoff()) {
+    if (!(o.filter_cutoff() > 0 && o.filter_cutoff() <= 1)) {
+      return absl::InvalidArgumentError(absl::StrCat("ct.filter_cutoff must be in (0, 1], got ", o.filter_cutoff()));
+    }
+    spec.filter_cutoff = o.filter_cutoff();
+  }
+  if (o.has_relaxation()) {
+    if (!(o.relaxation() > 0 && o.relaxation() < 2)) {
+      return absl::InvalidArgumentError(absl::StrCat("ct.relaxation must be in (0, 2), got ", o.relaxation()));
+    }
+    spec.relaxation = o.relaxation();
+  }
+  TESSERA_RETURN_IF_ERROR(CheckRange("ct.iterations", o.iterations(), 0, kMaxIterations));
+  TESSERA_RETURN_IF_ERROR(CheckRange("ct.subsets", o.subsets(), 0, kMaxSubsets));
+  spec.iterations = o.iterations();
+  spec.subsets = o.subsets();
+  spec.non_negative = o.non_negative();
+  if (spec.subsets > 1 && spec.method != CtMethod::kOsSart) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ct.subsets applies to os-sart only (method ", CtMethodName(spec.method), ")"));
+  }
+  switch (spec.method) {
+    case CtMethod::kFbp:
+    case CtMethod::kFdk:
+      if (spec.iterations > 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("ct.iterations: ", CtMethodName(spec.method), " is not iterative"));
+      }
+      break;
+    case CtMethod::kSart:
+      if (spec.iterations == 0) spec.iterations = 10;
+      spec.subsets = 1;
+      break;
+    case CtMethod::kOsSart:
+      if (spec.iterations == 0) spec.iterations = 10;
+      if (spec.subsets == 0) spec.subsets = 10;
+      break;
+    case CtMethod::kCgls:
+      if (spec.iterations == 0) spec.iterations = 20;
+      spec.subsets = 1;
+      break;
+  }
+  return spec;
+}
+
+absl::StatusOr<PetSpec> ParsePet(const v1::PetOptions& o) {
+  PetSpec spec;
+  if (!o.method().empty()) {
+    TESSERA_ASSIGN_OR_RETURN(spec.method, ParsePetMethod(o.method()));
+  }
+  TESSERA_RETURN_IF_ERROR(CheckRange("pet.iterations", o.iterations(), 0, kMaxIterations));
+  TESSERA_RETURN_IF_ERROR(CheckRange("pet.subsets", o.subsets(), 0, kMaxSubsets));
+  TESSERA_RETURN_IF_ERROR(CheckRange("pet.tof_bins", o.tof_bins(), 0, kMaxTofBins));
+  if (spec.method == PetMethod::kMlem) {
+    if (o.subsets() > 1) return absl::InvalidArgumentError("pet.subsets applies to osem only (method mlem)");
+    spec.subsets = 1;
+    spec.iterations = o.iterations() > 0 ? o.iterations() : 20;
+  } else {
+    spec.subsets = o.subsets() > 0 ? o.subsets() : 8;
+    spec.iterations = o.iterations() > 0 ? o.iterations() : 4;
+  }
+  spec.tof_bins = std::max(1, o.tof_bins());
+  if (spec.tof_bins > 1) {
+    if (!(o.tof_bin_mm() > 0) || !std::isfinite(o.tof_bin_mm())) {
+      return absl::InvalidArgumentError(absl::StrCat("pet.tof_bin_mm must be positive with tof_bins > 1, got ",
+                                                     o.tof_bin_mm()));
+    }
+    if (!(o.tof_fwhm_mm() > 0) || !std::isfinite(o.tof_fwhm_mm())) {
+      return absl::InvalidArgumentError(absl::StrCat("pet.tof_fwhm_mm must be positive with tof_bins > 1, got ",
+                                                     o.tof_fwhm_mm()));
+    }
+    spec.tof_bin_mm = o.tof_bin_mm();
+    spec.tof_fwhm_mm = o.tof_fwhm_mm();
+  }
+  return spec;
+}
+
+}  // namespace
+
+const char* CtMethodName(CtMethod method) { return NameOf(kCtMethods, static_cast<int>(method)); }
+const char* PetMethodName(PetMethod method) { return NameOf(kPetMethods, static_cast<int>(method)); }
+
+absl::StatusOr<CtMethod> ParseCtMethod(const std::string& name) {
+  TESSERA_ASSIGN_OR_RETURN(int v, Lookup(kCtMethods, name, "ct.method"));
+  return static_cast<CtMethod>(v);
+}
+absl::StatusOr<PetMethod> ParsePetMethod(const std::string& name) {
+  TESSERA_ASSIGN_OR_RETURN(int v, Lookup(kPetMethods, name, "pet.method"));
+  return static_cast<PetMethod>(v);
+}
+absl::StatusOr<ReconSpec> ResolveReconstructRequest(const v1::ReconstructRequest& request,
+                                                    const std::vector<std::string>& roots, int64_t max_input_bytes,
+                                                    const std::string& default_device) {
+  ReconSpec spec;
+  spec.max_input_bytes = max_input_bytes;
+  switch (request.modality_case()) {
+    case v1::ReconstructRequest::kCt: {
+      spec.modality = Modality::kCt;
+      TESSERA_ASSIGN_OR_RETURN(spec.ct, ParseCt(request.ct()));
+      break;
+    }
+    case v1::ReconstructRequest::kPet: {
+      spec.modality = Modality::kPet;
+      TESSERA_ASSIGN_OR_RETURN(spec.pet, ParsePet(request.pet()));
+      break;
+    }
+    default:
+      return absl::InvalidArgumentError("set ct or pet options (the modality)");
+  }
+  spec.device = request.device().empty() ? default_device : request.device();
+  if (spec.device != "auto" && spec.device != "cpu" && spec.device != "cuda") {
+    return absl::InvalidArgumentError(absl::StrCat("device '", spec.device, "' is not one of auto, cpu, cuda"));
+  }
+  spec.deterministic = request.deterministic();
+  TESSERA_ASSIGN_OR_RETURN(spec.geometry_path,
+                           ResolveFile(request.geometry(), "geometry", true, roots, int64_t{64} << 20));
+  const bool has_sinogram = request.sinogram().source_case() != v1::FileSource::SOURCE_NOT_SET;
+  const bool has_listmode = request.listmode().source_case() != v1::FileSource::SOURCE_NOT_SET;
+  if (spec.modality == Modality::kCt && has_listmode) {
+    return absl::InvalidArgumentError("listmode: list-mode data is PET only; CT takes a sinogram");
+  }
+  if (has_sinogram == has_listmode) {
+    return absl::InvalidArgumentError(spec.modality == Modality::kCt
+                                          ? "sinogram: required"
+                                          : "give exactly one of sinogram and listmode");
+  }
+  if (has_sinogram) {
+    TESSERA_ASSIGN_OR_RETURN(spec.sinogram_path,
+                             ResolveFile(request.sinogram(), "sinogram", true, roots, max_input_bytes));
+  } else {
+    TESSERA_ASSIGN_OR_RETURN(spec.listmode_path,
+                             ResolveFile(request.listmode(), "listmode", true, roots, max_input_bytes));
+  }
+  if (spec.modality == Modality::kPet) {
+    TESSERA_ASSIGN_OR_RETURN(spec.pet.attenuation_path, ResolveFile(request.pet().attenuation(), "pet.attenuation",
+                                                                    false, roots, max_input_bytes));
+  }
+  if (!request.output_dir().empty()) {
+    absl::StatusOr<std::string> dir = ResolveOutputDirUnderRoots(request.output_dir(), roots);
+    if (!dir.ok()) return Annotate(dir.status(), "output_dir");
+    spec.output_dir = *std::move(dir);
+  }
+  return spec;
+}
+
+}  // namespace tessera::reconstruction

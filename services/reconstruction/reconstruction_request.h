@@ -1,0 +1,77 @@
+// A ReconstructRequest (protos/tessera/v1/reconstruction.proto) checked and
+// resolved into plain C++: paths canonicalised under the data roots, methods
+// and filters parsed, defaults filled in. Shared by the reconstruction engine
+// (services/reconstruction/reconstruction_engine.h), its service adapter and
+// `tessera recon`.
+#ifndef TESSERA_SERVICES_RECONSTRUCTION_RECONSTRUCTION_REQUEST_H_
+#define TESSERA_SERVICES_RECONSTRUCTION_RECONSTRUCTION_REQUEST_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/reconstruction/fbp/filter.h"
+#include "tessera/v1/reconstruction.pb.h"
+
+namespace tessera::reconstruction {
+
+enum class Modality { kCt, kPet };
+
+enum class CtMethod { kFbp, kFdk, kSart, kOsSart, kCgls };
+enum class PetMethod { kMlem, kOsem };
+
+const char* CtMethodName(CtMethod method);
+const char* PetMethodName(PetMethod method);
+
+struct CtSpec {
+  CtMethod method = CtMethod::kFbp;  // fbp for 2-D geometries, fdk for cone (when the request leaves it empty)
+  bool method_given = false;
+  int iterations = 0;                // filled per method when 0
+  int subsets = 1;
+  recon::fbp::FilterKind filter = recon::fbp::FilterKind::kRamLak;
+  double filter_cutoff = 1.0;
+  double relaxation = 1.0;
+  bool non_negative = false;
+};
+
+struct PetSpec {
+  PetMethod method = PetMethod::kOsem;
+  int iterations = 4;
+  int subsets = 8;
+  std::string attenuation_path;      // canonical, or empty
+  int tof_bins = 1;
+  double tof_bin_mm = 0;
+  double tof_fwhm_mm = 0;
+};
+
+struct ReconSpec {
+  Modality modality = Modality::kCt;
+  std::string geometry_path;         // canonical paths under the data roots
+  std::string sinogram_path;         // empty for list-mode
+  std::string listmode_path;         // PET only
+  CtSpec ct;
+  PetSpec pet;
+  std::string device = "auto";       // "auto", "cpu" or "cuda"
+  bool deterministic = false;
+  std::string output_dir;            // canonical, or empty
+  int64_t max_input_bytes = 0;
+};
+
+// INVALID_ARGUMENT naming the field for a bad option or a missing input (an
+// upload_id is refused: the service rewrites uploads to server paths before
+// submitting); NOT_FOUND / PERMISSION_DENIED for paths (ResolveUnderRoots);
+// RESOURCE_EXHAUSTED for an input file over max_input_bytes. Does not read
+// the files (ValidateReconInputs does).
+absl::StatusOr<ReconSpec> ResolveReconstructRequest(const v1::ReconstructRequest& request,
+                                                    const std::vector<std::string>& roots, int64_t max_input_bytes,
+                                                    const std::string& default_device);
+
+// Parses "fbp", "os-sart", ... (as the proto and CLI spell them; filters:
+// recon::fbp::ParseFilterKind).
+absl::StatusOr<CtMethod> ParseCtMethod(const std::string& name);
+absl::StatusOr<PetMethod> ParsePetMethod(const std::string& name);
+
+}  // namespace tessera::reconstruction
+
+#endif  // TESSERA_SERVICES_RECONSTRUCTION_RECONSTRUCTION_REQUEST_H_

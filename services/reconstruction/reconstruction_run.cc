@@ -1,0 +1,289 @@
+#include "services/reconstruction/reconstruction_run.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/device.h"
+#include "common/ndarray.h"
+#include "common/nifti_io.h"
+#include "common/status.h"
+#include "kernels/reconstruction/ct/dd_projector.h"
+#include "kernels/reconstruction/fbp/fbp.h"
+#include "kernels/reconstruction/pet/osem.h"
+#include "kernels/reconstruction/pet/projector.h"
+#include "kernels/reconstruction/solvers/cgls.h"
+#include "kernels/reconstruction/solvers/sart.h"
+#include "kernels/reconstruction/vector_ops.h"
+#include "services/common/file_upload.h"
+#include "services/reconstruction/formats/geometry_json.h"
+#include "services/reconstruction/formats/recon_nifti.h"
+
+namespace tessera::reconstruction {
+namespace {
+
+namespace fs = std::filesystem;
+using recon::CtGeometry;
+
+constexpr char kVolumeFile[] = "reconstruction.nii.gz";
+
+absl::StatusOr<CtGeometry> LoadGeometry(const ReconSpec& spec) {
+  absl::StatusOr<CtGeometry> g = recon::formats::ReadGeometryJson(spec.geometry_path);
+  if (!g.ok()) return Annotate(g.status(), "geometry");
+  return g;
+}
+
+// fbp for 2-D geometries, fdk for cone beams, unless the request chose.
+absl::StatusOr<CtMethod> EffectiveCtMethod(const CtSpec& ct, const CtGeometry& g) {
+  const bool cone = !g.projection.is_2d;
+  if (!ct.method_given) return cone ? CtMethod::kFdk : CtMethod::kFbp;
+  if (ct.method == CtMethod::kFdk && !cone) {
+    return absl::InvalidArgumentError(absl::StrCat("ct.method: fdk needs a cone geometry; this one is ",
+                                                   recon::BeamKindName(g.projection.beam), " 2-D (use fbp)"));
+  }
+  if (ct.method == CtMethod::kFbp && cone) {
+    return absl::InvalidArgumentError("ct.method: fbp is for 2-D geometries; a cone geometry takes fdk");
+  }
+  return ct.method;
+}
+
+recon::pet::PetGeometry PetGeometryOf(const ReconSpec& spec, const CtGeometry& g) {
+  recon::pet::PetGeometry pg;
+  pg.ct = g;
+  pg.tof.num_bins = spec.pet.tof_bins;
+  pg.tof.bin_mm = spec.pet.tof_bin_mm;
+  pg.tof.fwhm_mm = spec.pet.tof_fwhm_mm;
+  return pg;
+}
+
+Shape WithoutOnes(const Shape& shape) {
+  Shape out;
+  for (int64_t d : shape) {
+    if (d != 1) out.push_back(d);
+  }
+  return out;
+}
+
+// The header's dims against what the geometry needs (axes of length 1 do not
+// count, as recon_nifti reads them).
+absl::Status CheckHeaderDims(const std::string& path, const Shape& expected, const char* field,
+                             const std::string& what) {
+  absl::StatusOr<std::vector<int64_t>> dims = ReadNiftiHeaderDims(path);
+  if (!dims.ok()) return Annotate(dims.status(), field);
+  if (WithoutOnes(*dims) != WithoutOnes(expected)) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", path, " is ", ShapeToString(*dims), " but ", what,
+                                                   " needs ", ShapeToString(expected)));
+  }
+  return absl::OkStatus();
+}
+
+void Report(const ReconRunContext& ctx, const std::string& stage, int64_t step, int64_t total, double fraction,
+            std::map<std::string, double> metrics, const std::string& message) {
+  if (!ctx.report) return;
+  jobs::JobProgress p;
+  p.stage = stage;
+  p.step = step;
+  p.total_steps = total;
+  p.fraction = fraction;
+  p.metrics = std::move(metrics);
+  p.message = message;
+  ctx.report(p);
+}
+
+absl::Status Continue(const ReconRunContext& ctx) { return ctx.check_continue ? ctx.check_continue() : absl::OkStatus(); }
+
+// Input arrays on the stream's backend.
+absl::StatusOr<NDArray> ToBackend(const NDArray& host, const Stream& stream) {
+  if (stream.backend() == Backend::kCpu) return host;
+  return host.CopyTo(MemoryKind::kDevice, stream, stream.ordinal());
+}
+
+absl::StatusOr<NDArray> NewVolume(const CtGeometry& g, const Stream& stream) {
+  const MemoryKind kind = stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
+  return NDArray::Allocate({g.volume.nx, g.volume.ny, g.volume.nz}, DType::kFloat32, kind, stream.ordinal());
+}
+
+// Iterations reported as steps of the "reconstruct" stage (fraction 5%..95%).
+double IterationFraction(int done, int total) { return 0.05 + 0.9 * done / std::max(1, total); }
+
+absl::Status RunCt(const ReconSpec& spec, const CtGeometry& g, CtMethod method, const Stream& stream,
+                   const ReconRunContext& ctx, NDArray* volume, v1::ReconstructionResult* result) {
+  const recon::ExecutionMode mode =
+      spec.deterministic ? recon::ExecutionMode::kDeterministic : recon::ExecutionMode::kDefault;
+  absl::StatusOr<NDArray> host = recon::formats::ReadSinogram(spec.sinogram_path, g.projection);
+  if (!host.ok()) return Annotate(host.status(), "sinogram");
+  TESSERA_ASSIGN_OR_RETURN(NDArray sinogram, ToBackend(*host, stream));
+  *host = NDArray();
+  TESSERA_ASSIGN_OR_RETURN(*volume, NewVolume(g, stream));
+  float* x = volume->data<float>();
+  const float* y = sinogram.data<float>();
+  const std::string name = CtMethodName(method);
+  if (method == CtMethod::kFbp || method == CtMethod::kFdk) {
+    recon::fbp::FbpOptions options;
+    options.filter = spec.ct.filter;
+    options.cutoff = spec.ct.filter_cutoff;
+    options.mode = mode;
+    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<recon::fbp::FbpPlan> plan,
+                             recon::fbp::FbpPlan::Create(g, stream, options));
+    const int64_t views = g.projection.num_views();
+    TESSERA_RETURN_IF_ERROR(plan->Run(y, x, [&](int64_t done, int64_t total) -> absl::Status {
+      Report(ctx, "reconstruct", done, total, 0.05 + 0.9 * done / std::max<int64_t>(1, total), {},
+             absl::StrCat(name, ": ", done, " of ", views, " views back-projected"));
+      return Continue(ctx);
+    }));
+    result->set_iterations(0);
+    return stream.Synchronize();
+  }
+  recon::ct::DdProjectorOptions po;
+  po.mode = mode;
+  po.num_subsets = method == CtMethod::kOsSart ? std::min<int64_t>(spec.ct.subsets, g.projection.num_views()) : 1;
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<recon::ct::DdProjector> projector,
+                           recon::ct::DdProjector::Create(g, stream, po));
+  TESSERA_RETURN_IF_ERROR(recon::Fill(stream, x, g.volume.size(), 0.0f));
+  recon::solvers::SolverOptions so;
+  so.iterations = spec.ct.iterations;
+  so.subsets = po.num_subsets;
+  so.lambda = static_cast<float>(spec.ct.relaxation);
+  so.non_negative = spec.ct.non_negative;
+  so.mode = mode;
+  so.progress = [&](int iteration, int total, double residual) -> absl::Status {
+    Report(ctx, "reconstruct", iteration, total, IterationFraction(iteration, total), {{"residual", residual}},
+           absl::StrFormat("%s: iteration %d of %d, ||Ax - y|| = %.6g", name, iteration, total, residual));
+    return Continue(ctx);
+  };
+  absl::StatusOr<recon::solvers::SolverReport> report =
+      method == CtMethod::kCgls ? recon::solvers::Cgls(*projector, y, x, so) : recon::solvers::Sart(*projector, y, x, so);
+  if (!report.ok()) return report.status();
+  result->set_iterations(report->iterations);
+  for (double r : report->residual_norms) result->add_residual_norms(r);
+  return stream.Synchronize();
+}
+
+absl::Status RunPet(const ReconSpec& spec, const CtGeometry& g, const Stream& stream, const ReconRunContext& ctx,
+                    NDArray* volume, v1::ReconstructionResult* result) {
+  const recon::ExecutionMode mode =
+      spec.deterministic ? recon::ExecutionMode::kDeterministic : recon::ExecutionMode::kDefault;
+  const recon::pet::PetGeometry pg = PetGeometryOf(spec, g);
+  if (!spec.listmode_path.empty()) {
+    return absl::UnimplementedError("pet list-mode reconstruction is not wired into the service yet");
+  }
+  recon::formats::SinogramOptions so;
+  so.tof_bins = spec.pet.tof_bins > 1 ? spec.pet.tof_bins : 0;
+  so.counts = true;
+  absl::StatusOr<NDArray> host = recon::formats::ReadSinogram(spec.sinogram_path, g.projection, so);
+  if (!host.ok()) return Annotate(host.status(), "sinogram");
+  TESSERA_ASSIGN_OR_RETURN(NDArray counts, ToBackend(*host, stream));
+  *host = NDArray();
+  NDArray mu;
+  if (!spec.pet.attenuation_path.empty()) {
+    recon::formats::VolumeReadOptions vo;
+    vo.nonnegative = true;
+    vo.what = "attenuation map";
+    absl::StatusOr<NDArray> mu_host = recon::formats::ReadVolume(spec.pet.attenuation_path, g.volume, vo);
+    if (!mu_host.ok()) return Annotate(mu_host.status(), "pet.attenuation");
+    TESSERA_ASSIGN_OR_RETURN(mu, ToBackend(*mu_host, stream));
+  }
+  recon::pet::PetProjectorOptions po;
+  po.num_subsets = std::min<int64_t>(spec.pet.subsets, g.projection.num_views());
+  po.mode = mode;
+  po.mu_map = mu.empty() ? nullptr : mu.data<float>();
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<recon::pet::PetProjector> projector,
+                           recon::pet::PetProjector::Create(pg, stream, po));
+  TESSERA_ASSIGN_OR_RETURN(*volume, NewVolume(g, stream));
+  float* x = volume->data<float>();
+  TESSERA_RETURN_IF_ERROR(recon::Fill(stream, x, g.volume.size(), 1.0f));  // uniform start
+  recon::pet::OsemOptions oo;
+  oo.iterations = spec.pet.iterations;
+  oo.num_subsets = po.num_subsets;
+  const std::string name = PetMethodName(spec.pet.method);
+  oo.progress = [&](int iteration, int total, double log_likelihood) -> absl::Status {
+    result->add_log_likelihood(log_likelihood);
+    Report(ctx, "reconstruct", iteration, total, IterationFraction(iteration, total),
+           {{"log_likelihood", log_likelihood}},
+           absl::StrFormat("%s: sub-iteration %d of %d, log-likelihood %.8g", name, iteration, total,
+                           log_likelihood));
+    return Continue(ctx);
+  };
+  TESSERA_RETURN_IF_ERROR(recon::pet::Osem(*projector, counts.data<float>(), x, oo));
+  result->set_iterations(spec.pet.iterations);
+  return stream.Synchronize();
+}
+
+}  // namespace
+
+absl::Status CheckReconInputs(const ReconSpec& spec) {
+  TESSERA_ASSIGN_OR_RETURN(CtGeometry g, LoadGeometry(spec));
+  const recon::VolumeGeometry& v = g.volume;
+  if (spec.modality == Modality::kCt) {
+    TESSERA_RETURN_IF_ERROR(EffectiveCtMethod(spec.ct, g).status());
+    return CheckHeaderDims(spec.sinogram_path, recon::formats::SinogramShape(g.projection), "sinogram",
+                           "proj_geom");
+  }
+  const recon::pet::PetGeometry pg = PetGeometryOf(spec, g);
+  TESSERA_RETURN_IF_ERROR(recon::pet::Validate(pg));
+  if (!spec.sinogram_path.empty()) {
+    TESSERA_RETURN_IF_ERROR(CheckHeaderDims(
+        spec.sinogram_path, recon::formats::SinogramShape(g.projection, spec.pet.tof_bins > 1 ? spec.pet.tof_bins : 0),
+        "sinogram", spec.pet.tof_bins > 1 ? "proj_geom with pet.tof_bins" : "proj_geom"));
+  }
+  if (!spec.pet.attenuation_path.empty()) {
+    TESSERA_RETURN_IF_ERROR(CheckHeaderDims(spec.pet.attenuation_path, {v.nx, v.ny, v.nz}, "pet.attenuation",
+                                            "vol_geom"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ReconOutcome> RunReconstruction(const ReconSpec& spec, const ReconRunContext& ctx) {
+  const auto start = std::chrono::steady_clock::now();
+  Report(ctx, "input", 0, 0, 0.0, {}, "reading the geometry and the measurements");
+  TESSERA_ASSIGN_OR_RETURN(CtGeometry g, LoadGeometry(spec));
+  TESSERA_ASSIGN_OR_RETURN(Backend backend, ResolveBackend(spec.device));
+  absl::StatusOr<Stream> stream = backend == Backend::kCpu ? Stream::Cpu() : Stream::Create(backend);
+  if (!stream.ok()) return stream.status();
+
+  ReconOutcome out;
+  v1::ReconstructionResult& result = out.result;
+  NDArray volume;
+  if (spec.modality == Modality::kCt) {
+    TESSERA_ASSIGN_OR_RETURN(CtMethod method, EffectiveCtMethod(spec.ct, g));
+    result.set_modality("ct");
+    result.set_method(CtMethodName(method));
+    TESSERA_RETURN_IF_ERROR(RunCt(spec, g, method, *stream, ctx, &volume, &result));
+  } else {
+    result.set_modality("pet");
+    result.set_method(PetMethodName(spec.pet.method));
+    TESSERA_RETURN_IF_ERROR(RunPet(spec, g, *stream, ctx, &volume, &result));
+  }
+  TESSERA_RETURN_IF_ERROR(Continue(ctx));
+
+  Report(ctx, "output", 0, 0, 0.97, {}, "writing reconstruction.nii.gz");
+  TESSERA_ASSIGN_OR_RETURN(NDArray host, volume.CopyTo(MemoryKind::kHost, *stream));
+  const std::string path = (fs::path(ctx.work_dir) / kVolumeFile).string();
+  TESSERA_RETURN_IF_ERROR(recon::formats::WriteVolume(host, g.volume, path));
+  out.work_files.push_back(kVolumeFile);
+  TESSERA_ASSIGN_OR_RETURN(std::string sha, Sha256OfFile(path));
+  result.set_volume_sha256(sha);
+  if (!spec.output_dir.empty()) {
+    std::error_code ec;
+    fs::create_directories(spec.output_dir, ec);
+    const fs::path copy = fs::path(spec.output_dir) / kVolumeFile;
+    const fs::path temp = fs::path(spec.output_dir) / absl::StrCat(".", kVolumeFile, ".tmp");
+    if (!ec) fs::copy_file(path, temp, fs::copy_options::overwrite_existing, ec);
+    if (!ec) fs::rename(temp, copy, ec);
+    if (ec) return absl::InternalError(absl::StrCat("output_dir: cannot write ", copy.string(), ": ", ec.message()));
+    result.set_output_path(copy.string());
+  }
+  result.set_geometry(recon::Describe(g));
+  for (int64_t d : {g.volume.nx, g.volume.ny, g.volume.nz}) result.add_dims(d);
+  for (double s : {g.volume.dx(), g.volume.dy(), g.volume.dz()}) result.add_spacing(s);
+  result.set_backend(std::string(BackendName(backend)));
+  result.set_deterministic(spec.deterministic);
+  result.set_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return out;
+}
+
+}  // namespace tessera::reconstruction

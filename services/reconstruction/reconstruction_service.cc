@@ -1,0 +1,283 @@
+#include "services/reconstruction/reconstruction_service.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/device.h"
+#include "common/grpc_status.h"
+#include "common/log.h"
+#include "common/nifti_io.h"
+#include "common/status.h"
+#include "services/common/chunked_upload.h"
+#include "services/common/file_upload.h"
+#include "services/scheduler/job_info.h"
+#include "services/server/call_checks.h"
+
+namespace tessera {
+
+namespace fs = std::filesystem;
+using jobs::JobRecord;
+using scheduler::IsEnded;
+using scheduler::ProgressOf;
+using scheduler::ToJobStatus;
+
+namespace {
+
+constexpr scheduler::ServiceJobKind kJob{"reconstruction", "reconstruction"};
+constexpr char kUploadPrefix[] = "rf-";
+const std::vector<std::string>& UploadExtensions() {
+  static const auto* kExtensions = new std::vector<std::string>{".nii", ".nii.gz", ".json", ".tslm"};
+  return *kExtensions;
+}
+
+std::vector<v1::FileSource*> Sources(v1::ReconstructRequest& r) {
+  std::vector<v1::FileSource*> out = {r.mutable_geometry()};
+  if (r.has_sinogram()) out.push_back(r.mutable_sinogram());
+  if (r.has_listmode()) out.push_back(r.mutable_listmode());
+  if (r.has_pet() && r.pet().has_attenuation()) out.push_back(r.mutable_pet()->mutable_attenuation());
+  return out;
+}
+
+}  // namespace
+
+std::string ReconstructionUploadDir(const std::string& state_dir) {
+  return scheduler::StateSubdir(state_dir, "recon-uploads");
+}
+
+absl::StatusOr<std::string> CreateReconstructionUploadDir(const std::string& state_dir) {
+  return scheduler::CreateStateSubdir(state_dir, "recon-uploads", "reconstruction upload directory");
+}
+
+absl::StatusOr<std::unique_ptr<ReconstructionServiceImpl>> ReconstructionServiceImpl::Create(
+    const ServerOptions& options, ReconstructionServiceOptions service_options) {
+  if (options.max_volume_bytes <= 0) return absl::InvalidArgumentError("max_volume_bytes must be positive");
+  TESSERA_RETURN_IF_ERROR(ResolveBackend(options.device).status());
+  if (service_options.download_chunk_bytes <= 0) return absl::InvalidArgumentError("chunk size must be positive");
+  return std::unique_ptr<ReconstructionServiceImpl>(new ReconstructionServiceImpl(options, service_options));
+}
+
+ReconstructionServiceImpl::ReconstructionServiceImpl(const ServerOptions& options,
+                                                     ReconstructionServiceOptions service_options)
+    : max_file_bytes_(options.max_volume_bytes),
+      max_send_message_bytes_(options.max_send_message_bytes),
+      default_device_(options.device),
+      data_roots_(options.data_roots),
+      service_options_(service_options),
+      sweep_throttle_("reconstruction", service_options.upload_sweep_interval) {}
+
+ReconstructionServiceImpl::~ReconstructionServiceImpl() = default;
+
+absl::Status ReconstructionServiceImpl::AttachScheduler(scheduler::Scheduler* scheduler,
+                                                       const std::string& state_dir) {
+  TESSERA_RETURN_IF_ERROR(scheduler::CheckAttachable(scheduler, scheduler_.load()));
+  TESSERA_ASSIGN_OR_RETURN(upload_dir_, CreateReconstructionUploadDir(state_dir));
+  scheduler_.store(scheduler);
+  MaybeSweepUploadFiles();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<scheduler::Scheduler*> ReconstructionServiceImpl::Jobs() const {
+  return scheduler::RequireScheduler(scheduler_.load());
+}
+
+absl::StatusOr<JobRecord> ReconstructionServiceImpl::FindJob(const std::string& id) const {
+  return scheduler::FindJob(scheduler_.load(), id, kJob);
+}
+
+// ---------------------------------------------------------------- uploads
+
+grpc::Status ReconstructionServiceImpl::UploadFile(grpc::ServerContext* context,
+                                                   grpc::ServerReader<v1::FileChunk>* reader,
+                                                   v1::UploadedFile* response) {
+  absl::StatusOr<scheduler::Scheduler*> jobs = Jobs();
+  if (!jobs.ok()) return ToGrpcStatus(jobs.status());
+  absl::StatusOr<StoredUpload> stored =
+      ReceiveFileUpload(*context, reader, upload_dir_, kUploadPrefix, UploadExtensions(), max_file_bytes_);
+  if (!stored.ok()) return ToGrpcStatus(stored.status());
+  response->set_upload_id(stored->upload_id);
+  response->set_nbytes(stored->nbytes);
+  response->set_sha256(stored->sha256);
+  TESSERA_LOG(INFO) << "reconstruction: upload " << stored->upload_id << " (" << stored->nbytes
+                    << " bytes, sha256 " << stored->sha256 << ")";
+  return grpc::Status::OK;
+}
+
+absl::StatusOr<v1::ReconstructRequest> ReconstructionServiceImpl::DurableRequest(
+    const v1::ReconstructRequest& request) const {
+  v1::ReconstructRequest out = request;
+  for (v1::FileSource* source : Sources(out)) {
+    if (source->source_case() != v1::FileSource::kUploadId) continue;
+    const std::string& id = source->upload_id();
+    // Upload ids are file names this service chose: nothing else is accepted.
+    if (!absl::StartsWith(id, kUploadPrefix) || id.find('/') != std::string::npos || id.size() > 200 ||
+        !MatchExtension(id, UploadExtensions()).ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("upload_id '", id.substr(0, 200), "' is malformed"));
+    }
+    const std::string path = (fs::path(upload_dir_) / id).string();
+    if (!scheduler::ReuseUploadFiles({path})) {
+      return absl::NotFoundError(absl::StrCat("no upload '", id, "' (unknown, or deleted after its grace period)"));
+    }
+    source->set_path(path);
+  }
+  return out;
+}
+
+absl::StatusOr<int> ReconstructionServiceImpl::SweepUploadFiles() {
+  TESSERA_ASSIGN_OR_RETURN(scheduler::Scheduler * s, Jobs());
+  TESSERA_ASSIGN_OR_RETURN(std::vector<JobRecord> pending, scheduler::PendingJobs(*s, kJob.kind));
+  std::set<std::string> named;
+  for (const JobRecord& job : pending) {
+    v1::ReconstructRequest request;
+    if (!scheduler::UnpackJobSpec(job, &request)) continue;
+    for (const v1::FileSource* source : Sources(request)) {
+      if (source->has_path()) named.insert(source->path());
+    }
+  }
+  return scheduler::RemoveUnnamedUploadFiles(upload_dir_, kUploadPrefix, named, service_options_.upload_file_grace);
+}
+
+void ReconstructionServiceImpl::MaybeSweepUploadFiles() {
+  sweep_throttle_.MaybeSweep([this] { return SweepUploadFiles(); });
+}
+
+// ---------------------------------------------------------------- reconstruct
+
+grpc::Status ReconstructionServiceImpl::Reconstruct(grpc::ServerContext* context,
+                                                    const v1::ReconstructRequest* request, v1::JobStatus* response) {
+  return ToGrpcStatus(ReconstructImpl(*context, *request, response));
+}
+
+absl::Status ReconstructionServiceImpl::ReconstructImpl(grpc::ServerContext& context,
+                                                        const v1::ReconstructRequest& request,
+                                                        v1::JobStatus* response) {
+  TESSERA_ASSIGN_OR_RETURN(scheduler::Scheduler * s, Jobs());
+  const std::string& id = request.request_id();
+  if (!id.empty()) {
+    TESSERA_RETURN_IF_ERROR(Annotate(jobs::ValidateJobId(id), "request_id"));
+    absl::StatusOr<JobRecord> existing = s->store().FindByRequestId(id);
+    if (existing.ok()) {
+      if (existing->kind != kJob.kind) {
+        return absl::AlreadyExistsError(
+            absl::StrCat("request_id '", id, "' already names a ", existing->kind, " job (", existing->job_id, ")"));
+      }
+      *response = ToJobStatus(scheduler::ToJobInfo(*existing));
+      return absl::OkStatus();
+    }
+    if (existing.status().code() != absl::StatusCode::kNotFound) return existing.status();
+  }
+  const std::string device = request.device().empty() ? default_device_ : request.device();
+  if (device == "cuda") TESSERA_RETURN_IF_ERROR(scheduler::CheckGpuWorker(*s));
+  TESSERA_ASSIGN_OR_RETURN(v1::ReconstructRequest durable, DurableRequest(request));
+  // The scheduler runs the engine's Validate (geometry, sizes, values).
+  TESSERA_ASSIGN_OR_RETURN(v1::JobInfo info, scheduler::SubmitJob(*s, context, kJob.kind, durable, id));
+  if (info.kind() != kJob.kind) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("request_id '", id, "' already names a ", info.kind(), " job (", info.job_id(), ")"));
+  }
+  TESSERA_LOG(INFO) << "reconstruction: job " << info.job_id() << (id.empty() ? "" : absl::StrCat(" (", id, ")"))
+                    << " submitted";
+  *response = ToJobStatus(info);
+  MaybeSweepUploadFiles();
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- job queries
+
+grpc::Status ReconstructionServiceImpl::WatchJob(grpc::ServerContext* context, const v1::ReconJobRequest* request,
+                                                 grpc::ServerWriter<v1::Progress>* writer) {
+  return ToGrpcStatus(WatchJobImpl(*context, *request, writer));
+}
+
+absl::Status ReconstructionServiceImpl::WatchJobImpl(const grpc::ServerContext& context,
+                                                     const v1::ReconJobRequest& request,
+                                                     grpc::ServerWriter<v1::Progress>* writer) {
+  TESSERA_ASSIGN_OR_RETURN(scheduler::Scheduler * s, Jobs());
+  TESSERA_ASSIGN_OR_RETURN(JobRecord job, FindJob(request.job_id()));
+  const v1::JobInfo info = scheduler::ToJobInfo(job);
+  if (!writer->Write(ProgressOf(info))) {
+    return StatusAfterFailedIo(context, absl::UnavailableError("the watcher stopped receiving"));
+  }
+  if (IsEnded(info.state())) return absl::OkStatus();
+  absl::Status status = s->Watch(
+      job.job_id, info.last_sequence(),
+      [&](const v1::JobEvent& event) {
+        v1::Progress progress = event.progress();
+        progress.set_job_id(job.job_id);
+        progress.set_state(event.state());
+        if (IsEnded(event.state())) {
+          absl::StatusOr<v1::JobInfo> ended = s->Get(job.job_id);
+          progress = ended.ok() ? ProgressOf(*ended) : progress;
+          if (!ended.ok()) progress.set_message(event.message());
+        }
+        return writer->Write(progress);
+      },
+      [&] { return context.IsCancelled(); });
+  if (!status.ok() && context.IsCancelled()) status = CheckNotCancelled(context);
+  return status;
+}
+
+grpc::Status ReconstructionServiceImpl::GetJob(grpc::ServerContext* /*context*/, const v1::ReconJobRequest* request,
+                                               v1::JobStatus* response) {
+  return ToGrpcStatus(scheduler::GetJobStatus(scheduler_.load(), request->job_id(), kJob, response));
+}
+
+grpc::Status ReconstructionServiceImpl::CancelJob(grpc::ServerContext* /*context*/,
+                                                  const v1::ReconJobRequest* request, v1::JobStatus* response) {
+  return ToGrpcStatus(scheduler::CancelJob(scheduler_.load(), request->job_id(), kJob, response));
+}
+
+grpc::Status ReconstructionServiceImpl::GetResult(grpc::ServerContext* /*context*/,
+                                                  const v1::ReconJobRequest* request,
+                                                  v1::ReconstructionResult* response) {
+  return ToGrpcStatus(GetResultImpl(*request, response));
+}
+
+absl::Status ReconstructionServiceImpl::GetResultImpl(const v1::ReconJobRequest& request,
+                                                      v1::ReconstructionResult* response) {
+  TESSERA_ASSIGN_OR_RETURN(JobRecord job, FindJob(request.job_id()));
+  TESSERA_RETURN_IF_ERROR(scheduler::CheckSucceeded(job));
+  TESSERA_ASSIGN_OR_RETURN(v1::JobResult result, (*Jobs())->GetResult(job.job_id));
+  if (!result.result().UnpackTo(response)) {
+    return absl::DataLossError(absl::StrCat("job '", job.job_id, "' has no reconstruction result"));
+  }
+  response->set_job_id(job.job_id);
+  return absl::OkStatus();
+}
+
+grpc::Status ReconstructionServiceImpl::DownloadResult(grpc::ServerContext* context,
+                                                       const v1::ReconDownloadRequest* request,
+                                                       grpc::ServerWriter<v1::ArrayChunk>* writer) {
+  return ToGrpcStatus(DownloadResultImpl(*context, *request, writer));
+}
+
+absl::Status ReconstructionServiceImpl::DownloadResultImpl(const grpc::ServerContext& context,
+                                                           const v1::ReconDownloadRequest& request,
+                                                           grpc::ServerWriter<v1::ArrayChunk>* writer) {
+  TESSERA_ASSIGN_OR_RETURN(JobRecord job, FindJob(request.job_id()));
+  if (request.chunk_bytes() < 0) return absl::InvalidArgumentError("chunk_bytes must not be negative");
+  const int64_t largest = std::max<int64_t>(1024, int64_t{max_send_message_bytes_} - 4096);
+  const int64_t chunk_bytes = std::clamp<int64_t>(
+      request.chunk_bytes() > 0 ? request.chunk_bytes() : service_options_.download_chunk_bytes, 1, largest);
+  TESSERA_RETURN_IF_ERROR(scheduler::CheckSucceeded(job));
+  TESSERA_ASSIGN_OR_RETURN(v1::JobResult result, (*Jobs())->GetResult(job.job_id));
+  std::string path;
+  for (const v1::ResultFile& f : result.files()) {
+    if (f.name() == "reconstruction.nii.gz") path = f.path();
+  }
+  if (path.empty()) return absl::DataLossError(absl::StrCat("job '", job.job_id, "' has no reconstruction.nii.gz"));
+  absl::StatusOr<Volume> volume = ReadNifti(path);
+  if (!volume.ok()) {
+    return volume.status().code() == absl::StatusCode::kNotFound ? absl::DataLossError(volume.status().message())
+                                                                  : volume.status();
+  }
+  TESSERA_ASSIGN_OR_RETURN(NDArray array, volume->data.AsType(DType::kFloat32));
+  return SendChunkedArray(context, writer,
+                          VolumeHeaderOf(array, &volume->geometry, "tessera reconstruction (world mm)"),
+                          array.raw_data(), static_cast<int64_t>(array.nbytes()), chunk_bytes);
+}
+
+}  // namespace tessera

@@ -105,6 +105,7 @@ TEST(RasterizeTest, SheppLoganVoxelsAndDiscArea) {
   EXPECT_FLOAT_EQ(v[31 + 64 * 31], 0.2f);  // centre (-0.5, -0.5) mm: brain
   EXPECT_FLOAT_EQ(v[31 + 64 * 60], 1.0f);  // centre (-0.5, 28.5) mm: skull
   EXPECT_FLOAT_EQ(v[0], 0.0f);             // corner: air
+  for (int64_t i = 0; i < img->num_elements(); ++i) ASSERT_GE(v[i], 0.0f) << i;  // no -1.5e-8 from 1 - 0.8 - 0.2
   // The skull's outer edge crosses column 31 near y = 29.44: a partial voxel.
   EXPECT_GT(v[31 + 64 * 61], 0.05f);
   EXPECT_LT(v[31 + 64 * 61], 0.95f);

@@ -66,7 +66,9 @@ struct ListModeData {
 ListModeHeader ListModeHeaderFor(const PetGeometry& geometry);
 
 // TOF bin index k of an event for K bins (may be out of [0, K) if invalid).
-inline int TofIndex(const ListModeEvent& e, int num_tof_bins) { return e.tof_bin + num_tof_bins / 2; }
+TESSERA_RECON_HD inline int TofIndex(const ListModeEvent& e, int num_tof_bins) {
+  return e.tof_bin + num_tof_bins / 2;
+}
 
 // Bytes of a TSLM file (num_events is taken from events.size()).
 std::string EncodeListMode(const ListModeHeader& header, const std::vector<ListModeEvent>& events);

@@ -71,6 +71,11 @@ struct ViewRange {
   int count;
 };
 
+// Index of LOR (view, col, row) in per-LOR arrays (attenuation factors).
+TESSERA_RECON_HD inline int64_t LorIndex(const ProjectorParams& p, int64_t view, int64_t col, int64_t row) {
+  return col + static_cast<int64_t>(p.cols) * (row + static_cast<int64_t>(p.rows) * view);
+}
+
 struct Lor {
   float p[3];     // origin point (source, or the pixel centre for parallel beams)
   float d[3];     // unit direction, towards the pixel

@@ -4,11 +4,13 @@
 #define TESSERA_KERNELS_RECONSTRUCTION_PET_PET_TESTING_H_
 
 #include <cmath>
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
 
 #include "kernels/reconstruction/geometry.h"
+#include "kernels/reconstruction/pet/listmode_file.h"
 #include "kernels/reconstruction/pet/pet_geometry.h"
 
 namespace tessera {
@@ -123,6 +125,37 @@ inline double RelL2(const std::vector<float>& a, const std::vector<float>& b) {
     den += static_cast<double>(b[i]) * b[i];
   }
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+// One event per count of a TOF sinogram (layout pet_geometry.h), shuffled;
+// every `merge_every`-th pair of counts of a bin becomes one weight-2 record
+// and every `delayed_every`-th record is followed by a weight-0 (delayed) one.
+inline std::vector<ListModeEvent> EventsFromCounts(const PetGeometry& g, const std::vector<float>& counts,
+                                                   uint32_t seed, int merge_every = 5, int delayed_every = 9) {
+  const int64_t cols = g.cols(), rows = g.rows(), bins = g.tof.num_bins;
+  std::vector<ListModeEvent> events;
+  int64_t serial = 0;
+  for (int64_t i = 0; i < static_cast<int64_t>(counts.size()); ++i) {
+    ListModeEvent e;
+    e.col = static_cast<uint16_t>(i % cols);
+    e.row = static_cast<uint16_t>((i / cols) % rows);
+    e.tof_bin = static_cast<int16_t>((i / (cols * rows)) % bins - bins / 2);
+    e.view = static_cast<uint32_t>(i / (cols * rows * bins));
+    int n = static_cast<int>(counts[i]);
+    while (n > 0) {
+      e.weight = (n >= 2 && ++serial % merge_every == 0) ? 2 : 1;
+      n -= e.weight;
+      events.push_back(e);
+      if (++serial % delayed_every == 0) {
+        ListModeEvent delayed = e;
+        delayed.weight = 0;
+        events.push_back(delayed);
+      }
+    }
+  }
+  std::mt19937 rng(seed);
+  std::shuffle(events.begin(), events.end(), rng);
+  return events;
 }
 
 }  // namespace testing

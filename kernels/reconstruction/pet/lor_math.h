@@ -404,8 +404,10 @@ TESSERA_RECON_HD inline bool ProjectToDetector(const ProjectorParams& P, int vie
   const float vxm[3] = {vv[1] * m[2] - vv[2] * m[1], vv[2] * m[0] - vv[0] * m[2], vv[0] * m[1] - vv[1] * m[0]};
   const float wxm[3] = {w[1] * m[2] - w[2] * m[1], w[2] * m[0] - w[0] * m[2], w[0] * m[1] - w[1] * m[0]};
   const float det = u[0] * vxm[0] + u[1] * vxm[1] + u[2] * vxm[2];
-  const float scale = sqrtf((u[0] * u[0] + u[1] * u[1] + u[2] * u[2]) * (vv[0] * vv[0] + vv[1] * vv[1] + vv[2] * vv[2]) *
-                            (e[0] * e[0] + e[1] * e[1] + e[2] * e[2]));
+  const float uu = u[0] * u[0] + u[1] * u[1] + u[2] * u[2];
+  const float vv2 = vv[0] * vv[0] + vv[1] * vv[1] + vv[2] * vv[2];
+  const float ee = e[0] * e[0] + e[1] * e[1] + e[2] * e[2];
+  const float scale = sqrtf(uu * vv2 * ee);
   if (!(fabsf(det) > 1e-7f * scale)) return false;
   *alpha = (w[0] * vxm[0] + w[1] * vxm[1] + w[2] * vxm[2]) / det;
   *beta = (u[0] * wxm[0] + u[1] * wxm[1] + u[2] * wxm[2]) / det;

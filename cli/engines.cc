@@ -3,6 +3,7 @@
 #include "cli/scheduler_host.h"
 #include "common/status.h"
 #include "services/fingerprint/search_engine.h"
+#include "services/reconstruction/reconstruction_engine.h"
 #include "services/registration/registration_engine.h"
 #include "services/som/training_engine.h"
 
@@ -30,6 +31,15 @@ absl::Status RegisterEngines(HostedServices& services, const ServerOptions& opti
     // Searches the service's live gallery.
     TESSERA_RETURN_IF_ERROR(engines->Add(std::make_shared<fingerprint::SearchEngine>(
         &services.fingerprint->gallery().searcher(), services.fingerprint->options().search_limits())));
+  }
+  if (services.reconstruction) {
+    // Jobs may name the data roots and the files ReconstructionService wrote.
+    std::vector<std::string> roots = options.data_roots;
+    TESSERA_ASSIGN_OR_RETURN(std::string uploads, CreateReconstructionUploadDir(state_dir));
+    roots.push_back(uploads);
+    TESSERA_ASSIGN_OR_RETURN(auto reconstruction, reconstruction::ReconstructionEngine::Create(
+                                                      roots, options.max_volume_bytes, options.device));
+    TESSERA_RETURN_IF_ERROR(engines->Add(std::move(reconstruction)));
   }
   return absl::OkStatus();
 }

@@ -13,11 +13,12 @@ void HostedServices::AddTo(ServiceHost& host) {
   if (registration) host.AddService(registration.get());
   if (fingerprint) host.AddService(fingerprint.get());
   if (som) host.AddService(som.get());
+  if (reconstruction) host.AddService(reconstruction.get());
   if (fingerprint_router) host.AddService(fingerprint_router.get());
 }
 
 const std::vector<std::string>& HostableServiceNames() {
-  static const auto* names = new std::vector<std::string>{"volume", "registration", "fingerprint", "som"};
+  static const auto* names = new std::vector<std::string>{"volume", "registration", "fingerprint", "som", "reconstruction"};
   return *names;
 }
 
@@ -46,6 +47,9 @@ absl::StatusOr<HostedServices> CreateHostedServices(const ServerOptions& options
   }
   if (wanted("som")) {
     TESSERA_ASSIGN_OR_RETURN(services.som, SomAtlasServiceImpl::Create(options));
+  }
+  if (wanted("reconstruction")) {
+    TESSERA_ASSIGN_OR_RETURN(services.reconstruction, ReconstructionServiceImpl::Create(options));
   }
   return services;
 }

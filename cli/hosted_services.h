@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "services/fingerprint/fingerprint_service.h"
 #include "services/fingerprint/shard_router.h"
+#include "services/reconstruction/reconstruction_service.h"
 #include "services/registration/registration_service.h"
 #include "services/server/server_options.h"
 #include "services/server/service_host.h"
@@ -28,6 +29,8 @@ struct HostedServices {
   std::unique_ptr<RegistrationServiceImpl> registration;
   std::unique_ptr<FingerprintServiceImpl> fingerprint;  // its gallery directory: FingerprintServiceOptions
   std::unique_ptr<SomAtlasServiceImpl> som;  // "som": SOM atlases (cancels its jobs too)
+  // CT/PET reconstruction: an adapter over the scheduler, like registration.
+  std::unique_ptr<ReconstructionServiceImpl> reconstruction;
   // The FingerprintService of a scheduler given --fp-shard: no gallery of its
   // own, a router over the shard servers (shard_router.h). Never with `fingerprint`.
   std::unique_ptr<FingerprintShardRouter> fingerprint_router;
@@ -37,7 +40,7 @@ struct HostedServices {
 };
 
 // The names `--services` accepts, in hosting order.
-const std::vector<std::string>& HostableServiceNames();  // {"volume", "registration", "fingerprint", "som"}
+const std::vector<std::string>& HostableServiceNames();  // {"volume", "registration", "fingerprint", "som", "reconstruction"}
 
 // Creates the services named in `names` (all when empty); an unknown name is
 // INVALID_ARGUMENT listing the known ones. One binary can so run every

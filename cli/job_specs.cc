@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "tessera/v1/fingerprint.pb.h"
 #include "tessera/v1/som.pb.h"
+#include "cli/recon_args.h"
 
 namespace tessera::cli {
 namespace {
@@ -195,12 +196,27 @@ absl::StatusOr<v1::RegisterRequest> RegisterRequestFromArgs(const Args& args, bo
   return r;
 }
 
+// "recon ct|pet ...": --out is the server-side output directory.
+absl::StatusOr<v1::JobSpec> ReconSpec(const std::vector<std::string>& words) {
+  const std::string modality = words.size() >= 2 ? words[1] : "";
+  if (modality != "ct" && modality != "pet") return absl::InvalidArgumentError("recon: the first word must be ct or pet");
+  TESSERA_ASSIGN_OR_RETURN(Args args, ParseWords(ReconFlags(modality), words, 2));
+  TESSERA_ASSIGN_OR_RETURN(v1::ReconstructRequest request, ReconRequestFromArgs(args, modality, true));
+  request.set_output_dir(ServerPath(args.Get("out"), true));
+  v1::JobSpec spec;
+  spec.set_kind("reconstruction");
+  spec.mutable_spec()->PackFrom(request);
+  return spec;
+}
+
 absl::StatusOr<v1::JobSpec> JobSpecFromCommandLine(const std::vector<std::string>& words) {
   if (!words.empty() && words[0] == "register") return RegisterSpec(words);
   if (words.size() >= 2 && words[0] == "som" && words[1] == "train") return SomTrainSpec(words);
   if (words.size() >= 2 && words[0] == "fp" && words[1] == "search") return FpSearchSpec(words);
+  if (!words.empty() && words[0] == "recon") return ReconSpec(words);
   return absl::InvalidArgumentError(
-      "job submit: the verbs that run as jobs are `register ...`, `som train ...` and `fp search ...`");
+      "job submit: the verbs that run as jobs are `register ...`, `som train ...`, `fp search ...` and "
+      "`recon ct|pet ...`");
 }
 
 }  // namespace tessera::cli

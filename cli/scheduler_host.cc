@@ -104,6 +104,9 @@ absl::StatusOr<HostedScheduler> CreateHostedScheduler(const SchedulerHostOptions
   if (services.som) {
     TESSERA_RETURN_IF_ERROR(services.som->AttachScheduler(out.scheduler.get(), state_dir));
   }
+  if (services.reconstruction) {
+    TESSERA_RETURN_IF_ERROR(services.reconstruction->AttachScheduler(out.scheduler.get(), state_dir));
+  }
   TESSERA_LOG(INFO) << "scheduler " << name << ": store " << (options.store.empty() ? store_url : "(given)")
                     << ", " << options.workers.size() << " remote worker(s)"
                     << (options.role == "all" ? absl::StrCat(", in-process worker with ", options.local_slots,

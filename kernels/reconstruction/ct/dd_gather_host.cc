@@ -31,11 +31,10 @@ void GatherForward(const DdSystem& sys, const float* volume, const std::vector<i
   const int64_t total = cells * static_cast<int64_t>(views.size());
   ParallelFor(total, [&](int64_t n0, int64_t n1, int) {
     for (int64_t n = n0; n < n1; ++n) {
-      const DdView& w = sys.views[views[n / cells]];
-      const int64_t cell = n % cells;
-      const double g = static_cast<double>(cell % s.cols) - 0.5 * static_cast<double>(s.cols - 1);
-      const double r = static_cast<double>(cell / s.cols) - 0.5 * static_cast<double>(s.rows - 1);
-      const gather::CellLines cl = gather::MakeCellLines(w, s, g, r);
+      const int64_t v = views[n / cells], cell = n % cells;
+      const DdView& w = sys.views[v];
+      const float* table = sys.tables.data() + v * TableStride(s.cols);
+      const gather::CellLines cl = gather::CellLinesFor(w, table, s, cell % s.cols, cell / s.cols);
       const float* vol = w.axis == 0 ? transposed.data() : volume;
       const int nb = static_cast<int>(InPlaneCount(s, w.axis)), na = static_cast<int>(SlabCount(s, w.axis));
       sinogram[n] = s.is_2d ? gather::ForwardCell<true>(cl, vol, nb, na, static_cast<int>(s.nz))
@@ -53,9 +52,10 @@ void GatherBack(const DdSystem& sys, const float* sinogram, const std::vector<in
       double acc = 0;
       for (size_t p = 0; p < views.size(); ++p) {
         const DdView& w = sys.views[views[p]];
+        const float* table = sys.tables.data() + views[p] * TableStride(s.cols);
         const float* view_sino = sinogram + static_cast<int64_t>(p) * cells;
-        acc += s.is_2d ? gather::BackVoxelView<true>(w, s, x, y, z, view_sino)
-                       : gather::BackVoxelView<false>(w, s, x, y, z, view_sino);
+        acc += s.is_2d ? gather::BackVoxelView<true>(w, table, s, x, y, z, view_sino)
+                       : gather::BackVoxelView<false>(w, table, s, x, y, z, view_sino);
       }
       volume[n] = static_cast<float>(acc);
     }

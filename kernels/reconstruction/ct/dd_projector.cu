@@ -60,19 +60,19 @@ __device__ void StageViews(const DdView* __restrict__ views, int64_t first, int6
 
 template <bool k2d>
 __global__ void __launch_bounds__(128)
-    ForwardKernel(const DdView* __restrict__ views, DdShape shape, int64_t first, int64_t stride, int64_t s0,
-                  const float* __restrict__ volume, const float* __restrict__ transposed, float* __restrict__ sino) {
+    ForwardKernel(const DdView* __restrict__ views, const float* __restrict__ tables, DdShape shape, int64_t first,
+                  int64_t stride, int64_t s0, const float* __restrict__ volume, const float* __restrict__ transposed,
+                  float* __restrict__ sino) {
   __shared__ double raw[kViewWords];
   const int64_t s = s0 + blockIdx.z;
-  StageViews(views, first + s * stride, 1, 1, raw);
+  const int64_t view = first + s * stride;
+  StageViews(views, view, 1, 1, raw);
   __syncthreads();
   const DdView& w = *reinterpret_cast<const DdView*>(raw);
   const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   const int64_t r = blockIdx.y * static_cast<int64_t>(blockDim.y) + threadIdx.y;
   if (c >= shape.cols || r >= shape.rows) return;
-  const double g = static_cast<double>(c) - 0.5 * static_cast<double>(shape.cols - 1);
-  const double rr = static_cast<double>(r) - 0.5 * static_cast<double>(shape.rows - 1);
-  const gather::CellLines cl = gather::MakeCellLines(w, shape, g, rr);
+  const gather::CellLines cl = gather::CellLinesFor(w, tables + view * TableStride(shape.cols), shape, c, r);
   const int nb = static_cast<int>(InPlaneCount(shape, w.axis)), na = static_cast<int>(SlabCount(shape, w.axis));
   const float* vol = w.axis == 0 ? transposed : volume;
   sino[c + shape.cols * (r + shape.rows * s)] = gather::ForwardCell<k2d>(cl, vol, nb, na, static_cast<int>(shape.nz));
@@ -80,15 +80,15 @@ __global__ void __launch_bounds__(128)
 
 template <bool k2d>
 __global__ void __launch_bounds__(128)
-    BackKernel(const DdView* __restrict__ views, DdShape shape, int64_t first, int64_t stride, int64_t count,
-               int64_t z0, const float* __restrict__ sino, float* __restrict__ volume) {
+    BackKernel(const DdView* __restrict__ views, const float* __restrict__ tables, DdShape shape, int64_t first,
+               int64_t stride, int64_t count, int64_t z0, const float* __restrict__ sino, float* __restrict__ volume) {
   __shared__ double raw[kViewsPerTile * kViewWords];
   const DdView* tile = reinterpret_cast<const DdView*>(raw);
   const int64_t x = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   const int64_t y = blockIdx.y * static_cast<int64_t>(blockDim.y) + threadIdx.y;
   const int64_t z = z0 + blockIdx.z;
   const bool inside = x < shape.nx && y < shape.ny;
-  const int64_t cells = shape.cols * shape.rows;
+  const int64_t cells = shape.cols * shape.rows, table_stride = TableStride(shape.cols);
   double acc = 0;
   for (int64_t v0 = 0; v0 < count; v0 += kViewsPerTile) {
     const int n = static_cast<int>(count - v0 < kViewsPerTile ? count - v0 : kViewsPerTile);
@@ -97,7 +97,8 @@ __global__ void __launch_bounds__(128)
     __syncthreads();
     if (!inside) continue;
     for (int v = 0; v < n; ++v) {
-      acc += gather::BackVoxelView<k2d>(tile[v], shape, x, y, z, sino + (v0 + v) * cells);
+      const float* table = tables + (first + (v0 + v) * stride) * table_stride;
+      acc += gather::BackVoxelView<k2d>(tile[v], table, shape, x, y, z, sino + (v0 + v) * cells);
     }
   }
   if (inside) volume[x + shape.nx * (y + shape.ny * z)] = static_cast<float>(acc);
@@ -118,6 +119,10 @@ absl::Status CreatePlan(const DdSystem& system, const Stream& stream, DdDevicePl
   TESSERA_ASSIGN_OR_RETURN(plan->views, Buffer::Allocate(MemoryKind::kDevice, bytes, stream.ordinal()));
   TESSERA_RETURN_IF_ERROR(
       CopyBytes(plan->views->data(), MemoryKind::kDevice, system.views.data(), MemoryKind::kHost, bytes, stream));
+  const size_t table_bytes = system.tables.size() * sizeof(float);
+  TESSERA_ASSIGN_OR_RETURN(plan->tables, Buffer::Allocate(MemoryKind::kDevice, table_bytes, stream.ordinal()));
+  TESSERA_RETURN_IF_ERROR(CopyBytes(plan->tables->data(), MemoryKind::kDevice, system.tables.data(),
+                                    MemoryKind::kHost, table_bytes, stream));
   if (AnyXSlabs(system, 0, 1, static_cast<int64_t>(system.views.size()))) {
     const DdShape& s = system.shape;
     TESSERA_ASSIGN_OR_RETURN(plan->transposed, Buffer::Allocate(MemoryKind::kDevice,
@@ -145,15 +150,16 @@ absl::Status Forward(const DdDevicePlan& plan, const DdSystem& system, const Str
     TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("dd transpose");
   }
   const DdView* views = static_cast<const DdView*>(plan.views->data());
+  const float* tables = static_cast<const float*>(plan.tables->data());
   const dim3 block = s.is_2d ? dim3(128, 1) : dim3(32, 4);
   for (int64_t s0 = 0; s0 < count; s0 += kMaxGridZ) {
     const dim3 grid(static_cast<unsigned>((s.cols + block.x - 1) / block.x),
                     static_cast<unsigned>((s.rows + block.y - 1) / block.y),
                     static_cast<unsigned>(std::min(kMaxGridZ, count - s0)));
     if (s.is_2d) {
-      ForwardKernel<true><<<grid, block, 0, cs>>>(views, s, first, stride, s0, volume, transposed, sinogram);
+      ForwardKernel<true><<<grid, block, 0, cs>>>(views, tables, s, first, stride, s0, volume, transposed, sinogram);
     } else {
-      ForwardKernel<false><<<grid, block, 0, cs>>>(views, s, first, stride, s0, volume, transposed, sinogram);
+      ForwardKernel<false><<<grid, block, 0, cs>>>(views, tables, s, first, stride, s0, volume, transposed, sinogram);
     }
   }
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("dd forward");
@@ -167,15 +173,16 @@ absl::Status Back(const DdDevicePlan& plan, const DdSystem& system, const Stream
   const DdShape& s = system.shape;
   cudaStream_t cs = Native(stream);
   const DdView* views = static_cast<const DdView*>(plan.views->data());
+  const float* tables = static_cast<const float*>(plan.tables->data());
   const dim3 block(32, 4);
   for (int64_t z0 = 0; z0 < s.nz; z0 += kMaxGridZ) {
     const dim3 grid(static_cast<unsigned>((s.nx + block.x - 1) / block.x),
                     static_cast<unsigned>((s.ny + block.y - 1) / block.y),
                     static_cast<unsigned>(std::min(kMaxGridZ, s.nz - z0)));
     if (s.is_2d) {
-      BackKernel<true><<<grid, block, 0, cs>>>(views, s, first, stride, count, z0, sinogram, volume);
+      BackKernel<true><<<grid, block, 0, cs>>>(views, tables, s, first, stride, count, z0, sinogram, volume);
     } else {
-      BackKernel<false><<<grid, block, 0, cs>>>(views, s, first, stride, count, z0, sinogram, volume);
+      BackKernel<false><<<grid, block, 0, cs>>>(views, tables, s, first, stride, count, z0, sinogram, volume);
     }
   }
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("dd back");

@@ -54,6 +54,7 @@ namespace cuda {
 // Device state of a plan: the views and the transposed-volume scratch.
 struct DdDevicePlan {
   std::shared_ptr<Buffer> views;       // DdView[num_views]
+  std::shared_ptr<Buffer> tables;      // DdSystem::tables
   std::shared_ptr<Buffer> transposed;  // nx*ny*nz floats when some view slices along x
 };
 }  // namespace cuda

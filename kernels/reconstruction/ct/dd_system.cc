@@ -115,6 +115,31 @@ absl::StatusOr<DdView> MakeView(const CtGeometry& g, int64_t p) {
   return w;
 }
 
+void FillTable(const DdView& w, int64_t cols, float* out) {
+  float* a = out;  // laid out as TableAt reads them
+  float* b = a + cols + 1;
+  float* p = b + cols + 1;
+  float *q = p + cols, *rr = q + cols, *s = rr + cols, *wa = s + cols, *wb = wa + cols, *wc = wb + cols;
+  float* len = wc + cols;
+  for (int64_t k = 0; k <= cols; ++k) {
+    const double g = static_cast<double>(k) - 0.5 * static_cast<double>(cols);
+    const double den = Affine(w.den, g, 0);
+    a[k] = static_cast<float>(Affine(w.nb, g, 0) / den);
+    b[k] = static_cast<float>(Affine(w.mb, g, 0) / den);
+  }
+  for (int64_t c = 0; c < cols; ++c) {
+    const double g = static_cast<double>(c) - 0.5 * static_cast<double>(cols - 1);
+    const double den = Affine(w.den, g, 0);
+    p[c] = static_cast<float>(Affine(w.nc, g, 0) / den);
+    q[c] = static_cast<float>(Affine(w.mc, g, 0) / den);
+    rr[c] = static_cast<float>(w.nc[2] / den);
+    s[c] = static_cast<float>(w.mc[2] / den);
+    const double ea = w.e0[0] + g * w.eu[0], eb = w.e0[1] + g * w.eu[1], ec = w.e0[2] + g * w.eu[2];
+    wa[c] = static_cast<float>(ea), wb[c] = static_cast<float>(eb), wc[c] = static_cast<float>(ec);
+    len[c] = static_cast<float>(w.slab / std::fabs(ea));
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<DdSystem> BuildDdSystem(const CtGeometry& geometry) {
@@ -127,6 +152,11 @@ absl::StatusOr<DdSystem> BuildDdSystem(const CtGeometry& geometry) {
   for (int64_t i = 0; i < p.num_views(); ++i) {
     TESSERA_ASSIGN_OR_RETURN(DdView w, MakeView(geometry, i));
     system.views.push_back(w);
+  }
+  const int64_t stride = TableStride(p.det_cols);
+  system.tables.assign(stride * p.num_views(), 0.f);
+  for (int64_t i = 0; i < p.num_views(); ++i) {
+    if (!system.views[i].row_coupled) FillTable(system.views[i], p.det_cols, system.tables.data() + i * stride);
   }
   return system;
 }

@@ -16,6 +16,9 @@ namespace ct {
 struct DdSystem {
   DdShape shape;
   std::vector<DdView> views;
+  // TableStride(cols) floats per view (ColumnTable; filled for views with
+  // row_coupled == 0, zero otherwise).
+  std::vector<float> tables;
 };
 
 // Validate(geometry), then the projector's own conditions, each an

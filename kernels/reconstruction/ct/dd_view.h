@@ -69,6 +69,36 @@ TESSERA_RECON_HD inline double RayLengthPerSlab(const DdView& w, double g, doubl
   return w.slab * sqrt(ea * ea + eb * eb + ec * ec) / fabs(ea);
 }
 
+// Per-column float tables of a view whose b map does not depend on the row
+// (row_coupled == 0: every 2-D view and circular cone scans), built once per
+// plan in double and rounded once, so the forward and back kernels read the
+// same numbers. Column boundary q sits at g = q - cols/2, column c at
+// g = c - (cols - 1)/2, and with r the row offset:
+//   b of boundary q on slab i    = a[q] + i b[q]
+//   c of row offset r on slab i  = p[c] + r rr[c] + i (q[c] + r s[c])     (3-D)
+//   ray length per slab of (c, r) = len[c] |(wa[c], wb[c], wc[c] + r ev_c)|
+struct ColumnTable {
+  const float *a, *b, *p, *q, *rr, *s, *wa, *wb, *wc, *len;
+};
+
+// Floats per view in the tables (padded to 16 bytes).
+TESSERA_RECON_HD inline int64_t TableStride(int64_t cols) { return (10 * cols + 2 + 3) / 4 * 4; }
+
+TESSERA_RECON_HD inline ColumnTable TableAt(const float* view_table, int64_t cols) {
+  ColumnTable t;
+  t.a = view_table;
+  t.b = t.a + cols + 1;
+  t.p = t.b + cols + 1;
+  t.q = t.p + cols;
+  t.rr = t.q + cols;
+  t.s = t.rr + cols;
+  t.wa = t.s + cols;
+  t.wb = t.wa + cols;
+  t.wc = t.wb + cols;
+  t.len = t.wc + cols;
+  return t;
+}
+
 // Overlap length of [lo, hi] with voxel [j, j + 1] (0 when disjoint).
 template <typename T>
 TESSERA_RECON_HD inline T Overlap(T lo, T hi, T j) {

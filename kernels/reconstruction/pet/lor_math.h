@@ -416,8 +416,11 @@ TESSERA_RECON_HD inline bool ProjectToDetector(const ProjectorParams& P, int vie
 }
 
 // Detector pixels [c0, c1] x [r0, r1] whose a-dominant rays may touch voxel
-// idx: the projection of the voxel's neighbourhood (+- one voxel in the two
-// other axes) in its a-plane, plus a pixel of margin. False when empty.
+// idx: those whose centres lie in the projection of the voxel's open
+// neighbourhood (+- one voxel in the two other axes) in its a-plane, where a
+// ray's sample has a non-zero tap weight for the voxel. False when empty.
+constexpr float kBoxSlack = 0.05f;  // pixels; float rounding is ~1e-4
+
 TESSERA_RECON_HD inline bool DetectorBox(const ProjectorParams& P, int view, const int (&idx)[3], int a, int* c0,
                                          int* c1, int* r0, int* r1) {
   const GridParams& g = P.grid;
@@ -455,10 +458,12 @@ TESSERA_RECON_HD inline bool DetectorBox(const ProjectorParams& P, int view, con
   const float oc = 0.5f * static_cast<float>(P.cols - 1), orow = 0.5f * static_cast<float>(P.rows - 1);
   const float lo_c = fmaxf(amin + oc, -2.0f), hi_c = fminf(amax + oc, static_cast<float>(P.cols) + 1.0f);
   const float lo_r = fmaxf(bmin + orow, -2.0f), hi_r = fminf(bmax + orow, static_cast<float>(P.rows) + 1.0f);
-  *c0 = static_cast<int>(floorf(lo_c)) - 1;
-  *c1 = static_cast<int>(ceilf(hi_c)) + 1;
-  *r0 = static_cast<int>(floorf(lo_r)) - 1;
-  *r1 = static_cast<int>(ceilf(hi_r)) + 1;
+  // Pixel centres (integers) strictly inside the projected rectangle, with
+  // kBoxSlack of room for rounding (the ones on its edge weigh 0).
+  *c0 = static_cast<int>(ceilf(lo_c - kBoxSlack));
+  *c1 = static_cast<int>(floorf(hi_c + kBoxSlack));
+  *r0 = static_cast<int>(ceilf(lo_r - kBoxSlack));
+  *r1 = static_cast<int>(floorf(hi_r + kBoxSlack));
   if (*c0 < 0) *c0 = 0;
   if (*r0 < 0) *r0 = 0;
   if (*c1 > P.cols - 1) *c1 = P.cols - 1;

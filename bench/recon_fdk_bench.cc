@@ -226,7 +226,7 @@ int Main() {
       std::printf("| %s | failed: %s | | | | | | | | |\n", r.name.c_str(), r.error.c_str());
       continue;
     }
-    std::printf("| %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f | %.2f | %.2e | %.0f |\n", r.name.c_str(), r.filter_ms,
+    std::printf("| %s | %.1f | %.1f | %.2f | %.1f | %.1f | %.3f | %.2f | %.2e | %.0f |\n", r.name.c_str(), r.filter_ms,
                 r.backproject_ms, updates / (r.backproject_ms * 1e-3) / 1e9, r.total_ms, r.untimed_ms,
                 r.untimed_ms / 1000.0, first > 0 ? r.untimed_ms / first : 0.0, r.rel_l2,
                 static_cast<double>(r.scratch) / (1024.0 * 1024.0));

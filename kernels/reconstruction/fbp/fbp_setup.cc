@@ -76,7 +76,24 @@ absl::StatusOr<FbpSetup> MakeFbpSetup(const CtGeometry& geometry) {
     angles[p] = std::atan2(s.y, s.x);
     radii[p] = std::hypot(s.x, s.y);
   }
-  const std::vector<double> shares = AngularWeights(angles, divergent ? 2.0 * kPi : kPi);
+  const double period = divergent ? 2.0 * kPi : kPi;
+  const std::vector<double> shares = AngularWeights(angles, period);
+  // A short or limited-angle scan would hand the edge views half of the
+  // missing arc each: refuse it (no Parker weights here) rather than return
+  // a wrong image. Even sparse full scans pass (their gaps are all equal).
+  std::vector<double> folded(num_views);
+  for (int64_t p = 0; p < num_views; ++p) {
+    folded[p] = std::fmod(std::fmod(angles[p], period) + period, period);
+  }
+  std::sort(folded.begin(), folded.end());
+  double max_gap = folded.front() + period - folded.back();
+  for (int64_t p = 1; p < num_views; ++p) max_gap = std::max(max_gap, folded[p] - folded[p - 1]);
+  if (num_views > 1 && max_gap > 3.0 * period / static_cast<double>(num_views)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "proj_geom: the views leave a %.1f degree gap; FBP/FDK needs a full scan (%s: %.0f degrees evenly "
+        "covered; short-scan Parker weights are not supported)",
+        max_gap * 180.0 / kPi, BeamKindName(proj.beam), period * 180.0 / kPi));
+  }
 
   FbpSetup setup;
   setup.pre.resize(num_views);

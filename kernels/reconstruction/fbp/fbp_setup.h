@@ -38,8 +38,9 @@ struct FbpSetup {
   std::vector<BackprojectView> back;   // one per view
 };
 
-// Validates the geometry (Validate) and that the volume lies in front of
-// every source; INVALID_ARGUMENT naming the view otherwise.
+// Validates the geometry (Validate), that the volume lies in front of every
+// source, and that the scan is full (no angular gap over 3x the mean);
+// INVALID_ARGUMENT naming the view or the gap otherwise.
 absl::StatusOr<FbpSetup> MakeFbpSetup(const CtGeometry& geometry);
 
 // Each view's share of the angular period (pi for parallel beams, 2 pi for

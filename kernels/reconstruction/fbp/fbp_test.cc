@@ -243,6 +243,13 @@ TEST(FbpTest, ErrorsNameTheProblem) {
   auto s3 = FbpPlan::Create(behind, cpu);
   EXPECT_EQ(s3.status().code(), absl::StatusCode::kInvalidArgument) << s3.status();
   EXPECT_NE(s3.status().message().find("behind the source"), absl::string_view::npos) << s3.status();
+  // A short scan (200 degrees of a fan) is refused: no Parker weights.
+  std::vector<double> short_scan = EvenAngles(100, 200.0 * kPi / 180.0);
+  auto s4 = FbpPlan::Create({CenteredVolume(16, 16), FanBeam2D(short_scan, 1.0, 24, 100, 50)}, cpu);
+  EXPECT_EQ(s4.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s4.status().message().find("full scan"), absl::string_view::npos) << s4.status();
+  // Sparse but even views are fine.
+  EXPECT_TRUE(FbpPlan::Create({CenteredVolume(16, 16), FanBeam2D(EvenAngles(5, 2 * kPi), 1.0, 24, 100, 50)}, cpu).ok());
   auto plan = FbpPlan::Create(g, cpu);
   ASSERT_TRUE(plan.ok());
   std::vector<float> vol(g.volume.size());

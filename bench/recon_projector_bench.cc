@@ -16,7 +16,9 @@
 // 180 views / 192^2. The first table: per geometry, operation and mode, the
 // median of --reps CUDA-event timings after a warm-up; views/s; effective
 // GB/s = (volume + sinogram bytes) / time; floor = those bytes / peak
-// bandwidth; "x floor" = time / floor (the goal is <= 2). The second table:
+// bandwidth; "x floor" = time / floor (the goal is <= 2); GUPS = voxel-view
+// pairs (views x voxels) per second / 1e9, the work measure of a projector
+// (the floor ignores that every view touches the whole volume). The second table:
 // the CPU reference backend (double, all cores) and the GPU at the --cpu_*
 // sizes, their ratio and the GPU's relative L2 difference from the CPU.
 // Without a GPU only the CPU table is printed (GPU columns "-").
@@ -211,15 +213,15 @@ void RunGpuTable(const std::vector<std::string>& kinds, bool small, int reps, co
   const double peak = absl::GetFlag(FLAGS_peak_gbps);
   std::printf("\n## GPU: %s; floor at %.0f GB/s (device attributes say %.0f GB/s)\n\n",
               DeviceRegistry::Get().Describe().c_str(), peak, DevicePeakGbps(stream.ordinal()));
-  std::printf("| geometry | size | op | mode | ms | views/s | GB/s eff | floor ms | x floor |\n");
-  std::printf("|---|---|---|---|---:|---:|---:|---:|---:|\n");
+  std::printf("| geometry | size | op | mode | ms | views/s | GB/s eff | floor ms | x floor | GUPS |\n");
+  std::printf("|---|---|---|---|---:|---:|---:|---:|---:|---:|\n");
   for (const std::string& kind : kinds) {
     const Sizes z = FullSizes(kind, small);
     const CtGeometry g = MakeGeometry(kind, z);
     DeviceData d;
     if (!Upload(Pattern(g.volume.size(), 1), &d.volume, stream).ok() ||
         !Upload(Pattern(g.projection.sinogram_size(), 2), &d.sinogram, stream).ok()) {
-      std::printf("| %s | %s | - | - | allocation failed | | | | |\n", kind.c_str(), SizeText(z, g.projection.is_2d).c_str());
+      std::printf("| %s | %s | - | - | allocation failed | | | | | |\n", kind.c_str(), SizeText(z, g.projection.is_2d).c_str());
       continue;
     }
     const double bytes = 4.0 * static_cast<double>(g.volume.size() + g.projection.sinogram_size());
@@ -227,7 +229,7 @@ void RunGpuTable(const std::vector<std::string>& kinds, bool small, int reps, co
     for (ExecutionMode mode : {ExecutionMode::kDefault, ExecutionMode::kDeterministic}) {
       auto projector = DdProjector::Create(g, stream, {mode, 1});
       if (!projector.ok()) {
-        std::printf("| %s | | | %s | error: %s | | | | |\n", kind.c_str(), ExecutionModeName(mode),
+        std::printf("| %s | | | %s | error: %s | | | | | |\n", kind.c_str(), ExecutionModeName(mode),
                     std::string(projector.status().message()).c_str());
         continue;
       }
@@ -240,9 +242,11 @@ void RunGpuTable(const std::vector<std::string>& kinds, bool small, int reps, co
         });
         // Refill what the back projection overwrote so every run sees the same data.
         if (!forward) (void)Upload(Pattern(g.volume.size(), 1), &d.volume, stream);
-        std::printf("| %s | %s | %s | %s | %.3f | %.0f | %.1f | %.4f | %.0f |\n", kind.c_str(),
+        const double pairs = static_cast<double>(g.projection.num_views()) * static_cast<double>(g.volume.size());
+        std::printf("| %s | %s | %s | %s | %.3f | %.0f | %.1f | %.4f | %.0f | %.1f |\n", kind.c_str(),
                     SizeText(z, g.projection.is_2d).c_str(), forward ? "forward" : "back", ExecutionModeName(mode), ms,
-                    g.projection.num_views() / (ms * 1e-3), bytes / (ms * 1e-3) / 1e9, floor_ms, ms / floor_ms);
+                    g.projection.num_views() / (ms * 1e-3), bytes / (ms * 1e-3) / 1e9, floor_ms, ms / floor_ms,
+                    pairs / (ms * 1e-3) / 1e9);
         vol = static_cast<float*>(d.volume->data());
       }
     }

@@ -390,7 +390,8 @@ int Main() {
               cpu ? "cpu" : DeviceRegistry::Get().Describe().c_str(), CpuThreads(), absl::GetFlag(FLAGS_reps));
   std::printf("Targets: parallelproj (Titan XP) TOF list-mode 4e6 events forward 0.15 s + back 0.39 s = 7.4 M events/s "
               "per forward+back pass; goal >= 10x (74 M events/s); bucketed >= 3x naive.\n");
-  for (const std::string& config : absl::StrSplit(absl::GetFlag(FLAGS_configs), ',', absl::SkipEmpty())) {
+  const std::vector<std::string> configs = absl::StrSplit(absl::GetFlag(FLAGS_configs), ',', absl::SkipEmpty());
+  for (const std::string& config : configs) {
     if (config != "cone" && config != "fan") {
       std::fprintf(stderr, "unknown config %s (cone or fan)\n", config.c_str());
       return 2;

@@ -50,6 +50,7 @@ struct TofParams {
   float cut_mm;    // kTofCutoffSigmas * sigma
   float inv_sqrt2_sigma;
   float reach_mm;  // w / 2 + cut: bin k sees samples with |t - centre_k| < reach
+  float erf_cut;   // erf(cut / (sqrt(2) sigma)) = erf(3 / sqrt 2)
 };
 
 // Everything a projector kernel needs; pointers are in the backend's memory.
@@ -140,13 +141,15 @@ TESSERA_RECON_HD inline Sample SampleAt(const Lor& L, const GridParams& g, int i
   return s;
 }
 
-// erf at TOF bin edge j (j - K/2) w, the edge clamped to t +- cut, relative
-// to t. Bin k's weight is half the difference of edges k + 1 and k, so a run
-// of bins shares its edges and a bin beyond the cutoff weighs exactly 0.
+// erf at TOF bin edge j, (j - K/2) w, relative to t, the edge clamped to
+// t +- cut (the truncated kernel). Bin k's weight is half the difference of
+// edges k + 1 and k, so a run of bins shares its edges and a bin beyond the
+// cutoff weighs exactly 0.
 TESSERA_RECON_HD inline float TofEdgeErf(const TofParams& T, int j, float t) {
-  const float edge = (static_cast<float>(j) - 0.5f * static_cast<float>(T.bins)) * T.bin_mm;
-  const float x = fminf(fmaxf(edge, t - T.cut_mm), t + T.cut_mm);
-  return erff((x - t) * T.inv_sqrt2_sigma);
+  const float x = (static_cast<float>(j) - 0.5f * static_cast<float>(T.bins)) * T.bin_mm - t;
+  if (x <= -T.cut_mm) return -T.erf_cut;  // clamped edges: no erf to evaluate
+  if (x >= T.cut_mm) return T.erf_cut;
+  return erff(x * T.inv_sqrt2_sigma);
 }
 
 TESSERA_RECON_HD inline float TofWeight(const TofParams& T, int k, float t) {
@@ -179,8 +182,8 @@ TESSERA_RECON_HD inline void TofWindow(const TofParams& T, int k0, int k1, float
     return;
   }
   const float half = 0.5f * static_cast<float>(T.bins);
-  *t_lo = (static_cast<float>(k0) - half) * T.bin_mm - T.cut_mm - T.bin_mm;
-  *t_hi = (static_cast<float>(k1) + 1.0f - half) * T.bin_mm + T.cut_mm + T.bin_mm;
+  *t_lo = (static_cast<float>(k0) - half) * T.bin_mm - T.cut_mm;
+  *t_hi = (static_cast<float>(k1) + 1.0f - half) * T.bin_mm + T.cut_mm;
 }
 
 // Planes [*i0, *i1] of L's dominant axis whose samples may touch the grid

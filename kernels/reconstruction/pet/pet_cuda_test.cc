@@ -5,7 +5,7 @@
 //   projector forward, scatter and gather back projections: 1e-4;
 //   gather and deterministic OSEM repeated: bit-identical;
 //   EM ops: ratio 1e-6, log-likelihood 1e-9 (relative), first invalid index exact;
-//   OSEM (S = 4, 2 iterations, attenuation, background): 1e-4, log-likelihoods 1e-6;
+//   OSEM (S = 4, 2 iterations, attenuation, background): 1e-4, log-likelihoods 1e-5;
 //   list-mode data term: naive vs bucketed 1e-5, each vs CPU 1e-4, log terms 1e-6;
 //   bucketed repeated: bit-identical; list-mode OSEM vs CPU 1e-4.
 #include <gtest/gtest.h>
@@ -190,7 +190,7 @@ TEST(PetCudaTest, OsemMatchesCpuAndDeterministicModeRepeats) {
     results.push_back(d_image.Download());
     EXPECT_LT(RelL2(results.back(), image), 1e-4) << ExecutionModeName(mode);
     ASSERT_EQ(ll_gpu.size(), ll_cpu.size());
-    for (size_t i = 0; i < ll_cpu.size(); ++i) EXPECT_NEAR(ll_gpu[i] / ll_cpu[i], 1.0, 1e-6) << i;
+    for (size_t i = 0; i < ll_cpu.size(); ++i) EXPECT_NEAR(ll_gpu[i] / ll_cpu[i], 1.0, 1e-5) << i;
   }
   EXPECT_EQ(results[1], results[2]);  // deterministic mode: bit-identical
 }

@@ -66,6 +66,7 @@ TofParams MakeTofParams(const TofSpec& tof) {
     t.cut_mm = 1.0f;
     t.inv_sqrt2_sigma = 1.0f;
     t.reach_mm = 1.0f;
+    t.erf_cut = 1.0f;
     return t;
   }
   const double sigma = tof.sigma_mm();
@@ -73,6 +74,7 @@ TofParams MakeTofParams(const TofSpec& tof) {
   t.cut_mm = static_cast<float>(kTofCutoffSigmas * sigma);
   t.inv_sqrt2_sigma = static_cast<float>(1.0 / (std::sqrt(2.0) * sigma));
   t.reach_mm = static_cast<float>(0.5 * tof.bin_mm + kTofCutoffSigmas * sigma);
+  t.erf_cut = static_cast<float>(std::erf(kTofCutoffSigmas / std::sqrt(2.0)));
   return t;
 }
 

@@ -50,7 +50,7 @@ struct RowBuckets {
 // row_ptr in host memory, already checked (CheckCsrRowPointers).
 RowBuckets BucketRows(const int32_t* row_ptr, int64_t rows);
 
-// Summary of the row lengths (for kAuto and the benchmark).
+// Summary of the row lengths (SpmvPlan::row_stats, the benchmark).
 struct RowLengthStats {
   int64_t rows = 0;
   int64_t nnz = 0;

@@ -9,7 +9,10 @@
 //   kBucketed  rows grouped by length class, one thread / sub-warp / warp per
 //              row, long rows split over warps and their chunk sums added in
 //              a fixed order: deterministic in both modes. Sums in float.
-//   kAuto      kBucketed (see SpmvPlan::Create for when that changes).
+//   kAuto      kCusparse (faster on an H200 for uniform and power-law rows,
+//              see bench/results/2026-12-01-h200-recon-linalg.md), kBucketed
+//              for matrices cuSPARSE refuses (nnz > rows x cols, i.e.
+//              repeated entries).
 //
 //   TESSERA_ASSIGN_OR_RETURN(auto plan, SpmvPlan::Create(matrix, stream, {SpmvAlgorithm::kAuto, mode}));
 //   for (...) TESSERA_RETURN_IF_ERROR(plan->Apply(x, y));
@@ -44,7 +47,8 @@ class SpmvPlan {
  public:
   // Checks the whole matrix (row_ptr copied to the host; column indices
   // checked where they live): INVALID_ARGUMENT naming the row for a
-  // decreasing row_ptr, a column outside [0, cols), or row_ptr[rows] != nnz.
+  // decreasing row_ptr, a column outside [0, cols), or row_ptr[rows] != nnz;
+  // also for kCusparse with nnz > rows x cols.
   // The matrix arrays and `stream` must outlive the plan; the structure
   // (row_ptr, col_idx) must not change after Create, the values may (each
   // Apply reads them).

@@ -112,11 +112,13 @@ TEST(SpmvCudaTest, UniformRowsAndSingleHugeRow) {
   const HostCsr uniform = RandomCsr(20000, 20000, UniformRowLengths(20000, 27), 31);  // one class, no row list
   CheckParity(uniform, SpmvAlgorithm::kBucketed, ExecutionMode::kDefault);
   CheckParity(uniform, SpmvAlgorithm::kCusparse, ExecutionMode::kDefault);
-  const HostCsr huge = RandomCsr(1, 50000, {300000}, 32);  // a single row over 293 chunks
+  // A single row over 293 chunks (cols >= nnz: cuSPARSE refuses nnz > rows x cols).
+  const HostCsr huge = RandomCsr(1, 400000, {300000}, 32);
   CheckParity(huge, SpmvAlgorithm::kBucketed, ExecutionMode::kDefault);
   CheckParity(huge, SpmvAlgorithm::kCusparse, ExecutionMode::kDeterministic);
   HostCsr empty_rows = RandomCsr(500, 40, std::vector<int64_t>(500, 0), 33);  // no entries at all
   CheckParity(empty_rows, SpmvAlgorithm::kBucketed, ExecutionMode::kDefault);
+  CheckParity(empty_rows, SpmvAlgorithm::kCusparse, ExecutionMode::kDefault);
 }
 
 TEST(SpmvCudaTest, DeviceMatricesAreCheckedNamingTheRow) {

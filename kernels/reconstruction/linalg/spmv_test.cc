@@ -43,7 +43,7 @@ TEST(SpmvTest, CpuComputesAlphaAxPlusBetaY) {
   ASSERT_TRUE((*plan)->Apply(x.data(), y.data(), 2.0f, -1.0f).ok());
   EXPECT_EQ(y, (std::vector<float>{7, 0, -6, 32}));  // 2 Ax - Ax
   EXPECT_EQ((*plan)->row_stats().max_length, 3);
-  EXPECT_EQ((*plan)->algorithm(), SpmvAlgorithm::kBucketed);  // kAuto resolved
+  EXPECT_EQ((*plan)->algorithm(), SpmvAlgorithm::kCusparse);  // kAuto resolved
 }
 
 TEST(SpmvTest, ReferenceMatchesDoubleLoopOnPowerLawRows) {
@@ -96,6 +96,28 @@ TEST(SpmvTest, BadMatricesAreInvalidArgumentNamingTheRow) {
   ASSERT_TRUE(plan.ok());
   std::vector<float> y(4);
   EXPECT_EQ((*plan)->Apply(nullptr, y.data()).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// cuSPARSE refuses nnz > rows x cols (repeated entries): kAuto picks the
+// bucketed kernel, an explicit kCusparse is INVALID_ARGUMENT.
+TEST(SpmvTest, RepeatedEntriesBeyondRowsTimesColsAvoidCusparse) {
+  HostCsr m;
+  m.rows = 1;
+  m.cols = 2;
+  m.row_ptr = {0, 3};
+  m.col_idx = {0, 1, 1};
+  m.values = {1, 2, 3};
+  const Stream cpu = Stream::Cpu();
+  auto plan = SpmvPlan::Create(m.View(), cpu);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ((*plan)->algorithm(), SpmvAlgorithm::kBucketed);
+  const std::vector<float> x = {1, 10};
+  float y = 0;
+  ASSERT_TRUE((*plan)->Apply(x.data(), &y).ok());
+  EXPECT_EQ(y, 51.0f);
+  const absl::Status s = SpmvPlan::Create(m.View(), cpu, {SpmvAlgorithm::kCusparse}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("kBucketed"));
 }
 
 TEST(SpmvTest, EmptyMatrixScalesY) {

@@ -37,11 +37,7 @@ bool BitIdentical(const std::vector<float>& a, const std::vector<float>& b) {
 
 std::vector<testing::NamedGeometry> Cases() {
   std::vector<testing::NamedGeometry> cases = testing::AllKinds();
-  // Larger ones: many blocks, more than one 16-view tile in the back kernel.
-  cases.push_back({"parallel2d_128", testing::Parallel2D(128, 90, 192)});
-  cases.push_back({"fan2d_96", testing::Fan2D(96, 60, 160)});
-  cases.push_back({"cone3d_40", testing::Cone3D(40, 36, 48, 56)});
-  cases.push_back({"cone_vec_24", testing::ConeVec(24, 40, 30, 36)});
+  for (auto& named : testing::LargerKinds()) cases.push_back(named);
   return cases;
 }
 

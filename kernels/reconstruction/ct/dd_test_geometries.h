@@ -2,6 +2,7 @@
 #ifndef TESSERA_KERNELS_RECONSTRUCTION_CT_DD_TEST_GEOMETRIES_H_
 #define TESSERA_KERNELS_RECONSTRUCTION_CT_DD_TEST_GEOMETRIES_H_
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -22,8 +23,10 @@ inline CtGeometry Parallel2D(int n = 32, int views = 24, int cols = 48, double w
   return {CenteredVolume(n, n), ParallelBeam2D(EvenAngles(views, M_PI), width, cols)};
 }
 
+// Source at 60 mm (2n for larger images, so it stays outside the volume).
 inline CtGeometry Fan2D(int n = 32, int views = 24, int cols = 48) {
-  return {CenteredVolume(n, n), FanBeam2D(EvenAngles(views, 2 * M_PI), 1.5, cols, 60.0, 40.0)};
+  const double dso = std::max(60.0, 2.0 * n), dod = std::max(40.0, 1.25 * n);
+  return {CenteredVolume(n, n), FanBeam2D(EvenAngles(views, 2 * M_PI), 1.5, cols, dso, dod)};
 }
 
 inline CtGeometry Cone3D(int n = 16, int views = 12, int rows = 20, int cols = 24) {
@@ -73,6 +76,15 @@ inline CtGeometry ConeVec(int n = 16, int views = 12, int rows = 18, int cols = 
 
 inline std::vector<NamedGeometry> AllKinds() {
   return {{"parallel2d", Parallel2D()}, {"fan2d", Fan2D()}, {"cone3d", Cone3D()}, {"cone_vec", ConeVec()}};
+}
+
+// Larger ones: many blocks per view, more than one 16-view tile in the CUDA
+// back kernel.
+inline std::vector<NamedGeometry> LargerKinds() {
+  return {{"parallel2d_128", Parallel2D(128, 90, 192)},
+          {"fan2d_96", Fan2D(96, 60, 160)},
+          {"cone3d_40", Cone3D(40, 36, 48, 56)},
+          {"cone_vec_24", ConeVec(24, 40, 30, 36)}};
 }
 
 // Tiny versions for explicit-matrix tests, with detector cells both finer

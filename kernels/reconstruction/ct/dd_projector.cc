@@ -56,6 +56,7 @@ absl::Status DdProjector::CheckCall(const void* in, const void* out, int subset,
   return absl::OkStatus();
 }
 
+#if TESSERA_WITH_CUDA
 namespace {
 // Views of `subset` as (first, stride): SubsetViews' interleaving.
 std::pair<int64_t, int64_t> FirstStride(int num_subsets, int subset) {
@@ -63,6 +64,7 @@ std::pair<int64_t, int64_t> FirstStride(int num_subsets, int subset) {
   return {subset, num_subsets};
 }
 }  // namespace
+#endif
 
 absl::Status DdProjector::Forward(const float* volume, float* sinogram, int subset) {
   TESSERA_RETURN_IF_ERROR(CheckCall(volume, sinogram, subset, "Forward"));

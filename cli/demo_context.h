@@ -39,6 +39,7 @@ absl::Status DemoVolumeStep(DemoContext& ctx);
 absl::Status DemoRegistrationStep(DemoContext& ctx);  // demo_registration_step.cc
 absl::Status DemoSomStep(DemoContext& ctx);           // demo_som_step.cc
 absl::Status DemoFingerprintStep(DemoContext& ctx);   // demo_fingerprint_step.cc
+absl::Status DemoReconstructionStep(DemoContext& ctx);  // demo_recon_step.cc
 absl::Status DemoMetricsStep(DemoContext& ctx);
 
 

@@ -155,6 +155,7 @@ int RunDemo(int argc, char** argv) {
       {"registration", DemoRegistrationStep},
       {"som", DemoSomStep},
       {"fingerprint", DemoFingerprintStep},
+      {"reconstruction", DemoReconstructionStep},
       {"metrics", DemoMetricsStep},
   };
   for (const Step& step : steps) {
@@ -184,7 +185,7 @@ int RunDemo(int argc, char** argv) {
     out << "}\n";
     if (!out) return Fail("writing summary.json", absl::InternalError(summary_path));
   }
-  std::printf("tessera demo: done in %.1f s; outputs in %s/ (summary.json, *_preview.png, metrics.txt, registration/)\n",
+  std::printf("tessera demo: done in %.1f s; outputs in %s/ (summary.json, *_preview.png, recon_*.png, metrics.txt, registration/)\n",
               seconds, ctx.out_dir.c_str());
   return 0;
 }

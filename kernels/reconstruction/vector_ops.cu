@@ -58,20 +58,29 @@ template <bool kProduct>
 absl::StatusOr<double> Reduce(const Stream& stream, const float* x, const float* y, int64_t n) {
   if (n == 0) return 0.0;
   const int blocks = Blocks(n);
-  auto buffer = Buffer::Allocate(MemoryKind::kDevice, (blocks + 1) * sizeof(double), stream.ordinal());
-  if (!buffer.ok()) return buffer.status();
-  double* partials = static_cast<double*>((*buffer)->data());
-  PartialSums<kProduct><<<blocks, kThreads, 0, Native(stream)>>>(x, y, n, partials);
-  SumPartialsInOrder<<<1, 1, 0, Native(stream)>>>(partials, blocks, partials + blocks);
-  if (auto s = CudaStatus(cudaGetLastError(), "recon reduce"); !s.ok()) return s;
-  double result = 0;
-  if (auto s = CudaStatus(cudaMemcpyAsync(&result, partials + blocks, sizeof(double), cudaMemcpyDeviceToHost,
+  // The partials (<= 32 KiB) come from the stream-ordered pool: no
+  // cudaMalloc/cudaFree (and its device-wide synchronisation) per dot
+  // product, which the solvers call a few times per iteration.
+  double* partials = nullptr;
+  if (auto s = CudaStatus(cudaMallocAsync(reinterpret_cast<void**>(&partials), (blocks + 1) * sizeof(double),
                                           Native(stream)),
-                          "recon reduce copy");
+                          "recon reduce scratch");
       !s.ok()) {
     return s;
   }
-  if (auto s = stream.Synchronize(); !s.ok()) return s;
+  PartialSums<kProduct><<<blocks, kThreads, 0, Native(stream)>>>(x, y, n, partials);
+  SumPartialsInOrder<<<1, 1, 0, Native(stream)>>>(partials, blocks, partials + blocks);
+  absl::Status status = CudaStatus(cudaGetLastError(), "recon reduce");
+  double result = 0;
+  if (status.ok()) {
+    status = CudaStatus(cudaMemcpyAsync(&result, partials + blocks, sizeof(double), cudaMemcpyDeviceToHost,
+                                        Native(stream)),
+                        "recon reduce copy");
+  }
+  const absl::Status freed = CudaStatus(cudaFreeAsync(partials, Native(stream)), "recon reduce free");
+  if (status.ok()) status = freed;
+  if (status.ok()) status = stream.Synchronize();
+  if (!status.ok()) return status;
   return result;
 }
 

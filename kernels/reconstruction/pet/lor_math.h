@@ -77,14 +77,22 @@ TESSERA_RECON_HD inline int64_t LorIndex(const ProjectorParams& p, int64_t view,
   return col + static_cast<int64_t>(p.cols) * (row + static_cast<int64_t>(p.rows) * view);
 }
 
+// Per-LOR constants, permuted to the LOR's own axes (a: dominant; b, c: the
+// other two, c = z in 2-D), so the sampling loops index nothing at run time:
+// on the GPU everything stays in registers.
 struct Lor {
-  float p[3];     // origin point (source, or the pixel centre for parallel beams)
-  float d[3];     // unit direction, towards the pixel
-  int axis;       // dominant axis a
-  int b, c;       // the other two axes (c unused in 2-D)
-  float inv_da;   // 1 / d[a]
-  float step;     // h_a / |d_a|: mm of line per plane
-  float t_ref;    // lambda of the point closest to the volume centre
+  int axis;                   // a (0: x, 1: y, 2: z)
+  float d[3];                 // unit direction in x, y, z, towards the pixel
+  float pa, pb, pc;           // origin point (source, or pixel centre for parallel beams) along a, b, c
+  float da, db, dc;           // direction along a, b, c
+  float inv_da;               // 1 / da
+  float lo_a, h_a, inv_h_a;   // grid along a
+  float lo_b, h_b, inv_h_b;   // ... b
+  float lo_c, h_c, inv_h_c;   // ... c
+  int n_a, n_b, n_c;
+  int64_t s_a, s_b, s_c;      // voxel index strides along a, b, c
+  float step;                 // h_a / |da|: mm of line per plane
+  float t_ref;                // lambda of the point closest to the volume centre
 };
 
 struct Sample {
@@ -92,52 +100,77 @@ struct Sample {
   float u[2];    // continuous voxel indices along axes b and c (voxel centres are integers)
 };
 
+TESSERA_RECON_HD inline float Pick(const float (&v)[3], int i) { return i == 0 ? v[0] : (i == 1 ? v[1] : v[2]); }
+TESSERA_RECON_HD inline int Pick(const int (&v)[3], int i) { return i == 0 ? v[0] : (i == 1 ? v[1] : v[2]); }
+
 TESSERA_RECON_HD inline Lor MakeLor(const ProjectorParams& P, int view, int col, int row) {
+  const GridParams& g = P.grid;
   const float* v = P.view_vectors + kFloatsPerView * view;
-  const float a = static_cast<float>(col) - 0.5f * static_cast<float>(P.cols - 1);
-  const float b = static_cast<float>(row) - 0.5f * static_cast<float>(P.rows - 1);
-  float pix[3], d[3];
+  const float ca = static_cast<float>(col) - 0.5f * static_cast<float>(P.cols - 1);
+  const float rb = static_cast<float>(row) - 0.5f * static_cast<float>(P.rows - 1);
+  float pix[3], p[3], d[3];
   Lor L;
-  for (int i = 0; i < 3; ++i) pix[i] = v[3 + i] + a * v[6 + i] + b * v[9 + i];
+  for (int i = 0; i < 3; ++i) pix[i] = v[3 + i] + ca * v[6 + i] + rb * v[9 + i];
   for (int i = 0; i < 3; ++i) {
     if (P.beam == 0) {
-      L.p[i] = pix[i];
+      p[i] = pix[i];
       d[i] = v[i];
     } else {
-      L.p[i] = v[i];
+      p[i] = v[i];
       d[i] = pix[i] - v[i];
     }
   }
-  if (P.grid.is_2d) {
-    L.p[2] = 0.0f;
+  if (g.is_2d) {
+    p[2] = 0.0f;
     d[2] = 0.0f;
   }
   const float inv_norm = 1.0f / sqrtf(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
   for (int i = 0; i < 3; ++i) L.d[i] = d[i] * inv_norm;
   const float ax = fabsf(L.d[0]), ay = fabsf(L.d[1]), az = fabsf(L.d[2]);
-  L.axis = 0;
+  int a = 0;
   float best = ax;
   if (ay > best) {
-    L.axis = 1;
+    a = 1;
     best = ay;
   }
-  if (!P.grid.is_2d && az > best) L.axis = 2;
-  L.b = L.axis == 0 ? 1 : 0;
-  L.c = L.axis == 2 ? 1 : 2;
-  L.inv_da = 1.0f / L.d[L.axis];
-  L.step = P.grid.h[L.axis] * fabsf(L.inv_da);
-  L.t_ref = (P.grid.centre[0] - L.p[0]) * L.d[0] + (P.grid.centre[1] - L.p[1]) * L.d[1] +
-            (P.grid.centre[2] - L.p[2]) * L.d[2];
+  if (!g.is_2d && az > best) a = 2;
+  const int b = a == 0 ? 1 : 0, c = a == 2 ? 1 : 2;
+  L.axis = a;
+  L.pa = Pick(p, a);
+  L.pb = Pick(p, b);
+  L.pc = Pick(p, c);
+  L.da = Pick(L.d, a);
+  L.db = Pick(L.d, b);
+  L.dc = Pick(L.d, c);
+  L.lo_a = Pick(g.lo, a);
+  L.h_a = Pick(g.h, a);
+  L.inv_h_a = Pick(g.inv_h, a);
+  L.lo_b = Pick(g.lo, b);
+  L.h_b = Pick(g.h, b);
+  L.inv_h_b = Pick(g.inv_h, b);
+  L.lo_c = Pick(g.lo, c);
+  L.h_c = Pick(g.h, c);
+  L.inv_h_c = Pick(g.inv_h, c);
+  L.n_a = Pick(g.n, a);
+  L.n_b = Pick(g.n, b);
+  L.n_c = Pick(g.n, c);
+  const int64_t sy = g.n[0], sz = static_cast<int64_t>(g.n[0]) * g.n[1];
+  L.s_a = a == 0 ? 1 : (a == 1 ? sy : sz);
+  L.s_b = b == 0 ? 1 : sy;
+  L.s_c = c == 1 ? sy : sz;
+  L.inv_da = 1.0f / L.da;
+  L.step = L.h_a * fabsf(L.inv_da);
+  L.t_ref = (g.centre[0] - p[0]) * L.d[0] + (g.centre[1] - p[1]) * L.d[1] + (g.centre[2] - p[2]) * L.d[2];
   return L;
 }
 
 // The sample of L in plane i of its dominant axis.
 TESSERA_RECON_HD inline Sample SampleAt(const Lor& L, const GridParams& g, int i) {
   Sample s;
-  const float q = g.lo[L.axis] + (static_cast<float>(i) + 0.5f) * g.h[L.axis];
-  s.lambda = (q - L.p[L.axis]) * L.inv_da;
-  s.u[0] = (L.p[L.b] + s.lambda * L.d[L.b] - g.lo[L.b]) * g.inv_h[L.b] - 0.5f;
-  s.u[1] = g.is_2d ? 0.0f : (L.p[L.c] + s.lambda * L.d[L.c] - g.lo[L.c]) * g.inv_h[L.c] - 0.5f;
+  const float q = L.lo_a + (static_cast<float>(i) + 0.5f) * L.h_a;
+  s.lambda = (q - L.pa) * L.inv_da;
+  s.u[0] = (L.pb + s.lambda * L.db - L.lo_b) * L.inv_h_b - 0.5f;
+  s.u[1] = g.is_2d ? 0.0f : (L.pc + s.lambda * L.dc - L.lo_c) * L.inv_h_c - 0.5f;
   return s;
 }
 
@@ -189,41 +222,45 @@ TESSERA_RECON_HD inline void TofWindow(const TofParams& T, int k0, int k1, float
 // Planes [*i0, *i1] of L's dominant axis whose samples may touch the grid
 // within TOF window [t_lo, t_hi] (a plane of margin each side; samples beyond
 // weigh exactly 0 anyway). False when none.
+// Narrows [*lam_lo, *lam_hi] to where the line (origin o, direction d along
+// one axis) is inside the slab [lo, hi]. False when it never is.
+TESSERA_RECON_HD inline bool ClipToSlab(float o, float d, float lo, float hi, float* lam_lo, float* lam_hi) {
+  if (fabsf(d) < 1e-12f) return o > lo && o < hi;
+  float l1 = (lo - o) / d, l2 = (hi - o) / d;
+  if (l1 > l2) {
+    const float tmp = l1;
+    l1 = l2;
+    l2 = tmp;
+  }
+  *lam_lo = fmaxf(*lam_lo, l1);
+  *lam_hi = fminf(*lam_hi, l2);
+  return true;
+}
+
 TESSERA_RECON_HD inline bool PlaneRange(const Lor& L, const GridParams& g, float t_lo, float t_hi, int* i0, int* i1) {
   float lam_lo = L.t_ref + t_lo, lam_hi = L.t_ref + t_hi;
-  const int others[2] = {L.b, L.c};
-  for (int o = 0; o < (g.is_2d ? 1 : 2); ++o) {
-    const int x = others[o];
-    // Samples interpolate voxels of this axis while their centre coordinate is within one voxel of the grid's.
-    const float slab_lo = g.lo[x] - 0.5f * g.h[x];
-    const float slab_hi = g.lo[x] + (static_cast<float>(g.n[x]) + 0.5f) * g.h[x];
-    if (fabsf(L.d[x]) < 1e-12f) {
-      if (L.p[x] <= slab_lo || L.p[x] >= slab_hi) return false;
-      continue;
-    }
-    float l1 = (slab_lo - L.p[x]) / L.d[x], l2 = (slab_hi - L.p[x]) / L.d[x];
-    if (l1 > l2) {
-      const float tmp = l1;
-      l1 = l2;
-      l2 = tmp;
-    }
-    lam_lo = fmaxf(lam_lo, l1);
-    lam_hi = fminf(lam_hi, l2);
+  // Samples interpolate voxels of an axis while their coordinate is within one voxel of the grid.
+  if (!ClipToSlab(L.pb, L.db, L.lo_b - 0.5f * L.h_b, L.lo_b + (static_cast<float>(L.n_b) + 0.5f) * L.h_b, &lam_lo,
+                  &lam_hi)) {
+    return false;
+  }
+  if (!g.is_2d && !ClipToSlab(L.pc, L.dc, L.lo_c - 0.5f * L.h_c,
+                              L.lo_c + (static_cast<float>(L.n_c) + 0.5f) * L.h_c, &lam_lo, &lam_hi)) {
+    return false;
   }
   if (!(lam_lo <= lam_hi)) return false;
-  const int a = L.axis;
-  float f1 = (L.p[a] + lam_lo * L.d[a] - g.lo[a]) * g.inv_h[a] - 0.5f;
-  float f2 = (L.p[a] + lam_hi * L.d[a] - g.lo[a]) * g.inv_h[a] - 0.5f;
+  float f1 = (L.pa + lam_lo * L.da - L.lo_a) * L.inv_h_a - 0.5f;
+  float f2 = (L.pa + lam_hi * L.da - L.lo_a) * L.inv_h_a - 0.5f;
   if (f1 > f2) {
     const float tmp = f1;
     f1 = f2;
     f2 = tmp;
   }
   f1 = fmaxf(f1, -4.0f);
-  f2 = fminf(f2, static_cast<float>(g.n[a]) + 4.0f);
+  f2 = fminf(f2, static_cast<float>(L.n_a) + 4.0f);
   int lo = static_cast<int>(floorf(f1)) - 1, hi = static_cast<int>(ceilf(f2)) + 1;
   if (lo < 0) lo = 0;
-  if (hi > g.n[a] - 1) hi = g.n[a] - 1;
+  if (hi > L.n_a - 1) hi = L.n_a - 1;
   *i0 = lo;
   *i1 = hi;
   return lo <= hi;
@@ -245,30 +282,23 @@ TESSERA_RECON_HD inline float TapWeight(float u, int j) {
 // (also keeps floorf's result a safe int).
 TESSERA_RECON_HD inline bool Near(float u, int n) { return u > -1.0f && u < static_cast<float>(n); }
 
-TESSERA_RECON_HD inline int64_t VoxelIndex(const GridParams& g, const int (&idx)[3]) {
-  return idx[0] + static_cast<int64_t>(g.n[0]) * (idx[1] + static_cast<int64_t>(g.n[1]) * idx[2]);
-}
-
 // Interpolated volume value at sample s of plane i.
 TESSERA_RECON_HD inline float Interpolate(const GridParams& g, const float* image, const Lor& L, int i,
                                           const Sample& s) {
-  if (!Near(s.u[0], g.n[L.b]) || (!g.is_2d && !Near(s.u[1], g.n[L.c]))) return 0.0f;
+  if (!Near(s.u[0], L.n_b) || (!g.is_2d && !Near(s.u[1], L.n_c))) return 0.0f;
   const int jb = static_cast<int>(floorf(s.u[0]));
   const int jc = g.is_2d ? 0 : static_cast<int>(floorf(s.u[1]));
+  const int64_t base = i * L.s_a;
   float value = 0.0f;
-  int idx[3];
-  idx[L.axis] = i;
   for (int db = 0; db < 2; ++db) {
     const int j = jb + db;
-    if (j < 0 || j >= g.n[L.b]) continue;
+    if (j < 0 || j >= L.n_b) continue;
     const float wb = TapWeight(s.u[0], j);
-    idx[L.b] = j;
     for (int dc = 0; dc < (g.is_2d ? 1 : 2); ++dc) {
       const int k = jc + dc;
-      if (k < 0 || k >= g.n[L.c]) continue;
+      if (k < 0 || k >= L.n_c) continue;
       const float w = g.is_2d ? wb : wb * TapWeight(s.u[1], k);
-      idx[L.c] = k;
-      value += w * image[VoxelIndex(g, idx)];
+      value += w * image[base + j * L.s_b + k * L.s_c];
     }
   }
   return value;
@@ -279,22 +309,19 @@ TESSERA_RECON_HD inline float Interpolate(const GridParams& g, const float* imag
 template <typename Add>
 TESSERA_RECON_HD inline void Spread(const GridParams& g, float* image, const Lor& L, int i, const Sample& s,
                                     float value, const Add& add) {
-  if (!Near(s.u[0], g.n[L.b]) || (!g.is_2d && !Near(s.u[1], g.n[L.c]))) return;
+  if (!Near(s.u[0], L.n_b) || (!g.is_2d && !Near(s.u[1], L.n_c))) return;
   const int jb = static_cast<int>(floorf(s.u[0]));
   const int jc = g.is_2d ? 0 : static_cast<int>(floorf(s.u[1]));
-  int idx[3];
-  idx[L.axis] = i;
+  const int64_t base = i * L.s_a;
   for (int db = 0; db < 2; ++db) {
     const int j = jb + db;
-    if (j < 0 || j >= g.n[L.b]) continue;
+    if (j < 0 || j >= L.n_b) continue;
     const float wb = TapWeight(s.u[0], j);
-    idx[L.b] = j;
     for (int dc = 0; dc < (g.is_2d ? 1 : 2); ++dc) {
       const int k = jc + dc;
-      if (k < 0 || k >= g.n[L.c]) continue;
+      if (k < 0 || k >= L.n_c) continue;
       const float w = g.is_2d ? wb : wb * TapWeight(s.u[1], k);
-      idx[L.c] = k;
-      add(image + VoxelIndex(g, idx), w * value);
+      add(image + base + j * L.s_b + k * L.s_c, w * value);
     }
   }
 }
@@ -424,21 +451,22 @@ TESSERA_RECON_HD inline bool ProjectToDetector(const ProjectorParams& P, int vie
 // ray's sample has a non-zero tap weight for the voxel. False when empty.
 constexpr float kBoxSlack = 0.05f;  // pixels; float rounding is ~1e-4
 
-TESSERA_RECON_HD inline bool DetectorBox(const ProjectorParams& P, int view, const int (&idx)[3], int a, int* c0,
-                                         int* c1, int* r0, int* r1) {
+template <int A>
+TESSERA_RECON_HD inline bool DetectorBox(const ProjectorParams& P, int view, const int (&idx)[3], int* c0, int* c1,
+                                         int* r0, int* r1) {
+  constexpr int B = A == 0 ? 1 : 0;
+  constexpr int C = A == 2 ? 1 : 2;
   const GridParams& g = P.grid;
-  const int b = a == 0 ? 1 : 0;
-  const int c = a == 2 ? 1 : 2;
   float centre[3];
   for (int i = 0; i < 3; ++i) centre[i] = g.lo[i] + (static_cast<float>(idx[i]) + 0.5f) * g.h[i];
   if (g.is_2d) centre[2] = 0.0f;
   float amin = 3e38f, amax = -3e38f, bmin = 3e38f, bmax = -3e38f;
   int first_side = 0;
   bool full = false;
-  for (int corner = 0; corner < (g.is_2d ? 2 : 4) && !full; ++corner) {
+  for (int corner = 0; corner < (g.is_2d ? 2 : 4); ++corner) {
     float x[3] = {centre[0], centre[1], centre[2]};
-    x[b] += (corner & 1) ? g.h[b] : -g.h[b];
-    if (!g.is_2d) x[c] += (corner & 2) ? g.h[c] : -g.h[c];
+    x[B] += (corner & 1) ? g.h[B] : -g.h[B];
+    if (!g.is_2d) x[C] += (corner & 2) ? g.h[C] : -g.h[C];
     float alpha, beta;
     int side;
     if (!ProjectToDetector(P, view, x, &alpha, &beta, &side) || (first_side != 0 && side != first_side)) {
@@ -474,38 +502,50 @@ TESSERA_RECON_HD inline bool DetectorBox(const ProjectorParams& P, int view, con
   return *c0 <= *c1 && *r0 <= *r1;
 }
 
+// The terms of voxel idx from the A-dominant rays of view p (view block
+// y_view of a compact range): rows, then cols, then TOF bins.
+template <int A>
+TESSERA_RECON_HD inline float GatherViewAxis(const ProjectorParams& P, int p, const float* y_view,
+                                             const int (&idx)[3]) {
+  constexpr int B = A == 0 ? 1 : 0;
+  constexpr int C = A == 2 ? 1 : 2;
+  const GridParams& g = P.grid;
+  const int64_t det = static_cast<int64_t>(P.cols) * P.rows;
+  int c0, c1, r0, r1;
+  if (!DetectorBox<A>(P, p, idx, &c0, &c1, &r0, &r1)) return 0.0f;
+  float acc = 0.0f;
+  for (int r = r0; r <= r1; ++r) {
+    for (int col = c0; col <= c1; ++col) {
+      const Lor L = MakeLor(P, p, col, r);
+      if (L.axis != A) continue;
+      const Sample s = SampleAt(L, g, idx[A]);
+      if (!Near(s.u[0], L.n_b) || (!g.is_2d && !Near(s.u[1], L.n_c))) continue;
+      float w = TapWeight(s.u[0], idx[B]);
+      if (!g.is_2d) w *= TapWeight(s.u[1], idx[C]);
+      if (w == 0.0f) continue;
+      const int64_t lor = col + static_cast<int64_t>(P.cols) * r;
+      const float value = TofWeightedSum(P.tof, s.lambda - L.t_ref, y_view + lor, det);
+      if (value == 0.0f) continue;
+      const float att = P.atten != nullptr ? P.atten[lor + det * p] : 1.0f;
+      acc += (w * value) * (L.step * att);
+    }
+  }
+  return acc;
+}
+
 // (A^T y)[voxel idx] over the views of `range`, y in the compact layout;
 // every term in a fixed order (views, axes, rows, cols, TOF bins).
 TESSERA_RECON_HD inline float GatherVoxel(const ProjectorParams& P, const ViewRange& range, const float* y,
                                           const int (&idx)[3]) {
-  const GridParams& g = P.grid;
-  const int64_t det = static_cast<int64_t>(P.cols) * P.rows;
-  const int64_t per_view = det * P.tof.bins;
+  const int64_t per_view = static_cast<int64_t>(P.cols) * P.rows * P.tof.bins;
   float acc = 0.0f;
   for (int q = 0; q < range.count; ++q) {
     const int p = range.first + q * range.stride;
     const unsigned mask = P.axis_masks[p];
-    for (int a = 0; a < (g.is_2d ? 2 : 3); ++a) {
-      if (!(mask & (1u << a))) continue;
-      int c0, c1, r0, r1;
-      if (!DetectorBox(P, p, idx, a, &c0, &c1, &r0, &r1)) continue;
-      for (int r = r0; r <= r1; ++r) {
-        for (int col = c0; col <= c1; ++col) {
-          const Lor L = MakeLor(P, p, col, r);
-          if (L.axis != a) continue;
-          const Sample s = SampleAt(L, g, idx[a]);
-          if (!Near(s.u[0], g.n[L.b]) || (!g.is_2d && !Near(s.u[1], g.n[L.c]))) continue;
-          float w = TapWeight(s.u[0], idx[L.b]);
-          if (!g.is_2d) w *= TapWeight(s.u[1], idx[L.c]);
-          if (w == 0.0f) continue;
-          const int64_t lor = col + static_cast<int64_t>(P.cols) * r;
-          const float value = TofWeightedSum(P.tof, s.lambda - L.t_ref, y + q * per_view + lor, det);
-          if (value == 0.0f) continue;
-          const float att = P.atten != nullptr ? P.atten[lor + det * p] : 1.0f;
-          acc += (w * value) * (L.step * att);
-        }
-      }
-    }
+    const float* y_view = y + q * per_view;
+    if (mask & 1u) acc += GatherViewAxis<0>(P, p, y_view, idx);
+    if (mask & 2u) acc += GatherViewAxis<1>(P, p, y_view, idx);
+    if (!P.grid.is_2d && (mask & 4u)) acc += GatherViewAxis<2>(P, p, y_view, idx);
   }
   return acc;
 }

@@ -199,7 +199,7 @@ absl::StatusOr<EventBuckets> BuildBuckets(const Stream& stream, const ListModeEv
 
 absl::StatusOr<double> BucketedDataTerm(const Stream& stream, const ProjectorParams& p, const EventBuckets& buckets,
                                         const BucketKeyShape& shape, int subset, const ViewRange& range,
-                                        const float* image, float* ratio, float* out) {
+                                        ExecutionMode mode, const float* image, float* ratio, float* out) {
   TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
   cudaStream_t s = Native(stream);
   TESSERA_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ratio, 0, RangeSize(p, range) * sizeof(float), s));
@@ -217,7 +217,11 @@ absl::StatusOr<double> BucketedDataTerm(const Stream& stream, const ProjectorPar
     TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("pet BucketForwardKernel");
     TESSERA_ASSIGN_OR_RETURN(ll, cuda_detail::FinishSum(stream, part, blocks));
   }
-  TESSERA_RETURN_IF_ERROR(BackGather(stream, p, range, ratio, out));
+  if (mode == ExecutionMode::kDeterministic) {
+    TESSERA_RETURN_IF_ERROR(BackGather(stream, p, range, ratio, out));
+  } else {
+    TESSERA_RETURN_IF_ERROR(BackScatter(stream, p, range, ratio, out));
+  }
   return ll;
 }
 

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "common/buffer.h"
 #include "common/device.h"
+#include "kernels/reconstruction/execution_mode.h"
 #include "kernels/reconstruction/pet/listmode_file.h"
 #include "kernels/reconstruction/pet/lor_math.h"
 
@@ -55,11 +56,12 @@ absl::StatusOr<EventBuckets> BuildBuckets(const Stream& stream, const ListModeEv
 // Bucketed: the forward value of each unique (LOR, TOF bin) of `subset`
 // (sorted, so neighbouring threads walk neighbouring rays) gives
 // ratio = multiplicity / value in the subset's dense compact TOF sinogram
-// (zero elsewhere), which the gather back projection turns into out: no
-// atomics, bit-identical run to run. `ratio` holds RangeSize(p, range) floats.
+// (zero elsewhere), which the sinogram back projection turns into out:
+// kDeterministic the gather (no atomics, bit-identical run to run), kDefault
+// the scatter. `ratio` holds RangeSize(p, range) floats.
 absl::StatusOr<double> BucketedDataTerm(const Stream& stream, const ProjectorParams& p, const EventBuckets& buckets,
                                         const BucketKeyShape& shape, int subset, const ViewRange& range,
-                                        const float* image, float* ratio, float* out);
+                                        ExecutionMode mode, const float* image, float* ratio, float* out);
 }  // namespace cuda
 
 }  // namespace pet

@@ -71,8 +71,7 @@ absl::StatusOr<std::unique_ptr<ListModeReconstructor>> ListModeReconstructor::Cr
   r->shape_ = shape;
   PetProjectorOptions popts;
   popts.num_subsets = options.num_subsets;
-  popts.mode = (cpu || r->method_ == ListModeMethod::kBucketed) ? ExecutionMode::kDeterministic
-                                                                 : ExecutionMode::kDefault;
+  popts.mode = (!cpu && r->method_ == ListModeMethod::kNaive) ? ExecutionMode::kDefault : options.mode;
   popts.mu_map = options.mu_map;
   TESSERA_ASSIGN_OR_RETURN(r->projector_, PetProjector::Create(geometry, stream, popts));
   PetProjector& A = *r->projector_;
@@ -161,7 +160,7 @@ absl::StatusOr<double> ListModeReconstructor::DataTerm(const float* image, float
     return cuda::NaiveDataTerm(*stream_, p, static_cast<const ListModeEvent*>(device_events_->data()) + begin,
                                subset_offsets_[subset + 1] - begin, image, out);
   }
-  return cuda::BucketedDataTerm(*stream_, p, buckets_, shape_, subset, range, image,
+  return cuda::BucketedDataTerm(*stream_, p, buckets_, shape_, subset, range, projector_->mode(), image,
                                 static_cast<float*>(ratio_->data()), out);
 #else
   return NoCuda();

@@ -19,9 +19,11 @@
 //   CUDA kBucketed: events sorted once on the GPU by (subset, TOF bin, view,
 //     row, col) and duplicates merged into (LOR, multiplicity); per subset a
 //     forward pass over its unique keys fills a dense ratio TOF sinogram (zero
-//     where no event) that the voxel-driven gather back-projects: no atomics,
-//     bit-identical run to run.
-// Sensitivities use the gather (kBucketed, CPU) or the scatter (kNaive).
+//     where no event), which the sinogram projector back-projects: with
+//     kDeterministic the voxel-driven gather (no atomics, bit-identical run
+//     to run), with kDefault the ray-driven scatter (one thread per LOR,
+//     atomics, TOF bins summed per sample: far fewer atomics than per event).
+// Sensitivities use the projector in the same mode (kNaive: kDefault).
 #ifndef TESSERA_KERNELS_RECONSTRUCTION_PET_LISTMODE_OSEM_H_
 #define TESSERA_KERNELS_RECONSTRUCTION_PET_LISTMODE_OSEM_H_
 
@@ -50,6 +52,8 @@ struct ListModeOptions {
   ListModeMethod method = ListModeMethod::kBucketed;  // CUDA only; the CPU runs its reference
   // Optional mu-map (1/mm) on the volume grid in the stream's memory (PetProjectorOptions).
   const float* mu_map = nullptr;
+  // kBucketed's back projection (and the sensitivities): gather or scatter.
+  ExecutionMode mode = ExecutionMode::kDeterministic;
   float sensitivity_eps = 1e-12f;
 };
 
@@ -80,6 +84,7 @@ class ListModeReconstructor {
   PetProjector& projector() { return *projector_; }
   const float* sensitivity(int subset) const;
   ListModeMethod method() const { return method_; }
+  ExecutionMode mode() const { return projector_->mode(); }
   // Events kept by SetEvents (weight > 0), and after merging (kBucketed; else
   // the same).
   int64_t num_events() const { return num_events_; }

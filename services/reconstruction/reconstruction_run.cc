@@ -14,6 +14,8 @@
 #include "common/status.h"
 #include "kernels/reconstruction/ct/dd_projector.h"
 #include "kernels/reconstruction/fbp/fbp.h"
+#include "kernels/reconstruction/pet/listmode_file.h"
+#include "kernels/reconstruction/pet/listmode_osem.h"
 #include "kernels/reconstruction/pet/osem.h"
 #include "kernels/reconstruction/pet/projector.h"
 #include "kernels/reconstruction/solvers/cgls.h"
@@ -51,12 +53,25 @@ absl::StatusOr<CtMethod> EffectiveCtMethod(const CtSpec& ct, const CtGeometry& g
   return ct.method;
 }
 
-recon::pet::PetGeometry PetGeometryOf(const ReconSpec& spec, const CtGeometry& g) {
+// TOF from the request; list-mode files carry their own, which a request
+// without TOF fields takes (and one with them must match: CheckListModeHeader).
+absl::StatusOr<recon::pet::PetGeometry> PetGeometryOf(const ReconSpec& spec, const CtGeometry& g) {
   recon::pet::PetGeometry pg;
   pg.ct = g;
   pg.tof.num_bins = spec.pet.tof_bins;
   pg.tof.bin_mm = spec.pet.tof_bin_mm;
   pg.tof.fwhm_mm = spec.pet.tof_fwhm_mm;
+  if (!spec.listmode_path.empty()) {
+    absl::StatusOr<recon::pet::ListModeHeader> header = recon::pet::ReadListModeHeader(spec.listmode_path);
+    if (!header.ok()) return Annotate(header.status(), "listmode");
+    if (spec.pet.tof_bins <= 1) {
+      pg.tof.num_bins = static_cast<int>(header->num_tof_bins);
+      pg.tof.bin_mm = header->tof_bin_mm;
+      pg.tof.fwhm_mm = header->tof_fwhm_mm;
+    }
+    TESSERA_RETURN_IF_ERROR(Annotate(recon::pet::CheckListModeHeader(*header, pg), "listmode"));
+  }
+  TESSERA_RETURN_IF_ERROR(Annotate(recon::pet::Validate(pg), "pet"));
   return pg;
 }
 
@@ -167,17 +182,7 @@ absl::Status RunPet(const ReconSpec& spec, const CtGeometry& g, const Stream& st
                     NDArray* volume, v1::ReconstructionResult* result) {
   const recon::ExecutionMode mode =
       spec.deterministic ? recon::ExecutionMode::kDeterministic : recon::ExecutionMode::kDefault;
-  const recon::pet::PetGeometry pg = PetGeometryOf(spec, g);
-  if (!spec.listmode_path.empty()) {
-    return absl::UnimplementedError("pet list-mode reconstruction is not wired into the service yet");
-  }
-  recon::formats::SinogramOptions so;
-  so.tof_bins = spec.pet.tof_bins > 1 ? spec.pet.tof_bins : 0;
-  so.counts = true;
-  absl::StatusOr<NDArray> host = recon::formats::ReadSinogram(spec.sinogram_path, g.projection, so);
-  if (!host.ok()) return Annotate(host.status(), "sinogram");
-  TESSERA_ASSIGN_OR_RETURN(NDArray counts, ToBackend(*host, stream));
-  *host = NDArray();
+  TESSERA_ASSIGN_OR_RETURN(const recon::pet::PetGeometry pg, PetGeometryOf(spec, g));
   NDArray mu;
   if (!spec.pet.attenuation_path.empty()) {
     recon::formats::VolumeReadOptions vo;
@@ -187,20 +192,9 @@ absl::Status RunPet(const ReconSpec& spec, const CtGeometry& g, const Stream& st
     if (!mu_host.ok()) return Annotate(mu_host.status(), "pet.attenuation");
     TESSERA_ASSIGN_OR_RETURN(mu, ToBackend(*mu_host, stream));
   }
-  recon::pet::PetProjectorOptions po;
-  po.num_subsets = std::min<int64_t>(spec.pet.subsets, g.projection.num_views());
-  po.mode = mode;
-  po.mu_map = mu.empty() ? nullptr : mu.data<float>();
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<recon::pet::PetProjector> projector,
-                           recon::pet::PetProjector::Create(pg, stream, po));
-  TESSERA_ASSIGN_OR_RETURN(*volume, NewVolume(g, stream));
-  float* x = volume->data<float>();
-  TESSERA_RETURN_IF_ERROR(recon::Fill(stream, x, g.volume.size(), 1.0f));  // uniform start
-  recon::pet::OsemOptions oo;
-  oo.iterations = spec.pet.iterations;
-  oo.num_subsets = po.num_subsets;
+  const int subsets = static_cast<int>(std::min<int64_t>(spec.pet.subsets, g.projection.num_views()));
   const std::string name = PetMethodName(spec.pet.method);
-  oo.progress = [&](int iteration, int total, double log_likelihood) -> absl::Status {
+  const auto progress = [&](int iteration, int total, double log_likelihood) -> absl::Status {
     result->add_log_likelihood(log_likelihood);
     Report(ctx, "reconstruct", iteration, total, IterationFraction(iteration, total),
            {{"log_likelihood", log_likelihood}},
@@ -208,6 +202,42 @@ absl::Status RunPet(const ReconSpec& spec, const CtGeometry& g, const Stream& st
                            log_likelihood));
     return Continue(ctx);
   };
+  TESSERA_ASSIGN_OR_RETURN(*volume, NewVolume(g, stream));
+  float* x = volume->data<float>();
+  TESSERA_RETURN_IF_ERROR(recon::Fill(stream, x, g.volume.size(), 1.0f));  // uniform start
+  if (!spec.listmode_path.empty()) {
+    absl::StatusOr<recon::pet::ListModeData> events = recon::pet::ReadListModeFile(spec.listmode_path, &pg);
+    if (!events.ok()) return Annotate(events.status(), "listmode");
+    recon::pet::ListModeOptions lo;
+    lo.num_subsets = subsets;
+    lo.mode = mode;
+    lo.mu_map = mu.empty() ? nullptr : mu.data<float>();
+    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<recon::pet::ListModeReconstructor> reconstructor,
+                             recon::pet::ListModeReconstructor::Create(pg, stream, lo));
+    TESSERA_RETURN_IF_ERROR(reconstructor->SetEvents(events->events.data(),
+                                                     static_cast<int64_t>(events->events.size())));
+    events->events = {};
+    TESSERA_RETURN_IF_ERROR(reconstructor->Run(x, spec.pet.iterations, progress));
+    result->set_iterations(spec.pet.iterations);
+    return stream.Synchronize();
+  }
+  recon::formats::SinogramOptions so;
+  so.tof_bins = spec.pet.tof_bins > 1 ? spec.pet.tof_bins : 0;
+  so.counts = true;
+  absl::StatusOr<NDArray> host = recon::formats::ReadSinogram(spec.sinogram_path, g.projection, so);
+  if (!host.ok()) return Annotate(host.status(), "sinogram");
+  TESSERA_ASSIGN_OR_RETURN(NDArray counts, ToBackend(*host, stream));
+  *host = NDArray();
+  recon::pet::PetProjectorOptions po;
+  po.num_subsets = subsets;
+  po.mode = mode;
+  po.mu_map = mu.empty() ? nullptr : mu.data<float>();
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<recon::pet::PetProjector> projector,
+                           recon::pet::PetProjector::Create(pg, stream, po));
+  recon::pet::OsemOptions oo;
+  oo.iterations = spec.pet.iterations;
+  oo.num_subsets = po.num_subsets;
+  oo.progress = progress;
   TESSERA_RETURN_IF_ERROR(recon::pet::Osem(*projector, counts.data<float>(), x, oo));
   result->set_iterations(spec.pet.iterations);
   return stream.Synchronize();
@@ -223,8 +253,7 @@ absl::Status CheckReconInputs(const ReconSpec& spec) {
     return CheckHeaderDims(spec.sinogram_path, recon::formats::SinogramShape(g.projection), "sinogram",
                            "proj_geom");
   }
-  const recon::pet::PetGeometry pg = PetGeometryOf(spec, g);
-  TESSERA_RETURN_IF_ERROR(recon::pet::Validate(pg));
+  TESSERA_ASSIGN_OR_RETURN(const recon::pet::PetGeometry pg, PetGeometryOf(spec, g));
   if (!spec.sinogram_path.empty()) {
     TESSERA_RETURN_IF_ERROR(CheckHeaderDims(
         spec.sinogram_path, recon::formats::SinogramShape(g.projection, spec.pet.tof_bins > 1 ? spec.pet.tof_bins : 0),

@@ -221,6 +221,22 @@ absl::Status WriteListModeFile(const std::string& path, const ListModeHeader& he
   return absl::OkStatus();
 }
 
+absl::StatusOr<ListModeHeader> ReadListModeHeader(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  const int64_t size = static_cast<int64_t>(in.tellg());
+  in.seekg(0);
+  if (size < kListModeHeaderBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": TSLM file truncated: ", size, " bytes, shorter than the 32-byte header"));
+  }
+  char head[kListModeHeaderBytes];
+  in.read(head, sizeof(head));
+  auto header = DecodeHeader(head, size);
+  if (!header.ok()) return Annotate(header.status(), path);
+  return *header;
+}
+
 absl::StatusOr<ListModeData> ReadListModeFile(const std::string& path, const PetGeometry* geometry) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));

@@ -84,6 +84,10 @@ absl::Status WriteListModeFile(const std::string& path, const ListModeHeader& he
 // NOT_FOUND when it cannot be opened.
 absl::StatusOr<ListModeData> ReadListModeFile(const std::string& path, const PetGeometry* geometry = nullptr);
 
+// Only the header (32 bytes read), checked against the file's size as
+// ReadListModeFile does: cheap checks at submit time.
+absl::StatusOr<ListModeHeader> ReadListModeHeader(const std::string& path);
+
 // The header's TOF fields against the geometry (bins equal; width and FWHM
 // within 1e-4 relative when K > 1).
 absl::Status CheckListModeHeader(const ListModeHeader& header, const PetGeometry& geometry);

@@ -31,6 +31,7 @@
 #include "services/volume/volume_service.h"
 #include "tessera/v1/fingerprint.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "tessera/v1/reconstruction.grpc.pb.h"
 #include "tessera/v1/registration.grpc.pb.h"
 #include "tessera/v1/scheduler.grpc.pb.h"
 #include "tessera/v1/som.grpc.pb.h"
@@ -89,7 +90,7 @@ TEST(MethodRoleTableTest, CoversEveryHostedMethod) {
   const std::vector<const google::protobuf::FileDescriptor*> api = {
       v1::DescribeFileRequest::descriptor()->file(), v1::JobRequest::descriptor()->file(),
       v1::SearchRequest::descriptor()->file(), v1::AtlasRequest::descriptor()->file(),
-      v1::JobRef::descriptor()->file()};
+      v1::JobRef::descriptor()->file(), v1::ReconJobRequest::descriptor()->file()};
   std::set<std::string> files, all;
   for (const auto* f : api) files.insert(f->name());
   int service_count = 0;
@@ -106,7 +107,7 @@ TEST(MethodRoleTableTest, CoversEveryHostedMethod) {
       }
     }
   }
-  EXPECT_EQ(service_count, 6);  // Volume, Registration, Fingerprint, SomAtlas, Scheduler, Worker
+  EXPECT_EQ(service_count, 7);  // Volume, Registration, Fingerprint, SomAtlas, Scheduler, Worker, Reconstruction
   for (const auto& [method, role] : MethodRoleTable()) EXPECT_TRUE(all.count(method)) << method << " is not an RPC";
   EXPECT_EQ(RequiredRole("/tessera.v1.FingerprintService/NoSuchMethod"), Role::kNone);
   EXPECT_EQ(RequiredRole("/tessera.v1.FingerprintService/Delete"), Role::kAdmin);

@@ -21,6 +21,14 @@ const std::map<std::string, Role>& MethodRoleTable() {
       {"/tessera.v1.RegistrationService/CancelJob", Role::kEnroller},
       {"/tessera.v1.RegistrationService/GetResult", Role::kReader},
       {"/tessera.v1.RegistrationService/DownloadResult", Role::kReader},
+      // ReconstructionService
+      {"/tessera.v1.ReconstructionService/UploadFile", Role::kEnroller},
+      {"/tessera.v1.ReconstructionService/Reconstruct", Role::kEnroller},
+      {"/tessera.v1.ReconstructionService/WatchJob", Role::kReader},
+      {"/tessera.v1.ReconstructionService/GetJob", Role::kReader},
+      {"/tessera.v1.ReconstructionService/CancelJob", Role::kEnroller},
+      {"/tessera.v1.ReconstructionService/GetResult", Role::kReader},
+      {"/tessera.v1.ReconstructionService/DownloadResult", Role::kReader},
       // FingerprintService
       {"/tessera.v1.FingerprintService/Enroll", Role::kEnroller},
       {"/tessera.v1.FingerprintService/EnrollStream", Role::kEnroller},

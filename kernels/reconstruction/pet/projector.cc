@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/parallel.h"
 #include "common/status.h"
 #include "kernels/reconstruction/pet/em_ops.h"
 #include "kernels/reconstruction/pet/projector_kernels.h"
@@ -81,21 +82,23 @@ TofParams MakeTofParams(const TofSpec& tof) {
 std::vector<unsigned char> DominantAxisMasks(const ProjectorParams& p) {
   std::vector<unsigned char> masks(p.views, 0);
   const int axes = p.grid.is_2d ? 2 : 3;
-  for (int view = 0; view < p.views; ++view) {
-    unsigned char mask = 0;
-    for (int r = 0; r < p.rows; ++r) {
-      for (int c = 0; c < p.cols; ++c) {
-        const Lor L = MakeLor(p, view, c, r);
-        mask |= 1u << L.axis;
-        // Another backend may round a near-tie the other way: allow both.
-        const float top = std::fabs(L.d[L.axis]);
-        for (int a = 0; a < axes; ++a) {
-          if (std::fabs(L.d[a]) >= top * (1.0f - 1e-4f)) mask |= 1u << a;
+  ParallelFor(p.views, [&](int64_t begin, int64_t end, int) {
+    for (int64_t view = begin; view < end; ++view) {
+      unsigned char mask = 0;
+      for (int r = 0; r < p.rows; ++r) {
+        for (int c = 0; c < p.cols; ++c) {
+          const Lor L = MakeLor(p, static_cast<int>(view), c, r);
+          mask |= 1u << L.axis;
+          // Another backend may round a near-tie the other way: allow both.
+          const float top = std::fabs(L.d[L.axis]);
+          for (int a = 0; a < axes; ++a) {
+            if (std::fabs(L.d[a]) >= top * (1.0f - 1e-4f)) mask |= 1u << a;
+          }
         }
       }
+      masks[view] = mask;
     }
-    masks[view] = mask;
-  }
+  });
   return masks;
 }
 

@@ -13,6 +13,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -126,7 +128,11 @@ bool ReadEnrollFields(Cursor* c, StoredTemplate* t) {
 // Sequential reader of framed records; classifies what it finds at each offset.
 class RecordReader {
  public:
-  enum class Result { kRecord, kEnd, kTornTail, kCorrupt };
+  // kTornTail: the file ends inside a record (a write cut short: never
+  // acknowledged). kDamagedTail: the last record is complete but fails its
+  // CRC: a write whose data never reached the disk, or an acknowledged record
+  // damaged since; the two cannot be told apart, so it is never just dropped.
+  enum class Result { kRecord, kEnd, kTornTail, kDamagedTail, kCorrupt };
 
   static absl::StatusOr<std::unique_ptr<RecordReader>> Open(const std::string& path) {
     FILE* f = std::fopen(path.c_str(), "rb");
@@ -175,9 +181,8 @@ class RecordReader {
     }
     if (Crc32(*payload) != crc) {
       *why = "CRC mismatch";
-      // The last record of the file may be a torn write; anything followed by
-      // more records is corruption.
-      return int64_t{len} + 8 == remaining ? Result::kTornTail : Result::kCorrupt;
+      // Anything followed by more records is corruption.
+      return int64_t{len} + 8 == remaining ? Result::kDamagedTail : Result::kCorrupt;
     }
     offset_ += 8 + len;
     return Result::kRecord;
@@ -220,6 +225,7 @@ absl::Status FsyncDir(const std::string& dir) {
 struct DirListing {
   std::vector<uint64_t> snapshots, logs;
   std::vector<std::string> temporaries;
+  std::vector<std::string> quarantined;  // paths of damaged-* files
 };
 
 absl::StatusOr<DirListing> ListDir(const std::string& dir) {
@@ -231,6 +237,8 @@ absl::StatusOr<DirListing> ListDir(const std::string& dir) {
     uint64_t gen = 0;
     if (absl::EndsWith(name, ".tmp")) {
       out.temporaries.push_back(std::string(name));
+    } else if (absl::StartsWith(name, "damaged-")) {
+      out.quarantined.push_back(absl::StrCat(dir, "/", name));
     } else if (absl::StartsWith(name, "snapshot-") && absl::SimpleAtoi(name.substr(9), &gen)) {
       out.snapshots.push_back(gen);
     } else if (absl::StartsWith(name, "log-") && absl::SimpleAtoi(name.substr(4), &gen)) {
@@ -240,7 +248,33 @@ absl::StatusOr<DirListing> ListDir(const std::string& dir) {
   closedir(d);
   std::sort(out.snapshots.begin(), out.snapshots.end());
   std::sort(out.logs.begin(), out.logs.end());
+  std::sort(out.quarantined.begin(), out.quarantined.end());
   return out;
+}
+
+// Copies bytes [offset, end) of `path` to DIR/damaged-log-<gen>-at-<offset>
+// (written to a temporary name, fsynced, renamed, directory fsynced), then
+// truncates `path` to `offset`. Returns the new file's path.
+absl::StatusOr<std::string> QuarantineTail(const std::string& path, uint64_t gen, int64_t offset) {
+  const std::string dir = path.substr(0, path.rfind('/'));
+  const std::string aside = absl::StrCat(dir, "/damaged-log-", gen, "-at-", offset);
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    in.seekg(offset);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (in.bad()) return ErrnoError("cannot read", path);
+  }
+  const std::string tmp = aside + ".part";
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError("cannot create", tmp);
+  const bool written = write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()) && fsync(fd) == 0;
+  close(fd);
+  if (!written) return ErrnoError("cannot write", tmp);
+  if (rename(tmp.c_str(), aside.c_str()) != 0) return ErrnoError("cannot rename", tmp);
+  TESSERA_RETURN_IF_ERROR(FsyncDir(dir));
+  if (truncate(path.c_str(), offset) != 0) return ErrnoError("cannot truncate", path);
+  return aside;
 }
 
 }  // namespace
@@ -313,8 +347,24 @@ absl::StatusOr<std::unique_ptr<GalleryStore>> GalleryStore::Open(const std::stri
     return absl::FailedPreconditionError(absl::StrCat("gallery ", dir, " is in use by another process"));
   }
   std::unique_ptr<GalleryStore> store(new GalleryStore(dir, lock_fd));
-  TESSERA_RETURN_IF_ERROR(store->Load(sink, reserve));
+  TESSERA_RETURN_IF_ERROR(store->Load(sink, reserve, /*read_only=*/false));
   return store;
+}
+
+absl::StatusOr<GalleryCheck> GalleryStore::Check(const std::string& dir) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::NotFoundError(absl::StrCat("no gallery directory ", dir));
+  }
+  // No lock: a serving process may hold it; a record being appended then
+  // shows as a torn tail.
+  std::unique_ptr<GalleryStore> store(new GalleryStore(dir, -1));
+  GalleryCheck check;
+  const absl::Status loaded = store->Load(nullptr, nullptr, /*read_only=*/true);
+  if (!loaded.ok()) check.error = std::string(loaded.message());
+  check.stats = store->open_stats_;
+  check.live_templates = static_cast<int64_t>(store->live_.size());
+  return check;
 }
 
 GalleryStore::~GalleryStore() {
@@ -328,12 +378,13 @@ void GalleryStore::ApplyEnrollLocked(std::shared_ptr<StoredTemplate> t) {
   live_[std::move(id)] = std::move(t);
 }
 
-absl::Status GalleryStore::Load(const CylinderSink& sink, const ReserveHook& reserve) {
+absl::Status GalleryStore::Load(const CylinderSink& sink, const ReserveHook& reserve, bool read_only) {
   const auto start = std::chrono::steady_clock::now();
   TESSERA_ASSIGN_OR_RETURN(DirListing listing, ListDir(dir_));
+  open_stats_.quarantined = listing.quarantined;
   for (const std::string& tmp : listing.temporaries) {
     // An interrupted compaction: the old snapshot and logs are still there.
-    std::remove((dir_ + "/" + tmp).c_str());
+    if (!read_only) std::remove((dir_ + "/" + tmp).c_str());
   }
   const uint64_t snapshot_gen = listing.snapshots.empty() ? 0 : listing.snapshots.back();
   std::string payload, why;
@@ -404,10 +455,28 @@ absl::Status GalleryStore::Load(const CylinderSink& sink, const ReserveHook& res
       if (r == RecordReader::Result::kTornTail && newest) {
         // Never acknowledged (the sync did not complete): drop it.
         const int64_t dropped = reader->size() - offset;
+        open_stats_.truncated_bytes += dropped;
+        if (read_only) break;
         TESSERA_LOG(WARNING) << "gallery log " << path << ": dropping a torn record at byte " << offset << " ("
                              << why << "; " << dropped << " bytes, never acknowledged)";
         if (truncate(path.c_str(), offset) != 0) return ErrnoError("cannot truncate", path);
-        open_stats_.truncated_bytes += dropped;
+        break;
+      }
+      if (r == RecordReader::Result::kDamagedTail && newest) {
+        // Possibly an acknowledged enrollment or deletion: evidence. Its bytes
+        // move aside (durably) before the log is cut, and the start says so.
+        const int64_t damaged = reader->size() - offset;
+        open_stats_.quarantined_bytes += damaged;
+        if (read_only) {
+          open_stats_.damaged_tail = absl::StrCat(path, " at byte ", offset, ": ", why, " (", damaged, " bytes)");
+          break;
+        }
+        TESSERA_ASSIGN_OR_RETURN(std::string aside, QuarantineTail(path, logs[li], offset));
+        TESSERA_LOG(ERROR) << "gallery log " << path << ": the last record (byte " << offset << ", " << damaged
+                           << " bytes) is complete but fails its CRC; it may be an acknowledged enrollment or "
+                              "deletion, so it is NOT applied and its bytes are preserved in "
+                           << aside << " (inspect with `tessera fp check --gallery " << dir_ << "`)";
+        open_stats_.quarantined.push_back(aside);
         break;
       }
       if (r != RecordReader::Result::kRecord) {
@@ -435,6 +504,10 @@ absl::Status GalleryStore::Load(const CylinderSink& sink, const ReserveHook& res
       }
       ++open_stats_.log_records;
     }
+  }
+  if (read_only) {
+    open_stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return absl::OkStatus();
   }
   // Files an interrupted compaction left behind, now superseded.
   for (uint64_t gen : listing.snapshots) {

@@ -20,10 +20,15 @@
 //
 // Durability: Enroll/Delete return only after write() and fdatasync() of the
 // log; EnrollBatch writes all its records and syncs once (group commit).
-// Open replays snapshot + logs. A torn or corrupt record at the very end of
-// the newest log (a write that was never acknowledged) is truncated away with
-// a warning; a corrupt record anywhere else is DATA_LOSS naming the file and
-// offset. Compact() writes snapshot-<gen+1>.tmp, fsyncs it, renames it,
+// Open replays snapshot + logs. A torn record at the very end of the newest
+// log (the file ends inside it: a write that was never acknowledged) is
+// truncated away with a warning. A *complete* last record that fails its CRC
+// may be an acknowledged enrollment or deletion damaged since, so it is never
+// just dropped: its bytes are moved aside durably to
+// DIR/damaged-log-<gen>-at-<offset>, the log is cut there, and the start logs
+// an error naming the file (GalleryOpenStats::quarantined; `tessera fp check`
+// lists them). A corrupt record anywhere else is DATA_LOSS naming the file
+// and offset. Check() verifies a gallery without changing it. Compact() writes snapshot-<gen+1>.tmp, fsyncs it, renames it,
 // fsyncs the directory and only then removes the old files; appends go to
 // log-<gen+1> from the moment compaction starts, so enrolls keep flowing.
 #ifndef TESSERA_SERVICES_FINGERPRINT_GALLERY_STORE_H_
@@ -78,7 +83,19 @@ struct GalleryOpenStats {
   int64_t snapshot_cylinder_templates = 0;  // with persisted cylinders
   int64_t log_records = 0;
   int64_t truncated_bytes = 0;  // torn tail dropped
+  int64_t quarantined_bytes = 0;  // a damaged last record moved aside
+  std::vector<std::string> quarantined;  // damaged-* files in the directory (old and new)
+  std::string damaged_tail;  // Check() only: where the damaged last record is
   double seconds = 0;
+};
+
+// What GalleryStore::Check found.
+struct GalleryCheck {
+  GalleryOpenStats stats;
+  int64_t live_templates = 0;
+  std::string error;  // why Open would refuse the gallery (DATA_LOSS), or empty
+  // Nothing damaged or set aside (a torn tail is not damage: it was never acknowledged).
+  bool clean() const { return error.empty() && stats.damaged_tail.empty() && stats.quarantined.empty(); }
 };
 
 class GalleryStore {
@@ -113,6 +130,10 @@ class GalleryStore {
   const std::string& dir() const { return dir_; }
   const GalleryOpenStats& open_stats() const { return open_stats_; }
 
+  // Reads DIR as Open would (snapshot, logs, every record's CRC and fields)
+  // without locking, truncating or moving anything. NOT_FOUND without DIR.
+  static absl::StatusOr<GalleryCheck> Check(const std::string& dir);
+
   // Writes a snapshot of the live templates (with cylinders from `source`
   // where it has them) and starts a new log. Enrolls and deletes may run
   // meanwhile (they go to the new log).
@@ -120,7 +141,8 @@ class GalleryStore {
 
  private:
   GalleryStore(std::string dir, int lock_fd) : dir_(std::move(dir)), lock_fd_(lock_fd) {}
-  absl::Status Load(const CylinderSink& sink, const ReserveHook& reserve);
+  // read_only: Check()'s pass (reports tails instead of cutting them).
+  absl::Status Load(const CylinderSink& sink, const ReserveHook& reserve, bool read_only);
   absl::Status OpenLogLocked(uint64_t gen);
   absl::Status AppendAndSyncLocked(const std::string& framed);
   void ApplyEnrollLocked(std::shared_ptr<StoredTemplate> t);

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <set>
 #include <sstream>
@@ -155,11 +156,10 @@ TEST(GalleryStoreTest, TornTailIsTruncated) {
   }
   const int64_t good = FileSize(LogPath(dir));
   const std::string record = gallery_internal::FrameRecord(gallery_internal::EncodeEnroll(MakeTemplate("torn", 9)));
-  // Each kind of torn write: a partial header, a partial payload, a full-size
-  // record whose last bytes never made it (bad CRC), a zero-filled tail.
-  std::string last_bad = record;
-  last_bad.back() ^= 0x5a;
-  for (const std::string& tail : {record.substr(0, 5), record.substr(0, record.size() - 3), last_bad,
+  // Each kind of torn write: a partial header, a partial payload, a
+  // zero-filled tail. (A complete record with a bad CRC is not torn: see
+  // DamagedLastRecordIsMovedAsideNotDropped.)
+  for (const std::string& tail : {record.substr(0, 5), record.substr(0, record.size() - 3),
                                   std::string(record.size(), '\0')}) {
     AppendBytes(LogPath(dir), tail);
     auto store = GalleryStore::Open(dir);
@@ -178,6 +178,67 @@ TEST(GalleryStoreTest, TornTailIsTruncated) {
   ASSERT_TRUE(store.ok());
   EXPECT_EQ((*store)->size(), 5u);
   EXPECT_EQ((*store)->open_stats().truncated_bytes, 0);
+}
+
+// Probed as a new user would: one bit flipped inside the last, complete and
+// acknowledged record. It must not vanish: Open sets its bytes aside (exactly
+// them, durably), does not apply it, and says so; Check reports it.
+TEST(GalleryStoreTest, DamagedLastRecordIsMovedAsideNotDropped) {
+  const std::string dir = FreshDir("damaged");
+  int64_t last_record = 0;
+  {
+    auto store = GalleryStore::Open(dir);
+    ASSERT_TRUE(store.ok());
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE((*store)->Enroll(MakeTemplate(absl::StrCat("t", i), i)).ok());
+    last_record = (*store)->log_bytes();
+    ASSERT_TRUE((*store)->Enroll(MakeTemplate("evidence", 7)).ok());  // acknowledged
+  }
+  {
+    auto check = GalleryStore::Check(dir);
+    ASSERT_TRUE(check.ok());
+    EXPECT_TRUE(check->clean());
+    EXPECT_EQ(check->live_templates, 4);
+  }
+  const int64_t size = FileSize(LogPath(dir));
+  std::string original(size - last_record, '\0');
+  {
+    const int fd = open(LogPath(dir).c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(pread(fd, &original[0], original.size(), last_record), static_cast<ssize_t>(original.size()));
+    char c = original[20];
+    c ^= 0x08;
+    ASSERT_EQ(pwrite(fd, &c, 1, last_record + 20), 1);
+    original[20] = c;
+    close(fd);
+  }
+  {
+    // Check changes nothing and reports where.
+    auto check = GalleryStore::Check(dir);
+    ASSERT_TRUE(check.ok());
+    EXPECT_FALSE(check->clean());
+    EXPECT_THAT(check->stats.damaged_tail, ::testing::HasSubstr(absl::StrCat("at byte ", last_record)));
+    EXPECT_EQ(FileSize(LogPath(dir)), size);
+  }
+  auto store = GalleryStore::Open(dir);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ((*store)->size(), 3u);
+  EXPECT_EQ((*store)->open_stats().truncated_bytes, 0);
+  EXPECT_EQ((*store)->open_stats().quarantined_bytes, size - last_record);
+  ASSERT_EQ((*store)->open_stats().quarantined.size(), 1u);
+  const std::string aside = (*store)->open_stats().quarantined[0];
+  EXPECT_EQ(aside, absl::StrCat(dir, "/damaged-log-1-at-", last_record));
+  std::ifstream in(aside, std::ios::binary);
+  const std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(kept, original);
+  // New enrollments append after the cut; the file set aside stays reported.
+  ASSERT_TRUE((*store)->Enroll(MakeTemplate("after", 8)).ok());
+  store->reset();
+  auto check = GalleryStore::Check(dir);
+  ASSERT_TRUE(check.ok());
+  EXPECT_TRUE(check->error.empty());
+  EXPECT_TRUE(check->stats.damaged_tail.empty());
+  EXPECT_EQ(check->stats.quarantined, std::vector<std::string>{aside});
+  EXPECT_EQ(check->live_templates, 4);
 }
 
 TEST(GalleryStoreTest, CorruptionInTheMiddleIsDataLossWithTheOffset) {
@@ -204,6 +265,11 @@ TEST(GalleryStoreTest, CorruptionInTheMiddleIsDataLossWithTheOffset) {
   EXPECT_EQ(store.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(std::string(store.status().message()), HasSubstr(absl::StrCat("at byte ", second_record)));
   EXPECT_THAT(std::string(store.status().message()), HasSubstr("CRC"));
+  auto check = GalleryStore::Check(dir);
+  ASSERT_TRUE(check.ok());
+  EXPECT_FALSE(check->clean());
+  EXPECT_THAT(check->error, HasSubstr(absl::StrCat("at byte ", second_record)));
+  EXPECT_EQ(GalleryStore::Check(dir + "/missing").status().code(), absl::StatusCode::kNotFound);
 }
 
 MccTemplate FakeCylinders(const StoredTemplate& t) {

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/text_checks.h"
 
 namespace tessera {
 namespace {
@@ -31,7 +32,7 @@ absl::StatusOr<std::string> RealPath(const std::string& path) {
   char buf[PATH_MAX];
   if (realpath(path.c_str(), buf) == nullptr) {
     const int err = errno;
-    const std::string message = absl::StrCat("'", path, "': ", std::strerror(err));
+    const std::string message = absl::StrCat(QuoteBounded(path), ": ", std::strerror(err));
     if (err == ENOENT || err == ENOTDIR) return absl::NotFoundError(message);
     if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(message);
     return absl::InvalidArgumentError(message);
@@ -59,7 +60,7 @@ absl::Status CheckRequested(const std::string& requested, const std::vector<std:
 
 absl::Status Denied(const std::string& requested, const std::vector<std::string>& real_roots) {
   return absl::PermissionDeniedError(
-      absl::StrCat("'", requested, "' is outside the server's data roots (", RootsList(real_roots), ")"));
+      absl::StrCat(QuoteBounded(requested), " is outside the server's data roots (", RootsList(real_roots), ")"));
 }
 
 }  // namespace
@@ -99,10 +100,10 @@ absl::StatusOr<std::string> ResolveUnderRoots(const std::string& requested,
       if (!IsUnderAny(*real, real_roots)) return Denied(requested, real_roots);
       struct stat st;
       if (stat(real->c_str(), &st) != 0) {
-        return absl::NotFoundError(absl::StrCat("'", requested, "': ", std::strerror(errno)));
+        return absl::NotFoundError(absl::StrCat(QuoteBounded(requested), ": ", std::strerror(errno)));
       }
       if (!S_ISREG(st.st_mode)) {
-        return absl::InvalidArgumentError(absl::StrCat("'", requested, "' is not a regular file"));
+        return absl::InvalidArgumentError(absl::StrCat(QuoteBounded(requested), " is not a regular file"));
       }
       return *std::move(real);
     }
@@ -114,7 +115,7 @@ absl::StatusOr<std::string> ResolveUnderRoots(const std::string& requested,
     if (IsUnderAny(Lexical(candidate), real_roots)) missing_inside_root = true;
   }
   if (!missing_inside_root) return Denied(requested, real_roots);
-  return absl::NotFoundError(absl::StrCat("no such file: '", requested, "' (data roots: ", RootsList(real_roots), ")"));
+  return absl::NotFoundError(absl::StrCat("no such file: ", QuoteBounded(requested), " (data roots: ", RootsList(real_roots), ")"));
 }
 
 absl::StatusOr<std::string> ResolveOutputDirUnderRoots(const std::string& requested,
@@ -126,7 +127,7 @@ absl::StatusOr<std::string> ResolveOutputDirUnderRoots(const std::string& reques
     if (!IsUnderAny(*real, real_roots)) return Denied(requested, real_roots);
     struct stat st;
     if (stat(real->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      return absl::InvalidArgumentError(absl::StrCat("output directory '", requested, "' is not a directory"));
+      return absl::InvalidArgumentError(absl::StrCat("output directory ", QuoteBounded(requested), " is not a directory"));
     }
     return *std::move(real);
   }
@@ -136,13 +137,13 @@ absl::StatusOr<std::string> ResolveOutputDirUnderRoots(const std::string& reques
   const std::filesystem::path path(candidate);
   const std::string name = path.filename().string();
   if (name.empty() || name == "." || name == "..") {
-    return absl::InvalidArgumentError(absl::StrCat("bad output directory '", requested, "'"));
+    return absl::InvalidArgumentError(absl::StrCat("bad output directory ", QuoteBounded(requested)));
   }
   absl::StatusOr<std::string> parent = RealPath(path.parent_path().string());
   if (!parent.ok()) {
     if (parent.status().code() == absl::StatusCode::kNotFound) {
-      return absl::NotFoundError(absl::StrCat("the parent of output directory '", requested,
-                                              "' does not exist (only the last component is created)"));
+      return absl::NotFoundError(absl::StrCat("the parent of output directory ", QuoteBounded(requested),
+                                              " does not exist (only the last component is created)"));
     }
     return parent.status();
   }

@@ -193,6 +193,13 @@ TEST(FingerprintServiceTest, EndToEnd) {
     EXPECT_EQ(Enroll(s, "bad", "").error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_EQ(Enroll(s, "bad", std::string("\x01\x02\x03\xff", 4)).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_EQ(Enroll(s, "", imps[0].bytes).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    // Ids that would render misleadingly in evidence: NEXT LINE, a bidi override.
+    for (const auto& [id, code_point] : {std::make_pair(std::string("case\xc2\x85" "42"), "U+0085"),
+                                         std::make_pair(std::string("x\xe2\x80\xae" "gpj.exe"), "U+202E")}) {
+      grpc::Status bad_id = Enroll(s, id, imps[0].bytes);
+      EXPECT_EQ(bad_id.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << code_point;
+      EXPECT_THAT(bad_id.error_message(), ::testing::HasSubstr(code_point));
+    }
     EXPECT_EQ(Enroll(s, "huge", std::string(9000, '1')).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
 
     // Search: each held-out impression finds its finger first.

@@ -23,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "common/text_checks.h"
 
 namespace tessera {
 namespace fingerprint {
@@ -319,11 +320,7 @@ absl::Status ValidateStoredTemplate(const StoredTemplate& t) {
     return absl::InvalidArgumentError(
         absl::StrCat("template id must be 1-", kMaxGalleryIdLength, " bytes, got ", t.id.size()));
   }
-  for (char c : t.id) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-      return absl::InvalidArgumentError("template id contains control characters");
-    }
-  }
+  TESSERA_RETURN_IF_ERROR(CheckIdentifierText(t.id, "template id"));
   if (static_cast<int64_t>(t.bytes.size()) > kMaxGalleryTemplateBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("template of ", t.bytes.size(), " bytes; the limit is ", kMaxGalleryTemplateBytes));
@@ -581,7 +578,7 @@ absl::StatusOr<std::shared_ptr<const StoredTemplate>> GalleryStore::Enroll(Store
   auto stored = std::make_shared<StoredTemplate>(std::move(t));
   std::lock_guard<std::mutex> lock(mu_);
   if (!replace && live_.count(stored->id)) {
-    return absl::AlreadyExistsError(absl::StrCat("template '", stored->id, "' is already enrolled"));
+    return absl::AlreadyExistsError(absl::StrCat("template ", QuoteBounded(stored->id), " is already enrolled"));
   }
   TESSERA_RETURN_IF_ERROR(AppendAndSyncLocked(framed));
   ApplyEnrollLocked(stored);
@@ -608,7 +605,7 @@ absl::StatusOr<std::vector<absl::StatusOr<std::shared_ptr<const StoredTemplate>>
     if (framed[i].empty()) continue;
     const std::string& id = batch[i].id;
     if (in_batch.count(id) || (!replace && live_.count(id))) {
-      results[i] = absl::AlreadyExistsError(absl::StrCat("template '", id, "' is already enrolled"));
+      results[i] = absl::AlreadyExistsError(absl::StrCat("template ", QuoteBounded(id), " is already enrolled"));
       continue;
     }
     in_batch[id] = i;
@@ -627,7 +624,7 @@ absl::StatusOr<std::vector<absl::StatusOr<std::shared_ptr<const StoredTemplate>>
 absl::Status GalleryStore::Delete(absl::string_view id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = live_.find(id);
-  if (it == live_.end()) return absl::NotFoundError(absl::StrCat("no template '", id, "' in the gallery"));
+  if (it == live_.end()) return absl::NotFoundError(absl::StrCat("no template ", QuoteBounded(id), " in the gallery"));
   TESSERA_RETURN_IF_ERROR(AppendAndSyncLocked(FrameRecord(EncodeDelete(id))));
   live_.erase(it);
   return absl::OkStatus();

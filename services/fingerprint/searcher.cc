@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/parallel.h"
 #include "common/status.h"
+#include "common/text_checks.h"
 #include "kernels/fingerprint/lss.h"
 #include "services/fingerprint/alfi_pipeline.h"
 #include "services/fingerprint/dmc_matcher.h"
@@ -189,7 +190,7 @@ class MccSearcher final : public GallerySearcher {
     {
       std::shared_lock<std::shared_mutex> lock(mu_);
       auto it = slot_of_.find(std::string(id));
-      if (it == slot_of_.end()) return absl::NotFoundError(absl::StrCat("no template '", id, "' in the gallery"));
+      if (it == slot_of_.end()) return absl::NotFoundError(absl::StrCat("no template ", QuoteBounded(id), " in the gallery"));
       b = gallery_.Get(it->second);
     }
     return ScorePair(scorer, a, b);

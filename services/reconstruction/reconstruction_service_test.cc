@@ -267,6 +267,13 @@ TEST_F(ReconstructionServiceTest, BadRequestsAreRefusedAtSubmitNamingTheField) {
   EXPECT_THAT(s.error_message(), HasSubstr("sinogram"));
   r.mutable_sinogram()->set_path("/etc/passwd");
   EXPECT_EQ(submit(r).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  // A 10 KB path: the real error comes back, quoting a bounded prefix (an
+  // echo of the whole path would exceed the client's metadata limit).
+  r.mutable_sinogram()->set_path("/" + std::string(10240, 'p'));
+  s = submit(r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message().substr(0, 200);
+  EXPECT_LT(s.error_message().size(), 1024u);
+  EXPECT_THAT(s.error_message(), HasSubstr("(10241 bytes)"));
   r.mutable_sinogram()->set_upload_id("rf-nonexistent.nii");
   EXPECT_EQ(submit(r).error_code(), grpc::StatusCode::NOT_FOUND);
   r.mutable_sinogram()->set_upload_id("../../etc/passwd");

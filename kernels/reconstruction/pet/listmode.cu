@@ -1,7 +1,7 @@
 // CUDA list-mode data terms: naive (one thread per event, atomic scatter) and
 // bucketed (events sorted by (subset, TOF bin, view, row, col) and merged
 // once; per subset a sparse forward pass over the unique keys fills a dense
-// ratio sinogram that the deterministic gather back-projects).
+// ratio sinogram, which the caller back-projects with the sinogram projector).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -33,11 +33,12 @@ absl::StatusOr<std::shared_ptr<Buffer>> Device(const Stream& stream, size_t byte
 }
 
 struct AtomicAdd {
-  TESSERA_RECON_HD void operator()(float* where, float what) const {
+  float* image;
+  TESSERA_RECON_HD void operator()(int64_t voxel, float what) const {
 #if defined(__CUDA_ARCH__)
-    atomicAdd(where, what);
+    atomicAdd(image + voxel, what);
 #else
-    *where += what;
+    image[voxel] += what;
 #endif
   }
 };
@@ -59,7 +60,7 @@ __global__ void __launch_bounds__(kThreads)
     const float fwd = ForwardBin(p, image, L, k) * att;
     if (fwd > 0.0f) {
       ll = e.weight * log(static_cast<double>(fwd));
-      BackBin(p, L, k, static_cast<float>(e.weight) * att / fwd, out, AtomicAdd());
+      BackBin(p, L, k, static_cast<float>(e.weight) * att / fwd, AtomicAdd{out});
     }
   }
   cuda_detail::WriteBlockSum(ll, partials);
@@ -197,9 +198,9 @@ absl::StatusOr<EventBuckets> BuildBuckets(const Stream& stream, const ListModeEv
   return out;
 }
 
-absl::StatusOr<double> BucketedDataTerm(const Stream& stream, const ProjectorParams& p, const EventBuckets& buckets,
-                                        const BucketKeyShape& shape, int subset, const ViewRange& range,
-                                        ExecutionMode mode, const float* image, float* ratio, float* out) {
+absl::StatusOr<double> BucketedRatio(const Stream& stream, const ProjectorParams& p, const EventBuckets& buckets,
+                                     const BucketKeyShape& shape, int subset, const ViewRange& range,
+                                     const float* image, float* ratio) {
   TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
   cudaStream_t s = Native(stream);
   TESSERA_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ratio, 0, RangeSize(p, range) * sizeof(float), s));
@@ -216,11 +217,6 @@ absl::StatusOr<double> BucketedDataTerm(const Stream& stream, const ProjectorPar
         image, ratio, part);
     TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("pet BucketForwardKernel");
     TESSERA_ASSIGN_OR_RETURN(ll, cuda_detail::FinishSum(stream, part, blocks));
-  }
-  if (mode == ExecutionMode::kDeterministic) {
-    TESSERA_RETURN_IF_ERROR(BackGather(stream, p, range, ratio, out));
-  } else {
-    TESSERA_RETURN_IF_ERROR(BackScatter(stream, p, range, ratio, out));
   }
   return ll;
 }

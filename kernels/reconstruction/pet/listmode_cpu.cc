@@ -14,7 +14,8 @@ namespace cpu {
 namespace {
 
 struct PlainAdd {
-  void operator()(float* where, float what) const { *where += what; }
+  float* image;
+  void operator()(int64_t voxel, float what) const { image[voxel] += what; }
 };
 
 }  // namespace
@@ -43,7 +44,7 @@ double ListModeDataTerm(const ProjectorParams& p, const ListModeEvent* events, i
           const float fwd = ForwardBin(p, image, L, k) * att;
           if (!(fwd > 0.0f)) continue;
           sum += e.weight * std::log(static_cast<double>(fwd));
-          BackBin(p, L, k, static_cast<float>(e.weight) * att / fwd, acc, PlainAdd());
+          BackBin(p, L, k, static_cast<float>(e.weight) * att / fwd, PlainAdd{acc});
         }
         ll[chunk] = sum;
       },

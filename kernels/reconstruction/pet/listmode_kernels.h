@@ -13,7 +13,6 @@
 #include "absl/status/statusor.h"
 #include "common/buffer.h"
 #include "common/device.h"
-#include "kernels/reconstruction/execution_mode.h"
 #include "kernels/reconstruction/pet/listmode_file.h"
 #include "kernels/reconstruction/pet/lor_math.h"
 
@@ -53,15 +52,15 @@ absl::StatusOr<double> NaiveDataTerm(const Stream& stream, const ProjectorParams
 // sort) and merges duplicates (cub reduce-by-key).
 absl::StatusOr<EventBuckets> BuildBuckets(const Stream& stream, const ListModeEvent* events, int64_t n,
                                           const BucketKeyShape& shape);
-// Bucketed: the forward value of each unique (LOR, TOF bin) of `subset`
-// (sorted, so neighbouring threads walk neighbouring rays) gives
+// Bucketed, first half: the forward value of each unique (LOR, TOF bin) of
+// `subset` (sorted, so neighbouring threads walk neighbouring rays) gives
 // ratio = multiplicity / value in the subset's dense compact TOF sinogram
-// (zero elsewhere), which the sinogram back projection turns into out:
-// kDeterministic the gather (no atomics, bit-identical run to run), kDefault
-// the scatter. `ratio` holds RangeSize(p, range) floats.
-absl::StatusOr<double> BucketedDataTerm(const Stream& stream, const ProjectorParams& p, const EventBuckets& buckets,
-                                        const BucketKeyShape& shape, int subset, const ViewRange& range,
-                                        ExecutionMode mode, const float* image, float* ratio, float* out);
+// (zero elsewhere; RangeSize(p, range) floats); returns the log term. The
+// caller turns ratio into the data term with the sinogram projector's back
+// projection (PetProjector::Back: float or fixed-point scatter, or gather).
+absl::StatusOr<double> BucketedRatio(const Stream& stream, const ProjectorParams& p, const EventBuckets& buckets,
+                                     const BucketKeyShape& shape, int subset, const ViewRange& range,
+                                     const float* image, float* ratio);
 }  // namespace cuda
 
 }  // namespace pet

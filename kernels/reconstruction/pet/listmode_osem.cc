@@ -73,6 +73,7 @@ absl::StatusOr<std::unique_ptr<ListModeReconstructor>> ListModeReconstructor::Cr
   popts.num_subsets = options.num_subsets;
   popts.mode = (!cpu && r->method_ == ListModeMethod::kNaive) ? ExecutionMode::kDefault : options.mode;
   popts.mu_map = options.mu_map;
+  popts.deterministic_back = options.deterministic_back;
   TESSERA_ASSIGN_OR_RETURN(r->projector_, PetProjector::Create(geometry, stream, popts));
   PetProjector& A = *r->projector_;
 
@@ -160,8 +161,11 @@ absl::StatusOr<double> ListModeReconstructor::DataTerm(const float* image, float
     return cuda::NaiveDataTerm(*stream_, p, static_cast<const ListModeEvent*>(device_events_->data()) + begin,
                                subset_offsets_[subset + 1] - begin, image, out);
   }
-  return cuda::BucketedDataTerm(*stream_, p, buckets_, shape_, subset, range, projector_->mode(), image,
-                                static_cast<float*>(ratio_->data()), out);
+  float* ratio = static_cast<float*>(ratio_->data());
+  TESSERA_ASSIGN_OR_RETURN(const double ll, cuda::BucketedRatio(*stream_, p, buckets_, shape_, subset, range, image,
+                                                               ratio));
+  TESSERA_RETURN_IF_ERROR(projector_->Back(ratio, out, subset));
+  return ll;
 #else
   return NoCuda();
 #endif

@@ -19,10 +19,12 @@
 //   CUDA kBucketed: events sorted once on the GPU by (subset, TOF bin, view,
 //     row, col) and duplicates merged into (LOR, multiplicity); per subset a
 //     forward pass over its unique keys fills a dense ratio TOF sinogram (zero
-//     where no event), which the sinogram projector back-projects: with
-//     kDeterministic the voxel-driven gather (no atomics, bit-identical run
-//     to run), with kDefault the ray-driven scatter (one thread per LOR,
-//     atomics, TOF bins summed per sample: far fewer atomics than per event).
+//     where no event), which the sinogram projector back-projects with its
+//     ray-driven scatter (one thread per LOR, TOF bins summed per sample: far
+//     fewer atomics than per event): float atomics with kDefault; with
+//     kDeterministic 64-bit fixed-point integer atomics (bit-identical run to
+//     run whatever the order of events and atomics; fixed_point.h), or the
+//     voxel-driven gather (deterministic_back = kGather).
 // Sensitivities use the projector in the same mode (kNaive: kDefault).
 #ifndef TESSERA_KERNELS_RECONSTRUCTION_PET_LISTMODE_OSEM_H_
 #define TESSERA_KERNELS_RECONSTRUCTION_PET_LISTMODE_OSEM_H_
@@ -52,9 +54,11 @@ struct ListModeOptions {
   ListModeMethod method = ListModeMethod::kBucketed;  // CUDA only; the CPU runs its reference
   // Optional mu-map (1/mm) on the volume grid in the stream's memory (PetProjectorOptions).
   const float* mu_map = nullptr;
-  // kBucketed's back projection (and the sensitivities): gather or scatter.
+  // kBucketed's back projection (and the sensitivities): float scatter, or
+  // deterministic (fixed-point scatter or gather: deterministic_back).
   ExecutionMode mode = ExecutionMode::kDeterministic;
   float sensitivity_eps = 1e-12f;
+  DeterministicBack deterministic_back = DeterministicBack::kAuto;  // PetProjectorOptions
 };
 
 class ListModeReconstructor {

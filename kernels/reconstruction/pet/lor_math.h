@@ -11,7 +11,9 @@
 // unit direction from the line's origin point.
 //
 // The back projection exists in two orders with the same weights:
-//   - scatter (ray-driven): walk each LOR and add into the voxels it touches;
+//   - scatter (ray-driven): walk each LOR and add into the voxels it touches
+//     (float atomics, or fixed-point integer atomics for a deterministic
+//     result: fixed_point.h);
 //   - gather (voxel-driven, deterministic): for each voxel and view, find the
 //     detector pixels whose rays' samples in the voxel's plane fall within
 //     one voxel of it (the voxel's 2x2 neighbourhood projected onto the
@@ -305,10 +307,11 @@ TESSERA_RECON_HD inline float Interpolate(const GridParams& g, const float* imag
 }
 
 // Adds value * (interpolation weight) into the voxels sample s touches;
-// add(float* where, float what) does the addition (plain or atomic).
+// add(int64_t voxel, float what) does the addition into whatever accumulator
+// it holds (a float volume, plainly or atomically, or fixed-point integers).
 template <typename Add>
-TESSERA_RECON_HD inline void Spread(const GridParams& g, float* image, const Lor& L, int i, const Sample& s,
-                                    float value, const Add& add) {
+TESSERA_RECON_HD inline void Spread(const GridParams& g, const Lor& L, int i, const Sample& s, float value,
+                                    const Add& add) {
   if (!Near(s.u[0], L.n_b) || (!g.is_2d && !Near(s.u[1], L.n_c))) return;
   const int jb = static_cast<int>(floorf(s.u[0]));
   const int jc = g.is_2d ? 0 : static_cast<int>(floorf(s.u[1]));
@@ -321,7 +324,7 @@ TESSERA_RECON_HD inline void Spread(const GridParams& g, float* image, const Lor
       const int k = jc + dc;
       if (k < 0 || k >= L.n_c) continue;
       const float w = g.is_2d ? wb : wb * TapWeight(s.u[1], k);
-      add(image + base + j * L.s_b + k * L.s_c, w * value);
+      add(base + j * L.s_b + k * L.s_c, w * value);
     }
   }
 }
@@ -345,8 +348,7 @@ TESSERA_RECON_HD inline float ForwardBin(const ProjectorParams& P, const float* 
 // Back projection of one TOF bin: image += value * (row k of A for L), value
 // including any attenuation factor.
 template <typename Add>
-TESSERA_RECON_HD inline void BackBin(const ProjectorParams& P, const Lor& L, int k, float value, float* image,
-                                     const Add& add) {
+TESSERA_RECON_HD inline void BackBin(const ProjectorParams& P, const Lor& L, int k, float value, const Add& add) {
   if (value == 0.0f) return;
   float t_lo, t_hi;
   TofWindow(P.tof, k, k, &t_lo, &t_hi);
@@ -357,7 +359,7 @@ TESSERA_RECON_HD inline void BackBin(const ProjectorParams& P, const Lor& L, int
     const Sample s = SampleAt(L, P.grid, i);
     const float tw = TofWeight(P.tof, k, s.lambda - L.t_ref);
     if (tw == 0.0f) continue;
-    Spread(P.grid, image, L, i, s, tw * scaled, add);
+    Spread(P.grid, L, i, s, tw * scaled, add);
   }
 }
 
@@ -379,10 +381,13 @@ TESSERA_RECON_HD inline float TofWeightedSum(const TofParams& T, float t, const 
 }
 
 // Back projection of all TOF bins of one LOR: image += A_L^T y, with y[k] at
-// y[k * stride] and `scale` the LOR's attenuation factor.
+// y[k * stride] and `scale` the LOR's attenuation factor. Each voxel gets at
+// most one term per LOR (one sample per plane), of magnitude at most
+// step * scale * sum_k |y_k| (tap and TOF weights are <= 1): fixed_point.h's
+// bound rests on this.
 template <typename Add>
 TESSERA_RECON_HD inline void BackLor(const ProjectorParams& P, const Lor& L, const float* y, int64_t stride,
-                                     float scale, float* image, const Add& add) {
+                                     float scale, const Add& add) {
   int k0 = P.tof.bins, k1 = -1;
   for (int k = 0; k < P.tof.bins; ++k) {
     if (y[k * stride] != 0.0f) {
@@ -400,7 +405,7 @@ TESSERA_RECON_HD inline void BackLor(const ProjectorParams& P, const Lor& L, con
     const Sample s = SampleAt(L, P.grid, i);
     const float value = TofWeightedSum(P.tof, s.lambda - L.t_ref, y, stride);
     if (value == 0.0f) continue;
-    Spread(P.grid, image, L, i, s, value * scaled, add);
+    Spread(P.grid, L, i, s, value * scaled, add);
   }
 }
 

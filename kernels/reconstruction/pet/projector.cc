@@ -40,6 +40,18 @@ absl::Status NoCuda() {
 
 }  // namespace
 
+const char* DeterministicBackName(DeterministicBack back) {
+  switch (back) {
+    case DeterministicBack::kAuto:
+      return "auto";
+    case DeterministicBack::kFixedPoint:
+      return "fixed-point scatter";
+    case DeterministicBack::kGather:
+      return "gather";
+  }
+  return "?";
+}
+
 GridParams MakeGridParams(const PetGeometry& geometry) {
   const VolumeGeometry& v = geometry.ct.volume;
   GridParams g{};
@@ -115,11 +127,24 @@ absl::StatusOr<std::unique_ptr<PetProjector>> PetProjector::Create(const PetGeom
     return absl::InvalidArgumentError(absl::StrCat("num_subsets must be in [1, ", geometry.num_views(),
                                                    "] (the number of views), got ", options.num_subsets));
   }
+  DeterministicBack back = options.deterministic_back;
+  if (back != DeterministicBack::kAuto && back != DeterministicBack::kFixedPoint &&
+      back != DeterministicBack::kGather) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("deterministic_back: unknown value ", static_cast<int>(options.deterministic_back)));
+  }
 #if !TESSERA_WITH_CUDA
   if (stream.backend() == Backend::kCuda) return NoCuda();
 #endif
-  std::unique_ptr<PetProjector> projector(new PetProjector(geometry, stream, options.num_subsets, options.mode));
+  if (back == DeterministicBack::kAuto) {
+    back = stream.backend() == Backend::kCuda ? DeterministicBack::kFixedPoint : DeterministicBack::kGather;
+  }
+  std::unique_ptr<PetProjector> projector(
+      new PetProjector(geometry, stream, options.num_subsets, options.mode, back));
   TESSERA_RETURN_IF_ERROR(projector->Init(options.mu_map));
+  if (options.mode == ExecutionMode::kDeterministic && back == DeterministicBack::kFixedPoint) {
+    TESSERA_RETURN_IF_ERROR(projector->fixed_point_scratch().status());
+  }
   return projector;
 }
 
@@ -192,20 +217,38 @@ absl::Status PetProjector::Forward(const float* x, float* y, int subset) {
 
 absl::Status PetProjector::Back(const float* y, float* x, int subset) { return BackWithMode(y, x, subset, mode_); }
 
+absl::StatusOr<FixedPointScratch> PetProjector::fixed_point_scratch() {
+  if (fixed_scratch_ == nullptr) {
+    TESSERA_ASSIGN_OR_RETURN(fixed_scratch_, Buffer::Allocate(KindOf(*stream_),
+                                                              FixedPointScratchBytes(params_.grid), stream_->ordinal()));
+  }
+  return CarveFixedPointScratch(fixed_scratch_->data(), params_.grid);
+}
+
 absl::Status PetProjector::BackWithMode(const float* y, float* x, int subset, ExecutionMode mode) {
   if (x == nullptr || y == nullptr) return absl::InvalidArgumentError("pet back: x or y is null");
   TESSERA_ASSIGN_OR_RETURN(const ViewRange range, Range(subset));
-  const bool gather = mode == ExecutionMode::kDeterministic;
+  const bool deterministic = mode == ExecutionMode::kDeterministic;
+  const bool gather = deterministic && deterministic_back_ == DeterministicBack::kGather;
+  const bool fixed = deterministic && deterministic_back_ == DeterministicBack::kFixedPoint;
+  FixedPointScratch scratch{};
+  if (fixed) {
+    TESSERA_ASSIGN_OR_RETURN(scratch, fixed_point_scratch());
+  }
   if (stream_->backend() == Backend::kCpu) {
     if (gather) {
       cpu::BackGather(params_, range, y, x);
+    } else if (fixed) {
+      cpu::BackFixedPoint(params_, range, y, x, scratch);
     } else {
       cpu::BackScatter(params_, range, y, x);
     }
     return absl::OkStatus();
   }
 #if TESSERA_WITH_CUDA
-  return gather ? cuda::BackGather(*stream_, params_, range, y, x) : cuda::BackScatter(*stream_, params_, range, y, x);
+  if (gather) return cuda::BackGather(*stream_, params_, range, y, x);
+  if (fixed) return cuda::BackFixedPoint(*stream_, params_, range, y, x, scratch);
+  return cuda::BackScatter(*stream_, params_, range, y, x);
 #else
   return NoCuda();
 #endif

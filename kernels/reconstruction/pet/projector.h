@@ -10,12 +10,23 @@
 // (recon::LinearOperator).
 //
 // Back projection by execution mode:
-//   kDefault: ray-driven scatter (CUDA: one thread per LOR, atomicAdd; CPU:
-//     per-thread volumes summed in thread order);
-//   kDeterministic: voxel-driven gather, every voxel summing its terms in a
-//     fixed order: bit-identical run to run on one GPU model (and on the CPU
-//     independent of the thread count).
-// Both are the exact adjoint of Forward up to float rounding.
+//   kDefault: ray-driven float scatter (CUDA: one thread per LOR, atomicAdd;
+//     CPU: per-thread volumes summed in thread order);
+//   kDeterministic (PetProjectorOptions::deterministic_back):
+//     kFixedPoint: the same ray-driven scatter accumulating in 64-bit fixed
+//       point with integer atomics (fixed_point.h: scale, error bound), so the
+//       order of the atomics cannot change a bit: on an H200 1.xx-1.xx x the
+//       float scatter's time instead of the gather's ~10x in 3-D
+//       (bench/results/2026-12-01-h200-recon-pet-v2.md);
+//     kGather: voxel-driven gather, every voxel summing its terms in a fixed
+//       order (the reference the fixed-point scatter replaced; kept because
+//       it needs no scratch and recomputes nothing host-side);
+//     kAuto: kFixedPoint on CUDA; kGather on the CPU, whose recorded
+//       deterministic outputs (services/reconstruction golden test) are
+//       gather results and which is a reference backend anyway.
+//   Both deterministic orders are bit-identical run to run on one GPU model,
+//   and on the CPU independent of the thread count.
+// All are the exact adjoint of Forward up to float rounding.
 #ifndef TESSERA_KERNELS_RECONSTRUCTION_PET_PROJECTOR_H_
 #define TESSERA_KERNELS_RECONSTRUCTION_PET_PROJECTOR_H_
 
@@ -29,10 +40,15 @@
 #include "kernels/reconstruction/linear_operator.h"
 #include "kernels/reconstruction/pet/lor_math.h"
 #include "kernels/reconstruction/pet/pet_geometry.h"
+#include "kernels/reconstruction/pet/projector_kernels.h"
 
 namespace tessera {
 namespace recon {
 namespace pet {
+
+// How kDeterministic back-projects (see above).
+enum class DeterministicBack { kAuto, kFixedPoint, kGather };
+const char* DeterministicBackName(DeterministicBack back);
 
 struct PetProjectorOptions {
   int num_subsets = 1;  // 1 .. num_views
@@ -40,6 +56,7 @@ struct PetProjectorOptions {
   // Optional linear attenuation coefficients (1/mm) on the volume grid,
   // x-fastest, in the stream's memory; read during Create only. Null: none.
   const float* mu_map = nullptr;
+  DeterministicBack deterministic_back = DeterministicBack::kAuto;
 };
 
 class PetProjector : public LinearOperator {
@@ -61,6 +78,13 @@ class PetProjector : public LinearOperator {
   absl::Status Back(const float* y, float* x, int subset = kAllSubsets) override;
   absl::Status BackWithMode(const float* y, float* x, int subset, ExecutionMode mode);
 
+  // kDeterministic's back projection (kAuto resolved for the backend).
+  DeterministicBack deterministic_back() const { return deterministic_back_; }
+  // The fixed-point scratch (FixedPointScratchBytes: 8 bytes per voxel and a
+  // little), allocated by Create for a kDeterministic fixed-point projector,
+  // else by the first fixed-point back projection; then reused by every call.
+  absl::StatusOr<FixedPointScratch> fixed_point_scratch();
+
   const PetGeometry& geometry() const { return geometry_; }
   ExecutionMode mode() const { return mode_; }
   // Attenuation factors per LOR (c + cols * (r + rows * view)) in the
@@ -72,8 +96,9 @@ class PetProjector : public LinearOperator {
   absl::StatusOr<ViewRange> Range(int subset) const;
 
  private:
-  PetProjector(const PetGeometry& geometry, const Stream& stream, int num_subsets, ExecutionMode mode)
-      : geometry_(geometry), stream_(&stream), num_subsets_(num_subsets), mode_(mode) {}
+  PetProjector(const PetGeometry& geometry, const Stream& stream, int num_subsets, ExecutionMode mode,
+               DeterministicBack back)
+      : geometry_(geometry), stream_(&stream), num_subsets_(num_subsets), mode_(mode), deterministic_back_(back) {}
 
   absl::Status Init(const float* mu_map);
   absl::Status RunForward(const ProjectorParams& params, const ViewRange& range, const float* x, float* y);
@@ -82,8 +107,9 @@ class PetProjector : public LinearOperator {
   const Stream* stream_;
   int num_subsets_;
   ExecutionMode mode_;
+  DeterministicBack deterministic_back_;
   ProjectorParams params_{};
-  std::shared_ptr<Buffer> views_, masks_, atten_;
+  std::shared_ptr<Buffer> views_, masks_, atten_, fixed_scratch_;
 };
 
 // Host-side ProjectorParams pieces (also used by tests): the float grid and

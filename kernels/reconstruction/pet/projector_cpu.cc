@@ -1,6 +1,8 @@
 // CPU reference of the PET projector: the lor_math.h arithmetic in plain
-// loops, threaded with common/parallel.h.
+// loops, threaded with common/parallel.h; the fixed-point scatter of
+// fixed_point.h with relaxed int64 atomics.
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "common/parallel.h"
@@ -13,8 +15,21 @@ namespace cpu {
 namespace {
 
 struct PlainAdd {
-  void operator()(float* where, float what) const { *where += what; }
+  float* image;
+  void operator()(int64_t voxel, float what) const { image[voxel] += what; }
 };
+
+// Relaxed atomics suffice: only the final sums are read, after the join.
+struct FixedAtomicAdd {
+  unsigned long long* acc;
+  float scale;
+  void operator()(int64_t voxel, float what) const {
+    const long long q = ToFixed(what, scale);
+    if (q != 0) __atomic_fetch_add(acc + voxel, static_cast<unsigned long long>(q), __ATOMIC_RELAXED);
+  }
+};
+
+constexpr int64_t kAbsSumBlock = 1 << 16;
 
 }  // namespace
 
@@ -56,7 +71,7 @@ void BackScatter(const ProjectorParams& p, const ViewRange& range, const float* 
           const int view = range.first + static_cast<int>(q) * range.stride;
           const Lor L = MakeLor(p, view, static_cast<int>(lor % p.cols), static_cast<int>(lor / p.cols));
           const float scale = p.atten != nullptr ? p.atten[lor + det * view] : 1.0f;
-          BackLor(p, L, y + q * det * p.tof.bins + lor, det, scale, out, PlainAdd());
+          BackLor(p, L, y + q * det * p.tof.bins + lor, det, scale, PlainAdd{out});
         }
       },
       64);
@@ -75,6 +90,50 @@ void BackGather(const ProjectorParams& p, const ViewRange& range, const float* y
       image[v] = GatherVoxel(p, range, y, idx);
     }
   });
+}
+
+double AbsSum(const float* y, int64_t n) {
+  const int64_t blocks = (n + kAbsSumBlock - 1) / kAbsSumBlock;
+  std::vector<double> partial(blocks, 0.0);
+  ParallelForDynamic(blocks, 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t b = begin; b < end; ++b) {
+      double s = 0.0;
+      const int64_t stop = std::min(n, (b + 1) * kAbsSumBlock);
+      for (int64_t i = b * kAbsSumBlock; i < stop; ++i) s += std::fabs(static_cast<double>(y[i]));
+      partial[b] = s;
+    }
+  });
+  double total = 0.0;
+  for (double s : partial) total += s;
+  return total;
+}
+
+FixedPointScale BackFixedPoint(const ProjectorParams& p, const ViewRange& range, const float* y, float* image,
+                               const FixedPointScratch& scratch, const int64_t* order) {
+  const int64_t voxels = GridSize(p.grid);
+  const int64_t det = static_cast<int64_t>(p.cols) * p.rows;
+  const int64_t lors = det * range.count;
+  const FixedPointScale f =
+      ChooseFixedPointScale(AbsSum(y, RangeSize(p, range)) * FixedPointWeightBound(p.grid));
+  unsigned long long* acc = scratch.acc;
+  std::fill(acc, acc + voxels, 0ull);
+  if (f.finite) {
+    const FixedAtomicAdd add{acc, f.scale};
+    ParallelForDynamic(lors, 64, [&](int64_t begin, int64_t end, int) {
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t l = order != nullptr ? order[i] : i;
+        const int64_t q = l / det, lor = l % det;
+        const int view = range.first + static_cast<int>(q) * range.stride;
+        const Lor L = MakeLor(p, view, static_cast<int>(lor % p.cols), static_cast<int>(lor / p.cols));
+        const float scale = p.atten != nullptr ? p.atten[lor + det * view] : 1.0f;
+        BackLor(p, L, y + q * det * p.tof.bins + lor, det, scale, add);
+      }
+    });
+  }
+  ParallelFor(voxels, [&](int64_t begin, int64_t end, int) {
+    for (int64_t v = begin; v < end; ++v) image[v] = FromFixed(acc[v], f);
+  });
+  return f;
 }
 
 }  // namespace cpu

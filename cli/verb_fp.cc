@@ -6,6 +6,7 @@
 //   tessera fp search --gallery DIR [--top K] [--matcher lssr|dmc] LATENT...
 //   tessera fp delete --gallery DIR IDS...
 //   tessera fp list   --gallery DIR
+//   tessera fp check  --gallery DIR   (offline verification; changes nothing)
 //
 // Every subcommand prints JSON on stdout; errors go to stderr and a failed
 // item makes the exit code 1 (usage errors: 2).
@@ -22,6 +23,7 @@
 #include "cli/verbs.h"
 #include "common/json.h"
 #include "services/fingerprint/fingerprint_service.h"
+#include "services/fingerprint/gallery_store.h"
 #include "services/fingerprint/template_io.h"
 
 namespace tessera::cli {
@@ -46,7 +48,8 @@ int Usage(const std::vector<FlagSpec>& specs, FILE* out, int rc) {
                "usage: tessera fp enroll --gallery DIR [--ids a,b,...] [--replace] FILES...\n"
                "       tessera fp search --gallery DIR [--top K] [--matcher lssr|dmc] LATENT...\n"
                "       tessera fp delete --gallery DIR IDS...\n"
-               "       tessera fp list   --gallery DIR\n%s",
+               "       tessera fp list   --gallery DIR\n"
+               "       tessera fp check  --gallery DIR   (verify offline: exit 1 if damaged or set aside)\n%s",
                FlagsHelp(specs).c_str());
   return rc;
 }
@@ -211,6 +214,37 @@ int List(fingerprint::FingerprintGallery& gallery) {
   return 0;
 }
 
+// Reads the gallery as a start would, without locking or changing it: exit 0
+// when nothing is damaged or set aside, 1 otherwise (a torn tail, a write that
+// was never acknowledged, is reported but is not damage).
+int Check(const std::string& dir) {
+  absl::StatusOr<fingerprint::GalleryCheck> check = fingerprint::GalleryStore::Check(dir);
+  if (!check.ok()) {
+    std::fprintf(stderr, "tessera fp check: %s\n", check.status().ToString().c_str());
+    return 1;
+  }
+  const fingerprint::GalleryOpenStats& s = check->stats;
+  std::vector<std::string> aside;
+  for (const std::string& f : s.quarantined) aside.push_back(JsonQuote(f));
+  std::printf(
+      "{\"gallery\": %s, \"clean\": %s, \"live_templates\": %lld, \"snapshot_templates\": %lld, "
+      "\"log_records\": %lld, \"torn_tail_bytes\": %lld, \"damaged_tail\": %s, \"set_aside\": [%s], "
+      "\"error\": %s}\n",
+      JsonQuote(dir).c_str(), check->clean() ? "true" : "false", static_cast<long long>(check->live_templates),
+      static_cast<long long>(s.snapshot_templates), static_cast<long long>(s.log_records),
+      static_cast<long long>(s.truncated_bytes), JsonQuote(s.damaged_tail).c_str(), absl::StrJoin(aside, ", ").c_str(),
+      JsonQuote(check->error).c_str());
+  if (!check->error.empty()) std::fprintf(stderr, "tessera fp check: %s\n", check->error.c_str());
+  if (!s.damaged_tail.empty()) {
+    std::fprintf(stderr, "tessera fp check: damaged last record: %s (the next start sets it aside)\n",
+                 s.damaged_tail.c_str());
+  }
+  for (const std::string& f : s.quarantined) {
+    std::fprintf(stderr, "tessera fp check: set aside earlier (not in the gallery): %s\n", f.c_str());
+  }
+  return check->clean() ? 0 : 1;
+}
+
 }  // namespace
 
 int RunFp(int argc, char** argv) {
@@ -224,7 +258,7 @@ int RunFp(int argc, char** argv) {
     return Usage(specs, stderr, 2);
   }
   if (args->help()) return Usage(specs, stdout, 0);
-  if (sub != "enroll" && sub != "search" && sub != "delete" && sub != "list") {
+  if (sub != "enroll" && sub != "search" && sub != "delete" && sub != "list" && sub != "check") {
     std::fprintf(stderr, "tessera fp: unknown subcommand '%s'\n", sub.c_str());
     return Usage(specs, stderr, 2);
   }
@@ -232,6 +266,7 @@ int RunFp(int argc, char** argv) {
     std::fprintf(stderr, "tessera fp %s: --gallery is required\n", sub.c_str());
     return 2;
   }
+  if (sub == "check") return Check(args->Get("gallery"));
   if (sub != "list" && args->positional().empty()) {
     std::fprintf(stderr, "tessera fp %s: nothing given\n", sub.c_str());
     return Usage(specs, stderr, 2);

@@ -2,18 +2,29 @@
 // without a GPU. Geometries avoid views at exactly 45 degrees, where the two
 // backends may round a ray's dominant axis differently (both right, but
 // sampled along different axes). Tolerances (relative L2 unless stated):
-//   projector forward, scatter and gather back projections: 1e-4;
-//   gather and deterministic OSEM repeated: bit-identical;
+//   projector forward, float scatter, fixed-point scatter and gather back
+//     projections: 1e-4;
+//   fixed-point scatter and gather repeated, deterministic OSEM repeated:
+//     bit-identical;
+//   fixed-point scatter with the LORs in natural, reversed and shuffled thread
+//     order: bit-identical (the float scatter's differing voxels are printed,
+//     not asserted: that depends on the hardware's scheduling); fixed point vs
+//     the float scatter on the GPU 1e-5; non-finite data: NaN everywhere;
 //   EM ops: ratio 1e-6, log-likelihood 1e-9 (relative), first invalid index exact;
 //   OSEM (S = 4, 2 iterations, attenuation, background): 1e-4, log-likelihoods
 //     within 1e-5 of (|LL| + total counts) (the sum cancels);
-//   list-mode data term: naive vs bucketed (gather and scatter) 1e-5, each vs
-//     CPU 1e-4; log terms within 1e-5 (vs CPU) and 1e-6 (naive vs bucketed)
-//     of (|sum| + events);
-//   bucketed repeated: bit-identical; list-mode OSEM vs CPU 1e-4.
+//   list-mode data term: naive vs bucketed (fixed-point scatter, gather and
+//     float scatter) 1e-5, each vs CPU 1e-4; log terms within 1e-5 (vs CPU)
+//     and 1e-6 (naive vs bucketed) of (|sum| + events);
+//   bucketed deterministic repeated, and with the events in another order:
+//     bit-identical; list-mode OSEM vs CPU 1e-4.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <random>
 #include <set>
 #include <tuple>
 #include <vector>
@@ -66,7 +77,10 @@ TEST(PetCudaTest, ProjectorMatchesCpu) {
     auto d_mu = DeviceArray<float>::FromHost(mu, *gpu);
     auto A_cpu = PetProjector::Create(g, cpu, {3, ExecutionMode::kDefault, mu.data()});
     auto A_gpu = PetProjector::Create(g, *gpu, {3, ExecutionMode::kDefault, d_mu.data()});
-    ASSERT_TRUE(A_cpu.ok() && A_gpu.ok()) << A_gpu.status();
+    auto A_gather = PetProjector::Create(
+        g, *gpu, {3, ExecutionMode::kDeterministic, d_mu.data(), DeterministicBack::kGather});
+    ASSERT_TRUE(A_cpu.ok() && A_gpu.ok() && A_gather.ok()) << A_gpu.status();
+    ASSERT_EQ((*A_gpu)->deterministic_back(), DeterministicBack::kFixedPoint);
     for (int subset : {kAllSubsets, 2}) {
       const std::vector<float> x = testing::Random((*A_cpu)->domain_size(), 1);
       const std::vector<float> y = testing::Random((*A_cpu)->range_size(subset), 2);
@@ -86,6 +100,9 @@ TEST(PetCudaTest, ProjectorMatchesCpu) {
         ASSERT_TRUE((*A_gpu)->BackWithMode(dy.data(), daty.data(), subset, mode).ok());
         EXPECT_LT(RelL2(daty.Download(), aty), 1e-4) << Describe(g) << " " << ExecutionModeName(mode);
       }
+      daty.Poison(::tessera::testing::kNaN);
+      ASSERT_TRUE((*A_gather)->Back(dy.data(), daty.data(), subset).ok());
+      EXPECT_LT(RelL2(daty.Download(), aty), 1e-4) << Describe(g) << " gather";
     }
   }
 }
@@ -95,15 +112,91 @@ TEST(PetCudaTest, DeterministicBackProjectionIsBitIdentical) {
   auto gpu = Gpu();
   ASSERT_TRUE(gpu.ok());
   for (const PetGeometry& g : Geometries()) {
-    auto A = PetProjector::Create(g, *gpu, {1, ExecutionMode::kDeterministic, nullptr});
-    ASSERT_TRUE(A.ok());
-    auto dy = DeviceArray<float>::FromHost(testing::Random((*A)->range_size(), 5), *gpu);
-    auto a = DeviceArray<float>::Allocate((*A)->domain_size(), *gpu);
-    auto b = DeviceArray<float>::Allocate((*A)->domain_size(), *gpu);
-    ASSERT_TRUE((*A)->Back(dy.data(), a.data()).ok());
-    ASSERT_TRUE((*A)->Back(dy.data(), b.data()).ok());
-    EXPECT_EQ(a.Download(), b.Download()) << Describe(g);
+    for (DeterministicBack back : {DeterministicBack::kAuto, DeterministicBack::kGather}) {
+      auto A = PetProjector::Create(g, *gpu, {1, ExecutionMode::kDeterministic, nullptr, back});
+      ASSERT_TRUE(A.ok());
+      auto dy = DeviceArray<float>::FromHost(testing::Random((*A)->range_size(), 5), *gpu);
+      auto a = DeviceArray<float>::Allocate((*A)->domain_size(), *gpu);
+      auto b = DeviceArray<float>::Allocate((*A)->domain_size(), *gpu);
+      ASSERT_TRUE((*A)->Back(dy.data(), a.data()).ok());
+      ASSERT_TRUE((*A)->Back(dy.data(), b.data()).ok());
+      EXPECT_EQ(a.Download(), b.Download()) << Describe(g) << " " << DeterministicBackName(back);
+    }
   }
+}
+
+// Thread l of the scatter takes LOR order[l]: the order of the atomics changes
+// completely, the fixed-point sums do not.
+TEST(PetCudaTest, FixedPointScatterIsIndependentOfTheLorOrder) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  auto gpu = Gpu();
+  ASSERT_TRUE(gpu.ok());
+  const Stream cpu = Stream::Cpu();
+  for (const PetGeometry& g : Geometries()) {
+    const std::vector<float> mu = testing::Random(g.ct.volume.size(), 11, 0.0f, 0.01f);
+    auto d_mu = DeviceArray<float>::FromHost(mu, *gpu);
+    auto A = PetProjector::Create(g, *gpu, {3, ExecutionMode::kDeterministic, d_mu.data()});
+    auto A_cpu = PetProjector::Create(
+        g, cpu, {3, ExecutionMode::kDeterministic, mu.data(), DeterministicBack::kFixedPoint});
+    ASSERT_TRUE(A.ok() && A_cpu.ok());
+    auto scratch = (*A)->fixed_point_scratch();
+    ASSERT_TRUE(scratch.ok());
+    const ProjectorParams& p = (*A)->params();
+    for (int subset : {kAllSubsets, 1}) {
+      const ViewRange range = *(*A)->Range(subset);
+      const int64_t lors = static_cast<int64_t>(p.cols) * p.rows * range.count;
+      std::vector<int64_t> reversed(lors), shuffled(lors);
+      std::iota(reversed.rbegin(), reversed.rend(), int64_t{0});
+      std::iota(shuffled.begin(), shuffled.end(), int64_t{0});
+      std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(7));
+      auto d_reversed = DeviceArray<int64_t>::FromHost(reversed, *gpu);
+      auto d_shuffled = DeviceArray<int64_t>::FromHost(shuffled, *gpu);
+      const std::vector<float> y = testing::Random((*A)->range_size(subset), 12, -0.5f, 1.0f);
+      auto dy = DeviceArray<float>::FromHost(y, *gpu);
+      auto out = DeviceArray<float>::Allocate((*A)->domain_size(), *gpu);
+      std::vector<std::vector<float>> fixed, floats;
+      const int64_t* orders[] = {nullptr, d_reversed.data(), d_shuffled.data()};
+      for (const int64_t* order : orders) {
+        out.Poison(::tessera::testing::kNaN);
+        ASSERT_TRUE(cuda::BackFixedPoint(*gpu, p, range, dy.data(), out.data(), *scratch, order).ok());
+        fixed.push_back(out.Download());
+        out.Poison(::tessera::testing::kNaN);
+        ASSERT_TRUE(cuda::BackScatter(*gpu, p, range, dy.data(), out.data(), order).ok());
+        floats.push_back(out.Download());
+      }
+      EXPECT_EQ(fixed[1], fixed[0]) << Describe(g) << " reversed, subset " << subset;
+      EXPECT_EQ(fixed[2], fixed[0]) << Describe(g) << " shuffled, subset " << subset;
+      int64_t differ = 0;
+      for (size_t v = 0; v < floats[0].size(); ++v) differ += floats[2][v] != floats[0][v];
+      std::printf("%s subset %d: float scatter, shuffled vs natural LOR order: %lld of %zu voxels differ\n",
+                  Describe(g).c_str(), subset, static_cast<long long>(differ), floats[0].size());
+      EXPECT_LT(RelL2(fixed[0], floats[0]), 1e-5) << Describe(g) << " fixed point vs float scatter";
+      std::vector<float> ref((*A_cpu)->domain_size());
+      ASSERT_TRUE((*A_cpu)->Back(y.data(), ref.data(), subset).ok());
+      EXPECT_LT(RelL2(fixed[0], ref), 1e-4) << Describe(g) << " vs CPU fixed point";
+    }
+  }
+}
+
+TEST(PetCudaTest, FixedPointScatterOfNonFiniteDataIsNan) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  auto gpu = Gpu();
+  ASSERT_TRUE(gpu.ok());
+  const PetGeometry g = Geometries()[0];
+  auto A = PetProjector::Create(g, *gpu, {1, ExecutionMode::kDeterministic, nullptr});
+  ASSERT_TRUE(A.ok());
+  std::vector<float> y((*A)->range_size(), 0.0f);
+  auto dy = DeviceArray<float>::FromHost(y, *gpu);
+  auto out = DeviceArray<float>::Allocate((*A)->domain_size(), *gpu);
+  out.Poison(::tessera::testing::kNaN);
+  ASSERT_TRUE((*A)->Back(dy.data(), out.data()).ok());
+  EXPECT_EQ(out.Download(), std::vector<float>((*A)->domain_size(), 0.0f));
+  y = testing::Random((*A)->range_size(), 13);
+  y[y.size() / 3] = INFINITY;
+  dy.Upload(y);
+  ASSERT_TRUE((*A)->Back(dy.data(), out.data()).ok());
+  const std::vector<float> x = out.Download();
+  EXPECT_TRUE(std::all_of(x.begin(), x.end(), [](float v) { return std::isnan(v); }));
 }
 
 TEST(PetCudaTest, EmOpsMatchCpu) {
@@ -237,10 +330,20 @@ TEST(PetCudaTest, ListModeNaiveBucketedAndCpuAgree) {
   auto bucketed = ListModeReconstructor::Create(s.geometry, *gpu, {subsets, ListModeMethod::kBucketed, d_mu.data()});
   auto bucketed_scatter = ListModeReconstructor::Create(
       s.geometry, *gpu, {subsets, ListModeMethod::kBucketed, d_mu.data(), ExecutionMode::kDefault});
-  ASSERT_TRUE(naive.ok() && bucketed.ok() && bucketed_scatter.ok()) << bucketed.status();
+  ListModeOptions gather_options{subsets, ListModeMethod::kBucketed, d_mu.data()};
+  gather_options.deterministic_back = DeterministicBack::kGather;
+  auto bucketed_gather = ListModeReconstructor::Create(s.geometry, *gpu, gather_options);
+  // The same events in another order (one sort later: the same buckets).
+  auto reordered = ListModeReconstructor::Create(s.geometry, *gpu, {subsets, ListModeMethod::kBucketed, d_mu.data()});
+  ASSERT_TRUE(naive.ok() && bucketed.ok() && bucketed_scatter.ok() && bucketed_gather.ok() && reordered.ok())
+      << bucketed.status();
   ASSERT_TRUE((*naive)->SetEvents(s.events.data(), s.events.size()).ok());
   ASSERT_TRUE((*bucketed)->SetEvents(s.events.data(), s.events.size()).ok());
   ASSERT_TRUE((*bucketed_scatter)->SetEvents(s.events.data(), s.events.size()).ok());
+  ASSERT_TRUE((*bucketed_gather)->SetEvents(s.events.data(), s.events.size()).ok());
+  std::vector<ListModeEvent> shuffled = s.events;
+  std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(31));
+  ASSERT_TRUE((*reordered)->SetEvents(shuffled.data(), shuffled.size()).ok());
 
   // Merging: one record per distinct (view, col, row, TOF bin) with weight > 0.
   std::set<std::tuple<uint32_t, uint16_t, uint16_t, int16_t>> distinct;
@@ -269,6 +372,12 @@ TEST(PetCudaTest, ListModeNaiveBucketedAndCpuAgree) {
     d_out.Poison(::tessera::testing::kNaN);
     ASSERT_TRUE((*bucketed_scatter)->DataTerm(d_image.data(), d_out.data(), subset).ok());
     EXPECT_LT(RelL2(d_out.Download(), out_naive), 1e-5) << "bucketed scatter, subset " << subset;
+    d_out.Poison(::tessera::testing::kNaN);
+    ASSERT_TRUE((*bucketed_gather)->DataTerm(d_image.data(), d_out.data(), subset).ok());
+    EXPECT_LT(RelL2(d_out.Download(), out_naive), 1e-5) << "bucketed gather, subset " << subset;
+    d_out.Poison(::tessera::testing::kNaN);
+    ASSERT_TRUE((*reordered)->DataTerm(d_image.data(), d_out.data(), subset).ok());
+    EXPECT_EQ(d_out.Download(), out_bucketed) << "bucketed, events reordered, subset " << subset;
     EXPECT_LT(RelL2(out_naive, ref), 1e-4) << "subset " << subset;
     EXPECT_LT(RelL2(out_bucketed, ref), 1e-4) << "subset " << subset;
     const double scale = std::fabs(ll_ref) + static_cast<double>((*naive)->num_events());

@@ -36,6 +36,10 @@ std::vector<FlagSpec> ServeFlags() {
       {"audit-log", "", "hash-chained audit trail (JSON lines, fsynced before each answer; tessera audit verify)"},
       {"audit-max-mb", "64", "rotate the audit log into FILE.1, FILE.2, ... beyond this size (MiB)"},
       {"insecure", "", "allow a non-loopback --host without TLS and --token-file", true},
+      {"introspection", "", "with --token-file or TLS: still serve gRPC reflection and channelz (off by default "
+                            "there: they describe the server to anyone)", true},
+      {"metrics-host", "", "address of /metrics (plain HTTP; default --host, but 127.0.0.1 when a non-loopback "
+                           "--host has tokens or TLS)"},
       {"peer-token-file", "", "bearer token this process sends to its --worker processes (started with --token-file)"},
       {"drain-timeout-s", "30", "on SIGTERM, seconds in-flight calls get before being cancelled"},
       {"device", "auto", "compute backend: auto, cpu or cuda"},
@@ -83,6 +87,8 @@ absl::StatusOr<ServerOptions> OptionsFromArgs(const Args& args) {
   if (audit_mb <= 0) return absl::InvalidArgumentError("--audit-max-mb must be positive");
   o.audit_max_bytes = int64_t{audit_mb} << 20;
   o.insecure = args.GetBool("insecure");
+  o.introspection_in_secure_mode = args.GetBool("introspection");
+  o.metrics_host = args.Get("metrics-host");
   o.device = args.Get("device");
   o.data_roots = args.GetAll("data-root");
   o.atlas_dir = args.Get("atlas-dir");

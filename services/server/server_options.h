@@ -59,6 +59,17 @@ struct ServerOptions {
   // Allow a non-loopback host without TLS and a token file (refused otherwise).
   bool insecure = false;
 
+  // Server reflection and channelz describe the server to anyone who asks
+  // (reflection is also exempt from tokens, for tools): in secure mode
+  // (SecureMode()) they are served only with this set.
+  bool introspection_in_secure_mode = false;
+  // Where /metrics listens (plain HTTP, no authentication); empty: `host`,
+  // except in secure mode on a non-loopback host, where it is 127.0.0.1.
+  std::string metrics_host;
+
+  // Tokens or TLS configured: a deployment that guards its data.
+  bool SecureMode() const { return !token_file.empty() || !tls_cert.empty(); }
+
   // INVALID_ARGUMENT naming the first bad field (ports out of range, key
   // without cert, client CA without cert, non-positive limits, ...).
   absl::Status Validate() const;

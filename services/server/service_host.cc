@@ -114,6 +114,22 @@ void InitServerPluginsOnce() {
   });
 }
 
+// gRPC registers reflection and channelz for every server of the process
+// (libgrpc++_reflection even does so at load time); this option takes them
+// out of one builder's plugins.
+class WithoutIntrospectionOption : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments* /*args*/) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    plugins->erase(std::remove_if(plugins->begin(), plugins->end(),
+                                  [](const std::unique_ptr<grpc::ServerBuilderPlugin>& p) {
+                                    const std::string name = p->name();
+                                    return name == "proto_server_reflection" || name == "channelz_service";
+                                  }),
+                   plugins->end());
+  }
+};
+
 absl::StatusOr<std::string> ReadPemFile(const std::string& path, absl::string_view what, absl::string_view marker) {
   FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) {
@@ -239,8 +255,13 @@ absl::StatusOr<BoundPorts> ServiceHost::Start() {
   }
 
   BoundPorts ports;
+  const bool secure = options_.SecureMode();
+  const std::string metrics_host = !options_.metrics_host.empty() ? options_.metrics_host
+                                   : (secure && !loopback)        ? std::string("127.0.0.1")
+                                                                  : options_.host;
+  const bool introspection = !secure || options_.introspection_in_secure_mode;
   if (options_.metrics_port >= 0) {
-    TESSERA_ASSIGN_OR_RETURN(metrics_, MetricsHttpServer::Start(options_.host, options_.metrics_port,
+    TESSERA_ASSIGN_OR_RETURN(metrics_, MetricsHttpServer::Start(metrics_host, options_.metrics_port,
                                                                 ProcessRegistry(), [] { UpdateGpuMemoryMetrics(); }));
     ports.metrics_port = metrics_->port();
   }
@@ -248,6 +269,7 @@ absl::StatusOr<BoundPorts> ServiceHost::Start() {
   InitServerPluginsOnce();
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
+  if (!introspection) builder.SetOption(std::make_unique<WithoutIntrospectionOption>());
   const std::string address = JoinHostPort(options_.host, options_.grpc_port);
   int selected_port = 0;
   builder.AddListeningPort(address, credentials, &selected_port);
@@ -296,7 +318,7 @@ absl::StatusOr<BoundPorts> ServiceHost::Start() {
                     << (authorizer ? "; bearer tokens required" : "; no authentication")
                     << (audit_ ? absl::StrCat("; audit log ", options_.audit_log) : std::string())
                     << "; " << absl::StrJoin(service_names_, ", ") << ")"
-                    << (metrics_ ? absl::StrCat("; metrics at http://", JoinHostPort(options_.host, ports.metrics_port),
+                    << (metrics_ ? absl::StrCat("; metrics at http://", JoinHostPort(metrics_host, ports.metrics_port),
                                                 "/metrics")
                                  : std::string("; metrics disabled"));
   return ports;

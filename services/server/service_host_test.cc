@@ -253,6 +253,36 @@ TEST_F(ServiceHostTest, ReflectionListsServices) {
   EXPECT_THAT(*names, Contains("grpc.reflection.v1alpha.ServerReflection"));
 }
 
+// Secure mode (a token file): reflection is not served unless asked for.
+TEST(ServiceHostSecureModeTest, ReflectionIsOffUnlessAskedFor) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  const std::string tokens = std::string(base ? base : "/tmp") + "/secure-mode-tokens";
+  std::ofstream(tokens) << "0123456789abcdef0123456789abcdef alice reader\n";
+  for (const bool asked : {false, true}) {
+    ServerOptions options;
+    options.grpc_port = 0;
+    options.metrics_port = -1;
+    options.token_file = tokens;
+    options.introspection_in_secure_mode = asked;
+    auto volume = VolumeServiceImpl::Create(options);
+    ASSERT_TRUE(volume.ok());
+    ServiceHost host(options);
+    host.AddService(volume->get());
+    auto ports = host.Start();
+    ASSERT_TRUE(ports.ok()) << ports.status();
+    auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", ports->grpc_port),
+                                       grpc::InsecureChannelCredentials());
+    absl::StatusOr<std::vector<std::string>> names = ListServices(channel);
+    if (asked) {
+      ASSERT_TRUE(names.ok()) << names.status();
+      EXPECT_THAT(*names, Contains("grpc.reflection.v1alpha.ServerReflection"));
+    } else {
+      EXPECT_FALSE(names.ok());
+    }
+    host.Drain();
+  }
+}
+
 TEST_F(ServiceHostTest, MetricsCountRequestsByMethodAndCode) {
   v1::VolumeSummary summary;
   EXPECT_EQ(DescribeFile(channel_, "/etc/passwd", &summary).error_code(), grpc::StatusCode::PERMISSION_DENIED);

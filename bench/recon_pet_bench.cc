@@ -1,9 +1,11 @@
 // PET on the GPU: TOF list-mode forward+back passes, naive (one thread per
 // event, atomicAdd scatter) against bucketed (events sorted once by (subset,
 // TOF bin, view, row, col) on the GPU, duplicates merged, sparse forward into
-// a dense ratio TOF sinogram, deterministic gather), and sinogram OSEM
-// iterations in the default (atomic scatter) and deterministic (gather)
-// execution modes, side by side in one run.
+// a dense ratio TOF sinogram, then the sinogram back projection), and
+// sinogram back projections and OSEM iterations, each with the three back
+// projections side by side in one run: default (float atomic scatter),
+// deterministic fixed-point scatter (64-bit integer atomics) and
+// deterministic gather (voxel-driven, the previous deterministic path).
 //
 //   recon_pet_bench [--configs=cone,fan] [--nx=200] [--nz=200] [--voxel_mm=2] [--views=120]
 //                   [--cols=240] [--rows=240] [--tof_bins=13] [--tof_bin_mm=46.8] [--tof_fwhm_mm=83]
@@ -16,17 +18,20 @@
 // 555 ps = 83 mm FWHM). Events: Poisson counts of the forward projection
 // (TOF, water attenuation) of a cylinder with a hot sphere, scaled to
 // --events, one record per count, shuffled (acquisition order).
-// List-mode table, per method (naive; bucketed with the scatter or the
-// deterministic gather back projection): setup (sensitivities), the one-time
+// List-mode table, per method (naive; bucketed with the float scatter, the
+// fixed-point scatter or the gather): setup (sensitivities), the one-time
 // preparation (upload; sort and merge), the time of one forward+back pass over
 // all events (all subsets; median of --reps after a warm-up), events/s, the
-// speed-up over the first row (naive) and the pass's back projection compared
-// with the first row's (relative L2).
-// Sinogram table, per execution mode: one full forward projection, one full
-// back projection, one OSEM iteration (--osem_subsets subsets), the cost of
-// deterministic relative to default, and the OSEM image after 2 iterations
-// compared with default's. --small: a quick run (also what --device=cpu is
-// for). Without a GPU (and without --device=cpu) it prints why and exits 0.
+// speed-up over the first row (naive) and over bucketed default, the pass's
+// back projection compared with the first row's (relative L2), and whether
+// the last timed pass reproduced the warm-up's output bit for bit.
+// Sinogram table, per back projection: one full forward projection, one full
+// back projection and its cost relative to default, one OSEM iteration
+// (--osem_subsets subsets) and its cost relative to default, the OSEM image
+// after 2 iterations compared with default's, and whether repeated back
+// projections were bit-identical. --small: a quick run (also what
+// --device=cpu is for). Without a GPU (and without --device=cpu) it prints
+// why and exits 0.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -35,6 +40,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -225,24 +231,31 @@ std::vector<ListModeEvent> MakeEvents(const PetGeometry& g, const std::vector<fl
   return all;
 }
 
+// The back projection a (mode, deterministic_back) pair runs, for the tables.
+std::string BackName(ExecutionMode mode, DeterministicBack back) {
+  if (mode == ExecutionMode::kDefault) return "default (float scatter)";
+  return absl::StrFormat("deterministic (%s)", DeterministicBackName(back));
+}
+
 struct ListModeRow {
   std::string method;
   int64_t events = 0, unique = 0;
   double create_ms = 0, prepare_ms = 0, pass_ms = 0, rel_l2 = 0;
+  bool repeat_identical = false;
   std::vector<float> back;  // subset 0's data term
 };
 
 ListModeRow TimeListMode(const PetGeometry& g, const Stream& stream, const Array& mu,
                          const std::vector<ListModeEvent>& events, ListModeMethod method, ExecutionMode mode,
-                         bool cpu, int subsets, int reps) {
+                         DeterministicBack back, bool cpu, int subsets, int reps) {
   ListModeRow row;
   row.method = cpu ? "cpu reference"
-                   : (method == ListModeMethod::kNaive
-                          ? "naive (atomic per event)"
-                          : absl::StrFormat("bucketed, %s (%s)", ExecutionModeName(mode),
-                                            mode == ExecutionMode::kDeterministic ? "gather" : "scatter"));
+                   : (method == ListModeMethod::kNaive ? "naive (atomic per event)"
+                                                       : "bucketed, " + BackName(mode, back));
   Clock::time_point t = Clock::now();
-  auto lm = ListModeReconstructor::Create(g, stream, {subsets, method, mu.data(), mode});
+  ListModeOptions options{subsets, method, mu.data(), mode};
+  options.deterministic_back = back;
+  auto lm = ListModeReconstructor::Create(g, stream, options);
   Check(lm.status(), "list-mode create");
   row.create_ms = MsSince(t);
   t = Clock::now();
@@ -266,26 +279,29 @@ ListModeRow TimeListMode(const PetGeometry& g, const Stream& stream, const Array
     ms.push_back(MsSince(t));
   }
   row.pass_ms = Median(ms);
+  row.repeat_identical = Download(stream, out, n) == row.back;
   return row;
 }
 
 struct SinogramRow {
-  ExecutionMode mode;
+  std::string name;
   double forward_ms = 0, back_ms = 0, iteration_ms = 0, rel_l2 = 0;
+  bool repeat_identical = true;
   std::vector<float> image;
 };
 
 SinogramRow TimeSinogram(const PetGeometry& g, const Stream& stream, const Array& mu, const Array& counts,
-                         ExecutionMode mode, int subsets, int reps) {
+                         ExecutionMode mode, DeterministicBack back_kind, int subsets, int reps) {
   SinogramRow row;
-  row.mode = mode;
-  auto A = PetProjector::Create(g, stream, {subsets, mode, mu.data()});
+  row.name = BackName(mode, back_kind);
+  auto A = PetProjector::Create(g, stream, {subsets, mode, mu.data(), back_kind});
   Check(A.status(), "projector");
   const int64_t n = g.ct.volume.size();
   Array x = Upload(stream, std::vector<float>(n, 1.0f));
   Array y = Alloc(stream, g.sinogram_size());
   Array back = Alloc(stream, n);
   std::vector<double> fwd_ms, back_ms;
+  std::vector<float> first;
   for (int r = 0; r <= reps; ++r) {
     Clock::time_point t = Clock::now();
     Check((*A)->Forward(x.data(), y.data()), "forward");
@@ -295,6 +311,12 @@ SinogramRow TimeSinogram(const PetGeometry& g, const Stream& stream, const Array
     Check((*A)->Back(y.data(), back.data()), "back");
     Check(stream.Synchronize(), "sync");
     if (r > 0) back_ms.push_back(MsSince(t));
+    // The forward is deterministic (one thread per bin), so y repeats too.
+    if (r == 0) {
+      first = Download(stream, back, n);
+    } else if (r == reps) {
+      row.repeat_identical = Download(stream, back, n) == first;
+    }
   }
   row.forward_ms = Median(fwd_ms);
   row.back_ms = Median(back_ms);
@@ -342,27 +364,35 @@ void RunConfig(const std::string& config, const Sizes& sizes, double voxel, cons
   std::fflush(stdout);
 
   // List-mode passes.
+  // Back projections compared: (mode, deterministic_back).
+  const std::vector<std::pair<ExecutionMode, DeterministicBack>> backs = {
+      {ExecutionMode::kDefault, DeterministicBack::kAuto},
+      {ExecutionMode::kDeterministic, DeterministicBack::kFixedPoint},
+      {ExecutionMode::kDeterministic, DeterministicBack::kGather}};
   std::vector<ListModeRow> lm_rows;
   if (cpu) {
     lm_rows.push_back(TimeListMode(g, stream, mu, events, ListModeMethod::kBucketed, ExecutionMode::kDeterministic,
-                                   true, subsets, reps));
+                                   DeterministicBack::kAuto, true, subsets, reps));
   } else {
-    lm_rows.push_back(TimeListMode(g, stream, mu, events, ListModeMethod::kNaive, ExecutionMode::kDefault, false,
-                                   subsets, reps));
-    for (ExecutionMode mode : {ExecutionMode::kDefault, ExecutionMode::kDeterministic}) {
+    lm_rows.push_back(TimeListMode(g, stream, mu, events, ListModeMethod::kNaive, ExecutionMode::kDefault,
+                                   DeterministicBack::kAuto, false, subsets, reps));
+    for (const auto& [mode, back] : backs) {
       lm_rows.push_back(
-          TimeListMode(g, stream, mu, events, ListModeMethod::kBucketed, mode, false, subsets, reps));
+          TimeListMode(g, stream, mu, events, ListModeMethod::kBucketed, mode, back, false, subsets, reps));
     }
   }
+  // "vs bucketed default": the cost of determinism (time / bucketed float scatter's).
+  const double bucketed_default_ms = lm_rows.size() > 1 ? lm_rows[1].pass_ms : lm_rows[0].pass_ms;
   std::printf("| list-mode (%d subsets) | events | unique LOR-bins | setup ms | prepare ms | pass ms | M events/s "
-              "| vs first | rel L2 vs first |\n",
+              "| speed-up vs first | time vs bucketed default | rel L2 vs first | repeat bit-identical |\n",
               subsets);
-  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (ListModeRow& r : lm_rows) {
     r.rel_l2 = RelL2(r.back, lm_rows[0].back);
-    std::printf("| %s | %lld | %lld | %.1f | %.1f | %.2f | %.1f | %.2fx | %.2e |\n", r.method.c_str(),
+    std::printf("| %s | %lld | %lld | %.1f | %.1f | %.2f | %.1f | %.2fx | %.2fx | %.2e | %s |\n", r.method.c_str(),
                 static_cast<long long>(r.events), static_cast<long long>(r.unique), r.create_ms, r.prepare_ms,
-                r.pass_ms, r.events / (r.pass_ms * 1e3), lm_rows[0].pass_ms / r.pass_ms, r.rel_l2);
+                r.pass_ms, r.events / (r.pass_ms * 1e3), lm_rows[0].pass_ms / r.pass_ms,
+                r.pass_ms / bucketed_default_ms, r.rel_l2, r.repeat_identical ? "yes" : "no");
   }
   std::printf("\n");
   std::fflush(stdout);
@@ -371,17 +401,18 @@ void RunConfig(const std::string& config, const Sizes& sizes, double voxel, cons
   Array d_counts = Upload(stream, counts);
   std::vector<float>().swap(counts);
   std::vector<SinogramRow> rows;
-  for (ExecutionMode mode : {ExecutionMode::kDefault, ExecutionMode::kDeterministic}) {
-    rows.push_back(TimeSinogram(g, stream, mu, d_counts, mode, osem_subsets, reps));
+  for (const auto& [mode, back] : backs) {
+    rows.push_back(TimeSinogram(g, stream, mu, d_counts, mode, back, osem_subsets, reps));
   }
-  std::printf("| sinogram (%lld bins) | forward ms | back ms | OSEM iteration ms (%d subsets) | vs default | "
-              "rel L2 vs default (2 it.) |\n",
+  std::printf("| sinogram (%lld bins) | forward ms | back ms | back vs default | OSEM iteration ms (%d subsets) | "
+              "iteration vs default | rel L2 vs default (2 it.) | back repeat bit-identical |\n",
               static_cast<long long>(g.sinogram_size()), osem_subsets);
-  std::printf("|---|---|---|---|---|---|\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
   for (SinogramRow& r : rows) {
     r.rel_l2 = RelL2(r.image, rows[0].image);
-    std::printf("| %s | %.2f | %.2f | %.2f | %.2fx | %.2e |\n", ExecutionModeName(r.mode), r.forward_ms, r.back_ms,
-                r.iteration_ms, r.iteration_ms / rows[0].iteration_ms, r.rel_l2);
+    std::printf("| %s | %.2f | %.2f | %.2fx | %.2f | %.2fx | %.2e | %s |\n", r.name.c_str(), r.forward_ms,
+                r.back_ms, r.back_ms / rows[0].back_ms, r.iteration_ms, r.iteration_ms / rows[0].iteration_ms,
+                r.rel_l2, r.repeat_identical ? "yes" : "no");
   }
   std::fflush(stdout);
 }

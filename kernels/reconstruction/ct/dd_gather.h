@@ -1,15 +1,12 @@
-// The gather formulations of the distance-driven projector, written once for
-// the CUDA kernels and for their host run (cpu::GatherForward/GatherBack,
-// which the CPU tests check against the reference):
-//   forward: per detector cell, walk the slabs and add the overlapped voxels;
-//   back:    per voxel, per view, find the detector cells whose mapped
-//            intervals can overlap it and add their weighted values.
-// Both sum in a fixed order, so they are deterministic. A cell's interval
-// ends are lines in the slab index (lo + i * slope, float), made by one
-// function for both directions, so forward and back use the same weights.
-// Views whose b map ignores the row (2-D, circular cone) read their lines
-// from the plan's per-column float tables (ColumnTable, no division per cell);
-// row-coupled views (tilted detectors) compute them per cell in double.
+// The forward gather of the distance-driven projector, written once for the
+// CUDA kernel and its host run (cpu::GatherForward, which the CPU tests check
+// against the reference): per detector cell, walk the slabs and add the
+// overlapped voxels, in a fixed order (deterministic). A cell's interval ends
+// are lines in the slab index (lo + i * slope, float). Views whose b map
+// ignores the row (2-D, circular cone) read their lines from the plan's
+// per-column float tables (ColumnTable, no division per cell); row-coupled
+// views (tilted detectors) compute them per cell in double. The back
+// projection is in dd_back_gather.h.
 #ifndef TESSERA_KERNELS_RECONSTRUCTION_CT_DD_GATHER_H_
 #define TESSERA_KERNELS_RECONSTRUCTION_CT_DD_GATHER_H_
 
@@ -174,173 +171,6 @@ TESSERA_RECON_HD inline float ForwardCell(const CellLines& cl, const float* __re
     }
   }
   return sum * cl.scale;
-}
-
-// Solves (n0 + n1 g) / (d0 + d1 g) = t for g, clipped to [-half, half]. On
-// the detector d0 + d1 g keeps d0's sign; a solution on the other branch of
-// the hyperbola means t lies beyond the asymptote, i.e. past the detector's
-// end away from the pole -d0/d1. Clipping keeps preimages of intervals exact
-// because the map is monotone on the detector.
-TESSERA_RECON_HD inline double SolveProjective(double n0, double n1, double d0, double d1, double t, double half) {
-  const double q = n1 - t * d1;
-  double g;
-  if ((d0 * n1 - d1 * n0) * q * d0 > 0) {
-    g = (t * d0 - n0) / q;
-  } else {
-    g = -d0 / d1 < 0 ? half : -half;
-  }
-  return g >= -half ? (g <= half ? g : half) : -half;  // NaN -> -half
-}
-
-// Column offset where the ray of row offset r meets b = t on slab i.
-TESSERA_RECON_HD inline double PreimageCol(const DdView& w, double half_cols, double i, double t, double r) {
-  return SolveProjective(w.nb[0] + w.nb[2] * r + i * (w.mb[0] + w.mb[2] * r), w.nb[1] + i * w.mb[1],
-                         w.den[0] + w.den[2] * r, w.den[1], t, half_cols);
-}
-
-// Row offset where the ray of column offset g meets c = t on slab i.
-TESSERA_RECON_HD inline double PreimageRow(const DdView& w, double half_rows, double i, double t, double g) {
-  return SolveProjective(w.nc[0] + w.nc[1] * g + i * (w.mc[0] + w.mc[1] * g), w.nc[2] + i * w.mc[2],
-                         w.den[0] + w.den[1] * g, w.den[2], t, half_rows);
-}
-
-// Cells whose segment [x - 1/2, x + 1/2] (offsets; index = offset + centre)
-// can meet the preimage [pmin, pmax], with slack for float rounding of the
-// weights' lines (extra cells get exact zero weights).
-TESSERA_RECON_HD inline void CellRange(double pmin, double pmax, double centre, int64_t n, int64_t* lo, int64_t* hi) {
-  const double top = static_cast<double>(n);
-  const double a = floor(MinD(MaxD(pmin + centre - 0.5 - 1e-3, -1.0), top));
-  const double b = ceil(MinD(MaxD(pmax + centre + 0.5 + 1e-3, -1.0), top));
-  *lo = a < 0 ? 0 : static_cast<int64_t>(a);
-  *hi = b > top - 1 ? n - 1 : static_cast<int64_t>(b);
-}
-
-// Columns whose cells (at any row centre in [r_lo, r_hi]) can overlap b in
-// [j, j + 1] on slab i: the strip's preimage is bounded by two lines in
-// (g, r), so its extent over a row range is reached at the range's ends.
-TESSERA_RECON_HD inline void ColumnRange(const DdView& w, const DdShape& s, double i, double j, int64_t r_lo,
-                                         int64_t r_hi, int64_t* c_lo, int64_t* c_hi) {
-  const double half_cols = 0.5 * static_cast<double>(s.cols), rc = 0.5 * static_cast<double>(s.rows - 1);
-  double pmin = 1e300, pmax = -1e300;
-  const double rs[2] = {static_cast<double>(r_lo) - rc, static_cast<double>(r_hi) - rc};
-  for (int e = 0; e < (r_lo == r_hi ? 1 : 2); ++e) {
-    for (int side = 0; side < 2; ++side) {
-      const double p = PreimageCol(w, half_cols, i, j + side, rs[e]);
-      pmin = MinD(pmin, p), pmax = MaxD(pmax, p);
-    }
-  }
-  if (pmax <= -half_cols || pmin >= half_cols) {  // the strip misses the detector
-    *c_lo = 1, *c_hi = 0;
-    return;
-  }
-  CellRange(pmin, pmax, 0.5 * static_cast<double>(s.cols - 1), s.cols, c_lo, c_hi);
-}
-
-TESSERA_RECON_HD inline void RowRange(const DdView& w, const DdShape& s, double i, double k, int64_t c_lo,
-                                      int64_t c_hi, int64_t* r_lo, int64_t* r_hi) {
-  const double half_rows = 0.5 * static_cast<double>(s.rows), gc = 0.5 * static_cast<double>(s.cols - 1);
-  double pmin = 1e300, pmax = -1e300;
-  const double gs[2] = {static_cast<double>(c_lo) - gc, static_cast<double>(c_hi) - gc};
-  for (int e = 0; e < (c_lo == c_hi ? 1 : 2); ++e) {
-    for (int side = 0; side < 2; ++side) {
-      const double p = PreimageRow(w, half_rows, i, k + side, gs[e]);
-      pmin = MinD(pmin, p), pmax = MaxD(pmax, p);
-    }
-  }
-  if (pmax <= -half_rows || pmin >= half_rows) {
-    *r_lo = 1, *r_hi = 0;
-    return;
-  }
-  CellRange(pmin, pmax, 0.5 * static_cast<double>(s.rows - 1), s.rows, r_lo, r_hi);
-}
-
-// Table views: one preimage pair for the columns (the b map ignores the row),
-// then per column the rows, from its c lines (linear in the row offset).
-template <bool k2d>
-TESSERA_RECON_HD inline float BackVoxelTable(const DdView& w, const ColumnTable& t, const DdShape& s, int64_t i,
-                                             int64_t j, int64_t k, const float* __restrict__ view_sino) {
-  int64_t c_lo, c_hi;
-  ColumnRange(w, s, static_cast<double>(i), static_cast<double>(j), 0, 0, &c_lo, &c_hi);
-  const float fi = static_cast<float>(i), fj = static_cast<float>(j), fk = static_cast<float>(k);
-  const double rc = 0.5 * static_cast<double>(s.rows - 1);
-  float acc = 0.f;
-  for (int64_t c = c_lo; c <= c_hi; ++c) {
-    CellLines cl;
-    TableBLines(t, c, &cl);
-    const float lb = cl.lo_b + fi * cl.dlo_b, hb = cl.hi_b + fi * cl.dhi_b;
-    const float ob = Overlap(lb, hb, fj);
-    if (ob <= 0.f) continue;
-    const float wb = ob / (hb - lb);
-    if (k2d) {
-      TableCLines(w, t, true, c, 0.f, &cl);
-      acc += wb * cl.scale * view_sino[c];
-      continue;
-    }
-    // c on slab i is base + r step in the row offset r.
-    const float base = t.p[c] + fi * t.q[c], step = t.rr[c] + fi * t.s[c];
-    int64_t r_lo = 0, r_hi = s.rows - 1;
-    if (step != 0.f) {
-      const float inv = 1.f / step, r0 = (fk - base) * inv, r1 = (fk + 1.f - base) * inv;
-      CellRange(r0 < r1 ? r0 : r1, r0 < r1 ? r1 : r0, rc, s.rows, &r_lo, &r_hi);
-    }
-    for (int64_t r = r_lo; r <= r_hi; ++r) {
-      TableCLines(w, t, false, c, static_cast<float>(static_cast<double>(r) - rc), &cl);
-      const float lc = cl.lo_c + fi * cl.dlo_c, hc = cl.hi_c + fi * cl.dhi_c;
-      const float oc = Overlap(lc, hc, fk);
-      if (oc <= 0.f) continue;
-      acc += wb * (oc / (hc - lc)) * cl.scale * view_sino[c + s.cols * r];
-    }
-  }
-  return acc;
-}
-
-// Row-coupled views: columns over all rows, the rows those columns reach,
-// then both again over the narrowed ranges (each pass keeps a superset).
-template <bool k2d>
-TESSERA_RECON_HD inline float BackVoxelCoupled(const DdView& w, const DdShape& s, int64_t i, int64_t j, int64_t k,
-                                               const float* __restrict__ view_sino) {
-  const double di = static_cast<double>(i), dj = static_cast<double>(j), dk = static_cast<double>(k);
-  int64_t c_lo, c_hi, r_lo = 0, r_hi = s.rows - 1;
-  ColumnRange(w, s, di, dj, r_lo, r_hi, &c_lo, &c_hi);
-  if (c_lo > c_hi) return 0.f;
-  if (!k2d) {
-    RowRange(w, s, di, dk, c_lo, c_hi, &r_lo, &r_hi);
-    if (r_lo > r_hi) return 0.f;
-    ColumnRange(w, s, di, dj, r_lo, r_hi, &c_lo, &c_hi);
-    if (c_lo > c_hi) return 0.f;
-    RowRange(w, s, di, dk, c_lo, c_hi, &r_lo, &r_hi);
-  }
-  const double gc = 0.5 * static_cast<double>(s.cols - 1), rc = 0.5 * static_cast<double>(s.rows - 1);
-  const float fi = static_cast<float>(i), fj = static_cast<float>(j), fk = static_cast<float>(k);
-  float acc = 0.f;
-  for (int64_t r = r_lo; r <= r_hi; ++r) {
-    for (int64_t c = c_lo; c <= c_hi; ++c) {
-      const CellLines cl = MakeCellEnds(w, k2d, static_cast<double>(c) - gc, static_cast<double>(r) - rc);
-      const float lb = cl.lo_b + fi * cl.dlo_b, hb = cl.hi_b + fi * cl.dhi_b;
-      const float ob = Overlap(lb, hb, fj);
-      if (ob <= 0.f) continue;
-      float weight = ob / (hb - lb);
-      if (!k2d) {
-        const float lc = cl.lo_c + fi * cl.dlo_c, hc = cl.hi_c + fi * cl.dhi_c;
-        const float oc = Overlap(lc, hc, fk);
-        if (oc <= 0.f) continue;
-        weight *= oc / (hc - lc);
-      }
-      acc += weight * cl.scale * view_sino[c + s.cols * r];
-    }
-  }
-  return acc;
-}
-
-// Back projection of one view into voxel (x, y, z): sum over the cells that
-// overlap it of y * L * ov_b ov_c / (w_b w_c), the weights made as the
-// forward makes them. `view_sino` is the view's cols x rows block.
-template <bool k2d>
-TESSERA_RECON_HD inline float BackVoxelView(const DdView& w, const float* view_table, const DdShape& s, int64_t x,
-                                            int64_t y, int64_t z, const float* __restrict__ view_sino) {
-  const int64_t i = w.axis == 0 ? x : y, j = w.axis == 0 ? y : x;
-  if (!w.row_coupled) return BackVoxelTable<k2d>(w, TableAt(view_table, s.cols), s, i, j, z, view_sino);
-  return BackVoxelCoupled<k2d>(w, s, i, j, z, view_sino);
 }
 
 }  // namespace gather

@@ -3,9 +3,11 @@
 //            whose DdView sits in shared memory), walking the slabs; x-slab
 //            views read an x<->y transposed copy of the volume (plan scratch),
 //            so neighbouring cells read neighbouring addresses along b.
-//   back:    one thread per voxel, x fastest; the views are staged in shared
-//            memory 16 at a time and visited in order, each view's float sum
-//            added in double: a fixed order, hence bit-identical runs.
+//   back:    per chunk of views, a preparation kernel weights the sinogram
+//            (dd_back_gather.h), then one thread per voxel, x fastest; the
+//            views are staged in shared memory 16 at a time and visited in
+//            order, each view's sum added in double: a fixed order, hence
+//            bit-identical runs.
 // No atomics anywhere, so ExecutionMode needs no separate path.
 #include <cuda_runtime.h>
 
@@ -15,6 +17,7 @@
 #include "common/buffer.h"
 #include "common/cuda_check.h"
 #include "common/status.h"
+#include "kernels/reconstruction/ct/dd_back_gather.h"
 #include "kernels/reconstruction/ct/dd_gather.h"
 #include "kernels/reconstruction/ct/dd_projector.h"
 
@@ -78,30 +81,93 @@ __global__ void __launch_bounds__(128)
   sino[c + shape.cols * (r + shape.rows * s)] = gather::ForwardCell<k2d>(cl, vol, nb, na, static_cast<int>(shape.nz));
 }
 
+// 2-D preparation: one thread per view of the chunk sums its columns in order
+// (a few microseconds; the same sequence as the host).
+__global__ void PrefixKernel(const DdView* __restrict__ views, const float* __restrict__ tables, DdShape shape,
+                             int64_t first, int64_t stride, int64_t p0, int64_t n, const float* __restrict__ sino,
+                             unsigned char* __restrict__ scratch, int64_t view_bytes) {
+  const int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (p >= n) return;
+  const int64_t view = first + (p0 + p) * stride;
+  gather::PrepareColumnPrefix(views[view], tables + view * TableStride(shape.cols), shape.cols,
+                              sino + (p0 + p) * shape.cols, reinterpret_cast<Double2*>(scratch + p * view_bytes));
+}
+
+// 3-D preparation: y L per cell of each view of the chunk.
+__global__ void CellWeightKernel(const DdView* __restrict__ views, const float* __restrict__ tables, DdShape shape,
+                                 int64_t first, int64_t stride, int64_t p0, int64_t n, const float* __restrict__ sino,
+                                 unsigned char* __restrict__ scratch, int64_t view_bytes) {
+  const int64_t cells = shape.cols * shape.rows, total = n * cells;
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t p = e / cells, cell = e % cells, view = first + (p0 + p) * stride;
+    float* yl = reinterpret_cast<float*>(scratch + p * view_bytes);
+    yl[cell] = gather::CellWeight(views[view], tables + view * TableStride(shape.cols), shape, cell % shape.cols,
+                                  cell / shape.cols, sino[(p0 + p) * cells + cell]);
+  }
+}
+
+// Row-coupled preparation: each view's TB and TC lines.
+__global__ void CoupledLineKernel(const DdView* __restrict__ views, DdShape shape, int64_t first, int64_t stride,
+                                  int64_t p0, int64_t n, gather::BackScratch layout,
+                                  unsigned char* __restrict__ scratch) {
+  const int64_t per = gather::CoupledBCount(shape) + gather::CoupledCCount(shape), total = n * per;
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t p = e / per, view = first + (p0 + p) * stride;
+    const DdView& w = views[view];
+    if (!w.row_coupled) continue;
+    unsigned char* base = scratch + p * layout.view_bytes;
+    gather::PrepareCoupledLine(w, shape, e % per, reinterpret_cast<Float2*>(base + layout.tb_offset),
+                               reinterpret_cast<Float2*>(base + layout.tc_offset));
+  }
+}
+
+// One thread per pixel (2-D) or run of kRunZ voxels along z (3-D) over the
+// chunk's views p0 .. p0 + count - 1, in order; `accumulate` adds the chunk's
+// sum to what earlier chunks wrote.
 template <bool k2d>
 __global__ void __launch_bounds__(128)
-    BackKernel(const DdView* __restrict__ views, const float* __restrict__ tables, DdShape shape, int64_t first,
-               int64_t stride, int64_t count, int64_t z0, const float* __restrict__ sino, float* __restrict__ volume) {
+    BackKernel(const DdView* __restrict__ views, const float* __restrict__ back_tables, DdShape shape,
+               gather::BackScratch layout, int64_t first, int64_t stride, int64_t p0, int64_t count, int64_t run0,
+               const unsigned char* __restrict__ scratch, int accumulate, float* __restrict__ volume) {
+  constexpr int K = k2d ? 1 : gather::kRunZ;
   __shared__ double raw[kViewsPerTile * kViewWords];
   const DdView* tile = reinterpret_cast<const DdView*>(raw);
   const int64_t x = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   const int64_t y = blockIdx.y * static_cast<int64_t>(blockDim.y) + threadIdx.y;
-  const int64_t z = z0 + blockIdx.z;
+  const int64_t z0 = (run0 + blockIdx.z) * K;
+  const int nk = static_cast<int>(shape.nz - z0 < K ? shape.nz - z0 : K);
   const bool inside = x < shape.nx && y < shape.ny;
-  const int64_t cells = shape.cols * shape.rows, table_stride = TableStride(shape.cols);
-  double acc = 0;
+  const int64_t back_stride = BackTableStride(shape.cols, shape.is_2d);
+  double acc[K];
+  for (int m = 0; m < K; ++m) acc[m] = 0;
   for (int64_t v0 = 0; v0 < count; v0 += kViewsPerTile) {
     const int n = static_cast<int>(count - v0 < kViewsPerTile ? count - v0 : kViewsPerTile);
     __syncthreads();  // the previous tile is no longer read
-    StageViews(views, first + v0 * stride, stride, n, raw);
+    StageViews(views, first + (p0 + v0) * stride, stride, n, raw);
     __syncthreads();
     if (!inside) continue;
     for (int v = 0; v < n; ++v) {
-      const float* table = tables + (first + (v0 + v) * stride) * table_stride;
-      acc += gather::BackVoxelView<k2d>(tile[v], table, shape, x, y, z, sino + (v0 + v) * cells);
+      const float* table = back_tables + (first + (p0 + v0 + v) * stride) * back_stride;
+      const unsigned char* view_scratch = scratch + (v0 + v) * layout.view_bytes;
+      if (k2d) {
+        acc[0] += gather::BackPixelView(tile[v], table, shape, view_scratch, x, y);
+      } else {
+        gather::BackRunView<K>(tile[v], table, shape, layout, view_scratch, x, y, z0, nk, acc);
+      }
     }
   }
-  if (inside) volume[x + shape.nx * (y + shape.ny * z)] = static_cast<float>(acc);
+  if (!inside) return;
+  for (int m = 0; m < K; ++m) {
+    if (m >= nk) break;
+    float& out = volume[x + shape.nx * (y + shape.ny * (z0 + m))];
+    out = static_cast<float>(accumulate ? static_cast<double>(out) + acc[m] : acc[m]);
+  }
+}
+
+unsigned GridFor(int64_t total, int threads) {
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((total + threads - 1) / threads, 65535 * 16)));
 }
 
 bool AnyXSlabs(const DdSystem& system, int64_t first, int64_t stride, int64_t count) {
@@ -113,7 +179,8 @@ bool AnyXSlabs(const DdSystem& system, int64_t first, int64_t stride, int64_t co
 
 }  // namespace
 
-absl::Status CreatePlan(const DdSystem& system, const Stream& stream, DdDevicePlan* plan) {
+absl::Status CreatePlan(const DdSystem& system, const Stream& stream, int64_t back_scratch_bytes,
+                        DdDevicePlan* plan) {
   TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
   const size_t bytes = system.views.size() * sizeof(DdView);
   TESSERA_ASSIGN_OR_RETURN(plan->views, Buffer::Allocate(MemoryKind::kDevice, bytes, stream.ordinal()));
@@ -123,6 +190,15 @@ absl::Status CreatePlan(const DdSystem& system, const Stream& stream, DdDevicePl
   TESSERA_ASSIGN_OR_RETURN(plan->tables, Buffer::Allocate(MemoryKind::kDevice, table_bytes, stream.ordinal()));
   TESSERA_RETURN_IF_ERROR(CopyBytes(plan->tables->data(), MemoryKind::kDevice, system.tables.data(),
                                     MemoryKind::kHost, table_bytes, stream));
+  const size_t back_bytes = system.back_tables.size() * sizeof(float);
+  TESSERA_ASSIGN_OR_RETURN(plan->back_tables, Buffer::Allocate(MemoryKind::kDevice, back_bytes, stream.ordinal()));
+  TESSERA_RETURN_IF_ERROR(CopyBytes(plan->back_tables->data(), MemoryKind::kDevice, system.back_tables.data(),
+                                    MemoryKind::kHost, back_bytes, stream));
+  const gather::BackScratch layout = gather::BackScratchLayout(system.shape, system.any_row_coupled);
+  plan->chunk_views =
+      gather::BackChunkViews(layout, back_scratch_bytes, static_cast<int64_t>(system.views.size()));
+  TESSERA_ASSIGN_OR_RETURN(plan->scratch, Buffer::Allocate(MemoryKind::kDevice, plan->chunk_views * layout.view_bytes,
+                                                           stream.ordinal()));
   if (AnyXSlabs(system, 0, 1, static_cast<int64_t>(system.views.size()))) {
     const DdShape& s = system.shape;
     TESSERA_ASSIGN_OR_RETURN(plan->transposed, Buffer::Allocate(MemoryKind::kDevice,
@@ -172,20 +248,47 @@ absl::Status Back(const DdDevicePlan& plan, const DdSystem& system, const Stream
   TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
   const DdShape& s = system.shape;
   cudaStream_t cs = Native(stream);
+  if (count == 0) {
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(volume, 0, s.nx * s.ny * s.nz * sizeof(float), cs));
+    return absl::OkStatus();
+  }
   const DdView* views = static_cast<const DdView*>(plan.views->data());
   const float* tables = static_cast<const float*>(plan.tables->data());
+  const float* back_tables = static_cast<const float*>(plan.back_tables->data());
+  unsigned char* scratch = static_cast<unsigned char*>(plan.scratch->data());
+  const gather::BackScratch layout = gather::BackScratchLayout(s, system.any_row_coupled);
+  const int64_t cells = s.cols * s.rows;
   const dim3 block(32, 4);
-  for (int64_t z0 = 0; z0 < s.nz; z0 += kMaxGridZ) {
-    const dim3 grid(static_cast<unsigned>((s.nx + block.x - 1) / block.x),
-                    static_cast<unsigned>((s.ny + block.y - 1) / block.y),
-                    static_cast<unsigned>(std::min(kMaxGridZ, s.nz - z0)));
+  for (int64_t p0 = 0; p0 < count; p0 += plan.chunk_views) {
+    const int64_t n = std::min(plan.chunk_views, count - p0);
     if (s.is_2d) {
-      BackKernel<true><<<grid, block, 0, cs>>>(views, tables, s, first, stride, count, z0, sinogram, volume);
+      PrefixKernel<<<GridFor(n, 64), 64, 0, cs>>>(views, tables, s, first, stride, p0, n, sinogram, scratch,
+                                                  layout.view_bytes);
     } else {
-      BackKernel<false><<<grid, block, 0, cs>>>(views, tables, s, first, stride, count, z0, sinogram, volume);
+      CellWeightKernel<<<GridFor(n * cells, 256), 256, 0, cs>>>(views, tables, s, first, stride, p0, n, sinogram,
+                                                                 scratch, layout.view_bytes);
+      if (system.any_row_coupled) {
+        const int64_t per = gather::CoupledBCount(s) + gather::CoupledCCount(s);
+        CoupledLineKernel<<<GridFor(n * per, 256), 256, 0, cs>>>(views, s, first, stride, p0, n, layout, scratch);
+      }
     }
+    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("dd back preparation");
+    const int64_t run = s.is_2d ? 1 : gather::kRunZ, runs = (s.nz + run - 1) / run;
+    for (int64_t run0 = 0; run0 < runs; run0 += kMaxGridZ) {
+      const dim3 grid(static_cast<unsigned>((s.nx + block.x - 1) / block.x),
+                      static_cast<unsigned>((s.ny + block.y - 1) / block.y),
+                      static_cast<unsigned>(std::min(kMaxGridZ, runs - run0)));
+      const int accumulate = p0 > 0 ? 1 : 0;
+      if (s.is_2d) {
+        BackKernel<true><<<grid, block, 0, cs>>>(views, back_tables, s, layout, first, stride, p0, n, run0, scratch,
+                                                 accumulate, volume);
+      } else {
+        BackKernel<false><<<grid, block, 0, cs>>>(views, back_tables, s, layout, first, stride, p0, n, run0,
+                                                  scratch, accumulate, volume);
+      }
+    }
+    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("dd back");
   }
-  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("dd back");
   return absl::OkStatus();
 }
 

@@ -20,12 +20,16 @@
 //     table's adjoint, then suffix sums). Double accumulation; this is the
 //     CPU backend. cpu::ForwardExactOverlap is the overlap formula itself.
 //   - CUDA (and cpu::GatherForward/GatherBack, the same code on the host):
-//     gathers, float weights, see dd_gather.h. The forward is one thread per
+//     gathers, float weights. The forward (dd_gather.h) is one thread per
 //     detector cell walking the slabs (x-slab views read an x<->y transposed
-//     copy of the volume, so a warp's reads along b are contiguous); the back
-//     projection is one thread per voxel looping over the views in order and
-//     over the cells that overlap the voxel. Both are deterministic, and they
-//     are what ExecutionMode::kDefault uses too (no atomic variant).
+//     copy of the volume, so a warp's reads along b are contiguous). The back
+//     projection (dd_back_gather.h) first weights the sinogram by the ray
+//     lengths per call (2-D: a double prefix sum over columns), then runs one
+//     thread per voxel looping over the views in order: the voxel's two
+//     boundaries along b located among the cell boundaries (one division and
+//     a check each), then 2-D a difference of two prefix values, 3-D the
+//     overlapped cells only. Both are deterministic, and they are what
+//     ExecutionMode::kDefault uses too (no atomic variant).
 #ifndef TESSERA_KERNELS_RECONSTRUCTION_CT_DD_PROJECTOR_H_
 #define TESSERA_KERNELS_RECONSTRUCTION_CT_DD_PROJECTOR_H_
 
@@ -45,17 +49,27 @@ namespace tessera {
 namespace recon {
 namespace ct {
 
+// Scratch of the back projection's per-call weighted sinogram (the views are
+// processed in chunks that fit; at least one view).
+constexpr int64_t kDefaultBackScratchBytes = int64_t{64} << 20;
+
 struct DdProjectorOptions {
   ExecutionMode mode = ExecutionMode::kDefault;
   int num_subsets = 1;  // ordered subsets of views (1..num_views)
+  // Per plan (device memory on CUDA, host memory per call on the CPU); the
+  // chunking changes the result only by float rounding between chunks.
+  int64_t back_scratch_bytes = kDefaultBackScratchBytes;
 };
 
 namespace cuda {
-// Device state of a plan: the views and the transposed-volume scratch.
+// Device state of a plan: the views, their tables and the scratch.
 struct DdDevicePlan {
-  std::shared_ptr<Buffer> views;       // DdView[num_views]
-  std::shared_ptr<Buffer> tables;      // DdSystem::tables
-  std::shared_ptr<Buffer> transposed;  // nx*ny*nz floats when some view slices along x
+  std::shared_ptr<Buffer> views;        // DdView[num_views]
+  std::shared_ptr<Buffer> tables;       // DdSystem::tables
+  std::shared_ptr<Buffer> back_tables;  // DdSystem::back_tables
+  std::shared_ptr<Buffer> transposed;   // nx*ny*nz floats when some view slices along x
+  std::shared_ptr<Buffer> scratch;      // chunk_views * BackScratch::view_bytes
+  int64_t chunk_views = 1;
 };
 }  // namespace cuda
 
@@ -108,11 +122,12 @@ void ForwardExactOverlap(const DdSystem& system, const float* volume, const std:
 void Back(const DdSystem& system, const float* sinogram, const std::vector<int64_t>& views, float* volume);
 // The CUDA kernels' gather code (dd_gather.h) run on the host.
 void GatherForward(const DdSystem& system, const float* volume, const std::vector<int64_t>& views, float* sinogram);
-void GatherBack(const DdSystem& system, const float* sinogram, const std::vector<int64_t>& views, float* volume);
+void GatherBack(const DdSystem& system, const float* sinogram, const std::vector<int64_t>& views, float* volume,
+                int64_t scratch_bytes = kDefaultBackScratchBytes);
 }  // namespace cpu
 
 namespace cuda {
-absl::Status CreatePlan(const DdSystem& system, const Stream& stream, DdDevicePlan* plan);
+absl::Status CreatePlan(const DdSystem& system, const Stream& stream, int64_t back_scratch_bytes, DdDevicePlan* plan);
 // Views first, first + stride, ... (count of them); device pointers.
 absl::Status Forward(const DdDevicePlan& plan, const DdSystem& system, const Stream& stream, ExecutionMode mode,
                      int64_t first, int64_t stride, int64_t count, const float* volume, float* sinogram);

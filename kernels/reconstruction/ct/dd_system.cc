@@ -83,7 +83,8 @@ absl::StatusOr<DdView> MakeView(const CtGeometry& g, int64_t p) {
   if (proj.is_2d) {
     for (int m = 0; m < 3; ++m) w.nc[m] = w.mc[m] = 0;
   }
-  w.row_coupled = (w.nb[2] != 0 || w.mb[2] != 0 || w.den[2] != 0) ? 1 : 0;
+  // 2-D rays all sit at row offset 0, so the b map never depends on the row.
+  w.row_coupled = (!proj.is_2d && (w.nb[2] != 0 || w.mb[2] != 0 || w.den[2] != 0)) ? 1 : 0;
 
   // Rays at the detector corners: on the central ray's side of the slabs and
   // not grazing them (den and e_a are affine, so the corners bound them).
@@ -140,6 +141,34 @@ void FillTable(const DdView& w, int64_t cols, float* out) {
   }
 }
 
+// The back projection's regrouping of a view's ColumnTable (BackTable).
+void FillBackTable(const DdView& w, const float* column_table, int64_t cols, bool is_2d, float* out) {
+  const ColumnTable t = TableAt(column_table, cols);
+  const double head[8] = {w.nb[0], w.mb[0], w.nb[1], w.mb[1], w.den[0], w.den[1], 0, 0};
+  for (int m = 0; m < 8; ++m) out[m] = static_cast<float>(head[m]);
+  out[8] = t.a[0], out[9] = t.b[0], out[10] = t.a[cols], out[11] = t.b[cols];
+  float* cells = out + 12;
+  for (int64_t c = 0; c < cols; ++c) {
+    cells[4 * c + 0] = t.a[c], cells[4 * c + 1] = t.b[c];
+    cells[4 * c + 2] = t.a[c + 1], cells[4 * c + 3] = t.b[c + 1];
+  }
+  if (is_2d) return;
+  float* rows = cells + 4 * cols;
+  for (int64_t c = 0; c < cols; ++c) {
+    rows[4 * c + 0] = t.p[c], rows[4 * c + 1] = t.q[c], rows[4 * c + 2] = t.rr[c], rows[4 * c + 3] = t.s[c];
+  }
+}
+
+// Row-coupled views' BackTable storage holds the maps as floats instead
+// (CoupledSlab): {nb}, {mb}, {nc}, {mc}, {den}, each padded to 4.
+void FillCoupledBackTable(const DdView& w, float* out) {
+  const double* maps[5] = {w.nb, w.mb, w.nc, w.mc, w.den};
+  for (int m = 0; m < 5; ++m) {
+    for (int e = 0; e < 3; ++e) out[4 * m + e] = static_cast<float>(maps[m][e]);
+    out[4 * m + 3] = 0.f;
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<DdSystem> BuildDdSystem(const CtGeometry& geometry) {
@@ -155,8 +184,18 @@ absl::StatusOr<DdSystem> BuildDdSystem(const CtGeometry& geometry) {
   }
   const int64_t stride = TableStride(p.det_cols);
   system.tables.assign(stride * p.num_views(), 0.f);
+  const int64_t back_stride = BackTableStride(p.det_cols, p.is_2d);
+  system.back_tables.assign(back_stride * p.num_views(), 0.f);
   for (int64_t i = 0; i < p.num_views(); ++i) {
-    if (!system.views[i].row_coupled) FillTable(system.views[i], p.det_cols, system.tables.data() + i * stride);
+    const DdView& w = system.views[i];
+    if (w.row_coupled) {
+      system.any_row_coupled = true;
+      FillCoupledBackTable(w, system.back_tables.data() + i * back_stride);
+      continue;
+    }
+    float* table = system.tables.data() + i * stride;
+    FillTable(w, p.det_cols, table);
+    FillBackTable(w, table, p.det_cols, p.is_2d, system.back_tables.data() + i * back_stride);
   }
   return system;
 }

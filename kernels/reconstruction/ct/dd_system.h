@@ -19,6 +19,11 @@ struct DdSystem {
   // TableStride(cols) floats per view (ColumnTable; filled for views with
   // row_coupled == 0, zero otherwise).
   std::vector<float> tables;
+  // BackTableStride(cols, is_2d) floats per view: BackTable for views with
+  // row_coupled == 0, the float maps of CoupledSlab (dd_back_gather.h) for
+  // the others.
+  std::vector<float> back_tables;
+  bool any_row_coupled = false;
 };
 
 // Validate(geometry), then the projector's own conditions, each an

@@ -99,6 +99,46 @@ TESSERA_RECON_HD inline ColumnTable TableAt(const float* view_table, int64_t col
   return t;
 }
 
+// Plain aligned vectors shared by host and device (16-byte loads on the GPU).
+struct alignas(16) Float4 {
+  float x, y, z, w;
+};
+struct alignas(8) Float2 {
+  float x, y;
+};
+struct alignas(16) Double2 {
+  double x, y;
+};
+
+// Per-view float data of the back projection of views with row_coupled == 0
+// (dd_back_gather.h), the ColumnTable's numbers regrouped so that one 16-byte
+// load gives what a step needs:
+//   head[0], head[1] = {nb0, mb0, nb1, mb1}, {den0, den1, 0, 0}: on slab i
+//           the column boundary offset g where b = t is
+//           (t den0 - n0) / (n1 - t den1), n0 = nb0 + i mb0, n1 = nb1 + i mb1
+//           (in float: an estimate);
+//   head[2] = {a[0], b[0], a[cols], b[cols]}: the detector's two ends;
+//   cells[c] = {a[c], b[c], a[c + 1], b[c + 1]}: b of column boundaries c and
+//           c + 1 on slab i is a + i b, as ColumnTable;
+//   rows[c]  = {p[c], q[c], rr[c], s[c]} (3-D only): z of row boundary
+//           offset ro on slab i is (p + ro rr) + i (q + ro s), as TableCLines.
+struct BackTable {
+  const Float4* head;
+  const Float4* cells;
+  const Float4* rows;
+};
+
+// Floats per view (a multiple of 4, so every view starts 16-byte aligned).
+TESSERA_RECON_HD inline int64_t BackTableStride(int64_t cols, bool is_2d) { return 12 + 4 * cols * (is_2d ? 1 : 2); }
+
+TESSERA_RECON_HD inline BackTable BackTableAt(const float* view_table, int64_t cols, bool is_2d) {
+  BackTable t;
+  t.head = reinterpret_cast<const Float4*>(view_table);
+  t.cells = t.head + 3;
+  t.rows = is_2d ? nullptr : t.cells + cols;
+  return t;
+}
+
 // Overlap length of [lo, hi] with voxel [j, j + 1] (0 when disjoint).
 template <typename T>
 TESSERA_RECON_HD inline T Overlap(T lo, T hi, T j) {

@@ -15,9 +15,11 @@
 //   kDeterministic (PetProjectorOptions::deterministic_back):
 //     kFixedPoint: the same ray-driven scatter accumulating in 64-bit fixed
 //       point with integer atomics (fixed_point.h: scale, error bound), so the
-//       order of the atomics cannot change a bit: on an H200 1.xx-1.xx x the
-//       float scatter's time instead of the gather's ~10x in 3-D
-//       (bench/results/2026-12-01-h200-recon-pet-v2.md);
+//       order of the atomics cannot change a bit. It does the float
+//       scatter's work plus three passes over memory (sum |y|, zeroing and
+//       converting 8-byte accumulators), instead of the gather's ~10x the
+//       scatter's time in 3-D (bench/results/2026-12-01-h200-recon-pet.md;
+//       recon_pet_bench measures all three side by side);
 //     kGather: voxel-driven gather, every voxel summing its terms in a fixed
 //       order (the reference the fixed-point scatter replaced; kept because
 //       it needs no scratch and recomputes nothing host-side);

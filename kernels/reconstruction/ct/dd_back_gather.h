@@ -27,9 +27,9 @@
 //         loops visit only cells that overlap the voxel (about 1 + 1/width
 //         per axis).
 // Row-coupled views (tilted detectors): the candidate cells around the
-// voxel's preimage quadrilateral on the detector (CoupledBox: four 2 x 2
-// solves in float and a margin that provably covers the distance-driven
-// cells), their lines read from TB/TC (no division or root per cell).
+// voxel's preimage quadrilateral on the detector (CoupledBox: 2 x 2 solves in
+// float, shared along a z run, and a margin that provably covers the
+// distance-driven cells), their lines read from TB/TC (no root per cell).
 // Each view's contribution is a float sum (2-D: a double difference) that the
 // caller adds in view order in double: deterministic.
 #ifndef TESSERA_KERNELS_RECONSTRUCTION_CT_DD_BACK_GATHER_H_
@@ -87,19 +87,56 @@ inline int64_t BackChunkViews(const BackScratch& l, int64_t budget_bytes, int64_
 
 // ---- Preparation (per call) ----
 
-// 2-D: the view's {S_c, y_c L_c}, summed in column order. L is the forward's
-// float ray length (TableCLines).
-TESSERA_RECON_HD inline void PrepareColumnPrefix(const DdView& w, const float* column_table, int64_t cols,
-                                                 const float* y, Double2* out) {
+// 2-D: the view's {S_c, y_c L_c}, L the forward's float ray length
+// (TableCLines). The columns are summed in kPrefixLanes contiguous segments
+// (one GPU lane each: coalescing aside, a sequential sum over all columns
+// would take a warp's latency per column), then the segment totals in order;
+// the host runs the same steps, so both give the same bits.
+constexpr int kPrefixLanes = 32;
+
+TESSERA_RECON_HD inline void PrefixSegment(int64_t cols, int lane, int64_t* c0, int64_t* c1) {
+  const int64_t seg = (cols + kPrefixLanes - 1) / kPrefixLanes;
+  *c0 = lane * seg < cols ? lane * seg : cols;
+  *c1 = *c0 + seg < cols ? *c0 + seg : cols;
+}
+
+// Pass 1 of lane `lane`: out[c].y = y_c L_c over its segment; returns their sum.
+TESSERA_RECON_HD inline double PrefixPass1(const DdView& w, const float* column_table, int64_t cols, const float* y,
+                                           int lane, Double2* out) {
   const ColumnTable t = TableAt(column_table, cols);
+  int64_t c0, c1;
+  PrefixSegment(cols, lane, &c0, &c1);
   double sum = 0;
-  for (int64_t c = 0; c < cols; ++c) {
+  for (int64_t c = c0; c < c1; ++c) {
     CellLines cl;
     TableCLines(w, t, true, c, 0.f, &cl);
     const double v = static_cast<double>(y[c]) * static_cast<double>(cl.scale);
-    out[c].x = sum;
     out[c].y = v;
     sum += v;
+  }
+  return sum;
+}
+
+// Pass 2: out[c].x = the prefix, from the lane's offset (the totals of the
+// lanes before it, added in lane order).
+TESSERA_RECON_HD inline void PrefixPass2(int64_t cols, int lane, double offset, Double2* out) {
+  int64_t c0, c1;
+  PrefixSegment(cols, lane, &c0, &c1);
+  for (int64_t c = c0; c < c1; ++c) {
+    out[c].x = offset;
+    offset += out[c].y;
+  }
+}
+
+// Both passes for one view on the host.
+inline void PrepareColumnPrefix(const DdView& w, const float* column_table, int64_t cols, const float* y,
+                                Double2* out) {
+  double totals[kPrefixLanes];
+  for (int lane = 0; lane < kPrefixLanes; ++lane) totals[lane] = PrefixPass1(w, column_table, cols, y, lane, out);
+  double offset = 0;
+  for (int lane = 0; lane < kPrefixLanes; ++lane) {
+    PrefixPass2(cols, lane, offset, out);
+    offset += totals[lane];
   }
 }
 
@@ -369,44 +406,54 @@ TESSERA_RECON_HD inline void MarginRange(float pmin, float pmax, float margin, f
   *hi = b > static_cast<float>(n - 1) ? n - 1 : static_cast<int>(floorf(b));
 }
 
-// Candidate cells: cell (c, r) weighs in when its b interval (row r's centre
-// segment) meets [j, j + 1] and its z interval (column c's centre segment)
-// meets [k, k + 1]. With sb, sc the largest |dg/dr| of the b lines and
-// |dr/dg| of the z lines, following the strips from those two points shows
-// such a cell lies within (1/2 + s/2) / (1 - sb sc) of P's extent along each
-// axis (+0.01 for float rounding); beyond sb sc >= 1, the whole detector.
-TESSERA_RECON_HD inline void CoupledBox(const CoupledSlab& s, const DdShape& shape, float fj, float fk, int* c_lo,
-                                        int* c_hi, int* r_lo, int* r_hi) {
-  float gmin = 3e38f, gmax = -3e38f, rmin = 3e38f, rmax = -3e38f, sb = 0.f, sc = 0.f;
-  bool finite = true;
-  for (int e = 0; e < 2; ++e) {
-    const float tb = fj + static_cast<float>(e), tz = fk + static_cast<float>(e);
-    sb = MaxF(sb, fabsf(FastDiv(s.a[2] - tb * s.d[2], s.a[1] - tb * s.d[1])));
-    sc = MaxF(sc, fabsf(FastDiv(s.c[1] - tz * s.d[1], s.c[2] - tz * s.d[2])));
-    for (int f = 0; f < 2; ++f) {
-      float g, r;
-      CoupledPreimage(s, tb, fk + static_cast<float>(f), &g, &r);
-      finite = finite && Finite(g) && Finite(r);
-      gmin = MinF(gmin, g), gmax = MaxF(gmax, g), rmin = MinF(rmin, r), rmax = MaxF(rmax, r);
-    }
-  }
+// A z boundary t of a run: the preimages of (j, t) and (j + 1, t) and the
+// slope |dr/dg| of the z = t line.
+struct CoupledEdge {
+  float g0, r0, g1, r1, slope;
+  bool finite;
+};
+
+TESSERA_RECON_HD inline CoupledEdge MakeCoupledEdge(const CoupledSlab& s, float fj, float tz) {
+  CoupledEdge e;
+  CoupledPreimage(s, fj, tz, &e.g0, &e.r0);
+  CoupledPreimage(s, fj + 1.f, tz, &e.g1, &e.r1);
+  e.slope = fabsf(FastDiv(s.c[1] - tz * s.d[1], s.c[2] - tz * s.d[2]));
+  e.finite = Finite(e.g0) && Finite(e.r0) && Finite(e.g1) && Finite(e.r1);
+  return e;
+}
+
+// The larger |dg/dr| of the b = j and b = j + 1 lines.
+TESSERA_RECON_HD inline float CoupledSlopeB(const CoupledSlab& s, float fj) {
+  const float s0 = fabsf(FastDiv(s.a[2] - fj * s.d[2], s.a[1] - fj * s.d[1]));
+  const float s1 = fabsf(FastDiv(s.a[2] - (fj + 1.f) * s.d[2], s.a[1] - (fj + 1.f) * s.d[1]));
+  return MaxF(s0, s1);
+}
+
+// Candidate cells of the voxel between z boundaries lo and hi: cell (c, r)
+// weighs in when its b interval (row r's centre segment) meets [j, j + 1]
+// and its z interval (column c's centre segment) meets [k, k + 1]. With sb,
+// sc the largest |dg/dr| of the b lines and |dr/dg| of the z lines,
+// following the strips from those two points shows such a cell lies within
+// (1/2 + s/2) / (1 - sb sc) of the preimage's extent along each axis (+0.01
+// for float rounding); beyond sb sc >= 0.95, the whole detector.
+TESSERA_RECON_HD inline void CoupledBox(const CoupledEdge& lo, const CoupledEdge& hi, float sb, const DdShape& shape,
+                                        int* c_lo, int* c_hi, int* r_lo, int* r_hi) {
   const int cols = static_cast<int>(shape.cols), rows = static_cast<int>(shape.rows);
-  const float shrink = 1.f - sb * sc;
-  if (!(shrink > 0.05f) || !finite) {  // steep or degenerate: everything
+  const float sc = MaxF(lo.slope, hi.slope), shrink = 1.f - sb * sc;
+  if (!(shrink > 0.05f) || !lo.finite || !hi.finite) {  // steep or degenerate: everything
     *c_lo = 0, *c_hi = cols - 1, *r_lo = 0, *r_hi = rows - 1;
     return;
   }
+  const float gmin = MinF(MinF(lo.g0, lo.g1), MinF(hi.g0, hi.g1)), gmax = MaxF(MaxF(lo.g0, lo.g1), MaxF(hi.g0, hi.g1));
+  const float rmin = MinF(MinF(lo.r0, lo.r1), MinF(hi.r0, hi.r1)), rmax = MaxF(MaxF(lo.r0, lo.r1), MaxF(hi.r0, hi.r1));
   MarginRange(gmin, gmax, (0.5f + 0.5f * sb) / shrink + 0.01f, 0.5f * static_cast<float>(cols - 1), cols, c_lo, c_hi);
   MarginRange(rmin, rmax, (0.5f + 0.5f * sc) / shrink + 0.01f, 0.5f * static_cast<float>(rows - 1), rows, r_lo, r_hi);
 }
 
-// One voxel of a row-coupled view: the candidates weighed with the forward's
-// lines (TB, TC) and y L.
-TESSERA_RECON_HD inline float BackVoxelCoupled(const CoupledSlab& slab, const DdShape& s, float fi, float fj, float fk,
-                                               const float* __restrict__ yl, const Float2* __restrict__ tb,
-                                               const Float2* __restrict__ tc) {
-  int c_lo, c_hi, r_lo, r_hi;
-  CoupledBox(slab, s, fj, fk, &c_lo, &c_hi, &r_lo, &r_hi);
+// The candidates of one voxel weighed with the forward's lines (TB, TC) and y L.
+TESSERA_RECON_HD inline float CoupledCells(int c_lo, int c_hi, int r_lo, int r_hi, const DdShape& s, float fi,
+                                           float fj, float fk, const float* __restrict__ yl,
+                                           const Float2* __restrict__ tb, const Float2* __restrict__ tc) {
   const int64_t cols1 = s.cols + 1, rows1 = s.rows + 1;
   float acc = 0.f;
   for (int64_t r = r_lo; r <= r_hi; ++r) {
@@ -425,6 +472,26 @@ TESSERA_RECON_HD inline float BackVoxelCoupled(const CoupledSlab& slab, const Dd
     }
   }
   return acc;
+}
+
+// Row-coupled views: voxels (i, j, k0 + m), m < nk <= K, sharing the b
+// slopes and each z boundary's preimages. acc[m] += each voxel's float sum.
+template <int K>
+TESSERA_RECON_HD inline void BackRunCoupled(const CoupledSlab& slab, const DdShape& s, float fi, float fj, float fk0,
+                                            int nk, const float* __restrict__ yl, const Float2* __restrict__ tb,
+                                            const Float2* __restrict__ tc, double* acc) {
+  const float sb = CoupledSlopeB(slab, fj);
+  CoupledEdge lo = MakeCoupledEdge(slab, fj, fk0);
+  TESSERA_DD_UNROLL
+  for (int m = 0; m < K; ++m) {
+    if (m >= nk) break;
+    const float fk = fk0 + static_cast<float>(m);
+    const CoupledEdge hi = MakeCoupledEdge(slab, fj, fk + 1.f);
+    int c_lo, c_hi, r_lo, r_hi;
+    CoupledBox(lo, hi, sb, s, &c_lo, &c_hi, &r_lo, &r_hi);
+    acc[m] += CoupledCells(c_lo, c_hi, r_lo, r_hi, s, fi, fj, fk, yl, tb, tc);
+    lo = hi;
+  }
 }
 
 // 2-D: view `w`'s contribution to pixel (x, y); `view_scratch` is the view's
@@ -456,12 +523,9 @@ TESSERA_RECON_HD inline void BackRunView(const DdView& w, const float* back_tabl
   }
   const Float2* tb = reinterpret_cast<const Float2*>(view_scratch + layout.tb_offset);
   const Float2* tc = reinterpret_cast<const Float2*>(view_scratch + layout.tc_offset);
-  const float fi = static_cast<float>(i), fj = static_cast<float>(j);
-  const CoupledSlab slab = MakeCoupledSlab(back_table, fi);
-  TESSERA_DD_UNROLL
-  for (int m = 0; m < K; ++m) {
-    if (m < nk) acc[m] += BackVoxelCoupled(slab, s, fi, fj, static_cast<float>(z0 + m), yl, tb, tc);
-  }
+  const float fi = static_cast<float>(i);
+  BackRunCoupled<K>(MakeCoupledSlab(back_table, fi), s, fi, static_cast<float>(j), static_cast<float>(z0), nk, yl, tb,
+                    tc, acc);
 }
 
 }  // namespace gather

@@ -1,4 +1,9 @@
-// DdProjector: plan creation, argument checks and backend dispatch.
+// DdProjector: plan creation, argument checks and backend dispatch. The CPU
+// backend runs the GPU algorithm's host code (cpu::Gather*: 2.5-3x faster
+// than the double summed-area reference in 2-D and no volume-sized tables;
+// in 3-D the forward 1.1-1.5x, the back projection equal to 1.2x faster),
+// except the back projection of tilted detectors, where the reference is
+// 1.6x faster on the host (measured on 2 cores, single-threaded).
 #include "kernels/reconstruction/ct/dd_projector.h"
 
 #include <limits>
@@ -74,7 +79,7 @@ absl::Status DdProjector::Forward(const float* volume, float* sinogram, int subs
   TESSERA_RETURN_IF_ERROR(CheckCall(volume, sinogram, subset, "Forward"));
   const std::vector<int64_t> views = SubsetViews(num_views(), options_.num_subsets, subset);
   if (stream_->backend() == Backend::kCpu) {
-    cpu::Forward(system_, volume, views, sinogram);
+    cpu::GatherForward(system_, volume, views, sinogram);
     return absl::OkStatus();
   }
 #if TESSERA_WITH_CUDA
@@ -90,7 +95,11 @@ absl::Status DdProjector::Back(const float* sinogram, float* volume, int subset)
   TESSERA_RETURN_IF_ERROR(CheckCall(sinogram, volume, subset, "Back"));
   const std::vector<int64_t> views = SubsetViews(num_views(), options_.num_subsets, subset);
   if (stream_->backend() == Backend::kCpu) {
-    cpu::Back(system_, sinogram, views, volume);
+    if (system_.any_row_coupled) {
+      cpu::Back(system_, sinogram, views, volume);  // faster on the host than the candidate search
+    } else {
+      cpu::GatherBack(system_, sinogram, views, volume, options_.back_scratch_bytes);
+    }
     return absl::OkStatus();
   }
 #if TESSERA_WITH_CUDA

@@ -81,16 +81,27 @@ __global__ void __launch_bounds__(128)
   sino[c + shape.cols * (r + shape.rows * s)] = gather::ForwardCell<k2d>(cl, vol, nb, na, static_cast<int>(shape.nz));
 }
 
-// 2-D preparation: one thread per view of the chunk sums its columns in order
-// (a few microseconds; the same sequence as the host).
-__global__ void PrefixKernel(const DdView* __restrict__ views, const float* __restrict__ tables, DdShape shape,
-                             int64_t first, int64_t stride, int64_t p0, int64_t n, const float* __restrict__ sino,
-                             unsigned char* __restrict__ scratch, int64_t view_bytes) {
-  const int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (p >= n) return;
+// 2-D preparation: one warp per view of the chunk, lane l summing column
+// segment l (PrepareColumnPrefix's steps, in the same order).
+constexpr int kPrefixWarps = 4;
+
+__global__ void __launch_bounds__(32 * kPrefixWarps)
+    PrefixKernel(const DdView* __restrict__ views, const float* __restrict__ tables, DdShape shape, int64_t first,
+                 int64_t stride, int64_t p0, int64_t n, const float* __restrict__ sino,
+                 unsigned char* __restrict__ scratch, int64_t view_bytes) {
+  static_assert(gather::kPrefixLanes == 32, "one warp per view");
+  __shared__ double totals[kPrefixWarps][32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t p = blockIdx.x * static_cast<int64_t>(kPrefixWarps) + warp;
+  if (p >= n) return;  // whole warps leave together
   const int64_t view = first + (p0 + p) * stride;
-  gather::PrepareColumnPrefix(views[view], tables + view * TableStride(shape.cols), shape.cols,
-                              sino + (p0 + p) * shape.cols, reinterpret_cast<Double2*>(scratch + p * view_bytes));
+  Double2* out = reinterpret_cast<Double2*>(scratch + p * view_bytes);
+  totals[warp][lane] = gather::PrefixPass1(views[view], tables + view * TableStride(shape.cols), shape.cols,
+                                           sino + (p0 + p) * shape.cols, lane, out);
+  __syncwarp();
+  double offset = 0;
+  for (int l = 0; l < lane; ++l) offset += totals[warp][l];
+  gather::PrefixPass2(shape.cols, lane, offset, out);
 }
 
 // 3-D preparation: y L per cell of each view of the chunk.
@@ -262,8 +273,8 @@ absl::Status Back(const DdDevicePlan& plan, const DdSystem& system, const Stream
   for (int64_t p0 = 0; p0 < count; p0 += plan.chunk_views) {
     const int64_t n = std::min(plan.chunk_views, count - p0);
     if (s.is_2d) {
-      PrefixKernel<<<GridFor(n, 64), 64, 0, cs>>>(views, tables, s, first, stride, p0, n, sinogram, scratch,
-                                                  layout.view_bytes);
+      PrefixKernel<<<static_cast<unsigned>((n + kPrefixWarps - 1) / kPrefixWarps), 32 * kPrefixWarps, 0, cs>>>(
+          views, tables, s, first, stride, p0, n, sinogram, scratch, layout.view_bytes);
     } else {
       CellWeightKernel<<<GridFor(n * cells, 256), 256, 0, cs>>>(views, tables, s, first, stride, p0, n, sinogram,
                                                                  scratch, layout.view_bytes);

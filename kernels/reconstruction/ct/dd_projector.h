@@ -17,8 +17,9 @@
 //     summed-area table of each slab (double), bilinear interpolation at the
 //     mapped interval ends (exact for a piecewise-constant slab) and the
 //     four-corner difference; cpu::Back is its transpose (scatter into the
-//     table's adjoint, then suffix sums). Double accumulation; this is the
-//     CPU backend. cpu::ForwardExactOverlap is the overlap formula itself.
+//     table's adjoint, then suffix sums). Double accumulation; the reference
+//     the tests hold everything to. cpu::ForwardExactOverlap is the overlap
+//     formula itself.
 //   - CUDA (and cpu::GatherForward/GatherBack, the same code on the host):
 //     gathers, float weights. The forward (dd_gather.h) is one thread per
 //     detector cell walking the slabs (x-slab views read an x<->y transposed
@@ -30,6 +31,10 @@
 //     a check each), then 2-D a difference of two prefix values, 3-D the
 //     overlapped cells only. Both are deterministic, and they are what
 //     ExecutionMode::kDefault uses too (no atomic variant).
+//   - The CPU backend (a CPU stream) runs cpu::GatherForward/GatherBack, the
+//     fastest on the host (dd_projector.cc), except cpu::Back for the back
+//     projection of systems with row-coupled views. Results do not depend on
+//     the thread count.
 #ifndef TESSERA_KERNELS_RECONSTRUCTION_CT_DD_PROJECTOR_H_
 #define TESSERA_KERNELS_RECONSTRUCTION_CT_DD_PROJECTOR_H_
 

@@ -59,8 +59,14 @@ TEST(DdProjector, BranchlessEqualsExactOverlapFormula) {
 // <A x, y> = <x, A^T y> for the reference (double sums: ~1e-7 from the
 // float outputs) and for the gather code the CUDA kernels run (float
 // weights and float per-view sums: ~1e-6). Tolerance 1e-5 relative.
+std::vector<testing::NamedGeometry> KindsAndVariants() {
+  std::vector<testing::NamedGeometry> cases = testing::AllKinds();
+  for (auto& named : testing::VariantKinds()) cases.push_back(named);
+  return cases;
+}
+
 TEST(DdProjector, AdjointIdentityAllGeometryKinds) {
-  for (const auto& [name, g] : testing::AllKinds()) {
+  for (const auto& [name, g] : KindsAndVariants()) {
     SCOPED_TRACE(name);
     const DdSystem sys = Build(g);
     const auto views = AllViews(g);
@@ -85,7 +91,7 @@ TEST(DdProjector, AdjointIdentityAllGeometryKinds) {
 // what the GPU parity test will see, minus FMA contraction (the H200 run
 // measured 2e-7, bench/results/2026-12-01-h200-recon-projector.md).
 TEST(DdProjector, GatherCodeMatchesReference) {
-  std::vector<testing::NamedGeometry> cases = testing::AllKinds();
+  std::vector<testing::NamedGeometry> cases = KindsAndVariants();
   for (auto& named : testing::LargerKinds()) cases.push_back(named);
   for (const auto& [name, g] : cases) {
     SCOPED_TRACE(name);
@@ -101,6 +107,51 @@ TEST(DdProjector, GatherCodeMatchesReference) {
     EXPECT_LE(RelL2(gat_fwd, ref_fwd), 1e-5);
     EXPECT_LE(RelL2(gat_back, ref_back), 1e-5);
     EXPECT_GT(MaxAbs(ref_back), 1.0);
+  }
+}
+
+// The back projection in chunks of views (a small scratch budget: the GPU
+// plan's chunking, run on the host) equals the one-chunk result up to the
+// float rounding between chunks.
+TEST(DdProjector, GatherBackInChunksMatchesOneChunk) {
+  for (const auto& [name, g] : KindsAndVariants()) {
+    SCOPED_TRACE(name);
+    const DdSystem sys = Build(g);
+    const auto views = AllViews(g);
+    const auto y = RandomUniform<float>(g.projection.sinogram_size(), 0.1, 2.0, 8);
+    std::vector<float> whole(g.volume.size()), ones(whole.size()), threes(whole.size());
+    cpu::GatherBack(sys, y.data(), views, whole.data());
+    cpu::GatherBack(sys, y.data(), views, ones.data(), 1);  // one view per chunk
+    const int64_t view_bytes = g.projection.is_2d ? 16 * g.projection.det_cols
+                                                  : 4 * g.projection.det_cols * g.projection.det_rows;
+    cpu::GatherBack(sys, y.data(), views, threes.data(), 3 * view_bytes + 5);
+    EXPECT_GT(MaxAbs(whole), 1.0);
+    EXPECT_LE(RelL2(ones, whole), 1e-6);
+    EXPECT_LE(RelL2(threes, whole), 1e-6);
+  }
+}
+
+// The CPU backend runs the fastest host path: the gathers, except the
+// reference back projection for row-coupled (tilted) detectors.
+TEST(DdProjector, CpuBackendRunsTheGathers) {
+  for (const auto& [name, g] : testing::AllKinds()) {
+    SCOPED_TRACE(name);
+    auto p = DdProjector::Create(g, Stream::Cpu());
+    ASSERT_TRUE(p.ok()) << p.status();
+    const auto views = AllViews(g);
+    const auto x = RandomUniform<float>(g.volume.size(), 0.2, 1.8, 9);
+    const auto y = RandomUniform<float>(g.projection.sinogram_size(), 0.1, 2.0, 10);
+    std::vector<float> fwd(y.size()), want_fwd(y.size()), back(x.size()), want_back(x.size());
+    ASSERT_TRUE((*p)->Forward(x.data(), fwd.data()).ok());
+    ASSERT_TRUE((*p)->Back(y.data(), back.data()).ok());
+    cpu::GatherForward((*p)->system(), x.data(), views, want_fwd.data());
+    if ((*p)->system().any_row_coupled) {
+      cpu::Back((*p)->system(), y.data(), views, want_back.data());
+    } else {
+      cpu::GatherBack((*p)->system(), y.data(), views, want_back.data());
+    }
+    EXPECT_EQ(fwd, want_fwd);
+    EXPECT_EQ(back, want_back);
   }
 }
 
@@ -278,6 +329,9 @@ TEST(DdProjector, RejectsBadGeometryAndArguments) {
   const CtGeometry g = testing::Parallel2D();
   EXPECT_FALSE(DdProjector::Create(g, Stream::Cpu(), {ExecutionMode::kDefault, 0}).ok());
   EXPECT_FALSE(DdProjector::Create(g, Stream::Cpu(), {ExecutionMode::kDefault, 25}).ok());
+  r = DdProjector::Create(g, Stream::Cpu(), {ExecutionMode::kDefault, 1, 0});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("back_scratch_bytes"), std::string::npos) << r.status();
   auto p = DdProjector::Create(g, Stream::Cpu(), {ExecutionMode::kDeterministic, 4});
   ASSERT_TRUE(p.ok()) << p.status();
   std::vector<float> x(g.volume.size(), 1.f), y(g.projection.sinogram_size());

@@ -37,7 +37,8 @@ inline CtGeometry Cone3D(int n = 16, int views = 12, int rows = 20, int cols = 2
 // radius wobbling), a detector shifted off the central ray, rolled about it
 // (so u has a z component and v an in-plane one) and pitched (not
 // perpendicular to the central ray), non-square cells and voxels.
-inline CtGeometry ConeVec(int n = 16, int views = 12, int rows = 18, int cols = 22) {
+inline CtGeometry ConeVec(int n = 16, int views = 12, int rows = 18, int cols = 22, double roll_degrees = 5,
+                          double pitch_degrees = 8) {
   CtGeometry g;
   g.volume = CenteredVolume(n, n + 2, n - 2);
   g.volume.min_x *= 1.1, g.volume.max_x *= 1.1;  // 1.1 mm voxels along x
@@ -46,7 +47,7 @@ inline CtGeometry ConeVec(int n = 16, int views = 12, int rows = 18, int cols = 
   p.is_2d = false;
   p.det_rows = rows;
   p.det_cols = cols;
-  const double roll = 5 * M_PI / 180, pitch = 8 * M_PI / 180;
+  const double roll = roll_degrees * M_PI / 180, pitch = pitch_degrees * M_PI / 180;
   for (int i = 0; i < views; ++i) {
     const double a = 2 * M_PI * i / views + 0.1;
     const double radius = 48 + 2 * std::sin(3 * a);
@@ -74,6 +75,18 @@ inline CtGeometry ConeVec(int n = 16, int views = 12, int rows = 18, int cols = 
   return g;
 }
 
+// A circular cone with cells of `pixel` mm (1 mm voxels, magnification 1.6).
+inline CtGeometry ConeCells(int n, int views, int rows, int cols, double pixel) {
+  return {CenteredVolume(n, n, n), ConeBeam(EvenAngles(views, 2 * M_PI), pixel, pixel, rows, cols, 50.0, 30.0)};
+}
+
+// Cone3D with the detector's v reversed: rows run down in z.
+inline CtGeometry ConeFlippedV(int n = 16, int views = 12, int rows = 20, int cols = 24) {
+  CtGeometry g = Cone3D(n, views, rows, cols);
+  for (ProjectionVectors& w : g.projection.views) w.v = {-w.v.x, -w.v.y, -w.v.z};
+  return g;
+}
+
 inline std::vector<NamedGeometry> AllKinds() {
   return {{"parallel2d", Parallel2D()}, {"fan2d", Fan2D()}, {"cone3d", Cone3D()}, {"cone_vec", ConeVec()}};
 }
@@ -87,6 +100,16 @@ inline std::vector<NamedGeometry> LargerKinds() {
           {"cone_vec_24", ConeVec(24, 40, 30, 36)}};
 }
 
+// Detector variants the back projection's searches must handle: cells much
+// finer and coarser than the voxels, rows running down, a steeply rolled
+// detector (the row-coupled box's margin grows with the roll).
+inline std::vector<NamedGeometry> VariantKinds() {
+  return {{"cone3d_fine_cells", ConeCells(14, 8, 48, 56, 0.45)},
+          {"cone3d_coarse_cells", ConeCells(14, 8, 6, 8, 3.1)},
+          {"cone3d_flipped_v", ConeFlippedV(14, 10, 18, 22)},
+          {"cone_vec_roll25", ConeVec(14, 10, 20, 24, 25, 8)}};
+}
+
 // Tiny versions for explicit-matrix tests, with detector cells both finer
 // and coarser than the voxels.
 inline std::vector<NamedGeometry> TinyKinds() {
@@ -94,7 +117,11 @@ inline std::vector<NamedGeometry> TinyKinds() {
           {"parallel2d_coarse", Parallel2D(8, 6, 5, 2.3)},
           {"fan2d", Fan2D(8, 7, 9)},
           {"cone3d", Cone3D(5, 5, 5, 6)},
-          {"cone_vec", ConeVec(5, 5, 4, 6)}};
+          {"cone_vec", ConeVec(5, 5, 4, 6)},
+          {"cone3d_fine_cells", ConeCells(4, 3, 12, 14, 0.6)},
+          {"cone3d_coarse_cells", ConeCells(5, 4, 3, 4, 2.8)},
+          {"cone3d_flipped_v", ConeFlippedV(5, 4, 5, 6)},
+          {"cone_vec_roll25", ConeVec(5, 4, 5, 6, 25, 8)}};
 }
 
 }  // namespace testing

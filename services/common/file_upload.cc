@@ -110,7 +110,8 @@ absl::StatusOr<std::string> MatchExtension(const std::string& filename, const st
 absl::StatusOr<StoredUpload> ReceiveFileUpload(const grpc::ServerContextBase& context,
                                                grpc::ServerReaderInterface<v1::FileChunk>* reader,
                                                const std::string& dir, const std::string& prefix,
-                                               const std::vector<std::string>& extensions, int64_t max_bytes) {
+                                               const std::vector<std::string>& extensions, int64_t max_bytes,
+                                               const std::function<absl::Status(int64_t total_bytes)>& admit) {
   v1::FileChunk chunk;
   if (!reader->Read(&chunk)) {
     if (absl::Status s = CheckNotCancelled(context); !s.ok()) return s;
@@ -127,6 +128,9 @@ absl::StatusOr<StoredUpload> ReceiveFileUpload(const grpc::ServerContextBase& co
   if (total > max_bytes) {
     return absl::ResourceExhaustedError(
         absl::StrCat("file of ", total, " bytes is over the server's limit of ", max_bytes, " bytes"));
+  }
+  if (admit) {
+    if (absl::Status s = admit(total); !s.ok()) return s;
   }
   StoredUpload out;
   out.upload_id = absl::StrCat(prefix, RandomId(), *ext);

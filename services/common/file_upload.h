@@ -11,6 +11,7 @@
 #define TESSERA_SERVICES_COMMON_FILE_UPLOAD_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,14 +32,17 @@ struct StoredUpload {
 
 // Receives a FileChunk stream: the first chunk names the file (its extension,
 // one of `extensions`, is kept) and its total_bytes (1..max_bytes); chunks
-// come in order (offset = bytes so far). INVALID_ARGUMENT for a bad name,
-// extension, size or offset; RESOURCE_EXHAUSTED over max_bytes; DATA_LOSS when
-// the stream ends short; CANCELLED / DEADLINE_EXCEEDED from the call;
-// INTERNAL when the file cannot be written. Nothing is left behind on error.
+// come in order (offset = bytes so far). `admit` (optional) sees total_bytes
+// before anything is written and may refuse (a quota). INVALID_ARGUMENT for a
+// bad name, extension, size or offset; RESOURCE_EXHAUSTED over max_bytes;
+// DATA_LOSS when the stream ends short; CANCELLED / DEADLINE_EXCEEDED from the
+// call; INTERNAL when the file cannot be written. Nothing is left behind on
+// error.
 absl::StatusOr<StoredUpload> ReceiveFileUpload(const grpc::ServerContextBase& context,
                                                grpc::ServerReaderInterface<v1::FileChunk>* reader,
                                                const std::string& dir, const std::string& prefix,
-                                               const std::vector<std::string>& extensions, int64_t max_bytes);
+                                               const std::vector<std::string>& extensions, int64_t max_bytes,
+                                               const std::function<absl::Status(int64_t total_bytes)>& admit = nullptr);
 
 // The extension of `filename` among `extensions` (longest match, so ".nii.gz"
 // wins over ".gz"), or INVALID_ARGUMENT listing them.

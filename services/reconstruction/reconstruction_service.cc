@@ -1,6 +1,7 @@
 #include "services/reconstruction/reconstruction_service.h"
 
 #include <algorithm>
+#include <limits>
 #include <filesystem>
 #include <set>
 #include <utility>
@@ -15,7 +16,9 @@
 #include "services/common/chunked_upload.h"
 #include "services/common/file_upload.h"
 #include "services/scheduler/job_info.h"
+#include "services/server/auth.h"
 #include "services/server/call_checks.h"
+#include "common/text_checks.h"
 
 namespace tessera {
 
@@ -57,6 +60,7 @@ absl::StatusOr<std::unique_ptr<ReconstructionServiceImpl>> ReconstructionService
   if (options.max_volume_bytes <= 0) return absl::InvalidArgumentError("max_volume_bytes must be positive");
   TESSERA_RETURN_IF_ERROR(ResolveBackend(options.device).status());
   if (service_options.download_chunk_bytes <= 0) return absl::InvalidArgumentError("chunk size must be positive");
+  if (service_options.upload_quota_bytes < 0) return absl::InvalidArgumentError("upload quota must not be negative");
   return std::unique_ptr<ReconstructionServiceImpl>(new ReconstructionServiceImpl(options, service_options));
 }
 
@@ -67,7 +71,12 @@ ReconstructionServiceImpl::ReconstructionServiceImpl(const ServerOptions& option
       default_device_(options.device),
       data_roots_(options.data_roots),
       service_options_(service_options),
-      sweep_throttle_("reconstruction", service_options.upload_sweep_interval) {}
+      sweep_throttle_("reconstruction", service_options.upload_sweep_interval),
+      upload_quota_bytes_(service_options.upload_quota_bytes > 0
+                              ? service_options.upload_quota_bytes
+                              : (options.max_volume_bytes > std::numeric_limits<int64_t>::max() / 8
+                                     ? std::numeric_limits<int64_t>::max()
+                                     : 8 * options.max_volume_bytes)) {}
 
 ReconstructionServiceImpl::~ReconstructionServiceImpl() = default;
 
@@ -95,8 +104,20 @@ grpc::Status ReconstructionServiceImpl::UploadFile(grpc::ServerContext* context,
                                                    v1::UploadedFile* response) {
   absl::StatusOr<scheduler::Scheduler*> jobs = Jobs();
   if (!jobs.ok()) return ToGrpcStatus(jobs.status());
-  absl::StatusOr<StoredUpload> stored =
-      ReceiveFileUpload(*context, reader, upload_dir_, kUploadPrefix, UploadExtensions(), max_file_bytes_);
+  // Upload files are named rf-<owner>-<random><ext>: the owner (a hash of the
+  // principal) is how the quota finds a principal's files.
+  const std::string principal = CallPrincipal(context);
+  const std::string owner = Sha256Hex(principal.empty() ? std::string("\0anonymous", 10) : principal).substr(0, 12);
+  std::function<void()> release;
+  const auto admit = [&](int64_t bytes) -> absl::Status {
+    absl::StatusOr<std::function<void()>> reserved = ReserveQuota(owner, principal, bytes);
+    if (!reserved.ok()) return reserved.status();
+    release = *std::move(reserved);
+    return absl::OkStatus();
+  };
+  absl::StatusOr<StoredUpload> stored = ReceiveFileUpload(*context, reader, upload_dir_, absl::StrCat(kUploadPrefix, owner, "-"),
+                                                          UploadExtensions(), max_file_bytes_, admit);
+  if (release) release();
   if (!stored.ok()) return ToGrpcStatus(stored.status());
   response->set_upload_id(stored->upload_id);
   response->set_nbytes(stored->nbytes);
@@ -104,6 +125,36 @@ grpc::Status ReconstructionServiceImpl::UploadFile(grpc::ServerContext* context,
   TESSERA_LOG(INFO) << "reconstruction: upload " << stored->upload_id << " (" << stored->nbytes
                     << " bytes, sha256 " << stored->sha256 << ")";
   return grpc::Status::OK;
+}
+
+absl::StatusOr<std::function<void()>> ReconstructionServiceImpl::ReserveQuota(const std::string& owner,
+                                                                             const std::string& principal,
+                                                                             int64_t bytes) {
+  const std::string prefix = absl::StrCat(kUploadPrefix, owner, "-");
+  std::lock_guard<std::mutex> lock(quota_mu_);
+  int64_t held = 0, files = 0;
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(upload_dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!absl::StartsWith(name, prefix)) continue;
+    std::error_code size_ec;
+    const uintmax_t size = entry.file_size(size_ec);
+    if (!size_ec) held += static_cast<int64_t>(size), ++files;
+  }
+  if (ec) return absl::InternalError(absl::StrCat("cannot list ", upload_dir_, ": ", ec.message()));
+  const int64_t in_flight = in_flight_bytes_[owner];
+  if (held + in_flight + bytes > upload_quota_bytes_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "upload quota of ", principal.empty() ? std::string("unauthenticated callers") : QuoteBounded(principal),
+        " exceeded: ", held, " bytes in ", files, " file(s) held", in_flight > 0 ? absl::StrCat(" and ", in_flight, " being received") : "",
+        ", ", bytes, " more asked, limit ", upload_quota_bytes_,
+        "; files are deleted once no queued or running job names them (after the grace period)"));
+  }
+  in_flight_bytes_[owner] += bytes;
+  return std::function<void()>([this, owner, bytes] {
+    std::lock_guard<std::mutex> lock(quota_mu_);
+    if ((in_flight_bytes_[owner] -= bytes) <= 0) in_flight_bytes_.erase(owner);
+  });
 }
 
 absl::StatusOr<v1::ReconstructRequest> ReconstructionServiceImpl::DurableRequest(

@@ -4,8 +4,8 @@
 // visible to SchedulerService and `tessera job`, still there after a restart.
 //
 //   UploadFile      writes the file under <state dir>/recon-uploads (fsynced,
-//                   renamed into place; SHA-256 returned); the engine takes
-//                   that folder as a data root.
+//                   renamed into place; SHA-256 returned) within the caller's
+//                   quota; the engine takes that folder as a data root.
 //   Reconstruct     checks the request, replaces upload ids by their paths and
 //                   submits it (request_id = the scheduler's request id).
 //   WatchJob, GetJob, CancelJob, GetResult   over the scheduler's job.
@@ -19,7 +19,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include <grpcpp/server_context.h>
@@ -41,6 +44,10 @@ absl::StatusOr<std::string> CreateReconstructionUploadDir(const std::string& sta
 
 struct ReconstructionServiceOptions {
   int64_t download_chunk_bytes = 1 << 20;
+  // Bytes of upload files one principal (the token's; all unauthenticated
+  // callers share one) may hold at once; 0: 8 x the file limit. Files count
+  // until swept (no queued or running job names them, upload_file_grace).
+  int64_t upload_quota_bytes = 0;
   // Upload files no queued or running job names are deleted once untouched
   // this long (looked at, at most every upload_sweep_interval, by Reconstruct).
   absl::Duration upload_file_grace = absl::Hours(6);
@@ -94,6 +101,10 @@ class ReconstructionServiceImpl final : public v1::ReconstructionService::Servic
   absl::Status DownloadResultImpl(const grpc::ServerContext& context, const v1::ReconDownloadRequest& request,
                                   grpc::ServerWriter<v1::ArrayChunk>* writer);
   void MaybeSweepUploadFiles();
+  // The quota check of UploadFile for `owner` (a hash of the principal, the
+  // upload ids' second field): reserves `bytes` until the returned release.
+  absl::StatusOr<std::function<void()>> ReserveQuota(const std::string& owner, const std::string& principal,
+                                                     int64_t bytes);
 
   const int64_t max_file_bytes_;
   const int max_send_message_bytes_;
@@ -103,6 +114,9 @@ class ReconstructionServiceImpl final : public v1::ReconstructionService::Servic
   std::atomic<scheduler::Scheduler*> scheduler_{nullptr};
   std::string upload_dir_;  // set with the scheduler
   scheduler::UploadSweepThrottle sweep_throttle_;
+  const int64_t upload_quota_bytes_;
+  std::mutex quota_mu_;
+  std::map<std::string, int64_t> in_flight_bytes_;  // by owner, uploads being received (guarded by quota_mu_)
 };
 
 }  // namespace tessera

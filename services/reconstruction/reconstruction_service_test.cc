@@ -61,7 +61,8 @@ struct TestServer {
 };
 
 absl::StatusOr<std::unique_ptr<TestServer>> StartServer(const std::string& root, const std::string& state_dir,
-                                                        int64_t max_file_bytes = 64 << 20) {
+                                                        int64_t max_file_bytes = 64 << 20,
+                                                        ReconstructionServiceOptions service_options = {}) {
   ServerOptions options = scheduler::testing::LoopbackServerOptions();
   options.data_roots = {root};
   options.max_volume_bytes = max_file_bytes;
@@ -74,7 +75,7 @@ absl::StatusOr<std::unique_ptr<TestServer>> StartServer(const std::string& root,
   auto jobs = scheduler::testing::InProcessScheduler::Start(state_dir, {*engine});
   if (!jobs.ok()) return jobs.status();
   server->jobs = *std::move(jobs);
-  auto service = ReconstructionServiceImpl::Create(options);
+  auto service = ReconstructionServiceImpl::Create(options, service_options);
   if (!service.ok()) return service.status();
   server->service = *std::move(service);
   if (absl::Status s = server->service->AttachScheduler(&server->jobs->scheduler(), state_dir); !s.ok()) return s;
@@ -241,6 +242,17 @@ TEST_F(ReconstructionServiceTest, BadUploadsGetClearStatuses) {
   auto small_stub = v1::ReconstructionService::NewStub((*small)->channel);
   s = Upload(*small_stub, "scan.nii", std::string(5000, 'x'), &out);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  // A caller's uploads are bounded by its quota (here 3000 bytes).
+  ReconstructionServiceOptions quota;
+  quota.upload_quota_bytes = 3000;
+  auto quoted = StartServer(root_, TmpDir("recon-state-quota"), 1 << 20, quota);
+  ASSERT_TRUE(quoted.ok());
+  auto quoted_stub = v1::ReconstructionService::NewStub((*quoted)->channel);
+  EXPECT_TRUE(Upload(*quoted_stub, "a.nii", std::string(2000, 'x'), &out).ok());
+  s = Upload(*quoted_stub, "b.nii", std::string(2000, 'x'), &out);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("upload quota"));
+  EXPECT_TRUE(Upload(*quoted_stub, "c.nii", std::string(900, 'x'), &out).ok());
   // Nothing but finished uploads in the upload folder.
   for (const auto& entry : fs::directory_iterator(small_state + "/recon-uploads")) {
     ADD_FAILURE() << "left behind: " << entry.path();

@@ -26,6 +26,7 @@
 // the GPU algorithm's host run (cpu::Gather*) and the CPU backend
 // (DdProjector on a CPU stream), the GPU, and relative L2 differences from the
 // reference. Without a GPU only the CPU table is printed (GPU columns "-").
+// Between them, the 3-D back projection's z run (back_z_run 1, 2, 4, 8).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -255,6 +256,40 @@ void RunGpuTable(const std::vector<std::string>& kinds, bool small, int reps, co
     }
   }
 }
+
+// The 3-D back projection's z run (DdProjectorOptions::back_z_run) side by
+// side: same sums, different speed.
+void RunZRunTable(const std::vector<std::string>& kinds, bool small, int reps, const Stream& stream) {
+  std::printf("\n## GPU 3-D back projection by z run (voxels along z per thread; deterministic mode)\n\n");
+  std::printf("| geometry | size | z run | ms | GUPS | vs run 4 |\n|---|---|---:|---:|---:|---:|\n");
+  for (const std::string& kind : kinds) {
+    if (kind == "parallel2d" || kind == "fan2d") continue;
+    const Sizes z = FullSizes(kind, small);
+    const CtGeometry g = MakeGeometry(kind, z);
+    DeviceData d;
+    if (!Upload(Pattern(g.volume.size(), 1), &d.volume, stream).ok() ||
+        !Upload(Pattern(g.projection.sinogram_size(), 2), &d.sinogram, stream).ok()) {
+      continue;
+    }
+    const double pairs = static_cast<double>(g.projection.num_views()) * static_cast<double>(g.volume.size());
+    std::vector<double> ms(4, -1);
+    const int runs[4] = {1, 2, 4, 8};
+    for (int r = 0; r < 4; ++r) {
+      DdProjectorOptions o;
+      o.mode = ExecutionMode::kDeterministic;
+      o.back_z_run = runs[r];
+      auto p = DdProjector::Create(g, stream, o);
+      if (!p.ok()) continue;
+      float* vol = static_cast<float*>(d.volume->data());
+      const float* sino = static_cast<const float*>(d.sinogram->data());
+      ms[r] = TimeGpu(stream, reps, [&] { return (*p)->Back(sino, vol); });
+    }
+    for (int r = 0; r < 4; ++r) {
+      std::printf("| %s | %s | %d | %.3f | %.1f | %.2f |\n", kind.c_str(), SizeText(z, false).c_str(), runs[r], ms[r],
+                  pairs / (ms[r] * 1e-3) / 1e9, ms[r] / ms[2]);
+    }
+  }
+}
 #endif  // TESSERA_WITH_CUDA
 
 // Median wall time of `reps` runs of fn (ms); -1 on error.
@@ -270,8 +305,9 @@ double TimeCpu(int reps, const std::function<absl::Status()>& fn) {
 
 void RunCpuTable(const std::vector<std::string>& kinds, int reps, const Stream* gpu) {
   std::printf("\n## CPU paths (%d threads) vs GPU at small sizes\n\n", CpuThreads());
-  std::printf("reference: double summed-area tables (cpu::Forward/Back); gather: the GPU algorithm on the host "
-              "(cpu::GatherForward/GatherBack); backend: DdProjector on a CPU stream. rel L2 against the reference.\n\n");
+  std::printf(
+      "reference: double summed-area tables (cpu::Forward/Back); gather: the GPU algorithm on the host "
+      "(cpu::GatherForward/GatherBack); backend: DdProjector on a CPU stream. rel L2 against the reference.\n\n");
   std::printf("| geometry | size | op | reference ms | gather ms | backend ms | GPU ms | backend / GPU | gather rel L2 "
               "| GPU rel L2 |\n");
   std::printf("|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
@@ -346,6 +382,7 @@ int Main() {
     if (stream.ok()) {
       gpu = &*stream;
       RunGpuTable(kinds, small, reps, *gpu);
+      RunZRunTable(kinds, small, reps, *gpu);
     }
   }
 #endif

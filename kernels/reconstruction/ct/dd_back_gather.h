@@ -52,7 +52,9 @@ namespace recon {
 namespace ct {
 namespace gather {
 
-// Voxels along z per thread in 3-D (they share the b loci and z boundaries).
+// Voxels along z per thread in 3-D (they share the b loci and z boundaries;
+// the result does not depend on the run length). The host uses kRunZ, the
+// GPU DdProjectorOptions::back_z_run.
 constexpr int kRunZ = 4;
 
 // Per-view scratch of one call, in bytes (multiples of 16).
@@ -363,7 +365,8 @@ TESSERA_RECON_HD inline void BackRun3D(const BackTable& t, const DdShape& s, con
 
 // Row-coupled views. On slab i the ray of detector offsets (g, r) meets
 //   b = (A0 + A1 g + A2 r) / D,  z = (C0 + C1 g + C2 r) / D,  D = D0 + D1 g + D2 r,
-// A = nb + i mb, C = nc + i mc (CoupledHead). So b = t and z = t are straight
+// A = nb + i mb, C = nc + i mc (floats in the view's back table storage,
+// dd_system.cc). So b = t and z = t are straight
 // lines in (g, r), and the voxel's preimage P (b in [j, j + 1], z in
 // [k, k + 1]) is the quadrilateral between them.
 struct CoupledSlab {
@@ -468,7 +471,7 @@ TESSERA_RECON_HD inline float CoupledCells(int c_lo, int c_hi, int r_lo, int r_h
       const float lc = v0 < v1 ? v0 : v1, hc = v0 < v1 ? v1 : v0;
       const float oc = Overlap(lc, hc, fk);
       if (oc <= 0.f) continue;
-      acc += (ob / (hb - lb)) * (oc / (hc - lc)) * yl[c + s.cols * r];
+      acc += FastDiv(ob * oc, (hb - lb) * (hc - lc)) * yl[c + s.cols * r];
     }
   }
   return acc;
@@ -505,13 +508,15 @@ TESSERA_RECON_HD inline double BackPixelView(const DdView& w, const float* back_
 
 // 3-D: view `w`'s contributions to voxels (x, y, z0 + m), m < nk <= K, added
 // to acc[m] (each view's float sum added in double).
-template <int K>
+// kMayCouple = false compiles only the table path (the caller knows no view
+// is row-coupled), which needs fewer registers on the GPU.
+template <int K, bool kMayCouple = true>
 TESSERA_RECON_HD inline void BackRunView(const DdView& w, const float* back_table, const DdShape& s,
                                          const BackScratch& layout, const unsigned char* view_scratch, int64_t x,
                                          int64_t y, int64_t z0, int nk, double* acc) {
   const int64_t i = w.axis == 0 ? x : y, j = w.axis == 0 ? y : x;
   const float* yl = reinterpret_cast<const float*>(view_scratch);
-  if (!w.row_coupled) {
+  if (!kMayCouple || !w.row_coupled) {
     float out[K];
     TESSERA_DD_UNROLL
     for (int m = 0; m < K; ++m) out[m] = 0.f;

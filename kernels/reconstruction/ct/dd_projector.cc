@@ -33,6 +33,10 @@ absl::StatusOr<std::unique_ptr<DdProjector>> DdProjector::Create(const CtGeometr
     return absl::InvalidArgumentError(
         absl::StrCat("DdProjectorOptions.num_subsets must be in [1, ", views, "], got ", options.num_subsets));
   }
+  if (options.back_z_run != 1 && options.back_z_run != 2 && options.back_z_run != 4 && options.back_z_run != 8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DdProjectorOptions.back_z_run must be 1, 2, 4 or 8, got ", options.back_z_run));
+  }
   if (options.back_scratch_bytes < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("DdProjectorOptions.back_scratch_bytes must be positive, got ", options.back_scratch_bytes));
@@ -45,7 +49,7 @@ absl::StatusOr<std::unique_ptr<DdProjector>> DdProjector::Create(const CtGeometr
     if (s.nx > kIntMax || s.ny > kIntMax || s.nz > kIntMax || s.cols * s.rows > kIntMax) {
       return absl::InvalidArgumentError("dd projector: volume side or detector size exceeds 2^31 - 1 on CUDA");
     }
-    TESSERA_RETURN_IF_ERROR(cuda::CreatePlan(projector->system_, stream, options.back_scratch_bytes, &projector->device_));
+    TESSERA_RETURN_IF_ERROR(cuda::CreatePlan(projector->system_, stream, options, &projector->device_));
 #else
     return absl::FailedPreconditionError(
         absl::StrCat("dd projector: CUDA stream given but ", DeviceRegistry::Get().cuda_unavailable_reason()));

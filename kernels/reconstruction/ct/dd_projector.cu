@@ -134,15 +134,14 @@ __global__ void CoupledLineKernel(const DdView* __restrict__ views, DdShape shap
   }
 }
 
-// One thread per pixel (2-D) or run of kRunZ voxels along z (3-D) over the
-// chunk's views p0 .. p0 + count - 1, in order; `accumulate` adds the chunk's
-// sum to what earlier chunks wrote.
-template <bool k2d>
+// One thread per pixel (2-D, K = 1) or run of K voxels along z (3-D) over
+// the chunk's views p0 .. p0 + count - 1, in order; `accumulate` adds the
+// chunk's sum to what earlier chunks wrote.
+template <bool k2d, bool kMayCouple, int K>
 __global__ void __launch_bounds__(128)
     BackKernel(const DdView* __restrict__ views, const float* __restrict__ back_tables, DdShape shape,
                gather::BackScratch layout, int64_t first, int64_t stride, int64_t p0, int64_t count, int64_t run0,
                const unsigned char* __restrict__ scratch, int accumulate, float* __restrict__ volume) {
-  constexpr int K = k2d ? 1 : gather::kRunZ;
   __shared__ double raw[kViewsPerTile * kViewWords];
   const DdView* tile = reinterpret_cast<const DdView*>(raw);
   const int64_t x = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -165,7 +164,7 @@ __global__ void __launch_bounds__(128)
       if (k2d) {
         acc[0] += gather::BackPixelView(tile[v], table, shape, view_scratch, x, y);
       } else {
-        gather::BackRunView<K>(tile[v], table, shape, layout, view_scratch, x, y, z0, nk, acc);
+        gather::BackRunView<K, kMayCouple>(tile[v], table, shape, layout, view_scratch, x, y, z0, nk, acc);
       }
     }
   }
@@ -174,6 +173,36 @@ __global__ void __launch_bounds__(128)
     if (m >= nk) break;
     float& out = volume[x + shape.nx * (y + shape.ny * (z0 + m))];
     out = static_cast<float>(accumulate ? static_cast<double>(out) + acc[m] : acc[m]);
+  }
+}
+
+struct BackLaunch {
+  dim3 grid, block;
+  cudaStream_t stream;
+  const DdView* views;
+  const float* back_tables;
+  DdShape shape;
+  gather::BackScratch layout;
+  int64_t first, stride, p0, count, run0;
+  const unsigned char* scratch;
+  int accumulate;
+  float* volume;
+};
+
+template <bool k2d, bool kMayCouple, int K>
+void LaunchBack(const BackLaunch& a) {
+  BackKernel<k2d, kMayCouple, K><<<a.grid, a.block, 0, a.stream>>>(a.views, a.back_tables, a.shape, a.layout, a.first,
+                                                                   a.stride, a.p0, a.count, a.run0, a.scratch,
+                                                                   a.accumulate, a.volume);
+}
+
+template <bool kMayCouple>
+void LaunchBack3D(int z_run, const BackLaunch& a) {
+  switch (z_run) {
+    case 1: return LaunchBack<false, kMayCouple, 1>(a);
+    case 2: return LaunchBack<false, kMayCouple, 2>(a);
+    case 8: return LaunchBack<false, kMayCouple, 8>(a);
+    default: return LaunchBack<false, kMayCouple, 4>(a);
   }
 }
 
@@ -190,8 +219,9 @@ bool AnyXSlabs(const DdSystem& system, int64_t first, int64_t stride, int64_t co
 
 }  // namespace
 
-absl::Status CreatePlan(const DdSystem& system, const Stream& stream, int64_t back_scratch_bytes,
+absl::Status CreatePlan(const DdSystem& system, const Stream& stream, const DdProjectorOptions& options,
                         DdDevicePlan* plan) {
+  plan->z_run = options.back_z_run;
   TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
   const size_t bytes = system.views.size() * sizeof(DdView);
   TESSERA_ASSIGN_OR_RETURN(plan->views, Buffer::Allocate(MemoryKind::kDevice, bytes, stream.ordinal()));
@@ -207,7 +237,7 @@ absl::Status CreatePlan(const DdSystem& system, const Stream& stream, int64_t ba
                                     MemoryKind::kHost, back_bytes, stream));
   const gather::BackScratch layout = gather::BackScratchLayout(system.shape, system.any_row_coupled);
   plan->chunk_views =
-      gather::BackChunkViews(layout, back_scratch_bytes, static_cast<int64_t>(system.views.size()));
+      gather::BackChunkViews(layout, options.back_scratch_bytes, static_cast<int64_t>(system.views.size()));
   TESSERA_ASSIGN_OR_RETURN(plan->scratch, Buffer::Allocate(MemoryKind::kDevice, plan->chunk_views * layout.view_bytes,
                                                            stream.ordinal()));
   if (AnyXSlabs(system, 0, 1, static_cast<int64_t>(system.views.size()))) {
@@ -230,7 +260,8 @@ absl::Status Forward(const DdDevicePlan& plan, const DdSystem& system, const Str
     transposed = static_cast<float*>(plan.transposed->data());
     const dim3 block(kTile, 8);
     for (int64_t z0 = 0; z0 < s.nz; z0 += kMaxGridZ) {
-      const dim3 grid(static_cast<unsigned>((s.nx + kTile - 1) / kTile), static_cast<unsigned>((s.ny + kTile - 1) / kTile),
+      const dim3 grid(static_cast<unsigned>((s.nx + kTile - 1) / kTile),
+                      static_cast<unsigned>((s.ny + kTile - 1) / kTile),
                       static_cast<unsigned>(std::min(kMaxGridZ, s.nz - z0)));
       TransposeXY<<<grid, block, 0, cs>>>(volume, transposed, static_cast<int>(s.nx), static_cast<int>(s.ny), z0);
     }
@@ -284,18 +315,24 @@ absl::Status Back(const DdDevicePlan& plan, const DdSystem& system, const Stream
       }
     }
     TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("dd back preparation");
-    const int64_t run = s.is_2d ? 1 : gather::kRunZ, runs = (s.nz + run - 1) / run;
+    const int z_run = s.is_2d ? 1 : plan.z_run;
+    const int64_t runs = (s.nz + z_run - 1) / z_run;
     for (int64_t run0 = 0; run0 < runs; run0 += kMaxGridZ) {
-      const dim3 grid(static_cast<unsigned>((s.nx + block.x - 1) / block.x),
-                      static_cast<unsigned>((s.ny + block.y - 1) / block.y),
-                      static_cast<unsigned>(std::min(kMaxGridZ, runs - run0)));
-      const int accumulate = p0 > 0 ? 1 : 0;
+      BackLaunch a;
+      a.grid = dim3(static_cast<unsigned>((s.nx + block.x - 1) / block.x),
+                    static_cast<unsigned>((s.ny + block.y - 1) / block.y),
+                    static_cast<unsigned>(std::min(kMaxGridZ, runs - run0)));
+      a.block = block;
+      a.stream = cs;
+      a.views = views, a.back_tables = back_tables, a.shape = s, a.layout = layout;
+      a.first = first, a.stride = stride, a.p0 = p0, a.count = n, a.run0 = run0;
+      a.scratch = scratch, a.accumulate = p0 > 0 ? 1 : 0, a.volume = volume;
       if (s.is_2d) {
-        BackKernel<true><<<grid, block, 0, cs>>>(views, back_tables, s, layout, first, stride, p0, n, run0, scratch,
-                                                 accumulate, volume);
+        LaunchBack<true, false, 1>(a);
+      } else if (!system.any_row_coupled) {
+        LaunchBack3D<false>(z_run, a);
       } else {
-        BackKernel<false><<<grid, block, 0, cs>>>(views, back_tables, s, layout, first, stride, p0, n, run0,
-                                                  scratch, accumulate, volume);
+        LaunchBack3D<true>(z_run, a);
       }
     }
     TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("dd back");

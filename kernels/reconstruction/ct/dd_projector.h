@@ -64,6 +64,9 @@ struct DdProjectorOptions {
   // Per plan (device memory on CUDA, host memory per call on the CPU); the
   // chunking changes the result only by float rounding between chunks.
   int64_t back_scratch_bytes = kDefaultBackScratchBytes;
+  // 3-D back projection on CUDA: voxels along z per thread (1, 2, 4 or 8),
+  // a speed knob only (the sums are the same).
+  int back_z_run = 4;
 };
 
 namespace cuda {
@@ -75,6 +78,7 @@ struct DdDevicePlan {
   std::shared_ptr<Buffer> transposed;   // nx*ny*nz floats when some view slices along x
   std::shared_ptr<Buffer> scratch;      // chunk_views * BackScratch::view_bytes
   int64_t chunk_views = 1;
+  int z_run = 4;                        // DdProjectorOptions::back_z_run
 };
 }  // namespace cuda
 
@@ -132,7 +136,8 @@ void GatherBack(const DdSystem& system, const float* sinogram, const std::vector
 }  // namespace cpu
 
 namespace cuda {
-absl::Status CreatePlan(const DdSystem& system, const Stream& stream, int64_t back_scratch_bytes, DdDevicePlan* plan);
+absl::Status CreatePlan(const DdSystem& system, const Stream& stream, const DdProjectorOptions& options,
+                        DdDevicePlan* plan);
 // Views first, first + stride, ... (count of them); device pointers.
 absl::Status Forward(const DdDevicePlan& plan, const DdSystem& system, const Stream& stream, ExecutionMode mode,
                      int64_t first, int64_t stride, int64_t count, const float* volume, float* sinogram);

@@ -332,6 +332,11 @@ TEST(DdProjector, RejectsBadGeometryAndArguments) {
   r = DdProjector::Create(g, Stream::Cpu(), {ExecutionMode::kDefault, 1, 0});
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("back_scratch_bytes"), std::string::npos) << r.status();
+  DdProjectorOptions odd_run;
+  odd_run.back_z_run = 3;
+  r = DdProjector::Create(g, Stream::Cpu(), odd_run);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("back_z_run"), std::string::npos) << r.status();
   auto p = DdProjector::Create(g, Stream::Cpu(), {ExecutionMode::kDeterministic, 4});
   ASSERT_TRUE(p.ok()) << p.status();
   std::vector<float> x(g.volume.size(), 1.f), y(g.projection.sinogram_size());

@@ -33,9 +33,10 @@ absl::StatusOr<std::unique_ptr<DdProjector>> DdProjector::Create(const CtGeometr
     return absl::InvalidArgumentError(
         absl::StrCat("DdProjectorOptions.num_subsets must be in [1, ", views, "], got ", options.num_subsets));
   }
-  if (options.back_z_run != 1 && options.back_z_run != 2 && options.back_z_run != 4 && options.back_z_run != 8) {
+  const int run = options.back_z_run;
+  if (run != 0 && run != 1 && run != 2 && run != 4 && run != 8) {
     return absl::InvalidArgumentError(
-        absl::StrCat("DdProjectorOptions.back_z_run must be 1, 2, 4 or 8, got ", options.back_z_run));
+        absl::StrCat("DdProjectorOptions.back_z_run must be 0 (auto), 1, 2, 4 or 8, got ", run));
   }
   if (options.back_scratch_bytes < 1) {
     return absl::InvalidArgumentError(

@@ -24,8 +24,6 @@ namespace tessera {
 
 namespace fs = std::filesystem;
 using jobs::JobRecord;
-using scheduler::IsEnded;
-using scheduler::ProgressOf;
 using scheduler::ToJobStatus;
 
 namespace {
@@ -243,32 +241,10 @@ grpc::Status ReconstructionServiceImpl::WatchJob(grpc::ServerContext* context, c
   return ToGrpcStatus(WatchJobImpl(*context, *request, writer));
 }
 
-absl::Status ReconstructionServiceImpl::WatchJobImpl(const grpc::ServerContext& context,
-                                                     const v1::ReconJobRequest& request,
+absl::Status ReconstructionServiceImpl::WatchJobImpl(const grpc::ServerContext& context, const v1::ReconJobRequest& request,
                                                      grpc::ServerWriter<v1::Progress>* writer) {
-  TESSERA_ASSIGN_OR_RETURN(scheduler::Scheduler * s, Jobs());
-  TESSERA_ASSIGN_OR_RETURN(JobRecord job, FindJob(request.job_id()));
-  const v1::JobInfo info = scheduler::ToJobInfo(job);
-  if (!writer->Write(ProgressOf(info))) {
-    return StatusAfterFailedIo(context, absl::UnavailableError("the watcher stopped receiving"));
-  }
-  if (IsEnded(info.state())) return absl::OkStatus();
-  absl::Status status = s->Watch(
-      job.job_id, info.last_sequence(),
-      [&](const v1::JobEvent& event) {
-        v1::Progress progress = event.progress();
-        progress.set_job_id(job.job_id);
-        progress.set_state(event.state());
-        if (IsEnded(event.state())) {
-          absl::StatusOr<v1::JobInfo> ended = s->Get(job.job_id);
-          progress = ended.ok() ? ProgressOf(*ended) : progress;
-          if (!ended.ok()) progress.set_message(event.message());
-        }
-        return writer->Write(progress);
-      },
-      [&] { return context.IsCancelled(); });
-  if (!status.ok() && context.IsCancelled()) status = CheckNotCancelled(context);
-  return status;
+  return scheduler::WatchJobProgress(scheduler_.load(), request.job_id(), kJob, context,
+                                     [writer](const v1::Progress& progress) { return writer->Write(progress); });
 }
 
 grpc::Status ReconstructionServiceImpl::GetJob(grpc::ServerContext* /*context*/, const v1::ReconJobRequest* request,

@@ -11,6 +11,7 @@
 #include "common/status.h"
 #include "services/jobs/job_types.h"
 #include "services/scheduler/job_info.h"
+#include "services/server/call_checks.h"
 #include "tessera/v1/scheduler.pb.h"
 
 namespace tessera::scheduler {
@@ -135,6 +136,35 @@ absl::Status CancelJob(Scheduler* scheduler, const std::string& id, const Servic
   TESSERA_ASSIGN_OR_RETURN(v1::JobInfo info, scheduler->Cancel(job.job_id));
   *response = ToJobStatus(info);
   return absl::OkStatus();
+}
+
+absl::Status WatchJobProgress(Scheduler* scheduler, const std::string& id, const ServiceJobKind& kind,
+                              const grpc::ServerContextBase& context,
+                              const std::function<bool(const v1::Progress&)>& write) {
+  TESSERA_ASSIGN_OR_RETURN(Scheduler * s, RequireScheduler(scheduler));
+  TESSERA_ASSIGN_OR_RETURN(JobRecord job, FindJob(scheduler, id, kind));
+  const v1::JobInfo info = ToJobInfo(job);
+  if (!write(ProgressOf(info))) {
+    return StatusAfterFailedIo(context, absl::UnavailableError("the watcher stopped receiving"));
+  }
+  if (IsEnded(info.state())) return absl::OkStatus();
+  // Then every event after it (progress is recorded a few times a second).
+  absl::Status status = s->Watch(
+      job.job_id, info.last_sequence(),
+      [&](const v1::JobEvent& event) {
+        v1::Progress progress = event.progress();
+        progress.set_job_id(job.job_id);
+        progress.set_state(event.state());
+        if (IsEnded(event.state())) {
+          absl::StatusOr<v1::JobInfo> ended = s->Get(job.job_id);
+          progress = ended.ok() ? ProgressOf(*ended) : progress;
+          if (!ended.ok()) progress.set_message(event.message());
+        }
+        return write(progress);
+      },
+      [&] { return context.IsCancelled(); });
+  if (!status.ok() && context.IsCancelled()) status = CheckNotCancelled(context);
+  return status;
 }
 
 absl::StatusOr<std::vector<JobRecord>> PendingJobs(Scheduler& scheduler, const std::string& kind) {

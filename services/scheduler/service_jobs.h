@@ -108,6 +108,15 @@ absl::Status GetJobStatus(Scheduler* scheduler, const std::string& id, const Ser
 absl::Status CancelJob(Scheduler* scheduler, const std::string& id, const ServiceJobKind& kind,
                        v1::JobStatus* response);
 
+// WatchJob of a service whose progress is tessera.v1.Progress: the job
+// FindJob finds, its current progress at once (an ended job's is the only
+// message), then one message per event until it ends (the last carries how it
+// ended). `write` returns false when the watcher stopped receiving. Stops
+// early, without affecting the job, when the call is cancelled.
+absl::Status WatchJobProgress(Scheduler* scheduler, const std::string& id, const ServiceJobKind& kind,
+                              const grpc::ServerContextBase& context,
+                              const std::function<bool(const v1::Progress&)>& write);
+
 // The QUEUED and RUNNING jobs of `kind`.
 absl::StatusOr<std::vector<jobs::JobRecord>> PendingJobs(Scheduler& scheduler, const std::string& kind);
 

@@ -18,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "cli/testing/run_tessera.h"
 #include "absl/strings/str_split.h"
 #include "common/png_io.h"
 #include "services/som/atlas.h"
@@ -29,31 +30,16 @@
 namespace tessera {
 namespace {
 
-std::string Tmp(const std::string& name) { return absl::StrCat(std::getenv("TEST_TMPDIR"), "/", name); }
+using cli::testing::CliResult;
+using Result = CliResult;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
+std::string Tmp(const std::string& name) { return cli::testing::TestTmp(name); }
+std::string ReadAll(const std::string& path) { return cli::testing::ReadWholeFile(path); }
 
 // Runs `tessera som <args>` with stdout and stderr captured.
-Result Som(const std::vector<std::string>& args) {
-  std::string cmd = absl::StrCat("'", std::getenv("TEST_SRCDIR"), "/tessera/cli/tessera' som");
-  for (const std::string& a : args) absl::StrAppend(&cmd, " '", a, "'");
-  absl::StrAppend(&cmd, " >'", Tmp("out.txt"), "' 2>'", Tmp("err.txt"), "'");
-  Result r;
-  const int status = std::system(cmd.c_str());
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = ReadAll(Tmp("out.txt"));
-  r.err = ReadAll(Tmp("err.txt"));
-  return r;
+CliResult Som(std::vector<std::string> args) {
+  args.insert(args.begin(), "som");
+  return cli::testing::RunTessera(args);
 }
 
 class SomCliTest : public ::testing::Test {

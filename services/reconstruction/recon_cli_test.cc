@@ -1,8 +1,6 @@
 // `tessera recon` as users run it: a phantom sinogram from `tessera phantom`,
 // reconstructed to .nii.gz and .nii, the JSON summary on stdout, and the exit
 // codes and messages of bad requests (2: the request; 1: anything else).
-#include <sys/wait.h>
-
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -10,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "cli/testing/run_tessera.h"
 #include "common/nifti_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -19,35 +18,15 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string Tmp(const std::string& name) { return absl::StrCat(std::getenv("TEST_TMPDIR"), "/", name); }
+using cli::testing::CliResult;
+using cli::testing::RunTessera;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-Result Tessera(const std::vector<std::string>& args) {
-  std::string cmd = absl::StrCat("'", std::getenv("TEST_SRCDIR"), "/tessera/cli/tessera'");
-  for (const std::string& a : args) absl::StrAppend(&cmd, " '", a, "'");
-  absl::StrAppend(&cmd, " >'", Tmp("out.txt"), "' 2>'", Tmp("err.txt"), "'");
-  const int status = std::system(cmd.c_str());
-  Result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = ReadAll(Tmp("out.txt"));
-  r.err = ReadAll(Tmp("err.txt"));
-  return r;
-}
+std::string Tmp(const std::string& name) { return cli::testing::TestTmp(name); }
+CliResult Tessera(const std::vector<std::string>& args) { return RunTessera(args); }
 
 TEST(ReconCliTest, PhantomThenReconstruct) {
   ASSERT_EQ(Tessera({"phantom", "geometry", "--type", "parallel", "--size", "48", "--out", Tmp("g.json")}).code, 0);
-  Result r = Tessera({"phantom", "ct", "--geometry", Tmp("g.json"), "--sinogram-out", Tmp("s.nii.gz")});
+  CliResult r = Tessera({"phantom", "ct", "--geometry", Tmp("g.json"), "--sinogram-out", Tmp("s.nii.gz")});
   ASSERT_EQ(r.code, 0) << r.err;
 
   r = Tessera({"recon", "ct", "--geometry", Tmp("g.json"), "--sinogram", Tmp("s.nii.gz"), "--out", Tmp("fbp.nii.gz")});
@@ -68,7 +47,7 @@ TEST(ReconCliTest, PhantomThenReconstruct) {
 TEST(ReconCliTest, BadRequestsExitTwoWithTheField) {
   ASSERT_EQ(Tessera({"phantom", "geometry", "--type", "fanflat", "--size", "32", "--out", Tmp("f.json")}).code, 0);
   ASSERT_EQ(Tessera({"phantom", "ct", "--geometry", Tmp("f.json"), "--sinogram-out", Tmp("f.nii.gz")}).code, 0);
-  Result r = Tessera({"recon", "ct", "--geometry", Tmp("f.json"), "--sinogram", Tmp("f.nii.gz"), "--method", "fdk",
+  CliResult r = Tessera({"recon", "ct", "--geometry", Tmp("f.json"), "--sinogram", Tmp("f.nii.gz"), "--method", "fdk",
                       "--out", Tmp("x.nii.gz")});
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("ct.method"));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "cli/testing/run_tessera.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "services/reconstruction/formats/geometry_json.h"
@@ -21,34 +22,18 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string Tmp(const std::string& name) { return absl::StrCat(std::getenv("TEST_TMPDIR"), "/", name); }
+using cli::testing::CliResult;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string Tmp(const std::string& name) { return cli::testing::TestTmp(name); }
+std::string ReadAll(const std::string& path) { return cli::testing::ReadWholeFile(path); }
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-Result Phantom(const std::vector<std::string>& args) {
-  std::string cmd = absl::StrCat("'", std::getenv("TEST_SRCDIR"), "/tessera/cli/tessera' phantom");
-  for (const std::string& a : args) absl::StrAppend(&cmd, " '", a, "'");
-  absl::StrAppend(&cmd, " >'", Tmp("out.txt"), "' 2>'", Tmp("err.txt"), "'");
-  const int status = std::system(cmd.c_str());
-  Result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = ReadAll(Tmp("out.txt"));
-  r.err = ReadAll(Tmp("err.txt"));
-  return r;
+CliResult Phantom(std::vector<std::string> args) {
+  args.insert(args.begin(), "phantom");
+  return cli::testing::RunTessera(args);
 }
 
 TEST(PhantomCliTest, CtFromAReadyMadeGeometry) {
-  Result r = Phantom({"geometry", "--type", "fanflat", "--size", "32", "--views", "40", "--out", Tmp("fan.json")});
+  CliResult r = Phantom({"geometry", "--type", "fanflat", "--size", "32", "--views", "40", "--out", Tmp("fan.json")});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("fan 2-D, 40 views"));
   absl::StatusOr<CtGeometry> g = formats::ReadGeometryJson(Tmp("fan.json"));
@@ -69,7 +54,7 @@ TEST(PhantomCliTest, CtFromAReadyMadeGeometry) {
 }
 
 TEST(PhantomCliTest, PetCountsAndMaps) {
-  Result r = Phantom({"geometry", "--type", "parallel", "--size", "24", "--out", Tmp("par.json")});
+  CliResult r = Phantom({"geometry", "--type", "parallel", "--size", "24", "--out", Tmp("par.json")});
   ASSERT_EQ(r.code, 0) << r.err;
   absl::StatusOr<CtGeometry> g = formats::ReadGeometryJson(Tmp("par.json"));
   ASSERT_TRUE(g.ok()) << g.status();
@@ -92,7 +77,7 @@ TEST(PhantomCliTest, PetCountsAndMaps) {
 }
 
 TEST(PhantomCliTest, BadFlagsAndFilesAreReported) {
-  Result r = Phantom({"ct", "--sinogram-out", Tmp("x.nii")});
+  CliResult r = Phantom({"ct", "--sinogram-out", Tmp("x.nii")});
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("tessera phantom ct: --geometry is required"));
   r = Phantom({"geometry", "--type", "helical", "--out", Tmp("x.json")});

@@ -43,7 +43,9 @@ int Usage(FILE* out, int rc) {
                "  tessera job list    --server HOST:PORT [--state queued|running|succeeded|failed|cancelled]\n"
                "                      [--kind KIND] [--limit N]\n"
                "  tessera job workers --server HOST:PORT\n"
-               "  every verb takes --token-file FILE: the bearer token for a server started with --token-file\n");
+               "  every verb takes --token-file FILE: the bearer token for a server started with --token-file,\n"
+               "  and --tls-ca PEM [--tls-cert PEM --tls-key PEM]: TLS to a server started with --tls-cert\n"
+               "  (the CA that signed it; a client certificate for mutual TLS)\n");
   return rc;
 }
 
@@ -126,8 +128,8 @@ int RunJob(int argc, char** argv) {
     return Usage(argc < 2 ? stderr : stdout, argc < 2 ? 2 : 0);
   }
   const std::string sub = argv[1];
-  const std::set<std::string> known = {"server", "token-file", "id", "priority", "deadline-s", "max-attempts", "after",
-                                       "state", "kind", "limit"};
+  const std::set<std::string> known = {"server", "token-file", "tls-ca", "tls-cert", "tls-key", "id", "priority",
+                                       "deadline-s", "max-attempts", "after", "state", "kind", "limit"};
   absl::StatusOr<Flags> flags = ParseLeadingFlags(argc, argv, 2, {"watch"}, known);
   if (!flags.ok()) {
     std::fprintf(stderr, "tessera job %s: %s\n", sub.c_str(), std::string(flags.status().message()).c_str());
@@ -154,8 +156,13 @@ int RunJob(int argc, char** argv) {
     }
     token = *t;
   }
-  auto stub = v1::SchedulerService::NewStub(
-      CreateBearerChannel(server, grpc::InsecureChannelCredentials(), channel_args, token));
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      ClientCredentials({get("tls-ca"), get("tls-cert"), get("tls-key")});
+  if (!credentials.ok()) {
+    std::fprintf(stderr, "tessera job %s: %s\n", sub.c_str(), std::string(credentials.status().message()).c_str());
+    return 2;
+  }
+  auto stub = v1::SchedulerService::NewStub(CreateBearerChannel(server, *credentials, channel_args, token));
   const auto int_flag = [&](const std::string& name, int64_t fallback, int64_t* out) {
     const std::string v = get(name);
     if (v.empty()) {

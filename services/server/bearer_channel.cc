@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
 #include <grpcpp/support/client_interceptor.h>
 
 #include "absl/strings/ascii.h"
@@ -65,6 +66,45 @@ std::shared_ptr<grpc::Channel> CreateBearerChannel(const std::string& target,
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> factories;
   factories.push_back(std::make_unique<BearerInterceptorFactory>(token));
   return grpc::experimental::CreateCustomChannelWithInterceptors(target, credentials, args, std::move(factories));
+}
+
+namespace {
+
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", what, " '", path, "'"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string pem = ss.str();
+  if (pem.find("-----BEGIN ") == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " '", path, "' is not a PEM file"));
+  }
+  return pem;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ClientCredentials(const ClientTlsFiles& tls) {
+  if (tls.ca.empty() && tls.cert.empty() && tls.key.empty()) return grpc::InsecureChannelCredentials();
+  if (tls.cert.empty() != tls.key.empty()) {
+    return absl::InvalidArgumentError("a client certificate and its key go together (--tls-cert and --tls-key)");
+  }
+  if (tls.ca.empty()) {
+    return absl::InvalidArgumentError("TLS needs the CA that signed the server's certificate (--tls-ca)");
+  }
+  grpc::SslCredentialsOptions ssl;
+  absl::StatusOr<std::string> ca = ReadPem(tls.ca, "TLS CA");
+  if (!ca.ok()) return ca.status();
+  ssl.pem_root_certs = *std::move(ca);
+  if (!tls.cert.empty()) {
+    absl::StatusOr<std::string> cert = ReadPem(tls.cert, "TLS client certificate");
+    if (!cert.ok()) return cert.status();
+    absl::StatusOr<std::string> key = ReadPem(tls.key, "TLS client key");
+    if (!key.ok()) return key.status();
+    ssl.pem_cert_chain = *std::move(cert);
+    ssl.pem_private_key = *std::move(key);
+  }
+  return grpc::SslCredentials(ssl);
 }
 
 }  // namespace tessera

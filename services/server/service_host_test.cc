@@ -1,5 +1,6 @@
 // End-to-end tests of the server skeleton: an in-process ServiceHost on
 // loopback (port 0) with the VolumeService, driven over real sockets.
+#include "services/server/bearer_channel.h"
 #include "services/server/service_host.h"
 
 #include <signal.h>
@@ -625,6 +626,31 @@ class TlsTest : public ::testing::Test {
 
 std::string* TlsTest::dir_ = nullptr;
 bool TlsTest::openssl_ok_ = false;
+
+// What clients (tessera job) use: ClientCredentials from PEM files.
+TEST_F(TlsTest, ClientCredentialsFromFiles) {
+  ServerOptions options = TestOptions();
+  options.tls_cert = Path("server.pem");
+  options.tls_key = Path("server.key");
+  options.tls_client_ca = Path("ca.pem");
+  Server server(options);
+  ASSERT_TRUE(server.Start().ok());
+  auto mutual = ClientCredentials({Path("ca.pem"), Path("client.pem"), Path("client.key")});
+  ASSERT_TRUE(mutual.ok()) << mutual.status();
+  EXPECT_EQ(HealthStatus(CreateBearerChannel(server.target(), *mutual, grpc::ChannelArguments(), ""), "readiness"),
+            kServing);
+  auto no_client_cert = ClientCredentials({Path("ca.pem"), "", ""});
+  ASSERT_TRUE(no_client_cert.ok());
+  EXPECT_EQ(HealthStatus(CreateBearerChannel(server.target(), *no_client_cert, grpc::ChannelArguments(), ""),
+                         "readiness"),
+            -grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(ClientCredentials({Path("ca.pem"), Path("client.pem"), ""}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ClientCredentials({"", Path("client.pem"), Path("client.key")}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ClientCredentials({Path("missing.pem"), "", ""}).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ClientCredentials({Path("server.csr.nope"), "", ""}).status().code(), absl::StatusCode::kNotFound);
+}
 
 TEST_F(TlsTest, MutualTlsRequiresAClientCertificateFromTheCa) {
   ServerOptions options = TestOptions();

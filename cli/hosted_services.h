@@ -54,7 +54,7 @@ absl::StatusOr<HostedServices> CreateHostedServices(const ServerOptions& options
 // INVALID_ARGUMENT for a bad or repeated address; FAILED_PRECONDITION when
 // `services` already hosts a FingerprintService of its own.
 absl::Status AttachFingerprintRouter(HostedServices& services, const ServerOptions& options,
-                                     const std::vector<std::string>& shards);
+                                     const std::vector<std::string>& shards, const std::string& peer_token = "");
 
 }  // namespace tessera::cli
 

@@ -40,7 +40,8 @@ std::vector<FlagSpec> ServeFlags() {
                             "there: they describe the server to anyone)", true},
       {"metrics-host", "", "address of /metrics (plain HTTP; default --host, but 127.0.0.1 when a non-loopback "
                            "--host has tokens or TLS)"},
-      {"peer-token-file", "", "bearer token this process sends to its --worker processes (started with --token-file)"},
+      {"peer-token-file", "", "bearer token this process sends to its --worker and --fp-shard processes (started with "
+                             "--token-file)"},
       {"drain-timeout-s", "30", "on SIGTERM, seconds in-flight calls get before being cancelled"},
       {"device", "auto", "compute backend: auto, cpu or cuda"},
       {"services", "", "comma-separated services to host (default all: volume,registration,fingerprint,som)"},
@@ -167,7 +168,7 @@ int RunServe(int argc, char** argv) {
     return services.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   if (!fp_shards.empty()) {
-    absl::Status routed = AttachFingerprintRouter(*services, *options, fp_shards);
+    absl::Status routed = AttachFingerprintRouter(*services, *options, fp_shards, scheduler_options.peer_token);
     if (!routed.ok()) {
       std::fprintf(stderr, "tessera serve: %s\n", std::string(routed.message()).c_str());
       return 2;

@@ -1,5 +1,7 @@
 #include "services/fingerprint/shard_router.h"
 
+#include "services/server/bearer_channel.h"
+
 #include <algorithm>
 #include <chrono>
 #include <set>
@@ -142,7 +144,7 @@ absl::StatusOr<std::unique_ptr<FingerprintShardRouter>> FingerprintShardRouter::
 }
 
 absl::StatusOr<std::unique_ptr<FingerprintShardRouter>> FingerprintShardRouter::CreateForAddresses(
-    const std::vector<std::string>& addresses, int max_message_bytes) {
+    const std::vector<std::string>& addresses, int max_message_bytes, const std::string& peer_token) {
   std::vector<FingerprintShard> shards;
   for (const std::string& address : addresses) {
     const size_t colon = address.rfind(':');
@@ -160,7 +162,7 @@ absl::StatusOr<std::unique_ptr<FingerprintShardRouter>> FingerprintShardRouter::
     // grows to two minutes, failing every call meanwhile).
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-    shards.push_back({address, grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args)});
+    shards.push_back({address, CreateBearerChannel(address, grpc::InsecureChannelCredentials(), args, peer_token)});
   }
   return Create(std::move(shards));
 }

@@ -74,10 +74,13 @@ class FingerprintShardRouter final : public v1::FingerprintService::Service {
   static absl::StatusOr<std::unique_ptr<FingerprintShardRouter>> Create(std::vector<FingerprintShard> shards);
 
   // Shards given as HOST:PORT (plaintext channels; `max_message_bytes` for
-  // both directions, e.g. ServerOptions::max_receive_message_bytes).
+  // both directions, e.g. ServerOptions::max_receive_message_bytes). With a
+  // `peer_token` every call to a shard carries it as its bearer token (shards
+  // started with --token-file: the router's own principal, which must hold
+  // the roles of what it forwards; the router's host audits the caller).
   // INVALID_ARGUMENT for an address without a port, or as Create.
   static absl::StatusOr<std::unique_ptr<FingerprintShardRouter>> CreateForAddresses(
-      const std::vector<std::string>& addresses, int max_message_bytes);
+      const std::vector<std::string>& addresses, int max_message_bytes, const std::string& peer_token = "");
 
   grpc::Status Enroll(grpc::ServerContext* context, const v1::EnrollRequest* request,
                       v1::EnrollResponse* response) override;

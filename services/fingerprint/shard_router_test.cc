@@ -15,12 +15,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <prometheus/registry.h>
@@ -47,8 +49,9 @@ struct Hosted {
   std::string address() const { return absl::StrCat("127.0.0.1:", port); }
 };
 
-Hosted Host(std::unique_ptr<grpc::Service> service) {
+Hosted Host(std::unique_ptr<grpc::Service> service, const std::string& token_file = "") {
   ServerOptions options;
+  options.token_file = token_file;
   options.grpc_port = 0;
   options.metrics_port = -1;
   Hosted h;
@@ -204,6 +207,39 @@ TEST(ShardRouterCreateTest, RejectsBadShardLists) {
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ((*ok)->shard_count(), 2);
   EXPECT_EQ((*ok)->shard_name(1), "b:2");
+}
+
+// Shards started with --token-file: the router sends its peer token, and
+// without one every forwarded call fails naming the shard.
+TEST(ShardRouterTokenTest, ThePeerTokenReachesTheShards) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  const std::string tokens = std::string(base ? base : "/tmp") + "/shard-tokens";
+  std::ofstream(tokens) << "0123456789abcdef0123456789abcdef scheduler reader,enroller\n";
+  ServerOptions server;
+  server.device = "cpu";
+  FingerprintServiceOptions options;
+  options.metrics_registry = std::make_shared<prometheus::Registry>();
+  auto service = FingerprintServiceImpl::Create(server, options);
+  ASSERT_TRUE(service.ok());
+  Hosted shard = Host(std::move(*service), tokens);
+  for (const bool with_token : {true, false}) {
+    auto router = FingerprintShardRouter::CreateForAddresses(
+        {shard.address()}, 64 << 20, with_token ? "0123456789abcdef0123456789abcdef" : "");
+    ASSERT_TRUE(router.ok());
+    Hosted front = Host(std::move(*router));
+    grpc::ClientContext ctx;
+    v1::ListRequest req;
+    v1::ListResponse resp;
+    const grpc::Status s = StubTo(front)->List(&ctx, req, &resp);
+    if (with_token) {
+      EXPECT_TRUE(s.ok()) << s.error_message();
+    } else {
+      EXPECT_FALSE(s.ok());
+      EXPECT_THAT(s.error_message(), ::testing::HasSubstr(shard.address()));
+    }
+    front.host->Drain();
+  }
+  shard.host->Drain();
 }
 
 TEST_F(ShardRouterTest, EachTemplateLandsOnItsHashShardAndListsAsOneGallery) {

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/log.h"
+#include "common/parallel_gzip.h"
 #include "common/status.h"
 
 namespace tessera {
@@ -602,9 +603,136 @@ absl::Status ErrnoError(int err, const std::string& path, absl::string_view what
   return PathError(s.code(), path, absl::StrCat(what, ": ", std::strerror(err)));
 }
 
+// Byte order, scaling, geometry and info for the decoded voxels `data`.
+absl::StatusOr<Volume> FinishVolume(NDArray data, const Header& h, DType dtype, int64_t count, const Shape& shape,
+                                    const std::string& path, NiftiInfo* info) {
+  if (h.swapped && SizeOf(dtype) > 1) {
+    nifti_swap_Nbytes(count, static_cast<int>(SizeOf(dtype)), data.raw_data());
+  }
+
+  const bool scaled = std::isfinite(h.scl_slope) && h.scl_slope != 0 &&
+                      (h.scl_slope != 1 || (std::isfinite(h.scl_inter) && h.scl_inter != 0));
+  if (scaled) {
+    const double inter = std::isfinite(h.scl_inter) ? h.scl_inter : 0.0;
+    const DType out_type = dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+    absl::StatusOr<NDArray> out = NDArray::Allocate(shape, out_type);
+    if (!out.ok()) return Annotate(out.status(), path);
+    VisitDType(dtype, [&](auto tag) {
+      using T = decltype(tag);
+      ScaleInto(data.data<T>(), count, h.scl_slope, inter, &*out);
+    });
+    data = *std::move(out);
+  }
+
+  Volume volume;
+  volume.data = std::move(data);
+  volume.geometry = GeometryFromHeader(h, path);
+  volume.description = h.descrip;
+  if (info != nullptr) {
+    info->version = h.version;
+    info->qform_code = h.qform_code;
+    info->sform_code = h.sform_code;
+    info->intent_code = h.intent_code;
+    info->on_disk_dtype = h.datatype;
+    info->dims.assign(h.dim + 1, h.dim + 1 + h.dim[0]);
+    info->scl_slope = h.scl_slope;
+    info->scl_inter = h.scl_inter;
+  }
+  return volume;
+}
+
+// The whole (compressed) file, or empty when it cannot be read; the caller's
+// streaming reader then reports the problem.
+std::string SlurpFile(const std::string& path, int64_t size) {
+  std::string bytes;
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return bytes;
+  bytes.resize(static_cast<size_t>(size));
+  const size_t got = std::fread(&bytes[0], 1, bytes.size(), f);
+  std::fclose(f);
+  if (got != bytes.size()) bytes.clear();
+  return bytes;
+}
+
+// The single-threaded zlib writer (kept for comparisons): `tmp` is removed by
+// the caller on failure.
+absl::Status WriteWithZlib(const std::string& tmp, const std::string& path, bool compress, int level,
+                           const std::string& header_bytes, const NDArray& array) {
+  errno = 0;
+  GzFile file(gzopen(tmp.c_str(), (compress ? absl::StrCat("wb", level) : std::string("wbT")).c_str()));
+  if (file.get() == nullptr) return ErrnoError(errno, path, "cannot create file");
+  gzbuffer(file.get(), 1 << 18);
+  auto fail = [&](absl::string_view what) {
+    std::string zerr;
+    GzError(file.get(), &zerr);
+    const int err = errno;
+    file.Close();
+    absl::Status s = ErrnoError(err, path, what);
+    return zerr.empty() ? s : absl::Status(s.code(), absl::StrCat(s.message(), " (", zerr, ")"));
+  };
+  if (gzwrite(file.get(), header_bytes.data(), static_cast<unsigned>(header_bytes.size())) !=
+      static_cast<int>(header_bytes.size())) {
+    return fail("cannot write the header");
+  }
+  const char* p = static_cast<const char*>(array.raw_data());
+  const int64_t nbytes = static_cast<int64_t>(array.nbytes());
+  for (int64_t done = 0; done < nbytes;) {
+    const unsigned n = static_cast<unsigned>(std::min(nbytes - done, kIoChunk));
+    if (gzwrite(file.get(), p + done, n) != static_cast<int>(n)) return fail("cannot write the voxel data");
+    done += n;
+  }
+  errno = 0;
+  const int rc = file.Close();
+  if (rc != Z_OK) {
+    const int err = errno;
+    return ErrnoError(err, path, absl::StrCat("cannot finish writing the file (zlib error ", rc, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteWithLibdeflate(const std::string& tmp, const std::string& path, bool compress, int level,
+                                 int64_t member_bytes, const std::string& header_bytes, const NDArray& array) {
+  errno = 0;
+  std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(tmp.c_str(), "wb"), &std::fclose);
+  if (file == nullptr) return ErrnoError(errno, path, "cannot create file");
+  const absl::string_view voxels(static_cast<const char*>(array.raw_data()), array.nbytes());
+  if (compress) {
+    GzipWriteOptions gzip;
+    gzip.level = level;
+    gzip.member_bytes = member_bytes;
+    // The header is a member of its own, so every data member decodes
+    // straight into the voxel array on reading.
+    absl::Status s = WriteGzipMembers(file.get(), {header_bytes, voxels}, gzip);
+    if (!s.ok()) return PathError(s.code(), path, absl::StrCat("cannot write the file: ", s.message()));
+  } else {
+    for (absl::string_view part : {absl::string_view(header_bytes), voxels}) {
+      errno = 0;
+      if (std::fwrite(part.data(), 1, part.size(), file.get()) != part.size()) {
+        return ErrnoError(errno, path, "cannot write the voxel data");
+      }
+    }
+  }
+  errno = 0;
+  if (std::fclose(file.release()) != 0) return ErrnoError(errno, path, "cannot finish writing the file");
+  return absl::OkStatus();
+}
+
+// Why displacement fields get a faster level: their float32 mantissas are
+// nearly incompressible, so higher levels buy little size for much time.
+// Measured (bench/results/2026-12-01-cpu-nifti-io.md, 181x217x181x3 smooth
+// field, one thread): libdeflate level 1 vs 6 is LEVEL_NOTE.
+int GzipLevelFor(const NiftiWriteOptions& options) {
+  if (options.gzip_level != kNiftiGzipLevelAuto) return options.gzip_level;
+  return IsVectorIntent(options.intent_code) ? kNiftiFieldGzipLevel : kNiftiImageGzipLevel;
+}
+
 }  // namespace
 
 absl::StatusOr<Volume> ReadNifti(const std::string& path, NiftiInfo* info) {
+  return ReadNifti(path, NiftiReadOptions(), info);
+}
+
+absl::StatusOr<Volume> ReadNifti(const std::string& path, const NiftiReadOptions& options, NiftiInfo* info) {
   QuietNiftiLib();
   struct stat st;
   if (stat(path.c_str(), &st) != 0) {
@@ -643,6 +771,16 @@ absl::StatusOr<Volume> ReadNifti(const std::string& path, NiftiInfo* info) {
   if (!allocated.ok()) return Annotate(allocated.status(), path);
   NDArray data = *std::move(allocated);
 
+  // libdeflate decodes whole members several times faster than inflate()
+  // (and in parallel for our own files); anything it does not decode cleanly
+  // goes through the streaming path below, which names the damage.
+  if (in.compressed() && options.libdeflate &&
+      (offset + nbytes) / kMaxDeflateRatio <= file_size + (int64_t{1} << 16)) {
+    const std::string gz = SlurpFile(path, file_size);
+    if (!gz.empty() && InflateGzipRange(gz, offset, offset + nbytes, data.raw_data()).ok()) {
+      return FinishVolume(std::move(data), h, dtype, count, shape, path, info);
+    }
+  }
   const int64_t gap = offset - h.header_size;
   if (in.Skip(gap) < gap) {
     return PathError(in.state() == InputStream::State::kOk ? absl::StatusCode::kDataLoss : CodeFor(in.state()),
@@ -667,39 +805,7 @@ absl::StatusOr<Volume> ReadNifti(const std::string& path, NiftiInfo* info) {
     return PathError(CodeFor(in.state()), path,
                      absl::StrCat("gzip stream damaged after the voxel data: ", StreamProblem(in)));
   }
-  if (h.swapped && SizeOf(dtype) > 1) {
-    nifti_swap_Nbytes(count, static_cast<int>(SizeOf(dtype)), data.raw_data());
-  }
-
-  const bool scaled = std::isfinite(h.scl_slope) && h.scl_slope != 0 &&
-                      (h.scl_slope != 1 || (std::isfinite(h.scl_inter) && h.scl_inter != 0));
-  if (scaled) {
-    const double inter = std::isfinite(h.scl_inter) ? h.scl_inter : 0.0;
-    const DType out_type = dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
-    absl::StatusOr<NDArray> out = NDArray::Allocate(shape, out_type);
-    if (!out.ok()) return Annotate(out.status(), path);
-    VisitDType(dtype, [&](auto tag) {
-      using T = decltype(tag);
-      ScaleInto(data.data<T>(), count, h.scl_slope, inter, &*out);
-    });
-    data = *std::move(out);
-  }
-
-  Volume volume;
-  volume.data = std::move(data);
-  volume.geometry = GeometryFromHeader(h, path);
-  volume.description = h.descrip;
-  if (info != nullptr) {
-    info->version = h.version;
-    info->qform_code = h.qform_code;
-    info->sform_code = h.sform_code;
-    info->intent_code = h.intent_code;
-    info->on_disk_dtype = h.datatype;
-    info->dims = disk_dims;
-    info->scl_slope = h.scl_slope;
-    info->scl_inter = h.scl_inter;
-  }
-  return volume;
+  return FinishVolume(std::move(data), h, dtype, count, shape, path, info);
 }
 
 absl::Status WriteNifti(const Volume& volume, const std::string& path, const NiftiWriteOptions& options) {
@@ -779,37 +885,20 @@ absl::Status WriteNifti(const Volume& volume, const std::string& path, const Nif
   }
   header_bytes.append(4, '\0');  // extender: no extensions
 
+  const int level = GzipLevelFor(options);
+  const int max_level = options.gzip_writer == NiftiGzipWriter::kZlib ? 9 : 12;
+  if (compress && (level < 1 || level > max_level)) {
+    return PathError(absl::StatusCode::kInvalidArgument, path,
+                     absl::StrCat("gzip_level must be 1..", max_level, " (or kNiftiGzipLevelAuto), not ", level));
+  }
   const std::string tmp = TempPathFor(path);
-  errno = 0;
-  GzFile file(gzopen(tmp.c_str(), compress ? "wb6" : "wbT"));
-  if (file.get() == nullptr) return ErrnoError(errno, path, "cannot create file");
-  gzbuffer(file.get(), 1 << 18);
-  auto fail = [&](absl::string_view what) {
-    std::string zerr;
-    GzError(file.get(), &zerr);
-    const int err = errno;
-    file.Close();
+  absl::Status written =
+      options.gzip_writer == NiftiGzipWriter::kZlib
+          ? WriteWithZlib(tmp, path, compress, level, header_bytes, array)
+          : WriteWithLibdeflate(tmp, path, compress, level, options.gzip_member_bytes, header_bytes, array);
+  if (!written.ok()) {
     std::remove(tmp.c_str());
-    absl::Status s = ErrnoError(err, path, what);
-    return zerr.empty() ? s : absl::Status(s.code(), absl::StrCat(s.message(), " (", zerr, ")"));
-  };
-  if (gzwrite(file.get(), header_bytes.data(), static_cast<unsigned>(header_bytes.size())) !=
-      static_cast<int>(header_bytes.size())) {
-    return fail("cannot write the header");
-  }
-  const char* p = static_cast<const char*>(array.raw_data());
-  const int64_t nbytes = static_cast<int64_t>(array.nbytes());
-  for (int64_t done = 0; done < nbytes;) {
-    const unsigned n = static_cast<unsigned>(std::min(nbytes - done, kIoChunk));
-    if (gzwrite(file.get(), p + done, n) != static_cast<int>(n)) return fail("cannot write the voxel data");
-    done += n;
-  }
-  errno = 0;
-  const int rc = file.Close();
-  if (rc != Z_OK) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    return ErrnoError(err, path, absl::StrCat("cannot finish writing the file (zlib error ", rc, ")"));
+    return written;
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;

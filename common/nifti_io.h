@@ -21,10 +21,16 @@
 // Only single-file NIfTI (.nii, .nii.gz) is supported; .hdr/.img pairs and
 // ANALYZE 7.5 are rejected with INVALID_ARGUMENT. Header extensions are
 // skipped on reading and none are written. The file IO itself is done here
-// with zlib (nifti_clib is used for the header structures, byte swapping,
-// quaternion conversion and header creation), so that a corrupt file can
-// never make the library read or allocate past what the header justifies,
-// and so that NaN/Inf voxels are kept (nifti_image_read replaces them by 0).
+// (nifti_clib is used for the header structures, byte swapping, quaternion
+// conversion and header creation), so that a corrupt file can never make the
+// library read or allocate past what the header justifies, and so that
+// NaN/Inf voxels are kept (nifti_image_read replaces them by 0).
+//
+// Gzip: .nii.gz files are written as independent gzip members compressed in
+// parallel with libdeflate (common/parallel_gzip.h; every gzip reader accepts
+// multi-member files) and read with libdeflate (in parallel for our own
+// files). A file libdeflate cannot decode cleanly is read again through the
+// streaming zlib reader, which names the damage (DATA_LOSS).
 #ifndef TESSERA_COMMON_NIFTI_IO_H_
 #define TESSERA_COMMON_NIFTI_IO_H_
 
@@ -53,16 +59,38 @@ struct NiftiInfo {
 // Every message starts with the path.
 absl::StatusOr<Volume> ReadNifti(const std::string& path, NiftiInfo* info = nullptr);
 
+struct NiftiReadOptions {
+  // false: decode gzip with the streaming zlib reader only (the reader before
+  // libdeflate; for comparisons). Results are identical either way.
+  bool libdeflate = true;
+};
+absl::StatusOr<Volume> ReadNifti(const std::string& path, const NiftiReadOptions& options,
+                                 NiftiInfo* info = nullptr);
+
 // dim[1..dim[0]] from the header alone (no data read or decompressed beyond
 // it): cheap checks at submit time. INVALID_ARGUMENT when `path` is not a
 // readable NIfTI-1/-2 header or a dimension is < 1.
 absl::StatusOr<std::vector<int64_t>> ReadNiftiHeaderDims(const std::string& path);
+
+// Gzip level "auto": kNiftiImageGzipLevel for images, kNiftiFieldGzipLevel
+// for vector-valued intents (displacement fields; why: nifti_io.cc).
+constexpr int kNiftiGzipLevelAuto = -1;
+constexpr int kNiftiImageGzipLevel = 6;  // zlib's and libdeflate's default
+constexpr int kNiftiFieldGzipLevel = 1;
+
+enum class NiftiGzipWriter {
+  kLibdeflate,  // parallel independent members (common/parallel_gzip.h); levels 1..12
+  kZlib,        // one zlib stream on one thread (the writer before libdeflate; for comparisons); levels 1..9
+};
 
 struct NiftiWriteOptions {
   int version = 1;          // 2 for NIfTI-2; chosen automatically when a dim > 32767
   int qform_code = 1;       // NIFTI_XFORM_SCANNER_ANAT
   int sform_code = 1;
   int intent_code = 0;
+  int gzip_level = kNiftiGzipLevelAuto;  // .nii.gz only
+  NiftiGzipWriter gzip_writer = NiftiGzipWriter::kLibdeflate;
+  int64_t gzip_member_bytes = int64_t{4} << 20;  // uncompressed bytes per member (kLibdeflate)
 };
 
 // Writes `volume` to `path`; ".nii.gz" compresses, ".nii" does not (other

@@ -683,3 +683,138 @@ TEST(NiftiIoTest, WriteErrors) {
 
 }  // namespace
 }  // namespace tessera
+
+// ------------------------------------------------- libdeflate writer and reader
+
+namespace tessera {
+namespace {
+
+// Smooth values with noise in the low mantissa bits, like a real image or field.
+Volume SmoothVolume(const Shape& shape, DType dtype, uint32_t seed) {
+  Volume v = RandomVolume(shape, dtype, seed);
+  VisitDType(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = v.data.data<T>();
+    for (int64_t i = 0; i < v.data.num_elements(); ++i) {
+      const double smooth = 100 * std::sin(0.001 * static_cast<double>(i)) + 120;
+      p[i] = static_cast<T>(smooth + static_cast<double>(p[i]) * (std::is_floating_point<T>::value ? 1e-3 : 0));
+    }
+  });
+  return v;
+}
+
+bool HasOurMemberTag(const std::string& path) {
+  const std::string b = ReadBytes(path);
+  return b.size() > 20 && (b[3] & 0x04) && b[12] == 'T' && b[13] == 'Z';
+}
+
+TEST(NiftiIoTest, LibdeflateAndZlibWritersReadBackIdentically) {
+  struct Case {
+    const char* name;
+    Shape shape;
+    DType dtype;
+    int intent, ndim;
+  };
+  const Case cases[] = {{"float3d", {33, 41, 37}, DType::kFloat32, 0, 3},
+                        {"int3d", {40, 30, 20}, DType::kInt32, 0, 3},
+                        {"series4d", {20, 18, 16, 5}, DType::kInt16, 0, 4},
+                        {"field5d", {31, 29, 27, 3}, DType::kFloat32, NIFTI_INTENT_VECTOR, 5}};
+  for (const Case& c : cases) {
+    Volume v = SmoothVolume(c.shape, c.dtype, 21);
+    v.geometry = ObliqueGeometry(false);
+    for (const char* ext : {".nii.gz", ".nii"}) {
+      NiftiWriteOptions old_writer, new_writer;
+      old_writer.intent_code = new_writer.intent_code = c.intent;
+      old_writer.gzip_writer = NiftiGzipWriter::kZlib;
+      old_writer.gzip_level = 6;
+      new_writer.gzip_member_bytes = 1 << 16;  // many members even for a small volume
+      const std::string old_path = TmpPath(absl::StrCat(c.name, "_zlib", ext));
+      const std::string new_path = TmpPath(absl::StrCat(c.name, "_deflate", ext));
+      ASSERT_TRUE(WriteNifti(v, old_path, old_writer).ok());
+      ASSERT_TRUE(WriteNifti(v, new_path, new_writer).ok());
+      if (std::string(ext) == ".nii") {
+        EXPECT_EQ(ReadBytes(old_path), ReadBytes(new_path)) << c.name;  // uncompressed: byte-identical
+      } else {
+        EXPECT_TRUE(HasOurMemberTag(new_path)) << c.name;
+        EXPECT_EQ(Gunzip(old_path), Gunzip(new_path)) << c.name << ": same NIfTI bytes inside the gzip";
+        EXPECT_EQ(std::system(absl::StrCat("gzip -t ", new_path).c_str()), 0) << new_path;
+      }
+      for (const std::string& path : {old_path, new_path}) {
+        for (bool libdeflate : {true, false}) {
+          NiftiReadOptions read;
+          read.libdeflate = libdeflate;
+          absl::StatusOr<Volume> back = ReadNifti(path, read);
+          ASSERT_TRUE(back.ok()) << back.status();
+          ExpectSameData(v.data, back->data);
+          ExpectAffineNear(v.geometry, back->geometry, 1e-5);
+        }
+      }
+      ExpectNiftiLibReads(new_path, v, c.ndim, c.intent);
+    }
+  }
+}
+
+TEST(NiftiIoTest, ForeignGzipReadsTheSameWithAndWithoutLibdeflate) {
+  NiftiReadOptions zlib_only;
+  zlib_only.libdeflate = false;
+  absl::StatusOr<Volume> fast = ReadNifti(kCh2), slow = ReadNifti(kCh2, zlib_only);
+  ASSERT_TRUE(fast.ok() && slow.ok());
+  ExpectSameData(fast->data, slow->data);
+}
+
+TEST(NiftiIoTest, DamagedMultiMemberGzipIsDataLoss) {
+  Volume v = SmoothVolume({50, 40, 30}, DType::kFloat32, 8);
+  NiftiWriteOptions options;
+  options.gzip_member_bytes = 1 << 16;
+  const std::string good = TmpPath("members.nii.gz");
+  ASSERT_TRUE(WriteNifti(v, good, options).ok());
+  const std::string bytes = ReadBytes(good);
+  const std::string half = TmpPath("members_half.nii.gz");
+  WriteBytes(half, bytes.substr(0, bytes.size() / 2));
+  ExpectErrorMentions(ReadNifti(half).status(), absl::StatusCode::kDataLoss, half, "data truncated");
+  const std::string no_trailer = TmpPath("members_no_trailer.nii.gz");
+  WriteBytes(no_trailer, bytes.substr(0, bytes.size() - 8));
+  ExpectErrorMentions(ReadNifti(no_trailer).status(), absl::StatusCode::kDataLoss, no_trailer, "gzip");
+  std::string corrupt = bytes;
+  for (size_t i = bytes.size() / 2; i < bytes.size() / 2 + 64; ++i) corrupt[i] ^= 0x3c;
+  const std::string corrupt_path = TmpPath("members_corrupt.nii.gz");
+  WriteBytes(corrupt_path, corrupt);
+  ExpectErrorMentions(ReadNifti(corrupt_path).status(), absl::StatusCode::kDataLoss, corrupt_path, "gzip");
+  std::string crc = bytes;
+  crc[crc.size() - 6] ^= 0x10;
+  const std::string crc_path = TmpPath("members_bad_crc.nii.gz");
+  WriteBytes(crc_path, crc);
+  ExpectErrorMentions(ReadNifti(crc_path).status(), absl::StatusCode::kDataLoss, crc_path, "gzip");
+}
+
+TEST(NiftiIoTest, GzipLevelIsChosenPerOutputAndChecked) {
+  Volume field = SmoothVolume({20, 20, 20, 3}, DType::kFloat32, 3);
+  NiftiWriteOptions fast, automatic;
+  fast.intent_code = automatic.intent_code = NIFTI_INTENT_VECTOR;
+  fast.gzip_level = kNiftiFieldGzipLevel;
+  const std::string a = TmpPath("auto_field.nii.gz"), b = TmpPath("fast_field.nii.gz");
+  ASSERT_TRUE(WriteNifti(field, a, automatic).ok());
+  ASSERT_TRUE(WriteNifti(field, b, fast).ok());
+  EXPECT_EQ(ReadBytes(a), ReadBytes(b)) << "displacement fields default to kNiftiFieldGzipLevel";
+
+  Volume image = SmoothVolume({20, 20, 20}, DType::kFloat32, 3);
+  NiftiWriteOptions six;
+  six.gzip_level = kNiftiImageGzipLevel;
+  const std::string c = TmpPath("auto_image.nii.gz"), d = TmpPath("six_image.nii.gz");
+  ASSERT_TRUE(WriteNifti(image, c).ok());
+  ASSERT_TRUE(WriteNifti(image, d, six).ok());
+  EXPECT_EQ(ReadBytes(c), ReadBytes(d)) << "images default to kNiftiImageGzipLevel";
+
+  NiftiWriteOptions bad;
+  bad.gzip_level = 13;
+  const std::string e = TmpPath("bad_level.nii.gz");
+  ExpectErrorMentions(WriteNifti(image, e, bad), absl::StatusCode::kInvalidArgument, e, "gzip_level");
+  bad.gzip_level = 10;
+  bad.gzip_writer = NiftiGzipWriter::kZlib;
+  ExpectErrorMentions(WriteNifti(image, e, bad), absl::StatusCode::kInvalidArgument, e, "gzip_level");
+  struct stat st;
+  EXPECT_NE(stat(e.c_str(), &st), 0) << "no file after a refused write";
+}
+
+}  // namespace
+}  // namespace tessera

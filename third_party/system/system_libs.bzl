@@ -35,6 +35,7 @@ _LIBS = {
     "zlib": (["zlib"], "zlib1g-dev"),
     "crypto": (["libcrypto"], "libssl-dev"),
     "fftw": (["fftw3f", "fftw3"], "libfftw3-dev"),
+    "deflate": (["libdeflate"], "libdeflate-dev"),
 }
 
 def _link_flags(rctx, name, modules, package):

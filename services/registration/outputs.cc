@@ -123,31 +123,66 @@ absl::StatusOr<NDArray> ApplyAntsTransformsCpu(const Volume& moving, const Volum
   return out;
 }
 
+absl::StatusOr<std::unique_ptr<OutputWriter>> OutputWriter::Start(const RegistrationResult& result,
+                                                                  const Volume& fixed, const std::string& dir,
+                                                                  bool inverse_warp) {
+  TESSERA_RETURN_IF_ERROR(MakeDir(dir));
+  std::unique_ptr<OutputWriter> writer(new OutputWriter());
+  writer->dir_ = dir;
+  writer->fixed_ = &fixed;
+  OutputWriter* w = writer.get();
+  writer->thread_ = std::thread([w, &result, &fixed, inverse_warp] { w->WriteTransformOutputs(result, fixed, inverse_warp); });
+  return writer;
+}
+
+void OutputWriter::WriteTransformOutputs(const RegistrationResult& result, const Volume& fixed, bool inverse_warp) {
+  auto run = [&]() -> absl::Status {
+    // The warp first: it is the largest file (3 floats per voxel).
+    if (!result.displacement_ras.empty()) {
+      files_.warp = dir_ + "/0Warp.nii.gz";
+      TESSERA_RETURN_IF_ERROR(WriteAntsWarp(files_.warp, result.displacement_ras, fixed.geometry));
+    }
+    files_.warped = dir_ + "/warped.nii.gz";
+    TESSERA_RETURN_IF_ERROR(WriteNifti(result.warped, files_.warped));
+    files_.affine = dir_ + "/0GenericAffine.mat";
+    // ITK convention: the centre is the fixed image's centre (it only changes
+    // how the parameters read, not the transform).
+    TESSERA_RETURN_IF_ERROR(WriteItkAffine(files_.affine, result.affine_ras, GridCentre(fixed)));
+    if (!result.displacement_ras.empty() && inverse_warp) {
+      files_.inverse_warp = dir_ + "/0InverseWarp.nii.gz";
+      TESSERA_ASSIGN_OR_RETURN(NDArray inverse, InvertDisplacement(result.displacement_ras, fixed.geometry));
+      TESSERA_RETURN_IF_ERROR(WriteAntsWarp(files_.inverse_warp, inverse, fixed.geometry));
+    }
+    return absl::OkStatus();
+  };
+  status_ = run();
+}
+
+OutputWriter::~OutputWriter() {
+  if (thread_.joinable()) thread_.join();
+}
+
+absl::StatusOr<OutputFiles> OutputWriter::Finish(const NDArray* warped_labels) {
+  absl::Status labels_status;
+  std::string labels_path;
+  if (warped_labels != nullptr) {
+    labels_path = dir_ + "/warped_labels.nii.gz";
+    labels_status = WriteNifti(Volume{*warped_labels, fixed_->geometry, "tessera warped labels"}, labels_path);
+  }
+  if (thread_.joinable()) thread_.join();
+  TESSERA_RETURN_IF_ERROR(status_);
+  TESSERA_RETURN_IF_ERROR(labels_status);
+  OutputFiles files = files_;
+  files.warped_labels = labels_path;
+  return files;
+}
+
 absl::StatusOr<OutputFiles> WriteRegistrationOutputs(const RegistrationResult& result, const Volume& fixed,
                                                      const std::string& dir, const NDArray* warped_labels,
                                                      bool inverse_warp) {
-  TESSERA_RETURN_IF_ERROR(MakeDir(dir));
-  OutputFiles files;
-  files.warped = dir + "/warped.nii.gz";
-  TESSERA_RETURN_IF_ERROR(WriteNifti(result.warped, files.warped));
-  if (warped_labels != nullptr) {
-    files.warped_labels = dir + "/warped_labels.nii.gz";
-    TESSERA_RETURN_IF_ERROR(WriteNifti(Volume{*warped_labels, fixed.geometry, "tessera warped labels"}, files.warped_labels));
-  }
-  files.affine = dir + "/0GenericAffine.mat";
-  // ITK convention: the centre is the fixed image's centre (it only changes
-  // how the parameters read, not the transform).
-  TESSERA_RETURN_IF_ERROR(WriteItkAffine(files.affine, result.affine_ras, GridCentre(fixed)));
-  if (!result.displacement_ras.empty()) {
-    files.warp = dir + "/0Warp.nii.gz";
-    TESSERA_RETURN_IF_ERROR(WriteAntsWarp(files.warp, result.displacement_ras, fixed.geometry));
-    if (inverse_warp) {
-      files.inverse_warp = dir + "/0InverseWarp.nii.gz";
-      TESSERA_ASSIGN_OR_RETURN(NDArray inverse, InvertDisplacement(result.displacement_ras, fixed.geometry));
-      TESSERA_RETURN_IF_ERROR(WriteAntsWarp(files.inverse_warp, inverse, fixed.geometry));
-    }
-  }
-  return files;
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<OutputWriter> writer,
+                           OutputWriter::Start(result, fixed, dir, inverse_warp));
+  return writer->Finish(warped_labels);
 }
 
 }  // namespace tessera::registration

@@ -9,7 +9,9 @@
 #ifndef TESSERA_SERVICES_REGISTRATION_OUTPUTS_H_
 #define TESSERA_SERVICES_REGISTRATION_OUTPUTS_H_
 
+#include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
 #include "services/registration/registrar.h"
@@ -23,6 +25,35 @@ struct OutputFiles {
 absl::StatusOr<OutputFiles> WriteRegistrationOutputs(const RegistrationResult& result, const Volume& fixed,
                                                      const std::string& dir, const NDArray* warped_labels,
                                                      bool inverse_warp);
+
+// WriteRegistrationOutputs in two steps, so that the files that depend only
+// on the transforms (the warp above all) are written while the caller computes
+// the warped labels and Dice. Start() creates `dir` and returns at once;
+// Finish() writes warped_labels (when given) on the calling thread, waits for
+// the rest and returns the files or the first error. Each file is written
+// under a temporary name and renamed (WriteNifti, WriteItkAffine), so a crash
+// leaves no partial file under a final name. `result` and `fixed` must outlive
+// the writer; its destructor waits (dropping errors nobody asked for).
+class OutputWriter {
+ public:
+  static absl::StatusOr<std::unique_ptr<OutputWriter>> Start(const RegistrationResult& result, const Volume& fixed,
+                                                             const std::string& dir, bool inverse_warp);
+  OutputWriter(const OutputWriter&) = delete;
+  OutputWriter& operator=(const OutputWriter&) = delete;
+  ~OutputWriter();
+
+  absl::StatusOr<OutputFiles> Finish(const NDArray* warped_labels);
+
+ private:
+  OutputWriter() = default;
+  void WriteTransformOutputs(const RegistrationResult& result, const Volume& fixed, bool inverse_warp);
+
+  std::string dir_;
+  const Volume* fixed_ = nullptr;
+  OutputFiles files_;           // filled by the background thread until joined
+  absl::Status status_;         // the background thread's first error
+  std::thread thread_;
+};
 
 // RAS mm of a volume's grid centre (the centre ITK affines are written about).
 std::array<double, 3> GridCentre(const Volume& volume);

@@ -7,6 +7,9 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+
+#include <sys/stat.h>
 
 #include "common/nifti_io.h"
 #include "services/registration/ants_transform_io.h"
@@ -99,6 +102,59 @@ TEST(Outputs, InvertDisplacementInvertsASmoothField) {
     }
   }
   EXPECT_LT(worst, 0.05);  // mm; trilinear sampling of v on a 2 mm grid
+}
+
+// A small hand-made result: identity affine, a smooth displacement.
+RegistrationResult SmallResult(const Volume& fixed) {
+  RegistrationResult r;
+  r.affine_ras = Mat4{1, 0, 0, 2, 0, 1, 0, 0, 0, 0, 1, -1, 0, 0, 0, 1};
+  r.warped = fixed;
+  r.displacement_ras = *NDArray::Allocate({fixed.data.dim(0), fixed.data.dim(1), fixed.data.dim(2), 3}, DType::kFloat32);
+  float* v = r.displacement_ras.data<float>();
+  for (int64_t i = 0; i < r.displacement_ras.num_elements(); ++i) v[i] = static_cast<float>(0.5 * std::sin(0.01 * i));
+  return r;
+}
+
+TEST(Outputs, WriterOverlapsTransformFilesWithLabelsAndReportsErrors) {
+  Volume fixed;
+  fixed.data = *NDArray::Allocate({24, 20, 16}, DType::kFloat32);
+  for (int64_t i = 0; i < fixed.data.num_elements(); ++i) fixed.data.data<float>()[i] = static_cast<float>(i % 97);
+  const RegistrationResult result = SmallResult(fixed);
+  NDArray labels = *NDArray::Allocate({24, 20, 16}, DType::kInt32);
+  for (int64_t i = 0; i < labels.num_elements(); ++i) labels.data<int32_t>()[i] = static_cast<int32_t>(i % 5);
+
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/overlap";
+  auto writer = OutputWriter::Start(result, fixed, dir, /*inverse_warp=*/true);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  auto files = (*writer)->Finish(&labels);
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_EQ(files->warped_labels, dir + "/warped_labels.nii.gz");
+  for (const std::string* path : {&files->warped, &files->affine, &files->warp, &files->inverse_warp}) {
+    EXPECT_FALSE(path->empty());
+  }
+  Volume warp = ReadAntsWarp(files->warp).value();
+  for (int64_t i = 0; i < warp.data.num_elements(); ++i) {
+    ASSERT_EQ(warp.data.data<float>()[i], result.displacement_ras.data<float>()[i]) << i;
+  }
+  Volume back = ReadNifti(files->warped_labels).value();
+  ASSERT_EQ(back.data.nbytes(), labels.nbytes());
+  EXPECT_EQ(std::memcmp(back.data.raw_data(), labels.raw_data(), labels.nbytes()), 0);
+
+  // A background write that fails (a directory sits where 0Warp.nii.gz goes)
+  // is reported by Finish, and no file appears under the final name.
+  const std::string bad = std::string(std::getenv("TEST_TMPDIR")) + "/blocked";
+  ASSERT_EQ(mkdir(bad.c_str(), 0755), 0);
+  ASSERT_EQ(mkdir((bad + "/0Warp.nii.gz").c_str(), 0755), 0);
+  auto blocked = OutputWriter::Start(result, fixed, bad, false);
+  ASSERT_TRUE(blocked.ok());
+  auto failed = (*blocked)->Finish(nullptr);
+  EXPECT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("0Warp.nii.gz"), absl::string_view::npos) << failed.status();
+  struct stat st;
+  EXPECT_NE(stat((bad + "/warped.nii.gz").c_str(), &st), 0) << "stopped at the first error";
+
+  // A writer dropped without Finish (the caller failed elsewhere) waits for its thread.
+  { auto dropped = OutputWriter::Start(result, fixed, dir + "_dropped", false); }
 }
 
 }  // namespace

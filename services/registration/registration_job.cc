@@ -1,6 +1,7 @@
 #include "services/registration/registration_job.h"
 
 #include <cmath>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -8,18 +9,10 @@
 #include "common/json.h"
 #include "common/nifti_io.h"
 #include "common/status.h"
-#include "kernels/registration/label_metrics.h"
+#include "services/registration/label_dice.h"
 
 namespace tessera::registration {
 namespace {
-
-absl::StatusOr<double> MeanDice(const NDArray& a, const NDArray& b, const Geometry& g) {
-  LabelMetricsOptions options;
-  options.hausdorff = false;
-  options.spacing_mm = g.spacing;
-  TESSERA_ASSIGN_OR_RETURN(LabelMetrics m, ComputeLabelMetrics(a, b, options));
-  return m.mean_dice;
-}
 
 std::string Num(double v) { return std::isfinite(v) ? absl::StrFormat("%.6g", v) : "null"; }
 
@@ -65,6 +58,11 @@ absl::StatusOr<RegistrationSummary> RunRegistration(const RegistrationInputs& in
   if (result.jacobian.voxels > 0) {
     summary.folded_percent = 100.0 * result.jacobian.nonpositive / result.jacobian.voxels;
   }
+  // The transform outputs are written while the labels are warped and scored.
+  std::unique_ptr<OutputWriter> writer;
+  if (!out_dir.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(writer, OutputWriter::Start(result, inputs.fixed, out_dir, inverse_warp));
+  }
   if (inputs.moving_labels.has_value()) {
     TESSERA_ASSIGN_OR_RETURN(summary.warped_labels, WarpLabels(*inputs.moving_labels, inputs.fixed, result, options.device,
                                                                  options.sampler));
@@ -74,16 +72,20 @@ absl::StatusOr<RegistrationSummary> RunRegistration(const RegistrationInputs& in
       identity.affine_ras = Mat4{1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
       TESSERA_ASSIGN_OR_RETURN(NDArray before, WarpLabels(*inputs.moving_labels, inputs.fixed, identity, options.device,
                                                                 options.sampler));
-      TESSERA_ASSIGN_OR_RETURN(summary.dice_before, MeanDice(inputs.fixed_labels->data, before, inputs.fixed.geometry));
-      TESSERA_ASSIGN_OR_RETURN(summary.dice_after,
-                               MeanDice(inputs.fixed_labels->data, summary.warped_labels, inputs.fixed.geometry));
+      TESSERA_ASSIGN_OR_RETURN(DiceMeans b, ComputeDiceMeans(inputs.fixed_labels->data, before, inputs.fixed.geometry));
+      TESSERA_ASSIGN_OR_RETURN(DiceMeans a, ComputeDiceMeans(inputs.fixed_labels->data, summary.warped_labels,
+                                                             inputs.fixed.geometry));
+      summary.dice_before = b.mean_all;
+      summary.dice_after = a.mean_all;
+      summary.dice_large_before = b.mean_large;
+      summary.dice_large_after = a.mean_large;
+      summary.dice_labels = a.labels;
+      summary.dice_large_labels = a.large_labels;
     }
   }
-  if (!out_dir.empty()) {
+  if (writer != nullptr) {
     TESSERA_ASSIGN_OR_RETURN(summary.files,
-                             WriteRegistrationOutputs(result, inputs.fixed, out_dir,
-                                                      summary.warped_labels.empty() ? nullptr : &summary.warped_labels,
-                                                      inverse_warp));
+                             writer->Finish(summary.warped_labels.empty() ? nullptr : &summary.warped_labels));
   }
   return summary;
 }
@@ -97,6 +99,14 @@ std::string SummaryToJson(const RegistrationSummary& s, const RegistrationOption
   absl::StrAppend(&json, ", \"initial_loss\": ", Num(r.initial_loss), ", \"final_loss\": ", Num(r.final_loss));
   absl::StrAppend(&json, ", \"dice_before\": ", s.dice_before ? Num(*s.dice_before) : "null",
                   ", \"dice_after\": ", s.dice_after ? Num(*s.dice_after) : "null");
+  absl::StrAppend(&json, ", \"dice_large_before\": ", s.dice_large_before ? Num(*s.dice_large_before) : "null",
+                  ", \"dice_large_after\": ", s.dice_large_after ? Num(*s.dice_large_after) : "null");
+  // Says which mean is which, so a reader never has to guess.
+  absl::StrAppend(&json, ", \"dice_definition\": {\"dice_before/after\": \"mean over all labels present in either map",
+                  " (background 0 excluded)\", \"dice_large_before/after\": \"mean over labels with >= ",
+                  kLargeLabelMinVoxels, " voxels in the fixed labels\", \"labels\": ", s.dice_labels,
+                  ", \"large_labels\": ", s.dice_large_labels, ", \"large_min_voxels\": ", kLargeLabelMinVoxels,
+                  "}");
   absl::StrAppend(&json, ", \"folded_percent\": ", Num(s.folded_percent), ", \"min_jacobian\": ",
                   r.jacobian.voxels ? Num(r.jacobian.min_det) : "null");
   absl::StrAppend(&json, ", \"seconds\": ", Num(r.seconds), ", \"peak_device_bytes\": ", r.peak_device_bytes);

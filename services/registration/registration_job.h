@@ -23,7 +23,12 @@ struct RegistrationInputs {
 struct RegistrationSummary {
   RegistrationResult result;
   OutputFiles files;
-  std::optional<double> dice_before, dice_after;  // mean over labels, when both label maps are given
+  // When both label maps are given (definitions: label_dice.h): mean Dice over
+  // every label present in either map, and over the labels with at least
+  // kLargeLabelMinVoxels voxels in the fixed map.
+  std::optional<double> dice_before, dice_after;
+  std::optional<double> dice_large_before, dice_large_after;
+  int dice_labels = 0, dice_large_labels = 0;
   double folded_percent = 0;                      // % of voxels with det J <= 0
   NDArray warped_labels;                          // int32 on the fixed grid, when moving labels are given
 };
@@ -44,7 +49,8 @@ absl::StatusOr<RegistrationSummary> RunRegistration(const RegistrationInputs& in
                                                     const std::atomic<bool>* cancel = nullptr,
                                                     absl::Time deadline = absl::InfiniteFuture());
 
-// {"final_loss":..., "dice_before":..., "folded_percent":..., "seconds":..., ...}
+// {"final_loss":..., "dice_before":..., "dice_large_before":..., "dice_definition": {...}, "folded_percent":...,
+//  "seconds":..., ...}
 std::string SummaryToJson(const RegistrationSummary& summary, const RegistrationOptions& options);
 
 }  // namespace tessera::registration

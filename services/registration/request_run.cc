@@ -68,6 +68,8 @@ v1::RegistrationResult ResultProto(const RequestOutcome& outcome, const Registra
   out.set_final_loss(r.final_loss);
   if (summary.dice_before) out.set_dice_before(*summary.dice_before);
   if (summary.dice_after) out.set_dice_after(*summary.dice_after);
+  if (summary.dice_large_before) out.set_dice_large_before(*summary.dice_large_before);
+  if (summary.dice_large_after) out.set_dice_large_after(*summary.dice_large_after);
   out.set_folded_percent(summary.folded_percent);
   if (r.jacobian.voxels > 0) out.set_min_jacobian(r.jacobian.min_det);
   out.set_seconds(r.seconds);

@@ -1,0 +1,35 @@
+#include "services/registration/label_dice.h"
+
+#include <limits>
+
+#include "common/status.h"
+
+namespace tessera::registration {
+
+DiceMeans SummarizeDice(const LabelMetrics& metrics, int64_t min_voxels) {
+  DiceMeans out;
+  double all = 0, large = 0;
+  for (const LabelScore& s : metrics.labels) {
+    all += s.dice;
+    ++out.labels;
+    if (s.voxels_a >= min_voxels) {
+      large += s.dice;
+      ++out.large_labels;
+    }
+  }
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  out.mean_all = out.labels > 0 ? all / out.labels : nan;
+  out.mean_large = out.large_labels > 0 ? large / out.large_labels : nan;
+  return out;
+}
+
+absl::StatusOr<DiceMeans> ComputeDiceMeans(const NDArray& fixed_labels, const NDArray& moving_on_fixed,
+                                           const Geometry& geometry, int64_t min_voxels) {
+  LabelMetricsOptions options;
+  options.hausdorff = false;
+  options.spacing_mm = geometry.spacing;
+  TESSERA_ASSIGN_OR_RETURN(LabelMetrics m, ComputeLabelMetrics(fixed_labels, moving_on_fixed, options));
+  return SummarizeDice(m, min_voxels);
+}
+
+}  // namespace tessera::registration

@@ -139,7 +139,7 @@ int Main() {
       const double file_mb = FileSize(path) / 1e6;
       std::printf("| %s | %d | %.3f | %.0f | %.2f | %.3f | %.2fx | %.3f | %.3f | %.2fx |\n", name, level, w, mb / w,
                   file_mb, file_mb / mb, zlib_write / w, r_slow, r_fast, r_slow / r_fast);
-      std::remove(path.c_str());
+      if (!std::getenv("NIFTI_BENCH_KEEP")) std::remove(path.c_str());
     }
     std::printf("\n");
   }

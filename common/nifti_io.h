@@ -28,9 +28,9 @@
 //
 // Gzip: .nii.gz files are written as independent gzip members compressed in
 // parallel with libdeflate (common/parallel_gzip.h; every gzip reader accepts
-// multi-member files) and read with libdeflate (in parallel for our own
-// files). A file libdeflate cannot decode cleanly is read again through the
-// streaming zlib reader, which names the damage (DATA_LOSS).
+// multi-member files). Files written that way are read with libdeflate in
+// parallel; other gzip files, and any file libdeflate cannot decode cleanly,
+// through the streaming zlib reader, which names the damage (DATA_LOSS).
 #ifndef TESSERA_COMMON_NIFTI_IO_H_
 #define TESSERA_COMMON_NIFTI_IO_H_
 
@@ -61,7 +61,8 @@ absl::StatusOr<Volume> ReadNifti(const std::string& path, NiftiInfo* info = null
 
 struct NiftiReadOptions {
   // false: decode gzip with the streaming zlib reader only (the reader before
-  // libdeflate; for comparisons). Results are identical either way.
+  // libdeflate; for comparisons). Results are identical either way. Only
+  // files with size-tagged members (written by WriteNifti) use libdeflate.
   bool libdeflate = true;
 };
 absl::StatusOr<Volume> ReadNifti(const std::string& path, const NiftiReadOptions& options,

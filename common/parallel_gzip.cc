@@ -1,10 +1,12 @@
 #include "common/parallel_gzip.h"
 
 #include <libdeflate.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -146,8 +148,13 @@ absl::Status InflateSequential(absl::string_view gz, int64_t begin, int64_t end,
   if (d == nullptr) return absl::ResourceExhaustedError("cannot allocate a decompressor");
   // Members may end anywhere, so decode everything up to `end` contiguously
   // (libdeflate needs one output buffer per member), then copy [begin, end).
-  std::unique_ptr<uint8_t[]> out(new (std::nothrow) uint8_t[static_cast<size_t>(std::max<int64_t>(end, 1))]);
-  if (out == nullptr) return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", end, " bytes"));
+  // MAP_POPULATE: the pages are made in one call rather than one fault each
+  // (page faults dominated this copy on virtual machines).
+  const size_t bytes = static_cast<size_t>(std::max<int64_t>(end, 1));
+  void* mapped = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  if (mapped == MAP_FAILED) return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", end, " bytes"));
+  std::unique_ptr<uint8_t, std::function<void(uint8_t*)>> out(static_cast<uint8_t*>(mapped),
+                                                               [bytes](uint8_t* p) { munmap(p, bytes); });
   const uint8_t* p = reinterpret_cast<const uint8_t*>(gz.data());
   size_t pos = 0;
   int64_t produced = 0;

@@ -1,5 +1,7 @@
 #include "cli/args.h"
 
+#include <filesystem>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -91,6 +93,11 @@ std::string FlagsHelp(const std::vector<FlagSpec>& specs) {
     absl::StrAppendFormat(&out, "%-34s %s%s\n", left, s.help, s.repeated ? " (repeatable)" : "");
   }
   return out;
+}
+
+std::string ServerPath(const std::string& path, bool absolute) {
+  if (path.empty() || !absolute) return path;
+  return std::filesystem::absolute(path).lexically_normal().string();
 }
 
 }  // namespace tessera::cli

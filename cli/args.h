@@ -40,6 +40,11 @@ class Args {
   bool help_ = false;
 };
 
+// A path as a server should see it: made absolute against this process's
+// working directory (the usual case: client and server share it) when
+// `absolute`, else unchanged; empty stays empty.
+std::string ServerPath(const std::string& path, bool absolute);
+
 // "  --grpc-port=50051   gRPC listening port (0 picks a free one)" lines.
 std::string FlagsHelp(const std::vector<FlagSpec>& specs);
 

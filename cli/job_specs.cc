@@ -19,11 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string ServerPath(const std::string& path, bool absolute) {
-  if (path.empty() || !absolute) return path;
-  return fs::absolute(path).lexically_normal().string();
-}
-
 absl::StatusOr<Args> ParseWords(const std::vector<FlagSpec>& specs, const std::vector<std::string>& words,
                                 int first) {
   std::vector<char*> argv;

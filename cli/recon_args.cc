@@ -1,6 +1,5 @@
 #include "cli/recon_args.h"
 
-#include <filesystem>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -8,11 +7,6 @@
 
 namespace tessera::cli {
 namespace {
-
-std::string ServerPath(const std::string& path, bool absolute) {
-  if (path.empty() || !absolute) return path;
-  return std::filesystem::absolute(path).lexically_normal().string();
-}
 
 absl::StatusOr<double> ParseDouble(const Args& args, const std::string& flag) {
   double v = 0;

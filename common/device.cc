@@ -65,6 +65,11 @@ std::string DeviceRegistry::Describe() const {
   return out + ")";
 }
 
+absl::Status CheckDeviceName(absl::string_view name, absl::string_view field) {
+  if (name == "auto" || name == "cpu" || name == "cuda") return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(field, " '", name, "' is not one of auto, cpu, cuda"));
+}
+
 absl::StatusOr<Backend> ResolveBackend(absl::string_view requested) {
   const DeviceRegistry& registry = DeviceRegistry::Get();
   if (requested == "cpu") return Backend::kCpu;

@@ -52,6 +52,12 @@ class DeviceRegistry {
 // Asking for "cuda" without one is FAILED_PRECONDITION with the reason.
 absl::StatusOr<Backend> ResolveBackend(absl::string_view requested);
 
+// A device name a request or a server option may carry, checked without
+// looking at this machine (the work may run on another worker): OK for
+// "auto", "cpu" or "cuda", else INVALID_ARGUMENT "<field> 'x' is not one of
+// auto, cpu, cuda".
+absl::Status CheckDeviceName(absl::string_view name, absl::string_view field);
+
 // Memory of one GPU as the driver reports it (cudaMemGetInfo): all processes'
 // allocations count, not only Tessera's (for those see GetDeviceMemoryStats).
 struct GpuMemoryInfo {

@@ -197,4 +197,9 @@ absl::Status SendChunkedArray(const grpc::ServerContextBase& context,
   return absl::OkStatus();
 }
 
+int64_t DownloadChunkBytes(int64_t requested, int64_t fallback, int max_send_message_bytes) {
+  const int64_t largest = std::max<int64_t>(1024, int64_t{max_send_message_bytes} - 4096);
+  return std::clamp<int64_t>(requested > 0 ? requested : fallback, 1, largest);
+}
+
 }  // namespace tessera

@@ -92,6 +92,11 @@ absl::StatusOr<ReceivedArray> ReceiveChunkedArray(
 // read) with `geometry`'s spacing, origin and direction when not null.
 v1::VolumeHeader VolumeHeaderOf(const NDArray& data, const Geometry* geometry, absl::string_view description);
 
+// Data bytes per chunk of a download: `requested` when positive, else
+// `fallback`, clamped to [1, what fits a message of max_send_message_bytes
+// with room for the header] (at least 1024).
+int64_t DownloadChunkBytes(int64_t requested, int64_t fallback, int max_send_message_bytes);
+
 // Sends `nbytes` from `data` as chunks of at most `chunk_bytes` (the first
 // also carries `header`; an empty array is one chunk with the header),
 // checking for cancellation between chunks. CANCELLED / DEADLINE_EXCEEDED, or

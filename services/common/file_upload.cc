@@ -10,6 +10,7 @@
 #include <fstream>
 #include <memory>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -36,13 +37,7 @@ std::string FinishHex(EVP_MD_CTX* ctx) {
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_DigestFinal_ex(ctx, out, &len);
-  static const char kHex[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned int i = 0; i < len; ++i) {
-    hex.push_back(kHex[out[i] >> 4]);
-    hex.push_back(kHex[out[i] & 15]);
-  }
-  return hex;
+  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(out), len));
 }
 
 // Removes the temporary file unless released.

@@ -1,5 +1,8 @@
 #include "services/jobs/engine.h"
 
+#include <filesystem>
+#include <system_error>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -62,6 +65,18 @@ absl::Status UnpackSpec(const google::protobuf::Any& spec, google::protobuf::Mes
                                                    message->GetDescriptor()->full_name()));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<EngineFile>> DescribeWorkFiles(const std::string& work_dir,
+                                                          const std::vector<std::string>& names) {
+  std::vector<EngineFile> files;
+  for (const std::string& name : names) {
+    std::error_code ec;
+    const uintmax_t bytes = std::filesystem::file_size(std::filesystem::path(work_dir) / name, ec);
+    if (ec) return absl::InternalError(absl::StrCat("result file ", name, " vanished: ", ec.message()));
+    files.push_back(EngineFile{name, static_cast<int64_t>(bytes)});
+  }
+  return files;
 }
 
 }  // namespace tessera::jobs

@@ -121,6 +121,11 @@ class EngineRegistry {
   std::map<std::string, std::shared_ptr<const Engine>> by_kind_;
 };
 
+// `names` (files an engine wrote under `work_dir`) with their sizes, for
+// EngineOutput::files; INTERNAL when one is not there.
+absl::StatusOr<std::vector<EngineFile>> DescribeWorkFiles(const std::string& work_dir,
+                                                          const std::vector<std::string>& names);
+
 // The full message name a packed spec holds ("tessera.v1.RegisterRequest"
 // of type.googleapis.com/tessera.v1.RegisterRequest): what spec_type() names.
 std::string SpecTypeName(const std::string& type_url);

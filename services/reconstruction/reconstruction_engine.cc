@@ -1,10 +1,9 @@
 #include "services/reconstruction/reconstruction_engine.h"
 
-#include <filesystem>
-#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "common/buffer.h"
+#include "common/device.h"
 #include "common/status.h"
 #include "services/common/data_roots.h"
 #include "services/reconstruction/formats/geometry_json.h"
@@ -39,10 +38,7 @@ absl::StatusOr<std::shared_ptr<const ReconstructionEngine>> ReconstructionEngine
     const std::vector<std::string>& data_roots, int64_t max_input_bytes, const std::string& default_device) {
   TESSERA_ASSIGN_OR_RETURN(std::vector<std::string> roots, CanonicalDataRoots(data_roots));
   if (max_input_bytes <= 0) return absl::InvalidArgumentError("max_input_bytes must be positive");
-  if (default_device != "auto" && default_device != "cpu" && default_device != "cuda") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("default device '", default_device, "' is not one of auto, cpu, cuda"));
-  }
+  TESSERA_RETURN_IF_ERROR(CheckDeviceName(default_device, "default device"));
   return std::shared_ptr<const ReconstructionEngine>(
       new ReconstructionEngine(std::move(roots), max_input_bytes, default_device));
 }
@@ -91,12 +87,7 @@ absl::StatusOr<jobs::EngineOutput> ReconstructionEngine::Run(const google::proto
   outcome->result.set_peak_device_bytes(static_cast<int64_t>(memory->peak_bytes()));
   jobs::EngineOutput out;
   out.result.PackFrom(outcome->result);
-  for (const std::string& name : outcome->work_files) {
-    std::error_code ec;
-    const uintmax_t bytes = std::filesystem::file_size(std::filesystem::path(ctx.work_dir()) / name, ec);
-    if (ec) return absl::InternalError(absl::StrCat("result file ", name, " vanished: ", ec.message()));
-    out.files.push_back(jobs::EngineFile{name, static_cast<int64_t>(bytes)});
-  }
+  TESSERA_ASSIGN_OR_RETURN(out.files, jobs::DescribeWorkFiles(ctx.work_dir(), outcome->work_files));
   return out;
 }
 

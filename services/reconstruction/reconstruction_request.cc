@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/device.h"
 #include "common/status.h"
 #include "services/common/data_roots.h"
 
@@ -199,9 +200,7 @@ absl::StatusOr<ReconSpec> ResolveReconstructRequest(const v1::ReconstructRequest
       return absl::InvalidArgumentError("set ct or pet options (the modality)");
   }
   spec.device = request.device().empty() ? default_device : request.device();
-  if (spec.device != "auto" && spec.device != "cpu" && spec.device != "cuda") {
-    return absl::InvalidArgumentError(absl::StrCat("device '", spec.device, "' is not one of auto, cpu, cuda"));
-  }
+  TESSERA_RETURN_IF_ERROR(CheckDeviceName(spec.device, "device"));
   spec.deterministic = request.deterministic();
   TESSERA_ASSIGN_OR_RETURN(spec.geometry_path,
                            ResolveFile(request.geometry(), "geometry", true, roots, int64_t{64} << 20));

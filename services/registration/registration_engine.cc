@@ -1,12 +1,11 @@
 #include "services/registration/registration_engine.h"
 
-#include <filesystem>
 #include <optional>
-#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/buffer.h"
+#include "common/device.h"
 #include "common/status.h"
 #include "services/common/data_roots.h"
 #include "services/registration/nifti_voxels.h"
@@ -47,10 +46,7 @@ absl::StatusOr<std::shared_ptr<const RegistrationEngine>> RegistrationEngine::Cr
     const std::vector<std::string>& data_roots, int64_t max_volume_bytes, const std::string& default_device) {
   TESSERA_ASSIGN_OR_RETURN(std::vector<std::string> roots, CanonicalDataRoots(data_roots));
   if (max_volume_bytes <= 0) return absl::InvalidArgumentError("max_volume_bytes must be positive");
-  if (default_device != "auto" && default_device != "cpu" && default_device != "cuda") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("default device '", default_device, "' is not one of auto, cpu, cuda"));
-  }
+  TESSERA_RETURN_IF_ERROR(CheckDeviceName(default_device, "default device"));
   return std::shared_ptr<const RegistrationEngine>(
       new RegistrationEngine(std::move(roots), max_volume_bytes, default_device));
 }
@@ -123,12 +119,7 @@ absl::StatusOr<jobs::EngineOutput> RegistrationEngine::Run(const google::protobu
 
   jobs::EngineOutput out;
   out.result.PackFrom(outcome->result);
-  for (const std::string& name : outcome->work_files) {
-    std::error_code ec;
-    const uintmax_t bytes = std::filesystem::file_size(std::filesystem::path(ctx.work_dir()) / name, ec);
-    if (ec) return absl::InternalError(absl::StrCat("result file ", name, " vanished: ", ec.message()));
-    out.files.push_back(jobs::EngineFile{name, static_cast<int64_t>(bytes)});
-  }
+  TESSERA_ASSIGN_OR_RETURN(out.files, jobs::DescribeWorkFiles(ctx.work_dir(), outcome->work_files));
   return out;
 }
 

@@ -295,10 +295,8 @@ absl::Status RegistrationServiceImpl::DownloadResultImpl(const grpc::ServerConte
                                                          grpc::ServerWriter<v1::ArrayChunk>* writer) {
   TESSERA_ASSIGN_OR_RETURN(JobRecord job, FindJob(request.job_id()));
   if (request.chunk_bytes() < 0) return absl::InvalidArgumentError("chunk_bytes must not be negative");
-  const int64_t largest = std::max<int64_t>(1024, int64_t{max_send_message_bytes_} - 4096);
   const int64_t chunk_bytes =
-      std::clamp<int64_t>(request.chunk_bytes() > 0 ? request.chunk_bytes() : service_options_.download_chunk_bytes,
-                          1, largest);
+      DownloadChunkBytes(request.chunk_bytes(), service_options_.download_chunk_bytes, max_send_message_bytes_);
   const v1::RegistrationArtifact artifact = request.artifact();
   if (artifact == v1::REGISTRATION_ARTIFACT_UNSPECIFIED || !v1::RegistrationArtifact_IsValid(artifact)) {
     return absl::InvalidArgumentError(absl::StrCat("artifact ", static_cast<int>(artifact),

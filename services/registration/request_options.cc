@@ -75,9 +75,7 @@ absl::StatusOr<RegistrationOptions> ParseRegistrationOptions(const v1::Registrat
     o.metric_options.mi_bins = proto.mi_bins();
   }
   o.device = proto.device().empty() ? default_device : proto.device();
-  if (o.device != "auto" && o.device != "cpu" && o.device != "cuda") {
-    return absl::InvalidArgumentError(absl::StrCat("options.device '", o.device, "' is not one of auto, cpu, cuda"));
-  }
+  TESSERA_RETURN_IF_ERROR(CheckDeviceName(o.device, "options.device"));
   if (proto.patience() != 0) {
     if (proto.patience() < 1 || proto.patience() > kMaxIterations) {
       return absl::InvalidArgumentError(

@@ -905,9 +905,8 @@ absl::Status SomAtlasServiceImpl::GetCodebookImpl(const grpc::ServerContext& con
           absl::StrCat("feature ", v, " is out of range: atlas '", e->id, "' has ", model.features, " features"));
     }
   }
-  const int64_t largest = std::max<int64_t>(1024, int64_t{max_send_message_bytes_} - 4096);
-  const int64_t chunk_bytes = std::clamp<int64_t>(
-      request.chunk_bytes() > 0 ? request.chunk_bytes() : service_options_.codebook_chunk_bytes, 1, largest);
+  const int64_t chunk_bytes =
+      DownloadChunkBytes(request.chunk_bytes(), service_options_.codebook_chunk_bytes, max_send_message_bytes_);
   const bool all = request.features().empty();
   const int64_t count = all ? model.features : request.features_size();
   v1::VolumeHeader header;

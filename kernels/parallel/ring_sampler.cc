@@ -1,0 +1,246 @@
+#include "kernels/parallel/ring_sampler.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/parallel.h"
+#include "common/status.h"
+
+namespace tessera {
+namespace parallel {
+namespace {
+
+using registration::Padding;
+using registration::SamplerGeometry;
+
+constexpr uint8_t kNoOwner = 255;  // zeros padding, every corner outside: value 0
+
+// A moving shard in hand: global slices [z0, z0 + nz) of the whole image.
+struct Shard {
+  const float* data;
+  int64_t z0;
+  int64_t nz;
+};
+
+// Position of output voxel (i, j, k) (k global) exactly as the unsharded
+// sampler computes it (grid_sampler_cpu.cc: OutputCoord, SamplePosition).
+struct PointSampler {
+  SamplerGeometry<float> g;
+  const float* affine;
+  const float* disp;   // local planar field, or null
+  int64_t local_vox;   // voxels per component of the local field
+  int64_t disp_z0;     // global z of the field's local slice 0
+
+  void Position(int64_t i, int64_t j, int64_t k, float ix[3]) const {
+    float x[3];
+    registration::OutputCoord(g, i, j, k, x);
+    float u[3];
+    const float* up = nullptr;
+    if (disp != nullptr) {
+      const int64_t v = i + g.out_dims.nx * (j + g.out_dims.ny * (k - disp_z0));
+      for (int c = 0; c < 3; ++c) u[c] = disp[v + c * local_vox];
+      up = u;
+    }
+    registration::SamplePosition(g, affine, x, up, ix);
+  }
+
+  // Padding as the unsharded sampler; false when the value is 0 (outside).
+  bool Pad(const float ix[3], float pos[3], float dclamp[3]) const {
+    const int64_t m[3] = {g.in_dims.nx, g.in_dims.ny, g.in_dims.nz};
+    for (int c = 0; c < 3; ++c) {
+      if (g.padding == Padding::kBorder) {
+        pos[c] = registration::ClampCoord(ix[c], m[c], &dclamp[c]);
+      } else {
+        pos[c] = ix[c];
+        dclamp[c] = 1.f;
+        if (!(ix[c] > -1.f && ix[c] < static_cast<float>(m[c]))) return false;
+      }
+    }
+    return true;
+  }
+};
+
+float Fetch(const Shard& s, const Dims3& d, int64_t i, int64_t j, int64_t k) {
+  if (i < 0 || j < 0 || k < 0 || i >= d.nx || j >= d.ny || k >= d.nz) return 0.f;
+  return s.data[i + d.nx * (j + d.ny * (k - s.z0))];
+}
+
+// Trilinear value (and d value / d position) with the reference's order of
+// operations (grid_sampler_cpu.cc Interpolate).
+float Interpolate(const Shard& s, const Dims3& d, const float pos[3], float dv[3]) {
+  int64_t i0[3];
+  float frac[3];
+  for (int c = 0; c < 3; ++c) {
+    const float f = registration::FloorT(pos[c]);
+    i0[c] = static_cast<int64_t>(f);
+    frac[c] = pos[c] - f;
+  }
+  float v[2][2][2];
+  for (int c = 0; c < 2; ++c) {
+    for (int b = 0; b < 2; ++b) {
+      for (int a = 0; a < 2; ++a) v[c][b][a] = Fetch(s, d, i0[0] + a, i0[1] + b, i0[2] + c);
+    }
+  }
+  const float wx[2] = {1.f - frac[0], frac[0]};
+  const float wy[2] = {1.f - frac[1], frac[1]};
+  const float wz[2] = {1.f - frac[2], frac[2]};
+  float value = 0;
+  for (int c = 0; c < 2; ++c) {
+    for (int b = 0; b < 2; ++b) {
+      for (int a = 0; a < 2; ++a) value += wx[a] * wy[b] * wz[c] * v[c][b][a];
+    }
+  }
+  if (dv != nullptr) {
+    dv[0] = dv[1] = dv[2] = 0;
+    for (int c = 0; c < 2; ++c) {
+      for (int b = 0; b < 2; ++b) dv[0] += wy[b] * wz[c] * (v[c][b][1] - v[c][b][0]);
+    }
+    for (int c = 0; c < 2; ++c) {
+      for (int a = 0; a < 2; ++a) dv[1] += wx[a] * wz[c] * (v[c][1][a] - v[c][0][a]);
+    }
+    for (int b = 0; b < 2; ++b) {
+      for (int a = 0; a < 2; ++a) dv[2] += wx[a] * wy[b] * (v[1][b][a] - v[0][b][a]);
+    }
+  }
+  return value;
+}
+
+}  // namespace
+
+absl::StatusOr<SlabLayout> RingMovingLayout(Dims3 moving_dims, int rank, int ranks) {
+  TESSERA_ASSIGN_OR_RETURN(SlabPartition p, SlabPartition::Make(moving_dims.nz, ranks));
+  return p.Layout(moving_dims, rank, 0, 1);
+}
+
+absl::Status RingGridSample(Communicator& comm, const RingSampleArgs& args, float* out, float* jacobian,
+                            const Stream& stream) {
+  const SlabLayout& ol = args.out_layout;
+  const SlabLayout& ml = args.moving_layout;
+  const int H = comm.size(), r = comm.rank();
+  if (ol.rank != r || ol.ranks != H || ml.rank != r || ml.ranks != H) {
+    return absl::InvalidArgumentError(absl::StrCat("ring sampler layouts (output ", ol.ToString(), ", moving ",
+                                                   ml.ToString(), ") do not match ", comm.Describe()));
+  }
+  if (H > 254) return absl::InvalidArgumentError(absl::StrCat("ring sampler supports up to 254 ranks, got ", H));
+  if (ml.halo_lo != 0 || ml.width_above != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("moving shard must be a RingMovingLayout (one overlap slice above), got ", ml.ToString()));
+  }
+  if (args.moving == nullptr || out == nullptr) return absl::InvalidArgumentError("moving and out must not be null");
+  if (stream.backend() != Backend::kCpu) {
+    return absl::UnimplementedError("the ring sampler runs on CPU streams only (no device version yet)");
+  }
+  const Dims3 md = ml.global;
+  TESSERA_ASSIGN_OR_RETURN(SlabPartition moving_split, SlabPartition::Make(md.nz, H));
+  std::vector<SlabLayout> shard_layouts(H);
+  int64_t max_voxels = 0;
+  for (int j = 0; j < H; ++j) {
+    TESSERA_ASSIGN_OR_RETURN(shard_layouts[j], moving_split.Layout(md, j, 0, 1));
+    max_voxels = std::max(max_voxels, shard_layouts[j].local_voxels());
+  }
+
+  const double lo[3] = {-1, -1, -1}, hi[3] = {1, 1, 1};
+  PointSampler ps;
+  ps.g = registration::MakeSamplerGeometry<float>(ol.global, md, lo, hi, args.padding);
+  ps.affine = args.affine;
+  ps.disp = args.disp;
+  ps.local_vox = ol.local_voxels();
+  ps.disp_z0 = ol.local_z0();
+
+  const Dims3 od = ol.global;
+  const int64_t slice = ol.slice(), own_vox = ol.own_voxels(), off = ol.own_offset();
+  const int64_t jac_stride = ol.local_voxels();
+  std::vector<uint8_t> owner(own_vox, kNoOwner);
+
+  // Samples the points of the own slices whose cell starts in `shard`
+  // (index j); at step 0 it also decides every point's owner.
+  auto sample_shard = [&](const Shard& shard, int j, bool first) {
+    ParallelFor(ol.own_nz(), [&](int64_t k0, int64_t k1, int) {
+      for (int64_t kl = k0; kl < k1; ++kl) {
+        const int64_t k = ol.z_begin + kl;
+        for (int64_t jj = 0; jj < od.ny; ++jj) {
+          for (int64_t i = 0; i < od.nx; ++i) {
+            const int64_t v = kl * slice + jj * od.nx + i;  // index among own voxels
+            if (!first && owner[v] != j) continue;
+            float ix[3], pos[3], dclamp[3];
+            ps.Position(i, jj, k, ix);
+            if (first) {
+              if (!ps.Pad(ix, pos, dclamp)) {
+                owner[v] = kNoOwner;
+                out[off + v] = 0.f;
+                if (jacobian != nullptr) {
+                  for (int c = 0; c < 3; ++c) jacobian[off + v + c * jac_stride] = 0.f;
+                }
+                continue;
+              }
+              // The cell's lower z corner; -1 (zeros padding) reads slice 0's shard.
+              const int64_t z0 = std::max<int64_t>(0, static_cast<int64_t>(registration::FloorT(pos[2])));
+              owner[v] = static_cast<uint8_t>(moving_split.OwnerOf(std::min<int64_t>(z0, md.nz - 1)));
+              if (owner[v] != j) continue;
+            } else {
+              ps.Pad(ix, pos, dclamp);
+            }
+            float dv[3];
+            out[off + v] = Interpolate(shard, md, pos, jacobian != nullptr ? dv : nullptr);
+            if (jacobian != nullptr) {
+              for (int c = 0; c < 3; ++c) jacobian[off + v + c * jac_stride] = dv[c] * dclamp[c] * ps.g.in_half[c];
+            }
+          }
+        }
+      }
+    });
+  };
+
+  // Ring: step t holds shard (r - t) mod H; the next one arrives meanwhile.
+  std::vector<float> buffers[2];
+  if (H > 1) {
+    buffers[0].resize(max_voxels);
+    buffers[1].resize(max_voxels);
+  }
+  const float* in_hand = args.moving;
+  int held = r;
+  int flight = 0;
+  for (int t = 0; t < H; ++t) {
+    const SlabLayout& hl = shard_layouts[held];
+    const Shard shard{in_hand, hl.z_begin, hl.local_nz()};
+    absl::Status transfer = absl::OkStatus();
+    std::thread mover;
+    const int incoming = (held + H - 1) % H;
+    if (t + 1 < H) {
+      float* dst = buffers[flight].data();
+      const size_t send_bytes = hl.local_voxels() * sizeof(float);
+      const size_t recv_bytes = shard_layouts[incoming].local_voxels() * sizeof(float);
+      mover = std::thread([&, dst, send_bytes, recv_bytes] {
+        transfer = comm.SendRecv(in_hand, send_bytes, comm.next(), dst, recv_bytes, comm.previous(), stream);
+      });
+    }
+    sample_shard(shard, held, t == 0);
+    if (mover.joinable()) mover.join();
+    TESSERA_RETURN_IF_ERROR(transfer);
+    if (t + 1 < H) {
+      in_hand = buffers[flight].data();
+      flight ^= 1;
+      held = incoming;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ApplySampleJacobian(const SlabLayout& layout, const float* grad_out, float* field, const Stream& stream) {
+  if (stream.backend() != Backend::kCpu) {
+    return absl::UnimplementedError("ApplySampleJacobian runs on CPU streams only (no device version yet)");
+  }
+  const int64_t off = layout.own_offset(), n = layout.own_voxels(), stride = layout.local_voxels();
+  ParallelFor(n, [&](int64_t b, int64_t e, int) {
+    for (int64_t v = off + b; v < off + e; ++v) {
+      for (int c = 0; c < 3; ++c) field[v + c * stride] = grad_out[v] * field[v + c * stride];
+    }
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace parallel
+}  // namespace tessera

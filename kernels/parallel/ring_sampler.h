@@ -1,0 +1,69 @@
+// The ring sampler (FFDP): the composite grid sampler out(x) = M(A x + t + u(x))
+// (kernels/registration/grid_sampler.h) when the fixed grid AND the moving
+// image M are both split along z over the H ranks.
+//
+// A warped point may land anywhere in M, so M's shards travel around the
+// ring: at step t = 0..H-1 rank r holds shard (r - t) mod H, samples the
+// points whose interpolation cell starts in that shard, and passes the shard
+// on to rank r + 1 while it computes (a helper thread drives the transfer, so
+// transfer and compute overlap). Each shard carries one overlap slice (the
+// first slice of the next shard), so a cell starting in the shard has both of
+// its z corners in hand: every point is interpolated completely by exactly
+// one shard, with the reference's arithmetic (sampler_math.h), and the result
+// equals the unsharded sampler. Points outside M follow the padding rule of
+// the unsharded sampler (zeros: value 0; border: clamped position).
+//
+// Memory per rank: its own shard, the shard in hand and the one in flight
+// (the own shard is the one in hand at step 0), plus one byte per output
+// voxel naming the shard that owns its cell (computed at step 0 so later
+// steps skip foreign points without recomputing them).
+// Communication per call: H - 1 shifts of one shard (about N_moving / H
+// floats each), i.e. (H - 1) / H of M received per rank.
+//
+// The backward pass needs the same cells, so the forward pass can also
+// return the sampling Jacobian J_c(x) = d out(x) / d u_c(x) (3 planar
+// components); then dL/du = dL/dout * J (ApplySampleJacobian) needs no second
+// ring. It matches GridSampleBackward's grad_disp.
+//
+// CPU streams only for now (UNIMPLEMENTED on CUDA: the device kernel is the
+// same loop with the shard in device memory and the transfer on a second
+// stream).
+#ifndef TESSERA_KERNELS_PARALLEL_RING_SAMPLER_H_
+#define TESSERA_KERNELS_PARALLEL_RING_SAMPLER_H_
+
+#include "absl/status/statusor.h"
+#include "common/device.h"
+#include "kernels/parallel/communicator.h"
+#include "kernels/parallel/slab.h"
+#include "kernels/registration/sampler_math.h"
+
+namespace tessera {
+namespace parallel {
+
+// The layout of `rank`'s moving shard: own slices plus one overlap slice
+// above (none on the last rank). Fill the overlap with HaloExchange.
+absl::StatusOr<SlabLayout> RingMovingLayout(Dims3 moving_dims, int rank, int ranks);
+
+struct RingSampleArgs {
+  SlabLayout out_layout;                 // this rank's part of the fixed (output) grid; any halos
+  const float* disp = nullptr;           // planar local field (out_layout.LocalShape(3)), normalized units; null = none
+  const float* affine = nullptr;         // 12 host floats [A | t]; null = identity
+  registration::Padding padding = registration::Padding::kZeros;
+  SlabLayout moving_layout;              // RingMovingLayout of the moving image
+  const float* moving = nullptr;         // local moving shard, overlap slice filled
+};
+
+// out: local output array (out_layout.LocalShape(1)); its own slices are
+// written. jacobian: optional planar local field (out_layout.LocalShape(3))
+// receiving J on the own slices. Collective over `comm`.
+absl::Status RingGridSample(Communicator& comm, const RingSampleArgs& args, float* out, float* jacobian,
+                            const Stream& stream);
+
+// In place on the own slices: field[c] = grad_out * field[c] (field holds J
+// and becomes dL/du).
+absl::Status ApplySampleJacobian(const SlabLayout& layout, const float* grad_out, float* field, const Stream& stream);
+
+}  // namespace parallel
+}  // namespace tessera
+
+#endif  // TESSERA_KERNELS_PARALLEL_RING_SAMPLER_H_

@@ -28,9 +28,9 @@ absl::Status RegisterEngines(HostedServices& services, const ServerOptions& opti
     TESSERA_RETURN_IF_ERROR(engines->Add(std::move(som)));
   }
   if (services.fingerprint) {
-    // Searches the service's live gallery.
+    // Searches the service's live galleries (the one each spec names).
     TESSERA_RETURN_IF_ERROR(engines->Add(std::make_shared<fingerprint::SearchEngine>(
-        &services.fingerprint->gallery().searcher(), services.fingerprint->options().search_limits())));
+        services.fingerprint->searcher_lookup(), services.fingerprint->options().search_limits())));
   }
   if (services.reconstruction) {
     // Jobs may name the data roots and the files ReconstructionService wrote.

@@ -13,7 +13,10 @@
 #include "common/log.h"
 #include "common/parallel.h"
 #include "common/status.h"
+#include "services/fingerprint/gallery_set.h"
+#include "services/server/auth.h"
 #include "services/server/call_checks.h"
+#include "services/server/gallery_names.h"
 
 namespace tessera {
 namespace fingerprint {
@@ -236,14 +239,6 @@ std::function<absl::Status()> CallCheck(const grpc::ServerContextBase* context) 
   };
 }
 
-fingerprint::SearchBatcherOptions BatcherOptions(const FingerprintServiceOptions& o) {
-  fingerprint::SearchBatcherOptions b;
-  b.max_batch_size = o.max_batch_size;
-  b.max_queue_delay = o.max_queue_delay;
-  b.max_queued = o.max_queued_searches;
-  return b;
-}
-
 double Ms(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since).count();
 }
@@ -256,40 +251,60 @@ absl::StatusOr<std::unique_ptr<FingerprintServiceImpl>> FingerprintServiceImpl::
   if (options.max_top_k < 1 || options.max_probes < 1 || options.enroll_group < 1 || options.max_template_bytes < 1) {
     return absl::InvalidArgumentError("fingerprint service limits must be positive");
   }
-  TESSERA_RETURN_IF_ERROR(BatcherOptions(options).Validate());
-  TESSERA_ASSIGN_OR_RETURN(auto gallery, fingerprint::FingerprintGallery::Open(options));
-  return std::unique_ptr<FingerprintServiceImpl>(new FingerprintServiceImpl(std::move(options), std::move(gallery)));
+  std::unique_ptr<FingerprintServiceImpl> service(new FingerprintServiceImpl(std::move(options)));
+  TESSERA_ASSIGN_OR_RETURN(service->galleries_, fingerprint::GallerySet::Open(service->options_, &service->metrics_));
+  return service;
 }
 
-FingerprintServiceImpl::FingerprintServiceImpl(FingerprintServiceOptions options,
-                                               std::unique_ptr<fingerprint::FingerprintGallery> gallery)
-    : options_(std::move(options)), gallery_(std::move(gallery)), metrics_(options_.metrics_registry) {
-  fingerprint::FingerprintGallery* g = gallery_.get();
-  batcher_ = std::make_unique<fingerprint::SearchBatcher>(
-      [g](const std::vector<std::vector<fingerprint::MinutiaPoint>>& probes, const fingerprint::SearchOptions& o,
-          fingerprint::SearchStats* stats) { return g->Search(probes, o, stats); },
-      g->matcher(), BatcherOptions(options_), &metrics_);
+FingerprintServiceImpl::FingerprintServiceImpl(FingerprintServiceOptions options)
+    : options_(std::move(options)), metrics_(options_.metrics_registry) {}
+
+FingerprintServiceImpl::~FingerprintServiceImpl() = default;
+
+fingerprint::FingerprintGallery& FingerprintServiceImpl::gallery() { return *galleries_->Default().gallery; }
+
+fingerprint::SearchBatcher& FingerprintServiceImpl::search_batcher() { return *galleries_->Default().batcher; }
+
+fingerprint::SearcherLookup FingerprintServiceImpl::searcher_lookup() {
+  fingerprint::GallerySet* set = galleries_.get();
+  return [set](absl::string_view name) -> absl::StatusOr<fingerprint::GallerySearcher*> {
+    TESSERA_ASSIGN_OR_RETURN(fingerprint::HostedGallery * g, set->Get(name));
+    return &g->gallery->searcher();
+  };
 }
 
-grpc::Status FingerprintServiceImpl::Enroll(grpc::ServerContext*, const v1::EnrollRequest* request,
+absl::StatusOr<fingerprint::HostedGallery*> FingerprintServiceImpl::GalleryFor(const grpc::ServerContext* context,
+                                                                               absl::string_view name) const {
+  TESSERA_RETURN_IF_ERROR(CallDecision(context));
+  return galleries_->Get(name);
+}
+
+grpc::Status FingerprintServiceImpl::Enroll(grpc::ServerContext* context, const v1::EnrollRequest* request,
                                             v1::EnrollResponse* response) {
+  absl::StatusOr<fingerprint::HostedGallery*> g = GalleryFor(context, request->gallery());
+  if (!g.ok()) return ToGrpcStatus(g.status());
+  fingerprint::FingerprintGallery& gallery = *(*g)->gallery;
   if (!request->has_record()) return ToGrpcStatus(absl::InvalidArgumentError("record is required"));
   absl::StatusOr<fingerprint::TemplateFormat> format = fingerprint::TemplateFormatFromProto(request->record().format());
   if (!format.ok()) return ToGrpcStatus(format.status());
-  absl::StatusOr<std::shared_ptr<const fingerprint::StoredTemplate>> stored = gallery_->Enroll(
+  absl::StatusOr<std::shared_ptr<const fingerprint::StoredTemplate>> stored = gallery.Enroll(
       {request->id(), request->record().data(), *format, request->record().view()}, request->replace());
   if (!stored.ok()) return ToGrpcStatus(stored.status());
   response->set_id((*stored)->id);
   response->set_minutiae(static_cast<int32_t>((*stored)->minutiae.size()));
   response->set_format(std::string(fingerprint::TemplateFormatName((*stored)->format)));
-  response->set_gallery_size(gallery_->size());
+  response->set_gallery_size(gallery.size());
   return grpc::Status::OK;
 }
 
-grpc::Status FingerprintServiceImpl::EnrollStream(grpc::ServerContext*, grpc::ServerReader<v1::EnrollRequest>* reader,
+grpc::Status FingerprintServiceImpl::EnrollStream(grpc::ServerContext* context,
+                                                  grpc::ServerReader<v1::EnrollRequest>* reader,
                                                   v1::EnrollStreamResponse* response) {
   const auto start = std::chrono::steady_clock::now();
   constexpr int kMaxReportedErrors = 1000;
+  // The stream's gallery is its first item's (the one the interceptor authorized).
+  fingerprint::FingerprintGallery* gallery = nullptr;
+  std::string gallery_name;
   std::vector<fingerprint::EnrollItem> items;
   std::vector<int64_t> positions;
   std::vector<bool> replace_flags;
@@ -313,7 +328,7 @@ grpc::Status FingerprintServiceImpl::EnrollStream(grpc::ServerContext*, grpc::Se
         where.push_back(static_cast<int64_t>(i));
       }
       if (group.empty()) continue;
-      TESSERA_ASSIGN_OR_RETURN(std::vector<absl::Status> statuses, gallery_->EnrollBatch(group, replace));
+      TESSERA_ASSIGN_OR_RETURN(std::vector<absl::Status> statuses, gallery->EnrollBatch(group, replace));
       for (size_t j = 0; j < statuses.size(); ++j) {
         if (statuses[j].ok()) {
           response->set_enrolled(response->enrolled() + 1);
@@ -331,8 +346,18 @@ grpc::Status FingerprintServiceImpl::EnrollStream(grpc::ServerContext*, grpc::Se
   int64_t index = 0;
   while (reader->Read(&request)) {
     response->set_received(response->received() + 1);
+    if (gallery == nullptr) {
+      absl::StatusOr<fingerprint::HostedGallery*> g = GalleryFor(context, request.gallery());
+      if (!g.ok()) return ToGrpcStatus(g.status());  // nothing stored yet
+      gallery = (*g)->gallery.get();
+      gallery_name = GalleryOrDefault(request.gallery());
+    }
     absl::StatusOr<fingerprint::TemplateFormat> format = fingerprint::TemplateFormatFromProto(request.record().format());
-    if (!request.has_record()) {
+    if (GalleryOrDefault(request.gallery()) != gallery_name) {
+      report(index, request.id(),
+             absl::InvalidArgumentError(absl::StrCat("every item of a stream names the stream's gallery '",
+                                                     gallery_name, "' (its first item's)")));
+    } else if (!request.has_record()) {
       report(index, request.id(), absl::InvalidArgumentError("record is required"));
     } else if (!format.ok()) {
       report(index, request.id(), format.status());
@@ -348,39 +373,48 @@ grpc::Status FingerprintServiceImpl::EnrollStream(grpc::ServerContext*, grpc::Se
     }
     ++index;
   }
-  absl::Status s = flush();
-  if (!s.ok()) return ToGrpcStatus(s);
-  response->set_gallery_size(gallery_->size());
+  if (gallery != nullptr) {
+    absl::Status s = flush();
+    if (!s.ok()) return ToGrpcStatus(s);
+    response->set_gallery_size(gallery->size());
+  }
   response->set_seconds(Ms(start) / 1000.0);
   return grpc::Status::OK;
 }
 
-grpc::Status FingerprintServiceImpl::Delete(grpc::ServerContext*, const v1::DeleteRequest* request,
+grpc::Status FingerprintServiceImpl::Delete(grpc::ServerContext* context, const v1::DeleteRequest* request,
                                             v1::DeleteResponse* response) {
-  absl::Status s = gallery_->Delete(request->id());
+  absl::StatusOr<fingerprint::HostedGallery*> g = GalleryFor(context, request->gallery());
+  if (!g.ok()) return ToGrpcStatus(g.status());
+  absl::Status s = (*g)->gallery->Delete(request->id());
   if (!s.ok()) return ToGrpcStatus(s);
-  response->set_gallery_size(gallery_->size());
+  response->set_gallery_size((*g)->gallery->size());
   return grpc::Status::OK;
 }
 
-grpc::Status FingerprintServiceImpl::List(grpc::ServerContext*, const v1::ListRequest* request,
+grpc::Status FingerprintServiceImpl::List(grpc::ServerContext* context, const v1::ListRequest* request,
                                           v1::ListResponse* response) {
+  absl::StatusOr<fingerprint::HostedGallery*> g = GalleryFor(context, request->gallery());
+  if (!g.ok()) return ToGrpcStatus(g.status());
+  const fingerprint::FingerprintGallery& gallery = *(*g)->gallery;
   int page_size = request->page_size() == 0 ? 1000 : request->page_size();
   if (page_size < 0 || page_size > 10000) {
     return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat("page_size must be 1-10000, got ", page_size)));
   }
-  std::vector<std::string> ids = gallery_->List(request->page_token(), page_size + 1);
+  std::vector<std::string> ids = gallery.List(request->page_token(), page_size + 1);
   const bool more = static_cast<int>(ids.size()) > page_size;
   if (more) ids.pop_back();
   for (std::string& id : ids) response->add_ids(std::move(id));
   if (more) response->set_next_page_token(response->ids(response->ids_size() - 1));
-  response->set_gallery_size(gallery_->size());
+  response->set_gallery_size(gallery.size());
   return grpc::Status::OK;
 }
 
 grpc::Status FingerprintServiceImpl::Search(grpc::ServerContext* context, const v1::SearchRequest* request,
                                             v1::SearchResponse* response) {
   const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<fingerprint::HostedGallery*> g = GalleryFor(context, request->gallery());
+  if (!g.ok()) return ToGrpcStatus(g.status());
   absl::StatusOr<fingerprint::ParsedSearch> parsed = fingerprint::ParseSearchRequest(*request, options_.search_limits());
   if (!parsed.ok()) return ToGrpcStatus(parsed.status());
   fingerprint::BatchedSearch search;
@@ -389,7 +423,7 @@ grpc::Status FingerprintServiceImpl::Search(grpc::ServerContext* context, const 
   search.matcher = parsed->matcher;
   search.check = CallCheck(context);
   int64_t retry_after_ms = 0;
-  absl::StatusOr<fingerprint::BatchedSearchResult> result = batcher_->Search(std::move(search), &retry_after_ms);
+  absl::StatusOr<fingerprint::BatchedSearchResult> result = (*g)->batcher->Search(std::move(search), &retry_after_ms);
   if (!result.ok()) {
     if (retry_after_ms > 0) context->AddTrailingMetadata("grpc-retry-pushback-ms", std::to_string(retry_after_ms));
     return ToGrpcStatus(result.status());
@@ -405,6 +439,8 @@ grpc::Status FingerprintServiceImpl::Search(grpc::ServerContext* context, const 
 grpc::Status FingerprintServiceImpl::SearchBatch(grpc::ServerContext* context, const v1::SearchBatchRequest* request,
                                                  v1::SearchBatchResponse* response) {
   const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<fingerprint::HostedGallery*> g = GalleryFor(context, request->gallery());
+  if (!g.ok()) return ToGrpcStatus(g.status());
   absl::StatusOr<fingerprint::ParsedSearch> parsed =
       fingerprint::ParseSearchBatchRequest(*request, options_.search_limits());
   if (!parsed.ok()) return ToGrpcStatus(parsed.status());
@@ -416,7 +452,7 @@ grpc::Status FingerprintServiceImpl::SearchBatch(grpc::ServerContext* context, c
   options.control = &control;
   fingerprint::SearchStats stats;
   absl::StatusOr<std::vector<std::vector<fingerprint::SearchCandidate>>> results =
-      batcher_->RunNow(parsed->probes, options, &stats);
+      (*g)->batcher->RunNow(parsed->probes, options, &stats);
   metrics_.CountOutcome(results.status());
   if (!results.ok()) return ToGrpcStatus(results.status());
   for (const auto& probe : *results) fingerprint::AddCandidates(probe, response->add_results()->mutable_candidates());
@@ -428,17 +464,20 @@ grpc::Status FingerprintServiceImpl::SearchBatch(grpc::ServerContext* context, c
 grpc::Status FingerprintServiceImpl::Verify(grpc::ServerContext* context, const v1::VerifyRequest* request,
                                             v1::VerifyResponse* response) {
   if (absl::Status live = CheckNotCancelled(*context); !live.ok()) return ToGrpcStatus(live);
+  absl::StatusOr<fingerprint::HostedGallery*> g = GalleryFor(context, request->gallery());
+  if (!g.ok()) return ToGrpcStatus(g.status());
+  fingerprint::FingerprintGallery& gallery = *(*g)->gallery;
   absl::StatusOr<fingerprint::ParsedTemplate> probe = ParseRequestTemplate(request->probe(), "probe");
   if (!probe.ok()) return ToGrpcStatus(probe.status());
   absl::StatusOr<float> score;
   switch (request->against_case()) {
     case v1::VerifyRequest::kId:
-      score = gallery_->VerifyId(probe->minutiae, request->id(), request->matcher());
+      score = gallery.VerifyId(probe->minutiae, request->id(), request->matcher());
       break;
     case v1::VerifyRequest::kReference: {
       absl::StatusOr<fingerprint::ParsedTemplate> ref = ParseRequestTemplate(request->reference(), "reference");
       if (!ref.ok()) return ToGrpcStatus(ref.status());
-      score = gallery_->Compare(probe->minutiae, ref->minutiae, request->matcher());
+      score = gallery.Compare(probe->minutiae, ref->minutiae, request->matcher());
       break;
     }
     default:
@@ -446,6 +485,29 @@ grpc::Status FingerprintServiceImpl::Verify(grpc::ServerContext* context, const 
   }
   if (!score.ok()) return ToGrpcStatus(score.status());
   response->set_score(*score);
+  return grpc::Status::OK;
+}
+
+grpc::Status FingerprintServiceImpl::CreateGallery(grpc::ServerContext* context,
+                                                   const v1::CreateGalleryRequest* request,
+                                                   v1::GalleryInfo* response) {
+  if (absl::Status decided = CallDecision(context); !decided.ok()) return ToGrpcStatus(decided);
+  if (request->gallery().empty()) return ToGrpcStatus(absl::InvalidArgumentError("gallery (the new name) is required"));
+  absl::StatusOr<fingerprint::HostedGallery*> created = galleries_->Create(request->gallery());
+  if (!created.ok()) return ToGrpcStatus(created.status());
+  response->set_gallery((*created)->name);
+  response->set_size((*created)->gallery->size());
+  return grpc::Status::OK;
+}
+
+grpc::Status FingerprintServiceImpl::ListGalleries(grpc::ServerContext* context, const v1::ListGalleriesRequest*,
+                                                   v1::ListGalleriesResponse* response) {
+  if (absl::Status decided = CallDecision(context); !decided.ok()) return ToGrpcStatus(decided);
+  for (const auto& [name, size] : galleries_->List()) {
+    v1::GalleryInfo* info = response->add_galleries();
+    info->set_gallery(name);
+    info->set_size(size);
+  }
   return grpc::Status::OK;
 }
 

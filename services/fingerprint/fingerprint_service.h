@@ -11,6 +11,10 @@
 // searches never take that lock. When the log passes compact_log_bytes a
 // background thread compacts it into a snapshot (with the cylinders).
 //
+// The service hosts named galleries (gallery_set.h): every request names one
+// (empty: "default"); access per gallery is decided by the auth interceptor
+// (services/server/auth.h, CheckGalleryAccess) before a handler sees the call.
+//
 //   auto service = FingerprintServiceImpl::Create(server_options, {.gallery_dir = "/var/lib/tessera/fp"});
 //   host.AddService(service->get());  // must outlive the host
 #ifndef TESSERA_SERVICES_FINGERPRINT_FINGERPRINT_SERVICE_H_
@@ -43,9 +47,14 @@
 namespace tessera {
 
 struct FingerprintServiceOptions {
-  // Where the gallery lives. Empty: a fresh temporary directory, removed
-  // at exit (nothing survives a restart; a warning says so).
+  // Where the gallery lives (the service's gallery "default"). Empty: ROOT/default
+  // with a galleries_root, else a fresh temporary directory, removed at exit
+  // (nothing survives a restart; a warning says so).
   std::string gallery_dir;
+  // The service's named galleries live in ROOT/<name>/ (gallery_set.h). Empty:
+  // only "default" (CreateGallery answers FAILED_PRECONDITION), unless
+  // gallery_dir is empty too (then a temporary root).
+  std::string galleries_root;
   std::string matcher = "lssr";  // the default scorer, "lssr" or "dmc" (requests may pick either)
   std::string device;            // "auto", "cpu", "cuda"; empty: ServerOptions::device
   int max_top_k = 1000;
@@ -60,7 +69,7 @@ struct FingerprintServiceOptions {
   // queued while the previous one ran) measured as good under load and
   // without the 2 ms a lone caller otherwise waits (H200, 2026-12-01).
   absl::Duration max_queue_delay = absl::ZeroDuration();
-  int max_queued_searches = 1024;                          // beyond: RESOURCE_EXHAUSTED + retry hint
+  int max_queued_searches = 1024;                          // per gallery; beyond: RESOURCE_EXHAUSTED + retry hint
   // Where the search metrics go (search_metrics.h); null: the process registry.
   std::shared_ptr<prometheus::Registry> metrics_registry;
 
@@ -133,6 +142,11 @@ class FingerprintGallery {
   double load_seconds_ = 0;
 };
 
+class GallerySet;
+struct HostedGallery;
+// The searcher of a named gallery ("" is "default"): what search jobs run on.
+using SearcherLookup = std::function<absl::StatusOr<GallerySearcher*>(absl::string_view gallery)>;
+
 }  // namespace fingerprint
 
 class FingerprintServiceImpl final : public v1::FingerprintService::Service {
@@ -153,22 +167,35 @@ class FingerprintServiceImpl final : public v1::FingerprintService::Service {
                            v1::SearchBatchResponse* response) override;
   grpc::Status Verify(grpc::ServerContext* context, const v1::VerifyRequest* request,
                       v1::VerifyResponse* response) override;
+  grpc::Status CreateGallery(grpc::ServerContext* context, const v1::CreateGalleryRequest* request,
+                             v1::GalleryInfo* response) override;
+  grpc::Status ListGalleries(grpc::ServerContext* context, const v1::ListGalleriesRequest* request,
+                             v1::ListGalleriesResponse* response) override;
 
-  fingerprint::FingerprintGallery& gallery() { return *gallery_; }
-  fingerprint::SearchBatcher& search_batcher() { return *batcher_; }
+  ~FingerprintServiceImpl() override;
+  // The gallery "default" and its batcher.
+  fingerprint::FingerprintGallery& gallery();
+  fingerprint::SearchBatcher& search_batcher();
+  fingerprint::GallerySet& galleries() { return *galleries_; }
+  // For the fingerprint.search engine (search_engine.h): valid while the service lives.
+  fingerprint::SearcherLookup searcher_lookup();
   const FingerprintServiceOptions& options() const { return options_; }
 
  private:
-  FingerprintServiceImpl(FingerprintServiceOptions options, std::unique_ptr<fingerprint::FingerprintGallery> gallery);
+  explicit FingerprintServiceImpl(FingerprintServiceOptions options);
+  // The gallery a request names, once the call may use it: the auth decision
+  // (CallDecision: a stream's gallery is authorized when its first item
+  // arrives), INVALID_ARGUMENT for a bad name, NOT_FOUND for an unknown one.
+  absl::StatusOr<fingerprint::HostedGallery*> GalleryFor(const grpc::ServerContext* context,
+                                                         absl::string_view name) const;
   absl::StatusOr<fingerprint::ParsedTemplate> ParseRequestTemplate(const v1::FingerprintTemplate& t,
                                                                    absl::string_view what) const {
     return fingerprint::ParseRequestTemplate(t, what, options_.max_template_bytes);
   }
 
   const FingerprintServiceOptions options_;
-  std::unique_ptr<fingerprint::FingerprintGallery> gallery_;
   fingerprint::SearchMetrics metrics_;
-  std::unique_ptr<fingerprint::SearchBatcher> batcher_;  // before gallery_ goes
+  std::unique_ptr<fingerprint::GallerySet> galleries_;  // after metrics_: its batchers count there
 };
 
 }  // namespace tessera

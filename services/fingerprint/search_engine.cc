@@ -3,25 +3,41 @@
 #include <chrono>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "services/server/gallery_names.h"
 #include "tessera/v1/fingerprint.pb.h"
 
 namespace tessera {
 namespace fingerprint {
 
-absl::StatusOr<ParsedSearch> SearchEngine::Parse(const google::protobuf::Any& spec) const {
+SearchEngine::SearchEngine(GallerySearcher* searcher, SearchLimits limits)
+    : lookup_([searcher](absl::string_view gallery) -> absl::StatusOr<GallerySearcher*> {
+        const std::string name = GalleryOrDefault(gallery);
+        TESSERA_RETURN_IF_ERROR(CheckGalleryName(name));
+        if (name != kDefaultGallery) return absl::NotFoundError(absl::StrCat("no gallery '", name, "' on this server"));
+        return searcher;
+      }),
+      limits_(limits) {}
+
+absl::StatusOr<ParsedSearch> SearchEngine::Parse(const google::protobuf::Any& spec, GallerySearcher** searcher) const {
   v1::SearchBatchRequest request;
   TESSERA_RETURN_IF_ERROR(jobs::UnpackSpec(spec, &request));
+  TESSERA_ASSIGN_OR_RETURN(*searcher, lookup_(request.gallery()));
   return ParseSearchBatchRequest(request, limits_);
 }
 
-absl::Status SearchEngine::Validate(const google::protobuf::Any& spec) const { return Parse(spec).status(); }
+absl::Status SearchEngine::Validate(const google::protobuf::Any& spec) const {
+  GallerySearcher* searcher = nullptr;
+  return Parse(spec, &searcher).status();
+}
 
 absl::StatusOr<jobs::EngineOutput> SearchEngine::Run(const google::protobuf::Any& spec,
                                                      jobs::EngineContext& ctx) const {
   const auto start = std::chrono::steady_clock::now();
   TESSERA_RETURN_IF_ERROR(ctx.CheckContinue());
-  TESSERA_ASSIGN_OR_RETURN(ParsedSearch parsed, Parse(spec));
+  GallerySearcher* searcher = nullptr;
+  TESSERA_ASSIGN_OR_RETURN(ParsedSearch parsed, Parse(spec, &searcher));
   SearchControl control;
   control.check = [&ctx] { return ctx.CheckContinue(); };
   control.progress = [&ctx](int64_t done, int64_t total) {
@@ -38,7 +54,7 @@ absl::StatusOr<jobs::EngineOutput> SearchEngine::Run(const google::protobuf::Any
   options.control = &control;
   SearchStats stats;
   TESSERA_ASSIGN_OR_RETURN(std::vector<std::vector<SearchCandidate>> results,
-                           searcher_->Search(parsed.probes, options, &stats));
+                           searcher->Search(parsed.probes, options, &stats));
   v1::SearchBatchResponse response;
   for (const auto& probe : results) AddCandidates(probe, response.add_results()->mutable_candidates());
   SetTiming(stats, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(),

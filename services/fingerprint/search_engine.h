@@ -1,20 +1,23 @@
 // The fingerprint search job engine (services/jobs/engine.h): kind
 // "fingerprint.search", spec tessera.v1.SearchBatchRequest, result
-// tessera.v1.SearchBatchResponse. Runs the request on a given searcher (the
-// service's own, FingerprintGallery::searcher(), so jobs see the same live
-// gallery as the RPCs), accepting and rejecting exactly what
+// tessera.v1.SearchBatchResponse. Runs the request on the searcher of the
+// gallery the spec names (`gallery`, "" = "default"; the service's own, through
+// FingerprintServiceImpl::searcher_lookup(), so jobs see the same live
+// galleries as the RPCs; who may search which gallery was decided when the job
+// was submitted, by the auth interceptor, which reads the spec), accepting and rejecting exactly what
 // FingerprintService.SearchBatch does (search_request.h). It polls
 // ctx.CheckContinue() through the searcher's SearchControl, between gallery
 // chunks and inside them, and reports progress per chunk (stage "search",
 // templates scored per probe out of the gallery's). A job's result for a
 // sharded gallery is merged by MergeShardResponses (shard_merge.h).
 //
-//   auto engine = std::make_shared<fingerprint::SearchEngine>(&service->gallery().searcher(),
+//   auto engine = std::make_shared<fingerprint::SearchEngine>(service->searcher_lookup(),
 //                                                             service->options().search_limits());
 //   TESSERA_RETURN_IF_ERROR(engines->Add(engine));
 #ifndef TESSERA_SERVICES_FINGERPRINT_SEARCH_ENGINE_H_
 #define TESSERA_SERVICES_FINGERPRINT_SEARCH_ENGINE_H_
 
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -27,22 +30,27 @@ namespace fingerprint {
 
 class SearchEngine final : public jobs::Engine {
  public:
-  // `searcher` (not owned) must outlive the engine.
-  SearchEngine(GallerySearcher* searcher, SearchLimits limits) : searcher_(searcher), limits_(limits) {}
+  // The searcher of a gallery name; INVALID_ARGUMENT / NOT_FOUND as GallerySet::Get.
+  using Lookup = std::function<absl::StatusOr<GallerySearcher*>(absl::string_view gallery)>;
+  // The searchers `lookup` returns must outlive the engine.
+  SearchEngine(Lookup lookup, SearchLimits limits) : lookup_(std::move(lookup)), limits_(limits) {}
+  // One gallery, "default" (`searcher`, not owned, must outlive the engine).
+  SearchEngine(GallerySearcher* searcher, SearchLimits limits);
 
   std::string kind() const override { return "fingerprint.search"; }
   std::string spec_type() const override { return "tessera.v1.SearchBatchRequest"; }
-  // INVALID_ARGUMENT (another message type, top_k, matcher, a bad probe),
-  // RESOURCE_EXHAUSTED (too many probes, a template too large).
+  // INVALID_ARGUMENT (another message type, top_k, matcher, a bad probe, a bad
+  // gallery name), NOT_FOUND (no such gallery), RESOURCE_EXHAUSTED (too many
+  // probes, a template too large).
   absl::Status Validate(const google::protobuf::Any& spec) const override;
   // CANCELLED / DEADLINE_EXCEEDED when the context says so (within one
   // gallery chunk of work).
   absl::StatusOr<jobs::EngineOutput> Run(const google::protobuf::Any& spec, jobs::EngineContext& ctx) const override;
 
  private:
-  absl::StatusOr<ParsedSearch> Parse(const google::protobuf::Any& spec) const;
+  absl::StatusOr<ParsedSearch> Parse(const google::protobuf::Any& spec, GallerySearcher** searcher) const;
 
-  GallerySearcher* const searcher_;
+  const Lookup lookup_;
   const SearchLimits limits_;
 };
 

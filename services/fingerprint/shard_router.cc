@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -193,7 +194,8 @@ grpc::Status FingerprintShardRouter::ShardFailure(int shard, const grpc::Status&
                    status.error_message(), consequence));
 }
 
-int64_t FingerprintShardRouter::TotalGallerySize(grpc::ServerContext* context, std::vector<int64_t> known) {
+int64_t FingerprintShardRouter::TotalGallerySize(grpc::ServerContext* context, std::vector<int64_t> known,
+                                                 const std::string& gallery) {
   std::vector<int> ask;
   for (int s = 0; s < shard_count(); ++s) {
     if (known[s] < 0) ask.push_back(s);
@@ -201,6 +203,7 @@ int64_t FingerprintShardRouter::TotalGallerySize(grpc::ServerContext* context, s
   if (!ask.empty()) {
     v1::ListRequest one;
     one.set_page_size(1);
+    one.set_gallery(gallery);
     auto calls = CallsTo<v1::ListResponse>(ask);
     FanOut(
         *context, calls,
@@ -231,7 +234,7 @@ grpc::Status FingerprintShardRouter::Enroll(grpc::ServerContext* context, const 
   if (!status.ok()) return ShardFailure(s, status, *context, kWriteConsequence);
   std::vector<int64_t> known(shard_count(), -1);
   known[s] = response->gallery_size();
-  response->set_gallery_size(TotalGallerySize(context, std::move(known)));
+  response->set_gallery_size(TotalGallerySize(context, std::move(known), request->gallery()));
   return grpc::Status::OK;
 }
 
@@ -274,7 +277,9 @@ grpc::Status FingerprintShardRouter::EnrollStream(grpc::ServerContext* context,
   };
   v1::EnrollRequest item;
   int64_t index = 0;
+  std::string stream_gallery;  // the first item's (the shards hold every item to it)
   while (reader->Read(&item)) {
+    if (index == 0) stream_gallery = item.gallery();
     // Every item goes to its shard, even a bad one: the shard reports it
     // with the same per-item error one server would.
     const int s = fingerprint::ShardForId(item.id(), shard_count());
@@ -314,7 +319,7 @@ grpc::Status FingerprintShardRouter::EnrollStream(grpc::ServerContext* context,
   if (errors.size() > kMaxReportedErrors) errors.resize(kMaxReportedErrors);
   for (v1::EnrollError& e : errors) *response->add_errors() = std::move(e);
   response->set_received(index);
-  response->set_gallery_size(TotalGallerySize(context, std::move(known)));
+  response->set_gallery_size(TotalGallerySize(context, std::move(known), stream_gallery));
   response->set_seconds(MsSince(start) / 1000.0);
   return grpc::Status::OK;
 }
@@ -327,7 +332,7 @@ grpc::Status FingerprintShardRouter::Delete(grpc::ServerContext* context, const 
   if (!status.ok()) return ShardFailure(s, status, *context, "; nothing was deleted");
   std::vector<int64_t> known(shard_count(), -1);
   known[s] = response->gallery_size();
-  response->set_gallery_size(TotalGallerySize(context, std::move(known)));
+  response->set_gallery_size(TotalGallerySize(context, std::move(known), request->gallery()));
   return grpc::Status::OK;
 }
 
@@ -340,6 +345,7 @@ grpc::Status FingerprintShardRouter::List(grpc::ServerContext* context, const v1
   v1::ListRequest page;
   page.set_page_size(page_size);
   page.set_page_token(request->page_token());
+  page.set_gallery(request->gallery());
   auto calls = CallsTo<v1::ListResponse>(AllShards(shard_count()));
   const int failed = FanOut(*context, calls, [&](int s, grpc::ClientContext* c, grpc::CompletionQueue* cq) {
     return shards_[s].stub->PrepareAsyncList(c, page, cq);
@@ -445,6 +451,52 @@ grpc::Status FingerprintShardRouter::Verify(grpc::ServerContext* context, const 
     default:
       return ToGrpcStatus(absl::InvalidArgumentError("give an enrolled id or a reference template"));
   }
+}
+
+grpc::Status FingerprintShardRouter::CreateGallery(grpc::ServerContext* context,
+                                                   const v1::CreateGalleryRequest* request,
+                                                   v1::GalleryInfo* response) {
+  // On every shard; one that has it already (an earlier, partly failed create) is fine, so a
+  // retry completes the set. ALREADY_EXISTS only when every shard had it.
+  auto calls = CallsTo<v1::GalleryInfo>(AllShards(shard_count()));
+  FanOut(
+      *context, calls,
+      [&](int s, grpc::ClientContext* c, grpc::CompletionQueue* cq) {
+        return shards_[s].stub->PrepareAsyncCreateGallery(c, *request, cq);
+      },
+      /*cancel_on_failure=*/false);
+  int existed = 0;
+  for (const auto& c : calls) {
+    if (c.status.error_code() == grpc::StatusCode::ALREADY_EXISTS) {
+      ++existed;
+    } else if (!c.status.ok()) {
+      return ShardFailure(c.shard, c.status, *context, "; retry: shards that have it already are skipped");
+    }
+  }
+  if (existed == shard_count()) return calls[0].status;
+  response->set_gallery(request->gallery());
+  response->set_size(0);
+  return grpc::Status::OK;
+}
+
+grpc::Status FingerprintShardRouter::ListGalleries(grpc::ServerContext* context,
+                                                   const v1::ListGalleriesRequest* request,
+                                                   v1::ListGalleriesResponse* response) {
+  auto calls = CallsTo<v1::ListGalleriesResponse>(AllShards(shard_count()));
+  const int failed = FanOut(*context, calls, [&](int s, grpc::ClientContext* c, grpc::CompletionQueue* cq) {
+    return shards_[s].stub->PrepareAsyncListGalleries(c, *request, cq);
+  });
+  if (failed >= 0) return ShardFailure(calls[failed].shard, calls[failed].status, *context, "");
+  std::map<std::string, int64_t> sizes;  // a gallery on any shard, its parts summed
+  for (const auto& c : calls) {
+    for (const v1::GalleryInfo& g : c.response.galleries()) sizes[g.gallery()] += g.size();
+  }
+  for (const auto& [name, size] : sizes) {
+    v1::GalleryInfo* info = response->add_galleries();
+    info->set_gallery(name);
+    info->set_size(size);
+  }
+  return grpc::Status::OK;
 }
 
 }  // namespace tessera

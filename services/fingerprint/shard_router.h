@@ -15,6 +15,11 @@
 //                                  on one server (see List below)
 //   Search, SearchBatch         -> every shard in parallel, merged with
 //                                  MergeShardResponses (shard_merge.h)
+//   CreateGallery               -> every shard (a retry completes a partial create)
+//   ListGalleries               -> every shard, sizes summed per name
+// Requests go to the shards as they came, so their `gallery` names the same
+// gallery there (each shard holds its part of every gallery; the router's
+// peer token must be granted the galleries it forwards, e.g. galleries=*).
 //
 // Every shard call inherits the caller's deadline and cancellation
 // (grpc::ClientContext::FromServerContext): a client that goes cancels the
@@ -107,6 +112,10 @@ class FingerprintShardRouter final : public v1::FingerprintService::Service {
                            v1::SearchBatchResponse* response) override;
   grpc::Status Verify(grpc::ServerContext* context, const v1::VerifyRequest* request,
                       v1::VerifyResponse* response) override;
+  grpc::Status CreateGallery(grpc::ServerContext* context, const v1::CreateGalleryRequest* request,
+                             v1::GalleryInfo* response) override;
+  grpc::Status ListGalleries(grpc::ServerContext* context, const v1::ListGalleriesRequest* request,
+                             v1::ListGalleriesResponse* response) override;
 
   int shard_count() const { return static_cast<int>(shards_.size()); }
   const std::string& shard_name(int shard) const { return shards_[shard].name; }
@@ -122,7 +131,7 @@ class FingerprintShardRouter final : public v1::FingerprintService::Service {
   // size is not known yet (known[s] < 0). Best effort, for the gallery_size
   // of writes: a shard that does not answer is left out (and logged), since
   // the write itself has succeeded.
-  int64_t TotalGallerySize(grpc::ServerContext* context, std::vector<int64_t> known);
+  int64_t TotalGallerySize(grpc::ServerContext* context, std::vector<int64_t> known, const std::string& gallery);
   // A shard's failure as the router's status (the policy above).
   grpc::Status ShardFailure(int shard, const grpc::Status& status, const grpc::ServerContext& context,
                             absl::string_view consequence) const;

@@ -101,6 +101,9 @@ absl::StatusOr<AuditRecord> ParseAuditLine(absl::string_view line) {
   StringField(line, "principal", &r.principal);
   StringField(line, "method", &r.method);
   StringField(line, "outcome", &r.outcome);
+  // Only before the details (which quote client text).
+  const size_t details = line.find(",\"details\":");
+  StringField(line.substr(0, details), "gallery", &r.gallery);
   return r;
 }
 
@@ -213,7 +216,9 @@ absl::StatusOr<int64_t> AuditLog::Append(const AuditEvent& e) {
   std::string canonical = absl::StrCat(
       "{\"seq\":", seq, ",\"time\":", JsonQuote(absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", e.time, absl::UTCTimeZone())),
       ",\"principal\":", JsonQuote(e.principal), ",\"peer\":", JsonQuote(e.peer), ",\"method\":", JsonQuote(e.method),
-      ",\"request_id\":", JsonQuote(e.request_id), ",\"outcome\":", JsonQuote(e.outcome),
+      ",\"request_id\":", JsonQuote(e.request_id),
+      e.gallery.empty() ? std::string() : absl::StrCat(",\"gallery\":", JsonQuote(e.gallery)),
+      ",\"outcome\":", JsonQuote(e.outcome),
       ",\"details\":", e.details_json.empty() ? "{}" : e.details_json, kPrevKey, last_hash_, "\"");
   const std::string hash = AuditLineHash(absl::StrCat(canonical, "}"), last_hash_);
   const std::string line = absl::StrCat(canonical, kHashKey, hash, "\"}\n");

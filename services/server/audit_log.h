@@ -2,7 +2,9 @@
 //
 // Each line is one record with keys in this order:
 //   {"seq":N,"time":"RFC3339","principal":"...","peer":"...","method":"...","request_id":"...",
-//    "outcome":"OK","details":{...},"prev_hash":"<64 hex>","hash":"<64 hex>"}
+//    ["gallery":"...",] "outcome":"OK","details":{...},"prev_hash":"<64 hex>","hash":"<64 hex>"}
+// "gallery" is there for calls whose request names a fingerprint gallery (every
+// FingerprintService call but ListGalleries, and fingerprint search job submissions).
 // hash = SHA-256(prev_hash || canonical bytes), where the canonical bytes are the line without
 // its ',"hash":"..."' member (so everything up to prev_hash, then '}'). The first record ever
 // has prev_hash = 64 zeros. Append() writes the line and fsyncs before returning.
@@ -31,6 +33,7 @@ struct AuditEvent {
   std::string peer;
   std::string method;
   std::string request_id;  // request / job id when the call names one
+  std::string gallery;     // the fingerprint gallery the request names ("" when none)
   std::string outcome;     // status code name, e.g. "OK", "PERMISSION_DENIED"
   std::string details_json = "{}";  // a JSON object
 };
@@ -38,7 +41,7 @@ struct AuditEvent {
 // One parsed line (for verify/show).
 struct AuditRecord {
   int64_t seq = -1;
-  std::string time, principal, method, outcome, prev_hash, hash;
+  std::string time, principal, method, gallery, outcome, prev_hash, hash;
   std::string line;
 };
 

@@ -5,6 +5,10 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include <grpc/grpc_security_constants.h>
+#include <grpcpp/security/auth_context.h>
+
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -13,6 +17,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/log.h"
+#include "common/status.h"
+#include "common/text_checks.h"
+#include "services/server/gallery_names.h"
 
 namespace tessera {
 
@@ -68,6 +75,66 @@ absl::StatusOr<std::shared_ptr<const TokenStore>> TokenStore::Load(const std::st
   return store;
 }
 
+GalleryGrants GalleryGrants::DefaultOnly() {
+  GalleryGrants g;
+  g.caps[kDefaultGallery] = Role::kAdmin;
+  return g;
+}
+
+absl::StatusOr<GalleryGrants> GalleryGrants::Parse(absl::string_view value) {
+  GalleryGrants g;
+  for (absl::string_view item : absl::StrSplit(value, ',', absl::SkipEmpty())) {
+    Role cap = Role::kAdmin;
+    const size_t colon = item.find(':');
+    absl::string_view name = item.substr(0, colon);
+    if (colon != absl::string_view::npos) {
+      absl::StatusOr<Role> role = ParseRole(item.substr(colon + 1));
+      if (!role.ok()) return role.status();
+      cap = *role;
+    }
+    if (name != "*") TESSERA_RETURN_IF_ERROR(CheckGalleryName(name));
+    g.caps[std::string(name)] = cap;
+  }
+  if (g.caps.empty()) return absl::InvalidArgumentError("galleries= names no gallery");
+  return g;
+}
+
+Role GalleryGrants::RoleOn(absl::string_view gallery, Role role) const {
+  auto it = caps.find(gallery);
+  if (it == caps.end()) it = caps.find("*");
+  if (it == caps.end()) return Role::kNone;
+  return std::min(role, it->second);
+}
+
+namespace {
+
+// "Search" of "/tessera.v1.FingerprintService/Search" as what a principal may not do.
+std::string RightName(absl::string_view full_method) {
+  const absl::string_view m = full_method.substr(full_method.rfind('/') + 1);
+  if (m == "Search" || m == "SearchBatch") return "search";
+  if (m == "Verify") return "verify against";
+  if (m == "Enroll" || m == "EnrollStream") return "enroll into";
+  if (m == "Delete") return "delete from";
+  if (m == "List") return "list";
+  if (m == "CreateGallery") return "create";
+  if (m == "Submit") return "submit jobs on";
+  return absl::StrCat("call ", m, " on");
+}
+
+}  // namespace
+
+absl::Status CheckGalleryAccess(const CallIdentity& identity, absl::string_view full_method,
+                                absl::string_view gallery) {
+  const std::string name = GalleryOrDefault(gallery);
+  TESSERA_RETURN_IF_ERROR(CheckGalleryName(name));
+  const Role required = RequiredRole(full_method);
+  const Role there = identity.galleries.RoleOn(name, identity.role);
+  if (required != Role::kNone && there >= required) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat("principal '", identity.principal, "' may not ",
+                                                  RightName(full_method), " gallery '", name, "' (needs role '",
+                                                  RoleName(required), "' there, has '", RoleName(there), "')"));
+}
+
 absl::StatusOr<std::shared_ptr<const TokenStore>> TokenStore::Parse(absl::string_view text) {
   auto store = std::make_shared<TokenStore>();
   int line_no = 0;
@@ -77,54 +144,106 @@ absl::StatusOr<std::shared_ptr<const TokenStore>> TokenStore::Parse(absl::string
     if (hash != absl::string_view::npos) line = line.substr(0, hash);
     std::vector<absl::string_view> f = absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
     if (f.empty()) continue;
-    if (f.size() < 3 || f.size() > 4) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("line ", line_no, ": expected TOKEN PRINCIPAL ROLE[,ROLE] [expires=RFC3339]"));
+    auto bad = [line_no](absl::string_view why) {
+      return absl::InvalidArgumentError(absl::StrCat("line ", line_no, ": ", why));
+    };
+    if (f.size() < 3 || f.size() > 5) {
+      return bad("expected TOKEN|cert:CN=NAME|cert:SAN=NAME PRINCIPAL ROLE[,ROLE] [expires=RFC3339] "
+                 "[galleries=G[:ROLE],...]");
     }
-    if (f[0].size() < 16) {
-      return absl::InvalidArgumentError(absl::StrCat("line ", line_no, ": token shorter than 16 characters"));
+    const bool cert = absl::StartsWith(f[0], "cert:");
+    CertEntry c;
+    if (cert) {
+      absl::string_view what = f[0].substr(5);
+      if (absl::StartsWith(what, "CN=")) {
+        c.name = std::string(what.substr(3));
+      } else if (absl::StartsWith(what, "SAN=")) {
+        c.san = true;
+        c.name = std::string(what.substr(4));
+      } else {
+        return bad("a certificate line starts cert:CN=NAME or cert:SAN=NAME");
+      }
+      if (c.name.empty()) return bad("empty certificate name");
+    } else if (f[0].size() < 16) {
+      return bad("token shorter than 16 characters");
     }
-    Entry e;
-    e.hash = Sha256(f[0]);
-    e.principal = std::string(f[1]);
+    Grant g;
+    g.principal = std::string(f[1]);
     for (absl::string_view r : absl::StrSplit(f[2], ',', absl::SkipEmpty())) {
       auto role = ParseRole(r);
-      if (!role.ok()) return absl::InvalidArgumentError(absl::StrCat("line ", line_no, ": ", role.status().message()));
-      if (*role > e.role) e.role = *role;
+      if (!role.ok()) return bad(role.status().message());
+      if (*role > g.role) g.role = *role;
     }
-    if (e.role == Role::kNone) return absl::InvalidArgumentError(absl::StrCat("line ", line_no, ": no role"));
-    if (f.size() == 4) {
-      if (!absl::StartsWith(f[3], "expires=")) {
-        return absl::InvalidArgumentError(absl::StrCat("line ", line_no, ": the 4th field must be expires=RFC3339"));
+    if (g.role == Role::kNone) return bad("no role");
+    bool have_expires = false, have_galleries = false;
+    for (size_t i = 3; i < f.size(); ++i) {
+      if (absl::StartsWith(f[i], "expires=") && !have_expires) {
+        have_expires = true;
+        absl::Time t;
+        std::string err;
+        if (!absl::ParseTime(absl::RFC3339_full, std::string(f[i].substr(8)), &t, &err)) {
+          return bad(absl::StrCat("bad expires time: ", err));
+        }
+        g.expires = t;
+      } else if (absl::StartsWith(f[i], "galleries=") && !have_galleries) {
+        have_galleries = true;
+        absl::StatusOr<GalleryGrants> grants = GalleryGrants::Parse(f[i].substr(10));
+        if (!grants.ok()) return bad(grants.status().message());
+        g.galleries = std::move(*grants);
+      } else {
+        return bad(absl::StrCat("field ", i + 1, " must be expires=RFC3339 or galleries=..., once each"));
       }
-      absl::Time t;
-      std::string err;
-      if (!absl::ParseTime(absl::RFC3339_full, std::string(f[3].substr(8)), &t, &err)) {
-        return absl::InvalidArgumentError(absl::StrCat("line ", line_no, ": bad expires time: ", err));
-      }
-      e.expires = t;
     }
-    store->entries_.push_back(std::move(e));
+    if (cert) {
+      c.grant = std::move(g);
+      store->certs_.push_back(std::move(c));
+    } else {
+      store->tokens_.push_back({Sha256(f[0]), std::move(g)});
+    }
   }
   return std::shared_ptr<const TokenStore>(std::move(store));
+}
+
+absl::StatusOr<CallIdentity> TokenStore::Identity(const Grant& grant, absl::Time now, absl::string_view what) {
+  if (grant.expires.has_value() && now >= *grant.expires) {
+    return absl::UnauthenticatedError(absl::StrCat(what, " expired"));
+  }
+  CallIdentity id;
+  id.principal = grant.principal;
+  id.role = grant.role;
+  id.galleries = grant.galleries;
+  return id;
 }
 
 absl::StatusOr<CallIdentity> TokenStore::Lookup(absl::string_view token, absl::Time now) const {
   const Sha256Digest h = Sha256(token);
   // Constant time in the token: every entry is compared in full.
-  const Entry* match = nullptr;
-  for (const Entry& e : entries_) {
+  const TokenEntry* match = nullptr;
+  for (const TokenEntry& e : tokens_) {
     const bool same = CRYPTO_memcmp(e.hash.data(), h.data(), h.size()) == 0;
     if (same && match == nullptr) match = &e;
   }
   if (match == nullptr) return absl::UnauthenticatedError("unknown bearer token");
-  if (match->expires.has_value() && now >= *match->expires) {
-    return absl::UnauthenticatedError("bearer token expired");
-  }
-  CallIdentity id;
-  id.principal = match->principal;
-  id.role = match->role;
+  TESSERA_ASSIGN_OR_RETURN(CallIdentity id, Identity(match->grant, now, "bearer token"));
+  id.source = "token";
   return id;
+}
+
+absl::StatusOr<CallIdentity> TokenStore::LookupCertificate(const std::vector<std::string>& common_names,
+                                                           const std::vector<std::string>& alt_names,
+                                                           absl::Time now) const {
+  for (bool san : {false, true}) {
+    const std::vector<std::string>& names = san ? alt_names : common_names;
+    for (const CertEntry& e : certs_) {
+      if (e.san != san || std::find(names.begin(), names.end(), e.name) == names.end()) continue;
+      TESSERA_ASSIGN_OR_RETURN(CallIdentity id, Identity(e.grant, now, "client certificate mapping"));
+      id.source = "certificate";
+      return id;
+    }
+  }
+  return absl::UnauthenticatedError(absl::StrCat(
+      "client certificate (CN ", common_names.empty() ? std::string("none") : QuoteBounded(common_names[0], 64),
+      ") is not mapped to a principal (token file cert:CN=... or cert:SAN=... line) and no bearer token was sent"));
 }
 
 namespace {
@@ -173,6 +292,21 @@ absl::Status Authorizer::Check(absl::string_view full_method, const grpc::Server
   auto it = md.find("authorization");
   std::optional<absl::string_view> auth;
   if (it != md.end()) auth = absl::string_view(it->second.data(), it->second.size());
+  if (!auth.has_value() && accept_certificates_) {
+    // The TLS layer has verified the chain (mutual TLS); gRPC exposes the subject names.
+    const std::shared_ptr<const grpc::AuthContext> auth_context = context.auth_context();
+    if (auth_context != nullptr && auth_context->IsPeerAuthenticated()) {
+      auto values = [&](const char* property) {
+        std::vector<std::string> out;
+        for (const grpc::string_ref& v : auth_context->FindPropertyValues(property)) {
+          out.emplace_back(v.data(), v.size());
+        }
+        return out;
+      };
+      return CheckCertificate(full_method, values(GRPC_X509_CN_PROPERTY_NAME), values(GRPC_X509_SAN_PROPERTY_NAME),
+                              identity);
+    }
+  }
   return CheckToken(full_method, auth, identity);
 }
 
@@ -180,7 +314,9 @@ absl::Status Authorizer::CheckToken(absl::string_view full_method, std::optional
                                     CallIdentity* identity) const {
   identity->method = std::string(full_method);
   if (!authorization.has_value()) {
-    return absl::UnauthenticatedError("missing 'authorization: Bearer <token>' metadata");
+    return absl::UnauthenticatedError(accept_certificates_
+                                          ? "missing 'authorization: Bearer <token>' metadata or a client certificate"
+                                          : "missing 'authorization: Bearer <token>' metadata");
   }
   absl::string_view v = *authorization;
   if (v.size() < 7 || !absl::EqualsIgnoreCase(v.substr(0, 7), "bearer ")) {
@@ -191,6 +327,24 @@ absl::Status Authorizer::CheckToken(absl::string_view full_method, std::optional
   if (!found.ok()) return found.status();
   identity->principal = found->principal;
   identity->role = found->role;
+  identity->galleries = std::move(found->galleries);
+  identity->source = found->source;
+  return Authorize(full_method, identity);
+}
+
+absl::Status Authorizer::CheckCertificate(absl::string_view full_method, const std::vector<std::string>& common_names,
+                                          const std::vector<std::string>& alt_names, CallIdentity* identity) const {
+  identity->method = std::string(full_method);
+  absl::StatusOr<CallIdentity> found = Tokens()->LookupCertificate(common_names, alt_names, absl::Now());
+  if (!found.ok()) return found.status();
+  identity->principal = found->principal;
+  identity->role = found->role;
+  identity->galleries = std::move(found->galleries);
+  identity->source = found->source;
+  return Authorize(full_method, identity);
+}
+
+absl::Status Authorizer::Authorize(absl::string_view full_method, CallIdentity* identity) {
   const Role required = RequiredRole(full_method);
   if (required == Role::kNone) {
     return absl::PermissionDeniedError("method not in the access table (denied by default)");
@@ -229,6 +383,12 @@ std::string CallPrincipal(const grpc::ServerContextBase* context) {
   CallIdentity id;
   CallRegistry::Get().Decision(context, &id).IgnoreError();
   return id.principal;
+}
+
+absl::Status CallDecision(const grpc::ServerContextBase* context) {
+  absl::Status decision = CallRegistry::Get().Decision(context);
+  // NOT_FOUND: the call was never registered, i.e. no auth interceptor runs in this server.
+  return decision.code() == absl::StatusCode::kNotFound ? absl::OkStatus() : decision;
 }
 
 }  // namespace tessera

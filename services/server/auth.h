@@ -1,10 +1,28 @@
-// Bearer-token authentication and role-based authorization for the server.
+// Bearer-token and client-certificate authentication, role-based and
+// per-gallery authorization for the server.
 //
-// Token file (`tessera serve --token-file FILE`), one token per line:
-//   TOKEN PRINCIPAL ROLE[,ROLE] [expires=RFC3339]
+// Token file (`tessera serve --token-file FILE`), one principal source per line:
+//   TOKEN PRINCIPAL ROLE[,ROLE] [expires=RFC3339] [galleries=G[:ROLE],...]
+//   cert:CN=NAME PRINCIPAL ROLE[,ROLE] [expires=...] [galleries=...]
+//   cert:SAN=NAME PRINCIPAL ...
 // '#' starts a comment; blank lines are ignored. Roles: reader, enroller, admin
 // (each includes the ones before it). Only SHA-256 hashes of the tokens are kept
 // in memory and lookups compare hashes in constant time.
+//
+// cert: lines map a verified client certificate (mutual TLS: serve --tls-client-ca)
+// to a principal, by its subject CN or one of its subject alternative names
+// (gRPC's AuthContext properties x509_common_name / x509_subject_alternative_name;
+// NAME has no spaces). They are used only for calls without an authorization
+// header, and only when the server verifies client certificates.
+//
+// galleries= grants fingerprint galleries (gallery_names.h): a comma list of names
+// or '*' (every gallery), each optionally capped at a role ("national:reader":
+// search there, enroll nowhere else unless granted). The principal's role on a
+// gallery is the smaller of its own role and that cap. Without galleries= a line
+// grants only the gallery "default" (what servers hosted before named galleries),
+// so an existing token file keeps its meaning and a new gallery is closed until
+// granted. One file for both (rather than a separate ACL file): a principal's
+// identity, role and galleries are read, reloaded and revoked together.
 //
 // Every hosted method has a required role in one table (method_roles.cc); a
 // method missing from the table is denied (fail closed). grpc.health.v1 and
@@ -42,13 +60,38 @@ const std::map<std::string, Role>& MethodRoleTable();
 // kNone when the method is not in the table (then it is denied).
 Role RequiredRole(absl::string_view full_method);
 
+// The galleries= field of a token file line.
+struct GalleryGrants {
+  // Gallery name, or "*" for every gallery -> the highest role there.
+  std::map<std::string, Role, std::less<>> caps;
+
+  // {"default": admin}: a line without galleries=.
+  static GalleryGrants DefaultOnly();
+  // "a,b:reader,*:reader"; INVALID_ARGUMENT naming a bad name or role.
+  static absl::StatusOr<GalleryGrants> Parse(absl::string_view value);
+  // min(role, cap of `gallery` or of "*"); kNone when not granted.
+  Role RoleOn(absl::string_view gallery, Role role) const;
+};
+
 // Who is calling: filled by the auth interceptor for every call.
 struct CallIdentity {
   std::string principal;  // "" when unauthenticated
   Role role = Role::kNone;
   std::string peer;
   std::string method;
+  GalleryGrants galleries = GalleryGrants::DefaultOnly();
+  std::string source;  // "token" or "certificate"
 };
+
+// May `identity` call `full_method` on `gallery` (a request's gallery field;
+// "" is "default")? INVALID_ARGUMENT for a bad name (before any access
+// decision, so a malformed name is never looked up), PERMISSION_DENIED naming
+// the principal, the right and the gallery ("principal 'rita' may not search
+// gallery 'b'") when its role there is below the method's. Existence is the
+// service's business: an unknown gallery passes here, so NOT_FOUND reaches
+// only principals that may use the name.
+absl::Status CheckGalleryAccess(const CallIdentity& identity, absl::string_view full_method,
+                                absl::string_view gallery);
 
 class TokenStore {
  public:
@@ -57,21 +100,40 @@ class TokenStore {
 
   // UNAUTHENTICATED for unknown or expired tokens; the message never quotes the token.
   absl::StatusOr<CallIdentity> Lookup(absl::string_view token, absl::Time now) const;
-  size_t size() const { return entries_.size(); }
+  // A verified client certificate's subject CNs and SANs: the first cert: line
+  // that matches (CN lines first). UNAUTHENTICATED when none does or it expired.
+  absl::StatusOr<CallIdentity> LookupCertificate(const std::vector<std::string>& common_names,
+                                                 const std::vector<std::string>& alt_names, absl::Time now) const;
+  size_t size() const { return tokens_.size() + certs_.size(); }
+  size_t certificate_lines() const { return certs_.size(); }
 
  private:
-  struct Entry {
-    Sha256Digest hash;
+  struct Grant {
     std::string principal;
     Role role = Role::kNone;
     std::optional<absl::Time> expires;
+    GalleryGrants galleries = GalleryGrants::DefaultOnly();
   };
-  std::vector<Entry> entries_;
+  struct TokenEntry {
+    Sha256Digest hash;
+    Grant grant;
+  };
+  struct CertEntry {
+    bool san = false;  // matches a subject alternative name, else the CN
+    std::string name;
+    Grant grant;
+  };
+  static absl::StatusOr<CallIdentity> Identity(const Grant& grant, absl::Time now, absl::string_view what);
+  std::vector<TokenEntry> tokens_;
+  std::vector<CertEntry> certs_;
 };
 
 // Authenticates and authorizes one call from its metadata ("authorization:
-// Bearer TOKEN"). OK: the caller's identity. UNAUTHENTICATED (no, unknown or
-// expired token) or PERMISSION_DENIED (naming the missing role) otherwise.
+// Bearer TOKEN") or, without that header, from its verified client certificate
+// (cert: lines, when AcceptClientCertificates). OK: the caller's identity.
+// UNAUTHENTICATED (no, unknown or expired token; a certificate no line maps) or
+// PERMISSION_DENIED (naming the missing role) otherwise. Galleries are checked
+// once the request is read (CheckGalleryAccess, by the auth interceptor).
 class Authorizer {
  public:
   explicit Authorizer(std::shared_ptr<const TokenStore> tokens) : tokens_(std::move(tokens)) {}
@@ -84,9 +146,20 @@ class Authorizer {
                      CallIdentity* identity) const;
   absl::Status CheckToken(absl::string_view full_method, std::optional<absl::string_view> authorization,
                           CallIdentity* identity) const;
+  // A call's verified client certificate names (as gRPC's AuthContext gives them).
+  absl::Status CheckCertificate(absl::string_view full_method, const std::vector<std::string>& common_names,
+                                const std::vector<std::string>& alt_names, CallIdentity* identity) const;
+  // Only a server that verifies client certificates (mutual TLS) may set this:
+  // cert: lines are ignored otherwise.
+  void AcceptClientCertificates(bool accept) { accept_certificates_ = accept; }
+  bool accepts_client_certificates() const { return accept_certificates_; }
+  size_t certificate_lines() const { return Tokens()->certificate_lines(); }
 
  private:
   std::shared_ptr<const TokenStore> Tokens() const;
+  static absl::Status Authorize(absl::string_view full_method, CallIdentity* identity);
+
+  bool accept_certificates_ = false;
 
   std::string path_;  // "" : no reloading
   absl::Duration reload_interval_;
@@ -113,6 +186,12 @@ class CallRegistry {
 
 // The authenticated principal of a call ("" when auth is off or unknown).
 std::string CallPrincipal(const grpc::ServerContextBase* context);
+
+// The auth decision of a call so far; OK when no auth interceptor saw it (auth off). The gate
+// (auth_interceptor.h) enforces it before unary handlers run. A client-streaming handler must
+// check it after each Read: the interceptor authorizes a stream's gallery when the first
+// message arrives, after the handler has started.
+absl::Status CallDecision(const grpc::ServerContextBase* context);
 
 }  // namespace tessera
 

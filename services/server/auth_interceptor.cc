@@ -13,6 +13,8 @@
 #include "absl/strings/str_join.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
+#include "common/text_checks.h"
+#include "services/server/gallery_names.h"
 
 // Access to two private members of gRPC 1.51 (the method handlers of a service) through the
 // explicit-instantiation rule, so the gate can wrap handlers without changing the services.
@@ -81,6 +83,22 @@ bool IsCandidate(const pb::Descriptor* d) {
          (score->type() == pb::FieldDescriptor::TYPE_FLOAT || score->type() == pb::FieldDescriptor::TYPE_DOUBLE);
 }
 
+// The message inside a google.protobuf.Any of a type this process knows, or null.
+std::unique_ptr<pb::Message> UnpackAny(const pb::Message& any) {
+  const pb::FieldDescriptor* url = any.GetDescriptor()->FindFieldByName("type_url");
+  const pb::FieldDescriptor* value = any.GetDescriptor()->FindFieldByName("value");
+  if (url == nullptr || value == nullptr) return nullptr;
+  const std::string type_url = any.GetReflection()->GetString(any, url);
+  const pb::Descriptor* type =
+      pb::DescriptorPool::generated_pool()->FindMessageTypeByName(type_url.substr(type_url.rfind('/') + 1));
+  if (type == nullptr) return nullptr;
+  const pb::Message* prototype = pb::MessageFactory::generated_factory()->GetPrototype(type);
+  if (prototype == nullptr) return nullptr;
+  std::unique_ptr<pb::Message> inner(prototype->New());
+  if (!inner->ParseFromString(any.GetReflection()->GetString(any, value))) return nullptr;
+  return inner;
+}
+
 void Collect(const pb::Message& m, int depth, std::vector<std::string>* ids, Details* d) {
   if (depth > 4) return;
   const pb::Reflection* r = m.GetReflection();
@@ -102,18 +120,8 @@ void Collect(const pb::Message& m, int depth, std::vector<std::string>* ids, Det
     } else if (f->type() == pb::FieldDescriptor::TYPE_MESSAGE) {
       if (!f->is_repeated() && f->message_type()->full_name() == "google.protobuf.Any") {
         // A job's spec or result (e.g. a fingerprint search job's candidates): look inside.
-        const pb::Message& any = r->GetMessage(m, f);
-        const pb::FieldDescriptor* url = any.GetDescriptor()->FindFieldByName("type_url");
-        const pb::FieldDescriptor* value = any.GetDescriptor()->FindFieldByName("value");
-        if (url == nullptr || value == nullptr) continue;
-        const std::string type_url = any.GetReflection()->GetString(any, url);
-        const pb::Descriptor* type = pb::DescriptorPool::generated_pool()->FindMessageTypeByName(
-            type_url.substr(type_url.rfind('/') + 1));
-        if (type == nullptr) continue;
-        const pb::Message* prototype = pb::MessageFactory::generated_factory()->GetPrototype(type);
-        if (prototype == nullptr) continue;
-        std::unique_ptr<pb::Message> inner(prototype->New());
-        if (inner->ParseFromString(any.GetReflection()->GetString(any, value))) Collect(*inner, depth + 1, ids, d);
+        std::unique_ptr<pb::Message> inner = UnpackAny(r->GetMessage(m, f));
+        if (inner != nullptr) Collect(*inner, depth + 1, ids, d);
       } else if (f->is_repeated() && IsCandidate(f->message_type())) {
         const pb::FieldDescriptor* idf = f->message_type()->FindFieldByName("id");
         const pb::FieldDescriptor* sf = f->message_type()->FindFieldByName("score");
@@ -132,6 +140,32 @@ void Collect(const pb::Message& m, int depth, std::vector<std::string>* ids, Det
       }
     }
   }
+}
+
+// A string field named "gallery" of `m` (set or not: proto3 leaves "" unset), else of its set
+// message fields and of a google.protobuf.Any they hold (a fingerprint search job's spec).
+bool FindGalleryField(const pb::Message& m, int depth, std::string* out) {
+  if (depth > 4) return false;
+  const pb::Descriptor* d = m.GetDescriptor();
+  const pb::Reflection* r = m.GetReflection();
+  const pb::FieldDescriptor* g = d->FindFieldByName("gallery");
+  if (g != nullptr && g->type() == pb::FieldDescriptor::TYPE_STRING && !g->is_repeated()) {
+    *out = r->GetString(m, g);
+    return true;
+  }
+  std::vector<const pb::FieldDescriptor*> fields;
+  r->ListFields(m, &fields);
+  for (const pb::FieldDescriptor* f : fields) {
+    if (f->type() != pb::FieldDescriptor::TYPE_MESSAGE || f->is_repeated()) continue;
+    const pb::Message& sub = r->GetMessage(m, f);
+    if (f->message_type()->full_name() == "google.protobuf.Any") {
+      std::unique_ptr<pb::Message> inner = UnpackAny(sub);
+      if (inner != nullptr && FindGalleryField(*inner, depth + 1, out)) return true;
+    } else if (FindGalleryField(sub, depth + 1, out)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 class AuthAuditInterceptor : public grpc::experimental::Interceptor {
@@ -154,15 +188,18 @@ class AuthAuditInterceptor : public grpc::experimental::Interceptor {
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_INITIAL_METADATA)) {
       identity_.method = method_;
       identity_.peer = context_->peer();
-      absl::Status decision = absl::OkStatus();
-      if (authorizer_ != nullptr) decision = authorizer_->Check(method_, *context_, &identity_);
-      CallRegistry::Get().Set(context_, identity_, decision);
+      if (authorizer_ != nullptr) decision_ = authorizer_->Check(method_, *context_, &identity_);
+      CallRegistry::Get().Set(context_, identity_, decision_);
       registered_ = true;
     }
-    if (audit_ != nullptr && methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_MESSAGE)) {
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_MESSAGE)) {
       // Sync handlers' requests are generated protobuf messages (single inheritance from Message).
       const auto* m = static_cast<const pb::Message*>(methods->GetRecvMessage());
-      if (m != nullptr) {
+      if (m != nullptr && !first_message_seen_) {
+        first_message_seen_ = true;
+        CheckGallery(*m);
+      }
+      if (m != nullptr && audit_ != nullptr) {
         if (details_.request_id.empty()) {
           const pb::FieldDescriptor* f = m->GetDescriptor()->FindFieldByName("request_id");
           if (f == nullptr) f = m->GetDescriptor()->FindFieldByName("job_id");
@@ -184,6 +221,7 @@ class AuthAuditInterceptor : public grpc::experimental::Interceptor {
       e.peer = identity_.peer.empty() ? context_->peer() : identity_.peer;
       e.method = method_;
       e.request_id = details_.request_id;
+      e.gallery = gallery_;
       e.outcome = absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code()));
       std::string json = details_.Json();
       if (!status.ok()) {
@@ -204,13 +242,31 @@ class AuthAuditInterceptor : public grpc::experimental::Interceptor {
   }
 
  private:
+  // The gallery a call's (first) request names, checked against the caller's grants: the one
+  // place galleries are authorized. A refusal becomes the call's decision, which the gate
+  // enforces before unary handlers run and streaming handlers read (CallDecision) after Read.
+  void CheckGallery(const pb::Message& request) {
+    std::string name;
+    if (!FindGalleryField(request, 0, &name)) return;
+    const absl::Status valid = CheckGalleryName(GalleryOrDefault(name));
+    gallery_ = valid.ok() ? GalleryOrDefault(name) : QuoteBounded(name, 64);
+    if (authorizer_ == nullptr || !decision_.ok()) return;
+    absl::Status access = CheckGalleryAccess(identity_, method_, name);
+    if (access.ok()) return;
+    decision_ = std::move(access);
+    CallRegistry::Get().Set(context_, identity_, decision_);
+  }
+
   const Authorizer* authorizer_;
   AuditLog* audit_;
   grpc::ServerContextBase* context_;
   const std::string method_;
   bool open_ = false;
   bool registered_ = false;
+  bool first_message_seen_ = false;
+  absl::Status decision_;
   CallIdentity identity_;
+  std::string gallery_;
   Details details_;
 };
 

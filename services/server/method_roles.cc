@@ -37,6 +37,8 @@ const std::map<std::string, Role>& MethodRoleTable() {
       {"/tessera.v1.FingerprintService/Search", Role::kReader},
       {"/tessera.v1.FingerprintService/SearchBatch", Role::kReader},
       {"/tessera.v1.FingerprintService/Verify", Role::kReader},
+      {"/tessera.v1.FingerprintService/CreateGallery", Role::kAdmin},
+      {"/tessera.v1.FingerprintService/ListGalleries", Role::kAdmin},
       // SomAtlasService
       {"/tessera.v1.SomAtlasService/UploadCorpus", Role::kEnroller},
       {"/tessera.v1.SomAtlasService/CreateAtlas", Role::kEnroller},

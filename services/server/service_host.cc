@@ -222,7 +222,17 @@ absl::StatusOr<BoundPorts> ServiceHost::Start() {
   }
   std::shared_ptr<const Authorizer> authorizer;
   if (!options_.token_file.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(authorizer, Authorizer::FromFile(options_.token_file));
+    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Authorizer> from_file, Authorizer::FromFile(options_.token_file));
+    // cert: lines name principals by their client certificate: only sound when the TLS layer
+    // requires and verifies one (mutual TLS).
+    const bool verifies_client_certificates = !options_.tls_cert.empty() && !options_.tls_client_ca.empty();
+    from_file->AcceptClientCertificates(verifies_client_certificates);
+    if (!verifies_client_certificates && from_file->certificate_lines() > 0) {
+      TESSERA_LOG(WARNING) << "token file " << options_.token_file << " has " << from_file->certificate_lines()
+                           << " cert: line(s), ignored: client certificates are verified only with --tls-cert, "
+                              "--tls-key and --tls-client-ca";
+    }
+    authorizer = std::move(from_file);
   }
   if (!options_.audit_log.empty()) {
     TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<AuditLog> audit, AuditLog::Open(options_.audit_log, options_.audit_max_bytes));

@@ -1,0 +1,155 @@
+#include "services/fingerprint/gallery_set.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "services/server/gallery_names.h"
+
+namespace tessera {
+namespace fingerprint {
+namespace {
+
+namespace fs = std::filesystem;
+
+SearchBatcherOptions BatcherOptionsOf(const FingerprintServiceOptions& o) {
+  SearchBatcherOptions b;
+  b.max_batch_size = o.max_batch_size;
+  b.max_queue_delay = o.max_queue_delay;
+  b.max_queued = o.max_queued_searches;
+  return b;
+}
+
+// A new directory entry survives a crash only once its parent is synced.
+void SyncDir(const std::string& dir) {
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  fsync(fd);
+  close(fd);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HostedGallery>> GallerySet::OpenOne(const std::string& name,
+                                                                   const std::string& dir) const {
+  FingerprintServiceOptions o = options_;
+  o.gallery_dir = dir;
+  auto hosted = std::make_unique<HostedGallery>();
+  hosted->name = name;
+  absl::StatusOr<std::unique_ptr<FingerprintGallery>> opened = FingerprintGallery::Open(o);
+  if (!opened.ok()) return Annotate(opened.status(), absl::StrCat("gallery '", name, "'"));
+  hosted->gallery = std::move(*opened);
+  FingerprintGallery* g = hosted->gallery.get();
+  hosted->batcher = std::make_unique<SearchBatcher>(
+      [g](const std::vector<std::vector<MinutiaPoint>>& probes, const SearchOptions& so, SearchStats* stats) {
+        return g->Search(probes, so, stats);
+      },
+      g->matcher(), BatcherOptionsOf(options_), metrics_);
+  return hosted;
+}
+
+absl::StatusOr<std::unique_ptr<GallerySet>> GallerySet::Open(const FingerprintServiceOptions& options,
+                                                             SearchMetrics* metrics) {
+  TESSERA_RETURN_IF_ERROR(BatcherOptionsOf(options).Validate());
+  std::unique_ptr<GallerySet> set(new GallerySet(options, metrics));
+  set->root_ = options.galleries_root;
+  if (set->root_.empty() && options.gallery_dir.empty()) {
+    char tmpl[] = "/tmp/tessera-galleries-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) return absl::InternalError("cannot create a temporary gallery root");
+    set->root_ = tmpl;
+    set->temporary_root_ = true;
+    TESSERA_LOG(WARNING) << "fingerprint galleries in temporary " << set->root_
+                         << ": enrollments will not survive a restart (set --gallery-dir or --galleries-root)";
+  }
+  std::error_code ec;
+  if (!set->root_.empty()) {
+    fs::create_directory(set->root_, ec);
+    if (ec || !fs::is_directory(set->root_)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("gallery root ", set->root_, " is not a directory that can be created: ", ec.message()));
+    }
+  }
+  std::string default_dir = options.gallery_dir;
+  if (default_dir.empty()) {
+    default_dir = set->root_ + "/" + kDefaultGallery;
+  } else if (!set->root_.empty()) {
+    const std::string under_root = set->root_ + "/" + kDefaultGallery;
+    if (fs::exists(under_root) && !fs::equivalent(under_root, default_dir, ec)) {
+      return absl::FailedPreconditionError(absl::StrCat("two default galleries: --gallery-dir ", default_dir,
+                                                        " and ", under_root, " (move or rename one)"));
+    }
+  }
+  TESSERA_ASSIGN_OR_RETURN(auto hosted, set->OpenOne(kDefaultGallery, default_dir));
+  set->default_ = hosted.get();
+  set->galleries_[kDefaultGallery] = std::move(hosted);
+  if (!set->root_.empty()) {
+    for (const fs::directory_entry& entry : fs::directory_iterator(set->root_, ec)) {
+      if (!entry.is_directory()) continue;
+      const std::string name = entry.path().filename().string();
+      if (name == kDefaultGallery) continue;
+      if (absl::Status valid = CheckGalleryName(name); !valid.ok()) {
+        TESSERA_LOG(WARNING) << "gallery root " << set->root_ << ": skipping a directory that is not a gallery name ("
+                             << valid.message() << ")";
+        continue;
+      }
+      TESSERA_ASSIGN_OR_RETURN(auto g, set->OpenOne(name, entry.path().string()));
+      set->galleries_[name] = std::move(g);
+    }
+    if (ec) return absl::InternalError(absl::StrCat("cannot list gallery root ", set->root_, ": ", ec.message()));
+  }
+  TESSERA_LOG(INFO) << "fingerprint service hosts " << set->galleries_.size() << " galler"
+                    << (set->galleries_.size() == 1 ? "y" : "ies")
+                    << (set->root_.empty() ? std::string() : absl::StrCat(" (root ", set->root_, ")"));
+  return set;
+}
+
+GallerySet::~GallerySet() {
+  galleries_.clear();  // batchers and stores closed before their files go
+  if (temporary_root_) {
+    std::error_code ec;
+    fs::remove_all(root_, ec);
+  }
+}
+
+absl::StatusOr<HostedGallery*> GallerySet::Get(absl::string_view name) const {
+  const std::string n = GalleryOrDefault(name);
+  TESSERA_RETURN_IF_ERROR(CheckGalleryName(n));
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = galleries_.find(n);
+  if (it == galleries_.end()) return absl::NotFoundError(absl::StrCat("no gallery '", n, "' on this server"));
+  return it->second.get();
+}
+
+absl::StatusOr<HostedGallery*> GallerySet::Create(absl::string_view name) {
+  TESSERA_RETURN_IF_ERROR(CheckGalleryName(name));
+  std::lock_guard<std::mutex> create_lock(create_mu_);
+  if (Get(name).ok()) return absl::AlreadyExistsError(absl::StrCat("gallery '", name, "' exists"));
+  if (root_.empty()) {
+    return absl::FailedPreconditionError(
+        "this server hosts only the default gallery (start it with --galleries-root to create named galleries)");
+  }
+  const std::string dir = absl::StrCat(root_, "/", name);
+  TESSERA_ASSIGN_OR_RETURN(auto hosted, OpenOne(std::string(name), dir));
+  SyncDir(root_);
+  HostedGallery* out = hosted.get();
+  std::lock_guard<std::mutex> lock(mu_);
+  galleries_[std::string(name)] = std::move(hosted);
+  TESSERA_LOG(INFO) << "created fingerprint gallery '" << name << "' in " << dir;
+  return out;
+}
+
+std::vector<std::pair<std::string, int64_t>> GallerySet::List() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (const auto& [name, g] : galleries_) out.emplace_back(name, g->gallery->size());
+  return out;
+}
+
+}  // namespace fingerprint
+}  // namespace tessera

@@ -25,6 +25,7 @@ constexpr Verb kVerbs[] = {
     {"audit", tessera::cli::RunAudit, "audit trail of a server (--audit-log): verify the hash chain, show records"},
     {"phantom", tessera::cli::RunPhantom, "reconstruction test data: exact CT/PET sinograms of phantoms, geometry JSON"},
     {"recon", tessera::cli::RunRecon, "CT (fbp, fdk, sart, os-sart, cgls) and PET (mlem, osem) reconstruction to NIfTI"},
+    {"health", tessera::cli::RunHealth, "one gRPC health check of a server (exit 0 SERVING): container probes"},
     {"job", tessera::cli::RunJob, "scheduler jobs: submit any long verb to a server, watch, cancel, result, list"},
 };
 

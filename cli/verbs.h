@@ -17,6 +17,7 @@ int RunJob(int argc, char** argv);       // scheduler client: submit, watch, can
 int RunPhantom(int argc, char** argv);  // reconstruction test data: analytic sinograms, geometry JSON
 int RunAudit(int argc, char** argv);     // audit trail: verify the hash chain, show records
 int RunRecon(int argc, char** argv);     // CT / PET reconstruction on this machine
+int RunHealth(int argc, char** argv);    // one gRPC health check (container probes)
 
 }  // namespace tessera::cli
 

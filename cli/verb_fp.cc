@@ -6,7 +6,7 @@
 //   tessera fp search --gallery DIR [--top K] [--matcher lssr|dmc] LATENT...
 //   tessera fp delete --gallery DIR IDS...
 //   tessera fp list   --gallery DIR
-//   tessera fp check  --gallery DIR   (offline verification; changes nothing)
+//   tessera fp check  --gallery DIR   (offline verification, hash chain included; changes nothing)
 //
 // Every subcommand prints JSON on stdout; errors go to stderr and a failed
 // item makes the exit code 1 (usage errors: 2).
@@ -216,7 +216,11 @@ int List(fingerprint::FingerprintGallery& gallery) {
 
 // Reads the gallery as a start would, without locking or changing it: exit 0
 // when nothing is damaged or set aside, 1 otherwise (a torn tail, a write that
-// was never acknowledged, is reported but is not damage).
+// was never acknowledged, is reported but is not damage). The hash chain of the
+// log records is verified (an edited, deleted, reordered or inserted record is
+// the error); chain_records / chain_head are the chain's end, to be recorded
+// elsewhere (a later check showing fewer records or another head at that number
+// means the end was cut or changed).
 int Check(const std::string& dir) {
   absl::StatusOr<fingerprint::GalleryCheck> check = fingerprint::GalleryStore::Check(dir);
   if (!check.ok()) {
@@ -229,11 +233,18 @@ int Check(const std::string& dir) {
   std::printf(
       "{\"gallery\": %s, \"clean\": %s, \"live_templates\": %lld, \"snapshot_templates\": %lld, "
       "\"log_records\": %lld, \"torn_tail_bytes\": %lld, \"damaged_tail\": %s, \"set_aside\": [%s], "
-      "\"error\": %s}\n",
+      "\"chain_records\": %lld, \"chain_head\": %s, \"legacy_records\": %lld, \"error\": %s}\n",
       JsonQuote(dir).c_str(), check->clean() ? "true" : "false", static_cast<long long>(check->live_templates),
       static_cast<long long>(s.snapshot_templates), static_cast<long long>(s.log_records),
       static_cast<long long>(s.truncated_bytes), JsonQuote(s.damaged_tail).c_str(), absl::StrJoin(aside, ", ").c_str(),
-      JsonQuote(check->error).c_str());
+      static_cast<long long>(s.chain_records), JsonQuote(s.chain_head).c_str(),
+      static_cast<long long>(s.legacy_records), JsonQuote(check->error).c_str());
+  if (s.legacy_records > 0) {
+    std::fprintf(stderr,
+                 "tessera fp check: %lld log record(s) predate the hash chain (written before it existed): their "
+                 "CRCs are checked, but an edit or deletion among them with a fixed-up CRC would not show\n",
+                 static_cast<long long>(s.legacy_records));
+  }
   if (!check->error.empty()) std::fprintf(stderr, "tessera fp check: %s\n", check->error.c_str());
   if (!s.damaged_tail.empty()) {
     std::fprintf(stderr, "tessera fp check: damaged last record: %s (the next start sets it aside)\n",

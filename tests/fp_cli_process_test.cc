@@ -1,6 +1,7 @@
 // `tessera fp` as users run it, one process per command on a gallery
 // directory: enroll files (ids from file names or --ids), search printing
-// JSON in probe order, list, delete, and the exit codes of bad input. Uses
+// JSON in probe order, list, delete, the exit codes of bad input, and `fp
+// check` finding a record deleted from the gallery log (the hash chain). Uses
 // FVC2002 DB1 templates when the shared data is present, else xyt files
 // written here.
 #include <fcntl.h>
@@ -10,7 +11,9 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -153,6 +156,44 @@ TEST(FpCliProcessTest, EnrollSearchListDelete) {
   EXPECT_EQ(RunTessera({"fp", "search", probes[0]}).code, 2);          // no --gallery
   EXPECT_EQ(RunTessera({"fp", "frobnicate", "--gallery", gallery}).code, 2);
   EXPECT_EQ(RunTessera({"fp", "search", "--gallery", gallery, "--top", "0", probes[0]}).code, 2);
+}
+
+// A complete record cut out of the middle of the log (its neighbours intact, so
+// every CRC still passes): `fp check` names the gap and exits 1; the gallery
+// is refused rather than opened without it.
+TEST(FpCliProcessTest, CheckFindsARecordDeletedFromTheLog) {
+  const std::vector<std::string> files = TemplateFiles();
+  const std::string gallery = TempDir() + "/chained";
+  Result r = RunTessera({"fp", "enroll", "--gallery", gallery, files[0], files[1], files[2]});
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = RunTessera({"fp", "check", "--gallery", gallery});
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "\"chain_records\": 3")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "\"legacy_records\": 0")) << r.out;
+
+  const std::string log = gallery + "/log-0000000000000001";
+  std::string bytes;
+  {
+    std::ifstream in(log, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  // Records are framed as u32 length | u32 CRC | payload (little endian).
+  auto record_size = [&](size_t at) {
+    uint32_t len = 0;
+    std::memcpy(&len, bytes.data() + at, 4);
+    return 8 + static_cast<size_t>(len);
+  };
+  const size_t second = record_size(0);
+  ASSERT_LT(second + record_size(second), bytes.size());
+  bytes.erase(second, record_size(second));
+  std::ofstream(log, std::ios::binary | std::ios::trunc) << bytes;
+
+  r = RunTessera({"fp", "check", "--gallery", gallery});
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "\"clean\": false")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "record 3 follows record 1 (record 2 deleted or moved)")) << r.out;
+  r = RunTessera({"fp", "list", "--gallery", gallery});
+  EXPECT_EQ(r.code, 1) << r.out;
 }
 
 }  // namespace

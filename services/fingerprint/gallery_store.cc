@@ -5,6 +5,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <openssl/evp.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -29,9 +30,14 @@ namespace tessera {
 namespace fingerprint {
 namespace {
 
+// Kinds 1 and 2 are what galleries held before the hash chain (still read).
 constexpr uint8_t kEnrollRecord = 1;
 constexpr uint8_t kDeleteRecord = 2;
-constexpr uint32_t kSnapshotVersion = 1;
+constexpr uint8_t kChainedEnrollRecord = 3;
+constexpr uint8_t kChainedDeleteRecord = 4;
+constexpr size_t kChainHeaderBytes = 1 + 8 + 32;  // kind, record number, previous hash
+// Version 2 ends with the chain link the snapshot continues from; 1 has none.
+constexpr uint32_t kSnapshotVersion = 2;
 constexpr char kSnapshotMagic[] = "TSFPSNAP";
 constexpr char kSnapshotEnd[] = "TSFPEND.";
 constexpr uint16_t kNoCylinders = 0xFFFF;
@@ -91,6 +97,23 @@ uint32_t Crc32(absl::string_view data) {
   uLong crc = crc32(0L, Z_NULL, 0);
   // zlib takes uInt lengths; payloads are < 4 MiB.
   return static_cast<uint32_t>(crc32(crc, reinterpret_cast<const Bytef*>(data.data()), static_cast<uInt>(data.size())));
+}
+
+ChainDigest Sha256Of(absl::string_view data) {
+  ChainDigest d{};
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), d.data(), &len, EVP_sha256(), nullptr);
+  return d;
+}
+
+std::string Hex(const ChainDigest& d) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : d) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 15]);
+  }
+  return out;
 }
 
 void AppendEnrollFields(const StoredTemplate& t, std::string* out) {
@@ -306,6 +329,28 @@ std::string EncodeDelete(absl::string_view id) {
   return out;
 }
 
+std::string ChainRecord(uint8_t kind, absl::string_view fields, ChainLink* link) {
+  std::string payload;
+  payload.reserve(kChainHeaderBytes + fields.size());
+  Put<uint8_t>(&payload, kind);
+  Put<uint64_t>(&payload, link->records + 1);
+  payload.append(reinterpret_cast<const char*>(link->head.data()), link->head.size());
+  payload.append(fields.data(), fields.size());
+  link->records += 1;
+  link->head = Sha256Of(payload);
+  return FrameRecord(payload);
+}
+
+std::string ChainedEnroll(const StoredTemplate& t, ChainLink* link) {
+  std::string fields;
+  AppendEnrollFields(t, &fields);
+  return ChainRecord(kChainedEnrollRecord, fields, link);
+}
+
+std::string ChainedDelete(absl::string_view id, ChainLink* link) {
+  return ChainRecord(kChainedDeleteRecord, EncodeDelete(id).substr(1), link);
+}
+
 std::string LogFileName(uint64_t gen) { return absl::StrFormat("log-%016d", gen); }
 std::string SnapshotFileName(uint64_t gen) { return absl::StrFormat("snapshot-%016d", gen); }
 
@@ -375,6 +420,28 @@ void GalleryStore::ApplyEnrollLocked(std::shared_ptr<StoredTemplate> t) {
   live_[std::move(id)] = std::move(t);
 }
 
+absl::Status GalleryStore::CheckChainLink(const std::string& path, int64_t offset, uint64_t no,
+                                          const ChainDigest& prev) const {
+  const uint64_t expected = chain_.records + 1;
+  const std::string where = absl::StrCat("gallery log ", path, " at byte ", offset, ": hash chain broken: ");
+  if (no > expected) {
+    return absl::DataLossError(absl::StrCat(where, "record ", no, " follows record ", chain_.records, " (record",
+                                            no - 1 > expected ? absl::StrCat("s ", expected, "..", no - 1)
+                                                              : absl::StrCat(" ", expected),
+                                            " deleted or moved)"));
+  }
+  if (no < expected) {
+    return absl::DataLossError(
+        absl::StrCat(where, "record ", no, " comes after record ", chain_.records, " (reordered or repeated)"));
+  }
+  if (prev != chain_.head) {
+    return absl::DataLossError(absl::StrCat(where, "record ", no, " does not carry the hash of record ", no - 1,
+                                            no == 1 ? " (the chain's start)" : "",
+                                            " (that record was edited or replaced)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status GalleryStore::Load(const CylinderSink& sink, const ReserveHook& reserve, bool read_only) {
   const auto start = std::chrono::steady_clock::now();
   TESSERA_ASSIGN_OR_RETURN(DirListing listing, ListDir(dir_));
@@ -400,7 +467,7 @@ absl::Status GalleryStore::Load(const CylinderSink& sink, const ReserveHook& res
     std::memcpy(&version, payload.data() + 8, 4);
     std::memcpy(&count, payload.data() + 12, 8);
     std::memcpy(&total_cylinders, payload.data() + 20, 8);
-    if (version != kSnapshotVersion) return corrupt(absl::StrCat("unsupported version ", version));
+    if (version != 1 && version != kSnapshotVersion) return corrupt(absl::StrCat("unsupported version ", version));
     if (reserve) reserve(static_cast<int64_t>(count), static_cast<int64_t>(total_cylinders));
     for (uint64_t i = 0; i < count; ++i) {
       if (reader->Next(&payload, &why) != RecordReader::Result::kRecord) {
@@ -430,9 +497,16 @@ absl::Status GalleryStore::Load(const CylinderSink& sink, const ReserveHook& res
         if (sink) sink(t, std::move(cylinders));
       }
     }
-    if (reader->Next(&payload, &why) != RecordReader::Result::kRecord || payload.size() != 16 ||
+    const size_t end_size = version == 1 ? 16 : 16 + 8 + 32;
+    if (reader->Next(&payload, &why) != RecordReader::Result::kRecord || payload.size() != end_size ||
         payload.compare(0, 8, kSnapshotEnd) != 0 || std::memcmp(payload.data() + 8, &count, 8) != 0) {
       return corrupt("missing end record");
+    }
+    if (version >= 2) {
+      // The chain link the logs after this snapshot continue from.
+      std::memcpy(&chain_.records, payload.data() + 16, 8);
+      std::memcpy(chain_.head.data(), payload.data() + 24, 32);
+      chain_started_ = true;
     }
     if (reader->offset() != reader->size()) return corrupt("data after the end record");
   }
@@ -482,6 +556,25 @@ absl::Status GalleryStore::Load(const CylinderSink& sink, const ReserveHook& res
       Cursor c(payload);
       uint8_t kind = 0;
       c.Get(&kind);
+      if (kind == kChainedEnrollRecord || kind == kChainedDeleteRecord) {
+        uint64_t no = 0;
+        ChainDigest prev{};
+        if (!c.Get(&no) || !c.Raw(prev.data(), prev.size())) {
+          return absl::DataLossError(absl::StrCat("gallery log ", path, " at byte ", offset, ": malformed chain header"));
+        }
+        TESSERA_RETURN_IF_ERROR(CheckChainLink(path, offset, no, prev));
+        chain_.records = no;
+        chain_.head = Sha256Of(payload);
+        chain_started_ = true;
+        kind = kind == kChainedEnrollRecord ? kEnrollRecord : kDeleteRecord;  // the same fields follow
+      } else if (kind == kEnrollRecord || kind == kDeleteRecord) {
+        if (chain_started_) {
+          return absl::DataLossError(absl::StrCat(
+              "gallery log ", path, " at byte ", offset, ": a record without the hash chain after chained record ",
+              chain_.records, " (only galleries written before the chain hold such records: inserted?)"));
+        }
+        ++open_stats_.legacy_records;
+      }
       if (kind == kEnrollRecord) {
         auto t = std::make_shared<StoredTemplate>();
         if (!ReadEnrollFields(&c, t.get()) || !c.done()) {
@@ -502,6 +595,8 @@ absl::Status GalleryStore::Load(const CylinderSink& sink, const ReserveHook& res
       ++open_stats_.log_records;
     }
   }
+  open_stats_.chain_records = static_cast<int64_t>(chain_.records);
+  open_stats_.chain_head = Hex(chain_.head);
   if (read_only) {
     open_stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return absl::OkStatus();
@@ -574,13 +669,16 @@ absl::Status GalleryStore::AppendAndSyncLocked(const std::string& framed) {
 
 absl::StatusOr<std::shared_ptr<const StoredTemplate>> GalleryStore::Enroll(StoredTemplate t, bool replace) {
   TESSERA_RETURN_IF_ERROR(ValidateStoredTemplate(t));
-  const std::string framed = FrameRecord(EncodeEnroll(t));
+  std::string fields;
+  AppendEnrollFields(t, &fields);
   auto stored = std::make_shared<StoredTemplate>(std::move(t));
   std::lock_guard<std::mutex> lock(mu_);
   if (!replace && live_.count(stored->id)) {
     return absl::AlreadyExistsError(absl::StrCat("template ", QuoteBounded(stored->id), " is already enrolled"));
   }
-  TESSERA_RETURN_IF_ERROR(AppendAndSyncLocked(framed));
+  ChainLink link = chain_;  // advanced only once the record is durable
+  TESSERA_RETURN_IF_ERROR(AppendAndSyncLocked(gallery_internal::ChainRecord(kChainedEnrollRecord, fields, &link)));
+  chain_ = link;
   ApplyEnrollLocked(stored);
   return std::shared_ptr<const StoredTemplate>(stored);
 }
@@ -588,11 +686,11 @@ absl::StatusOr<std::shared_ptr<const StoredTemplate>> GalleryStore::Enroll(Store
 absl::StatusOr<std::vector<absl::StatusOr<std::shared_ptr<const StoredTemplate>>>> GalleryStore::EnrollBatch(
     std::vector<StoredTemplate> batch, bool replace) {
   std::vector<absl::StatusOr<std::shared_ptr<const StoredTemplate>>> results(batch.size());
-  std::vector<std::string> framed(batch.size());
+  std::vector<std::string> fields(batch.size());  // chained (hashed, framed) under the lock, in order
   for (size_t i = 0; i < batch.size(); ++i) {
     absl::Status valid = ValidateStoredTemplate(batch[i]);
     if (valid.ok()) {
-      framed[i] = FrameRecord(EncodeEnroll(batch[i]));
+      AppendEnrollFields(batch[i], &fields[i]);
     } else {
       results[i] = valid;
     }
@@ -601,8 +699,9 @@ absl::StatusOr<std::vector<absl::StatusOr<std::shared_ptr<const StoredTemplate>>
   std::string all;
   std::map<absl::string_view, size_t> in_batch;
   std::vector<size_t> accepted;
+  ChainLink link = chain_;
   for (size_t i = 0; i < batch.size(); ++i) {
-    if (framed[i].empty()) continue;
+    if (fields[i].empty()) continue;
     const std::string& id = batch[i].id;
     if (in_batch.count(id) || (!replace && live_.count(id))) {
       results[i] = absl::AlreadyExistsError(absl::StrCat("template ", QuoteBounded(id), " is already enrolled"));
@@ -610,9 +709,10 @@ absl::StatusOr<std::vector<absl::StatusOr<std::shared_ptr<const StoredTemplate>>
     }
     in_batch[id] = i;
     accepted.push_back(i);
-    all += framed[i];
+    all += gallery_internal::ChainRecord(kChainedEnrollRecord, fields[i], &link);
   }
   if (!all.empty()) TESSERA_RETURN_IF_ERROR(AppendAndSyncLocked(all));
+  chain_ = link;
   for (size_t i : accepted) {
     auto stored = std::make_shared<StoredTemplate>(std::move(batch[i]));
     ApplyEnrollLocked(stored);
@@ -625,7 +725,9 @@ absl::Status GalleryStore::Delete(absl::string_view id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = live_.find(id);
   if (it == live_.end()) return absl::NotFoundError(absl::StrCat("no template ", QuoteBounded(id), " in the gallery"));
-  TESSERA_RETURN_IF_ERROR(AppendAndSyncLocked(FrameRecord(EncodeDelete(id))));
+  ChainLink link = chain_;
+  TESSERA_RETURN_IF_ERROR(AppendAndSyncLocked(gallery_internal::ChainedDelete(id, &link)));
+  chain_ = link;
   live_.erase(it);
   return absl::OkStatus();
 }
@@ -668,12 +770,14 @@ absl::Status GalleryStore::Compact(const CylinderSource& source) {
   std::lock_guard<std::mutex> compact_lock(compact_mu_);
   std::vector<std::shared_ptr<const StoredTemplate>> captured;
   uint64_t gen = 0;
+  ChainLink at_capture;  // the new log's records chain on from here
   {
     // From here on appends go to the new log; the snapshot holds exactly
     // what the old logs did.
     std::lock_guard<std::mutex> lock(mu_);
     gen = log_gen_ + 1;
     TESSERA_RETURN_IF_ERROR(OpenLogLocked(gen));
+    at_capture = chain_;
     captured.reserve(live_.size());
     for (const auto& [id, t] : live_) captured.push_back(t);
   }
@@ -721,6 +825,8 @@ absl::Status GalleryStore::Compact(const CylinderSource& source) {
   }
   std::string end(kSnapshotEnd, 8);
   Put<uint64_t>(&end, count);
+  Put<uint64_t>(&end, at_capture.records);
+  end.append(reinterpret_cast<const char*>(at_capture.head.data()), at_capture.head.size());
   write(FrameRecord(end));
   ok = ok && std::fflush(f) == 0;
   if (ok) {

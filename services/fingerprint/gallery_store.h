@@ -8,15 +8,32 @@
 //
 // Every record (log and snapshot) is framed as
 //   u32 payload length | u32 CRC-32 (zlib) of the payload | payload
-// (little endian). Log payloads: u8 kind (1 enroll, 2 delete), then
+// (little endian). Log payloads: u8 kind (3 enroll, 4 delete), u64 record
+// number, the 32-byte SHA-256 of the previous record's payload (the hash
+// chain), then
 //   enroll: u16 id length, id, u8 format, u32 byte count, template bytes,
 //           u16 minutia count, count x (f32 x, f32 y, f32 theta)
 //   delete: u16 id length, id.
-// Snapshot: the header record "TSFPSNAP" u32 version u64 count u64 total
-// persisted cylinders, then one
+// Record numbers run 1, 2, ... across log files and compactions; the first
+// record's previous hash is 32 zero bytes. Kinds 1 and 2 (the same fields
+// without number and hash) are what galleries held before the chain: they are
+// still read, counted as legacy_records, and allowed only before the first
+// chained record (never migrated: their bytes stay as acknowledged).
+// Snapshot: the header record "TSFPSNAP" u32 version (2; 1 is still read) u64
+// count u64 total persisted cylinders, then one
 // enroll payload per template followed by u16 cylinder count (0xFFFF: none
 // persisted) and the cylinders (24 + 4 u64, f32 x y theta, i32 minutia),
-// then an end record "TSFPEND." u64 count.
+// then an end record "TSFPEND." u64 count, and in version 2 u64 record number
+// and 32-byte hash of the last chained record the snapshot holds (the link the
+// next log continues from).
+//
+// The chain makes an edited, deleted, reordered or inserted complete record
+// (one whose CRC was fixed up too) DATA_LOSS naming the file, byte and record
+// numbers, at Open and in Check. What it cannot show by itself: the last
+// records cut off at a record boundary, or an edited last record. Anchor the
+// chain head (GalleryOpenStats::chain_records / chain_head, printed by
+// `tessera fp check`) outside the machine to detect those. Snapshot entries are
+// covered by their CRCs only (compaction folds the records they came from).
 //
 // Durability: Enroll/Delete return only after write() and fdatasync() of the
 // log; EnrollBatch writes all its records and syncs once (group commit).
@@ -34,6 +51,7 @@
 #ifndef TESSERA_SERVICES_FINGERPRINT_GALLERY_STORE_H_
 #define TESSERA_SERVICES_FINGERPRINT_GALLERY_STORE_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -78,6 +96,13 @@ using ReserveHook = std::function<void(int64_t templates, int64_t cylinders)>;
 // During Compact: the cylinders of template `t` (same seq), or false.
 using CylinderSource = std::function<bool(const StoredTemplate& t, MccTemplate* out)>;
 
+// The hash chain's end after a record: its number and the SHA-256 of its payload.
+using ChainDigest = std::array<unsigned char, 32>;
+struct ChainLink {
+  uint64_t records = 0;  // the last record's number (0: none yet)
+  ChainDigest head{};    // its payload's SHA-256 (zeros before the first)
+};
+
 struct GalleryOpenStats {
   int64_t snapshot_templates = 0;
   int64_t snapshot_cylinder_templates = 0;  // with persisted cylinders
@@ -86,6 +111,9 @@ struct GalleryOpenStats {
   int64_t quarantined_bytes = 0;  // a damaged last record moved aside
   std::vector<std::string> quarantined;  // damaged-* files in the directory (old and new)
   std::string damaged_tail;  // Check() only: where the damaged last record is
+  int64_t legacy_records = 0;  // log records from before the hash chain (kinds 1, 2)
+  int64_t chain_records = 0;   // the number of the last chained record
+  std::string chain_head;      // its hash (hex); 64 zeros when none
   double seconds = 0;
 };
 
@@ -144,6 +172,8 @@ class GalleryStore {
   // read_only: Check()'s pass (reports tails instead of cutting them).
   absl::Status Load(const CylinderSink& sink, const ReserveHook& reserve, bool read_only);
   absl::Status OpenLogLocked(uint64_t gen);
+  // DATA_LOSS unless record `no` carrying `prev` follows chain_ (during Load).
+  absl::Status CheckChainLink(const std::string& path, int64_t offset, uint64_t no, const ChainDigest& prev) const;
   absl::Status AppendAndSyncLocked(const std::string& framed);
   void ApplyEnrollLocked(std::shared_ptr<StoredTemplate> t);
 
@@ -155,6 +185,8 @@ class GalleryStore {
   uint64_t log_gen_ = 0;
   int64_t log_bytes_ = 0;
   uint64_t next_seq_ = 1;
+  ChainLink chain_;             // the last durable record's link
+  bool chain_started_ = false;  // a chained record or a version-2 snapshot was read
   std::map<std::string, std::shared_ptr<const StoredTemplate>, std::less<>> live_;
   GalleryOpenStats open_stats_;
 };
@@ -164,6 +196,10 @@ namespace gallery_internal {
 std::string FrameRecord(absl::string_view payload);
 std::string EncodeEnroll(const StoredTemplate& t);
 std::string EncodeDelete(absl::string_view id);
+// A framed chained record (kind 3 / 4 for these) after `link`, which it advances.
+std::string ChainRecord(uint8_t kind, absl::string_view fields, ChainLink* link);
+std::string ChainedEnroll(const StoredTemplate& t, ChainLink* link);
+std::string ChainedDelete(absl::string_view id, ChainLink* link);
 std::string LogFileName(uint64_t gen);       // "log-0000000000000001"
 std::string SnapshotFileName(uint64_t gen);  // "snapshot-0000000000000001"
 }  // namespace gallery_internal

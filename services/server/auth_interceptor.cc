@@ -247,7 +247,7 @@ class AuthAuditInterceptor : public grpc::experimental::Interceptor {
   // enforces before unary handlers run and streaming handlers read (CallDecision) after Read.
   void CheckGallery(const pb::Message& request) {
     std::string name;
-    if (!FindGalleryField(request, 0, &name)) return;
+    if (!RequestGallery(request, &name)) return;
     const absl::Status valid = CheckGalleryName(GalleryOrDefault(name));
     gallery_ = valid.ok() ? GalleryOrDefault(name) : QuoteBounded(name, 64);
     if (authorizer_ == nullptr || !decision_.ok()) return;
@@ -311,6 +311,10 @@ std::string AuditDetailsJson(const google::protobuf::Message* request, const goo
   if (request != nullptr) Collect(*request, 0, &d.request_ids, &d);
   if (response != nullptr) Collect(*response, 0, &d.response_ids, &d);
   return d.Json();
+}
+
+bool RequestGallery(const google::protobuf::Message& request, std::string* gallery) {
+  return FindGalleryField(request, 0, gallery);
 }
 
 bool IsOpenMethod(absl::string_view m) {

@@ -3,6 +3,9 @@
 // AuthAuditInterceptorFactory (gRPC's experimental server interceptor API) runs for every call:
 //   - POST_RECV_INITIAL_METADATA: checks "authorization: Bearer TOKEN" and the method's role
 //     (auth.h) and records the decision and the caller's identity in CallRegistry.
+//   - POST_RECV_MESSAGE: the first request's gallery (RequestGallery) is authorized for the
+//     caller (CheckGalleryAccess): the one place per-gallery access is decided; a refusal
+//     replaces the call's decision in CallRegistry.
 //   - POST_RECV_MESSAGE / PRE_SEND_MESSAGE: collects the ids in requests and responses and the
 //     (id, score) candidates of search answers for the audit record.
 //   - PRE_SEND_STATUS: appends the audit record and fsyncs it, then lets the status go. For unary
@@ -11,7 +14,10 @@
 //     record is durable. If the record cannot be written the call fails UNAVAILABLE instead.
 // gRPC 1.51's server interceptors cannot end a call before its handler runs, so the refusal
 // itself is enforced by InstallAuthGate(): it wraps each method handler of a hosted service and
-// answers refused calls with the interceptor's status without running the handler.
+// answers refused calls with the interceptor's status without running the handler. A unary
+// request is received before its handler runs, so a gallery refusal is enforced there too; a
+// client stream's first message arrives after its handler started, so streaming handlers that
+// take a gallery check CallDecision (auth.h) after their first Read.
 // grpc.health.v1, reflection and channelz are neither checked nor audited.
 #ifndef TESSERA_SERVICES_SERVER_AUTH_INTERCEPTOR_H_
 #define TESSERA_SERVICES_SERVER_AUTH_INTERCEPTOR_H_
@@ -50,6 +56,12 @@ void InstallAuthGate(grpc::Service* service);
 // *_id, ids, *_ids) of the request and of the response, and each list of (id, score)
 // candidates, also inside google.protobuf.Any (job specs and results). Bounded.
 std::string AuditDetailsJson(const google::protobuf::Message* request, const google::protobuf::Message* response);
+
+// The gallery a request names: its string field "gallery" (set or not), else one found in its
+// message fields or in a google.protobuf.Any they hold (a fingerprint search job's spec inside
+// SubmitJobRequest). false when the request names none. What the interceptor authorizes
+// (CheckGalleryAccess) and records in the audit trail.
+bool RequestGallery(const google::protobuf::Message& request, std::string* gallery);
 
 // true for grpc.health.v1, reflection and channelz methods (open for probes).
 bool IsOpenMethod(absl::string_view full_method);

@@ -109,7 +109,8 @@ absl::StatusOr<v1::JobSpec> SomTrainSpec(const std::vector<std::string>& words) 
 
 absl::StatusOr<v1::JobSpec> FpSearchSpec(const std::vector<std::string>& words) {
   const std::vector<FlagSpec> flags = {
-      {"gallery", "", "ignored: a job searches the server's gallery"},
+      {"gallery", "", "the server's gallery to search, by name (default: 'default'; a name, not a directory: "
+                      "the server's galleries live under its --galleries-root)"},
       {"top", "10", "candidates per probe"},
       {"matcher", "", "lssr or dmc (default: the server's)"},
       {"format", "auto", "template format: auto, iso, ansi or xyt"},
@@ -121,6 +122,7 @@ absl::StatusOr<v1::JobSpec> FpSearchSpec(const std::vector<std::string>& words) 
   TESSERA_ASSIGN_OR_RETURN(int top, args.GetInt("top"));
   request.set_top_k(top);
   request.set_matcher(args.Get("matcher"));
+  request.set_gallery(args.Get("gallery"));  // checked by the server (gallery_names.h)
   for (const std::string& file : args.positional()) {
     std::ifstream in(file, std::ios::binary);
     if (!in) return absl::NotFoundError(absl::StrCat("fp search: cannot read '", file, "'"));

@@ -31,8 +31,10 @@ std::vector<FlagSpec> ServeFlags() {
       {"tls-cert", "", "server certificate (PEM); with --tls-key enables TLS"},
       {"tls-key", "", "server private key (PEM)"},
       {"tls-client-ca", "", "CA (PEM) that client certificates must chain to: mutual TLS"},
-      {"token-file", "", "bearer tokens (lines: TOKEN PRINCIPAL ROLE[,ROLE] [expires=RFC3339]); every RPC but "
-                         "health/reflection then needs 'authorization: Bearer TOKEN' and its method's role"},
+          {"token-file", "", "principals (lines: TOKEN|cert:CN=NAME|cert:SAN=NAME PRINCIPAL ROLE[,ROLE] "
+                         "[expires=RFC3339] [galleries=G[:ROLE],...|*]); every RPC but health/reflection then needs "
+                         "'authorization: Bearer TOKEN' (or, with --tls-client-ca, a client certificate a cert: "
+                         "line maps) and its method's role, on the gallery it names"},
       {"audit-log", "", "hash-chained audit trail (JSON lines, fsynced before each answer; tessera audit verify)"},
       {"audit-max-mb", "64", "rotate the audit log into FILE.1, FILE.2, ... beyond this size (MiB)"},
       {"insecure", "", "allow a non-loopback --host without TLS and --token-file", true},
@@ -45,7 +47,10 @@ std::vector<FlagSpec> ServeFlags() {
       {"drain-timeout-s", "30", "on SIGTERM, seconds in-flight calls get before being cancelled"},
       {"device", "auto", "compute backend: auto, cpu or cuda"},
       {"services", "", "comma-separated services to host (default all: volume,registration,fingerprint,som)"},
-      {"gallery-dir", "", "fingerprint gallery directory (durable; default: a temporary one, lost at exit)"},
+      {"gallery-dir", "", "the fingerprint gallery 'default' (durable; default: GALLERIES_ROOT/default, else a "
+                          "temporary one, lost at exit)"},
+      {"galleries-root", "", "named fingerprint galleries live in ROOT/<name>/ (requests name one in 'gallery'; "
+                             "admins CreateGallery; token file lines grant them with galleries=...)"},
       {"atlas-dir", "", "where the som service keeps its atlases (default <first data root>/atlases)"},
       {"role", "all", "all (services + scheduler + in-process worker), scheduler (jobs only, on --worker processes) "
                       "or worker (services + WorkerService for a scheduler)"},
@@ -119,6 +124,7 @@ int RunServe(int argc, char** argv) {
   const std::vector<std::string> names = absl::StrSplit(args->Get("services"), ',', absl::SkipEmpty());
   FingerprintServiceOptions fingerprint_options;
   fingerprint_options.gallery_dir = args->Get("gallery-dir");
+  fingerprint_options.galleries_root = args->Get("galleries-root");
   {
     auto batch = args->GetInt("fp-max-batch-size");
     auto delay_ms = args->GetInt("fp-max-queue-delay-ms");

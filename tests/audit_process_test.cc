@@ -2,7 +2,9 @@
 // --audit-log`, `tessera job list --token-file` (allowed, refused without a token, refused for
 // a missing role), then `tessera audit verify` on the intact log (exit 0) and on copies with an
 // edited, a deleted and two reordered lines (exit 1 naming the first bad seq and why), and
-// `tessera audit show` filters; serve refuses a non-loopback host without TLS and tokens.
+// `tessera audit show` filters; serve refuses a non-loopback host without TLS and tokens; named
+// galleries made by `tessera fp enroll` under --galleries-root are served with per-gallery grants
+// (search and job submission refused on an ungranted gallery, audited with its name).
 #include <signal.h>
 
 #include <atomic>
@@ -208,6 +210,73 @@ TEST(AuditProcessTest, Kill9LosesNoRecordOfAnAnsweredSearch) {
   verify = Tessera({"audit", "verify", "--log", audit}, "verify_kill9_again.txt");
   EXPECT_EQ(verify.code, 0) << verify.out;
   EXPECT_THAT(verify.out, HasSubstr(absl::StrCat("OK: ", searches + 5 + 1, " records")));
+}
+
+// Galleries made offline (`tessera fp enroll --gallery ROOT/NAME`) are served as named galleries;
+// a principal granted one searches it, directly and as a job, and is refused the other.
+TEST(AuditProcessTest, NamedGalleriesWithGrants) {
+  const std::string dir = TempDir() + "/named";
+  const std::string root = dir + "/galleries";
+  ASSERT_EQ(std::system(("mkdir -p " + root).c_str()), 0);
+  for (int f = 0; f < 3; ++f) std::ofstream(absl::StrCat(dir, "/f", f, ".xyt")) << Xyt(f, 0);
+  std::ofstream(dir + "/probe.xyt") << Xyt(1, 1);
+  CliRun lab = Tessera({"fp", "enroll", "--gallery", root + "/lab", "--ids", "lab0,lab1,lab2", dir + "/f0.xyt",
+                        dir + "/f1.xyt", dir + "/f2.xyt"},
+                       "enroll_lab.txt");
+  ASSERT_EQ(lab.code, 0) << lab.out;
+  CliRun national = Tessera({"fp", "enroll", "--gallery", root + "/national", "--ids", "nat1", dir + "/f1.xyt"},
+                            "enroll_national.txt");
+  ASSERT_EQ(national.code, 0) << national.out;
+  const std::string token = "lab-token-0123456789abcdef";
+  std::ofstream(dir + "/tokens") << token << " examiner enroller galleries=lab\n";
+  std::ofstream(dir + "/lab.token") << token << "\n";
+  const std::string audit = dir + "/audit.jsonl";
+  Child serve({"serve", "--grpc-port=0", "--metrics-port=-1", "--drain-timeout-s=1", "--services=fingerprint",
+               "--data-root=" + dir, "--state-dir=" + dir + "/state", "--galleries-root=" + root,
+               "--token-file=" + dir + "/tokens", "--audit-log=" + audit},
+              "serve_named.txt");
+  const int port = PortFrom(serve.ReadLine(), "grpc_port");
+  serve.ReadLine();
+  const std::string server = absl::StrCat("127.0.0.1:", port);
+  auto stub = tessera::v1::FingerprintService::NewStub(
+      CreateBearerChannel(server, grpc::InsecureChannelCredentials(), grpc::ChannelArguments(), token));
+  auto search = [&](const std::string& gallery, tessera::v1::SearchResponse* resp) {
+    grpc::ClientContext ctx;
+    tessera::v1::SearchRequest req;
+    req.set_gallery(gallery);
+    req.mutable_probe()->set_data(Xyt(1, 1));
+    return stub->Search(&ctx, req, resp);
+  };
+  tessera::v1::SearchResponse resp;
+  ASSERT_TRUE(search("lab", &resp).ok());
+  ASSERT_GT(resp.candidates_size(), 0);
+  EXPECT_EQ(resp.candidates(0).id(), "lab1");
+  const grpc::Status refused = search("national", &resp);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(refused.error_message(), HasSubstr("principal 'examiner' may not search gallery 'national'"));
+  // As jobs: the spec's gallery is checked at submission.
+  CliRun job = Tessera({"job", "submit", "--server", server, "--token-file", dir + "/lab.token", "--watch", "fp",
+                        "search", "--gallery", "lab", dir + "/probe.xyt"},
+                       "job_lab.txt");
+  EXPECT_EQ(job.code, 0) << job.out;
+  CliRun denied = Tessera({"job", "submit", "--server", server, "--token-file", dir + "/lab.token", "fp", "search",
+                           "--gallery", "national", dir + "/probe.xyt"},
+                          "job_national.txt");
+  EXPECT_EQ(denied.code, 1) << denied.out;
+  kill(serve.pid(), SIGTERM);
+  EXPECT_EQ(serve.WaitExit(std::chrono::seconds(30)), 0);
+
+  int refusals = 0, lab_submits = 0;
+  for (const std::string& line : Lines(audit)) {
+    if (absl::StrContains(line, "\"gallery\":\"national\",\"outcome\":\"PERMISSION_DENIED\"")) ++refusals;
+    if (absl::StrContains(line, "/Submit\"") && absl::StrContains(line, "\"gallery\":\"lab\",\"outcome\":\"OK\"")) {
+      ++lab_submits;
+    }
+  }
+  EXPECT_EQ(refusals, 2);  // the search and the job
+  EXPECT_EQ(lab_submits, 1);
+  CliRun verify = Tessera({"audit", "verify", "--log", audit}, "verify_named.txt");
+  EXPECT_EQ(verify.code, 0) << verify.out;
 }
 
 // A scheduler reaches a worker that requires tokens only with --peer-token-file.

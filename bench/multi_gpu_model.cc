@@ -27,6 +27,7 @@ ABSL_FLAG(double, latency_us, 15, "latency per message");
 ABSL_FLAG(double, iteration_ms_512, 29.0, "measured single-GPU greedy LNCC iteration at 512^3 (H200, 2026-12-01)");
 ABSL_FLAG(double, sampler_ms_512, 2.834, "measured sampler fwd+bwd at 512^3 (H200, 2026-11-30)");
 ABSL_FLAG(double, bytes_per_voxel, 92, "device bytes per fixed voxel of the single-GPU pipeline (measured 2026-12-01)");
+ABSL_FLAG(double, gpu_memory_gb, 141, "device memory per GPU (H200: 141 GB)");
 ABSL_FLAG(int64_t, reach, 32, "moving slices per side a bounded sampler would fetch");
 ABSL_FLAG(std::string, scales, "4,2,1", "pyramid factors");
 ABSL_FLAG(std::string, iterations, "200,100,50", "iterations per scale (registrar defaults)");
@@ -94,9 +95,10 @@ int main(int argc, char** argv) {
               (long long)tessera::parallel::GreedyStepHalo(o));
 
   std::printf("## Full-resolution iteration, busiest rank\n\n");
-  std::printf("| GPUs | voxels/GPU (M) | memory/GPU GB | ring GB | halo GB (minimal) | compute ms | ring ms (exposed) | "
+  std::printf("| GPUs | voxels/GPU (M) | memory/GPU GB (fits) | ring GB | halo GB (minimal) | compute ms | ring ms (exposed) | "
               "halo ms | latency ms | iteration ms | prefetched ring ms | bounded ms |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  const double gpu_gb = absl::GetFlag(FLAGS_gpu_memory_gb);
   for (int h : gpus) {
     if (h > fixed.nz || h > moving.nz) continue;
     const int rank = h > 2 ? 1 : 0;  // an interior rank has two neighbours
@@ -110,8 +112,8 @@ int main(int argc, char** argv) {
     // Fields and images of the slab, plus two moving shards in the ring.
     const double mem = absl::GetFlag(FLAGS_bytes_per_voxel) * per_rank / 1e9 +
                        (h > 1 ? 2.0 * 4 * moving.size() / h / 1e9 : 0.0);
-    std::printf("| %d | %.0f | %.1f | %.2f | %.3f (%.3f) | %.1f | %.1f (%.1f) | %.2f | %.2f | %.1f | %.1f | %.1f |\n", h,
-                per_rank / 1e6, mem, Gb(t->ring_bytes), Gb(t->halo_bytes), Gb(t->halo_bytes_minimal), it.compute_ms,
+    std::printf("| %d | %.0f | %.1f (%s) | %.2f | %.3f (%.3f) | %.1f | %.1f (%.1f) | %.2f | %.2f | %.1f | %.1f | %.1f |\n", h,
+                per_rank / 1e6, mem, mem <= gpu_gb ? "yes" : "no", Gb(t->ring_bytes), Gb(t->halo_bytes), Gb(t->halo_bytes_minimal), it.compute_ms,
                 it.ring_ms, it.ring_exposed_ms, it.halo_ms, it.latency_ms, it.total_ms, it.total_prefetched_ms,
                 it.total_bounded_ms);
   }

@@ -29,6 +29,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/fingerprint/test_templates.h"
+#include "services/fingerprint/gallery_set.h"
 #include "services/fingerprint/service_testing.h"
 #include "services/server/service_host.h"
 
@@ -540,6 +541,64 @@ TEST_F(ShardRouterTest, DeadlineAndCancelReachTheShards) {
     v1::SearchResponse resp;
     EXPECT_EQ(router_stub_->Search(&ctx, one, &resp).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   }
+}
+
+// A named gallery through the router: created on every shard, its templates spread over the
+// shards' parts of it, searched, listed and sized apart from the default gallery.
+TEST_F(ShardRouterTest, NamedGalleryThroughTheRouter) {
+  {
+    grpc::ClientContext ctx;
+    v1::CreateGalleryRequest req;
+    req.set_gallery("lab");
+    v1::GalleryInfo info;
+    ASSERT_TRUE(router_stub_->CreateGallery(&ctx, req, &info).ok());
+    grpc::ClientContext again;
+    EXPECT_EQ(router_stub_->CreateGallery(&again, req, &info).error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  }
+  for (int s = 0; s < kShards; ++s) EXPECT_TRUE(shard_service(s).galleries().Get("lab").ok()) << s;
+  {
+    grpc::ClientContext ctx;
+    v1::EnrollStreamResponse response;
+    auto writer = router_stub_->EnrollStream(&ctx, &response);
+    for (int i = 0; i < 30; ++i) {
+      v1::EnrollRequest item = items_[i];
+      item.set_gallery("lab");
+      ASSERT_TRUE(writer->Write(item));
+    }
+    writer->WritesDone();
+    ASSERT_TRUE(writer->Finish().ok());
+    EXPECT_EQ(response.enrolled(), 30);
+    EXPECT_EQ(response.gallery_size(), 30);
+  }
+  for (const char* gallery : {"lab", ""}) {
+    grpc::ClientContext ctx;
+    v1::SearchRequest req;
+    req.set_gallery(gallery);
+    *req.mutable_probe() = XytTemplate(points_[3]);
+    v1::SearchResponse resp;
+    ASSERT_TRUE(router_stub_->Search(&ctx, req, &resp).ok());
+    if (std::string(gallery) == "lab") {
+      ASSERT_GT(resp.candidates_size(), 0);
+      EXPECT_EQ(resp.candidates(0).id(), "g3");
+    } else {
+      EXPECT_EQ(resp.candidates_size(), 0);  // nothing went to the default gallery
+    }
+  }
+  grpc::ClientContext ctx;
+  v1::ListGalleriesResponse list;
+  ASSERT_TRUE(router_stub_->ListGalleries(&ctx, v1::ListGalleriesRequest(), &list).ok());
+  ASSERT_EQ(list.galleries_size(), 2);
+  EXPECT_EQ(list.galleries(0).gallery(), "default");
+  EXPECT_EQ(list.galleries(0).size(), 0);
+  EXPECT_EQ(list.galleries(1).gallery(), "lab");
+  EXPECT_EQ(list.galleries(1).size(), 30);
+  grpc::ClientContext page_ctx;
+  v1::ListRequest page;
+  page.set_gallery("lab");
+  v1::ListResponse ids;
+  ASSERT_TRUE(router_stub_->List(&page_ctx, page, &ids).ok());
+  EXPECT_EQ(ids.ids_size(), 30);
+  EXPECT_EQ(ids.gallery_size(), 30);
 }
 
 TEST_F(ShardRouterTest, AStoppedShardFailsTheCallNamingIt) {

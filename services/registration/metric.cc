@@ -39,6 +39,7 @@ class MseMetric final : public ScalarLossMetric {
     return ReadLoss();
   }
   std::string name() const override { return "mse"; }
+  bool pointwise() const override { return true; }
 };
 
 class LnccMetric final : public ScalarLossMetric {
@@ -52,6 +53,7 @@ class LnccMetric final : public ScalarLossMetric {
     return ReadLoss();
   }
   std::string name() const override { return "lncc"; }
+  bool pointwise() const override { return false; }
 
  private:
   LnccOptions options_;
@@ -70,6 +72,7 @@ class MiMetric final : public SimilarityMetric {
     return r.loss;
   }
   std::string name() const override { return "mi"; }
+  bool pointwise() const override { return true; }
 
  private:
   const Stream& stream_;

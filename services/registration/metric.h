@@ -31,6 +31,10 @@ class SimilarityMetric {
   // intensities normalised to [0, 1]. grad may be null (loss only).
   virtual absl::StatusOr<double> Evaluate(const NDArray& fixed, const NDArray& warped, NDArray* grad) = 0;
   virtual std::string name() const = 0;
+  // True when the loss is a mean over voxels of a function of each voxel's
+  // own pair of values (mse, mi), so it can be evaluated on any subset of
+  // voxels laid out as a (k, 1, 1) array; false for lncc (neighbourhoods).
+  virtual bool pointwise() const = 0;
 };
 
 }  // namespace tessera::registration

@@ -16,6 +16,7 @@
 #include "kernels/registration/field_ops.h"
 #include "kernels/registration/gaussian_smooth.h"
 #include "kernels/registration/grid_sampler.h"
+#include "kernels/registration/point_sampler.h"
 #include "services/registration/space.h"
 #include "services/registration/transform_params.h"
 
@@ -23,6 +24,20 @@ namespace tessera::registration {
 namespace {
 
 
+
+// The seed of one sampled iteration's voxel subset: a SplitMix64 mix of the
+// user's seed, the stage, the level and the iteration, so every iteration
+// draws a different subset and a rerun draws the same ones.
+uint64_t SubsetSeed(uint64_t seed, int stage, size_t level, int iteration) {
+  uint64_t z = seed;
+  for (uint64_t part : {uint64_t(stage), uint64_t(level), uint64_t(iteration)}) {
+    z += 0x9e3779b97f4a7c15ULL + part;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+  }
+  return z;
+}
 
 int PerScale(const std::vector<int>& values, size_t scale_index) {
   if (values.empty()) return 0;
@@ -158,6 +173,42 @@ class Engine {
     return loss;
   }
 
+  // Whether the linear stages sample this level (see RegistrationOptions::linear_samples).
+  bool SamplesLinear(const Level& level) const {
+    return stream_.backend() == Backend::kCpu && options_.linear_samples > 0 && metric_->pointwise() &&
+           level.fixed.num_elements() > 2 * options_.linear_samples;
+  }
+
+  // LinearLoss over `points` of the level's fixed grid only: the CPU
+  // backend's stochastic iterations.
+  absl::StatusOr<double> SampledLinearLoss(const Level& level, const Mat4& t, const std::vector<int64_t>& points,
+                                           Affine12* grad_sampler) {
+    TESSERA_ASSIGN_OR_RETURN(Affine12 a, SamplerAffineFromPhysical(t, level.fixed_space, level.moving_space));
+    float affine[12];
+    for (int i = 0; i < 12; ++i) affine[i] = static_cast<float>(a[i]);
+    const int64_t k = static_cast<int64_t>(points.size());
+    if (sample_fixed_.empty() || sample_fixed_.dim(0) != k) {
+      for (NDArray* s : {&sample_fixed_, &sample_warped_, &sample_grad_}) {
+        TESSERA_ASSIGN_OR_RETURN(*s, NDArray::Allocate({k, 1, 1}, DType::kFloat32));
+      }
+    }
+    const float* fixed = level.fixed.data<float>();
+    for (int64_t i = 0; i < k; ++i) sample_fixed_.data<float>()[i] = fixed[points[i]];
+    PointSampleArgs args;
+    args.image = level.moving.data<float>();
+    args.image_dims = DimsOf(level.moving);
+    args.affine = affine;
+    args.grid_dims = DimsOf(level.fixed);
+    args.points = points.data();
+    args.count = k;
+    TESSERA_RETURN_IF_ERROR(SamplePoints(args, sample_warped_.data<float>()));
+    TESSERA_ASSIGN_OR_RETURN(double loss, metric_->Evaluate(sample_fixed_, sample_warped_, &sample_grad_));
+    std::array<double, kAffineParams> grad;
+    TESSERA_RETURN_IF_ERROR(SamplePointsAffineBackward(args, sample_grad_.data<float>(), &grad));
+    for (int i = 0; i < 12; ++i) (*grad_sampler)[i] = grad[i];
+    return loss;
+  }
+
   // Fraction of fixed voxels whose mapped point lands inside the moving image
   // with non-zero intensity; 0 means no overlap at all.
   absl::StatusOr<double> OverlapMax(const Level& level, const Mat4& t) {
@@ -187,14 +238,32 @@ class Engine {
       AdamOptions adam;
       adam.lr = options_.linear_lr / std::pow(2.0, static_cast<double>(si));
       std::vector<double> params(n, 0.0), best_params = params;
-      double best = INFINITY, first = 0, last = 0;
+      double best = INFINITY, first = 0, last = 0, smoothed = 0;
       int since_best = 0, it = 0;
+      // Sampled iterations see a new random subset each time (elastix's
+      // NewSamplesEveryIteration), so their losses are noisy: convergence is
+      // judged on a running mean, and the level ends with the last
+      // parameters (Adam's momentum has averaged the noisy gradients) rather
+      // than those of the luckiest subset.
+      const bool sampled = SamplesLinear(level);
       for (it = 1; it <= max_it; ++it) {
         TESSERA_RETURN_IF_ERROR(CheckCancelled());
         Affine12 grad_sampler;
-        TESSERA_ASSIGN_OR_RETURN(double loss, LinearLoss(level, param.Apply(params).ToMat4(), &grad_sampler));
-        if (it == 1) first = loss;
+        double loss = 0;
+        if (sampled) {
+          const std::vector<int64_t> points = RandomVoxelSubset(
+              level.fixed.num_elements(), options_.linear_samples,
+              SubsetSeed(options_.sampling_seed, model == TransformModel::kRigid ? 1 : 2, si, it));
+          TESSERA_ASSIGN_OR_RETURN(loss, SampledLinearLoss(level, param.Apply(params).ToMat4(), points, &grad_sampler));
+        } else {
+          TESSERA_ASSIGN_OR_RETURN(loss, LinearLoss(level, param.Apply(params).ToMat4(), &grad_sampler));
+        }
+        if (it == 1) first = smoothed = loss;
         last = loss;
+        if (sampled) {
+          smoothed = 0.8 * smoothed + 0.2 * loss;
+          loss = smoothed;
+        }
         if (loss < best) {
           since_best = (best - loss > options_.tolerance * std::abs(best)) ? 0 : since_best + 1;
           best = loss;
@@ -202,7 +271,8 @@ class Engine {
         } else {
           ++since_best;
         }
-        Report(stage, level.factor, it, max_it, loss);
+        if (sampled) best_params = params;
+        Report(stage, level.factor, it, max_it, last);
         if (since_best >= options_.patience) break;
         TESSERA_ASSIGN_OR_RETURN(Mat4 grad_t,
                                  PhysicalGradientFromSampler(grad_sampler, level.fixed_space, level.moving_space));
@@ -215,9 +285,10 @@ class Engine {
         for (int i = 0; i < n; ++i) params[i] = p.data<float>()[i];
       }
       current = param.Apply(best_params);
-      log->push_back(absl::StrFormat("%s x%d: %d iterations, loss %.6g -> %.6g (best %.6g), %.2f s", stage,
-                                     level.factor, std::min(it, max_it), first, last, best,
-                                     absl::ToDoubleSeconds(absl::Now() - start)));
+      log->push_back(absl::StrFormat("%s x%d: %d iterations%s, loss %.6g -> %.6g (best %.6g), %.2f s", stage,
+                                     level.factor, std::min(it, max_it),
+                                     sampled ? absl::StrCat(" of ", options_.linear_samples, " samples") : "", first,
+                                     last, best, absl::ToDoubleSeconds(absl::Now() - start)));
     }
     return current;
   }
@@ -232,15 +303,18 @@ class Engine {
       const Level& level = levels[si];
       const Shape field_shape = {level.fixed.dim(0), level.fixed.dim(1), level.fixed.dim(2), 3};
       const auto alloc = [&]() { return NDArray::Allocate(field_shape, DType::kFloat32, MemoryKindFor(stream_), stream_.ordinal()); };
+      // Adam's moments are fields too; the normalized step needs none.
+      std::vector<NDArray*> fields = {&u};
+      if (options_.deformable_step == "adam") fields = {&u, &m, &v};
       if (u.empty()) {
-        TESSERA_ASSIGN_OR_RETURN(u, alloc());
-        TESSERA_ASSIGN_OR_RETURN(m, alloc());
-        TESSERA_ASSIGN_OR_RETURN(v, alloc());
-        for (NDArray* a : {&u, &m, &v}) TESSERA_RETURN_IF_ERROR(FillZero(*a, stream_));
+        for (NDArray* a : fields) {
+          TESSERA_ASSIGN_OR_RETURN(*a, alloc());
+          TESSERA_RETURN_IF_ERROR(FillZero(*a, stream_));
+        }
       } else if (u.shape() != field_shape) {
-        // Carry the field and Adam's moments to the finer grid (normalised
+        // Carry the field (and Adam's moments) to the finer grid (normalised
         // units do not change with resolution).
-        for (NDArray* a : {&u, &m, &v}) {
+        for (NDArray* a : fields) {
           TESSERA_ASSIGN_OR_RETURN(NDArray up, alloc());
           TESSERA_RETURN_IF_ERROR(UpsampleDisplacement(*a, &up, DisplacementUnits::kNormalized, stream_));
           *a = std::move(up);
@@ -290,9 +364,17 @@ class Engine {
         TESSERA_RETURN_IF_ERROR(
             GridSampleBackward(stream_, args, grad_w_.data<float>(), grads, &workspace_, options_.sampler));
         TESSERA_RETURN_IF_ERROR(GaussianSmooth(grad_u, &grad_u, grad_sigma, stream_));
-        // Adam on a zero parameter yields the step s itself (in voxels, as lr is).
+        // The step s in voxels (Adam on a zero parameter yields s itself).
         TESSERA_RETURN_IF_ERROR(FillZero(step, stream_));
-        TESSERA_RETURN_IF_ERROR(AdamStep(step, grad_u, m, v, adam, ++step_count, stream_));
+        if (options_.deformable_step == "adam") {
+          TESSERA_RETURN_IF_ERROR(AdamStep(step, grad_u, m, v, adam, ++step_count, stream_));
+        } else {
+          // Steepest descent scaled so the largest component moves lr voxels:
+          // each voxel moves in proportion to its evidence (see registrar.h).
+          TESSERA_ASSIGN_OR_RETURN(ArrayStats g, ComputeArrayStats(grad_u, stream_));
+          const double largest = std::max(std::abs(g.min), std::abs(g.max));
+          if (largest > 0) TESSERA_RETURN_IF_ERROR(Axpy(static_cast<float>(-adam.lr / largest), grad_u, step, stream_));
+        }
         TESSERA_RETURN_IF_ERROR(ScaleComponents(step, to_normalized, stream_));
         // Compositional update u <- s + u o (x + s): sample each component of u
         // at x + s (border padding keeps the field's edge values).
@@ -330,6 +412,7 @@ class Engine {
   const std::atomic<bool>* cancel_;
   const absl::Time deadline_;
   NDArray affine_, grad_affine_, warped_, grad_w_;
+  NDArray sample_fixed_, sample_warped_, sample_grad_;  // sampled linear iterations (host)
   Workspace workspace_;
 };
 
@@ -361,6 +444,14 @@ absl::Status ValidateInputs(const Volume& fixed, const Volume& moving, const Reg
     }
   }
   if (options.stages.empty()) return absl::InvalidArgumentError("no stages requested");
+  if (options.deformable_step != "normalized" && options.deformable_step != "adam") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown deformable_step '", options.deformable_step, "': expected normalized or adam"));
+  }
+  if (options.linear_samples < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("linear_samples must be >= 0 (0 = every voxel), got ",
+                                                   options.linear_samples));
+  }
   if (options.init != "com" && options.init != "none") {
     return absl::InvalidArgumentError(absl::StrCat("unknown init '", options.init, "': expected com or none"));
   }

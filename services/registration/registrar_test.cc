@@ -53,7 +53,9 @@ RegistrationOptions QuickOptions(const std::string& metric) {
   return o;
 }
 
-void ExpectRegistersBack(const Problem& p, const RegistrationOptions& options, double min_gain) {
+// min_dice: measured after issue 17 (normalized deformable step) minus a
+// margin; the per-voxel Adam step before it reached 0.941 (lncc) and 0.780 (mi).
+void ExpectRegistersBack(const Problem& p, const RegistrationOptions& options, double min_gain, double min_dice) {
   const double before = MeanDice(p.fixed_labels.data, p.pair.moving_labels->data);
   int reports = 0;
   auto result = Register(p.fixed, p.pair.moving, options, [&](const RegistrationProgress&) { ++reports; });
@@ -66,6 +68,7 @@ void ExpectRegistersBack(const Problem& p, const RegistrationOptions& options, d
   std::printf("%s: mean Dice %.3f -> %.3f, loss %.4f -> %.4f, folding %.4f%%, %.1f s\n", options.metric.c_str(),
               before, after, result->initial_loss, result->final_loss, 100 * folded, result->seconds);
   EXPECT_GT(after, before + min_gain);
+  EXPECT_GE(after, min_dice);
   EXPECT_LT(result->final_loss, result->initial_loss);
   EXPECT_LT(folded, 0.01);
   EXPECT_GT(reports, 10);
@@ -74,12 +77,12 @@ void ExpectRegistersBack(const Problem& p, const RegistrationOptions& options, d
 
 TEST(Registrar, LnccRegistersADeformedBrainBack) {
   Problem p = MakeProblem(IntensityChange::kGamma, 7);
-  ExpectRegistersBack(p, QuickOptions("lncc"), 0.15);
+  ExpectRegistersBack(p, QuickOptions("lncc"), 0.15, 0.95);  // measured 0.966
 }
 
 TEST(Registrar, MutualInformationHandlesANonMonotonicModality) {
   Problem p = MakeProblem(IntensityChange::kNonMonotonic, 11);
-  ExpectRegistersBack(p, QuickOptions("mi"), 0.10);
+  ExpectRegistersBack(p, QuickOptions("mi"), 0.10, 0.90);  // measured 0.936
 }
 
 TEST(Registrar, RejectsBadInputs) {

@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 
 #include "common/status.h"
 #include "services/registration/array_helpers.h"
@@ -12,9 +16,81 @@
 #include "services/registration/transform_params.h"
 
 namespace tessera::registration {
+namespace {
+
+double MapIntensity(IntensityChange change, double x) {
+  switch (change) {
+    case IntensityChange::kGamma:
+      return std::pow(x, 0.8);
+    case IntensityChange::kNonMonotonic:
+      return 4 * x * (1 - x);
+    case IntensityChange::kInverted:
+      return 1 - x;
+    case IntensityChange::kT2Like:
+      return (1 - x) * std::min(1.0, x / 0.1);
+  }
+  return x;
+}
+
+// Multiplies by exp(b) with b a random quadratic polynomial of the normalised
+// coordinates (a smooth, scanner-like bias) scaled to max |b| = bias_fraction,
+// then adds Gaussian noise of sigma noise_fraction * peak.
+void AddAcquisitionEffects(const SyntheticOptions& options, const GridSpace& space, double peak, NDArray* image) {
+  if (options.bias_fraction <= 0 && options.noise_fraction <= 0) return;
+  std::mt19937_64 rng(options.seed ^ 0x5eed5eedULL);
+  std::normal_distribution<double> gauss(0, 1);
+  const int64_t nx = space.dims[0], ny = space.dims[1], nz = space.dims[2];
+  float* p = image->data<float>();
+  if (options.bias_fraction > 0) {
+    double c[9];  // x, y, z, xx, yy, zz, xy, yz, zx
+    for (double& v : c) v = gauss(rng);
+    std::vector<double> b(static_cast<size_t>(nx * ny * nz));
+    double peak_b = 0;
+    for (int64_t k = 0; k < nz; ++k) {
+      for (int64_t j = 0; j < ny; ++j) {
+        for (int64_t i = 0; i < nx; ++i) {
+          const double x = nx > 1 ? 2.0 * i / (nx - 1) - 1 : 0, y = ny > 1 ? 2.0 * j / (ny - 1) - 1 : 0,
+                       z = nz > 1 ? 2.0 * k / (nz - 1) - 1 : 0;
+          const double v = c[0] * x + c[1] * y + c[2] * z + c[3] * x * x + c[4] * y * y + c[5] * z * z + c[6] * x * y +
+                           c[7] * y * z + c[8] * z * x;
+          b[i + nx * (j + ny * k)] = v;
+          peak_b = std::max(peak_b, std::abs(v));
+        }
+      }
+    }
+    const double scale = peak_b > 0 ? options.bias_fraction / peak_b : 0;
+    for (size_t i = 0; i < b.size(); ++i) p[i] = static_cast<float>(p[i] * std::exp(scale * b[i]));
+  }
+  if (options.noise_fraction > 0) {
+    const double sigma = options.noise_fraction * peak;
+    for (int64_t i = 0; i < nx * ny * nz; ++i) p[i] = static_cast<float>(p[i] + sigma * gauss(rng));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<IntensityChange> ParseIntensityChange(absl::string_view name) {
+  if (name == "gamma") return IntensityChange::kGamma;
+  if (name == "nonmonotonic") return IntensityChange::kNonMonotonic;
+  if (name == "inverted") return IntensityChange::kInverted;
+  if (name == "t2like") return IntensityChange::kT2Like;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown intensity change '", name, "': expected gamma, nonmonotonic, inverted or t2like"));
+}
+
 absl::StatusOr<SyntheticPair> MakeSyntheticPair(const Volume& image, const Volume* labels,
                                                 const SyntheticOptions& options) {
   if (image.data.rank() != 3) return absl::InvalidArgumentError("synthetic pairs need a 3-D image");
+  if (!(options.bias_fraction >= 0) || !(options.noise_fraction >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("bias_fraction and noise_fraction must be >= 0, got ",
+                                                   options.bias_fraction, " and ", options.noise_fraction));
+  }
+  for (int d = 0; d < 3; ++d) {
+    if (!(options.crop_low[d] >= 0) || !(options.crop_high[d] >= 0) || options.crop_low[d] + options.crop_high[d] >= 1) {
+      return absl::InvalidArgumentError(absl::StrCat("crop of axis ", d, " (low ", options.crop_low[d], ", high ",
+                                                     options.crop_high[d], ") must be >= 0 and leave part of the axis"));
+    }
+  }
   std::mt19937_64 rng(options.seed);
   std::normal_distribution<double> gauss(0, 1);
   std::uniform_real_distribution<double> uniform(-1, 1);
@@ -77,17 +153,14 @@ absl::StatusOr<SyntheticPair> MakeSyntheticPair(const Volume& image, const Volum
   pair.moving.geometry = image.geometry;
   pair.moving.description = "tessera synthetic moving image";
 
-  // Intensity change on [0, max].
+  // Intensity change on [0, max], then the acquisition effects.
   float* m = pair.moving.data.data<float>();
   float hi = 0;
   for (int64_t i = 0; i < n; ++i) hi = std::max(hi, m[i]);
   if (hi > 0) {
-    for (int64_t i = 0; i < n; ++i) {
-      const double x = std::clamp(m[i] / hi, 0.f, 1.f);
-      const double y = options.intensity == IntensityChange::kGamma ? std::pow(x, 0.8) : 4 * x * (1 - x);
-      m[i] = static_cast<float>(y * hi);
-    }
+    for (int64_t i = 0; i < n; ++i) m[i] = static_cast<float>(MapIntensity(options.intensity, std::clamp(m[i] / hi, 0.f, 1.f)) * hi);
   }
+  AddAcquisitionEffects(options, space, hi, &pair.moving.data);
 
   if (labels != nullptr) {
     if (labels->data.shape() != image.data.shape()) {
@@ -100,7 +173,99 @@ absl::StatusOr<SyntheticPair> MakeSyntheticPair(const Volume& image, const Volum
     out.geometry = labels->geometry;
     pair.moving_labels = std::move(out);
   }
+  // Partial field of view, then the stored orientation.
+  std::array<int64_t, 3> lo{}, hi_idx{};
+  for (int d = 0; d < 3; ++d) {
+    const int64_t size = image.data.dim(d);
+    lo[d] = static_cast<int64_t>(std::floor(options.crop_low[d] * size));
+    hi_idx[d] = size - static_cast<int64_t>(std::floor(options.crop_high[d] * size));
+  }
+  TESSERA_ASSIGN_OR_RETURN(pair.moving, Crop(pair.moving, lo, hi_idx));
+  TESSERA_ASSIGN_OR_RETURN(pair.moving, Reorient(pair.moving, options.axis_order, options.flip));
+  if (pair.moving_labels) {
+    TESSERA_ASSIGN_OR_RETURN(*pair.moving_labels, Crop(*pair.moving_labels, lo, hi_idx));
+    TESSERA_ASSIGN_OR_RETURN(*pair.moving_labels, Reorient(*pair.moving_labels, options.axis_order, options.flip));
+  }
   return pair;
+}
+
+absl::StatusOr<Volume> Reorient(const Volume& volume, const std::array<int, 3>& axis_order,
+                                const std::array<bool, 3>& flip) {
+  if (volume.data.rank() != 3) return absl::InvalidArgumentError("Reorient needs a 3-D volume");
+  std::array<bool, 3> seen{};
+  for (int d = 0; d < 3; ++d) {
+    if (axis_order[d] < 0 || axis_order[d] > 2 || seen[axis_order[d]]) {
+      return absl::InvalidArgumentError(absl::StrCat("axis_order must be a permutation of 0, 1, 2; got ", axis_order[0],
+                                                     ",", axis_order[1], ",", axis_order[2]));
+    }
+    seen[axis_order[d]] = true;
+  }
+  const NDArray& in = volume.data;
+  const std::array<int64_t, 3> n_in = {in.dim(0), in.dim(1), in.dim(2)};
+  std::array<int64_t, 3> n_out;
+  for (int d = 0; d < 3; ++d) n_out[d] = n_in[axis_order[d]];
+  Volume out;
+  out.description = volume.description;
+  TESSERA_ASSIGN_OR_RETURN(out.data, NDArray::Allocate({n_out[0], n_out[1], n_out[2]}, in.dtype()));
+  const size_t bytes = SizeOf(in.dtype());
+  const char* src = static_cast<const char*>(in.raw_data());
+  char* dst = static_cast<char*>(out.data.raw_data());
+  for (int64_t k = 0; k < n_out[2]; ++k) {
+    for (int64_t j = 0; j < n_out[1]; ++j) {
+      for (int64_t i = 0; i < n_out[0]; ++i) {
+        const int64_t o[3] = {i, j, k};
+        int64_t s[3];
+        for (int d = 0; d < 3; ++d) s[axis_order[d]] = flip[d] ? n_out[d] - 1 - o[d] : o[d];
+        std::memcpy(dst + bytes * (i + n_out[0] * (j + n_out[1] * k)),
+                    src + bytes * (s[0] + n_in[0] * (s[1] + n_in[1] * s[2])), bytes);
+      }
+    }
+  }
+  // Stored axis d steps along input axis axis_order[d] (backwards where
+  // flipped, starting from that axis' last voxel).
+  const Geometry& g = volume.geometry;
+  Geometry& h = out.geometry;
+  h.origin = g.origin;
+  for (int d = 0; d < 3; ++d) {
+    const int a = axis_order[d];
+    h.spacing[d] = g.spacing[a];
+    for (int r = 0; r < 3; ++r) {
+      h.direction[r * 3 + d] = flip[d] ? -g.direction[r * 3 + a] : g.direction[r * 3 + a];
+      if (flip[d]) h.origin[r] += g.direction[r * 3 + a] * g.spacing[a] * static_cast<double>(n_in[a] - 1);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<Volume> Crop(const Volume& volume, const std::array<int64_t, 3>& lo, const std::array<int64_t, 3>& hi) {
+  if (volume.data.rank() != 3) return absl::InvalidArgumentError("Crop needs a 3-D volume");
+  const NDArray& in = volume.data;
+  std::array<int64_t, 3> n_out;
+  for (int d = 0; d < 3; ++d) {
+    if (lo[d] < 0 || hi[d] > in.dim(d) || hi[d] - lo[d] < 2) {
+      return absl::InvalidArgumentError(absl::StrCat("crop of axis ", d, " to [", lo[d], ", ", hi[d],
+                                                     ") leaves fewer than 2 of its ", in.dim(d), " voxels"));
+    }
+    n_out[d] = hi[d] - lo[d];
+  }
+  Volume out;
+  out.description = volume.description;
+  TESSERA_ASSIGN_OR_RETURN(out.data, NDArray::Allocate({n_out[0], n_out[1], n_out[2]}, in.dtype()));
+  const size_t bytes = SizeOf(in.dtype());
+  const char* src = static_cast<const char*>(in.raw_data());
+  char* dst = static_cast<char*>(out.data.raw_data());
+  for (int64_t k = 0; k < n_out[2]; ++k) {
+    for (int64_t j = 0; j < n_out[1]; ++j) {
+      const int64_t s = lo[0] + in.dim(0) * ((lo[1] + j) + in.dim(1) * (lo[2] + k));
+      std::memcpy(dst + bytes * n_out[0] * (j + n_out[1] * k), src + bytes * s, bytes * n_out[0]);
+    }
+  }
+  out.geometry = volume.geometry;
+  const Geometry& g = volume.geometry;
+  for (int r = 0; r < 3; ++r) {
+    for (int d = 0; d < 3; ++d) out.geometry.origin[r] += g.direction[r * 3 + d] * g.spacing[d] * static_cast<double>(lo[d]);
+  }
+  return out;
 }
 
 absl::StatusOr<Phantom> MakePhantom(int64_t n, double spacing_mm) {

@@ -1,0 +1,45 @@
+// CUDA slab kernel of the fused in-place greedy composition (lean_compose.h):
+// one thread per voxel of the slab, x fastest (coalesced reads of g, m, v and
+// of u's neighbourhood, coalesced writes into the slab buffer).
+#include <cuda_runtime.h>
+
+#include "common/cuda_check.h"
+#include "kernels/registration/lean_compose.h"
+#include "kernels/registration/lean_compose_math.h"
+
+namespace tessera {
+namespace registration {
+namespace lean_internal {
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void ComposeSlabKernel(ComposeParams p, const float* __restrict__ u, const float* __restrict__ grad,
+                                  int64_t z0, int64_t count, float* __restrict__ out) {
+  const int64_t plane = p.dims.nx * p.dims.ny;
+  for (int64_t t = blockIdx.x * int64_t{kThreads} + threadIdx.x; t < count; t += int64_t{gridDim.x} * kThreads) {
+    const int64_t idx = z0 * plane + t;
+    const int64_t i = idx % p.dims.nx;
+    const int64_t j = (idx / p.dims.nx) % p.dims.ny;
+    const int64_t k = idx / plane;
+    ComposeVoxel(p, u, grad, i, j, k, idx, out + t, count);
+  }
+}
+
+}  // namespace
+
+absl::Status ComposeSlabCuda(const ComposeParams& p, const float* u, const float* grad, int64_t z0, int64_t z1,
+                             float* slab_out, const Stream& stream) {
+  const int64_t count = (z1 - z0) * p.dims.nx * p.dims.ny;
+  if (count <= 0) return absl::OkStatus();
+  const int64_t blocks64 = (count + kThreads - 1) / kThreads;
+  const int blocks = static_cast<int>(blocks64 < 65535 * 16 ? blocks64 : 65535 * 16);
+  ComposeSlabKernel<<<blocks, kThreads, 0, static_cast<cudaStream_t>(stream.native())>>>(p, u, grad, z0, count,
+                                                                                          slab_out);
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("ComposeSlabKernel");
+  return absl::OkStatus();
+}
+
+}  // namespace lean_internal
+}  // namespace registration
+}  // namespace tessera

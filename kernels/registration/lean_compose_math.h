@@ -1,0 +1,87 @@
+// The per-voxel work of ComposeGreedyStepInPlace (lean_compose.h), shared
+// verbatim by the CPU reference and the CUDA kernel.
+#ifndef TESSERA_KERNELS_REGISTRATION_LEAN_COMPOSE_MATH_H_
+#define TESSERA_KERNELS_REGISTRATION_LEAN_COMPOSE_MATH_H_
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/registration/lean_compose.h"
+#include "kernels/registration/sampler_math.h"
+
+namespace tessera {
+namespace registration {
+namespace lean_internal {
+
+TESSERA_HD inline float LeanSqrt(float v) {
+#if defined(__CUDA_ARCH__)
+  return sqrtf(v);
+#else
+  return std::sqrt(v);
+#endif
+}
+
+// Voxel (i, j, k) at flat index idx (component stride n): writes the composed
+// displacement of its three components to out[0], out[n_out], out[2 n_out].
+TESSERA_HD inline void ComposeVoxel(const ComposeParams& p, const float* u, const float* grad, int64_t i, int64_t j,
+                                    int64_t k, int64_t idx, float* out, int64_t n_out) {
+  const int64_t n = p.dims.size();
+  float s[3];
+  for (int c = 0; c < 3; ++c) {
+    const float g = grad[c * n + idx];
+    float step;
+    if (p.rule == 0) {
+      step = RnMul(p.scale, g);
+    } else {
+      // AdamStep's update on a zero parameter (adam_internal.h's AdamUpdate).
+      float m = p.m[c * n + idx], v = p.v[c * n + idx];
+      m = p.beta1 * m + p.one_minus_beta1 * g;
+      v = p.beta2 * v + p.one_minus_beta2 * (g * g);
+      p.m[c * n + idx] = m;
+      p.v[c * n + idx] = v;
+      step = 0.f - p.adam_step * m / (LeanSqrt(v) * p.inv_sqrt_bc2 + p.eps);
+    }
+    s[c] = RnMul(step, p.to_normalized[c]);
+  }
+  // Sampling position in u's own grid (the sampler's arithmetic, identity
+  // affine): ix = (x + s_n + 1) * half, clamped (border padding).
+  const int64_t m3[3] = {p.dims.nx, p.dims.ny, p.dims.nz};
+  const int64_t vox[3] = {i, j, k};
+  int64_t i0[3];
+  float frac[3];
+  for (int c = 0; c < 3; ++c) {
+    const float x = RnAdd(p.out_lo[c], RnMul(p.out_step[c], static_cast<float>(vox[c])));
+    float ix = RnMul(RnAdd(RnAdd(x, s[c]), 1.f), p.in_half[c]);
+    float dclamp;
+    ix = ClampCoord(ix, m3[c], &dclamp);
+    const float f = FloorT(ix);
+    i0[c] = static_cast<int64_t>(f);
+    frac[c] = ix - f;
+  }
+  const float wx[2] = {1.f - frac[0], frac[0]};
+  const float wy[2] = {1.f - frac[1], frac[1]};
+  const float wz[2] = {1.f - frac[2], frac[2]};
+  float acc[3] = {0.f, 0.f, 0.f};
+  for (int cz = 0; cz < 2; ++cz) {
+    const int64_t kk = i0[2] + cz;
+    if (kk >= p.dims.nz) continue;  // weight 0 (clamped to the last slice)
+    for (int cy = 0; cy < 2; ++cy) {
+      const int64_t jj = i0[1] + cy;
+      if (jj >= p.dims.ny) continue;
+      for (int cx = 0; cx < 2; ++cx) {
+        const int64_t ii = i0[0] + cx;
+        if (ii >= p.dims.nx) continue;
+        const float w = wx[cx] * wy[cy] * wz[cz];
+        const int64_t at = ii + p.dims.nx * (jj + p.dims.ny * kk);
+        for (int c = 0; c < 3; ++c) acc[c] += w * u[c * n + at];
+      }
+    }
+  }
+  for (int c = 0; c < 3; ++c) out[c * n_out] = RnAdd(acc[c], s[c]);
+}
+
+}  // namespace lean_internal
+}  // namespace registration
+}  // namespace tessera
+
+#endif  // TESSERA_KERNELS_REGISTRATION_LEAN_COMPOSE_MATH_H_

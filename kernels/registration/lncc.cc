@@ -37,5 +37,27 @@ absl::Status Lncc(const Stream& stream, const float* fixed, const float* warped,
 #endif
 }
 
+absl::Status LnccWithCoefficients(const Stream& stream, const float* fixed, const float* warped, Dims3 dims,
+                                  const LnccOptions& options, float* loss, float* grad_warped, float* coefficients,
+                                  Workspace* workspace) {
+  TESSERA_RETURN_IF_ERROR(ValidateLnccArgs(fixed, warped, dims, options));
+  if (grad_warped != nullptr && coefficients == nullptr) {
+    return absl::InvalidArgumentError("lncc: coefficients (3 volumes) are needed for the gradient");
+  }
+  if (stream.backend() == Backend::kCpu) {
+    // The reference keeps its own host volumes (host memory is not the budget).
+    const double value = cpu::Lncc<float>(fixed, warped, dims, options, grad_warped);
+    if (loss != nullptr) *loss = static_cast<float>(value);
+    return absl::OkStatus();
+  }
+#if TESSERA_WITH_CUDA
+  return cuda::Lncc(stream, fixed, warped, dims, options, loss, grad_warped, workspace, coefficients);
+#else
+  (void)workspace;
+  return absl::FailedPreconditionError(
+      absl::StrCat("lncc: CUDA stream given but ", DeviceRegistry::Get().cuda_unavailable_reason()));
+#endif
+}
+
 }  // namespace registration
 }  // namespace tessera

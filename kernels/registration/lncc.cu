@@ -90,8 +90,8 @@ struct BackwardOp {
   const float* __restrict__ b_in;
   const float* __restrict__ c_in;
   const float* __restrict__ fixed;
-  const float* __restrict__ warped;
-  float* __restrict__ grad;
+  const float* warped;  // may be grad itself (in place): no __restrict__, no __ldg
+  float* grad;
   double scale;  // -1/N
 
   __device__ __forceinline__ void Load(int64_t idx, float raw[kRaw]) const {
@@ -106,7 +106,7 @@ struct BackwardOp {
   }
   __device__ __forceinline__ double Emit(int64_t idx, const double s[kQ]) const {
     const double f = __ldg(fixed + idx);
-    const double w = __ldg(warped + idx);
+    const double w = warped[idx];
     grad[idx] = static_cast<float>(scale * (f * s[0] + 2.0 * w * s[1] + s[2]));
     return 0.0;
   }
@@ -302,7 +302,8 @@ absl::Status DispatchMarch(const Op& op, const MarchShape& sh, double* partials,
 }  // namespace
 
 absl::Status Lncc(const Stream& stream, const float* fixed, const float* warped, Dims3 dims,
-                  const LnccOptions& options, float* loss, float* grad_warped, Workspace* workspace) {
+                  const LnccOptions& options, float* loss, float* grad_warped, Workspace* workspace,
+                  float* coefficients) {
   if (options.window > kLnccMaxCudaWindow) {
     return absl::InvalidArgumentError(
         absl::StrCat("lncc (CUDA): window ", options.window, " exceeds the maximum of ", kLnccMaxCudaWindow));
@@ -323,14 +324,15 @@ absl::Status Lncc(const Stream& stream, const float* fixed, const float* warped,
   const bool want_grad = grad_warped != nullptr;
 
   size_t bytes = ScratchCarver::Align(sizeof(double) * num_blocks);
-  if (want_grad) bytes += 3 * ScratchCarver::Align(sizeof(float) * n);
+  const bool own_coefficients = want_grad && coefficients == nullptr;
+  if (own_coefficients) bytes += 3 * ScratchCarver::Align(sizeof(float) * n);
   Workspace local;
   TESSERA_ASSIGN_OR_RETURN(void* base, ReserveScratch(stream, bytes, workspace, local));
   ScratchCarver carve(base);
   double* partials = carve.Take<double>(num_blocks);
-  float* a = want_grad ? carve.Take<float>(n) : nullptr;
-  float* b = want_grad ? carve.Take<float>(n) : nullptr;
-  float* c = want_grad ? carve.Take<float>(n) : nullptr;
+  float* a = own_coefficients ? carve.Take<float>(n) : (want_grad ? coefficients : nullptr);
+  float* b = own_coefficients ? carve.Take<float>(n) : (want_grad ? coefficients + n : nullptr);
+  float* c = own_coefficients ? carve.Take<float>(n) : (want_grad ? coefficients + 2 * n : nullptr);
 
   cudaStream_t s = static_cast<cudaStream_t>(stream.native());
   ForwardOp fwd{fixed, warped, a, b, c, 1.0 / (static_cast<double>(sh.w) * sh.w * sh.w), options.eps};

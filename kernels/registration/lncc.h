@@ -49,6 +49,16 @@ constexpr int kLnccMaxCudaWindow = 25;
 absl::Status Lncc(const Stream& stream, const float* fixed, const float* warped, Dims3 dims,
                   const LnccOptions& options, float* loss, float* grad_warped, Workspace* workspace = nullptr);
 
+// As Lncc, with the three coefficient volumes a, b, c in caller memory
+// `coefficients` (3 * dims.size() floats, stream memory: e.g. a vector field
+// that is dead at this point of an iteration), so the call itself allocates
+// only its reduction partials; grad_warped may be `warped` (each voxel's W is
+// read before its gradient is written). The lean registration pipeline's
+// entry point (issue 13).
+absl::Status LnccWithCoefficients(const Stream& stream, const float* fixed, const float* warped, Dims3 dims,
+                                  const LnccOptions& options, float* loss, float* grad_warped, float* coefficients,
+                                  Workspace* workspace = nullptr);
+
 absl::Status ValidateLnccArgs(const float* fixed, const float* warped, Dims3 dims, const LnccOptions& options);
 
 namespace cpu {
@@ -59,7 +69,8 @@ double Lncc(const T* fixed, const T* warped, Dims3 dims, const LnccOptions& opti
 
 namespace cuda {
 absl::Status Lncc(const Stream& stream, const float* fixed, const float* warped, Dims3 dims,
-                  const LnccOptions& options, float* loss, float* grad_warped, Workspace* workspace);
+                  const LnccOptions& options, float* loss, float* grad_warped, Workspace* workspace,
+                  float* coefficients = nullptr);
 }  // namespace cuda
 
 }  // namespace registration

@@ -28,6 +28,9 @@ int RunHealth(int argc, char** argv) {
       {"tls-ca", "", "CA certificate (PEM) of a TLS server"},
       {"tls-cert", "", "client certificate (PEM) for mutual TLS"},
       {"tls-key", "", "client key (PEM) for mutual TLS"},
+      {"tls-server-name", "",
+       "name to check the server certificate against instead of HOST (a probe dialing 127.0.0.1 inside a pod "
+       "whose certificate names the Service)"},
       {"quiet", "", "print nothing; the exit code says it all", true},
   };
   auto args = Args::Parse(specs, argc, argv, 1);
@@ -52,8 +55,9 @@ int RunHealth(int argc, char** argv) {
     return 2;
   }
   const std::string server = args->Get("server"), service = args->Get("service");
-  auto stub = grpc::health::v1::Health::NewStub(
-      CreateBearerChannel(server, *credentials, grpc::ChannelArguments(), /*token=*/""));
+  grpc::ChannelArguments channel_args;
+  if (!args->Get("tls-server-name").empty()) channel_args.SetSslTargetNameOverride(args->Get("tls-server-name"));
+  auto stub = grpc::health::v1::Health::NewStub(CreateBearerChannel(server, *credentials, channel_args, /*token=*/""));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(*timeout_s)));
   grpc::health::v1::HealthCheckRequest request;

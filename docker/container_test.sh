@@ -76,7 +76,7 @@ SECRETS="$TMP/secrets"; mkdir -p "$SECRETS"
   cd "$SECRETS" && K='-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes' &&
   openssl req -x509 $K -keyout ca.key -out ca.pem -days 2 -subj '/CN=Tessera Test CA' &&
   openssl req $K -keyout server.key -out server.csr -subj '/CN=localhost' &&
-  printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' > server.ext &&
+  printf 'subjectAltName=DNS:localhost,DNS:tessera-scheduler,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' > server.ext &&
   openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile server.ext
 ) >"$TMP/openssl.log" 2>&1 || fail "openssl: $(tail -n 3 "$TMP/openssl.log")"
 echo "tok-admin-$$-$RANDOM$RANDOM lab-admin admin" >"$SECRETS/tokens"
@@ -113,6 +113,11 @@ REGISTER=(register --fixed /data/fixed.nii.gz --moving /data/synth/moving.nii.gz
 
 run_server
 log "container healthy"
+# As a Kubernetes exec probe dials it: 127.0.0.1, the certificate checked against the Service's name.
+"$TESSERA" health --server "127.0.0.1:$PORT" --tls-ca "$SECRETS/ca.pem" --tls-server-name tessera-scheduler \
+  --service liveness >"$TMP/probe.log" 2>&1 || fail "exec-style probe failed: $(cat "$TMP/probe.log")"
+"$TESSERA" health --server "127.0.0.1:$PORT" --tls-ca "$SECRETS/ca.pem" --tls-server-name wrong-name --quiet \
+  && fail "a probe checking the wrong certificate name succeeded"
 # Without a token the scheduler refuses (health alone is open).
 "$TESSERA" job list --server "localhost:$PORT" --tls-ca "$SECRETS/ca.pem" >"$TMP/anon.log" 2>&1 \
   && fail "an unauthenticated job list succeeded"

@@ -1,0 +1,51 @@
+#include "kernels/registration/lean_smooth.h"
+
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "kernels/registration/gaussian_smooth.h"
+#include "kernels/registration/gaussian_smooth_internal.h"
+
+namespace tessera {
+namespace registration {
+
+absl::Status SmoothInPlaceWithScratch(NDArray& field, const std::array<double, 3>& sigma, float* scratch,
+                                      int64_t scratch_floats, const Stream& stream) {
+  if (stream.backend() == Backend::kCpu) return GaussianSmooth(field, &field, sigma, stream);
+  if (field.dtype() != DType::kFloat32 || (field.rank() != 3 && field.rank() != 4)) {
+    return absl::InvalidArgumentError(absl::StrCat("SmoothInPlaceWithScratch: field must be float32 rank 3 or 4, got ",
+                                                   ShapeToString(field.shape())));
+  }
+  if (field.memory_kind() != MemoryKind::kDevice) {
+    return absl::InvalidArgumentError("SmoothInPlaceWithScratch: field is not in device memory");
+  }
+  gs_internal::Grid g;
+  g.nx = field.dim(0);
+  g.ny = field.dim(1);
+  g.nz = field.dim(2);
+  g.comps = field.rank() == 4 ? field.dim(3) : 1;
+  if (scratch == nullptr || scratch_floats < g.voxels()) {
+    return absl::InvalidArgumentError(absl::StrCat("SmoothInPlaceWithScratch: scratch must hold ", g.voxels(),
+                                                   " floats, got ", scratch == nullptr ? 0 : scratch_floats));
+  }
+  std::vector<float> taps[3];
+  for (int a = 0; a < 3; ++a) {
+    if (!std::isfinite(sigma[a])) return absl::InvalidArgumentError("SmoothInPlaceWithScratch: sigma must be finite");
+    taps[a] = GaussianTaps(sigma[a]);
+    if (static_cast<int>(taps[a].size() / 2) > kGaussianMaxRadius) {
+      return absl::InvalidArgumentError(absl::StrCat("SmoothInPlaceWithScratch: sigma ", sigma[a], " on axis ", a,
+                                                     " needs a radius above ", kGaussianMaxRadius));
+    }
+  }
+  if (field.num_elements() == 0) return absl::OkStatus();
+#if TESSERA_WITH_CUDA
+  return gs_internal::SmoothCuda(field.data<float>(), field.data<float>(), g, taps, scratch, stream);
+#else
+  return absl::FailedPreconditionError("SmoothInPlaceWithScratch: CUDA stream in a build without CUDA");
+#endif
+}
+
+}  // namespace registration
+}  // namespace tessera

@@ -1,0 +1,27 @@
+// GaussianSmooth (gaussian_smooth.h) of a volume or planar field in place,
+// with its one-volume CUDA scratch borrowed from the caller (a buffer that is
+// dead at that point of an iteration, e.g. the lean pipeline's image-sized
+// work buffer) instead of allocated: same kernels, same results, bit for bit.
+#ifndef TESSERA_KERNELS_REGISTRATION_LEAN_SMOOTH_H_
+#define TESSERA_KERNELS_REGISTRATION_LEAN_SMOOTH_H_
+
+#include <array>
+
+#include "absl/status/status.h"
+#include "common/device.h"
+#include "common/ndarray.h"
+
+namespace tessera {
+namespace registration {
+
+// field: float32 rank 3 or 4 (planar) in the stream's memory, smoothed in
+// place. scratch: on CUDA, at least dim0 * dim1 * dim2 floats of device
+// memory not aliasing field (ignored on the CPU, may be null there).
+// Errors as GaussianSmooth, plus INVALID_ARGUMENT for a missing scratch.
+absl::Status SmoothInPlaceWithScratch(NDArray& field, const std::array<double, 3>& sigma_voxels, float* scratch,
+                                      int64_t scratch_floats, const Stream& stream);
+
+}  // namespace registration
+}  // namespace tessera
+
+#endif  // TESSERA_KERNELS_REGISTRATION_LEAN_SMOOTH_H_

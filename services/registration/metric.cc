@@ -18,6 +18,7 @@ namespace {
 class ScalarLossMetric : public SimilarityMetric {
  public:
   ScalarLossMetric(const Stream& stream, NDArray loss) : stream_(stream), loss_(std::move(loss)) {}
+  void ReleaseScratch() override { workspace_.Release(); }
 
  protected:
   absl::StatusOr<double> ReadLoss() {

@@ -35,6 +35,9 @@ class SimilarityMetric {
   // own pair of values (mse, mi), so it can be evaluated on any subset of
   // voxels laid out as a (k, 1, 1) array; false for lncc (neighbourhoods).
   virtual bool pointwise() const = 0;
+  // Frees scratch kept between calls (LNCC's coefficient volumes): the next
+  // call allocates again. The lean deformable stage calls it on entry.
+  virtual void ReleaseScratch() {}
 };
 
 }  // namespace tessera::registration

@@ -17,6 +17,7 @@
 #include "kernels/registration/gaussian_smooth.h"
 #include "kernels/registration/grid_sampler.h"
 #include "kernels/registration/point_sampler.h"
+#include "services/registration/deformable_stage.h"
 #include "services/registration/space.h"
 #include "services/registration/transform_params.h"
 
@@ -297,6 +298,17 @@ class Engine {
   // finest level's grid.
   absl::StatusOr<NDArray> RunDeformableStage(const Mat4& t, const std::vector<Level>& levels,
                                              std::vector<std::string>* log) {
+    if (options_.memory_mode == "lean") {
+      // The lean stage keeps its own (smaller) buffers: free the linear stages'.
+      warped_ = NDArray();
+      grad_w_ = NDArray();
+      metric_->ReleaseScratch();
+      std::vector<DeformableLevel> lean;
+      for (const Level& l : levels) lean.push_back({l.factor, l.fixed_space, l.moving_space, &l.fixed, &l.moving});
+      DeformableStageHooks hooks{[this] { return CheckCancelled(); },
+                                 [this](int f, int it, int max_it, double loss) { Report("deformable", f, it, max_it, loss); }};
+      return RunLeanDeformableStage(stream_, options_, hooks, t, lean, log);
+    }
     NDArray u, m, v;
     int64_t step_count = 0;
     for (size_t si = 0; si < levels.size(); ++si) {
@@ -451,6 +463,10 @@ absl::Status ValidateInputs(const Volume& fixed, const Volume& moving, const Reg
   if (options.linear_samples < 0) {
     return absl::InvalidArgumentError(absl::StrCat("linear_samples must be >= 0 (0 = every voxel), got ",
                                                    options.linear_samples));
+  }
+  if (options.memory_mode != "lean" && options.memory_mode != "standard") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown memory_mode '", options.memory_mode, "': expected lean or standard"));
   }
   if (options.init != "com" && options.init != "none") {
     return absl::InvalidArgumentError(absl::StrCat("unknown init '", options.init, "': expected com or none"));

@@ -1,0 +1,212 @@
+#include "services/registration/deformable_stage.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "common/array_stats.h"
+#include "common/buffer.h"
+#include "common/status.h"
+#include "kernels/registration/field_ops.h"
+#include "kernels/registration/gaussian_smooth.h"
+#include "kernels/registration/grid_sampler.h"
+#include "kernels/registration/lean_compose.h"
+#include "kernels/registration/lean_smooth.h"
+#include "kernels/registration/lncc.h"
+#include "kernels/registration/mse.h"
+#include "kernels/registration/mutual_info.h"
+#include "services/registration/array_helpers.h"
+
+namespace tessera::registration {
+namespace {
+
+int PerScale(const std::vector<int>& values, size_t scale_index) {
+  if (values.empty()) return 0;
+  return values[std::min(scale_index, values.size() - 1)];
+}
+
+// The metric evaluated in the lean buffers: W holds the warped image on entry
+// and dL/dW on return; G (3 image volumes) is free scratch.
+class LeanMetric {
+ public:
+  LeanMetric(const Stream& stream, const RegistrationOptions& options) : stream_(stream), options_(options) {}
+
+  absl::Status Init() {
+    const std::string& name = options_.metric;
+    if (name != "mse" && name != "lncc" && name != "mi") {
+      return absl::InvalidArgumentError(absl::StrCat("unknown metric '", name, "': expected mse, lncc or mi"));
+    }
+    TESSERA_ASSIGN_OR_RETURN(loss_, NDArray::Allocate({1}, DType::kFloat32, MemoryKindFor(stream_), stream_.ordinal()));
+    if (name == "mi") {
+      mi_.bins = options_.metric_options.mi_bins;
+      mi_.fixed_min = mi_.warped_min = 0.f;
+      mi_.fixed_max = mi_.warped_max = 1.f;
+      if (stream_.backend() == Backend::kCuda) {
+        TESSERA_ASSIGN_OR_RETURN(size_t bytes, MattesMiScratchBytes(mi_.bins, stream_.ordinal()));
+        TESSERA_ASSIGN_OR_RETURN(mi_scratch_, Buffer::Allocate(MemoryKind::kDevice, bytes, stream_.ordinal()));
+      }
+    }
+    lncc_.window = options_.metric_options.lncc_window;
+    return absl::OkStatus();
+  }
+
+  // MI's gradient needs its own image-sized array (its API takes whole arrays).
+  absl::Status PrepareLevel(const NDArray& fixed) {
+    mi_grad_ = NDArray();
+    if (options_.metric == "mi") {
+      TESSERA_ASSIGN_OR_RETURN(mi_grad_, NDArray::Allocate(fixed.shape(), DType::kFloat32, fixed.memory_kind(),
+                                                           stream_.ordinal()));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<double> Evaluate(const NDArray& fixed, NDArray& work, NDArray& scratch, bool want_grad) {
+    const Dims3 dims = DimsOf(fixed);
+    const MemoryKind kind = MemoryKindFor(stream_);
+    if (options_.metric == "lncc") {
+      TESSERA_RETURN_IF_ERROR(LnccWithCoefficients(stream_, fixed.data<float>(), work.data<float>(), dims, lncc_,
+                                                   loss_.data<float>(), want_grad ? work.data<float>() : nullptr,
+                                                   scratch.data<float>(), &workspace_));
+      return ReadLoss();
+    }
+    if (options_.metric == "mse") {
+      // W -> G's first volume, then the gradient into W (no aliasing).
+      float* copy = scratch.data<float>();
+      TESSERA_RETURN_IF_ERROR(CopyBytes(copy, kind, work.data<float>(), kind, fixed.nbytes(), stream_));
+      TESSERA_RETURN_IF_ERROR(Mse(stream_, fixed.data<float>(), copy, dims, loss_.data<float>(),
+                                  want_grad ? work.data<float>() : nullptr, &workspace_));
+      return ReadLoss();
+    }
+    TESSERA_ASSIGN_OR_RETURN(MattesMiResult r, MattesMutualInformation(fixed, work, nullptr, mi_,
+                                                                       want_grad ? &mi_grad_ : nullptr, stream_,
+                                                                       mi_scratch_.get()));
+    if (want_grad) TESSERA_RETURN_IF_ERROR(CopyBytes(work.raw_data(), kind, mi_grad_.raw_data(), kind, fixed.nbytes(), stream_));
+    return r.loss;
+  }
+
+ private:
+  absl::StatusOr<double> ReadLoss() {
+    float host = 0;
+    TESSERA_RETURN_IF_ERROR(CopyBytes(&host, MemoryKind::kHost, loss_.raw_data(), loss_.memory_kind(), sizeof(float), stream_));
+    return static_cast<double>(host);
+  }
+
+  const Stream& stream_;
+  const RegistrationOptions& options_;
+  NDArray loss_, mi_grad_;
+  LnccOptions lncc_;
+  MattesMiOptions mi_;
+  std::shared_ptr<Buffer> mi_scratch_;
+  Workspace workspace_;
+};
+
+}  // namespace
+
+absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const RegistrationOptions& options,
+                                               const DeformableStageHooks& hooks, const Mat4& t,
+                                               const std::vector<DeformableLevel>& levels,
+                                               std::vector<std::string>* log) {
+  const MemoryKind kind = MemoryKindFor(stream);
+  const bool adam = options.deformable_step == "adam";
+  LeanMetric metric(stream, options);
+  TESSERA_RETURN_IF_ERROR(metric.Init());
+  TESSERA_ASSIGN_OR_RETURN(NDArray affine, NDArray::Allocate({12}, DType::kFloat32, kind, stream.ordinal()));
+  Workspace sampler_workspace, compose_workspace;
+  NDArray u, m, v;  // u and Adam's moments (planar fields, normalised units for u)
+  int64_t step_count = 0;
+  for (size_t si = 0; si < levels.size(); ++si) {
+    const DeformableLevel& level = levels[si];
+    const NDArray& fixed = *level.fixed;
+    const Shape field_shape = {fixed.dim(0), fixed.dim(1), fixed.dim(2), 3};
+    const auto alloc = [&]() { return NDArray::Allocate(field_shape, DType::kFloat32, kind, stream.ordinal()); };
+    std::vector<NDArray*> fields = {&u};
+    if (adam) fields = {&u, &m, &v};
+    if (u.empty()) {
+      for (NDArray* a : fields) {
+        TESSERA_ASSIGN_OR_RETURN(*a, alloc());
+        TESSERA_RETURN_IF_ERROR(FillZero(*a, stream));
+      }
+    } else if (u.shape() != field_shape) {
+      for (NDArray* a : fields) {  // normalised units do not change with resolution
+        TESSERA_ASSIGN_OR_RETURN(NDArray up, alloc());
+        TESSERA_RETURN_IF_ERROR(UpsampleDisplacement(*a, &up, DisplacementUnits::kNormalized, stream));
+        *a = std::move(up);
+      }
+    }
+    const int max_it = PerScale(options.deformable_iterations, si);
+    if (max_it <= 0) continue;
+    const absl::Time start = absl::Now();
+    // The level's two work buffers (see the header).
+    TESSERA_ASSIGN_OR_RETURN(NDArray work, NDArray::Allocate(fixed.shape(), DType::kFloat32, kind, stream.ordinal()));
+    TESSERA_ASSIGN_OR_RETURN(NDArray g, alloc());
+    TESSERA_RETURN_IF_ERROR(metric.PrepareLevel(fixed));
+    TESSERA_ASSIGN_OR_RETURN(Affine12 a, SamplerAffineFromPhysical(t, level.fixed_space, level.moving_space));
+    float host_affine[12];
+    for (int i = 0; i < 12; ++i) host_affine[i] = static_cast<float>(a[i]);
+    TESSERA_RETURN_IF_ERROR(CopyBytes(affine.raw_data(), kind, host_affine, MemoryKind::kHost, sizeof(host_affine), stream));
+    const Dims3 dims = DimsOf(fixed);
+    GreedyStep step;
+    step.rule = adam ? GreedyStep::Rule::kAdam : GreedyStep::Rule::kScaled;
+    step.adam.lr = options.deformable_lr_voxels;
+    step.m = adam ? m.data<float>() : nullptr;
+    step.v = adam ? v.data<float>() : nullptr;
+    step.to_normalized = {dims.nx > 1 ? 2.f / static_cast<float>(dims.nx - 1) : 0.f,
+                          dims.ny > 1 ? 2.f / static_cast<float>(dims.ny - 1) : 0.f,
+                          dims.nz > 1 ? 2.f / static_cast<float>(dims.nz - 1) : 0.f};
+    const double gs = options.smooth_grad_sigma, ws = options.smooth_warp_sigma;
+    GridSampleArgs args;
+    args.image = level.moving->data<float>();
+    args.image_dims = DimsOf(*level.moving);
+    args.affine = affine.data<float>();
+    args.disp = u.data<float>();
+    args.out_dims = dims;
+    args.padding = Padding::kZeros;
+    double best = INFINITY, first = 0, last = 0;
+    int since_best = 0, it = 0;
+    for (it = 1; it <= max_it; ++it) {
+      if (hooks.check_cancelled) TESSERA_RETURN_IF_ERROR(hooks.check_cancelled());
+      TESSERA_RETURN_IF_ERROR(GridSample(stream, args, work.data<float>(), options.sampler));
+      // The loss alone first when this may be the last iteration would save
+      // the backward pass, but the standard loop always computes both.
+      TESSERA_ASSIGN_OR_RETURN(double loss, metric.Evaluate(fixed, work, g, /*want_grad=*/true));
+      if (it == 1) first = loss;
+      last = loss;
+      if (loss < best) {
+        since_best = (best - loss > options.tolerance * std::abs(best)) ? 0 : since_best + 1;
+        best = loss;
+      } else {
+        ++since_best;
+      }
+      if (hooks.report) hooks.report(level.factor, it, max_it, loss);
+      if (since_best >= options.patience) break;
+      GridSampleGrads grads;
+      grads.grad_disp = g.data<float>();
+      TESSERA_RETURN_IF_ERROR(
+          GridSampleBackward(stream, args, work.data<float>(), grads, &sampler_workspace, options.sampler));
+      TESSERA_RETURN_IF_ERROR(SmoothInPlaceWithScratch(g, {gs, gs, gs}, work.data<float>(), work.num_elements(), stream));
+      if (adam) {
+        step.t = ++step_count;
+      } else {
+        // Steepest descent scaled so the largest component moves lr voxels.
+        TESSERA_ASSIGN_OR_RETURN(ArrayStats stats, ComputeArrayStats(g, stream));
+        const double largest = std::max(std::abs(stats.min), std::abs(stats.max));
+        step.max_abs_grad = static_cast<float>(largest);
+        step.scale = largest > 0 ? static_cast<float>(-options.deformable_lr_voxels / largest) : 0.f;
+      }
+      TESSERA_RETURN_IF_ERROR(
+          ComposeGreedyStepInPlace(stream, u.data<float>(), g.data<float>(), dims, step, &compose_workspace));
+      TESSERA_RETURN_IF_ERROR(SmoothInPlaceWithScratch(u, {ws, ws, ws}, work.data<float>(), work.num_elements(), stream));
+    }
+    log->push_back(absl::StrFormat("deformable x%d (lean): %d iterations, loss %.6g -> %.6g (best %.6g), %.2f s",
+                                   level.factor, std::min(it, max_it), first, last, best,
+                                   absl::ToDoubleSeconds(absl::Now() - start)));
+    // work and g are released here, before the next level's upsampling.
+    TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+  }
+  return u;
+}
+
+}  // namespace tessera::registration

@@ -27,6 +27,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/parallel.h"
 #include "common/volume.h"
@@ -194,11 +195,12 @@ int main(int argc, char** argv) {
       if (rows.size() == 2 && rows[0].ok && rows[1].ok) {
         const Row& a = rows[0];
         const Row& b = rows[1];
-        std::printf("| %lld^3 | %s | %s / %s | %.2fx | %.2fx | %.2fx | %.2fx | %.2fx | %.2fx | %+.2e |\n",
-                    static_cast<long long>(n), a.run.c_str(), b.mode.c_str(), a.mode.c_str(), b.peak_gb / a.peak_gb,
-                    b.bytes_per_voxel / a.bytes_per_voxel, a.ms_per_iter > 0 ? b.ms_per_iter / a.ms_per_iter : 0.0,
-                    a.setup_s > 0 ? b.setup_s / a.setup_s : 0.0, a.output_s > 0 ? b.output_s / a.output_s : 0.0,
-                    b.total_s / a.total_s, b.final_loss - a.final_loss);
+        auto ratio = [](double num, double den) { return den > 0 ? absl::StrFormat("%.2fx", num / den) : std::string("-"); };
+        std::printf("| %lld^3 | %s | %s / %s | %s | %s | %s | %s | %s | %s | %+.2e |\n", static_cast<long long>(n),
+                    a.run.c_str(), b.mode.c_str(), a.mode.c_str(), ratio(b.peak_gb, a.peak_gb).c_str(),
+                    ratio(b.bytes_per_voxel, a.bytes_per_voxel).c_str(), ratio(b.ms_per_iter, a.ms_per_iter).c_str(),
+                    ratio(b.setup_s, a.setup_s).c_str(), ratio(b.output_s, a.output_s).c_str(),
+                    ratio(b.total_s, a.total_s).c_str(), b.final_loss - a.final_loss);
       }
     }
   }

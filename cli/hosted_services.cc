@@ -55,14 +55,13 @@ absl::StatusOr<HostedServices> CreateHostedServices(const ServerOptions& options
 }
 
 absl::Status AttachFingerprintRouter(HostedServices& services, const ServerOptions& options,
-                                     const std::vector<std::string>& shards, const std::string& peer_token) {
+                                     const std::vector<std::string>& shards, const PeerChannelSecurity& peer) {
   if (services.fingerprint || services.fingerprint_router) {
     return absl::FailedPreconditionError("this process already hosts a FingerprintService (fingerprint shards are "
                                          "for a scheduler without one: --role scheduler)");
   }
   TESSERA_ASSIGN_OR_RETURN(services.fingerprint_router,
-                           FingerprintShardRouter::CreateForAddresses(shards, options.max_receive_message_bytes,
-                                                                      peer_token));
+                           FingerprintShardRouter::CreateForAddresses(shards, options.max_receive_message_bytes, peer));
   return absl::OkStatus();
 }
 

@@ -15,6 +15,7 @@
 #include "services/fingerprint/shard_router.h"
 #include "services/reconstruction/reconstruction_service.h"
 #include "services/registration/registration_service.h"
+#include "services/server/bearer_channel.h"
 #include "services/server/server_options.h"
 #include "services/server/service_host.h"
 #include "services/som/som_service.h"
@@ -54,7 +55,7 @@ absl::StatusOr<HostedServices> CreateHostedServices(const ServerOptions& options
 // INVALID_ARGUMENT for a bad or repeated address; FAILED_PRECONDITION when
 // `services` already hosts a FingerprintService of its own.
 absl::Status AttachFingerprintRouter(HostedServices& services, const ServerOptions& options,
-                                     const std::vector<std::string>& shards, const std::string& peer_token = "");
+                                     const std::vector<std::string>& shards, const PeerChannelSecurity& peer = {});
 
 }  // namespace tessera::cli
 

@@ -82,7 +82,7 @@ absl::StatusOr<HostedScheduler> CreateHostedScheduler(const SchedulerHostOptions
     }
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(server.max_receive_message_bytes);
-    auto channel = CreateBearerChannel(address, grpc::InsecureChannelCredentials(), args, options.peer_token);
+    auto channel = CreatePeerChannel(address, options.peer, args);
     workers.push_back({std::make_shared<scheduler::RemoteWorker>(address, channel, absl::Seconds(2)), slots});
   }
   if (workers.empty()) {

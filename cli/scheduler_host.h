@@ -19,6 +19,7 @@
 #include "services/scheduler/scheduler.h"
 #include "services/scheduler/scheduler_service.h"
 #include "services/scheduler/worker_service.h"
+#include "services/server/bearer_channel.h"
 #include "services/server/server_options.h"
 
 namespace tessera::cli {
@@ -31,7 +32,9 @@ struct SchedulerHostOptions {
   int local_slots = 1;               // in-process worker slots (role all)
   int64_t max_queued_per_priority = 256;
   std::string name;                  // default "scheduler"
-  std::string peer_token;            // bearer token sent to --worker processes (their --token-file)
+  // How --worker processes are reached: TLS (--peer-tls-*) and the bearer
+  // token they require (--peer-token-file); default plaintext, no token.
+  PeerChannelSecurity peer;
 };
 
 struct HostedScheduler {

@@ -44,6 +44,12 @@ std::vector<FlagSpec> ServeFlags() {
                            "--host has tokens or TLS)"},
       {"peer-token-file", "", "bearer token this process sends to its --worker and --fp-shard processes (started with "
                              "--token-file)"},
+      {"peer-tls-ca", "", "CA (PEM) of the --worker / --fp-shard processes' certificates: TLS to them (they run "
+                          "--tls-cert); default plaintext"},
+      {"peer-tls-cert", "", "client certificate (PEM) for mutual TLS to the peers"},
+      {"peer-tls-key", "", "client key (PEM) for mutual TLS to the peers"},
+      {"peer-tls-server-name", "", "check every peer's certificate against this name instead of the dialed host "
+                                   "(one certificate for a whole StatefulSet)"},
       {"drain-timeout-s", "30", "on SIGTERM, seconds in-flight calls get before being cancelled"},
       {"device", "auto", "compute backend: auto, cpu or cuda"},
       {"services", "", "comma-separated services to host (default all: volume,registration,fingerprint,som)"},
@@ -150,7 +156,21 @@ int RunServe(int argc, char** argv) {
       std::fprintf(stderr, "tessera serve: %s\n", std::string(token.status().message()).c_str());
       return 2;
     }
-    scheduler_options.peer_token = *token;
+    scheduler_options.peer.token = *token;
+  }
+  {
+    auto peer_credentials = ClientCredentials(
+        {args->Get("peer-tls-ca"), args->Get("peer-tls-cert"), args->Get("peer-tls-key")});
+    if (!peer_credentials.ok()) {
+      std::fprintf(stderr, "tessera serve: --peer-tls-*: %s\n", std::string(peer_credentials.status().message()).c_str());
+      return 2;
+    }
+    if (!args->Get("peer-tls-ca").empty()) scheduler_options.peer.credentials = *peer_credentials;
+    scheduler_options.peer.server_name = args->Get("peer-tls-server-name");
+    if (!scheduler_options.peer.server_name.empty() && args->Get("peer-tls-ca").empty()) {
+      std::fprintf(stderr, "tessera serve: --peer-tls-server-name needs --peer-tls-ca\n");
+      return 2;
+    }
   }
   auto slots = args->GetInt("local-slots");
   auto max_queued = args->GetInt("max-queued");
@@ -174,7 +194,7 @@ int RunServe(int argc, char** argv) {
     return services.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   if (!fp_shards.empty()) {
-    absl::Status routed = AttachFingerprintRouter(*services, *options, fp_shards, scheduler_options.peer_token);
+    absl::Status routed = AttachFingerprintRouter(*services, *options, fp_shards, scheduler_options.peer);
     if (!routed.ok()) {
       std::fprintf(stderr, "tessera serve: %s\n", std::string(routed.message()).c_str());
       return 2;

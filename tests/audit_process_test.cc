@@ -279,6 +279,29 @@ TEST(AuditProcessTest, NamedGalleriesWithGrants) {
   EXPECT_EQ(verify.code, 0) << verify.out;
 }
 
+// Starts a scheduler over the worker at `worker_address` with `extra` flags and
+// says whether it ever reports that worker healthy (the worker answered its
+// Describe probe), then stops the scheduler.
+bool SchedulerSeesHealthyWorker(const std::string& dir, const std::string& worker_address,
+                                const std::vector<std::string>& extra, const std::string& name) {
+  std::vector<std::string> args = {"serve", "--role=scheduler", "--grpc-port=0", "--metrics-port=-1",
+                                   "--data-root=" + dir, "--state-dir=" + dir + "/" + name,
+                                   "--worker=" + worker_address};
+  args.insert(args.end(), extra.begin(), extra.end());
+  Child scheduler(args, name + ".txt");
+  const std::string address = absl::StrCat("127.0.0.1:", PortFrom(scheduler.ReadLine(), "grpc_port"));
+  scheduler.ReadLine();
+  bool ok = false;
+  for (int i = 0; i < 25 && !ok; ++i) {
+    CliRun workers = Tessera({"job", "workers", "--server", address}, name + "_workers.txt");
+    ok = absl::StrContains(workers.out, "\"healthy\":true");
+    if (!ok) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  kill(scheduler.pid(), SIGTERM);
+  EXPECT_EQ(scheduler.WaitExit(std::chrono::seconds(30)), 0);
+  return ok;
+}
+
 // A scheduler reaches a worker that requires tokens only with --peer-token-file.
 TEST(AuditProcessTest, SchedulerSendsItsPeerTokenToWorkers) {
   const std::string dir = TempDir() + "/peer";
@@ -292,22 +315,7 @@ TEST(AuditProcessTest, SchedulerSendsItsPeerTokenToWorkers) {
   const std::string worker_address = absl::StrCat("127.0.0.1:", PortFrom(worker.ReadLine(), "grpc_port"));
   worker.ReadLine();
   const auto healthy = [&](const std::vector<std::string>& extra, const std::string& name) {
-    std::vector<std::string> args = {"serve", "--role=scheduler", "--grpc-port=0", "--metrics-port=-1",
-                                     "--data-root=" + dir, "--state-dir=" + dir + "/" + name,
-                                     "--worker=" + worker_address};
-    args.insert(args.end(), extra.begin(), extra.end());
-    Child scheduler(args, name + ".txt");
-    const std::string address = absl::StrCat("127.0.0.1:", PortFrom(scheduler.ReadLine(), "grpc_port"));
-    scheduler.ReadLine();
-    bool ok = false;
-    for (int i = 0; i < 25 && !ok; ++i) {
-      CliRun workers = Tessera({"job", "workers", "--server", address}, name + "_workers.txt");
-      ok = absl::StrContains(workers.out, "\"healthy\":true");
-      if (!ok) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
-    kill(scheduler.pid(), SIGTERM);
-    EXPECT_EQ(scheduler.WaitExit(std::chrono::seconds(30)), 0);
-    return ok;
+    return SchedulerSeesHealthyWorker(dir, worker_address, extra, name);
   };
   EXPECT_TRUE(healthy({"--peer-token-file=" + dir + "/sched.token"}, "with_token"));
   EXPECT_FALSE(healthy({}, "without_token"));
@@ -322,6 +330,45 @@ TEST(AuditProcessTest, SchedulerSendsItsPeerTokenToWorkers) {
   }
   EXPECT_GT(described, 0) << audit.size();
   EXPECT_GT(refused, 0) << audit.size() << " " << (audit.empty() ? std::string() : audit.back());
+}
+
+// Workers serving TLS: the scheduler reaches them with --peer-tls-ca, checking
+// one peer certificate name (--peer-tls-server-name) for all of them; without
+// TLS, or with the wrong name, it cannot.
+TEST(AuditProcessTest, SchedulerReachesTlsWorkersWithPeerTls) {
+  const std::string dir = TempDir() + "/peer_tls";
+  const std::string script = absl::StrCat(
+      "set -e; rm -rf '", dir, "'; mkdir -p '", dir, "'; cd '", dir, "';",
+      "K='-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes';",
+      "openssl req -x509 $K -keyout ca.key -out ca.pem -days 2 -subj '/CN=Tessera Test CA' 2>/dev/null;",
+      "openssl req $K -keyout peer.key -out peer.csr -subj '/CN=tessera-peer' 2>/dev/null;",
+      "printf 'subjectAltName=DNS:tessera-peer\\nbasicConstraints=CA:FALSE\\nextendedKeyUsage=serverAuth\\n' > peer.ext;",
+      "openssl x509 -req -in peer.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out peer.pem -days 2 "
+      "-extfile peer.ext 2>/dev/null");
+  ASSERT_EQ(std::system(script.c_str()), 0) << script;
+  std::ofstream(dir + "/worker_tokens") << "scheduler-token-0123456789abcdef sched admin\n";
+  std::ofstream(dir + "/sched.token") << "scheduler-token-0123456789abcdef\n";
+  Child worker({"serve", "--role=worker", "--grpc-port=0", "--metrics-port=-1", "--services=volume",
+                "--data-root=" + dir, "--state-dir=" + dir + "/w", "--token-file=" + dir + "/worker_tokens",
+                "--tls-cert=" + dir + "/peer.pem", "--tls-key=" + dir + "/peer.key"},
+               "peer_tls_worker.txt");
+  const std::string worker_address = absl::StrCat("127.0.0.1:", PortFrom(worker.ReadLine(), "grpc_port"));
+  worker.ReadLine();
+  const std::string token = "--peer-token-file=" + dir + "/sched.token";
+  EXPECT_TRUE(SchedulerSeesHealthyWorker(
+      dir, worker_address, {token, "--peer-tls-ca=" + dir + "/ca.pem", "--peer-tls-server-name=tessera-peer"},
+      "tls_ok"));
+  EXPECT_FALSE(SchedulerSeesHealthyWorker(dir, worker_address, {token}, "tls_plaintext"));
+  EXPECT_FALSE(SchedulerSeesHealthyWorker(
+      dir, worker_address, {token, "--peer-tls-ca=" + dir + "/ca.pem", "--peer-tls-server-name=someone-else"},
+      "tls_wrong_name"));
+  // A name override without a CA is a usage error.
+  Child bad({"serve", "--role=scheduler", "--grpc-port=0", "--metrics-port=-1", "--state-dir=" + dir + "/bad",
+             "--worker=" + worker_address, "--peer-tls-server-name=tessera-peer"},
+            "peer_tls_bad.txt");
+  EXPECT_EQ(bad.WaitExit(std::chrono::seconds(20)), 2);
+  kill(worker.pid(), SIGTERM);
+  EXPECT_EQ(worker.WaitExit(std::chrono::seconds(30)), 0);
 }
 
 TEST(AuditProcessTest, NonLoopbackNeedsTlsAndTokens) {

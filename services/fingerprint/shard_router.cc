@@ -145,7 +145,7 @@ absl::StatusOr<std::unique_ptr<FingerprintShardRouter>> FingerprintShardRouter::
 }
 
 absl::StatusOr<std::unique_ptr<FingerprintShardRouter>> FingerprintShardRouter::CreateForAddresses(
-    const std::vector<std::string>& addresses, int max_message_bytes, const std::string& peer_token) {
+    const std::vector<std::string>& addresses, int max_message_bytes, const PeerChannelSecurity& peer) {
   std::vector<FingerprintShard> shards;
   for (const std::string& address : addresses) {
     const size_t colon = address.rfind(':');
@@ -163,7 +163,7 @@ absl::StatusOr<std::unique_ptr<FingerprintShardRouter>> FingerprintShardRouter::
     // grows to two minutes, failing every call meanwhile).
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-    shards.push_back({address, CreateBearerChannel(address, grpc::InsecureChannelCredentials(), args, peer_token)});
+    shards.push_back({address, CreatePeerChannel(address, peer, args)});
   }
   return Create(std::move(shards));
 }

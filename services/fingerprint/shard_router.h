@@ -51,6 +51,7 @@
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/sync_stream.h>
 
+#include "services/server/bearer_channel.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "tessera/v1/fingerprint.grpc.pb.h"
@@ -78,14 +79,14 @@ class FingerprintShardRouter final : public v1::FingerprintService::Service {
   // of the same name.
   static absl::StatusOr<std::unique_ptr<FingerprintShardRouter>> Create(std::vector<FingerprintShard> shards);
 
-  // Shards given as HOST:PORT (plaintext channels; `max_message_bytes` for
-  // both directions, e.g. ServerOptions::max_receive_message_bytes). With a
-  // `peer_token` every call to a shard carries it as its bearer token (shards
-  // started with --token-file: the router's own principal, which must hold
-  // the roles of what it forwards; the router's host audits the caller).
-  // INVALID_ARGUMENT for an address without a port, or as Create.
+  // Shards given as HOST:PORT (`max_message_bytes` for both directions, e.g.
+  // ServerOptions::max_receive_message_bytes), reached as `peer` says:
+  // plaintext or TLS, and with a token every call carries it as its bearer
+  // token (shards started with --token-file: the router's own principal,
+  // which must hold the roles of what it forwards; the router's host audits
+  // the caller). INVALID_ARGUMENT for an address without a port, or as Create.
   static absl::StatusOr<std::unique_ptr<FingerprintShardRouter>> CreateForAddresses(
-      const std::vector<std::string>& addresses, int max_message_bytes, const std::string& peer_token = "");
+      const std::vector<std::string>& addresses, int max_message_bytes, const PeerChannelSecurity& peer = {});
 
   grpc::Status Enroll(grpc::ServerContext* context, const v1::EnrollRequest* request,
                       v1::EnrollResponse* response) override;

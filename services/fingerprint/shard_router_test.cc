@@ -225,7 +225,8 @@ TEST(ShardRouterTokenTest, ThePeerTokenReachesTheShards) {
   Hosted shard = Host(std::move(*service), tokens);
   for (const bool with_token : {true, false}) {
     auto router = FingerprintShardRouter::CreateForAddresses(
-        {shard.address()}, 64 << 20, with_token ? "0123456789abcdef0123456789abcdef" : "");
+        {shard.address()}, 64 << 20,
+        PeerChannelSecurity{nullptr, "", with_token ? "0123456789abcdef0123456789abcdef" : ""});
     ASSERT_TRUE(router.ok());
     Hosted front = Host(std::move(*router));
     grpc::ClientContext ctx;

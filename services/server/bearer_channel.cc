@@ -68,6 +68,13 @@ std::shared_ptr<grpc::Channel> CreateBearerChannel(const std::string& target,
   return grpc::experimental::CreateCustomChannelWithInterceptors(target, credentials, args, std::move(factories));
 }
 
+std::shared_ptr<grpc::Channel> CreatePeerChannel(const std::string& target, const PeerChannelSecurity& security,
+                                                 grpc::ChannelArguments args) {
+  if (!security.server_name.empty()) args.SetSslTargetNameOverride(security.server_name);
+  return CreateBearerChannel(target, security.credentials ? security.credentials : grpc::InsecureChannelCredentials(),
+                             args, security.token);
+}
+
 namespace {
 
 absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {

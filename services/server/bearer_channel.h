@@ -35,6 +35,20 @@ std::shared_ptr<grpc::Channel> CreateBearerChannel(const std::string& target,
                                                    std::shared_ptr<grpc::ChannelCredentials> credentials,
                                                    const grpc::ChannelArguments& args, const std::string& token);
 
+// How a scheduler reaches its peers (workers, gallery shards): TLS with the
+// CA in `credentials` (null: plaintext), each certificate checked against
+// `server_name` when set (one peer certificate for a whole StatefulSet) or
+// else against the dialed host, and the peer bearer token.
+struct PeerChannelSecurity {
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  std::string server_name;
+  std::string token;
+};
+
+// A channel to a peer with `security` applied on top of `args`.
+std::shared_ptr<grpc::Channel> CreatePeerChannel(const std::string& target, const PeerChannelSecurity& security,
+                                                 grpc::ChannelArguments args);
+
 }  // namespace tessera
 
 #endif  // TESSERA_SERVICES_SERVER_BEARER_CHANNEL_H_

@@ -18,6 +18,7 @@
 #include "kernels/registration/grid_sampler.h"
 #include "kernels/registration/point_sampler.h"
 #include "services/registration/deformable_stage.h"
+#include "services/registration/host_setup.h"
 #include "services/registration/space.h"
 #include "services/registration/transform_params.h"
 
@@ -43,50 +44,6 @@ uint64_t SubsetSeed(uint64_t seed, int stage, size_t level, int iteration) {
 int PerScale(const std::vector<int>& values, size_t scale_index) {
   if (values.empty()) return 0;
   return values[std::min(scale_index, values.size() - 1)];
-}
-
-// Host float32 copy of a volume's intensities mapped to [0, 1] by its 0.5th
-// and 99.5th percentiles (robust to a few bright voxels), clamped.
-absl::StatusOr<NDArray> NormalizedIntensities(const Volume& v, const char* which) {
-  TESSERA_ASSIGN_OR_RETURN(NDArray f, v.data.AsType(DType::kFloat32));
-  const ArrayStats stats = ComputeArrayStatsCpu(f);
-  if (stats.nonfinite_count > 0) {
-    return absl::InvalidArgumentError(absl::StrCat(which, " image has ", stats.nonfinite_count,
-                                                   " NaN/Inf voxels; fix or mask them before registering"));
-  }
-  TESSERA_ASSIGN_OR_RETURN(Window w, ComputeWindow(f, 0.5, 99.5));
-  if (!(w.high > w.low)) {
-    w = Window{stats.min, stats.max};
-    if (!(w.high > w.low)) return absl::InvalidArgumentError(absl::StrCat(which, " image is constant"));
-  }
-  float* p = f.data<float>();
-  const float lo = static_cast<float>(w.low), scale = static_cast<float>(1.0 / (w.high - w.low));
-  for (int64_t i = 0; i < f.num_elements(); ++i) p[i] = std::clamp((p[i] - lo) * scale, 0.f, 1.f);
-  return f;
-}
-
-// Intensity-weighted centre of mass, RAS mm.
-std::array<double, 3> CentreOfMass(const NDArray& intensities, const Geometry& geometry) {
-  const int64_t nx = intensities.dim(0), ny = intensities.dim(1), nz = intensities.dim(2);
-  const float* p = intensities.data<float>();
-  double sum = 0, si = 0, sj = 0, sk = 0;
-  for (int64_t k = 0; k < nz; ++k) {
-    for (int64_t j = 0; j < ny; ++j) {
-      for (int64_t i = 0; i < nx; ++i) {
-        const double w = p[i + nx * (j + ny * k)];
-        sum += w;
-        si += w * i;
-        sj += w * j;
-        sk += w * k;
-      }
-    }
-  }
-  if (sum <= 0) sum = 1;
-  const Mat4 m = geometry.IndexToWorld();
-  const double idx[3] = {si / sum, sj / sum, sk / sum};
-  std::array<double, 3> out{};
-  for (int r = 0; r < 3; ++r) out[r] = m[r * 4] * idx[0] + m[r * 4 + 1] * idx[1] + m[r * 4 + 2] * idx[2] + m[r * 4 + 3];
-  return out;
 }
 
 // One resolution of the pyramid, in the stream's memory.
@@ -492,8 +449,8 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
   auto memory = std::make_shared<DeviceMemoryTracker>(CurrentDeviceMemoryTracker());
   ScopedDeviceMemoryCharge charge(memory);
 
-  TESSERA_ASSIGN_OR_RETURN(NDArray fixed_norm, NormalizedIntensities(fixed, "fixed"));
-  TESSERA_ASSIGN_OR_RETURN(NDArray moving_norm, NormalizedIntensities(moving, "moving"));
+  TESSERA_ASSIGN_OR_RETURN(NDArray fixed_norm, NormalizedIntensitiesParallel(fixed, "fixed"));
+  TESSERA_ASSIGN_OR_RETURN(NDArray moving_norm, NormalizedIntensitiesParallel(moving, "moving"));
   const GridSpace fixed_space = SpaceOf(fixed), moving_space = SpaceOf(moving);
 
   // Pyramid in stream memory; the full-resolution level is kept for output.
@@ -533,9 +490,9 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
   // Centre-of-mass initialisation: rotate about the fixed image's centre of
   // mass, translate it onto the moving image's.
   LinearTransform transform;
-  transform.center = CentreOfMass(fixed_norm, fixed.geometry);
+  transform.center = CentreOfMassParallel(fixed_norm, fixed.geometry);
   if (options.init == "com") {
-    const std::array<double, 3> moving_com = CentreOfMass(moving_norm, moving.geometry);
+    const std::array<double, 3> moving_com = CentreOfMassParallel(moving_norm, moving.geometry);
     for (int d = 0; d < 3; ++d) transform.translation[d] = moving_com[d] - transform.center[d];
   }
   TESSERA_ASSIGN_OR_RETURN(double overlap, engine.OverlapMax(levels.front(), transform.ToMat4()));
@@ -597,16 +554,7 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
     TESSERA_ASSIGN_OR_RETURN(Mat3 l, PhysicalToNormalizedDisplacement(result.affine_ras, moving_space));
     TESSERA_ASSIGN_OR_RETURN(Mat3 l_inv, Invert3(l));
     TESSERA_ASSIGN_OR_RETURN(NDArray u_host, u_full.CopyTo(MemoryKind::kHost, stream));
-    TESSERA_ASSIGN_OR_RETURN(result.displacement_ras, NDArray::Allocate(u_host.shape(), DType::kFloat32));
-    const int64_t n = u_host.num_elements() / 3;
-    const float* uu = u_host.data<float>();
-    float* vv = result.displacement_ras.data<float>();
-    for (int64_t i = 0; i < n; ++i) {
-      const double x = uu[i], y = uu[n + i], z = uu[2 * n + i];
-      for (int r = 0; r < 3; ++r) {
-        vv[r * n + i] = static_cast<float>(l_inv[r * 3] * x + l_inv[r * 3 + 1] * y + l_inv[r * 3 + 2] * z);
-      }
-    }
+    TESSERA_ASSIGN_OR_RETURN(result.displacement_ras, ApplyMat3ToField(u_host, l_inv));
   }
   TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   result.peak_device_bytes = memory->peak_bytes();

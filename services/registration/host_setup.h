@@ -1,0 +1,33 @@
+// The registrar's O(N) host passes over whole volumes, parallel (issue 13:
+// at 1024^3 the single-threaded versions cost ~20-30 s of set-up and output):
+// intensity normalisation, the intensity centre of mass, and the conversion of
+// the normalised displacement to RAS mm. Each result equals the sequential
+// definition's (normalisation bit for bit; the centre of mass up to the order
+// of its double sums).
+#ifndef TESSERA_SERVICES_REGISTRATION_HOST_SETUP_H_
+#define TESSERA_SERVICES_REGISTRATION_HOST_SETUP_H_
+
+#include <array>
+
+#include "absl/status/statusor.h"
+#include "common/ndarray.h"
+#include "common/volume.h"
+#include "services/registration/space.h"
+
+namespace tessera::registration {
+
+// Host float32 copy of v's intensities mapped to [0, 1] by its 0.5th and
+// 99.5th percentiles (ComputeWindow's sampled percentiles; min..max when they
+// coincide), clamped. INVALID_ARGUMENT for NaN/Inf voxels or a constant image,
+// naming `which`.
+absl::StatusOr<NDArray> NormalizedIntensitiesParallel(const Volume& v, const char* which);
+
+// Intensity-weighted centre of mass of a host float32 (nx, ny, nz) array, RAS mm.
+std::array<double, 3> CentreOfMassParallel(const NDArray& intensities, const Geometry& geometry);
+
+// v = l_inv * u per voxel for a host planar (nx, ny, nz, 3) field.
+absl::StatusOr<NDArray> ApplyMat3ToField(const NDArray& u_host, const Mat3& m);
+
+}  // namespace tessera::registration
+
+#endif  // TESSERA_SERVICES_REGISTRATION_HOST_SETUP_H_

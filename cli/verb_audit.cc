@@ -17,7 +17,7 @@ int Usage(FILE* out, int rc) {
                "usage:\n"
                "  tessera audit verify --log FILE     # checks the hash chain across rotated files;\n"
                "                                      # exit 0 intact, 1 broken (first bad seq and why)\n"
-               "  tessera audit show --log FILE [--principal P] [--method M] [--since RFC3339]\n"
+               "  tessera audit show --log FILE [--principal P] [--method M] [--since RFC3339] [--gallery G] [--outcome O]\n"
                "                                      # matching records as JSON lines, oldest first\n");
   return rc;
 }
@@ -32,6 +32,8 @@ int RunAudit(int argc, char** argv) {
       {"principal", "", "show: only this principal's records"},
       {"method", "", "show: only methods containing this text (e.g. Search or /tessera.v1.FingerprintService/Delete)"},
       {"since", "", "show: only records at or after this time (RFC3339)"},
+      {"gallery", "", "show: only records of calls that named this fingerprint gallery"},
+      {"outcome", "", "show: only records with this outcome (OK, PERMISSION_DENIED, UNAUTHENTICATED, ...)"},
   };
   auto args = Args::Parse(specs, argc, argv, 2);
   if (!args.ok()) {
@@ -76,6 +78,8 @@ int RunAudit(int argc, char** argv) {
     for (const AuditRecord& r : *records) {
       if (!args->Get("principal").empty() && r.principal != args->Get("principal")) continue;
       if (!args->Get("method").empty() && !absl::StrContains(r.method, args->Get("method"))) continue;
+      if (!args->Get("gallery").empty() && r.gallery != args->Get("gallery")) continue;
+      if (!args->Get("outcome").empty() && r.outcome != args->Get("outcome")) continue;
       absl::Time t;
       std::string err;
       if (since != absl::InfinitePast() && absl::ParseTime(absl::RFC3339_full, r.time, &t, &err) && t < since) continue;

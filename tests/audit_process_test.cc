@@ -5,6 +5,7 @@
 // `tessera audit show` filters; serve refuses a non-loopback host without TLS and tokens; named
 // galleries made by `tessera fp enroll` under --galleries-root are served with per-gallery grants
 // (search and job submission refused on an ungranted gallery, audited with its name).
+#include <algorithm>
 #include <signal.h>
 
 #include <atomic>
@@ -277,6 +278,11 @@ TEST(AuditProcessTest, NamedGalleriesWithGrants) {
   EXPECT_EQ(lab_submits, 1);
   CliRun verify = Tessera({"audit", "verify", "--log", audit}, "verify_named.txt");
   EXPECT_EQ(verify.code, 0) << verify.out;
+  // The same two refusals, found by filtering on gallery and outcome.
+  CliRun refusal_rows = Tessera(
+      {"audit", "show", "--log", audit, "--gallery", "national", "--outcome", "PERMISSION_DENIED"}, "show_named.txt");
+  EXPECT_EQ(refusal_rows.code, 0);
+  EXPECT_EQ(std::count(refusal_rows.out.begin(), refusal_rows.out.end(), '\n'), 2) << refusal_rows.out;
 }
 
 // Starts a scheduler over the worker at `worker_address` with `extra` flags and

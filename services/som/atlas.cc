@@ -26,11 +26,13 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/json.h"
+#include "common/log.h"
 #include "common/status.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "kernels/som/bmu.h"
 #include "kernels/som/half.h"
+#include "services/som/sha256_stream.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "atlas files are little-endian; this code copies host memory as is"
@@ -41,7 +43,13 @@ namespace som {
 namespace {
 
 constexpr char kFormat[] = "tessera-som-atlas";
-constexpr int kVersion = 1;
+// Version 2: the manifest records each file's SHA-256 and the codebook layout.
+// Version 1 recorded a CRC-32 of each whole file; for the two binary files,
+// which end in a CRC-32 of their data, that is the CRC-32 "residue" 558161692
+// whatever the data, so it could not detect a consistent replacement of
+// data and trailer. Version 1 atlases still load (see LoadAtlas).
+constexpr int kVersion = 2;
+constexpr int kOldestReadableVersion = 1;
 constexpr char kManifest[] = "manifest.json";
 constexpr char kCodebook[] = "codebook.f32";
 constexpr char kBmu[] = "bmu.i32";
@@ -80,14 +88,14 @@ struct Piece {
 };
 
 // Writes the pieces to "<path>.tmp", fsyncs and renames it over `path`;
-// returns the CRC-32 of the whole file in *crc.
-absl::Status WriteFileAtomic(const std::string& path, std::initializer_list<Piece> pieces, uint32_t* crc) {
+// returns the SHA-256 (hex) of the whole file in *sha256.
+absl::Status WriteFileAtomic(const std::string& path, std::initializer_list<Piece> pieces, std::string* sha256) {
   const std::string tmp = path + ".tmp";
   const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoError(errno, "cannot create", tmp);
-  uint32_t c = Crc32(0, nullptr, 0);
+  Sha256Stream digest;
   for (const Piece& piece : pieces) {
-    c = Crc32(c, piece.data, piece.size);
+    digest.Update(piece.data, piece.size);
     const char* p = static_cast<const char*>(piece.data);
     size_t left = piece.size;
     while (left > 0) {
@@ -118,7 +126,7 @@ absl::Status WriteFileAtomic(const std::string& path, std::initializer_list<Piec
     unlink(tmp.c_str());
     return ErrnoError(err, "cannot rename into place", path);
   }
-  if (crc) *crc = c;
+  if (sha256) *sha256 = digest.HexDigest();
   return absl::OkStatus();
 }
 
@@ -209,8 +217,27 @@ std::string EpochJson(const EpochReport& r) {
 struct FileEntry {
   std::string name;
   int64_t bytes = 0;
-  uint32_t crc = 0;
+  std::string sha256;  // version 2: hex digest of the whole file
+  uint32_t crc = 0;    // version 1: CRC-32 of the whole file
 };
+
+// The codebook's byte layout, spelled out in the manifest so that tools
+// reading codebook.f32 without this code get the index right.
+std::string CodebookLayoutJson() {
+  ObjectWriter w(2);
+  w.Field("order", JsonQuote("feature-major"))
+      .Field("element", JsonQuote("float32, little-endian (fp16 maps are stored widened, exactly)"))
+      .Field("index", JsonQuote("weight of feature f at node n = element [f * nodes + n], nodes = width * height, "
+                                "node n = cell (x, y) = (n % width, n / width)"))
+      .Field("trailer", JsonQuote("4 bytes after the features * nodes elements: little-endian CRC-32 (zlib) of "
+                                  "the elements' bytes"));
+  return w.Close();
+}
+
+std::string BmuLayoutJson() {
+  return JsonQuote("int32 little-endian, element [d] = node of training document d (line d of documents.txt), "
+                   "then 4 bytes: little-endian CRC-32 (zlib) of the elements' bytes");
+}
 
 std::string ManifestJson(const Atlas& a, const std::vector<FileEntry>& files) {
   ObjectWriter grid(2);
@@ -221,7 +248,7 @@ std::string ManifestJson(const Atlas& a, const std::vector<FileEntry>& files) {
   for (const EpochReport& r : a.history) history.push_back(absl::StrCat("\n    ", EpochJson(r)));
   ObjectWriter file_list(2);
   for (const FileEntry& f : files) {
-    file_list.Field(f.name, absl::StrCat("{\"bytes\": ", f.bytes, ", \"crc32\": ", f.crc, "}"));
+    file_list.Field(f.name, absl::StrCat("{\"bytes\": ", f.bytes, ", \"sha256\": ", JsonQuote(f.sha256), "}"));
   }
   ObjectWriter m(0);
   m.Field("format", JsonQuote(kFormat))
@@ -230,6 +257,8 @@ std::string ManifestJson(const Atlas& a, const std::vector<FileEntry>& files) {
       .Field("features", Num(a.model.features))
       .Field("documents", Num(static_cast<int64_t>(a.bmu.size())))
       .Field("weight_type", JsonQuote(WeightTypeName(a.model.type)))
+      .Field("codebook_layout", CodebookLayoutJson())
+      .Field("bmu_layout", BmuLayoutJson())
       .Field("options", OptionsJson(a.options))
       .Field("epochs", Num(int64_t{a.epochs}))
       .Field("converged", Bool(a.converged))
@@ -479,14 +508,32 @@ class InFile {
       left -= static_cast<size_t>(n);
     }
     crc_ = Crc32(crc_, data, size);
+    sha256_.Update(data, size);
     return absl::OkStatus();
   }
   uint32_t crc() const { return crc_; }
+  // Checks the whole file against the manifest's entry: SHA-256 (version 2)
+  // or CRC-32 (version 1). Call once, after the last Read.
+  absl::Status Verify(const FileEntry& entry) {
+    if (!entry.sha256.empty()) {
+      const std::string actual = sha256_.HexDigest();
+      if (actual != entry.sha256) {
+        return Loss(path_, absl::StrCat("content checksum mismatch (manifest sha256 ", entry.sha256, ", file ",
+                                        actual, ")"));
+      }
+      return absl::OkStatus();
+    }
+    if (crc_ != entry.crc) {
+      return Loss(path_, absl::StrFormat("checksum mismatch (manifest %08x, file %08x)", entry.crc, crc_));
+    }
+    return absl::OkStatus();
+  }
 
  private:
   std::string path_;
   int fd_ = -1;
   uint32_t crc_ = Crc32(0, nullptr, 0);
+  Sha256Stream sha256_;
 };
 
 // A binary array file: `count` elements then the CRC-32 of those bytes.
@@ -506,10 +553,7 @@ absl::Status ReadArrayFile(const std::string& path, const FileEntry& entry, int6
   if (trailer != body_crc) {
     return Loss(path, absl::StrFormat("checksum mismatch (trailer %08x, data %08x)", trailer, body_crc));
   }
-  if (in.crc() != entry.crc) {
-    return Loss(path, absl::StrFormat("checksum mismatch (manifest %08x, file %08x)", entry.crc, in.crc()));
-  }
-  return absl::OkStatus();
+  return in.Verify(entry);
 }
 
 // A text file of exactly `count` newline-terminated lines.
@@ -519,9 +563,7 @@ absl::StatusOr<std::vector<std::string>> ReadLinesFile(const std::string& path, 
   TESSERA_RETURN_IF_ERROR(in.Open(path, entry.bytes));
   std::string text(static_cast<size_t>(entry.bytes), '\0');
   TESSERA_RETURN_IF_ERROR(in.Read(text.data(), text.size()));
-  if (in.crc() != entry.crc) {
-    return Loss(path, absl::StrFormat("checksum mismatch (manifest %08x, file %08x)", entry.crc, in.crc()));
-  }
+  TESSERA_RETURN_IF_ERROR(in.Verify(entry));
   if (count == 0) {
     if (!text.empty()) return Loss(path, "expected no lines");
     return std::vector<std::string>{};
@@ -541,13 +583,20 @@ std::vector<std::string> GeneratedNames(char prefix, int64_t count) {
   return names;
 }
 
-absl::StatusOr<FileEntry> ParseFileEntry(const Fields& files, const std::string& name) {
+absl::StatusOr<FileEntry> ParseFileEntry(const Fields& files, const std::string& name, int64_t version) {
   TESSERA_ASSIGN_OR_RETURN(Fields f, files.Object(name));
   FileEntry e;
   e.name = name;
   TESSERA_ASSIGN_OR_RETURN(e.bytes, f.Int("bytes", 0, int64_t{1} << 53));
-  TESSERA_ASSIGN_OR_RETURN(int64_t crc, f.Int("crc32", 0, 0xffffffffLL));
-  e.crc = static_cast<uint32_t>(crc);
+  if (version >= 2) {
+    TESSERA_ASSIGN_OR_RETURN(e.sha256, f.String("sha256"));
+    if (e.sha256.size() != 64 || e.sha256.find_first_not_of("0123456789abcdef") != std::string::npos) {
+      return Loss(f.path(), absl::StrCat("field ", f.where(), "sha256 \"", e.sha256, "\" is not 64 hex digits"));
+    }
+  } else {
+    TESSERA_ASSIGN_OR_RETURN(int64_t crc, f.Int("crc32", 0, 0xffffffffLL));
+    e.crc = static_cast<uint32_t>(crc);
+  }
   return e;
 }
 
@@ -627,7 +676,7 @@ absl::Status SaveAtlas(const Atlas& atlas, absl::string_view directory) {
     FileEntry e;
     e.name = name;
     for (const Piece& p : pieces) e.bytes += static_cast<int64_t>(p.size);
-    TESSERA_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, name), pieces, &e.crc));
+    TESSERA_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, name), pieces, &e.sha256));
     files.push_back(e);
     return absl::OkStatus();
   };
@@ -713,9 +762,10 @@ absl::StatusOr<Atlas> LoadAtlas(absl::string_view directory) {
   TESSERA_ASSIGN_OR_RETURN(std::string format, top.String("format"));
   if (format != kFormat) return Loss(path, absl::StrCat("format is \"", format, "\", not \"", kFormat, "\""));
   TESSERA_ASSIGN_OR_RETURN(int64_t version, top.Int("version"));
-  if (version != kVersion) {
+  if (version < kOldestReadableVersion || version > kVersion) {
     return absl::InvalidArgumentError(absl::StrCat("atlas file ", path, ": format version ", version,
-                                                   " is not supported (this build reads version ", kVersion, ")"));
+                                                   " is not supported (this build reads versions ",
+                                                   kOldestReadableVersion, " to ", kVersion, ")"));
   }
   // The manifest's own checksum: everything before its last field.
   {
@@ -730,7 +780,15 @@ absl::StatusOr<Atlas> LoadAtlas(absl::string_view directory) {
   }
 
   Atlas a;
+  a.format_version = static_cast<int>(version);
   SomModel& m = a.model;
+  if (version >= 2) {
+    TESSERA_ASSIGN_OR_RETURN(Fields layout, top.Object("codebook_layout"));
+    TESSERA_ASSIGN_OR_RETURN(std::string order, layout.String("order"));
+    if (order != "feature-major") {
+      return Loss(path, absl::StrCat("codebook_layout.order is \"", order, "\"; this build reads \"feature-major\""));
+    }
+  }
   TESSERA_ASSIGN_OR_RETURN(Fields grid, top.Object("grid"));
   TESSERA_ASSIGN_OR_RETURN(int64_t width, grid.Int("width", 1));
   TESSERA_ASSIGN_OR_RETURN(int64_t height, grid.Int("height", 1));
@@ -773,9 +831,9 @@ absl::StatusOr<Atlas> LoadAtlas(absl::string_view directory) {
 
   const int64_t nodes = m.grid.nodes();
   if (m.features * nodes > (int64_t{1} << 40)) return Loss(path, "the codebook size is implausible");
-  TESSERA_ASSIGN_OR_RETURN(FileEntry codebook, ParseFileEntry(files, kCodebook));
+  TESSERA_ASSIGN_OR_RETURN(FileEntry codebook, ParseFileEntry(files, kCodebook, version));
   TESSERA_RETURN_IF_ERROR(ReadArrayFile(JoinPath(dir, kCodebook), codebook, m.features * nodes, &m.weights_f32));
-  TESSERA_ASSIGN_OR_RETURN(FileEntry bmu, ParseFileEntry(files, kBmu));
+  TESSERA_ASSIGN_OR_RETURN(FileEntry bmu, ParseFileEntry(files, kBmu, version));
   TESSERA_RETURN_IF_ERROR(ReadArrayFile(JoinPath(dir, kBmu), bmu, documents, &a.bmu));
   for (int64_t d = 0; d < documents; ++d) {
     if (a.bmu[d] < 0 || a.bmu[d] >= nodes) {
@@ -783,18 +841,26 @@ absl::StatusOr<Atlas> LoadAtlas(absl::string_view directory) {
     }
   }
   if (files.Has(kFeatures)) {
-    TESSERA_ASSIGN_OR_RETURN(FileEntry entry, ParseFileEntry(files, kFeatures));
+    TESSERA_ASSIGN_OR_RETURN(FileEntry entry, ParseFileEntry(files, kFeatures, version));
     TESSERA_ASSIGN_OR_RETURN(a.feature_names, ReadLinesFile(JoinPath(dir, kFeatures), entry, m.features));
   } else {
     a.feature_names = GeneratedNames('f', m.features);
   }
   if (files.Has(kDocuments)) {
-    TESSERA_ASSIGN_OR_RETURN(FileEntry entry, ParseFileEntry(files, kDocuments));
+    TESSERA_ASSIGN_OR_RETURN(FileEntry entry, ParseFileEntry(files, kDocuments, version));
     TESSERA_ASSIGN_OR_RETURN(a.document_ids, ReadLinesFile(JoinPath(dir, kDocuments), entry, documents));
   } else {
     a.document_ids = GeneratedNames('d', documents);
   }
 
+  if (version < 2) {
+    // Still verified: every byte against the files' CRC-32 trailers and the
+    // text files against their manifest CRC-32. What version 1 cannot catch is
+    // a data file replaced together with a matching trailer.
+    TESSERA_LOG(WARNING) << "SOM atlas " << dir << " has format version 1: its manifest records no content "
+                         << "checksum of " << kCodebook << " and " << kBmu
+                         << " (only their CRC-32 trailers are checked); save it again to record SHA-256";
+  }
   // fp16 maps were stored widened; narrowing them back is exact.
   if (m.type == WeightType::kFloat16) {
     m.weights_f16.resize(m.weights_f32.size());

@@ -5,20 +5,29 @@
 // On disk (one directory per atlas; every file written to "<name>.tmp",
 // fsync'ed and renamed, the manifest last, so a crash leaves either the old
 // atlas or the new one, never a mix):
-//   manifest.json     format version, grid (width, height, topology), features,
-//                     documents, weight type, training options, epochs,
-//                     converged, final quality, held-out quality (documents
-//                     kept out of training, measured on the map; 0 documents
-//                     without a holdout), per-epoch history, creation time,
-//                     the training job's id (optional: "job_id", only when
-//                     trained by a job), the size and CRC-32 of every other
-//                     file, and last
+//   manifest.json     format version (2), grid (width, height, topology),
+//                     features, documents, weight type, "codebook_layout" and
+//                     "bmu_layout" (the byte layouts below, in words),
+//                     training options, epochs, converged, final quality,
+//                     held-out quality (documents kept out of training,
+//                     measured on the map; 0 documents without a holdout),
+//                     per-epoch history, creation time, the training job's id
+//                     (optional: "job_id", only when trained by a job), the
+//                     size and SHA-256 of every other file, and last
 //                     "manifest_crc32", the CRC-32 of the text before it
-//   codebook.f32      feature-major weights (features x nodes, little-endian
-//                     fp32; fp16 maps are stored widened to fp32) + CRC-32 trailer
+//   codebook.f32      feature-major weights, little-endian fp32 (fp16 maps are
+//                     stored widened): the weight of feature f at node n is
+//                     element [f * nodes + n], nodes = width * height, node n
+//                     the cell (n % width, n / width); then a 4-byte CRC-32 of
+//                     those bytes
 //   bmu.i32           the training documents' BMUs (documents int32) + CRC-32
 //   features.txt      one feature name per line (absent: "f<index>")
 //   documents.txt     one document id per line (absent: "d<index>")
+// Version 1 manifests recorded a CRC-32 of each whole file instead of its
+// SHA-256; for the two binary files that is the same constant for every file
+// (the CRC of data followed by its own CRC), so it vouched for nothing.
+// LoadAtlas still reads version 1 (the trailers and text-file CRCs are
+// checked; a warning says the content is not vouched for by the manifest).
 // LoadAtlas checks the manifest version, every size against the manifest and
 // every checksum, and names the file that is wrong. (A crash in the middle of
 // replacing an atlas can leave new data files beside the old manifest; the
@@ -56,6 +65,9 @@ struct Atlas {
   // The scheduler job that trained it ("" when none: `tessera som train`), so
   // a retry of that job recognises the atlas an earlier attempt saved.
   std::string job_id;
+  // The format version LoadAtlas read (1: no content checksums in the
+  // manifest); SaveAtlas always writes the current version.
+  int format_version = 0;
 
   int64_t nodes() const { return static_cast<int64_t>(model.grid.width) * model.grid.height; }
 };

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "kernels/som/half.h"
+#include "services/som/sha256_stream.h"
 #include "services/som/synthetic.h"
 
 namespace tessera {
@@ -38,6 +39,21 @@ std::string ReadAll(const std::string& path) {
 void WriteAll(const std::string& path, const std::string& data) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << data;
+}
+
+// Recomputes the manifest's closing "manifest_crc32" after an edit, as a
+// writer of that text would have.
+std::string ResealManifest(std::string manifest) {
+  const size_t crc_at = manifest.rfind("\"manifest_crc32\": ") + std::strlen("\"manifest_crc32\": ");
+  manifest.resize(crc_at);
+  absl::StrAppend(&manifest, crc32(crc32(0, nullptr, 0), reinterpret_cast<const Bytef*>(manifest.data()),
+                                   static_cast<uInt>(manifest.size())),
+                  "\n}\n");
+  return manifest;
+}
+
+uint32_t FileCrc32(const std::string& data) {
+  return crc32(crc32(0, nullptr, 0), reinterpret_cast<const Bytef*>(data.data()), static_cast<uInt>(data.size()));
 }
 
 bool Exists(const std::string& path) {
@@ -199,12 +215,7 @@ TEST(AtlasTest, HeldOutQualityOfOlderAtlasesComesFromTheirSideFile) {
   ASSERT_NE(begin, std::string::npos);
   const size_t end = manifest.find("},\n", begin) + 3;
   manifest.erase(begin, end - begin);
-  const size_t crc_at = manifest.rfind("\"manifest_crc32\": ") + std::strlen("\"manifest_crc32\": ");
-  manifest.resize(crc_at);
-  absl::StrAppend(&manifest, crc32(crc32(0, nullptr, 0), reinterpret_cast<const Bytef*>(manifest.data()),
-                                   static_cast<uInt>(manifest.size())),
-                  "\n}\n");
-  WriteAll(dir + "/manifest.json", manifest);
+  WriteAll(dir + "/manifest.json", ResealManifest(manifest));
   auto loaded = LoadAtlas(dir);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->held_out_quality.docs, 0);
@@ -356,9 +367,92 @@ TEST_F(DamagedAtlasTest, MissingCodebookFile) {
 
 TEST_F(DamagedAtlasTest, WrongVersion) {
   std::string m = ReadAll(Path("manifest.json"));
-  m = absl::StrReplaceAll(m, {{"\"version\": 1,", "\"version\": 99,"}});
+  m = absl::StrReplaceAll(m, {{"\"version\": 2,", "\"version\": 99,"}});
   WriteAll(Path("manifest.json"), m);
   ExpectError(absl::StatusCode::kInvalidArgument, "version 99");
+}
+
+// The case a CRC-32 of the whole file could never catch: one byte of the data
+// changed and the file's own CRC-32 trailer recomputed to match. The manifest's
+// SHA-256 of the content still names the file.
+TEST_F(DamagedAtlasTest, ByteChangedWithMatchingTrailerIsCaughtByTheManifest) {
+  for (const char* name : {"codebook.f32", "bmu.i32"}) {
+    SCOPED_TRACE(name);
+    SetUp();  // a fresh atlas for each file
+    std::string data = ReadAll(Path(name));
+    ASSERT_GT(data.size(), 8u);
+    std::string body = data.substr(0, data.size() - 4);
+    body[body.size() / 2] ^= 0x01;
+    const uint32_t trailer = FileCrc32(body);
+    WriteAll(Path(name), body + std::string(reinterpret_cast<const char*>(&trailer), 4));
+    ExpectError(absl::StatusCode::kDataLoss, name);
+    EXPECT_TRUE(absl::StrContains(LoadAtlas(dir_).status().message(), "sha256")) << LoadAtlas(dir_).status();
+  }
+}
+
+// Turns the saved (current-format) manifest into what version 1 wrote: no
+// layouts, and a CRC-32 of each whole file instead of its SHA-256.
+std::string AsVersion1Manifest(const std::string& dir) {
+  std::string m = ReadAll(dir + "/manifest.json");
+  m = absl::StrReplaceAll(m, {{"\"version\": 2,", "\"version\": 1,"}});
+  for (const char* key : {"  \"codebook_layout\": {", "  \"bmu_layout\": \""}) {
+    const size_t begin = m.find(key);
+    EXPECT_NE(begin, std::string::npos) << key;
+    const size_t end = m.find(key[3] == 'c' ? "},\n" : "\",\n", begin) + 3;
+    m.erase(begin, end - begin);
+  }
+  for (const char* name : {"codebook.f32", "bmu.i32", "features.txt", "documents.txt"}) {
+    const std::string data = ReadAll(dir + "/" + name);
+    const std::string from = absl::StrCat("\"sha256\": \"", Sha256Hex(data.data(), data.size()), "\"");
+    EXPECT_TRUE(absl::StrContains(m, from)) << name;
+    m = absl::StrReplaceAll(m, {{from, absl::StrCat("\"crc32\": ", FileCrc32(data))}});
+  }
+  return ResealManifest(m);
+}
+
+TEST(AtlasTest, ManifestRecordsContentChecksumsAndTheCodebookLayout) {
+  const std::string dir = TempDir("content_checksums");
+  ASSERT_TRUE(SaveAtlas(TrainedAtlas(), dir).ok());
+  const std::string m = ReadAll(dir + "/manifest.json");
+  EXPECT_TRUE(absl::StrContains(m, "\"version\": 2,")) << m;
+  EXPECT_TRUE(absl::StrContains(m, "\"order\": \"feature-major\"")) << m;
+  EXPECT_TRUE(absl::StrContains(m, "element [f * nodes + n], nodes = width * height")) << m;
+  EXPECT_FALSE(absl::StrContains(m, "crc32\": 558161692")) << m;  // the old constant
+  for (const char* name : {"codebook.f32", "bmu.i32", "features.txt", "documents.txt"}) {
+    const std::string data = ReadAll(dir + "/" + name);
+    EXPECT_TRUE(absl::StrContains(m, absl::StrCat("\"sha256\": \"", Sha256Hex(data.data(), data.size()), "\"")))
+        << name;
+  }
+  // The documented index is the one the code uses.
+  auto loaded = LoadAtlas(dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->format_version, 2);
+  const std::string codebook = ReadAll(dir + "/codebook.f32");
+  const int64_t nodes = loaded->nodes(), f = 7, n = 13;
+  float w = 0;
+  std::memcpy(&w, codebook.data() + 4 * (f * nodes + n), 4);
+  EXPECT_EQ(w, loaded->model.Weight(f, n));
+}
+
+TEST(AtlasTest, Version1AtlasesStillLoadAndStillCatchDamage) {
+  const Atlas atlas = TrainedAtlas();
+  const std::string dir = TempDir("version1");
+  ASSERT_TRUE(SaveAtlas(atlas, dir).ok());
+  WriteAll(dir + "/manifest.json", AsVersion1Manifest(dir));
+  auto loaded = LoadAtlas(dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->format_version, 1);
+  ExpectSameAtlas(atlas, *loaded);
+  // Saving it again writes the current version.
+  ASSERT_TRUE(SaveAtlas(*loaded, dir).ok());
+  EXPECT_EQ(LoadAtlas(dir)->format_version, 2);
+  // A version-1 atlas with a flipped byte still fails (the trailer).
+  WriteAll(dir + "/manifest.json", AsVersion1Manifest(dir));
+  std::string data = ReadAll(dir + "/bmu.i32");
+  data[3] ^= 0x04;
+  WriteAll(dir + "/bmu.i32", data);
+  EXPECT_EQ(LoadAtlas(dir).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_TRUE(absl::StrContains(LoadAtlas(dir).status().message(), "bmu.i32")) << LoadAtlas(dir).status();
 }
 
 TEST_F(DamagedAtlasTest, ManifestSizeDisagreesWithShape) {

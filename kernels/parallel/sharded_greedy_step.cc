@@ -3,122 +3,230 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/array_stats.h"
+#include "common/buffer.h"
 #include "common/status.h"
 #include "kernels/parallel/ring_sampler.h"
 #include "kernels/parallel/sharded_ops.h"
 #include "kernels/registration/field_ops.h"
 #include "kernels/registration/grid_sampler.h"
+#include "kernels/registration/lean_compose.h"
 
 namespace tessera {
 namespace parallel {
 namespace {
 
-// The composition reads u at x + s with |s| < 1.6 lr voxels (Adam's step
-// bound for beta1 = 0.9, beta2 = 0.999), plus one slice for the cell.
-int64_t CompositionHalo(double lr_voxels) { return static_cast<int64_t>(std::ceil(1.6 * lr_voxels)) + 1; }
+MemoryKind KindOf(const Stream& stream) {
+  return stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
+}
+
+absl::Status AllocateFields(ShardedGreedyState& s, const GreedyStepOptions& options, const Stream& stream) {
+  const MemoryKind kind = KindOf(stream);
+  std::vector<NDArray*> fields = {&s.u, &s.grad_u};
+  if (options.rule == GreedyRule::kAdam) fields.insert(fields.end(), {&s.m, &s.v});
+  for (NDArray* f : fields) {
+    TESSERA_ASSIGN_OR_RETURN(*f, NDArray::Allocate(s.layout.LocalShape(3), DType::kFloat32, kind, stream.ordinal()));
+    TESSERA_RETURN_IF_ERROR(registration::FillZero(*f, stream));
+  }
+  for (NDArray* f : {&s.warped, &s.grad_w}) {
+    TESSERA_ASSIGN_OR_RETURN(*f, NDArray::Allocate(s.layout.LocalShape(1), DType::kFloat32, kind, stream.ordinal()));
+    TESSERA_RETURN_IF_ERROR(registration::FillZero(*f, stream));
+  }
+  TESSERA_ASSIGN_OR_RETURN(s.affine_stream, NDArray::Allocate({12}, DType::kFloat32, kind, stream.ordinal()));
+  TESSERA_RETURN_IF_ERROR(CopyBytes(s.affine_stream.raw_data(), kind, s.affine, MemoryKind::kHost, sizeof(s.affine), stream));
+  return stream.Synchronize();
+}
+
+// The grid sampler's arguments for the local slab on the whole moving image:
+// the slab's normalized z range within the whole grid (grid_lo/hi).
+registration::GridSampleArgs WholeMovingArgs(const ShardedGreedyState& st) {
+  const SlabLayout& l = st.layout;
+  registration::GridSampleArgs args;
+  args.image = st.moving.data<float>();
+  args.image_dims = {st.moving.dim(0), st.moving.dim(1), st.moving.dim(2)};
+  args.affine = st.affine_stream.data<float>();
+  args.disp = st.u.data<float>();
+  args.out_dims = l.local_dims();
+  args.padding = registration::Padding::kZeros;
+  const int64_t nz = l.global.nz;
+  const auto z_of = [nz](int64_t k) { return nz > 1 ? -1.0 + 2.0 * static_cast<double>(k) / (nz - 1) : 0.0; };
+  args.grid_lo[2] = z_of(l.local_z0());
+  args.grid_hi[2] = z_of(l.local_z0() + l.local_nz() - 1);
+  return args;
+}
+
+// Zeroes the halo slices of a local planar field (so global reductions over
+// the local array see own values only).
+absl::Status ZeroHalos(const SlabLayout& l, NDArray& field, const Stream& stream) {
+  const int64_t lv = l.local_voxels(), slice = l.slice();
+  const std::vector<float> zeros(static_cast<size_t>(std::max(l.halo_lo, l.halo_hi) * slice), 0.f);
+  const MemoryKind kind = field.memory_kind();
+  for (int c = 0; c < 3; ++c) {
+    float* base = field.data<float>() + c * lv;
+    for (auto [at, slices] : {std::pair<float*, int64_t>{base, l.halo_lo},
+                              {base + l.own_offset() + l.own_voxels(), l.halo_hi}}) {
+      if (slices == 0) continue;
+      TESSERA_RETURN_IF_ERROR(CopyBytes(at, kind, zeros.data(), MemoryKind::kHost,
+                                        static_cast<size_t>(slices * slice) * sizeof(float), stream));
+    }
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
+
+double GreedyStepBoundSup(const GreedyStepOptions& options) {
+  registration::GreedyStep step;
+  if (options.rule == GreedyRule::kNormalized) {
+    step.rule = registration::GreedyStep::Rule::kScaled;
+    step.scale = static_cast<float>(options.lr_voxels);
+    step.max_abs_grad = 1.f;
+    return registration::GreedyStepBoundVoxels(step);
+  }
+  // Adam's bound grows with t towards its limit (about 7.3 lr at the default
+  // betas); sample t geometrically far past where it settles.
+  step.rule = registration::GreedyStep::Rule::kAdam;
+  step.adam.lr = options.lr_voxels;
+  double sup = 0;
+  for (int64_t t = 1; t <= (int64_t{1} << 24); t = t < 64 ? t + 1 : t * 2) {
+    step.t = t;
+    sup = std::max(sup, registration::GreedyStepBoundVoxels(step));
+  }
+  return sup;
+}
 
 int64_t GreedyStepHalo(const GreedyStepOptions& options) {
   int64_t h = std::max(SmoothingHalo(options.smooth_grad_sigma), SmoothingHalo(options.smooth_warp_sigma));
   if (options.metric == GreedyMetric::kLncc) h = std::max(h, LnccHalo(options.lncc.window));
-  return std::max(h, CompositionHalo(options.lr_voxels));
+  return std::max(h, registration::ComposeHaloSlices(GreedyStepBoundSup(options)));
 }
 
 absl::StatusOr<ShardedGreedyState> MakeShardedGreedyState(const SlabLayout& layout, NDArray fixed,
                                                           const SlabLayout& moving_layout, NDArray moving,
-                                                          const float affine[12]) {
+                                                          const float affine[12], const GreedyStepOptions& options,
+                                                          const Stream& stream) {
   ShardedGreedyState s;
   s.layout = layout;
   s.fixed = std::move(fixed);
   s.moving_layout = moving_layout;
   s.moving = std::move(moving);
   std::memcpy(s.affine, affine, sizeof(s.affine));
-  for (NDArray* f : {&s.u, &s.m, &s.v, &s.grad_u, &s.step}) {
-    TESSERA_ASSIGN_OR_RETURN(*f, NDArray::Allocate(layout.LocalShape(3), DType::kFloat32));
-    std::fill(f->data<float>(), f->data<float>() + f->num_elements(), 0.f);
-  }
-  for (NDArray* f : {&s.warped, &s.grad_w}) {
-    TESSERA_ASSIGN_OR_RETURN(*f, NDArray::Allocate(layout.LocalShape(1), DType::kFloat32));
-    std::fill(f->data<float>(), f->data<float>() + f->num_elements(), 0.f);
-  }
+  TESSERA_RETURN_IF_ERROR(AllocateFields(s, options, stream));
   return s;
 }
 
-absl::StatusOr<double> ShardedGreedyStep(Communicator& comm, ShardedGreedyState& st, const GreedyStepOptions& options,
-                                         const Stream& stream) {
-  if (stream.backend() != Backend::kCpu) {
-    return absl::UnimplementedError("the sharded greedy step runs on CPU streams only (ring sampler)");
+absl::StatusOr<ShardedGreedyState> MakeShardedGreedyStateWholeMoving(const SlabLayout& layout, NDArray fixed,
+                                                                     NDArray moving, const float affine[12],
+                                                                     const GreedyStepOptions& options,
+                                                                     const Stream& stream) {
+  if (moving.rank() != 3) {
+    return absl::InvalidArgumentError(absl::StrCat("whole moving image must be 3-D, got ", ShapeToString(moving.shape())));
   }
+  ShardedGreedyState s;
+  s.layout = layout;
+  s.fixed = std::move(fixed);
+  s.moving = std::move(moving);
+  s.moving_whole = true;
+  std::memcpy(s.affine, affine, sizeof(s.affine));
+  TESSERA_RETURN_IF_ERROR(AllocateFields(s, options, stream));
+  return s;
+}
+
+absl::StatusOr<double> ShardedGreedyEvaluate(Communicator& comm, ShardedGreedyState& st,
+                                             const GreedyStepOptions& options, const Stream& stream) {
   const SlabLayout& l = st.layout;
   const int64_t halo = GreedyStepHalo(options);
   if ((l.rank > 0 && l.halo_lo < halo) || (l.rank + 1 < l.ranks && l.halo_hi < halo)) {
     return absl::InvalidArgumentError(absl::StrCat("greedy step needs halos of ", halo, " slices, ", l.ToString()));
   }
-  const Dims3 g = l.global;
-  const int64_t lv = l.local_voxels();
-
-  // Warp and the sampling Jacobian (into grad_u).
-  RingSampleArgs ra;
-  ra.out_layout = l;
-  ra.disp = st.u.data<float>();
-  ra.affine = st.affine;
-  ra.padding = registration::Padding::kZeros;
-  ra.moving_layout = st.moving_layout;
-  ra.moving = st.moving.data<float>();
-  TESSERA_RETURN_IF_ERROR(RingGridSample(comm, ra, st.warped.data<float>(), st.grad_u.data<float>(), stream));
-
-  // Loss and dL/dwarped.
-  double loss = 0;
-  if (options.metric == GreedyMetric::kLncc) {
-    TESSERA_ASSIGN_OR_RETURN(loss, ShardedLncc(comm, l, st.fixed, st.warped, options.lncc, &st.grad_w, stream));
+  if (st.moving_whole) {
+    TESSERA_RETURN_IF_ERROR(registration::GridSample(stream, WholeMovingArgs(st), st.warped.data<float>()));
   } else {
-    TESSERA_ASSIGN_OR_RETURN(loss, ShardedMse(comm, l, st.fixed, st.warped, &st.grad_w, stream));
+    if (stream.backend() != Backend::kCpu) {
+      return absl::UnimplementedError("the ring sampler runs on CPU streams only: use the whole-moving state on a GPU");
+    }
+    // Warp and the sampling Jacobian (into grad_u).
+    RingSampleArgs ra;
+    ra.out_layout = l;
+    ra.disp = st.u.data<float>();
+    ra.affine = st.affine;
+    ra.padding = registration::Padding::kZeros;
+    ra.moving_layout = st.moving_layout;
+    ra.moving = st.moving.data<float>();
+    TESSERA_RETURN_IF_ERROR(RingGridSample(comm, ra, st.warped.data<float>(), st.grad_u.data<float>(), stream));
   }
-  TESSERA_RETURN_IF_ERROR(ApplySampleJacobian(l, st.grad_w.data<float>(), st.grad_u.data<float>(), stream));
+  switch (options.metric) {
+    case GreedyMetric::kLncc:
+      return ShardedLncc(comm, l, st.fixed, st.warped, options.lncc, &st.grad_w, stream);
+    case GreedyMetric::kMse:
+      return ShardedMse(comm, l, st.fixed, st.warped, &st.grad_w, stream);
+    case GreedyMetric::kMi: {
+      TESSERA_ASSIGN_OR_RETURN(registration::MattesMiResult r,
+                               ShardedMattesMi(comm, l, st.fixed, st.warped, nullptr, options.mi, &st.grad_w, stream));
+      return r.loss;
+    }
+  }
+  return absl::InvalidArgumentError("unknown greedy metric");
+}
+
+absl::Status ShardedGreedyUpdate(Communicator& comm, ShardedGreedyState& st, const GreedyStepOptions& options,
+                                 const Stream& stream) {
+  const SlabLayout& l = st.layout;
+  const Dims3 g = l.global;
+  if (st.moving_whole) {
+    registration::GridSampleGrads grads;
+    grads.grad_disp = st.grad_u.data<float>();
+    TESSERA_RETURN_IF_ERROR(registration::GridSampleBackward(stream, WholeMovingArgs(st), st.grad_w.data<float>(),
+                                                             grads, st.sampler_workspace.get()));
+  } else {
+    TESSERA_RETURN_IF_ERROR(ApplySampleJacobian(l, st.grad_w.data<float>(), st.grad_u.data<float>(), stream));
+  }
   const double gs = options.smooth_grad_sigma, ws = options.smooth_warp_sigma;
   TESSERA_RETURN_IF_ERROR(ShardedGaussianSmooth(comm, l, st.grad_u, {gs, gs, gs}, stream));
+  // Halo slices take no step: their u is refreshed from the neighbours before
+  // anything reads it, and the normalized rule's max must see own values only.
+  TESSERA_RETURN_IF_ERROR(ZeroHalos(l, st.grad_u, stream));
 
-  // Adam on a zero parameter yields the step itself, in voxels. Element-wise,
-  // so running it over the halo slices too is harmless (they are never read
-  // as own values) and keeps every field in one layout.
-  registration::AdamOptions adam;
-  adam.lr = options.lr_voxels;
-  TESSERA_RETURN_IF_ERROR(registration::FillZero(st.step, stream));
-  TESSERA_RETURN_IF_ERROR(registration::AdamStep(st.step, st.grad_u, st.m, st.v, adam, ++st.adam_step, stream));
-  auto to_normalized = [](int64_t n) { return n > 1 ? 2.f / static_cast<float>(n - 1) : 0.f; };
-  TESSERA_RETURN_IF_ERROR(
-      registration::ScaleComponents(st.step, {to_normalized(g.nx), to_normalized(g.ny), to_normalized(g.nz)}, stream));
-
-  // Composition u <- s + u o (x + s) on the local slab: the slab's own
-  // normalized z runs over its local extent, so s_z is rescaled to it.
+  registration::GreedyStep step;
+  step.to_normalized = {g.nx > 1 ? 2.f / static_cast<float>(g.nx - 1) : 0.f,
+                        g.ny > 1 ? 2.f / static_cast<float>(g.ny - 1) : 0.f,
+                        g.nz > 1 ? 2.f / static_cast<float>(g.nz - 1) : 0.f};
+  step.grid_nz = g.nz;  // the local slab samples in the whole grid's z units
+  if (options.rule == GreedyRule::kAdam) {
+    step.rule = registration::GreedyStep::Rule::kAdam;
+    step.adam.lr = options.lr_voxels;
+    step.t = ++st.adam_step;
+    step.m = st.m.data<float>();
+    step.v = st.v.data<float>();
+  } else {
+    // Steepest descent scaled so the largest component over ALL ranks moves lr.
+    TESSERA_ASSIGN_OR_RETURN(ArrayStats stats, ComputeArrayStats(st.grad_u, stream));
+    TESSERA_ASSIGN_OR_RETURN(
+        const double largest,
+        AllReduceHostScalar(comm, std::max(std::abs(stats.min), std::abs(stats.max)), ReduceOp::kMax, stream));
+    step.rule = registration::GreedyStep::Rule::kScaled;
+    step.max_abs_grad = static_cast<float>(largest);
+    step.scale = largest > 0 ? static_cast<float>(-options.lr_voxels / largest) : 0.f;
+  }
+  const int64_t reach = registration::ComposeHaloSlices(registration::GreedyStepBoundVoxels(step));
+  if ((l.rank > 0 && l.halo_lo < reach) || (l.rank + 1 < l.ranks && l.halo_hi < reach)) {
+    return absl::InvalidArgumentError(absl::StrCat("the composition reaches ", reach, " slices, ", l.ToString()));
+  }
+  // The composition reads u around each own slice: refresh the halos first.
   TESSERA_RETURN_IF_ERROR(HaloExchange(comm, l, st.u, stream));
-  const float z_to_local = g.nz > 1 && l.local_nz() > 1
-                               ? static_cast<float>(g.nz - 1) / static_cast<float>(l.local_nz() - 1)
-                               : 1.f;
-  TESSERA_RETURN_IF_ERROR(registration::ScaleComponents(st.step, {1.f, 1.f, z_to_local}, stream));
-  NDArray& composed = st.grad_u;  // dead after Adam, as in registrar.cc
-  const Dims3 ld = l.local_dims();
-  for (int c = 0; c < 3; ++c) {
-    registration::GridSampleArgs compose;
-    compose.image = st.u.data<float>() + c * lv;
-    compose.image_dims = ld;
-    compose.disp = st.step.data<float>();
-    compose.out_dims = ld;
-    compose.padding = registration::Padding::kBorder;
-    TESSERA_RETURN_IF_ERROR(registration::GridSample(stream, compose, composed.data<float>() + c * lv));
-  }
-  // composed += s (back in whole-grid units).
-  float* s = st.step.data<float>();
-  float* out = composed.data<float>();
-  const float back[3] = {1.f, 1.f, 1.f / z_to_local};
-  for (int c = 0; c < 3; ++c) {
-    registration::cpu::Axpy(back[c], s + c * lv, out + c * lv, lv);
-  }
-  std::swap(st.u, composed);
-  TESSERA_RETURN_IF_ERROR(ShardedGaussianSmooth(comm, l, st.u, {ws, ws, ws}, stream));
+  TESSERA_RETURN_IF_ERROR(registration::ComposeGreedyStepInPlace(stream, st.u.data<float>(), st.grad_u.data<float>(),
+                                                                 l.local_dims(), step, st.compose_workspace.get()));
+  return ShardedGaussianSmooth(comm, l, st.u, {ws, ws, ws}, stream);
+}
+
+absl::StatusOr<double> ShardedGreedyStep(Communicator& comm, ShardedGreedyState& st, const GreedyStepOptions& options,
+                                         const Stream& stream) {
+  TESSERA_ASSIGN_OR_RETURN(double loss, ShardedGreedyEvaluate(comm, st, options, stream));
+  TESSERA_RETURN_IF_ERROR(ShardedGreedyUpdate(comm, st, options, stream));
   return loss;
 }
 

@@ -1,23 +1,32 @@
-// One greedy deformable iteration of services/registration/registrar.cc
-// (RunDeformableStage) on H ranks, the fixed grid, displacement, Adam moments
-// and moving image all split along z:
+// One greedy deformable iteration of the registrar's lean stage
+// (services/registration/deformable_stage.h) on H ranks, the fixed grid,
+// displacement, Adam moments and (ring mode) the moving image split along z.
+// This is THE sharded loop body: services/registration/sharded_deformable_stage
+// runs it level by level, the tests and benches run it directly.
 //
-//   warped = M(A x + t + u(x))             ring sampler, with dwarped/du
-//   loss, dL/dwarped                       sharded LNCC or MSE
+//   warped = M(A x + t + u(x))             ring sampler (with dwarped/du), or the
+//                                          grid sampler on the whole moving image
+//   loss, dL/dwarped                       sharded LNCC, MSE or Mattes MI
 //   g = smooth(dL/dwarped * dwarped/du)     sharded Gaussian (grad sigma)
-//   s = Adam(g) in voxels -> normalized    element-wise (no communication)
-//   u = s + u o (x + s)                    composition: border sampling of the
-//                                          local u slab (halo >= |s_z| + 1)
+//   s = rule(g): normalized                 -lr g / max|g| (max all-reduced over ranks)
+//                adam                       element-wise Adam (no communication)
+//   u = s + u o (x + s)                    kernels/registration/lean_compose.h in place
+//                                          on the local slab (halo exchanged first;
+//                                          halo >= GreedyStepBoundVoxels + 1)
 //   u = smooth(u)                          sharded Gaussian (warp sigma)
 //
-// Equal to the single-rank iteration up to float rounding (the composition
-// samples the local slab, whose normalized z coordinates differ from the
-// whole grid's by a scale; see sharded_greedy_step_test.cc for tolerances).
-// CPU streams (the ring sampler and sharded LNCC are CPU-only for now).
+// Equal to the single-rank lean iteration up to float rounding (reduction
+// order of the losses; see sharded_greedy_step_test.cc for tolerances).
+//
+// Backends. CPU streams: every metric, both samplers. CUDA streams (several
+// shards on one GPU, each rank with its own stream): the whole-moving sampler
+// and MSE (the ring sampler, sharded LNCC and MI have no device kernels yet:
+// UNIMPLEMENTED).
 #ifndef TESSERA_KERNELS_PARALLEL_SHARDED_GREEDY_STEP_H_
 #define TESSERA_KERNELS_PARALLEL_SHARDED_GREEDY_STEP_H_
 
 #include <cstdint>
+#include <memory>
 
 #include "absl/status/statusor.h"
 #include "common/device.h"
@@ -26,45 +35,86 @@
 #include "kernels/parallel/slab.h"
 #include "kernels/registration/adam.h"
 #include "kernels/registration/lncc.h"
+#include "kernels/registration/mutual_info.h"
+#include "kernels/registration/workspace.h"
 
 namespace tessera {
 namespace parallel {
 
-enum class GreedyMetric { kMse, kLncc };
+enum class GreedyMetric { kMse, kLncc, kMi };
+// RegistrationOptions::deformable_step: "normalized" or "adam".
+enum class GreedyRule { kNormalized, kAdam };
 
 struct GreedyStepOptions {
   GreedyMetric metric = GreedyMetric::kLncc;
   registration::LnccOptions lncc;
+  registration::MattesMiOptions mi;
+  // Adam is what the traffic model (multi_gpu_model.h) counts; the registrar's
+  // default is normalized (one more all-reduce of one value per iteration).
+  GreedyRule rule = GreedyRule::kAdam;
   double lr_voxels = 0.5;          // RegistrationOptions::deformable_lr_voxels
   double smooth_grad_sigma = 1.0;  // voxels
   double smooth_warp_sigma = 0.5;
 };
 
-// The halo every field of the state needs for these options.
+// The largest step (voxels) the rule can take at any iteration
+// (GreedyStepBoundVoxels, over every Adam step number).
+double GreedyStepBoundSup(const GreedyStepOptions& options);
+
+// The halo every field of the state needs for these options: smoothing, the
+// metric's windows and the composition's reach (floor(bound) + 1).
 int64_t GreedyStepHalo(const GreedyStepOptions& options);
 
 // One rank's state. Fields are local planar arrays of `layout` (halo >=
-// GreedyStepHalo), in normalized units as in registrar.cc; u, m and v start
-// at zero. The scratch arrays are allocated by MakeShardedGreedyState.
+// GreedyStepHalo) in the stream's memory, u in normalized units as in the
+// registrar; u (and m, v with Adam) start at zero and may be overwritten by
+// the caller (a level initialised from the coarser one).
 struct ShardedGreedyState {
   SlabLayout layout;          // fixed grid
   NDArray fixed;              // local, halos filled
-  SlabLayout moving_layout;   // RingMovingLayout
-  NDArray moving;             // local moving shard, overlap slice filled
-  float affine[12];           // sampler affine [A | t]
-  NDArray u, m, v;            // (local, 3)
-  NDArray grad_u, step;       // scratch (local, 3)
-  NDArray warped, grad_w;     // scratch (local)
+  // The moving image: a ring shard (moving_layout = RingMovingLayout) or,
+  // with moving_whole, the whole image (moving_layout unused), which ranks on
+  // one device may share (it is only read).
+  SlabLayout moving_layout;
+  NDArray moving;
+  bool moving_whole = false;
+  float affine[12];           // sampler affine [A | t], host
+  NDArray affine_stream;      // the same in stream memory (whole-moving sampler)
+  NDArray u, m, v;            // (local, 3); m, v empty unless Adam
+  NDArray grad_u;             // (local, 3): sampling Jacobian (ring), then dL/du
+  NDArray warped, grad_w;     // (local): warped image, dL/dwarped
   int64_t adam_step = 0;
+  // Scratch of the sampler's backward pass and of the composition (held so
+  // iterations do not reallocate; pointers keep the state movable).
+  std::unique_ptr<registration::Workspace> sampler_workspace = std::make_unique<registration::Workspace>();
+  std::unique_ptr<registration::Workspace> compose_workspace = std::make_unique<registration::Workspace>();
 };
 
-// Allocates the fields (u, m, v zero) for `layout` on the host.
+// Allocates the fields for `layout` in `stream`'s memory with a ring moving
+// shard (RingMovingLayout; CPU streams).
 absl::StatusOr<ShardedGreedyState> MakeShardedGreedyState(const SlabLayout& layout, NDArray fixed,
                                                           const SlabLayout& moving_layout, NDArray moving,
-                                                          const float affine[12]);
+                                                          const float affine[12],
+                                                          const GreedyStepOptions& options = GreedyStepOptions(),
+                                                          const Stream& stream = Stream::Cpu());
+// The same with the whole moving image on this rank.
+absl::StatusOr<ShardedGreedyState> MakeShardedGreedyStateWholeMoving(const SlabLayout& layout, NDArray fixed,
+                                                                     NDArray moving, const float affine[12],
+                                                                     const GreedyStepOptions& options,
+                                                                     const Stream& stream);
 
-// Runs one iteration; returns the loss before the update (what registrar.cc
-// reports for the iteration).
+// The first half of an iteration: warp and the global loss (identical on
+// every rank), dL/dwarped in state.grad_w. Collective.
+absl::StatusOr<double> ShardedGreedyEvaluate(Communicator& comm, ShardedGreedyState& state,
+                                             const GreedyStepOptions& options, const Stream& stream);
+
+// The second half, after ShardedGreedyEvaluate: dL/du, smoothing, the step
+// and the composition, warp smoothing. Collective.
+absl::Status ShardedGreedyUpdate(Communicator& comm, ShardedGreedyState& state, const GreedyStepOptions& options,
+                                 const Stream& stream);
+
+// Evaluate then Update; returns the loss before the update (what the
+// registrar reports for the iteration).
 absl::StatusOr<double> ShardedGreedyStep(Communicator& comm, ShardedGreedyState& state,
                                          const GreedyStepOptions& options, const Stream& stream);
 

@@ -1,8 +1,10 @@
 // Sharded greedy iterations on H CPU ranks against the single-rank iteration
-// of registrar.cc (restated here with the same kernels, whole arrays):
-// per-iteration losses and the final displacement.
+// of registrar.cc's standard loop (restated here with the same kernels on
+// whole arrays; the sharded step composes in place by slabs, lean_compose.h):
+// per-iteration losses and the final displacement, for each metric and rule.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <vector>
@@ -19,6 +21,7 @@
 #include "kernels/registration/grid_sampler.h"
 #include "kernels/registration/lncc.h"
 #include "kernels/registration/mse.h"
+#include "kernels/registration/mutual_info.h"
 
 namespace tessera {
 namespace parallel {
@@ -55,6 +58,8 @@ std::vector<double> SingleRankIterations(const NDArray& fixed, const NDArray& mo
     float loss = 0;
     if (o.metric == GreedyMetric::kLncc) {
       loss = static_cast<float>(cpu::Lncc(fixed.data<float>(), warped.data<float>(), d, o.lncc, grad_w.data<float>()));
+    } else if (o.metric == GreedyMetric::kMi) {
+      loss = static_cast<float>(MattesMutualInformation(fixed, warped, nullptr, o.mi, &grad_w, cpu).value().loss);
     } else {
       loss = static_cast<float>(cpu::Mse(fixed.data<float>(), warped.data<float>(), d, grad_w.data<float>()));
     }
@@ -65,7 +70,14 @@ std::vector<double> SingleRankIterations(const NDArray& fixed, const NDArray& mo
     const double gs = o.smooth_grad_sigma, ws = o.smooth_warp_sigma;
     EXPECT_TRUE(GaussianSmooth(grad_u, &grad_u, {gs, gs, gs}, cpu).ok());
     EXPECT_TRUE(FillZero(step, cpu).ok());
-    EXPECT_TRUE(AdamStep(step, grad_u, m, v, adam, it, cpu).ok());
+    if (o.rule == GreedyRule::kAdam) {
+      EXPECT_TRUE(AdamStep(step, grad_u, m, v, adam, it, cpu).ok());
+    } else {  // the registrar's normalized step: the largest component moves lr
+      const std::vector<float> g = testing::ToVector(grad_u);
+      float largest = 0;
+      for (float x : g) largest = std::max(largest, std::abs(x));
+      if (largest > 0) EXPECT_TRUE(Axpy(static_cast<float>(-o.lr_voxels / largest), grad_u, step, cpu).ok());
+    }
     EXPECT_TRUE(ScaleComponents(step, {2.f / (d.nx - 1), 2.f / (d.ny - 1), 2.f / (d.nz - 1)}, cpu).ok());
     NDArray& composed = grad_u;
     for (int c = 0; c < 3; ++c) {
@@ -89,6 +101,7 @@ struct Case {
   int ranks;
   int64_t nz;
   GreedyMetric metric;
+  GreedyRule rule = GreedyRule::kAdam;
 };
 
 class ShardedGreedyStepTest : public ::testing::TestWithParam<Case> {};
@@ -100,6 +113,7 @@ TEST_P(ShardedGreedyStepTest, IterationsEqualTheSingleRankOnes) {
   const NDArray moving = SmoothRandomVolume(md, 72, 0.02);
   GreedyStepOptions o;
   o.metric = c.metric;
+  o.rule = c.rule;
   o.lncc.window = 5;
   const int iterations = 4;
   NDArray expect_u;
@@ -113,7 +127,7 @@ TEST_P(ShardedGreedyStepTest, IterationsEqualTheSingleRankOnes) {
     TESSERA_ASSIGN_OR_RETURN(SlabLayout ml, RingMovingLayout(md, comm.rank(), c.ranks));
     TESSERA_ASSIGN_OR_RETURN(NDArray f, ExtractSlab(fixed, l, MemoryKind::kHost, cpu));
     TESSERA_ASSIGN_OR_RETURN(NDArray mv, ExtractSlab(moving, ml, MemoryKind::kHost, cpu));
-    TESSERA_ASSIGN_OR_RETURN(ShardedGreedyState state, MakeShardedGreedyState(l, f, ml, mv, kAffine));
+    TESSERA_ASSIGN_OR_RETURN(ShardedGreedyState state, MakeShardedGreedyState(l, f, ml, mv, kAffine, o));
     for (int it = 0; it < iterations; ++it) {
       TESSERA_ASSIGN_OR_RETURN(double loss, ShardedGreedyStep(comm, state, o, cpu));
       // Losses: float vs double box sums (LNCC), float rounding of u.
@@ -136,17 +150,28 @@ TEST_P(ShardedGreedyStepTest, IterationsEqualTheSingleRankOnes) {
   // The composition samples the slab in its own normalized coordinates and
   // LNCC's box sums are double here (float in the reference): the last bits
   // differ. Measured: rms difference <= 1.6e-6 of the rms, max 3.1e-5 of max |u|.
-  EXPECT_LE(rms_diff, 1e-5 * rms) << "rms " << rms;
-  EXPECT_LE(testing::MaxRelError(a, b), 1e-3);
+  // MI: the joint histogram is summed per rank then over ranks (another
+  // order than one pass), and Adam divides tiny gradients by their own RMS,
+  // which magnifies those last bits. Measured: rms difference 4e-5 (normalized)
+  // and 1.1e-4 (Adam) of the rms, max rel 1.3e-3.
+  const bool mi = c.metric == GreedyMetric::kMi;
+  EXPECT_LE(rms_diff, (mi ? 5e-4 : 1e-5) * rms) << "rms " << rms;
+  EXPECT_LE(testing::MaxRelError(a, b), mi ? 1e-2 : 1e-3);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, ShardedGreedyStepTest,
                          ::testing::Values(Case{1, 24, GreedyMetric::kLncc}, Case{2, 24, GreedyMetric::kLncc},
                                            Case{3, 24, GreedyMetric::kMse}, Case{4, 32, GreedyMetric::kLncc},
-                                           Case{4, 37, GreedyMetric::kMse}),
+                                           Case{4, 37, GreedyMetric::kMse},
+                                           Case{2, 24, GreedyMetric::kLncc, GreedyRule::kNormalized},
+                                           Case{3, 25, GreedyMetric::kMse, GreedyRule::kNormalized},
+                                           Case{4, 32, GreedyMetric::kMi, GreedyRule::kNormalized},
+                                           Case{2, 24, GreedyMetric::kMi}),
                          [](const ::testing::TestParamInfo<Case>& info) {
+                           const GreedyMetric m = info.param.metric;
                            return "H" + std::to_string(info.param.ranks) + "_nz" + std::to_string(info.param.nz) +
-                                  (info.param.metric == GreedyMetric::kLncc ? "_lncc" : "_mse");
+                                  (m == GreedyMetric::kLncc ? "_lncc" : m == GreedyMetric::kMse ? "_mse" : "_mi") +
+                                  (info.param.rule == GreedyRule::kAdam ? "_adam" : "_normalized");
                          });
 
 }  // namespace

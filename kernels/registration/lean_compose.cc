@@ -76,7 +76,9 @@ absl::Status ComposeGreedyStepInPlace(const Stream& stream, float* u, const floa
     p.v = step.v;
   }
   const double lo[3] = {-1, -1, -1}, hi[3] = {1, 1, 1};
-  const SamplerGeometry<float> g = MakeSamplerGeometry<float>(dims, dims, lo, hi, Padding::kBorder);
+  Dims3 geometry_dims = dims;  // a slab samples in its whole grid's normalised units
+  if (step.grid_nz > 0) geometry_dims.nz = step.grid_nz;
+  const SamplerGeometry<float> g = MakeSamplerGeometry<float>(geometry_dims, geometry_dims, lo, hi, Padding::kBorder);
   for (int c = 0; c < 3; ++c) {
     p.to_normalized[c] = step.to_normalized[c];
     p.out_lo[c] = g.out_lo[c];

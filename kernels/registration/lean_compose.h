@@ -60,6 +60,10 @@ struct GreedyStep {
   float* v = nullptr;
   // Voxel -> normalised units per component: 2 / (n_c - 1), 0 where n_c == 1.
   std::array<float, 3> to_normalized = {0, 0, 0};
+  // A z-slab of a taller grid (kernels/parallel's sharded step): to_normalized[2]
+  // is that grid's 2 / (grid_nz - 1), so sampling uses its z geometry while
+  // indices and border clamping stay the slab's. 0 = dims.nz (the whole grid).
+  int64_t grid_nz = 0;
   // Slices per slab; 0 = ComposeSlabDepth(). Tests force the smallest safe
   // depth (the halo) to exercise the lag; smaller is INVALID_ARGUMENT.
   int64_t slab_depth = 0;

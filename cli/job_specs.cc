@@ -160,6 +160,10 @@ std::vector<FlagSpec> RegisterFlags() {
       {"init", "com", "initial transform: com (centres of mass) or none (headers)"},
       {"lncc-window", "7", "LNCC window, voxels (odd)"},
       {"mi-bins", "32", "mutual-information histogram bins"},
+      {"deformable-step", "normalized", "deformable step rule: normalized (greedy, ANTs) or adam (per voxel)"},
+      {"memory-mode", "lean", "deformable stage memory: lean or standard (same result)"},
+      {"linear-samples", "8192", "voxels drawn per rigid/affine iteration on the CPU (0 = every voxel)"},
+      {"seed", "1", "seed of the sampled iterations (same seed, same result)"},
       {"inverse-warp", "", "also write 0InverseWarp.nii.gz", true},
       {"device", "auto", "compute backend: auto, cpu or cuda"},
       {"quiet", "", "no progress on stderr", true},
@@ -189,6 +193,27 @@ absl::StatusOr<v1::RegisterRequest> RegisterRequestFromArgs(const Args& args, bo
   o->set_lncc_window(window);
   o->set_mi_bins(bins);
   o->set_inverse_warp(args.GetBool("inverse-warp"));
+  const std::string step = args.Get("deformable-step"), memory = args.Get("memory-mode");
+  if (step != "normalized" && step != "adam") {
+    return absl::InvalidArgumentError(absl::StrCat("register: --deformable-step '", step, "': expected normalized or adam"));
+  }
+  if (memory != "lean" && memory != "standard") {
+    return absl::InvalidArgumentError(absl::StrCat("register: --memory-mode '", memory, "': expected lean or standard"));
+  }
+  o->set_deformable_step(step);
+  o->set_memory_mode(memory);
+  int64_t samples = 0;
+  uint64_t seed = 0;
+  if (!absl::SimpleAtoi(args.Get("linear-samples"), &samples) || samples < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("register: --linear-samples '", args.Get("linear-samples"), "': expected an integer >= 0"));
+  }
+  if (!absl::SimpleAtoi(args.Get("seed"), &seed)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("register: --seed '", args.Get("seed"), "': expected an integer >= 0"));
+  }
+  o->set_linear_samples(samples);
+  o->set_seed(seed);
   o->set_device(args.Get("device"));
   return r;
 }

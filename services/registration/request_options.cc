@@ -17,6 +17,8 @@ namespace {
 // Iteration counts beyond this are surely mistakes.
 constexpr int kMaxIterations = 100000;
 constexpr int kMaxScale = 64;
+// More samples than this per iteration is no longer sampling (1024^3 voxels).
+constexpr int64_t kMaxLinearSamples = int64_t{1} << 30;
 
 }  // namespace
 
@@ -90,6 +92,24 @@ absl::StatusOr<RegistrationOptions> ParseRegistrationOptions(const v1::Registrat
     }
     o.tolerance = proto.tolerance();
   }
+  if (!proto.deformable_step().empty()) o.deformable_step = proto.deformable_step();
+  if (o.deformable_step != "normalized" && o.deformable_step != "adam") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("options.deformable_step '", o.deformable_step, "' is not one of normalized, adam"));
+  }
+  if (!proto.memory_mode().empty()) o.memory_mode = proto.memory_mode();
+  if (o.memory_mode != "lean" && o.memory_mode != "standard") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("options.memory_mode '", o.memory_mode, "' is not one of lean, standard"));
+  }
+  if (proto.has_linear_samples()) {
+    if (proto.linear_samples() < 0 || proto.linear_samples() > kMaxLinearSamples) {
+      return absl::InvalidArgumentError(absl::StrCat("options.linear_samples ", proto.linear_samples(),
+                                                     " must be in 0..", kMaxLinearSamples, " (0 = every voxel)"));
+    }
+    o.linear_samples = proto.linear_samples();
+  }
+  if (proto.has_seed()) o.sampling_seed = proto.seed();
   if (!proto.init().empty()) o.init = proto.init();
   if (o.init != "com" && o.init != "none") {
     return absl::InvalidArgumentError(absl::StrCat("options.init '", o.init, "' is not one of com, none"));

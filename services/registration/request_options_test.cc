@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "common/device.h"
@@ -55,6 +58,39 @@ TEST(RequestOptions, DefaultsValidationAndProgressFraction) {
   EXPECT_NEAR(EstimateFraction(*o, p), 0.95, 1e-12);
   p.stage = "output";
   EXPECT_NEAR(EstimateFraction(*o, p), 0.95, 1e-12);
+}
+
+TEST(RequestOptions, StepMemoryModeSamplesAndSeedAreParsedAndBadValuesNamed) {
+  absl::StatusOr<RegistrationOptions> o = ParseRegistrationOptions(v1::RegistrationOptions(), "cpu");
+  ASSERT_TRUE(o.ok()) << o.status();
+  const RegistrationOptions defaults;
+  EXPECT_EQ(o->deformable_step, defaults.deformable_step);
+  EXPECT_EQ(o->memory_mode, defaults.memory_mode);
+  EXPECT_EQ(o->linear_samples, defaults.linear_samples);
+  EXPECT_EQ(o->sampling_seed, defaults.sampling_seed);
+
+  v1::RegistrationOptions proto;
+  proto.set_deformable_step("adam");
+  proto.set_memory_mode("standard");
+  proto.set_linear_samples(0);
+  proto.set_seed(42);
+  o = ParseRegistrationOptions(proto, "cpu");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->deformable_step, "adam");
+  EXPECT_EQ(o->memory_mode, "standard");
+  EXPECT_EQ(o->linear_samples, 0);
+  EXPECT_EQ(o->sampling_seed, 42u);
+
+  for (auto [edit, needle] : std::vector<std::pair<std::function<void(v1::RegistrationOptions*)>, std::string>>{
+           {[](v1::RegistrationOptions* p) { p->set_deformable_step("sgd"); }, "'sgd'"},
+           {[](v1::RegistrationOptions* p) { p->set_memory_mode("tiny"); }, "'tiny'"},
+           {[](v1::RegistrationOptions* p) { p->set_linear_samples(-5); }, "-5"}}) {
+    v1::RegistrationOptions bad = proto;
+    edit(&bad);
+    const absl::Status s = ParseRegistrationOptions(bad, "cpu").status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find(needle), std::string::npos) << s;
+  }
 }
 
 TEST(RequestOptions, DeviceIsParsedEverywhereButCheckedOnlyByToRegistrarOptions) {

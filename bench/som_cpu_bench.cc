@@ -103,7 +103,7 @@ Run TrainAndEvaluate(const SparseBinaryMatrix& train, const SparseBinaryMatrix& 
   o.weight_type = a.fp16 ? WeightType::kFloat16 : WeightType::kFloat32;
   o.init = a.random_init ? InitMethod::kRandom : InitMethod::kPca;
   o.max_epochs = a.epochs;
-  o.radius_decay_epochs = std::max(1, a.epochs - 1);
+  o.radius_decay_epochs = a.epochs;  // radius_end in the last epoch
   if (a.somoclu_schedule) {
     // somoclu's defaults: radius min(edge)/2 -> 1, linear, Gaussian of sigma
     // 0.5 * radius: sigma edge/4 -> 0.5 (the 3-tap kernel in the last epoch).

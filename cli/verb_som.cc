@@ -122,6 +122,9 @@ int Train(int argc, char** argv) {
                        {"toroid", "", "wrap the map's edges (toroidal grid)", true},
                        {"epochs", "40", "at most this many epochs (training may converge earlier)"},
                        {"radius-epochs", "", "epochs over which the radius shrinks (default min(10, 3/4 epochs))"},
+                       {"radius-schedule", "end-at-last-decay-epoch",
+                        "end-at-last-decay-epoch (radius 1 in the last of the radius epochs) or legacy (radius 1 "
+                        "only after them, the schedule before 2026-12-01)"},
                        {"init", "pca", "initial codebook: pca or random"},
                        {"weights", "fp32", "codebook storage: fp32 or fp16"},
                        {"device", "auto", "compute backend: auto, cpu or cuda"},
@@ -141,10 +144,16 @@ int Train(int argc, char** argv) {
     return sub.Usage("--epochs must be a positive integer");
   }
   options.max_epochs = epochs;
-  options.radius_decay_epochs = std::min(10, std::max(1, (3 * epochs + 3) / 4));
+  options.radius_decay_epochs = som::DefaultRadiusDecayEpochs(epochs);
   if (!sub.Get("radius-epochs").empty() &&
       (!absl::SimpleAtoi(sub.Get("radius-epochs"), &options.radius_decay_epochs) || options.radius_decay_epochs < 1)) {
     return sub.Usage("--radius-epochs must be a positive integer");
+  }
+  const std::string schedule = sub.Get("radius-schedule");
+  if (schedule == som::RadiusScheduleName(som::RadiusSchedule::kLegacy)) {
+    options.radius_schedule = som::RadiusSchedule::kLegacy;
+  } else if (schedule != som::RadiusScheduleName(som::RadiusSchedule::kEndAtLastDecayEpoch)) {
+    return sub.Usage("--radius-schedule must be end-at-last-decay-epoch or legacy");
   }
   const std::string init = sub.Get("init");
   if (init != "pca" && init != "random") return sub.Usage("--init must be pca or random");

@@ -179,6 +179,7 @@ std::string OptionsJson(const TrainOptions& o) {
       .Field("radius_end", Num(o.radius_end))
       .Field("radius_decay_epochs", Num(int64_t{o.radius_decay_epochs}))
       .Field("cooling", JsonQuote(o.cooling == RadiusCooling::kLinear ? "linear" : "exponential"))
+      .Field("radius_schedule", JsonQuote(RadiusScheduleName(o.radius_schedule)))
       .Field("blur_passes", Num(int64_t{o.blur_passes}))
       .Field("convergence_tolerance", Num(o.convergence_tolerance))
       .Field("convergence_patience", Num(int64_t{o.convergence_patience}))
@@ -430,6 +431,15 @@ absl::StatusOr<TrainOptions> ParseOptions(const Fields& f) {
   TESSERA_ASSIGN_OR_RETURN(o.cooling, ParseEnum<RadiusCooling>(
                                           f, "cooling", {RadiusCooling::kExponential, RadiusCooling::kLinear},
                                           [](RadiusCooling c) { return c == RadiusCooling::kLinear ? "linear" : "exponential"; }));
+  // Absent in atlases trained before the schedule reached radius_end in the
+  // last decay epoch: they were trained with the legacy one.
+  o.radius_schedule = RadiusSchedule::kLegacy;
+  if (f.Has("radius_schedule")) {
+    TESSERA_ASSIGN_OR_RETURN(o.radius_schedule,
+                             ParseEnum<RadiusSchedule>(f, "radius_schedule",
+                                                       {RadiusSchedule::kEndAtLastDecayEpoch, RadiusSchedule::kLegacy},
+                                                       RadiusScheduleName));
+  }
   TESSERA_ASSIGN_OR_RETURN(int64_t passes, f.Int("blur_passes"));
   o.blur_passes = static_cast<int>(passes);
   TESSERA_ASSIGN_OR_RETURN(o.convergence_tolerance, f.Double("convergence_tolerance"));

@@ -40,12 +40,25 @@ float SomModel::Weight(int64_t feature, int64_t node) const {
   return type == WeightType::kFloat32 ? weights_f32[k] : HalfToFloat(weights_f16[k]);
 }
 
+const char* RadiusScheduleName(RadiusSchedule schedule) {
+  return schedule == RadiusSchedule::kLegacy ? "legacy" : "end-at-last-decay-epoch";
+}
+
+int DefaultRadiusDecayEpochs(int max_epochs) { return std::min(10, std::max(1, (3 * max_epochs + 3) / 4)); }
+
 double RadiusAt(const TrainOptions& o, int epoch) {
   const double r0 = o.radius_start > 0 ? o.radius_start : std::max(o.grid.width, o.grid.height) / 2.0;
   const double r1 = std::min(r0, std::max(0.0, o.radius_end));
-  const int d = std::max(1, o.radius_decay_epochs);
-  if (epoch >= d) return r1;
-  const double t = static_cast<double>(epoch) / d;
+  double t = 1;  // the fraction of the way from r0 to r1
+  if (o.radius_schedule == RadiusSchedule::kLegacy) {
+    const int d = std::max(1, o.radius_decay_epochs);
+    if (epoch < d) t = static_cast<double>(epoch) / d;
+  } else {
+    // The last epoch of the decay trains at r1, even when max_epochs cuts it short.
+    const int d = std::max(1, std::min(o.radius_decay_epochs, std::max(1, o.max_epochs)));
+    if (d > 1 && epoch < d - 1) t = static_cast<double>(epoch) / (d - 1);
+  }
+  if (t >= 1) return r1;
   if (o.cooling == RadiusCooling::kLinear || r1 <= 0) return r0 + (r1 - r0) * t;  // linear (also to 0)
   return r0 * std::pow(r1 / r0, t);
 }

@@ -4,10 +4,15 @@
 // second-best unit, quality of the current codebook (QE, topographic error),
 // then one batch update (kernels/som/batch_update.h) whose neighbourhood is a
 // Gaussian of standard deviation r(e) approximated by box blurs:
-//   r(e) = r0 * (r1 / r0)^(e / D) for e < D, then r1
-// (exponential decay from radius_start r0 to radius_end r1 over D =
-// radius_decay_epochs epochs; RadiusCooling::kLinear: r0 + (r1 - r0) e / D,
-// as somoclu's default). Radii are Gaussian standard deviations in cells
+//   r(e) = r0 * (r1 / r0)^t(e), t(e) = min(1, e / (D - 1)) (t = 1 when D = 1)
+// with D = min(radius_decay_epochs, max_epochs): exponential decay from
+// radius_start r0 to radius_end r1 that reaches r1 in epoch D - 1, so a run of
+// max_epochs epochs always trains its last epoch at r1, whatever the count
+// (somoclu's cooling does the same over its nEpoch); RadiusCooling::kLinear:
+// r0 + (r1 - r0) t(e), somoclu's default. RadiusSchedule::kLegacy keeps the
+// schedule before 2026-12-01, t(e) = min(1, e / radius_decay_epochs), which
+// reaches r1 only in epoch D: 3 epochs at edge 32 trained at radii 16, 6.35,
+// 2.52 and never at 1. Radii are Gaussian standard deviations in cells
 // (somoclu's "radius" r is a Gaussian of sigma std_coeff * r, 0.5 r by default). Training stops at max_epochs, or earlier once
 // the radius is small (r(e) <= small_radius) and the training QE's relative
 // change has stayed below convergence_tolerance for convergence_patience
@@ -43,6 +48,16 @@ const char* InitMethodName(InitMethod init);
 
 // How the radius goes from radius_start to radius_end over radius_decay_epochs.
 enum class RadiusCooling { kExponential, kLinear };
+// Where in the run radius_end is reached (see the comment at the top).
+enum class RadiusSchedule {
+  kEndAtLastDecayEpoch,  // r1 in epoch min(radius_decay_epochs, max_epochs) - 1
+  kLegacy,               // r1 in epoch radius_decay_epochs (atlases saved before 2026-12-01)
+};
+const char* RadiusScheduleName(RadiusSchedule schedule);  // "end-at-last-decay-epoch", "legacy"
+
+// `tessera som train`'s decay length when none is given: three quarters of
+// the epochs, at most 10 (the rest settle at radius_end).
+int DefaultRadiusDecayEpochs(int max_epochs);
 
 struct EpochReport {
   int epoch = 0;                 // 0-based
@@ -71,6 +86,7 @@ struct TrainOptions {
   double radius_end = 1.0;
   int radius_decay_epochs = 10;
   RadiusCooling cooling = RadiusCooling::kExponential;
+  RadiusSchedule radius_schedule = RadiusSchedule::kEndAtLastDecayEpoch;
   int blur_passes = 3;
   double convergence_tolerance = 1e-3;  // <= 0 disables early stopping
   int convergence_patience = 3;

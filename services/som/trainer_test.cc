@@ -53,8 +53,45 @@ TEST(Synthetic, ShapeAndDeterminism) {
   EXPECT_NEAR(static_cast<double>(m.nnz()) / m.rows(), 11, 0.5);
 }
 
-TEST(Radius, ExponentialDecayThenFloor) {
+// The default schedule trains the last decay epoch at radius_end, also when
+// max_epochs is shorter than radius_decay_epochs.
+TEST(Radius, ReachesTheEndRadiusInTheLastDecayEpoch) {
   TrainOptions o;
+  o.grid = GridShape{32, 32, Topology::kPlanar};
+  o.radius_end = 1;
+  o.max_epochs = 3;
+  o.radius_decay_epochs = 3;  // what `tessera som train --epochs 3` uses
+  EXPECT_EQ(DefaultRadiusDecayEpochs(3), 3);
+  EXPECT_DOUBLE_EQ(RadiusAt(o, 0), 16);
+  EXPECT_DOUBLE_EQ(RadiusAt(o, 1), 4);  // 16 * (1/16)^(1/2)
+  EXPECT_DOUBLE_EQ(RadiusAt(o, 2), 1);
+  o.radius_decay_epochs = 10;  // the service's default, cut short by max_epochs
+  EXPECT_DOUBLE_EQ(RadiusAt(o, 1), 4);
+  EXPECT_DOUBLE_EQ(RadiusAt(o, 2), 1);
+  o.max_epochs = 40;  // decays over 10 epochs: r1 in epoch 9, then stays
+  EXPECT_NEAR(RadiusAt(o, 3), 16 * std::pow(1.0 / 16, 3.0 / 9), 1e-12);
+  EXPECT_GT(RadiusAt(o, 8), 1);
+  EXPECT_DOUBLE_EQ(RadiusAt(o, 9), 1);
+  EXPECT_DOUBLE_EQ(RadiusAt(o, 30), 1);
+  o.max_epochs = 1;  // a single epoch is the last one
+  EXPECT_DOUBLE_EQ(RadiusAt(o, 0), 1);
+  o.max_epochs = 5;
+  o.radius_decay_epochs = 5;
+  o.cooling = RadiusCooling::kLinear;  // somoclu's linear cooling: r0 - (r0 - r1) e / (n - 1)
+  for (int e = 0; e < 5; ++e) EXPECT_DOUBLE_EQ(RadiusAt(o, e), 16 - 15 * e / 4.0) << e;
+  // The old schedule, kept selectable: radius_end only in epoch D.
+  o.cooling = RadiusCooling::kExponential;
+  o.max_epochs = 3;
+  o.radius_decay_epochs = 3;
+  o.radius_schedule = RadiusSchedule::kLegacy;
+  EXPECT_DOUBLE_EQ(RadiusAt(o, 0), 16);
+  EXPECT_NEAR(RadiusAt(o, 1), 6.3496, 1e-4);
+  EXPECT_NEAR(RadiusAt(o, 2), 2.5198, 1e-4);
+}
+
+TEST(Radius, LegacyExponentialDecayThenFloor) {
+  TrainOptions o;
+  o.radius_schedule = RadiusSchedule::kLegacy;
   o.grid = GridShape{20, 10, Topology::kPlanar};
   o.radius_end = 1;
   o.radius_decay_epochs = 4;

@@ -4,10 +4,12 @@
 // epoch, as somoclu's cooling), on the genes x GO corpus (tools/som_data) or,
 // without it, a synthetic corpus of its shape. Same split (10 %, seed 2026),
 // PCA init, fp32, CPU, fixed epoch counts (no early stop), exponential
-// cooling sigma max(edge)/2 -> 1. Rows per (edge, epochs):
+// cooling sigma max(edge)/2 -> 1 unless said. Rows per (edge, epochs):
 //   legacy       D = `tessera som train`'s default decay (min(10, 3/4 epochs))
 //   default      the same D, the new schedule (what `tessera som train` does now)
 //   default D=E  the new schedule decaying over all epochs (somoclu's shape)
+//   ... end 0.5  the same with sigma_end 0.5, somoclu's final Gaussian (its
+//                radius 1 at std_coeff 0.5): the 3-tap kernel in the last epoch
 //
 //   som_schedule_quality [--data=DIR] [--edges=16,32] [--epochs=3,10]
 // Threads: TESSERA_CPU_THREADS or all cores.
@@ -38,6 +40,7 @@ struct Variant {
   const char* name;
   RadiusSchedule schedule;
   bool decay_over_all_epochs;
+  double radius_end;
 };
 
 struct Outcome {
@@ -54,7 +57,7 @@ Outcome TrainAndMeasure(const SparseBinaryMatrix& train, const SparseBinaryMatri
   o.backend = Backend::kCpu;
   o.init = InitMethod::kPca;
   o.max_epochs = epochs;
-  o.radius_end = 1.0;
+  o.radius_end = v.radius_end;
   o.radius_decay_epochs = v.decay_over_all_epochs ? epochs : DefaultRadiusDecayEpochs(epochs);
   o.radius_schedule = v.schedule;
   o.convergence_tolerance = 0;  // fixed epoch counts
@@ -121,9 +124,10 @@ int Main() {
               static_cast<long long>(train.cols()), CpuThreads());
 
   const Variant variants[] = {
-      {"legacy", RadiusSchedule::kLegacy, false},
-      {"default", RadiusSchedule::kEndAtLastDecayEpoch, false},
-      {"default D=E", RadiusSchedule::kEndAtLastDecayEpoch, true},
+      {"legacy", RadiusSchedule::kLegacy, false, 1.0},
+      {"default", RadiusSchedule::kEndAtLastDecayEpoch, false, 1.0},
+      {"default D=E", RadiusSchedule::kEndAtLastDecayEpoch, true, 1.0},
+      {"default D=E, end 0.5", RadiusSchedule::kEndAtLastDecayEpoch, true, 0.5},
   };
   std::printf("| edge | epochs | schedule | D | radii (sigma per epoch) | train QE | held-out QE | held-out QE / legacy "
               "| held-out TE | held-out dead units | s |\n");

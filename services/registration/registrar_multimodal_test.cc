@@ -9,14 +9,15 @@
 //
 // Floors are the mean Dice over all labels measured on 2026-12-01 minus a
 // margin (about 0.03). Measured Dice with the per-voxel Adam deformable
-// step (the default before issue 17) -> the normalized step:
-//   nonmonotonic, reoriented          0.810 -> 0.938  (floor 0.90)
-//   t2-like, bias 0.2, noise 0.02     0.814 -> 0.924  (floor 0.89)
-//   inverted, top 20% cut away        0.926 -> 0.954  (floor 0.92)
-//   nonmonotonic, noise, bias, flip   0.741 -> 0.924  (floor 0.89)
-//   ch2bet (skull-stripped), t2-like  0.919 -> 0.956  (floor 0.93)
-//   inia19 macaque, nonmonotonic      0.720 -> 0.810  (floor 0.77)
-// so every floor but the partial-field-of-view one fails with the old step.
+// step (the default before issue 17) -> the normalized step (gradient
+// sigma 1 voxel) -> gradient sigma 3 voxels (the default since):
+//   nonmonotonic, reoriented          0.810 -> 0.938 -> 0.957  (floor 0.93)
+//   t2-like, bias 0.2, noise 0.02     0.814 -> 0.924 -> 0.934  (floor 0.91)
+//   inverted, top 20% cut away        0.926 -> 0.954 -> 0.967  (floor 0.94)
+//   nonmonotonic, noise, bias, flip   0.741 -> 0.924 -> 0.936  (floor 0.91)
+//   ch2bet (skull-stripped), t2-like  0.919 -> 0.956 -> 0.960  (floor 0.935)
+//   inia19 macaque, nonmonotonic      0.720 -> 0.810 -> 0.869  (floor 0.84)
+// so every floor fails with the old step, and the macaque one with sigma 1.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -57,7 +58,7 @@ std::vector<Case> Cases() {
     c.synth = Synth(11, IntensityChange::kNonMonotonic);
     c.synth.axis_order = {2, 0, 1};
     c.synth.flip = {true, false, true};
-    c.min_dice = 0.90;
+    c.min_dice = 0.93;
     cases.push_back(c);
   }
   {
@@ -65,14 +66,14 @@ std::vector<Case> Cases() {
     c.synth = Synth(5, IntensityChange::kT2Like);
     c.synth.bias_fraction = 0.2;
     c.synth.noise_fraction = 0.02;
-    c.min_dice = 0.89;
+    c.min_dice = 0.91;
     cases.push_back(c);
   }
   {
     Case c{"InvertedPartialFieldOfView"};
     c.synth = Synth(3, IntensityChange::kInverted);
     c.synth.crop_high = {0, 0, 0.2};
-    c.min_dice = 0.92;
+    c.min_dice = 0.94;
     cases.push_back(c);
   }
   {
@@ -82,7 +83,7 @@ std::vector<Case> Cases() {
     c.synth.bias_fraction = 0.3;
     c.synth.axis_order = {1, 0, 2};
     c.synth.flip = {false, true, false};
-    c.min_dice = 0.89;
+    c.min_dice = 0.91;
     cases.push_back(c);
   }
   {
@@ -90,7 +91,7 @@ std::vector<Case> Cases() {
     c.image = "ch2bet.nii.gz";
     c.synth = Synth(17, IntensityChange::kT2Like);
     c.synth.flip = {true, false, false};
-    c.min_dice = 0.93;
+    c.min_dice = 0.935;
     cases.push_back(c);
   }
   {
@@ -100,7 +101,7 @@ std::vector<Case> Cases() {
     c.downsample = 3;
     c.synth = Synth(19, IntensityChange::kNonMonotonic);
     c.synth.axis_order = {0, 2, 1};
-    c.min_dice = 0.77;
+    c.min_dice = 0.84;
     cases.push_back(c);
   }
   return cases;

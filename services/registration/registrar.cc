@@ -18,6 +18,7 @@
 #include "kernels/registration/grid_sampler.h"
 #include "kernels/registration/point_sampler.h"
 #include "services/registration/deformable_stage.h"
+#include "services/registration/sharded_deformable_stage.h"
 #include "services/registration/host_setup.h"
 #include "services/registration/space.h"
 #include "services/registration/transform_params.h"
@@ -264,6 +265,7 @@ class Engine {
       for (const Level& l : levels) lean.push_back({l.factor, l.fixed_space, l.moving_space, &l.fixed, &l.moving});
       DeformableStageHooks hooks{[this] { return CheckCancelled(); },
                                  [this](int f, int it, int max_it, double loss) { Report("deformable", f, it, max_it, loss); }};
+      if (options_.shards > 1) return RunShardedDeformableStage(stream_, options_, hooks, t, lean, log);
       return RunLeanDeformableStage(stream_, options_, hooks, t, lean, log);
     }
     NDArray u, m, v;
@@ -443,6 +445,7 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
   TESSERA_RETURN_IF_ERROR(ValidateInputs(fixed, moving, options));
   const absl::Time start = absl::Now();
   TESSERA_ASSIGN_OR_RETURN(Backend backend, ResolveBackend(options.device));
+  TESSERA_RETURN_IF_ERROR(ValidateShardedOptions(options, backend));
   TESSERA_ASSIGN_OR_RETURN(Stream stream, Stream::Create(backend));
   const MemoryKind kind = MemoryKindFor(stream);
   // This registration's device memory, also charged to the caller's tracker.

@@ -78,6 +78,10 @@ struct RegistrationOptions {
   // deformable_stage.h) or "standard" (the original loop: ~68 B normalized,
   // ~92 B Adam). Same algorithm, same Dice.
   std::string memory_mode = "lean";
+  // Issue 13: run the deformable stage sharded along z over this many
+  // in-process ranks (threads on the CPU; streams sharing one GPU), the same
+  // algorithm as shards = 1 (sharded_deformable_stage.h). 1 = unsharded.
+  int shards = 1;
   // Launch shape of the CUDA sampler kernels (same results for every valid
   // setting); travels with the job, so concurrent jobs never share it.
   GridSamplerTuning sampler;

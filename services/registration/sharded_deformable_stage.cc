@@ -1,0 +1,205 @@
+#include "services/registration/sharded_deformable_stage.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "common/buffer.h"
+#include "common/status.h"
+#include "kernels/parallel/in_process_communicator.h"
+#include "kernels/parallel/ring_sampler.h"
+#include "kernels/parallel/sharded_greedy_step.h"
+#include "kernels/parallel/slab.h"
+#include "kernels/registration/field_ops.h"
+#include "kernels/registration/gaussian_smooth.h"
+#include "services/registration/array_helpers.h"
+
+namespace tessera::registration {
+namespace {
+
+using parallel::Communicator;
+using parallel::GreedyStepOptions;
+
+int PerScale(const std::vector<int>& values, size_t scale_index) {
+  if (values.empty()) return 0;
+  return values[std::min(scale_index, values.size() - 1)];
+}
+
+absl::StatusOr<GreedyStepOptions> StepOptions(const RegistrationOptions& options) {
+  GreedyStepOptions o;
+  if (options.metric == "lncc") {
+    o.metric = parallel::GreedyMetric::kLncc;
+  } else if (options.metric == "mse") {
+    o.metric = parallel::GreedyMetric::kMse;
+  } else if (options.metric == "mi") {
+    o.metric = parallel::GreedyMetric::kMi;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("unknown metric '", options.metric, "': expected mse, lncc or mi"));
+  }
+  o.lncc.window = options.metric_options.lncc_window;
+  o.mi.bins = options.metric_options.mi_bins;  // intensities are normalised to [0, 1], as the lean metric assumes
+  o.rule = options.deformable_step == "adam" ? parallel::GreedyRule::kAdam : parallel::GreedyRule::kNormalized;
+  o.lr_voxels = options.deformable_lr_voxels;
+  o.smooth_grad_sigma = options.smooth_grad_sigma;
+  o.smooth_warp_sigma = options.smooth_warp_sigma;
+  return o;
+}
+
+// What rank 0 tells the caller about a level.
+struct LevelSummary {
+  double first = 0, last = 0, best = INFINITY;
+  int iterations = 0;
+  int64_t adam_step = 0;
+};
+
+}  // namespace
+
+absl::Status ValidateShardedOptions(const RegistrationOptions& options, Backend backend) {
+  if (options.shards < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("shards must be >= 1, got ", options.shards));
+  }
+  if (options.shards == 1) return absl::OkStatus();
+  if (options.memory_mode != "lean") {
+    return absl::InvalidArgumentError(absl::StrCat("shards = ", options.shards, " runs the lean deformable stage: memory_mode '",
+                                                   options.memory_mode, "' cannot be sharded"));
+  }
+  if (backend == Backend::kCuda && options.metric != "mse") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shards = ", options.shards, " on a GPU supports metric mse only (sharded ", options.metric,
+        " has no device kernel yet); use shards = 1 or the cpu device"));
+  }
+  return absl::OkStatus();
+}
+
+int ShardsForLevel(int requested, int64_t nz, int64_t halo) {
+  int h = static_cast<int>(std::min<int64_t>(requested, nz));
+  while (h > 1 && nz / h < halo) --h;
+  return std::max(h, 1);
+}
+
+absl::StatusOr<NDArray> RunShardedDeformableStage(const Stream& stream, const RegistrationOptions& options,
+                                                  const DeformableStageHooks& hooks, const Mat4& t,
+                                                  const std::vector<DeformableLevel>& levels,
+                                                  std::vector<std::string>* log) {
+  TESSERA_RETURN_IF_ERROR(ValidateShardedOptions(options, stream.backend()));
+  TESSERA_ASSIGN_OR_RETURN(const GreedyStepOptions step_options, StepOptions(options));
+  const bool cuda = stream.backend() == Backend::kCuda;
+  const bool adam = step_options.rule == parallel::GreedyRule::kAdam;
+  const MemoryKind rank_kind = cuda ? MemoryKind::kDevice : MemoryKind::kHost;
+  const Stream host = Stream::Cpu();
+  // Rank threads charge their allocations to this registration's tracker.
+  const std::shared_ptr<DeviceMemoryTracker> tracker = CurrentDeviceMemoryTracker();
+  const int64_t halo = parallel::GreedyStepHalo(step_options);
+  NDArray u, m, v;  // whole fields on the host between levels
+  int64_t adam_step = 0;
+  TESSERA_RETURN_IF_ERROR(stream.Synchronize());  // the levels are final before other streams read them
+  for (size_t si = 0; si < levels.size(); ++si) {
+    const DeformableLevel& level = levels[si];
+    TESSERA_ASSIGN_OR_RETURN(NDArray fixed, level.fixed->CopyTo(MemoryKind::kHost, stream));
+    const Dims3 dims = DimsOf(fixed), moving_dims = DimsOf(*level.moving);
+    const Shape field_shape = {dims.nx, dims.ny, dims.nz, 3};
+    const auto alloc = [&]() { return NDArray::Allocate(field_shape, DType::kFloat32); };
+    std::vector<NDArray*> fields = {&u};
+    if (adam) fields = {&u, &m, &v};
+    if (u.empty()) {
+      for (NDArray* a : fields) {
+        TESSERA_ASSIGN_OR_RETURN(*a, alloc());
+        TESSERA_RETURN_IF_ERROR(FillZero(*a, host));
+      }
+    } else if (u.shape() != field_shape) {
+      for (NDArray* a : fields) {  // normalised units do not change with resolution
+        TESSERA_ASSIGN_OR_RETURN(NDArray up, alloc());
+        TESSERA_RETURN_IF_ERROR(UpsampleDisplacement(*a, &up, DisplacementUnits::kNormalized, host));
+        *a = std::move(up);
+      }
+    }
+    const int max_it = PerScale(options.deformable_iterations, si);
+    if (max_it <= 0) continue;
+    const absl::Time start = absl::Now();
+    const int ranks = ShardsForLevel(options.shards, dims.nz, halo);
+    if (ranks < options.shards) {
+      log->push_back(absl::StrFormat(
+          "deformable x%d: %d slices cannot hold %d shards with %d-slice halos: sharded over %d", level.factor,
+          dims.nz, options.shards, halo, ranks));
+    }
+    TESSERA_ASSIGN_OR_RETURN(const parallel::SlabPartition partition, parallel::SlabPartition::Make(dims.nz, ranks));
+    // The ring shards the moving image (CPU); GPU ranks share the whole one.
+    NDArray moving_host;
+    if (!cuda) moving_host = *level.moving;
+    TESSERA_ASSIGN_OR_RETURN(Affine12 a, SamplerAffineFromPhysical(t, level.fixed_space, level.moving_space));
+    float affine[12];
+    for (int i = 0; i < 12; ++i) affine[i] = static_cast<float>(a[i]);
+    LevelSummary summary;
+    const absl::Status status = parallel::RunInProcessRanks(ranks, [&](Communicator& comm) -> absl::Status {
+      ScopedDeviceMemoryCharge charge(tracker);
+      Stream rank_stream = Stream::Cpu();
+      if (cuda) {
+        TESSERA_ASSIGN_OR_RETURN(rank_stream, Stream::Create(Backend::kCuda, stream.ordinal()));
+      }
+      const int rank = comm.rank();
+      TESSERA_ASSIGN_OR_RETURN(parallel::SlabLayout layout, partition.Layout(dims, rank, halo));
+      TESSERA_ASSIGN_OR_RETURN(NDArray local_fixed, parallel::ExtractSlab(fixed, layout, rank_kind, rank_stream));
+      parallel::ShardedGreedyState state;
+      if (cuda) {
+        TESSERA_ASSIGN_OR_RETURN(state, parallel::MakeShardedGreedyStateWholeMoving(
+                                            layout, std::move(local_fixed), *level.moving, affine, step_options,
+                                            rank_stream));
+      } else {
+        TESSERA_ASSIGN_OR_RETURN(parallel::SlabLayout moving_layout,
+                                 parallel::RingMovingLayout(moving_dims, rank, ranks));
+        TESSERA_ASSIGN_OR_RETURN(NDArray shard, parallel::ExtractSlab(moving_host, moving_layout, rank_kind, rank_stream));
+        TESSERA_ASSIGN_OR_RETURN(state, parallel::MakeShardedGreedyState(layout, std::move(local_fixed), moving_layout,
+                                                                         std::move(shard), affine, step_options,
+                                                                         rank_stream));
+      }
+      TESSERA_ASSIGN_OR_RETURN(state.u, parallel::ExtractSlab(u, layout, rank_kind, rank_stream));
+      if (adam) {
+        TESSERA_ASSIGN_OR_RETURN(state.m, parallel::ExtractSlab(m, layout, rank_kind, rank_stream));
+        TESSERA_ASSIGN_OR_RETURN(state.v, parallel::ExtractSlab(v, layout, rank_kind, rank_stream));
+      }
+      state.adam_step = adam_step;
+      // The loss is all-reduced (bit-identical on every rank), so every rank
+      // takes the same convergence decision.
+      LevelSummary s;
+      int since_best = 0, it = 0;
+      for (it = 1; it <= max_it; ++it) {
+        if (rank == 0 && hooks.check_cancelled) TESSERA_RETURN_IF_ERROR(hooks.check_cancelled());
+        TESSERA_ASSIGN_OR_RETURN(double loss, parallel::ShardedGreedyEvaluate(comm, state, step_options, rank_stream));
+        if (it == 1) s.first = loss;
+        s.last = loss;
+        if (loss < s.best) {
+          since_best = (s.best - loss > options.tolerance * std::abs(s.best)) ? 0 : since_best + 1;
+          s.best = loss;
+        } else {
+          ++since_best;
+        }
+        if (rank == 0 && hooks.report) hooks.report(level.factor, it, max_it, loss);
+        if (since_best >= options.patience) break;
+        TESSERA_RETURN_IF_ERROR(parallel::ShardedGreedyUpdate(comm, state, step_options, rank_stream));
+      }
+      s.iterations = std::min(it, max_it);
+      s.adam_step = state.adam_step;
+      // Ranks write disjoint slices of the whole fields.
+      TESSERA_RETURN_IF_ERROR(parallel::InsertOwnSlices(state.u, layout, &u, rank_stream));
+      if (adam) {
+        TESSERA_RETURN_IF_ERROR(parallel::InsertOwnSlices(state.m, layout, &m, rank_stream));
+        TESSERA_RETURN_IF_ERROR(parallel::InsertOwnSlices(state.v, layout, &v, rank_stream));
+      }
+      if (rank == 0) summary = s;
+      return absl::OkStatus();
+    });
+    TESSERA_RETURN_IF_ERROR(status);
+    adam_step = summary.adam_step;
+    log->push_back(absl::StrFormat(
+        "deformable x%d (lean, sharded over %d %s ranks): %d iterations, loss %.6g -> %.6g (best %.6g), %.2f s",
+        level.factor, ranks, cuda ? "gpu" : "cpu", summary.iterations, summary.first, summary.last, summary.best,
+        absl::ToDoubleSeconds(absl::Now() - start)));
+  }
+  if (u.empty()) return u;
+  return u.CopyTo(MemoryKindFor(stream), stream, stream.ordinal());
+}
+
+}  // namespace tessera::registration

@@ -1,0 +1,54 @@
+// The greedy deformable stage sharded over H in-process ranks (issue 13):
+// RegistrationOptions::shards > 1. Each level's fixed grid, displacement and
+// Adam moments are split along z (kernels/parallel/slab.h); every rank runs
+// the sharded loop body (kernels/parallel/sharded_greedy_step.h: the lean
+// stage's iteration with halo exchanges, all-reduced losses and step scale,
+// the composition in place by slabs) on its own thread and stream. The same
+// algorithm and convergence rule as RunLeanDeformableStage (deformable_stage.h),
+// so the result equals the single-rank one up to float summation order.
+//
+// Backends:
+// - CPU: ranks are threads on host memory; the moving image is sharded too
+//   and travels around the ring (ring_sampler.h). Metrics lncc, mse, mi.
+// - CUDA: H shards on the stream's GPU, each rank with its own stream and
+//   device memory, sharing the level's (read-only) moving image. Metric mse
+//   only for now (sharded LNCC/MI and the ring sampler have no device
+//   kernels yet): ValidateShardedOptions refuses the others.
+// Levels: a level whose slabs would be thinner than the halo (coarse levels
+// of thin volumes) runs on fewer ranks, and the log says so.
+// Between levels the field is gathered on the host and upsampled whole (the
+// gigavoxel path would upsample per slab: not done yet).
+// Progress reports and cancellation checks run on rank 0's thread.
+#ifndef TESSERA_SERVICES_REGISTRATION_SHARDED_DEFORMABLE_STAGE_H_
+#define TESSERA_SERVICES_REGISTRATION_SHARDED_DEFORMABLE_STAGE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/device.h"
+#include "common/ndarray.h"
+#include "services/registration/deformable_stage.h"
+#include "services/registration/registrar.h"
+#include "services/registration/space.h"
+
+namespace tessera::registration {
+
+// INVALID_ARGUMENT for shards < 1, and for shards > 1 with memory_mode
+// "standard" or, on `backend` CUDA, a metric other than mse.
+absl::Status ValidateShardedOptions(const RegistrationOptions& options, Backend backend);
+
+// The shards a level of `nz` slices can hold with `halo`-slice halos: the
+// largest H <= requested with nz / H >= halo (at least 1).
+int ShardsForLevel(int requested, int64_t nz, int64_t halo);
+
+// RunLeanDeformableStage's contract with options.shards ranks: returns u in
+// normalised sampler units on the finest level's grid, in `stream`'s memory.
+absl::StatusOr<NDArray> RunShardedDeformableStage(const Stream& stream, const RegistrationOptions& options,
+                                                  const DeformableStageHooks& hooks, const Mat4& t,
+                                                  const std::vector<DeformableLevel>& levels,
+                                                  std::vector<std::string>* log);
+
+}  // namespace tessera::registration
+
+#endif  // TESSERA_SERVICES_REGISTRATION_SHARDED_DEFORMABLE_STAGE_H_

@@ -102,6 +102,7 @@ struct Case {
   int64_t nz;
   GreedyMetric metric;
   GreedyRule rule = GreedyRule::kAdam;
+  bool whole_moving = false;  // the GPU ranks' sampler (whole moving image per rank), here on CPU ranks
 };
 
 class ShardedGreedyStepTest : public ::testing::TestWithParam<Case> {};
@@ -127,7 +128,12 @@ TEST_P(ShardedGreedyStepTest, IterationsEqualTheSingleRankOnes) {
     TESSERA_ASSIGN_OR_RETURN(SlabLayout ml, RingMovingLayout(md, comm.rank(), c.ranks));
     TESSERA_ASSIGN_OR_RETURN(NDArray f, ExtractSlab(fixed, l, MemoryKind::kHost, cpu));
     TESSERA_ASSIGN_OR_RETURN(NDArray mv, ExtractSlab(moving, ml, MemoryKind::kHost, cpu));
-    TESSERA_ASSIGN_OR_RETURN(ShardedGreedyState state, MakeShardedGreedyState(l, f, ml, mv, kAffine, o));
+    ShardedGreedyState state;
+    if (c.whole_moving) {
+      TESSERA_ASSIGN_OR_RETURN(state, MakeShardedGreedyStateWholeMoving(l, f, moving, kAffine, o, cpu));
+    } else {
+      TESSERA_ASSIGN_OR_RETURN(state, MakeShardedGreedyState(l, f, ml, mv, kAffine, o));
+    }
     for (int it = 0; it < iterations; ++it) {
       TESSERA_ASSIGN_OR_RETURN(double loss, ShardedGreedyStep(comm, state, o, cpu));
       // Losses: float vs double box sums (LNCC), float rounding of u.
@@ -166,12 +172,15 @@ INSTANTIATE_TEST_SUITE_P(Cases, ShardedGreedyStepTest,
                                            Case{2, 24, GreedyMetric::kLncc, GreedyRule::kNormalized},
                                            Case{3, 25, GreedyMetric::kMse, GreedyRule::kNormalized},
                                            Case{4, 32, GreedyMetric::kMi, GreedyRule::kNormalized},
-                                           Case{2, 24, GreedyMetric::kMi}),
+                                           Case{2, 24, GreedyMetric::kMi},
+                                           Case{3, 25, GreedyMetric::kMse, GreedyRule::kNormalized, true},
+                                           Case{4, 32, GreedyMetric::kLncc, GreedyRule::kAdam, true}),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            const GreedyMetric m = info.param.metric;
                            return "H" + std::to_string(info.param.ranks) + "_nz" + std::to_string(info.param.nz) +
                                   (m == GreedyMetric::kLncc ? "_lncc" : m == GreedyMetric::kMse ? "_mse" : "_mi") +
-                                  (info.param.rule == GreedyRule::kAdam ? "_adam" : "_normalized");
+                                  (info.param.rule == GreedyRule::kAdam ? "_adam" : "_normalized") +
+                                  (info.param.whole_moving ? "_whole_moving" : "");
                          });
 
 }  // namespace

@@ -1,12 +1,14 @@
 // CPU reference for MattesMutualInformation (also the CPU backend): the
-// definition in mutual_info.h evaluated in double. Voxel ranges are split over
-// threads; each thread keeps its own B x B histogram, merged in a fixed order.
+// definition in mutual_info.h evaluated in double, in the three steps of
+// mutual_info_cpu_steps.h. Voxel ranges are split over threads; each thread
+// keeps its own B x B histogram, merged in a fixed order.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include "kernels/registration/mutual_info.h"
+#include "kernels/registration/mutual_info_cpu_steps.h"
 #include "kernels/registration/mutual_info_parzen.h"
 #include "kernels/registration/reg_parallel.h"
 
@@ -40,25 +42,26 @@ inline int FixedWindow(const Mapping& m, double v, double w[4], int* taps) {
   return CubicWeights(t, w);
 }
 
-}  // namespace
-
-MattesMiResult MattesMutualInformationCpu(const NDArray& fixed, const NDArray& warped, const NDArray* mask,
-                                          const MattesMiOptions& options, NDArray* grad) {
-  const int B = options.bins;
-  const int64_t n = fixed.num_elements();
-  const float* F = fixed.data<float>();
-  const float* W = warped.data<float>();
-  const uint8_t* M = mask != nullptr ? mask->data<uint8_t>() : nullptr;
+Mapping MappingOf(const MattesMiOptions& options) {
   Mapping m;
   m.f_lo = options.fixed_min;
   m.f_inv = 1.0 / (static_cast<double>(options.fixed_max) - options.fixed_min);
   m.w_lo = options.warped_min;
   m.w_inv = 1.0 / (static_cast<double>(options.warped_max) - options.warped_min);
-  m.span = B - 4;
-  m.bins = B;
+  m.span = options.bins - 4;
+  m.bins = options.bins;
   m.box = options.fixed_kernel == ParzenKernel::kBox;
+  return m;
+}
 
-  // Pass 1: joint histogram, one per thread.
+}  // namespace
+
+namespace mi_cpu {
+
+std::vector<double> JointHistogram(const float* F, const float* W, const uint8_t* M, int64_t n,
+                                   const MattesMiOptions& options) {
+  const Mapping m = MappingOf(options);
+  const int B = options.bins;
   const int chunks = reg_internal::NumChunks(n, kMinVoxelsPerThread);
   std::vector<std::vector<double>> partial(std::max(chunks, 1), std::vector<double>(B * B, 0.0));
   reg_internal::ParallelChunks(n, kMinVoxelsPerThread, [&](int c, int64_t begin, int64_t end) {
@@ -80,13 +83,17 @@ MattesMiResult MattesMutualInformationCpu(const NDArray& fixed, const NDArray& w
   for (const auto& p : partial) {
     for (int e = 0; e < B * B; ++e) H[e] += p[e];
   }
+  return H;
+}
 
-  // Probabilities, marginals, MI and the gradient table.
+MattesMiResult Finalize(const std::vector<double>& H, const MattesMiOptions& options, std::vector<double>* table) {
+  const Mapping m = MappingOf(options);
+  const int B = options.bins;
   double total = 0;
   for (double h : H) total += h;
   MattesMiResult result;
   result.total_weight = total;
-  std::vector<double> table(B * B, 0.0);  // T(a, b) = -G(a, b) * dt/dW / total
+  if (table != nullptr) table->assign(B * B, 0.0);
   if (total > 0) {
     std::vector<double> pf(B, 0.0), pw(B, 0.0);
     for (int a = 0; a < B; ++a) {
@@ -103,16 +110,20 @@ MattesMiResult MattesMutualInformationCpu(const NDArray& fixed, const NDArray& w
         if (p <= 0) continue;
         const double g = std::log(p / (pf[a] * pw[b]));
         mi += p * g;
-        table[a * B + b] = -g * dtdw / total;
+        if (table != nullptr) (*table)[a * B + b] = -g * dtdw / total;
       }
     }
     result.mutual_information = mi;
     result.loss = -mi;
   }
-  if (grad == nullptr) return result;
+  return result;
+}
 
-  // Pass 2: gradient, recomputing the windows per voxel.
-  float* out = grad->data<float>();
+void GradientFromTable(const float* F, const float* W, const uint8_t* M, int64_t n, const MattesMiOptions& options,
+                       const std::vector<double>& table, double total, float* out) {
+  const Mapping m = MappingOf(options);
+  const int B = options.bins;
+  // Recomputes the windows per voxel (no per-voxel storage).
   reg_internal::ParallelFor(n, kMinVoxelsPerThread, [&](int64_t begin, int64_t end) {
     for (int64_t k = begin; k < end; ++k) {
       if (total <= 0 || (M != nullptr && M[k] == 0)) {
@@ -139,6 +150,20 @@ MattesMiResult MattesMutualInformationCpu(const NDArray& fixed, const NDArray& w
       out[k] = static_cast<float>(g);
     }
   });
+}
+
+}  // namespace mi_cpu
+
+MattesMiResult MattesMutualInformationCpu(const NDArray& fixed, const NDArray& warped, const NDArray* mask,
+                                          const MattesMiOptions& options, NDArray* grad) {
+  const float* F = fixed.data<float>();
+  const float* W = warped.data<float>();
+  const uint8_t* M = mask != nullptr ? mask->data<uint8_t>() : nullptr;
+  const int64_t n = fixed.num_elements();
+  const std::vector<double> H = mi_cpu::JointHistogram(F, W, M, n, options);
+  std::vector<double> table;
+  MattesMiResult result = mi_cpu::Finalize(H, options, grad != nullptr ? &table : nullptr);
+  if (grad != nullptr) mi_cpu::GradientFromTable(F, W, M, n, options, table, result.total_weight, grad->data<float>());
   return result;
 }
 

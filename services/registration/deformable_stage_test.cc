@@ -12,32 +12,16 @@
 #include "common/nifti_io.h"
 #include "kernels/registration/label_metrics.h"
 #include "services/registration/registrar.h"
+#include "services/registration/colin_problem.h"
 #include "services/registration/synthetic.h"
 
 namespace tessera::registration {
 namespace {
 
-constexpr char kCh2[] = "/usr/share/mricron/templates/ch2.nii.gz";
-constexpr char kAal[] = "/usr/share/mricron/templates/aal.nii.gz";
 
-struct Problem {
-  Volume fixed, fixed_labels;
-  SyntheticPair pair;
-};
+using Problem = ColinProblem;
 
-Problem MakeProblem(IntensityChange intensity, uint64_t seed) {
-  Problem p;
-  auto ch2 = ReadNifti(kCh2);
-  auto aal = ReadNifti(kAal);
-  EXPECT_TRUE(ch2.ok() && aal.ok()) << "mricron-data missing? " << ch2.status() << " " << aal.status();
-  p.fixed = DownsampleImage(*ch2, 2).value();
-  p.fixed_labels = DownsampleLabels(*aal, 2).value();
-  SyntheticOptions options;
-  options.seed = seed;
-  options.intensity = intensity;
-  p.pair = MakeSyntheticPair(p.fixed, &p.fixed_labels, options).value();
-  return p;
-}
+Problem MakeProblem(IntensityChange intensity, uint64_t seed) { return MakeColinProblem(intensity, seed, 2); }
 
 // registrar_test's QuickOptions.
 RegistrationOptions QuickOptions(const std::string& metric) {

@@ -15,33 +15,17 @@
 #include "kernels/registration/label_metrics.h"
 #include "services/registration/registrar.h"
 #include "services/registration/sharded_deformable_stage.h"
+#include "services/registration/colin_problem.h"
 #include "services/registration/synthetic.h"
 
 namespace tessera::registration {
 namespace {
 
-constexpr char kCh2[] = "/usr/share/mricron/templates/ch2.nii.gz";
-constexpr char kAal[] = "/usr/share/mricron/templates/aal.nii.gz";
 constexpr double kVoxelMm = 3;  // Colin27 (1 mm) downsampled 3x
 
-struct Problem {
-  Volume fixed, fixed_labels;
-  SyntheticPair pair;
-};
+using Problem = ColinProblem;
 
-Problem MakeProblem(IntensityChange intensity, uint64_t seed) {
-  Problem p;
-  auto ch2 = ReadNifti(kCh2);
-  auto aal = ReadNifti(kAal);
-  EXPECT_TRUE(ch2.ok() && aal.ok()) << "mricron-data missing? " << ch2.status() << " " << aal.status();
-  p.fixed = DownsampleImage(*ch2, static_cast<int>(kVoxelMm)).value();
-  p.fixed_labels = DownsampleLabels(*aal, static_cast<int>(kVoxelMm)).value();
-  SyntheticOptions options;
-  options.seed = seed;
-  options.intensity = intensity;
-  p.pair = MakeSyntheticPair(p.fixed, &p.fixed_labels, options).value();
-  return p;
-}
+Problem MakeProblem(IntensityChange intensity, uint64_t seed) { return MakeColinProblem(intensity, seed, static_cast<int>(kVoxelMm)); }
 
 RegistrationOptions QuickOptions(const std::string& metric) {
   RegistrationOptions o;

@@ -1,0 +1,25 @@
+#include "services/registration/colin_problem.h"
+
+#include <gtest/gtest.h>
+
+#include "common/nifti_io.h"
+
+namespace tessera::registration {
+
+ColinProblem MakeColinProblem(IntensityChange intensity, uint64_t seed, int factor) {
+  constexpr char kCh2[] = "/usr/share/mricron/templates/ch2.nii.gz";
+  constexpr char kAal[] = "/usr/share/mricron/templates/aal.nii.gz";
+  ColinProblem p;
+  auto ch2 = ReadNifti(kCh2);
+  auto aal = ReadNifti(kAal);
+  EXPECT_TRUE(ch2.ok() && aal.ok()) << "mricron-data missing? " << ch2.status() << " " << aal.status();
+  p.fixed = DownsampleImage(*ch2, factor).value();
+  p.fixed_labels = DownsampleLabels(*aal, factor).value();
+  SyntheticOptions options;
+  options.seed = seed;
+  options.intensity = intensity;
+  p.pair = MakeSyntheticPair(p.fixed, &p.fixed_labels, options).value();
+  return p;
+}
+
+}  // namespace tessera::registration

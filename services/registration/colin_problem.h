@@ -1,0 +1,24 @@
+// Test fixture shared by the registration tests: Colin27 (Debian's
+// mricron-data) and its AAL labels downsampled, warped by a synthetic
+// transform with a known answer (synthetic.h).
+#ifndef TESSERA_SERVICES_REGISTRATION_COLIN_PROBLEM_H_
+#define TESSERA_SERVICES_REGISTRATION_COLIN_PROBLEM_H_
+
+#include <cstdint>
+
+#include "services/registration/synthetic.h"
+
+namespace tessera::registration {
+
+struct ColinProblem {
+  Volume fixed, fixed_labels;
+  SyntheticPair pair;
+};
+
+// Colin27 downsampled `factor` times (2: 2 mm), moving = a synthetic warp of it
+// with `intensity` and `seed`. Fails the calling test when the data is missing.
+ColinProblem MakeColinProblem(IntensityChange intensity, uint64_t seed, int factor);
+
+}  // namespace tessera::registration
+
+#endif  // TESSERA_SERVICES_REGISTRATION_COLIN_PROBLEM_H_

@@ -36,6 +36,16 @@ _LIBS = {
     "crypto": (["libcrypto"], "libssl-dev"),
     "fftw": (["fftw3f", "fftw3"], "libfftw3-dev"),
     "deflate": (["libdeflate"], "libdeflate-dev"),
+    # HDF5's headers live in /usr/include/hdf5/serial (see _INCLUDE_DIRS).
+    "hdf5": (["hdf5"], "libhdf5-dev"),
+    "ismrmrd": (["-lismrmrd"], "libismrmrd-dev"),
+}
+
+# Headers outside the compiler's default search path: target -> directory.
+# The directory is linked into this repository and exported with `includes`.
+_INCLUDE_DIRS = {
+    "hdf5": "/usr/include/hdf5/serial",
+    "ismrmrd": "/usr/include/hdf5/serial",  # ismrmrd/dataset.h includes <hdf5.h>
 }
 
 def _link_flags(rctx, name, modules, package):
@@ -66,6 +76,11 @@ def _system_libs_impl(rctx):
         lines.append("cc_library(")
         lines.append('    name = "%s",' % name)
         lines.append("    linkopts = %s," % repr(flags))
+        if name in _INCLUDE_DIRS:
+            local = "include_" + name
+            rctx.symlink(_INCLUDE_DIRS[name], local)
+            lines.append('    hdrs = glob(["%s/**/*.h"]),' % local)
+            lines.append('    includes = ["%s"],' % local)
         lines.append(")")
         lines.append("")
     rctx.file("BUILD", "\n".join(lines))

@@ -19,6 +19,7 @@
 #include "kernels/registration/mse.h"
 #include "kernels/registration/mutual_info.h"
 #include "services/registration/array_helpers.h"
+#include "services/registration/plateau_stop.h"
 
 namespace tessera::registration {
 namespace {
@@ -164,24 +165,17 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
     args.disp = u.data<float>();
     args.out_dims = dims;
     args.padding = Padding::kZeros;
-    double best = INFINITY, first = 0, last = 0;
-    int since_best = 0, it = 0;
+    PlateauStop stop(options.tolerance, options.patience);
+    int it = 0;
     for (it = 1; it <= max_it; ++it) {
       if (hooks.check_cancelled) TESSERA_RETURN_IF_ERROR(hooks.check_cancelled());
       TESSERA_RETURN_IF_ERROR(GridSample(stream, args, work.data<float>(), options.sampler));
       // The loss alone first when this may be the last iteration would save
       // the backward pass, but the standard loop always computes both.
       TESSERA_ASSIGN_OR_RETURN(double loss, metric.Evaluate(fixed, work, g, /*want_grad=*/true));
-      if (it == 1) first = loss;
-      last = loss;
-      if (loss < best) {
-        since_best = (best - loss > options.tolerance * std::abs(best)) ? 0 : since_best + 1;
-        best = loss;
-      } else {
-        ++since_best;
-      }
+      stop.Update(loss);
       if (hooks.report) hooks.report(level.factor, it, max_it, loss);
-      if (since_best >= options.patience) break;
+      if (stop.done()) break;
       GridSampleGrads grads;
       grads.grad_disp = g.data<float>();
       TESSERA_RETURN_IF_ERROR(
@@ -201,7 +195,7 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
       TESSERA_RETURN_IF_ERROR(SmoothInPlaceWithScratch(u, {ws, ws, ws}, work.data<float>(), work.num_elements(), stream));
     }
     log->push_back(absl::StrFormat("deformable x%d (lean): %d iterations, loss %.6g -> %.6g (best %.6g), %.2f s",
-                                   level.factor, std::min(it, max_it), first, last, best,
+                                   level.factor, std::min(it, max_it), stop.first(), stop.last(), stop.best(),
                                    absl::ToDoubleSeconds(absl::Now() - start)));
     // work and g are released here, before the next level's upsampling.
     TESSERA_RETURN_IF_ERROR(stream.Synchronize());

@@ -20,6 +20,7 @@
 #include "services/registration/deformable_stage.h"
 #include "services/registration/sharded_deformable_stage.h"
 #include "services/registration/host_setup.h"
+#include "services/registration/plateau_stop.h"
 #include "services/registration/space.h"
 #include "services/registration/transform_params.h"
 
@@ -197,8 +198,9 @@ class Engine {
       AdamOptions adam;
       adam.lr = options_.linear_lr / std::pow(2.0, static_cast<double>(si));
       std::vector<double> params(n, 0.0), best_params = params;
-      double best = INFINITY, first = 0, last = 0, smoothed = 0;
-      int since_best = 0, it = 0;
+      PlateauStop stop(options_.tolerance, options_.patience);
+      double last = 0, smoothed = 0;
+      int it = 0;
       // Sampled iterations see a new random subset each time (elastix's
       // NewSamplesEveryIteration), so their losses are noisy: convergence is
       // judged on a running mean, and the level ends with the last
@@ -217,22 +219,16 @@ class Engine {
         } else {
           TESSERA_ASSIGN_OR_RETURN(loss, LinearLoss(level, param.Apply(params).ToMat4(), &grad_sampler));
         }
-        if (it == 1) first = smoothed = loss;
+        if (it == 1) smoothed = loss;
         last = loss;
         if (sampled) {
           smoothed = 0.8 * smoothed + 0.2 * loss;
           loss = smoothed;
         }
-        if (loss < best) {
-          since_best = (best - loss > options_.tolerance * std::abs(best)) ? 0 : since_best + 1;
-          best = loss;
-          best_params = params;
-        } else {
-          ++since_best;
-        }
-        if (sampled) best_params = params;
+        stop.Update(loss);
+        if (stop.improved() || sampled) best_params = params;
         Report(stage, level.factor, it, max_it, last);
-        if (since_best >= options_.patience) break;
+        if (stop.done()) break;
         TESSERA_ASSIGN_OR_RETURN(Mat4 grad_t,
                                  PhysicalGradientFromSampler(grad_sampler, level.fixed_space, level.moving_space));
         const std::vector<double> grad = param.Gradient(params, grad_t);
@@ -246,8 +242,8 @@ class Engine {
       current = param.Apply(best_params);
       log->push_back(absl::StrFormat("%s x%d: %d iterations%s, loss %.6g -> %.6g (best %.6g), %.2f s", stage,
                                      level.factor, std::min(it, max_it),
-                                     sampled ? absl::StrCat(" of ", options_.linear_samples, " samples") : "", first,
-                                     last, best, absl::ToDoubleSeconds(absl::Now() - start)));
+                                     sampled ? absl::StrCat(" of ", options_.linear_samples, " samples") : "",
+                                     stop.first(), last, stop.best(), absl::ToDoubleSeconds(absl::Now() - start)));
     }
     return current;
   }
@@ -313,23 +309,16 @@ class Engine {
                                                 options_.smooth_warp_sigma};
       AdamOptions adam;
       adam.lr = options_.deformable_lr_voxels;
-      double best = INFINITY, first = 0, last = 0;
-      int since_best = 0, it = 0;
+      PlateauStop stop(options_.tolerance, options_.patience);
+      int it = 0;
       for (it = 1; it <= max_it; ++it) {
         TESSERA_RETURN_IF_ERROR(CheckCancelled());
         const GridSampleArgs args = Args(level, &u);
         TESSERA_RETURN_IF_ERROR(GridSample(stream_, args, warped_.data<float>(), options_.sampler));
         TESSERA_ASSIGN_OR_RETURN(double loss, metric_->Evaluate(level.fixed, warped_, &grad_w_));
-        if (it == 1) first = loss;
-        last = loss;
-        if (loss < best) {
-          since_best = (best - loss > options_.tolerance * std::abs(best)) ? 0 : since_best + 1;
-          best = loss;
-        } else {
-          ++since_best;
-        }
+        stop.Update(loss);
         Report("deformable", level.factor, it, max_it, loss);
-        if (since_best >= options_.patience) break;
+        if (stop.done()) break;
         GridSampleGrads grads;
         grads.grad_disp = grad_u.data<float>();
         TESSERA_RETURN_IF_ERROR(
@@ -366,7 +355,7 @@ class Engine {
         TESSERA_RETURN_IF_ERROR(GaussianSmooth(u, &u, warp_sigma, stream_));
       }
       log->push_back(absl::StrFormat("deformable x%d: %d iterations, loss %.6g -> %.6g (best %.6g), %.2f s",
-                                     level.factor, std::min(it, max_it), first, last, best,
+                                     level.factor, std::min(it, max_it), stop.first(), stop.last(), stop.best(),
                                      absl::ToDoubleSeconds(absl::Now() - start)));
     }
     return u;

@@ -16,6 +16,7 @@
 #include "kernels/registration/field_ops.h"
 #include "kernels/registration/gaussian_smooth.h"
 #include "services/registration/array_helpers.h"
+#include "services/registration/plateau_stop.h"
 
 namespace tessera::registration {
 namespace {
@@ -164,22 +165,19 @@ absl::StatusOr<NDArray> RunShardedDeformableStage(const Stream& stream, const Re
       // The loss is all-reduced (bit-identical on every rank), so every rank
       // takes the same convergence decision.
       LevelSummary s;
-      int since_best = 0, it = 0;
+      PlateauStop stop(options.tolerance, options.patience);
+      int it = 0;
       for (it = 1; it <= max_it; ++it) {
         if (rank == 0 && hooks.check_cancelled) TESSERA_RETURN_IF_ERROR(hooks.check_cancelled());
         TESSERA_ASSIGN_OR_RETURN(double loss, parallel::ShardedGreedyEvaluate(comm, state, step_options, rank_stream));
-        if (it == 1) s.first = loss;
-        s.last = loss;
-        if (loss < s.best) {
-          since_best = (s.best - loss > options.tolerance * std::abs(s.best)) ? 0 : since_best + 1;
-          s.best = loss;
-        } else {
-          ++since_best;
-        }
+        stop.Update(loss);
         if (rank == 0 && hooks.report) hooks.report(level.factor, it, max_it, loss);
-        if (since_best >= options.patience) break;
+        if (stop.done()) break;
         TESSERA_RETURN_IF_ERROR(parallel::ShardedGreedyUpdate(comm, state, step_options, rank_stream));
       }
+      s.first = stop.first();
+      s.last = stop.last();
+      s.best = stop.best();
       s.iterations = std::min(it, max_it);
       s.adam_step = state.adam_step;
       // Ranks write disjoint slices of the whole fields.

@@ -1,0 +1,117 @@
+#include "kernels/reconstruction/mri/density_compensation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "common/parallel.h"
+
+namespace tessera {
+namespace recon {
+namespace mri {
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+// Points grouped into square cells of side `radius`: a point's neighbours
+// within the radius lie in its own and the 8 adjacent cells.
+class CellIndex {
+ public:
+  CellIndex(const Trajectory2D& t, double radius) : radius_(radius) {
+    const int64_t m = t.size();
+    double lo_x = 0, lo_y = 0, hi_x = 0, hi_y = 0;
+    for (int64_t j = 0; j < m; ++j) {
+      lo_x = std::min<double>(lo_x, t.kx[j]), hi_x = std::max<double>(hi_x, t.kx[j]);
+      lo_y = std::min<double>(lo_y, t.ky[j]), hi_y = std::max<double>(hi_y, t.ky[j]);
+    }
+    lo_x_ = lo_x, lo_y_ = lo_y;
+    cells_x_ = static_cast<int64_t>((hi_x - lo_x) / radius) + 1;
+    cells_y_ = static_cast<int64_t>((hi_y - lo_y) / radius) + 1;
+    start_.assign(cells_x_ * cells_y_ + 1, 0);
+    cell_of_.resize(m);
+    for (int64_t j = 0; j < m; ++j) {
+      cell_of_[j] = Cell(t.kx[j], t.ky[j]);
+      ++start_[cell_of_[j] + 1];
+    }
+    for (size_t c = 1; c < start_.size(); ++c) start_[c] += start_[c - 1];
+    order_.resize(m);
+    std::vector<int64_t> fill(start_.begin(), start_.end() - 1);
+    for (int64_t j = 0; j < m; ++j) order_[fill[cell_of_[j]]++] = j;
+  }
+
+  // fn(neighbour index) for every point in the 3 x 3 cells around point j.
+  template <typename Fn>
+  void ForCandidates(int64_t j, Fn fn) const {
+    const int64_t cx = cell_of_[j] % cells_x_, cy = cell_of_[j] / cells_x_;
+    for (int64_t y = std::max<int64_t>(cy - 1, 0); y <= std::min(cy + 1, cells_y_ - 1); ++y) {
+      for (int64_t x = std::max<int64_t>(cx - 1, 0); x <= std::min(cx + 1, cells_x_ - 1); ++x) {
+        const int64_t c = x + cells_x_ * y;
+        for (int64_t p = start_[c]; p < start_[c + 1]; ++p) fn(order_[p]);
+      }
+    }
+  }
+
+ private:
+  int64_t Cell(double x, double y) const {
+    const int64_t cx = std::min(static_cast<int64_t>((x - lo_x_) / radius_), cells_x_ - 1);
+    const int64_t cy = std::min(static_cast<int64_t>((y - lo_y_) / radius_), cells_y_ - 1);
+    return cx + cells_x_ * cy;
+  }
+  double radius_, lo_x_ = 0, lo_y_ = 0;
+  int64_t cells_x_ = 1, cells_y_ = 1;
+  std::vector<int64_t> start_, cell_of_, order_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::vector<float>> RadialRampDensity(const Trajectory2D& trajectory) {
+  if (trajectory.size() == 0 || trajectory.kx.size() != static_cast<size_t>(trajectory.size())) {
+    return absl::InvalidArgumentError("radial ramp density: empty or inconsistent trajectory");
+  }
+  // Readout spacing from the first spoke (uniform along every spoke).
+  const double dk = std::hypot(trajectory.kx[1] - trajectory.kx[0], trajectory.ky[1] - trajectory.ky[0]);
+  const double spokes = static_cast<double>(trajectory.spokes);
+  std::vector<float> w(trajectory.size());
+  for (int64_t j = 0; j < trajectory.size(); ++j) {
+    const double r = std::hypot(trajectory.kx[j], trajectory.ky[j]);
+    w[j] = static_cast<float>(r < 0.5 * dk ? kPi * dk * dk / (4 * spokes) : kPi * r * dk / spokes);
+  }
+  return w;
+}
+
+absl::StatusOr<std::vector<float>> PipeMenonDensity(const Trajectory2D& trajectory, const PipeMenonOptions& options) {
+  const int64_t m = trajectory.size();
+  if (m == 0 || trajectory.kx.size() != static_cast<size_t>(m) || trajectory.ky.size() != static_cast<size_t>(m)) {
+    return absl::InvalidArgumentError("Pipe-Menon density: empty or inconsistent trajectory");
+  }
+  if (options.iterations < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("Pipe-Menon density: iterations = ", options.iterations, " < 1"));
+  }
+  const double radius = options.kernel_radius;
+  if (!(radius > 0) || !std::isfinite(radius)) {
+    return absl::InvalidArgumentError(absl::StrCat("Pipe-Menon density: kernel_radius = ", radius, " <= 0"));
+  }
+  const CellIndex cells(trajectory, radius);
+  // Cone of unit integral: C(d) = 3 (1 - d / R) / (pi R^2) for d < R.
+  const double norm = 3.0 / (kPi * radius * radius);
+  std::vector<double> w(m, 1.0), conv(m);
+  for (int it = 0; it < options.iterations; ++it) {
+    ParallelFor(m, [&](int64_t begin, int64_t end, int) {
+      for (int64_t l = begin; l < end; ++l) {
+        double sum = 0;
+        cells.ForCandidates(l, [&](int64_t j) {
+          const double d = std::hypot(trajectory.kx[l] - trajectory.kx[j], trajectory.ky[l] - trajectory.ky[j]);
+          if (d < radius) sum += w[j] * (1 - d / radius);
+        });
+        conv[l] = sum * norm;
+      }
+    }, 256);
+    for (int64_t l = 0; l < m; ++l) w[l] /= conv[l];  // conv >= w_l C(0) > 0
+  }
+  return std::vector<float>(w.begin(), w.end());
+}
+
+}  // namespace mri
+}  // namespace recon
+}  // namespace tessera

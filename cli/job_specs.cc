@@ -39,6 +39,21 @@ absl::StatusOr<std::vector<int32_t>> ParseIntList(const std::string& flag, const
   return out;
 }
 
+// --gpus: "" (none), a count "N" (GPUs 0..N-1) or ordinals with a comma
+// ("0,2", "3,"), as `docker --gpus` users expect a count.
+absl::StatusOr<std::vector<int32_t>> ParseGpuList(const std::string& text) {
+  if (text.empty()) return std::vector<int32_t>{};
+  if (text.find(',') != std::string::npos) return ParseIntList("gpus", text);
+  int count = 0;
+  if (!absl::SimpleAtoi(text, &count) || count < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gpus '", text, "': expected a count >= 1 or a comma-separated list of GPU ordinals"));
+  }
+  std::vector<int32_t> out(count);
+  for (int i = 0; i < count; ++i) out[i] = i;
+  return out;
+}
+
 absl::StatusOr<v1::JobSpec> RegisterSpec(const std::vector<std::string>& words) {
   TESSERA_ASSIGN_OR_RETURN(Args args, ParseWords(RegisterFlags(), words, 1));
   TESSERA_ASSIGN_OR_RETURN(v1::RegisterRequest request, RegisterRequestFromArgs(args, true));
@@ -164,6 +179,8 @@ std::vector<FlagSpec> RegisterFlags() {
       {"memory-mode", "lean", "deformable stage memory: lean or standard (same result)"},
       {"linear-samples", "8192", "voxels drawn per rigid/affine iteration on the CPU (0 = every voxel)"},
       {"seed", "1", "seed of the sampled iterations (same seed, same result)"},
+      {"shards", "0", "deformable stage split along z into H ranks (0 = one per GPU of --gpus, or 1)"},
+      {"gpus", "", "GPUs of the sharded ranks: a count N (GPUs 0..N-1) or a list of ordinals such as 0,2 (or 3,)"},
       {"inverse-warp", "", "also write 0InverseWarp.nii.gz", true},
       {"device", "auto", "compute backend: auto, cpu or cuda"},
       {"quiet", "", "no progress on stderr", true},
@@ -214,6 +231,14 @@ absl::StatusOr<v1::RegisterRequest> RegisterRequestFromArgs(const Args& args, bo
   }
   o->set_linear_samples(samples);
   o->set_seed(seed);
+  int shards = 0;
+  if (!absl::SimpleAtoi(args.Get("shards"), &shards) || shards < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("register: --shards '", args.Get("shards"), "': expected an integer >= 0"));
+  }
+  o->set_shards(shards);
+  TESSERA_ASSIGN_OR_RETURN(std::vector<int32_t> gpus, ParseGpuList(args.Get("gpus")));
+  for (int32_t g : gpus) o->add_gpus(g);
   o->set_device(args.Get("device"));
   return r;
 }

@@ -435,7 +435,9 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
   const absl::Time start = absl::Now();
   TESSERA_ASSIGN_OR_RETURN(Backend backend, ResolveBackend(options.device));
   TESSERA_RETURN_IF_ERROR(ValidateShardedOptions(options, backend));
-  TESSERA_ASSIGN_OR_RETURN(Stream stream, Stream::Create(backend));
+  // Sharded ranks name their GPUs; the rest of the run is on the first.
+  const int ordinal = backend == Backend::kCuda && !options.gpus.empty() ? options.gpus.front() : 0;
+  TESSERA_ASSIGN_OR_RETURN(Stream stream, Stream::Create(backend, ordinal));
   const MemoryKind kind = MemoryKindFor(stream);
   // This registration's device memory, also charged to the caller's tracker.
   auto memory = std::make_shared<DeviceMemoryTracker>(CurrentDeviceMemoryTracker());

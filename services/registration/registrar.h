@@ -82,6 +82,9 @@ struct RegistrationOptions {
   // in-process ranks (threads on the CPU; streams sharing one GPU), the same
   // algorithm as shards = 1 (sharded_deformable_stage.h). 1 = unsharded.
   int shards = 1;
+  // GPU ordinals of the sharded ranks (rank r on gpus[r % gpus.size()]);
+  // empty: every rank on the stream's GPU. CUDA only.
+  std::vector<int> gpus;
   // Launch shape of the CUDA sampler kernels (same results for every valid
   // setting); travels with the job, so concurrent jobs never share it.
   GridSamplerTuning sampler;

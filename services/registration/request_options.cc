@@ -1,5 +1,6 @@
 #include "services/registration/request_options.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <tuple>
@@ -19,6 +20,7 @@ constexpr int kMaxIterations = 100000;
 constexpr int kMaxScale = 64;
 // More samples than this per iteration is no longer sampling (1024^3 voxels).
 constexpr int64_t kMaxLinearSamples = int64_t{1} << 30;
+constexpr int kMaxShards = 64;
 
 }  // namespace
 
@@ -110,6 +112,26 @@ absl::StatusOr<RegistrationOptions> ParseRegistrationOptions(const v1::Registrat
     o.linear_samples = proto.linear_samples();
   }
   if (proto.has_seed()) o.sampling_seed = proto.seed();
+  if (proto.shards() < 0 || proto.shards() > kMaxShards) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("options.shards ", proto.shards(), " must be in 0..", kMaxShards, " (0 = one per GPU)"));
+  }
+  for (int i = 0; i < proto.gpus_size(); ++i) {
+    const int ordinal = proto.gpus(i);
+    if (ordinal < 0 || ordinal >= kMaxShards) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("options.gpus[", i, "] = ", ordinal, " is not a GPU ordinal in 0..", kMaxShards - 1));
+    }
+    if (std::find(o.gpus.begin(), o.gpus.end(), ordinal) != o.gpus.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("options.gpus lists GPU ", ordinal,
+                                                     " twice (to put several ranks on one GPU, raise shards)"));
+    }
+    o.gpus.push_back(ordinal);
+  }
+  if (!o.gpus.empty() && o.device == "cpu") {
+    return absl::InvalidArgumentError("options.gpus names GPUs but options.device is cpu");
+  }
+  o.shards = proto.shards() > 0 ? proto.shards() : std::max<int>(1, static_cast<int>(o.gpus.size()));
   if (!proto.init().empty()) o.init = proto.init();
   if (o.init != "com" && o.init != "none") {
     return absl::InvalidArgumentError(absl::StrCat("options.init '", o.init, "' is not one of com, none"));

@@ -93,6 +93,32 @@ TEST(RequestOptions, StepMemoryModeSamplesAndSeedAreParsedAndBadValuesNamed) {
   }
 }
 
+TEST(RequestOptions, ShardsDefaultToOnePerListedGpuAndBadListsAreNamed) {
+  v1::RegistrationOptions proto;
+  EXPECT_EQ(ParseRegistrationOptions(proto, "auto")->shards, 1);
+  proto.add_gpus(0);
+  proto.add_gpus(2);
+  absl::StatusOr<RegistrationOptions> o = ParseRegistrationOptions(proto, "auto");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->shards, 2);
+  EXPECT_EQ(o->gpus, (std::vector<int>{0, 2}));
+  proto.set_shards(6);  // several ranks per GPU
+  EXPECT_EQ(ParseRegistrationOptions(proto, "auto")->shards, 6);
+
+  for (auto [edit, needle] : std::vector<std::pair<std::function<void(v1::RegistrationOptions*)>, std::string>>{
+           {[](v1::RegistrationOptions* p) { p->set_shards(-1); }, "options.shards -1"},
+           {[](v1::RegistrationOptions* p) { p->set_shards(65); }, "options.shards 65"},
+           {[](v1::RegistrationOptions* p) { p->add_gpus(2); }, "GPU 2 twice"},
+           {[](v1::RegistrationOptions* p) { p->add_gpus(-3); }, "options.gpus[2] = -3"},
+           {[](v1::RegistrationOptions* p) { p->set_device("cpu"); }, "device is cpu"}}) {
+    v1::RegistrationOptions bad = proto;
+    edit(&bad);
+    const absl::Status s = ParseRegistrationOptions(bad, "auto").status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find(needle), std::string::npos) << s;
+  }
+}
+
 TEST(RequestOptions, DeviceIsParsedEverywhereButCheckedOnlyByToRegistrarOptions) {
   v1::RegistrationOptions proto;
   proto.set_device("cuda");

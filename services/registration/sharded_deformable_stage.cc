@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/buffer.h"
 #include "common/status.h"
@@ -56,11 +58,30 @@ struct LevelSummary {
   int64_t adam_step = 0;
 };
 
+// The GPU of rank r: options.gpus round robin, else the stage's own.
+int RankOrdinal(const RegistrationOptions& options, const Stream& stream, int rank) {
+  if (options.gpus.empty()) return stream.ordinal();
+  return options.gpus[rank % options.gpus.size()];
+}
+
 }  // namespace
 
 absl::Status ValidateShardedOptions(const RegistrationOptions& options, Backend backend) {
   if (options.shards < 1) {
     return absl::InvalidArgumentError(absl::StrCat("shards must be >= 1, got ", options.shards));
+  }
+  if (!options.gpus.empty()) {
+    if (backend != Backend::kCuda) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("gpus {", absl::StrJoin(options.gpus, ","), "} given but the registration runs on the cpu"));
+    }
+    const int available = static_cast<int>(DeviceRegistry::Get().gpus().size());
+    for (int ordinal : options.gpus) {
+      if (ordinal >= available) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("gpus names GPU ", ordinal, " but this machine has ", available, " GPU(s)"));
+      }
+    }
   }
   if (options.shards == 1) return absl::OkStatus();
   if (options.memory_mode != "lean") {
@@ -127,9 +148,20 @@ absl::StatusOr<NDArray> RunShardedDeformableStage(const Stream& stream, const Re
           dims.nz, options.shards, halo, ranks));
     }
     TESSERA_ASSIGN_OR_RETURN(const parallel::SlabPartition partition, parallel::SlabPartition::Make(dims.nz, ranks));
-    // The ring shards the moving image (CPU); GPU ranks share the whole one.
+    // The ring shards the moving image (CPU); GPU ranks share the whole one,
+    // one copy per GPU.
     NDArray moving_host;
-    if (!cuda) moving_host = *level.moving;
+    std::map<int, NDArray> moving_on_gpu;
+    if (!cuda) {
+      moving_host = *level.moving;
+    } else {
+      for (int r = 0; r < ranks; ++r) {
+        const int ordinal = RankOrdinal(options, stream, r);
+        if (ordinal == stream.ordinal() || moving_on_gpu.count(ordinal)) continue;
+        TESSERA_ASSIGN_OR_RETURN(moving_on_gpu[ordinal], level.moving->CopyTo(MemoryKind::kDevice, stream, ordinal));
+      }
+      TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+    }
     TESSERA_ASSIGN_OR_RETURN(Affine12 a, SamplerAffineFromPhysical(t, level.fixed_space, level.moving_space));
     float affine[12];
     for (int i = 0; i < 12; ++i) affine[i] = static_cast<float>(a[i]);
@@ -138,15 +170,17 @@ absl::StatusOr<NDArray> RunShardedDeformableStage(const Stream& stream, const Re
       ScopedDeviceMemoryCharge charge(tracker);
       Stream rank_stream = Stream::Cpu();
       if (cuda) {
-        TESSERA_ASSIGN_OR_RETURN(rank_stream, Stream::Create(Backend::kCuda, stream.ordinal()));
+        TESSERA_ASSIGN_OR_RETURN(rank_stream, Stream::Create(Backend::kCuda, RankOrdinal(options, stream, comm.rank())));
       }
       const int rank = comm.rank();
       TESSERA_ASSIGN_OR_RETURN(parallel::SlabLayout layout, partition.Layout(dims, rank, halo));
       TESSERA_ASSIGN_OR_RETURN(NDArray local_fixed, parallel::ExtractSlab(fixed, layout, rank_kind, rank_stream));
       parallel::ShardedGreedyState state;
       if (cuda) {
+        const auto copy = moving_on_gpu.find(rank_stream.ordinal());
+        const NDArray& moving = copy == moving_on_gpu.end() ? *level.moving : copy->second;
         TESSERA_ASSIGN_OR_RETURN(state, parallel::MakeShardedGreedyStateWholeMoving(
-                                            layout, std::move(local_fixed), *level.moving, affine, step_options,
+                                            layout, std::move(local_fixed), moving, affine, step_options,
                                             rank_stream));
       } else {
         TESSERA_ASSIGN_OR_RETURN(parallel::SlabLayout moving_layout,

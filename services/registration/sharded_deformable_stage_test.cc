@@ -164,6 +164,16 @@ TEST(ShardedDeformable, RejectsUnsupportedOptions) {
   EXPECT_NE(gpu_lncc.message().find("supports metric mse only"), std::string::npos) << gpu_lncc;
   o.metric = "mse";
   EXPECT_TRUE(ValidateShardedOptions(o, Backend::kCuda).ok());
+
+  // GPU lists: checked against the machine the run lands on.
+  o.gpus = {0};
+  const absl::Status on_cpu = ValidateShardedOptions(o, Backend::kCpu);
+  EXPECT_EQ(on_cpu.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(on_cpu.message().find("gpus {0} given but the registration runs on the cpu"), std::string::npos) << on_cpu;
+  o.gpus = {0, 63};
+  const absl::Status missing = ValidateShardedOptions(o, Backend::kCuda);
+  EXPECT_EQ(missing.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(missing.message().find("names GPU "), std::string::npos) << missing;
 }
 
 }  // namespace

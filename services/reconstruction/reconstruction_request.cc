@@ -3,7 +3,10 @@
 #include <cmath>
 #include <filesystem>
 #include <system_error>
+#include <tuple>
+#include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/device.h"
@@ -28,6 +31,17 @@ constexpr Named kCtMethods[] = {{"fbp", static_cast<int>(CtMethod::kFbp)},
                                 {"cgls", static_cast<int>(CtMethod::kCgls)}};
 constexpr Named kPetMethods[] = {{"mlem", static_cast<int>(PetMethod::kMlem)},
                                  {"osem", static_cast<int>(PetMethod::kOsem)}};
+constexpr Named kMriMethods[] = {{"adjoint", static_cast<int>(MriMethod::kAdjoint)},
+                                 {"cgsense", static_cast<int>(MriMethod::kCgSense)},
+                                 {"sense", static_cast<int>(MriMethod::kSense)}};
+constexpr Named kUltrasoundMethods[] = {{"das", static_cast<int>(UltrasoundMethod::kDas)},
+                                        {"mv", static_cast<int>(UltrasoundMethod::kMv)}};
+constexpr Named kModalities[] = {{"ct", static_cast<int>(Modality::kCt)},
+                                 {"pet", static_cast<int>(Modality::kPet)},
+                                 {"mri", static_cast<int>(Modality::kMri)},
+                                 {"ultrasound", static_cast<int>(Modality::kUltrasound)}};
+constexpr int kMaxImagePixels = 8192;
+constexpr int kMaxSubarray = 128;  // the batched Hermitian solve's limit
 template <size_t N>
 absl::StatusOr<int> Lookup(const Named (&table)[N], const std::string& name, const char* field) {
   std::vector<std::string> known;
@@ -77,6 +91,126 @@ absl::StatusOr<std::string> ResolveFile(const v1::FileSource& source, const char
       if (required) return absl::InvalidArgumentError(absl::StrCat(field, ": required (a path or an upload_id)"));
       return std::string();
   }
+}
+
+// A BART pair (either file or the base name; both files must exist under the
+// roots) -> its canonical base path; an .h5 file -> its canonical path.
+absl::StatusOr<std::string> ResolveMriInput(const v1::FileSource& source, const char* field, bool required,
+                                            const std::vector<std::string>& roots, int64_t max_bytes) {
+  if (source.source_case() != v1::FileSource::kPath) return ResolveFile(source, field, required, roots, max_bytes);
+  std::string base = source.path();
+  if (IsHdf5Path(base)) return ResolveFile(source, field, required, roots, max_bytes);
+  for (const char* ext : {".cfl", ".hdr"}) {
+    if (absl::EndsWith(base, ext)) base.resize(base.size() - 4);
+  }
+  std::string canonical_base;
+  for (const char* ext : {".hdr", ".cfl"}) {
+    v1::FileSource file;
+    file.set_path(base + ext);
+    TESSERA_ASSIGN_OR_RETURN(std::string path, ResolveFile(file, field, true, roots, max_bytes));
+    path.resize(path.size() - 4);
+    if (!canonical_base.empty() && canonical_base != path) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": ", base, ".hdr and .cfl resolve to different places"));
+    }
+    canonical_base = path;
+  }
+  return canonical_base;
+}
+
+absl::Status CheckFiniteRange(const char* field, double value, double lo, double hi) {
+  if (!std::isfinite(value) || value < lo || value > hi) {
+    return absl::InvalidArgumentError(absl::StrCat(field, " must be in [", lo, ", ", hi, "], got ", value));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<MriSpec> ParseMri(const v1::MriOptions& o, const std::vector<std::string>& roots, int64_t max_bytes) {
+  MriSpec spec;
+  if (!o.method().empty()) {
+    TESSERA_ASSIGN_OR_RETURN(int v, Lookup(kMriMethods, o.method(), "mri.method"));
+    spec.method = static_cast<MriMethod>(v);
+  }
+  TESSERA_RETURN_IF_ERROR(CheckRange("mri.iterations", o.iterations(), 0, kMaxIterations));
+  if (o.iterations() > 0) spec.iterations = o.iterations();
+  spec.lambda = spec.method == MriMethod::kSense ? 1e-3 : 0.0;
+  if (o.has_lambda()) {
+    TESSERA_RETURN_IF_ERROR(CheckFiniteRange("mri.lambda", o.lambda(), 0, 1e6));
+    spec.lambda = o.lambda();
+  }
+  if (o.acceleration() != 0) TESSERA_RETURN_IF_ERROR(CheckRange("mri.acceleration", o.acceleration(), 2, 8));
+  spec.acceleration = o.acceleration();
+  if (o.has_tolerance()) {
+    TESSERA_RETURN_IF_ERROR(CheckFiniteRange("mri.tolerance", o.tolerance(), 1e-6, 1e-1));
+    spec.tolerance = o.tolerance();
+  }
+  spec.toeplitz = !o.no_toeplitz();
+  TESSERA_ASSIGN_OR_RETURN(spec.kspace_path, ResolveMriInput(o.kspace(), "mri.kspace", true, roots, max_bytes));
+  TESSERA_ASSIGN_OR_RETURN(spec.trajectory_path,
+                           ResolveMriInput(o.trajectory(), "mri.trajectory", false, roots, max_bytes));
+  TESSERA_ASSIGN_OR_RETURN(spec.coils_path, ResolveMriInput(o.coils(), "mri.coils", false, roots, max_bytes));
+  const bool ismrmrd = IsHdf5Path(spec.kspace_path);
+  if (spec.method == MriMethod::kSense) {
+    if (!spec.trajectory_path.empty()) {
+      return absl::InvalidArgumentError("mri.trajectory: sense reconstructs Cartesian k-space (no trajectory)");
+    }
+  } else if (!ismrmrd && spec.trajectory_path.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("mri.trajectory: required for ", MriMethodName(spec.method),
+                                                   " with BART input (ISMRMRD files carry their own)"));
+  }
+  if (spec.method != MriMethod::kAdjoint && spec.coils_path.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("mri.coils: ", MriMethodName(spec.method), " needs coil sensitivities (a cfl)"));
+  }
+  if (!spec.coils_path.empty() && IsHdf5Path(spec.coils_path)) {
+    return absl::InvalidArgumentError("mri.coils: coil sensitivities are read from a BART .cfl/.hdr pair");
+  }
+  return spec;
+}
+
+absl::StatusOr<UltrasoundSpec> ParseUltrasound(const v1::UltrasoundOptions& o, const std::vector<std::string>& roots,
+                                               int64_t max_bytes) {
+  UltrasoundSpec spec;
+  if (!o.method().empty()) {
+    TESSERA_ASSIGN_OR_RETURN(int v, Lookup(kUltrasoundMethods, o.method(), "ultrasound.method"));
+    spec.method = static_cast<UltrasoundMethod>(v);
+  }
+  TESSERA_ASSIGN_OR_RETURN(spec.channel_data_path,
+                           ResolveFile(o.channel_data(), "ultrasound.channel_data", true, roots, max_bytes));
+  if (o.subarray() != 0) TESSERA_RETURN_IF_ERROR(CheckRange("ultrasound.subarray", o.subarray(), 1, kMaxSubarray));
+  spec.subarray = o.subarray();
+  if (o.has_loading()) {
+    TESSERA_RETURN_IF_ERROR(CheckFiniteRange("ultrasound.loading", o.loading(), 0, 1e3));
+    spec.loading = o.loading();
+  }
+  if (o.has_dynamic_range_db()) {
+    TESSERA_RETURN_IF_ERROR(CheckFiniteRange("ultrasound.dynamic_range_db", o.dynamic_range_db(), 1, 200));
+    spec.dynamic_range_db = o.dynamic_range_db();
+  }
+  if (o.has_f_number()) {
+    TESSERA_RETURN_IF_ERROR(CheckFiniteRange("ultrasound.f_number", o.f_number(), 0, 100));
+    spec.f_number = o.f_number();
+  }
+  for (const auto& [field, values, out] :
+       {std::make_tuple("ultrasound.x_mm", &o.x_mm(), &spec.x_mm), std::make_tuple("ultrasound.z_mm", &o.z_mm(), &spec.z_mm)}) {
+    if (values->empty()) continue;
+    if (values->size() != 2 || !std::isfinite((*values)[0]) || !std::isfinite((*values)[1]) ||
+        !((*values)[0] < (*values)[1])) {
+      return absl::InvalidArgumentError(absl::StrCat(field, " must be [min, max] with min < max, got [",
+                                                     absl::StrJoin(*values, ", "), "]"));
+    }
+    out->assign(values->begin(), values->end());
+  }
+  if (!o.pixels().empty()) {
+    if (o.pixels_size() != 2) {
+      return absl::InvalidArgumentError(absl::StrCat("ultrasound.pixels must be [nx, nz], got ", o.pixels_size(),
+                                                     " values"));
+    }
+    TESSERA_RETURN_IF_ERROR(CheckRange("ultrasound.pixels[0]", o.pixels(0), 1, kMaxImagePixels));
+    TESSERA_RETURN_IF_ERROR(CheckRange("ultrasound.pixels[1]", o.pixels(1), 1, kMaxImagePixels));
+    spec.nx = o.pixels(0);
+    spec.nz = o.pixels(1);
+  }
+  return spec;
 }
 
 absl::StatusOr<CtSpec> ParseCt(const v1::CtOptions& o) {
@@ -169,7 +303,13 @@ absl::StatusOr<PetSpec> ParsePet(const v1::PetOptions& o) {
 
 }  // namespace
 
+const char* ModalityName(Modality modality) { return NameOf(kModalities, static_cast<int>(modality)); }
 const char* CtMethodName(CtMethod method) { return NameOf(kCtMethods, static_cast<int>(method)); }
+const char* MriMethodName(MriMethod method) { return NameOf(kMriMethods, static_cast<int>(method)); }
+const char* UltrasoundMethodName(UltrasoundMethod method) {
+  return NameOf(kUltrasoundMethods, static_cast<int>(method));
+}
+bool IsHdf5Path(const std::string& path) { return absl::EndsWith(path, ".h5") || absl::EndsWith(path, ".uff"); }
 const char* PetMethodName(PetMethod method) { return NameOf(kPetMethods, static_cast<int>(method)); }
 
 absl::StatusOr<CtMethod> ParseCtMethod(const std::string& name) {
@@ -196,12 +336,39 @@ absl::StatusOr<ReconSpec> ResolveReconstructRequest(const v1::ReconstructRequest
       TESSERA_ASSIGN_OR_RETURN(spec.pet, ParsePet(request.pet()));
       break;
     }
+    case v1::ReconstructRequest::kMri: {
+      spec.modality = Modality::kMri;
+      TESSERA_ASSIGN_OR_RETURN(spec.mri, ParseMri(request.mri(), roots, max_input_bytes));
+      break;
+    }
+    case v1::ReconstructRequest::kUltrasound: {
+      spec.modality = Modality::kUltrasound;
+      TESSERA_ASSIGN_OR_RETURN(spec.ultrasound, ParseUltrasound(request.ultrasound(), roots, max_input_bytes));
+      break;
+    }
     default:
-      return absl::InvalidArgumentError("set ct or pet options (the modality)");
+      return absl::InvalidArgumentError("set ct, pet, mri or ultrasound options (the modality)");
   }
   spec.device = request.device().empty() ? default_device : request.device();
   TESSERA_RETURN_IF_ERROR(CheckDeviceName(spec.device, "device"));
   spec.deterministic = request.deterministic();
+  if (!request.output_dir().empty()) {
+    absl::StatusOr<std::string> dir = ResolveOutputDirUnderRoots(request.output_dir(), roots);
+    if (!dir.ok()) return Annotate(dir.status(), "output_dir");
+    spec.output_dir = *std::move(dir);
+  }
+  if (spec.modality == Modality::kMri || spec.modality == Modality::kUltrasound) {
+    for (const auto& [source, field] : {std::make_pair(&request.geometry(), "geometry"),
+                                        std::make_pair(&request.sinogram(), "sinogram"),
+                                        std::make_pair(&request.listmode(), "listmode")}) {
+      if (source->source_case() != v1::FileSource::SOURCE_NOT_SET) {
+        return absl::InvalidArgumentError(absl::StrCat(field, ": not used by ", ModalityName(spec.modality),
+                                                       " (its inputs are in the ", ModalityName(spec.modality),
+                                                       " options)"));
+      }
+    }
+    return spec;
+  }
   TESSERA_ASSIGN_OR_RETURN(spec.geometry_path,
                            ResolveFile(request.geometry(), "geometry", true, roots, int64_t{64} << 20));
   const bool has_sinogram = request.sinogram().source_case() != v1::FileSource::SOURCE_NOT_SET;
@@ -224,11 +391,6 @@ absl::StatusOr<ReconSpec> ResolveReconstructRequest(const v1::ReconstructRequest
   if (spec.modality == Modality::kPet) {
     TESSERA_ASSIGN_OR_RETURN(spec.pet.attenuation_path, ResolveFile(request.pet().attenuation(), "pet.attenuation",
                                                                     false, roots, max_input_bytes));
-  }
-  if (!request.output_dir().empty()) {
-    absl::StatusOr<std::string> dir = ResolveOutputDirUnderRoots(request.output_dir(), roots);
-    if (!dir.ok()) return Annotate(dir.status(), "output_dir");
-    spec.output_dir = *std::move(dir);
   }
   return spec;
 }

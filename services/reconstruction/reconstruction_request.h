@@ -16,13 +16,18 @@
 
 namespace tessera::reconstruction {
 
-enum class Modality { kCt, kPet };
+enum class Modality { kCt, kPet, kMri, kUltrasound };
 
 enum class CtMethod { kFbp, kFdk, kSart, kOsSart, kCgls };
 enum class PetMethod { kMlem, kOsem };
+enum class MriMethod { kAdjoint, kCgSense, kSense };
+enum class UltrasoundMethod { kDas, kMv };
 
+const char* ModalityName(Modality modality);
 const char* CtMethodName(CtMethod method);
 const char* PetMethodName(PetMethod method);
+const char* MriMethodName(MriMethod method);
+const char* UltrasoundMethodName(UltrasoundMethod method);
 
 struct CtSpec {
   CtMethod method = CtMethod::kFbp;  // fbp for 2-D geometries, fdk for cone (when the request leaves it empty)
@@ -45,6 +50,34 @@ struct PetSpec {
   double tof_fwhm_mm = 0;
 };
 
+// An MRI input names a BART .cfl/.hdr pair by its base path (no extension)
+// or an ISMRMRD file by its .h5 path.
+struct MriSpec {
+  MriMethod method = MriMethod::kCgSense;
+  std::string kspace_path;           // canonical
+  std::string trajectory_path;       // canonical base path, or empty
+  std::string coils_path;            // canonical base path, or empty
+  int iterations = 10;
+  double lambda = 0;
+  int acceleration = 0;              // sense; 0: from the data
+  double tolerance = 1e-5;
+  bool toeplitz = true;
+};
+
+struct UltrasoundSpec {
+  UltrasoundMethod method = UltrasoundMethod::kDas;
+  std::string channel_data_path;     // canonical
+  int subarray = 0;                  // 0: channels / 2
+  double loading = 0.01;
+  double dynamic_range_db = 60;
+  std::vector<double> x_mm, z_mm;    // [min, max] or empty (default extent)
+  int nx = 256, nz = 256;
+  double f_number = 1.5;
+};
+
+// True for paths ending in ".h5" (ISMRMRD / UFF); otherwise a cfl base path.
+bool IsHdf5Path(const std::string& path);
+
 struct ReconSpec {
   Modality modality = Modality::kCt;
   std::string geometry_path;         // canonical paths under the data roots
@@ -52,6 +85,8 @@ struct ReconSpec {
   std::string listmode_path;         // PET only
   CtSpec ct;
   PetSpec pet;
+  MriSpec mri;
+  UltrasoundSpec ultrasound;
   std::string device = "auto";       // "auto", "cpu" or "cuda"
   bool deterministic = false;
   std::string output_dir;            // canonical, or empty

@@ -246,6 +246,9 @@ absl::Status RunPet(const ReconSpec& spec, const CtGeometry& g, const Stream& st
 }  // namespace
 
 absl::Status CheckReconInputs(const ReconSpec& spec) {
+  if (spec.modality == Modality::kMri || spec.modality == Modality::kUltrasound) {
+    return absl::UnimplementedError(absl::StrCat(ModalityName(spec.modality), " jobs are not wired in yet"));
+  }
   TESSERA_ASSIGN_OR_RETURN(CtGeometry g, LoadGeometry(spec));
   const recon::VolumeGeometry& v = g.volume;
   if (spec.modality == Modality::kCt) {
@@ -267,6 +270,8 @@ absl::Status CheckReconInputs(const ReconSpec& spec) {
 }
 
 absl::StatusOr<ReconOutcome> RunReconstruction(const ReconSpec& spec, const ReconRunContext& ctx) {
+  TESSERA_RETURN_IF_ERROR(CheckReconInputs(spec).code() == absl::StatusCode::kUnimplemented ? CheckReconInputs(spec)
+                                                                                           : absl::OkStatus());
   const auto start = std::chrono::steady_clock::now();
   Report(ctx, "input", 0, 0, 0.0, {}, "reading the geometry and the measurements");
   TESSERA_ASSIGN_OR_RETURN(CtGeometry g, LoadGeometry(spec));

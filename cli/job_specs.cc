@@ -243,10 +243,12 @@ absl::StatusOr<v1::RegisterRequest> RegisterRequestFromArgs(const Args& args, bo
   return r;
 }
 
-// "recon ct|pet ...": --out is the server-side output directory.
+// "recon ct|pet|mri|us ...": --out is the server-side output directory.
 absl::StatusOr<v1::JobSpec> ReconSpec(const std::vector<std::string>& words) {
   const std::string modality = words.size() >= 2 ? words[1] : "";
-  if (modality != "ct" && modality != "pet") return absl::InvalidArgumentError("recon: the first word must be ct or pet");
+  if (modality != "ct" && modality != "pet" && modality != "mri" && modality != "us") {
+    return absl::InvalidArgumentError("recon: the first word must be ct, pet, mri or us");
+  }
   TESSERA_ASSIGN_OR_RETURN(Args args, ParseWords(ReconFlags(modality), words, 2));
   TESSERA_ASSIGN_OR_RETURN(v1::ReconstructRequest request, ReconRequestFromArgs(args, modality, true));
   request.set_output_dir(ServerPath(args.Get("out"), true));
@@ -263,7 +265,7 @@ absl::StatusOr<v1::JobSpec> JobSpecFromCommandLine(const std::vector<std::string
   if (!words.empty() && words[0] == "recon") return ReconSpec(words);
   return absl::InvalidArgumentError(
       "job submit: the verbs that run as jobs are `register ...`, `som train ...`, `fp search ...` and "
-      "`recon ct|pet ...`");
+      "`recon ct|pet|mri|us ...`");
 }
 
 }  // namespace tessera::cli

@@ -1,8 +1,10 @@
 #include "cli/recon_args.h"
 
+#include <functional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/status.h"
 
 namespace tessera::cli {
@@ -20,15 +22,40 @@ absl::StatusOr<double> ParseDouble(const Args& args, const std::string& flag) {
 
 std::vector<FlagSpec> ReconFlags(const std::string& modality) {
   std::vector<FlagSpec> flags = {
-      {"geometry", "", "ASTRA geometry JSON (vol_geom + proj_geom)"},
-      {"sinogram", "", modality == "ct" ? "sinogram NIfTI (line integrals)" : "sinogram NIfTI (counts)"},
-      {"iterations", "0", "iterations (0: the method's default)"},
-      {"subsets", "0", "ordered subsets (os-sart, osem; 0: default)"},
       {"device", "", "auto, cpu or cuda (default: auto locally, the server's in a job)"},
       {"deterministic", "", "fixed-order reductions: bit-identical reruns", true},
       {"out", "", "output NIfTI (locally) or output directory under the server's data roots (job)"},
       {"quiet", "", "no progress on stderr", true},
   };
+  if (modality == "mri") {
+    flags.push_back({"kspace", "", "k-space: BART .cfl/.hdr (either file or the base name) or ISMRMRD .h5"});
+    flags.push_back({"traj", "", "non-Cartesian trajectory, BART cfl (3 x samples x spokes, 1/FOV units)"});
+    flags.push_back({"coils", "", "coil sensitivities, BART cfl (nx x ny x nz x coils)"});
+    flags.push_back({"method", "cgsense", "adjoint | cgsense | sense"});
+    flags.push_back({"iterations", "0", "cgsense iterations (0: 10)"});
+    flags.push_back({"lambda", "", "Tikhonov weight (default 0 for cgsense, 1e-3 for sense)"});
+    flags.push_back({"acceleration", "0", "sense: R in 2..8 (0: from the data)"});
+    flags.push_back({"tolerance", "", "NUFFT accuracy (default 1e-5)"});
+    flags.push_back({"no-toeplitz", "", "cgsense: the NUFFT pair instead of the Toeplitz normal operator", true});
+    return flags;
+  }
+  if (modality == "us") {
+    flags.push_back({"rf", "", "channel data, UFF / PICMUS HDF5 (.uff or .h5)"});
+    flags.push_back({"method", "das", "das | mv (minimum variance)"});
+    flags.push_back({"subarray", "0", "mv subarray length L (0: channels / 2)"});
+    flags.push_back({"loading", "", "mv diagonal loading, fraction of trace(R)/L (default 0.01)"});
+    flags.push_back({"db", "", "dynamic range of the PNG, dB (default 60)"});
+    flags.push_back({"x-mm", "", "lateral extent min,max in mm (default: the aperture)"});
+    flags.push_back({"z-mm", "", "depth min,max in mm (default: 5 mm to the deepest sample)"});
+    flags.push_back({"pixels", "", "image size nx,nz (default 256,256)"});
+    flags.push_back({"f-number", "", "receive f-number (default 1.5)"});
+    return flags;
+  }
+  flags.push_back({"geometry", "", "ASTRA geometry JSON (vol_geom + proj_geom)"});
+  flags.push_back(
+      {"sinogram", "", modality == "ct" ? "sinogram NIfTI (line integrals)" : "sinogram NIfTI (counts)"});
+  flags.push_back({"iterations", "0", "iterations (0: the method's default)"});
+  flags.push_back({"subsets", "0", "ordered subsets (os-sart, osem; 0: default)"});
   if (modality == "ct") {
     flags.push_back({"method", "", "fbp | fdk | sart | os-sart | cgls (default: fbp in 2-D, fdk for cone)"});
     flags.push_back({"filter", "ram-lak", "fbp/fdk window: ram-lak | shepp-logan | cosine | hann"});
@@ -46,8 +73,84 @@ std::vector<FlagSpec> ReconFlags(const std::string& modality) {
   return flags;
 }
 
+namespace {
+
+// Optional numeric flags: unset (empty) leaves the proto's optional field unset.
+absl::Status SetOptionalDouble(const Args& args, const std::string& flag, const std::function<void(double)>& set) {
+  if (args.Get(flag).empty()) return absl::OkStatus();
+  TESSERA_ASSIGN_OR_RETURN(double v, ParseDouble(args, flag));
+  set(v);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<double>> ParseDoubleList(const Args& args, const std::string& flag) {
+  std::vector<double> out;
+  for (absl::string_view part : absl::StrSplit(args.Get(flag), ',', absl::SkipEmpty())) {
+    double v = 0;
+    if (!absl::SimpleAtod(part, &v)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, " expects comma-separated numbers, got '", args.Get(flag), "'"));
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+absl::StatusOr<v1::ReconstructRequest> MriRequestFromArgs(const Args& args, bool absolute) {
+  v1::ReconstructRequest request;
+  v1::MriOptions* mri = request.mutable_mri();
+  if (args.Get("kspace").empty()) return absl::InvalidArgumentError("--kspace is required");
+  mri->mutable_kspace()->set_path(ServerPath(args.Get("kspace"), absolute));
+  if (!args.Get("traj").empty()) mri->mutable_trajectory()->set_path(ServerPath(args.Get("traj"), absolute));
+  if (!args.Get("coils").empty()) mri->mutable_coils()->set_path(ServerPath(args.Get("coils"), absolute));
+  mri->set_method(args.Get("method"));
+  TESSERA_ASSIGN_OR_RETURN(int iterations, args.GetInt("iterations"));
+  TESSERA_ASSIGN_OR_RETURN(int acceleration, args.GetInt("acceleration"));
+  mri->set_iterations(iterations);
+  mri->set_acceleration(acceleration);
+  TESSERA_RETURN_IF_ERROR(SetOptionalDouble(args, "lambda", [&](double v) { mri->set_lambda(v); }));
+  TESSERA_RETURN_IF_ERROR(SetOptionalDouble(args, "tolerance", [&](double v) { mri->set_tolerance(v); }));
+  mri->set_no_toeplitz(args.GetBool("no-toeplitz"));
+  return request;
+}
+
+absl::StatusOr<v1::ReconstructRequest> UltrasoundRequestFromArgs(const Args& args, bool absolute) {
+  v1::ReconstructRequest request;
+  v1::UltrasoundOptions* us = request.mutable_ultrasound();
+  if (args.Get("rf").empty()) return absl::InvalidArgumentError("--rf is required");
+  us->mutable_channel_data()->set_path(ServerPath(args.Get("rf"), absolute));
+  us->set_method(args.Get("method"));
+  TESSERA_ASSIGN_OR_RETURN(int subarray, args.GetInt("subarray"));
+  us->set_subarray(subarray);
+  TESSERA_RETURN_IF_ERROR(SetOptionalDouble(args, "loading", [&](double v) { us->set_loading(v); }));
+  TESSERA_RETURN_IF_ERROR(SetOptionalDouble(args, "db", [&](double v) { us->set_dynamic_range_db(v); }));
+  TESSERA_RETURN_IF_ERROR(SetOptionalDouble(args, "f-number", [&](double v) { us->set_f_number(v); }));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<double> x, ParseDoubleList(args, "x-mm"));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<double> z, ParseDoubleList(args, "z-mm"));
+  for (double v : x) us->add_x_mm(v);
+  for (double v : z) us->add_z_mm(v);
+  for (absl::string_view part : absl::StrSplit(args.Get("pixels"), ',', absl::SkipEmpty())) {
+    int v = 0;
+    if (!absl::SimpleAtoi(part, &v)) {
+      return absl::InvalidArgumentError(absl::StrCat("--pixels expects nx,nz, got '", args.Get("pixels"), "'"));
+    }
+    us->add_pixels(v);
+  }
+  return request;
+}
+
+}  // namespace
+
 absl::StatusOr<v1::ReconstructRequest> ReconRequestFromArgs(const Args& args, const std::string& modality,
                                                             bool absolute) {
+  if (modality == "mri" || modality == "us") {
+    TESSERA_ASSIGN_OR_RETURN(v1::ReconstructRequest request, modality == "mri"
+                                                                 ? MriRequestFromArgs(args, absolute)
+                                                                 : UltrasoundRequestFromArgs(args, absolute));
+    request.set_device(args.Get("device"));
+    request.set_deterministic(args.GetBool("deterministic"));
+    return request;
+  }
   v1::ReconstructRequest request;
   if (args.Get("geometry").empty()) return absl::InvalidArgumentError("--geometry is required");
   request.mutable_geometry()->set_path(ServerPath(args.Get("geometry"), absolute));
@@ -83,7 +186,7 @@ absl::StatusOr<v1::ReconstructRequest> ReconRequestFromArgs(const Args& args, co
     pet->set_tof_bin_mm(bin_mm);
     pet->set_tof_fwhm_mm(fwhm_mm);
   } else {
-    return absl::InvalidArgumentError(absl::StrCat("recon: modality '", modality, "' is not ct or pet"));
+    return absl::InvalidArgumentError(absl::StrCat("recon: modality '", modality, "' is not ct, pet, mri or us"));
   }
   return request;
 }

@@ -1,4 +1,4 @@
-// The flags of `tessera recon ct|pet` and their ReconstructRequest, shared by
+// The flags of `tessera recon ct|pet|mri|us` and their ReconstructRequest, shared by
 // the local verb (cli/verb_recon.cc) and `tessera job submit recon ...`.
 #ifndef TESSERA_CLI_RECON_ARGS_H_
 #define TESSERA_CLI_RECON_ARGS_H_
@@ -12,7 +12,7 @@
 
 namespace tessera::cli {
 
-// `modality` is "ct" or "pet".
+// `modality` is "ct", "pet", "mri" or "us" (ultrasound).
 std::vector<FlagSpec> ReconFlags(const std::string& modality);
 
 // The request the flags describe; `absolute` makes paths absolute (for a

@@ -1,6 +1,6 @@
 // `tessera job`: a client of the SchedulerService.
 //   tessera job submit --server HOST:PORT [--id ID] [--priority N] [--deadline-s S] [--max-attempts N] [--watch]
-//                      VERB ARGS...          (register ..., som train ..., fp search ..., recon ct|pet ...)
+//                      VERB ARGS...          (register ..., som train ..., fp search ..., recon ct|pet|mri|us ...)
 //   tessera job watch  --server HOST:PORT [--after SEQ] ID
 //   tessera job cancel|get|result --server HOST:PORT ID
 //   tessera job list   --server HOST:PORT [--state S] [--kind K] [--limit N]
@@ -36,7 +36,7 @@ int Usage(FILE* out, int rc) {
                "usage:\n"
                "  tessera job submit --server HOST:PORT [--id ID] [--priority N] [--deadline-s S]\n"
                "                     [--max-attempts N] [--watch] VERB ARGS...\n"
-               "        VERB ARGS: register ... | som train ... | fp search ... | recon ct|pet ... (flags as when run locally;\n"
+               "        VERB ARGS: register ... | som train ... | fp search ... | recon ct|pet|mri|us ... (flags as when run locally;\n"
                "        paths are server paths, relative ones made absolute here)\n"
                "  tessera job watch   --server HOST:PORT [--after SEQ] ID\n"
                "  tessera job get|cancel|result --server HOST:PORT ID\n"

@@ -1,5 +1,6 @@
-// `tessera recon ct|pet`: reconstructs on this machine and writes the volume
-// to --out (NIfTI, affine = the geometry's world coordinates), printing a
+// `tessera recon ct|pet|mri|us`: reconstructs on this machine and writes the
+// volume to --out (NIfTI, affine = the geometry's world coordinates; MRI adds
+// the complex image as <stem>.cfl/.hdr, ultrasound <stem>.png), printing a
 // JSON summary on stdout and progress on stderr. It runs the same
 // "reconstruction" engine as ReconstructionService and the scheduler's
 // workers (`tessera job submit recon ct ...` sends the same flags to a server).
@@ -31,10 +32,17 @@ int Usage(const std::string& modality, const std::vector<FlagSpec>& specs, FILE*
                  "--out V.nii.gz [flags]\n"
                  "       tessera recon pet --sinogram S.nii.gz | --listmode L.tslm --geometry G.json "
                  "--method mlem|osem --out V.nii.gz [flags]\n"
-                 "       tessera recon ct|pet --help\n");
+                 "       tessera recon mri --kspace K --traj T [--coils S] --method adjoint|cgsense|sense "
+                 "--out X.nii.gz [flags]\n"
+                 "       tessera recon us --rf R.uff|R.h5 --method das|mv [--subarray L] [--loading D] "
+                 "--out B.nii.gz [flags]\n"
+                 "       tessera recon ct|pet|mri|us --help\n");
     return rc;
   }
-  std::fprintf(out, "usage: tessera recon %s --geometry G.json --out V.nii.gz [flags]\n%s", modality.c_str(),
+  const char* inputs = modality == "mri" ? "--kspace K [--traj T] [--coils S]"
+                       : modality == "us" ? "--rf R.uff"
+                                          : "--geometry G.json";
+  std::fprintf(out, "usage: tessera recon %s %s --out V.nii.gz [flags]\n%s", modality.c_str(), inputs,
                FlagsHelp(specs).c_str());
   return rc;
 }
@@ -43,9 +51,9 @@ int Usage(const std::string& modality, const std::vector<FlagSpec>& specs, FILE*
 
 int RunRecon(int argc, char** argv) {
   const std::string modality = argc > 1 ? argv[1] : "";
-  if (modality != "ct" && modality != "pet") {
+  if (modality != "ct" && modality != "pet" && modality != "mri" && modality != "us") {
     if (modality == "--help" || modality == "-h") return Usage("", {}, stdout, 0);
-    std::fprintf(stderr, "tessera recon: the first word must be ct or pet\n");
+    std::fprintf(stderr, "tessera recon: the first word must be ct, pet, mri or us\n");
     return Usage("", {}, stderr, 2);
   }
   const std::vector<FlagSpec> specs = ReconFlags(modality);
@@ -114,13 +122,22 @@ int RunRecon(int argc, char** argv) {
     absl::StatusOr<Volume> volume = ReadNifti((work / "reconstruction.nii.gz").string());
     written = volume.ok() ? WriteNifti(*volume, out.string()) : volume.status();
   }
+  v1::ReconstructionResult result;
+  output->result.UnpackTo(&result);
+  // Companion files (the complex MRI image, the ultrasound PNG) beside --out:
+  // reconstruction.png -> <stem>.png.
+  const std::string stem = out.string().substr(0, out.string().size() - (gzip ? 7 : 4));
+  for (const std::string& name : result.files()) {
+    if (!written.ok() || name == "reconstruction.nii.gz") continue;
+    const std::string ext = fs::path(name).extension().string();
+    fs::rename(work / name, stem + ext, ec);
+    if (ec) written = absl::InternalError(absl::StrCat(stem, ext, ": ", ec.message()));
+  }
   fs::remove_all(work, ec);
   if (!written.ok()) {
     std::fprintf(stderr, "tessera recon: cannot write %s: %s\n", out.c_str(), std::string(written.message()).c_str());
     return 1;
   }
-  v1::ReconstructionResult result;
-  output->result.UnpackTo(&result);
   result.set_output_path(out.string());
   std::string json;
   google::protobuf::util::JsonPrintOptions options;

@@ -1,0 +1,77 @@
+#include "kernels/reconstruction/mri/cg_sense.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "kernels/reconstruction/vector_ops.h"
+
+namespace tessera {
+namespace recon {
+namespace mri {
+namespace {
+
+MemoryKind KindOf(const Stream& stream) {
+  return stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
+}
+
+}  // namespace
+
+absl::StatusOr<CgSenseResult> CgSense(const Stream& stream, const SenseGeometry& geometry,
+                                      const std::complex<float>* kspace, const CgSenseOptions& options,
+                                      std::complex<float>* image) {
+  if (options.iterations < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("CG-SENSE: iterations = ", options.iterations, " < 1"));
+  }
+  if (!(options.lambda >= 0) || !std::isfinite(options.lambda)) {
+    return absl::InvalidArgumentError(absl::StrCat("CG-SENSE: lambda = ", options.lambda, " is not finite and >= 0"));
+  }
+  if (kspace == nullptr || image == nullptr) return absl::InvalidArgumentError("CG-SENSE: kspace or image is null");
+  if (options.use_toeplitz) {
+    return absl::UnimplementedError("CG-SENSE: the Toeplitz normal operator is not available yet (use_toeplitz)");
+  }
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<SenseOperator> op, SenseOperator::Create(stream, geometry, options.nufft));
+
+  CgSenseResult result;
+  double weight_sum = static_cast<double>(geometry.points);
+  if (geometry.density_weights != nullptr) {
+    TESSERA_ASSIGN_OR_RETURN(weight_sum, Sum(stream, geometry.density_weights, geometry.points));
+  }
+  result.lambda_absolute = options.lambda * weight_sum;
+  const float lambda = static_cast<float>(result.lambda_absolute);
+
+  const int64_t npix = op->pixels();
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> rhs_buffer,
+                           Buffer::Allocate(KindOf(stream), npix * sizeof(std::complex<float>), stream.ordinal()));
+  auto* rhs = static_cast<std::complex<float>*>(rhs_buffer->data());
+  TESSERA_RETURN_IF_ERROR(op->Adjoint(kspace, rhs));
+
+  linalg::Matvec normal = [&](const float* x, float* ax) -> absl::Status {
+    const auto* xc = reinterpret_cast<const std::complex<float>*>(x);
+    TESSERA_RETURN_IF_ERROR(op->Normal(xc, reinterpret_cast<std::complex<float>*>(ax)));
+    if (lambda > 0) TESSERA_RETURN_IF_ERROR(Axpy(stream, lambda, x, ax, 2 * npix));
+    return absl::OkStatus();
+  };
+  linalg::CgOptions cg;
+  cg.max_iterations = options.iterations;
+  cg.tolerance = options.tolerance;
+  cg.zero_initial_guess = true;
+  cg.progress = options.progress;
+  TESSERA_ASSIGN_OR_RETURN(result.cg, linalg::ConjugateGradientComplex(stream, normal,
+                                                                      reinterpret_cast<const float*>(rhs),
+                                                                      reinterpret_cast<float*>(image), npix, cg));
+  return result;
+}
+
+absl::Status AdjointSense(const Stream& stream, const SenseGeometry& geometry, const std::complex<float>* kspace,
+                          const SenseOperatorOptions& options, std::complex<float>* image) {
+  if (kspace == nullptr || image == nullptr) return absl::InvalidArgumentError("adjoint SENSE: kspace or image is null");
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<SenseOperator> op, SenseOperator::Create(stream, geometry, options));
+  TESSERA_RETURN_IF_ERROR(op->Adjoint(kspace, image));
+  const int64_t npix = op->pixels();
+  return Scale(stream, static_cast<float>(1.0 / npix), reinterpret_cast<float*>(image), 2 * npix);
+}
+
+}  // namespace mri
+}  // namespace recon
+}  // namespace tessera

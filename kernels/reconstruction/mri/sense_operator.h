@@ -1,0 +1,84 @@
+// The non-Cartesian SENSE encoding operator on one stream:
+//   E x = { NUFFT_type2(S_c . x) }_c      (coils x points)
+// with the NUFFT of nufft/nufft.h (sign -1 forward, +1 adjoint, so type 1 is
+// E's exact adjoint up to the NUFFT tolerance), optional density weights W,
+// and what CG-SENSE needs of it: the weighted adjoint E^H W y and the normal
+// operator E^H W E x, each through the NUFFT pair (type 2, weight, type 1).
+//
+// Units: trajectory in 1/FOV (trajectory.h), converted to NUFFT coordinates
+// 2 pi k / n here; no 1/sqrt(N) scaling, so E of an image of pixel values is
+// the signal ellipse_phantom.h simulates (E^H E ~ (sum_j w_j) I for
+// normalised maps).
+//
+// Plan/execute: Create copies the points into two NUFFT plans (ntransforms =
+// coils) and allocates 2 x coils x (npix + points) complex scratch; Apply*
+// allocate nothing. Pointers in the stream's memory; the maps and weights are
+// referenced, not copied, and must outlive the operator. Not thread-safe.
+#ifndef TESSERA_KERNELS_RECONSTRUCTION_MRI_SENSE_OPERATOR_H_
+#define TESSERA_KERNELS_RECONSTRUCTION_MRI_SENSE_OPERATOR_H_
+
+#include <complex>
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "common/buffer.h"
+#include "common/device.h"
+#include "kernels/reconstruction/execution_mode.h"
+#include "kernels/reconstruction/nufft/nufft.h"
+
+namespace tessera {
+namespace recon {
+namespace mri {
+
+struct SenseGeometry {
+  int64_t nx = 0, ny = 0;  // image
+  int coils = 0;
+  int64_t points = 0;                          // samples per coil
+  const float* kx = nullptr;                   // points, 1/FOV units
+  const float* ky = nullptr;
+  const std::complex<float>* maps = nullptr;   // coils x ny x nx
+  const float* density_weights = nullptr;      // points, or null for W = I
+};
+
+struct SenseOperatorOptions {
+  double nufft_tolerance = 1e-5;
+  double nufft_upsampling = 2.0;
+  ExecutionMode mode = ExecutionMode::kDefault;
+};
+
+class SenseOperator {
+ public:
+  // INVALID_ARGUMENT for sizes < 1 (nx, ny >= 2), null trajectory or maps,
+  // or a NUFFT option the plan refuses.
+  static absl::StatusOr<std::unique_ptr<SenseOperator>> Create(const Stream& stream, const SenseGeometry& geometry,
+                                                               const SenseOperatorOptions& options = {});
+  SenseOperator(const SenseOperator&) = delete;
+  SenseOperator& operator=(const SenseOperator&) = delete;
+
+  // kspace (coils x points) = E x.
+  absl::Status Forward(const std::complex<float>* x, std::complex<float>* kspace);
+  // x = E^H W kspace (kspace is not modified).
+  absl::Status Adjoint(const std::complex<float>* kspace, std::complex<float>* x);
+  // out = E^H W E x (out may not alias x).
+  absl::Status Normal(const std::complex<float>* x, std::complex<float>* out);
+
+  const SenseGeometry& geometry() const { return geometry_; }
+  int64_t pixels() const { return geometry_.nx * geometry_.ny; }
+
+ private:
+  SenseOperator(const Stream& stream, const SenseGeometry& geometry) : stream_(stream), geometry_(geometry) {}
+
+  const Stream& stream_;
+  SenseGeometry geometry_;
+  std::unique_ptr<nufft::NufftPlan<float>> type2_, type1_;
+  std::shared_ptr<Buffer> scratch_;        // coil images, then coil samples
+  std::complex<float>* coil_images_ = nullptr;   // coils x npix
+  std::complex<float>* coil_samples_ = nullptr;  // coils x points
+};
+
+}  // namespace mri
+}  // namespace recon
+}  // namespace tessera
+
+#endif  // TESSERA_KERNELS_RECONSTRUCTION_MRI_SENSE_OPERATOR_H_

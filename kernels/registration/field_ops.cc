@@ -43,6 +43,23 @@ absl::Status ScaleComponents(NDArray& field, const std::array<float, 3>& factors
 #endif
 }
 
+absl::Status MixComponents(NDArray& field, const std::array<double, 9>& m, const Stream& stream) {
+  if (absl::Status s = CheckResidency(field, stream, "field"); !s.ok()) return s;
+  if (field.rank() != 4 || field.dim(3) != 3) {
+    return absl::InvalidArgumentError(absl::StrCat("field must be (nx, ny, nz, 3), got ", ShapeToString(field.shape())));
+  }
+  const int64_t voxels = field.num_elements() / 3;
+  if (stream.backend() == Backend::kCpu) {
+    cpu::MixComponents(field.data<float>(), voxels, m);
+    return absl::OkStatus();
+  }
+#if TESSERA_WITH_CUDA
+  return cuda::MixComponents(field.data<float>(), voxels, m, stream);
+#else
+  return absl::FailedPreconditionError("CUDA stream in a build without CUDA");
+#endif
+}
+
 absl::Status Axpy(float alpha, const NDArray& x, NDArray& y, const Stream& stream) {
   if (absl::Status s = CheckResidency(x, stream, "x"); !s.ok()) return s;
   if (absl::Status s = CheckResidency(y, stream, "y"); !s.ok()) return s;

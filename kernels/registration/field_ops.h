@@ -18,6 +18,11 @@ namespace registration {
 // field (nx, ny, nz, 3) planar: component c *= factors[c].
 absl::Status ScaleComponents(NDArray& field, const std::array<float, 3>& factors, const Stream& stream);
 
+// field (nx, ny, nz, 3) planar, in place: each voxel's vector u becomes m u
+// (m row-major 3x3, evaluated in double). Unit and frame changes of a whole
+// displacement field without a second field-sized buffer.
+absl::Status MixComponents(NDArray& field, const std::array<double, 9>& m, const Stream& stream);
+
 // y += alpha * x (same element count).
 absl::Status Axpy(float alpha, const NDArray& x, NDArray& y, const Stream& stream);
 
@@ -26,11 +31,13 @@ absl::Status FillZero(NDArray& array, const Stream& stream);
 
 namespace cpu {
 void ScaleComponents(float* field, int64_t voxels, const std::array<float, 3>& factors);
+void MixComponents(float* field, int64_t voxels, const std::array<double, 9>& m);
 void Axpy(float alpha, const float* x, float* y, int64_t n);
 }  // namespace cpu
 
 namespace cuda {
 absl::Status ScaleComponents(float* field, int64_t voxels, const std::array<float, 3>& factors, const Stream& stream);
+absl::Status MixComponents(float* field, int64_t voxels, const std::array<double, 9>& m, const Stream& stream);
 absl::Status Axpy(float alpha, const float* x, float* y, int64_t n, const Stream& stream);
 }  // namespace cuda
 

@@ -32,6 +32,24 @@ TEST(FieldOpsCpu, ScaleComponentsScalesEachPlane) {
   EXPECT_EQ(ScaleComponents(scalar, {1, 1, 1}, Stream::Cpu()).code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(FieldOpsCpu, MixComponentsAppliesTheMatrixToEachVoxel) {
+  std::mt19937 rng(4);
+  NDArray f = RandomField({9, 7, 5, 3}, rng);
+  NDArray ref = f.Clone().value();
+  const std::array<double, 9> m = {0.9, -0.2, 0.1, 0.3, 1.1, -0.4, 0.05, 0.2, 0.7};
+  ASSERT_TRUE(MixComponents(f, m, Stream::Cpu()).ok());
+  const int64_t n = 9 * 7 * 5;
+  for (int64_t i = 0; i < n; ++i) {
+    const double u[3] = {ref.data<float>()[i], ref.data<float>()[n + i], ref.data<float>()[2 * n + i]};
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_EQ(f.data<float>()[r * n + i], static_cast<float>(m[r * 3] * u[0] + m[r * 3 + 1] * u[1] + m[r * 3 + 2] * u[2]))
+          << i << " " << r;
+    }
+  }
+  NDArray scalar = RandomField({4, 3, 2}, rng);
+  EXPECT_EQ(MixComponents(scalar, m, Stream::Cpu()).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(FieldOpsCpu, AxpyAndFillZero) {
   std::mt19937 rng(2);
   NDArray x = RandomField({5, 5, 5}, rng), y = RandomField({5, 5, 5}, rng);
@@ -56,10 +74,13 @@ TEST(FieldOpsParity, CudaMatchesCpu) {
   NDArray x = RandomField({37, 29, 17, 3}, rng);
   NDArray f_dev = f.CopyTo(MemoryKind::kDevice, stream).value();
   NDArray x_dev = x.CopyTo(MemoryKind::kDevice, stream).value();
+  const std::array<double, 9> m = {0.9, -0.2, 0.1, 0.3, 1.1, -0.4, 0.05, 0.2, 0.7};
   ASSERT_TRUE(ScaleComponents(f_dev, {1.5f, -0.25f, 3.f}, stream).ok());
   ASSERT_TRUE(Axpy(-0.7f, x_dev, f_dev, stream).ok());
+  ASSERT_TRUE(MixComponents(f_dev, m, stream).ok());
   ASSERT_TRUE(ScaleComponents(f, {1.5f, -0.25f, 3.f}, Stream::Cpu()).ok());
   ASSERT_TRUE(Axpy(-0.7f, x, f, Stream::Cpu()).ok());
+  ASSERT_TRUE(MixComponents(f, m, Stream::Cpu()).ok());
   NDArray back = f_dev.CopyTo(MemoryKind::kHost, stream).value();
   for (int64_t i = 0; i < f.num_elements(); ++i) ASSERT_EQ(back.data<float>()[i], f.data<float>()[i]) << i;
   ASSERT_TRUE(FillZero(f_dev, stream).ok());

@@ -104,25 +104,4 @@ std::array<double, 3> CentreOfMassParallel(const NDArray& intensities, const Geo
   return out;
 }
 
-absl::StatusOr<NDArray> ApplyMat3ToField(const NDArray& u_host, const Mat3& l) {
-  if (u_host.rank() != 4 || u_host.dim(3) != 3 || u_host.dtype() != DType::kFloat32 ||
-      u_host.memory_kind() == MemoryKind::kDevice) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ApplyMat3ToField: need a host float32 (nx, ny, nz, 3) field, got ", ShapeToString(u_host.shape())));
-  }
-  TESSERA_ASSIGN_OR_RETURN(NDArray out, NDArray::Allocate(u_host.shape(), DType::kFloat32));
-  const int64_t n = u_host.num_elements() / 3;
-  const float* uu = u_host.data<float>();
-  float* vv = out.data<float>();
-  ParallelFor(n, [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) {
-      const double x = uu[i], y = uu[n + i], z = uu[2 * n + i];
-      for (int r = 0; r < 3; ++r) {
-        vv[r * n + i] = static_cast<float>(l[r * 3] * x + l[r * 3 + 1] * y + l[r * 3 + 2] * z);
-      }
-    }
-  });
-  return out;
-}
-
 }  // namespace tessera::registration

@@ -1,9 +1,10 @@
 // The registrar's O(N) host passes over whole volumes, parallel (issue 13:
 // at 1024^3 the single-threaded versions cost ~20-30 s of set-up and output):
-// intensity normalisation, the intensity centre of mass, and the conversion of
-// the normalised displacement to RAS mm. Each result equals the sequential
-// definition's (normalisation bit for bit; the centre of mass up to the order
-// of its double sums).
+// intensity normalisation and the intensity centre of mass. (The conversion of
+// the normalised displacement to RAS mm runs in place on the stream's device:
+// field_ops.h MixComponents.) Each result equals the sequential definition's
+// (normalisation bit for bit; the centre of mass up to the order of its
+// double sums).
 #ifndef TESSERA_SERVICES_REGISTRATION_HOST_SETUP_H_
 #define TESSERA_SERVICES_REGISTRATION_HOST_SETUP_H_
 
@@ -24,9 +25,6 @@ absl::StatusOr<NDArray> NormalizedIntensitiesParallel(const Volume& v, const cha
 
 // Intensity-weighted centre of mass of a host float32 (nx, ny, nz) array, RAS mm.
 std::array<double, 3> CentreOfMassParallel(const NDArray& intensities, const Geometry& geometry);
-
-// v = l_inv * u per voxel for a host planar (nx, ny, nz, 3) field.
-absl::StatusOr<NDArray> ApplyMat3ToField(const NDArray& u_host, const Mat3& m);
 
 }  // namespace tessera::registration
 

@@ -86,21 +86,5 @@ TEST(HostSetup, CentreOfMassEqualsSequential) {
   for (int d = 0; d < 3; ++d) EXPECT_NEAR(got[d], want[d], 1e-9) << d;
 }
 
-TEST(HostSetup, ApplyMat3ToFieldEqualsSequential) {
-  const Volume v = RandomVolume(DType::kFloat32, {9, 8, 7, 3}, 8);
-  const Mat3 l = {0.9, 0.1, -0.2, 0.05, 1.1, 0.3, -0.1, 0.2, 0.95};
-  const NDArray got = ApplyMat3ToField(v.data, l).value();
-  const int64_t n = v.data.num_elements() / 3;
-  const float* u = v.data.data<float>();
-  for (int64_t i = 0; i < n; ++i)
-    for (int r = 0; r < 3; ++r) {
-      const float want = static_cast<float>(l[r * 3] * double(u[i]) + l[r * 3 + 1] * double(u[n + i]) +
-                                            l[r * 3 + 2] * double(u[2 * n + i]));
-      ASSERT_EQ(got.data<float>()[r * n + i], want);
-    }
-  EXPECT_EQ(ApplyMat3ToField(NDArray::Allocate({4, 4, 4}, DType::kFloat32).value(), l).status().code(),
-            absl::StatusCode::kInvalidArgument);
-}
-
 }  // namespace
 }  // namespace tessera::registration

@@ -452,8 +452,25 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
   full.factor = 1;
   full.fixed_space = fixed_space;
   full.moving_space = moving_space;
-  TESSERA_ASSIGN_OR_RETURN(full.fixed, fixed_norm.CopyTo(kind, stream, stream.ordinal()));
-  TESSERA_ASSIGN_OR_RETURN(full.moving, moving_norm.CopyTo(kind, stream, stream.ordinal()));
+  // Centre-of-mass initialisation: rotate about the fixed image's centre of
+  // mass, translate it onto the moving image's.
+  LinearTransform initial;
+  initial.center = CentreOfMassParallel(fixed_norm, fixed.geometry);
+  if (options.init == "com") {
+    const std::array<double, 3> moving_com = CentreOfMassParallel(moving_norm, moving.geometry);
+    for (int d = 0; d < 3; ++d) initial.translation[d] = moving_com[d] - initial.center[d];
+  }
+  // The host copies end here (on the CPU backend they become the level).
+  if (kind == MemoryKind::kHost) {
+    full.fixed = std::move(fixed_norm);
+    full.moving = std::move(moving_norm);
+  } else {
+    TESSERA_ASSIGN_OR_RETURN(full.fixed, fixed_norm.CopyTo(kind, stream, stream.ordinal()));
+    TESSERA_ASSIGN_OR_RETURN(full.moving, moving_norm.CopyTo(kind, stream, stream.ordinal()));
+    TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+    fixed_norm = NDArray();
+    moving_norm = NDArray();
+  }
   std::vector<Level> levels;
   for (int factor : options.scales) {
     if (factor == 1) {
@@ -481,14 +498,7 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
   RegistrationResult result;
   result.backend = std::string(BackendName(backend));
 
-  // Centre-of-mass initialisation: rotate about the fixed image's centre of
-  // mass, translate it onto the moving image's.
-  LinearTransform transform;
-  transform.center = CentreOfMassParallel(fixed_norm, fixed.geometry);
-  if (options.init == "com") {
-    const std::array<double, 3> moving_com = CentreOfMassParallel(moving_norm, moving.geometry);
-    for (int d = 0; d < 3; ++d) transform.translation[d] = moving_com[d] - transform.center[d];
-  }
+  LinearTransform transform = initial;
   TESSERA_ASSIGN_OR_RETURN(double overlap, engine.OverlapMax(levels.front(), transform.ToMat4()));
   if (!(overlap > 0)) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -533,10 +543,17 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
   TESSERA_RETURN_IF_ERROR(GridSample(stream, args, engine.warped().data<float>(), options.sampler));
   TESSERA_ASSIGN_OR_RETURN(result.final_loss, metric->Evaluate(full.fixed, engine.warped(), nullptr));
 
-  TESSERA_ASSIGN_OR_RETURN(NDArray moving_f32, moving.data.AsType(DType::kFloat32));
-  TESSERA_ASSIGN_OR_RETURN(NDArray moving_dev, moving_f32.CopyTo(kind, stream, stream.ordinal()));
+  NDArray moving_f32;  // only for non-float inputs: float ones are copied to the stream directly
+  if (moving.data.dtype() != DType::kFloat32) {
+    TESSERA_ASSIGN_OR_RETURN(moving_f32, moving.data.AsType(DType::kFloat32));
+  }
+  const NDArray& moving_float = moving.data.dtype() == DType::kFloat32 ? moving.data : moving_f32;
+  TESSERA_ASSIGN_OR_RETURN(NDArray moving_dev, moving_float.CopyTo(kind, stream, stream.ordinal()));
+  moving_f32 = NDArray();
   args.image = moving_dev.data<float>();
   TESSERA_RETURN_IF_ERROR(GridSample(stream, args, engine.warped().data<float>(), options.sampler));
+  TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+  moving_dev = NDArray();
   TESSERA_ASSIGN_OR_RETURN(result.warped.data, engine.warped().CopyTo(MemoryKind::kHost, stream));
   result.warped.geometry = fixed.geometry;
   result.warped.description = "tessera warped moving image";
@@ -547,8 +564,11 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
     // v = L^-1 u: normalised sampler displacement -> RAS mm before T.
     TESSERA_ASSIGN_OR_RETURN(Mat3 l, PhysicalToNormalizedDisplacement(result.affine_ras, moving_space));
     TESSERA_ASSIGN_OR_RETURN(Mat3 l_inv, Invert3(l));
-    TESSERA_ASSIGN_OR_RETURN(NDArray u_host, u_full.CopyTo(MemoryKind::kHost, stream));
-    TESSERA_ASSIGN_OR_RETURN(result.displacement_ras, ApplyMat3ToField(u_host, l_inv));
+    // In place on the stream's device, then one copy out: no second
+    // field-sized host buffer (45 GB at 1550^3).
+    TESSERA_RETURN_IF_ERROR(MixComponents(u_full, l_inv, stream));
+    TESSERA_ASSIGN_OR_RETURN(result.displacement_ras, u_full.CopyTo(MemoryKind::kHost, stream));
+    u_full = NDArray();
   }
   TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   result.peak_device_bytes = memory->peak_bytes();

@@ -141,7 +141,7 @@ absl::Status CpuNufftPlan<T>::SetPoints(int64_t m, const T* x, const T* y, const
     for (int64_t i = begin; i < end; ++i) {
       for (int a = 0; a < dim; ++a) {
         cell_[a][i] = cell[a][perm_[i]];
-        frac_[a][i] = static_cast<T>(frac[a][perm_[i]]);
+        frac_[a][i] = FracAsT<T>(frac[a][perm_[i]]);
       }
     }
   });

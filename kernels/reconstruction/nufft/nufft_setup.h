@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -53,6 +54,14 @@ inline void FoldToGrid(double x, int64_t n, int32_t* cell, double* frac) {
   if (c < 0) c = 0, f = 0;
   *cell = static_cast<int32_t>(c);
   *frac = f;
+}
+
+// The fraction in T, kept below 1 (a double just under 1 may round up to
+// 1.0f), so a point never leaves its cell; the CUDA backend does the same.
+template <typename T>
+inline T FracAsT(double frac) {
+  const T r = static_cast<T>(frac);
+  return r < T(1) ? r : T(1) - std::numeric_limits<T>::epsilon() / 2;
 }
 
 // The first grid offset (relative to the point's cell) of the w cells a point

@@ -83,6 +83,9 @@ absl::Status ValidateImageGrid(const ImageGrid& g) {
   if (g.nx < 1 || g.nz < 1) {
     return absl::InvalidArgumentError(absl::StrCat("image grid: nx = ", g.nx, ", nz = ", g.nz, " (both must be >= 1)"));
   }
+  if (g.nx > 65535 || g.nz > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("image grid: nx = ", g.nx, ", nz = ", g.nz, " (at most 65535 each)"));
+  }
   if (g.size() > (int64_t{1} << 28)) {
     return absl::InvalidArgumentError(absl::StrCat("image grid: ", g.nx, " x ", g.nz, " pixels is over 2^28"));
   }

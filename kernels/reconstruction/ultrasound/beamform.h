@@ -86,8 +86,8 @@ absl::Status ValidateBeamformOptions(const BeamformOptions& options, int channel
 // Plan/execute: Create checks the acquisition's geometry (its data is not
 // read), the grid and the options, and puts the element positions, transmit
 // table and MV workspace in the stream's memory; Execute beamforms one frame
-// and allocates nothing. Move-only; the stream must outlive the plan; one
-// Execute at a time.
+// and allocates nothing. Not copyable (held by unique_ptr); the stream must
+// outlive the plan; one Execute at a time.
 class BeamformPlan {
  public:
   static absl::StatusOr<std::unique_ptr<BeamformPlan>> Create(const Stream& stream, const Acquisition& acquisition,

@@ -55,7 +55,7 @@ Phantom PointTargets(const TransmitSequence& sequence, int channels, bool iq = t
   return p;
 }
 
-ImageGrid TargetGrid() { return ImageGrid::Span(161, 211, -8e-3, 8e-3, 12e-3, 33e-3); }
+ImageGrid TargetGrid() { return ImageGrid::Span(121, 171, -6e-3, 6e-3, 13e-3, 30e-3); }
 
 std::vector<std::complex<float>> BeamformOnCpu(const Acquisition& a, const ImageGrid& grid, const BeamformOptions& options) {
   auto image = Beamform(a, grid, options, Backend::kCpu);

@@ -24,6 +24,8 @@
 #include "services/common/file_upload.h"
 #include "services/reconstruction/formats/geometry_json.h"
 #include "services/reconstruction/formats/recon_nifti.h"
+#include "services/reconstruction/recon_run_util.h"
+#include "services/reconstruction/ultrasound_run.h"
 
 namespace tessera::reconstruction {
 namespace {
@@ -96,21 +98,6 @@ absl::Status CheckHeaderDims(const std::string& path, const Shape& expected, con
   return absl::OkStatus();
 }
 
-void Report(const ReconRunContext& ctx, const std::string& stage, int64_t step, int64_t total, double fraction,
-            std::map<std::string, double> metrics, const std::string& message) {
-  if (!ctx.report) return;
-  jobs::JobProgress p;
-  p.stage = stage;
-  p.step = step;
-  p.total_steps = total;
-  p.fraction = fraction;
-  p.metrics = std::move(metrics);
-  p.message = message;
-  ctx.report(p);
-}
-
-absl::Status Continue(const ReconRunContext& ctx) { return ctx.check_continue ? ctx.check_continue() : absl::OkStatus(); }
-
 // Input arrays on the stream's backend.
 absl::StatusOr<NDArray> ToBackend(const NDArray& host, const Stream& stream) {
   if (stream.backend() == Backend::kCpu) return host;
@@ -121,9 +108,6 @@ absl::StatusOr<NDArray> NewVolume(const CtGeometry& g, const Stream& stream) {
   const MemoryKind kind = stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
   return NDArray::Allocate({g.volume.nx, g.volume.ny, g.volume.nz}, DType::kFloat32, kind, stream.ordinal());
 }
-
-// Iterations reported as steps of the "reconstruct" stage (fraction 5%..95%).
-double IterationFraction(int done, int total) { return 0.05 + 0.9 * done / std::max(1, total); }
 
 absl::Status RunCt(const ReconSpec& spec, const CtGeometry& g, CtMethod method, const Stream& stream,
                    const ReconRunContext& ctx, NDArray* volume, v1::ReconstructionResult* result) {
@@ -243,12 +227,61 @@ absl::Status RunPet(const ReconSpec& spec, const CtGeometry& g, const Stream& st
   return stream.Synchronize();
 }
 
+// CT and PET: the geometry's volume, written as reconstruction.nii.gz.
+absl::Status RunTomography(const ReconSpec& spec, const ReconRunContext& ctx, const Stream& stream,
+                           ReconOutcome* out) {
+  TESSERA_ASSIGN_OR_RETURN(CtGeometry g, LoadGeometry(spec));
+  v1::ReconstructionResult& result = out->result;
+  NDArray volume;
+  if (spec.modality == Modality::kCt) {
+    TESSERA_ASSIGN_OR_RETURN(CtMethod method, EffectiveCtMethod(spec.ct, g));
+    result.set_modality("ct");
+    result.set_method(CtMethodName(method));
+    TESSERA_RETURN_IF_ERROR(RunCt(spec, g, method, stream, ctx, &volume, &result));
+  } else {
+    result.set_modality("pet");
+    result.set_method(PetMethodName(spec.pet.method));
+    TESSERA_RETURN_IF_ERROR(RunPet(spec, g, stream, ctx, &volume, &result));
+  }
+  TESSERA_RETURN_IF_ERROR(Continue(ctx));
+  Report(ctx, "output", 0, 0, 0.97, {}, "writing reconstruction.nii.gz");
+  TESSERA_ASSIGN_OR_RETURN(NDArray host, volume.CopyTo(MemoryKind::kHost, stream));
+  TESSERA_RETURN_IF_ERROR(recon::formats::WriteVolume(host, g.volume, (fs::path(ctx.work_dir) / kVolumeFile).string()));
+  out->work_files.push_back(kVolumeFile);
+  result.set_geometry(recon::Describe(g));
+  for (int64_t d : {g.volume.nx, g.volume.ny, g.volume.nz}) result.add_dims(d);
+  for (double s : {g.volume.dx(), g.volume.dy(), g.volume.dz()}) result.add_spacing(s);
+  return absl::OkStatus();
+}
+
+// Every modality: the volume's hash, the list of result files, and their
+// copies in output_dir (each written under a temporary name, then renamed).
+absl::Status Publish(const ReconSpec& spec, const ReconRunContext& ctx, ReconOutcome* out) {
+  v1::ReconstructionResult& result = out->result;
+  TESSERA_ASSIGN_OR_RETURN(std::string sha, Sha256OfFile((fs::path(ctx.work_dir) / kVolumeFile).string()));
+  result.set_volume_sha256(sha);
+  for (const std::string& name : out->work_files) result.add_files(name);
+  if (spec.output_dir.empty()) return absl::OkStatus();
+  std::error_code ec;
+  fs::create_directories(spec.output_dir, ec);
+  for (const std::string& name : out->work_files) {
+    const fs::path copy = fs::path(spec.output_dir) / name;
+    const fs::path temp = fs::path(spec.output_dir) / absl::StrCat(".", name, ".tmp");
+    if (!ec) fs::copy_file(fs::path(ctx.work_dir) / name, temp, fs::copy_options::overwrite_existing, ec);
+    if (!ec) fs::rename(temp, copy, ec);
+    if (ec) return absl::InternalError(absl::StrCat("output_dir: cannot write ", copy.string(), ": ", ec.message()));
+    if (name == kVolumeFile) result.set_output_path(copy.string());
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status CheckReconInputs(const ReconSpec& spec) {
-  if (spec.modality == Modality::kMri || spec.modality == Modality::kUltrasound) {
-    return absl::UnimplementedError(absl::StrCat(ModalityName(spec.modality), " jobs are not wired in yet"));
+  if (spec.modality == Modality::kMri) {
+    return absl::UnimplementedError("mri jobs are not wired in yet");
   }
+  if (spec.modality == Modality::kUltrasound) return CheckUltrasoundInputs(spec);
   TESSERA_ASSIGN_OR_RETURN(CtGeometry g, LoadGeometry(spec));
   const recon::VolumeGeometry& v = g.volume;
   if (spec.modality == Modality::kCt) {
@@ -270,49 +303,22 @@ absl::Status CheckReconInputs(const ReconSpec& spec) {
 }
 
 absl::StatusOr<ReconOutcome> RunReconstruction(const ReconSpec& spec, const ReconRunContext& ctx) {
-  if (spec.modality == Modality::kMri || spec.modality == Modality::kUltrasound) return CheckReconInputs(spec);
+  if (spec.modality == Modality::kMri) return CheckReconInputs(spec);
   const auto start = std::chrono::steady_clock::now();
-  Report(ctx, "input", 0, 0, 0.0, {}, "reading the geometry and the measurements");
-  TESSERA_ASSIGN_OR_RETURN(CtGeometry g, LoadGeometry(spec));
+  Report(ctx, "input", 0, 0, 0.0, {}, "reading the inputs");
   TESSERA_ASSIGN_OR_RETURN(Backend backend, ResolveBackend(spec.device));
   absl::StatusOr<Stream> stream = backend == Backend::kCpu ? Stream::Cpu() : Stream::Create(backend);
   if (!stream.ok()) return stream.status();
 
   ReconOutcome out;
-  v1::ReconstructionResult& result = out.result;
-  NDArray volume;
-  if (spec.modality == Modality::kCt) {
-    TESSERA_ASSIGN_OR_RETURN(CtMethod method, EffectiveCtMethod(spec.ct, g));
-    result.set_modality("ct");
-    result.set_method(CtMethodName(method));
-    TESSERA_RETURN_IF_ERROR(RunCt(spec, g, method, *stream, ctx, &volume, &result));
+  if (spec.modality == Modality::kUltrasound) {
+    TESSERA_RETURN_IF_ERROR(RunUltrasound(spec, ctx, *stream, &out));
   } else {
-    result.set_modality("pet");
-    result.set_method(PetMethodName(spec.pet.method));
-    TESSERA_RETURN_IF_ERROR(RunPet(spec, g, *stream, ctx, &volume, &result));
+    TESSERA_RETURN_IF_ERROR(RunTomography(spec, ctx, *stream, &out));
   }
   TESSERA_RETURN_IF_ERROR(Continue(ctx));
-
-  Report(ctx, "output", 0, 0, 0.97, {}, "writing reconstruction.nii.gz");
-  TESSERA_ASSIGN_OR_RETURN(NDArray host, volume.CopyTo(MemoryKind::kHost, *stream));
-  const std::string path = (fs::path(ctx.work_dir) / kVolumeFile).string();
-  TESSERA_RETURN_IF_ERROR(recon::formats::WriteVolume(host, g.volume, path));
-  out.work_files.push_back(kVolumeFile);
-  TESSERA_ASSIGN_OR_RETURN(std::string sha, Sha256OfFile(path));
-  result.set_volume_sha256(sha);
-  if (!spec.output_dir.empty()) {
-    std::error_code ec;
-    fs::create_directories(spec.output_dir, ec);
-    const fs::path copy = fs::path(spec.output_dir) / kVolumeFile;
-    const fs::path temp = fs::path(spec.output_dir) / absl::StrCat(".", kVolumeFile, ".tmp");
-    if (!ec) fs::copy_file(path, temp, fs::copy_options::overwrite_existing, ec);
-    if (!ec) fs::rename(temp, copy, ec);
-    if (ec) return absl::InternalError(absl::StrCat("output_dir: cannot write ", copy.string(), ": ", ec.message()));
-    result.set_output_path(copy.string());
-  }
-  result.set_geometry(recon::Describe(g));
-  for (int64_t d : {g.volume.nx, g.volume.ny, g.volume.nz}) result.add_dims(d);
-  for (double s : {g.volume.dx(), g.volume.dy(), g.volume.dz()}) result.add_spacing(s);
+  TESSERA_RETURN_IF_ERROR(Publish(spec, ctx, &out));
+  v1::ReconstructionResult& result = out.result;
   result.set_backend(std::string(BackendName(backend)));
   result.set_deterministic(spec.deterministic);
   result.set_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

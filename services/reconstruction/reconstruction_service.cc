@@ -31,7 +31,9 @@ namespace {
 constexpr scheduler::ServiceJobKind kJob{"reconstruction", "reconstruction"};
 constexpr char kUploadPrefix[] = "rf-";
 const std::vector<std::string>& UploadExtensions() {
-  static const auto* kExtensions = new std::vector<std::string>{".nii", ".nii.gz", ".json", ".tslm"};
+  // MRI and ultrasound upload HDF5 files (ISMRMRD, PICMUS/UFF); BART's
+  // .cfl/.hdr pairs are named by server path (an upload is one file).
+  static const auto* kExtensions = new std::vector<std::string>{".nii", ".nii.gz", ".json", ".tslm", ".h5", ".uff"};
   return *kExtensions;
 }
 
@@ -40,6 +42,13 @@ std::vector<v1::FileSource*> Sources(v1::ReconstructRequest& r) {
   if (r.has_sinogram()) out.push_back(r.mutable_sinogram());
   if (r.has_listmode()) out.push_back(r.mutable_listmode());
   if (r.has_pet() && r.pet().has_attenuation()) out.push_back(r.mutable_pet()->mutable_attenuation());
+  if (r.has_mri()) {
+    for (v1::FileSource* f : {r.mutable_mri()->mutable_kspace(), r.mutable_mri()->mutable_trajectory(),
+                              r.mutable_mri()->mutable_coils()}) {
+      out.push_back(f);
+    }
+  }
+  if (r.has_ultrasound()) out.push_back(r.mutable_ultrasound()->mutable_channel_data());
   return out;
 }
 

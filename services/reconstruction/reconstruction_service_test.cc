@@ -294,7 +294,7 @@ TEST_F(ReconstructionServiceTest, BadRequestsAreRefusedAtSubmitNamingTheField) {
   r.mutable_sinogram()->set_path("sinogram.nii.gz");
   s = submit(r);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(s.error_message(), HasSubstr("ct or pet"));
+  EXPECT_THAT(s.error_message(), HasSubstr("ct, pet, mri or ultrasound"));
 }
 
 TEST_F(ReconstructionServiceTest, CancelARunningJob) {

@@ -27,10 +27,9 @@ absl::StatusOr<CgSenseResult> CgSense(const Stream& stream, const SenseGeometry&
     return absl::InvalidArgumentError(absl::StrCat("CG-SENSE: lambda = ", options.lambda, " is not finite and >= 0"));
   }
   if (kspace == nullptr || image == nullptr) return absl::InvalidArgumentError("CG-SENSE: kspace or image is null");
-  if (options.use_toeplitz) {
-    return absl::UnimplementedError("CG-SENSE: the Toeplitz normal operator is not available yet (use_toeplitz)");
-  }
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<SenseOperator> op, SenseOperator::Create(stream, geometry, options.nufft));
+  SenseOperatorOptions op_options = options.nufft;
+  op_options.use_toeplitz = options.use_toeplitz;
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<SenseOperator> op, SenseOperator::Create(stream, geometry, op_options));
 
   CgSenseResult result;
   double weight_sum = static_cast<double>(geometry.points);

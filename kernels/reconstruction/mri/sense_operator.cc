@@ -49,11 +49,12 @@ absl::StatusOr<std::unique_ptr<SenseOperator>> SenseOperator::Create(const Strea
                                                                         nufft_options));
 
   const int64_t npix = geometry.nx * geometry.ny, m = geometry.points;
-  const size_t values = static_cast<size_t>(geometry.coils) * (npix + m);
+  const size_t values = static_cast<size_t>(geometry.coils) * (npix + m + (options.use_toeplitz ? npix : 0));
   TESSERA_ASSIGN_OR_RETURN(op->scratch_,
                            Buffer::Allocate(KindOf(stream), values * sizeof(std::complex<float>), stream.ordinal()));
   op->coil_images_ = static_cast<std::complex<float>*>(op->scratch_->data());
   op->coil_samples_ = op->coil_images_ + geometry.coils * npix;
+  if (options.use_toeplitz) op->coil_normal_ = op->coil_samples_ + geometry.coils * m;
 
   // NUFFT coordinates x = 2 pi k / n, staged in the (not yet used) sample
   // scratch: 2 m floats fit in coils x m complex values.
@@ -65,6 +66,17 @@ absl::StatusOr<std::unique_ptr<SenseOperator>> SenseOperator::Create(const Strea
   TESSERA_RETURN_IF_ERROR(Scale(stream, static_cast<float>(2 * kPi / geometry.ny), y, m));
   TESSERA_RETURN_IF_ERROR(op->type2_->SetPoints(m, x, y, nullptr));
   TESSERA_RETURN_IF_ERROR(op->type1_->SetPoints(m, x, y, nullptr));
+  if (options.use_toeplitz) {
+    nufft::ToeplitzOptions toeplitz_options;
+    toeplitz_options.tolerance = options.nufft_tolerance;
+    toeplitz_options.upsampling = options.nufft_upsampling;
+    toeplitz_options.sign = -1;  // E's type-2 sign
+    toeplitz_options.ntransforms = geometry.coils;
+    toeplitz_options.mode = options.mode;
+    TESSERA_ASSIGN_OR_RETURN(op->toeplitz_,
+                             nufft::ToeplitzOperator<float>::Create(stream, modes, m, x, y, nullptr,
+                                                                    geometry.density_weights, toeplitz_options));
+  }
   TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   return op;
 }
@@ -90,6 +102,10 @@ absl::Status SenseOperator::Adjoint(const std::complex<float>* kspace, std::comp
 absl::Status SenseOperator::Normal(const std::complex<float>* x, std::complex<float>* out) {
   const SenseGeometry& g = geometry_;
   TESSERA_RETURN_IF_ERROR(ExpandCoils(stream_, g.coils, pixels(), g.maps, x, coil_images_));
+  if (toeplitz_ != nullptr) {
+    TESSERA_RETURN_IF_ERROR(toeplitz_->Apply(coil_images_, coil_normal_));
+    return CombineCoils(stream_, g.coils, pixels(), g.maps, coil_normal_, out);
+  }
   TESSERA_RETURN_IF_ERROR(type2_->Execute(coil_samples_, coil_images_));
   if (g.density_weights != nullptr) {
     TESSERA_RETURN_IF_ERROR(WeightSamples(stream_, g.coils, g.points, g.density_weights, coil_samples_));

@@ -3,7 +3,10 @@
 // with the NUFFT of nufft/nufft.h (sign -1 forward, +1 adjoint, so type 1 is
 // E's exact adjoint up to the NUFFT tolerance), optional density weights W,
 // and what CG-SENSE needs of it: the weighted adjoint E^H W y and the normal
-// operator E^H W E x, each through the NUFFT pair (type 2, weight, type 1).
+// operator E^H W E x, through the NUFFT pair (type 2, weight, type 1) or,
+// with use_toeplitz, through the Toeplitz embedding of each coil's A^H W A
+// (nufft/toeplitz.h: pad, FFT, multiply, inverse FFT on the 2N grid; no
+// spreading per iteration).
 //
 // Units: trajectory in 1/FOV (trajectory.h), converted to NUFFT coordinates
 // 2 pi k / n here; no 1/sqrt(N) scaling, so E of an image of pixel values is
@@ -11,8 +14,9 @@
 // normalised maps).
 //
 // Plan/execute: Create copies the points into two NUFFT plans (ntransforms =
-// coils) and allocates 2 x coils x (npix + points) complex scratch; Apply*
-// allocate nothing. Pointers in the stream's memory; the maps and weights are
+// coils), computes the Toeplitz kernel when asked, and allocates coils x
+// (npix + points) complex scratch (+ coils x npix with Toeplitz); Forward,
+// Adjoint and Normal allocate nothing. Pointers in the stream's memory; the maps and weights are
 // referenced, not copied, and must outlive the operator. Not thread-safe.
 #ifndef TESSERA_KERNELS_RECONSTRUCTION_MRI_SENSE_OPERATOR_H_
 #define TESSERA_KERNELS_RECONSTRUCTION_MRI_SENSE_OPERATOR_H_
@@ -26,6 +30,7 @@
 #include "common/device.h"
 #include "kernels/reconstruction/execution_mode.h"
 #include "kernels/reconstruction/nufft/nufft.h"
+#include "kernels/reconstruction/nufft/toeplitz.h"
 
 namespace tessera {
 namespace recon {
@@ -45,6 +50,7 @@ struct SenseOperatorOptions {
   double nufft_tolerance = 1e-5;
   double nufft_upsampling = 2.0;
   ExecutionMode mode = ExecutionMode::kDefault;
+  bool use_toeplitz = false;  // Normal() through the Toeplitz embedding
 };
 
 class SenseOperator {
@@ -72,9 +78,11 @@ class SenseOperator {
   const Stream& stream_;
   SenseGeometry geometry_;
   std::unique_ptr<nufft::NufftPlan<float>> type2_, type1_;
-  std::shared_ptr<Buffer> scratch_;        // coil images, then coil samples
+  std::unique_ptr<nufft::ToeplitzOperator<float>> toeplitz_;  // with use_toeplitz
+  std::shared_ptr<Buffer> scratch_;        // coil images, coil samples (, Toeplitz output)
   std::complex<float>* coil_images_ = nullptr;   // coils x npix
   std::complex<float>* coil_samples_ = nullptr;  // coils x points
+  std::complex<float>* coil_normal_ = nullptr;   // coils x npix, Toeplitz only
 };
 
 }  // namespace mri

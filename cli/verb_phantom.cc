@@ -3,6 +3,7 @@
 //   phantom ct       a CT sinogram (+ the phantom on the reconstruction grid)
 //   phantom pet      PET counts (+ activity and attenuation maps)
 //   phantom geometry a ready-made ASTRA geometry JSON
+//   phantom us       ultrasound channel data of point targets or a cyst (PICMUS HDF5)
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -17,10 +18,12 @@
 #include "services/reconstruction/formats/example_geometry.h"
 #include "services/reconstruction/formats/geometry_json.h"
 #include "services/reconstruction/formats/recon_nifti.h"
+#include "services/reconstruction/formats/ultrasound_h5.h"
 #include "services/reconstruction/phantoms/analytic_sinogram.h"
 #include "services/reconstruction/phantoms/pet_phantom.h"
 #include "services/reconstruction/phantoms/phantom.h"
 #include "services/reconstruction/phantoms/rasterize.h"
+#include "services/reconstruction/phantoms/ultrasound_phantom.h"
 
 namespace tessera::cli {
 namespace {
@@ -29,10 +32,11 @@ namespace formats = recon::formats;
 namespace phantoms = recon::phantoms;
 
 constexpr char kUsage[] =
-    "usage: tessera phantom <ct|pet|geometry> [flags]   (tessera phantom SUB --help for its flags)\n"
+    "usage: tessera phantom <ct|pet|geometry|us> [flags]   (tessera phantom SUB --help for its flags)\n"
     "  ct        CT sinogram of an analytic phantom for an ASTRA geometry JSON (+ the phantom as a volume)\n"
     "  pet       PET counts (Poisson) of an activity + attenuation phantom (+ both maps as volumes)\n"
-    "  geometry  write a ready-made ASTRA geometry JSON (parallel, fanflat, cone)\n";
+    "  geometry  write a ready-made ASTRA geometry JSON (parallel, fanflat, cone)\n"
+    "  us        ultrasound channel data (linear array, plane waves) of point targets or a cyst, PICMUS HDF5\n";
 
 // Flag parsing and messages of one subcommand.
 class Sub {
@@ -238,6 +242,46 @@ int Geometry(int argc, char** argv) {
   return 0;
 }
 
+int Ultrasound(int argc, char** argv) {
+  Sub sub("us", {
+                    {"kind", "points", "points (five targets, 12-32 mm) or cyst (3 mm anechoic cyst in speckle)"},
+                    {"channels", "128", "elements of the linear array (0.3 mm pitch, 5 MHz)"},
+                    {"transmits", "11", "plane waves over +-10 degrees"},
+                    {"synthetic-aperture", "", "every element fires once instead of plane waves", true},
+                    {"rf", "", "RF samples instead of IQ", true},
+                    {"noise", "0.001", "white noise relative to the largest sample"},
+                    {"seed", "1", "noise and speckle seed"},
+                    {"out", "", "channel data to write (.h5 or .uff, PICMUS layout)"},
+                });
+  int code = 0;
+  if (!sub.Parse(argc, argv, &code)) return code;
+  if (!sub.Require("out")) return 2;
+  recon::phantoms::UltrasoundPhantomOptions o;
+  int64_t channels = 0, transmits = 0, seed = 0;
+  if (!sub.Integer("channels", 2, 1024, &channels) || !sub.Integer("transmits", 1, 128, &transmits) ||
+      !sub.Number("noise", 0, 1, &o.noise) || !sub.Integer("seed", 0, 1 << 30, &seed)) {
+    return 2;
+  }
+  o.kind = sub.Get("kind");
+  o.channels = static_cast<int>(channels);
+  o.transmits = static_cast<int>(transmits);
+  o.synthetic_aperture = !sub.Get("synthetic-aperture").empty();
+  o.iq = sub.Get("rf").empty();
+  o.seed = static_cast<uint32_t>(seed);
+  absl::StatusOr<recon::phantoms::UltrasoundPhantom> p = recon::phantoms::MakeUltrasoundPhantom(o);
+  if (!p.ok()) return sub.Error(std::string(p.status().message()));
+  const std::string out = sub.Get("out");
+  if (absl::Status s = formats::WriteUltrasoundH5(p->acquisition, out); !s.ok()) {
+    return sub.Error(std::string(s.message()), 1);
+  }
+  const recon::ultrasound::ChannelData& d = p->acquisition.data;
+  std::printf("%s: %s phantom, %d channels x %d transmits x %lld %s samples; targets (mm):", out.c_str(),
+              o.kind.c_str(), d.channels, d.transmits, static_cast<long long>(d.samples), o.iq ? "IQ" : "RF");
+  for (const auto& t : p->targets) std::printf(" (%.2f, %.2f)", t.x * 1e3, t.z * 1e3);
+  std::printf("\n");
+  return 0;
+}
+
 }  // namespace
 
 int RunPhantom(int argc, char** argv) {
@@ -250,6 +294,7 @@ int RunPhantom(int argc, char** argv) {
   if (sub == "ct") return Ct(argc - 1, argv + 1);
   if (sub == "pet") return Pet(argc - 1, argv + 1);
   if (sub == "geometry") return Geometry(argc - 1, argv + 1);
+  if (sub == "us") return Ultrasound(argc - 1, argv + 1);
   std::fprintf(stderr, "tessera phantom: unknown subcommand '%s'\n%s", sub.c_str(), kUsage);
   return 2;
 }

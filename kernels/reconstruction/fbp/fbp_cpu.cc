@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "common/fftw_planner_lock.h"
 #include "common/parallel.h"
 #include "kernels/reconstruction/fbp/fbp_backend.h"
 
@@ -15,14 +16,6 @@ namespace tessera {
 namespace recon {
 namespace fbp {
 namespace {
-
-// FFTW's planner keeps global state and is not thread-safe (executing plans
-// is), so plan creation and destruction are serialised here. This guards
-// FFTW's own state only; no tuning lives in it.
-std::mutex& FftwPlannerMutex() {
-  static std::mutex* mu = new std::mutex;
-  return *mu;
-}
 
 struct FftwFree {
   void operator()(float* p) const { fftwf_free(p); }

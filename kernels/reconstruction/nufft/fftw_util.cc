@@ -6,11 +6,6 @@ namespace tessera {
 namespace recon {
 namespace nufft {
 
-std::mutex& FftwPlannerMutex() {
-  static std::mutex* mu = new std::mutex;
-  return *mu;
-}
-
 namespace {
 
 int Rank(const std::array<int64_t, 3>& dims, int n[3]) {

@@ -13,16 +13,14 @@
 #include <mutex>
 
 #include "absl/status/statusor.h"
+#include "common/fftw_planner_lock.h"
 
 namespace tessera {
 namespace recon {
 namespace nufft {
 
-// FFTW's planner keeps global state and is not thread-safe (executing plans
-// is): plan creation and destruction take this lock. It guards FFTW's own
-// state only; no tuning lives in it.
-std::mutex& FftwPlannerMutex();
-
+// Plan creation and destruction take tessera::FftwPlannerMutex()
+// (common/fftw_planner_lock.h), the process's one FFTW planner lock.
 template <typename T>
 struct FftwFree {
   void operator()(std::complex<T>* p) const { fftw_free(p); }

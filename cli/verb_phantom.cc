@@ -4,6 +4,7 @@
 //   phantom pet      PET counts (+ activity and attenuation maps)
 //   phantom geometry a ready-made ASTRA geometry JSON
 //   phantom us       ultrasound channel data of point targets or a cyst (PICMUS HDF5)
+//   phantom mri      multi-coil k-space of a head phantom (radial or Cartesian), BART .cfl
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -20,6 +21,7 @@
 #include "services/reconstruction/formats/recon_nifti.h"
 #include "services/reconstruction/formats/ultrasound_h5.h"
 #include "services/reconstruction/phantoms/analytic_sinogram.h"
+#include "services/reconstruction/phantoms/mri_phantom.h"
 #include "services/reconstruction/phantoms/pet_phantom.h"
 #include "services/reconstruction/phantoms/phantom.h"
 #include "services/reconstruction/phantoms/rasterize.h"
@@ -32,11 +34,12 @@ namespace formats = recon::formats;
 namespace phantoms = recon::phantoms;
 
 constexpr char kUsage[] =
-    "usage: tessera phantom <ct|pet|geometry|us> [flags]   (tessera phantom SUB --help for its flags)\n"
+    "usage: tessera phantom <ct|pet|geometry|us|mri> [flags]   (tessera phantom SUB --help for its flags)\n"
     "  ct        CT sinogram of an analytic phantom for an ASTRA geometry JSON (+ the phantom as a volume)\n"
     "  pet       PET counts (Poisson) of an activity + attenuation phantom (+ both maps as volumes)\n"
     "  geometry  write a ready-made ASTRA geometry JSON (parallel, fanflat, cone)\n"
-    "  us        ultrasound channel data (linear array, plane waves) of point targets or a cyst, PICMUS HDF5\n";
+    "  us        ultrasound channel data (linear array, plane waves) of point targets or a cyst, PICMUS HDF5\n"
+    "  mri       exact multi-coil k-space of a Shepp-Logan head (radial or Cartesian), coil maps, truth: BART .cfl\n";
 
 // Flag parsing and messages of one subcommand.
 class Sub {
@@ -282,6 +285,39 @@ int Ultrasound(int argc, char** argv) {
   return 0;
 }
 
+int Mri(int argc, char** argv) {
+  Sub sub("mri", {
+                     {"kind", "radial", "radial (golden angle, 2n samples per spoke) or cartesian (every R-th line)"},
+                     {"size", "128", "image n x n"},
+                     {"spokes", "0", "radial spokes (0: n / 2)"},
+                     {"coils", "8", "birdcage coils"},
+                     {"acceleration", "2", "cartesian: keep every R-th phase-encoding line"},
+                     {"out-dir", "", "directory for kspace, traj, coils and truth (.cfl/.hdr)"},
+                 });
+  int code = 0;
+  if (!sub.Parse(argc, argv, &code)) return code;
+  if (!sub.Require("out-dir")) return 2;
+  recon::phantoms::MriPhantomOptions o;
+  int64_t coils = 0, acceleration = 0;
+  if (!sub.Integer("size", 8, 1024, &o.size) || !sub.Integer("spokes", 0, 16384, &o.spokes) ||
+      !sub.Integer("coils", 1, 32, &coils) || !sub.Integer("acceleration", 1, 8, &acceleration)) {
+    return 2;
+  }
+  o.kind = sub.Get("kind");
+  o.coils = static_cast<int>(coils);
+  o.acceleration = static_cast<int>(acceleration);
+  absl::StatusOr<recon::phantoms::MriPhantom> p = recon::phantoms::MakeMriPhantom(o);
+  if (!p.ok()) return sub.Error(std::string(p.status().message()));
+  const std::string dir = sub.Get("out-dir");
+  if (absl::Status s = recon::phantoms::WriteMriPhantom(*p, dir); !s.ok()) {
+    return sub.Error(std::string(s.message()), 1);
+  }
+  std::printf("%s: %s Shepp-Logan %lld x %lld, %d coils: kspace%s, coils, truth (.cfl/.hdr)\n", dir.c_str(),
+              o.kind.c_str(), static_cast<long long>(o.size), static_cast<long long>(o.size), o.coils,
+              o.kind == "radial" ? ", traj" : "");
+  return 0;
+}
+
 }  // namespace
 
 int RunPhantom(int argc, char** argv) {
@@ -295,6 +331,7 @@ int RunPhantom(int argc, char** argv) {
   if (sub == "pet") return Pet(argc - 1, argv + 1);
   if (sub == "geometry") return Geometry(argc - 1, argv + 1);
   if (sub == "us") return Ultrasound(argc - 1, argv + 1);
+  if (sub == "mri") return Mri(argc - 1, argv + 1);
   std::fprintf(stderr, "tessera phantom: unknown subcommand '%s'\n%s", sub.c_str(), kUsage);
   return 2;
 }

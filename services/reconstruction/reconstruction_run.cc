@@ -24,6 +24,7 @@
 #include "services/common/file_upload.h"
 #include "services/reconstruction/formats/geometry_json.h"
 #include "services/reconstruction/formats/recon_nifti.h"
+#include "services/reconstruction/mri_run.h"
 #include "services/reconstruction/recon_run_util.h"
 #include "services/reconstruction/ultrasound_run.h"
 
@@ -278,9 +279,7 @@ absl::Status Publish(const ReconSpec& spec, const ReconRunContext& ctx, ReconOut
 }  // namespace
 
 absl::Status CheckReconInputs(const ReconSpec& spec) {
-  if (spec.modality == Modality::kMri) {
-    return absl::UnimplementedError("mri jobs are not wired in yet");
-  }
+  if (spec.modality == Modality::kMri) return CheckMriInputs(spec);
   if (spec.modality == Modality::kUltrasound) return CheckUltrasoundInputs(spec);
   TESSERA_ASSIGN_OR_RETURN(CtGeometry g, LoadGeometry(spec));
   const recon::VolumeGeometry& v = g.volume;
@@ -303,7 +302,6 @@ absl::Status CheckReconInputs(const ReconSpec& spec) {
 }
 
 absl::StatusOr<ReconOutcome> RunReconstruction(const ReconSpec& spec, const ReconRunContext& ctx) {
-  if (spec.modality == Modality::kMri) return CheckReconInputs(spec);
   const auto start = std::chrono::steady_clock::now();
   Report(ctx, "input", 0, 0, 0.0, {}, "reading the inputs");
   TESSERA_ASSIGN_OR_RETURN(Backend backend, ResolveBackend(spec.device));
@@ -313,6 +311,8 @@ absl::StatusOr<ReconOutcome> RunReconstruction(const ReconSpec& spec, const Reco
   ReconOutcome out;
   if (spec.modality == Modality::kUltrasound) {
     TESSERA_RETURN_IF_ERROR(RunUltrasound(spec, ctx, *stream, &out));
+  } else if (spec.modality == Modality::kMri) {
+    TESSERA_RETURN_IF_ERROR(RunMri(spec, ctx, *stream, &out));
   } else {
     TESSERA_RETURN_IF_ERROR(RunTomography(spec, ctx, *stream, &out));
   }

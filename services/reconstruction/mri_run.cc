@@ -1,0 +1,309 @@
+#include "services/reconstruction/mri_run.h"
+
+#include <algorithm>
+#include <cmath>
+#include <complex>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/buffer.h"
+#include "common/nifti_io.h"
+#include "common/status.h"
+#include "kernels/reconstruction/mri/cartesian_sense.h"
+#include "kernels/reconstruction/mri/cg_sense.h"
+#include "kernels/reconstruction/mri/density_compensation.h"
+#include "kernels/reconstruction/mri/trajectory.h"
+#include "services/reconstruction/formats/cfl.h"
+#include "services/reconstruction/formats/ismrmrd_reader.h"
+#include "services/reconstruction/recon_run_util.h"
+
+namespace tessera::reconstruction {
+namespace {
+
+namespace fs = std::filesystem;
+namespace formats = recon::formats;
+namespace mri = recon::mri;
+using Complex = std::complex<float>;
+
+constexpr char kImageFile[] = "reconstruction.nii.gz";
+constexpr char kCflBase[] = "reconstruction";
+
+// The inputs in BART's layout, read and checked against each other.
+struct MriInputs {
+  bool cartesian = false;
+  formats::CflArray kspace, trajectory, maps;  // maps empty without coils
+  bool has_maps = false;
+  int64_t nx = 0, ny = 0;
+  int coils = 0;
+  mri::Trajectory2D traj;                      // non-Cartesian
+  std::array<double, 3> voxel_mm = {1, 1, 1};  // from ISMRMRD's field of view, else 1 mm
+};
+
+absl::StatusOr<formats::CflArray> ReadCflInput(const std::string& path, const char* field) {
+  absl::StatusOr<formats::CflArray> a = formats::ReadCfl(path);
+  if (!a.ok()) return Annotate(a.status(), field);
+  return a;
+}
+
+// Image size for an adjoint without maps: the smallest even N covering the
+// trajectory's largest |k| (k in 1/FOV spans [-N/2, N/2)), as BART estimates it.
+int64_t ImageSizeFromTrajectory(const mri::Trajectory2D& t) {
+  double kmax = 0;
+  for (int64_t i = 0; i < t.size(); ++i) kmax = std::max({kmax, std::abs(double{t.kx[i]}), std::abs(double{t.ky[i]})});
+  return std::max<int64_t>(2, 2 * static_cast<int64_t>(std::ceil(kmax)));
+}
+
+absl::StatusOr<MriInputs> ReadInputs(const ReconSpec& spec) {
+  const MriSpec& m = spec.mri;
+  MriInputs in;
+  if (IsHdf5Path(m.kspace_path)) {
+    absl::StatusOr<formats::IsmrmrdRawData> raw = formats::ReadIsmrmrd(m.kspace_path);
+    if (!raw.ok()) return Annotate(raw.status(), "mri.kspace");
+    in.cartesian = raw->cartesian;
+    in.kspace = std::move(raw->kspace);
+    in.trajectory = std::move(raw->trajectory);
+    for (int d = 0; d < 3; ++d) {
+      if (raw->matrix[d] > 0 && raw->fov_mm[d] > 0) in.voxel_mm[d] = raw->fov_mm[d] / raw->matrix[d];
+    }
+    if (raw->matrix[2] > 1) {
+      return absl::InvalidArgumentError(absl::StrCat("mri.kspace: ", m.kspace_path, " encodes ", raw->matrix[2],
+                                                     " partitions; only 2-D reconstructions are supported"));
+    }
+    in.nx = raw->matrix[0];
+    in.ny = raw->matrix[1];
+  } else {
+    TESSERA_ASSIGN_OR_RETURN(in.kspace, ReadCflInput(m.kspace_path, "mri.kspace"));
+    if (!m.trajectory_path.empty()) {
+      TESSERA_ASSIGN_OR_RETURN(in.trajectory, ReadCflInput(m.trajectory_path, "mri.trajectory"));
+    }
+    in.cartesian = m.trajectory_path.empty();
+  }
+  if (!m.coils_path.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(in.maps, ReadCflInput(m.coils_path, "mri.coils"));
+    in.has_maps = true;
+  }
+  if (m.method == MriMethod::kSense) {
+    if (!in.cartesian) return absl::InvalidArgumentError("mri.kspace: sense needs Cartesian k-space (it has a trajectory)");
+    const formats::CflArray& k = in.kspace;
+    const formats::CflArray& s = in.maps;
+    if (k.dim(formats::kPhs2Dim) != 1 || s.dim(formats::kPhs2Dim) != 1) {
+      return absl::InvalidArgumentError("mri: sense is 2-D (k-space and coils must have dimension 2 of size 1)");
+    }
+    for (int d : {formats::kReadDim, formats::kPhs1Dim, formats::kCoilDim}) {
+      if (k.dim(d) != s.dim(d)) {
+        return absl::InvalidArgumentError(absl::StrCat("mri: k-space dimension ", d, " is ", k.dim(d),
+                                                       " but the coils' is ", s.dim(d)));
+      }
+    }
+    if (k.elements() != k.dim(0) * k.dim(1) * k.dim(3)) {
+      return absl::InvalidArgumentError("mri.kspace: only dimensions 0, 1 and 3 (coils) may exceed 1 for sense");
+    }
+    in.nx = k.dim(formats::kReadDim);
+    in.ny = k.dim(formats::kPhs1Dim);
+    in.coils = static_cast<int>(k.dim(formats::kCoilDim));
+    return in;
+  }
+  if (in.cartesian) {
+    return absl::InvalidArgumentError(absl::StrCat("mri: ", MriMethodName(m.method),
+                                                   " reconstructs non-Cartesian data; give a trajectory (or use sense)"));
+  }
+  absl::StatusOr<mri::Trajectory2D> traj = formats::TrajectoryFromCfl(in.trajectory);
+  if (!traj.ok()) return Annotate(traj.status(), "mri.trajectory");
+  in.traj = *std::move(traj);
+  if (in.has_maps) {
+    absl::StatusOr<formats::NonCartesianDims> dims = formats::CheckNonCartesianCfl(in.kspace, in.trajectory, in.maps);
+    if (!dims.ok()) return Annotate(dims.status(), "mri");
+    in.nx = dims->nx;
+    in.ny = dims->ny;
+    in.coils = dims->coils;
+  } else {
+    const formats::CflArray& k = in.kspace;
+    if (k.dim(1) * k.dim(2) != in.traj.size() || k.elements() != in.traj.size() * k.dim(formats::kCoilDim)) {
+      return absl::InvalidArgumentError(absl::StrCat("mri.kspace: expected 1 x ", in.traj.samples, " x ",
+                                                     in.traj.spokes, " x coils to match the trajectory"));
+    }
+    in.coils = static_cast<int>(k.dim(formats::kCoilDim));
+    if (in.nx <= 0) in.nx = in.ny = ImageSizeFromTrajectory(in.traj);
+  }
+  return in;
+}
+
+// A host vector in the stream's memory (a copy on the GPU, the data itself on the CPU).
+template <typename T>
+class OnStream {
+ public:
+  static absl::StatusOr<OnStream> Make(const std::vector<T>& host, const Stream& stream) {
+    OnStream o;
+    if (stream.backend() == Backend::kCpu) {
+      o.ptr_ = host.data();
+      return o;
+    }
+    TESSERA_ASSIGN_OR_RETURN(o.buffer_, Buffer::Allocate(MemoryKind::kDevice, host.size() * sizeof(T), stream.ordinal()));
+    TESSERA_RETURN_IF_ERROR(CopyBytes(o.buffer_->data(), MemoryKind::kDevice, host.data(), MemoryKind::kHost,
+                                      host.size() * sizeof(T), stream));
+    o.ptr_ = static_cast<const T*>(o.buffer_->data());
+    return o;
+  }
+  const T* get() const { return ptr_; }
+
+ private:
+  std::shared_ptr<Buffer> buffer_;
+  const T* ptr_ = nullptr;
+};
+
+// A result image in the stream's memory, read back to the host.
+class ImageOnStream {
+ public:
+  static absl::StatusOr<ImageOnStream> Make(int64_t pixels, const Stream& stream) {
+    ImageOnStream o;
+    o.host_.assign(pixels, Complex(0, 0));
+    o.stream_ = &stream;
+    if (stream.backend() == Backend::kCuda) {
+      TESSERA_ASSIGN_OR_RETURN(o.buffer_, Buffer::Allocate(MemoryKind::kDevice, pixels * sizeof(Complex), stream.ordinal()));
+    }
+    return o;
+  }
+  Complex* get() { return buffer_ ? static_cast<Complex*>(buffer_->data()) : host_.data(); }
+  absl::StatusOr<std::vector<Complex>> ToHost() {
+    if (buffer_) {
+      TESSERA_RETURN_IF_ERROR(CopyBytes(host_.data(), MemoryKind::kHost, buffer_->data(), MemoryKind::kDevice,
+                                        host_.size() * sizeof(Complex), *stream_));
+    }
+    TESSERA_RETURN_IF_ERROR(stream_->Synchronize());
+    return host_;
+  }
+
+ private:
+  std::vector<Complex> host_;
+  std::shared_ptr<Buffer> buffer_;
+  const Stream* stream_ = nullptr;
+};
+
+absl::StatusOr<std::vector<Complex>> Reconstruct(const ReconSpec& spec, const MriInputs& in, const ReconRunContext& ctx,
+                                                 const Stream& stream, v1::ReconstructionResult* result) {
+  const MriSpec& m = spec.mri;
+  if (m.method == MriMethod::kSense) {
+    mri::CartesianSenseOptions options;
+    options.reduction = m.acceleration;
+    options.axis = 1;
+    options.lambda = static_cast<float>(m.lambda);
+    Report(ctx, "reconstruct", 0, 1, 0.1, {}, absl::StrFormat("SENSE unfolding, %d coils", in.coils));
+    absl::StatusOr<mri::CartesianSenseResult> r =
+        mri::CartesianSense(stream, in.nx, in.ny, in.coils, in.kspace.data, in.maps.data, options);
+    if (!r.ok()) return Annotate(r.status(), "mri");
+    result->set_geometry(absl::StrFormat("Cartesian 2-D %lld x %lld, %d coils, R = %d (%lld lines outside the class ignored, %lld pixels unsolved)",
+                                         static_cast<long long>(in.nx), static_cast<long long>(in.ny), in.coils,
+                                         r->reduction, static_cast<long long>(r->ignored_lines),
+                                         static_cast<long long>(r->failed_pixels)));
+    return std::move(r->image);
+  }
+
+  mri::SenseOperatorOptions nufft;
+  nufft.nufft_tolerance = m.tolerance;
+  nufft.mode = spec.deterministic ? recon::ExecutionMode::kDeterministic : recon::ExecutionMode::kDefault;
+  TESSERA_ASSIGN_OR_RETURN(auto kx, OnStream<float>::Make(in.traj.kx, stream));
+  TESSERA_ASSIGN_OR_RETURN(auto ky, OnStream<float>::Make(in.traj.ky, stream));
+  TESSERA_ASSIGN_OR_RETURN(auto kspace, OnStream<Complex>::Make(in.kspace.data, stream));
+  const int64_t points = in.traj.size(), pixels = in.nx * in.ny;
+  TESSERA_ASSIGN_OR_RETURN(ImageOnStream image, ImageOnStream::Make(pixels, stream));
+  result->set_geometry(absl::StrFormat("non-Cartesian 2-D %lld x %lld, %lld samples x %lld readouts, %d coils%s",
+                                       static_cast<long long>(in.nx), static_cast<long long>(in.ny),
+                                       static_cast<long long>(in.traj.samples), static_cast<long long>(in.traj.spokes),
+                                       in.coils, in.has_maps ? "" : " (no maps: root-sum-of-squares)"));
+  mri::SenseGeometry g;
+  g.nx = in.nx;
+  g.ny = in.ny;
+  g.points = points;
+  g.kx = kx.get();
+  g.ky = ky.get();
+
+  if (m.method == MriMethod::kAdjoint) {
+    Report(ctx, "reconstruct", 0, 1, 0.1, {}, "density compensation (Pipe-Menon)");
+    absl::StatusOr<std::vector<float>> density = mri::PipeMenonDensity(in.traj);
+    if (!density.ok()) return Annotate(density.status(), "mri.trajectory");
+    TESSERA_ASSIGN_OR_RETURN(auto weights, OnStream<float>::Make(*density, stream));
+    g.density_weights = weights.get();
+    if (in.has_maps) {
+      TESSERA_ASSIGN_OR_RETURN(auto maps, OnStream<Complex>::Make(in.maps.data, stream));
+      g.coils = in.coils;
+      g.maps = maps.get();
+      TESSERA_RETURN_IF_ERROR(Annotate(mri::AdjointSense(stream, g, kspace.get(), nufft, image.get()), "mri"));
+      return image.ToHost();
+    }
+    // Each coil alone (a unit map), combined as the root sum of squares.
+    const std::vector<Complex> ones(pixels, Complex(1, 0));
+    TESSERA_ASSIGN_OR_RETURN(auto unit, OnStream<Complex>::Make(ones, stream));
+    g.coils = 1;
+    g.maps = unit.get();
+    std::vector<float> sum_sq(pixels, 0.f);
+    for (int c = 0; c < in.coils; ++c) {
+      TESSERA_RETURN_IF_ERROR(Continue(ctx));
+      TESSERA_RETURN_IF_ERROR(
+          Annotate(mri::AdjointSense(stream, g, kspace.get() + c * points, nufft, image.get()), "mri"));
+      TESSERA_ASSIGN_OR_RETURN(std::vector<Complex> coil, image.ToHost());
+      for (int64_t i = 0; i < pixels; ++i) sum_sq[i] += std::norm(coil[i]);
+      Report(ctx, "reconstruct", c + 1, in.coils, IterationFraction(c + 1, in.coils), {}, "coil images");
+    }
+    std::vector<Complex> rss(pixels);
+    for (int64_t i = 0; i < pixels; ++i) rss[i] = Complex(std::sqrt(sum_sq[i]), 0);
+    return rss;
+  }
+
+  // CG-SENSE.
+  TESSERA_ASSIGN_OR_RETURN(auto maps, OnStream<Complex>::Make(in.maps.data, stream));
+  g.coils = in.coils;
+  g.maps = maps.get();
+  mri::CgSenseOptions options;
+  options.iterations = m.iterations;
+  options.lambda = m.lambda;
+  options.use_toeplitz = m.toeplitz;
+  options.nufft = nufft;
+  options.progress = [&](int iteration, int total, double residual) -> absl::Status {
+    result->add_residual_norms(residual);
+    Report(ctx, "reconstruct", iteration, total, IterationFraction(iteration, total), {{"residual", residual}},
+           absl::StrFormat("CG-SENSE iteration %d of %d", iteration, total));
+    return Continue(ctx);
+  };
+  absl::StatusOr<mri::CgSenseResult> r = mri::CgSense(stream, g, kspace.get(), options, image.get());
+  if (!r.ok()) return Annotate(r.status(), "mri");
+  result->set_iterations(r->cg.iterations);
+  return image.ToHost();
+}
+
+}  // namespace
+
+absl::Status CheckMriInputs(const ReconSpec& spec) { return ReadInputs(spec).status(); }
+
+absl::Status RunMri(const ReconSpec& spec, const ReconRunContext& ctx, const Stream& stream, ReconOutcome* out) {
+  TESSERA_ASSIGN_OR_RETURN(MriInputs in, ReadInputs(spec));
+  TESSERA_RETURN_IF_ERROR(Continue(ctx));
+  v1::ReconstructionResult& result = out->result;
+  result.set_modality("mri");
+  result.set_method(MriMethodName(spec.mri.method));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<Complex> image, Reconstruct(spec, in, ctx, stream, &result));
+  TESSERA_RETURN_IF_ERROR(Continue(ctx));
+  Report(ctx, "output", 0, 0, 0.97, {}, "writing reconstruction.nii.gz and reconstruction.cfl");
+
+  // The complex image for BART users, |image| as NIfTI for everyone else.
+  TESSERA_ASSIGN_OR_RETURN(formats::CflArray cfl, formats::MakeCfl({in.nx, in.ny}));
+  cfl.data = image;
+  TESSERA_RETURN_IF_ERROR(formats::WriteCfl((fs::path(ctx.work_dir) / kCflBase).string(), cfl));
+  Volume magnitude;
+  TESSERA_ASSIGN_OR_RETURN(magnitude.data, NDArray::Allocate({in.nx, in.ny, 1}, DType::kFloat32));
+  float* v = magnitude.data.data<float>();
+  for (int64_t i = 0; i < in.nx * in.ny; ++i) v[i] = std::abs(image[i]);
+  magnitude.geometry.spacing = in.voxel_mm;
+  magnitude.geometry.origin = {-0.5 * in.nx * in.voxel_mm[0], -0.5 * in.ny * in.voxel_mm[1], 0};
+  magnitude.description = absl::StrCat("tessera mri ", MriMethodName(spec.mri.method));
+  TESSERA_RETURN_IF_ERROR(WriteNifti(magnitude, (fs::path(ctx.work_dir) / kImageFile).string()));
+  out->work_files = {kImageFile, absl::StrCat(kCflBase, ".cfl"), absl::StrCat(kCflBase, ".hdr")};
+  for (int64_t d : {in.nx, in.ny, int64_t{1}}) result.add_dims(d);
+  for (double s : in.voxel_mm) result.add_spacing(s);
+  return absl::OkStatus();
+}
+
+}  // namespace tessera::reconstruction

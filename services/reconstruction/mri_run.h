@@ -1,0 +1,32 @@
+// MRI jobs of the reconstruction engine (issue 12): read k-space, trajectory
+// and coil maps (BART .cfl/.hdr pairs or one ISMRMRD .h5: formats/cfl.h,
+// formats/ismrmrd_reader.h), reconstruct a 2-D image on the job's backend
+//   adjoint  density-compensated NUFFT adjoint (Pipe-Menon weights); with
+//            coil maps the coil-combined image, without them the
+//            root-sum-of-squares of the coil images
+//   cgsense  CG-SENSE (kernels/reconstruction/mri/cg_sense.h), the Toeplitz
+//            normal operator unless no_toeplitz
+//   sense    Cartesian SENSE unfolding (kernels/reconstruction/mri/cartesian_sense.h)
+// and write |image| as reconstruction.nii.gz and the complex image as
+// reconstruction.cfl/.hdr (BART's image layout nx x ny x 1).
+#ifndef TESSERA_SERVICES_RECONSTRUCTION_MRI_RUN_H_
+#define TESSERA_SERVICES_RECONSTRUCTION_MRI_RUN_H_
+
+#include "absl/status/status.h"
+#include "common/device.h"
+#include "services/reconstruction/reconstruction_request.h"
+#include "services/reconstruction/reconstruction_run.h"
+
+namespace tessera::reconstruction {
+
+// Reads the inputs and checks that they agree with each other and the method
+// (INVALID_ARGUMENT naming the input and dimension; NOT_FOUND; DATA_LOSS).
+absl::Status CheckMriInputs(const ReconSpec& spec);
+
+// Reconstructs into ctx.work_dir; fills `out` (work files, result fields of
+// the image) but not the common fields RunReconstruction sets.
+absl::Status RunMri(const ReconSpec& spec, const ReconRunContext& ctx, const Stream& stream, ReconOutcome* out);
+
+}  // namespace tessera::reconstruction
+
+#endif  // TESSERA_SERVICES_RECONSTRUCTION_MRI_RUN_H_

@@ -35,6 +35,11 @@ ABSL_FLAG(std::string, jacobian, "", "Jacobian determinant image (folded)");
 ABSL_FLAG(std::vector<std::string>, deformable_iterations, {}, "register: per-level deformable iterations");
 ABSL_FLAG(std::vector<std::string>, affine_iterations, {}, "register: per-level affine iterations");
 ABSL_FLAG(std::vector<std::string>, scales, {}, "register: pyramid factors");
+ABSL_FLAG(std::vector<std::string>, rigid_iterations, {}, "register: per-level rigid iterations");
+ABSL_FLAG(std::vector<std::string>, stages, {}, "register: stages, e.g. rigid,affine (empty: default)");
+ABSL_FLAG(double, linear_lr, -1, "register: rigid/affine Adam step at the coarsest scale (-1: default)");
+ABSL_FLAG(double, translation_scale, -1, "register: mm per translation parameter unit (-1: default)");
+ABSL_FLAG(double, matrix_scale, -1, "register: matrix entry per parameter unit (-1: default)");
 ABSL_FLAG(int64_t, linear_samples, -1, "register: linear-stage samples per iteration (-1: default)");
 ABSL_FLAG(std::string, metric, "mi", "register: mi, lncc or mse");
 ABSL_FLAG(double, deformable_lr, -1, "register: greedy step, voxels (-1: default)");
@@ -45,6 +50,9 @@ ABSL_FLAG(int, patience, 0, "register: convergence patience (0: default)");
 ABSL_FLAG(double, tolerance, -1, "register: convergence tolerance (-1: default)");
 ABSL_FLAG(std::string, deformable_step, "", "register: normalized or adam (empty: default)");
 ABSL_FLAG(std::string, memory_mode, "", "register: lean or standard (empty: default)");
+ABSL_FLAG(int, halve_after, -1, "register: deformable step halves after this many iterations without a new best (-1: default)");
+ABSL_FLAG(double, min_step, -1, "register: deformable step floor, fraction of the step (-1: default)");
+ABSL_FLAG(bool, trace, false, "register: print every iteration's loss to stderr");
 ABSL_FLAG(std::string, templates, "/usr/share/mricron/templates/", "mricron-data directory");
 
 namespace tessera::registration {
@@ -182,6 +190,14 @@ int RegisterCase() {
     o.scales.clear();
     for (const std::string& n : absl::GetFlag(FLAGS_scales)) o.scales.push_back(std::stoi(n));
   }
+  if (!absl::GetFlag(FLAGS_rigid_iterations).empty()) {
+    o.rigid_iterations.clear();
+    for (const std::string& n : absl::GetFlag(FLAGS_rigid_iterations)) o.rigid_iterations.push_back(std::stoi(n));
+  }
+  if (!absl::GetFlag(FLAGS_stages).empty()) o.stages = absl::GetFlag(FLAGS_stages);
+  if (absl::GetFlag(FLAGS_linear_lr) > 0) o.linear_lr = absl::GetFlag(FLAGS_linear_lr);
+  if (absl::GetFlag(FLAGS_translation_scale) > 0) o.translation_scale_mm = absl::GetFlag(FLAGS_translation_scale);
+  if (absl::GetFlag(FLAGS_matrix_scale) > 0) o.matrix_scale = absl::GetFlag(FLAGS_matrix_scale);
   if (absl::GetFlag(FLAGS_linear_samples) >= 0) o.linear_samples = absl::GetFlag(FLAGS_linear_samples);
   if (absl::GetFlag(FLAGS_deformable_lr) > 0) o.deformable_lr_voxels = absl::GetFlag(FLAGS_deformable_lr);
   if (absl::GetFlag(FLAGS_grad_sigma) >= 0) o.smooth_grad_sigma = absl::GetFlag(FLAGS_grad_sigma);
@@ -191,7 +207,15 @@ int RegisterCase() {
   if (absl::GetFlag(FLAGS_tolerance) >= 0) o.tolerance = absl::GetFlag(FLAGS_tolerance);
   if (!absl::GetFlag(FLAGS_deformable_step).empty()) o.deformable_step = absl::GetFlag(FLAGS_deformable_step);
   if (!absl::GetFlag(FLAGS_memory_mode).empty()) o.memory_mode = absl::GetFlag(FLAGS_memory_mode);
-  auto result = Register(*fixed, *moving, o);
+  if (absl::GetFlag(FLAGS_halve_after) >= 0) o.deformable_halve_after = absl::GetFlag(FLAGS_halve_after);
+  if (absl::GetFlag(FLAGS_min_step) > 0) o.deformable_min_step_fraction = absl::GetFlag(FLAGS_min_step);
+  ProgressCallback trace = nullptr;
+  if (absl::GetFlag(FLAGS_trace)) {
+    trace = [](const RegistrationProgress& p) {
+      std::fprintf(stderr, "%s x%d %d/%d %.5f\n", p.stage.c_str(), p.scale, p.iteration, p.max_iterations, p.loss);
+    };
+  }
+  auto result = Register(*fixed, *moving, o, trace);
   if (!result.ok()) return Fail(result.status());
   auto warped = WarpLabels(*moving_labels, *fixed, *result, "cpu");
   if (!warped.ok()) return Fail(warped.status());

@@ -20,6 +20,7 @@
 #include "kernels/registration/mutual_info.h"
 #include "services/registration/array_helpers.h"
 #include "services/registration/plateau_stop.h"
+#include "services/registration/step_control.h"
 
 namespace tessera::registration {
 namespace {
@@ -166,6 +167,8 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
     args.out_dims = dims;
     args.padding = Padding::kZeros;
     PlateauStop stop(options.tolerance, options.patience);
+    StepControl control(options.deformable_lr_voxels, options.deformable_halve_after,
+                        options.deformable_min_step_fraction);
     int it = 0;
     for (it = 1; it <= max_it; ++it) {
       if (hooks.check_cancelled) TESSERA_RETURN_IF_ERROR(hooks.check_cancelled());
@@ -174,6 +177,7 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
       // the backward pass, but the standard loop always computes both.
       TESSERA_ASSIGN_OR_RETURN(double loss, metric.Evaluate(fixed, work, g, /*want_grad=*/true));
       stop.Update(loss);
+      const double lr = control.Update(loss);
       if (hooks.report) hooks.report(level.factor, it, max_it, loss);
       if (stop.done()) break;
       GridSampleGrads grads;
@@ -183,12 +187,13 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
       TESSERA_RETURN_IF_ERROR(SmoothInPlaceWithScratch(g, {gs, gs, gs}, work.data<float>(), work.num_elements(), stream));
       if (adam) {
         step.t = ++step_count;
+        step.adam.lr = lr;
       } else {
         // Steepest descent scaled so the largest component moves lr voxels.
         TESSERA_ASSIGN_OR_RETURN(ArrayStats stats, ComputeArrayStats(g, stream));
         const double largest = std::max(std::abs(stats.min), std::abs(stats.max));
         step.max_abs_grad = static_cast<float>(largest);
-        step.scale = largest > 0 ? static_cast<float>(-options.deformable_lr_voxels / largest) : 0.f;
+        step.scale = largest > 0 ? static_cast<float>(-lr / largest) : 0.f;
       }
       TESSERA_RETURN_IF_ERROR(
           ComposeGreedyStepInPlace(stream, u.data<float>(), g.data<float>(), dims, step, &compose_workspace));

@@ -93,6 +93,12 @@ TEST(LeanDeformable, MseEqualsStandard) {
   ExpectLeanEqualsStandard(MakeProblem(IntensityChange::kGamma, 3), QuickOptions("mse"));
 }
 
+TEST(LeanDeformable, StepHalvingEqualsStandard) {
+  RegistrationOptions o = QuickOptions("mi");
+  o.deformable_halve_after = 2;  // often enough that both loops halve several times
+  ExpectLeanEqualsStandard(MakeProblem(IntensityChange::kNonMonotonic, 11), o);
+}
+
 TEST(LeanDeformable, AdamStepEqualsStandard) {
   RegistrationOptions o = QuickOptions("lncc");
   o.deformable_step = "adam";

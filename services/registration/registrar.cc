@@ -22,6 +22,7 @@
 #include "services/registration/host_setup.h"
 #include "services/registration/plateau_stop.h"
 #include "services/registration/space.h"
+#include "services/registration/step_control.h"
 #include "services/registration/transform_params.h"
 
 namespace tessera::registration {
@@ -310,6 +311,8 @@ class Engine {
       AdamOptions adam;
       adam.lr = options_.deformable_lr_voxels;
       PlateauStop stop(options_.tolerance, options_.patience);
+      StepControl control(options_.deformable_lr_voxels, options_.deformable_halve_after,
+                          options_.deformable_min_step_fraction);
       int it = 0;
       for (it = 1; it <= max_it; ++it) {
         TESSERA_RETURN_IF_ERROR(CheckCancelled());
@@ -317,6 +320,7 @@ class Engine {
         TESSERA_RETURN_IF_ERROR(GridSample(stream_, args, warped_.data<float>(), options_.sampler));
         TESSERA_ASSIGN_OR_RETURN(double loss, metric_->Evaluate(level.fixed, warped_, &grad_w_));
         stop.Update(loss);
+        adam.lr = control.Update(loss);
         Report("deformable", level.factor, it, max_it, loss);
         if (stop.done()) break;
         GridSampleGrads grads;
@@ -407,6 +411,14 @@ absl::Status ValidateInputs(const Volume& fixed, const Volume& moving, const Reg
   if (options.deformable_step != "normalized" && options.deformable_step != "adam") {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown deformable_step '", options.deformable_step, "': expected normalized or adam"));
+  }
+  if (options.deformable_halve_after < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("deformable_halve_after must be >= 0 (0 = a fixed step), got ",
+                                                   options.deformable_halve_after));
+  }
+  if (!(options.deformable_min_step_fraction > 0 && options.deformable_min_step_fraction <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("deformable_min_step_fraction must be in (0, 1], got ",
+                                                   options.deformable_min_step_fraction));
   }
   if (options.linear_samples < 0) {
     return absl::InvalidArgumentError(absl::StrCat("linear_samples must be >= 0 (0 = every voxel), got ",

@@ -59,6 +59,11 @@ struct RegistrationOptions {
   //     non-injective intensity maps (measured in the registrar tests:
   //     multimodal Dice 0.78-0.81 with adam, 0.92-0.94 normalized).
   std::string deformable_step = "normalized";
+  // Step control within a scale (step_control.h): the step halves after this
+  // many iterations without a new best loss, down to
+  // deformable_min_step_fraction of deformable_lr_voxels; 0 = a fixed step.
+  int deformable_halve_after = 0;
+  double deformable_min_step_fraction = 0.125;
   // Rigid/affine iterations on the CPU backend with a pointwise metric (mse,
   // mi) evaluate the metric on this many fixed voxels drawn at random for
   // each iteration (elastix's random sampler) instead of on every voxel;

@@ -99,6 +99,16 @@ TEST(Registrar, RejectsBadInputs) {
   EXPECT_TRUE(Register(a, far, o).ok());
   o.metric = "nope";
   EXPECT_EQ(Register(a, a, o).status().code(), absl::StatusCode::kInvalidArgument);
+
+  o = QuickOptions("lncc");
+  o.deformable_halve_after = -1;
+  r = Register(a, a, o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(r.status().message()).find("deformable_halve_after"), std::string::npos) << r.status();
+  o.deformable_halve_after = 3;
+  o.deformable_min_step_fraction = 0;
+  r = Register(a, a, o);
+  EXPECT_NE(std::string(r.status().message()).find("deformable_min_step_fraction"), std::string::npos) << r.status();
 }
 
 TEST(Registrar, HonoursCancellation) {

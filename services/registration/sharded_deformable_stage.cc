@@ -19,6 +19,7 @@
 #include "kernels/registration/gaussian_smooth.h"
 #include "services/registration/array_helpers.h"
 #include "services/registration/plateau_stop.h"
+#include "services/registration/step_control.h"
 
 namespace tessera::registration {
 namespace {
@@ -200,14 +201,20 @@ absl::StatusOr<NDArray> RunShardedDeformableStage(const Stream& stream, const Re
       // takes the same convergence decision.
       LevelSummary s;
       PlateauStop stop(options.tolerance, options.patience);
+      // The step only shrinks (step_control.h), so the halo sized for
+      // step_options.lr_voxels still covers it.
+      StepControl control(options.deformable_lr_voxels, options.deformable_halve_after,
+                          options.deformable_min_step_fraction);
+      GreedyStepOptions rank_step = step_options;
       int it = 0;
       for (it = 1; it <= max_it; ++it) {
         if (rank == 0 && hooks.check_cancelled) TESSERA_RETURN_IF_ERROR(hooks.check_cancelled());
         TESSERA_ASSIGN_OR_RETURN(double loss, parallel::ShardedGreedyEvaluate(comm, state, step_options, rank_stream));
         stop.Update(loss);
+        rank_step.lr_voxels = control.Update(loss);
         if (rank == 0 && hooks.report) hooks.report(level.factor, it, max_it, loss);
         if (stop.done()) break;
-        TESSERA_RETURN_IF_ERROR(parallel::ShardedGreedyUpdate(comm, state, step_options, rank_stream));
+        TESSERA_RETURN_IF_ERROR(parallel::ShardedGreedyUpdate(comm, state, rank_step, rank_stream));
       }
       s.first = stop.first();
       s.last = stop.last();

@@ -116,6 +116,12 @@ TEST(ShardedDeformable, MutualInformationMatchesSingleRank) {
   ExpectShardsMatchSingleRank(MakeProblem(IntensityChange::kNonMonotonic, 11), QuickOptions("mi"));
 }
 
+TEST(ShardedDeformable, StepHalvingMatchesSingleRank) {
+  RegistrationOptions o = QuickOptions("mi");
+  o.deformable_halve_after = 2;
+  ExpectShardsMatchSingleRank(MakeProblem(IntensityChange::kNonMonotonic, 11), o);
+}
+
 TEST(ShardedDeformable, AdamMatchesSingleRank) {
   RegistrationOptions o = QuickOptions("lncc");
   o.deformable_step = "adam";

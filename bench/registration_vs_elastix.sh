@@ -8,7 +8,9 @@
 #   tessera: tessera register --metric mi --device cpu (default schedule);
 #            "tessera sigma 1": the default before issue 17's sigma change
 #            (registration_cases register --grad_sigma 1, the same engine;
-#            Dice only, no I/O in its time).
+#            Dice only, no I/O in its time); "tessera step halving": the same
+#            engine with the deformable step control on (registration_cases
+#            register --halve_after 3, opt-in since issue 17; Dice only).
 # Prints one markdown table. Needs: apt-get install -y elastix (bench only).
 # Usage: bench/registration_vs_elastix.sh [--work DIR] [CASE...]   (default: all cases)
 set -euo pipefail
@@ -22,8 +24,8 @@ cases=bazel-bin/bench/registration_cases
 [[ $# -gt 0 ]] || set -- $($cases list)
 params=$PWD/bench/elastix
 now() { date +%s.%N; }
-echo "| case | Dice before (all / large) | elastix Dice after | tessera sigma 1 (old) | tessera Dice after | elastix s | tessera s | elastix folded | tessera folded |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| case | Dice before (all / large) | elastix Dice after | tessera sigma 1 (old) | tessera step halving | tessera Dice after | elastix s | tessera s | elastix folded | tessera folded |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for c in "$@"; do
   d=$work/$c
   rm -rf "$d" && mkdir -p "$d/elastix" "$d/tessera" "$d/labels" "$d/jac"
@@ -51,7 +53,9 @@ for c in "$@"; do
   voxels=$(python3 -c "import gzip,struct; h=gzip.open('$d/fixed.nii.gz').read(348); d=struct.unpack('<8h',h[40:56]); print(d[1]*d[2]*d[3])")
   t_fold=$(python3 -c "print(round($t_fold / 100 * $voxels))")
   old=$($cases register --dir "$d" --grad_sigma 1 2> /dev/null | head -1)
+  halving=$($cases register --dir "$d" --halve_after 3 2> /dev/null | head -1)
   fmt() { echo "$1" | awk '{printf "%.3f / %.3f", $1, $2}'; }
-  printf "| %s | %s | %s | %s | %s | %.1f | %.1f | %s | %s |\n" "$c" "$(fmt "$before")" "$(fmt "$e_dice")" "$(fmt "$old")" "$(fmt "$t_dice")" \
+  printf "| %s | %s | %s | %s | %s | %s | %.1f | %.1f | %s | %s |\n" "$c" "$(fmt "$before")" "$(fmt "$e_dice")" "$(fmt "$old")" \
+    "$(fmt "$halving")" "$(fmt "$t_dice")" \
     "$(echo "$t1 - $t0" | bc)" "$(echo "$t3 - $t2" | bc)" "$e_fold" "$t_fold"
 done

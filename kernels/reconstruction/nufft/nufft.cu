@@ -328,7 +328,11 @@ __global__ void __launch_bounds__(kThreads) GatherSpreadKernel(Geo<T> g, Points<
       lo[a] = 0, cnt[a] = 1;
       continue;
     }
-    const int r = (g.pad + g.bs[a] - 1) / g.bs[a];
+    // When the last bin is partial (nf not a multiple of bs), a point of the
+    // bin r + 1 bins away across the periodic wrap can still reach this
+    // bin's cells: one more bin then (seen on an H200, 3-D double at 1e-12:
+    // kernel-tail contributions of ~1e-10 were missed).
+    const int r = (g.pad + g.bs[a] - 1) / g.bs[a] + (g.nf[a] % g.bs[a] != 0 ? 1 : 0);
     if (2 * r + 1 >= g.nb[a]) {
       lo[a] = 0, cnt[a] = g.nb[a];
     } else {

@@ -20,8 +20,11 @@
 #include "services/reconstruction/formats/example_geometry.h"
 #include "services/reconstruction/formats/geometry_json.h"
 #include "services/reconstruction/formats/recon_nifti.h"
+#include "services/reconstruction/formats/ultrasound_h5.h"
 #include "services/reconstruction/phantoms/analytic_sinogram.h"
+#include "services/reconstruction/phantoms/mri_phantom.h"
 #include "services/reconstruction/phantoms/phantom.h"
+#include "services/reconstruction/phantoms/ultrasound_phantom.h"
 #include "services/reconstruction/reconstruction_engine.h"
 #include "services/reconstruction/reconstruction_service.h"
 #include "services/scheduler/testing/in_process_scheduler.h"
@@ -225,6 +228,82 @@ TEST_F(ReconstructionServiceTest, UploadReconstructWatchAndDownload) {
   absl::StatusOr<std::string> sha = Sha256OfFile(result.output_path());
   ASSERT_TRUE(sha.ok());
   EXPECT_EQ(*sha, result.volume_sha256());
+}
+
+// Issue 12: an ultrasound job from an uploaded PICMUS HDF5 file and an MRI job
+// from BART files named by server path, through the same RPCs as CT.
+v1::ReconstructionResult RunToResult(v1::ReconstructionService::Stub& stub, const v1::ReconstructRequest& request) {
+  v1::JobStatus status;
+  {
+    grpc::ClientContext ctx;
+    grpc::Status s = stub.Reconstruct(&ctx, request, &status);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
+  v1::ReconJobRequest job;
+  job.set_job_id(status.job_id());
+  {
+    grpc::ClientContext ctx;
+    auto reader = stub.WatchJob(&ctx, job);
+    v1::Progress p;
+    while (reader->Read(&p)) {
+    }
+    EXPECT_TRUE(reader->Finish().ok());
+  }
+  v1::ReconstructionResult result;
+  grpc::ClientContext ctx;
+  grpc::Status s = stub.GetResult(&ctx, job, &result);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return result;
+}
+
+TEST_F(ReconstructionServiceTest, UltrasoundAndMriJobsRunThroughTheSameRpcs) {
+  recon::phantoms::UltrasoundPhantomOptions us_options;
+  us_options.channels = 32;
+  us_options.transmits = 3;
+  absl::StatusOr<recon::phantoms::UltrasoundPhantom> us = recon::phantoms::MakeUltrasoundPhantom(us_options);
+  ASSERT_TRUE(us.ok()) << us.status();
+  ASSERT_TRUE(recon::formats::WriteUltrasoundH5(us->acquisition, root_ + "/rf.h5").ok());
+  v1::UploadedFile rf;
+  grpc::Status up = Upload(*stub_, "rf.h5", ReadFile(root_ + "/rf.h5"), &rf, 1 << 20);
+  ASSERT_TRUE(up.ok()) << up.error_message();
+  EXPECT_THAT(rf.upload_id(), ::testing::EndsWith(".h5"));
+  v1::ReconstructRequest request;
+  request.mutable_ultrasound()->mutable_channel_data()->set_upload_id(rf.upload_id());
+  request.mutable_ultrasound()->set_method("mv");
+  request.mutable_ultrasound()->set_subarray(8);
+  for (int p : {64, 64}) request.mutable_ultrasound()->add_pixels(p);
+  request.set_output_dir("us-out");
+  v1::ReconstructionResult result = RunToResult(*stub_, request);
+  EXPECT_EQ(result.modality(), "ultrasound");
+  EXPECT_EQ(result.method(), "mv");
+  EXPECT_THAT(result.files(), ::testing::ElementsAre("reconstruction.nii.gz", "reconstruction.png"));
+  EXPECT_TRUE(fs::exists(root_ + "/us-out/reconstruction.png"));
+
+  recon::phantoms::MriPhantomOptions mri_options;
+  mri_options.size = 32;
+  mri_options.coils = 4;
+  absl::StatusOr<recon::phantoms::MriPhantom> mri = recon::phantoms::MakeMriPhantom(mri_options);
+  ASSERT_TRUE(mri.ok()) << mri.status();
+  ASSERT_TRUE(recon::phantoms::WriteMriPhantom(*mri, root_ + "/mri").ok());
+  v1::ReconstructRequest mri_request;
+  mri_request.mutable_mri()->mutable_kspace()->set_path("mri/kspace");
+  mri_request.mutable_mri()->mutable_trajectory()->set_path("mri/traj.cfl");
+  mri_request.mutable_mri()->mutable_coils()->set_path("mri/coils.hdr");
+  mri_request.mutable_mri()->set_iterations(4);
+  result = RunToResult(*stub_, mri_request);
+  EXPECT_EQ(result.modality(), "mri");
+  EXPECT_EQ(result.method(), "cgsense");
+  EXPECT_EQ(result.iterations(), 4);
+  EXPECT_THAT(result.files(),
+              ::testing::ElementsAre("reconstruction.nii.gz", "reconstruction.cfl", "reconstruction.hdr"));
+
+  // A BART input missing its .hdr is refused at submit, naming the field.
+  fs::remove(root_ + "/mri/coils.hdr");
+  v1::JobStatus status;
+  grpc::ClientContext ctx;
+  grpc::Status s = stub_->Reconstruct(&ctx, mri_request, &status);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("mri.coils"));
 }
 
 TEST_F(ReconstructionServiceTest, BadUploadsGetClearStatuses) {

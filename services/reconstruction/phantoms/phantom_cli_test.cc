@@ -90,9 +90,18 @@ TEST(PhantomCliTest, BadFlagsAndFilesAreReported) {
   r = Phantom({"pet", "--geometry", Tmp("broken.json"), "--noise", "gauss", "--sinogram-out", Tmp("x.nii")});
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("--noise must be poisson or none"));
+  r = Phantom({"spect"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("unknown subcommand 'spect'"));
   r = Phantom({"mri"});
   EXPECT_EQ(r.code, 2);
-  EXPECT_THAT(r.err, HasSubstr("unknown subcommand 'mri'"));
+  EXPECT_THAT(r.err, HasSubstr("--out-dir is required"));
+  r = Phantom({"mri", "--size", "30", "--kind", "cartesian", "--acceleration", "4", "--out-dir", Tmp("m")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("acceleration must be in [1, 8] and divide the size 30"));
+  r = Phantom({"us", "--kind", "wire", "--out", Tmp("u.h5")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("kind 'wire' is not one of points, cyst"));
 }
 
 }  // namespace

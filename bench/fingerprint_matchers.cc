@@ -34,6 +34,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 #include "services/fingerprint/eval.h"
 #include "services/fingerprint/fusion_score.h"
 #include "services/fingerprint/fvc_data.h"

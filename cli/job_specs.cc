@@ -127,7 +127,7 @@ absl::StatusOr<v1::JobSpec> FpSearchSpec(const std::vector<std::string>& words) 
       {"gallery", "", "the server's gallery to search, by name (default: 'default'; a name, not a directory: "
                       "the server's galleries live under its --galleries-root)"},
       {"top", "10", "candidates per probe"},
-      {"matcher", "", "lssr or dmc (default: the server's)"},
+      {"matcher", "", "lssr, dmc, fusion or cascade (default: the server's)"},
       {"format", "auto", "template format: auto, iso, ansi or xyt"},
       {"device", "", "ignored: the server's backend"},
   };

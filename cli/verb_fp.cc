@@ -3,13 +3,15 @@
 // locked by one process at a time).
 //
 //   tessera fp enroll --gallery DIR [--ids a,b,...] [--replace] FILES...
-//   tessera fp search --gallery DIR [--top K] [--matcher lssr|dmc] LATENT...
+//   tessera fp search --gallery DIR [--top K] [--matcher lssr|dmc|fusion|cascade]
+//                     [--cascade-candidates N] LATENT...
 //   tessera fp delete --gallery DIR IDS...
 //   tessera fp list   --gallery DIR
 //   tessera fp check  --gallery DIR   (offline verification, hash chain included; changes nothing)
 //
 // Every subcommand prints JSON on stdout; errors go to stderr and a failed
 // item makes the exit code 1 (usage errors: 2).
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -39,14 +41,18 @@ std::vector<FlagSpec> FpFlags() {
       {"format", "auto", "template format: auto (from extension, else content), iso, ansi or xyt"},
       {"top", "10", "search: candidates per probe"},
       {"device", "auto", "search backend: auto, cpu or cuda"},
-      {"matcher", "lssr", "search: lssr (MCC LSS-R) or dmc (deformable minutiae clustering)"},
+      {"matcher", "lssr",
+       "search: lssr (MCC LSS-R), dmc (deformable minutiae clustering), fusion (DMC + LSS-R scores) or cascade "
+       "(LSS-R over the gallery, then fusion of its top candidates)"},
+      {"cascade-candidates", "200", "search --matcher cascade: LSS-R candidates re-scored per probe (1-100000)"},
   };
 }
 
 int Usage(const std::vector<FlagSpec>& specs, FILE* out, int rc) {
   std::fprintf(out,
                "usage: tessera fp enroll --gallery DIR [--ids a,b,...] [--replace] FILES...\n"
-               "       tessera fp search --gallery DIR [--top K] [--matcher lssr|dmc] LATENT...\n"
+               "       tessera fp search --gallery DIR [--top K] [--matcher lssr|dmc|fusion|cascade]\n"
+               "                         [--cascade-candidates N] LATENT...\n"
                "       tessera fp delete --gallery DIR IDS...\n"
                "       tessera fp list   --gallery DIR\n"
                "       tessera fp check  --gallery DIR   (verify offline: exit 1 if damaged or set aside)\n%s",
@@ -86,6 +92,9 @@ absl::StatusOr<std::unique_ptr<fingerprint::FingerprintGallery>> OpenGallery(con
   FingerprintServiceOptions options;
   options.gallery_dir = args.Get("gallery");
   options.device = args.Get("device");
+  absl::StatusOr<int> cascade = args.GetInt("cascade-candidates");
+  if (!cascade.ok()) return absl::InvalidArgumentError("--cascade-candidates must be an integer");
+  options.cascade_candidates = *cascade;
   return fingerprint::FingerprintGallery::Open(options);
 }
 
@@ -140,6 +149,12 @@ int Search(const Args& args, fingerprint::FingerprintGallery& gallery) {
   absl::StatusOr<int> top = args.GetInt("top");
   if (!top.ok() || *top < 1 || *top > 100000) {
     std::fprintf(stderr, "tessera fp search: --top must be 1-100000\n");
+    return 2;
+  }
+  const std::vector<std::string> matchers = fingerprint::SearcherMatchers();
+  if (std::find(matchers.begin(), matchers.end(), args.Get("matcher")) == matchers.end()) {
+    std::fprintf(stderr, "tessera fp search: --matcher must be one of %s, got '%s'\n",
+                 absl::StrJoin(matchers, ", ").c_str(), args.Get("matcher").c_str());
     return 2;
   }
   const std::vector<std::string>& files = args.positional();

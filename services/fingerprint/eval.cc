@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/status.h"
+#include "services/fingerprint/fusion_score.h"
 #include "services/fingerprint/fvc_data.h"
 
 namespace tessera {
@@ -141,8 +142,7 @@ absl::StatusOr<DbEvaluation> EvaluateFvc2002Db(const std::string& data_dir, int 
       for (int g = 0; g < n; ++g) {
         out[g] = options.matcher == EvalMatcher::kDmc
                      ? row[g]
-                     : static_cast<float>(options.fusion_weight * std::sqrt(row[g]) +
-                                          (1.0 - options.fusion_weight) * out[g]);
+                     : FuseScores(out[g], row[g], options.fusion_weight);
       }
     }
   }

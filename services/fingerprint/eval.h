@@ -29,6 +29,7 @@
 #include "kernels/fingerprint/lss.h"
 #include "kernels/fingerprint/mcc.h"
 #include "services/fingerprint/dmc_matcher.h"
+#include "services/fingerprint/fusion_score.h"
 #include "services/fingerprint/template.h"
 
 namespace tessera {
@@ -83,7 +84,7 @@ struct EvalOptions {
   EvalMatcher matcher = EvalMatcher::kMcc;
   MccScore score = MccScore::kLssR;
   DmcMatcherOptions dmc;
-  double fusion_weight = 0.4;  // best of 0.3 - 0.6 on FVC2002 (bench/results)
+  double fusion_weight = kDefaultFusionWeight;  // fusion_score.h
   MccParams mcc;
   LssParams lss;
   int threads = 1;

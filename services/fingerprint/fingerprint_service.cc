@@ -33,8 +33,11 @@ absl::StatusOr<std::unique_ptr<FingerprintGallery>> FingerprintGallery::Open(con
                          << ": enrollments will not survive a restart (set a gallery directory)";
   }
   std::unique_ptr<FingerprintGallery> g(new FingerprintGallery(o, temporary));
-  TESSERA_ASSIGN_OR_RETURN(g->searcher_,
-                           CreateSearcher({o.matcher, o.device.empty() ? std::string("auto") : o.device}));
+  SearcherOptions searcher_options;
+  searcher_options.matcher = o.matcher;
+  searcher_options.device = o.device.empty() ? std::string("auto") : o.device;
+  searcher_options.cascade_candidates = o.cascade_candidates;
+  TESSERA_ASSIGN_OR_RETURN(g->searcher_, CreateSearcher(searcher_options));
   GallerySearcher* searcher = g->searcher_.get();
   TESSERA_ASSIGN_OR_RETURN(
       g->store_, GalleryStore::Open(o.gallery_dir, [searcher](const std::shared_ptr<const StoredTemplate>& t,

@@ -55,7 +55,9 @@ struct FingerprintServiceOptions {
   // only "default" (CreateGallery answers FAILED_PRECONDITION), unless
   // gallery_dir is empty too (then a temporary root).
   std::string galleries_root;
-  std::string matcher = "lssr";  // the default scorer, "lssr" or "dmc" (requests may pick either)
+  std::string matcher = "lssr";  // the default scorer, one of SearcherMatchers() (requests may pick any)
+  // "cascade": LSS-R candidates re-scored per probe with DMC + fusion (searcher.h).
+  int cascade_candidates = fingerprint::kDefaultCascadeCandidates;
   std::string device;            // "auto", "cpu", "cuda"; empty: ServerOptions::device
   int max_top_k = 1000;
   int max_probes = 1024;                                       // per SearchBatch
@@ -100,7 +102,7 @@ class FingerprintGallery {
   std::vector<std::string> List(absl::string_view after, int limit) const;
   int64_t size() const;
 
-  // `matcher`: "" (the gallery's default), "lssr" or "dmc".
+  // `matcher`: "" (the gallery's default) or one of SearcherMatchers().
   absl::StatusOr<std::vector<std::vector<SearchCandidate>>> Search(const std::vector<std::vector<MinutiaPoint>>& probes,
                                                                    int top_k, SearchStats* stats = nullptr,
                                                                    absl::string_view matcher = "");

@@ -85,7 +85,7 @@ absl::StatusOr<ParsedSearch> ParseSearch(const google::protobuf::RepeatedPtrFiel
   const std::vector<std::string> known = SearcherMatchers();
   if (!matcher.empty() && std::find(known.begin(), known.end(), matcher) == known.end()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("unknown matcher '", matcher, "'; known: ", absl::StrJoin(known, ", ")));
+        absl::StrCat("matcher: unknown matcher '", matcher, "'; known: ", absl::StrJoin(known, ", ")));
   }
   out.matcher = matcher;
   if (probes.size() > limits.max_probes) {

@@ -1,6 +1,7 @@
 #include "services/fingerprint/searcher.h"
 
 #include <algorithm>
+#include <iterator>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -18,6 +19,7 @@
 #include "kernels/fingerprint/lss.h"
 #include "services/fingerprint/alfi_pipeline.h"
 #include "services/fingerprint/dmc_matcher.h"
+#include "services/fingerprint/fusion_score.h"
 #include "services/fingerprint/top_k.h"
 
 namespace tessera {
@@ -43,19 +45,40 @@ std::vector<MccTemplate> BuildAll(const std::vector<const std::vector<MinutiaPoi
   return out;
 }
 
-enum class Scorer { kLssR, kDmc };
+// kFusion: LSS-R and DMC of every template, fused (fusion_score.h).
+// kCascade: LSS-R over the whole gallery (GPU pipeline or CPU), then DMC of
+// the shortlist only, ranked by the fused score.
+enum class Scorer { kLssR, kDmc, kFusion, kCascade };
+
+constexpr const char* kScorerNames[] = {"lssr", "dmc", "fusion", "cascade"};
+
+const char* ScorerName(Scorer s) { return kScorerNames[static_cast<int>(s)]; }
+
+// INVALID_ARGUMENT naming the field and the known names.
+absl::StatusOr<Scorer> ScorerFromName(absl::string_view name) {
+  for (int i = 0; i < static_cast<int>(std::size(kScorerNames)); ++i) {
+    if (name == kScorerNames[i]) return static_cast<Scorer>(i);
+  }
+  return absl::InvalidArgumentError(absl::StrCat("matcher: unknown matcher '", name, "'; known: ",
+                                                 absl::StrJoin(std::begin(kScorerNames), std::end(kScorerNames), ", ")));
+}
+
+bool NeedsLssr(Scorer s) { return s != Scorer::kDmc; }
+bool NeedsDmc(Scorer s) { return s != Scorer::kLssR; }
 
 class MccSearcher final : public GallerySearcher {
  public:
-  MccSearcher(Scorer default_scorer, std::optional<Stream> gpu, DmcMatcher dmc, int chunk_templates)
+  MccSearcher(Scorer default_scorer, std::optional<Stream> gpu, DmcMatcher dmc, const SearcherOptions& options)
       : default_(default_scorer),
         gpu_(std::move(gpu)),
         constants_(MakeLssConstants({}, mcc_)),
         dmc_(std::move(dmc)),
-        chunk_templates_(chunk_templates) {}
+        chunk_templates_(options.chunk_templates),
+        fusion_weight_(options.fusion_weight),
+        cascade_candidates_(options.cascade_candidates) {}
 
-  std::string matcher() const override { return default_ == Scorer::kDmc ? "dmc" : "lssr"; }
-  std::vector<std::string> matchers() const override { return {"lssr", "dmc"}; }
+  std::string matcher() const override { return ScorerName(default_); }
+  std::vector<std::string> matchers() const override { return SearcherMatchers(); }
 
   absl::Status Add(const std::vector<std::shared_ptr<const StoredTemplate>>& templates) override {
     std::vector<const std::vector<MinutiaPoint>*> inputs;
@@ -118,6 +141,7 @@ class MccSearcher final : public GallerySearcher {
     TESSERA_ASSIGN_OR_RETURN(const Scorer scorer, PickScorer(options.matcher));
     const int top_k = options.top_k;
     if (top_k < 1) return absl::InvalidArgumentError(absl::StrCat("top_k must be at least 1, got ", top_k));
+    if (options.cascade_candidates != 0) TESSERA_RETURN_IF_ERROR(ValidateCascadeCandidates(options.cascade_candidates));
     for (size_t i = 0; i < probes.size(); ++i) {
       TESSERA_RETURN_IF_ERROR(Annotate(ValidateMccInput(probes[i], mcc_), absl::StrCat("probe ", i)));
     }
@@ -128,13 +152,14 @@ class MccSearcher final : public GallerySearcher {
     for (const auto& p : probes) inputs.push_back(&p);
     std::vector<MccTemplate> built = BuildAll(inputs, mcc_, &stop);
     if (stop.stopped()) return stop.status();
-    std::vector<LssProbe> prepared(scorer == Scorer::kLssR ? built.size() : 0);
+    std::vector<LssProbe> prepared(NeedsLssr(scorer) ? built.size() : 0);
     std::vector<DmcLatent> latents;
-    if (scorer == Scorer::kLssR) {
+    if (NeedsLssr(scorer)) {
       ParallelForDynamic(static_cast<int64_t>(built.size()), 1, [&](int64_t begin, int64_t end, int) {
         for (int64_t i = begin; i < end && !stop.ShouldStop(); ++i) prepared[i] = PrepareProbe(built[i], mcc_);
       });
-    } else {
+    }
+    if (NeedsDmc(scorer)) {
       // On all cores, stopping with the search.
       std::vector<absl::StatusOr<DmcLatent>> made(built.size(), absl::CancelledError("not prepared"));
       ParallelForDynamic(static_cast<int64_t>(built.size()), 1, [&](int64_t begin, int64_t end, int) {
@@ -157,12 +182,23 @@ class MccSearcher final : public GallerySearcher {
     std::string backend = "cpu";
     std::shared_lock<std::shared_mutex> lock(mu_);
     if (!slot_of_.empty() && num_probes > 0) {
-      if (scorer == Scorer::kLssR) {
+      if (scorer == Scorer::kLssR || scorer == Scorer::kCascade) {
+        // The cascade's first stage keeps a shortlist of at least top_k.
+        if (scorer == Scorer::kCascade) run.top_k = std::max(top_k, options.cascade_candidates > 0
+                                                                        ? options.cascade_candidates
+                                                                        : cascade_candidates_);
         if (gpu_ && ScoreOnGpuLocked(built, run)) backend = "cuda";
         if (stop.stopped()) return stop.status();
         TESSERA_RETURN_IF_ERROR(ScoreLssrOnCpuLocked(prepared, run));
-      } else {
+        if (scorer == Scorer::kCascade) {
+          run.top_k = top_k;
+          TESSERA_RETURN_IF_ERROR(RescoreShortlistLocked(latents, run));
+        }
+      } else if (scorer == Scorer::kDmc) {
         TESSERA_RETURN_IF_ERROR(ScoreDmcLocked(latents, run));
+        if (gpu_) backend = "cuda";
+      } else {
+        TESSERA_RETURN_IF_ERROR(ScoreFusionLocked(prepared, latents, run));
         if (gpu_) backend = "cuda";
       }
     }
@@ -175,7 +211,7 @@ class MccSearcher final : public GallerySearcher {
       stats->prepare_seconds = prepare_seconds;
       stats->score_seconds = Seconds(t0);
       stats->backend = backend;
-      stats->matcher = scorer == Scorer::kDmc ? "dmc" : "lssr";
+      stats->matcher = ScorerName(scorer);
       stats->chunks = run.chunks;
     }
     return results;
@@ -221,18 +257,18 @@ class MccSearcher final : public GallerySearcher {
  private:
   absl::StatusOr<Scorer> PickScorer(absl::string_view matcher) const {
     if (matcher.empty()) return default_;
-    if (matcher == "lssr") return Scorer::kLssR;
-    if (matcher == "dmc") return Scorer::kDmc;
-    return absl::InvalidArgumentError(absl::StrCat("unknown matcher '", matcher, "'; known: lssr, dmc"));
+    return ScorerFromName(matcher);
   }
 
   // 1:1 on the CPU: the probe `a` against the reference `b`.
   absl::StatusOr<float> ScorePair(Scorer scorer, const MccTemplate& a, const MccTemplate& b) const {
-    if (scorer == Scorer::kLssR) return cpu::Score(a, b, MccScore::kLssR, constants_);
+    const float lssr = NeedsLssr(scorer) ? cpu::Score(a, b, MccScore::kLssR, constants_) : 0.0f;
+    if (scorer == Scorer::kLssR) return lssr;
     MccGallery one;
     one.Append(b, mcc_);
     TESSERA_ASSIGN_OR_RETURN(std::vector<float> scores, dmc_.ScoreGallery(cpu_stream_, a, one));
-    return scores[0];
+    // 1:1, a cascade is its fusion.
+    return scorer == Scorer::kDmc ? scores[0] : FuseScores(lssr, scores[0], fusion_weight_);
   }
 
   void AppendLocked(const StoredTemplate& t, const MccTemplate& cylinders) {
@@ -363,6 +399,74 @@ class MccSearcher final : public GallerySearcher {
     return absl::OkStatus();
   }
 
+  // DMC (kernels on the GPU stream when there is one) of templates [b, e)
+  // for probe p into scores[0 .. e - b).
+  absl::Status DmcRangeLocked(const DmcLatent& latent, int b, int e, float* scores, StopPoller* stop) {
+    std::unique_lock<std::mutex> device_lock(device_mu_, std::defer_lock);
+    if (gpu_) device_lock.lock();
+    return dmc_.ScoreRange(gpu_ ? *gpu_ : cpu_stream_, latent, gallery_, b, e, scores, stop);
+  }
+
+  // Fusion over the whole gallery, chunk by chunk: LSS-R of the chunk on all
+  // CPU cores and DMC of the same chunk, fused per template.
+  absl::Status ScoreFusionLocked(const std::vector<LssProbe>& prepared, const std::vector<DmcLatent>& latents,
+                                 Run& run) {
+    const int n = gallery_.num_templates();
+    const int num_probes = static_cast<int>(latents.size());
+    const int chunk = chunk_templates_ > 0 ? chunk_templates_ : std::max(1, dmc_.options().batch_templates);
+    std::vector<float> lssr(std::min(n, chunk)), dmc(std::min(n, chunk));
+    StopPoller& stop = *run.stop;
+    for (int b = 0; b < n; b += chunk) {
+      const int e = std::min(n, b + chunk);
+      bool any = false;
+      for (int p = 0; p < num_probes; ++p) {
+        if (stop.StopNow()) return stop.status();
+        if (!run.Wanted(p)) continue;
+        any = true;
+        ParallelForDynamic(e - b, 64, [&](int64_t lo, int64_t hi, int) {
+          if (stop.ShouldStop()) return;
+          for (int64_t t = lo; t < hi; ++t) {
+            lssr[t] = cpu::Score(prepared[p], gallery_, b + static_cast<int>(t), MccScore::kLssR, constants_);
+          }
+        });
+        if (stop.stopped()) return stop.status();
+        TESSERA_RETURN_IF_ERROR(DmcRangeLocked(latents[p], b, e, dmc.data(), &stop));
+        for (int t = 0; t < e - b; ++t) lssr[t] = FuseScores(lssr[t], dmc[t], fusion_weight_);
+        MergeTopK(lssr.data(), e - b, b, run.top_k, &(*run.tops)[p], deleted_.data());
+      }
+      if (!any) break;
+      ++run.chunks;
+      run.Progress(e, n);
+    }
+    return absl::OkStatus();
+  }
+
+  // The cascade's second stage: each wanted probe's LSS-R shortlist (in
+  // run.tops, scores LSS-R) is copied into a small gallery, scored with DMC
+  // (GPU stream or CPU), ranked by the fused score and cut to run.top_k.
+  absl::Status RescoreShortlistLocked(const std::vector<DmcLatent>& latents, Run& run) {
+    StopPoller& stop = *run.stop;
+    std::vector<float> dmc;
+    for (int p = 0; p < static_cast<int>(latents.size()); ++p) {
+      if (stop.StopNow()) return stop.status();
+      std::vector<Candidate>& top = (*run.tops)[p];
+      if (!run.Wanted(p) || top.empty()) continue;
+      MccGallery shortlist;
+      for (const Candidate& c : top) shortlist.Append(gallery_.Get(c.template_index), mcc_);
+      dmc.assign(top.size(), 0.0f);
+      {
+        std::unique_lock<std::mutex> device_lock(device_mu_, std::defer_lock);
+        if (gpu_) device_lock.lock();
+        TESSERA_RETURN_IF_ERROR(dmc_.ScoreRange(gpu_ ? *gpu_ : cpu_stream_, latents[p], shortlist, 0,
+                                                shortlist.num_templates(), dmc.data(), &stop));
+      }
+      for (size_t i = 0; i < top.size(); ++i) top[i].score = SanitizeScore(FuseScores(top[i].score, dmc[i], fusion_weight_));
+      std::sort(top.begin(), top.end(), CandidateBefore);
+      if (static_cast<int>(top.size()) > run.top_k) top.resize(run.top_k);
+    }
+    return absl::OkStatus();
+  }
+
   // LSS-R through the ALFI pipeline on the GPU: templates [0, T) of the
   // pipeline's gallery for every wanted probe that fits the CUDA kernel
   // (run.cpu_begin becomes T for those; the CPU scores the rest). False when
@@ -454,6 +558,8 @@ class MccSearcher final : public GallerySearcher {
   const LssConstants constants_;
   const DmcMatcher dmc_;
   const int chunk_templates_;
+  const double fusion_weight_;
+  const int cascade_candidates_;
   mutable std::shared_mutex mu_;  // everything below, except the device state
   MccGallery gallery_;
   std::vector<std::string> ids_;  // per slot (template index of gallery_)
@@ -471,13 +577,12 @@ class MccSearcher final : public GallerySearcher {
 
 }  // namespace
 
-std::vector<std::string> SearcherMatchers() { return {"lssr", "dmc"}; }
+std::vector<std::string> SearcherMatchers() { return {std::begin(kScorerNames), std::end(kScorerNames)}; }
 
 absl::StatusOr<std::unique_ptr<GallerySearcher>> CreateSearcher(const SearcherOptions& options) {
-  if (options.matcher != "lssr" && options.matcher != "dmc") {
-    return absl::InvalidArgumentError(absl::StrCat("unknown matcher '", options.matcher,
-                                                   "'; known: ", absl::StrJoin(SearcherMatchers(), ", ")));
-  }
+  TESSERA_ASSIGN_OR_RETURN(const Scorer scorer, ScorerFromName(options.matcher));
+  TESSERA_RETURN_IF_ERROR(ValidateFusionWeight(options.fusion_weight));
+  TESSERA_RETURN_IF_ERROR(ValidateCascadeCandidates(options.cascade_candidates));
   TESSERA_ASSIGN_OR_RETURN(Backend backend, ResolveBackend(options.device));
   std::optional<Stream> gpu;
   if (backend == Backend::kCuda) {
@@ -488,8 +593,7 @@ absl::StatusOr<std::unique_ptr<GallerySearcher>> CreateSearcher(const SearcherOp
   dmc_options.threads = 0;  // all cores for the CPU kernels and the final stage
   TESSERA_ASSIGN_OR_RETURN(DmcMatcher dmc, DmcMatcher::Create(dmc_options));
   if (options.chunk_templates < 0) return absl::InvalidArgumentError("chunk_templates must be >= 0");
-  return std::unique_ptr<GallerySearcher>(new MccSearcher(options.matcher == "dmc" ? Scorer::kDmc : Scorer::kLssR,
-                                                          std::move(gpu), std::move(dmc), options.chunk_templates));
+  return std::unique_ptr<GallerySearcher>(new MccSearcher(scorer, std::move(gpu), std::move(dmc), options));
 }
 
 }  // namespace fingerprint

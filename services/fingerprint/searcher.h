@@ -17,7 +17,15 @@
 //     appended since it was built; templates appended after it are scored
 //     on the CPU, so results never lag;
 //   "dmc": deformable minutiae clustering (dmc_matcher.h: kernels 2-4 on the
-//     CPU or the GPU stream, CPU final stage on all cores).
+//     CPU or the GPU stream, CPU final stage on all cores);
+//   "fusion": LSS-R (CPU) and DMC of every template, fused
+//     (fusion_score.h: w * sqrt(DMC) + (1 - w) * LSS-R);
+//   "cascade": LSS-R over the whole gallery exactly as "lssr" (GPU pipeline
+//     or CPU), then DMC of each probe's shortlist of cascade_candidates
+//     (at least top_k) best LSS-R candidates, ranked by the fused score. The
+//     re-scoring runs DMC's kernels on the GPU stream when there is one and
+//     its final stage on the CPU (as "dmc" does). The returned scores are
+//     fused scores; 1:1 (VerifyId, Compare) a cascade is its fusion.
 // A call with many probes is one batch: on the CPU the gallery is scored
 // chunk by chunk against every probe (each template's cylinders are read
 // once per chunk for all probes), on the GPU every uploaded pipeline batch
@@ -38,6 +46,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "kernels/fingerprint/mcc.h"
+#include "services/fingerprint/fusion_score.h"
 #include "services/fingerprint/gallery_store.h"
 #include "services/fingerprint/search_control.h"
 
@@ -54,13 +63,16 @@ struct SearchStats {
   double prepare_seconds = 0;     // probe descriptors
   double score_seconds = 0;       // scoring + top-k, all probes
   std::string backend;            // "cpu" or "cuda"
-  std::string matcher;            // "lssr" or "dmc"
+  std::string matcher;            // "lssr", "dmc", "fusion" or "cascade"
   int64_t chunks = 0;             // gallery chunks scored on the CPU plus pipeline runs on the GPU
 };
 
 struct SearchOptions {
   int top_k = 10;       // >= 1
   std::string matcher;  // empty for the default, else one of matchers()
+  // "cascade": the LSS-R shortlist re-scored per probe (max of this and
+  // top_k); 0: the searcher's SearcherOptions::cascade_candidates.
+  int cascade_candidates = 0;
   // Cancellation, per-probe interest and progress (search_control.h); not
   // owned, may be null (the search runs to the end).
   const SearchControl* control = nullptr;
@@ -69,7 +81,7 @@ struct SearchOptions {
 class GallerySearcher {
  public:
   virtual ~GallerySearcher() = default;
-  virtual std::string matcher() const = 0;  // the default: "lssr" or "dmc"
+  virtual std::string matcher() const = 0;  // the default, one of matchers()
   virtual std::vector<std::string> matchers() const = 0;  // all it can score with
 
   // Adds templates; an id already present is replaced. Visible to searches
@@ -96,7 +108,8 @@ class GallerySearcher {
   // The top_k (>= 1) best gallery templates of each probe, best first (ties:
   // earlier enrolled first, top_k.h), results in the order of `probes`; all
   // probes see the same gallery. An empty gallery gives empty lists.
-  // INVALID_ARGUMENT for an unknown matcher, top_k < 1 or a bad probe;
+  // INVALID_ARGUMENT for an unknown matcher, top_k < 1, cascade_candidates
+  // out of range or a bad probe;
   // the control's status (CANCELLED, DEADLINE_EXCEEDED) when it stopped the
   // search.
   virtual absl::StatusOr<std::vector<std::vector<SearchCandidate>>> Search(
@@ -128,15 +141,18 @@ class GallerySearcher {
 };
 
 struct SearcherOptions {
-  std::string matcher = "lssr";  // the default scorer: "lssr" or "dmc"
+  std::string matcher = "lssr";  // the default scorer, one of SearcherMatchers()
   std::string device = "auto";  // "auto", "cpu" or "cuda" (scoring backend)
   // Templates per CPU chunk (between two polls of a SearchControl); 0:
   // automatic (LSS-R: ~2 M scores per chunk over all probes; DMC: its
   // kernel batch). Tests use small ones.
   int chunk_templates = 0;
+  double fusion_weight = kDefaultFusionWeight;          // "fusion", "cascade": in [0, 1]
+  int cascade_candidates = kDefaultCascadeCandidates;  // "cascade": 1..kMaxCascadeCandidates
 };
 
-// INVALID_ARGUMENT for an unknown matcher (listing the known ones);
+// INVALID_ARGUMENT for an unknown matcher (listing the known ones), a
+// fusion_weight or cascade_candidates out of range (naming the field);
 // FAILED_PRECONDITION for device "cuda" without a GPU.
 absl::StatusOr<std::unique_ptr<GallerySearcher>> CreateSearcher(const SearcherOptions& options);
 // The matcher names CreateSearcher accepts.

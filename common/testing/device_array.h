@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <complex>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -44,6 +45,20 @@ double RelL2(const std::vector<A>& a, const std::vector<B>& b) {
     if (!std::isfinite(x)) return std::numeric_limits<double>::infinity();
     num += (x - y) * (x - y);
     den += y * y;
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+// The same for complex vectors (|a - b|^2 summed in double).
+template <typename A, typename B>
+double RelL2(const std::vector<std::complex<A>>& a, const std::vector<std::complex<B>>& b) {
+  if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const std::complex<double> x(a[i].real(), a[i].imag()), y(b[i].real(), b[i].imag());
+    if (!std::isfinite(x.real()) || !std::isfinite(x.imag())) return std::numeric_limits<double>::infinity();
+    num += std::norm(x - y);
+    den += std::norm(y);
   }
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }

@@ -46,17 +46,7 @@ std::vector<T> Rhs(size_t size, uint32_t seed) {
   return b;
 }
 
-template <typename T>
-double RelL2(const std::vector<T>& got, const std::vector<T>& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const std::complex<double> g(got[i]), r(ref[i]);
-    if (!std::isfinite(g.real()) || !std::isfinite(g.imag())) return INFINITY;
-    num += std::norm(g - r);
-    den += std::norm(r);
-  }
-  return std::sqrt(num / den);
-}
+using ::tessera::testing::RelL2;
 
 template <typename T>
 double WorstResidual(const BatchedSolveShape& s, float lambda, const std::vector<T>& a, const std::vector<T>& b,

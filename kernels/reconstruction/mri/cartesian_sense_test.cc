@@ -10,6 +10,7 @@
 #include <cmath>
 #include <random>
 
+#include "common/testing/device_array.h"
 #include "kernels/reconstruction/mri/coil_maps.h"
 
 namespace tessera {
@@ -27,11 +28,7 @@ std::vector<Complex> RandomImage(int64_t n, uint32_t seed) {
   return v;
 }
 
-double RelL2(const std::vector<Complex>& a, const std::vector<Complex>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) num += std::norm(a[i] - b[i]), den += std::norm(b[i]);
-  return std::sqrt(num / den);
-}
+using ::tessera::testing::RelL2;
 
 TEST(CenteredFft, RoundTripsAndPutsDcAtTheCentre) {
   const int64_t nx = 6, ny = 5;

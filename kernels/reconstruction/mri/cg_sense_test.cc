@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "common/testing/device_array.h"
 #include "kernels/reconstruction/mri/coil_maps.h"
 #include "kernels/reconstruction/mri/density_compensation.h"
 #include "kernels/reconstruction/mri/ellipse_phantom.h"
@@ -111,15 +112,7 @@ TEST(CgSense, OperatorAdjointIsExactToNufftTolerance) {
   EXPECT_LT(std::abs(lhs - rhs), 1e-4 * std::abs(lhs));
 }
 
-double RelL2(const std::vector<Complex>& a, const std::vector<Complex>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i].real()) || !std::isfinite(a[i].imag())) return INFINITY;
-    num += std::norm(a[i] - b[i]);
-    den += std::norm(b[i]);
-  }
-  return std::sqrt(num / den);
-}
+using ::tessera::testing::RelL2;
 
 // The Toeplitz normal operator against the NUFFT pair (NUFFT tolerance 1e-5:
 // within 5e-4), unweighted and density-weighted, and the CG-SENSE images.

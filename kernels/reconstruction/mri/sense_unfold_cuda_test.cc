@@ -28,15 +28,7 @@ std::vector<Complex> RandomComplex(size_t n, uint32_t seed) {
   return v;
 }
 
-double RelL2(const std::vector<Complex>& a, const std::vector<Complex>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i].real()) || !std::isfinite(a[i].imag())) return INFINITY;
-    num += std::norm(a[i] - b[i]);
-    den += std::norm(b[i]);
-  }
-  return std::sqrt(num / den);
-}
+using ::tessera::testing::RelL2;
 
 // Lower triangles only (the upper one is never written).
 std::vector<Complex> Lower(const std::vector<Complex>& normal, int r) {

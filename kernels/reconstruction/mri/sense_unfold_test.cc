@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "common/testing/device_array.h"
 #include "kernels/reconstruction/mri/coil_maps.h"
 
 namespace tessera {
@@ -28,15 +29,7 @@ std::vector<Complex> RandomImage(int64_t n, uint32_t seed) {
   return v;
 }
 
-double RelL2(const std::vector<Complex>& a, const std::vector<Complex>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i].real()) || !std::isfinite(a[i].imag())) return INFINITY;
-    num += std::norm(a[i] - b[i]);
-    den += std::norm(b[i]);
-  }
-  return std::sqrt(num / den);
-}
+using ::tessera::testing::RelL2;
 
 // Random (rough) maps keep every R x R system well conditioned, so a
 // noiseless fold must come back to float precision for every R; coils = R + 2.

@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "common/testing/device_array.h"
 #include "kernels/reconstruction/nufft/nudft.h"
 #include "kernels/reconstruction/nufft/nufft.h"
 
@@ -78,19 +79,7 @@ std::vector<std::complex<double>> ReferenceNudft(NufftType type, std::array<int6
   return out;
 }
 
-// ||a - b|| / ||b||; infinity for a non-finite element of a or a size mismatch.
-template <typename A, typename B>
-double RelL2(const std::vector<std::complex<A>>& a, const std::vector<std::complex<B>>& b) {
-  if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const std::complex<double> x(a[i].real(), a[i].imag()), y(b[i].real(), b[i].imag());
-    if (!std::isfinite(x.real()) || !std::isfinite(x.imag())) return std::numeric_limits<double>::infinity();
-    num += std::norm(x - y);
-    den += std::norm(y);
-  }
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
+using ::tessera::testing::RelL2;
 
 // <a, b> = sum conj(a) b, in double.
 template <typename A, typename B>

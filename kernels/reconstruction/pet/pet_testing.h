@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "common/testing/device_array.h"
 #include "kernels/reconstruction/geometry.h"
 #include "kernels/reconstruction/pet/listmode_file.h"
 #include "kernels/reconstruction/pet/pet_geometry.h"
@@ -117,15 +118,7 @@ inline double DotD(const std::vector<float>& a, const std::vector<float>& b) {
   return s;
 }
 
-inline double RelL2(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i])) return INFINITY;
-    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
+using ::tessera::testing::RelL2;
 
 // One event per count of a TOF sinogram (layout pet_geometry.h), shuffled;
 // every `merge_every`-th pair of counts of a bin becomes one weight-2 record

@@ -39,15 +39,7 @@ Acquisition RandomAcquisition(int channels, const TransmitSequence& sequence, in
   return a;
 }
 
-double RelL2(const std::vector<std::complex<float>>& got, const std::vector<std::complex<float>>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (!std::isfinite(got[i].real()) || !std::isfinite(got[i].imag())) return INFINITY;
-    num += std::norm(std::complex<double>(got[i]) - std::complex<double>(want[i]));
-    den += std::norm(std::complex<double>(want[i]));
-  }
-  return std::sqrt(num / den);
-}
+using ::tessera::testing::RelL2;
 
 void ExpectParity(const Acquisition& a, const ImageGrid& grid, const BeamformOptions& options, double tolerance) {
   auto cpu = Beamform(a, grid, options, Backend::kCpu);

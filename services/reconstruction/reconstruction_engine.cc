@@ -60,7 +60,8 @@ jobs::ResourceNeeds ReconstructionEngine::Needs(const google::protobuf::Any& spe
   absl::StatusOr<ReconSpec> resolved = Resolve(*request);
   if (!resolved.ok()) return needs;
   needs.needs_gpu = resolved->device == "cuda";
-  if (resolved->device == "cpu") return needs;
+  // MRI and ultrasound sizes come from their data files, read at run time.
+  if (resolved->device == "cpu" || resolved->geometry_path.empty()) return needs;
   absl::StatusOr<recon::CtGeometry> geometry = recon::formats::ReadGeometryJson(resolved->geometry_path);
   if (geometry.ok()) needs.device_bytes = DeviceBytes(*resolved, *geometry);
   return needs;

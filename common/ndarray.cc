@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/parallel.h"
 #include "common/status.h"
 
 namespace tessera {
@@ -58,7 +59,12 @@ absl::StatusOr<NDArray> NDArray::AsType(DType dtype) const {
     VisitDType(dtype, [&](auto dst_tag) {
       using Dst = decltype(dst_tag);
       Dst* dst = out.data<Dst>();
-      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<Dst>(src[i]);
+      // Gigavoxel volumes convert in parallel (1 M elements per chunk at least).
+      ParallelFor(
+          n, [&](int64_t b, int64_t e, int) {
+            for (int64_t i = b; i < e; ++i) dst[i] = static_cast<Dst>(src[i]);
+          },
+          int64_t{1} << 20);
     });
   });
   if (!ok) return absl::InvalidArgumentError("AsType from an invalid dtype");

@@ -51,6 +51,7 @@ ABSL_FLAG(int, sense_coils, 16, "SENSE unfolding coils");
 ABSL_FLAG(std::vector<std::string>, backends, std::vector<std::string>({"cpu", "cuda"}), "backends to time");
 ABSL_FLAG(std::string, dir, "/tmp/mri_vs_bart", "directory of the cfl files (write / recon / compare)");
 ABSL_FLAG(std::string, image, "", "compare: the cfl image to score");
+ABSL_FLAG(bool, toeplitz, true, "recon: the Toeplitz normal operator (as `tessera recon mri` does) instead of the NUFFT pair");
 
 namespace tessera::recon {
 namespace {
@@ -267,6 +268,7 @@ void Recon() {
   options.lambda = absl::GetFlag(FLAGS_lambda);
   options.tolerance = 0;
   options.nufft.nufft_tolerance = absl::GetFlag(FLAGS_nufft_tolerance);
+  options.use_toeplitz = absl::GetFlag(FLAGS_toeplitz);
   std::vector<Complex> image(dims.nx * dims.ny);
   const auto t0 = Clock::now();
   CHECK_OK(mri::CgSense(Stream::Cpu(), g, kspace.data.data(), options, image.data()).status());

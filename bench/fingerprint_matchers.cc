@@ -7,10 +7,10 @@
 //
 // Scenarios. DBn: gallery = the DB's 80 impressions + `padding` synthetic
 // non-mates made from them (synthetic_gallery.h, mated_templates = 0);
-// probes = the 80 impressions, each one's own entry left out. Latent:
-// gallery = all 320 impressions + `padding` synthetic non-mates; probes = one
-// crop per impression (latent_eval.h CropLatent, 12-30 nearest minutiae),
-// its source impression left out.
+// probes = the 80 impressions, each one's own entry left out. Latent DBa-b:
+// gallery = the 160 impressions of the two DBs + `padding` synthetic
+// non-mates; probes = `crops` crops per impression (latent_eval.h
+// CropLatent, 12-30 nearest minutiae), the source impression left out.
 // Metrics: rank-1 / rank-20 over the whole padded gallery (rank = 1 + the
 // non-mates scoring at least the best mate); EER over the real pairs only
 // (probe vs every real template but itself, as FVC does). A cascade returns
@@ -18,10 +18,13 @@
 // (rejected): its EER is that of the search it serves. matches/s = probes x
 // gallery / the Search call's wall time (descriptors included), all cores.
 //
-// Tuning: the fusion weight is chosen on DB1-DB2 only (lowest mean EER, then
-// highest mean rank-1, then nearest the default) from the lssr and dmc
-// scores of this run; DB3-DB4 and the crops are the validation split. The
-// fusion and cascade rows use the chosen weight.
+// Tuning: the fusion weight is chosen on the DB1-DB2 sets only (DB1, DB2,
+// latent DB1-2: lowest mean EER; differences under `eer_tie` percent are
+// ties, broken by the mean rank-1, then by nearness to the default) from the
+// lssr and dmc scores of this run; DB3, DB4 and latent DB3-4 are the
+// validation split. The fusion and cascade rows use the chosen weight.
+// Speed at scale: `speed_probes` crops against `speed_gallery` synthetic
+// templates, each matcher timed on the same probes and gallery.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -50,6 +53,10 @@ ABSL_FLAG(std::vector<std::string>, weights,
           std::vector<std::string>({"0.2", "0.3", "0.4", "0.5", "0.6", "0.7", "0.8"}),
           "fusion weights tried on DB1-DB2");
 ABSL_FLAG(uint64_t, seed, 20261202, "synthetic padding and crops");
+ABSL_FLAG(int, crops, 2, "latent crops per impression");
+ABSL_FLAG(double, eer_tie, 0.1, "tuning: mean EER differences below this (percent) are ties");
+ABSL_FLAG(int64_t, speed_gallery, 20000, "speed table: synthetic gallery size (0: no speed table)");
+ABSL_FLAG(int, speed_probes, 32, "speed table: latent crops searched in one call");
 
 namespace tessera::fingerprint {
 namespace {
@@ -58,6 +65,7 @@ constexpr float kMissing = -1.0f;  // a template the search did not return
 
 struct Scenario {
   std::string name;
+  bool tuning = false;
   std::vector<std::shared_ptr<const StoredTemplate>> gallery;
   std::vector<int64_t> identity;  // per gallery slot
   int real = 0;                   // gallery[0, real) are real impressions
@@ -101,42 +109,55 @@ absl::Status Pad(const std::vector<BaseTemplate>& bases, Scenario* s, uint64_t s
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<Scenario>> MakeScenarios(const std::string& dir) {
-  std::vector<Scenario> out;
-  Scenario latent;
-  latent.name = "latent";
-  std::vector<BaseTemplate> all_bases;
-  for (int db = 1; db <= 4; ++db) {
-    TESSERA_ASSIGN_OR_RETURN(std::vector<FvcImpression> imps, LoadFvc2002(dir, db));
-    Scenario s;
-    s.name = absl::StrCat("DB", db);
-    std::vector<BaseTemplate> bases;
-    for (const FvcImpression& imp : imps) {
-      const int64_t id = db * 1000 + imp.finger;
-      const int slot = static_cast<int>(s.gallery.size());
-      s.probes.push_back(ToMinutiaPoints(imp.view));
-      s.probe_identity.push_back(id);
-      s.probe_source.push_back(slot);
-      s.gallery.push_back(Entry(slot, ToMinutiaPoints(imp.view)));
-      s.identity.push_back(id);
-      bases.push_back({ToMinutiaPoints(imp.view), id});
-      latent.gallery.push_back(Entry(static_cast<int>(latent.gallery.size()), ToMinutiaPoints(imp.view)));
-      latent.identity.push_back(id);
+absl::Status AddCrops(Scenario* s, uint64_t seed) {
+  SplitMix64 rng(seed);
+  for (int c = 0; c < absl::GetFlag(FLAGS_crops); ++c) {
+    for (int g = 0; g < s->real; ++g) {
+      s->probes.push_back(CropLatent(s->gallery[g]->minutiae, LatentCropParams{}, rng));
+      s->probe_identity.push_back(s->identity[g]);
+      s->probe_source.push_back(g);
     }
-    s.real = static_cast<int>(s.gallery.size());
-    TESSERA_RETURN_IF_ERROR(Pad(bases, &s, absl::GetFlag(FLAGS_seed) + db));
-    all_bases.insert(all_bases.end(), bases.begin(), bases.end());
-    out.push_back(std::move(s));
   }
-  latent.real = static_cast<int>(latent.gallery.size());
-  SplitMix64 rng(absl::GetFlag(FLAGS_seed));
-  for (int g = 0; g < latent.real; ++g) {
-    latent.probes.push_back(CropLatent(latent.gallery[g]->minutiae, LatentCropParams{}, rng));
-    latent.probe_identity.push_back(latent.identity[g]);
-    latent.probe_source.push_back(g);
+  return absl::OkStatus();
+}
+
+// DB1, DB2, latent DB1-2 (tuning), DB3, DB4, latent DB3-4 (validation).
+absl::StatusOr<std::vector<Scenario>> MakeScenarios(const std::string& dir, std::vector<BaseTemplate>* all_bases) {
+  std::vector<Scenario> out;
+  for (int half = 0; half < 2; ++half) {
+    Scenario latent;
+    latent.name = half == 0 ? "latent DB1-2" : "latent DB3-4";
+    latent.tuning = half == 0;
+    std::vector<BaseTemplate> latent_bases;
+    for (int db = 2 * half + 1; db <= 2 * half + 2; ++db) {
+      TESSERA_ASSIGN_OR_RETURN(std::vector<FvcImpression> imps, LoadFvc2002(dir, db));
+      Scenario s;
+      s.name = absl::StrCat("DB", db);
+      s.tuning = latent.tuning;
+      std::vector<BaseTemplate> bases;
+      for (const FvcImpression& imp : imps) {
+        const int64_t id = db * 1000 + imp.finger;
+        const int slot = static_cast<int>(s.gallery.size());
+        s.probes.push_back(ToMinutiaPoints(imp.view));
+        s.probe_identity.push_back(id);
+        s.probe_source.push_back(slot);
+        s.gallery.push_back(Entry(slot, ToMinutiaPoints(imp.view)));
+        s.identity.push_back(id);
+        bases.push_back({ToMinutiaPoints(imp.view), id});
+        latent.gallery.push_back(Entry(static_cast<int>(latent.gallery.size()), ToMinutiaPoints(imp.view)));
+        latent.identity.push_back(id);
+      }
+      s.real = static_cast<int>(s.gallery.size());
+      TESSERA_RETURN_IF_ERROR(Pad(bases, &s, absl::GetFlag(FLAGS_seed) + db));
+      latent_bases.insert(latent_bases.end(), bases.begin(), bases.end());
+      out.push_back(std::move(s));
+    }
+    latent.real = static_cast<int>(latent.gallery.size());
+    TESSERA_RETURN_IF_ERROR(AddCrops(&latent, absl::GetFlag(FLAGS_seed) + 10 + half));
+    TESSERA_RETURN_IF_ERROR(Pad(latent_bases, &latent, absl::GetFlag(FLAGS_seed) + 20 + half));
+    all_bases->insert(all_bases->end(), latent_bases.begin(), latent_bases.end());
+    out.push_back(std::move(latent));
   }
-  TESSERA_RETURN_IF_ERROR(Pad(all_bases, &latent, absl::GetFlag(FLAGS_seed)));
-  out.push_back(std::move(latent));
   return out;
 }
 
@@ -194,6 +215,44 @@ ScoreRows Fuse(const ScoreRows& lssr, const ScoreRows& dmc, double w) {
   return out;
 }
 
+// matches/s of each matcher on the same crops and synthetic gallery.
+int SpeedTable(const std::vector<BaseTemplate>& bases, double weight) {
+  const int64_t size = absl::GetFlag(FLAGS_speed_gallery);
+  if (size <= 0) return 0;
+  Scenario s;
+  SyntheticGalleryOptions o;
+  o.seed = absl::GetFlag(FLAGS_seed) + 30;
+  o.size = size;
+  auto synthetic = SyntheticGallery::Create(bases, o);
+  if (!synthetic.ok()) {
+    std::fprintf(stderr, "%s\n", synthetic.status().ToString().c_str());
+    return 1;
+  }
+  for (int64_t i = 0; i < size; ++i) {
+    s.gallery.push_back(Entry(static_cast<int>(i), synthetic->Minutiae(i)));
+    s.identity.push_back(synthetic->Identity(i));
+  }
+  SplitMix64 rng(o.seed);
+  for (int p = 0; p < absl::GetFlag(FLAGS_speed_probes); ++p) {
+    s.probes.push_back(CropLatent(bases[p % bases.size()].points, LatentCropParams{}, rng));
+  }
+  std::printf("\n## Speed: %zu latent crops x %lld synthetic templates, one Search call each (CPU, all cores)\n\n",
+              s.probes.size(), static_cast<long long>(size));
+  std::printf("| matcher | seconds | matches/s | vs lssr |\n|---|---|---|---|\n");
+  double lssr_rate = 0;
+  for (const std::string m : {"lssr", "cascade", "fusion", "dmc"}) {
+    auto r = Search(s, m, weight, 10);
+    if (!r.ok()) {
+      std::fprintf(stderr, "speed %s: %s\n", m.c_str(), r.status().ToString().c_str());
+      return 1;
+    }
+    const double rate = static_cast<double>(s.probes.size()) * size / r->seconds;
+    if (m == "lssr") lssr_rate = rate;
+    std::printf("| %s | %.2f | %.0f | %.2f |\n", m.c_str(), r->seconds, rate, rate / lssr_rate);
+  }
+  return 0;
+}
+
 int Main() {
   std::string dir = absl::GetFlag(FLAGS_data);
   if (dir.empty()) {
@@ -213,7 +272,8 @@ int Main() {
     }
     weights.push_back(v);
   }
-  auto scenarios = MakeScenarios(dir);
+  std::vector<BaseTemplate> all_bases;
+  auto scenarios = MakeScenarios(dir, &all_bases);
   if (!scenarios.ok()) {
     std::fprintf(stderr, "%s\n", scenarios.status().ToString().c_str());
     return 1;
@@ -230,23 +290,34 @@ int Main() {
       runs[m].push_back(*std::move(r));
     }
   }
-  std::printf("## Fusion weight sweep (tuned on DB1-DB2 only; the others are shown, not used)\n\n");
-  std::printf("| w | DB1 EER %% | DB2 EER %% | DB1-2 rank-1 %% | DB3 EER %% | DB4 EER %% | latent rank-1 %% |\n");
-  std::printf("|---|---|---|---|---|---|---|\n");
+  std::printf("## Fusion weight sweep: EER %% (rank-1 %%) per set; tuned on the DB1-DB2 sets only\n\n|  w |");
+  for (const Scenario& s : *scenarios) std::printf(" %s%s |", s.name.c_str(), s.tuning ? " (tuning)" : "");
+  std::printf(" tuning mean EER %% |\n|---|");
+  for (size_t i = 0; i <= scenarios->size(); ++i) std::printf("---|");
+  std::printf("\n");
   double best_w = kDefaultFusionWeight, best_eer = HUGE_VAL, best_r1 = -1;
+  const double tie = absl::GetFlag(FLAGS_eer_tie);
   for (double w : weights) {
-    Metrics m[5];
-    for (int i = 0; i < 5; ++i) m[i] = Evaluate((*scenarios)[i], Fuse(runs["lssr"][i].rows, runs["dmc"][i].rows, w));
-    const double eer = 0.5 * (m[0].eer + m[1].eer), r1 = 0.5 * (m[0].rank1 + m[1].rank1);
-    std::printf("| %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", w, m[0].eer, m[1].eer, r1, m[2].eer, m[3].eer,
-                m[4].rank1);
-    const bool better = eer < best_eer - 1e-9 || (std::abs(eer - best_eer) <= 1e-9 &&
-                                                  (r1 > best_r1 + 1e-9 || (std::abs(r1 - best_r1) <= 1e-9 &&
-                                                   std::abs(w - kDefaultFusionWeight) <
-                                                       std::abs(best_w - kDefaultFusionWeight))));
+    double eer = 0, r1 = 0;
+    int tuning = 0;
+    std::printf("| %.2f |", w);
+    for (size_t i = 0; i < scenarios->size(); ++i) {
+      const Metrics m = Evaluate((*scenarios)[i], Fuse(runs["lssr"][i].rows, runs["dmc"][i].rows, w));
+      std::printf(" %.2f (%.2f) |", m.eer, m.rank1);
+      if ((*scenarios)[i].tuning) eer += m.eer, r1 += m.rank1, ++tuning;
+    }
+    eer /= tuning;
+    r1 /= tuning;
+    std::printf(" %.3f |\n", eer);
+    const bool tied = std::abs(eer - best_eer) < tie;
+    const bool better = (!tied && eer < best_eer) ||
+                        (tied && (r1 > best_r1 + 1e-9 ||
+                                  (std::abs(r1 - best_r1) <= 1e-9 &&
+                                   std::abs(w - kDefaultFusionWeight) < std::abs(best_w - kDefaultFusionWeight))));
     if (better) best_w = w, best_eer = eer, best_r1 = r1;
   }
-  std::printf("\nchosen on DB1-DB2: w = %.2f (mean EER %.2f %%, mean rank-1 %.2f %%)\n\n", best_w, best_eer, best_r1);
+  std::printf("\nchosen on the DB1-DB2 sets: w = %.2f (mean EER %.3f %%, mean rank-1 %.2f %%; EER ties < %.2f %%)\n\n",
+              best_w, best_eer, best_r1, tie);
 
   const int cascade = absl::GetFlag(FLAGS_cascade_candidates);
   for (const Scenario& s : *scenarios) {
@@ -265,7 +336,7 @@ int Main() {
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
   for (size_t i = 0; i < scenarios->size(); ++i) {
     const Scenario& s = (*scenarios)[i];
-    const char* split = i < 2 ? "tuning" : "validation";
+    const char* split = s.tuning ? "tuning" : "validation";
     for (const std::string m : {"lssr", "dmc", "fusion", "cascade"}) {
       const Run& r = runs[m][i];
       const Metrics x = Evaluate(s, r.rows);
@@ -274,7 +345,7 @@ int Main() {
                   static_cast<double>(s.probes.size()) * s.gallery.size() / r.seconds);
     }
   }
-  return 0;
+  return SpeedTable(all_bases, best_w);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/parallel.h"
 
 #if TESSERA_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -79,6 +80,25 @@ ScopedDeviceMemoryCharge::~ScopedDeviceMemoryCharge() { ThreadTracker() = std::m
 
 std::shared_ptr<DeviceMemoryTracker> CurrentDeviceMemoryTracker() { return ThreadTracker(); }
 
+// Large host arrays are touched page by page on all cores right away: the
+// kernel's first-touch faults otherwise land on whoever writes first, often a
+// single thread (a cudaMemcpy into pageable memory, a file reader), which
+// made the 60 GB of a 1550^3 registration's outputs cost tens of seconds.
+namespace {
+void PrefaultLargeHostAllocation(void* data, size_t bytes) {
+  constexpr size_t kLarge = size_t{64} << 20;
+  constexpr int64_t kPage = 4096;
+  if (bytes < kLarge) return;
+  char* p = static_cast<char*>(data);
+  const int64_t pages = static_cast<int64_t>(bytes / kPage);
+  ParallelFor(
+      pages, [p](int64_t b, int64_t e, int) {
+        for (int64_t i = b; i < e; ++i) p[i * kPage] = 0;
+      },
+      int64_t{1} << 14);  // >= 64 MiB per thread
+}
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<Buffer>> Buffer::Allocate(MemoryKind kind, size_t bytes, int ordinal) {
   void* data = nullptr;
   if (bytes == 0) return std::shared_ptr<Buffer>(new Buffer(kind, nullptr, 0, ordinal));
@@ -89,6 +109,7 @@ absl::StatusOr<std::shared_ptr<Buffer>> Buffer::Allocate(MemoryKind kind, size_t
       if (data == nullptr) {
         return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", bytes, " bytes of host memory"));
       }
+      PrefaultLargeHostAllocation(data, rounded);
       break;
     }
     case MemoryKind::kPinned:

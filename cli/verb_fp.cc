@@ -93,7 +93,10 @@ absl::StatusOr<std::unique_ptr<fingerprint::FingerprintGallery>> OpenGallery(con
   options.gallery_dir = args.Get("gallery");
   options.device = args.Get("device");
   absl::StatusOr<int> cascade = args.GetInt("cascade-candidates");
-  if (!cascade.ok()) return absl::InvalidArgumentError("--cascade-candidates must be an integer");
+  if (!cascade.ok() || !fingerprint::ValidateCascadeCandidates(*cascade).ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--cascade-candidates must be 1-", fingerprint::kMaxCascadeCandidates,
+                                                   ", got '", args.Get("cascade-candidates"), "'"));
+  }
   options.cascade_candidates = *cascade;
   return fingerprint::FingerprintGallery::Open(options);
 }

@@ -119,6 +119,32 @@ TEST(SearcherCudaTest, DmcOnTheGpuEqualsDmcOnTheCpu) {
   ExpectSameResults(**gpu, **cpu, probes, 10, 1e-5);
 }
 
+// Fusion (CPU LSS-R + DMC kernels on the GPU stream) and the cascade (LSS-R
+// through the ALFI pipeline, then the shortlist's DMC on the GPU stream and
+// the final stage on the CPU) against the all-CPU searcher; 1e-5 as for DMC.
+TEST(SearcherCudaTest, FusionAndCascadeOnTheGpuEqualTheCpu) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  std::vector<std::vector<MinutiaPoint>> points = testing::RealTemplates(2);
+  for (auto& t : testing::SyntheticTemplates(1500, 79)) points.push_back(std::move(t));
+  for (const std::string matcher : {"fusion", "cascade"}) {
+    SearcherOptions o;
+    o.matcher = matcher;
+    o.cascade_candidates = 50;
+    o.device = "cuda";
+    auto gpu = CreateSearcher(o);
+    o.device = "cpu";
+    auto cpu = CreateSearcher(o);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    ASSERT_TRUE((*gpu)->Add(Entries(points, 0, points.size())).ok());
+    ASSERT_TRUE((*cpu)->Add(Entries(points, 0, points.size())).ok());
+    std::vector<std::vector<MinutiaPoint>> probes;
+    for (size_t i = 0; i < 5; ++i) probes.push_back(points[i * 97 % points.size()]);
+    SCOPED_TRACE(matcher);
+    ExpectSameResults(**gpu, **cpu, probes, 10, 1e-5);
+  }
+}
+
 }  // namespace
 }  // namespace fingerprint
 }  // namespace tessera

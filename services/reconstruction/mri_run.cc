@@ -43,8 +43,10 @@ struct MriInputs {
   std::array<double, 3> voxel_mm = {1, 1, 1};  // from ISMRMRD's field of view, else 1 mm
 };
 
-absl::StatusOr<formats::CflArray> ReadCflInput(const std::string& path, const char* field) {
-  absl::StatusOr<formats::CflArray> a = formats::ReadCfl(path);
+// The whole array, or (for submit-time checks of possibly large inputs) its
+// header and the .cfl's size only.
+absl::StatusOr<formats::CflArray> ReadCflInput(const std::string& path, const char* field, bool with_data) {
+  absl::StatusOr<formats::CflArray> a = with_data ? formats::ReadCfl(path) : formats::ReadCflHeader(path);
   if (!a.ok()) return Annotate(a.status(), field);
   return a;
 }
@@ -57,7 +59,9 @@ int64_t ImageSizeFromTrajectory(const mri::Trajectory2D& t) {
   return std::max<int64_t>(2, 2 * static_cast<int64_t>(std::ceil(kmax)));
 }
 
-absl::StatusOr<MriInputs> ReadInputs(const ReconSpec& spec) {
+// with_data false: BART inputs are checked from their headers (shapes and file
+// sizes) and the trajectory's values are not read; ISMRMRD files are read whole.
+absl::StatusOr<MriInputs> ReadInputs(const ReconSpec& spec, bool with_data) {
   const MriSpec& m = spec.mri;
   MriInputs in;
   if (IsHdf5Path(m.kspace_path)) {
@@ -76,14 +80,14 @@ absl::StatusOr<MriInputs> ReadInputs(const ReconSpec& spec) {
     in.nx = raw->matrix[0];
     in.ny = raw->matrix[1];
   } else {
-    TESSERA_ASSIGN_OR_RETURN(in.kspace, ReadCflInput(m.kspace_path, "mri.kspace"));
+    TESSERA_ASSIGN_OR_RETURN(in.kspace, ReadCflInput(m.kspace_path, "mri.kspace", with_data));
     if (!m.trajectory_path.empty()) {
-      TESSERA_ASSIGN_OR_RETURN(in.trajectory, ReadCflInput(m.trajectory_path, "mri.trajectory"));
+      TESSERA_ASSIGN_OR_RETURN(in.trajectory, ReadCflInput(m.trajectory_path, "mri.trajectory", with_data));
     }
     in.cartesian = m.trajectory_path.empty();
   }
   if (!m.coils_path.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(in.maps, ReadCflInput(m.coils_path, "mri.coils"));
+    TESSERA_ASSIGN_OR_RETURN(in.maps, ReadCflInput(m.coils_path, "mri.coils", with_data));
     in.has_maps = true;
   }
   if (m.method == MriMethod::kSense) {
@@ -111,9 +115,14 @@ absl::StatusOr<MriInputs> ReadInputs(const ReconSpec& spec) {
     return absl::InvalidArgumentError(absl::StrCat("mri: ", MriMethodName(m.method),
                                                    " reconstructs non-Cartesian data; give a trajectory (or use sense)"));
   }
-  absl::StatusOr<mri::Trajectory2D> traj = formats::TrajectoryFromCfl(in.trajectory);
-  if (!traj.ok()) return Annotate(traj.status(), "mri.trajectory");
-  in.traj = *std::move(traj);
+  if (with_data || !in.trajectory.data.empty()) {
+    absl::StatusOr<mri::Trajectory2D> traj = formats::TrajectoryFromCfl(in.trajectory);
+    if (!traj.ok()) return Annotate(traj.status(), "mri.trajectory");
+    in.traj = *std::move(traj);
+  } else {  // the shape TrajectoryFromCfl would see: 3 x samples x spokes
+    in.traj.samples = in.trajectory.dim(1);
+    in.traj.spokes = in.trajectory.dim(2);
+  }
   if (in.has_maps) {
     absl::StatusOr<formats::NonCartesianDims> dims = formats::CheckNonCartesianCfl(in.kspace, in.trajectory, in.maps);
     if (!dims.ok()) return Annotate(dims.status(), "mri");
@@ -127,7 +136,7 @@ absl::StatusOr<MriInputs> ReadInputs(const ReconSpec& spec) {
                                                      in.traj.spokes, " x coils to match the trajectory"));
     }
     in.coils = static_cast<int>(k.dim(formats::kCoilDim));
-    if (in.nx <= 0) in.nx = in.ny = ImageSizeFromTrajectory(in.traj);
+    if (in.nx <= 0 && !in.traj.kx.empty()) in.nx = in.ny = ImageSizeFromTrajectory(in.traj);
   }
   return in;
 }
@@ -276,10 +285,10 @@ absl::StatusOr<std::vector<Complex>> Reconstruct(const ReconSpec& spec, const Mr
 
 }  // namespace
 
-absl::Status CheckMriInputs(const ReconSpec& spec) { return ReadInputs(spec).status(); }
+absl::Status CheckMriInputs(const ReconSpec& spec) { return ReadInputs(spec, /*with_data=*/false).status(); }
 
 absl::Status RunMri(const ReconSpec& spec, const ReconRunContext& ctx, const Stream& stream, ReconOutcome* out) {
-  TESSERA_ASSIGN_OR_RETURN(MriInputs in, ReadInputs(spec));
+  TESSERA_ASSIGN_OR_RETURN(MriInputs in, ReadInputs(spec, /*with_data=*/true));
   TESSERA_RETURN_IF_ERROR(Continue(ctx));
   v1::ReconstructionResult& result = out->result;
   result.set_modality("mri");

@@ -19,8 +19,10 @@
 
 namespace tessera::reconstruction {
 
-// Reads the inputs and checks that they agree with each other and the method
-// (INVALID_ARGUMENT naming the input and dimension; NOT_FOUND; DATA_LOSS).
+// Checks that the inputs agree with each other and the method (INVALID_ARGUMENT
+// naming the input and dimension; NOT_FOUND; DATA_LOSS for a .cfl whose size
+// disagrees with its .hdr). BART inputs are checked from their headers, so a
+// submit does not read gigabytes of k-space; ISMRMRD files are read whole.
 absl::Status CheckMriInputs(const ReconSpec& spec);
 
 // Reconstructs into ctx.work_dir; fills `out` (work files, result fields of

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -92,7 +93,7 @@ std::string FormatCflHeader(const std::array<int64_t, kCflDims>& dims) {
   return absl::StrCat("# Dimensions\n", absl::StrJoin(dims, " "), " \n# Creator\ntessera\n");
 }
 
-absl::StatusOr<CflArray> ReadCfl(const std::string& path) {
+absl::StatusOr<CflArray> ReadCflHeader(const std::string& path) {
   const std::string base = Base(path), hdr_path = base + ".hdr", cfl_path = base + ".cfl";
   std::ifstream hdr(hdr_path);
   if (!hdr) return OpenError(hdr_path);
@@ -112,9 +113,19 @@ absl::StatusOr<CflArray> ReadCfl(const std::string& path) {
                                             absl::StrJoin(array.dims, " x "), " complex floats = ", expected,
                                             bytes < expected ? " (truncated)" : " (trailing data)"));
   }
+  return array;
+}
+
+absl::StatusOr<CflArray> ReadCfl(const std::string& path) {
+  absl::StatusOr<CflArray> header = ReadCflHeader(path);
+  if (!header.ok()) return header.status();
+  CflArray array = *std::move(header);
+  const std::string cfl_path = Base(path) + ".cfl";
+  const int64_t n = array.elements();
+  std::ifstream cfl(cfl_path, std::ios::binary);
+  if (!cfl) return OpenError(cfl_path);
   array.data.resize(n);
-  cfl.seekg(0);
-  if (!cfl.read(reinterpret_cast<char*>(array.data.data()), expected)) {
+  if (!cfl.read(reinterpret_cast<char*>(array.data.data()), n * static_cast<int64_t>(sizeof(std::complex<float>)))) {
     return absl::DataLossError(absl::StrCat(cfl_path, ": read error"));
   }
   return array;

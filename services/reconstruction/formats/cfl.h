@@ -62,6 +62,9 @@ absl::StatusOr<CflArray> MakeCfl(const std::vector<int64_t>& dims);
 // `path` is the base name ("k" for k.cfl + k.hdr); a trailing ".cfl" or
 // ".hdr" is accepted and stripped.
 absl::StatusOr<CflArray> ReadCfl(const std::string& path);
+// The dimensions only (data left empty), with the same checks of the .hdr and
+// of the .cfl's size as ReadCfl: for cheap checks of large inputs.
+absl::StatusOr<CflArray> ReadCflHeader(const std::string& path);
 absl::Status WriteCfl(const std::string& path, const CflArray& array);
 
 // Header text <-> dims (exposed for tests and for streaming uploads).

@@ -47,6 +47,10 @@ TEST(Cfl, RoundTrip) {
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(b->dims, a.dims);
   EXPECT_EQ(b->data, a.data);
+  auto header = ReadCflHeader(path);  // dimensions only
+  ASSERT_TRUE(header.ok()) << header.status();
+  EXPECT_EQ(header->dims, a.dims);
+  EXPECT_TRUE(header->data.empty());
 }
 
 TEST(Cfl, ParsesBartHeadersAndRejectsMalformedOnes) {
@@ -88,6 +92,7 @@ TEST(Cfl, TruncatedLongAndMissingFiles) {
   auto status = ReadCfl(path).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(status.message().find("truncated"), std::string::npos) << status;
+  EXPECT_EQ(ReadCflHeader(path).status(), status);  // the header check sees the size too
   {
     std::ofstream cfl(path + ".cfl", std::ios::binary | std::ios::trunc);
     cfl.write(reinterpret_cast<const char*>(a.data.data()), a.data.size() * 8);

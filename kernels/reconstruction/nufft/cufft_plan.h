@@ -20,6 +20,19 @@ namespace tessera {
 namespace recon {
 namespace nufft {
 
+// The interleaved complex device type of T (cuFFT's cufftComplex /
+// cufftDoubleComplex layout), shared by the NUFFT and Toeplitz kernels.
+template <typename T>
+struct Vec2;
+template <>
+struct Vec2<float> {
+  using type = float2;
+};
+template <>
+struct Vec2<double> {
+  using type = double2;
+};
+
 inline absl::Status CufftStatus(cufftResult r, const char* what) {
   if (r == CUFFT_SUCCESS) return absl::OkStatus();
   if (r == CUFFT_ALLOC_FAILED) return absl::ResourceExhaustedError(absl::StrCat(what, ": cuFFT allocation failed"));

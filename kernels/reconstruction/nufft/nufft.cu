@@ -42,17 +42,6 @@ constexpr size_t kMaxBatchGridBytes = size_t{2} << 30;
 
 cudaStream_t Native(const Stream& s) { return static_cast<cudaStream_t>(s.native()); }
 
-template <typename T>
-struct Vec2;
-template <>
-struct Vec2<float> {
-  using type = float2;
-};
-template <>
-struct Vec2<double> {
-  using type = double2;
-};
-
 // What every kernel needs about the grid, bins and ES kernel (by value).
 template <typename T>
 struct Geo {

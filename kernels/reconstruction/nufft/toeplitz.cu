@@ -22,17 +22,6 @@ constexpr size_t kMaxBatchBytes = size_t{2} << 30;
 cudaStream_t Native(const Stream& s) { return static_cast<cudaStream_t>(s.native()); }
 int BlocksFor(long long n) { return static_cast<int>((n + kThreads - 1) / kThreads); }
 
-template <typename T>
-struct Vec2;
-template <>
-struct Vec2<float> {
-  using type = float2;
-};
-template <>
-struct Vec2<double> {
-  using type = double2;
-};
-
 struct Dims {
   int n[3];  // N
   int p[3];  // 2N (1 on axis 3 in 2-D)

@@ -187,6 +187,17 @@ absl::Status CtPart(DemoContext& ctx, Stub& stub, const std::string& dir) {
   return absl::OkStatus();
 }
 
+// Scales `image` in place by the real s minimising ||s image - truth|| (1 for
+// an all-zero image): reconstructions whose overall scale is arbitrary (OSEM's
+// counts, MRI's coil normalisation) are compared and shown on the truth's.
+void ScaleToTruth(NDArray& image, const float* truth) {
+  float* a = image.data<float>();
+  double at = 0, aa = 0;
+  for (int64_t i = 0; i < image.num_elements(); ++i) at += double{a[i]} * truth[i], aa += double{a[i]} * a[i];
+  const double s = aa > 0 ? at / aa : 1.0;
+  for (int64_t i = 0; i < image.num_elements(); ++i) a[i] = static_cast<float>(s * a[i]);
+}
+
 absl::Status PetPart(DemoContext& ctx, Stub& stub, const std::string& dir) {
   TESSERA_ASSIGN_OR_RETURN(std::string json, recon::formats::ExampleGeometryJson("fanflat", 128));
   TESSERA_ASSIGN_OR_RETURN(recon::CtGeometry g, recon::formats::ParseGeometryJson(json));
@@ -213,13 +224,7 @@ absl::Status PetPart(DemoContext& ctx, Stub& stub, const std::string& dir) {
   v1::ReconstructionResult result;
   TESSERA_ASSIGN_OR_RETURN(NDArray volume, Reconstruct(stub, request, &result));
   // OSEM estimates activity up to the scale of the counts: compare shapes.
-  double scale_num = 0, scale_den = 0;
-  for (int64_t i = 0; i < g.volume.size(); ++i) {
-    scale_num += static_cast<double>(volume.data<float>()[i]) * activity.data<float>()[i];
-    scale_den += static_cast<double>(volume.data<float>()[i]) * volume.data<float>()[i];
-  }
-  const double scale = scale_den > 0 ? scale_num / scale_den : 1.0;
-  for (int64_t i = 0; i < g.volume.size(); ++i) volume.data<float>()[i] *= static_cast<float>(scale);
+  ScaleToTruth(volume, activity.data<float>());
   const double rmse = reconstruction::Rmse(volume.data<float>(), activity.data<float>(), g.volume.size());
   std::printf("  osem     %.3f s on %s (%d iterations x 8 subsets): RMSE %.3f against the activity (max 8)\n",
               result.seconds(), result.backend().c_str(), result.iterations(), rmse);
@@ -232,22 +237,6 @@ absl::Status PetPart(DemoContext& ctx, Stub& stub, const std::string& dir) {
   ctx.summary.emplace_back("reconstruction_pet", absl::StrFormat("{\"rmse\": %.5f, \"seconds\": %.4f}", rmse,
                                                                  result.seconds()));
   return absl::OkStatus();
-}
-
-// ||a s - t|| / ||t|| with the best real scale s.
-double ScaledNrmse(const NDArray& a, const std::vector<float>& truth) {
-  double at = 0, aa = 0, tt = 0;
-  for (int64_t i = 0; i < a.num_elements(); ++i) {
-    const double x = a.data<float>()[i], t = truth[i];
-    at += x * t, aa += x * x, tt += t * t;
-  }
-  const double s = aa > 0 ? at / aa : 0;
-  double err = 0;
-  for (int64_t i = 0; i < a.num_elements(); ++i) {
-    const double d = s * a.data<float>()[i] - truth[i];
-    err += d * d;
-  }
-  return std::sqrt(err / tt);
 }
 
 absl::Status MriPart(DemoContext& ctx, Stub& stub, const std::string& dir) {
@@ -263,6 +252,9 @@ absl::Status MriPart(DemoContext& ctx, Stub& stub, const std::string& dir) {
   for (size_t i = 0; i < truth.size(); ++i) truth[i] = phantom.truth.data[i].real();
   NDArray truth_array = NDArray::Allocate({o.size, o.size, 1}, DType::kFloat32).value();
   std::copy(truth.begin(), truth.end(), truth_array.data<float>());
+  double truth_sq = 0;
+  for (float t : truth) truth_sq += double{t} * t;
+  const double truth_rms = std::sqrt(truth_sq / truth.size());  // NRMSE = RMSE / this
   const Window window{0.0, 0.45};
   TESSERA_ASSIGN_OR_RETURN(Image8 truth_image, Render(truth_array, window));
   std::vector<Image8> panels = {truth_image};
@@ -278,18 +270,12 @@ absl::Status MriPart(DemoContext& ctx, Stub& stub, const std::string& dir) {
     request.set_device(ctx.device);
     v1::ReconstructionResult result;
     TESSERA_ASSIGN_OR_RETURN(NDArray image, Reconstruct(stub, request, &result));
-    const double nrmse = ScaledNrmse(image, truth);
+    ScaleToTruth(image, truth.data());  // compared and shown on the phantom's scale
+    const double nrmse = reconstruction::Rmse(image.data<float>(), truth.data(), image.num_elements()) / truth_rms;
     std::printf("  %-8s %.3f s on %s: NRMSE %.3f against the phantom\n", method, result.seconds(),
                 result.backend().c_str(), nrmse);
     absl::StrAppend(&scores, scores.empty() ? "" : ", ", JsonQuote(method),
                     absl::StrFormat(": {\"nrmse\": %.5f, \"seconds\": %.4f}", nrmse, result.seconds()));
-    // Shown on the phantom's scale.
-    double at = 0, aa = 0;
-    for (int64_t i = 0; i < image.num_elements(); ++i) {
-      at += double{image.data<float>()[i]} * truth[i];
-      aa += double{image.data<float>()[i]} * image.data<float>()[i];
-    }
-    for (int64_t i = 0; i < image.num_elements(); ++i) image.data<float>()[i] *= static_cast<float>(at / aa);
     TESSERA_ASSIGN_OR_RETURN(Image8 panel, Render(image, window));
     panels.push_back(panel);
   }

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -23,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/log.h"
+#include "common/parallel.h"
 #include "common/status.h"
 #include "common/text_checks.h"
 
@@ -147,6 +149,46 @@ bool ReadEnrollFields(Cursor* c, StoredTemplate* t) {
   return true;
 }
 
+// One snapshot template entry, checked and decoded apart from the others.
+struct SnapshotEntry {
+  int64_t offset = 0;  // of its record
+  uint32_t crc = 0;    // from the record header
+  std::string payload;
+  std::shared_ptr<StoredTemplate> t;
+  MccTemplate cylinders;
+  bool has_cylinders = false;
+  const char* error = nullptr;  // why the entry is corrupt
+};
+
+void DecodeSnapshotEntry(SnapshotEntry* e) {
+  e->error = nullptr;
+  if (Crc32(e->payload) != e->crc) {
+    e->error = "CRC mismatch";
+    return;
+  }
+  e->t = std::make_shared<StoredTemplate>();
+  Cursor c(e->payload);
+  uint16_t n_cyl = 0;
+  if (!ReadEnrollFields(&c, e->t.get()) || !c.Get(&n_cyl)) {
+    e->error = "malformed template entry";
+    return;
+  }
+  e->has_cylinders = n_cyl != kNoCylinders;
+  e->cylinders = MccTemplate();
+  if (e->has_cylinders) {
+    e->cylinders.cylinders.resize(n_cyl);
+    e->cylinders.num_minutiae = static_cast<int>(e->t->minutiae.size());
+    for (MccCylinder& cyl : e->cylinders.cylinders) {
+      if (!c.Raw(cyl.bits, sizeof(cyl.bits)) || !c.Raw(cyl.mask, sizeof(cyl.mask)) || !c.Get(&cyl.x) ||
+          !c.Get(&cyl.y) || !c.Get(&cyl.theta) || !c.Get(&cyl.minutia)) {
+        e->error = "malformed cylinders";
+        return;
+      }
+    }
+  }
+  if (!c.done()) e->error = "trailing bytes in a template entry";
+}
+
 // --- reading framed records -------------------------------------------------
 
 // Sequential reader of framed records; classifies what it finds at each offset.
@@ -173,7 +215,9 @@ class RecordReader {
   ~RecordReader() { std::fclose(f_); }
 
   // Reads the record at offset(); on kRecord, offset() moves past it.
-  Result Next(std::string* payload, std::string* why) {
+  // verify_crc false: the caller checks the payload against crc() itself
+  // (the snapshot checks its records in parallel).
+  Result Next(std::string* payload, std::string* why, bool verify_crc = true) {
     const int64_t remaining = size_ - offset_;
     if (remaining == 0) return Result::kEnd;
     if (remaining < 8) {
@@ -203,7 +247,8 @@ class RecordReader {
       *why = "read error";
       return Result::kCorrupt;
     }
-    if (Crc32(*payload) != crc) {
+    crc_ = crc;
+    if (verify_crc && Crc32(*payload) != crc) {
       *why = "CRC mismatch";
       // Anything followed by more records is corruption.
       return int64_t{len} + 8 == remaining ? Result::kDamagedTail : Result::kCorrupt;
@@ -214,6 +259,7 @@ class RecordReader {
 
   int64_t offset() const { return offset_; }
   int64_t size() const { return size_; }
+  uint32_t crc() const { return crc_; }  // of the last record read
 
  private:
   RecordReader(FILE* f, int64_t size, std::string path) : f_(f), size_(size), path_(std::move(path)) {}
@@ -233,6 +279,7 @@ class RecordReader {
   FILE* f_;
   int64_t size_;
   int64_t offset_ = 0;
+  uint32_t crc_ = 0;
   std::string path_;
 };
 
@@ -469,32 +516,40 @@ absl::Status GalleryStore::Load(const CylinderSink& sink, const ReserveHook& res
     std::memcpy(&total_cylinders, payload.data() + 20, 8);
     if (version != 1 && version != kSnapshotVersion) return corrupt(absl::StrCat("unsupported version ", version));
     if (reserve) reserve(static_cast<int64_t>(count), static_cast<int64_t>(total_cylinders));
-    for (uint64_t i = 0; i < count; ++i) {
-      if (reader->Next(&payload, &why) != RecordReader::Result::kRecord) {
-        return corrupt(why.empty() ? "ends early" : why);
-      }
-      auto t = std::make_shared<StoredTemplate>();
-      Cursor c(payload);
-      uint16_t n_cyl = 0;
-      if (!ReadEnrollFields(&c, t.get()) || !c.Get(&n_cyl)) return corrupt("malformed template entry");
-      MccTemplate cylinders;
-      if (n_cyl != kNoCylinders) {
-        cylinders.cylinders.resize(n_cyl);
-        cylinders.num_minutiae = static_cast<int>(t->minutiae.size());
-        for (MccCylinder& cyl : cylinders.cylinders) {
-          if (!c.Raw(cyl.bits, sizeof(cyl.bits)) || !c.Raw(cyl.mask, sizeof(cyl.mask)) || !c.Get(&cyl.x) ||
-              !c.Get(&cyl.y) || !c.Get(&cyl.theta) || !c.Get(&cyl.minutia)) {
-            return corrupt("malformed cylinders");
-          }
+    // Records are read in order, then checked (CRC) and decoded on all
+    // cores a batch at a time, then applied in order.
+    constexpr uint64_t kBatch = 4096;
+    std::vector<SnapshotEntry> batch(std::min<uint64_t>(count, kBatch));
+    for (uint64_t first = 0; first < count; first += kBatch) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(kBatch, count - first));
+      for (size_t k = 0; k < n; ++k) {
+        batch[k].offset = reader->offset();
+        if (reader->Next(&batch[k].payload, &why, /*verify_crc=*/false) != RecordReader::Result::kRecord) {
+          return corrupt(why.empty() ? "ends early" : why);
         }
+        batch[k].crc = reader->crc();
       }
-      if (!c.done()) return corrupt("trailing bytes in a template entry");
-      if (live_.count(t->id)) return corrupt(absl::StrCat("duplicate id '", t->id, "'"));
-      ApplyEnrollLocked(t);
-      ++open_stats_.snapshot_templates;
-      if (n_cyl != kNoCylinders) {
-        ++open_stats_.snapshot_cylinder_templates;
-        if (sink) sink(t, std::move(cylinders));
+      ParallelFor(
+          static_cast<int64_t>(n), [&](int64_t begin, int64_t end, int) {
+            for (int64_t k = begin; k < end; ++k) DecodeSnapshotEntry(&batch[k]);
+          },
+          /*min_per_chunk=*/256);
+      for (size_t k = 0; k < n; ++k) {
+        SnapshotEntry& e = batch[k];
+        if (e.error != nullptr) {
+          return absl::DataLossError(absl::StrCat("gallery snapshot ", path, " at byte ", e.offset, ": ", e.error));
+        }
+        if (live_.count(e.t->id)) {
+          return absl::DataLossError(
+              absl::StrCat("gallery snapshot ", path, " at byte ", e.offset, ": duplicate id '", e.t->id, "'"));
+        }
+        ApplyEnrollLocked(e.t);
+        ++open_stats_.snapshot_templates;
+        if (e.has_cylinders) {
+          ++open_stats_.snapshot_cylinder_templates;
+          if (sink) sink(e.t, std::move(e.cylinders));
+        }
+        e.t.reset();
       }
     }
     const size_t end_size = version == 1 ? 16 : 16 + 8 + 32;
@@ -611,6 +666,7 @@ absl::Status GalleryStore::Load(const CylinderSink& sink, const ReserveHook& res
   {
     std::lock_guard<std::mutex> lock(mu_);
     TESSERA_RETURN_IF_ERROR(OpenLogLocked(logs.empty() ? std::max<uint64_t>(snapshot_gen, 1) : logs.back()));
+    tip_ = chain_;
   }
   open_stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return absl::OkStatus();
@@ -641,12 +697,12 @@ absl::Status GalleryStore::OpenLogLocked(uint64_t gen) {
   return absl::OkStatus();
 }
 
-absl::Status GalleryStore::AppendAndSyncLocked(const std::string& framed) {
-  const std::string path = dir_ + "/" + gallery_internal::LogFileName(log_gen_);
+absl::Status GalleryStore::AppendAndSync(int fd, const std::string& path, int64_t log_bytes,
+                                         const std::string& framed) {
   size_t done = 0;
   absl::Status status;
   while (done < framed.size()) {
-    const ssize_t n = write(log_fd_, framed.data() + done, framed.size() - done);
+    const ssize_t n = write(fd, framed.data() + done, framed.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       status = ErrnoError("cannot write", path);
@@ -654,17 +710,79 @@ absl::Status GalleryStore::AppendAndSyncLocked(const std::string& framed) {
     }
     done += static_cast<size_t>(n);
   }
-  if (status.ok() && fdatasync(log_fd_) != 0) status = ErrnoError("cannot fdatasync", path);
+  if (status.ok() && fdatasync(fd) != 0) status = ErrnoError("cannot fdatasync", path);
   if (!status.ok()) {
     // Take back the partial write so later records do not follow garbage.
-    if (ftruncate(log_fd_, log_bytes_) != 0) {
+    if (ftruncate(fd, log_bytes) != 0) {
       TESSERA_LOG(ERROR) << "gallery log " << path << ": cannot truncate after a failed write: "
                          << std::strerror(errno);
     }
-    return status;
   }
-  log_bytes_ += static_cast<int64_t>(framed.size());
-  return absl::OkStatus();
+  return status;
+}
+
+bool GalleryStore::LiveAtTipLocked(absl::string_view id) const {
+  auto it = tip_live_.find(id);
+  return it != tip_live_.end() ? it->second : live_.count(id) > 0;
+}
+
+absl::Status GalleryStore::CommitLocked(PendingCommit* commit, std::unique_lock<std::mutex>& lock) {
+  queue_.push_back(commit);
+  while (!commit->done) {
+    if (commit_in_flight_) {
+      commit_cv_.wait(lock);
+    } else {
+      LeadCommitLocked(lock);  // writes this request's records and all queued before it
+    }
+  }
+  return commit->status;
+}
+
+void GalleryStore::LeadCommitLocked(std::unique_lock<std::mutex>& lock) {
+  commit_in_flight_ = true;
+  std::vector<PendingCommit*> batch;
+  batch.swap(queue_);
+  const ChainLink end = tip_;  // the queue is the whole chain from chain_ to tip_
+  std::string all;
+  int records = 0;
+  for (const PendingCommit* c : batch) {
+    all += c->framed;
+    records += c->records;
+  }
+  const int fd = log_fd_;
+  const int64_t log_bytes = log_bytes_;
+  const std::string path = dir_ + "/" + gallery_internal::LogFileName(log_gen_);
+  const std::function<void()> hook = before_sync_hook_;
+  lock.unlock();  // others queue behind this write + sync
+  if (hook) hook();
+  const absl::Status status = all.empty() ? absl::OkStatus() : AppendAndSync(fd, path, log_bytes, all);
+  lock.lock();
+  commit_in_flight_ = false;
+  ++commit_stats_.syncs;
+  if (status.ok()) {
+    commit_stats_.records += records;
+    log_bytes_ += static_cast<int64_t>(all.size());
+    chain_ = end;
+    for (PendingCommit* c : batch) {
+      for (auto& t : c->enrolls) ApplyEnrollLocked(t);
+      if (!c->deleted_id.empty()) live_.erase(c->deleted_id);
+    }
+  } else {
+    // What queued meanwhile chains onto the records that were not written.
+    for (PendingCommit* c : queue_) {
+      c->status = absl::Status(status.code(), absl::StrCat("not written: an earlier record of the same group commit "
+                                                           "failed: ", status.message()));
+      c->done = true;
+    }
+    queue_.clear();
+    tip_ = chain_;
+  }
+  for (PendingCommit* c : batch) {
+    c->status = status;
+    c->done = true;
+  }
+  if (queue_.empty()) tip_live_.clear();  // live_ is the tip again
+  commit_cv_.notify_all();
 }
 
 absl::StatusOr<std::shared_ptr<const StoredTemplate>> GalleryStore::Enroll(StoredTemplate t, bool replace) {
@@ -672,14 +790,16 @@ absl::StatusOr<std::shared_ptr<const StoredTemplate>> GalleryStore::Enroll(Store
   std::string fields;
   AppendEnrollFields(t, &fields);
   auto stored = std::make_shared<StoredTemplate>(std::move(t));
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!replace && live_.count(stored->id)) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!replace && LiveAtTipLocked(stored->id)) {
     return absl::AlreadyExistsError(absl::StrCat("template ", QuoteBounded(stored->id), " is already enrolled"));
   }
-  ChainLink link = chain_;  // advanced only once the record is durable
-  TESSERA_RETURN_IF_ERROR(AppendAndSyncLocked(gallery_internal::ChainRecord(kChainedEnrollRecord, fields, &link)));
-  chain_ = link;
-  ApplyEnrollLocked(stored);
+  PendingCommit commit;
+  commit.framed = gallery_internal::ChainRecord(kChainedEnrollRecord, fields, &tip_);
+  commit.records = 1;
+  commit.enrolls.push_back(stored);
+  tip_live_[stored->id] = true;
+  TESSERA_RETURN_IF_ERROR(CommitLocked(&commit, lock));
   return std::shared_ptr<const StoredTemplate>(stored);
 }
 
@@ -695,41 +815,54 @@ absl::StatusOr<std::vector<absl::StatusOr<std::shared_ptr<const StoredTemplate>>
       results[i] = valid;
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  std::string all;
-  std::map<absl::string_view, size_t> in_batch;
+  std::unique_lock<std::mutex> lock(mu_);
+  PendingCommit commit;
   std::vector<size_t> accepted;
-  ChainLink link = chain_;
+  std::set<absl::string_view> in_batch;  // an id repeated inside the batch is taken
   for (size_t i = 0; i < batch.size(); ++i) {
     if (fields[i].empty()) continue;
     const std::string& id = batch[i].id;
-    if (in_batch.count(id) || (!replace && live_.count(id))) {
+    if (in_batch.count(id) || (!replace && LiveAtTipLocked(id))) {
       results[i] = absl::AlreadyExistsError(absl::StrCat("template ", QuoteBounded(id), " is already enrolled"));
       continue;
     }
-    in_batch[id] = i;
     accepted.push_back(i);
-    all += gallery_internal::ChainRecord(kChainedEnrollRecord, fields[i], &link);
+    commit.framed += gallery_internal::ChainRecord(kChainedEnrollRecord, fields[i], &tip_);
+    ++commit.records;
+    commit.enrolls.push_back(std::make_shared<StoredTemplate>(std::move(batch[i])));
+    in_batch.insert(commit.enrolls.back()->id);  // the moved-to copy: stable
+    tip_live_[commit.enrolls.back()->id] = true;
   }
-  if (!all.empty()) TESSERA_RETURN_IF_ERROR(AppendAndSyncLocked(all));
-  chain_ = link;
-  for (size_t i : accepted) {
-    auto stored = std::make_shared<StoredTemplate>(std::move(batch[i]));
-    ApplyEnrollLocked(stored);
-    results[i] = std::shared_ptr<const StoredTemplate>(std::move(stored));
-  }
+  if (commit.records == 0) return results;
+  TESSERA_RETURN_IF_ERROR(CommitLocked(&commit, lock));
+  for (size_t k = 0; k < accepted.size(); ++k) results[accepted[k]] = std::shared_ptr<const StoredTemplate>(commit.enrolls[k]);
   return results;
 }
 
 absl::Status GalleryStore::Delete(absl::string_view id) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!LiveAtTipLocked(id)) return absl::NotFoundError(absl::StrCat("no template ", QuoteBounded(id), " in the gallery"));
+  PendingCommit commit;
+  commit.framed = gallery_internal::ChainedDelete(id, &tip_);
+  commit.records = 1;
+  commit.deleted_id = std::string(id);
+  tip_live_[commit.deleted_id] = false;
+  return CommitLocked(&commit, lock);
+}
+
+GalleryCommitStats GalleryStore::commit_stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = live_.find(id);
-  if (it == live_.end()) return absl::NotFoundError(absl::StrCat("no template ", QuoteBounded(id), " in the gallery"));
-  ChainLink link = chain_;
-  TESSERA_RETURN_IF_ERROR(AppendAndSyncLocked(gallery_internal::ChainedDelete(id, &link)));
-  chain_ = link;
-  live_.erase(it);
-  return absl::OkStatus();
+  return commit_stats_;
+}
+
+void GalleryStore::SetBeforeSyncHookForTesting(std::function<void()> hook) {
+  std::lock_guard<std::mutex> lock(mu_);
+  before_sync_hook_ = std::move(hook);
+}
+
+size_t GalleryStore::QueuedCommitsForTesting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.size();
 }
 
 std::shared_ptr<const StoredTemplate> GalleryStore::Get(absl::string_view id) const {
@@ -774,7 +907,10 @@ absl::Status GalleryStore::Compact(const CylinderSource& source) {
   {
     // From here on appends go to the new log; the snapshot holds exactly
     // what the old logs did.
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    // A leader writes to log_fd_ without the lock: let it finish. What is
+    // queued chains from chain_ and goes to the new log.
+    commit_cv_.wait(lock, [this] { return !commit_in_flight_; });
     gen = log_gen_ + 1;
     TESSERA_RETURN_IF_ERROR(OpenLogLocked(gen));
     at_capture = chain_;

@@ -35,8 +35,13 @@
 // `tessera fp check`) outside the machine to detect those. Snapshot entries are
 // covered by their CRCs only (compaction folds the records they came from).
 //
-// Durability: Enroll/Delete return only after write() and fdatasync() of the
-// log; EnrollBatch writes all its records and syncs once (group commit).
+// Durability: Enroll/Delete/EnrollBatch return only after write() and
+// fdatasync() of the log. Group commit across requests: callers that arrive
+// while a sync is in flight queue their records (chained, in arrival order,
+// onto the tip of everything queued); when the sync ends, one of them writes
+// the whole queue and syncs once for all. A failed write or sync fails the
+// records it carried and every record queued behind them (they chain onto
+// the failed ones), and none of them is applied.
 // Open replays snapshot + logs. A torn record at the very end of the newest
 // log (the file ends inside it: a write that was never acknowledged) is
 // truncated away with a warning. A *complete* last record that fails its CRC
@@ -52,6 +57,7 @@
 #define TESSERA_SERVICES_FINGERPRINT_GALLERY_STORE_H_
 
 #include <array>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -101,6 +107,13 @@ using ChainDigest = std::array<unsigned char, 32>;
 struct ChainLink {
   uint64_t records = 0;  // the last record's number (0: none yet)
   ChainDigest head{};    // its payload's SHA-256 (zeros before the first)
+};
+
+// Records written and fdatasync() calls made since Open (records / syncs is
+// the group-commit factor).
+struct GalleryCommitStats {
+  int64_t records = 0;
+  int64_t syncs = 0;
 };
 
 struct GalleryOpenStats {
@@ -157,6 +170,13 @@ class GalleryStore {
   int64_t log_bytes() const;  // of the current log
   const std::string& dir() const { return dir_; }
   const GalleryOpenStats& open_stats() const { return open_stats_; }
+  GalleryCommitStats commit_stats() const;
+
+  // Tests of group commit: `hook` runs in the committing thread just before
+  // each write + sync, without the lock; QueuedCommitsForTesting() counts the
+  // requests waiting behind it.
+  void SetBeforeSyncHookForTesting(std::function<void()> hook);
+  size_t QueuedCommitsForTesting() const;
 
   // Reads DIR as Open would (snapshot, logs, every record's CRC and fields)
   // without locking, truncating or moving anything. NOT_FOUND without DIR.
@@ -174,7 +194,25 @@ class GalleryStore {
   absl::Status OpenLogLocked(uint64_t gen);
   // DATA_LOSS unless record `no` carrying `prev` follows chain_ (during Load).
   absl::Status CheckChainLink(const std::string& path, int64_t offset, uint64_t no, const ChainDigest& prev) const;
-  absl::Status AppendAndSyncLocked(const std::string& framed);
+  // One request of the group commit: its framed records (already chained
+  // onto tip_) and what to apply to live_ once they are durable.
+  struct PendingCommit {
+    std::string framed;
+    int records = 0;
+    std::vector<std::shared_ptr<StoredTemplate>> enrolls;
+    std::string deleted_id;  // a Delete's id, or empty
+    absl::Status status;
+    bool done = false;
+  };
+  // Queues `commit` and returns once it is durable and applied (or failed);
+  // the caller may lead the write of everything queued.
+  absl::Status CommitLocked(PendingCommit* commit, std::unique_lock<std::mutex>& lock);
+  void LeadCommitLocked(std::unique_lock<std::mutex>& lock);
+  // Whether `id` is live once every queued record is applied.
+  bool LiveAtTipLocked(absl::string_view id) const;
+  // Writes `framed` at the end of the log (fd and size as given) and syncs;
+  // on failure cuts the log back to `log_bytes`.
+  absl::Status AppendAndSync(int fd, const std::string& path, int64_t log_bytes, const std::string& framed);
   void ApplyEnrollLocked(std::shared_ptr<StoredTemplate> t);
 
   const std::string dir_;
@@ -186,6 +224,14 @@ class GalleryStore {
   int64_t log_bytes_ = 0;
   uint64_t next_seq_ = 1;
   ChainLink chain_;             // the last durable record's link
+  ChainLink tip_;               // the last queued record's link (chain_ when none)
+  std::vector<PendingCommit*> queue_;  // waiting for the next write + sync
+  bool commit_in_flight_ = false;      // a leader is writing (log_fd_ stays put)
+  std::condition_variable commit_cv_;
+  // Ids whose state the queued or in-flight records change: live after them?
+  std::map<std::string, bool, std::less<>> tip_live_;
+  GalleryCommitStats commit_stats_;
+  std::function<void()> before_sync_hook_;
   bool chain_started_ = false;  // a chained record or a version-2 snapshot was read
   std::map<std::string, std::shared_ptr<const StoredTemplate>, std::less<>> live_;
   GalleryOpenStats open_stats_;

@@ -6,8 +6,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/buffer.h"
 #include "common/parallel.h"
 #include "common/status.h"
+#include "kernels/parallel/ring_sampler_internal.h"
 
 namespace tessera {
 namespace parallel {
@@ -16,7 +18,7 @@ namespace {
 using registration::Padding;
 using registration::SamplerGeometry;
 
-constexpr uint8_t kNoOwner = 255;  // zeros padding, every corner outside: value 0
+using ring_internal::kNoOwner;
 
 // A moving shard in hand: global slices [z0, z0 + nz) of the whole image.
 struct Shard {
@@ -108,6 +110,81 @@ float Interpolate(const Shard& s, const Dims3& d, const float pos[3], float dv[3
   return value;
 }
 
+// The device ring: one kernel launch per step on `stream` (the shard in hand
+// is only read), while the host moves the next shard on a second
+// stream of the same GPU through comm.SendRecv: transfer and compute overlap
+// whenever the communicator can copy while the kernel runs (in-process: a
+// device-to-device copy on the transfer stream; NCCL: send/recv enqueued on
+// it). Each step ends with both streams idle, so the buffer the next step
+// receives into is no longer read (three shards live at once: own, in hand,
+// in flight; the own one is the one in hand at step 0).
+absl::Status RingGridSampleCuda(Communicator& comm, const RingSampleArgs& args,
+                                const std::vector<SlabLayout>& shard_layouts, int64_t max_voxels, float* out,
+                                float* jacobian, const Stream& stream) {
+#if TESSERA_WITH_CUDA
+  const SlabLayout& ol = args.out_layout;
+  const int H = comm.size(), r = comm.rank(), ordinal = stream.ordinal();
+  ring_internal::RingStepParams p;
+  const double lo[3] = {-1, -1, -1}, hi[3] = {1, 1, 1};
+  p.g = registration::MakeSamplerGeometry<float>(ol.global, args.moving_layout.global, lo, hi, args.padding);
+  const float identity[12] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0};
+  std::copy(args.affine != nullptr ? args.affine : identity, (args.affine != nullptr ? args.affine : identity) + 12,
+            p.affine);
+  p.disp = args.disp;
+  p.disp_local_voxels = ol.local_voxels();
+  p.disp_z0 = ol.local_z0();
+  p.z_begin = ol.z_begin;
+  p.own_nz = ol.own_nz();
+  p.ranks = H;
+
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> owner,
+                           Buffer::Allocate(MemoryKind::kDevice, std::max<int64_t>(1, ol.own_voxels()), ordinal));
+  std::shared_ptr<Buffer> buffers[2];
+  std::vector<Stream> transfer;  // 0 or 1 streams (Stream has no default constructor)
+  if (H > 1) {
+    for (auto& b : buffers) {
+      TESSERA_ASSIGN_OR_RETURN(b, Buffer::Allocate(MemoryKind::kDevice, max_voxels * sizeof(float), ordinal));
+    }
+    TESSERA_ASSIGN_OR_RETURN(Stream t, Stream::Create(Backend::kCuda, ordinal));
+    transfer.push_back(std::move(t));
+  }
+  // The own shard (its overlap slice filled on `stream`) must be final before a peer copies it.
+  TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+  const float* in_hand = args.moving;
+  int held = r;
+  int flight = 0;
+  for (int t = 0; t < H; ++t) {
+    const SlabLayout& hl = shard_layouts[held];
+    TESSERA_RETURN_IF_ERROR(ring_internal::RingSampleStepCuda(stream, p, in_hand, hl.z_begin, hl.local_nz(), held,
+                                                              t == 0, static_cast<uint8_t*>(owner->data()), out,
+                                                              jacobian));
+    absl::Status moved = absl::OkStatus();
+    const int incoming = (held + H - 1) % H;
+    if (t + 1 < H) {
+      float* dst = static_cast<float*>(buffers[flight]->data());
+      const size_t send_bytes = hl.local_voxels() * sizeof(float);
+      const size_t recv_bytes = shard_layouts[incoming].local_voxels() * sizeof(float);
+      // The kernel is queued on `stream`: this thread can drive the transfer
+      // itself (no helper thread as on the CPU, where the thread computes).
+      const Stream& ts = transfer.front();
+      moved = comm.SendRecv(in_hand, send_bytes, comm.next(), dst, recv_bytes, comm.previous(), ts);
+      if (moved.ok()) moved = ts.Synchronize();
+    }
+    TESSERA_RETURN_IF_ERROR(moved);
+    TESSERA_RETURN_IF_ERROR(stream.Synchronize());  // the kernel no longer reads in_hand
+    if (t + 1 < H) {
+      in_hand = static_cast<const float*>(buffers[flight]->data());
+      flight ^= 1;
+      held = incoming;
+    }
+  }
+  return absl::OkStatus();
+#else
+  (void)comm, (void)args, (void)shard_layouts, (void)max_voxels, (void)out, (void)jacobian, (void)stream;
+  return absl::FailedPreconditionError("the ring sampler on a CUDA stream in a build without CUDA");
+#endif
+}
+
 }  // namespace
 
 absl::StatusOr<SlabLayout> RingMovingLayout(Dims3 moving_dims, int rank, int ranks) {
@@ -130,9 +207,6 @@ absl::Status RingGridSample(Communicator& comm, const RingSampleArgs& args, floa
         absl::StrCat("moving shard must be a RingMovingLayout (one overlap slice above), got ", ml.ToString()));
   }
   if (args.moving == nullptr || out == nullptr) return absl::InvalidArgumentError("moving and out must not be null");
-  if (stream.backend() != Backend::kCpu) {
-    return absl::UnimplementedError("the ring sampler runs on CPU streams only (no device version yet)");
-  }
   const Dims3 md = ml.global;
   TESSERA_ASSIGN_OR_RETURN(SlabPartition moving_split, SlabPartition::Make(md.nz, H));
   std::vector<SlabLayout> shard_layouts(H);
@@ -140,6 +214,9 @@ absl::Status RingGridSample(Communicator& comm, const RingSampleArgs& args, floa
   for (int j = 0; j < H; ++j) {
     TESSERA_ASSIGN_OR_RETURN(shard_layouts[j], moving_split.Layout(md, j, 0, 1));
     max_voxels = std::max(max_voxels, shard_layouts[j].local_voxels());
+  }
+  if (stream.backend() == Backend::kCuda) {
+    return RingGridSampleCuda(comm, args, shard_layouts, max_voxels, out, jacobian, stream);
   }
 
   const double lo[3] = {-1, -1, -1}, hi[3] = {1, 1, 1};
@@ -230,8 +307,12 @@ absl::Status RingGridSample(Communicator& comm, const RingSampleArgs& args, floa
 }
 
 absl::Status ApplySampleJacobian(const SlabLayout& layout, const float* grad_out, float* field, const Stream& stream) {
-  if (stream.backend() != Backend::kCpu) {
-    return absl::UnimplementedError("ApplySampleJacobian runs on CPU streams only (no device version yet)");
+  if (stream.backend() == Backend::kCuda) {
+#if TESSERA_WITH_CUDA
+    return ring_internal::ApplySampleJacobianCuda(layout, grad_out, field, stream);
+#else
+    return absl::FailedPreconditionError("ApplySampleJacobian on a CUDA stream in a build without CUDA");
+#endif
   }
   const int64_t off = layout.own_offset(), n = layout.own_voxels(), stride = layout.local_voxels();
   ParallelFor(n, [&](int64_t b, int64_t e, int) {

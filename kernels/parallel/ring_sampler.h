@@ -25,9 +25,14 @@
 // components); then dL/du = dL/dout * J (ApplySampleJacobian) needs no second
 // ring. It matches GridSampleBackward's grad_disp.
 //
-// CPU streams only for now (UNIMPLEMENTED on CUDA: the device kernel is the
-// same loop with the shard in device memory and the transfer on a second
-// stream).
+// Backends. CPU streams: host shards, the transfer on a helper thread while
+// the rank's threads sample (the reference's arithmetic, grid_sampler_cpu.cc).
+// CUDA streams: device shards; each step is one kernel on `stream` while the
+// next shard moves on a second stream of the same GPU (comm.SendRecv on device
+// memory: the in-process communicator's device-to-device copy, or NCCL), so
+// transfer and compute overlap; the step ends when both are done. The device
+// kernel uses the single-GPU CUDA sampler's arithmetic (grid_sampler.cu), so
+// values equal the unsharded CUDA GridSample's.
 #ifndef TESSERA_KERNELS_PARALLEL_RING_SAMPLER_H_
 #define TESSERA_KERNELS_PARALLEL_RING_SAMPLER_H_
 

@@ -146,9 +146,6 @@ absl::StatusOr<double> ShardedGreedyEvaluate(Communicator& comm, ShardedGreedySt
   if (st.moving_whole) {
     TESSERA_RETURN_IF_ERROR(registration::GridSample(stream, WholeMovingArgs(st), st.warped.data<float>()));
   } else {
-    if (stream.backend() != Backend::kCpu) {
-      return absl::UnimplementedError("the ring sampler runs on CPU streams only: use the whole-moving state on a GPU");
-    }
     // Warp and the sampling Jacobian (into grad_u).
     RingSampleArgs ra;
     ra.out_layout = l;

@@ -18,10 +18,9 @@
 // Equal to the single-rank lean iteration up to float rounding (reduction
 // order of the losses; see sharded_greedy_step_test.cc for tolerances).
 //
-// Backends. CPU streams: every metric, both samplers. CUDA streams (several
-// shards on one GPU, each rank with its own stream): the whole-moving sampler
-// and MSE (the ring sampler, sharded LNCC and MI have no device kernels yet:
-// UNIMPLEMENTED).
+// Backends: CPU and CUDA streams (several shards on one GPU, each rank with
+// its own stream, or one rank per GPU), every metric, both samplers (the ring
+// or the whole moving image).
 #ifndef TESSERA_KERNELS_PARALLEL_SHARDED_GREEDY_STEP_H_
 #define TESSERA_KERNELS_PARALLEL_SHARDED_GREEDY_STEP_H_
 
@@ -91,7 +90,7 @@ struct ShardedGreedyState {
 };
 
 // Allocates the fields for `layout` in `stream`'s memory with a ring moving
-// shard (RingMovingLayout; CPU streams).
+// shard (RingMovingLayout, in the stream's memory).
 absl::StatusOr<ShardedGreedyState> MakeShardedGreedyState(const SlabLayout& layout, NDArray fixed,
                                                           const SlabLayout& moving_layout, NDArray moving,
                                                           const float affine[12],

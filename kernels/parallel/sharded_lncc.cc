@@ -1,23 +1,30 @@
-// Sharded LNCC (lncc.h's definition) on the CPU: box sums of the five
-// products over the local slab (own slices plus window - 1 halo slices per
-// inner side; zero padding only at the volume's own ends, exactly as the
-// unsharded kernel), the per-voxel algebra shared with the kernels
-// (lncc_math.h), cc summed over the own slices only and reduced over ranks,
-// then the box-filtered a, b, c give dL/dW on the own slices.
+// Sharded LNCC (lncc.h's definition).
 //
-// Why not the fused kernel on the local slab: its loss sums cc over every
-// voxel it is given (halo slices included, with truncated windows there), and
-// it exposes no per-slice sums; the gradient alone would be right up to the
-// 1/N scale. A device version needs the same restriction inside the kernel.
+// CPU: box sums of the five products over the local slab (own slices plus
+// window - 1 halo slices per inner side; zero padding only at the volume's
+// own ends, exactly as the unsharded kernel), the per-voxel algebra shared
+// with the kernels (lncc_math.h), cc summed over the own slices only and
+// reduced over ranks, then the box-filtered a, b, c give dL/dW on the own
+// slices.
+//
+// CUDA: the single-GPU fused kernel (lncc.cu) on the whole local slab. Its
+// gradient is right on the own slices up to the 1/N scale (the a, b, c it
+// box-filters there come from windows wholly inside the slab, since the halos
+// are >= 2r), so it is rescaled by N_local / N. Its loss sums cc over every
+// local slice, halo slices included (with windows truncated at the slab's
+// ends); LnccHaloCcSumCuda (sharded_lncc.cu) recomputes exactly those halo
+// terms and they are subtracted before the all-reduce.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/buffer.h"
 #include "common/parallel.h"
 #include "common/status.h"
 #include "kernels/parallel/sharded_internal.h"
 #include "kernels/parallel/sharded_ops.h"
+#include "kernels/registration/lncc.h"
 #include "kernels/registration/lncc_math.h"
 
 namespace tessera {
@@ -53,6 +60,47 @@ void BoxSum(std::vector<double>& vol, const Dims3& d, int r) {
   for (int axis = 0; axis < 3; ++axis) BoxSumAxis(vol, d, r, axis);
 }
 
+static_assert(sharded_internal::kLnccMaxDeviceWindow == registration::kLnccMaxCudaWindow,
+              "the halo kernel supports the fused kernel's windows");
+
+absl::StatusOr<double> ShardedLnccCuda(Communicator& comm, const SlabLayout& layout, const NDArray& fixed,
+                                       const NDArray& warped, const registration::LnccOptions& options,
+                                       NDArray* grad_warped, const Stream& stream) {
+#if TESSERA_WITH_CUDA
+  if (options.window > registration::kLnccMaxCudaWindow) {
+    return absl::InvalidArgumentError(absl::StrCat("sharded LNCC (CUDA): window ", options.window,
+                                                   " exceeds the maximum of ", registration::kLnccMaxCudaWindow));
+  }
+  const Dims3 d = layout.local_dims();
+  const float* F = fixed.data<float>();
+  const float* W = warped.data<float>();
+  float* G = grad_warped != nullptr ? grad_warped->data<float>() : nullptr;
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> loss_device,
+                           Buffer::Allocate(MemoryKind::kDevice, sizeof(float), stream.ordinal()));
+  // Allocates its a, b, c scratch and synchronises (no workspace given).
+  TESSERA_RETURN_IF_ERROR(
+      registration::Lncc(stream, F, W, d, options, static_cast<float*>(loss_device->data()), G));
+  float slab_loss = 0;
+  TESSERA_RETURN_IF_ERROR(
+      CopyBytes(&slab_loss, MemoryKind::kHost, loss_device->data(), MemoryKind::kDevice, sizeof(float), stream));
+  const double local_voxels = static_cast<double>(d.size());
+  TESSERA_ASSIGN_OR_RETURN(const double halo_sum,
+                           sharded_internal::LnccHaloCcSumCuda(stream, F, W, layout, options.window, options.eps));
+  // The kernel's loss is -(sum of cc over the slab) / N_local.
+  const double own_sum = -static_cast<double>(slab_loss) * local_voxels - halo_sum;
+  TESSERA_ASSIGN_OR_RETURN(double total, AllReduceHostScalar(comm, own_sum, ReduceOp::kSum, stream));
+  const double voxels = static_cast<double>(layout.global.size());
+  if (G != nullptr) {
+    TESSERA_RETURN_IF_ERROR(sharded_internal::Scale(G + layout.own_offset(), layout.own_voxels(),
+                                                    static_cast<float>(local_voxels / voxels), stream));
+  }
+  return -total / voxels;
+#else
+  (void)comm, (void)layout, (void)fixed, (void)warped, (void)options, (void)grad_warped, (void)stream;
+  return absl::FailedPreconditionError("sharded LNCC on a CUDA stream in a build without CUDA");
+#endif
+}
+
 }  // namespace
 
 absl::StatusOr<double> ShardedLncc(Communicator& comm, const SlabLayout& layout, const NDArray& fixed,
@@ -67,10 +115,8 @@ absl::StatusOr<double> ShardedLncc(Communicator& comm, const SlabLayout& layout,
     return absl::InvalidArgumentError(absl::StrCat("LNCC window must be odd and >= 1, got ", options.window));
   }
   TESSERA_RETURN_IF_ERROR(sharded_internal::CheckHalo(layout, LnccHalo(options.window), "LNCC"));
-  if (stream.backend() != Backend::kCpu) {
-    return absl::UnimplementedError("sharded LNCC runs on CPU streams only (no device version yet)");
-  }
   TESSERA_RETURN_IF_ERROR(HaloExchange(comm, layout, warped, stream));
+  if (stream.backend() == Backend::kCuda) return ShardedLnccCuda(comm, layout, fixed, warped, options, grad_warped, stream);
 
   const Dims3 d = layout.local_dims();
   const int64_t n = d.size(), slice = layout.slice();

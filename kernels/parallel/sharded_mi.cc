@@ -1,12 +1,18 @@
-// Sharded Mattes MI on the CPU: mutual_info.h's definition with the joint
-// histogram as the one quantity that crosses ranks (FFDP's weighted
-// all-reduce: P = sum_h (N_h / N) H_h / N_h = sum_h H_h / N). The histogram,
-// finalize and gradient are the CPU reference's own steps
-// (mutual_info_cpu_steps.h), run on this rank's slab and the global histogram.
+// Sharded Mattes MI: mutual_info.h's definition with the joint histogram as
+// the one quantity that crosses ranks (FFDP's weighted all-reduce: P = sum_h
+// (N_h / N) H_h / N_h = sum_h H_h / N; the marginals are its row and column
+// sums, so B^2 values travel, independent of N). Every rank finalizes the
+// global histogram with the CPU reference's own step (mi_cpu::Finalize: B^2
+// work, on the host) and takes the gradient of its own slices from the table.
+// CPU streams: the reference's histogram and gradient steps
+// (mutual_info_cpu_steps.h). CUDA streams: their device counterparts
+// (sharded_mi.cu); the histogram is all-reduced in device memory (NCCL reads
+// it there; the in-process communicator stages it through the host).
 #include <cstdint>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/buffer.h"
 #include "common/status.h"
 #include "kernels/parallel/sharded_internal.h"
 #include "kernels/parallel/sharded_ops.h"
@@ -29,6 +35,52 @@ absl::Status CheckOptions(const MattesMiOptions& o) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<MattesMiResult> ShardedMattesMiCuda(Communicator& comm, const SlabLayout& layout, const NDArray& fixed,
+                                                   const NDArray& warped, const NDArray* mask,
+                                                   const MattesMiOptions& options, NDArray* grad, const Stream& stream) {
+#if TESSERA_WITH_CUDA
+  if (mask != nullptr && mask->memory_kind() != MemoryKind::kDevice) {
+    return absl::InvalidArgumentError("mask must be in device memory on a CUDA stream");
+  }
+  const int64_t off = layout.own_offset(), n = layout.own_voxels();
+  const float* F = fixed.data<float>() + off;
+  const float* W = warped.data<float>() + off;
+  const uint8_t* M = mask != nullptr ? mask->data<uint8_t>() + off : nullptr;
+  const size_t bb = static_cast<size_t>(options.bins) * options.bins;
+  sharded_internal::MiMapping mapping;
+  mapping.bins = options.bins;
+  mapping.fixed_min = options.fixed_min;
+  mapping.fixed_max = options.fixed_max;
+  mapping.warped_min = options.warped_min;
+  mapping.warped_max = options.warped_max;
+  mapping.fixed_box = options.fixed_kernel == registration::ParzenKernel::kBox;
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> histogram,
+                           Buffer::Allocate(MemoryKind::kDevice, bb * sizeof(double), stream.ordinal()));
+  double* H_device = static_cast<double*>(histogram->data());
+  TESSERA_RETURN_IF_ERROR(sharded_internal::MiJointHistogramCuda(stream, F, W, M, n, mapping, H_device));
+  TESSERA_RETURN_IF_ERROR(comm.AllReduce(H_device, bb, ReduceOp::kSum, stream));
+  std::vector<double> H(bb);
+  TESSERA_RETURN_IF_ERROR(CopyBytes(H.data(), MemoryKind::kHost, H_device, MemoryKind::kDevice, bb * sizeof(double), stream));
+  std::vector<double> table;
+  MattesMiResult result = registration::mi_cpu::Finalize(H, options, grad != nullptr ? &table : nullptr);
+  if (grad == nullptr) return result;
+  // The device gradient contracts a float table, as the single-GPU kernel does.
+  const std::vector<float> table_f(table.begin(), table.end());
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> table_device,
+                           Buffer::Allocate(MemoryKind::kDevice, bb * sizeof(float), stream.ordinal()));
+  TESSERA_RETURN_IF_ERROR(CopyBytes(table_device->data(), MemoryKind::kDevice, table_f.data(), MemoryKind::kHost,
+                                    bb * sizeof(float), stream));
+  TESSERA_RETURN_IF_ERROR(sharded_internal::MiGradientCuda(stream, F, W, M, n, mapping,
+                                                           static_cast<const float*>(table_device->data()),
+                                                           grad->data<float>() + off));
+  TESSERA_RETURN_IF_ERROR(stream.Synchronize());  // the table buffer is freed on return
+  return result;
+#else
+  (void)comm, (void)layout, (void)fixed, (void)warped, (void)mask, (void)options, (void)grad, (void)stream;
+  return absl::FailedPreconditionError("sharded MI on a CUDA stream in a build without CUDA");
+#endif
+}
+
 }  // namespace
 
 absl::StatusOr<MattesMiResult> ShardedMattesMi(Communicator& comm, const SlabLayout& layout, const NDArray& fixed,
@@ -42,9 +94,7 @@ absl::StatusOr<MattesMiResult> ShardedMattesMi(Communicator& comm, const SlabLay
     return absl::InvalidArgumentError(absl::StrCat("mask must be uint8 of shape ", ShapeToString(layout.LocalShape(1)),
                                                    ", got ", ShapeToString(mask->shape())));
   }
-  if (stream.backend() != Backend::kCpu) {
-    return absl::UnimplementedError("sharded MI runs on CPU streams only (no device version yet)");
-  }
+  if (stream.backend() == Backend::kCuda) return ShardedMattesMiCuda(comm, layout, fixed, warped, mask, options, grad, stream);
   const int64_t off = layout.own_offset(), n = layout.own_voxels();
   const float* F = fixed.data<float>() + off;
   const float* W = warped.data<float>() + off;

@@ -103,17 +103,40 @@ absl::StatusOr<std::shared_ptr<const StoredTemplate>> FingerprintGallery::Enroll
   t.format = parsed.format;
   t.bytes = item.bytes;
   t.minutiae = std::move(parsed.minutiae);
-  std::shared_ptr<const StoredTemplate> stored;
-  {
-    std::lock_guard<std::mutex> lock(mutate_mu_);
-    TESSERA_ASSIGN_OR_RETURN(stored, store_->Enroll(std::move(t), replace));
-    absl::Status added = searcher_->Add({stored});
-    if (!added.ok()) {
-      TESSERA_LOG(ERROR) << "fingerprint gallery: stored but not searchable: " << added;
-    }
-  }
+  // Concurrent enrolls share the store's syncs (group commit); the searcher
+  // follows the store afterwards (SyncSearcher).
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const StoredTemplate> stored, store_->Enroll(std::move(t), replace));
+  SyncSearcher({stored}, {});
   MaybeCompactInBackground();
   return stored;
+}
+
+void FingerprintGallery::SyncSearcher(const std::vector<std::shared_ptr<const StoredTemplate>>& enrolled,
+                                      const std::vector<std::string>& deleted) {
+  // Store commits and searcher updates of concurrent calls may interleave in
+  // any order. Each update makes the searcher agree with what the store
+  // holds *now* for its ids: add a template only while it is still the
+  // current one, remove an id only while the store has none. A later change
+  // of the same id runs its own update after its commit, so the searcher
+  // ends equal to the store whatever the order.
+  std::lock_guard<std::mutex> lock(searcher_mu_);
+  std::vector<std::shared_ptr<const StoredTemplate>> add;
+  for (const auto& t : enrolled) {
+    std::shared_ptr<const StoredTemplate> current = store_->Get(t->id);
+    if (current == t) {
+      add.push_back(t);
+    } else if (current == nullptr) {
+      searcher_->Remove(t->id);
+    }
+  }
+  for (const std::string& id : deleted) {
+    if (store_->Get(id) == nullptr) searcher_->Remove(id);
+  }
+  if (add.empty()) return;
+  absl::Status added = searcher_->Add(add);
+  if (!added.ok()) {
+    TESSERA_LOG(ERROR) << "fingerprint gallery: stored but not searchable: " << added;
+  }
 }
 
 absl::StatusOr<std::vector<absl::Status>> FingerprintGallery::EnrollBatch(const std::vector<EnrollItem>& items,
@@ -146,32 +169,23 @@ absl::StatusOr<std::vector<absl::Status>> FingerprintGallery::EnrollBatch(const 
     batch.push_back(std::move(parsed[i]));
     where.push_back(i);
   }
-  {
-    std::lock_guard<std::mutex> lock(mutate_mu_);
-    TESSERA_ASSIGN_OR_RETURN(auto results, store_->EnrollBatch(std::move(batch), replace));
-    std::vector<std::shared_ptr<const StoredTemplate>> stored;
-    for (size_t j = 0; j < results.size(); ++j) {
-      if (results[j].ok()) {
-        stored.push_back(*results[j]);
-      } else {
-        statuses[where[j]] = results[j].status();
-      }
-    }
-    absl::Status added = searcher_->Add(stored);
-    if (!added.ok()) {
-      TESSERA_LOG(ERROR) << "fingerprint gallery: stored but not searchable: " << added;
+  TESSERA_ASSIGN_OR_RETURN(auto results, store_->EnrollBatch(std::move(batch), replace));
+  std::vector<std::shared_ptr<const StoredTemplate>> stored;
+  for (size_t j = 0; j < results.size(); ++j) {
+    if (results[j].ok()) {
+      stored.push_back(*results[j]);
+    } else {
+      statuses[where[j]] = results[j].status();
     }
   }
+  SyncSearcher(stored, {});
   MaybeCompactInBackground();
   return statuses;
 }
 
 absl::Status FingerprintGallery::Delete(absl::string_view id) {
-  {
-    std::lock_guard<std::mutex> lock(mutate_mu_);
-    TESSERA_RETURN_IF_ERROR(store_->Delete(id));
-    searcher_->Remove(id);
-  }
+  TESSERA_RETURN_IF_ERROR(store_->Delete(id));
+  SyncSearcher({}, {std::string(id)});
   MaybeCompactInBackground();
   return absl::OkStatus();
 }

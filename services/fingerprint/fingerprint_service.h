@@ -132,12 +132,16 @@ class FingerprintGallery {
   FingerprintGallery(FingerprintServiceOptions options, bool temporary)
       : options_(std::move(options)), temporary_(temporary) {}
   void MaybeCompactInBackground();
+  // After the store committed: the searcher follows the store's current
+  // state for these ids.
+  void SyncSearcher(const std::vector<std::shared_ptr<const StoredTemplate>>& enrolled,
+                    const std::vector<std::string>& deleted);
 
   const FingerprintServiceOptions options_;
   const bool temporary_;
   std::unique_ptr<GallerySearcher> searcher_;
   std::unique_ptr<GalleryStore> store_;
-  std::mutex mutate_mu_;  // store commit + searcher update, as one step
+  std::mutex searcher_mu_;  // one searcher update at a time (SyncSearcher)
   std::mutex compact_thread_mu_;
   std::thread compact_thread_;
   std::atomic<bool> compacting_{false};

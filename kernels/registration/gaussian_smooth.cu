@@ -10,6 +10,7 @@
 #include "common/status.h"
 #include "kernels/registration/gaussian_smooth.h"
 #include "kernels/registration/gaussian_smooth_internal.h"
+#include "kernels/registration/storage16.h"
 
 namespace tessera {
 namespace registration {
@@ -50,19 +51,24 @@ __device__ __forceinline__ int64_t ClampIdx(int64_t v, int64_t hi) { return v < 
 
 // One block per row of nx floats (rows = ny * nz). in may equal out: the block
 // reads its whole row before writing it.
+// In / Out: float, or the mixed-precision stage's bf16 (converted on load and
+// store; arithmetic in float either way).
+template <typename In = float, typename Out = float>
 __global__ void __launch_bounds__(RowPolicy::kThreads)
-    RowKernel(const float* in, float* out, int64_t nx, int64_t rows, Taps taps) {
+    RowKernel(const In* in, Out* out, int64_t nx, int64_t rows, Taps taps) {
   extern __shared__ float line[];
   const int r = taps.radius;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const float* src = in + row * nx;
-    for (int64_t i = threadIdx.x; i < nx + 2 * r; i += RowPolicy::kThreads) line[i] = src[ClampIdx(i - r, nx - 1)];
+    const In* src = in + row * nx;
+    for (int64_t i = threadIdx.x; i < nx + 2 * r; i += RowPolicy::kThreads) {
+      line[i] = ToFloat(src[ClampIdx(i - r, nx - 1)]);
+    }
     __syncthreads();
-    float* dst = out + row * nx;
+    Out* dst = out + row * nx;
     for (int64_t i = threadIdx.x; i < nx; i += RowPolicy::kThreads) {
       float s = 0.f;
       for (int d = 0; d <= 2 * r; ++d) s = fmaf(taps.w[d], line[i + d], s);
-      dst[i] = s;
+      dst[i] = FromFloat<Out>(s);
     }
     __syncthreads();
   }
@@ -70,8 +76,9 @@ __global__ void __launch_bounds__(RowPolicy::kThreads)
 
 // Filters along an axis: element (i, a, o) at i + inner * (a + n * o).
 // Block: 32 inner values x a tile of kTile axis outputs, for one o.
+template <typename In = float, typename Out = float>
 __global__ void __launch_bounds__(AxisPolicy::kInner * AxisPolicy::kRows)
-    AxisKernel(const float* __restrict__ in, float* __restrict__ out, int64_t inner, int64_t n, int64_t outer,
+    AxisKernel(const In* __restrict__ in, Out* __restrict__ out, int64_t inner, int64_t n, int64_t outer,
                Taps taps) {
   extern __shared__ float tile[];  // (kTile + 2r) x kInner
   const int r = taps.radius;
@@ -80,20 +87,20 @@ __global__ void __launch_bounds__(AxisPolicy::kInner * AxisPolicy::kRows)
   const int64_t a0 = int64_t(blockIdx.y) * AxisPolicy::kTile;
   const int span = AxisPolicy::kTile + 2 * r;
   for (int64_t o = blockIdx.z; o < outer; o += gridDim.z) {
-    const float* src = in + inner * n * o;
+    const In* src = in + inner * n * o;
     for (int s = ty; s < span; s += AxisPolicy::kRows) {
       const int64_t a = ClampIdx(a0 + s - r, n - 1);
-      tile[s * AxisPolicy::kInner + tx] = i < inner ? src[i + inner * a] : 0.f;
+      tile[s * AxisPolicy::kInner + tx] = i < inner ? ToFloat(src[i + inner * a]) : 0.f;
     }
     __syncthreads();
     if (i < inner) {
-      float* dst = out + inner * n * o;
+      Out* dst = out + inner * n * o;
       for (int t = ty; t < AxisPolicy::kTile; t += AxisPolicy::kRows) {
         const int64_t a = a0 + t;
         if (a >= n) break;
         float s = 0.f;
         for (int d = 0; d <= 2 * r; ++d) s = fmaf(taps.w[d], tile[(t + d) * AxisPolicy::kInner + tx], s);
-        dst[i + inner * a] = s;
+        dst[i + inner * a] = FromFloat<Out>(s);
       }
     }
     __syncthreads();
@@ -139,14 +146,15 @@ absl::Status LaunchRow(const float* in, float* out, int64_t nx, int64_t rows, co
   return absl::OkStatus();
 }
 
-absl::Status LaunchAxis(const float* in, float* out, int64_t inner, int64_t n, int64_t outer, const Taps& taps,
+template <typename In, typename Out>
+absl::Status LaunchAxis(const In* in, Out* out, int64_t inner, int64_t n, int64_t outer, const Taps& taps,
                         cudaStream_t s) {
   const dim3 block(AxisPolicy::kInner, AxisPolicy::kRows);
   const dim3 grid(unsigned((inner + AxisPolicy::kInner - 1) / AxisPolicy::kInner),
                   unsigned((n + AxisPolicy::kTile - 1) / AxisPolicy::kTile),
                   unsigned(std::min<int64_t>(outer, AxisPolicy::kMaxGridZ)));
   const size_t smem = size_t(AxisPolicy::kTile + 2 * taps.radius) * AxisPolicy::kInner * sizeof(float);
-  AxisKernel<<<grid, block, smem, s>>>(in, out, inner, n, outer, taps);
+  AxisKernel<In, Out><<<grid, block, smem, s>>>(in, out, inner, n, outer, taps);
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("AxisKernel");
   return absl::OkStatus();
 }
@@ -214,6 +222,25 @@ absl::Status SmoothCuda(const float* in, float* out, const Grid& g, const std::v
                                 : LaunchAxis(dst, scratch, g.nx * g.ny, g.nz, 1, tz, s));
       TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, scratch, V * sizeof(float), cudaMemcpyDeviceToDevice, s));
     }
+  }
+  return absl::OkStatus();
+}
+
+// Per component: y (or a plain conversion) bf16 field -> float scratch, x in
+// place on the scratch, z (or a conversion) scratch -> field: one rounding.
+absl::Status SmoothBf16InPlaceCuda(BFloat16* field, const Grid& g, const std::vector<float> taps[3], float* scratch,
+                                   const Stream& stream) {
+  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
+  const Taps tx = MakeTaps(taps[0]), ty = MakeTaps(taps[1]), tz = MakeTaps(taps[2]);
+  const bool fx = taps[0].size() > 1, fy = taps[1].size() > 1, fz = taps[2].size() > 1;
+  const Taps one = MakeTaps(std::vector<float>{1.f});  // a conversion pass
+  const int64_t V = g.voxels();
+  for (int64_t c = 0; c < g.comps; ++c) {
+    BFloat16* comp = field + c * V;
+    TESSERA_RETURN_IF_ERROR(LaunchAxis(comp, scratch, g.nx, g.ny, g.nz, fy ? ty : one, s));
+    if (fx) TESSERA_RETURN_IF_ERROR(LaunchRow(scratch, scratch, g.nx, g.ny * g.nz, tx, s));
+    TESSERA_RETURN_IF_ERROR(LaunchAxis(scratch, comp, g.nx * g.ny, g.nz, 1, fz ? tz : one, s));
   }
   return absl::OkStatus();
 }

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "common/device.h"
+#include "kernels/registration/storage16.h"
 
 namespace tessera {
 namespace registration {
@@ -31,6 +32,10 @@ void ResampleCpu(const float* in, const Grid& gin, float* out, const Grid& gout,
 // scratch: g.voxels() floats of device memory (unused when only x is filtered).
 absl::Status SmoothCuda(const float* in, float* out, const Grid& g, const std::vector<float> taps[3],
                         float* scratch, const Stream& stream);
+// Mixed precision: a bf16 field smoothed in place through one float scratch
+// volume (rounded once per component). Rows up to RowPolicy's 8192 voxels.
+absl::Status SmoothBf16InPlaceCuda(BFloat16* field, const Grid& g, const std::vector<float> taps[3], float* scratch,
+                                   const Stream& stream);
 absl::Status ResampleCuda(const float* in, const Grid& gin, float* out, const Grid& gout, const float scale[3],
                           const Stream& stream);
 #endif

@@ -100,6 +100,43 @@ absl::Status GridSampleNearest(const Stream& stream, const int32_t* labels, cons
 #endif
 }
 
+absl::Status GridSampleHalfImage(const Stream& stream, const GridSampleArgs& args, const Half* image, float* out,
+                                 GridSamplerTuning tuning) {
+  TESSERA_RETURN_IF_ERROR(ValidateGridSampleArgs(args, /*needs_image=*/false));
+  TESSERA_RETURN_IF_ERROR(ValidateGridSamplerTuning(tuning));
+  if (args.image != nullptr) return absl::InvalidArgumentError("grid sampler (fp16 image): args.image must be null");
+  if (image == nullptr || out == nullptr) return absl::InvalidArgumentError("grid sampler (fp16 image): image or out is null");
+  if (stream.backend() == Backend::kCpu) {
+    cpu::GridSampleForwardHalfImage(args, image, out);
+    return absl::OkStatus();
+  }
+#if TESSERA_WITH_CUDA
+  return cuda::GridSampleForwardHalfImage(stream, args, image, out, tuning);
+#else
+  return NoCuda();
+#endif
+}
+
+absl::Status GridSampleBackwardHalfImage(const Stream& stream, const GridSampleArgs& args, const Half* image,
+                                         const float* grad_out, BFloat16* grad_disp, GridSamplerTuning tuning) {
+  TESSERA_RETURN_IF_ERROR(ValidateGridSampleArgs(args, /*needs_image=*/false));
+  TESSERA_RETURN_IF_ERROR(ValidateGridSamplerTuning(tuning));
+  if (args.image != nullptr) {
+    return absl::InvalidArgumentError("grid sampler backward (fp16 image): args.image must be null");
+  }
+  if (image == nullptr || grad_out == nullptr || grad_disp == nullptr) {
+    return absl::InvalidArgumentError("grid sampler backward (fp16 image): image, grad_out or grad_disp is null");
+  }
+  if (stream.backend() == Backend::kCpu) {
+    cpu::GridSampleBackwardHalfImage(args, image, grad_out, grad_disp);
+    return absl::OkStatus();
+  }
+#if TESSERA_WITH_CUDA
+  return cuda::GridSampleBackwardHalfImage(stream, args, image, grad_out, grad_disp, tuning);
+#else
+  return NoCuda();
+#endif
+}
 
 }  // namespace registration
 }  // namespace tessera

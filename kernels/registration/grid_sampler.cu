@@ -21,6 +21,7 @@
 #include "kernels/registration/grid_sampler.h"
 #include "kernels/registration/reduce.cuh"
 #include "kernels/registration/sampler_math.h"
+#include "kernels/registration/storage16.h"
 
 namespace tessera {
 namespace registration {
@@ -133,40 +134,47 @@ __device__ __forceinline__ bool MakeCell(const Geometry& g, const Column<Idx>& c
   return true;
 }
 
+// One image value through the read-only cache, as float (images are float
+// or, in the mixed-precision lean stage, fp16).
+__device__ __forceinline__ float Ld(const float* p) { return __ldg(p); }
+__device__ __forceinline__ float Ld(const Half* p) {
+  return ToFloat(Half{__ldg(reinterpret_cast<const unsigned short*>(p))});
+}
+
 // The 8 corners v[4z + 2y + x]; padding corners are 0. Cells wholly inside
 // the image (nearly all) load unconditionally from one base pointer.
-template <typename Idx>
-__device__ __forceinline__ void LoadCorners(const float* __restrict__ image, const Column<Idx>& col,
+template <typename Idx, typename Img>
+__device__ __forceinline__ void LoadCorners(const Img* __restrict__ image, const Column<Idx>& col,
                                             const Cell<Idx>& cell, float v[8]) {
   using U = typename std::make_unsigned<Idx>::type;
-  const float* p = image + (cell.i0 + col.mx * cell.j0 + col.mplane * cell.k0);
-  const float* py = p + col.mx;
-  const float* pz = p + col.mplane;
-  const float* pyz = pz + col.mx;
+  const Img* p = image + (cell.i0 + col.mx * cell.j0 + col.mplane * cell.k0);
+  const Img* py = p + col.mx;
+  const Img* pz = p + col.mplane;
+  const Img* pyz = pz + col.mx;
   const bool interior = static_cast<U>(cell.i0) < static_cast<U>(col.mx - 1) &&
                         static_cast<U>(cell.j0) < static_cast<U>(col.my - 1) &&
                         static_cast<U>(cell.k0) < static_cast<U>(col.mz - 1);
   if (interior) {
-    v[0] = __ldg(p);
-    v[1] = __ldg(p + 1);
-    v[2] = __ldg(py);
-    v[3] = __ldg(py + 1);
-    v[4] = __ldg(pz);
-    v[5] = __ldg(pz + 1);
-    v[6] = __ldg(pyz);
-    v[7] = __ldg(pyz + 1);
+    v[0] = Ld(p);
+    v[1] = Ld(p + 1);
+    v[2] = Ld(py);
+    v[3] = Ld(py + 1);
+    v[4] = Ld(pz);
+    v[5] = Ld(pz + 1);
+    v[6] = Ld(pyz);
+    v[7] = Ld(pyz + 1);
   } else {
     const bool x0 = cell.i0 >= 0, x1 = cell.i0 + 1 < col.mx;
     const bool y0 = cell.j0 >= 0, y1 = cell.j0 + 1 < col.my;
     const bool z0 = cell.k0 >= 0, z1 = cell.k0 + 1 < col.mz;
-    v[0] = (z0 && y0 && x0) ? __ldg(p) : 0.0f;
-    v[1] = (z0 && y0 && x1) ? __ldg(p + 1) : 0.0f;
-    v[2] = (z0 && y1 && x0) ? __ldg(py) : 0.0f;
-    v[3] = (z0 && y1 && x1) ? __ldg(py + 1) : 0.0f;
-    v[4] = (z1 && y0 && x0) ? __ldg(pz) : 0.0f;
-    v[5] = (z1 && y0 && x1) ? __ldg(pz + 1) : 0.0f;
-    v[6] = (z1 && y1 && x0) ? __ldg(pyz) : 0.0f;
-    v[7] = (z1 && y1 && x1) ? __ldg(pyz + 1) : 0.0f;
+    v[0] = (z0 && y0 && x0) ? Ld(p) : 0.0f;
+    v[1] = (z0 && y0 && x1) ? Ld(p + 1) : 0.0f;
+    v[2] = (z0 && y1 && x0) ? Ld(py) : 0.0f;
+    v[3] = (z0 && y1 && x1) ? Ld(py + 1) : 0.0f;
+    v[4] = (z1 && y0 && x0) ? Ld(pz) : 0.0f;
+    v[5] = (z1 && y0 && x1) ? Ld(pz + 1) : 0.0f;
+    v[6] = (z1 && y1 && x0) ? Ld(pyz) : 0.0f;
+    v[7] = (z1 && y1 && x1) ? Ld(pyz + 1) : 0.0f;
   }
 }
 
@@ -198,8 +206,8 @@ __device__ __forceinline__ void InterpolateGrad(const float v[8], const Trilinea
   dv[2] = t.e1 - t.e0;
 }
 
-template <typename Idx>
-__device__ __forceinline__ void ForwardVoxel(const float* __restrict__ image, const float* a,
+template <typename Idx, typename Img>
+__device__ __forceinline__ void ForwardVoxel(const Img* __restrict__ image, const float* a,
                                              const float* __restrict__ disp, const Geometry& g,
                                              const Column<Idx>& col, Idx k, float* __restrict__ out) {
   const Idx v = col.i + col.nx * col.j + col.plane * k;
@@ -215,9 +223,9 @@ __device__ __forceinline__ void ForwardVoxel(const float* __restrict__ image, co
   out[v] = value;
 }
 
-template <typename Idx, int kZ>
+template <typename Idx, int kZ, typename Img>
 __global__ void __launch_bounds__(kThreads)
-    ForwardKernel(const float* __restrict__ image, const float* __restrict__ affine, const float* __restrict__ disp,
+    ForwardKernel(const Img* __restrict__ image, const float* __restrict__ affine, const float* __restrict__ disp,
                   Geometry g, float* __restrict__ out) {
   const Idx i = static_cast<Idx>(blockIdx.x) * blockDim.x + threadIdx.x;
   const Idx j = static_cast<Idx>(blockIdx.y) * blockDim.y + threadIdx.y;
@@ -235,11 +243,11 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // One backward voxel: dL/du written, affine sums accumulated, image scatter.
-template <typename Idx, bool kDisp, bool kAffine, bool kImage>
-__device__ __forceinline__ void BackwardVoxel(const float* __restrict__ image, const float* a,
+template <typename Idx, bool kDisp, bool kAffine, bool kImage, typename Img, typename GradT>
+__device__ __forceinline__ void BackwardVoxel(const Img* __restrict__ image, const float* a,
                                               const float* __restrict__ disp, const Geometry& g,
                                               const Column<Idx>& col, float x0, float x1, Idx k,
-                                              const float* __restrict__ grad_out, float* __restrict__ grad_disp,
+                                              const float* __restrict__ grad_out, GradT* __restrict__ grad_disp,
                                               float* __restrict__ grad_image, float acc[kAffineParams]) {
   const Idx v = col.i + col.nx * col.j + col.plane * k;
   float ix[3], dclamp[3];
@@ -275,9 +283,9 @@ __device__ __forceinline__ void BackwardVoxel(const float* __restrict__ image, c
     }
   }
   if (kDisp) {
-    grad_disp[v] = gp[0];
-    grad_disp[v + col.n] = gp[1];
-    grad_disp[v + 2 * col.n] = gp[2];
+    grad_disp[v] = FromFloat<GradT>(gp[0]);
+    grad_disp[v + col.n] = FromFloat<GradT>(gp[1]);
+    grad_disp[v + 2 * col.n] = FromFloat<GradT>(gp[2]);
   }
   if (kAffine) {
 #pragma unroll
@@ -289,10 +297,11 @@ __device__ __forceinline__ void BackwardVoxel(const float* __restrict__ image, c
   }
 }
 
-template <typename Idx, bool kDisp, bool kAffine, bool kImage, int kUnroll>
+template <typename Idx, bool kDisp, bool kAffine, bool kImage, int kUnroll, typename Img = float,
+          typename GradT = float>
 __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
-    BackwardKernel(const float* __restrict__ image, const float* __restrict__ affine, const float* __restrict__ disp,
-                   Geometry g, const float* __restrict__ grad_out, float* __restrict__ grad_disp,
+    BackwardKernel(const Img* __restrict__ image, const float* __restrict__ affine, const float* __restrict__ disp,
+                   Geometry g, const float* __restrict__ grad_out, GradT* __restrict__ grad_disp,
                    double* __restrict__ partials, float* __restrict__ grad_image) {
   const Idx i = static_cast<Idx>(blockIdx.x) * blockDim.x + threadIdx.x;
   const Idx j = static_cast<Idx>(blockIdx.y) * blockDim.y + threadIdx.y;
@@ -314,12 +323,12 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
     if (k_begin + kBackwardZ <= col.nz) {
 #pragma unroll kUnroll
       for (int kk = 0; kk < kBackwardZ; ++kk) {
-        BackwardVoxel<Idx, kDisp, kAffine, kImage>(image, a, disp, g, col, x[0], x[1], k_begin + kk, grad_out,
+        BackwardVoxel<Idx, kDisp, kAffine, kImage, Img, GradT>(image, a, disp, g, col, x[0], x[1], k_begin + kk, grad_out,
                                                    grad_disp, grad_image, acc);
       }
     } else {
       for (Idx k = k_begin; k < col.nz; ++k) {
-        BackwardVoxel<Idx, kDisp, kAffine, kImage>(image, a, disp, g, col, x[0], x[1], k, grad_out, grad_disp,
+        BackwardVoxel<Idx, kDisp, kAffine, kImage, Img, GradT>(image, a, disp, g, col, x[0], x[1], k, grad_out, grad_disp,
                                                    grad_image, acc);
       }
     }
@@ -403,20 +412,21 @@ dim3 Grid(const Dims3& od, int z_per_thread, const GridSamplerTuning& tuning) {
 
 }  // namespace
 
-template <int kZ>
-void LaunchForward(bool fits32, const GridSampleArgs& args, const Geometry& g, const GridSamplerTuning& tuning,
-                   float* out, cudaStream_t s) {
+template <int kZ, typename Img>
+void LaunchForward(bool fits32, const GridSampleArgs& args, const Img* image, const Geometry& g,
+                   const GridSamplerTuning& tuning, float* out, cudaStream_t s) {
   const dim3 grid = Grid(args.out_dims, kZ, tuning);
   const dim3 block = Block(tuning);
   if (fits32) {
-    ForwardKernel<int32_t, kZ><<<grid, block, 0, s>>>(args.image, args.affine, args.disp, g, out);
+    ForwardKernel<int32_t, kZ, Img><<<grid, block, 0, s>>>(image, args.affine, args.disp, g, out);
   } else {
-    ForwardKernel<int64_t, kZ><<<grid, block, 0, s>>>(args.image, args.affine, args.disp, g, out);
+    ForwardKernel<int64_t, kZ, Img><<<grid, block, 0, s>>>(image, args.affine, args.disp, g, out);
   }
 }
 
-absl::Status GridSampleForward(const Stream& stream, const GridSampleArgs& args, float* out,
-                               const GridSamplerTuning& tuning) {
+template <typename Img>
+absl::Status ForwardWithImage(const Stream& stream, const GridSampleArgs& args, const Img* image, float* out,
+                              const GridSamplerTuning& tuning) {
   TESSERA_RETURN_IF_ERROR(CheckGridLimits(args.out_dims));
   TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
   cudaStream_t s = static_cast<cudaStream_t>(stream.native());
@@ -424,19 +434,55 @@ absl::Status GridSampleForward(const Stream& stream, const GridSampleArgs& args,
   const bool fits32 = Fits32(args, tuning);
   switch (tuning.forward_z) {
     case 1:
-      LaunchForward<1>(fits32, args, g, tuning, out, s);
+      LaunchForward<1>(fits32, args, image, g, tuning, out, s);
       break;
     case 2:
-      LaunchForward<2>(fits32, args, g, tuning, out, s);
+      LaunchForward<2>(fits32, args, image, g, tuning, out, s);
       break;
     case 8:
-      LaunchForward<8>(fits32, args, g, tuning, out, s);
+      LaunchForward<8>(fits32, args, image, g, tuning, out, s);
       break;
     default:
-      LaunchForward<4>(fits32, args, g, tuning, out, s);
+      LaunchForward<4>(fits32, args, image, g, tuning, out, s);
       break;
   }
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("grid sampler forward");
+  return absl::OkStatus();
+}
+
+absl::Status GridSampleForward(const Stream& stream, const GridSampleArgs& args, float* out,
+                               const GridSamplerTuning& tuning) {
+  return ForwardWithImage(stream, args, args.image, out, tuning);
+}
+
+absl::Status GridSampleForwardHalfImage(const Stream& stream, const GridSampleArgs& args, const Half* image,
+                                        float* out, const GridSamplerTuning& tuning) {
+  return ForwardWithImage(stream, args, image, out, tuning);
+}
+
+// dL/du only, fp16 image, bf16 output: one instantiation per index width and unroll.
+absl::Status GridSampleBackwardHalfImage(const Stream& stream, const GridSampleArgs& args, const Half* image,
+                                         const float* grad_out, BFloat16* grad_disp, const GridSamplerTuning& tuning) {
+  TESSERA_RETURN_IF_ERROR(CheckGridLimits(args.out_dims));
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
+  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
+  const dim3 grid = Grid(args.out_dims, kBackwardZ, tuning);
+  const dim3 block = Block(tuning);
+  const Geometry g = MakeGeometry(args);
+#define TESSERA_GS_HALF(IDX, U)                                                                               \
+  BackwardKernel<IDX, true, false, false, U, Half, BFloat16><<<grid, block, 0, s>>>(                            \
+      image, args.affine, args.disp, g, grad_out, grad_disp, nullptr, nullptr)
+  if (!Fits32(args, tuning)) {
+    TESSERA_GS_HALF(int64_t, 1);
+  } else if (tuning.backward_unroll == 2) {
+    TESSERA_GS_HALF(int32_t, 2);
+  } else if (tuning.backward_unroll == 4) {
+    TESSERA_GS_HALF(int32_t, 4);
+  } else {
+    TESSERA_GS_HALF(int32_t, 1);
+  }
+#undef TESSERA_GS_HALF
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("grid sampler backward (fp16 image)");
   return absl::OkStatus();
 }
 

@@ -26,6 +26,7 @@
 #include "absl/status/status.h"
 #include "common/device.h"
 #include "kernels/registration/sampler_math.h"
+#include "kernels/registration/storage16.h"
 #include "kernels/registration/types.h"
 #include "kernels/registration/workspace.h"
 
@@ -97,6 +98,16 @@ absl::Status GridSampleBackward(const Stream& stream, const GridSampleArgs& args
 absl::Status GridSampleNearest(const Stream& stream, const int32_t* labels, const GridSampleArgs& args,
                                int32_t* out, GridSamplerTuning tuning = {});
 
+// Mixed precision (issue 13's lean stage, storage16.h): the image stored in
+// fp16 (`image`; args.image must be null), all arithmetic in float exactly as
+// GridSample; float output.
+absl::Status GridSampleHalfImage(const Stream& stream, const GridSampleArgs& args, const Half* image, float* out,
+                                 GridSamplerTuning tuning = {});
+// GridSampleBackward's dL/du alone for an fp16 image, each component rounded
+// once to bf16 when stored (grad_disp: planar (out_dims, 3) BFloat16).
+absl::Status GridSampleBackwardHalfImage(const Stream& stream, const GridSampleArgs& args, const Half* image,
+                                         const float* grad_out, BFloat16* grad_disp, GridSamplerTuning tuning = {});
+
 // Checks dimensions and pointers; the entry points above call it.
 absl::Status ValidateGridSampleArgs(const GridSampleArgs& args, bool needs_image);
 
@@ -108,6 +119,9 @@ void GridSampleForward(const GridSampleArgsT<T>& args, T* out);
 template <typename T>
 void GridSampleBackward(const GridSampleArgsT<T>& args, const T* grad_out, const GridSampleGradsT<T>& grads);
 void GridSampleNearest(const int32_t* labels, const GridSampleArgs& args, int32_t* out);
+void GridSampleForwardHalfImage(const GridSampleArgs& args, const Half* image, float* out);
+void GridSampleBackwardHalfImage(const GridSampleArgs& args, const Half* image, const float* grad_out,
+                                 BFloat16* grad_disp);
 
 }  // namespace cpu
 
@@ -121,6 +135,10 @@ absl::Status GridSampleBackward(const Stream& stream, const GridSampleArgs& args
                                 const GridSampleGrads& grads, Workspace* workspace, const GridSamplerTuning& tuning);
 absl::Status GridSampleNearest(const Stream& stream, const int32_t* labels, const GridSampleArgs& args,
                                int32_t* out, const GridSamplerTuning& tuning);
+absl::Status GridSampleForwardHalfImage(const Stream& stream, const GridSampleArgs& args, const Half* image,
+                                        float* out, const GridSamplerTuning& tuning);
+absl::Status GridSampleBackwardHalfImage(const Stream& stream, const GridSampleArgs& args, const Half* image,
+                                         const float* grad_out, BFloat16* grad_disp, const GridSamplerTuning& tuning);
 
 }  // namespace cuda
 

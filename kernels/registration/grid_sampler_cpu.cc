@@ -3,11 +3,13 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/registration/grid_sampler.h"
 #include "kernels/registration/parallel.h"
 #include "kernels/registration/sampler_math.h"
+#include "kernels/registration/storage16.h"
 
 namespace tessera {
 namespace registration {
@@ -59,20 +61,30 @@ Cell<T> MakeCell(const T ix[3]) {
   return cell;
 }
 
+// Image values as T: plain, or an fp16-stored image (mixed precision).
 template <typename T>
-T Fetch(const T* image, const Dims3& d, int64_t i, int64_t j, int64_t k) {
+T LoadAs(T v) {
+  return v;
+}
+template <typename T>
+T LoadAs(Half v) {
+  return static_cast<T>(ToFloat(v));
+}
+
+template <typename T, typename Img>
+T Fetch(const Img* image, const Dims3& d, int64_t i, int64_t j, int64_t k) {
   if (i < 0 || j < 0 || k < 0 || i >= d.nx || j >= d.ny || k >= d.nz) return T(0);
-  return image[d.index(i, j, k)];
+  return LoadAs<T>(image[d.index(i, j, k)]);
 }
 
 // Trilinear value at the cell and, if dv != null, d(value)/d(ix) per axis.
-template <typename T>
-T Interpolate(const T* image, const Dims3& d, const Cell<T>& cell, T dv[3]) {
+template <typename T, typename Img>
+T Interpolate(const Img* image, const Dims3& d, const Cell<T>& cell, T dv[3]) {
   T v[2][2][2];
   for (int c = 0; c < 2; ++c) {
     for (int b = 0; b < 2; ++b) {
       for (int a = 0; a < 2; ++a) {
-        v[c][b][a] = Fetch(image, d, cell.i0[0] + a, cell.i0[1] + b, cell.i0[2] + c);
+        v[c][b][a] = Fetch<T>(image, d, cell.i0[0] + a, cell.i0[1] + b, cell.i0[2] + c);
       }
     }
   }
@@ -123,10 +135,19 @@ void PositionOf(const SamplerGeometry<T>& g, const GridSampleArgsT<T>& args, int
   SamplePosition(g, args.affine, x, up, ix);
 }
 
-}  // namespace
+// dL/du as stored: unchanged in T, else rounded from float (mixed precision).
+template <typename S, typename T>
+S StoreAs(T v) {
+  if constexpr (std::is_same<S, T>::value) {
+    return v;
+  } else {
+    return FromFloat<S>(static_cast<float>(v));
+  }
+}
 
-template <typename T>
-void GridSampleForward(const GridSampleArgsT<T>& args, T* out) {
+// The forward pass on an image of storage type Img (T or Half).
+template <typename T, typename Img>
+void ForwardImpl(const GridSampleArgsT<T>& args, const Img* image, T* out) {
   const SamplerGeometry<T> g =
       MakeSamplerGeometry<T>(args.out_dims, args.image_dims, args.grid_lo, args.grid_hi, args.padding);
   const Dims3 od = args.out_dims;
@@ -138,15 +159,18 @@ void GridSampleForward(const GridSampleArgsT<T>& args, T* out) {
           PositionOf(g, args, i, j, k, x, ix);
           const PaddedPosition<T> pos = ApplyPadding(g, ix);
           out[od.index(i, j, k)] =
-              pos.outside ? T(0) : Interpolate<T>(args.image, args.image_dims, MakeCell(pos.ix), nullptr);
+              pos.outside ? T(0) : Interpolate<T>(image, args.image_dims, MakeCell(pos.ix), nullptr);
         }
       }
     }
   });
 }
 
-template <typename T>
-void GridSampleBackward(const GridSampleArgsT<T>& args, const T* grad_out, const GridSampleGradsT<T>& grads) {
+// The backward pass on an image of storage type Img, dL/du stored as GradT
+// (grads.grad_disp is ignored; grad_disp is used).
+template <typename T, typename Img, typename GradT>
+void BackwardImpl(const GridSampleArgsT<T>& args, const Img* image, const T* grad_out, const GridSampleGradsT<T>& grads,
+                  GradT* grad_disp) {
   const SamplerGeometry<T> g =
       MakeSamplerGeometry<T>(args.out_dims, args.image_dims, args.grid_lo, args.grid_hi, args.padding);
   const Dims3 od = args.out_dims;
@@ -175,7 +199,7 @@ void GridSampleBackward(const GridSampleArgsT<T>& args, const T* grad_out, const
           if (!pos.outside) {
             const Cell<T> cell = MakeCell(pos.ix);
             T dv[3];
-            Interpolate(args.image, id, cell, dv);
+            Interpolate(image, id, cell, dv);
             for (int c = 0; c < 3; ++c) gp[c] = grad_out[v] * dv[c] * pos.dclamp[c] * g.in_half[c];
             if (grads.grad_image != nullptr) {
               for (int c = 0; c < 2; ++c) {
@@ -191,8 +215,8 @@ void GridSampleBackward(const GridSampleArgsT<T>& args, const T* grad_out, const
               }
             }
           }
-          if (grads.grad_disp != nullptr) {
-            for (int c = 0; c < 3; ++c) grads.grad_disp[v + c * n] = gp[c];
+          if (grad_disp != nullptr) {
+            for (int c = 0; c < 3; ++c) grad_disp[v + c * n] = StoreAs<GradT>(gp[c]);
           }
           for (int c = 0; c < 3; ++c) {
             for (int d = 0; d < 3; ++d) acc[4 * c + d] += static_cast<double>(gp[c]) * static_cast<double>(x[d]);
@@ -212,6 +236,27 @@ void GridSampleBackward(const GridSampleArgsT<T>& args, const T* grad_out, const
       grads.grad_affine[p] = static_cast<T>(sum);
     }
   }
+}
+
+}  // namespace
+
+template <typename T>
+void GridSampleForward(const GridSampleArgsT<T>& args, T* out) {
+  ForwardImpl(args, args.image, out);
+}
+
+template <typename T>
+void GridSampleBackward(const GridSampleArgsT<T>& args, const T* grad_out, const GridSampleGradsT<T>& grads) {
+  BackwardImpl(args, args.image, grad_out, grads, grads.grad_disp);
+}
+
+void GridSampleForwardHalfImage(const GridSampleArgs& args, const Half* image, float* out) {
+  ForwardImpl(args, image, out);
+}
+
+void GridSampleBackwardHalfImage(const GridSampleArgs& args, const Half* image, const float* grad_out,
+                                 BFloat16* grad_disp) {
+  BackwardImpl(args, image, grad_out, GridSampleGrads{}, grad_disp);
 }
 
 void GridSampleNearest(const int32_t* labels, const GridSampleArgs& args, int32_t* out) {

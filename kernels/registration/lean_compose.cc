@@ -40,8 +40,11 @@ int64_t ComposeSlabDepth(Dims3 dims, double bound_voxels) {
   return std::max<int64_t>(1, std::min<int64_t>(dims.nz, std::max(halo, for_size)));
 }
 
-absl::Status ComposeGreedyStepInPlace(const Stream& stream, float* u, const float* grad, Dims3 dims,
-                                      const GreedyStep& step, Workspace* workspace) {
+namespace {
+
+template <typename GradT>
+absl::Status ComposeImpl(const Stream& stream, float* u, const GradT* grad, Dims3 dims, const GreedyStep& step,
+                         Workspace* workspace) {
   if (dims.nx <= 0 || dims.ny <= 0 || dims.nz <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("ComposeGreedyStepInPlace: dims must be positive, got ",
                                                    DimsToString(dims)));
@@ -136,6 +139,18 @@ absl::Status ComposeGreedyStepInPlace(const Stream& stream, float* u, const floa
   if (pending_z0 >= 0) TESSERA_RETURN_IF_ERROR(write_back(buffers[pending], pending_z0, pending_z1));
   if (workspace == nullptr) TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ComposeGreedyStepInPlace(const Stream& stream, float* u, const float* grad, Dims3 dims,
+                                      const GreedyStep& step, Workspace* workspace) {
+  return ComposeImpl(stream, u, grad, dims, step, workspace);
+}
+
+absl::Status ComposeGreedyStepInPlace(const Stream& stream, float* u, const BFloat16* grad, Dims3 dims,
+                                      const GreedyStep& step, Workspace* workspace) {
+  return ComposeImpl(stream, u, grad, dims, step, workspace);
 }
 
 }  // namespace registration

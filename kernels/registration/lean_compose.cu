@@ -14,7 +14,8 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void ComposeSlabKernel(ComposeParams p, const float* __restrict__ u, const float* __restrict__ grad,
+template <typename GradT>
+__global__ void ComposeSlabKernel(ComposeParams p, const float* __restrict__ u, const GradT* __restrict__ grad,
                                   int64_t z0, int64_t count, float* __restrict__ out) {
   const int64_t plane = p.dims.nx * p.dims.ny;
   for (int64_t t = blockIdx.x * int64_t{kThreads} + threadIdx.x; t < count; t += int64_t{gridDim.x} * kThreads) {
@@ -26,10 +27,9 @@ __global__ void ComposeSlabKernel(ComposeParams p, const float* __restrict__ u, 
   }
 }
 
-}  // namespace
-
-absl::Status ComposeSlabCuda(const ComposeParams& p, const float* u, const float* grad, int64_t z0, int64_t z1,
-                             float* slab_out, const Stream& stream) {
+template <typename GradT>
+absl::Status LaunchComposeSlab(const ComposeParams& p, const float* u, const GradT* grad, int64_t z0, int64_t z1,
+                               float* slab_out, const Stream& stream) {
   const int64_t count = (z1 - z0) * p.dims.nx * p.dims.ny;
   if (count <= 0) return absl::OkStatus();
   const int64_t blocks64 = (count + kThreads - 1) / kThreads;
@@ -38,6 +38,18 @@ absl::Status ComposeSlabCuda(const ComposeParams& p, const float* u, const float
                                                                                           slab_out);
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("ComposeSlabKernel");
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ComposeSlabCuda(const ComposeParams& p, const float* u, const float* grad, int64_t z0, int64_t z1,
+                             float* slab_out, const Stream& stream) {
+  return LaunchComposeSlab(p, u, grad, z0, z1, slab_out, stream);
+}
+
+absl::Status ComposeSlabCuda(const ComposeParams& p, const float* u, const BFloat16* grad, int64_t z0, int64_t z1,
+                             float* slab_out, const Stream& stream) {
+  return LaunchComposeSlab(p, u, grad, z0, z1, slab_out, stream);
 }
 
 }  // namespace lean_internal

@@ -40,6 +40,7 @@
 #include "absl/status/status.h"
 #include "common/device.h"
 #include "kernels/registration/adam.h"
+#include "kernels/registration/storage16.h"
 #include "kernels/registration/types.h"
 #include "kernels/registration/workspace.h"
 
@@ -87,6 +88,11 @@ int64_t ComposeHaloSlices(double bound_voxels);
 absl::Status ComposeGreedyStepInPlace(const Stream& stream, float* u, const float* grad, Dims3 dims,
                                       const GreedyStep& step, Workspace* workspace = nullptr);
 
+// Mixed precision (issue 13's lean stage): the same with the smoothed
+// gradient stored in bf16 (loaded as float; u, m, v and all math in float).
+absl::Status ComposeGreedyStepInPlace(const Stream& stream, float* u, const BFloat16* grad, Dims3 dims,
+                                      const GreedyStep& step, Workspace* workspace = nullptr);
+
 namespace lean_internal {
 // Per-element Adam coefficients and the sampling geometry, filled on the host.
 struct ComposeParams {
@@ -103,8 +109,12 @@ struct ComposeParams {
 // floats), reading u and grad (and updating m, v) only.
 void ComposeSlabCpu(const ComposeParams& p, const float* u, const float* grad, int64_t z0, int64_t z1,
                     float* slab_out);
+void ComposeSlabCpu(const ComposeParams& p, const float* u, const BFloat16* grad, int64_t z0, int64_t z1,
+                    float* slab_out);
 #if TESSERA_WITH_CUDA
 absl::Status ComposeSlabCuda(const ComposeParams& p, const float* u, const float* grad, int64_t z0, int64_t z1,
+                             float* slab_out, const Stream& stream);
+absl::Status ComposeSlabCuda(const ComposeParams& p, const float* u, const BFloat16* grad, int64_t z0, int64_t z1,
                              float* slab_out, const Stream& stream);
 #endif
 }  // namespace lean_internal

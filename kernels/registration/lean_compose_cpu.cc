@@ -8,8 +8,10 @@ namespace tessera {
 namespace registration {
 namespace lean_internal {
 
-void ComposeSlabCpu(const ComposeParams& p, const float* u, const float* grad, int64_t z0, int64_t z1,
-                    float* slab_out) {
+namespace {
+
+template <typename GradT>
+void ComposeSlab(const ComposeParams& p, const float* u, const GradT* grad, int64_t z0, int64_t z1, float* slab_out) {
   const int64_t plane = p.dims.nx * p.dims.ny;
   const int64_t count = (z1 - z0) * plane;
   ParallelFor(count, [&](int64_t b, int64_t e, int) {
@@ -21,6 +23,18 @@ void ComposeSlabCpu(const ComposeParams& p, const float* u, const float* grad, i
       ComposeVoxel(p, u, grad, i, j, k, idx, slab_out + t, count);
     }
   });
+}
+
+}  // namespace
+
+void ComposeSlabCpu(const ComposeParams& p, const float* u, const float* grad, int64_t z0, int64_t z1,
+                    float* slab_out) {
+  ComposeSlab(p, u, grad, z0, z1, slab_out);
+}
+
+void ComposeSlabCpu(const ComposeParams& p, const float* u, const BFloat16* grad, int64_t z0, int64_t z1,
+                    float* slab_out) {
+  ComposeSlab(p, u, grad, z0, z1, slab_out);
 }
 
 }  // namespace lean_internal

@@ -8,6 +8,7 @@
 
 #include "kernels/registration/lean_compose.h"
 #include "kernels/registration/sampler_math.h"
+#include "kernels/registration/storage16.h"
 
 namespace tessera {
 namespace registration {
@@ -23,12 +24,14 @@ TESSERA_HD inline float LeanSqrt(float v) {
 
 // Voxel (i, j, k) at flat index idx (component stride n): writes the composed
 // displacement of its three components to out[0], out[n_out], out[2 n_out].
-TESSERA_HD inline void ComposeVoxel(const ComposeParams& p, const float* u, const float* grad, int64_t i, int64_t j,
+// GradT: float, or bf16 (the mixed-precision stage's G), loaded as float.
+template <typename GradT>
+TESSERA_HD inline void ComposeVoxel(const ComposeParams& p, const float* u, const GradT* grad, int64_t i, int64_t j,
                                     int64_t k, int64_t idx, float* out, int64_t n_out) {
   const int64_t n = p.dims.size();
   float s[3];
   for (int c = 0; c < 3; ++c) {
-    const float g = grad[c * n + idx];
+    const float g = ToFloat(grad[c * n + idx]);
     float step;
     if (p.rule == 0) {
       step = RnMul(p.scale, g);

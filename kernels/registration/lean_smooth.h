@@ -10,6 +10,8 @@
 #include "absl/status/status.h"
 #include "common/device.h"
 #include "common/ndarray.h"
+#include "kernels/registration/storage16.h"
+#include "kernels/registration/types.h"
 
 namespace tessera {
 namespace registration {
@@ -20,6 +22,17 @@ namespace registration {
 // Errors as GaussianSmooth, plus INVALID_ARGUMENT for a missing scratch.
 absl::Status SmoothInPlaceWithScratch(NDArray& field, const std::array<double, 3>& sigma_voxels, float* scratch,
                                       int64_t scratch_floats, const Stream& stream);
+
+// Mixed precision (issue 13's lean stage): a planar bf16 field of `comps`
+// components of `dims` (stream memory) smoothed in place; loads in float,
+// filters in float and rounds once per component. scratch: dims.size()
+// floats of stream memory not aliasing field, needed on both backends (the
+// CPU reference smooths each component there: x, y, z; CUDA: y, x, z).
+// CUDA: rows of at most 8192 voxels. CUDA == CPU within one bf16 rounding
+// (2^-8 of the largest |value|; lean_smooth_test.cc).
+absl::Status SmoothBf16InPlaceWithScratch(BFloat16* field, Dims3 dims, int comps,
+                                          const std::array<double, 3>& sigma_voxels, float* scratch,
+                                          int64_t scratch_floats, const Stream& stream);
 
 }  // namespace registration
 }  // namespace tessera

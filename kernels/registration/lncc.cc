@@ -59,5 +59,26 @@ absl::Status LnccWithCoefficients(const Stream& stream, const float* fixed, cons
 #endif
 }
 
+absl::Status LnccHalfFixed(const Stream& stream, const Half* fixed, const float* warped, Dims3 dims,
+                           const LnccOptions& options, float* loss, float* grad_warped, BFloat16* coefficients,
+                           Workspace* workspace) {
+  TESSERA_RETURN_IF_ERROR(ValidateLnccArgs(reinterpret_cast<const float*>(fixed), warped, dims, options));
+  if (grad_warped != nullptr && coefficients == nullptr) {
+    return absl::InvalidArgumentError("lncc (fp16 fixed): coefficients (3 bf16 volumes) are needed for the gradient");
+  }
+  if (stream.backend() == Backend::kCpu) {
+    const double value = cpu::LnccHalfFixed(fixed, warped, dims, options, grad_warped);
+    if (loss != nullptr) *loss = static_cast<float>(value);
+    return absl::OkStatus();
+  }
+#if TESSERA_WITH_CUDA
+  return cuda::LnccHalfFixed(stream, fixed, warped, dims, options, loss, grad_warped, coefficients, workspace);
+#else
+  (void)workspace;
+  return absl::FailedPreconditionError(
+      absl::StrCat("lncc: CUDA stream given but ", DeviceRegistry::Get().cuda_unavailable_reason()));
+#endif
+}
+
 }  // namespace registration
 }  // namespace tessera

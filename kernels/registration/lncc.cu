@@ -27,6 +27,7 @@
 #include "kernels/registration/lncc.h"
 #include "kernels/registration/lncc_math.h"
 #include "kernels/registration/reduce.cuh"
+#include "kernels/registration/storage16.h"
 
 namespace tessera {
 namespace registration {
@@ -48,20 +49,22 @@ struct MarchShape {
   int64_t z_chunk;
 };
 
-// Forward quantities from (F, W).
+// Forward quantities from (F, W). FixedT / CoefT: float, or the mixed
+// precision storage of the lean stage (fp16 F, bf16 a, b, c; storage16.h).
+template <typename FixedT = float, typename CoefT = float>
 struct ForwardOp {
   static constexpr int kRaw = 2;
   static constexpr int kQ = 5;
-  const float* __restrict__ fixed;
+  const FixedT* __restrict__ fixed;
   const float* __restrict__ warped;
-  float* __restrict__ a_out;  // null: loss only
-  float* __restrict__ b_out;
-  float* __restrict__ c_out;
+  CoefT* __restrict__ a_out;  // null: loss only
+  CoefT* __restrict__ b_out;
+  CoefT* __restrict__ c_out;
   double inv_n;
   double eps;
 
   __device__ __forceinline__ void Load(int64_t idx, float raw[kRaw]) const {
-    raw[0] = __ldg(fixed + idx);
+    raw[0] = LdgFloat(fixed + idx);
     raw[1] = __ldg(warped + idx);
   }
   __device__ __forceinline__ static void Expand(const float raw[kRaw], float q[kQ]) {
@@ -74,30 +77,31 @@ struct ForwardOp {
   __device__ __forceinline__ double Emit(int64_t idx, const double s[kQ]) const {
     const LnccTerms t = ComputeLnccTerms(s[0], s[1], s[2], s[3], s[4], inv_n, eps);
     if (a_out != nullptr) {
-      a_out[idx] = static_cast<float>(t.a);
-      b_out[idx] = static_cast<float>(t.b);
-      c_out[idx] = static_cast<float>(t.c);
+      a_out[idx] = FromFloat<CoefT>(static_cast<float>(t.a));
+      b_out[idx] = FromFloat<CoefT>(static_cast<float>(t.b));
+      c_out[idx] = FromFloat<CoefT>(static_cast<float>(t.c));
     }
     return t.cc;
   }
 };
 
 // Backward: box-filter (a, b, c) and combine into dL/dW.
+template <typename FixedT = float, typename CoefT = float>
 struct BackwardOp {
   static constexpr int kRaw = 3;
   static constexpr int kQ = 3;
-  const float* __restrict__ a_in;
-  const float* __restrict__ b_in;
-  const float* __restrict__ c_in;
-  const float* __restrict__ fixed;
+  const CoefT* __restrict__ a_in;
+  const CoefT* __restrict__ b_in;
+  const CoefT* __restrict__ c_in;
+  const FixedT* __restrict__ fixed;
   const float* warped;  // may be grad itself (in place): no __restrict__, no __ldg
   float* grad;
   double scale;  // -1/N
 
   __device__ __forceinline__ void Load(int64_t idx, float raw[kRaw]) const {
-    raw[0] = __ldg(a_in + idx);
-    raw[1] = __ldg(b_in + idx);
-    raw[2] = __ldg(c_in + idx);
+    raw[0] = LdgFloat(a_in + idx);
+    raw[1] = LdgFloat(b_in + idx);
+    raw[2] = LdgFloat(c_in + idx);
   }
   __device__ __forceinline__ static void Expand(const float raw[kRaw], float q[kQ]) {
     q[0] = raw[0];
@@ -105,7 +109,7 @@ struct BackwardOp {
     q[2] = raw[2];
   }
   __device__ __forceinline__ double Emit(int64_t idx, const double s[kQ]) const {
-    const double f = __ldg(fixed + idx);
+    const double f = LdgFloat(fixed + idx);
     const double w = warped[idx];
     grad[idx] = static_cast<float>(scale * (f * s[0] + 2.0 * w * s[1] + s[2]));
     return 0.0;
@@ -299,11 +303,10 @@ absl::Status DispatchMarch(const Op& op, const MarchShape& sh, double* partials,
   return absl::InvalidArgumentError("lncc (CUDA): window too large");
 }
 
-}  // namespace
-
-absl::Status Lncc(const Stream& stream, const float* fixed, const float* warped, Dims3 dims,
-                  const LnccOptions& options, float* loss, float* grad_warped, Workspace* workspace,
-                  float* coefficients) {
+template <typename FixedT, typename CoefT>
+absl::Status LnccImpl(const Stream& stream, const FixedT* fixed, const float* warped, Dims3 dims,
+                      const LnccOptions& options, float* loss, float* grad_warped, Workspace* workspace,
+                      CoefT* coefficients) {
   if (options.window > kLnccMaxCudaWindow) {
     return absl::InvalidArgumentError(
         absl::StrCat("lncc (CUDA): window ", options.window, " exceeds the maximum of ", kLnccMaxCudaWindow));
@@ -314,7 +317,7 @@ absl::Status Lncc(const Stream& stream, const float* fixed, const float* warped,
   TESSERA_CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, stream.ordinal()));
   const MarchShape sh = MakeShape(dims, options.window);
-  if (SharedBytes<ForwardOp::kQ>(sh) + 32 * sizeof(double) > static_cast<size_t>(max_smem)) {
+  if (SharedBytes<ForwardOp<>::kQ>(sh) + 32 * sizeof(double) > static_cast<size_t>(max_smem)) {
     return absl::InvalidArgumentError(
         absl::StrCat("lncc (CUDA): window ", options.window, " needs more shared memory than the GPU has"));
   }
@@ -325,30 +328,44 @@ absl::Status Lncc(const Stream& stream, const float* fixed, const float* warped,
 
   size_t bytes = ScratchCarver::Align(sizeof(double) * num_blocks);
   const bool own_coefficients = want_grad && coefficients == nullptr;
-  if (own_coefficients) bytes += 3 * ScratchCarver::Align(sizeof(float) * n);
+  if (own_coefficients) bytes += 3 * ScratchCarver::Align(sizeof(CoefT) * n);
   Workspace local;
   TESSERA_ASSIGN_OR_RETURN(void* base, ReserveScratch(stream, bytes, workspace, local));
   ScratchCarver carve(base);
   double* partials = carve.Take<double>(num_blocks);
-  float* a = own_coefficients ? carve.Take<float>(n) : (want_grad ? coefficients : nullptr);
-  float* b = own_coefficients ? carve.Take<float>(n) : (want_grad ? coefficients + n : nullptr);
-  float* c = own_coefficients ? carve.Take<float>(n) : (want_grad ? coefficients + 2 * n : nullptr);
+  CoefT* a = own_coefficients ? carve.Take<CoefT>(n) : (want_grad ? coefficients : nullptr);
+  CoefT* b = own_coefficients ? carve.Take<CoefT>(n) : (want_grad ? coefficients + n : nullptr);
+  CoefT* c = own_coefficients ? carve.Take<CoefT>(n) : (want_grad ? coefficients + 2 * n : nullptr);
 
   cudaStream_t s = static_cast<cudaStream_t>(stream.native());
-  ForwardOp fwd{fixed, warped, a, b, c, 1.0 / (static_cast<double>(sh.w) * sh.w * sh.w), options.eps};
+  ForwardOp<FixedT, CoefT> fwd{fixed, warped, a, b, c, 1.0 / (static_cast<double>(sh.w) * sh.w * sh.w), options.eps};
   if (loss != nullptr) {
-    TESSERA_RETURN_IF_ERROR((DispatchMarch<ForwardOp, true>(fwd, sh, partials, s)));
+    TESSERA_RETURN_IF_ERROR((DispatchMarch<ForwardOp<FixedT, CoefT>, true>(fwd, sh, partials, s)));
     TESSERA_CUDA_RETURN_IF_ERROR(
         cuda_detail::FinishPartials(partials, num_blocks, 1, -1.0 / static_cast<double>(n), loss, s));
   } else {
-    TESSERA_RETURN_IF_ERROR((DispatchMarch<ForwardOp, false>(fwd, sh, nullptr, s)));
+    TESSERA_RETURN_IF_ERROR((DispatchMarch<ForwardOp<FixedT, CoefT>, false>(fwd, sh, nullptr, s)));
   }
   if (want_grad) {
-    BackwardOp bwd{a, b, c, fixed, warped, grad_warped, -1.0 / static_cast<double>(n)};
-    TESSERA_RETURN_IF_ERROR((DispatchMarch<BackwardOp, false>(bwd, sh, nullptr, s)));
+    BackwardOp<FixedT, CoefT> bwd{a, b, c, fixed, warped, grad_warped, -1.0 / static_cast<double>(n)};
+    TESSERA_RETURN_IF_ERROR((DispatchMarch<BackwardOp<FixedT, CoefT>, false>(bwd, sh, nullptr, s)));
   }
   if (workspace == nullptr) TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Lncc(const Stream& stream, const float* fixed, const float* warped, Dims3 dims,
+                  const LnccOptions& options, float* loss, float* grad_warped, Workspace* workspace,
+                  float* coefficients) {
+  return LnccImpl(stream, fixed, warped, dims, options, loss, grad_warped, workspace, coefficients);
+}
+
+absl::Status LnccHalfFixed(const Stream& stream, const Half* fixed, const float* warped, Dims3 dims,
+                           const LnccOptions& options, float* loss, float* grad_warped, BFloat16* coefficients,
+                           Workspace* workspace) {
+  return LnccImpl(stream, fixed, warped, dims, options, loss, grad_warped, workspace, coefficients);
 }
 
 }  // namespace cuda

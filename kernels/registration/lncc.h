@@ -29,6 +29,7 @@
 
 #include "absl/status/status.h"
 #include "common/device.h"
+#include "kernels/registration/storage16.h"
 #include "kernels/registration/types.h"
 #include "kernels/registration/workspace.h"
 
@@ -59,18 +60,34 @@ absl::Status LnccWithCoefficients(const Stream& stream, const float* fixed, cons
                                   const LnccOptions& options, float* loss, float* grad_warped, float* coefficients,
                                   Workspace* workspace = nullptr);
 
+// Mixed precision (issue 13's lean stage, storage16.h): as
+// LnccWithCoefficients with the fixed image stored in fp16 and a, b, c stored
+// in bf16 (`coefficients`: 3 * dims.size() BFloat16, needed for the
+// gradient); box sums and per-voxel algebra in double as above. bf16, not
+// fp16, for a, b, c: b reaches ~1e7 where a window of W is nearly flat.
+absl::Status LnccHalfFixed(const Stream& stream, const Half* fixed, const float* warped, Dims3 dims,
+                           const LnccOptions& options, float* loss, float* grad_warped, BFloat16* coefficients,
+                           Workspace* workspace = nullptr);
+
 absl::Status ValidateLnccArgs(const float* fixed, const float* warped, Dims3 dims, const LnccOptions& options);
 
 namespace cpu {
 // Reference (host pointers, threaded). Returns the loss; grad_warped may be null.
 template <typename T>
 double Lncc(const T* fixed, const T* warped, Dims3 dims, const LnccOptions& options, T* grad_warped);
+// The mixed-precision reference: a, b, c rounded to bf16 as the CUDA kernel
+// stores them; grad_warped may be warped.
+double LnccHalfFixed(const Half* fixed, const float* warped, Dims3 dims, const LnccOptions& options,
+                     float* grad_warped);
 }  // namespace cpu
 
 namespace cuda {
 absl::Status Lncc(const Stream& stream, const float* fixed, const float* warped, Dims3 dims,
                   const LnccOptions& options, float* loss, float* grad_warped, Workspace* workspace,
                   float* coefficients = nullptr);
+absl::Status LnccHalfFixed(const Stream& stream, const Half* fixed, const float* warped, Dims3 dims,
+                           const LnccOptions& options, float* loss, float* grad_warped, BFloat16* coefficients,
+                           Workspace* workspace);
 }  // namespace cuda
 
 }  // namespace registration

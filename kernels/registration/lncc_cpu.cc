@@ -2,11 +2,13 @@
 // volumes from separable running sums (double accumulators), the per-voxel
 // algebra, then three more box filters for the gradient, reusing the volumes.
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/registration/lncc.h"
 #include "kernels/registration/lncc_math.h"
 #include "kernels/registration/parallel.h"
+#include "kernels/registration/storage16.h"
 
 namespace tessera {
 namespace registration {
@@ -78,10 +80,19 @@ void BoxSumInPlace(T* vol, const Dims3& d, int r) {
   });
 }
 
-}  // namespace
+// A coefficient as the CUDA kernel stores it: unchanged, or rounded through
+// float to CoefT (the mixed-precision stage's bf16 volumes).
+template <typename CoefT>
+double StoredCoefficient(double v) {
+  if constexpr (std::is_same<CoefT, float>::value || std::is_same<CoefT, double>::value) {
+    return v;
+  } else {
+    return ToFloat(FromFloat<CoefT>(static_cast<float>(v)));
+  }
+}
 
-template <typename T>
-double Lncc(const T* fixed, const T* warped, Dims3 dims, const LnccOptions& options, T* grad_warped) {
+template <typename T, typename CoefT>
+double LnccImpl(const T* fixed, const T* warped, Dims3 dims, const LnccOptions& options, T* grad_warped) {
   const int64_t n_vox = dims.size();
   const int r = options.window / 2;
   const double inv_n = 1.0 / (static_cast<double>(options.window) * options.window * options.window);
@@ -104,9 +115,9 @@ double Lncc(const T* fixed, const T* warped, Dims3 dims, const LnccOptions& opti
     for (int64_t v = v0; v < v1; ++v) {
       const LnccTerms t = ComputeLnccTerms(s_f[v], s_w[v], s_ff[v], s_ww[v], s_fw[v], inv_n, options.eps);
       sum += t.cc;
-      s_fw[v] = static_cast<T>(t.a);
-      s_ww[v] = static_cast<T>(t.b);
-      s_w[v] = static_cast<T>(t.c);
+      s_fw[v] = static_cast<T>(StoredCoefficient<CoefT>(t.a));
+      s_ww[v] = static_cast<T>(StoredCoefficient<CoefT>(t.b));
+      s_w[v] = static_cast<T>(StoredCoefficient<CoefT>(t.c));
     }
     partial[chunk] = sum;
   });
@@ -126,6 +137,22 @@ double Lncc(const T* fixed, const T* warped, Dims3 dims, const LnccOptions& opti
     });
   }
   return loss;
+}
+
+}  // namespace
+
+template <typename T>
+double Lncc(const T* fixed, const T* warped, Dims3 dims, const LnccOptions& options, T* grad_warped) {
+  return LnccImpl<T, T>(fixed, warped, dims, options, grad_warped);
+}
+
+double LnccHalfFixed(const Half* fixed, const float* warped, Dims3 dims, const LnccOptions& options,
+                     float* grad_warped) {
+  std::vector<float> f(static_cast<size_t>(dims.size()));
+  ParallelFor(dims.size(), [&](int64_t b, int64_t e, int) {
+    for (int64_t v = b; v < e; ++v) f[v] = ToFloat(fixed[v]);
+  });
+  return LnccImpl<float, BFloat16>(f.data(), warped, dims, options, grad_warped);
 }
 
 template double Lncc<float>(const float*, const float*, Dims3, const LnccOptions&, float*);

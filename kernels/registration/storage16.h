@@ -1,0 +1,176 @@
+// 16-bit storage types of the mixed-precision lean pipeline (issue 13):
+// volumes are *stored* in 16 bits and every kernel loads them into float,
+// computes in float (or double) and rounds only when it stores.
+//
+// - Half: IEEE binary16 (fp16): 10-bit mantissa (relative step 2^-11), but a
+//   narrow range (largest 65504, smallest normal 6.1e-5). Used for the
+//   normalised images (intensities in [0, 1]: no range problem, 4x finer than
+//   bf16).
+// - BFloat16: the top 16 bits of a float: float's range, 7-bit mantissa
+//   (relative step 2^-8). Used for the field buffer G, whose contents (LNCC's
+//   coefficients, up to ~1e7 where a window is nearly flat, and dL/du, ~1/N per
+//   voxel: below 1e-9 at 1024^3) overflow or underflow fp16.
+//
+// Conversions round to nearest even and are bit-identical on host and device
+// (CUDA's __float2half_rn / __float2bfloat16_rn), so the CPU backend stores
+// exactly what the GPU stores. Host fp16 code follows kernels/som/half.h.
+// Arrays of either type are allocated as DType::kUInt16 NDArrays.
+#ifndef TESSERA_KERNELS_REGISTRATION_STORAGE16_H_
+#define TESSERA_KERNELS_REGISTRATION_STORAGE16_H_
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/registration/types.h"
+
+#if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
+
+namespace tessera {
+namespace registration {
+
+struct Half {
+  uint16_t bits;
+};
+struct BFloat16 {
+  uint16_t bits;
+};
+static_assert(sizeof(Half) == 2 && sizeof(BFloat16) == 2, "16-bit storage");
+
+namespace storage_internal {
+
+TESSERA_HD inline uint32_t FloatBits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  uint32_t x;
+  std::memcpy(&x, &f, sizeof x);
+  return x;
+#endif
+}
+
+TESSERA_HD inline float BitsFloat(uint32_t x) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(x);
+#else
+  float f;
+  std::memcpy(&f, &x, sizeof f);
+  return f;
+#endif
+}
+
+inline float HostHalfToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: normalise
+      int e = -1;
+      do {
+        ++e;
+        mant <<= 1;
+      } while ((mant & 0x400u) == 0);
+      bits = sign | static_cast<uint32_t>(127 - 15 - e) << 23 | (mant & 0x3ffu) << 13;
+    }
+  } else if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | mant << 13;  // inf / NaN
+  } else {
+    bits = sign | (exp + (127 - 15)) << 23 | mant << 13;
+  }
+  return BitsFloat(bits);
+}
+
+inline uint16_t HostFloatToHalf(float f) {
+  const uint32_t x = FloatBits(f);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t abs = x & 0x7fffffffu;
+  if (abs >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
+  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to >= 65520: inf
+  if (abs < 0x38800000u) {                                               // subnormal half or zero
+    if (abs < 0x33000000u) return sign;
+    const uint32_t exp = abs >> 23;
+    const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
+    const int shift = 126 - static_cast<int>(exp);
+    const uint32_t q = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1u);
+    const uint32_t half = 1u << (shift - 1);
+    uint32_t r = q;
+    if (rem > half || (rem == half && (q & 1u))) ++r;
+    return static_cast<uint16_t>(sign | r);
+  }
+  uint32_t h = ((abs >> 23) - (127 - 15)) << 10 | ((abs >> 13) & 0x3ffu);
+  const uint32_t rem = abs & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
+  return static_cast<uint16_t>(sign | h);
+}
+
+}  // namespace storage_internal
+
+TESSERA_HD inline float ToFloat(float v) { return v; }
+
+TESSERA_HD inline float ToFloat(BFloat16 v) { return storage_internal::BitsFloat(static_cast<uint32_t>(v.bits) << 16); }
+
+TESSERA_HD inline float ToFloat(Half v) {
+#if defined(__CUDA_ARCH__)
+  return __half2float(__ushort_as_half(v.bits));
+#else
+  return storage_internal::HostHalfToFloat(v.bits);
+#endif
+}
+
+// FromFloat<S>(v): v rounded to nearest even in S.
+template <typename S>
+TESSERA_HD S FromFloat(float v);
+
+template <>
+TESSERA_HD inline float FromFloat<float>(float v) {
+  return v;
+}
+
+template <>
+TESSERA_HD inline BFloat16 FromFloat<BFloat16>(float v) {
+#if defined(__CUDA_ARCH__)
+  return BFloat16{__bfloat16_as_ushort(__float2bfloat16_rn(v))};
+#else
+  const uint32_t x = storage_internal::FloatBits(v);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return BFloat16{static_cast<uint16_t>((x >> 16) | 0x40u)};  // quiet NaN
+  return BFloat16{static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16)};
+#endif
+}
+
+template <>
+TESSERA_HD inline Half FromFloat<Half>(float v) {
+#if defined(__CUDA_ARCH__)
+  return Half{__half_as_ushort(__float2half_rn(v))};
+#else
+  return Half{storage_internal::HostFloatToHalf(v)};
+#endif
+}
+
+#if defined(__CUDACC__)
+// One stored value through the read-only data cache, as float.
+__device__ __forceinline__ float LdgFloat(const float* p) { return __ldg(p); }
+__device__ __forceinline__ float LdgFloat(const Half* p) {
+  return ToFloat(Half{__ldg(reinterpret_cast<const unsigned short*>(p))});
+}
+__device__ __forceinline__ float LdgFloat(const BFloat16* p) {
+  return ToFloat(BFloat16{__ldg(reinterpret_cast<const unsigned short*>(p))});
+}
+#endif
+
+// Largest relative rounding error of one store (half an ulp).
+template <typename S>
+constexpr float StorageRelativeError() {
+  return sizeof(S) == 4 ? 0.f : (sizeof(S) == 2 && std::is_same<S, Half>::value ? 1.f / 2048 : 1.f / 256);
+}
+
+}  // namespace registration
+}  // namespace tessera
+
+#endif  // TESSERA_KERNELS_REGISTRATION_STORAGE16_H_

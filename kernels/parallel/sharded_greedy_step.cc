@@ -158,7 +158,8 @@ absl::StatusOr<double> ShardedGreedyEvaluate(Communicator& comm, ShardedGreedySt
   }
   switch (options.metric) {
     case GreedyMetric::kLncc:
-      return ShardedLncc(comm, l, st.fixed, st.warped, options.lncc, &st.grad_w, stream);
+      // The sampler's workspace (same stream) keeps LNCC's a, b, c between iterations.
+      return ShardedLncc(comm, l, st.fixed, st.warped, options.lncc, &st.grad_w, stream, st.sampler_workspace.get());
     case GreedyMetric::kMse:
       return ShardedMse(comm, l, st.fixed, st.warped, &st.grad_w, stream);
     case GreedyMetric::kMi: {

@@ -65,7 +65,8 @@ static_assert(sharded_internal::kLnccMaxDeviceWindow == registration::kLnccMaxCu
 
 absl::StatusOr<double> ShardedLnccCuda(Communicator& comm, const SlabLayout& layout, const NDArray& fixed,
                                        const NDArray& warped, const registration::LnccOptions& options,
-                                       NDArray* grad_warped, const Stream& stream) {
+                                       NDArray* grad_warped, const Stream& stream,
+                                       registration::Workspace* workspace) {
 #if TESSERA_WITH_CUDA
   if (options.window > registration::kLnccMaxCudaWindow) {
     return absl::InvalidArgumentError(absl::StrCat("sharded LNCC (CUDA): window ", options.window,
@@ -77,9 +78,9 @@ absl::StatusOr<double> ShardedLnccCuda(Communicator& comm, const SlabLayout& lay
   float* G = grad_warped != nullptr ? grad_warped->data<float>() : nullptr;
   TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> loss_device,
                            Buffer::Allocate(MemoryKind::kDevice, sizeof(float), stream.ordinal()));
-  // Allocates its a, b, c scratch and synchronises (no workspace given).
+  // a, b, c in the workspace (or allocated and freed by the call).
   TESSERA_RETURN_IF_ERROR(
-      registration::Lncc(stream, F, W, d, options, static_cast<float*>(loss_device->data()), G));
+      registration::Lncc(stream, F, W, d, options, static_cast<float*>(loss_device->data()), G, workspace));
   float slab_loss = 0;
   TESSERA_RETURN_IF_ERROR(
       CopyBytes(&slab_loss, MemoryKind::kHost, loss_device->data(), MemoryKind::kDevice, sizeof(float), stream));
@@ -96,7 +97,8 @@ absl::StatusOr<double> ShardedLnccCuda(Communicator& comm, const SlabLayout& lay
   }
   return -total / voxels;
 #else
-  (void)comm, (void)layout, (void)fixed, (void)warped, (void)options, (void)grad_warped, (void)stream;
+  (void)comm, (void)layout, (void)fixed, (void)warped, (void)options, (void)grad_warped, (void)stream,
+      (void)workspace;
   return absl::FailedPreconditionError("sharded LNCC on a CUDA stream in a build without CUDA");
 #endif
 }
@@ -105,7 +107,7 @@ absl::StatusOr<double> ShardedLnccCuda(Communicator& comm, const SlabLayout& lay
 
 absl::StatusOr<double> ShardedLncc(Communicator& comm, const SlabLayout& layout, const NDArray& fixed,
                                    NDArray& warped, const registration::LnccOptions& options, NDArray* grad_warped,
-                                   const Stream& stream) {
+                                   const Stream& stream, registration::Workspace* workspace) {
   TESSERA_RETURN_IF_ERROR(sharded_internal::CheckLocal(fixed, layout, 1, stream, "fixed"));
   TESSERA_RETURN_IF_ERROR(sharded_internal::CheckLocal(warped, layout, 1, stream, "warped"));
   if (grad_warped != nullptr) {
@@ -116,7 +118,9 @@ absl::StatusOr<double> ShardedLncc(Communicator& comm, const SlabLayout& layout,
   }
   TESSERA_RETURN_IF_ERROR(sharded_internal::CheckHalo(layout, LnccHalo(options.window), "LNCC"));
   TESSERA_RETURN_IF_ERROR(HaloExchange(comm, layout, warped, stream));
-  if (stream.backend() == Backend::kCuda) return ShardedLnccCuda(comm, layout, fixed, warped, options, grad_warped, stream);
+  if (stream.backend() == Backend::kCuda) {
+    return ShardedLnccCuda(comm, layout, fixed, warped, options, grad_warped, stream, workspace);
+  }
 
   const Dims3 d = layout.local_dims();
   const int64_t n = d.size(), slice = layout.slice();

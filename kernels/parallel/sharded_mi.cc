@@ -94,7 +94,9 @@ absl::StatusOr<MattesMiResult> ShardedMattesMi(Communicator& comm, const SlabLay
     return absl::InvalidArgumentError(absl::StrCat("mask must be uint8 of shape ", ShapeToString(layout.LocalShape(1)),
                                                    ", got ", ShapeToString(mask->shape())));
   }
-  if (stream.backend() == Backend::kCuda) return ShardedMattesMiCuda(comm, layout, fixed, warped, mask, options, grad, stream);
+  if (stream.backend() == Backend::kCuda) {
+    return ShardedMattesMiCuda(comm, layout, fixed, warped, mask, options, grad, stream);
+  }
   const int64_t off = layout.own_offset(), n = layout.own_voxels();
   const float* F = fixed.data<float>() + off;
   const float* W = warped.data<float>() + off;

@@ -43,6 +43,7 @@
 #include "kernels/registration/jacobian.h"
 #include "kernels/registration/lncc.h"
 #include "kernels/registration/mutual_info.h"
+#include "kernels/registration/workspace.h"
 
 namespace tessera {
 namespace parallel {
@@ -65,10 +66,12 @@ absl::StatusOr<double> ShardedMse(Communicator& comm, const SlabLayout& layout, 
 
 // Lncc (lncc.h) over the whole volume: the global loss and, optionally, dL/dW
 // on the own slices. Exchanges the warped halos (so `warped` is written);
-// `fixed` must have its halos filled. Halos >= LnccHalo(window).
+// `fixed` must have its halos filled. Halos >= LnccHalo(window). workspace
+// (CUDA, optional): holds the fused kernel's a, b, c (3 local volumes) across
+// calls instead of an allocation per call.
 absl::StatusOr<double> ShardedLncc(Communicator& comm, const SlabLayout& layout, const NDArray& fixed,
                                    NDArray& warped, const registration::LnccOptions& options, NDArray* grad_warped,
-                                   const Stream& stream);
+                                   const Stream& stream, registration::Workspace* workspace = nullptr);
 
 // JacobianDeterminant (jacobian.h) of a local planar displacement (halos >= 1,
 // exchanged here): the summary over the whole volume and, optionally, det J

@@ -67,6 +67,14 @@ int RankOrdinal(const RegistrationOptions& options, const Stream& stream, int ra
 
 }  // namespace
 
+bool RingMovesTheImage(const RegistrationOptions& options, const Stream& stream, int ranks) {
+  if (stream.backend() != Backend::kCuda) return true;
+  for (int r = 1; r < ranks; ++r) {
+    if (RankOrdinal(options, stream, r) != RankOrdinal(options, stream, 0)) return true;
+  }
+  return false;
+}
+
 absl::Status ValidateShardedOptions(const RegistrationOptions& options, Backend backend) {
   if (options.shards < 1) {
     return absl::InvalidArgumentError(absl::StrCat("shards must be >= 1, got ", options.shards));
@@ -89,11 +97,11 @@ absl::Status ValidateShardedOptions(const RegistrationOptions& options, Backend 
     return absl::InvalidArgumentError(absl::StrCat("shards = ", options.shards, " runs the lean deformable stage: memory_mode '",
                                                    options.memory_mode, "' cannot be sharded"));
   }
-  if (backend == Backend::kCuda && options.metric != "mse") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "shards = ", options.shards, " on a GPU supports metric mse only (sharded ", options.metric,
-        " has no device kernel yet); use shards = 1 or the cpu device"));
+  if (options.metric != "mse" && options.metric != "lncc" && options.metric != "mi") {
+    return absl::InvalidArgumentError(absl::StrCat("shards = ", options.shards, ": unknown metric '", options.metric,
+                                                   "' (expected mse, lncc or mi)"));
   }
+  (void)backend;  // every metric and both samplers have CPU and device kernels
   return absl::OkStatus();
 }
 
@@ -149,12 +157,17 @@ absl::StatusOr<NDArray> RunShardedDeformableStage(const Stream& stream, const Re
           dims.nz, options.shards, halo, ranks));
     }
     TESSERA_ASSIGN_OR_RETURN(const parallel::SlabPartition partition, parallel::SlabPartition::Make(dims.nz, ranks));
-    // The ring shards the moving image (CPU); GPU ranks share the whole one,
-    // one copy per GPU.
+    // The ring shards the moving image (CPU ranks, and GPU ranks spread over
+    // several GPUs); ranks on one GPU share the whole image instead (one
+    // read-only copy beats H shards plus the ring's buffers).
+    const bool ring = RingMovesTheImage(options, stream, ranks);
     NDArray moving_host;
     std::map<int, NDArray> moving_on_gpu;
-    if (!cuda) {
+    if (ring && level.moving->memory_kind() != MemoryKind::kDevice) {
       moving_host = *level.moving;
+    } else if (ring) {  // ranks copy their shards from the host
+      TESSERA_ASSIGN_OR_RETURN(moving_host, level.moving->CopyTo(MemoryKind::kHost, stream));
+      TESSERA_RETURN_IF_ERROR(stream.Synchronize());
     } else {
       for (int r = 0; r < ranks; ++r) {
         const int ordinal = RankOrdinal(options, stream, r);
@@ -177,7 +190,7 @@ absl::StatusOr<NDArray> RunShardedDeformableStage(const Stream& stream, const Re
       TESSERA_ASSIGN_OR_RETURN(parallel::SlabLayout layout, partition.Layout(dims, rank, halo));
       TESSERA_ASSIGN_OR_RETURN(NDArray local_fixed, parallel::ExtractSlab(fixed, layout, rank_kind, rank_stream));
       parallel::ShardedGreedyState state;
-      if (cuda) {
+      if (!ring) {
         const auto copy = moving_on_gpu.find(rank_stream.ordinal());
         const NDArray& moving = copy == moving_on_gpu.end() ? *level.moving : copy->second;
         TESSERA_ASSIGN_OR_RETURN(state, parallel::MakeShardedGreedyStateWholeMoving(
@@ -233,8 +246,8 @@ absl::StatusOr<NDArray> RunShardedDeformableStage(const Stream& stream, const Re
     TESSERA_RETURN_IF_ERROR(status);
     adam_step = summary.adam_step;
     log->push_back(absl::StrFormat(
-        "deformable x%d (lean, sharded over %d %s ranks): %d iterations, loss %.6g -> %.6g (best %.6g), %.2f s",
-        level.factor, ranks, cuda ? "gpu" : "cpu", summary.iterations, summary.first, summary.last, summary.best,
+        "deformable x%d (lean, sharded over %d %s ranks, %s): %d iterations, loss %.6g -> %.6g (best %.6g), %.2f s",
+        level.factor, ranks, cuda ? "gpu" : "cpu", ring ? "ring sampler" : "shared moving image", summary.iterations, summary.first, summary.last, summary.best,
         absl::ToDoubleSeconds(absl::Now() - start)));
   }
   if (u.empty()) return u;

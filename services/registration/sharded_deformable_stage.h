@@ -7,13 +7,14 @@
 // algorithm and convergence rule as RunLeanDeformableStage (deformable_stage.h),
 // so the result equals the single-rank one up to float summation order.
 //
-// Backends:
+// Backends (metrics lncc, mse, mi on both):
 // - CPU: ranks are threads on host memory; the moving image is sharded too
-//   and travels around the ring (ring_sampler.h). Metrics lncc, mse, mi.
-// - CUDA: H shards on the stream's GPU, each rank with its own stream and
-//   device memory, sharing the level's (read-only) moving image. Metric mse
-//   only for now (sharded LNCC/MI and the ring sampler have no device
-//   kernels yet): ValidateShardedOptions refuses the others.
+//   and travels around the ring (ring_sampler.h).
+// - CUDA: each rank with its own stream and device memory. Ranks on ONE GPU
+//   (options.gpus empty or naming one GPU) share the level's read-only moving
+//   image; ranks spread over several GPUs (options.gpus) shard it and run the
+//   ring sampler's device path, so no GPU holds more than its shard plus the
+//   one in flight (RingMovesTheImage).
 // Levels: a level whose slabs would be thinner than the halo (coarse levels
 // of thin volumes) runs on fewer ranks, and the log says so.
 // Between levels the field is gathered on the host and upsampled whole (the
@@ -35,8 +36,14 @@
 namespace tessera::registration {
 
 // INVALID_ARGUMENT for shards < 1, and for shards > 1 with memory_mode
-// "standard" or, on `backend` CUDA, a metric other than mse.
+// "standard" or a metric other than mse, lncc, mi (any backend);
+// FAILED_PRECONDITION for gpus on the cpu or naming a missing GPU.
 absl::Status ValidateShardedOptions(const RegistrationOptions& options, Backend backend);
+
+// Whether a level's `ranks` ranks shard the moving image around the ring
+// (true on the CPU, and on CUDA when the ranks sit on more than one GPU) or
+// share one whole copy per GPU (ranks on one GPU).
+bool RingMovesTheImage(const RegistrationOptions& options, const Stream& stream, int ranks);
 
 // The shards a level of `nz` slices can hold with `halo`-slice halos: the
 // largest H <= requested with nz / H >= halo (at least 1).

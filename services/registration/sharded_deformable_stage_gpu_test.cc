@@ -1,26 +1,33 @@
 // Two shards of the deformable stage on ONE GPU (issue 13): each rank its own
 // CUDA stream and device memory, sharing the level's moving image
-// (sharded_deformable_stage.h), against shards = 1 on the same GPU. Colin27 at
-// 3 mm against a known synthetic warp, metric mse (the sharded metric with a
-// device kernel). Asserts mean Dice within 0.005 and a displacement rms
+// (sharded_deformable_stage.h), against shards = 1 (the unsharded lean stage)
+// on the same GPU. Colin27 at 3 mm against a known synthetic warp, for each
+// metric with a sharded device path: mse, lncc (sharded_lncc.cc) and mi
+// (sharded_mi.cc). Asserts mean Dice within 0.005 and a displacement rms
 // difference below a tenth of a voxel (0.3 mm, as the CPU-rank test), and that
-// the sharded GPU stage ran. Skipped without a GPU.
+// the sharded GPU stage ran; prints both Dice values and the rms difference.
+// Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 #include "common/nifti_io.h"
 #include "common/testing/gpu_test.h"
 #include "kernels/registration/label_metrics.h"
 #include "services/registration/registrar.h"
+#include "services/registration/sharded_deformable_stage.h"
 #include "services/registration/synthetic.h"
 
 namespace tessera::registration {
 namespace {
 
-TEST(ShardedDeformableGpu, TwoShardsOnOneGpuMatchOne) {
+class ShardedDeformableGpu : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ShardedDeformableGpu, TwoShardsOnOneGpuMatchOne) {
   TESSERA_SKIP_WITHOUT_GPU();
+  const std::string metric = GetParam();
   auto ch2 = ReadNifti("/usr/share/mricron/templates/ch2.nii.gz");
   auto aal = ReadNifti("/usr/share/mricron/templates/aal.nii.gz");
   ASSERT_TRUE(ch2.ok() && aal.ok()) << "mricron-data missing? " << ch2.status() << " " << aal.status();
@@ -30,7 +37,7 @@ TEST(ShardedDeformableGpu, TwoShardsOnOneGpuMatchOne) {
   so.seed = 3;
   const SyntheticPair pair = MakeSyntheticPair(fixed, &fixed_labels, so).value();
   RegistrationOptions o;
-  o.metric = "mse";
+  o.metric = metric;
   o.scales = {2, 1};
   o.rigid_iterations = {40, 20};
   o.affine_iterations = {40, 20};
@@ -47,7 +54,7 @@ TEST(ShardedDeformableGpu, TwoShardsOnOneGpuMatchOne) {
       sharded |= line.find("sharded over 2 gpu ranks") != std::string::npos;
       if (line.rfind("deformable", 0) == 0) std::printf("shards=%d: %s\n", o.shards, line.c_str());
     }
-    EXPECT_EQ(sharded, o.shards == 2);
+    EXPECT_EQ(sharded, o.shards == 2) << metric << ": the sharded GPU stage did not run (or ran unasked)";
     auto warped = WarpLabels(*pair.moving_labels, fixed, *result, "cuda");
     ASSERT_TRUE(warped.ok()) << warped.status();
     LabelMetricsOptions lm;
@@ -64,11 +71,27 @@ TEST(ShardedDeformableGpu, TwoShardsOnOneGpuMatchOne) {
   }
   const double n = static_cast<double>(field[0].num_elements());
   const double rms_diff_mm = std::sqrt(diff2 / n);
-  std::printf("mse on one GPU: Dice shards=1 %.4f, shards=2 %.4f, displacement rms %.3f mm, rms difference %.3g mm\n",
-              dice[0], dice[1], std::sqrt(norm2 / n), rms_diff_mm);
-  EXPECT_NEAR(dice[1], dice[0], 0.005);
-  EXPECT_LT(rms_diff_mm, 0.3);  // a tenth of a 3 mm voxel
-  EXPECT_GT(dice[0], 0.7);
+  std::printf("%s on one GPU: Dice shards=1 %.4f, shards=2 %.4f, displacement rms %.3f mm, rms difference %.3g mm\n",
+              metric.c_str(), dice[0], dice[1], std::sqrt(norm2 / n), rms_diff_mm);
+  EXPECT_NEAR(dice[1], dice[0], 0.005) << metric << ": sharded Dice vs unsharded";
+  EXPECT_LT(rms_diff_mm, 0.3) << metric << ": displacement rms difference, a tenth of a 3 mm voxel";
+  EXPECT_GT(dice[0], 0.7) << metric << ": the unsharded registration itself failed";
+}
+
+INSTANTIATE_TEST_SUITE_P(Metrics, ShardedDeformableGpu, ::testing::Values("mse", "lncc", "mi"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+TEST(ShardedDeformableGpuRing, RanksOnOneGpuShareTheMovingImage) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  const Stream gpu = Stream::Create(Backend::kCuda, 0).value();
+  RegistrationOptions o;
+  EXPECT_FALSE(RingMovesTheImage(o, gpu, 4));
+  o.gpus = {0, 0};
+  EXPECT_FALSE(RingMovesTheImage(o, gpu, 4));
+  EXPECT_TRUE(RingMovesTheImage(o, Stream::Cpu(), 4));
+  o.gpus = {0, 1};  // not run here: names the decision only
+  EXPECT_TRUE(RingMovesTheImage(o, gpu, 2));
+  EXPECT_FALSE(RingMovesTheImage(o, gpu, 1));
 }
 
 }  // namespace

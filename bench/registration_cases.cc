@@ -13,7 +13,8 @@
 //   registration_cases folded --jacobian J
 //       number of voxels with a Jacobian determinant <= 0
 //   registration_cases register --dir DIR [--deformable_iterations 200,100,50
-//       --deformable_lr 0.5 --grad_sigma 1 --warp_sigma 0.5 --mi_bins 32 ...]
+//       --deformable_lr 0.5 --grad_sigma 1 --warp_sigma 0.5 --mi_bins 32
+//       --deformable_model bspline --bspline_spacing 4 ...]
 //       registers DIR's pair (default mi) on the CPU (tuning experiments, issue
 //       17): "<Dice all> <Dice large> <seconds> <final loss>" and the log
 #include <cstdio>
@@ -52,6 +53,8 @@ ABSL_FLAG(std::string, deformable_step, "", "register: normalized or adam (empty
 ABSL_FLAG(std::string, memory_mode, "", "register: lean or standard (empty: default)");
 ABSL_FLAG(int, halve_after, -1, "register: deformable step halves after this many iterations without a new best (-1: default)");
 ABSL_FLAG(double, min_step, -1, "register: deformable step floor, fraction of the step (-1: default)");
+ABSL_FLAG(std::string, deformable_model, "", "register: greedy or bspline (empty: default)");
+ABSL_FLAG(double, bspline_spacing, -1, "register: B-spline control spacing at the finest level, mm (-1: default)");
 ABSL_FLAG(bool, trace, false, "register: print every iteration's loss to stderr");
 ABSL_FLAG(std::string, templates, "/usr/share/mricron/templates/", "mricron-data directory");
 
@@ -209,6 +212,8 @@ int RegisterCase() {
   if (!absl::GetFlag(FLAGS_memory_mode).empty()) o.memory_mode = absl::GetFlag(FLAGS_memory_mode);
   if (absl::GetFlag(FLAGS_halve_after) >= 0) o.deformable_halve_after = absl::GetFlag(FLAGS_halve_after);
   if (absl::GetFlag(FLAGS_min_step) > 0) o.deformable_min_step_fraction = absl::GetFlag(FLAGS_min_step);
+  if (!absl::GetFlag(FLAGS_deformable_model).empty()) o.deformable_model = absl::GetFlag(FLAGS_deformable_model);
+  if (absl::GetFlag(FLAGS_bspline_spacing) > 0) o.bspline_spacing_mm = absl::GetFlag(FLAGS_bspline_spacing);
   ProgressCallback trace = nullptr;
   if (absl::GetFlag(FLAGS_trace)) {
     trace = [](const RegistrationProgress& p) {

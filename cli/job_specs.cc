@@ -1,6 +1,7 @@
 #include "cli/job_specs.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -177,6 +178,8 @@ std::vector<FlagSpec> RegisterFlags() {
       {"mi-bins", "32", "mutual-information histogram bins"},
       {"deformable-step", "normalized", "deformable step rule: normalized (greedy, ANTs) or adam (per voxel)"},
       {"memory-mode", "lean", "deformable stage memory: lean or standard (same result)"},
+      {"deformable-model", "greedy", "deformable transform: greedy (dense field) or bspline (control grid, as elastix)"},
+      {"bspline-spacing-mm", "10", "B-spline control spacing at the finest level, mm (coarser levels double it)"},
       {"linear-samples", "8192", "voxels drawn per rigid/affine iteration on the CPU (0 = every voxel)"},
       {"seed", "1", "seed of the sampled iterations (same seed, same result)"},
       {"shards", "0", "deformable stage split along z into H ranks (0 = one per GPU of --gpus, or 1)"},
@@ -219,6 +222,18 @@ absl::StatusOr<v1::RegisterRequest> RegisterRequestFromArgs(const Args& args, bo
   }
   o->set_deformable_step(step);
   o->set_memory_mode(memory);
+  const std::string model = args.Get("deformable-model");
+  if (model != "greedy" && model != "bspline") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("register: --deformable-model '", model, "': expected greedy or bspline"));
+  }
+  double spacing = 0;
+  if (!absl::SimpleAtod(args.Get("bspline-spacing-mm"), &spacing) || !std::isfinite(spacing) || !(spacing > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("register: --bspline-spacing-mm '", args.Get("bspline-spacing-mm"),
+                                                   "': expected a number of mm > 0"));
+  }
+  o->set_deformable_model(model);
+  o->set_bspline_spacing_mm(spacing);
   int64_t samples = 0;
   uint64_t seed = 0;
   if (!absl::SimpleAtoi(args.Get("linear-samples"), &samples) || samples < 0) {

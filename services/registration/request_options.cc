@@ -21,6 +21,8 @@ constexpr int kMaxScale = 64;
 // More samples than this per iteration is no longer sampling (1024^3 voxels).
 constexpr int64_t kMaxLinearSamples = int64_t{1} << 30;
 constexpr int kMaxShards = 64;
+// A control spacing beyond a metre is no longer a deformation model.
+constexpr double kMaxBsplineSpacingMm = 1000;
 
 }  // namespace
 
@@ -132,6 +134,23 @@ absl::StatusOr<RegistrationOptions> ParseRegistrationOptions(const v1::Registrat
     return absl::InvalidArgumentError("options.gpus names GPUs but options.device is cpu");
   }
   o.shards = proto.shards() > 0 ? proto.shards() : std::max<int>(1, static_cast<int>(o.gpus.size()));
+  if (!proto.deformable_model().empty()) o.deformable_model = proto.deformable_model();
+  if (o.deformable_model != "greedy" && o.deformable_model != "bspline") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("options.deformable_model '", o.deformable_model, "' is not one of greedy, bspline"));
+  }
+  if (proto.has_bspline_spacing_mm()) {
+    const double s = proto.bspline_spacing_mm();
+    if (!std::isfinite(s) || !(s > 0) || s > kMaxBsplineSpacingMm) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("options.bspline_spacing_mm ", s, " must be in (0, ", kMaxBsplineSpacingMm, "] mm"));
+    }
+    o.bspline_spacing_mm = s;
+  }
+  if (o.deformable_model == "bspline" && o.shards > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("options.deformable_model bspline runs unsharded, but options.shards is ", o.shards));
+  }
   if (!proto.init().empty()) o.init = proto.init();
   if (o.init != "com" && o.init != "none") {
     return absl::InvalidArgumentError(absl::StrCat("options.init '", o.init, "' is not one of com, none"));

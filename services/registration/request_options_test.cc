@@ -93,6 +93,35 @@ TEST(RequestOptions, StepMemoryModeSamplesAndSeedAreParsedAndBadValuesNamed) {
   }
 }
 
+TEST(RequestOptions, DeformableModelAndBsplineSpacingAreParsedAndBadValuesNamed) {
+  absl::StatusOr<RegistrationOptions> o = ParseRegistrationOptions(v1::RegistrationOptions(), "cpu");
+  ASSERT_TRUE(o.ok()) << o.status();
+  const RegistrationOptions defaults;
+  EXPECT_EQ(o->deformable_model, defaults.deformable_model);
+  EXPECT_EQ(o->bspline_spacing_mm, defaults.bspline_spacing_mm);
+
+  v1::RegistrationOptions proto;
+  proto.set_deformable_model("bspline");
+  proto.set_bspline_spacing_mm(7.5);
+  o = ParseRegistrationOptions(proto, "cpu");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->deformable_model, "bspline");
+  EXPECT_EQ(o->bspline_spacing_mm, 7.5);
+
+  for (auto [edit, needle] : std::vector<std::pair<std::function<void(v1::RegistrationOptions*)>, std::string>>{
+           {[](v1::RegistrationOptions* p) { p->set_deformable_model("thin-plate"); }, "options.deformable_model 'thin-plate'"},
+           {[](v1::RegistrationOptions* p) { p->set_bspline_spacing_mm(0); }, "options.bspline_spacing_mm 0"},
+           {[](v1::RegistrationOptions* p) { p->set_bspline_spacing_mm(-2); }, "options.bspline_spacing_mm -2"},
+           {[](v1::RegistrationOptions* p) { p->set_bspline_spacing_mm(NAN); }, "options.bspline_spacing_mm nan"},
+           {[](v1::RegistrationOptions* p) { p->set_shards(2); }, "options.shards is 2"}}) {
+    v1::RegistrationOptions bad = proto;
+    edit(&bad);
+    const absl::Status s = ParseRegistrationOptions(bad, "cpu").status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find(needle), std::string::npos) << s;
+  }
+}
+
 TEST(RequestOptions, ShardsDefaultToOnePerListedGpuAndBadListsAreNamed) {
   v1::RegistrationOptions proto;
   EXPECT_EQ(ParseRegistrationOptions(proto, "auto")->shards, 1);

@@ -1,0 +1,83 @@
+// The B-spline deformable stage (deformable_model "bspline",
+// bspline_stage.h) on the registrar tests' problem (Colin27 at 2 mm against
+// a known synthetic deformation with a non-monotonic intensity map, mi, CPU
+// backend): it must raise the affine stages' Dice by >= 0.08 to > 0.93
+// without folding, through the registrar's usual outputs; plus the options'
+// validation. (lncc gains as much, 0.876 -> 0.975, but takes 30 s on 2 cores.)
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "kernels/registration/label_metrics.h"
+#include "services/registration/colin_problem.h"
+#include "services/registration/registrar.h"
+#include "services/registration/synthetic.h"
+
+namespace tessera::registration {
+namespace {
+
+// registrar_test's QuickOptions.
+RegistrationOptions QuickOptions(const std::string& metric) {
+  RegistrationOptions o;
+  o.metric = metric;
+  o.scales = {2, 1};
+  o.rigid_iterations = {40, 20};
+  o.affine_iterations = {40, 20};
+  o.deformable_iterations = {80, 40};
+  o.device = "cpu";
+  return o;
+}
+
+double Dice(const ColinProblem& p, const RegistrationResult& result) {
+  auto warped = WarpLabels(*p.pair.moving_labels, p.fixed, result, "cpu");
+  EXPECT_TRUE(warped.ok()) << warped.status();
+  if (!warped.ok()) return 0;
+  LabelMetricsOptions lm;
+  lm.hausdorff = false;
+  return ComputeLabelMetrics(p.fixed_labels.data, *warped, lm).value().mean_dice;
+}
+
+// Affine only vs affine + B-spline on the same problem and options.
+void ExpectBsplineGain(const ColinProblem& p, RegistrationOptions o, double min_gain, double min_dice) {
+  o.stages = {"rigid", "affine"};
+  auto affine = Register(p.fixed, p.pair.moving, o);
+  ASSERT_TRUE(affine.ok()) << affine.status();
+  o.stages = {"rigid", "affine", "deformable"};
+  o.deformable_model = "bspline";
+  auto bspline = Register(p.fixed, p.pair.moving, o);
+  ASSERT_TRUE(bspline.ok()) << bspline.status();
+  bool bspline_line = false;
+  for (const std::string& line : bspline->log) bspline_line |= line.find("(bspline") != std::string::npos;
+  EXPECT_TRUE(bspline_line) << "the B-spline stage did not run";
+  const double before = Dice(p, *affine), after = Dice(p, *bspline);
+  std::printf("%s: Dice affine %.4f -> bspline %.4f, folded %lld, %.1f s\n", o.metric.c_str(), before, after,
+              static_cast<long long>(bspline->jacobian.nonpositive), bspline->seconds);
+  EXPECT_GT(after, before + min_gain);
+  EXPECT_GT(after, min_dice);
+  EXPECT_EQ(bspline->jacobian.nonpositive, 0);
+  ASSERT_EQ(bspline->displacement_ras.rank(), 4);  // the dense output field, as the greedy stage's
+  EXPECT_EQ(bspline->displacement_ras.dim(0), p.fixed.data.dim(0));
+}
+
+TEST(BsplineStage, MutualInformationRaisesDice) {
+  // Measured: 0.838 -> 0.958 (CPU, 2 mm).
+  ExpectBsplineGain(MakeColinProblem(IntensityChange::kNonMonotonic, 11, 2), QuickOptions("mi"), 0.08, 0.93);
+}
+
+TEST(BsplineStage, BadOptionsAreNamed) {
+  ColinProblem p = MakeColinProblem(IntensityChange::kGamma, 7, 2);
+  RegistrationOptions o = QuickOptions("lncc");
+  o.deformable_model = "thin-plate";
+  auto r = Register(p.fixed, p.pair.moving, o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(r.status().message()).find("deformable_model"), std::string::npos) << r.status();
+  o.deformable_model = "bspline";
+  o.bspline_spacing_mm = 0;
+  r = Register(p.fixed, p.pair.moving, o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(r.status().message()).find("bspline_spacing_mm"), std::string::npos) << r.status();
+}
+
+}  // namespace
+}  // namespace tessera::registration

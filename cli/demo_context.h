@@ -23,6 +23,7 @@ struct DemoContext {
   std::string out_dir;       // e.g. "demo-out"
   std::string volume_path;   // the real brain volume the steps use
   std::string device;        // "auto", "cpu" or "cuda"
+  std::string som_corpus = "genes-go";  // or "synthetic" (--som-corpus)
   // (key, JSON value) pairs written in order to summary.json.
   std::vector<std::pair<std::string, std::string>> summary;
 

@@ -1,11 +1,13 @@
 // Demo step of the SOM atlas service: the genes x GO corpus (Entrez genes by
-// their Gene Ontology terms, from Debian's r-bioc-org.hs.eg.db; built by
-// tools/som_data/build_go_corpora.sh into ~/.cache/tessera/som_data) uploaded
+// their Gene Ontology terms, from Debian's r-bioc-org.hs.eg.db; downloaded and
+// built on first use into ~/.cache/tessera/som_data: genes_go_cache.h) uploaded
 // over gRPC, trained as a scheduler job into a 24x24 atlas (per-epoch progress), then
 // queried: a few well-known genes projected to their cells, each cell's hit
 // count and strongest features (GetCell) and its label from the downloaded
 // codebook (GetCodebook), and the U-matrix written to som_umatrix.png.
-// Without the corpus, a synthetic topic corpus stands in (and the step says so).
+// When the corpus cannot be built (no network, no apt-get), or with
+// --som-corpus=synthetic, a synthetic topic corpus stands in and the step
+// prints why.
 #include <grpcpp/client_context.h>
 
 #include <chrono>
@@ -30,6 +32,7 @@
 #include "services/som/labels.h"
 #include "services/som/render.h"
 #include "services/som/synthetic.h"
+#include "tools/som_data/genes_go_cache.h"
 #include "tessera/v1/som.grpc.pb.h"
 
 namespace tessera::cli {
@@ -51,29 +54,34 @@ std::chrono::system_clock::time_point Deadline(int seconds) {
   return std::chrono::system_clock::now() + std::chrono::seconds(seconds);
 }
 
-// genes x GO from the cache, or a synthetic stand-in.
-absl::StatusOr<DemoCorpus> LoadCorpus() {
-  const char* home = std::getenv("HOME");
-  const std::string dir = absl::StrCat(home ? home : "", "/.cache/tessera/som_data");
+// genes x GO (cached, or downloaded and built now), or a synthetic stand-in
+// when that is impossible or --som-corpus=synthetic asks for it.
+absl::StatusOr<DemoCorpus> LoadCorpus(const std::string& which) {
   DemoCorpus c;
-  auto matrix = som::ReadCsrBinary(dir + "/genes_go.csr");
-  if (matrix.ok()) {
-    auto tsv = som::ReadLines(dir + "/go_features.tsv", matrix->cols());
-    auto ids = som::ReadLines(dir + "/genes_go.rows.txt", matrix->rows());
-    if (!tsv.ok() || !ids.ok()) return !tsv.ok() ? tsv.status() : ids.status();
-    // "GO:0005634<TAB>CC<TAB>nucleus" -> "nucleus (GO:0005634)"
-    for (const std::string& line : *tsv) {
-      std::vector<std::string> f = absl::StrSplit(line, '\t');
-      c.names.push_back(f.size() >= 3 && !f[2].empty() ? absl::StrCat(f[2], " (", f[0], ")") : f[0]);
+  std::string why = "--som-corpus=synthetic";
+  if (which == "genes-go") {
+    som::GenesGoCacheOptions cache;
+    cache.progress = [](const std::string& line) {
+      std::printf("[som] %s\n", line.c_str());
+      std::fflush(stdout);
+    };
+    absl::StatusOr<som::GenesGoFiles> files = som::EnsureGenesGoCorpus(cache);
+    if (files.ok()) {
+      TESSERA_ASSIGN_OR_RETURN(c.matrix, som::ReadCsrBinary(files->corpus));
+      TESSERA_ASSIGN_OR_RETURN(std::vector<std::string> tsv, som::ReadLines(files->features, c.matrix.cols()));
+      TESSERA_ASSIGN_OR_RETURN(c.ids, som::ReadLines(files->row_ids, c.matrix.rows()));
+      // "GO:0005634<TAB>CC<TAB>nucleus" -> "nucleus (GO:0005634)"
+      for (const std::string& line : tsv) {
+        std::vector<std::string> f = absl::StrSplit(line, '\t');
+        c.names.push_back(f.size() >= 3 && !f[2].empty() ? absl::StrCat(f[2], " (", f[0], ")") : f[0]);
+      }
+      c.description = "genes x GO terms (Debian r-bioc-org.hs.eg.db)";
+      c.probes = {{"7157", "TP53"}, {"3630", "INS"}, {"3043", "HBB"}, {"1956", "EGFR"}, {"4625", "MYH7"}};
+      return c;
     }
-    c.matrix = *std::move(matrix);
-    c.ids = *std::move(ids);
-    c.description = "genes x GO terms (Debian r-bioc-org.hs.eg.db)";
-    c.probes = {{"7157", "TP53"}, {"3630", "INS"}, {"3043", "HBB"}, {"1956", "EGFR"}, {"4625", "MYH7"}};
-    return c;
+    why = std::string(files.status().message());
   }
-  std::printf("[som] %s not found (tools/som_data/build_go_corpora.sh builds it); using a synthetic corpus\n",
-              (dir + "/genes_go.csr").c_str());
+  std::printf("[som] using a synthetic corpus instead of genes x GO: %s\n", why.c_str());
   som::SyntheticCorpusOptions o;
   o.docs = 20000;
   o.features = 5000;
@@ -82,7 +90,7 @@ absl::StatusOr<DemoCorpus> LoadCorpus() {
   c.matrix = som::GenerateSyntheticCorpus(o);
   for (int64_t v = 0; v < c.matrix.cols(); ++v) c.names.push_back(absl::StrCat("f", v));
   for (int64_t r = 0; r < c.matrix.rows(); ++r) c.ids.push_back(absl::StrCat("d", r));
-  c.description = "synthetic topic corpus (genes x GO not built)";
+  c.description = "synthetic topic corpus (genes x GO not used: " + why + ")";
   c.probes = {{"d0", "document 0"}, {"d1", "document 1"}, {"d2", "document 2"}};
   return c;
 }
@@ -143,7 +151,7 @@ absl::StatusOr<std::vector<float>> DownloadCodebook(v1::SomAtlasService::Stub& s
 
 absl::Status DemoSomStep(DemoContext& ctx) {
   const auto start = std::chrono::steady_clock::now();
-  TESSERA_ASSIGN_OR_RETURN(DemoCorpus corpus, LoadCorpus());
+  TESSERA_ASSIGN_OR_RETURN(DemoCorpus corpus, LoadCorpus(ctx.som_corpus));
   auto stub = v1::SomAtlasService::NewStub(ctx.channel);
   TESSERA_ASSIGN_OR_RETURN(v1::UploadedCorpus uploaded, Upload(*stub, corpus));
   std::printf("[som] %s: %lld x %lld, %lld non-zeros, uploaded as %s\n", corpus.description.c_str(),

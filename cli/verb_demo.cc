@@ -38,6 +38,9 @@ std::vector<FlagSpec> DemoFlags() {
       {"out", "demo-out", "output directory"},
       {"volume", kDefaultVolume, "NIfTI volume the steps use (Colin27 T1 from Debian's mricron-data)"},
       {"device", "auto", "compute backend: auto, cpu or cuda"},
+      {"som-corpus", "genes-go",
+       "SOM step corpus: genes-go (Entrez genes x GO terms; downloaded from Debian and built on first use, "
+       "cached) or synthetic"},
   };
 }
 
@@ -114,6 +117,12 @@ int RunDemo(int argc, char** argv) {
   ctx.out_dir = args->Get("out");
   ctx.volume_path = args->Get("volume");
   ctx.device = args->Get("device");
+  ctx.som_corpus = args->Get("som-corpus");
+  if (ctx.som_corpus != "genes-go" && ctx.som_corpus != "synthetic") {
+    std::fprintf(stderr, "tessera demo: --som-corpus must be genes-go or synthetic, got '%s'\n",
+                 ctx.som_corpus.c_str());
+    return 2;
+  }
   if (absl::Status s = DemoContext::EnsureDir(ctx.out_dir); !s.ok()) return Fail("creating the output directory", s);
 
   ServerOptions options;

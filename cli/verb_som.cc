@@ -23,6 +23,7 @@
 #include "services/som/atlas.h"
 #include "services/som/atlas_training.h"
 #include "services/som/corpus.h"
+#include "tools/som_data/genes_go_cache.h"
 #include "services/som/labels.h"
 #include "services/som/render.h"
 #include "services/som/trainer.h"
@@ -115,7 +116,9 @@ bool ParseDouble(const std::string& s, double* out) { return absl::SimpleAtod(s,
 
 int Train(int argc, char** argv) {
   Sub sub("train", {
-                       {"corpus", "", "corpus: .csr binary CSR, anything else libsvm/svmlight text"},
+                       {"corpus", "genes-go",
+                        "corpus: .csr binary CSR, anything else libsvm/svmlight text; genes-go: Entrez genes x GO "
+                        "terms (downloaded from Debian and built on first use, then cached; names and ids included)"},
                        {"features", "", "feature names, one per line (or go_features.tsv)"},
                        {"doc-ids", "", "document ids, one per corpus row (default d<row>)"},
                        {"map", "32x32", "map size WIDTHxHEIGHT"},
@@ -135,6 +138,23 @@ int Train(int argc, char** argv) {
   int code = 0;
   if (!sub.Parse(argc, argv, &code)) return code;
   if (!sub.Require("corpus") || !sub.Require("out")) return 2;
+  std::string corpus = sub.Get("corpus"), feature_names = sub.Get("features"), document_ids = sub.Get("doc-ids");
+  if (corpus == "genes-go") {
+    som::GenesGoCacheOptions cache;
+    cache.progress = [](const std::string& line) {
+      std::printf("%s\n", line.c_str());
+      std::fflush(stdout);
+    };
+    auto files = som::EnsureGenesGoCorpus(cache);
+    if (!files.ok()) {
+      return sub.Fail(absl::Status(files.status().code(),
+                                   absl::StrCat("the genes x GO corpus cannot be built here (", files.status().message(),
+                                                "); give a corpus file with --corpus")));
+    }
+    corpus = files->corpus;
+    if (feature_names.empty()) feature_names = files->features;
+    if (document_ids.empty()) document_ids = files->row_ids;
+  }
   auto grid = ParseMap(sub.Get("map"), sub.GetBool("toroid"));
   if (!grid.ok()) return sub.Usage(std::string(grid.status().message()));
   som::TrainOptions options;
@@ -173,9 +193,9 @@ int Train(int argc, char** argv) {
   options.backend = *backend;
 
   som::AtlasTrainingInput input;
-  input.files.corpus = sub.Get("corpus");
-  input.files.feature_names = sub.Get("features");
-  input.files.document_ids = sub.Get("doc-ids");
+  input.files.corpus = corpus;
+  input.files.feature_names = feature_names;
+  input.files.document_ids = document_ids;
   som::AtlasTrainingOptions training;
   training.train = options;
   training.holdout_fraction = holdout;

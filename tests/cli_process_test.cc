@@ -101,7 +101,9 @@ TEST(ServeProcess, HostsOnlyTheServicesAsked) {
 
 TEST(DemoProcess, RunsToTheEndAndWritesOutputs) {
   const std::string out = TempDir() + "/demo-out";
-  Child demo({"demo", "--out=" + out});
+  // The synthetic SOM corpus: a test must not download (the genes x GO path
+  // has its own offline test, tools/som_data:genes_go_cache_test).
+  Child demo({"demo", "--out=" + out, "--som-corpus=synthetic"});
   const std::string stdout_text = demo.ReadAll();
   ASSERT_EQ(demo.WaitExit(std::chrono::seconds(300)), 0) << stdout_text;
   EXPECT_TRUE(absl::StrContains(stdout_text, "liveness=SERVING")) << stdout_text;

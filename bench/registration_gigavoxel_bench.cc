@@ -39,6 +39,8 @@ ABSL_FLAG(std::string, metric, "lncc", "mse, lncc or mi");
 ABSL_FLAG(std::string, scales, "16,8,4,2,1", "registration scales, coarse to fine");
 ABSL_FLAG(std::string, linear_iterations, "100,50,25,0,0", "rigid and affine iterations per scale");
 ABSL_FLAG(std::string, deformable_iterations, "100,50,25,10,5", "deformable iterations per scale");
+ABSL_FLAG(std::string, precision, "mixed",
+          "lean deformable stage storage: mixed (fp16 images, bf16 gradient field: 26 B/voxel) or full (36 B/voxel)");
 
 namespace tessera::registration {
 namespace {
@@ -183,6 +185,7 @@ int Main() {
   o.rigid_iterations = *linear;
   o.affine_iterations = *linear;
   o.deformable_iterations = *deformable;
+  o.precision = absl::GetFlag(FLAGS_precision);
   Clock::time_point first_report{}, last_report{};
   bool any = false;
   auto progress = [&](const RegistrationProgress& p) {
@@ -217,12 +220,12 @@ int Main() {
     *dice = means->mean_all;
   }
   const Clock::time_point t3 = Clock::now();
-  std::printf("\n| edge | voxels | device | set-up s | registration s | output s | labels + Dice s | total s | "
+  std::printf("\n| edge | voxels | device | precision | set-up s | registration s | output s | labels + Dice s | total s | "
               "peak device GB | B/voxel | host peak GB | Dice before -> after | folded %% |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   const double voxels = n * n * static_cast<double>(n);
-  std::printf("| %lld | %.2f G | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f | %.1f | %.3f -> **%.3f** | %.4f |\n",
-              static_cast<long long>(n), voxels / 1e9, result->backend.c_str(),
+  std::printf("| %lld | %.2f G | %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f | %.1f | %.3f -> **%.3f** | %.4f |\n",
+              static_cast<long long>(n), voxels / 1e9, result->backend.c_str(), o.precision.c_str(),
               any ? Seconds(t1, first_report) : 0.0, Seconds(t1, t2), any ? Seconds(last_report, t2) : 0.0,
               Seconds(t2, t3), Seconds(t1, t3), result->peak_device_bytes / 1e9, result->peak_device_bytes / voxels,
               HostPeakGb(), dice_before, dice_after, folded);

@@ -16,6 +16,7 @@
 #include "kernels/registration/lean_compose.h"
 #include "kernels/registration/lean_smooth.h"
 #include "kernels/registration/lncc.h"
+#include "kernels/registration/mixed_ops.h"
 #include "kernels/registration/mse.h"
 #include "kernels/registration/mutual_info.h"
 #include "services/registration/array_helpers.h"
@@ -29,6 +30,9 @@ int PerScale(const std::vector<int>& values, size_t scale_index) {
   if (values.empty()) return 0;
   return values[std::min(scale_index, values.size() - 1)];
 }
+
+const Half* HalfData(const NDArray& a) { return static_cast<const Half*>(a.raw_data()); }
+BFloat16* Bf16Data(const NDArray& a) { return static_cast<BFloat16*>(a.raw_data()); }
 
 // The metric evaluated in the lean buffers: W holds the warped image on entry
 // and dL/dW on return; G (3 image volumes) is free scratch.
@@ -56,13 +60,32 @@ class LeanMetric {
   }
 
   // MI's gradient needs its own image-sized array (its API takes whole arrays).
-  absl::Status PrepareLevel(const NDArray& fixed) {
+  absl::Status PrepareLevel(const Shape& shape) {
     mi_grad_ = NDArray();
     if (options_.metric == "mi") {
-      TESSERA_ASSIGN_OR_RETURN(mi_grad_, NDArray::Allocate(fixed.shape(), DType::kFloat32, fixed.memory_kind(),
+      TESSERA_ASSIGN_OR_RETURN(mi_grad_, NDArray::Allocate(shape, DType::kFloat32, MemoryKindFor(stream_),
                                                            stream_.ordinal()));
     }
     return absl::OkStatus();
+  }
+
+  size_t level_bytes() const { return mi_grad_.nbytes(); }
+
+  // Mixed precision (lncc, mse): fixed in fp16, scratch = G in bf16.
+  absl::StatusOr<double> EvaluateMixed(const NDArray& fixed_half, Dims3 dims, NDArray& work, NDArray& scratch,
+                                       bool want_grad) {
+    if (options_.metric == "lncc") {
+      TESSERA_RETURN_IF_ERROR(LnccHalfFixed(stream_, HalfData(fixed_half), work.data<float>(), dims, lncc_,
+                                            loss_.data<float>(), want_grad ? work.data<float>() : nullptr,
+                                            Bf16Data(scratch), &workspace_));
+      return ReadLoss();
+    }
+    if (options_.metric == "mse") {
+      TESSERA_RETURN_IF_ERROR(MseHalfFixed(stream_, HalfData(fixed_half), work.data<float>(), dims,
+                                           loss_.data<float>(), want_grad, &workspace_));
+      return ReadLoss();
+    }
+    return absl::InvalidArgumentError(absl::StrCat("precision 'mixed' supports lncc and mse, not '", options_.metric, "'"));
   }
 
   absl::StatusOr<double> Evaluate(const NDArray& fixed, NDArray& work, NDArray& scratch, bool want_grad) {
@@ -107,6 +130,11 @@ class LeanMetric {
 
 }  // namespace
 
+bool LeanStageUsesMixedPrecision(const RegistrationOptions& options) {
+  return options.precision == "mixed" && options.memory_mode == "lean" && options.shards <= 1 &&
+         options.metric == "lncc";
+}
+
 absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const RegistrationOptions& options,
                                                const DeformableStageHooks& hooks, const Mat4& t,
                                                const std::vector<DeformableLevel>& levels,
@@ -116,13 +144,24 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
   LeanMetric metric(stream, options);
   TESSERA_RETURN_IF_ERROR(metric.Init());
   TESSERA_ASSIGN_OR_RETURN(NDArray affine, NDArray::Allocate({12}, DType::kFloat32, kind, stream.ordinal()));
-  Workspace sampler_workspace, compose_workspace;
+  Workspace sampler_workspace, compose_workspace, stats_workspace;
   NDArray u, m, v;  // u and Adam's moments (planar fields, normalised units for u)
   int64_t step_count = 0;
   for (size_t si = 0; si < levels.size(); ++si) {
     const DeformableLevel& level = levels[si];
-    const NDArray& fixed = *level.fixed;
-    const Shape field_shape = {fixed.dim(0), fixed.dim(1), fixed.dim(2), 3};
+    const bool mixed = level.fixed_half != nullptr;
+    if (mixed != (level.moving_half != nullptr) || mixed == (level.fixed != nullptr) ||
+        (level.fixed == nullptr) != (level.moving == nullptr)) {
+      return absl::InvalidArgumentError(absl::StrCat("lean deformable stage: level x", level.factor,
+                                                     " must have float or fp16 fixed and moving images"));
+    }
+    if (mixed && options.metric == "mi") {
+      return absl::InvalidArgumentError("lean deformable stage: fp16 levels need metric lncc or mse, not mi");
+    }
+    const NDArray& fixed_any = mixed ? *level.fixed_half : *level.fixed;
+    const NDArray& moving_any = mixed ? *level.moving_half : *level.moving;
+    const Shape image_shape = fixed_any.shape();
+    const Shape field_shape = {fixed_any.dim(0), fixed_any.dim(1), fixed_any.dim(2), 3};
     const auto alloc = [&]() { return NDArray::Allocate(field_shape, DType::kFloat32, kind, stream.ordinal()); };
     std::vector<NDArray*> fields = {&u};
     if (adam) fields = {&u, &m, &v};
@@ -142,14 +181,21 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
     if (max_it <= 0) continue;
     const absl::Time start = absl::Now();
     // The level's two work buffers (see the header).
-    TESSERA_ASSIGN_OR_RETURN(NDArray work, NDArray::Allocate(fixed.shape(), DType::kFloat32, kind, stream.ordinal()));
-    TESSERA_ASSIGN_OR_RETURN(NDArray g, alloc());
-    TESSERA_RETURN_IF_ERROR(metric.PrepareLevel(fixed));
+    // Mixed: G in bf16 (kUInt16 storage, storage16.h).
+    TESSERA_ASSIGN_OR_RETURN(NDArray work, NDArray::Allocate(image_shape, DType::kFloat32, kind, stream.ordinal()));
+    TESSERA_ASSIGN_OR_RETURN(NDArray g, NDArray::Allocate(field_shape, mixed ? DType::kUInt16 : DType::kFloat32, kind,
+                                                          stream.ordinal()));
+    TESSERA_RETURN_IF_ERROR(metric.PrepareLevel(image_shape));
+    // What this level holds, per voxel: images, u (and Adam's moments), W, G, MI's extra.
+    const double voxels = static_cast<double>(work.num_elements());
+    const double held_bytes_per_voxel =
+        static_cast<double>(fixed_any.nbytes() + moving_any.nbytes() + u.nbytes() + m.nbytes() + v.nbytes() +
+                            work.nbytes() + g.nbytes() + metric.level_bytes()) / voxels;
     TESSERA_ASSIGN_OR_RETURN(Affine12 a, SamplerAffineFromPhysical(t, level.fixed_space, level.moving_space));
     float host_affine[12];
     for (int i = 0; i < 12; ++i) host_affine[i] = static_cast<float>(a[i]);
     TESSERA_RETURN_IF_ERROR(CopyBytes(affine.raw_data(), kind, host_affine, MemoryKind::kHost, sizeof(host_affine), stream));
-    const Dims3 dims = DimsOf(fixed);
+    const Dims3 dims = DimsOf(fixed_any);
     GreedyStep step;
     step.rule = adam ? GreedyStep::Rule::kAdam : GreedyStep::Rule::kScaled;
     step.adam.lr = options.deformable_lr_voxels;
@@ -160,8 +206,8 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
                           dims.nz > 1 ? 2.f / static_cast<float>(dims.nz - 1) : 0.f};
     const double gs = options.smooth_grad_sigma, ws = options.smooth_warp_sigma;
     GridSampleArgs args;
-    args.image = level.moving->data<float>();
-    args.image_dims = DimsOf(*level.moving);
+    args.image = mixed ? nullptr : level.moving->data<float>();
+    args.image_dims = DimsOf(moving_any);
     args.affine = affine.data<float>();
     args.disp = u.data<float>();
     args.out_dims = dims;
@@ -172,36 +218,61 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
     int it = 0;
     for (it = 1; it <= max_it; ++it) {
       if (hooks.check_cancelled) TESSERA_RETURN_IF_ERROR(hooks.check_cancelled());
-      TESSERA_RETURN_IF_ERROR(GridSample(stream, args, work.data<float>(), options.sampler));
+      if (mixed) {
+        TESSERA_RETURN_IF_ERROR(GridSampleHalfImage(stream, args, HalfData(moving_any), work.data<float>(), options.sampler));
+      } else {
+        TESSERA_RETURN_IF_ERROR(GridSample(stream, args, work.data<float>(), options.sampler));
+      }
       // The loss alone first when this may be the last iteration would save
       // the backward pass, but the standard loop always computes both.
-      TESSERA_ASSIGN_OR_RETURN(double loss, metric.Evaluate(fixed, work, g, /*want_grad=*/true));
+      TESSERA_ASSIGN_OR_RETURN(double loss, mixed ? metric.EvaluateMixed(fixed_any, dims, work, g, /*want_grad=*/true)
+                                                  : metric.Evaluate(fixed_any, work, g, /*want_grad=*/true));
       stop.Update(loss);
       const double lr = control.Update(loss);
       if (hooks.report) hooks.report(level.factor, it, max_it, loss);
       if (stop.done()) break;
-      GridSampleGrads grads;
-      grads.grad_disp = g.data<float>();
-      TESSERA_RETURN_IF_ERROR(
-          GridSampleBackward(stream, args, work.data<float>(), grads, &sampler_workspace, options.sampler));
-      TESSERA_RETURN_IF_ERROR(SmoothInPlaceWithScratch(g, {gs, gs, gs}, work.data<float>(), work.num_elements(), stream));
+      if (mixed) {
+        TESSERA_RETURN_IF_ERROR(GridSampleBackwardHalfImage(stream, args, HalfData(moving_any), work.data<float>(),
+                                                            Bf16Data(g), options.sampler));
+        TESSERA_RETURN_IF_ERROR(SmoothBf16InPlaceWithScratch(Bf16Data(g), dims, 3, {gs, gs, gs}, work.data<float>(),
+                                                             work.num_elements(), stream));
+      } else {
+        GridSampleGrads grads;
+        grads.grad_disp = g.data<float>();
+        TESSERA_RETURN_IF_ERROR(
+            GridSampleBackward(stream, args, work.data<float>(), grads, &sampler_workspace, options.sampler));
+        TESSERA_RETURN_IF_ERROR(
+            SmoothInPlaceWithScratch(g, {gs, gs, gs}, work.data<float>(), work.num_elements(), stream));
+      }
       if (adam) {
         step.t = ++step_count;
         step.adam.lr = lr;
       } else {
         // Steepest descent scaled so the largest component moves lr voxels.
-        TESSERA_ASSIGN_OR_RETURN(ArrayStats stats, ComputeArrayStats(g, stream));
-        const double largest = std::max(std::abs(stats.min), std::abs(stats.max));
+        double largest = 0;
+        if (mixed) {
+          TESSERA_ASSIGN_OR_RETURN(float max_abs, MaxAbs(stream, Bf16Data(g), g.num_elements(), &stats_workspace));
+          largest = max_abs;
+        } else {
+          TESSERA_ASSIGN_OR_RETURN(ArrayStats stats, ComputeArrayStats(g, stream));
+          largest = std::max(std::abs(stats.min), std::abs(stats.max));
+        }
         step.max_abs_grad = static_cast<float>(largest);
         step.scale = largest > 0 ? static_cast<float>(-lr / largest) : 0.f;
       }
-      TESSERA_RETURN_IF_ERROR(
-          ComposeGreedyStepInPlace(stream, u.data<float>(), g.data<float>(), dims, step, &compose_workspace));
+      if (mixed) {
+        TESSERA_RETURN_IF_ERROR(
+            ComposeGreedyStepInPlace(stream, u.data<float>(), Bf16Data(g), dims, step, &compose_workspace));
+      } else {
+        TESSERA_RETURN_IF_ERROR(
+            ComposeGreedyStepInPlace(stream, u.data<float>(), g.data<float>(), dims, step, &compose_workspace));
+      }
       TESSERA_RETURN_IF_ERROR(SmoothInPlaceWithScratch(u, {ws, ws, ws}, work.data<float>(), work.num_elements(), stream));
     }
-    log->push_back(absl::StrFormat("deformable x%d (lean): %d iterations, loss %.6g -> %.6g (best %.6g), %.2f s",
-                                   level.factor, std::min(it, max_it), stop.first(), stop.last(), stop.best(),
-                                   absl::ToDoubleSeconds(absl::Now() - start)));
+    log->push_back(absl::StrFormat(
+        "deformable x%d (lean, %s precision): %d iterations, loss %.6g -> %.6g (best %.6g), %.2f s, %.1f B/voxel held",
+        level.factor, mixed ? "mixed" : "full", std::min(it, max_it), stop.first(), stop.last(), stop.best(),
+        absl::ToDoubleSeconds(absl::Now() - start), held_bytes_per_voxel));
     // work and g are released here, before the next level's upsampling.
     TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   }

@@ -14,6 +14,21 @@
 // - no step field and no second copy of u: the step is fused with the
 //   composition, in place by z-slabs (kernels/registration/lean_compose.h).
 // MI keeps one more image-sized buffer for its gradient (40 B).
+//
+// Precision (RegistrationOptions::precision, lncc):
+//   "full":  the above, 36 B per voxel.
+//   "mixed": fixed + moving stored in fp16 (4 B) and G in bf16 (6 B):
+//            4 + 12 + 4 + 6 = 26 B per voxel (+ 24 B with Adam); the
+//            registrar converts the pyramid before the stage and frees the
+//            float levels (registrar.cc), so the whole run stays below 30 B
+//            per voxel. Every kernel loads 16-bit values into float and
+//            computes in float/double (storage16.h explains fp16 for the
+//            images, bf16 for G). u and W stay float.
+//   MSE and MI run in full precision: MI's kernels take float arrays; MSE's
+//   gradient 2 (W - F) / N is a small difference of fp16-rounded images
+//   (measured on Colin27: Dice 0.800 full vs 0.814 mixed, displacement 15%
+//   RMS apart, outside the 0.005 Dice budget; MseHalfFixed is kept and tested).
+// The log line of each level reports the bytes per voxel the stage holds.
 // The CPU backend runs the same code (host memory).
 #ifndef TESSERA_SERVICES_REGISTRATION_DEFORMABLE_STAGE_H_
 #define TESSERA_SERVICES_REGISTRATION_DEFORMABLE_STAGE_H_
@@ -36,7 +51,16 @@ struct DeformableLevel {
   GridSpace fixed_space, moving_space;
   const NDArray* fixed = nullptr;
   const NDArray* moving = nullptr;
+  // Mixed precision: the same images as fp16 (DType::kUInt16 arrays holding
+  // Half, storage16.h) instead of fixed / moving (then null).
+  const NDArray* fixed_half = nullptr;
+  const NDArray* moving_half = nullptr;
 };
+
+// True when `options` run the lean stage in mixed precision (precision
+// "mixed", metric lncc, unsharded lean mode): the registrar then hands
+// it fp16 levels.
+bool LeanStageUsesMixedPrecision(const RegistrationOptions& options);
 
 struct DeformableStageHooks {
   std::function<absl::Status()> check_cancelled;                               // every iteration

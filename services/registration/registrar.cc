@@ -16,8 +16,8 @@
 #include "kernels/registration/field_ops.h"
 #include "kernels/registration/gaussian_smooth.h"
 #include "kernels/registration/grid_sampler.h"
+#include "kernels/registration/mixed_ops.h"
 #include "kernels/registration/point_sampler.h"
-#include "services/registration/bspline_stage.h"
 #include "services/registration/deformable_stage.h"
 #include "services/registration/sharded_deformable_stage.h"
 #include "services/registration/host_setup.h"
@@ -55,7 +55,33 @@ struct Level {
   int factor = 1;
   GridSpace fixed_space, moving_space;
   NDArray fixed, moving;  // normalised intensities
+  // Mixed precision: the same as fp16 (kUInt16 holding Half) during the lean
+  // deformable stage, when fixed and moving are released.
+  NDArray fixed_half, moving_half;
 };
+
+// Replaces a level's float images by fp16 copies, one image at a time (the
+// transient is one fp16 image, before the stage allocates anything).
+absl::Status ConvertLevelToHalf(Level& level, const Stream& stream) {
+  for (auto [f, h] : {std::make_pair(&level.fixed, &level.fixed_half), std::make_pair(&level.moving, &level.moving_half)}) {
+    TESSERA_ASSIGN_OR_RETURN(*h, NDArray::Allocate(f->shape(), DType::kUInt16, f->memory_kind(), stream.ordinal()));
+    TESSERA_RETURN_IF_ERROR(ConvertToHalf(stream, f->data<float>(), static_cast<Half*>(h->raw_data()), f->num_elements()));
+    TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+    *f = NDArray();
+  }
+  return absl::OkStatus();
+}
+
+// The inverse for the output phase (float images back from fp16).
+absl::Status ConvertLevelToFloat(Level& level, const Stream& stream) {
+  for (auto [f, h] : {std::make_pair(&level.fixed, &level.fixed_half), std::make_pair(&level.moving, &level.moving_half)}) {
+    TESSERA_ASSIGN_OR_RETURN(*f, NDArray::Allocate(h->shape(), DType::kFloat32, h->memory_kind(), stream.ordinal()));
+    TESSERA_RETURN_IF_ERROR(ConvertToFloat(stream, static_cast<const Half*>(h->raw_data()), f->data<float>(), h->num_elements()));
+    TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+    *h = NDArray();
+  }
+  return absl::OkStatus();
+}
 
 // Everything an iteration touches, allocated once per level size.
 class Engine {
@@ -94,10 +120,15 @@ class Engine {
     return CopyBytes(affine_.raw_data(), affine_.memory_kind(), host, MemoryKind::kHost, sizeof(host), stream_);
   }
 
-  absl::Status EnsureImageBuffers(const Level& level) {
+  // with_grad = false (the output phase): the warped image only, so the
+  // output stays below the deformable stage's peak.
+  absl::Status EnsureImageBuffers(const Level& level, bool with_grad = true) {
     const Shape shape = level.fixed.shape();
     if (warped_.empty() || warped_.shape() != shape) {
       TESSERA_ASSIGN_OR_RETURN(warped_, NDArray::Allocate(shape, DType::kFloat32, MemoryKindFor(stream_), stream_.ordinal()));
+      grad_w_ = NDArray();
+    }
+    if (with_grad && (grad_w_.empty() || grad_w_.shape() != shape)) {
       TESSERA_ASSIGN_OR_RETURN(grad_w_, NDArray::Allocate(shape, DType::kFloat32, MemoryKindFor(stream_), stream_.ordinal()));
     }
     return absl::OkStatus();
@@ -254,17 +285,21 @@ class Engine {
   // finest level's grid.
   absl::StatusOr<NDArray> RunDeformableStage(const Mat4& t, const std::vector<Level>& levels,
                                              std::vector<std::string>* log) {
-    const bool bspline = options_.deformable_model == "bspline";
-    if (options_.memory_mode == "lean" || bspline) {
+    if (options_.memory_mode == "lean") {
       // The lean stage keeps its own (smaller) buffers: free the linear stages'.
       warped_ = NDArray();
       grad_w_ = NDArray();
       metric_->ReleaseScratch();
       std::vector<DeformableLevel> lean;
-      for (const Level& l : levels) lean.push_back({l.factor, l.fixed_space, l.moving_space, &l.fixed, &l.moving});
+      for (const Level& l : levels) {
+        if (!l.fixed_half.empty()) {  // mixed precision (LeanStageUsesMixedPrecision)
+          lean.push_back({l.factor, l.fixed_space, l.moving_space, nullptr, nullptr, &l.fixed_half, &l.moving_half});
+        } else {
+          lean.push_back({l.factor, l.fixed_space, l.moving_space, &l.fixed, &l.moving});
+        }
+      }
       DeformableStageHooks hooks{[this] { return CheckCancelled(); },
                                  [this](int f, int it, int max_it, double loss) { Report("deformable", f, it, max_it, loss); }};
-      if (bspline) return RunBsplineStage(stream_, options_, hooks, t, lean, log);
       if (options_.shards > 1) return RunShardedDeformableStage(stream_, options_, hooks, t, lean, log);
       return RunLeanDeformableStage(stream_, options_, hooks, t, lean, log);
     }
@@ -423,17 +458,6 @@ absl::Status ValidateInputs(const Volume& fixed, const Volume& moving, const Reg
     return absl::InvalidArgumentError(absl::StrCat("deformable_min_step_fraction must be in (0, 1], got ",
                                                    options.deformable_min_step_fraction));
   }
-  if (options.deformable_model != "greedy" && options.deformable_model != "bspline") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown deformable_model '", options.deformable_model, "': expected greedy or bspline"));
-  }
-  if (!std::isfinite(options.bspline_spacing_mm) || !(options.bspline_spacing_mm > 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bspline_spacing_mm must be finite and > 0, got ", options.bspline_spacing_mm));
-  }
-  if (options.deformable_model == "bspline" && options.shards > 1) {
-    return absl::InvalidArgumentError("deformable_model bspline runs unsharded: shards must be 1");
-  }
   if (options.linear_samples < 0) {
     return absl::InvalidArgumentError(absl::StrCat("linear_samples must be >= 0 (0 = every voxel), got ",
                                                    options.linear_samples));
@@ -441,6 +465,10 @@ absl::Status ValidateInputs(const Volume& fixed, const Volume& moving, const Reg
   if (options.memory_mode != "lean" && options.memory_mode != "standard") {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown memory_mode '", options.memory_mode, "': expected lean or standard"));
+  }
+  if (options.precision != "full" && options.precision != "mixed") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown precision '", options.precision, "': expected full or mixed"));
   }
   if (options.init != "com" && options.init != "none") {
     return absl::InvalidArgumentError(absl::StrCat("unknown init '", options.init, "': expected com or none"));
@@ -550,7 +578,31 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
   // The deformation, carried to full resolution.
   NDArray u_full;
   if (HasStage(options, "deformable")) {
+    // Mixed precision: the stage sees fp16 levels and no float copy stays
+    // alive (full shares its buffers with the factor-1 level).
+    const bool mixed = LeanStageUsesMixedPrecision(options);
+    if (mixed) {
+      for (Level& l : levels) TESSERA_RETURN_IF_ERROR(ConvertLevelToHalf(l, stream));
+      for (const Level& l : levels) {
+        if (l.factor == 1) {
+          full.fixed = NDArray();
+          full.moving = NDArray();
+        }
+      }
+    }
     TESSERA_ASSIGN_OR_RETURN(NDArray u, engine.RunDeformableStage(result.affine_ras, levels, &result.log));
+    if (mixed) {
+      // The output phase needs the full-resolution float images back; the
+      // coarser levels are done.
+      for (Level& l : levels) {
+        if (l.factor == 1 && full.fixed.empty()) {
+          TESSERA_RETURN_IF_ERROR(ConvertLevelToFloat(l, stream));
+          full.fixed = l.fixed;
+          full.moving = l.moving;
+        }
+      }
+      levels.clear();
+    }
     if (u.dim(0) != full.fixed.dim(0) || u.dim(1) != full.fixed.dim(1) || u.dim(2) != full.fixed.dim(2)) {
       TESSERA_ASSIGN_OR_RETURN(u_full, NDArray::Allocate({full.fixed.dim(0), full.fixed.dim(1), full.fixed.dim(2), 3},
                                                          DType::kFloat32, kind, stream.ordinal()));
@@ -564,10 +616,15 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
   // Final loss at full resolution, then the warped original intensities.
   TESSERA_ASSIGN_OR_RETURN(Affine12 a_full, SamplerAffineFromPhysical(result.affine_ras, fixed_space, moving_space));
   TESSERA_RETURN_IF_ERROR(engine.UploadAffine(a_full));
-  TESSERA_RETURN_IF_ERROR(engine.EnsureImageBuffers(full));
+  TESSERA_RETURN_IF_ERROR(engine.EnsureImageBuffers(full, /*with_grad=*/false));
   GridSampleArgs args = engine.Args(full, u_full.empty() ? nullptr : &u_full);
   TESSERA_RETURN_IF_ERROR(GridSample(stream, args, engine.warped().data<float>(), options.sampler));
   TESSERA_ASSIGN_OR_RETURN(result.final_loss, metric->Evaluate(full.fixed, engine.warped(), nullptr));
+  // The normalised images are done: free them (and the pyramid) before the
+  // original moving image is uploaded.
+  levels.clear();
+  full.fixed = NDArray();
+  full.moving = NDArray();
 
   NDArray moving_f32;  // only for non-float inputs: float ones are copied to the stream directly
   if (moving.data.dtype() != DType::kFloat32) {

@@ -18,6 +18,7 @@
 #include "kernels/registration/grid_sampler.h"
 #include "kernels/registration/mixed_ops.h"
 #include "kernels/registration/point_sampler.h"
+#include "services/registration/bspline_stage.h"
 #include "services/registration/deformable_stage.h"
 #include "services/registration/sharded_deformable_stage.h"
 #include "services/registration/host_setup.h"
@@ -285,7 +286,8 @@ class Engine {
   // finest level's grid.
   absl::StatusOr<NDArray> RunDeformableStage(const Mat4& t, const std::vector<Level>& levels,
                                              std::vector<std::string>* log) {
-    if (options_.memory_mode == "lean") {
+    const bool bspline = options_.deformable_model == "bspline";
+    if (options_.memory_mode == "lean" || bspline) {
       // The lean stage keeps its own (smaller) buffers: free the linear stages'.
       warped_ = NDArray();
       grad_w_ = NDArray();
@@ -300,6 +302,7 @@ class Engine {
       }
       DeformableStageHooks hooks{[this] { return CheckCancelled(); },
                                  [this](int f, int it, int max_it, double loss) { Report("deformable", f, it, max_it, loss); }};
+      if (bspline) return RunBsplineStage(stream_, options_, hooks, t, lean, log);
       if (options_.shards > 1) return RunShardedDeformableStage(stream_, options_, hooks, t, lean, log);
       return RunLeanDeformableStage(stream_, options_, hooks, t, lean, log);
     }
@@ -457,6 +460,17 @@ absl::Status ValidateInputs(const Volume& fixed, const Volume& moving, const Reg
   if (!(options.deformable_min_step_fraction > 0 && options.deformable_min_step_fraction <= 1)) {
     return absl::InvalidArgumentError(absl::StrCat("deformable_min_step_fraction must be in (0, 1], got ",
                                                    options.deformable_min_step_fraction));
+  }
+  if (options.deformable_model != "greedy" && options.deformable_model != "bspline") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown deformable_model '", options.deformable_model, "': expected greedy or bspline"));
+  }
+  if (!std::isfinite(options.bspline_spacing_mm) || !(options.bspline_spacing_mm > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bspline_spacing_mm must be finite and > 0, got ", options.bspline_spacing_mm));
+  }
+  if (options.deformable_model == "bspline" && options.shards > 1) {
+    return absl::InvalidArgumentError("deformable_model bspline runs unsharded: shards must be 1");
   }
   if (options.linear_samples < 0) {
     return absl::InvalidArgumentError(absl::StrCat("linear_samples must be >= 0 (0 = every voxel), got ",

@@ -64,6 +64,18 @@ struct RegistrationOptions {
   // deformable_min_step_fraction of deformable_lr_voxels; 0 = a fixed step.
   int deformable_halve_after = 0;
   double deformable_min_step_fraction = 0.125;
+  // The deformable stage's transform model (issue 17): "greedy" (a dense
+  // field with greedy compositional steps, as above) or "bspline" (a cubic
+  // B-spline of a control grid, additive as elastix's: bspline_stage.h; the
+  // grid is the regularisation, the smoothing sigmas are not used). Both give
+  // the same outputs (a dense displacement on the fixed grid).
+  std::string deformable_model = "greedy";
+  // B-spline control spacing at the finest level, mm; each coarser level
+  // doubles it (elastix's grid schedule). 10 mm, the final grid of the
+  // elastix configuration bench/registration_vs_elastix.sh compares with:
+  // on its cases finer grids reach a lower MI loss and a lower Dice (4 mm
+  // folds on two of them; see bench/results/2026-12-02-*-bspline.md).
+  double bspline_spacing_mm = 10.0;
   // Rigid/affine iterations on the CPU backend with a pointwise metric (mse,
   // mi) evaluate the metric on this many fixed voxels drawn at random for
   // each iteration (elastix's random sampler) instead of on every voxel;

@@ -5,12 +5,10 @@
 #   elastix: affine then B-spline (bench/elastix/*.txt: Mattes MI, 4 levels,
 #            ASGD, 2048 / 4096 random samples), -threads 2; labels through
 #            transformix (nearest neighbour), folding from transformix -jac.
-#   tessera: tessera register --metric mi --device cpu (default schedule);
-#            "tessera sigma 1": the default before issue 17's sigma change
-#            (registration_cases register --grad_sigma 1, the same engine;
-#            Dice only, no I/O in its time); "tessera step halving": the same
-#            engine with the deformable step control on (registration_cases
-#            register --halve_after 3, opt-in since issue 17; Dice only).
+#   tessera: tessera register --metric mi --device cpu (default schedule), once
+#            with each deformable model: greedy (the dense field, default) and
+#            bspline (--deformable-model bspline, default 10 mm grid; override
+#            with BSPLINE_SPACING_MM=...). Wall time of the whole command.
 # Prints one markdown table. Needs: apt-get install -y elastix (bench only).
 # Usage: bench/registration_vs_elastix.sh [--work DIR] [CASE...]   (default: all cases)
 set -euo pipefail
@@ -18,17 +16,19 @@ cd "$(dirname "$0")/.."
 work=/tmp/tessera-vs-elastix
 if [[ "${1:-}" == "--work" ]]; then work=$2; shift 2; fi
 command -v elastix >/dev/null || { echo "elastix missing: apt-get install -y elastix" >&2; exit 1; }
-bazel build //cli:tessera //bench:registration_cases >&2
-tessera=bazel-bin/cli/tessera
-cases=bazel-bin/bench/registration_cases
+# TESSERA / CASES: binaries copied aside (a shared checkout may rebuild bazel-bin mid-run).
+if [[ -z "${TESSERA:-}" || -z "${CASES:-}" ]]; then bazel build //cli:tessera //bench:registration_cases >&2; fi
+tessera=${TESSERA:-bazel-bin/cli/tessera}
+cases=${CASES:-bazel-bin/bench/registration_cases}
 [[ $# -gt 0 ]] || set -- $($cases list)
 params=$PWD/bench/elastix
 now() { date +%s.%N; }
-echo "| case | Dice before (all / large) | elastix Dice after | tessera sigma 1 (old) | tessera step halving | tessera Dice after | elastix s | tessera s | elastix folded | tessera folded |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+spacing=${BSPLINE_SPACING_MM:-10}
+echo "| case | Dice before (all / large) | elastix Dice after | tessera greedy | tessera bspline ${spacing} mm | elastix s | greedy s | bspline s | elastix folded | greedy folded | bspline folded |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for c in "$@"; do
   d=$work/$c
-  rm -rf "$d" && mkdir -p "$d/elastix" "$d/tessera" "$d/labels" "$d/jac"
+  rm -rf "$d" && mkdir -p "$d/elastix" "$d/tessera" "$d/bspline" "$d/labels" "$d/jac"
   $cases make --case "$c" --dir "$d"
   before=$($cases dice --fixed_labels "$d/fixed_labels.nii.gz" --labels "$d/moving_labels.nii.gz")
   # elastix + transformix
@@ -43,19 +43,25 @@ for c in "$@"; do
   transformix -jac all -tp "$d/elastix/TransformParameters.1.txt" -out "$d/jac" -threads 2 > "$d/jacobian.log" 2>&1
   e_dice=$($cases dice --fixed_labels "$d/fixed_labels.nii.gz" --labels "$d/labels/result.nii")
   e_fold=$($cases folded --jacobian "$d/jac/spatialJacobian.nii")
-  # tessera
-  t2=$(now)
-  $tessera register --fixed "$d/fixed.nii.gz" --moving "$d/moving.nii.gz" --fixed-labels "$d/fixed_labels.nii.gz" \
-    --moving-labels "$d/moving_labels.nii.gz" --metric mi --device cpu --quiet --out "$d/tessera" > "$d/tessera.json" 2> "$d/tessera.log"
-  t3=$(now)
-  t_dice=$($cases dice --fixed_labels "$d/fixed_labels.nii.gz" --labels "$d/tessera/warped_labels.nii.gz")
-  t_fold=$(python3 -c "import json,sys; j=json.load(open('$d/tessera.json')); print(j.get('folded_percent'))")
+  # tessera, each deformable model: "<Dice all> <Dice large> <seconds> <folded voxels>"
   voxels=$(python3 -c "import gzip,struct; h=gzip.open('$d/fixed.nii.gz').read(348); d=struct.unpack('<8h',h[40:56]); print(d[1]*d[2]*d[3])")
-  t_fold=$(python3 -c "print(round($t_fold / 100 * $voxels))")
-  old=$($cases register --dir "$d" --grad_sigma 1 2> /dev/null | head -1)
-  halving=$($cases register --dir "$d" --halve_after 3 2> /dev/null | head -1)
+  run_tessera() {  # OUT_SUBDIR FLAGS...
+    local out=$d/$1; shift
+    local a b
+    a=$(now)
+    $tessera register --fixed "$d/fixed.nii.gz" --moving "$d/moving.nii.gz" --fixed-labels "$d/fixed_labels.nii.gz" \
+      --moving-labels "$d/moving_labels.nii.gz" --metric mi --device cpu --quiet --out "$out" "$@" > "$out.json" 2> "$out.log"
+    b=$(now)
+    local dice fold
+    dice=$($cases dice --fixed_labels "$d/fixed_labels.nii.gz" --labels "$out/warped_labels.nii.gz")
+    fold=$(python3 -c "import json; print(round(json.load(open('$out.json')).get('folded_percent') / 100 * $voxels))")
+    echo "$dice $(echo "$b - $a" | bc) $fold"
+  }
+  greedy=$(run_tessera tessera)
+  bspline=$(run_tessera bspline --deformable-model bspline --bspline-spacing-mm "$spacing")
   fmt() { echo "$1" | awk '{printf "%.3f / %.3f", $1, $2}'; }
-  printf "| %s | %s | %s | %s | %s | %s | %.1f | %.1f | %s | %s |\n" "$c" "$(fmt "$before")" "$(fmt "$e_dice")" "$(fmt "$old")" \
-    "$(fmt "$halving")" "$(fmt "$t_dice")" \
-    "$(echo "$t1 - $t0" | bc)" "$(echo "$t3 - $t2" | bc)" "$e_fold" "$t_fold"
+  col() { echo "$1" | awk -v i="$2" '{print $i}'; }
+  printf "| %s | %s | %s | %s | %s | %.1f | %.1f | %.1f | %s | %s | %s |\n" "$c" "$(fmt "$before")" "$(fmt "$e_dice")" \
+    "$(fmt "$greedy")" "$(fmt "$bspline")" "$(echo "$t1 - $t0" | bc)" "$(col "$greedy" 3)" "$(col "$bspline" 3)" \
+    "$e_fold" "$(col "$greedy" 4)" "$(col "$bspline" 4)"
 done

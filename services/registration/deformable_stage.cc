@@ -131,8 +131,9 @@ class LeanMetric {
 }  // namespace
 
 bool LeanStageUsesMixedPrecision(const RegistrationOptions& options) {
+  // The B-spline stage (bspline_stage.h) takes float levels.
   return options.precision == "mixed" && options.memory_mode == "lean" && options.shards <= 1 &&
-         options.metric == "lncc";
+         options.metric == "lncc" && options.deformable_model == "greedy";
 }
 
 absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const RegistrationOptions& options,

@@ -13,7 +13,7 @@
 //
 // Conversions round to nearest even and are bit-identical on host and device
 // (CUDA's __float2half_rn / __float2bfloat16_rn), so the CPU backend stores
-// exactly what the GPU stores. Host fp16 code follows kernels/som/half.h.
+// exactly what the GPU stores (host fp16: common/half_float.h).
 // Arrays of either type are allocated as DType::kUInt16 NDArrays.
 #ifndef TESSERA_KERNELS_REGISTRATION_STORAGE16_H_
 #define TESSERA_KERNELS_REGISTRATION_STORAGE16_H_
@@ -22,6 +22,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "common/half_float.h"
 #include "kernels/registration/types.h"
 
 #if defined(__CUDACC__)
@@ -62,54 +63,6 @@ TESSERA_HD inline float BitsFloat(uint32_t x) {
 #endif
 }
 
-inline float HostHalfToFloat(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {  // subnormal: normalise
-      int e = -1;
-      do {
-        ++e;
-        mant <<= 1;
-      } while ((mant & 0x400u) == 0);
-      bits = sign | static_cast<uint32_t>(127 - 15 - e) << 23 | (mant & 0x3ffu) << 13;
-    }
-  } else if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | mant << 13;  // inf / NaN
-  } else {
-    bits = sign | (exp + (127 - 15)) << 23 | mant << 13;
-  }
-  return BitsFloat(bits);
-}
-
-inline uint16_t HostFloatToHalf(float f) {
-  const uint32_t x = FloatBits(f);
-  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
-  const uint32_t abs = x & 0x7fffffffu;
-  if (abs >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
-  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to >= 65520: inf
-  if (abs < 0x38800000u) {                                               // subnormal half or zero
-    if (abs < 0x33000000u) return sign;
-    const uint32_t exp = abs >> 23;
-    const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
-    const int shift = 126 - static_cast<int>(exp);
-    const uint32_t q = mant >> shift;
-    const uint32_t rem = mant & ((1u << shift) - 1u);
-    const uint32_t half = 1u << (shift - 1);
-    uint32_t r = q;
-    if (rem > half || (rem == half && (q & 1u))) ++r;
-    return static_cast<uint16_t>(sign | r);
-  }
-  uint32_t h = ((abs >> 23) - (127 - 15)) << 10 | ((abs >> 13) & 0x3ffu);
-  const uint32_t rem = abs & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
-  return static_cast<uint16_t>(sign | h);
-}
-
 }  // namespace storage_internal
 
 TESSERA_HD inline float ToFloat(float v) { return v; }
@@ -120,7 +73,7 @@ TESSERA_HD inline float ToFloat(Half v) {
 #if defined(__CUDA_ARCH__)
   return __half2float(__ushort_as_half(v.bits));
 #else
-  return storage_internal::HostHalfToFloat(v.bits);
+  return HalfToFloat(v.bits);
 #endif
 }
 
@@ -149,7 +102,7 @@ TESSERA_HD inline Half FromFloat<Half>(float v) {
 #if defined(__CUDA_ARCH__)
   return Half{__half_as_ushort(__float2half_rn(v))};
 #else
-  return Half{storage_internal::HostFloatToHalf(v)};
+  return Half{FloatToHalf(v)};
 #endif
 }
 

@@ -37,6 +37,7 @@
 #define TESSERA_KERNELS_FINGERPRINT_LSS_H_
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -49,6 +50,12 @@ namespace tessera {
 namespace fingerprint {
 
 enum class MccScore { kLss, kLssR };
+
+// What a pruned comparison reports instead of its score (cpu::ScoreOrPrune,
+// the pruning CUDA kernel): the score is provably below the threshold given,
+// so it cannot enter a top list whose k-th best already reaches that
+// threshold. Ranks below every score.
+inline constexpr float kLssPrunedScore = -std::numeric_limits<float>::infinity();
 
 struct LssParams {
   float delta_theta = 1.57079633f;  // pi/2
@@ -109,6 +116,19 @@ std::vector<float> LocalSimilarityMatrix(const MccTemplate& a, const MccTemplate
 // Global score of a probe against template `t` of the gallery (the reference
 // and the CPU backend).
 float Score(const LssProbe& probe, const MccGallery& gallery, int t, MccScore kind, const LssConstants& c);
+
+// Score, or kLssPrunedScore when an upper bound of the score computed from
+// the local similarities alone (lss_impl.h ScoreUpperBound: relaxation with
+// every rho = 1, values rounded up to 1/256, float rounding covered) is below
+// `threshold`; the score is then < threshold. Pruned comparisons skip the
+// selection, rho and the relaxation. threshold <= 0 never prunes. Scores it
+// returns are Score's bit for bit.
+float ScoreOrPrune(const LssProbe& probe, const MccGallery& gallery, int t, MccScore kind, const LssConstants& c,
+                   float threshold);
+
+// The upper bound ScoreOrPrune compares with the threshold, for a pair of
+// templates (tests: it is >= Score on every pair).
+double ScoreUpperBound(const MccTemplate& a, const MccTemplate& b, MccScore kind, const LssConstants& c);
 
 // The definition written plainly (full matrix, full sort, no vector code):
 // Score must return exactly this. For tests.

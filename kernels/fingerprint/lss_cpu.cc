@@ -142,7 +142,7 @@ Scratch& ThreadScratch() {
 // in no particular order: a 256-bucket histogram of the values (in (0, 1])
 // finds the bucket holding the limit-th best; entries above it are kept and
 // only that bucket is ordered exactly. Linear and nearly branch-free.
-inline int ValueBucket(float v) { return std::min(256, static_cast<int>(v * 256.0f)); }
+using lss_internal::ValueBucket;
 
 // `hist` counts the entries per ValueBucket (filled while collecting them).
 void SelectBest(std::vector<Entry>& entries, size_t limit, const int* hist, Scratch& s) {
@@ -166,8 +166,10 @@ void SelectBest(std::vector<Entry>& entries, size_t limit, const int* hist, Scra
 
 // The global score from the nonzero local similarities (any order) of the
 // probe against gallery template with cylinders at (bx, by, bt)[0..nb).
+// threshold > 0 (LSS-R): kLssPrunedScore once RelaxedScoreUpperBound (from
+// rho's row sums) is below it, before the relaxation.
 float GlobalScore(std::vector<Entry>& entries, const LssProbe& probe, int nb, const float* bx, const float* by,
-                  const float* bt, MccScore kind, const LssConstants& c, Scratch& s) {
+                  const float* bt, MccScore kind, const LssConstants& c, Scratch& s, float threshold) {
   const int na = static_cast<int>(probe.cylinders.cylinders.size());
   const int n_min = std::min(na, nb);
   const int np = c.np_table[n_min];
@@ -214,11 +216,24 @@ float GlobalScore(std::vector<Entry>& entries, const LssProbe& probe, int nb, co
     // it.
     s.rho_t.assign(static_cast<size_t>(p) * P, 0.0f);
     s.row.resize(P);
+    double max_row_sum = 0.0;
     for (int t = 0; t < p; ++t) {
       RhoRow(P, s.rows[t], na, s.rows.data(), probe.pair_dist.data(), probe.pair_dir.data(), probe.pair_radial.data(),
              s.gx.data(), s.gy.data(), s.gt.data(), s.gx[t], s.gy[t], s.gt[t], c, s.row.data());
       s.row[t] = 0.0f;
-      for (int k = 0; k < p; ++k) s.rho_t[static_cast<size_t>(k) * P + t] = s.row[k];
+      double row_sum = 0.0;
+      for (int k = 0; k < p; ++k) {
+        s.rho_t[static_cast<size_t>(k) * P + t] = s.row[k];
+        row_sum += s.row[k];
+      }
+      max_row_sum = std::max(max_row_sum, row_sum);
+    }
+    if (threshold > 0.0f) {
+      float max_lambda0 = 0.0f;
+      for (int t = 0; t < p; ++t) max_lambda0 = std::max(max_lambda0, s.lambda0[t]);
+      if (lss_internal::RelaxedScoreUpperBound(max_lambda0, max_row_sum, p, n_min, c) < threshold) {
+        return kLssPrunedScore;  // skip the relaxation and the efficiency choice
+      }
     }
     // Each t sums rho(t, k) lambda_k over k in ascending order, as the CUDA
     // kernel does; the loops are interchanged so the p sums vectorize.
@@ -399,9 +414,11 @@ struct Avx512Path {
 
 // always_inline: each instantiation is expanded into a wrapper compiled for
 // its ISA (ScoreAvx512 below), so the popcount kernel inlines too.
+// threshold > 0: returns kLssPrunedScore instead when the score's upper bound
+// (lss_impl.h) from the local similarities' histogram is below it.
 template <typename Path>
 __attribute__((always_inline)) inline float ScoreImpl(const LssProbe& probe, const MccGallery& gallery, int t,
-                                                      MccScore kind, const LssConstants& c) {
+                                                      MccScore kind, const LssConstants& c, float threshold) {
   const std::vector<MccCylinder>& pa = probe.cylinders.cylinders;
   const int na = static_cast<int>(pa.size());
   const int nb = gallery.template_size(t);
@@ -421,7 +438,7 @@ __attribute__((always_inline)) inline float ScoreImpl(const LssProbe& probe, con
   // SelectBest keeps them after all are collected.
   const size_t limit = kind == MccScore::kLssR ? static_cast<size_t>(std::min(na, nb))
                                                : static_cast<size_t>(c.np_table[std::min(na, nb)]);
-  int hist[257] = {0};
+  int hist[lss_internal::kValueBuckets] = {0};
   alignas(64) uint64_t b_bits[kMccBitWords];
   uint64_t b_mask[kMccMaskWords];
   for (int j = 0; j < nb; ++j) {
@@ -458,8 +475,13 @@ __attribute__((always_inline)) inline float ScoreImpl(const LssProbe& probe, con
       if (range[1] > range[0]) Path::Range(args, range[0], range[1]);
     }
   }
+  if (threshold > 0.0f &&
+      lss_internal::HistogramScoreUpperBound(hist, kind == MccScore::kLssR, std::min(na, nb),
+                                             static_cast<int>(s.entries.size()), c) < threshold) {
+    return kLssPrunedScore;  // the score is below the threshold: skip selection and relaxation
+  }
   SelectBest(s.entries, limit, hist, s);
-  return GlobalScore(s.entries, probe, nb, &gallery.x[start], &gallery.y[start], bt, kind, c, s);
+  return GlobalScore(s.entries, probe, nb, &gallery.x[start], &gallery.y[start], bt, kind, c, s, threshold);
 }
 
 bool CpuHasAvx512Popcount() {
@@ -491,21 +513,44 @@ void ForceScalarPopcount(bool scalar) { g_force_scalar.store(scalar); }
 #if defined(__x86_64__)
 __attribute__((target(TESSERA_FP_AVX512), noinline)) float ScoreAvx512(const LssProbe& probe,
                                                                                const MccGallery& gallery, int t,
-                                                                               MccScore kind, const LssConstants& c) {
-  return ScoreImpl<Avx512Path>(probe, gallery, t, kind, c);
+                                                                               MccScore kind, const LssConstants& c,
+                                                                               float threshold) {
+  return ScoreImpl<Avx512Path>(probe, gallery, t, kind, c, threshold);
 }
 #endif
 
 __attribute__((noinline)) float ScoreScalar(const LssProbe& probe, const MccGallery& gallery, int t, MccScore kind,
-                                            const LssConstants& c) {
-  return ScoreImpl<ScalarPath>(probe, gallery, t, kind, c);
+                                            const LssConstants& c, float threshold) {
+  return ScoreImpl<ScalarPath>(probe, gallery, t, kind, c, threshold);
+}
+
+float ScoreOrPrune(const LssProbe& probe, const MccGallery& gallery, int t, MccScore kind, const LssConstants& c,
+                   float threshold) {
+#if defined(__x86_64__)
+  if (UseAvx512()) return ScoreAvx512(probe, gallery, t, kind, c, threshold);
+#endif
+  return ScoreScalar(probe, gallery, t, kind, c, threshold);
 }
 
 float Score(const LssProbe& probe, const MccGallery& gallery, int t, MccScore kind, const LssConstants& c) {
-#if defined(__x86_64__)
-  if (UseAvx512()) return ScoreAvx512(probe, gallery, t, kind, c);
-#endif
-  return ScoreScalar(probe, gallery, t, kind, c);
+  return ScoreOrPrune(probe, gallery, t, kind, c, 0.0f);
+}
+
+double ScoreUpperBound(const MccTemplate& a, const MccTemplate& b, MccScore kind, const LssConstants& c) {
+  const int na = static_cast<int>(a.cylinders.size()), nb = static_cast<int>(b.cylinders.size());
+  if (na == 0 || nb == 0) return 0.0;
+  int hist[lss_internal::kValueBuckets] = {0};
+  int n_pos = 0;
+  for (int r = 0; r < na; ++r) {
+    for (int j = 0; j < nb; ++j) {
+      const float v = LocalSimilarity(a.cylinders[r], b.cylinders[j], c);
+      if (v > 0.0f) {
+        ++hist[ValueBucket(v)];
+        ++n_pos;
+      }
+    }
+  }
+  return lss_internal::HistogramScoreUpperBound(hist, kind == MccScore::kLssR, std::min(na, nb), n_pos, c);
 }
 
 float Score(const MccTemplate& a, const MccTemplate& b, MccScore kind, const LssConstants& c) {

@@ -96,14 +96,30 @@ struct LssBatchMatcher::DeviceProbes {
 };
 
 LssBatchMatcher::LssBatchMatcher(MccScore kind, const LssParams& lss, const MccParams& mcc,
-                                 cuda::LssCudaKernel kernel)
-    : kind_(kind), kernel_(kernel), mcc_(mcc), constants_(MakeLssConstants(lss, mcc)) {}
+                                 cuda::LssCudaKernel kernel, bool prune)
+    : kind_(kind), kernel_(kernel), prune_(prune), mcc_(mcc), constants_(MakeLssConstants(lss, mcc)) {}
+
+void LssBatchMatcher::SetRunningThresholds(const float* thresholds) { thresholds_ = thresholds; }
+
+bool LssBatchMatcher::Pruning() const {
+  return prune_ && thresholds_ != nullptr && kind_ == MccScore::kLssR && kernel_ == cuda::LssCudaKernel::kBlock;
+}
+
+namespace {
+float LoadThreshold(const float* p) {
+  const uint32_t bits = __atomic_load_n(reinterpret_cast<const uint32_t*>(p), __ATOMIC_RELAXED);
+  float v;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+}  // namespace
 
 LssBatchMatcher::~LssBatchMatcher() = default;
 
 std::string LssBatchMatcher::name() const {
   return std::string(kind_ == MccScore::kLssR ? "LSS-R" : "LSS") +
-         (kernel_ == cuda::LssCudaKernel::kWarp ? " (warp kernel)" : "");
+         (kernel_ == cuda::LssCudaKernel::kWarp ? " (warp kernel)" : "") +
+         (prune_ && kind_ == MccScore::kLssR && kernel_ == cuda::LssCudaKernel::kBlock ? " (pruned)" : "");
 }
 
 absl::Status LssBatchMatcher::BeginSearch(const std::vector<MccTemplate>& latents, const Stream& stream) {
@@ -147,7 +163,9 @@ absl::Status LssBatchMatcher::Enqueue(const Stream& stream, const GalleryBatch& 
   v.ordinal = stream.ordinal();
   for (size_t l = 0; l < probes_.size(); ++l) {
     float* out = reinterpret_cast<float*>(static_cast<uint8_t*>(device_output) + l * output_stride);
-    TESSERA_RETURN_IF_ERROR(cuda::EnqueueScoreGallery(stream, device_->probes[l], v, kind_, constants_, out, kernel_));
+    const float* threshold = Pruning() ? thresholds_ + l : nullptr;
+    TESSERA_RETURN_IF_ERROR(
+        cuda::EnqueueScoreGallery(stream, device_->probes[l], v, kind_, constants_, out, kernel_, threshold));
   }
   return absl::OkStatus();
 #else
@@ -168,7 +186,8 @@ absl::Status LssBatchMatcher::ComputeOnCpu(const MccGallery& gallery, const Gall
       if (stop != nullptr && (i - b) % 64 == 0 && stop->ShouldStop()) return;
       const int l = static_cast<int>(i / nt), t = static_cast<int>(i % nt);
       float* out = reinterpret_cast<float*>(static_cast<uint8_t*>(host_output) + l * output_stride);
-      out[t] = cpu::Score(probes_[l], gallery, batch.first_template + t, kind_, constants_);
+      const float threshold = Pruning() ? LoadThreshold(thresholds_ + l) : 0.0f;
+      out[t] = cpu::ScoreOrPrune(probes_[l], gallery, batch.first_template + t, kind_, constants_, threshold);
     }
   });
   if (stop != nullptr && stop->stopped()) return stop->status();
@@ -181,7 +200,10 @@ absl::Status LssBatchMatcher::FinalStage(const GalleryBatch&, int, const void* l
   return absl::OkStatus();
 }
 
-void LssBatchMatcher::EndSearch() { device_.reset(); }
+void LssBatchMatcher::EndSearch() {
+  device_.reset();
+  thresholds_ = nullptr;
+}
 
 // --- AlfiPipeline -----------------------------------------------------------------
 
@@ -223,6 +245,9 @@ struct AlfiPipeline::Impl {
   }
 
   std::mutex search_mu;  // one Search at a time: slots, events and outputs are shared
+  // Each latent's current k-th best score (BatchMatcher::SetRunningThresholds);
+  // pinned on CUDA so kernels read it while the finisher raises it.
+  std::shared_ptr<Buffer> thresholds;
 
   bool cuda() const { return options.backend == Backend::kCuda; }
 
@@ -550,6 +575,19 @@ absl::StatusOr<std::vector<std::vector<Candidate>>> AlfiPipeline::Search(BatchMa
   const double t_setup = Now();
   TESSERA_RETURN_IF_ERROR(matcher.BeginSearch(latents, setup_stream));
   stats.setup_seconds = Now() - t_setup;
+  const size_t threshold_bytes = sizeof(float) * static_cast<size_t>(L);
+  if (im.thresholds == nullptr || im.thresholds->size() < threshold_bytes) {
+    im.thresholds.reset();
+    auto t = Buffer::Allocate(im.cuda() ? MemoryKind::kPinned : MemoryKind::kHost, threshold_bytes, im.options.ordinal);
+    if (!t.ok()) {
+      matcher.EndSearch();
+      return t.status();
+    }
+    im.thresholds = std::move(*t);
+  }
+  float* const thresholds = static_cast<float*>(im.thresholds->data());
+  std::fill(thresholds, thresholds + L, 0.0f);  // before any kernel of this search is queued
+  matcher.SetRunningThresholds(thresholds);
   size_t stride = 0;
   for (const BatchInfo& b : im.batches) stride = std::max(stride, Align256(matcher.OutputBytes(b.count, b.cylinders)));
   stride = std::max<size_t>(stride, 256);
@@ -596,6 +634,14 @@ absl::StatusOr<std::vector<std::vector<Candidate>>> AlfiPipeline::Search(BatchMa
     RunRange(L, 1, im.threads, [&](int64_t b, int64_t e) {
       for (int64_t l = b; l < e; ++l) {
         MergeTopK(scores.data() + static_cast<size_t>(l) * nt, nt, hb.first_template, k_top, &top[l], search.exclude);
+        // The k-th best so far only rises: whatever value a matcher reads is
+        // at most the final k-th best, so pruning below it never changes the
+        // list (kLssPrunedScore entries never raise it).
+        if (static_cast<int>(top[l].size()) == k_top && top[l].back().score > thresholds[l]) {
+          uint32_t bits;
+          std::memcpy(&bits, &top[l].back().score, sizeof bits);
+          __atomic_store_n(reinterpret_cast<uint32_t*>(thresholds + l), bits, __ATOMIC_RELAXED);
+        }
       }
     });
     stats.final_stage_seconds += Now() - t0;

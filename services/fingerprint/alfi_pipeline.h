@@ -94,15 +94,24 @@ class BatchMatcher {
   virtual absl::Status FinalStage(const GalleryBatch& batch, int latent, const void* latent_output, int begin,
                                   int end, float* scores) const = 0;
   virtual void EndSearch() {}
+  // Called after BeginSearch: thresholds[l] is latent l's current k-th best
+  // score in the search's top list (0 until the list is full), raised by the
+  // pipeline as batches are merged (32-bit relaxed atomic stores); on CUDA it
+  // is pinned host memory that kernels may read. A matcher may report
+  // kLssPrunedScore for a template whose score it proves to be below
+  // thresholds[l] (it cannot enter the list). Default: ignored.
+  virtual void SetRunningThresholds(const float* thresholds) { (void)thresholds; }
 };
 
 // LSS or LSS-R through kernels/fingerprint/lss.h: the kernel writes one score
 // per template, the final stage passes it on. `kernel` picks the CUDA
-// variant (same scores).
+// variant (same scores). `prune` (LSS-R; the CPU backend and the block
+// kernel): comparisons that provably cannot beat the running k-th best
+// (SetRunningThresholds) skip the relaxation; the top-k lists are the same.
 class LssBatchMatcher : public BatchMatcher {
  public:
   explicit LssBatchMatcher(MccScore kind = MccScore::kLssR, const LssParams& lss = {}, const MccParams& mcc = {},
-                           cuda::LssCudaKernel kernel = cuda::LssCudaKernel::kBlock);
+                           cuda::LssCudaKernel kernel = cuda::LssCudaKernel::kBlock, bool prune = true);
   ~LssBatchMatcher() override;
   std::string name() const override;
   absl::Status BeginSearch(const std::vector<MccTemplate>& latents, const Stream& stream) override;
@@ -114,11 +123,15 @@ class LssBatchMatcher : public BatchMatcher {
   absl::Status FinalStage(const GalleryBatch& batch, int latent, const void* latent_output, int begin, int end,
                           float* scores) const override;
   void EndSearch() override;
+  void SetRunningThresholds(const float* thresholds) override;
 
  private:
   struct DeviceProbes;
+  bool Pruning() const;
   MccScore kind_;
   cuda::LssCudaKernel kernel_;
+  bool prune_;
+  const float* thresholds_ = nullptr;
   MccParams mcc_;
   LssConstants constants_;
   std::vector<LssProbe> probes_;

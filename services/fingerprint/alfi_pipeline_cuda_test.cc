@@ -87,6 +87,64 @@ TEST(AlfiPipelineCuda, TopKEqualsCpuBruteForce) {
   }
 }
 
+// The pruning block kernel (running k-th best read from pinned memory while
+// the finisher raises it) against the unpruned kernel and the CPU: the same
+// top-k lists, ids and scores exactly, with exact ties (duplicated
+// templates), exclusions and thresholds that move between batches.
+TEST(AlfiPipelineCuda, PrunedTopKEqualsUnprunedAndCpu) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  std::vector<std::vector<MinutiaPoint>> pts;
+  for (int db = 1; db <= 4; ++db) {
+    auto t = testing::TestTemplates(db, 80, 70 + db);
+    pts.insert(pts.end(), t.begin(), t.end());
+  }
+  auto extra = testing::SyntheticTemplates(200, 9);
+  pts.insert(pts.end(), extra.begin(), extra.end());
+  for (int i = 0; i < 100; i += 3) pts.push_back(pts[i]);  // exact ties
+  const std::vector<MccTemplate> templates = Build(pts);
+  auto gallery = std::make_shared<MccGallery>();
+  for (const MccTemplate& t : templates) gallery->Append(t);
+  std::vector<MccTemplate> latents;
+  std::mt19937 rng(5);
+  for (int i = 2; i < static_cast<int>(templates.size()); i += 37) {
+    // Latent-like crops: a random subset of 12-30 minutiae.
+    auto p = pts[i];
+    std::shuffle(p.begin(), p.end(), rng);
+    if (p.size() > 12) p.resize(std::min<size_t>(p.size(), 12 + rng() % 19));
+    latents.push_back(cpu::BuildMccTemplate(p));
+  }
+  std::vector<uint8_t> exclude(gallery->num_templates(), 0);
+  for (int t = 3; t < gallery->num_templates(); t += 11) exclude[t] = 1;
+  const LssConstants c = MakeLssConstants(LssParams());
+  for (int k : {1, 10, 50}) {
+    for (bool resident : {false, true}) {
+      PipelineOptions o;
+      o.backend = Backend::kCuda;
+      o.batch_templates = 40;
+      o.resident = resident;
+      auto p = AlfiPipeline::Create(gallery, o);
+      ASSERT_TRUE(p.ok()) << p.status();
+      PipelineSearchOptions search;
+      search.top_k = k;
+      search.exclude = resident ? exclude.data() : nullptr;
+      LssBatchMatcher plain(MccScore::kLssR, LssParams(), MccParams(), cuda::LssCudaKernel::kBlock, false);
+      LssBatchMatcher pruned(MccScore::kLssR, LssParams(), MccParams(), cuda::LssCudaKernel::kBlock, true);
+      auto want = (*p)->Search(plain, latents, search);
+      auto got = (*p)->Search(pruned, latents, search);
+      ASSERT_TRUE(want.ok()) << want.status();
+      ASSERT_TRUE(got.ok()) << got.status();
+      for (size_t l = 0; l < latents.size(); ++l) {
+        std::vector<float> scores(gallery->num_templates());
+        cpu::ScoreGallery(PrepareProbe(latents[l]), *gallery, MccScore::kLssR, c, scores.data(), 0);
+        std::vector<Candidate> cpu_top;
+        MergeTopK(scores.data(), gallery->num_templates(), 0, k, &cpu_top, search.exclude);
+        EXPECT_EQ((*want)[l], cpu_top) << "k " << k << " resident " << resident << " latent " << l;
+        EXPECT_EQ((*got)[l], cpu_top) << "k " << k << " resident " << resident << " latent " << l;
+      }
+    }
+  }
+}
+
 TEST(AlfiPipelineCuda, DmcTopKEqualsCpuWholeGallery) {
   TESSERA_SKIP_WITHOUT_GPU();
   std::vector<std::vector<MinutiaPoint>> pts;

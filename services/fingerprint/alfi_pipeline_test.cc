@@ -303,6 +303,56 @@ TEST_F(AlfiPipelineCpu, ExcludedTemplatesAndPerCallTopK) {
   }
 }
 
+// Counts the pruned outputs it passes on (kLssPrunedScore).
+class CountingLssMatcher : public LssBatchMatcher {
+ public:
+  using LssBatchMatcher::LssBatchMatcher;
+  absl::Status FinalStage(const GalleryBatch& batch, int latent, const void* out, int begin, int end,
+                          float* scores) const override {
+    absl::Status s = LssBatchMatcher::FinalStage(batch, latent, out, begin, end, scores);
+    for (int i = 0; i < end - begin; ++i) pruned += scores[i] == kLssPrunedScore;
+    return s;
+  }
+  mutable std::atomic<int> pruned{0};
+};
+
+// Pruning by the running k-th best changes no top-k list: duplicated
+// templates (exact ties in score), exclusions, small k and small batches
+// (the threshold rises often), against the unpruned matcher.
+TEST_F(AlfiPipelineCpu, PruningKeepsTopKListsWithTiesAndExclusions) {
+  auto templates = templates_;
+  for (int i = 0; i < 80; i += 3) templates.push_back(templates_[i]);  // ties
+  auto gallery = MakeGallery(templates);
+  std::vector<MccTemplate> latents = latents_;
+  for (int i = 1; i < 80; i += 13) latents.push_back(templates_[i]);
+  std::vector<uint8_t> exclude(gallery->num_templates(), 0);
+  for (int t = 5; t < gallery->num_templates(); t += 7) exclude[t] = 1;
+  int pruned = 0;
+  for (int k : {1, 5, 20}) {
+    for (bool use_exclude : {false, true}) {
+      PipelineOptions o;
+      o.batch_templates = 16;
+      o.threads = 2;
+      auto p = AlfiPipeline::Create(gallery, o);
+      ASSERT_TRUE(p.ok()) << p.status();
+      PipelineSearchOptions search;
+      search.top_k = k;
+      search.exclude = use_exclude ? exclude.data() : nullptr;
+      LssBatchMatcher plain(MccScore::kLssR, LssParams(), MccParams(), cuda::LssCudaKernel::kBlock, /*prune=*/false);
+      CountingLssMatcher pruning(MccScore::kLssR);
+      auto want = (*p)->Search(plain, latents, search);
+      auto got = (*p)->Search(pruning, latents, search);
+      ASSERT_TRUE(want.ok() && got.ok());
+      for (size_t l = 0; l < latents.size(); ++l) {
+        EXPECT_EQ((*got)[l], (*want)[l]) << "k " << k << " exclude " << use_exclude << " latent " << l;
+      }
+      pruned += pruning.pruned.load();
+    }
+  }
+  std::printf("%d comparisons pruned\n", pruned);
+  EXPECT_GT(pruned, 0);
+}
+
 TEST(TopK, OrdersByScoreThenIndex) {
   const float s[] = {0.5f, 0.9f, 0.5f, 0.1f, 0.9f};
   auto t = TopK(s, 5, 3, 100);

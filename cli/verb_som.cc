@@ -125,9 +125,11 @@ int Train(int argc, char** argv) {
                        {"toroid", "", "wrap the map's edges (toroidal grid)", true},
                        {"epochs", "40", "at most this many epochs (training may converge earlier)"},
                        {"radius-epochs", "", "epochs over which the radius shrinks (default min(10, 3/4 epochs))"},
-                       {"radius-schedule", "end-at-last-decay-epoch",
-                        "end-at-last-decay-epoch (radius 1 in the last of the radius epochs) or legacy (radius 1 "
-                        "only after them, the schedule before 2026-12-01)"},
+                       {"radius-schedule", "narrow",
+                        "narrow (Gaussian sigma max(width, height)/8 -> 0.5, reached in the last of the radius "
+                        "epochs: lowest QE), end-at-last-decay-epoch (sigma edge/2 -> 1, the same epochs: the "
+                        "2026-12-01 default, better ordered maps) or legacy (edge/2 -> 1, reached only after them: "
+                        "before 2026-12-01)"},
                        {"init", "pca", "initial codebook: pca or random"},
                        {"weights", "fp32", "codebook storage: fp32 or fp16"},
                        {"device", "auto", "compute backend: auto, cpu or cuda"},
@@ -169,12 +171,9 @@ int Train(int argc, char** argv) {
       (!absl::SimpleAtoi(sub.Get("radius-epochs"), &options.radius_decay_epochs) || options.radius_decay_epochs < 1)) {
     return sub.Usage("--radius-epochs must be a positive integer");
   }
-  const std::string schedule = sub.Get("radius-schedule");
-  if (schedule == som::RadiusScheduleName(som::RadiusSchedule::kLegacy)) {
-    options.radius_schedule = som::RadiusSchedule::kLegacy;
-  } else if (schedule != som::RadiusScheduleName(som::RadiusSchedule::kEndAtLastDecayEpoch)) {
-    return sub.Usage("--radius-schedule must be end-at-last-decay-epoch or legacy");
-  }
+  auto schedule = som::ParseRadiusSchedule(sub.Get("radius-schedule"));
+  if (!schedule.ok()) return sub.Usage(absl::StrCat("--radius-schedule: ", schedule.status().message()));
+  options.radius_schedule = *schedule;
   const std::string init = sub.Get("init");
   if (init != "pca" && init != "random") return sub.Usage("--init must be pca or random");
   options.init = init == "pca" ? som::InitMethod::kPca : som::InitMethod::kRandom;

@@ -437,7 +437,8 @@ absl::StatusOr<TrainOptions> ParseOptions(const Fields& f) {
   if (f.Has("radius_schedule")) {
     TESSERA_ASSIGN_OR_RETURN(o.radius_schedule,
                              ParseEnum<RadiusSchedule>(f, "radius_schedule",
-                                                       {RadiusSchedule::kEndAtLastDecayEpoch, RadiusSchedule::kLegacy},
+                                                       {RadiusSchedule::kNarrow, RadiusSchedule::kEndAtLastDecayEpoch,
+                                                        RadiusSchedule::kLegacy},
                                                        RadiusScheduleName));
   }
   TESSERA_ASSIGN_OR_RETURN(int64_t passes, f.Int("blur_passes"));

@@ -41,14 +41,44 @@ float SomModel::Weight(int64_t feature, int64_t node) const {
 }
 
 const char* RadiusScheduleName(RadiusSchedule schedule) {
-  return schedule == RadiusSchedule::kLegacy ? "legacy" : "end-at-last-decay-epoch";
+  switch (schedule) {
+    case RadiusSchedule::kNarrow:
+      return "narrow";
+    case RadiusSchedule::kEndAtLastDecayEpoch:
+      return "end-at-last-decay-epoch";
+    case RadiusSchedule::kLegacy:
+      return "legacy";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<RadiusSchedule> ParseRadiusSchedule(absl::string_view name) {
+  for (RadiusSchedule s : {RadiusSchedule::kNarrow, RadiusSchedule::kEndAtLastDecayEpoch, RadiusSchedule::kLegacy}) {
+    if (name == RadiusScheduleName(s)) return s;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("radius schedule '", name,
+                                                 "' is not one of narrow, end-at-last-decay-epoch, legacy"));
 }
 
 int DefaultRadiusDecayEpochs(int max_epochs) { return std::min(10, std::max(1, (3 * max_epochs + 3) / 4)); }
 
+double StartRadius(const TrainOptions& o) {
+  if (o.radius_start > 0) return o.radius_start;
+  const double half_edge = std::max(o.grid.width, o.grid.height) / 2.0;
+  // The PCA initialisation's global order makes the wide start unnecessary
+  // (trainer.h); a random codebook has none to keep.
+  const bool narrow = o.radius_schedule == RadiusSchedule::kNarrow && o.init == InitMethod::kPca;
+  return narrow ? half_edge / 4 : half_edge;
+}
+
+double EndRadius(const TrainOptions& o) {
+  const double schedule_end = o.radius_schedule == RadiusSchedule::kNarrow ? 0.5 : 1.0;
+  return std::min(StartRadius(o), o.radius_end >= 0 ? o.radius_end : schedule_end);
+}
+
 double RadiusAt(const TrainOptions& o, int epoch) {
-  const double r0 = o.radius_start > 0 ? o.radius_start : std::max(o.grid.width, o.grid.height) / 2.0;
-  const double r1 = std::min(r0, std::max(0.0, o.radius_end));
+  const double r0 = StartRadius(o);
+  const double r1 = EndRadius(o);
   double t = 1;  // the fraction of the way from r0 to r1
   if (o.radius_schedule == RadiusSchedule::kLegacy) {
     const int d = std::max(1, o.radius_decay_epochs);
@@ -338,7 +368,7 @@ absl::StatusOr<TrainResult> TrainSom(const SparseBinaryMatrix& train, const Trai
                                           o.bmu_tuning));
   result.setup_seconds = Since(start) - result.init_seconds;
   engine->set_bmu_algorithm(o.bmu_algorithm);
-  const double small = o.small_radius > 0 ? o.small_radius : 1.25 * o.radius_end;
+  const double small = o.small_radius > 0 ? o.small_radius : 1.25 * EndRadius(o);
   int calm = 0;
   double previous_qe = 0;
   for (int epoch = 0; epoch < o.max_epochs; ++epoch) {

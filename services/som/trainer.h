@@ -9,14 +9,30 @@
 // radius_start r0 to radius_end r1 that reaches r1 in epoch D - 1, so a run of
 // max_epochs epochs always trains its last epoch at r1, whatever the count
 // (somoclu's cooling does the same over its nEpoch); RadiusCooling::kLinear:
-// r0 + (r1 - r0) t(e), somoclu's default. RadiusSchedule::kLegacy keeps the
-// schedule before 2026-12-01, t(e) = min(1, e / radius_decay_epochs), which
-// reaches r1 only in epoch D: 3 epochs at edge 32 trained at radii 16, 6.35,
-// 2.52 and never at 1. Radii are Gaussian standard deviations in cells
-// (somoclu's "radius" r is a Gaussian of sigma std_coeff * r, 0.5 r by default). Training stops at max_epochs, or earlier once
-// the radius is small (r(e) <= small_radius) and the training QE's relative
-// change has stayed below convergence_tolerance for convergence_patience
-// consecutive epochs. A final BMU pass measures the returned codebook.
+// r0 + (r1 - r0) t(e). Radii are Gaussian standard deviations in cells
+// (somoclu's "radius" r is a Gaussian of sigma std_coeff * r, 0.5 r by
+// default, cut off beyond r).
+//
+// Schedules (RadiusSchedule) differ in r0 and r1 when radius_start /
+// radius_end are not given, and in t(e):
+//   kNarrow (default since issue 16, 2026-12-02): r0 = max(width, height) / 8
+//     after PCA initialisation (max / 2 after a random one, which has no
+//     order to keep), r1 = 0.5 (somoclu's final Gaussian: radius 1 x
+//     std_coeff 0.5; the 3-tap kernel). The PCA initialisation already orders
+//     the map globally, so a wide start only pulls every unit towards the
+//     corpus mean and the epochs spent undoing that are lost: on genes x GO this is what made our
+//     held-out QE worse than somoclu's at equal epochs (2.92 vs 2.78 at 32x32
+//     after 10 epochs; now 2.74). Topographic error rises with it (0.06-0.08
+//     -> 0.23-0.33 on genes x GO, the ordering somoclu's maps have).
+//   kEndAtLastDecayEpoch (the 2026-12-01 default): r0 = max(width, height) / 2,
+//     r1 = 1 (the 3x3 box, sigma 1.41), same t(e).
+//   kLegacy (before 2026-12-01): r0, r1 as kEndAtLastDecayEpoch but
+//     t(e) = min(1, e / radius_decay_epochs), which reaches r1 only in epoch
+//     D: 3 epochs at edge 32 trained at radii 16, 6.35, 2.52 and never at 1.
+// Training stops at max_epochs, or earlier once the radius is small (r(e) <=
+// small_radius) and the training QE's relative change has stayed below
+// convergence_tolerance for convergence_patience consecutive epochs. A final
+// BMU pass measures the returned codebook.
 //
 // Initialisation: kRandom draws w_i[v] uniformly in [0, 2 p_v] (p_v = the
 // feature's document frequency), so every node starts near the corpus mean;
@@ -34,6 +50,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/device.h"
 #include "kernels/som/bmu.h"
 #include "kernels/som/quality.h"
@@ -48,12 +65,16 @@ const char* InitMethodName(InitMethod init);
 
 // How the radius goes from radius_start to radius_end over radius_decay_epochs.
 enum class RadiusCooling { kExponential, kLinear };
-// Where in the run radius_end is reached (see the comment at the top).
+// Default radii and where in the run radius_end is reached (see the comment
+// at the top).
 enum class RadiusSchedule {
-  kEndAtLastDecayEpoch,  // r1 in epoch min(radius_decay_epochs, max_epochs) - 1
-  kLegacy,               // r1 in epoch radius_decay_epochs (atlases saved before 2026-12-01)
+  kNarrow,               // max(w, h) / 8 (PCA init) -> 0.5, r1 in epoch min(radius_decay_epochs, max_epochs) - 1
+  kEndAtLastDecayEpoch,  // max(w, h) / 2 -> 1, the same epochs (atlases saved on 2026-12-01)
+  kLegacy,               // max(w, h) / 2 -> 1, r1 in epoch radius_decay_epochs (atlases saved before)
 };
-const char* RadiusScheduleName(RadiusSchedule schedule);  // "end-at-last-decay-epoch", "legacy"
+const char* RadiusScheduleName(RadiusSchedule schedule);  // "narrow", "end-at-last-decay-epoch", "legacy"
+// The schedule named `name`; INVALID_ARGUMENT listing the names otherwise.
+absl::StatusOr<RadiusSchedule> ParseRadiusSchedule(absl::string_view name);
 
 // `tessera som train`'s decay length when none is given: three quarters of
 // the epochs, at most 10 (the rest settle at radius_end).
@@ -82,15 +103,15 @@ struct TrainOptions {
   int pca_iterations = 40;
   uint64_t seed = 1;
   int max_epochs = 40;
-  double radius_start = -1;    // <= 0: max(width, height) / 2
-  double radius_end = 1.0;
+  double radius_start = -1;    // <= 0: the schedule's (StartRadius)
+  double radius_end = -1;      // < 0: the schedule's (EndRadius)
   int radius_decay_epochs = 10;
   RadiusCooling cooling = RadiusCooling::kExponential;
-  RadiusSchedule radius_schedule = RadiusSchedule::kEndAtLastDecayEpoch;
+  RadiusSchedule radius_schedule = RadiusSchedule::kNarrow;
   int blur_passes = 3;
   double convergence_tolerance = 1e-3;  // <= 0 disables early stopping
   int convergence_patience = 3;
-  double small_radius = -1;    // <= 0: 1.25 * radius_end
+  double small_radius = -1;    // <= 0: 1.25 * EndRadius
   int64_t update_slab_bytes = int64_t{256} << 20;  // CUDA update working set
   // BMU search: kFeatureMajor (fused kernel, any backend and weight type) or,
   // on CUDA with fp32 weights, kCusparseRowOrder (cuSPARSE SpMM + top-2 pass,
@@ -128,6 +149,9 @@ struct TrainResult {
   double total_seconds = 0;       // upload, init, epochs and the final pass
 };
 
+// r0 and r1 with the schedule's defaults filled in (r1 <= r0).
+double StartRadius(const TrainOptions& options);
+double EndRadius(const TrainOptions& options);
 double RadiusAt(const TrainOptions& options, int epoch);
 
 absl::StatusOr<TrainResult> TrainSom(const SparseBinaryMatrix& train, const TrainOptions& options);

@@ -53,12 +53,54 @@ TEST(Synthetic, ShapeAndDeterminism) {
   EXPECT_NEAR(static_cast<double>(m.nnz()) / m.rows(), 11, 0.5);
 }
 
-// The default schedule trains the last decay epoch at radius_end, also when
+// The default schedule (issue 16): sigma max(w, h) / 8 -> 0.5, exponential,
+// 0.5 in the last decay epoch. Pins the radii `tessera som train` uses.
+TEST(Radius, NarrowScheduleIsTheDefault) {
+  TrainOptions o;
+  EXPECT_EQ(o.radius_schedule, RadiusSchedule::kNarrow);
+  o.grid = GridShape{32, 32, Topology::kPlanar};
+  o.max_epochs = 3;
+  o.radius_decay_epochs = DefaultRadiusDecayEpochs(3);
+  EXPECT_DOUBLE_EQ(StartRadius(o), 4);
+  EXPECT_DOUBLE_EQ(EndRadius(o), 0.5);
+  EXPECT_DOUBLE_EQ(RadiusAt(o, 0), 4);
+  EXPECT_DOUBLE_EQ(RadiusAt(o, 1), std::sqrt(2.0));  // 4 * (0.5 / 4)^(1/2)
+  EXPECT_DOUBLE_EQ(RadiusAt(o, 2), 0.5);
+  // 64 x 64 over the CLI's default 40 epochs: D = 10, 0.5 from epoch 9 on.
+  o.grid = GridShape{64, 64, Topology::kPlanar};
+  o.max_epochs = 40;
+  o.radius_decay_epochs = DefaultRadiusDecayEpochs(40);
+  EXPECT_EQ(o.radius_decay_epochs, 10);
+  EXPECT_DOUBLE_EQ(RadiusAt(o, 0), 8);
+  EXPECT_NEAR(RadiusAt(o, 3), 8 * std::pow(1.0 / 16, 3.0 / 9), 1e-12);
+  EXPECT_DOUBLE_EQ(RadiusAt(o, 9), 0.5);
+  EXPECT_DOUBLE_EQ(RadiusAt(o, 39), 0.5);
+  // The longer side sets r0; given radii override the schedule's.
+  o.grid = GridShape{20, 10, Topology::kPlanar};
+  EXPECT_DOUBLE_EQ(RadiusAt(o, 0), 2.5);
+  o.radius_start = 6;
+  o.radius_end = 1;
+  EXPECT_DOUBLE_EQ(RadiusAt(o, 0), 6);
+  EXPECT_DOUBLE_EQ(RadiusAt(o, 9), 1);
+  // A start below the schedule's end ends there too (no growth).
+  o.radius_start = 0.3;
+  o.radius_end = -1;
+  EXPECT_DOUBLE_EQ(RadiusAt(o, 9), 0.3);
+  EXPECT_EQ(ParseRadiusSchedule("narrow").value(), RadiusSchedule::kNarrow);
+  EXPECT_EQ(ParseRadiusSchedule("legacy").value(), RadiusSchedule::kLegacy);
+  EXPECT_EQ(ParseRadiusSchedule("end-at-last-decay-epoch").value(), RadiusSchedule::kEndAtLastDecayEpoch);
+  const absl::Status bad = ParseRadiusSchedule("wide").status();
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("'wide'"), absl::string_view::npos) << bad;
+}
+
+// The 2026-12-01 schedule trains the last decay epoch at radius_end, also when
 // max_epochs is shorter than radius_decay_epochs.
 TEST(Radius, ReachesTheEndRadiusInTheLastDecayEpoch) {
   TrainOptions o;
+  o.radius_schedule = RadiusSchedule::kEndAtLastDecayEpoch;
   o.grid = GridShape{32, 32, Topology::kPlanar};
-  o.radius_end = 1;
+  EXPECT_DOUBLE_EQ(EndRadius(o), 1);  // its default
   o.max_epochs = 3;
   o.radius_decay_epochs = 3;  // what `tessera som train --epochs 3` uses
   EXPECT_EQ(DefaultRadiusDecayEpochs(3), 3);
@@ -113,6 +155,10 @@ struct Case {
   InitMethod init;
   Topology topology;
   WeightType type;
+  RadiusSchedule schedule = RadiusSchedule::kEndAtLastDecayEpoch;
+  // Topographic error bounds (training, held out): the narrow schedule trades
+  // ordering for QE (its 3-tap end neighbourhood).
+  double max_te = 0.1, max_held_te = 0.12;
 };
 
 class TrainerTest : public ::testing::TestWithParam<Case> {};
@@ -133,7 +179,7 @@ TEST_P(TrainerTest, QeDecreasesAndTheMapOrders) {
   o.weight_type = c.type;
   o.max_epochs = 30;
   o.radius_decay_epochs = 10;
-  o.radius_end = 1.0;
+  o.radius_schedule = GetParam().schedule;
   int calls = 0;
   o.progress = [&](const EpochReport& r) {
     ++calls;
@@ -152,7 +198,9 @@ TEST_P(TrainerTest, QeDecreasesAndTheMapOrders) {
   // once the radius is fixed.
   EXPECT_LT(h.back().qe, 0.96 * h.front().qe);
   for (size_t e = 1; e < h.size(); ++e) {
-    if (h[e - 1].radius <= o.radius_end) EXPECT_LE(h[e].qe, h[e - 1].qe * 1.002) << "epoch " << e;
+    if (h[e - 1].radius <= EndRadius(o)) {
+      EXPECT_LE(h[e].qe, h[e - 1].qe * 1.002) << "epoch " << e;
+    }
   }
   const QualityMetrics& f = result->final_quality;
   std::printf("final: QE %.4f cosine %.4f TE %.4f dead %.3f; %d epochs, %.2fs\n", f.qe_euclidean, f.qe_cosine,
@@ -160,7 +208,7 @@ TEST_P(TrainerTest, QeDecreasesAndTheMapOrders) {
   EXPECT_LE(f.qe_euclidean, h.back().qe * 1.001);
   // Measured 0.036-0.052 over the variants (held-out 0.045-0.062); a map
   // without order has ~0.9 (random initialisation, epoch 0).
-  EXPECT_LT(f.topographic_error, 0.1);
+  EXPECT_LT(f.topographic_error, c.max_te);
   EXPECT_LT(f.dead_unit_fraction, 0.15);
 
   // The topic layout is (locally) recovered: each topic's most frequent BMU
@@ -207,7 +255,35 @@ TEST_P(TrainerTest, QeDecreasesAndTheMapOrders) {
               p.dead_unit_fraction);
   EXPECT_EQ(projected->bmu.size(), static_cast<size_t>(held.rows()));
   EXPECT_LT(p.qe_euclidean, 1.1 * f.qe_euclidean);
-  EXPECT_LT(p.topographic_error, 0.12);
+  EXPECT_LT(p.topographic_error, c.max_held_te);
+}
+
+// Issue 16: at equal epochs the default (narrow) schedule fits held-out
+// documents better than the 2026-12-01 one. Measured on this corpus: held-out
+// QE 2.33 vs 2.44 after 12 epochs.
+TEST(Trainer, NarrowScheduleLowersHeldOutQe) {
+  SparseBinaryMatrix corpus = GenerateSyntheticCorpus(SmallCorpus(6000, 11));
+  RowSplit split = SplitRows(corpus.rows(), 0.1, 5);
+  SparseBinaryMatrix train = SelectRows(corpus, split.train);
+  SparseBinaryMatrix held = SelectRows(corpus, split.held_out);
+  double qe[2];
+  const RadiusSchedule schedules[2] = {RadiusSchedule::kNarrow, RadiusSchedule::kEndAtLastDecayEpoch};
+  for (int k = 0; k < 2; ++k) {
+    TrainOptions o;
+    o.grid = GridShape{12, 12, Topology::kPlanar};
+    o.max_epochs = 12;
+    o.radius_decay_epochs = DefaultRadiusDecayEpochs(12);
+    o.convergence_tolerance = 0;
+    o.radius_schedule = schedules[k];
+    auto result = TrainSom(train, o);
+    ASSERT_TRUE(result.ok()) << result.status();
+    auto projected = ProjectDocuments(result->model, held, Backend::kCpu);
+    ASSERT_TRUE(projected.ok()) << projected.status();
+    qe[k] = projected->quality.qe_euclidean;
+    std::printf("%s: held-out QE %.4f TE %.4f\n", RadiusScheduleName(schedules[k]), qe[k],
+                projected->quality.topographic_error);
+  }
+  EXPECT_LT(qe[0], 0.97 * qe[1]);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -215,7 +291,12 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{InitMethod::kPca, Topology::kPlanar, WeightType::kFloat32},
                       Case{InitMethod::kRandom, Topology::kPlanar, WeightType::kFloat32},
                       Case{InitMethod::kPca, Topology::kToroidal, WeightType::kFloat32},
-                      Case{InitMethod::kPca, Topology::kPlanar, WeightType::kFloat16}));
+                      Case{InitMethod::kPca, Topology::kPlanar, WeightType::kFloat16},
+                      // Measured TE 0.26 (held out 0.32) with QE 2.30 instead of 2.44.
+                      Case{InitMethod::kPca, Topology::kPlanar, WeightType::kFloat32, RadiusSchedule::kNarrow, 0.35,
+                           0.42},
+                      Case{InitMethod::kRandom, Topology::kPlanar, WeightType::kFloat32, RadiusSchedule::kNarrow,
+                           0.35, 0.42}));
 
 TEST(Trainer, PcaInitialisationIsOrderedAlongTheLeadingComponent) {
   SparseBinaryMatrix corpus = GenerateSyntheticCorpus(SmallCorpus(3000, 2));

@@ -9,10 +9,16 @@
 //
 //   registration_gigavoxel_bench --edge=1550 --device=cuda
 //   registration_gigavoxel_bench --edge=160 --device=cpu      (a small check)
+//   registration_gigavoxel_bench --edge=1024 --device=cuda --device_memory_budget=20G
+//       (the deformable stage out of core: out_of_core_stage.h; --force_out_of_core
+//        runs it out of core whatever the budget)
 #include <sys/resource.h>
+
+#include <cstdlib>
 
 #include <algorithm>
 #include <chrono>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -39,6 +45,10 @@ ABSL_FLAG(std::string, metric, "lncc", "mse, lncc or mi");
 ABSL_FLAG(std::string, scales, "16,8,4,2,1", "registration scales, coarse to fine");
 ABSL_FLAG(std::string, linear_iterations, "100,50,25,0,0", "rigid and affine iterations per scale");
 ABSL_FLAG(std::string, deformable_iterations, "100,50,25,10,5", "deformable iterations per scale");
+ABSL_FLAG(std::string, device_memory_budget, "0",
+          "device memory the deformable stage may hold: bytes or 20G, 512M (0 = no limit); beyond it out of core");
+ABSL_FLAG(bool, force_out_of_core, false, "run the deformable stage out of core whatever the budget");
+ABSL_FLAG(int, shards, 1, "shards of the deformable stage (in core: ranks; out of core: at least this many)");
 ABSL_FLAG(std::string, precision, "mixed",
           "lean deformable stage storage: mixed (fp16 images, bf16 gradient field: 26 B/voxel) or full (36 B/voxel)");
 
@@ -67,6 +77,36 @@ absl::StatusOr<std::vector<int>> IntList(const std::string& text) {
     out.push_back(v);
   }
   return out;
+}
+
+// "20G", "512M", "64K" (powers of 1024) or bytes; -1 when malformed.
+int64_t ByteSize(std::string text) {
+  int shift = 0;
+  if (!text.empty() && std::string("KMGT").find(static_cast<char>(std::toupper(text.back()))) != std::string::npos) {
+    shift = 10 * (1 + static_cast<int>(std::string("KMGT").find(static_cast<char>(std::toupper(text.back())))));
+    text.pop_back();
+  }
+  double v = 0;
+  if (!absl::SimpleAtod(text, &v) || !(v >= 0)) return -1;
+  return static_cast<int64_t>(std::ldexp(v, shift));
+}
+
+// Seconds per iteration of the finest deformable level, from its log line
+// ("deformable x1 (...): N iterations, ... T s"); NAN if absent.
+double FinestSecondsPerIteration(const std::vector<std::string>& log) {
+  double best = NAN;
+  for (const std::string& line : log) {
+    if (line.rfind("deformable x1 ", 0) != 0) continue;
+    const size_t colon = line.find("): ");
+    if (colon == std::string::npos) continue;
+    int iterations = 0;
+    if (std::sscanf(line.c_str() + colon + 3, "%d iterations", &iterations) != 1 || iterations <= 0) continue;
+    const size_t s_end = line.find(" s", line.find("(best "));
+    if (s_end == std::string::npos) continue;
+    const size_t s_begin = line.rfind(' ', s_end - 1);
+    best = std::atof(line.c_str() + s_begin + 1) / iterations;
+  }
+  return best;
 }
 
 // The n^3 grid with the same centre and directions as `in`, covering the
@@ -186,6 +226,13 @@ int Main() {
   o.affine_iterations = *linear;
   o.deformable_iterations = *deformable;
   o.precision = absl::GetFlag(FLAGS_precision);
+  o.device_memory_budget_bytes = ByteSize(absl::GetFlag(FLAGS_device_memory_budget));
+  if (o.device_memory_budget_bytes < 0) {
+    std::printf("bad --device_memory_budget '%s'\n", absl::GetFlag(FLAGS_device_memory_budget).c_str());
+    return 1;
+  }
+  o.force_out_of_core = absl::GetFlag(FLAGS_force_out_of_core);
+  o.shards = absl::GetFlag(FLAGS_shards);
   Clock::time_point first_report{}, last_report{};
   bool any = false;
   auto progress = [&](const RegistrationProgress& p) {
@@ -220,12 +267,18 @@ int Main() {
     *dice = means->mean_all;
   }
   const Clock::time_point t3 = Clock::now();
-  std::printf("\n| edge | voxels | device | precision | set-up s | registration s | output s | labels + Dice s | total s | "
-              "peak device GB | B/voxel | host peak GB | Dice before -> after | folded %% |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  bool out_of_core = false;
+  for (const std::string& line : result->log) out_of_core = out_of_core || line.find("out of core") != std::string::npos;
+  std::printf("\n| edge | voxels | device | precision | budget GB | stage | finest s/it | set-up s | registration s | "
+              "output s | labels + Dice s | total s | peak device GB | B/voxel | host peak GB | Dice before -> after | "
+              "folded %% |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   const double voxels = n * n * static_cast<double>(n);
-  std::printf("| %lld | %.2f G | %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f | %.1f | %.3f -> **%.3f** | %.4f |\n",
+  std::printf("| %lld | %.2f G | %s | %s | %.1f | %s | %.3f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f | %.1f | "
+              "%.3f -> **%.3f** | %.4f |\n",
               static_cast<long long>(n), voxels / 1e9, result->backend.c_str(), o.precision.c_str(),
+              o.device_memory_budget_bytes / 1e9, out_of_core ? "out of core" : "in core",
+              FinestSecondsPerIteration(result->log),
               any ? Seconds(t1, first_report) : 0.0, Seconds(t1, t2), any ? Seconds(last_report, t2) : 0.0,
               Seconds(t2, t3), Seconds(t1, t3), result->peak_device_bytes / 1e9, result->peak_device_bytes / voxels,
               HostPeakGb(), dice_before, dice_after, folded);

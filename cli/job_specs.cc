@@ -1,12 +1,15 @@
 #include "cli/job_specs.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -184,11 +187,40 @@ std::vector<FlagSpec> RegisterFlags() {
       {"seed", "1", "seed of the sampled iterations (same seed, same result)"},
       {"shards", "0", "deformable stage split along z into H ranks (0 = one per GPU of --gpus, or 1)"},
       {"gpus", "", "GPUs of the sharded ranks: a count N (GPUs 0..N-1) or a list of ordinals such as 0,2 (or 3,)"},
+      {"device-memory-budget", "0",
+       "device memory the deformable stage may hold, e.g. 20G, 512M or bytes (0 = no limit); beyond it the stage "
+       "runs out of core (shards in host memory take turns on the GPU)"},
       {"inverse-warp", "", "also write 0InverseWarp.nii.gz", true},
       {"device", "auto", "compute backend: auto, cpu or cuda"},
       {"quiet", "", "no progress on stderr", true},
   };
 }
+
+namespace {
+
+// "20G", "512M", "64K" (powers of 1024, optional trailing B/iB) or plain bytes.
+absl::StatusOr<int64_t> ParseByteSize(const char* flag, const std::string& text) {
+  std::string t = absl::AsciiStrToUpper(text);
+  for (const char* suffix : {"IB", "B"}) {
+    if (t.size() > std::strlen(suffix) && absl::EndsWith(t, suffix) && !std::isdigit(t[t.size() - std::strlen(suffix) - 1] & 0xff) ) {
+      t.resize(t.size() - std::strlen(suffix));
+      break;
+    }
+  }
+  int shift = 0;
+  if (!t.empty() && (t.back() == 'K' || t.back() == 'M' || t.back() == 'G' || t.back() == 'T')) {
+    shift = t.back() == 'K' ? 10 : t.back() == 'M' ? 20 : t.back() == 'G' ? 30 : 40;
+    t.pop_back();
+  }
+  double value = 0;
+  if (t.empty() || !absl::SimpleAtod(t, &value) || !std::isfinite(value) || value < 0 || value * std::ldexp(1.0, shift) > 9e18) {
+    return absl::InvalidArgumentError(absl::StrCat("register: --", flag, " '", text,
+                                                   "': expected bytes >= 0 with an optional K, M, G or T suffix"));
+  }
+  return static_cast<int64_t>(std::llround(value * std::ldexp(1.0, shift)));
+}
+
+}  // namespace
 
 absl::StatusOr<v1::RegisterRequest> RegisterRequestFromArgs(const Args& args, bool absolute) {
   if (args.Get("fixed").empty() || args.Get("moving").empty() || args.Get("out").empty()) {
@@ -252,6 +284,8 @@ absl::StatusOr<v1::RegisterRequest> RegisterRequestFromArgs(const Args& args, bo
         absl::StrCat("register: --shards '", args.Get("shards"), "': expected an integer >= 0"));
   }
   o->set_shards(shards);
+  TESSERA_ASSIGN_OR_RETURN(const int64_t budget, ParseByteSize("device-memory-budget", args.Get("device-memory-budget")));
+  o->set_device_memory_budget_bytes(budget);
   TESSERA_ASSIGN_OR_RETURN(std::vector<int32_t> gpus, ParseGpuList(args.Get("gpus")));
   for (int32_t g : gpus) o->add_gpus(g);
   o->set_device(args.Get("device"));

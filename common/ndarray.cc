@@ -49,6 +49,16 @@ absl::StatusOr<NDArray> NDArray::Reshaped(const Shape& shape) const {
   return NDArray(shape, dtype_, buffer_);
 }
 
+absl::StatusOr<NDArray> NDArray::View(std::shared_ptr<Buffer> buffer, const Shape& shape, DType dtype) {
+  TESSERA_RETURN_IF_ERROR(ValidateShape(shape));
+  const size_t bytes = static_cast<size_t>(NumElements(shape)) * SizeOf(dtype);
+  if (buffer == nullptr || buffer->size() < bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("a view of ", ShapeToString(shape), " needs ", bytes,
+                                                   " bytes, the buffer holds ", buffer ? buffer->size() : 0));
+  }
+  return NDArray(shape, dtype, std::move(buffer));
+}
+
 absl::StatusOr<NDArray> NDArray::AsType(DType dtype) const {
   if (memory_kind() == MemoryKind::kDevice) return absl::InvalidArgumentError("AsType needs a host array");
   TESSERA_ASSIGN_OR_RETURN(NDArray out, Allocate(shape_, dtype, MemoryKind::kHost));

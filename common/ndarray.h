@@ -53,6 +53,10 @@ class NDArray {
   absl::StatusOr<NDArray> Clone() const { return CopyTo(memory_kind(), Stream::Cpu(), ordinal()); }
   // Same storage, new shape with the same element count.
   absl::StatusOr<NDArray> Reshaped(const Shape& shape) const;
+  // The first bytes of `buffer` seen as an array of `shape` (shared storage;
+  // INVALID_ARGUMENT when it does not fit): a working buffer reused for arrays
+  // of varying shapes (the out-of-core registration stage's shards).
+  static absl::StatusOr<NDArray> View(std::shared_ptr<Buffer> buffer, const Shape& shape, DType dtype);
   // Host-only element-wise conversion (e.g. uint8 -> float32).
   absl::StatusOr<NDArray> AsType(DType dtype) const;
 

@@ -1,6 +1,8 @@
 #include "kernels/parallel/ring_sampler.h"
 
 #include <algorithm>
+#include <cmath>
+#include <memory>
 #include <cstdint>
 #include <thread>
 #include <vector>
@@ -67,6 +69,7 @@ struct PointSampler {
 
 float Fetch(const Shard& s, const Dims3& d, int64_t i, int64_t j, int64_t k) {
   if (i < 0 || j < 0 || k < 0 || i >= d.nx || j >= d.ny || k >= d.nz) return 0.f;
+  if (k < s.z0 || k >= s.z0 + s.nz) return 0.f;  // a window too small (never for ring-owned cells)
   return s.data[i + d.nx * (j + d.ny * (k - s.z0))];
 }
 
@@ -304,6 +307,107 @@ absl::Status RingGridSample(Communicator& comm, const RingSampleArgs& args, floa
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status WindowGridSample(const WindowSampleArgs& args, float* out, float* jacobian, const Stream& stream) {
+  const SlabLayout& ol = args.out_layout;
+  const Dims3 md = args.moving_dims;
+  if (args.window == nullptr || out == nullptr) return absl::InvalidArgumentError("window and out must not be null");
+  if (args.window_z0 < 0 || args.window_nz < 1 || args.window_z0 + args.window_nz > md.nz) {
+    return absl::InvalidArgumentError(absl::StrCat("moving window [", args.window_z0, ", ",
+                                                   args.window_z0 + args.window_nz, ") is not inside the ", md.nz,
+                                                   " slices of the moving image"));
+  }
+  const double lo[3] = {-1, -1, -1}, hi[3] = {1, 1, 1};
+  if (stream.backend() == Backend::kCuda) {
+#if TESSERA_WITH_CUDA
+    // One ring step with a single "shard": every point inside the image is
+    // owned by shard 0, the window.
+    ring_internal::RingStepParams p;
+    p.g = registration::MakeSamplerGeometry<float>(ol.global, md, lo, hi, args.padding);
+    const float identity[12] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0};
+    const float* a = args.affine != nullptr ? args.affine : identity;
+    std::copy(a, a + 12, p.affine);
+    p.disp = args.disp;
+    p.disp_local_voxels = ol.local_voxels();
+    p.disp_z0 = ol.local_z0();
+    p.z_begin = ol.z_begin;
+    p.own_nz = ol.own_nz();
+    p.ranks = 1;
+    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> owner,
+                             Buffer::Allocate(MemoryKind::kDevice, std::max<int64_t>(1, ol.own_voxels()), stream.ordinal()));
+    TESSERA_RETURN_IF_ERROR(ring_internal::RingSampleStepCuda(stream, p, args.window, args.window_z0, args.window_nz,
+                                                              0, true, static_cast<uint8_t*>(owner->data()), out,
+                                                              jacobian));
+    return stream.Synchronize();  // the owner buffer is freed on return
+#else
+    return absl::FailedPreconditionError("the window sampler on a CUDA stream in a build without CUDA");
+#endif
+  }
+  PointSampler ps;
+  ps.g = registration::MakeSamplerGeometry<float>(ol.global, md, lo, hi, args.padding);
+  ps.affine = args.affine;
+  ps.disp = args.disp;
+  ps.local_vox = ol.local_voxels();
+  ps.disp_z0 = ol.local_z0();
+  const Shard shard{args.window, args.window_z0, args.window_nz};
+  const Dims3 od = ol.global;
+  const int64_t slice = ol.slice(), off = ol.own_offset(), jac_stride = ol.local_voxels();
+  ParallelFor(ol.own_nz(), [&](int64_t k0, int64_t k1, int) {
+    for (int64_t kl = k0; kl < k1; ++kl) {
+      for (int64_t jj = 0; jj < od.ny; ++jj) {
+        for (int64_t i = 0; i < od.nx; ++i) {
+          const int64_t v = kl * slice + jj * od.nx + i;
+          float ix[3], pos[3], dclamp[3];
+          ps.Position(i, jj, ol.z_begin + kl, ix);
+          if (!ps.Pad(ix, pos, dclamp)) {
+            out[off + v] = 0.f;
+            if (jacobian != nullptr) {
+              for (int c = 0; c < 3; ++c) jacobian[off + v + c * jac_stride] = 0.f;
+            }
+            continue;
+          }
+          float dv[3];
+          out[off + v] = Interpolate(shard, md, pos, jacobian != nullptr ? dv : nullptr);
+          if (jacobian != nullptr) {
+            for (int c = 0; c < 3; ++c) jacobian[off + v + c * jac_stride] = dv[c] * dclamp[c] * ps.g.in_half[c];
+          }
+        }
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+MovingWindow MovingWindowFor(const SlabLayout& out_layout, Dims3 moving_dims, const float affine[12],
+                             double disp_min, double disp_max) {
+  const float identity[12] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0};
+  const float* a = affine != nullptr ? affine : identity;
+  const Dims3 g = out_layout.global;
+  const auto norm = [](int64_t k, int64_t n) { return n > 1 ? -1.0 + 2.0 * static_cast<double>(k) / (n - 1) : 0.0; };
+  // p_z = A_z x + t_z is linear in x: its extremes over the own box are at corners.
+  double lo = INFINITY, hi = -INFINITY;
+  for (double x : {-1.0, 1.0}) {
+    for (double y : {-1.0, 1.0}) {
+      for (int64_t k : {out_layout.z_begin, std::max(out_layout.z_begin, out_layout.z_end - 1)}) {
+        const double z = norm(k, g.nz);
+        const double p = a[8] * x + a[9] * y + a[10] * z + a[11];
+        lo = std::min(lo, p);
+        hi = std::max(hi, p);
+      }
+    }
+  }
+  lo += std::min(0.0, disp_min);
+  hi += std::max(0.0, disp_max);
+  const double half = 0.5 * static_cast<double>(moving_dims.nz - 1);
+  // Cells start at floor(ix) and reach one slice up; one slice of margin each side.
+  const double ix_lo = std::floor((lo + 1.0) * half) - 1, ix_hi = std::floor((hi + 1.0) * half) + 2;
+  MovingWindow w;
+  const double last = static_cast<double>(moving_dims.nz - 1);
+  w.z0 = static_cast<int64_t>(std::clamp(ix_lo, 0.0, last));
+  const int64_t z1 = static_cast<int64_t>(std::clamp(ix_hi, 0.0, last)) + 1;
+  w.nz = std::max<int64_t>(1, z1 - w.z0);
+  return w;
 }
 
 absl::Status ApplySampleJacobian(const SlabLayout& layout, const float* grad_out, float* field, const Stream& stream) {

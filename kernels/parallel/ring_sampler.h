@@ -64,6 +64,36 @@ struct RingSampleArgs {
 absl::Status RingGridSample(Communicator& comm, const RingSampleArgs& args, float* out, float* jacobian,
                             const Stream& stream);
 
+// The ring sampler's arithmetic with ONE z-window of the moving image in hand
+// instead of a ring (the out-of-core stage: shards take turns on one device
+// and each brings only the moving slices its warped points reach). `window`
+// holds the whole image's global slices [window_z0, window_z0 + window_nz);
+// the own slices of out_layout are sampled (out, and J when jacobian is not
+// null), with the values RingGridSample gives. Corners outside the window
+// read 0: size it with MovingWindowFor. No communication.
+struct WindowSampleArgs {
+  SlabLayout out_layout;
+  const float* disp = nullptr;           // planar local field (out_layout.LocalShape(3)), normalized; null = none
+  const float* affine = nullptr;         // 12 host floats [A | t]; null = identity
+  registration::Padding padding = registration::Padding::kZeros;
+  Dims3 moving_dims;                     // the whole moving image
+  const float* window = nullptr;         // stream memory
+  int64_t window_z0 = 0;
+  int64_t window_nz = 0;
+};
+absl::Status WindowGridSample(const WindowSampleArgs& args, float* out, float* jacobian, const Stream& stream);
+
+// The moving slices [z0, z0 + nz) that every interpolation cell of the own
+// slices of `out_layout` lies in, for any displacement whose normalized
+// components all lie in [disp_min, disp_max] (one slice of margin for
+// rounding), clamped to the image (nz >= 1).
+struct MovingWindow {
+  int64_t z0 = 0;
+  int64_t nz = 0;
+};
+MovingWindow MovingWindowFor(const SlabLayout& out_layout, Dims3 moving_dims, const float affine[12],
+                             double disp_min, double disp_max);
+
 // In place on the own slices: field[c] = grad_out * field[c] (field holds J
 // and becomes dL/du).
 absl::Status ApplySampleJacobian(const SlabLayout& layout, const float* grad_out, float* field, const Stream& stream);

@@ -136,45 +136,63 @@ absl::StatusOr<ShardedGreedyState> MakeShardedGreedyStateWholeMoving(const SlabL
   return s;
 }
 
-absl::StatusOr<double> ShardedGreedyEvaluate(Communicator& comm, ShardedGreedyState& st,
-                                             const GreedyStepOptions& options, const Stream& stream) {
+absl::Status GreedySamplePhase(Communicator& comm, ShardedGreedyState& st, const GreedyStepOptions& options,
+                               const Stream& stream) {
   const SlabLayout& l = st.layout;
   const int64_t halo = GreedyStepHalo(options);
   if ((l.rank > 0 && l.halo_lo < halo) || (l.rank + 1 < l.ranks && l.halo_hi < halo)) {
     return absl::InvalidArgumentError(absl::StrCat("greedy step needs halos of ", halo, " slices, ", l.ToString()));
   }
-  if (st.moving_whole) {
-    TESSERA_RETURN_IF_ERROR(registration::GridSample(stream, WholeMovingArgs(st), st.warped.data<float>()));
-  } else {
-    // Warp and the sampling Jacobian (into grad_u).
-    RingSampleArgs ra;
-    ra.out_layout = l;
-    ra.disp = st.u.data<float>();
-    ra.affine = st.affine;
-    ra.padding = registration::Padding::kZeros;
-    ra.moving_layout = st.moving_layout;
-    ra.moving = st.moving.data<float>();
-    TESSERA_RETURN_IF_ERROR(RingGridSample(comm, ra, st.warped.data<float>(), st.grad_u.data<float>(), stream));
+  if (st.moving_whole) return registration::GridSample(stream, WholeMovingArgs(st), st.warped.data<float>());
+  if (st.moving_window) {
+    // Warp and the sampling Jacobian (into grad_u) from the window in hand.
+    WindowSampleArgs wa;
+    wa.out_layout = l;
+    wa.disp = st.u.data<float>();
+    wa.affine = st.affine;
+    wa.padding = registration::Padding::kZeros;
+    wa.moving_dims = {st.moving_layout.global.nx, st.moving_layout.global.ny, st.moving_layout.global.nz};
+    wa.window = st.moving.data<float>();
+    wa.window_z0 = st.moving_z0;
+    wa.window_nz = st.moving.dim(2);
+    return WindowGridSample(wa, st.warped.data<float>(), st.grad_u.data<float>(), stream);
   }
+  // Warp and the sampling Jacobian (into grad_u) around the ring.
+  RingSampleArgs ra;
+  ra.out_layout = l;
+  ra.disp = st.u.data<float>();
+  ra.affine = st.affine;
+  ra.padding = registration::Padding::kZeros;
+  ra.moving_layout = st.moving_layout;
+  ra.moving = st.moving.data<float>();
+  return RingGridSample(comm, ra, st.warped.data<float>(), st.grad_u.data<float>(), stream);
+}
+
+absl::StatusOr<double> GreedyMetricPhase(Communicator& comm, ShardedGreedyState& st, const GreedyStepOptions& options,
+                                         const Stream& stream) {
+  const SlabLayout& l = st.layout;
+  double loss = 0;
   switch (options.metric) {
-    case GreedyMetric::kLncc:
+    case GreedyMetric::kLncc: {
       // The sampler's workspace (same stream) keeps LNCC's a, b, c between iterations.
-      return ShardedLncc(comm, l, st.fixed, st.warped, options.lncc, &st.grad_w, stream, st.sampler_workspace.get());
-    case GreedyMetric::kMse:
-      return ShardedMse(comm, l, st.fixed, st.warped, &st.grad_w, stream);
+      TESSERA_ASSIGN_OR_RETURN(loss, ShardedLncc(comm, l, st.fixed, st.warped, options.lncc, &st.grad_w, stream,
+                                                 st.sampler_workspace.get()));
+      break;
+    }
+    case GreedyMetric::kMse: {
+      TESSERA_ASSIGN_OR_RETURN(loss, ShardedMse(comm, l, st.fixed, st.warped, &st.grad_w, stream));
+      break;
+    }
     case GreedyMetric::kMi: {
       TESSERA_ASSIGN_OR_RETURN(registration::MattesMiResult r,
                                ShardedMattesMi(comm, l, st.fixed, st.warped, nullptr, options.mi, &st.grad_w, stream));
-      return r.loss;
+      loss = r.loss;
+      break;
     }
+    default:
+      return absl::InvalidArgumentError("unknown greedy metric");
   }
-  return absl::InvalidArgumentError("unknown greedy metric");
-}
-
-absl::Status ShardedGreedyUpdate(Communicator& comm, ShardedGreedyState& st, const GreedyStepOptions& options,
-                                 const Stream& stream) {
-  const SlabLayout& l = st.layout;
-  const Dims3 g = l.global;
+  // dL/du: the sampler's backward pass on the whole image, or J (ring/window) times dL/dwarped.
   if (st.moving_whole) {
     registration::GridSampleGrads grads;
     grads.grad_disp = st.grad_u.data<float>();
@@ -183,12 +201,41 @@ absl::Status ShardedGreedyUpdate(Communicator& comm, ShardedGreedyState& st, con
   } else {
     TESSERA_RETURN_IF_ERROR(ApplySampleJacobian(l, st.grad_w.data<float>(), st.grad_u.data<float>(), stream));
   }
-  const double gs = options.smooth_grad_sigma, ws = options.smooth_warp_sigma;
+  return loss;
+}
+
+bool GreedyMetricNeedsPrepass(const GreedyStepOptions& options) { return options.metric == GreedyMetric::kMi; }
+
+absl::Status GreedyMetricPrepass(Communicator& comm, ShardedGreedyState& st, const GreedyStepOptions& options,
+                                 const Stream& stream) {
+  if (!GreedyMetricNeedsPrepass(options)) return absl::OkStatus();
+  return ShardedMattesMi(comm, st.layout, st.fixed, st.warped, nullptr, options.mi, nullptr, stream).status();
+}
+
+absl::Status GreedySmoothGradientPhase(Communicator& comm, ShardedGreedyState& st, const GreedyStepOptions& options,
+                                       const Stream& stream) {
+  const SlabLayout& l = st.layout;
+  const double gs = options.smooth_grad_sigma;
   TESSERA_RETURN_IF_ERROR(ShardedGaussianSmooth(comm, l, st.grad_u, {gs, gs, gs}, stream));
   // Halo slices take no step: their u is refreshed from the neighbours before
   // anything reads it, and the normalized rule's max must see own values only.
   TESSERA_RETURN_IF_ERROR(ZeroHalos(l, st.grad_u, stream));
+  if (options.rule != GreedyRule::kNormalized) return absl::OkStatus();
+  // Steepest descent scaled so the largest component over ALL ranks moves lr.
+  TESSERA_ASSIGN_OR_RETURN(ArrayStats stats, ComputeArrayStats(st.grad_u, stream));
+  TESSERA_ASSIGN_OR_RETURN(
+      st.largest_grad,
+      AllReduceHostScalar(comm, std::max(std::abs(stats.min), std::abs(stats.max)), ReduceOp::kMax, stream));
+  return absl::OkStatus();
+}
 
+absl::Status GreedyComposePhase(Communicator& comm, ShardedGreedyState& st, const GreedyStepOptions& options,
+                                const Stream& stream) {
+  const SlabLayout& l = st.layout;
+  const Dims3 g = l.global;
+  // The smoothing phase zeroed them; a caller restoring only the own slices
+  // of grad_u (out of core) relies on this.
+  TESSERA_RETURN_IF_ERROR(ZeroHalos(l, st.grad_u, stream));
   registration::GreedyStep step;
   step.to_normalized = {g.nx > 1 ? 2.f / static_cast<float>(g.nx - 1) : 0.f,
                         g.ny > 1 ? 2.f / static_cast<float>(g.ny - 1) : 0.f,
@@ -201,11 +248,7 @@ absl::Status ShardedGreedyUpdate(Communicator& comm, ShardedGreedyState& st, con
     step.m = st.m.data<float>();
     step.v = st.v.data<float>();
   } else {
-    // Steepest descent scaled so the largest component over ALL ranks moves lr.
-    TESSERA_ASSIGN_OR_RETURN(ArrayStats stats, ComputeArrayStats(st.grad_u, stream));
-    TESSERA_ASSIGN_OR_RETURN(
-        const double largest,
-        AllReduceHostScalar(comm, std::max(std::abs(stats.min), std::abs(stats.max)), ReduceOp::kMax, stream));
+    const double largest = st.largest_grad;
     step.rule = registration::GreedyStep::Rule::kScaled;
     step.max_abs_grad = static_cast<float>(largest);
     step.scale = largest > 0 ? static_cast<float>(-options.lr_voxels / largest) : 0.f;
@@ -216,9 +259,43 @@ absl::Status ShardedGreedyUpdate(Communicator& comm, ShardedGreedyState& st, con
   }
   // The composition reads u around each own slice: refresh the halos first.
   TESSERA_RETURN_IF_ERROR(HaloExchange(comm, l, st.u, stream));
-  TESSERA_RETURN_IF_ERROR(registration::ComposeGreedyStepInPlace(stream, st.u.data<float>(), st.grad_u.data<float>(),
-                                                                 l.local_dims(), step, st.compose_workspace.get()));
-  return ShardedGaussianSmooth(comm, l, st.u, {ws, ws, ws}, stream);
+  return registration::ComposeGreedyStepInPlace(stream, st.u.data<float>(), st.grad_u.data<float>(), l.local_dims(),
+                                                step, st.compose_workspace.get());
+}
+
+absl::Status GreedySmoothFieldPhase(Communicator& comm, ShardedGreedyState& st, const GreedyStepOptions& options,
+                                    const Stream& stream) {
+  const double ws = options.smooth_warp_sigma;
+  return ShardedGaussianSmooth(comm, st.layout, st.u, {ws, ws, ws}, stream);
+}
+
+absl::StatusOr<double> GreedyLossFromReducedSum(const GreedyStepOptions& options, const std::vector<double>& reduced,
+                                                Dims3 global) {
+  if (reduced.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("expected one reduced loss sum, got ", reduced.size(), " values"));
+  }
+  const double voxels = static_cast<double>(global.size());
+  switch (options.metric) {
+    case GreedyMetric::kLncc:
+      return -reduced[0] / voxels;  // ShardedLncc: -(sum of cc) / N
+    case GreedyMetric::kMse:
+      return reduced[0] / voxels;   // ShardedMse: sum of squares / N
+    default:
+      return absl::InvalidArgumentError("MI's loss comes from its metric phase (the histogram is all-reduced)");
+  }
+}
+
+absl::StatusOr<double> ShardedGreedyEvaluate(Communicator& comm, ShardedGreedyState& st,
+                                             const GreedyStepOptions& options, const Stream& stream) {
+  TESSERA_RETURN_IF_ERROR(GreedySamplePhase(comm, st, options, stream));
+  return GreedyMetricPhase(comm, st, options, stream);
+}
+
+absl::Status ShardedGreedyUpdate(Communicator& comm, ShardedGreedyState& st, const GreedyStepOptions& options,
+                                 const Stream& stream) {
+  TESSERA_RETURN_IF_ERROR(GreedySmoothGradientPhase(comm, st, options, stream));
+  TESSERA_RETURN_IF_ERROR(GreedyComposePhase(comm, st, options, stream));
+  return GreedySmoothFieldPhase(comm, st, options, stream);
 }
 
 absl::StatusOr<double> ShardedGreedyStep(Communicator& comm, ShardedGreedyState& st, const GreedyStepOptions& options,

@@ -19,13 +19,27 @@
 // order of the losses; see sharded_greedy_step_test.cc for tolerances).
 //
 // Backends: CPU and CUDA streams (several shards on one GPU, each rank with
-// its own stream, or one rank per GPU), every metric, both samplers (the ring
-// or the whole moving image).
+// its own stream, or one rank per GPU), every metric, three samplers (the
+// ring, the whole moving image, or a z-window of it: ring_sampler.h).
+//
+// Phases. The iteration is five phases (below) so that shards can also take
+// turns on one device (services/registration/out_of_core_stage.h): each
+// phase starts with the halo exchanges of the arrays it reads and otherwise
+// computes locally, ending at most with all-reduces of a few values. A
+// caller that fills those halos itself (from host storage) and reduces the
+// values itself runs a phase with a StagedCommunicator (staged_communicator.h).
+//   sample:          warped (own slices; ring/window: J into grad_u)
+//   metric:          [halos of warped] loss (all-reduced), dL/dwarped, dL/du into grad_u
+//   smooth gradient: [halos of grad_u] smoothing, halos zeroed, normalized:
+//                    largest_grad = max |grad_u| all-reduced
+//   compose:         [halos of u] the step (largest_grad or Adam) and composition
+//   smooth field:    [halos of u] warp smoothing
 #ifndef TESSERA_KERNELS_PARALLEL_SHARDED_GREEDY_STEP_H_
 #define TESSERA_KERNELS_PARALLEL_SHARDED_GREEDY_STEP_H_
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/device.h"
@@ -77,6 +91,13 @@ struct ShardedGreedyState {
   SlabLayout moving_layout;
   NDArray moving;
   bool moving_whole = false;
+  // Or (moving_window) the whole image's global slices [moving_z0, moving_z0
+  // + moving.dim(2)) with the window sampler (the out-of-core stage).
+  bool moving_window = false;
+  int64_t moving_z0 = 0;
+  // The normalized rule's all-reduced max |smoothed dL/du| (smooth gradient
+  // phase -> compose phase).
+  double largest_grad = 0;
   float affine[12];           // sampler affine [A | t], host
   NDArray affine_stream;      // the same in stream memory (whole-moving sampler)
   NDArray u, m, v;            // (local, 3); m, v empty unless Adam
@@ -102,15 +123,42 @@ absl::StatusOr<ShardedGreedyState> MakeShardedGreedyStateWholeMoving(const SlabL
                                                                      const GreedyStepOptions& options,
                                                                      const Stream& stream);
 
-// The first half of an iteration: warp and the global loss (identical on
-// every rank), dL/dwarped in state.grad_w. Collective.
+// The first half of an iteration (sample + metric phases): warp and the
+// global loss (identical on every rank), dL/du in state.grad_u. Collective.
 absl::StatusOr<double> ShardedGreedyEvaluate(Communicator& comm, ShardedGreedyState& state,
                                              const GreedyStepOptions& options, const Stream& stream);
 
-// The second half, after ShardedGreedyEvaluate: dL/du, smoothing, the step
-// and the composition, warp smoothing. Collective.
+// The second half, after ShardedGreedyEvaluate (smooth gradient, compose,
+// smooth field phases): smoothing, the step and the composition, warp
+// smoothing. Collective.
 absl::Status ShardedGreedyUpdate(Communicator& comm, ShardedGreedyState& state, const GreedyStepOptions& options,
                                  const Stream& stream);
+
+// The phases (see the top of this file). Collective over `comm`.
+absl::Status GreedySamplePhase(Communicator& comm, ShardedGreedyState& state, const GreedyStepOptions& options,
+                               const Stream& stream);
+absl::StatusOr<double> GreedyMetricPhase(Communicator& comm, ShardedGreedyState& state,
+                                         const GreedyStepOptions& options, const Stream& stream);
+absl::Status GreedySmoothGradientPhase(Communicator& comm, ShardedGreedyState& state,
+                                       const GreedyStepOptions& options, const Stream& stream);
+absl::Status GreedyComposePhase(Communicator& comm, ShardedGreedyState& state, const GreedyStepOptions& options,
+                                const Stream& stream);
+absl::Status GreedySmoothFieldPhase(Communicator& comm, ShardedGreedyState& state, const GreedyStepOptions& options,
+                                    const Stream& stream);
+// MI's metric phase needs the all-reduced joint histogram before any
+// gradient: a caller that reduces values itself runs this first (the
+// histogram only, one all-reduce of B^2 values) and hands the sum to the
+// metric phase's all-reduce. True for kMi.
+bool GreedyMetricNeedsPrepass(const GreedyStepOptions& options);
+absl::Status GreedyMetricPrepass(Communicator& comm, ShardedGreedyState& state, const GreedyStepOptions& options,
+                                 const Stream& stream);
+
+// The loss from the metric phase's first all-reduce summed by the caller
+// (LNCC, MSE: the sum of the own slices' terms; what ShardedLncc/ShardedMse
+// turn into the loss). MI's loss comes out of the metric phase itself (its
+// histogram is handed in): INVALID_ARGUMENT.
+absl::StatusOr<double> GreedyLossFromReducedSum(const GreedyStepOptions& options, const std::vector<double>& reduced,
+                                                Dims3 global);
 
 // Evaluate then Update; returns the loss before the update (what the
 // registrar reports for the iteration).

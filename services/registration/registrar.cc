@@ -22,6 +22,7 @@
 #include "services/registration/deformable_stage.h"
 #include "services/registration/sharded_deformable_stage.h"
 #include "services/registration/host_setup.h"
+#include "services/registration/out_of_core_stage.h"
 #include "services/registration/plateau_stop.h"
 #include "services/registration/space.h"
 #include "services/registration/step_control.h"
@@ -284,8 +285,9 @@ class Engine {
 
   // Greedy deformable registration; returns u in normalised units on the
   // finest level's grid.
+  // out_of_core_shards > 0: the greedy lean stage out of core (ChooseOutOfCore).
   absl::StatusOr<NDArray> RunDeformableStage(const Mat4& t, const std::vector<Level>& levels,
-                                             std::vector<std::string>* log) {
+                                             std::vector<std::string>* log, int out_of_core_shards = 0) {
     const bool bspline = options_.deformable_model == "bspline";
     if (options_.memory_mode == "lean" || bspline) {
       // The lean stage keeps its own (smaller) buffers: free the linear stages'.
@@ -303,6 +305,9 @@ class Engine {
       DeformableStageHooks hooks{[this] { return CheckCancelled(); },
                                  [this](int f, int it, int max_it, double loss) { Report("deformable", f, it, max_it, loss); }};
       if (bspline) return RunBsplineStage(stream_, options_, hooks, t, lean, log);
+      if (out_of_core_shards > 0) {
+        return RunOutOfCoreDeformableStage(stream_, options_, hooks, t, lean, out_of_core_shards, log);
+      }
       if (options_.shards > 1) return RunShardedDeformableStage(stream_, options_, hooks, t, lean, log);
       return RunLeanDeformableStage(stream_, options_, hooks, t, lean, log);
     }
@@ -594,7 +599,13 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
   if (HasStage(options, "deformable")) {
     // Mixed precision: the stage sees fp16 levels and no float copy stays
     // alive (full shares its buffers with the factor-1 level).
-    const bool mixed = LeanStageUsesMixedPrecision(options);
+    // Out of core (a device budget, or a pair larger than the GPU's free
+    // memory): decided before the pyramid is converted, since that stage
+    // takes float levels.
+    TESSERA_ASSIGN_OR_RETURN(const OutOfCoreChoice out_of_core,
+                             ChooseOutOfCore(options, stream, DimsOf(full.fixed), DimsOf(full.moving)));
+    if (out_of_core.shards > 0) result.log.push_back(out_of_core.reason);
+    const bool mixed = LeanStageUsesMixedPrecision(options) && out_of_core.shards == 0;
     if (mixed) {
       for (Level& l : levels) TESSERA_RETURN_IF_ERROR(ConvertLevelToHalf(l, stream));
       for (const Level& l : levels) {
@@ -604,7 +615,8 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
         }
       }
     }
-    TESSERA_ASSIGN_OR_RETURN(NDArray u, engine.RunDeformableStage(result.affine_ras, levels, &result.log));
+    TESSERA_ASSIGN_OR_RETURN(NDArray u, engine.RunDeformableStage(result.affine_ras, levels, &result.log,
+                                                                        out_of_core.shards));
     if (mixed) {
       // The output phase needs the full-resolution float images back; the
       // coarser levels are done.

@@ -109,6 +109,16 @@ struct RegistrationOptions {
   // GPU ordinals of the sharded ranks (rank r on gpus[r % gpus.size()]);
   // empty: every rank on the stream's GPU. CUDA only.
   std::vector<int> gpus;
+  // Issue 13, out of core on one device (out_of_core_stage.h): the device
+  // memory the greedy lean deformable stage may hold, bytes; 0 = no limit.
+  // When its need at the finest level (36 B/voxel, deformable_stage.h)
+  // exceeds this or the GPU's free memory, the stage runs out of core: z-slab
+  // shards in host memory take turns on the device (same result as shards =
+  // H in core), and the log says so. Mixed precision then does not apply.
+  int64_t device_memory_budget_bytes = 0;
+  // Out of core whatever the sizes (tests, benchmarks), on max(2, shards)
+  // shards or as many as the budget needs.
+  bool force_out_of_core = false;
   // Launch shape of the CUDA sampler kernels (same results for every valid
   // setting); travels with the job, so concurrent jobs never share it.
   GridSamplerTuning sampler;

@@ -151,6 +151,11 @@ absl::StatusOr<RegistrationOptions> ParseRegistrationOptions(const v1::Registrat
     return absl::InvalidArgumentError(
         absl::StrCat("options.deformable_model bspline runs unsharded, but options.shards is ", o.shards));
   }
+  if (proto.device_memory_budget_bytes() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("options.device_memory_budget_bytes ",
+                                                   proto.device_memory_budget_bytes(), " must be >= 0 (0 = no limit)"));
+  }
+  o.device_memory_budget_bytes = proto.device_memory_budget_bytes();
   if (!proto.init().empty()) o.init = proto.init();
   if (o.init != "com" && o.init != "none") {
     return absl::InvalidArgumentError(absl::StrCat("options.init '", o.init, "' is not one of com, none"));

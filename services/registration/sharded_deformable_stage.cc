@@ -32,7 +32,9 @@ int PerScale(const std::vector<int>& values, size_t scale_index) {
   return values[std::min(scale_index, values.size() - 1)];
 }
 
-absl::StatusOr<GreedyStepOptions> StepOptions(const RegistrationOptions& options) {
+}  // namespace
+
+absl::StatusOr<GreedyStepOptions> ShardedStepOptions(const RegistrationOptions& options) {
   GreedyStepOptions o;
   if (options.metric == "lncc") {
     o.metric = parallel::GreedyMetric::kLncc;
@@ -51,6 +53,8 @@ absl::StatusOr<GreedyStepOptions> StepOptions(const RegistrationOptions& options
   o.smooth_warp_sigma = options.smooth_warp_sigma;
   return o;
 }
+
+namespace {
 
 // What rank 0 tells the caller about a level.
 struct LevelSummary {
@@ -116,7 +120,7 @@ absl::StatusOr<NDArray> RunShardedDeformableStage(const Stream& stream, const Re
                                                   const std::vector<DeformableLevel>& levels,
                                                   std::vector<std::string>* log) {
   TESSERA_RETURN_IF_ERROR(ValidateShardedOptions(options, stream.backend()));
-  TESSERA_ASSIGN_OR_RETURN(const GreedyStepOptions step_options, StepOptions(options));
+  TESSERA_ASSIGN_OR_RETURN(const GreedyStepOptions step_options, ShardedStepOptions(options));
   const bool cuda = stream.backend() == Backend::kCuda;
   const bool adam = step_options.rule == parallel::GreedyRule::kAdam;
   const MemoryKind rank_kind = cuda ? MemoryKind::kDevice : MemoryKind::kHost;

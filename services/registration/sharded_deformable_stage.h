@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "common/device.h"
 #include "common/ndarray.h"
+#include "kernels/parallel/sharded_greedy_step.h"
 #include "services/registration/deformable_stage.h"
 #include "services/registration/registrar.h"
 #include "services/registration/space.h"
@@ -44,6 +45,10 @@ absl::Status ValidateShardedOptions(const RegistrationOptions& options, Backend 
 // (true on the CPU, and on CUDA when the ranks sit on more than one GPU) or
 // share one whole copy per GPU (ranks on one GPU).
 bool RingMovesTheImage(const RegistrationOptions& options, const Stream& stream, int ranks);
+
+// The sharded loop body's options for these registration options
+// (INVALID_ARGUMENT for a metric other than mse, lncc, mi).
+absl::StatusOr<parallel::GreedyStepOptions> ShardedStepOptions(const RegistrationOptions& options);
 
 // The shards a level of `nz` slices can hold with `halo`-slice halos: the
 // largest H <= requested with nz / H >= halo (at least 1).

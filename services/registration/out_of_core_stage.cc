@@ -1,0 +1,555 @@
+#include "services/registration/out_of_core_stage.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <tuple>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "common/array_stats.h"
+#include "common/buffer.h"
+#include "common/status.h"
+#include "kernels/parallel/ring_sampler.h"
+#include "kernels/parallel/sharded_greedy_step.h"
+#include "kernels/parallel/slab.h"
+#include "kernels/parallel/staged_communicator.h"
+#include "kernels/registration/field_ops.h"
+#include "kernels/registration/gaussian_smooth.h"
+#include "services/registration/array_helpers.h"
+#include "services/registration/plateau_stop.h"
+#include "services/registration/sharded_deformable_stage.h"
+#include "services/registration/step_control.h"
+
+#if TESSERA_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "common/cuda_check.h"
+#endif
+
+namespace tessera::registration {
+namespace {
+
+using parallel::GreedyRule;
+using parallel::GreedyStepOptions;
+using parallel::MovingWindow;
+using parallel::ShardedGreedyState;
+using parallel::SlabLayout;
+using parallel::StagedCommunicator;
+using parallel::StagedGroup;
+
+int PerScale(const std::vector<int>& values, size_t scale_index) {
+  if (values.empty()) return 0;
+  return values[std::min(scale_index, values.size() - 1)];
+}
+
+// Per-voxel device bytes of one working set's slab arrays (the model in the header).
+int64_t SlabBytesPerVoxel(const RegistrationOptions& options) {
+  return 60 + (options.deformable_step == "adam" ? 24 : 0);
+}
+
+enum class Phase { kSample, kMetricPrepass, kMetric, kSmoothGradient, kCompose, kSmoothField };
+// Which slices of a whole host array a phase moves: the own ones, or own + halos.
+enum class Part { kOwn, kLocal };
+
+// Copies slices of a whole host array (rank 3, or planar rank 4) into a
+// local array of `l` (kLocal: every local slice; kOwn: the own ones).
+absl::Status UploadSlab(const NDArray& whole, const SlabLayout& l, Part part, NDArray& local, const Stream& s) {
+  const int components = whole.rank() == 4 ? static_cast<int>(whole.dim(3)) : 1;
+  const int64_t slice = l.slice(), n = l.global.size(), lv = l.local_voxels();
+  const int64_t z0 = part == Part::kOwn ? l.z_begin : l.local_z0();
+  const int64_t nz = part == Part::kOwn ? l.own_nz() : l.local_nz();
+  for (int c = 0; c < components; ++c) {
+    TESSERA_RETURN_IF_ERROR(CopyBytes(local.data<float>() + c * lv + (z0 - l.local_z0()) * slice, local.memory_kind(),
+                                      whole.data<float>() + c * n + z0 * slice, whole.memory_kind(),
+                                      static_cast<size_t>(nz * slice) * sizeof(float), s));
+  }
+  return absl::OkStatus();
+}
+
+// The own slices of a local array back into the whole host array.
+absl::Status DownloadOwn(const NDArray& local, const SlabLayout& l, NDArray& whole, const Stream& s) {
+  const int components = whole.rank() == 4 ? static_cast<int>(whole.dim(3)) : 1;
+  const int64_t slice = l.slice(), n = l.global.size(), lv = l.local_voxels();
+  for (int c = 0; c < components; ++c) {
+    TESSERA_RETURN_IF_ERROR(CopyBytes(whole.data<float>() + c * n + l.z_begin * slice, whole.memory_kind(),
+                                      local.data<float>() + c * lv + l.own_offset(), local.memory_kind(),
+                                      static_cast<size_t>(l.own_voxels()) * sizeof(float), s));
+  }
+  return absl::OkStatus();
+}
+
+// Orders work between two streams of one GPU without blocking the host
+// (cudaEvent); on the CPU backend every copy is already complete.
+class StreamOrder {
+ public:
+  StreamOrder() = default;
+  StreamOrder(const StreamOrder&) = delete;
+  StreamOrder& operator=(const StreamOrder&) = delete;
+  ~StreamOrder() {
+#if TESSERA_WITH_CUDA
+    if (event_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+#endif
+  }
+  // Marks the work queued on `from` so far.
+  absl::Status Record(const Stream& from) {
+    if (from.backend() != Backend::kCuda) return absl::OkStatus();
+#if TESSERA_WITH_CUDA
+    if (event_ == nullptr) {
+      cudaEvent_t e;
+      TESSERA_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      event_ = e;
+    }
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(from.native())));
+#endif
+    return absl::OkStatus();
+  }
+  // Later work on `to` starts after the marked work.
+  absl::Status MakeWait(const Stream& to) {
+    if (to.backend() != Backend::kCuda || event_ == nullptr) return absl::OkStatus();
+#if TESSERA_WITH_CUDA
+    TESSERA_CUDA_RETURN_IF_ERROR(
+        cudaStreamWaitEvent(static_cast<cudaStream_t>(to.native()), static_cast<cudaEvent_t>(event_), 0));
+#endif
+    return absl::OkStatus();
+  }
+
+ private:
+  void* event_ = nullptr;
+};
+
+// One device working set: buffers sized for the largest slab, and the
+// sharded loop body's state whose arrays are views of them for the shard in hand.
+struct WorkingSet {
+  std::shared_ptr<Buffer> fixed, warped, grad_w, u, grad, m, v, moving;
+  ShardedGreedyState state;
+  StreamOrder uploaded, computed, downloaded;
+};
+
+// Host whole arrays of the level and what the phases share.
+struct Level {
+  Dims3 dims, moving_dims;
+  NDArray fixed, moving;           // host, float
+  NDArray u, m, v, warped, grad;   // host whole arrays (pinned on CUDA)
+  std::vector<SlabLayout> layouts;
+  float affine[12];
+  double disp_min = 0, disp_max = 0;  // the field's current range (moving windows)
+};
+
+class OutOfCoreRunner {
+ public:
+  OutOfCoreRunner(const Stream& compute, Stream up, Stream down, const GreedyStepOptions& step, bool adam)
+      : compute_(compute), up_(std::move(up)), down_(std::move(down)), step_(step), adam_(adam) {}
+
+  absl::Status Allocate(const Level& level) {
+    const MemoryKind kind = MemoryKindFor(compute_);
+    int64_t largest = 0;
+    for (const SlabLayout& l : level.layouts) largest = std::max(largest, l.local_voxels());
+    for (WorkingSet& w : sets_) {
+      std::vector<std::pair<std::shared_ptr<Buffer>*, int>> arrays = {
+          {&w.fixed, 1}, {&w.warped, 1}, {&w.grad_w, 1}, {&w.u, 3}, {&w.grad, 3}};
+      if (adam_) arrays.insert(arrays.end(), {{&w.m, 3}, {&w.v, 3}});
+      for (auto [buffer, components] : arrays) {
+        if (*buffer && (*buffer)->size() >= static_cast<size_t>(largest * components) * sizeof(float)) continue;
+        buffer->reset();
+        TESSERA_ASSIGN_OR_RETURN(*buffer, Buffer::Allocate(kind, largest * components * sizeof(float), compute_.ordinal()));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Binds set `w` to shard r: views of r's shapes, the moving window.
+  absl::Status Bind(WorkingSet& w, Level& level, int r, bool with_window) {
+    const SlabLayout& l = level.layouts[r];
+    ShardedGreedyState& s = w.state;
+    s.layout = l;
+    TESSERA_ASSIGN_OR_RETURN(s.fixed, NDArray::View(w.fixed, l.LocalShape(1), DType::kFloat32));
+    TESSERA_ASSIGN_OR_RETURN(s.warped, NDArray::View(w.warped, l.LocalShape(1), DType::kFloat32));
+    TESSERA_ASSIGN_OR_RETURN(s.grad_w, NDArray::View(w.grad_w, l.LocalShape(1), DType::kFloat32));
+    TESSERA_ASSIGN_OR_RETURN(s.u, NDArray::View(w.u, l.LocalShape(3), DType::kFloat32));
+    TESSERA_ASSIGN_OR_RETURN(s.grad_u, NDArray::View(w.grad, l.LocalShape(3), DType::kFloat32));
+    if (adam_) {
+      TESSERA_ASSIGN_OR_RETURN(s.m, NDArray::View(w.m, l.LocalShape(3), DType::kFloat32));
+      TESSERA_ASSIGN_OR_RETURN(s.v, NDArray::View(w.v, l.LocalShape(3), DType::kFloat32));
+    }
+    std::copy(level.affine, level.affine + 12, s.affine);
+    s.moving_window = true;
+    s.moving_layout = SlabLayout();
+    s.moving_layout.global = level.moving_dims;
+    if (!with_window) return absl::OkStatus();
+    const MovingWindow win =
+        parallel::MovingWindowFor(l, level.moving_dims, level.affine, level.disp_min, level.disp_max);
+    const Dims3 md = level.moving_dims;
+    const size_t bytes = static_cast<size_t>(md.nx * md.ny * win.nz) * sizeof(float);
+    if (!w.moving || w.moving->size() < bytes) {
+      // The set is idle here (its last shard's compute and copies are done).
+      w.moving.reset();
+      TESSERA_ASSIGN_OR_RETURN(w.moving, Buffer::Allocate(MemoryKindFor(compute_), bytes, compute_.ordinal()));
+    }
+    TESSERA_ASSIGN_OR_RETURN(s.moving, NDArray::View(w.moving, {md.nx, md.ny, win.nz}, DType::kFloat32));
+    s.moving_z0 = win.z0;
+    window_voxels_ = std::max<int64_t>(window_voxels_, md.nx * md.ny * win.nz);
+    return absl::OkStatus();
+  }
+
+  absl::Status Upload(Phase phase, WorkingSet& w, Level& level) {
+    ShardedGreedyState& s = w.state;
+    const SlabLayout& l = s.layout;
+    std::vector<std::tuple<const NDArray*, Part, NDArray*>> in;
+    switch (phase) {
+      case Phase::kSample:
+        in = {{&level.u, Part::kOwn, &s.u}};
+        break;
+      case Phase::kMetricPrepass:
+        in = {{&level.fixed, Part::kOwn, &s.fixed}, {&level.warped, Part::kOwn, &s.warped}};
+        break;
+      case Phase::kMetric:
+        in = {{&level.fixed, Part::kLocal, &s.fixed}, {&level.warped, Part::kLocal, &s.warped},
+              {&level.grad, Part::kOwn, &s.grad_u}};
+        break;
+      case Phase::kSmoothGradient:
+        in = {{&level.grad, Part::kLocal, &s.grad_u}};
+        break;
+      case Phase::kCompose:
+        in = {{&level.u, Part::kLocal, &s.u}, {&level.grad, Part::kOwn, &s.grad_u}};
+        if (adam_) in.insert(in.end(), {{&level.m, Part::kLocal, &s.m}, {&level.v, Part::kLocal, &s.v}});
+        break;
+      case Phase::kSmoothField:
+        in = {{&level.u, Part::kLocal, &s.u}};
+        break;
+    }
+    for (auto [whole, part, local] : in) TESSERA_RETURN_IF_ERROR(UploadSlab(*whole, l, part, *local, up_));
+    if (phase == Phase::kSample) {
+      const Dims3 md = level.moving_dims;
+      const int64_t slice = md.nx * md.ny;
+      TESSERA_RETURN_IF_ERROR(CopyBytes(s.moving.data<float>(), s.moving.memory_kind(),
+                                        level.moving.data<float>() + s.moving_z0 * slice, level.moving.memory_kind(),
+                                        static_cast<size_t>(s.moving.num_elements()) * sizeof(float), up_));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Download(Phase phase, WorkingSet& w, Level& level) {
+    ShardedGreedyState& s = w.state;
+    std::vector<std::pair<const NDArray*, NDArray*>> out;
+    switch (phase) {
+      case Phase::kSample:
+        out = {{&s.warped, &level.warped}, {&s.grad_u, &level.grad}};
+        break;
+      case Phase::kMetricPrepass:
+        break;
+      case Phase::kMetric:
+      case Phase::kSmoothGradient:
+        out = {{&s.grad_u, &level.grad}};
+        break;
+      case Phase::kCompose:
+        out = {{&s.u, &level.u}};
+        if (adam_) out.insert(out.end(), {{&s.m, &level.m}, {&s.v, &level.v}});
+        break;
+      case Phase::kSmoothField:
+        out = {{&s.u, &level.u}};
+        break;
+    }
+    for (auto [local, whole] : out) TESSERA_RETURN_IF_ERROR(DownloadOwn(*local, s.layout, *whole, down_));
+    return absl::OkStatus();
+  }
+
+  // Runs `phase` over every shard in turn (shard r computes while r + 1
+  // uploads and r - 1 downloads); all-reduces land in `group`. Returns the
+  // last shard's phase value (the metric phase's loss with a published
+  // histogram, MI), else 0.
+  absl::StatusOr<double> Run(Phase phase, Level& level, StagedGroup& group, int64_t adam_step) {
+    const int shards = static_cast<int>(level.layouts.size());
+    const bool window = phase == Phase::kSample;
+    double value = 0;
+    TESSERA_RETURN_IF_ERROR(Bind(sets_[0], level, 0, window));
+    TESSERA_RETURN_IF_ERROR(sets_[0].downloaded.MakeWait(up_));
+    TESSERA_RETURN_IF_ERROR(Upload(phase, sets_[0], level));
+    TESSERA_RETURN_IF_ERROR(sets_[0].uploaded.Record(up_));
+    for (int r = 0; r < shards; ++r) {
+      WorkingSet& w = sets_[r % 2];
+      if (r + 1 < shards) {  // prefetch into the other set once its last download is done
+        WorkingSet& next = sets_[(r + 1) % 2];
+        TESSERA_RETURN_IF_ERROR(Bind(next, level, r + 1, window));
+        // Shard r - 1 used these buffers: its download (after its compute) goes first.
+        TESSERA_RETURN_IF_ERROR(next.downloaded.MakeWait(up_));
+        TESSERA_RETURN_IF_ERROR(Upload(phase, next, level));
+        TESSERA_RETURN_IF_ERROR(next.uploaded.Record(up_));
+      }
+      TESSERA_RETURN_IF_ERROR(w.uploaded.MakeWait(compute_));
+      StagedCommunicator comm(&group, r);
+      ShardedGreedyState& s = w.state;
+      s.adam_step = adam_step;
+      s.largest_grad = largest_grad_;
+      switch (phase) {
+        case Phase::kSample:
+          TESSERA_RETURN_IF_ERROR(parallel::GreedySamplePhase(comm, s, step_, compute_));
+          break;
+        case Phase::kMetricPrepass:
+          TESSERA_RETURN_IF_ERROR(parallel::GreedyMetricPrepass(comm, s, step_, compute_));
+          break;
+        case Phase::kMetric: {
+          TESSERA_ASSIGN_OR_RETURN(value, parallel::GreedyMetricPhase(comm, s, step_, compute_));
+          break;
+        }
+        case Phase::kSmoothGradient:
+          TESSERA_RETURN_IF_ERROR(parallel::GreedySmoothGradientPhase(comm, s, step_, compute_));
+          break;
+        case Phase::kCompose:
+          TESSERA_RETURN_IF_ERROR(parallel::GreedyComposePhase(comm, s, step_, compute_));
+          break;
+        case Phase::kSmoothField: {
+          TESSERA_RETURN_IF_ERROR(parallel::GreedySmoothFieldPhase(comm, s, step_, compute_));
+          // The field's range bounds the next iteration's moving windows.
+          TESSERA_ASSIGN_OR_RETURN(ArrayStats stats, ComputeArrayStats(s.u, compute_));
+          field_min_ = std::min(field_min_, stats.min);
+          field_max_ = std::max(field_max_, stats.max);
+          break;
+        }
+      }
+      TESSERA_RETURN_IF_ERROR(w.computed.Record(compute_));
+      TESSERA_RETURN_IF_ERROR(w.computed.MakeWait(down_));
+      TESSERA_RETURN_IF_ERROR(Download(phase, w, level));
+      TESSERA_RETURN_IF_ERROR(w.downloaded.Record(down_));
+    }
+    TESSERA_RETURN_IF_ERROR(compute_.Synchronize());
+    TESSERA_RETURN_IF_ERROR(up_.Synchronize());
+    TESSERA_RETURN_IF_ERROR(down_.Synchronize());
+    return value;
+  }
+
+  // The step options of the update phases (the step control changes lr).
+  void set_step(const GreedyStepOptions& step) { step_ = step; }
+  void set_largest_grad(double g) { largest_grad_ = g; }
+  void ResetFieldRange() { field_min_ = INFINITY, field_max_ = -INFINITY; }
+  double field_min() const { return field_min_; }
+  double field_max() const { return field_max_; }
+  int64_t window_voxels() const { return window_voxels_; }
+
+ private:
+  const Stream& compute_;
+  Stream up_, down_;
+  GreedyStepOptions step_;
+  bool adam_;
+  WorkingSet sets_[2];
+  double largest_grad_ = 0;
+  double field_min_ = INFINITY, field_max_ = -INFINITY;
+  int64_t window_voxels_ = 0;
+};
+
+// A host copy of a level image: the array itself when it is on the host,
+// else one copy to host memory (pinned on CUDA, for asynchronous uploads).
+absl::StatusOr<NDArray> HostImage(const NDArray* image, const Stream& stream) {
+  if (image == nullptr) {
+    return absl::InvalidArgumentError("the out-of-core stage takes float levels (precision 'mixed' is not supported)");
+  }
+  if (image->memory_kind() != MemoryKind::kDevice) return *image;
+  TESSERA_ASSIGN_OR_RETURN(NDArray host, image->CopyTo(MemoryKind::kPinned, stream));
+  TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+  return host;
+}
+
+}  // namespace
+
+int64_t LeanStageDeviceBytes(const RegistrationOptions& options, int64_t voxels) {
+  int64_t per_voxel = LeanStageUsesMixedPrecision(options) ? 26 : 36;
+  if (options.deformable_step == "adam") per_voxel += 24;
+  if (options.metric == "mi") per_voxel += 4;
+  return per_voxel * voxels;
+}
+
+int64_t OutOfCoreHostBytesPerVoxel(const RegistrationOptions& options) {
+  return 36 + (options.deformable_step == "adam" ? 24 : 0);
+}
+
+int64_t OutOfCoreWorkingSetBytes(const RegistrationOptions& options, Dims3 fixed, Dims3 moving, int shards) {
+  auto step = ShardedStepOptions(options);
+  const int64_t halo = step.ok() ? parallel::GreedyStepHalo(*step) : 0;
+  const int64_t own = (fixed.nz + shards - 1) / shards;
+  const int64_t slab = fixed.nx * fixed.ny * (own + (shards > 1 ? 2 * halo : 0));
+  // The moving window: the moving slices of a shard, plus room for the field and the affine's tilt.
+  const int64_t window = moving.nx * moving.ny * std::min<int64_t>(moving.nz, (moving.nz + shards - 1) / shards + 2 * halo + 8);
+  return 2 * (SlabBytesPerVoxel(options) * slab + 4 * window);
+}
+
+absl::StatusOr<int> OutOfCoreShards(const RegistrationOptions& options, Dims3 fixed, Dims3 moving,
+                                    int64_t budget_bytes, int min_shards) {
+  TESSERA_ASSIGN_OR_RETURN(const GreedyStepOptions step, ShardedStepOptions(options));
+  const int64_t halo = parallel::GreedyStepHalo(step);
+  const int most = ShardsForLevel(std::numeric_limits<int>::max() / 2, fixed.nz, halo);
+  for (int h = std::max(2, min_shards); h <= most; ++h) {
+    if (OutOfCoreWorkingSetBytes(options, fixed, moving, h) <= budget_bytes) return h;
+  }
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "device memory budget of %.2f GB: the out-of-core stage needs %.2f GB even at %d shards of %d slices "
+      "(%d-slice halos); raise device_memory_budget_bytes",
+      budget_bytes / 1e9, OutOfCoreWorkingSetBytes(options, fixed, moving, most) / 1e9, most,
+      static_cast<int>(fixed.nz / std::max(most, 1)), static_cast<int>(halo)));
+}
+
+absl::StatusOr<OutOfCoreChoice> ChooseOutOfCore(const RegistrationOptions& options, const Stream& stream,
+                                                Dims3 fixed, Dims3 moving) {
+  OutOfCoreChoice choice;
+  if (options.deformable_model != "greedy" || options.memory_mode != "lean") return choice;
+  if (options.device_memory_budget_bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("device_memory_budget_bytes must be >= 0 (0 = no limit), got ",
+                                                   options.device_memory_budget_bytes));
+  }
+  const int64_t need = LeanStageDeviceBytes(options, fixed.size());
+  int64_t limit = options.device_memory_budget_bytes > 0 ? options.device_memory_budget_bytes
+                                                         : std::numeric_limits<int64_t>::max();
+  std::string limit_name = absl::StrFormat("the budget of %.2f GB", limit / 1e9);
+  if (stream.backend() == Backend::kCuda) {
+    auto info = QueryGpuMemory(stream.ordinal());
+    if (info.ok() && static_cast<int64_t>(info->free_bytes) < limit) {
+      limit = static_cast<int64_t>(info->free_bytes);
+      limit_name = absl::StrFormat("the %.2f GB free on GPU %d", limit / 1e9, stream.ordinal());
+    }
+  }
+  const int min_shards = std::max(2, options.shards);
+  if (options.force_out_of_core && options.device_memory_budget_bytes == 0) {
+    choice.shards = min_shards;
+    choice.reason = absl::StrFormat("deformable: out of core on %d shards (forced)", choice.shards);
+    return choice;
+  }
+  if (!options.force_out_of_core && need <= limit) return choice;
+  TESSERA_ASSIGN_OR_RETURN(choice.shards, OutOfCoreShards(options, fixed, moving, limit, min_shards));
+  choice.reason = absl::StrFormat(
+      "deformable: the lean stage needs %.2f GB of device memory at the finest level, %s; out of core on %d shards "
+      "(working set %.2f GB, host %.2f GB)",
+      need / 1e9, options.force_out_of_core ? "out of core forced" : absl::StrCat("more than ", limit_name),
+      choice.shards, OutOfCoreWorkingSetBytes(options, fixed, moving, choice.shards) / 1e9,
+      OutOfCoreHostBytesPerVoxel(options) * static_cast<double>(fixed.size()) / 1e9);
+  return choice;
+}
+
+absl::StatusOr<NDArray> RunOutOfCoreDeformableStage(const Stream& stream, const RegistrationOptions& options,
+                                                    const DeformableStageHooks& hooks, const Mat4& t,
+                                                    const std::vector<DeformableLevel>& levels, int shards,
+                                                    std::vector<std::string>* log) {
+  if (shards < 1) return absl::InvalidArgumentError(absl::StrCat("out-of-core shards must be >= 1, got ", shards));
+  if (options.memory_mode != "lean" || options.deformable_model != "greedy") {
+    return absl::InvalidArgumentError(absl::StrCat("the out-of-core stage runs the lean greedy stage: memory_mode '",
+                                                   options.memory_mode, "', deformable_model '",
+                                                   options.deformable_model, "'"));
+  }
+  TESSERA_ASSIGN_OR_RETURN(const GreedyStepOptions step_options, ShardedStepOptions(options));
+  const bool cuda = stream.backend() == Backend::kCuda;
+  const bool adam = step_options.rule == GreedyRule::kAdam;
+  const MemoryKind host_kind = cuda ? MemoryKind::kPinned : MemoryKind::kHost;
+  const Stream cpu = Stream::Cpu();
+  const int64_t halo = parallel::GreedyStepHalo(step_options);
+  TESSERA_RETURN_IF_ERROR(stream.Synchronize());  // the levels are final before other streams read them
+  // The stage's own device memory (also charged to the registration's tracker).
+  const auto stage_memory = std::make_shared<DeviceMemoryTracker>(CurrentDeviceMemoryTracker());
+  ScopedDeviceMemoryCharge charge(stage_memory);
+  Stream up = Stream::Cpu(), down = Stream::Cpu();
+  if (cuda) {
+    TESSERA_ASSIGN_OR_RETURN(up, Stream::Create(Backend::kCuda, stream.ordinal()));
+    TESSERA_ASSIGN_OR_RETURN(down, Stream::Create(Backend::kCuda, stream.ordinal()));
+  }
+  OutOfCoreRunner runner(stream, std::move(up), std::move(down), step_options, adam);
+  NDArray u, m, v;  // whole fields on the host between levels
+  int64_t adam_step = 0;
+  for (size_t si = 0; si < levels.size(); ++si) {
+    const DeformableLevel& dl = levels[si];
+    Level level;
+    TESSERA_ASSIGN_OR_RETURN(level.fixed, HostImage(dl.fixed, stream));
+    TESSERA_ASSIGN_OR_RETURN(level.moving, HostImage(dl.moving, stream));
+    level.dims = DimsOf(level.fixed);
+    level.moving_dims = DimsOf(level.moving);
+    const Shape field_shape = {level.dims.nx, level.dims.ny, level.dims.nz, 3};
+    const auto alloc = [&](const Shape& shape) { return NDArray::Allocate(shape, DType::kFloat32, host_kind, stream.ordinal()); };
+    std::vector<NDArray*> fields = {&u};
+    if (adam) fields = {&u, &m, &v};
+    if (u.empty()) {
+      for (NDArray* a : fields) {
+        TESSERA_ASSIGN_OR_RETURN(*a, alloc(field_shape));
+        TESSERA_RETURN_IF_ERROR(FillZero(*a, cpu));
+      }
+    } else if (u.shape() != field_shape) {
+      for (NDArray* a : fields) {  // normalised units do not change with resolution
+        TESSERA_ASSIGN_OR_RETURN(NDArray upsampled, alloc(field_shape));
+        TESSERA_RETURN_IF_ERROR(UpsampleDisplacement(*a, &upsampled, DisplacementUnits::kNormalized, cpu));
+        *a = std::move(upsampled);
+      }
+    }
+    const int max_it = PerScale(options.deformable_iterations, si);
+    if (max_it <= 0) continue;
+    const absl::Time start = absl::Now();
+    const int ranks = ShardsForLevel(shards, level.dims.nz, halo);
+    TESSERA_ASSIGN_OR_RETURN(const parallel::SlabPartition partition, parallel::SlabPartition::Make(level.dims.nz, ranks));
+    for (int r = 0; r < ranks; ++r) {
+      TESSERA_ASSIGN_OR_RETURN(SlabLayout l, partition.Layout(level.dims, r, halo));
+      level.layouts.push_back(l);
+    }
+    level.u = u;
+    level.m = m;
+    level.v = v;
+    TESSERA_ASSIGN_OR_RETURN(level.warped, alloc({level.dims.nx, level.dims.ny, level.dims.nz}));
+    TESSERA_ASSIGN_OR_RETURN(level.grad, alloc(field_shape));
+    TESSERA_ASSIGN_OR_RETURN(Affine12 a, SamplerAffineFromPhysical(t, dl.fixed_space, dl.moving_space));
+    for (int i = 0; i < 12; ++i) level.affine[i] = static_cast<float>(a[i]);
+    TESSERA_ASSIGN_OR_RETURN(ArrayStats u_stats, ComputeArrayStats(u, cpu));
+    level.disp_min = u_stats.min;
+    level.disp_max = u_stats.max;
+    TESSERA_RETURN_IF_ERROR(runner.Allocate(level));
+
+    PlateauStop stop(options.tolerance, options.patience);
+    StepControl control(options.deformable_lr_voxels, options.deformable_halve_after,
+                        options.deformable_min_step_fraction);
+    GreedyStepOptions update_step = step_options;
+    int it = 0;
+    for (it = 1; it <= max_it; ++it) {
+      if (hooks.check_cancelled) TESSERA_RETURN_IF_ERROR(hooks.check_cancelled());
+      runner.set_step(step_options);
+      StagedGroup sample(ranks);
+      TESSERA_RETURN_IF_ERROR(runner.Run(Phase::kSample, level, sample, adam_step).status());
+      StagedGroup metric(ranks);
+      if (parallel::GreedyMetricNeedsPrepass(step_options)) {
+        StagedGroup prepass(ranks);
+        TESSERA_RETURN_IF_ERROR(runner.Run(Phase::kMetricPrepass, level, prepass, adam_step).status());
+        metric.Publish(0, prepass.reduced(0));  // the joint histogram over the shards
+      }
+      TESSERA_ASSIGN_OR_RETURN(double loss, runner.Run(Phase::kMetric, level, metric, adam_step));
+      if (!parallel::GreedyMetricNeedsPrepass(step_options)) {
+        TESSERA_ASSIGN_OR_RETURN(loss, parallel::GreedyLossFromReducedSum(step_options, metric.reduced(0), level.dims));
+      }
+      stop.Update(loss);
+      update_step.lr_voxels = control.Update(loss);
+      if (hooks.report) hooks.report(dl.factor, it, max_it, loss);
+      if (stop.done()) break;
+      runner.set_step(update_step);
+      StagedGroup smooth(ranks);
+      TESSERA_RETURN_IF_ERROR(runner.Run(Phase::kSmoothGradient, level, smooth, adam_step).status());
+      if (!adam) runner.set_largest_grad(smooth.reduced(0).at(0));
+      StagedGroup compose(ranks);
+      TESSERA_RETURN_IF_ERROR(runner.Run(Phase::kCompose, level, compose, adam_step).status());
+      if (adam) ++adam_step;
+      StagedGroup field(ranks);
+      runner.ResetFieldRange();
+      TESSERA_RETURN_IF_ERROR(runner.Run(Phase::kSmoothField, level, field, adam_step).status());
+      level.disp_min = runner.field_min();
+      level.disp_max = runner.field_max();
+    }
+    const int iterations = std::min(it, max_it);
+    const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    const double voxels = static_cast<double>(level.dims.size());
+    log->push_back(absl::StrFormat(
+        "deformable x%d (lean, out of core: %d shards in turn on one %s, %d-slice halos): %d iterations, loss %.6g -> "
+        "%.6g (best %.6g), %.2f s (%.3f s per iteration); device working set %s (model %.2f GB), host %d B/voxel "
+        "(%.2f GB)",
+        dl.factor, ranks, cuda ? "gpu" : "cpu (host buffers stand in for device memory)", static_cast<int>(halo),
+        iterations, stop.first(), stop.last(), stop.best(), seconds, seconds / std::max(iterations, 1),
+        cuda ? absl::StrFormat("%.2f GB", stage_memory->peak_bytes() / 1e9) : std::string("n/a on the cpu"),
+        OutOfCoreWorkingSetBytes(options, level.dims, level.moving_dims, ranks) / 1e9,
+        static_cast<int>(OutOfCoreHostBytesPerVoxel(options)), OutOfCoreHostBytesPerVoxel(options) * voxels / 1e9));
+  }
+  if (u.empty()) return u;
+  return u.CopyTo(MemoryKindFor(stream), stream, stream.ordinal());
+}
+
+}  // namespace tessera::registration

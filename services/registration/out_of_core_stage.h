@@ -1,0 +1,102 @@
+// The greedy deformable stage OUT OF CORE on one device (issue 13): for pairs
+// whose lean stage (deformable_stage.h, 36 B per voxel) does not fit the
+// device, or a RegistrationOptions::device_memory_budget_bytes.
+//
+// The level is split along z into H shards exactly as the sharded stage
+// splits it over H ranks (sharded_deformable_stage.h), and the shards take
+// turns on ONE device: every iteration runs the sharded loop body's phases
+// (kernels/parallel/sharded_greedy_step.h: sample, metric, smooth gradient,
+// compose, smooth field), each phase over shards 0..H-1 in turn. The state
+// lives in whole host arrays (pinned on CUDA); a phase uploads what it reads
+// of shard r (own slices or own slices + halos: the halos ARE the halo
+// exchange, the neighbours' own slices as the previous phase left them),
+// runs, and downloads its outputs' own slices. All-reduces are folded on the
+// host in shard order (StagedCommunicator: the in-process communicator's
+// arithmetic). So the result equals the in-core sharded stage's with the
+// same H: bit for bit on the CPU backend (tested), up to the device
+// sampler's arithmetic on CUDA (the window sampler is the ring sampler's
+// kernel: ring_sampler.h).
+// Overlap (CUDA): two device working sets and two copy streams; while shard
+// r computes, shard r + 1's inputs upload and shard r - 1's outputs download.
+// The moving image stays whole on the host; a shard uploads only the window
+// of moving slices its warped points can reach (MovingWindowFor: the own
+// slab through the affine, widened by the field's current range).
+//
+// Memory model, N voxels of the level, normalized rule (Adam: + m, v):
+//   host   fixed 4 + moving 4 + u 12 + warped 4 + grad 12 = 36 B/voxel (+24 Adam),
+//          pinned on CUDA; the pyramid levels the registrar passes in are
+//          read, and copied once to pinned memory only when they are on the device.
+//   device two working sets, each for the largest local slab of L voxels
+//          (own + halos) and one moving window of W voxels:
+//          fixed 4 + warped 4 + dL/dwarped 4 + u 12 + grad 12 (+24 Adam)
+//          + CUDA LNCC's a, b, c 12 + smoothing/composition scratch ~12
+//          = ~60 B per slab voxel, + 4 W: ~ 2 (60 L + 4 W) in all
+//          (OutOfCoreWorkingSetBytes; the log line reports the tracked peak).
+// Transfer per iteration (halos add 2 halo / own per shard):
+//   sample           up u 12 + window ~4      down warped 4 + J 12
+//   metric           up fixed 4 + warped 4 + J 12      down dL/du 12   (MI prepass: up 8)
+//   smooth gradient  up 12                    down 12
+//   compose          up u 12 + grad 12 (+ m, v 24)     down u 12 (+ m, v 24)
+//   smooth field     up 12                    down 12
+//   = ~84 B up + 64 B down per voxel (normalized LNCC): at 1024^3 about
+//   160 GB per iteration, so PCIe, not the GPU, sets the pace.
+// Progress reports and cancellation checks run every iteration.
+#ifndef TESSERA_SERVICES_REGISTRATION_OUT_OF_CORE_STAGE_H_
+#define TESSERA_SERVICES_REGISTRATION_OUT_OF_CORE_STAGE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/device.h"
+#include "common/ndarray.h"
+#include "kernels/registration/types.h"
+#include "services/registration/deformable_stage.h"
+#include "services/registration/registrar.h"
+#include "services/registration/space.h"
+
+namespace tessera::registration {
+
+// Device bytes the in-core lean stage holds for a level of `voxels` voxels
+// (deformable_stage.h's model: 36 B, 26 B mixed, +24 B Adam, +4 B MI).
+int64_t LeanStageDeviceBytes(const RegistrationOptions& options, int64_t voxels);
+
+// Bytes per voxel of host memory the out-of-core stage holds (36, +24 Adam).
+int64_t OutOfCoreHostBytesPerVoxel(const RegistrationOptions& options);
+
+// The out-of-core stage's device working set for a level with `shards`
+// shards (the model above, an upper estimate).
+int64_t OutOfCoreWorkingSetBytes(const RegistrationOptions& options, Dims3 fixed, Dims3 moving, int shards);
+
+// The fewest shards (>= min_shards, >= 2) whose working set fits
+// `budget_bytes` at this level; RESOURCE_EXHAUSTED naming the budget when
+// even the thinnest slabs the halos allow do not fit.
+absl::StatusOr<int> OutOfCoreShards(const RegistrationOptions& options, Dims3 fixed, Dims3 moving,
+                                    int64_t budget_bytes, int min_shards);
+
+// Whether the greedy lean stage runs out of core, and on how many shards:
+// when options.force_out_of_core, or when its device need at the finest
+// level (LeanStageDeviceBytes) exceeds device_memory_budget_bytes (> 0) or,
+// on CUDA, the GPU's free memory now. shards = 0: in core. The reason is
+// one log line. RESOURCE_EXHAUSTED when even the thinnest shards exceed the
+// budget. B-spline and memory_mode standard stay in core.
+struct OutOfCoreChoice {
+  int shards = 0;
+  std::string reason;
+};
+absl::StatusOr<OutOfCoreChoice> ChooseOutOfCore(const RegistrationOptions& options, const Stream& stream,
+                                                Dims3 fixed, Dims3 moving);
+
+// RunLeanDeformableStage's contract out of core with `shards` shards (each
+// level: ShardsForLevel as the sharded stage). Levels must be float
+// (not mixed precision), on the host or the device. Returns u in normalised
+// sampler units on the finest level's grid, in `stream`'s memory.
+absl::StatusOr<NDArray> RunOutOfCoreDeformableStage(const Stream& stream, const RegistrationOptions& options,
+                                                    const DeformableStageHooks& hooks, const Mat4& t,
+                                                    const std::vector<DeformableLevel>& levels, int shards,
+                                                    std::vector<std::string>* log);
+
+}  // namespace tessera::registration
+
+#endif  // TESSERA_SERVICES_REGISTRATION_OUT_OF_CORE_STAGE_H_

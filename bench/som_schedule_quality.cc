@@ -1,15 +1,17 @@
 // Held-out quality of the SOM radius schedules side by side (issue 16): the
 // legacy schedule (radius_end only in epoch D, so 3 epochs at edge 32 train at
-// sigma 16, 6.35, 2.52) against the default one (radius_end in the last decay
-// epoch, as somoclu's cooling), on the genes x GO corpus (tools/som_data) or,
+// sigma 16, 6.35, 2.52), the 2026-12-01 one (radius_end in the last decay
+// epoch, as somoclu's cooling) and the default since 2026-12-02 (narrow:
+// sigma edge/8 -> 0.5), on the genes x GO corpus (tools/som_data) or,
 // without it, a synthetic corpus of its shape. Same split (10 %, seed 2026),
 // PCA init, fp32, CPU, fixed epoch counts (no early stop), exponential
-// cooling sigma max(edge)/2 -> 1 unless said. Rows per (edge, epochs):
+// cooling, sigma max(edge)/2 -> 1 unless said. Rows per (edge, epochs):
 //   legacy       D = `tessera som train`'s default decay (min(10, 3/4 epochs))
-//   default      the same D, the new schedule (what `tessera som train` does now)
-//   default D=E  the new schedule decaying over all epochs (somoclu's shape)
+//   end-at-last  the same D, end-at-last-decay-epoch (the 2026-12-01 default)
+//   ... D=E      the same decaying over all epochs (somoclu's shape)
 //   ... end 0.5  the same with sigma_end 0.5, somoclu's final Gaussian (its
 //                radius 1 at std_coeff 0.5): the 3-tap kernel in the last epoch
+//   narrow       the default: sigma edge/8 -> 0.5, D as `tessera som train`
 //
 //   som_schedule_quality [--data=DIR] [--edges=16,32] [--epochs=3,10]
 // Threads: TESSERA_CPU_THREADS or all cores.
@@ -125,9 +127,10 @@ int Main() {
 
   const Variant variants[] = {
       {"legacy", RadiusSchedule::kLegacy, false, 1.0},
-      {"default", RadiusSchedule::kEndAtLastDecayEpoch, false, 1.0},
-      {"default D=E", RadiusSchedule::kEndAtLastDecayEpoch, true, 1.0},
-      {"default D=E, end 0.5", RadiusSchedule::kEndAtLastDecayEpoch, true, 0.5},
+      {"end-at-last", RadiusSchedule::kEndAtLastDecayEpoch, false, 1.0},
+      {"end-at-last D=E", RadiusSchedule::kEndAtLastDecayEpoch, true, 1.0},
+      {"end-at-last D=E, end 0.5", RadiusSchedule::kEndAtLastDecayEpoch, true, 0.5},
+      {"narrow (default)", RadiusSchedule::kNarrow, false, -1},  // the schedule's radii
   };
   std::printf("| edge | epochs | schedule | D | radii (sigma per epoch) | train QE | held-out QE | held-out QE / legacy "
               "| held-out TE | held-out dead units | s |\n");

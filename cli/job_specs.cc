@@ -183,6 +183,9 @@ std::vector<FlagSpec> RegisterFlags() {
       {"memory-mode", "lean", "deformable stage memory: lean or standard (same result)"},
       {"deformable-model", "greedy", "deformable transform: greedy (dense field) or bspline (control grid, as elastix)"},
       {"bspline-spacing-mm", "10", "B-spline control spacing at the finest level, mm (coarser levels double it)"},
+      {"precision", "full",
+       "lean deformable stage storage: full (float, 36 B/voxel) or mixed (fp16 images + bf16 gradient, 26 B/voxel; "
+       "lncc, one shard)"},
       {"linear-samples", "8192", "voxels drawn per rigid/affine iteration on the CPU (0 = every voxel)"},
       {"seed", "1", "seed of the sampled iterations (same seed, same result)"},
       {"shards", "0", "deformable stage split along z into H ranks (0 = one per GPU of --gpus, or 1)"},
@@ -266,6 +269,11 @@ absl::StatusOr<v1::RegisterRequest> RegisterRequestFromArgs(const Args& args, bo
   }
   o->set_deformable_model(model);
   o->set_bspline_spacing_mm(spacing);
+  const std::string precision = args.Get("precision");
+  if (precision != "full" && precision != "mixed") {
+    return absl::InvalidArgumentError(absl::StrCat("register: --precision '", precision, "': expected full or mixed"));
+  }
+  o->set_precision(precision);
   int64_t samples = 0;
   uint64_t seed = 0;
   if (!absl::SimpleAtoi(args.Get("linear-samples"), &samples) || samples < 0) {

@@ -151,6 +151,11 @@ absl::StatusOr<RegistrationOptions> ParseRegistrationOptions(const v1::Registrat
     return absl::InvalidArgumentError(
         absl::StrCat("options.deformable_model bspline runs unsharded, but options.shards is ", o.shards));
   }
+  if (!proto.precision().empty()) o.precision = proto.precision();
+  if (o.precision != "full" && o.precision != "mixed") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("options.precision '", o.precision, "' is not one of full, mixed"));
+  }
   if (proto.device_memory_budget_bytes() < 0) {
     return absl::InvalidArgumentError(absl::StrCat("options.device_memory_budget_bytes ",
                                                    proto.device_memory_budget_bytes(), " must be >= 0 (0 = no limit)"));

@@ -122,6 +122,19 @@ TEST(RequestOptions, DeformableModelAndBsplineSpacingAreParsedAndBadValuesNamed)
   }
 }
 
+TEST(RequestOptions, PrecisionIsParsedAndBadValuesNamed) {
+  EXPECT_EQ(ParseRegistrationOptions(v1::RegistrationOptions(), "cpu")->precision, RegistrationOptions().precision);
+  v1::RegistrationOptions proto;
+  proto.set_precision("mixed");
+  absl::StatusOr<RegistrationOptions> o = ParseRegistrationOptions(proto, "cpu");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->precision, "mixed");
+  proto.set_precision("fp8");
+  const absl::Status s = ParseRegistrationOptions(proto, "cpu").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("options.precision 'fp8'"), std::string::npos) << s;
+}
+
 TEST(RequestOptions, ShardsDefaultToOnePerListedGpuAndBadListsAreNamed) {
   v1::RegistrationOptions proto;
   EXPECT_EQ(ParseRegistrationOptions(proto, "auto")->shards, 1);

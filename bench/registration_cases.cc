@@ -16,15 +16,34 @@
 //       --deformable_lr 0.5 --grad_sigma 1 --warp_sigma 0.5 --mi_bins 32
 //       --deformable_model bspline --bspline_spacing 4 ...]
 //       registers DIR's pair (default mi) on the CPU (tuning experiments, issue
-//       17): "<Dice all> <Dice large> <seconds> <final loss>" and the log
+//       17): "<Dice all> <Dice large> <seconds> <final loss>" and the log;
+//       --out OUT also writes tessera register's files there
+//   registration_cases truth --case NAME|identity --dir DIR [--tessera NAME:OUT,...]
+//       [--elastix EDIR]
+//       (OUT, EDIR relative to DIR unless absolute)
+//       the generator's true map (bench/registration_cases_truth.h): Dice of
+//       the moving labels warped through it by WarpLabels (the ceiling of two
+//       nearest-neighbour resamplings; DIR/truth_labels.nii.gz), each
+//       registration's map error against it in mm (tessera: OUT/0Warp.nii.gz +
+//       0GenericAffine.mat; elastix: EDIR/def/deformationField.nii from
+//       transformix -def all) and Dice per fixed-label size (OUT/
+//       warped_labels.nii.gz, EDIR/labels/result.nii)
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/str_split.h"
+#include "bench/registration_cases_truth.h"
 #include "common/nifti_io.h"
+#include "common/status.h"
+#include "kernels/registration/gaussian_smooth.h"
+#include "services/registration/ants_transform_io.h"
 #include "services/registration/label_dice.h"
+#include "services/registration/outputs.h"
 #include "services/registration/registrar.h"
 #include "services/registration/synthetic.h"
 
@@ -56,6 +75,10 @@ ABSL_FLAG(double, min_step, -1, "register: deformable step floor, fraction of th
 ABSL_FLAG(std::string, deformable_model, "", "register: greedy or bspline (empty: default)");
 ABSL_FLAG(double, bspline_spacing, -1, "register: B-spline control spacing at the finest level, mm (-1: default)");
 ABSL_FLAG(bool, trace, false, "register: print every iteration's loss to stderr");
+ABSL_FLAG(std::vector<std::string>, tessera, {}, "truth: NAME:DIR of tessera register outputs to score");
+ABSL_FLAG(std::vector<std::string>, smooth_voxels, {}, "truth: also score each map Gaussian-smoothed by these sigmas (voxels)");
+ABSL_FLAG(std::string, out, "", "register: also write tessera register's output files here (for truth --tessera)");
+ABSL_FLAG(std::string, elastix, "", "truth: DIR with labels/result.nii and def/deformationField.nii");
 ABSL_FLAG(std::string, templates, "/usr/share/mricron/templates/", "mricron-data directory");
 
 namespace tessera::registration {
@@ -112,6 +135,15 @@ int Fail(const absl::Status& s) {
   return 1;
 }
 
+const Case* FindCase(const std::string& name) {
+  static const std::vector<Case> cases = Cases();
+  for (const Case& c : cases) {
+    if (name == c.name) return &c;
+  }
+  std::fprintf(stderr, "registration_cases: unknown case '%s' (see: registration_cases list)\n", name.c_str());
+  return nullptr;
+}
+
 int Make() {
   const std::string name = absl::GetFlag(FLAGS_case), dir = absl::GetFlag(FLAGS_dir);
   for (const Case& c : Cases()) {
@@ -155,6 +187,139 @@ int Dice() {
   auto dice = ComputeDiceMeans(*fixed32, *on_fixed, fixed->geometry);
   if (!dice.ok()) return Fail(dice.status());
   std::printf("%.4f %.4f\n", dice->mean_all, dice->mean_large);
+  return 0;
+}
+
+// Labels `path` on `fixed`'s grid (nearest neighbour through the headers).
+absl::StatusOr<NDArray> LabelsOnGrid(const std::string& path, const Volume& fixed) {
+  TESSERA_ASSIGN_OR_RETURN(Volume labels, ReadNifti(path));
+  RegistrationResult identity;
+  identity.affine_ras = Mat4{1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
+  return WarpLabels(labels, fixed, identity, "cpu");
+}
+
+int Truth() {
+  // --case identity: the fixed image registered onto itself (truth: x -> x).
+  const bool self = absl::GetFlag(FLAGS_case) == "identity";
+  const Case* c = self ? nullptr : FindCase(absl::GetFlag(FLAGS_case));
+  if (c == nullptr && !self) return 2;
+  const std::string dir = absl::GetFlag(FLAGS_dir);
+  auto fixed = ReadNifti(dir + "/fixed.nii.gz");
+  auto fixed_labels = ReadNifti(dir + "/fixed_labels.nii.gz");
+  auto moving_labels = ReadNifti(dir + (self ? "/fixed_labels.nii.gz" : "/moving_labels.nii.gz"));
+  for (const auto* v : {&fixed, &fixed_labels, &moving_labels}) {
+    if (!v->ok()) return Fail(v->status());
+  }
+  auto fixed32 = fixed_labels->data.AsType(DType::kInt32);
+  if (!fixed32.ok()) return Fail(fixed32.status());
+  auto truth = self ? NDArray::Allocate({fixed->data.dim(0), fixed->data.dim(1), fixed->data.dim(2), 3}, DType::kFloat32)
+                    : TrueDisplacement(*fixed, c->synth);
+  if (!truth.ok()) return Fail(truth.status());
+  if (self) std::fill(truth->data<float>(), truth->data<float>() + truth->num_elements(), 0.f);
+  // The true map through our own label output path (WarpLabels); unknown
+  // voxels are sent far outside (label 0).
+  RegistrationResult true_result;
+  true_result.affine_ras = Mat4{1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
+  auto far = truth->AsType(DType::kFloat32);
+  if (!far.ok()) return Fail(far.status());
+  for (int64_t i = 0; i < far->num_elements(); ++i) {
+    if (!std::isfinite(far->data<float>()[i])) far->data<float>()[i] = 1e4f;
+  }
+  true_result.displacement_ras = std::move(*far);
+  auto truth_labels = WarpLabels(*moving_labels, *fixed, true_result, "cpu");
+  if (!truth_labels.ok()) return Fail(truth_labels.status());
+  if (absl::Status s = WriteNifti(Volume{*truth_labels, fixed->geometry, "true map"}, dir + "/truth_labels.nii.gz");
+      !s.ok()) {
+    return Fail(s);
+  }
+  auto truth_dice = ComputeDiceMeans(*fixed32, *truth_labels, fixed->geometry);
+  if (!truth_dice.ok()) return Fail(truth_dice.status());
+  std::printf("true map through WarpLabels: Dice %.4f all / %.4f large\n", truth_dice->mean_all, truth_dice->mean_large);
+
+  std::vector<NDArray> maps = {*truth_labels};
+  std::vector<std::string> names = {"true map"};
+  auto report = [&](const std::string& name, const Mat4& affine, const NDArray& v, const std::string& labels) -> int {
+    auto map = MapDisplacement(fixed->geometry, affine, v);
+    if (!map.ok()) return Fail(map.status());
+    auto err = CompareMaps(*map, *truth, *fixed32, kLargeLabelMinVoxels);
+    if (!err.ok()) return Fail(err.status());
+    std::printf("%s: map error vs truth over %lld labelled voxels: mean (R, A, S) (%+.3f, %+.3f, %+.3f) mm, "
+                "rms %.3f mm (small-label voxels %.3f, %lld; large %.3f), p95 %.3f mm\n",
+                name.c_str(), static_cast<long long>(err->voxels), err->mean_ras[0], err->mean_ras[1], err->mean_ras[2],
+                err->rms, err->rms_small, static_cast<long long>(err->voxels_small), err->rms_large, err->p95);
+    std::printf("%s: rms by label size (1-29 / 30-99 / 100-299 / 300-999 / >= 1000 voxels): %.3f / %.3f / %.3f / "
+                "%.3f / %.3f mm\n",
+                name.c_str(), err->rms_by_size[0], err->rms_by_size[1], err->rms_by_size[2], err->rms_by_size[3],
+                err->rms_by_size[4]);
+    auto on_grid = LabelsOnGrid(labels, *fixed);
+    if (!on_grid.ok()) return Fail(on_grid.status());
+    auto dice = ComputeDiceMeans(*fixed32, *on_grid, fixed->geometry);
+    if (!dice.ok()) return Fail(dice.status());
+    std::printf("%s: Dice %.4f all / %.4f large\n", name.c_str(), dice->mean_all, dice->mean_large);
+    // The same map through our WarpLabels: a convention difference between
+    // the program's label resampling and ours shows as disagreeing voxels.
+    {
+      RegistrationResult through;
+      through.affine_ras = affine;
+      auto v_copy = v.AsType(DType::kFloat32);
+      if (!v_copy.ok()) return Fail(v_copy.status());
+      through.displacement_ras = std::move(*v_copy);
+      auto ours = WarpLabels(*moving_labels, *fixed, through, "cpu");
+      if (!ours.ok()) return Fail(ours.status());
+      int64_t differ = 0;
+      for (int64_t i = 0; i < ours->num_elements(); ++i) differ += ours->data<int32_t>()[i] != on_grid->data<int32_t>()[i];
+      auto odice = ComputeDiceMeans(*fixed32, *ours, fixed->geometry);
+      if (!odice.ok()) return Fail(odice.status());
+      std::printf("%s: its map through WarpLabels: Dice %.4f all / %.4f large, %lld of %lld voxels differ from its labels\n",
+                  name.c_str(), odice->mean_all, odice->mean_large, static_cast<long long>(differ),
+                  static_cast<long long>(ours->num_elements()));
+    }
+    // Is the error high-frequency? The same map smoothed, scored the same way.
+    for (const std::string& sigma_text : absl::GetFlag(FLAGS_smooth_voxels)) {
+      const double sigma = std::stod(sigma_text);
+      RegistrationResult smoothed;
+      smoothed.affine_ras = Mat4{1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
+      auto field = map->AsType(DType::kFloat32);
+      if (!field.ok()) return Fail(field.status());
+      if (absl::Status s = GaussianSmooth(*map, &*field, {sigma, sigma, sigma}, Stream::Cpu()); !s.ok()) return Fail(s);
+      auto serr = CompareMaps(*field, *truth, *fixed32, kLargeLabelMinVoxels);
+      if (!serr.ok()) return Fail(serr.status());
+      smoothed.displacement_ras = std::move(*field);
+      auto warped = WarpLabels(*moving_labels, *fixed, smoothed, "cpu");
+      if (!warped.ok()) return Fail(warped.status());
+      auto sdice = ComputeDiceMeans(*fixed32, *warped, fixed->geometry);
+      if (!sdice.ok()) return Fail(sdice.status());
+      std::printf("%s smoothed sigma %.1f voxels: rms %.3f mm, mean (%+.3f, %+.3f, %+.3f), Dice %.4f all / %.4f large\n",
+                  name.c_str(), sigma, serr->rms, serr->mean_ras[0], serr->mean_ras[1], serr->mean_ras[2],
+                  sdice->mean_all, sdice->mean_large);
+    }
+    maps.push_back(std::move(*on_grid));
+    names.push_back(name);
+    return 0;
+  };
+  for (const std::string& spec : absl::GetFlag(FLAGS_tessera)) {
+    std::vector<std::string> parts = absl::StrSplit(spec, absl::MaxSplits(':', 1));
+    if (parts.size() != 2) {
+      std::fprintf(stderr, "registration_cases: --tessera wants NAME:DIR, got '%s'\n", spec.c_str());
+      return 2;
+    }
+    if (!parts[1].empty() && parts[1][0] != '/') parts[1] = dir + "/" + parts[1];  // relative to DIR
+    auto affine = ReadItkAffine(parts[1] + "/0GenericAffine.mat");
+    auto warp = ReadAntsWarp(parts[1] + "/0Warp.nii.gz");
+    if (!affine.ok()) return Fail(affine.status());
+    if (!warp.ok()) return Fail(warp.status());
+    if (int rc = report(parts[0], *affine, warp->data, parts[1] + "/warped_labels.nii.gz"); rc != 0) return rc;
+  }
+  if (std::string e = absl::GetFlag(FLAGS_elastix); !e.empty()) {
+    if (e[0] != '/') e = dir + "/" + e;  // relative to DIR
+    auto def = ReadAntsWarp(e + "/def/deformationField.nii");
+    if (!def.ok()) return Fail(def.status());
+    const Mat4 identity{1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
+    if (int rc = report("elastix", identity, def->data, e + "/labels/result.nii"); rc != 0) return rc;
+  }
+  auto table = DiceBySize(*fixed32, maps, names, fixed->geometry);
+  if (!table.ok()) return Fail(table.status());
+  std::printf("\nmean Dice per fixed-label size (lost: labels absent from the map)\n%s", table->c_str());
   return 0;
 }
 
@@ -228,6 +393,10 @@ int RegisterCase() {
   if (!fixed32.ok()) return Fail(fixed32.status());
   auto dice = ComputeDiceMeans(*fixed32, *warped, fixed->geometry);
   if (!dice.ok()) return Fail(dice.status());
+  if (const std::string out = absl::GetFlag(FLAGS_out); !out.empty()) {
+    auto files = WriteRegistrationOutputs(*result, *fixed, out, &*warped, /*inverse_warp=*/false);
+    if (!files.ok()) return Fail(files.status());
+  }
   std::printf("%.4f %.4f %.1f %.5f folded %lld\n", dice->mean_all, dice->mean_large, result->seconds,
               result->final_loss, static_cast<long long>(result->jacobian.nonpositive));
   for (const std::string& line : result->log) std::printf("  %s\n", line.c_str());
@@ -249,7 +418,9 @@ int main(int argc, char** argv) {
   if (verb == "dice") return Dice();
   if (verb == "folded") return Folded();
   if (verb == "register") return RegisterCase();
+  if (verb == "truth") return Truth();
   std::fprintf(stderr, "usage: registration_cases list | make --case NAME --dir DIR | dice --fixed_labels F --labels L | "
-                       "folded --jacobian J\n");
+                       "folded --jacobian J | register --dir DIR | truth --case NAME --dir DIR [--tessera NAME:OUT,...] "
+                       "[--elastix EDIR]\n");
   return 2;
 }

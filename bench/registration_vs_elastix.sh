@@ -10,6 +10,9 @@
 #            bspline (--deformable-model bspline, default 10 mm grid; override
 #            with BSPLINE_SPACING_MM=...). Wall time of the whole command.
 # Prints one markdown table. Needs: apt-get install -y elastix (bench only).
+# Afterwards, where the Dice gap comes from (map error vs the generator's true
+# map, Dice per label size): registration_cases truth --case CASE --dir WORK/CASE
+#   --tessera greedy:tessera,bspline:bspline --elastix .
 # Usage: bench/registration_vs_elastix.sh [--work DIR] [CASE...]   (default: all cases)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +31,7 @@ echo "| case | Dice before (all / large) | elastix Dice after | tessera greedy |
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for c in "$@"; do
   d=$work/$c
-  rm -rf "$d" && mkdir -p "$d/elastix" "$d/tessera" "$d/bspline" "$d/labels" "$d/jac"
+  rm -rf "$d" && mkdir -p "$d/elastix" "$d/tessera" "$d/bspline" "$d/labels" "$d/jac" "$d/def"
   $cases make --case "$c" --dir "$d"
   before=$($cases dice --fixed_labels "$d/fixed_labels.nii.gz" --labels "$d/moving_labels.nii.gz")
   # elastix + transformix
@@ -41,6 +44,8 @@ for c in "$@"; do
       "$d/elastix/TransformParameters.1.txt" > "$d/elastix/labels.1.txt"
   transformix -in "$d/moving_labels.nii.gz" -tp "$d/elastix/labels.1.txt" -out "$d/labels" -threads 2 > "$d/transformix.log" 2>&1
   transformix -jac all -tp "$d/elastix/TransformParameters.1.txt" -out "$d/jac" -threads 2 > "$d/jacobian.log" 2>&1
+  # elastix's whole map as a displacement field, for `registration_cases truth --elastix .` (not timed)
+  transformix -def all -tp "$d/elastix/TransformParameters.1.txt" -out "$d/def" -threads 2 > "$d/deformation.log" 2>&1
   e_dice=$($cases dice --fixed_labels "$d/fixed_labels.nii.gz" --labels "$d/labels/result.nii")
   e_fold=$($cases folded --jacobian "$d/jac/spatialJacobian.nii")
   # tessera, each deformable model: "<Dice all> <Dice large> <seconds> <folded voxels>"

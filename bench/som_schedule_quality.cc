@@ -2,7 +2,7 @@
 // legacy schedule (radius_end only in epoch D, so 3 epochs at edge 32 train at
 // sigma 16, 6.35, 2.52), the 2026-12-01 one (radius_end in the last decay
 // epoch, as somoclu's cooling) and the default since 2026-12-02 (narrow:
-// sigma edge/8 -> 0.5), on the genes x GO corpus (tools/som_data) or,
+// sigma edge/8 -> 0.45), on the genes x GO corpus (tools/som_data) or,
 // without it, a synthetic corpus of its shape. Same split (10 %, seed 2026),
 // PCA init, fp32, CPU, fixed epoch counts (no early stop), exponential
 // cooling, sigma max(edge)/2 -> 1 unless said. Rows per (edge, epochs):
@@ -11,7 +11,7 @@
 //   ... D=E      the same decaying over all epochs (somoclu's shape)
 //   ... end 0.5  the same with sigma_end 0.5, somoclu's final Gaussian (its
 //                radius 1 at std_coeff 0.5): the 3-tap kernel in the last epoch
-//   narrow       the default: sigma edge/8 -> 0.5, D as `tessera som train`
+//   narrow       the default: sigma edge/8 -> 0.45, D as `tessera som train`
 //
 //   som_schedule_quality [--data=DIR] [--edges=16,32] [--epochs=3,10]
 // Threads: TESSERA_CPU_THREADS or all cores.

@@ -6,22 +6,22 @@
 // (ProjectDocuments: held-out QE = mean ||x - w_bmu||, TE over 4-neighbours).
 //
 // Per (edge, epochs), runs alternate somoclu / ours:
-//   ours     TrainSom with `tessera som train`'s defaults (PCA init, default
-//            schedule, D = DefaultRadiusDecayEpochs), a fixed epoch count
+//   ours     TrainSom with `tessera som train`'s defaults (PCA init, the
+//            narrow schedule: sigma edge/8 -> 0.45, D = DefaultRadiusDecayEpochs), a fixed epoch count
 //            (no early stop); "conv" = the CLI's default run: at most 40
 //            epochs with its convergence rule
 //   somoclu  `somoclu -k 2 -e N -x E -y E` (its defaults: random init,
 //            radius min(edge)/2 -> 1 linear, Gaussian sigma 0.5 radius with
 //            compact support); for "conv", N = --somoclu_conv_epochs
-//   --legacy_schedule adds our schedule before issue 16's second change
-//            (sigma edge/2 -> 1 exponential) as another row.
+//   --previous_schedule adds our schedule of 2026-12-01
+//            (end-at-last-decay-epoch: sigma edge/2 -> 1) as another row.
 // Seconds: ours = TrainSom's total (PCA init, epochs, final BMU pass); somoclu
 // = the sum of the per-epoch times it prints (-v 2: file parsing, its random
 // init and writing its outputs are not counted).
 //
 //   som_vs_somoclu --somoclu=/tmp/somoclu/somoclu [--data=DIR] [--work_dir=DIR]
 //                  [--edges=16,32] [--epochs=3,10,conv] [--somoclu_conv_epochs=40]
-//                  [--threads=2] [--repeat=1] [--legacy_schedule]
+//                  [--threads=2] [--repeat=1] [--previous_schedule]
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -48,7 +48,8 @@ ABSL_FLAG(std::vector<std::string>, epochs, std::vector<std::string>({"3", "10",
 ABSL_FLAG(int, somoclu_conv_epochs, 40, "somoclu's epochs for the conv rows");
 ABSL_FLAG(int, threads, 2, "threads for both (OMP_NUM_THREADS, TESSERA_CPU_THREADS)");
 ABSL_FLAG(int, repeat, 1, "runs of each (the fastest time is shown; quality is from the last run)");
-ABSL_FLAG(bool, legacy_schedule, false, "also our previous default schedule (sigma edge/2 -> 1, exponential)");
+ABSL_FLAG(bool, previous_schedule, false,
+          "also our 2026-12-01 default schedule (end-at-last-decay-epoch: sigma edge/2 -> 1, exponential)");
 
 namespace tessera {
 namespace som {
@@ -71,7 +72,7 @@ QualityMetrics HeldOut(SomModel& model, const SparseBinaryMatrix& held) {
   return p->quality;
 }
 
-// `previous` selects the schedule that was the default before issue 16.
+// `previous` selects the schedule that was the default on 2026-12-01.
 Outcome RunOurs(const SparseBinaryMatrix& train, const SparseBinaryMatrix& held, int edge, int epochs,
                 bool previous) {
   TrainOptions o;  // the service's and CLI's defaults, as `tessera som train` sets them
@@ -81,12 +82,7 @@ Outcome RunOurs(const SparseBinaryMatrix& train, const SparseBinaryMatrix& held,
   o.max_epochs = converge ? 40 : epochs;
   o.radius_decay_epochs = DefaultRadiusDecayEpochs(o.max_epochs);
   if (!converge) o.convergence_tolerance = 0;
-  if (previous) {
-    o.radius_start = edge / 2.0;
-    o.radius_end = 1.0;
-    o.cooling = RadiusCooling::kExponential;
-    o.radius_schedule = RadiusSchedule::kEndAtLastDecayEpoch;
-  }
+  if (previous) o.radius_schedule = RadiusSchedule::kEndAtLastDecayEpoch;
   auto result = TrainSom(train, o);
   if (!result.ok()) Fail(absl::StrCat("training: ", result.status().message()));
   Outcome out;
@@ -224,7 +220,7 @@ int Main() {
         Outcome o = RunOurs(train, held, edge, epochs, /*previous=*/false);
         o.seconds = std::min(o.seconds, ours.seconds);
         ours = o;
-        if (absl::GetFlag(FLAGS_legacy_schedule)) {
+        if (absl::GetFlag(FLAGS_previous_schedule)) {
           Outcome p = RunOurs(train, held, edge, epochs, /*previous=*/true);
           p.seconds = std::min(p.seconds, previous.seconds);
           previous = p;
@@ -238,8 +234,8 @@ int Main() {
                     us.held.qe_euclidean, theirs.held.qe_euclidean, us.held.qe_euclidean / theirs.held.qe_euclidean,
                     us.held.topographic_error, theirs.held.topographic_error);
       };
-      row("default", ours);
-      if (absl::GetFlag(FLAGS_legacy_schedule)) row("pre-issue-16", previous);
+      row(RadiusScheduleName(RadiusSchedule::kNarrow), ours);
+      if (absl::GetFlag(FLAGS_previous_schedule)) row(RadiusScheduleName(RadiusSchedule::kEndAtLastDecayEpoch), previous);
       std::fflush(stdout);
     }
   }

@@ -126,7 +126,7 @@ int Train(int argc, char** argv) {
                        {"epochs", "40", "at most this many epochs (training may converge earlier)"},
                        {"radius-epochs", "", "epochs over which the radius shrinks (default min(10, 3/4 epochs))"},
                        {"radius-schedule", "narrow",
-                        "narrow (Gaussian sigma max(width, height)/8 -> 0.5, reached in the last of the radius "
+                        "narrow (Gaussian sigma max(width, height)/8 -> 0.45, reached in the last of the radius "
                         "epochs: lowest QE), end-at-last-decay-epoch (sigma edge/2 -> 1, the same epochs: the "
                         "2026-12-01 default, better ordered maps) or legacy (edge/2 -> 1, reached only after them: "
                         "before 2026-12-01)"},

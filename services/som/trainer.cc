@@ -72,7 +72,7 @@ double StartRadius(const TrainOptions& o) {
 }
 
 double EndRadius(const TrainOptions& o) {
-  const double schedule_end = o.radius_schedule == RadiusSchedule::kNarrow ? 0.5 : 1.0;
+  const double schedule_end = o.radius_schedule == RadiusSchedule::kNarrow ? 0.45 : 1.0;
   return std::min(StartRadius(o), o.radius_end >= 0 ? o.radius_end : schedule_end);
 }
 

@@ -17,13 +17,17 @@
 // radius_end are not given, and in t(e):
 //   kNarrow (default since issue 16, 2026-12-02): r0 = max(width, height) / 8
 //     after PCA initialisation (max / 2 after a random one, which has no
-//     order to keep), r1 = 0.5 (somoclu's final Gaussian: radius 1 x
-//     std_coeff 0.5; the 3-tap kernel). The PCA initialisation already orders
+//     order to keep), r1 = 0.45: the 3-tap kernel [a, 1, a], a = 0.085,
+//     per-axis sigma 0.38. somoclu ends at a Gaussian of sigma 0.5 cut off
+//     beyond distance 1 (radius 1, std_coeff 0.5, compact support): the 4
+//     neighbours at e^-2, per-axis sigma 0.42; our 3-tap at 0.5 is 0.46 and
+//     left QE at convergence 0.5 % above somoclu's at edge 16. The PCA
+//     initialisation already orders
 //     the map globally, so a wide start only pulls every unit towards the
 //     corpus mean and the epochs spent undoing that are lost: on genes x GO this is what made our
 //     held-out QE worse than somoclu's at equal epochs (2.92 vs 2.78 at 32x32
-//     after 10 epochs; now 2.74). Topographic error rises with it (0.06-0.08
-//     -> 0.23-0.33 on genes x GO, the ordering somoclu's maps have).
+//     after 10 epochs; now 2.72). Topographic error rises with it (0.06-0.08
+//     -> 0.24-0.40 on genes x GO, as somoclu's maps: 0.25-0.46).
 //   kEndAtLastDecayEpoch (the 2026-12-01 default): r0 = max(width, height) / 2,
 //     r1 = 1 (the 3x3 box, sigma 1.41), same t(e).
 //   kLegacy (before 2026-12-01): r0, r1 as kEndAtLastDecayEpoch but
@@ -68,7 +72,7 @@ enum class RadiusCooling { kExponential, kLinear };
 // Default radii and where in the run radius_end is reached (see the comment
 // at the top).
 enum class RadiusSchedule {
-  kNarrow,               // max(w, h) / 8 (PCA init) -> 0.5, r1 in epoch min(radius_decay_epochs, max_epochs) - 1
+  kNarrow,               // max(w, h) / 8 (PCA init) -> 0.45, r1 in epoch min(radius_decay_epochs, max_epochs) - 1
   kEndAtLastDecayEpoch,  // max(w, h) / 2 -> 1, the same epochs (atlases saved on 2026-12-01)
   kLegacy,               // max(w, h) / 2 -> 1, r1 in epoch radius_decay_epochs (atlases saved before)
 };

@@ -27,7 +27,7 @@
 //     corpus mean and the epochs spent undoing that are lost: on genes x GO this is what made our
 //     held-out QE worse than somoclu's at equal epochs (2.92 vs 2.78 at 32x32
 //     after 10 epochs; now 2.72). Topographic error rises with it (0.06-0.08
-//     -> 0.24-0.40 on genes x GO, as somoclu's maps: 0.25-0.46).
+//     -> 0.24-0.45 on genes x GO, as somoclu's maps: 0.25-0.65).
 //   kEndAtLastDecayEpoch (the 2026-12-01 default): r0 = max(width, height) / 2,
 //     r1 = 1 (the 3x3 box, sigma 1.41), same t(e).
 //   kLegacy (before 2026-12-01): r0, r1 as kEndAtLastDecayEpoch but

@@ -158,14 +158,9 @@ __device__ float EfficientPairsScore(int* sel_index, const float* lam, const flo
   return fminf(1.0f, fmaxf(0.0f, sum / static_cast<float>(np)));
 }
 
-// kPrune (LSS-R): `running_threshold` (device-readable: device or pinned host
-// memory) is read once per block; a comparison whose RelaxedScoreUpperBound
-// (from rho's row sums, lss_impl.h) is below it gets kLssPrunedScore and skips
-// the relaxation and the efficiency choice. Other scores are unchanged.
-template <bool kRelax, bool kPrune>
+template <bool kRelax>
 __global__ void __launch_bounds__(kThreads) ScoreKernel(ProbeArgs probe, GalleryArgs gallery, LssConstants c,
-                                                        int k_capacity, const float* running_threshold,
-                                                        float* __restrict__ scores) {
+                                                        int k_capacity, float* __restrict__ scores) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int na = probe.n;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -186,9 +181,6 @@ __global__ void __launch_bounds__(kThreads) ScoreKernel(ProbeArgs probe, Gallery
   int* hist = reinterpret_cast<int*>(lambda_b + k_capacity);
   __shared__ int warp_sums[kWarps];
   __shared__ int radix_digit, radix_remaining;
-  __shared__ float threshold;                       // kPrune: read once per block
-  __shared__ unsigned max_row_bits, max_lambda_bits;  // nonnegative floats' bits (ordered like the values)
-  if (kPrune && tid == 0) threshold = *static_cast<const volatile float*>(running_threshold);
 
   for (int i = tid; i < na * kMccBitWords; i += kThreads) p_bits[i] = probe.bits[i];
   for (int i = tid; i < na * kMccMaskWords; i += kThreads) p_mask[i] = probe.mask[i];
@@ -344,8 +336,6 @@ __global__ void __launch_bounds__(kThreads) ScoreKernel(ProbeArgs probe, Gallery
     float* nxt = lambda_b;
     if (n_min > 1 && c.relaxation_iterations > 0) {
       float* rho = gamma;  // the matrix is no longer needed (p * p <= na * nb)
-      const bool try_prune = kPrune && threshold > 0.0f;  // uniform (shared)
-      if (try_prune && tid == 0) max_row_bits = max_lambda_bits = 0u;
       for (int idx = tid; idx < p * p; idx += kThreads) {
         const int t = idx / p, k = idx - t * p;
         float value = 0.0f;
@@ -359,23 +349,6 @@ __global__ void __launch_bounds__(kThreads) ScoreKernel(ProbeArgs probe, Gallery
         rho[idx] = value;
       }
       __syncthreads();
-      if (try_prune) {
-        // The largest row sum of rho (rounded up to float) and lambda0.
-        for (int t = tid; t < p; t += kThreads) {
-          double row_sum = 0.0;
-          for (int k = 0; k < p; ++k) row_sum += rho[t * p + k];
-          atomicMax(&max_row_bits, __float_as_uint(__double2float_ru(row_sum)));
-          atomicMax(&max_lambda_bits, __float_as_uint(lambda0[t]));
-        }
-        __syncthreads();
-        const double bound = lss_internal::RelaxedScoreUpperBound(
-            __uint_as_float(max_lambda_bits), __uint_as_float(max_row_bits), p, n_min, c);
-        if (bound < threshold) {  // uniform: every thread reads the same shared values
-          if (tid == 0) scores[g] = kLssPrunedScore;
-          __syncthreads();
-          continue;
-        }
-      }
       const float denominator = static_cast<float>(n_min - 1);
       for (int it = 0; it < c.relaxation_iterations; ++it) {
         RelaxationPass(rho, lam, nxt, p, tid, kThreads, denominator, c);
@@ -695,7 +668,7 @@ absl::StatusOr<DeviceLssProbe> DeviceLssProbe::Upload(const Stream& stream, cons
 
 absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& probe, const MccDeviceGalleryView& gallery,
                                  MccScore kind, const LssConstants& constants, float* device_scores,
-                                 LssCudaKernel variant, const float* running_threshold) {
+                                 LssCudaKernel variant) {
   const int na = probe.n_;
   const int max_nb = gallery.max_template_size;
   if (gallery.num_templates == 0) return absl::OkStatus();
@@ -733,9 +706,6 @@ absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& pro
   const size_t shared = static_cast<size_t>(na) * (kMccBitWords + kMccMaskWords) * 8 +
                         static_cast<size_t>(na) * 4 * 4 + static_cast<size_t>(na) * ga.max_size * 4 +
                         static_cast<size_t>(k_capacity) * 4 * 5 + 256 * 4;
-  if (running_threshold != nullptr && (kind != MccScore::kLssR || variant != LssCudaKernel::kBlock)) {
-    return absl::InvalidArgumentError("lss: a running threshold (pruning) needs LSS-R and the block kernel");
-  }
   if (variant == LssCudaKernel::kWarp) {
     // Probe block, then one scratch region per warp (16-byte aligned).
     auto align16 = [](size_t n) { return (n + 15) / 16 * 16; };
@@ -770,9 +740,7 @@ absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& pro
     TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("lss ScoreKernelWarp");
     return absl::OkStatus();
   }
-  auto kernel = kind == MccScore::kLss        ? ScoreKernel<false, false>
-                : running_threshold != nullptr ? ScoreKernel<true, true>
-                                               : ScoreKernel<true, false>;
+  auto kernel = kind == MccScore::kLssR ? ScoreKernel<true> : ScoreKernel<false>;
   TESSERA_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
   int per_sm = 0, sms = 0;
@@ -782,7 +750,7 @@ absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& pro
     return absl::ResourceExhaustedError(absl::StrCat("lss: ", shared, " bytes of shared memory per block do not fit"));
   }
   const int blocks = std::max(1, std::min(ga.num_templates, per_sm * sms));
-  kernel<<<blocks, kThreads, shared, s>>>(pa, ga, constants, k_capacity, running_threshold, device_scores);
+  kernel<<<blocks, kThreads, shared, s>>>(pa, ga, constants, k_capacity, device_scores);
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("lss ScoreKernel");
   return absl::OkStatus();
 }

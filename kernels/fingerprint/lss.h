@@ -234,7 +234,7 @@ class DeviceLssProbe {
 
  private:
   friend absl::Status EnqueueScoreGallery(const Stream&, const DeviceLssProbe&, const MccDeviceGalleryView&, MccScore,
-                                          const LssConstants&, float*, LssCudaKernel, const float*);
+                                          const LssConstants&, float*, LssCudaKernel);
   std::shared_ptr<Buffer> block_;  // bits, masks, x, y, theta, bit counts
   int n_ = 0;
 };
@@ -243,16 +243,9 @@ class DeviceLssProbe {
 // `device_scores` (gallery.num_templates() floats) are written when the stream
 // reaches this point. The probe and the gallery memory must stay alive until
 // then. Same scores as ScoreGalleryToDevice (it is this plus a wait).
-// `running_threshold` (LSS-R, block kernel; device memory or pinned host
-// memory, read once per thread block when the kernel runs): a score the
-// caller's top list already reaches, e.g. its current k-th best; comparisons
-// whose upper bound (lss_impl.h RelaxedScoreUpperBound) is below it get
-// kLssPrunedScore instead of their score and skip the relaxation. Null: every
-// score is computed.
 absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& probe, const MccDeviceGalleryView& gallery,
                                  MccScore kind, const LssConstants& constants, float* device_scores,
-                                 LssCudaKernel variant = LssCudaKernel::kBlock,
-                                 const float* running_threshold = nullptr);
+                                 LssCudaKernel variant = LssCudaKernel::kBlock);
 }  // namespace cuda
 
 }  // namespace fingerprint

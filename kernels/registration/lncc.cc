@@ -63,13 +63,13 @@ absl::Status LnccHalfFixed(const Stream& stream, const Half* fixed, const float*
                            const LnccOptions& options, float* loss, float* grad_warped, BFloat16* coefficients,
                            Workspace* workspace) {
   TESSERA_RETURN_IF_ERROR(ValidateLnccArgs(reinterpret_cast<const float*>(fixed), warped, dims, options));
-  if (grad_warped != nullptr && coefficients == nullptr) {
-    return absl::InvalidArgumentError("lncc (fp16 fixed): coefficients (3 bf16 volumes) are needed for the gradient");
-  }
-  if (stream.backend() == Backend::kCpu) {
+  if (stream.backend() == Backend::kCpu) {  // the CPU reference keeps a, b, c per thread: no volumes needed
     const double value = cpu::LnccHalfFixed(fixed, warped, dims, options, grad_warped);
     if (loss != nullptr) *loss = static_cast<float>(value);
     return absl::OkStatus();
+  }
+  if (grad_warped != nullptr && coefficients == nullptr) {
+    return absl::InvalidArgumentError("lncc (fp16 fixed): coefficients (3 bf16 volumes) are needed for the gradient");
   }
 #if TESSERA_WITH_CUDA
   return cuda::LnccHalfFixed(stream, fixed, warped, dims, options, loss, grad_warped, coefficients, workspace);

@@ -63,7 +63,7 @@ absl::Status LnccWithCoefficients(const Stream& stream, const float* fixed, cons
 // Mixed precision (issue 13's lean stage, storage16.h): as
 // LnccWithCoefficients with the fixed image stored in fp16 and a, b, c stored
 // in bf16 (`coefficients`: 3 * dims.size() BFloat16, needed for the
-// gradient); box sums and per-voxel algebra in double as above. bf16, not
+// gradient on CUDA streams; the CPU reference ignores it); box sums and per-voxel algebra in double as above. bf16, not
 // fp16, for a, b, c: b reaches ~1e7 where a window of W is nearly flat.
 absl::Status LnccHalfFixed(const Stream& stream, const Half* fixed, const float* warped, Dims3 dims,
                            const LnccOptions& options, float* loss, float* grad_warped, BFloat16* coefficients,

@@ -101,9 +101,10 @@ LssBatchMatcher::LssBatchMatcher(MccScore kind, const LssParams& lss, const MccP
 
 void LssBatchMatcher::SetRunningThresholds(const float* thresholds) { thresholds_ = thresholds; }
 
-bool LssBatchMatcher::Pruning() const {
-  return prune_ && thresholds_ != nullptr && kind_ == MccScore::kLssR && kernel_ == cuda::LssCudaKernel::kBlock;
-}
+// CPU only: the CUDA kernel variant of the bound test (c6f2757) returned
+// wrong top-k lists on the H200 (2026-12-02) and was no faster (0.94-1.03x),
+// so it was taken out; the GPU computes every score.
+bool LssBatchMatcher::Pruning() const { return prune_ && thresholds_ != nullptr && kind_ == MccScore::kLssR; }
 
 namespace {
 float LoadThreshold(const float* p) {
@@ -119,7 +120,7 @@ LssBatchMatcher::~LssBatchMatcher() = default;
 std::string LssBatchMatcher::name() const {
   return std::string(kind_ == MccScore::kLssR ? "LSS-R" : "LSS") +
          (kernel_ == cuda::LssCudaKernel::kWarp ? " (warp kernel)" : "") +
-         (prune_ && kind_ == MccScore::kLssR && kernel_ == cuda::LssCudaKernel::kBlock ? " (pruned)" : "");
+         (prune_ && kind_ == MccScore::kLssR ? " (pruned on the CPU)" : "");
 }
 
 absl::Status LssBatchMatcher::BeginSearch(const std::vector<MccTemplate>& latents, const Stream& stream) {
@@ -163,9 +164,7 @@ absl::Status LssBatchMatcher::Enqueue(const Stream& stream, const GalleryBatch& 
   v.ordinal = stream.ordinal();
   for (size_t l = 0; l < probes_.size(); ++l) {
     float* out = reinterpret_cast<float*>(static_cast<uint8_t*>(device_output) + l * output_stride);
-    const float* threshold = Pruning() ? thresholds_ + l : nullptr;
-    TESSERA_RETURN_IF_ERROR(
-        cuda::EnqueueScoreGallery(stream, device_->probes[l], v, kind_, constants_, out, kernel_, threshold));
+    TESSERA_RETURN_IF_ERROR(cuda::EnqueueScoreGallery(stream, device_->probes[l], v, kind_, constants_, out, kernel_));
   }
   return absl::OkStatus();
 #else
@@ -245,8 +244,8 @@ struct AlfiPipeline::Impl {
   }
 
   std::mutex search_mu;  // one Search at a time: slots, events and outputs are shared
-  // Each latent's current k-th best score (BatchMatcher::SetRunningThresholds);
-  // pinned on CUDA so kernels read it while the finisher raises it.
+  // Each latent's current k-th best score (BatchMatcher::SetRunningThresholds),
+  // read by CPU matchers while the finisher raises it.
   std::shared_ptr<Buffer> thresholds;
 
   bool cuda() const { return options.backend == Backend::kCuda; }
@@ -578,7 +577,7 @@ absl::StatusOr<std::vector<std::vector<Candidate>>> AlfiPipeline::Search(BatchMa
   const size_t threshold_bytes = sizeof(float) * static_cast<size_t>(L);
   if (im.thresholds == nullptr || im.thresholds->size() < threshold_bytes) {
     im.thresholds.reset();
-    auto t = Buffer::Allocate(im.cuda() ? MemoryKind::kPinned : MemoryKind::kHost, threshold_bytes, im.options.ordinal);
+    auto t = Buffer::Allocate(MemoryKind::kHost, threshold_bytes, im.options.ordinal);
     if (!t.ok()) {
       matcher.EndSearch();
       return t.status();

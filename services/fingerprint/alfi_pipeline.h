@@ -105,9 +105,9 @@ class BatchMatcher {
 
 // LSS or LSS-R through kernels/fingerprint/lss.h: the kernel writes one score
 // per template, the final stage passes it on. `kernel` picks the CUDA
-// variant (same scores). `prune` (LSS-R; the CPU backend and the block
-// kernel): comparisons that provably cannot beat the running k-th best
-// (SetRunningThresholds) skip the relaxation; the top-k lists are the same.
+// variant (same scores). `prune` (LSS-R, CPU backend): comparisons that
+// provably cannot beat the running k-th best (SetRunningThresholds) skip the
+// relaxation; the top-k lists are the same. The GPU scores every pair.
 class LssBatchMatcher : public BatchMatcher {
  public:
   explicit LssBatchMatcher(MccScore kind = MccScore::kLssR, const LssParams& lss = {}, const MccParams& mcc = {},

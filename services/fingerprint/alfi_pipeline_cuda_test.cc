@@ -87,10 +87,10 @@ TEST(AlfiPipelineCuda, TopKEqualsCpuBruteForce) {
   }
 }
 
-// The pruning block kernel (running k-th best read from pinned memory while
-// the finisher raises it) against the unpruned kernel and the CPU: the same
-// top-k lists, ids and scores exactly, with exact ties (duplicated
-// templates), exclusions and thresholds that move between batches.
+// A matcher asked to prune (the default) on the GPU, against an unpruned one
+// and the CPU (which does prune): the same top-k lists, ids and scores
+// exactly, with exact ties (duplicated templates) and exclusions. The GPU
+// scores every pair (its pruning kernel was taken out, alfi_pipeline.cc).
 TEST(AlfiPipelineCuda, PrunedTopKEqualsUnprunedAndCpu) {
   TESSERA_SKIP_WITHOUT_GPU();
   std::vector<std::vector<MinutiaPoint>> pts;

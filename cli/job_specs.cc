@@ -183,7 +183,7 @@ std::vector<FlagSpec> RegisterFlags() {
       {"memory-mode", "lean", "deformable stage memory: lean or standard (same result)"},
       {"deformable-model", "greedy", "deformable transform: greedy (dense field) or bspline (control grid, as elastix)"},
       {"bspline-spacing-mm", "10", "B-spline control spacing at the finest level, mm (coarser levels double it)"},
-      {"precision", "full",
+      {"precision", "mixed",
        "lean deformable stage storage: full (float, 36 B/voxel) or mixed (fp16 images + bf16 gradient, 26 B/voxel; "
        "lncc, one shard)"},
       {"linear-samples", "8192", "voxels drawn per rigid/affine iteration on the CPU (0 = every voxel)"},

@@ -96,12 +96,14 @@ struct RegistrationOptions {
   // ~92 B Adam). Same algorithm, same Dice.
   std::string memory_mode = "lean";
   // Storage precision of the lean deformable stage (issue 13, see
-  // deformable_stage.h): "full" (float images and gradient field, 36 B per
-  // voxel) or "mixed" (fp16 images, bf16 gradient field, float math and
-  // displacement: 26 B per voxel, the whole run under 30 B). Mixed applies to
-  // lncc with memory_mode "lean" and shards = 1; MSE, MI, the standard loop
-  // and sharded runs use full precision.
-  std::string precision = "full";
+  // deformable_stage.h): "mixed" (default: fp16 images, bf16 gradient field,
+  // float math and displacement: 26 B per voxel, the whole run 26.6 B on an
+  // H200 at 1024^3 and 1550^3 with the same Dice and time per iteration as
+  // full, bench/results/2026-12-02-h200-gigavoxel-mixed-out-of-core.md) or
+  // "full" (float images and gradient field, 36 B per voxel). Mixed applies to
+  // lncc with memory_mode "lean", shards = 1, in core; MSE, MI, the standard
+  // loop, sharded and out-of-core runs use full precision.
+  std::string precision = "mixed";
   // Issue 13: run the deformable stage sharded along z over this many
   // in-process ranks (threads on the CPU; streams sharing one GPU), the same
   // algorithm as shards = 1 (sharded_deformable_stage.h). 1 = unsharded.

@@ -1,10 +1,28 @@
 #include "kernels/parallel/communicator.h"
 
+#include <algorithm>
+
 #include "common/buffer.h"
 #include "common/status.h"
 
 namespace tessera {
 namespace parallel {
+
+double CombineReduced(double a, double b, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return a + b;
+    case ReduceOp::kMin:
+      return std::min(a, b);
+    case ReduceOp::kMax:
+      return std::max(a, b);
+  }
+  return a;
+}
+
+MemoryKind BufferKindFor(const Stream& stream) {
+  return stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
+}
 
 absl::StatusOr<double> AllReduceHostScalar(Communicator& comm, double value, ReduceOp op, const Stream& stream) {
   if (stream.backend() == Backend::kCpu) {

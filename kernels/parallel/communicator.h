@@ -26,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/buffer.h"
 #include "common/device.h"
 
 namespace tessera {
@@ -78,6 +79,11 @@ inline absl::Status AllReduceSum(Communicator& comm, float* data, size_t count, 
 // host-side bookkeeping (losses, counts) on any stream's communicator. For a
 // CUDA stream the value travels through a small device buffer.
 absl::StatusOr<double> AllReduceHostScalar(Communicator& comm, double value, ReduceOp op, const Stream& stream);
+
+// One step of a reduction, as the host-side communicators fold values.
+double CombineReduced(double a, double b, ReduceOp op);
+// Where a stream's buffers live: device memory for CUDA, host memory otherwise.
+MemoryKind BufferKindFor(const Stream& stream);
 
 }  // namespace parallel
 }  // namespace tessera

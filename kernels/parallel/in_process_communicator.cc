@@ -11,26 +11,6 @@
 
 namespace tessera {
 namespace parallel {
-namespace {
-
-MemoryKind KindFor(const Stream& stream) {
-  return stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
-}
-
-double Combine(double a, double b, ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return a + b;
-    case ReduceOp::kMin:
-      return std::min(a, b);
-    case ReduceOp::kMax:
-      return std::max(a, b);
-  }
-  return a;
-}
-
-}  // namespace
-
 InProcessGroup::InProcessGroup(int size, absl::Duration timeout)
     : size_(std::max(size, 1)), timeout_(timeout), published_(size_), mail_(size_ * size_) {}
 
@@ -90,7 +70,7 @@ absl::Status InProcessCommunicator::CheckPeer(int peer, const char* which) const
 template <typename T>
 absl::Status InProcessCommunicator::AllReduceImpl(T* data, size_t count, ReduceOp op, const Stream& stream) {
   if (count > 0 && data == nullptr) return absl::InvalidArgumentError("AllReduce: data is null");
-  const MemoryKind kind = KindFor(stream);
+  const MemoryKind kind = BufferKindFor(stream);
   TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   std::vector<T> mine(count);
   if (count > 0) TESSERA_RETURN_IF_ERROR(CopyBytes(mine.data(), MemoryKind::kHost, data, kind, count * sizeof(T), stream));
@@ -112,7 +92,7 @@ absl::Status InProcessCommunicator::AllReduceImpl(T* data, size_t count, ReduceO
     // Rank order, in double: the same bits on every rank, whatever the timing.
     for (size_t i = 0; i < count; ++i) {
       double acc = g.published_[0][i];
-      for (int r = 1; r < g.size_; ++r) acc = Combine(acc, g.published_[r][i], op);
+      for (int r = 1; r < g.size_; ++r) acc = CombineReduced(acc, g.published_[r][i], op);
       result[i] = static_cast<T>(acc);
     }
     // Nobody may publish the next call's values before everyone has read these.
@@ -139,7 +119,7 @@ absl::Status InProcessCommunicator::SendRecv(const void* send, size_t send_bytes
   TESSERA_RETURN_IF_ERROR(CheckPeer(src, "SendRecv: source"));
   if (dst != kNoPeer && send_bytes > 0 && send == nullptr) return absl::InvalidArgumentError("SendRecv: send is null");
   if (src != kNoPeer && recv_bytes > 0 && recv == nullptr) return absl::InvalidArgumentError("SendRecv: recv is null");
-  const MemoryKind kind = KindFor(stream);
+  const MemoryKind kind = BufferKindFor(stream);
   TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   InProcessGroup& g = *group_;
   std::unique_lock<std::mutex> lock(g.mu_);

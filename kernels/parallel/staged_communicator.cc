@@ -9,27 +9,6 @@
 
 namespace tessera {
 namespace parallel {
-namespace {
-
-MemoryKind KindFor(const Stream& stream) {
-  return stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
-}
-
-// InProcessCommunicator's Combine.
-double Combine(double a, double b, ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return a + b;
-    case ReduceOp::kMin:
-      return std::min(a, b);
-    case ReduceOp::kMax:
-      return std::max(a, b);
-  }
-  return a;
-}
-
-}  // namespace
-
 std::vector<double> StagedGroup::reduced(size_t call) const {
   return call < reduced_.size() ? reduced_[call] : std::vector<double>();
 }
@@ -58,7 +37,7 @@ absl::Status StagedGroup::Contribute(size_t call, int rank, ReduceOp op, const s
                                                      values.size(), " values, earlier shards ", reduced_[call].size(),
                                                      " (or another op)"));
     }
-    for (size_t i = 0; i < values.size(); ++i) reduced_[call][i] = Combine(reduced_[call][i], values[i], op);
+    for (size_t i = 0; i < values.size(); ++i) reduced_[call][i] = CombineReduced(reduced_[call][i], values[i], op);
   }
   last_rank_[call] = rank;
   return absl::OkStatus();
@@ -67,7 +46,7 @@ absl::Status StagedGroup::Contribute(size_t call, int rank, ReduceOp op, const s
 template <typename T>
 absl::Status StagedCommunicator::AllReduceImpl(T* data, size_t count, ReduceOp op, const Stream& stream) {
   if (count > 0 && data == nullptr) return absl::InvalidArgumentError("AllReduce: data is null");
-  const MemoryKind kind = KindFor(stream);
+  const MemoryKind kind = BufferKindFor(stream);
   const size_t call = calls_++;
   if (call < group_->published_.size() && !group_->published_[call].empty()) {
     const std::vector<double>& values = group_->published_[call];

@@ -17,18 +17,6 @@
 namespace tessera::registration {
 namespace {
 
-// registrar_test's QuickOptions.
-RegistrationOptions QuickOptions(const std::string& metric) {
-  RegistrationOptions o;
-  o.metric = metric;
-  o.scales = {2, 1};
-  o.rigid_iterations = {40, 20};
-  o.affine_iterations = {40, 20};
-  o.deformable_iterations = {80, 40};
-  o.device = "cpu";
-  return o;
-}
-
 double Dice(const ColinProblem& p, const RegistrationResult& result) {
   auto warped = WarpLabels(*p.pair.moving_labels, p.fixed, result, "cpu");
   EXPECT_TRUE(warped.ok()) << warped.status();
@@ -62,12 +50,12 @@ void ExpectBsplineGain(const ColinProblem& p, RegistrationOptions o, double min_
 
 TEST(BsplineStage, MutualInformationRaisesDice) {
   // Measured: 0.838 -> 0.958 (CPU, 2 mm).
-  ExpectBsplineGain(MakeColinProblem(IntensityChange::kNonMonotonic, 11, 2), QuickOptions("mi"), 0.08, 0.93);
+  ExpectBsplineGain(MakeColinProblem(IntensityChange::kNonMonotonic, 11, 2), QuickColinOptions("mi"), 0.08, 0.93);
 }
 
 TEST(BsplineStage, BadOptionsAreNamed) {
   ColinProblem p = MakeColinProblem(IntensityChange::kGamma, 7, 2);
-  RegistrationOptions o = QuickOptions("lncc");
+  RegistrationOptions o = QuickColinOptions("lncc");
   o.deformable_model = "thin-plate";
   auto r = Register(p.fixed, p.pair.moving, o);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);

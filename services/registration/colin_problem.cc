@@ -22,4 +22,15 @@ ColinProblem MakeColinProblem(IntensityChange intensity, uint64_t seed, int fact
   return p;
 }
 
+RegistrationOptions QuickColinOptions(const std::string& metric, std::vector<int> deformable_iterations) {
+  RegistrationOptions o;
+  o.metric = metric;
+  o.scales = {2, 1};
+  o.rigid_iterations = {40, 20};
+  o.affine_iterations = {40, 20};
+  o.deformable_iterations = std::move(deformable_iterations);
+  o.device = "cpu";
+  return o;
+}
+
 }  // namespace tessera::registration

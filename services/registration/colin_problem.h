@@ -5,7 +5,10 @@
 #define TESSERA_SERVICES_REGISTRATION_COLIN_PROBLEM_H_
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
+#include "services/registration/registrar.h"
 #include "services/registration/synthetic.h"
 
 namespace tessera::registration {
@@ -18,6 +21,10 @@ struct ColinProblem {
 // Colin27 downsampled `factor` times (2: 2 mm), moving = a synthetic warp of it
 // with `intensity` and `seed`. Fails the calling test when the data is missing.
 ColinProblem MakeColinProblem(IntensityChange intensity, uint64_t seed, int factor);
+
+// The quick schedule the registration tests share: scales 2,1, rigid and
+// affine 40,20 iterations, `deformable_iterations` per scale, CPU backend.
+RegistrationOptions QuickColinOptions(const std::string& metric, std::vector<int> deformable_iterations = {80, 40});
 
 }  // namespace tessera::registration
 

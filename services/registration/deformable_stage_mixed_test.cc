@@ -21,13 +21,7 @@ namespace tessera::registration {
 namespace {
 
 RegistrationOptions QuickOptions(const std::string& metric, const std::string& precision) {
-  RegistrationOptions o;
-  o.metric = metric;
-  o.scales = {2, 1};
-  o.rigid_iterations = {40, 20};
-  o.affine_iterations = {40, 20};
-  o.deformable_iterations = {80, 40};
-  o.device = "cpu";
+  RegistrationOptions o = QuickColinOptions(metric);
   o.precision = precision;
   return o;
 }

@@ -22,17 +22,6 @@
 namespace tessera::registration {
 namespace {
 
-RegistrationOptions QuickOptions(const std::string& metric) {
-  RegistrationOptions o;
-  o.metric = metric;
-  o.scales = {2, 1};
-  o.rigid_iterations = {40, 20};
-  o.affine_iterations = {40, 20};
-  o.deformable_iterations = {40, 20};
-  o.device = "cpu";
-  return o;
-}
-
 struct Outcome {
   double dice = 0;
   NDArray displacement;
@@ -80,25 +69,26 @@ void ExpectOutOfCoreMatchesInCore(const ColinProblem& p, RegistrationOptions o, 
 }
 
 TEST(OutOfCoreStage, LnccMatchesInCoreShards) {
-  ExpectOutOfCoreMatchesInCore(MakeColinProblem(IntensityChange::kGamma, 7, 3), QuickOptions("lncc"), 2);
+  ExpectOutOfCoreMatchesInCore(MakeColinProblem(IntensityChange::kGamma, 7, 3), QuickColinOptions("lncc", {40, 20}), 2);
 }
 
 TEST(OutOfCoreStage, MseMatchesInCoreShards) {
-  ExpectOutOfCoreMatchesInCore(MakeColinProblem(IntensityChange::kGamma, 3, 3), QuickOptions("mse"), 3);
+  ExpectOutOfCoreMatchesInCore(MakeColinProblem(IntensityChange::kGamma, 3, 3), QuickColinOptions("mse", {40, 20}), 3);
 }
 
 TEST(OutOfCoreStage, MutualInformationMatchesInCoreShards) {
-  ExpectOutOfCoreMatchesInCore(MakeColinProblem(IntensityChange::kNonMonotonic, 11, 3), QuickOptions("mi"), 4);
+  ExpectOutOfCoreMatchesInCore(MakeColinProblem(IntensityChange::kNonMonotonic, 11, 3), QuickColinOptions("mi", {40, 20}), 4);
 }
 
 TEST(OutOfCoreStage, AdamMatchesInCoreShards) {
-  RegistrationOptions o = QuickOptions("lncc");
+  RegistrationOptions o = QuickColinOptions("lncc", {40, 20});
   o.deformable_step = "adam";
   ExpectOutOfCoreMatchesInCore(MakeColinProblem(IntensityChange::kGamma, 7, 3), o, 3);
 }
 
 TEST(OutOfCoreStage, BudgetChoosesOutOfCore) {
   RegistrationOptions o;
+  o.precision = "full";  // the need counted below: 36 B per voxel
   const Dims3 d{512, 512, 512};
   const Stream cpu = Stream::Cpu();
   EXPECT_EQ(LeanStageDeviceBytes(o, d.size()), 36 * d.size());

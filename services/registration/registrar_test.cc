@@ -26,17 +26,6 @@ double MeanDice(const NDArray& a, const NDArray& b) {
   return ComputeLabelMetrics(a, b, options).value().mean_dice;
 }
 
-RegistrationOptions QuickOptions(const std::string& metric) {
-  RegistrationOptions o;
-  o.metric = metric;
-  o.scales = {2, 1};
-  o.rigid_iterations = {40, 20};
-  o.affine_iterations = {40, 20};
-  o.deformable_iterations = {80, 40};
-  o.device = "cpu";
-  return o;
-}
-
 // min_dice: measured after issue 17 (normalized deformable step) minus a
 // margin; the per-voxel Adam step before it reached 0.941 (lncc) and 0.780 (mi).
 void ExpectRegistersBack(const Problem& p, const RegistrationOptions& options, double min_gain, double min_dice) {
@@ -61,12 +50,12 @@ void ExpectRegistersBack(const Problem& p, const RegistrationOptions& options, d
 
 TEST(Registrar, LnccRegistersADeformedBrainBack) {
   Problem p = MakeProblem(IntensityChange::kGamma, 7);
-  ExpectRegistersBack(p, QuickOptions("lncc"), 0.15, 0.95);  // measured 0.966
+  ExpectRegistersBack(p, QuickColinOptions("lncc"), 0.15, 0.95);  // measured 0.966
 }
 
 TEST(Registrar, MutualInformationHandlesANonMonotonicModality) {
   Problem p = MakeProblem(IntensityChange::kNonMonotonic, 11);
-  ExpectRegistersBack(p, QuickOptions("mi"), 0.10, 0.90);  // measured 0.936
+  ExpectRegistersBack(p, QuickColinOptions("mi"), 0.10, 0.90);  // measured 0.936
 }
 
 TEST(Registrar, RejectsBadInputs) {
@@ -75,7 +64,7 @@ TEST(Registrar, RejectsBadInputs) {
   b.data = NDArray::Allocate({8, 8, 1}, DType::kFloat32).value();
   for (int64_t i = 0; i < 512; ++i) a.data.data<float>()[i] = static_cast<float>(i % 7);
   for (int64_t i = 0; i < 64; ++i) b.data.data<float>()[i] = static_cast<float>(i % 5);
-  RegistrationOptions o = QuickOptions("lncc");
+  RegistrationOptions o = QuickColinOptions("lncc");
   EXPECT_EQ(Register(a, b, o).status().code(), absl::StatusCode::kInvalidArgument);  // 3-D vs 2-D
 
   Volume nan = a;
@@ -100,7 +89,7 @@ TEST(Registrar, RejectsBadInputs) {
   o.metric = "nope";
   EXPECT_EQ(Register(a, a, o).status().code(), absl::StatusCode::kInvalidArgument);
 
-  o = QuickOptions("lncc");
+  o = QuickColinOptions("lncc");
   o.deformable_halve_after = -1;
   r = Register(a, a, o);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
@@ -114,7 +103,7 @@ TEST(Registrar, RejectsBadInputs) {
 TEST(Registrar, HonoursCancellation) {
   Problem p = MakeProblem(IntensityChange::kGamma, 3);
   std::atomic<bool> cancel{false};
-  auto result = Register(p.fixed, p.pair.moving, QuickOptions("mse"),
+  auto result = Register(p.fixed, p.pair.moving, QuickColinOptions("mse"),
                          [&](const RegistrationProgress& progress) {
                            if (progress.iteration >= 3) cancel = true;
                          },

@@ -27,17 +27,6 @@ using Problem = ColinProblem;
 
 Problem MakeProblem(IntensityChange intensity, uint64_t seed) { return MakeColinProblem(intensity, seed, static_cast<int>(kVoxelMm)); }
 
-RegistrationOptions QuickOptions(const std::string& metric) {
-  RegistrationOptions o;
-  o.metric = metric;
-  o.scales = {2, 1};
-  o.rigid_iterations = {40, 20};
-  o.affine_iterations = {40, 20};
-  o.deformable_iterations = {60, 30};
-  o.device = "cpu";
-  return o;
-}
-
 struct Outcome {
   double dice = 0;
   NDArray displacement;
@@ -105,25 +94,25 @@ void ExpectShardsMatchSingleRank(const Problem& p, const RegistrationOptions& o)
 }
 
 TEST(ShardedDeformable, LnccMatchesSingleRank) {
-  ExpectShardsMatchSingleRank(MakeProblem(IntensityChange::kGamma, 7), QuickOptions("lncc"));
+  ExpectShardsMatchSingleRank(MakeProblem(IntensityChange::kGamma, 7), QuickColinOptions("lncc", {60, 30}));
 }
 
 TEST(ShardedDeformable, MseMatchesSingleRank) {
-  ExpectShardsMatchSingleRank(MakeProblem(IntensityChange::kGamma, 3), QuickOptions("mse"));
+  ExpectShardsMatchSingleRank(MakeProblem(IntensityChange::kGamma, 3), QuickColinOptions("mse", {60, 30}));
 }
 
 TEST(ShardedDeformable, MutualInformationMatchesSingleRank) {
-  ExpectShardsMatchSingleRank(MakeProblem(IntensityChange::kNonMonotonic, 11), QuickOptions("mi"));
+  ExpectShardsMatchSingleRank(MakeProblem(IntensityChange::kNonMonotonic, 11), QuickColinOptions("mi", {60, 30}));
 }
 
 TEST(ShardedDeformable, StepHalvingMatchesSingleRank) {
-  RegistrationOptions o = QuickOptions("mi");
+  RegistrationOptions o = QuickColinOptions("mi", {60, 30});
   o.deformable_halve_after = 2;
   ExpectShardsMatchSingleRank(MakeProblem(IntensityChange::kNonMonotonic, 11), o);
 }
 
 TEST(ShardedDeformable, AdamMatchesSingleRank) {
-  RegistrationOptions o = QuickOptions("lncc");
+  RegistrationOptions o = QuickColinOptions("lncc", {60, 30});
   o.deformable_step = "adam";
   ExpectShardsMatchSingleRank(MakeProblem(IntensityChange::kGamma, 7), o);
 }
@@ -138,7 +127,7 @@ TEST(ShardedDeformable, ThinLevelsRunOnFewerShards) {
   Phantom ph = MakePhantom(24).value();
   SyntheticOptions so;
   SyntheticPair pair = MakeSyntheticPair(ph.image, nullptr, so).value();
-  RegistrationOptions o = QuickOptions("lncc");
+  RegistrationOptions o = QuickColinOptions("lncc", {60, 30});
   o.stages = {"deformable"};
   o.deformable_iterations = {3, 3};
   o.metric_options.lncc_window = 7;
@@ -154,7 +143,7 @@ TEST(ShardedDeformable, ThinLevelsRunOnFewerShards) {
 
 TEST(ShardedDeformable, RejectsUnsupportedOptions) {
   Phantom ph = MakePhantom(16).value();
-  RegistrationOptions o = QuickOptions("lncc");
+  RegistrationOptions o = QuickColinOptions("lncc", {60, 30});
   o.shards = 0;
   auto r = Register(ph.image, ph.image, o);
   ASSERT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);

@@ -18,34 +18,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "services/fingerprint/gallery_store.h"
+#include "services/fingerprint/gallery_test_util.h"
 
 namespace tessera {
 namespace fingerprint {
 namespace {
 
+using gallery_testing::FreshDir;
+using gallery_testing::MakeTemplate;
+using gallery_testing::LogPath;
+
 using ::testing::HasSubstr;
-
-std::string FreshDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name, "_", getpid());
-  std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str());
-  return dir;
-}
-
-StoredTemplate MakeTemplate(const std::string& id, int salt) {
-  StoredTemplate t;
-  t.id = id;
-  t.format = TemplateFormat::kXyt;
-  t.bytes = absl::StrCat("10 20 30 40\n", salt, " ", salt + 1, " 90 50\n");
-  for (int i = 0; i < 3 + salt % 5; ++i) {
-    t.minutiae.push_back({static_cast<float>(10 + i + salt), static_cast<float>(20 + 2 * i), 0.25f * i});
-  }
-  return t;
-}
-
-std::string LogPath(const std::string& dir, uint64_t gen = 1) {
-  return dir + "/" + gallery_internal::LogFileName(gen);
-}
 
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -96,7 +79,7 @@ void ExpectBroken(const std::string& dir, const std::string& what) {
 }
 
 TEST(GalleryChainTest, RecordsChainAcrossReopeningAndCompaction) {
-  const std::string dir = FreshDir("chain_ok");
+  const std::string dir = FreshDir("chain_ok", /*create=*/true);
   MakeGallery(dir, 3);
   {
     auto store = GalleryStore::Open(dir);
@@ -124,7 +107,7 @@ TEST(GalleryChainTest, RecordsChainAcrossReopeningAndCompaction) {
 
 // An edit whose CRC is fixed up too (what a CRC alone cannot catch).
 TEST(GalleryChainTest, EditedRecordWithAValidCrcIsFound) {
-  const std::string dir = FreshDir("chain_edit");
+  const std::string dir = FreshDir("chain_edit", /*create=*/true);
   std::vector<std::string> records = MakeGallery(dir, 4);
   ASSERT_EQ(records.size(), 4u);
   std::string payload = records[1].substr(8);
@@ -138,7 +121,7 @@ TEST(GalleryChainTest, EditedRecordWithAValidCrcIsFound) {
 }
 
 TEST(GalleryChainTest, DeletedRecordIsFound) {
-  const std::string dir = FreshDir("chain_delete");
+  const std::string dir = FreshDir("chain_delete", /*create=*/true);
   std::vector<std::string> records = MakeGallery(dir, 4);
   records.erase(records.begin() + 1);
   WriteAll(LogPath(dir), Join(records));
@@ -146,15 +129,15 @@ TEST(GalleryChainTest, DeletedRecordIsFound) {
 }
 
 TEST(GalleryChainTest, ReorderedRecordsAreFound) {
-  const std::string dir = FreshDir("chain_reorder");
+  const std::string dir = FreshDir("chain_reorder", /*create=*/true);
   std::vector<std::string> records = MakeGallery(dir, 4);
   std::swap(records[1], records[2]);
   WriteAll(LogPath(dir), Join(records));
   ExpectBroken(dir, "record 3 follows record 1");
   // The same record twice (replayed): "comes after".
-  records = MakeGallery(FreshDir("chain_repeat"), 3);
+  records = MakeGallery(FreshDir("chain_repeat", /*create=*/true), 3);
   records.push_back(records[1]);
-  const std::string repeat_dir = FreshDir("chain_repeat");
+  const std::string repeat_dir = FreshDir("chain_repeat", /*create=*/true);
   WriteAll(LogPath(repeat_dir), Join(records));
   ExpectBroken(repeat_dir, "record 2 comes after record 3");
 }
@@ -162,7 +145,7 @@ TEST(GalleryChainTest, ReorderedRecordsAreFound) {
 // Galleries written before the chain: read as they are, counted, and the chain
 // starts after them; an unchained record after the chain began is an insertion.
 TEST(GalleryChainTest, LegacyRecordsAreReadAndTheChainStartsAfterThem) {
-  const std::string dir = FreshDir("chain_legacy");
+  const std::string dir = FreshDir("chain_legacy", /*create=*/true);
   std::string legacy;
   for (int i = 0; i < 3; ++i) {
     legacy += gallery_internal::FrameRecord(gallery_internal::EncodeEnroll(MakeTemplate(absl::StrCat("old", i), i)));

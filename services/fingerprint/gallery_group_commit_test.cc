@@ -13,28 +13,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "services/fingerprint/gallery_store.h"
+#include "services/fingerprint/gallery_test_util.h"
 
 namespace tessera {
 namespace fingerprint {
 namespace {
 
-std::string FreshDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name, "_", getpid());
-  std::system(("rm -rf '" + dir + "'").c_str());
-  return dir;
-}
-
-StoredTemplate MakeTemplate(const std::string& id, int salt) {
-  StoredTemplate t;
-  t.id = id;
-  t.format = TemplateFormat::kXyt;
-  t.bytes = absl::StrCat("10 20 30 40\n", salt, " ", salt + 1, " 90 50\n");
-  for (int i = 0; i < 3 + salt % 5; ++i) {
-    t.minutiae.push_back({static_cast<float>(10 + i + salt), static_cast<float>(20 + 2 * i), 0.25f * i});
-  }
-  return t;
-}
+using gallery_testing::FreshDir;
+using gallery_testing::MakeTemplate;
 
 // Blocks until `store` has `n` requests queued (false after 20 s).
 bool WaitForQueued(const GalleryStore& store, size_t n) {

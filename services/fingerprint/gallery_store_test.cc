@@ -2,6 +2,7 @@
 // corruption in the middle, compaction with persisted cylinders, and a real
 // crash test (a child process enrolling in a loop is killed with SIGKILL).
 #include "services/fingerprint/gallery_store.h"
+#include "services/fingerprint/gallery_test_util.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -33,25 +34,11 @@ namespace tessera {
 namespace fingerprint {
 namespace {
 
+using gallery_testing::FreshDir;
+using gallery_testing::MakeTemplate;
+using gallery_testing::LogPath;
+
 using ::testing::HasSubstr;
-
-std::string FreshDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name, "_", getpid());
-  std::system(("rm -rf '" + dir + "'").c_str());
-  return dir;
-}
-
-StoredTemplate MakeTemplate(const std::string& id, int salt) {
-  StoredTemplate t;
-  t.id = id;
-  t.format = TemplateFormat::kXyt;
-  t.bytes = absl::StrCat("10 20 30 40\n", salt, " ", salt + 1, " 90 50\n");
-  for (int i = 0; i < 3 + salt % 5; ++i) {
-    t.minutiae.push_back({static_cast<float>(10 + i + salt), static_cast<float>(20 + 2 * i), 0.25f * i});
-  }
-  return t;
-}
 
 void ExpectSame(const StoredTemplate& a, const StoredTemplate& b) {
   EXPECT_EQ(a.id, b.id);
@@ -68,10 +55,6 @@ void ExpectSame(const StoredTemplate& a, const StoredTemplate& b) {
 int64_t FileSize(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0 ? st.st_size : -1;
-}
-
-std::string LogPath(const std::string& dir, uint64_t gen = 1) {
-  return dir + "/" + gallery_internal::LogFileName(gen);
 }
 
 void AppendBytes(const std::string& path, const std::string& bytes) {

@@ -86,10 +86,7 @@ bool Compare(const char* path, std::shared_ptr<const MccGallery> gallery, const 
 int Run() {
   const int L = absl::GetFlag(FLAGS_latents);
   const uint64_t seed = absl::GetFlag(FLAGS_seed);
-  const DeviceRegistry& devices = DeviceRegistry::Get();
-  const bool gpu = devices.cuda_available();
-  std::printf("fingerprint_prune_bench on %s; LSS-R popcount path %s\n", devices.Describe().c_str(),
-              cpu::PopcountPath());
+  std::printf("fingerprint_prune_bench (CPU); LSS-R popcount path %s\n", cpu::PopcountPath());
   const std::vector<BaseTemplate> bases = LoadBenchBases(absl::GetFlag(FLAGS_data), seed);
   std::vector<MccTemplate> latents;
   for (int i = 0; i < L; ++i) {
@@ -97,28 +94,20 @@ int Run() {
     SplitMix64 rng(seed + 7919 * i);
     latents.push_back(cpu::BuildMccTemplate(CropLatent(b.points, LatentCropParams(), rng)));
   }
-  const int64_t largest = absl::GetFlag(FLAGS_cpu_gallery);
+  const int64_t n = absl::GetFlag(FLAGS_cpu_gallery);
   SyntheticGalleryOptions so;
   so.seed = seed;
-  so.size = largest;
-  so.mated_templates = std::min<int64_t>(largest, 4 * static_cast<int64_t>(bases.size()));
+  so.size = n;
+  so.mated_templates = std::min<int64_t>(n, 4 * static_cast<int64_t>(bases.size()));
   auto synthetic = SyntheticGallery::Create(bases, so);
   if (!synthetic.ok()) {
     std::fprintf(stderr, "%s\n", std::string(synthetic.status().message()).c_str());
     return 1;
   }
-  Stream cpu_stream = Stream::Cpu();
-  std::unique_ptr<Stream> gpu_stream;
-  if (gpu) {
-    auto s = Stream::Create(Backend::kCuda);
-    if (!s.ok()) return 1;
-    gpu_stream = std::make_unique<Stream>(std::move(*s));
-  }
   auto gallery = std::make_shared<MccGallery>();
   std::vector<int64_t> identity;
   const double g0 = Now();
-  const int64_t cpu_n = absl::GetFlag(FLAGS_cpu_gallery);
-  if (!synthetic->AppendTo(gpu ? *gpu_stream : cpu_stream, 0, cpu_n, gallery.get(), &identity).ok()) return 1;
+  if (!synthetic->AppendTo(Stream::Cpu(), 0, n, gallery.get(), &identity).ok()) return 1;
   std::printf("top-%d lists of %d latent crops; gallery built in %.1f s\n\n", absl::GetFlag(FLAGS_top), L, Now() - g0);
   std::printf("| path | templates | latents | old (K/s) | new | new / old | top-k identical |\n");
   std::printf("|---|---:|---:|---:|---:|---:|---|\n");

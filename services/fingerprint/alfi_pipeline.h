@@ -96,8 +96,8 @@ class BatchMatcher {
   virtual void EndSearch() {}
   // Called after BeginSearch: thresholds[l] is latent l's current k-th best
   // score in the search's top list (0 until the list is full), raised by the
-  // pipeline as batches are merged (32-bit relaxed atomic stores); on CUDA it
-  // is pinned host memory that kernels may read. A matcher may report
+  // pipeline as batches are merged (32-bit relaxed atomic stores; host
+  // memory, read by CPU matchers while they run). A matcher may report
   // kLssPrunedScore for a template whose score it proves to be below
   // thresholds[l] (it cannot enter the list). Default: ignored.
   virtual void SetRunningThresholds(const float* thresholds) { (void)thresholds; }

@@ -39,7 +39,9 @@ absl::StatusOr<std::string> JoinRendezvous(const std::shared_ptr<grpc::Channel>&
 absl::StatusOr<std::unique_ptr<NcclCommunicator>> CreateNcclCommunicatorByRendezvous(
     const std::shared_ptr<grpc::Channel>& channel, const RendezvousRank& who, int device_ordinal) {
   std::string posted;
-  if (who.rank == 0) TESSERA_ASSIGN_OR_RETURN(posted, NcclUniqueId());
+  if (who.rank == 0) {
+    TESSERA_ASSIGN_OR_RETURN(posted, NcclUniqueId());
+  }
   TESSERA_ASSIGN_OR_RETURN(const std::string id, JoinRendezvous(channel, who, posted));
   return NcclCommunicator::Create(id, who.rank, who.world_size, device_ordinal);
 }

@@ -13,8 +13,9 @@
 
 namespace tessera::registration {
 
-absl::StatusOr<NDArray> NormalizedIntensitiesParallel(const Volume& v, const char* which) {
-  TESSERA_ASSIGN_OR_RETURN(NDArray f, NDArray::Allocate(v.data.shape(), DType::kFloat32));
+absl::StatusOr<NDArray> NormalizedIntensitiesParallel(const Volume& v, const char* which, MemoryKind kind) {
+  if (kind == MemoryKind::kDevice) return absl::InvalidArgumentError("normalised intensities are host memory");
+  TESSERA_ASSIGN_OR_RETURN(NDArray f, NDArray::Allocate(v.data.shape(), DType::kFloat32, kind));
   const int64_t n = f.num_elements();
   float* p = f.data<float>();
   // float32 copy, finite min/max and the non-finite count in one parallel pass.

@@ -20,8 +20,10 @@ namespace tessera::registration {
 // Host float32 copy of v's intensities mapped to [0, 1] by its 0.5th and
 // 99.5th percentiles (ComputeWindow's sampled percentiles; min..max when they
 // coincide), clamped. INVALID_ARGUMENT for NaN/Inf voxels or a constant image,
-// naming `which`.
-absl::StatusOr<NDArray> NormalizedIntensitiesParallel(const Volume& v, const char* which);
+// naming `which`. `kind`: kHost, or kPinned (a bounded run's images, uploaded
+// slab by slab; CUDA builds only).
+absl::StatusOr<NDArray> NormalizedIntensitiesParallel(const Volume& v, const char* which,
+                                                      MemoryKind kind = MemoryKind::kHost);
 
 // Intensity-weighted centre of mass of a host float32 (nx, ny, nz) array, RAS mm.
 std::array<double, 3> CentreOfMassParallel(const NDArray& intensities, const Geometry& geometry);

@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "kernels/parallel/ring_sampler.h"
 #include "kernels/parallel/sharded_greedy_step.h"
+#include "kernels/parallel/sharded_ops.h"
 #include "kernels/parallel/slab.h"
 #include "kernels/parallel/staged_communicator.h"
 #include "kernels/registration/field_ops.h"
@@ -51,7 +52,10 @@ int64_t SlabBytesPerVoxel(const RegistrationOptions& options) {
   return 60 + (options.deformable_step == "adam" ? 24 : 0);
 }
 
-enum class Phase { kSample, kMetricPrepass, kMetric, kSmoothGradient, kCompose, kSmoothField };
+enum class Phase { kSample, kMetricPrepass, kMetric, kSmoothGradient, kCompose, kSmoothField,
+                   // The output passes of a bounded run (RunOutOfCoreOutputs): the warp
+                   // alone (no sampling Jacobian), and det J's summary.
+                   kWarp, kJacobian };
 // Which slices of a whole host array a phase moves: the own ones, or own + halos.
 enum class Part { kOwn, kLocal };
 
@@ -201,7 +205,11 @@ class OutOfCoreRunner {
     std::vector<std::tuple<const NDArray*, Part, NDArray*>> in;
     switch (phase) {
       case Phase::kSample:
+      case Phase::kWarp:
         in = {{&level.u, Part::kOwn, &s.u}};
+        break;
+      case Phase::kJacobian:
+        in = {{&level.u, Part::kLocal, &s.u}};
         break;
       case Phase::kMetricPrepass:
         in = {{&level.fixed, Part::kOwn, &s.fixed}, {&level.warped, Part::kOwn, &s.warped}};
@@ -221,8 +229,15 @@ class OutOfCoreRunner {
         in = {{&level.u, Part::kLocal, &s.u}};
         break;
     }
-    for (auto [whole, part, local] : in) TESSERA_RETURN_IF_ERROR(UploadSlab(*whole, l, part, *local, up_));
-    if (phase == Phase::kSample) {
+    for (auto [whole, part, local] : in) {
+      // No field yet (the initial loss, an affine-only run): a zero field.
+      if (whole->empty()) {
+        TESSERA_RETURN_IF_ERROR(FillZero(*local, up_));
+        continue;
+      }
+      TESSERA_RETURN_IF_ERROR(UploadSlab(*whole, l, part, *local, up_));
+    }
+    if (phase == Phase::kSample || phase == Phase::kWarp) {
       const Dims3 md = level.moving_dims;
       const int64_t slice = md.nx * md.ny;
       TESSERA_RETURN_IF_ERROR(CopyBytes(s.moving.data<float>(), s.moving.memory_kind(),
@@ -239,7 +254,11 @@ class OutOfCoreRunner {
       case Phase::kSample:
         out = {{&s.warped, &level.warped}, {&s.grad_u, &level.grad}};
         break;
+      case Phase::kWarp:
+        out = {{&s.warped, &level.warped}};
+        break;
       case Phase::kMetricPrepass:
+      case Phase::kJacobian:
         break;
       case Phase::kMetric:
       case Phase::kSmoothGradient:
@@ -263,7 +282,7 @@ class OutOfCoreRunner {
   // histogram, MI), else 0.
   absl::StatusOr<double> Run(Phase phase, Level& level, StagedGroup& group, int64_t adam_step) {
     const int shards = static_cast<int>(level.layouts.size());
-    const bool window = phase == Phase::kSample;
+    const bool window = phase == Phase::kSample || phase == Phase::kWarp;
     double value = 0;
     TESSERA_RETURN_IF_ERROR(Bind(sets_[0], level, 0, window));
     TESSERA_RETURN_IF_ERROR(sets_[0].downloaded.MakeWait(up_));
@@ -300,6 +319,25 @@ class OutOfCoreRunner {
           break;
         case Phase::kCompose:
           TESSERA_RETURN_IF_ERROR(parallel::GreedyComposePhase(comm, s, step_, compute_));
+          break;
+        case Phase::kWarp: {
+          parallel::WindowSampleArgs wa;
+          wa.out_layout = s.layout;
+          wa.disp = s.u.data<float>();
+          wa.affine = s.affine;
+          wa.padding = Padding::kZeros;
+          wa.moving_dims = level.moving_dims;
+          wa.window = s.moving.data<float>();
+          wa.window_z0 = s.moving_z0;
+          wa.window_nz = s.moving.dim(2);
+          TESSERA_RETURN_IF_ERROR(parallel::WindowGridSample(wa, s.warped.data<float>(), nullptr, compute_));
+          break;
+        }
+        case Phase::kJacobian:
+          // The summary's four values are folded by `group` (calls 0-3: voxels, folds, min, max).
+          TESSERA_RETURN_IF_ERROR(
+              parallel::ShardedJacobian(comm, s.layout, s.u, &s.warped, compute_, DisplacementUnits::kNormalized)
+                  .status());
           break;
         case Phase::kSmoothField: {
           TESSERA_RETURN_IF_ERROR(parallel::GreedySmoothFieldPhase(comm, s, step_, compute_));
@@ -352,6 +390,82 @@ absl::StatusOr<NDArray> HostImage(const NDArray* image, const Stream& stream) {
   return host;
 }
 
+// The stage's copy streams and runner on `stream`'s device.
+absl::StatusOr<std::unique_ptr<OutOfCoreRunner>> MakeRunner(const Stream& stream, const GreedyStepOptions& step) {
+  Stream up = Stream::Cpu(), down = Stream::Cpu();
+  if (stream.backend() == Backend::kCuda) {
+    TESSERA_ASSIGN_OR_RETURN(up, Stream::Create(Backend::kCuda, stream.ordinal()));
+    TESSERA_ASSIGN_OR_RETURN(down, Stream::Create(Backend::kCuda, stream.ordinal()));
+  }
+  return std::make_unique<OutOfCoreRunner>(stream, std::move(up), std::move(down), step,
+                                           step.rule == GreedyRule::kAdam);
+}
+
+// The shard layouts of `level` (its fixed image and u set), its sampler
+// affine and the range of its current field (the moving windows).
+absl::Status LayOut(Level& level, int shards, int64_t halo, const Mat4& t, const GridSpace& fixed_space,
+                    const GridSpace& moving_space) {
+  level.dims = DimsOf(level.fixed);
+  level.moving_dims = DimsOf(level.moving);
+  const int ranks = ShardsForLevel(shards, level.dims.nz, halo);
+  TESSERA_ASSIGN_OR_RETURN(const parallel::SlabPartition partition, parallel::SlabPartition::Make(level.dims.nz, ranks));
+  level.layouts.clear();
+  for (int r = 0; r < ranks; ++r) {
+    TESSERA_ASSIGN_OR_RETURN(SlabLayout l, partition.Layout(level.dims, r, halo));
+    level.layouts.push_back(l);
+  }
+  TESSERA_ASSIGN_OR_RETURN(Affine12 a, SamplerAffineFromPhysical(t, fixed_space, moving_space));
+  for (int i = 0; i < 12; ++i) level.affine[i] = static_cast<float>(a[i]);
+  level.disp_min = level.disp_max = 0;
+  if (!level.u.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(ArrayStats u_stats, ComputeArrayStats(level.u, Stream::Cpu()));
+    level.disp_min = u_stats.min;
+    level.disp_max = u_stats.max;
+  }
+  return absl::OkStatus();
+}
+
+// The first half of an iteration over the shards (sample, [MI prepass],
+// metric): the loss at the level's field; dL/du left in level.grad.
+absl::StatusOr<double> EvaluateLoss(OutOfCoreRunner& runner, Level& level, const GreedyStepOptions& step,
+                                    int64_t adam_step) {
+  const int ranks = static_cast<int>(level.layouts.size());
+  runner.set_step(step);
+  StagedGroup sample(ranks);
+  TESSERA_RETURN_IF_ERROR(runner.Run(Phase::kSample, level, sample, adam_step).status());
+  StagedGroup metric(ranks);
+  if (parallel::GreedyMetricNeedsPrepass(step)) {
+    StagedGroup prepass(ranks);
+    TESSERA_RETURN_IF_ERROR(runner.Run(Phase::kMetricPrepass, level, prepass, adam_step).status());
+    metric.Publish(0, prepass.reduced(0));  // the joint histogram over the shards
+  }
+  TESSERA_ASSIGN_OR_RETURN(double loss, runner.Run(Phase::kMetric, level, metric, adam_step));
+  if (!parallel::GreedyMetricNeedsPrepass(step)) {
+    TESSERA_ASSIGN_OR_RETURN(loss, parallel::GreedyLossFromReducedSum(step, metric.reduced(0), level.dims));
+  }
+  return loss;
+}
+
+// A level of the output passes: host images and field, warped and gradient
+// scratch, laid out for `shards`.
+absl::StatusOr<Level> OutputLevel(const Stream& stream, const GreedyStepOptions& step, const Mat4& t,
+                                  const DeformableLevel& full, const NDArray& u, int shards) {
+  Level level;
+  TESSERA_ASSIGN_OR_RETURN(level.fixed, HostImage(full.fixed, stream));
+  TESSERA_ASSIGN_OR_RETURN(level.moving, HostImage(full.moving, stream));
+  if (!u.empty() && (u.memory_kind() == MemoryKind::kDevice || DimsOf(u).size() != DimsOf(level.fixed).size())) {
+    return absl::InvalidArgumentError(absl::StrCat("the out-of-core output passes take a host field on the fixed grid, got ",
+                                                   ShapeToString(u.shape())));
+  }
+  level.u = u;
+  TESSERA_RETURN_IF_ERROR(LayOut(level, shards, parallel::GreedyStepHalo(step), t, full.fixed_space, full.moving_space));
+  const MemoryKind host_kind = stream.backend() == Backend::kCuda ? MemoryKind::kPinned : MemoryKind::kHost;
+  TESSERA_ASSIGN_OR_RETURN(level.warped, NDArray::Allocate(level.fixed.shape(), DType::kFloat32, host_kind, stream.ordinal()));
+  TESSERA_ASSIGN_OR_RETURN(level.grad, NDArray::Allocate({level.dims.nx, level.dims.ny, level.dims.nz, 3},
+                                                         DType::kFloat32, host_kind, stream.ordinal()));
+  return level;
+}
+
 }  // namespace
 
 int64_t LeanStageDeviceBytes(const RegistrationOptions& options, int64_t voxels) {
@@ -359,6 +473,10 @@ int64_t LeanStageDeviceBytes(const RegistrationOptions& options, int64_t voxels)
   if (options.deformable_step == "adam") per_voxel += 24;
   if (options.metric == "mi") per_voxel += 4;
   return per_voxel * voxels;
+}
+
+int64_t LinearLevelDeviceBytes(int64_t fixed_voxels, int64_t moving_voxels) {
+  return 32 * fixed_voxels + 4 * moving_voxels;
 }
 
 int64_t OutOfCoreHostBytesPerVoxel(const RegistrationOptions& options) {
@@ -410,6 +528,7 @@ absl::StatusOr<OutOfCoreChoice> ChooseOutOfCore(const RegistrationOptions& optio
     }
   }
   const int min_shards = std::max(2, options.shards);
+  choice.limit_bytes = limit;
   if (options.force_out_of_core && options.device_memory_budget_bytes == 0) {
     choice.shards = min_shards;
     choice.reason = absl::StrFormat("deformable: out of core on %d shards (forced)", choice.shards);
@@ -429,7 +548,7 @@ absl::StatusOr<OutOfCoreChoice> ChooseOutOfCore(const RegistrationOptions& optio
 absl::StatusOr<NDArray> RunOutOfCoreDeformableStage(const Stream& stream, const RegistrationOptions& options,
                                                     const DeformableStageHooks& hooks, const Mat4& t,
                                                     const std::vector<DeformableLevel>& levels, int shards,
-                                                    std::vector<std::string>* log) {
+                                                    std::vector<std::string>* log, bool result_on_host) {
   if (shards < 1) return absl::InvalidArgumentError(absl::StrCat("out-of-core shards must be >= 1, got ", shards));
   if (options.memory_mode != "lean" || options.deformable_model != "greedy") {
     return absl::InvalidArgumentError(absl::StrCat("the out-of-core stage runs the lean greedy stage: memory_mode '",
@@ -446,12 +565,8 @@ absl::StatusOr<NDArray> RunOutOfCoreDeformableStage(const Stream& stream, const 
   // The stage's own device memory (also charged to the registration's tracker).
   const auto stage_memory = std::make_shared<DeviceMemoryTracker>(CurrentDeviceMemoryTracker());
   ScopedDeviceMemoryCharge charge(stage_memory);
-  Stream up = Stream::Cpu(), down = Stream::Cpu();
-  if (cuda) {
-    TESSERA_ASSIGN_OR_RETURN(up, Stream::Create(Backend::kCuda, stream.ordinal()));
-    TESSERA_ASSIGN_OR_RETURN(down, Stream::Create(Backend::kCuda, stream.ordinal()));
-  }
-  OutOfCoreRunner runner(stream, std::move(up), std::move(down), step_options, adam);
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<OutOfCoreRunner> runner_owner, MakeRunner(stream, step_options));
+  OutOfCoreRunner& runner = *runner_owner;
   NDArray u, m, v;  // whole fields on the host between levels
   int64_t adam_step = 0;
   for (size_t si = 0; si < levels.size(); ++si) {
@@ -459,9 +574,8 @@ absl::StatusOr<NDArray> RunOutOfCoreDeformableStage(const Stream& stream, const 
     Level level;
     TESSERA_ASSIGN_OR_RETURN(level.fixed, HostImage(dl.fixed, stream));
     TESSERA_ASSIGN_OR_RETURN(level.moving, HostImage(dl.moving, stream));
-    level.dims = DimsOf(level.fixed);
-    level.moving_dims = DimsOf(level.moving);
-    const Shape field_shape = {level.dims.nx, level.dims.ny, level.dims.nz, 3};
+    const Dims3 dims = DimsOf(level.fixed);
+    const Shape field_shape = {dims.nx, dims.ny, dims.nz, 3};
     const auto alloc = [&](const Shape& shape) { return NDArray::Allocate(shape, DType::kFloat32, host_kind, stream.ordinal()); };
     std::vector<NDArray*> fields = {&u};
     if (adam) fields = {&u, &m, &v};
@@ -480,22 +594,13 @@ absl::StatusOr<NDArray> RunOutOfCoreDeformableStage(const Stream& stream, const 
     const int max_it = PerScale(options.deformable_iterations, si);
     if (max_it <= 0) continue;
     const absl::Time start = absl::Now();
-    const int ranks = ShardsForLevel(shards, level.dims.nz, halo);
-    TESSERA_ASSIGN_OR_RETURN(const parallel::SlabPartition partition, parallel::SlabPartition::Make(level.dims.nz, ranks));
-    for (int r = 0; r < ranks; ++r) {
-      TESSERA_ASSIGN_OR_RETURN(SlabLayout l, partition.Layout(level.dims, r, halo));
-      level.layouts.push_back(l);
-    }
     level.u = u;
     level.m = m;
     level.v = v;
+    TESSERA_RETURN_IF_ERROR(LayOut(level, shards, halo, t, dl.fixed_space, dl.moving_space));
+    const int ranks = static_cast<int>(level.layouts.size());
     TESSERA_ASSIGN_OR_RETURN(level.warped, alloc({level.dims.nx, level.dims.ny, level.dims.nz}));
     TESSERA_ASSIGN_OR_RETURN(level.grad, alloc(field_shape));
-    TESSERA_ASSIGN_OR_RETURN(Affine12 a, SamplerAffineFromPhysical(t, dl.fixed_space, dl.moving_space));
-    for (int i = 0; i < 12; ++i) level.affine[i] = static_cast<float>(a[i]);
-    TESSERA_ASSIGN_OR_RETURN(ArrayStats u_stats, ComputeArrayStats(u, cpu));
-    level.disp_min = u_stats.min;
-    level.disp_max = u_stats.max;
     TESSERA_RETURN_IF_ERROR(runner.Allocate(level));
 
     PlateauStop stop(options.tolerance, options.patience);
@@ -505,19 +610,7 @@ absl::StatusOr<NDArray> RunOutOfCoreDeformableStage(const Stream& stream, const 
     int it = 0;
     for (it = 1; it <= max_it; ++it) {
       if (hooks.check_cancelled) TESSERA_RETURN_IF_ERROR(hooks.check_cancelled());
-      runner.set_step(step_options);
-      StagedGroup sample(ranks);
-      TESSERA_RETURN_IF_ERROR(runner.Run(Phase::kSample, level, sample, adam_step).status());
-      StagedGroup metric(ranks);
-      if (parallel::GreedyMetricNeedsPrepass(step_options)) {
-        StagedGroup prepass(ranks);
-        TESSERA_RETURN_IF_ERROR(runner.Run(Phase::kMetricPrepass, level, prepass, adam_step).status());
-        metric.Publish(0, prepass.reduced(0));  // the joint histogram over the shards
-      }
-      TESSERA_ASSIGN_OR_RETURN(double loss, runner.Run(Phase::kMetric, level, metric, adam_step));
-      if (!parallel::GreedyMetricNeedsPrepass(step_options)) {
-        TESSERA_ASSIGN_OR_RETURN(loss, parallel::GreedyLossFromReducedSum(step_options, metric.reduced(0), level.dims));
-      }
+      TESSERA_ASSIGN_OR_RETURN(const double loss, EvaluateLoss(runner, level, step_options, adam_step));
       stop.Update(loss);
       update_step.lr_voxels = control.Update(loss);
       if (hooks.report) hooks.report(dl.factor, it, max_it, loss);
@@ -548,8 +641,51 @@ absl::StatusOr<NDArray> RunOutOfCoreDeformableStage(const Stream& stream, const 
         OutOfCoreWorkingSetBytes(options, level.dims, level.moving_dims, ranks) / 1e9,
         static_cast<int>(OutOfCoreHostBytesPerVoxel(options)), OutOfCoreHostBytesPerVoxel(options) * voxels / 1e9));
   }
-  if (u.empty()) return u;
+  if (u.empty() || result_on_host) return u;
   return u.CopyTo(MemoryKindFor(stream), stream, stream.ordinal());
+}
+
+absl::StatusOr<double> OutOfCoreLoss(const Stream& stream, const RegistrationOptions& options, const Mat4& t,
+                                     const DeformableLevel& full, const NDArray& u, int shards) {
+  TESSERA_ASSIGN_OR_RETURN(const GreedyStepOptions step, ShardedStepOptions(options));
+  TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+  TESSERA_ASSIGN_OR_RETURN(Level level, OutputLevel(stream, step, t, full, u, shards));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<OutOfCoreRunner> runner, MakeRunner(stream, step));
+  TESSERA_RETURN_IF_ERROR(runner->Allocate(level));
+  return EvaluateLoss(*runner, level, step, 0);
+}
+
+absl::StatusOr<OutOfCoreOutputs> RunOutOfCoreOutputs(const Stream& stream, const RegistrationOptions& options,
+                                                     const Mat4& t, const DeformableLevel& full,
+                                                     const NDArray& intensities, const NDArray& u, int shards) {
+  if (intensities.dtype() != DType::kFloat32 || intensities.memory_kind() == MemoryKind::kDevice ||
+      DimsOf(intensities).size() != full.moving->num_elements()) {
+    return absl::InvalidArgumentError(absl::StrCat("the warped intensities must be a host float32 array on the moving "
+                                                   "grid, got ", ShapeToString(intensities.shape())));
+  }
+  TESSERA_ASSIGN_OR_RETURN(const GreedyStepOptions step, ShardedStepOptions(options));
+  TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+  TESSERA_ASSIGN_OR_RETURN(Level level, OutputLevel(stream, step, t, full, u, shards));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<OutOfCoreRunner> runner, MakeRunner(stream, step));
+  TESSERA_RETURN_IF_ERROR(runner->Allocate(level));
+  const int ranks = static_cast<int>(level.layouts.size());
+  OutOfCoreOutputs out;
+  TESSERA_ASSIGN_OR_RETURN(out.loss, EvaluateLoss(*runner, level, step, 0));
+  level.grad = NDArray();
+  // The warp of the original intensities (the same windows: same grid, same field).
+  level.moving = intensities;
+  StagedGroup warp(ranks);
+  TESSERA_RETURN_IF_ERROR(runner->Run(Phase::kWarp, level, warp, 0).status());
+  out.warped = std::move(level.warped);
+  if (!u.empty()) {
+    StagedGroup jacobian(ranks);
+    TESSERA_RETURN_IF_ERROR(runner->Run(Phase::kJacobian, level, jacobian, 0).status());
+    out.jacobian.voxels = static_cast<int64_t>(jacobian.reduced(0).at(0));
+    out.jacobian.nonpositive = static_cast<int64_t>(jacobian.reduced(1).at(0));
+    out.jacobian.min_det = jacobian.reduced(2).at(0);
+    out.jacobian.max_det = jacobian.reduced(3).at(0);
+  }
+  return out;
 }
 
 }  // namespace tessera::registration

@@ -84,6 +84,9 @@ absl::StatusOr<int> OutOfCoreShards(const RegistrationOptions& options, Dims3 fi
 struct OutOfCoreChoice {
   int shards = 0;
   std::string reason;
+  // The device bytes the run may hold: the budget, the GPU's free memory if
+  // less, or no limit (forced without a budget).
+  int64_t limit_bytes = 0;
 };
 absl::StatusOr<OutOfCoreChoice> ChooseOutOfCore(const RegistrationOptions& options, const Stream& stream,
                                                 Dims3 fixed, Dims3 moving);
@@ -91,11 +94,43 @@ absl::StatusOr<OutOfCoreChoice> ChooseOutOfCore(const RegistrationOptions& optio
 // RunLeanDeformableStage's contract out of core with `shards` shards (each
 // level: ShardsForLevel as the sharded stage). Levels must be float
 // (not mixed precision), on the host or the device. Returns u in normalised
-// sampler units on the finest level's grid, in `stream`'s memory.
+// sampler units on the finest level's grid, in `stream`'s memory, or with
+// result_on_host in host memory (pinned on CUDA: the bounded run's outputs).
 absl::StatusOr<NDArray> RunOutOfCoreDeformableStage(const Stream& stream, const RegistrationOptions& options,
                                                     const DeformableStageHooks& hooks, const Mat4& t,
                                                     const std::vector<DeformableLevel>& levels, int shards,
-                                                    std::vector<std::string>* log);
+                                                    std::vector<std::string>* log, bool result_on_host = false);
+
+// The full-resolution passes of a run bounded by the budget (registrar.cc),
+// by the same shards, working sets and phases as the stage, so the device
+// holds no more than OutOfCoreWorkingSetBytes:
+//   loss      the metric at (t, u) (the sample and metric phases; the
+//             sharded metric: equal to the whole-volume metric up to the
+//             order of its float sums);
+//   warped    `intensities` (host float32 on the moving grid: the original
+//             moving image) through (t, u), slab by slab with the window
+//             sampler (the whole-volume sampler's values);
+//   jacobian  det J of x + u, summarised over the shards (ShardedJacobian).
+// `full` is the finest level (normalised images, host or device); u a host
+// field on its grid in normalised units, or empty (a zero field: the
+// initial loss, runs without a deformable stage; then jacobian.voxels = 0).
+struct OutOfCoreOutputs {
+  double loss = 0;
+  NDArray warped;  // host (pinned on CUDA), the fixed grid
+  JacobianSummary jacobian;
+};
+absl::StatusOr<OutOfCoreOutputs> RunOutOfCoreOutputs(const Stream& stream, const RegistrationOptions& options,
+                                                     const Mat4& t, const DeformableLevel& full,
+                                                     const NDArray& intensities, const NDArray& u, int shards);
+// The loss alone (the initial loss of a bounded run, u empty).
+absl::StatusOr<double> OutOfCoreLoss(const Stream& stream, const RegistrationOptions& options, const Mat4& t,
+                                     const DeformableLevel& full, const NDArray& u, int shards);
+
+// Device bytes the linear stages hold for one pyramid level on the device
+// (registrar.cc's engine: fixed, moving, warped, dL/dwarped and the metric's
+// scratch, ~32 B per fixed voxel + 4 per moving voxel): a bounded run puts
+// a level on the device for the linear stages only when it fits.
+int64_t LinearLevelDeviceBytes(int64_t fixed_voxels, int64_t moving_voxels);
 
 }  // namespace tessera::registration
 

@@ -215,10 +215,13 @@ class Engine {
     return stats.max;
   }
 
+  // Levels [begin, end) of `levels` (a bounded run splits them between the
+  // device and the host; the level index sets the iterations and the step).
   absl::StatusOr<LinearTransform> RunLinearStage(TransformModel model, const std::string& stage, LinearTransform current,
                                                  const std::vector<Level>& levels, const std::vector<int>& iterations,
-                                                 std::vector<std::string>* log) {
-    for (size_t si = 0; si < levels.size(); ++si) {
+                                                 std::vector<std::string>* log, size_t begin = 0,
+                                                 size_t end = SIZE_MAX) {
+    for (size_t si = begin; si < std::min(end, levels.size()); ++si) {
       const Level& level = levels[si];
       const int max_it = PerScale(iterations, si);
       if (max_it <= 0) continue;
@@ -291,9 +294,7 @@ class Engine {
     const bool bspline = options_.deformable_model == "bspline";
     if (options_.memory_mode == "lean" || bspline) {
       // The lean stage keeps its own (smaller) buffers: free the linear stages'.
-      warped_ = NDArray();
-      grad_w_ = NDArray();
-      metric_->ReleaseScratch();
+      ReleaseBuffers();
       std::vector<DeformableLevel> lean;
       for (const Level& l : levels) {
         if (!l.fixed_half.empty()) {  // mixed precision (LeanStageUsesMixedPrecision)
@@ -413,6 +414,13 @@ class Engine {
 
   NDArray& warped() { return warped_; }
   NDArray& affine_buffer() { return affine_; }
+  // Frees the linear stages' level-sized buffers and the metric's scratch.
+  void ReleaseBuffers() {
+    warped_ = NDArray();
+    grad_w_ = NDArray();
+    workspace_.Release();
+    metric_->ReleaseScratch();
+  }
 
  private:
   const Stream& stream_;
@@ -499,6 +507,207 @@ bool HasStage(const RegistrationOptions& o, const char* s) {
   return std::find(o.stages.begin(), o.stages.end(), s) != o.stages.end();
 }
 
+
+// One image's pyramid levels (factors > 1) into host arrays `outs`: on the
+// device when the image, its blurred copy and the outputs fit `limit_bytes`
+// (the in-core path's kernels, one image at a time), else on the host.
+// Returns where it ran.
+absl::StatusOr<const char*> DownsampleToHost(const NDArray& full, const std::vector<std::pair<int, NDArray*>>& outs,
+                                             const Stream& stream, int64_t limit_bytes) {
+  int64_t need = 8 * full.num_elements();
+  for (const auto& [factor, out] : outs) need += 4 * out->num_elements();
+  if (stream.backend() != Backend::kCuda || need > limit_bytes) {
+    for (const auto& [factor, out] : outs) TESSERA_RETURN_IF_ERROR(DownsampleVolume(full, out, Stream::Cpu()));
+    return "host";
+  }
+  TESSERA_ASSIGN_OR_RETURN(NDArray full_dev, full.CopyTo(MemoryKind::kDevice, stream, stream.ordinal()));
+  for (const auto& [factor, out] : outs) {
+    TESSERA_ASSIGN_OR_RETURN(NDArray out_dev, NDArray::Allocate(out->shape(), DType::kFloat32, MemoryKind::kDevice,
+                                                                stream.ordinal()));
+    TESSERA_RETURN_IF_ERROR(DownsampleVolume(full_dev, &out_dev, stream));
+    TESSERA_RETURN_IF_ERROR(CopyBytes(out->raw_data(), out->memory_kind(), out_dev.raw_data(), MemoryKind::kDevice,
+                                      out->num_elements() * sizeof(float), stream));
+    TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+  }
+  return "gpu";
+}
+
+// Issue 13: the whole run within out_of_core.limit_bytes of device memory.
+//   set-up    normalised images and the pyramid in host memory (pinned on
+//             CUDA); the pyramid built on the device one image at a time when
+//             that fits (DownsampleToHost), else on the host;
+//   linear    the levels whose engine fits (LinearLevelDeviceBytes, coarse to
+//             fine, together) on the device, the others on the host with the
+//             CPU backend;
+//   deformable out of core (out_of_core_stage.h), the field kept on the host;
+//   output    the full-resolution loss, warp and Jacobian slab by slab
+//             (RunOutOfCoreOutputs); the field's RAS conversion on the host.
+// On the CPU backend every phase runs the same code on host memory, and the
+// result equals the in-core run with the same shards (the tests).
+absl::StatusOr<RegistrationResult> RegisterBounded(const Volume& fixed, const Volume& moving,
+                                                   const RegistrationOptions& options,
+                                                   const OutOfCoreChoice& out_of_core, const Stream& stream,
+                                                   const ProgressCallback& progress, const std::atomic<bool>* cancel,
+                                                   absl::Time deadline) {
+  const Stream cpu = Stream::Cpu();
+  const bool cuda = stream.backend() == Backend::kCuda;
+  const MemoryKind host_kind = cuda ? MemoryKind::kPinned : MemoryKind::kHost;
+  const int64_t limit = out_of_core.limit_bytes;
+  const int shards = out_of_core.shards;
+  RegistrationResult result;
+  result.backend = std::string(BackendName(stream.backend()));
+  result.log.push_back(out_of_core.reason);
+
+  TESSERA_ASSIGN_OR_RETURN(NDArray fixed_norm, NormalizedIntensitiesParallel(fixed, "fixed", host_kind));
+  TESSERA_ASSIGN_OR_RETURN(NDArray moving_norm, NormalizedIntensitiesParallel(moving, "moving", host_kind));
+  const GridSpace fixed_space = SpaceOf(fixed), moving_space = SpaceOf(moving);
+  LinearTransform initial;
+  initial.center = CentreOfMassParallel(fixed_norm, fixed.geometry);
+  if (options.init == "com") {
+    const std::array<double, 3> moving_com = CentreOfMassParallel(moving_norm, moving.geometry);
+    for (int d = 0; d < 3; ++d) initial.translation[d] = moving_com[d] - initial.center[d];
+  }
+  Level full;
+  full.factor = 1;
+  full.fixed_space = fixed_space;
+  full.moving_space = moving_space;
+  full.fixed = fixed_norm;
+  full.moving = moving_norm;
+  const DeformableLevel full_level{1, fixed_space, moving_space, &fixed_norm, &moving_norm};
+
+  // The pyramid, in host memory.
+  std::vector<Level> levels;
+  std::vector<std::pair<int, NDArray*>> fixed_outs, moving_outs;
+  levels.reserve(options.scales.size());
+  for (int factor : options.scales) {
+    if (factor == 1) {
+      levels.push_back(full);
+      continue;
+    }
+    Level level;
+    level.factor = factor;
+    const Shape fs = DownsampledShape(fixed_norm.shape(), factor), ms = DownsampledShape(moving_norm.shape(), factor);
+    TESSERA_ASSIGN_OR_RETURN(level.fixed, NDArray::Allocate(fs, DType::kFloat32, host_kind, stream.ordinal()));
+    TESSERA_ASSIGN_OR_RETURN(level.moving, NDArray::Allocate(ms, DType::kFloat32, host_kind, stream.ordinal()));
+    level.fixed_space = DownsampledSpace(fixed_space, fs);
+    level.moving_space = DownsampledSpace(moving_space, ms);
+    levels.push_back(std::move(level));
+  }
+  for (Level& l : levels) {
+    if (l.factor == 1) continue;
+    fixed_outs.push_back({l.factor, &l.fixed});
+    moving_outs.push_back({l.factor, &l.moving});
+  }
+  TESSERA_ASSIGN_OR_RETURN(const char* fixed_where, DownsampleToHost(fixed_norm, fixed_outs, stream, limit));
+  TESSERA_ASSIGN_OR_RETURN(const char* moving_where, DownsampleToHost(moving_norm, moving_outs, stream, limit));
+
+  // The linear stages' levels: on the device coarse to fine while they fit.
+  std::vector<Level> linear = levels;
+  size_t on_device = levels.size();
+  if (cuda) {
+    int64_t used = 0;
+    on_device = 0;
+    for (Level& l : linear) {
+      used += LinearLevelDeviceBytes(l.fixed.num_elements(), l.moving.num_elements());
+      if (used > limit) break;
+      TESSERA_ASSIGN_OR_RETURN(l.fixed, l.fixed.CopyTo(MemoryKind::kDevice, stream, stream.ordinal()));
+      TESSERA_ASSIGN_OR_RETURN(l.moving, l.moving.CopyTo(MemoryKind::kDevice, stream, stream.ordinal()));
+      ++on_device;
+    }
+    TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+  }
+  result.log.push_back(absl::StrFormat(
+      "bounded run (device limit %.2f GB): pyramid built on the %s (fixed) / %s (moving), host %s; linear stages on "
+      "the %s at %d of %d levels%s; output slab by slab on %d shards",
+      limit / 1e9, fixed_where, moving_where, cuda ? "pinned" : "memory", cuda ? "gpu" : "cpu",
+      static_cast<int>(on_device), static_cast<int>(levels.size()),
+      on_device < levels.size() ? ", the finer ones on the host (cpu backend)" : "", shards));
+
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<SimilarityMetric> metric,
+                           SimilarityMetric::Create(options.metric, options.metric_options, stream));
+  Engine engine(stream, options, metric.get(), progress, cancel, deadline);
+  TESSERA_RETURN_IF_ERROR(engine.Init());
+  std::unique_ptr<SimilarityMetric> host_metric;
+  std::unique_ptr<Engine> host_engine;  // the levels that do not fit the device
+  if (on_device < levels.size() && cuda) {
+    TESSERA_ASSIGN_OR_RETURN(host_metric, SimilarityMetric::Create(options.metric, options.metric_options, cpu));
+    host_engine = std::make_unique<Engine>(cpu, options, host_metric.get(), progress, cancel, deadline);
+    TESSERA_RETURN_IF_ERROR(host_engine->Init());
+  }
+  Engine& first_engine = on_device > 0 ? engine : *host_engine;
+
+  LinearTransform transform = initial;
+  TESSERA_ASSIGN_OR_RETURN(double overlap, first_engine.OverlapMax(linear.front(), transform.ToMat4()));
+  if (!(overlap > 0)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the images do not overlap in physical space",
+        options.init == "com" ? " after centre-of-mass alignment" : " (init=none: check the headers' origins or use init=com)"));
+  }
+  TESSERA_ASSIGN_OR_RETURN(result.initial_loss,
+                           OutOfCoreLoss(stream, options, transform.ToMat4(), full_level, NDArray(), shards));
+  engine.Report("init", 1, 0, 0, result.initial_loss);
+  result.log.push_back(absl::StrFormat("init: centre-of-mass shift (%.2f, %.2f, %.2f) mm, loss %.6g",
+                                       transform.translation[0], transform.translation[1], transform.translation[2],
+                                       result.initial_loss));
+  for (auto [model, stage, iterations] :
+       {std::make_tuple(TransformModel::kRigid, "rigid", &options.rigid_iterations),
+        std::make_tuple(TransformModel::kAffine, "affine", &options.affine_iterations)}) {
+    if (!HasStage(options, stage)) continue;
+    TESSERA_ASSIGN_OR_RETURN(transform, engine.RunLinearStage(model, stage, transform, linear, *iterations,
+                                                              &result.log, 0, on_device));
+    if (host_engine != nullptr) {
+      TESSERA_ASSIGN_OR_RETURN(transform, host_engine->RunLinearStage(model, stage, transform, linear, *iterations,
+                                                                      &result.log, on_device));
+    }
+  }
+  result.affine_ras = transform.ToMat4();
+  engine.ReleaseBuffers();
+  linear.clear();  // the device copies
+  host_engine.reset();
+
+  NDArray u;  // normalised units, host, the fixed grid
+  if (HasStage(options, "deformable")) {
+    std::vector<DeformableLevel> lean;
+    for (const Level& l : levels) lean.push_back({l.factor, l.fixed_space, l.moving_space, &l.fixed, &l.moving});
+    DeformableStageHooks hooks{[&engine] { return engine.CheckCancelled(); },
+                               [&engine](int f, int it, int max_it, double loss) {
+                                 engine.Report("deformable", f, it, max_it, loss);
+                               }};
+    TESSERA_ASSIGN_OR_RETURN(u, RunOutOfCoreDeformableStage(stream, options, hooks, result.affine_ras, lean, shards,
+                                                            &result.log, /*result_on_host=*/true));
+    levels.clear();
+    if (!u.empty() && DimsOf(u).size() != DimsOf(fixed_norm).size()) {
+      TESSERA_ASSIGN_OR_RETURN(NDArray up, NDArray::Allocate({fixed_norm.dim(0), fixed_norm.dim(1), fixed_norm.dim(2), 3},
+                                                             DType::kFloat32, host_kind, stream.ordinal()));
+      TESSERA_RETURN_IF_ERROR(UpsampleDisplacement(u, &up, DisplacementUnits::kNormalized, cpu));
+      u = std::move(up);
+    }
+  }
+  levels.clear();
+  full = Level();
+  engine.Report("output", 1, 0, 0, 0);
+
+  NDArray moving_f32;  // only for non-float inputs
+  if (moving.data.dtype() != DType::kFloat32) {
+    TESSERA_ASSIGN_OR_RETURN(moving_f32, moving.data.AsType(DType::kFloat32));
+  }
+  const NDArray& moving_float = moving.data.dtype() == DType::kFloat32 ? moving.data : moving_f32;
+  TESSERA_ASSIGN_OR_RETURN(OutOfCoreOutputs out, RunOutOfCoreOutputs(stream, options, result.affine_ras, full_level,
+                                                                     moving_float, u, shards));
+  result.final_loss = out.loss;
+  result.warped.data = std::move(out.warped);
+  result.warped.geometry = fixed.geometry;
+  result.warped.description = "tessera warped moving image";
+  if (!u.empty()) {
+    result.jacobian = out.jacobian;
+    // v = L^-1 u (RAS mm before T), in place on the host.
+    TESSERA_ASSIGN_OR_RETURN(Mat3 l, PhysicalToNormalizedDisplacement(result.affine_ras, moving_space));
+    TESSERA_ASSIGN_OR_RETURN(Mat3 l_inv, Invert3(l));
+    TESSERA_RETURN_IF_ERROR(MixComponents(u, l_inv, cpu));
+    result.displacement_ras = std::move(u);
+  }
+  return result;
+}
 }  // namespace
 
 absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& moving,
@@ -515,6 +724,17 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
   // This registration's device memory, also charged to the caller's tracker.
   auto memory = std::make_shared<DeviceMemoryTracker>(CurrentDeviceMemoryTracker());
   ScopedDeviceMemoryCharge charge(memory);
+  // Out of core (a device budget, a pair larger than the GPU's free memory,
+  // or forced): every phase of the run within the limit (RegisterBounded).
+  TESSERA_ASSIGN_OR_RETURN(const OutOfCoreChoice out_of_core,
+                           ChooseOutOfCore(options, stream, DimsOf(fixed.data), DimsOf(moving.data)));
+  if (out_of_core.shards > 0) {
+    TESSERA_ASSIGN_OR_RETURN(RegistrationResult result, RegisterBounded(fixed, moving, options, out_of_core, stream,
+                                                                        progress, cancel, deadline));
+    result.peak_device_bytes = memory->peak_bytes();
+    result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    return result;
+  }
 
   TESSERA_ASSIGN_OR_RETURN(NDArray fixed_norm, NormalizedIntensitiesParallel(fixed, "fixed"));
   TESSERA_ASSIGN_OR_RETURN(NDArray moving_norm, NormalizedIntensitiesParallel(moving, "moving"));
@@ -598,14 +818,9 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
   NDArray u_full;
   if (HasStage(options, "deformable")) {
     // Mixed precision: the stage sees fp16 levels and no float copy stays
-    // alive (full shares its buffers with the factor-1 level).
-    // Out of core (a device budget, or a pair larger than the GPU's free
-    // memory): decided before the pyramid is converted, since that stage
-    // takes float levels.
-    TESSERA_ASSIGN_OR_RETURN(const OutOfCoreChoice out_of_core,
-                             ChooseOutOfCore(options, stream, DimsOf(full.fixed), DimsOf(full.moving)));
-    if (out_of_core.shards > 0) result.log.push_back(out_of_core.reason);
-    const bool mixed = LeanStageUsesMixedPrecision(options) && out_of_core.shards == 0;
+    // alive (full shares its buffers with the factor-1 level). (Out of core
+    // runs take RegisterBounded above.)
+    const bool mixed = LeanStageUsesMixedPrecision(options);
     if (mixed) {
       for (Level& l : levels) TESSERA_RETURN_IF_ERROR(ConvertLevelToHalf(l, stream));
       for (const Level& l : levels) {
@@ -615,8 +830,7 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
         }
       }
     }
-    TESSERA_ASSIGN_OR_RETURN(NDArray u, engine.RunDeformableStage(result.affine_ras, levels, &result.log,
-                                                                        out_of_core.shards));
+    TESSERA_ASSIGN_OR_RETURN(NDArray u, engine.RunDeformableStage(result.affine_ras, levels, &result.log));
     if (mixed) {
       // The output phase needs the full-resolution float images back; the
       // coarser levels are done.

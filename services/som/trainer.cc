@@ -16,6 +16,7 @@
 #include "kernels/som/documents.h"
 #include "kernels/som/half.h"
 #include "kernels/som/parallel.h"
+#include "kernels/som/pca.h"
 #include "kernels/som/workspace.h"
 
 namespace tessera {
@@ -115,140 +116,149 @@ absl::Status CheckOptions(const SparseBinaryMatrix& train, const TrainOptions& o
   return absl::OkStatus();
 }
 
-// Two leading principal components of the rows (orthogonal power iteration).
-void LeadingComponents(const SparseBinaryMatrix& x, const std::vector<double>& mean, int iterations, uint64_t seed,
-                       std::vector<double> u[2], double lambda[2]) {
-  const int64_t v_count = x.cols(), n = x.rows();
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> normal;
-  for (int k = 0; k < 2; ++k) {
-    u[k].resize(v_count);
-    for (double& e : u[k]) e = normal(rng);
+}  // namespace
+
+namespace {
+
+// Whether TrainSom / InitializeModel compute the PCA codebook on the GPU.
+bool PcaOnDevice(const TrainOptions& o) {
+  return o.backend == Backend::kCuda && o.init == InitMethod::kPca && o.pca_on_device;
+}
+
+std::vector<double> FeatureMeans(const SparseBinaryMatrix& x) {
+  std::vector<double> mean(x.cols(), 0.0);
+  for (int32_t c : x.indices()) mean[c] += 1.0;
+  for (double& e : mean) e /= x.rows();
+  return mean;
+}
+
+// Copies of host vectors in the stream's backend memory (host: views, no copy).
+class BackendVectors {
+ public:
+  explicit BackendVectors(const Stream& stream) : stream_(stream) {}
+  absl::StatusOr<const double*> Put(const std::vector<double>& host) {
+    if (stream_.backend() == Backend::kCpu) return host.data();
+    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> b,
+                             Buffer::Allocate(MemoryKind::kDevice, 8 * std::max<size_t>(1, host.size()),
+                                              stream_.ordinal()));
+    TESSERA_RETURN_IF_ERROR(
+        CopyBytes(b->data(), MemoryKind::kDevice, host.data(), MemoryKind::kHost, 8 * host.size(), stream_));
+    buffers_.push_back(b);
+    return static_cast<const double*>(b->data());
   }
-  auto orthonormalize = [&]() {
-    for (int k = 0; k < 2; ++k) {
-      for (int j = 0; j < k; ++j) {
-        double dot = 0;
-        for (int64_t v = 0; v < v_count; ++v) dot += u[k][v] * u[j][v];
-        for (int64_t v = 0; v < v_count; ++v) u[k][v] -= dot * u[j][v];
-      }
-      double norm = 0;
-      for (double e : u[k]) norm += e * e;
-      norm = std::sqrt(norm);
-      if (norm == 0) norm = 1;
-      for (double& e : u[k]) e /= norm;
-    }
-  };
-  orthonormalize();
-  std::vector<double> y(2 * n), z[2] = {std::vector<double>(v_count), std::vector<double>(v_count)};
-  for (int it = 0; it < std::max(1, iterations); ++it) {
-    // z = C u = X^T (X u) / n - mean (mean . u)
-    for (int64_t d = 0; d < n; ++d) {
-      double a = 0, b = 0;
-      for (int32_t v : x.row(d)) {
-        a += u[0][v];
-        b += u[1][v];
-      }
-      y[2 * d] = a;
-      y[2 * d + 1] = b;
-    }
-    for (int k = 0; k < 2; ++k) std::fill(z[k].begin(), z[k].end(), 0.0);
-    for (int64_t d = 0; d < n; ++d) {
-      for (int32_t v : x.row(d)) {
-        z[0][v] += y[2 * d];
-        z[1][v] += y[2 * d + 1];
-      }
-    }
-    for (int k = 0; k < 2; ++k) {
-      double mu = 0;
-      for (int64_t v = 0; v < v_count; ++v) mu += mean[v] * u[k][v];
-      double rayleigh = 0;
-      for (int64_t v = 0; v < v_count; ++v) {
-        z[k][v] = z[k][v] / n - mean[v] * mu;
-        rayleigh += z[k][v] * u[k][v];
-      }
-      lambda[k] = std::max(0.0, rayleigh);
-    }
-    u[0].swap(z[0]);
-    u[1].swap(z[1]);
-    orthonormalize();
+
+ private:
+  const Stream& stream_;
+  std::vector<std::shared_ptr<Buffer>> buffers_;
+};
+
+}  // namespace
+
+absl::Status InitializePcaCodebook(const Stream& stream, const SparseBinaryMatrix& train, const TrainOptions& o,
+                                   const CodebookView& codebook) {
+  if (codebook.nodes != o.grid.nodes() || codebook.features != train.cols()) {
+    return absl::InvalidArgumentError(absl::StrCat("InitializePcaCodebook: codebook of ", codebook.nodes, " x ",
+                                                   codebook.features, " for a ", GridToString(o.grid),
+                                                   " map over ", train.cols(), " features"));
   }
+  const std::vector<double> mean = FeatureMeans(train);
+  // PCA on a seeded sample of rows (all rows when the corpus is small).
+  const SparseBinaryMatrix* x = &train;
+  SparseBinaryMatrix sample;
+  if (o.pca_sample_rows > 0 && train.rows() > o.pca_sample_rows) {
+    // Evenly spaced rows: cheap on 10^7-row corpora, and deterministic.
+    std::vector<int64_t> rows(o.pca_sample_rows);
+    for (int64_t k = 0; k < o.pca_sample_rows; ++k) rows[k] = k * train.rows() / o.pca_sample_rows;
+    sample = SelectRows(train, rows);
+    x = &sample;
+  }
+  PcaOptions pca;
+  pca.iterations = o.pca_iterations;
+  pca.seed = o.seed;
+  TESSERA_ASSIGN_OR_RETURN(PrincipalPlane plane, LeadingComponents(stream, x->view(), pca));
+  std::vector<double> c0, c1;
+  PcaNodeCoefficients(o.grid, plane, &c0, &c1);
+  BackendVectors put(stream);
+  PcaFillInputs in;
+  TESSERA_ASSIGN_OR_RETURN(in.mean, put.Put(mean));
+  TESSERA_ASSIGN_OR_RETURN(in.u0, put.Put(plane.u[0]));
+  TESSERA_ASSIGN_OR_RETURN(in.u1, put.Put(plane.u[1]));
+  TESSERA_ASSIGN_OR_RETURN(in.c0, put.Put(c0));
+  TESSERA_ASSIGN_OR_RETURN(in.c1, put.Put(c1));
+  TESSERA_RETURN_IF_ERROR(FillPcaCodebook(stream, codebook, in));
+  return stream.Synchronize();  // before the inputs' buffers go
+}
+
+namespace {
+
+// A model with its grid and type but no weights yet.
+SomModel EmptyModel(const SparseBinaryMatrix& train, const TrainOptions& o) {
+  SomModel model;
+  model.grid = o.grid;
+  model.features = train.cols();
+  model.type = o.weight_type;
+  return model;
+}
+
+// Host storage for the model's weights and norms (the values are overwritten).
+void AllocateHost(SomModel& model) {
+  const size_t n = static_cast<size_t>(model.features) * static_cast<size_t>(model.grid.nodes());
+  if (model.type == WeightType::kFloat32) {
+    model.weights_f32.resize(n);
+  } else {
+    model.weights_f16.resize(n);
+  }
+  model.sq_norms.resize(static_cast<size_t>(model.grid.nodes()));
 }
 
 }  // namespace
 
 absl::StatusOr<SomModel> InitializeModel(const SparseBinaryMatrix& train, const TrainOptions& o) {
   TESSERA_RETURN_IF_ERROR(CheckOptions(train, o));
-  SomModel model;
-  model.grid = o.grid;
-  model.features = train.cols();
-  model.type = o.weight_type;
+  SomModel model = EmptyModel(train, o);
   const int64_t m = o.grid.nodes(), v_count = train.cols();
-  std::vector<double> mean(v_count, 0.0);
-  for (int32_t c : train.indices()) mean[c] += 1.0;
-  for (double& e : mean) e /= train.rows();
   // Written straight into the stored type: a 1024 x 1024 map over 30K
   // features is 129 GB as fp32 but 64 GB as fp16, and a temporary fp32 copy
   // would not fit the host.
-  const bool fp32 = o.weight_type == WeightType::kFloat32;
-  if (fp32) {
-    model.weights_f32.resize(v_count * m);
-  } else {
-    model.weights_f16.resize(v_count * m);
+  AllocateHost(model);
+  if (PcaOnDevice(o)) {
+    TESSERA_ASSIGN_OR_RETURN(Stream stream, Stream::Create(Backend::kCuda, o.gpu_ordinal));
+    const size_t bytes = static_cast<size_t>(WeightBytes(o.weight_type)) * v_count * m;
+    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> weights,
+                             Buffer::Allocate(MemoryKind::kDevice, std::max<size_t>(4, bytes), o.gpu_ordinal));
+    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> norms,
+                             Buffer::Allocate(MemoryKind::kDevice, 4 * m, o.gpu_ordinal));
+    CodebookView device = model.view();
+    device.weights = weights->data();
+    device.sq_norms = static_cast<float*>(norms->data());
+    TESSERA_RETURN_IF_ERROR(InitializePcaCodebook(stream, train, o, device));
+    CodebookView host = model.view();
+    TESSERA_RETURN_IF_ERROR(CopyBytes(host.weights, MemoryKind::kHost, weights->data(), MemoryKind::kDevice, bytes,
+                                      stream));
+    TESSERA_RETURN_IF_ERROR(CopyBytes(host.sq_norms, MemoryKind::kHost, norms->data(), MemoryKind::kDevice, 4 * m,
+                                      stream));
+    TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+    return model;
   }
-  auto store = [&](int64_t k, float value) {
-    if (fp32) {
-      model.weights_f32[k] = value;
-    } else {
-      model.weights_f16[k] = FloatToHalf(value);
-    }
-  };
   if (o.init == InitMethod::kRandom) {
+    const std::vector<double> mean = FeatureMeans(train);
+    const bool fp32 = o.weight_type == WeightType::kFloat32;
     std::mt19937_64 rng(o.seed);
     std::uniform_real_distribution<double> u(0.0, 1.0);
     for (int64_t v = 0; v < v_count; ++v) {
-      for (int64_t i = 0; i < m; ++i) store(v * m + i, static_cast<float>(2.0 * mean[v] * u(rng)));
-    }
-  } else {
-    // PCA on a seeded sample of rows (all rows when the corpus is small).
-    const SparseBinaryMatrix* x = &train;
-    SparseBinaryMatrix sample;
-    if (o.pca_sample_rows > 0 && train.rows() > o.pca_sample_rows) {
-      // Evenly spaced rows: cheap on 10^7-row corpora, and deterministic.
-      std::vector<int64_t> rows(o.pca_sample_rows);
-      for (int64_t k = 0; k < o.pca_sample_rows; ++k) rows[k] = k * train.rows() / o.pca_sample_rows;
-      sample = SelectRows(train, rows);
-      x = &sample;
-    }
-    std::vector<double> mean_x(v_count, 0.0);
-    for (int32_t c : x->indices()) mean_x[c] += 1.0;
-    for (double& e : mean_x) e /= x->rows();
-    std::vector<double> u[2];
-    double lambda[2];
-    LeadingComponents(*x, mean_x, o.pca_iterations, o.seed, u, lambda);
-    const int w_cells = o.grid.width, h_cells = o.grid.height;
-    const bool first_along_x = w_cells >= h_cells;
-    auto coord = [](int k, int n) { return n > 1 ? -1.0 + 2.0 * k / (n - 1) : 0.0; };
-    const double s0 = std::sqrt(lambda[0]), s1 = std::sqrt(lambda[1]);
-    std::vector<double> c0(m), c1(m);
-    for (int64_t i = 0; i < m; ++i) {
-      const double a = coord(static_cast<int>(i % w_cells), w_cells);
-      const double b = coord(static_cast<int>(i / w_cells), h_cells);
-      c0[i] = (first_along_x ? a : b) * s0;
-      c1[i] = (first_along_x ? b : a) * s1;
-    }
-    // Feature-outer so each thread writes whole contiguous columns (node-outer
-    // strided writes took seconds on 30K features x 4K nodes).
-    ParallelFor(v_count, [&](int64_t v0, int64_t v1, int) {
-      for (int64_t v = v0; v < v1; ++v) {
-        for (int64_t i = 0; i < m; ++i) {
-          store(v * m + i, static_cast<float>(mean[v] + c0[i] * u[0][v] + c1[i] * u[1][v]));
+      for (int64_t i = 0; i < m; ++i) {
+        const float value = static_cast<float>(2.0 * mean[v] * u(rng));
+        if (fp32) {
+          model.weights_f32[v * m + i] = value;
+        } else {
+          model.weights_f16[v * m + i] = FloatToHalf(value);
         }
       }
-    });
+    }
+    cpu::ComputeSqNorms(model.view());
+    return model;
   }
-  model.sq_norms.assign(m, 0.0f);
-  cpu::ComputeSqNorms(model.view());
+  TESSERA_RETURN_IF_ERROR(InitializePcaCodebook(Stream::Cpu(), train, o, model.view()));
   return model;
 }
 
@@ -259,7 +269,8 @@ class Engine {
  public:
   static absl::StatusOr<std::unique_ptr<Engine>> Create(Backend backend, int ordinal,
                                                         const SparseBinaryMatrix& docs, SomModel& model,
-                                                        bool for_training, BmuTuning tuning = BmuTuning()) {
+                                                        bool for_training, BmuTuning tuning = BmuTuning(),
+                                                        bool upload_weights = true) {
     auto e = std::unique_ptr<Engine>(new Engine());
     if (backend == Backend::kCpu) {
       e->stream_ = std::make_unique<Stream>(Stream::Cpu());
@@ -281,10 +292,12 @@ class Engine {
     TESSERA_ASSIGN_OR_RETURN(e->second_, Buffer::Allocate(e->kind_, std::max<int64_t>(4, 4 * n), ordinal));
     TESSERA_ASSIGN_OR_RETURN(e->score_, Buffer::Allocate(e->kind_, std::max<int64_t>(4, 4 * n), ordinal));
     CodebookView host = model.view();
-    TESSERA_RETURN_IF_ERROR(
-        CopyBytes(e->weights_->data(), e->kind_, host.weights, MemoryKind::kHost, weight_bytes, *e->stream_));
-    TESSERA_RETURN_IF_ERROR(
-        CopyBytes(e->norms_->data(), e->kind_, host.sq_norms, MemoryKind::kHost, 4 * m, *e->stream_));
+    if (upload_weights) {
+      TESSERA_RETURN_IF_ERROR(
+          CopyBytes(e->weights_->data(), e->kind_, host.weights, MemoryKind::kHost, weight_bytes, *e->stream_));
+      TESSERA_RETURN_IF_ERROR(
+          CopyBytes(e->norms_->data(), e->kind_, host.sq_norms, MemoryKind::kHost, 4 * m, *e->stream_));
+    }
     e->tuning_ = tuning;
     e->view_ = host;
     e->view_.weights = e->weights_->data();
@@ -298,6 +311,11 @@ class Engine {
   }
 
   void set_bmu_algorithm(BmuAlgorithm algorithm) { bmu_algorithm_ = algorithm; }
+
+  // The PCA codebook computed in the engine's own memory (no host copy).
+  absl::Status InitializePca(const SparseBinaryMatrix& train, const TrainOptions& o) {
+    return InitializePcaCodebook(*stream_, train, o, view_);
+  }
 
   absl::Status Bmus() {
     BmuOutput out{static_cast<int32_t*>(bmu_->data()), static_cast<int32_t*>(second_->data()),
@@ -330,6 +348,7 @@ class Engine {
   }
 
   absl::Status Download(SomModel& model) {
+    if (model.sq_norms.empty()) AllocateHost(model);  // initialised on the device
     CodebookView host = model.view();
     TESSERA_RETURN_IF_ERROR(
         CopyBytes(host.weights, MemoryKind::kHost, weights_->data(), kind_, weight_bytes_, *stream_));
@@ -361,12 +380,22 @@ absl::StatusOr<TrainResult> TrainSom(const SparseBinaryMatrix& train, const Trai
   const Clock::time_point start = Clock::now();
   TESSERA_RETURN_IF_ERROR(CheckOptions(train, o));
   TrainResult result;
-  TESSERA_ASSIGN_OR_RETURN(result.model, InitializeModel(train, o));
-  result.init_seconds = Since(start);
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
-                           Engine::Create(o.backend, o.gpu_ordinal, train, result.model, /*for_training=*/true,
-                                          o.bmu_tuning));
-  result.setup_seconds = Since(start) - result.init_seconds;
+  std::unique_ptr<Engine> engine;
+  if (PcaOnDevice(o)) {
+    // The codebook is born on the device; the host copy comes at the end.
+    result.model = EmptyModel(train, o);
+    TESSERA_ASSIGN_OR_RETURN(engine, Engine::Create(o.backend, o.gpu_ordinal, train, result.model,
+                                                    /*for_training=*/true, o.bmu_tuning, /*upload_weights=*/false));
+    result.setup_seconds = Since(start);
+    TESSERA_RETURN_IF_ERROR(engine->InitializePca(train, o));
+    result.init_seconds = Since(start) - result.setup_seconds;
+  } else {
+    TESSERA_ASSIGN_OR_RETURN(result.model, InitializeModel(train, o));
+    result.init_seconds = Since(start);
+    TESSERA_ASSIGN_OR_RETURN(engine, Engine::Create(o.backend, o.gpu_ordinal, train, result.model,
+                                                    /*for_training=*/true, o.bmu_tuning));
+    result.setup_seconds = Since(start) - result.init_seconds;
+  }
   engine->set_bmu_algorithm(o.bmu_algorithm);
   const double small = o.small_radius > 0 ? o.small_radius : 1.25 * EndRadius(o);
   int calm = 0;

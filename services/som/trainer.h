@@ -42,9 +42,13 @@
 // feature's document frequency), so every node starts near the corpus mean;
 // kPca spans the plane of the two leading principal components (orthogonal
 // power iteration on the sparse data, on at most pca_sample_rows evenly spaced
-// rows):
+// rows; kernels/som/pca.h):
 //   w(x, y) = mean + a(x) sqrt(l1) u1 + b(y) sqrt(l2) u2,  a, b in [-1, 1],
-// with the first component along the longer map side.
+// with the first component along the longer map side. On CUDA
+// (pca_on_device) the iteration and the fill run on the GPU and the codebook
+// is written in place in device memory: a 1024 x 1024 map no longer waits for
+// a host fill and a 64 GB upload (68 s on the H200 host, 2026-11-30); the
+// host codebook is first allocated when training ends.
 #ifndef TESSERA_SERVICES_SOM_TRAINER_H_
 #define TESSERA_SERVICES_SOM_TRAINER_H_
 
@@ -105,6 +109,11 @@ struct TrainOptions {
   InitMethod init = InitMethod::kPca;
   int64_t pca_sample_rows = 200000;
   int pca_iterations = 40;
+  // With backend kCuda and init kPca: PCA and codebook fill on the GPU (the
+  // same iteration as the CPU reference, kernels/som/pca.h); false: on the
+  // host, then uploaded (bit-identical training trajectories across
+  // backends, trainer_cuda_test). Not persisted.
+  bool pca_on_device = true;
   uint64_t seed = 1;
   int max_epochs = 40;
   double radius_start = -1;    // <= 0: the schedule's (StartRadius)
@@ -148,8 +157,8 @@ struct TrainResult {
   int epochs = 0;
   bool converged = false;         // stopped by the convergence rule
   QualityMetrics final_quality;   // of the returned codebook on the training rows
-  double init_seconds = 0;        // InitializeModel (host: mean, PCA, codebook fill, norms)
-  double setup_seconds = 0;       // documents, tiles, CSC and codebook into the backend's memory
+  double init_seconds = 0;        // mean, PCA, codebook fill, norms (on the GPU with pca_on_device)
+  double setup_seconds = 0;       // documents, tiles, CSC (and a host-initialised codebook) into the backend's memory
   double total_seconds = 0;       // upload, init, epochs and the final pass
 };
 
@@ -171,8 +180,16 @@ struct Projection {
 absl::StatusOr<Projection> ProjectDocuments(SomModel& model, const SparseBinaryMatrix& docs, Backend backend,
                                             int gpu_ordinal = 0, Adjacency adjacency = Adjacency::kFour);
 
-// The initial codebook alone (tests and tools).
+// The initial codebook alone (tests and tools), on the host; with backend
+// kCuda, init kPca and pca_on_device it is computed on the GPU and copied back.
 absl::StatusOr<SomModel> InitializeModel(const SparseBinaryMatrix& train, const TrainOptions& options);
+
+// The PCA initial codebook written into `codebook` (feature-major, in the
+// stream's backend memory, options.grid's nodes x train.cols() features) with
+// its sq_norms: mean of all rows, components of the sample (pca.h) on the
+// stream's backend, then the fill there.
+absl::Status InitializePcaCodebook(const Stream& stream, const SparseBinaryMatrix& train,
+                                   const TrainOptions& options, const CodebookView& codebook);
 
 }  // namespace som
 }  // namespace tessera

@@ -4,6 +4,7 @@
 // per-epoch QE within 1e-6 relative and the final codebooks within 1e-5.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -34,6 +35,7 @@ TEST(TrainerCudaParity, SameTrajectoryAsCpu) {
       o.max_epochs = 12;
       o.radius_decay_epochs = 8;
       o.update_slab_bytes = int64_t{1} << 20;  // several slabs
+      o.pca_on_device = false;  // the same initial bits on both backends (the GPU PCA: below)
       auto cpu = TrainSom(corpus, o);
       ASSERT_TRUE(cpu.ok()) << cpu.status();
       o.backend = Backend::kCuda;
@@ -57,6 +59,72 @@ TEST(TrainerCudaParity, SameTrajectoryAsCpu) {
       EXPECT_NEAR(gpu->final_quality.topographic_error, cpu->final_quality.topographic_error, 1e-3);
     }
   }
+}
+
+// The GPU PCA initialisation (pca_on_device) against the host one: the same
+// iteration in another summation order, so the codebooks agree to rounding:
+// fp32 weights within 1e-5 absolute (they lie in about [-1, 2]), fp16 within
+// one fp16 step of the larger value (2^-10 relative, 2^-24 absolute floor),
+// norms within 1e-5 relative. A GPU-initialised training ends at the CPU's
+// quality (final QE within 1 %).
+TEST(TrainerCudaParity, PcaOnTheDeviceMatchesTheHost) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  SyntheticCorpusOptions c;
+  c.docs = 30000;
+  c.features = 3000;
+  c.mean_nnz = 11;
+  c.topic_grid_width = 6;
+  c.topic_grid_height = 6;
+  c.seed = 9;
+  SparseBinaryMatrix corpus = GenerateSyntheticCorpus(c);
+  for (WeightType type : {WeightType::kFloat32, WeightType::kFloat16}) {
+    SCOPED_TRACE(WeightTypeName(type));
+    TrainOptions o;
+    o.grid = GridShape{33, 21, Topology::kPlanar};
+    o.weight_type = type;
+    o.pca_sample_rows = 12345;  // the sampled path
+    auto host = InitializeModel(corpus, o);
+    ASSERT_TRUE(host.ok()) << host.status();
+    o.backend = Backend::kCuda;
+    auto device = InitializeModel(corpus, o);
+    ASSERT_TRUE(device.ok()) << device.status();
+    const int64_t m = o.grid.nodes();
+    double worst = 0, worst_norm = 0;
+    int64_t bad = 0;
+    for (int64_t v = 0; v < corpus.cols(); ++v) {
+      for (int64_t i = 0; i < m; ++i) {
+        const double a = device->Weight(v, i), b = host->Weight(v, i);
+        const double d = std::abs(a - b);
+        worst = std::max(worst, d);
+        const double allowed = type == WeightType::kFloat32
+                                   ? 1e-5
+                                   : std::max(std::ldexp(1.0, -24), std::ldexp(std::max(std::abs(a), std::abs(b)), -10));
+        if (d > allowed) ++bad;
+      }
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      worst_norm = std::max(worst_norm, std::abs(double{device->sq_norms[i]} - host->sq_norms[i]) / host->sq_norms[i]);
+    }
+    std::printf("  %s: largest weight difference %.3g, norm %.3g relative\n", WeightTypeName(type), worst, worst_norm);
+    EXPECT_EQ(bad, 0);
+    EXPECT_LT(worst_norm, 1e-5);
+    // Not a constant map: the components spread the nodes.
+    EXPECT_GT(std::abs(host->Weight(0, 0) - host->Weight(0, m - 1)) + std::abs(host->Weight(1, 0) - host->Weight(1, m - 1)),
+              1e-4);
+  }
+  TrainOptions o;
+  o.grid = GridShape{16, 12, Topology::kPlanar};
+  o.max_epochs = 6;
+  o.radius_decay_epochs = 5;
+  auto cpu = TrainSom(corpus, o);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  o.backend = Backend::kCuda;
+  auto gpu = TrainSom(corpus, o);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  std::printf("  final QE cpu %.6f cuda (device PCA) %.6f; init %.3fs vs %.3fs\n", cpu->final_quality.qe_euclidean,
+              gpu->final_quality.qe_euclidean, cpu->init_seconds, gpu->init_seconds);
+  EXPECT_NEAR(gpu->final_quality.qe_euclidean, cpu->final_quality.qe_euclidean, 0.01 * cpu->final_quality.qe_euclidean);
+  ASSERT_EQ(gpu->model.weights_f32.size(), cpu->model.weights_f32.size());
 }
 
 }  // namespace

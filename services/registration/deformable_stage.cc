@@ -21,6 +21,7 @@
 #include "kernels/registration/mutual_info.h"
 #include "services/registration/array_helpers.h"
 #include "services/registration/plateau_stop.h"
+#include "services/registration/sharded_deformable_stage.h"
 #include "services/registration/step_control.h"
 
 namespace tessera::registration {
@@ -133,13 +134,15 @@ class LeanMetric {
 bool LeanStageUsesMixedPrecision(const RegistrationOptions& options) {
   // The B-spline stage (bspline_stage.h) takes float levels.
   return options.precision == "mixed" && options.memory_mode == "lean" && options.shards <= 1 &&
-         options.metric == "lncc" && options.deformable_model == "greedy";
+         options.process_group == nullptr && options.metric == "lncc" && options.deformable_model == "greedy";
 }
 
 absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const RegistrationOptions& options,
                                                const DeformableStageHooks& hooks, const Mat4& t,
                                                const std::vector<DeformableLevel>& levels,
                                                std::vector<std::string>* log) {
+  // One shard of a group spread over processes (registrar.h process_group).
+  if (options.process_group != nullptr) return RunShardedDeformableStage(stream, options, hooks, t, levels, log);
   const MemoryKind kind = MemoryKindFor(stream);
   const bool adam = options.deformable_step == "adam";
   LeanMetric metric(stream, options);

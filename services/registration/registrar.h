@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,10 @@
 #include "kernels/registration/grid_sampler.h"
 #include "kernels/registration/jacobian.h"
 #include "services/registration/metric.h"
+
+namespace tessera::parallel {
+class Communicator;
+}  // namespace tessera::parallel
 
 namespace tessera::registration {
 
@@ -111,6 +116,13 @@ struct RegistrationOptions {
   // GPU ordinals of the sharded ranks (rank r on gpus[r % gpus.size()]);
   // empty: every rank on the stream's GPU. CUDA only.
   std::vector<int> gpus;
+  // Issue 13, ranks in several processes: this process is rank
+  // process_group->rank() of process_group->size() (NCCL, made through the
+  // rendezvous: services/parallel/nccl_rendezvous.h) and runs that one shard
+  // of the sharded greedy stage on its stream's GPU, every process having
+  // computed the same set-up (sharded_deformable_stage.h). Null: in-process
+  // ranks only. Needs shards = 1 and empty gpus; runs at full precision.
+  std::shared_ptr<parallel::Communicator> process_group;
   // Issue 13, out of core on one device (out_of_core_stage.h): the device
   // memory the greedy lean deformable stage may hold, bytes; 0 = no limit.
   // When its need at the finest level (36 B/voxel, deformable_stage.h)

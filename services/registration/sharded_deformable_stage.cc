@@ -69,6 +69,30 @@ int RankOrdinal(const RegistrationOptions& options, const Stream& stream, int ra
   return options.gpus[rank % options.gpus.size()];
 }
 
+// The whole field on every process rank: each holds its own slices (zero
+// elsewhere), summed over the group, which is exact (x + 0 = x), so every
+// rank ends with the same array bit for bit. Host arrays travel through a
+// bounded buffer in the stream's memory (NCCL reduces device memory).
+absl::Status AllGatherBySum(Communicator& comm, NDArray* whole, const Stream& stream) {
+  float* data = whole->data<float>();
+  const size_t total = static_cast<size_t>(whole->num_elements());
+  if (stream.backend() != Backend::kCuda) return comm.AllReduce(data, total, parallel::ReduceOp::kSum, stream);
+  const size_t chunk = std::min<size_t>(total, size_t{1} << 22);  // 16 MB
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> staging,
+                           Buffer::Allocate(MemoryKind::kDevice, chunk * sizeof(float), stream.ordinal()));
+  float* device = static_cast<float*>(staging->data());
+  for (size_t offset = 0; offset < total; offset += chunk) {
+    const size_t n = std::min(chunk, total - offset);
+    TESSERA_RETURN_IF_ERROR(
+        CopyBytes(device, MemoryKind::kDevice, data + offset, MemoryKind::kHost, n * sizeof(float), stream));
+    TESSERA_RETURN_IF_ERROR(comm.AllReduce(device, n, parallel::ReduceOp::kSum, stream));
+    TESSERA_RETURN_IF_ERROR(
+        CopyBytes(data + offset, MemoryKind::kHost, device, MemoryKind::kDevice, n * sizeof(float), stream));
+    TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 bool RingMovesTheImage(const RegistrationOptions& options, const Stream& stream, int ranks) {
@@ -96,7 +120,15 @@ absl::Status ValidateShardedOptions(const RegistrationOptions& options, Backend 
       }
     }
   }
-  if (options.shards == 1) return absl::OkStatus();
+  if (options.process_group != nullptr) {
+    if (options.shards != 1 || !options.gpus.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a process group (rank ", options.process_group->rank(), " of ", options.process_group->size(),
+          ") runs one shard per process: shards must be 1 (got ", options.shards, ") and gpus empty (got {",
+          absl::StrJoin(options.gpus, ","), "}); pick the GPU with CUDA_VISIBLE_DEVICES"));
+    }
+  }
+  if (options.shards == 1 && options.process_group == nullptr) return absl::OkStatus();
   if (options.memory_mode != "lean") {
     return absl::InvalidArgumentError(absl::StrCat("shards = ", options.shards, " runs the lean deformable stage: memory_mode '",
                                                    options.memory_mode, "' cannot be sharded"));
@@ -128,6 +160,8 @@ absl::StatusOr<NDArray> RunShardedDeformableStage(const Stream& stream, const Re
   // Rank threads charge their allocations to this registration's tracker.
   const std::shared_ptr<DeviceMemoryTracker> tracker = CurrentDeviceMemoryTracker();
   const int64_t halo = parallel::GreedyStepHalo(step_options);
+  // Ranks in several processes: this process runs rank group->rank() only.
+  Communicator* const group = options.process_group.get();
   NDArray u, m, v;  // whole fields on the host between levels
   int64_t adam_step = 0;
   TESSERA_RETURN_IF_ERROR(stream.Synchronize());  // the levels are final before other streams read them
@@ -154,7 +188,15 @@ absl::StatusOr<NDArray> RunShardedDeformableStage(const Stream& stream, const Re
     const int max_it = PerScale(options.deformable_iterations, si);
     if (max_it <= 0) continue;
     const absl::Time start = absl::Now();
-    const int ranks = ShardsForLevel(options.shards, dims.nz, halo);
+    const int requested = group != nullptr ? group->size() : options.shards;
+    const int ranks = ShardsForLevel(requested, dims.nz, halo);
+    if (group != nullptr && ranks < requested) {
+      // Process ranks cannot sit a level out: every one is in the collectives.
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "deformable x%d: %d slices cannot hold %d process ranks with %d-slice halos (use fewer ranks, or "
+          "scales whose levels have at least %d slices)",
+          level.factor, dims.nz, requested, halo, requested * halo));
+    }
     if (ranks < options.shards) {
       log->push_back(absl::StrFormat(
           "deformable x%d: %d slices cannot hold %d shards with %d-slice halos: sharded over %d", level.factor,
@@ -164,7 +206,9 @@ absl::StatusOr<NDArray> RunShardedDeformableStage(const Stream& stream, const Re
     // The ring shards the moving image (CPU ranks, and GPU ranks spread over
     // several GPUs); ranks on one GPU share the whole image instead (one
     // read-only copy beats H shards plus the ring's buffers).
-    const bool ring = RingMovesTheImage(options, stream, ranks);
+    // Process ranks each hold the whole moving level already (the same
+    // set-up on every process): the ring across processes is not done yet.
+    const bool ring = group == nullptr && RingMovesTheImage(options, stream, ranks);
     NDArray moving_host;
     std::map<int, NDArray> moving_on_gpu;
     if (ring && level.moving->memory_kind() != MemoryKind::kDevice) {
@@ -184,7 +228,7 @@ absl::StatusOr<NDArray> RunShardedDeformableStage(const Stream& stream, const Re
     float affine[12];
     for (int i = 0; i < 12; ++i) affine[i] = static_cast<float>(a[i]);
     LevelSummary summary;
-    const absl::Status status = parallel::RunInProcessRanks(ranks, [&](Communicator& comm) -> absl::Status {
+    const auto rank_body = [&](Communicator& comm) -> absl::Status {
       ScopedDeviceMemoryCharge charge(tracker);
       Stream rank_stream = Stream::Cpu();
       if (cuda) {
@@ -238,20 +282,31 @@ absl::StatusOr<NDArray> RunShardedDeformableStage(const Stream& stream, const Re
       s.best = stop.best();
       s.iterations = std::min(it, max_it);
       s.adam_step = state.adam_step;
-      // Ranks write disjoint slices of the whole fields.
+      // Ranks write disjoint slices of the whole fields; a process rank's
+      // fields hold its slices alone until AllGatherBySum.
+      if (group != nullptr) {
+        for (NDArray* a : fields) TESSERA_RETURN_IF_ERROR(FillZero(*a, host));
+      }
       TESSERA_RETURN_IF_ERROR(parallel::InsertOwnSlices(state.u, layout, &u, rank_stream));
       if (adam) {
         TESSERA_RETURN_IF_ERROR(parallel::InsertOwnSlices(state.m, layout, &m, rank_stream));
         TESSERA_RETURN_IF_ERROR(parallel::InsertOwnSlices(state.v, layout, &v, rank_stream));
       }
       if (rank == 0) summary = s;
+      TESSERA_RETURN_IF_ERROR(rank_stream.Synchronize());
+      if (group != nullptr) {
+        for (NDArray* a : fields) TESSERA_RETURN_IF_ERROR(AllGatherBySum(comm, a, rank_stream));
+        // Every process rank took the same decisions (the losses are all-reduced).
+        summary = s;
+      }
       return absl::OkStatus();
-    });
-    TESSERA_RETURN_IF_ERROR(status);
+    };
+    TESSERA_RETURN_IF_ERROR(group != nullptr ? rank_body(*group) : parallel::RunInProcessRanks(ranks, rank_body));
     adam_step = summary.adam_step;
     log->push_back(absl::StrFormat(
-        "deformable x%d (lean, sharded over %d %s ranks, %s): %d iterations, loss %.6g -> %.6g (best %.6g), %.2f s",
-        level.factor, ranks, cuda ? "gpu" : "cpu", ring ? "ring sampler" : "shared moving image", summary.iterations, summary.first, summary.last, summary.best,
+        "deformable x%d (lean, sharded over %d %s%s ranks, %s): %d iterations, loss %.6g -> %.6g (best %.6g), %.2f s",
+        level.factor, ranks, group != nullptr ? "process " : "", cuda ? "gpu" : "cpu",
+        ring ? "ring sampler" : group != nullptr ? "whole moving image per process" : "shared moving image", summary.iterations, summary.first, summary.last, summary.best,
         absl::ToDoubleSeconds(absl::Now() - start)));
   }
   if (u.empty()) return u;

@@ -20,6 +20,17 @@
 // Between levels the field is gathered on the host and upsampled whole (the
 // gigavoxel path would upsample per slab: not done yet).
 // Progress reports and cancellation checks run on rank 0's thread.
+//
+// Ranks in several processes (options.process_group, registrar.h; `tessera
+// register --rank R --world-size N`): every process has computed the same
+// set-up and levels, and runs exactly its rank of the group with the given
+// communicator (NCCL through the rendezvous, services/parallel/). Each holds
+// the whole moving level (no ring across processes yet); after every level
+// the fields are all-gathered (own slices, zero elsewhere, summed: exact), so
+// every process returns the same whole field and rank 0 writes the outputs.
+// Every level must hold all ranks (FAILED_PRECONDITION naming the level
+// otherwise: a process rank cannot sit a level out). Cancellation is checked
+// by rank 0 alone: its peers then wait in NCCL until their process ends.
 #ifndef TESSERA_SERVICES_REGISTRATION_SHARDED_DEFORMABLE_STAGE_H_
 #define TESSERA_SERVICES_REGISTRATION_SHARDED_DEFORMABLE_STAGE_H_
 
@@ -36,7 +47,8 @@
 
 namespace tessera::registration {
 
-// INVALID_ARGUMENT for shards < 1, and for shards > 1 with memory_mode
+// INVALID_ARGUMENT for shards < 1, for a process group with shards != 1 or
+// gpus given, and for shards > 1 (or a process group) with memory_mode
 // "standard" or a metric other than mse, lncc, mi (any backend);
 // FAILED_PRECONDITION for gpus on the cpu or naming a missing GPU.
 absl::Status ValidateShardedOptions(const RegistrationOptions& options, Backend backend);

@@ -9,9 +9,14 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/nifti_io.h"
+#include "kernels/parallel/in_process_communicator.h"
 #include "kernels/registration/label_metrics.h"
 #include "services/registration/registrar.h"
 #include "services/registration/sharded_deformable_stage.h"
@@ -115,6 +120,93 @@ TEST(ShardedDeformable, AdamMatchesSingleRank) {
   RegistrationOptions o = QuickColinOptions("lncc", {60, 30});
   o.deformable_step = "adam";
   ExpectShardsMatchSingleRank(MakeProblem(IntensityChange::kGamma, 7), o);
+}
+
+// Displacement rms and rms difference, mm.
+std::pair<double, double> RmsAndDifference(const NDArray& a, const NDArray& b) {
+  double diff2 = 0, norm2 = 0;
+  for (int64_t i = 0; i < a.num_elements(); ++i) {
+    const double x = a.data<float>()[i], y = b.data<float>()[i];
+    diff2 += (x - y) * (x - y);
+    norm2 += x * x;
+  }
+  return {std::sqrt(norm2 / a.num_elements()), std::sqrt(diff2 / a.num_elements())};
+}
+
+// The seam for ranks in several processes (registrar.h process_group): each
+// "process" is a thread running the whole registration with an externally
+// made communicator (in-process here, NCCL through the rendezvous in
+// `tessera register --rank`) and one shard of the deformable stage.
+std::vector<absl::StatusOr<RegistrationResult>> RunProcessRanks(const Problem& p, const RegistrationOptions& o,
+                                                                int world_size) {
+  auto group = std::make_shared<parallel::InProcessGroup>(world_size);
+  std::vector<absl::StatusOr<RegistrationResult>> results(world_size, absl::UnknownError("not run"));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world_size; ++r) {
+    threads.emplace_back([&, r] {
+      RegistrationOptions mine = o;
+      mine.process_group = std::make_shared<parallel::InProcessCommunicator>(group, r);
+      results[r] = Register(p.fixed, p.pair.moving, mine);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return results;
+}
+
+TEST(ShardedDeformable, ProcessRanksMatchInProcessShardsAndSingleRank) {
+  const Problem p = MakeProblem(IntensityChange::kGamma, 7);
+  RegistrationOptions o = QuickColinOptions("lncc", {60, 30});
+  o.precision = "full";  // what the sharded stage runs
+  // Two process ranks: every rank ends with the same whole field (all-gathered),
+  // close to the in-process 2-shard run (which moves the image around the ring).
+  const auto ranks = RunProcessRanks(p, o, 2);
+  for (const auto& r : ranks) ASSERT_TRUE(r.ok()) << r.status();
+  const NDArray& u0 = ranks[0]->displacement_ras;
+  const NDArray& u1 = ranks[1]->displacement_ras;
+  ASSERT_EQ(u0.num_elements(), u1.num_elements());
+  EXPECT_EQ(std::memcmp(u0.data<float>(), u1.data<float>(), u0.nbytes()), 0) << "ranks disagree on the field";
+  std::string log;
+  for (const std::string& line : ranks[0]->log) log += line + "\n";
+  EXPECT_NE(log.find("sharded over 2 process cpu ranks"), std::string::npos) << log;
+  const Outcome in_process = registration::Run(p, o, 2);
+  const auto [rms, diff] = RmsAndDifference(in_process.displacement, u0);
+  std::printf("2 process ranks vs 2 in-process shards: displacement rms %.4f mm, rms difference %.3g mm\n", rms, diff);
+  EXPECT_LT(diff, 0.1 * kVoxelMm);
+  // World size 1 through the same path equals the unsharded lean stage up to
+  // float summation order (bit-identical here is not promised).
+  const auto one = RunProcessRanks(p, o, 1);
+  ASSERT_TRUE(one[0].ok()) << one[0].status();
+  const Outcome single = registration::Run(p, o, 1);
+  const auto [rms1, diff1] = RmsAndDifference(single.displacement, one[0]->displacement_ras);
+  std::printf("1 process rank vs shards=1: displacement rms %.4f mm, rms difference %.3g mm\n", rms1, diff1);
+  EXPECT_LT(diff1, 0.1 * kVoxelMm);
+  EXPECT_GT(rms1, 0.5);  // a deformation happened at all
+}
+
+TEST(ShardedDeformable, ProcessRanksRefuseThinLevelsAndInProcessShards) {
+  Phantom ph = MakePhantom(24).value();
+  SyntheticOptions so;
+  SyntheticPair pair = MakeSyntheticPair(ph.image, nullptr, so).value();
+  Problem p;
+  p.fixed = ph.image;
+  p.pair.moving = pair.moving;
+  RegistrationOptions o = QuickColinOptions("lncc", {60, 30});
+  o.stages = {"deformable"};
+  o.deformable_iterations = {3, 3};
+  o.metric_options.lncc_window = 7;
+  o.smooth_grad_sigma = 1;
+  // The coarse level (12 slices, 6-slice halos) cannot hold 4 process ranks,
+  // and a process rank cannot sit a level out.
+  for (const auto& r : RunProcessRanks(p, o, 4)) {
+    ASSERT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+    EXPECT_NE(r.status().message().find("12 slices cannot hold 4 process ranks with 6-slice halos"),
+              std::string::npos) << r.status();
+  }
+  o.shards = 2;
+  for (const auto& r : RunProcessRanks(p, o, 2)) {
+    ASSERT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    EXPECT_NE(r.status().message().find("shards must be 1 (got 2)"), std::string::npos) << r.status();
+  }
 }
 
 TEST(ShardedDeformable, ThinLevelsRunOnFewerShards) {

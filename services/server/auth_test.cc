@@ -33,6 +33,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tessera/v1/reconstruction.grpc.pb.h"
 #include "tessera/v1/registration.grpc.pb.h"
+#include "tessera/v1/rendezvous.grpc.pb.h"
 #include "tessera/v1/scheduler.grpc.pb.h"
 #include "tessera/v1/som.grpc.pb.h"
 #include "tessera/v1/volume.grpc.pb.h"
@@ -90,7 +91,8 @@ TEST(MethodRoleTableTest, CoversEveryHostedMethod) {
   const std::vector<const google::protobuf::FileDescriptor*> api = {
       v1::DescribeFileRequest::descriptor()->file(), v1::JobRequest::descriptor()->file(),
       v1::SearchRequest::descriptor()->file(), v1::AtlasRequest::descriptor()->file(),
-      v1::JobRef::descriptor()->file(), v1::ReconJobRequest::descriptor()->file()};
+      v1::JobRef::descriptor()->file(), v1::ReconJobRequest::descriptor()->file(),
+      v1::JoinRendezvousRequest::descriptor()->file()};
   std::set<std::string> files, all;
   for (const auto* f : api) files.insert(f->name());
   int service_count = 0;
@@ -107,7 +109,8 @@ TEST(MethodRoleTableTest, CoversEveryHostedMethod) {
       }
     }
   }
-  EXPECT_EQ(service_count, 7);  // Volume, Registration, Fingerprint, SomAtlas, Scheduler, Worker, Reconstruction
+  EXPECT_EQ(service_count, 8);  // Volume, Registration, Fingerprint, SomAtlas, Scheduler, Worker, Reconstruction,
+                                // Rendezvous
   for (const auto& [method, role] : MethodRoleTable()) EXPECT_TRUE(all.count(method)) << method << " is not an RPC";
   EXPECT_EQ(RequiredRole("/tessera.v1.FingerprintService/NoSuchMethod"), Role::kNone);
   EXPECT_EQ(RequiredRole("/tessera.v1.FingerprintService/Delete"), Role::kAdmin);

@@ -62,6 +62,8 @@ const std::map<std::string, Role>& MethodRoleTable() {
       // WorkerService (a scheduler calling its workers): running work is an admin right.
       {"/tessera.v1.WorkerService/Execute", Role::kAdmin},
       {"/tessera.v1.WorkerService/Describe", Role::kReader},
+      // RendezvousService (ranks of one registration agree on an NCCL id): as submitting one.
+      {"/tessera.v1.RendezvousService/Join", Role::kEnroller},
   };
   return *table;
 }

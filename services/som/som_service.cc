@@ -58,7 +58,10 @@ absl::Status CheckLine(absl::string_view what, const std::string& s) {
   return absl::OkStatus();
 }
 
-std::shared_ptr<const SomAtlasServiceImpl::Entry> MakeEntry(Atlas atlas, std::string id, std::string directory) {
+// INVALID_ARGUMENT when the atlas's BMUs do not fit its map (LoadAtlas and
+// MakeAtlas already refuse such atlases).
+absl::StatusOr<std::shared_ptr<const SomAtlasServiceImpl::Entry>> MakeEntry(Atlas atlas, std::string id,
+                                                                            std::string directory) {
   auto entry = std::make_shared<SomAtlasServiceImpl::Entry>();
   entry->atlas = std::move(atlas);
   entry->id = std::move(id);
@@ -66,7 +69,12 @@ std::shared_ptr<const SomAtlasServiceImpl::Entry> MakeEntry(Atlas atlas, std::st
   const std::vector<std::string>& names = entry->atlas.feature_names;
   entry->feature_index.reserve(names.size());
   for (size_t v = 0; v < names.size(); ++v) entry->feature_index.emplace(names[v], static_cast<int32_t>(v));
-  return entry;
+  absl::StatusOr<som::CellIndex> cells = som::CellIndex::Build(entry->atlas.bmu, entry->atlas.nodes());
+  if (!cells.ok()) return Annotate(cells.status(), absl::StrCat("atlas '", entry->id, "'"));
+  entry->cells = *std::move(cells);
+  // The entry is heap-allocated and never moved: the reference stays valid.
+  entry->device_codebook = std::make_unique<som::ResidentCodebook>(entry->atlas.model);
+  return std::shared_ptr<const SomAtlasServiceImpl::Entry>(std::move(entry));
 }
 
 // Fills a corpus row by row from an upload, checking as it goes.
@@ -287,8 +295,13 @@ void SomAtlasServiceImpl::LoadAtlasDirectory() {
       TESSERA_LOG(WARNING) << "som: skipping atlas '" << path << "': " << atlas.status();
       continue;
     }
+    absl::StatusOr<std::shared_ptr<const Entry>> entry = MakeEntry(*std::move(atlas), id, path);
+    if (!entry.ok()) {
+      TESSERA_LOG(WARNING) << "som: skipping atlas '" << path << "': " << entry.status();
+      continue;
+    }
     std::lock_guard<std::mutex> lock(atlases_mu_);
-    atlases_[id] = MakeEntry(*std::move(atlas), id, path);
+    atlases_[id] = *std::move(entry);
     ++loaded;
   }
   TESSERA_LOG(INFO) << "som: " << loaded << " atlas(es) loaded from '" << atlas_dir_ << "'";
@@ -340,7 +353,12 @@ absl::StatusOr<std::shared_ptr<const SomAtlasServiceImpl::Entry>> SomAtlasServic
     return absl::NotFoundError(
         absl::StrCat("no atlas '", id, "': '", directory, "' does not load (", atlas.status().ToString(), ")"));
   }
-  std::shared_ptr<const Entry> entry = MakeEntry(*std::move(atlas), id, directory);
+  absl::StatusOr<std::shared_ptr<const Entry>> made = MakeEntry(*std::move(atlas), id, directory);
+  if (!made.ok()) {
+    return absl::NotFoundError(
+        absl::StrCat("no atlas '", id, "': '", directory, "' does not load (", made.status().ToString(), ")"));
+  }
+  std::shared_ptr<const Entry> entry = *std::move(made);
   std::lock_guard<std::mutex> lock(atlases_mu_);
   atlases_[id] = entry;
   TESSERA_LOG(INFO) << "som: atlas '" << id << "' loaded from '" << directory << "'";
@@ -356,8 +374,9 @@ absl::Status SomAtlasServiceImpl::AdoptAtlas(const std::string& id, Atlas atlas)
   if (!fs::exists(fs::path(directory) / "manifest.json", ec)) {  // deleted meanwhile
     return absl::NotFoundError(absl::StrCat("no atlas in '", directory, "'"));
   }
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const Entry> entry, MakeEntry(std::move(atlas), id, directory));
   std::lock_guard<std::mutex> lock(atlases_mu_);
-  atlases_[id] = MakeEntry(std::move(atlas), id, directory);
+  atlases_[id] = std::move(entry);
   return absl::OkStatus();
 }
 
@@ -744,13 +763,15 @@ grpc::Status SomAtlasServiceImpl::GetAtlas(grpc::ServerContext* /*context*/, con
 
 namespace {
 
-// On the CPU the atlas's host codebook is searched in place, not copied per
-// request as ProjectDocuments does (126 MB for 32x32 x 30,766 features); the
-// same feature-major BMU search, so the same cells.
-absl::StatusOr<som::Projection> ProjectOnAtlas(const Atlas& atlas, const SparseBinaryMatrix& docs, Backend backend) {
-  // Both paths only read the model; its view is non-const for the kernels' sake.
-  som::SomModel& model = const_cast<som::SomModel&>(atlas.model);
-  if (backend != Backend::kCpu) return som::ProjectDocuments(model, docs, backend);
+// On the CPU the atlas's host codebook is searched in place, on CUDA the
+// entry's resident device copy (uploaded by the first CUDA call), never copied
+// per request as ProjectDocuments does (126 MB for 32x32 x 30,766 features);
+// the same feature-major BMU search, so the same cells.
+absl::StatusOr<som::Projection> ProjectOnAtlas(const SomAtlasServiceImpl::Entry& entry,
+                                               const SparseBinaryMatrix& docs, Backend backend) {
+  if (backend != Backend::kCpu) return entry.device_codebook->Project(docs);
+  // Only read; the view is non-const for the kernels' sake.
+  som::SomModel& model = const_cast<som::SomModel&>(entry.atlas.model);
   const Stream cpu = Stream::Cpu();
   som::DocumentParts parts;
   parts.tiles = false;  // only the tiled CUDA kernels read tiles
@@ -803,7 +824,7 @@ absl::Status SomAtlasServiceImpl::ProjectImpl(const v1::ProjectRequest& request,
     }
   }
   if (docs.rows() == 0) return absl::OkStatus();
-  TESSERA_ASSIGN_OR_RETURN(som::Projection p, ProjectOnAtlas(atlas, docs, backend));
+  TESSERA_ASSIGN_OR_RETURN(som::Projection p, ProjectOnAtlas(*e, docs, backend));
   const int width = atlas.model.grid.width;
   for (int64_t k = 0; k < docs.rows(); ++k) {
     v1::ProjectedDocument* out = response->add_documents();
@@ -860,7 +881,7 @@ absl::Status SomAtlasServiceImpl::GetCellImpl(const v1::GetCellRequest& request,
     return absl::InvalidArgumentError(
         absl::StrCat("top_features ", request.top_features(), " must be in 0..", kMaxTopFeatures));
   }
-  const std::vector<int64_t> docs = som::DocumentsInCell(atlas, node);
+  TESSERA_ASSIGN_OR_RETURN(const absl::Span<const int32_t> docs, e->cells.Documents(node));
   int64_t start = 0;
   if (!request.page_token().empty() &&
       (!absl::SimpleAtoi(request.page_token(), &start) || start < 0 || start > static_cast<int64_t>(docs.size()))) {

@@ -72,7 +72,9 @@
 #include "services/server/server_options.h"
 #include "services/som/atlas.h"
 #include "services/som/atlas_request.h"
+#include "services/som/cell_index.h"
 #include "services/som/corpus_store.h"
+#include "services/som/resident_codebook.h"
 #include "services/som/training_engine.h"
 #include "tessera/v1/som.grpc.pb.h"
 
@@ -165,12 +167,17 @@ class SomAtlasServiceImpl final : public v1::SomAtlasService::Service {
   // now and then.) FAILED_PRECONDITION without a scheduler.
   absl::StatusOr<int> SweepUploadFiles();
 
-  // A loaded atlas and what queries need besides it.
+  // A loaded atlas and what queries need besides it, built once when the
+  // atlas is loaded or adopted and freed with the entry (when the atlas is
+  // unloaded, deleted or replaced and no call holds it any more).
   struct Entry {
     som::Atlas atlas;                                        // held-out quality in atlas.held_out_quality
     std::string id;
     std::string directory;
     std::unordered_map<std::string, int32_t> feature_index;  // name -> feature
+    som::CellIndex cells;                                    // GetCell: documents per node
+    // CUDA Project: the codebook on the GPU, uploaded on first use (of atlas.model).
+    std::unique_ptr<som::ResidentCodebook> device_codebook;
   };
 
  private:

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -616,10 +617,12 @@ absl::StatusOr<RegistrationResult> RegisterBounded(const Volume& fixed, const Vo
     }
     TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   }
+  const std::string limit_text = limit == std::numeric_limits<int64_t>::max() ? std::string("none (forced)")
+                                                                               : absl::StrFormat("%.2f GB", limit / 1e9);
   result.log.push_back(absl::StrFormat(
-      "bounded run (device limit %.2f GB): pyramid built on the %s (fixed) / %s (moving), host %s; linear stages on "
+      "bounded run (device limit %s): pyramid built on the %s (fixed) / %s (moving), host %s; linear stages on "
       "the %s at %d of %d levels%s; output slab by slab on %d shards",
-      limit / 1e9, fixed_where, moving_where, cuda ? "pinned" : "memory", cuda ? "gpu" : "cpu",
+      limit_text, fixed_where, moving_where, cuda ? "pinned" : "memory", cuda ? "gpu" : "cpu",
       static_cast<int>(on_device), static_cast<int>(levels.size()),
       on_device < levels.size() ? ", the finer ones on the host (cpu backend)" : "", shards));
 

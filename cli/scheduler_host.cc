@@ -20,6 +20,7 @@ namespace fs = std::filesystem;
 void HostedScheduler::AddTo(ServiceHost& host) {
   if (scheduler_service) host.AddService(scheduler_service.get());
   if (worker_service) host.AddService(worker_service.get());
+  if (rendezvous_service) host.AddService(rendezvous_service.get());
 }
 
 absl::StatusOr<HostedScheduler> CreateHostedScheduler(const SchedulerHostOptions& options,
@@ -98,6 +99,7 @@ absl::StatusOr<HostedScheduler> CreateHostedScheduler(const SchedulerHostOptions
                                                          std::move(workers));
   TESSERA_RETURN_IF_ERROR(out.scheduler->Start());
   out.scheduler_service = std::make_unique<SchedulerServiceImpl>(out.scheduler.get());
+  out.rendezvous_service = std::make_unique<RendezvousServiceImpl>();
   if (services.registration) {
     TESSERA_RETURN_IF_ERROR(services.registration->AttachScheduler(out.scheduler.get(), state_dir));
   }

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "cli/hosted_services.h"
 #include "services/jobs/engine.h"
+#include "services/parallel/rendezvous_service.h"
 #include "services/scheduler/in_process_worker.h"
 #include "services/scheduler/scheduler.h"
 #include "services/scheduler/scheduler_service.h"
@@ -43,6 +44,9 @@ struct HostedScheduler {
   std::unique_ptr<scheduler::Scheduler> scheduler;
   std::unique_ptr<SchedulerServiceImpl> scheduler_service;
   std::unique_ptr<WorkerServiceImpl> worker_service;
+  // Where the ranks of one job in several processes agree on their NCCL id
+  // (roles all and scheduler: the scheduler places the ranks).
+  std::unique_ptr<RendezvousServiceImpl> rendezvous_service;
 
   // Registers the gRPC services (before host.Start()).
   void AddTo(ServiceHost& host);

@@ -17,6 +17,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -1275,6 +1276,79 @@ TEST(SomAtlasService, AJobStoppedMidRunCompletesAfterARestart) {
 
 // A process without a scheduler (`tessera serve --role worker`) refuses
 // uploads and jobs; it still answers queries.
+// GetCell over gRPC, page by page, returns what the scan over all BMUs
+// (DocumentsInCell) returns for every cell of a random atlas with many empty
+// cells; off-map cells are INVALID_ARGUMENT, unknown atlases NOT_FOUND.
+TEST(SomAtlasService, GetCellAnswersFromTheIndexLikeTheScan) {
+  const std::string root = MakeRoot("cells");
+  som::TrainResult trained;
+  som::SomModel& model = trained.model;
+  model.grid = som::GridShape{9, 7, som::Topology::kPlanar};
+  model.features = 5;
+  std::mt19937 rng(16);
+  std::uniform_real_distribution<float> w(0.0f, 1.0f);
+  model.weights_f32.resize(model.features * model.grid.nodes());
+  for (float& x : model.weights_f32) x = w(rng);
+  std::vector<int32_t> bmu(500);
+  for (int32_t& b : bmu) b = static_cast<int32_t>(w(rng) * w(rng) * w(rng) * model.grid.nodes());
+  auto atlas = som::MakeAtlas(std::move(trained), bmu, {}, {}, som::TrainOptions());
+  ASSERT_TRUE(atlas.ok()) << atlas.status();
+  ASSERT_TRUE(som::SaveAtlas(*atlas, root + "/atlases/random").ok());
+
+  ServerOptions options = scheduler::testing::LoopbackServerOptions();
+  options.data_roots = {root + "/data"};
+  options.atlas_dir = root + "/atlases";
+  auto service = SomAtlasServiceImpl::Create(options);
+  ASSERT_TRUE(service.ok()) << service.status();
+  auto hosted = scheduler::testing::StartLoopbackHost(options, service->get());
+  ASSERT_TRUE(hosted.ok()) << hosted.status();
+  auto stub = v1::SomAtlasService::NewStub(hosted->channel);
+  int empty = 0;
+  for (int64_t node = 0; node < model.grid.nodes(); ++node) {
+    const std::vector<int64_t> scan = som::DocumentsInCell(*atlas, node);
+    if (scan.empty()) ++empty;
+    std::vector<int64_t> served;
+    std::string token;
+    do {
+      v1::GetCellRequest request;
+      request.set_atlas_id("random");
+      if (node % 2 == 0) {
+        request.set_node(static_cast<int32_t>(node));
+      } else {
+        request.mutable_xy()->set_x(static_cast<int32_t>(node % model.grid.width));
+        request.mutable_xy()->set_y(static_cast<int32_t>(node / model.grid.width));
+      }
+      request.set_page_size(7);
+      request.set_page_token(token);
+      v1::CellResponse cell;
+      grpc::ClientContext context;
+      const grpc::Status s = stub->GetCell(&context, request, &cell);
+      ASSERT_TRUE(s.ok()) << s.error_message();
+      EXPECT_EQ(cell.hit_count(), static_cast<int64_t>(scan.size()));
+      served.insert(served.end(), cell.document_indices().begin(), cell.document_indices().end());
+      token = cell.next_page_token();
+    } while (!token.empty());
+    EXPECT_EQ(served, scan) << "node " << node;
+  }
+  EXPECT_GT(empty, 0) << "the random atlas should have empty cells";
+  for (int32_t node : {-1, 63, 1000}) {
+    v1::GetCellRequest request;
+    request.set_atlas_id("random");
+    request.set_node(node);
+    v1::CellResponse cell;
+    grpc::ClientContext context;
+    const grpc::Status s = stub->GetCell(&context, request, &cell);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << node;
+    EXPECT_THAT(s.error_message(), HasSubstr("off the 9x7 map"));
+  }
+  v1::GetCellRequest request;
+  request.set_atlas_id("no-such-atlas");
+  request.set_node(0);
+  v1::CellResponse cell;
+  grpc::ClientContext context;
+  EXPECT_EQ(stub->GetCell(&context, request, &cell).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
 TEST(SomAtlasService, WithoutASchedulerJobCallsAreFailedPrecondition) {
   const std::string root = MakeRoot("worker");
   ServerOptions options = scheduler::testing::LoopbackServerOptions();

@@ -93,6 +93,26 @@ absl::Status AllGatherBySum(Communicator& comm, NDArray* whole, const Stream& st
   return absl::OkStatus();
 }
 
+// `values` of rank 0 on every rank (through the stream's memory, as NCCL needs).
+absl::Status BroadcastFromRankZero(Communicator& comm, Mat4* values, const Stream& stream) {
+  Mat4 mine = *values;
+  if (comm.rank() != 0) mine.fill(0.0);
+  const size_t bytes = sizeof(double) * mine.size();
+  if (stream.backend() != Backend::kCuda) {
+    TESSERA_RETURN_IF_ERROR(comm.AllReduce(mine.data(), mine.size(), parallel::ReduceOp::kSum, stream));
+  } else {
+    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> staging,
+                             Buffer::Allocate(MemoryKind::kDevice, bytes, stream.ordinal()));
+    double* device = static_cast<double*>(staging->data());
+    TESSERA_RETURN_IF_ERROR(CopyBytes(device, MemoryKind::kDevice, mine.data(), MemoryKind::kHost, bytes, stream));
+    TESSERA_RETURN_IF_ERROR(comm.AllReduce(device, mine.size(), parallel::ReduceOp::kSum, stream));
+    TESSERA_RETURN_IF_ERROR(CopyBytes(mine.data(), MemoryKind::kHost, device, MemoryKind::kDevice, bytes, stream));
+    TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+  }
+  *values = mine;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 bool RingMovesTheImage(const RegistrationOptions& options, const Stream& stream, int ranks) {
@@ -148,7 +168,7 @@ int ShardsForLevel(int requested, int64_t nz, int64_t halo) {
 }
 
 absl::StatusOr<NDArray> RunShardedDeformableStage(const Stream& stream, const RegistrationOptions& options,
-                                                  const DeformableStageHooks& hooks, const Mat4& t,
+                                                  const DeformableStageHooks& hooks, const Mat4& rank_t,
                                                   const std::vector<DeformableLevel>& levels,
                                                   std::vector<std::string>* log) {
   TESSERA_RETURN_IF_ERROR(ValidateShardedOptions(options, stream.backend()));
@@ -162,6 +182,11 @@ absl::StatusOr<NDArray> RunShardedDeformableStage(const Stream& stream, const Re
   const int64_t halo = parallel::GreedyStepHalo(step_options);
   // Ranks in several processes: this process runs rank group->rank() only.
   Communicator* const group = options.process_group.get();
+  // Every process computed the affine itself; GPU reductions need not agree
+  // to the last bit across processes, so all ranks take rank 0's (summed
+  // with zeros: exact), and their slabs fit together.
+  Mat4 t = rank_t;
+  if (group != nullptr) TESSERA_RETURN_IF_ERROR(BroadcastFromRankZero(*group, &t, stream));
   NDArray u, m, v;  // whole fields on the host between levels
   int64_t adam_step = 0;
   TESSERA_RETURN_IF_ERROR(stream.Synchronize());  // the levels are final before other streams read them

@@ -26,9 +26,9 @@ namespace cpu {
 // Vectorized loops (lss_cpu_vector.cc, compiled without this file's
 // "#pragma GCC target", which would suppress their per-ISA clones).
 namespace lss_vector {
-void RhoRow(int p, int rt, int n, const int* rows, const float* pair_dist, const float* pair_dir,
-            const float* pair_radial, const float* gx, const float* gy, const float* gt, float xt, float yt, float tt,
-            const LssConstants& c, float* out);
+void RhoColumn(int P, int k, int n, const int* rows, const float* pair_dist, const float* pair_dir,
+               const float* pair_radial, const float* gx, const float* gy, const float* gt, const LssConstants& c,
+               float* out);
 void RelaxStep(int p, int stride, const float* rho_t, const float* lambda, float denominator, const LssConstants& c,
                float* sum, float* next);
 }  // namespace lss_vector
@@ -36,7 +36,7 @@ void RelaxStep(int p, int stride, const float* rho_t, const float* lambda, float
 namespace {
 
 using lss_vector::RelaxStep;
-using lss_vector::RhoRow;
+using lss_vector::RhoColumn;
 
 using lss_internal::DirectionsMatchable;
 using lss_internal::LambdaFromCounts;
@@ -125,11 +125,21 @@ int BitCount(const MccCylinder& c) {
 }
 
 struct Scratch {
+  // The positive local similarities of one comparison as they are found:
+  // values[i] with flat index r * nB + j in index[i], i < n_found. Sized once
+  // for the largest comparison (plus 8 lanes of slack for full-vector
+  // stores of compressed lanes) and never shrunk: no push_back, no zeroing.
+  std::vector<float> values;
+  std::vector<int32_t> index;
+  size_t n_found = 0;
+  // The ones SelectBest keeps: entries[0, n_entries).
   std::vector<Entry> entries;
+  size_t n_entries = 0;
   std::vector<float> rho_t, lambda0, lambda, next, sum;
   std::vector<uint8_t> taken;
   std::vector<int> rows, columns;
-  std::vector<float> gx, gy, gt, row;
+  std::vector<float> gx, gy, gt;
+  std::vector<double> row_sum;
   std::vector<Entry> boundary;
 };
 
@@ -145,38 +155,58 @@ Scratch& ThreadScratch() {
 using lss_internal::ValueBucket;
 
 // `hist` counts the entries per ValueBucket (filled while collecting them).
-void SelectBest(std::vector<Entry>& entries, size_t limit, const int* hist, Scratch& s) {
-  if (entries.size() <= limit) return;
+// Reads values/index[0, n_found), writes entries[0, n_entries).
+void SelectBest(Scratch& s, size_t limit, const int* hist) {
+  Entry* entries = s.entries.data();
+  const float* values = s.values.data();
+  const int32_t* index = s.index.data();
+  const size_t n = s.n_found;
+  if (n <= limit) {
+    for (size_t i = 0; i < n; ++i) {
+      entries[i].value = values[i];
+      entries[i].index = index[i];
+    }
+    s.n_entries = n;
+    return;
+  }
   auto bucket = ValueBucket;
   size_t above = 0;
   int b = 256;
   while (above + hist[b] < limit) above += hist[b--];
   s.boundary.clear();
   size_t kept = 0;
-  for (const Entry& e : entries) {
-    const int k = bucket(e.value);
-    if (k > b) entries[kept++] = e;
-    else if (k == b) s.boundary.push_back(e);
+  for (size_t i = 0; i < n; ++i) {
+    const float v = values[i];
+    const int k = bucket(v);
+    if (k > b) {
+      entries[kept].value = v;
+      entries[kept].index = index[i];
+      ++kept;
+    } else if (k == b) {
+      s.boundary.push_back({v, index[i]});
+    }
   }
   const size_t need = limit - above;  // from the boundary bucket, by exact key
   std::nth_element(s.boundary.begin(), s.boundary.begin() + (need - 1), s.boundary.end(), EntryKeyBefore());
   for (size_t i = 0; i < need; ++i) entries[kept++] = s.boundary[i];
-  entries.resize(kept);
+  s.n_entries = kept;
 }
 
 // The global score from the nonzero local similarities (any order) of the
 // probe against gallery template with cylinders at (bx, by, bt)[0..nb).
 // threshold > 0 (LSS-R): kLssPrunedScore once RelaxedScoreUpperBound (from
 // rho's row sums) is below it, before the relaxation.
-float GlobalScore(std::vector<Entry>& entries, const LssProbe& probe, int nb, const float* bx, const float* by,
-                  const float* bt, MccScore kind, const LssConstants& c, Scratch& s, float threshold) {
+float GlobalScore(Scratch& s, const LssProbe& probe, int nb, const float* bx, const float* by, const float* bt,
+                  MccScore kind, const LssConstants& c, float threshold) {
   const int na = static_cast<int>(probe.cylinders.cylinders.size());
   const int n_min = std::min(na, nb);
   const int np = c.np_table[n_min];
-  if (entries.empty() || np == 0) return 0.0f;
+  Entry* entries = s.entries.data();
+  size_t n_entries = s.n_entries;
+  if (n_entries == 0 || np == 0) return 0.0f;
   if (kind == MccScore::kLss) {
-    const size_t k = std::min<size_t>(np, entries.size());
-    std::partial_sort(entries.begin(), entries.begin() + k, entries.end(), EntryKeyBefore());
+    const size_t k = std::min<size_t>(np, n_entries);
+    std::partial_sort(entries, entries + k, entries + n_entries, EntryKeyBefore());
     float sum = 0.0f;
     for (size_t i = 0; i < k; ++i) sum = sum + entries[i].value;
     return sum / static_cast<float>(np);
@@ -184,12 +214,12 @@ float GlobalScore(std::vector<Entry>& entries, const LssProbe& probe, int nb, co
   // LSS-R: the nR best pairs (ScoreImpl keeps at most nR), in row-major
   // (flat index) order.
   const size_t nr = static_cast<size_t>(n_min);
-  if (entries.size() > nr) {
-    std::nth_element(entries.begin(), entries.begin() + (nr - 1), entries.end(), EntryKeyBefore());
-    entries.resize(nr);
+  if (n_entries > nr) {
+    std::nth_element(entries, entries + (nr - 1), entries + n_entries, EntryKeyBefore());
+    n_entries = nr;
   }
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.index < b.index; });
-  const int p = static_cast<int>(entries.size());
+  std::sort(entries, entries + n_entries, [](const Entry& a, const Entry& b) { return a.index < b.index; });
+  const int p = static_cast<int>(n_entries);
   s.lambda0.resize(p);
   s.lambda.resize(p);
   s.next.resize(p);
@@ -211,24 +241,26 @@ float GlobalScore(std::vector<Entry>& entries, const LssProbe& probe, int nb, co
       s.gy[t] = by[s.columns[t]];
       s.gt[t] = bt[s.columns[t]];
     }
-    // rho transposed: rho_t[k * P + t] = rho(t, k); rho(t, t) = 0. Each row
-    // is one vectorized pass (RhoRow) over the probe relations gathered for
-    // it.
-    s.rho_t.assign(static_cast<size_t>(p) * P, 0.0f);
-    s.row.resize(P);
-    double max_row_sum = 0.0;
-    for (int t = 0; t < p; ++t) {
-      RhoRow(P, s.rows[t], na, s.rows.data(), probe.pair_dist.data(), probe.pair_dir.data(), probe.pair_radial.data(),
-             s.gx.data(), s.gy.data(), s.gt.data(), s.gx[t], s.gy[t], s.gt[t], c, s.row.data());
-      s.row[t] = 0.0f;
-      double row_sum = 0.0;
-      for (int k = 0; k < p; ++k) {
-        s.rho_t[static_cast<size_t>(k) * P + t] = s.row[k];
-        row_sum += s.row[k];
-      }
-      max_row_sum = std::max(max_row_sum, row_sum);
+    // rho transposed: rho_t[k * P + t] = rho(t, k); rho(t, t) = 0, and 0 for
+    // the padding t >= p. Column k is one vectorized pass (RhoColumn) that
+    // writes every t < P, so nothing is zeroed beforehand and nothing is
+    // transposed.
+    if (s.rho_t.size() < static_cast<size_t>(p) * P) s.rho_t.resize(static_cast<size_t>(p) * P);
+    for (int k = 0; k < p; ++k) {
+      float* col = s.rho_t.data() + static_cast<size_t>(k) * P;
+      RhoColumn(P, k, na, s.rows.data(), probe.pair_dist.data(), probe.pair_dir.data(), probe.pair_radial.data(),
+                s.gx.data(), s.gy.data(), s.gt.data(), c, col);
+      col[k] = 0.0f;
+      for (int t = p; t < P; ++t) col[t] = 0.0f;
     }
     if (threshold > 0.0f) {
+      // max_t sum_k rho(t, k), each row summed in double over ascending k.
+      s.row_sum.assign(p, 0.0);
+      for (int k = 0; k < p; ++k) {
+        const float* col = s.rho_t.data() + static_cast<size_t>(k) * P;
+        for (int t = 0; t < p; ++t) s.row_sum[t] += col[t];
+      }
+      const double max_row_sum = *std::max_element(s.row_sum.begin(), s.row_sum.end());
       float max_lambda0 = 0.0f;
       for (int t = 0; t < p; ++t) max_lambda0 = std::max(max_lambda0, s.lambda0[t]);
       if (lss_internal::RelaxedScoreUpperBound(max_lambda0, max_row_sum, p, n_min, c) < threshold) {
@@ -298,13 +330,18 @@ struct RangeArgs {
   int j, nb;
   const LssConstants* c;
   const float* sq;
-  Scratch* s;
-  int* hist;
+  float* values;    // Scratch::values
+  int32_t* index;   // Scratch::index
+  size_t* n_found;  // Scratch::n_found
 };
 
+// Values and indices go to separate arrays (the histogram is counted after
+// the whole collection): building an Entry on the stack and copying it as one
+// 64-bit word stalled on store forwarding.
 inline void AddEntry(const RangeArgs& a, float v, int r) {
-  a.s->entries.push_back({v, r * a.nb + a.j});
-  ++a.hist[ValueBucket(v)];
+  const size_t i = (*a.n_found)++;
+  a.values[i] = v;
+  a.index[i] = r * a.nb + a.j;
 }
 
 // Directions strictly inside [tb - delta + 1e-3, tb + delta - 1e-3] are
@@ -336,15 +373,23 @@ struct ScalarPath {
 // q0 + l's word w. The same integer counts as ScalarKernel; the float steps
 // (sqrt, add, divide, subtract) are IEEE per lane, hence the same lambdas.
 #define TESSERA_FP_AVX512 "avx512f,avx512vl,avx512dq,avx512vpopcntdq"
+// popcount(a[0..8) & b) per lane, b broadcast.
+__attribute__((target(TESSERA_FP_AVX512), always_inline)) inline __m512i AndPopcount(const uint64_t* a, long long b) {
+  return _mm512_popcnt_epi64(_mm512_and_si512(_mm512_loadu_si512(a), _mm512_set1_epi64(b)));
+}
+
 struct Avx512Path {
   __attribute__((target(TESSERA_FP_AVX512))) static void Range(const RangeArgs& a, int lo, int hi) {
     const LssProbe& p = *a.probe;
     const int stride = p.soa_stride;
     const uint64_t* A = p.soa_bits.data();
     const uint64_t* M = p.soa_mask.data();
-    __m512i bm[kMccMaskWords], bb[kMccBitWords];
+    // b's words are broadcast from memory where they are used (an embedded
+    // broadcast operand): 28 broadcast registers kept across the loop made
+    // GCC spill the popcount accumulator to the stack.
+    const long long* b_bits = reinterpret_cast<const long long*>(a.b_bits);
+    __m512i bm[kMccMaskWords];
     for (int q = 0; q < kMccMaskWords; ++q) bm[q] = _mm512_set1_epi64(static_cast<long long>(a.b_mask[q]));
-    for (int w = 0; w < kMccBitWords; ++w) bb[w] = _mm512_set1_epi64(static_cast<long long>(a.b_bits[w]));
     const __m512i min_common = _mm512_set1_epi64(a.c->min_common_cells);
     const __m256 inner_lo = _mm256_set1_ps(a.inner_lo), inner_hi = _mm256_set1_ps(a.inner_hi);
     for (int q0 = lo; q0 < hi; q0 += 8) {
@@ -368,11 +413,17 @@ struct Avx512Path {
       }
       m &= _mm512_cmpge_epi64_mask(common, min_common);
       if (m == 0) continue;
-      __m512i nab = _mm512_setzero_si512();
-      for (int w = 0; w < kMccBitWords; ++w) {
-        const __m512i aw = _mm512_loadu_si512(A + static_cast<size_t>(w) * stride + q0);
-        nab = _mm512_add_epi64(nab, _mm512_popcnt_epi64(_mm512_and_si512(aw, bb[w])));
+      // Four accumulators (integer adds: the order does not matter).
+      __m512i acc0 = _mm512_setzero_si512(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+      const uint64_t* aq = A + q0;
+      static_assert(kMccBitWords % 4 == 0, "four accumulators");
+      for (int w = 0; w < kMccBitWords; w += 4) {
+        acc0 = _mm512_add_epi64(acc0, AndPopcount(aq + static_cast<size_t>(w) * stride, b_bits[w]));
+        acc1 = _mm512_add_epi64(acc1, AndPopcount(aq + static_cast<size_t>(w + 1) * stride, b_bits[w + 1]));
+        acc2 = _mm512_add_epi64(acc2, AndPopcount(aq + static_cast<size_t>(w + 2) * stride, b_bits[w + 2]));
+        acc3 = _mm512_add_epi64(acc3, AndPopcount(aq + static_cast<size_t>(w + 3) * stride, b_bits[w + 3]));
       }
+      const __m512i nab = _mm512_add_epi64(_mm512_add_epi64(acc0, acc1), _mm512_add_epi64(acc2, acc3));
       __m512i na = _mm512_loadu_si512(p.soa_count.data() + q0);
       __m512i nb = _mm512_set1_epi64(a.b_count);
       const __mmask8 need_a = _mm512_test_epi64_mask(a_out, a_out) & m;
@@ -388,7 +439,8 @@ struct Avx512Path {
       if (need_b != 0) {
         __m512i x = _mm512_setzero_si512();
         for (int w = 0; w < kMccBitWords; ++w) {
-          x = _mm512_add_epi64(x, _mm512_popcnt_epi64(_mm512_and_si512(bb[w], ma[w % kMccMaskWords])));
+          x = _mm512_add_epi64(
+              x, _mm512_popcnt_epi64(_mm512_and_si512(_mm512_set1_epi64(b_bits[w]), ma[w % kMccMaskWords])));
         }
         nb = _mm512_mask_blend_epi64(need_b, nb, x);
       }
@@ -401,11 +453,16 @@ struct Avx512Path {
       const __m256 lambda = _mm256_sub_ps(_mm256_set1_ps(1.0f), _mm256_div_ps(fx, _mm256_add_ps(fa, fb)));
       const __mmask8 nonempty = _mm512_test_epi64_mask(sum, sum);
       const __mmask8 positive = _mm256_cmp_ps_mask(lambda, _mm256_setzero_ps(), _CMP_GT_OQ);
-      alignas(32) float values[8];
-      _mm256_store_ps(values, lambda);
-      for (unsigned keep = m & nonempty & positive; keep != 0; keep &= keep - 1) {
-        const int l = __builtin_ctz(keep);
-        AddEntry(a, values[l], p.by_theta[q0 + l]);
+      // The kept lanes, compressed in registers and stored as full vectors
+      // (the buffers have 8 lanes of slack): no per-entry scalar work.
+      const __mmask8 keep = m & nonempty & positive;
+      if (keep != 0) {
+        const __m256i rows = _mm256_maskz_loadu_epi32(lanes, p.by_theta.data() + q0);
+        const __m256i flat = _mm256_add_epi32(_mm256_mullo_epi32(rows, _mm256_set1_epi32(a.nb)), _mm256_set1_epi32(a.j));
+        const size_t at = *a.n_found;
+        _mm256_storeu_ps(a.values + at, _mm256_maskz_compress_ps(keep, lambda));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.index + at), _mm256_maskz_compress_epi32(keep, flat));
+        *a.n_found = at + __builtin_popcount(keep);
       }
     }
   }
@@ -424,7 +481,13 @@ __attribute__((always_inline)) inline float ScoreImpl(const LssProbe& probe, con
   const int nb = gallery.template_size(t);
   if (na == 0 || nb == 0) return 0.0f;
   Scratch& s = ThreadScratch();
-  s.entries.clear();
+  const size_t capacity = static_cast<size_t>(na) * nb + 8;
+  if (s.values.size() < capacity) {
+    s.values.resize(capacity);
+    s.index.resize(capacity);
+    s.entries.resize(capacity);
+  }
+  s.n_found = 0;
   const float* sq = Sqrts().v;
   const size_t start = gallery.start[t];
   const uint64_t* gb = &gallery.bits[start * kMccBitWords];
@@ -438,7 +501,6 @@ __attribute__((always_inline)) inline float ScoreImpl(const LssProbe& probe, con
   // SelectBest keeps them after all are collected.
   const size_t limit = kind == MccScore::kLssR ? static_cast<size_t>(std::min(na, nb))
                                                : static_cast<size_t>(c.np_table[std::min(na, nb)]);
-  int hist[lss_internal::kValueBuckets] = {0};
   alignas(64) uint64_t b_bits[kMccBitWords];
   uint64_t b_mask[kMccMaskWords];
   for (int j = 0; j < nb; ++j) {
@@ -469,19 +531,21 @@ __attribute__((always_inline)) inline float ScoreImpl(const LssProbe& probe, con
         ranges[2][1] = std::min(w, lo);
       }
     }
-    RangeArgs args{&probe,  tb,      tb - c.delta_theta + 1e-3f, tb + c.delta_theta - 1e-3f, b_bits, b_mask, b_count,
-                   j,       nb,      &c,                         sq,                         &s,     hist};
+    RangeArgs args{&probe, tb, tb - c.delta_theta + 1e-3f, tb + c.delta_theta - 1e-3f,
+                   b_bits, b_mask, b_count, j, nb, &c, sq, s.values.data(), s.index.data(), &s.n_found};
     for (const auto& range : ranges) {
       if (range[1] > range[0]) Path::Range(args, range[0], range[1]);
     }
   }
+  int hist[lss_internal::kValueBuckets] = {0};
+  for (size_t i = 0, n = s.n_found; i < n; ++i) ++hist[ValueBucket(s.values[i])];
   if (threshold > 0.0f &&
       lss_internal::HistogramScoreUpperBound(hist, kind == MccScore::kLssR, std::min(na, nb),
-                                             static_cast<int>(s.entries.size()), c) < threshold) {
+                                             static_cast<int>(s.n_found), c) < threshold) {
     return kLssPrunedScore;  // the score is below the threshold: skip selection and relaxation
   }
-  SelectBest(s.entries, limit, hist, s);
-  return GlobalScore(s.entries, probe, nb, &gallery.x[start], &gallery.y[start], bt, kind, c, s, threshold);
+  SelectBest(s, limit, hist);
+  return GlobalScore(s, probe, nb, &gallery.x[start], &gallery.y[start], bt, kind, c, threshold);
 }
 
 bool CpuHasAvx512Popcount() {

@@ -12,27 +12,28 @@ namespace fingerprint {
 namespace cpu {
 namespace lss_vector {
 
-// rho(t, k) for every k < p of one row t (pair t: probe minutia rt, gallery
-// coordinates (xt, yt, tt)); pair k's probe minutia is rows[k] and its
-// gallery coordinates (gx, gy, gt)[k]. The probe relations come from the
+// Column k of rho: out[t] = rho(t, k) for every t < P (pair t: probe minutia
+// rows[t], gallery coordinates (gx, gy, gt)[t]); the caller zeroes the
+// diagonal t = k. The probe relations of (rows[t], rows[k]) come from the
 // probe's n x n tables (gathered), the gallery ones are computed. The same
 // values as lss_internal::RhoFromGeometry, without its early exits, so the
-// loop vectorizes (one clone per ISA level). rows/gx/gy/gt are padded to p
-// (a multiple of 16) with valid indices.
-__attribute__((target_clones("avx512f", "avx2", "default"), noinline)) void RhoRow(
-    int p, int rt, int n, const int* __restrict rows, const float* __restrict pair_dist,
+// loop vectorizes (one clone per ISA level): about a fifth of the selected
+// pairs pass the distance and direction cuts, too many for a compacted second
+// pass to pay. rows/gx/gy/gt are padded to P (a multiple of 16) with valid
+// indices; padded lanes compute values never used.
+__attribute__((target_clones("avx512f", "avx2", "default"), noinline)) void RhoColumn(
+    int P, int k, int n, const int* __restrict rows, const float* __restrict pair_dist,
     const float* __restrict pair_dir, const float* __restrict pair_radial, const float* __restrict gx,
-    const float* __restrict gy, const float* __restrict gt, float xt, float yt, float tt, const LssConstants& c,
-    float* __restrict out) {
-  const float* dist = pair_dist + static_cast<size_t>(rt) * n;
-  const float* dir = pair_dir + static_cast<size_t>(rt) * n;
-  const float* rad = pair_radial + static_cast<size_t>(rt) * n;
-  for (int k = 0; k < p; ++k) {
-    const int rk = rows[k];
-    const float d1 = fabsf(dist[rk] - lss_internal::PairDistance(xt, yt, gx[k], gy[k]));
-    const float d2 = fabsf(fpmath::AngleDiffF(dir[rk], lss_internal::PairDirection(tt, gt[k])));
-    const float d3 = fabsf(fpmath::AngleDiffF(rad[rk], lss_internal::PairRadial(xt, yt, tt, gx[k], gy[k])));
-    out[k] = lss_internal::RhoValue(d1, d2, d3, c);
+    const float* __restrict gy, const float* __restrict gt, const LssConstants& c, float* __restrict out) {
+  const int rk = rows[k];
+  const float xk = gx[k], yk = gy[k], tk = gt[k];
+  for (int t = 0; t < P; ++t) {
+    const int ia = rows[t] * n + rk;
+    const float xt = gx[t], yt = gy[t], tt = gt[t];
+    const float d1 = fabsf(pair_dist[ia] - lss_internal::PairDistance(xt, yt, xk, yk));
+    const float d2 = fabsf(fpmath::AngleDiffF(pair_dir[ia], lss_internal::PairDirection(tt, tk)));
+    const float d3 = fabsf(fpmath::AngleDiffF(pair_radial[ia], lss_internal::PairRadial(xt, yt, tt, xk, yk)));
+    out[t] = lss_internal::RhoValue(d1, d2, d3, c);
   }
 }
 

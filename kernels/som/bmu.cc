@@ -44,7 +44,7 @@ absl::Status CheckCodebook(const CodebookView& codebook, const char* who) {
 
 absl::Status FindBmus(const Stream& stream, BmuAlgorithm algorithm, const DocumentSet& docs,
                       const CodebookView& codebook, const BmuOutput& out, SomWorkspace* workspace,
-                      BmuTuning tuning) {
+                      BmuTuning tuning, const BmuHints& hints) {
   TESSERA_RETURN_IF_ERROR(CheckCodebook(codebook, "FindBmus"));
   if (docs.csr().cols != codebook.features) {
     return absl::InvalidArgumentError(absl::StrCat("FindBmus: documents have ", docs.csr().cols,
@@ -64,10 +64,11 @@ absl::Status FindBmus(const Stream& stream, BmuAlgorithm algorithm, const Docume
     return absl::OkStatus();
   }
 #if TESSERA_WITH_CUDA
-  return cuda::FindBmus(stream, algorithm, docs, codebook, out, workspace, tuning);
+  return cuda::FindBmus(stream, algorithm, docs, codebook, out, workspace, tuning, hints);
 #else
   (void)workspace;
   (void)tuning;
+  (void)hints;
   return absl::FailedPreconditionError(
       absl::StrCat("FindBmus: CUDA stream given but ", DeviceRegistry::Get().cuda_unavailable_reason()));
 #endif

@@ -25,13 +25,22 @@
 #include "common/cuda_check.h"
 #include "common/status.h"
 #include "kernels/som/bmu.h"
+#include "kernels/som/bmu_cuda_internal.h"
+#include "kernels/som/bmu_device.cuh"
 
 namespace tessera {
 namespace som {
 namespace cuda {
 namespace {
 
-constexpr int kThreads = 256;
+using bmu_device::LoadQuad;
+using bmu_device::WarpMergeTop2;
+using bmu_device::Widen;
+using bmu_device::WriteTop2;
+using internal::kWarpPartialsBytes;
+using internal::kWarpPartialsSlot;
+
+constexpr int kThreads = internal::kBmuThreads;
 constexpr int kWarps = kThreads / 32;
 constexpr int kPair = 2;                  // adjacent nodes per thread
 constexpr int kChunk = kThreads * kPair;  // nodes per sweep step
@@ -47,27 +56,6 @@ constexpr size_t kCusparseBlockBytes = size_t{1} << 30;
       return absl::InternalError(absl::StrCat(#expr, ": ", cusparseGetErrorString(tessera_sp_))); \
     }                                                                                             \
   } while (0)
-
-__device__ inline void WarpMergeTop2(Top2& t) {
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) {
-    Top2 o;
-    o.s1 = __shfl_xor_sync(0xffffffffu, t.s1, off);
-    o.i1 = __shfl_xor_sync(0xffffffffu, t.i1, off);
-    o.s2 = __shfl_xor_sync(0xffffffffu, t.s2, off);
-    o.i2 = __shfl_xor_sync(0xffffffffu, t.i2, off);
-    t.Merge(o);
-  }
-}
-
-__device__ inline void WriteTop2(const Top2& t, int64_t d, int32_t* bmu, int32_t* second, float* score) {
-  bmu[d] = t.i1;
-  if (second != nullptr) second[d] = t.i2 == kNoNode ? -1 : t.i2;
-  if (score != nullptr) score[d] = t.s1;
-}
-
-__device__ inline float Widen(float w) { return w; }
-__device__ inline float Widen(__half w) { return __half2float(w); }
 
 // Weights of feature v at nodes n and n + 1 (n even); zero past the last node.
 template <typename TW, bool kFeatureMajor>
@@ -204,14 +192,18 @@ __global__ void MergeTilePartialsKernel(const Top2* __restrict__ partials, int64
 // top-2 once per group. No shared memory and no N x M score matrix; blocks
 // with the same group run together (documents fastest), so the group's columns
 // stay in L2; the 8 documents of a block share L1. Per-(group, document) top-2
-// partials are merged by MergePartialsKernel.
+// partials are merged by MergePartialsKernel. With an order (documents sorted
+// by their previous BMU, bmu_order.cu) warps take documents through it and
+// the merge writes each result back to its document. The multi-document
+// variant (BmuTuning::warp_docs) is in bmu_multi_doc.cu.
 
 constexpr int kMaxLaneNodes = 8;  // nodes per lane: 4 (default) or 8 (BmuTuning::warp_lane_nodes)
 constexpr int kWarpDepth = 4;     // features whose loads are issued before any add
 
 struct WarpArgs {
-  int64_t d0;  // first document of the launch
-  int64_t nb;  // documents in the launch
+  int64_t d0;  // first position of the launch
+  int64_t nb;  // positions (documents) in the launch
+  const int32_t* order;  // position -> document (BmuTuning::order_by_previous_bmu); null: the identity
   const int64_t* offsets;
   const int32_t* indices;
   const void* weights;
@@ -222,41 +214,6 @@ struct WarpArgs {
   Top2* partials;       // [group][document - d0]
 };
 
-// Loads 4 consecutive weights of feature v (nodes n0..n0+3; n0 % 4 == 0).
-template <typename TW, bool kFeatureMajor, bool kVec>
-__device__ inline void LoadQuad(const TW* __restrict__ w, int64_t m, int64_t v_count, int32_t v, int64_t n0,
-                                float* q) {
-  if (kFeatureMajor && kVec) {
-    if (n0 >= m) {
-      q[0] = q[1] = q[2] = q[3] = 0.0f;
-      return;
-    }
-    const TW* p = w + static_cast<int64_t>(v) * m + n0;
-    if constexpr (sizeof(TW) == 4) {
-      const float4 x = __ldg(reinterpret_cast<const float4*>(p));
-      q[0] = x.x;
-      q[1] = x.y;
-      q[2] = x.z;
-      q[3] = x.w;
-    } else {
-      const uint2 x = __ldg(reinterpret_cast<const uint2*>(p));
-      const __half2 lo = *reinterpret_cast<const __half2*>(&x.x);
-      const __half2 hi = *reinterpret_cast<const __half2*>(&x.y);
-      q[0] = __low2float(lo);
-      q[1] = __high2float(lo);
-      q[2] = __low2float(hi);
-      q[3] = __high2float(hi);
-    }
-    return;
-  }
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const int64_t n = n0 + k;
-    q[k] = n >= m ? 0.0f
-                  : Widen(__ldg(kFeatureMajor ? w + static_cast<int64_t>(v) * m + n : w + n * v_count + v));
-  }
-}
-
 template <typename TW, bool kFeatureMajor, bool kVec, int kLane>
 __global__ void __launch_bounds__(kThreads) WarpBmuKernel(WarpArgs a) {
   static_assert(kLane % 4 == 0 && kLane <= kMaxLaneNodes, "lane nodes: 4 or 8");
@@ -266,7 +223,7 @@ __global__ void __launch_bounds__(kThreads) WarpBmuKernel(WarpArgs a) {
   const int64_t local = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
   if (local >= a.nb) return;  // whole warp
   const TW* __restrict__ w = static_cast<const TW*>(a.weights);
-  const int64_t d = a.d0 + local;
+  const int64_t d = a.order != nullptr ? a.order[a.d0 + local] : a.d0 + local;
   const int64_t off = a.offsets[d];
   const int nnz = static_cast<int>(a.offsets[d + 1] - off);
   const int64_t g0 = static_cast<int64_t>(blockIdx.y) * a.group_nodes;
@@ -312,10 +269,7 @@ __global__ void __launch_bounds__(kThreads) WarpBmuKernel(WarpArgs a) {
 }
 
 __global__ void MergePartialsKernel(const Top2* __restrict__ partials, int64_t nb, int splits, int64_t d0,
-                                    int32_t* bmu, int32_t* second, float* score);
-
-constexpr int kWarpPartialsSlot = 3;
-constexpr size_t kWarpPartialsBytes = size_t{256} << 20;  // per launch
+                                    const int32_t* __restrict__ order, int32_t* bmu, int32_t* second, float* score);
 
 template <typename TW, bool kFeatureMajor, int kLane>
 void LaunchWarpLane(const WarpArgs& args, int groups, bool vec, cudaStream_t s) {
@@ -337,7 +291,7 @@ void LaunchWarp(const WarpArgs& args, int groups, bool vec, int lane_nodes, cuda
 }
 
 absl::Status WarpBmus(const Stream& stream, const DocumentSet& docs, const CodebookView& cb, const BmuOutput& out,
-                      SomWorkspace& ws, const BmuTuning& tuning) {
+                      SomWorkspace& ws, const BmuTuning& tuning, const int32_t* order) {
   const int64_t n = docs.rows();
   const int lane_nodes = tuning.warp_lane_nodes == 8 ? 8 : 4;
   const int64_t span = 32 * lane_nodes;
@@ -356,8 +310,9 @@ absl::Status WarpBmus(const Stream& stream, const DocumentSet& docs, const Codeb
   const CsrView csr = docs.csr();
   for (int64_t d0 = 0; d0 < n; d0 += per_launch) {
     const int64_t nb = std::min(per_launch, n - d0);
-    WarpArgs args{d0,          nb,       csr.offsets, csr.indices,         cb.weights,
-                  cb.sq_norms, cb.nodes, cb.features, group_nodes,         static_cast<Top2*>(partials_raw)};
+    WarpArgs args{d0,          nb,          order,       csr.offsets, csr.indices,
+                  cb.weights,  cb.sq_norms, cb.nodes,    cb.features, group_nodes,
+                  static_cast<Top2*>(partials_raw)};
     const int g = static_cast<int>(groups);
     if (cb.type == WeightType::kFloat32) {
       fm ? LaunchWarp<float, true>(args, g, vec, lane_nodes, s) : LaunchWarp<float, false>(args, g, vec, lane_nodes, s);
@@ -366,9 +321,7 @@ absl::Status WarpBmus(const Stream& stream, const DocumentSet& docs, const Codeb
          : LaunchWarp<__half, false>(args, g, vec, lane_nodes, s);
     }
     TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("WarpBmuKernel");
-    MergePartialsKernel<<<static_cast<unsigned>((nb + kThreads - 1) / kThreads), kThreads, 0, s>>>(
-        args.partials, nb, g, d0, out.bmu, out.second, out.score);
-    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("MergePartialsKernel");
+    TESSERA_RETURN_IF_ERROR(internal::LaunchMergePartials(stream, args.partials, nb, g, d0, order, out));
   }
   return absl::OkStatus();
 }
@@ -507,12 +460,12 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 __global__ void MergePartialsKernel(const Top2* __restrict__ partials, int64_t nb, int splits, int64_t d0,
-                                    int32_t* bmu, int32_t* second, float* score) {
-  const int64_t d = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (d >= nb) return;
-  Top2 t = partials[d];
-  for (int s = 1; s < splits; ++s) t.Merge(partials[s * nb + d]);
-  WriteTop2(t, d0 + d, bmu, second, score);
+                                    const int32_t* __restrict__ order, int32_t* bmu, int32_t* second, float* score) {
+  const int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (p >= nb) return;
+  Top2 t = partials[p];
+  for (int s = 1; s < splits; ++s) t.Merge(partials[s * nb + p]);
+  WriteTop2(t, order != nullptr ? order[d0 + p] : d0 + p, bmu, second, score);
 }
 
 // Destroys cuSPARSE descriptors on scope exit.
@@ -624,7 +577,7 @@ absl::Status CusparseBmus(const Stream& stream, bool row_order, const DocumentSe
       TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("ColOrderPartialKernel");
     }
     MergePartialsKernel<<<static_cast<unsigned>((nb + kThreads - 1) / kThreads), kThreads, 0, s>>>(
-        partials, nb, splits, b0, out.bmu, out.second, out.score);
+        partials, nb, splits, b0, nullptr, out.bmu, out.second, out.score);
     TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("MergePartialsKernel");
   }
   return absl::OkStatus();
@@ -644,15 +597,41 @@ __global__ void SqNormsKernel(const TW* __restrict__ w, int64_t m, int64_t v_cou
 
 }  // namespace
 
+namespace internal {
+
+absl::Status LaunchMergePartials(const Stream& stream, const Top2* partials, int64_t nb, int splits, int64_t d0,
+                                 const int32_t* order, const BmuOutput& out) {
+  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
+  MergePartialsKernel<<<static_cast<unsigned>((nb + kThreads - 1) / kThreads), kThreads, 0, s>>>(
+      partials, nb, splits, d0, order, out.bmu, out.second, out.score);
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("MergePartialsKernel");
+  return absl::OkStatus();
+}
+
+}  // namespace internal
+
 absl::Status FindBmus(const Stream& stream, BmuAlgorithm algorithm, const DocumentSet& docs,
                       const CodebookView& codebook, const BmuOutput& out, SomWorkspace* workspace,
-                      BmuTuning tuning) {
+                      BmuTuning tuning, const BmuHints& hints) {
   TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
   SomWorkspace local;
   SomWorkspace& ws = workspace != nullptr ? *workspace : local;
   if (algorithm == BmuAlgorithm::kFeatureMajor || algorithm == BmuAlgorithm::kNodeMajor) {
-    TESSERA_RETURN_IF_ERROR(tuning.tiled_kernel ? TiledBmus(stream, docs, codebook, out, ws, tuning)
-                                                : WarpBmus(stream, docs, codebook, out, ws, tuning));
+    if (tuning.tiled_kernel) {
+      TESSERA_RETURN_IF_ERROR(TiledBmus(stream, docs, codebook, out, ws, tuning));
+    } else {
+      // The order is computed before the search writes: previous_bmu may alias out.bmu.
+      const int32_t* order = nullptr;
+      if (tuning.order_by_previous_bmu && hints.previous_bmu != nullptr) {
+        TESSERA_ASSIGN_OR_RETURN(
+            order, internal::OrderByPreviousBmu(stream, hints.previous_bmu, docs.rows(), codebook.nodes, ws));
+      }
+      if (tuning.warp_docs == 2 || tuning.warp_docs == 4) {
+        TESSERA_RETURN_IF_ERROR(internal::MultiDocWarpBmus(stream, docs, codebook, out, ws, tuning, order));
+      } else {
+        TESSERA_RETURN_IF_ERROR(WarpBmus(stream, docs, codebook, out, ws, tuning, order));
+      }
+    }
   } else {
     TESSERA_RETURN_IF_ERROR(
         CusparseBmus(stream, algorithm == BmuAlgorithm::kCusparseRowOrder, docs, codebook, out, ws));

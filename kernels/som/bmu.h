@@ -6,12 +6,12 @@
 //
 // Algorithms (all exact; they differ in memory traffic, not in the answer):
 //   kFeatureMajor     the main kernel. Feature-major codebook W[v*M + i]. On
-//                     CUDA a block takes a tile of 32 documents, reads only the
-//                     tile's distinct feature columns (each once per 512-node
-//                     chunk, coalesced, reused for every document of the tile
-//                     that has it), accumulates x.w in shared memory and fuses
-//                     the top-2 selection into the sweep over node chunks; no
-//                     N x M score matrix is ever written. On the CPU: node
+//                     CUDA by default one warp per (document, 512-node group)
+//                     with register accumulators and a fused top-2 (no N x M
+//                     score matrix); BmuTuning picks the variants (documents
+//                     sorted by their previous BMU, several documents per warp
+//                     sharing column loads, the shared-memory tiled kernel).
+//                     All give the same bits. On the CPU: node
 //                     chunks that stay in L1, tiles of documents so columns
 //                     are reused from cache, all threads.
 //   kNodeMajor        layout baseline: the same tiled kernel reading a
@@ -73,6 +73,29 @@ struct BmuTuning {
   // Tiled kernel: tile entries whose weights are loaded before any is
   // applied, 1, 4, 8 or 16 (any other value means 8).
   int tiled_load_depth = 8;
+  // Warp kernel: documents per warp, 1 (the default), 2 or 4 (any other value
+  // means 1). With 2 or 4 the warp merges its documents' ascending feature
+  // lists and loads each distinct feature's weights once for all of them
+  // (fewer L2 loads when documents share features; each document's sum keeps
+  // its own ascending order, so the bits do not change). 4 nodes per lane:
+  // warp_lane_nodes is ignored.
+  int warp_docs = 1;
+  // Warp kernel: visit documents sorted by BmuHints::previous_bmu when it is
+  // given (a stable radix sort on the device), so documents with similar
+  // features run side by side on an SM and reuse codebook columns from L1/L2.
+  // Results are still written per document in the original order.
+  bool order_by_previous_bmu = false;
+};
+
+// Data about the documents the CUDA warp kernel may use to schedule its work;
+// it never changes the results (ignored by the CPU backend, the tiled kernel
+// and the cuSPARSE baselines).
+struct BmuHints {
+  // Per document, the BMU of an earlier search (e.g. the previous epoch) in
+  // the stream's backend memory; may alias BmuOutput::bmu (read before the
+  // search writes). Values outside [0, nodes) are allowed (sorted last).
+  // Used when BmuTuning::order_by_previous_bmu is set.
+  const int32_t* previous_bmu = nullptr;
 };
 
 // Documents and outputs live in the stream's backend memory. The CUDA tiled
@@ -80,7 +103,7 @@ struct BmuTuning {
 // the cuSPARSE baselines need docs.host_offsets() (always kept).
 absl::Status FindBmus(const Stream& stream, BmuAlgorithm algorithm, const DocumentSet& docs,
                       const CodebookView& codebook, const BmuOutput& out, SomWorkspace* workspace = nullptr,
-                      BmuTuning tuning = BmuTuning());
+                      BmuTuning tuning = BmuTuning(), const BmuHints& hints = BmuHints());
 
 // sq_norms[i] = ||w_i||^2 of the stored weights: double accumulation over the
 // features in ascending order, rounded to float (identical on both backends).
@@ -106,7 +129,7 @@ const float* HalfTable();
 namespace cuda {
 absl::Status FindBmus(const Stream& stream, BmuAlgorithm algorithm, const DocumentSet& docs,
                       const CodebookView& codebook, const BmuOutput& out, SomWorkspace* workspace,
-                      BmuTuning tuning);
+                      BmuTuning tuning, const BmuHints& hints);
 absl::Status ComputeSqNorms(const Stream& stream, const CodebookView& codebook);
 }  // namespace cuda
 

@@ -1,0 +1,58 @@
+// Pieces of the CUDA BMU search shared between its .cu files (bmu.cu: the
+// single-document warp kernel, tiled kernel and cuSPARSE baselines;
+// bmu_multi_doc.cu: the multi-document warp kernel; bmu_order.cu: documents
+// sorted by their previous BMU). Internal to kernels/som.
+#ifndef TESSERA_KERNELS_SOM_BMU_CUDA_INTERNAL_H_
+#define TESSERA_KERNELS_SOM_BMU_CUDA_INTERNAL_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/device.h"
+#include "kernels/som/bmu.h"
+#include "kernels/som/documents.h"
+#include "kernels/som/types.h"
+#include "kernels/som/workspace.h"
+
+namespace tessera {
+namespace som {
+namespace cuda {
+namespace internal {
+
+constexpr int kBmuThreads = 256;
+// Workspace slot and per-launch budget of the warp kernels' per-(group,
+// document) top-2 partials.
+constexpr int kWarpPartialsSlot = 3;
+constexpr size_t kWarpPartialsBytes = size_t{256} << 20;
+// Slots of the document order (kept clear of the batch update's 0..5).
+constexpr int kOrderKeysSlot = 8;
+constexpr int kOrderKeysSortedSlot = 9;
+constexpr int kOrderIdsSlot = 10;
+constexpr int kOrderSlot = 11;
+constexpr int kOrderTempSlot = 12;
+
+// The top-2 over `splits` node groups of partials[group * nb + p] for the
+// launch's positions p < nb, written for document order[d0 + p] (d0 + p when
+// order is null).
+absl::Status LaunchMergePartials(const Stream& stream, const Top2* partials, int64_t nb, int splits, int64_t d0,
+                                 const int32_t* order, const BmuOutput& out);
+
+// Positions -> documents: the n documents stably sorted by previous_bmu
+// (device memory; values outside [0, nodes) last). Lives in `ws` until the
+// order slots are next used.
+absl::StatusOr<const int32_t*> OrderByPreviousBmu(const Stream& stream, const int32_t* previous_bmu, int64_t n,
+                                                  int64_t nodes, SomWorkspace& ws);
+
+// The multi-document warp kernel (BmuTuning::warp_docs 2 or 4), visiting
+// documents in `order` (null: as stored).
+absl::Status MultiDocWarpBmus(const Stream& stream, const DocumentSet& docs, const CodebookView& cb,
+                              const BmuOutput& out, SomWorkspace& ws, const BmuTuning& tuning, const int32_t* order);
+
+}  // namespace internal
+}  // namespace cuda
+}  // namespace som
+}  // namespace tessera
+
+#endif  // TESSERA_KERNELS_SOM_BMU_CUDA_INTERNAL_H_

@@ -52,8 +52,10 @@ std::vector<T> ToHost(const std::shared_ptr<Buffer>& b, size_t n, const Stream& 
   return v;
 }
 
+// previous: per document, BMUs handed to the search as BmuHints::previous_bmu
+// (null: none); alias: in the output bmu buffer itself, as the trainer does.
 Result RunCuda(const HostDocs& docs, const HostCodebook& cb, BmuAlgorithm algo, const Stream& stream,
-               BmuTuning tuning = BmuTuning()) {
+               BmuTuning tuning = BmuTuning(), const std::vector<int32_t>* previous = nullptr, bool alias = false) {
   auto set = DocumentSet::Create(docs.view(), stream);
   EXPECT_TRUE(set.ok()) << set.status();
   auto weights = cb.type == WeightType::kFloat32 ? ToDevice(cb.f32, stream) : ToDevice(cb.f16, stream);
@@ -69,11 +71,21 @@ Result RunCuda(const HostDocs& docs, const HostCodebook& cb, BmuAlgorithm algo, 
   auto bmu = Buffer::Allocate(MemoryKind::kDevice, 4 * n).value();
   auto second = Buffer::Allocate(MemoryKind::kDevice, 4 * n).value();
   auto score = Buffer::Allocate(MemoryKind::kDevice, 4 * n).value();
+  BmuHints hints;
+  std::shared_ptr<Buffer> previous_buffer;
+  if (previous != nullptr) {
+    previous_buffer = alias ? bmu : ToDevice(*previous, stream);
+    if (alias) {
+      EXPECT_TRUE(
+          CopyBytes(bmu->data(), MemoryKind::kDevice, previous->data(), MemoryKind::kHost, 4 * n, stream).ok());
+    }
+    hints.previous_bmu = static_cast<const int32_t*>(previous_buffer->data());
+  }
   SomWorkspace ws;
   absl::Status st = FindBmus(stream, algo, *set, view,
                              BmuOutput{static_cast<int32_t*>(bmu->data()), static_cast<int32_t*>(second->data()),
                                        static_cast<float*>(score->data())},
-                             &ws, tuning);
+                             &ws, tuning, hints);
   EXPECT_TRUE(st.ok()) << st;
   EXPECT_TRUE(stream.Synchronize().ok());
   Result r;
@@ -126,6 +138,61 @@ TEST(BmuCudaParity, TiledKernelsMatchCpuBitForBit) {
         ExpectSame(RunCuda(docs, half_nm, BmuAlgorithm::kNodeMajor, stream, tuning), href);
       }
     }
+  }
+}
+
+// The warp-kernel variants of issue 16 against the CPU backend, bit for bit:
+// documents visited in the order of their previous BMUs (some out of range:
+// sorted last; in a separate buffer and aliased with the output), 2 or 4
+// documents per warp sharing column loads, and both together. Text-like
+// documents (Zipf features, topics, some empty, some over 32 features), random
+// non-zero weights, maps of 7x7 .. 64x64 nodes (most not multiples of 512;
+// 23x23 and 45x45 not multiples of 4: the scalar load path), fp32 and fp16,
+// 128- and 512-node groups, feature-major and node-major.
+TEST(BmuCudaParity, OrderedAndMultiDocumentWarpsMatchCpuBitForBit) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  Stream stream = Stream::Create(Backend::kCuda).value();
+  std::mt19937 rng(16);
+  for (int edge : {7, 23, 30, 45, 64}) {
+    const int64_t nodes = int64_t{edge} * edge;
+    HostDocs docs = testutil::ZipfTopicDocs(1001, 900, 12, 11, rng);
+    HostCodebook fm = testutil::RandomCodebook(nodes, 900, rng, 0.01f, 0.3f);
+    // Previous BMUs: the CPU answer for a perturbed codebook (what a previous
+    // epoch looks like), with a few invalid entries.
+    HostCodebook earlier = testutil::RandomCodebook(nodes, 900, rng, 0.01f, 0.3f);
+    for (size_t k = 0; k < fm.f32.size(); ++k) earlier.f32[k] = 0.5f * (earlier.f32[k] + fm.f32[k]);
+    earlier.UpdateNorms();
+    std::vector<int32_t> previous = RunCpu(docs, earlier).bmu;
+    for (size_t d = 0; d < previous.size(); d += 97) previous[d] = d % 2 == 0 ? -1 : static_cast<int32_t>(nodes + d);
+    const HostCodebook half = testutil::ToHalf(fm);
+    const Result ref = RunCpu(docs, fm);
+    HostCodebook half_copy = half;
+    const Result href = RunCpu(docs, half_copy);
+    for (int warp_docs : {1, 2, 4}) {
+      for (bool ordered : {false, true}) {
+        for (int64_t group : {128, 512}) {
+          if (warp_docs == 1 && !ordered) continue;  // the default kernel: TiledKernelsMatchCpuBitForBit
+          SCOPED_TRACE(testing::Message() << "edge " << edge << " warp_docs " << warp_docs << " ordered " << ordered
+                                          << " group " << group);
+          BmuTuning tuning;
+          tuning.warp_docs = warp_docs;
+          tuning.order_by_previous_bmu = ordered;
+          tuning.warp_group_nodes = group;
+          ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream, tuning, &previous), ref);
+          ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream, tuning, &previous, /*alias=*/true), ref);
+          ExpectSame(RunCuda(docs, half, BmuAlgorithm::kFeatureMajor, stream, tuning, &previous), href);
+          if (group == 128) {
+            HostCodebook nm = testutil::WithLayout(fm, CodebookLayout::kNodeMajor);
+            ExpectSame(RunCuda(docs, nm, BmuAlgorithm::kNodeMajor, stream, tuning, &previous), ref);
+          }
+        }
+      }
+    }
+    // Without previous BMUs the ordered tuning visits documents as stored.
+    BmuTuning ordered;
+    ordered.order_by_previous_bmu = true;
+    ordered.warp_docs = 4;
+    ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream, ordered), ref);
   }
 }
 

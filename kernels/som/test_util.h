@@ -55,6 +55,43 @@ inline HostDocs RandomDocs(int64_t rows, int64_t cols, int max_nnz, std::mt19937
   return d;
 }
 
+// Documents shaped like text corpora: each belongs to one of `topics`
+// topics; a feature is drawn from a global Zipf law (rank r with weight
+// 1/(r+1), ranks scattered over the feature ids) or, half of the time, from
+// its topic's Zipf law over its own slice of features. Lengths 1..3*mean_nnz
+// (some documents empty, every 29th one long: 40..80 features).
+inline HostDocs ZipfTopicDocs(int64_t rows, int64_t cols, int topics, int mean_nnz, std::mt19937& rng) {
+  HostDocs d;
+  d.cols = cols;
+  std::vector<int32_t> rank_to_feature(cols);
+  for (int64_t v = 0; v < cols; ++v) rank_to_feature[v] = static_cast<int32_t>(v);
+  std::shuffle(rank_to_feature.begin(), rank_to_feature.end(), rng);
+  std::vector<double> zipf(cols);
+  for (int64_t r = 0; r < cols; ++r) zipf[r] = 1.0 / (r + 1);
+  std::discrete_distribution<int64_t> global(zipf.begin(), zipf.end());
+  const int64_t slice = std::max<int64_t>(1, cols / topics);
+  std::discrete_distribution<int64_t> local(zipf.begin(), zipf.begin() + slice);
+  std::uniform_int_distribution<int> topic_of(0, topics - 1), len(1, 3 * mean_nnz), long_len(40, 80);
+  std::bernoulli_distribution coin(0.5);
+  std::vector<int32_t> row;
+  for (int64_t r = 0; r < rows; ++r) {
+    int n = r % 29 == 5 ? long_len(rng) : len(rng);
+    if (r % 17 == 3) n = 0;
+    n = static_cast<int>(std::min<int64_t>(n, cols));
+    const int topic = topic_of(rng);
+    row.clear();
+    while (static_cast<int>(row.size()) < n) {
+      const int32_t f = coin(rng) ? rank_to_feature[global(rng)]
+                                  : static_cast<int32_t>((topic * slice + local(rng)) % cols);
+      if (std::find(row.begin(), row.end(), f) == row.end()) row.push_back(f);
+    }
+    std::sort(row.begin(), row.end());
+    d.indices.insert(d.indices.end(), row.begin(), row.end());
+    d.offsets.push_back(static_cast<int64_t>(d.indices.size()));
+  }
+  return d;
+}
+
 struct HostCodebook {
   int64_t nodes = 0;
   int64_t features = 0;

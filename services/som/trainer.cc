@@ -320,7 +320,13 @@ class Engine {
   absl::Status Bmus() {
     BmuOutput out{static_cast<int32_t*>(bmu_->data()), static_cast<int32_t*>(second_->data()),
                   static_cast<float*>(score_->data())};
-    TESSERA_RETURN_IF_ERROR(FindBmus(*stream_, bmu_algorithm_, docs_, view_, out, &ws_, tuning_));
+    // From the second search on, bmu_ holds the previous epoch's BMUs: a hint
+    // for the document order (BmuTuning::order_by_previous_bmu), never a
+    // change of the results. FindBmus reads them before it writes bmu_.
+    BmuHints hints;
+    if (have_bmus_) hints.previous_bmu = static_cast<const int32_t*>(bmu_->data());
+    TESSERA_RETURN_IF_ERROR(FindBmus(*stream_, bmu_algorithm_, docs_, view_, out, &ws_, tuning_, hints));
+    have_bmus_ = true;
     return stream_->Synchronize();
   }
 
@@ -370,6 +376,7 @@ class Engine {
   SomWorkspace ws_;
   BmuAlgorithm bmu_algorithm_ = BmuAlgorithm::kFeatureMajor;
   BmuTuning tuning_;
+  bool have_bmus_ = false;  // bmu_ holds the results of an earlier search
   std::vector<int32_t> h_bmu_, h_second_;
   std::vector<float> h_score_, h_norms_;
 };

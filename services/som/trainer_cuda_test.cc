@@ -61,6 +61,38 @@ TEST(TrainerCudaParity, SameTrajectoryAsCpu) {
   }
 }
 
+// The trainer hands each epoch's search the previous epoch's BMUs (aliased
+// with its output): with the BMU variants that use them (documents ordered by
+// previous BMU, 4 documents per warp) the whole training is the same, bit for
+// bit, as with the default kernel.
+TEST(TrainerCudaParity, OrderedBmuSearchTrainsTheSameMap) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  SyntheticCorpusOptions c;
+  c.docs = 6000;
+  c.features = 1500;
+  c.mean_nnz = 11;
+  c.topic_grid_width = 6;
+  c.topic_grid_height = 6;
+  c.seed = 16;
+  SparseBinaryMatrix corpus = GenerateSyntheticCorpus(c);
+  TrainOptions o;
+  o.grid = GridShape{23, 17, Topology::kPlanar};
+  o.backend = Backend::kCuda;
+  o.max_epochs = 6;
+  o.radius_decay_epochs = 5;
+  auto plain = TrainSom(corpus, o);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  o.bmu_tuning.order_by_previous_bmu = true;
+  o.bmu_tuning.warp_docs = 4;
+  auto ordered = TrainSom(corpus, o);
+  ASSERT_TRUE(ordered.ok()) << ordered.status();
+  ASSERT_EQ(ordered->epochs, plain->epochs);
+  for (size_t e = 0; e < plain->history.size(); ++e) {
+    EXPECT_EQ(ordered->history[e].qe, plain->history[e].qe) << "epoch " << e;
+  }
+  EXPECT_EQ(ordered->model.weights_f32, plain->model.weights_f32);
+}
+
 // The GPU PCA initialisation (pca_on_device) against the host one: the same
 // iteration in another summation order, so the codebooks agree to rounding:
 // fp32 weights within 1e-5 absolute (they lie in about [-1, 2]), fp16 within

@@ -13,7 +13,8 @@
 
 namespace tessera::registration {
 
-absl::StatusOr<NDArray> NormalizedIntensitiesParallel(const Volume& v, const char* which, MemoryKind kind) {
+absl::StatusOr<NDArray> NormalizedIntensitiesParallel(const Volume& v, const char* which, MemoryKind kind,
+                                                      IntensityMap* map) {
   if (kind == MemoryKind::kDevice) return absl::InvalidArgumentError("normalised intensities are host memory");
   TESSERA_ASSIGN_OR_RETURN(NDArray f, NDArray::Allocate(v.data.shape(), DType::kFloat32, kind));
   const int64_t n = f.num_elements();
@@ -59,6 +60,7 @@ absl::StatusOr<NDArray> NormalizedIntensitiesParallel(const Volume& v, const cha
     if (!(w.high > w.low)) return absl::InvalidArgumentError(absl::StrCat(which, " image is constant"));
   }
   const float lo = static_cast<float>(w.low), scale = static_cast<float>(1.0 / (w.high - w.low));
+  if (map != nullptr) *map = IntensityMap{lo, scale};
   ParallelFor(n, [&](int64_t b, int64_t e, int) {
     for (int64_t i = b; i < e; ++i) p[i] = std::clamp((p[i] - lo) * scale, 0.f, 1.f);
   });

@@ -22,8 +22,15 @@ namespace tessera::registration {
 // coincide), clamped. INVALID_ARGUMENT for NaN/Inf voxels or a constant image,
 // naming `which`. `kind`: kHost, or kPinned (a bounded run's images, uploaded
 // slab by slab; CUDA builds only).
+// `map` (optional) receives the map applied before the clamp, so that a
+// bounded run can normalise slab by slab from v itself (out_of_core_stage.h
+// SlabImage): clamp((float(x) - low) * scale, 0, 1), the same bits.
+struct IntensityMap {
+  float low = 0, scale = 1;
+};
 absl::StatusOr<NDArray> NormalizedIntensitiesParallel(const Volume& v, const char* which,
-                                                      MemoryKind kind = MemoryKind::kHost);
+                                                      MemoryKind kind = MemoryKind::kHost,
+                                                      IntensityMap* map = nullptr);
 
 // Intensity-weighted centre of mass of a host float32 (nx, ny, nz) array, RAS mm.
 std::array<double, 3> CentreOfMassParallel(const NDArray& intensities, const Geometry& geometry);

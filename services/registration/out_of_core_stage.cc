@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "common/array_stats.h"
 #include "common/buffer.h"
+#include "common/parallel.h"
 #include "common/status.h"
 #include "kernels/parallel/ring_sampler.h"
 #include "kernels/parallel/sharded_greedy_step.h"
@@ -111,6 +112,13 @@ class StreamOrder {
 #endif
     return absl::OkStatus();
   }
+  // Blocks the host until the marked work is done (nothing marked: returns).
+  absl::Status HostWait() {
+#if TESSERA_WITH_CUDA
+    if (event_ != nullptr) TESSERA_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)));
+#endif
+    return absl::OkStatus();
+  }
   // Later work on `to` starts after the marked work.
   absl::Status MakeWait(const Stream& to) {
     if (to.backend() != Backend::kCuda || event_ == nullptr) return absl::OkStatus();
@@ -129,6 +137,7 @@ class StreamOrder {
 // sharded loop body's state whose arrays are views of them for the shard in hand.
 struct WorkingSet {
   std::shared_ptr<Buffer> fixed, warped, grad_w, u, grad, m, v, moving;
+  std::shared_ptr<Buffer> staging;  // CUDA: pinned floats of a converted image slab on their way up
   ShardedGreedyState state;
   StreamOrder uploaded, computed, downloaded;
 };
@@ -136,8 +145,8 @@ struct WorkingSet {
 // Host whole arrays of the level and what the phases share.
 struct Level {
   Dims3 dims, moving_dims;
-  NDArray fixed, moving;           // host, float
-  NDArray u, m, v, warped, grad;   // host whole arrays (pinned on CUDA)
+  SlabImage fixed, moving;         // converted slab by slab on upload
+  NDArray u, m, v, warped, grad;   // whole arrays: host (pinned on CUDA) or resident in device memory
   std::vector<SlabLayout> layouts;
   float affine[12];
   double disp_min = 0, disp_max = 0;  // the field's current range (moving windows)
@@ -212,11 +221,13 @@ class OutOfCoreRunner {
         in = {{&level.u, Part::kLocal, &s.u}};
         break;
       case Phase::kMetricPrepass:
-        in = {{&level.fixed, Part::kOwn, &s.fixed}, {&level.warped, Part::kOwn, &s.warped}};
+        in = {{&level.warped, Part::kOwn, &s.warped}};
+        TESSERA_RETURN_IF_ERROR(UploadImage(level.fixed, l.slice(), l.z_begin, l.own_nz(),
+                                            s.fixed.data<float>() + (l.z_begin - l.local_z0()) * l.slice(), w));
         break;
       case Phase::kMetric:
-        in = {{&level.fixed, Part::kLocal, &s.fixed}, {&level.warped, Part::kLocal, &s.warped},
-              {&level.grad, Part::kOwn, &s.grad_u}};
+        in = {{&level.warped, Part::kLocal, &s.warped}, {&level.grad, Part::kOwn, &s.grad_u}};
+        TESSERA_RETURN_IF_ERROR(UploadImage(level.fixed, l.slice(), l.local_z0(), l.local_nz(), s.fixed.data<float>(), w));
         break;
       case Phase::kSmoothGradient:
         in = {{&level.grad, Part::kLocal, &s.grad_u}};
@@ -239,12 +250,34 @@ class OutOfCoreRunner {
     }
     if (phase == Phase::kSample || phase == Phase::kWarp) {
       const Dims3 md = level.moving_dims;
-      const int64_t slice = md.nx * md.ny;
-      TESSERA_RETURN_IF_ERROR(CopyBytes(s.moving.data<float>(), s.moving.memory_kind(),
-                                        level.moving.data<float>() + s.moving_z0 * slice, level.moving.memory_kind(),
-                                        static_cast<size_t>(s.moving.num_elements()) * sizeof(float), up_));
+      TESSERA_RETURN_IF_ERROR(
+          UploadImage(level.moving, md.nx * md.ny, s.moving_z0, s.moving.dim(2), s.moving.data<float>(), w));
     }
     return absl::OkStatus();
+  }
+
+  // Slices [z0, z0 + nz) of a whole image (`slice` voxels each) as floats
+  // into `dst` (compute memory): a plain copy of float32 data, else
+  // converted on the host (ConvertSlab), on CUDA through the set's pinned
+  // staging buffer.
+  absl::Status UploadImage(const SlabImage& image, int64_t slice, int64_t z0, int64_t nz, float* dst, WorkingSet& w) {
+    const int64_t offset = z0 * slice, n = nz * slice;
+    const MemoryKind kind = MemoryKindFor(compute_);
+    if (image.data.dtype() == DType::kFloat32 && !image.normalize) {
+      return CopyBytes(dst, kind, image.data.data<float>() + offset, image.data.memory_kind(),
+                       static_cast<size_t>(n) * sizeof(float), up_);
+    }
+    if (kind != MemoryKind::kDevice) return ConvertSlab(image, offset, n, dst);
+    // The set's previous upload has left the staging buffer before it is refilled.
+    TESSERA_RETURN_IF_ERROR(w.uploaded.HostWait());
+    const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+    if (!w.staging || w.staging->size() < bytes) {
+      w.staging.reset();
+      TESSERA_ASSIGN_OR_RETURN(w.staging, Buffer::Allocate(MemoryKind::kPinned, bytes, compute_.ordinal()));
+    }
+    float* staging = static_cast<float*>(w.staging->data());
+    TESSERA_RETURN_IF_ERROR(ConvertSlab(image, offset, n, staging));
+    return CopyBytes(dst, kind, staging, MemoryKind::kPinned, bytes, up_);
   }
 
   absl::Status Download(Phase phase, WorkingSet& w, Level& level) {
@@ -350,6 +383,9 @@ class OutOfCoreRunner {
       }
       TESSERA_RETURN_IF_ERROR(w.computed.Record(compute_));
       TESSERA_RETURN_IF_ERROR(w.computed.MakeWait(down_));
+      // Shard r + 1's upload read r's own slices as its halo: they are
+      // overwritten only after it (phases that read and write one array).
+      if (r + 1 < shards) TESSERA_RETURN_IF_ERROR(sets_[(r + 1) % 2].uploaded.MakeWait(down_));
       TESSERA_RETURN_IF_ERROR(Download(phase, w, level));
       TESSERA_RETURN_IF_ERROR(w.downloaded.Record(down_));
     }
@@ -378,16 +414,20 @@ class OutOfCoreRunner {
   int64_t window_voxels_ = 0;
 };
 
-// A host copy of a level image: the array itself when it is on the host,
+// A level image as a SlabImage: the array itself when it is on the host,
 // else one copy to host memory (pinned on CUDA, for asynchronous uploads).
-absl::StatusOr<NDArray> HostImage(const NDArray* image, const Stream& stream) {
+absl::StatusOr<SlabImage> HostImage(const NDArray* image, const Stream& stream) {
   if (image == nullptr) {
     return absl::InvalidArgumentError("the out-of-core stage takes float levels (precision 'mixed' is not supported)");
   }
-  if (image->memory_kind() != MemoryKind::kDevice) return *image;
-  TESSERA_ASSIGN_OR_RETURN(NDArray host, image->CopyTo(MemoryKind::kPinned, stream));
+  SlabImage out;
+  if (image->memory_kind() != MemoryKind::kDevice) {
+    out.data = *image;
+    return out;
+  }
+  TESSERA_ASSIGN_OR_RETURN(out.data, image->CopyTo(MemoryKind::kPinned, stream));
   TESSERA_RETURN_IF_ERROR(stream.Synchronize());
-  return host;
+  return out;
 }
 
 // The stage's copy streams and runner on `stream`'s device.
@@ -401,12 +441,17 @@ absl::StatusOr<std::unique_ptr<OutOfCoreRunner>> MakeRunner(const Stream& stream
                                            step.rule == GreedyRule::kAdam);
 }
 
+// The stream that works on `a`: `stream` for device memory, else `cpu`.
+const Stream& StreamFor(const NDArray& a, const Stream& stream, const Stream& cpu) {
+  return a.memory_kind() == MemoryKind::kDevice ? stream : cpu;
+}
+
 // The shard layouts of `level` (its fixed image and u set), its sampler
 // affine and the range of its current field (the moving windows).
 absl::Status LayOut(Level& level, int shards, int64_t halo, const Mat4& t, const GridSpace& fixed_space,
-                    const GridSpace& moving_space) {
-  level.dims = DimsOf(level.fixed);
-  level.moving_dims = DimsOf(level.moving);
+                    const GridSpace& moving_space, const Stream& stream) {
+  level.dims = DimsOf(level.fixed.data);
+  level.moving_dims = DimsOf(level.moving.data);
   const int ranks = ShardsForLevel(shards, level.dims.nz, halo);
   TESSERA_ASSIGN_OR_RETURN(const parallel::SlabPartition partition, parallel::SlabPartition::Make(level.dims.nz, ranks));
   level.layouts.clear();
@@ -418,7 +463,8 @@ absl::Status LayOut(Level& level, int shards, int64_t halo, const Mat4& t, const
   for (int i = 0; i < 12; ++i) level.affine[i] = static_cast<float>(a[i]);
   level.disp_min = level.disp_max = 0;
   if (!level.u.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(ArrayStats u_stats, ComputeArrayStats(level.u, Stream::Cpu()));
+    const Stream cpu = Stream::Cpu();
+    TESSERA_ASSIGN_OR_RETURN(ArrayStats u_stats, ComputeArrayStats(level.u, StreamFor(level.u, stream, cpu)));
     level.disp_min = u_stats.min;
     level.disp_max = u_stats.max;
   }
@@ -446,23 +492,31 @@ absl::StatusOr<double> EvaluateLoss(OutOfCoreRunner& runner, Level& level, const
   return loss;
 }
 
-// A level of the output passes: host images and field, warped and gradient
-// scratch, laid out for `shards`.
-absl::StatusOr<Level> OutputLevel(const Stream& stream, const GreedyStepOptions& step, const Mat4& t,
-                                  const DeformableLevel& full, const NDArray& u, int shards) {
+// A level of the output passes: the images, the host field, warped (host:
+// the result) and the gradient scratch (resident when the limit allows),
+// laid out for `shards`.
+absl::StatusOr<Level> OutputLevel(const Stream& stream, const RegistrationOptions& options,
+                                  const GreedyStepOptions& step, const Mat4& t, const OutOfCoreLevel& full,
+                                  const NDArray& u, int shards, int64_t device_limit_bytes) {
   Level level;
-  TESSERA_ASSIGN_OR_RETURN(level.fixed, HostImage(full.fixed, stream));
-  TESSERA_ASSIGN_OR_RETURN(level.moving, HostImage(full.moving, stream));
-  if (!u.empty() && (u.memory_kind() == MemoryKind::kDevice || DimsOf(u).size() != DimsOf(level.fixed).size())) {
+  level.fixed = full.fixed;
+  level.moving = full.moving;
+  if (!u.empty() && (u.memory_kind() == MemoryKind::kDevice || DimsOf(u).size() != DimsOf(full.fixed.data).size())) {
     return absl::InvalidArgumentError(absl::StrCat("the out-of-core output passes take a host field on the fixed grid, got ",
                                                    ShapeToString(u.shape())));
   }
   level.u = u;
-  TESSERA_RETURN_IF_ERROR(LayOut(level, shards, parallel::GreedyStepHalo(step), t, full.fixed_space, full.moving_space));
+  TESSERA_RETURN_IF_ERROR(
+      LayOut(level, shards, parallel::GreedyStepHalo(step), t, full.fixed_space, full.moving_space, stream));
   const MemoryKind host_kind = stream.backend() == Backend::kCuda ? MemoryKind::kPinned : MemoryKind::kHost;
-  TESSERA_ASSIGN_OR_RETURN(level.warped, NDArray::Allocate(level.fixed.shape(), DType::kFloat32, host_kind, stream.ordinal()));
+  const OutOfCoreResidency resident = ChooseResidency(options, level.dims, level.moving_dims,
+                                                      static_cast<int>(level.layouts.size()), device_limit_bytes);
+  TESSERA_ASSIGN_OR_RETURN(level.warped, NDArray::Allocate({level.dims.nx, level.dims.ny, level.dims.nz},
+                                                           DType::kFloat32, host_kind, stream.ordinal()));
   TESSERA_ASSIGN_OR_RETURN(level.grad, NDArray::Allocate({level.dims.nx, level.dims.ny, level.dims.nz, 3},
-                                                         DType::kFloat32, host_kind, stream.ordinal()));
+                                                         DType::kFloat32,
+                                                         resident.grad ? MemoryKindFor(stream) : host_kind,
+                                                         stream.ordinal()));
   return level;
 }
 
@@ -480,7 +534,69 @@ int64_t LinearLevelDeviceBytes(int64_t fixed_voxels, int64_t moving_voxels) {
 }
 
 int64_t OutOfCoreHostBytesPerVoxel(const RegistrationOptions& options) {
-  return 36 + (options.deformable_step == "adam" ? 24 : 0);
+  return 28 + (options.deformable_step == "adam" ? 24 : 0);
+}
+
+std::string OutOfCoreResidency::ToString() const {
+  std::vector<std::string> on, off;
+  for (auto [name, here] : {std::make_pair("grad", grad), std::make_pair("u", u), std::make_pair("warped", warped)}) {
+    (here ? on : off).push_back(name);
+  }
+  const auto join = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const std::string& x : v) out += (out.empty() ? "" : ", ") + x;
+    return out.empty() ? std::string("none") : out;
+  };
+  return absl::StrFormat("resident %s (%.2f GB), host %s (%.2f GB)", join(on), device_bytes / 1e9, join(off),
+                         host_bytes / 1e9);
+}
+
+OutOfCoreResidency ChooseResidency(const RegistrationOptions& options, Dims3 fixed, Dims3 moving, int shards,
+                                   int64_t limit_bytes) {
+  const int64_t n = fixed.size();
+  OutOfCoreResidency r;
+  int64_t used = OutOfCoreWorkingSetBytes(options, fixed, moving, shards);
+  // u arrives from the coarser level (1/8 of its size) and is upsampled where it lives.
+  for (auto [flag, bytes, transient] : {std::make_tuple(&r.grad, 12 * n, int64_t{0}),
+                                        std::make_tuple(&r.u, 12 * n, 12 * n / 8),
+                                        std::make_tuple(&r.warped, 4 * n, int64_t{0})}) {
+    if (limit_bytes > 0 && used + bytes + transient <= limit_bytes) {
+      *flag = true;
+      used += bytes;
+      r.device_bytes += bytes;
+    } else {
+      r.host_bytes += bytes;
+    }
+  }
+  if (options.deformable_step == "adam") r.host_bytes += 24 * n;
+  return r;
+}
+
+absl::Status ConvertSlab(const SlabImage& image, int64_t offset, int64_t n, float* out) {
+  if (image.data.memory_kind() == MemoryKind::kDevice) {
+    return absl::InvalidArgumentError("ConvertSlab reads host images; this one is in device memory");
+  }
+  if (offset < 0 || n < 0 || offset + n > image.data.num_elements()) {
+    return absl::InvalidArgumentError(absl::StrCat("ConvertSlab: values [", offset, ", ", offset + n,
+                                                   ") outside an image of ", image.data.num_elements()));
+  }
+  const float low = image.low, scale = image.scale;
+  const bool normalize = image.normalize;
+  bool known = false;
+  known = VisitDType(image.data.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* src = image.data.data<T>() + offset;
+    ParallelFor(n, [&](int64_t b, int64_t e, int) {
+      if (normalize) {
+        // host_setup.cc's arithmetic: the float value, then (p - lo) * scale clamped.
+        for (int64_t i = b; i < e; ++i) out[i] = std::clamp((static_cast<float>(src[i]) - low) * scale, 0.f, 1.f);
+      } else {
+        for (int64_t i = b; i < e; ++i) out[i] = static_cast<float>(src[i]);
+      }
+    });
+  });
+  if (!known) return absl::InvalidArgumentError("ConvertSlab: the image has no element type");
+  return absl::OkStatus();
 }
 
 int64_t OutOfCoreWorkingSetBytes(const RegistrationOptions& options, Dims3 fixed, Dims3 moving, int shards) {
@@ -498,8 +614,11 @@ absl::StatusOr<int> OutOfCoreShards(const RegistrationOptions& options, Dims3 fi
   TESSERA_ASSIGN_OR_RETURN(const GreedyStepOptions step, ShardedStepOptions(options));
   const int64_t halo = parallel::GreedyStepHalo(step);
   const int most = ShardsForLevel(std::numeric_limits<int>::max() / 2, fixed.nz, halo);
-  for (int h = std::max(2, min_shards); h <= most; ++h) {
-    if (OutOfCoreWorkingSetBytes(options, fixed, moving, h) <= budget_bytes) return h;
+  // A quarter of the budget leaves the rest to resident arrays (ChooseResidency).
+  for (const int64_t room : {budget_bytes / 4, budget_bytes}) {
+    for (int h = std::max(2, min_shards); h <= most; ++h) {
+      if (OutOfCoreWorkingSetBytes(options, fixed, moving, h) <= room) return h;
+    }
   }
   return absl::ResourceExhaustedError(absl::StrFormat(
       "device memory budget of %.2f GB: the out-of-core stage needs %.2f GB even at %d shards of %d slices "
@@ -549,6 +668,26 @@ absl::StatusOr<NDArray> RunOutOfCoreDeformableStage(const Stream& stream, const 
                                                     const DeformableStageHooks& hooks, const Mat4& t,
                                                     const std::vector<DeformableLevel>& levels, int shards,
                                                     std::vector<std::string>* log, bool result_on_host) {
+  TESSERA_RETURN_IF_ERROR(stream.Synchronize());  // device levels are final before they are copied
+  std::vector<OutOfCoreLevel> host_levels;
+  for (const DeformableLevel& dl : levels) {
+    OutOfCoreLevel l;
+    l.factor = dl.factor;
+    l.fixed_space = dl.fixed_space;
+    l.moving_space = dl.moving_space;
+    TESSERA_ASSIGN_OR_RETURN(l.fixed, HostImage(dl.fixed, stream));
+    TESSERA_ASSIGN_OR_RETURN(l.moving, HostImage(dl.moving, stream));
+    host_levels.push_back(std::move(l));
+  }
+  return RunOutOfCoreDeformableStage(stream, options, hooks, t, host_levels, shards, log, result_on_host,
+                                     /*device_limit_bytes=*/0);
+}
+
+absl::StatusOr<NDArray> RunOutOfCoreDeformableStage(const Stream& stream, const RegistrationOptions& options,
+                                                    const DeformableStageHooks& hooks, const Mat4& t,
+                                                    const std::vector<OutOfCoreLevel>& levels, int shards,
+                                                    std::vector<std::string>* log, bool result_on_host,
+                                                    int64_t device_limit_bytes) {
   if (shards < 1) return absl::InvalidArgumentError(absl::StrCat("out-of-core shards must be >= 1, got ", shards));
   if (options.memory_mode != "lean" || options.deformable_model != "greedy") {
     return absl::InvalidArgumentError(absl::StrCat("the out-of-core stage runs the lean greedy stage: memory_mode '",
@@ -559,6 +698,7 @@ absl::StatusOr<NDArray> RunOutOfCoreDeformableStage(const Stream& stream, const 
   const bool cuda = stream.backend() == Backend::kCuda;
   const bool adam = step_options.rule == GreedyRule::kAdam;
   const MemoryKind host_kind = cuda ? MemoryKind::kPinned : MemoryKind::kHost;
+  const MemoryKind device_kind = MemoryKindFor(stream);
   const Stream cpu = Stream::Cpu();
   const int64_t halo = parallel::GreedyStepHalo(step_options);
   TESSERA_RETURN_IF_ERROR(stream.Synchronize());  // the levels are final before other streams read them
@@ -567,40 +707,62 @@ absl::StatusOr<NDArray> RunOutOfCoreDeformableStage(const Stream& stream, const 
   ScopedDeviceMemoryCharge charge(stage_memory);
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<OutOfCoreRunner> runner_owner, MakeRunner(stream, step_options));
   OutOfCoreRunner& runner = *runner_owner;
-  NDArray u, m, v;  // whole fields on the host between levels
+  NDArray u, m, v;  // whole fields between levels (u resident or host; m, v host)
   int64_t adam_step = 0;
   for (size_t si = 0; si < levels.size(); ++si) {
-    const DeformableLevel& dl = levels[si];
+    const OutOfCoreLevel& dl = levels[si];
     Level level;
-    TESSERA_ASSIGN_OR_RETURN(level.fixed, HostImage(dl.fixed, stream));
-    TESSERA_ASSIGN_OR_RETURN(level.moving, HostImage(dl.moving, stream));
-    const Dims3 dims = DimsOf(level.fixed);
+    level.fixed = dl.fixed;
+    level.moving = dl.moving;
+    const Dims3 dims = DimsOf(level.fixed.data);
     const Shape field_shape = {dims.nx, dims.ny, dims.nz, 3};
-    const auto alloc = [&](const Shape& shape) { return NDArray::Allocate(shape, DType::kFloat32, host_kind, stream.ordinal()); };
-    std::vector<NDArray*> fields = {&u};
-    if (adam) fields = {&u, &m, &v};
-    if (u.empty()) {
-      for (NDArray* a : fields) {
-        TESSERA_ASSIGN_OR_RETURN(*a, alloc(field_shape));
-        TESSERA_RETURN_IF_ERROR(FillZero(*a, cpu));
+    const int ranks = ShardsForLevel(shards, dims.nz, halo);
+    const OutOfCoreResidency resident =
+        ChooseResidency(options, dims, DimsOf(level.moving.data), ranks, device_limit_bytes);
+    const auto alloc = [&](const Shape& shape, bool on_device) {
+      return NDArray::Allocate(shape, DType::kFloat32, on_device ? device_kind : host_kind, stream.ordinal());
+    };
+    std::vector<std::pair<NDArray*, bool>> fields = {{&u, resident.u}};
+    if (adam) fields = {{&u, resident.u}, {&m, false}, {&v, false}};
+    for (auto [a, on_device] : fields) {
+      const MemoryKind want = on_device ? device_kind : host_kind;
+      if (a->empty()) {
+        TESSERA_ASSIGN_OR_RETURN(*a, alloc(field_shape, on_device));
+        TESSERA_RETURN_IF_ERROR(FillZero(*a, StreamFor(*a, stream, cpu)));
+        continue;
       }
-    } else if (u.shape() != field_shape) {
-      for (NDArray* a : fields) {  // normalised units do not change with resolution
-        TESSERA_ASSIGN_OR_RETURN(NDArray upsampled, alloc(field_shape));
-        TESSERA_RETURN_IF_ERROR(UpsampleDisplacement(*a, &upsampled, DisplacementUnits::kNormalized, cpu));
+      if (a->shape() != field_shape) {
+        // Normalised units do not change with resolution. Upsampled where the
+        // coarse field lives when the fine one fits there too (no host
+        // transient of the coarse field), then moved.
+        const bool coarse_on_device = a->memory_kind() == MemoryKind::kDevice;
+        const bool fits = !coarse_on_device || on_device ||
+                          12 * (dims.size() + DimsOf(*a).size()) +
+                                  OutOfCoreWorkingSetBytes(options, dims, DimsOf(level.moving.data), ranks) <=
+                              device_limit_bytes;
+        if (!fits) {
+          TESSERA_ASSIGN_OR_RETURN(*a, a->CopyTo(want, stream, stream.ordinal()));
+          TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+        }
+        TESSERA_ASSIGN_OR_RETURN(NDArray upsampled, alloc(field_shape, a->memory_kind() == MemoryKind::kDevice));
+        TESSERA_RETURN_IF_ERROR(UpsampleDisplacement(*a, &upsampled, DisplacementUnits::kNormalized, StreamFor(*a, stream, cpu)));
         *a = std::move(upsampled);
       }
+      if ((a->memory_kind() == MemoryKind::kDevice) != (want == MemoryKind::kDevice)) {
+        TESSERA_ASSIGN_OR_RETURN(*a, a->CopyTo(want, stream, stream.ordinal()));
+      }
     }
+    TESSERA_RETURN_IF_ERROR(stream.Synchronize());  // the fields are final before the copy streams read them
     const int max_it = PerScale(options.deformable_iterations, si);
     if (max_it <= 0) continue;
     const absl::Time start = absl::Now();
     level.u = u;
     level.m = m;
     level.v = v;
-    TESSERA_RETURN_IF_ERROR(LayOut(level, shards, halo, t, dl.fixed_space, dl.moving_space));
-    const int ranks = static_cast<int>(level.layouts.size());
-    TESSERA_ASSIGN_OR_RETURN(level.warped, alloc({level.dims.nx, level.dims.ny, level.dims.nz}));
-    TESSERA_ASSIGN_OR_RETURN(level.grad, alloc(field_shape));
+    TESSERA_RETURN_IF_ERROR(LayOut(level, shards, halo, t, dl.fixed_space, dl.moving_space, stream));
+    if (static_cast<int>(level.layouts.size()) != ranks) return absl::InternalError("out-of-core shard count changed");
+    TESSERA_ASSIGN_OR_RETURN(level.warped, alloc({level.dims.nx, level.dims.ny, level.dims.nz}, resident.warped));
+    TESSERA_ASSIGN_OR_RETURN(level.grad, alloc(field_shape, resident.grad));
     TESSERA_RETURN_IF_ERROR(runner.Allocate(level));
 
     PlateauStop stop(options.tolerance, options.patience);
@@ -630,42 +792,47 @@ absl::StatusOr<NDArray> RunOutOfCoreDeformableStage(const Stream& stream, const 
     }
     const int iterations = std::min(it, max_it);
     const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-    const double voxels = static_cast<double>(level.dims.size());
     log->push_back(absl::StrFormat(
         "deformable x%d (lean, out of core: %d shards in turn on one %s, %d-slice halos): %d iterations, loss %.6g -> "
-        "%.6g (best %.6g), %.2f s (%.3f s per iteration); device working set %s (model %.2f GB), host %d B/voxel "
-        "(%.2f GB)",
+        "%.6g (best %.6g), %.2f s (%.3f s per iteration); device peak %s (working set model %.2f GB); %s",
         dl.factor, ranks, cuda ? "gpu" : "cpu (host buffers stand in for device memory)", static_cast<int>(halo),
         iterations, stop.first(), stop.last(), stop.best(), seconds, seconds / std::max(iterations, 1),
         cuda ? absl::StrFormat("%.2f GB", stage_memory->peak_bytes() / 1e9) : std::string("n/a on the cpu"),
-        OutOfCoreWorkingSetBytes(options, level.dims, level.moving_dims, ranks) / 1e9,
-        static_cast<int>(OutOfCoreHostBytesPerVoxel(options)), OutOfCoreHostBytesPerVoxel(options) * voxels / 1e9));
+        OutOfCoreWorkingSetBytes(options, level.dims, level.moving_dims, ranks) / 1e9, resident.ToString()));
   }
-  if (u.empty() || result_on_host) return u;
-  return u.CopyTo(MemoryKindFor(stream), stream, stream.ordinal());
+  if (u.empty()) return u;
+  if (result_on_host && u.memory_kind() == MemoryKind::kDevice) {
+    TESSERA_ASSIGN_OR_RETURN(NDArray host, u.CopyTo(host_kind, stream, stream.ordinal()));
+    TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+    return host;
+  }
+  if (result_on_host || u.memory_kind() == device_kind) return u;
+  return u.CopyTo(device_kind, stream, stream.ordinal());
 }
 
 absl::StatusOr<double> OutOfCoreLoss(const Stream& stream, const RegistrationOptions& options, const Mat4& t,
-                                     const DeformableLevel& full, const NDArray& u, int shards) {
+                                     const OutOfCoreLevel& full, const NDArray& u, int shards,
+                                     int64_t device_limit_bytes) {
   TESSERA_ASSIGN_OR_RETURN(const GreedyStepOptions step, ShardedStepOptions(options));
   TESSERA_RETURN_IF_ERROR(stream.Synchronize());
-  TESSERA_ASSIGN_OR_RETURN(Level level, OutputLevel(stream, step, t, full, u, shards));
+  TESSERA_ASSIGN_OR_RETURN(Level level, OutputLevel(stream, options, step, t, full, u, shards, device_limit_bytes));
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<OutOfCoreRunner> runner, MakeRunner(stream, step));
   TESSERA_RETURN_IF_ERROR(runner->Allocate(level));
   return EvaluateLoss(*runner, level, step, 0);
 }
 
 absl::StatusOr<OutOfCoreOutputs> RunOutOfCoreOutputs(const Stream& stream, const RegistrationOptions& options,
-                                                     const Mat4& t, const DeformableLevel& full,
-                                                     const NDArray& intensities, const NDArray& u, int shards) {
-  if (intensities.dtype() != DType::kFloat32 || intensities.memory_kind() == MemoryKind::kDevice ||
-      DimsOf(intensities).size() != full.moving->num_elements()) {
-    return absl::InvalidArgumentError(absl::StrCat("the warped intensities must be a host float32 array on the moving "
-                                                   "grid, got ", ShapeToString(intensities.shape())));
+                                                     const Mat4& t, const OutOfCoreLevel& full,
+                                                     const SlabImage& intensities, const NDArray& u, int shards,
+                                                     int64_t device_limit_bytes) {
+  if (intensities.data.memory_kind() == MemoryKind::kDevice ||
+      intensities.data.num_elements() != full.moving.data.num_elements()) {
+    return absl::InvalidArgumentError(absl::StrCat("the warped intensities must be a host array on the moving "
+                                                   "grid, got ", ShapeToString(intensities.data.shape())));
   }
   TESSERA_ASSIGN_OR_RETURN(const GreedyStepOptions step, ShardedStepOptions(options));
   TESSERA_RETURN_IF_ERROR(stream.Synchronize());
-  TESSERA_ASSIGN_OR_RETURN(Level level, OutputLevel(stream, step, t, full, u, shards));
+  TESSERA_ASSIGN_OR_RETURN(Level level, OutputLevel(stream, options, step, t, full, u, shards, device_limit_bytes));
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<OutOfCoreRunner> runner, MakeRunner(stream, step));
   TESSERA_RETURN_IF_ERROR(runner->Allocate(level));
   const int ranks = static_cast<int>(level.layouts.size());

@@ -23,15 +23,21 @@
 // slab through the affine, widened by the field's current range).
 //
 // Memory model, N voxels of the level, normalized rule (Adam: + m, v):
-//   host   fixed 4 + moving 4 + u 12 + warped 4 + grad 12 = 36 B/voxel (+24 Adam),
-//          pinned on CUDA; the pyramid levels the registrar passes in are
-//          read, and copied once to pinned memory only when they are on the device.
+//   host   u 12 + warped 4 + grad 12 = 28 B/voxel (+24 Adam), pinned on CUDA,
+//          less what stays resident (below); the images are read where the
+//          caller keeps them: a SlabImage converts the caller's volume (any
+//          dtype) slab by slab on upload, so a bounded run holds no
+//          normalised copy of a full-resolution image.
 //   device two working sets, each for the largest local slab of L voxels
 //          (own + halos) and one moving window of W voxels:
 //          fixed 4 + warped 4 + dL/dwarped 4 + u 12 + grad 12 (+24 Adam)
 //          + CUDA LNCC's a, b, c 12 + smoothing/composition scratch ~12
 //          = ~60 B per slab voxel, + 4 W: ~ 2 (60 L + 4 W) in all
-//          (OutOfCoreWorkingSetBytes; the log line reports the tracked peak).
+//          (OutOfCoreWorkingSetBytes; the log line reports the tracked peak),
+//          + the whole arrays kept RESIDENT in device memory where the limit
+//          allows beside the working set (ChooseResidency: grad 12, then
+//          u 12, then warped 4 B/voxel): a resident array's slabs move
+//          device to device, and its host copy does not exist.
 // Transfer per iteration (halos add 2 halo / own per shard):
 //   sample           up u 12 + window ~4      down warped 4 + J 12
 //   metric           up fixed 4 + warped 4 + J 12      down dL/du 12   (MI prepass: up 8)
@@ -62,16 +68,60 @@ namespace tessera::registration {
 // (deformable_stage.h's model: 36 B, 26 B mixed, +24 B Adam, +4 B MI).
 int64_t LeanStageDeviceBytes(const RegistrationOptions& options, int64_t voxels);
 
-// Bytes per voxel of host memory the out-of-core stage holds (36, +24 Adam).
+// Bytes per voxel of host memory the out-of-core stage holds with nothing
+// resident (u, warped, grad: 28, +24 Adam; the images are the caller's).
 int64_t OutOfCoreHostBytesPerVoxel(const RegistrationOptions& options);
+
+// Which whole arrays of a level the out-of-core stage keeps in device memory
+// (resident) instead of host memory.
+struct OutOfCoreResidency {
+  bool grad = false;    // dL/du and the sampling Jacobian, 12 B/voxel: the most traffic
+  bool u = false;       // the field, 12 B/voxel (Adam's m, v stay on the host)
+  bool warped = false;  // 4 B/voxel
+  int64_t device_bytes = 0;  // what the resident arrays hold
+  int64_t host_bytes = 0;    // what the others hold
+  std::string ToString() const;
+};
+
+// The largest arrays that fit `limit_bytes` beside the working set of
+// `shards` (greedy: grad, u with its coarser level while it is upsampled,
+// warped). limit_bytes <= 0: nothing resident (the all-host stage).
+OutOfCoreResidency ChooseResidency(const RegistrationOptions& options, Dims3 fixed, Dims3 moving, int shards,
+                                   int64_t limit_bytes);
+
+// A whole host image that the out-of-core passes read slab by slab, converted
+// to float on the way to the device: float(data[i]) (normalize false: the
+// original intensities of the output warp), or
+// clamp((float(data[i]) - low) * scale, 0, 1): the registrar's normalisation
+// (host_setup.h NormalizedIntensitiesParallel) bit for bit, so a bounded run
+// keeps no normalised copy of a full-resolution image. data: any dtype, host
+// memory (a float32 array without normalisation is copied as it is, and may
+// be device memory).
+struct SlabImage {
+  NDArray data;
+  float low = 0, scale = 1;
+  bool normalize = false;
+};
+
+// Converts values [offset, offset + n) of `image` into host floats `out`
+// (parallel over the host's cores).
+absl::Status ConvertSlab(const SlabImage& image, int64_t offset, int64_t n, float* out);
+
+// A pyramid level of the out-of-core stage: DeformableLevel with SlabImages.
+struct OutOfCoreLevel {
+  int factor = 1;
+  GridSpace fixed_space, moving_space;
+  SlabImage fixed, moving;
+};
 
 // The out-of-core stage's device working set for a level with `shards`
 // shards (the model above, an upper estimate).
 int64_t OutOfCoreWorkingSetBytes(const RegistrationOptions& options, Dims3 fixed, Dims3 moving, int shards);
 
-// The fewest shards (>= min_shards, >= 2) whose working set fits
-// `budget_bytes` at this level; RESOURCE_EXHAUSTED naming the budget when
-// even the thinnest slabs the halos allow do not fit.
+// The fewest shards (>= min_shards, >= 2) whose working set fits a quarter
+// of `budget_bytes` at this level (the rest for resident arrays:
+// ChooseResidency), else the whole budget; RESOURCE_EXHAUSTED naming the
+// budget when even the thinnest slabs the halos allow do not fit.
 absl::StatusOr<int> OutOfCoreShards(const RegistrationOptions& options, Dims3 fixed, Dims3 moving,
                                     int64_t budget_bytes, int min_shards);
 
@@ -100,6 +150,14 @@ absl::StatusOr<NDArray> RunOutOfCoreDeformableStage(const Stream& stream, const 
                                                     const DeformableStageHooks& hooks, const Mat4& t,
                                                     const std::vector<DeformableLevel>& levels, int shards,
                                                     std::vector<std::string>* log, bool result_on_host = false);
+// The same over OutOfCoreLevels; each level keeps resident what
+// ChooseResidency gives for `device_limit_bytes` (0: nothing, the all-host
+// stage; the result is the same either way: tested).
+absl::StatusOr<NDArray> RunOutOfCoreDeformableStage(const Stream& stream, const RegistrationOptions& options,
+                                                    const DeformableStageHooks& hooks, const Mat4& t,
+                                                    const std::vector<OutOfCoreLevel>& levels, int shards,
+                                                    std::vector<std::string>* log, bool result_on_host,
+                                                    int64_t device_limit_bytes);
 
 // The full-resolution passes of a run bounded by the budget (registrar.cc),
 // by the same shards, working sets and phases as the stage, so the device
@@ -107,24 +165,27 @@ absl::StatusOr<NDArray> RunOutOfCoreDeformableStage(const Stream& stream, const 
 //   loss      the metric at (t, u) (the sample and metric phases; the
 //             sharded metric: equal to the whole-volume metric up to the
 //             order of its float sums);
-//   warped    `intensities` (host float32 on the moving grid: the original
-//             moving image) through (t, u), slab by slab with the window
-//             sampler (the whole-volume sampler's values);
+//   warped    `intensities` (the original moving image: a SlabImage without
+//             normalisation, any dtype) through (t, u), slab by slab with the
+//             window sampler (the whole-volume sampler's values);
 //   jacobian  det J of x + u, summarised over the shards (ShardedJacobian).
-// `full` is the finest level (normalised images, host or device); u a host
-// field on its grid in normalised units, or empty (a zero field: the
-// initial loss, runs without a deformable stage; then jacobian.voxels = 0).
+// `full` is the finest level (normalising SlabImages); u a host field on its
+// grid in normalised units, or empty (a zero field: the initial loss, runs
+// without a deformable stage; then jacobian.voxels = 0). The gradient
+// scratch is resident when `device_limit_bytes` allows (ChooseResidency).
 struct OutOfCoreOutputs {
   double loss = 0;
   NDArray warped;  // host (pinned on CUDA), the fixed grid
   JacobianSummary jacobian;
 };
 absl::StatusOr<OutOfCoreOutputs> RunOutOfCoreOutputs(const Stream& stream, const RegistrationOptions& options,
-                                                     const Mat4& t, const DeformableLevel& full,
-                                                     const NDArray& intensities, const NDArray& u, int shards);
+                                                     const Mat4& t, const OutOfCoreLevel& full,
+                                                     const SlabImage& intensities, const NDArray& u, int shards,
+                                                     int64_t device_limit_bytes = 0);
 // The loss alone (the initial loss of a bounded run, u empty).
 absl::StatusOr<double> OutOfCoreLoss(const Stream& stream, const RegistrationOptions& options, const Mat4& t,
-                                     const DeformableLevel& full, const NDArray& u, int shards);
+                                     const OutOfCoreLevel& full, const NDArray& u, int shards,
+                                     int64_t device_limit_bytes = 0);
 
 // Device bytes the linear stages hold for one pyramid level on the device
 // (registrar.cc's engine: fixed, moving, warped, dL/dwarped and the metric's

@@ -559,48 +559,70 @@ absl::StatusOr<RegistrationResult> RegisterBounded(const Volume& fixed, const Vo
   result.backend = std::string(BackendName(stream.backend()));
   result.log.push_back(out_of_core.reason);
 
-  TESSERA_ASSIGN_OR_RETURN(NDArray fixed_norm, NormalizedIntensitiesParallel(fixed, "fixed", host_kind));
-  TESSERA_ASSIGN_OR_RETURN(NDArray moving_norm, NormalizedIntensitiesParallel(moving, "moving", host_kind));
   const GridSpace fixed_space = SpaceOf(fixed), moving_space = SpaceOf(moving);
-  LinearTransform initial;
-  initial.center = CentreOfMassParallel(fixed_norm, fixed.geometry);
-  if (options.init == "com") {
-    const std::array<double, 3> moving_com = CentreOfMassParallel(moving_norm, moving.geometry);
-    for (int d = 0; d < 3; ++d) initial.translation[d] = moving_com[d] - initial.center[d];
+  // The linear stages read the full-resolution level only when they iterate
+  // there (or it is the only level): then its normalised float images are
+  // kept; otherwise each exists only while its centre of mass and pyramid are
+  // made, and the stages read the caller's volumes through SlabImages.
+  bool linear_full = options.scales.front() == 1;
+  for (size_t si = 0; si < options.scales.size(); ++si) {
+    if (options.scales[si] != 1) continue;
+    linear_full = linear_full || (HasStage(options, "rigid") && PerScale(options.rigid_iterations, si) > 0) ||
+                  (HasStage(options, "affine") && PerScale(options.affine_iterations, si) > 0);
   }
-  Level full;
-  full.factor = 1;
-  full.fixed_space = fixed_space;
-  full.moving_space = moving_space;
-  full.fixed = fixed_norm;
-  full.moving = moving_norm;
-  const DeformableLevel full_level{1, fixed_space, moving_space, &fixed_norm, &moving_norm};
-
-  // The pyramid, in host memory.
   std::vector<Level> levels;
-  std::vector<std::pair<int, NDArray*>> fixed_outs, moving_outs;
   levels.reserve(options.scales.size());
   for (int factor : options.scales) {
-    if (factor == 1) {
-      levels.push_back(full);
-      continue;
-    }
     Level level;
     level.factor = factor;
-    const Shape fs = DownsampledShape(fixed_norm.shape(), factor), ms = DownsampledShape(moving_norm.shape(), factor);
-    TESSERA_ASSIGN_OR_RETURN(level.fixed, NDArray::Allocate(fs, DType::kFloat32, host_kind, stream.ordinal()));
-    TESSERA_ASSIGN_OR_RETURN(level.moving, NDArray::Allocate(ms, DType::kFloat32, host_kind, stream.ordinal()));
-    level.fixed_space = DownsampledSpace(fixed_space, fs);
-    level.moving_space = DownsampledSpace(moving_space, ms);
+    level.fixed_space = fixed_space;
+    level.moving_space = moving_space;
+    if (factor != 1) {
+      const Shape fs = DownsampledShape(fixed.data.shape(), factor), ms = DownsampledShape(moving.data.shape(), factor);
+      TESSERA_ASSIGN_OR_RETURN(level.fixed, NDArray::Allocate(fs, DType::kFloat32, host_kind, stream.ordinal()));
+      TESSERA_ASSIGN_OR_RETURN(level.moving, NDArray::Allocate(ms, DType::kFloat32, host_kind, stream.ordinal()));
+      level.fixed_space = DownsampledSpace(fixed_space, fs);
+      level.moving_space = DownsampledSpace(moving_space, ms);
+    }
     levels.push_back(std::move(level));
   }
-  for (Level& l : levels) {
-    if (l.factor == 1) continue;
-    fixed_outs.push_back({l.factor, &l.fixed});
-    moving_outs.push_back({l.factor, &l.moving});
+  LinearTransform initial;
+  IntensityMap fixed_map, moving_map;
+  std::array<double, 3> moving_com{};
+  const char* where[2] = {"host", "host"};
+  for (int image = 0; image < 2; ++image) {
+    const Volume& v = image == 0 ? fixed : moving;
+    TESSERA_ASSIGN_OR_RETURN(NDArray norm, NormalizedIntensitiesParallel(v, image == 0 ? "fixed" : "moving",
+                                                                         MemoryKind::kHost,
+                                                                         image == 0 ? &fixed_map : &moving_map));
+    const std::array<double, 3> com = CentreOfMassParallel(norm, v.geometry);
+    if (image == 0) initial.center = com;
+    else moving_com = com;
+    std::vector<std::pair<int, NDArray*>> outs;
+    for (Level& l : levels) {
+      if (l.factor == 1 && linear_full) (image == 0 ? l.fixed : l.moving) = norm;
+      if (l.factor != 1) outs.push_back({l.factor, image == 0 ? &l.fixed : &l.moving});
+    }
+    TESSERA_ASSIGN_OR_RETURN(where[image], DownsampleToHost(norm, outs, stream, limit));
   }
-  TESSERA_ASSIGN_OR_RETURN(const char* fixed_where, DownsampleToHost(fixed_norm, fixed_outs, stream, limit));
-  TESSERA_ASSIGN_OR_RETURN(const char* moving_where, DownsampleToHost(moving_norm, moving_outs, stream, limit));
+  const char* fixed_where = where[0];
+  const char* moving_where = where[1];
+  if (options.init == "com") {
+    for (int d = 0; d < 3; ++d) initial.translation[d] = moving_com[d] - initial.center[d];
+  }
+  // The full-resolution level of the out-of-core passes: the caller's volumes, normalised slab by slab.
+  OutOfCoreLevel full_level;
+  full_level.factor = 1;
+  full_level.fixed_space = fixed_space;
+  full_level.moving_space = moving_space;
+  full_level.fixed = SlabImage{fixed.data, fixed_map.low, fixed_map.scale, /*normalize=*/true};
+  full_level.moving = SlabImage{moving.data, moving_map.low, moving_map.scale, /*normalize=*/true};
+  // Device bytes the run may still take (the limit less what it holds now).
+  const std::shared_ptr<DeviceMemoryTracker> tracker = CurrentDeviceMemoryTracker();
+  const auto room = [&] {
+    const int64_t held = tracker != nullptr ? static_cast<int64_t>(tracker->current_bytes()) : 0;
+    return limit == std::numeric_limits<int64_t>::max() ? limit : std::max<int64_t>(0, limit - held);
+  };
 
   // The linear stages' levels: on the device coarse to fine while they fit.
   std::vector<Level> linear = levels;
@@ -609,6 +631,7 @@ absl::StatusOr<RegistrationResult> RegisterBounded(const Volume& fixed, const Vo
     int64_t used = 0;
     on_device = 0;
     for (Level& l : linear) {
+      if (l.fixed.empty()) break;  // the full level, not read by the linear stages
       used += LinearLevelDeviceBytes(l.fixed.num_elements(), l.moving.num_elements());
       if (used > limit) break;
       TESSERA_ASSIGN_OR_RETURN(l.fixed, l.fixed.CopyTo(MemoryKind::kDevice, stream, stream.ordinal()));
@@ -621,7 +644,8 @@ absl::StatusOr<RegistrationResult> RegisterBounded(const Volume& fixed, const Vo
                                                                                : absl::StrFormat("%.2f GB", limit / 1e9);
   result.log.push_back(absl::StrFormat(
       "bounded run (device limit %s): pyramid built on the %s (fixed) / %s (moving), host %s; linear stages on "
-      "the %s at %d of %d levels%s; output slab by slab on %d shards",
+      "the %s at %d of %d levels%s; output slab by slab on %d shards; full-resolution images read from the "
+      "caller's volumes (normalised slab by slab)",
       limit_text, fixed_where, moving_where, cuda ? "pinned" : "memory", cuda ? "gpu" : "cpu",
       static_cast<int>(on_device), static_cast<int>(levels.size()),
       on_device < levels.size() ? ", the finer ones on the host (cpu backend)" : "", shards));
@@ -647,7 +671,7 @@ absl::StatusOr<RegistrationResult> RegisterBounded(const Volume& fixed, const Vo
         options.init == "com" ? " after centre-of-mass alignment" : " (init=none: check the headers' origins or use init=com)"));
   }
   TESSERA_ASSIGN_OR_RETURN(result.initial_loss,
-                           OutOfCoreLoss(stream, options, transform.ToMat4(), full_level, NDArray(), shards));
+                           OutOfCoreLoss(stream, options, transform.ToMat4(), full_level, NDArray(), shards, room()));
   engine.Report("init", 1, 0, 0, result.initial_loss);
   result.log.push_back(absl::StrFormat("init: centre-of-mass shift (%.2f, %.2f, %.2f) mm, loss %.6g",
                                        transform.translation[0], transform.translation[1], transform.translation[2],
@@ -670,33 +694,35 @@ absl::StatusOr<RegistrationResult> RegisterBounded(const Volume& fixed, const Vo
 
   NDArray u;  // normalised units, host, the fixed grid
   if (HasStage(options, "deformable")) {
-    std::vector<DeformableLevel> lean;
-    for (const Level& l : levels) lean.push_back({l.factor, l.fixed_space, l.moving_space, &l.fixed, &l.moving});
+    std::vector<OutOfCoreLevel> lean;
+    for (const Level& l : levels) {
+      if (l.factor == 1) {
+        lean.push_back(full_level);
+      } else {
+        lean.push_back({l.factor, l.fixed_space, l.moving_space, SlabImage{l.fixed}, SlabImage{l.moving}});
+      }
+    }
+    levels.clear();  // the stage holds the pyramid now
     DeformableStageHooks hooks{[&engine] { return engine.CheckCancelled(); },
                                [&engine](int f, int it, int max_it, double loss) {
                                  engine.Report("deformable", f, it, max_it, loss);
                                }};
     TESSERA_ASSIGN_OR_RETURN(u, RunOutOfCoreDeformableStage(stream, options, hooks, result.affine_ras, lean, shards,
-                                                            &result.log, /*result_on_host=*/true));
-    levels.clear();
-    if (!u.empty() && DimsOf(u).size() != DimsOf(fixed_norm).size()) {
-      TESSERA_ASSIGN_OR_RETURN(NDArray up, NDArray::Allocate({fixed_norm.dim(0), fixed_norm.dim(1), fixed_norm.dim(2), 3},
+                                                            &result.log, /*result_on_host=*/true, room()));
+    lean.clear();
+    if (!u.empty() && DimsOf(u).size() != DimsOf(fixed.data).size()) {
+      TESSERA_ASSIGN_OR_RETURN(NDArray up, NDArray::Allocate({fixed.data.dim(0), fixed.data.dim(1), fixed.data.dim(2), 3},
                                                              DType::kFloat32, host_kind, stream.ordinal()));
       TESSERA_RETURN_IF_ERROR(UpsampleDisplacement(u, &up, DisplacementUnits::kNormalized, cpu));
       u = std::move(up);
     }
   }
   levels.clear();
-  full = Level();
   engine.Report("output", 1, 0, 0, 0);
 
-  NDArray moving_f32;  // only for non-float inputs
-  if (moving.data.dtype() != DType::kFloat32) {
-    TESSERA_ASSIGN_OR_RETURN(moving_f32, moving.data.AsType(DType::kFloat32));
-  }
-  const NDArray& moving_float = moving.data.dtype() == DType::kFloat32 ? moving.data : moving_f32;
+  // The warp of the original intensities (any dtype, converted slab by slab).
   TESSERA_ASSIGN_OR_RETURN(OutOfCoreOutputs out, RunOutOfCoreOutputs(stream, options, result.affine_ras, full_level,
-                                                                     moving_float, u, shards));
+                                                                     SlabImage{moving.data}, u, shards, room()));
   result.final_loss = out.loss;
   result.warped.data = std::move(out.warped);
   result.warped.geometry = fixed.geometry;

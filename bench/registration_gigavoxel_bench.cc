@@ -12,6 +12,14 @@
 //   registration_gigavoxel_bench --edge=1024 --device=cuda --device_memory_budget=20G
 //       (the deformable stage out of core: out_of_core_stage.h; --force_out_of_core
 //        runs it out of core whatever the budget)
+//   registration_gigavoxel_bench --edge=1800 --device=cuda --device_memory_budget=120G --input_dtype=uint8
+//       (a pair larger than one H200 out of core: the images travel as 8- or
+//        16-bit volumes, which the bounded run normalises slab by slab, so the
+//        host holds inputs 2-4 + field 12 (+ warped output 4) B/voxel)
+// --device_memory_budget: the device bytes the WHOLE run may hold (set-up,
+// linear stages, deformable stage, outputs); a pair whose in-core lean stage
+// needs more (26.6 B/voxel mixed, 36 full) runs out of core on shards sized to
+// a quarter of it, the rest keeping whole arrays resident (out_of_core_stage.h).
 #include <sys/resource.h>
 
 #include <cstdlib>
@@ -31,6 +39,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "common/device.h"
+#include "common/parallel.h"
 #include "common/status.h"
 #include "kernels/registration/grid_sampler.h"
 #include "services/registration/label_dice.h"
@@ -49,6 +58,9 @@ ABSL_FLAG(std::string, device_memory_budget, "0",
           "device memory the deformable stage may hold: bytes or 20G, 512M (0 = no limit); beyond it out of core");
 ABSL_FLAG(bool, force_out_of_core, false, "run the deformable stage out of core whatever the budget");
 ABSL_FLAG(int, shards, 1, "shards of the deformable stage (in core: ranks; out of core: at least this many)");
+ABSL_FLAG(std::string, input_dtype, "uint16",
+          "element type of the pair handed to Register: uint16 or uint8 (scaled to the type's range, rounded) or "
+          "float32 (4 B/voxel each on the host)");
 ABSL_FLAG(std::string, precision, "mixed",
           "lean deformable stage storage: mixed (fp16 images, bf16 gradient field: 26 B/voxel) or full (36 B/voxel)");
 
@@ -63,6 +75,7 @@ constexpr Mat4 kIdentity = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
 
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
+// VmHWM: the process's resident-set high-water mark.
 double HostPeakGb() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -168,6 +181,27 @@ absl::StatusOr<Volume> Upsample(const Volume& in, const Geometry& geometry, int6
   return out;
 }
 
+// Host float32 intensities as `type` (uint8/uint16: scaled so the largest
+// value is the type's maximum, rounded; float32: as they are), in place of the float array.
+absl::Status ConvertImage(Volume& v, DType type) {
+  if (type == DType::kFloat32) return absl::OkStatus();
+  const float* src = v.data.data<float>();
+  const int64_t n = v.data.num_elements();
+  float hi = 0;
+  for (int64_t i = 0; i < n; ++i) hi = std::max(hi, src[i]);
+  const float top = type == DType::kUInt8 ? 255.f : 65535.f, scale = hi > 0 ? top / hi : 0.f;
+  TESSERA_ASSIGN_OR_RETURN(NDArray out, NDArray::Allocate(v.data.shape(), type));
+  VisitDType(type, [&](auto tag) {
+    using T = decltype(tag);
+    T* dst = out.data<T>();
+    ParallelFor(n, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) dst[i] = static_cast<T>(std::lround(std::clamp(src[i] * scale, 0.f, top)));
+    });
+  });
+  v.data = std::move(out);
+  return absl::OkStatus();
+}
+
 int Main() {
   const int64_t n = absl::GetFlag(FLAGS_edge);
   const std::string device = absl::GetFlag(FLAGS_device);
@@ -195,12 +229,20 @@ int Main() {
   // The images now; the label maps (2 B/voxel at n^3, plus an int32
   // transient) only after the registration, from the 1 mm sources, so they
   // add nothing to the registration's host peak.
+  const std::string dtype_name = absl::GetFlag(FLAGS_input_dtype);
+  const DType input_type = dtype_name == "uint8" ? DType::kUInt8 : dtype_name == "uint16" ? DType::kUInt16
+                           : dtype_name == "float32" ? DType::kFloat32 : DType::kInvalid;
+  if (input_type == DType::kInvalid) {
+    std::printf("bad --input_dtype '%s': uint16, uint8 or float32\n", dtype_name.c_str());
+    return 1;
+  }
   Volume fixed, moving, fixed_labels, moving_labels;
   for (auto [in, out, labels] : {std::make_tuple(&inputs->fixed, &fixed, false),
                                  std::make_tuple(&pair->moving, &moving, false)}) {
     absl::StatusOr<Volume> v = Upsample(*in, cube, n, labels, stream);
-    if (!v.ok()) {
-      std::printf("upsampling failed: %s\n", v.status().ToString().c_str());
+    absl::Status converted = v.ok() ? ConvertImage(*v, input_type) : v.status();
+    if (!converted.ok()) {
+      std::printf("upsampling failed: %s\n", converted.ToString().c_str());
       return 1;
     }
     *out = *std::move(v);
@@ -209,9 +251,9 @@ int Main() {
   inputs = absl::InternalError("released");
   pair = absl::InternalError("released");
   const Clock::time_point t1 = Clock::now();
-  std::printf("pair: %lld^3 = %.2f G voxels at %.3f mm, built in %.1f s (host peak so far %.1f GB)\n",
-              static_cast<long long>(n), n * n * static_cast<double>(n) / 1e9, cube.spacing[0], Seconds(t0, t1),
-              HostPeakGb());
+  std::printf("pair: %lld^3 = %.2f G voxels at %.3f mm, %s, built in %.1f s (host peak so far %.1f GB)\n",
+              static_cast<long long>(n), n * n * static_cast<double>(n) / 1e9, cube.spacing[0], dtype_name.c_str(),
+              Seconds(t0, t1), HostPeakGb());
 
   RegistrationOptions o;
   o.metric = absl::GetFlag(FLAGS_metric);
@@ -281,14 +323,14 @@ int Main() {
   const Clock::time_point t3 = Clock::now();
   bool out_of_core = false;
   for (const std::string& line : result->log) out_of_core = out_of_core || line.find("out of core") != std::string::npos;
-  std::printf("\n| edge | voxels | device | precision | budget GB | stage | finest s/it | set-up s | registration s | "
+  std::printf("\n| edge | voxels | inputs | device | precision | budget GB | stage | finest s/it | set-up s | registration s | "
               "output s | labels + Dice s | total s | peak device GB | B/voxel | host peak GB (registration) | "
               "host B/voxel (registration) | host peak GB (with scoring) | Dice before -> after | folded %% |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   const double voxels = n * n * static_cast<double>(n);
-  std::printf("| %lld | %.2f G | %s | %s | %.1f | %s | %.3f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f | %.1f | "
+  std::printf("| %lld | %.2f G | %s | %s | %s | %.1f | %s | %.3f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f | %.1f | "
               "%.1f | %.1f | %.3f -> **%.3f** | %.4f |\n",
-              static_cast<long long>(n), voxels / 1e9, result->backend.c_str(), o.precision.c_str(),
+              static_cast<long long>(n), voxels / 1e9, dtype_name.c_str(), result->backend.c_str(), o.precision.c_str(),
               o.device_memory_budget_bytes / 1e9, out_of_core ? "out of core" : "in core",
               FinestSecondsPerIteration(result->log),
               any ? Seconds(t1, first_report) : 0.0, Seconds(t1, t2), any ? Seconds(last_report, t2) : 0.0,

@@ -35,6 +35,8 @@ class DmcMatcher {
 
   const DmcConstants& constants() const { return constants_; }
   const DmcMatcherOptions& options() const { return options_; }
+  // The LSS constants of the final stage's new pairs (kernels' matchability rules).
+  const LssConstants& lss_constants() const { return lss_; }
 
   absl::StatusOr<DmcLatent> Prepare(const MccTemplate& latent) const { return PrepareDmcLatent(latent, constants_); }
 

@@ -4,6 +4,7 @@
 #include <iterator>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
@@ -18,6 +19,8 @@
 #include "common/text_checks.h"
 #include "kernels/fingerprint/lss.h"
 #include "services/fingerprint/alfi_pipeline.h"
+#include "kernels/fingerprint/dmc.h"
+#include "services/fingerprint/dmc_final_stage.h"
 #include "services/fingerprint/dmc_matcher.h"
 #include "services/fingerprint/fusion_score.h"
 #include "services/fingerprint/top_k.h"
@@ -43,6 +46,43 @@ std::vector<MccTemplate> BuildAll(const std::vector<const std::vector<MinutiaPoi
     }
   });
   return out;
+}
+
+size_t AlignTo16(size_t bytes) { return (bytes + 15) & ~size_t{15}; }
+uint8_t* AlignTo16(uint8_t* p) {
+  return p + (AlignTo16(reinterpret_cast<uintptr_t>(p)) - reinterpret_cast<uintptr_t>(p));
+}
+
+// `to` = the templates of `from` listed in `templates`, in that order (a
+// template may repeat). MccGallery keeps each template's descriptors in
+// contiguous blocks, so this is block copies on all cores, bit for bit what
+// Append(from.Get(t)) gives.
+void GatherTemplates(const MccGallery& from, const std::vector<int>& templates, MccGallery* to) {
+  const int n = static_cast<int>(templates.size());
+  to->start.assign(n + 1, 0);
+  for (int i = 0; i < n; ++i) to->start[i + 1] = to->start[i] + from.template_size(templates[i]);
+  const size_t cylinders = static_cast<size_t>(to->start[n]);
+  to->bits.resize(cylinders * kMccBitWords);
+  to->mask.resize(cylinders * kMccMaskWords);
+  to->x.resize(cylinders);
+  to->y.resize(cylinders);
+  to->theta.resize(cylinders);
+  to->bit_count.resize(cylinders);
+  to->full_mask.resize(cylinders);
+  ParallelForDynamic(n, 16, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      const size_t src = from.start[templates[i]], dst = to->start[i];
+      const size_t len = from.template_size(templates[i]);
+      std::copy_n(from.bits.begin() + src * kMccBitWords, len * kMccBitWords, to->bits.begin() + dst * kMccBitWords);
+      std::copy_n(from.mask.begin() + src * kMccMaskWords, len * kMccMaskWords,
+                  to->mask.begin() + dst * kMccMaskWords);
+      std::copy_n(from.x.begin() + src, len, to->x.begin() + dst);
+      std::copy_n(from.y.begin() + src, len, to->y.begin() + dst);
+      std::copy_n(from.theta.begin() + src, len, to->theta.begin() + dst);
+      std::copy_n(from.bit_count.begin() + src, len, to->bit_count.begin() + dst);
+      std::copy_n(from.full_mask.begin() + src, len, to->full_mask.begin() + dst);
+    }
+  });
 }
 
 // kFusion: LSS-R and DMC of every template, fused (fusion_score.h).
@@ -441,29 +481,118 @@ class MccSearcher final : public GallerySearcher {
     return absl::OkStatus();
   }
 
-  // The cascade's second stage: each wanted probe's LSS-R shortlist (in
-  // run.tops, scores LSS-R) is copied into a small gallery, scored with DMC
-  // (GPU stream or CPU), ranked by the fused score and cut to run.top_k.
+  // The cascade's second stage: every wanted probe's LSS-R shortlist (in
+  // run.tops, scores LSS-R) re-scored with DMC, ranked by the fused score and
+  // cut to run.top_k. The shortlists of all probes of the call are cut into
+  // pieces of at most DMC's batch_templates and scored in rounds of up to
+  // kRescoreRoundTemplates templates (a typical call, 16 probes x 200, is one
+  // round of 16 pieces): see RescoreRoundLocked.
   absl::Status RescoreShortlistLocked(const std::vector<DmcLatent>& latents, Run& run) {
-    StopPoller& stop = *run.stop;
-    std::vector<float> dmc;
-    for (int p = 0; p < static_cast<int>(latents.size()); ++p) {
-      if (stop.StopNow()) return stop.status();
-      std::vector<Candidate>& top = (*run.tops)[p];
-      if (!run.Wanted(p) || top.empty()) continue;
-      MccGallery shortlist;
-      for (const Candidate& c : top) shortlist.Append(gallery_.Get(c.template_index), mcc_);
-      dmc.assign(top.size(), 0.0f);
-      {
-        std::unique_lock<std::mutex> device_lock(device_mu_, std::defer_lock);
-        if (gpu_) device_lock.lock();
-        TESSERA_RETURN_IF_ERROR(dmc_.ScoreRange(gpu_ ? *gpu_ : cpu_stream_, latents[p], shortlist, 0,
-                                                shortlist.num_templates(), dmc.data(), &stop));
+    const int num_probes = static_cast<int>(latents.size());
+    // Small chunk_templates (tests) make small pieces and rounds of three.
+    const int piece_limit = chunk_templates_ > 0 ? chunk_templates_ : std::max(1, dmc_.options().batch_templates);
+    const int round_limit = chunk_templates_ > 0 ? 3 * chunk_templates_ : kRescoreRoundTemplates;
+    std::vector<std::vector<float>> dmc(num_probes);
+    std::vector<ShortlistPiece> round;
+    int round_templates = 0;
+    for (int p = 0; p < num_probes; ++p) {
+      const int len = static_cast<int>((*run.tops)[p].size());
+      if (!run.Wanted(p) || len == 0) continue;
+      dmc[p].assign(len, 0.0f);
+      for (int b = 0; b < len; b += piece_limit) {
+        const ShortlistPiece piece{p, b, std::min(len, b + piece_limit)};
+        if (!round.empty() && round_templates + (piece.end - piece.begin) > round_limit) {
+          TESSERA_RETURN_IF_ERROR(RescoreRoundLocked(latents, round, run, &dmc));
+          round.clear();
+          round_templates = 0;
+        }
+        round.push_back(piece);
+        round_templates += piece.end - piece.begin;
       }
-      for (size_t i = 0; i < top.size(); ++i) top[i].score = SanitizeScore(FuseScores(top[i].score, dmc[i], fusion_weight_));
+    }
+    if (!round.empty()) TESSERA_RETURN_IF_ERROR(RescoreRoundLocked(latents, round, run, &dmc));
+    for (int p = 0; p < num_probes; ++p) {
+      std::vector<Candidate>& top = (*run.tops)[p];
+      if (dmc[p].empty()) continue;
+      for (size_t c = 0; c < top.size(); ++c) {
+        top[c].score = SanitizeScore(FuseScores(top[c].score, dmc[p][c], fusion_weight_));
+      }
       std::sort(top.begin(), top.end(), CandidateBefore);
       if (static_cast<int>(top.size()) > run.top_k) top.resize(run.top_k);
     }
+    return absl::OkStatus();
+  }
+
+  // Candidates [begin, end) of probe `probe`'s shortlist.
+  struct ShortlistPiece {
+    int probe;
+    int begin;
+    int end;
+  };
+
+  // DMC of the pieces' candidates into (*dmc)[probe][candidate]. Their
+  // templates are gathered into one small gallery (piece i at [first[i],
+  // first[i + 1])); kernels 2-4 run per piece (GPU stream: one upload of the
+  // piece; or all CPU cores); then the final stage of every candidate of the
+  // round runs in one parallel loop over all cores, rather than one small
+  // loop per probe. Scores equal DmcMatcher::ScoreRange's (same kernels, same
+  // per-template final stage).
+  absl::Status RescoreRoundLocked(const std::vector<DmcLatent>& latents, const std::vector<ShortlistPiece>& pieces,
+                                  Run& run, std::vector<std::vector<float>>* dmc) {
+    StopPoller& stop = *run.stop;
+    const int num_pieces = static_cast<int>(pieces.size());
+    std::vector<int> first{0};
+    std::vector<int> templates;
+    for (const ShortlistPiece& piece : pieces) {
+      const std::vector<Candidate>& top = (*run.tops)[piece.probe];
+      for (int c = piece.begin; c < piece.end; ++c) templates.push_back(top[c].template_index);
+      first.push_back(static_cast<int>(templates.size()));
+    }
+    MccGallery gathered;
+    GatherTemplates(gallery_, templates, &gathered);
+    if (stop.StopNow()) return stop.status();
+
+    // Outputs per piece in one block (the member-major cluster layout
+    // depends on the piece's cylinder count).
+    std::vector<size_t> result_offset(num_pieces + 1, 0);
+    for (int i = 0; i < num_pieces; ++i) {
+      const int cylinders = gathered.start[first[i + 1]] - gathered.start[first[i]];
+      result_offset[i + 1] = result_offset[i] + AlignTo16(DmcResultsBytes(cylinders));
+    }
+    std::vector<uint8_t> result_block(result_offset.back() + 16);
+    uint8_t* const result_base = AlignTo16(result_block.data());
+    std::vector<DmcKernelResults> results(num_pieces);
+    std::vector<std::vector<int32_t>> starts(num_pieces);
+    std::vector<DmcBatchView> views(num_pieces);
+    {
+      std::unique_lock<std::mutex> device_lock(device_mu_, std::defer_lock);
+      if (gpu_) device_lock.lock();
+      const Stream& stream = gpu_ ? *gpu_ : cpu_stream_;
+      for (int i = 0; i < num_pieces; ++i) {
+        if (stop.StopNow()) return stop.status();
+        const int cylinders = gathered.start[first[i + 1]] - gathered.start[first[i]];
+        results[i] = DmcResultsAt(result_base + result_offset[i], cylinders);
+        views[i] = HostBatchView(gathered, first[i], first[i + 1], &starts[i]);
+        TESSERA_RETURN_IF_ERROR(RunDmcKernelsOnGallery(stream, latents[pieces[i].probe], gathered, first[i],
+                                                       first[i + 1], dmc_.constants(), results[i],
+                                                       dmc_.options().threads));
+      }
+    }
+
+    const DmcFinalStageParams& final_stage = dmc_.options().final_stage;
+    ParallelForDynamic(static_cast<int64_t>(templates.size()), 8, [&](int64_t lo, int64_t hi, int) {
+      int i = static_cast<int>(std::upper_bound(first.begin(), first.end(), static_cast<int>(lo)) - first.begin()) - 1;
+      for (int64_t k = lo; k < hi; ++k) {
+        if (stop.ShouldStop()) return;
+        while (k >= first[i + 1]) ++i;
+        const ShortlistPiece& piece = pieces[i];
+        const int t = static_cast<int>(k) - first[i];
+        (*dmc)[piece.probe][piece.begin + t] =
+            ScoreTemplateFinalStage(latents[piece.probe], views[i], results[i], t, dmc_.lss_constants(), final_stage)
+                .score;
+      }
+    });
+    if (stop.stopped()) return stop.status();
     return absl::OkStatus();
   }
 
@@ -550,6 +679,9 @@ class MccSearcher final : public GallerySearcher {
   static constexpr int64_t kScoresPerChunk = int64_t{1} << 21;
   static constexpr int kPipelineBatchTemplates = 65536;
   static constexpr size_t kPipelineLatentsPerCall = 256;
+  // Cascade: templates gathered per re-scoring round (~30 cylinders of ~240
+  // bytes each: ~120 MB at most, whatever cascade_candidates x probes).
+  static constexpr int kRescoreRoundTemplates = 16384;
 
   const MccParams mcc_;
   const Scorer default_;

@@ -23,9 +23,11 @@
 //   "cascade": LSS-R over the whole gallery exactly as "lssr" (GPU pipeline
 //     or CPU), then DMC of each probe's shortlist of cascade_candidates
 //     (at least top_k) best LSS-R candidates, ranked by the fused score. The
-//     re-scoring runs DMC's kernels on the GPU stream when there is one and
-//     its final stage on the CPU (as "dmc" does). The returned scores are
-//     fused scores; 1:1 (VerifyId, Compare) a cascade is its fusion.
+//     re-scoring takes the shortlists of all probes of the call together:
+//     DMC's kernels per probe on the GPU stream when there is one (else all
+//     CPU cores), then the final stage of every (probe, candidate) pair in
+//     one loop on all CPU cores; DMC scores as "dmc" gives them. The returned
+//     scores are fused scores; 1:1 (VerifyId, Compare) a cascade is its fusion.
 // A call with many probes is one batch: on the CPU the gallery is scored
 // chunk by chunk against every probe (each template's cylinders are read
 // once per chunk for all probes), on the GPU every uploaded pipeline batch
@@ -145,7 +147,9 @@ struct SearcherOptions {
   std::string device = "auto";  // "auto", "cpu" or "cuda" (scoring backend)
   // Templates per CPU chunk (between two polls of a SearchControl); 0:
   // automatic (LSS-R: ~2 M scores per chunk over all probes; DMC: its
-  // kernel batch). Tests use small ones.
+  // kernel batch; cascade: DMC's kernel batch per shortlist piece, re-scored
+  // in rounds of up to 16384 templates, else three chunks). Tests use small
+  // ones.
   int chunk_templates = 0;
   double fusion_weight = kDefaultFusionWeight;          // "fusion", "cascade": in [0, 1]
   int cascade_candidates = kDefaultCascadeCandidates;  // "cascade": 1..kMaxCascadeCandidates

@@ -142,6 +142,64 @@ TEST(SearcherMatchersTest, CascadeShortlistBounds) {
   EXPECT_EQ(*c1, *f1);
 }
 
+// The cascade re-scores the shortlists of all probes of a call together, cut
+// into pieces and rounds (chunk_templates 5: pieces of at most 5 candidates,
+// rounds of at most 15 templates, so rounds span probes and a probe spans
+// rounds). Its scores must be exactly the fused scores of the same templates
+// (fusion over the whole gallery), its candidates LSS-R's shortlist, with
+// deleted templates never returned, and the lists identical to an unchunked
+// cascade's.
+TEST(SearcherMatchersTest, CascadeRescoresAllProbesTogetherExactly) {
+  const auto gallery = MakeEntries(testing::SyntheticTemplates(60, 21));
+  std::vector<std::vector<MinutiaPoint>> probes = testing::SyntheticTemplates(5, 22);
+  probes.push_back(gallery[17]->minutiae);  // a probe with an exact mate
+  SearcherOptions o;
+  o.device = "cpu";
+  o.cascade_candidates = 12;
+  o.matcher = "cascade";
+  o.chunk_templates = 5;
+  auto chunked = CreateSearcher(o);
+  o.chunk_templates = 0;
+  auto plain = CreateSearcher(o);
+  auto lssr = MakeSearcher("lssr");
+  auto fusion = MakeSearcher("fusion");
+  ASSERT_TRUE(chunked.ok() && plain.ok());
+  for (GallerySearcher* s : {chunked->get(), plain->get(), lssr.get(), fusion.get()}) {
+    ASSERT_TRUE(s->Add(gallery).ok());
+    ASSERT_TRUE(s->Remove("t3"));
+    ASSERT_TRUE(s->Remove("t40"));
+  }
+  auto all_lssr = lssr->Search(probes, 58);
+  auto all_fused = fusion->Search(probes, 58);
+  ASSERT_TRUE(all_lssr.ok() && all_fused.ok());
+  for (int top_k : {4, 12}) {
+    SCOPED_TRACE(top_k);
+    auto got = (*chunked)->Search(probes, top_k);
+    auto same = (*plain)->Search(probes, top_k);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(same.ok()) << same.status();
+    for (size_t p = 0; p < probes.size(); ++p) {
+      ASSERT_EQ(static_cast<int>((*got)[p].size()), top_k);
+      std::set<std::string> shortlist;
+      for (int i = 0; i < 12; ++i) shortlist.insert((*all_lssr)[p][i].id);
+      std::map<std::string, float> fused;
+      for (const SearchCandidate& c : (*all_fused)[p]) fused[c.id] = c.score;
+      for (int i = 0; i < top_k; ++i) {
+        const SearchCandidate& c = (*got)[p][i];
+        EXPECT_TRUE(shortlist.count(c.id)) << "probe " << p << ": " << c.id;
+        EXPECT_NE(c.id, "t3");
+        EXPECT_NE(c.id, "t40");
+        ASSERT_TRUE(fused.count(c.id)) << c.id;
+        EXPECT_EQ(c.score, fused[c.id]) << "probe " << p << ": " << c.id;
+        if (i > 0) EXPECT_GE((*got)[p][i - 1].score, c.score);
+        EXPECT_EQ(c.id, (*same)[p][i].id) << "probe " << p << " rank " << i;
+        EXPECT_EQ(c.score, (*same)[p][i].score) << "probe " << p << " rank " << i;
+      }
+    }
+    EXPECT_EQ((*got)[5][0].id, "t17");  // the exact mate comes first
+  }
+}
+
 // Rank-1 over all 80 impressions of DB1 and DB3 (the probe's own entry left
 // out): fusion and a 10-long cascade at least as good as LSS-R.
 TEST(SearcherMatchersTest, FvcRank1AtLeastLssr) {

@@ -6,7 +6,8 @@
 //
 //   fingerprint_pipeline_bench [--sizes=10000,100000,1000000] [--latents=16]
 //       [--batch=65536] [--top=100] [--cpu_templates=20000] [--dmc_templates=100000]
-//       [--cpu_dmc_templates=2000] [--no_dmc] [--seed=S] [--data=DIR]
+//       [--cpu_dmc_templates=2000] [--no_dmc] [--cascade_candidates=200] [--no_cascade]
+//       [--seed=S] [--data=DIR]
 //
 // Gallery (services/fingerprint/synthetic_gallery.h): 4 perturbed
 // impressions of each real FVC2002 impression (rigid motion, Gaussian-bump
@@ -34,7 +35,19 @@
 //   plain GPU        MccDeviceGallery resident on the GPU (uploaded once,
 //                    time shown separately), ScoreGallery per latent + top-k
 //                    on the host;
-//   CPU all cores    the pipeline's CPU backend on the first cpu_templates.
+//   CPU all cores    the pipeline's CPU backend on the first cpu_templates;
+//   DMC ...          DMC over every template through the pipeline (GPU on the
+//                    first dmc_templates, 0: none; CPU on cpu_dmc_templates);
+//   searcher lssr GPU / cascade GPU   the service's searcher (searcher.h) on
+//                    the whole gallery (ids appended with their descriptors,
+//                    as a snapshot reload does; its GPU pipeline built by a
+//                    warm-up call): "lssr" with top_k = the shortlist length
+//                    (the cascade's first stage alone), then "cascade" (LSS-R
+//                    shortlist of max(top, cascade_candidates), DMC + fusion
+//                    on it) with top_k = top. Where DMC over everything ran
+//                    on the same gallery: mate at rank 1 under each, top-1
+//                    agreement, and the throughput ratio;
+//   ... CPU          the same on the CPU prefix (cpu_templates).
 // Without a GPU only the CPU rows run.
 #include <algorithm>
 #include <chrono>
@@ -46,6 +59,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "bench/fingerprint_bases.h"
 #include "common/buffer.h"
@@ -56,8 +70,10 @@
 #include "services/fingerprint/alfi_dmc_matcher.h"
 #include "services/fingerprint/alfi_pipeline.h"
 #include "services/fingerprint/eval.h"
+#include "services/fingerprint/fusion_score.h"
 #include "services/fingerprint/fvc_data.h"
 #include "services/fingerprint/latent_eval.h"
+#include "services/fingerprint/searcher.h"
 #include "services/fingerprint/synthetic_gallery.h"
 
 namespace tessera {
@@ -75,6 +91,8 @@ struct Config {
   int64_t dmc_templates = 100000;
   int64_t cpu_dmc_templates = 2000;
   bool dmc = true;
+  bool cascade = true;
+  int cascade_candidates = kDefaultCascadeCandidates;
   uint64_t seed = 20261130;
   std::string data_dir;
 };
@@ -125,6 +143,127 @@ std::shared_ptr<MccGallery> Prefix(const MccGallery& g, int64_t n) {
   return out;
 }
 
+// Appends templates [from, to) of `g` to the service's searcher with their
+// descriptors (as a snapshot reload does); id = the template index.
+bool AppendToSearcher(const MccGallery& g, int64_t from, int64_t to, GallerySearcher* searcher) {
+  searcher->Reserve(to - from, g.start[to] - g.start[from]);
+  constexpr int64_t kStep = 65536;
+  std::vector<MccTemplate> block;
+  for (int64_t b = from; b < to; b += kStep) {
+    const int64_t e = std::min(to, b + kStep);
+    block.assign(e - b, MccTemplate());
+    ParallelFor(e - b, [&](int64_t lo, int64_t hi, int) {
+      for (int64_t i = lo; i < hi; ++i) block[i] = g.Get(static_cast<int>(b + i));
+    });
+    for (int64_t i = 0; i < e - b; ++i) {
+      auto t = std::make_shared<StoredTemplate>();
+      t->id = absl::StrCat(b + i);
+      t->seq = static_cast<uint64_t>(b + i + 1);
+      if (absl::Status s = searcher->AddWithCylinders(t, std::move(block[i])); !s.ok()) {
+        std::fprintf(stderr, "searcher: %s\n", std::string(s.message()).c_str());
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+// Gallery index of a searcher id (AppendToSearcher's ids).
+int IndexOf(const SearchCandidate& c) {
+  int i = -1;
+  return absl::SimpleAtoi(c.id, &i) ? i : -1;
+}
+
+// One searcher's rows: "lssr" with top_k = the cascade's shortlist (its first
+// stage alone) and "cascade" with top_k = top; then, when `dmc_top` holds
+// DMC over every template of this gallery (one list per latent), accuracy
+// and agreement against it. Returns false on an error (printed).
+bool CascadeRows(GallerySearcher& searcher, int64_t templates, const char* where,
+                 const std::vector<std::vector<MinutiaPoint>>& probes, const std::vector<int64_t>& identity,
+                 const std::vector<int64_t>& latent_identity, const Config& cfg,
+                 const std::vector<std::vector<Candidate>>* dmc_top, double dmc_wall) {
+  const int latents = static_cast<int>(probes.size());
+  const int shortlist = std::max(cfg.top, cfg.cascade_candidates);
+  const std::string lssr_path = absl::StrCat("searcher lssr ", where);
+  const std::string cascade_path = absl::StrCat("cascade ", where);
+  // Warm-up: the searcher's GPU pipeline is built by its first search.
+  const double w0 = Now();
+  if (auto s = searcher.Search({probes[0]}, 1, nullptr, "lssr"); !s.ok()) {
+    std::fprintf(stderr, "searcher: %s\n", std::string(s.status().message()).c_str());
+    return false;
+  }
+  const double warm = Now() - w0;
+  SearchStats lssr_stats, cascade_stats;
+  const double l0 = Now();
+  auto lssr = searcher.Search(probes, shortlist, &lssr_stats, "lssr");
+  const double lssr_wall = Now() - l0;
+  SearchOptions options;
+  options.top_k = cfg.top;
+  options.matcher = "cascade";
+  options.cascade_candidates = cfg.cascade_candidates;
+  const double c0 = Now();
+  auto cascade = searcher.Search(probes, options, &cascade_stats);
+  const double cascade_wall = Now() - c0;
+  if (!lssr.ok() || !cascade.ok()) {
+    std::fprintf(stderr, "searcher: %s\n",
+                 std::string((lssr.ok() ? cascade.status() : lssr.status()).message()).c_str());
+    return false;
+  }
+  Row(templates, lssr_path.c_str(), "crop", latents, lssr_wall, 0, nullptr);
+  Row(templates, cascade_path.c_str(), "crop", latents, cascade_wall, 0, nullptr);
+  int cascade_rank1 = 0, lssr_rank1 = 0;
+  for (int i = 0; i < latents; ++i) {
+    const auto& c = (*cascade)[i];
+    const auto& l = (*lssr)[i];
+    cascade_rank1 += !c.empty() && IndexOf(c[0]) >= 0 && identity[IndexOf(c[0])] == latent_identity[i];
+    lssr_rank1 += !l.empty() && IndexOf(l[0]) >= 0 && identity[IndexOf(l[0])] == latent_identity[i];
+  }
+  std::printf("%-9s cascade_candidates %d (shortlist %d per latent, top %d returned), backend %s; warm-up call "
+              "(builds the searcher's pipeline) %.2f s; cascade wall / LSS-R-stage wall %.2f; mate at rank 1: "
+              "LSS-R %d, cascade %d of %d\n",
+              "", cfg.cascade_candidates, shortlist, cfg.top, cascade_stats.backend.c_str(), warm,
+              cascade_wall / lssr_wall, lssr_rank1, cascade_rank1, latents);
+  if (dmc_top == nullptr) return true;
+  int dmc_rank1 = 0, same_template = 0, same_identity = 0, dmc_best_in_shortlist = 0;
+  for (int i = 0; i < latents; ++i) {
+    const std::vector<Candidate>& d = (*dmc_top)[i];
+    const auto& c = (*cascade)[i];
+    if (d.empty() || c.empty()) continue;
+    dmc_rank1 += identity[d[0].template_index] == latent_identity[i];
+    same_template += IndexOf(c[0]) == d[0].template_index;
+    same_identity += IndexOf(c[0]) >= 0 && identity[IndexOf(c[0])] == identity[d[0].template_index];
+    for (const SearchCandidate& l : (*lssr)[i]) dmc_best_in_shortlist += IndexOf(l) == d[0].template_index;
+  }
+  std::printf("\n| %lld templates, %d latents (%s) | DMC over every template | cascade (%d candidates) |\n"
+              "|---|---:|---:|\n"
+              "| wall s | %.3f | %.3f |\n"
+              "| gallery matches/s (M) | %.2f | %.2f |\n"
+              "| mate at rank 1 | %d / %d | %d / %d |\n\n"
+              "cascade / DMC throughput: **%.1fx**; top-1 agreement: same template %d / %d, same identity %d / %d; "
+              "DMC's rank-1 template in the LSS-R shortlist: %d / %d\n",
+              static_cast<long long>(templates), latents, where, shortlist, dmc_wall, cascade_wall,
+              templates * static_cast<double>(latents) / dmc_wall / 1e6,
+              templates * static_cast<double>(latents) / cascade_wall / 1e6, dmc_rank1, latents, cascade_rank1,
+              latents, dmc_wall / cascade_wall, same_template, latents, same_identity, latents,
+              dmc_best_in_shortlist, latents);
+  std::fflush(stdout);
+  return true;
+}
+
+// An empty searcher ("cascade" by default) on `device` ("cuda" or "cpu").
+std::unique_ptr<GallerySearcher> MakeSearcher(const char* device, const Config& cfg) {
+  SearcherOptions o;
+  o.matcher = "cascade";
+  o.device = device;
+  o.cascade_candidates = cfg.cascade_candidates;
+  auto s = CreateSearcher(o);
+  if (!s.ok()) {
+    std::fprintf(stderr, "searcher: %s\n", std::string(s.status().message()).c_str());
+    return nullptr;
+  }
+  return std::move(*s);
+}
+
 int Run(const Config& cfg) {
   const DeviceRegistry& devices = DeviceRegistry::Get();
   const bool gpu = devices.cuda_available();
@@ -133,11 +272,13 @@ int Run(const Config& cfg) {
   const std::vector<BaseTemplate> bases = LoadBenchBases(cfg.data_dir, cfg.seed);
   // Latents: crops and whole impressions of bases spread over the set.
   std::vector<MccTemplate> crops, fulls;
+  std::vector<std::vector<MinutiaPoint>> crop_points;  // the searcher's probes
   std::vector<int64_t> latent_identity;
   for (int i = 0; i < cfg.latents; ++i) {
     const BaseTemplate& b = bases[(static_cast<size_t>(i) * 37 + 3) % bases.size()];
     SplitMix64 rng(cfg.seed + 7919 * i);
-    crops.push_back(cpu::BuildMccTemplate(CropLatent(b.points, LatentCropParams(), rng)));
+    crop_points.push_back(CropLatent(b.points, LatentCropParams(), rng));
+    crops.push_back(cpu::BuildMccTemplate(crop_points.back()));
     fulls.push_back(cpu::BuildMccTemplate(b.points));
     latent_identity.push_back(b.identity);
   }
@@ -175,6 +316,12 @@ int Run(const Config& cfg) {
   LssBatchMatcher lssr(MccScore::kLssR);
   LssBatchMatcher lssr_warp(MccScore::kLssR, LssParams(), MccParams(), cuda::LssCudaKernel::kWarp);
   const LssConstants constants = MakeLssConstants(LssParams());
+  // The service's GPU searcher, grown with the gallery.
+  std::unique_ptr<GallerySearcher> gpu_searcher;
+  if (gpu && cfg.cascade) {
+    gpu_searcher = MakeSearcher("cuda", cfg);
+    if (gpu_searcher == nullptr) return 1;
+  }
 
   for (int64_t size : sizes) {
     const double g0 = Now();
@@ -336,14 +483,18 @@ int Run(const Config& cfg) {
       if (!(*p)->Search(lssr, lat, &st).ok()) return 1;
       Row(cpu_n, "CPU all cores", which == 0 ? "crop" : "full", cfg.latents, Now() - t0, st.overlap_ratio(), &st);
     }
-    // DMC through the pipeline.
+    // DMC through the pipeline; its top lists where it covered this gallery
+    // (GPU) or the CPU prefix (CPU), for the cascade's agreement.
+    std::vector<std::vector<Candidate>> dmc_gpu_top, dmc_cpu_top;
+    double dmc_gpu_wall = 0, dmc_cpu_wall = 0;
+    int64_t dmc_cpu_n = 0;
     if (cfg.dmc) {
       auto dmc = DmcBatchMatcher::Create();
       if (!dmc.ok()) {
         std::fprintf(stderr, "%s\n", std::string(dmc.status().message()).c_str());
         return 1;
       }
-      if (gpu) {
+      if (gpu && cfg.dmc_templates > 0) {
         const int64_t n = std::min<int64_t>(size, cfg.dmc_templates);
         auto sub = n == size ? gallery : Prefix(*gallery, n);
         for (bool overlap : {true, false}) {
@@ -362,8 +513,13 @@ int Run(const Config& cfg) {
             std::fprintf(stderr, "DMC: %s\n", std::string(top.status().message()).c_str());
             return 1;
           }
-          Row(n, overlap ? "DMC pipeline GPU" : "DMC serialized", "crop", cfg.latents, Now() - t0,
+          const double wall = Now() - t0;
+          Row(n, overlap ? "DMC pipeline GPU" : "DMC serialized", "crop", cfg.latents, wall,
               overlap ? st.overlap_ratio() : 0, &st);
+          if (overlap && n == size) {
+            dmc_gpu_top = std::move(*top);
+            dmc_gpu_wall = wall;
+          }
         }
       }
       const int64_t n = std::min<int64_t>(size, cfg.cpu_dmc_templates);
@@ -375,8 +531,31 @@ int Run(const Config& cfg) {
       if (!p.ok()) return 1;
       PipelineStats st;
       const double t0 = Now();
-      if (!(*p)->Search(**dmc, crops, &st).ok()) return 1;
-      Row(n, "DMC CPU all cores", "crop", cfg.latents, Now() - t0, st.overlap_ratio(), &st);
+      auto top = (*p)->Search(**dmc, crops, &st);
+      if (!top.ok()) return 1;
+      dmc_cpu_wall = Now() - t0;
+      Row(n, "DMC CPU all cores", "crop", cfg.latents, dmc_cpu_wall, st.overlap_ratio(), &st);
+      dmc_cpu_top = std::move(*top);
+      dmc_cpu_n = n;
+    }
+    // The cascade through the service's searcher.
+    if (cfg.cascade) {
+      if (gpu_searcher != nullptr) {
+        const double a0 = Now();
+        if (!AppendToSearcher(*gallery, gpu_searcher->size(), size, gpu_searcher.get())) return 1;
+        std::printf("%-9s searcher: templates appended with their descriptors in %.2f s\n", "", Now() - a0);
+        if (!CascadeRows(*gpu_searcher, size, "GPU", crop_points, identity, latent_identity, cfg,
+                         dmc_gpu_top.empty() ? nullptr : &dmc_gpu_top, dmc_gpu_wall)) {
+          return 1;
+        }
+      }
+      auto cpu_searcher = MakeSearcher("cpu", cfg);
+      if (cpu_searcher == nullptr || !AppendToSearcher(*gallery, 0, cpu_n, cpu_searcher.get())) return 1;
+      const bool same_prefix = dmc_cpu_n == cpu_n && !dmc_cpu_top.empty();
+      if (!CascadeRows(*cpu_searcher, cpu_n, "CPU", crop_points, identity, latent_identity, cfg,
+                       same_prefix ? &dmc_cpu_top : nullptr, dmc_cpu_wall)) {
+        return 1;
+      }
     }
   }
   std::printf("\n(overlap: for LSS-R GPU rows the serialized wall over the pipelined wall; for DMC and CPU rows the "
@@ -421,11 +600,16 @@ int main(int argc, char** argv) {
     } else if (const char* v = value("--cpu_templates")) {
       ok = absl::SimpleAtoi(v, &cfg.cpu_templates) && cfg.cpu_templates >= 1;
     } else if (const char* v = value("--dmc_templates")) {
-      ok = absl::SimpleAtoi(v, &cfg.dmc_templates) && cfg.dmc_templates >= 1;
+      ok = absl::SimpleAtoi(v, &cfg.dmc_templates) && cfg.dmc_templates >= 0;
     } else if (const char* v = value("--cpu_dmc_templates")) {
       ok = absl::SimpleAtoi(v, &cfg.cpu_dmc_templates) && cfg.cpu_dmc_templates >= 1;
     } else if (std::strcmp(a, "--no_dmc") == 0) {
       cfg.dmc = false;
+    } else if (const char* v = value("--cascade_candidates")) {
+      ok = absl::SimpleAtoi(v, &n) && ValidateCascadeCandidates(static_cast<int>(n)).ok() && n == static_cast<int>(n);
+      cfg.cascade_candidates = static_cast<int>(n);
+    } else if (std::strcmp(a, "--no_cascade") == 0) {
+      cfg.cascade = false;
     } else if (const char* v = value("--seed")) {
       ok = absl::SimpleAtoi(v, &u);
       cfg.seed = u;
@@ -437,8 +621,9 @@ int main(int argc, char** argv) {
     if (!ok) {
       std::fprintf(stderr,
                    "usage: %s [--sizes=N,N,...] [--latents=L] [--batch=B] [--top=K] [--cpu_templates=N]\n"
-                   "          [--dmc_templates=N] [--cpu_dmc_templates=N] [--no_dmc] [--seed=S] [--data=DIR]\n",
-                   argv[0]);
+                   "          [--dmc_templates=N (0: no GPU DMC)] [--cpu_dmc_templates=N] [--no_dmc]\n"
+                   "          [--cascade_candidates=N (1-%d)] [--no_cascade] [--seed=S] [--data=DIR]\n",
+                   argv[0], kMaxCascadeCandidates);
       return 2;
     }
   }

@@ -534,13 +534,18 @@ absl::StatusOr<const char*> DownsampleToHost(const NDArray& full, const std::vec
 }
 
 // Issue 13: the whole run within out_of_core.limit_bytes of device memory.
-//   set-up    normalised images and the pyramid in host memory (pinned on
-//             CUDA); the pyramid built on the device one image at a time when
-//             that fits (DownsampleToHost), else on the host;
+//   set-up    each image normalised into a temporary host array for its
+//             centre of mass and pyramid (host memory, pinned on CUDA; built
+//             on the device one image at a time when that fits:
+//             DownsampleToHost), then dropped: the full-resolution passes read
+//             the caller's volumes through normalising SlabImages (any dtype);
+//             the initial loss while the device is still empty;
 //   linear    the levels whose engine fits (LinearLevelDeviceBytes, coarse to
 //             fine, together) on the device, the others on the host with the
 //             CPU backend;
-//   deformable out of core (out_of_core_stage.h), the field kept on the host;
+//   deformable out of core (out_of_core_stage.h): the whole arrays that fit
+//             the device beside the working set stay resident, the rest
+//             (at 1800^3 in 120 GiB: the field) on the host;
 //   output    the full-resolution loss, warp and Jacobian slab by slab
 //             (RunOutOfCoreOutputs); the field's RAS conversion on the host.
 // On the CPU backend every phase runs the same code on host memory, and the
@@ -624,6 +629,11 @@ absl::StatusOr<RegistrationResult> RegisterBounded(const Volume& fixed, const Vo
     return limit == std::numeric_limits<int64_t>::max() ? limit : std::max<int64_t>(0, limit - held);
   };
 
+  // The initial loss first, while the device is empty: its gradient scratch
+  // stays resident (on the host it would be the run's host peak).
+  TESSERA_ASSIGN_OR_RETURN(result.initial_loss,
+                           OutOfCoreLoss(stream, options, initial.ToMat4(), full_level, NDArray(), shards, room()));
+
   // The linear stages' levels: on the device coarse to fine while they fit.
   std::vector<Level> linear = levels;
   size_t on_device = levels.size();
@@ -670,8 +680,6 @@ absl::StatusOr<RegistrationResult> RegisterBounded(const Volume& fixed, const Vo
         "the images do not overlap in physical space",
         options.init == "com" ? " after centre-of-mass alignment" : " (init=none: check the headers' origins or use init=com)"));
   }
-  TESSERA_ASSIGN_OR_RETURN(result.initial_loss,
-                           OutOfCoreLoss(stream, options, transform.ToMat4(), full_level, NDArray(), shards, room()));
   engine.Report("init", 1, 0, 0, result.initial_loss);
   result.log.push_back(absl::StrFormat("init: centre-of-mass shift (%.2f, %.2f, %.2f) mm, loss %.6g",
                                        transform.translation[0], transform.translation[1], transform.translation[2],

@@ -30,6 +30,7 @@ RegistrationOptions QuickColinOptions(const std::string& metric, std::vector<int
   o.affine_iterations = {40, 20};
   o.deformable_iterations = std::move(deformable_iterations);
   o.device = "cpu";
+  o.smooth_grad_sigma = 3;
   return o;
 }
 

@@ -23,7 +23,10 @@ struct ColinProblem {
 ColinProblem MakeColinProblem(IntensityChange intensity, uint64_t seed, int factor);
 
 // The quick schedule the registration tests share: scales 2,1, rigid and
-// affine 40,20 iterations, `deformable_iterations` per scale, CPU backend.
+// affine 40,20 iterations, `deformable_iterations` per scale, CPU backend,
+// gradient sigma 3 voxels: these tests compare loops and shardings on small
+// (3 mm) volumes, where the default sigma 6's 18-slice halo would leave too
+// few slices per shard to shard at all.
 RegistrationOptions QuickColinOptions(const std::string& metric, std::vector<int> deformable_iterations = {80, 40});
 
 }  // namespace tessera::registration

@@ -10,14 +10,17 @@
 // Floors are the mean Dice over all labels measured on 2026-12-01 minus a
 // margin (about 0.03). Measured Dice with the per-voxel Adam deformable
 // step (the default before issue 17) -> the normalized step (gradient
-// sigma 1 voxel) -> gradient sigma 3 voxels (the default since):
-//   nonmonotonic, reoriented          0.810 -> 0.938 -> 0.957  (floor 0.93)
-//   t2-like, bias 0.2, noise 0.02     0.814 -> 0.924 -> 0.934  (floor 0.91)
-//   inverted, top 20% cut away        0.926 -> 0.954 -> 0.967  (floor 0.94)
-//   nonmonotonic, noise, bias, flip   0.741 -> 0.924 -> 0.936  (floor 0.91)
-//   ch2bet (skull-stripped), t2-like  0.919 -> 0.956 -> 0.960  (floor 0.935)
-//   inia19 macaque, nonmonotonic      0.720 -> 0.810 -> 0.869  (floor 0.84)
-// so every floor fails with the old step, and the macaque one with sigma 1.
+// sigma 1 voxel) -> gradient sigma 3 voxels -> sigma 6 with the step halving
+// after 3 stalled iterations (the defaults since 2026-12-02, issue 17's map
+// accuracy; floors raised to about 0.015 below the measured Dice):
+//   nonmonotonic, reoriented          0.810 -> 0.938 -> 0.957 -> 0.972  (floor 0.955)
+//   t2-like, bias 0.2, noise 0.02     0.814 -> 0.924 -> 0.934 -> 0.950  (floor 0.935)
+//   inverted, top 20% cut away        0.926 -> 0.954 -> 0.967 -> 0.972  (floor 0.955)
+//   nonmonotonic, noise, bias, flip   0.741 -> 0.924 -> 0.936 -> 0.953  (floor 0.935)
+//   ch2bet (skull-stripped), t2-like  0.919 -> 0.956 -> 0.960 -> 0.964  (floor 0.95)
+//   inia19 macaque, nonmonotonic      0.720 -> 0.810 -> 0.869 -> 0.875  (floor 0.86)
+// so every floor fails with the old step; with gradient sigma 3 the t2-like
+// one fails and the rest pass within 0.002-0.012.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -58,7 +61,7 @@ std::vector<Case> Cases() {
     c.synth = Synth(11, IntensityChange::kNonMonotonic);
     c.synth.axis_order = {2, 0, 1};
     c.synth.flip = {true, false, true};
-    c.min_dice = 0.93;
+    c.min_dice = 0.955;
     cases.push_back(c);
   }
   {
@@ -66,14 +69,14 @@ std::vector<Case> Cases() {
     c.synth = Synth(5, IntensityChange::kT2Like);
     c.synth.bias_fraction = 0.2;
     c.synth.noise_fraction = 0.02;
-    c.min_dice = 0.91;
+    c.min_dice = 0.935;
     cases.push_back(c);
   }
   {
     Case c{"InvertedPartialFieldOfView"};
     c.synth = Synth(3, IntensityChange::kInverted);
     c.synth.crop_high = {0, 0, 0.2};
-    c.min_dice = 0.94;
+    c.min_dice = 0.955;
     cases.push_back(c);
   }
   {
@@ -83,7 +86,7 @@ std::vector<Case> Cases() {
     c.synth.bias_fraction = 0.3;
     c.synth.axis_order = {1, 0, 2};
     c.synth.flip = {false, true, false};
-    c.min_dice = 0.91;
+    c.min_dice = 0.935;
     cases.push_back(c);
   }
   {
@@ -91,7 +94,7 @@ std::vector<Case> Cases() {
     c.image = "ch2bet.nii.gz";
     c.synth = Synth(17, IntensityChange::kT2Like);
     c.synth.flip = {true, false, false};
-    c.min_dice = 0.935;
+    c.min_dice = 0.95;
     cases.push_back(c);
   }
   {
@@ -101,7 +104,7 @@ std::vector<Case> Cases() {
     c.downsample = 3;
     c.synth = Synth(19, IntensityChange::kNonMonotonic);
     c.synth.axis_order = {0, 2, 1};
-    c.min_dice = 0.84;
+    c.min_dice = 0.86;
     cases.push_back(c);
   }
   return cases;

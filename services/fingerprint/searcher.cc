@@ -483,34 +483,21 @@ class MccSearcher final : public GallerySearcher {
 
   // The cascade's second stage: every wanted probe's LSS-R shortlist (in
   // run.tops, scores LSS-R) re-scored with DMC, ranked by the fused score and
-  // cut to run.top_k. The shortlists of all probes of the call are cut into
-  // pieces of at most DMC's batch_templates and scored in rounds of up to
+  // cut to run.top_k. The shortlists of all probes of the call are scored
+  // together. Without a GPU: one parallel loop over every (probe, candidate)
+  // pair, kernels and final stage per pair straight from the gallery's arrays
+  // (no copies). With one: the shortlists are cut into pieces of at most
+  // DMC's batch_templates and scored in rounds of up to
   // kRescoreRoundTemplates templates (a typical call, 16 probes x 200, is one
   // round of 16 pieces): see RescoreRoundLocked.
   absl::Status RescoreShortlistLocked(const std::vector<DmcLatent>& latents, Run& run) {
     const int num_probes = static_cast<int>(latents.size());
-    // Small chunk_templates (tests) make small pieces and rounds of three.
-    const int piece_limit = chunk_templates_ > 0 ? chunk_templates_ : std::max(1, dmc_.options().batch_templates);
-    const int round_limit = chunk_templates_ > 0 ? 3 * chunk_templates_ : kRescoreRoundTemplates;
     std::vector<std::vector<float>> dmc(num_probes);
-    std::vector<ShortlistPiece> round;
-    int round_templates = 0;
-    for (int p = 0; p < num_probes; ++p) {
-      const int len = static_cast<int>((*run.tops)[p].size());
-      if (!run.Wanted(p) || len == 0) continue;
-      dmc[p].assign(len, 0.0f);
-      for (int b = 0; b < len; b += piece_limit) {
-        const ShortlistPiece piece{p, b, std::min(len, b + piece_limit)};
-        if (!round.empty() && round_templates + (piece.end - piece.begin) > round_limit) {
-          TESSERA_RETURN_IF_ERROR(RescoreRoundLocked(latents, round, run, &dmc));
-          round.clear();
-          round_templates = 0;
-        }
-        round.push_back(piece);
-        round_templates += piece.end - piece.begin;
-      }
+    if (gpu_) {
+      TESSERA_RETURN_IF_ERROR(RescoreOnGpuLocked(latents, run, &dmc));
+    } else {
+      TESSERA_RETURN_IF_ERROR(RescoreOnCpuLocked(latents, run, &dmc));
     }
-    if (!round.empty()) TESSERA_RETURN_IF_ERROR(RescoreRoundLocked(latents, round, run, &dmc));
     for (int p = 0; p < num_probes; ++p) {
       std::vector<Candidate>& top = (*run.tops)[p];
       if (dmc[p].empty()) continue;
@@ -523,6 +510,69 @@ class MccSearcher final : public GallerySearcher {
     return absl::OkStatus();
   }
 
+  // DMC of every wanted probe's shortlist into (*dmc)[probe][candidate] on
+  // all CPU cores: each pair's kernels (one-template batch viewing the
+  // gallery's arrays, per-worker output scratch) and final stage in turn.
+  absl::Status RescoreOnCpuLocked(const std::vector<DmcLatent>& latents, Run& run,
+                                  std::vector<std::vector<float>>* dmc) {
+    StopPoller& stop = *run.stop;
+    std::vector<std::pair<int, int>> pairs;  // (probe, candidate)
+    for (int p = 0; p < static_cast<int>(latents.size()); ++p) {
+      const int len = static_cast<int>((*run.tops)[p].size());
+      if (!run.Wanted(p) || len == 0) continue;
+      (*dmc)[p].assign(len, 0.0f);
+      for (int c = 0; c < len; ++c) pairs.emplace_back(p, c);
+    }
+    const DmcFinalStageParams& final_stage = dmc_.options().final_stage;
+    const size_t scratch_bytes = DmcResultsBytes(std::max(1, gallery_.max_template_size())) + 16;
+    std::vector<std::vector<uint8_t>> scratch(CpuThreads());
+    ParallelForDynamic(static_cast<int64_t>(pairs.size()), 4, [&](int64_t lo, int64_t hi, int worker) {
+      std::vector<uint8_t>& block = scratch[worker];
+      if (block.size() < scratch_bytes) block.resize(scratch_bytes);
+      std::vector<int32_t> start;
+      for (int64_t k = lo; k < hi; ++k) {
+        if (stop.ShouldStop()) return;
+        const auto [p, c] = pairs[k];
+        const int t = (*run.tops)[p][c].template_index;
+        const DmcBatchView one = HostBatchView(gallery_, t, t + 1, &start);
+        const DmcKernelResults results = DmcResultsAt(AlignTo16(block.data()), one.num_cylinders);
+        cpu::RunDmcKernels(latents[p].view(), one, dmc_.constants(), results, 1);
+        (*dmc)[p][c] =
+            ScoreTemplateFinalStage(latents[p], one, results, 0, dmc_.lss_constants(), final_stage).score;
+      }
+    });
+    if (stop.stopped()) return stop.status();
+    return absl::OkStatus();
+  }
+
+  // The GPU's share of RescoreShortlistLocked: pieces and rounds.
+  absl::Status RescoreOnGpuLocked(const std::vector<DmcLatent>& latents, Run& run,
+                                  std::vector<std::vector<float>>* dmc) {
+    const int num_probes = static_cast<int>(latents.size());
+    // Small chunk_templates (tests) make small pieces and rounds of three.
+    const int piece_limit = chunk_templates_ > 0 ? chunk_templates_ : std::max(1, dmc_.options().batch_templates);
+    const int round_limit = chunk_templates_ > 0 ? 3 * chunk_templates_ : kRescoreRoundTemplates;
+    std::vector<ShortlistPiece> round;
+    int round_templates = 0;
+    for (int p = 0; p < num_probes; ++p) {
+      const int len = static_cast<int>((*run.tops)[p].size());
+      if (!run.Wanted(p) || len == 0) continue;
+      (*dmc)[p].assign(len, 0.0f);
+      for (int b = 0; b < len; b += piece_limit) {
+        const ShortlistPiece piece{p, b, std::min(len, b + piece_limit)};
+        if (!round.empty() && round_templates + (piece.end - piece.begin) > round_limit) {
+          TESSERA_RETURN_IF_ERROR(RescoreRoundLocked(latents, round, run, dmc));
+          round.clear();
+          round_templates = 0;
+        }
+        round.push_back(piece);
+        round_templates += piece.end - piece.begin;
+      }
+    }
+    if (!round.empty()) TESSERA_RETURN_IF_ERROR(RescoreRoundLocked(latents, round, run, dmc));
+    return absl::OkStatus();
+  }
+
   // Candidates [begin, end) of probe `probe`'s shortlist.
   struct ShortlistPiece {
     int probe;
@@ -532,8 +582,8 @@ class MccSearcher final : public GallerySearcher {
 
   // DMC of the pieces' candidates into (*dmc)[probe][candidate]. Their
   // templates are gathered into one small gallery (piece i at [first[i],
-  // first[i + 1])); kernels 2-4 run per piece (GPU stream: one upload of the
-  // piece; or all CPU cores); then the final stage of every candidate of the
+  // first[i + 1])); kernels 2-4 run per piece on the GPU stream (one upload
+  // of the piece); then the final stage of every candidate of the
   // round runs in one parallel loop over all cores, rather than one small
   // loop per probe. Scores equal DmcMatcher::ScoreRange's (same kernels, same
   // per-template final stage).
@@ -565,15 +615,13 @@ class MccSearcher final : public GallerySearcher {
     std::vector<std::vector<int32_t>> starts(num_pieces);
     std::vector<DmcBatchView> views(num_pieces);
     {
-      std::unique_lock<std::mutex> device_lock(device_mu_, std::defer_lock);
-      if (gpu_) device_lock.lock();
-      const Stream& stream = gpu_ ? *gpu_ : cpu_stream_;
+      std::lock_guard<std::mutex> device_lock(device_mu_);
       for (int i = 0; i < num_pieces; ++i) {
         if (stop.StopNow()) return stop.status();
         const int cylinders = gathered.start[first[i + 1]] - gathered.start[first[i]];
         results[i] = DmcResultsAt(result_base + result_offset[i], cylinders);
         views[i] = HostBatchView(gathered, first[i], first[i + 1], &starts[i]);
-        TESSERA_RETURN_IF_ERROR(RunDmcKernelsOnGallery(stream, latents[pieces[i].probe], gathered, first[i],
+        TESSERA_RETURN_IF_ERROR(RunDmcKernelsOnGallery(*gpu_, latents[pieces[i].probe], gathered, first[i],
                                                        first[i + 1], dmc_.constants(), results[i],
                                                        dmc_.options().threads));
       }

@@ -24,9 +24,11 @@
 //     or CPU), then DMC of each probe's shortlist of cascade_candidates
 //     (at least top_k) best LSS-R candidates, ranked by the fused score. The
 //     re-scoring takes the shortlists of all probes of the call together:
-//     DMC's kernels per probe on the GPU stream when there is one (else all
-//     CPU cores), then the final stage of every (probe, candidate) pair in
-//     one loop on all CPU cores; DMC scores as "dmc" gives them. The returned
+//     with a GPU, DMC's kernels per probe's shortlist on the GPU stream, then
+//     the final stage of every (probe, candidate) pair in one loop on all CPU
+//     cores; without one, kernels and final stage per pair in one loop on all
+//     cores, straight from the gallery's arrays. DMC scores as "dmc" gives
+//     them. The returned
 //     scores are fused scores; 1:1 (VerifyId, Compare) a cascade is its fusion.
 // A call with many probes is one batch: on the CPU the gallery is scored
 // chunk by chunk against every probe (each template's cylinders are read
@@ -147,9 +149,9 @@ struct SearcherOptions {
   std::string device = "auto";  // "auto", "cpu" or "cuda" (scoring backend)
   // Templates per CPU chunk (between two polls of a SearchControl); 0:
   // automatic (LSS-R: ~2 M scores per chunk over all probes; DMC: its
-  // kernel batch; cascade: DMC's kernel batch per shortlist piece, re-scored
-  // in rounds of up to 16384 templates, else three chunks). Tests use small
-  // ones.
+  // kernel batch; cascade on the GPU: DMC's kernel batch per shortlist
+  // piece, re-scored in rounds of up to 16384 templates, else three chunks).
+  // Tests use small ones.
   int chunk_templates = 0;
   double fusion_weight = kDefaultFusionWeight;          // "fusion", "cascade": in [0, 1]
   int cascade_candidates = kDefaultCascadeCandidates;  // "cascade": 1..kMaxCascadeCandidates

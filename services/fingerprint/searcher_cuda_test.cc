@@ -5,6 +5,8 @@
 // reference (lss.h), so candidates must agree exactly; scores are compared
 // at 1e-6 to make a mismatch readable.
 #include <algorithm>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -120,19 +122,24 @@ TEST(SearcherCudaTest, DmcOnTheGpuEqualsDmcOnTheCpu) {
 }
 
 // Fusion (CPU LSS-R + DMC kernels on the GPU stream) and the cascade (LSS-R
-// through the ALFI pipeline, then the shortlist's DMC on the GPU stream and
-// the final stage on the CPU) against the all-CPU searcher; 1e-5 as for DMC.
+// through the ALFI pipeline, then the shortlists' DMC kernels on the GPU
+// stream and the final stage on the CPU) against the all-CPU searcher (whose
+// cascade runs kernels and final stage per pair on the CPU); 1e-5 as for DMC.
 TEST(SearcherCudaTest, FusionAndCascadeOnTheGpuEqualTheCpu) {
   TESSERA_SKIP_WITHOUT_GPU();
   std::vector<std::vector<MinutiaPoint>> points = testing::RealTemplates(2);
   for (auto& t : testing::SyntheticTemplates(1500, 79)) points.push_back(std::move(t));
-  for (const std::string matcher : {"fusion", "cascade"}) {
+  // chunk_templates 7: the cascade's GPU re-scoring in pieces of 7 and
+  // rounds of 21 templates (rounds span probes, probes span rounds).
+  for (const auto& [matcher, chunk] : {std::pair<std::string, int>{"fusion", 0}, {"cascade", 0}, {"cascade", 7}}) {
     SearcherOptions o;
     o.matcher = matcher;
     o.cascade_candidates = 50;
     o.device = "cuda";
+    o.chunk_templates = chunk;
     auto gpu = CreateSearcher(o);
     o.device = "cpu";
+    o.chunk_templates = 0;
     auto cpu = CreateSearcher(o);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
     ASSERT_TRUE(cpu.ok()) << cpu.status();
@@ -140,7 +147,7 @@ TEST(SearcherCudaTest, FusionAndCascadeOnTheGpuEqualTheCpu) {
     ASSERT_TRUE((*cpu)->Add(Entries(points, 0, points.size())).ok());
     std::vector<std::vector<MinutiaPoint>> probes;
     for (size_t i = 0; i < 5; ++i) probes.push_back(points[i * 97 % points.size()]);
-    SCOPED_TRACE(matcher);
+    SCOPED_TRACE(matcher + " chunk " + std::to_string(chunk));
     ExpectSameResults(**gpu, **cpu, probes, 10, 1e-5);
   }
 }

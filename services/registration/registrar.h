@@ -54,7 +54,7 @@ struct RegistrationOptions {
   // scored against the generator's true map with `registration_cases
   // truth`, mi, with the step halving below): map rms down on all 7 cases
   // (e.g. macaque 0.44 -> 0.25 mm, ch2bet 0.53 -> 0.40, same-modality
-  // 0.42 -> 0.25) and Dice up on all 7; 2 is worse everywhere, 8 worse on
+  // 0.42 -> 0.25) and Dice up on all 7; 2 is worse on 6 of 7, 8 worse on
   // ch2bet and macaque (bench/results/2026-12-02-*-elastix-v3.md).
   double smooth_grad_sigma = 6.0;    // voxels
   double smooth_warp_sigma = 0.5;    // voxels

@@ -56,6 +56,8 @@ ABSL_FLAG(std::string, linear_iterations, "100,50,25,0,0", "rigid and affine ite
 ABSL_FLAG(std::string, deformable_iterations, "100,50,25,10,5", "deformable iterations per scale");
 ABSL_FLAG(std::string, device_memory_budget, "0",
           "device memory the deformable stage may hold: bytes or 20G, 512M (0 = no limit); beyond it out of core");
+ABSL_FLAG(double, smooth_grad_sigma, -1,
+          "gradient smoothing sigma in voxels (< 0: the registrar's default); the out-of-core halos grow with it");
 ABSL_FLAG(bool, force_out_of_core, false, "run the deformable stage out of core whatever the budget");
 ABSL_FLAG(int, shards, 1, "shards of the deformable stage (in core: ranks; out of core: at least this many)");
 ABSL_FLAG(std::string, input_dtype, "uint16",
@@ -277,6 +279,8 @@ int Main() {
   }
   o.force_out_of_core = absl::GetFlag(FLAGS_force_out_of_core);
   o.shards = absl::GetFlag(FLAGS_shards);
+  if (absl::GetFlag(FLAGS_smooth_grad_sigma) >= 0) o.smooth_grad_sigma = absl::GetFlag(FLAGS_smooth_grad_sigma);
+  std::printf("gradient smoothing sigma %g voxels\n", o.smooth_grad_sigma);
   Clock::time_point first_report{}, last_report{};
   bool any = false;
   auto progress = [&](const RegistrationProgress& p) {

@@ -15,6 +15,7 @@
 #define TESSERA_SERVICES_REGISTRATION_LABEL_DICE_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/ndarray.h"
@@ -38,6 +39,25 @@ DiceMeans SummarizeDice(const LabelMetrics& metrics, int64_t min_voxels = kLarge
 // Dice only (no Hausdorff) of `fixed_labels` vs `moving_on_fixed`, same shape.
 absl::StatusOr<DiceMeans> ComputeDiceMeans(const NDArray& fixed_labels, const NDArray& moving_on_fixed,
                                            const Geometry& geometry, int64_t min_voxels = kLargeLabelMinVoxels);
+
+// Per-label voxel counts of a fixed and a warped label map (labels 0..labels-1),
+// accumulated piece by piece, so that volumes too large to hold twice (slabs of
+// a gigavoxel grid) are scored without whole label maps. SummarizeDice of the
+// counts equals ComputeDiceMeans of the whole maps exactly: same counts, same
+// per-label Dice 2|A n B| / (|A| + |B|), same summation order (ascending label).
+struct LabelOverlapCounts {
+  explicit LabelOverlapCounts(int labels = 256) : fixed(labels), moving(labels), both(labels) {}
+  // The caller keeps labels in [0, labels); 0 is the background and not scored.
+  void Add(int32_t fixed_label, int32_t moving_label) {
+    ++fixed[fixed_label];
+    ++moving[moving_label];
+    both[fixed_label] += fixed_label == moving_label;
+  }
+  void Merge(const LabelOverlapCounts& other);
+  std::vector<int64_t> fixed, moving, both;  // indexed by label value
+};
+
+DiceMeans SummarizeDice(const LabelOverlapCounts& counts, int64_t min_voxels = kLargeLabelMinVoxels);
 
 }  // namespace tessera::registration
 

@@ -22,12 +22,11 @@
 // of BMUs equal to the feature-major result of the same precision (cuSPARSE
 // sums in another order, so near-ties may differ). A variant that would not
 // fit in free device memory is reported as skipped.
-// Issue-16 rows (warp-kernel variants, same bits as feature-major): "sorted"
-// visits documents in the order of their previous BMUs (BmuTuning::
-// order_by_previous_bmu; the previous BMUs are those of the feature-major row,
-// one pass over the same codebook, and the timed pass includes the sort);
-// "x2"/"x4" put 2/4 documents in a warp that share column loads
-// (BmuTuning::warp_docs). Per edge the ratio of cusparse-row to each is printed.
+// Issue-16 rows (same bits as feature-major): "sorted" visits documents in the
+// order of their previous BMUs (BmuTuning::order_by_previous_bmu, the
+// trainer's default; the previous BMUs are those of the feature-major row, one
+// pass over the same codebook, and the timed pass includes the sort). Per edge
+// the ratio of cusparse-row to each is printed.
 // A random codebook scatters similar documents over the map, unlike a trained
 // one, so the "trained" rows use a trained-like codebook: the random fill
 // after one batch update (kernels/som/batch_update.h) with each document's BMU
@@ -169,7 +168,6 @@ struct Variant {
   bool tiled = false;    // the tiled (shared-memory) kernel instead of the warp kernel
   int64_t group = 0;     // warp kernel: nodes per group (BmuTuning::warp_group_nodes); 0 = default
   int lanes = 0;         // warp kernel: nodes per lane (BmuTuning::warp_lane_nodes); 0 = default
-  int warp_docs = 0;     // warp kernel: documents per warp (BmuTuning::warp_docs); 0 = default
   bool sorted = false;   // documents ordered by their previous BMU (BmuTuning::order_by_previous_bmu)
   bool trained = false;  // the trained-like codebook instead of the random fill
 
@@ -179,7 +177,6 @@ struct Variant {
     if (depth > 0) t.tiled_load_depth = depth;
     if (group > 0) t.warp_group_nodes = group;
     if (lanes > 0) t.warp_lane_nodes = lanes;
-    if (warp_docs > 0) t.warp_docs = warp_docs;
     t.order_by_previous_bmu = sorted;
     return t;
   }
@@ -225,33 +222,20 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
       {"cusparse-row fp32", BmuAlgorithm::kCusparseRowOrder, WeightType::kFloat32},
       {"cusparse-col fp32", BmuAlgorithm::kCusparseColOrder, WeightType::kFloat32},
   };
-  // Issue 16: documents sorted by previous BMU and several documents per warp.
+  // Issue 16: documents sorted by previous BMU.
   for (WeightType type : {WeightType::kFloat32, WeightType::kFloat16}) {
-    const std::string t = type == WeightType::kFloat32 ? "fp32" : "fp16";
-    for (bool sorted : {false, true}) {
-      for (int docs_per_warp : {1, 2, 4}) {
-        if (!sorted && docs_per_warp == 1) continue;  // the feature-major row
-        if (type == WeightType::kFloat16 && !(sorted && docs_per_warp == 4)) continue;  // one fp16 row
-        Variant v{"feature-major " + t + (sorted ? " sorted" : "") +
-                      (docs_per_warp > 1 ? " x" + std::to_string(docs_per_warp) : ""),
-                  BmuAlgorithm::kFeatureMajor, type};
-        v.warp_docs = docs_per_warp;
-        v.sorted = sorted;
-        variants.push_back(v);
-      }
-    }
+    Variant v{std::string("feature-major ") + (type == WeightType::kFloat32 ? "fp32" : "fp16") + " sorted",
+              BmuAlgorithm::kFeatureMajor, type};
+    v.sorted = true;
+    variants.push_back(v);
   }
-  // The same on the trained-like codebook (fp32).
+  // The same on the trained-like codebook (fp32), unsorted and sorted.
   for (bool sorted : {false, true}) {
-    for (int docs_per_warp : {1, 4}) {
-      Variant v{std::string("trained feature-major fp32") + (sorted ? " sorted" : "") +
-                    (docs_per_warp > 1 ? " x" + std::to_string(docs_per_warp) : ""),
-                BmuAlgorithm::kFeatureMajor, WeightType::kFloat32};
-      v.warp_docs = docs_per_warp > 1 ? docs_per_warp : 0;
-      v.sorted = sorted;
-      v.trained = true;
-      variants.push_back(v);
-    }
+    Variant v{std::string("trained feature-major fp32") + (sorted ? " sorted" : ""), BmuAlgorithm::kFeatureMajor,
+              WeightType::kFloat32};
+    v.sorted = sorted;
+    v.trained = true;
+    variants.push_back(v);
   }
   // The other CUDA kernel for the same layouts, and tuning sweeps.
   for (WeightType type : {WeightType::kFloat32, WeightType::kFloat16}) {
@@ -380,7 +364,7 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
       std::vector<int32_t> host(n);
       CHECK_OK(CopyBytes(host.data(), MemoryKind::kHost, bmu->data(), MemoryKind::kDevice, 4 * n, stream));
       if (var.algorithm == BmuAlgorithm::kFeatureMajor && var.depth == 0 && !var.tiled && var.group == 0 &&
-          var.lanes == 0 && var.warp_docs == 0 && !var.sorted) {
+          var.lanes == 0 && !var.sorted) {
         reference[key] = host;
         r.agree = 1.0;
       } else if (reference.count(key) != 0) {

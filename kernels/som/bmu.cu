@@ -194,8 +194,7 @@ __global__ void MergeTilePartialsKernel(const Top2* __restrict__ partials, int64
 // stay in L2; the 8 documents of a block share L1. Per-(group, document) top-2
 // partials are merged by MergePartialsKernel. With an order (documents sorted
 // by their previous BMU, bmu_order.cu) warps take documents through it and
-// the merge writes each result back to its document. The multi-document
-// variant (BmuTuning::warp_docs) is in bmu_multi_doc.cu.
+// the merge writes each result back to its document.
 
 constexpr int kMaxLaneNodes = 8;  // nodes per lane: 4 (default) or 8 (BmuTuning::warp_lane_nodes)
 constexpr int kWarpDepth = 4;     // features whose loads are issued before any add
@@ -626,11 +625,7 @@ absl::Status FindBmus(const Stream& stream, BmuAlgorithm algorithm, const Docume
         TESSERA_ASSIGN_OR_RETURN(
             order, internal::OrderByPreviousBmu(stream, hints.previous_bmu, docs.rows(), codebook.nodes, ws));
       }
-      if (tuning.warp_docs == 2 || tuning.warp_docs == 4) {
-        TESSERA_RETURN_IF_ERROR(internal::MultiDocWarpBmus(stream, docs, codebook, out, ws, tuning, order));
-      } else {
-        TESSERA_RETURN_IF_ERROR(WarpBmus(stream, docs, codebook, out, ws, tuning, order));
-      }
+      TESSERA_RETURN_IF_ERROR(WarpBmus(stream, docs, codebook, out, ws, tuning, order));
     }
   } else {
     TESSERA_RETURN_IF_ERROR(

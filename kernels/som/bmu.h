@@ -73,18 +73,14 @@ struct BmuTuning {
   // Tiled kernel: tile entries whose weights are loaded before any is
   // applied, 1, 4, 8 or 16 (any other value means 8).
   int tiled_load_depth = 8;
-  // Warp kernel: documents per warp, 1 (the default), 2 or 4 (any other value
-  // means 1). With 2 or 4 the warp merges its documents' ascending feature
-  // lists and loads each distinct feature's weights once for all of them
-  // (fewer L2 loads when documents share features; each document's sum keeps
-  // its own ascending order, so the bits do not change). 4 nodes per lane:
-  // warp_lane_nodes is ignored.
-  int warp_docs = 1;
   // Warp kernel: visit documents sorted by BmuHints::previous_bmu when it is
   // given (a stable radix sort on the device), so documents with similar
   // features run side by side on an SM and reuse codebook columns from L1/L2.
-  // Results are still written per document in the original order.
-  bool order_by_previous_bmu = false;
+  // Results are still written per document in the original order (same bits).
+  // On by default: on the H200 a trained-like codebook searched 1.27x faster
+  // at edge 256 (329 vs 416 ms per 1M documents) and 1.16x at 1024; a random
+  // codebook was neutral. Without hints (e.g. the first epoch) nothing is sorted.
+  bool order_by_previous_bmu = true;
 };
 
 // Data about the documents the CUDA warp kernel may use to schedule its work;

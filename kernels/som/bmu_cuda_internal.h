@@ -1,6 +1,5 @@
 // Pieces of the CUDA BMU search shared between its .cu files (bmu.cu: the
-// single-document warp kernel, tiled kernel and cuSPARSE baselines;
-// bmu_multi_doc.cu: the multi-document warp kernel; bmu_order.cu: documents
+// warp kernel, tiled kernel and cuSPARSE baselines; bmu_order.cu: documents
 // sorted by their previous BMU). Internal to kernels/som.
 #ifndef TESSERA_KERNELS_SOM_BMU_CUDA_INTERNAL_H_
 #define TESSERA_KERNELS_SOM_BMU_CUDA_INTERNAL_H_
@@ -44,11 +43,6 @@ absl::Status LaunchMergePartials(const Stream& stream, const Top2* partials, int
 // order slots are next used.
 absl::StatusOr<const int32_t*> OrderByPreviousBmu(const Stream& stream, const int32_t* previous_bmu, int64_t n,
                                                   int64_t nodes, SomWorkspace& ws);
-
-// The multi-document warp kernel (BmuTuning::warp_docs 2 or 4), visiting
-// documents in `order` (null: as stored).
-absl::Status MultiDocWarpBmus(const Stream& stream, const DocumentSet& docs, const CodebookView& cb,
-                              const BmuOutput& out, SomWorkspace& ws, const BmuTuning& tuning, const int32_t* order);
 
 }  // namespace internal
 }  // namespace cuda

@@ -141,15 +141,15 @@ TEST(BmuCudaParity, TiledKernelsMatchCpuBitForBit) {
   }
 }
 
-// The warp-kernel variants of issue 16 against the CPU backend, bit for bit:
-// documents visited in the order of their previous BMUs (some out of range:
-// sorted last; in a separate buffer and aliased with the output), 2 or 4
-// documents per warp sharing column loads, and both together. Text-like
-// documents (Zipf features, topics, some empty, some over 32 features), random
-// non-zero weights, maps of 7x7 .. 64x64 nodes (most not multiples of 512;
-// 23x23 and 45x45 not multiples of 4: the scalar load path), fp32 and fp16,
-// 128- and 512-node groups, feature-major and node-major.
-TEST(BmuCudaParity, OrderedAndMultiDocumentWarpsMatchCpuBitForBit) {
+// The warp kernel visiting documents in the order of their previous BMUs
+// (issue 16; the trainer's default) against the CPU backend, bit for bit:
+// previous BMUs some out of range (sorted last), in a separate buffer and
+// aliased with the output. Text-like documents (Zipf features, topics, some
+// empty, some over 32 features), random non-zero weights, maps of 7x7 .. 64x64
+// nodes (most not multiples of 512; 23x23 and 45x45 not multiples of 4: the
+// scalar load path), fp32 and fp16, 128- and 512-node groups, 4 and 8 nodes
+// per lane, feature-major and node-major.
+TEST(BmuCudaParity, OrderedWarpKernelMatchesCpuBitForBit) {
   TESSERA_SKIP_WITHOUT_GPU();
   Stream stream = Stream::Create(Backend::kCuda).value();
   std::mt19937 rng(16);
@@ -168,30 +168,25 @@ TEST(BmuCudaParity, OrderedAndMultiDocumentWarpsMatchCpuBitForBit) {
     const Result ref = RunCpu(docs, fm);
     HostCodebook half_copy = half;
     const Result href = RunCpu(docs, half_copy);
-    for (int warp_docs : {1, 2, 4}) {
-      for (bool ordered : {false, true}) {
-        for (int64_t group : {128, 512}) {
-          if (warp_docs == 1 && !ordered) continue;  // the default kernel: TiledKernelsMatchCpuBitForBit
-          SCOPED_TRACE(testing::Message() << "edge " << edge << " warp_docs " << warp_docs << " ordered " << ordered
-                                          << " group " << group);
-          BmuTuning tuning;
-          tuning.warp_docs = warp_docs;
-          tuning.order_by_previous_bmu = ordered;
-          tuning.warp_group_nodes = group;
-          ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream, tuning, &previous), ref);
-          ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream, tuning, &previous, /*alias=*/true), ref);
-          ExpectSame(RunCuda(docs, half, BmuAlgorithm::kFeatureMajor, stream, tuning, &previous), href);
-          if (group == 128) {
-            HostCodebook nm = testutil::WithLayout(fm, CodebookLayout::kNodeMajor);
-            ExpectSame(RunCuda(docs, nm, BmuAlgorithm::kNodeMajor, stream, tuning, &previous), ref);
-          }
+    for (int lane_nodes : {4, 8}) {
+      for (int64_t group : {128, 512}) {
+        SCOPED_TRACE(testing::Message() << "edge " << edge << " lane_nodes " << lane_nodes << " group " << group);
+        BmuTuning tuning;
+        tuning.order_by_previous_bmu = true;
+        tuning.warp_lane_nodes = lane_nodes;
+        tuning.warp_group_nodes = group;
+        ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream, tuning, &previous), ref);
+        ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream, tuning, &previous, /*alias=*/true), ref);
+        ExpectSame(RunCuda(docs, half, BmuAlgorithm::kFeatureMajor, stream, tuning, &previous), href);
+        if (group == 128) {
+          HostCodebook nm = testutil::WithLayout(fm, CodebookLayout::kNodeMajor);
+          ExpectSame(RunCuda(docs, nm, BmuAlgorithm::kNodeMajor, stream, tuning, &previous), ref);
         }
       }
     }
     // Without previous BMUs the ordered tuning visits documents as stored.
     BmuTuning ordered;
     ordered.order_by_previous_bmu = true;
-    ordered.warp_docs = 4;
     ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream, ordered), ref);
   }
 }

@@ -1,4 +1,4 @@
-// Device helpers shared by the CUDA BMU kernels (bmu.cu, bmu_multi_doc.cu):
+// Device helpers of the CUDA BMU kernels (bmu.cu):
 // warp top-2 merge, result write-out, fp16 widening and the 4-node weight load.
 // Internal to kernels/som; included by .cu files only.
 #ifndef TESSERA_KERNELS_SOM_BMU_DEVICE_CUH_

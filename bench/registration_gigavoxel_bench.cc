@@ -42,6 +42,7 @@
 #include "common/parallel.h"
 #include "common/status.h"
 #include "kernels/registration/grid_sampler.h"
+#include "bench/gigavoxel_label_scoring.h"
 #include "services/registration/label_dice.h"
 #include "services/registration/registrar.h"
 #include "services/registration/registration_job.h"
@@ -63,6 +64,9 @@ ABSL_FLAG(int, shards, 1, "shards of the deformable stage (in core: ranks; out o
 ABSL_FLAG(std::string, input_dtype, "uint16",
           "element type of the pair handed to Register: uint16 or uint8 (scaled to the type's range, rounded) or "
           "float32 (4 B/voxel each on the host)");
+ABSL_FLAG(bool, check_scoring, false,
+          "also score with the old whole-volume path (~60 B/voxel of host memory: small edges only) and fail unless "
+          "the Dice are identical");
 ABSL_FLAG(std::string, precision, "mixed",
           "lean deformable stage storage: mixed (fp16 images, bf16 gradient field: 26 B/voxel) or full (36 B/voxel)");
 
@@ -204,6 +208,26 @@ absl::Status ConvertImage(Volume& v, DType type) {
   return absl::OkStatus();
 }
 
+// The whole-volume scoring this bench used before slabs (both label maps
+// upsampled whole, WarpLabels, ComputeDiceMeans): --check_scoring compares
+// it with the slabbed Dice at small edges. Needs ~60 B/voxel of host memory.
+absl::StatusOr<std::pair<double, double>> WholeVolumeDice(const Volume& source_fixed_labels,
+                                                          const Volume& source_moving_labels, const Geometry& cube,
+                                                          int64_t n, const RegistrationResult& result,
+                                                          const std::string& device, const Stream& stream) {
+  TESSERA_ASSIGN_OR_RETURN(Volume fixed_labels, Upsample(source_fixed_labels, cube, n, /*labels=*/true, stream));
+  TESSERA_ASSIGN_OR_RETURN(Volume moving_labels, Upsample(source_moving_labels, cube, n, /*labels=*/true, stream));
+  RegistrationResult identity;
+  identity.affine_ras = kIdentity;
+  double dice[2];
+  for (int r = 0; r < 2; ++r) {
+    TESSERA_ASSIGN_OR_RETURN(NDArray warped, WarpLabels(moving_labels, fixed_labels, r == 0 ? identity : result, device));
+    TESSERA_ASSIGN_OR_RETURN(DiceMeans means, ComputeDiceMeans(fixed_labels.data, warped, fixed_labels.geometry));
+    dice[r] = means.mean_all;
+  }
+  return std::make_pair(dice[0], dice[1]);
+}
+
 int Main() {
   const int64_t n = absl::GetFlag(FLAGS_edge);
   const std::string device = absl::GetFlag(FLAGS_device);
@@ -228,9 +252,9 @@ int Main() {
   const Clock::time_point t0 = Clock::now();
   Stream stream = *backend == Backend::kCuda ? Stream::Create(Backend::kCuda).value() : Stream::Cpu();
   const Geometry cube = CubeGeometry(inputs->fixed, n);
-  // The images now; the label maps (2 B/voxel at n^3, plus an int32
-  // transient) only after the registration, from the 1 mm sources, so they
-  // add nothing to the registration's host peak.
+  // The images now; the labels only after the registration, from the 1 mm
+  // sources (the moving ones on the grid: 1 B/voxel, no int32 transient), so
+  // they add nothing to the registration's host peak.
   const std::string dtype_name = absl::GetFlag(FLAGS_input_dtype);
   const DType input_type = dtype_name == "uint8" ? DType::kUInt8 : dtype_name == "uint16" ? DType::kUInt16
                            : dtype_name == "float32" ? DType::kFloat32 : DType::kInvalid;
@@ -238,7 +262,7 @@ int Main() {
     std::printf("bad --input_dtype '%s': uint16, uint8 or float32\n", dtype_name.c_str());
     return 1;
   }
-  Volume fixed, moving, fixed_labels, moving_labels;
+  Volume fixed, moving;
   for (auto [in, out, labels] : {std::make_tuple(&inputs->fixed, &fixed, false),
                                  std::make_tuple(&pair->moving, &moving, false)}) {
     absl::StatusOr<Volume> v = Upsample(*in, cube, n, labels, stream);
@@ -296,35 +320,44 @@ int Main() {
     return 1;
   }
   for (const std::string& line : result->log) std::printf("    %s\n", line.c_str());
-  // Only the transforms are needed from here: free the images first.
+  // Only the transforms are needed from here: free the images first (the
+  // fixed grid's geometry and shape stay in `fixed_grid`).
   moving = Volume();
   result->warped = Volume();
+  const GridSpace fixed_grid = SpaceOf(fixed);
+  fixed = Volume();
   const double folded = result->jacobian.voxels ? 100.0 * result->jacobian.nonpositive / result->jacobian.voxels : 0;
   const double registration_host_peak_gb = HostPeakGb();  // VmHWM so far: set-up + registration
-  for (auto [in, out] : {std::make_pair(&source_fixed_labels, &fixed_labels),
-                         std::make_pair(&source_moving_labels, &moving_labels)}) {
-    absl::StatusOr<Volume> v = Upsample(*in, cube, n, /*labels=*/true, stream);
-    if (!v.ok()) {
-      std::printf("upsampling labels failed: %s\n", v.status().ToString().c_str());
-      return 1;
-    }
-    *out = *std::move(v);
+  // Scoring in a bounded host footprint (gigavoxel_label_scoring.h): the
+  // moving labels on the grid as uint8 (1 B/voxel), then fixed labels, both
+  // warps and the Dice counts voxel by voxel over z-slabs, next to the field.
+  absl::StatusOr<NDArray> moving_on_grid = ResampleLabelsUint8(source_moving_labels, fixed_grid);
+  if (!moving_on_grid.ok()) {
+    std::printf("upsampling labels failed: %s\n", moving_on_grid.status().ToString().c_str());
+    return 1;
   }
-
-  RegistrationResult identity;
-  identity.affine_ras = kIdentity;
-  double dice_before = NAN, dice_after = NAN;
-  for (auto [r, dice] : {std::make_pair(&identity, &dice_before), std::make_pair(&*result, &dice_after)}) {
-    absl::StatusOr<NDArray> warped = WarpLabels(moving_labels, fixed, *r, device);
-    absl::StatusOr<DiceMeans> means =
-        warped.ok() ? ComputeDiceMeans(fixed_labels.data, *warped, fixed.geometry) : warped.status();
-    if (!means.ok()) {
-      std::printf("label scoring failed: %s\n", means.status().ToString().c_str());
-      return 1;
-    }
-    *dice = means->mean_all;
+  const Volume moving_labels{*std::move(moving_on_grid), cube, "moving labels"};
+  absl::StatusOr<LabelScores> scores = ScoreLabelsBySlab(source_fixed_labels, moving_labels, fixed_grid,
+                                                         result->affine_ras, &result->displacement_ras);
+  if (!scores.ok()) {
+    std::printf("label scoring failed: %s\n", scores.status().ToString().c_str());
+    return 1;
   }
+  const double dice_before = scores->before.mean_all, dice_after = scores->after.mean_all;
   const Clock::time_point t3 = Clock::now();
+  const double scoring_host_peak_gb = HostPeakGb();  // before the optional check's whole-volume maps
+  if (absl::GetFlag(FLAGS_check_scoring)) {
+    absl::StatusOr<std::pair<double, double>> old = WholeVolumeDice(source_fixed_labels, source_moving_labels, cube, n,
+                                                                    *result, device, stream);
+    if (!old.ok()) {
+      std::printf("whole-volume scoring failed: %s\n", old.status().ToString().c_str());
+      return 1;
+    }
+    const bool same = old->first == dice_before && old->second == dice_after;
+    std::printf("scoring check: whole-volume Dice %.17g -> %.17g, slabbed %.17g -> %.17g: %s\n", old->first,
+                old->second, dice_before, dice_after, same ? "identical" : "DIFFERENT");
+    if (!same) return 1;
+  }
   bool out_of_core = false;
   for (const std::string& line : result->log) out_of_core = out_of_core || line.find("out of core") != std::string::npos;
   std::printf("\n| edge | voxels | inputs | device | precision | budget GB | stage | finest s/it | set-up s | registration s | "
@@ -339,7 +372,7 @@ int Main() {
               FinestSecondsPerIteration(result->log),
               any ? Seconds(t1, first_report) : 0.0, Seconds(t1, t2), any ? Seconds(last_report, t2) : 0.0,
               Seconds(t2, t3), Seconds(t1, t3), result->peak_device_bytes / 1e9, result->peak_device_bytes / voxels,
-              registration_host_peak_gb, registration_host_peak_gb * 1e9 / voxels, HostPeakGb(), dice_before,
+              registration_host_peak_gb, registration_host_peak_gb * 1e9 / voxels, scoring_host_peak_gb, dice_before,
               dice_after, folded);
   return 0;
 }

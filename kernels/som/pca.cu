@@ -4,11 +4,14 @@
 // the codebook fill written in place on the device.
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
+#include <dlfcn.h>
 #include <cuda_runtime.h>
 #include <cusparse.h>
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <type_traits>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -26,6 +29,52 @@ namespace cuda {
 namespace {
 
 constexpr int kThreads = 256;
+
+// cuBLAS is opened with dlopen on first use, not linked: libcublasLt's 94 KB
+// of static TLS would then sit in every thread of every process that links
+// this library (`tessera serve` via the SOM trainer), and civetweb's
+// small-stack threads (the Prometheus /metrics server) fail to start
+// ("null context when constructing CivetServer"). A dlopen'd library's TLS
+// is allocated per thread on demand instead. The table is written once and
+// only read after (C++ static initialisation is thread-safe).
+struct Cublas {
+  decltype(&cublasCreate_v2) create = nullptr;
+  decltype(&cublasDestroy_v2) destroy = nullptr;
+  decltype(&cublasSetStream_v2) set_stream = nullptr;
+  decltype(&cublasDdot_v2) ddot = nullptr;
+  decltype(&cublasDaxpy_v2) daxpy = nullptr;
+  decltype(&cublasDnrm2_v2) dnrm2 = nullptr;
+  decltype(&cublasDscal_v2) dscal = nullptr;
+  std::string error;  // why it could not be loaded; empty when loaded
+};
+
+const Cublas& LoadCublas() {
+  static const Cublas api = [] {
+    Cublas a;
+    void* lib = nullptr;
+    for (const char* name : {"libcublas.so.13", "libcublas.so"}) {
+      if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
+    }
+    if (lib == nullptr) {
+      const char* why = dlerror();
+      a.error = absl::StrCat("cannot load cuBLAS (libcublas.so.13): ", why == nullptr ? "not found" : why);
+      return a;
+    }
+    auto bind = [&](auto& fn, const char* symbol) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, symbol));
+      if (fn == nullptr && a.error.empty()) a.error = absl::StrCat("cuBLAS lacks ", symbol);
+    };
+    bind(a.create, "cublasCreate_v2");
+    bind(a.destroy, "cublasDestroy_v2");
+    bind(a.set_stream, "cublasSetStream_v2");
+    bind(a.ddot, "cublasDdot_v2");
+    bind(a.daxpy, "cublasDaxpy_v2");
+    bind(a.dnrm2, "cublasDnrm2_v2");
+    bind(a.dscal, "cublasDscal_v2");
+    return a;
+  }();
+  return api;
+}
 
 absl::Status CublasStatus(cublasStatus_t s, const char* what) {
   if (s == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
@@ -51,7 +100,7 @@ struct Handles {
     if (x != nullptr) cusparseDestroySpMat(x);
     if (xt != nullptr) cusparseDestroySpMat(xt);
     if (sparse != nullptr) cusparseDestroy(sparse);
-    if (blas != nullptr) cublasDestroy(blas);
+    if (blas != nullptr) LoadCublas().destroy(blas);
   }
 };
 
@@ -144,8 +193,10 @@ absl::StatusOr<PrincipalPlane> LeadingComponents(const Stream& stream, const Csr
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("FillDoubles");
 
   Handles h;
-  PCA_CUBLAS(cublasCreate(&h.blas));
-  PCA_CUBLAS(cublasSetStream(h.blas, s));
+  const Cublas& blas = LoadCublas();
+  if (!blas.error.empty()) return absl::FailedPreconditionError(blas.error);
+  PCA_CUBLAS(blas.create(&h.blas));
+  PCA_CUBLAS(blas.set_stream(h.blas, s));
   PCA_CUSPARSE(cusparseCreate(&h.sparse));
   PCA_CUSPARSE(cusparseSetStream(h.sparse, s));
   PCA_CUSPARSE(cusparseCreateCsr(&h.x, n, v_count, nnz, d_x_offsets->data(), d_x_indices->data(), d_ones->data(),
@@ -181,13 +232,13 @@ absl::StatusOr<PrincipalPlane> LeadingComponents(const Stream& stream, const Csr
                               CUSPARSE_SPMM_ALG_DEFAULT, d_work->data()));
     // z = z / n - mean (mean . u)
     double mu[2];
-    for (int k = 0; k < 2; ++k) PCA_CUBLAS(cublasDdot(h.blas, vc, d_mean_p, 1, u + k * v_count, 1, &mu[k]));
+    for (int k = 0; k < 2; ++k) PCA_CUBLAS(blas.ddot(h.blas, vc, d_mean_p, 1, u + k * v_count, 1, &mu[k]));
     CenterKernel<<<Blocks(v_count), kThreads, 0, s>>>(z, d_mean_p, v_count, static_cast<double>(n), mu[0], mu[1]);
     TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("CenterKernel");
     if (it == iterations - 1) {
       for (int k = 0; k < 2; ++k) {
         double rayleigh = 0;
-        PCA_CUBLAS(cublasDdot(h.blas, vc, z + k * v_count, 1, u + k * v_count, 1, &rayleigh));
+        PCA_CUBLAS(blas.ddot(h.blas, vc, z + k * v_count, 1, u + k * v_count, 1, &rayleigh));
         p.lambda[k] = std::max(0.0, rayleigh);
       }
     }
@@ -198,14 +249,14 @@ absl::StatusOr<PrincipalPlane> LeadingComponents(const Stream& stream, const Csr
       double* uk = u + k * v_count;
       if (k == 1) {
         double dot = 0;
-        PCA_CUBLAS(cublasDdot(h.blas, vc, uk, 1, u, 1, &dot));
+        PCA_CUBLAS(blas.ddot(h.blas, vc, uk, 1, u, 1, &dot));
         const double minus = -dot;
-        PCA_CUBLAS(cublasDaxpy(h.blas, vc, &minus, u, 1, uk, 1));
+        PCA_CUBLAS(blas.daxpy(h.blas, vc, &minus, u, 1, uk, 1));
       }
       double norm = 0;
-      PCA_CUBLAS(cublasDnrm2(h.blas, vc, uk, 1, &norm));
+      PCA_CUBLAS(blas.dnrm2(h.blas, vc, uk, 1, &norm));
       const double inverse = norm == 0 ? 1.0 : 1.0 / norm;
-      PCA_CUBLAS(cublasDscal(h.blas, vc, &inverse, uk, 1));
+      PCA_CUBLAS(blas.dscal(h.blas, vc, &inverse, uk, 1));
     }
   }
   TESSERA_RETURN_IF_ERROR(CopyBytes(u_host.data(), MemoryKind::kHost, u, MemoryKind::kDevice, 8 * u_host.size(),

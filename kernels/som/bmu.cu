@@ -270,6 +270,12 @@ __global__ void __launch_bounds__(kThreads) WarpBmuKernel(WarpArgs a) {
 __global__ void MergePartialsKernel(const Top2* __restrict__ partials, int64_t nb, int splits, int64_t d0,
                                     const int32_t* __restrict__ order, int32_t* bmu, int32_t* second, float* score);
 
+// The top-2 over `splits` node groups of partials[group * nb + p] for the
+// launch's positions p < nb, written for document order[d0 + p] (d0 + p when
+// order is null). The warp and cuSPARSE paths both end with it.
+absl::Status LaunchMergePartials(const Stream& stream, const Top2* partials, int64_t nb, int splits, int64_t d0,
+                                 const int32_t* order, const BmuOutput& out);
+
 template <typename TW, bool kFeatureMajor, int kLane>
 void LaunchWarpLane(const WarpArgs& args, int groups, bool vec, cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>((args.nb + kWarps - 1) / kWarps), static_cast<unsigned>(groups));
@@ -320,7 +326,7 @@ absl::Status WarpBmus(const Stream& stream, const DocumentSet& docs, const Codeb
          : LaunchWarp<__half, false>(args, g, vec, lane_nodes, s);
     }
     TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("WarpBmuKernel");
-    TESSERA_RETURN_IF_ERROR(internal::LaunchMergePartials(stream, args.partials, nb, g, d0, order, out));
+    TESSERA_RETURN_IF_ERROR(LaunchMergePartials(stream, args.partials, nb, g, d0, order, out));
   }
   return absl::OkStatus();
 }
@@ -575,9 +581,7 @@ absl::Status CusparseBmus(const Stream& stream, bool row_order, const DocumentSe
           scores, cb.sq_norms, nb, m, span, partials);
       TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("ColOrderPartialKernel");
     }
-    MergePartialsKernel<<<static_cast<unsigned>((nb + kThreads - 1) / kThreads), kThreads, 0, s>>>(
-        partials, nb, splits, b0, nullptr, out.bmu, out.second, out.score);
-    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("MergePartialsKernel");
+    TESSERA_RETURN_IF_ERROR(LaunchMergePartials(stream, partials, nb, splits, b0, nullptr, out));
   }
   return absl::OkStatus();
 }
@@ -594,10 +598,6 @@ __global__ void SqNormsKernel(const TW* __restrict__ w, int64_t m, int64_t v_cou
   norms[i] = static_cast<float>(acc);
 }
 
-}  // namespace
-
-namespace internal {
-
 absl::Status LaunchMergePartials(const Stream& stream, const Top2* partials, int64_t nb, int splits, int64_t d0,
                                  const int32_t* order, const BmuOutput& out) {
   cudaStream_t s = static_cast<cudaStream_t>(stream.native());
@@ -607,7 +607,7 @@ absl::Status LaunchMergePartials(const Stream& stream, const Top2* partials, int
   return absl::OkStatus();
 }
 
-}  // namespace internal
+}  // namespace
 
 absl::Status FindBmus(const Stream& stream, BmuAlgorithm algorithm, const DocumentSet& docs,
                       const CodebookView& codebook, const BmuOutput& out, SomWorkspace* workspace,

@@ -32,12 +32,6 @@ constexpr int kOrderIdsSlot = 10;
 constexpr int kOrderSlot = 11;
 constexpr int kOrderTempSlot = 12;
 
-// The top-2 over `splits` node groups of partials[group * nb + p] for the
-// launch's positions p < nb, written for document order[d0 + p] (d0 + p when
-// order is null).
-absl::Status LaunchMergePartials(const Stream& stream, const Top2* partials, int64_t nb, int splits, int64_t d0,
-                                 const int32_t* order, const BmuOutput& out);
-
 // Positions -> documents: the n documents stably sorted by previous_bmu
 // (device memory; values outside [0, nodes) last). Lives in `ws` until the
 // order slots are next used.

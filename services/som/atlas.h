@@ -96,7 +96,8 @@ absl::Status SaveNewAtlas(const Atlas& atlas, absl::string_view directory);
 absl::StatusOr<Atlas> LoadAtlas(absl::string_view directory);
 
 // Queries on a loaded atlas.
-// The documents whose BMU is `node` (indices into bmu / document_ids), ascending.
+// The documents whose BMU is `node` (indices into bmu / document_ids), ascending,
+// by a scan of bmu: the reference the service's CellIndex (cell_index.h) is tested against.
 std::vector<int64_t> DocumentsInCell(const Atlas& atlas, int64_t node);
 // The node's `k` strongest features (largest weight), strongest first.
 struct FeatureWeight {

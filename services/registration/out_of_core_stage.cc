@@ -43,14 +43,42 @@ using parallel::SlabLayout;
 using parallel::StagedCommunicator;
 using parallel::StagedGroup;
 
+// The largest moving window over `layouts` for a field in [disp_min,
+// disp_max] widened by a quarter of its reach and 2 slices: the field grows
+// during a level, and a window that outgrows its plan is reallocated larger.
+int64_t PlannedWindowSlices(const std::vector<SlabLayout>& layouts, Dims3 moving, const float affine[12],
+                            double disp_min, double disp_max) {
+  const double reach = std::max(std::abs(disp_min), std::abs(disp_max));
+  const double slice = moving.nz > 1 ? 2.0 / static_cast<double>(moving.nz - 1) : 0.0;  // normalised
+  const double margin = 0.25 * reach + 2 * slice;
+  int64_t most = 1;
+  for (const SlabLayout& l : layouts) {
+    most = std::max(most, parallel::MovingWindowFor(l, moving, affine, std::min(0.0, disp_min) - margin,
+                                                    std::max(0.0, disp_max) + margin).nz);
+  }
+  return most;
+}
+
 int PerScale(const std::vector<int>& values, size_t scale_index) {
   if (values.empty()) return 0;
   return values[std::min(scale_index, values.size() - 1)];
 }
 
-// Per-voxel device bytes of one working set's slab arrays (the model in the header).
+// Per-voxel device bytes of one working set's slab arrays (the model in the
+// header): fixed, warped, dL/dwarped 4 each, u and grad 12 each (+ Adam's m,
+// v), and LNCC's coefficients a, b, c (12) kept in the sampler's workspace.
 int64_t SlabBytesPerVoxel(const RegistrationOptions& options) {
-  return 60 + (options.deformable_step == "adam" ? 24 : 0);
+  return 48 + (options.deformable_step == "adam" ? 24 : 0);
+}
+
+// One working set's composition workspace (lean_compose.cc): two 3-component
+// slabs of ComposeSlabDepth slices, at least 2^21 voxels deep, so thin shards
+// of small planes hold two copies of their whole local field (24 B/voxel)
+// while 1024^2 planes hold a few slices. `halo` bounds the compose halo.
+int64_t ComposeScratchBytes(Dims3 fixed, int64_t local_nz, int64_t halo) {
+  const int64_t plane = std::max<int64_t>(1, fixed.nx * fixed.ny);
+  const int64_t depth = std::min(local_nz, std::max(std::max<int64_t>(halo, 1), (int64_t{1} << 21) / plane));
+  return 2 * 3 * depth * plane * static_cast<int64_t>(sizeof(float));
 }
 
 enum class Phase { kSample, kMetricPrepass, kMetric, kSmoothGradient, kCompose, kSmoothField,
@@ -471,6 +499,11 @@ absl::Status LayOut(Level& level, int shards, int64_t halo, const Mat4& t, const
   return absl::OkStatus();
 }
 
+// PlannedWindowSlices for a laid-out level (its affine and field range).
+int64_t PlannedWindowSlices(const Level& level) {
+  return PlannedWindowSlices(level.layouts, level.moving_dims, level.affine, level.disp_min, level.disp_max);
+}
+
 // The first half of an iteration over the shards (sample, [MI prepass],
 // metric): the loss at the level's field; dL/du left in level.grad.
 absl::StatusOr<double> EvaluateLoss(OutOfCoreRunner& runner, Level& level, const GreedyStepOptions& step,
@@ -509,8 +542,9 @@ absl::StatusOr<Level> OutputLevel(const Stream& stream, const RegistrationOption
   TESSERA_RETURN_IF_ERROR(
       LayOut(level, shards, parallel::GreedyStepHalo(step), t, full.fixed_space, full.moving_space, stream));
   const MemoryKind host_kind = stream.backend() == Backend::kCuda ? MemoryKind::kPinned : MemoryKind::kHost;
-  const OutOfCoreResidency resident = ChooseResidency(options, level.dims, level.moving_dims,
-                                                      static_cast<int>(level.layouts.size()), device_limit_bytes);
+  const OutOfCoreResidency resident =
+      ChooseResidency(options, level.dims, level.moving_dims, static_cast<int>(level.layouts.size()),
+                      device_limit_bytes, PlannedWindowSlices(level));
   TESSERA_ASSIGN_OR_RETURN(level.warped, NDArray::Allocate({level.dims.nx, level.dims.ny, level.dims.nz},
                                                            DType::kFloat32, host_kind, stream.ordinal()));
   TESSERA_ASSIGN_OR_RETURN(level.grad, NDArray::Allocate({level.dims.nx, level.dims.ny, level.dims.nz, 3},
@@ -552,10 +586,10 @@ std::string OutOfCoreResidency::ToString() const {
 }
 
 OutOfCoreResidency ChooseResidency(const RegistrationOptions& options, Dims3 fixed, Dims3 moving, int shards,
-                                   int64_t limit_bytes) {
+                                   int64_t limit_bytes, int64_t window_slices) {
   const int64_t n = fixed.size();
   OutOfCoreResidency r;
-  int64_t used = OutOfCoreWorkingSetBytes(options, fixed, moving, shards);
+  int64_t used = OutOfCoreWorkingSetBytes(options, fixed, moving, shards, window_slices);
   // u arrives from the coarser level (1/8 of its size) and is upsampled where it lives.
   for (auto [flag, bytes, transient] : {std::make_tuple(&r.grad, 12 * n, int64_t{0}),
                                         std::make_tuple(&r.u, 12 * n, 12 * n / 8),
@@ -599,14 +633,34 @@ absl::Status ConvertSlab(const SlabImage& image, int64_t offset, int64_t n, floa
   return absl::OkStatus();
 }
 
-int64_t OutOfCoreWorkingSetBytes(const RegistrationOptions& options, Dims3 fixed, Dims3 moving, int shards) {
+int64_t PlannedWindowSlices(Dims3 fixed, Dims3 moving, int shards, int64_t halo, const float affine[12],
+                            double disp_min, double disp_max) {
+  const int ranks = ShardsForLevel(shards, fixed.nz, halo);
+  auto partition = parallel::SlabPartition::Make(fixed.nz, ranks);
+  if (!partition.ok()) return moving.nz;
+  std::vector<SlabLayout> layouts;
+  for (int r = 0; r < ranks; ++r) {
+    auto l = partition->Layout(fixed, r, halo);
+    if (!l.ok()) return moving.nz;
+    layouts.push_back(*l);
+  }
+  return PlannedWindowSlices(layouts, moving, affine, disp_min, disp_max);
+}
+
+int64_t OutOfCoreWorkingSetBytes(const RegistrationOptions& options, Dims3 fixed, Dims3 moving, int shards,
+                                 int64_t window_slices) {
   auto step = ShardedStepOptions(options);
   const int64_t halo = step.ok() ? parallel::GreedyStepHalo(*step) : 0;
   const int64_t own = (fixed.nz + shards - 1) / shards;
-  const int64_t slab = fixed.nx * fixed.ny * (own + (shards > 1 ? 2 * halo : 0));
+  const int64_t local_nz = std::min(fixed.nz, own + (shards > 1 ? 2 * halo : 0));
+  const int64_t slab = fixed.nx * fixed.ny * local_nz;
   // The moving window: the moving slices of a shard, plus room for the field and the affine's tilt.
-  const int64_t window = moving.nx * moving.ny * std::min<int64_t>(moving.nz, (moving.nz + shards - 1) / shards + 2 * halo + 8);
-  return 2 * (SlabBytesPerVoxel(options) * slab + 4 * window);
+  const int64_t estimate = (moving.nz + shards - 1) / shards + 2 * halo + 8;
+  const int64_t window = moving.nx * moving.ny * std::min<int64_t>(moving.nz, window_slices >= 0 ? window_slices : estimate);
+  const int64_t per_set = SlabBytesPerVoxel(options) * slab + ComposeScratchBytes(fixed, local_nz, halo) + 4 * window;
+  // + Gaussian smoothing's scratch (one component of a slab), allocated per
+  // call on the compute stream, so one at a time.
+  return 2 * per_set + 4 * slab;
 }
 
 absl::StatusOr<int> OutOfCoreShards(const RegistrationOptions& options, Dims3 fixed, Dims3 moving,
@@ -716,9 +770,31 @@ absl::StatusOr<NDArray> RunOutOfCoreDeformableStage(const Stream& stream, const 
     level.moving = dl.moving;
     const Dims3 dims = DimsOf(level.fixed.data);
     const Shape field_shape = {dims.nx, dims.ny, dims.nz, 3};
-    const int ranks = ShardsForLevel(shards, dims.nz, halo);
+    // The moving windows this level needs, from its affine and the coarser
+    // level's field (normalised units keep its range across levels).
+    Level plan;
+    plan.fixed = dl.fixed;
+    plan.moving = dl.moving;
+    plan.u = u;
+    TESSERA_RETURN_IF_ERROR(LayOut(plan, shards, halo, t, dl.fixed_space, dl.moving_space, stream));
+    const Dims3 moving_dims = DimsOf(level.moving.data);
+    const auto window_for = [&](int h) {
+      return PlannedWindowSlices(dims, moving_dims, h, halo, plan.affine, plan.disp_min, plan.disp_max);
+    };
+    // A window wider than the shard count was planned for (a tilted affine,
+    // a large field) could outgrow the limit: thinner shards, while the
+    // halos allow them.
+    int level_shards = shards;
+    while (device_limit_bytes > 0 &&
+           OutOfCoreWorkingSetBytes(options, dims, moving_dims, ShardsForLevel(level_shards, dims.nz, halo),
+                                    window_for(level_shards)) > device_limit_bytes &&
+           ShardsForLevel(level_shards + 1, dims.nz, halo) > ShardsForLevel(level_shards, dims.nz, halo)) {
+      ++level_shards;
+    }
+    const int ranks = ShardsForLevel(level_shards, dims.nz, halo);
+    const int64_t window_slices = window_for(level_shards);
     const OutOfCoreResidency resident =
-        ChooseResidency(options, dims, DimsOf(level.moving.data), ranks, device_limit_bytes);
+        ChooseResidency(options, dims, moving_dims, ranks, device_limit_bytes, window_slices);
     const auto alloc = [&](const Shape& shape, bool on_device) {
       return NDArray::Allocate(shape, DType::kFloat32, on_device ? device_kind : host_kind, stream.ordinal());
     };
@@ -738,7 +814,7 @@ absl::StatusOr<NDArray> RunOutOfCoreDeformableStage(const Stream& stream, const 
         const bool coarse_on_device = a->memory_kind() == MemoryKind::kDevice;
         const bool fits = !coarse_on_device || on_device ||
                           12 * (dims.size() + DimsOf(*a).size()) +
-                                  OutOfCoreWorkingSetBytes(options, dims, DimsOf(level.moving.data), ranks) <=
+                                  OutOfCoreWorkingSetBytes(options, dims, moving_dims, ranks, window_slices) <=
                               device_limit_bytes;
         if (!fits) {
           TESSERA_ASSIGN_OR_RETURN(*a, a->CopyTo(want, stream, stream.ordinal()));
@@ -759,7 +835,7 @@ absl::StatusOr<NDArray> RunOutOfCoreDeformableStage(const Stream& stream, const 
     level.u = u;
     level.m = m;
     level.v = v;
-    TESSERA_RETURN_IF_ERROR(LayOut(level, shards, halo, t, dl.fixed_space, dl.moving_space, stream));
+    TESSERA_RETURN_IF_ERROR(LayOut(level, level_shards, halo, t, dl.fixed_space, dl.moving_space, stream));
     if (static_cast<int>(level.layouts.size()) != ranks) return absl::InternalError("out-of-core shard count changed");
     TESSERA_ASSIGN_OR_RETURN(level.warped, alloc({level.dims.nx, level.dims.ny, level.dims.nz}, resident.warped));
     TESSERA_ASSIGN_OR_RETURN(level.grad, alloc(field_shape, resident.grad));
@@ -794,11 +870,14 @@ absl::StatusOr<NDArray> RunOutOfCoreDeformableStage(const Stream& stream, const 
     const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
     log->push_back(absl::StrFormat(
         "deformable x%d (lean, out of core: %d shards in turn on one %s, %d-slice halos): %d iterations, loss %.6g -> "
-        "%.6g (best %.6g), %.2f s (%.3f s per iteration); device peak %s (working set model %.2f GB); %s",
+        "%.6g (best %.6g), %.2f s (%.3f s per iteration); device peak %s (working set model %.2f GB, moving "
+        "windows of up to %d slices, %d planned); %s",
         dl.factor, ranks, cuda ? "gpu" : "cpu (host buffers stand in for device memory)", static_cast<int>(halo),
         iterations, stop.first(), stop.last(), stop.best(), seconds, seconds / std::max(iterations, 1),
         cuda ? absl::StrFormat("%.2f GB", stage_memory->peak_bytes() / 1e9) : std::string("n/a on the cpu"),
-        OutOfCoreWorkingSetBytes(options, level.dims, level.moving_dims, ranks) / 1e9, resident.ToString()));
+        OutOfCoreWorkingSetBytes(options, level.dims, level.moving_dims, ranks, window_slices) / 1e9,
+        static_cast<int>(runner.window_voxels() / std::max<int64_t>(1, level.moving_dims.nx * level.moving_dims.ny)),
+        static_cast<int>(window_slices), resident.ToString()));
   }
   if (u.empty()) return u;
   if (result_on_host && u.memory_kind() == MemoryKind::kDevice) {

@@ -31,8 +31,11 @@
 //   device two working sets, each for the largest local slab of L voxels
 //          (own + halos) and one moving window of W voxels:
 //          fixed 4 + warped 4 + dL/dwarped 4 + u 12 + grad 12 (+24 Adam)
-//          + CUDA LNCC's a, b, c 12 + smoothing/composition scratch ~12
-//          = ~60 B per slab voxel, + 4 W: ~ 2 (60 L + 4 W) in all
+//          + CUDA LNCC's a, b, c 12 = 48 B per slab voxel, + the
+//          composition workspace C (two 3-component slabs of at least 2^21
+//          voxels: the whole local field twice, 24 B/voxel, for thin shards
+//          of small planes; a few slices of 1024^2 planes), + 4 W; and one
+//          smoothing scratch of 4 L: 2 (48 L + C + 4 W) + 4 L in all
 //          (OutOfCoreWorkingSetBytes; the log line reports the tracked peak),
 //          + the whole arrays kept RESIDENT in device memory where the limit
 //          allows beside the working set (ChooseResidency: grad 12, then
@@ -86,8 +89,10 @@ struct OutOfCoreResidency {
 // The largest arrays that fit `limit_bytes` beside the working set of
 // `shards` (greedy: grad, u with its coarser level while it is upsampled,
 // warped). limit_bytes <= 0: nothing resident (the all-host stage).
+// window_slices: the moving window the level's shards will need
+// (PlannedWindowSlices), or -1 for the working-set model's estimate.
 OutOfCoreResidency ChooseResidency(const RegistrationOptions& options, Dims3 fixed, Dims3 moving, int shards,
-                                   int64_t limit_bytes);
+                                   int64_t limit_bytes, int64_t window_slices = -1);
 
 // A whole host image that the out-of-core passes read slab by slab, converted
 // to float on the way to the device: float(data[i]) (normalize false: the
@@ -115,8 +120,19 @@ struct OutOfCoreLevel {
 };
 
 // The out-of-core stage's device working set for a level with `shards`
-// shards (the model above, an upper estimate).
-int64_t OutOfCoreWorkingSetBytes(const RegistrationOptions& options, Dims3 fixed, Dims3 moving, int shards);
+// shards (the model above). window_slices: the moving slices one shard's
+// window holds, known once the level's affine and field are
+// (PlannedWindowSlices); -1 estimates it as the shard's own slices + halos
+// + 8, which a tilted affine or a large field exceeds.
+int64_t OutOfCoreWorkingSetBytes(const RegistrationOptions& options, Dims3 fixed, Dims3 moving, int shards,
+                                 int64_t window_slices = -1);
+
+// The most moving slices any shard's window needs at a level whose shards
+// sample through `affine` (the sampler's normalised affine) with a field in
+// [disp_min, disp_max] (normalised units), widened for the field's growth
+// during the level (a quarter of its reach, and 2 slices).
+int64_t PlannedWindowSlices(Dims3 fixed, Dims3 moving, int shards, int64_t halo, const float affine[12],
+                            double disp_min, double disp_max);
 
 // The fewest shards (>= min_shards, >= 2) whose working set fits a quarter
 // of `budget_bytes` at this level (the rest for resident arrays:

@@ -257,6 +257,10 @@ absl::Status GreedyComposePhase(Communicator& comm, ShardedGreedyState& st, cons
   if ((l.rank > 0 && l.halo_lo < reach) || (l.rank + 1 < l.ranks && l.halo_hi < reach)) {
     return absl::InvalidArgumentError(absl::StrCat("the composition reaches ", reach, " slices, ", l.ToString()));
   }
+  if (options.compose_slab_voxels > 0) {
+    const int64_t plane = std::max<int64_t>(1, g.nx * g.ny);
+    step.slab_depth = std::max(reach, (options.compose_slab_voxels + plane - 1) / plane);  // clamped to the slab
+  }
   // The composition reads u around each own slice: refresh the halos first.
   TESSERA_RETURN_IF_ERROR(HaloExchange(comm, l, st.u, stream));
   return registration::ComposeGreedyStepInPlace(stream, st.u.data<float>(), st.grad_u.data<float>(), l.local_dims(),

@@ -68,6 +68,11 @@ struct GreedyStepOptions {
   double lr_voxels = 0.5;          // RegistrationOptions::deformable_lr_voxels
   double smooth_grad_sigma = 1.0;  // voxels
   double smooth_warp_sigma = 0.5;
+  // Voxels per composition slab (registration::GreedyStep::slab_depth, at
+  // least the halo); 0 = ComposeSlabDepth's ~2^21. The composition workspace
+  // holds two such slabs: the out-of-core stage asks for fewer, because for
+  // thin shards of small planes 2^21 voxels is the whole local field twice.
+  int64_t compose_slab_voxels = 0;
 };
 
 // The largest step (voxels) the rule can take at any iteration

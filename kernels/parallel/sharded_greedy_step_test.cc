@@ -103,6 +103,7 @@ struct Case {
   GreedyMetric metric;
   GreedyRule rule = GreedyRule::kAdam;
   bool whole_moving = false;  // the GPU ranks' sampler (whole moving image per rank), here on CPU ranks
+  int64_t compose_slab_voxels = 0;  // 1: composition slabs of the halo's depth (the out-of-core stage's kind)
 };
 
 class ShardedGreedyStepTest : public ::testing::TestWithParam<Case> {};
@@ -116,6 +117,7 @@ TEST_P(ShardedGreedyStepTest, IterationsEqualTheSingleRankOnes) {
   o.metric = c.metric;
   o.rule = c.rule;
   o.lncc.window = 5;
+  o.compose_slab_voxels = c.compose_slab_voxels;
   const int iterations = 4;
   NDArray expect_u;
   const std::vector<double> expect = SingleRankIterations(fixed, moving, o, iterations, &expect_u);
@@ -174,13 +176,16 @@ INSTANTIATE_TEST_SUITE_P(Cases, ShardedGreedyStepTest,
                                            Case{4, 32, GreedyMetric::kMi, GreedyRule::kNormalized},
                                            Case{2, 24, GreedyMetric::kMi},
                                            Case{3, 25, GreedyMetric::kMse, GreedyRule::kNormalized, true},
-                                           Case{4, 32, GreedyMetric::kLncc, GreedyRule::kAdam, true}),
+                                           Case{4, 32, GreedyMetric::kLncc, GreedyRule::kAdam, true},
+                                           Case{2, 24, GreedyMetric::kLncc, GreedyRule::kAdam, false, 1},
+                                           Case{3, 25, GreedyMetric::kMse, GreedyRule::kNormalized, false, 1}),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            const GreedyMetric m = info.param.metric;
                            return "H" + std::to_string(info.param.ranks) + "_nz" + std::to_string(info.param.nz) +
                                   (m == GreedyMetric::kLncc ? "_lncc" : m == GreedyMetric::kMse ? "_mse" : "_mi") +
                                   (info.param.rule == GreedyRule::kAdam ? "_adam" : "_normalized") +
-                                  (info.param.whole_moving ? "_whole_moving" : "");
+                                  (info.param.whole_moving ? "_whole_moving" : "") +
+                                  (info.param.compose_slab_voxels > 0 ? "_thin_compose" : "");
                          });
 
 }  // namespace

@@ -59,6 +59,18 @@ int64_t PlannedWindowSlices(const std::vector<SlabLayout>& layouts, Dims3 moving
   return most;
 }
 
+// Voxels per composition slab out of core (GreedyStepOptions::compose_slab_voxels):
+// an eighth of the default, so thin shards of small planes do not hold their
+// whole local field twice; large planes compose a halo's depth either way.
+constexpr int64_t kOutOfCoreComposeSlabVoxels = int64_t{1} << 18;
+
+// The sharded loop body's options for the out-of-core stage.
+absl::StatusOr<parallel::GreedyStepOptions> OutOfCoreStepOptions(const RegistrationOptions& options) {
+  TESSERA_ASSIGN_OR_RETURN(parallel::GreedyStepOptions step, ShardedStepOptions(options));
+  step.compose_slab_voxels = kOutOfCoreComposeSlabVoxels;
+  return step;
+}
+
 int PerScale(const std::vector<int>& values, size_t scale_index) {
   if (values.empty()) return 0;
   return values[std::min(scale_index, values.size() - 1)];
@@ -72,12 +84,12 @@ int64_t SlabBytesPerVoxel(const RegistrationOptions& options) {
 }
 
 // One working set's composition workspace (lean_compose.cc): two 3-component
-// slabs of ComposeSlabDepth slices, at least 2^21 voxels deep, so thin shards
-// of small planes hold two copies of their whole local field (24 B/voxel)
-// while 1024^2 planes hold a few slices. `halo` bounds the compose halo.
+// slabs of kOutOfCoreComposeSlabVoxels, at least the compose halo deep
+// (`halo` bounds it): 1024^2 planes hold a few slices.
 int64_t ComposeScratchBytes(Dims3 fixed, int64_t local_nz, int64_t halo) {
   const int64_t plane = std::max<int64_t>(1, fixed.nx * fixed.ny);
-  const int64_t depth = std::min(local_nz, std::max(std::max<int64_t>(halo, 1), (int64_t{1} << 21) / plane));
+  const int64_t depth =
+      std::min(local_nz, std::max(std::max<int64_t>(halo, 1), (kOutOfCoreComposeSlabVoxels + plane - 1) / plane));
   return 2 * 3 * depth * plane * static_cast<int64_t>(sizeof(float));
 }
 
@@ -649,7 +661,7 @@ int64_t PlannedWindowSlices(Dims3 fixed, Dims3 moving, int shards, int64_t halo,
 
 int64_t OutOfCoreWorkingSetBytes(const RegistrationOptions& options, Dims3 fixed, Dims3 moving, int shards,
                                  int64_t window_slices) {
-  auto step = ShardedStepOptions(options);
+  auto step = OutOfCoreStepOptions(options);
   const int64_t halo = step.ok() ? parallel::GreedyStepHalo(*step) : 0;
   const int64_t own = (fixed.nz + shards - 1) / shards;
   const int64_t local_nz = std::min(fixed.nz, own + (shards > 1 ? 2 * halo : 0));
@@ -665,7 +677,7 @@ int64_t OutOfCoreWorkingSetBytes(const RegistrationOptions& options, Dims3 fixed
 
 absl::StatusOr<int> OutOfCoreShards(const RegistrationOptions& options, Dims3 fixed, Dims3 moving,
                                     int64_t budget_bytes, int min_shards) {
-  TESSERA_ASSIGN_OR_RETURN(const GreedyStepOptions step, ShardedStepOptions(options));
+  TESSERA_ASSIGN_OR_RETURN(const GreedyStepOptions step, OutOfCoreStepOptions(options));
   const int64_t halo = parallel::GreedyStepHalo(step);
   const int most = ShardsForLevel(std::numeric_limits<int>::max() / 2, fixed.nz, halo);
   // A quarter of the budget leaves the rest to resident arrays (ChooseResidency).
@@ -748,7 +760,7 @@ absl::StatusOr<NDArray> RunOutOfCoreDeformableStage(const Stream& stream, const 
                                                    options.memory_mode, "', deformable_model '",
                                                    options.deformable_model, "'"));
   }
-  TESSERA_ASSIGN_OR_RETURN(const GreedyStepOptions step_options, ShardedStepOptions(options));
+  TESSERA_ASSIGN_OR_RETURN(const GreedyStepOptions step_options, OutOfCoreStepOptions(options));
   const bool cuda = stream.backend() == Backend::kCuda;
   const bool adam = step_options.rule == GreedyRule::kAdam;
   const MemoryKind host_kind = cuda ? MemoryKind::kPinned : MemoryKind::kHost;
@@ -772,14 +784,21 @@ absl::StatusOr<NDArray> RunOutOfCoreDeformableStage(const Stream& stream, const 
     const Shape field_shape = {dims.nx, dims.ny, dims.nz, 3};
     // The moving windows this level needs, from its affine and the coarser
     // level's field (normalised units keep its range across levels).
-    Level plan;
-    plan.fixed = dl.fixed;
-    plan.moving = dl.moving;
-    plan.u = u;
-    TESSERA_RETURN_IF_ERROR(LayOut(plan, shards, halo, t, dl.fixed_space, dl.moving_space, stream));
+    float plan_affine[12];
+    double plan_min = 0, plan_max = 0;
+    {
+      Level plan;  // scoped: it must not keep the coarse field alive once u moves
+      plan.fixed = dl.fixed;
+      plan.moving = dl.moving;
+      plan.u = u;
+      TESSERA_RETURN_IF_ERROR(LayOut(plan, shards, halo, t, dl.fixed_space, dl.moving_space, stream));
+      std::copy(plan.affine, plan.affine + 12, plan_affine);
+      plan_min = plan.disp_min;
+      plan_max = plan.disp_max;
+    }
     const Dims3 moving_dims = DimsOf(level.moving.data);
     const auto window_for = [&](int h) {
-      return PlannedWindowSlices(dims, moving_dims, h, halo, plan.affine, plan.disp_min, plan.disp_max);
+      return PlannedWindowSlices(dims, moving_dims, h, halo, plan_affine, plan_min, plan_max);
     };
     // A window wider than the shard count was planned for (a tilted affine,
     // a large field) could outgrow the limit: thinner shards, while the
@@ -892,7 +911,7 @@ absl::StatusOr<NDArray> RunOutOfCoreDeformableStage(const Stream& stream, const 
 absl::StatusOr<double> OutOfCoreLoss(const Stream& stream, const RegistrationOptions& options, const Mat4& t,
                                      const OutOfCoreLevel& full, const NDArray& u, int shards,
                                      int64_t device_limit_bytes) {
-  TESSERA_ASSIGN_OR_RETURN(const GreedyStepOptions step, ShardedStepOptions(options));
+  TESSERA_ASSIGN_OR_RETURN(const GreedyStepOptions step, OutOfCoreStepOptions(options));
   TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   TESSERA_ASSIGN_OR_RETURN(Level level, OutputLevel(stream, options, step, t, full, u, shards, device_limit_bytes));
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<OutOfCoreRunner> runner, MakeRunner(stream, step));
@@ -909,7 +928,7 @@ absl::StatusOr<OutOfCoreOutputs> RunOutOfCoreOutputs(const Stream& stream, const
     return absl::InvalidArgumentError(absl::StrCat("the warped intensities must be a host array on the moving "
                                                    "grid, got ", ShapeToString(intensities.data.shape())));
   }
-  TESSERA_ASSIGN_OR_RETURN(const GreedyStepOptions step, ShardedStepOptions(options));
+  TESSERA_ASSIGN_OR_RETURN(const GreedyStepOptions step, OutOfCoreStepOptions(options));
   TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   TESSERA_ASSIGN_OR_RETURN(Level level, OutputLevel(stream, options, step, t, full, u, shards, device_limit_bytes));
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<OutOfCoreRunner> runner, MakeRunner(stream, step));

@@ -32,10 +32,9 @@
 //          (own + halos) and one moving window of W voxels:
 //          fixed 4 + warped 4 + dL/dwarped 4 + u 12 + grad 12 (+24 Adam)
 //          + CUDA LNCC's a, b, c 12 = 48 B per slab voxel, + the
-//          composition workspace C (two 3-component slabs of at least 2^21
-//          voxels: the whole local field twice, 24 B/voxel, for thin shards
-//          of small planes; a few slices of 1024^2 planes), + 4 W; and one
-//          smoothing scratch of 4 L: 2 (48 L + C + 4 W) + 4 L in all
+//          composition workspace C (two 3-component slabs of 2^18 voxels,
+//          at least the compose halo deep), + 4 W; and one smoothing
+//          scratch of 4 L: 2 (48 L + C + 4 W) + 4 L in all
 //          (OutOfCoreWorkingSetBytes; the log line reports the tracked peak),
 //          + the whole arrays kept RESIDENT in device memory where the limit
 //          allows beside the working set (ChooseResidency: grad 12, then

@@ -18,6 +18,7 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#define TESSERA_FP_AVX512 "avx512f,avx512vl,avx512dq,avx512vpopcntdq"
 #endif
 
 namespace tessera {
@@ -31,6 +32,9 @@ void RhoColumn(int P, int k, int n, const int* rows, const float* pair_dist, con
                float* out);
 void RelaxStep(int p, int stride, const float* rho_t, const float* lambda, float denominator, const LssConstants& c,
                float* sum, float* next);
+void RhoSparse(int count, const int32_t* pair_t, const int32_t* pair_k, const int32_t* probe_index,
+               const float* d1, const float* d2, const float* pair_radial, const float* gx, const float* gy,
+               const float* gt, const LssConstants& c, float* rho);
 }  // namespace lss_vector
 
 namespace {
@@ -137,10 +141,16 @@ struct Scratch {
   size_t n_entries = 0;
   std::vector<float> rho_t, lambda0, lambda, next, sum;
   std::vector<uint8_t> taken;
+  std::vector<int32_t> keys, order;
   std::vector<int> rows, columns;
   std::vector<float> gx, gy, gt;
   std::vector<double> row_sum;
   std::vector<Entry> boundary;
+  // Sparse rho (RhoCandidatesAvx512, RhoSparse): the pairs (t, k) that pass
+  // the distance and direction cuts, row by row (row t is [row_begin[t],
+  // row_begin[t + 1]), k ascending), sized p * p + 16.
+  std::vector<int32_t> sparse_t, sparse_k, sparse_probe_index, row_begin;
+  std::vector<float> sparse_d1, sparse_d2, sparse_rho;
 };
 
 Scratch& ThreadScratch() {
@@ -192,12 +202,186 @@ void SelectBest(Scratch& s, size_t limit, const int* hist) {
   s.n_entries = kept;
 }
 
+#if defined(__x86_64__)
+// The first half of rho for every pair (t, k != t) of the p selected pairs,
+// 16 t at a time: d1 (distances) and d2 (directions) exactly as RhoColumn
+// computes them (the same IEEE operations per lane; AngleDiffF's
+// d - 2 pi * {-1, 0, 1} is a masked add/subtract of 2 pi, the same results).
+// Only the pairs with d1 < cut1 and d2 < cut2 are kept (compressed in
+// registers, stored as whole vectors): rho is exactly 0 for the others, and
+// about a fifth pass, so the atan2 and the three exponentials (RhoSparse) run
+// on a fifth of the pairs. Returns how many were kept.
+__attribute__((target(TESSERA_FP_AVX512))) int RhoCandidatesAvx512(int p, int n, const int* rows,
+                                                                  const float* pair_dist, const float* pair_dir,
+                                                                  const float* gx, const float* gy, const float* gt,
+                                                                  const LssConstants& c, Scratch& s) {
+  const __m512 two_pi = _mm512_set1_ps(fpmath::kTwoPiF);
+  const __m512 pi = _mm512_set1_ps(fpmath::kPiF), minus_pi = _mm512_set1_ps(-fpmath::kPiF);
+  const __m512 cut1 = _mm512_set1_ps(c.cut1), cut2 = _mm512_set1_ps(c.cut2);
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  // AngleDiffF(a, b) per lane (no lambda: it would not carry the target ISA).
+#define TESSERA_ANGLE_DIFF(out, a, b)                                                  \
+  do {                                                                                 \
+    const __m512 d_ = _mm512_sub_ps(a, b);                                             \
+    const __mmask16 above_ = _mm512_cmp_ps_mask(d_, pi, _CMP_GE_OQ);                   \
+    const __mmask16 below_ = _mm512_cmp_ps_mask(d_, minus_pi, _CMP_LT_OQ);             \
+    out = _mm512_mask_add_ps(_mm512_mask_sub_ps(d_, above_, d_, two_pi), below_, d_, two_pi); \
+  } while (0)
+  int32_t* out_t = s.sparse_t.data();
+  int32_t* out_k = s.sparse_k.data();
+  int32_t* out_index = s.sparse_probe_index.data();
+  float* out_d1 = s.sparse_d1.data();
+  float* out_d2 = s.sparse_d2.data();
+  int count = 0;
+  for (int t = 0; t < p; ++t) {
+    s.row_begin[t] = count;
+    const __m512i row_base = _mm512_set1_epi32(rows[t] * n);
+    const __m512 xt = _mm512_set1_ps(gx[t]), yt = _mm512_set1_ps(gy[t]), tt = _mm512_set1_ps(gt[t]);
+    const __m512i tv = _mm512_set1_epi32(t);
+    for (int k0 = 0; k0 < p; k0 += 16) {
+      __mmask16 lanes = p - k0 >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (p - k0)) - 1);
+      if (t >= k0 && t < k0 + 16) lanes &= static_cast<__mmask16>(~(1u << (t - k0)));  // rho(t, t) = 0
+      const __m512i rk = _mm512_maskz_loadu_epi32(lanes, rows + k0);
+      const __m512i ia = _mm512_add_epi32(row_base, rk);
+      const __m512 pd = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes, ia, pair_dist, 4);
+      const __m512 pdir = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes, ia, pair_dir, 4);
+      const __m512 xk = _mm512_maskz_loadu_ps(lanes, gx + k0);
+      const __m512 yk = _mm512_maskz_loadu_ps(lanes, gy + k0);
+      const __m512 tk = _mm512_maskz_loadu_ps(lanes, gt + k0);
+      const __m512 dx = _mm512_sub_ps(xk, xt), dy = _mm512_sub_ps(yk, yt);
+      const __m512 dist = _mm512_sqrt_ps(_mm512_add_ps(_mm512_mul_ps(dx, dx), _mm512_mul_ps(dy, dy)));
+      const __m512 d1 = _mm512_abs_ps(_mm512_sub_ps(pd, dist));
+      __m512 gallery_dir, dir_diff;
+      TESSERA_ANGLE_DIFF(gallery_dir, tt, tk);
+      TESSERA_ANGLE_DIFF(dir_diff, pdir, gallery_dir);
+      const __m512 d2 = _mm512_abs_ps(dir_diff);
+      const __mmask16 keep = lanes & _mm512_cmp_ps_mask(d1, cut1, _CMP_LT_OQ) & _mm512_cmp_ps_mask(d2, cut2, _CMP_LT_OQ);
+      if (keep == 0) continue;
+      const __m512i kv = _mm512_add_epi32(lane, _mm512_set1_epi32(k0));
+      _mm512_storeu_si512(out_t + count, tv);
+      _mm512_storeu_si512(out_k + count, _mm512_maskz_compress_epi32(keep, kv));
+      _mm512_storeu_si512(out_index + count, _mm512_maskz_compress_epi32(keep, ia));
+      _mm512_storeu_ps(out_d1 + count, _mm512_maskz_compress_ps(keep, d1));
+      _mm512_storeu_ps(out_d2 + count, _mm512_maskz_compress_ps(keep, d2));
+      count += __builtin_popcount(keep);
+    }
+  }
+  s.row_begin[p] = count;
+  return count;
+#undef TESSERA_ANGLE_DIFF
+}
+#endif
+
+// rho and the relaxation for the p selected pairs (rows, gx, gy, gt and
+// lambda set, padded to P): s.lambda[0, p) becomes the relaxed values.
+// Returns false, without relaxing, when threshold > 0 and the bound from rho's
+// row sums (RelaxedScoreUpperBound) is below it. Dense: every rho(t, k) by
+// vectorized columns (any ISA).
+bool RelaxDense(Scratch& s, const LssProbe& probe, int p, int P, int n_min, const LssConstants& c,
+                float threshold) {
+  const int na = static_cast<int>(probe.cylinders.cylinders.size());
+  // rho transposed: rho_t[k * P + t] = rho(t, k); rho(t, t) = 0, and 0 for
+  // the padding t >= p. Column k is one vectorized pass (RhoColumn) that
+  // writes every t < P, so nothing is zeroed beforehand and nothing is
+  // transposed.
+  if (s.rho_t.size() < static_cast<size_t>(p) * P) s.rho_t.resize(static_cast<size_t>(p) * P);
+  for (int k = 0; k < p; ++k) {
+    float* col = s.rho_t.data() + static_cast<size_t>(k) * P;
+    RhoColumn(P, k, na, s.rows.data(), probe.pair_dist.data(), probe.pair_dir.data(), probe.pair_radial.data(),
+              s.gx.data(), s.gy.data(), s.gt.data(), c, col);
+    col[k] = 0.0f;
+    for (int t = p; t < P; ++t) col[t] = 0.0f;
+  }
+  if (threshold > 0.0f) {
+    // max_t sum_k rho(t, k), each row summed in double over ascending k.
+    s.row_sum.assign(p, 0.0);
+    for (int k = 0; k < p; ++k) {
+      const float* col = s.rho_t.data() + static_cast<size_t>(k) * P;
+      for (int t = 0; t < p; ++t) s.row_sum[t] += col[t];
+    }
+    const double max_row_sum = *std::max_element(s.row_sum.begin(), s.row_sum.end());
+    float max_lambda0 = 0.0f;
+    for (int t = 0; t < p; ++t) max_lambda0 = std::max(max_lambda0, s.lambda0[t]);
+    if (lss_internal::RelaxedScoreUpperBound(max_lambda0, max_row_sum, p, n_min, c) < threshold) {
+      return false;
+    }
+  }
+  // Each t sums rho(t, k) lambda_k over k in ascending order, as the CUDA
+  // kernel does; the loops are interchanged so the p sums vectorize.
+  s.lambda.resize(P, 0.0f);
+  s.next.assign(P, 0.0f);
+  s.sum.resize(P);
+  const float denominator = static_cast<float>(n_min - 1);
+  for (int it = 0; it < c.relaxation_iterations; ++it) {
+    RelaxStep(p, P, s.rho_t.data(), s.lambda.data(), denominator, c, s.sum.data(), s.next.data());
+    s.lambda.swap(s.next);
+  }
+  return true;
+}
+
+#if defined(__x86_64__)
+// The same with rho sparse (AVX-512): RhoCandidatesAvx512 keeps the pairs
+// within the distance and direction cuts, RhoSparse computes their rho, and
+// the relaxation sums only those, each t over ascending k as RelaxDense does;
+// the pairs left out have rho = 0 exactly and would add +0 to sums of
+// nonnegative terms, so every float (and the double row sums) is RelaxDense's.
+bool RelaxSparse(Scratch& s, const LssProbe& probe, int p, int /*P*/, int n_min, const LssConstants& c,
+                 float threshold) {
+  const int na = static_cast<int>(probe.cylinders.cylinders.size());
+  const size_t capacity = static_cast<size_t>(p) * p + 16;
+  if (s.sparse_t.size() < capacity) {
+    s.sparse_t.resize(capacity);
+    s.sparse_k.resize(capacity);
+    s.sparse_probe_index.resize(capacity);
+    s.sparse_d1.resize(capacity);
+    s.sparse_d2.resize(capacity);
+    s.sparse_rho.resize(capacity);
+  }
+  s.row_begin.resize(p + 1);
+  const int count = RhoCandidatesAvx512(p, na, s.rows.data(), probe.pair_dist.data(), probe.pair_dir.data(),
+                                        s.gx.data(), s.gy.data(), s.gt.data(), c, s);
+  lss_vector::RhoSparse(count, s.sparse_t.data(), s.sparse_k.data(), s.sparse_probe_index.data(),
+                        s.sparse_d1.data(), s.sparse_d2.data(), probe.pair_radial.data(), s.gx.data(), s.gy.data(),
+                        s.gt.data(), c, s.sparse_rho.data());
+  const int32_t* pair_k = s.sparse_k.data();
+  const float* rho = s.sparse_rho.data();
+  const int32_t* begin = s.row_begin.data();
+  if (threshold > 0.0f) {
+    // max_t sum_k rho(t, k), each row summed in double over ascending k.
+    double max_row_sum = 0.0;
+    for (int t = 0; t < p; ++t) {
+      double row = 0.0;
+      for (int e = begin[t]; e < begin[t + 1]; ++e) row += rho[e];
+      max_row_sum = std::max(max_row_sum, row);
+    }
+    float max_lambda0 = 0.0f;
+    for (int t = 0; t < p; ++t) max_lambda0 = std::max(max_lambda0, s.lambda0[t]);
+    if (lss_internal::RelaxedScoreUpperBound(max_lambda0, max_row_sum, p, n_min, c) < threshold) return false;
+  }
+  s.next.resize(p);
+  const float denominator = static_cast<float>(n_min - 1);
+  for (int it = 0; it < c.relaxation_iterations; ++it) {
+    const float* lambda = s.lambda.data();
+    float* next = s.next.data();
+    for (int t = 0; t < p; ++t) {
+      float sum = 0.0f;
+      for (int e = begin[t]; e < begin[t + 1]; ++e) sum = sum + fpmath::Mul(rho[e], lambda[pair_k[e]]);
+      next[t] = lss_internal::Relaxed(lambda[t], sum, denominator, c);
+    }
+    s.lambda.swap(s.next);
+  }
+  return true;
+}
+#endif
+
 // The global score from the nonzero local similarities (any order) of the
 // probe against gallery template with cylinders at (bx, by, bt)[0..nb).
 // threshold > 0 (LSS-R): kLssPrunedScore once RelaxedScoreUpperBound (from
 // rho's row sums) is below it, before the relaxation.
+// sparse_rho: rho through RhoCandidatesAvx512 + RhoSparse (AVX-512 only)
+// instead of dense columns; the same floats.
 float GlobalScore(Scratch& s, const LssProbe& probe, int nb, const float* bx, const float* by, const float* bt,
-                  MccScore kind, const LssConstants& c, float threshold) {
+                  MccScore kind, const LssConstants& c, float threshold, bool sparse_rho) {
   const int na = static_cast<int>(probe.cylinders.cylinders.size());
   const int n_min = std::min(na, nb);
   const int np = c.np_table[n_min];
@@ -218,13 +402,32 @@ float GlobalScore(Scratch& s, const LssProbe& probe, int nb, const float* bx, co
     std::nth_element(entries, entries + (nr - 1), entries + n_entries, EntryKeyBefore());
     n_entries = nr;
   }
-  std::sort(entries, entries + n_entries, [](const Entry& a, const Entry& b) { return a.index < b.index; });
   const int p = static_cast<int>(n_entries);
   s.lambda0.resize(p);
   s.lambda.resize(p);
   s.next.resize(p);
   s.sum.resize(p);
-  for (int t = 0; t < p; ++t) s.lambda0[t] = s.lambda[t] = entries[t].value;
+  s.keys.resize(p);
+  s.order.resize(p);
+  {
+    // Row-major order by counting: the flat indices are distinct, so entry i
+    // goes to position #{j : index_j < index_i} (a branch-free p x p loop
+    // that vectorizes; p = nR is small; faster than std::sort here).
+    int32_t* keys = s.keys.data();
+    int32_t* sorted_index = s.order.data();
+    for (int i = 0; i < p; ++i) keys[i] = entries[i].index;
+    for (int i = 0; i < p; ++i) {
+      const int32_t key = keys[i];
+      int position = 0;
+      for (int j = 0; j < p; ++j) position += keys[j] < key;
+      s.lambda0[position] = entries[i].value;
+      sorted_index[position] = key;
+    }
+    for (int t = 0; t < p; ++t) {
+      entries[t].value = s.lambda[t] = s.lambda0[t];
+      entries[t].index = sorted_index[t];
+    }
+  }
   if (n_min > 1 && c.relaxation_iterations > 0) {
     // Vector loops run over P >= p lanes (a multiple of 16, zero padding) so
     // they need no scalar epilogue; padded lanes compute values never used.
@@ -241,62 +444,32 @@ float GlobalScore(Scratch& s, const LssProbe& probe, int nb, const float* bx, co
       s.gy[t] = by[s.columns[t]];
       s.gt[t] = bt[s.columns[t]];
     }
-    // rho transposed: rho_t[k * P + t] = rho(t, k); rho(t, t) = 0, and 0 for
-    // the padding t >= p. Column k is one vectorized pass (RhoColumn) that
-    // writes every t < P, so nothing is zeroed beforehand and nothing is
-    // transposed.
-    if (s.rho_t.size() < static_cast<size_t>(p) * P) s.rho_t.resize(static_cast<size_t>(p) * P);
-    for (int k = 0; k < p; ++k) {
-      float* col = s.rho_t.data() + static_cast<size_t>(k) * P;
-      RhoColumn(P, k, na, s.rows.data(), probe.pair_dist.data(), probe.pair_dir.data(), probe.pair_radial.data(),
-                s.gx.data(), s.gy.data(), s.gt.data(), c, col);
-      col[k] = 0.0f;
-      for (int t = p; t < P; ++t) col[t] = 0.0f;
-    }
-    if (threshold > 0.0f) {
-      // max_t sum_k rho(t, k), each row summed in double over ascending k.
-      s.row_sum.assign(p, 0.0);
-      for (int k = 0; k < p; ++k) {
-        const float* col = s.rho_t.data() + static_cast<size_t>(k) * P;
-        for (int t = 0; t < p; ++t) s.row_sum[t] += col[t];
-      }
-      const double max_row_sum = *std::max_element(s.row_sum.begin(), s.row_sum.end());
-      float max_lambda0 = 0.0f;
-      for (int t = 0; t < p; ++t) max_lambda0 = std::max(max_lambda0, s.lambda0[t]);
-      if (lss_internal::RelaxedScoreUpperBound(max_lambda0, max_row_sum, p, n_min, c) < threshold) {
-        return kLssPrunedScore;  // skip the relaxation and the efficiency choice
-      }
-    }
-    // Each t sums rho(t, k) lambda_k over k in ascending order, as the CUDA
-    // kernel does; the loops are interchanged so the p sums vectorize.
-    s.lambda.resize(P, 0.0f);
-    s.next.assign(P, 0.0f);
-    s.sum.resize(P);
-    const float denominator = static_cast<float>(n_min - 1);
-    for (int it = 0; it < c.relaxation_iterations; ++it) {
-      RelaxStep(p, P, s.rho_t.data(), s.lambda.data(), denominator, c, s.sum.data(), s.next.data());
-      s.lambda.swap(s.next);
-    }
+#if defined(__x86_64__)
+    const bool kept = sparse_rho ? RelaxSparse(s, probe, p, P, n_min, c, threshold)
+                                 : RelaxDense(s, probe, p, P, n_min, c, threshold);
+#else
+    const bool kept = RelaxDense(s, probe, p, P, n_min, c, threshold);
+#endif
+    if (!kept) return kLssPrunedScore;  // skip the relaxation and the efficiency choice
   }
-  // The np pairs of highest efficiency lambda / lambda0 (ties: lower t).
+  // The np pairs of highest efficiency lambda / lambda0 (ties: lower t),
+  // summed in that order. Ranking by counting: pair t's place is the number
+  // of pairs before it in (efficiency descending, t ascending), all distinct;
+  // the same order as picking the best remaining one np times.
   const int keep = std::min(np, p);
-  s.taken.assign(p, 0);
   s.next.resize(p);
-  for (int t = 0; t < p; ++t) s.next[t] = s.lambda[t] / s.lambda0[t];
-  float sum = 0.0f;
-  for (int i = 0; i < keep; ++i) {
-    int best = -1;
-    float best_eff = 0.0f;
-    for (int t = 0; t < p; ++t) {
-      if (s.taken[t]) continue;
-      if (best < 0 || s.next[t] > best_eff) {
-        best = t;
-        best_eff = s.next[t];
-      }
-    }
-    s.taken[best] = 1;
-    sum = sum + s.lambda[best];
+  s.order.resize(p);
+  float* efficiency = s.next.data();
+  int32_t* order = s.order.data();
+  for (int t = 0; t < p; ++t) efficiency[t] = s.lambda[t] / s.lambda0[t];
+  for (int t = 0; t < p; ++t) {
+    const float e = efficiency[t];
+    int place = 0;
+    for (int j = 0; j < p; ++j) place += (efficiency[j] > e) | ((efficiency[j] == e) & (j < t));
+    if (place < keep) order[place] = t;
   }
+  float sum = 0.0f;
+  for (int i = 0; i < keep; ++i) sum = sum + s.lambda[order[i]];
   const float score = sum / static_cast<float>(np);
   return std::min(1.0f, std::max(0.0f, score));
 }
@@ -354,6 +527,7 @@ inline bool Matchable(const RangeArgs& a, int q) {
 }
 
 struct ScalarPath {
+  static constexpr bool kSparseRho = false;
   static void Range(const RangeArgs& a, int lo, int hi) {
     const LssProbe& p = *a.probe;
     for (int q = lo; q < hi; ++q) {
@@ -372,13 +546,13 @@ struct ScalarPath {
 // by sorted position (LssProbe::soa_*), so lane l of word w is cylinder
 // q0 + l's word w. The same integer counts as ScalarKernel; the float steps
 // (sqrt, add, divide, subtract) are IEEE per lane, hence the same lambdas.
-#define TESSERA_FP_AVX512 "avx512f,avx512vl,avx512dq,avx512vpopcntdq"
 // popcount(a[0..8) & b) per lane, b broadcast.
 __attribute__((target(TESSERA_FP_AVX512), always_inline)) inline __m512i AndPopcount(const uint64_t* a, long long b) {
   return _mm512_popcnt_epi64(_mm512_and_si512(_mm512_loadu_si512(a), _mm512_set1_epi64(b)));
 }
 
 struct Avx512Path {
+  static constexpr bool kSparseRho = true;
   __attribute__((target(TESSERA_FP_AVX512))) static void Range(const RangeArgs& a, int lo, int hi) {
     const LssProbe& p = *a.probe;
     const int stride = p.soa_stride;
@@ -545,7 +719,7 @@ __attribute__((always_inline)) inline float ScoreImpl(const LssProbe& probe, con
     return kLssPrunedScore;  // the score is below the threshold: skip selection and relaxation
   }
   SelectBest(s, limit, hist);
-  return GlobalScore(s, probe, nb, &gallery.x[start], &gallery.y[start], bt, kind, c, threshold);
+  return GlobalScore(s, probe, nb, &gallery.x[start], &gallery.y[start], bt, kind, c, threshold, Path::kSparseRho);
 }
 
 bool CpuHasAvx512Popcount() {

@@ -37,6 +37,23 @@ __attribute__((target_clones("avx512f", "avx2", "default"), noinline)) void RhoC
   }
 }
 
+// rho of the pairs (t, k) = (pair_t[i], pair_k[i]) that passed the distance
+// and direction cuts (lss_cpu.cc, RhoCandidates: d1[i], d2[i] as RhoColumn
+// computes them): the radial difference d3 and RhoValue, the same float
+// operations as RhoColumn. probe_index[i] = rows[t] * n + rows[k].
+__attribute__((target_clones("avx512f", "avx2", "default"), noinline)) void RhoSparse(
+    int count, const int32_t* __restrict pair_t, const int32_t* __restrict pair_k,
+    const int32_t* __restrict probe_index, const float* __restrict d1, const float* __restrict d2,
+    const float* __restrict pair_radial, const float* __restrict gx, const float* __restrict gy,
+    const float* __restrict gt, const LssConstants& c, float* __restrict rho) {
+  for (int i = 0; i < count; ++i) {
+    const int t = pair_t[i], k = pair_k[i];
+    const float radial = lss_internal::PairRadial(gx[t], gy[t], gt[t], gx[k], gy[k]);
+    const float d3 = fabsf(fpmath::AngleDiffF(pair_radial[probe_index[i]], radial));
+    rho[i] = lss_internal::RhoValue(d1[i], d2[i], d3, c);
+  }
+}
+
 // One relaxation step for all t < stride: next[t] = Relaxed(lambda[t],
 // sum_{k < p} rho(t, k) lambda[k]), rho(t, k) = rho_t[k * stride + t]; each
 // sum runs over k in ascending order.

@@ -186,5 +186,19 @@ absl::Status ScoreGallery(const Stream& stream, const LssProbe& probe, const Mcc
 #endif
 }
 
+namespace cuda {
+const char* LssCudaKernelName(LssCudaKernel kernel) {
+  switch (kernel) {
+    case LssCudaKernel::kBlock:
+      return "block";
+    case LssCudaKernel::kWarp:
+      return "warp";
+    case LssCudaKernel::kWarpMma:
+      return "warp-mma";
+  }
+  return "unknown";
+}
+}  // namespace cuda
+
 }  // namespace fingerprint
 }  // namespace tessera

@@ -35,6 +35,7 @@
 #include "kernels/fingerprint/fp_math.h"
 #include "kernels/fingerprint/lss.h"
 #include "kernels/fingerprint/lss_impl.h"
+#include "kernels/fingerprint/lss_mma_layout.h"
 
 namespace tessera {
 namespace fingerprint {
@@ -52,6 +53,9 @@ struct ProbeArgs {
   const float* y;
   const float* theta;
   const int* count;  // popcount of each cylinder's bits
+  const int* mask_count;  // popcount of each cylinder's mask (ScoreKernelMma)
+  const uint4* frag;      // the A fragments of ScoreKernelMma: m_tiles x 7 chunks x 32 lanes
+  int m_tiles;            // ceil(n / 16)
   int n;
 };
 
@@ -401,6 +405,143 @@ __device__ __forceinline__ int WarpSum(int v) {
   return v;
 }
 
+// Steps 2-3 of a warp's comparison once its local-similarity matrix `gamma`
+// (na x nb, row-major, n_pos positive entries) is complete and visible to the
+// warp: selection of the K best, LSS-R rho + relaxation (or the LSS sort), and
+// the score into scores[g] (lane 0). Shared by the warp kernels (the same
+// steps as ScoreKernel's, warp barriers only).
+template <bool kRelax>
+__device__ __forceinline__ void WarpSelectAndScore(float* gamma, int n_pos, int na, int nb, int base, int g,
+                                                   const float* p_x, const float* p_y, const float* p_t,
+                                                   const GalleryArgs& gallery, const LssConstants& c,
+                                                   float* sel_value, int* sel_index, float* lambda0, float* lambda_a,
+                                                   float* lambda_b, int* hist, int lane, float* __restrict__ scores) {
+  const int n_min = min(na, nb);
+  const int np = c.np_table[n_min];
+  const int K = kRelax ? n_min : np;
+  const int entries = na * nb;
+  // 2. The K best entries: threshold key by radix select over float bits.
+  unsigned threshold = 0;
+  int need_eq = 0;
+  if (n_pos > K) {
+    unsigned prefix = 0, prefix_mask = 0;
+    int remaining = K;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+      for (int i = lane; i < 256; i += 32) hist[i] = 0;
+      __syncwarp();
+      for (int e = lane; e < entries; e += 32) {
+        const float v = gamma[e];
+        const unsigned bits = __float_as_uint(v);
+        if (v > 0.0f && (bits & prefix_mask) == prefix) atomicAdd(&hist[(bits >> shift) & 255u], 1);
+      }
+      __syncwarp();
+      // Lane l owns digits 255 - 8 l .. 248 - 8 l (largest first).
+      int own[8];
+      int lane_sum = 0;
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        own[q] = hist[255 - 8 * lane - q];
+        lane_sum += own[q];
+      }
+      int inc = lane_sum;
+      for (int o = 1; o < 32; o <<= 1) {
+        const int other = __shfl_up_sync(kFull, inc, o);
+        if (lane >= o) inc += other;
+      }
+      int above = inc - lane_sum;
+      const bool mine = above < remaining && remaining <= inc;
+      int digit = 0, rest = 0;
+      if (mine) {
+        for (int q = 0; q < 8; ++q) {
+          if (remaining <= above + own[q]) {
+            digit = 255 - 8 * lane - q;
+            rest = remaining - above;
+            break;
+          }
+          above += own[q];
+        }
+      }
+      const unsigned who = __ballot_sync(kFull, mine);
+      const int src = who != 0 ? __ffs(who) - 1 : 0;
+      digit = __shfl_sync(kFull, digit, src);
+      rest = __shfl_sync(kFull, rest, src);
+      prefix |= static_cast<unsigned>(digit) << shift;
+      prefix_mask |= 255u << shift;
+      remaining = rest;
+      __syncwarp();  // hist is cleared by the next pass
+    }
+    threshold = prefix;
+    need_eq = remaining;
+  }
+  // Compaction in flat-index order by ballots.
+  const unsigned lanes_before = (1u << lane) - 1u;
+  int carry_gt = 0, carry_eq = 0;
+  for (int chunk = 0; chunk < entries; chunk += 32) {
+    const int e = chunk + lane;
+    const float v = e < entries ? gamma[e] : 0.0f;
+    const unsigned bits = __float_as_uint(v);
+    const bool gt = v > 0.0f && bits > threshold;
+    const bool eq = v > 0.0f && bits == threshold && need_eq > 0;
+    const unsigned gt_mask = __ballot_sync(kFull, gt), eq_mask = __ballot_sync(kFull, eq);
+    const int before_gt = carry_gt + __popc(gt_mask & lanes_before);
+    const int before_eq = carry_eq + __popc(eq_mask & lanes_before);
+    if (gt || (eq && before_eq < need_eq)) {
+      const int pos = before_gt + min(before_eq, need_eq);
+      sel_value[pos] = v;
+      sel_index[pos] = e;
+    }
+    carry_gt += __popc(gt_mask);
+    carry_eq += __popc(eq_mask);
+  }
+  const int p = carry_gt + min(carry_eq, need_eq);
+  __syncwarp();
+
+  if (!kRelax) {
+    if (lane == 0) scores[g] = SortedSelectionMean(sel_value, sel_index, p, np);
+    __syncwarp();
+    return;
+  }
+
+  // 3. LSS-R.
+  if (p == 0) {
+    if (lane == 0) scores[g] = 0.0f;
+    __syncwarp();
+    return;
+  }
+  for (int t = lane; t < p; t += 32) lambda0[t] = lambda_a[t] = sel_value[t];
+  __syncwarp();
+  float* lam = lambda_a;
+  float* nxt = lambda_b;
+  if (n_min > 1 && c.relaxation_iterations > 0) {
+    float* rho = gamma;  // p * p <= na * nb
+    for (int idx = lane; idx < p * p; idx += 32) {
+      const int t = idx / p, k = idx - t * p;
+      float value = 0.0f;
+      if (t != k) {
+        const int rt = sel_index[t] / nb, ct = sel_index[t] - rt * nb;
+        const int rk = sel_index[k] / nb, ck = sel_index[k] - rk * nb;
+        value = RhoLazy(p_x[rt], p_y[rt], p_t[rt], p_x[rk], p_y[rk], p_t[rk], gallery.x[base + ct],
+                                  gallery.y[base + ct], gallery.theta[base + ct], gallery.x[base + ck],
+                                  gallery.y[base + ck], gallery.theta[base + ck], c);
+      }
+      rho[idx] = value;
+    }
+    __syncwarp();
+    const float denominator = static_cast<float>(n_min - 1);
+    for (int it = 0; it < c.relaxation_iterations; ++it) {
+      RelaxationPass(rho, lam, nxt, p, lane, 32, denominator, c);
+      __syncwarp();
+      float* swap = lam;
+      lam = nxt;
+      nxt = swap;
+    }
+  }
+  // The np pairs of highest efficiency, summed in selection order.
+  const float score = EfficientPairsScore(sel_index, lam, lambda0, p, np, lane);
+  if (lane == 0) scores[g] = score;
+  __syncwarp();
+}
+
 template <bool kRelax>
 __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32)
     ScoreKernelWarp(ProbeArgs probe, GalleryArgs gallery, LssConstants c, int k_capacity, int probe_bytes,
@@ -441,10 +582,6 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32)
       if (lane == 0) scores[g] = 0.0f;
       continue;  // uniform across the warp
     }
-    const int n_min = min(na, nb);
-    const int np = c.np_table[n_min];
-    const int K = kRelax ? n_min : np;
-    const int entries = na * nb;
     const uint64_t* g_bits = gallery.bits + static_cast<size_t>(kMccBitWords) * base;
     const uint64_t* g_mask = gallery.mask + static_cast<size_t>(kMccMaskWords) * base;
 
@@ -491,127 +628,149 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32)
     }
     const int n_pos = WarpSum(positives);
     __syncwarp();  // the matrix is complete
+    WarpSelectAndScore<kRelax>(gamma, n_pos, na, nb, base, g, p_x, p_y, p_t, gallery, c, sel_value, sel_index, lambda0,
+                               lambda_a, lambda_b, hist, lane, scores);
+  }
+}
 
-    // 2. The K best entries: threshold key by radix select over float bits.
-    unsigned threshold = 0;
-    int need_eq = 0;
-    if (n_pos > K) {
-      unsigned prefix = 0, prefix_mask = 0;
-      int remaining = K;
-      for (int shift = 24; shift >= 0; shift -= 8) {
-        for (int i = lane; i < 256; i += 32) hist[i] = 0;
-        __syncwarp();
-        for (int e = lane; e < entries; e += 32) {
-          const float v = gamma[e];
-          const unsigned bits = __float_as_uint(v);
-          if (v > 0.0f && (bits & prefix_mask) == prefix) atomicAdd(&hist[(bits >> shift) & 255u], 1);
-        }
-        __syncwarp();
-        // Lane l owns digits 255 - 8 l .. 248 - 8 l (largest first).
-        int own[8];
-        int lane_sum = 0;
-#pragma unroll
-        for (int q = 0; q < 8; ++q) {
-          own[q] = hist[255 - 8 * lane - q];
-          lane_sum += own[q];
-        }
-        int inc = lane_sum;
-        for (int o = 1; o < 32; o <<= 1) {
-          const int other = __shfl_up_sync(kFull, inc, o);
-          if (lane >= o) inc += other;
-        }
-        int above = inc - lane_sum;
-        const bool mine = above < remaining && remaining <= inc;
-        int digit = 0, rest = 0;
-        if (mine) {
-          for (int q = 0; q < 8; ++q) {
-            if (remaining <= above + own[q]) {
-              digit = 255 - 8 * lane - q;
-              rest = remaining - above;
-              break;
-            }
-            above += own[q];
-          }
-        }
-        const unsigned who = __ballot_sync(kFull, mine);
-        const int src = who != 0 ? __ffs(who) - 1 : 0;
-        digit = __shfl_sync(kFull, digit, src);
-        rest = __shfl_sync(kFull, rest, src);
-        prefix |= static_cast<unsigned>(digit) << shift;
-        prefix_mask |= 255u << shift;
-        remaining = rest;
-        __syncwarp();  // hist is cleared by the next pass
-      }
-      threshold = prefix;
-      need_eq = remaining;
-    }
-    // Compaction in flat-index order by ballots.
-    const unsigned lanes_before = (1u << lane) - 1u;
-    int carry_gt = 0, carry_eq = 0;
-    for (int chunk = 0; chunk < entries; chunk += 32) {
-      const int e = chunk + lane;
-      const float v = e < entries ? gamma[e] : 0.0f;
-      const unsigned bits = __float_as_uint(v);
-      const bool gt = v > 0.0f && bits > threshold;
-      const bool eq = v > 0.0f && bits == threshold && need_eq > 0;
-      const unsigned gt_mask = __ballot_sync(kFull, gt), eq_mask = __ballot_sync(kFull, eq);
-      const int before_gt = carry_gt + __popc(gt_mask & lanes_before);
-      const int before_eq = carry_eq + __popc(eq_mask & lanes_before);
-      if (gt || (eq && before_eq < need_eq)) {
-        const int pos = before_gt + min(before_eq, need_eq);
-        sel_value[pos] = v;
-        sel_index[pos] = e;
-      }
-      carry_gt += __popc(gt_mask);
-      carry_eq += __popc(eq_mask);
-    }
-    const int p = carry_gt + min(carry_eq, need_eq);
-    __syncwarp();
+// --- Tensor-core local similarities (LssCudaKernel::kWarpMma) -------------------
+// ScoreKernelWarp with step 1 on the tensor cores. The four bit counts of every
+// (probe cylinder, gallery cylinder) pair - |a & b|, |a & m_b|, |m_a & b| summed
+// over the 6 direction layers, and |m_a & m_b| - are matrix products over
+// {0, 1} with AND as the product and popcount as the sum, which
+// mma.sync.m16n8k256 .b1 .and.popc computes exactly (32-bit integer
+// accumulators). One 256-bit k-step is one layer (or the mask), so a 16 x 8
+// tile of pairs costs 19 instructions instead of about 100 popcounts per pair.
+// The counts are the integers ScoreKernel counts and the same branches pick
+// |a| when m_a lies inside m_b (|m_a & m_b| == |m_a|, i.e. no cell of m_a
+// outside m_b), so lambda, the matrix, and everything after it are the same
+// bits.
+// Fragment layouts (PTX ISA, mma.m16n8k256 with .b1; g = lane / 4, t = lane %
+// 4, indices of 32-bit words of the 256-bit k-chunk): A a0 (row g, word t), a1
+// (row g + 8, word t), a2 (row g, word t + 4), a3 (row g + 8, word t + 4); B
+// b0 (column g, word t), b1 (column g, word t + 4); C c0, c1 (row g, columns
+// 2t, 2t + 1), c2, c3 (row g + 8, the same columns). The probe's A fragments
+// are laid out on the host in exactly this order (one 16-byte load per lane
+// and chunk); the gallery's B words are read straight from MccGallery's
+// word-major layout (32-bit word k of 64-bit word w of column j of a template
+// of nb cylinders: 2 (w nb + j) + k % 2, little-endian).
+constexpr int kMmaChunks = lss_mma::kChunks;
 
-    if (!kRelax) {
-      if (lane == 0) scores[g] = SortedSelectionMean(sel_value, sel_index, p, np);
-      __syncwarp();
-      continue;
-    }
+__device__ __forceinline__ void MmaAndPopc(int (&d)[4], const uint4& a, uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k256.row.col.s32.b1.b1.s32.and.popc {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+}
 
-    // 3. LSS-R.
-    if (p == 0) {
+template <bool kRelax>
+__global__ void __launch_bounds__(kWarpKernelMaxWarps * 32)
+    ScoreKernelMma(ProbeArgs probe, GalleryArgs gallery, LssConstants c, int k_capacity, int probe_bytes,
+                   int warp_bytes, float* __restrict__ scores) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int na = probe.n;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  // Shared: the probe's A fragments, its x, y, theta, bit counts and mask
+  // counts; then one scratch region per warp (as ScoreKernelWarp).
+  const int frag_count = probe.m_tiles * kMmaChunks * 32;
+  uint4* p_frag = reinterpret_cast<uint4*>(smem);
+  float* p_x = reinterpret_cast<float*>(p_frag + frag_count);
+  float* p_y = p_x + na;
+  float* p_t = p_y + na;
+  int* p_count = reinterpret_cast<int*>(p_t + na);
+  int* p_mask_count = p_count + na;
+  unsigned char* wbase = smem + probe_bytes + static_cast<size_t>(warp) * warp_bytes;
+  float* gamma = reinterpret_cast<float*>(wbase);
+  float* sel_value = gamma + static_cast<size_t>(na) * gallery.max_size;
+  int* sel_index = reinterpret_cast<int*>(sel_value + k_capacity);
+  float* lambda0 = reinterpret_cast<float*>(sel_index + k_capacity);
+  float* lambda_a = lambda0 + k_capacity;
+  float* lambda_b = lambda_a + k_capacity;
+  int* hist = reinterpret_cast<int*>(lambda_b + k_capacity);
+
+  for (int i = threadIdx.x; i < frag_count; i += blockDim.x) p_frag[i] = probe.frag[i];
+  for (int i = threadIdx.x; i < na; i += blockDim.x) {
+    p_x[i] = probe.x[i];
+    p_y[i] = probe.y[i];
+    p_t[i] = probe.theta[i];
+    p_count[i] = probe.count[i];
+    p_mask_count[i] = probe.mask_count[i];
+  }
+  __syncthreads();  // the only block-wide barrier
+
+  const int total_warps = gridDim.x * warps;
+  for (int g = blockIdx.x * warps + warp; g < gallery.num_templates; g += total_warps) {
+    const int base = gallery.start[g];
+    const int nb = gallery.start[g + 1] - base;
+    if (na == 0 || nb == 0) {
       if (lane == 0) scores[g] = 0.0f;
-      __syncwarp();
-      continue;
+      continue;  // uniform across the warp
     }
-    for (int t = lane; t < p; t += 32) lambda0[t] = lambda_a[t] = sel_value[t];
-    __syncwarp();
-    float* lam = lambda_a;
-    float* nxt = lambda_b;
-    if (n_min > 1 && c.relaxation_iterations > 0) {
-      float* rho = gamma;  // p * p <= na * nb
-      for (int idx = lane; idx < p * p; idx += 32) {
-        const int t = idx / p, k = idx - t * p;
-        float value = 0.0f;
-        if (t != k) {
-          const int rt = sel_index[t] / nb, ct = sel_index[t] - rt * nb;
-          const int rk = sel_index[k] / nb, ck = sel_index[k] - rk * nb;
-          value = RhoLazy(p_x[rt], p_y[rt], p_t[rt], p_x[rk], p_y[rk], p_t[rk], gallery.x[base + ct],
-                                    gallery.y[base + ct], gallery.theta[base + ct], gallery.x[base + ck],
-                                    gallery.y[base + ck], gallery.theta[base + ck], c);
+    const uint32_t* g_bits = reinterpret_cast<const uint32_t*>(gallery.bits + static_cast<size_t>(kMccBitWords) * base);
+    const uint32_t* g_mask = reinterpret_cast<const uint32_t*>(gallery.mask + static_cast<size_t>(kMccMaskWords) * base);
+
+    // 1. Local similarities, 8 gallery columns x 16 probe rows per tile.
+    int positives = 0;
+    for (int col0 = 0; col0 < nb; col0 += lss_mma::kCols) {
+      // B fragments of columns col0 .. col0 + 7 (zero beyond nb).
+      const int col = col0 + lss_mma::BCol(lane);
+      const bool col_ok = col < nb;
+      uint32_t bb[kMccNd][2], bm[2];
+#pragma unroll
+      for (int reg = 0; reg < 2; ++reg) {
+#pragma unroll
+        for (int l = 0; l < kMccNd; ++l) {
+          bb[l][reg] = col_ok ? g_bits[lss_mma::GalleryWordIndex(nb, col, l, lss_mma::BWord(lane, reg))] : 0u;
         }
-        rho[idx] = value;
+        bm[reg] = col_ok ? g_mask[lss_mma::GalleryWordIndex(nb, col, lss_mma::kMaskChunk, lss_mma::BWord(lane, reg))]
+                         : 0u;
       }
-      __syncwarp();
-      const float denominator = static_cast<float>(n_min - 1);
-      for (int it = 0; it < c.relaxation_iterations; ++it) {
-        RelaxationPass(rho, lam, nxt, p, lane, 32, denominator, c);
-        __syncwarp();
-        float* swap = lam;
-        lam = nxt;
-        nxt = swap;
+      // |m_b| of column `col` (its four lanes' words), then of this lane's
+      // C columns j0 and j0 + 1.
+      int mb_count = __popc(bm[0]) + __popc(bm[1]);
+      mb_count += __shfl_xor_sync(kFull, mb_count, 1);
+      mb_count += __shfl_xor_sync(kFull, mb_count, 2);
+      const int j0 = col0 + lss_mma::CCol(lane, 0);
+      int mb_c[2], count_b[2];
+      float theta_b[2];
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        mb_c[q] = __shfl_sync(kFull, mb_count, lss_mma::CCol(lane, q) * 4);  // a lane of that column's group
+        const bool ok = j0 + q < nb;
+        theta_b[q] = ok ? gallery.theta[base + j0 + q] : 0.0f;
+        count_b[q] = ok ? static_cast<int>(gallery.count[base + j0 + q]) : 0;
+      }
+      for (int row0 = 0; row0 < na; row0 += lss_mma::kRows) {
+        const uint4* fa = p_frag + (row0 / lss_mma::kRows) * kMmaChunks * 32 + lane;
+        const uint4 am = fa[kMccNd * 32];
+        int nab[4] = {0, 0, 0, 0}, nac[4] = {0, 0, 0, 0}, nbc[4] = {0, 0, 0, 0}, common[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int l = 0; l < kMccNd; ++l) {
+          const uint4 al = fa[l * 32];
+          MmaAndPopc(nab, al, bb[l][0], bb[l][1]);
+          MmaAndPopc(nac, al, bm[0], bm[1]);
+          MmaAndPopc(nbc, am, bb[l][0], bb[l][1]);
+        }
+        MmaAndPopc(common, am, bm[0], bm[1]);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = row0 + lss_mma::CRow(lane, e), q = e & 1, j = col0 + lss_mma::CCol(lane, e);
+          if (r >= na || j >= nb) continue;
+          float v = 0.0f;
+          if (lss_internal::DirectionsMatchable(p_t[r], theta_b[q], c) && common[e] >= c.min_common_cells) {
+            const int na_c = common[e] == p_mask_count[r] ? p_count[r] : nac[e];  // m_a inside m_b: |a|
+            const int nb_c = common[e] == mb_c[q] ? count_b[q] : nbc[e];          // m_b inside m_a: |b|
+            v = lss_internal::LambdaFromCounts(na_c, nb_c, nab[e]);
+          }
+          gamma[r * nb + j] = v;
+          positives += v > 0.0f;
+        }
       }
     }
-    // The np pairs of highest efficiency, summed in selection order.
-    const float score = EfficientPairsScore(sel_index, lam, lambda0, p, np, lane);
-    if (lane == 0) scores[g] = score;
-    __syncwarp();
+    const int n_pos = WarpSum(positives);
+    __syncwarp();  // the matrix is complete
+    WarpSelectAndScore<kRelax>(gamma, n_pos, na, nb, base, g, p_x, p_y, p_t, gallery, c, sel_value, sel_index, lambda0,
+                               lambda_a, lambda_b, hist, lane, scores);
   }
 }
 
@@ -629,14 +788,17 @@ absl::StatusOr<std::shared_ptr<Buffer>> ToDevice(const std::vector<T>& v, const 
 
 }  // namespace
 
-// The probe's flattened block: bits, masks, then x, y, theta, bit counts.
+// The probe's flattened block: bits, masks, then x, y, theta, bit counts,
+// mask counts, then (16-byte aligned) the A fragments of ScoreKernelMma.
 struct ProbeBlockLayout {
-  size_t bits_bytes, mask_bytes, floats_bytes, total;
+  size_t bits_bytes, mask_bytes, floats_bytes, frag_offset, frag_bytes, total;
   explicit ProbeBlockLayout(int na)
       : bits_bytes(static_cast<size_t>(na) * kMccBitWords * 8),
         mask_bytes(static_cast<size_t>(na) * kMccMaskWords * 8),
         floats_bytes(static_cast<size_t>(na) * 4),
-        total(std::max<size_t>(8, bits_bytes + mask_bytes + 4 * floats_bytes)) {}
+        frag_offset((bits_bytes + mask_bytes + 5 * floats_bytes + 15) / 16 * 16),
+        frag_bytes(static_cast<size_t>(lss_mma::ProbeFragmentWords(na)) * 4),
+        total(std::max<size_t>(16, frag_offset + frag_bytes)) {}
 };
 
 absl::StatusOr<DeviceLssProbe> DeviceLssProbe::Upload(const Stream& stream, const LssProbe& probe) {
@@ -652,6 +814,7 @@ absl::StatusOr<DeviceLssProbe> DeviceLssProbe::Upload(const Stream& stream, cons
   float* h_y = h_x + na;
   float* h_theta = h_y + na;
   int* h_count = reinterpret_cast<int*>(h_theta + na);
+  int* h_mask_count = h_count + na;
   for (int i = 0; i < na; ++i) {
     std::copy(cyl[i].bits, cyl[i].bits + kMccBitWords, h_bits + static_cast<size_t>(i) * kMccBitWords);
     std::copy(cyl[i].mask, cyl[i].mask + kMccMaskWords, h_mask + static_cast<size_t>(i) * kMccMaskWords);
@@ -659,7 +822,11 @@ absl::StatusOr<DeviceLssProbe> DeviceLssProbe::Upload(const Stream& stream, cons
     h_y[i] = cyl[i].y;
     h_theta[i] = cyl[i].theta;
     h_count[i] = probe.bit_count[i];
+    int mask_count = 0;
+    for (int q = 0; q < kMccMaskWords; ++q) mask_count += __builtin_popcountll(cyl[i].mask[q]);
+    h_mask_count[i] = mask_count;
   }
+  lss_mma::PackProbeFragments(cyl.data(), na, reinterpret_cast<uint32_t*>(block.data() + layout.frag_offset));
   DeviceLssProbe out;
   TESSERA_ASSIGN_OR_RETURN(out.block_, ToDevice(block, stream));  // pageable source: returns after the copy
   out.n_ = na;
@@ -688,6 +855,9 @@ absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& pro
   pa.y = pa.x + na;
   pa.theta = pa.y + na;
   pa.count = reinterpret_cast<const int*>(pa.theta + na);
+  pa.mask_count = pa.count + na;
+  pa.frag = reinterpret_cast<const uint4*>(d + layout.frag_offset);
+  pa.m_tiles = (na + lss_mma::kRows - 1) / lss_mma::kRows;
   pa.n = na;
   GalleryArgs ga;
   ga.start = gallery.start;
@@ -706,11 +876,14 @@ absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& pro
   const size_t shared = static_cast<size_t>(na) * (kMccBitWords + kMccMaskWords) * 8 +
                         static_cast<size_t>(na) * 4 * 4 + static_cast<size_t>(na) * ga.max_size * 4 +
                         static_cast<size_t>(k_capacity) * 4 * 5 + 256 * 4;
-  if (variant == LssCudaKernel::kWarp) {
-    // Probe block, then one scratch region per warp (16-byte aligned).
+  if (variant == LssCudaKernel::kWarp || variant == LssCudaKernel::kWarpMma) {
+    const bool mma = variant == LssCudaKernel::kWarpMma;
+    // Probe block (kWarpMma: its A fragments instead of bits and masks, plus
+    // the mask counts), then one scratch region per warp (16-byte aligned).
     auto align16 = [](size_t n) { return (n + 15) / 16 * 16; };
     const size_t probe_bytes =
-        align16(static_cast<size_t>(na) * (kMccBitWords + kMccMaskWords) * 8 + static_cast<size_t>(na) * 4 * 4);
+        mma ? align16(layout.frag_bytes + static_cast<size_t>(na) * 4 * 5)
+            : align16(static_cast<size_t>(na) * (kMccBitWords + kMccMaskWords) * 8 + static_cast<size_t>(na) * 4 * 4);
     const size_t warp_bytes = align16(static_cast<size_t>(na) * ga.max_size * 4 + static_cast<size_t>(k_capacity) * 4 * 5 +
                                       256 * 4);
     int max_shared = 0, sms = 0;
@@ -725,7 +898,8 @@ absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& pro
     }
     const int warps = static_cast<int>(std::min<long long>(kWarpKernelMaxWarps, fit));
     const size_t warp_shared = probe_bytes + static_cast<size_t>(warps) * warp_bytes;
-    auto warp_kernel = kind == MccScore::kLssR ? ScoreKernelWarp<true> : ScoreKernelWarp<false>;
+    auto warp_kernel = mma ? (kind == MccScore::kLssR ? ScoreKernelMma<true> : ScoreKernelMma<false>)
+                           : (kind == MccScore::kLssR ? ScoreKernelWarp<true> : ScoreKernelWarp<false>);
     TESSERA_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(warp_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                       static_cast<int>(warp_shared)));
     int per_sm = 0;
@@ -737,7 +911,7 @@ absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& pro
     const int blocks = std::max(1, std::min((ga.num_templates + warps - 1) / warps, per_sm * sms));
     warp_kernel<<<blocks, warps * 32, warp_shared, s>>>(pa, ga, constants, k_capacity, static_cast<int>(probe_bytes),
                                                          static_cast<int>(warp_bytes), device_scores);
-    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("lss ScoreKernelWarp");
+    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("lss ScoreKernelWarp / ScoreKernelMma");
     return absl::OkStatus();
   }
   auto kernel = kind == MccScore::kLssR ? ScoreKernel<true> : ScoreKernel<false>;
@@ -756,10 +930,12 @@ absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& pro
 }
 
 absl::Status ScoreGalleryToDevice(const Stream& stream, const LssProbe& probe, const MccDeviceGallery& gallery,
-                               MccScore kind, const LssConstants& constants, float* device_scores) {
+                                  MccScore kind, const LssConstants& constants, float* device_scores,
+                                  LssCudaKernel variant) {
   if (gallery.num_templates() == 0) return absl::OkStatus();
   TESSERA_ASSIGN_OR_RETURN(DeviceLssProbe device_probe, DeviceLssProbe::Upload(stream, probe));
-  TESSERA_RETURN_IF_ERROR(EnqueueScoreGallery(stream, device_probe, gallery.view(), kind, constants, device_scores));
+  TESSERA_RETURN_IF_ERROR(
+      EnqueueScoreGallery(stream, device_probe, gallery.view(), kind, constants, device_scores, variant));
   // The probe buffer must outlive the kernel.
   TESSERA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(static_cast<cudaStream_t>(stream.native())));
   return absl::OkStatus();

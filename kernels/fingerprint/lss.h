@@ -213,16 +213,22 @@ absl::Status ScoreGallery(const Stream& stream, const LssProbe& probe, const Mcc
                           MccScore kind, const LssConstants& constants, float* scores);
 
 namespace cuda {
-// Same, with `device_scores` in device memory (gallery.num_templates()
-// floats); returns once they are written.
-absl::Status ScoreGalleryToDevice(const Stream& stream, const LssProbe& probe, const MccDeviceGallery& gallery,
-                               MccScore kind, const LssConstants& constants, float* device_scores);
-
 // CUDA kernel variants, same scores bit for bit: kBlock, one 128-thread block
 // per gallery template (block-wide barriers between the steps); kWarp, one
 // warp per template and up to 8 templates per block (warp barriers only; lane
-// j keeps gallery cylinder j in registers and sweeps the probe's rows).
-enum class LssCudaKernel { kBlock, kWarp };
+// j keeps gallery cylinder j in registers and sweeps the probe's rows);
+// kWarpMma, kWarp with the local similarities' bit counts on the tensor cores
+// (binary AND + popcount matrix products, exact integers; lss_mma_layout.h).
+enum class LssCudaKernel { kBlock, kWarp, kWarpMma };
+
+// "block", "warp", "warp-mma" (for logs and benchmark rows).
+const char* LssCudaKernelName(LssCudaKernel kernel);
+
+// Same, with `device_scores` in device memory (gallery.num_templates()
+// floats); returns once they are written.
+absl::Status ScoreGalleryToDevice(const Stream& stream, const LssProbe& probe, const MccDeviceGallery& gallery,
+                                  MccScore kind, const LssConstants& constants, float* device_scores,
+                                  LssCudaKernel variant = LssCudaKernel::kBlock);
 
 // A probe uploaded once for many asynchronous launches (the pipeline scores
 // each probe against many gallery batches).

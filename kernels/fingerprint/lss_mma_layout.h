@@ -1,0 +1,85 @@
+// Where the operands of the tensor-core local similarities (lss.cu,
+// LssCudaKernel::kWarpMma) come from (internal; host and device).
+//
+// mma.sync.m16n8k256 .b1 .and.popc multiplies a 16 x 256-bit A (rows: probe
+// cylinders) by a 256-bit x 8 B (columns: gallery cylinders); product AND,
+// sum popcount, exact 32-bit integer results. A k-chunk of 256 bits is one
+// direction layer of a cylinder (64-bit words 4 l .. 4 l + 3, chunks l = 0..5)
+// or its mask (chunk 6). Fragment layouts (PTX ISA; g = lane / 4, t = lane %
+// 4; "word" = 32-bit word of the chunk):
+//   A: reg 0 (row g, word t), 1 (row g + 8, word t), 2 (row g, word t + 4),
+//      3 (row g + 8, word t + 4);
+//   B: reg 0 (column g, word t), 1 (column g, word t + 4);
+//   C: reg e (row g + 8 (e / 2), column 2 t + e % 2).
+// The same bit -> k mapping for A and B is all that AND + popcount needs.
+// lss_mma_layout_test emulates the instruction on the host with these
+// functions and checks the counts against plain popcounts.
+#ifndef TESSERA_KERNELS_FINGERPRINT_LSS_MMA_LAYOUT_H_
+#define TESSERA_KERNELS_FINGERPRINT_LSS_MMA_LAYOUT_H_
+
+#include <cstdint>
+
+#include "kernels/fingerprint/fp_math.h"
+#include "kernels/fingerprint/mcc.h"
+
+namespace tessera {
+namespace fingerprint {
+namespace lss_mma {
+
+inline constexpr int kRows = 16;              // probe cylinders per tile
+inline constexpr int kCols = 8;               // gallery cylinders per tile
+inline constexpr int kChunks = kMccNd + 1;    // 6 layers, then the mask
+inline constexpr int kMaskChunk = kMccNd;
+
+// Row / column of the A and B words a lane holds in register `reg`, and the
+// 32-bit word of the chunk.
+TESSERA_FP_HD int ARow(int lane, int reg) { return (lane >> 2) + 8 * (reg & 1); }
+TESSERA_FP_HD int AWord(int lane, int reg) { return (lane & 3) + 4 * (reg >> 1); }
+TESSERA_FP_HD int BCol(int lane) { return lane >> 2; }
+TESSERA_FP_HD int BWord(int lane, int reg) { return (lane & 3) + 4 * reg; }
+// Row / column of accumulator register `reg` (0..3) of a lane.
+TESSERA_FP_HD int CRow(int lane, int reg) { return (lane >> 2) + 8 * (reg >> 1); }
+TESSERA_FP_HD int CCol(int lane, int reg) { return 2 * (lane & 3) + (reg & 1); }
+
+// 32-bit word `word` (0..7) of chunk `chunk` of one cylinder (little-endian
+// halves of the 64-bit words).
+inline uint32_t CylinderWord(const MccCylinder& cyl, int chunk, int word) {
+  const uint64_t w64 = chunk == kMaskChunk ? cyl.mask[word >> 1] : cyl.bits[kMccLayerWords * chunk + (word >> 1)];
+  return static_cast<uint32_t>(w64 >> (32 * (word & 1)));
+}
+
+// Index of the 32-bit word `word` of chunk `chunk` of cylinder `col` of a
+// template of `nb` cylinders in MccGallery's word-major layout, as uint32
+// words from the template's first bits word (chunks 0..5) or first mask word
+// (chunk 6): 64-bit word w of cylinder j is at w nb + j.
+TESSERA_FP_HD int GalleryWordIndex(int nb, int col, int chunk, int word) {
+  const int w64 = (chunk == kMaskChunk ? 0 : kMccLayerWords * chunk) + (word >> 1);
+  return 2 * (w64 * nb + col) + (word & 1);
+}
+
+// Number of uint32 values of a probe's A fragments: m_tiles x chunks x 32
+// lanes x 4 registers.
+inline int ProbeFragmentWords(int num_cylinders) { return (num_cylinders + kRows - 1) / kRows * kChunks * 32 * 4; }
+
+// The probe's A fragments in the order the kernel reads them (tile, chunk,
+// lane, register; one 16-byte load per lane and chunk); rows past the last
+// cylinder are zero. `out` holds ProbeFragmentWords(n) values.
+inline void PackProbeFragments(const MccCylinder* cyl, int n, uint32_t* out) {
+  const int tiles = (n + kRows - 1) / kRows;
+  for (int tile = 0; tile < tiles; ++tile) {
+    for (int chunk = 0; chunk < kChunks; ++chunk) {
+      for (int lane = 0; lane < 32; ++lane) {
+        for (int reg = 0; reg < 4; ++reg) {
+          const int row = tile * kRows + ARow(lane, reg);
+          *out++ = row < n ? CylinderWord(cyl[row], chunk, AWord(lane, reg)) : 0u;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace lss_mma
+}  // namespace fingerprint
+}  // namespace tessera
+
+#endif  // TESSERA_KERNELS_FINGERPRINT_LSS_MMA_LAYOUT_H_

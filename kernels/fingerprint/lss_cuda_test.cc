@@ -6,6 +6,7 @@
 // Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -84,10 +85,12 @@ TEST(LssCuda, EdgeCasesAndLargeTemplates) {
 }
 
 #if TESSERA_WITH_CUDA  // the cuda:: entry points exist only in CUDA builds
-// The one-warp-per-comparison kernel (LssCudaKernel::kWarp) through the
-// asynchronous entry point: every score identical to the CPU's.
+// The one-warp-per-comparison kernels (LssCudaKernel::kWarp, and kWarpMma
+// with the bit counts on the tensor cores) through the asynchronous entry
+// point: every score identical to the CPU's.
 void CompareWarpKernel(const Stream& stream, const std::vector<MccTemplate>& probes,
-                       const std::vector<MccTemplate>& gallery_t, MccScore kind) {
+                       const std::vector<MccTemplate>& gallery_t, MccScore kind,
+                       cuda::LssCudaKernel variant = cuda::LssCudaKernel::kWarp) {
   const LssConstants c = MakeLssConstants(LssParams());
   MccGallery g;
   for (const MccTemplate& t : gallery_t) g.Append(t);
@@ -103,7 +106,7 @@ void CompareWarpKernel(const Stream& stream, const std::vector<MccTemplate>& pro
     auto d_probe = cuda::DeviceLssProbe::Upload(stream, probe);
     ASSERT_TRUE(d_probe.ok()) << d_probe.status();
     ASSERT_TRUE(cuda::EnqueueScoreGallery(stream, *d_probe, device->view(), kind, c,
-                                          static_cast<float*>((*out)->data()), cuda::LssCudaKernel::kWarp)
+                                          static_cast<float*>((*out)->data()), variant)
                     .ok());
     ASSERT_TRUE(CopyBytes(gpu_scores.data(), MemoryKind::kHost, (*out)->data(), MemoryKind::kDevice,
                           sizeof(float) * g.num_templates(), stream)
@@ -115,8 +118,8 @@ void CompareWarpKernel(const Stream& stream, const std::vector<MccTemplate>& pro
       ASSERT_NEAR(gpu_scores[j], cpu_scores[j], 1e-5) << "probe " << i << " template " << j;
     }
   }
-  std::printf("warp kernel %s: %lld scores, %lld bit-identical\n", kind == MccScore::kLssR ? "LSS-R" : "LSS", total,
-              exact);
+  std::printf("%s kernel %s: %lld scores, %lld bit-identical\n", cuda::LssCudaKernelName(variant),
+              kind == MccScore::kLssR ? "LSS-R" : "LSS", total, exact);
   EXPECT_EQ(exact, total);
 }
 
@@ -143,6 +146,43 @@ TEST(LssCuda, WarpKernelEqualsCpu) {
   pts.push_back({{100, 100, 0.5f}, {130, 100, 1.0f}, {100, 130, 2.0f}});
   const auto t = Build(pts);
   for (MccScore kind : {MccScore::kLssR, MccScore::kLss}) CompareWarpKernel(*stream, t, t, kind);
+}
+
+// The tensor-core kernel on real (or synthetic) templates, large templates
+// (100, 150 minutiae: several 16-row and 8-column tiles, ragged edges), an
+// empty one, a 3-minutia one, and latent-sized crops (the 12-30-minutia
+// probes the issue's throughput goal is about) against whole impressions.
+TEST(LssCuda, TensorCoreKernelEqualsCpu) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  auto stream = Stream::Create(Backend::kCuda);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  constexpr auto kMma = cuda::LssCudaKernel::kWarpMma;
+  for (int db = 1; db <= 4; ++db) {
+    const auto t = Build(testing::TestTemplates(db, 80, 700 + db));
+    for (MccScore kind : {MccScore::kLssR, MccScore::kLss}) CompareWarpKernel(*stream, t, t, kind, kMma);
+    // Crops: the first 12..30 minutiae of each impression.
+    std::vector<std::vector<MinutiaPoint>> crops;
+    const auto pts = testing::TestTemplates(db, 80, 700 + db);
+    for (size_t i = 0; i < pts.size() && crops.size() < 24; ++i) {
+      const size_t keep = std::min(pts[i].size(), 12 + i % 19);
+      crops.emplace_back(pts[i].begin(), pts[i].begin() + keep);
+    }
+    CompareWarpKernel(*stream, Build(crops), t, MccScore::kLssR, kMma);
+  }
+  auto pts = testing::SyntheticTemplates(30, 808);
+  std::mt19937 rng(8);
+  for (int n : {100, 150}) {
+    std::vector<MinutiaPoint> t;
+    for (int i = 0; i < n; ++i) {
+      t.push_back({static_cast<float>(rng() % 500), static_cast<float>(rng() % 500),
+                   static_cast<float>((rng() % 256) * (2 * M_PI / 256))});
+    }
+    pts.push_back(t);
+  }
+  pts.push_back({});
+  pts.push_back({{100, 100, 0.5f}, {130, 100, 1.0f}, {100, 130, 2.0f}});
+  const auto t = Build(pts);
+  for (MccScore kind : {MccScore::kLssR, MccScore::kLss}) CompareWarpKernel(*stream, t, t, kind, kMma);
 }
 #endif  // TESSERA_WITH_CUDA
 

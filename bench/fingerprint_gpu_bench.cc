@@ -251,6 +251,54 @@ int Main(int argc, char** argv) {
                 name, n_probes, gallery.num_templates(), device_rate / 1e6, 1e3 * device_seconds / n_probes,
                 rate / 1e6, 1e3 * seconds / n_probes, rank1, n_probes);
   }
+#if TESSERA_WITH_CUDA
+  // The CUDA kernel variants side by side (issue 16): LSS-R device rate
+  // (probe upload + kernel, as above) of each, timed on a second pass over
+  // the probes (the first warms up and copies the scores back), and every
+  // score of every probe compared with kBlock's.
+  {
+    auto out = Buffer::Allocate(MemoryKind::kDevice, sizeof(float) * gallery.num_templates(), stream.ordinal());
+    if (!out.ok()) return 1;
+    std::vector<LssProbe> prepared;
+    for (const auto& p : probes) prepared.push_back(PrepareProbe(cpu::BuildMccTemplate(p, mcc), mcc));
+    const size_t n = gallery.num_templates();
+    std::vector<float> block_scores(n * prepared.size()), variant_scores(n * prepared.size());
+    std::printf("\n| LSS-R kernel | %d probes x %zu templates: M matches/s (device) | vs block | scores = block's |\n"
+                "|---|---:|---:|---:|\n",
+                n_probes, n);
+    double block_rate = 0;
+    for (cuda::LssCudaKernel k :
+         {cuda::LssCudaKernel::kBlock, cuda::LssCudaKernel::kWarp, cuda::LssCudaKernel::kWarpMma}) {
+      std::vector<float>& dst = k == cuda::LssCudaKernel::kBlock ? block_scores : variant_scores;
+      double best = 1e30;
+      absl::Status status;
+      for (int pass = 0; pass < 2 && status.ok(); ++pass) {
+        const double t0 = Now();
+        for (size_t i = 0; i < prepared.size() && status.ok(); ++i) {
+          status = cuda::ScoreGalleryToDevice(stream, prepared[i], *device, MccScore::kLssR, c,
+                                              static_cast<float*>((*out)->data()), k);
+          if (status.ok() && pass == 0) {
+            status = CopyBytes(dst.data() + i * n, MemoryKind::kHost, (*out)->data(), MemoryKind::kDevice,
+                               sizeof(float) * n, stream);
+            if (status.ok()) status = stream.Synchronize();
+          }
+        }
+        if (pass == 1) best = Now() - t0;  // pass 0 warms up and copies the scores back
+      }
+      if (!status.ok()) {
+        std::printf("| %s | error: %s | | |\n", cuda::LssCudaKernelName(k), std::string(status.message()).c_str());
+        continue;
+      }
+      const double rate = static_cast<double>(n) * prepared.size() / best;
+      if (k == cuda::LssCudaKernel::kBlock) block_rate = rate;
+      size_t same = 0;
+      for (size_t i = 0; i < dst.size(); ++i) same += dst[i] == block_scores[i];
+      std::printf("| %s | %.1f | %.2fx | %zu / %zu |\n", cuda::LssCudaKernelName(k), rate / 1e6,
+                  block_rate > 0 ? rate / block_rate : 0.0, same, dst.size());
+    }
+    std::printf("\n");
+  }
+#endif
   std::printf("anchor: GPU MCC > 35 M matches/s on 4 Tesla C2075; goal >= 50 M LSS-R matches/s on one H200\n");
   return 0;
 }

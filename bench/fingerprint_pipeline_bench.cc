@@ -7,7 +7,7 @@
 //   fingerprint_pipeline_bench [--sizes=10000,100000,1000000] [--latents=16]
 //       [--batch=65536] [--top=100] [--cpu_templates=20000] [--dmc_templates=100000]
 //       [--cpu_dmc_templates=2000] [--no_dmc] [--cascade_candidates=200] [--no_cascade]
-//       [--seed=S] [--data=DIR]
+//       [--kernels_only] [--repeats=2] [--seed=S] [--data=DIR]
 //
 // Gallery (services/fingerprint/synthetic_gallery.h): 4 perturbed
 // impressions of each real FVC2002 impression (rigid motion, Gaussian-bump
@@ -49,6 +49,12 @@
 //                    agreement, and the throughput ratio;
 //   ... CPU          the same on the CPU prefix (cpu_templates).
 // Without a GPU only the CPU rows run.
+// --kernels_only (GPU): instead of all the above, one markdown table per size
+// of the CUDA LSS-R kernel variants side by side (LssCudaKernel kBlock, the
+// old default; kWarp; kWarpMma, tensor-core bit counts), gallery streamed and
+// resident, crops and whole impressions: best wall of --repeats searches of
+// all latents, M matches/s, the ratio to kBlock, top-k lists identical to
+// kBlock's, mate at rank 1 (issue 16).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -60,6 +66,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "bench/fingerprint_bases.h"
 #include "common/buffer.h"
@@ -93,6 +100,8 @@ struct Config {
   bool dmc = true;
   bool cascade = true;
   int cascade_candidates = kDefaultCascadeCandidates;
+  bool kernels_only = false;  // only the CUDA LSS-R kernel comparison (KernelComparisonRows)
+  int repeats = 2;            // kernel comparison: best wall of this many searches
   uint64_t seed = 20261130;
   std::string data_dir;
 };
@@ -264,10 +273,98 @@ std::unique_ptr<GallerySearcher> MakeSearcher(const char* device, const Config& 
   return std::move(*s);
 }
 
+// --kernels_only: the CUDA LSS-R kernel variants side by side on one gallery
+// (see the file comment). A variant that fails prints its error in its row;
+// the others still run. Returns false when the pipelines cannot be built.
+bool KernelComparisonRows(const std::shared_ptr<MccGallery>& gallery, int64_t size, const std::vector<MccTemplate>& crops,
+                          const std::vector<MccTemplate>& fulls, const std::vector<int64_t>& identity,
+                          const std::vector<int64_t>& latent_identity, const Config& cfg) {
+  PipelineOptions po;
+  po.backend = Backend::kCuda;
+  po.batch_templates = cfg.batch;
+  po.top_k = cfg.top;
+  PipelineOptions ro = po;
+  ro.resident = true;
+  const double p0 = Now();
+  auto streamed = AlfiPipeline::Create(gallery, po);
+  auto resident = AlfiPipeline::Create(gallery, ro);
+  if (!streamed.ok() || !resident.ok()) {
+    std::fprintf(stderr, "pipeline: %s\n",
+                 std::string((streamed.ok() ? resident.status() : streamed.status()).message()).c_str());
+    return false;
+  }
+  std::printf("pipelines (streamed: pinned copy; resident: pinned copy + upload) set up in %.2f s\n\n", Now() - p0);
+  std::printf("| templates | latents | path | kernel | wall s (best of %d) | M matches/s | vs block | top-%d lists = "
+              "block's | mate rank 1 |\n|---:|---|---|---|---:|---:|---:|---:|---:|\n",
+              cfg.repeats, cfg.top);
+  struct Case {
+    const char* path;
+    AlfiPipeline* pipeline;
+    const std::vector<MccTemplate>* latents;
+    const char* probe;
+  };
+  const Case cases[] = {{"streamed", streamed->get(), &crops, "crop"},
+                        {"resident", resident->get(), &crops, "crop"},
+                        {"resident", resident->get(), &fulls, "full"}};
+  const cuda::LssCudaKernel kernels[] = {cuda::LssCudaKernel::kBlock, cuda::LssCudaKernel::kWarp,
+                                         cuda::LssCudaKernel::kWarpMma};
+  for (const Case& c : cases) {
+    const std::vector<MccTemplate>& lat = *c.latents;
+    const int n = static_cast<int>(lat.size());
+    std::vector<std::vector<Candidate>> reference;
+    double reference_wall = 0;
+    for (cuda::LssCudaKernel k : kernels) {
+      LssBatchMatcher matcher(MccScore::kLssR, LssParams(), MccParams(), k);
+      std::printf("| %lld | %d %s | %s | %s | ", static_cast<long long>(size), n, c.probe, c.path,
+                  cuda::LssCudaKernelName(k));
+      auto warm = c.pipeline->Search(matcher, {lat[0]});  // module load, first allocations
+      if (!warm.ok()) {
+        std::printf("error: %s | | | | |\n", std::string(warm.status().message()).c_str());
+        std::fflush(stdout);
+        continue;
+      }
+      double best = 1e30;
+      absl::StatusOr<std::vector<std::vector<Candidate>>> top;
+      for (int r = 0; r < cfg.repeats; ++r) {
+        const double t0 = Now();
+        top = c.pipeline->Search(matcher, lat);
+        best = std::min(best, Now() - t0);
+        if (!top.ok()) break;
+      }
+      if (!top.ok()) {
+        std::printf("error: %s | | | | |\n", std::string(top.status().message()).c_str());
+        std::fflush(stdout);
+        continue;
+      }
+      if (k == cuda::LssCudaKernel::kBlock) {
+        reference = *top;
+        reference_wall = best;
+      }
+      int same = 0, rank1 = 0;
+      for (int i = 0; i < n; ++i) {
+        same += i < static_cast<int>(reference.size()) && (*top)[i] == reference[i];
+        rank1 += MateRank((*top)[i], identity, latent_identity[i]) == 1;
+      }
+      std::printf("%.3f | %.2f | %s | %s | %d / %d |\n", best, size * static_cast<double>(n) / best / 1e6,
+                  reference_wall > 0 ? absl::StrFormat("**%.2fx**", reference_wall / best).c_str() : "-",
+                  reference.empty() ? "-" : absl::StrCat(same, " / ", n, same == n ? "" : " MISMATCH").c_str(), rank1,
+                  n);
+      std::fflush(stdout);
+    }
+  }
+  std::printf("\n");
+  return true;
+}
+
 int Run(const Config& cfg) {
   const DeviceRegistry& devices = DeviceRegistry::Get();
   const bool gpu = devices.cuda_available();
   std::printf("fingerprint_pipeline_bench on %s, %d CPU threads\n", devices.Describe().c_str(), CpuThreads());
+  if (cfg.kernels_only && !gpu) {
+    std::printf("--kernels_only compares CUDA kernels and there is no GPU (%s): nothing to measure\n",
+                devices.cuda_unavailable_reason().c_str());
+    return 0;
+  }
   // Real bases (or random ones without the data).
   const std::vector<BaseTemplate> bases = LoadBenchBases(cfg.data_dir, cfg.seed);
   // Latents: crops and whole impressions of bases spread over the set.
@@ -335,6 +432,10 @@ int Run(const Config& cfg) {
                 static_cast<long long>(size), static_cast<int>(std::min(size, so.mated_templates)), gallery->num_cylinders(),
                 static_cast<double>(gallery->num_cylinders()) / size, gallery->bytes() / 1e9,
                 gpu ? "GPU" : "CPU", Now() - g0);
+    if (gpu && cfg.kernels_only) {
+      if (!KernelComparisonRows(gallery, size, crops, fulls, identity, latent_identity, cfg)) return 1;
+      continue;
+    }
     Header();
     if (gpu) {
       PipelineOptions po;
@@ -610,6 +711,11 @@ int main(int argc, char** argv) {
       cfg.cascade_candidates = static_cast<int>(n);
     } else if (std::strcmp(a, "--no_cascade") == 0) {
       cfg.cascade = false;
+    } else if (std::strcmp(a, "--kernels_only") == 0) {
+      cfg.kernels_only = true;
+    } else if (const char* v = value("--repeats")) {
+      ok = absl::SimpleAtoi(v, &n) && n >= 1 && n <= 100;
+      cfg.repeats = static_cast<int>(n);
     } else if (const char* v = value("--seed")) {
       ok = absl::SimpleAtoi(v, &u);
       cfg.seed = u;
@@ -622,7 +728,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: %s [--sizes=N,N,...] [--latents=L] [--batch=B] [--top=K] [--cpu_templates=N]\n"
                    "          [--dmc_templates=N (0: no GPU DMC)] [--cpu_dmc_templates=N] [--no_dmc]\n"
-                   "          [--cascade_candidates=N (1-%d)] [--no_cascade] [--seed=S] [--data=DIR]\n",
+                   "          [--cascade_candidates=N (1-%d)] [--no_cascade] [--kernels_only] [--repeats=R]\n"
+                   "          [--seed=S] [--data=DIR]\n",
                    argv[0], kMaxCascadeCandidates);
       return 2;
     }

@@ -128,6 +128,12 @@ int BitCount(const MccCylinder& c) {
   return n;
 }
 
+// Entries are keyed (r << ColumnBits(nb)) | j for probe row r and gallery
+// column j: the same order as the flat index r * nb + j (rows first, then
+// columns), which the selection's ties and the row-major order use, and
+// decoded with a shift and a mask instead of a division.
+inline int ColumnBits(int nb) { return nb <= 1 ? 0 : 32 - __builtin_clz(static_cast<unsigned>(nb - 1)); }
+
 struct Scratch {
   // The positive local similarities of one comparison as they are found:
   // values[i] with flat index r * nB + j in index[i], i < n_found. Sized once
@@ -142,6 +148,9 @@ struct Scratch {
   std::vector<float> rho_t, lambda0, lambda, next, sum;
   std::vector<uint8_t> taken;
   std::vector<int32_t> keys, order;
+  // SelectBestAvx512's compressed survivors (capacity as values + 16).
+  std::vector<float> kept_values, edge_values;
+  std::vector<int32_t> kept_index, edge_index;
   std::vector<int> rows, columns;
   std::vector<float> gx, gy, gt;
   std::vector<double> row_sum;
@@ -201,6 +210,56 @@ void SelectBest(Scratch& s, size_t limit, const int* hist) {
   for (size_t i = 0; i < need; ++i) entries[kept++] = s.boundary[i];
   s.n_entries = kept;
 }
+
+#if defined(__x86_64__)
+// SelectBest, 16 values at a time: the bucket of each value, the ones above
+// the boundary bucket and the ones in it compressed in registers and stored
+// as whole vectors (no branch per value). The same entries in the same order.
+__attribute__((target(TESSERA_FP_AVX512))) void SelectBestAvx512(Scratch& s, size_t limit, const int* hist) {
+  const size_t n = s.n_found;
+  if (n <= limit) {
+    SelectBest(s, limit, hist);
+    return;
+  }
+  if (s.kept_values.size() < n + 16) {
+    s.kept_values.resize(n + 16);
+    s.kept_index.resize(n + 16);
+    s.edge_values.resize(n + 16);
+    s.edge_index.resize(n + 16);
+  }
+  size_t above = 0;
+  int b = 256;
+  while (above + hist[b] < limit) above += hist[b--];
+  const float* values = s.values.data();
+  const int32_t* index = s.index.data();
+  const __m512 scale = _mm512_set1_ps(256.0f);
+  const __m512i top = _mm512_set1_epi32(256), boundary = _mm512_set1_epi32(b);
+  size_t kept = 0, edge = 0;
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 lanes = n - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(lanes, values + i);
+    const __m512i id = _mm512_maskz_loadu_epi32(lanes, index + i);
+    // ValueBucket: static_cast<int>(v * 256) (truncation), at most 256.
+    const __m512i bucket = _mm512_min_epi32(_mm512_cvttps_epi32(_mm512_mul_ps(v, scale)), top);
+    const __mmask16 is_above = lanes & _mm512_cmpgt_epi32_mask(bucket, boundary);
+    const __mmask16 is_edge = lanes & _mm512_cmpeq_epi32_mask(bucket, boundary);
+    _mm512_storeu_ps(s.kept_values.data() + kept, _mm512_maskz_compress_ps(is_above, v));
+    _mm512_storeu_si512(s.kept_index.data() + kept, _mm512_maskz_compress_epi32(is_above, id));
+    kept += __builtin_popcount(is_above);
+    _mm512_storeu_ps(s.edge_values.data() + edge, _mm512_maskz_compress_ps(is_edge, v));
+    _mm512_storeu_si512(s.edge_index.data() + edge, _mm512_maskz_compress_epi32(is_edge, id));
+    edge += __builtin_popcount(is_edge);
+  }
+  Entry* entries = s.entries.data();
+  for (size_t i = 0; i < kept; ++i) entries[i] = {s.kept_values[i], s.kept_index[i]};
+  s.boundary.resize(edge);
+  for (size_t i = 0; i < edge; ++i) s.boundary[i] = {s.edge_values[i], s.edge_index[i]};
+  const size_t need = limit - above;  // from the boundary bucket, by exact key
+  std::nth_element(s.boundary.begin(), s.boundary.begin() + (need - 1), s.boundary.end(), EntryKeyBefore());
+  for (size_t i = 0; i < need; ++i) entries[kept++] = s.boundary[i];
+  s.n_entries = kept;
+}
+#endif
 
 #if defined(__x86_64__)
 // The first half of rho for every pair (t, k != t) of the p selected pairs,
@@ -385,6 +444,7 @@ float GlobalScore(Scratch& s, const LssProbe& probe, int nb, const float* bx, co
   const int na = static_cast<int>(probe.cylinders.cylinders.size());
   const int n_min = std::min(na, nb);
   const int np = c.np_table[n_min];
+  const int column_bits = ColumnBits(nb);
   Entry* entries = s.entries.data();
   size_t n_entries = s.n_entries;
   if (n_entries == 0 || np == 0) return 0.0f;
@@ -410,8 +470,8 @@ float GlobalScore(Scratch& s, const LssProbe& probe, int nb, const float* bx, co
   s.keys.resize(p);
   s.order.resize(p);
   {
-    // Row-major order by counting: the flat indices are distinct, so entry i
-    // goes to position #{j : index_j < index_i} (a branch-free p x p loop
+    // Row-major order by counting: the keys are distinct, so entry i
+    // goes to position #{j : key_j < key_i} (a branch-free p x p loop
     // that vectorizes; p = nR is small; faster than std::sort here).
     int32_t* keys = s.keys.data();
     int32_t* sorted_index = s.order.data();
@@ -438,8 +498,8 @@ float GlobalScore(Scratch& s, const LssProbe& probe, int nb, const float* bx, co
     s.gy.assign(P, 0.0f);
     s.gt.assign(P, 0.0f);
     for (int t = 0; t < p; ++t) {
-      s.rows[t] = entries[t].index / nb;
-      s.columns[t] = entries[t].index % nb;
+      s.rows[t] = entries[t].index >> column_bits;
+      s.columns[t] = entries[t].index & ((1 << column_bits) - 1);
       s.gx[t] = bx[s.columns[t]];
       s.gy[t] = by[s.columns[t]];
       s.gt[t] = bt[s.columns[t]];
@@ -500,7 +560,7 @@ struct RangeArgs {
   const uint64_t* b_bits;
   const uint64_t* b_mask;
   int b_count;
-  int j, nb;
+  int j, column_bits;  // entry key: (r << column_bits) | j (ColumnBits)
   const LssConstants* c;
   const float* sq;
   float* values;    // Scratch::values
@@ -514,7 +574,7 @@ struct RangeArgs {
 inline void AddEntry(const RangeArgs& a, float v, int r) {
   const size_t i = (*a.n_found)++;
   a.values[i] = v;
-  a.index[i] = r * a.nb + a.j;
+  a.index[i] = (r << a.column_bits) | a.j;
 }
 
 // Directions strictly inside [tb - delta + 1e-3, tb + delta - 1e-3] are
@@ -527,7 +587,7 @@ inline bool Matchable(const RangeArgs& a, int q) {
 }
 
 struct ScalarPath {
-  static constexpr bool kSparseRho = false;
+  static constexpr bool kAvx512 = false;
   static void Range(const RangeArgs& a, int lo, int hi) {
     const LssProbe& p = *a.probe;
     for (int q = lo; q < hi; ++q) {
@@ -552,7 +612,7 @@ __attribute__((target(TESSERA_FP_AVX512), always_inline)) inline __m512i AndPopc
 }
 
 struct Avx512Path {
-  static constexpr bool kSparseRho = true;
+  static constexpr bool kAvx512 = true;
   __attribute__((target(TESSERA_FP_AVX512))) static void Range(const RangeArgs& a, int lo, int hi) {
     const LssProbe& p = *a.probe;
     const int stride = p.soa_stride;
@@ -602,21 +662,32 @@ struct Avx512Path {
       __m512i nb = _mm512_set1_epi64(a.b_count);
       const __mmask8 need_a = _mm512_test_epi64_mask(a_out, a_out) & m;
       const __mmask8 need_b = _mm512_test_epi64_mask(b_out, b_out) & m;
+      // |c_a| = |a & mb| and |c_b| = |b & ma| where the masks differ: one
+      // accumulator per mask word (word w of a layer uses mask word w % 4), so
+      // the masks stay in registers and the adds are independent.
+      static_assert(kMccMaskWords == 4 && kMccBitWords % 4 == 0, "mask words per layer");
       if (need_a != 0) {
-        __m512i x = _mm512_setzero_si512();
-        for (int w = 0; w < kMccBitWords; ++w) {
-          const __m512i aw = _mm512_loadu_si512(A + static_cast<size_t>(w) * stride + q0);
-          x = _mm512_add_epi64(x, _mm512_popcnt_epi64(_mm512_and_si512(aw, bm[w % kMccMaskWords])));
+        __m512i x0 = _mm512_setzero_si512(), x1 = x0, x2 = x0, x3 = x0;
+        for (int w = 0; w < kMccBitWords; w += 4) {
+          const uint64_t* aw = A + static_cast<size_t>(w) * stride + q0;
+          x0 = _mm512_add_epi64(x0, _mm512_popcnt_epi64(_mm512_and_si512(_mm512_loadu_si512(aw), bm[0])));
+          x1 = _mm512_add_epi64(x1, _mm512_popcnt_epi64(_mm512_and_si512(_mm512_loadu_si512(aw + stride), bm[1])));
+          x2 = _mm512_add_epi64(x2,
+                                _mm512_popcnt_epi64(_mm512_and_si512(_mm512_loadu_si512(aw + 2 * stride), bm[2])));
+          x3 = _mm512_add_epi64(x3,
+                                _mm512_popcnt_epi64(_mm512_and_si512(_mm512_loadu_si512(aw + 3 * stride), bm[3])));
         }
-        na = _mm512_mask_blend_epi64(need_a, na, x);
+        na = _mm512_mask_blend_epi64(need_a, na, _mm512_add_epi64(_mm512_add_epi64(x0, x1), _mm512_add_epi64(x2, x3)));
       }
       if (need_b != 0) {
-        __m512i x = _mm512_setzero_si512();
-        for (int w = 0; w < kMccBitWords; ++w) {
-          x = _mm512_add_epi64(
-              x, _mm512_popcnt_epi64(_mm512_and_si512(_mm512_set1_epi64(b_bits[w]), ma[w % kMccMaskWords])));
+        __m512i x0 = _mm512_setzero_si512(), x1 = x0, x2 = x0, x3 = x0;
+        for (int w = 0; w < kMccBitWords; w += 4) {
+          x0 = _mm512_add_epi64(x0, _mm512_popcnt_epi64(_mm512_and_si512(_mm512_set1_epi64(b_bits[w]), ma[0])));
+          x1 = _mm512_add_epi64(x1, _mm512_popcnt_epi64(_mm512_and_si512(_mm512_set1_epi64(b_bits[w + 1]), ma[1])));
+          x2 = _mm512_add_epi64(x2, _mm512_popcnt_epi64(_mm512_and_si512(_mm512_set1_epi64(b_bits[w + 2]), ma[2])));
+          x3 = _mm512_add_epi64(x3, _mm512_popcnt_epi64(_mm512_and_si512(_mm512_set1_epi64(b_bits[w + 3]), ma[3])));
         }
-        nb = _mm512_mask_blend_epi64(need_b, nb, x);
+        nb = _mm512_mask_blend_epi64(need_b, nb, _mm512_add_epi64(_mm512_add_epi64(x0, x1), _mm512_add_epi64(x2, x3)));
       }
       // lambda = 1 - sqrt(nx) / (sqrt(na) + sqrt(nb)), 0 when na + nb = 0.
       const __m512i sum = _mm512_add_epi64(na, nb);
@@ -632,7 +703,7 @@ struct Avx512Path {
       const __mmask8 keep = m & nonempty & positive;
       if (keep != 0) {
         const __m256i rows = _mm256_maskz_loadu_epi32(lanes, p.by_theta.data() + q0);
-        const __m256i flat = _mm256_add_epi32(_mm256_mullo_epi32(rows, _mm256_set1_epi32(a.nb)), _mm256_set1_epi32(a.j));
+        const __m256i flat = _mm256_or_si256(_mm256_slli_epi32(rows, a.column_bits), _mm256_set1_epi32(a.j));
         const size_t at = *a.n_found;
         _mm256_storeu_ps(a.values + at, _mm256_maskz_compress_ps(keep, lambda));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.index + at), _mm256_maskz_compress_epi32(keep, flat));
@@ -654,6 +725,7 @@ __attribute__((always_inline)) inline float ScoreImpl(const LssProbe& probe, con
   const int na = static_cast<int>(pa.size());
   const int nb = gallery.template_size(t);
   if (na == 0 || nb == 0) return 0.0f;
+  const int column_bits = ColumnBits(nb);
   Scratch& s = ThreadScratch();
   const size_t capacity = static_cast<size_t>(na) * nb + 8;
   if (s.values.size() < capacity) {
@@ -706,20 +778,42 @@ __attribute__((always_inline)) inline float ScoreImpl(const LssProbe& probe, con
       }
     }
     RangeArgs args{&probe, tb, tb - c.delta_theta + 1e-3f, tb + c.delta_theta - 1e-3f,
-                   b_bits, b_mask, b_count, j, nb, &c, sq, s.values.data(), s.index.data(), &s.n_found};
+                   b_bits, b_mask, b_count, j, column_bits, &c, sq, s.values.data(), s.index.data(), &s.n_found};
     for (const auto& range : ranges) {
       if (range[1] > range[0]) Path::Range(args, range[0], range[1]);
     }
   }
-  int hist[lss_internal::kValueBuckets] = {0};
-  for (size_t i = 0, n = s.n_found; i < n; ++i) ++hist[ValueBucket(s.values[i])];
+  // Four partial histograms: consecutive values often share a bucket, and
+  // one table would chain every increment through store forwarding.
+  int hist[lss_internal::kValueBuckets];
+  {
+    int part[4][lss_internal::kValueBuckets] = {};
+    const float* values = s.values.data();
+    const size_t n = s.n_found, n4 = n & ~static_cast<size_t>(3);
+    for (size_t i = 0; i < n4; i += 4) {
+      ++part[0][ValueBucket(values[i])];
+      ++part[1][ValueBucket(values[i + 1])];
+      ++part[2][ValueBucket(values[i + 2])];
+      ++part[3][ValueBucket(values[i + 3])];
+    }
+    for (size_t i = n4; i < n; ++i) ++part[0][ValueBucket(values[i])];
+    for (int b = 0; b < lss_internal::kValueBuckets; ++b) hist[b] = (part[0][b] + part[1][b]) + (part[2][b] + part[3][b]);
+  }
   if (threshold > 0.0f &&
       lss_internal::HistogramScoreUpperBound(hist, kind == MccScore::kLssR, std::min(na, nb),
                                              static_cast<int>(s.n_found), c) < threshold) {
     return kLssPrunedScore;  // the score is below the threshold: skip selection and relaxation
   }
+#if defined(__x86_64__)
+  if (Path::kAvx512) {
+    SelectBestAvx512(s, limit, hist);
+  } else {
+    SelectBest(s, limit, hist);
+  }
+#else
   SelectBest(s, limit, hist);
-  return GlobalScore(s, probe, nb, &gallery.x[start], &gallery.y[start], bt, kind, c, threshold, Path::kSparseRho);
+#endif
+  return GlobalScore(s, probe, nb, &gallery.x[start], &gallery.y[start], bt, kind, c, threshold, Path::kAvx512);
 }
 
 bool CpuHasAvx512Popcount() {

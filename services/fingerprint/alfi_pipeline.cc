@@ -119,7 +119,8 @@ LssBatchMatcher::~LssBatchMatcher() = default;
 
 std::string LssBatchMatcher::name() const {
   return std::string(kind_ == MccScore::kLssR ? "LSS-R" : "LSS") +
-         (kernel_ == cuda::LssCudaKernel::kWarp ? " (warp kernel)" : "") +
+         (kernel_ != cuda::LssCudaKernel::kBlock ? absl::StrCat(" (", cuda::LssCudaKernelName(kernel_), " kernel)")
+                                                 : std::string()) +
          (prune_ && kind_ == MccScore::kLssR ? " (pruned on the CPU)" : "");
 }
 

@@ -153,6 +153,7 @@ struct Scratch {
   std::vector<int32_t> kept_index, edge_index;
   std::vector<int> rows, columns;
   std::vector<float> gx, gy, gt;
+  std::vector<float> px, py, pt;  // the selected pairs' probe minutiae (sparse rho)
   std::vector<double> row_sum;
   std::vector<Entry> boundary;
   // Sparse rho (RhoCandidatesAvx512, RhoSparse): the pairs (t, k) that pass
@@ -270,9 +271,9 @@ __attribute__((target(TESSERA_FP_AVX512))) void SelectBestAvx512(Scratch& s, siz
 // registers, stored as whole vectors): rho is exactly 0 for the others, and
 // about a fifth pass, so the atan2 and the three exponentials (RhoSparse) run
 // on a fifth of the pairs. Returns how many were kept.
-__attribute__((target(TESSERA_FP_AVX512))) int RhoCandidatesAvx512(int p, int n, const int* rows,
-                                                                  const float* pair_dist, const float* pair_dir,
-                                                                  const float* gx, const float* gy, const float* gt,
+__attribute__((target(TESSERA_FP_AVX512))) int RhoCandidatesAvx512(int p, int n, const int* rows, const float* px,
+                                                                  const float* py, const float* pt, const float* gx,
+                                                                  const float* gy, const float* gt,
                                                                   const LssConstants& c, Scratch& s) {
   const __m512 two_pi = _mm512_set1_ps(fpmath::kTwoPiF);
   const __m512 pi = _mm512_set1_ps(fpmath::kPiF), minus_pi = _mm512_set1_ps(-fpmath::kPiF);
@@ -296,14 +297,23 @@ __attribute__((target(TESSERA_FP_AVX512))) int RhoCandidatesAvx512(int p, int n,
     s.row_begin[t] = count;
     const __m512i row_base = _mm512_set1_epi32(rows[t] * n);
     const __m512 xt = _mm512_set1_ps(gx[t]), yt = _mm512_set1_ps(gy[t]), tt = _mm512_set1_ps(gt[t]);
+    const __m512 pxt = _mm512_set1_ps(px[t]), pyt = _mm512_set1_ps(py[t]), ptt = _mm512_set1_ps(pt[t]);
     const __m512i tv = _mm512_set1_epi32(t);
     for (int k0 = 0; k0 < p; k0 += 16) {
       __mmask16 lanes = p - k0 >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (p - k0)) - 1);
       if (t >= k0 && t < k0 + 16) lanes &= static_cast<__mmask16>(~(1u << (t - k0)));  // rho(t, t) = 0
       const __m512i rk = _mm512_maskz_loadu_epi32(lanes, rows + k0);
       const __m512i ia = _mm512_add_epi32(row_base, rk);
-      const __m512 pd = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes, ia, pair_dist, 4);
-      const __m512 pdir = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes, ia, pair_dir, 4);
+      // The probe's relations, recomputed as PrepareProbe computed them
+      // (PairDistance, PairDirection: the same operations, so the same
+      // floats as its tables) instead of two gathers.
+      const __m512 pxk = _mm512_maskz_loadu_ps(lanes, px + k0);
+      const __m512 pyk = _mm512_maskz_loadu_ps(lanes, py + k0);
+      const __m512 ptk = _mm512_maskz_loadu_ps(lanes, pt + k0);
+      const __m512 pdx = _mm512_sub_ps(pxk, pxt), pdy = _mm512_sub_ps(pyk, pyt);
+      const __m512 pd = _mm512_sqrt_ps(_mm512_add_ps(_mm512_mul_ps(pdx, pdx), _mm512_mul_ps(pdy, pdy)));
+      __m512 pdir;
+      TESSERA_ANGLE_DIFF(pdir, ptt, ptk);
       const __m512 xk = _mm512_maskz_loadu_ps(lanes, gx + k0);
       const __m512 yk = _mm512_maskz_loadu_ps(lanes, gy + k0);
       const __m512 tk = _mm512_maskz_loadu_ps(lanes, gt + k0);
@@ -397,8 +407,17 @@ bool RelaxSparse(Scratch& s, const LssProbe& probe, int p, int /*P*/, int n_min,
     s.sparse_rho.resize(capacity);
   }
   s.row_begin.resize(p + 1);
-  const int count = RhoCandidatesAvx512(p, na, s.rows.data(), probe.pair_dist.data(), probe.pair_dir.data(),
-                                        s.gx.data(), s.gy.data(), s.gt.data(), c, s);
+  s.px.resize(p);
+  s.py.resize(p);
+  s.pt.resize(p);
+  for (int t = 0; t < p; ++t) {
+    const MccCylinder& cyl = probe.cylinders.cylinders[s.rows[t]];
+    s.px[t] = cyl.x;
+    s.py[t] = cyl.y;
+    s.pt[t] = cyl.theta;
+  }
+  const int count = RhoCandidatesAvx512(p, na, s.rows.data(), s.px.data(), s.py.data(), s.pt.data(), s.gx.data(),
+                                        s.gy.data(), s.gt.data(), c, s);
   lss_vector::RhoSparse(count, s.sparse_t.data(), s.sparse_k.data(), s.sparse_probe_index.data(),
                         s.sparse_d1.data(), s.sparse_d2.data(), probe.pair_radial.data(), s.gx.data(), s.gy.data(),
                         s.gt.data(), c, s.sparse_rho.data());

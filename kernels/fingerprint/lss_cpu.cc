@@ -458,7 +458,8 @@ bool RelaxSparse(Scratch& s, const LssProbe& probe, int p, int /*P*/, int n_min,
 // rho's row sums) is below it, before the relaxation.
 // sparse_rho: rho through RhoCandidatesAvx512 + RhoSparse (AVX-512 only)
 // instead of dense columns; the same floats.
-float GlobalScore(Scratch& s, const LssProbe& probe, int nb, const float* bx, const float* by, const float* bt,
+__attribute__((always_inline)) inline float GlobalScore(Scratch& s, const LssProbe& probe, int nb, const float* bx,
+                                                        const float* by, const float* bt,
                   MccScore kind, const LssConstants& c, float threshold, bool sparse_rho) {
   const int na = static_cast<int>(probe.cylinders.cylinders.size());
   const int n_min = std::min(na, nb);

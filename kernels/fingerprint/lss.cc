@@ -62,16 +62,28 @@ LssProbe PrepareProbe(const MccTemplate& probe, const MccParams& mcc) {
   for (int i = 0; i < n; ++i) out.by_theta[i] = i;
   std::stable_sort(out.by_theta.begin(), out.by_theta.end(),
                    [&c](int a, int b) { return c[a].theta < c[b].theta; });
-  for (int i : out.by_theta) out.sorted_theta.push_back(c[i].theta);
-  out.soa_stride = (n + 7) & ~7;
+  // Twice round the circle (see LssProbe): position n + q is position q
+  // with theta + 2 pi.
+  for (int i = 0; i < n; ++i) out.by_theta.push_back(out.by_theta[i]);
+  for (int q = 0; q < 2 * n; ++q) {
+    const float theta = c[out.by_theta[q]].theta;
+    out.sorted_theta.push_back(q < n ? theta : theta + fpmath::kTwoPiF);
+  }
+  out.soa_stride = (2 * n + 7) & ~7;
   out.sorted_theta.resize(out.soa_stride + 8, std::numeric_limits<float>::infinity());
   out.soa_bits.assign(static_cast<size_t>(kMccBitWords) * out.soa_stride + 8, 0);
   out.soa_mask.assign(static_cast<size_t>(kMccMaskWords) * out.soa_stride + 8, 0);
+  out.soa_layer_sum.assign(static_cast<size_t>(3 * kMccMaskWords) * out.soa_stride + 8, 0);
   out.soa_count.assign(out.soa_stride + 8, 0);
-  for (int q = 0; q < n; ++q) {
+  for (int q = 0; q < 2 * n; ++q) {
     const MccCylinder& cyl = c[out.by_theta[q]];
     for (int w = 0; w < kMccBitWords; ++w) out.soa_bits[static_cast<size_t>(w) * out.soa_stride + q] = cyl.bits[w];
     for (int w = 0; w < kMccMaskWords; ++w) out.soa_mask[static_cast<size_t>(w) * out.soa_stride + q] = cyl.mask[w];
+    uint64_t planes[3 * kMccMaskWords];
+    LayerSumPlanes(cyl.bits, planes);
+    for (int w = 0; w < 3 * kMccMaskWords; ++w) {
+      out.soa_layer_sum[static_cast<size_t>(w) * out.soa_stride + q] = planes[w];
+    }
     out.soa_count[q] = out.bit_count[out.by_theta[q]];
   }
   out.pair_dist.resize(static_cast<size_t>(n) * n);

@@ -579,6 +579,7 @@ struct RangeArgs {
   float tb, inner_lo, inner_hi;  // direction of b; the surely matchable band
   const uint64_t* b_bits;
   const uint64_t* b_mask;
+  const uint64_t* b_planes;  // LayerSumPlanes of b_bits
   int b_count;
   int j, column_bits;  // entry key: (r << column_bits) | j (ColumnBits)
   const LssConstants* c;
@@ -682,32 +683,35 @@ struct Avx512Path {
       __m512i nb = _mm512_set1_epi64(a.b_count);
       const __mmask8 need_a = _mm512_test_epi64_mask(a_out, a_out) & m;
       const __mmask8 need_b = _mm512_test_epi64_mask(b_out, b_out) & m;
-      // |c_a| = |a & mb| and |c_b| = |b & ma| where the masks differ: one
-      // accumulator per mask word (word w of a layer uses mask word w % 4), so
-      // the masks stay in registers and the adds are independent.
-      static_assert(kMccMaskWords == 4 && kMccBitWords % 4 == 0, "mask words per layer");
+      // |c_a| = |a & mb| and |c_b| = |b & ma| where the masks differ, from
+      // the layer-sum planes (LayerSumPlanes): |a & m| = sum_q |p0_q & m_q| +
+      // 2 |p1_q & m_q| + 4 |p2_q & m_q|, 12 popcounts instead of 24 (the same
+      // integers). The probe's planes are precomputed (soa_layer_sum), b's
+      // once per gallery cylinder.
+      static_assert(kMccMaskWords == 4, "mask words per layer");
       if (need_a != 0) {
-        __m512i x0 = _mm512_setzero_si512(), x1 = x0, x2 = x0, x3 = x0;
-        for (int w = 0; w < kMccBitWords; w += 4) {
-          const uint64_t* aw = A + static_cast<size_t>(w) * stride + q0;
-          x0 = _mm512_add_epi64(x0, _mm512_popcnt_epi64(_mm512_and_si512(_mm512_loadu_si512(aw), bm[0])));
-          x1 = _mm512_add_epi64(x1, _mm512_popcnt_epi64(_mm512_and_si512(_mm512_loadu_si512(aw + stride), bm[1])));
+        const uint64_t* P = p.soa_layer_sum.data() + q0;
+        __m512i x0 = _mm512_setzero_si512(), x1 = x0, x2 = x0;
+        for (int q = 0; q < kMccMaskWords; ++q) {
+          const uint64_t* pq = P + static_cast<size_t>(3 * q) * stride;
+          x0 = _mm512_add_epi64(x0, _mm512_popcnt_epi64(_mm512_and_si512(_mm512_loadu_si512(pq), bm[q])));
+          x1 = _mm512_add_epi64(x1, _mm512_popcnt_epi64(_mm512_and_si512(_mm512_loadu_si512(pq + stride), bm[q])));
           x2 = _mm512_add_epi64(x2,
-                                _mm512_popcnt_epi64(_mm512_and_si512(_mm512_loadu_si512(aw + 2 * stride), bm[2])));
-          x3 = _mm512_add_epi64(x3,
-                                _mm512_popcnt_epi64(_mm512_and_si512(_mm512_loadu_si512(aw + 3 * stride), bm[3])));
+                                _mm512_popcnt_epi64(_mm512_and_si512(_mm512_loadu_si512(pq + 2 * stride), bm[q])));
         }
-        na = _mm512_mask_blend_epi64(need_a, na, _mm512_add_epi64(_mm512_add_epi64(x0, x1), _mm512_add_epi64(x2, x3)));
+        const __m512i count = _mm512_add_epi64(x0, _mm512_add_epi64(_mm512_slli_epi64(x1, 1), _mm512_slli_epi64(x2, 2)));
+        na = _mm512_mask_blend_epi64(need_a, na, count);
       }
       if (need_b != 0) {
-        __m512i x0 = _mm512_setzero_si512(), x1 = x0, x2 = x0, x3 = x0;
-        for (int w = 0; w < kMccBitWords; w += 4) {
-          x0 = _mm512_add_epi64(x0, _mm512_popcnt_epi64(_mm512_and_si512(_mm512_set1_epi64(b_bits[w]), ma[0])));
-          x1 = _mm512_add_epi64(x1, _mm512_popcnt_epi64(_mm512_and_si512(_mm512_set1_epi64(b_bits[w + 1]), ma[1])));
-          x2 = _mm512_add_epi64(x2, _mm512_popcnt_epi64(_mm512_and_si512(_mm512_set1_epi64(b_bits[w + 2]), ma[2])));
-          x3 = _mm512_add_epi64(x3, _mm512_popcnt_epi64(_mm512_and_si512(_mm512_set1_epi64(b_bits[w + 3]), ma[3])));
+        const long long* bp = reinterpret_cast<const long long*>(a.b_planes);
+        __m512i x0 = _mm512_setzero_si512(), x1 = x0, x2 = x0;
+        for (int q = 0; q < kMccMaskWords; ++q) {
+          x0 = _mm512_add_epi64(x0, _mm512_popcnt_epi64(_mm512_and_si512(_mm512_set1_epi64(bp[3 * q]), ma[q])));
+          x1 = _mm512_add_epi64(x1, _mm512_popcnt_epi64(_mm512_and_si512(_mm512_set1_epi64(bp[3 * q + 1]), ma[q])));
+          x2 = _mm512_add_epi64(x2, _mm512_popcnt_epi64(_mm512_and_si512(_mm512_set1_epi64(bp[3 * q + 2]), ma[q])));
         }
-        nb = _mm512_mask_blend_epi64(need_b, nb, _mm512_add_epi64(_mm512_add_epi64(x0, x1), _mm512_add_epi64(x2, x3)));
+        const __m512i count = _mm512_add_epi64(x0, _mm512_add_epi64(_mm512_slli_epi64(x1, 1), _mm512_slli_epi64(x2, 2)));
+        nb = _mm512_mask_blend_epi64(need_b, nb, count);
       }
       // lambda = 1 - sqrt(nx) / (sqrt(na) + sqrt(nb)), 0 when na + nb = 0.
       const __m512i sum = _mm512_add_epi64(na, nb);
@@ -774,10 +778,17 @@ __attribute__((always_inline)) inline float ScoreImpl(const LssProbe& probe, con
     for (int w = 0; w < kMccBitWords; ++w) b_bits[w] = gb[static_cast<size_t>(w) * nb + j];
     for (int w = 0; w < kMccMaskWords; ++w) b_mask[w] = gm[static_cast<size_t>(w) * nb + j];
     const int b_count = gallery.bit_count[start + j];
-    // Up to three ranges of sorted positions: the main one and the parts that
-    // wrap around 0 / 2 pi. (Plain loops, not a lambda: the closure would not
-    // carry the caller's target ISA, and the popcount kernel must inline.)
+    // The probe positions whose direction may be within delta_theta of tb:
+    // the main range and the parts that wrap around 0 / 2 pi. The exact test
+    // runs inside them. A wrapped part next to the main range is merged with
+    // it into one range of the positions twice round the circle (LssProbe):
+    // below 0, it starts in the first round near 2 pi (the band moved by
+    // 2 pi); past 2 pi, it runs on into positions >= na. Fewer, longer
+    // ranges leave fewer idle lanes. (Plain code, not a lambda: the closure
+    // would not carry the caller's target ISA, and the popcount kernel must
+    // inline.)
     int ranges[3][2] = {{0, 0}, {0, 0}, {0, 0}};
+    float band_shift = 0.0f;
     const float lo_theta = tb - reach, hi_theta = tb + reach;
     if (reach >= fpmath::kPiF) {
       ranges[0][1] = na;
@@ -790,17 +801,38 @@ __attribute__((always_inline)) inline float ScoreImpl(const LssProbe& probe, con
         const int w = static_cast<int>(std::lower_bound(sorted, sorted + na, lo_theta + fpmath::kTwoPiF) - sorted);
         ranges[1][0] = std::max(w, hi);
         ranges[1][1] = na;
+        if (lo == 0 && ranges[1][0] < na) {  // [w', na) + [0, hi) = [w', na + hi)
+          ranges[0][0] = ranges[1][0];
+          ranges[0][1] = na + hi;
+          ranges[1][0] = ranges[1][1] = 0;
+          band_shift = fpmath::kTwoPiF;
+        }
       }
       if (hi_theta > fpmath::kTwoPiF) {
         const int w = static_cast<int>(std::upper_bound(sorted, sorted + na, hi_theta - fpmath::kTwoPiF) - sorted);
         ranges[2][0] = 0;
         ranges[2][1] = std::min(w, lo);
+        if (hi == na && band_shift == 0.0f) {  // [lo, na) + [0, w') = [lo, na + w')
+          ranges[0][1] = na + ranges[2][1];
+          ranges[2][1] = 0;
+        }
       }
     }
+    uint64_t b_planes[3 * kMccMaskWords];
+    LayerSumPlanes(b_bits, b_planes);
     RangeArgs args{&probe, tb, tb - c.delta_theta + 1e-3f, tb + c.delta_theta - 1e-3f,
-                   b_bits, b_mask, b_count, j, column_bits, &c, sq, s.values.data(), s.index.data(), &s.n_found};
-    for (const auto& range : ranges) {
-      if (range[1] > range[0]) Path::Range(args, range[0], range[1]);
+                   b_bits, b_mask, b_planes, b_count, j, column_bits, &c, sq, s.values.data(), s.index.data(),
+                   &s.n_found};
+    for (int i = 0; i < 3; ++i) {
+      if (ranges[i][1] <= ranges[i][0]) continue;
+      if (i == 0 && band_shift != 0.0f) {
+        RangeArgs shifted = args;
+        shifted.inner_lo = (tb + band_shift) - c.delta_theta + 1e-3f;
+        shifted.inner_hi = (tb + band_shift) + c.delta_theta - 1e-3f;
+        Path::Range(shifted, ranges[i][0], ranges[i][1]);
+      } else {
+        Path::Range(args, ranges[i][0], ranges[i][1]);
+      }
     }
   }
   // Four partial histograms: consecutive values often share a bucket, and

@@ -267,6 +267,238 @@ __global__ void __launch_bounds__(kThreads) WarpBmuKernel(WarpArgs a) {
   if (lane == 0) a.partials[static_cast<int64_t>(blockIdx.y) * a.nb + local] = t;
 }
 
+// ---------------------------------------------------------------------------
+// Register-span form of the warp kernel (BmuTuning::warp_register_spans,
+// issue 16; feature-major). Per (document, feature, 128 fp32 nodes) the form
+// above issues a shuffle, two bounds tests, a 64-bit multiply and adds for the
+// column address, one 16-byte load, 4 adds and the loop test (~20 PTX
+// instructions per lane); here a lane owns kSpans 16-byte spans 128 (fp32) /
+// 256 (fp16) nodes apart, so one shuffle and one 32x32->64 multiply serve
+// kSpans loads at constant offsets, with no bounds test inside the map (4
+// fp32 spans: 28 per feature, 7 per 128 nodes). Every warp load still reads
+// 512 contiguous bytes. The
+// norms come 16 bytes at a time, and a score only enters the lane's top-2
+// when it is not above the second best (the lane visits its nodes in
+// ascending order, as the CPU scan). A warp takes `rounds` documents in turn:
+// in each round the block's 8 warps take 8 neighbouring positions of the
+// visiting order, so sorted documents re-read shared columns from L1. Each
+// node's sum is still formed in ascending feature order from 0 (same bits).
+
+struct SpanArgs {
+  int64_t d0;             // first position of the launch
+  int64_t nb;             // positions in the launch
+  int rounds;             // documents per warp
+  const int32_t* order;   // position -> document; null: the identity
+  const int64_t* offsets;
+  const int32_t* indices;
+  const void* weights;
+  const float* norms;
+  int64_t m;
+  int64_t group_nodes;    // multiple of kSpans x the nodes of one warp span
+  Top2* partials;         // [group][position - d0]
+};
+
+// 16 bytes of column `col` from node n (n % nodes-per-16-bytes == 0); zero
+// bits (+0.0) past the last node. kVec: m is a multiple of the nodes per
+// 16 bytes and the column 16-byte aligned, so one load.
+template <typename TW, bool kVec>
+__device__ inline uint4 LoadSpan(const TW* __restrict__ col, int64_t m, int64_t n) {
+  constexpr int kQ = 16 / sizeof(TW);
+  if constexpr (kVec) {
+    return n < m ? __ldg(reinterpret_cast<const uint4*>(col + n)) : make_uint4(0, 0, 0, 0);
+  } else {
+    uint32_t bits[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int c = 0; c < kQ; ++c) {
+      if (n + c < m) {
+        if constexpr (sizeof(TW) == 4) {
+          bits[c] = __float_as_uint(__ldg(col + n + c));
+        } else {
+          bits[c / 2] |= static_cast<uint32_t>(__half_as_ushort(__ldg(col + n + c))) << (16 * (c % 2));
+        }
+      }
+    }
+    return make_uint4(bits[0], bits[1], bits[2], bits[3]);
+  }
+}
+
+// acc[c] += the c-th weight of the span (fp16 widened exactly to fp32 first,
+// as the CPU backend's table).
+template <typename TW>
+__device__ inline void AddSpan(const uint4& raw, float* acc) {
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    if constexpr (sizeof(TW) == 4) {
+      acc[k] += __uint_as_float(words[k]);
+    } else {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&words[k]));
+      acc[2 * k] += f.x;
+      acc[2 * k + 1] += f.y;
+    }
+  }
+}
+
+// Column v's byte offset: one 32x32->64-bit multiply (IMAD.WIDE.U32);
+// written out because the compiler otherwise widened col_bytes once and
+// multiplied in 64 bits per load.
+__device__ inline uint64_t ColumnOffset(int32_t v, uint32_t col_bytes) {
+  uint64_t r;
+  asm("mul.wide.u32 %0, %1, %2;" : "=l"(r) : "r"(static_cast<uint32_t>(v)), "r"(col_bytes));
+  return r;
+}
+
+// Adds the document's feature columns (ascending, as the CPU backend) to a
+// lane's accumulators for the pass whose first lane node is n0. kFull (every
+// span of the pass inside the map, 16-byte loads): one shuffle and one
+// multiply-add (the column's byte address; SpanBmus checks that a column's
+// bytes fit 32 bits) serve all kSpans loads, which sit 512 bytes apart, with
+// no bounds test. Otherwise (the map's last pass, or nodes not a multiple of
+// 4 / 8) LoadSpan tests each span. kDepth features are loaded before any is
+// added (kDepth x kSpans = 4 loads in flight, as the form above).
+template <typename TW, bool kVec, int kSpans, bool kFull>
+__device__ inline void AccumulateSpans(const SpanArgs& a, const TW* __restrict__ w, int64_t n0, int64_t off, int nnz,
+                                       int32_t first, int lane, float (&acc)[kSpans][16 / sizeof(TW)]) {
+  static_assert(!kFull || kVec, "the unchecked path loads 16 bytes");
+  constexpr int kWarpSpan = 32 * (16 / static_cast<int>(sizeof(TW)));
+  constexpr int kDepth = kSpans >= 4 ? 1 : 4 / kSpans;
+  const char* lane_base = reinterpret_cast<const char*>(w + n0);
+  const uint32_t col_bytes = static_cast<uint32_t>(a.m * static_cast<int64_t>(sizeof(TW)));
+  for (int k0 = 0; k0 < nnz; k0 += 32) {
+    const int32_t mine = k0 == 0 ? first : (k0 + lane < nnz ? __ldg(a.indices + off + k0 + lane) : 0);
+    const int count = nnz - k0 < 32 ? nnz - k0 : 32;
+    // Not unrolled further: kDepth x kSpans loads in flight is the design
+    // (unrolled, 4 fp32 spans took 135 registers).
+#pragma unroll 1
+    for (int k = 0; k < count; k += kDepth) {
+      uint4 raw[kDepth][kSpans];
+#pragma unroll
+      for (int u = 0; u < kDepth; ++u) {
+        const int32_t v = __shfl_sync(0xffffffffu, mine, (k + u) & 31);
+        if (k + u < count) {
+          if constexpr (kFull) {
+            const uint4* p = reinterpret_cast<const uint4*>(lane_base + ColumnOffset(v, col_bytes));
+#pragma unroll
+            for (int s = 0; s < kSpans; ++s) raw[u][s] = __ldg(p + 32 * s);
+          } else {
+            const TW* col = w + static_cast<int64_t>(v) * a.m;
+#pragma unroll
+            for (int s = 0; s < kSpans; ++s) raw[u][s] = LoadSpan<TW, kVec>(col, a.m, n0 + s * kWarpSpan);
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kDepth; ++u) {
+        if (k + u < count) {
+#pragma unroll
+          for (int s = 0; s < kSpans; ++s) AddSpan<TW>(raw[u][s], acc[s]);
+        }
+      }
+    }
+  }
+}
+
+// Blocks per SM the register budget must allow (ptxas -v, sm_90, no spills):
+// up to 8 accumulators per lane fit in 64 registers (4 blocks, 32 warps; the
+// default form takes 48: 5 blocks); 16 (4 fp32 / 2 fp16 spans) take 72 / 78
+// and spilled under a 64 cap, so 3 blocks (24 warps). The scalar-load path
+// (nodes not a multiple of 4 / 8) gets 2.
+template <typename TW, bool kVec, int kSpans>
+constexpr int SpanMinBlocks() {
+  return !kVec ? 2 : kSpans * (16 / static_cast<int>(sizeof(TW))) >= 16 ? 3 : 4;
+}
+
+template <typename TW, bool kVec, int kSpans>
+__global__ void __launch_bounds__(kThreads, SpanMinBlocks<TW, kVec, kSpans>()) SpanBmuKernel(SpanArgs a) {
+  constexpr int kQ = 16 / sizeof(TW);         // nodes per lane per span
+  constexpr int kWarpSpan = 32 * kQ;          // nodes per warp load
+  constexpr int kPass = kSpans * kWarpSpan;   // nodes per pass over the features
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const TW* __restrict__ w = static_cast<const TW*>(a.weights);
+  const int64_t g0 = static_cast<int64_t>(blockIdx.y) * a.group_nodes;
+  const int64_t g1 = g0 + a.group_nodes < a.m ? g0 + a.group_nodes : a.m;
+  for (int r = 0; r < a.rounds; ++r) {
+    const int64_t local = (static_cast<int64_t>(blockIdx.x) * a.rounds + r) * kWarps + warp;
+    if (local >= a.nb) return;  // whole warp; positions only grow with r
+    const int64_t d = a.order != nullptr ? a.order[a.d0 + local] : a.d0 + local;
+    const int64_t off = a.offsets[d];
+    const int nnz = static_cast<int>(a.offsets[d + 1] - off);
+    const int32_t first = lane < nnz ? __ldg(a.indices + off + lane) : 0;  // features 0..31, one per lane
+    Top2 t = Top2::Empty();
+    for (int64_t base = g0; base < g1; base += kPass) {
+      const int64_t n0 = base + kQ * lane;  // this lane's first node
+      float acc[kSpans][kQ];
+#pragma unroll
+      for (int s = 0; s < kSpans; ++s) {
+#pragma unroll
+        for (int c = 0; c < kQ; ++c) acc[s][c] = 0.0f;
+      }
+      if (kVec && base + kPass <= a.m) {  // the same for the whole warp
+        AccumulateSpans<TW, kVec, kSpans, kVec>(a, w, n0, off, nnz, first, lane, acc);
+      } else {
+        AccumulateSpans<TW, kVec, kSpans, false>(a, w, n0, off, nnz, first, lane, acc);
+      }
+#pragma unroll
+      for (int s = 0; s < kSpans; ++s) {
+        const int64_t ns = n0 + s * kWarpSpan;
+        float norm[kQ] = {};
+        if constexpr (kVec) {
+          if (ns < g1) {
+#pragma unroll
+            for (int c = 0; c < kQ; c += 4) {
+              const float4 q = __ldg(reinterpret_cast<const float4*>(a.norms + ns + c));
+              norm[c] = q.x;
+              norm[c + 1] = q.y;
+              norm[c + 2] = q.z;
+              norm[c + 3] = q.w;
+            }
+          }
+        } else {
+#pragma unroll
+          for (int c = 0; c < kQ; ++c) norm[c] = ns + c < g1 ? __ldg(a.norms + ns + c) : 0.0f;
+        }
+#pragma unroll
+        for (int c = 0; c < kQ; ++c) {
+          const float score = norm[c] - 2.0f * acc[s][c];
+          // Insert would leave t unchanged when score > t.s2 (or NaN).
+          if (ns + c < g1 && score <= t.s2) t.Insert(score, static_cast<int32_t>(ns + c));
+        }
+      }
+    }
+    WarpMergeTop2(t);
+    if (lane == 0) a.partials[static_cast<int64_t>(blockIdx.y) * a.nb + local] = t;
+  }
+}
+
+template <typename TW, bool kVec, int kSpans>
+absl::Status LaunchSpanKernel(const SpanArgs& args, int groups, cudaStream_t s) {
+  auto kernel = SpanBmuKernel<TW, kVec, kSpans>;
+  // No shared memory: ask for the largest L1 (it holds the columns that
+  // neighbouring documents share).
+  TESSERA_CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxL1));
+  const int64_t per_block = int64_t{kWarps} * args.rounds;
+  const dim3 grid(static_cast<unsigned>((args.nb + per_block - 1) / per_block), static_cast<unsigned>(groups));
+  kernel<<<grid, kThreads, 0, s>>>(args);
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("SpanBmuKernel");
+  return absl::OkStatus();
+}
+
+template <typename TW, bool kVec>
+absl::Status LaunchSpan(const SpanArgs& args, int groups, int spans, cudaStream_t s) {
+  switch (spans) {
+    case 4:
+      // fp16: 4 spans (32 accumulators per lane) spill; SpanBmus passes 2.
+      if constexpr (sizeof(TW) == 4) return LaunchSpanKernel<TW, kVec, 4>(args, groups, s);
+      return LaunchSpanKernel<TW, kVec, 2>(args, groups, s);
+    case 2:
+      return LaunchSpanKernel<TW, kVec, 2>(args, groups, s);
+    default:
+      return LaunchSpanKernel<TW, kVec, 1>(args, groups, s);
+  }
+}
+
 __global__ void MergePartialsKernel(const Top2* __restrict__ partials, int64_t nb, int splits, int64_t d0,
                                     const int32_t* __restrict__ order, int32_t* bmu, int32_t* second, float* score);
 
@@ -326,6 +558,59 @@ absl::Status WarpBmus(const Stream& stream, const DocumentSet& docs, const Codeb
          : LaunchWarp<__half, false>(args, g, vec, lane_nodes, s);
     }
     TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("WarpBmuKernel");
+    TESSERA_RETURN_IF_ERROR(LaunchMergePartials(stream, args.partials, nb, g, d0, order, out));
+  }
+  return absl::OkStatus();
+}
+
+// The register-span form (feature-major only; BmuTuning::warp_register_spans
+// in {1, 2, 4}).
+absl::Status SpanBmus(const Stream& stream, const DocumentSet& docs, const CodebookView& cb, const BmuOutput& out,
+                      SomWorkspace& ws, const BmuTuning& tuning, const int32_t* order) {
+  const int64_t n = docs.rows();
+  // fp16 spans hold 8 nodes: 2 spans are as many accumulators as 4 fp32 ones.
+  const int spans = cb.type == WeightType::kFloat16 ? std::min(2, tuning.warp_register_spans)
+                                                    : tuning.warp_register_spans;
+  const int rounds = std::max(1, std::min(64, tuning.warp_doc_rounds));
+  const int64_t pass = int64_t{spans} * 32 * (16 / WeightBytes(cb.type));
+  const int64_t group_nodes = std::max<int64_t>(pass, tuning.warp_group_nodes / pass * pass);
+  const int64_t groups = (cb.nodes + group_nodes - 1) / group_nodes;
+  if (groups > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("FindBmus: ", cb.nodes, " nodes exceed the warp kernel's limit of ",
+                                                   int64_t{65535} * group_nodes));
+  }
+  if (cb.nodes * WeightBytes(cb.type) > int64_t{0xffffffff}) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("FindBmus: ", cb.nodes, " nodes: a codebook column over 4 GiB (warp_register_spans)"));
+  }
+  const int64_t per_launch = std::max<int64_t>(
+      1, std::min<int64_t>({n, int64_t{1} << 30, static_cast<int64_t>(kWarpPartialsBytes / (sizeof(Top2) * groups))}));
+  if ((per_launch + kWarps * rounds - 1) / (kWarps * rounds) > 0x7fffffff) {
+    return absl::InvalidArgumentError(absl::StrCat("FindBmus: ", n, " documents exceed the grid"));
+  }
+  TESSERA_ASSIGN_OR_RETURN(void* partials_raw, ws.Slot(kWarpPartialsSlot, sizeof(Top2) * groups * per_launch, stream));
+  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
+  // One 16-byte load per span: whole spans (nodes a multiple of 4 fp32 / 8
+  // fp16) and 16-byte aligned columns and norms.
+  const bool vec = cb.nodes % (16 / WeightBytes(cb.type)) == 0 &&
+                   reinterpret_cast<uintptr_t>(cb.weights) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(cb.sq_norms) % 16 == 0;
+  const CsrView csr = docs.csr();
+  for (int64_t d0 = 0; d0 < n; d0 += per_launch) {
+    const int64_t nb = std::min(per_launch, n - d0);
+    const SpanArgs args{d0,         nb,          rounds,   order,       csr.offsets,
+                        csr.indices, cb.weights, cb.sq_norms, cb.nodes, group_nodes,
+                        static_cast<Top2*>(partials_raw)};
+    const int g = static_cast<int>(groups);
+    if (cb.type == WeightType::kFloat32 && vec) {
+      TESSERA_RETURN_IF_ERROR((LaunchSpan<float, true>(args, g, spans, s)));
+    } else if (cb.type == WeightType::kFloat32) {
+      TESSERA_RETURN_IF_ERROR((LaunchSpan<float, false>(args, g, spans, s)));
+    } else if (vec) {
+      TESSERA_RETURN_IF_ERROR((LaunchSpan<__half, true>(args, g, spans, s)));
+    } else {
+      TESSERA_RETURN_IF_ERROR((LaunchSpan<__half, false>(args, g, spans, s)));
+    }
     TESSERA_RETURN_IF_ERROR(LaunchMergePartials(stream, args.partials, nb, g, d0, order, out));
   }
   return absl::OkStatus();
@@ -625,7 +910,12 @@ absl::Status FindBmus(const Stream& stream, BmuAlgorithm algorithm, const Docume
         TESSERA_ASSIGN_OR_RETURN(
             order, internal::OrderByPreviousBmu(stream, hints.previous_bmu, docs.rows(), codebook.nodes, ws));
       }
-      TESSERA_RETURN_IF_ERROR(WarpBmus(stream, docs, codebook, out, ws, tuning, order));
+      const int spans = tuning.warp_register_spans;
+      if (codebook.layout == CodebookLayout::kFeatureMajor && (spans == 1 || spans == 2 || spans == 4)) {
+        TESSERA_RETURN_IF_ERROR(SpanBmus(stream, docs, codebook, out, ws, tuning, order));
+      } else {
+        TESSERA_RETURN_IF_ERROR(WarpBmus(stream, docs, codebook, out, ws, tuning, order));
+      }
     }
   } else {
     TESSERA_RETURN_IF_ERROR(

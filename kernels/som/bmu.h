@@ -81,6 +81,22 @@ struct BmuTuning {
   // at edge 256 (329 vs 416 ms per 1M documents) and 1.16x at 1024; a random
   // codebook was neutral. Without hints (e.g. the first epoch) nothing is sorted.
   bool order_by_previous_bmu = true;
+  // Warp kernel, register-span form (issue 16; 0 keeps the form above): 1, 2
+  // or 4. Feature-major only (node-major ignores it). Each lane keeps this
+  // many spans of accumulators, a span being one 16-byte load (4 fp32 / 8 fp16
+  // nodes; a warp's load covers 512 contiguous bytes: 128 / 256 nodes), 128 /
+  // 256 nodes apart. A feature's index shuffle and column address are done
+  // once for all spans (the form above repeats them per 128 nodes), and the
+  // norms are read 16 bytes at a time. warp_group_nodes is rounded down to a
+  // multiple of the spans' nodes (at least one pass). fp16 takes at most 2
+  // (4 would spill: 32 accumulators). Same bits.
+  int warp_register_spans = 0;
+  // Register-span form: documents each warp takes in turn (1..64). The
+  // block's 8 warps take 8 neighbouring positions of the visiting order per
+  // round, so with documents sorted by previous BMU the columns the next
+  // round shares with this one are re-read from this SM's L1, not from L2
+  // (blocks of neighbouring documents otherwise run on different SMs).
+  int warp_doc_rounds = 1;
 };
 
 // Data about the documents the CUDA warp kernel may use to schedule its work;

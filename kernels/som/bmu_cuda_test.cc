@@ -8,6 +8,7 @@
 // must equal the brute-force minimum within 1e-4 relative.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -188,6 +189,63 @@ TEST(BmuCudaParity, OrderedWarpKernelMatchesCpuBitForBit) {
     BmuTuning ordered;
     ordered.order_by_previous_bmu = true;
     ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream, ordered), ref);
+  }
+}
+
+// The register-span form of the warp kernel (BmuTuning::warp_register_spans,
+// issue 16) against the CPU backend, bit for bit (BMU, second, score): 1, 2
+// and 4 spans; 1 and 3 documents per warp; groups of one pass and of several
+// (128 rounds up to a pass); visiting documents as stored and sorted by
+// previous BMUs (aliased with the output, some invalid); fp32 and fp16. Maps
+// of 7x7 .. 64x64 nodes: 49, 529 and 2025 are odd (scalar loads), 900 is a
+// multiple of 4 but not of 8 (fp32 16-byte loads, fp16 scalar ones), 400 and
+// 4096 multiples of 8 (16-byte loads; 400 ends in a partial pass). Text-like
+// documents (Zipf features, topics, some empty, some over 32 features),
+// random non-zero weights; then dyadic weights (exact sums, many ties) for
+// the tie rule of the lane-local top-2.
+TEST(BmuCudaParity, RegisterSpanWarpKernelMatchesCpuBitForBit) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  Stream stream = Stream::Create(Backend::kCuda).value();
+  std::mt19937 rng(1616);
+  for (int edge : {7, 20, 23, 30, 45, 64}) {
+    const int64_t nodes = int64_t{edge} * edge;
+    HostDocs docs = testutil::ZipfTopicDocs(777, 900, 12, 11, rng);
+    HostCodebook fm = testutil::RandomCodebook(nodes, 900, rng, 0.01f, 0.3f);
+    const HostCodebook half = testutil::ToHalf(fm);
+    const Result ref = RunCpu(docs, fm);
+    HostCodebook half_copy = half;
+    const Result href = RunCpu(docs, half_copy);
+    std::vector<int32_t> previous = ref.bmu;
+    std::shuffle(previous.begin(), previous.end(), rng);  // an order unlike the stored one
+    for (size_t d = 0; d < previous.size(); d += 53) previous[d] = d % 2 == 0 ? -1 : static_cast<int32_t>(nodes + d);
+    for (int spans : {1, 2, 4}) {
+      for (int rounds : {1, 3}) {
+        for (int64_t group : {128, 1024}) {
+          SCOPED_TRACE(testing::Message() << "edge " << edge << " spans " << spans << " rounds " << rounds << " group "
+                                          << group);
+          BmuTuning tuning;
+          tuning.warp_register_spans = spans;
+          tuning.warp_doc_rounds = rounds;
+          tuning.warp_group_nodes = group;
+          ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream, tuning), ref);
+          ExpectSame(RunCuda(docs, half, BmuAlgorithm::kFeatureMajor, stream, tuning), href);
+          ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream, tuning, &previous, /*alias=*/true), ref);
+          ExpectSame(RunCuda(docs, half, BmuAlgorithm::kFeatureMajor, stream, tuning, &previous), href);
+        }
+      }
+    }
+  }
+  for (int64_t nodes : {3, 600, 2048}) {
+    SCOPED_TRACE(testing::Message() << "dyadic, nodes " << nodes);
+    HostDocs docs = testutil::RandomDocs(700, 300, 20, rng);
+    HostCodebook fm = testutil::DyadicCodebook(nodes, 300, rng, 3);
+    const Result ref = RunCpu(docs, fm);
+    for (int spans : {1, 4}) {
+      BmuTuning tuning;
+      tuning.warp_register_spans = spans;
+      tuning.warp_doc_rounds = 2;
+      ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream, tuning), ref);
+    }
   }
 }
 

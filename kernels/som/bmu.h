@@ -9,9 +9,8 @@
 //                     CUDA by default one warp per (document, 512-node group)
 //                     with register accumulators and a fused top-2 (no N x M
 //                     score matrix); BmuTuning picks the variants (documents
-//                     sorted by their previous BMU, several documents per warp
-//                     sharing column loads, the shared-memory tiled kernel).
-//                     All give the same bits. On the CPU: node
+//                     sorted by their previous BMU, the register-span form,
+//                     the shared-memory tiled kernel). All give the same bits. On the CPU: node
 //                     chunks that stay in L1, tiles of documents so columns
 //                     are reused from cache, all threads.
 //   kNodeMajor        layout baseline: the same tiled kernel reading a

@@ -10,6 +10,7 @@
 //                 [--train_docs=29900000] [--train_edge=64] [--train_fp16]
 //                 [--train_bmu=cusparse-row] [--depths=1,4,16] [--groups=256,2048] [--lanes=8] [--no_bmu]
 //                 [--train_epochs=N] [--issue16] [--cpu_check_docs=2000]
+//                 [--span_rows=4:8:0,2:8:256]
 //
 // Per edge the corpus prefix has min(max_docs, budget / nodes) documents (so
 // each variant does about the same work at every edge); times are the median
@@ -46,6 +47,7 @@
 // and the trained-like rows (about 2 minutes at edges 64,256,1024).
 // Without a GPU it prints why and exits 0.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -93,6 +95,10 @@ struct Args {
   int train_epochs = 40;        // --train_epochs=N
   bool issue16_only = false;    // --issue16: only the rows issue 16 compares
   int64_t cpu_check_docs = 2000;  // --cpu_check_docs=N: reference rows against the CPU backend (0: off)
+  // --span_rows=S:R:G,...: the trained register-span rows (spans, documents
+  // per warp, group nodes or 0 for the default), for both precisions, instead
+  // of the built-in lists.
+  std::vector<std::array<int64_t, 3>> span_rows;
 };
 
 bool Parse(int argc, char** argv, Args& a) {
@@ -145,6 +151,17 @@ bool Parse(int argc, char** argv, Args& a) {
       a.issue16_only = true;
     } else if (const char* v = value("--cpu_check_docs")) {
       if (!absl::SimpleAtoi(v, &a.cpu_check_docs) || a.cpu_check_docs < 0) return false;
+    } else if (const char* v = value("--span_rows")) {
+      for (absl::string_view e : absl::StrSplit(v, ',')) {
+        const std::vector<absl::string_view> f = absl::StrSplit(e, ':');
+        std::array<int64_t, 3> row{};
+        if (f.size() != 3 || !absl::SimpleAtoi(f[0], &row[0]) || !absl::SimpleAtoi(f[1], &row[1]) ||
+            !absl::SimpleAtoi(f[2], &row[2]) || (row[0] != 1 && row[0] != 2 && row[0] != 4) || row[1] < 1 ||
+            row[1] > 64 || row[2] < 0) {
+          return false;
+        }
+        a.span_rows.push_back(row);
+      }
     } else if (arg == "--no_train") {
       a.train = false;
     } else if (arg == "--train_bmu=cusparse-row") {
@@ -332,10 +349,23 @@ std::vector<Variant> BmuVariants(const Args& a) {
       v.trained = true;
       variants.push_back(v);
     }
-    const std::vector<SpanRow> rows =
+    std::vector<SpanRow> rows =
         type == WeightType::kFloat32
             ? std::vector<SpanRow>{{4, 1, 0}, {4, 8, 0}, {4, 32, 0}, {2, 8, 256}, {2, 8, 0}, {1, 8, 128}}
             : std::vector<SpanRow>{{2, 1, 0}, {2, 8, 0}, {1, 8, 256}};
+    if (!a.span_rows.empty()) {
+      rows.clear();
+      for (const auto& r : a.span_rows) {
+        // fp16 takes at most 2 spans (BmuTuning::warp_register_spans).
+        const int spans = type == WeightType::kFloat16 ? std::min<int>(2, r[0]) : static_cast<int>(r[0]);
+        const SpanRow row{spans, static_cast<int>(r[1]), r[2]};
+        if (std::none_of(rows.begin(), rows.end(), [&](const SpanRow& x) {
+              return x.spans == row.spans && x.rounds == row.rounds && x.group == row.group;
+            })) {
+          rows.push_back(row);
+        }
+      }
+    }
     for (const SpanRow& row : rows) {
       Variant v{"trained " + t + " sorted spans" + std::to_string(row.spans) + " r" + std::to_string(row.rounds) +
                     (row.group > 0 ? " g" + std::to_string(row.group) : ""),
@@ -651,7 +681,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: som_gpu_bench [--edges=32,...] [--budget=N] [--max_docs=N] [--reps=N] [--no_train] "
                  "[--train_docs=N] [--train_edge=E] [--train_fp16] [--train_bmu=cusparse-row] [--depths=1,4,8,16] [--groups=256,2048] [--lanes=8] [--no_bmu] [--train_epochs=N] "
-                 "[--issue16] [--cpu_check_docs=N]\n");
+                 "[--issue16] [--cpu_check_docs=N] [--span_rows=S:R:G,...]\n");
     return 2;
   }
   const DeviceRegistry& reg = DeviceRegistry::Get();

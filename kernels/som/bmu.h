@@ -88,14 +88,18 @@ struct BmuTuning {
   // once for all spans (the form above repeats them per 128 nodes), and the
   // norms are read 16 bytes at a time. warp_group_nodes is rounded down to a
   // multiple of the spans' nodes (at least one pass). fp16 takes at most 2
-  // (4 would spill: 32 accumulators). Same bits.
-  int warp_register_spans = 0;
+  // (4 would spill: 32 accumulators). Same bits. The default since the H200
+  // run of 2026-12-02 (som_gpu_bench --issue16, 1M documents, trained map,
+  // sorted): 4 spans, 8 rounds searched edge 256 in 210.5 ms against the
+  // form above's 329.5 and cuSPARSE's 676.9 (3.22x), edge 64 in 13.4 ms
+  // against 20.8 and 33.6 (2.51x), bit for bit.
+  int warp_register_spans = 4;
   // Register-span form: documents each warp takes in turn (1..64). The
   // block's 8 warps take 8 neighbouring positions of the visiting order per
   // round, so with documents sorted by previous BMU the columns the next
   // round shares with this one are re-read from this SM's L1, not from L2
   // (blocks of neighbouring documents otherwise run on different SMs).
-  int warp_doc_rounds = 1;
+  int warp_doc_rounds = 8;
 };
 
 // Data about the documents the CUDA warp kernel may use to schedule its work;

@@ -14,7 +14,8 @@
 //       number of voxels with a Jacobian determinant <= 0
 //   registration_cases register --dir DIR [--deformable_iterations 200,100,50
 //       --deformable_lr 0.5 --grad_sigma 1 --warp_sigma 0.5 --mi_bins 32
-//       --deformable_model bspline --bspline_spacing 4 ...]
+//       --deformable_model bspline --bspline_spacing 4 --mi_fixed_blur 0
+//       --mi_fixed_window cubic ...]
 //       registers DIR's pair (default mi) on the CPU (tuning experiments, issue
 //       17): "<Dice all> <Dice large> <seconds> <final loss>" and the log;
 //       --out OUT also writes tessera register's files there
@@ -27,10 +28,16 @@
 //       registration's map error against it in mm (tessera: OUT/0Warp.nii.gz +
 //       0GenericAffine.mat; elastix: EDIR/def/deformationField.nii from
 //       transformix -def all) and Dice per fixed-label size (OUT/
-//       warped_labels.nii.gz, EDIR/labels/result.nii)
+//       warped_labels.nii.gz, EDIR/labels/result.nii); an OUT without
+//       0Warp.nii.gz (--stages rigid,affine) is scored as its affine alone.
+//       --score_mi_bins B: also each map's MI loss at full resolution
+//       (registrar's normalisation; --score_fixed_box, --score_smooth S
+//       variants): a map with a lower loss than the true map's shows the
+//       metric, not the optimiser, leaving the truth.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,7 +48,9 @@
 #include "common/nifti_io.h"
 #include "common/status.h"
 #include "kernels/registration/gaussian_smooth.h"
+#include "kernels/registration/mutual_info.h"
 #include "services/registration/ants_transform_io.h"
+#include "services/registration/host_setup.h"
 #include "services/registration/label_dice.h"
 #include "services/registration/outputs.h"
 #include "services/registration/registrar.h"
@@ -66,6 +75,8 @@ ABSL_FLAG(double, deformable_lr, -1, "register: greedy step, voxels (-1: default
 ABSL_FLAG(double, grad_sigma, -1, "register: gradient smoothing, voxels (-1: default)");
 ABSL_FLAG(double, warp_sigma, -1, "register: field smoothing, voxels (-1: default)");
 ABSL_FLAG(int, mi_bins, 0, "register: MI bins (0: default)");
+ABSL_FLAG(double, mi_fixed_blur, -1, "register: MI fixed-image blur before the deformable stage, voxels (-1: default)");
+ABSL_FLAG(std::string, mi_fixed_window, "", "register: MI fixed Parzen window, box or cubic (empty: default)");
 ABSL_FLAG(int, patience, 0, "register: convergence patience (0: default)");
 ABSL_FLAG(double, tolerance, -1, "register: convergence tolerance (-1: default)");
 ABSL_FLAG(std::string, deformable_step, "", "register: normalized or adam (empty: default)");
@@ -77,6 +88,11 @@ ABSL_FLAG(double, bspline_spacing, -1, "register: B-spline control spacing at th
 ABSL_FLAG(bool, trace, false, "register: print every iteration's loss to stderr");
 ABSL_FLAG(std::vector<std::string>, tessera, {}, "truth: NAME:DIR of tessera register outputs to score");
 ABSL_FLAG(std::vector<std::string>, smooth_voxels, {}, "truth: also score each map Gaussian-smoothed by these sigmas (voxels)");
+ABSL_FLAG(int, score_mi_bins, 0,
+          "truth: also print each map's Mattes MI loss at full resolution with this many bins (the registrar's "
+          "normalisation; 0: no)");
+ABSL_FLAG(bool, score_fixed_box, false, "truth: --score_mi_bins with a box Parzen window on the fixed image");
+ABSL_FLAG(double, score_smooth, 0, "truth: --score_mi_bins on images Gaussian-smoothed by this sigma (voxels)");
 ABSL_FLAG(std::string, out, "", "register: also write tessera register's output files here (for truth --tessera)");
 ABSL_FLAG(std::string, elastix, "", "truth: DIR with labels/result.nii and def/deformationField.nii");
 ABSL_FLAG(std::string, templates, "/usr/share/mricron/templates/", "mricron-data directory");
@@ -198,6 +214,66 @@ absl::StatusOr<NDArray> LabelsOnGrid(const std::string& path, const Volume& fixe
   return WarpLabels(labels, fixed, identity, "cpu");
 }
 
+// The registrar's finest-level MI loss of a map (planar RAS displacement on the
+// fixed grid): both images normalised as the registrar does, the moving one
+// sampled trilinearly at x + d(x), zero outside (its padding).
+absl::StatusOr<double> MiLossOfMap(const Volume& fixed, const Volume& moving, const NDArray& d, int bins) {
+  TESSERA_ASSIGN_OR_RETURN(NDArray f, NormalizedIntensitiesParallel(fixed, "fixed"));
+  TESSERA_ASSIGN_OR_RETURN(NDArray m, NormalizedIntensitiesParallel(moving, "moving"));
+  TESSERA_ASSIGN_OR_RETURN(Mat4 to_index, InvertAffine(moving.geometry.IndexToWorld()));
+  const Mat4 w = fixed.geometry.IndexToWorld();
+  const int64_t n[3] = {f.dim(0), f.dim(1), f.dim(2)}, mn[3] = {m.dim(0), m.dim(1), m.dim(2)};
+  const int64_t voxels = n[0] * n[1] * n[2];
+  TESSERA_ASSIGN_OR_RETURN(NDArray warped, NDArray::Allocate({n[0], n[1], n[2]}, DType::kFloat32));
+  const float* dv = d.data<float>();
+  const float* mv = m.data<float>();
+  for (int64_t k = 0; k < n[2]; ++k) {
+    for (int64_t j = 0; j < n[1]; ++j) {
+      for (int64_t i = 0; i < n[0]; ++i) {
+        const int64_t at = i + n[0] * (j + n[1] * k);
+        double x[3] = {w[0] * i + w[1] * j + w[2] * k + w[3], w[4] * i + w[5] * j + w[6] * k + w[7],
+                       w[8] * i + w[9] * j + w[10] * k + w[11]};
+        for (int c = 0; c < 3; ++c) x[c] += std::isfinite(dv[c * voxels + at]) ? dv[c * voxels + at] : 1e4;
+        double p[3];
+        for (int r = 0; r < 3; ++r) p[r] = to_index[r * 4] * x[0] + to_index[r * 4 + 1] * x[1] + to_index[r * 4 + 2] * x[2] + to_index[r * 4 + 3];
+        double value = 0;
+        int64_t lo[3];
+        double t[3];
+        bool inside = true;
+        for (int c = 0; c < 3 && inside; ++c) {
+          inside = p[c] > -1 && p[c] < mn[c];
+          lo[c] = static_cast<int64_t>(std::floor(p[c]));
+          t[c] = p[c] - lo[c];
+        }
+        for (int corner = 0; corner < 8 && inside; ++corner) {
+          double wt = 1;
+          int64_t q[3];
+          for (int c = 0; c < 3; ++c) {
+            const int bit = (corner >> c) & 1;
+            q[c] = lo[c] + bit;
+            wt *= bit ? t[c] : 1 - t[c];
+          }
+          if (q[0] < 0 || q[1] < 0 || q[2] < 0 || q[0] >= mn[0] || q[1] >= mn[1] || q[2] >= mn[2]) continue;
+          value += wt * mv[q[0] + mn[0] * (q[1] + mn[1] * q[2])];
+        }
+        warped.data<float>()[at] = static_cast<float>(value);
+      }
+    }
+  }
+  const double sigma = absl::GetFlag(FLAGS_score_smooth);
+  if (sigma > 0) {
+    TESSERA_RETURN_IF_ERROR(GaussianSmooth(f, &f, {sigma, sigma, sigma}, Stream::Cpu()));
+    NDArray w2 = warped;
+    TESSERA_ASSIGN_OR_RETURN(w2, warped.AsType(DType::kFloat32));
+    TESSERA_RETURN_IF_ERROR(GaussianSmooth(w2, &warped, {sigma, sigma, sigma}, Stream::Cpu()));
+  }
+  MattesMiOptions options;
+  options.bins = bins;
+  if (absl::GetFlag(FLAGS_score_fixed_box)) options.fixed_kernel = ParzenKernel::kBox;
+  TESSERA_ASSIGN_OR_RETURN(MattesMiResult r, MattesMutualInformation(f, warped, nullptr, options, nullptr, Stream::Cpu()));
+  return r.loss;
+}
+
 int Truth() {
   // --case identity: the fixed image registered onto itself (truth: x -> x).
   const bool self = absl::GetFlag(FLAGS_case) == "identity";
@@ -238,9 +314,24 @@ int Truth() {
 
   std::vector<NDArray> maps = {*truth_labels};
   std::vector<std::string> names = {"true map"};
+  const int score_bins = absl::GetFlag(FLAGS_score_mi_bins);
+  std::optional<Volume> moving_image;
+  if (score_bins > 0) {
+    auto m = ReadNifti(dir + "/moving.nii.gz");
+    if (!m.ok()) return Fail(m.status());
+    moving_image = std::move(*m);
+    auto loss = MiLossOfMap(*fixed, *moving_image, *truth, score_bins);
+    if (!loss.ok()) return Fail(loss.status());
+    std::printf("true map: MI loss %.5f (%d bins)\n", *loss, score_bins);
+  }
   auto report = [&](const std::string& name, const Mat4& affine, const NDArray& v, const std::string& labels) -> int {
     auto map = MapDisplacement(fixed->geometry, affine, v);
     if (!map.ok()) return Fail(map.status());
+    if (moving_image) {
+      auto loss = MiLossOfMap(*fixed, *moving_image, *map, score_bins);
+      if (!loss.ok()) return Fail(loss.status());
+      std::printf("%s: MI loss %.5f (%d bins)\n", name.c_str(), *loss, score_bins);
+    }
     auto err = CompareMaps(*map, *truth, *fixed32, kLargeLabelMinVoxels);
     if (!err.ok()) return Fail(err.status());
     std::printf("%s: map error vs truth over %lld labelled voxels: mean (R, A, S) (%+.3f, %+.3f, %+.3f) mm, "
@@ -305,10 +396,20 @@ int Truth() {
     }
     if (!parts[1].empty() && parts[1][0] != '/') parts[1] = dir + "/" + parts[1];  // relative to DIR
     auto affine = ReadItkAffine(parts[1] + "/0GenericAffine.mat");
-    auto warp = ReadAntsWarp(parts[1] + "/0Warp.nii.gz");
     if (!affine.ok()) return Fail(affine.status());
-    if (!warp.ok()) return Fail(warp.status());
-    if (int rc = report(parts[0], *affine, warp->data, parts[1] + "/warped_labels.nii.gz"); rc != 0) return rc;
+    // No 0Warp (a run of linear stages only): the affine alone, a zero field.
+    auto warp = ReadAntsWarp(parts[1] + "/0Warp.nii.gz");
+    if (!warp.ok() && !absl::IsNotFound(warp.status())) return Fail(warp.status());
+    NDArray zero;
+    if (!warp.ok()) {
+      auto z = NDArray::Allocate({fixed->data.dim(0), fixed->data.dim(1), fixed->data.dim(2), 3}, DType::kFloat32);
+      if (!z.ok()) return Fail(z.status());
+      std::fill_n(z->data<float>(), z->num_elements(), 0.f);
+      zero = std::move(*z);
+    }
+    if (int rc = report(parts[0], *affine, warp.ok() ? warp->data : zero, parts[1] + "/warped_labels.nii.gz"); rc != 0) {
+      return rc;
+    }
   }
   if (std::string e = absl::GetFlag(FLAGS_elastix); !e.empty()) {
     if (e[0] != '/') e = dir + "/" + e;  // relative to DIR
@@ -371,6 +472,8 @@ int RegisterCase() {
   if (absl::GetFlag(FLAGS_grad_sigma) >= 0) o.smooth_grad_sigma = absl::GetFlag(FLAGS_grad_sigma);
   if (absl::GetFlag(FLAGS_warp_sigma) >= 0) o.smooth_warp_sigma = absl::GetFlag(FLAGS_warp_sigma);
   if (absl::GetFlag(FLAGS_mi_bins) > 0) o.metric_options.mi_bins = absl::GetFlag(FLAGS_mi_bins);
+  if (absl::GetFlag(FLAGS_mi_fixed_blur) >= 0) o.metric_options.mi_fixed_blur_voxels = absl::GetFlag(FLAGS_mi_fixed_blur);
+  if (!absl::GetFlag(FLAGS_mi_fixed_window).empty()) o.metric_options.mi_fixed_box = absl::GetFlag(FLAGS_mi_fixed_window) == "box";
   if (absl::GetFlag(FLAGS_patience) > 0) o.patience = absl::GetFlag(FLAGS_patience);
   if (absl::GetFlag(FLAGS_tolerance) >= 0) o.tolerance = absl::GetFlag(FLAGS_tolerance);
   if (!absl::GetFlag(FLAGS_deformable_step).empty()) o.deformable_step = absl::GetFlag(FLAGS_deformable_step);

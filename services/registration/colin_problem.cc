@@ -31,6 +31,9 @@ RegistrationOptions QuickColinOptions(const std::string& metric, std::vector<int
   o.deformable_iterations = std::move(deformable_iterations);
   o.device = "cpu";
   o.smooth_grad_sigma = 3;
+  // The bounded (out-of-core) path does not blur the fixed image for MI
+  // (metric.h): off here, so the in-core / bounded comparisons stay exact.
+  o.metric_options.mi_fixed_blur_voxels = 0;
   return o;
 }
 

@@ -51,6 +51,7 @@ class LeanMetric {
       mi_.bins = options_.metric_options.mi_bins;
       mi_.fixed_min = mi_.warped_min = 0.f;
       mi_.fixed_max = mi_.warped_max = 1.f;
+      mi_.fixed_kernel = options_.metric_options.mi_fixed_box ? ParzenKernel::kBox : ParzenKernel::kCubicBSpline;
       if (stream_.backend() == Backend::kCuda) {
         TESSERA_ASSIGN_OR_RETURN(size_t bytes, MattesMiScratchBytes(mi_.bins, stream_.ordinal()));
         TESSERA_ASSIGN_OR_RETURN(mi_scratch_, Buffer::Allocate(MemoryKind::kDevice, bytes, stream_.ordinal()));

@@ -62,8 +62,10 @@ class LnccMetric final : public ScalarLossMetric {
 
 class MiMetric final : public SimilarityMetric {
  public:
-  MiMetric(const Stream& stream, int bins, std::shared_ptr<Buffer> scratch) : stream_(stream), scratch_(std::move(scratch)) {
-    options_.bins = bins;
+  MiMetric(const Stream& stream, const MetricOptions& options, std::shared_ptr<Buffer> scratch)
+      : stream_(stream), scratch_(std::move(scratch)) {
+    options_.bins = options.mi_bins;
+    options_.fixed_kernel = options.mi_fixed_box ? ParzenKernel::kBox : ParzenKernel::kCubicBSpline;
     options_.fixed_min = options_.warped_min = 0.f;
     options_.fixed_max = options_.warped_max = 1.f;
   }
@@ -92,7 +94,7 @@ absl::StatusOr<std::unique_ptr<SimilarityMetric>> SimilarityMetric::Create(const
       TESSERA_ASSIGN_OR_RETURN(size_t bytes, MattesMiScratchBytes(options.mi_bins, stream.ordinal()));
       TESSERA_ASSIGN_OR_RETURN(scratch, Buffer::Allocate(MemoryKind::kDevice, bytes, stream.ordinal()));
     }
-    return std::unique_ptr<SimilarityMetric>(new MiMetric(stream, options.mi_bins, std::move(scratch)));
+    return std::unique_ptr<SimilarityMetric>(new MiMetric(stream, options, std::move(scratch)));
   }
   if (name != "mse" && name != "lncc") {
     return absl::InvalidArgumentError(absl::StrCat("unknown metric '", name, "': expected mse, lncc or mi"));

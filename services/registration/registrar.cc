@@ -563,6 +563,9 @@ absl::StatusOr<RegistrationResult> RegisterBounded(const Volume& fixed, const Vo
   RegistrationResult result;
   result.backend = std::string(BackendName(stream.backend()));
   result.log.push_back(out_of_core.reason);
+  if (options.metric == "mi" && options.metric_options.mi_fixed_blur_voxels > 0 && HasStage(options, "deformable")) {
+    result.log.push_back("deformable: the fixed image is not blurred for MI in a bounded run (metric.h)");
+  }
 
   const GridSpace fixed_space = SpaceOf(fixed), moving_space = SpaceOf(moving);
   // The linear stages read the full-resolution level only when they iterate
@@ -866,6 +869,14 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
           full.moving = NDArray();
         }
       }
+    }
+    // MI: the fixed levels blurred as the interpolation blurs the warped image
+    // (MetricOptions::mi_fixed_blur_voxels; in place: the linear stages are
+    // done, and the final loss compares the same images).
+    const double blur = options.metric_options.mi_fixed_blur_voxels;
+    if (options.metric == "mi" && blur > 0 && !mixed) {
+      for (Level& l : levels) TESSERA_RETURN_IF_ERROR(GaussianSmooth(l.fixed, &l.fixed, {blur, blur, blur}, stream));
+      result.log.push_back(absl::StrFormat("deformable: fixed image blurred by sigma %.3g voxels per level (MI)", blur));
     }
     TESSERA_ASSIGN_OR_RETURN(NDArray u, engine.RunDeformableStage(result.affine_ras, levels, &result.log));
     if (mixed) {

@@ -47,6 +47,8 @@ absl::StatusOr<GreedyStepOptions> ShardedStepOptions(const RegistrationOptions& 
   }
   o.lncc.window = options.metric_options.lncc_window;
   o.mi.bins = options.metric_options.mi_bins;  // intensities are normalised to [0, 1], as the lean metric assumes
+  o.mi.fixed_kernel = options.metric_options.mi_fixed_box ? registration::ParzenKernel::kBox
+                                                         : registration::ParzenKernel::kCubicBSpline;
   o.rule = options.deformable_step == "adam" ? parallel::GreedyRule::kAdam : parallel::GreedyRule::kNormalized;
   o.lr_voxels = options.deformable_lr_voxels;
   o.smooth_grad_sigma = options.smooth_grad_sigma;

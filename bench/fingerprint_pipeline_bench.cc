@@ -20,16 +20,16 @@
 //
 // Rows (matches/s = templates x latents / wall time):
 //   pipeline GPU     all latents in one Search: each batch uploaded once and
-//                    scored for every latent; ms/latent = wall / latents;
-//   pipeline GPU warp  the same with the one-warp-per-comparison LSS-R kernel
-//                    (LssCudaKernel::kWarp), top-k checked against the above;
+//                    scored for every latent (the default LSS-R kernel,
+//                    LssCudaKernel::kWarpMma); ms/latent = wall / latents;
+//   pipeline GPU blk the same with the block-per-comparison kernel
+//                    (LssCudaKernel::kBlock), top-k checked against the above;
 //   serialized GPU   the same with overlap off (one batch in flight, final
 //                    stage inline): the sum of the stages; "overlap" is its
 //                    wall over the pipelined wall;
 //   resident GPU     the pipeline with the gallery kept on the GPU
-//                    (PipelineOptions::resident: no uploads), block and warp
-//                    kernels; "resident 1-by-1 w": one latent per call, warp
-//                    kernel;
+//                    (PipelineOptions::resident: no uploads), default and
+//                    block kernels; "resident 1-by-1": one latent per call;
 //   pipeline 1-by-1  one latent per Search call: latency of a lone query
 //                    (the whole gallery streamed per latent);
 //   plain GPU        MccDeviceGallery resident on the GPU (uploaded once,
@@ -51,7 +51,7 @@
 // Without a GPU only the CPU rows run.
 // --kernels_only (GPU): instead of all the above, one markdown table per size
 // of the CUDA LSS-R kernel variants side by side (LssCudaKernel kBlock, the
-// old default; kWarp; kWarpMma, tensor-core bit counts), gallery streamed and
+// old default; kWarpMma, tensor-core bit counts), gallery streamed and
 // resident, crops and whole impressions: best wall of --repeats searches of
 // all latents, M matches/s, the ratio to kBlock, top-k lists identical to
 // kBlock's, mate at rank 1 (issue 16).
@@ -306,8 +306,7 @@ bool KernelComparisonRows(const std::shared_ptr<MccGallery>& gallery, int64_t si
   const Case cases[] = {{"streamed", streamed->get(), &crops, "crop"},
                         {"resident", resident->get(), &crops, "crop"},
                         {"resident", resident->get(), &fulls, "full"}};
-  const cuda::LssCudaKernel kernels[] = {cuda::LssCudaKernel::kBlock, cuda::LssCudaKernel::kWarp,
-                                         cuda::LssCudaKernel::kWarpMma};
+  const cuda::LssCudaKernel kernels[] = {cuda::LssCudaKernel::kBlock, cuda::LssCudaKernel::kWarpMma};
   for (const Case& c : cases) {
     const std::vector<MccTemplate>& lat = *c.latents;
     const int n = static_cast<int>(lat.size());
@@ -410,8 +409,8 @@ int Run(const Config& cfg) {
   std::vector<int64_t> identity;
   std::vector<int64_t> sizes = cfg.sizes;
   std::sort(sizes.begin(), sizes.end());
-  LssBatchMatcher lssr(MccScore::kLssR);
-  LssBatchMatcher lssr_warp(MccScore::kLssR, LssParams(), MccParams(), cuda::LssCudaKernel::kWarp);
+  LssBatchMatcher lssr(MccScore::kLssR);  // the default kernel (warp-mma)
+  LssBatchMatcher lssr_block(MccScore::kLssR, LssParams(), MccParams(), cuda::LssCudaKernel::kBlock);
   const LssConstants constants = MakeLssConstants(LssParams());
   // The service's GPU searcher, grown with the gallery.
   std::unique_ptr<GallerySearcher> gpu_searcher;
@@ -497,25 +496,25 @@ int Run(const Config& cfg) {
         Row(size, "serialized GPU", probe, cfg.latents, serial_wall, 0, &serial_st);
         std::printf("%-9s overlap ratio (stage sum / wall) pipelined %.2f, serialized %.2f; %.0f MB uploaded\n", "",
                     st.overlap_ratio(), serial_st.overlap_ratio(), st.upload_bytes / 1e6);
-        // The one-warp-per-comparison kernel variant through the same pipeline.
-        (void)(*pipeline)->Search(lssr_warp, {lat[0]});
-        PipelineStats warp_st;
+        // The block-per-comparison kernel through the same pipeline.
+        (void)(*pipeline)->Search(lssr_block, {lat[0]});
+        PipelineStats block_st;
         const double w0 = Now();
-        auto warp_top = (*pipeline)->Search(lssr_warp, lat, &warp_st);
-        const double warp_wall = Now() - w0;
-        if (!warp_top.ok()) {
-          std::fprintf(stderr, "pipeline (warp kernel): %s\n", std::string(warp_top.status().message()).c_str());
+        auto block_top = (*pipeline)->Search(lssr_block, lat, &block_st);
+        const double block_wall = Now() - w0;
+        if (!block_top.ok()) {
+          std::fprintf(stderr, "pipeline (block kernel): %s\n", std::string(block_top.status().message()).c_str());
           return 1;
         }
-        Row(size, "pipeline GPU warp", probe, cfg.latents, warp_wall, 0, &warp_st);
-        int warp_same = 0;
-        for (size_t i = 0; i < lat.size(); ++i) warp_same += (*warp_top)[i] == (*top)[i];
-        std::printf("%-9s warp-kernel top-%d lists identical to the block kernel's: %d of %d\n", "", cfg.top,
-                    warp_same, cfg.latents);
+        Row(size, "pipeline GPU blk", probe, cfg.latents, block_wall, 0, &block_st);
+        int block_same = 0;
+        for (size_t i = 0; i < lat.size(); ++i) block_same += (*block_top)[i] == (*top)[i];
+        std::printf("%-9s block-kernel top-%d lists identical to the default (warp-mma) kernel's: %d of %d\n", "",
+                    cfg.top, block_same, cfg.latents);
         // Resident gallery: no uploads; kernels, downloads and final stage
         // still overlap.
-        (void)(*resident)->Search(lssr_warp, {lat[0]});
-        for (LssBatchMatcher* m : {&lssr, &lssr_warp}) {
+        (void)(*resident)->Search(lssr, {lat[0]});
+        for (LssBatchMatcher* m : {&lssr, &lssr_block}) {
           PipelineStats res_st;
           const double r1 = Now();
           auto res_top = (*resident)->Search(*m, lat, &res_st);
@@ -524,7 +523,7 @@ int Run(const Config& cfg) {
             std::fprintf(stderr, "pipeline (resident): %s\n", std::string(res_top.status().message()).c_str());
             return 1;
           }
-          Row(size, m == &lssr ? "resident GPU" : "resident GPU warp", probe, cfg.latents, res_wall, 0, &res_st);
+          Row(size, m == &lssr ? "resident GPU" : "resident GPU blk", probe, cfg.latents, res_wall, 0, &res_st);
           int res_same = 0;
           for (size_t i = 0; i < lat.size(); ++i) res_same += (*res_top)[i] == (*top)[i];
           if (res_same != cfg.latents) std::printf("%-9s MISMATCH: %d of %d top lists equal\n", "", res_same, cfg.latents);
@@ -532,10 +531,10 @@ int Run(const Config& cfg) {
         double resident_one = 0;
         for (const MccTemplate& l : lat) {
           const double o0 = Now();
-          if (!(*resident)->Search(lssr_warp, {l}).ok()) return 1;
+          if (!(*resident)->Search(lssr, {l}).ok()) return 1;
           resident_one += Now() - o0;
         }
-        Row(size, "resident 1-by-1 w", probe, cfg.latents, resident_one, 0, nullptr);
+        Row(size, "resident 1-by-1", probe, cfg.latents, resident_one, 0, nullptr);
         // One latent per call.
         double one_by_one = 0;
         for (const MccTemplate& l : lat) {

@@ -203,8 +203,6 @@ const char* LssCudaKernelName(LssCudaKernel kernel) {
   switch (kernel) {
     case LssCudaKernel::kBlock:
       return "block";
-    case LssCudaKernel::kWarp:
-      return "warp";
     case LssCudaKernel::kWarpMma:
       return "warp-mma";
   }

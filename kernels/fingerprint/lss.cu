@@ -1,5 +1,9 @@
 // CUDA LSS / LSS-R: one probe against a whole gallery resident on the GPU.
 //
+// Two kernels, same scores: ScoreKernel (LssCudaKernel::kBlock), described
+// here, and ScoreKernelMma (kWarpMma, the default, below): the same steps with
+// one warp per comparison and step 1 on the tensor cores.
+//
 // Layout: the gallery is MccGallery's structure of arrays (template-blocked,
 // word-major: consecutive threads reading consecutive cylinders of a template
 // coalesce) with the fingerprint start-index table `start`. Each thread block
@@ -69,6 +73,30 @@ struct GalleryArgs {
   const uint16_t* count;
   int num_templates;
   int max_size;
+};
+
+// One comparison's scratch in shared memory (a block's in ScoreKernel, a
+// warp's in ScoreKernelMma): the probe x gallery similarity matrix (later
+// rho), the selected entries, the lambda arrays and the radix histogram.
+struct ComparisonScratch {
+  static constexpr size_t Bytes(int matrix_entries, int k_capacity) {
+    return static_cast<size_t>(matrix_entries) * 4 + static_cast<size_t>(k_capacity) * 4 * 5 + 256 * 4;
+  }
+  __device__ ComparisonScratch(unsigned char* base, int matrix_entries, int k_capacity)
+      : gamma(reinterpret_cast<float*>(base)),
+        sel_value(gamma + matrix_entries),
+        sel_index(reinterpret_cast<int*>(sel_value + k_capacity)),
+        lambda0(reinterpret_cast<float*>(sel_index + k_capacity)),
+        lambda_a(lambda0 + k_capacity),
+        lambda_b(lambda_a + k_capacity),
+        hist(reinterpret_cast<int*>(lambda_b + k_capacity)) {}
+  float* gamma;
+  float* sel_value;
+  int* sel_index;
+  float* lambda0;
+  float* lambda_a;
+  float* lambda_b;
+  int* hist;
 };
 
 // Exclusive prefix sum over the block; *total gets the block's sum. All
@@ -162,6 +190,74 @@ __device__ float EfficientPairsScore(int* sel_index, const float* lam, const flo
   return fminf(1.0f, fmaxf(0.0f, sum / static_cast<float>(np)));
 }
 
+// lss_internal::Rho with the probe-side relations computed on demand too:
+// the same operations as Geometry + RhoFromGeometry (so the same value), but a
+// pair rejected by the distance test (most of them) skips both atan2s.
+__device__ __forceinline__ float RhoLazy(float xat, float yat, float tat, float xak, float yak, float tak, float xbt,
+                                         float ybt, float tbt, float xbk, float ybk, float tbk, const LssConstants& c) {
+  const lss_internal::LazyGeometry a{xat, yat, tat, xak, yak, tak};
+  const lss_internal::LazyGeometry b{xbt, ybt, tbt, xbk, ybk, tbk};
+  const float d1 = fabsf(a.dist() - b.dist());
+  if (d1 >= c.cut1) return 0.0f;
+  const float d2 = fabsf(fpmath::AngleDiffF(a.dir(), b.dir()));
+  if (d2 >= c.cut2) return 0.0f;
+  const float d3 = fabsf(fpmath::AngleDiffF(a.radial(), b.radial()));
+  if (d3 >= c.cut3) return 0.0f;
+  return lss_internal::RhoValue(d1, d2, d3, c);
+}
+
+struct BlockBarrier {
+  __device__ void operator()() const { __syncthreads(); }
+};
+struct WarpBarrier {
+  __device__ void operator()() const { __syncwarp(); }
+};
+
+// LSS-R after the selection of p > 0 entries: lambda0 and the first lambda
+// from the selected values, rho of every ordered pair (in the matrix's place:
+// p * p <= na * nb), then the relaxation passes; returns the final lambda.
+// Run by threads first, first + stride, ... of the group `barrier`
+// synchronises (all of them). kLazyRho: RhoLazy (the same value; rejected
+// pairs skip the atan2s) instead of lss_internal::Rho.
+template <bool kLazyRho, typename Barrier>
+__device__ const float* RelaxSelection(const ComparisonScratch& s, int p, int n_min, int nb, int base,
+                                       const float* p_x, const float* p_y, const float* p_t,
+                                       const GalleryArgs& gallery, const LssConstants& c, int first, int stride,
+                                       Barrier barrier) {
+  for (int t = first; t < p; t += stride) s.lambda0[t] = s.lambda_a[t] = s.sel_value[t];
+  barrier();
+  float* lam = s.lambda_a;
+  float* nxt = s.lambda_b;
+  if (n_min > 1 && c.relaxation_iterations > 0) {
+    float* rho = s.gamma;
+    for (int idx = first; idx < p * p; idx += stride) {
+      const int t = idx / p, k = idx - t * p;
+      float value = 0.0f;
+      if (t != k) {
+        const int rt = s.sel_index[t] / nb, ct = s.sel_index[t] - rt * nb;
+        const int rk = s.sel_index[k] / nb, ck = s.sel_index[k] - rk * nb;
+        const int bt = base + ct, bk = base + ck;
+        value = kLazyRho ? RhoLazy(p_x[rt], p_y[rt], p_t[rt], p_x[rk], p_y[rk], p_t[rk], gallery.x[bt],
+                                   gallery.y[bt], gallery.theta[bt], gallery.x[bk], gallery.y[bk], gallery.theta[bk], c)
+                         : lss_internal::Rho(p_x[rt], p_y[rt], p_t[rt], p_x[rk], p_y[rk], p_t[rk], gallery.x[bt],
+                                             gallery.y[bt], gallery.theta[bt], gallery.x[bk], gallery.y[bk],
+                                             gallery.theta[bk], c);
+      }
+      rho[idx] = value;
+    }
+    barrier();
+    const float denominator = static_cast<float>(n_min - 1);
+    for (int it = 0; it < c.relaxation_iterations; ++it) {
+      RelaxationPass(rho, lam, nxt, p, first, stride, denominator, c);
+      barrier();
+      float* swap = lam;
+      lam = nxt;
+      nxt = swap;
+    }
+  }
+  return lam;
+}
+
 template <bool kRelax>
 __global__ void __launch_bounds__(kThreads) ScoreKernel(ProbeArgs probe, GalleryArgs gallery, LssConstants c,
                                                         int k_capacity, float* __restrict__ scores) {
@@ -176,13 +272,11 @@ __global__ void __launch_bounds__(kThreads) ScoreKernel(ProbeArgs probe, Gallery
   float* p_y = p_x + na;
   float* p_t = p_y + na;
   int* p_count = reinterpret_cast<int*>(p_t + na);
-  float* gamma = reinterpret_cast<float*>(p_count + na);
-  float* sel_value = gamma + static_cast<size_t>(na) * gallery.max_size;
-  int* sel_index = reinterpret_cast<int*>(sel_value + k_capacity);
-  float* lambda0 = reinterpret_cast<float*>(sel_index + k_capacity);
-  float* lambda_a = lambda0 + k_capacity;
-  float* lambda_b = lambda_a + k_capacity;
-  int* hist = reinterpret_cast<int*>(lambda_b + k_capacity);
+  const ComparisonScratch scratch(reinterpret_cast<unsigned char*>(p_count + na), na * gallery.max_size, k_capacity);
+  float* gamma = scratch.gamma;
+  float* sel_value = scratch.sel_value;
+  int* sel_index = scratch.sel_index;
+  int* hist = scratch.hist;
   __shared__ int warp_sums[kWarps];
   __shared__ int radix_digit, radix_remaining;
 
@@ -334,71 +428,26 @@ __global__ void __launch_bounds__(kThreads) ScoreKernel(ProbeArgs probe, Gallery
       __syncthreads();
       continue;
     }
-    for (int t = tid; t < p; t += kThreads) lambda0[t] = lambda_a[t] = sel_value[t];
-    __syncthreads();
-    float* lam = lambda_a;
-    float* nxt = lambda_b;
-    if (n_min > 1 && c.relaxation_iterations > 0) {
-      float* rho = gamma;  // the matrix is no longer needed (p * p <= na * nb)
-      for (int idx = tid; idx < p * p; idx += kThreads) {
-        const int t = idx / p, k = idx - t * p;
-        float value = 0.0f;
-        if (t != k) {
-          const int rt = sel_index[t] / nb, ct = sel_index[t] - rt * nb;
-          const int rk = sel_index[k] / nb, ck = sel_index[k] - rk * nb;
-          value = lss_internal::Rho(p_x[rt], p_y[rt], p_t[rt], p_x[rk], p_y[rk], p_t[rk], gallery.x[base + ct],
-                                    gallery.y[base + ct], gallery.theta[base + ct], gallery.x[base + ck],
-                                    gallery.y[base + ck], gallery.theta[base + ck], c);
-        }
-        rho[idx] = value;
-      }
-      __syncthreads();
-      const float denominator = static_cast<float>(n_min - 1);
-      for (int it = 0; it < c.relaxation_iterations; ++it) {
-        RelaxationPass(rho, lam, nxt, p, tid, kThreads, denominator, c);
-        __syncthreads();
-        float* swap = lam;
-        lam = nxt;
-        nxt = swap;
-      }
-    }
+    const float* lam = RelaxSelection<false>(scratch, p, n_min, nb, base, p_x, p_y, p_t, gallery, c, tid, kThreads,
+                                             BlockBarrier());
     // The np pairs of highest efficiency, summed in selection order.
     if (warp == 0) {
-      const float score = EfficientPairsScore(sel_index, lam, lambda0, p, np, lane);
+      const float score = EfficientPairsScore(sel_index, lam, scratch.lambda0, p, np, lane);
       if (lane == 0) scores[g] = score;
     }
     __syncthreads();
   }
 }
 
-// --- One warp per comparison ---------------------------------------------------
-// The same computation as ScoreKernel with one warp per gallery template and
-// up to kWarpKernelMaxWarps templates per block (the probe in shared memory is
-// shared by the block's warps): no block-wide barriers, only __syncwarp, so
-// warps on different templates never wait for each other. Lane j keeps
-// gallery cylinder j's bits and mask in registers and sweeps the probe's rows
-// (broadcast reads from shared memory), so each gallery cylinder is read from
-// global memory once per comparison instead of once per probe row. The
-// selection (radix select, ordered compaction by ballots), rho, relaxation
-// and the final efficiency choice follow ScoreKernel step for step, so the
-// scores are the same bits.
+// --- One warp per comparison, bit counts on the tensor cores ------------------
+// (LssCudaKernel::kWarpMma, the default.) The same computation as ScoreKernel
+// with one warp per gallery template and up to kWarpKernelMaxWarps templates
+// per block (the probe in shared memory is shared by the block's warps): no
+// block-wide barriers, only __syncwarp, so warps on different templates never
+// wait for each other. The selection (radix select, ordered compaction by
+// ballots), rho, relaxation and the final efficiency choice follow ScoreKernel
+// step for step, so the scores are the same bits.
 constexpr int kWarpKernelMaxWarps = 8;
-
-// lss_internal::Rho with the probe-side relations computed on demand too:
-// the same operations as Geometry + RhoFromGeometry (so the same value), but a
-// pair rejected by the distance test (most of them) skips both atan2s.
-__device__ __forceinline__ float RhoLazy(float xat, float yat, float tat, float xak, float yak, float tak, float xbt,
-                                         float ybt, float tbt, float xbk, float ybk, float tbk, const LssConstants& c) {
-  const lss_internal::LazyGeometry a{xat, yat, tat, xak, yak, tak};
-  const lss_internal::LazyGeometry b{xbt, ybt, tbt, xbk, ybk, tbk};
-  const float d1 = fabsf(a.dist() - b.dist());
-  if (d1 >= c.cut1) return 0.0f;
-  const float d2 = fabsf(fpmath::AngleDiffF(a.dir(), b.dir()));
-  if (d2 >= c.cut2) return 0.0f;
-  const float d3 = fabsf(fpmath::AngleDiffF(a.radial(), b.radial()));
-  if (d3 >= c.cut3) return 0.0f;
-  return lss_internal::RhoValue(d1, d2, d3, c);
-}
 
 __device__ __forceinline__ int WarpSum(int v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
@@ -408,14 +457,17 @@ __device__ __forceinline__ int WarpSum(int v) {
 // Steps 2-3 of a warp's comparison once its local-similarity matrix `gamma`
 // (na x nb, row-major, n_pos positive entries) is complete and visible to the
 // warp: selection of the K best, LSS-R rho + relaxation (or the LSS sort), and
-// the score into scores[g] (lane 0). Shared by the warp kernels (the same
-// steps as ScoreKernel's, warp barriers only).
+// the score into scores[g] (lane 0): ScoreKernel's steps with warp barriers
+// only.
 template <bool kRelax>
-__device__ __forceinline__ void WarpSelectAndScore(float* gamma, int n_pos, int na, int nb, int base, int g,
-                                                   const float* p_x, const float* p_y, const float* p_t,
-                                                   const GalleryArgs& gallery, const LssConstants& c,
-                                                   float* sel_value, int* sel_index, float* lambda0, float* lambda_a,
-                                                   float* lambda_b, int* hist, int lane, float* __restrict__ scores) {
+__device__ __forceinline__ void WarpSelectAndScore(const ComparisonScratch& scratch, int n_pos, int na, int nb,
+                                                   int base, int g, const float* p_x, const float* p_y,
+                                                   const float* p_t, const GalleryArgs& gallery,
+                                                   const LssConstants& c, int lane, float* __restrict__ scores) {
+  float* gamma = scratch.gamma;
+  float* sel_value = scratch.sel_value;
+  int* sel_index = scratch.sel_index;
+  int* hist = scratch.hist;
   const int n_min = min(na, nb);
   const int np = c.np_table[n_min];
   const int K = kRelax ? n_min : np;
@@ -508,133 +560,15 @@ __device__ __forceinline__ void WarpSelectAndScore(float* gamma, int n_pos, int 
     __syncwarp();
     return;
   }
-  for (int t = lane; t < p; t += 32) lambda0[t] = lambda_a[t] = sel_value[t];
-  __syncwarp();
-  float* lam = lambda_a;
-  float* nxt = lambda_b;
-  if (n_min > 1 && c.relaxation_iterations > 0) {
-    float* rho = gamma;  // p * p <= na * nb
-    for (int idx = lane; idx < p * p; idx += 32) {
-      const int t = idx / p, k = idx - t * p;
-      float value = 0.0f;
-      if (t != k) {
-        const int rt = sel_index[t] / nb, ct = sel_index[t] - rt * nb;
-        const int rk = sel_index[k] / nb, ck = sel_index[k] - rk * nb;
-        value = RhoLazy(p_x[rt], p_y[rt], p_t[rt], p_x[rk], p_y[rk], p_t[rk], gallery.x[base + ct],
-                                  gallery.y[base + ct], gallery.theta[base + ct], gallery.x[base + ck],
-                                  gallery.y[base + ck], gallery.theta[base + ck], c);
-      }
-      rho[idx] = value;
-    }
-    __syncwarp();
-    const float denominator = static_cast<float>(n_min - 1);
-    for (int it = 0; it < c.relaxation_iterations; ++it) {
-      RelaxationPass(rho, lam, nxt, p, lane, 32, denominator, c);
-      __syncwarp();
-      float* swap = lam;
-      lam = nxt;
-      nxt = swap;
-    }
-  }
+  const float* lam =
+      RelaxSelection<true>(scratch, p, n_min, nb, base, p_x, p_y, p_t, gallery, c, lane, 32, WarpBarrier());
   // The np pairs of highest efficiency, summed in selection order.
-  const float score = EfficientPairsScore(sel_index, lam, lambda0, p, np, lane);
+  const float score = EfficientPairsScore(sel_index, lam, scratch.lambda0, p, np, lane);
   if (lane == 0) scores[g] = score;
   __syncwarp();
 }
 
-template <bool kRelax>
-__global__ void __launch_bounds__(kWarpKernelMaxWarps * 32)
-    ScoreKernelWarp(ProbeArgs probe, GalleryArgs gallery, LssConstants c, int k_capacity, int probe_bytes,
-                    int warp_bytes, float* __restrict__ scores) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  const int na = probe.n;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  uint64_t* p_bits = reinterpret_cast<uint64_t*>(smem);
-  uint64_t* p_mask = p_bits + static_cast<size_t>(na) * kMccBitWords;
-  float* p_x = reinterpret_cast<float*>(p_mask + static_cast<size_t>(na) * kMccMaskWords);
-  float* p_y = p_x + na;
-  float* p_t = p_y + na;
-  int* p_count = reinterpret_cast<int*>(p_t + na);
-  unsigned char* wbase = smem + probe_bytes + static_cast<size_t>(warp) * warp_bytes;
-  float* gamma = reinterpret_cast<float*>(wbase);
-  float* sel_value = gamma + static_cast<size_t>(na) * gallery.max_size;
-  int* sel_index = reinterpret_cast<int*>(sel_value + k_capacity);
-  float* lambda0 = reinterpret_cast<float*>(sel_index + k_capacity);
-  float* lambda_a = lambda0 + k_capacity;
-  float* lambda_b = lambda_a + k_capacity;
-  int* hist = reinterpret_cast<int*>(lambda_b + k_capacity);
-
-  for (int i = threadIdx.x; i < na * kMccBitWords; i += blockDim.x) p_bits[i] = probe.bits[i];
-  for (int i = threadIdx.x; i < na * kMccMaskWords; i += blockDim.x) p_mask[i] = probe.mask[i];
-  for (int i = threadIdx.x; i < na; i += blockDim.x) {
-    p_x[i] = probe.x[i];
-    p_y[i] = probe.y[i];
-    p_t[i] = probe.theta[i];
-    p_count[i] = probe.count[i];
-  }
-  __syncthreads();  // the only block-wide barrier
-
-  const int total_warps = gridDim.x * warps;
-  for (int g = blockIdx.x * warps + warp; g < gallery.num_templates; g += total_warps) {
-    const int base = gallery.start[g];
-    const int nb = gallery.start[g + 1] - base;
-    if (na == 0 || nb == 0) {
-      if (lane == 0) scores[g] = 0.0f;
-      continue;  // uniform across the warp
-    }
-    const uint64_t* g_bits = gallery.bits + static_cast<size_t>(kMccBitWords) * base;
-    const uint64_t* g_mask = gallery.mask + static_cast<size_t>(kMccMaskWords) * base;
-
-    // 1. Local similarities, column j = lane (+ 32 k) against every probe row.
-    int positives = 0;
-    for (int j = lane; j < nb; j += 32) {
-      const float tb = gallery.theta[base + j];
-      const int count_b = gallery.count[base + j];
-      uint64_t mb[kMccMaskWords], bb[kMccBitWords];
-#pragma unroll
-      for (int q = 0; q < kMccMaskWords; ++q) mb[q] = g_mask[static_cast<size_t>(q) * nb + j];
-#pragma unroll
-      for (int w = 0; w < kMccBitWords; ++w) bb[w] = g_bits[static_cast<size_t>(w) * nb + j];
-      for (int r = 0; r < na; ++r) {
-        float v = 0.0f;
-        if (lss_internal::DirectionsMatchable(p_t[r], tb, c)) {
-          uint64_t ma[kMccMaskWords];
-          int common = 0;
-          uint64_t a_out = 0, b_out = 0;
-#pragma unroll
-          for (int q = 0; q < kMccMaskWords; ++q) {
-            ma[q] = p_mask[r * kMccMaskWords + q];
-            common += __popcll(ma[q] & mb[q]);
-            a_out |= ma[q] & ~mb[q];
-            b_out |= mb[q] & ~ma[q];
-          }
-          if (common >= c.min_common_cells) {
-            int nab = 0, na_c = 0, nb_c = 0;
-#pragma unroll
-            for (int w = 0; w < kMccBitWords; ++w) {
-              const uint64_t a = p_bits[r * kMccBitWords + w];
-              nab += __popcll(a & bb[w]);
-              if (a_out != 0) na_c += __popcll(a & mb[w % kMccMaskWords]);
-              if (b_out != 0) nb_c += __popcll(bb[w] & ma[w % kMccMaskWords]);
-            }
-            if (a_out == 0) na_c = p_count[r];
-            if (b_out == 0) nb_c = count_b;
-            v = lss_internal::LambdaFromCounts(na_c, nb_c, nab);
-          }
-        }
-        gamma[r * nb + j] = v;
-        positives += v > 0.0f;
-      }
-    }
-    const int n_pos = WarpSum(positives);
-    __syncwarp();  // the matrix is complete
-    WarpSelectAndScore<kRelax>(gamma, n_pos, na, nb, base, g, p_x, p_y, p_t, gallery, c, sel_value, sel_index, lambda0,
-                               lambda_a, lambda_b, hist, lane, scores);
-  }
-}
-
-// --- Tensor-core local similarities (LssCudaKernel::kWarpMma) -------------------
-// ScoreKernelWarp with step 1 on the tensor cores. The four bit counts of every
+// Step 1 on the tensor cores. The four bit counts of every
 // (probe cylinder, gallery cylinder) pair - |a & b|, |a & m_b|, |m_a & b| summed
 // over the 6 direction layers, and |m_a & m_b| - are matrix products over
 // {0, 1} with AND as the product and popcount as the sum, which
@@ -671,7 +605,7 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32)
   const int na = probe.n;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   // Shared: the probe's A fragments, its x, y, theta, bit counts and mask
-  // counts; then one scratch region per warp (as ScoreKernelWarp).
+  // counts; then one scratch region per warp.
   const int frag_count = probe.m_tiles * kMmaChunks * 32;
   uint4* p_frag = reinterpret_cast<uint4*>(smem);
   float* p_x = reinterpret_cast<float*>(p_frag + frag_count);
@@ -679,14 +613,8 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32)
   float* p_t = p_y + na;
   int* p_count = reinterpret_cast<int*>(p_t + na);
   int* p_mask_count = p_count + na;
-  unsigned char* wbase = smem + probe_bytes + static_cast<size_t>(warp) * warp_bytes;
-  float* gamma = reinterpret_cast<float*>(wbase);
-  float* sel_value = gamma + static_cast<size_t>(na) * gallery.max_size;
-  int* sel_index = reinterpret_cast<int*>(sel_value + k_capacity);
-  float* lambda0 = reinterpret_cast<float*>(sel_index + k_capacity);
-  float* lambda_a = lambda0 + k_capacity;
-  float* lambda_b = lambda_a + k_capacity;
-  int* hist = reinterpret_cast<int*>(lambda_b + k_capacity);
+  const ComparisonScratch scratch(smem + probe_bytes + static_cast<size_t>(warp) * warp_bytes,
+                                  na * gallery.max_size, k_capacity);
 
   for (int i = threadIdx.x; i < frag_count; i += blockDim.x) p_frag[i] = probe.frag[i];
   for (int i = threadIdx.x; i < na; i += blockDim.x) {
@@ -762,15 +690,14 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32)
             const int nb_c = common[e] == mb_c[q] ? count_b[q] : nbc[e];          // m_b inside m_a: |b|
             v = lss_internal::LambdaFromCounts(na_c, nb_c, nab[e]);
           }
-          gamma[r * nb + j] = v;
+          scratch.gamma[r * nb + j] = v;
           positives += v > 0.0f;
         }
       }
     }
     const int n_pos = WarpSum(positives);
     __syncwarp();  // the matrix is complete
-    WarpSelectAndScore<kRelax>(gamma, n_pos, na, nb, base, g, p_x, p_y, p_t, gallery, c, sel_value, sel_index, lambda0,
-                               lambda_a, lambda_b, hist, lane, scores);
+    WarpSelectAndScore<kRelax>(scratch, n_pos, na, nb, base, g, p_x, p_y, p_t, gallery, c, lane, scores);
   }
 }
 
@@ -836,6 +763,10 @@ absl::StatusOr<DeviceLssProbe> DeviceLssProbe::Upload(const Stream& stream, cons
 absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& probe, const MccDeviceGalleryView& gallery,
                                  MccScore kind, const LssConstants& constants, float* device_scores,
                                  LssCudaKernel variant) {
+  if (variant != LssCudaKernel::kBlock && variant != LssCudaKernel::kWarpMma) {
+    return absl::InvalidArgumentError(absl::StrCat("lss: unknown CUDA kernel variant ", static_cast<int>(variant),
+                                                   "; valid: block, warp-mma"));
+  }
   const int na = probe.n_;
   const int max_nb = gallery.max_template_size;
   if (gallery.num_templates == 0) return absl::OkStatus();
@@ -873,19 +804,13 @@ absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& pro
   int max_np = 0;
   for (int n = 0; n <= kMccMaxMinutiae; ++n) max_np = std::max<int>(max_np, constants.np_table[n]);
   const int k_capacity = std::max(std::min(na, ga.max_size), max_np);
-  const size_t shared = static_cast<size_t>(na) * (kMccBitWords + kMccMaskWords) * 8 +
-                        static_cast<size_t>(na) * 4 * 4 + static_cast<size_t>(na) * ga.max_size * 4 +
-                        static_cast<size_t>(k_capacity) * 4 * 5 + 256 * 4;
-  if (variant == LssCudaKernel::kWarp || variant == LssCudaKernel::kWarpMma) {
-    const bool mma = variant == LssCudaKernel::kWarpMma;
-    // Probe block (kWarpMma: its A fragments instead of bits and masks, plus
-    // the mask counts), then one scratch region per warp (16-byte aligned).
+  const size_t scratch_bytes = ComparisonScratch::Bytes(na * ga.max_size, k_capacity);
+  if (variant == LssCudaKernel::kWarpMma) {
+    // The probe's A fragments, x, y, theta, bit and mask counts, then one
+    // scratch region per warp (16-byte aligned).
     auto align16 = [](size_t n) { return (n + 15) / 16 * 16; };
-    const size_t probe_bytes =
-        mma ? align16(layout.frag_bytes + static_cast<size_t>(na) * 4 * 5)
-            : align16(static_cast<size_t>(na) * (kMccBitWords + kMccMaskWords) * 8 + static_cast<size_t>(na) * 4 * 4);
-    const size_t warp_bytes = align16(static_cast<size_t>(na) * ga.max_size * 4 + static_cast<size_t>(k_capacity) * 4 * 5 +
-                                      256 * 4);
+    const size_t probe_bytes = align16(layout.frag_bytes + static_cast<size_t>(na) * 4 * 5);
+    const size_t warp_bytes = align16(scratch_bytes);
     int max_shared = 0, sms = 0;
     TESSERA_CUDA_RETURN_IF_ERROR(
         cudaDeviceGetAttribute(&max_shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, stream.ordinal()));
@@ -898,8 +823,7 @@ absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& pro
     }
     const int warps = static_cast<int>(std::min<long long>(kWarpKernelMaxWarps, fit));
     const size_t warp_shared = probe_bytes + static_cast<size_t>(warps) * warp_bytes;
-    auto warp_kernel = mma ? (kind == MccScore::kLssR ? ScoreKernelMma<true> : ScoreKernelMma<false>)
-                           : (kind == MccScore::kLssR ? ScoreKernelWarp<true> : ScoreKernelWarp<false>);
+    auto warp_kernel = kind == MccScore::kLssR ? ScoreKernelMma<true> : ScoreKernelMma<false>;
     TESSERA_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(warp_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                       static_cast<int>(warp_shared)));
     int per_sm = 0;
@@ -911,9 +835,13 @@ absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& pro
     const int blocks = std::max(1, std::min((ga.num_templates + warps - 1) / warps, per_sm * sms));
     warp_kernel<<<blocks, warps * 32, warp_shared, s>>>(pa, ga, constants, k_capacity, static_cast<int>(probe_bytes),
                                                          static_cast<int>(warp_bytes), device_scores);
-    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("lss ScoreKernelWarp / ScoreKernelMma");
+    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("lss ScoreKernelMma");
     return absl::OkStatus();
   }
+  // ScoreKernel: the probe's bits, masks, x, y, theta, bit counts, then the
+  // block's scratch.
+  const size_t shared = static_cast<size_t>(na) * (kMccBitWords + kMccMaskWords) * 8 +
+                        static_cast<size_t>(na) * 4 * 4 + scratch_bytes;
   auto kernel = kind == MccScore::kLssR ? ScoreKernel<true> : ScoreKernel<false>;
   TESSERA_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common/buffer.h"
@@ -25,6 +26,25 @@ std::vector<MccTemplate> Build(const std::vector<std::vector<MinutiaPoint>>& pts
   std::vector<MccTemplate> out;
   for (const auto& p : pts) out.push_back(cpu::BuildMccTemplate(p));
   return out;
+}
+
+// 30 synthetic templates (`seed`), large ones (100, 150 minutiae: nb > 32
+// lanes, several 16-row and 8-column tiles, ragged edges; minutiae from
+// `rng_seed`), an empty one and a 3-minutia one.
+std::vector<MccTemplate> EdgeCaseTemplates(int seed, int rng_seed) {
+  auto pts = testing::SyntheticTemplates(30, seed);
+  std::mt19937 rng(rng_seed);
+  for (int n : {100, 150}) {
+    std::vector<MinutiaPoint> t;
+    for (int i = 0; i < n; ++i) {
+      t.push_back({static_cast<float>(rng() % 500), static_cast<float>(rng() % 500),
+                   static_cast<float>((rng() % 256) * (2 * M_PI / 256))});
+    }
+    pts.push_back(t);
+  }
+  pts.push_back({});
+  pts.push_back({{100, 100, 0.5f}, {130, 100, 1.0f}, {100, 130, 2.0f}});
+  return Build(pts);
 }
 
 // Scores every probe against the gallery on both backends.
@@ -68,29 +88,15 @@ TEST(LssCuda, EdgeCasesAndLargeTemplates) {
   TESSERA_SKIP_WITHOUT_GPU();
   auto stream = Stream::Create(Backend::kCuda);
   ASSERT_TRUE(stream.ok()) << stream.status();
-  auto pts = testing::SyntheticTemplates(30, 303);
-  // Large templates (up to 150 minutiae), an empty one, a single-cylinder one.
-  std::mt19937 rng(4);
-  for (int n : {100, 150}) {
-    std::vector<MinutiaPoint> t;
-    for (int i = 0; i < n; ++i) {
-      t.push_back({static_cast<float>(rng() % 500), static_cast<float>(rng() % 500),
-                   static_cast<float>((rng() % 256) * (2 * M_PI / 256))});
-    }
-    pts.push_back(t);
-  }
-  pts.push_back({});
-  auto t = Build(pts);
+  const auto t = EdgeCaseTemplates(303, 4);
   for (MccScore kind : {MccScore::kLssR, MccScore::kLss}) CompareAll(*stream, t, t, kind);
 }
 
 #if TESSERA_WITH_CUDA  // the cuda:: entry points exist only in CUDA builds
-// The one-warp-per-comparison kernels (LssCudaKernel::kWarp, and kWarpMma
-// with the bit counts on the tensor cores) through the asynchronous entry
-// point: every score identical to the CPU's.
-void CompareWarpKernel(const Stream& stream, const std::vector<MccTemplate>& probes,
-                       const std::vector<MccTemplate>& gallery_t, MccScore kind,
-                       cuda::LssCudaKernel variant = cuda::LssCudaKernel::kWarp) {
+// A CUDA kernel variant through the asynchronous entry point: every score
+// identical to the CPU's.
+void CompareKernel(const Stream& stream, const std::vector<MccTemplate>& probes,
+                   const std::vector<MccTemplate>& gallery_t, MccScore kind, cuda::LssCudaKernel variant) {
   const LssConstants c = MakeLssConstants(LssParams());
   MccGallery g;
   for (const MccTemplate& t : gallery_t) g.Append(t);
@@ -123,29 +129,21 @@ void CompareWarpKernel(const Stream& stream, const std::vector<MccTemplate>& pro
   EXPECT_EQ(exact, total);
 }
 
-TEST(LssCuda, WarpKernelEqualsCpu) {
+// The block kernel (kBlock, no longer the default: ScoreGallery above runs
+// the tensor-core one) on the same kinds of inputs: templates of every
+// database, large (100, 150 minutiae), empty and tiny ones.
+TEST(LssCuda, BlockKernelEqualsCpu) {
   TESSERA_SKIP_WITHOUT_GPU();
   auto stream = Stream::Create(Backend::kCuda);
   ASSERT_TRUE(stream.ok()) << stream.status();
   for (int db = 1; db <= 4; ++db) {
     const auto t = Build(testing::TestTemplates(db, 80, 500 + db));
-    for (MccScore kind : {MccScore::kLssR, MccScore::kLss}) CompareWarpKernel(*stream, t, t, kind);
-  }
-  // Large (100, 150 minutiae: nb > 32 lanes), empty and tiny templates.
-  auto pts = testing::SyntheticTemplates(30, 606);
-  std::mt19937 rng(6);
-  for (int n : {100, 150}) {
-    std::vector<MinutiaPoint> t;
-    for (int i = 0; i < n; ++i) {
-      t.push_back({static_cast<float>(rng() % 500), static_cast<float>(rng() % 500),
-                   static_cast<float>((rng() % 256) * (2 * M_PI / 256))});
+    for (MccScore kind : {MccScore::kLssR, MccScore::kLss}) {
+      CompareKernel(*stream, t, t, kind, cuda::LssCudaKernel::kBlock);
     }
-    pts.push_back(t);
   }
-  pts.push_back({});
-  pts.push_back({{100, 100, 0.5f}, {130, 100, 1.0f}, {100, 130, 2.0f}});
-  const auto t = Build(pts);
-  for (MccScore kind : {MccScore::kLssR, MccScore::kLss}) CompareWarpKernel(*stream, t, t, kind);
+  const auto edge = EdgeCaseTemplates(606, 6);
+  for (MccScore kind : {MccScore::kLssR, MccScore::kLss}) CompareKernel(*stream, edge, edge, kind, cuda::LssCudaKernel::kBlock);
 }
 
 // The tensor-core kernel on real (or synthetic) templates, large templates
@@ -159,7 +157,7 @@ TEST(LssCuda, TensorCoreKernelEqualsCpu) {
   constexpr auto kMma = cuda::LssCudaKernel::kWarpMma;
   for (int db = 1; db <= 4; ++db) {
     const auto t = Build(testing::TestTemplates(db, 80, 700 + db));
-    for (MccScore kind : {MccScore::kLssR, MccScore::kLss}) CompareWarpKernel(*stream, t, t, kind, kMma);
+    for (MccScore kind : {MccScore::kLssR, MccScore::kLss}) CompareKernel(*stream, t, t, kind, kMma);
     // Crops: the first 12..30 minutiae of each impression.
     std::vector<std::vector<MinutiaPoint>> crops;
     const auto pts = testing::TestTemplates(db, 80, 700 + db);
@@ -167,22 +165,32 @@ TEST(LssCuda, TensorCoreKernelEqualsCpu) {
       const size_t keep = std::min(pts[i].size(), 12 + i % 19);
       crops.emplace_back(pts[i].begin(), pts[i].begin() + keep);
     }
-    CompareWarpKernel(*stream, Build(crops), t, MccScore::kLssR, kMma);
+    CompareKernel(*stream, Build(crops), t, MccScore::kLssR, kMma);
   }
-  auto pts = testing::SyntheticTemplates(30, 808);
-  std::mt19937 rng(8);
-  for (int n : {100, 150}) {
-    std::vector<MinutiaPoint> t;
-    for (int i = 0; i < n; ++i) {
-      t.push_back({static_cast<float>(rng() % 500), static_cast<float>(rng() % 500),
-                   static_cast<float>((rng() % 256) * (2 * M_PI / 256))});
-    }
-    pts.push_back(t);
-  }
-  pts.push_back({});
-  pts.push_back({{100, 100, 0.5f}, {130, 100, 1.0f}, {100, 130, 2.0f}});
-  const auto t = Build(pts);
-  for (MccScore kind : {MccScore::kLssR, MccScore::kLss}) CompareWarpKernel(*stream, t, t, kind, kMma);
+  const auto edge = EdgeCaseTemplates(808, 8);
+  for (MccScore kind : {MccScore::kLssR, MccScore::kLss}) CompareKernel(*stream, edge, edge, kind, kMma);
+}
+
+// A variant outside the enum (e.g. the removed plain warp kernel's old value
+// cast from an integer) is refused with a message naming the valid kernels.
+TEST(LssCuda, UnknownKernelVariantIsInvalidArgument) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  auto stream = Stream::Create(Backend::kCuda);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  const auto t = Build(testing::SyntheticTemplates(4, 909));
+  MccGallery g;
+  for (const MccTemplate& x : t) g.Append(x);
+  auto device = MccDeviceGallery::Upload(g, *stream);
+  ASSERT_TRUE(device.ok()) << device.status();
+  auto out = Buffer::Allocate(MemoryKind::kDevice, sizeof(float) * g.num_templates(), stream->ordinal());
+  ASSERT_TRUE(out.ok()) << out.status();
+  auto d_probe = cuda::DeviceLssProbe::Upload(*stream, PrepareProbe(t[0]));
+  ASSERT_TRUE(d_probe.ok()) << d_probe.status();
+  const absl::Status s =
+      cuda::EnqueueScoreGallery(*stream, *d_probe, device->view(), MccScore::kLssR, MakeLssConstants(LssParams()),
+                                static_cast<float*>((*out)->data()), static_cast<cuda::LssCudaKernel>(7));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(std::string(s.message()).find("block, warp-mma"), std::string::npos) << s;
 }
 #endif  // TESSERA_WITH_CUDA
 

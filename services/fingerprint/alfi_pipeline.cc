@@ -119,8 +119,10 @@ LssBatchMatcher::~LssBatchMatcher() = default;
 
 std::string LssBatchMatcher::name() const {
   return std::string(kind_ == MccScore::kLssR ? "LSS-R" : "LSS") +
-         (kernel_ != cuda::LssCudaKernel::kBlock ? absl::StrCat(" (", cuda::LssCudaKernelName(kernel_), " kernel)")
-                                                 : std::string()) +
+         // The kernel is named only when it is not the default (warp-mma).
+         (kernel_ != cuda::LssCudaKernel::kWarpMma
+              ? absl::StrCat(" (", cuda::LssCudaKernelName(kernel_), " kernel)")
+              : std::string()) +
          (prune_ && kind_ == MccScore::kLssR ? " (pruned on the CPU)" : "");
 }
 

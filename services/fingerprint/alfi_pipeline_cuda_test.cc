@@ -64,9 +64,8 @@ TEST(AlfiPipelineCuda, TopKEqualsCpuBruteForce) {
         auto p = AlfiPipeline::Create(gallery, o);
         ASSERT_TRUE(p.ok()) << p.status();
         // Every CUDA kernel variant (in turn) must give the CPU's top-k.
-        const cuda::LssCudaKernel variants[] = {cuda::LssCudaKernel::kBlock, cuda::LssCudaKernel::kWarp,
-                                                cuda::LssCudaKernel::kWarpMma};
-        const auto variant = variants[(batch + (overlap ? 1 : 0)) % 3];
+        const cuda::LssCudaKernel variants[] = {cuda::LssCudaKernel::kBlock, cuda::LssCudaKernel::kWarpMma};
+        const auto variant = variants[(batch + (overlap ? 1 : 0)) % 2];
         LssBatchMatcher matcher(kind, LssParams(), MccParams(), variant);
         PipelineStats stats;
         auto got = (*p)->Search(matcher, latents, &stats);
@@ -129,8 +128,8 @@ TEST(AlfiPipelineCuda, PrunedTopKEqualsUnprunedAndCpu) {
       PipelineSearchOptions search;
       search.top_k = k;
       search.exclude = resident ? exclude.data() : nullptr;
-      LssBatchMatcher plain(MccScore::kLssR, LssParams(), MccParams(), cuda::LssCudaKernel::kBlock, false);
-      LssBatchMatcher pruned(MccScore::kLssR, LssParams(), MccParams(), cuda::LssCudaKernel::kBlock, true);
+      LssBatchMatcher plain(MccScore::kLssR, LssParams(), MccParams(), cuda::LssCudaKernel::kWarpMma, false);
+      LssBatchMatcher pruned(MccScore::kLssR, LssParams(), MccParams(), cuda::LssCudaKernel::kWarpMma, true);
       auto want = (*p)->Search(plain, latents, search);
       auto got = (*p)->Search(pruned, latents, search);
       ASSERT_TRUE(want.ok()) << want.status();

@@ -71,6 +71,19 @@ absl::StatusOr<parallel::GreedyStepOptions> OutOfCoreStepOptions(const Registrat
   return step;
 }
 
+// The layouts of `shards` z-slab shards of a `dims` grid (ShardsForLevel
+// decides how many the halos allow).
+absl::StatusOr<std::vector<SlabLayout>> ShardLayouts(Dims3 dims, int shards, int64_t halo) {
+  const int ranks = ShardsForLevel(shards, dims.nz, halo);
+  TESSERA_ASSIGN_OR_RETURN(const parallel::SlabPartition partition, parallel::SlabPartition::Make(dims.nz, ranks));
+  std::vector<SlabLayout> layouts;
+  for (int r = 0; r < ranks; ++r) {
+    TESSERA_ASSIGN_OR_RETURN(SlabLayout l, partition.Layout(dims, r, halo));
+    layouts.push_back(l);
+  }
+  return layouts;
+}
+
 int PerScale(const std::vector<int>& values, size_t scale_index) {
   if (values.empty()) return 0;
   return values[std::min(scale_index, values.size() - 1)];
@@ -486,28 +499,39 @@ const Stream& StreamFor(const NDArray& a, const Stream& stream, const Stream& cp
   return a.memory_kind() == MemoryKind::kDevice ? stream : cpu;
 }
 
+// What a level's moving windows depend on besides its layouts: the sampler
+// affine and the range of the field (0 without one).
+struct WindowGeometry {
+  float affine[12];
+  double disp_min = 0, disp_max = 0;
+};
+
+absl::StatusOr<WindowGeometry> WindowGeometryFor(const Mat4& t, const GridSpace& fixed_space,
+                                                 const GridSpace& moving_space, const NDArray& u,
+                                                 const Stream& stream) {
+  WindowGeometry g;
+  TESSERA_ASSIGN_OR_RETURN(Affine12 a, SamplerAffineFromPhysical(t, fixed_space, moving_space));
+  for (int i = 0; i < 12; ++i) g.affine[i] = static_cast<float>(a[i]);
+  if (!u.empty()) {
+    const Stream cpu = Stream::Cpu();
+    TESSERA_ASSIGN_OR_RETURN(ArrayStats stats, ComputeArrayStats(u, StreamFor(u, stream, cpu)));
+    g.disp_min = stats.min;
+    g.disp_max = stats.max;
+  }
+  return g;
+}
+
 // The shard layouts of `level` (its fixed image and u set), its sampler
 // affine and the range of its current field (the moving windows).
 absl::Status LayOut(Level& level, int shards, int64_t halo, const Mat4& t, const GridSpace& fixed_space,
                     const GridSpace& moving_space, const Stream& stream) {
   level.dims = DimsOf(level.fixed.data);
   level.moving_dims = DimsOf(level.moving.data);
-  const int ranks = ShardsForLevel(shards, level.dims.nz, halo);
-  TESSERA_ASSIGN_OR_RETURN(const parallel::SlabPartition partition, parallel::SlabPartition::Make(level.dims.nz, ranks));
-  level.layouts.clear();
-  for (int r = 0; r < ranks; ++r) {
-    TESSERA_ASSIGN_OR_RETURN(SlabLayout l, partition.Layout(level.dims, r, halo));
-    level.layouts.push_back(l);
-  }
-  TESSERA_ASSIGN_OR_RETURN(Affine12 a, SamplerAffineFromPhysical(t, fixed_space, moving_space));
-  for (int i = 0; i < 12; ++i) level.affine[i] = static_cast<float>(a[i]);
-  level.disp_min = level.disp_max = 0;
-  if (!level.u.empty()) {
-    const Stream cpu = Stream::Cpu();
-    TESSERA_ASSIGN_OR_RETURN(ArrayStats u_stats, ComputeArrayStats(level.u, StreamFor(level.u, stream, cpu)));
-    level.disp_min = u_stats.min;
-    level.disp_max = u_stats.max;
-  }
+  TESSERA_ASSIGN_OR_RETURN(level.layouts, ShardLayouts(level.dims, shards, halo));
+  TESSERA_ASSIGN_OR_RETURN(const WindowGeometry g, WindowGeometryFor(t, fixed_space, moving_space, level.u, stream));
+  std::copy(g.affine, g.affine + 12, level.affine);
+  level.disp_min = g.disp_min;
+  level.disp_max = g.disp_max;
   return absl::OkStatus();
 }
 
@@ -647,16 +671,9 @@ absl::Status ConvertSlab(const SlabImage& image, int64_t offset, int64_t n, floa
 
 int64_t PlannedWindowSlices(Dims3 fixed, Dims3 moving, int shards, int64_t halo, const float affine[12],
                             double disp_min, double disp_max) {
-  const int ranks = ShardsForLevel(shards, fixed.nz, halo);
-  auto partition = parallel::SlabPartition::Make(fixed.nz, ranks);
-  if (!partition.ok()) return moving.nz;
-  std::vector<SlabLayout> layouts;
-  for (int r = 0; r < ranks; ++r) {
-    auto l = partition->Layout(fixed, r, halo);
-    if (!l.ok()) return moving.nz;
-    layouts.push_back(*l);
-  }
-  return PlannedWindowSlices(layouts, moving, affine, disp_min, disp_max);
+  auto layouts = ShardLayouts(fixed, shards, halo);
+  if (!layouts.ok()) return moving.nz;  // no layout: the whole image
+  return PlannedWindowSlices(*layouts, moving, affine, disp_min, disp_max);
 }
 
 int64_t OutOfCoreWorkingSetBytes(const RegistrationOptions& options, Dims3 fixed, Dims3 moving, int shards,
@@ -784,21 +801,11 @@ absl::StatusOr<NDArray> RunOutOfCoreDeformableStage(const Stream& stream, const 
     const Shape field_shape = {dims.nx, dims.ny, dims.nz, 3};
     // The moving windows this level needs, from its affine and the coarser
     // level's field (normalised units keep its range across levels).
-    float plan_affine[12];
-    double plan_min = 0, plan_max = 0;
-    {
-      Level plan;  // scoped: it must not keep the coarse field alive once u moves
-      plan.fixed = dl.fixed;
-      plan.moving = dl.moving;
-      plan.u = u;
-      TESSERA_RETURN_IF_ERROR(LayOut(plan, shards, halo, t, dl.fixed_space, dl.moving_space, stream));
-      std::copy(plan.affine, plan.affine + 12, plan_affine);
-      plan_min = plan.disp_min;
-      plan_max = plan.disp_max;
-    }
+    TESSERA_ASSIGN_OR_RETURN(const WindowGeometry plan,
+                             WindowGeometryFor(t, dl.fixed_space, dl.moving_space, u, stream));
     const Dims3 moving_dims = DimsOf(level.moving.data);
     const auto window_for = [&](int h) {
-      return PlannedWindowSlices(dims, moving_dims, h, halo, plan_affine, plan_min, plan_max);
+      return PlannedWindowSlices(dims, moving_dims, h, halo, plan.affine, plan.disp_min, plan.disp_max);
     };
     // A window wider than the shard count was planned for (a tilted affine,
     // a large field) could outgrow the limit: thinner shards, while the

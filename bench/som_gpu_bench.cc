@@ -237,6 +237,17 @@ struct Measurement {
   std::string bits = "-";  // BMU, second and score against the reference row, every document
 };
 
+// Empty when `need` bytes fit 95% of the GPU's free memory, else the row's
+// "skipped: <what> X GiB, Y GiB free" note.
+std::string SkipNoteUnlessFree(size_t need, const char* what, int ordinal) {
+  auto mem = QueryGpuMemory(ordinal);
+  CHECK_OK(mem.status());
+  if (need <= mem->free_bytes * 0.95) return "";
+  char note[96];
+  std::snprintf(note, sizeof note, "skipped: %s %.1f GiB, %.1f GiB free", what, need / kGiB, mem->free_bytes / kGiB);
+  return note;
+}
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -452,16 +463,8 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
         weights.reset();
         norms.reset();
         codebook_key = -1;
-        size_t need = weight_bytes + 4 * m;
-        auto mem = QueryGpuMemory(stream.ordinal());
-        CHECK_OK(mem.status());
-        if (need > mem->free_bytes * 0.95) {
-          char note[96];
-          std::snprintf(note, sizeof note, "skipped: needs %.1f GiB, %.1f GiB free", need / kGiB,
-                        mem->free_bytes / kGiB);
-          r.note = note;
-          continue;
-        }
+        r.note = SkipNoteUnlessFree(weight_bytes + 4 * m, "needs", stream.ordinal());
+        if (!r.note.empty()) continue;
         auto w = Buffer::Allocate(MemoryKind::kDevice, weight_bytes, stream.ordinal());
         if (!w.ok()) {
           r.note = "skipped: " + std::string(w.status().message());
@@ -493,15 +496,8 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
       }
       if (var.algorithm == BmuAlgorithm::kCusparseRowOrder || var.algorithm == BmuAlgorithm::kCusparseColOrder) {
         const size_t need = (size_t{1} << 30) + 64 * static_cast<size_t>(n) + (size_t{256} << 20);
-        auto mem = QueryGpuMemory(stream.ordinal());
-        CHECK_OK(mem.status());
-        if (need > mem->free_bytes * 0.95) {
-          char note[96];
-          std::snprintf(note, sizeof note, "skipped: scratch needs %.1f GiB, %.1f GiB free", need / kGiB,
-                        mem->free_bytes / kGiB);
-          r.note = note;
-          continue;
-        }
+        r.note = SkipNoteUnlessFree(need, "scratch needs", stream.ordinal());
+        if (!r.note.empty()) continue;
       }
       SomWorkspace ws;
       const BmuTuning tuning = var.tuning();

@@ -48,10 +48,7 @@ class LeanMetric {
     }
     TESSERA_ASSIGN_OR_RETURN(loss_, NDArray::Allocate({1}, DType::kFloat32, MemoryKindFor(stream_), stream_.ordinal()));
     if (name == "mi") {
-      mi_.bins = options_.metric_options.mi_bins;
-      mi_.fixed_min = mi_.warped_min = 0.f;
-      mi_.fixed_max = mi_.warped_max = 1.f;
-      mi_.fixed_kernel = options_.metric_options.mi_fixed_box ? ParzenKernel::kBox : ParzenKernel::kCubicBSpline;
+      mi_ = MattesMiOptionsFor(options_.metric_options);
       if (stream_.backend() == Backend::kCuda) {
         TESSERA_ASSIGN_OR_RETURN(size_t bytes, MattesMiScratchBytes(mi_.bins, stream_.ordinal()));
         TESSERA_ASSIGN_OR_RETURN(mi_scratch_, Buffer::Allocate(MemoryKind::kDevice, bytes, stream_.ordinal()));

@@ -63,12 +63,7 @@ class LnccMetric final : public ScalarLossMetric {
 class MiMetric final : public SimilarityMetric {
  public:
   MiMetric(const Stream& stream, const MetricOptions& options, std::shared_ptr<Buffer> scratch)
-      : stream_(stream), scratch_(std::move(scratch)) {
-    options_.bins = options.mi_bins;
-    options_.fixed_kernel = options.mi_fixed_box ? ParzenKernel::kBox : ParzenKernel::kCubicBSpline;
-    options_.fixed_min = options_.warped_min = 0.f;
-    options_.fixed_max = options_.warped_max = 1.f;
-  }
+      : stream_(stream), options_(MattesMiOptionsFor(options)), scratch_(std::move(scratch)) {}
   absl::StatusOr<double> Evaluate(const NDArray& fixed, const NDArray& warped, NDArray* grad) override {
     TESSERA_ASSIGN_OR_RETURN(MattesMiResult r, MattesMutualInformation(fixed, warped, nullptr, options_, grad,
                                                                        stream_, scratch_.get()));
@@ -84,6 +79,13 @@ class MiMetric final : public SimilarityMetric {
 };
 
 }  // namespace
+
+MattesMiOptions MattesMiOptionsFor(const MetricOptions& options) {
+  MattesMiOptions mi;  // fixed and warped ranges [0, 1]: the normalised intensities
+  mi.bins = options.mi_bins;
+  mi.fixed_kernel = options.mi_fixed_box ? ParzenKernel::kBox : ParzenKernel::kCubicBSpline;
+  return mi;
+}
 
 absl::StatusOr<std::unique_ptr<SimilarityMetric>> SimilarityMetric::Create(const std::string& name,
                                                                           const MetricOptions& options,

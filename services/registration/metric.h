@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "common/device.h"
 #include "common/ndarray.h"
+#include "kernels/registration/mutual_info.h"
 
 namespace tessera::registration {
 
@@ -38,6 +39,10 @@ struct MetricOptions {
   // path reads the full-resolution fixed image slab by slab and does not blur.
   double mi_fixed_blur_voxels = 0.40824829;  // sqrt(1/6)
 };
+
+// Mattes MI's options for these metric options on the registrar's
+// intensities, normalised to [0, 1]: bins and the fixed image's Parzen window.
+MattesMiOptions MattesMiOptionsFor(const MetricOptions& options);
 
 class SimilarityMetric {
  public:

@@ -46,9 +46,7 @@ absl::StatusOr<GreedyStepOptions> ShardedStepOptions(const RegistrationOptions& 
     return absl::InvalidArgumentError(absl::StrCat("unknown metric '", options.metric, "': expected mse, lncc or mi"));
   }
   o.lncc.window = options.metric_options.lncc_window;
-  o.mi.bins = options.metric_options.mi_bins;  // intensities are normalised to [0, 1], as the lean metric assumes
-  o.mi.fixed_kernel = options.metric_options.mi_fixed_box ? registration::ParzenKernel::kBox
-                                                         : registration::ParzenKernel::kCubicBSpline;
+  o.mi = MattesMiOptionsFor(options.metric_options);  // intensities normalised to [0, 1], as the lean metric's
   o.rule = options.deformable_step == "adam" ? parallel::GreedyRule::kAdam : parallel::GreedyRule::kNormalized;
   o.lr_voxels = options.deformable_lr_voxels;
   o.smooth_grad_sigma = options.smooth_grad_sigma;

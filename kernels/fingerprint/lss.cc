@@ -103,6 +103,25 @@ LssProbe PrepareProbe(const MccTemplate& probe, const MccParams& mcc) {
 
 // --- MccDeviceGallery ---------------------------------------------------------
 
+int LssScratchTemplateSize(const int32_t* start, int num_templates, double quantile) {
+  if (num_templates <= 0 || start == nullptr) return 0;
+  // Sizes are 0..kMccMaxMinutiae (larger ones counted in the last bucket).
+  std::vector<int64_t> count(kMccMaxMinutiae + 2, 0);
+  for (int t = 0; t < num_templates; ++t) {
+    const int n = start[t + 1] - start[t];
+    ++count[std::min(std::max(n, 0), kMccMaxMinutiae + 1)];
+  }
+  const double q = std::min(1.0, std::max(0.0, quantile));
+  // The smallest size s with at least ceil(q * n) templates of size <= s.
+  const int64_t want = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(q * num_templates)));
+  int64_t seen = 0;
+  for (int s = 0; s < static_cast<int>(count.size()); ++s) {
+    seen += count[s];
+    if (seen >= want) return s;
+  }
+  return kMccMaxMinutiae + 1;
+}
+
 namespace {
 
 template <typename T>
@@ -123,6 +142,7 @@ absl::StatusOr<MccDeviceGallery> MccDeviceGallery::Upload(const MccGallery& g, c
   d.num_templates_ = g.num_templates();
   d.num_cylinders_ = g.num_cylinders();
   d.max_template_size_ = g.max_template_size();
+  d.scratch_template_size_ = LssScratchTemplateSize(g.start.data(), g.num_templates());
   d.ordinal_ = stream.ordinal();
   TESSERA_RETURN_IF_ERROR(UploadVector(g.start, stream, &d.start_));
   TESSERA_RETURN_IF_ERROR(UploadVector(g.bits, stream, &d.bits_));
@@ -166,6 +186,7 @@ MccDeviceGalleryView MccDeviceGallery::view() const {
   v.num_templates = num_templates_;
   v.num_cylinders = num_cylinders_;
   v.max_template_size = max_template_size_;
+  v.scratch_template_size = scratch_template_size_;
   v.ordinal = ordinal_;
   return v;
 }
@@ -205,6 +226,8 @@ const char* LssCudaKernelName(LssCudaKernel kernel) {
       return "block";
     case LssCudaKernel::kWarpMma:
       return "warp-mma";
+    case LssCudaKernel::kWarpMmaSplit:
+      return "warp-mma-split";
   }
   return "unknown";
 }

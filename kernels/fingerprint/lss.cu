@@ -568,6 +568,259 @@ __device__ __forceinline__ void WarpSelectAndScore(const ComparisonScratch& scra
   __syncwarp();
 }
 
+// --- LssCudaKernel::kWarpMmaSplit: leaner scratch and selection ---------------
+// The same comparison as WarpSelectAndScore (same selected set, same order,
+// same float operations, so the same score bits) with less shared memory and
+// fewer passes, so more warps fit on an SM and each does less:
+//   * the radix histogram packs two 16-bit counters per word (na x nb <= 25600
+//     entries) and sits first in the scratch (16-byte aligned: one int4 per lane
+//     clears it or reads a lane's 8 digits);
+//   * the radix passes start at the highest bit where the largest and smallest
+//     positive key differ (every positive key shares the bits above it, so the
+//     skipped passes would put every entry in one digit), and stop as soon as
+//     the K-th key's digit is taken whole: then the K best are exactly the keys
+//     >= that prefix;
+//   * the selected entries keep (row << 16 | column) instead of the flat index
+//     (the same order), so rho needs no integer divisions, and rho's pair
+//     (t, k) advances without dividing either;
+//   * each efficiency lam / lambda0 is divided once, not once per pick.
+struct SplitScratch {
+  static constexpr int kHistWords = 128;  // 256 digits, two 16-bit counters per word
+  // Bytes: lss_mma::SplitScratchBytes (the host plans with it).
+  __device__ SplitScratch(unsigned char* base, int matrix_entries, int k_capacity)
+      : hist(reinterpret_cast<int*>(base)),
+        gamma(reinterpret_cast<float*>(hist + kHistWords)),
+        sel_value(gamma + matrix_entries),
+        sel_index(reinterpret_cast<int*>(sel_value + k_capacity)),
+        lambda0(reinterpret_cast<float*>(sel_index + k_capacity)),
+        lambda_a(lambda0 + k_capacity),
+        lambda_b(lambda_a + k_capacity) {}
+  int* hist;
+  float* gamma;
+  float* sel_value;
+  int* sel_index;  // row << 16 | column
+  float* lambda0;
+  float* lambda_a;
+  float* lambda_b;
+};
+
+// Threshold key of the K best positive entries of gamma (K < n_pos): the
+// selection is every positive entry with bits > *threshold plus the first
+// *need_eq (flat order) with bits == *threshold. `hi`, `lo`: the largest and
+// smallest positive key. One whole warp.
+__device__ __forceinline__ void WarpRadixThreshold(const SplitScratch& s, int entries, int K, unsigned hi,
+                                                   unsigned lo, int lane, unsigned* threshold, int* need_eq) {
+  const unsigned diff = hi ^ lo;
+  int top = diff == 0u ? 0 : 32 - __clz(static_cast<int>(diff));  // bits [0, top) vary among positive keys
+  unsigned prefix = top >= 32 ? 0u : hi & (~0u << top);
+  unsigned prefix_mask = top >= 32 ? 0u : ~0u << top;
+  int remaining = K;
+  while (top > 0) {
+    const int shift = top > 8 ? top - 8 : 0;
+    const unsigned digit_mask = (1u << (top - shift)) - 1u;
+    reinterpret_cast<int4*>(s.hist)[lane] = make_int4(0, 0, 0, 0);
+    __syncwarp();
+    for (int e = lane; e < entries; e += 32) {
+      const float v = s.gamma[e];
+      const unsigned bits = __float_as_uint(v);
+      if (v > 0.0f && (bits & prefix_mask) == prefix) {
+        const unsigned d = (bits >> shift) & digit_mask;
+        atomicAdd(&s.hist[d >> 1], 1 << ((d & 1u) * 16));
+      }
+    }
+    __syncwarp();
+    // Lane l owns digits 255 - 8 l .. 248 - 8 l (largest first): words
+    // 127 - 4 l .. 124 - 4 l, the odd digit in each word's high half.
+    const int4 w = reinterpret_cast<const int4*>(s.hist)[31 - lane];
+    const int own[8] = {w.w >> 16, w.w & 0xffff, w.z >> 16, w.z & 0xffff,
+                        w.y >> 16, w.y & 0xffff, w.x >> 16, w.x & 0xffff};
+    int lane_sum = 0;
+#pragma unroll
+    for (int q = 0; q < 8; ++q) lane_sum += own[q];
+    int inc = lane_sum;
+    for (int o = 1; o < 32; o <<= 1) {
+      const int other = __shfl_up_sync(kFull, inc, o);
+      if (lane >= o) inc += other;
+    }
+    int above = inc - lane_sum;
+    const bool mine = above < remaining && remaining <= inc;
+    int digit = 0, rest = 0, whole = 0;
+    if (mine) {
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        if (remaining <= above + own[q]) {
+          digit = 255 - 8 * lane - q;
+          rest = remaining - above;
+          whole = rest == own[q];
+          break;
+        }
+        above += own[q];
+      }
+    }
+    const unsigned who = __ballot_sync(kFull, mine);
+    const int src = who != 0 ? __ffs(who) - 1 : 0;
+    digit = __shfl_sync(kFull, digit, src);
+    rest = __shfl_sync(kFull, rest, src);
+    whole = __shfl_sync(kFull, whole, src);
+    prefix |= static_cast<unsigned>(digit) << shift;
+    prefix_mask |= digit_mask << shift;
+    __syncwarp();  // hist is cleared by the next pass
+    if (whole) {
+      // The digit's entries are all needed: the K best are the keys >= prefix
+      // (which has the low bits clear; prefix > 0, since every positive key is
+      // >= 0 and there are n_pos > K of them).
+      *threshold = prefix - 1u;
+      *need_eq = 0;
+      return;
+    }
+    remaining = rest;
+    top = shift;
+  }
+  *threshold = prefix;
+  *need_eq = remaining;
+}
+
+// LSS-R rho + relaxation over the p selected entries (SplitScratch layout);
+// returns the final lambda and sets *spare to the lambda buffer it does not
+// use. The same float operations as RelaxSelection<true>.
+__device__ __forceinline__ const float* WarpRelaxSplit(const SplitScratch& s, int p, int n_min, int base,
+                                                       const float* p_x, const float* p_y, const float* p_t,
+                                                       const GalleryArgs& gallery, const LssConstants& c, int lane,
+                                                       float** spare) {
+  for (int t = lane; t < p; t += 32) s.lambda0[t] = s.lambda_a[t] = s.sel_value[t];
+  __syncwarp();
+  float* lam = s.lambda_a;
+  float* nxt = s.lambda_b;
+  if (n_min > 1 && c.relaxation_iterations > 0) {
+    float* rho = s.gamma;
+    // idx = t p + k walks lane, lane + 32, ...; (t, k) advance by (32 / p,
+    // 32 % p) with one carry.
+    const int step_t = 32 / p, step_k = 32 - step_t * p;
+    int t = lane / p, k = lane - t * p;
+    for (int idx = lane; idx < p * p; idx += 32) {
+      float value = 0.0f;
+      if (t != k) {
+        const int st = s.sel_index[t], sk = s.sel_index[k];
+        const int rt = st >> 16, rk = sk >> 16;
+        const int bt = base + (st & 0xffff), bk = base + (sk & 0xffff);
+        value = RhoLazy(p_x[rt], p_y[rt], p_t[rt], p_x[rk], p_y[rk], p_t[rk], gallery.x[bt], gallery.y[bt],
+                        gallery.theta[bt], gallery.x[bk], gallery.y[bk], gallery.theta[bk], c);
+      }
+      rho[idx] = value;
+      t += step_t;
+      k += step_k;
+      if (k >= p) {
+        k -= p;
+        ++t;
+      }
+    }
+    __syncwarp();
+    const float denominator = static_cast<float>(n_min - 1);
+    for (int it = 0; it < c.relaxation_iterations; ++it) {
+      RelaxationPass(rho, lam, nxt, p, lane, 32, denominator, c);
+      __syncwarp();
+      float* swap = lam;
+      lam = nxt;
+      nxt = swap;
+    }
+  }
+  *spare = nxt;
+  return lam;
+}
+
+// EfficientPairsScore with each efficiency divided once into `eff` (p
+// floats of scratch); picked entries get efficiency -2 (below every real one,
+// which is >= 0, and below the -1 a search starts from).
+__device__ float EfficientPairsScoreOnce(float* eff, const float* lam, const float* lambda0, int p, int np, int lane) {
+  for (int t = lane; t < p; t += 32) eff[t] = lam[t] / lambda0[t];
+  __syncwarp();
+  const int keep = min(np, p);
+  float sum = 0.0f;
+  for (int i = 0; i < keep; ++i) {
+    float best_eff = -1.0f;
+    int best_t = INT_MAX;
+    for (int t = lane; t < p; t += 32) {
+      const float e = eff[t];
+      if (e > best_eff || (e == best_eff && t < best_t)) {
+        best_eff = e;
+        best_t = t;
+      }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      const float other_eff = __shfl_down_sync(kFull, best_eff, o);
+      const int other_t = __shfl_down_sync(kFull, best_t, o);
+      if (other_eff > best_eff || (other_eff == best_eff && other_t < best_t)) {
+        best_eff = other_eff;
+        best_t = other_t;
+      }
+    }
+    best_t = __shfl_sync(kFull, best_t, 0);
+    if (lane == 0) {
+      eff[best_t] = -2.0f;
+      sum = sum + lam[best_t];
+    }
+    __syncwarp();
+  }
+  return fminf(1.0f, fmaxf(0.0f, sum / static_cast<float>(np)));
+}
+
+// WarpSelectAndScore for kWarpMmaSplit (see above); `hi`, `lo`: the largest
+// and smallest positive key of gamma (warp-uniform).
+template <bool kRelax>
+__device__ __forceinline__ void WarpSelectAndScoreSplit(const SplitScratch& s, int n_pos, unsigned hi, unsigned lo,
+                                                        int na, int nb, int base, int g, const float* p_x,
+                                                        const float* p_y, const float* p_t, const GalleryArgs& gallery,
+                                                        const LssConstants& c, int lane, float* __restrict__ scores) {
+  const int n_min = min(na, nb);
+  const int np = c.np_table[n_min];
+  const int K = kRelax ? n_min : np;
+  const int entries = na * nb;
+  unsigned threshold = 0;
+  int need_eq = 0;
+  if (n_pos > K) WarpRadixThreshold(s, entries, K, hi, lo, lane, &threshold, &need_eq);
+  // Compaction in flat-index order by ballots (row and column divided out for
+  // the selected entries only).
+  const unsigned lanes_before = (1u << lane) - 1u;
+  int carry_gt = 0, carry_eq = 0;
+  for (int chunk = 0; chunk < entries; chunk += 32) {
+    const int e = chunk + lane;
+    const float v = e < entries ? s.gamma[e] : 0.0f;
+    const unsigned bits = __float_as_uint(v);
+    const bool gt = v > 0.0f && bits > threshold;
+    const bool eq = v > 0.0f && bits == threshold && need_eq > 0;
+    const unsigned gt_mask = __ballot_sync(kFull, gt), eq_mask = __ballot_sync(kFull, eq);
+    const int before_gt = carry_gt + __popc(gt_mask & lanes_before);
+    const int before_eq = carry_eq + __popc(eq_mask & lanes_before);
+    if (gt || (eq && before_eq < need_eq)) {
+      const int pos = before_gt + min(before_eq, need_eq);
+      const int r = e / nb;
+      s.sel_value[pos] = v;
+      s.sel_index[pos] = (r << 16) | (e - r * nb);
+    }
+    carry_gt += __popc(gt_mask);
+    carry_eq += __popc(eq_mask);
+  }
+  const int p = carry_gt + min(carry_eq, need_eq);
+  __syncwarp();
+
+  if (!kRelax) {
+    // (row << 16 | column) orders ties like the flat index.
+    if (lane == 0) scores[g] = SortedSelectionMean(s.sel_value, s.sel_index, p, np);
+    __syncwarp();
+    return;
+  }
+  if (p == 0) {
+    if (lane == 0) scores[g] = 0.0f;
+    __syncwarp();
+    return;
+  }
+  float* spare = nullptr;
+  const float* lam = WarpRelaxSplit(s, p, n_min, base, p_x, p_y, p_t, gallery, c, lane, &spare);
+  const float score = EfficientPairsScoreOnce(spare, lam, s.lambda0, p, np, lane);
+  if (lane == 0) scores[g] = score;
+  __syncwarp();
+}
+
 // Step 1 on the tensor cores. The four bit counts of every
 // (probe cylinder, gallery cylinder) pair - |a & b|, |a & m_b|, |m_a & b| summed
 // over the 6 direction layers, and |m_a & m_b| - are matrix products over
@@ -597,11 +850,14 @@ __device__ __forceinline__ void MmaAndPopc(int (&d)[4], const uint4& a, uint32_t
       : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
 }
 
-template <bool kRelax>
-__global__ void __launch_bounds__(kWarpKernelMaxWarps * 32)
-    ScoreKernelMma(ProbeArgs probe, GalleryArgs gallery, LssConstants c, int k_capacity, int probe_bytes,
-                   int warp_bytes, float* __restrict__ scores) {
-  extern __shared__ __align__(16) unsigned char smem[];
+// The body of both tensor-core kernels. kSplit (kWarpMmaSplit): SplitScratch
+// and WarpSelectAndScoreSplit, and only the templates of nb_lo..nb_hi
+// cylinders (the others are another launch's); gallery.max_size is then the
+// width the warps' scratch is sized for.
+template <bool kRelax, bool kSplit>
+__device__ __forceinline__ void ScoreMmaBody(unsigned char* smem, const ProbeArgs& probe, const GalleryArgs& gallery,
+                                             const LssConstants& c, int k_capacity, int probe_bytes, int warp_bytes,
+                                             int nb_lo, int nb_hi, float* __restrict__ scores) {
   const int na = probe.n;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   // Shared: the probe's A fragments, its x, y, theta, bit counts and mask
@@ -613,8 +869,9 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32)
   float* p_t = p_y + na;
   int* p_count = reinterpret_cast<int*>(p_t + na);
   int* p_mask_count = p_count + na;
-  const ComparisonScratch scratch(smem + probe_bytes + static_cast<size_t>(warp) * warp_bytes,
-                                  na * gallery.max_size, k_capacity);
+  unsigned char* const warp_scratch = smem + probe_bytes + static_cast<size_t>(warp) * warp_bytes;
+  const ComparisonScratch scratch(warp_scratch, na * gallery.max_size, k_capacity);
+  const SplitScratch split_scratch(warp_scratch, na * gallery.max_size, k_capacity);
 
   for (int i = threadIdx.x; i < frag_count; i += blockDim.x) p_frag[i] = probe.frag[i];
   for (int i = threadIdx.x; i < na; i += blockDim.x) {
@@ -630,6 +887,7 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32)
   for (int g = blockIdx.x * warps + warp; g < gallery.num_templates; g += total_warps) {
     const int base = gallery.start[g];
     const int nb = gallery.start[g + 1] - base;
+    if (kSplit && (nb < nb_lo || nb > nb_hi)) continue;  // the other launch's
     if (na == 0 || nb == 0) {
       if (lane == 0) scores[g] = 0.0f;
       continue;  // uniform across the warp
@@ -639,6 +897,7 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32)
 
     // 1. Local similarities, 8 gallery columns x 16 probe rows per tile.
     int positives = 0;
+    unsigned key_hi = 0u, key_lo = ~0u;  // kSplit: largest / smallest positive key
     for (int col0 = 0; col0 < nb; col0 += lss_mma::kCols) {
       // B fragments of columns col0 .. col0 + 7 (zero beyond nb).
       const int col = col0 + lss_mma::BCol(lane);
@@ -690,15 +949,51 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32)
             const int nb_c = common[e] == mb_c[q] ? count_b[q] : nbc[e];          // m_b inside m_a: |b|
             v = lss_internal::LambdaFromCounts(na_c, nb_c, nab[e]);
           }
-          scratch.gamma[r * nb + j] = v;
+          if (kSplit) {
+            split_scratch.gamma[r * nb + j] = v;
+            if (v > 0.0f) {
+              key_hi = max(key_hi, __float_as_uint(v));
+              key_lo = min(key_lo, __float_as_uint(v));
+            }
+          } else {
+            scratch.gamma[r * nb + j] = v;
+          }
           positives += v > 0.0f;
         }
       }
     }
     const int n_pos = WarpSum(positives);
     __syncwarp();  // the matrix is complete
-    WarpSelectAndScore<kRelax>(scratch, n_pos, na, nb, base, g, p_x, p_y, p_t, gallery, c, lane, scores);
+    if (kSplit) {
+      key_hi = __reduce_max_sync(kFull, key_hi);
+      key_lo = __reduce_min_sync(kFull, key_lo);
+      WarpSelectAndScoreSplit<kRelax>(split_scratch, n_pos, key_hi, key_lo, na, nb, base, g, p_x, p_y, p_t, gallery,
+                                      c, lane, scores);
+    } else {
+      WarpSelectAndScore<kRelax>(scratch, n_pos, na, nb, base, g, p_x, p_y, p_t, gallery, c, lane, scores);
+    }
   }
+}
+
+template <bool kRelax>
+__global__ void __launch_bounds__(kWarpKernelMaxWarps * 32)
+    ScoreKernelMma(ProbeArgs probe, GalleryArgs gallery, LssConstants c, int k_capacity, int probe_bytes,
+                   int warp_bytes, float* __restrict__ scores) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  ScoreMmaBody<kRelax, false>(smem, probe, gallery, c, k_capacity, probe_bytes, warp_bytes, 0, INT_MAX, scores);
+}
+
+// kWarpMmaSplit: registers capped so that kSplitMinBlocks blocks of
+// kWarpKernelMaxWarps warps fit an SM (64 per thread; ScoreKernelMma<true>
+// takes 70, i.e. 3 blocks), the other limit being the scratch the host plans.
+constexpr int kSplitMinBlocks = 4;
+
+template <bool kRelax>
+__global__ void __launch_bounds__(kWarpKernelMaxWarps * 32, kSplitMinBlocks)
+    ScoreKernelMmaSplit(ProbeArgs probe, GalleryArgs gallery, LssConstants c, int k_capacity, int probe_bytes,
+                        int warp_bytes, int nb_lo, int nb_hi, float* __restrict__ scores) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  ScoreMmaBody<kRelax, true>(smem, probe, gallery, c, k_capacity, probe_bytes, warp_bytes, nb_lo, nb_hi, scores);
 }
 
 template <typename T>
@@ -760,12 +1055,70 @@ absl::StatusOr<DeviceLssProbe> DeviceLssProbe::Upload(const Stream& stream, cons
   return out;
 }
 
+namespace {
+
+size_t Align16(size_t n) { return (n + 15) / 16 * 16; }
+
+// kWarpMmaSplit's launches (lss_mma::PlanSplit): each template of up to
+// `width` cylinders is scored by warps whose scratch holds an na x width
+// matrix; the few larger ones by a second launch sized for the largest.
+absl::Status LaunchSplitPasses(cudaStream_t s, int ordinal, const ProbeArgs& pa, GalleryArgs ga, MccScore kind,
+                               const LssConstants& constants, size_t probe_bytes, int max_np, int scratch_size,
+                               float* device_scores) {
+  const int na = pa.n;
+  const int max_nb = ga.max_size;
+  auto kernel = kind == MccScore::kLssR ? ScoreKernelMmaSplit<true> : ScoreKernelMmaSplit<false>;
+  int sm_shared = 0, reserved = 0, block_optin = 0, sms = 0;
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sm_shared, cudaDevAttrMaxSharedMemoryPerMultiprocessor, ordinal));
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, ordinal));
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&block_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ordinal));
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ordinal));
+  // Blocks per SM the registers allow (no shared memory).
+  int register_blocks = 0;
+  TESSERA_CUDA_RETURN_IF_ERROR(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&register_blocks, kernel, kWarpKernelMaxWarps * 32, 0));
+  lss_mma::SplitDevice device;
+  device.shared_per_sm = sm_shared;
+  device.reserved_per_block = reserved;
+  device.max_shared_per_block = block_optin;
+  device.register_blocks = register_blocks;
+  device.max_warps_per_block = kWarpKernelMaxWarps;
+  const lss_mma::SplitPlan plan = lss_mma::PlanSplit(na, max_nb, scratch_size, max_np, probe_bytes, device);
+  // Scratch up to the largest SM share: the plan assumes the full carveout.
+  TESSERA_CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
+  for (int pass = 0; pass < plan.passes; ++pass) {
+    const lss_mma::SplitPlan::Pass& p = plan.pass[pass];
+    if (p.warps < 1) {
+      return absl::ResourceExhaustedError(absl::StrCat("lss: ", probe_bytes + p.warp_bytes,
+                                                       " bytes of shared memory for one warp do not fit"));
+    }
+    const size_t shared = probe_bytes + static_cast<size_t>(p.warps) * p.warp_bytes;
+    TESSERA_CUDA_RETURN_IF_ERROR(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+    int per_sm = 0;
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, p.warps * 32, shared));
+    if (per_sm < 1) {
+      return absl::ResourceExhaustedError(absl::StrCat("lss: ", shared, " bytes of shared memory per block do not fit"));
+    }
+    ga.max_size = p.width;
+    const int blocks = std::max(1, std::min((ga.num_templates + p.warps - 1) / p.warps, per_sm * sms));
+    kernel<<<blocks, p.warps * 32, shared, s>>>(pa, ga, constants, p.k_capacity, static_cast<int>(probe_bytes),
+                                                static_cast<int>(p.warp_bytes), p.nb_lo, p.nb_hi, device_scores);
+    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("lss ScoreKernelMmaSplit");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& probe, const MccDeviceGalleryView& gallery,
                                  MccScore kind, const LssConstants& constants, float* device_scores,
                                  LssCudaKernel variant) {
-  if (variant != LssCudaKernel::kBlock && variant != LssCudaKernel::kWarpMma) {
+  if (variant != LssCudaKernel::kBlock && variant != LssCudaKernel::kWarpMma &&
+      variant != LssCudaKernel::kWarpMmaSplit) {
     return absl::InvalidArgumentError(absl::StrCat("lss: unknown CUDA kernel variant ", static_cast<int>(variant),
-                                                   "; valid: block, warp-mma"));
+                                                   "; valid: block, warp-mma, warp-mma-split"));
   }
   const int na = probe.n_;
   const int max_nb = gallery.max_template_size;
@@ -805,6 +1158,11 @@ absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& pro
   for (int n = 0; n <= kMccMaxMinutiae; ++n) max_np = std::max<int>(max_np, constants.np_table[n]);
   const int k_capacity = std::max(std::min(na, ga.max_size), max_np);
   const size_t scratch_bytes = ComparisonScratch::Bytes(na * ga.max_size, k_capacity);
+  if (variant == LssCudaKernel::kWarpMmaSplit) {
+    const size_t probe_bytes = Align16(layout.frag_bytes + static_cast<size_t>(na) * 4 * 5);
+    return LaunchSplitPasses(s, stream.ordinal(), pa, ga, kind, constants, probe_bytes, max_np,
+                             gallery.scratch_template_size, device_scores);
+  }
   if (variant == LssCudaKernel::kWarpMma) {
     // The probe's A fragments, x, y, theta, bit and mask counts, then one
     // scratch region per warp (16-byte aligned).

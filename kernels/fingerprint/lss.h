@@ -200,8 +200,19 @@ struct MccDeviceGalleryView {
   int num_templates = 0;
   int num_cylinders = 0;
   int max_template_size = 0;
+  // LssCudaKernel::kWarpMmaSplit: the template size its warps' scratch must
+  // hold (LssScratchTemplateSize: a high percentile of the sizes); larger
+  // templates go to a second launch. 0: one launch sized for
+  // max_template_size.
+  int scratch_template_size = 0;
   int ordinal = 0;
 };
+
+// The `quantile` (0..1) of the template sizes of a start table (num_templates
+// + 1 entries, nondecreasing): the scratch_template_size for kWarpMmaSplit.
+// 0 for an empty table.
+inline constexpr double kLssScratchQuantile = 0.9;
+int LssScratchTemplateSize(const int32_t* start, int num_templates, double quantile = kLssScratchQuantile);
 
 class MccDeviceGallery {
  public:
@@ -212,6 +223,7 @@ class MccDeviceGallery {
   int num_templates() const { return num_templates_; }
   int num_cylinders() const { return num_cylinders_; }
   int max_template_size() const { return max_template_size_; }
+  int scratch_template_size() const { return scratch_template_size_; }  // LssScratchTemplateSize
   int ordinal() const { return ordinal_; }
   size_t bytes() const;
 
@@ -230,6 +242,7 @@ class MccDeviceGallery {
   int num_templates_ = 0;
   int num_cylinders_ = 0;
   int max_template_size_ = 0;
+  int scratch_template_size_ = 0;
   int ordinal_ = 0;
   std::shared_ptr<Buffer> start_, bits_, mask_, x_, y_, theta_, bit_count_, full_mask_;
 };
@@ -253,9 +266,17 @@ namespace cuda {
 // fingerprint_pipeline_bench at 10^6 templates x 16 latent crops: warp-mma
 // 46.43 M matches/s resident vs block 27.72 (1.68x), streamed 43.97 vs 26.39;
 // the plain warp kernel (0.88x block) was removed (issue 16).
-enum class LssCudaKernel { kBlock, kWarpMma };
+// kWarpMmaSplit: kWarpMma with more warps per SM and less work per
+// comparison, same scores bit for bit (lss.cu): registers capped at 64 (4
+// blocks of 8 warps per SM instead of 3), warp scratch sized for the
+// gallery's typical template (MccDeviceGalleryView::scratch_template_size)
+// instead of its largest, the larger templates in a second launch, a packed
+// radix histogram and a selection that skips the leading digits all keys
+// share and stops once the K-th key's digit is taken whole. Selectable so
+// the benchmarks compare it with kWarpMma in one run.
+enum class LssCudaKernel { kBlock, kWarpMma, kWarpMmaSplit };
 
-// "block", "warp-mma" (for logs and benchmark rows).
+// "block", "warp-mma", "warp-mma-split" (for logs and benchmark rows).
 const char* LssCudaKernelName(LssCudaKernel kernel);
 
 // Same, with `device_scores` in device memory (gallery.num_templates()

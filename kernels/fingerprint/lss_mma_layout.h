@@ -17,6 +17,8 @@
 #ifndef TESSERA_KERNELS_FINGERPRINT_LSS_MMA_LAYOUT_H_
 #define TESSERA_KERNELS_FINGERPRINT_LSS_MMA_LAYOUT_H_
 
+#include <climits>
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/fingerprint/fp_math.h"
@@ -76,6 +78,91 @@ inline void PackProbeFragments(const MccCylinder* cyl, int n, uint32_t* out) {
       }
     }
   }
+}
+
+// --- LssCudaKernel::kWarpMmaSplit: the warps' scratch and the launch plan ---
+
+// Bytes of one warp's scratch in the split kernel (lss.cu SplitScratch): the
+// packed radix histogram (128 words), the matrix, then five arrays of
+// k_capacity (selected values and indices, lambda0 and two lambda buffers).
+TESSERA_FP_HD size_t SplitScratchBytes(int matrix_entries, int k_capacity) {
+  return 128 * 4 + static_cast<size_t>(matrix_entries) * 4 + static_cast<size_t>(k_capacity) * 4 * 5;
+}
+
+// What the plan needs of the GPU and the kernel (cudaDeviceGetAttribute,
+// cudaOccupancyMaxActiveBlocksPerMultiprocessor without shared memory).
+struct SplitDevice {
+  int shared_per_sm = 0;         // bytes
+  int reserved_per_block = 0;    // bytes the runtime keeps per block
+  int max_shared_per_block = 0;  // opt-in limit
+  int register_blocks = 0;       // blocks of max_warps_per_block warps the registers allow per SM
+  int max_warps_per_block = 8;
+};
+
+// One or two launches: templates of nb_lo..nb_hi cylinders, scratch for an
+// na x width matrix per warp, `warps` warps per block (0: one warp does not fit).
+struct SplitPlan {
+  struct Pass {
+    int nb_lo = 0, nb_hi = 0, width = 1, k_capacity = 0, warps = 0;
+    size_t warp_bytes = 0;
+  };
+  int passes = 1;
+  Pass pass[2];
+  int blocks_per_sm = 0;  // the occupancy the first pass was planned for (0: not planned, one pass)
+};
+
+// The plan for a probe of `na` cylinders against templates of up to `max_nb`
+// (max_np: the largest n_P; probe_bytes: the probe's share of each block):
+// the most blocks per SM (registers permitting) whose per-warp scratch still
+// holds templates of `scratch_size` cylinders (the gallery's typical largest,
+// e.g. its 90th percentile); the width is then the widest that fits that
+// occupancy. Templates wider than it (if any) get a second pass sized for
+// max_nb. scratch_size <= 0 or >= max_nb, or na == 0: one pass sized for
+// max_nb (the kWarpMma sizing).
+inline SplitPlan PlanSplit(int na, int max_nb, int scratch_size, int max_np, size_t probe_bytes,
+                           const SplitDevice& d) {
+  max_nb = max_nb < 1 ? 1 : max_nb;
+  const int max_warps = d.max_warps_per_block < 1 ? 1 : d.max_warps_per_block;
+  auto bytes = [&](int width) {
+    const int k_capacity = (na < width ? na : width) > max_np ? (na < width ? na : width) : max_np;
+    return (SplitScratchBytes(na * width, k_capacity) + 15) / 16 * 16;
+  };
+  auto make_pass = [&](int lo, int hi, int width) {
+    SplitPlan::Pass p;
+    p.nb_lo = lo;
+    p.nb_hi = hi;
+    p.width = width;
+    const int k = na < width ? na : width;
+    p.k_capacity = k > max_np ? k : max_np;
+    p.warp_bytes = bytes(width);
+    const long long room = static_cast<long long>(d.max_shared_per_block) - static_cast<long long>(probe_bytes);
+    const long long fit = room > 0 ? room / static_cast<long long>(p.warp_bytes) : 0;
+    p.warps = static_cast<int>(fit < max_warps ? fit : max_warps);
+    return p;
+  };
+  SplitPlan plan;
+  int width = max_nb;
+  if (na > 0 && scratch_size > 0 && scratch_size < max_nb) {
+    for (int b = d.register_blocks < 1 ? 1 : d.register_blocks; b >= 1; --b) {
+      long long block = d.shared_per_sm / b - d.reserved_per_block;
+      if (block > d.max_shared_per_block) block = d.max_shared_per_block;
+      const long long per_warp = (block - static_cast<long long>(probe_bytes)) / max_warps;
+      if (per_warp <= 0) continue;
+      int w = max_nb;
+      while (w >= scratch_size && static_cast<long long>(bytes(w)) > per_warp) --w;
+      if (w >= scratch_size) {
+        width = w;
+        plan.blocks_per_sm = b;
+        break;
+      }
+    }
+  }
+  plan.pass[0] = make_pass(0, width >= max_nb ? INT_MAX : width, width);
+  if (width < max_nb) {
+    plan.passes = 2;
+    plan.pass[1] = make_pass(width + 1, INT_MAX, max_nb);
+  }
+  return plan;
 }
 
 }  // namespace lss_mma

@@ -10,11 +10,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bitset>
+#include <climits>
 #include <cstdint>
 #include <random>
 #include <vector>
 
+#include "kernels/fingerprint/lss.h"
 #include "kernels/fingerprint/mcc.h"
 
 namespace tessera {
@@ -143,6 +146,104 @@ TEST(LssMmaLayout, PaddingRowsAreZero) {
       }
     }
   }
+}
+
+// --- kWarpMmaSplit's launch plan (PlanSplit) ----------------------------------
+
+// An H200 as the CUDA runtime reports it (228 KB per SM, 1 KB reserved per
+// block, 227 KB opt-in per block) with the split kernel's 4 blocks of 8 warps
+// of 64 registers.
+SplitDevice H200() {
+  SplitDevice d;
+  d.shared_per_sm = 233472;
+  d.reserved_per_block = 1024;
+  d.max_shared_per_block = 232448;
+  d.register_blocks = 4;
+  d.max_warps_per_block = 8;
+  return d;
+}
+
+size_t ProbeBytes(int na) { return (static_cast<size_t>(ProbeFragmentWords(na)) * 4 + na * 20 + 15) / 16 * 16; }
+
+// Every plan covers every template size exactly once, each pass's scratch
+// holds its widest template's matrix, K and n_P, the first pass reaches the
+// percentile it was given and its blocks fit the SM at the planned occupancy.
+TEST(LssSplitPlan, PassesCoverAllSizesAndFit) {
+  const SplitDevice d = H200();
+  for (int na : {1, 12, 20, 30, 60, 150}) {
+    for (int max_nb : {1, 40, 68, 150}) {
+      for (int scratch : {0, 1, 30, 43, 67, 68, 200}) {
+        SCOPED_TRACE(testing::Message() << "na " << na << " max " << max_nb << " scratch " << scratch);
+        const SplitPlan plan = PlanSplit(na, max_nb, scratch, 12, ProbeBytes(na), d);
+        ASSERT_TRUE(plan.passes == 1 || plan.passes == 2);
+        EXPECT_EQ(plan.pass[0].nb_lo, 0);
+        EXPECT_EQ(plan.pass[plan.passes - 1].nb_hi, INT_MAX);
+        if (plan.passes == 2) {
+          EXPECT_EQ(plan.pass[1].nb_lo, plan.pass[0].nb_hi + 1);
+          EXPECT_EQ(plan.pass[0].width, plan.pass[0].nb_hi);
+          EXPECT_EQ(plan.pass[1].width, max_nb);
+          EXPECT_GE(plan.pass[0].width, scratch);
+          EXPECT_LT(plan.pass[0].width, max_nb);
+        } else {
+          EXPECT_EQ(plan.pass[0].width, max_nb);
+        }
+        if (scratch <= 0 || scratch >= max_nb) {
+          EXPECT_EQ(plan.passes, 1);
+        }
+        for (int i = 0; i < plan.passes; ++i) {
+          const SplitPlan::Pass& p = plan.pass[i];
+          EXPECT_EQ(p.warp_bytes % 16, 0u);
+          EXPECT_GE(p.k_capacity, std::min(na, p.width));
+          EXPECT_GE(p.k_capacity, 12);
+          EXPECT_GE(p.warp_bytes, SplitScratchBytes(na * p.width, p.k_capacity));
+          EXPECT_GE(p.warps, 1);
+          EXPECT_LE(p.warps, 8);
+          EXPECT_LE(ProbeBytes(na) + p.warps * p.warp_bytes, static_cast<size_t>(d.max_shared_per_block));
+        }
+        if (plan.blocks_per_sm > 0) {
+          const size_t block = ProbeBytes(na) + plan.pass[0].warps * plan.pass[0].warp_bytes + d.reserved_per_block;
+          EXPECT_LE(block * plan.blocks_per_sm, static_cast<size_t>(d.shared_per_sm));
+        }
+      }
+    }
+  }
+}
+
+// The numbers the issue is about: latent crops of 20 cylinders against
+// 10^6-gallery batches (P90 40, largest 68) reach 4 blocks (32 warps) per SM
+// with scratch nearly as wide as the largest template; a 30-cylinder crop
+// gets 4 blocks with a second pass for the templates above 42 cylinders;
+// kWarpMma's sizing (one pass for 68) would give 3 blocks.
+TEST(LssSplitPlan, LatentCropsReachFourBlocksPerSm) {
+  const SplitDevice d = H200();
+  const SplitPlan p20 = PlanSplit(20, 68, 40, 12, ProbeBytes(20), d);
+  EXPECT_EQ(p20.blocks_per_sm, 4);
+  EXPECT_EQ(p20.passes, 2);
+  EXPECT_GE(p20.pass[0].width, 60);
+  const SplitPlan p30 = PlanSplit(30, 68, 40, 12, ProbeBytes(30), d);
+  EXPECT_EQ(p30.blocks_per_sm, 4);
+  EXPECT_EQ(p30.passes, 2);
+  EXPECT_GE(p30.pass[0].width, 40);
+  const SplitPlan p14 = PlanSplit(14, 68, 40, 12, ProbeBytes(14), d);
+  EXPECT_EQ(p14.blocks_per_sm, 4);
+  EXPECT_EQ(p14.passes, 1);  // the largest template fits at 4 blocks
+  EXPECT_EQ(p14.pass[0].width, 68);
+}
+
+// LssScratchTemplateSize: the smallest size with at least ceil(q n) templates
+// at or below it.
+TEST(LssScratchTemplateSize, Quantiles) {
+  // Sizes 1..100 once each.
+  std::vector<int32_t> start(101, 0);
+  for (int t = 0; t < 100; ++t) start[t + 1] = start[t] + (t + 1);
+  EXPECT_EQ(LssScratchTemplateSize(start.data(), 100, 0.9), 90);
+  EXPECT_EQ(LssScratchTemplateSize(start.data(), 100, 0.95), 95);
+  EXPECT_EQ(LssScratchTemplateSize(start.data(), 100, 1.0), 100);
+  EXPECT_EQ(LssScratchTemplateSize(start.data(), 100, 0.0), 1);
+  EXPECT_EQ(LssScratchTemplateSize(start.data(), 0, 0.9), 0);
+  // Empty templates count as size 0.
+  const std::vector<int32_t> empty(4, 0);
+  EXPECT_EQ(LssScratchTemplateSize(empty.data(), 3, 0.9), 0);
 }
 
 }  // namespace

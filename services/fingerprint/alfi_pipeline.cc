@@ -72,6 +72,7 @@ struct BatchInfo {
   int cylinder_first = 0;
   int cylinders = 0;
   int max_size = 0;
+  int scratch_size = 0;  // LssScratchTemplateSize of the batch (GalleryBatch::scratch_template_size)
   size_t start_offset = 0;  // of its rebased start table in the concatenated tables
 };
 
@@ -164,6 +165,7 @@ absl::Status LssBatchMatcher::Enqueue(const Stream& stream, const GalleryBatch& 
   v.num_templates = batch.num_templates;
   v.num_cylinders = batch.num_cylinders;
   v.max_template_size = batch.max_template_size;
+  v.scratch_template_size = batch.scratch_template_size;
   v.ordinal = stream.ordinal();
   for (size_t l = 0; l < probes_.size(); ++l) {
     float* out = reinterpret_cast<float*>(static_cast<uint8_t*>(device_output) + l * output_stride);
@@ -265,6 +267,7 @@ struct AlfiPipeline::Impl {
     v.num_templates = b.count;
     v.num_cylinders = b.cylinders;
     v.max_template_size = b.max_size;
+    v.scratch_template_size = b.scratch_size;
     const size_t c0 = b.cylinder_first;
     if (!cuda()) {
       v.start = rebased.data() + b.start_offset;
@@ -311,6 +314,7 @@ struct AlfiPipeline::Impl {
     v.num_templates = b.count;
     v.num_cylinders = b.cylinders;
     v.max_template_size = b.max_size;
+    v.scratch_template_size = b.scratch_size;
     v.start = reinterpret_cast<const int32_t*>(base + offset[kStart]);
     v.bits = reinterpret_cast<const uint64_t*>(base + offset[kBits]);
     v.mask = reinterpret_cast<const uint64_t*>(base + offset[kMask]);
@@ -515,6 +519,7 @@ absl::StatusOr<std::unique_ptr<AlfiPipeline>> AlfiPipeline::Create(std::shared_p
       }
       impl->rebased.push_back(size);
     }
+    b.scratch_size = LssScratchTemplateSize(impl->rebased.data() + b.start_offset, b.count);
     impl->max_batch_templates = std::max(impl->max_batch_templates, b.count);
     impl->max_batch_cylinders = std::max(impl->max_batch_cylinders, b.cylinders);
     impl->batches.push_back(b);

@@ -53,6 +53,7 @@ struct GalleryBatch {
   int num_templates = 0;
   int num_cylinders = 0;
   int max_template_size = 0;
+  int scratch_template_size = 0;  // LssScratchTemplateSize of the batch (LssCudaKernel::kWarpMmaSplit)
   const int32_t* start = nullptr;  // num_templates + 1
   const uint64_t* bits = nullptr;
   const uint64_t* mask = nullptr;

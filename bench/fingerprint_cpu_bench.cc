@@ -2,15 +2,18 @@
 // DB1-DB4 set B (320 real ISO 19794-2 templates, ../shared/data/fingerprint).
 //
 //   fingerprint_cpu_bench [--reps=N] [--threads=N] [--data=DIR] [--lssr_only]
+//                         [--cpu_paths=all|auto|scalar-popcnt,avx512-vpopcntdq,...]
 //
 // Per database: descriptor time, then all 80 x 80 comparisons (the 6320
 // off-diagonal ones feed the metrics of services/fingerprint/eval.h) with
 // LSS-R and with LSS, single-threaded: matches per second of thread CPU time
 // (robust on a shared machine; the per-core figure) and of wall time, best
-// of N repetitions; for LSS-R also counting each probe's preparation
-// (PrepareProbe, once per probe per 80 comparisons), with both popcount
-// paths (AVX-512 VPOPCNTQ where the CPU has it, and scalar POPCNT), and with
-// all threads.
+// of N repetitions. LSS-R and LSS are timed on every CPU path of --cpu_paths
+// (LssConstants::cpu_path; default: every path this CPU runs), side by side
+// in one run, paths alternating within each database; the automatic path
+// also counting each probe's preparation (PrepareProbe, once per probe per
+// 80 comparisons), and with all threads. The "path" lines at the end are what
+// bench/fingerprint_vs_openafis.sh reads.
 // The anchor is OpenAFIS on this data on the same 2-core machine: ~84 K
 // matches/s on 1 thread, ~153 K on 2 (TARGETS.md), rank-1 100 / 98.75 /
 // 93.75 / 100 % and EER 6.8 / 6.7 / 15.0 / 7.1 % for DB1-DB4.
@@ -25,10 +28,21 @@
 #include <thread>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_split.h"
 #include "kernels/fingerprint/lss.h"
 #include "kernels/fingerprint/mcc.h"
 #include "services/fingerprint/eval.h"
 #include "services/fingerprint/fvc_data.h"
+
+ABSL_FLAG(int, reps, 3, "repetitions per measurement (the best is reported)");
+ABSL_FLAG(int, threads, 0, "threads for the multi-threaded LSS-R column (0: all hardware threads)");
+ABSL_FLAG(std::string, data, "", "fingerprint data directory (default: ../shared/data/fingerprint etc.)");
+ABSL_FLAG(bool, lssr_only, false, "only the single-thread LSS-R rate per path (for profilers)");
+ABSL_FLAG(std::string, cpu_paths, "all",
+          "comma-separated CPU paths to time (auto, scalar-popcnt, avx512-vpopcntdq), or all: every path this "
+          "CPU runs");
 
 namespace tessera {
 namespace fingerprint {
@@ -106,25 +120,38 @@ void Metrics(const Db& d, const std::vector<float>& scores, VerificationMetrics*
   *id = ComputeIdentification(scores, d.labels);
 }
 
-int Main(int argc, char** argv) {
-  int reps = 3;
-  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::string data_dir;
-  bool lssr_only = false;  // for profilers: only the single-thread LSS-R rate
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--reps=", 7) == 0) {
-      reps = std::max(1, std::atoi(argv[i] + 7));
-    } else if (std::strncmp(argv[i], "--threads=", 10) == 0) {
-      threads = std::max(1, std::atoi(argv[i] + 10));
-    } else if (std::strncmp(argv[i], "--data=", 7) == 0) {
-      data_dir = argv[i] + 7;
-    } else if (std::strcmp(argv[i], "--lssr_only") == 0) {
-      lssr_only = true;
-    } else {
-      std::fprintf(stderr, "usage: %s [--reps=N] [--threads=N] [--data=DIR] [--lssr_only]\n", argv[0]);
-      return 2;
-    }
+// The paths --cpu_paths names (kAuto kept as kAuto: its column is labelled
+// with what it resolves to).
+absl::StatusOr<std::vector<LssCpuPath>> PathsFromFlag(const std::string& flag) {
+  if (flag == "all") return cpu::AvailableCpuPaths();
+  std::vector<LssCpuPath> paths;
+  for (absl::string_view name : absl::StrSplit(flag, ',', absl::SkipEmpty())) {
+    auto path = cpu::ParseLssCpuPath(name);
+    if (!path.ok()) return path.status();
+    paths.push_back(*path);
   }
+  if (paths.empty()) return absl::InvalidArgumentError("--cpu_paths names no path");
+  return paths;
+}
+
+std::string PathLabel(LssCpuPath path) {
+  std::string label = cpu::LssCpuPathName(cpu::ResolveCpuPath(path));
+  return path == LssCpuPath::kAuto ? "auto=" + label : label;
+}
+
+int Main() {
+  const int reps = std::max(1, absl::GetFlag(FLAGS_reps));
+  const int threads = absl::GetFlag(FLAGS_threads) > 0
+                          ? absl::GetFlag(FLAGS_threads)
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::string data_dir = absl::GetFlag(FLAGS_data);
+  const bool lssr_only = absl::GetFlag(FLAGS_lssr_only);
+  const auto paths_or = PathsFromFlag(absl::GetFlag(FLAGS_cpu_paths));
+  if (!paths_or.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(paths_or.status().message()).c_str());
+    return 2;
+  }
+  const std::vector<LssCpuPath> paths = *paths_or;
   if (data_dir.empty()) {
     auto found = FindFingerprintDataDir();
     if (!found.ok()) {
@@ -134,10 +161,17 @@ int Main(int argc, char** argv) {
     data_dir = *found;
   }
   const MccParams mcc;
-  const LssConstants c = MakeLssConstants(LssParams(), mcc);
+  const LssConstants c = MakeLssConstants(LssParams(), mcc);  // the automatic path (or the env's)
+  std::vector<LssConstants> path_constants;
+  std::string path_names;
+  for (LssCpuPath path : paths) {
+    path_constants.push_back(c);
+    path_constants.back().cpu_path = path;
+    path_names += (path_names.empty() ? "" : ", ") + PathLabel(path);
+  }
   std::printf("fingerprint_cpu_bench: MCC bits (R=70, NS=16, ND=6) on FVC2002 set B, %u hardware threads, "
-              "popcount path %s, best of %d\n",
-              std::thread::hardware_concurrency(), cpu::PopcountPath(), reps);
+              "CPU paths timed: %s (default constants: %s), best of %d\n",
+              std::thread::hardware_concurrency(), path_names.c_str(), cpu::PopcountPath(c), reps);
   std::vector<Db> dbs(4);
   for (int i = 0; i < 4; ++i) {
     Db& d = dbs[i];
@@ -172,14 +206,17 @@ int Main(int argc, char** argv) {
 
   std::vector<float> scores;
   if (lssr_only) {
-    double matches = 0, seconds = 0;
-    for (const Db& d : dbs) {
-      const Rate r = Run(d, MccScore::kLssR, c, 1, reps, &scores);
-      const double m = static_cast<double>(d.gallery.num_templates()) * d.gallery.num_templates();
-      matches += m;
-      seconds += m / r.cpu;
+    for (size_t i = 0; i < paths.size(); ++i) {
+      double matches = 0, seconds = 0;
+      for (const Db& d : dbs) {
+        const Rate r = Run(d, MccScore::kLssR, path_constants[i], 1, reps, &scores);
+        const double m = static_cast<double>(d.gallery.num_templates()) * d.gallery.num_templates();
+        matches += m;
+        seconds += m / r.cpu;
+      }
+      std::printf("path %s: LSS-R %.1f K matches/s per core\n", PathLabel(paths[i]).c_str(),
+                  matches / seconds / 1e3);
     }
-    std::printf("all  LSS-R %.1f K matches/s per core (%s)\n", matches / seconds / 1e3, cpu::PopcountPath());
     return 0;
   }
 
@@ -200,35 +237,47 @@ int Main(int argc, char** argv) {
     }
   }
 
-  std::printf("\nThroughput (80 x 80 comparisons per DB, single thread unless noted; K matches/s)\n");
-  std::printf("%-4s %6s %6s %8s %12s %12s %12s %12s %12s %14s\n", "DB", "min", "cyl", "desc ms", "LSS-R cpu",
-              "+probe prep", "LSS-R wall", "LSS-R scalar", "LSS cpu", "LSS-R x threads");
-  double total_matches = 0, total_cpu = 0, total_scalar = 0, total_threads = 0, total_lss = 0, total_prep = 0;
+  std::printf("\nThroughput (80 x 80 comparisons per DB, single thread unless noted; K matches/s; the last four "
+              "columns: default constants, %s)\n",
+              cpu::PopcountPath(c));
+  std::printf("%-4s %6s %6s %8s", "DB", "min", "cyl", "desc ms");
+  for (LssCpuPath path : paths) {
+    std::printf(" %20s %20s", ("LSS-R " + PathLabel(path)).c_str(), ("LSS " + PathLabel(path)).c_str());
+  }
+  std::printf(" %12s %12s %14s\n", "+probe prep", "LSS-R wall", "LSS-R x threads");
+  const size_t np = paths.size();
+  std::vector<double> path_lssr(np, 0.0), path_lss(np, 0.0);  // seconds per all matches
+  double total_matches = 0, total_threads = 0, total_prep = 0, total_wall = 0;
   for (const Db& d : dbs) {
-    cpu::ForceScalarPopcount(false);
-    const Rate r = Run(d, MccScore::kLssR, c, 1, reps, &scores);
+    std::vector<Rate> lssr(np), lss(np);
+    for (size_t i = 0; i < np; ++i) {
+      lssr[i] = Run(d, MccScore::kLssR, path_constants[i], 1, reps, &scores);
+      lss[i] = Run(d, MccScore::kLss, path_constants[i], 1, reps, &scores);
+    }
     const Rate rp = Run(d, MccScore::kLssR, c, 1, reps, &scores, /*prepare=*/true);
-    const Rate lss = Run(d, MccScore::kLss, c, 1, reps, &scores);
-    cpu::ForceScalarPopcount(true);
-    const Rate scalar = Run(d, MccScore::kLssR, c, 1, reps, &scores);
-    cpu::ForceScalarPopcount(false);
+    const Rate wall = Run(d, MccScore::kLssR, c, 1, reps, &scores);
     const Rate mt = Run(d, MccScore::kLssR, c, threads, reps, &scores);
-    std::printf("DB%-2d %6.1f %6.1f %8.2f %12.1f %12.1f %12.1f %12.1f %12.1f %10.1f (%d)\n", d.db, d.mean_minutiae,
-                d.mean_cylinders, d.descriptor_ms, r.cpu / 1e3, rp.cpu / 1e3, r.wall / 1e3, scalar.cpu / 1e3,
-                lss.cpu / 1e3, mt.wall / 1e3, threads);
+    std::printf("DB%-2d %6.1f %6.1f %8.2f", d.db, d.mean_minutiae, d.mean_cylinders, d.descriptor_ms);
+    for (size_t i = 0; i < np; ++i) std::printf(" %20.1f %20.1f", lssr[i].cpu / 1e3, lss[i].cpu / 1e3);
+    std::printf(" %12.1f %12.1f %10.1f (%d)\n", rp.cpu / 1e3, wall.wall / 1e3, mt.wall / 1e3, threads);
     const double m = static_cast<double>(d.gallery.num_templates()) * d.gallery.num_templates();
     total_matches += m;
-    total_cpu += m / r.cpu;
-    total_scalar += m / scalar.cpu;
+    for (size_t i = 0; i < np; ++i) {
+      path_lssr[i] += m / lssr[i].cpu;
+      path_lss[i] += m / lss[i].cpu;
+    }
     total_threads += m / mt.wall;
-    total_lss += m / lss.cpu;
     total_prep += m / rp.cpu;
+    total_wall += m / wall.wall;
   }
-  std::printf("all  LSS-R %.1f K matches/s per core (%s; %.1f K counting probe preparation), %.1f K scalar popcount, "
-              "%.1f K on %d threads; LSS %.1f K per core; OpenAFIS here: ~84 K per core, ~153 K on 2\n",
-              total_matches / total_cpu / 1e3, cpu::PopcountPath(), total_matches / total_prep / 1e3,
-              total_matches / total_scalar / 1e3, total_matches / total_threads / 1e3, threads,
-              total_matches / total_lss / 1e3);
+  std::printf("all  LSS-R default constants (%s): %.1f K counting probe preparation, %.1f K wall, %.1f K on %d "
+              "threads; OpenAFIS on the 2-core dev VM: ~84 K per core, ~153 K on 2\n",
+              cpu::PopcountPath(c), total_matches / total_prep / 1e3, total_matches / total_wall / 1e3,
+              total_matches / total_threads / 1e3, threads);
+  for (size_t i = 0; i < np; ++i) {
+    std::printf("path %s: LSS-R %.1f K matches/s per core, LSS %.1f K per core\n", PathLabel(paths[i]).c_str(),
+                total_matches / path_lssr[i] / 1e3, total_matches / path_lss[i] / 1e3);
+  }
   return 0;
 }
 
@@ -236,4 +285,7 @@ int Main(int argc, char** argv) {
 }  // namespace fingerprint
 }  // namespace tessera
 
-int main(int argc, char** argv) { return tessera::fingerprint::Main(argc, argv); }
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return tessera::fingerprint::Main();
+}

@@ -241,7 +241,7 @@ int Main(int argc, char** argv) {
         int same = 0;
         for (int g = 0; g < n; ++g) same += cpu_scores[g] == scores[g];
         std::printf("parity: %d of %d scores bit-identical to the CPU matcher; CPU (%u threads, %s) %.0f K matches/s\n",
-                    same, n, threads, cpu::PopcountPath(), cpu_rate / 1e3);
+                    same, n, threads, cpu::PopcountPath(c), cpu_rate / 1e3);
       }
     }
     const double rate = static_cast<double>(gallery.num_templates()) * n_probes / seconds;

@@ -86,7 +86,8 @@ bool Compare(const char* path, std::shared_ptr<const MccGallery> gallery, const 
 int Run() {
   const int L = absl::GetFlag(FLAGS_latents);
   const uint64_t seed = absl::GetFlag(FLAGS_seed);
-  std::printf("fingerprint_prune_bench (CPU); LSS-R popcount path %s\n", cpu::PopcountPath());
+  std::printf("fingerprint_prune_bench (CPU); LSS-R popcount path %s\n",
+              cpu::PopcountPath(MakeLssConstants(LssParams())));
   const std::vector<BaseTemplate> bases = LoadBenchBases(absl::GetFlag(FLAGS_data), seed);
   std::vector<MccTemplate> latents;
   for (int i = 0; i < L; ++i) {

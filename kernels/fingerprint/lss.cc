@@ -1,6 +1,7 @@
 // LSS constants, probe preparation, the device gallery and backend dispatch.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -40,6 +41,8 @@ LssConstants MakeLssConstants(const LssParams& p, const MccParams& mcc) {
     const double z = 1.0 / (1.0 + std::exp(-p.tau_p * (n - p.mu_p)));
     c.np_table[n] = static_cast<uint8_t>(p.min_np + std::lround(z * (p.max_np - p.min_np)));
   }
+  const char* no_avx512 = std::getenv("TESSERA_FP_NO_AVX512");
+  c.cpu_path = no_avx512 != nullptr && no_avx512[0] == '1' ? LssCpuPath::kScalar : LssCpuPath::kAuto;
   return c;
 }
 

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/buffer.h"
 #include "common/device.h"
 #include "kernels/fingerprint/mcc.h"
@@ -71,6 +72,15 @@ struct LssParams {
   float mu_rho3 = 0.261799388f, tau_rho3 = -30.0f;
 };
 
+// The code path of the CPU matcher (cpu::Score and friends). Every path gives
+// the same scores bit for bit; they differ only in speed, which depends on the
+// CPU (cpu::ResolveCpuPath says which one a call runs).
+enum class LssCpuPath : uint8_t {
+  kAuto = 0,   // the fastest on this CPU by the rule in cpu::ResolveCpuPath
+  kScalar,     // scalar POPCNT, dense rho (any x86-64 / other CPU)
+  kAvx512,     // AVX-512 VPOPCNTDQ on 512-bit vectors (8 probe cylinders per zmm)
+};
+
 // Everything derived from LssParams and MccParams that the CPU and CUDA code
 // share (so both see the same floats).
 struct LssConstants {
@@ -83,7 +93,12 @@ struct LssConstants {
   float mu3, tau3, cut3;
   float exp_lo, exp_hi;  // -87, 88: the range of the sigmoid exponents
   uint8_t np_table[kMccMaxMinutiae + 1];  // n_P for min(nA, nB) = 0..255
+  // CPU only (the CUDA kernels ignore it; last, so their layout is unchanged):
+  // the path this call's CPU scoring runs, travelling with every call.
+  LssCpuPath cpu_path = LssCpuPath::kAuto;
 };
+// cpu_path is kAuto, or kScalar when the environment has TESSERA_FP_NO_AVX512=1
+// (read here, never written: a default for whole processes, e.g. services).
 LssConstants MakeLssConstants(const LssParams& params, const MccParams& mcc = {});
 
 // A probe prepared for many comparisons: bit counts, mask classes, and for
@@ -168,12 +183,20 @@ float ReferenceScore(const MccTemplate& a, const MccTemplate& b, MccScore kind, 
 // Convenience: two templates.
 float Score(const MccTemplate& a, const MccTemplate& b, MccScore kind, const LssConstants& c);
 
-// "avx512-vpopcntdq" or "scalar-popcnt": the popcount path Score uses on
-// this machine (TESSERA_FP_NO_AVX512=1 forces the scalar one). Both give the
-// same scores.
-const char* PopcountPath();
-// For benchmarks: use the scalar path even where AVX-512 is available.
-void ForceScalarPopcount(bool scalar);
+// The path a call with cpu_path = `requested` runs on this CPU: kAuto becomes
+// the automatic choice (see lss_cpu.cc for the rule and the measurements
+// behind it), a vector path the CPU lacks becomes kScalar. Never kAuto.
+LssCpuPath ResolveCpuPath(LssCpuPath requested);
+// The paths that run as themselves on this CPU (kScalar first), for tests and
+// benchmarks that compare them.
+std::vector<LssCpuPath> AvailableCpuPaths();
+// "auto", "scalar-popcnt", "avx512-vpopcntdq".
+const char* LssCpuPathName(LssCpuPath path);
+// The name of the path a call with these constants runs (ResolveCpuPath).
+const char* PopcountPath(const LssConstants& c);
+// LssCpuPathName's inverse ("scalar" also names kScalar); INVALID_ARGUMENT
+// naming the text and the accepted names otherwise.
+absl::StatusOr<LssCpuPath> ParseLssCpuPath(absl::string_view name);
 
 // Scores against every gallery template with `threads` threads (0 = all
 // hardware threads).

@@ -6,12 +6,11 @@
 #endif
 
 #include <algorithm>
-#include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/fingerprint/fp_math.h"
 #include "kernels/fingerprint/lss.h"
 #include "kernels/fingerprint/lss_impl.h"
@@ -942,18 +941,55 @@ bool CpuHasAvx512Popcount() {
 #endif
 }
 
-std::atomic<bool> g_force_scalar{[] {
-  const char* off = std::getenv("TESSERA_FP_NO_AVX512");
-  return off != nullptr && off[0] == '1';
-}()};
-
-bool UseAvx512() { return !g_force_scalar.load(std::memory_order_relaxed) && CpuHasAvx512Popcount(); }
+// The automatic choice among the vector paths (the CPU has AVX-512 VPOPCNTDQ).
+LssCpuPath AutoVectorPath() { return LssCpuPath::kAvx512; }
 
 }  // namespace
 
-const char* PopcountPath() { return UseAvx512() ? "avx512-vpopcntdq" : "scalar-popcnt"; }
+LssCpuPath ResolveCpuPath(LssCpuPath requested) {
+  const bool vector = CpuHasAvx512Popcount();
+  switch (requested) {
+    case LssCpuPath::kScalar:
+      return LssCpuPath::kScalar;
+    case LssCpuPath::kAvx512:
+      return vector ? requested : LssCpuPath::kScalar;
+    case LssCpuPath::kAuto:
+      break;
+  }
+  // kAuto, and any value outside the enum.
+  return vector ? AutoVectorPath() : LssCpuPath::kScalar;
+}
 
-void ForceScalarPopcount(bool scalar) { g_force_scalar.store(scalar); }
+std::vector<LssCpuPath> AvailableCpuPaths() {
+  std::vector<LssCpuPath> paths = {LssCpuPath::kScalar};
+  if (CpuHasAvx512Popcount()) {
+    paths.push_back(LssCpuPath::kAvx512);
+  }
+  return paths;
+}
+
+const char* LssCpuPathName(LssCpuPath path) {
+  switch (path) {
+    case LssCpuPath::kAuto:
+      return "auto";
+    case LssCpuPath::kScalar:
+      return "scalar-popcnt";
+    case LssCpuPath::kAvx512:
+      return "avx512-vpopcntdq";
+  }
+  return "unknown";
+}
+
+const char* PopcountPath(const LssConstants& c) { return LssCpuPathName(ResolveCpuPath(c.cpu_path)); }
+
+absl::StatusOr<LssCpuPath> ParseLssCpuPath(absl::string_view name) {
+  if (name == "scalar") return LssCpuPath::kScalar;
+  for (LssCpuPath path : {LssCpuPath::kAuto, LssCpuPath::kScalar, LssCpuPath::kAvx512}) {
+    if (name == LssCpuPathName(path)) return path;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown LSS CPU path '", name,
+                                                 "' (auto, scalar-popcnt, avx512-vpopcntdq)"));
+}
 
 #if defined(__x86_64__)
 __attribute__((target(TESSERA_FP_AVX512), noinline)) float ScoreAvx512(const LssProbe& probe,
@@ -971,10 +1007,14 @@ __attribute__((noinline)) float ScoreScalar(const LssProbe& probe, const MccGall
 
 float ScoreOrPrune(const LssProbe& probe, const MccGallery& gallery, int t, MccScore kind, const LssConstants& c,
                    float threshold) {
+  switch (ResolveCpuPath(c.cpu_path)) {
 #if defined(__x86_64__)
-  if (UseAvx512()) return ScoreAvx512(probe, gallery, t, kind, c, threshold);
+    case LssCpuPath::kAvx512:
+      return ScoreAvx512(probe, gallery, t, kind, c, threshold);
 #endif
-  return ScoreScalar(probe, gallery, t, kind, c, threshold);
+    default:
+      return ScoreScalar(probe, gallery, t, kind, c, threshold);
+  }
 }
 
 float Score(const LssProbe& probe, const MccGallery& gallery, int t, MccScore kind, const LssConstants& c) {

@@ -68,10 +68,12 @@ struct Summary {
   int positive = 0, pruned = 0;
 };
 
-// Every template as probe against all of them; `threshold` > 0 goes through
-// ScoreOrPrune (pruned comparisons hash as kLssPrunedScore).
-Summary ScoreAll(const std::vector<MccTemplate>& t, MccScore kind, float threshold) {
-  const LssConstants c = MakeLssConstants(LssParams());
+// Every template as probe against all of them, on CPU path `path`;
+// `threshold` > 0 goes through ScoreOrPrune (pruned comparisons hash as
+// kLssPrunedScore).
+Summary ScoreAll(const std::vector<MccTemplate>& t, MccScore kind, float threshold, LssCpuPath path) {
+  LssConstants c = MakeLssConstants(LssParams());
+  c.cpu_path = path;
   MccGallery g;
   for (const auto& x : t) g.Append(x);
   Summary s;
@@ -108,19 +110,19 @@ TEST(LssGolden, ScoresEqualTheFrozenOnes) {
       {MccScore::kLssR, 0.03f, 0xcac016bc5d5ac5d2ull, 98, 2206},
       {MccScore::kLss, 0.45f, 0xfe6753c7e121311dull, 98, 2206},
   };
-  for (bool scalar : {false, true}) {
-    cpu::ForceScalarPopcount(scalar);
+  // Every CPU path this machine runs (the scalar one everywhere).
+  for (LssCpuPath path : cpu::AvailableCpuPaths()) {
     for (const Expected& e : expected) {
-      const Summary s = ScoreAll(t, e.kind, e.threshold);
+      const Summary s = ScoreAll(t, e.kind, e.threshold, path);
       std::printf("%s %s threshold %.2f: hash 0x%016llx, %d positive, %d pruned, sum %.6f\n",
-                  scalar ? "scalar" : cpu::PopcountPath(), e.kind == MccScore::kLssR ? "LSS-R" : "LSS", e.threshold,
+                  cpu::LssCpuPathName(path), e.kind == MccScore::kLssR ? "LSS-R" : "LSS", e.threshold,
                   static_cast<unsigned long long>(s.hash), s.positive, s.pruned, s.sum);
-      EXPECT_EQ(s.hash, e.hash) << (e.kind == MccScore::kLssR ? "LSS-R" : "LSS") << " threshold " << e.threshold;
+      EXPECT_EQ(s.hash, e.hash) << cpu::LssCpuPathName(path) << (e.kind == MccScore::kLssR ? " LSS-R" : " LSS")
+                                << " threshold " << e.threshold;
       EXPECT_EQ(s.positive, e.positive);
       EXPECT_EQ(s.pruned, e.pruned);
     }
   }
-  cpu::ForceScalarPopcount(false);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -89,17 +90,21 @@ TEST(Lss, LocalSimilarityMatchesBitByBitFormula) {
 }
 
 // The optimized CPU matcher must return the plain reference's floats exactly,
-// on both popcount paths.
+// on every CPU path this machine runs (the path travels in the constants).
 TEST(Lss, OptimizedScoreEqualsReferenceExactly) {
-  const LssConstants c = MakeLssConstants(LssParams());
+  const std::vector<LssCpuPath> paths = cpu::AvailableCpuPaths();
+  ASSERT_FALSE(paths.empty());
+  EXPECT_EQ(paths[0], LssCpuPath::kScalar);
   int compared = 0;
   for (int db = 1; db <= 4; ++db) {
     const auto t = Build(TestTemplates(db, 40, 22));
     const int n = std::min<int>(t.size(), 40);
     MccGallery g;
     for (int j = 0; j < n; ++j) g.Append(t[j]);
-    for (bool scalar : {false, true}) {
-      cpu::ForceScalarPopcount(scalar);
+    for (LssCpuPath path : paths) {
+      LssConstants c = MakeLssConstants(LssParams());
+      c.cpu_path = path;
+      ASSERT_STREQ(cpu::PopcountPath(c), cpu::LssCpuPathName(path));
       for (int i = 0; i < n; ++i) {
         const LssProbe probe = PrepareProbe(t[i]);
         for (MccScore kind : {MccScore::kLssR, MccScore::kLss}) {
@@ -107,16 +112,56 @@ TEST(Lss, OptimizedScoreEqualsReferenceExactly) {
           cpu::ScoreGallery(probe, g, kind, c, scores.data(), 1);
           for (int j = 0; j < n; ++j) {
             const float want = cpu::ReferenceScore(t[i], t[j], kind, c);
-            ASSERT_EQ(scores[j], want) << "DB" << db << " probe " << i << " gallery " << j
-                                       << (scalar ? " scalar" : " simd");
+            ASSERT_EQ(scores[j], want) << "DB" << db << " probe " << i << " gallery " << j << " path "
+                                       << cpu::LssCpuPathName(path);
             ++compared;
           }
         }
       }
     }
   }
-  cpu::ForceScalarPopcount(false);
-  std::printf("%d scores identical to the reference (%s and scalar paths)\n", compared, cpu::PopcountPath());
+  std::printf("%d scores identical to the reference over %zu CPU paths\n", compared, paths.size());
+}
+
+// Two calls with different paths interleaved on one thread: each uses its
+// own (nothing is left behind by the other).
+TEST(Lss, CpuPathTravelsWithTheCall) {
+  const auto t = Build(TestTemplates(3, 12, 25));
+  MccGallery g;
+  for (const auto& x : t) g.Append(x);
+  const LssProbe probe = PrepareProbe(t[1]);
+  LssConstants scalar = MakeLssConstants(LssParams());
+  scalar.cpu_path = LssCpuPath::kScalar;
+  LssConstants automatic = scalar;
+  automatic.cpu_path = LssCpuPath::kAuto;
+  EXPECT_STREQ(cpu::PopcountPath(scalar), "scalar-popcnt");
+  EXPECT_NE(cpu::ResolveCpuPath(LssCpuPath::kAuto), LssCpuPath::kAuto);
+  for (int j = 0; j < g.num_templates(); ++j) {
+    const float a = cpu::Score(probe, g, j, MccScore::kLssR, automatic);
+    const float s = cpu::Score(probe, g, j, MccScore::kLssR, scalar);
+    EXPECT_EQ(a, s) << "gallery " << j;
+    EXPECT_EQ(s, cpu::ReferenceScore(t[1], t[j], MccScore::kLssR, scalar));
+  }
+  // A vector path the CPU lacks runs as the scalar one; a value outside the
+  // enum runs as kAuto.
+  for (LssCpuPath path : {LssCpuPath::kAvx512, static_cast<LssCpuPath>(200)}) {
+    const LssCpuPath resolved = cpu::ResolveCpuPath(path);
+    const std::vector<LssCpuPath> available = cpu::AvailableCpuPaths();
+    EXPECT_NE(std::find(available.begin(), available.end(), resolved), available.end());
+  }
+}
+
+TEST(Lss, CpuPathNamesParse) {
+  for (LssCpuPath path : {LssCpuPath::kAuto, LssCpuPath::kScalar, LssCpuPath::kAvx512}) {
+    const auto parsed = cpu::ParseLssCpuPath(cpu::LssCpuPathName(path));
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(*parsed, path);
+  }
+  EXPECT_EQ(*cpu::ParseLssCpuPath("scalar"), LssCpuPath::kScalar);
+  const auto bad = cpu::ParseLssCpuPath("avx1024");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("avx1024"), absl::string_view::npos);
 }
 
 TEST(Lss, ThreadsGiveTheSameScores) {

@@ -77,6 +77,7 @@ ABSL_FLAG(double, warp_sigma, -1, "register: field smoothing, voxels (-1: defaul
 ABSL_FLAG(int, mi_bins, 0, "register: MI bins (0: default)");
 ABSL_FLAG(double, mi_fixed_blur, -1, "register: MI fixed-image blur before the deformable stage, voxels (-1: default)");
 ABSL_FLAG(std::string, mi_fixed_window, "", "register: MI fixed Parzen window, box or cubic (empty: default)");
+ABSL_FLAG(std::string, mi_grid_jitter, "", "register: jitter the deformable sampling grid with MI, on or off (empty: default)");
 ABSL_FLAG(int, patience, 0, "register: convergence patience (0: default)");
 ABSL_FLAG(double, tolerance, -1, "register: convergence tolerance (-1: default)");
 ABSL_FLAG(std::string, deformable_step, "", "register: normalized or adam (empty: default)");
@@ -474,6 +475,7 @@ int RegisterCase() {
   if (absl::GetFlag(FLAGS_mi_bins) > 0) o.metric_options.mi_bins = absl::GetFlag(FLAGS_mi_bins);
   if (absl::GetFlag(FLAGS_mi_fixed_blur) >= 0) o.metric_options.mi_fixed_blur_voxels = absl::GetFlag(FLAGS_mi_fixed_blur);
   if (!absl::GetFlag(FLAGS_mi_fixed_window).empty()) o.metric_options.mi_fixed_box = absl::GetFlag(FLAGS_mi_fixed_window) == "box";
+  if (!absl::GetFlag(FLAGS_mi_grid_jitter).empty()) o.metric_options.mi_grid_jitter = absl::GetFlag(FLAGS_mi_grid_jitter) == "on";
   if (absl::GetFlag(FLAGS_patience) > 0) o.patience = absl::GetFlag(FLAGS_patience);
   if (absl::GetFlag(FLAGS_tolerance) >= 0) o.tolerance = absl::GetFlag(FLAGS_tolerance);
   if (!absl::GetFlag(FLAGS_deformable_step).empty()) o.deformable_step = absl::GetFlag(FLAGS_deformable_step);

@@ -34,6 +34,8 @@ RegistrationOptions QuickColinOptions(const std::string& metric, std::vector<int
   // The bounded (out-of-core) path does not blur the fixed image for MI
   // (metric.h): off here, so the in-core / bounded comparisons stay exact.
   o.metric_options.mi_fixed_blur_voxels = 0;
+  // Nor do the sharded and out-of-core stages jitter the grid (metric.h).
+  o.metric_options.mi_grid_jitter = false;
   return o;
 }
 

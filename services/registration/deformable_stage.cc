@@ -20,6 +20,7 @@
 #include "kernels/registration/mse.h"
 #include "kernels/registration/mutual_info.h"
 #include "services/registration/array_helpers.h"
+#include "services/registration/grid_jitter.h"
 #include "services/registration/plateau_stop.h"
 #include "services/registration/sharded_deformable_stage.h"
 #include "services/registration/step_control.h"
@@ -135,6 +136,10 @@ bool LeanStageUsesMixedPrecision(const RegistrationOptions& options) {
          options.process_group == nullptr && options.metric == "lncc" && options.deformable_model == "greedy";
 }
 
+bool GreedyStageJitters(const RegistrationOptions& options) {
+  return options.metric == "mi" && options.metric_options.mi_grid_jitter;
+}
+
 absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const RegistrationOptions& options,
                                                const DeformableStageHooks& hooks, const Mat4& t,
                                                const std::vector<DeformableLevel>& levels,
@@ -185,8 +190,19 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
     // The level's two work buffers (see the header).
     // Mixed: G in bf16 (kUInt16 storage, storage16.h).
     TESSERA_ASSIGN_OR_RETURN(NDArray work, NDArray::Allocate(image_shape, DType::kFloat32, kind, stream.ordinal()));
-    TESSERA_ASSIGN_OR_RETURN(NDArray g, NDArray::Allocate(field_shape, mixed ? DType::kUInt16 : DType::kFloat32, kind,
-                                                          stream.ordinal()));
+    const DType g_type = mixed ? DType::kUInt16 : DType::kFloat32;
+    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> g_buffer,
+                             Buffer::Allocate(kind, static_cast<size_t>(NumElements(field_shape)) * SizeOf(g_type), stream.ordinal()));
+    TESSERA_ASSIGN_OR_RETURN(NDArray g, NDArray::View(g_buffer, field_shape, g_type));
+    // Jitter (MI, never mixed): the shifted fixed image lives in G's first
+    // volume, which MI's evaluation leaves unused (the backward pass then
+    // overwrites it), so the stage holds no more memory.
+    const bool jitter = GreedyStageJitters(options) && !mixed;
+    NDArray shifted_fixed;
+    if (jitter) {
+      TESSERA_ASSIGN_OR_RETURN(shifted_fixed, NDArray::View(g_buffer, image_shape, DType::kFloat32));
+    }
+
     TESSERA_RETURN_IF_ERROR(metric.PrepareLevel(image_shape));
     // What this level holds, per voxel: images, u (and Adam's moments), W, G, MI's extra.
     const double voxels = static_cast<double>(work.num_elements());
@@ -214,12 +230,30 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
     args.disp = u.data<float>();
     args.out_dims = dims;
     args.padding = Padding::kZeros;
-    PlateauStop stop(options.tolerance, options.patience);
-    StepControl control(options.deformable_lr_voxels, options.deformable_halve_after,
+    GridJitter grid_jitter(options.sampling_seed, static_cast<int>(si), dims.nx, dims.ny, dims.nz);
+    GridSampleArgs fixed_args;  // the fixed image on the jittered grid
+    if (jitter) {
+      fixed_args.image = level.fixed->data<float>();
+      fixed_args.image_dims = dims;
+      fixed_args.out_dims = dims;
+      fixed_args.padding = Padding::kBorder;
+    }
+    // A jittered loss is noisy: the rules wait longer (grid_jitter.h).
+    PlateauStop stop(options.tolerance, jitter ? std::max(options.patience, kJitteredPatience) : options.patience);
+    StepControl control(options.deformable_lr_voxels,
+                        jitter && options.deformable_halve_after > 0
+                            ? std::max(options.deformable_halve_after, kJitteredHalveAfter)
+                            : options.deformable_halve_after,
                         options.deformable_min_step_fraction);
     int it = 0;
     for (it = 1; it <= max_it; ++it) {
       if (hooks.check_cancelled) TESSERA_RETURN_IF_ERROR(hooks.check_cancelled());
+      if (jitter) {
+        grid_jitter.Next(args.grid_lo, args.grid_hi);
+        std::copy(args.grid_lo, args.grid_lo + 3, fixed_args.grid_lo);
+        std::copy(args.grid_hi, args.grid_hi + 3, fixed_args.grid_hi);
+        TESSERA_RETURN_IF_ERROR(GridSample(stream, fixed_args, shifted_fixed.data<float>(), options.sampler));
+      }
       if (mixed) {
         TESSERA_RETURN_IF_ERROR(GridSampleHalfImage(stream, args, HalfData(moving_any), work.data<float>(), options.sampler));
       } else {
@@ -228,7 +262,8 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
       // The loss alone first when this may be the last iteration would save
       // the backward pass, but the standard loop always computes both.
       TESSERA_ASSIGN_OR_RETURN(double loss, mixed ? metric.EvaluateMixed(fixed_any, dims, work, g, /*want_grad=*/true)
-                                                  : metric.Evaluate(fixed_any, work, g, /*want_grad=*/true));
+                                                  : metric.Evaluate(jitter ? shifted_fixed : fixed_any, work, g,
+                                                                    /*want_grad=*/true));
       stop.Update(loss);
       const double lr = control.Update(loss);
       if (hooks.report) hooks.report(level.factor, it, max_it, loss);
@@ -272,8 +307,8 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
       TESSERA_RETURN_IF_ERROR(SmoothInPlaceWithScratch(u, {ws, ws, ws}, work.data<float>(), work.num_elements(), stream));
     }
     log->push_back(absl::StrFormat(
-        "deformable x%d (lean, %s precision): %d iterations, loss %.6g -> %.6g (best %.6g), %.2f s, %.1f B/voxel held",
-        level.factor, mixed ? "mixed" : "full", std::min(it, max_it), stop.first(), stop.last(), stop.best(),
+        "deformable x%d (lean, %s precision%s): %d iterations, loss %.6g -> %.6g (best %.6g), %.2f s, %.1f B/voxel held",
+        level.factor, mixed ? "mixed" : "full", jitter ? ", jittered grid" : "", std::min(it, max_it), stop.first(), stop.last(), stop.best(),
         absl::ToDoubleSeconds(absl::Now() - start), held_bytes_per_voxel));
     // work and g are released here, before the next level's upsampling.
     TESSERA_RETURN_IF_ERROR(stream.Synchronize());

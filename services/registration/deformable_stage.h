@@ -62,6 +62,11 @@ struct DeformableLevel {
 // it fp16 levels.
 bool LeanStageUsesMixedPrecision(const RegistrationOptions& options);
 
+// True when the greedy stage jitters its sampling grid (metric mi and
+// MetricOptions::mi_grid_jitter; grid_jitter.h). The lean and standard loops
+// follow it; sharded, out-of-core and B-spline stages do not.
+bool GreedyStageJitters(const RegistrationOptions& options);
+
 struct DeformableStageHooks {
   std::function<absl::Status()> check_cancelled;                               // every iteration
   std::function<void(int factor, int iteration, int max_iterations, double loss)> report;

@@ -89,6 +89,14 @@ TEST(LeanDeformable, MseEqualsStandard) {
   ExpectLeanEqualsStandard(MakeProblem(IntensityChange::kGamma, 3), QuickOptions("mse"));
 }
 
+// The grid jitter (MI's default; grid_jitter.h): both loops draw the same
+// shifts and sample the shifted fixed image alike.
+TEST(LeanDeformable, JitteredGridEqualsStandard) {
+  RegistrationOptions o = QuickOptions("mi");
+  o.metric_options.mi_grid_jitter = true;
+  ExpectLeanEqualsStandard(MakeProblem(IntensityChange::kNonMonotonic, 11), o);
+}
+
 TEST(LeanDeformable, StepHalvingEqualsStandard) {
   RegistrationOptions o = QuickOptions("mi");
   o.deformable_halve_after = 2;  // often enough that both loops halve several times

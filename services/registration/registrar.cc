@@ -21,6 +21,7 @@
 #include "kernels/registration/point_sampler.h"
 #include "services/registration/bspline_stage.h"
 #include "services/registration/deformable_stage.h"
+#include "services/registration/grid_jitter.h"
 #include "services/registration/sharded_deformable_stage.h"
 #include "services/registration/host_setup.h"
 #include "services/registration/out_of_core_stage.h"
@@ -358,15 +359,38 @@ class Engine {
                                                 options_.smooth_warp_sigma};
       AdamOptions adam;
       adam.lr = options_.deformable_lr_voxels;
-      PlateauStop stop(options_.tolerance, options_.patience);
-      StepControl control(options_.deformable_lr_voxels, options_.deformable_halve_after,
+      // The lean stage's grid jitter, same shifts (grid_jitter.h).
+      const bool jitter = GreedyStageJitters(options_);
+      GridJitter grid_jitter(options_.sampling_seed, static_cast<int>(si), dims.nx, dims.ny, dims.nz);
+      NDArray shifted_fixed;
+      if (jitter) {
+        TESSERA_ASSIGN_OR_RETURN(shifted_fixed, NDArray::Allocate(level.fixed.shape(), DType::kFloat32,
+                                                                  MemoryKindFor(stream_), stream_.ordinal()));
+      }
+      PlateauStop stop(options_.tolerance, jitter ? std::max(options_.patience, kJitteredPatience) : options_.patience);
+      StepControl control(options_.deformable_lr_voxels,
+                          jitter && options_.deformable_halve_after > 0
+                              ? std::max(options_.deformable_halve_after, kJitteredHalveAfter)
+                              : options_.deformable_halve_after,
                           options_.deformable_min_step_fraction);
       int it = 0;
       for (it = 1; it <= max_it; ++it) {
         TESSERA_RETURN_IF_ERROR(CheckCancelled());
-        const GridSampleArgs args = Args(level, &u);
+        GridSampleArgs args = Args(level, &u);
+        if (jitter) {
+          grid_jitter.Next(args.grid_lo, args.grid_hi);
+          GridSampleArgs fixed_args;
+          fixed_args.image = level.fixed.data<float>();
+          fixed_args.image_dims = dims;
+          fixed_args.out_dims = dims;
+          fixed_args.padding = Padding::kBorder;
+          std::copy(args.grid_lo, args.grid_lo + 3, fixed_args.grid_lo);
+          std::copy(args.grid_hi, args.grid_hi + 3, fixed_args.grid_hi);
+          TESSERA_RETURN_IF_ERROR(GridSample(stream_, fixed_args, shifted_fixed.data<float>(), options_.sampler));
+        }
         TESSERA_RETURN_IF_ERROR(GridSample(stream_, args, warped_.data<float>(), options_.sampler));
-        TESSERA_ASSIGN_OR_RETURN(double loss, metric_->Evaluate(level.fixed, warped_, &grad_w_));
+        TESSERA_ASSIGN_OR_RETURN(double loss,
+                                 metric_->Evaluate(jitter ? shifted_fixed : level.fixed, warped_, &grad_w_));
         stop.Update(loss);
         adam.lr = control.Update(loss);
         Report("deformable", level.factor, it, max_it, loss);
@@ -565,6 +589,9 @@ absl::StatusOr<RegistrationResult> RegisterBounded(const Volume& fixed, const Vo
   result.log.push_back(out_of_core.reason);
   if (options.metric == "mi" && options.metric_options.mi_fixed_blur_voxels > 0 && HasStage(options, "deformable")) {
     result.log.push_back("deformable: the fixed image is not blurred for MI in a bounded run (metric.h)");
+  }
+  if (GreedyStageJitters(options) && HasStage(options, "deformable")) {
+    result.log.push_back("deformable: the sampling grid is not jittered in a bounded run (metric.h)");
   }
 
   const GridSpace fixed_space = SpaceOf(fixed), moving_space = SpaceOf(moving);
@@ -877,6 +904,12 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
     if (options.metric == "mi" && blur > 0 && !mixed) {
       for (Level& l : levels) TESSERA_RETURN_IF_ERROR(GaussianSmooth(l.fixed, &l.fixed, {blur, blur, blur}, stream));
       result.log.push_back(absl::StrFormat("deformable: fixed image blurred by sigma %.3g voxels per level (MI)", blur));
+    }
+    if (GreedyStageJitters(options) && (options.shards > 1 || options.process_group != nullptr ||
+                                        options.deformable_model == "bspline")) {
+      result.log.push_back(absl::StrCat("deformable: the sampling grid is not jittered (",
+                                        options.deformable_model == "bspline" ? "bspline" : "sharded",
+                                        " stage; metric.h)"));
     }
     TESSERA_ASSIGN_OR_RETURN(NDArray u, engine.RunDeformableStage(result.affine_ras, levels, &result.log));
     if (mixed) {

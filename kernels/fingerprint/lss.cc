@@ -78,6 +78,7 @@ LssProbe PrepareProbe(const MccTemplate& probe, const MccParams& mcc) {
   out.soa_mask.assign(static_cast<size_t>(kMccMaskWords) * out.soa_stride + 8, 0);
   out.soa_layer_sum.assign(static_cast<size_t>(3 * kMccMaskWords) * out.soa_stride + 8, 0);
   out.soa_count.assign(out.soa_stride + 8, 0);
+  out.soa_sqrt_count.assign(out.soa_stride + 8, 0.0f);
   for (int q = 0; q < 2 * n; ++q) {
     const MccCylinder& cyl = c[out.by_theta[q]];
     for (int w = 0; w < kMccBitWords; ++w) out.soa_bits[static_cast<size_t>(w) * out.soa_stride + q] = cyl.bits[w];
@@ -88,6 +89,7 @@ LssProbe PrepareProbe(const MccTemplate& probe, const MccParams& mcc) {
       out.soa_layer_sum[static_cast<size_t>(w) * out.soa_stride + q] = planes[w];
     }
     out.soa_count[q] = out.bit_count[out.by_theta[q]];
+    out.soa_sqrt_count[q] = sqrtf(static_cast<float>(out.soa_count[q]));
   }
   out.pair_dist.resize(static_cast<size_t>(n) * n);
   out.pair_dir.resize(static_cast<size_t>(n) * n);

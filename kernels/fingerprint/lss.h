@@ -124,6 +124,7 @@ struct LssProbe {
   int soa_stride = 0;
   std::vector<uint64_t> soa_bits, soa_mask, soa_layer_sum;
   std::vector<int64_t> soa_count;
+  std::vector<float> soa_sqrt_count;  // sqrtf(soa_count[q]): |c_a| = |a| needs no square root
   std::vector<float> pair_dist, pair_dir, pair_radial;
 };
 LssProbe PrepareProbe(const MccTemplate& probe, const MccParams& mcc = {});

@@ -31,9 +31,9 @@ void RhoColumn(int P, int k, int n, const int* rows, const float* pair_dist, con
                float* out);
 void RelaxStep(int p, int stride, const float* rho_t, const float* lambda, float denominator, const LssConstants& c,
                float* sum, float* next);
-void RhoSparse(int count, const int32_t* pair_t, const int32_t* pair_k, const int32_t* probe_index,
-               const float* d1, const float* d2, const float* pair_radial, const float* gx, const float* gy,
-               const float* gt, const LssConstants& c, float* rho);
+void RhoSparse(int count, const int32_t* probe_index, const float* d1, const float* d2, const float* pair_radial,
+               const float* xt, const float* yt, const float* tt, const float* xk, const float* yk,
+               const LssConstants& c, float* rho);
 }  // namespace lss_vector
 
 namespace {
@@ -141,6 +141,7 @@ struct Scratch {
   std::vector<float> values;
   std::vector<int32_t> index;
   size_t n_found = 0;
+  std::vector<int32_t> buckets;  // Avx512Path::Histogram: ValueBucket of each value
   // The ones SelectBest keeps: entries[0, n_entries).
   std::vector<Entry> entries;
   size_t n_entries = 0;
@@ -157,9 +158,15 @@ struct Scratch {
   std::vector<Entry> boundary;
   // Sparse rho (RhoCandidatesAvx512, RhoSparse): the pairs (t, k) that pass
   // the distance and direction cuts, row by row (row t is [row_begin[t],
-  // row_begin[t + 1]), k ascending), sized p * p + 16.
-  std::vector<int32_t> sparse_t, sparse_k, sparse_probe_index, row_begin;
+  // row_begin[t + 1]), k ascending), sized p * p + 16; with each pair's
+  // gallery coordinates (x, y, theta of t; x, y of k) side by side, so that
+  // RhoSparse loads them instead of gathering them lane by lane.
+  std::vector<int32_t> sparse_k, sparse_probe_index, row_begin;
   std::vector<float> sparse_d1, sparse_d2, sparse_rho;
+  std::vector<float> sparse_xt, sparse_yt, sparse_tt, sparse_xk, sparse_yk;
+  // RelaxEllAvx512: the sparse rows 16 per group, step by step.
+  std::vector<int32_t> ell_offset, ell_k;
+  std::vector<float> ell_rho;
 };
 
 Scratch& ThreadScratch() {
@@ -286,8 +293,12 @@ __attribute__((target(TESSERA_FP_AVX512))) int RhoCandidatesAvx512(int p, int n,
     const __mmask16 below_ = _mm512_cmp_ps_mask(d_, minus_pi, _CMP_LT_OQ);             \
     out = _mm512_mask_add_ps(_mm512_mask_sub_ps(d_, above_, d_, two_pi), below_, d_, two_pi); \
   } while (0)
-  int32_t* out_t = s.sparse_t.data();
   int32_t* out_k = s.sparse_k.data();
+  float* out_xt = s.sparse_xt.data();
+  float* out_yt = s.sparse_yt.data();
+  float* out_tt = s.sparse_tt.data();
+  float* out_xk = s.sparse_xk.data();
+  float* out_yk = s.sparse_yk.data();
   int32_t* out_index = s.sparse_probe_index.data();
   float* out_d1 = s.sparse_d1.data();
   float* out_d2 = s.sparse_d2.data();
@@ -297,7 +308,6 @@ __attribute__((target(TESSERA_FP_AVX512))) int RhoCandidatesAvx512(int p, int n,
     const __m512i row_base = _mm512_set1_epi32(rows[t] * n);
     const __m512 xt = _mm512_set1_ps(gx[t]), yt = _mm512_set1_ps(gy[t]), tt = _mm512_set1_ps(gt[t]);
     const __m512 pxt = _mm512_set1_ps(px[t]), pyt = _mm512_set1_ps(py[t]), ptt = _mm512_set1_ps(pt[t]);
-    const __m512i tv = _mm512_set1_epi32(t);
     for (int k0 = 0; k0 < p; k0 += 16) {
       __mmask16 lanes = p - k0 >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (p - k0)) - 1);
       if (t >= k0 && t < k0 + 16) lanes &= static_cast<__mmask16>(~(1u << (t - k0)));  // rho(t, t) = 0
@@ -326,8 +336,12 @@ __attribute__((target(TESSERA_FP_AVX512))) int RhoCandidatesAvx512(int p, int n,
       const __mmask16 keep = lanes & _mm512_cmp_ps_mask(d1, cut1, _CMP_LT_OQ) & _mm512_cmp_ps_mask(d2, cut2, _CMP_LT_OQ);
       if (keep == 0) continue;
       const __m512i kv = _mm512_add_epi32(lane, _mm512_set1_epi32(k0));
-      _mm512_storeu_si512(out_t + count, tv);
       _mm512_storeu_si512(out_k + count, _mm512_maskz_compress_epi32(keep, kv));
+      _mm512_storeu_ps(out_xt + count, xt);  // the same in every lane: no compress
+      _mm512_storeu_ps(out_yt + count, yt);
+      _mm512_storeu_ps(out_tt + count, tt);
+      _mm512_storeu_ps(out_xk + count, _mm512_maskz_compress_ps(keep, xk));
+      _mm512_storeu_ps(out_yk + count, _mm512_maskz_compress_ps(keep, yk));
       _mm512_storeu_si512(out_index + count, _mm512_maskz_compress_epi32(keep, ia));
       _mm512_storeu_ps(out_d1 + count, _mm512_maskz_compress_ps(keep, d1));
       _mm512_storeu_ps(out_d2 + count, _mm512_maskz_compress_ps(keep, d2));
@@ -337,6 +351,66 @@ __attribute__((target(TESSERA_FP_AVX512))) int RhoCandidatesAvx512(int p, int n,
   s.row_begin[p] = count;
   return count;
 #undef TESSERA_ANGLE_DIFF
+}
+#endif
+
+#if defined(__x86_64__)
+// The relaxation over the sparse rho (rows [row_begin[t], row_begin[t + 1])
+// of sparse_k / sparse_rho, k ascending), 16 rows t per vector: the rows are
+// laid out column by column per group of 16 (ELL: step i holds entry i of
+// every row of the group; rho 0 and k = 0 past a row's end), so each lane
+// sums its own row in its own order and the 16 sums (and their divisions)
+// run side by side instead of one dependent chain of scalar adds per row.
+// The same floats as the scalar loop: each lane adds the same products in
+// the same order, then +0 products (rho = 0 times a lambda in [0, 1]) that
+// leave a nonnegative sum unchanged; Relaxed's mul, div and add per lane.
+// s.lambda[0, p) in, relaxed values out.
+__attribute__((target(TESSERA_FP_AVX512))) void RelaxEllAvx512(Scratch& s, int p, int iterations, float denominator,
+                                                              const LssConstants& c) {
+  const int groups = (p + 15) / 16, P = groups * 16;
+  const int32_t* begin = s.row_begin.data();
+  s.ell_offset.resize(groups + 1);
+  int steps = 0;
+  for (int g = 0; g < groups; ++g) {
+    s.ell_offset[g] = steps;
+    int longest = 0;
+    for (int t = 16 * g; t < std::min(p, 16 * g + 16); ++t) longest = std::max(longest, begin[t + 1] - begin[t]);
+    steps += longest;
+  }
+  s.ell_offset[groups] = steps;
+  s.ell_rho.assign(static_cast<size_t>(steps) * 16, 0.0f);
+  s.ell_k.assign(static_cast<size_t>(steps) * 16, 0);
+  for (int t = 0; t < p; ++t) {
+    const size_t base = static_cast<size_t>(s.ell_offset[t / 16]) * 16 + (t & 15);
+    for (int e = begin[t]; e < begin[t + 1]; ++e) {
+      s.ell_rho[base + static_cast<size_t>(e - begin[t]) * 16] = s.sparse_rho[e];
+      s.ell_k[base + static_cast<size_t>(e - begin[t]) * 16] = s.sparse_k[e];
+    }
+  }
+  s.lambda.resize(P);
+  std::fill(s.lambda.begin() + p, s.lambda.end(), 0.0f);
+  s.next.resize(P);
+  const __m512 w_r = _mm512_set1_ps(c.w_r), one_minus_w_r = _mm512_set1_ps(c.one_minus_w_r);
+  const __m512 denom = _mm512_set1_ps(denominator);
+  for (int it = 0; it < iterations; ++it) {
+    const float* lambda = s.lambda.data();
+    float* next = s.next.data();
+    // lambda[k] by a permute of one or two registers where p <= 32.
+    const __m512 lo = _mm512_loadu_ps(lambda), hi = P > 16 ? _mm512_loadu_ps(lambda + 16) : lo;
+    for (int g = 0; g < groups; ++g) {
+      __m512 sum = _mm512_setzero_ps();
+      for (int i = s.ell_offset[g]; i < s.ell_offset[g + 1]; ++i) {
+        const __m512i k = _mm512_loadu_si512(s.ell_k.data() + static_cast<size_t>(i) * 16);
+        const __m512 r = _mm512_loadu_ps(s.ell_rho.data() + static_cast<size_t>(i) * 16);
+        const __m512 lk = P <= 32 ? _mm512_permutex2var_ps(lo, k, hi) : _mm512_i32gather_ps(k, lambda, 4);
+        sum = _mm512_add_ps(sum, _mm512_mul_ps(r, lk));
+      }
+      const __m512 lt = _mm512_loadu_ps(lambda + 16 * g);
+      _mm512_storeu_ps(next + 16 * g, _mm512_add_ps(_mm512_mul_ps(w_r, lt),
+                                                    _mm512_mul_ps(one_minus_w_r, _mm512_div_ps(sum, denom))));
+    }
+    s.lambda.swap(s.next);
+  }
 }
 #endif
 
@@ -397,8 +471,8 @@ bool RelaxSparse(Scratch& s, const LssProbe& probe, int p, int /*P*/, int n_min,
                  float threshold) {
   const int na = static_cast<int>(probe.cylinders.cylinders.size());
   const size_t capacity = static_cast<size_t>(p) * p + 16;
-  if (s.sparse_t.size() < capacity) {
-    s.sparse_t.resize(capacity);
+  if (s.sparse_k.size() < capacity) {
+    for (auto* v : {&s.sparse_xt, &s.sparse_yt, &s.sparse_tt, &s.sparse_xk, &s.sparse_yk}) v->resize(capacity);
     s.sparse_k.resize(capacity);
     s.sparse_probe_index.resize(capacity);
     s.sparse_d1.resize(capacity);
@@ -417,10 +491,9 @@ bool RelaxSparse(Scratch& s, const LssProbe& probe, int p, int /*P*/, int n_min,
   }
   const int count = RhoCandidatesAvx512(p, na, s.rows.data(), s.px.data(), s.py.data(), s.pt.data(), s.gx.data(),
                                         s.gy.data(), s.gt.data(), c, s);
-  lss_vector::RhoSparse(count, s.sparse_t.data(), s.sparse_k.data(), s.sparse_probe_index.data(),
-                        s.sparse_d1.data(), s.sparse_d2.data(), probe.pair_radial.data(), s.gx.data(), s.gy.data(),
-                        s.gt.data(), c, s.sparse_rho.data());
-  const int32_t* pair_k = s.sparse_k.data();
+  lss_vector::RhoSparse(count, s.sparse_probe_index.data(), s.sparse_d1.data(), s.sparse_d2.data(),
+                        probe.pair_radial.data(), s.sparse_xt.data(), s.sparse_yt.data(), s.sparse_tt.data(),
+                        s.sparse_xk.data(), s.sparse_yk.data(), c, s.sparse_rho.data());
   const float* rho = s.sparse_rho.data();
   const int32_t* begin = s.row_begin.data();
   if (threshold > 0.0f) {
@@ -435,18 +508,7 @@ bool RelaxSparse(Scratch& s, const LssProbe& probe, int p, int /*P*/, int n_min,
     for (int t = 0; t < p; ++t) max_lambda0 = std::max(max_lambda0, s.lambda0[t]);
     if (lss_internal::RelaxedScoreUpperBound(max_lambda0, max_row_sum, p, n_min, c) < threshold) return false;
   }
-  s.next.resize(p);
-  const float denominator = static_cast<float>(n_min - 1);
-  for (int it = 0; it < c.relaxation_iterations; ++it) {
-    const float* lambda = s.lambda.data();
-    float* next = s.next.data();
-    for (int t = 0; t < p; ++t) {
-      float sum = 0.0f;
-      for (int e = begin[t]; e < begin[t + 1]; ++e) sum = sum + fpmath::Mul(rho[e], lambda[pair_k[e]]);
-      next[t] = lss_internal::Relaxed(lambda[t], sum, denominator, c);
-    }
-    s.lambda.swap(s.next);
-  }
+  RelaxEllAvx512(s, p, c.relaxation_iterations, static_cast<float>(n_min - 1), c);
   return true;
 }
 #endif
@@ -618,7 +680,7 @@ struct ScalarPath {
   // hist[b] = #{i < n : ValueBucket(values[i]) == b}. Four partial tables:
   // consecutive values often share a bucket, and one table would chain every
   // increment through store forwarding.
-  static void Histogram(const float* values, size_t n, int* hist) {
+  static void Histogram(const float* values, size_t n, int* hist, int32_t* /*buckets*/) {
     int part[4][lss_internal::kValueBuckets] = {};
     const size_t n4 = n & ~static_cast<size_t>(3);
     for (size_t i = 0; i < n4; i += 4) {
@@ -687,24 +749,28 @@ struct Avx512Path {
     out->wrap_hi = n_wrap_hi;
   }
   // ScalarPath::Histogram with the buckets (ValueBucket: truncation of
-  // v * 256, at most 256) computed 16 at a time.
-  __attribute__((target(TESSERA_FP_AVX512))) static void Histogram(const float* values, size_t n, int* hist) {
-    int part[4][lss_internal::kValueBuckets] = {};
-    alignas(64) int32_t bucket[16];
+  // v * 256, at most 256) computed 16 at a time into `buckets` (n + 16
+  // ints), then counted from memory in a second loop: read back from a
+  // register in the same loop, GCC extracts them lane by lane, which on
+  // Intel cores runs on the shuffle port the popcounts need.
+  __attribute__((target(TESSERA_FP_AVX512))) static void Histogram(const float* values, size_t n, int* hist,
+                                                                   int32_t* buckets) {
     const __m512 scale = _mm512_set1_ps(256.0f);
     const __m512i top = _mm512_set1_epi32(256);
-    const size_t n16 = n & ~static_cast<size_t>(15);
-    for (size_t i = 0; i < n16; i += 16) {
-      const __m512 v = _mm512_loadu_ps(values + i);
-      _mm512_store_si512(bucket, _mm512_min_epi32(_mm512_cvttps_epi32(_mm512_mul_ps(v, scale)), top));
-      for (int l = 0; l < 16; l += 4) {
-        ++part[0][bucket[l]];
-        ++part[1][bucket[l + 1]];
-        ++part[2][bucket[l + 2]];
-        ++part[3][bucket[l + 3]];
-      }
+    for (size_t i = 0; i < n; i += 16) {
+      const __mmask16 lanes = n - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1);
+      const __m512 v = _mm512_maskz_loadu_ps(lanes, values + i);
+      _mm512_storeu_si512(buckets + i, _mm512_min_epi32(_mm512_cvttps_epi32(_mm512_mul_ps(v, scale)), top));
     }
-    for (size_t i = n16; i < n; ++i) ++part[0][ValueBucket(values[i])];
+    int part[4][lss_internal::kValueBuckets] = {};
+    const size_t n4 = n & ~static_cast<size_t>(3);
+    for (size_t i = 0; i < n4; i += 4) {
+      ++part[0][buckets[i]];
+      ++part[1][buckets[i + 1]];
+      ++part[2][buckets[i + 2]];
+      ++part[3][buckets[i + 3]];
+    }
+    for (size_t i = n4; i < n; ++i) ++part[0][buckets[i]];
     for (int b = 0; b < lss_internal::kValueBuckets; ++b) {
       hist[b] = (part[0][b] + part[1][b]) + (part[2][b] + part[3][b]);
     }
@@ -789,10 +855,16 @@ struct Avx512Path {
         nb = _mm512_mask_blend_epi64(need_b, nb, count);
       }
       // lambda = 1 - sqrt(nx) / (sqrt(na) + sqrt(nb)), 0 when na + nb = 0.
+      // sqrt(na), sqrt(nb) of the whole bit counts are precomputed (the
+      // probe's soa_sqrt_count, b's from the table: sqrtf is correctly
+      // rounded, so the same floats); only lanes whose masks differ take
+      // square roots of their counts.
       const __m512i sum = _mm512_add_epi64(na, nb);
       const __m512i nx = _mm512_sub_epi64(sum, _mm512_add_epi64(nab, nab));
-      const __m256 fa = _mm256_sqrt_ps(_mm256_cvtepi32_ps(_mm512_cvtepi64_epi32(na)));
-      const __m256 fb = _mm256_sqrt_ps(_mm256_cvtepi32_ps(_mm512_cvtepi64_epi32(nb)));
+      __m256 fa = _mm256_loadu_ps(p.soa_sqrt_count.data() + q0);
+      if (need_a != 0) fa = _mm256_mask_sqrt_ps(fa, need_a, _mm256_cvtepi32_ps(_mm512_cvtepi64_epi32(na)));
+      __m256 fb = _mm256_set1_ps(a.sq[a.b_count]);
+      if (need_b != 0) fb = _mm256_mask_sqrt_ps(fb, need_b, _mm256_cvtepi32_ps(_mm512_cvtepi64_epi32(nb)));
       const __m256 fx = _mm256_sqrt_ps(_mm256_cvtepi32_ps(_mm512_cvtepi64_epi32(nx)));
       const __m256 lambda = _mm256_sub_ps(_mm256_set1_ps(1.0f), _mm256_div_ps(fx, _mm256_add_ps(fa, fb)));
       const __mmask8 nonempty = _mm512_test_epi64_mask(sum, sum);
@@ -830,6 +902,7 @@ __attribute__((always_inline)) inline float ScoreImpl(const LssProbe& probe, con
   if (s.values.size() < capacity) {
     s.values.resize(capacity);
     s.index.resize(capacity);
+    s.buckets.resize(capacity + 16);
     s.entries.resize(capacity);
   }
   s.n_found = 0;
@@ -910,7 +983,7 @@ __attribute__((always_inline)) inline float ScoreImpl(const LssProbe& probe, con
     }
   }
   int hist[lss_internal::kValueBuckets];
-  Path::Histogram(s.values.data(), s.n_found, hist);
+  Path::Histogram(s.values.data(), s.n_found, hist, s.buckets.data());
   if (threshold > 0.0f &&
       lss_internal::HistogramScoreUpperBound(hist, kind == MccScore::kLssR, std::min(na, nb),
                                              static_cast<int>(s.n_found), c) < threshold) {

@@ -37,18 +37,20 @@ __attribute__((target_clones("avx512f", "avx2", "default"), noinline)) void RhoC
   }
 }
 
-// rho of the pairs (t, k) = (pair_t[i], pair_k[i]) that passed the distance
-// and direction cuts (lss_cpu.cc, RhoCandidates: d1[i], d2[i] as RhoColumn
-// computes them): the radial difference d3 and RhoValue, the same float
-// operations as RhoColumn. probe_index[i] = rows[t] * n + rows[k].
+// rho of the pairs (t, k) that passed the distance and direction cuts
+// (lss_cpu.cc, RhoCandidatesAvx512: d1[i], d2[i] as RhoColumn computes them;
+// the gallery coordinates of t and k in xt, yt, tt, xk, yk): the radial
+// difference d3 and RhoValue, the same float operations as RhoColumn.
+// probe_index[i] = rows[t] * n + rows[k]. Every input but pair_radial is
+// read in order (no per-lane gathers: on Intel cores GCC's emulated gathers
+// are a scalar load and an insert on the shuffle port per lane).
 __attribute__((target_clones("avx512f", "avx2", "default"), noinline)) void RhoSparse(
-    int count, const int32_t* __restrict pair_t, const int32_t* __restrict pair_k,
-    const int32_t* __restrict probe_index, const float* __restrict d1, const float* __restrict d2,
-    const float* __restrict pair_radial, const float* __restrict gx, const float* __restrict gy,
-    const float* __restrict gt, const LssConstants& c, float* __restrict rho) {
+    int count, const int32_t* __restrict probe_index, const float* __restrict d1, const float* __restrict d2,
+    const float* __restrict pair_radial, const float* __restrict xt, const float* __restrict yt,
+    const float* __restrict tt, const float* __restrict xk, const float* __restrict yk, const LssConstants& c,
+    float* __restrict rho) {
   for (int i = 0; i < count; ++i) {
-    const int t = pair_t[i], k = pair_k[i];
-    const float radial = lss_internal::PairRadial(gx[t], gy[t], gt[t], gx[k], gy[k]);
+    const float radial = lss_internal::PairRadial(xt[i], yt[i], tt[i], xk[i], yk[i]);
     const float d3 = fabsf(fpmath::AngleDiffF(pair_radial[probe_index[i]], radial));
     rho[i] = lss_internal::RhoValue(d1[i], d2[i], d3, c);
   }

@@ -12,14 +12,15 @@
 // step (the default before issue 17) -> the normalized step (gradient
 // sigma 1 voxel) -> gradient sigma 3 voxels -> sigma 6 with the step halving
 // after 3 stalled iterations (issue 17's map accuracy) -> MI with a box fixed
-// window and the fixed image blurred by sqrt(1/6) voxels (metric.h; the
-// defaults since 2026-12-02; floors about 0.015-0.02 below the measured Dice):
-//   nonmonotonic, reoriented          0.810 -> 0.938 -> 0.957 -> 0.972 -> 0.973  (floor 0.955)
-//   t2-like, bias 0.2, noise 0.02     0.814 -> 0.924 -> 0.934 -> 0.950 -> 0.953  (floor 0.935)
-//   inverted, top 20% cut away        0.926 -> 0.954 -> 0.967 -> 0.972 -> 0.975  (floor 0.96)
-//   nonmonotonic, noise, bias, flip   0.741 -> 0.924 -> 0.936 -> 0.953 -> 0.951  (floor 0.935)
-//   ch2bet (skull-stripped), t2-like  0.919 -> 0.956 -> 0.960 -> 0.964 -> 0.973  (floor 0.955)
-//   inia19 macaque, nonmonotonic      0.720 -> 0.810 -> 0.869 -> 0.875 -> 0.894  (floor 0.875)
+// window and the fixed image blurred by sqrt(1/6) voxels (metric.h) -> the
+// sampling grid jittered per iteration (grid_jitter.h; the defaults since
+// 2026-12-02; floors about 0.015-0.02 below the measured Dice):
+//   nonmonotonic, reoriented          0.810 -> 0.938 -> 0.957 -> 0.972 -> 0.973 -> 0.974  (floor 0.955)
+//   t2-like, bias 0.2, noise 0.02     0.814 -> 0.924 -> 0.934 -> 0.950 -> 0.953 -> 0.950  (floor 0.935)
+//   inverted, top 20% cut away        0.926 -> 0.954 -> 0.967 -> 0.972 -> 0.975 -> 0.977  (floor 0.96)
+//   nonmonotonic, noise, bias, flip   0.741 -> 0.924 -> 0.936 -> 0.953 -> 0.951 -> 0.949  (floor 0.935)
+//   ch2bet (skull-stripped), t2-like  0.919 -> 0.956 -> 0.960 -> 0.964 -> 0.973 -> 0.983  (floor 0.965)
+//   inia19 macaque, nonmonotonic      0.720 -> 0.810 -> 0.869 -> 0.875 -> 0.894 -> 0.916  (floor 0.895)
 // so every floor fails with the old step; with gradient sigma 3 the t2-like
 // one fails and the rest pass within 0.002-0.012.
 #include <gtest/gtest.h>
@@ -95,7 +96,7 @@ std::vector<Case> Cases() {
     c.image = "ch2bet.nii.gz";
     c.synth = Synth(17, IntensityChange::kT2Like);
     c.synth.flip = {true, false, false};
-    c.min_dice = 0.955;
+    c.min_dice = 0.965;
     cases.push_back(c);
   }
   {
@@ -105,7 +106,7 @@ std::vector<Case> Cases() {
     c.downsample = 3;
     c.synth = Synth(19, IntensityChange::kNonMonotonic);
     c.synth.axis_order = {0, 2, 1};
-    c.min_dice = 0.875;
+    c.min_dice = 0.895;
     cases.push_back(c);
   }
   return cases;

@@ -267,8 +267,7 @@ int Main(int argc, char** argv) {
                 "|---|---:|---:|---:|\n",
                 n_probes, n);
     double block_rate = 0;
-    for (cuda::LssCudaKernel k :
-         {cuda::LssCudaKernel::kBlock, cuda::LssCudaKernel::kWarpMma, cuda::LssCudaKernel::kWarpMmaSplit}) {
+    for (cuda::LssCudaKernel k : {cuda::LssCudaKernel::kBlock, cuda::LssCudaKernel::kWarpMma}) {
       std::vector<float>& dst = k == cuda::LssCudaKernel::kBlock ? block_scores : variant_scores;
       double best = 1e30;
       absl::Status status;

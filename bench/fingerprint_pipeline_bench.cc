@@ -51,13 +51,12 @@
 // Without a GPU only the CPU rows run.
 // --kernels_only (GPU): instead of all the above, one markdown table per size
 // of the CUDA LSS-R kernel variants side by side (LssCudaKernel kBlock, the
-// old default; kWarpMma, tensor-core bit counts, the default; kWarpMmaSplit,
-// the same with scratch sized by the batch's 90th-percentile template and
-// more warps per SM), gallery streamed and resident, crops and whole
-// impressions: best wall of --repeats searches of all latents, M matches/s,
-// the ratios to kBlock and kWarpMma, top-k lists identical to kBlock's, mate
-// at rank 1 (issue 16). A line before the table gives the template-size
-// percentiles that size the split kernel's scratch.
+// old default and the reference; kWarpMma, tensor-core bit counts with warp
+// scratch sized by the batch's 90th-percentile template, the default),
+// gallery streamed and resident, crops and whole impressions: best wall of
+// --repeats searches of all latents, M matches/s, the ratio to kBlock, top-k
+// lists identical to kBlock's, mate at rank 1 (issue 16). A line before the
+// table gives the template-size percentiles that size warp-mma's scratch.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -302,12 +301,13 @@ bool KernelComparisonRows(const std::shared_ptr<MccGallery>& gallery, int64_t si
     for (int t = 0; t < gallery->num_templates(); ++t) sizes[t] = gallery->start[t + 1] - gallery->start[t];
     std::sort(sizes.begin(), sizes.end());
     auto at = [&](double q) { return sizes.empty() ? 0 : sizes[std::min(sizes.size() - 1, static_cast<size_t>(q * sizes.size()))]; };
-    std::printf("template sizes (cylinders): P50 %d, P90 %d, P95 %d, P99 %d, max %d; warp-mma-split sizes each "
-                "batch's warp scratch for its P%.0f (LssScratchTemplateSize), warp-mma for its max\n\n",
+    std::printf("template sizes (cylinders): P50 %d, P90 %d, P95 %d, P99 %d, max %d; warp-mma sizes each "
+                "batch's warp scratch for its P%.0f (LssScratchTemplateSize), the larger templates in a second "
+                "launch\n\n",
                 at(0.5), at(0.9), at(0.95), at(0.99), sizes.empty() ? 0 : sizes.back(), 100 * kLssScratchQuantile);
   }
-  std::printf("| templates | latents | path | kernel | wall s (best of %d) | M matches/s | vs block | vs warp-mma | "
-              "top-%d lists = block's | mate rank 1 |\n|---:|---|---|---|---:|---:|---:|---:|---:|---:|\n",
+  std::printf("| templates | latents | path | kernel | wall s (best of %d) | M matches/s | vs block | "
+              "top-%d lists = block's | mate rank 1 |\n|---:|---|---|---|---:|---:|---:|---:|---:|\n",
               cfg.repeats, cfg.top);
   struct Case {
     const char* path;
@@ -318,20 +318,19 @@ bool KernelComparisonRows(const std::shared_ptr<MccGallery>& gallery, int64_t si
   const Case cases[] = {{"streamed", streamed->get(), &crops, "crop"},
                         {"resident", resident->get(), &crops, "crop"},
                         {"resident", resident->get(), &fulls, "full"}};
-  const cuda::LssCudaKernel kernels[] = {cuda::LssCudaKernel::kBlock, cuda::LssCudaKernel::kWarpMma,
-                                         cuda::LssCudaKernel::kWarpMmaSplit};
+  const cuda::LssCudaKernel kernels[] = {cuda::LssCudaKernel::kBlock, cuda::LssCudaKernel::kWarpMma};
   for (const Case& c : cases) {
     const std::vector<MccTemplate>& lat = *c.latents;
     const int n = static_cast<int>(lat.size());
     std::vector<std::vector<Candidate>> reference;
-    double reference_wall = 0, warp_mma_wall = 0;
+    double reference_wall = 0;
     for (cuda::LssCudaKernel k : kernels) {
       LssBatchMatcher matcher(MccScore::kLssR, LssParams(), MccParams(), k);
       std::printf("| %lld | %d %s | %s | %s | ", static_cast<long long>(size), n, c.probe, c.path,
                   cuda::LssCudaKernelName(k));
       auto warm = c.pipeline->Search(matcher, {lat[0]});  // module load, first allocations
       if (!warm.ok()) {
-        std::printf("error: %s | | | | | |\n", std::string(warm.status().message()).c_str());
+        std::printf("error: %s | | | | |\n", std::string(warm.status().message()).c_str());
         std::fflush(stdout);
         continue;
       }
@@ -344,7 +343,7 @@ bool KernelComparisonRows(const std::shared_ptr<MccGallery>& gallery, int64_t si
         if (!top.ok()) break;
       }
       if (!top.ok()) {
-        std::printf("error: %s | | | | | |\n", std::string(top.status().message()).c_str());
+        std::printf("error: %s | | | | |\n", std::string(top.status().message()).c_str());
         std::fflush(stdout);
         continue;
       }
@@ -352,15 +351,13 @@ bool KernelComparisonRows(const std::shared_ptr<MccGallery>& gallery, int64_t si
         reference = *top;
         reference_wall = best;
       }
-      if (k == cuda::LssCudaKernel::kWarpMma) warp_mma_wall = best;
       int same = 0, rank1 = 0;
       for (int i = 0; i < n; ++i) {
         same += i < static_cast<int>(reference.size()) && (*top)[i] == reference[i];
         rank1 += MateRank((*top)[i], identity, latent_identity[i]) == 1;
       }
-      std::printf("%.3f | %.2f | %s | %s | %s | %d / %d |\n", best, size * static_cast<double>(n) / best / 1e6,
+      std::printf("%.3f | %.2f | %s | %s | %d / %d |\n", best, size * static_cast<double>(n) / best / 1e6,
                   reference_wall > 0 ? absl::StrFormat("**%.2fx**", reference_wall / best).c_str() : "-",
-                  warp_mma_wall > 0 ? absl::StrFormat("**%.2fx**", warp_mma_wall / best).c_str() : "-",
                   reference.empty() ? "-" : absl::StrCat(same, " / ", n, same == n ? "" : " MISMATCH").c_str(), rank1,
                   n);
       std::fflush(stdout);

@@ -231,8 +231,6 @@ const char* LssCudaKernelName(LssCudaKernel kernel) {
       return "block";
     case LssCudaKernel::kWarpMma:
       return "warp-mma";
-    case LssCudaKernel::kWarpMmaSplit:
-      return "warp-mma-split";
   }
   return "unknown";
 }

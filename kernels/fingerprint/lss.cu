@@ -1,31 +1,50 @@
 // CUDA LSS / LSS-R: one probe against a whole gallery resident on the GPU.
 //
-// Two kernels, same scores: ScoreKernel (LssCudaKernel::kBlock), described
-// here, and ScoreKernelMma (kWarpMma, the default, below): the same steps with
-// one warp per comparison and step 1 on the tensor cores.
+// Two kernels, same scores: ScoreKernelMma (LssCudaKernel::kWarpMma, the
+// default), one warp per comparison with step 1 on the tensor cores, and
+// ScoreKernel (kBlock), one 128-thread block per comparison, the reference and
+// the fallback. Steps 2 and 3 are one code path (SelectAndScore) that a warp
+// or a whole block runs (WarpGroup, BlockGroup).
 //
 // Layout: the gallery is MccGallery's structure of arrays (template-blocked,
 // word-major: consecutive threads reading consecutive cylinders of a template
 // coalesce) with the fingerprint start-index table `start`. Each thread block
-// (128 threads) keeps the probe's cylinders in shared memory for its whole
-// life and walks gallery templates in a grid-stride loop. Per template:
-//   1. local similarities: thread e of the nA x nB matrix (row = probe
-//      cylinder, column = gallery cylinder) tests directions, common cells,
-//      mask inclusion, and counts bits with __popcll - the same integers as the
-//      CPU, hence the same lambda (lss_impl.h); the matrix lives in shared
-//      memory;
+// keeps the probe's cylinders in shared memory for its whole life and walks
+// gallery templates in a grid-stride loop (ScoreKernel: one template per
+// block at a time; ScoreKernelMma: one per warp). Per template:
+//   1. local similarities: for each entry of the nA x nB matrix (row = probe
+//      cylinder, column = gallery cylinder) test directions, common cells,
+//      mask inclusion, and count bits (__popcll in ScoreKernel, binary tensor
+//      core products in ScoreKernelMma) - the same integers as the CPU, hence
+//      the same lambda (lss_impl.h); the matrix lives in shared memory;
 //   2. selection of the best K (nR for LSS-R, nP for LSS) by the key (value
-//      descending, flat index ascending): a four-pass radix select over the
-//      float bit patterns (positive floats order like their bits) finds the
-//      K-th key, then an ordered block scan compacts the selected entries in
-//      flat-index order - the CPU's canonical order;
+//      descending, flat index ascending): a radix select over the float bit
+//      patterns (positive floats order like their bits) finds the K-th key,
+//      then an ordered scan compacts the selected entries in flat-index order
+//      - the CPU's canonical order;
 //   3. LSS-R: rho for every ordered pair of selected entries (lss_impl.h, in
 //      the shared region the matrix used), n_rel relaxation steps in which
-//      thread t sums over k in ascending order, then warp 0 picks the nP
+//      thread t sums over k in ascending order, then one warp picks the nP
 //      pairs of highest efficiency (ties: lower t) and adds their relaxed
 //      similarities in that order. LSS: the K entries sorted by key, summed.
 // Every float operation and summation order is the CPU reference's, so the
 // scores are identical bit for bit (lss_cuda_test).
+//
+// Why the selection is lean (it replaced an older warp-mma kernel whose
+// selection cost more; H200 2026-12-02, 10^6 templates x 16 crops: 51.10 vs
+// 45.10 M matches/s resident, bench/results/2026-12-02-h200-session6.md):
+//   * the radix histogram packs two 16-bit counters per word (na x nb <= 25600
+//     entries) and sits first in the scratch (16-byte aligned: one int4 per
+//     lane clears it or reads a lane's 8 digits);
+//   * the radix passes start at the highest bit where the largest and smallest
+//     positive key differ (every positive key shares the bits above it, so the
+//     skipped passes would put every entry in one digit), and stop as soon as
+//     the K-th key's digit is taken whole: then the K best are exactly the keys
+//     >= that prefix;
+//   * the selected entries keep (row << 16 | column) instead of the flat index
+//     (the same order), so rho needs no integer divisions, and rho's pair
+//     (t, k) advances without dividing either;
+//   * each efficiency lam / lambda0 is divided once, not once per pick.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -46,9 +65,15 @@ namespace fingerprint {
 namespace cuda {
 namespace {
 
-constexpr int kThreads = 128;
+constexpr int kThreads = 128;  // ScoreKernel's block
 constexpr int kWarps = kThreads / 32;
 constexpr unsigned kFull = 0xffffffffu;
+// ScoreKernelMma: up to 8 warps (templates) per block, registers capped so
+// that kMmaMinBlocks such blocks fit an SM (64 per thread; uncapped, the
+// LSS-R kernel takes 70, i.e. 3 blocks); the other limit is the scratch the
+// host plans (lss_mma::PlanSplit).
+constexpr int kWarpKernelMaxWarps = 8;
+constexpr int kMmaMinBlocks = 4;
 
 struct ProbeArgs {
   const uint64_t* bits;  // n x 24, cylinder-major
@@ -56,7 +81,7 @@ struct ProbeArgs {
   const float* x;
   const float* y;
   const float* theta;
-  const int* count;  // popcount of each cylinder's bits
+  const int* count;       // popcount of each cylinder's bits
   const int* mask_count;  // popcount of each cylinder's mask (ScoreKernelMma)
   const uint4* frag;      // the A fragments of ScoreKernelMma: m_tiles x 7 chunks x 32 lanes
   int m_tiles;            // ceil(n / 16)
@@ -72,31 +97,31 @@ struct GalleryArgs {
   const float* theta;
   const uint16_t* count;
   int num_templates;
-  int max_size;
+  int max_size;  // the widest template the scratch holds
 };
 
 // One comparison's scratch in shared memory (a block's in ScoreKernel, a
-// warp's in ScoreKernelMma): the probe x gallery similarity matrix (later
-// rho), the selected entries, the lambda arrays and the radix histogram.
+// warp's in ScoreKernelMma), 16-byte aligned: the packed radix histogram, the
+// probe x gallery similarity matrix (later rho), the selected entries, the
+// lambda arrays.
 struct ComparisonScratch {
-  static constexpr size_t Bytes(int matrix_entries, int k_capacity) {
-    return static_cast<size_t>(matrix_entries) * 4 + static_cast<size_t>(k_capacity) * 4 * 5 + 256 * 4;
-  }
+  static constexpr int kHistWords = 128;  // 256 digits, two 16-bit counters per word
+  // Bytes: lss_mma::ComparisonScratchBytes (the host plans with it).
   __device__ ComparisonScratch(unsigned char* base, int matrix_entries, int k_capacity)
-      : gamma(reinterpret_cast<float*>(base)),
+      : hist(reinterpret_cast<int*>(base)),
+        gamma(reinterpret_cast<float*>(hist + kHistWords)),
         sel_value(gamma + matrix_entries),
         sel_index(reinterpret_cast<int*>(sel_value + k_capacity)),
         lambda0(reinterpret_cast<float*>(sel_index + k_capacity)),
         lambda_a(lambda0 + k_capacity),
-        lambda_b(lambda_a + k_capacity),
-        hist(reinterpret_cast<int*>(lambda_b + k_capacity)) {}
+        lambda_b(lambda_a + k_capacity) {}
+  int* hist;
   float* gamma;
   float* sel_value;
-  int* sel_index;
+  int* sel_index;  // row << 16 | column
   float* lambda0;
   float* lambda_a;
   float* lambda_b;
-  int* hist;
 };
 
 // Exclusive prefix sum over the block; *total gets the block's sum. All
@@ -120,11 +145,67 @@ __device__ int BlockExclusiveScan(int v, int* warp_sums, int* total) {
   return before + inc - v;
 }
 
-// Steps both kernels (block per comparison, warp per comparison) share; none
-// synchronises, so each kernel keeps its own barriers around them.
+__device__ __forceinline__ int WarpSum(int v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+  return v;
+}
+
+// The threads that score one comparison together: one warp (ScoreKernelMma)
+// or the whole block (ScoreKernel). Steps 2-3 are written once against this
+// interface; a warp needs only __syncwarp and ballots, so warps on different
+// templates never wait for each other.
+struct WarpGroup {
+  static constexpr int kSize = 32;
+  __device__ int rank() const { return threadIdx.x & 31; }
+  __device__ bool in_first_warp() const { return true; }
+  __device__ void Sync() const { __syncwarp(); }
+  // How many members before this one (by rank) have gt / eq set, and how
+  // many in all.
+  __device__ void CountBefore(bool gt, bool eq, int* before_gt, int* before_eq, int* total_gt, int* total_eq) const {
+    const unsigned gt_mask = __ballot_sync(kFull, gt), eq_mask = __ballot_sync(kFull, eq);
+    const unsigned lanes_before = (1u << rank()) - 1u;
+    *before_gt = __popc(gt_mask & lanes_before);
+    *before_eq = __popc(eq_mask & lanes_before);
+    *total_gt = __popc(gt_mask);
+    *total_eq = __popc(eq_mask);
+  }
+  // Gives every member the first warp's values (uniform across that warp);
+  // also the barrier after which the radix histogram may be cleared.
+  __device__ void ShareFromFirstWarp(int*, int*, int*) const { __syncwarp(); }
+};
+
+struct BlockGroup {
+  static constexpr int kSize = kThreads;
+  int* warp_sums;  // kWarps ints of shared memory (BlockExclusiveScan)
+  int* shared;     // 3 ints of shared memory (ShareFromFirstWarp)
+  __device__ int rank() const { return threadIdx.x; }
+  __device__ bool in_first_warp() const { return threadIdx.x < 32; }
+  __device__ void Sync() const { __syncthreads(); }
+  __device__ void CountBefore(bool gt, bool eq, int* before_gt, int* before_eq, int* total_gt, int* total_eq) const {
+    int total = 0;
+    const int excl = BlockExclusiveScan(static_cast<int>(gt) | (static_cast<int>(eq) << 16), warp_sums, &total);
+    *before_gt = excl & 0xffff;
+    *before_eq = excl >> 16;
+    *total_gt = total & 0xffff;
+    *total_eq = total >> 16;
+  }
+  // The next write to `shared` comes after the next histogram barrier, which
+  // every thread reaches only after reading it here.
+  __device__ void ShareFromFirstWarp(int* a, int* b, int* c) const {
+    if (threadIdx.x == 0) {
+      shared[0] = *a;
+      shared[1] = *b;
+      shared[2] = *c;
+    }
+    __syncthreads();
+    *a = shared[0];
+    *b = shared[1];
+    *c = shared[2];
+  }
+};
 
 // LSS: the p selected entries ordered by key, summed in that order, over np.
-// One thread.
+// One thread. ((row << 16 | column) orders ties like the flat index.)
 __device__ float SortedSelectionMean(float* sel_value, int* sel_index, int p, int np) {
   for (int a = 1; a < p; ++a) {
     const float v = sel_value[a];
@@ -155,20 +236,22 @@ __device__ void RelaxationPass(const float* rho, const float* lam, float* nxt, i
 }
 
 // The np pairs of highest efficiency lam / lambda0 (ties: lower t), summed in
-// selection order; chosen entries get sel_index -1. One whole warp; the score
-// is valid in lane 0.
-__device__ float EfficientPairsScore(int* sel_index, const float* lam, const float* lambda0, int p, int np,
-                                     int lane) {
+// selection order, each efficiency divided once into `eff` (p floats of
+// scratch); picked entries get efficiency -2 (below every real one, which is
+// >= 0, and below the -1 a search starts from). One whole warp; the score is
+// valid in lane 0.
+__device__ float EfficientPairsScore(float* eff, const float* lam, const float* lambda0, int p, int np, int lane) {
+  for (int t = lane; t < p; t += 32) eff[t] = lam[t] / lambda0[t];
+  __syncwarp();
   const int keep = min(np, p);
   float sum = 0.0f;
   for (int i = 0; i < keep; ++i) {
     float best_eff = -1.0f;
     int best_t = INT_MAX;
     for (int t = lane; t < p; t += 32) {
-      if (sel_index[t] < 0) continue;  // taken
-      const float eff = lam[t] / lambda0[t];
-      if (eff > best_eff || (eff == best_eff && t < best_t)) {
-        best_eff = eff;
+      const float e = eff[t];
+      if (e > best_eff || (e == best_eff && t < best_t)) {
+        best_eff = e;
         best_t = t;
       }
     }
@@ -182,7 +265,7 @@ __device__ float EfficientPairsScore(int* sel_index, const float* lam, const flo
     }
     best_t = __shfl_sync(kFull, best_t, 0);
     if (lane == 0) {
-      sel_index[best_t] = -1;
+      eff[best_t] = -2.0f;
       sum = sum + lam[best_t];
     }
     __syncwarp();
@@ -206,66 +289,217 @@ __device__ __forceinline__ float RhoLazy(float xat, float yat, float tat, float 
   return lss_internal::RhoValue(d1, d2, d3, c);
 }
 
-struct BlockBarrier {
-  __device__ void operator()() const { __syncthreads(); }
-};
-struct WarpBarrier {
-  __device__ void operator()() const { __syncwarp(); }
-};
+// Keys that bound every positive one, for a caller that did not track the
+// largest and smallest (RadixThreshold then starts at the top bit).
+constexpr unsigned kAnyKeyHi = ~0u, kAnyKeyLo = 0u;
 
-// LSS-R after the selection of p > 0 entries: lambda0 and the first lambda
-// from the selected values, rho of every ordered pair (in the matrix's place:
-// p * p <= na * nb), then the relaxation passes; returns the final lambda.
-// Run by threads first, first + stride, ... of the group `barrier`
-// synchronises (all of them). kLazyRho: RhoLazy (the same value; rejected
-// pairs skip the atan2s) instead of lss_internal::Rho.
-template <bool kLazyRho, typename Barrier>
-__device__ const float* RelaxSelection(const ComparisonScratch& s, int p, int n_min, int nb, int base,
-                                       const float* p_x, const float* p_y, const float* p_t,
-                                       const GalleryArgs& gallery, const LssConstants& c, int first, int stride,
-                                       Barrier barrier) {
+// Threshold key of the K best positive entries of gamma (K < n_pos): the
+// selection is every positive entry with bits > *threshold plus the first
+// *need_eq (flat order) with bits == *threshold. `hi`, `lo`: the largest and
+// smallest positive key (or kAnyKeyHi, kAnyKeyLo). The whole group.
+template <typename Group>
+__device__ __forceinline__ void RadixThreshold(const Group& group, const ComparisonScratch& s, int entries, int K,
+                                               unsigned hi, unsigned lo, unsigned* threshold, int* need_eq) {
+  const unsigned diff = hi ^ lo;
+  int top = diff == 0u ? 0 : 32 - __clz(static_cast<int>(diff));  // bits [0, top) vary among positive keys
+  unsigned prefix = top >= 32 ? 0u : hi & (~0u << top);
+  unsigned prefix_mask = top >= 32 ? 0u : ~0u << top;
+  int remaining = K;
+  int4* hist4 = reinterpret_cast<int4*>(s.hist);
+  while (top > 0) {
+    const int shift = top > 8 ? top - 8 : 0;
+    const unsigned digit_mask = (1u << (top - shift)) - 1u;
+    for (int i = group.rank(); i < ComparisonScratch::kHistWords / 4; i += Group::kSize) {
+      hist4[i] = make_int4(0, 0, 0, 0);
+    }
+    group.Sync();
+    for (int e = group.rank(); e < entries; e += Group::kSize) {
+      const float v = s.gamma[e];
+      const unsigned bits = __float_as_uint(v);
+      if (v > 0.0f && (bits & prefix_mask) == prefix) {
+        const unsigned d = (bits >> shift) & digit_mask;
+        atomicAdd(&s.hist[d >> 1], 1 << ((d & 1u) * 16));
+      }
+    }
+    group.Sync();
+    int digit = 0, rest = 0, whole = 0;
+    if (group.in_first_warp()) {
+      // Lane l owns digits 255 - 8 l .. 248 - 8 l (largest first): words
+      // 127 - 4 l .. 124 - 4 l, the odd digit in each word's high half.
+      const int lane = threadIdx.x & 31;
+      const int4 w = hist4[31 - lane];
+      const int own[8] = {w.w >> 16, w.w & 0xffff, w.z >> 16, w.z & 0xffff,
+                          w.y >> 16, w.y & 0xffff, w.x >> 16, w.x & 0xffff};
+      int lane_sum = 0;
+#pragma unroll
+      for (int q = 0; q < 8; ++q) lane_sum += own[q];
+      int inc = lane_sum;
+      for (int o = 1; o < 32; o <<= 1) {
+        const int other = __shfl_up_sync(kFull, inc, o);
+        if (lane >= o) inc += other;
+      }
+      int above = inc - lane_sum;
+      const bool mine = above < remaining && remaining <= inc;
+      if (mine) {
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+          if (remaining <= above + own[q]) {
+            digit = 255 - 8 * lane - q;
+            rest = remaining - above;
+            whole = rest == own[q];
+            break;
+          }
+          above += own[q];
+        }
+      }
+      const unsigned who = __ballot_sync(kFull, mine);
+      const int src = who != 0 ? __ffs(who) - 1 : 0;
+      digit = __shfl_sync(kFull, digit, src);
+      rest = __shfl_sync(kFull, rest, src);
+      whole = __shfl_sync(kFull, whole, src);
+    }
+    group.ShareFromFirstWarp(&digit, &rest, &whole);  // hist is cleared by the next pass
+    prefix |= static_cast<unsigned>(digit) << shift;
+    prefix_mask |= digit_mask << shift;
+    if (whole) {
+      // The digit's entries are all needed: the K best are the keys >= prefix
+      // (which has the low bits clear; prefix > 0, since every positive key is
+      // >= 0 and there are n_pos > K of them).
+      *threshold = prefix - 1u;
+      *need_eq = 0;
+      return;
+    }
+    remaining = rest;
+    top = shift;
+  }
+  *threshold = prefix;
+  *need_eq = remaining;
+}
+
+// LSS-R rho + relaxation over the p > 0 selected entries: lambda0 and the
+// first lambda from the selected values, rho of every ordered pair (in the
+// matrix's place: p * p <= na * nb), then the relaxation passes; returns the
+// final lambda and sets *spare to the lambda buffer it does not use. The
+// whole group.
+template <typename Group>
+__device__ __forceinline__ const float* RelaxSelection(const Group& group, const ComparisonScratch& s, int p,
+                                                       int n_min, int base, const float* p_x, const float* p_y,
+                                                       const float* p_t, const GalleryArgs& gallery,
+                                                       const LssConstants& c, float** spare) {
+  const int first = group.rank(), stride = Group::kSize;
   for (int t = first; t < p; t += stride) s.lambda0[t] = s.lambda_a[t] = s.sel_value[t];
-  barrier();
+  group.Sync();
   float* lam = s.lambda_a;
   float* nxt = s.lambda_b;
   if (n_min > 1 && c.relaxation_iterations > 0) {
     float* rho = s.gamma;
+    // idx = t p + k walks first, first + stride, ...; (t, k) advance by
+    // (stride / p, stride % p) with one carry.
+    const int step_t = stride / p, step_k = stride - step_t * p;
+    int t = first / p, k = first - t * p;
     for (int idx = first; idx < p * p; idx += stride) {
-      const int t = idx / p, k = idx - t * p;
       float value = 0.0f;
       if (t != k) {
-        const int rt = s.sel_index[t] / nb, ct = s.sel_index[t] - rt * nb;
-        const int rk = s.sel_index[k] / nb, ck = s.sel_index[k] - rk * nb;
-        const int bt = base + ct, bk = base + ck;
-        value = kLazyRho ? RhoLazy(p_x[rt], p_y[rt], p_t[rt], p_x[rk], p_y[rk], p_t[rk], gallery.x[bt],
-                                   gallery.y[bt], gallery.theta[bt], gallery.x[bk], gallery.y[bk], gallery.theta[bk], c)
-                         : lss_internal::Rho(p_x[rt], p_y[rt], p_t[rt], p_x[rk], p_y[rk], p_t[rk], gallery.x[bt],
-                                             gallery.y[bt], gallery.theta[bt], gallery.x[bk], gallery.y[bk],
-                                             gallery.theta[bk], c);
+        const int st = s.sel_index[t], sk = s.sel_index[k];
+        const int rt = st >> 16, rk = sk >> 16;
+        const int bt = base + (st & 0xffff), bk = base + (sk & 0xffff);
+        value = RhoLazy(p_x[rt], p_y[rt], p_t[rt], p_x[rk], p_y[rk], p_t[rk], gallery.x[bt], gallery.y[bt],
+                        gallery.theta[bt], gallery.x[bk], gallery.y[bk], gallery.theta[bk], c);
       }
       rho[idx] = value;
+      t += step_t;
+      k += step_k;
+      if (k >= p) {
+        k -= p;
+        ++t;
+      }
     }
-    barrier();
+    group.Sync();
     const float denominator = static_cast<float>(n_min - 1);
     for (int it = 0; it < c.relaxation_iterations; ++it) {
       RelaxationPass(rho, lam, nxt, p, first, stride, denominator, c);
-      barrier();
+      group.Sync();
       float* swap = lam;
       lam = nxt;
       nxt = swap;
     }
   }
+  *spare = nxt;
   return lam;
 }
 
+// Steps 2-3 once the group's local-similarity matrix s.gamma (na x nb,
+// row-major, n_pos positive entries, keys between lo and hi) is complete and
+// visible to the group: selection of the K best, LSS-R rho + relaxation (or
+// the LSS sort), and the score into scores[g].
+template <bool kRelax, typename Group>
+__device__ __forceinline__ void SelectAndScore(const Group& group, const ComparisonScratch& s, int n_pos, unsigned hi,
+                                               unsigned lo, int na, int nb, int base, int g, const float* p_x,
+                                               const float* p_y, const float* p_t, const GalleryArgs& gallery,
+                                               const LssConstants& c, float* __restrict__ scores) {
+  const int n_min = min(na, nb);
+  const int np = c.np_table[n_min];
+  const int K = kRelax ? n_min : np;
+  const int entries = na * nb;
+  unsigned threshold = 0;
+  int need_eq = 0;
+  if (n_pos > K) RadixThreshold(group, s, entries, K, hi, lo, &threshold, &need_eq);
+  // Compaction in flat-index order (row and column divided out for the
+  // selected entries only).
+  int carry_gt = 0, carry_eq = 0;
+  for (int chunk = 0; chunk < entries; chunk += Group::kSize) {
+    const int e = chunk + group.rank();
+    const float v = e < entries ? s.gamma[e] : 0.0f;
+    const unsigned bits = __float_as_uint(v);
+    const bool gt = v > 0.0f && bits > threshold;
+    const bool eq = v > 0.0f && bits == threshold && need_eq > 0;
+    int before_gt = 0, before_eq = 0, total_gt = 0, total_eq = 0;
+    group.CountBefore(gt, eq, &before_gt, &before_eq, &total_gt, &total_eq);
+    before_gt += carry_gt;
+    before_eq += carry_eq;
+    if (gt || (eq && before_eq < need_eq)) {
+      const int pos = before_gt + min(before_eq, need_eq);
+      const int r = e / nb;
+      s.sel_value[pos] = v;
+      s.sel_index[pos] = (r << 16) | (e - r * nb);
+    }
+    carry_gt += total_gt;
+    carry_eq += total_eq;
+  }
+  const int p = carry_gt + min(carry_eq, need_eq);
+  group.Sync();
+
+  if (!kRelax) {
+    if (group.rank() == 0) scores[g] = SortedSelectionMean(s.sel_value, s.sel_index, p, np);
+    group.Sync();
+    return;
+  }
+  if (p == 0) {
+    if (group.rank() == 0) scores[g] = 0.0f;
+    group.Sync();
+    return;
+  }
+  float* spare = nullptr;
+  const float* lam = RelaxSelection(group, s, p, n_min, base, p_x, p_y, p_t, gallery, c, &spare);
+  if (group.in_first_warp()) {
+    const float score = EfficientPairsScore(spare, lam, s.lambda0, p, np, threadIdx.x & 31);
+    if (group.rank() == 0) scores[g] = score;
+  }
+  group.Sync();
+}
+
+// --- LssCudaKernel::kBlock: one 128-thread block per comparison ---------------
+// Step 1 with __popcll, one matrix entry per thread; block-wide barriers
+// between the steps. The reference the benchmarks compare with, and a
+// fallback.
 template <bool kRelax>
 __global__ void __launch_bounds__(kThreads) ScoreKernel(ProbeArgs probe, GalleryArgs gallery, LssConstants c,
                                                         int k_capacity, float* __restrict__ scores) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int na = probe.n;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  // Shared layout: probe bits, masks, x, y, theta, counts; the similarity
-  // matrix (later rho); the selected pairs; lambda arrays; radix histogram.
+  const int tid = threadIdx.x;
+  // Shared layout: probe bits, masks, x, y, theta, counts (240 bytes per
+  // cylinder, so the scratch after them stays 16-byte aligned); the scratch.
   uint64_t* p_bits = reinterpret_cast<uint64_t*>(smem);
   uint64_t* p_mask = p_bits + static_cast<size_t>(na) * kMccBitWords;
   float* p_x = reinterpret_cast<float*>(p_mask + static_cast<size_t>(na) * kMccMaskWords);
@@ -274,11 +508,9 @@ __global__ void __launch_bounds__(kThreads) ScoreKernel(ProbeArgs probe, Gallery
   int* p_count = reinterpret_cast<int*>(p_t + na);
   const ComparisonScratch scratch(reinterpret_cast<unsigned char*>(p_count + na), na * gallery.max_size, k_capacity);
   float* gamma = scratch.gamma;
-  float* sel_value = scratch.sel_value;
-  int* sel_index = scratch.sel_index;
-  int* hist = scratch.hist;
   __shared__ int warp_sums[kWarps];
-  __shared__ int radix_digit, radix_remaining;
+  __shared__ int first_warp_values[3];
+  const BlockGroup group{warp_sums, first_warp_values};
 
   for (int i = tid; i < na * kMccBitWords; i += kThreads) p_bits[i] = probe.bits[i];
   for (int i = tid; i < na * kMccMaskWords; i += kThreads) p_mask[i] = probe.mask[i];
@@ -297,9 +529,6 @@ __global__ void __launch_bounds__(kThreads) ScoreKernel(ProbeArgs probe, Gallery
       if (tid == 0) scores[g] = 0.0f;
       continue;  // uniform across the block
     }
-    const int n_min = min(na, nb);
-    const int np = c.np_table[n_min];
-    const int K = kRelax ? n_min : np;
     const int entries = na * nb;
     const uint64_t* g_bits = gallery.bits + static_cast<size_t>(kMccBitWords) * base;
     const uint64_t* g_mask = gallery.mask + static_cast<size_t>(kMccMaskWords) * base;
@@ -341,486 +570,20 @@ __global__ void __launch_bounds__(kThreads) ScoreKernel(ProbeArgs probe, Gallery
     }
     int n_pos = 0;
     BlockExclusiveScan(positives, warp_sums, &n_pos);  // also a barrier after the matrix writes
-
-    // 2. The K best entries: threshold key by radix select over float bits.
-    unsigned threshold = 0;  // select bits > threshold, plus need_eq entries == threshold
-    int need_eq = 0;
-    if (n_pos > K) {
-      unsigned prefix = 0, prefix_mask = 0;
-      int remaining = K;
-      for (int shift = 24; shift >= 0; shift -= 8) {
-        for (int i = tid; i < 256; i += kThreads) hist[i] = 0;
-        __syncthreads();
-        for (int e = tid; e < entries; e += kThreads) {
-          const float v = gamma[e];
-          const unsigned bits = __float_as_uint(v);
-          if (v > 0.0f && (bits & prefix_mask) == prefix) atomicAdd(&hist[(bits >> shift) & 255u], 1);
-        }
-        __syncthreads();
-        if (warp == 0) {
-          // Lane l owns digits 255 - 8 l .. 248 - 8 l (largest first).
-          int own[8];
-          int lane_sum = 0;
-#pragma unroll
-          for (int q = 0; q < 8; ++q) {
-            own[q] = hist[255 - 8 * lane - q];
-            lane_sum += own[q];
-          }
-          int inc = lane_sum;
-          for (int o = 1; o < 32; o <<= 1) {
-            const int other = __shfl_up_sync(kFull, inc, o);
-            if (lane >= o) inc += other;
-          }
-          int above = inc - lane_sum;  // entries in larger digits than this lane's
-          if (above < remaining && remaining <= inc) {
-            for (int q = 0; q < 8; ++q) {
-              if (remaining <= above + own[q]) {
-                radix_digit = 255 - 8 * lane - q;
-                radix_remaining = remaining - above;
-                break;
-              }
-              above += own[q];
-            }
-          }
-        }
-        __syncthreads();
-        prefix |= static_cast<unsigned>(radix_digit) << shift;
-        prefix_mask |= 255u << shift;
-        remaining = radix_remaining;
-        __syncthreads();  // radix_* are rewritten by the next pass
-      }
-      threshold = prefix;
-      need_eq = remaining;
-    }
-    // Compaction in flat-index order: all entries above the threshold key's
-    // value, and the first need_eq equal to it.
-    int carry_gt = 0, carry_eq = 0;
-    for (int chunk = 0; chunk < entries; chunk += kThreads) {
-      const int e = chunk + tid;
-      const float v = e < entries ? gamma[e] : 0.0f;
-      const unsigned bits = __float_as_uint(v);
-      const int gt = v > 0.0f && bits > threshold;
-      const int eq = v > 0.0f && bits == threshold && need_eq > 0;
-      int total = 0;
-      const int excl = BlockExclusiveScan(gt | (eq << 16), warp_sums, &total);
-      const int before_gt = carry_gt + (excl & 0xffff), before_eq = carry_eq + (excl >> 16);
-      if (gt || (eq && before_eq < need_eq)) {
-        const int pos = before_gt + min(before_eq, need_eq);
-        sel_value[pos] = v;
-        sel_index[pos] = e;
-      }
-      carry_gt += total & 0xffff;
-      carry_eq += total >> 16;
-    }
-    const int p = carry_gt + min(carry_eq, need_eq);
-    __syncthreads();
-
-    if (!kRelax) {
-      // LSS: the selected entries by key, summed in that order.
-      if (tid == 0) scores[g] = SortedSelectionMean(sel_value, sel_index, p, np);
-      __syncthreads();
-      continue;
-    }
-
-    // 3. LSS-R.
-    if (p == 0) {
-      if (tid == 0) scores[g] = 0.0f;
-      __syncthreads();
-      continue;
-    }
-    const float* lam = RelaxSelection<false>(scratch, p, n_min, nb, base, p_x, p_y, p_t, gallery, c, tid, kThreads,
-                                             BlockBarrier());
-    // The np pairs of highest efficiency, summed in selection order.
-    if (warp == 0) {
-      const float score = EfficientPairsScore(sel_index, lam, scratch.lambda0, p, np, lane);
-      if (lane == 0) scores[g] = score;
-    }
-    __syncthreads();
+    SelectAndScore<kRelax>(group, scratch, n_pos, kAnyKeyHi, kAnyKeyLo, na, nb, base, g, p_x, p_y, p_t, gallery, c,
+                           scores);
   }
 }
 
-// --- One warp per comparison, bit counts on the tensor cores ------------------
-// (LssCudaKernel::kWarpMma, the default.) The same computation as ScoreKernel
-// with one warp per gallery template and up to kWarpKernelMaxWarps templates
-// per block (the probe in shared memory is shared by the block's warps): no
-// block-wide barriers, only __syncwarp, so warps on different templates never
-// wait for each other. The selection (radix select, ordered compaction by
-// ballots), rho, relaxation and the final efficiency choice follow ScoreKernel
-// step for step, so the scores are the same bits.
-constexpr int kWarpKernelMaxWarps = 8;
-
-__device__ __forceinline__ int WarpSum(int v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
-  return v;
-}
-
-// Steps 2-3 of a warp's comparison once its local-similarity matrix `gamma`
-// (na x nb, row-major, n_pos positive entries) is complete and visible to the
-// warp: selection of the K best, LSS-R rho + relaxation (or the LSS sort), and
-// the score into scores[g] (lane 0): ScoreKernel's steps with warp barriers
-// only.
-template <bool kRelax>
-__device__ __forceinline__ void WarpSelectAndScore(const ComparisonScratch& scratch, int n_pos, int na, int nb,
-                                                   int base, int g, const float* p_x, const float* p_y,
-                                                   const float* p_t, const GalleryArgs& gallery,
-                                                   const LssConstants& c, int lane, float* __restrict__ scores) {
-  float* gamma = scratch.gamma;
-  float* sel_value = scratch.sel_value;
-  int* sel_index = scratch.sel_index;
-  int* hist = scratch.hist;
-  const int n_min = min(na, nb);
-  const int np = c.np_table[n_min];
-  const int K = kRelax ? n_min : np;
-  const int entries = na * nb;
-  // 2. The K best entries: threshold key by radix select over float bits.
-  unsigned threshold = 0;
-  int need_eq = 0;
-  if (n_pos > K) {
-    unsigned prefix = 0, prefix_mask = 0;
-    int remaining = K;
-    for (int shift = 24; shift >= 0; shift -= 8) {
-      for (int i = lane; i < 256; i += 32) hist[i] = 0;
-      __syncwarp();
-      for (int e = lane; e < entries; e += 32) {
-        const float v = gamma[e];
-        const unsigned bits = __float_as_uint(v);
-        if (v > 0.0f && (bits & prefix_mask) == prefix) atomicAdd(&hist[(bits >> shift) & 255u], 1);
-      }
-      __syncwarp();
-      // Lane l owns digits 255 - 8 l .. 248 - 8 l (largest first).
-      int own[8];
-      int lane_sum = 0;
-#pragma unroll
-      for (int q = 0; q < 8; ++q) {
-        own[q] = hist[255 - 8 * lane - q];
-        lane_sum += own[q];
-      }
-      int inc = lane_sum;
-      for (int o = 1; o < 32; o <<= 1) {
-        const int other = __shfl_up_sync(kFull, inc, o);
-        if (lane >= o) inc += other;
-      }
-      int above = inc - lane_sum;
-      const bool mine = above < remaining && remaining <= inc;
-      int digit = 0, rest = 0;
-      if (mine) {
-        for (int q = 0; q < 8; ++q) {
-          if (remaining <= above + own[q]) {
-            digit = 255 - 8 * lane - q;
-            rest = remaining - above;
-            break;
-          }
-          above += own[q];
-        }
-      }
-      const unsigned who = __ballot_sync(kFull, mine);
-      const int src = who != 0 ? __ffs(who) - 1 : 0;
-      digit = __shfl_sync(kFull, digit, src);
-      rest = __shfl_sync(kFull, rest, src);
-      prefix |= static_cast<unsigned>(digit) << shift;
-      prefix_mask |= 255u << shift;
-      remaining = rest;
-      __syncwarp();  // hist is cleared by the next pass
-    }
-    threshold = prefix;
-    need_eq = remaining;
-  }
-  // Compaction in flat-index order by ballots.
-  const unsigned lanes_before = (1u << lane) - 1u;
-  int carry_gt = 0, carry_eq = 0;
-  for (int chunk = 0; chunk < entries; chunk += 32) {
-    const int e = chunk + lane;
-    const float v = e < entries ? gamma[e] : 0.0f;
-    const unsigned bits = __float_as_uint(v);
-    const bool gt = v > 0.0f && bits > threshold;
-    const bool eq = v > 0.0f && bits == threshold && need_eq > 0;
-    const unsigned gt_mask = __ballot_sync(kFull, gt), eq_mask = __ballot_sync(kFull, eq);
-    const int before_gt = carry_gt + __popc(gt_mask & lanes_before);
-    const int before_eq = carry_eq + __popc(eq_mask & lanes_before);
-    if (gt || (eq && before_eq < need_eq)) {
-      const int pos = before_gt + min(before_eq, need_eq);
-      sel_value[pos] = v;
-      sel_index[pos] = e;
-    }
-    carry_gt += __popc(gt_mask);
-    carry_eq += __popc(eq_mask);
-  }
-  const int p = carry_gt + min(carry_eq, need_eq);
-  __syncwarp();
-
-  if (!kRelax) {
-    if (lane == 0) scores[g] = SortedSelectionMean(sel_value, sel_index, p, np);
-    __syncwarp();
-    return;
-  }
-
-  // 3. LSS-R.
-  if (p == 0) {
-    if (lane == 0) scores[g] = 0.0f;
-    __syncwarp();
-    return;
-  }
-  const float* lam =
-      RelaxSelection<true>(scratch, p, n_min, nb, base, p_x, p_y, p_t, gallery, c, lane, 32, WarpBarrier());
-  // The np pairs of highest efficiency, summed in selection order.
-  const float score = EfficientPairsScore(sel_index, lam, scratch.lambda0, p, np, lane);
-  if (lane == 0) scores[g] = score;
-  __syncwarp();
-}
-
-// --- LssCudaKernel::kWarpMmaSplit: leaner scratch and selection ---------------
-// The same comparison as WarpSelectAndScore (same selected set, same order,
-// same float operations, so the same score bits) with less shared memory and
-// fewer passes, so more warps fit on an SM and each does less:
-//   * the radix histogram packs two 16-bit counters per word (na x nb <= 25600
-//     entries) and sits first in the scratch (16-byte aligned: one int4 per lane
-//     clears it or reads a lane's 8 digits);
-//   * the radix passes start at the highest bit where the largest and smallest
-//     positive key differ (every positive key shares the bits above it, so the
-//     skipped passes would put every entry in one digit), and stop as soon as
-//     the K-th key's digit is taken whole: then the K best are exactly the keys
-//     >= that prefix;
-//   * the selected entries keep (row << 16 | column) instead of the flat index
-//     (the same order), so rho needs no integer divisions, and rho's pair
-//     (t, k) advances without dividing either;
-//   * each efficiency lam / lambda0 is divided once, not once per pick.
-struct SplitScratch {
-  static constexpr int kHistWords = 128;  // 256 digits, two 16-bit counters per word
-  // Bytes: lss_mma::SplitScratchBytes (the host plans with it).
-  __device__ SplitScratch(unsigned char* base, int matrix_entries, int k_capacity)
-      : hist(reinterpret_cast<int*>(base)),
-        gamma(reinterpret_cast<float*>(hist + kHistWords)),
-        sel_value(gamma + matrix_entries),
-        sel_index(reinterpret_cast<int*>(sel_value + k_capacity)),
-        lambda0(reinterpret_cast<float*>(sel_index + k_capacity)),
-        lambda_a(lambda0 + k_capacity),
-        lambda_b(lambda_a + k_capacity) {}
-  int* hist;
-  float* gamma;
-  float* sel_value;
-  int* sel_index;  // row << 16 | column
-  float* lambda0;
-  float* lambda_a;
-  float* lambda_b;
-};
-
-// Threshold key of the K best positive entries of gamma (K < n_pos): the
-// selection is every positive entry with bits > *threshold plus the first
-// *need_eq (flat order) with bits == *threshold. `hi`, `lo`: the largest and
-// smallest positive key. One whole warp.
-__device__ __forceinline__ void WarpRadixThreshold(const SplitScratch& s, int entries, int K, unsigned hi,
-                                                   unsigned lo, int lane, unsigned* threshold, int* need_eq) {
-  const unsigned diff = hi ^ lo;
-  int top = diff == 0u ? 0 : 32 - __clz(static_cast<int>(diff));  // bits [0, top) vary among positive keys
-  unsigned prefix = top >= 32 ? 0u : hi & (~0u << top);
-  unsigned prefix_mask = top >= 32 ? 0u : ~0u << top;
-  int remaining = K;
-  while (top > 0) {
-    const int shift = top > 8 ? top - 8 : 0;
-    const unsigned digit_mask = (1u << (top - shift)) - 1u;
-    reinterpret_cast<int4*>(s.hist)[lane] = make_int4(0, 0, 0, 0);
-    __syncwarp();
-    for (int e = lane; e < entries; e += 32) {
-      const float v = s.gamma[e];
-      const unsigned bits = __float_as_uint(v);
-      if (v > 0.0f && (bits & prefix_mask) == prefix) {
-        const unsigned d = (bits >> shift) & digit_mask;
-        atomicAdd(&s.hist[d >> 1], 1 << ((d & 1u) * 16));
-      }
-    }
-    __syncwarp();
-    // Lane l owns digits 255 - 8 l .. 248 - 8 l (largest first): words
-    // 127 - 4 l .. 124 - 4 l, the odd digit in each word's high half.
-    const int4 w = reinterpret_cast<const int4*>(s.hist)[31 - lane];
-    const int own[8] = {w.w >> 16, w.w & 0xffff, w.z >> 16, w.z & 0xffff,
-                        w.y >> 16, w.y & 0xffff, w.x >> 16, w.x & 0xffff};
-    int lane_sum = 0;
-#pragma unroll
-    for (int q = 0; q < 8; ++q) lane_sum += own[q];
-    int inc = lane_sum;
-    for (int o = 1; o < 32; o <<= 1) {
-      const int other = __shfl_up_sync(kFull, inc, o);
-      if (lane >= o) inc += other;
-    }
-    int above = inc - lane_sum;
-    const bool mine = above < remaining && remaining <= inc;
-    int digit = 0, rest = 0, whole = 0;
-    if (mine) {
-#pragma unroll
-      for (int q = 0; q < 8; ++q) {
-        if (remaining <= above + own[q]) {
-          digit = 255 - 8 * lane - q;
-          rest = remaining - above;
-          whole = rest == own[q];
-          break;
-        }
-        above += own[q];
-      }
-    }
-    const unsigned who = __ballot_sync(kFull, mine);
-    const int src = who != 0 ? __ffs(who) - 1 : 0;
-    digit = __shfl_sync(kFull, digit, src);
-    rest = __shfl_sync(kFull, rest, src);
-    whole = __shfl_sync(kFull, whole, src);
-    prefix |= static_cast<unsigned>(digit) << shift;
-    prefix_mask |= digit_mask << shift;
-    __syncwarp();  // hist is cleared by the next pass
-    if (whole) {
-      // The digit's entries are all needed: the K best are the keys >= prefix
-      // (which has the low bits clear; prefix > 0, since every positive key is
-      // >= 0 and there are n_pos > K of them).
-      *threshold = prefix - 1u;
-      *need_eq = 0;
-      return;
-    }
-    remaining = rest;
-    top = shift;
-  }
-  *threshold = prefix;
-  *need_eq = remaining;
-}
-
-// LSS-R rho + relaxation over the p selected entries (SplitScratch layout);
-// returns the final lambda and sets *spare to the lambda buffer it does not
-// use. The same float operations as RelaxSelection<true>.
-__device__ __forceinline__ const float* WarpRelaxSplit(const SplitScratch& s, int p, int n_min, int base,
-                                                       const float* p_x, const float* p_y, const float* p_t,
-                                                       const GalleryArgs& gallery, const LssConstants& c, int lane,
-                                                       float** spare) {
-  for (int t = lane; t < p; t += 32) s.lambda0[t] = s.lambda_a[t] = s.sel_value[t];
-  __syncwarp();
-  float* lam = s.lambda_a;
-  float* nxt = s.lambda_b;
-  if (n_min > 1 && c.relaxation_iterations > 0) {
-    float* rho = s.gamma;
-    // idx = t p + k walks lane, lane + 32, ...; (t, k) advance by (32 / p,
-    // 32 % p) with one carry.
-    const int step_t = 32 / p, step_k = 32 - step_t * p;
-    int t = lane / p, k = lane - t * p;
-    for (int idx = lane; idx < p * p; idx += 32) {
-      float value = 0.0f;
-      if (t != k) {
-        const int st = s.sel_index[t], sk = s.sel_index[k];
-        const int rt = st >> 16, rk = sk >> 16;
-        const int bt = base + (st & 0xffff), bk = base + (sk & 0xffff);
-        value = RhoLazy(p_x[rt], p_y[rt], p_t[rt], p_x[rk], p_y[rk], p_t[rk], gallery.x[bt], gallery.y[bt],
-                        gallery.theta[bt], gallery.x[bk], gallery.y[bk], gallery.theta[bk], c);
-      }
-      rho[idx] = value;
-      t += step_t;
-      k += step_k;
-      if (k >= p) {
-        k -= p;
-        ++t;
-      }
-    }
-    __syncwarp();
-    const float denominator = static_cast<float>(n_min - 1);
-    for (int it = 0; it < c.relaxation_iterations; ++it) {
-      RelaxationPass(rho, lam, nxt, p, lane, 32, denominator, c);
-      __syncwarp();
-      float* swap = lam;
-      lam = nxt;
-      nxt = swap;
-    }
-  }
-  *spare = nxt;
-  return lam;
-}
-
-// EfficientPairsScore with each efficiency divided once into `eff` (p
-// floats of scratch); picked entries get efficiency -2 (below every real one,
-// which is >= 0, and below the -1 a search starts from).
-__device__ float EfficientPairsScoreOnce(float* eff, const float* lam, const float* lambda0, int p, int np, int lane) {
-  for (int t = lane; t < p; t += 32) eff[t] = lam[t] / lambda0[t];
-  __syncwarp();
-  const int keep = min(np, p);
-  float sum = 0.0f;
-  for (int i = 0; i < keep; ++i) {
-    float best_eff = -1.0f;
-    int best_t = INT_MAX;
-    for (int t = lane; t < p; t += 32) {
-      const float e = eff[t];
-      if (e > best_eff || (e == best_eff && t < best_t)) {
-        best_eff = e;
-        best_t = t;
-      }
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-      const float other_eff = __shfl_down_sync(kFull, best_eff, o);
-      const int other_t = __shfl_down_sync(kFull, best_t, o);
-      if (other_eff > best_eff || (other_eff == best_eff && other_t < best_t)) {
-        best_eff = other_eff;
-        best_t = other_t;
-      }
-    }
-    best_t = __shfl_sync(kFull, best_t, 0);
-    if (lane == 0) {
-      eff[best_t] = -2.0f;
-      sum = sum + lam[best_t];
-    }
-    __syncwarp();
-  }
-  return fminf(1.0f, fmaxf(0.0f, sum / static_cast<float>(np)));
-}
-
-// WarpSelectAndScore for kWarpMmaSplit (see above); `hi`, `lo`: the largest
-// and smallest positive key of gamma (warp-uniform).
-template <bool kRelax>
-__device__ __forceinline__ void WarpSelectAndScoreSplit(const SplitScratch& s, int n_pos, unsigned hi, unsigned lo,
-                                                        int na, int nb, int base, int g, const float* p_x,
-                                                        const float* p_y, const float* p_t, const GalleryArgs& gallery,
-                                                        const LssConstants& c, int lane, float* __restrict__ scores) {
-  const int n_min = min(na, nb);
-  const int np = c.np_table[n_min];
-  const int K = kRelax ? n_min : np;
-  const int entries = na * nb;
-  unsigned threshold = 0;
-  int need_eq = 0;
-  if (n_pos > K) WarpRadixThreshold(s, entries, K, hi, lo, lane, &threshold, &need_eq);
-  // Compaction in flat-index order by ballots (row and column divided out for
-  // the selected entries only).
-  const unsigned lanes_before = (1u << lane) - 1u;
-  int carry_gt = 0, carry_eq = 0;
-  for (int chunk = 0; chunk < entries; chunk += 32) {
-    const int e = chunk + lane;
-    const float v = e < entries ? s.gamma[e] : 0.0f;
-    const unsigned bits = __float_as_uint(v);
-    const bool gt = v > 0.0f && bits > threshold;
-    const bool eq = v > 0.0f && bits == threshold && need_eq > 0;
-    const unsigned gt_mask = __ballot_sync(kFull, gt), eq_mask = __ballot_sync(kFull, eq);
-    const int before_gt = carry_gt + __popc(gt_mask & lanes_before);
-    const int before_eq = carry_eq + __popc(eq_mask & lanes_before);
-    if (gt || (eq && before_eq < need_eq)) {
-      const int pos = before_gt + min(before_eq, need_eq);
-      const int r = e / nb;
-      s.sel_value[pos] = v;
-      s.sel_index[pos] = (r << 16) | (e - r * nb);
-    }
-    carry_gt += __popc(gt_mask);
-    carry_eq += __popc(eq_mask);
-  }
-  const int p = carry_gt + min(carry_eq, need_eq);
-  __syncwarp();
-
-  if (!kRelax) {
-    // (row << 16 | column) orders ties like the flat index.
-    if (lane == 0) scores[g] = SortedSelectionMean(s.sel_value, s.sel_index, p, np);
-    __syncwarp();
-    return;
-  }
-  if (p == 0) {
-    if (lane == 0) scores[g] = 0.0f;
-    __syncwarp();
-    return;
-  }
-  float* spare = nullptr;
-  const float* lam = WarpRelaxSplit(s, p, n_min, base, p_x, p_y, p_t, gallery, c, lane, &spare);
-  const float score = EfficientPairsScoreOnce(spare, lam, s.lambda0, p, np, lane);
-  if (lane == 0) scores[g] = score;
-  __syncwarp();
-}
-
+// --- LssCudaKernel::kWarpMma: one warp per comparison, tensor cores ----------
+// One warp per gallery template and up to kWarpKernelMaxWarps templates per
+// block (the probe in shared memory is shared by the block's warps): no
+// block-wide barriers after the probe is loaded. Each warp's scratch is sized
+// by the host (lss_mma::PlanSplit) for the gallery's typical template
+// (MccDeviceGalleryView::scratch_template_size, widened to fill the planned
+// occupancy) rather than its largest; templates wider than the scratch
+// (nb outside nb_lo..nb_hi) are left to a second launch sized for them.
+//
 // Step 1 on the tensor cores. The four bit counts of every
 // (probe cylinder, gallery cylinder) pair - |a & b|, |a & m_b|, |m_a & b| summed
 // over the 6 direction layers, and |m_a & m_b| - are matrix products over
@@ -850,14 +613,14 @@ __device__ __forceinline__ void MmaAndPopc(int (&d)[4], const uint4& a, uint32_t
       : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
 }
 
-// The body of both tensor-core kernels. kSplit (kWarpMmaSplit): SplitScratch
-// and WarpSelectAndScoreSplit, and only the templates of nb_lo..nb_hi
-// cylinders (the others are another launch's); gallery.max_size is then the
-// width the warps' scratch is sized for.
-template <bool kRelax, bool kSplit>
-__device__ __forceinline__ void ScoreMmaBody(unsigned char* smem, const ProbeArgs& probe, const GalleryArgs& gallery,
-                                             const LssConstants& c, int k_capacity, int probe_bytes, int warp_bytes,
-                                             int nb_lo, int nb_hi, float* __restrict__ scores) {
+// The tensor-core kernel: templates of nb_lo..nb_hi cylinders only (the
+// others are another launch's); gallery.max_size is the width the warps'
+// scratch (warp_bytes each, after the probe's probe_bytes) is sized for.
+template <bool kRelax>
+__global__ void __launch_bounds__(kWarpKernelMaxWarps * 32, kMmaMinBlocks)
+    ScoreKernelMma(ProbeArgs probe, GalleryArgs gallery, LssConstants c, int k_capacity, int probe_bytes,
+                   int warp_bytes, int nb_lo, int nb_hi, float* __restrict__ scores) {
+  extern __shared__ __align__(16) unsigned char smem[];
   const int na = probe.n;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   // Shared: the probe's A fragments, its x, y, theta, bit counts and mask
@@ -869,9 +632,8 @@ __device__ __forceinline__ void ScoreMmaBody(unsigned char* smem, const ProbeArg
   float* p_t = p_y + na;
   int* p_count = reinterpret_cast<int*>(p_t + na);
   int* p_mask_count = p_count + na;
-  unsigned char* const warp_scratch = smem + probe_bytes + static_cast<size_t>(warp) * warp_bytes;
-  const ComparisonScratch scratch(warp_scratch, na * gallery.max_size, k_capacity);
-  const SplitScratch split_scratch(warp_scratch, na * gallery.max_size, k_capacity);
+  const ComparisonScratch scratch(smem + probe_bytes + static_cast<size_t>(warp) * warp_bytes,
+                                  na * gallery.max_size, k_capacity);
 
   for (int i = threadIdx.x; i < frag_count; i += blockDim.x) p_frag[i] = probe.frag[i];
   for (int i = threadIdx.x; i < na; i += blockDim.x) {
@@ -887,7 +649,7 @@ __device__ __forceinline__ void ScoreMmaBody(unsigned char* smem, const ProbeArg
   for (int g = blockIdx.x * warps + warp; g < gallery.num_templates; g += total_warps) {
     const int base = gallery.start[g];
     const int nb = gallery.start[g + 1] - base;
-    if (kSplit && (nb < nb_lo || nb > nb_hi)) continue;  // the other launch's
+    if (nb < nb_lo || nb > nb_hi) continue;  // the other launch's
     if (na == 0 || nb == 0) {
       if (lane == 0) scores[g] = 0.0f;
       continue;  // uniform across the warp
@@ -897,7 +659,7 @@ __device__ __forceinline__ void ScoreMmaBody(unsigned char* smem, const ProbeArg
 
     // 1. Local similarities, 8 gallery columns x 16 probe rows per tile.
     int positives = 0;
-    unsigned key_hi = 0u, key_lo = ~0u;  // kSplit: largest / smallest positive key
+    unsigned key_hi = 0u, key_lo = ~0u;  // largest / smallest positive key
     for (int col0 = 0; col0 < nb; col0 += lss_mma::kCols) {
       // B fragments of columns col0 .. col0 + 7 (zero beyond nb).
       const int col = col0 + lss_mma::BCol(lane);
@@ -949,14 +711,10 @@ __device__ __forceinline__ void ScoreMmaBody(unsigned char* smem, const ProbeArg
             const int nb_c = common[e] == mb_c[q] ? count_b[q] : nbc[e];          // m_b inside m_a: |b|
             v = lss_internal::LambdaFromCounts(na_c, nb_c, nab[e]);
           }
-          if (kSplit) {
-            split_scratch.gamma[r * nb + j] = v;
-            if (v > 0.0f) {
-              key_hi = max(key_hi, __float_as_uint(v));
-              key_lo = min(key_lo, __float_as_uint(v));
-            }
-          } else {
-            scratch.gamma[r * nb + j] = v;
+          scratch.gamma[r * nb + j] = v;
+          if (v > 0.0f) {
+            key_hi = max(key_hi, __float_as_uint(v));
+            key_lo = min(key_lo, __float_as_uint(v));
           }
           positives += v > 0.0f;
         }
@@ -964,36 +722,11 @@ __device__ __forceinline__ void ScoreMmaBody(unsigned char* smem, const ProbeArg
     }
     const int n_pos = WarpSum(positives);
     __syncwarp();  // the matrix is complete
-    if (kSplit) {
-      key_hi = __reduce_max_sync(kFull, key_hi);
-      key_lo = __reduce_min_sync(kFull, key_lo);
-      WarpSelectAndScoreSplit<kRelax>(split_scratch, n_pos, key_hi, key_lo, na, nb, base, g, p_x, p_y, p_t, gallery,
-                                      c, lane, scores);
-    } else {
-      WarpSelectAndScore<kRelax>(scratch, n_pos, na, nb, base, g, p_x, p_y, p_t, gallery, c, lane, scores);
-    }
+    key_hi = __reduce_max_sync(kFull, key_hi);
+    key_lo = __reduce_min_sync(kFull, key_lo);
+    SelectAndScore<kRelax>(WarpGroup(), scratch, n_pos, key_hi, key_lo, na, nb, base, g, p_x, p_y, p_t, gallery, c,
+                           scores);
   }
-}
-
-template <bool kRelax>
-__global__ void __launch_bounds__(kWarpKernelMaxWarps * 32)
-    ScoreKernelMma(ProbeArgs probe, GalleryArgs gallery, LssConstants c, int k_capacity, int probe_bytes,
-                   int warp_bytes, float* __restrict__ scores) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  ScoreMmaBody<kRelax, false>(smem, probe, gallery, c, k_capacity, probe_bytes, warp_bytes, 0, INT_MAX, scores);
-}
-
-// kWarpMmaSplit: registers capped so that kSplitMinBlocks blocks of
-// kWarpKernelMaxWarps warps fit an SM (64 per thread; ScoreKernelMma<true>
-// takes 70, i.e. 3 blocks), the other limit being the scratch the host plans.
-constexpr int kSplitMinBlocks = 4;
-
-template <bool kRelax>
-__global__ void __launch_bounds__(kWarpKernelMaxWarps * 32, kSplitMinBlocks)
-    ScoreKernelMmaSplit(ProbeArgs probe, GalleryArgs gallery, LssConstants c, int k_capacity, int probe_bytes,
-                        int warp_bytes, int nb_lo, int nb_hi, float* __restrict__ scores) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  ScoreMmaBody<kRelax, true>(smem, probe, gallery, c, k_capacity, probe_bytes, warp_bytes, nb_lo, nb_hi, scores);
 }
 
 template <typename T>
@@ -1059,15 +792,27 @@ namespace {
 
 size_t Align16(size_t n) { return (n + 15) / 16 * 16; }
 
-// kWarpMmaSplit's launches (lss_mma::PlanSplit): each template of up to
-// `width` cylinders is scored by warps whose scratch holds an na x width
-// matrix; the few larger ones by a second launch sized for the largest.
-absl::Status LaunchSplitPasses(cudaStream_t s, int ordinal, const ProbeArgs& pa, GalleryArgs ga, MccScore kind,
-                               const LssConstants& constants, size_t probe_bytes, int max_np, int scratch_size,
-                               float* device_scores) {
-  const int na = pa.n;
-  const int max_nb = ga.max_size;
-  auto kernel = kind == MccScore::kLssR ? ScoreKernelMmaSplit<true> : ScoreKernelMmaSplit<false>;
+// Lets `kernel` take `shared` bytes of dynamic shared memory and returns how
+// many of its blocks of `threads` fit an SM (RESOURCE_EXHAUSTED when none).
+template <typename Kernel>
+absl::StatusOr<int> BlocksPerSm(Kernel kernel, int threads, size_t shared) {
+  TESSERA_CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+  int per_sm = 0;
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, shared));
+  if (per_sm < 1) {
+    return absl::ResourceExhaustedError(absl::StrCat("lss: ", shared, " bytes of shared memory per block do not fit"));
+  }
+  return per_sm;
+}
+
+// kWarpMma's launches (lss_mma::PlanSplit): each template of up to `width`
+// cylinders is scored by warps whose scratch holds an na x width matrix; the
+// few larger ones by a second launch sized for the largest.
+absl::Status LaunchWarpMma(cudaStream_t s, int ordinal, const ProbeArgs& pa, GalleryArgs ga, MccScore kind,
+                           const LssConstants& constants, size_t probe_bytes, int max_np, int scratch_size,
+                           float* device_scores) {
+  auto kernel = kind == MccScore::kLssR ? ScoreKernelMma<true> : ScoreKernelMma<false>;
   int sm_shared = 0, reserved = 0, block_optin = 0, sms = 0;
   TESSERA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sm_shared, cudaDevAttrMaxSharedMemoryPerMultiprocessor, ordinal));
   TESSERA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, ordinal));
@@ -1083,7 +828,7 @@ absl::Status LaunchSplitPasses(cudaStream_t s, int ordinal, const ProbeArgs& pa,
   device.max_shared_per_block = block_optin;
   device.register_blocks = register_blocks;
   device.max_warps_per_block = kWarpKernelMaxWarps;
-  const lss_mma::SplitPlan plan = lss_mma::PlanSplit(na, max_nb, scratch_size, max_np, probe_bytes, device);
+  const lss_mma::SplitPlan plan = lss_mma::PlanSplit(pa.n, ga.max_size, scratch_size, max_np, probe_bytes, device);
   // Scratch up to the largest SM share: the plan assumes the full carveout.
   TESSERA_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
@@ -1094,19 +839,31 @@ absl::Status LaunchSplitPasses(cudaStream_t s, int ordinal, const ProbeArgs& pa,
                                                        " bytes of shared memory for one warp do not fit"));
     }
     const size_t shared = probe_bytes + static_cast<size_t>(p.warps) * p.warp_bytes;
-    TESSERA_CUDA_RETURN_IF_ERROR(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
-    int per_sm = 0;
-    TESSERA_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, p.warps * 32, shared));
-    if (per_sm < 1) {
-      return absl::ResourceExhaustedError(absl::StrCat("lss: ", shared, " bytes of shared memory per block do not fit"));
-    }
+    TESSERA_ASSIGN_OR_RETURN(const int per_sm, BlocksPerSm(kernel, p.warps * 32, shared));
     ga.max_size = p.width;
     const int blocks = std::max(1, std::min((ga.num_templates + p.warps - 1) / p.warps, per_sm * sms));
     kernel<<<blocks, p.warps * 32, shared, s>>>(pa, ga, constants, p.k_capacity, static_cast<int>(probe_bytes),
                                                 static_cast<int>(p.warp_bytes), p.nb_lo, p.nb_hi, device_scores);
-    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("lss ScoreKernelMmaSplit");
+    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("lss ScoreKernelMma");
   }
+  return absl::OkStatus();
+}
+
+// kBlock's launch: the probe's bits, masks, x, y, theta, bit counts, then the
+// block's scratch for the largest template.
+absl::Status LaunchBlock(cudaStream_t s, int ordinal, const ProbeArgs& pa, const GalleryArgs& ga, MccScore kind,
+                         const LssConstants& constants, int max_np, float* device_scores) {
+  const int na = pa.n;
+  const int k_capacity = std::max(std::min(na, ga.max_size), max_np);
+  const size_t shared = static_cast<size_t>(na) * (kMccBitWords + kMccMaskWords) * 8 + static_cast<size_t>(na) * 4 * 4 +
+                        lss_mma::ComparisonScratchBytes(na * ga.max_size, k_capacity);
+  auto kernel = kind == MccScore::kLssR ? ScoreKernel<true> : ScoreKernel<false>;
+  TESSERA_ASSIGN_OR_RETURN(const int per_sm, BlocksPerSm(kernel, kThreads, shared));
+  int sms = 0;
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ordinal));
+  const int blocks = std::max(1, std::min(ga.num_templates, per_sm * sms));
+  kernel<<<blocks, kThreads, shared, s>>>(pa, ga, constants, k_capacity, device_scores);
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("lss ScoreKernel");
   return absl::OkStatus();
 }
 
@@ -1115,10 +872,9 @@ absl::Status LaunchSplitPasses(cudaStream_t s, int ordinal, const ProbeArgs& pa,
 absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& probe, const MccDeviceGalleryView& gallery,
                                  MccScore kind, const LssConstants& constants, float* device_scores,
                                  LssCudaKernel variant) {
-  if (variant != LssCudaKernel::kBlock && variant != LssCudaKernel::kWarpMma &&
-      variant != LssCudaKernel::kWarpMmaSplit) {
+  if (variant != LssCudaKernel::kBlock && variant != LssCudaKernel::kWarpMma) {
     return absl::InvalidArgumentError(absl::StrCat("lss: unknown CUDA kernel variant ", static_cast<int>(variant),
-                                                   "; valid: block, warp-mma, warp-mma-split"));
+                                                   "; valid: block, warp-mma"));
   }
   const int na = probe.n_;
   const int max_nb = gallery.max_template_size;
@@ -1156,63 +912,14 @@ absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& pro
 
   int max_np = 0;
   for (int n = 0; n <= kMccMaxMinutiae; ++n) max_np = std::max<int>(max_np, constants.np_table[n]);
-  const int k_capacity = std::max(std::min(na, ga.max_size), max_np);
-  const size_t scratch_bytes = ComparisonScratch::Bytes(na * ga.max_size, k_capacity);
-  if (variant == LssCudaKernel::kWarpMmaSplit) {
-    const size_t probe_bytes = Align16(layout.frag_bytes + static_cast<size_t>(na) * 4 * 5);
-    return LaunchSplitPasses(s, stream.ordinal(), pa, ga, kind, constants, probe_bytes, max_np,
-                             gallery.scratch_template_size, device_scores);
+  if (variant == LssCudaKernel::kBlock) {
+    return LaunchBlock(s, stream.ordinal(), pa, ga, kind, constants, max_np, device_scores);
   }
-  if (variant == LssCudaKernel::kWarpMma) {
-    // The probe's A fragments, x, y, theta, bit and mask counts, then one
-    // scratch region per warp (16-byte aligned).
-    auto align16 = [](size_t n) { return (n + 15) / 16 * 16; };
-    const size_t probe_bytes = align16(layout.frag_bytes + static_cast<size_t>(na) * 4 * 5);
-    const size_t warp_bytes = align16(scratch_bytes);
-    int max_shared = 0, sms = 0;
-    TESSERA_CUDA_RETURN_IF_ERROR(
-        cudaDeviceGetAttribute(&max_shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, stream.ordinal()));
-    TESSERA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, stream.ordinal()));
-    const long long fit = (static_cast<long long>(max_shared) - static_cast<long long>(probe_bytes)) /
-                          static_cast<long long>(warp_bytes);
-    if (fit < 1) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("lss: ", probe_bytes + warp_bytes, " bytes of shared memory for one warp do not fit"));
-    }
-    const int warps = static_cast<int>(std::min<long long>(kWarpKernelMaxWarps, fit));
-    const size_t warp_shared = probe_bytes + static_cast<size_t>(warps) * warp_bytes;
-    auto warp_kernel = kind == MccScore::kLssR ? ScoreKernelMma<true> : ScoreKernelMma<false>;
-    TESSERA_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(warp_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                      static_cast<int>(warp_shared)));
-    int per_sm = 0;
-    TESSERA_CUDA_RETURN_IF_ERROR(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, warp_kernel, warps * 32, warp_shared));
-    if (per_sm < 1) {
-      return absl::ResourceExhaustedError(absl::StrCat("lss: ", warp_shared, " bytes of shared memory per block do not fit"));
-    }
-    const int blocks = std::max(1, std::min((ga.num_templates + warps - 1) / warps, per_sm * sms));
-    warp_kernel<<<blocks, warps * 32, warp_shared, s>>>(pa, ga, constants, k_capacity, static_cast<int>(probe_bytes),
-                                                         static_cast<int>(warp_bytes), device_scores);
-    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("lss ScoreKernelMma");
-    return absl::OkStatus();
-  }
-  // ScoreKernel: the probe's bits, masks, x, y, theta, bit counts, then the
-  // block's scratch.
-  const size_t shared = static_cast<size_t>(na) * (kMccBitWords + kMccMaskWords) * 8 +
-                        static_cast<size_t>(na) * 4 * 4 + scratch_bytes;
-  auto kernel = kind == MccScore::kLssR ? ScoreKernel<true> : ScoreKernel<false>;
-  TESSERA_CUDA_RETURN_IF_ERROR(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
-  int per_sm = 0, sms = 0;
-  TESSERA_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, shared));
-  TESSERA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, stream.ordinal()));
-  if (per_sm < 1) {
-    return absl::ResourceExhaustedError(absl::StrCat("lss: ", shared, " bytes of shared memory per block do not fit"));
-  }
-  const int blocks = std::max(1, std::min(ga.num_templates, per_sm * sms));
-  kernel<<<blocks, kThreads, shared, s>>>(pa, ga, constants, k_capacity, device_scores);
-  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("lss ScoreKernel");
-  return absl::OkStatus();
+  // The probe's A fragments, x, y, theta, bit and mask counts in each block,
+  // then one scratch region per warp.
+  const size_t probe_bytes = Align16(layout.frag_bytes + static_cast<size_t>(na) * 4 * 5);
+  return LaunchWarpMma(s, stream.ordinal(), pa, ga, kind, constants, probe_bytes, max_np,
+                       gallery.scratch_template_size, device_scores);
 }
 
 absl::Status ScoreGalleryToDevice(const Stream& stream, const LssProbe& probe, const MccDeviceGallery& gallery,

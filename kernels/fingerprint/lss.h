@@ -224,8 +224,8 @@ struct MccDeviceGalleryView {
   int num_templates = 0;
   int num_cylinders = 0;
   int max_template_size = 0;
-  // LssCudaKernel::kWarpMmaSplit: the template size its warps' scratch must
-  // hold (LssScratchTemplateSize: a high percentile of the sizes); larger
+  // LssCudaKernel::kWarpMma: the template size its warps' scratch must hold
+  // (LssScratchTemplateSize: a high percentile of the sizes); larger
   // templates go to a second launch. 0: one launch sized for
   // max_template_size.
   int scratch_template_size = 0;
@@ -233,7 +233,7 @@ struct MccDeviceGalleryView {
 };
 
 // The `quantile` (0..1) of the template sizes of a start table (num_templates
-// + 1 entries, nondecreasing): the scratch_template_size for kWarpMmaSplit.
+// + 1 entries, nondecreasing): the scratch_template_size for kWarpMma.
 // 0 for an empty table.
 inline constexpr double kLssScratchQuantile = 0.9;
 int LssScratchTemplateSize(const int32_t* start, int num_templates, double quantile = kLssScratchQuantile);
@@ -281,26 +281,29 @@ absl::Status ScoreGallery(const Stream& stream, const LssProbe& probe, const Mcc
                           MccScore kind, const LssConstants& constants, float* scores);
 
 namespace cuda {
-// CUDA kernel variants, same scores bit for bit: kWarpMma (the default), one
-// warp per gallery template and up to 8 templates per block (warp barriers
-// only), the local similarities' bit counts on the tensor cores (binary AND +
-// popcount matrix products, exact integers; lss_mma_layout.h); kBlock, one
-// 128-thread block per gallery template (block-wide barriers between the
-// steps), kept as the benchmarks' reference and a fallback. H200, 2026-12-02,
-// fingerprint_pipeline_bench at 10^6 templates x 16 latent crops: warp-mma
-// 46.43 M matches/s resident vs block 27.72 (1.68x), streamed 43.97 vs 26.39;
-// the plain warp kernel (0.88x block) was removed (issue 16).
-// kWarpMmaSplit: kWarpMma with more warps per SM and less work per
-// comparison, same scores bit for bit (lss.cu): registers capped at 64 (4
-// blocks of 8 warps per SM instead of 3), warp scratch sized for the
-// gallery's typical template (MccDeviceGalleryView::scratch_template_size)
-// instead of its largest, the larger templates in a second launch, a packed
-// radix histogram and a selection that skips the leading digits all keys
-// share and stops once the K-th key's digit is taken whole. Selectable so
-// the benchmarks compare it with kWarpMma in one run.
-enum class LssCudaKernel { kBlock, kWarpMma, kWarpMmaSplit };
+// CUDA kernel variants, same scores bit for bit:
+// kWarpMma (the default): one warp per gallery template and up to 8
+//   templates per block (warp barriers only), the local similarities' bit
+//   counts on the tensor cores (binary AND + popcount matrix products, exact
+//   integers; lss_mma_layout.h); registers capped at 64 so 4 blocks of 8 warps
+//   fit an SM, warp scratch sized for the gallery's typical template
+//   (MccDeviceGalleryView::scratch_template_size) with the larger templates
+//   in a second launch, a packed radix histogram and a selection that skips
+//   the leading digits all keys share and stops once the K-th key's digit is
+//   taken whole (lss.cu).
+// kBlock: one 128-thread block per gallery template (block-wide barriers
+//   between the steps), kept as the benchmarks' reference and a fallback.
+// H200, 2026-12-02 (bench/results/2026-12-02-h200-session6.md, run 2),
+// fingerprint_pipeline_bench, 10^6 templates x 16 latent crops: warp-mma 51.10
+// M matches/s resident vs block 28.35 (1.80x), streamed 48.62 vs 27.07,
+// whole impressions 30.39 vs 18.50; top-100 lists identical to block's. It
+// replaced an older tensor-core kernel (3 blocks per SM, scratch for the
+// largest template, a four-pass selection) that it beat in every row: 45.10
+// resident (1.13x), 43.50 streamed, 25.46 whole impressions; 1.08-1.19x at
+// 10^5 (issue 16). The plain warp kernel (0.88x block) was removed before.
+enum class LssCudaKernel { kBlock, kWarpMma };
 
-// "block", "warp-mma", "warp-mma-split" (for logs and benchmark rows).
+// "block", "warp-mma" (for logs and benchmark rows).
 const char* LssCudaKernelName(LssCudaKernel kernel);
 
 // Same, with `device_scores` in device memory (gallery.num_templates()

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/buffer.h"
 #include "common/testing/gpu_test.h"
 #include "kernels/fingerprint/lss.h"
@@ -93,27 +94,28 @@ TEST(LssCuda, EdgeCasesAndLargeTemplates) {
 }
 
 #if TESSERA_WITH_CUDA  // the cuda:: entry points exist only in CUDA builds
-// A CUDA kernel variant through the asynchronous entry point: every score
-// identical to the CPU's.
-void CompareKernel(const Stream& stream, const std::vector<MccTemplate>& probes,
-                   const std::vector<MccTemplate>& gallery_t, MccScore kind, cuda::LssCudaKernel variant) {
+// Scores every probe against `view` (the device copy of `g`) with `variant`
+// through the asynchronous entry point: every score identical to the CPU's.
+// The device scores start at -7, so a template no launch scores fails.
+void ExpectKernelEqualsCpu(const Stream& stream, const std::vector<MccTemplate>& probes, const MccGallery& g,
+                           const MccDeviceGalleryView& view, MccScore kind, cuda::LssCudaKernel variant,
+                           const std::string& label) {
   const LssConstants c = MakeLssConstants(LssParams());
-  MccGallery g;
-  for (const MccTemplate& t : gallery_t) g.Append(t);
-  auto device = MccDeviceGallery::Upload(g, stream);
-  ASSERT_TRUE(device.ok()) << device.status();
   auto out = Buffer::Allocate(MemoryKind::kDevice, sizeof(float) * g.num_templates(), stream.ordinal());
   ASSERT_TRUE(out.ok()) << out.status();
   long long exact = 0, total = 0;
   for (size_t i = 0; i < probes.size(); ++i) {
     const LssProbe probe = PrepareProbe(probes[i]);
-    std::vector<float> cpu_scores(g.num_templates()), gpu_scores(g.num_templates(), -1.0f);
+    std::vector<float> cpu_scores(g.num_templates()), gpu_scores(g.num_templates(), -7.0f);
     cpu::ScoreGallery(probe, g, kind, c, cpu_scores.data(), 2);
     auto d_probe = cuda::DeviceLssProbe::Upload(stream, probe);
     ASSERT_TRUE(d_probe.ok()) << d_probe.status();
-    ASSERT_TRUE(cuda::EnqueueScoreGallery(stream, *d_probe, device->view(), kind, c,
-                                          static_cast<float*>((*out)->data()), variant)
+    ASSERT_TRUE(CopyBytes((*out)->data(), MemoryKind::kDevice, gpu_scores.data(), MemoryKind::kHost,
+                          sizeof(float) * g.num_templates(), stream)
                     .ok());
+    const absl::Status st =
+        cuda::EnqueueScoreGallery(stream, *d_probe, view, kind, c, static_cast<float*>((*out)->data()), variant);
+    ASSERT_TRUE(st.ok()) << st;
     ASSERT_TRUE(CopyBytes(gpu_scores.data(), MemoryKind::kHost, (*out)->data(), MemoryKind::kDevice,
                           sizeof(float) * g.num_templates(), stream)
                     .ok());
@@ -121,12 +123,25 @@ void CompareKernel(const Stream& stream, const std::vector<MccTemplate>& probes,
     for (int j = 0; j < g.num_templates(); ++j) {
       exact += gpu_scores[j] == cpu_scores[j];
       ++total;
-      ASSERT_NEAR(gpu_scores[j], cpu_scores[j], 1e-5) << "probe " << i << " template " << j;
+      ASSERT_NEAR(gpu_scores[j], cpu_scores[j], 1e-5)
+          << label << ": probe " << i << " (" << probes[i].cylinders.size() << " cylinders) template " << j << " ("
+          << g.start[j + 1] - g.start[j] << " cylinders)";
     }
   }
-  std::printf("%s kernel %s: %lld scores, %lld bit-identical\n", cuda::LssCudaKernelName(variant),
-              kind == MccScore::kLssR ? "LSS-R" : "LSS", total, exact);
-  EXPECT_EQ(exact, total);
+  std::printf("%s kernel %s, %s: %lld scores, %lld bit-identical\n", cuda::LssCudaKernelName(variant),
+              kind == MccScore::kLssR ? "LSS-R" : "LSS", label.c_str(), total, exact);
+  EXPECT_EQ(exact, total) << label;
+}
+
+// ExpectKernelEqualsCpu on a gallery of `gallery_t` (the warp-mma scratch
+// sized by Upload's default percentile).
+void CompareKernel(const Stream& stream, const std::vector<MccTemplate>& probes,
+                   const std::vector<MccTemplate>& gallery_t, MccScore kind, cuda::LssCudaKernel variant) {
+  MccGallery g;
+  for (const MccTemplate& t : gallery_t) g.Append(t);
+  auto device = MccDeviceGallery::Upload(g, stream);
+  ASSERT_TRUE(device.ok()) << device.status();
+  ExpectKernelEqualsCpu(stream, probes, g, device->view(), kind, variant, "default scratch");
 }
 
 // The block kernel (kBlock, no longer the default: ScoreGallery above runs
@@ -171,20 +186,19 @@ TEST(LssCuda, TensorCoreKernelEqualsCpu) {
   for (MccScore kind : {MccScore::kLssR, MccScore::kLss}) CompareKernel(*stream, edge, edge, kind, kMma);
 }
 
-// kWarpMmaSplit on a gallery of MIXED sizes: real (or synthetic) impressions
-// of 20-60 cylinders, large templates (100, 150 minutiae) far above the
-// gallery's 90th percentile, an empty and a 3-minutia one; probes: whole
-// impressions, latent-sized crops and the large ones. The warp scratch is
-// sized by the gallery's percentile (Upload's default), by 1 (the widest that
-// fits the highest occupancy) and by 0 (one launch for the largest), so both
-// the small-scratch launch and the second launch for the larger templates
-// run (PlanSplit, checked on the host by lss_mma_layout_test); every score
-// must be the CPU's, bit for bit.
-TEST(LssCuda, SplitKernelEqualsCpuOnMixedSizes) {
+// The tensor-core kernel on a gallery of MIXED sizes: real (or synthetic)
+// impressions of 20-60 cylinders, large templates (100, 150 minutiae) far
+// above the gallery's 90th percentile, an empty and a 3-minutia one; probes:
+// whole impressions, latent-sized crops and the large ones. The warp scratch
+// is sized by the gallery's percentile (Upload's default), by 1 (the widest
+// that fits the highest occupancy) and by 0 (one launch for the largest), so
+// both the small-scratch launch and the second launch for the larger
+// templates run (PlanSplit, checked on the host by lss_mma_layout_test);
+// every score must be the CPU's, bit for bit.
+TEST(LssCuda, TensorCoreKernelEqualsCpuOnMixedSizes) {
   TESSERA_SKIP_WITHOUT_GPU();
   auto stream = Stream::Create(Backend::kCuda);
   ASSERT_TRUE(stream.ok()) << stream.status();
-  const LssConstants c = MakeLssConstants(LssParams());
   for (int db = 1; db <= 4; db += 3) {
     auto gallery_t = Build(testing::TestTemplates(db, 80, 900 + db));
     const auto edge = EdgeCaseTemplates(910 + db, 11 + db);
@@ -204,49 +218,21 @@ TEST(LssCuda, SplitKernelEqualsCpuOnMixedSizes) {
     for (size_t i = 1; i < gallery_t.size() && probes.size() < 18; i += 17) probes.push_back(gallery_t[i]);
     probes.push_back(edge[edge.size() - 4]);  // 100 and 150 minutiae
     probes.push_back(edge[edge.size() - 3]);
-    auto out = Buffer::Allocate(MemoryKind::kDevice, sizeof(float) * g.num_templates(), stream->ordinal());
-    ASSERT_TRUE(out.ok()) << out.status();
     for (MccScore kind : {MccScore::kLssR, MccScore::kLss}) {
       for (int scratch : {device->scratch_template_size(), 1, 0}) {
         MccDeviceGalleryView view = device->view();
         view.scratch_template_size = scratch;
-        long long exact = 0, total = 0;
-        for (size_t i = 0; i < probes.size(); ++i) {
-          const LssProbe probe = PrepareProbe(probes[i]);
-          std::vector<float> cpu_scores(g.num_templates()), gpu_scores(g.num_templates(), -7.0f);
-          cpu::ScoreGallery(probe, g, kind, c, cpu_scores.data(), 2);
-          auto d_probe = cuda::DeviceLssProbe::Upload(*stream, probe);
-          ASSERT_TRUE(d_probe.ok()) << d_probe.status();
-          // Stale values (-7) must be overwritten by one launch or the other.
-          ASSERT_TRUE(CopyBytes((*out)->data(), MemoryKind::kDevice, gpu_scores.data(), MemoryKind::kHost,
-                                sizeof(float) * g.num_templates(), *stream)
-                          .ok());
-          const absl::Status st = cuda::EnqueueScoreGallery(*stream, *d_probe, view, kind, c,
-                                                            static_cast<float*>((*out)->data()),
-                                                            cuda::LssCudaKernel::kWarpMmaSplit);
-          ASSERT_TRUE(st.ok()) << st;
-          ASSERT_TRUE(CopyBytes(gpu_scores.data(), MemoryKind::kHost, (*out)->data(), MemoryKind::kDevice,
-                                sizeof(float) * g.num_templates(), *stream)
-                          .ok());
-          ASSERT_TRUE(stream->Synchronize().ok());
-          for (int j = 0; j < g.num_templates(); ++j) {
-            exact += gpu_scores[j] == cpu_scores[j];
-            ++total;
-            ASSERT_NEAR(gpu_scores[j], cpu_scores[j], 1e-5)
-                << "probe " << i << " (" << probes[i].cylinders.size() << " cylinders) template " << j << " ("
-                << g.start[j + 1] - g.start[j] << " cylinders), scratch size " << scratch;
-          }
-        }
-        std::printf("warp-mma-split %s, scratch size %d (max %d): %lld scores, %lld bit-identical\n",
-                    kind == MccScore::kLssR ? "LSS-R" : "LSS", scratch, device->max_template_size(), total, exact);
-        EXPECT_EQ(exact, total);
+        ExpectKernelEqualsCpu(*stream, probes, g, view, kind, cuda::LssCudaKernel::kWarpMma,
+                              absl::StrCat("db ", db, ", scratch size ", scratch, " (max ", device->max_template_size(),
+                                           ")"));
       }
     }
   }
 }
 
-// A variant outside the enum (e.g. the removed plain warp kernel's old value
-// cast from an integer) is refused with a message naming the valid kernels.
+// A variant outside the enum (e.g. the removed split kernel's old value 2, or
+// any integer cast to the enum) is refused with a message naming the valid
+// kernels.
 TEST(LssCuda, UnknownKernelVariantIsInvalidArgument) {
   TESSERA_SKIP_WITHOUT_GPU();
   auto stream = Stream::Create(Backend::kCuda);
@@ -260,11 +246,13 @@ TEST(LssCuda, UnknownKernelVariantIsInvalidArgument) {
   ASSERT_TRUE(out.ok()) << out.status();
   auto d_probe = cuda::DeviceLssProbe::Upload(*stream, PrepareProbe(t[0]));
   ASSERT_TRUE(d_probe.ok()) << d_probe.status();
-  const absl::Status s =
-      cuda::EnqueueScoreGallery(*stream, *d_probe, device->view(), MccScore::kLssR, MakeLssConstants(LssParams()),
-                                static_cast<float*>((*out)->data()), static_cast<cuda::LssCudaKernel>(7));
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
-  EXPECT_NE(std::string(s.message()).find("block, warp-mma, warp-mma-split"), std::string::npos) << s;
+  for (int value : {2, 7}) {
+    const absl::Status s =
+        cuda::EnqueueScoreGallery(*stream, *d_probe, device->view(), MccScore::kLssR, MakeLssConstants(LssParams()),
+                                  static_cast<float*>((*out)->data()), static_cast<cuda::LssCudaKernel>(value));
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(std::string(s.message()).find("valid: block, warp-mma"), std::string::npos) << s;
+  }
 }
 #endif  // TESSERA_WITH_CUDA
 

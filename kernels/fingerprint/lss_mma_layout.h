@@ -1,5 +1,6 @@
 // Where the operands of the tensor-core local similarities (lss.cu,
-// LssCudaKernel::kWarpMma) come from (internal; host and device).
+// LssCudaKernel::kWarpMma) come from, and how its launches are planned
+// (internal; host and device).
 //
 // mma.sync.m16n8k256 .b1 .and.popc multiplies a 16 x 256-bit A (rows: probe
 // cylinders) by a 256-bit x 8 B (columns: gallery cylinders); product AND,
@@ -80,12 +81,13 @@ inline void PackProbeFragments(const MccCylinder* cyl, int n, uint32_t* out) {
   }
 }
 
-// --- LssCudaKernel::kWarpMmaSplit: the warps' scratch and the launch plan ---
+// --- LssCudaKernel::kWarpMma: the warps' scratch and the launch plan --------
 
-// Bytes of one warp's scratch in the split kernel (lss.cu SplitScratch): the
-// packed radix histogram (128 words), the matrix, then five arrays of
-// k_capacity (selected values and indices, lambda0 and two lambda buffers).
-TESSERA_FP_HD size_t SplitScratchBytes(int matrix_entries, int k_capacity) {
+// Bytes of one comparison's scratch (lss.cu ComparisonScratch: a warp's in
+// kWarpMma, the block's in kBlock): the packed radix histogram (128 words),
+// the matrix, then five arrays of k_capacity (selected values and indices,
+// lambda0 and two lambda buffers).
+TESSERA_FP_HD size_t ComparisonScratchBytes(int matrix_entries, int k_capacity) {
   return 128 * 4 + static_cast<size_t>(matrix_entries) * 4 + static_cast<size_t>(k_capacity) * 4 * 5;
 }
 
@@ -118,14 +120,14 @@ struct SplitPlan {
 // e.g. its 90th percentile); the width is then the widest that fits that
 // occupancy. Templates wider than it (if any) get a second pass sized for
 // max_nb. scratch_size <= 0 or >= max_nb, or na == 0: one pass sized for
-// max_nb (the kWarpMma sizing).
+// max_nb.
 inline SplitPlan PlanSplit(int na, int max_nb, int scratch_size, int max_np, size_t probe_bytes,
                            const SplitDevice& d) {
   max_nb = max_nb < 1 ? 1 : max_nb;
   const int max_warps = d.max_warps_per_block < 1 ? 1 : d.max_warps_per_block;
   auto bytes = [&](int width) {
     const int k_capacity = (na < width ? na : width) > max_np ? (na < width ? na : width) : max_np;
-    return (SplitScratchBytes(na * width, k_capacity) + 15) / 16 * 16;
+    return (ComparisonScratchBytes(na * width, k_capacity) + 15) / 16 * 16;
   };
   auto make_pass = [&](int lo, int hi, int width) {
     SplitPlan::Pass p;

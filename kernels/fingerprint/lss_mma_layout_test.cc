@@ -148,10 +148,10 @@ TEST(LssMmaLayout, PaddingRowsAreZero) {
   }
 }
 
-// --- kWarpMmaSplit's launch plan (PlanSplit) ----------------------------------
+// --- kWarpMma's launch plan (PlanSplit) ---------------------------------------
 
 // An H200 as the CUDA runtime reports it (228 KB per SM, 1 KB reserved per
-// block, 227 KB opt-in per block) with the split kernel's 4 blocks of 8 warps
+// block, 227 KB opt-in per block) with the warp-mma kernel's 4 blocks of 8 warps
 // of 64 registers.
 SplitDevice H200() {
   SplitDevice d;
@@ -195,7 +195,7 @@ TEST(LssSplitPlan, PassesCoverAllSizesAndFit) {
           EXPECT_EQ(p.warp_bytes % 16, 0u);
           EXPECT_GE(p.k_capacity, std::min(na, p.width));
           EXPECT_GE(p.k_capacity, 12);
-          EXPECT_GE(p.warp_bytes, SplitScratchBytes(na * p.width, p.k_capacity));
+          EXPECT_GE(p.warp_bytes, ComparisonScratchBytes(na * p.width, p.k_capacity));
           EXPECT_GE(p.warps, 1);
           EXPECT_LE(p.warps, 8);
           EXPECT_LE(ProbeBytes(na) + p.warps * p.warp_bytes, static_cast<size_t>(d.max_shared_per_block));
@@ -213,7 +213,8 @@ TEST(LssSplitPlan, PassesCoverAllSizesAndFit) {
 // 10^6-gallery batches (P90 40, largest 68) reach 4 blocks (32 warps) per SM
 // with scratch nearly as wide as the largest template; a 30-cylinder crop
 // gets 4 blocks with a second pass for the templates above 42 cylinders;
-// kWarpMma's sizing (one pass for 68) would give 3 blocks.
+// the older warp-mma kernel's sizing (one pass for 68, 70 registers) gave 3
+// blocks.
 TEST(LssSplitPlan, LatentCropsReachFourBlocksPerSm) {
   const SplitDevice d = H200();
   const SplitPlan p20 = PlanSplit(20, 68, 40, 12, ProbeBytes(20), d);

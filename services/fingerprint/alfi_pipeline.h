@@ -53,7 +53,7 @@ struct GalleryBatch {
   int num_templates = 0;
   int num_cylinders = 0;
   int max_template_size = 0;
-  int scratch_template_size = 0;  // LssScratchTemplateSize of the batch (LssCudaKernel::kWarpMmaSplit)
+  int scratch_template_size = 0;  // LssScratchTemplateSize of the batch (LssCudaKernel::kWarpMma)
   const int32_t* start = nullptr;  // num_templates + 1
   const uint64_t* bits = nullptr;
   const uint64_t* mask = nullptr;
@@ -106,7 +106,7 @@ class BatchMatcher {
 
 // LSS or LSS-R through kernels/fingerprint/lss.h: the kernel writes one score
 // per template, the final stage passes it on. `kernel` picks the CUDA
-// variant (same scores); the default is the tensor-core one (1.68x kBlock at
+// variant (same scores); the default is the tensor-core one (1.80x kBlock at
 // 10^6 templates on the H200, lss.h). `prune` (LSS-R, CPU backend):
 // comparisons that provably cannot beat the running k-th best
 // (SetRunningThresholds) skip the relaxation; the top-k lists are the same.

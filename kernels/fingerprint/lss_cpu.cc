@@ -147,7 +147,7 @@ struct Scratch {
   size_t n_entries = 0;
   std::vector<float> rho_t, lambda0, lambda, next, sum;
   std::vector<uint8_t> taken;
-  std::vector<int32_t> keys, order;
+  std::vector<int32_t> keys, order, rank;
   // SelectBestAvx512's compressed survivors (capacity as values + 16).
   std::vector<float> kept_values, edge_values;
   std::vector<int32_t> kept_index, edge_index;
@@ -553,16 +553,24 @@ __attribute__((always_inline)) inline float GlobalScore(Scratch& s, const LssPro
   {
     // Row-major order by counting: the keys are distinct, so entry i
     // goes to position #{j : key_j < key_i} (a branch-free p x p loop
-    // that vectorizes; p = nR is small; faster than std::sort here).
+    // that vectorizes; p = nR is small; faster than std::sort here). The
+    // loop over i is the inner one: all p counts grow side by side in
+    // vector lanes, with no horizontal sum (a latency chain) per entry.
     int32_t* keys = s.keys.data();
     int32_t* sorted_index = s.order.data();
-    for (int i = 0; i < p; ++i) keys[i] = entries[i].index;
+    s.rank.resize(p);
+    int32_t* position = s.rank.data();
     for (int i = 0; i < p; ++i) {
-      const int32_t key = keys[i];
-      int position = 0;
-      for (int j = 0; j < p; ++j) position += keys[j] < key;
-      s.lambda0[position] = entries[i].value;
-      sorted_index[position] = key;
+      keys[i] = entries[i].index;
+      position[i] = 0;
+    }
+    for (int j = 0; j < p; ++j) {
+      const int32_t key_j = keys[j];
+      for (int i = 0; i < p; ++i) position[i] += key_j < keys[i];
+    }
+    for (int i = 0; i < p; ++i) {
+      s.lambda0[position[i]] = entries[i].value;
+      sorted_index[position[i]] = keys[i];
     }
     for (int t = 0; t < p; ++t) {
       entries[t].value = s.lambda[t] = s.lambda0[t];
@@ -602,12 +610,19 @@ __attribute__((always_inline)) inline float GlobalScore(Scratch& s, const LssPro
   s.order.resize(p);
   float* efficiency = s.next.data();
   int32_t* order = s.order.data();
-  for (int t = 0; t < p; ++t) efficiency[t] = s.lambda[t] / s.lambda0[t];
+  s.rank.resize(p);
+  int32_t* place = s.rank.data();
   for (int t = 0; t < p; ++t) {
-    const float e = efficiency[t];
-    int place = 0;
-    for (int j = 0; j < p; ++j) place += (efficiency[j] > e) | ((efficiency[j] == e) & (j < t));
-    if (place < keep) order[place] = t;
+    efficiency[t] = s.lambda[t] / s.lambda0[t];
+    place[t] = 0;
+  }
+  // All p places counted side by side (inner loop over t), as above.
+  for (int j = 0; j < p; ++j) {
+    const float e_j = efficiency[j];
+    for (int t = 0; t < p; ++t) place[t] += (e_j > efficiency[t]) | ((e_j == efficiency[t]) & (j < t));
+  }
+  for (int t = 0; t < p; ++t) {
+    if (place[t] < keep) order[place[t]] = t;
   }
   float sum = 0.0f;
   for (int i = 0; i < keep; ++i) sum = sum + s.lambda[order[i]];
@@ -870,16 +885,19 @@ struct Avx512Path {
       const __mmask8 nonempty = _mm512_test_epi64_mask(sum, sum);
       const __mmask8 positive = _mm256_cmp_ps_mask(lambda, _mm256_setzero_ps(), _CMP_GT_OQ);
       // The kept lanes, compressed in registers and stored as full vectors
-      // (the buffers have 8 lanes of slack): no per-entry scalar work.
+      // (the buffers have 8 lanes of slack): no per-entry scalar work. No
+      // branch on `keep` either: it is known only at the end of the square
+      // root and division chain, and a mispredicted branch there exposed
+      // that chain's latency (Intel profile, 2026-12-02: the instructions
+      // after vsqrtps / vdivps were the hottest of Range); storing nothing
+      // new when keep = 0 costs two stores.
       const __mmask8 keep = m & nonempty & positive;
-      if (keep != 0) {
-        const __m256i rows = _mm256_maskz_loadu_epi32(lanes, p.by_theta.data() + q0);
-        const __m256i flat = _mm256_or_si256(_mm256_slli_epi32(rows, a.column_bits), _mm256_set1_epi32(a.j));
-        const size_t at = *a.n_found;
-        _mm256_storeu_ps(a.values + at, _mm256_maskz_compress_ps(keep, lambda));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.index + at), _mm256_maskz_compress_epi32(keep, flat));
-        *a.n_found = at + __builtin_popcount(keep);
-      }
+      const __m256i rows = _mm256_maskz_loadu_epi32(lanes, p.by_theta.data() + q0);
+      const __m256i flat = _mm256_or_si256(_mm256_slli_epi32(rows, a.column_bits), _mm256_set1_epi32(a.j));
+      const size_t at = *a.n_found;
+      _mm256_storeu_ps(a.values + at, _mm256_maskz_compress_ps(keep, lambda));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.index + at), _mm256_maskz_compress_epi32(keep, flat));
+      *a.n_found = at + __builtin_popcount(keep);
     }
   }
 };

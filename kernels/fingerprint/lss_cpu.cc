@@ -873,14 +873,16 @@ struct Avx512Path {
       // sqrt(na), sqrt(nb) of the whole bit counts are precomputed (the
       // probe's soa_sqrt_count, b's from the table: sqrtf is correctly
       // rounded, so the same floats); only lanes whose masks differ take
-      // square roots of their counts.
+      // square roots of their counts. Counts go to float straight from 64-bit
+      // lanes (vcvtqq2ps, exact below 2^24): one shuffle-port uop fewer than
+      // narrowing to 32 bits first.
       const __m512i sum = _mm512_add_epi64(na, nb);
       const __m512i nx = _mm512_sub_epi64(sum, _mm512_add_epi64(nab, nab));
       __m256 fa = _mm256_loadu_ps(p.soa_sqrt_count.data() + q0);
-      if (need_a != 0) fa = _mm256_mask_sqrt_ps(fa, need_a, _mm256_cvtepi32_ps(_mm512_cvtepi64_epi32(na)));
+      if (need_a != 0) fa = _mm256_mask_sqrt_ps(fa, need_a, _mm512_cvtepi64_ps(na));
       __m256 fb = _mm256_set1_ps(a.sq[a.b_count]);
-      if (need_b != 0) fb = _mm256_mask_sqrt_ps(fb, need_b, _mm256_cvtepi32_ps(_mm512_cvtepi64_epi32(nb)));
-      const __m256 fx = _mm256_sqrt_ps(_mm256_cvtepi32_ps(_mm512_cvtepi64_epi32(nx)));
+      if (need_b != 0) fb = _mm256_mask_sqrt_ps(fb, need_b, _mm512_cvtepi64_ps(nb));
+      const __m256 fx = _mm256_sqrt_ps(_mm512_cvtepi64_ps(nx));
       const __m256 lambda = _mm256_sub_ps(_mm256_set1_ps(1.0f), _mm256_div_ps(fx, _mm256_add_ps(fa, fb)));
       const __mmask8 nonempty = _mm512_test_epi64_mask(sum, sum);
       const __mmask8 positive = _mm256_cmp_ps_mask(lambda, _mm256_setzero_ps(), _CMP_GT_OQ);

@@ -70,6 +70,10 @@ absl::Status GridSampleBackward(const Stream& stream, const GridSampleArgs& args
   TESSERA_RETURN_IF_ERROR(ValidateGridSampleArgs(args, /*needs_image=*/true));
   TESSERA_RETURN_IF_ERROR(ValidateGridSamplerTuning(tuning));
   if (grad_out == nullptr) return absl::InvalidArgumentError("grid sampler backward: grad_out is null");
+  // The CUDA kernels sum the affine gradient over each column's unjittered x, y.
+  if (args.voxel_jitter_key != 0 && grads.grad_affine != nullptr) {
+    return absl::InvalidArgumentError("grid sampler backward: grad_affine is not supported with voxel_jitter_key");
+  }
   if (stream.backend() == Backend::kCpu) {
     cpu::GridSampleBackward(args, grad_out, grads);
     return absl::OkStatus();

@@ -22,6 +22,7 @@
 #include "kernels/registration/reduce.cuh"
 #include "kernels/registration/sampler_math.h"
 #include "kernels/registration/storage16.h"
+#include "kernels/registration/voxel_jitter.h"
 
 namespace tessera {
 namespace registration {
@@ -86,6 +87,23 @@ __device__ __forceinline__ Column<Idx> MakeColumn(const Geometry& g, const float
 template <typename Idx>
 __device__ __forceinline__ float ColumnPosition(const Geometry& g, const float* a, const Column<Idx>& col,
                                                 const float* __restrict__ disp, Idx k, Idx v, float ix[3]) {
+  if (g.voxel_jitter_key != 0) {  // each voxel its own offset: no per-column prefix (voxel_jitter.h)
+    float x[3];
+    OutputCoord(g, col.i, col.j, k, x);
+#pragma unroll
+    for (int c = 0; c < 3; ++c) {
+      x[c] = RnAdd(x[c], RnMul(g.out_step[c], VoxelJitter<float>(g.voxel_jitter_key, static_cast<int64_t>(v), c)));
+    }
+    float pre[3];
+    AffinePrefix(a, x[0], x[1], pre);
+    if (disp != nullptr) {
+      const float u[3] = {__ldg(disp + v), __ldg(disp + v + col.n), __ldg(disp + v + 2 * col.n)};
+      PositionFromPrefix(g, a, pre, x[2], u, ix);
+    } else {
+      PositionFromPrefix<float>(g, a, pre, x[2], nullptr, ix);
+    }
+    return x[2];
+  }
   const float x2 = RnAdd(g.out_lo[2], RnMul(g.out_step[2], static_cast<float>(k)));
   if (disp != nullptr) {
     const float u[3] = {__ldg(disp + v), __ldg(disp + v + col.n), __ldg(disp + v + 2 * col.n)};
@@ -381,7 +399,9 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 Geometry MakeGeometry(const GridSampleArgs& args) {
-  return MakeSamplerGeometry<float>(args.out_dims, args.image_dims, args.grid_lo, args.grid_hi, args.padding);
+  Geometry g = MakeSamplerGeometry<float>(args.out_dims, args.image_dims, args.grid_lo, args.grid_hi, args.padding);
+  g.voxel_jitter_key = args.voxel_jitter_key;
+  return g;
 }
 
 absl::Status CheckGridLimits(const Dims3& od) {

@@ -65,6 +65,11 @@ struct GridSampleArgsT {
   // x_bounds) passes its own sub-range instead, with no grid in memory.
   double grid_lo[3] = {-1.0, -1.0, -1.0};
   double grid_hi[3] = {1.0, 1.0, 1.0};
+  // Nonzero: every output voxel is sampled at its own random sub-voxel offset
+  // (voxel_jitter.h), the same for every sampler given the same key and grid,
+  // on both backends (GridSample*, backward's dL/du and dL/dI; the backward
+  // refuses grad_affine with a jitter). The unfused baseline ignores it.
+  uint64_t voxel_jitter_key = 0;
 };
 using GridSampleArgs = GridSampleArgsT<float>;
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/registration/grid_sampler.h"
+#include "kernels/registration/voxel_jitter.h"
 #include "kernels/registration/parallel.h"
 #include "kernels/registration/sampler_math.h"
 #include "kernels/registration/storage16.h"
@@ -126,6 +127,9 @@ void PositionOf(const SamplerGeometry<T>& g, const GridSampleArgsT<T>& args, int
   OutputCoord(g, i, j, k, x);
   const int64_t n = g.out_dims.size();
   const int64_t v = g.out_dims.index(i, j, k);
+  if (args.voxel_jitter_key != 0) {
+    for (int c = 0; c < 3; ++c) x[c] = RnAdd(x[c], RnMul(g.out_step[c], VoxelJitter<T>(args.voxel_jitter_key, v, c)));
+  }
   T u[3];
   const T* up = nullptr;
   if (args.disp != nullptr) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "common/testing/gpu_test.h"
@@ -138,6 +139,71 @@ TEST_P(GridSamplerCuda, ForwardBackwardAndNearestMatchCpu) {
       int64_t mismatches = 0;
       for (int64_t v = 0; v < n; ++v) mismatches += lab_gpu[v] != lab_cpu[v];
       EXPECT_EQ(mismatches, 0);
+    }
+  }
+}
+
+// Per-voxel jitter (voxel_jitter.h): each voxel's own offset, computed the
+// same way on both backends; forward and dL/du at the tolerances above, labels
+// exact, on every z-walk and index width.
+TEST_P(GridSamplerCuda, VoxelJitterMatchesCpu) {
+  const Stream& stream = *stream_;
+  const Padding padding = GetParam();
+  const Case c{{45, 38, 29}, {41, 36, 27}};
+  const int64_t n = c.out_dims.size();
+  const auto image = RandomUniform<float>(c.image_dims.size(), 0.5, 1.5, 301);
+  const auto affine = RandomAffine(302);
+  const auto disp = RandomUniform<float>(3 * n, -0.15, 0.15, 303);
+  const auto grad_out = RandomUniform<float>(n, -1.0, 1.0, 304);
+  std::vector<int32_t> labels(c.image_dims.size());
+  for (size_t v = 0; v < labels.size(); ++v) labels[v] = static_cast<int32_t>(1 + (v * 2654435761u) % 97);
+  auto d_image = DeviceArray<float>::FromHost(image, stream);
+  auto d_affine = DeviceArray<float>::FromHost(affine, stream);
+  auto d_disp = DeviceArray<float>::FromHost(disp, stream);
+  auto d_grad_out = DeviceArray<float>::FromHost(grad_out, stream);
+  auto d_labels = DeviceArray<int32_t>::FromHost(labels, stream);
+  for (const bool with_affine : {false, true}) {
+    for (const int forward_z : {1, 8}) {
+      for (const bool index64 : {false, true}) {
+        SCOPED_TRACE(std::string(with_affine ? "affine" : "no affine") + ", forward_z " + std::to_string(forward_z) +
+                     (index64 ? ", 64-bit" : ""));
+        GridSamplerTuning tuning;
+        tuning.forward_z = forward_z;
+        tuning.force_64bit_index = index64;
+        GridSampleArgs host;
+        host.image = image.data();
+        host.image_dims = c.image_dims;
+        host.affine = with_affine ? affine.data() : nullptr;
+        host.disp = disp.data();
+        host.out_dims = c.out_dims;
+        host.padding = padding;
+        host.voxel_jitter_key = 0x9e3779b97f4a7c15ull;
+        GridSampleArgs dev = host;
+        dev.image = d_image.data();
+        dev.affine = with_affine ? d_affine.data() : nullptr;
+        dev.disp = d_disp.data();
+
+        std::vector<float> out_cpu(n);
+        ASSERT_TRUE(GridSample(Stream::Cpu(), host, out_cpu.data()).ok());
+        auto d_out = DeviceArray<float>::Allocate(n, stream);
+        d_out.Poison(kNaN);
+        ASSERT_TRUE(GridSample(stream, dev, d_out.data(), tuning).ok());
+        EXPECT_LT(RelL2(d_out.Download(), out_cpu), 1e-5);
+
+        std::vector<float> gd_cpu(3 * n);
+        ASSERT_TRUE(GridSampleBackward(Stream::Cpu(), host, grad_out.data(), GridSampleGrads{gd_cpu.data()}).ok());
+        auto d_gd = DeviceArray<float>::Allocate(3 * n, stream);
+        d_gd.Poison(kNaN);
+        ASSERT_TRUE(GridSampleBackward(stream, dev, d_grad_out.data(), GridSampleGrads{d_gd.data()}, nullptr, tuning).ok());
+        EXPECT_LT(RelL2(d_gd.Download(), gd_cpu), 1e-4) << "dL/du";
+
+        std::vector<int32_t> lab_cpu(n);
+        ASSERT_TRUE(GridSampleNearest(Stream::Cpu(), labels.data(), host, lab_cpu.data()).ok());
+        auto d_lab_out = DeviceArray<int32_t>::Allocate(n, stream);
+        d_lab_out.Poison(-7);
+        ASSERT_TRUE(GridSampleNearest(stream, d_labels.data(), dev, d_lab_out.data(), tuning).ok());
+        EXPECT_EQ(d_lab_out.Download(), lab_cpu);
+      }
     }
   }
 }

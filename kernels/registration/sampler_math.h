@@ -40,6 +40,7 @@ struct SamplerGeometry {
   T out_step[3];    // normalized distance between output voxels
   T in_half[3];     // (m - 1) / 2: normalized -> voxel index scale
   Padding padding;
+  uint64_t voxel_jitter_key = 0;  // GridSampleArgsT::voxel_jitter_key (voxel_jitter.h)
 };
 
 template <typename T>

@@ -249,9 +249,13 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
     for (it = 1; it <= max_it; ++it) {
       if (hooks.check_cancelled) TESSERA_RETURN_IF_ERROR(hooks.check_cancelled());
       if (jitter) {
-        grid_jitter.Next(args.grid_lo, args.grid_hi);
-        std::copy(args.grid_lo, args.grid_lo + 3, fixed_args.grid_lo);
-        std::copy(args.grid_hi, args.grid_hi + 3, fixed_args.grid_hi);
+        if (options.metric_options.mi_voxel_jitter) {
+          args.voxel_jitter_key = fixed_args.voxel_jitter_key = grid_jitter.NextVoxelKey();
+        } else {
+          grid_jitter.Next(args.grid_lo, args.grid_hi);
+          std::copy(args.grid_lo, args.grid_lo + 3, fixed_args.grid_lo);
+          std::copy(args.grid_hi, args.grid_hi + 3, fixed_args.grid_hi);
+        }
         TESSERA_RETURN_IF_ERROR(GridSample(stream, fixed_args, shifted_fixed.data<float>(), options.sampler));
       }
       if (mixed) {
@@ -308,7 +312,7 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
     }
     log->push_back(absl::StrFormat(
         "deformable x%d (lean, %s precision%s): %d iterations, loss %.6g -> %.6g (best %.6g), %.2f s, %.1f B/voxel held",
-        level.factor, mixed ? "mixed" : "full", jitter ? ", jittered grid" : "", std::min(it, max_it), stop.first(), stop.last(), stop.best(),
+        level.factor, mixed ? "mixed" : "full", !jitter ? "" : options.metric_options.mi_voxel_jitter ? ", jittered voxels" : ", jittered grid", std::min(it, max_it), stop.first(), stop.last(), stop.best(),
         absl::ToDoubleSeconds(absl::Now() - start), held_bytes_per_voxel));
     // work and g are released here, before the next level's upsampling.
     TESSERA_RETURN_IF_ERROR(stream.Synchronize());

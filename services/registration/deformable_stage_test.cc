@@ -97,6 +97,14 @@ TEST(LeanDeformable, JitteredGridEqualsStandard) {
   ExpectLeanEqualsStandard(MakeProblem(IntensityChange::kNonMonotonic, 11), o);
 }
 
+// Per-voxel jitter (MetricOptions::mi_voxel_jitter): both loops draw the same keys.
+TEST(LeanDeformable, VoxelJitterEqualsStandard) {
+  RegistrationOptions o = QuickOptions("mi");
+  o.metric_options.mi_grid_jitter = true;
+  o.metric_options.mi_voxel_jitter = true;
+  ExpectLeanEqualsStandard(MakeProblem(IntensityChange::kNonMonotonic, 11), o);
+}
+
 TEST(LeanDeformable, StepHalvingEqualsStandard) {
   RegistrationOptions o = QuickOptions("mi");
   o.deformable_halve_after = 2;  // often enough that both loops halve several times

@@ -51,15 +51,21 @@ class GridJitter {
     }
   }
 
+  // Per-voxel mode (MetricOptions::mi_voxel_jitter): the next iteration's
+  // GridSampleArgs::voxel_jitter_key (never 0, which means no jitter); the
+  // grid bounds stay [-1, 1].
+  uint64_t NextVoxelKey() { return NextBits() | 1u; }
+
  private:
-  // In [0, 1): the top 53 bits of SplitMix64 (the same on every platform).
-  double Uniform() {
+  // SplitMix64 (the same on every platform).
+  uint64_t NextBits() {
     uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return static_cast<double>(z >> 11) * 0x1.0p-53;
+    return z ^ (z >> 31);
   }
+  // In [0, 1): the top 53 bits.
+  double Uniform() { return static_cast<double>(NextBits() >> 11) * 0x1.0p-53; }
 
   uint64_t state_;
   double spacing_[3] = {0, 0, 0};

@@ -44,6 +44,12 @@ struct MetricOptions {
   // In-core unsharded greedy runs (lean and standard loops; CPU and CUDA
   // alike); the sharded, out-of-core and B-spline stages do not jitter (logged).
   bool mi_grid_jitter = true;
+  // With mi_grid_jitter: each voxel its own offset (GridSampleArgs::
+  // voxel_jitter_key, kernels/registration/voxel_jitter.h), as elastix's
+  // random coordinates, instead of one shift of the whole grid. Off: on the 7
+  // elastix cases it gained on 6 but cost the noisy t2-like case 0.005 Dice
+  // (bench/results/2026-12-02-cpu-registration-vs-elastix-v5.md, "v5b").
+  bool mi_voxel_jitter = false;
 };
 
 // Mattes MI's options for these metric options on the registrar's

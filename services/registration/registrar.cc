@@ -378,14 +378,18 @@ class Engine {
         TESSERA_RETURN_IF_ERROR(CheckCancelled());
         GridSampleArgs args = Args(level, &u);
         if (jitter) {
-          grid_jitter.Next(args.grid_lo, args.grid_hi);
           GridSampleArgs fixed_args;
           fixed_args.image = level.fixed.data<float>();
           fixed_args.image_dims = dims;
           fixed_args.out_dims = dims;
           fixed_args.padding = Padding::kBorder;
-          std::copy(args.grid_lo, args.grid_lo + 3, fixed_args.grid_lo);
-          std::copy(args.grid_hi, args.grid_hi + 3, fixed_args.grid_hi);
+          if (options_.metric_options.mi_voxel_jitter) {
+            args.voxel_jitter_key = fixed_args.voxel_jitter_key = grid_jitter.NextVoxelKey();
+          } else {
+            grid_jitter.Next(args.grid_lo, args.grid_hi);
+            std::copy(args.grid_lo, args.grid_lo + 3, fixed_args.grid_lo);
+            std::copy(args.grid_hi, args.grid_hi + 3, fixed_args.grid_hi);
+          }
           TESSERA_RETURN_IF_ERROR(GridSample(stream_, fixed_args, shifted_fixed.data<float>(), options_.sampler));
         }
         TESSERA_RETURN_IF_ERROR(GridSample(stream_, args, warped_.data<float>(), options_.sampler));

@@ -47,7 +47,8 @@ struct MetricOptions {
   // With mi_grid_jitter: each voxel its own offset (GridSampleArgs::
   // voxel_jitter_key, kernels/registration/voxel_jitter.h), as elastix's
   // random coordinates, instead of one shift of the whole grid. Off: on the 7
-  // elastix cases it gained on 6 but cost the noisy t2-like case 0.005 Dice
+  // elastix cases it gained on 5, left macaque within seed noise and cost the
+  // noisy t2-like case 0.004-0.005 Dice on every seed
   // (bench/results/2026-12-02-cpu-registration-vs-elastix-v5.md, "v5b").
   bool mi_voxel_jitter = false;
 };

@@ -249,13 +249,7 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
     for (it = 1; it <= max_it; ++it) {
       if (hooks.check_cancelled) TESSERA_RETURN_IF_ERROR(hooks.check_cancelled());
       if (jitter) {
-        if (options.metric_options.mi_voxel_jitter) {
-          args.voxel_jitter_key = fixed_args.voxel_jitter_key = grid_jitter.NextVoxelKey();
-        } else {
-          grid_jitter.Next(args.grid_lo, args.grid_hi);
-          std::copy(args.grid_lo, args.grid_lo + 3, fixed_args.grid_lo);
-          std::copy(args.grid_hi, args.grid_hi + 3, fixed_args.grid_hi);
-        }
+        grid_jitter.Advance(options.metric_options.mi_voxel_jitter, &args, &fixed_args);
         TESSERA_RETURN_IF_ERROR(GridSample(stream, fixed_args, shifted_fixed.data<float>(), options.sampler));
       }
       if (mixed) {

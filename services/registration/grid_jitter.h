@@ -27,6 +27,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/registration/grid_sampler.h"
+
 namespace tessera::registration {
 
 inline constexpr int kJitteredPatience = 40;
@@ -55,6 +57,19 @@ class GridJitter {
   // GridSampleArgs::voxel_jitter_key (never 0, which means no jitter); the
   // grid bounds stay [-1, 1].
   uint64_t NextVoxelKey() { return NextBits() | 1u; }
+
+  // One jittered iteration: the moving image's sampler and the fixed
+  // image's sampler both move to the next grid (one per-voxel key, or one
+  // whole-grid shift), so they sample the same points.
+  void Advance(bool per_voxel, GridSampleArgs* moving, GridSampleArgs* fixed) {
+    if (per_voxel) {
+      moving->voxel_jitter_key = fixed->voxel_jitter_key = NextVoxelKey();
+      return;
+    }
+    Next(moving->grid_lo, moving->grid_hi);
+    std::copy(moving->grid_lo, moving->grid_lo + 3, fixed->grid_lo);
+    std::copy(moving->grid_hi, moving->grid_hi + 3, fixed->grid_hi);
+  }
 
  private:
   // SplitMix64 (the same on every platform).

@@ -383,13 +383,7 @@ class Engine {
           fixed_args.image_dims = dims;
           fixed_args.out_dims = dims;
           fixed_args.padding = Padding::kBorder;
-          if (options_.metric_options.mi_voxel_jitter) {
-            args.voxel_jitter_key = fixed_args.voxel_jitter_key = grid_jitter.NextVoxelKey();
-          } else {
-            grid_jitter.Next(args.grid_lo, args.grid_hi);
-            std::copy(args.grid_lo, args.grid_lo + 3, fixed_args.grid_lo);
-            std::copy(args.grid_hi, args.grid_hi + 3, fixed_args.grid_hi);
-          }
+          grid_jitter.Advance(options_.metric_options.mi_voxel_jitter, &args, &fixed_args);
           TESSERA_RETURN_IF_ERROR(GridSample(stream_, fixed_args, shifted_fixed.data<float>(), options_.sampler));
         }
         TESSERA_RETURN_IF_ERROR(GridSample(stream_, args, warped_.data<float>(), options_.sampler));

@@ -335,16 +335,21 @@ __attribute__((target(TESSERA_FP_AVX512))) int RhoCandidatesAvx512(int p, int n,
       const __m512 d2 = _mm512_abs_ps(dir_diff);
       const __mmask16 keep = lanes & _mm512_cmp_ps_mask(d1, cut1, _CMP_LT_OQ) & _mm512_cmp_ps_mask(d2, cut2, _CMP_LT_OQ);
       if (keep == 0) continue;
-      const __m512i kv = _mm512_add_epi32(lane, _mm512_set1_epi32(k0));
-      _mm512_storeu_si512(out_k + count, _mm512_maskz_compress_epi32(keep, kv));
+      // One compress gives the kept lanes' positions; the five other
+      // vectors follow them by permutes: on Intel cores a register compress
+      // is two shuffle-port uops and a permute one (that port also runs the
+      // popcounts). Lanes past the kept ones hold copies of kept values,
+      // never read (count advances by the kept lanes only).
+      const __m512i kept_lane = _mm512_maskz_compress_epi32(keep, lane);
+      _mm512_storeu_si512(out_k + count, _mm512_add_epi32(kept_lane, _mm512_set1_epi32(k0)));
       _mm512_storeu_ps(out_xt + count, xt);  // the same in every lane: no compress
       _mm512_storeu_ps(out_yt + count, yt);
       _mm512_storeu_ps(out_tt + count, tt);
-      _mm512_storeu_ps(out_xk + count, _mm512_maskz_compress_ps(keep, xk));
-      _mm512_storeu_ps(out_yk + count, _mm512_maskz_compress_ps(keep, yk));
-      _mm512_storeu_si512(out_index + count, _mm512_maskz_compress_epi32(keep, ia));
-      _mm512_storeu_ps(out_d1 + count, _mm512_maskz_compress_ps(keep, d1));
-      _mm512_storeu_ps(out_d2 + count, _mm512_maskz_compress_ps(keep, d2));
+      _mm512_storeu_ps(out_xk + count, _mm512_permutexvar_ps(kept_lane, xk));
+      _mm512_storeu_ps(out_yk + count, _mm512_permutexvar_ps(kept_lane, yk));
+      _mm512_storeu_si512(out_index + count, _mm512_permutexvar_epi32(kept_lane, ia));
+      _mm512_storeu_ps(out_d1 + count, _mm512_permutexvar_ps(kept_lane, d1));
+      _mm512_storeu_ps(out_d2 + count, _mm512_permutexvar_ps(kept_lane, d2));
       count += __builtin_popcount(keep);
     }
   }

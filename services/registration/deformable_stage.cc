@@ -140,6 +140,17 @@ bool GreedyStageJitters(const RegistrationOptions& options) {
   return options.metric == "mi" && options.metric_options.mi_grid_jitter;
 }
 
+PlateauStop GreedyPlateauStop(const RegistrationOptions& options, bool jitter) {
+  return PlateauStop(options.tolerance, jitter ? std::max(options.patience, kJitteredPatience) : options.patience);
+}
+
+StepControl GreedyStepControl(const RegistrationOptions& options, bool jitter) {
+  const int halve_after = jitter && options.deformable_halve_after > 0
+                              ? std::max(options.deformable_halve_after, kJitteredHalveAfter)
+                              : options.deformable_halve_after;
+  return StepControl(options.deformable_lr_voxels, halve_after, options.deformable_min_step_fraction);
+}
+
 absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const RegistrationOptions& options,
                                                const DeformableStageHooks& hooks, const Mat4& t,
                                                const std::vector<DeformableLevel>& levels,
@@ -231,20 +242,10 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
     args.out_dims = dims;
     args.padding = Padding::kZeros;
     GridJitter grid_jitter(options.sampling_seed, static_cast<int>(si), dims.nx, dims.ny, dims.nz);
-    GridSampleArgs fixed_args;  // the fixed image on the jittered grid
-    if (jitter) {
-      fixed_args.image = level.fixed->data<float>();
-      fixed_args.image_dims = dims;
-      fixed_args.out_dims = dims;
-      fixed_args.padding = Padding::kBorder;
-    }
-    // A jittered loss is noisy: the rules wait longer (grid_jitter.h).
-    PlateauStop stop(options.tolerance, jitter ? std::max(options.patience, kJitteredPatience) : options.patience);
-    StepControl control(options.deformable_lr_voxels,
-                        jitter && options.deformable_halve_after > 0
-                            ? std::max(options.deformable_halve_after, kJitteredHalveAfter)
-                            : options.deformable_halve_after,
-                        options.deformable_min_step_fraction);
+    // The fixed image on the jittered grid.
+    GridSampleArgs fixed_args = jitter ? GridJitter::FixedImageArgs(level.fixed->data<float>(), dims) : GridSampleArgs();
+    PlateauStop stop = GreedyPlateauStop(options, jitter);
+    StepControl control = GreedyStepControl(options, jitter);
     int it = 0;
     for (it = 1; it <= max_it; ++it) {
       if (hooks.check_cancelled) TESSERA_RETURN_IF_ERROR(hooks.check_cancelled());

@@ -40,8 +40,10 @@
 #include "absl/status/statusor.h"
 #include "common/device.h"
 #include "common/ndarray.h"
+#include "services/registration/plateau_stop.h"
 #include "services/registration/registrar.h"
 #include "services/registration/space.h"
+#include "services/registration/step_control.h"
 
 namespace tessera::registration {
 
@@ -66,6 +68,13 @@ bool LeanStageUsesMixedPrecision(const RegistrationOptions& options);
 // MetricOptions::mi_grid_jitter; grid_jitter.h). The lean and standard loops
 // follow it; sharded, out-of-core and B-spline stages do not.
 bool GreedyStageJitters(const RegistrationOptions& options);
+
+// The greedy stage's stopping and step rules for `options`; a jittered
+// stage's loss is noisy, so they then wait at least kJitteredPatience and
+// kJitteredHalveAfter iterations (grid_jitter.h). The lean and standard loops
+// both take them from here.
+PlateauStop GreedyPlateauStop(const RegistrationOptions& options, bool jitter);
+StepControl GreedyStepControl(const RegistrationOptions& options, bool jitter);
 
 struct DeformableStageHooks {
   std::function<absl::Status()> check_cancelled;                               // every iteration

@@ -58,6 +58,17 @@ class GridJitter {
   // grid bounds stay [-1, 1].
   uint64_t NextVoxelKey() { return NextBits() | 1u; }
 
+  // The fixed image's sampler on a level's own grid (dims), border-padded:
+  // what Advance moves together with the moving image's.
+  static GridSampleArgs FixedImageArgs(const float* fixed, Dims3 dims) {
+    GridSampleArgs a;
+    a.image = fixed;
+    a.image_dims = dims;
+    a.out_dims = dims;
+    a.padding = Padding::kBorder;
+    return a;
+  }
+
   // One jittered iteration: the moving image's sampler and the fixed
   // image's sampler both move to the next grid (one per-voxel key, or one
   // whole-grid shift), so they sample the same points.

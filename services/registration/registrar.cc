@@ -367,22 +367,14 @@ class Engine {
         TESSERA_ASSIGN_OR_RETURN(shifted_fixed, NDArray::Allocate(level.fixed.shape(), DType::kFloat32,
                                                                   MemoryKindFor(stream_), stream_.ordinal()));
       }
-      PlateauStop stop(options_.tolerance, jitter ? std::max(options_.patience, kJitteredPatience) : options_.patience);
-      StepControl control(options_.deformable_lr_voxels,
-                          jitter && options_.deformable_halve_after > 0
-                              ? std::max(options_.deformable_halve_after, kJitteredHalveAfter)
-                              : options_.deformable_halve_after,
-                          options_.deformable_min_step_fraction);
+      GridSampleArgs fixed_args = jitter ? GridJitter::FixedImageArgs(level.fixed.data<float>(), dims) : GridSampleArgs();
+      PlateauStop stop = GreedyPlateauStop(options_, jitter);
+      StepControl control = GreedyStepControl(options_, jitter);
       int it = 0;
       for (it = 1; it <= max_it; ++it) {
         TESSERA_RETURN_IF_ERROR(CheckCancelled());
         GridSampleArgs args = Args(level, &u);
         if (jitter) {
-          GridSampleArgs fixed_args;
-          fixed_args.image = level.fixed.data<float>();
-          fixed_args.image_dims = dims;
-          fixed_args.out_dims = dims;
-          fixed_args.padding = Padding::kBorder;
           grid_jitter.Advance(options_.metric_options.mi_voxel_jitter, &args, &fixed_args);
           TESSERA_RETURN_IF_ERROR(GridSample(stream_, fixed_args, shifted_fixed.data<float>(), options_.sampler));
         }

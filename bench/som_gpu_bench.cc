@@ -186,9 +186,8 @@ bool Parse(int argc, char** argv, Args& a) {
 
 template <typename T>
 std::shared_ptr<Buffer> Upload(const std::vector<T>& v, const Stream& stream) {
-  auto b = Buffer::Allocate(MemoryKind::kDevice, std::max<size_t>(sizeof(T), v.size() * sizeof(T)), stream.ordinal());
+  auto b = UploadVector(v, stream);
   CHECK_OK(b.status());
-  CHECK_OK(CopyBytes((*b)->data(), MemoryKind::kDevice, v.data(), MemoryKind::kHost, v.size() * sizeof(T), stream));
   return *b;
 }
 

@@ -5,9 +5,11 @@
 #ifndef TESSERA_COMMON_BUFFER_H_
 #define TESSERA_COMMON_BUFFER_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/device.h"
@@ -48,6 +50,19 @@ class Buffer {
 // is asynchronous on it (pinned host memory makes that truly asynchronous).
 absl::Status CopyBytes(void* dst, MemoryKind dst_kind, const void* src, MemoryKind src_kind, size_t bytes,
                        const Stream& stream);
+
+// A new device buffer on `stream`'s GPU holding a copy of `v` (at least one
+// element's bytes, so never null), copied on `stream` by CopyBytes.
+template <typename T>
+absl::StatusOr<std::shared_ptr<Buffer>> UploadVector(const std::vector<T>& v, const Stream& stream) {
+  absl::StatusOr<std::shared_ptr<Buffer>> buffer =
+      Buffer::Allocate(MemoryKind::kDevice, std::max<size_t>(1, v.size()) * sizeof(T), stream.ordinal());
+  if (!buffer.ok() || v.empty()) return buffer;
+  const absl::Status copied =
+      CopyBytes((*buffer)->data(), MemoryKind::kDevice, v.data(), MemoryKind::kHost, v.size() * sizeof(T), stream);
+  if (!copied.ok()) return copied;
+  return buffer;
+}
 
 // Process-wide device-memory accounting, fed by every device Buffer. Kernels
 // allocate scratch through Buffer too, so the figures include temporaries.

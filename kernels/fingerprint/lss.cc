@@ -127,18 +127,6 @@ int LssScratchTemplateSize(const int32_t* start, int num_templates, double quant
   return kMccMaxMinutiae + 1;
 }
 
-namespace {
-
-template <typename T>
-absl::Status UploadVector(const std::vector<T>& v, const Stream& stream, std::shared_ptr<Buffer>* out) {
-  const size_t bytes = std::max<size_t>(sizeof(T), v.size() * sizeof(T));  // never a null buffer
-  TESSERA_ASSIGN_OR_RETURN(*out, Buffer::Allocate(MemoryKind::kDevice, bytes, stream.ordinal()));
-  if (v.empty()) return absl::OkStatus();
-  return CopyBytes((*out)->data(), MemoryKind::kDevice, v.data(), MemoryKind::kHost, v.size() * sizeof(T), stream);
-}
-
-}  // namespace
-
 absl::StatusOr<MccDeviceGallery> MccDeviceGallery::Upload(const MccGallery& g, const Stream& stream) {
   if (stream.backend() != Backend::kCuda) {
     return absl::InvalidArgumentError("MccDeviceGallery::Upload needs a CUDA stream");
@@ -149,14 +137,14 @@ absl::StatusOr<MccDeviceGallery> MccDeviceGallery::Upload(const MccGallery& g, c
   d.max_template_size_ = g.max_template_size();
   d.scratch_template_size_ = LssScratchTemplateSize(g.start.data(), g.num_templates());
   d.ordinal_ = stream.ordinal();
-  TESSERA_RETURN_IF_ERROR(UploadVector(g.start, stream, &d.start_));
-  TESSERA_RETURN_IF_ERROR(UploadVector(g.bits, stream, &d.bits_));
-  TESSERA_RETURN_IF_ERROR(UploadVector(g.mask, stream, &d.mask_));
-  TESSERA_RETURN_IF_ERROR(UploadVector(g.x, stream, &d.x_));
-  TESSERA_RETURN_IF_ERROR(UploadVector(g.y, stream, &d.y_));
-  TESSERA_RETURN_IF_ERROR(UploadVector(g.theta, stream, &d.theta_));
-  TESSERA_RETURN_IF_ERROR(UploadVector(g.bit_count, stream, &d.bit_count_));
-  TESSERA_RETURN_IF_ERROR(UploadVector(g.full_mask, stream, &d.full_mask_));
+  TESSERA_ASSIGN_OR_RETURN(d.start_, UploadVector(g.start, stream));
+  TESSERA_ASSIGN_OR_RETURN(d.bits_, UploadVector(g.bits, stream));
+  TESSERA_ASSIGN_OR_RETURN(d.mask_, UploadVector(g.mask, stream));
+  TESSERA_ASSIGN_OR_RETURN(d.x_, UploadVector(g.x, stream));
+  TESSERA_ASSIGN_OR_RETURN(d.y_, UploadVector(g.y, stream));
+  TESSERA_ASSIGN_OR_RETURN(d.theta_, UploadVector(g.theta, stream));
+  TESSERA_ASSIGN_OR_RETURN(d.bit_count_, UploadVector(g.bit_count, stream));
+  TESSERA_ASSIGN_OR_RETURN(d.full_mask_, UploadVector(g.full_mask, stream));
   TESSERA_RETURN_IF_ERROR(stream.Synchronize());  // the host vectors may go away
   return d;
 }

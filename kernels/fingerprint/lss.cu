@@ -729,18 +729,6 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32, kMmaMinBlocks)
   }
 }
 
-template <typename T>
-absl::StatusOr<std::shared_ptr<Buffer>> ToDevice(const std::vector<T>& v, const Stream& stream) {
-  TESSERA_ASSIGN_OR_RETURN(auto buffer,
-                           Buffer::Allocate(MemoryKind::kDevice, std::max<size_t>(1, v.size()) * sizeof(T),
-                                            stream.ordinal()));
-  if (!v.empty()) {
-    TESSERA_RETURN_IF_ERROR(
-        CopyBytes(buffer->data(), MemoryKind::kDevice, v.data(), MemoryKind::kHost, v.size() * sizeof(T), stream));
-  }
-  return buffer;
-}
-
 }  // namespace
 
 // The probe's flattened block: bits, masks, then x, y, theta, bit counts,
@@ -783,7 +771,7 @@ absl::StatusOr<DeviceLssProbe> DeviceLssProbe::Upload(const Stream& stream, cons
   }
   lss_mma::PackProbeFragments(cyl.data(), na, reinterpret_cast<uint32_t*>(block.data() + layout.frag_offset));
   DeviceLssProbe out;
-  TESSERA_ASSIGN_OR_RETURN(out.block_, ToDevice(block, stream));  // pageable source: returns after the copy
+  TESSERA_ASSIGN_OR_RETURN(out.block_, UploadVector(block, stream));  // pageable source: returns after the copy
   out.n_ = na;
   return out;
 }
@@ -854,7 +842,7 @@ absl::Status LaunchWarpMma(cudaStream_t s, int ordinal, const ProbeArgs& pa, Gal
 absl::Status LaunchBlock(cudaStream_t s, int ordinal, const ProbeArgs& pa, const GalleryArgs& ga, MccScore kind,
                          const LssConstants& constants, int max_np, float* device_scores) {
   const int na = pa.n;
-  const int k_capacity = std::max(std::min(na, ga.max_size), max_np);
+  const int k_capacity = lss_mma::SelectionCapacity(na, ga.max_size, max_np);
   const size_t shared = static_cast<size_t>(na) * (kMccBitWords + kMccMaskWords) * 8 + static_cast<size_t>(na) * 4 * 4 +
                         lss_mma::ComparisonScratchBytes(na * ga.max_size, k_capacity);
   auto kernel = kind == MccScore::kLssR ? ScoreKernel<true> : ScoreKernel<false>;

@@ -91,6 +91,13 @@ TESSERA_FP_HD size_t ComparisonScratchBytes(int matrix_entries, int k_capacity) 
   return 128 * 4 + static_cast<size_t>(matrix_entries) * 4 + static_cast<size_t>(k_capacity) * 4 * 5;
 }
 
+// Capacity of a comparison's selection: min(na, nb) pairs for LSS-R's
+// relaxation, at least the largest n_P for LSS's top-n_P sum.
+TESSERA_FP_HD int SelectionCapacity(int na, int width, int max_np) {
+  const int pairs = na < width ? na : width;
+  return pairs > max_np ? pairs : max_np;
+}
+
 // What the plan needs of the GPU and the kernel (cudaDeviceGetAttribute,
 // cudaOccupancyMaxActiveBlocksPerMultiprocessor without shared memory).
 struct SplitDevice {
@@ -126,16 +133,14 @@ inline SplitPlan PlanSplit(int na, int max_nb, int scratch_size, int max_np, siz
   max_nb = max_nb < 1 ? 1 : max_nb;
   const int max_warps = d.max_warps_per_block < 1 ? 1 : d.max_warps_per_block;
   auto bytes = [&](int width) {
-    const int k_capacity = (na < width ? na : width) > max_np ? (na < width ? na : width) : max_np;
-    return (ComparisonScratchBytes(na * width, k_capacity) + 15) / 16 * 16;
+    return (ComparisonScratchBytes(na * width, SelectionCapacity(na, width, max_np)) + 15) / 16 * 16;
   };
   auto make_pass = [&](int lo, int hi, int width) {
     SplitPlan::Pass p;
     p.nb_lo = lo;
     p.nb_hi = hi;
     p.width = width;
-    const int k = na < width ? na : width;
-    p.k_capacity = k > max_np ? k : max_np;
+    p.k_capacity = SelectionCapacity(na, width, max_np);
     p.warp_bytes = bytes(width);
     const long long room = static_cast<long long>(d.max_shared_per_block) - static_cast<long long>(probe_bytes);
     const long long fit = room > 0 ? room / static_cast<long long>(p.warp_bytes) : 0;

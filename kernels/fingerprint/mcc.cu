@@ -147,18 +147,6 @@ __global__ void __launch_bounds__(kThreads) CylinderKernel(DeviceInput in, Devic
   }
 }
 
-template <typename T>
-absl::StatusOr<std::shared_ptr<Buffer>> ToDevice(const std::vector<T>& v, const Stream& stream) {
-  TESSERA_ASSIGN_OR_RETURN(auto buffer,
-                           Buffer::Allocate(MemoryKind::kDevice, std::max<size_t>(1, v.size()) * sizeof(T),
-                                            stream.ordinal()));
-  if (!v.empty()) {
-    TESSERA_RETURN_IF_ERROR(
-        CopyBytes(buffer->data(), MemoryKind::kDevice, v.data(), MemoryKind::kHost, v.size() * sizeof(T), stream));
-  }
-  return buffer;
-}
-
 }  // namespace
 
 absl::StatusOr<std::vector<MccTemplate>> BuildMccTemplates(const Stream& stream,
@@ -194,16 +182,16 @@ absl::StatusOr<std::vector<MccTemplate>> BuildMccTemplates(const Stream& stream,
 
   TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
   cudaStream_t s = static_cast<cudaStream_t>(stream.native());
-  TESSERA_ASSIGN_OR_RETURN(auto d_x, ToDevice(x, stream));
-  TESSERA_ASSIGN_OR_RETURN(auto d_y, ToDevice(y, stream));
-  TESSERA_ASSIGN_OR_RETURN(auto d_theta, ToDevice(theta, stream));
-  TESSERA_ASSIGN_OR_RETURN(auto d_cs, ToDevice(cs, stream));
-  TESSERA_ASSIGN_OR_RETURN(auto d_sn, ToDevice(sn, stream));
-  TESSERA_ASSIGN_OR_RETURN(auto d_template_of, ToDevice(template_of, stream));
-  TESSERA_ASSIGN_OR_RETURN(auto d_minutia_start, ToDevice(minutia_start, stream));
-  TESSERA_ASSIGN_OR_RETURN(auto d_hull_start, ToDevice(hull_start, stream));
-  TESSERA_ASSIGN_OR_RETURN(auto d_hull_x, ToDevice(hull_x, stream));
-  TESSERA_ASSIGN_OR_RETURN(auto d_hull_y, ToDevice(hull_y, stream));
+  TESSERA_ASSIGN_OR_RETURN(auto d_x, UploadVector(x, stream));
+  TESSERA_ASSIGN_OR_RETURN(auto d_y, UploadVector(y, stream));
+  TESSERA_ASSIGN_OR_RETURN(auto d_theta, UploadVector(theta, stream));
+  TESSERA_ASSIGN_OR_RETURN(auto d_cs, UploadVector(cs, stream));
+  TESSERA_ASSIGN_OR_RETURN(auto d_sn, UploadVector(sn, stream));
+  TESSERA_ASSIGN_OR_RETURN(auto d_template_of, UploadVector(template_of, stream));
+  TESSERA_ASSIGN_OR_RETURN(auto d_minutia_start, UploadVector(minutia_start, stream));
+  TESSERA_ASSIGN_OR_RETURN(auto d_hull_start, UploadVector(hull_start, stream));
+  TESSERA_ASSIGN_OR_RETURN(auto d_hull_x, UploadVector(hull_x, stream));
+  TESSERA_ASSIGN_OR_RETURN(auto d_hull_y, UploadVector(hull_y, stream));
   TESSERA_ASSIGN_OR_RETURN(auto d_bits,
                            Buffer::Allocate(MemoryKind::kDevice, total * kMccBitWords * 8, stream.ordinal()));
   TESSERA_ASSIGN_OR_RETURN(auto d_mask,

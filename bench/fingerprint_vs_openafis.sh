@@ -8,23 +8,29 @@
 # git --git-dir=/work/.mirror/neilharan+openafis/repo archive HEAD | tar -x -C DIR),
 # or OPENAFIS_CLI to a built openafis-cli (OURS_BIN: a built
 # fingerprint_cpu_bench, to run where there is no Bazel). Both programs run pinned to one
-# core (taskset -c CORE, default 0), alternating ROUNDS times; the table
-# shows the best round of each (the machine may be shared).
-# OpenAFIS: `one-many` of one probe against the 320 templates loaded
-# --load-factor times (default 300: 96,000 candidates), its own fp/s.
-# Ours: bench/fingerprint_cpu_bench's single-thread LSS-R and LSS rates over
-# all 80 x 80 pairs of each database (probe preparation excluded, as
-# OpenAFIS prepares its probe once too), in thread CPU time (OpenAFIS reports
-# wall time: compare on an idle core), on every CPU path the core runs
-# (LssConstants::cpu_path; CPU_PATHS=all by default, or e.g.
-# CPU_PATHS=auto,scalar-popcnt), all paths timed within each round: the table
-# has one row per path, the automatic choice marked, so one run compares
-# the paths with each other and with OpenAFIS.
+# core (taskset -c CORE, default 0), alternating ROUNDS times; the tables
+# give the median and the best round of each (the machine may be shared).
+# Two pair sets, each run by both programs (a match costs more the more
+# minutiae its probe has, so only the same pairs compare):
+#  1. one-many: OpenAFIS's own 1:N test, probe PROBE (default DB1_B/101_2,
+#     16 minutiae; set B averages 32) against the 320 templates loaded
+#     LOAD_FACTOR times (default 300: 96,000 candidates); OpenAFIS's fp/s
+#     (best of its 3 passes), ours `fingerprint_cpu_bench --one_many`.
+#  2. all pairs: the 80 x 80 ordered pairs of each database, 25,600 in all;
+#     OpenAFIS `many-many --path DBn_B` per database (its fp/s from the summed
+#     times), ours the bench's per-path LSS-R rates over the same pairs.
+# Ours: single-thread LSS-R (probe preparation excluded, as OpenAFIS prepares
+# its probe once too) in thread CPU time; OpenAFIS reports wall time
+# (compare on an idle core; its thread pool runs on the one pinned core).
+# Every CPU path the core runs is timed in each round (LssConstants::cpu_path;
+# CPU_PATHS=all by default, or e.g. CPU_PATHS=auto,scalar-popcnt), one row per
+# path, the automatic choice marked.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ROUNDS="${1:-3}"
 CORE="${CORE:-0}"
 LOAD_FACTOR="${LOAD_FACTOR:-300}"
+PROBE="${PROBE:-DB1_B/101_2}"
 CPU_PATHS="${CPU_PATHS:-all}"
 DATA="${DATA:-$ROOT/../shared/data/fingerprint/fvc2002}"
 [ -d "$DATA/DB1_B" ] || { echo "no FVC2002 templates in $DATA (set DATA)" >&2; exit 1; }
@@ -55,43 +61,64 @@ if [ -z "$OURS" ]; then
   OURS="$(bazel info bazel-bin 2>/dev/null)/bench/fingerprint_cpu_bench"
 fi
 
-# Best rate per path over the rounds: "PATH LSSR LSS" lines in $BEST.
-BEST="$(mktemp)"
-trap 'rm -f "$BEST"' EXIT
-best_openafis=0 auto_label="?"
+# One line per round and measurement: "ROUND SET WHO RATE" (RATE in matches/s).
+ROWS="$(mktemp)"
+RUNDIR="$(mktemp -d)"  # many-many writes a CSV of its scores into the working directory
+trap 'rm -rf "$ROWS" "$RUNDIR"' EXIT
+auto_label="?"
 for round in $(seq 1 "$ROUNDS"); do
-  # OpenAFIS: best of its three passes.
-  oa=$(taskset -c "$CORE" "$CLI" one-many --f1 DB1_B/101_2.iso --load-factor "$LOAD_FACTOR" --path "$DATA" 2>&1 |
+  # 1. one-many: OpenAFIS (best of its three passes), then ours on the same pairs.
+  oa=$(cd "$RUNDIR" && taskset -c "$CORE" "$CLI" one-many --f1 "$PROBE.iso" --load-factor "$LOAD_FACTOR" --path "$DATA" 2>&1 |
        sed -n 's/.*Completed in [0-9]*ms (\([0-9.]*\) fp\/s).*/\1/p' | sort -g | tail -1)
+  echo "$round one-many OpenAFIS ${oa:-0}" >> "$ROWS"
+  out=$(taskset -c "$CORE" "$OURS" --reps=1 --one_many="$PROBE" --load_factor="$LOAD_FACTOR" --cpu_paths="$CPU_PATHS" \
+        --data="$(dirname "$DATA")" 2>&1)
+  # "one-many PATH: probe ... LSS-R X K matches/s per core"
+  echo "$out" | sed -n 's/^one-many \([a-z0-9=-]*\): .* LSS-R \([0-9.]*\) K matches\/s per core/\1 \2/p' |
+    awk -v r="$round" '{ printf "%s one-many %s %.0f\n", r, $1, $2 * 1000 }' >> "$ROWS"
+  # 2. all pairs: OpenAFIS many-many per database (summed times), then ours.
+  total_ms=0
+  for db in DB1_B DB2_B DB3_B DB4_B; do
+    ms=$(cd "$RUNDIR" && taskset -c "$CORE" "$CLI" many-many --path "$DATA/$db" 2>&1 |
+         sed -n 's/.*Completed in \([0-9]*\)ms.*/\1/p' | head -1)
+    total_ms=$((total_ms + ${ms:-0}))
+  done
+  awk -v r="$round" -v ms="$total_ms" 'BEGIN { printf "%s all-pairs OpenAFIS %.0f\n", r, (ms > 0 ? 25600 / ms * 1000 : 0) }' >> "$ROWS"
   out=$(taskset -c "$CORE" "$OURS" --reps=1 --threads=1 --cpu_paths="$CPU_PATHS" --data="$(dirname "$DATA")" 2>&1)
   auto_label=$(echo "$out" | sed -n 's/.*(default constants: \([a-z0-9-]*\)).*/\1/p' | head -1)
   # "path NAME: LSS-R X K matches/s per core, LSS Y K per core"
   rates=$(echo "$out" | sed -n 's/^path \([a-z0-9=-]*\): LSS-R \([0-9.]*\) K matches\/s per core, LSS \([0-9.]*\) K per core/\1 \2 \3/p')
   [ -n "$rates" ] || { echo "round $round: no 'path' lines from $OURS:" >&2; echo "$out" | tail -5 >&2; exit 1; }
-  echo "round $round: OpenAFIS ${oa:-?} fp/s;" $(echo "$rates" | awk '{printf "%s LSS-R %s K/s, LSS %s K/s; ", $1, $2, $3}') >&2
-  best_openafis=$(awk -v a="$best_openafis" -v b="${oa:-0}" 'BEGIN{print (b>a)?b:a}')
-  { cat "$BEST"; echo "$rates"; } |
-    awk '{ if (!($1 in r) || $2 > r[$1]) r[$1] = $2; if (!($1 in l) || $3 > l[$1]) l[$1] = $3; if (!($1 in o)) o[$1] = n++ }
-         END { for (p in o) print o[p], p, r[p], l[p] }' | sort -n | cut -d' ' -f2- > "$BEST.new"
-  mv "$BEST.new" "$BEST"
+  echo "$rates" | awk -v r="$round" '{ printf "%s all-pairs %s %.0f\n%s all-pairs-LSS %s %.0f\n", r, $1, $2 * 1000, r, $1, $3 * 1000 }' >> "$ROWS"
+  echo "round $round:" $(awk -v r="$round" '$1 == r { printf "%s %s %s; ", $2, $3, $4 }' "$ROWS") >&2
 done
 echo
-echo "Same core ($CORE), FVC2002 DB1-DB4 set B, best of $ROUNDS alternating rounds ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "Same core ($CORE), FVC2002 DB1-DB4 set B, $ROUNDS alternating rounds ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
 echo "CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1); automatic path: ${auto_label:-?}"
 echo
-echo "Ours: matches per second of thread CPU time, every CPU path timed in each round; OpenAFIS: its own fp/s (wall"
-echo "time), so on a loaded machine the ratios flatter ours."
+echo "Ours: matches per second of thread CPU time; OpenAFIS: its own fp/s (wall time), so on a loaded machine the"
+echo "ratios flatter ours. Ratio columns: ours / OpenAFIS of the same pair set, median (best) over the rounds."
 echo
-echo "| matcher | CPU path | matches/s on one core | vs OpenAFIS |"
-echo "|---|---|---:|---:|"
-awk -v oa="$best_openafis" -v auto="${auto_label:-}" '
-  BEGIN { printf "| OpenAFIS one-many | (scalar build) | %.0f | 1.00x |\n", oa }
-  { name[NR] = $1; r[NR] = $2 * 1000; l[NR] = $3 * 1000; if (r[NR] > best) best = r[NR] }
+echo "| pair set | matcher | CPU path | median matches/s | best | vs OpenAFIS, median | vs OpenAFIS, best |"
+echo "|---|---|---|---:|---:|---:|---:|"
+# Median and best per (set, who); the ratios against OpenAFIS of the same set.
+awk -v auto="${auto_label:-}" '
+  { key = $2 SUBSEP $3; v[key, ++n[key]] = $4; if (!(key in order)) { order[key] = ++k; keys[k] = key } }
+  function median(key,   i, j, t, m, a) {
+    m = n[key]; for (i = 1; i <= m; ++i) a[i] = v[key, i]
+    for (i = 2; i <= m; ++i) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; --j) a[j + 1] = a[j]; a[j + 1] = t }
+    return (m % 2) ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
+  }
+  function best(key,   i, b) { b = 0; for (i = 1; i <= n[key]; ++i) if (v[key, i] > b) b = v[key, i]; return b }
   END {
-    for (i = 1; i <= NR; ++i) {
-      tag = (name[i] == auto || name[i] == "auto=" auto) ? " (auto)" : "";
-      fmt = (r[i] == best) ? "| Tessera LSS-R | %s%s | **%.0f** | **%.2fx** |\n" : "| Tessera LSS-R | %s%s | %.0f | %.2fx |\n";
-      printf fmt, name[i], tag, r[i], (oa > 0 ? r[i] / oa : 0);
+    for (i = 1; i <= k; ++i) { split(keys[i], p, SUBSEP); med[keys[i]] = median(keys[i]); bst[keys[i]] = best(keys[i]) }
+    for (i = 1; i <= k; ++i) {
+      split(keys[i], p, SUBSEP); set = p[1]; who = p[2]
+      base = (set == "all-pairs-LSS") ? "all-pairs" : set
+      oa = base SUBSEP "OpenAFIS"
+      if (who == "OpenAFIS") { printf "| %s | OpenAFIS | (its build) | %.0f | %.0f | 1.00x | 1.00x |\n", set, med[keys[i]], bst[keys[i]]; continue }
+      tag = (who == auto || who == "auto=" auto) ? " (auto)" : ""
+      printf "| %s | Tessera %s | %s%s | %.0f | %.0f | %.2fx | %.2fx |\n", set, (set == "all-pairs-LSS" ? "LSS" : "LSS-R"),
+             who, tag, med[keys[i]], bst[keys[i]], (med[oa] > 0 ? med[keys[i]] / med[oa] : 0), (bst[oa] > 0 ? bst[keys[i]] / bst[oa] : 0)
     }
-    for (i = 1; i <= NR; ++i) printf "| Tessera LSS | %s | %.0f | %.2fx |\n", name[i], l[i], (oa > 0 ? l[i] / oa : 0);
-  }' "$BEST"
+  }' "$ROWS"

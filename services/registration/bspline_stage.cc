@@ -14,6 +14,7 @@
 #include "kernels/registration/field_ops.h"
 #include "kernels/registration/grid_sampler.h"
 #include "services/registration/array_helpers.h"
+#include "services/registration/grid_jitter.h"
 #include "services/registration/metric.h"
 #include "services/registration/plateau_stop.h"
 #include "services/registration/step_control.h"
@@ -113,15 +114,27 @@ absl::StatusOr<NDArray> RunBsplineStage(const Stream& stream, const Registration
     args.disp = u.data<float>();
     args.out_dims = dims;
     args.padding = Padding::kZeros;
-    PlateauStop stop(options.tolerance, options.patience);
-    StepControl control(options.deformable_lr_voxels, options.deformable_halve_after,
-                        options.deformable_min_step_fraction);
+    // MI's jittered sampling grid, as in the greedy stage (grid_jitter.h): the
+    // fixed image is resampled on each iteration's grid beside the moving one.
+    const bool jitter = DeformableStageJitters(options);
+    NDArray shifted_fixed;
+    if (jitter) {
+      TESSERA_ASSIGN_OR_RETURN(shifted_fixed, allocate(fixed.shape()));
+    }
+    GridJitter grid_jitter(options.sampling_seed, si, dims.nx, dims.ny, dims.nz);
+    GridSampleArgs fixed_args = jitter ? GridJitter::FixedImageArgs(fixed.data<float>(), dims) : GridSampleArgs();
+    PlateauStop stop = DeformablePlateauStop(options, jitter);
+    StepControl control = DeformableStepControl(options, jitter);
     AdamOptions adam_options;
     int it = 0;
     for (it = 1; it <= max_it; ++it) {
       if (hooks.check_cancelled) TESSERA_RETURN_IF_ERROR(hooks.check_cancelled());
+      if (jitter) {
+        grid_jitter.Advance(options.metric_options.mi_voxel_jitter, &args, &fixed_args);
+        TESSERA_RETURN_IF_ERROR(GridSample(stream, fixed_args, shifted_fixed.data<float>(), options.sampler));
+      }
       TESSERA_RETURN_IF_ERROR(GridSample(stream, args, warped.data<float>(), options.sampler));
-      TESSERA_ASSIGN_OR_RETURN(double loss, metric->Evaluate(fixed, warped, &grad_w));
+      TESSERA_ASSIGN_OR_RETURN(double loss, metric->Evaluate(jitter ? shifted_fixed : fixed, warped, &grad_w));
       stop.Update(loss);
       const double lr = control.Update(loss);
       if (hooks.report) hooks.report(level.factor, it, max_it, loss);
@@ -151,9 +164,10 @@ absl::StatusOr<NDArray> RunBsplineStage(const Stream& stream, const Registration
       TESSERA_RETURN_IF_ERROR(BsplineEvaluate(grid, c, &u, stream, &spline_workspace));
     }
     log->push_back(absl::StrFormat(
-        "deformable x%d (bspline %.3g mm, %lldx%lldx%lld controls): %d iterations, loss %.6g -> %.6g (best %.6g), %.2f s",
+        "deformable x%d (bspline %.3g mm, %lldx%lldx%lld controls%s): %d iterations, loss %.6g -> %.6g (best %.6g), %.2f s",
         level.factor, spacing_mm, static_cast<long long>(grid[0].controls), static_cast<long long>(grid[1].controls),
-        static_cast<long long>(grid[2].controls), std::min(it, max_it), stop.first(), stop.last(), stop.best(),
+        static_cast<long long>(grid[2].controls),
+        !jitter ? "" : options.metric_options.mi_voxel_jitter ? ", jittered voxels" : ", jittered grid", std::min(it, max_it), stop.first(), stop.last(), stop.best(),
         absl::ToDoubleSeconds(absl::Now() - start)));
     TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   }

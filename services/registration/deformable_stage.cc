@@ -136,15 +136,15 @@ bool LeanStageUsesMixedPrecision(const RegistrationOptions& options) {
          options.process_group == nullptr && options.metric == "lncc" && options.deformable_model == "greedy";
 }
 
-bool GreedyStageJitters(const RegistrationOptions& options) {
+bool DeformableStageJitters(const RegistrationOptions& options) {
   return options.metric == "mi" && options.metric_options.mi_grid_jitter;
 }
 
-PlateauStop GreedyPlateauStop(const RegistrationOptions& options, bool jitter) {
+PlateauStop DeformablePlateauStop(const RegistrationOptions& options, bool jitter) {
   return PlateauStop(options.tolerance, jitter ? std::max(options.patience, kJitteredPatience) : options.patience);
 }
 
-StepControl GreedyStepControl(const RegistrationOptions& options, bool jitter) {
+StepControl DeformableStepControl(const RegistrationOptions& options, bool jitter) {
   const int halve_after = jitter && options.deformable_halve_after > 0
                               ? std::max(options.deformable_halve_after, kJitteredHalveAfter)
                               : options.deformable_halve_after;
@@ -208,7 +208,7 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
     // Jitter (MI, never mixed): the shifted fixed image lives in G's first
     // volume, which MI's evaluation leaves unused (the backward pass then
     // overwrites it), so the stage holds no more memory.
-    const bool jitter = GreedyStageJitters(options) && !mixed;
+    const bool jitter = DeformableStageJitters(options) && !mixed;
     NDArray shifted_fixed;
     if (jitter) {
       TESSERA_ASSIGN_OR_RETURN(shifted_fixed, NDArray::View(g_buffer, image_shape, DType::kFloat32));
@@ -244,8 +244,8 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
     GridJitter grid_jitter(options.sampling_seed, static_cast<int>(si), dims.nx, dims.ny, dims.nz);
     // The fixed image on the jittered grid.
     GridSampleArgs fixed_args = jitter ? GridJitter::FixedImageArgs(level.fixed->data<float>(), dims) : GridSampleArgs();
-    PlateauStop stop = GreedyPlateauStop(options, jitter);
-    StepControl control = GreedyStepControl(options, jitter);
+    PlateauStop stop = DeformablePlateauStop(options, jitter);
+    StepControl control = DeformableStepControl(options, jitter);
     int it = 0;
     for (it = 1; it <= max_it; ++it) {
       if (hooks.check_cancelled) TESSERA_RETURN_IF_ERROR(hooks.check_cancelled());

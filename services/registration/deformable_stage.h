@@ -64,17 +64,18 @@ struct DeformableLevel {
 // it fp16 levels.
 bool LeanStageUsesMixedPrecision(const RegistrationOptions& options);
 
-// True when the greedy stage jitters its sampling grid (metric mi and
-// MetricOptions::mi_grid_jitter; grid_jitter.h). The lean and standard loops
-// follow it; sharded, out-of-core and B-spline stages do not.
-bool GreedyStageJitters(const RegistrationOptions& options);
+// True when the deformable stage jitters its sampling grid (metric mi and
+// MetricOptions::mi_grid_jitter; grid_jitter.h). The greedy lean and
+// standard loops and the B-spline stage follow it; sharded and out-of-core
+// stages do not.
+bool DeformableStageJitters(const RegistrationOptions& options);
 
-// The greedy stage's stopping and step rules for `options`; a jittered
+// The deformable stage's stopping and step rules for `options`; a jittered
 // stage's loss is noisy, so they then wait at least kJitteredPatience and
-// kJitteredHalveAfter iterations (grid_jitter.h). The lean and standard loops
-// both take them from here.
-PlateauStop GreedyPlateauStop(const RegistrationOptions& options, bool jitter);
-StepControl GreedyStepControl(const RegistrationOptions& options, bool jitter);
+// kJitteredHalveAfter iterations (grid_jitter.h). The greedy loops and the
+// B-spline stage all take them from here.
+PlateauStop DeformablePlateauStop(const RegistrationOptions& options, bool jitter);
+StepControl DeformableStepControl(const RegistrationOptions& options, bool jitter);
 
 struct DeformableStageHooks {
   std::function<absl::Status()> check_cancelled;                               // every iteration

@@ -38,11 +38,12 @@ struct MetricOptions {
   // In-core runs only (standard, lean, sharded): the bounded / out-of-core
   // path reads the full-resolution fixed image slab by slab and does not blur.
   double mi_fixed_blur_voxels = 0.40824829;  // sqrt(1/6)
-  // Random sub-voxel jitter of the greedy deformable stage's sampling grid,
-  // new every iteration (issue 17, grid_jitter.h): the rest of the
+  // Random sub-voxel jitter of the deformable stage's sampling grid, new
+  // every iteration (issue 17, grid_jitter.h): the rest of the
   // interpolation artefact, and more (v5 bench: Dice up on all 7 cases).
-  // In-core unsharded greedy runs (lean and standard loops; CPU and CUDA
-  // alike); the sharded, out-of-core and B-spline stages do not jitter (logged).
+  // In-core unsharded runs (greedy lean and standard loops, the B-spline
+  // stage; CPU and CUDA alike); the sharded and out-of-core stages do not
+  // jitter (logged).
   bool mi_grid_jitter = true;
   // With mi_grid_jitter: each voxel its own offset (GridSampleArgs::
   // voxel_jitter_key, kernels/registration/voxel_jitter.h), as elastix's

@@ -360,7 +360,7 @@ class Engine {
       AdamOptions adam;
       adam.lr = options_.deformable_lr_voxels;
       // The lean stage's grid jitter, same shifts (grid_jitter.h).
-      const bool jitter = GreedyStageJitters(options_);
+      const bool jitter = DeformableStageJitters(options_);
       GridJitter grid_jitter(options_.sampling_seed, static_cast<int>(si), dims.nx, dims.ny, dims.nz);
       NDArray shifted_fixed;
       if (jitter) {
@@ -368,8 +368,8 @@ class Engine {
                                                                   MemoryKindFor(stream_), stream_.ordinal()));
       }
       GridSampleArgs fixed_args = jitter ? GridJitter::FixedImageArgs(level.fixed.data<float>(), dims) : GridSampleArgs();
-      PlateauStop stop = GreedyPlateauStop(options_, jitter);
-      StepControl control = GreedyStepControl(options_, jitter);
+      PlateauStop stop = DeformablePlateauStop(options_, jitter);
+      StepControl control = DeformableStepControl(options_, jitter);
       int it = 0;
       for (it = 1; it <= max_it; ++it) {
         TESSERA_RETURN_IF_ERROR(CheckCancelled());
@@ -580,7 +580,7 @@ absl::StatusOr<RegistrationResult> RegisterBounded(const Volume& fixed, const Vo
   if (options.metric == "mi" && options.metric_options.mi_fixed_blur_voxels > 0 && HasStage(options, "deformable")) {
     result.log.push_back("deformable: the fixed image is not blurred for MI in a bounded run (metric.h)");
   }
-  if (GreedyStageJitters(options) && HasStage(options, "deformable")) {
+  if (DeformableStageJitters(options) && HasStage(options, "deformable")) {
     result.log.push_back("deformable: the sampling grid is not jittered in a bounded run (metric.h)");
   }
 
@@ -895,11 +895,9 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
       for (Level& l : levels) TESSERA_RETURN_IF_ERROR(GaussianSmooth(l.fixed, &l.fixed, {blur, blur, blur}, stream));
       result.log.push_back(absl::StrFormat("deformable: fixed image blurred by sigma %.3g voxels per level (MI)", blur));
     }
-    if (GreedyStageJitters(options) && (options.shards > 1 || options.process_group != nullptr ||
-                                        options.deformable_model == "bspline")) {
-      result.log.push_back(absl::StrCat("deformable: the sampling grid is not jittered (",
-                                        options.deformable_model == "bspline" ? "bspline" : "sharded",
-                                        " stage; metric.h)"));
+    if (DeformableStageJitters(options) && options.deformable_model != "bspline" &&
+        (options.shards > 1 || options.process_group != nullptr)) {
+      result.log.push_back("deformable: the sampling grid is not jittered (sharded stage; metric.h)");
     }
     TESSERA_ASSIGN_OR_RETURN(NDArray u, engine.RunDeformableStage(result.affine_ras, levels, &result.log));
     if (mixed) {

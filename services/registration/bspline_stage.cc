@@ -166,8 +166,8 @@ absl::StatusOr<NDArray> RunBsplineStage(const Stream& stream, const Registration
     log->push_back(absl::StrFormat(
         "deformable x%d (bspline %.3g mm, %lldx%lldx%lld controls%s): %d iterations, loss %.6g -> %.6g (best %.6g), %.2f s",
         level.factor, spacing_mm, static_cast<long long>(grid[0].controls), static_cast<long long>(grid[1].controls),
-        static_cast<long long>(grid[2].controls),
-        !jitter ? "" : options.metric_options.mi_voxel_jitter ? ", jittered voxels" : ", jittered grid", std::min(it, max_it), stop.first(), stop.last(), stop.best(),
+        static_cast<long long>(grid[2].controls), JitterLogTag(options, jitter), std::min(it, max_it), stop.first(),
+        stop.last(), stop.best(),
         absl::ToDoubleSeconds(absl::Now() - start)));
     TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   }

@@ -140,6 +140,11 @@ bool DeformableStageJitters(const RegistrationOptions& options) {
   return options.metric == "mi" && options.metric_options.mi_grid_jitter;
 }
 
+const char* JitterLogTag(const RegistrationOptions& options, bool jitter) {
+  if (!jitter) return "";
+  return options.metric_options.mi_voxel_jitter ? ", jittered voxels" : ", jittered grid";
+}
+
 PlateauStop DeformablePlateauStop(const RegistrationOptions& options, bool jitter) {
   return PlateauStop(options.tolerance, jitter ? std::max(options.patience, kJitteredPatience) : options.patience);
 }
@@ -307,7 +312,7 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
     }
     log->push_back(absl::StrFormat(
         "deformable x%d (lean, %s precision%s): %d iterations, loss %.6g -> %.6g (best %.6g), %.2f s, %.1f B/voxel held",
-        level.factor, mixed ? "mixed" : "full", !jitter ? "" : options.metric_options.mi_voxel_jitter ? ", jittered voxels" : ", jittered grid", std::min(it, max_it), stop.first(), stop.last(), stop.best(),
+        level.factor, mixed ? "mixed" : "full", JitterLogTag(options, jitter), std::min(it, max_it), stop.first(), stop.last(), stop.best(),
         absl::ToDoubleSeconds(absl::Now() - start), held_bytes_per_voxel));
     // work and g are released here, before the next level's upsampling.
     TESSERA_RETURN_IF_ERROR(stream.Synchronize());

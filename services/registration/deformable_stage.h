@@ -74,6 +74,10 @@ bool DeformableStageJitters(const RegistrationOptions& options);
 // stage's loss is noisy, so they then wait at least kJitteredPatience and
 // kJitteredHalveAfter iterations (grid_jitter.h). The greedy loops and the
 // B-spline stage all take them from here.
+// ", jittered grid", ", jittered voxels" or "": what a stage's log line
+// says about its sampling grid.
+const char* JitterLogTag(const RegistrationOptions& options, bool jitter);
+
 PlateauStop DeformablePlateauStop(const RegistrationOptions& options, bool jitter);
 StepControl DeformableStepControl(const RegistrationOptions& options, bool jitter);
 

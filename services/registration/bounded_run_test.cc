@@ -52,9 +52,7 @@ double Dice(const ColinProblem& p, const RegistrationResult& r) {
   return ComputeLabelMetrics(p.fixed_labels.data, *warped, lm).value().mean_dice;
 }
 
-bool LogHas(const std::vector<std::string>& log, const std::string& text) {
-  return std::any_of(log.begin(), log.end(), [&](const std::string& l) { return l.find(text) != std::string::npos; });
-}
+using ::tessera::registration::LogHas;  // colin_problem.h; the overload below adds this test's type
 bool LogHas(const RegistrationResult& r, const std::string& text) { return LogHas(r.log, text); }
 
 // The volume's intensities as uint16 (scaled to 0..60000, rounded): the

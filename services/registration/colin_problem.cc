@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "common/nifti_io.h"
 
 namespace tessera::registration {
@@ -37,6 +39,10 @@ RegistrationOptions QuickColinOptions(const std::string& metric, std::vector<int
   // Nor do the sharded and out-of-core stages jitter the grid (metric.h).
   o.metric_options.mi_grid_jitter = false;
   return o;
+}
+
+bool LogHas(const std::vector<std::string>& log, const std::string& text) {
+  return std::any_of(log.begin(), log.end(), [&](const std::string& l) { return l.find(text) != std::string::npos; });
 }
 
 }  // namespace tessera::registration

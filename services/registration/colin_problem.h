@@ -29,6 +29,10 @@ ColinProblem MakeColinProblem(IntensityChange intensity, uint64_t seed, int fact
 // few slices per shard to shard at all.
 RegistrationOptions QuickColinOptions(const std::string& metric, std::vector<int> deformable_iterations = {80, 40});
 
+// True when a line of a registration's log contains `text`.
+bool LogHas(const std::vector<std::string>& log, const std::string& text);
+
+
 }  // namespace tessera::registration
 
 #endif  // TESSERA_SERVICES_REGISTRATION_COLIN_PROBLEM_H_

@@ -70,14 +70,14 @@ bool LeanStageUsesMixedPrecision(const RegistrationOptions& options);
 // stages do not.
 bool DeformableStageJitters(const RegistrationOptions& options);
 
-// The deformable stage's stopping and step rules for `options`; a jittered
-// stage's loss is noisy, so they then wait at least kJitteredPatience and
-// kJitteredHalveAfter iterations (grid_jitter.h). The greedy loops and the
-// B-spline stage all take them from here.
 // ", jittered grid", ", jittered voxels" or "": what a stage's log line
 // says about its sampling grid.
 const char* JitterLogTag(const RegistrationOptions& options, bool jitter);
 
+// The deformable stage's stopping and step rules for `options`; a jittered
+// stage's loss is noisy, so they then wait at least kJitteredPatience and
+// kJitteredHalveAfter iterations (grid_jitter.h). The greedy loops and the
+// B-spline stage all take them from here.
 PlateauStop DeformablePlateauStop(const RegistrationOptions& options, bool jitter);
 StepControl DeformableStepControl(const RegistrationOptions& options, bool jitter);
 

@@ -164,11 +164,10 @@ struct DeviceData {
 };
 
 absl::Status Upload(const std::vector<float>& host, std::shared_ptr<Buffer>* buf, const Stream& stream) {
-  auto b = Buffer::Allocate(MemoryKind::kDevice, host.size() * sizeof(float), stream.ordinal());
+  auto b = UploadVector(host, stream);
   if (!b.ok()) return b.status();
   *buf = *b;
-  return CopyBytes((*buf)->data(), MemoryKind::kDevice, host.data(), MemoryKind::kHost, host.size() * sizeof(float),
-                   stream);
+  return absl::OkStatus();
 }
 
 std::vector<float> Download(const Buffer& buf, size_t n, const Stream& stream) {

@@ -41,9 +41,9 @@ Result RunCpu(const HostDocs& docs, HostCodebook& cb) {
 
 template <typename T>
 std::shared_ptr<Buffer> ToDevice(const std::vector<T>& v, const Stream& stream) {
-  auto b = Buffer::Allocate(MemoryKind::kDevice, std::max<size_t>(1, v.size() * sizeof(T))).value();
-  EXPECT_TRUE(CopyBytes(b->data(), MemoryKind::kDevice, v.data(), MemoryKind::kHost, v.size() * sizeof(T), stream).ok());
-  return b;
+  auto b = UploadVector(v, stream);
+  EXPECT_TRUE(b.ok()) << b.status();
+  return *b;
 }
 
 template <typename T>

@@ -42,11 +42,8 @@ void PrincipalCosines(const PrincipalPlane& a, const PrincipalPlane& b, double* 
 
 template <typename T>
 std::shared_ptr<Buffer> ToDevice(const std::vector<T>& host, const Stream& stream) {
-  auto b = Buffer::Allocate(MemoryKind::kDevice, sizeof(T) * std::max<size_t>(1, host.size()), stream.ordinal());
+  auto b = UploadVector(host, stream);
   EXPECT_TRUE(b.ok()) << b.status();
-  EXPECT_TRUE(CopyBytes((*b)->data(), MemoryKind::kDevice, host.data(), MemoryKind::kHost, sizeof(T) * host.size(),
-                        stream)
-                  .ok());
   return *b;
 }
 

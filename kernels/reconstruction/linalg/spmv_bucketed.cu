@@ -107,17 +107,6 @@ __global__ void ScaleYKernel(float* y, int64_t n, float beta) {
 }
 
 template <typename T>
-absl::StatusOr<std::shared_ptr<Buffer>> Upload(const std::vector<T>& host, const Stream& stream) {
-  TESSERA_ASSIGN_OR_RETURN(auto buffer,
-                           Buffer::Allocate(MemoryKind::kDevice, host.size() * sizeof(T), stream.ordinal()));
-  if (!host.empty()) {
-    TESSERA_RETURN_IF_ERROR(CopyBytes(buffer->data(), MemoryKind::kDevice, host.data(), MemoryKind::kHost,
-                                      host.size() * sizeof(T), stream));
-  }
-  return buffer;
-}
-
-template <typename T>
 const T* Data(const std::shared_ptr<Buffer>& b) {
   return static_cast<const T*>(b->data());
 }
@@ -127,11 +116,11 @@ class BucketedSpmv : public SpmvKernel {
   static absl::StatusOr<std::unique_ptr<SpmvKernel>> Create(const CsrMatrix& m, const Stream& stream,
                                                             const RowBuckets& b) {
     std::unique_ptr<BucketedSpmv> k(new BucketedSpmv(m, stream, b));
-    TESSERA_ASSIGN_OR_RETURN(k->rows_, Upload(b.rows, stream));
-    TESSERA_ASSIGN_OR_RETURN(k->long_rows_, Upload(b.long_rows, stream));
-    TESSERA_ASSIGN_OR_RETURN(k->long_chunk_begin_, Upload(b.long_chunk_begin, stream));
-    TESSERA_ASSIGN_OR_RETURN(k->chunk_row_, Upload(b.chunk_row, stream));
-    TESSERA_ASSIGN_OR_RETURN(k->chunk_start_, Upload(b.chunk_start, stream));
+    TESSERA_ASSIGN_OR_RETURN(k->rows_, UploadVector(b.rows, stream));
+    TESSERA_ASSIGN_OR_RETURN(k->long_rows_, UploadVector(b.long_rows, stream));
+    TESSERA_ASSIGN_OR_RETURN(k->long_chunk_begin_, UploadVector(b.long_chunk_begin, stream));
+    TESSERA_ASSIGN_OR_RETURN(k->chunk_row_, UploadVector(b.chunk_row, stream));
+    TESSERA_ASSIGN_OR_RETURN(k->chunk_start_, UploadVector(b.chunk_start, stream));
     TESSERA_ASSIGN_OR_RETURN(k->partials_,
                              Buffer::Allocate(MemoryKind::kDevice, b.num_chunks() * sizeof(float), stream.ordinal()));
     TESSERA_RETURN_IF_ERROR(stream.Synchronize());  // the host vectors go away

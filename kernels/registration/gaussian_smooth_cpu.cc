@@ -18,7 +18,11 @@ using reg_internal::ParallelFor;
 
 inline int64_t Clamp(int64_t v, int64_t hi) { return v < 0 ? 0 : (v > hi ? hi : v); }
 
-// x pass on one volume.
+// x pass on one volume. Taps outermost, voxels innermost: each output still
+// sums its taps in order d = 0..2r from 0 (the same rounding as a per-voxel
+// dot product), but the inner loop now runs along the row and vectorizes
+// (a per-voxel float reduction does not without -ffast-math; this pass was
+// 13% of a CPU MI registration's time at sigma 6).
 void PassX(float* v, const Grid& g, const std::vector<float>& taps) {
   const int r = static_cast<int>(taps.size() / 2);
   ParallelFor(g.nz, 1, [&](int64_t z0, int64_t z1) {
@@ -27,10 +31,11 @@ void PassX(float* v, const Grid& g, const std::vector<float>& taps) {
       for (int64_t j = 0; j < g.ny; ++j) {
         float* row = v + g.nx * (j + g.ny * k);
         for (int64_t i = -r; i < g.nx + r; ++i) line[i + r] = row[Clamp(i, g.nx - 1)];
-        for (int64_t i = 0; i < g.nx; ++i) {
-          float s = 0.f;
-          for (int d = 0; d <= 2 * r; ++d) s += taps[d] * line[i + d];
-          row[i] = s;
+        std::fill(row, row + g.nx, 0.f);
+        for (int d = 0; d <= 2 * r; ++d) {
+          const float w = taps[d];
+          const float* src = line.data() + d;
+          for (int64_t i = 0; i < g.nx; ++i) row[i] += w * src[i];
         }
       }
     }

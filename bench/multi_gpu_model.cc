@@ -30,7 +30,7 @@ ABSL_FLAG(double, bytes_per_voxel, 92, "device bytes per fixed voxel of the sing
 ABSL_FLAG(double, gpu_memory_gb, 141, "device memory per GPU (H200: 141 GB)");
 ABSL_FLAG(int64_t, reach, 32, "moving slices per side a bounded sampler would fetch");
 ABSL_FLAG(std::string, scales, "4,2,1", "pyramid factors");
-ABSL_FLAG(std::string, iterations, "200,100,50", "iterations per scale (registrar defaults)");
+ABSL_FLAG(std::string, iterations, "200,100,100", "iterations per scale (registrar defaults)");
 ABSL_FLAG(int, window, 7, "LNCC window");
 
 namespace {

@@ -12,7 +12,7 @@
 //       when the grids differ, e.g. transformix's output)
 //   registration_cases folded --jacobian J
 //       number of voxels with a Jacobian determinant <= 0
-//   registration_cases register --dir DIR [--deformable_iterations 200,100,50
+//   registration_cases register --dir DIR [--deformable_iterations 200,100,100
 //       --deformable_lr 0.5 --grad_sigma 1 --warp_sigma 0.5 --mi_bins 32
 //       --deformable_model bspline --bspline_spacing 4 --mi_fixed_blur 0
 //       --mi_fixed_window cubic ...]

@@ -60,6 +60,7 @@ TEST(BsplineStage, JitteredGridIsLoggedAndNoWorse) {
   RegistrationOptions o = QuickColinOptions("mi");
   o.deformable_model = "bspline";
   o.metric_options.mi_grid_jitter = false;
+  o.metric_options.mi_voxel_jitter = false;  // one shift of the whole grid (the default jitters each voxel)
   auto plain = Register(p.fixed, p.pair.moving, o);
   ASSERT_TRUE(plain.ok()) << plain.status();
   o.metric_options.mi_grid_jitter = true;

@@ -24,6 +24,7 @@
 #include "services/registration/grid_jitter.h"
 #include "services/registration/sharded_deformable_stage.h"
 #include "services/registration/host_setup.h"
+#include "services/registration/noise_estimate.h"
 #include "services/registration/out_of_core_stage.h"
 #include "services/registration/plateau_stop.h"
 #include "services/registration/space.h"
@@ -32,6 +33,7 @@
 
 namespace tessera::registration {
 namespace {
+
 
 
 
@@ -522,6 +524,25 @@ bool HasStage(const RegistrationOptions& o, const char* s) {
   return std::find(o.stages.begin(), o.stages.end(), s) != o.stages.end();
 }
 
+// RegistrationOptions::smooth_warp_sigma of a run: the caller's when >= 0;
+// auto (< 0): with MI, from the noise sigma of the noisier normalised image
+// (noise_estimate.h), else kFixedWarpSigma; appends a log line saying so.
+constexpr double kFixedWarpSigma = 0.5;
+double ResolveWarpSigma(const RegistrationOptions& options, double fixed_noise, double moving_noise,
+                        std::vector<std::string>* log) {
+  if (options.smooth_warp_sigma >= 0 || !HasStage(options, "deformable") ||
+      options.deformable_model == "bspline") {
+    return options.smooth_warp_sigma >= 0 ? options.smooth_warp_sigma : kFixedWarpSigma;
+  }
+  if (options.metric != "mi") return kFixedWarpSigma;
+  const double sigma = AutoWarpSigma(std::max(fixed_noise, moving_noise));
+  log->push_back(absl::StrFormat(
+      "deformable: field smoothing sigma %.3g voxels per iteration (auto: image noise sigma %.4f fixed, %.4f moving, "
+      "of the normalised range)",
+      sigma, fixed_noise, moving_noise));
+  return sigma;
+}
+
 
 // One image's pyramid levels (factors > 1) into host arrays `outs`: on the
 // device when the image, its blurred copy and the outputs fit `limit_bytes`
@@ -565,10 +586,12 @@ absl::StatusOr<const char*> DownsampleToHost(const NDArray& full, const std::vec
 // On the CPU backend every phase runs the same code on host memory, and the
 // result equals the in-core run with the same shards (the tests).
 absl::StatusOr<RegistrationResult> RegisterBounded(const Volume& fixed, const Volume& moving,
-                                                   const RegistrationOptions& options,
+                                                   const RegistrationOptions& requested,
                                                    const OutOfCoreChoice& out_of_core, const Stream& stream,
                                                    const ProgressCallback& progress, const std::atomic<bool>* cancel,
                                                    absl::Time deadline) {
+  // Its smooth_warp_sigma is resolved once the images are normalised (below).
+  RegistrationOptions options = requested;
   const Stream cpu = Stream::Cpu();
   const bool cuda = stream.backend() == Backend::kCuda;
   const MemoryKind host_kind = cuda ? MemoryKind::kPinned : MemoryKind::kHost;
@@ -615,12 +638,14 @@ absl::StatusOr<RegistrationResult> RegisterBounded(const Volume& fixed, const Vo
   IntensityMap fixed_map, moving_map;
   std::array<double, 3> moving_com{};
   const char* where[2] = {"host", "host"};
+  double noise[2] = {0, 0};
   for (int image = 0; image < 2; ++image) {
     const Volume& v = image == 0 ? fixed : moving;
     TESSERA_ASSIGN_OR_RETURN(NDArray norm, NormalizedIntensitiesParallel(v, image == 0 ? "fixed" : "moving",
                                                                          MemoryKind::kHost,
                                                                          image == 0 ? &fixed_map : &moving_map));
     const std::array<double, 3> com = CentreOfMassParallel(norm, v.geometry);
+    noise[image] = EstimateNoiseSigma(norm);
     if (image == 0) initial.center = com;
     else moving_com = com;
     std::vector<std::pair<int, NDArray*>> outs;
@@ -630,6 +655,7 @@ absl::StatusOr<RegistrationResult> RegisterBounded(const Volume& fixed, const Vo
     }
     TESSERA_ASSIGN_OR_RETURN(where[image], DownsampleToHost(norm, outs, stream, limit));
   }
+  options.smooth_warp_sigma = ResolveWarpSigma(requested, noise[0], noise[1], &result.log);
   const char* fixed_where = where[0];
   const char* moving_where = where[1];
   if (options.init == "com") {
@@ -768,14 +794,14 @@ absl::StatusOr<RegistrationResult> RegisterBounded(const Volume& fixed, const Vo
 }  // namespace
 
 absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& moving,
-                                            const RegistrationOptions& options, const ProgressCallback& progress,
+                                            const RegistrationOptions& requested, const ProgressCallback& progress,
                                             const std::atomic<bool>* cancel, absl::Time deadline) {
-  TESSERA_RETURN_IF_ERROR(ValidateInputs(fixed, moving, options));
+  TESSERA_RETURN_IF_ERROR(ValidateInputs(fixed, moving, requested));
   const absl::Time start = absl::Now();
-  TESSERA_ASSIGN_OR_RETURN(Backend backend, ResolveBackend(options.device));
-  TESSERA_RETURN_IF_ERROR(ValidateShardedOptions(options, backend));
+  TESSERA_ASSIGN_OR_RETURN(Backend backend, ResolveBackend(requested.device));
+  TESSERA_RETURN_IF_ERROR(ValidateShardedOptions(requested, backend));
   // Sharded ranks name their GPUs; the rest of the run is on the first.
-  const int ordinal = backend == Backend::kCuda && !options.gpus.empty() ? options.gpus.front() : 0;
+  const int ordinal = backend == Backend::kCuda && !requested.gpus.empty() ? requested.gpus.front() : 0;
   TESSERA_ASSIGN_OR_RETURN(Stream stream, Stream::Create(backend, ordinal));
   const MemoryKind kind = MemoryKindFor(stream);
   // This registration's device memory, also charged to the caller's tracker.
@@ -784,9 +810,9 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
   // Out of core (a device budget, a pair larger than the GPU's free memory,
   // or forced): every phase of the run within the limit (RegisterBounded).
   TESSERA_ASSIGN_OR_RETURN(const OutOfCoreChoice out_of_core,
-                           ChooseOutOfCore(options, stream, DimsOf(fixed.data), DimsOf(moving.data)));
+                           ChooseOutOfCore(requested, stream, DimsOf(fixed.data), DimsOf(moving.data)));
   if (out_of_core.shards > 0) {
-    TESSERA_ASSIGN_OR_RETURN(RegistrationResult result, RegisterBounded(fixed, moving, options, out_of_core, stream,
+    TESSERA_ASSIGN_OR_RETURN(RegistrationResult result, RegisterBounded(fixed, moving, requested, out_of_core, stream,
                                                                         progress, cancel, deadline));
     result.peak_device_bytes = memory->peak_bytes();
     result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
@@ -796,6 +822,13 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
   TESSERA_ASSIGN_OR_RETURN(NDArray fixed_norm, NormalizedIntensitiesParallel(fixed, "fixed"));
   TESSERA_ASSIGN_OR_RETURN(NDArray moving_norm, NormalizedIntensitiesParallel(moving, "moving"));
   const GridSpace fixed_space = SpaceOf(fixed), moving_space = SpaceOf(moving);
+  std::vector<std::string> setup_log;
+  const RegistrationOptions options = [&] {
+    RegistrationOptions o = requested;
+    o.smooth_warp_sigma =
+        ResolveWarpSigma(requested, EstimateNoiseSigma(fixed_norm), EstimateNoiseSigma(moving_norm), &setup_log);
+    return o;
+  }();
 
   // Pyramid in stream memory; the full-resolution level is kept for output.
   Level full;
@@ -860,6 +893,7 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
   result.log.push_back(absl::StrFormat("init: centre-of-mass shift (%.2f, %.2f, %.2f) mm, loss %.6g",
                                        transform.translation[0], transform.translation[1], transform.translation[2],
                                        result.initial_loss));
+  for (std::string& line : setup_log) result.log.push_back(std::move(line));
 
   if (HasStage(options, "rigid")) {
     TESSERA_ASSIGN_OR_RETURN(transform, engine.RunLinearStage(TransformModel::kRigid, "rigid", transform, levels,

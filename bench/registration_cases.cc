@@ -4,7 +4,7 @@
 // program can read, and scores label maps the same way for every program.
 //
 //   registration_cases list
-//   registration_cases make --case NAME --dir DIR
+//   registration_cases make --case NAME --dir DIR [--downsample F]
 //       DIR/{fixed,fixed_labels,moving,moving_labels}.nii.gz
 //   registration_cases dice --fixed-labels F --labels L
 //       "<mean Dice, all labels> <mean Dice, labels >= 1000 voxels>" (L
@@ -58,6 +58,7 @@
 
 ABSL_FLAG(std::string, case, "", "case name (registration_cases list)");
 ABSL_FLAG(std::string, dir, "", "output directory for make");
+ABSL_FLAG(int, downsample, 0, "make: downsampling factor of the source volume (0: the case's; 1: full resolution, e.g. 1 mm)");
 ABSL_FLAG(std::string, fixed_labels, "", "reference label map (dice)");
 ABSL_FLAG(std::string, labels, "", "label map to score (dice)");
 ABSL_FLAG(std::string, jacobian, "", "Jacobian determinant image (folded)");
@@ -172,8 +173,9 @@ int Make() {
     auto labels = ReadNifti(t + c.labels);
     if (!image.ok()) return Fail(image.status());
     if (!labels.ok()) return Fail(labels.status());
-    auto fixed = DownsampleImage(*image, c.downsample);
-    auto fixed_labels = DownsampleLabels(*labels, c.downsample);
+    const int factor = absl::GetFlag(FLAGS_downsample) > 0 ? absl::GetFlag(FLAGS_downsample) : c.downsample;
+    auto fixed = DownsampleImage(*image, factor);
+    auto fixed_labels = DownsampleLabels(*labels, factor);
     if (!fixed.ok()) return Fail(fixed.status());
     if (!fixed_labels.ok()) return Fail(fixed_labels.status());
     auto pair = MakeSyntheticPair(*fixed, &*fixed_labels, c.synth);

@@ -24,7 +24,8 @@ namespace tessera::registration {
 // 2x2x2 blocks, divided by 0.6745. HHH is zero for anything constant along
 // any one axis, so smooth anatomy and axis-aligned edges barely enter it;
 // blocks whose 8 values are all equal (clamped or empty background) are
-// skipped. For i.i.d. Gaussian noise of sigma s the result tends to s. At most
+// skipped. A 2-D image (one axis of length 1) uses the HH coefficient of 2x2
+// blocks. For i.i.d. Gaussian noise of sigma s the result tends to s. At most
 // max_blocks blocks are visited (evenly strided) so gigavoxel images cost
 // milliseconds. Returns 0 when no block qualifies.
 double EstimateNoiseSigma(const NDArray& image, int64_t max_blocks = 1 << 20);

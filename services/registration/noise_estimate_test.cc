@@ -50,7 +50,18 @@ TEST(NoiseEstimateTest, FlatBackgroundIsSkipped) {
   NDArray zero = NDArray::Allocate({8, 8, 8}, DType::kFloat32).value();
   for (int64_t v = 0; v < zero.num_elements(); ++v) zero.data<float>()[v] = 0.f;
   EXPECT_EQ(EstimateNoiseSigma(zero), 0.0);
-  EXPECT_EQ(EstimateNoiseSigma(NDArray::Allocate({1, 8, 8}, DType::kFloat32).value()), 0.0);
+  EXPECT_EQ(EstimateNoiseSigma(NDArray::Allocate({1, 1, 8}, DType::kFloat32).value()), 0.0);  // a line
+}
+
+TEST(NoiseEstimateTest, TwoDimensionalImagesUseTheirPlane) {
+  NDArray a = NDArray::Allocate({96, 80, 1}, DType::kFloat32).value();
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> noise(0.0, 0.03);
+  for (int64_t j = 0; j < 80; ++j) {
+    for (int64_t i = 0; i < 96; ++i) a.data<float>()[i + 96 * j] = static_cast<float>(0.2 + 0.005 * i + noise(rng));
+  }
+  EXPECT_NEAR(EstimateNoiseSigma(a), 0.03, 0.003);
+  EXPECT_EQ(EstimateNoiseSigma(NDArray::Allocate({96, 1, 1}, DType::kFloat32).value()), 0.0);
 }
 
 TEST(NoiseEstimateTest, StridedSubsetAgreesWithEveryBlock) {

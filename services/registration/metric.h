@@ -52,7 +52,7 @@ struct MetricOptions {
   // bench/results/2026-12-03-cpu-registration-session9.md): macaque 0.9262 ->
   // 0.9277 (3-seed mean; every seed above elastix's 0.9253, which the grid
   // shift missed on seed 1), gains on 4 of the 6 human cases, costs the noisy
-  // t2-like case ~0.01 (still 0.035 above elastix).
+  // t2-like case ~0.006 (still 0.037 above elastix).
   bool mi_voxel_jitter = true;
 };
 

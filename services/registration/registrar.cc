@@ -36,7 +36,6 @@ namespace {
 
 
 
-
 // The seed of one sampled iteration's voxel subset: a SplitMix64 mix of the
 // user's seed, the stage, the level and the iteration, so every iteration
 // draws a different subset and a rerun draws the same ones.
@@ -524,17 +523,24 @@ bool HasStage(const RegistrationOptions& o, const char* s) {
   return std::find(o.stages.begin(), o.stages.end(), s) != o.stages.end();
 }
 
+// True when a run's field smoothing comes from the images' noise
+// (RegistrationOptions::smooth_warp_sigma < 0 with MI and the greedy
+// deformable stage): only then are the noise estimates computed.
+bool WarpSigmaNeedsNoise(const RegistrationOptions& options) {
+  return options.smooth_warp_sigma < 0 && options.metric == "mi" && HasStage(options, "deformable") &&
+         options.deformable_model != "bspline";
+}
+
 // RegistrationOptions::smooth_warp_sigma of a run: the caller's when >= 0;
-// auto (< 0): with MI, from the noise sigma of the noisier normalised image
-// (noise_estimate.h), else kFixedWarpSigma; appends a log line saying so.
+// with WarpSigmaNeedsNoise, from the noise sigma of the noisier normalised
+// image (noise_estimate.h; the noise arguments are read only then), with a
+// log line saying so; else kFixedWarpSigma.
 constexpr double kFixedWarpSigma = 0.5;
 double ResolveWarpSigma(const RegistrationOptions& options, double fixed_noise, double moving_noise,
                         std::vector<std::string>* log) {
-  if (options.smooth_warp_sigma >= 0 || !HasStage(options, "deformable") ||
-      options.deformable_model == "bspline") {
+  if (!WarpSigmaNeedsNoise(options)) {
     return options.smooth_warp_sigma >= 0 ? options.smooth_warp_sigma : kFixedWarpSigma;
   }
-  if (options.metric != "mi") return kFixedWarpSigma;
   const double sigma = AutoWarpSigma(std::max(fixed_noise, moving_noise));
   log->push_back(absl::StrFormat(
       "deformable: field smoothing sigma %.3g voxels per iteration (auto: image noise sigma %.4f fixed, %.4f moving, "
@@ -645,7 +651,7 @@ absl::StatusOr<RegistrationResult> RegisterBounded(const Volume& fixed, const Vo
                                                                          MemoryKind::kHost,
                                                                          image == 0 ? &fixed_map : &moving_map));
     const std::array<double, 3> com = CentreOfMassParallel(norm, v.geometry);
-    noise[image] = EstimateNoiseSigma(norm);
+    if (WarpSigmaNeedsNoise(requested)) noise[image] = EstimateNoiseSigma(norm);
     if (image == 0) initial.center = com;
     else moving_com = com;
     std::vector<std::pair<int, NDArray*>> outs;
@@ -825,8 +831,9 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
   std::vector<std::string> setup_log;
   const RegistrationOptions options = [&] {
     RegistrationOptions o = requested;
-    o.smooth_warp_sigma =
-        ResolveWarpSigma(requested, EstimateNoiseSigma(fixed_norm), EstimateNoiseSigma(moving_norm), &setup_log);
+    const bool estimate = WarpSigmaNeedsNoise(requested);
+    o.smooth_warp_sigma = ResolveWarpSigma(requested, estimate ? EstimateNoiseSigma(fixed_norm) : 0,
+                                           estimate ? EstimateNoiseSigma(moving_norm) : 0, &setup_log);
     return o;
   }();
 

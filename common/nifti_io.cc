@@ -8,7 +8,6 @@
 #include <zlib.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -22,6 +21,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/durable_file.h"
 #include "common/log.h"
 #include "common/parallel_gzip.h"
 #include "common/status.h"
@@ -554,11 +554,6 @@ void ScaleInto(const T* src, int64_t n, double slope, double inter, NDArray* out
   }
 }
 
-std::string TempPathFor(const std::string& path) {
-  static std::atomic<int> counter{0};
-  return absl::StrCat(path, ".tmp.", getpid(), ".", counter.fetch_add(1));
-}
-
 template <typename H>
 void FillHeader(H* h, const Geometry& geometry, const Mat4& affine, const NiftiWriteOptions& options,
                 const std::string& description, int64_t vox_offset) {
@@ -916,21 +911,13 @@ absl::Status WriteNifti(const Volume& volume, const std::string& path, const Nif
     return PathError(absl::StatusCode::kInvalidArgument, path,
                      absl::StrCat("gzip_level must be 1..", max_level, " (or kNiftiGzipLevelAuto), not ", level));
   }
-  const std::string tmp = TempPathFor(path);
-  absl::Status written =
-      options.gzip_writer == NiftiGzipWriter::kZlib
-          ? WriteWithZlib(tmp, path, compress, level, header_bytes, array)
-          : WriteWithLibdeflate(tmp, path, compress, level, options.gzip_member_bytes, header_bytes, array);
-  if (!written.ok()) {
-    std::remove(tmp.c_str());
-    return written;
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    return ErrnoError(err, path, "cannot move the finished file into place");
-  }
-  return absl::OkStatus();
+  // Atomic only (no fsync), as this writer has always been: volumes run to
+  // hundreds of MB.
+  return WriteFileAtomically(path, [&](const std::string& tmp) {
+    return options.gzip_writer == NiftiGzipWriter::kZlib
+               ? WriteWithZlib(tmp, path, compress, level, header_bytes, array)
+               : WriteWithLibdeflate(tmp, path, compress, level, options.gzip_member_bytes, header_bytes, array);
+  });
 }
 
 }  // namespace tessera

@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/durable_file.h"
 #include "services/common/random_id.h"
 #include "services/server/call_checks.h"
 
@@ -40,53 +41,47 @@ std::string FinishHex(EVP_MD_CTX* ctx) {
   return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(out), len));
 }
 
-// Removes the temporary file unless released.
-class TempFile {
- public:
-  explicit TempFile(std::string path) : path_(std::move(path)) {}
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!path_.empty()) ::unlink(path_.c_str());
+absl::Status WriteAll(int fd, const std::string& data, const std::string& path) {
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::InternalError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
+    done += static_cast<size_t>(n);
   }
-  absl::Status Open() {
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
-    if (fd_ < 0) return absl::InternalError(absl::StrCat("cannot create ", path_, ": ", std::strerror(errno)));
-    return absl::OkStatus();
-  }
-  absl::Status Write(const std::string& data) {
-    size_t done = 0;
-    while (done < data.size()) {
-      const ssize_t n = ::write(fd_, data.data() + done, data.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return absl::InternalError(absl::StrCat("cannot write ", path_, ": ", std::strerror(errno)));
-      done += static_cast<size_t>(n);
-    }
-    return absl::OkStatus();
-  }
-  // fsync, close and rename to `final_path`; the directory is fsynced too so
-  // the name survives a crash.
-  absl::Status Publish(const std::string& final_path) {
-    if (::fsync(fd_) != 0 || ::close(fd_) != 0) {
-      fd_ = -1;
-      return absl::InternalError(absl::StrCat("cannot sync ", path_, ": ", std::strerror(errno)));
-    }
-    fd_ = -1;
-    if (::rename(path_.c_str(), final_path.c_str()) != 0) {
-      return absl::InternalError(absl::StrCat("cannot rename ", path_, ": ", std::strerror(errno)));
-    }
-    path_.clear();
-    const int dir = ::open(fs::path(final_path).parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir >= 0) {
-      ::fsync(dir);
-      ::close(dir);
-    }
-    return absl::OkStatus();
-  }
+  return absl::OkStatus();
+}
 
- private:
-  std::string path_;
-  int fd_ = -1;
-};
+// Writes `chunk` (the first, already read) and the chunks after it to `fd`
+// (the file at `path`), checking offsets and sizes against `total`.
+absl::Status ReceiveChunks(const grpc::ServerContextBase& context, grpc::ServerReaderInterface<v1::FileChunk>* reader,
+                           v1::FileChunk& chunk, int64_t total, int fd, const std::string& path, EVP_MD_CTX* digest) {
+  int64_t received = 0;
+  bool first = true;
+  while (first || reader->Read(&chunk)) {
+    if (!first && (!chunk.filename().empty() || chunk.total_bytes() != 0)) {
+      return absl::InvalidArgumentError(absl::StrCat("chunk at offset ", chunk.offset(),
+                                                     ": only the first chunk may set filename and total_bytes"));
+    }
+    first = false;
+    if (chunk.offset() != received) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("chunk offset ", chunk.offset(), " does not follow the ", received, " bytes received"));
+    }
+    if (static_cast<int64_t>(chunk.data().size()) > total - received) {
+      return absl::InvalidArgumentError(absl::StrCat("chunks carry more than total_bytes (", total, ")"));
+    }
+    if (absl::Status s = WriteAll(fd, chunk.data(), path); !s.ok()) return s;
+    EVP_DigestUpdate(digest, chunk.data().data(), chunk.data().size());
+    received += static_cast<int64_t>(chunk.data().size());
+    if (absl::Status s = CheckNotCancelled(context); !s.ok()) return s;
+  }
+  if (absl::Status s = CheckNotCancelled(context); !s.ok()) return s;
+  if (received != total) {
+    return absl::DataLossError(absl::StrCat("upload ended after ", received, " of ", total, " bytes"));
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -130,36 +125,18 @@ absl::StatusOr<StoredUpload> ReceiveFileUpload(const grpc::ServerContextBase& co
   StoredUpload out;
   out.upload_id = absl::StrCat(prefix, RandomId(), *ext);
   out.path = (fs::path(dir) / out.upload_id).string();
-  TempFile temp((fs::path(dir) / absl::StrCat(".tmp-", out.upload_id)).string());
-  if (absl::Status s = temp.Open(); !s.ok()) return s;
   Digest digest = NewSha256();
   if (!digest) return absl::InternalError("cannot create a SHA-256 context");
-  int64_t received = 0;
-  bool first = true;
-  while (first || reader->Read(&chunk)) {
-    if (!first && (!chunk.filename().empty() || chunk.total_bytes() != 0)) {
-      return absl::InvalidArgumentError(absl::StrCat("chunk at offset ", chunk.offset(),
-                                                     ": only the first chunk may set filename and total_bytes"));
-    }
-    first = false;
-    if (chunk.offset() != received) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("chunk offset ", chunk.offset(), " does not follow the ", received, " bytes received"));
-    }
-    if (static_cast<int64_t>(chunk.data().size()) > total - received) {
-      return absl::InvalidArgumentError(absl::StrCat("chunks carry more than total_bytes (", total, ")"));
-    }
-    if (absl::Status s = temp.Write(chunk.data()); !s.ok()) return s;
-    EVP_DigestUpdate(digest.get(), chunk.data().data(), chunk.data().size());
-    received += static_cast<int64_t>(chunk.data().size());
-    if (absl::Status s = CheckNotCancelled(context); !s.ok()) return s;
-  }
-  if (absl::Status s = CheckNotCancelled(context); !s.ok()) return s;
-  if (received != total) {
-    return absl::DataLossError(absl::StrCat("upload ended after ", received, " of ", total, " bytes"));
-  }
-  if (absl::Status s = temp.Publish(out.path); !s.ok()) return s;
-  out.nbytes = received;
+  // Durable before its id is handed out: queued jobs name it after a restart.
+  absl::Status stored = WriteFileDurably(out.path, [&](const std::string& tmp) {
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+    if (fd < 0) return absl::InternalError(absl::StrCat("cannot create ", tmp, ": ", std::strerror(errno)));
+    absl::Status s = ReceiveChunks(context, reader, chunk, total, fd, tmp, digest.get());
+    if (::close(fd) != 0 && s.ok()) s = absl::InternalError(absl::StrCat("cannot close ", tmp, ": ", std::strerror(errno)));
+    return s;
+  });
+  if (!stored.ok()) return stored;
+  out.nbytes = total;
   out.sha256 = FinishHex(digest.get());
   return out;
 }

@@ -1,13 +1,12 @@
 #include "services/fingerprint/gallery_set.h"
 
-#include <fcntl.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "common/durable_file.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "services/server/gallery_names.h"
@@ -24,14 +23,6 @@ SearchBatcherOptions BatcherOptionsOf(const FingerprintServiceOptions& o) {
   b.max_queue_delay = o.max_queue_delay;
   b.max_queued = o.max_queued_searches;
   return b;
-}
-
-// A new directory entry survives a crash only once its parent is synced.
-void SyncDir(const std::string& dir) {
-  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  fsync(fd);
-  close(fd);
 }
 
 }  // namespace
@@ -136,7 +127,9 @@ absl::StatusOr<HostedGallery*> GallerySet::Create(absl::string_view name) {
   }
   const std::string dir = absl::StrCat(root_, "/", name);
   TESSERA_ASSIGN_OR_RETURN(auto hosted, OpenOne(std::string(name), dir));
-  SyncDir(root_);
+  // A new directory entry survives a crash only once its parent is synced
+  // (best effort: the gallery itself is already durable and open).
+  SyncDirectory(root_).IgnoreError();
   HostedGallery* out = hosted.get();
   std::lock_guard<std::mutex> lock(mu_);
   galleries_[std::string(name)] = std::move(hosted);

@@ -23,6 +23,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/durable_file.h"
 #include "common/log.h"
 #include "common/parallel.h"
 #include "common/status.h"
@@ -283,15 +284,6 @@ class RecordReader {
   std::string path_;
 };
 
-absl::Status FsyncDir(const std::string& dir) {
-  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("cannot open directory", dir);
-  const int rc = fsync(fd);
-  close(fd);
-  if (rc != 0) return ErrnoError("cannot fsync directory", dir);
-  return absl::OkStatus();
-}
-
 // Generation numbers of the files named `prefix`<16 digits> in `dir`.
 struct DirListing {
   std::vector<uint64_t> snapshots, logs;
@@ -324,8 +316,7 @@ absl::StatusOr<DirListing> ListDir(const std::string& dir) {
 }
 
 // Copies bytes [offset, end) of `path` to DIR/damaged-log-<gen>-at-<offset>
-// (written to a temporary name, fsynced, renamed, directory fsynced), then
-// truncates `path` to `offset`. Returns the new file's path.
+// (durably), then truncates `path` to `offset`. Returns the new file's path.
 absl::StatusOr<std::string> QuarantineTail(const std::string& path, uint64_t gen, int64_t offset) {
   const std::string dir = path.substr(0, path.rfind('/'));
   const std::string aside = absl::StrCat(dir, "/damaged-log-", gen, "-at-", offset);
@@ -336,14 +327,7 @@ absl::StatusOr<std::string> QuarantineTail(const std::string& path, uint64_t gen
     bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     if (in.bad()) return ErrnoError("cannot read", path);
   }
-  const std::string tmp = aside + ".part";
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("cannot create", tmp);
-  const bool written = write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()) && fsync(fd) == 0;
-  close(fd);
-  if (!written) return ErrnoError("cannot write", tmp);
-  if (rename(tmp.c_str(), aside.c_str()) != 0) return ErrnoError("cannot rename", tmp);
-  TESSERA_RETURN_IF_ERROR(FsyncDir(dir));
+  TESSERA_RETURN_IF_ERROR(WriteFileDurably(aside, bytes));
   if (truncate(path.c_str(), offset) != 0) return ErrnoError("cannot truncate", path);
   return aside;
 }
@@ -684,7 +668,7 @@ absl::Status GalleryStore::OpenLogLocked(uint64_t gen) {
   if (st.st_size == 0) {
     // A new file: make its directory entry durable before acknowledging
     // anything written to it.
-    absl::Status synced = FsyncDir(dir_);
+    absl::Status synced = SyncDirectory(dir_);
     if (!synced.ok()) {
       close(fd);
       return synced;
@@ -918,70 +902,64 @@ absl::Status GalleryStore::Compact(const CylinderSource& source) {
     for (const auto& [id, t] : live_) captured.push_back(t);
   }
   const std::string final_path = dir_ + "/" + gallery_internal::SnapshotFileName(gen);
-  const std::string tmp_path = final_path + ".tmp";
-  FILE* f = std::fopen(tmp_path.c_str(), "wb");
-  if (f == nullptr) return ErrnoError("cannot create", tmp_path);
-  std::setvbuf(f, nullptr, _IOFBF, 4 << 20);
-  bool ok = true;
-  auto write = [&](const std::string& framed) {
-    ok = ok && std::fwrite(framed.data(), 1, framed.size(), f) == framed.size();
-  };
-  const uint64_t count = captured.size();
-  uint64_t total_cylinders = 0;
-  auto header = [&] {
-    std::string h(kSnapshotMagic, 8);
-    Put<uint32_t>(&h, kSnapshotVersion);
-    Put<uint64_t>(&h, count);
-    Put<uint64_t>(&h, total_cylinders);
-    return FrameRecord(h);
-  };
-  write(header());  // rewritten with the cylinder total at the end
-  std::string payload;
-  MccTemplate cylinders;
-  for (const auto& t : captured) {
-    payload.clear();
-    AppendEnrollFields(*t, &payload);
-    cylinders.cylinders.clear();
-    if (source && source(*t, &cylinders) && cylinders.cylinders.size() < kNoCylinders) {
-      total_cylinders += cylinders.cylinders.size();
-      Put<uint16_t>(&payload, static_cast<uint16_t>(cylinders.cylinders.size()));
-      payload.reserve(payload.size() + cylinders.cylinders.size() * kCylinderBytes);
-      for (const MccCylinder& c : cylinders.cylinders) {
-        payload.append(reinterpret_cast<const char*>(c.bits), sizeof(c.bits));
-        payload.append(reinterpret_cast<const char*>(c.mask), sizeof(c.mask));
-        Put<float>(&payload, c.x);
-        Put<float>(&payload, c.y);
-        Put<float>(&payload, c.theta);
-        Put<int32_t>(&payload, c.minutia);
+  auto write_snapshot = [&](const std::string& tmp_path) {
+    FILE* f = std::fopen(tmp_path.c_str(), "wb");
+    if (f == nullptr) return ErrnoError("cannot create", tmp_path);
+    std::setvbuf(f, nullptr, _IOFBF, 4 << 20);
+    bool ok = true;
+    auto write = [&](const std::string& framed) {
+      ok = ok && std::fwrite(framed.data(), 1, framed.size(), f) == framed.size();
+    };
+    const uint64_t count = captured.size();
+    uint64_t total_cylinders = 0;
+    auto header = [&] {
+      std::string h(kSnapshotMagic, 8);
+      Put<uint32_t>(&h, kSnapshotVersion);
+      Put<uint64_t>(&h, count);
+      Put<uint64_t>(&h, total_cylinders);
+      return FrameRecord(h);
+    };
+    write(header());  // rewritten with the cylinder total at the end
+    std::string payload;
+    MccTemplate cylinders;
+    for (const auto& t : captured) {
+      payload.clear();
+      AppendEnrollFields(*t, &payload);
+      cylinders.cylinders.clear();
+      if (source && source(*t, &cylinders) && cylinders.cylinders.size() < kNoCylinders) {
+        total_cylinders += cylinders.cylinders.size();
+        Put<uint16_t>(&payload, static_cast<uint16_t>(cylinders.cylinders.size()));
+        payload.reserve(payload.size() + cylinders.cylinders.size() * kCylinderBytes);
+        for (const MccCylinder& c : cylinders.cylinders) {
+          payload.append(reinterpret_cast<const char*>(c.bits), sizeof(c.bits));
+          payload.append(reinterpret_cast<const char*>(c.mask), sizeof(c.mask));
+          Put<float>(&payload, c.x);
+          Put<float>(&payload, c.y);
+          Put<float>(&payload, c.theta);
+          Put<int32_t>(&payload, c.minutia);
+        }
+      } else {
+        Put<uint16_t>(&payload, kNoCylinders);
       }
-    } else {
-      Put<uint16_t>(&payload, kNoCylinders);
+      write(FrameRecord(payload));
     }
-    write(FrameRecord(payload));
-  }
-  std::string end(kSnapshotEnd, 8);
-  Put<uint64_t>(&end, count);
-  Put<uint64_t>(&end, at_capture.records);
-  end.append(reinterpret_cast<const char*>(at_capture.head.data()), at_capture.head.size());
-  write(FrameRecord(end));
-  ok = ok && std::fflush(f) == 0;
-  if (ok) {
-    const std::string h = header();
-    ok = pwrite(fileno(f), h.data(), h.size(), 0) == static_cast<ssize_t>(h.size());
-  }
-  ok = ok && fsync(fileno(f)) == 0;
-  absl::Status status = ok ? absl::OkStatus() : ErrnoError("cannot write", tmp_path);
-  if (std::fclose(f) != 0 && status.ok()) status = ErrnoError("cannot close", tmp_path);
-  if (status.ok() && std::rename(tmp_path.c_str(), final_path.c_str()) != 0) {
-    status = ErrnoError("cannot rename", tmp_path);
-  }
-  if (!status.ok()) {
-    // The old snapshot and logs still describe the gallery; the new log
-    // continues them.
-    std::remove(tmp_path.c_str());
+    std::string end(kSnapshotEnd, 8);
+    Put<uint64_t>(&end, count);
+    Put<uint64_t>(&end, at_capture.records);
+    end.append(reinterpret_cast<const char*>(at_capture.head.data()), at_capture.head.size());
+    write(FrameRecord(end));
+    ok = ok && std::fflush(f) == 0;
+    if (ok) {
+      const std::string h = header();
+      ok = pwrite(fileno(f), h.data(), h.size(), 0) == static_cast<ssize_t>(h.size());
+    }
+    absl::Status status = ok ? absl::OkStatus() : ErrnoError("cannot write", tmp_path);
+    if (std::fclose(f) != 0 && status.ok()) status = ErrnoError("cannot close", tmp_path);
     return status;
-  }
-  TESSERA_RETURN_IF_ERROR(FsyncDir(dir_));
+  };
+  // On failure the old snapshot and logs still describe the gallery; the new
+  // log continues them.
+  TESSERA_RETURN_IF_ERROR(WriteFileDurably(final_path, write_snapshot));
   TESSERA_ASSIGN_OR_RETURN(DirListing listing, ListDir(dir_));
   for (uint64_t g : listing.snapshots) {
     if (g < gen) std::remove((dir_ + "/" + gallery_internal::SnapshotFileName(g)).c_str());
@@ -989,7 +967,7 @@ absl::Status GalleryStore::Compact(const CylinderSource& source) {
   for (uint64_t g : listing.logs) {
     if (g < gen) std::remove((dir_ + "/" + gallery_internal::LogFileName(g)).c_str());
   }
-  return FsyncDir(dir_);
+  return SyncDirectory(dir_);
 }
 
 }  // namespace fingerprint

@@ -50,8 +50,9 @@
 // DIR/damaged-log-<gen>-at-<offset>, the log is cut there, and the start logs
 // an error naming the file (GalleryOpenStats::quarantined; `tessera fp check`
 // lists them). A corrupt record anywhere else is DATA_LOSS naming the file
-// and offset. Check() verifies a gallery without changing it. Compact() writes snapshot-<gen+1>.tmp, fsyncs it, renames it,
-// fsyncs the directory and only then removes the old files; appends go to
+// and offset. Check() verifies a gallery without changing it. Compact() writes snapshot-<gen+1> durably (a
+// temporary "*.tmp" beside it, fsynced, renamed, the directory fsynced:
+// common/durable_file.h) and only then removes the old files; appends go to
 // log-<gen+1> from the moment compaction starts, so enrolls keep flowing.
 #ifndef TESSERA_SERVICES_FINGERPRINT_GALLERY_STORE_H_
 #define TESSERA_SERVICES_FINGERPRINT_GALLERY_STORE_H_

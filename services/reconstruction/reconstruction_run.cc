@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/device.h"
+#include "common/durable_file.h"
 #include "common/ndarray.h"
 #include "common/nifti_io.h"
 #include "common/status.h"
@@ -263,15 +264,18 @@ absl::Status Publish(const ReconSpec& spec, const ReconRunContext& ctx, ReconOut
   result.set_volume_sha256(sha);
   for (const std::string& name : out->work_files) result.add_files(name);
   if (spec.output_dir.empty()) return absl::OkStatus();
-  std::error_code ec;
-  fs::create_directories(spec.output_dir, ec);
+  std::error_code dir_ec;
+  fs::create_directories(spec.output_dir, dir_ec);
   for (const std::string& name : out->work_files) {
-    const fs::path copy = fs::path(spec.output_dir) / name;
-    const fs::path temp = fs::path(spec.output_dir) / absl::StrCat(".", name, ".tmp");
-    if (!ec) fs::copy_file(fs::path(ctx.work_dir) / name, temp, fs::copy_options::overwrite_existing, ec);
-    if (!ec) fs::rename(temp, copy, ec);
-    if (ec) return absl::InternalError(absl::StrCat("output_dir: cannot write ", copy.string(), ": ", ec.message()));
-    if (name == kVolumeFile) result.set_output_path(copy.string());
+    const std::string copy = (fs::path(spec.output_dir) / name).string();
+    const absl::Status copied =
+        dir_ec ? absl::UnknownError(dir_ec.message()) : WriteFileAtomically(copy, [&](const std::string& tmp) {
+          std::error_code ec;
+          fs::copy_file(fs::path(ctx.work_dir) / name, tmp, fs::copy_options::overwrite_existing, ec);
+          return ec ? absl::UnknownError(ec.message()) : absl::OkStatus();
+        });
+    if (!copied.ok()) return absl::InternalError(absl::StrCat("output_dir: cannot write ", copy, ": ", copied.message()));
+    if (name == kVolumeFile) result.set_output_path(copy);
   }
   return absl::OkStatus();
 }

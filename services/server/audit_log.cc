@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/durable_file.h"
 #include "common/log.h"
 #include "services/server/auth.h"
 
@@ -194,14 +195,11 @@ absl::Status AuditLog::Rotate() {
   if (rename(path_.c_str(), absl::StrCat(path_, ".1").c_str()) != 0) {
     return absl::InternalError(absl::StrCat("rotate ", path_, ": ", strerror(errno)));
   }
-  // Make the renames durable before records go to the new file.
+  // Make the renames durable before records go to the new file (best effort:
+  // the records themselves are fsynced as they are written).
   std::string dir = path_.substr(0, path_.rfind('/') == std::string::npos ? 0 : path_.rfind('/'));
   if (dir.empty()) dir = ".";
-  int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    fsync(dfd);
-    close(dfd);
-  }
+  SyncDirectory(dir).IgnoreError();
   return OpenFile();
 }
 

@@ -1,7 +1,6 @@
 #include "services/reconstruction/formats/geometry_json.h"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cmath>
@@ -15,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/durable_file.h"
 #include "common/status.h"
 
 namespace tessera::recon::formats {
@@ -357,23 +357,8 @@ std::string WriteGeometryJson(const CtGeometry& g) {
 }
 
 absl::Status WriteGeometryJsonFile(const CtGeometry& geometry, const std::string& path) {
-  std::string tmp = path + ".tmpXXXXXX";
-  const int fd = mkstemp(tmp.data());
-  if (fd < 0) return absl::InvalidArgumentError(absl::StrCat(path, ": cannot write: ", std::strerror(errno)));
-  const std::string text = WriteGeometryJson(geometry);
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = write(fd, text.data() + done, text.size() - done);
-    if (n <= 0 && errno != EINTR) break;
-    if (n > 0) done += static_cast<size_t>(n);
-  }
-  const int err = errno;
-  const bool closed = close(fd) == 0;
-  if (done < text.size() || !closed || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int why = done < text.size() ? err : errno;
-    std::remove(tmp.c_str());
-    return absl::InternalError(absl::StrCat(path, ": write failed: ", std::strerror(why)));
-  }
+  const absl::Status written = WriteFileAtomically(path, WriteGeometryJson(geometry));
+  if (!written.ok()) return absl::InternalError(absl::StrCat(path, ": write failed: ", written.message()));
   return absl::OkStatus();
 }
 

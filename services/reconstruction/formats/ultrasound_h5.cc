@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/durable_file.h"
 #include "common/status.h"
 
 namespace tessera::recon::formats {
@@ -243,8 +244,8 @@ absl::StatusOr<us::Acquisition> ReadUltrasoundH5(const std::string& path) {
 absl::Status WriteUltrasoundH5(const us::Acquisition& a, const std::string& path) {
   TESSERA_RETURN_IF_ERROR(Annotate(us::ValidateAcquisition(a), path));
   QuietHdf5 quiet;
-  const std::string tmp = path + ".tmp";
-  const absl::Status written = [&]() -> absl::Status {
+  // The handles close (and the file is complete) before the rename.
+  return WriteFileAtomically(path, [&](const std::string& tmp) -> absl::Status {
     Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
     if (!file.ok()) return absl::PermissionDeniedError(absl::StrCat(path, ": cannot create ", tmp));
     Handle us_group(H5Gcreate2(file.get(), "/US", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
@@ -288,15 +289,7 @@ absl::Status WriteUltrasoundH5(const us::Acquisition& a, const std::string& path
     TESSERA_RETURN_IF_ERROR(Write(data_group.get(), path, "imag", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, dims, imag.data()));
     if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0) return absl::InternalError(absl::StrCat(path, ": flush failed"));
     return absl::OkStatus();
-  }();
-  std::error_code ec;
-  if (!written.ok()) {
-    std::filesystem::remove(tmp, ec);
-    return written;
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return absl::InternalError(absl::StrCat(path, ": cannot rename ", tmp, ": ", ec.message()));
-  return absl::OkStatus();
+  });
 }
 
 }  // namespace tessera::recon::formats

@@ -90,7 +90,7 @@ absl::StatusOr<NDArray> Reconstruct(Stub& stub, const v1::ReconstructRequest& re
     ctx.set_deadline(Deadline());
     TESSERA_RETURN_IF_ERROR(FromGrpcStatus(stub.Reconstruct(&ctx, request, &status)));
   }
-  v1::ReconJobRequest job;
+  v1::JobRef job;
   job.set_job_id(status.job_id());
   {
     grpc::ClientContext ctx;

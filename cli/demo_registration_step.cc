@@ -102,7 +102,7 @@ absl::Status DemoRegistrationStep(DemoContext& ctx) {
   {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(DemoContext::RpcTimeout()));
-    v1::JobRequest watch;
+    v1::JobRef watch;
     watch.set_job_id(job.job_id());
     auto reader = stub->WatchJob(&context, watch);
     v1::Progress progress;
@@ -122,7 +122,7 @@ absl::Status DemoRegistrationStep(DemoContext& ctx) {
   {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    v1::JobRequest get;
+    v1::JobRef get;
     get.set_job_id(job.job_id());
     TESSERA_RETURN_IF_ERROR(Annotate(FromGrpcStatus(stub->GetResult(&context, get, &result)), "GetResult"));
   }

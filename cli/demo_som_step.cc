@@ -191,7 +191,7 @@ absl::Status DemoSomStep(DemoContext& ctx) {
   {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(DemoContext::RpcTimeout()));
-    v1::SomJobRequest watch;
+    v1::JobRef watch;
     watch.set_job_id(created.job().job_id());
     auto reader = stub->WatchJob(&context, watch);
     v1::AtlasProgress p;

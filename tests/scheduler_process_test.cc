@@ -192,6 +192,51 @@ TEST(SchedulerProcess, KillNineWithJobsQueuedAndRunningLosesNothing) {
   EXPECT_TRUE(requeued);
 }
 
+// The server commits a submitted job and dies before it answers (fault
+// injection: TESSERA_FAULT_EXIT_AFTER_COMMIT); the client, which never saw an
+// answer, retries with the same request id after the restart and gets that
+// job — one job, run once — also after it has finished; another request under
+// the id is ALREADY_EXISTS (issue 39).
+TEST(SchedulerProcess, ASubmitRetriedAfterTheAnswerWasLostGetsItsJob) {
+  const std::string root = TempDir() + "/lost-ack";
+  const Problem p = WriteProblem(root + "/data");
+  const std::vector<std::string> flags = {"--data-root=" + root, "--state-dir=" + root + "/state",
+                                          "--services=registration"};
+  v1::SubmitJobRequest request = RegistrationJob(p, 5);
+  request.set_request_id("lost-ack-1");
+  {
+    setenv("TESSERA_FAULT_EXIT_AFTER_COMMIT", "lost-ack-1", 1);
+    Server server(flags, "lost_ack_first.txt");
+    unsetenv("TESSERA_FAULT_EXIT_AFTER_COMMIT");
+    auto stub = server.Stub();
+    grpc::ClientContext context;
+    v1::JobInfo info;
+    grpc::Status s = stub->Submit(&context, request, &info);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  }
+  Server again(flags, "lost_ack_second.txt");
+  auto stub = again.Stub();
+  const v1::JobInfo retried = Submit(*stub, request);
+  ASSERT_FALSE(retried.job_id().empty());
+  EXPECT_EQ(retried.request_id(), "lost-ack-1");
+  EXPECT_EQ(WaitFor(*stub, retried.job_id(), Ended).state(), v1::JOB_STATE_SUCCEEDED);
+  const v1::JobInfo after = Submit(*stub, request);
+  EXPECT_EQ(after.job_id(), retried.job_id());
+  EXPECT_EQ(after.state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(after.attempts(), 1);
+  grpc::ClientContext list_context;
+  v1::ListJobsRequest list;
+  v1::ListJobsResponse jobs;
+  ASSERT_TRUE(stub->List(&list_context, list, &jobs).ok());
+  EXPECT_EQ(jobs.jobs_size(), 1);
+  v1::SubmitJobRequest other = RegistrationJob(p, 6);
+  other.set_request_id("lost-ack-1");
+  grpc::ClientContext other_context;
+  v1::JobInfo refused;
+  grpc::Status s = stub->Submit(&other_context, other, &refused);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::ALREADY_EXISTS) << s.error_message();
+}
+
 TEST(SchedulerProcess, KilledWorkersJobFinishesOnTheOtherWorker) {
   const std::string root = TempDir() + "/workers";
   const Problem p = WriteProblem(root + "/data");

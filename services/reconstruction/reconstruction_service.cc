@@ -15,7 +15,7 @@
 #include "common/status.h"
 #include "services/common/chunked_upload.h"
 #include "services/common/file_upload.h"
-#include "services/scheduler/job_info.h"
+#include "services/jobs/job_rpcs.h"
 #include "services/server/auth.h"
 #include "services/server/call_checks.h"
 #include "common/text_checks.h"
@@ -24,11 +24,10 @@ namespace tessera {
 
 namespace fs = std::filesystem;
 using jobs::JobRecord;
-using scheduler::ToJobStatus;
 
 namespace {
 
-constexpr scheduler::ServiceJobKind kJob{"reconstruction", "reconstruction"};
+constexpr jobs::ServiceJobKind kJob{"reconstruction", "reconstruction"};
 constexpr char kUploadPrefix[] = "rf-";
 const std::vector<std::string>& UploadExtensions() {
   // MRI and ultrasound upload HDF5 files (ISMRMRD, PICMUS/UFF); BART's
@@ -52,14 +51,33 @@ std::vector<v1::FileSource*> Sources(v1::ReconstructRequest& r) {
   return out;
 }
 
+jobs::JobCoreOptions JobOptions(const ReconstructionServiceOptions& options) {
+  jobs::JobCoreOptions out{kJob};
+  out.uploads.subdir = "recon-uploads";
+  out.uploads.what = "reconstruction upload directory";
+  out.uploads.prefix = kUploadPrefix;
+  out.uploads.grace = options.upload_file_grace;
+  out.uploads.sweep_interval = options.upload_sweep_interval;
+  out.uploads.named_files = [](const JobRecord& job) {
+    std::vector<std::string> files;
+    v1::ReconstructRequest request;
+    if (!jobs::UnpackJobSpec(job, &request)) return files;
+    for (const v1::FileSource* source : Sources(request)) {
+      if (source->has_path()) files.push_back(source->path());
+    }
+    return files;
+  };
+  return out;
+}
+
 }  // namespace
 
 std::string ReconstructionUploadDir(const std::string& state_dir) {
-  return scheduler::StateSubdir(state_dir, "recon-uploads");
+  return jobs::StateSubdir(state_dir, "recon-uploads");
 }
 
 absl::StatusOr<std::string> CreateReconstructionUploadDir(const std::string& state_dir) {
-  return scheduler::CreateStateSubdir(state_dir, "recon-uploads", "reconstruction upload directory");
+  return jobs::CreateStateSubdir(state_dir, "recon-uploads", "reconstruction upload directory");
 }
 
 absl::StatusOr<std::unique_ptr<ReconstructionServiceImpl>> ReconstructionServiceImpl::Create(
@@ -75,10 +93,8 @@ ReconstructionServiceImpl::ReconstructionServiceImpl(const ServerOptions& option
                                                      ReconstructionServiceOptions service_options)
     : max_file_bytes_(options.max_volume_bytes),
       max_send_message_bytes_(options.max_send_message_bytes),
-      default_device_(options.device),
-      data_roots_(options.data_roots),
       service_options_(service_options),
-      sweep_throttle_("reconstruction", service_options.upload_sweep_interval),
+      jobs_(JobOptions(service_options)),
       upload_quota_bytes_(service_options.upload_quota_bytes > 0
                               ? service_options.upload_quota_bytes
                               : (options.max_volume_bytes > std::numeric_limits<int64_t>::max() / 8
@@ -89,19 +105,7 @@ ReconstructionServiceImpl::~ReconstructionServiceImpl() = default;
 
 absl::Status ReconstructionServiceImpl::AttachScheduler(scheduler::Scheduler* scheduler,
                                                        const std::string& state_dir) {
-  TESSERA_RETURN_IF_ERROR(scheduler::CheckAttachable(scheduler, scheduler_.load()));
-  TESSERA_ASSIGN_OR_RETURN(upload_dir_, CreateReconstructionUploadDir(state_dir));
-  scheduler_.store(scheduler);
-  MaybeSweepUploadFiles();
-  return absl::OkStatus();
-}
-
-absl::StatusOr<scheduler::Scheduler*> ReconstructionServiceImpl::Jobs() const {
-  return scheduler::RequireScheduler(scheduler_.load());
-}
-
-absl::StatusOr<JobRecord> ReconstructionServiceImpl::FindJob(const std::string& id) const {
-  return scheduler::FindJob(scheduler_.load(), id, kJob);
+  return jobs_.Attach(scheduler, state_dir);
 }
 
 // ---------------------------------------------------------------- uploads
@@ -109,8 +113,7 @@ absl::StatusOr<JobRecord> ReconstructionServiceImpl::FindJob(const std::string& 
 grpc::Status ReconstructionServiceImpl::UploadFile(grpc::ServerContext* context,
                                                    grpc::ServerReader<v1::FileChunk>* reader,
                                                    v1::UploadedFile* response) {
-  absl::StatusOr<scheduler::Scheduler*> jobs = Jobs();
-  if (!jobs.ok()) return ToGrpcStatus(jobs.status());
+  if (absl::Status jobs = jobs_.scheduler().status(); !jobs.ok()) return ToGrpcStatus(jobs);
   // Upload files are named rf-<owner>-<random><ext>: the owner (a hash of the
   // principal) is how the quota finds a principal's files.
   const std::string principal = CallPrincipal(context);
@@ -122,7 +125,7 @@ grpc::Status ReconstructionServiceImpl::UploadFile(grpc::ServerContext* context,
     release = *std::move(reserved);
     return absl::OkStatus();
   };
-  absl::StatusOr<StoredUpload> stored = ReceiveFileUpload(*context, reader, upload_dir_, absl::StrCat(kUploadPrefix, owner, "-"),
+  absl::StatusOr<StoredUpload> stored = ReceiveFileUpload(*context, reader, jobs_.upload_dir(), absl::StrCat(kUploadPrefix, owner, "-"),
                                                           UploadExtensions(), max_file_bytes_, admit);
   if (release) release();
   if (!stored.ok()) return ToGrpcStatus(stored.status());
@@ -141,14 +144,14 @@ absl::StatusOr<std::function<void()>> ReconstructionServiceImpl::ReserveQuota(co
   std::lock_guard<std::mutex> lock(quota_mu_);
   int64_t held = 0, files = 0;
   std::error_code ec;
-  for (const fs::directory_entry& entry : fs::directory_iterator(upload_dir_, ec)) {
+  for (const fs::directory_entry& entry : fs::directory_iterator(jobs_.upload_dir(), ec)) {
     const std::string name = entry.path().filename().string();
     if (!absl::StartsWith(name, prefix)) continue;
     std::error_code size_ec;
     const uintmax_t size = entry.file_size(size_ec);
     if (!size_ec) held += static_cast<int64_t>(size), ++files;
   }
-  if (ec) return absl::InternalError(absl::StrCat("cannot list ", upload_dir_, ": ", ec.message()));
+  if (ec) return absl::InternalError(absl::StrCat("cannot list ", jobs_.upload_dir(), ": ", ec.message()));
   const int64_t in_flight = in_flight_bytes_[owner];
   if (held + in_flight + bytes > upload_quota_bytes_) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -175,8 +178,8 @@ absl::StatusOr<v1::ReconstructRequest> ReconstructionServiceImpl::DurableRequest
         !MatchExtension(id, UploadExtensions()).ok()) {
       return absl::InvalidArgumentError(absl::StrCat("upload_id '", id.substr(0, 200), "' is malformed"));
     }
-    const std::string path = (fs::path(upload_dir_) / id).string();
-    if (!scheduler::ReuseUploadFiles({path})) {
+    const std::string path = (fs::path(jobs_.upload_dir()) / id).string();
+    if (!jobs::ReuseUploadFiles({path})) {
       return absl::NotFoundError(absl::StrCat("no upload '", id, "' (unknown, or deleted after its grace period)"));
     }
     source->set_path(path);
@@ -184,104 +187,41 @@ absl::StatusOr<v1::ReconstructRequest> ReconstructionServiceImpl::DurableRequest
   return out;
 }
 
-absl::StatusOr<int> ReconstructionServiceImpl::SweepUploadFiles() {
-  TESSERA_ASSIGN_OR_RETURN(scheduler::Scheduler * s, Jobs());
-  TESSERA_ASSIGN_OR_RETURN(std::vector<JobRecord> pending, scheduler::PendingJobs(*s, kJob.kind));
-  std::set<std::string> named;
-  for (const JobRecord& job : pending) {
-    v1::ReconstructRequest request;
-    if (!scheduler::UnpackJobSpec(job, &request)) continue;
-    for (const v1::FileSource* source : Sources(request)) {
-      if (source->has_path()) named.insert(source->path());
-    }
-  }
-  return scheduler::RemoveUnnamedUploadFiles(upload_dir_, kUploadPrefix, named, service_options_.upload_file_grace);
-}
-
-void ReconstructionServiceImpl::MaybeSweepUploadFiles() {
-  sweep_throttle_.MaybeSweep([this] { return SweepUploadFiles(); });
-}
-
 // ---------------------------------------------------------------- reconstruct
 
 grpc::Status ReconstructionServiceImpl::Reconstruct(grpc::ServerContext* context,
                                                     const v1::ReconstructRequest* request, v1::JobStatus* response) {
-  return ToGrpcStatus(ReconstructImpl(*context, *request, response));
-}
-
-absl::Status ReconstructionServiceImpl::ReconstructImpl(grpc::ServerContext& context,
-                                                        const v1::ReconstructRequest& request,
-                                                        v1::JobStatus* response) {
-  TESSERA_ASSIGN_OR_RETURN(scheduler::Scheduler * s, Jobs());
-  const std::string& id = request.request_id();
-  if (!id.empty()) {
-    TESSERA_RETURN_IF_ERROR(Annotate(jobs::ValidateJobId(id), "request_id"));
-    absl::StatusOr<JobRecord> existing = s->store().FindByRequestId(id);
-    if (existing.ok()) {
-      if (existing->kind != kJob.kind) {
-        return absl::AlreadyExistsError(
-            absl::StrCat("request_id '", id, "' already names a ", existing->kind, " job (", existing->job_id, ")"));
-      }
-      *response = ToJobStatus(scheduler::ToJobInfo(*existing));
-      return absl::OkStatus();
-    }
-    if (existing.status().code() != absl::StatusCode::kNotFound) return existing.status();
-  }
-  const std::string device = request.device().empty() ? default_device_ : request.device();
-  if (device == "cuda") TESSERA_RETURN_IF_ERROR(scheduler::CheckGpuWorker(*s));
-  TESSERA_ASSIGN_OR_RETURN(v1::ReconstructRequest durable, DurableRequest(request));
-  // The scheduler runs the engine's Validate (geometry, sizes, values).
-  TESSERA_ASSIGN_OR_RETURN(v1::JobInfo info, scheduler::SubmitJob(*s, context, kJob.kind, durable, id));
-  if (info.kind() != kJob.kind) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("request_id '", id, "' already names a ", info.kind(), " job (", info.job_id(), ")"));
-  }
-  TESSERA_LOG(INFO) << "reconstruction: job " << info.job_id() << (id.empty() ? "" : absl::StrCat(" (", id, ")"))
-                    << " submitted";
-  *response = ToJobStatus(info);
-  MaybeSweepUploadFiles();
-  return absl::OkStatus();
+  // Idempotent on request_id; the engine (run by the scheduler) checks the
+  // geometry, sizes and values.
+  absl::StatusOr<jobs::SubmittedJob> job = jobs_.Submit(
+      {request, request->request_id(), "request_id", [&]() -> absl::StatusOr<std::unique_ptr<google::protobuf::Message>> {
+         TESSERA_ASSIGN_OR_RETURN(v1::ReconstructRequest durable, DurableRequest(*request));
+         return std::make_unique<v1::ReconstructRequest>(std::move(durable));
+       }});
+  if (job.ok()) *response = jobs::ToJobStatus(job->info);
+  return jobs::JobRpcStatus(*context, job.status());
 }
 
 // ---------------------------------------------------------------- job queries
 
-grpc::Status ReconstructionServiceImpl::WatchJob(grpc::ServerContext* context, const v1::ReconJobRequest* request,
+grpc::Status ReconstructionServiceImpl::WatchJob(grpc::ServerContext* context, const v1::JobRef* request,
                                                  grpc::ServerWriter<v1::Progress>* writer) {
-  return ToGrpcStatus(WatchJobImpl(*context, *request, writer));
+  return jobs::WatchJobRpc(jobs_, *context, *request, writer);
 }
 
-absl::Status ReconstructionServiceImpl::WatchJobImpl(const grpc::ServerContext& context, const v1::ReconJobRequest& request,
-                                                     grpc::ServerWriter<v1::Progress>* writer) {
-  return scheduler::WatchJobProgress(scheduler_.load(), request.job_id(), kJob, context,
-                                     [writer](const v1::Progress& progress) { return writer->Write(progress); });
-}
-
-grpc::Status ReconstructionServiceImpl::GetJob(grpc::ServerContext* /*context*/, const v1::ReconJobRequest* request,
+grpc::Status ReconstructionServiceImpl::GetJob(grpc::ServerContext* /*context*/, const v1::JobRef* request,
                                                v1::JobStatus* response) {
-  return ToGrpcStatus(scheduler::GetJobStatus(scheduler_.load(), request->job_id(), kJob, response));
+  return jobs::Respond(jobs_.Get(request->job_id()), response);
 }
 
-grpc::Status ReconstructionServiceImpl::CancelJob(grpc::ServerContext* /*context*/,
-                                                  const v1::ReconJobRequest* request, v1::JobStatus* response) {
-  return ToGrpcStatus(scheduler::CancelJob(scheduler_.load(), request->job_id(), kJob, response));
+grpc::Status ReconstructionServiceImpl::CancelJob(grpc::ServerContext* /*context*/, const v1::JobRef* request,
+                                                  v1::JobStatus* response) {
+  return jobs::Respond(jobs_.Cancel(request->job_id()), response);
 }
 
-grpc::Status ReconstructionServiceImpl::GetResult(grpc::ServerContext* /*context*/,
-                                                  const v1::ReconJobRequest* request,
+grpc::Status ReconstructionServiceImpl::GetResult(grpc::ServerContext* /*context*/, const v1::JobRef* request,
                                                   v1::ReconstructionResult* response) {
-  return ToGrpcStatus(GetResultImpl(*request, response));
-}
-
-absl::Status ReconstructionServiceImpl::GetResultImpl(const v1::ReconJobRequest& request,
-                                                      v1::ReconstructionResult* response) {
-  TESSERA_ASSIGN_OR_RETURN(JobRecord job, FindJob(request.job_id()));
-  TESSERA_RETURN_IF_ERROR(scheduler::CheckSucceeded(job));
-  TESSERA_ASSIGN_OR_RETURN(v1::JobResult result, (*Jobs())->GetResult(job.job_id));
-  if (!result.result().UnpackTo(response)) {
-    return absl::DataLossError(absl::StrCat("job '", job.job_id, "' has no reconstruction result"));
-  }
-  response->set_job_id(job.job_id);
-  return absl::OkStatus();
+  return jobs::Respond(jobs_.TypedResult<v1::ReconstructionResult>(request->job_id()), response);
 }
 
 grpc::Status ReconstructionServiceImpl::DownloadResult(grpc::ServerContext* context,
@@ -293,17 +233,12 @@ grpc::Status ReconstructionServiceImpl::DownloadResult(grpc::ServerContext* cont
 absl::Status ReconstructionServiceImpl::DownloadResultImpl(const grpc::ServerContext& context,
                                                            const v1::ReconDownloadRequest& request,
                                                            grpc::ServerWriter<v1::ArrayChunk>* writer) {
-  TESSERA_ASSIGN_OR_RETURN(JobRecord job, FindJob(request.job_id()));
+  TESSERA_ASSIGN_OR_RETURN(JobRecord job, jobs_.Find(request.job_id()));
   if (request.chunk_bytes() < 0) return absl::InvalidArgumentError("chunk_bytes must not be negative");
   const int64_t chunk_bytes =
       DownloadChunkBytes(request.chunk_bytes(), service_options_.download_chunk_bytes, max_send_message_bytes_);
-  TESSERA_RETURN_IF_ERROR(scheduler::CheckSucceeded(job));
-  TESSERA_ASSIGN_OR_RETURN(v1::JobResult result, (*Jobs())->GetResult(job.job_id));
-  std::string path;
-  for (const v1::ResultFile& f : result.files()) {
-    if (f.name() == "reconstruction.nii.gz") path = f.path();
-  }
-  if (path.empty()) return absl::DataLossError(absl::StrCat("job '", job.job_id, "' has no reconstruction.nii.gz"));
+  TESSERA_ASSIGN_OR_RETURN(v1::JobResult result, jobs_.Result(job.job_id));
+  TESSERA_ASSIGN_OR_RETURN(std::string path, jobs::JobCore::ResultFile(result, "reconstruction.nii.gz"));
   absl::StatusOr<Volume> volume = ReadNifti(path);
   if (!volume.ok()) {
     return volume.status().code() == absl::StatusCode::kNotFound ? absl::DataLossError(volume.status().message())

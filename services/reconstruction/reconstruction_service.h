@@ -29,9 +29,8 @@
 #include <grpcpp/support/sync_stream.h>
 
 #include "absl/status/statusor.h"
-#include "services/jobs/job_store.h"
+#include "services/jobs/job_core.h"
 #include "services/scheduler/scheduler.h"
-#include "services/scheduler/service_jobs.h"
 #include "services/server/server_options.h"
 #include "tessera/v1/reconstruction.grpc.pb.h"
 
@@ -71,36 +70,28 @@ class ReconstructionServiceImpl final : public v1::ReconstructionService::Servic
                           v1::UploadedFile* response) override;
   grpc::Status Reconstruct(grpc::ServerContext* context, const v1::ReconstructRequest* request,
                            v1::JobStatus* response) override;
-  grpc::Status WatchJob(grpc::ServerContext* context, const v1::ReconJobRequest* request,
+  grpc::Status WatchJob(grpc::ServerContext* context, const v1::JobRef* request,
                         grpc::ServerWriter<v1::Progress>* writer) override;
-  grpc::Status GetJob(grpc::ServerContext* context, const v1::ReconJobRequest* request,
+  grpc::Status GetJob(grpc::ServerContext* context, const v1::JobRef* request,
                       v1::JobStatus* response) override;
-  grpc::Status CancelJob(grpc::ServerContext* context, const v1::ReconJobRequest* request,
+  grpc::Status CancelJob(grpc::ServerContext* context, const v1::JobRef* request,
                          v1::JobStatus* response) override;
-  grpc::Status GetResult(grpc::ServerContext* context, const v1::ReconJobRequest* request,
+  grpc::Status GetResult(grpc::ServerContext* context, const v1::JobRef* request,
                          v1::ReconstructionResult* response) override;
   grpc::Status DownloadResult(grpc::ServerContext* context, const v1::ReconDownloadRequest* request,
                               grpc::ServerWriter<v1::ArrayChunk>* writer) override;
 
   // Deletes the upload files no queued or running job names and untouched
   // for upload_file_grace; returns how many.
-  absl::StatusOr<int> SweepUploadFiles();
+  absl::StatusOr<int> SweepUploadFiles() { return jobs_.SweepUploads(); }
 
  private:
   ReconstructionServiceImpl(const ServerOptions& options, ReconstructionServiceOptions service_options);
 
-  absl::StatusOr<scheduler::Scheduler*> Jobs() const;
-  absl::StatusOr<jobs::JobRecord> FindJob(const std::string& id) const;
-  absl::Status ReconstructImpl(grpc::ServerContext& context, const v1::ReconstructRequest& request,
-                               v1::JobStatus* response);
   // The request as submitted: upload ids replaced by their files' paths.
   absl::StatusOr<v1::ReconstructRequest> DurableRequest(const v1::ReconstructRequest& request) const;
-  absl::Status WatchJobImpl(const grpc::ServerContext& context, const v1::ReconJobRequest& request,
-                            grpc::ServerWriter<v1::Progress>* writer);
-  absl::Status GetResultImpl(const v1::ReconJobRequest& request, v1::ReconstructionResult* response);
   absl::Status DownloadResultImpl(const grpc::ServerContext& context, const v1::ReconDownloadRequest& request,
                                   grpc::ServerWriter<v1::ArrayChunk>* writer);
-  void MaybeSweepUploadFiles();
   // The quota check of UploadFile for `owner` (a hash of the principal, the
   // upload ids' second field): reserves `bytes` until the returned release.
   absl::StatusOr<std::function<void()>> ReserveQuota(const std::string& owner, const std::string& principal,
@@ -108,12 +99,8 @@ class ReconstructionServiceImpl final : public v1::ReconstructionService::Servic
 
   const int64_t max_file_bytes_;
   const int max_send_message_bytes_;
-  const std::string default_device_;
-  const std::vector<std::string> data_roots_;
   const ReconstructionServiceOptions service_options_;
-  std::atomic<scheduler::Scheduler*> scheduler_{nullptr};
-  std::string upload_dir_;  // set with the scheduler
-  scheduler::UploadSweepThrottle sweep_throttle_;
+  jobs::JobCore jobs_;
   const int64_t upload_quota_bytes_;
   std::mutex quota_mu_;
   std::map<std::string, int64_t> in_flight_bytes_;  // by owner, uploads being received (guarded by quota_mu_)

@@ -175,7 +175,7 @@ TEST_F(ReconstructionServiceTest, UploadReconstructWatchAndDownload) {
   std::vector<v1::Progress> seen;
   {
     grpc::ClientContext ctx;
-    v1::ReconJobRequest job;
+    v1::JobRef job;
     job.set_job_id("scan-42");  // the request id works as a job id
     auto reader = stub_->WatchJob(&ctx, job);
     v1::Progress p;
@@ -188,7 +188,7 @@ TEST_F(ReconstructionServiceTest, UploadReconstructWatchAndDownload) {
   v1::ReconstructionResult result;
   {
     grpc::ClientContext ctx;
-    v1::ReconJobRequest job;
+    v1::JobRef job;
     job.set_job_id(status.job_id());
     grpc::Status s = stub_->GetResult(&ctx, job, &result);
     ASSERT_TRUE(s.ok()) << s.error_message();
@@ -239,7 +239,7 @@ v1::ReconstructionResult RunToResult(v1::ReconstructionService::Stub& stub, cons
     grpc::Status s = stub.Reconstruct(&ctx, request, &status);
     EXPECT_TRUE(s.ok()) << s.error_message();
   }
-  v1::ReconJobRequest job;
+  v1::JobRef job;
   job.set_job_id(status.job_id());
   {
     grpc::ClientContext ctx;
@@ -390,7 +390,7 @@ TEST_F(ReconstructionServiceTest, CancelARunningJob) {
   // Wait for it to run, then cancel.
   for (int i = 0; i < 200; ++i) {
     grpc::ClientContext ctx;
-    v1::ReconJobRequest job;
+    v1::JobRef job;
     job.set_job_id(status.job_id());
     v1::JobStatus now;
     ASSERT_TRUE(stub_->GetJob(&ctx, job, &now).ok());
@@ -399,7 +399,7 @@ TEST_F(ReconstructionServiceTest, CancelARunningJob) {
   }
   {
     grpc::ClientContext ctx;
-    v1::ReconJobRequest job;
+    v1::JobRef job;
     job.set_job_id(status.job_id());
     v1::JobStatus after;
     ASSERT_TRUE(stub_->CancelJob(&ctx, job, &after).ok());
@@ -408,7 +408,7 @@ TEST_F(ReconstructionServiceTest, CancelARunningJob) {
   ASSERT_TRUE(ended.ok()) << ended.status();
   EXPECT_EQ(ended->state(), v1::JOB_STATE_CANCELLED);
   grpc::ClientContext ctx;
-  v1::ReconJobRequest job;
+  v1::JobRef job;
   job.set_job_id(status.job_id());
   v1::ReconstructionResult result;
   EXPECT_EQ(stub_->GetResult(&ctx, job, &result).error_code(), grpc::StatusCode::FAILED_PRECONDITION);

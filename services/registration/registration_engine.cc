@@ -34,12 +34,6 @@ absl::StatusOr<std::optional<VolumeInput>> ResolveSource(const v1::VolumeSource&
   }
 }
 
-absl::StatusOr<v1::RegisterRequest> Unpack(const google::protobuf::Any& spec) {
-  v1::RegisterRequest request;
-  TESSERA_RETURN_IF_ERROR(jobs::UnpackSpec(spec, &request));
-  return request;
-}
-
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const RegistrationEngine>> RegistrationEngine::Create(
@@ -51,9 +45,22 @@ absl::StatusOr<std::shared_ptr<const RegistrationEngine>> RegistrationEngine::Cr
       new RegistrationEngine(std::move(roots), max_volume_bytes, default_device));
 }
 
+absl::StatusOr<RegistrationPlan> RegistrationEngine::MakePlan(const v1::RegisterRequest& request) const {
+  RegistrationPlan plan;
+  TESSERA_ASSIGN_OR_RETURN(plan.options, ParseRegistrationOptions(request.options(), default_device_));
+  plan.request = request;
+  return plan;
+}
+
 absl::StatusOr<RequestSpec> RegistrationEngine::Resolve(const v1::RegisterRequest& request) const {
+  TESSERA_ASSIGN_OR_RETURN(RegistrationPlan plan, MakePlan(request));
+  return ResolvePlan(plan);
+}
+
+absl::StatusOr<RequestSpec> RegistrationEngine::ResolvePlan(const RegistrationPlan& plan) const {
+  const v1::RegisterRequest& request = plan.request;
   RequestSpec spec;
-  TESSERA_ASSIGN_OR_RETURN(spec.options, ParseRegistrationOptions(request.options(), default_device_));
+  spec.options = plan.options;
   spec.inverse_warp = request.options().inverse_warp();
   spec.max_volume_bytes = max_volume_bytes_;
   RequestInputs& in = spec.inputs;
@@ -75,30 +82,22 @@ absl::StatusOr<RequestSpec> RegistrationEngine::Resolve(const v1::RegisterReques
   return spec;
 }
 
-absl::Status RegistrationEngine::Validate(const google::protobuf::Any& spec) const {
-  TESSERA_ASSIGN_OR_RETURN(v1::RegisterRequest request, Unpack(spec));
-  return Resolve(request).status();
-}
+absl::Status RegistrationEngine::CheckPlan(const RegistrationPlan& plan) const { return ResolvePlan(plan).status(); }
 
-jobs::ResourceNeeds RegistrationEngine::Needs(const google::protobuf::Any& spec) const {
+jobs::ResourceNeeds RegistrationEngine::NeedsOf(const RegistrationPlan& plan) const {
   jobs::ResourceNeeds needs;
-  absl::StatusOr<v1::RegisterRequest> request = Unpack(spec);
-  if (!request.ok()) return needs;
-  absl::StatusOr<RegistrationOptions> options = ParseRegistrationOptions(request->options(), default_device_);
-  if (!options.ok()) return needs;
-  needs.needs_gpu = options->device == "cuda";
-  if (options->device == "cpu" || !request->fixed().has_path()) return needs;
-  absl::StatusOr<std::string> path = ResolveUnderRoots(request->fixed().path(), roots_);
+  needs.needs_gpu = plan.options.device == "cuda";
+  if (plan.options.device == "cpu" || !plan.request.fixed().has_path()) return needs;
+  absl::StatusOr<std::string> path = ResolveUnderRoots(plan.request.fixed().path(), roots_);
   if (!path.ok()) return needs;
   absl::StatusOr<int64_t> voxels = NiftiSpatialVoxels(*path);
   if (voxels.ok()) needs.device_bytes = kDeviceBytesPerFixedVoxel * *voxels;
   return needs;
 }
 
-absl::StatusOr<jobs::EngineOutput> RegistrationEngine::Run(const google::protobuf::Any& spec,
-                                                           jobs::EngineContext& ctx) const {
-  TESSERA_ASSIGN_OR_RETURN(v1::RegisterRequest request, Unpack(spec));
-  TESSERA_ASSIGN_OR_RETURN(RequestSpec resolved, Resolve(request));
+absl::StatusOr<jobs::EngineOutput> RegistrationEngine::RunPlan(const RegistrationPlan& plan,
+                                                               jobs::EngineContext& ctx) const {
+  TESSERA_ASSIGN_OR_RETURN(RequestSpec resolved, ResolvePlan(plan));
   TESSERA_RETURN_IF_ERROR(ctx.CheckContinue());
 
   RequestRunContext run;

@@ -25,13 +25,21 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "services/jobs/engine.h"
+#include "services/jobs/typed_engine.h"
+#include "services/registration/request_options.h"
 #include "services/registration/request_run.h"
 #include "tessera/v1/registration.pb.h"
 
 namespace tessera::registration {
 
-class RegistrationEngine final : public jobs::Engine {
+// A RegisterRequest parsed once (its options: ParseRegistrationOptions):
+// what Validate, Needs and Run of its job all read.
+struct RegistrationPlan {
+  v1::RegisterRequest request;
+  RegistrationOptions options;
+};
+
+class RegistrationEngine final : public jobs::TypedEngine<v1::RegisterRequest, RegistrationPlan> {
  public:
   // Device memory of a registration per voxel of the fixed image (pyramid,
   // warped image and gradient, displacement and Adam moments, metric
@@ -48,25 +56,31 @@ class RegistrationEngine final : public jobs::Engine {
                                                                           const std::string& default_device);
 
   std::string kind() const override { return "registration"; }
-  std::string spec_type() const override { return "tessera.v1.RegisterRequest"; }
-  // INVALID_ARGUMENT (bad options, missing fixed/moving, an upload_id),
-  // NOT_FOUND / PERMISSION_DENIED / FAILED_PRECONDITION for paths (as
-  // ResolveUnderRoots), RESOURCE_EXHAUSTED for files over the volume limit.
-  absl::Status Validate(const google::protobuf::Any& spec) const override;
+
+  // The request resolved against this engine's roots and limits (the CLI's
+  // foreground run).
+  absl::StatusOr<RequestSpec> Resolve(const v1::RegisterRequest& request) const;
+
+ protected:
+  // INVALID_ARGUMENT for bad options.
+  absl::StatusOr<RegistrationPlan> MakePlan(const v1::RegisterRequest& request) const override;
+  // INVALID_ARGUMENT (missing fixed/moving, an upload_id), NOT_FOUND /
+  // PERMISSION_DENIED / FAILED_PRECONDITION for paths (as ResolveUnderRoots),
+  // RESOURCE_EXHAUSTED for files over the volume limit.
+  absl::Status CheckPlan(const RegistrationPlan& plan) const override;
   // needs_gpu only when the request (or the default device) says "cuda";
   // device_bytes ~ kDeviceBytesPerFixedVoxel x the fixed image's voxels,
   // from its NIfTI header (0 for "cpu" or when the header is unreadable).
-  jobs::ResourceNeeds Needs(const google::protobuf::Any& spec) const override;
+  jobs::ResourceNeeds NeedsOf(const RegistrationPlan& plan) const override;
   // Reports progress (stages input, init, rigid, affine, deformable, output;
   // metrics loss and scale), stops within an iteration when cancelled
   // (CANCELLED) or past the deadline (DEADLINE_EXCEEDED), and sets the job's
   // peak device memory (its own allocations only).
-  absl::StatusOr<jobs::EngineOutput> Run(const google::protobuf::Any& spec, jobs::EngineContext& ctx) const override;
-
-  // The request resolved against this engine's roots and limits.
-  absl::StatusOr<RequestSpec> Resolve(const v1::RegisterRequest& request) const;
+  absl::StatusOr<jobs::EngineOutput> RunPlan(const RegistrationPlan& plan, jobs::EngineContext& ctx) const override;
 
  private:
+  absl::StatusOr<RequestSpec> ResolvePlan(const RegistrationPlan& plan) const;
+
   RegistrationEngine(std::vector<std::string> roots, int64_t max_volume_bytes, std::string default_device)
       : roots_(std::move(roots)), max_volume_bytes_(max_volume_bytes), default_device_(std::move(default_device)) {}
 

@@ -132,7 +132,7 @@ TEST(RegistrationEngine, ValidateAcceptsServerPathsAndRefusesUploads) {
   EXPECT_EQ(engine->Validate(Pack(bad_option)).code(), absl::StatusCode::kInvalidArgument);
 
   google::protobuf::Any wrong;
-  wrong.PackFrom(v1::JobRequest());
+  wrong.PackFrom(v1::JobRef());
   EXPECT_EQ(engine->Validate(wrong).code(), absl::StatusCode::kInvalidArgument);
 }
 

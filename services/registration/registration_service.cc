@@ -18,20 +18,17 @@
 #include "common/status.h"
 #include "services/common/chunked_upload.h"
 #include "services/registration/ants_transform_io.h"
-#include "services/registration/request_options.h"
-#include "services/scheduler/job_info.h"
-#include "services/scheduler/service_jobs.h"
+#include "services/jobs/job_rpcs.h"
 #include "services/server/call_checks.h"
 
 namespace tessera {
 
 namespace fs = std::filesystem;
 using jobs::JobRecord;
-using scheduler::ToJobStatus;
 
 namespace {
 
-constexpr scheduler::ServiceJobKind kJob{"registration", "registration"};
+constexpr jobs::ServiceJobKind kJob{"registration", "registration"};
 constexpr char kUploadPrefix[] = "up-";  // VolumeStore ids; the names of upload files
 
 absl::StatusOr<std::string> ReadFileBytes(const std::string& path) {
@@ -44,11 +41,35 @@ absl::StatusOr<std::string> ReadFileBytes(const std::string& path) {
 
 }  // namespace
 
-std::string RegistrationUploadDir(const std::string& state_dir) { return scheduler::StateSubdir(state_dir, "uploads"); }
+std::string RegistrationUploadDir(const std::string& state_dir) { return jobs::StateSubdir(state_dir, "uploads"); }
 
 absl::StatusOr<std::string> CreateRegistrationUploadDir(const std::string& state_dir) {
-  return scheduler::CreateStateSubdir(state_dir, "uploads", "upload directory");
+  return jobs::CreateStateSubdir(state_dir, "uploads", "upload directory");
 }
+
+namespace {
+
+jobs::JobCoreOptions JobOptions(const RegistrationServiceOptions& options) {
+  jobs::JobCoreOptions out{kJob};
+  out.uploads.subdir = "uploads";
+  out.uploads.what = "upload directory";
+  out.uploads.prefix = kUploadPrefix;
+  out.uploads.grace = options.upload_file_grace;
+  out.uploads.sweep_interval = options.upload_sweep_interval;
+  out.uploads.named_files = [](const JobRecord& job) {
+    std::vector<std::string> files;
+    v1::RegisterRequest request;
+    if (!jobs::UnpackJobSpec(job, &request)) return files;
+    for (const v1::VolumeSource* source :
+         {&request.fixed(), &request.moving(), &request.fixed_labels(), &request.moving_labels()}) {
+      if (source->has_path()) files.push_back(source->path());
+    }
+    return files;
+  };
+  return out;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<RegistrationServiceImpl>> RegistrationServiceImpl::Create(
     const ServerOptions& options, RegistrationServiceOptions service_options) {
@@ -72,29 +93,15 @@ RegistrationServiceImpl::RegistrationServiceImpl(const ServerOptions& options,
                                                  RegistrationServiceOptions service_options)
     : max_volume_bytes_(options.max_volume_bytes),
       max_send_message_bytes_(options.max_send_message_bytes),
-      default_device_(options.device),
       service_options_(service_options),
       uploads_(VolumeStore::Options{service_options.upload_store_bytes, service_options.upload_ttl, 1024}),
-      sweep_throttle_("registration", service_options.upload_sweep_interval) {}
+      jobs_(JobOptions(service_options)) {}
 
 // The jobs are the scheduler's: they outlive the service.
 RegistrationServiceImpl::~RegistrationServiceImpl() = default;
 
 absl::Status RegistrationServiceImpl::AttachScheduler(scheduler::Scheduler* scheduler, const std::string& state_dir) {
-  TESSERA_RETURN_IF_ERROR(scheduler::CheckAttachable(scheduler, scheduler_.load()));
-  TESSERA_ASSIGN_OR_RETURN(upload_dir_, CreateRegistrationUploadDir(state_dir));
-  scheduler_.store(scheduler);
-  MaybeSweepUploadFiles();
-  return absl::OkStatus();
-}
-
-absl::StatusOr<scheduler::Scheduler*> RegistrationServiceImpl::Jobs() const {
-  return scheduler::RequireScheduler(scheduler_.load());
-}
-
-// (The job_id a client chose at Register is the job's request_id.)
-absl::StatusOr<JobRecord> RegistrationServiceImpl::FindJob(const std::string& id) const {
-  return scheduler::FindJob(scheduler_.load(), id, kJob);
+  return jobs_.Attach(scheduler, state_dir);
 }
 
 // ---------------------------------------------------------------- uploads
@@ -108,7 +115,7 @@ grpc::Status RegistrationServiceImpl::UploadVolume(grpc::ServerContext* context,
 absl::Status RegistrationServiceImpl::UploadVolumeImpl(const grpc::ServerContext& context,
                                                        grpc::ServerReader<v1::ArrayChunk>* reader,
                                                        v1::UploadedVolume* response) {
-  TESSERA_RETURN_IF_ERROR(Jobs().status());  // no Register here to use it
+  TESSERA_RETURN_IF_ERROR(jobs_.scheduler().status());  // no Register here to use it
   VolumeStore::Reservation space;
   TESSERA_ASSIGN_OR_RETURN(ReceivedArray received,
                            ReceiveChunkedArray(context, reader, max_volume_bytes_,
@@ -132,8 +139,8 @@ absl::StatusOr<std::string> RegistrationServiceImpl::WriteUploadFile(const std::
   if (!absl::StartsWith(upload_id, kUploadPrefix) || upload_id.find('/') != std::string::npos) {
     return absl::InternalError(absl::StrCat("unexpected upload id '", upload_id, "'"));
   }
-  const std::string path = (fs::path(upload_dir_) / absl::StrCat(upload_id, ".nii")).string();
-  if (scheduler::ReuseUploadFiles({path})) return path;  // written for an earlier job
+  const std::string path = (fs::path(jobs_.upload_dir()) / absl::StrCat(upload_id, ".nii")).string();
+  if (jobs::ReuseUploadFiles({path})) return path;  // written for an earlier job
   // Uncompressed: gzip of a 1 mm volume would take seconds of the Register call.
   // WriteNifti writes a temporary file and renames it into place.
   TESSERA_RETURN_IF_ERROR(WriteNifti(volume, path));
@@ -183,106 +190,42 @@ absl::StatusOr<v1::RegisterRequest> RegistrationServiceImpl::DurableRequest(cons
   return out;
 }
 
-absl::StatusOr<int> RegistrationServiceImpl::SweepUploadFiles() {
-  TESSERA_ASSIGN_OR_RETURN(scheduler::Scheduler * s, Jobs());
-  TESSERA_ASSIGN_OR_RETURN(std::vector<JobRecord> pending, scheduler::PendingJobs(*s, kJob.kind));
-  std::set<std::string> named;  // files of jobs that may still run
-  for (const JobRecord& job : pending) {
-    v1::RegisterRequest request;
-    if (!scheduler::UnpackJobSpec(job, &request)) continue;
-    for (const v1::VolumeSource* source :
-         {&request.fixed(), &request.moving(), &request.fixed_labels(), &request.moving_labels()}) {
-      if (source->has_path()) named.insert(source->path());
-    }
-  }
-  return scheduler::RemoveUnnamedUploadFiles(upload_dir_, kUploadPrefix, named, service_options_.upload_file_grace);
-}
-
-void RegistrationServiceImpl::MaybeSweepUploadFiles() {
-  sweep_throttle_.MaybeSweep([this] { return SweepUploadFiles(); });
-}
-
 // ---------------------------------------------------------------- register
 
 grpc::Status RegistrationServiceImpl::Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
                                                v1::JobStatus* response) {
-  return ToGrpcStatus(RegisterImpl(*context, *request, response));
-}
-
-absl::Status RegistrationServiceImpl::RegisterImpl(grpc::ServerContext& context, const v1::RegisterRequest& request,
-                                                   v1::JobStatus* response) {
-  TESSERA_ASSIGN_OR_RETURN(scheduler::Scheduler * s, Jobs());
-  const std::string& id = request.job_id();
-  const auto respond = [&](const JobRecord& job) -> absl::Status {
-    if (job.kind != kJob.kind) {
-      return absl::AlreadyExistsError(
-          absl::StrCat("job_id '", id, "' already names a ", job.kind, " job (", job.job_id, ")"));
-    }
-    *response = ToJobStatus(scheduler::ToJobInfo(job));
-    return absl::OkStatus();
-  };
-  if (!id.empty()) {
-    TESSERA_RETURN_IF_ERROR(Annotate(jobs::ValidateJobId(id), "job_id"));
-    // Idempotent: a known id returns its job, whatever the rest says (even
-    // when its uploads have expired since).
-    absl::StatusOr<JobRecord> existing = s->store().FindByRequestId(id);
-    if (existing.ok()) return respond(*existing);
-    if (existing.status().code() != absl::StatusCode::kNotFound) return existing.status();
-  }
-  // Options first, so a bad request writes no upload files.
-  TESSERA_ASSIGN_OR_RETURN(registration::RegistrationOptions options,
-                           registration::ParseRegistrationOptions(request.options(), default_device_));
-  if (options.device == "cuda") TESSERA_RETURN_IF_ERROR(scheduler::CheckGpuWorker(*s));
-  TESSERA_ASSIGN_OR_RETURN(v1::RegisterRequest durable, DurableRequest(request));
-  TESSERA_ASSIGN_OR_RETURN(v1::JobInfo info, scheduler::SubmitJob(*s, context, kJob.kind, durable, id));
-  if (info.kind() != kJob.kind) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("job_id '", id, "' already names a ", info.kind(), " job (", info.job_id(), ")"));
-  }
-  TESSERA_LOG(INFO) << "registration: job " << info.job_id() << (id.empty() ? "" : absl::StrCat(" (", id, ")"))
-                    << " submitted";
-  *response = ToJobStatus(info);
-  MaybeSweepUploadFiles();
-  return absl::OkStatus();
+  // Idempotent on job_id (the job core decides it before anything else);
+  // the engine checks the options and inputs when the scheduler takes the
+  // job (once per job: TypedEngine's plan).
+  absl::StatusOr<jobs::SubmittedJob> job =
+      jobs_.Submit({request, request->job_id(), "job_id", [&]() -> absl::StatusOr<std::unique_ptr<google::protobuf::Message>> {
+                      TESSERA_ASSIGN_OR_RETURN(v1::RegisterRequest durable, DurableRequest(*request));
+                      return std::make_unique<v1::RegisterRequest>(std::move(durable));
+                    }});
+  if (job.ok()) *response = jobs::ToJobStatus(job->info);
+  return jobs::JobRpcStatus(*context, job.status());
 }
 
 // ---------------------------------------------------------------- job queries
 
-grpc::Status RegistrationServiceImpl::WatchJob(grpc::ServerContext* context, const v1::JobRequest* request,
+grpc::Status RegistrationServiceImpl::WatchJob(grpc::ServerContext* context, const v1::JobRef* request,
                                                grpc::ServerWriter<v1::Progress>* writer) {
-  return ToGrpcStatus(WatchJobImpl(*context, *request, writer));
+  return jobs::WatchJobRpc(jobs_, *context, *request, writer);
 }
 
-absl::Status RegistrationServiceImpl::WatchJobImpl(const grpc::ServerContext& context, const v1::JobRequest& request,
-                                                   grpc::ServerWriter<v1::Progress>* writer) {
-  return scheduler::WatchJobProgress(scheduler_.load(), request.job_id(), kJob, context,
-                                     [writer](const v1::Progress& progress) { return writer->Write(progress); });
-}
-
-grpc::Status RegistrationServiceImpl::GetJob(grpc::ServerContext* /*context*/, const v1::JobRequest* request,
+grpc::Status RegistrationServiceImpl::GetJob(grpc::ServerContext* /*context*/, const v1::JobRef* request,
                                              v1::JobStatus* response) {
-  return ToGrpcStatus(scheduler::GetJobStatus(scheduler_.load(), request->job_id(), kJob, response));
+  return jobs::Respond(jobs_.Get(request->job_id()), response);
 }
 
-grpc::Status RegistrationServiceImpl::CancelJob(grpc::ServerContext* /*context*/, const v1::JobRequest* request,
+grpc::Status RegistrationServiceImpl::CancelJob(grpc::ServerContext* /*context*/, const v1::JobRef* request,
                                                 v1::JobStatus* response) {
-  return ToGrpcStatus(scheduler::CancelJob(scheduler_.load(), request->job_id(), kJob, response));
+  return jobs::Respond(jobs_.Cancel(request->job_id()), response);
 }
 
-grpc::Status RegistrationServiceImpl::GetResult(grpc::ServerContext* /*context*/, const v1::JobRequest* request,
+grpc::Status RegistrationServiceImpl::GetResult(grpc::ServerContext* /*context*/, const v1::JobRef* request,
                                                 v1::RegistrationResult* response) {
-  return ToGrpcStatus(GetResultImpl(*request, response));
-}
-
-absl::Status RegistrationServiceImpl::GetResultImpl(const v1::JobRequest& request, v1::RegistrationResult* response) {
-  TESSERA_ASSIGN_OR_RETURN(JobRecord job, FindJob(request.job_id()));
-  TESSERA_RETURN_IF_ERROR(scheduler::CheckSucceeded(job));
-  TESSERA_ASSIGN_OR_RETURN(v1::JobResult result, (*Jobs())->GetResult(job.job_id));
-  if (!result.result().UnpackTo(response)) {
-    return absl::DataLossError(absl::StrCat("job '", job.job_id, "' has no registration result"));
-  }
-  response->set_job_id(job.job_id);
-  return absl::OkStatus();
+  return jobs::Respond(jobs_.TypedResult<v1::RegistrationResult>(request->job_id()), response);
 }
 
 grpc::Status RegistrationServiceImpl::DownloadResult(grpc::ServerContext* context, const v1::DownloadRequest* request,
@@ -293,7 +236,7 @@ grpc::Status RegistrationServiceImpl::DownloadResult(grpc::ServerContext* contex
 absl::Status RegistrationServiceImpl::DownloadResultImpl(const grpc::ServerContext& context,
                                                          const v1::DownloadRequest& request,
                                                          grpc::ServerWriter<v1::ArrayChunk>* writer) {
-  TESSERA_ASSIGN_OR_RETURN(JobRecord job, FindJob(request.job_id()));
+  TESSERA_ASSIGN_OR_RETURN(JobRecord job, jobs_.Find(request.job_id()));
   if (request.chunk_bytes() < 0) return absl::InvalidArgumentError("chunk_bytes must not be negative");
   const int64_t chunk_bytes =
       DownloadChunkBytes(request.chunk_bytes(), service_options_.download_chunk_bytes, max_send_message_bytes_);
@@ -302,8 +245,7 @@ absl::Status RegistrationServiceImpl::DownloadResultImpl(const grpc::ServerConte
     return absl::InvalidArgumentError(absl::StrCat("artifact ", static_cast<int>(artifact),
                                                    " is not one of WARPED, WARPED_LABELS, WARP, INVERSE_WARP, AFFINE"));
   }
-  TESSERA_RETURN_IF_ERROR(scheduler::CheckSucceeded(job));
-  TESSERA_ASSIGN_OR_RETURN(v1::JobResult result, (*Jobs())->GetResult(job.job_id));
+  TESSERA_ASSIGN_OR_RETURN(v1::JobResult result, jobs_.Result(job.job_id));
   v1::RegistrationResult summary;
   if (!result.result().UnpackTo(&summary)) {
     return absl::DataLossError(absl::StrCat("job '", job.job_id, "' has no registration result"));
@@ -316,12 +258,7 @@ absl::Status RegistrationServiceImpl::DownloadResultImpl(const grpc::ServerConte
         absl::StrCat("job '", job.job_id, "' has no ", v1::RegistrationArtifact_Name(artifact), ": ", why));
   };
   // The result file `name` (under <state dir>/results/<job id>/).
-  const auto file = [&](const char* name) -> absl::StatusOr<std::string> {
-    for (const v1::ResultFile& f : result.files()) {
-      if (f.name() == name) return f.path();
-    }
-    return absl::DataLossError(absl::StrCat("job '", job.job_id, "' has no result file ", name));
-  };
+  const auto file = [&](const char* name) { return jobs::JobCore::ResultFile(result, name); };
   const auto send_volume = [&](const Volume& volume, DType dtype, const char* description) -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(NDArray array, volume.data.AsType(dtype));
     return SendChunkedArray(context, writer, VolumeHeaderOf(array, &volume.geometry, description), array.raw_data(),

@@ -48,9 +48,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "services/common/volume_store.h"
-#include "services/jobs/job_store.h"
+#include "services/jobs/job_core.h"
 #include "services/scheduler/scheduler.h"
-#include "services/scheduler/service_jobs.h"
 #include "services/server/server_options.h"
 #include "tessera/v1/registration.grpc.pb.h"
 
@@ -92,12 +91,12 @@ class RegistrationServiceImpl final : public v1::RegistrationService::Service {
                             v1::UploadedVolume* response) override;
   grpc::Status Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
                         v1::JobStatus* response) override;
-  grpc::Status WatchJob(grpc::ServerContext* context, const v1::JobRequest* request,
+  grpc::Status WatchJob(grpc::ServerContext* context, const v1::JobRef* request,
                         grpc::ServerWriter<v1::Progress>* writer) override;
-  grpc::Status GetJob(grpc::ServerContext* context, const v1::JobRequest* request, v1::JobStatus* response) override;
-  grpc::Status CancelJob(grpc::ServerContext* context, const v1::JobRequest* request,
+  grpc::Status GetJob(grpc::ServerContext* context, const v1::JobRef* request, v1::JobStatus* response) override;
+  grpc::Status CancelJob(grpc::ServerContext* context, const v1::JobRef* request,
                          v1::JobStatus* response) override;
-  grpc::Status GetResult(grpc::ServerContext* context, const v1::JobRequest* request,
+  grpc::Status GetResult(grpc::ServerContext* context, const v1::JobRef* request,
                          v1::RegistrationResult* response) override;
   grpc::Status DownloadResult(grpc::ServerContext* context, const v1::DownloadRequest* request,
                               grpc::ServerWriter<v1::ArrayChunk>* writer) override;
@@ -105,39 +104,24 @@ class RegistrationServiceImpl final : public v1::RegistrationService::Service {
   VolumeStore& uploads() { return uploads_; }
   // Deletes the upload files no queued or running job names and untouched
   // for upload_file_grace; returns how many. (Register calls it now and then.)
-  absl::StatusOr<int> SweepUploadFiles();
+  absl::StatusOr<int> SweepUploadFiles() { return jobs_.SweepUploads(); }
 
  private:
   RegistrationServiceImpl(const ServerOptions& options, RegistrationServiceOptions service_options);
 
-  // The attached scheduler, or FAILED_PRECONDITION (a worker process).
-  absl::StatusOr<scheduler::Scheduler*> Jobs() const;
-  // The registration job `id` names: a scheduler job id, or the job_id a
-  // client gave Register. INVALID_ARGUMENT when empty, NOT_FOUND otherwise.
-  absl::StatusOr<jobs::JobRecord> FindJob(const std::string& id) const;
   absl::Status UploadVolumeImpl(const grpc::ServerContext& context, grpc::ServerReader<v1::ArrayChunk>* reader,
                                 v1::UploadedVolume* response);
-  absl::Status RegisterImpl(grpc::ServerContext& context, const v1::RegisterRequest& request,
-                            v1::JobStatus* response);
   // The request as submitted: uploads written as files and named by path.
   absl::StatusOr<v1::RegisterRequest> DurableRequest(const v1::RegisterRequest& request);
   absl::StatusOr<std::string> WriteUploadFile(const std::string& upload_id, const Volume& volume);
-  absl::Status WatchJobImpl(const grpc::ServerContext& context, const v1::JobRequest& request,
-                            grpc::ServerWriter<v1::Progress>* writer);
-  absl::Status GetResultImpl(const v1::JobRequest& request, v1::RegistrationResult* response);
   absl::Status DownloadResultImpl(const grpc::ServerContext& context, const v1::DownloadRequest& request,
                                   grpc::ServerWriter<v1::ArrayChunk>* writer);
-  void MaybeSweepUploadFiles();
 
   const int64_t max_volume_bytes_;
   const int max_send_message_bytes_;
-  const std::string default_device_;
   const RegistrationServiceOptions service_options_;
   VolumeStore uploads_;
-
-  std::atomic<scheduler::Scheduler*> scheduler_{nullptr};
-  std::string upload_dir_;  // set with the scheduler, before it
-  scheduler::UploadSweepThrottle sweep_throttle_;
+  jobs::JobCore jobs_;
 };
 
 }  // namespace tessera

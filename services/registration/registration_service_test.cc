@@ -203,7 +203,7 @@ class RegistrationServiceTest : public ::testing::Test {
   grpc::Status GetJob(const std::string& id, v1::JobStatus* status) {
     grpc::ClientContext context;
     context.set_deadline(In(std::chrono::seconds(10)));
-    v1::JobRequest request;
+    v1::JobRef request;
     request.set_job_id(id);
     return stub_->GetJob(&context, request, status);
   }
@@ -211,7 +211,7 @@ class RegistrationServiceTest : public ::testing::Test {
   grpc::Status CancelJob(const std::string& id, v1::JobStatus* status) {
     grpc::ClientContext context;
     context.set_deadline(In(std::chrono::seconds(10)));
-    v1::JobRequest request;
+    v1::JobRef request;
     request.set_job_id(id);
     return stub_->CancelJob(&context, request, status);
   }
@@ -219,7 +219,7 @@ class RegistrationServiceTest : public ::testing::Test {
   grpc::Status GetResult(const std::string& id, v1::RegistrationResult* result) {
     grpc::ClientContext context;
     context.set_deadline(In(std::chrono::seconds(10)));
-    v1::JobRequest request;
+    v1::JobRef request;
     request.set_job_id(id);
     return stub_->GetResult(&context, request, result);
   }
@@ -228,7 +228,7 @@ class RegistrationServiceTest : public ::testing::Test {
   grpc::Status Watch(const std::string& id, std::chrono::milliseconds deadline, std::vector<v1::Progress>* messages) {
     grpc::ClientContext context;
     context.set_deadline(In(deadline));
-    v1::JobRequest request;
+    v1::JobRef request;
     request.set_job_id(id);
     auto reader = stub_->WatchJob(&context, request);
     v1::Progress progress;
@@ -398,6 +398,14 @@ TEST_F(RegistrationServiceTest, RegisterByPathsWithLabelsIdempotently) {
   request.mutable_options()->set_inverse_warp(true);
   request.set_job_id("paths-with-labels.1");
   request.set_output_dir("out-labels");  // created under the root
+  // The engine plans (parses) the request once for the whole job: submit
+  // checks, placement and the run (issue 30).
+  absl::StatusOr<std::shared_ptr<const jobs::Engine>> engine =
+      server_->jobs->engines().FindKind("registration");
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const auto* registration = dynamic_cast<const registration::RegistrationEngine*>(engine->get());
+  ASSERT_NE(registration, nullptr);
+  const int64_t plans_before = registration->plans_made();
   v1::JobStatus first, again;
   grpc::Status rpc = Register(request, &first);
   ASSERT_TRUE(rpc.ok()) << rpc.error_message();
@@ -411,12 +419,16 @@ TEST_F(RegistrationServiceTest, RegisterByPathsWithLabelsIdempotently) {
   ASSERT_TRUE(GetJob("paths-with-labels.1", &again).ok());
   EXPECT_EQ(again.job_id(), first.job_id());
 
-  // The same id again (even with other contents) is the same job.
-  v1::RegisterRequest other = request;
-  other.mutable_options()->set_metric("mse");
-  ASSERT_TRUE(Register(other, &again).ok());
+  // The same id again with the same request is the same job; with another
+  // request, ALREADY_EXISTS naming the id (issue 39).
+  ASSERT_TRUE(Register(request, &again).ok());
   EXPECT_EQ(again.job_id(), first.job_id());
   EXPECT_EQ(again.created_unix_ms(), first.created_unix_ms());
+  v1::RegisterRequest other = request;
+  other.mutable_options()->set_metric("mse");
+  rpc = Register(other, &again);
+  EXPECT_EQ(rpc.error_code(), grpc::StatusCode::ALREADY_EXISTS) << rpc.error_message();
+  EXPECT_THAT(rpc.error_message(), HasSubstr("job_id 'paths-with-labels.1'"));
 
   std::vector<v1::Progress> messages;
   rpc = Watch("paths-with-labels.1", std::chrono::seconds(300), &messages);
@@ -427,6 +439,7 @@ TEST_F(RegistrationServiceTest, RegisterByPathsWithLabelsIdempotently) {
   // And after it ended: still the same job, not a new run.
   ASSERT_TRUE(Register(request, &again).ok());
   EXPECT_EQ(again.state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(registration->plans_made() - plans_before, 1);
 
   v1::RegistrationResult result;
   rpc = GetResult("paths-with-labels.1", &result);
@@ -766,7 +779,7 @@ TEST(RegistrationServiceWorkerTest, WithoutASchedulerEveryCallIsFailedPreconditi
   EXPECT_EQ(rpc.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(rpc.error_message(), HasSubstr("SchedulerService"));
   grpc::ClientContext get_context;
-  v1::JobRequest job;
+  v1::JobRef job;
   job.set_job_id("job-1");
   EXPECT_EQ(stub->GetJob(&get_context, job, &status).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   grpc::ClientContext upload_context;
@@ -836,7 +849,7 @@ TEST(RegistrationServiceLimitsTest, FullUploadStoreAndQueueAreResourceExhausted)
   for (int i = 0; i < 500 && running.state() != v1::JOB_STATE_RUNNING; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     grpc::ClientContext context;
-    v1::JobRequest job;
+    v1::JobRef job;
     job.set_job_id(running.job_id());
     ASSERT_TRUE(stub->GetJob(&context, job, &running).ok());
   }

@@ -1,6 +1,7 @@
 #include "services/scheduler/scheduler.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 
 #include "absl/strings/match.h"
@@ -10,6 +11,7 @@
 #include "common/metrics.h"
 #include "common/status.h"
 #include "services/common/random_id.h"
+#include "services/jobs/request_fingerprint.h"
 #include "services/scheduler/job_info.h"
 
 namespace tessera::scheduler {
@@ -22,6 +24,21 @@ constexpr int kMaxPriority = 10;
 constexpr int kMaxAttempts = 10;
 
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+
+// OK when `job` (the one `request_id` names) was submitted with
+// `fingerprint`; jobs stored before fingerprints have none and match.
+absl::Status SameRequest(const JobRecord& job, const std::string& request_id, const std::string& fingerprint,
+                         const std::string& id_field) {
+  v1::JobSpec stored;
+  const bool parsed = stored.ParseFromString(job.spec);
+  if (parsed && (stored.request_fingerprint().empty() || stored.request_fingerprint() == fingerprint)) {
+    return absl::OkStatus();
+  }
+  return absl::AlreadyExistsError(absl::StrCat(
+      id_field, " '", request_id, "' already names job ", job.job_id, " (", job.kind, ", ",
+      jobs::JobStateName(job.state),
+      ") submitted with a different request; the same id retries only the same request: pick a new ", id_field));
+}
 
 // Prometheus families (get-or-create; process registry).
 struct SchedulerMetrics {
@@ -139,7 +156,7 @@ void Scheduler::WaitForChange(int64_t seen_version, absl::Duration timeout) {
 
 // ---------------------------------------------------------------- submit and queries
 
-absl::StatusOr<v1::JobInfo> Scheduler::Submit(const v1::SubmitJobRequest& request) {
+absl::StatusOr<v1::JobInfo> Scheduler::Submit(const v1::SubmitJobRequest& request, const SubmitOptions& options) {
   if (!request.has_spec() || request.spec().spec().type_url().empty()) {
     return absl::InvalidArgumentError(
         "spec.spec is empty: pack the engine's request in it (e.g. a tessera.v1.RegisterRequest, "
@@ -161,6 +178,17 @@ absl::StatusOr<v1::JobInfo> Scheduler::Submit(const v1::SubmitJobRequest& reques
   if (request.deadline_unix_ms() > 0 && request.deadline_unix_ms() <= now) {
     return absl::DeadlineExceededError("the job's deadline has already passed");
   }
+  const std::string fingerprint = options.request_fingerprint.empty()
+                                      ? jobs::SpecFingerprint(request.spec().spec())
+                                      : options.request_fingerprint;
+  if (!request.request_id().empty()) {
+    // Decided before any check of the spec: a retry of a submit whose answer
+    // was lost gets its job even when the spec would no longer pass (its
+    // atlas exists now, its upload expired).
+    absl::StatusOr<JobRecord> known = FindSameRequest(request.request_id(), fingerprint, options.id_field);
+    if (known.ok()) return ToJobInfo(*known);
+    if (known.status().code() != absl::StatusCode::kNotFound) return known.status();
+  }
   absl::StatusOr<std::shared_ptr<const jobs::Engine>> engine =
       engines_->Find(request.spec().kind(), request.spec().spec());
   jobs::ResourceNeeds needs;
@@ -169,6 +197,10 @@ absl::StatusOr<v1::JobInfo> Scheduler::Submit(const v1::SubmitJobRequest& reques
     TESSERA_RETURN_IF_ERROR((*engine)->Validate(request.spec().spec()));
     needs = (*engine)->Needs(request.spec().spec());
     kind = (*engine)->kind();
+    if (options.require_gpu_worker && needs.needs_gpu && !HasGpuWorker()) {
+      return absl::FailedPreconditionError(
+          "options.device is \"cuda\" but no worker of this scheduler has a CUDA GPU; use \"auto\" or \"cpu\"");
+    }
   } else {
     // A scheduler without the engine (--role scheduler) takes the kinds its
     // workers run and leaves validation to them.
@@ -183,6 +215,7 @@ absl::StatusOr<v1::JobInfo> Scheduler::Submit(const v1::SubmitJobRequest& reques
   job.priority = request.priority();
   v1::JobSpec spec = request.spec();
   spec.set_kind(kind);
+  spec.set_request_fingerprint(fingerprint);
   job.spec = spec.SerializeAsString();
   job.needs_gpu = needs.needs_gpu;
   job.need_device_bytes = needs.device_bytes;
@@ -202,9 +235,36 @@ absl::StatusOr<v1::JobInfo> Scheduler::Submit(const v1::SubmitJobRequest& reques
   if (created) {
     TESSERA_LOG(INFO) << "scheduler: job " << stored->job_id << " (" << stored->kind << ", priority "
                       << stored->priority << ") queued";
+    // Fault injection for the process test of a lost acknowledgment: the job
+    // is committed and the process dies before it answers.
+    if (const char* crash = std::getenv("TESSERA_FAULT_EXIT_AFTER_COMMIT");
+        crash != nullptr && !job.request_id.empty() && job.request_id == crash) {
+      TESSERA_LOG(WARNING) << "scheduler: TESSERA_FAULT_EXIT_AFTER_COMMIT: exiting before answering";
+      std::_Exit(86);
+    }
     Notify();
+  } else {
+    // The same request_id committed meanwhile (a concurrent retry): the same
+    // rule as above.
+    TESSERA_RETURN_IF_ERROR(SameRequest(*stored, request.request_id(), fingerprint, options.id_field));
   }
   return ToJobInfo(*stored);
+}
+
+absl::StatusOr<JobRecord> Scheduler::FindSameRequest(const std::string& request_id, const std::string& fingerprint,
+                                                     const std::string& id_field) {
+  TESSERA_ASSIGN_OR_RETURN(JobRecord job, store_->FindByRequestId(request_id));
+  TESSERA_RETURN_IF_ERROR(SameRequest(job, request_id, fingerprint, id_field));
+  return job;
+}
+
+bool Scheduler::HasGpuWorker() {
+  for (const v1::WorkerInfo& worker : Workers()) {
+    for (const v1::WorkerDevice& device : worker.devices()) {
+      if (device.name() != "cpu") return true;
+    }
+  }
+  return false;
 }
 
 std::string Scheduler::WorkerKindFor(const std::string& kind, const std::string& type_url) {

@@ -2,9 +2,10 @@
 // hands them to workers and records what happens, so that nothing
 // acknowledged is lost when a scheduler or a worker dies.
 //
-//   Submit   validate with the engine -> a QUEUED row (idempotent on request_id;
-//            RESOURCE_EXHAUSTED with a retry-after hint when the priority's
-//            queue is full)
+//   Submit   idempotency first (a known request_id: the same request gets its
+//            job whatever its state, another ALREADY_EXISTS), then validate
+//            with the engine -> a QUEUED row (RESOURCE_EXHAUSTED with a
+//            retry-after hint when the priority's queue is full)
 //   dispatch one thread per worker slot claims the best queued job the worker
 //            can run (JobStore::ClaimNext: priority, age, kind, GPU, free
 //            memory), runs it (Worker::Execute), records progress (throttled)
@@ -53,6 +54,19 @@ struct SchedulerOptions {
   absl::Duration worker_probe_timeout = absl::Seconds(2);
 };
 
+// How a submit is taken, beyond the request itself.
+struct SubmitOptions {
+  // JobSpec.request_fingerprint to store and compare with a known
+  // request_id's (a service passes the fingerprint of its client's request,
+  // whose durable copy it submits); empty: SpecFingerprint of the spec.
+  std::string request_fingerprint;
+  // FAILED_PRECONDITION when the engine says the job needs a GPU and no
+  // worker has one, instead of queueing a job no worker can run now.
+  bool require_gpu_worker = false;
+  // The request's name for its idempotency key, in messages ("job_id").
+  std::string id_field = "request_id";
+};
+
 struct WorkerSlots {
   std::shared_ptr<Worker> worker;
   int slots = 1;
@@ -76,7 +90,15 @@ class Scheduler {
   // restarted scheduler runs them again); joins the threads. Idempotent.
   void Stop();
 
-  absl::StatusOr<v1::JobInfo> Submit(const v1::SubmitJobRequest& request);
+  absl::StatusOr<v1::JobInfo> Submit(const v1::SubmitJobRequest& request, const SubmitOptions& options = {});
+  // The job `request_id` names, when it was submitted with `fingerprint` (or
+  // stored before fingerprints: taken as the same); NOT_FOUND when the id is
+  // new; ALREADY_EXISTS naming the id when it names another request (another
+  // kind, or another spec). `id_field` names the key in that message.
+  absl::StatusOr<jobs::JobRecord> FindSameRequest(const std::string& request_id, const std::string& fingerprint,
+                                                  const std::string& id_field = "request_id");
+  // Whether a worker has a device other than the CPU (as last described).
+  bool HasGpuWorker();
   absl::StatusOr<v1::JobInfo> Get(const std::string& job_id);
   absl::StatusOr<v1::JobInfo> Cancel(const std::string& job_id);
   absl::StatusOr<v1::JobResult> GetResult(const std::string& job_id);

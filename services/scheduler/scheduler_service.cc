@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
-#include "services/scheduler/service_jobs.h"
+#include "services/jobs/job_rpcs.h"
 #include "services/server/call_checks.h"
 
 namespace tessera {
@@ -20,7 +20,7 @@ grpc::Status Reply(absl::StatusOr<T> result, T* response) {
 grpc::Status SchedulerServiceImpl::Submit(grpc::ServerContext* context, const v1::SubmitJobRequest* request,
                                           v1::JobInfo* response) {
   absl::StatusOr<v1::JobInfo> info = scheduler_->Submit(*request);
-  if (!info.ok()) return ToGrpcStatus(scheduler::WithRetryPushback(*context, info.status()));
+  if (!info.ok()) return jobs::JobRpcStatus(*context, info.status());
   return Reply(std::move(info), response);
 }
 

@@ -260,10 +260,19 @@ TEST_P(SchedulerTest, RunsAJobAndKeepsItsEventsResultAndFiles) {
 TEST_P(SchedulerTest, SameRequestIdReturnsTheSameJob) {
   auto s = MakeScheduler();
   absl::StatusOr<v1::JobInfo> a = s->Submit(StepsJob(1, 1, "client-42"));
-  absl::StatusOr<v1::JobInfo> b = s->Submit(StepsJob(99, 1, "client-42"));
+  absl::StatusOr<v1::JobInfo> b = s->Submit(StepsJob(1, 1, "client-42"));
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(a->job_id(), b->job_id());
+  // Another request under the same id: ALREADY_EXISTS naming it.
+  absl::StatusOr<v1::JobInfo> other = s->Submit(StepsJob(99, 1, "client-42"));
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kAlreadyExists) << other.status();
+  EXPECT_NE(other.status().message().find("client-42"), std::string::npos) << other.status();
   WaitForEnd(*s, a->job_id());
+  // After it ended: the same job, not a new run.
+  absl::StatusOr<v1::JobInfo> after = s->Submit(StepsJob(1, 1, "client-42"));
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->job_id(), a->job_id());
+  EXPECT_EQ(after->state(), v1::JOB_STATE_SUCCEEDED);
   absl::StatusOr<v1::ListJobsResponse> all = s->List(v1::ListJobsRequest());
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->jobs_size(), 1);

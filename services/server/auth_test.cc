@@ -89,9 +89,9 @@ TEST(TokenStoreTest, ParsesLooksUpAndExpires) {
 TEST(MethodRoleTableTest, CoversEveryHostedMethod) {
   // A message of each API file (which also links its descriptors in).
   const std::vector<const google::protobuf::FileDescriptor*> api = {
-      v1::DescribeFileRequest::descriptor()->file(), v1::JobRequest::descriptor()->file(),
+      v1::DescribeFileRequest::descriptor()->file(), v1::RegisterRequest::descriptor()->file(),
       v1::SearchRequest::descriptor()->file(), v1::AtlasRequest::descriptor()->file(),
-      v1::JobRef::descriptor()->file(), v1::ReconJobRequest::descriptor()->file(),
+      v1::SubmitJobRequest::descriptor()->file(), v1::ReconstructRequest::descriptor()->file(),
       v1::JoinRendezvousRequest::descriptor()->file()};
   std::set<std::string> files, all;
   for (const auto* f : api) files.insert(f->name());

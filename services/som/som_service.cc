@@ -24,7 +24,7 @@
 #include "services/common/data_roots.h"
 #include "services/common/random_id.h"
 #include "services/scheduler/job_info.h"
-#include "services/scheduler/service_jobs.h"
+#include "services/jobs/job_rpcs.h"
 #include "services/server/call_checks.h"
 #include "kernels/som/bmu.h"
 #include "kernels/som/documents.h"
@@ -35,9 +35,9 @@
 namespace tessera {
 
 using jobs::JobRecord;
-using scheduler::IsEnded;
-using scheduler::ProgressOf;
-using scheduler::ToJobStatus;
+using jobs::IsEnded;
+using jobs::ProgressOf;
+using jobs::ToJobStatus;
 using som::Atlas;
 using som::SparseBinaryMatrix;
 using som::StoredCorpus;
@@ -46,10 +46,32 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr scheduler::ServiceJobKind kJob{"som.train", "SOM training"};  // som::kTrainingEngineKind
+constexpr jobs::ServiceJobKind kJob{"som.train", "SOM training"};  // som::kTrainingEngineKind
 constexpr char kUploadPrefix[] = "corpus-";  // CorpusStore ids; the names of upload files
 constexpr int kMaxPageSize = 10000;
 constexpr int kMaxTopFeatures = 1000;
+
+jobs::JobCoreOptions JobOptions(const SomServiceOptions& options) {
+  jobs::JobCoreOptions out{kJob};
+  out.uploads.subdir = "som-uploads";
+  out.uploads.what = "SOM upload directory";
+  out.uploads.prefix = kUploadPrefix;
+  out.uploads.grace = options.upload_file_grace;
+  out.uploads.sweep_interval = options.upload_sweep_interval;
+  out.uploads.named_files = [](const jobs::JobRecord& job) {
+    std::vector<std::string> files;
+    v1::CreateAtlasRequest request;
+    if (!jobs::UnpackJobSpec(job, &request)) return files;
+    const v1::CorpusSource& source = request.corpus();
+    if (source.source_case() == v1::CorpusSource::kPath) files.push_back(source.path());
+    files.push_back(source.feature_names_path());
+    files.push_back(source.document_ids_path());
+    return files;
+  };
+  // An atlas id is checked against the pending jobs, then submitted.
+  out.serialize_submits = true;
+  return out;
+}
 
 absl::Status CheckLine(absl::string_view what, const std::string& s) {
   if (s.find_first_of("\r\n") != std::string::npos) {
@@ -224,42 +246,28 @@ SomAtlasServiceImpl::SomAtlasServiceImpl(const ServerOptions& options, som::Atla
       default_device_(options.device),
       service_options_(service_options),
       uploads_(som::CorpusStore::Options{service_options.upload_store_bytes, service_options.upload_ttl, 256}),
-      sweep_throttle_("som", service_options.upload_sweep_interval) {}
+      jobs_(JobOptions(service_options)) {}
 
 // The jobs are the scheduler's: they outlive the service.
 SomAtlasServiceImpl::~SomAtlasServiceImpl() = default;
 
-std::string SomUploadDir(const std::string& state_dir) { return scheduler::StateSubdir(state_dir, "som-uploads"); }
+std::string SomUploadDir(const std::string& state_dir) { return jobs::StateSubdir(state_dir, "som-uploads"); }
 
 absl::StatusOr<std::string> CreateSomUploadDir(const std::string& state_dir) {
-  return scheduler::CreateStateSubdir(state_dir, "som-uploads", "SOM upload directory");
+  return jobs::CreateStateSubdir(state_dir, "som-uploads", "SOM upload directory");
 }
 
 absl::Status SomAtlasServiceImpl::AttachScheduler(scheduler::Scheduler* scheduler, const std::string& state_dir) {
-  TESSERA_RETURN_IF_ERROR(scheduler::CheckAttachable(scheduler, scheduler_.load()));
-  TESSERA_ASSIGN_OR_RETURN(upload_dir_, CreateSomUploadDir(state_dir));
-  scheduler_.store(scheduler);
-  MaybeSweepUploadFiles();
-  return absl::OkStatus();
-}
-
-absl::StatusOr<scheduler::Scheduler*> SomAtlasServiceImpl::Jobs() const {
-  return scheduler::RequireScheduler(scheduler_.load());
-}
-
-// (A job submitted through SchedulerService is found by its request_id too.)
-absl::StatusOr<JobRecord> SomAtlasServiceImpl::FindJob(const std::string& id) const {
-  return scheduler::FindJob(scheduler_.load(), id, kJob);
+  return jobs_.Attach(scheduler, state_dir);
 }
 
 absl::StatusOr<std::vector<SomAtlasServiceImpl::PendingJob>> SomAtlasServiceImpl::PendingJobs() const {
-  TESSERA_ASSIGN_OR_RETURN(scheduler::Scheduler * s, Jobs());
-  TESSERA_ASSIGN_OR_RETURN(std::vector<JobRecord> records, scheduler::PendingJobs(*s, kJob.kind));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<JobRecord> records, jobs_.Pending());
   std::vector<PendingJob> out;
   out.reserve(records.size());
   for (JobRecord& job : records) {
     PendingJob pending;
-    if (!scheduler::UnpackJobSpec(job, &pending.request)) continue;
+    if (!jobs::UnpackJobSpec(job, &pending.request)) continue;
     pending.atlas_id =
         pending.request.atlas_id().empty() ? som::AtlasIdForJob(job.job_id) : pending.request.atlas_id();
     pending.job = std::move(job);
@@ -320,7 +328,7 @@ absl::StatusOr<std::shared_ptr<const SomAtlasServiceImpl::Entry>> SomAtlasServic
       atlas_dir_.empty() || !som::ValidateAtlasId(id).ok()
           ? absl::NotFoundError(absl::StrCat("no atlas '", id, "'"))
           : LoadFromDirectory(id);
-  if (entry.ok() || entry.status().code() != absl::StatusCode::kNotFound || scheduler_.load() == nullptr) {
+  if (entry.ok() || entry.status().code() != absl::StatusCode::kNotFound || !jobs_.scheduler().ok()) {
     return entry;
   }
   // Not yet, perhaps.
@@ -408,7 +416,7 @@ grpc::Status SomAtlasServiceImpl::UploadCorpus(grpc::ServerContext* context,
 absl::Status SomAtlasServiceImpl::UploadCorpusImpl(const grpc::ServerContext& context,
                                                    grpc::ServerReader<v1::CorpusChunk>* reader,
                                                    v1::UploadedCorpus* response) {
-  TESSERA_RETURN_IF_ERROR(Jobs().status());  // no CreateAtlas here to use it
+  TESSERA_RETURN_IF_ERROR(jobs_.scheduler().status());  // no CreateAtlas here to use it
   CorpusBuilder builder;
   v1::CorpusChunk chunk;
   while (reader->Read(&chunk)) {
@@ -473,11 +481,11 @@ absl::Status WriteFileDurably(const std::string& path, const std::function<absl:
 
 absl::Status SomAtlasServiceImpl::WriteUploadFiles(const std::string& corpus_id, const StoredCorpus& corpus,
                                                    v1::CorpusSource* source) {
-  if (upload_dir_.empty() || !absl::StartsWith(corpus_id, kUploadPrefix) ||
+  if (jobs_.upload_dir().empty() || !absl::StartsWith(corpus_id, kUploadPrefix) ||
       corpus_id.find('/') != std::string::npos) {
     return absl::InternalError(absl::StrCat("unexpected corpus id '", corpus_id, "'"));
   }
-  const fs::path dir(upload_dir_);
+  const fs::path dir(jobs_.upload_dir());
   const std::string csr = (dir / absl::StrCat(corpus_id, ".csr")).string();
   const std::string names =
       corpus.feature_names.empty() ? std::string() : (dir / absl::StrCat(corpus_id, ".features.txt")).string();
@@ -485,7 +493,7 @@ absl::Status SomAtlasServiceImpl::WriteUploadFiles(const std::string& corpus_id,
                                   [](const std::string& id) { return !id.empty(); });
   const std::string ids = any_id ? (dir / absl::StrCat(corpus_id, ".ids.txt")).string() : std::string();
   // Written for an earlier job when the corpus file (written last) is there.
-  if (!scheduler::ReuseUploadFiles({names, ids, csr})) {
+  if (!jobs::ReuseUploadFiles({names, ids, csr})) {
     if (!names.empty()) {
       TESSERA_RETURN_IF_ERROR(WriteFileDurably(
           names, [&](const std::string& tmp) { return som::WriteLines(tmp, corpus.feature_names); }));
@@ -504,114 +512,61 @@ absl::Status SomAtlasServiceImpl::WriteUploadFiles(const std::string& corpus_id,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::optional<v1::CreateAtlasResponse>> SomAtlasServiceImpl::KnownRequest(scheduler::Scheduler& s,
-                                                                                        const std::string& request_id) {
-  absl::StatusOr<jobs::JobRecord> job = s.store().FindByRequestId(request_id);
-  if (!job.ok()) {
-    if (job.status().code() == absl::StatusCode::kNotFound) return std::optional<v1::CreateAtlasResponse>();
-    return job.status();
-  }
-  v1::CreateAtlasRequest stored;
-  if (job->kind != kJob.kind || !scheduler::UnpackJobSpec(*job, &stored)) {
-    return absl::AlreadyExistsError(absl::StrCat("request_id '", request_id, "' names a job of kind '", job->kind,
-                                                 "', not a SOM training"));
-  }
-  v1::CreateAtlasResponse out;
-  *out.mutable_job() = ToJobStatus(scheduler::ToJobInfo(*job));
-  out.set_atlas_id(stored.atlas_id());
-  return std::optional<v1::CreateAtlasResponse>(std::move(out));
-}
-
 grpc::Status SomAtlasServiceImpl::CreateAtlas(grpc::ServerContext* context, const v1::CreateAtlasRequest* request,
                                               v1::CreateAtlasResponse* response) {
-  return ToGrpcStatus(CreateAtlasImpl(*context, *request, response));
+  return jobs::JobRpcStatus(*context, CreateAtlasImpl(*request, response));
 }
 
-absl::Status SomAtlasServiceImpl::CreateAtlasImpl(grpc::ServerContext& context, const v1::CreateAtlasRequest& request,
+absl::Status SomAtlasServiceImpl::CreateAtlasImpl(const v1::CreateAtlasRequest& request,
                                                   v1::CreateAtlasResponse* response) {
-  TESSERA_ASSIGN_OR_RETURN(scheduler::Scheduler * s, Jobs());
-  if (!request.request_id().empty()) {
-    TESSERA_RETURN_IF_ERROR(Annotate(jobs::ValidateJobId(request.request_id()), "request_id"));
-    // Idempotent: a known request id answers with its job, before any check
-    // (its upload may have expired since).
-    std::lock_guard<std::mutex> submit(submit_mu_);
-    TESSERA_ASSIGN_OR_RETURN(std::optional<v1::CreateAtlasResponse> known, KnownRequest(*s, request.request_id()));
-    if (known) {
-      *response = *std::move(known);
-      return absl::OkStatus();
-    }
+  // Idempotent on request_id, decided before any check (the atlas of a
+  // finished job exists by now; its upload may have expired).
+  TESSERA_ASSIGN_OR_RETURN(jobs::SubmittedJob job,
+                           jobs_.Submit({&request, request.request_id(), "request_id",
+                                         [&] { return PrepareCreateAtlas(request); }}));
+  // The atlas id the job trains (the stored request's: chosen at its submit).
+  TESSERA_ASSIGN_OR_RETURN(JobRecord record, jobs_.Find(job.info.job_id()));
+  v1::CreateAtlasRequest stored;
+  if (!jobs::UnpackJobSpec(record, &stored)) {
+    return absl::DataLossError(absl::StrCat("job '", record.job_id, "' has no readable CreateAtlasRequest"));
   }
-  // The engine's checks, with this service's uploads: a bad request fails
-  // here and writes no files.
-  TESSERA_ASSIGN_OR_RETURN(som::AtlasJobRequest job, som::PrepareAtlasJob(request, limits_, &uploads_));
-  if (job.options.device == "cuda" || job.options.device == "gpu") {
-    TESSERA_RETURN_IF_ERROR(scheduler::CheckGpuWorker(*s));
-  }
-  std::string atlas_id;
-  absl::StatusOr<v1::JobInfo> info;
-  {
-    std::lock_guard<std::mutex> submit(submit_mu_);
-    if (!request.request_id().empty()) {
-      // The same request id may have arrived meanwhile.
-      TESSERA_ASSIGN_OR_RETURN(std::optional<v1::CreateAtlasResponse> known, KnownRequest(*s, request.request_id()));
-      if (known) {
-        *response = *std::move(known);
-        return absl::OkStatus();
-      }
-    }
-    atlas_id = job.atlas_id.empty() ? RandomId("atlas-") : job.atlas_id;
-    bool loaded = false;
-    {
-      std::lock_guard<std::mutex> lock(atlases_mu_);
-      loaded = atlases_.count(atlas_id) > 0;
-    }
-    if (loaded) {
-      return absl::AlreadyExistsError(
-          absl::StrCat("atlas '", atlas_id, "' already exists; pick another atlas_id or DeleteAtlas it first"));
-    }
-    // (PrepareAtlasJob found no directory of that name.)
-    TESSERA_ASSIGN_OR_RETURN(std::vector<PendingJob> pending, PendingJobs());
-    for (const PendingJob& p : pending) {
-      if (p.atlas_id != atlas_id) continue;
-      return absl::AlreadyExistsError(absl::StrCat("atlas '", atlas_id, "' is being trained (job ", p.job.job_id,
-                                                   ", ", jobs::JobStateName(p.job.state),
-                                                   "); pick another atlas_id, or cancel that job first"));
-    }
-    v1::CreateAtlasRequest durable = request;
-    durable.set_atlas_id(atlas_id);
-    if (request.corpus().source_case() == v1::CorpusSource::kCorpusId) {
-      absl::Status written = WriteUploadFiles(request.corpus().corpus_id(), *job.input.corpus, durable.mutable_corpus());
-      if (!written.ok()) return Annotate(written, absl::StrCat("writing upload ", request.corpus().corpus_id()));
-    }
-    info = scheduler::SubmitJob(*s, context, kJob.kind, durable, request.request_id());
-  }
-  if (!info.ok()) return info.status();
-  TESSERA_LOG(INFO) << "som: job " << info->job_id() << " submitted: atlas '" << atlas_id << "' "
-                    << som::GridToString(job.options.train.grid) << " from " << job.description << " on "
-                    << job.options.device;
-  *response->mutable_job() = ToJobStatus(*info);
-  response->set_atlas_id(atlas_id);
-  MaybeSweepUploadFiles();
+  *response->mutable_job() = ToJobStatus(job.info);
+  response->set_atlas_id(stored.atlas_id().empty() ? som::AtlasIdForJob(record.job_id) : stored.atlas_id());
   return absl::OkStatus();
 }
 
-absl::StatusOr<int> SomAtlasServiceImpl::SweepUploadFiles() {
-  TESSERA_RETURN_IF_ERROR(Jobs().status());
-  // Not between a CreateAtlas's writing of its files and its submit.
-  std::lock_guard<std::mutex> submit(submit_mu_);
-  TESSERA_ASSIGN_OR_RETURN(std::vector<PendingJob> pending, PendingJobs());
-  std::set<std::string> named;  // files of jobs that may still run
-  for (const PendingJob& p : pending) {
-    const v1::CorpusSource& source = p.request.corpus();
-    if (source.source_case() == v1::CorpusSource::kPath) named.insert(source.path());
-    named.insert(source.feature_names_path());
-    named.insert(source.document_ids_path());
+absl::StatusOr<std::unique_ptr<google::protobuf::Message>> SomAtlasServiceImpl::PrepareCreateAtlas(
+    const v1::CreateAtlasRequest& request) {
+  // The engine's checks, with this service's uploads: a bad request fails
+  // here and writes no files.
+  TESSERA_ASSIGN_OR_RETURN(som::AtlasJobRequest job, som::PrepareAtlasJob(request, limits_, &uploads_));
+  const std::string atlas_id = job.atlas_id.empty() ? RandomId("atlas-") : job.atlas_id;
+  bool loaded = false;
+  {
+    std::lock_guard<std::mutex> lock(atlases_mu_);
+    loaded = atlases_.count(atlas_id) > 0;
   }
-  return scheduler::RemoveUnnamedUploadFiles(upload_dir_, kUploadPrefix, named, service_options_.upload_file_grace);
-}
-
-void SomAtlasServiceImpl::MaybeSweepUploadFiles() {
-  sweep_throttle_.MaybeSweep([this] { return SweepUploadFiles(); });
+  if (loaded) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("atlas '", atlas_id, "' already exists; pick another atlas_id or DeleteAtlas it first"));
+  }
+  // (PrepareAtlasJob found no directory of that name.)
+  TESSERA_ASSIGN_OR_RETURN(std::vector<PendingJob> pending, PendingJobs());
+  for (const PendingJob& p : pending) {
+    if (p.atlas_id != atlas_id) continue;
+    return absl::AlreadyExistsError(absl::StrCat("atlas '", atlas_id, "' is being trained (job ", p.job.job_id,
+                                                 ", ", jobs::JobStateName(p.job.state),
+                                                 "); pick another atlas_id, or cancel that job first"));
+  }
+  auto durable = std::make_unique<v1::CreateAtlasRequest>(request);
+  durable->set_atlas_id(atlas_id);
+  if (request.corpus().source_case() == v1::CorpusSource::kCorpusId) {
+    absl::Status written = WriteUploadFiles(request.corpus().corpus_id(), *job.input.corpus, durable->mutable_corpus());
+    if (!written.ok()) return Annotate(written, absl::StrCat("writing upload ", request.corpus().corpus_id()));
+  }
+  TESSERA_LOG(INFO) << "som: atlas '" << atlas_id << "' " << som::GridToString(job.options.train.grid) << " from "
+                    << job.description << " on " << job.options.device;
+  return durable;
 }
 
 // ---------------------------------------------------------------- jobs
@@ -625,17 +580,17 @@ double Metric(const v1::Progress& p, const char* name) {
 
 }  // namespace
 
-grpc::Status SomAtlasServiceImpl::WatchJob(grpc::ServerContext* context, const v1::SomJobRequest* request,
+grpc::Status SomAtlasServiceImpl::WatchJob(grpc::ServerContext* context, const v1::JobRef* request,
                                            grpc::ServerWriter<v1::AtlasProgress>* writer) {
   return ToGrpcStatus(WatchJobImpl(*context, *request, writer));
 }
 
-absl::Status SomAtlasServiceImpl::WatchJobImpl(const grpc::ServerContext& context, const v1::SomJobRequest& request,
+absl::Status SomAtlasServiceImpl::WatchJobImpl(const grpc::ServerContext& context, const v1::JobRef& request,
                                                grpc::ServerWriter<v1::AtlasProgress>* writer) {
-  TESSERA_ASSIGN_OR_RETURN(scheduler::Scheduler * s, Jobs());
-  TESSERA_ASSIGN_OR_RETURN(JobRecord job, FindJob(request.job_id()));
+  TESSERA_ASSIGN_OR_RETURN(JobRecord job, jobs_.Find(request.job_id()));
+  scheduler::Scheduler* s = *jobs_.scheduler();
   v1::CreateAtlasRequest atlas_request;
-  if (!scheduler::UnpackJobSpec(job, &atlas_request)) {
+  if (!jobs::UnpackJobSpec(job, &atlas_request)) {
     return absl::DataLossError(absl::StrCat("job '", job.job_id, "' has no readable CreateAtlasRequest"));
   }
   const std::string atlas_id =
@@ -727,14 +682,14 @@ absl::Status SomAtlasServiceImpl::WatchJobImpl(const grpc::ServerContext& contex
   return status;
 }
 
-grpc::Status SomAtlasServiceImpl::GetJob(grpc::ServerContext* /*context*/, const v1::SomJobRequest* request,
+grpc::Status SomAtlasServiceImpl::GetJob(grpc::ServerContext* /*context*/, const v1::JobRef* request,
                                          v1::JobStatus* response) {
-  return ToGrpcStatus(scheduler::GetJobStatus(scheduler_.load(), request->job_id(), kJob, response));
+  return jobs::Respond(jobs_.Get(request->job_id()), response);
 }
 
-grpc::Status SomAtlasServiceImpl::CancelJob(grpc::ServerContext* /*context*/, const v1::SomJobRequest* request,
+grpc::Status SomAtlasServiceImpl::CancelJob(grpc::ServerContext* /*context*/, const v1::JobRef* request,
                                             v1::JobStatus* response) {
-  return ToGrpcStatus(scheduler::CancelJob(scheduler_.load(), request->job_id(), kJob, response));
+  return jobs::Respond(jobs_.Cancel(request->job_id()), response);
 }
 
 // ---------------------------------------------------------------- atlases

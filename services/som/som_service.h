@@ -66,9 +66,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "services/jobs/job_store.h"
+#include "services/jobs/job_core.h"
 #include "services/scheduler/scheduler.h"
-#include "services/scheduler/service_jobs.h"
 #include "services/server/server_options.h"
 #include "services/som/atlas.h"
 #include "services/som/atlas_request.h"
@@ -126,11 +125,11 @@ class SomAtlasServiceImpl final : public v1::SomAtlasService::Service {
                             v1::UploadedCorpus* response) override;
   grpc::Status CreateAtlas(grpc::ServerContext* context, const v1::CreateAtlasRequest* request,
                            v1::CreateAtlasResponse* response) override;
-  grpc::Status WatchJob(grpc::ServerContext* context, const v1::SomJobRequest* request,
+  grpc::Status WatchJob(grpc::ServerContext* context, const v1::JobRef* request,
                         grpc::ServerWriter<v1::AtlasProgress>* writer) override;
-  grpc::Status GetJob(grpc::ServerContext* context, const v1::SomJobRequest* request,
+  grpc::Status GetJob(grpc::ServerContext* context, const v1::JobRef* request,
                       v1::JobStatus* response) override;
-  grpc::Status CancelJob(grpc::ServerContext* context, const v1::SomJobRequest* request,
+  grpc::Status CancelJob(grpc::ServerContext* context, const v1::JobRef* request,
                          v1::JobStatus* response) override;
   grpc::Status ListAtlases(grpc::ServerContext* context, const v1::ListAtlasesRequest* request,
                            v1::ListAtlasesResponse* response) override;
@@ -165,7 +164,7 @@ class SomAtlasServiceImpl final : public v1::SomAtlasService::Service {
   // Deletes the upload files no queued or running som.train job names and
   // untouched for upload_file_grace; returns how many. (CreateAtlas calls it
   // now and then.) FAILED_PRECONDITION without a scheduler.
-  absl::StatusOr<int> SweepUploadFiles();
+  absl::StatusOr<int> SweepUploadFiles() { return jobs_.SweepUploads(); }
 
   // A loaded atlas and what queries need besides it, built once when the
   // atlas is loaded or adopted and freed with the entry (when the atlas is
@@ -184,20 +183,11 @@ class SomAtlasServiceImpl final : public v1::SomAtlasService::Service {
   SomAtlasServiceImpl(const ServerOptions& options, som::AtlasRequestLimits limits,
                       SomServiceOptions service_options);
 
-  // The CreateAtlas answer for a request id already submitted; nullopt when
-  // unknown. Call under submit_mu_.
-  absl::StatusOr<std::optional<v1::CreateAtlasResponse>> KnownRequest(scheduler::Scheduler& s,
-                                                                      const std::string& request_id);
   void LoadAtlasDirectory();
   // A loaded atlas, else one found in the atlas directory (then loaded).
   absl::StatusOr<std::shared_ptr<const Entry>> FindAtlas(const std::string& id) const;
   absl::StatusOr<std::shared_ptr<const Entry>> LoadFromDirectory(const std::string& id) const;
 
-  // The attached scheduler, or FAILED_PRECONDITION (a worker process).
-  absl::StatusOr<scheduler::Scheduler*> Jobs() const;
-  // The som.train job `id` names (a scheduler job id). INVALID_ARGUMENT when
-  // empty, NOT_FOUND otherwise.
-  absl::StatusOr<jobs::JobRecord> FindJob(const std::string& id) const;
   // The queued and running som.train jobs with their requests.
   struct PendingJob {
     jobs::JobRecord job;
@@ -208,20 +198,23 @@ class SomAtlasServiceImpl final : public v1::SomAtlasService::Service {
 
   absl::Status UploadCorpusImpl(const grpc::ServerContext& context, grpc::ServerReader<v1::CorpusChunk>* reader,
                                 v1::UploadedCorpus* response);
-  absl::Status CreateAtlasImpl(grpc::ServerContext& context, const v1::CreateAtlasRequest& request,
-                               v1::CreateAtlasResponse* response);
+  absl::Status CreateAtlasImpl(const v1::CreateAtlasRequest& request, v1::CreateAtlasResponse* response);
+  // A new CreateAtlas's checks and files (under the job core's submit lock):
+  // the request as the engine checks it, the atlas id chosen and refused
+  // when an atlas or a pending job has it, the upload written.
+  absl::StatusOr<std::unique_ptr<google::protobuf::Message>> PrepareCreateAtlas(
+      const v1::CreateAtlasRequest& request);
   // Writes the upload `corpus_id` (once) under the upload directory and
   // points `source` at the files.
   absl::Status WriteUploadFiles(const std::string& corpus_id, const som::StoredCorpus& corpus,
                                 v1::CorpusSource* source);
-  absl::Status WatchJobImpl(const grpc::ServerContext& context, const v1::SomJobRequest& request,
+  absl::Status WatchJobImpl(const grpc::ServerContext& context, const v1::JobRef& request,
                             grpc::ServerWriter<v1::AtlasProgress>* writer);
   absl::Status ProjectImpl(const v1::ProjectRequest& request, v1::ProjectResponse* response);
   absl::Status GetCellImpl(const v1::GetCellRequest& request, v1::CellResponse* response);
   absl::Status GetCodebookImpl(const grpc::ServerContext& context, const v1::GetCodebookRequest& request,
                                grpc::ServerWriter<v1::ArrayChunk>* writer);
   absl::Status DeleteAtlasImpl(const v1::AtlasRequest& request, v1::DeleteAtlasResponse* response);
-  void MaybeSweepUploadFiles();
 
   const som::AtlasRequestLimits limits_;
   const std::string atlas_dir_;
@@ -237,13 +230,10 @@ class SomAtlasServiceImpl final : public v1::SomAtlasService::Service {
   mutable std::mutex atlases_mu_;
   mutable std::map<std::string, std::shared_ptr<const Entry>> atlases_;
 
-  std::atomic<scheduler::Scheduler*> scheduler_{nullptr};
-  std::string upload_dir_;  // set with the scheduler, before it
-  // CreateAtlas's atlas-id check + upload files + submit, and the sweep of
-  // upload files: one at a time, so no atlas id is submitted twice by this
-  // service and no file is swept between its writing and its job's submit.
-  std::mutex submit_mu_;
-  scheduler::UploadSweepThrottle sweep_throttle_;
+  // Submits one at a time (serialize_submits), so no atlas id is submitted
+  // twice by this service and no file is swept between its writing and its
+  // job's submit.
+  jobs::JobCore jobs_;
 };
 
 }  // namespace tessera

@@ -106,7 +106,7 @@ TEST(SomAtlasServiceCuda, TrainsOnTheGpuAndProjectsLikeTheCpu) {
     ASSERT_TRUE(stub->CreateAtlas(&context, request, &created).ok());
     grpc::ClientContext watch_context;
     watch_context.set_deadline(In(300));
-    v1::SomJobRequest job;
+    v1::JobRef job;
     job.set_job_id(created.job().job_id());
     auto reader = stub->WatchJob(&watch_context, job);
     v1::AtlasProgress p, last;

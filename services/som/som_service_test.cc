@@ -160,7 +160,7 @@ class TestServer {
   std::vector<v1::AtlasProgress> Watch(const std::string& job_id, grpc::Status* status = nullptr) {
     grpc::ClientContext context;
     context.set_deadline(In(std::chrono::seconds(120)));
-    v1::SomJobRequest request;
+    v1::JobRef request;
     request.set_job_id(job_id);
     auto reader = stub_->WatchJob(&context, request);
     std::vector<v1::AtlasProgress> out;
@@ -211,7 +211,7 @@ class TestServer {
 
   grpc::Status GetJob(const std::string& job_id, v1::JobStatus* out) {
     grpc::ClientContext context;
-    v1::SomJobRequest request;
+    v1::JobRef request;
     request.set_job_id(job_id);
     return stub_->GetJob(&context, request, out);
   }
@@ -614,15 +614,24 @@ TEST(SomAtlasService, CreateAtlasWithARequestIdIsIdempotent) {
   request.set_request_id("client-7");
   v1::CreateAtlasResponse first, again;
   ASSERT_TRUE(server.Create(request, &first).ok());
-  request.mutable_options()->set_width(9);  // whatever the rest says
   grpc::Status s = server.Create(request, &again);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(again.job().job_id(), first.job().job_id());
   EXPECT_EQ(again.atlas_id(), first.atlas_id());
+  v1::CreateAtlasRequest other = request;
+  other.mutable_options()->set_width(9);  // another request under the same id
+  s = server.Create(other, &again);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::ALREADY_EXISTS) << s.error_message();
   // The request id works as a job id too.
   const std::vector<v1::AtlasProgress> progress = server.Watch("client-7");
   ASSERT_FALSE(progress.empty());
   EXPECT_EQ(progress.back().state(), v1::JOB_STATE_SUCCEEDED) << progress.back().message();
+  // After it succeeded (its atlas exists now): still the same job (issue 39).
+  s = server.Create(request, &again);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(again.job().job_id(), first.job().job_id());
+  EXPECT_EQ(again.atlas_id(), first.atlas_id());
+  EXPECT_EQ(again.job().state(), v1::JOB_STATE_SUCCEEDED);
   v1::AtlasSummary summary;
   ASSERT_TRUE(server.GetAtlas(first.atlas_id(), &summary).ok());
   EXPECT_EQ(summary.width(), 3);
@@ -753,7 +762,7 @@ TEST(SomAtlasService, CancelStopsARunningTraining) {
   // Wait for two epochs, then cancel.
   grpc::ClientContext context;
   context.set_deadline(In(std::chrono::seconds(120)));
-  v1::SomJobRequest job;
+  v1::JobRef job;
   job.set_job_id(created.job().job_id());
   auto reader = server.stub().WatchJob(&context, job);
   v1::AtlasProgress p;
@@ -766,7 +775,7 @@ TEST(SomAtlasService, CancelStopsARunningTraining) {
   EXPECT_EQ(waiting.job().state(), v1::JOB_STATE_QUEUED);
   {
     grpc::ClientContext cancel_context;
-    v1::SomJobRequest queued;
+    v1::JobRef queued;
     queued.set_job_id(waiting.job().job_id());
     v1::JobStatus status;
     ASSERT_TRUE(server.stub().CancelJob(&cancel_context, queued, &status).ok());
@@ -957,7 +966,7 @@ TEST(SomAtlasService, BadRequestsGetClearStatuses) {
   codebook.set_atlas_id("nope");
   EXPECT_EQ(server.Codebook(codebook, &dims, &data, &chunks).error_code(), grpc::StatusCode::NOT_FOUND);
 
-  v1::SomJobRequest job;
+  v1::JobRef job;
   job.set_job_id("no-such-job");
   v1::JobStatus status;
   grpc::ClientContext get_context, cancel_context;
@@ -1225,7 +1234,7 @@ TEST(SomAtlasService, AJobStoppedMidRunCompletesAfterARestart) {
     // Two epochs in, the process goes.
     grpc::ClientContext context;
     context.set_deadline(In(std::chrono::seconds(120)));
-    v1::SomJobRequest job;
+    v1::JobRef job;
     job.set_job_id(job_id);
     auto reader = server.stub().WatchJob(&context, job);
     v1::AtlasProgress p;
@@ -1367,7 +1376,7 @@ TEST(SomAtlasService, WithoutASchedulerJobCallsAreFailedPrecondition) {
   grpc::Status s = stub->CreateAtlas(&create_context, request, &created);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(s.error_message(), HasSubstr("SchedulerService"));
-  v1::SomJobRequest job;
+  v1::JobRef job;
   job.set_job_id("job-1");
   v1::JobStatus status;
   grpc::ClientContext get_context, cancel_context, watch_context;

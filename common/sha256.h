@@ -1,16 +1,15 @@
-// Streaming SHA-256 (OpenSSL libcrypto) for the content checksums an atlas
-// manifest records for its files: unlike a CRC-32 over a file that ends in its
-// own CRC-32 (which is the same constant for every such file), a digest of the
+// Streaming SHA-256 (OpenSSL libcrypto): content checksums (atlas manifests)
+// and request fingerprints (jobs). Unlike a CRC-32 over a file that ends in
+// its own CRC-32 (the same constant for every such file), a digest of the
 // bytes changes whenever they do.
-#ifndef TESSERA_SERVICES_SOM_SHA256_STREAM_H_
-#define TESSERA_SERVICES_SOM_SHA256_STREAM_H_
+#ifndef TESSERA_COMMON_SHA256_H_
+#define TESSERA_COMMON_SHA256_H_
 
 #include <cstddef>
 #include <memory>
 #include <string>
 
 namespace tessera {
-namespace som {
 
 class Sha256Stream {
  public:
@@ -31,7 +30,6 @@ class Sha256Stream {
 // The digest of one buffer.
 std::string Sha256Hex(const void* data, size_t size);
 
-}  // namespace som
 }  // namespace tessera
 
-#endif  // TESSERA_SERVICES_SOM_SHA256_STREAM_H_
+#endif  // TESSERA_COMMON_SHA256_H_

@@ -1,4 +1,4 @@
-#include "services/som/sha256_stream.h"
+#include "common/sha256.h"
 
 #include <openssl/evp.h>
 
@@ -8,7 +8,6 @@
 #include "absl/strings/string_view.h"
 
 namespace tessera {
-namespace som {
 
 struct Sha256Stream::Context {
   EVP_MD_CTX* ctx = nullptr;
@@ -40,5 +39,4 @@ std::string Sha256Hex(const void* data, size_t size) {
   return s.HexDigest();
 }
 
-}  // namespace som
 }  // namespace tessera

@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/durable_file.h"
 #include "common/nifti_io.h"
 #include "common/status.h"
 #include "services/registration/space.h"
@@ -108,16 +109,9 @@ std::string ItkAffineBytes(const Mat4& physical_ras, const std::array<double, 3>
 }
 
 absl::Status WriteItkAffine(const std::string& path, const Mat4& physical_ras, const std::array<double, 3>& center_ras) {
-  const std::string out = ItkAffineBytes(physical_ras, center_ras);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    f.write(out.data(), static_cast<std::streamsize>(out.size()));
-    if (!f) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot move ", tmp, " to ", path));
-  }
+  // Atomic only (no fsync), like the NIfTI outputs beside it.
+  const absl::Status written = WriteFileAtomically(path, ItkAffineBytes(physical_ras, center_ras));
+  if (!written.ok()) return absl::PermissionDeniedError(written.message());
   return absl::OkStatus();
 }
 

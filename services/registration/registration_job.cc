@@ -1,12 +1,15 @@
 #include "services/registration/registration_job.h"
 
 #include <cmath>
+#include <cstdint>
 #include <memory>
+#include <optional>
 
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "common/json.h"
 #include "common/nifti_io.h"
 #include "common/status.h"
 #include "services/registration/label_dice.h"
@@ -14,7 +17,20 @@
 namespace tessera::registration {
 namespace {
 
-std::string Num(double v) { return std::isfinite(v) ? absl::StrFormat("%.6g", v) : "null"; }
+using Json = nlohmann::ordered_json;  // keys in the order written
+
+// A summary number: 6 significant digits, as the summary has always had;
+// integral values stay JSON integers ("%.6g" wrote them without a point);
+// non-finite ones are null.
+Json Num(double v) {
+  if (!std::isfinite(v)) return nullptr;
+  double rounded = 0;
+  if (!absl::SimpleAtod(absl::StrFormat("%.6g", v), &rounded)) return v;
+  if (rounded == std::trunc(rounded) && std::fabs(rounded) < 9e15) return static_cast<int64_t>(rounded);
+  return rounded;
+}
+
+Json Num(const std::optional<double>& v) { return v ? Num(*v) : Json(nullptr); }
 
 }  // namespace
 
@@ -92,42 +108,44 @@ absl::StatusOr<RegistrationSummary> RunRegistration(const RegistrationInputs& in
 
 std::string SummaryToJson(const RegistrationSummary& s, const RegistrationOptions& options) {
   const RegistrationResult& r = s.result;
-  std::string json = "{";
-  absl::StrAppend(&json, "\"metric\": ", JsonQuote(options.metric), ", \"stages\": [\"",
-                  absl::StrJoin(options.stages, "\", \""), "\"], \"scales\": [", absl::StrJoin(options.scales, ", "),
-                  "], \"backend\": \"", r.backend, "\"");
-  absl::StrAppend(&json, ", \"initial_loss\": ", Num(r.initial_loss), ", \"final_loss\": ", Num(r.final_loss));
-  absl::StrAppend(&json, ", \"dice_before\": ", s.dice_before ? Num(*s.dice_before) : "null",
-                  ", \"dice_after\": ", s.dice_after ? Num(*s.dice_after) : "null");
-  absl::StrAppend(&json, ", \"dice_large_before\": ", s.dice_large_before ? Num(*s.dice_large_before) : "null",
-                  ", \"dice_large_after\": ", s.dice_large_after ? Num(*s.dice_large_after) : "null");
-  // Says which mean is which, so a reader never has to guess.
-  absl::StrAppend(&json, ", \"dice_definition\": {\"dice_before/after\": \"mean over all labels present in either map",
-                  " (background 0 excluded)\", \"dice_large_before/after\": \"mean over labels with >= ",
-                  kLargeLabelMinVoxels, " voxels in the fixed labels\", \"labels\": ", s.dice_labels,
-                  ", \"large_labels\": ", s.dice_large_labels, ", \"large_min_voxels\": ", kLargeLabelMinVoxels,
-                  "}");
-  absl::StrAppend(&json, ", \"folded_percent\": ", Num(s.folded_percent), ", \"min_jacobian\": ",
-                  r.jacobian.voxels ? Num(r.jacobian.min_det) : "null");
-  absl::StrAppend(&json, ", \"seconds\": ", Num(r.seconds), ", \"peak_device_bytes\": ", r.peak_device_bytes);
-  std::string affine;
-  for (int i = 0; i < 16; ++i) absl::StrAppend(&affine, i ? ", " : "", Num(r.affine_ras[i]));
-  absl::StrAppend(&json, ", \"affine_ras\": [", affine, "]");
-  absl::StrAppend(&json, ", \"files\": {");
-  bool first = true;
+  Json affine = Json::array();
+  for (int i = 0; i < 16; ++i) affine.push_back(Num(r.affine_ras[i]));
+  Json files = Json::object();
   for (const auto& [key, path] : {std::pair<const char*, const std::string*>{"warped", &s.files.warped},
                                   {"warped_labels", &s.files.warped_labels},
                                   {"affine", &s.files.affine},
                                   {"warp", &s.files.warp},
                                   {"inverse_warp", &s.files.inverse_warp}}) {
-    if (path->empty()) continue;
-    absl::StrAppend(&json, first ? "" : ", ", "\"", key, "\": ", JsonQuote(*path));
-    first = false;
+    if (!path->empty()) files[key] = *path;
   }
-  absl::StrAppend(&json, "}, \"log\": [");
-  for (size_t i = 0; i < r.log.size(); ++i) absl::StrAppend(&json, i ? ", " : "", JsonQuote(r.log[i]));
-  absl::StrAppend(&json, "]}");
-  return json;
+  const Json json{
+      {"metric", options.metric},
+      {"stages", options.stages},
+      {"scales", options.scales},
+      {"backend", r.backend},
+      {"initial_loss", Num(r.initial_loss)},
+      {"final_loss", Num(r.final_loss)},
+      {"dice_before", Num(s.dice_before)},
+      {"dice_after", Num(s.dice_after)},
+      {"dice_large_before", Num(s.dice_large_before)},
+      {"dice_large_after", Num(s.dice_large_after)},
+      // Says which mean is which, so a reader never has to guess.
+      {"dice_definition",
+       {{"dice_before/after", "mean over all labels present in either map (background 0 excluded)"},
+        {"dice_large_before/after",
+         absl::StrCat("mean over labels with >= ", kLargeLabelMinVoxels, " voxels in the fixed labels")},
+        {"labels", s.dice_labels},
+        {"large_labels", s.dice_large_labels},
+        {"large_min_voxels", kLargeLabelMinVoxels}}},
+      {"folded_percent", Num(s.folded_percent)},
+      {"min_jacobian", r.jacobian.voxels ? Num(r.jacobian.min_det) : Json(nullptr)},
+      {"seconds", Num(r.seconds)},
+      {"peak_device_bytes", r.peak_device_bytes},
+      {"affine_ras", std::move(affine)},
+      {"files", std::move(files)},
+      {"log", r.log}};
+  // Paths and log lines that are not UTF-8 become U+FFFD instead of throwing.
+  return json.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 }  // namespace tessera::registration

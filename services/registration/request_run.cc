@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/durable_file.h"
 #include "common/status.h"
 #include "services/registration/ants_transform_io.h"
 #include "services/registration/outputs.h"
@@ -34,16 +35,14 @@ std::vector<std::string*> WrittenFiles(OutputFiles& files) {
 // Copies `from` to `dir`/its name through a temporary name, so a reader
 // never sees a partial file. Returns the new path.
 absl::StatusOr<std::string> CopyInto(const std::string& from, const std::string& dir) {
-  const fs::path to = fs::path(dir) / fs::path(from).filename();
-  const fs::path partial = fs::path(to.string() + ".partial");
-  std::error_code ec;
-  fs::copy_file(from, partial, fs::copy_options::overwrite_existing, ec);
-  if (!ec) fs::rename(partial, to, ec);
-  if (ec) {
-    fs::remove(partial, ec);
-    return absl::PermissionDeniedError(absl::StrCat("cannot write ", to.string(), ": ", ec.message()));
-  }
-  return to.string();
+  const std::string to = (fs::path(dir) / fs::path(from).filename()).string();
+  const absl::Status copied = WriteFileAtomically(to, [&](const std::string& tmp) {
+    std::error_code ec;
+    fs::copy_file(from, tmp, fs::copy_options::overwrite_existing, ec);
+    return ec ? absl::UnknownError(ec.message()) : absl::OkStatus();
+  });
+  if (!copied.ok()) return absl::PermissionDeniedError(absl::StrCat("cannot write ", to, ": ", copied.message()));
+  return to;
 }
 
 // Writes the outputs into `dir` too (creating it; its parent exists) and

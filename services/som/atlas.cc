@@ -18,6 +18,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -25,7 +27,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "common/json.h"
+#include "absl/types/span.h"
+#include "common/durable_file.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "google/protobuf/struct.pb.h"
@@ -82,137 +85,53 @@ absl::Status ErrnoError(int err, absl::string_view what, absl::string_view path)
 
 // ---------------------------------------------------------------- writing
 
-struct Piece {
-  const void* data;
-  size_t size;
-};
+// The manifest is ordered as written (not sorted by key) so that it reads
+// top-down; a non-finite double is written as null (nlohmann's rule), which
+// LoadAtlas reads back as NaN.
+using Json = nlohmann::ordered_json;
 
-// Writes the pieces to "<path>.tmp", fsyncs and renames it over `path`;
-// returns the SHA-256 (hex) of the whole file in *sha256.
-absl::Status WriteFileAtomic(const std::string& path, std::initializer_list<Piece> pieces, std::string* sha256) {
-  const std::string tmp = path + ".tmp";
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError(errno, "cannot create", tmp);
-  Sha256Stream digest;
-  for (const Piece& piece : pieces) {
-    digest.Update(piece.data, piece.size);
-    const char* p = static_cast<const char*>(piece.data);
-    size_t left = piece.size;
-    while (left > 0) {
-      const ssize_t n = write(fd, p, std::min<size_t>(left, size_t{1} << 30));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        const int err = n < 0 ? errno : EIO;
-        close(fd);
-        unlink(tmp.c_str());
-        return ErrnoError(err, "cannot write", tmp);
-      }
-      p += n;
-      left -= static_cast<size_t>(n);
-    }
-  }
-  if (fsync(fd) != 0) {
-    const int err = errno;
-    close(fd);
-    unlink(tmp.c_str());
-    return ErrnoError(err, "cannot fsync", tmp);
-  }
-  if (close(fd) != 0) {
-    unlink(tmp.c_str());
-    return ErrnoError(errno, "cannot close", tmp);
-  }
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    unlink(tmp.c_str());
-    return ErrnoError(err, "cannot rename into place", path);
-  }
-  if (sha256) *sha256 = digest.HexDigest();
-  return absl::OkStatus();
+Json OptionsJson(const TrainOptions& o) {
+  return Json{{"backend", std::string(BackendName(o.backend))},
+              {"gpu_ordinal", o.gpu_ordinal},
+              {"weight_type", WeightTypeName(o.weight_type)},
+              {"init", InitMethodName(o.init)},
+              {"pca_sample_rows", o.pca_sample_rows},
+              {"pca_iterations", o.pca_iterations},
+              {"seed", absl::StrCat(o.seed)},  // uint64: beyond a double's integers
+              {"max_epochs", o.max_epochs},
+              {"radius_start", o.radius_start},
+              {"radius_end", o.radius_end},
+              {"radius_decay_epochs", o.radius_decay_epochs},
+              {"cooling", o.cooling == RadiusCooling::kLinear ? "linear" : "exponential"},
+              {"radius_schedule", RadiusScheduleName(o.radius_schedule)},
+              {"blur_passes", o.blur_passes},
+              {"convergence_tolerance", o.convergence_tolerance},
+              {"convergence_patience", o.convergence_patience},
+              {"small_radius", o.small_radius},
+              {"update_slab_bytes", o.update_slab_bytes},
+              {"bmu_algorithm", BmuAlgorithmName(o.bmu_algorithm)}};
 }
 
-absl::Status SyncDirectory(const std::string& dir) {
-  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError(errno, "cannot open directory", dir);
-  const int rc = fsync(fd);
-  const int err = errno;
-  close(fd);
-  if (rc != 0 && err != EINVAL) return ErrnoError(err, "cannot fsync directory", dir);
-  return absl::OkStatus();
+Json QualityJson(const QualityMetrics& q) {
+  return Json{{"docs", q.docs},
+              {"qe_euclidean", q.qe_euclidean},
+              {"qe_cosine", q.qe_cosine},
+              {"topographic_error", q.topographic_error},
+              {"dead_units", q.dead_units},
+              {"dead_unit_fraction", q.dead_unit_fraction}};
 }
 
-// JSON numbers: integers exactly, doubles round-trippable, non-finite as null.
-std::string Num(double v) { return std::isfinite(v) ? absl::StrFormat("%.17g", v) : "null"; }
-std::string Num(int64_t v) { return absl::StrCat(v); }
-std::string Bool(bool b) { return b ? "true" : "false"; }
-
-// A JSON object built field by field, pretty (nested at `indent`) or on one line.
-class ObjectWriter {
- public:
-  explicit ObjectWriter(int indent) : indent_(indent) {}
-  ObjectWriter& Field(absl::string_view key, const std::string& json) {
-    fields_.push_back(absl::StrCat(JsonQuote(key), ": ", json));
-    return *this;
-  }
-  std::string Close() const {
-    const std::string pad(indent_ + 2, ' ');
-    return absl::StrCat("{\n", pad, absl::StrJoin(fields_, absl::StrCat(",\n", pad)), "\n",
-                        std::string(indent_, ' '), "}");
-  }
-  std::string OneLine() const { return absl::StrCat("{", absl::StrJoin(fields_, ", "), "}"); }
-
- private:
-  int indent_;
-  std::vector<std::string> fields_;
-};
-
-std::string OptionsJson(const TrainOptions& o) {
-  ObjectWriter w(2);
-  w.Field("backend", JsonQuote(BackendName(o.backend)))
-      .Field("gpu_ordinal", Num(int64_t{o.gpu_ordinal}))
-      .Field("weight_type", JsonQuote(WeightTypeName(o.weight_type)))
-      .Field("init", JsonQuote(InitMethodName(o.init)))
-      .Field("pca_sample_rows", Num(o.pca_sample_rows))
-      .Field("pca_iterations", Num(int64_t{o.pca_iterations}))
-      .Field("seed", JsonQuote(absl::StrCat(o.seed)))  // uint64: beyond a double's integers
-      .Field("max_epochs", Num(int64_t{o.max_epochs}))
-      .Field("radius_start", Num(o.radius_start))
-      .Field("radius_end", Num(o.radius_end))
-      .Field("radius_decay_epochs", Num(int64_t{o.radius_decay_epochs}))
-      .Field("cooling", JsonQuote(o.cooling == RadiusCooling::kLinear ? "linear" : "exponential"))
-      .Field("radius_schedule", JsonQuote(RadiusScheduleName(o.radius_schedule)))
-      .Field("blur_passes", Num(int64_t{o.blur_passes}))
-      .Field("convergence_tolerance", Num(o.convergence_tolerance))
-      .Field("convergence_patience", Num(int64_t{o.convergence_patience}))
-      .Field("small_radius", Num(o.small_radius))
-      .Field("update_slab_bytes", Num(o.update_slab_bytes))
-      .Field("bmu_algorithm", JsonQuote(BmuAlgorithmName(o.bmu_algorithm)));
-  return w.Close();
-}
-
-std::string QualityJson(const QualityMetrics& q) {
-  ObjectWriter w(2);
-  w.Field("docs", Num(q.docs))
-      .Field("qe_euclidean", Num(q.qe_euclidean))
-      .Field("qe_cosine", Num(q.qe_cosine))
-      .Field("topographic_error", Num(q.topographic_error))
-      .Field("dead_units", Num(q.dead_units))
-      .Field("dead_unit_fraction", Num(q.dead_unit_fraction));
-  return w.Close();
-}
-
-std::string EpochJson(const EpochReport& r) {
-  ObjectWriter w(4);
-  w.Field("epoch", Num(int64_t{r.epoch}))
-      .Field("radius", Num(r.radius))
-      .Field("box_half_width", Num(int64_t{r.box_half_width}))
-      .Field("tap_weight", Num(r.tap_weight))
-      .Field("qe", Num(r.qe))
-      .Field("qe_relative_change", Num(r.qe_relative_change))
-      .Field("topographic_error", Num(r.topographic_error))
-      .Field("bmu_seconds", Num(r.bmu_seconds))
-      .Field("update_seconds", Num(r.update_seconds))
-      .Field("seconds", Num(r.seconds));
-  return w.OneLine();
+Json EpochJson(const EpochReport& r) {
+  return Json{{"epoch", r.epoch},
+              {"radius", r.radius},
+              {"box_half_width", r.box_half_width},
+              {"tap_weight", r.tap_weight},
+              {"qe", r.qe},
+              {"qe_relative_change", r.qe_relative_change},
+              {"topographic_error", r.topographic_error},
+              {"bmu_seconds", r.bmu_seconds},
+              {"update_seconds", r.update_seconds},
+              {"seconds", r.seconds}};
 }
 
 struct FileEntry {
@@ -224,53 +143,47 @@ struct FileEntry {
 
 // The codebook's byte layout, spelled out in the manifest so that tools
 // reading codebook.f32 without this code get the index right.
-std::string CodebookLayoutJson() {
-  ObjectWriter w(2);
-  w.Field("order", JsonQuote("feature-major"))
-      .Field("element", JsonQuote("float32, little-endian (fp16 maps are stored widened, exactly)"))
-      .Field("index", JsonQuote("weight of feature f at node n = element [f * nodes + n], nodes = width * height, "
-                                "node n = cell (x, y) = (n % width, n / width)"))
-      .Field("trailer", JsonQuote("4 bytes after the features * nodes elements: little-endian CRC-32 (zlib) of "
-                                  "the elements' bytes"));
-  return w.Close();
+Json CodebookLayoutJson() {
+  return Json{{"order", "feature-major"},
+              {"element", "float32, little-endian (fp16 maps are stored widened, exactly)"},
+              {"index", "weight of feature f at node n = element [f * nodes + n], nodes = width * height, "
+                        "node n = cell (x, y) = (n % width, n / width)"},
+              {"trailer", "4 bytes after the features * nodes elements: little-endian CRC-32 (zlib) of "
+                          "the elements' bytes"}};
 }
 
-std::string BmuLayoutJson() {
-  return JsonQuote("int32 little-endian, element [d] = node of training document d (line d of documents.txt), "
-                   "then 4 bytes: little-endian CRC-32 (zlib) of the elements' bytes");
-}
+constexpr char kBmuLayout[] =
+    "int32 little-endian, element [d] = node of training document d (line d of documents.txt), "
+    "then 4 bytes: little-endian CRC-32 (zlib) of the elements' bytes";
 
 std::string ManifestJson(const Atlas& a, const std::vector<FileEntry>& files) {
-  ObjectWriter grid(2);
-  grid.Field("width", Num(int64_t{a.model.grid.width}))
-      .Field("height", Num(int64_t{a.model.grid.height}))
-      .Field("topology", JsonQuote(TopologyName(a.model.grid.topology)));
-  std::vector<std::string> history;
-  for (const EpochReport& r : a.history) history.push_back(absl::StrCat("\n    ", EpochJson(r)));
-  ObjectWriter file_list(2);
-  for (const FileEntry& f : files) {
-    file_list.Field(f.name, absl::StrCat("{\"bytes\": ", f.bytes, ", \"sha256\": ", JsonQuote(f.sha256), "}"));
-  }
-  ObjectWriter m(0);
-  m.Field("format", JsonQuote(kFormat))
-      .Field("version", Num(int64_t{kVersion}))
-      .Field("grid", grid.Close())
-      .Field("features", Num(a.model.features))
-      .Field("documents", Num(static_cast<int64_t>(a.bmu.size())))
-      .Field("weight_type", JsonQuote(WeightTypeName(a.model.type)))
-      .Field("codebook_layout", CodebookLayoutJson())
-      .Field("bmu_layout", BmuLayoutJson())
-      .Field("options", OptionsJson(a.options))
-      .Field("epochs", Num(int64_t{a.epochs}))
-      .Field("converged", Bool(a.converged))
-      .Field("final_quality", QualityJson(a.final_quality))
-      .Field("held_out_quality", QualityJson(a.held_out_quality))
-      .Field("history", absl::StrCat("[", absl::StrJoin(history, ","), history.empty() ? "]" : "\n  ]"))
-      .Field("created", JsonQuote(a.created));
-  if (!a.job_id.empty()) m.Field("job_id", JsonQuote(a.job_id));
-  m.Field("files", file_list.Close());
-  // Close the object by hand: the CRC field must come last and cover the rest.
-  std::string text = m.Close();
+  Json history = Json::array();
+  for (const EpochReport& r : a.history) history.push_back(EpochJson(r));
+  Json file_list = Json::object();
+  for (const FileEntry& f : files) file_list[f.name] = Json{{"bytes", f.bytes}, {"sha256", f.sha256}};
+  Json m{{"format", kFormat},
+         {"version", kVersion},
+         {"grid",
+          {{"width", a.model.grid.width},
+           {"height", a.model.grid.height},
+           {"topology", TopologyName(a.model.grid.topology)}}},
+         {"features", a.model.features},
+         {"documents", static_cast<int64_t>(a.bmu.size())},
+         {"weight_type", WeightTypeName(a.model.type)},
+         {"codebook_layout", CodebookLayoutJson()},
+         {"bmu_layout", kBmuLayout},
+         {"options", OptionsJson(a.options)},
+         {"epochs", a.epochs},
+         {"converged", a.converged},
+         {"final_quality", QualityJson(a.final_quality)},
+         {"held_out_quality", QualityJson(a.held_out_quality)},
+         {"history", std::move(history)},
+         {"created", a.created}};
+  if (!a.job_id.empty()) m["job_id"] = a.job_id;
+  m["files"] = std::move(file_list);
+  // The CRC field must come last and cover every byte before it: close the
+  // object by hand. Bytes that are not UTF-8 become U+FFFD instead of throwing.
+  std::string text = m.dump(2, ' ', false, Json::error_handler_t::replace);
   text.resize(text.size() - 2);  // "\n}"
   absl::StrAppend(&text, ",\n  ", kManifestCrcKey);
   const uint32_t crc = Crc32(Crc32(0, nullptr, 0), text.data(), text.size());
@@ -683,28 +596,31 @@ absl::Status SaveAtlas(const Atlas& atlas, absl::string_view directory) {
   if (ec) return absl::ErrnoToStatus(ec.value(), absl::StrCat("SaveAtlas: cannot create directory ", dir));
 
   std::vector<FileEntry> files;
-  auto add = [&](const char* name, std::initializer_list<Piece> pieces) -> absl::Status {
+  // Each file is durable (data and name) before the next is written, so the
+  // data files are before the manifest that vouches for them.
+  auto add = [&](const char* name, std::initializer_list<absl::string_view> pieces) -> absl::Status {
     FileEntry e;
     e.name = name;
-    for (const Piece& p : pieces) e.bytes += static_cast<int64_t>(p.size);
-    TESSERA_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, name), pieces, &e.sha256));
+    Sha256Stream digest;
+    for (absl::string_view p : pieces) {
+      digest.Update(p.data(), p.size());
+      e.bytes += static_cast<int64_t>(p.size());
+    }
+    e.sha256 = digest.HexDigest();
+    TESSERA_RETURN_IF_ERROR(WriteFileDurably(JoinPath(dir, name), pieces));
     files.push_back(e);
     return absl::OkStatus();
   };
+  const auto bytes = [](const void* data, size_t size) { return absl::string_view(static_cast<const char*>(data), size); };
   const std::vector<float>& w = atlas.model.weights_f32;
   const uint32_t w_crc = Crc32(Crc32(0, nullptr, 0), w.data(), w.size() * sizeof(float));
-  TESSERA_RETURN_IF_ERROR(add(kCodebook, {{w.data(), w.size() * sizeof(float)}, {&w_crc, sizeof(w_crc)}}));
+  TESSERA_RETURN_IF_ERROR(add(kCodebook, {bytes(w.data(), w.size() * sizeof(float)), bytes(&w_crc, sizeof(w_crc))}));
   const uint32_t b_crc = Crc32(Crc32(0, nullptr, 0), atlas.bmu.data(), atlas.bmu.size() * sizeof(int32_t));
-  TESSERA_RETURN_IF_ERROR(add(kBmu, {{atlas.bmu.data(), atlas.bmu.size() * sizeof(int32_t)}, {&b_crc, sizeof(b_crc)}}));
-  const std::string features = LinesText(atlas.feature_names);
-  TESSERA_RETURN_IF_ERROR(add(kFeatures, {{features.data(), features.size()}}));
-  const std::string documents = LinesText(atlas.document_ids);
-  TESSERA_RETURN_IF_ERROR(add(kDocuments, {{documents.data(), documents.size()}}));
-  // The data files must be durable before the manifest that vouches for them.
-  TESSERA_RETURN_IF_ERROR(SyncDirectory(dir));
-  const std::string manifest = ManifestJson(atlas, files);
-  TESSERA_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, kManifest), {{manifest.data(), manifest.size()}}, nullptr));
-  return SyncDirectory(dir);
+  TESSERA_RETURN_IF_ERROR(
+      add(kBmu, {bytes(atlas.bmu.data(), atlas.bmu.size() * sizeof(int32_t)), bytes(&b_crc, sizeof(b_crc))}));
+  TESSERA_RETURN_IF_ERROR(add(kFeatures, {LinesText(atlas.feature_names)}));
+  TESSERA_RETURN_IF_ERROR(add(kDocuments, {LinesText(atlas.document_ids)}));
+  return WriteFileDurably(JoinPath(dir, kManifest), ManifestJson(atlas, files));
 }
 
 absl::Status SaveNewAtlas(const Atlas& atlas, absl::string_view directory) {

@@ -51,6 +51,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "bench/bench_util.h"
 #include "bench/fingerprint_bases.h"
 #include "common/device.h"
 #include "common/parallel.h"
@@ -83,7 +84,7 @@ namespace tessera {
 namespace fingerprint {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
 using testing::ProcessCpuSeconds;
 using testing::XytRecord;
 
@@ -206,7 +207,7 @@ absl::StatusOr<std::pair<double, double>> AppendCost(const std::string& dir) {
     for (int i = 0; i < 100; ++i) {
       const auto t0 = Clock::now();
       TESSERA_RETURN_IF_ERROR(log->Append(e).status());
-      ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      ms.push_back(bench::MsSince(t0));
     }
   }
   TESSERA_RETURN_IF_ERROR(RemoveAuditFiles(path));
@@ -254,7 +255,7 @@ absl::Status FillGallery(const Config& cfg, const SyntheticGallery& synth) {
     TESSERA_ASSIGN_OR_RETURN(std::vector<absl::Status> statuses, g.EnrollBatch(items));
     for (const absl::Status& s : statuses) TESSERA_RETURN_IF_ERROR(s);
   }
-  const double enroll_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double enroll_s = bench::SecondsSince(t0);
   TESSERA_RETURN_IF_ERROR(g.Compact());
   std::printf("gallery: %lld templates enrolled in %.1f s and compacted\n", static_cast<long long>(cfg.gallery),
               enroll_s);
@@ -351,7 +352,7 @@ absl::Status RunOnce(const Config& cfg, const Mode& mode, int batch, int clients
         s = grpc::Status(grpc::StatusCode::INTERNAL, absl::StrCat(resp.results_size(), " results for ", batch));
       }
     }
-    *ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    *ms = bench::MsSince(t0);
     return s;
   };
 
@@ -390,7 +391,7 @@ absl::Status RunOnce(const Config& cfg, const Mode& mode, int batch, int clients
     });
   }
   for (auto& t : threads) t.join();
-  row->wall += std::chrono::duration<double>(Clock::now() - t0).count();
+  row->wall += bench::SecondsSince(t0);
   row->cpu_seconds += ProcessCpuSeconds() - cpu0;
   row->load = std::max(row->load, LoadAverage());
   host->Drain();

@@ -39,6 +39,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench/bench_util.h"
 #include "common/device.h"
 #include "bench/fingerprint_bases.h"
 #include "common/parallel.h"
@@ -53,7 +54,7 @@ namespace tessera {
 namespace fingerprint {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
 
 struct Config {
   int64_t gallery = 10000;
@@ -158,7 +159,7 @@ absl::Status FillGallery(const Config& cfg, const SyntheticGallery& synth) {
     std::printf("\renrolled %lld / %lld", static_cast<long long>(end), static_cast<long long>(cfg.gallery));
     std::fflush(stdout);
   }
-  const double enroll_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double enroll_s = bench::SecondsSince(t0);
   if (absl::Status s = g.Compact(); !s.ok()) return s;
   std::printf("\rgallery: %lld templates enrolled in %.1f s and compacted\n",
               static_cast<long long>(cfg.gallery - have), enroll_s);
@@ -178,7 +179,7 @@ absl::StatusOr<Row> RunRow(const Config& cfg, bool batched, int clients, const s
   host.AddService(service->get());
   auto ports = host.Start();
   if (!ports.ok()) return ports.status();
-  const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
+  const double load_s = bench::SecondsSince(t_load);
   const std::string target = absl::StrCat("127.0.0.1:", ports->grpc_port);
 
   std::vector<std::unique_ptr<v1::FingerprintService::Stub>> stubs;
@@ -199,7 +200,7 @@ absl::StatusOr<Row> RunRow(const Config& cfg, bool batched, int clients, const s
     v1::SearchResponse resp;
     const auto t0 = Clock::now();
     grpc::Status s = stubs[c]->Search(&ctx, req, &resp);
-    *ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    *ms = bench::MsSince(t0);
     return s;
   };
   // Warm-up: one call per client (connections, first GPU use).
@@ -239,7 +240,7 @@ absl::StatusOr<Row> RunRow(const Config& cfg, bool batched, int clients, const s
     });
   }
   for (auto& t : threads) t.join();
-  row.wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  row.wall = bench::SecondsSince(t0);
   row.cpu_seconds = ProcessCpuSeconds() - cpu0;
   row.load = LoadAverage();
   std::vector<double> all;

@@ -39,6 +39,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
+#include "bench/bench_util.h"
 #include "kernels/fingerprint/lss.h"
 #include "kernels/fingerprint/mcc.h"
 #include "services/fingerprint/eval.h"
@@ -66,10 +67,6 @@ double ThreadCpuSeconds() {
   return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
-double WallSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 struct Db {
   int db = 0;
   std::vector<int> labels;       // finger (101..110)
@@ -94,7 +91,7 @@ Rate Run(const Db& d, MccScore kind, const LssConstants& c, int threads, int rep
   scores->assign(static_cast<size_t>(n) * n, 0.0f);
   Rate best;
   for (int rep = 0; rep < reps; ++rep) {
-    const double w0 = WallSeconds(), c0 = ThreadCpuSeconds();
+    const double w0 = bench::NowSeconds(), c0 = ThreadCpuSeconds();
     if (threads == 1) {
       for (int p = 0; p < n; ++p) {
         if (prepare) {
@@ -115,7 +112,7 @@ Rate Run(const Db& d, MccScore kind, const LssConstants& c, int threads, int rep
       }
       for (auto& t : pool) t.join();
     }
-    const double wall = WallSeconds() - w0, cpu_s = ThreadCpuSeconds() - c0;
+    const double wall = bench::NowSeconds() - w0, cpu_s = ThreadCpuSeconds() - c0;
     const double matches = static_cast<double>(n) * n;
     best.wall = std::max(best.wall, matches / wall);
     if (threads == 1) best.cpu = std::max(best.cpu, matches / cpu_s);

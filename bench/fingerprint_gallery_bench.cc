@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "bench/bench_util.h"
 #include "common/parallel.h"
 #include "kernels/fingerprint/mcc.h"
 #include "services/fingerprint/fingerprint_service.h"
@@ -31,7 +32,7 @@ namespace tessera {
 namespace fingerprint {
 namespace {
 
-double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+using bench::NowSeconds;
 
 double PeakRssGiB() {
   struct rusage u;
@@ -126,10 +127,10 @@ int Main(int argc, char** argv) {
     (*gallery)->Reserve(n, n * 40);
     const long long group = 8192;
     double t_make = 0, t_enroll = 0;
-    const double t0 = Now();
+    const double t0 = NowSeconds();
     for (long long begin = 0; begin < n; begin += group) {
       const long long end = std::min(n, begin + group);
-      double t = Now();
+      double t = NowSeconds();
       std::vector<EnrollItem> items(end - begin);
       ParallelFor(end - begin, [&](int64_t b, int64_t e, int) {
         for (int64_t i = b; i < e; ++i) {
@@ -143,10 +144,10 @@ int Main(int argc, char** argv) {
                       TemplateFormat::kIso19794, 0};
         }
       });
-      t_make += Now() - t;
-      t = Now();
+      t_make += NowSeconds() - t;
+      t = NowSeconds();
       auto statuses = (*gallery)->EnrollBatch(items);
-      t_enroll += Now() - t;
+      t_enroll += NowSeconds() - t;
       if (!statuses.ok()) {
         std::fprintf(stderr, "%s\n", statuses.status().ToString().c_str());
         return 1;
@@ -158,31 +159,31 @@ int Main(int argc, char** argv) {
         }
       }
       if ((end / group) % 16 == 0 || end == n) {
-        std::printf("  %lld enrolled, %.0f templates/s (enroll only), %.1f s\n", end, end / t_enroll, Now() - t0);
+        std::printf("  %lld enrolled, %.0f templates/s (enroll only), %.1f s\n", end, end / t_enroll, NowSeconds() - t0);
         std::fflush(stdout);
       }
     }
     std::printf("bulk enroll: %lld templates in %.1f s (%.0f/s; making the records %.1f s more), peak RSS %.1f GiB\n",
                 n, t_enroll, n / t_enroll, t_make, PeakRssGiB());
-    const double tc = Now();
+    const double tc = NowSeconds();
     absl::Status compacted = (*gallery)->Compact();
     if (!compacted.ok()) {
       std::fprintf(stderr, "%s\n", compacted.ToString().c_str());
       return 1;
     }
-    std::printf("compaction (snapshot with cylinders): %.1f s\n", Now() - tc);
+    std::printf("compaction (snapshot with cylinders): %.1f s\n", NowSeconds() - tc);
     std::fflush(stdout);
   }
   if (phase == "reload" || phase == "all") {
     // A cold-ish reload would need dropping the page cache (root); this is
     // the warm figure plus the read rate of the file.
-    const double t = Now();
+    const double t = NowSeconds();
     auto gallery = FingerprintGallery::Open(options);
     if (!gallery.ok()) {
       std::fprintf(stderr, "%s\n", gallery.status().ToString().c_str());
       return 1;
     }
-    const double reload = Now() - t;
+    const double reload = NowSeconds() - t;
     std::printf("reload: %lld templates (%lld with persisted cylinders) in %.1f s, peak RSS %.1f GiB\n",
                 static_cast<long long>((*gallery)->size()),
                 static_cast<long long>((*gallery)->open_stats().snapshot_cylinder_templates), reload, PeakRssGiB());
@@ -195,12 +196,12 @@ int Main(int argc, char** argv) {
       probes.push_back(pts);
     }
     SearchStats stats;
-    const double ts = Now();
+    const double ts = NowSeconds();
     auto results = (*gallery)->Search(probes, 10, &stats);
     if (results.ok()) {
       std::printf("search: %zu probes x %lld templates in %.2f s (%.2f M matches/s on %d threads)\n", probes.size(),
-                  static_cast<long long>(stats.gallery_templates), Now() - ts,
-                  probes.size() * stats.gallery_templates / (Now() - ts) / 1e6, CpuThreads());
+                  static_cast<long long>(stats.gallery_templates), NowSeconds() - ts,
+                  probes.size() * stats.gallery_templates / (NowSeconds() - ts) / 1e6, CpuThreads());
     }
   }
   if (rebuild_sample > 0) {
@@ -213,11 +214,11 @@ int Main(int argc, char** argv) {
       for (const Minutia& m : p.minutiae) pts.push_back({float(m.x), float(m.y), float(m.angle)});
       sample.push_back(pts);
     }
-    const double t = Now();
+    const double t = NowSeconds();
     ParallelForDynamic(rebuild_sample, 64, [&](int64_t b, int64_t e, int) {
       for (int64_t i = b; i < e; ++i) cpu::BuildMccTemplate(sample[i]);
     });
-    const double per = (Now() - t) / rebuild_sample;
+    const double per = (NowSeconds() - t) / rebuild_sample;
     std::printf("rebuild instead: %d descriptors in %.2f s on %d threads -> %.0f s for %lld templates\n",
                 rebuild_sample, per * rebuild_sample, CpuThreads(), per * n, n);
   }

@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "common/buffer.h"
 #include "common/device.h"
 #include "kernels/fingerprint/lss.h"
@@ -43,7 +44,7 @@ namespace tessera {
 namespace fingerprint {
 namespace {
 
-double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+using bench::NowSeconds;
 
 struct Base {
   std::vector<MinutiaPoint> points;
@@ -146,9 +147,9 @@ int Main(int argc, char** argv) {
   long long made = 0;
   auto flush = [&]() -> bool {
     if (pending.empty()) return true;
-    const double t0 = Now();
+    const double t0 = NowSeconds();
     auto built = BuildMccTemplates(stream, pending, mcc);
-    build_seconds += Now() - t0;
+    build_seconds += NowSeconds() - t0;
     if (!built.ok()) {
       std::fprintf(stderr, "descriptors: %s\n", std::string(built.status().message()).c_str());
       return false;
@@ -170,13 +171,13 @@ int Main(int argc, char** argv) {
               static_cast<double>(gallery.num_cylinders()) / gallery.num_templates(), gallery.bytes() / 1e9,
               build_seconds, gallery.num_templates() / build_seconds);
   ResetDevicePeak(stream.ordinal());
-  const double u0 = Now();
+  const double u0 = NowSeconds();
   auto device = MccDeviceGallery::Upload(gallery, stream);
   if (!device.ok()) {
     std::fprintf(stderr, "upload: %s\n", std::string(device.status().message()).c_str());
     return 1;
   }
-  std::printf("uploaded in %.2f s; device memory %.2f GB (tracked peak %.2f GB)\n", Now() - u0, device->bytes() / 1e9,
+  std::printf("uploaded in %.2f s; device memory %.2f GB (tracked peak %.2f GB)\n", NowSeconds() - u0, device->bytes() / 1e9,
               GetDeviceMemoryStats(stream.ordinal()).peak_bytes / 1e9);
 
   const LssConstants c = MakeLssConstants(LssParams(), mcc);
@@ -200,7 +201,7 @@ int Main(int argc, char** argv) {
       const LssProbe probe = PrepareProbe(cpu::BuildMccTemplate(probes[i], mcc), mcc);
       // Device-side rate: probe upload + kernel into a preallocated score
       // buffer (what a batching service would pay per query).
-      const double d0 = Now();
+      const double d0 = NowSeconds();
 #if TESSERA_WITH_CUDA
       if (auto s = cuda::ScoreGalleryToDevice(stream, probe, *device, kind, c,
                                               static_cast<float*>((*device_scores)->data()));
@@ -209,15 +210,15 @@ int Main(int argc, char** argv) {
         return 1;
       }
 #endif
-      device_seconds += Now() - d0;
+      device_seconds += NowSeconds() - d0;
       // End to end through the public API (allocates the output, copies the
       // scores back).
-      const double t0 = Now();
+      const double t0 = NowSeconds();
       if (auto s = ScoreGallery(stream, probe, *device, kind, c, scores.data()); !s.ok()) {
         std::fprintf(stderr, "%s: %s\n", name, std::string(s.message()).c_str());
         return 1;
       }
-      seconds += Now() - t0;
+      seconds += NowSeconds() - t0;
       // Rank of the best mate other than the probe's own unperturbed copy.
       const int self = (i * 5) % static_cast<int>(bases.size());
       float best_mate = -1;
@@ -235,9 +236,9 @@ int Main(int argc, char** argv) {
         for (int g = 0; g < n; ++g) head.Append(gallery.Get(g), mcc);
         std::vector<float> cpu_scores(n);
         const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-        const double c0 = Now();
+        const double c0 = NowSeconds();
         cpu::ScoreGallery(probe, head, kind, c, cpu_scores.data(), static_cast<int>(threads));
-        const double cpu_rate = n / (Now() - c0);
+        const double cpu_rate = n / (NowSeconds() - c0);
         int same = 0;
         for (int g = 0; g < n; ++g) same += cpu_scores[g] == scores[g];
         std::printf("parity: %d of %d scores bit-identical to the CPU matcher; CPU (%u threads, %s) %.0f K matches/s\n",
@@ -272,7 +273,7 @@ int Main(int argc, char** argv) {
       double best = 1e30;
       absl::Status status;
       for (int pass = 0; pass < 2 && status.ok(); ++pass) {
-        const double t0 = Now();
+        const double t0 = NowSeconds();
         for (size_t i = 0; i < prepared.size() && status.ok(); ++i) {
           status = cuda::ScoreGalleryToDevice(stream, prepared[i], *device, MccScore::kLssR, c,
                                               static_cast<float*>((*out)->data()), k);
@@ -282,7 +283,7 @@ int Main(int argc, char** argv) {
             if (status.ok()) status = stream.Synchronize();
           }
         }
-        if (pass == 1) best = Now() - t0;  // pass 0 warms up and copies the scores back
+        if (pass == 1) best = NowSeconds() - t0;  // pass 0 warms up and copies the scores back
       }
       if (!status.ok()) {
         std::printf("| %s | error: %s | | |\n", cuda::LssCudaKernelName(k), std::string(status.message()).c_str());

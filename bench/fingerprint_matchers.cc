@@ -37,6 +37,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "bench/bench_util.h"
 #include "common/status.h"
 #include "services/fingerprint/eval.h"
 #include "services/fingerprint/fusion_score.h"
@@ -86,7 +87,7 @@ struct Metrics {
   double rank1 = 0, rank20 = 0, eer = 0;
 };
 
-double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+using bench::NowSeconds;
 
 std::shared_ptr<const StoredTemplate> Entry(int slot, std::vector<MinutiaPoint> minutiae) {
   auto t = std::make_shared<StoredTemplate>();
@@ -170,9 +171,9 @@ absl::StatusOr<Run> Search(const Scenario& s, const std::string& matcher, double
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<GallerySearcher> searcher, CreateSearcher(o));
   TESSERA_RETURN_IF_ERROR(searcher->Add(s.gallery));
   Run run;
-  const double t0 = Now();
+  const double t0 = NowSeconds();
   TESSERA_ASSIGN_OR_RETURN(auto lists, searcher->Search(s.probes, top_k));
-  run.seconds = Now() - t0;
+  run.seconds = NowSeconds() - t0;
   run.rows.assign(s.probes.size(), std::vector<float>(s.gallery.size(), kMissing));
   for (size_t p = 0; p < lists.size(); ++p) {
     for (const SearchCandidate& c : lists[p]) run.rows[p][std::stoi(c.id)] = c.score;

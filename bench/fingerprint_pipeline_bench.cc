@@ -70,6 +70,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "bench/bench_util.h"
 #include "bench/fingerprint_bases.h"
 #include "common/buffer.h"
 #include "common/device.h"
@@ -89,7 +90,7 @@ namespace tessera {
 namespace fingerprint {
 namespace {
 
-double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+using bench::NowSeconds;
 
 struct Config {
   std::vector<int64_t> sizes;
@@ -198,23 +199,23 @@ bool CascadeRows(GallerySearcher& searcher, int64_t templates, const char* where
   const std::string lssr_path = absl::StrCat("searcher lssr ", where);
   const std::string cascade_path = absl::StrCat("cascade ", where);
   // Warm-up: the searcher's GPU pipeline is built by its first search.
-  const double w0 = Now();
+  const double w0 = NowSeconds();
   if (auto s = searcher.Search({probes[0]}, 1, nullptr, "lssr"); !s.ok()) {
     std::fprintf(stderr, "searcher: %s\n", std::string(s.status().message()).c_str());
     return false;
   }
-  const double warm = Now() - w0;
+  const double warm = NowSeconds() - w0;
   SearchStats lssr_stats, cascade_stats;
-  const double l0 = Now();
+  const double l0 = NowSeconds();
   auto lssr = searcher.Search(probes, shortlist, &lssr_stats, "lssr");
-  const double lssr_wall = Now() - l0;
+  const double lssr_wall = NowSeconds() - l0;
   SearchOptions options;
   options.top_k = cfg.top;
   options.matcher = "cascade";
   options.cascade_candidates = cfg.cascade_candidates;
-  const double c0 = Now();
+  const double c0 = NowSeconds();
   auto cascade = searcher.Search(probes, options, &cascade_stats);
-  const double cascade_wall = Now() - c0;
+  const double cascade_wall = NowSeconds() - c0;
   if (!lssr.ok() || !cascade.ok()) {
     std::fprintf(stderr, "searcher: %s\n",
                  std::string((lssr.ok() ? cascade.status() : lssr.status()).message()).c_str());
@@ -287,7 +288,7 @@ bool KernelComparisonRows(const std::shared_ptr<MccGallery>& gallery, int64_t si
   po.top_k = cfg.top;
   PipelineOptions ro = po;
   ro.resident = true;
-  const double p0 = Now();
+  const double p0 = NowSeconds();
   auto streamed = AlfiPipeline::Create(gallery, po);
   auto resident = AlfiPipeline::Create(gallery, ro);
   if (!streamed.ok() || !resident.ok()) {
@@ -295,7 +296,7 @@ bool KernelComparisonRows(const std::shared_ptr<MccGallery>& gallery, int64_t si
                  std::string((streamed.ok() ? resident.status() : streamed.status()).message()).c_str());
     return false;
   }
-  std::printf("pipelines (streamed: pinned copy; resident: pinned copy + upload) set up in %.2f s\n\n", Now() - p0);
+  std::printf("pipelines (streamed: pinned copy; resident: pinned copy + upload) set up in %.2f s\n\n", NowSeconds() - p0);
   {
     std::vector<int> sizes(gallery->num_templates());
     for (int t = 0; t < gallery->num_templates(); ++t) sizes[t] = gallery->start[t + 1] - gallery->start[t];
@@ -337,9 +338,9 @@ bool KernelComparisonRows(const std::shared_ptr<MccGallery>& gallery, int64_t si
       double best = 1e30;
       absl::StatusOr<std::vector<std::vector<Candidate>>> top;
       for (int r = 0; r < cfg.repeats; ++r) {
-        const double t0 = Now();
+        const double t0 = NowSeconds();
         top = c.pipeline->Search(matcher, lat);
-        best = std::min(best, Now() - t0);
+        best = std::min(best, NowSeconds() - t0);
         if (!top.ok()) break;
       }
       if (!top.ok()) {
@@ -432,7 +433,7 @@ int Run(const Config& cfg) {
   }
 
   for (int64_t size : sizes) {
-    const double g0 = Now();
+    const double g0 = NowSeconds();
     if (auto s = synthetic->AppendTo(build_stream, gallery->num_templates(), size, gallery.get(), &identity);
         !s.ok()) {
       std::fprintf(stderr, "gallery: %s\n", std::string(s.message()).c_str());
@@ -442,7 +443,7 @@ int Run(const Config& cfg) {
                 "(%.1f per template), %.2f GB; generated + descriptors (%s) in %.1f s ==\n",
                 static_cast<long long>(size), static_cast<int>(std::min(size, so.mated_templates)), gallery->num_cylinders(),
                 static_cast<double>(gallery->num_cylinders()) / size, gallery->bytes() / 1e9,
-                gpu ? "GPU" : "CPU", Now() - g0);
+                gpu ? "GPU" : "CPU", NowSeconds() - g0);
     if (gpu && cfg.kernels_only) {
       if (!KernelComparisonRows(gallery, size, crops, fulls, identity, latent_identity, cfg)) return 1;
       continue;
@@ -453,25 +454,25 @@ int Run(const Config& cfg) {
       po.backend = Backend::kCuda;
       po.batch_templates = cfg.batch;
       po.top_k = cfg.top;
-      const double p0 = Now();
+      const double p0 = NowSeconds();
       auto pipeline = AlfiPipeline::Create(gallery, po);
       if (!pipeline.ok()) {
         std::fprintf(stderr, "pipeline: %s\n", std::string(pipeline.status().message()).c_str());
         return 1;
       }
       std::printf("pipeline set-up (pinned copy %.2f GB, 2 device slots %.2f GB): %.2f s; %d batches of %d\n",
-                  (*pipeline)->host_bytes() / 1e9, (*pipeline)->device_bytes() / 1e9, Now() - p0,
+                  (*pipeline)->host_bytes() / 1e9, (*pipeline)->device_bytes() / 1e9, NowSeconds() - p0,
                   (*pipeline)->num_batches(), cfg.batch);
       PipelineOptions resident_options = po;
       resident_options.resident = true;
-      const double r0 = Now();
+      const double r0 = NowSeconds();
       auto resident = AlfiPipeline::Create(gallery, resident_options);
       if (!resident.ok()) {
         std::fprintf(stderr, "pipeline (resident): %s\n", std::string(resident.status().message()).c_str());
         return 1;
       }
       std::printf("resident pipeline set-up (pinned copy + one upload of %.2f GB): %.2f s\n",
-                  (*resident)->device_bytes() / 1e9, Now() - r0);
+                  (*resident)->device_bytes() / 1e9, NowSeconds() - r0);
       PipelineOptions serial_options = po;
       serial_options.overlap = false;
       auto serial = AlfiPipeline::Create(gallery, serial_options);
@@ -480,29 +481,29 @@ int Run(const Config& cfg) {
         return 1;
       }
       // Plain resident path (also the parity reference).
-      const double u0 = Now();
+      const double u0 = NowSeconds();
       auto device = MccDeviceGallery::Upload(*gallery, *gpu_stream);
       if (!device.ok()) {
         std::fprintf(stderr, "upload: %s\n", std::string(device.status().message()).c_str());
         return 1;
       }
-      const double upload_s = Now() - u0;
+      const double upload_s = NowSeconds() - u0;
       for (int which = 0; which < 2; ++which) {
         const std::vector<MccTemplate>& lat = which == 0 ? crops : fulls;
         const char* probe = which == 0 ? "crop" : "full";
         // Warm-up (module load, first allocations).
         (void)(*pipeline)->Search(lssr, {lat[0]});
         PipelineStats st, serial_st;
-        const double t0 = Now();
+        const double t0 = NowSeconds();
         auto top = (*pipeline)->Search(lssr, lat, &st);
-        const double wall = Now() - t0;
+        const double wall = NowSeconds() - t0;
         if (!top.ok()) {
           std::fprintf(stderr, "pipeline: %s\n", std::string(top.status().message()).c_str());
           return 1;
         }
-        const double s0 = Now();
+        const double s0 = NowSeconds();
         auto serial_top = (*serial)->Search(lssr, lat, &serial_st);
-        const double serial_wall = Now() - s0;
+        const double serial_wall = NowSeconds() - s0;
         if (!serial_top.ok()) return 1;
         Row(size, "pipeline GPU", probe, cfg.latents, wall, serial_wall / wall, &st);
         Row(size, "serialized GPU", probe, cfg.latents, serial_wall, 0, &serial_st);
@@ -511,9 +512,9 @@ int Run(const Config& cfg) {
         // The block-per-comparison kernel through the same pipeline.
         (void)(*pipeline)->Search(lssr_block, {lat[0]});
         PipelineStats block_st;
-        const double w0 = Now();
+        const double w0 = NowSeconds();
         auto block_top = (*pipeline)->Search(lssr_block, lat, &block_st);
-        const double block_wall = Now() - w0;
+        const double block_wall = NowSeconds() - w0;
         if (!block_top.ok()) {
           std::fprintf(stderr, "pipeline (block kernel): %s\n", std::string(block_top.status().message()).c_str());
           return 1;
@@ -528,9 +529,9 @@ int Run(const Config& cfg) {
         (void)(*resident)->Search(lssr, {lat[0]});
         for (LssBatchMatcher* m : {&lssr, &lssr_block}) {
           PipelineStats res_st;
-          const double r1 = Now();
+          const double r1 = NowSeconds();
           auto res_top = (*resident)->Search(*m, lat, &res_st);
-          const double res_wall = Now() - r1;
+          const double res_wall = NowSeconds() - r1;
           if (!res_top.ok()) {
             std::fprintf(stderr, "pipeline (resident): %s\n", std::string(res_top.status().message()).c_str());
             return 1;
@@ -542,23 +543,23 @@ int Run(const Config& cfg) {
         }
         double resident_one = 0;
         for (const MccTemplate& l : lat) {
-          const double o0 = Now();
+          const double o0 = NowSeconds();
           if (!(*resident)->Search(lssr, {l}).ok()) return 1;
-          resident_one += Now() - o0;
+          resident_one += NowSeconds() - o0;
         }
         Row(size, "resident 1-by-1", probe, cfg.latents, resident_one, 0, nullptr);
         // One latent per call.
         double one_by_one = 0;
         for (const MccTemplate& l : lat) {
-          const double o0 = Now();
+          const double o0 = NowSeconds();
           if (!(*pipeline)->Search(lssr, {l}).ok()) return 1;
-          one_by_one += Now() - o0;
+          one_by_one += NowSeconds() - o0;
         }
         Row(size, "pipeline 1-by-1", probe, cfg.latents, one_by_one, 0, nullptr);
         // Plain GPU: resident gallery, one ScoreGallery per latent + top-k.
         std::vector<float> scores(size);
         int same = 0, rank1 = 0;
-        const double q0 = Now();
+        const double q0 = NowSeconds();
         std::vector<std::vector<Candidate>> plain;
         for (size_t i = 0; i < lat.size(); ++i) {
           if (auto s = ScoreGallery(*gpu_stream, PrepareProbe(lat[i]), *device, MccScore::kLssR, constants,
@@ -569,7 +570,7 @@ int Run(const Config& cfg) {
           }
           plain.push_back(TopK(scores.data(), static_cast<int>(size), cfg.top));
         }
-        const double plain_wall = Now() - q0;
+        const double plain_wall = NowSeconds() - q0;
         for (size_t i = 0; i < lat.size(); ++i) {
           same += plain[i] == (*top)[i];
           rank1 += MateRank((*top)[i], identity, latent_identity[i]) == 1;
@@ -591,9 +592,9 @@ int Run(const Config& cfg) {
       auto p = AlfiPipeline::Create(prefix, po);
       if (!p.ok()) return 1;
       PipelineStats st;
-      const double t0 = Now();
+      const double t0 = NowSeconds();
       if (!(*p)->Search(lssr, lat, &st).ok()) return 1;
-      Row(cpu_n, "CPU all cores", which == 0 ? "crop" : "full", cfg.latents, Now() - t0, st.overlap_ratio(), &st);
+      Row(cpu_n, "CPU all cores", which == 0 ? "crop" : "full", cfg.latents, NowSeconds() - t0, st.overlap_ratio(), &st);
     }
     // DMC through the pipeline; its top lists where it covered this gallery
     // (GPU) or the CPU prefix (CPU), for the cascade's agreement.
@@ -619,13 +620,13 @@ int Run(const Config& cfg) {
           if (!p.ok()) return 1;
           (void)(*p)->Search(**dmc, {crops[0]});  // warm-up
           PipelineStats st;
-          const double t0 = Now();
+          const double t0 = NowSeconds();
           auto top = (*p)->Search(**dmc, crops, &st);
           if (!top.ok()) {
             std::fprintf(stderr, "DMC: %s\n", std::string(top.status().message()).c_str());
             return 1;
           }
-          const double wall = Now() - t0;
+          const double wall = NowSeconds() - t0;
           Row(n, overlap ? "DMC pipeline GPU" : "DMC serialized", "crop", cfg.latents, wall,
               overlap ? st.overlap_ratio() : 0, &st);
           if (overlap && n == size) {
@@ -642,10 +643,10 @@ int Run(const Config& cfg) {
       auto p = AlfiPipeline::Create(sub, po);
       if (!p.ok()) return 1;
       PipelineStats st;
-      const double t0 = Now();
+      const double t0 = NowSeconds();
       auto top = (*p)->Search(**dmc, crops, &st);
       if (!top.ok()) return 1;
-      dmc_cpu_wall = Now() - t0;
+      dmc_cpu_wall = NowSeconds() - t0;
       Row(n, "DMC CPU all cores", "crop", cfg.latents, dmc_cpu_wall, st.overlap_ratio(), &st);
       dmc_cpu_top = std::move(*top);
       dmc_cpu_n = n;
@@ -653,9 +654,9 @@ int Run(const Config& cfg) {
     // The cascade through the service's searcher.
     if (cfg.cascade) {
       if (gpu_searcher != nullptr) {
-        const double a0 = Now();
+        const double a0 = NowSeconds();
         if (!AppendToSearcher(*gallery, gpu_searcher->size(), size, gpu_searcher.get())) return 1;
-        std::printf("%-9s searcher: templates appended with their descriptors in %.2f s\n", "", Now() - a0);
+        std::printf("%-9s searcher: templates appended with their descriptors in %.2f s\n", "", NowSeconds() - a0);
         if (!CascadeRows(*gpu_searcher, size, "GPU", crop_points, identity, latent_identity, cfg,
                          dmc_gpu_top.empty() ? nullptr : &dmc_gpu_top, dmc_gpu_wall)) {
           return 1;

@@ -18,6 +18,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "bench/bench_util.h"
 #include "bench/fingerprint_bases.h"
 #include "common/device.h"
 #include "kernels/fingerprint/lss.h"
@@ -36,7 +37,7 @@ namespace tessera {
 namespace fingerprint {
 namespace {
 
-double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+using bench::NowSeconds;
 
 struct Timed {
   double seconds = 0;
@@ -44,9 +45,9 @@ struct Timed {
 };
 
 bool Search(AlfiPipeline& p, BatchMatcher& m, const std::vector<MccTemplate>& latents, Timed* out) {
-  const double t0 = Now();
+  const double t0 = NowSeconds();
   auto top = p.Search(m, latents);
-  out->seconds = Now() - t0;
+  out->seconds = NowSeconds() - t0;
   if (!top.ok()) {
     std::fprintf(stderr, "search: %s\n", std::string(top.status().message()).c_str());
     return false;
@@ -107,9 +108,9 @@ int Run() {
   }
   auto gallery = std::make_shared<MccGallery>();
   std::vector<int64_t> identity;
-  const double g0 = Now();
+  const double g0 = NowSeconds();
   if (!synthetic->AppendTo(Stream::Cpu(), 0, n, gallery.get(), &identity).ok()) return 1;
-  std::printf("top-%d lists of %d latent crops; gallery built in %.1f s\n\n", absl::GetFlag(FLAGS_top), L, Now() - g0);
+  std::printf("top-%d lists of %d latent crops; gallery built in %.1f s\n\n", absl::GetFlag(FLAGS_top), L, NowSeconds() - g0);
   std::printf("| path | templates | latents | old (K/s) | new | new / old | top-k identical |\n");
   std::printf("|---|---:|---:|---:|---:|---:|---|\n");
   PipelineOptions cpu_options;

@@ -16,6 +16,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "bench/bench_util.h"
 #include "common/parallel.h"
 #include "services/fingerprint/gallery_store.h"
 
@@ -29,7 +30,7 @@ namespace tessera {
 namespace fingerprint {
 namespace {
 
-double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+using bench::NowSeconds;
 
 StoredTemplate MakeTemplate(const std::string& id, int salt) {
   StoredTemplate t;
@@ -72,7 +73,7 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", store.status().ToString().c_str());
       return 1;
     }
-    const double t0 = Now();
+    const double t0 = NowSeconds();
     std::vector<std::thread> pool;
     for (int t = 0; t < threads; ++t) {
       pool.emplace_back([&, t] {
@@ -83,7 +84,7 @@ int Main(int argc, char** argv) {
       });
     }
     for (auto& p : pool) p.join();
-    const double seconds = Now() - t0;
+    const double seconds = NowSeconds() - t0;
     const GalleryCommitStats stats = (*store)->commit_stats();
     const double rate = stats.records / seconds;
     if (base_rate == 0) base_rate = rate;
@@ -108,11 +109,11 @@ int Main(int argc, char** argv) {
       if (!compacted.ok()) return 1;
     }
     int64_t cylinders = 0;
-    const double t0 = Now();
+    const double t0 = NowSeconds();
     auto store = GalleryStore::Open(dir, [&](const std::shared_ptr<const StoredTemplate>&, MccTemplate&& c) {
       cylinders += static_cast<int64_t>(c.cylinders.size());
     });
-    const double seconds = Now() - t0;
+    const double seconds = NowSeconds() - t0;
     if (!store.ok()) return 1;
     std::printf("\nreload: %d templates, %lld cylinders in %.2f s (%.0f templates/s, %d CPU threads; "
                 "TESSERA_CPU_THREADS=1 for the one-core row)\n",

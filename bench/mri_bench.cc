@@ -28,6 +28,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "bench/bench_util.h"
 #include "common/buffer.h"
 #include "common/device.h"
 #include "kernels/reconstruction/mri/cg_sense.h"
@@ -57,7 +58,7 @@ namespace tessera::recon {
 namespace {
 
 using Complex = std::complex<float>;
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
 
 #define CHECK_OK(expr)                                                      \
   do {                                                                      \
@@ -77,10 +78,7 @@ T Value(absl::StatusOr<T> v, const char* what) {
   return std::move(*v);
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::Median;
 
 double TimeIt(const Stream& stream, int reps, const std::function<void()>& fn) {
   fn();
@@ -90,7 +88,7 @@ double TimeIt(const Stream& stream, int reps, const std::function<void()>& fn) {
     const auto t0 = Clock::now();
     fn();
     CHECK_OK(stream.Synchronize());
-    times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    times.push_back(bench::SecondsSince(t0));
   }
   return Median(times);
 }
@@ -228,7 +226,7 @@ void Write() {
   const auto t0 = Clock::now();
   const auto kspace = Value(mri::PhantomCoilKspace(phantom, series, traj, n, n), "kspace");
   std::fprintf(stderr, "simulated %lld x %d samples in %.1f s\n", (long long)traj.size(), coils,
-               std::chrono::duration<double>(Clock::now() - t0).count());
+               bench::SecondsSince(t0));
   const auto maps = mri::EvaluateCoilSeries(series, n, n);
   const auto truth = mri::RasterizePhantom(phantom, n, n);
   const auto dcf = Value(mri::RadialRampDensity(traj), "dcf");
@@ -272,7 +270,7 @@ void Recon() {
   std::vector<Complex> image(dims.nx * dims.ny);
   const auto t0 = Clock::now();
   CHECK_OK(mri::CgSense(Stream::Cpu(), g, kspace.data.data(), options, image.data()).status());
-  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double seconds = bench::SecondsSince(t0);
   CHECK_OK(formats::WriteCfl(Path("ours"), ToCfl({dims.nx, dims.ny}, image)));
   const auto [raw, scaled] = Nrmse(image, truth.data);
   std::printf("ours %.3f %.4f %.4f\n", seconds, raw, scaled);

@@ -20,6 +20,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "bench/bench_util.h"
 #include "common/nifti_io.h"
 #include "common/parallel.h"
 
@@ -76,7 +77,7 @@ double BestSeconds(int repeats, const std::function<void()>& fn) {
   for (int r = 0; r < repeats; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     fn();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    best = std::min(best, bench::SecondsSince(t0));
   }
   return best;
 }

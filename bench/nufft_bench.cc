@@ -20,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "bench/bench_util.h"
 #include "common/buffer.h"
 #include "common/device.h"
 #include "common/parallel.h"
@@ -41,10 +42,7 @@ namespace {
 
 using cf = std::complex<float>;
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::Median;
 
 // Median seconds of fn() (after one warm-up), synchronising `stream`.
 double Time(const Stream& stream, int repeats, const std::function<void()>& fn) {
@@ -55,7 +53,7 @@ double Time(const Stream& stream, int repeats, const std::function<void()>& fn) 
     const auto t0 = std::chrono::steady_clock::now();
     fn();
     (void)stream.Synchronize();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    t.push_back(bench::SecondsSince(t0));
   }
   return Median(t);
 }

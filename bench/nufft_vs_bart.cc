@@ -17,6 +17,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "bench/bench_util.h"
 #include "common/device.h"
 #include "kernels/reconstruction/nufft/nudft.h"
 #include "kernels/reconstruction/nufft/nufft.h"
@@ -105,7 +106,7 @@ int Main() {
     auto plan = Get(recon::nufft::NufftPlan<float>::Create(cpu, recon::nufft::NufftType::kType2, {n, n, 1}, o));
     Check(plan->SetPoints(m, x.data(), y.data(), nullptr));
     Check(plan->Execute(c.data(), f.data()));
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double s = bench::SecondsSince(t0);
     fmt::CflArray out = Get(fmt::MakeCfl({1, m}));
     out.data = c;
     Check(fmt::WriteCfl(Path("ours"), out));

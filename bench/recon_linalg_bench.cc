@@ -32,6 +32,7 @@
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
+#include "bench/bench_util.h"
 #include "common/buffer.h"
 #include "common/device.h"
 #include "kernels/reconstruction/linalg/batched_cholesky.h"
@@ -128,8 +129,7 @@ double MedianMs(const Stream& stream, int reps, const std::function<void()>& bod
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return bench::Median(std::vector<double>(ms.begin(), ms.end()));
 }
 
 template <typename T>
@@ -319,13 +319,13 @@ void BenchSpmv(const Stream& stream, const char* label, const HostCsr& m, int re
   std::vector<float> first;
   double base_ms = 0;
   for (const Variant& v : kVariants) {
-    using Clock = std::chrono::steady_clock;
+    using bench::Clock;
     const auto t0 = Clock::now();
     auto plan = SpmvPlan::Create(d.view, stream, v.options);
     Check(plan.status(), "SpmvPlan::Create");
     Check((*plan)->Apply(x.data(), y.data()), "first apply");  // cuSPARSE sizes its buffer here
     Check(stream.Synchronize(), "sync");
-    const double plan_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    const double plan_ms = bench::MsSince(t0);
     const double ms = MedianMs(stream, reps, [&] { Check((*plan)->Apply(x.data(), y.data()), "apply"); });
     const std::vector<float> out = y.Download(stream);
     if (first.empty()) {

@@ -41,6 +41,7 @@
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "bench/bench_util.h"
 #include "common/buffer.h"
 #include "common/device.h"
 #include "common/parallel.h"
@@ -73,12 +74,8 @@ namespace recon {
 namespace ct {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
+using bench::Clock;
+using bench::Median;
 
 struct Sizes {
   int64_t n, views, cols, rows;
@@ -147,15 +144,7 @@ std::vector<float> Pattern(size_t n, uint32_t seed) {
   return v;
 }
 
-double RelL2(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double d = static_cast<double>(a[i]) - b[i];
-    num += d * d;
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
+using bench::RelL2;
 
 #if TESSERA_WITH_CUDA
 // Device copies of a volume and a sinogram for one geometry.
@@ -298,7 +287,7 @@ double TimeCpu(int reps, const std::function<absl::Status()>& fn) {
   for (int r = 0; r < reps; ++r) {
     const auto t0 = Clock::now();
     if (!fn().ok()) return -1;
-    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    ms.push_back(bench::MsSince(t0));
   }
   return Median(ms);
 }

@@ -21,6 +21,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
+#include "bench/bench_util.h"
 #include "common/device.h"
 #include "common/ndarray.h"
 #include "common/parallel.h"
@@ -43,12 +44,8 @@ ABSL_FLAG(bool, cpu_compare, true, "also time the CPU backend on a small 2-D pro
 namespace tessera::recon {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::Clock;
+using bench::Median;
 
 struct Problem {
   std::string name;
@@ -134,7 +131,7 @@ Timing Time(const Problem& p, const std::string& method, ExecutionMode mode, con
       std::fprintf(stderr, "%s %s: %s\n", p.name.c_str(), method.c_str(), s.ToString().c_str());
       std::exit(1);
     }
-    if (r > 0) times.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    if (r > 0) times.push_back(bench::MsSince(t0));
   }
   Timing t;
   t.ms = Median(times);

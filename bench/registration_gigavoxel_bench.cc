@@ -38,6 +38,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "bench/bench_util.h"
 #include "common/device.h"
 #include "common/parallel.h"
 #include "common/status.h"
@@ -75,11 +76,11 @@ namespace {
 
 constexpr char kCh2[] = "/usr/share/mricron/templates/ch2.nii.gz";
 constexpr char kAal[] = "/usr/share/mricron/templates/aal.nii.gz";
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
 
 constexpr Mat4 kIdentity = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
 
-double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+using bench::Seconds;
 
 // VmHWM: the process's resident-set high-water mark.
 double HostPeakGb() {

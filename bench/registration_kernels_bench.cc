@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "bench/bench_util.h"
 #include "common/buffer.h"
 #include "common/device.h"
 #include "common/status.h"
@@ -81,10 +82,9 @@ int RunCpu() {
     for (int r = 0; r < 3; ++r) {
       const auto t0 = std::chrono::steady_clock::now();
       if (!fn().ok()) return -1;
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      ms.push_back(bench::MsSince(t0));
     }
-    std::sort(ms.begin(), ms.end());
-    return ms[1];
+    return bench::Median(ms);
   };
   const double fwd = time_ms([&] { return GridSample(cpu, args, out.data()); });
   const double bwd = time_ms([&] {
@@ -161,8 +161,7 @@ absl::StatusOr<double> TimeMs(const Stream& stream, int warmup, int reps, const 
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return bench::Median(std::vector<double>(ms.begin(), ms.end()));
 }
 
 // Runs `setup_and_first_call` (which allocates whatever scratch the

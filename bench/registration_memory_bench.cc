@@ -29,6 +29,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "bench/bench_util.h"
 #include "common/parallel.h"
 #include "common/volume.h"
 #include "services/registration/registrar.h"
@@ -44,9 +45,9 @@ ABSL_FLAG(std::string, modes, "standard,lean", "memory modes to compare");
 namespace tessera::registration {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
 
-double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+using bench::Seconds;
 
 // Textured head: a Gaussian envelope times a few sinusoids, value at (x, y, z)
 // in [-0.5, 0.5]^3 coordinates.

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "bench/bench_util.h"
 #include "common/buffer.h"
 #include "common/device.h"
 #include "common/ndarray.h"
@@ -67,8 +68,7 @@ double MedianMs(const std::function<absl::Status()>& fn, const Stream& stream, i
     }
     if (r > 0) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return bench::Median(ms);
 }
 
 // Extra device bytes during one call of fn.

@@ -16,6 +16,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "bench/bench_util.h"
 #include "common/device.h"
 #include "common/status.h"
 #include "kernels/parallel/in_process_communicator.h"
@@ -72,14 +73,13 @@ absl::StatusOr<double> TimeIterations(const NDArray& fixed, const NDArray& movin
       const auto t0 = std::chrono::steady_clock::now();
       TESSERA_RETURN_IF_ERROR(ShardedGreedyStep(comm, state, o, stream).status());
       TESSERA_RETURN_IF_ERROR(comm.Barrier(stream));
-      const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      const double t = bench::MsSince(t0);
       if (comm.rank() == 0 && it > 0) ms.push_back(t);
     }
     return absl::OkStatus();
   });
   TESSERA_RETURN_IF_ERROR(s);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return bench::Median(ms);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "bench/bench_util.h"
 #include "common/parallel.h"
 #include "common/status.h"
 #include "kernels/parallel/counting_communicator.h"
@@ -53,17 +54,14 @@ NDArray Volume(const Dims3& d, int comps, uint32_t seed) {
   return a;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::Median;
 
 double TimeMs(int repeats, const std::function<void()>& fn) {
   std::vector<double> t;
   for (int r = 0; r < repeats; ++r) {
     const auto start = std::chrono::steady_clock::now();
     fn();
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    t.push_back(bench::MsSince(start));
   }
   return Median(t);
 }

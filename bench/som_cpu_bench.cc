@@ -25,6 +25,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "bench/bench_util.h"
 #include "kernels/som/parallel.h"
 #include "services/som/corpus.h"
 #include "services/som/synthetic.h"
@@ -84,10 +85,7 @@ bool Parse(int argc, char** argv, Args& a) {
   return true;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using bench::Median;
 
 struct Run {
   double median_epoch = 0, median_bmu = 0, median_update = 0;

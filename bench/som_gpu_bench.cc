@@ -59,6 +59,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "bench/bench_util.h"
 #include "common/buffer.h"
 #include "common/device.h"
 #include "kernels/som/batch_update.h"
@@ -73,8 +74,8 @@ namespace tessera {
 namespace som {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+using bench::Clock;
+using bench::SecondsSince;
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr int64_t kMedlineDocs = 29900000;
 
@@ -247,10 +248,7 @@ std::string SkipNoteUnlessFree(size_t need, const char* what, int ordinal) {
   return note;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::Median;
 
 // Per document, a node in its topic's patch of an edge x edge map (the topic
 // grid scaled to the map; a reproducible position inside the patch).
@@ -518,7 +516,7 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
       Clock::time_point t = Clock::now();
       absl::Status st = FindBmus(stream, var.algorithm, docs, cb, out, &ws, tuning, hints);
       if (st.ok()) st = stream.Synchronize();
-      const double warm = Since(t);
+      const double warm = SecondsSince(t);
       if (!st.ok()) {
         r.note = "failed: " + std::string(st.message());
         continue;
@@ -529,7 +527,7 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
         t = Clock::now();
         CHECK_OK(FindBmus(stream, var.algorithm, docs, cb, out, &ws, tuning, hints));
         CHECK_OK(stream.Synchronize());
-        times.push_back(Since(t));
+        times.push_back(SecondsSince(t));
       }
       const DeviceMemoryStats stats = GetDeviceMemoryStats(stream.ordinal());
       r.ran = true;
@@ -549,7 +547,7 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
           char line[160];
           std::snprintf(line, sizeof line, "%s vs the CPU backend, first %lld documents: %s (%.1f s)",
                         var.name.c_str(), static_cast<long long>(count),
-                        diff == 0 ? "bit-identical" : (std::to_string(diff) + " differ").c_str(), Since(c));
+                        diff == 0 ? "bit-identical" : (std::to_string(diff) + " differ").c_str(), SecondsSince(c));
           cpu_check[key] = line;
           if (diff != 0) r.bits = "ref, CPU!";
         }
@@ -635,7 +633,7 @@ void BenchTraining(const Args& a) {
               a.train_cusparse ? "cusparse-row" : "feature-major", static_cast<long long>(a.train_docs));
   Clock::time_point t = Clock::now();
   SparseBinaryMatrix corpus = GenerateSyntheticCorpus(MedlineShape(a.train_docs));
-  std::printf("  corpus generated on the host in %.1f s: %lld x %lld, %lld non-zeros (not counted below)\n", Since(t),
+  std::printf("  corpus generated on the host in %.1f s: %lld x %lld, %lld non-zeros (not counted below)\n", SecondsSince(t),
               static_cast<long long>(corpus.rows()), static_cast<long long>(corpus.cols()),
               static_cast<long long>(corpus.nnz()));
   TrainOptions o;
@@ -692,7 +690,7 @@ int main(int argc, char** argv) {
   SparseBinaryMatrix corpus = GenerateSyntheticCorpus(MedlineShape(a.max_docs), &topics);
   std::printf("benchmark corpus: %lld x %lld, %lld non-zeros (%.2f per document), generated in %.1f s\n",
               static_cast<long long>(corpus.rows()), static_cast<long long>(corpus.cols()),
-              static_cast<long long>(corpus.nnz()), static_cast<double>(corpus.nnz()) / corpus.rows(), Since(t));
+              static_cast<long long>(corpus.nnz()), static_cast<double>(corpus.nnz()) / corpus.rows(), SecondsSince(t));
   std::vector<int64_t> df = FeatureCounts(corpus);
   std::vector<float> scale(corpus.cols());
   for (size_t v = 0; v < scale.size(); ++v) scale[v] = static_cast<float>(2.0 * df[v] / corpus.rows());

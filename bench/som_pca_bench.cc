@@ -30,6 +30,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "bench/bench_util.h"
 #include "common/buffer.h"
 #include "common/device.h"
 #include "kernels/som/half.h"
@@ -52,8 +53,8 @@ namespace tessera {
 namespace som {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+using bench::Clock;
+using bench::SecondsSince;
 
 void Check(const absl::Status& s, const char* what) {
   if (!s.ok()) {
@@ -94,7 +95,7 @@ double Seconds(const Stream& stream, const std::function<absl::Status()>& f, con
   const Clock::time_point t = Clock::now();
   Check(f(), what);
   Check(stream.Synchronize(), what);
-  return Since(t);
+  return SecondsSince(t);
 }
 
 void BenchInit(const SparseBinaryMatrix& corpus, const Stream& gpu) {
@@ -136,7 +137,7 @@ void BenchInit(const SparseBinaryMatrix& corpus, const Stream& gpu) {
       Clock::time_point t = Clock::now();
       auto host = InitializeModel(corpus, o);
       Check(host.status(), "CPU init");
-      cpu_init = Since(t);
+      cpu_init = SecondsSince(t);
       upload = Seconds(gpu, [&] {
         return CopyBytes(device.weights, MemoryKind::kDevice, host->view().weights, MemoryKind::kHost, bytes, gpu);
       }, "upload");
@@ -179,25 +180,21 @@ void BenchProject(const SparseBinaryMatrix& corpus) {
     Clock::time_point t = Clock::now();
     auto p = ProjectDocuments(*model, docs, Backend::kCuda);
     Check(p.status(), "ProjectDocuments");
-    upload_each.push_back(Since(t));
+    upload_each.push_back(SecondsSince(t));
     t = Clock::now();
     auto q = resident.Project(docs);
     Check(q.status(), "ResidentCodebook::Project");
-    resident_each.push_back(Since(t));
+    resident_each.push_back(SecondsSince(t));
     a = p->bmu;
     b = q->bmu;
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   std::printf("\n## CUDA Project, %dx%d fp32 map (%.2f GB), %lld documents per call, %d calls (seconds per call)\n\n",
               edge, edge, 4.0 * o.grid.nodes() * corpus.cols() / 1e9, static_cast<long long>(n), calls);
   std::printf("| variant | first call | median call | uploads |\n|---|---:|---:|---:|\n");
-  std::printf("| upload per call (ProjectDocuments) | %.4f | %.4f | %d |\n", upload_each[0], median(upload_each), calls);
-  std::printf("| resident codebook | %.4f | %.4f | %lld |\n", resident_each[0], median(resident_each),
+  std::printf("| upload per call (ProjectDocuments) | %.4f | %.4f | %d |\n", upload_each[0], bench::Median(upload_each), calls);
+  std::printf("| resident codebook | %.4f | %.4f | %lld |\n", resident_each[0], bench::Median(resident_each),
               static_cast<long long>(resident.uploads()));
-  std::printf("median ratio %.1fx; same BMUs: %s\n", median(upload_each) / median(resident_each), a == b ? "yes" : "NO");
+  std::printf("median ratio %.1fx; same BMUs: %s\n", bench::Median(upload_each) / bench::Median(resident_each), a == b ? "yes" : "NO");
 }
 
 }  // namespace

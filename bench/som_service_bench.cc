@@ -28,6 +28,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "bench/bench_util.h"
 #include "common/device.h"
 #include "common/status.h"
 #include "services/jobs/job_store.h"
@@ -43,8 +44,8 @@
 namespace tessera {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+using bench::Clock;
+using bench::SecondsSince;
 
 struct Args {
   int64_t docs = 200000;
@@ -186,7 +187,7 @@ int Run(const Args& a) {
       return 1;
     }
   }
-  const double upload_s = Since(t);
+  const double upload_s = SecondsSince(t);
   std::printf("upload     %8.3f s  %10.0f documents/s  %7.1f MB/s (%lld nnz)\n", upload_s, corpus.rows() / upload_s,
               wire / upload_s / 1e6, static_cast<long long>(corpus.nnz()));
 
@@ -216,12 +217,12 @@ int Run(const Args& a) {
     auto reader = server->stub->WatchJob(&watch_context, job);
     v1::AtlasProgress p;
     while (reader->Read(&p)) {
-      if (p.stage() == "save" && save_started == 0) save_started = Since(t);
+      if (p.stage() == "save" && save_started == 0) save_started = SecondsSince(t);
       last = p;
     }
     reader->Finish();
   }
-  const double job_s = Since(t);
+  const double job_s = SecondsSince(t);
   if (last.state() != v1::JOB_STATE_SUCCEEDED) {
     std::fprintf(stderr, "job: %s\n", last.message().c_str());
     return 1;
@@ -252,7 +253,7 @@ int Run(const Args& a) {
   t = Clock::now();
   server = StartServer(options, state_dir);
   if (server == nullptr) return 1;
-  std::printf("restart    %8.3f s  (loads the atlas)\n", Since(t));
+  std::printf("restart    %8.3f s  (loads the atlas)\n", SecondsSince(t));
 
   // Project.
   v1::ProjectRequest project;
@@ -268,7 +269,7 @@ int Run(const Args& a) {
     grpc::ClientContext context;
     t = Clock::now();
     grpc::Status s = server->stub->Project(&context, project, &projected);
-    const double seconds = Since(t);
+    const double seconds = SecondsSince(t);
     if (!s.ok()) {
       std::fprintf(stderr, "project: %s\n", s.error_message().c_str());
       return 1;
@@ -288,7 +289,7 @@ int Run(const Args& a) {
     grpc::ClientContext context;
     server->stub->GetCell(&context, cell_request, &cell);
   }
-  std::printf("cells      %8.3f ms per GetCell (%d cells)\n", 1e3 * Since(t) / cells, cells);
+  std::printf("cells      %8.3f ms per GetCell (%d cells)\n", 1e3 * SecondsSince(t) / cells, cells);
 
   // Codebook.
   {
@@ -301,7 +302,7 @@ int Run(const Args& a) {
     int64_t bytes = 0;
     while (reader->Read(&chunk)) bytes += static_cast<int64_t>(chunk.data().size());
     reader->Finish();
-    const double seconds = Since(t);
+    const double seconds = SecondsSince(t);
     std::printf("codebook   %8.3f s  %7.1f MB/s (%lld bytes)\n", seconds, bytes / seconds / 1e6,
                 static_cast<long long>(bytes));
   }

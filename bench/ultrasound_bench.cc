@@ -27,6 +27,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
+#include "bench/bench_util.h"
 #include "common/buffer.h"
 #include "common/device.h"
 #include "kernels/reconstruction/ultrasound/beamform.h"
@@ -58,9 +59,7 @@ void Check(const absl::Status& s, const char* what) {
   if (!s.ok()) Die(std::string(what) + ": " + s.ToString());
 }
 
-double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
+using bench::Seconds;
 
 struct Row {
   std::string name;
@@ -113,8 +112,7 @@ double TimeCuda(const Stream& stream, const std::complex<float>* data, const Acq
     Check(stream.Synchronize(), "cuda sync");
     times.push_back(Seconds(t0, std::chrono::steady_clock::now()));
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return bench::Median(times);
 }
 
 std::string Fmt(double v, const char* format) {

@@ -25,18 +25,20 @@ MemoryKind BufferKindFor(const Stream& stream) {
 }
 
 absl::StatusOr<double> AllReduceHostScalar(Communicator& comm, double value, ReduceOp op, const Stream& stream) {
-  if (stream.backend() == Backend::kCpu) {
-    TESSERA_RETURN_IF_ERROR(comm.AllReduce(&value, 1, op, stream));
-    return value;
-  }
-  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> device,
-                           Buffer::Allocate(MemoryKind::kDevice, sizeof(double), stream.ordinal()));
-  double* d = static_cast<double*>(device->data());
-  TESSERA_RETURN_IF_ERROR(CopyBytes(d, MemoryKind::kDevice, &value, MemoryKind::kHost, sizeof(double), stream));
-  TESSERA_RETURN_IF_ERROR(comm.AllReduce(d, 1, op, stream));
-  TESSERA_RETURN_IF_ERROR(CopyBytes(&value, MemoryKind::kHost, d, MemoryKind::kDevice, sizeof(double), stream));
-  TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+  TESSERA_RETURN_IF_ERROR(AllReduceHostVector(comm, &value, 1, op, stream));
   return value;
+}
+
+absl::Status AllReduceHostVector(Communicator& comm, double* values, size_t count, ReduceOp op, const Stream& stream) {
+  if (stream.backend() == Backend::kCpu) return comm.AllReduce(values, count, op, stream);
+  const size_t bytes = count * sizeof(double);
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> device,
+                           Buffer::Allocate(MemoryKind::kDevice, std::max<size_t>(bytes, sizeof(double)), stream.ordinal()));
+  double* d = static_cast<double*>(device->data());
+  TESSERA_RETURN_IF_ERROR(CopyBytes(d, MemoryKind::kDevice, values, MemoryKind::kHost, bytes, stream));
+  TESSERA_RETURN_IF_ERROR(comm.AllReduce(d, count, op, stream));
+  TESSERA_RETURN_IF_ERROR(CopyBytes(values, MemoryKind::kHost, d, MemoryKind::kDevice, bytes, stream));
+  return stream.Synchronize();
 }
 
 }  // namespace parallel

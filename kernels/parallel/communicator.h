@@ -79,6 +79,8 @@ inline absl::Status AllReduceSum(Communicator& comm, float* data, size_t count, 
 // host-side bookkeeping (losses, counts) on any stream's communicator. For a
 // CUDA stream the value travels through a small device buffer.
 absl::StatusOr<double> AllReduceHostScalar(Communicator& comm, double value, ReduceOp op, const Stream& stream);
+// The same for `count` host doubles in place.
+absl::Status AllReduceHostVector(Communicator& comm, double* values, size_t count, ReduceOp op, const Stream& stream);
 
 // One step of a reduction, as the host-side communicators fold values.
 double CombineReduced(double a, double b, ReduceOp op);

@@ -266,7 +266,7 @@ absl::Status RingGridSample(Communicator& comm, const RingSampleArgs& args, floa
             float dv[3];
             out[off + v] = Interpolate(shard, md, pos, jacobian != nullptr ? dv : nullptr);
             if (jacobian != nullptr) {
-              for (int c = 0; c < 3; ++c) jacobian[off + v + c * jac_stride] = dv[c] * dclamp[c] * ps.g.in_half[c];
+              for (int c = 0; c < 3; ++c) jacobian[off + v + c * jac_stride] = dv[c] * dclamp[c];
             }
           }
         }
@@ -370,7 +370,7 @@ absl::Status WindowGridSample(const WindowSampleArgs& args, float* out, float* j
           float dv[3];
           out[off + v] = Interpolate(shard, md, pos, jacobian != nullptr ? dv : nullptr);
           if (jacobian != nullptr) {
-            for (int c = 0; c < 3; ++c) jacobian[off + v + c * jac_stride] = dv[c] * dclamp[c] * ps.g.in_half[c];
+            for (int c = 0; c < 3; ++c) jacobian[off + v + c * jac_stride] = dv[c] * dclamp[c];
           }
         }
       }
@@ -410,10 +410,16 @@ MovingWindow MovingWindowFor(const SlabLayout& out_layout, Dims3 moving_dims, co
   return w;
 }
 
-absl::Status ApplySampleJacobian(const SlabLayout& layout, const float* grad_out, float* field, const Stream& stream) {
+absl::Status ApplySampleJacobian(const SlabLayout& layout, Dims3 moving_dims, const float* grad_out, float* field,
+                                 const Stream& stream) {
+  // The sampler geometry's (m - 1) / 2 per axis, as the reference computes it.
+  const double lo[3] = {-1, -1, -1}, hi[3] = {1, 1, 1};
+  const SamplerGeometry<float> g =
+      registration::MakeSamplerGeometry<float>(layout.global, moving_dims, lo, hi, Padding::kZeros);
+  const float half[3] = {g.in_half[0], g.in_half[1], g.in_half[2]};
   if (stream.backend() == Backend::kCuda) {
 #if TESSERA_WITH_CUDA
-    return ring_internal::ApplySampleJacobianCuda(layout, grad_out, field, stream);
+    return ring_internal::ApplySampleJacobianCuda(layout, half, grad_out, field, stream);
 #else
     return absl::FailedPreconditionError("ApplySampleJacobian on a CUDA stream in a build without CUDA");
 #endif
@@ -421,7 +427,8 @@ absl::Status ApplySampleJacobian(const SlabLayout& layout, const float* grad_out
   const int64_t off = layout.own_offset(), n = layout.own_voxels(), stride = layout.local_voxels();
   ParallelFor(n, [&](int64_t b, int64_t e, int) {
     for (int64_t v = off + b; v < off + e; ++v) {
-      for (int c = 0; c < 3; ++c) field[v + c * stride] = grad_out[v] * field[v + c * stride];
+      // (dL/dout * dv * dclamp) * half: GridSampleBackward's association.
+      for (int c = 0; c < 3; ++c) field[v + c * stride] = grad_out[v] * field[v + c * stride] * half[c];
     }
   });
   return absl::OkStatus();

@@ -122,17 +122,19 @@ __global__ void __launch_bounds__(kTX* kTY)
     dv[1] = Lerp(c01 - c00, c11 - c10, fz);
     dv[2] = e1 - e0;
 #pragma unroll
-    for (int c = 0; c < 3; ++c) jac[local + c * stride] = dv[c] * dclamp[c] * g.in_half[c];
+    for (int c = 0; c < 3; ++c) jac[local + c * stride] = __fmul_rn(dv[c], dclamp[c]);
   }
 }
 
+// (grad_out * dv * dclamp) * half: grid_sampler.cu's backward association.
 __global__ void ApplyJacobianKernel(const float* __restrict__ grad_out, float* __restrict__ field, int64_t begin,
-                                    int64_t end, int64_t stride) {
+                                    int64_t end, int64_t stride, float h0, float h1, float h2) {
+  const float half[3] = {h0, h1, h2};
   for (int64_t v = begin + blockIdx.x * int64_t{blockDim.x} + threadIdx.x; v < end;
        v += int64_t{gridDim.x} * blockDim.x) {
     const float go = grad_out[v];
 #pragma unroll
-    for (int c = 0; c < 3; ++c) field[v + c * stride] = go * field[v + c * stride];
+    for (int c = 0; c < 3; ++c) field[v + c * stride] = __fmul_rn(__fmul_rn(go, field[v + c * stride]), half[c]);
   }
 }
 
@@ -154,7 +156,7 @@ absl::Status RingSampleStepCuda(const Stream& stream, const RingStepParams& p, c
   return absl::OkStatus();
 }
 
-absl::Status ApplySampleJacobianCuda(const SlabLayout& layout, const float* grad_out, float* field,
+absl::Status ApplySampleJacobianCuda(const SlabLayout& layout, const float half[3], const float* grad_out, float* field,
                                      const Stream& stream) {
   const int64_t n = layout.own_voxels();
   if (n <= 0) return absl::OkStatus();
@@ -162,7 +164,7 @@ absl::Status ApplySampleJacobianCuda(const SlabLayout& layout, const float* grad
   const int threads = 256;
   const int blocks = static_cast<int>(std::min<int64_t>((n + threads - 1) / threads, 4096));
   ApplyJacobianKernel<<<blocks, threads, 0, static_cast<cudaStream_t>(stream.native())>>>(
-      grad_out, field, layout.own_offset(), layout.own_offset() + n, layout.local_voxels());
+      grad_out, field, layout.own_offset(), layout.own_offset() + n, layout.local_voxels(), half[0], half[1], half[2]);
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("ring sampler ApplySampleJacobian");
   return absl::OkStatus();
 }

@@ -21,9 +21,11 @@
 // floats each), i.e. (H - 1) / H of M received per rank.
 //
 // The backward pass needs the same cells, so the forward pass can also
-// return the sampling Jacobian J_c(x) = d out(x) / d u_c(x) (3 planar
-// components); then dL/du = dL/dout * J (ApplySampleJacobian) needs no second
-// ring. It matches GridSampleBackward's grad_disp.
+// return the sampling Jacobian with respect to the voxel position,
+// J_c(x) = d out(x) / d ix_c (3 planar components; d u_c in normalized units
+// is J_c times (m_c - 1) / 2); then dL/du = (dL/dout * J) * (m - 1) / 2
+// (ApplySampleJacobian) needs no second ring. It equals GridSampleBackward's
+// grad_disp bit for bit (same products in the same order).
 //
 // Backends. CPU streams: host shards, the transfer on a helper thread while
 // the rank's threads sample (the reference's arithmetic, grid_sampler_cpu.cc).
@@ -94,9 +96,10 @@ struct MovingWindow {
 MovingWindow MovingWindowFor(const SlabLayout& out_layout, Dims3 moving_dims, const float affine[12],
                              double disp_min, double disp_max);
 
-// In place on the own slices: field[c] = grad_out * field[c] (field holds J
-// and becomes dL/du).
-absl::Status ApplySampleJacobian(const SlabLayout& layout, const float* grad_out, float* field, const Stream& stream);
+// In place on the own slices: field[c] = grad_out * field[c] * (m_c - 1) / 2
+// (field holds J and becomes dL/du; m = moving_dims, the whole moving image).
+absl::Status ApplySampleJacobian(const SlabLayout& layout, Dims3 moving_dims, const float* grad_out, float* field,
+                                 const Stream& stream);
 
 }  // namespace parallel
 }  // namespace tessera

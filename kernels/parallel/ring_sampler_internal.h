@@ -39,8 +39,8 @@ absl::Status RingSampleStepCuda(const Stream& stream, const RingStepParams& p, c
                                 int64_t shard_nz, int shard_index, bool first, uint8_t* owner, float* out,
                                 float* jacobian);
 
-// field[c] = grad_out * field[c] on the own slices (device pointers).
-absl::Status ApplySampleJacobianCuda(const SlabLayout& layout, const float* grad_out, float* field,
+// field[c] = grad_out * field[c] * half[c] on the own slices (device pointers).
+absl::Status ApplySampleJacobianCuda(const SlabLayout& layout, const float half[3], const float* grad_out, float* field,
                                      const Stream& stream);
 #endif
 

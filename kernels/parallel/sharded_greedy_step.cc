@@ -15,6 +15,7 @@
 #include "kernels/registration/field_ops.h"
 #include "kernels/registration/grid_sampler.h"
 #include "kernels/registration/lean_compose.h"
+#include "kernels/registration/slice_sums.h"
 
 namespace tessera {
 namespace parallel {
@@ -199,7 +200,8 @@ absl::StatusOr<double> GreedyMetricPhase(Communicator& comm, ShardedGreedyState&
     TESSERA_RETURN_IF_ERROR(registration::GridSampleBackward(stream, WholeMovingArgs(st), st.grad_w.data<float>(),
                                                              grads, st.sampler_workspace.get()));
   } else {
-    TESSERA_RETURN_IF_ERROR(ApplySampleJacobian(l, st.grad_w.data<float>(), st.grad_u.data<float>(), stream));
+    TESSERA_RETURN_IF_ERROR(
+        ApplySampleJacobian(l, st.moving_layout.global, st.grad_w.data<float>(), st.grad_u.data<float>(), stream));
   }
   return loss;
 }
@@ -241,6 +243,7 @@ absl::Status GreedyComposePhase(Communicator& comm, ShardedGreedyState& st, cons
                         g.ny > 1 ? 2.f / static_cast<float>(g.ny - 1) : 0.f,
                         g.nz > 1 ? 2.f / static_cast<float>(g.nz - 1) : 0.f};
   step.grid_nz = g.nz;  // the local slab samples in the whole grid's z units
+  step.grid_z0 = l.local_z0();
   if (options.rule == GreedyRule::kAdam) {
     step.rule = registration::GreedyStep::Rule::kAdam;
     step.adam.lr = options.lr_voxels;
@@ -275,15 +278,19 @@ absl::Status GreedySmoothFieldPhase(Communicator& comm, ShardedGreedyState& st, 
 
 absl::StatusOr<double> GreedyLossFromReducedSum(const GreedyStepOptions& options, const std::vector<double>& reduced,
                                                 Dims3 global) {
-  if (reduced.size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("expected one reduced loss sum, got ", reduced.size(), " values"));
+  // CPU streams reduce per-slice sums (nz values, AllReduceSliceSums), CUDA
+  // streams one sum.
+  if (reduced.size() != 1 && reduced.size() != static_cast<size_t>(global.nz)) {
+    return absl::InvalidArgumentError(absl::StrCat("expected one reduced loss sum or ", global.nz,
+                                                   " per-slice sums, got ", reduced.size(), " values"));
   }
+  const double sum = reduced.size() == 1 ? reduced[0] : registration::SumOfSlices(reduced.data(), global.nz);
   const double voxels = static_cast<double>(global.size());
   switch (options.metric) {
     case GreedyMetric::kLncc:
-      return -reduced[0] / voxels;  // ShardedLncc: -(sum of cc) / N
+      return -sum / voxels;  // ShardedLncc: -(sum of cc) / N
     case GreedyMetric::kMse:
-      return reduced[0] / voxels;   // ShardedMse: sum of squares / N
+      return sum / voxels;   // ShardedMse: sum of squares / N
     default:
       return absl::InvalidArgumentError("MI's loss comes from its metric phase (the histogram is all-reduced)");
   }

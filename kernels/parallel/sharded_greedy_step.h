@@ -15,8 +15,11 @@
 //                                          halo >= GreedyStepBoundVoxels + 1)
 //   u = smooth(u)                          sharded Gaussian (warp sigma)
 //
-// Equal to the single-rank lean iteration up to float rounding (reduction
-// order of the losses; see sharded_greedy_step_test.cc for tolerances).
+// CPU streams: equal to the single-rank lean iteration bit for bit, for any
+// number of ranks (issue 39: per-slice sums of the losses, exact MI
+// histograms, the sampler's backward products in the reference's order;
+// sharded_greedy_step_test.cc). CUDA streams: up to float rounding of the
+// reductions (see sharded_ops.h for tolerances).
 //
 // Backends: CPU and CUDA streams (several shards on one GPU, each rank with
 // its own stream, or one rank per GPU), every metric, three samplers (the
@@ -159,8 +162,9 @@ absl::Status GreedyMetricPrepass(Communicator& comm, ShardedGreedyState& state, 
                                  const Stream& stream);
 
 // The loss from the metric phase's first all-reduce summed by the caller
-// (LNCC, MSE: the sum of the own slices' terms; what ShardedLncc/ShardedMse
-// turn into the loss). MI's loss comes out of the metric phase itself (its
+// (LNCC, MSE: the per-slice sums on CPU streams, nz values, or the sum of
+// the own slices' terms on CUDA, 1 value; what ShardedLncc/ShardedMse turn
+// into the loss). MI's loss comes out of the metric phase itself (its
 // histogram is handed in): INVALID_ARGUMENT.
 absl::StatusOr<double> GreedyLossFromReducedSum(const GreedyStepOptions& options, const std::vector<double>& reduced,
                                                 Dims3 global);

@@ -5,7 +5,8 @@
 // global histogram with the CPU reference's own step (mi_cpu::Finalize: B^2
 // work, on the host) and takes the gradient of its own slices from the table.
 // CPU streams: the reference's histogram and gradient steps
-// (mutual_info_cpu_steps.h). CUDA streams: their device counterparts
+// (mutual_info_cpu_steps.h), the histogram in exact fixed point so the
+// result is the unsharded one bit for bit (issue 39). CUDA streams: their device counterparts
 // (sharded_mi.cu); the histogram is all-reduced in device memory (NCCL reads
 // it there; the in-process communicator stages it through the host).
 #include <cstdint>
@@ -101,10 +102,27 @@ absl::StatusOr<MattesMiResult> ShardedMattesMi(Communicator& comm, const SlabLay
   const float* F = fixed.data<float>() + off;
   const float* W = warped.data<float>() + off;
   const uint8_t* M = mask != nullptr ? mask->data<uint8_t>() + off : nullptr;
-  // This rank's joint histogram, then the only data that crosses ranks: B^2
-  // values, independent of N. Finalize and the gradient are the reference's.
-  std::vector<double> H = registration::mi_cpu::JointHistogram(F, W, M, n, options);
-  TESSERA_RETURN_IF_ERROR(comm.AllReduce(H.data(), H.size(), ReduceOp::kSum, stream));
+  // This rank's fixed-point joint histogram (with the whole volume's bits),
+  // then the only data that crosses ranks: each int64 bin as two doubles
+  // holding integers below 2^31 (high and low 31 bits), whose sums over up
+  // to 2^22 ranks are exact: 2 B^2 values, independent of N. The summed
+  // integers are the unsharded reference's (integer sums are exact in any
+  // order), so are Finalize and the gradient.
+  const int bits = registration::mi_cpu::HistogramFixedPointBits(layout.global.size());
+  const std::vector<int64_t> local = registration::mi_cpu::JointHistogramFixed(F, W, M, n, options, bits);
+  const size_t bb = local.size();
+  std::vector<double> parts(2 * bb);
+  constexpr int64_t kLow = (int64_t{1} << 31) - 1;
+  for (size_t e = 0; e < bb; ++e) {
+    parts[e] = static_cast<double>(local[e] >> 31);
+    parts[bb + e] = static_cast<double>(local[e] & kLow);
+  }
+  TESSERA_RETURN_IF_ERROR(comm.AllReduce(parts.data(), parts.size(), ReduceOp::kSum, stream));
+  std::vector<int64_t> global(bb);
+  for (size_t e = 0; e < bb; ++e) {
+    global[e] = static_cast<int64_t>(parts[e]) * (int64_t{1} << 31) + static_cast<int64_t>(parts[bb + e]);
+  }
+  const std::vector<double> H = registration::mi_cpu::HistogramFromFixed(global, bits);
   std::vector<double> table;
   MattesMiResult result = registration::mi_cpu::Finalize(H, options, grad != nullptr ? &table : nullptr);
   if (grad != nullptr) {

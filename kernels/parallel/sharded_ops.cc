@@ -16,6 +16,7 @@
 #include "kernels/registration/field_ops.h"
 #include "kernels/registration/gaussian_smooth.h"
 #include "kernels/registration/mse.h"
+#include "kernels/registration/slice_sums.h"
 
 namespace tessera {
 namespace parallel {
@@ -36,6 +37,14 @@ absl::Status ShardedGaussianSmooth(Communicator& comm, const SlabLayout& layout,
   return registration::GaussianSmooth(local, &local, sigma_voxels, stream);
 }
 
+absl::StatusOr<double> AllReduceSliceSums(Communicator& comm, const SlabLayout& layout, const double* own_slice_sums,
+                                          const Stream& stream) {
+  std::vector<double> slices(static_cast<size_t>(layout.global.nz), 0.0);
+  std::copy(own_slice_sums, own_slice_sums + layout.own_nz(), slices.begin() + layout.z_begin);
+  TESSERA_RETURN_IF_ERROR(AllReduceHostVector(comm, slices.data(), slices.size(), ReduceOp::kSum, stream));
+  return registration::SumOfSlices(slices.data(), layout.global.nz);
+}
+
 absl::StatusOr<double> ShardedMse(Communicator& comm, const SlabLayout& layout, const NDArray& fixed,
                                   const NDArray& warped, NDArray* grad_warped, const Stream& stream) {
   TESSERA_RETURN_IF_ERROR(sharded_internal::CheckLocal(fixed, layout, 1, stream, "fixed"));
@@ -47,21 +56,23 @@ absl::StatusOr<double> ShardedMse(Communicator& comm, const SlabLayout& layout, 
   const float* f = fixed.data<float>() + off;
   const float* w = warped.data<float>() + off;
   float* g = grad_warped != nullptr ? grad_warped->data<float>() + off : nullptr;
-  const double own = static_cast<double>(layout.own_voxels());
-  double local_sum = 0;
-  if (stream.backend() == Backend::kCpu) {
-    local_sum = registration::cpu::Mse(f, w, layout.own_dims(), g) * own;
-  } else {
-    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> loss,
-                             Buffer::Allocate(MemoryKind::kDevice, sizeof(float), stream.ordinal()));
-    TESSERA_RETURN_IF_ERROR(
-        registration::Mse(stream, f, w, layout.own_dims(), static_cast<float*>(loss->data()), g));
-    float host = 0;
-    TESSERA_RETURN_IF_ERROR(CopyBytes(&host, MemoryKind::kHost, loss->data(), MemoryKind::kDevice, sizeof(float), stream));
-    local_sum = static_cast<double>(host) * own;
-  }
-  TESSERA_ASSIGN_OR_RETURN(double total, AllReduceHostScalar(comm, local_sum, ReduceOp::kSum, stream));
   const double n = static_cast<double>(layout.global.size());
+  if (stream.backend() == Backend::kCpu) {
+    // The reference's per-slice sums and gradient (2 (W - F) / N with the
+    // whole volume's N): the unsharded bits (slice_sums.h).
+    std::vector<double> own(static_cast<size_t>(layout.own_nz()), 0.0);
+    registration::cpu::MseSlab(f, w, layout.own_dims(), layout.global.size(), own.data(), g);
+    TESSERA_ASSIGN_OR_RETURN(const double total, AllReduceSliceSums(comm, layout, own.data(), stream));
+    return total / n;
+  }
+  const double own = static_cast<double>(layout.own_voxels());
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> loss,
+                           Buffer::Allocate(MemoryKind::kDevice, sizeof(float), stream.ordinal()));
+  TESSERA_RETURN_IF_ERROR(registration::Mse(stream, f, w, layout.own_dims(), static_cast<float*>(loss->data()), g));
+  float host = 0;
+  TESSERA_RETURN_IF_ERROR(CopyBytes(&host, MemoryKind::kHost, loss->data(), MemoryKind::kDevice, sizeof(float), stream));
+  const double local_sum = static_cast<double>(host) * own;
+  TESSERA_ASSIGN_OR_RETURN(double total, AllReduceHostScalar(comm, local_sum, ReduceOp::kSum, stream));
   // The kernel normalised the gradient by the own voxel count.
   if (g != nullptr) TESSERA_RETURN_IF_ERROR(sharded_internal::Scale(g, layout.own_voxels(), own / n, stream));
   return total / n;

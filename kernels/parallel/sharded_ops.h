@@ -10,14 +10,22 @@
 // filtered outputs are defined on the own slices; halo slices of outputs hold
 // unspecified values.
 //
-// Communication per call (H ranks, slice = nx * ny floats):
+// Communication per call (H ranks, slice = nx * ny floats, nz = global slices):
 //   smoothing      2 * radius slices per component per inner boundary
-//   LNCC           window - 1 slices of the warped image per inner boundary, 1 double reduced
-//   MSE            1 double reduced
+//   LNCC           window - 1 slices of the warped image per inner boundary;
+//                  nz doubles reduced (CPU: per-slice sums), 1 (CUDA)
+//   MSE            nz doubles reduced (CPU), 1 (CUDA)
 //   Jacobian       1 slice x 3 components per inner boundary, 4 doubles reduced
-//   Mattes MI      B^2 doubles reduced (the joint histogram: its row and
-//                  column sums are the marginals, so the seed's B^2 + 2B
-//                  values need not travel), independent of N
+//   Mattes MI      CPU: 2 B^2 doubles reduced (the fixed-point joint
+//                  histogram, each int64 bin as two exact doubles); CUDA: B^2
+//                  doubles. The row and column sums are the marginals, so the
+//                  seed's B^2 + 2B values need not travel; independent of N.
+//
+// Bit-identity (issue 39): on CPU streams the losses, gradients and MI
+// histograms are the unsharded CPU kernels' bits for any number of ranks
+// (per-z-slice sums, slice_sums.h; LNCC's z window sums taken directly;
+// MI's histogram in exact fixed point). CUDA streams keep float partial
+// sums per rank and match the unsharded CUDA kernels to the tolerances below.
 //
 // Backends: every operation runs on CPU and CUDA streams. Smoothing, MSE,
 // the Jacobian and (CUDA) LNCC call the single-volume kernels on the local
@@ -59,8 +67,18 @@ inline constexpr int64_t kJacobianHalo = 1;             // central differences
 absl::Status ShardedGaussianSmooth(Communicator& comm, const SlabLayout& layout, NDArray& local,
                                    const std::array<double, 3>& sigma_voxels, const Stream& stream);
 
+// The whole volume's sum of a quantity summed per z-slice (issue 39,
+// kernels/registration/slice_sums.h): own_slice_sums[k] is the sum over own
+// slice z_begin + k. All-reduces a vector of layout.global.nz doubles that is
+// zero off the own slices (exact in any reduction order: each element has one
+// nonzero term) and returns its SumOfSlices, on every rank: the unsharded
+// reference's bits for any number of ranks. Collective.
+absl::StatusOr<double> AllReduceSliceSums(Communicator& comm, const SlabLayout& layout, const double* own_slice_sums,
+                                          const Stream& stream);
+
 // Mse (mse.h) over the whole volume: returns the global loss; grad_warped
 // (optional, local shape) receives dL/dW = 2 (W - F) / N on the own slices.
+// CPU: the unsharded reference's bits (per-slice sums, AllReduceSliceSums).
 absl::StatusOr<double> ShardedMse(Communicator& comm, const SlabLayout& layout, const NDArray& fixed,
                                   const NDArray& warped, NDArray* grad_warped, const Stream& stream);
 

@@ -323,7 +323,7 @@ RingRun RingRunOn(const NDArray& moving, const NDArray& disp, const NDArray& gra
     ra.moving_layout = ml;
     ra.moving = shard.data<float>();
     TESSERA_RETURN_IF_ERROR(RingGridSample(comm, ra, out.data<float>(), jac.data<float>(), stream));
-    TESSERA_RETURN_IF_ERROR(ApplySampleJacobian(ol, g.data<float>(), jac.data<float>(), stream));
+    TESSERA_RETURN_IF_ERROR(ApplySampleJacobian(ol, md, g.data<float>(), jac.data<float>(), stream));
     TESSERA_RETURN_IF_ERROR(stream.Synchronize());
     TESSERA_RETURN_IF_ERROR(Gather(out, ol, &run.out, stream));
     return Gather(jac, ol, &run.grad, stream);

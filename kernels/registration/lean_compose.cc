@@ -88,6 +88,8 @@ absl::Status ComposeImpl(const Stream& stream, float* u, const GradT* grad, Dims
     p.out_step[c] = g.out_step[c];
     p.in_half[c] = g.in_half[c];
   }
+  p.grid_nz = geometry_dims.nz;
+  p.grid_z0 = step.grid_nz > 0 ? step.grid_z0 : 0;
 
   int64_t depth = ComposeSlabDepth(dims, bound);
   if (step.slab_depth != 0) {

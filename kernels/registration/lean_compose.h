@@ -62,9 +62,14 @@ struct GreedyStep {
   // Voxel -> normalised units per component: 2 / (n_c - 1), 0 where n_c == 1.
   std::array<float, 3> to_normalized = {0, 0, 0};
   // A z-slab of a taller grid (kernels/parallel's sharded step): to_normalized[2]
-  // is that grid's 2 / (grid_nz - 1), so sampling uses its z geometry while
-  // indices and border clamping stay the slab's. 0 = dims.nz (the whole grid).
+  // is that grid's 2 / (grid_nz - 1), and the slab's slice 0 is the grid's
+  // slice grid_z0. Positions are computed and border-clamped in the whole
+  // grid's coordinates (so a slab's voxel gets the whole grid's bits, issue
+  // 39); reads stay inside the slab (corners beyond it have weight 0 or lie
+  // where only halo voxels, overwritten later, reach). 0 = dims.nz (the
+  // whole grid).
   int64_t grid_nz = 0;
+  int64_t grid_z0 = 0;
   // Slices per slab; 0 = ComposeSlabDepth(). Tests force the smallest safe
   // depth (the halo) to exercise the lag; smaller is INVALID_ARGUMENT.
   int64_t slab_depth = 0;
@@ -104,6 +109,8 @@ struct ComposeParams {
   float* v = nullptr;
   float to_normalized[3] = {0, 0, 0};
   float out_lo[3] = {0, 0, 0}, out_step[3] = {0, 0, 0}, in_half[3] = {0, 0, 0};
+  int64_t grid_nz = 0;  // the whole grid's slices (dims.nz unless a slab)
+  int64_t grid_z0 = 0;  // global z of the slab's slice 0
 };
 // Composes slices [z0, z1) into `slab_out` (3 planes of (z1 - z0) * nx * ny
 // floats), reading u and grad (and updating m, v) only.

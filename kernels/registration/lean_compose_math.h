@@ -48,8 +48,9 @@ TESSERA_HD inline void ComposeVoxel(const ComposeParams& p, const float* u, cons
   }
   // Sampling position in u's own grid (the sampler's arithmetic, identity
   // affine): ix = (x + s_n + 1) * half, clamped (border padding).
-  const int64_t m3[3] = {p.dims.nx, p.dims.ny, p.dims.nz};
-  const int64_t vox[3] = {i, j, k};
+  // In the whole grid's coordinates (a slab's k is global k - grid_z0).
+  const int64_t m3[3] = {p.dims.nx, p.dims.ny, p.grid_nz};
+  const int64_t vox[3] = {i, j, k + p.grid_z0};
   int64_t i0[3];
   float frac[3];
   for (int c = 0; c < 3; ++c) {
@@ -61,13 +62,17 @@ TESSERA_HD inline void ComposeVoxel(const ComposeParams& p, const float* u, cons
     i0[c] = static_cast<int64_t>(f);
     frac[c] = ix - f;
   }
+  i0[2] -= p.grid_z0;  // the slab's index
   const float wx[2] = {1.f - frac[0], frac[0]};
   const float wy[2] = {1.f - frac[1], frac[1]};
   const float wz[2] = {1.f - frac[2], frac[2]};
   float acc[3] = {0.f, 0.f, 0.f};
   for (int cz = 0; cz < 2; ++cz) {
     const int64_t kk = i0[2] + cz;
-    if (kk >= p.dims.nz) continue;  // weight 0 (clamped to the last slice)
+    // Beyond the grid's last slice: weight 0 (clamped there). Beyond a slab's
+    // ends: only from halo voxels (the step bound keeps own voxels' corners
+    // within the halo), whose values are refreshed before they are read.
+    if (kk < 0 || kk >= p.dims.nz) continue;
     for (int cy = 0; cy < 2; ++cy) {
       const int64_t jj = i0[1] + cy;
       if (jj >= p.dims.ny) continue;

@@ -12,8 +12,10 @@
 // c = dcc/dS_W = -(a S_F + 2 b S_W) / n (D = var_F var_W + eps), and the box
 // being symmetric,
 //   dL/dW(y) = -(1/N) [F(y) Box(a)(y) + 2 W(y) Box(b)(y) + Box(c)(y)].
-// Box sums are separable running sums (cost independent of w), accumulated in
-// double; the per-voxel cc/a/b/c algebra is done in double too.
+// Box sums are separable sums accumulated in double (CPU: running sums along
+// x and y, direct window sums along z so that a z-slab gives the same bits:
+// lncc_cpu.cc); the per-voxel cc/a/b/c algebra is done in double too. The
+// CPU loss sums cc per z-slice, then over slices (slice_sums.h).
 //
 // Memory (volume-sized float intermediates):
 // - CUDA: 3 (a, b, c) when the gradient is requested, 0 for the loss alone.
@@ -79,6 +81,16 @@ double Lncc(const T* fixed, const T* warped, Dims3 dims, const LnccOptions& opti
 // stores them; grad_warped may be warped.
 double LnccHalfFixed(const Half* fixed, const float* warped, Dims3 dims, const LnccOptions& options,
                      float* grad_warped);
+// The reference on a z-slab (issue 39, slice_sums.h): `dims` is the slab
+// (own slices [own_lo, own_hi) with neighbours' slices around them), the
+// window truncated (zero padding) at the slab's ends. slice_cc[k - own_lo]
+// receives the sum of cc over own slice k; grad_warped (may be null) dL/dW on
+// the own slices with N = total_voxels (the whole volume's count). Values on
+// an own slice whose windows of windows (2 * (window / 2) slices each way)
+// lie inside the slab are the whole-volume reference's bit for bit: Lncc is
+// this with the whole volume as the slab, loss = -SumOfSlices / N.
+void LnccSlab(const float* fixed, const float* warped, Dims3 dims, int64_t own_lo, int64_t own_hi,
+              const LnccOptions& options, int64_t total_voxels, double* slice_cc, float* grad_warped);
 }  // namespace cpu
 
 namespace cuda {

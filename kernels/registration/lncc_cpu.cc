@@ -1,6 +1,16 @@
 // CPU reference of the fused LNCC loss and gradient (lncc.h): five box-sum
-// volumes from separable running sums (double accumulators), the per-voxel
+// volumes from separable window sums (double accumulators), the per-voxel
 // algebra, then three more box filters for the gradient, reusing the volumes.
+//
+// Fixed blocking (issue 39): every value depends only on the voxels it sums,
+// never on where the array starts, so a z-slab of a volume (the sharded
+// LNCC, kernels/parallel/sharded_lncc.cc) computes the same bits on its own
+// slices as the whole volume does. x and y use running sums along whole rows
+// (every slab holds whole rows); z sums each window directly in ascending z
+// (a running sum along z would depend on the slice it started from). The
+// loss is one sum of cc per z-slice (voxels in index order), then the slices'
+// sums in slice order (LnccSlab hands out the per-slice sums).
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
@@ -8,6 +18,7 @@
 #include "kernels/registration/lncc.h"
 #include "kernels/registration/lncc_math.h"
 #include "kernels/registration/parallel.h"
+#include "kernels/registration/slice_sums.h"
 #include "kernels/registration/storage16.h"
 
 namespace tessera {
@@ -37,15 +48,18 @@ void SweepRows(const std::vector<double>& src, int64_t len, int64_t width, int r
   }
 }
 
-// In-place box sum with a (2r+1)^3 window and zero padding: one running-sum
-// pass per axis.
+// In-place box sum with a (2r+1)^3 window and zero padding outside the
+// array. x and y (running sums) on the slices [xy_lo, xy_hi); z on the
+// output slices [z_lo, z_hi), each the direct sum of its window's slices in
+// ascending order (reading slices within r of them, which must be among the
+// x/y-filtered ones to be meaningful); other slices keep their values.
 template <typename T>
-void BoxSumInPlace(T* vol, const Dims3& d, int r) {
+void BoxSumInPlace(T* vol, const Dims3& d, int r, int64_t xy_lo, int64_t xy_hi, int64_t z_lo, int64_t z_hi) {
   const int64_t nx = d.nx, ny = d.ny, nz = d.nz;
   // x: each row is a [nx][1] block.
-  ParallelFor(nz, [&](int64_t k0, int64_t k1, int) {
+  ParallelFor(xy_hi - xy_lo, [&](int64_t k0, int64_t k1, int) {
     std::vector<double> line(nx), sums;
-    for (int64_t k = k0; k < k1; ++k) {
+    for (int64_t k = xy_lo + k0; k < xy_lo + k1; ++k) {
       for (int64_t j = 0; j < ny; ++j) {
         T* row = vol + d.index(0, j, k);
         for (int64_t i = 0; i < nx; ++i) line[i] = row[i];
@@ -54,9 +68,9 @@ void BoxSumInPlace(T* vol, const Dims3& d, int r) {
     }
   });
   // y: each z-slice is a [ny][nx] block.
-  ParallelFor(nz, [&](int64_t k0, int64_t k1, int) {
+  ParallelFor(xy_hi - xy_lo, [&](int64_t k0, int64_t k1, int) {
     std::vector<double> plane(nx * ny), sums;
-    for (int64_t k = k0; k < k1; ++k) {
+    for (int64_t k = xy_lo + k0; k < xy_lo + k1; ++k) {
       T* slice = vol + d.index(0, 0, k);
       for (int64_t v = 0; v < nx * ny; ++v) plane[v] = slice[v];
       SweepRows(plane, ny, nx, r, sums, [&](int64_t j, const std::vector<double>& s) {
@@ -64,18 +78,27 @@ void BoxSumInPlace(T* vol, const Dims3& d, int r) {
       });
     }
   });
-  // z: each y-row plane (fixed j) is a [nz][nx] block.
+  if (z_hi <= z_lo) return;
+  // z: each y-row plane (fixed j) is a [nz][nx] block; the window of slice k
+  // is summed directly, slices max(0, k - r) .. min(nz - 1, k + r) in order.
+  const int64_t in_lo = std::max<int64_t>(0, z_lo - r), in_hi = std::min<int64_t>(nz, z_hi + r);
   ParallelFor(ny, [&](int64_t j0, int64_t j1, int) {
-    std::vector<double> plane(nx * nz), sums;
+    std::vector<double> plane(nx * (in_hi - in_lo)), sums(nx);
     for (int64_t j = j0; j < j1; ++j) {
-      for (int64_t k = 0; k < nz; ++k) {
+      for (int64_t k = in_lo; k < in_hi; ++k) {
         const T* row = vol + d.index(0, j, k);
-        for (int64_t i = 0; i < nx; ++i) plane[k * nx + i] = row[i];
+        double* dst = &plane[(k - in_lo) * nx];
+        for (int64_t i = 0; i < nx; ++i) dst[i] = row[i];
       }
-      SweepRows(plane, nz, nx, r, sums, [&](int64_t k, const std::vector<double>& s) {
+      for (int64_t k = z_lo; k < z_hi; ++k) {
+        std::fill(sums.begin(), sums.end(), 0.0);
+        for (int64_t l = std::max<int64_t>(0, k - r); l <= std::min<int64_t>(nz - 1, k + r); ++l) {
+          const double* src = &plane[(l - in_lo) * nx];
+          for (int64_t i = 0; i < nx; ++i) sums[i] += src[i];
+        }
         T* row = vol + d.index(0, j, k);
-        for (int64_t i = 0; i < nx; ++i) row[i] = static_cast<T>(s[i]);
-      });
+        for (int64_t i = 0; i < nx; ++i) row[i] = static_cast<T>(sums[i]);
+      }
     }
   });
 }
@@ -91,11 +114,18 @@ double StoredCoefficient(double v) {
   }
 }
 
+// The slab form (lncc.h LnccSlab); the whole volume is own_lo = 0, own_hi = nz.
 template <typename T, typename CoefT>
-double LnccImpl(const T* fixed, const T* warped, Dims3 dims, const LnccOptions& options, T* grad_warped) {
-  const int64_t n_vox = dims.size();
+void LnccSlabImpl(const T* fixed, const T* warped, Dims3 dims, int64_t own_lo, int64_t own_hi,
+                  const LnccOptions& options, int64_t total_voxels, double* slice_cc, T* grad_warped) {
+  const int64_t n_vox = dims.size(), slice = dims.nx * dims.ny, nz = dims.nz;
   const int r = options.window / 2;
   const double inv_n = 1.0 / (static_cast<double>(options.window) * options.window * options.window);
+  // Slices whose terms are needed (own, and with the gradient the own ones'
+  // windows), and the slices their box sums read.
+  const int64_t term_lo = grad_warped != nullptr ? std::max<int64_t>(0, own_lo - r) : own_lo;
+  const int64_t term_hi = grad_warped != nullptr ? std::min<int64_t>(nz, own_hi + r) : own_hi;
+  const int64_t sum_lo = std::max<int64_t>(0, term_lo - r), sum_hi = std::min<int64_t>(nz, term_hi + r);
   // The five intermediate volumes: box sums of F, W, F^2, W^2, F*W.
   std::vector<T> s_f(fixed, fixed + n_vox), s_w(warped, warped + n_vox), s_ff(n_vox), s_ww(n_vox), s_fw(n_vox);
   ParallelFor(n_vox, [&](int64_t v0, int64_t v1, int) {
@@ -105,38 +135,43 @@ double LnccImpl(const T* fixed, const T* warped, Dims3 dims, const LnccOptions& 
       s_fw[v] = fixed[v] * warped[v];
     }
   });
-  for (std::vector<T>* vol : {&s_f, &s_w, &s_ff, &s_ww, &s_fw}) BoxSumInPlace(vol->data(), dims, r);
+  for (std::vector<T>* vol : {&s_f, &s_w, &s_ff, &s_ww, &s_fw}) {
+    BoxSumInPlace(vol->data(), dims, r, sum_lo, sum_hi, term_lo, term_hi);
+  }
 
   // Per voxel: cc for the loss and, for the gradient, a -> s_fw, b -> s_ww,
   // c -> s_w (each voxel's sums are read before they are overwritten).
-  std::vector<double> partial(ParallelChunks(n_vox), 0.0);
-  ParallelFor(n_vox, [&](int64_t v0, int64_t v1, int chunk) {
-    double sum = 0.0;
-    for (int64_t v = v0; v < v1; ++v) {
-      const LnccTerms t = ComputeLnccTerms(s_f[v], s_w[v], s_ff[v], s_ww[v], s_fw[v], inv_n, options.eps);
-      sum += t.cc;
-      s_fw[v] = static_cast<T>(StoredCoefficient<CoefT>(t.a));
-      s_ww[v] = static_cast<T>(StoredCoefficient<CoefT>(t.b));
-      s_w[v] = static_cast<T>(StoredCoefficient<CoefT>(t.c));
-    }
-    partial[chunk] = sum;
-  });
-  double total = 0.0;
-  for (double p : partial) total += p;
-  const double loss = -total / static_cast<double>(n_vox);
-
-  if (grad_warped != nullptr) {
-    for (std::vector<T>* vol : {&s_fw, &s_ww, &s_w}) BoxSumInPlace(vol->data(), dims, r);
-    const double scale = -1.0 / static_cast<double>(n_vox);
-    ParallelFor(n_vox, [&](int64_t v0, int64_t v1, int) {
-      for (int64_t v = v0; v < v1; ++v) {
-        const double g = static_cast<double>(fixed[v]) * s_fw[v] + 2.0 * static_cast<double>(warped[v]) * s_ww[v] +
-                         static_cast<double>(s_w[v]);
-        grad_warped[v] = static_cast<T>(scale * g);
+  ParallelFor(term_hi - term_lo, [&](int64_t k0, int64_t k1, int) {
+    for (int64_t k = term_lo + k0; k < term_lo + k1; ++k) {
+      double sum = 0.0;
+      for (int64_t v = k * slice; v < (k + 1) * slice; ++v) {
+        const LnccTerms t = ComputeLnccTerms(s_f[v], s_w[v], s_ff[v], s_ww[v], s_fw[v], inv_n, options.eps);
+        sum += t.cc;
+        s_fw[v] = static_cast<T>(StoredCoefficient<CoefT>(t.a));
+        s_ww[v] = static_cast<T>(StoredCoefficient<CoefT>(t.b));
+        s_w[v] = static_cast<T>(StoredCoefficient<CoefT>(t.c));
       }
-    });
-  }
-  return loss;
+      if (k >= own_lo && k < own_hi) slice_cc[k - own_lo] = sum;
+    }
+  });
+  if (grad_warped == nullptr) return;
+
+  for (std::vector<T>* vol : {&s_fw, &s_ww, &s_w}) BoxSumInPlace(vol->data(), dims, r, term_lo, term_hi, own_lo, own_hi);
+  const double scale = -1.0 / static_cast<double>(total_voxels);
+  ParallelFor(own_hi - own_lo, [&](int64_t k0, int64_t k1, int) {
+    for (int64_t v = (own_lo + k0) * slice; v < (own_lo + k1) * slice; ++v) {
+      const double g = static_cast<double>(fixed[v]) * s_fw[v] + 2.0 * static_cast<double>(warped[v]) * s_ww[v] +
+                       static_cast<double>(s_w[v]);
+      grad_warped[v] = static_cast<T>(scale * g);
+    }
+  });
+}
+
+template <typename T, typename CoefT>
+double LnccImpl(const T* fixed, const T* warped, Dims3 dims, const LnccOptions& options, T* grad_warped) {
+  std::vector<double> slice_cc(dims.nz, 0.0);
+  LnccSlabImpl<T, CoefT>(fixed, warped, dims, 0, dims.nz, options, dims.size(), slice_cc.data(), grad_warped);
+  return -SumOfSlices(slice_cc.data(), dims.nz) / static_cast<double>(dims.size());
 }
 
 }  // namespace
@@ -144,6 +179,11 @@ double LnccImpl(const T* fixed, const T* warped, Dims3 dims, const LnccOptions& 
 template <typename T>
 double Lncc(const T* fixed, const T* warped, Dims3 dims, const LnccOptions& options, T* grad_warped) {
   return LnccImpl<T, T>(fixed, warped, dims, options, grad_warped);
+}
+
+void LnccSlab(const float* fixed, const float* warped, Dims3 dims, int64_t own_lo, int64_t own_hi,
+              const LnccOptions& options, int64_t total_voxels, double* slice_cc, float* grad_warped) {
+  LnccSlabImpl<float, float>(fixed, warped, dims, own_lo, own_hi, options, total_voxels, slice_cc, grad_warped);
 }
 
 double LnccHalfFixed(const Half* fixed, const float* warped, Dims3 dims, const LnccOptions& options,

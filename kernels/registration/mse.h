@@ -24,6 +24,13 @@ namespace cpu {
 // Reference: returns the loss; grad_warped may be null.
 template <typename T>
 double Mse(const T* fixed, const T* warped, Dims3 dims, T* grad_warped);
+// The reference on own_dims.nz whole slices of a larger volume of
+// total_voxels voxels (issue 39, slice_sums.h): slice_sums[k] = the sum of
+// (W - F)^2 over slice k, grad_warped (may be null) = 2 (W - F) / total_voxels.
+// Mse is this on the whole volume with loss = SumOfSlices / N, so a z-split
+// gives the same bits.
+void MseSlab(const float* fixed, const float* warped, Dims3 own_dims, int64_t total_voxels, double* slice_sums,
+             float* grad_warped);
 }  // namespace cpu
 
 namespace cuda {

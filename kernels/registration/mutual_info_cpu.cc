@@ -1,7 +1,9 @@
 // CPU reference for MattesMutualInformation (also the CPU backend): the
 // definition in mutual_info.h evaluated in double, in the three steps of
 // mutual_info_cpu_steps.h. Voxel ranges are split over threads; each thread
-// keeps its own B x B histogram, merged in a fixed order.
+// keeps its own B x B histogram of fixed-point integers (issue 39: every
+// Parzen product rounded to a multiple of 2^-bits, then summed exactly), so
+// the histogram is the same whatever the split over threads or ranks.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -58,14 +60,23 @@ Mapping MappingOf(const MattesMiOptions& options) {
 
 namespace mi_cpu {
 
-std::vector<double> JointHistogram(const float* F, const float* W, const uint8_t* M, int64_t n,
-                                   const MattesMiOptions& options) {
+int HistogramFixedPointBits(int64_t total_voxels) {
+  // Each voxel adds at most 1 (a product of two Parzen weights, each <= 1)
+  // to a bin, so every bin stays below total * 2^bits <= 2^62.
+  int log2_total = 0;
+  while (log2_total < 62 && (int64_t{1} << log2_total) < total_voxels) ++log2_total;
+  return std::max(0, std::min(52, 62 - log2_total));
+}
+
+std::vector<int64_t> JointHistogramFixed(const float* F, const float* W, const uint8_t* M, int64_t n,
+                                         const MattesMiOptions& options, int bits) {
   const Mapping m = MappingOf(options);
   const int B = options.bins;
+  const double scale = std::ldexp(1.0, bits);
   const int chunks = reg_internal::NumChunks(n, kMinVoxelsPerThread);
-  std::vector<std::vector<double>> partial(std::max(chunks, 1), std::vector<double>(B * B, 0.0));
+  std::vector<std::vector<int64_t>> partial(std::max(chunks, 1), std::vector<int64_t>(B * B, 0));
   reg_internal::ParallelChunks(n, kMinVoxelsPerThread, [&](int c, int64_t begin, int64_t end) {
-    double* h = partial[c].data();
+    int64_t* h = partial[c].data();
     for (int64_t k = begin; k < end; ++k) {
       if (M != nullptr && M[k] == 0) continue;
       double wf[4], ww[4];
@@ -74,16 +85,31 @@ std::vector<double> JointHistogram(const float* F, const float* W, const uint8_t
       bool inside;
       const int b0 = CubicWeights(BinCoord<double>(W[k], m.w_lo, m.w_inv, m.span, &inside), ww);
       for (int a = 0; a < taps; ++a) {
-        double* row = h + (a0 + a) * B + b0;
-        for (int b = 0; b < 4; ++b) row[b] += wf[a] * ww[b];
+        int64_t* row = h + (a0 + a) * B + b0;
+        // Round to nearest (the weights are >= 0; a rounding-negative product
+        // becomes 0): the same integer for a voxel wherever it is summed.
+        for (int b = 0; b < 4; ++b) row[b] += static_cast<int64_t>(std::max(0.0, wf[a] * ww[b]) * scale + 0.5);
       }
     }
   });
-  std::vector<double> H(B * B, 0.0);
+  // Integer sums: exact in any order.
+  std::vector<int64_t> H(B * B, 0);
   for (const auto& p : partial) {
     for (int e = 0; e < B * B; ++e) H[e] += p[e];
   }
   return H;
+}
+
+std::vector<double> HistogramFromFixed(const std::vector<int64_t>& fixed, int bits) {
+  std::vector<double> H(fixed.size());
+  for (size_t e = 0; e < fixed.size(); ++e) H[e] = std::ldexp(static_cast<double>(fixed[e]), -bits);
+  return H;
+}
+
+std::vector<double> JointHistogram(const float* F, const float* W, const uint8_t* M, int64_t n,
+                                   const MattesMiOptions& options) {
+  const int bits = HistogramFixedPointBits(n);
+  return HistogramFromFixed(JointHistogramFixed(F, W, M, n, options, bits), bits);
 }
 
 MattesMiResult Finalize(const std::vector<double>& H, const MattesMiOptions& options, std::vector<double>* table) {

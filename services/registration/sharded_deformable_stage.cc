@@ -284,18 +284,22 @@ absl::StatusOr<NDArray> RunShardedDeformableStage(const Stream& stream, const Re
       }
       state.adam_step = adam_step;
       // The loss is all-reduced (bit-identical on every rank), so every rank
-      // takes the same convergence decision.
+      // takes the same convergence decision; on the CPU it is also the
+      // unsharded stage's loss bit for bit (issue 39), so the plateau stop
+      // and the step halvings fire at the same iterations as with shards = 1.
       LevelSummary s;
-      PlateauStop stop(options.tolerance, options.patience);
+      PlateauStop stop = DeformablePlateauStop(options, /*jitter=*/false);
       // The step only shrinks (step_control.h), so the halo sized for
       // step_options.lr_voxels still covers it.
-      StepControl control(options.deformable_lr_voxels, options.deformable_halve_after,
-                          options.deformable_min_step_fraction);
+      StepControl control = DeformableStepControl(options, /*jitter=*/false);
       GreedyStepOptions rank_step = step_options;
       int it = 0;
       for (it = 1; it <= max_it; ++it) {
         if (rank == 0 && hooks.check_cancelled) TESSERA_RETURN_IF_ERROR(hooks.check_cancelled());
         TESSERA_ASSIGN_OR_RETURN(double loss, parallel::ShardedGreedyEvaluate(comm, state, step_options, rank_stream));
+        // The unsharded stage reads LNCC's and MSE's loss from a float (the
+        // kernels' device-side loss): decide on the same value.
+        if (step_options.metric != parallel::GreedyMetric::kMi) loss = static_cast<float>(loss);
         stop.Update(loss);
         rank_step.lr_voxels = control.Update(loss);
         if (rank == 0 && hooks.report) hooks.report(level.factor, it, max_it, loss);

@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/device.h"
+#include "common/durable_file.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -450,34 +451,6 @@ absl::Status SomAtlasServiceImpl::UploadCorpusImpl(const grpc::ServerContext& co
 
 // ---------------------------------------------------------------- create
 
-namespace {
-
-// Writes `path` through `write(temporary path)`: a temporary file beside it,
-// fsync'ed and renamed into place, then the directory fsync'ed.
-absl::Status WriteFileDurably(const std::string& path, const std::function<absl::Status(const std::string&)>& write) {
-  const std::string tmp = absl::StrCat(path, ".tmp-", RandomId());
-  absl::Status status = write(tmp);
-  if (status.ok()) {
-    const int fd = open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || fsync(fd) != 0) status = absl::ErrnoToStatus(errno, absl::StrCat("cannot sync ", tmp));
-    if (fd >= 0) close(fd);
-  }
-  if (status.ok() && rename(tmp.c_str(), path.c_str()) != 0) {
-    status = absl::ErrnoToStatus(errno, absl::StrCat("cannot rename ", tmp, " into place"));
-  }
-  if (!status.ok()) {
-    std::error_code ec;
-    fs::remove(tmp, ec);
-    return status;
-  }
-  const std::string dir = fs::path(path).parent_path().string();
-  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0 || fsync(fd) != 0) status = absl::ErrnoToStatus(errno, absl::StrCat("cannot sync ", dir));
-  if (fd >= 0) close(fd);
-  return status;
-}
-
-}  // namespace
 
 absl::Status SomAtlasServiceImpl::WriteUploadFiles(const std::string& corpus_id, const StoredCorpus& corpus,
                                                    v1::CorpusSource* source) {

@@ -212,7 +212,7 @@ int Run(const Args& a) {
       return 1;
     }
     grpc::ClientContext watch_context;
-    v1::SomJobRequest job;
+    v1::JobRef job;
     job.set_job_id(created.job().job_id());
     auto reader = server->stub->WatchJob(&watch_context, job);
     v1::AtlasProgress p;

@@ -35,7 +35,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "kernels/som/bmu.h"
 #include "kernels/som/half.h"
-#include "services/som/sha256_stream.h"
+#include "common/sha256.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "atlas files are little-endian; this code copies host memory as is"

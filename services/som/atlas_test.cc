@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "kernels/som/half.h"
-#include "services/som/sha256_stream.h"
+#include "common/sha256.h"
 #include "services/som/synthetic.h"
 
 namespace tessera {

@@ -283,13 +283,20 @@ TEST(SchedulerProcess, CliSubmitsWatchesAndCancels) {
   EXPECT_EQ(submit.WaitExit(std::chrono::seconds(120)), 0) << output;
   EXPECT_NE(output.find("SUCCEEDED"), std::string::npos) << output;
   EXPECT_TRUE(fs::exists(root + "/cli_out/warped.nii.gz"));
-  // The same request id again is the same job.
+  // The same request id with the same request again is the same job, also
+  // after it finished; with another request it is refused (ALREADY_EXISTS).
   Child again({"job", "submit", "--server", server.address(), "--id", "cli-job-1", "register", "--fixed", p.fixed,
-               "--moving", p.moving, "--out", root + "/other"},
+               "--moving", p.moving, "--fixed-labels", p.fixed_labels, "--moving-labels", p.moving_labels, "--out",
+               root + "/cli_out", "--scales", "2,1", "--stages", "affine", "--device", "cpu"},
               "cli_again.txt");
   const std::string again_out = again.ReadAll();
   EXPECT_EQ(again.WaitExit(std::chrono::seconds(30)), 0);
   EXPECT_NE(again_out.find("\"state\":\"JOB_STATE_SUCCEEDED\""), std::string::npos) << again_out;
+  Child other({"job", "submit", "--server", server.address(), "--id", "cli-job-1", "register", "--fixed", p.fixed,
+               "--moving", p.moving, "--out", root + "/other"},
+              "cli_other.txt");
+  other.ReadAll();
+  EXPECT_NE(other.WaitExit(std::chrono::seconds(30)), 0);
   // Bad input: a clear error, exit code 2.
   Child bad({"job", "submit", "--server", server.address(), "bake", "--cake"}, "cli_bad.txt");
   EXPECT_EQ(bad.WaitExit(std::chrono::seconds(30)), 2);

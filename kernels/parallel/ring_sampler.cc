@@ -12,6 +12,7 @@
 #include "common/parallel.h"
 #include "common/status.h"
 #include "kernels/parallel/ring_sampler_internal.h"
+#include "kernels/registration/voxel_jitter.h"
 
 namespace tessera {
 namespace parallel {
@@ -41,6 +42,13 @@ struct PointSampler {
   void Position(int64_t i, int64_t j, int64_t k, float ix[3]) const {
     float x[3];
     registration::OutputCoord(g, i, j, k, x);
+    if (g.voxel_jitter_key != 0) {  // grid_sampler_cpu.cc's PositionOf: the whole grid's voxel index
+      const int64_t gv = g.out_dims.index(i, j, k);
+      for (int c = 0; c < 3; ++c) {
+        x[c] = registration::RnAdd(
+            x[c], registration::RnMul(g.out_step[c], registration::VoxelJitter<float>(g.voxel_jitter_key, gv, c)));
+      }
+    }
     float u[3];
     const float* up = nullptr;
     if (disp != nullptr) {
@@ -218,13 +226,16 @@ absl::Status RingGridSample(Communicator& comm, const RingSampleArgs& args, floa
     TESSERA_ASSIGN_OR_RETURN(shard_layouts[j], moving_split.Layout(md, j, 0, 1));
     max_voxels = std::max(max_voxels, shard_layouts[j].local_voxels());
   }
+  const bool jittered = args.voxel_jitter_key != 0 || std::any_of(args.grid_lo, args.grid_lo + 3, [](double v) { return v != -1.0; }) ||
+                        std::any_of(args.grid_hi, args.grid_hi + 3, [](double v) { return v != 1.0; });
   if (stream.backend() == Backend::kCuda) {
+    if (jittered) return absl::UnimplementedError("the ring sampler's CUDA path does not jitter its grid");
     return RingGridSampleCuda(comm, args, shard_layouts, max_voxels, out, jacobian, stream);
   }
 
-  const double lo[3] = {-1, -1, -1}, hi[3] = {1, 1, 1};
   PointSampler ps;
-  ps.g = registration::MakeSamplerGeometry<float>(ol.global, md, lo, hi, args.padding);
+  ps.g = registration::MakeSamplerGeometry<float>(ol.global, md, args.grid_lo, args.grid_hi, args.padding);
+  ps.g.voxel_jitter_key = args.voxel_jitter_key;
   ps.affine = args.affine;
   ps.disp = args.disp;
   ps.local_vox = ol.local_voxels();
@@ -320,6 +331,10 @@ absl::Status WindowGridSample(const WindowSampleArgs& args, float* out, float* j
   }
   const double lo[3] = {-1, -1, -1}, hi[3] = {1, 1, 1};
   if (stream.backend() == Backend::kCuda) {
+    if (args.voxel_jitter_key != 0 || std::any_of(args.grid_lo, args.grid_lo + 3, [](double v) { return v != -1.0; }) ||
+        std::any_of(args.grid_hi, args.grid_hi + 3, [](double v) { return v != 1.0; })) {
+      return absl::UnimplementedError("the window sampler's CUDA path does not jitter its grid");
+    }
 #if TESSERA_WITH_CUDA
     // One ring step with a single "shard": every point inside the image is
     // owned by shard 0, the window.
@@ -345,7 +360,8 @@ absl::Status WindowGridSample(const WindowSampleArgs& args, float* out, float* j
 #endif
   }
   PointSampler ps;
-  ps.g = registration::MakeSamplerGeometry<float>(ol.global, md, lo, hi, args.padding);
+  ps.g = registration::MakeSamplerGeometry<float>(ol.global, md, args.grid_lo, args.grid_hi, args.padding);
+  ps.g.voxel_jitter_key = args.voxel_jitter_key;
   ps.affine = args.affine;
   ps.disp = args.disp;
   ps.local_vox = ol.local_voxels();

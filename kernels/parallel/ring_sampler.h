@@ -58,6 +58,12 @@ struct RingSampleArgs {
   registration::Padding padding = registration::Padding::kZeros;
   SlabLayout moving_layout;              // RingMovingLayout of the moving image
   const float* moving = nullptr;         // local moving shard, overlap slice filled
+  // The sampler's grid jitter (GridSampleArgs::grid_lo/hi, voxel_jitter_key;
+  // services/registration/grid_jitter.h), CPU streams only (UNIMPLEMENTED on
+  // CUDA): the same points as the unsharded sampler.
+  double grid_lo[3] = {-1.0, -1.0, -1.0};
+  double grid_hi[3] = {1.0, 1.0, 1.0};
+  uint64_t voxel_jitter_key = 0;
 };
 
 // out: local output array (out_layout.LocalShape(1)); its own slices are
@@ -82,6 +88,10 @@ struct WindowSampleArgs {
   const float* window = nullptr;         // stream memory
   int64_t window_z0 = 0;
   int64_t window_nz = 0;
+  // GridSampleArgs::grid_lo/hi and voxel_jitter_key; CPU streams only.
+  double grid_lo[3] = {-1.0, -1.0, -1.0};
+  double grid_hi[3] = {1.0, 1.0, 1.0};
+  uint64_t voxel_jitter_key = 0;
 };
 absl::Status WindowGridSample(const WindowSampleArgs& args, float* out, float* jacobian, const Stream& stream);
 

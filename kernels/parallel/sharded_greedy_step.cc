@@ -166,6 +166,9 @@ absl::Status GreedySamplePhase(Communicator& comm, ShardedGreedyState& st, const
   ra.padding = registration::Padding::kZeros;
   ra.moving_layout = st.moving_layout;
   ra.moving = st.moving.data<float>();
+  std::copy(st.grid_lo, st.grid_lo + 3, ra.grid_lo);
+  std::copy(st.grid_hi, st.grid_hi + 3, ra.grid_hi);
+  ra.voxel_jitter_key = st.voxel_jitter_key;
   return RingGridSample(comm, ra, st.warped.data<float>(), st.grad_u.data<float>(), stream);
 }
 

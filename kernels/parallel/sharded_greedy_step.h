@@ -106,6 +106,12 @@ struct ShardedGreedyState {
   // The normalized rule's all-reduced max |smoothed dL/du| (smooth gradient
   // phase -> compose phase).
   double largest_grad = 0;
+  // The ring sampler's grid jitter for the next sample phase (CPU ranks:
+  // RingSampleArgs::grid_lo/hi, voxel_jitter_key); the caller moves it and
+  // fills `fixed`'s own slices with the fixed image on the same points.
+  double grid_lo[3] = {-1.0, -1.0, -1.0};
+  double grid_hi[3] = {1.0, 1.0, 1.0};
+  uint64_t voxel_jitter_key = 0;
   float affine[12];           // sampler affine [A | t], host
   NDArray affine_stream;      // the same in stream memory (whole-moving sampler)
   NDArray u, m, v;            // (local, 3); m, v empty unless Adam

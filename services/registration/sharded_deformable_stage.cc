@@ -18,6 +18,7 @@
 #include "kernels/registration/field_ops.h"
 #include "kernels/registration/gaussian_smooth.h"
 #include "services/registration/array_helpers.h"
+#include "services/registration/grid_jitter.h"
 #include "services/registration/plateau_stop.h"
 #include "services/registration/step_control.h"
 
@@ -114,6 +115,10 @@ absl::Status BroadcastFromRankZero(Communicator& comm, Mat4* values, const Strea
 }
 
 }  // namespace
+
+bool ShardedStageJitters(const RegistrationOptions& options, Backend backend) {
+  return DeformableStageJitters(options) && backend == Backend::kCpu && options.process_group == nullptr;
+}
 
 bool RingMovesTheImage(const RegistrationOptions& options, const Stream& stream, int ranks) {
   if (stream.backend() != Backend::kCuda) return true;
@@ -234,6 +239,8 @@ absl::StatusOr<NDArray> RunShardedDeformableStage(const Stream& stream, const Re
     // Process ranks each hold the whole moving level already (the same
     // set-up on every process): the ring across processes is not done yet.
     const bool ring = group == nullptr && RingMovesTheImage(options, stream, ranks);
+    // MI's grid jitter: CPU ranks (the ring's host path) only.
+    const bool jitter = ShardedStageJitters(options, stream.backend());
     NDArray moving_host;
     std::map<int, NDArray> moving_on_gpu;
     if (ring && level.moving->memory_kind() != MemoryKind::kDevice) {
@@ -288,14 +295,36 @@ absl::StatusOr<NDArray> RunShardedDeformableStage(const Stream& stream, const Re
       // unsharded stage's loss bit for bit (issue 39), so the plateau stop
       // and the step halvings fire at the same iterations as with shards = 1.
       LevelSummary s;
-      PlateauStop stop = DeformablePlateauStop(options, /*jitter=*/false);
+      PlateauStop stop = DeformablePlateauStop(options, jitter);
       // The step only shrinks (step_control.h), so the halo sized for
       // step_options.lr_voxels still covers it.
-      StepControl control = DeformableStepControl(options, /*jitter=*/false);
+      StepControl control = DeformableStepControl(options, jitter);
       GreedyStepOptions rank_step = step_options;
+      // MI's grid jitter (grid_jitter.h), as the unsharded stage: every rank
+      // draws the same grids; the ring samples the moving image on them and
+      // the fixed image's own slices are resampled from the whole (host) level.
+      GridJitter grid_jitter(options.sampling_seed, static_cast<int>(si), dims.nx, dims.ny, dims.nz);
       int it = 0;
       for (it = 1; it <= max_it; ++it) {
         if (rank == 0 && hooks.check_cancelled) TESSERA_RETURN_IF_ERROR(hooks.check_cancelled());
+        if (jitter) {
+          GridSampleArgs moving_args, fixed_args = GridJitter::FixedImageArgs(fixed.data<float>(), dims);
+          grid_jitter.Advance(options.metric_options.mi_voxel_jitter, &moving_args, &fixed_args);
+          std::copy(moving_args.grid_lo, moving_args.grid_lo + 3, state.grid_lo);
+          std::copy(moving_args.grid_hi, moving_args.grid_hi + 3, state.grid_hi);
+          state.voxel_jitter_key = moving_args.voxel_jitter_key;
+          parallel::WindowSampleArgs wa;
+          wa.out_layout = layout;
+          wa.padding = fixed_args.padding;
+          wa.moving_dims = dims;
+          wa.window = fixed.data<float>();
+          wa.window_z0 = 0;
+          wa.window_nz = dims.nz;
+          std::copy(fixed_args.grid_lo, fixed_args.grid_lo + 3, wa.grid_lo);
+          std::copy(fixed_args.grid_hi, fixed_args.grid_hi + 3, wa.grid_hi);
+          wa.voxel_jitter_key = fixed_args.voxel_jitter_key;
+          TESSERA_RETURN_IF_ERROR(parallel::WindowGridSample(wa, state.fixed.data<float>(), nullptr, rank_stream));
+        }
         TESSERA_ASSIGN_OR_RETURN(double loss, parallel::ShardedGreedyEvaluate(comm, state, step_options, rank_stream));
         // The unsharded stage reads LNCC's and MSE's loss from a float (the
         // kernels' device-side loss): decide on the same value.
@@ -333,9 +362,10 @@ absl::StatusOr<NDArray> RunShardedDeformableStage(const Stream& stream, const Re
     TESSERA_RETURN_IF_ERROR(group != nullptr ? rank_body(*group) : parallel::RunInProcessRanks(ranks, rank_body));
     adam_step = summary.adam_step;
     log->push_back(absl::StrFormat(
-        "deformable x%d (lean, sharded over %d %s%s ranks, %s): %d iterations, loss %.6g -> %.6g (best %.6g), %.2f s",
+        "deformable x%d (lean, sharded over %d %s%s ranks, %s%s): %d iterations, loss %.6g -> %.6g (best %.6g), %.2f s",
         level.factor, ranks, group != nullptr ? "process " : "", cuda ? "gpu" : "cpu",
-        ring ? "ring sampler" : group != nullptr ? "whole moving image per process" : "shared moving image", summary.iterations, summary.first, summary.last, summary.best,
+        ring ? "ring sampler" : group != nullptr ? "whole moving image per process" : "shared moving image",
+        JitterLogTag(options, jitter), summary.iterations, summary.first, summary.last, summary.best,
         absl::ToDoubleSeconds(absl::Now() - start)));
   }
   if (u.empty()) return u;

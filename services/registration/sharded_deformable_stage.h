@@ -53,6 +53,12 @@ namespace tessera::registration {
 // FAILED_PRECONDITION for gpus on the cpu or naming a missing GPU.
 absl::Status ValidateShardedOptions(const RegistrationOptions& options, Backend backend);
 
+// Whether the sharded stage jitters MI's sampling grid (grid_jitter.h) as the
+// unsharded stage does: DeformableStageJitters, on CPU in-process ranks (the
+// ring sampler's host path; CUDA ranks and process ranks do not jitter, and
+// the registrar logs so). With it a CPU run is the unsharded one bit for bit.
+bool ShardedStageJitters(const RegistrationOptions& options, Backend backend);
+
 // Whether a level's `ranks` ranks shard the moving image around the ring
 // (true on the CPU, and on CUDA when the ranks sit on more than one GPU) or
 // share one whole copy per GPU (ranks on one GPU).

@@ -94,6 +94,7 @@ void ExpectShardsMatchSingleRank(const Problem& p, const RegistrationOptions& o)
   for (int shards : {2, 3, 4}) {
     const Outcome sharded = Run(p, o, shards);
     ASSERT_TRUE(LogHas(sharded, absl::StrCat("sharded over ", shards, " cpu ranks"))) << "the sharded stage did not run";
+    EXPECT_EQ(LogHas(sharded, "jittered"), LogHas(single, "jittered"));
     ASSERT_EQ(single.displacement.num_elements(), sharded.displacement.num_elements());
     double diff2 = 0, norm2 = 0;
     const float* a = single.displacement.data<float>();
@@ -142,6 +143,17 @@ TEST(ShardedDeformable, MseMatchesSingleRank) {
 
 TEST(ShardedDeformable, MutualInformationMatchesSingleRank) {
   ExpectShardsMatchSingleRank(MakeProblem(IntensityChange::kNonMonotonic, 11), QuickColinOptions("mi", {60, 30}));
+}
+
+// MI's default grid jitter (issue 17, grid_jitter.h): per-voxel offsets and
+// the whole-grid shift, the sharded CPU stage drawing the same grids.
+TEST(ShardedDeformable, JitteredMutualInformationIsBitIdenticalToSingleRank) {
+  RegistrationOptions o = QuickColinOptions("mi", {60, 30});
+  o.metric_options.mi_grid_jitter = true;
+  const Problem p = MakeProblem(IntensityChange::kNonMonotonic, 11);
+  ExpectShardsMatchSingleRank(p, o);
+  o.metric_options.mi_voxel_jitter = false;
+  ExpectShardsMatchSingleRank(p, o);
 }
 
 TEST(ShardedDeformable, StepHalvingMatchesSingleRank) {

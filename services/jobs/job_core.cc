@@ -139,9 +139,8 @@ JobCore::JobCore(JobCoreOptions options) : options_(std::move(options)) {}
 absl::Status JobCore::Attach(Scheduler* scheduler, const std::string& state_dir) {
   if (scheduler == nullptr) return absl::InvalidArgumentError("no scheduler");
   if (scheduler_.load() != nullptr) return absl::FailedPreconditionError("a scheduler is already attached");
-  if (!options_.uploads.subdir.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(upload_dir_,
-                             CreateStateSubdir(state_dir, options_.uploads.subdir, options_.uploads.what));
+  if (options_.uploads.dir.subdir != nullptr) {
+    TESSERA_ASSIGN_OR_RETURN(upload_dir_, options_.uploads.dir.Create(state_dir));
   }
   scheduler_.store(scheduler);
   MaybeSweepUploads();
@@ -182,29 +181,32 @@ absl::StatusOr<SubmittedJob> JobCore::Submit(const JobSubmission& submission) {
     TESSERA_ASSIGN_OR_RETURN(std::optional<JobRecord> known, Known(id, submission.id_field, fingerprint));
     if (known) return SubmittedJob{ToJobInfo(*known), false};
   }
-  std::shared_lock<std::shared_mutex> shared(submit_mu_, std::defer_lock);
-  std::unique_lock<std::shared_mutex> exclusive(submit_mu_, std::defer_lock);
-  if (options_.serialize_submits) {
-    exclusive.lock();
-    if (!id.empty()) {  // the same request_id may have committed meanwhile
-      TESSERA_ASSIGN_OR_RETURN(std::optional<JobRecord> known, Known(id, submission.id_field, fingerprint));
-      if (known) return SubmittedJob{ToJobInfo(*known), false};
+  v1::JobInfo info;
+  {
+    // Shared among submits (exclusive with serialize_submits); the sweep
+    // takes it exclusive, so it never runs between prepare's files and the job.
+    std::shared_lock<std::shared_mutex> shared(submit_mu_, std::defer_lock);
+    std::unique_lock<std::shared_mutex> exclusive(submit_mu_, std::defer_lock);
+    if (options_.serialize_submits) {
+      exclusive.lock();
+      if (!id.empty()) {  // the same request_id may have committed meanwhile
+        TESSERA_ASSIGN_OR_RETURN(std::optional<JobRecord> known, Known(id, submission.id_field, fingerprint));
+        if (known) return SubmittedJob{ToJobInfo(*known), false};
+      }
+    } else {
+      shared.lock();
     }
-  } else {
-    shared.lock();
+    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<google::protobuf::Message> spec, submission.prepare());
+    v1::SubmitJobRequest submit;
+    submit.mutable_spec()->set_kind(options_.kind.kind);
+    submit.mutable_spec()->mutable_spec()->PackFrom(*spec);
+    submit.set_request_id(id);
+    scheduler::SubmitOptions options;
+    options.request_fingerprint = fingerprint;
+    options.require_gpu_worker = true;
+    options.id_field = submission.id_field;
+    TESSERA_ASSIGN_OR_RETURN(info, s->Submit(submit, options));
   }
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<google::protobuf::Message> spec, submission.prepare());
-  v1::SubmitJobRequest submit;
-  submit.mutable_spec()->set_kind(options_.kind.kind);
-  submit.mutable_spec()->mutable_spec()->PackFrom(*spec);
-  submit.set_request_id(id);
-  scheduler::SubmitOptions options;
-  options.request_fingerprint = fingerprint;
-  options.require_gpu_worker = true;
-  options.id_field = submission.id_field;
-  TESSERA_ASSIGN_OR_RETURN(v1::JobInfo info, s->Submit(submit, options));
-  if (shared.owns_lock()) shared.unlock();
-  if (exclusive.owns_lock()) exclusive.unlock();
   TESSERA_LOG(INFO) << options_.kind.noun << ": job " << info.job_id()
                     << (id.empty() ? "" : absl::StrCat(" (", id, ")")) << " submitted";
   MaybeSweepUploads();
@@ -297,7 +299,7 @@ absl::StatusOr<int> JobCore::SweepUploads() {
   for (const JobRecord& job : pending) {
     for (std::string& path : options_.uploads.named_files(job)) named.insert(std::move(path));
   }
-  return RemoveUnnamedUploadFiles(upload_dir_, options_.uploads.prefix, named, options_.uploads.grace);
+  return RemoveUnnamedUploadFiles(upload_dir_, options_.uploads.dir.prefix, named, options_.uploads.grace);
 }
 
 void JobCore::MaybeSweepUploads() {

@@ -29,6 +29,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <shared_mutex>
 #include <string>
@@ -38,6 +39,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "services/jobs/job_store.h"
@@ -102,11 +104,23 @@ absl::StatusOr<int> RemoveUnnamedUploadFiles(const std::string& dir, absl::strin
 
 // ---------------------------------------------------------------- the core
 
-// Where a service keeps the files its jobs' uploads became, and how long.
+// Where a service keeps the files its jobs' uploads became: one constant per
+// service, for the core and for whoever else names the folder (the engine's
+// data roots).
+struct UploadDir {
+  const char* subdir = nullptr;  // under the state directory: "uploads"; null: none
+  const char* what = "";         // in messages: "upload directory"
+  const char* prefix = "";       // every upload file's name starts with it ("up-")
+
+  std::string Path(const std::string& state_dir) const { return StateSubdir(state_dir, subdir); }
+  absl::StatusOr<std::string> Create(const std::string& state_dir) const {
+    return CreateStateSubdir(state_dir, subdir, what);
+  }
+};
+
+// A service's upload files, and how long they are kept.
 struct UploadFilesOptions {
-  std::string subdir;       // under the state directory: "uploads", "recon-uploads"; empty: none
-  std::string what;         // in messages: "upload directory"
-  std::string prefix;       // every upload file's name starts with it ("up-")
+  UploadDir dir;
   // Files no queued or running job names are deleted once untouched this long
   // (a client may upload, then submit a little later).
   absl::Duration grace = absl::Minutes(10);
@@ -123,6 +137,14 @@ struct JobCoreOptions {
   // the pending jobs, then submitted). Others only exclude the sweep.
   bool serialize_submits = false;
 };
+
+// The spec a service's `prepare` made (its durable request), as
+// JobSubmission::prepare returns it.
+template <typename M>
+absl::StatusOr<std::unique_ptr<google::protobuf::Message>> SpecOf(absl::StatusOr<M> spec) {
+  if (!spec.ok()) return spec.status();
+  return std::unique_ptr<google::protobuf::Message>(new M(*std::move(spec)));
+}
 
 // A new job's submit as the service hands it over.
 struct JobSubmission {

@@ -394,9 +394,7 @@ TEST_F(ServiceJobsTest, TheCoreSweepsUploadFilesNoPendingJobNames) {
   ASSERT_NO_FATAL_FAILURE(StartScheduler());
   int listed = 0;
   JobCoreOptions options{kSteps};
-  options.uploads.subdir = "test-uploads";
-  options.uploads.what = "test upload directory";
-  options.uploads.prefix = "up-";
+  options.uploads.dir = {"test-uploads", "test upload directory", "up-"};
   options.uploads.grace = absl::ZeroDuration();
   options.uploads.sweep_interval = absl::InfiniteDuration();
   std::string kept;

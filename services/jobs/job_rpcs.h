@@ -41,10 +41,13 @@ grpc::Status Respond(absl::StatusOr<T> value, T* response) {
 // WatchJob of a service whose progress is tessera.v1.Progress.
 inline grpc::Status WatchJobRpc(const JobCore& core, const grpc::ServerContext& context, const v1::JobRef& ref,
                                 grpc::ServerWriter<v1::Progress>* writer) {
-  bool lost = false;
+  bool lost = false;  // a Write failed: the watcher stopped receiving
   absl::Status status = core.Watch(
       ref.job_id(), [&] { return context.IsCancelled(); },
-      [&](const v1::Progress& progress) { return !(lost = !writer->Write(progress)); });
+      [&](const v1::Progress& progress) {
+        lost = !writer->Write(progress);
+        return !lost;
+      });
   if (lost) status = StatusAfterFailedIo(context, status);
   if (!status.ok() && context.IsCancelled()) status = CheckNotCancelled(context);
   return ToGrpcStatus(status);

@@ -13,8 +13,8 @@
 // kPlanCacheSize specs, by their bytes), so a plan is made once per job in a
 // process that both takes and runs it; a worker in another process makes it
 // once there. MakePlan must depend on the spec alone (no files, no clock):
-// checks of the server's files belong in CheckPlan, which runs at submit and
-// again before the run.
+// checks of the server's files belong in CheckPlan (at submit); RunPlan
+// checks again what it opens, since files may change between submit and run.
 #ifndef TESSERA_SERVICES_JOBS_TYPED_ENGINE_H_
 #define TESSERA_SERVICES_JOBS_TYPED_ENGINE_H_
 
@@ -53,7 +53,6 @@ class TypedEngine : public Engine {
   absl::StatusOr<EngineOutput> Run(const google::protobuf::Any& spec, EngineContext& ctx) const final {
     absl::StatusOr<std::shared_ptr<const PlanT>> plan = PlanOf(spec);
     if (!plan.ok()) return plan.status();
-    if (absl::Status checked = CheckPlan(**plan); !checked.ok()) return checked;
     return RunPlan(**plan, ctx);
   }
 
@@ -65,7 +64,8 @@ class TypedEngine : public Engine {
   // The spec checked and resolved into what the run needs, from the spec
   // alone. INVALID_ARGUMENT (or the like) naming the field when it is wrong.
   virtual absl::StatusOr<PlanT> MakePlan(const SpecT& spec) const = 0;
-  // Checks that need this server (paths under the data roots, file sizes).
+  // Submit-time checks that need this server (paths under the data roots,
+  // file sizes). Not called by Run: RunPlan resolves what it opens itself.
   virtual absl::Status CheckPlan(const PlanT& /*plan*/) const { return absl::OkStatus(); }
   virtual ResourceNeeds NeedsOf(const PlanT& /*plan*/) const { return {}; }
   virtual absl::StatusOr<EngineOutput> RunPlan(const PlanT& plan, EngineContext& ctx) const = 0;

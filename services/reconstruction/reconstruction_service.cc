@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <limits>
 #include <filesystem>
-#include <set>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -29,6 +28,7 @@ namespace {
 
 constexpr jobs::ServiceJobKind kJob{"reconstruction", "reconstruction"};
 constexpr char kUploadPrefix[] = "rf-";
+constexpr jobs::UploadDir kUploads{"recon-uploads", "reconstruction upload directory", kUploadPrefix};
 const std::vector<std::string>& UploadExtensions() {
   // MRI and ultrasound upload HDF5 files (ISMRMRD, PICMUS/UFF); BART's
   // .cfl/.hdr pairs are named by server path (an upload is one file).
@@ -51,33 +51,23 @@ std::vector<v1::FileSource*> Sources(v1::ReconstructRequest& r) {
   return out;
 }
 
-jobs::JobCoreOptions JobOptions(const ReconstructionServiceOptions& options) {
-  jobs::JobCoreOptions out{kJob};
-  out.uploads.subdir = "recon-uploads";
-  out.uploads.what = "reconstruction upload directory";
-  out.uploads.prefix = kUploadPrefix;
-  out.uploads.grace = options.upload_file_grace;
-  out.uploads.sweep_interval = options.upload_sweep_interval;
-  out.uploads.named_files = [](const JobRecord& job) {
-    std::vector<std::string> files;
-    v1::ReconstructRequest request;
-    if (!jobs::UnpackJobSpec(job, &request)) return files;
-    for (const v1::FileSource* source : Sources(request)) {
-      if (source->has_path()) files.push_back(source->path());
-    }
-    return files;
-  };
-  return out;
+// The server files a stored reconstruction job names.
+std::vector<std::string> NamedFiles(const JobRecord& job) {
+  std::vector<std::string> files;
+  v1::ReconstructRequest request;
+  if (!jobs::UnpackJobSpec(job, &request)) return files;
+  for (const v1::FileSource* source : Sources(request)) {
+    if (source->has_path()) files.push_back(source->path());
+  }
+  return files;
 }
 
 }  // namespace
 
-std::string ReconstructionUploadDir(const std::string& state_dir) {
-  return jobs::StateSubdir(state_dir, "recon-uploads");
-}
+std::string ReconstructionUploadDir(const std::string& state_dir) { return kUploads.Path(state_dir); }
 
 absl::StatusOr<std::string> CreateReconstructionUploadDir(const std::string& state_dir) {
-  return jobs::CreateStateSubdir(state_dir, "recon-uploads", "reconstruction upload directory");
+  return kUploads.Create(state_dir);
 }
 
 absl::StatusOr<std::unique_ptr<ReconstructionServiceImpl>> ReconstructionServiceImpl::Create(
@@ -94,7 +84,7 @@ ReconstructionServiceImpl::ReconstructionServiceImpl(const ServerOptions& option
     : max_file_bytes_(options.max_volume_bytes),
       max_send_message_bytes_(options.max_send_message_bytes),
       service_options_(service_options),
-      jobs_(JobOptions(service_options)),
+      jobs_({kJob, {kUploads, service_options.upload_file_grace, service_options.upload_sweep_interval, NamedFiles}}),
       upload_quota_bytes_(service_options.upload_quota_bytes > 0
                               ? service_options.upload_quota_bytes
                               : (options.max_volume_bytes > std::numeric_limits<int64_t>::max() / 8
@@ -194,10 +184,7 @@ grpc::Status ReconstructionServiceImpl::Reconstruct(grpc::ServerContext* context
   // Idempotent on request_id; the engine (run by the scheduler) checks the
   // geometry, sizes and values.
   absl::StatusOr<jobs::SubmittedJob> job = jobs_.Submit(
-      {request, request->request_id(), "request_id", [&]() -> absl::StatusOr<std::unique_ptr<google::protobuf::Message>> {
-         TESSERA_ASSIGN_OR_RETURN(v1::ReconstructRequest durable, DurableRequest(*request));
-         return std::make_unique<v1::ReconstructRequest>(std::move(durable));
-       }});
+      {request, request->request_id(), "request_id", [&] { return jobs::SpecOf(DurableRequest(*request)); }});
   if (job.ok()) *response = jobs::ToJobStatus(job->info);
   return jobs::JobRpcStatus(*context, job.status());
 }

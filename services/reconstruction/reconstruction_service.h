@@ -17,7 +17,6 @@
 #ifndef TESSERA_SERVICES_RECONSTRUCTION_RECONSTRUCTION_SERVICE_H_
 #define TESSERA_SERVICES_RECONSTRUCTION_RECONSTRUCTION_SERVICE_H_
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>

@@ -6,7 +6,6 @@
 #include <iterator>
 #include <limits>
 #include <map>
-#include <set>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -30,6 +29,7 @@ namespace {
 
 constexpr jobs::ServiceJobKind kJob{"registration", "registration"};
 constexpr char kUploadPrefix[] = "up-";  // VolumeStore ids; the names of upload files
+constexpr jobs::UploadDir kUploads{"uploads", "upload directory", kUploadPrefix};
 
 absl::StatusOr<std::string> ReadFileBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -41,32 +41,24 @@ absl::StatusOr<std::string> ReadFileBytes(const std::string& path) {
 
 }  // namespace
 
-std::string RegistrationUploadDir(const std::string& state_dir) { return jobs::StateSubdir(state_dir, "uploads"); }
+std::string RegistrationUploadDir(const std::string& state_dir) { return kUploads.Path(state_dir); }
 
 absl::StatusOr<std::string> CreateRegistrationUploadDir(const std::string& state_dir) {
-  return jobs::CreateStateSubdir(state_dir, "uploads", "upload directory");
+  return kUploads.Create(state_dir);
 }
 
 namespace {
 
-jobs::JobCoreOptions JobOptions(const RegistrationServiceOptions& options) {
-  jobs::JobCoreOptions out{kJob};
-  out.uploads.subdir = "uploads";
-  out.uploads.what = "upload directory";
-  out.uploads.prefix = kUploadPrefix;
-  out.uploads.grace = options.upload_file_grace;
-  out.uploads.sweep_interval = options.upload_sweep_interval;
-  out.uploads.named_files = [](const JobRecord& job) {
-    std::vector<std::string> files;
-    v1::RegisterRequest request;
-    if (!jobs::UnpackJobSpec(job, &request)) return files;
-    for (const v1::VolumeSource* source :
-         {&request.fixed(), &request.moving(), &request.fixed_labels(), &request.moving_labels()}) {
-      if (source->has_path()) files.push_back(source->path());
-    }
-    return files;
-  };
-  return out;
+// The server files a stored registration job names.
+std::vector<std::string> NamedFiles(const JobRecord& job) {
+  std::vector<std::string> files;
+  v1::RegisterRequest request;
+  if (!jobs::UnpackJobSpec(job, &request)) return files;
+  for (const v1::VolumeSource* source :
+       {&request.fixed(), &request.moving(), &request.fixed_labels(), &request.moving_labels()}) {
+    if (source->has_path()) files.push_back(source->path());
+  }
+  return files;
 }
 
 }  // namespace
@@ -95,7 +87,7 @@ RegistrationServiceImpl::RegistrationServiceImpl(const ServerOptions& options,
       max_send_message_bytes_(options.max_send_message_bytes),
       service_options_(service_options),
       uploads_(VolumeStore::Options{service_options.upload_store_bytes, service_options.upload_ttl, 1024}),
-      jobs_(JobOptions(service_options)) {}
+      jobs_({kJob, {kUploads, service_options.upload_file_grace, service_options.upload_sweep_interval, NamedFiles}}) {}
 
 // The jobs are the scheduler's: they outlive the service.
 RegistrationServiceImpl::~RegistrationServiceImpl() = default;
@@ -198,10 +190,7 @@ grpc::Status RegistrationServiceImpl::Register(grpc::ServerContext* context, con
   // the engine checks the options and inputs when the scheduler takes the
   // job (once per job: TypedEngine's plan).
   absl::StatusOr<jobs::SubmittedJob> job =
-      jobs_.Submit({request, request->job_id(), "job_id", [&]() -> absl::StatusOr<std::unique_ptr<google::protobuf::Message>> {
-                      TESSERA_ASSIGN_OR_RETURN(v1::RegisterRequest durable, DurableRequest(*request));
-                      return std::make_unique<v1::RegisterRequest>(std::move(durable));
-                    }});
+      jobs_.Submit({request, request->job_id(), "job_id", [&] { return jobs::SpecOf(DurableRequest(*request)); }});
   if (job.ok()) *response = jobs::ToJobStatus(job->info);
   return jobs::JobRpcStatus(*context, job.status());
 }

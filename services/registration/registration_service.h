@@ -37,7 +37,6 @@
 #ifndef TESSERA_SERVICES_REGISTRATION_REGISTRATION_SERVICE_H_
 #define TESSERA_SERVICES_REGISTRATION_REGISTRATION_SERVICE_H_
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>

@@ -49,29 +49,20 @@ namespace fs = std::filesystem;
 
 constexpr jobs::ServiceJobKind kJob{"som.train", "SOM training"};  // som::kTrainingEngineKind
 constexpr char kUploadPrefix[] = "corpus-";  // CorpusStore ids; the names of upload files
+constexpr jobs::UploadDir kUploads{"som-uploads", "SOM upload directory", kUploadPrefix};
 constexpr int kMaxPageSize = 10000;
 constexpr int kMaxTopFeatures = 1000;
 
-jobs::JobCoreOptions JobOptions(const SomServiceOptions& options) {
-  jobs::JobCoreOptions out{kJob};
-  out.uploads.subdir = "som-uploads";
-  out.uploads.what = "SOM upload directory";
-  out.uploads.prefix = kUploadPrefix;
-  out.uploads.grace = options.upload_file_grace;
-  out.uploads.sweep_interval = options.upload_sweep_interval;
-  out.uploads.named_files = [](const jobs::JobRecord& job) {
-    std::vector<std::string> files;
-    v1::CreateAtlasRequest request;
-    if (!jobs::UnpackJobSpec(job, &request)) return files;
-    const v1::CorpusSource& source = request.corpus();
-    if (source.source_case() == v1::CorpusSource::kPath) files.push_back(source.path());
-    files.push_back(source.feature_names_path());
-    files.push_back(source.document_ids_path());
-    return files;
-  };
-  // An atlas id is checked against the pending jobs, then submitted.
-  out.serialize_submits = true;
-  return out;
+// The server files a stored som.train job names.
+std::vector<std::string> NamedFiles(const jobs::JobRecord& job) {
+  std::vector<std::string> files;
+  v1::CreateAtlasRequest request;
+  if (!jobs::UnpackJobSpec(job, &request)) return files;
+  const v1::CorpusSource& source = request.corpus();
+  if (source.source_case() == v1::CorpusSource::kPath) files.push_back(source.path());
+  files.push_back(source.feature_names_path());
+  files.push_back(source.document_ids_path());
+  return files;
 }
 
 absl::Status CheckLine(absl::string_view what, const std::string& s) {
@@ -247,16 +238,18 @@ SomAtlasServiceImpl::SomAtlasServiceImpl(const ServerOptions& options, som::Atla
       default_device_(options.device),
       service_options_(service_options),
       uploads_(som::CorpusStore::Options{service_options.upload_store_bytes, service_options.upload_ttl, 256}),
-      jobs_(JobOptions(service_options)) {}
+      // Submits one at a time: an atlas id is checked against the pending
+      // jobs, then submitted.
+      jobs_({kJob,
+             {kUploads, service_options.upload_file_grace, service_options.upload_sweep_interval, NamedFiles},
+             /*serialize_submits=*/true}) {}
 
 // The jobs are the scheduler's: they outlive the service.
 SomAtlasServiceImpl::~SomAtlasServiceImpl() = default;
 
-std::string SomUploadDir(const std::string& state_dir) { return jobs::StateSubdir(state_dir, "som-uploads"); }
+std::string SomUploadDir(const std::string& state_dir) { return kUploads.Path(state_dir); }
 
-absl::StatusOr<std::string> CreateSomUploadDir(const std::string& state_dir) {
-  return jobs::CreateStateSubdir(state_dir, "som-uploads", "SOM upload directory");
-}
+absl::StatusOr<std::string> CreateSomUploadDir(const std::string& state_dir) { return kUploads.Create(state_dir); }
 
 absl::Status SomAtlasServiceImpl::AttachScheduler(scheduler::Scheduler* scheduler, const std::string& state_dir) {
   return jobs_.Attach(scheduler, state_dir);

@@ -51,7 +51,6 @@
 #ifndef TESSERA_SERVICES_SOM_SOM_SERVICE_H_
 #define TESSERA_SERVICES_SOM_SOM_SERVICE_H_
 
-#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>

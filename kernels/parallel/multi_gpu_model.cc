@@ -32,7 +32,9 @@ absl::StatusOr<IterationTraffic> GreedyIterationTraffic(registration::Dims3 fixe
   const int64_t minimal_slices = (lncc ? LnccHalo(options.lncc.window) : 0) + 3 * SmoothingHalo(options.smooth_grad_sigma) +
                                  3 * composition + 3 * SmoothingHalo(options.smooth_warp_sigma);
   t.halo_bytes_minimal = neighbours * minimal_slices * slice;
-  t.reduce_bytes = sizeof(double);
+  // The loss all-reduces one sum per global z-slice (AllReduceSliceSums), so
+  // the sharded loss adds the same slices in the same order as one rank.
+  t.reduce_bytes = fixed.nz * static_cast<int64_t>(sizeof(double));
   t.neighbours = neighbours;
   t.moving_slice_bytes = moving.nx * moving.ny * f;
   // Two SendRecv per component per exchange (up and down), H - 1 ring

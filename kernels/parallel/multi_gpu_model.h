@@ -31,7 +31,7 @@ struct IterationTraffic {
   int64_t ring_bytes = 0;          // moving shards forwarded
   int64_t halo_bytes = 0;          // halo slices sent, as implemented (full W every exchange)
   int64_t halo_bytes_minimal = 0;  // each exchange with only the width its operation needs
-  int64_t reduce_bytes = 0;
+  int64_t reduce_bytes = 0;        // the loss's per-slice sums (nz doubles)
   int64_t messages = 0;            // SendRecv calls + all-reduces (latency count)
   int neighbours = 0;              // ranks adjacent in z (1 or 2; 0 for H = 1)
   int64_t moving_slice_bytes = 0;  // one z-slice of the moving image

@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "services/fingerprint/eval.h"
-#include "services/fingerprint/fvc_data.h"
+#include "services/fingerprint/formats/fvc_data.h"
 
 namespace tessera::fingerprint {
 

@@ -44,7 +44,7 @@
 #include "bench/fingerprint_bases.h"
 #include "common/parallel.h"
 #include "services/fingerprint/fingerprint_service.h"
-#include "services/fingerprint/fvc_data.h"
+#include "services/fingerprint/formats/fvc_data.h"
 #include "services/fingerprint/latent_eval.h"
 #include "services/fingerprint/synthetic_gallery.h"
 #include "services/server/service_host.h"

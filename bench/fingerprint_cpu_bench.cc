@@ -43,7 +43,7 @@
 #include "kernels/fingerprint/lss.h"
 #include "kernels/fingerprint/mcc.h"
 #include "services/fingerprint/eval.h"
-#include "services/fingerprint/fvc_data.h"
+#include "services/fingerprint/formats/fvc_data.h"
 
 ABSL_FLAG(int, reps, 3, "repetitions per measurement (the best is reported)");
 ABSL_FLAG(int, threads, 0, "threads for the multi-threaded LSS-R column (0: all hardware threads)");

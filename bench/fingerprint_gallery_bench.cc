@@ -25,8 +25,8 @@
 #include "common/parallel.h"
 #include "kernels/fingerprint/mcc.h"
 #include "services/fingerprint/fingerprint_service.h"
-#include "services/fingerprint/fvc_data.h"
-#include "services/fingerprint/template_io.h"
+#include "services/fingerprint/formats/fvc_data.h"
+#include "services/fingerprint/formats/template_io.h"
 
 namespace tessera {
 namespace fingerprint {

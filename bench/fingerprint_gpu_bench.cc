@@ -38,7 +38,7 @@
 #include "kernels/fingerprint/lss.h"
 #include "kernels/fingerprint/mcc.h"
 #include "services/fingerprint/eval.h"
-#include "services/fingerprint/fvc_data.h"
+#include "services/fingerprint/formats/fvc_data.h"
 
 namespace tessera {
 namespace fingerprint {

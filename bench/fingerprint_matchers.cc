@@ -41,7 +41,7 @@
 #include "common/status.h"
 #include "services/fingerprint/eval.h"
 #include "services/fingerprint/fusion_score.h"
-#include "services/fingerprint/fvc_data.h"
+#include "services/fingerprint/formats/fvc_data.h"
 #include "services/fingerprint/latent_eval.h"
 #include "services/fingerprint/searcher.h"
 #include "services/fingerprint/synthetic_gallery.h"

@@ -18,8 +18,8 @@
 #include "common/grpc_status.h"
 #include "common/json.h"
 #include "common/status.h"
-#include "services/fingerprint/fvc_data.h"
-#include "services/fingerprint/template_io.h"
+#include "services/fingerprint/formats/fvc_data.h"
+#include "services/fingerprint/formats/template_io.h"
 #include "tessera/v1/fingerprint.grpc.pb.h"
 
 namespace tessera::cli {

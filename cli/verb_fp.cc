@@ -26,7 +26,7 @@
 #include "common/json.h"
 #include "services/fingerprint/fingerprint_service.h"
 #include "services/fingerprint/gallery_store.h"
-#include "services/fingerprint/template_io.h"
+#include "services/fingerprint/formats/template_io.h"
 
 namespace tessera::cli {
 namespace {

@@ -15,7 +15,7 @@
 // N(0, sigmaD) density. The bit version's Psi is the step v >= muPsi (the
 // sigmoid with tauPsi = 400 belongs to the real-valued version and is not
 // used). The image coordinates (y down) and counterclockwise-on-screen
-// angles of ISO 19794-2 (services/fingerprint/template.h) are exactly the
+// angles of ISO 19794-2 (services/fingerprint/formats/template.h) are exactly the
 // frame in which these formulas are rotation invariant.
 //
 // Validity rules (the paper's; fractions are of the cells whose centres lie

@@ -1,5 +1,5 @@
 // Test inputs for the fingerprint kernels: the real FVC2002 templates when
-// the shared data is available (services/fingerprint/fvc_data.h), and
+// the shared data is available (services/fingerprint/formats/fvc_data.h), and
 // deterministic synthetic ones (random minutiae in a 300 x 400 image) that
 // work everywhere, e.g. on a GPU machine without the data.
 #ifndef TESSERA_KERNELS_FINGERPRINT_TEST_TEMPLATES_H_
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kernels/fingerprint/mcc.h"
-#include "services/fingerprint/fvc_data.h"
+#include "services/fingerprint/formats/fvc_data.h"
 
 namespace tessera {
 namespace fingerprint {

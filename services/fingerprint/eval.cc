@@ -6,7 +6,7 @@
 
 #include "common/status.h"
 #include "services/fingerprint/fusion_score.h"
-#include "services/fingerprint/fvc_data.h"
+#include "services/fingerprint/formats/fvc_data.h"
 
 namespace tessera {
 namespace fingerprint {

@@ -30,7 +30,7 @@
 #include "kernels/fingerprint/mcc.h"
 #include "services/fingerprint/dmc_matcher.h"
 #include "services/fingerprint/fusion_score.h"
-#include "services/fingerprint/template.h"
+#include "services/fingerprint/formats/template.h"
 
 namespace tessera {
 namespace fingerprint {

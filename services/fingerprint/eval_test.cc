@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "services/fingerprint/fvc_data.h"
+#include "services/fingerprint/formats/fvc_data.h"
 
 namespace tessera {
 namespace fingerprint {

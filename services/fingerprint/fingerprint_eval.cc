@@ -12,7 +12,7 @@
 #include <string>
 
 #include "services/fingerprint/eval.h"
-#include "services/fingerprint/fvc_data.h"
+#include "services/fingerprint/formats/fvc_data.h"
 
 int main(int argc, char** argv) {
   using namespace tessera::fingerprint;

@@ -23,7 +23,7 @@
 #include "services/fingerprint/alfi_dmc_matcher.h"
 #include "services/fingerprint/alfi_pipeline.h"
 #include "services/fingerprint/cmc_plot.h"
-#include "services/fingerprint/fvc_data.h"
+#include "services/fingerprint/formats/fvc_data.h"
 #include "services/fingerprint/latent_eval.h"
 
 namespace tessera {

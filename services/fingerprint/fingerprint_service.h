@@ -40,7 +40,7 @@
 #include "services/fingerprint/search_metrics.h"
 #include "services/fingerprint/search_request.h"
 #include "services/fingerprint/searcher.h"
-#include "services/fingerprint/template_io.h"
+#include "services/fingerprint/formats/template_io.h"
 #include "services/server/server_options.h"
 #include "tessera/v1/fingerprint.grpc.pb.h"
 

@@ -19,8 +19,8 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "services/fingerprint/fvc_data.h"
-#include "services/fingerprint/template_io.h"
+#include "services/fingerprint/formats/fvc_data.h"
+#include "services/fingerprint/formats/template_io.h"
 #include "services/server/service_host.h"
 #include "tessera/v1/fingerprint.grpc.pb.h"
 

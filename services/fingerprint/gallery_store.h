@@ -71,7 +71,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "kernels/fingerprint/mcc.h"
-#include "services/fingerprint/template_io.h"
+#include "services/fingerprint/formats/template_io.h"
 
 namespace tessera {
 namespace fingerprint {

@@ -11,7 +11,7 @@
 #include "common/status.h"
 #include "services/fingerprint/cmc_plot.h"
 #include "services/fingerprint/eval.h"
-#include "services/fingerprint/fvc_data.h"
+#include "services/fingerprint/formats/fvc_data.h"
 
 namespace tessera {
 namespace fingerprint {

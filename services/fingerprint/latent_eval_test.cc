@@ -11,7 +11,7 @@
 #include "kernels/fingerprint/test_templates.h"
 #include "services/fingerprint/alfi_dmc_matcher.h"
 #include "services/fingerprint/alfi_pipeline.h"
-#include "services/fingerprint/fvc_data.h"
+#include "services/fingerprint/formats/fvc_data.h"
 
 namespace tessera {
 namespace fingerprint {

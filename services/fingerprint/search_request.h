@@ -16,7 +16,7 @@
 #include "kernels/fingerprint/mcc.h"
 #include "services/fingerprint/gallery_store.h"
 #include "services/fingerprint/searcher.h"
-#include "services/fingerprint/template_io.h"
+#include "services/fingerprint/formats/template_io.h"
 #include "tessera/v1/fingerprint.pb.h"
 
 namespace tessera {

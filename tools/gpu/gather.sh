@@ -40,7 +40,7 @@ done
 # puts it where the tests look for it.
 mkdir -p "$DEST/data"
 cp /usr/share/mricron/templates/ch2.nii.gz /usr/share/mricron/templates/aal.nii.gz "$DEST/data/"
-# The shared fingerprint templates (found by services/fingerprint/fvc_data.cc
+# The shared fingerprint templates (found by services/fingerprint/formats/fvc_data.cc
 # next to the binaries as DEST/data/fingerprint).
 if [ -d ../shared/data/fingerprint ]; then cp -r ../shared/data/fingerprint "$DEST/data/"; fi
 strip --strip-unneeded "$DEST"/bin/* "$DEST"/lib/* 2>/dev/null || true

@@ -16,14 +16,14 @@
 // the same number of fields; x and y are 0..16383 and inside the image when
 // its size is given, theta 0..359, quality 0..100, at most 255 lines of
 // minutiae. Anything else is INVALID_ARGUMENT naming the line and field.
-#ifndef TESSERA_SERVICES_FINGERPRINT_TEMPLATE_XYT_H_
-#define TESSERA_SERVICES_FINGERPRINT_TEMPLATE_XYT_H_
+#ifndef TESSERA_SERVICES_FINGERPRINT_FORMATS_TEMPLATE_XYT_H_
+#define TESSERA_SERVICES_FINGERPRINT_FORMATS_TEMPLATE_XYT_H_
 
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "services/fingerprint/template.h"
+#include "services/fingerprint/formats/template.h"
 
 namespace tessera {
 namespace fingerprint {
@@ -48,4 +48,4 @@ absl::StatusOr<std::string> WriteXyt(const Template& view, const XytOptions& opt
 }  // namespace fingerprint
 }  // namespace tessera
 
-#endif  // TESSERA_SERVICES_FINGERPRINT_TEMPLATE_XYT_H_
+#endif  // TESSERA_SERVICES_FINGERPRINT_FORMATS_TEMPLATE_XYT_H_

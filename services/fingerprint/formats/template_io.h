@@ -1,6 +1,6 @@
 // Template format detection, format-independent parse/write, and files.
-#ifndef TESSERA_SERVICES_FINGERPRINT_TEMPLATE_IO_H_
-#define TESSERA_SERVICES_FINGERPRINT_TEMPLATE_IO_H_
+#ifndef TESSERA_SERVICES_FINGERPRINT_FORMATS_TEMPLATE_IO_H_
+#define TESSERA_SERVICES_FINGERPRINT_FORMATS_TEMPLATE_IO_H_
 
 #include <cstdint>
 #include <string>
@@ -9,8 +9,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "services/fingerprint/template.h"
-#include "services/fingerprint/template_xyt.h"
+#include "services/fingerprint/formats/template.h"
+#include "services/fingerprint/formats/template_xyt.h"
 
 namespace tessera {
 namespace fingerprint {
@@ -52,4 +52,4 @@ absl::StatusOr<std::vector<Template>> ReadTemplateFile(const std::string& path, 
 }  // namespace fingerprint
 }  // namespace tessera
 
-#endif  // TESSERA_SERVICES_FINGERPRINT_TEMPLATE_IO_H_
+#endif  // TESSERA_SERVICES_FINGERPRINT_FORMATS_TEMPLATE_IO_H_

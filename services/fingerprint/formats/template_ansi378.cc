@@ -1,9 +1,9 @@
-#include "services/fingerprint/template_ansi378.h"
+#include "services/fingerprint/formats/template_ansi378.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
-#include "services/fingerprint/byte_io.h"
-#include "services/fingerprint/fmr_views.h"
+#include "services/fingerprint/formats/byte_io.h"
+#include "services/fingerprint/formats/fmr_views.h"
 
 namespace tessera {
 namespace fingerprint {

@@ -2,8 +2,8 @@
 // formats (internal to services/fingerprint). Every read names the field it
 // wants, so a short buffer yields an error such as
 //   "ISO 19794-2 record: minutia 3 of view 0 at byte 50 needs 6 bytes, 2 remain".
-#ifndef TESSERA_SERVICES_FINGERPRINT_BYTE_IO_H_
-#define TESSERA_SERVICES_FINGERPRINT_BYTE_IO_H_
+#ifndef TESSERA_SERVICES_FINGERPRINT_FORMATS_BYTE_IO_H_
+#define TESSERA_SERVICES_FINGERPRINT_FORMATS_BYTE_IO_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -112,4 +112,4 @@ class ByteWriter {
 }  // namespace fingerprint
 }  // namespace tessera
 
-#endif  // TESSERA_SERVICES_FINGERPRINT_BYTE_IO_H_
+#endif  // TESSERA_SERVICES_FINGERPRINT_FORMATS_BYTE_IO_H_

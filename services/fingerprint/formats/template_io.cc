@@ -1,4 +1,4 @@
-#include "services/fingerprint/template_io.h"
+#include "services/fingerprint/formats/template_io.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -7,8 +7,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
-#include "services/fingerprint/template_ansi378.h"
-#include "services/fingerprint/template_iso19794.h"
+#include "services/fingerprint/formats/template_ansi378.h"
+#include "services/fingerprint/formats/template_iso19794.h"
 
 namespace tessera {
 namespace fingerprint {

@@ -1,4 +1,4 @@
-#include "services/fingerprint/fvc_data.h"
+#include "services/fingerprint/formats/fvc_data.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status.h"
-#include "services/fingerprint/template_io.h"
+#include "services/fingerprint/formats/template_io.h"
 
 namespace tessera {
 namespace fingerprint {

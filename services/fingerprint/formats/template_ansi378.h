@@ -8,15 +8,15 @@
 // So the header is 26 bytes (30 with the long length). The views, minutiae
 // and extended data are laid out as in ISO (fmr_views.h). Validation is as
 // strict as for ISO.
-#ifndef TESSERA_SERVICES_FINGERPRINT_TEMPLATE_ANSI378_H_
-#define TESSERA_SERVICES_FINGERPRINT_TEMPLATE_ANSI378_H_
+#ifndef TESSERA_SERVICES_FINGERPRINT_FORMATS_TEMPLATE_ANSI378_H_
+#define TESSERA_SERVICES_FINGERPRINT_FORMATS_TEMPLATE_ANSI378_H_
 
 #include <cstdint>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "services/fingerprint/template.h"
+#include "services/fingerprint/formats/template.h"
 
 namespace tessera {
 namespace fingerprint {
@@ -30,4 +30,4 @@ absl::StatusOr<std::vector<uint8_t>> WriteAnsi378(const std::vector<Template>& v
 }  // namespace fingerprint
 }  // namespace tessera
 
-#endif  // TESSERA_SERVICES_FINGERPRINT_TEMPLATE_ANSI378_H_
+#endif  // TESSERA_SERVICES_FINGERPRINT_FORMATS_TEMPLATE_ANSI378_H_

@@ -13,12 +13,12 @@
 #include <string>
 #include <vector>
 
-#include "services/fingerprint/fvc_data.h"
-#include "services/fingerprint/template.h"
-#include "services/fingerprint/template_ansi378.h"
-#include "services/fingerprint/template_io.h"
-#include "services/fingerprint/template_iso19794.h"
-#include "services/fingerprint/template_xyt.h"
+#include "services/fingerprint/formats/fvc_data.h"
+#include "services/fingerprint/formats/template.h"
+#include "services/fingerprint/formats/template_ansi378.h"
+#include "services/fingerprint/formats/template_io.h"
+#include "services/fingerprint/formats/template_iso19794.h"
+#include "services/fingerprint/formats/template_xyt.h"
 
 namespace tessera {
 namespace fingerprint {

@@ -1,4 +1,4 @@
-#include "services/fingerprint/template_xyt.h"
+#include "services/fingerprint/formats/template_xyt.h"
 
 #include <cmath>
 #include <vector>

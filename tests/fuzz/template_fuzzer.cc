@@ -1,22 +1,23 @@
 // libFuzzer entry point for every template parser. Build and run with clang
 // (outside Bazel, whose toolchain here is GCC), seeding from the real data:
 //   clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -I. \
-//     services/fingerprint/{template_fuzzer,template,fmr_views,template_iso19794,template_ansi378,template_xyt,template_io}.cc \
+//     tests/fuzz/template_fuzzer.cc \
+//     services/fingerprint/formats/{template,fmr_views,template_iso19794,template_ansi378,template_xyt,template_io}.cc \
 //     common/status.cc -labsl_strings -labsl_status -labsl_str_format_internal -labsl_int128 \
 //     -labsl_throw_delegate -labsl_raw_logging_internal -labsl_cord -labsl_strerror -o /tmp/template_fuzzer
 //   /tmp/template_fuzzer -max_total_time=60 /tmp/corpus ../shared/data/fingerprint/fvc2002/DB1_B
-// The Bazel target :template_fuzzer links fuzz_main.cc instead, which replays
+// The Bazel target //tests/fuzz:template_fuzzer links fuzz_main.cc instead, which replays
 // the files named on the command line (a regression runner for crashers).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 
 #include "absl/types/span.h"
-#include "services/fingerprint/template.h"
-#include "services/fingerprint/template_ansi378.h"
-#include "services/fingerprint/template_io.h"
-#include "services/fingerprint/template_iso19794.h"
-#include "services/fingerprint/template_xyt.h"
+#include "services/fingerprint/formats/template.h"
+#include "services/fingerprint/formats/template_ansi378.h"
+#include "services/fingerprint/formats/template_io.h"
+#include "services/fingerprint/formats/template_iso19794.h"
+#include "services/fingerprint/formats/template_xyt.h"
 
 namespace {
 

@@ -7,14 +7,14 @@
 //   length (2 bytes, 0 = none) and areas of type code (2), area length
 //   (2, counting this 4-byte header) and data.
 // The formats differ in the record header and the angle unit only.
-#ifndef TESSERA_SERVICES_FINGERPRINT_FMR_VIEWS_H_
-#define TESSERA_SERVICES_FINGERPRINT_FMR_VIEWS_H_
+#ifndef TESSERA_SERVICES_FINGERPRINT_FORMATS_FMR_VIEWS_H_
+#define TESSERA_SERVICES_FINGERPRINT_FORMATS_FMR_VIEWS_H_
 
 #include <vector>
 
 #include "absl/status/status.h"
-#include "services/fingerprint/byte_io.h"
-#include "services/fingerprint/template.h"
+#include "services/fingerprint/formats/byte_io.h"
+#include "services/fingerprint/formats/template.h"
 
 namespace tessera {
 namespace fingerprint {
@@ -49,4 +49,4 @@ void WriteFmrImageHeader(const Template& view, size_t num_views, ByteWriter& wri
 }  // namespace fingerprint
 }  // namespace tessera
 
-#endif  // TESSERA_SERVICES_FINGERPRINT_FMR_VIEWS_H_
+#endif  // TESSERA_SERVICES_FINGERPRINT_FORMATS_FMR_VIEWS_H_

@@ -2,14 +2,14 @@
 // next to the project root, see /work/shared/data/README.md): FVC2002 DB1-DB4
 // set B as ISO 19794-2 templates, 10 fingers (101-110) x 8 impressions each.
 // Used by tests, the accuracy evaluation and the benchmarks.
-#ifndef TESSERA_SERVICES_FINGERPRINT_FVC_DATA_H_
-#define TESSERA_SERVICES_FINGERPRINT_FVC_DATA_H_
+#ifndef TESSERA_SERVICES_FINGERPRINT_FORMATS_FVC_DATA_H_
+#define TESSERA_SERVICES_FINGERPRINT_FORMATS_FVC_DATA_H_
 
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "services/fingerprint/template.h"
+#include "services/fingerprint/formats/template.h"
 
 namespace tessera {
 namespace fingerprint {
@@ -37,4 +37,4 @@ absl::StatusOr<std::vector<FvcImpression>> LoadFvc2002(const std::string& data_d
 }  // namespace fingerprint
 }  // namespace tessera
 
-#endif  // TESSERA_SERVICES_FINGERPRINT_FVC_DATA_H_
+#endif  // TESSERA_SERVICES_FINGERPRINT_FORMATS_FVC_DATA_H_

@@ -1,4 +1,4 @@
-#include "services/fingerprint/template.h"
+#include "services/fingerprint/formats/template.h"
 
 #include <cmath>
 

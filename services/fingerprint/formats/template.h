@@ -12,8 +12,8 @@
 // Readers convert from each format's own units (ISO: 1/256 of a circle, ANSI:
 // 2 degrees, xyt: degrees, NIST xyt: bottom-left origin and a direction
 // turned by 180 degrees); writers round to the nearest representable value.
-#ifndef TESSERA_SERVICES_FINGERPRINT_TEMPLATE_H_
-#define TESSERA_SERVICES_FINGERPRINT_TEMPLATE_H_
+#ifndef TESSERA_SERVICES_FINGERPRINT_FORMATS_TEMPLATE_H_
+#define TESSERA_SERVICES_FINGERPRINT_FORMATS_TEMPLATE_H_
 
 #include <cstdint>
 #include <string>
@@ -87,4 +87,4 @@ absl::Status ValidateRecordViews(const std::vector<Template>& views);
 }  // namespace fingerprint
 }  // namespace tessera
 
-#endif  // TESSERA_SERVICES_FINGERPRINT_TEMPLATE_H_
+#endif  // TESSERA_SERVICES_FINGERPRINT_FORMATS_TEMPLATE_H_

@@ -1,4 +1,4 @@
-#include "services/fingerprint/fmr_views.h"
+#include "services/fingerprint/formats/fmr_views.h"
 
 #include <cmath>
 

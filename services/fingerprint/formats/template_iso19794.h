@@ -11,15 +11,15 @@
 // fit the record, coordinates must lie inside the declared image, reserved
 // bits must be zero, extended data areas must tile their block exactly.
 // Every other inconsistency is INVALID_ARGUMENT naming the field.
-#ifndef TESSERA_SERVICES_FINGERPRINT_TEMPLATE_ISO19794_H_
-#define TESSERA_SERVICES_FINGERPRINT_TEMPLATE_ISO19794_H_
+#ifndef TESSERA_SERVICES_FINGERPRINT_FORMATS_TEMPLATE_ISO19794_H_
+#define TESSERA_SERVICES_FINGERPRINT_FORMATS_TEMPLATE_ISO19794_H_
 
 #include <cstdint>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "services/fingerprint/template.h"
+#include "services/fingerprint/formats/template.h"
 
 namespace tessera {
 namespace fingerprint {
@@ -36,4 +36,4 @@ absl::StatusOr<std::vector<uint8_t>> WriteIso19794(const std::vector<Template>& 
 }  // namespace fingerprint
 }  // namespace tessera
 
-#endif  // TESSERA_SERVICES_FINGERPRINT_TEMPLATE_ISO19794_H_
+#endif  // TESSERA_SERVICES_FINGERPRINT_FORMATS_TEMPLATE_ISO19794_H_

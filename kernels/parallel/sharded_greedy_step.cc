@@ -43,7 +43,8 @@ absl::Status AllocateFields(ShardedGreedyState& s, const GreedyStepOptions& opti
 }
 
 // The grid sampler's arguments for the local slab on the whole moving image:
-// the slab's normalized z range within the whole grid (grid_lo/hi).
+// the slab's slices of the whole grid (grid_nz, out_z0; issue 39: every voxel
+// sampled as in the unsharded stage, bit for bit) with the grid jitter.
 registration::GridSampleArgs WholeMovingArgs(const ShardedGreedyState& st) {
   const SlabLayout& l = st.layout;
   registration::GridSampleArgs args;
@@ -53,10 +54,11 @@ registration::GridSampleArgs WholeMovingArgs(const ShardedGreedyState& st) {
   args.disp = st.u.data<float>();
   args.out_dims = l.local_dims();
   args.padding = registration::Padding::kZeros;
-  const int64_t nz = l.global.nz;
-  const auto z_of = [nz](int64_t k) { return nz > 1 ? -1.0 + 2.0 * static_cast<double>(k) / (nz - 1) : 0.0; };
-  args.grid_lo[2] = z_of(l.local_z0());
-  args.grid_hi[2] = z_of(l.local_z0() + l.local_nz() - 1);
+  std::copy(st.grid_lo, st.grid_lo + 3, args.grid_lo);
+  std::copy(st.grid_hi, st.grid_hi + 3, args.grid_hi);
+  args.voxel_jitter_key = st.voxel_jitter_key;
+  args.grid_nz = l.global.nz;
+  args.out_z0 = l.local_z0();
   return args;
 }
 
@@ -281,8 +283,8 @@ absl::Status GreedySmoothFieldPhase(Communicator& comm, ShardedGreedyState& st, 
 
 absl::StatusOr<double> GreedyLossFromReducedSum(const GreedyStepOptions& options, const std::vector<double>& reduced,
                                                 Dims3 global) {
-  // CPU streams reduce per-slice sums (nz values, AllReduceSliceSums), CUDA
-  // streams one sum.
+  // Per-slice sums (nz values, AllReduceSliceSums) on either backend; one
+  // value from a caller that summed them itself.
   if (reduced.size() != 1 && reduced.size() != static_cast<size_t>(global.nz)) {
     return absl::InvalidArgumentError(absl::StrCat("expected one reduced loss sum or ", global.nz,
                                                    " per-slice sums, got ", reduced.size(), " values"));

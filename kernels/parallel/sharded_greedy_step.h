@@ -106,9 +106,10 @@ struct ShardedGreedyState {
   // The normalized rule's all-reduced max |smoothed dL/du| (smooth gradient
   // phase -> compose phase).
   double largest_grad = 0;
-  // The ring sampler's grid jitter for the next sample phase (CPU ranks:
-  // RingSampleArgs::grid_lo/hi, voxel_jitter_key); the caller moves it and
-  // fills `fixed`'s own slices with the fixed image on the same points.
+  // The sampler's grid jitter for the next sample phase (the ring's
+  // RingSampleArgs::grid_lo/hi, voxel_jitter_key, or the whole moving image's
+  // GridSampleArgs); the caller moves it and fills `fixed` with the fixed
+  // image on the same points.
   double grid_lo[3] = {-1.0, -1.0, -1.0};
   double grid_hi[3] = {1.0, 1.0, 1.0};
   uint64_t voxel_jitter_key = 0;
@@ -168,9 +169,8 @@ absl::Status GreedyMetricPrepass(Communicator& comm, ShardedGreedyState& state, 
                                  const Stream& stream);
 
 // The loss from the metric phase's first all-reduce summed by the caller
-// (LNCC, MSE: the per-slice sums on CPU streams, nz values, or the sum of
-// the own slices' terms on CUDA, 1 value; what ShardedLncc/ShardedMse turn
-// into the loss). MI's loss comes out of the metric phase itself (its
+// (LNCC, MSE: the per-slice sums, nz values, on either backend, or their
+// sum, 1 value; what ShardedLncc/ShardedMse turn into the loss). MI's loss comes out of the metric phase itself (its
 // histogram is handed in): INVALID_ARGUMENT.
 absl::StatusOr<double> GreedyLossFromReducedSum(const GreedyStepOptions& options, const std::vector<double>& reduced,
                                                 Dims3 global);

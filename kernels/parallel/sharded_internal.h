@@ -32,19 +32,8 @@ struct MiMapping {
   bool fixed_box = false;  // ParzenKernel::kBox for the fixed image
 };
 
-// The widest LNCC window of the device kernels (== registration::kLnccMaxCudaWindow).
-inline constexpr int kLnccMaxDeviceWindow = 25;
-
 #if TESSERA_WITH_CUDA
 absl::Status ScaleCuda(float* p, int64_t n, float factor, const Stream& stream);  // sharded_internal.cu
-
-// sharded_lncc.cu: the sum of LNCC's cc over the HALO slices of a local slab
-// (layout.local_dims()), with windows truncated at the slab's own ends: exactly
-// what the single-GPU fused kernel, run on the whole local slab, adds for
-// those slices, so subtracting it leaves the own slices' sum. Zero when the
-// slab has no halos. Synchronises the stream.
-absl::StatusOr<double> LnccHaloCcSumCuda(const Stream& stream, const float* fixed, const float* warped,
-                                         const SlabLayout& layout, int window, double eps);
 
 // sharded_mi.cu: the Parzen joint histogram (B x B doubles, row = fixed bin,
 // mutual_info.h's definition) of n voxels into `histogram` (device memory);

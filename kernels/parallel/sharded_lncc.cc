@@ -7,13 +7,9 @@
 // own slice, the per-slice sums all-reduced as a vector of nz doubles
 // (AllReduceSliceSums), and dL/dW on the own slices: the unsharded bits.
 //
-// CUDA: the single-GPU fused kernel (lncc.cu) on the whole local slab. Its
-// gradient is right on the own slices up to the 1/N scale (the a, b, c it
-// box-filters there come from windows wholly inside the slab, since the halos
-// are >= 2r), so it is rescaled by N_local / N. Its loss sums cc over every
-// local slice, halo slices included (with windows truncated at the slab's
-// ends); LnccHaloCcSumCuda (sharded_lncc.cu) recomputes exactly those halo
-// terms and they are subtracted before the all-reduce.
+// CUDA: the same on the device (lncc.h cuda::LnccSlab: the fused kernel on the
+// local slab with per-slice cc sums and z window sums taken directly), the
+// own slices' sums all-reduced the same way: the unsharded CUDA bits.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -30,9 +26,6 @@ namespace tessera {
 namespace parallel {
 namespace {
 
-static_assert(sharded_internal::kLnccMaxDeviceWindow == registration::kLnccMaxCudaWindow,
-              "the halo kernel supports the fused kernel's windows");
-
 absl::StatusOr<double> ShardedLnccCuda(Communicator& comm, const SlabLayout& layout, const NDArray& fixed,
                                        const NDArray& warped, const registration::LnccOptions& options,
                                        NDArray* grad_warped, const Stream& stream,
@@ -46,26 +39,17 @@ absl::StatusOr<double> ShardedLnccCuda(Communicator& comm, const SlabLayout& lay
   const float* F = fixed.data<float>();
   const float* W = warped.data<float>();
   float* G = grad_warped != nullptr ? grad_warped->data<float>() : nullptr;
-  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> loss_device,
-                           Buffer::Allocate(MemoryKind::kDevice, sizeof(float), stream.ordinal()));
+  const size_t bytes = sizeof(double) * static_cast<size_t>(d.nz);
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> sums, Buffer::Allocate(MemoryKind::kDevice, bytes, stream.ordinal()));
   // a, b, c in the workspace (or allocated and freed by the call).
-  TESSERA_RETURN_IF_ERROR(
-      registration::Lncc(stream, F, W, d, options, static_cast<float*>(loss_device->data()), G, workspace));
-  float slab_loss = 0;
-  TESSERA_RETURN_IF_ERROR(
-      CopyBytes(&slab_loss, MemoryKind::kHost, loss_device->data(), MemoryKind::kDevice, sizeof(float), stream));
-  const double local_voxels = static_cast<double>(d.size());
-  TESSERA_ASSIGN_OR_RETURN(const double halo_sum,
-                           sharded_internal::LnccHaloCcSumCuda(stream, F, W, layout, options.window, options.eps));
-  // The kernel's loss is -(sum of cc over the slab) / N_local.
-  const double own_sum = -static_cast<double>(slab_loss) * local_voxels - halo_sum;
-  TESSERA_ASSIGN_OR_RETURN(double total, AllReduceHostScalar(comm, own_sum, ReduceOp::kSum, stream));
-  const double voxels = static_cast<double>(layout.global.size());
-  if (G != nullptr) {
-    TESSERA_RETURN_IF_ERROR(sharded_internal::Scale(G + layout.own_offset(), layout.own_voxels(),
-                                                    static_cast<float>(local_voxels / voxels), stream));
-  }
-  return -total / voxels;
+  TESSERA_RETURN_IF_ERROR(registration::cuda::LnccSlab(stream, F, W, d, options, layout.global.size(),
+                                                       static_cast<double*>(sums->data()), G, workspace));
+  std::vector<double> own(static_cast<size_t>(layout.own_nz()), 0.0);
+  TESSERA_RETURN_IF_ERROR(CopyBytes(own.data(), MemoryKind::kHost, static_cast<double*>(sums->data()) + layout.halo_lo,
+                                    MemoryKind::kDevice, own.size() * sizeof(double), stream));
+  TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+  TESSERA_ASSIGN_OR_RETURN(const double total, AllReduceSliceSums(comm, layout, own.data(), stream));
+  return -total / static_cast<double>(layout.global.size());
 #else
   (void)comm, (void)layout, (void)fixed, (void)warped, (void)options, (void)grad_warped, (void)stream,
       (void)workspace;

@@ -65,17 +65,22 @@ absl::StatusOr<double> ShardedMse(Communicator& comm, const SlabLayout& layout, 
     TESSERA_ASSIGN_OR_RETURN(const double total, AllReduceSliceSums(comm, layout, own.data(), stream));
     return total / n;
   }
-  const double own = static_cast<double>(layout.own_voxels());
-  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> loss,
-                           Buffer::Allocate(MemoryKind::kDevice, sizeof(float), stream.ordinal()));
-  TESSERA_RETURN_IF_ERROR(registration::Mse(stream, f, w, layout.own_dims(), static_cast<float*>(loss->data()), g));
-  float host = 0;
-  TESSERA_RETURN_IF_ERROR(CopyBytes(&host, MemoryKind::kHost, loss->data(), MemoryKind::kDevice, sizeof(float), stream));
-  const double local_sum = static_cast<double>(host) * own;
-  TESSERA_ASSIGN_OR_RETURN(double total, AllReduceHostScalar(comm, local_sum, ReduceOp::kSum, stream));
-  // The kernel normalised the gradient by the own voxel count.
-  if (g != nullptr) TESSERA_RETURN_IF_ERROR(sharded_internal::Scale(g, layout.own_voxels(), own / n, stream));
+#if TESSERA_WITH_CUDA
+  // The same blocking on the device (mse.cu: one block per slice): the
+  // unsharded CUDA kernel's per-slice sums and gradient bits.
+  const size_t bytes = sizeof(double) * static_cast<size_t>(layout.own_nz());
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> sums, Buffer::Allocate(MemoryKind::kDevice, bytes, stream.ordinal()));
+  registration::Workspace workspace;
+  TESSERA_RETURN_IF_ERROR(registration::cuda::MseSlab(stream, f, w, layout.own_dims(), layout.global.size(),
+                                                      static_cast<double*>(sums->data()), g, &workspace));
+  std::vector<double> own(static_cast<size_t>(layout.own_nz()), 0.0);
+  TESSERA_RETURN_IF_ERROR(CopyBytes(own.data(), MemoryKind::kHost, sums->data(), MemoryKind::kDevice, bytes, stream));
+  TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+  TESSERA_ASSIGN_OR_RETURN(const double total, AllReduceSliceSums(comm, layout, own.data(), stream));
   return total / n;
+#else
+  return absl::FailedPreconditionError("sharded MSE on a CUDA stream in a build without CUDA");
+#endif
 }
 
 absl::StatusOr<JacobianSummary> ShardedJacobian(Communicator& comm, const SlabLayout& layout, NDArray& displacement,

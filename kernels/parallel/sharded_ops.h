@@ -13,8 +13,8 @@
 // Communication per call (H ranks, slice = nx * ny floats, nz = global slices):
 //   smoothing      2 * radius slices per component per inner boundary
 //   LNCC           window - 1 slices of the warped image per inner boundary;
-//                  nz doubles reduced (CPU: per-slice sums), 1 (CUDA)
-//   MSE            nz doubles reduced (CPU), 1 (CUDA)
+//                  nz doubles reduced (per-slice sums, both backends)
+//   MSE            nz doubles reduced (per-slice sums, both backends)
 //   Jacobian       1 slice x 3 components per inner boundary, 4 doubles reduced
 //   Mattes MI      CPU: 2 B^2 doubles reduced (the fixed-point joint
 //                  histogram, each int64 bin as two exact doubles); CUDA: B^2
@@ -24,19 +24,22 @@
 // Bit-identity (issue 39): on CPU streams the losses, gradients and MI
 // histograms are the unsharded CPU kernels' bits for any number of ranks
 // (per-z-slice sums, slice_sums.h; LNCC's z window sums taken directly;
-// MI's histogram in exact fixed point). CUDA streams keep float partial
-// sums per rank and match the unsharded CUDA kernels to the tolerances below.
+// MI's histogram in exact fixed point). CUDA streams: LNCC and MSE are the
+// unsharded CUDA kernels' bits for any number of ranks (the same per-slice
+// blocking on the device: lncc.h cuda::LnccSlab, mse.h cuda::MseSlab). MI on
+// CUDA still forms per-block float histograms with float atomics (not
+// associative), so it matches the unsharded CUDA kernel only to the
+// tolerances below; its stop decisions are not yet made independent of that.
 //
 // Backends: every operation runs on CPU and CUDA streams. Smoothing, MSE,
-// the Jacobian and (CUDA) LNCC call the single-volume kernels on the local
-// arrays; LNCC's loss on CUDA subtracts the halo slices' terms, which one
-// small kernel recomputes (sharded_lncc.cc). MI: the histogram and gradient
+// the Jacobian and LNCC call the single-volume kernels' slab forms on the
+// local arrays (per-slice sums of the own slices). MI: the histogram and gradient
 // steps on the rank's own slices (sharded_mi.cc; CUDA: sharded_mi.cu), the
 // finalize on the host from the all-reduced histogram.
 //
-// Tolerances CUDA sharded vs CUDA unsharded (sharded_ops_gpu_test.cc): LNCC
-// loss 1e-5 relative (float partial sums), gradient 1e-5 of max |grad| (one
-// float rescale); MI within mutual_info.h's CUDA-vs-CPU tolerances.
+// CUDA sharded vs CUDA unsharded (sharded_ops_gpu_test.cc): LNCC and MSE
+// bit for bit (loss and gradient); MI within mutual_info.h's CUDA-vs-CPU
+// tolerances.
 #ifndef TESSERA_KERNELS_PARALLEL_SHARDED_OPS_H_
 #define TESSERA_KERNELS_PARALLEL_SHARDED_OPS_H_
 
@@ -78,7 +81,8 @@ absl::StatusOr<double> AllReduceSliceSums(Communicator& comm, const SlabLayout& 
 
 // Mse (mse.h) over the whole volume: returns the global loss; grad_warped
 // (optional, local shape) receives dL/dW = 2 (W - F) / N on the own slices.
-// CPU: the unsharded reference's bits (per-slice sums, AllReduceSliceSums).
+// The unsharded reference's bits on CPU streams, the unsharded CUDA kernel's
+// on CUDA streams (per-slice sums, AllReduceSliceSums).
 absl::StatusOr<double> ShardedMse(Communicator& comm, const SlabLayout& layout, const NDArray& fixed,
                                   const NDArray& warped, NDArray* grad_warped, const Stream& stream);
 

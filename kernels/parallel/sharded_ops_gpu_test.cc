@@ -7,9 +7,10 @@
 // without a GPU.
 //
 // Tolerances (why):
-//   LNCC  vs unsharded GPU: loss 1e-5 relative (float slab losses, the halo
-//         terms recomputed in double), gradient 1e-5 of max |grad| (the same
-//         kernel on the same windows, one float rescale).
+//   LNCC, MSE vs unsharded GPU: bit for bit (issue 39: per-z-slice sums on
+//         the device, z window sums taken directly, the whole volume's N):
+//         the loss as float (what the unsharded kernel returns) and every
+//         gradient value; the per-slice sums in double are the same too.
 //         vs sharded CPU: loss 1e-5 relative, gradient relative L2 1e-4
 //         (lncc_cuda_test.cc's CUDA-vs-CPU tolerances).
 //   MI    vs both: mutual_info.h's CUDA-vs-CPU tolerances: MI 1e-4 max(1, MI),
@@ -19,6 +20,9 @@
 //         same lerps: in practice identical), dL/du 1e-6 of max (products
 //         associated differently). vs CPU ring: relative L2 1e-5 (values),
 //         1e-4 (dL/du): grid_sampler_cuda_test.cc's tolerances.
+//   Greedy iterations, LNCC and MSE, shared moving image (what the stage
+//         runs for several shards on one GPU): H ranks vs one rank bit for
+//         bit (losses, u), both rules.
 //   Greedy iterations (lncc, mi, mse; ring and shared moving image) vs the
 //         same on CPU ranks: losses 1e-4 relative, displacement rms
 //         difference 1e-3 of its rms (MI: 1e-2; Adam magnifies the last bits
@@ -28,6 +32,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -43,6 +48,7 @@
 #include "kernels/parallel/slab.h"
 #include "kernels/registration/grid_sampler.h"
 #include "kernels/registration/lncc.h"
+#include "kernels/registration/mse.h"
 #include "kernels/registration/mutual_info.h"
 
 namespace tessera {
@@ -98,6 +104,14 @@ absl::Status Gather(const NDArray& local, const SlabLayout& l, NDArray* whole, c
   if (local.memory_kind() != MemoryKind::kDevice) return InsertOwnSlices(local, l, whole, Stream::Cpu());
   TESSERA_ASSIGN_OR_RETURN(NDArray h, ToHost(local, stream));
   return InsertOwnSlices(h, l, whole, Stream::Cpu());
+}
+
+// Values whose bits differ (NaN never equals: an unwritten voxel counts).
+size_t CountDifferent(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return std::max(a.size(), b.size());
+  size_t n = 0;
+  for (size_t i = 0; i < a.size(); ++i) n += std::memcmp(&a[i], &b[i], sizeof(float)) != 0 || a[i] != a[i];
+  return n;
 }
 
 class ShardedOpsGpuTest : public ::testing::TestWithParam<int> {
@@ -163,11 +177,53 @@ TEST_P(ShardedOpsGpuTest, LnccEqualsUnshardedGpuAndShardedCpu) {
                 H, window, gpu.loss, whole_loss, cpu.loss, MaxRelError(ToVector(gpu.grad), whole_grad),
                 RelL2(ToVector(gpu.grad), ToVector(cpu.grad)));
     ASSERT_LT(whole_loss, -0.01) << "inputs too flat to test anything";
-    EXPECT_NEAR(gpu.loss, whole_loss, 1e-5 * std::abs(whole_loss)) << "sharded GPU loss vs the unsharded GPU kernel";
-    EXPECT_LE(MaxRelError(ToVector(gpu.grad), whole_grad), 1e-5) << "sharded GPU gradient vs the unsharded GPU kernel";
+    EXPECT_EQ(static_cast<float>(gpu.loss), static_cast<float>(whole_loss))
+        << "sharded GPU loss vs the unsharded GPU kernel (bits)";
+    EXPECT_EQ(CountDifferent(ToVector(gpu.grad), whole_grad), 0u)
+        << "sharded GPU gradient vs the unsharded GPU kernel (bits)";
     EXPECT_NEAR(gpu.loss, cpu.loss, 1e-5 * std::abs(cpu.loss)) << "sharded GPU loss vs sharded CPU";
     EXPECT_LE(RelL2(ToVector(gpu.grad), ToVector(cpu.grad)), 1e-4) << "sharded GPU gradient vs sharded CPU";
   }
+}
+
+// ---------------------------------------------------------------------------
+// MSE: sharded on one GPU vs the unsharded CUDA kernel, bit for bit
+// ---------------------------------------------------------------------------
+TEST_P(ShardedOpsGpuTest, MseBitIdenticalToUnshardedGpu) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  const int H = ranks();
+  const Dims3 d{41, 37, 29};
+  const NDArray fixed = SmoothRandomVolume(d, 33);
+  const NDArray warped = SmoothRandomVolume(d, 34);
+  Stream stream = Stream::Create(Backend::kCuda, 0).value();
+  const NDArray fixed_d = ToDevice(fixed, stream).value(), warped_d = ToDevice(warped, stream).value();
+  NDArray loss_d = NDArray::Allocate({1}, DType::kFloat32, MemoryKind::kDevice, 0).value();
+  NDArray grad_d = NDArray::Allocate(fixed.shape(), DType::kFloat32, MemoryKind::kDevice, 0).value();
+  ASSERT_TRUE(registration::Mse(stream, fixed_d.data<float>(), warped_d.data<float>(), d, loss_d.data<float>(),
+                                grad_d.data<float>())
+                  .ok());
+  const float whole_loss = ToHost(loss_d, stream).value().data<float>()[0];
+  const std::vector<float> whole_grad = ToVector(ToHost(grad_d, stream).value());
+  NDArray grad = PoisonedHost(fixed.shape());
+  std::vector<double> losses(H, kNaN);
+  const SlabPartition p = SlabPartition::Make(d.nz, H).value();
+  const absl::Status s = RunInProcessRanks(H, [&](Communicator& comm) -> absl::Status {
+    TESSERA_ASSIGN_OR_RETURN(Stream rs, RankStream(true));
+    TESSERA_ASSIGN_OR_RETURN(SlabLayout l, p.Layout(d, comm.rank(), 1));
+    TESSERA_ASSIGN_OR_RETURN(NDArray f, Slab(fixed, l, rs));
+    TESSERA_ASSIGN_OR_RETURN(NDArray w, Slab(warped, l, rs));
+    TESSERA_ASSIGN_OR_RETURN(NDArray g, Poisoned(l.LocalShape(1), rs));
+    TESSERA_ASSIGN_OR_RETURN(losses[comm.rank()], ShardedMse(comm, l, f, w, &g, rs));
+    return Gather(g, l, &grad, rs);
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  const double cpu_loss = registration::cpu::Mse<float>(fixed.data<float>(), warped.data<float>(), d, nullptr);
+  std::printf("MSE H=%d: loss gpu-sharded %.9g, gpu-whole %.9g, cpu %.9g; %zu gradient values differ\n", H, losses[0],
+              whole_loss, cpu_loss, CountDifferent(ToVector(grad), whole_grad));
+  for (int r = 1; r < H; ++r) EXPECT_EQ(losses[r], losses[0]) << "rank " << r;
+  EXPECT_EQ(static_cast<float>(losses[0]), whole_loss) << "sharded GPU loss vs the unsharded GPU kernel (bits)";
+  EXPECT_EQ(CountDifferent(ToVector(grad), whole_grad), 0u) << "sharded GPU gradient vs the unsharded GPU kernel";
+  EXPECT_NEAR(losses[0], cpu_loss, 1e-6 * cpu_loss) << "vs the CPU reference";
 }
 
 // ---------------------------------------------------------------------------
@@ -481,6 +537,38 @@ TEST_P(ShardedOpsGpuTest, GreedyIterationsOnOneGpuEqualCpuRanks) {
         ASSERT_GT(rms, 1e-4) << "the field did not move";
         EXPECT_LE(rms_diff, (metric == GreedyMetric::kMi ? 1e-2 : 1e-3) * rms) << "displacement vs CPU ranks";
       }
+    }
+  }
+}
+
+// Issue 39: what the stage runs for several shards on one GPU (in-process
+// ranks sharing the whole moving image) gives one rank's bits, LNCC and MSE.
+TEST_P(ShardedOpsGpuTest, GreedyIterationsOnOneGpuBitIdenticalToOneRank) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  const int H = ranks();
+  const Dims3 d{24, 20, 30}, md{26, 21, 33};
+  const NDArray fixed = SmoothRandomVolume(d, 71, 0.02);
+  const NDArray moving = SmoothRandomVolume(md, 72, 0.02);
+  const int iterations = 4;
+  for (const GreedyMetric metric : {GreedyMetric::kLncc, GreedyMetric::kMse}) {
+    for (const GreedyRule rule : {GreedyRule::kAdam, GreedyRule::kNormalized}) {
+      GreedyStepOptions o;
+      o.metric = metric;
+      o.rule = rule;
+      o.lncc.window = 5;
+      const char* name = metric == GreedyMetric::kLncc ? "lncc" : "mse";
+      SCOPED_TRACE(std::string("H = ") + std::to_string(H) + ", " + name +
+                   (rule == GreedyRule::kAdam ? ", adam" : ", normalized"));
+      const GreedyRun one = GreedyRunOn(fixed, moving, o, iterations, 1, true, true);
+      const GreedyRun many = GreedyRunOn(fixed, moving, o, iterations, H, true, true);
+      ASSERT_EQ(many.losses.size(), static_cast<size_t>(iterations));
+      ASSERT_EQ(one.losses.size(), static_cast<size_t>(iterations));
+      const size_t differ = CountDifferent(ToVector(many.u), ToVector(one.u));
+      std::printf("greedy bits H=%d %s %s: loss %.9g -> %.9g (one rank %.9g -> %.9g), %zu u values differ\n", H, name,
+                  rule == GreedyRule::kAdam ? "adam" : "normalized", many.losses.front(), many.losses.back(),
+                  one.losses.front(), one.losses.back(), differ);
+      for (int it = 0; it < iterations; ++it) EXPECT_EQ(many.losses[it], one.losses[it]) << "iteration " << it + 1;
+      EXPECT_EQ(differ, 0u) << "displacement bits vs one rank";
     }
   }
 }

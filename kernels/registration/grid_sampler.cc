@@ -47,6 +47,11 @@ absl::Status ValidateGridSampleArgs(const GridSampleArgs& args, bool needs_image
   if (args.padding != Padding::kZeros && args.padding != Padding::kBorder) {
     return absl::InvalidArgumentError("grid sampler: unknown padding mode");
   }
+  if (args.grid_nz > 0 && (args.out_z0 < 0 || args.out_z0 + args.out_dims.nz > args.grid_nz)) {
+    return absl::InvalidArgumentError(absl::StrCat("grid sampler: output slices [", args.out_z0, ", ",
+                                                   args.out_z0 + args.out_dims.nz, ") are not inside the grid's ",
+                                                   args.grid_nz));
+  }
   return absl::OkStatus();
 }
 

@@ -92,7 +92,8 @@ __device__ __forceinline__ float ColumnPosition(const Geometry& g, const float* 
     OutputCoord(g, col.i, col.j, k, x);
 #pragma unroll
     for (int c = 0; c < 3; ++c) {
-      x[c] = RnAdd(x[c], RnMul(g.out_step[c], VoxelJitter<float>(g.voxel_jitter_key, static_cast<int64_t>(v), c)));
+      x[c] = RnAdd(x[c],
+                   RnMul(g.out_step[c], VoxelJitter<float>(g.voxel_jitter_key, static_cast<int64_t>(v) + g.v_offset, c)));
     }
     float pre[3];
     AffinePrefix(a, x[0], x[1], pre);
@@ -104,7 +105,7 @@ __device__ __forceinline__ float ColumnPosition(const Geometry& g, const float* 
     }
     return x[2];
   }
-  const float x2 = RnAdd(g.out_lo[2], RnMul(g.out_step[2], static_cast<float>(k)));
+  const float x2 = RnAdd(g.out_lo[2], RnMul(g.out_step[2], static_cast<float>(static_cast<int64_t>(k) + g.k_offset)));
   if (disp != nullptr) {
     const float u[3] = {__ldg(disp + v), __ldg(disp + v + col.n), __ldg(disp + v + 2 * col.n)};
     PositionFromPrefix(g, a, col.pre, x2, u, ix);
@@ -399,7 +400,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 Geometry MakeGeometry(const GridSampleArgs& args) {
-  Geometry g = MakeSamplerGeometry<float>(args.out_dims, args.image_dims, args.grid_lo, args.grid_hi, args.padding);
+  Geometry g = MakeSamplerGeometry<float>(args.out_dims, args.image_dims, args.grid_lo, args.grid_hi, args.padding,
+                                          args.grid_nz, args.out_z0);
   g.voxel_jitter_key = args.voxel_jitter_key;
   return g;
 }

@@ -65,6 +65,12 @@ struct GridSampleArgsT {
   // x_bounds) passes its own sub-range instead, with no grid in memory.
   double grid_lo[3] = {-1.0, -1.0, -1.0};
   double grid_hi[3] = {1.0, 1.0, 1.0};
+  // A z-slab of a larger grid (issue 39: the sharded stage's local slabs):
+  // grid_nz > 0 makes out_dims slices [out_z0, out_z0 + out_dims.nz) of a
+  // grid of grid_nz slices spanning grid_lo[2]..grid_hi[2], each voxel
+  // sampled (and jittered) exactly as in the whole grid, bit for bit.
+  int64_t grid_nz = 0;
+  int64_t out_z0 = 0;
   // Nonzero: every output voxel is sampled at its own random sub-voxel offset
   // (voxel_jitter.h), the same for every sampler given the same key and grid,
   // on both backends (GridSample*, backward's dL/du and dL/dI; the backward

@@ -128,7 +128,9 @@ void PositionOf(const SamplerGeometry<T>& g, const GridSampleArgsT<T>& args, int
   const int64_t n = g.out_dims.size();
   const int64_t v = g.out_dims.index(i, j, k);
   if (args.voxel_jitter_key != 0) {
-    for (int c = 0; c < 3; ++c) x[c] = RnAdd(x[c], RnMul(g.out_step[c], VoxelJitter<T>(args.voxel_jitter_key, v, c)));
+    for (int c = 0; c < 3; ++c) {
+      x[c] = RnAdd(x[c], RnMul(g.out_step[c], VoxelJitter<T>(args.voxel_jitter_key, v + g.v_offset, c)));
+    }
   }
   T u[3];
   const T* up = nullptr;
@@ -153,7 +155,8 @@ S StoreAs(T v) {
 template <typename T, typename Img>
 void ForwardImpl(const GridSampleArgsT<T>& args, const Img* image, T* out) {
   const SamplerGeometry<T> g =
-      MakeSamplerGeometry<T>(args.out_dims, args.image_dims, args.grid_lo, args.grid_hi, args.padding);
+      MakeSamplerGeometry<T>(args.out_dims, args.image_dims, args.grid_lo, args.grid_hi, args.padding,
+                             args.grid_nz, args.out_z0);
   const Dims3 od = args.out_dims;
   ParallelFor(od.nz, [&](int64_t k_begin, int64_t k_end, int) {
     for (int64_t k = k_begin; k < k_end; ++k) {
@@ -176,7 +179,8 @@ template <typename T, typename Img, typename GradT>
 void BackwardImpl(const GridSampleArgsT<T>& args, const Img* image, const T* grad_out, const GridSampleGradsT<T>& grads,
                   GradT* grad_disp) {
   const SamplerGeometry<T> g =
-      MakeSamplerGeometry<T>(args.out_dims, args.image_dims, args.grid_lo, args.grid_hi, args.padding);
+      MakeSamplerGeometry<T>(args.out_dims, args.image_dims, args.grid_lo, args.grid_hi, args.padding,
+                             args.grid_nz, args.out_z0);
   const Dims3 od = args.out_dims;
   const Dims3 id = args.image_dims;
   const int64_t n = od.size();
@@ -265,7 +269,8 @@ void GridSampleBackwardHalfImage(const GridSampleArgs& args, const Half* image, 
 
 void GridSampleNearest(const int32_t* labels, const GridSampleArgs& args, int32_t* out) {
   const SamplerGeometry<float> g =
-      MakeSamplerGeometry<float>(args.out_dims, args.image_dims, args.grid_lo, args.grid_hi, args.padding);
+      MakeSamplerGeometry<float>(args.out_dims, args.image_dims, args.grid_lo, args.grid_hi, args.padding,
+                             args.grid_nz, args.out_z0);
   const Dims3 od = args.out_dims;
   const Dims3 id = args.image_dims;
   ParallelFor(od.nz, [&](int64_t k_begin, int64_t k_end, int) {

@@ -6,11 +6,13 @@
 // one slice ahead in registers), forms the per-voxel quantities, takes running
 // sums along x (per halo row) and y (per column) in shared memory, pushes the
 // resulting xy box sums into a w-slice ring and updates per-thread z running
-// sums (double, in registers): acc += newest - oldest. The full w^3 box sums
-// of slice z - r are then complete and the epilogue consumes them.
+// sums (double, the ring's w slices added directly in ascending z: issue 39,
+// so a voxel's sums do not depend on where its z chunk or a z-slab starts).
+// The full w^3 box sums of slice z - r are then complete and the epilogue
+// consumes them.
 //
 // Forward: quantities F, W, F^2, W^2, FW; epilogue computes cc (summed per
-//   block for the loss) and a, b, c (stored, 3 volumes) when the gradient is
+//   slice and xy tile, then per slice, then over slices: slice_sums.h) and a, b, c (stored, 3 volumes) when the gradient is
 //   wanted.
 // Backward: quantities a, b, c; epilogue writes
 //   dL/dW = -(1/N)(F Box(a) + 2 W Box(b) + Box(c)).
@@ -149,9 +151,6 @@ __global__ void __launch_bounds__(kThreads) BoxMarchKernel(Op op, MarchShape sh,
 
   for (int e = 0; e < sh.w * kQ; ++e) s_ring[e * kThreads + tid] = 0.0f;
   double acc[kQ];
-#pragma unroll
-  for (int q = 0; q < kQ; ++q) acc[q] = 0.0;
-  double local = 0.0;
 
   // Raw values of this thread's halo positions for one slice.
   float raw[kMaxLoads][kRaw];
@@ -234,26 +233,35 @@ __global__ void __launch_bounds__(kThreads) BoxMarchKernel(Op op, MarchShape sh,
 
     // z: this thread's column; the ring slot holds slice zin - w.
 #pragma unroll
-    for (int c = 0; c < kQ; ++c) {
-      const float fresh = s_xy[c * kThreads + tid];
-      float* ring = s_ring + (slot * kQ + c) * kThreads + tid;
-      acc[c] += static_cast<double>(fresh) - static_cast<double>(*ring);
-      *ring = fresh;
+    for (int c = 0; c < kQ; ++c) s_ring[(slot * kQ + c) * kThreads + tid] = s_xy[c * kThreads + tid];
+    const int64_t z = zin - r;
+    if (z >= z_begin) {
+      double cc = 0.0;
+      if (my_inside) {
+        // The window's w slices added directly in ascending z (the oldest,
+        // slice z - r, sits after the newest): the sum does not depend on
+        // where this block's z chunk (or a z-slab of the volume) starts.
+#pragma unroll
+        for (int c = 0; c < kQ; ++c) acc[c] = 0.0;
+        int at = slot + 1 == sh.w ? 0 : slot + 1;
+        for (int d = 0; d < sh.w; ++d) {
+#pragma unroll
+          for (int c = 0; c < kQ; ++c) acc[c] += static_cast<double>(s_ring[(at * kQ + c) * kThreads + tid]);
+          at = at + 1 == sh.w ? 0 : at + 1;
+        }
+        cc = op.Emit(my_x + sh.nx * my_y + plane * z, acc);
+      }
+      if (kReduce) {
+        // One sum per (slice, xy tile), a fixed tree over the tile's threads
+        // (slice_sums.h): FinishSlices adds the tiles of a slice in order.
+        __shared__ double scratch[32];
+        double v[1] = {cc};
+        cuda_detail::BlockSum<1>(v, scratch);
+        if (tid == 0) partials[z * (static_cast<int64_t>(gridDim.x) * gridDim.y) + blockIdx.x +
+                               static_cast<int64_t>(gridDim.x) * blockIdx.y] = v[0];
+      }
     }
     slot = slot + 1 == sh.w ? 0 : slot + 1;
-    const int64_t z = zin - r;
-    if (z >= z_begin && my_inside) local += op.Emit(my_x + sh.nx * my_y + plane * z, acc);
-  }
-
-  if (kReduce) {
-    __shared__ double scratch[32];
-    double v[1] = {local};
-    cuda_detail::BlockSum<1>(v, scratch);
-    if (tid == 0) {
-      const int64_t block =
-          blockIdx.x + static_cast<int64_t>(gridDim.x) * (blockIdx.y + static_cast<int64_t>(gridDim.y) * blockIdx.z);
-      partials[block] = v[0];
-    }
   }
 }
 
@@ -303,15 +311,18 @@ absl::Status DispatchMarch(const Op& op, const MarchShape& sh, double* partials,
   return absl::InvalidArgumentError("lncc (CUDA): window too large");
 }
 
+// total_voxels: N of the loss and gradient (dims.size() unless dims is a
+// z-slab of a larger volume); slice_cc (device, dims.nz doubles, may be
+// null): the per-slice cc sums.
 template <typename FixedT, typename CoefT>
 absl::Status LnccImpl(const Stream& stream, const FixedT* fixed, const float* warped, Dims3 dims,
-                      const LnccOptions& options, float* loss, float* grad_warped, Workspace* workspace,
-                      CoefT* coefficients) {
+                      const LnccOptions& options, int64_t total_voxels, float* loss, double* slice_cc,
+                      float* grad_warped, Workspace* workspace, CoefT* coefficients) {
   if (options.window > kLnccMaxCudaWindow) {
     return absl::InvalidArgumentError(
         absl::StrCat("lncc (CUDA): window ", options.window, " exceeds the maximum of ", kLnccMaxCudaWindow));
   }
-  if (loss == nullptr && grad_warped == nullptr) return absl::OkStatus();
+  if (loss == nullptr && slice_cc == nullptr && grad_warped == nullptr) return absl::OkStatus();
   TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
   int max_smem = 0;
   TESSERA_CUDA_RETURN_IF_ERROR(
@@ -322,32 +333,36 @@ absl::Status LnccImpl(const Stream& stream, const FixedT* fixed, const float* wa
         absl::StrCat("lncc (CUDA): window ", options.window, " needs more shared memory than the GPU has"));
   }
   const dim3 grid = MarchGrid(sh);
-  const int64_t num_blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
+  const int64_t tiles = static_cast<int64_t>(grid.x) * grid.y;  // partials per slice
   const int64_t n = dims.size();
   const bool want_grad = grad_warped != nullptr;
+  const bool want_sums = loss != nullptr || slice_cc != nullptr;
 
-  size_t bytes = ScratchCarver::Align(sizeof(double) * num_blocks);
+  size_t bytes = ScratchCarver::Align(sizeof(double) * tiles * dims.nz) + ScratchCarver::Align(sizeof(double) * dims.nz);
   const bool own_coefficients = want_grad && coefficients == nullptr;
   if (own_coefficients) bytes += 3 * ScratchCarver::Align(sizeof(CoefT) * n);
   Workspace local;
   TESSERA_ASSIGN_OR_RETURN(void* base, ReserveScratch(stream, bytes, workspace, local));
   ScratchCarver carve(base);
-  double* partials = carve.Take<double>(num_blocks);
+  double* partials = carve.Take<double>(tiles * dims.nz);
+  double* slices = carve.Take<double>(dims.nz);
   CoefT* a = own_coefficients ? carve.Take<CoefT>(n) : (want_grad ? coefficients : nullptr);
   CoefT* b = own_coefficients ? carve.Take<CoefT>(n) : (want_grad ? coefficients + n : nullptr);
   CoefT* c = own_coefficients ? carve.Take<CoefT>(n) : (want_grad ? coefficients + 2 * n : nullptr);
 
   cudaStream_t s = static_cast<cudaStream_t>(stream.native());
   ForwardOp<FixedT, CoefT> fwd{fixed, warped, a, b, c, 1.0 / (static_cast<double>(sh.w) * sh.w * sh.w), options.eps};
-  if (loss != nullptr) {
+  if (want_sums) {
+    // loss = -(sum of the slices' cc sums in ascending z) / N, as the CPU
+    // reference and the sharded evaluation (slice_sums.h).
     TESSERA_RETURN_IF_ERROR((DispatchMarch<ForwardOp<FixedT, CoefT>, true>(fwd, sh, partials, s)));
-    TESSERA_CUDA_RETURN_IF_ERROR(
-        cuda_detail::FinishPartials(partials, num_blocks, 1, -1.0 / static_cast<double>(n), loss, s));
+    TESSERA_CUDA_RETURN_IF_ERROR(cuda_detail::FinishSlices(partials, dims.nz, tiles, slice_cc != nullptr ? slice_cc : slices,
+                                                           -1.0, static_cast<double>(total_voxels), loss, s));
   } else {
     TESSERA_RETURN_IF_ERROR((DispatchMarch<ForwardOp<FixedT, CoefT>, false>(fwd, sh, nullptr, s)));
   }
   if (want_grad) {
-    BackwardOp<FixedT, CoefT> bwd{a, b, c, fixed, warped, grad_warped, -1.0 / static_cast<double>(n)};
+    BackwardOp<FixedT, CoefT> bwd{a, b, c, fixed, warped, grad_warped, -1.0 / static_cast<double>(total_voxels)};
     TESSERA_RETURN_IF_ERROR((DispatchMarch<BackwardOp<FixedT, CoefT>, false>(bwd, sh, nullptr, s)));
   }
   if (workspace == nullptr) TESSERA_RETURN_IF_ERROR(stream.Synchronize());
@@ -359,13 +374,22 @@ absl::Status LnccImpl(const Stream& stream, const FixedT* fixed, const float* wa
 absl::Status Lncc(const Stream& stream, const float* fixed, const float* warped, Dims3 dims,
                   const LnccOptions& options, float* loss, float* grad_warped, Workspace* workspace,
                   float* coefficients) {
-  return LnccImpl(stream, fixed, warped, dims, options, loss, grad_warped, workspace, coefficients);
+  return LnccImpl(stream, fixed, warped, dims, options, dims.size(), loss, nullptr, grad_warped, workspace,
+                  coefficients);
+}
+
+absl::Status LnccSlab(const Stream& stream, const float* fixed, const float* warped, Dims3 dims,
+                      const LnccOptions& options, int64_t total_voxels, double* slice_cc, float* grad_warped,
+                      Workspace* workspace) {
+  return LnccImpl<float, float>(stream, fixed, warped, dims, options, total_voxels, nullptr, slice_cc, grad_warped,
+                                workspace, nullptr);
 }
 
 absl::Status LnccHalfFixed(const Stream& stream, const Half* fixed, const float* warped, Dims3 dims,
                            const LnccOptions& options, float* loss, float* grad_warped, BFloat16* coefficients,
                            Workspace* workspace) {
-  return LnccImpl(stream, fixed, warped, dims, options, loss, grad_warped, workspace, coefficients);
+  return LnccImpl(stream, fixed, warped, dims, options, dims.size(), loss, nullptr, grad_warped, workspace,
+                  coefficients);
 }
 
 }  // namespace cuda

@@ -23,7 +23,11 @@
 //   xy box sums of the five products per slice in shared memory and the z
 //   running sums in registers (a w-slice ring in shared memory), so the five
 //   box-sum volumes never exist; the backward kernel box-filters a, b, c the
-//   same way and writes dL/dW. Plus reduction partials (one double per block).
+//   same way and writes dL/dW. Plus reduction partials (one double per xy
+//   tile and z-slice, and nz slice sums). Issue 39: the z window sums are
+//   taken directly and the loss summed per slice (a fixed tree per slice and
+//   tile, tiles and slices in order), so a z-slab (LnccSlab, the sharded
+//   LNCC) gives the unsharded CUDA bits.
 //   Windows up to 25 are supported on CUDA (shared-memory ring).
 // - CPU reference: 5 (the box-sum volumes, reused for a, b, c), any window.
 #ifndef TESSERA_KERNELS_REGISTRATION_LNCC_H_
@@ -100,6 +104,16 @@ absl::Status Lncc(const Stream& stream, const float* fixed, const float* warped,
 absl::Status LnccHalfFixed(const Stream& stream, const Half* fixed, const float* warped, Dims3 dims,
                            const LnccOptions& options, float* loss, float* grad_warped, BFloat16* coefficients,
                            Workspace* workspace);
+// cpu::LnccSlab on CUDA (issue 39): the fused kernel on a z-slab `dims`;
+// slice_cc (device memory, dims.nz doubles, may be null) receives every slab
+// slice's cc sum (the caller takes its own slices'), grad_warped (may be
+// null) dL/dW with N = total_voxels. Every value of an own slice whose
+// windows of windows lie inside the slab is the whole-volume kernel's bit for
+// bit (cc summed per slice and xy tile in a fixed tree, z window sums taken
+// directly); cuda::Lncc is this on the whole volume, loss = -SumOfSlices / N.
+absl::Status LnccSlab(const Stream& stream, const float* fixed, const float* warped, Dims3 dims,
+                      const LnccOptions& options, int64_t total_voxels, double* slice_cc, float* grad_warped,
+                      Workspace* workspace);
 }  // namespace cuda
 
 }  // namespace registration

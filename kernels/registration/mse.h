@@ -1,7 +1,7 @@
 // Mean squared error between a fixed image F and a warped image W:
 //   loss = (1/N) sum_x (W(x) - F(x))^2,   dL/dW = 2 (W - F) / N.
-// One pass: the gradient is written while the loss is reduced (per block in
-// double, then across blocks in a fixed order on CUDA).
+// One pass: the gradient is written while the loss is reduced per z-slice in
+// double (slice_sums.h; CUDA: one block per slice), then over the slices.
 #ifndef TESSERA_KERNELS_REGISTRATION_MSE_H_
 #define TESSERA_KERNELS_REGISTRATION_MSE_H_
 
@@ -36,6 +36,11 @@ void MseSlab(const float* fixed, const float* warped, Dims3 own_dims, int64_t to
 namespace cuda {
 absl::Status Mse(const Stream& stream, const float* fixed, const float* warped, Dims3 dims, float* loss,
                  float* grad_warped, Workspace* workspace);
+// cpu::MseSlab on CUDA: slice_sums in device memory (own_dims.nz doubles, may
+// be null). Per-slice sums (one block per slice, a fixed tree) added in
+// ascending z by Mse: a z-split gives the unsharded CUDA bits.
+absl::Status MseSlab(const Stream& stream, const float* fixed, const float* warped, Dims3 own_dims,
+                     int64_t total_voxels, double* slice_sums, float* grad_warped, Workspace* workspace);
 }  // namespace cuda
 
 }  // namespace registration

@@ -55,6 +55,16 @@ __device__ __forceinline__ void BlockSum(double (&v)[N], double* scratch) {
 cudaError_t FinishPartials(const double* partials, int64_t num_blocks, int num_values, double scale, float* out,
                            cudaStream_t stream);
 
+// Per-z-slice sums (issue 39, slice_sums.h) on `stream`: partials[k *
+// per_slice + b] are slice k's block sums (each a fixed tree over a fixed
+// part of the slice); slice_sums[k] (nz doubles, device memory) = their sum in
+// ascending b, and, when `out` is given, out[0] = float(sign * (S / divisor))
+// with S the slice sums added in ascending k (SumOfSlices): the same bits as
+// the host's SumOfSlices of those slice sums divided by `divisor`, whatever
+// z-slab of the volume the slices were computed on. One block.
+cudaError_t FinishSlices(const double* partials, int64_t nz, int64_t per_slice, double* slice_sums, double sign,
+                         double divisor, float* out, cudaStream_t stream);
+
 }  // namespace cuda_detail
 }  // namespace registration
 }  // namespace tessera

@@ -41,16 +41,25 @@ struct SamplerGeometry {
   T in_half[3];     // (m - 1) / 2: normalized -> voxel index scale
   Padding padding;
   uint64_t voxel_jitter_key = 0;  // GridSampleArgsT::voxel_jitter_key (voxel_jitter.h)
+  // A z-slab of a larger grid (GridSampleArgsT::out_z0): output slice k is the
+  // grid's slice k + k_offset (its coordinate and, jittered, its voxel index
+  // v + v_offset), so every voxel is sampled exactly as in the whole grid.
+  int64_t k_offset = 0;
+  int64_t v_offset = 0;  // k_offset * out_dims.nx * out_dims.ny
 };
 
 template <typename T>
 SamplerGeometry<T> MakeSamplerGeometry(Dims3 out_dims, Dims3 in_dims, const double lo[3], const double hi[3],
-                                       Padding padding) {
+                                       Padding padding, int64_t grid_nz = 0, int64_t k_offset = 0) {
   SamplerGeometry<T> g;
   g.out_dims = out_dims;
   g.in_dims = in_dims;
   g.padding = padding;
-  const int64_t on[3] = {out_dims.nx, out_dims.ny, out_dims.nz};
+  // grid_nz > 0: out_dims is slices [k_offset, k_offset + out_dims.nz) of a
+  // grid of grid_nz slices spanning lo[2]..hi[2].
+  const int64_t on[3] = {out_dims.nx, out_dims.ny, grid_nz > 0 ? grid_nz : out_dims.nz};
+  g.k_offset = grid_nz > 0 ? k_offset : 0;
+  g.v_offset = g.k_offset * out_dims.nx * out_dims.ny;
   const int64_t in[3] = {in_dims.nx, in_dims.ny, in_dims.nz};
   for (int d = 0; d < 3; ++d) {
     if (on[d] > 1) {
@@ -115,7 +124,7 @@ template <typename T, typename I>
 TESSERA_HD inline void OutputCoord(const SamplerGeometry<T>& g, I i, I j, I k, T x[3]) {
   x[0] = RnAdd(g.out_lo[0], RnMul(g.out_step[0], static_cast<T>(i)));
   x[1] = RnAdd(g.out_lo[1], RnMul(g.out_step[1], static_cast<T>(j)));
-  x[2] = RnAdd(g.out_lo[2], RnMul(g.out_step[2], static_cast<T>(k)));
+  x[2] = RnAdd(g.out_lo[2], RnMul(g.out_step[2], static_cast<T>(static_cast<int64_t>(k) + g.k_offset)));
 }
 
 // SamplePosition in two steps, so kernels that walk along z can hoist the

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "services/fingerprint/eval.h"
+#include "services/fingerprint/eval/eval.h"
 #include "services/fingerprint/formats/fvc_data.h"
 
 namespace tessera::fingerprint {

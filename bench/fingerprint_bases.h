@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "services/fingerprint/synthetic_gallery.h"
+#include "services/fingerprint/eval/synthetic_gallery.h"
 
 namespace tessera::fingerprint {
 

@@ -1,11 +1,11 @@
 // Load test of FingerprintService.Search with and without dynamic batching
-// (services/fingerprint/search_batcher.h), over real gRPC on loopback.
+// (services/fingerprint/search/search_batcher.h), over real gRPC on loopback.
 //
 //   fingerprint_batching_bench [--gallery=10000] [--clients=1,8,64] [--seconds=10]
 //       [--device=auto|cpu|cuda] [--matcher=lssr|dmc] [--top_k=10] [--max_batch_size=64]
 //       [--max_queue_delay_ms=2] [--max_queued=1024] [--gallery_dir=DIR] [--data=DIR] [--seed=S]
 //
-// A synthetic gallery (services/fingerprint/synthetic_gallery.h: perturbed
+// A synthetic gallery (services/fingerprint/eval/synthetic_gallery.h: perturbed
 // impressions of the FVC2002 templates, or of random bases without the data)
 // is enrolled once into a durable gallery directory (--gallery_dir keeps and
 // reuses it across runs; default a temporary one) and compacted, so each
@@ -45,8 +45,8 @@
 #include "common/parallel.h"
 #include "services/fingerprint/fingerprint_service.h"
 #include "services/fingerprint/formats/fvc_data.h"
-#include "services/fingerprint/latent_eval.h"
-#include "services/fingerprint/synthetic_gallery.h"
+#include "services/fingerprint/eval/latent_eval.h"
+#include "services/fingerprint/eval/synthetic_gallery.h"
 #include "services/server/service_host.h"
 #include "tessera/v1/fingerprint.grpc.pb.h"
 

@@ -6,7 +6,7 @@
 //                         [--cpu_paths=all|auto|scalar-popcnt,avx512-vpopcntdq,...]
 //
 // Per database: descriptor time, then all 80 x 80 comparisons (the 6320
-// off-diagonal ones feed the metrics of services/fingerprint/eval.h) with
+// off-diagonal ones feed the metrics of services/fingerprint/eval/eval.h) with
 // LSS-R and with LSS, single-threaded: matches per second of thread CPU time
 // (robust on a shared machine; the per-core figure) and of wall time, best
 // of N repetitions. LSS-R and LSS are timed on every CPU path of --cpu_paths
@@ -42,7 +42,7 @@
 #include "bench/bench_util.h"
 #include "kernels/fingerprint/lss.h"
 #include "kernels/fingerprint/mcc.h"
-#include "services/fingerprint/eval.h"
+#include "services/fingerprint/eval/eval.h"
 #include "services/fingerprint/formats/fvc_data.h"
 
 ABSL_FLAG(int, reps, 3, "repetitions per measurement (the best is reported)");

@@ -37,7 +37,7 @@
 #include "common/device.h"
 #include "kernels/fingerprint/lss.h"
 #include "kernels/fingerprint/mcc.h"
-#include "services/fingerprint/eval.h"
+#include "services/fingerprint/eval/eval.h"
 #include "services/fingerprint/formats/fvc_data.h"
 
 namespace tessera {

@@ -39,12 +39,12 @@
 #include "absl/strings/str_cat.h"
 #include "bench/bench_util.h"
 #include "common/status.h"
-#include "services/fingerprint/eval.h"
-#include "services/fingerprint/fusion_score.h"
+#include "services/fingerprint/eval/eval.h"
+#include "services/fingerprint/search/fusion_score.h"
 #include "services/fingerprint/formats/fvc_data.h"
-#include "services/fingerprint/latent_eval.h"
-#include "services/fingerprint/searcher.h"
-#include "services/fingerprint/synthetic_gallery.h"
+#include "services/fingerprint/eval/latent_eval.h"
+#include "services/fingerprint/search/searcher.h"
+#include "services/fingerprint/eval/synthetic_gallery.h"
 
 ABSL_FLAG(std::string, data, "", "fingerprint data directory (default: fvc_data.h's search)");
 ABSL_FLAG(int64_t, padding, 1000, "synthetic non-mates added to every gallery");

@@ -1,4 +1,4 @@
-// The ALFI search pipeline (services/fingerprint/alfi_pipeline.h) on a large
+// The ALFI search pipeline (services/fingerprint/search/alfi_pipeline.h) on a large
 // synthetic gallery: LSS-R matches per second through the pipeline vs the
 // plain whole-gallery GPU path vs all CPU cores, search latency per latent,
 // the measured overlap (pipelined wall time vs the serialized run's), and
@@ -9,7 +9,7 @@
 //       [--cpu_dmc_templates=2000] [--no_dmc] [--cascade_candidates=200] [--no_cascade]
 //       [--kernels_only] [--repeats=2] [--seed=S] [--data=DIR]
 //
-// Gallery (services/fingerprint/synthetic_gallery.h): 4 perturbed
+// Gallery (services/fingerprint/eval/synthetic_gallery.h): 4 perturbed
 // impressions of each real FVC2002 impression (rigid motion, Gaussian-bump
 // distortion, jitter, drops, spurious minutiae; the mates), the rest
 // impressions of synthetic (mirrored chimera) identities; descriptors on the
@@ -77,14 +77,14 @@
 #include "common/parallel.h"
 #include "kernels/fingerprint/lss.h"
 #include "kernels/fingerprint/mcc.h"
-#include "services/fingerprint/alfi_dmc_matcher.h"
-#include "services/fingerprint/alfi_pipeline.h"
-#include "services/fingerprint/eval.h"
-#include "services/fingerprint/fusion_score.h"
+#include "services/fingerprint/search/alfi_dmc_matcher.h"
+#include "services/fingerprint/search/alfi_pipeline.h"
+#include "services/fingerprint/eval/eval.h"
+#include "services/fingerprint/search/fusion_score.h"
 #include "services/fingerprint/formats/fvc_data.h"
-#include "services/fingerprint/latent_eval.h"
-#include "services/fingerprint/searcher.h"
-#include "services/fingerprint/synthetic_gallery.h"
+#include "services/fingerprint/eval/latent_eval.h"
+#include "services/fingerprint/search/searcher.h"
+#include "services/fingerprint/eval/synthetic_gallery.h"
 
 namespace tessera {
 namespace fingerprint {

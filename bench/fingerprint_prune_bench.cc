@@ -23,9 +23,9 @@
 #include "common/device.h"
 #include "kernels/fingerprint/lss.h"
 #include "kernels/fingerprint/mcc.h"
-#include "services/fingerprint/alfi_pipeline.h"
-#include "services/fingerprint/latent_eval.h"
-#include "services/fingerprint/synthetic_gallery.h"
+#include "services/fingerprint/search/alfi_pipeline.h"
+#include "services/fingerprint/eval/latent_eval.h"
+#include "services/fingerprint/eval/synthetic_gallery.h"
 
 ABSL_FLAG(int, latents, 16, "latents per search call");
 ABSL_FLAG(int, top, 100, "candidates per latent");

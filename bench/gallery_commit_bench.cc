@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/bench_util.h"
 #include "common/parallel.h"
-#include "services/fingerprint/gallery_store.h"
+#include "services/fingerprint/store/gallery_store.h"
 
 ABSL_FLAG(std::string, dir, "/var/tmp/gallery_commit_bench", "scratch directory (on the disk to measure)");
 ABSL_FLAG(std::vector<std::string>, threads, std::vector<std::string>({"1", "2", "4", "8", "16", "32"}),

@@ -25,7 +25,7 @@
 #include "cli/verbs.h"
 #include "common/json.h"
 #include "services/fingerprint/fingerprint_service.h"
-#include "services/fingerprint/gallery_store.h"
+#include "services/fingerprint/store/gallery_store.h"
 #include "services/fingerprint/formats/template_io.h"
 
 namespace tessera::cli {

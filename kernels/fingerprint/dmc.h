@@ -2,7 +2,7 @@
 // fingerprint identification using deformable minutiae clustering",
 // Neurocomputing 175, 2016), GPU part as in ALFI: kernels 2-4 over a batch
 // of gallery templates. The CPU final stage (cluster consolidation, thin-plate
-// spline, final similarity) is services/fingerprint/dmc_final_stage.h.
+// spline, final similarity) is services/fingerprint/search/dmc_final_stage.h.
 //
 // Terms: the latent L (probe) and the gallery templates are MCC templates
 // (kernels/fingerprint/mcc.h); a "minutia" here is a valid cylinder. A batch

@@ -27,8 +27,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "services/fingerprint/fingerprint_service.h"
-#include "services/fingerprint/search_batcher.h"
-#include "services/fingerprint/search_metrics.h"
+#include "services/fingerprint/search/search_batcher.h"
+#include "services/fingerprint/search/search_metrics.h"
 
 namespace tessera {
 namespace fingerprint {

@@ -22,7 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "services/fingerprint/search_request.h"
-#include "services/fingerprint/searcher.h"
+#include "services/fingerprint/search/searcher.h"
 #include "services/jobs/engine.h"
 
 namespace tessera {

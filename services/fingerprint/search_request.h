@@ -14,8 +14,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "kernels/fingerprint/mcc.h"
-#include "services/fingerprint/gallery_store.h"
-#include "services/fingerprint/searcher.h"
+#include "services/fingerprint/store/gallery_store.h"
+#include "services/fingerprint/search/searcher.h"
 #include "services/fingerprint/formats/template_io.h"
 #include "tessera/v1/fingerprint.pb.h"
 

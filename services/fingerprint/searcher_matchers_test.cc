@@ -12,10 +12,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/fingerprint/test_templates.h"
-#include "services/fingerprint/eval.h"
+#include "services/fingerprint/eval/eval.h"
 #include "services/fingerprint/formats/fvc_data.h"
 #include "services/fingerprint/search_request.h"
-#include "services/fingerprint/searcher.h"
+#include "services/fingerprint/search/searcher.h"
 
 namespace tessera {
 namespace fingerprint {

@@ -5,7 +5,7 @@
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
-#include "services/fingerprint/top_k.h"
+#include "services/fingerprint/search/top_k.h"
 
 namespace tessera {
 namespace fingerprint {

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "services/fingerprint/searcher.h"
+#include "services/fingerprint/search/searcher.h"
 #include "tessera/v1/fingerprint.pb.h"
 
 namespace tessera {

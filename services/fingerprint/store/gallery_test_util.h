@@ -1,0 +1,51 @@
+// Helpers of the durable gallery's tests (gallery_store_test,
+// gallery_chain_test, gallery_group_commit_test).
+#ifndef TESSERA_SERVICES_FINGERPRINT_STORE_GALLERY_TEST_UTIL_H_
+#define TESSERA_SERVICES_FINGERPRINT_STORE_GALLERY_TEST_UTIL_H_
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "services/fingerprint/store/gallery_store.h"
+
+namespace tessera {
+namespace fingerprint {
+namespace gallery_testing {
+
+// A path under TEST_TMPDIR that does not exist yet (or exists and is empty
+// with `create`).
+inline std::string FreshDir(const std::string& name, bool create = false) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name, "_", getpid());
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  if (create) std::filesystem::create_directories(dir, ec);
+  return dir;
+}
+
+// A small xyt template whose bytes and minutiae depend on `salt`.
+inline StoredTemplate MakeTemplate(const std::string& id, int salt) {
+  StoredTemplate t;
+  t.id = id;
+  t.format = TemplateFormat::kXyt;
+  t.bytes = absl::StrCat("10 20 30 40\n", salt, " ", salt + 1, " 90 50\n");
+  for (int i = 0; i < 3 + salt % 5; ++i) {
+    t.minutiae.push_back({static_cast<float>(10 + i + salt), static_cast<float>(20 + 2 * i), 0.25f * i});
+  }
+  return t;
+}
+
+inline std::string LogPath(const std::string& dir, uint64_t gen = 1) {
+  return dir + "/" + gallery_internal::LogFileName(gen);
+}
+
+}  // namespace gallery_testing
+}  // namespace fingerprint
+}  // namespace tessera
+
+#endif  // TESSERA_SERVICES_FINGERPRINT_STORE_GALLERY_TEST_UTIL_H_

@@ -85,7 +85,8 @@ namespace fingerprint {
 namespace {
 
 using bench::Clock;
-using testing::ProcessCpuSeconds;
+using bench::LoadAverage;
+using bench::ProcessCpuSeconds;
 using testing::XytRecord;
 
 constexpr char kToken[] = "bench-reader-token-0123456789abcdef";
@@ -130,12 +131,7 @@ struct Row {
   double calls_per_s() const { return wall > 0 ? ok / wall : 0; }
   double latents_per_s() const { return calls_per_s() * batch; }
   double cpu_ms_per_call() const { return ok > 0 ? 1e3 * cpu_seconds / ok : 0; }
-  double Percentile(double q) const {
-    if (latencies_ms.empty()) return 0;
-    std::vector<double> v = latencies_ms;
-    std::sort(v.begin(), v.end());
-    return v[static_cast<size_t>(q * (v.size() - 1))];
-  }
+  double Percentile(double q) const { return bench::Percentile(latencies_ms, q); }
   std::string AuditCheck() const {
     if (!audited) return "-";
     if (!audit_problems.empty()) return absl::StrCat("FAIL: ", absl::StrJoin(audit_problems, "; "));
@@ -147,15 +143,6 @@ struct Row {
     return s;
   }
 };
-
-double LoadAverage() {
-  double load = 0;
-  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
-    if (std::fscanf(f, "%lf", &load) != 1) load = 0;
-    std::fclose(f);
-  }
-  return load;
-}
 
 // What an fsync costs depends on it (tmpfs: nothing).
 std::string FilesystemName(const std::string& dir) {
@@ -211,8 +198,7 @@ absl::StatusOr<std::pair<double, double>> AppendCost(const std::string& dir) {
     }
   }
   TESSERA_RETURN_IF_ERROR(RemoveAuditFiles(path));
-  std::sort(ms.begin(), ms.end());
-  return std::make_pair(ms[ms.size() / 2], ms[static_cast<size_t>(0.99 * (ms.size() - 1))]);
+  return std::make_pair(bench::Median(ms), bench::Percentile(ms, 0.99));
 }
 
 FingerprintServiceOptions ServiceOptions(const Config& cfg) {

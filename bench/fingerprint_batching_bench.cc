@@ -19,8 +19,6 @@
 // a measure of work per search that other processes on a shared machine
 // disturb far less than throughput) and the load average; then the
 // batched / unbatched ratios.
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -91,20 +89,8 @@ struct Row {
   }
 };
 
-double ProcessCpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_utime.tv_usec * 1e-6 + u.ru_stime.tv_sec + u.ru_stime.tv_usec * 1e-6;
-}
-
-double LoadAverage() {
-  double load = 0;
-  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
-    if (std::fscanf(f, "%lf", &load) != 1) load = 0;
-    std::fclose(f);
-  }
-  return load;
-}
+using bench::LoadAverage;
+using bench::ProcessCpuSeconds;
 
 std::string XytRecord(const std::vector<MinutiaPoint>& points) {
   std::string text;
@@ -248,12 +234,9 @@ absl::StatusOr<Row> RunRow(const Config& cfg, bool batched, int clients, const s
     all.insert(all.end(), latencies[c].begin(), latencies[c].end());
     for (const auto& [code, n] : errors[c]) row.errors[code] += n;
   }
-  std::sort(all.begin(), all.end());
   row.ok = static_cast<int64_t>(all.size());
-  if (!all.empty()) {
-    row.p50_ms = all[static_cast<size_t>(0.50 * (all.size() - 1))];
-    row.p99_ms = all[static_cast<size_t>(0.99 * (all.size() - 1))];
-  }
+  row.p50_ms = bench::Percentile(all, 0.50);
+  row.p99_ms = bench::Percentile(all, 0.99);
   const auto after = service->get()->search_batcher().counters();
   row.max_queue_depth = after.max_queue_depth;
   const int64_t batches = after.batches - before.batches;

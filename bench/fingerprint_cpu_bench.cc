@@ -24,8 +24,6 @@
 // (probe 101_2, 16 minutiae), ~39 K on 1 thread over these all-pairs sets
 // (its many-many per database; bench/fingerprint_vs_openafis.sh runs both),
 // rank-1 100 / 98.75 / 93.75 / 100 % and EER 6.8 / 6.7 / 15.0 / 7.1 % for DB1-DB4.
-#include <time.h>
-
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -61,11 +59,7 @@ namespace tessera {
 namespace fingerprint {
 namespace {
 
-double ThreadCpuSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
+using bench::ThreadCpuSeconds;
 
 struct Db {
   int db = 0;

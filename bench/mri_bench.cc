@@ -80,17 +80,16 @@ T Value(absl::StatusOr<T> v, const char* what) {
 
 using bench::Median;
 
+// Median seconds of fn() (after one warm-up), synchronising `stream`.
 double TimeIt(const Stream& stream, int reps, const std::function<void()>& fn) {
-  fn();
-  CHECK_OK(stream.Synchronize());
-  std::vector<double> times;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = Clock::now();
-    fn();
-    CHECK_OK(stream.Synchronize());
-    times.push_back(bench::SecondsSince(t0));
-  }
-  return Median(times);
+  return bench::MedianMs(
+             reps,
+             [&] {
+               fn();
+               CHECK_OK(stream.Synchronize());
+             },
+             /*warmup=*/1) /
+         1000;
 }
 
 std::vector<Complex> RandomComplex(size_t n, uint32_t seed) {

@@ -46,16 +46,14 @@ using bench::Median;
 
 // Median seconds of fn() (after one warm-up), synchronising `stream`.
 double Time(const Stream& stream, int repeats, const std::function<void()>& fn) {
-  fn();
-  (void)stream.Synchronize();
-  std::vector<double> t;
-  for (int r = 0; r < repeats; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    (void)stream.Synchronize();
-    t.push_back(bench::SecondsSince(t0));
-  }
-  return Median(t);
+  return bench::MedianMs(
+             repeats,
+             [&] {
+               fn();
+               (void)stream.Synchronize();
+             },
+             /*warmup=*/1) /
+         1000;
 }
 
 struct Data {

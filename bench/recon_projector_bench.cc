@@ -282,15 +282,7 @@ void RunZRunTable(const std::vector<std::string>& kinds, bool small, int reps, c
 #endif  // TESSERA_WITH_CUDA
 
 // Median wall time of `reps` runs of fn (ms); -1 on error.
-double TimeCpu(int reps, const std::function<absl::Status()>& fn) {
-  std::vector<double> ms;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = Clock::now();
-    if (!fn().ok()) return -1;
-    ms.push_back(bench::MsSince(t0));
-  }
-  return Median(ms);
-}
+double TimeCpu(int reps, const std::function<absl::Status()>& fn) { return bench::MedianMs(reps, fn); }
 
 void RunCpuTable(const std::vector<std::string>& kinds, int reps, const Stream* gpu) {
   std::printf("\n## CPU paths (%d threads) vs GPU at small sizes\n\n", CpuThreads());

@@ -77,15 +77,7 @@ int RunCpu() {
   args.disp = disp.data();
   args.out_dims = d;
   const Stream cpu = Stream::Cpu();
-  auto time_ms = [](const std::function<absl::Status()>& fn) -> double {
-    std::vector<double> ms;
-    for (int r = 0; r < 3; ++r) {
-      const auto t0 = std::chrono::steady_clock::now();
-      if (!fn().ok()) return -1;
-      ms.push_back(bench::MsSince(t0));
-    }
-    return bench::Median(ms);
-  };
+  auto time_ms = [](const std::function<absl::Status()>& fn) { return bench::MedianMs(3, fn); };
   const double fwd = time_ms([&] { return GridSample(cpu, args, out.data()); });
   const double bwd = time_ms([&] {
     return GridSampleBackward(cpu, args, grad_out.data(), GridSampleGrads{grad_disp.data(), grad_affine.data(), nullptr});

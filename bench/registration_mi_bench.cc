@@ -56,19 +56,16 @@ struct Options {
 };
 
 double MedianMs(const std::function<absl::Status()>& fn, const Stream& stream, int reps, absl::Status* status) {
-  std::vector<double> ms;
-  for (int r = 0; r <= reps; ++r) {  // r = 0: warm-up
-    const auto t0 = std::chrono::steady_clock::now();
-    absl::Status s = fn();
-    if (s.ok()) s = stream.Synchronize();
-    const auto t1 = std::chrono::steady_clock::now();
-    if (!s.ok()) {
-      *status = s;
-      return NAN;
-    }
-    if (r > 0) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-  }
-  return bench::Median(ms);
+  const double ms = bench::MedianMs(
+      reps,
+      [&] {
+        absl::Status s = fn();
+        if (s.ok()) s = stream.Synchronize();
+        if (!s.ok()) *status = s;
+        return s;
+      },
+      /*warmup=*/1);
+  return ms < 0 ? NAN : ms;
 }
 
 // Extra device bytes during one call of fn.

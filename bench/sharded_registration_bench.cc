@@ -56,15 +56,7 @@ NDArray Volume(const Dims3& d, int comps, uint32_t seed) {
 
 using bench::Median;
 
-double TimeMs(int repeats, const std::function<void()>& fn) {
-  std::vector<double> t;
-  for (int r = 0; r < repeats; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    fn();
-    t.push_back(bench::MsSince(start));
-  }
-  return Median(t);
-}
+double TimeMs(int repeats, const std::function<void()>& fn) { return bench::MedianMs(repeats, fn); }
 
 }  // namespace
 

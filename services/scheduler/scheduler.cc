@@ -174,10 +174,6 @@ absl::StatusOr<v1::JobInfo> Scheduler::Submit(const v1::SubmitJobRequest& reques
         absl::StrCat("max_attempts ", request.max_attempts(), " is outside 0..", kMaxAttempts, " (0: default)"));
   }
   if (request.deadline_unix_ms() < 0) return absl::InvalidArgumentError("deadline_unix_ms must not be negative");
-  const int64_t now = NowMs();
-  if (request.deadline_unix_ms() > 0 && request.deadline_unix_ms() <= now) {
-    return absl::DeadlineExceededError("the job's deadline has already passed");
-  }
   const std::string fingerprint = options.request_fingerprint.empty()
                                       ? jobs::SpecFingerprint(request.spec().spec())
                                       : options.request_fingerprint;
@@ -188,6 +184,12 @@ absl::StatusOr<v1::JobInfo> Scheduler::Submit(const v1::SubmitJobRequest& reques
     absl::StatusOr<JobRecord> known = FindSameRequest(request.request_id(), fingerprint, options.id_field);
     if (known.ok()) return ToJobInfo(*known);
     if (known.status().code() != absl::StatusCode::kNotFound) return known.status();
+  }
+  // Only a new job's deadline must lie ahead: a retry after it passed gets
+  // its job above (issue 39).
+  const int64_t now = NowMs();
+  if (request.deadline_unix_ms() > 0 && request.deadline_unix_ms() <= now) {
+    return absl::DeadlineExceededError("the job's deadline has already passed");
   }
   absl::StatusOr<std::shared_ptr<const jobs::Engine>> engine =
       engines_->Find(request.spec().kind(), request.spec().spec());

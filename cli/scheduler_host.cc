@@ -49,7 +49,7 @@ absl::StatusOr<HostedScheduler> CreateHostedScheduler(const SchedulerHostOptions
   HostedScheduler out;
   out.engines = std::make_unique<jobs::EngineRegistry>();
   if (options.role != "scheduler") {
-    TESSERA_RETURN_IF_ERROR(RegisterEngines(services, server, state_dir, out.engines.get()));
+    TESSERA_RETURN_IF_ERROR(services.AddEngines(state_dir, *out.engines));
   }
   if (options.role == "worker") {
     out.local_worker =
@@ -100,15 +100,7 @@ absl::StatusOr<HostedScheduler> CreateHostedScheduler(const SchedulerHostOptions
   TESSERA_RETURN_IF_ERROR(out.scheduler->Start());
   out.scheduler_service = std::make_unique<SchedulerServiceImpl>(out.scheduler.get());
   out.rendezvous_service = std::make_unique<RendezvousServiceImpl>();
-  if (services.registration) {
-    TESSERA_RETURN_IF_ERROR(services.registration->AttachScheduler(out.scheduler.get(), state_dir));
-  }
-  if (services.som) {
-    TESSERA_RETURN_IF_ERROR(services.som->AttachScheduler(out.scheduler.get(), state_dir));
-  }
-  if (services.reconstruction) {
-    TESSERA_RETURN_IF_ERROR(services.reconstruction->AttachScheduler(out.scheduler.get(), state_dir));
-  }
+  TESSERA_RETURN_IF_ERROR(services.AttachScheduler(*out.scheduler, state_dir));
   TESSERA_LOG(INFO) << "scheduler " << name << ": store " << (options.store.empty() ? store_url : "(given)")
                     << ", " << options.workers.size() << " remote worker(s)"
                     << (options.role == "all" ? absl::StrCat(", in-process worker with ", options.local_slots,

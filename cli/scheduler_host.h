@@ -52,17 +52,10 @@ struct HostedScheduler {
   void AddTo(ServiceHost& host);
 };
 
-// The engines of the hosted services (registration, som.train,
-// fingerprint.search, ...), for workers and the scheduler's validation.
-// `state_dir`: where the services keep files their jobs name (registration
-// uploads).
-absl::Status RegisterEngines(HostedServices& services, const ServerOptions& options, const std::string& state_dir,
-                             jobs::EngineRegistry* engines);
-
 // Creates the role's parts and starts the scheduler (recovering the jobs of an
-// earlier run). In role all the hosted services that run jobs
-// (registration, som) are attached to that scheduler: their job RPCs submit to it
-// (in role worker they answer FAILED_PRECONDITION). `services` must outlive
+// earlier run). The hosted modules' engines (HostedModule::AddEngines) run in
+// this process's worker (roles all and worker); in role all their job RPCs
+// submit to that scheduler (in role worker they answer FAILED_PRECONDITION). `services` must outlive
 // the result, and the result the host.
 absl::StatusOr<HostedScheduler> CreateHostedScheduler(const SchedulerHostOptions& options,
                                                       const ServerOptions& server, HostedServices& services);

@@ -135,7 +135,7 @@ int RunDemo(int argc, char** argv) {
   options.atlas_dir = ctx.OutPath("atlases");  // the SOM step's atlas persists here
   FingerprintServiceOptions fingerprint_options;
   fingerprint_options.gallery_dir = ctx.OutPath("fingerprint-gallery");  // durable; the step re-enrolls with replace
-  auto services = CreateHostedServices(options, {}, fingerprint_options);
+  auto services = CreateHostedServices(Modules(), ModuleOptions{options, fingerprint_options});
   if (!services.ok()) return Fail("creating the services", services.status());
   // As `tessera serve` (role all): the services' jobs run through the
   // scheduler, with its state under the output directory.
@@ -157,16 +157,13 @@ int RunDemo(int argc, char** argv) {
     const char* name;
     absl::Status (*run)(DemoContext&);
   };
-  // Later services append their steps here; metrics last so it counts them all.
-  const Step steps[] = {
-      {"health", DemoHealthStep},
-      {"volume", DemoVolumeStep},
-      {"registration", DemoRegistrationStep},
-      {"som", DemoSomStep},
-      {"fingerprint", DemoFingerprintStep},
-      {"reconstruction", DemoReconstructionStep},
-      {"metrics", DemoMetricsStep},
-  };
+  // Health first; each module's step in the module list's order; metrics last
+  // so it counts them all.
+  std::vector<Step> steps = {{"health", DemoHealthStep}};
+  for (const ModuleEntry& module : Modules()) {
+    if (module.demo_step != nullptr) steps.push_back({module.name, module.demo_step});
+  }
+  steps.push_back({"metrics", DemoMetricsStep});
   for (const Step& step : steps) {
     absl::Status status = step.run(ctx);
     if (!status.ok()) {

@@ -52,7 +52,8 @@ std::vector<FlagSpec> ServeFlags() {
                                    "(one certificate for a whole StatefulSet)"},
       {"drain-timeout-s", "30", "on SIGTERM, seconds in-flight calls get before being cancelled"},
       {"device", "auto", "compute backend: auto, cpu or cuda"},
-      {"services", "", "comma-separated services to host (default all: volume,registration,fingerprint,som)"},
+      {"services", "", absl::StrCat("comma-separated services to host (default all: ",
+                                    absl::StrJoin(ModuleNames(Modules()), ","), ")")},
       {"gallery-dir", "", "the fingerprint gallery 'default' (durable; default: GALLERIES_ROOT/default, else a "
                           "temporary one, lost at exit)"},
       {"galleries-root", "", "named fingerprint galleries live in ROOT/<name>/ (requests name one in 'gallery'; "
@@ -187,8 +188,9 @@ int RunServe(int argc, char** argv) {
   }
   // The scheduler role hosts no compute services: its workers do (with
   // --fp-shard it fronts their galleries as one FingerprintService).
-  auto services = scheduler_options.role == "scheduler" ? absl::StatusOr<HostedServices>(HostedServices())
-                                                        : CreateHostedServices(*options, names, fingerprint_options);
+  auto services = scheduler_options.role == "scheduler"
+                      ? absl::StatusOr<HostedServices>(HostedServices())
+                      : CreateHostedServices(Modules(), ModuleOptions{*options, fingerprint_options}, names);
   if (!services.ok()) {
     std::fprintf(stderr, "tessera serve: %s\n", std::string(services.status().message()).c_str());
     return services.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;

@@ -7,7 +7,7 @@
 //
 // Hosted by `tessera serve` next to the scheduler (cli/scheduler_host.h:
 // roles all and scheduler), which places the ranks; role enroller
-// (services/server/method_roles.cc), as submitting a registration.
+// (its required_role option in rendezvous.proto), as submitting a registration.
 #ifndef TESSERA_SERVICES_PARALLEL_RENDEZVOUS_SERVICE_H_
 #define TESSERA_SERVICES_PARALLEL_RENDEZVOUS_SERVICE_H_
 

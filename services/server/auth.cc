@@ -12,6 +12,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <google/protobuf/descriptor.h>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -20,6 +22,7 @@
 #include "common/status.h"
 #include "common/text_checks.h"
 #include "services/server/gallery_names.h"
+#include "tessera/v1/access.pb.h"
 
 namespace tessera {
 
@@ -60,9 +63,20 @@ absl::StatusOr<Role> ParseRole(absl::string_view name) {
 }
 
 Role RequiredRole(absl::string_view full_method) {
-  const auto& table = MethodRoleTable();
-  auto it = table.find(std::string(full_method));
-  return it == table.end() ? Role::kNone : it->second;
+  // "/tessera.v1.FingerprintService/Search" -> "tessera.v1.FingerprintService.Search".
+  if (!absl::ConsumePrefix(&full_method, "/")) return Role::kNone;
+  const size_t slash = full_method.rfind('/');
+  if (slash == absl::string_view::npos) return Role::kNone;
+  const std::string name = absl::StrCat(full_method.substr(0, slash), ".", full_method.substr(slash + 1));
+  const google::protobuf::MethodDescriptor* method =
+      google::protobuf::DescriptorPool::generated_pool()->FindMethodByName(name);
+  if (method == nullptr) return Role::kNone;
+  switch (method->options().GetExtension(v1::required_role)) {
+    case v1::ROLE_READER: return Role::kReader;
+    case v1::ROLE_ENROLLER: return Role::kEnroller;
+    case v1::ROLE_ADMIN: return Role::kAdmin;
+    default: return Role::kNone;
+  }
 }
 
 absl::StatusOr<std::shared_ptr<const TokenStore>> TokenStore::Load(const std::string& path) {

@@ -24,8 +24,9 @@
 // granted. One file for both (rather than a separate ACL file): a principal's
 // identity, role and galleries are read, reloaded and revoked together.
 //
-// Every hosted method has a required role in one table (method_roles.cc); a
-// method missing from the table is denied (fail closed). grpc.health.v1 and
+// Every hosted method states its required role in its .proto (the
+// tessera.v1.required_role option, protos/tessera/v1/access.proto); a method
+// without one, or one this binary does not link, is denied (fail closed). grpc.health.v1 and
 // reflection are not hosted services and stay open.
 #ifndef TESSERA_SERVICES_SERVER_AUTH_H_
 #define TESSERA_SERVICES_SERVER_AUTH_H_
@@ -55,9 +56,9 @@ enum class Role { kNone = 0, kReader = 1, kEnroller = 2, kAdmin = 3 };
 const char* RoleName(Role role);
 absl::StatusOr<Role> ParseRole(absl::string_view name);
 
-// The required role of every hosted method ("/tessera.v1.FingerprintService/Search").
-const std::map<std::string, Role>& MethodRoleTable();
-// kNone when the method is not in the table (then it is denied).
+// The required role of a hosted method ("/tessera.v1.FingerprintService/Search"),
+// from its required_role option; kNone (then it is denied) for an unknown
+// method or one without the option.
 Role RequiredRole(absl::string_view full_method);
 
 // The galleries= field of a token file line.

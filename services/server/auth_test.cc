@@ -29,6 +29,7 @@
 #include "services/server/bearer_channel.h"
 #include "services/server/service_host.h"
 #include "services/volume/volume_service.h"
+#include "tessera/v1/access.pb.h"
 #include "tessera/v1/fingerprint.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tessera/v1/reconstruction.grpc.pb.h"
@@ -84,35 +85,37 @@ TEST(TokenStoreTest, ParsesLooksUpAndExpires) {
   EXPECT_FALSE(TokenStore::Parse(absl::StrCat(kReader, "\n")).ok());
 }
 
-// Every method of every service in the API protos is in the role table, and the table names
-// nothing else.
-TEST(MethodRoleTableTest, CoversEveryHostedMethod) {
+// Every method of every service in the API protos states its required role
+// (the required_role option), and RequiredRole reads it.
+TEST(RequiredRoleTest, EveryHostedMethodStatesItsRole) {
   // A message of each API file (which also links its descriptors in).
   const std::vector<const google::protobuf::FileDescriptor*> api = {
       v1::DescribeFileRequest::descriptor()->file(), v1::RegisterRequest::descriptor()->file(),
       v1::SearchRequest::descriptor()->file(), v1::AtlasRequest::descriptor()->file(),
       v1::SubmitJobRequest::descriptor()->file(), v1::ReconstructRequest::descriptor()->file(),
       v1::JoinRendezvousRequest::descriptor()->file()};
-  std::set<std::string> files, all;
-  for (const auto* f : api) files.insert(f->name());
   int service_count = 0;
-  for (const std::string& f : files) {
-    const auto* file = google::protobuf::DescriptorPool::generated_pool()->FindFileByName(f);
-    ASSERT_NE(file, nullptr);
+  for (const auto* file : api) {
     for (int i = 0; i < file->service_count(); ++i) {
       const auto* s = file->service(i);
       ++service_count;
       for (int m = 0; m < s->method_count(); ++m) {
         const std::string full = absl::StrCat("/", s->full_name(), "/", s->method(m)->name());
-        all.insert(full);
-        EXPECT_NE(RequiredRole(full), Role::kNone) << full << " is missing from method_roles.cc";
+        EXPECT_NE(RequiredRole(full), Role::kNone)
+            << full << " has no (tessera.v1.required_role) option in " << file->name();
+        EXPECT_EQ(static_cast<int>(RequiredRole(full)),
+                  static_cast<int>(s->method(m)->options().GetExtension(v1::required_role)))
+            << full;
       }
     }
   }
   EXPECT_EQ(service_count, 8);  // Volume, Registration, Fingerprint, SomAtlas, Scheduler, Worker, Reconstruction,
                                 // Rendezvous
-  for (const auto& [method, role] : MethodRoleTable()) EXPECT_TRUE(all.count(method)) << method << " is not an RPC";
   EXPECT_EQ(RequiredRole("/tessera.v1.FingerprintService/NoSuchMethod"), Role::kNone);
+  EXPECT_EQ(RequiredRole("/tessera.v1.NoSuchService/Search"), Role::kNone);
+  EXPECT_EQ(RequiredRole("tessera.v1.FingerprintService/Search"), Role::kNone);  // no leading slash
+  EXPECT_EQ(RequiredRole("/tessera.v1.FingerprintService.Search"), Role::kNone);
+  EXPECT_EQ(RequiredRole("/tessera.v1.RegisterRequest/volume"), Role::kNone);    // a message, not a service
   EXPECT_EQ(RequiredRole("/tessera.v1.FingerprintService/Delete"), Role::kAdmin);
   EXPECT_EQ(RequiredRole("/tessera.v1.FingerprintService/Enroll"), Role::kEnroller);
   EXPECT_EQ(RequiredRole("/tessera.v1.FingerprintService/Search"), Role::kReader);

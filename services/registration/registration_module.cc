@@ -1,0 +1,25 @@
+#include "services/registration/registration_module.h"
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "services/registration/registration_engine.h"
+#include "services/registration/registration_service.h"
+
+namespace tessera {
+
+absl::StatusOr<std::unique_ptr<HostedModule>> NewRegistrationModule(const ServerOptions& options) {
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<RegistrationServiceImpl> service, RegistrationServiceImpl::Create(options));
+  return MakeServiceModule(std::move(service), [options](RegistrationServiceImpl&, const std::string& state_dir,
+                                                          jobs::EngineRegistry& engines) -> absl::Status {
+    std::vector<std::string> roots = options.data_roots;
+    TESSERA_ASSIGN_OR_RETURN(std::string uploads, CreateRegistrationUploadDir(state_dir));
+    roots.push_back(uploads);
+    TESSERA_ASSIGN_OR_RETURN(auto engine,
+                             registration::RegistrationEngine::Create(roots, options.max_volume_bytes, options.device));
+    return engines.Add(std::move(engine));
+  });
+}
+
+}  // namespace tessera

@@ -21,14 +21,14 @@ C=$OUT/cli.log; : > "$C"
 run() {  # binary tag case metric shards
   local bin=$1 tag=$2 c=$3 m=$4 s=$5 dir=$D/cases/$3 out=/tmp/o_$2_$3_$4_$5
   rm -rf "$out"
-  local t0=$(date +%s.%N)
+  local t0=$(date +%s%N)
   "$bin" register --fixed "$dir/fixed.nii.gz" --moving "$dir/moving.nii.gz" --fixed-labels "$dir/fixed_labels.nii.gz" \
     --moving-labels "$dir/moving_labels.nii.gz" --metric "$m" --scales 2,1 --precision full --shards "$s" \
     --device cuda --out "$out" > "$out.log" 2>&1
-  local rc=$? t1=$(date +%s.%N)
+  local rc=$? t1=$(date +%s%N)
   local w=$(sha256sum "$out/warped.nii.gz" 2>/dev/null | cut -c1-16) f=$(sha256sum "$out/0Warp.nii.gz" 2>/dev/null | cut -c1-16)
-  echo "$tag $c $m shards=$s rc=$rc warped=$w warp=$f wall=$(echo "$t1 - $t0" | bc)" | tee -a "$OUT/summary.txt"
-  { echo "=== $tag $c $m $s"; grep -iE "deformable|dice|loss" "$out.log" | head -20; grep -iE "dice|final" "$out"/*.json 2>/dev/null | head -10; } >> "$C"
+  echo "$tag $c $m shards=$s rc=$rc warped=$w warp=$f wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')" | tee -a "$OUT/summary.txt"
+  { echo "=== $tag $c $m $s"; grep '^{' "$out.log" | tail -1; } >> "$C"
 }
 for tag in new old; do
   bin=$D/bin/tessera; [ $tag = old ] && bin=/tmp/tessera_old

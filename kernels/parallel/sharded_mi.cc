@@ -1,14 +1,13 @@
 // Sharded Mattes MI: mutual_info.h's definition with the joint histogram as
 // the one quantity that crosses ranks (FFDP's weighted all-reduce: P = sum_h
 // (N_h / N) H_h / N_h = sum_h H_h / N; the marginals are its row and column
-// sums, so B^2 values travel, independent of N). Every rank finalizes the
-// global histogram with the CPU reference's own step (mi_cpu::Finalize: B^2
-// work, on the host) and takes the gradient of its own slices from the table.
-// CPU streams: the reference's histogram and gradient steps
-// (mutual_info_cpu_steps.h), the histogram in exact fixed point so the
-// result is the unsharded one bit for bit (issue 39). CUDA streams: their device counterparts
-// (sharded_mi.cu); the histogram is all-reduced in device memory (NCCL reads
-// it there; the in-process communicator stages it through the host).
+// sums, so B^2 values travel, independent of N). Each rank takes its own
+// slices' histogram in the reference's exact fixed point (with the whole
+// volume's bits), the ranks add the integers (exact in any order), and every
+// rank finalizes that global histogram and takes the gradient of its own
+// slices with the unsharded code of its backend: the CPU reference's steps
+// (mutual_info_cpu_steps.h) or the CUDA kernels' (mutual_info_cuda_steps.h).
+// So a sharded MI is the unsharded one bit for bit on either backend (issue 39).
 #include <cstdint>
 #include <vector>
 
@@ -18,6 +17,7 @@
 #include "kernels/parallel/sharded_internal.h"
 #include "kernels/parallel/sharded_ops.h"
 #include "kernels/registration/mutual_info_cpu_steps.h"
+#include "kernels/registration/mutual_info_cuda_steps.h"
 
 namespace tessera {
 namespace parallel {
@@ -36,6 +36,26 @@ absl::Status CheckOptions(const MattesMiOptions& o) {
   return absl::OkStatus();
 }
 
+// The global fixed-point histogram from this rank's: each int64 bin as two
+// doubles holding integers below 2^31 (high and low 31 bits), whose sums over
+// up to 2^22 ranks are exact: 2 B^2 values, independent of N.
+absl::StatusOr<std::vector<int64_t>> AllReduceFixedHistogram(Communicator& comm, const std::vector<int64_t>& local,
+                                                             const Stream& stream) {
+  const size_t bb = local.size();
+  std::vector<double> parts(2 * bb);
+  constexpr int64_t kLow = (int64_t{1} << 31) - 1;
+  for (size_t e = 0; e < bb; ++e) {
+    parts[e] = static_cast<double>(local[e] >> 31);
+    parts[bb + e] = static_cast<double>(local[e] & kLow);
+  }
+  TESSERA_RETURN_IF_ERROR(AllReduceHostVector(comm, parts.data(), parts.size(), ReduceOp::kSum, stream));
+  std::vector<int64_t> global(bb);
+  for (size_t e = 0; e < bb; ++e) {
+    global[e] = static_cast<int64_t>(parts[e]) * (int64_t{1} << 31) + static_cast<int64_t>(parts[bb + e]);
+  }
+  return global;
+}
+
 absl::StatusOr<MattesMiResult> ShardedMattesMiCuda(Communicator& comm, const SlabLayout& layout, const NDArray& fixed,
                                                    const NDArray& warped, const NDArray* mask,
                                                    const MattesMiOptions& options, NDArray* grad, const Stream& stream) {
@@ -48,34 +68,31 @@ absl::StatusOr<MattesMiResult> ShardedMattesMiCuda(Communicator& comm, const Sla
   const float* W = warped.data<float>() + off;
   const uint8_t* M = mask != nullptr ? mask->data<uint8_t>() + off : nullptr;
   const size_t bb = static_cast<size_t>(options.bins) * options.bins;
-  sharded_internal::MiMapping mapping;
-  mapping.bins = options.bins;
-  mapping.fixed_min = options.fixed_min;
-  mapping.fixed_max = options.fixed_max;
-  mapping.warped_min = options.warped_min;
-  mapping.warped_max = options.warped_max;
-  mapping.fixed_box = options.fixed_kernel == registration::ParzenKernel::kBox;
-  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> histogram,
-                           Buffer::Allocate(MemoryKind::kDevice, bb * sizeof(double), stream.ordinal()));
-  double* H_device = static_cast<double*>(histogram->data());
-  TESSERA_RETURN_IF_ERROR(sharded_internal::MiJointHistogramCuda(stream, F, W, M, n, mapping, H_device));
-  TESSERA_RETURN_IF_ERROR(comm.AllReduce(H_device, bb, ReduceOp::kSum, stream));
-  std::vector<double> H(bb);
-  TESSERA_RETURN_IF_ERROR(CopyBytes(H.data(), MemoryKind::kHost, H_device, MemoryKind::kDevice, bb * sizeof(double), stream));
-  std::vector<double> table;
-  MattesMiResult result = registration::mi_cpu::Finalize(H, options, grad != nullptr ? &table : nullptr);
-  if (grad == nullptr) return result;
-  // The device gradient contracts a float table, as the single-GPU kernel does.
-  const std::vector<float> table_f(table.begin(), table.end());
-  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> table_device,
-                           Buffer::Allocate(MemoryKind::kDevice, bb * sizeof(float), stream.ordinal()));
-  TESSERA_RETURN_IF_ERROR(CopyBytes(table_device->data(), MemoryKind::kDevice, table_f.data(), MemoryKind::kHost,
-                                    bb * sizeof(float), stream));
-  TESSERA_RETURN_IF_ERROR(sharded_internal::MiGradientCuda(stream, F, W, M, n, mapping,
-                                                           static_cast<const float*>(table_device->data()),
-                                                           grad->data<float>() + off));
-  TESSERA_RETURN_IF_ERROR(stream.Synchronize());  // the table buffer is freed on return
-  return result;
+  const int bits = registration::mi_cpu::HistogramFixedPointBits(layout.global.size());
+  // Device scratch: the histogram, the table and Finalize's {mi, total}.
+  const size_t table_at = bb * sizeof(uint64_t), result_at = table_at + bb * sizeof(float);
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> scratch,
+                           Buffer::Allocate(MemoryKind::kDevice, result_at + 2 * sizeof(double), stream.ordinal()));
+  char* base = static_cast<char*>(scratch->data());
+  uint64_t* histogram = reinterpret_cast<uint64_t*>(base);
+  std::vector<int64_t> local(bb, 0);
+  TESSERA_RETURN_IF_ERROR(CopyBytes(histogram, MemoryKind::kDevice, local.data(), MemoryKind::kHost,
+                                    bb * sizeof(uint64_t), stream));
+  TESSERA_RETURN_IF_ERROR(registration::mi_cuda::AddJointHistogram(stream, F, W, M, n, options, bits, histogram));
+  TESSERA_RETURN_IF_ERROR(CopyBytes(local.data(), MemoryKind::kHost, histogram, MemoryKind::kDevice,
+                                    bb * sizeof(uint64_t), stream));
+  TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+  TESSERA_ASSIGN_OR_RETURN(const std::vector<int64_t> global, AllReduceFixedHistogram(comm, local, stream));
+  TESSERA_RETURN_IF_ERROR(CopyBytes(histogram, MemoryKind::kDevice, global.data(), MemoryKind::kHost,
+                                    bb * sizeof(uint64_t), stream));
+  float* table = reinterpret_cast<float*>(base + table_at);
+  double* result = reinterpret_cast<double*>(base + result_at);
+  TESSERA_RETURN_IF_ERROR(registration::mi_cuda::Finalize(stream, histogram, bits, options, table, result));
+  if (grad != nullptr) {
+    TESSERA_RETURN_IF_ERROR(
+        registration::mi_cuda::Gradient(stream, F, W, M, n, options, table, grad->data<float>() + off));
+  }
+  return registration::mi_cuda::ReadResult(stream, result);  // synchronizes: the scratch is freed on return
 #else
   (void)comm, (void)layout, (void)fixed, (void)warped, (void)mask, (void)options, (void)grad, (void)stream;
   return absl::FailedPreconditionError("sharded MI on a CUDA stream in a build without CUDA");
@@ -102,26 +119,12 @@ absl::StatusOr<MattesMiResult> ShardedMattesMi(Communicator& comm, const SlabLay
   const float* F = fixed.data<float>() + off;
   const float* W = warped.data<float>() + off;
   const uint8_t* M = mask != nullptr ? mask->data<uint8_t>() + off : nullptr;
-  // This rank's fixed-point joint histogram (with the whole volume's bits),
-  // then the only data that crosses ranks: each int64 bin as two doubles
-  // holding integers below 2^31 (high and low 31 bits), whose sums over up
-  // to 2^22 ranks are exact: 2 B^2 values, independent of N. The summed
-  // integers are the unsharded reference's (integer sums are exact in any
-  // order), so are Finalize and the gradient.
+  // This rank's fixed-point joint histogram (with the whole volume's bits);
+  // the summed integers are the unsharded reference's, so are Finalize and
+  // the gradient.
   const int bits = registration::mi_cpu::HistogramFixedPointBits(layout.global.size());
   const std::vector<int64_t> local = registration::mi_cpu::JointHistogramFixed(F, W, M, n, options, bits);
-  const size_t bb = local.size();
-  std::vector<double> parts(2 * bb);
-  constexpr int64_t kLow = (int64_t{1} << 31) - 1;
-  for (size_t e = 0; e < bb; ++e) {
-    parts[e] = static_cast<double>(local[e] >> 31);
-    parts[bb + e] = static_cast<double>(local[e] & kLow);
-  }
-  TESSERA_RETURN_IF_ERROR(comm.AllReduce(parts.data(), parts.size(), ReduceOp::kSum, stream));
-  std::vector<int64_t> global(bb);
-  for (size_t e = 0; e < bb; ++e) {
-    global[e] = static_cast<int64_t>(parts[e]) * (int64_t{1} << 31) + static_cast<int64_t>(parts[bb + e]);
-  }
+  TESSERA_ASSIGN_OR_RETURN(const std::vector<int64_t> global, AllReduceFixedHistogram(comm, local, stream));
   const std::vector<double> H = registration::mi_cpu::HistogramFromFixed(global, bits);
   std::vector<double> table;
   MattesMiResult result = registration::mi_cpu::Finalize(H, options, grad != nullptr ? &table : nullptr);

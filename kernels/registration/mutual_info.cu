@@ -4,12 +4,15 @@
 #include <cub/block/block_reduce.cuh>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
 #include "common/cuda_check.h"
 #include "common/status.h"
 #include "kernels/registration/mutual_info.h"
+#include "kernels/registration/mutual_info_cpu_steps.h"
+#include "kernels/registration/mutual_info_cuda_steps.h"
 #include "kernels/registration/mutual_info_parzen.h"
 
 namespace tessera {
@@ -36,7 +39,7 @@ using Policy = MiPolicySm90;
 static_assert(Policy::kThreads % 32 == 0, "block must be whole warps");
 static_assert(Policy::kVoxelsPerThread == 4, "loads are float4 / uchar4");
 static_assert(Policy::kFinalizeThreads >= 2 * kMattesMiMaxBins, "finalize computes both marginals at once");
-static_assert(size_t{kMattesMiMaxBins} * kMattesMiMaxBins * sizeof(float) <= Policy::kHistSmemBytes,
+static_assert(size_t{kMattesMiMaxBins} * kMattesMiMaxBins * sizeof(unsigned long long) <= Policy::kHistSmemBytes,
               "one histogram copy must fit the shared-memory budget");
 
 constexpr unsigned kFullMask = 0xffffffffu;
@@ -47,7 +50,10 @@ struct MiParams {
   float span;         // B - 4
   int bins;           // B
   int copies;         // histogram copies per block (warp w uses copy w % copies)
+  double scale;       // 2^bits: a product of Parzen weights -> integer units
 };
+
+using Count = unsigned long long;  // a histogram bin in units of 2^-bits
 
 struct DeviceResult {
   double mi;
@@ -57,14 +63,14 @@ struct DeviceResult {
 constexpr size_t AlignUp(size_t x) { return (x + 255) / 256 * 256; }
 
 struct ScratchLayout {
-  size_t partials = 0;  // max_blocks * B^2 floats
-  size_t table = 0;     // B^2 floats
-  size_t result = 0;    // DeviceResult
+  size_t histogram = 0;  // B^2 Counts (the fixed-point joint histogram)
+  size_t table = 0;      // B^2 floats
+  size_t result = 0;     // DeviceResult
   size_t total = 0;
-  ScratchLayout(int max_blocks, int bins) {
+  explicit ScratchLayout(int bins) {
     const size_t bb = size_t(bins) * bins;
-    partials = 0;
-    table = AlignUp(size_t(max_blocks) * bb * sizeof(float));
+    histogram = 0;
+    table = AlignUp(bb * sizeof(Count));
     result = table + AlignUp(bb * sizeof(float));
     total = result + AlignUp(sizeof(DeviceResult));
   }
@@ -117,8 +123,16 @@ __device__ __forceinline__ int FixedWindow(float v, const MiParams& p, float w[k
 // ---------------------------------------------------------------------------
 // Histogram agent: shared-memory accumulation.
 // ---------------------------------------------------------------------------
+// A voxel's product of Parzen weights in integer units of 2^-bits, as the CPU
+// reference rounds it (mi_cpu::JointHistogramFixed): integer sums are exact,
+// so the histogram does not depend on how voxels are split over threads,
+// blocks or shards (issue 39).
+__device__ __forceinline__ Count FixedPoint(float wf, float ww, double scale) {
+  return static_cast<Count>(fmax(0.0, double(wf) * double(ww)) * scale + 0.5);
+}
+
 template <int kTaps>
-__device__ __forceinline__ void FlushDirect(float* hist, int B, int key, const float (&acc)[kTaps][4]) {
+__device__ __forceinline__ void FlushDirect(Count* hist, int B, int key, const Count (&acc)[kTaps][4]) {
 #pragma unroll
   for (int a = 0; a < kTaps; ++a) {
 #pragma unroll
@@ -130,7 +144,7 @@ __device__ __forceinline__ void FlushDirect(float* hist, int B, int key, const f
 // When every holding lane has the same window, the warp sums by shuffles and
 // kTaps * 4 lanes do one atomic each; otherwise every lane adds its own.
 template <int kTaps>
-__device__ __forceinline__ void WarpFlush(float* hist, int B, int key, float (&acc)[kTaps][4], int lane) {
+__device__ __forceinline__ void WarpFlush(Count* hist, int B, int key, Count (&acc)[kTaps][4], int lane) {
   const int kmax = __reduce_max_sync(kFullMask, key);
   if (kmax < 0) return;
   if (__all_sync(kFullMask, key < 0 || key == kmax)) {
@@ -138,7 +152,7 @@ __device__ __forceinline__ void WarpFlush(float* hist, int B, int key, float (&a
     for (int a = 0; a < kTaps; ++a) {
 #pragma unroll
       for (int b = 0; b < 4; ++b) {
-        float v = acc[a][b];
+        Count v = acc[a][b];
 #pragma unroll
         for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(kFullMask, v, off);
         if (lane == a * 4 + b) atomicAdd(hist + kmax + a * B + b, v);
@@ -149,18 +163,21 @@ __device__ __forceinline__ void WarpFlush(float* hist, int B, int key, float (&a
   }
 }
 
+// Adds the n voxels' fixed-point joint histogram into `histogram` (B^2
+// Counts in global memory): per-warp shared copies, then one integer atomic
+// per bin and block.
 template <int kTaps, bool kMasked>
 __global__ void __launch_bounds__(Policy::kThreads)
     HistogramKernel(const float* __restrict__ F, const float* __restrict__ W, const uint8_t* __restrict__ M,
-                    int64_t n, MiParams p, bool vec, float* __restrict__ partials) {
-  extern __shared__ float smem[];
+                    int64_t n, MiParams p, bool vec, Count* __restrict__ histogram) {
+  extern __shared__ Count smem[];
   const int B = p.bins;
   const int BB = B * B;
-  for (int e = threadIdx.x; e < p.copies * BB; e += Policy::kThreads) smem[e] = 0.f;
+  for (int e = threadIdx.x; e < p.copies * BB; e += Policy::kThreads) smem[e] = 0;
   __syncthreads();
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
-  float* hist = smem + (warp % p.copies) * BB;
+  Count* hist = smem + (warp % p.copies) * BB;
   const int64_t chunks = (n + 3) / 4;
   const int64_t stride = int64_t(gridDim.x) * Policy::kThreads;
   // The loop bound is uniform across the warp (c0 is the warp's first chunk),
@@ -168,11 +185,11 @@ __global__ void __launch_bounds__(Policy::kThreads)
   for (int64_t c0 = int64_t(blockIdx.x) * Policy::kThreads + warp * 32; c0 < chunks; c0 += stride) {
     const int64_t c = c0 + lane;
     int key = -1;
-    float acc[kTaps][4];
+    Count acc[kTaps][4];
 #pragma unroll
     for (int a = 0; a < kTaps; ++a) {
 #pragma unroll
-      for (int b = 0; b < 4; ++b) acc[a][b] = 0.f;
+      for (int b = 0; b < 4; ++b) acc[a][b] = 0;
     }
     if (c < chunks) {
       const int64_t base = c * 4;
@@ -195,32 +212,31 @@ __global__ void __launch_bounds__(Policy::kThreads)
 #pragma unroll
           for (int a = 0; a < kTaps; ++a) {
 #pragma unroll
-            for (int b = 0; b < 4; ++b) acc[a][b] = 0.f;
+            for (int b = 0; b < 4; ++b) acc[a][b] = 0;
           }
         }
 #pragma unroll
         for (int a = 0; a < kTaps; ++a) {
 #pragma unroll
-          for (int b = 0; b < 4; ++b) acc[a][b] = fmaf(wf[a], ww[b], acc[a][b]);
+          for (int b = 0; b < 4; ++b) acc[a][b] += FixedPoint(wf[a], ww[b], p.scale);
         }
       }
     }
     WarpFlush<kTaps>(hist, B, key, acc, lane);
   }
   __syncthreads();
-  float* out = partials + int64_t(blockIdx.x) * BB;
   for (int e = threadIdx.x; e < BB; e += Policy::kThreads) {
-    float s = 0.f;
+    Count s = 0;
     for (int r = 0; r < p.copies; ++r) s += smem[r * BB + e];
-    out[e] = s;
+    if (s != 0) atomicAdd(histogram + e, s);
   }
 }
 
 // ---------------------------------------------------------------------------
-// Finalize: one block. Partials -> P (double, fixed order) -> MI and table T.
+// Finalize: one block. Fixed-point histogram -> P (double) -> MI and table T.
 // ---------------------------------------------------------------------------
 __global__ void __launch_bounds__(Policy::kFinalizeThreads)
-    FinalizeKernel(const float* __restrict__ partials, int blocks, MiParams p, float* __restrict__ table,
+    FinalizeKernel(const Count* __restrict__ histogram, int bits, MiParams p, float* __restrict__ table,
                    DeviceResult* __restrict__ result) {
   extern __shared__ double dsmem[];
   const int B = p.bins;
@@ -228,11 +244,8 @@ __global__ void __launch_bounds__(Policy::kFinalizeThreads)
   double* joint = dsmem;
   double* pf = joint + BB;
   double* pw = pf + B;
-  for (int e = threadIdx.x; e < BB; e += Policy::kFinalizeThreads) {
-    double s = 0;
-    for (int blk = 0; blk < blocks; ++blk) s += partials[int64_t(blk) * BB + e];
-    joint[e] = s;
-  }
+  // As mi_cpu::HistogramFromFixed: the integer rounded once to double.
+  for (int e = threadIdx.x; e < BB; e += Policy::kFinalizeThreads) joint[e] = ldexp(double(histogram[e]), -bits);
   __syncthreads();
   const int tid = threadIdx.x;
   if (tid < B) {
@@ -324,45 +337,126 @@ __global__ void __launch_bounds__(Policy::kThreads)
 // ---------------------------------------------------------------------------
 // Dispatch.
 // ---------------------------------------------------------------------------
-template <int kTaps, bool kMasked>
-absl::Status LaunchAll(const float* F, const float* W, const uint8_t* M, float* grad, int64_t n,
-                       const MiParams& p, bool vec, int blocks, float* partials, float* table,
-                       DeviceResult* result, cudaStream_t s) {
-  const size_t bb = size_t(p.bins) * p.bins;
-  HistogramKernel<kTaps, kMasked>
-      <<<blocks, Policy::kThreads, p.copies * bb * sizeof(float), s>>>(F, W, M, n, p, vec, partials);
-  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("HistogramKernel");
-  FinalizeKernel<<<1, Policy::kFinalizeThreads, (bb + 2 * p.bins) * sizeof(double), s>>>(partials, blocks, p,
-                                                                                        table, result);
-  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("FinalizeKernel");
-  if (grad != nullptr) {
-    GradientKernel<kTaps, kMasked>
-        <<<blocks, Policy::kThreads, bb * sizeof(float), s>>>(F, W, M, n, p, vec, table, grad);
-    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("GradientKernel");
-  }
-  return absl::OkStatus();
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+MiParams ParamsOf(const MattesMiOptions& options, int bits) {
+  MiParams p;
+  p.f_lo = options.fixed_min;
+  p.f_inv = float(1.0 / (double(options.fixed_max) - options.fixed_min));
+  p.w_lo = options.warped_min;
+  p.w_inv = float(1.0 / (double(options.warped_max) - options.warped_min));
+  p.span = float(options.bins - 4);
+  p.bins = options.bins;
+  const size_t copy_bytes = size_t(options.bins) * options.bins * sizeof(Count);
+  p.copies = int(std::max<size_t>(1, std::min<size_t>(Policy::kWarps, Policy::kHistSmemBytes / copy_bytes)));
+  p.scale = std::ldexp(1.0, bits);
+  return p;
 }
 
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+// The voxel loop's launch: grid, and whether loads may be vectorised.
+struct VoxelLaunch {
+  int blocks = 1;
+  bool vec = false;
+};
+
+absl::StatusOr<VoxelLaunch> VoxelLaunchOf(const Stream& stream, const float* F, const float* W, const uint8_t* M,
+                                          const float* G, int64_t n) {
+  TESSERA_ASSIGN_OR_RETURN(int max_blocks, MaxBlocks(stream.ordinal()));
+  VoxelLaunch l;
+  l.vec = Aligned16(F) && Aligned16(W) && (G == nullptr || Aligned16(G)) &&
+          (M == nullptr || reinterpret_cast<uintptr_t>(M) % 4 == 0);
+  const int64_t chunks = (n + 3) / 4;
+  l.blocks = int(std::max<int64_t>(1, std::min<int64_t>(max_blocks, (chunks + Policy::kThreads - 1) / Policy::kThreads)));
+  return l;
+}
 
 }  // namespace
 
-absl::StatusOr<size_t> MattesMiScratchBytesCuda(int bins, int ordinal) {
-  TESSERA_ASSIGN_OR_RETURN(int max_blocks, MaxBlocks(ordinal));
-  return ScratchLayout(max_blocks, bins).total;
+namespace mi_cuda {
+
+absl::Status AddJointHistogram(const Stream& stream, const float* F, const float* W, const uint8_t* M, int64_t n,
+                               const MattesMiOptions& options, int bits, uint64_t* histogram) {
+  if (n == 0) return absl::OkStatus();
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
+  TESSERA_ASSIGN_OR_RETURN(VoxelLaunch l, VoxelLaunchOf(stream, F, W, M, nullptr, n));
+  const MiParams p = ParamsOf(options, bits);
+  const size_t smem = p.copies * size_t(p.bins) * p.bins * sizeof(Count);
+  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
+  Count* h = reinterpret_cast<Count*>(histogram);
+  const bool box = options.fixed_kernel == ParzenKernel::kBox;
+  if (box && M != nullptr) {
+    HistogramKernel<1, true><<<l.blocks, Policy::kThreads, smem, s>>>(F, W, M, n, p, l.vec, h);
+  } else if (box) {
+    HistogramKernel<1, false><<<l.blocks, Policy::kThreads, smem, s>>>(F, W, M, n, p, l.vec, h);
+  } else if (M != nullptr) {
+    HistogramKernel<4, true><<<l.blocks, Policy::kThreads, smem, s>>>(F, W, M, n, p, l.vec, h);
+  } else {
+    HistogramKernel<4, false><<<l.blocks, Policy::kThreads, smem, s>>>(F, W, M, n, p, l.vec, h);
+  }
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("HistogramKernel");
+  return absl::OkStatus();
 }
+
+absl::Status Finalize(const Stream& stream, const uint64_t* histogram, int bits, const MattesMiOptions& options,
+                      float* table, double* result) {
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
+  const MiParams p = ParamsOf(options, bits);
+  const size_t bb = size_t(p.bins) * p.bins;
+  static_assert(sizeof(DeviceResult) == 2 * sizeof(double), "result is {mi, total}");
+  FinalizeKernel<<<1, Policy::kFinalizeThreads, (bb + 2 * p.bins) * sizeof(double),
+                   static_cast<cudaStream_t>(stream.native())>>>(reinterpret_cast<const Count*>(histogram), bits, p,
+                                                                 table, reinterpret_cast<DeviceResult*>(result));
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("FinalizeKernel");
+  return absl::OkStatus();
+}
+
+absl::Status Gradient(const Stream& stream, const float* F, const float* W, const uint8_t* M, int64_t n,
+                      const MattesMiOptions& options, const float* table, float* grad) {
+  if (n == 0) return absl::OkStatus();
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
+  TESSERA_ASSIGN_OR_RETURN(VoxelLaunch l, VoxelLaunchOf(stream, F, W, M, grad, n));
+  const MiParams p = ParamsOf(options, 0);
+  const size_t smem = size_t(p.bins) * p.bins * sizeof(float);
+  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
+  const bool box = options.fixed_kernel == ParzenKernel::kBox;
+  if (box && M != nullptr) {
+    GradientKernel<1, true><<<l.blocks, Policy::kThreads, smem, s>>>(F, W, M, n, p, l.vec, table, grad);
+  } else if (box) {
+    GradientKernel<1, false><<<l.blocks, Policy::kThreads, smem, s>>>(F, W, M, n, p, l.vec, table, grad);
+  } else if (M != nullptr) {
+    GradientKernel<4, true><<<l.blocks, Policy::kThreads, smem, s>>>(F, W, M, n, p, l.vec, table, grad);
+  } else {
+    GradientKernel<4, false><<<l.blocks, Policy::kThreads, smem, s>>>(F, W, M, n, p, l.vec, table, grad);
+  }
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("GradientKernel");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<MattesMiResult> ReadResult(const Stream& stream, const double* result) {
+  DeviceResult host;
+  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&host, result, sizeof(host), cudaMemcpyDeviceToHost, s));
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+  MattesMiResult out;
+  out.mutual_information = host.mi;
+  out.loss = -host.mi;
+  out.total_weight = host.total;
+  return out;
+}
+
+}  // namespace mi_cuda
+
+absl::StatusOr<size_t> MattesMiScratchBytesCuda(int bins, int /*ordinal*/) { return ScratchLayout(bins).total; }
 
 absl::StatusOr<MattesMiResult> MattesMutualInformationCuda(const NDArray& fixed, const NDArray& warped,
                                                            const NDArray* mask, const MattesMiOptions& options,
                                                            NDArray* grad, const Stream& stream, Buffer* scratch) {
   const int64_t n = fixed.num_elements();
-  MattesMiResult out;
-  if (n == 0) return out;
+  if (n == 0) return MattesMiResult{};
   const int ordinal = stream.ordinal();
   TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal));
-  TESSERA_ASSIGN_OR_RETURN(int max_blocks, MaxBlocks(ordinal));
   const int B = options.bins;
-  const ScratchLayout layout(max_blocks, B);
+  const ScratchLayout layout(B);
   std::shared_ptr<Buffer> owned;
   if (scratch == nullptr) {
     TESSERA_ASSIGN_OR_RETURN(owned, Buffer::Allocate(MemoryKind::kDevice, layout.total, ordinal));
@@ -373,47 +467,21 @@ absl::StatusOr<MattesMiResult> MattesMutualInformationCuda(const NDArray& fixed,
                                                    " bytes of device memory on GPU ", ordinal));
   }
   char* base = static_cast<char*>(scratch->data());
-  float* partials = reinterpret_cast<float*>(base + layout.partials);
+  uint64_t* histogram = reinterpret_cast<uint64_t*>(base + layout.histogram);
   float* table = reinterpret_cast<float*>(base + layout.table);
-  DeviceResult* result = reinterpret_cast<DeviceResult*>(base + layout.result);
-
-  MiParams p;
-  p.f_lo = options.fixed_min;
-  p.f_inv = float(1.0 / (double(options.fixed_max) - options.fixed_min));
-  p.w_lo = options.warped_min;
-  p.w_inv = float(1.0 / (double(options.warped_max) - options.warped_min));
-  p.span = float(B - 4);
-  p.bins = B;
-  const size_t copy_bytes = size_t(B) * B * sizeof(float);
-  p.copies = int(std::max<size_t>(1, std::min<size_t>(Policy::kWarps, Policy::kHistSmemBytes / copy_bytes)));
-
+  double* result = reinterpret_cast<double*>(base + layout.result);
   const float* F = fixed.data<float>();
   const float* W = warped.data<float>();
   const uint8_t* M = mask != nullptr ? mask->data<uint8_t>() : nullptr;
-  float* G = grad != nullptr ? grad->data<float>() : nullptr;
-  const bool vec = Aligned16(F) && Aligned16(W) && (G == nullptr || Aligned16(G)) &&
-                   (M == nullptr || reinterpret_cast<uintptr_t>(M) % 4 == 0);
-  const int64_t chunks = (n + 3) / 4;
-  const int blocks =
-      int(std::max<int64_t>(1, std::min<int64_t>(max_blocks, (chunks + Policy::kThreads - 1) / Policy::kThreads)));
+  const int bits = mi_cpu::HistogramFixedPointBits(n);
   cudaStream_t s = static_cast<cudaStream_t>(stream.native());
-  const bool box = options.fixed_kernel == ParzenKernel::kBox;
-  auto launch = [&]() -> absl::Status {
-    if (box) {
-      if (M != nullptr) return LaunchAll<1, true>(F, W, M, G, n, p, vec, blocks, partials, table, result, s);
-      return LaunchAll<1, false>(F, W, M, G, n, p, vec, blocks, partials, table, result, s);
-    }
-    if (M != nullptr) return LaunchAll<4, true>(F, W, M, G, n, p, vec, blocks, partials, table, result, s);
-    return LaunchAll<4, false>(F, W, M, G, n, p, vec, blocks, partials, table, result, s);
-  };
-  TESSERA_RETURN_IF_ERROR(launch());
-  DeviceResult host;
-  TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&host, result, sizeof(host), cudaMemcpyDeviceToHost, s));
-  TESSERA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
-  out.mutual_information = host.mi;
-  out.loss = -host.mi;
-  out.total_weight = host.total;
-  return out;
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(histogram, 0, size_t(B) * B * sizeof(uint64_t), s));
+  TESSERA_RETURN_IF_ERROR(mi_cuda::AddJointHistogram(stream, F, W, M, n, options, bits, histogram));
+  TESSERA_RETURN_IF_ERROR(mi_cuda::Finalize(stream, histogram, bits, options, table, result));
+  if (grad != nullptr) {
+    TESSERA_RETURN_IF_ERROR(mi_cuda::Gradient(stream, F, W, M, n, options, table, grad->data<float>()));
+  }
+  return mi_cuda::ReadResult(stream, result);
 }
 
 }  // namespace registration

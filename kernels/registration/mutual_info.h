@@ -22,30 +22,34 @@
 // The terms of dP that do not depend on G's (a, b) shape cancel exactly
 // because sum_b d/dt w_W(b; t) = 0.
 //
-// CUDA implementation (mutual_info.cu), three launches, one host sync:
-//   1. histogram: each block accumulates H in SHARED memory (per-warp copies,
-//      float atomics, runs of equal window position merged in registers, warp-
-//      uniform windows reduced by shuffles first) and writes one B x B float
-//      partial; 2. finalize (one block): sums partials in double in a fixed
-//      order, forms P, the marginals as P's row/column sums (exactly the 1-D
-//      Parzen histograms, so they are not accumulated separately), MI, and the table
-//      T(a, b) = -G(a, b) dt/dW / sum H (B x B floats); 3. gradient (only when
-//      `grad` is given): recomputes each voxel's Parzen weights and their
-//      derivatives on the fly and contracts them with T held in shared memory.
+// CUDA implementation (mutual_info.cu), three launches, one host sync; the
+// steps are exposed in mutual_info_cuda_steps.h (the sharded MI all-reduces
+// the histogram between 1 and 2):
+//   1. histogram: the CPU reference's fixed-point histogram (each voxel's
+//      Parzen products rounded to integer multiples of 2^-bits,
+//      mi_cpu::HistogramFixedPointBits(N)), accumulated per block in SHARED
+//      memory as 64-bit integers (per-warp copies, runs of equal window
+//      position merged in registers, warp-uniform windows reduced by
+//      shuffles first) and added into one global B x B histogram by integer
+//      atomics; 2. finalize (one block): P from the integers, the marginals
+//      as P's row/column sums (exactly the 1-D Parzen histograms, so they are
+//      not accumulated separately), MI, and the table T(a, b) = -G(a, b) dt/dW
+//      / sum H (B x B floats); 3. gradient (only when `grad` is given):
+//      recomputes each voxel's Parzen weights and their derivatives on the fly
+//      and contracts them with T held in shared memory.
 //   Device scratch is exactly MattesMiScratchBytes(bins, ordinal):
-//      (max_blocks * B^2 floats of block partials, 256-byte aligned)
-//    + (B^2 floats of T, 256-byte aligned) + 256 bytes for the result,
-//   max_blocks = 4 * (multiprocessor count); about 2.1 MB at B = 32 on an
-//   H200 (132 SMs), independent of N. Nothing else is allocated; the gradient
-//   is written into the caller's `grad`.
+//      (B^2 64-bit bins, 256-byte aligned) + (B^2 floats of T, 256-byte
+//   aligned) + 256 bytes for the result: 12.5 KiB at B = 32, independent of N
+//   and of the GPU. Nothing else is allocated; the gradient is written into
+//   the caller's `grad`.
 //
 // Tolerance CUDA vs CPU (mutual_info_test.cc): MI within 1e-4 * max(1, MI);
 // gradient per voxel within 2e-3 * max|grad| + 1e-5 * (B - 4) / ((max_W -
 // min_W) * sum H); with kBox, voxels whose fixed bin coordinate is within 1e-4
 // of a bin edge may land in the neighbouring bin (float vs double) and differ.
-// Determinism: block partials are summed in a fixed order, but float atomics
-// inside a block commute in any order, so CUDA results may differ in the last
-// bits from run to run.
+// Determinism (issue 39): integer sums are exact in any order, so the
+// histogram, MI and gradient are the same bits from run to run and however
+// the voxels are split over blocks or shards.
 //
 // Measured on an H200 (bench/registration_mi_bench, 32 bins, fwd + bwd):
 // 0.39 ms at 181x217x181, 1.6 ms at 301x370x316, 6.6 ms at 512^3 (forward

@@ -937,7 +937,7 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
       result.log.push_back(absl::StrFormat("deformable: fixed image blurred by sigma %.3g voxels per level (MI)", blur));
     }
     if (DeformableStageJitters(options) && options.deformable_model != "bspline" &&
-        (options.shards > 1 || options.process_group != nullptr) && !ShardedStageJitters(options, stream.backend())) {
+        (options.shards > 1 || options.process_group != nullptr) && !ShardedStageJitters(options, stream)) {
       result.log.push_back("deformable: the sampling grid is not jittered (sharded stage; metric.h)");
     }
     TESSERA_ASSIGN_OR_RETURN(NDArray u, engine.RunDeformableStage(result.affine_ras, levels, &result.log));

@@ -116,8 +116,9 @@ absl::Status BroadcastFromRankZero(Communicator& comm, Mat4* values, const Strea
 
 }  // namespace
 
-bool ShardedStageJitters(const RegistrationOptions& options, Backend backend) {
-  return DeformableStageJitters(options) && backend == Backend::kCpu && options.process_group == nullptr;
+bool ShardedStageJitters(const RegistrationOptions& options, const Stream& stream) {
+  return DeformableStageJitters(options) && options.process_group == nullptr &&
+         (stream.backend() == Backend::kCpu || !RingMovesTheImage(options, stream, options.shards));
 }
 
 bool RingMovesTheImage(const RegistrationOptions& options, const Stream& stream, int ranks) {
@@ -239,8 +240,9 @@ absl::StatusOr<NDArray> RunShardedDeformableStage(const Stream& stream, const Re
     // Process ranks each hold the whole moving level already (the same
     // set-up on every process): the ring across processes is not done yet.
     const bool ring = group == nullptr && RingMovesTheImage(options, stream, ranks);
-    // MI's grid jitter: CPU ranks (the ring's host path) only.
-    const bool jitter = ShardedStageJitters(options, stream.backend());
+    // MI's grid jitter: CPU ranks (the ring's host path), and CUDA ranks on one
+    // GPU (the whole moving image on each rank's GPU).
+    const bool jitter = ShardedStageJitters(options, stream) && (!cuda || !ring);
     NDArray moving_host;
     std::map<int, NDArray> moving_on_gpu;
     if (ring && level.moving->memory_kind() != MemoryKind::kDevice) {
@@ -253,6 +255,17 @@ absl::StatusOr<NDArray> RunShardedDeformableStage(const Stream& stream, const Re
         const int ordinal = RankOrdinal(options, stream, r);
         if (ordinal == stream.ordinal() || moving_on_gpu.count(ordinal)) continue;
         TESSERA_ASSIGN_OR_RETURN(moving_on_gpu[ordinal], level.moving->CopyTo(MemoryKind::kDevice, stream, ordinal));
+      }
+      TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+    }
+    // CUDA ranks resample the jittered fixed image from the whole level on
+    // their own GPU (one read-only copy per GPU).
+    std::map<int, NDArray> fixed_on_gpu;
+    if (jitter && cuda) {
+      for (int r = 0; r < ranks; ++r) {
+        const int ordinal = RankOrdinal(options, stream, r);
+        if (fixed_on_gpu.count(ordinal)) continue;
+        TESSERA_ASSIGN_OR_RETURN(fixed_on_gpu[ordinal], fixed.CopyTo(MemoryKind::kDevice, stream, ordinal));
       }
       TESSERA_RETURN_IF_ERROR(stream.Synchronize());
     }
@@ -313,17 +326,28 @@ absl::StatusOr<NDArray> RunShardedDeformableStage(const Stream& stream, const Re
           std::copy(moving_args.grid_lo, moving_args.grid_lo + 3, state.grid_lo);
           std::copy(moving_args.grid_hi, moving_args.grid_hi + 3, state.grid_hi);
           state.voxel_jitter_key = moving_args.voxel_jitter_key;
-          parallel::WindowSampleArgs wa;
-          wa.out_layout = layout;
-          wa.padding = fixed_args.padding;
-          wa.moving_dims = dims;
-          wa.window = fixed.data<float>();
-          wa.window_z0 = 0;
-          wa.window_nz = dims.nz;
-          std::copy(fixed_args.grid_lo, fixed_args.grid_lo + 3, wa.grid_lo);
-          std::copy(fixed_args.grid_hi, fixed_args.grid_hi + 3, wa.grid_hi);
-          wa.voxel_jitter_key = fixed_args.voxel_jitter_key;
-          TESSERA_RETURN_IF_ERROR(parallel::WindowGridSample(wa, state.fixed.data<float>(), nullptr, rank_stream));
+          if (cuda) {
+            // The own slices of the whole jittered grid, sampled as the
+            // unsharded stage samples them (grid_nz, out_z0: bit for bit).
+            fixed_args.image = fixed_on_gpu.at(rank_stream.ordinal()).data<float>();
+            fixed_args.out_dims = Dims3{dims.nx, dims.ny, layout.own_nz()};
+            fixed_args.grid_nz = dims.nz;
+            fixed_args.out_z0 = layout.z_begin;
+            TESSERA_RETURN_IF_ERROR(
+                GridSample(rank_stream, fixed_args, state.fixed.data<float>() + layout.own_offset()));
+          } else {
+            parallel::WindowSampleArgs wa;
+            wa.out_layout = layout;
+            wa.padding = fixed_args.padding;
+            wa.moving_dims = dims;
+            wa.window = fixed.data<float>();
+            wa.window_z0 = 0;
+            wa.window_nz = dims.nz;
+            std::copy(fixed_args.grid_lo, fixed_args.grid_lo + 3, wa.grid_lo);
+            std::copy(fixed_args.grid_hi, fixed_args.grid_hi + 3, wa.grid_hi);
+            wa.voxel_jitter_key = fixed_args.voxel_jitter_key;
+            TESSERA_RETURN_IF_ERROR(parallel::WindowGridSample(wa, state.fixed.data<float>(), nullptr, rank_stream));
+          }
         }
         TESSERA_ASSIGN_OR_RETURN(double loss, parallel::ShardedGreedyEvaluate(comm, state, step_options, rank_stream));
         // The unsharded stage reads LNCC's and MSE's loss from a float (the

@@ -55,9 +55,11 @@ absl::Status ValidateShardedOptions(const RegistrationOptions& options, Backend 
 
 // Whether the sharded stage jitters MI's sampling grid (grid_jitter.h) as the
 // unsharded stage does: DeformableStageJitters, on CPU in-process ranks (the
-// ring sampler's host path; CUDA ranks and process ranks do not jitter, and
-// the registrar logs so). With it a CPU run is the unsharded one bit for bit.
-bool ShardedStageJitters(const RegistrationOptions& options, Backend backend);
+// ring sampler's host path) and on CUDA ranks that share one GPU (each
+// resamples its own slices of the whole jittered grid). Ranks over several
+// GPUs (the ring's device path) and process ranks do not jitter, and the
+// registrar logs so. With it a run is the unsharded one bit for bit.
+bool ShardedStageJitters(const RegistrationOptions& options, const Stream& stream);
 
 // Whether a level's `ranks` ranks shard the moving image around the ring
 // (true on the CPU, and on CUDA when the ranks sit on more than one GPU) or

@@ -2,9 +2,9 @@
 // the one quantity that crosses ranks (FFDP's weighted all-reduce: P = sum_h
 // (N_h / N) H_h / N_h = sum_h H_h / N; the marginals are its row and column
 // sums, so B^2 values travel, independent of N). Each rank takes its own
-// slices' histogram in the reference's exact fixed point (with the whole
-// volume's bits), the ranks add the integers (exact in any order), and every
-// rank finalizes that global histogram and takes the gradient of its own
+// slices' histogram in its backend's exact fixed point (the CPU's with the
+// whole volume's bits), the ranks add the integers (exact in any order), and
+// every rank finalizes that global histogram and takes the gradient of its own
 // slices with the unsharded code of its backend: the CPU reference's steps
 // (mutual_info_cpu_steps.h) or the CUDA kernels' (mutual_info_cuda_steps.h).
 // So a sharded MI is the unsharded one bit for bit on either backend (issue 39).
@@ -68,7 +68,6 @@ absl::StatusOr<MattesMiResult> ShardedMattesMiCuda(Communicator& comm, const Sla
   const float* W = warped.data<float>() + off;
   const uint8_t* M = mask != nullptr ? mask->data<uint8_t>() + off : nullptr;
   const size_t bb = static_cast<size_t>(options.bins) * options.bins;
-  const int bits = registration::mi_cpu::HistogramFixedPointBits(layout.global.size());
   // Device scratch: the histogram, the table and Finalize's {mi, total}.
   const size_t table_at = bb * sizeof(uint64_t), result_at = table_at + bb * sizeof(float);
   TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> scratch,
@@ -78,7 +77,7 @@ absl::StatusOr<MattesMiResult> ShardedMattesMiCuda(Communicator& comm, const Sla
   std::vector<int64_t> local(bb, 0);
   TESSERA_RETURN_IF_ERROR(CopyBytes(histogram, MemoryKind::kDevice, local.data(), MemoryKind::kHost,
                                     bb * sizeof(uint64_t), stream));
-  TESSERA_RETURN_IF_ERROR(registration::mi_cuda::AddJointHistogram(stream, F, W, M, n, options, bits, histogram));
+  TESSERA_RETURN_IF_ERROR(registration::mi_cuda::AddJointHistogram(stream, F, W, M, n, options, histogram));
   TESSERA_RETURN_IF_ERROR(CopyBytes(local.data(), MemoryKind::kHost, histogram, MemoryKind::kDevice,
                                     bb * sizeof(uint64_t), stream));
   TESSERA_RETURN_IF_ERROR(stream.Synchronize());
@@ -87,7 +86,7 @@ absl::StatusOr<MattesMiResult> ShardedMattesMiCuda(Communicator& comm, const Sla
                                     bb * sizeof(uint64_t), stream));
   float* table = reinterpret_cast<float*>(base + table_at);
   double* result = reinterpret_cast<double*>(base + result_at);
-  TESSERA_RETURN_IF_ERROR(registration::mi_cuda::Finalize(stream, histogram, bits, options, table, result));
+  TESSERA_RETURN_IF_ERROR(registration::mi_cuda::Finalize(stream, histogram, options, table, result));
   if (grad != nullptr) {
     TESSERA_RETURN_IF_ERROR(
         registration::mi_cuda::Gradient(stream, F, W, M, n, options, table, grad->data<float>() + off));

@@ -11,7 +11,6 @@
 #include "common/cuda_check.h"
 #include "common/status.h"
 #include "kernels/registration/mutual_info.h"
-#include "kernels/registration/mutual_info_cpu_steps.h"
 #include "kernels/registration/mutual_info_cuda_steps.h"
 #include "kernels/registration/mutual_info_parzen.h"
 
@@ -50,10 +49,12 @@ struct MiParams {
   float span;         // B - 4
   int bins;           // B
   int copies;         // histogram copies per block (warp w uses copy w % copies)
-  double scale;       // 2^bits: a product of Parzen weights -> integer units
 };
 
-using Count = unsigned long long;  // a histogram bin in units of 2^-bits
+using Count = unsigned long long;  // a histogram bin, in units of 2^-mi_cuda::kHistogramBits
+using Part = unsigned int;         // a voxel's, a lane's or a warp's part of one bin (< 2^31)
+static_assert(mi_cuda::kHistogramBits + 2 + 5 <= 31,
+              "4 voxels per lane and 32 lanes of products <= 1 must sum below 2^31");
 
 struct DeviceResult {
   double mi;
@@ -123,20 +124,21 @@ __device__ __forceinline__ int FixedWindow(float v, const MiParams& p, float w[k
 // ---------------------------------------------------------------------------
 // Histogram agent: shared-memory accumulation.
 // ---------------------------------------------------------------------------
-// A voxel's product of Parzen weights in integer units of 2^-bits, as the CPU
-// reference rounds it (mi_cpu::JointHistogramFixed): integer sums are exact,
-// so the histogram does not depend on how voxels are split over threads,
-// blocks or shards (issue 39).
-__device__ __forceinline__ Count FixedPoint(float wf, float ww, double scale) {
-  return static_cast<Count>(fmax(0.0, double(wf) * double(ww)) * scale + 0.5);
+// A voxel's product of Parzen weights (<= 1) rounded to an integer number of
+// 2^-kHistogramBits: integer sums are exact in any order, so the histogram
+// does not depend on how voxels are split over threads, blocks or shards
+// (issue 39). 32-bit parts keep the per-lane runs and the warp shuffles as
+// cheap as float ones; only the shared bins are 64-bit.
+__device__ __forceinline__ Part FixedPoint(float wf, float ww) {
+  return __float2uint_rn(fmaxf(0.f, wf * ww) * float(1u << mi_cuda::kHistogramBits));
 }
 
 template <int kTaps>
-__device__ __forceinline__ void FlushDirect(Count* hist, int B, int key, const Count (&acc)[kTaps][4]) {
+__device__ __forceinline__ void FlushDirect(Count* hist, int B, int key, const Part (&acc)[kTaps][4]) {
 #pragma unroll
   for (int a = 0; a < kTaps; ++a) {
 #pragma unroll
-    for (int b = 0; b < 4; ++b) atomicAdd(hist + key + a * B + b, acc[a][b]);
+    for (int b = 0; b < 4; ++b) atomicAdd(hist + key + a * B + b, Count{acc[a][b]});
   }
 }
 
@@ -144,7 +146,7 @@ __device__ __forceinline__ void FlushDirect(Count* hist, int B, int key, const C
 // When every holding lane has the same window, the warp sums by shuffles and
 // kTaps * 4 lanes do one atomic each; otherwise every lane adds its own.
 template <int kTaps>
-__device__ __forceinline__ void WarpFlush(Count* hist, int B, int key, Count (&acc)[kTaps][4], int lane) {
+__device__ __forceinline__ void WarpFlush(Count* hist, int B, int key, Part (&acc)[kTaps][4], int lane) {
   const int kmax = __reduce_max_sync(kFullMask, key);
   if (kmax < 0) return;
   if (__all_sync(kFullMask, key < 0 || key == kmax)) {
@@ -152,10 +154,10 @@ __device__ __forceinline__ void WarpFlush(Count* hist, int B, int key, Count (&a
     for (int a = 0; a < kTaps; ++a) {
 #pragma unroll
       for (int b = 0; b < 4; ++b) {
-        Count v = acc[a][b];
+        Part v = acc[a][b];
 #pragma unroll
         for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(kFullMask, v, off);
-        if (lane == a * 4 + b) atomicAdd(hist + kmax + a * B + b, v);
+        if (lane == a * 4 + b) atomicAdd(hist + kmax + a * B + b, Count{v});
       }
     }
   } else if (key >= 0) {
@@ -185,7 +187,7 @@ __global__ void __launch_bounds__(Policy::kThreads)
   for (int64_t c0 = int64_t(blockIdx.x) * Policy::kThreads + warp * 32; c0 < chunks; c0 += stride) {
     const int64_t c = c0 + lane;
     int key = -1;
-    Count acc[kTaps][4];
+    Part acc[kTaps][4];
 #pragma unroll
     for (int a = 0; a < kTaps; ++a) {
 #pragma unroll
@@ -218,7 +220,7 @@ __global__ void __launch_bounds__(Policy::kThreads)
 #pragma unroll
         for (int a = 0; a < kTaps; ++a) {
 #pragma unroll
-          for (int b = 0; b < 4; ++b) acc[a][b] += FixedPoint(wf[a], ww[b], p.scale);
+          for (int b = 0; b < 4; ++b) acc[a][b] += FixedPoint(wf[a], ww[b]);
         }
       }
     }
@@ -236,7 +238,7 @@ __global__ void __launch_bounds__(Policy::kThreads)
 // Finalize: one block. Fixed-point histogram -> P (double) -> MI and table T.
 // ---------------------------------------------------------------------------
 __global__ void __launch_bounds__(Policy::kFinalizeThreads)
-    FinalizeKernel(const Count* __restrict__ histogram, int bits, MiParams p, float* __restrict__ table,
+    FinalizeKernel(const Count* __restrict__ histogram, MiParams p, float* __restrict__ table,
                    DeviceResult* __restrict__ result) {
   extern __shared__ double dsmem[];
   const int B = p.bins;
@@ -244,8 +246,8 @@ __global__ void __launch_bounds__(Policy::kFinalizeThreads)
   double* joint = dsmem;
   double* pf = joint + BB;
   double* pw = pf + B;
-  // As mi_cpu::HistogramFromFixed: the integer rounded once to double.
-  for (int e = threadIdx.x; e < BB; e += Policy::kFinalizeThreads) joint[e] = ldexp(double(histogram[e]), -bits);
+  // The integers rounded once to double.
+  for (int e = threadIdx.x; e < BB; e += Policy::kFinalizeThreads) joint[e] = ldexp(double(histogram[e]), -mi_cuda::kHistogramBits);
   __syncthreads();
   const int tid = threadIdx.x;
   if (tid < B) {
@@ -339,7 +341,7 @@ __global__ void __launch_bounds__(Policy::kThreads)
 // ---------------------------------------------------------------------------
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-MiParams ParamsOf(const MattesMiOptions& options, int bits) {
+MiParams ParamsOf(const MattesMiOptions& options) {
   MiParams p;
   p.f_lo = options.fixed_min;
   p.f_inv = float(1.0 / (double(options.fixed_max) - options.fixed_min));
@@ -349,7 +351,6 @@ MiParams ParamsOf(const MattesMiOptions& options, int bits) {
   p.bins = options.bins;
   const size_t copy_bytes = size_t(options.bins) * options.bins * sizeof(Count);
   p.copies = int(std::max<size_t>(1, std::min<size_t>(Policy::kWarps, Policy::kHistSmemBytes / copy_bytes)));
-  p.scale = std::ldexp(1.0, bits);
   return p;
 }
 
@@ -375,11 +376,11 @@ absl::StatusOr<VoxelLaunch> VoxelLaunchOf(const Stream& stream, const float* F, 
 namespace mi_cuda {
 
 absl::Status AddJointHistogram(const Stream& stream, const float* F, const float* W, const uint8_t* M, int64_t n,
-                               const MattesMiOptions& options, int bits, uint64_t* histogram) {
+                               const MattesMiOptions& options, uint64_t* histogram) {
   if (n == 0) return absl::OkStatus();
   TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
   TESSERA_ASSIGN_OR_RETURN(VoxelLaunch l, VoxelLaunchOf(stream, F, W, M, nullptr, n));
-  const MiParams p = ParamsOf(options, bits);
+  const MiParams p = ParamsOf(options);
   const size_t smem = p.copies * size_t(p.bins) * p.bins * sizeof(Count);
   cudaStream_t s = static_cast<cudaStream_t>(stream.native());
   Count* h = reinterpret_cast<Count*>(histogram);
@@ -397,15 +398,15 @@ absl::Status AddJointHistogram(const Stream& stream, const float* F, const float
   return absl::OkStatus();
 }
 
-absl::Status Finalize(const Stream& stream, const uint64_t* histogram, int bits, const MattesMiOptions& options,
-                      float* table, double* result) {
+absl::Status Finalize(const Stream& stream, const uint64_t* histogram, const MattesMiOptions& options, float* table,
+                      double* result) {
   TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
-  const MiParams p = ParamsOf(options, bits);
+  const MiParams p = ParamsOf(options);
   const size_t bb = size_t(p.bins) * p.bins;
   static_assert(sizeof(DeviceResult) == 2 * sizeof(double), "result is {mi, total}");
   FinalizeKernel<<<1, Policy::kFinalizeThreads, (bb + 2 * p.bins) * sizeof(double),
-                   static_cast<cudaStream_t>(stream.native())>>>(reinterpret_cast<const Count*>(histogram), bits, p,
-                                                                 table, reinterpret_cast<DeviceResult*>(result));
+                   static_cast<cudaStream_t>(stream.native())>>>(reinterpret_cast<const Count*>(histogram), p, table,
+                                                                 reinterpret_cast<DeviceResult*>(result));
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("FinalizeKernel");
   return absl::OkStatus();
 }
@@ -415,7 +416,7 @@ absl::Status Gradient(const Stream& stream, const float* F, const float* W, cons
   if (n == 0) return absl::OkStatus();
   TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
   TESSERA_ASSIGN_OR_RETURN(VoxelLaunch l, VoxelLaunchOf(stream, F, W, M, grad, n));
-  const MiParams p = ParamsOf(options, 0);
+  const MiParams p = ParamsOf(options);
   const size_t smem = size_t(p.bins) * p.bins * sizeof(float);
   cudaStream_t s = static_cast<cudaStream_t>(stream.native());
   const bool box = options.fixed_kernel == ParzenKernel::kBox;
@@ -473,11 +474,10 @@ absl::StatusOr<MattesMiResult> MattesMutualInformationCuda(const NDArray& fixed,
   const float* F = fixed.data<float>();
   const float* W = warped.data<float>();
   const uint8_t* M = mask != nullptr ? mask->data<uint8_t>() : nullptr;
-  const int bits = mi_cpu::HistogramFixedPointBits(n);
   cudaStream_t s = static_cast<cudaStream_t>(stream.native());
   TESSERA_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(histogram, 0, size_t(B) * B * sizeof(uint64_t), s));
-  TESSERA_RETURN_IF_ERROR(mi_cuda::AddJointHistogram(stream, F, W, M, n, options, bits, histogram));
-  TESSERA_RETURN_IF_ERROR(mi_cuda::Finalize(stream, histogram, bits, options, table, result));
+  TESSERA_RETURN_IF_ERROR(mi_cuda::AddJointHistogram(stream, F, W, M, n, options, histogram));
+  TESSERA_RETURN_IF_ERROR(mi_cuda::Finalize(stream, histogram, options, table, result));
   if (grad != nullptr) {
     TESSERA_RETURN_IF_ERROR(mi_cuda::Gradient(stream, F, W, M, n, options, table, grad->data<float>()));
   }

@@ -25,13 +25,13 @@
 // CUDA implementation (mutual_info.cu), three launches, one host sync; the
 // steps are exposed in mutual_info_cuda_steps.h (the sharded MI all-reduces
 // the histogram between 1 and 2):
-//   1. histogram: the CPU reference's fixed-point histogram (each voxel's
-//      Parzen products rounded to integer multiples of 2^-bits,
-//      mi_cpu::HistogramFixedPointBits(N)), accumulated per block in SHARED
-//      memory as 64-bit integers (per-warp copies, runs of equal window
-//      position merged in registers, warp-uniform windows reduced by
-//      shuffles first) and added into one global B x B histogram by integer
-//      atomics; 2. finalize (one block): P from the integers, the marginals
+//   1. histogram: a fixed-point histogram (each voxel's Parzen products
+//      rounded to integer multiples of 2^-24, mi_cuda::kHistogramBits; the
+//      CPU reference's is finer, 2^-42 at 1M voxels), accumulated per block
+//      in SHARED memory as 64-bit integers (per-warp copies, runs of equal
+//      window position merged in 32-bit registers, warp-uniform windows
+//      reduced by 32-bit shuffles first) and added into one global B x B
+//      histogram by integer atomics; 2. finalize (one block): P from the integers, the marginals
 //      as P's row/column sums (exactly the 1-D Parzen histograms, so they are
 //      not accumulated separately), MI, and the table T(a, b) = -G(a, b) dt/dW
 //      / sum H (B x B floats); 3. gradient (only when `grad` is given):

@@ -14,6 +14,7 @@
 #include "kernels/registration/field_ops.h"
 #include "kernels/registration/grid_sampler.h"
 #include "services/registration/array_helpers.h"
+#include "services/registration/per_scale.h"
 #include "services/registration/grid_jitter.h"
 #include "services/registration/metric.h"
 #include "services/registration/plateau_stop.h"
@@ -21,11 +22,6 @@
 
 namespace tessera::registration {
 namespace {
-
-int PerScale(const std::vector<int>& values, size_t scale_index) {
-  if (values.empty()) return 0;
-  return values[std::min(scale_index, values.size() - 1)];
-}
 
 Shape ControlShape(const BsplineGrid& g) { return {g[0].controls, g[1].controls, g[2].controls, 3}; }
 

@@ -20,6 +20,7 @@
 #include "kernels/registration/mse.h"
 #include "kernels/registration/mutual_info.h"
 #include "services/registration/array_helpers.h"
+#include "services/registration/per_scale.h"
 #include "services/registration/grid_jitter.h"
 #include "services/registration/plateau_stop.h"
 #include "services/registration/sharded_deformable_stage.h"
@@ -27,11 +28,6 @@
 
 namespace tessera::registration {
 namespace {
-
-int PerScale(const std::vector<int>& values, size_t scale_index) {
-  if (values.empty()) return 0;
-  return values[std::min(scale_index, values.size() - 1)];
-}
 
 const Half* HalfData(const NDArray& a) { return static_cast<const Half*>(a.raw_data()); }
 BFloat16* Bf16Data(const NDArray& a) { return static_cast<BFloat16*>(a.raw_data()); }

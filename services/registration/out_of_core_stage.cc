@@ -22,6 +22,7 @@
 #include "kernels/registration/field_ops.h"
 #include "kernels/registration/gaussian_smooth.h"
 #include "services/registration/array_helpers.h"
+#include "services/registration/per_scale.h"
 #include "services/registration/plateau_stop.h"
 #include "services/registration/sharded_deformable_stage.h"
 #include "services/registration/step_control.h"
@@ -82,11 +83,6 @@ absl::StatusOr<std::vector<SlabLayout>> ShardLayouts(Dims3 dims, int shards, int
     layouts.push_back(l);
   }
   return layouts;
-}
-
-int PerScale(const std::vector<int>& values, size_t scale_index) {
-  if (values.empty()) return 0;
-  return values[std::min(scale_index, values.size() - 1)];
 }
 
 // Per-voxel device bytes of one working set's slab arrays (the model in the

@@ -13,6 +13,7 @@
 #include "common/image_preview.h"
 #include "common/status.h"
 #include "services/registration/array_helpers.h"
+#include "services/registration/per_scale.h"
 #include "kernels/registration/adam.h"
 #include "kernels/registration/field_ops.h"
 #include "kernels/registration/gaussian_smooth.h"
@@ -48,11 +49,6 @@ uint64_t SubsetSeed(uint64_t seed, int stage, size_t level, int iteration) {
     z ^= z >> 31;
   }
   return z;
-}
-
-int PerScale(const std::vector<int>& values, size_t scale_index) {
-  if (values.empty()) return 0;
-  return values[std::min(scale_index, values.size() - 1)];
 }
 
 // One resolution of the pyramid, in the stream's memory.

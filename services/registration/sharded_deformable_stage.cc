@@ -18,6 +18,7 @@
 #include "kernels/registration/field_ops.h"
 #include "kernels/registration/gaussian_smooth.h"
 #include "services/registration/array_helpers.h"
+#include "services/registration/per_scale.h"
 #include "services/registration/grid_jitter.h"
 #include "services/registration/plateau_stop.h"
 #include "services/registration/step_control.h"
@@ -27,11 +28,6 @@ namespace {
 
 using parallel::Communicator;
 using parallel::GreedyStepOptions;
-
-int PerScale(const std::vector<int>& values, size_t scale_index) {
-  if (values.empty()) return 0;
-  return values[std::min(scale_index, values.size() - 1)];
-}
 
 }  // namespace
 

@@ -5,15 +5,16 @@
 // slice it loads the tile plus an r-voxel halo into shared memory (prefetched
 // one slice ahead in registers), forms the per-voxel quantities, takes running
 // sums along x (per halo row) and y (per column) in shared memory, pushes the
-// resulting xy box sums into a w-slice ring and updates per-thread z running
-// sums (double, the ring's w slices added directly in ascending z: issue 39,
-// so a voxel's sums do not depend on where its z chunk or a z-slab starts).
-// The full w^3 box sums of slice z - r are then complete and the epilogue
-// consumes them.
+// resulting xy box sums into a w-slice ring and adds the ring's w slices
+// directly in ascending z (float, as the x and y sums; issue 39: a voxel's
+// sums do not depend on where its z chunk or a z-slab starts, which a running
+// sum's would). The full w^3 box sums of slice z - r are then complete and
+// the epilogue consumes them (in double).
 //
 // Forward: quantities F, W, F^2, W^2, FW; epilogue computes cc (summed per
-//   slice and xy tile, then per slice, then over slices: slice_sums.h) and a, b, c (stored, 3 volumes) when the gradient is
-//   wanted.
+//   slice, xy tile and warp by a fixed shuffle tree, then per slice, then
+//   over slices: slice_sums.h) and a, b, c (stored, 3 volumes) when the
+//   gradient is wanted.
 // Backward: quantities a, b, c; epilogue writes
 //   dL/dW = -(1/N)(F Box(a) + 2 W Box(b) + Box(c)).
 // Global traffic per voxel: forward reads F, W (plus halo re-reads, mostly
@@ -39,6 +40,7 @@ namespace {
 constexpr int kTX = 32;  // tile width (x): one warp
 constexpr int kTY = 8;   // tile height (y)
 constexpr int kThreads = kTX * kTY;
+constexpr int kWarps = kThreads / 32;  // = kTY: warp w holds row w of the tile
 constexpr int kXsStride = kTX + 1;  // padded row stride of the x-sum buffer
 constexpr int kXSegments = 2;       // threads per halo row in the x pass
 constexpr int kXSegLen = kTX / kXSegments;
@@ -241,24 +243,30 @@ __global__ void __launch_bounds__(kThreads) BoxMarchKernel(Op op, MarchShape sh,
         // The window's w slices added directly in ascending z (the oldest,
         // slice z - r, sits after the newest): the sum does not depend on
         // where this block's z chunk (or a z-slab of the volume) starts.
+        // In float, as the x and y sums before them (w terms: no drift).
+        float sum[kQ];
 #pragma unroll
-        for (int c = 0; c < kQ; ++c) acc[c] = 0.0;
+        for (int c = 0; c < kQ; ++c) sum[c] = 0.f;
         int at = slot + 1 == sh.w ? 0 : slot + 1;
         for (int d = 0; d < sh.w; ++d) {
 #pragma unroll
-          for (int c = 0; c < kQ; ++c) acc[c] += static_cast<double>(s_ring[(at * kQ + c) * kThreads + tid]);
+          for (int c = 0; c < kQ; ++c) sum[c] += s_ring[(at * kQ + c) * kThreads + tid];
           at = at + 1 == sh.w ? 0 : at + 1;
         }
+#pragma unroll
+        for (int c = 0; c < kQ; ++c) acc[c] = static_cast<double>(sum[c]);
         cc = op.Emit(my_x + sh.nx * my_y + plane * z, acc);
       }
       if (kReduce) {
-        // One sum per (slice, xy tile), a fixed tree over the tile's threads
-        // (slice_sums.h): FinishSlices adds the tiles of a slice in order.
-        __shared__ double scratch[32];
-        double v[1] = {cc};
-        cuda_detail::BlockSum<1>(v, scratch);
-        if (tid == 0) partials[z * (static_cast<int64_t>(gridDim.x) * gridDim.y) + blockIdx.x +
-                               static_cast<int64_t>(gridDim.x) * blockIdx.y] = v[0];
+        // One sum per (slice, xy tile, warp): a fixed shuffle tree over the
+        // warp's row of the tile, no block barrier (slice_sums.h).
+        // FinishSlices adds a slice's tiles and warps in order.
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) cc += __shfl_xor_sync(0xffffffffu, cc, off);
+        if ((tid & 31) == 0) {
+          const int64_t tile = blockIdx.x + static_cast<int64_t>(gridDim.x) * blockIdx.y;
+          partials[(z * (static_cast<int64_t>(gridDim.x) * gridDim.y) + tile) * kWarps + (tid >> 5)] = cc;
+        }
       }
     }
     slot = slot + 1 == sh.w ? 0 : slot + 1;
@@ -333,18 +341,20 @@ absl::Status LnccImpl(const Stream& stream, const FixedT* fixed, const float* wa
         absl::StrCat("lncc (CUDA): window ", options.window, " needs more shared memory than the GPU has"));
   }
   const dim3 grid = MarchGrid(sh);
-  const int64_t tiles = static_cast<int64_t>(grid.x) * grid.y;  // partials per slice
+  const int64_t tiles = static_cast<int64_t>(grid.x) * grid.y;
+  const int64_t per_slice = tiles * kWarps;  // partials per slice: one per tile and warp
   const int64_t n = dims.size();
   const bool want_grad = grad_warped != nullptr;
   const bool want_sums = loss != nullptr || slice_cc != nullptr;
 
-  size_t bytes = ScratchCarver::Align(sizeof(double) * tiles * dims.nz) + ScratchCarver::Align(sizeof(double) * dims.nz);
+  size_t bytes =
+      ScratchCarver::Align(sizeof(double) * per_slice * dims.nz) + ScratchCarver::Align(sizeof(double) * dims.nz);
   const bool own_coefficients = want_grad && coefficients == nullptr;
   if (own_coefficients) bytes += 3 * ScratchCarver::Align(sizeof(CoefT) * n);
   Workspace local;
   TESSERA_ASSIGN_OR_RETURN(void* base, ReserveScratch(stream, bytes, workspace, local));
   ScratchCarver carve(base);
-  double* partials = carve.Take<double>(tiles * dims.nz);
+  double* partials = carve.Take<double>(per_slice * dims.nz);
   double* slices = carve.Take<double>(dims.nz);
   CoefT* a = own_coefficients ? carve.Take<CoefT>(n) : (want_grad ? coefficients : nullptr);
   CoefT* b = own_coefficients ? carve.Take<CoefT>(n) : (want_grad ? coefficients + n : nullptr);
@@ -356,7 +366,7 @@ absl::Status LnccImpl(const Stream& stream, const FixedT* fixed, const float* wa
     // loss = -(sum of the slices' cc sums in ascending z) / N, as the CPU
     // reference and the sharded evaluation (slice_sums.h).
     TESSERA_RETURN_IF_ERROR((DispatchMarch<ForwardOp<FixedT, CoefT>, true>(fwd, sh, partials, s)));
-    TESSERA_CUDA_RETURN_IF_ERROR(cuda_detail::FinishSlices(partials, dims.nz, tiles, slice_cc != nullptr ? slice_cc : slices,
+    TESSERA_CUDA_RETURN_IF_ERROR(cuda_detail::FinishSlices(partials, dims.nz, per_slice, slice_cc != nullptr ? slice_cc : slices,
                                                            -1.0, static_cast<double>(total_voxels), loss, s));
   } else {
     TESSERA_RETURN_IF_ERROR((DispatchMarch<ForwardOp<FixedT, CoefT>, false>(fwd, sh, nullptr, s)));

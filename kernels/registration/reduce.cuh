@@ -61,7 +61,8 @@ cudaError_t FinishPartials(const double* partials, int64_t num_blocks, int num_v
 // ascending b, and, when `out` is given, out[0] = float(sign * (S / divisor))
 // with S the slice sums added in ascending k (SumOfSlices): the same bits as
 // the host's SumOfSlices of those slice sums divided by `divisor`, whatever
-// z-slab of the volume the slices were computed on. One block.
+// z-slab of the volume the slices were computed on. One block per slice,
+// then one thread for the total.
 cudaError_t FinishSlices(const double* partials, int64_t nz, int64_t per_slice, double* slice_sums, double sign,
                          double divisor, float* out, cudaStream_t stream);
 

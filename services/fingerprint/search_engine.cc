@@ -20,24 +20,18 @@ SearchEngine::SearchEngine(GallerySearcher* searcher, SearchLimits limits)
       }),
       limits_(limits) {}
 
-absl::StatusOr<ParsedSearch> SearchEngine::Parse(const google::protobuf::Any& spec, GallerySearcher** searcher) const {
-  v1::SearchBatchRequest request;
-  TESSERA_RETURN_IF_ERROR(jobs::UnpackSpec(spec, &request));
-  TESSERA_ASSIGN_OR_RETURN(*searcher, lookup_(request.gallery()));
-  return ParseSearchBatchRequest(request, limits_);
+absl::StatusOr<SearchPlan> SearchEngine::MakePlan(const v1::SearchBatchRequest& request) const {
+  TESSERA_ASSIGN_OR_RETURN(ParsedSearch parsed, ParseSearchBatchRequest(request, limits_));
+  return SearchPlan{request.gallery(), std::move(parsed)};
 }
 
-absl::Status SearchEngine::Validate(const google::protobuf::Any& spec) const {
-  GallerySearcher* searcher = nullptr;
-  return Parse(spec, &searcher).status();
-}
+absl::Status SearchEngine::CheckPlan(const SearchPlan& plan) const { return lookup_(plan.gallery).status(); }
 
-absl::StatusOr<jobs::EngineOutput> SearchEngine::Run(const google::protobuf::Any& spec,
-                                                     jobs::EngineContext& ctx) const {
+absl::StatusOr<jobs::EngineOutput> SearchEngine::RunPlan(const SearchPlan& plan, jobs::EngineContext& ctx) const {
   const auto start = std::chrono::steady_clock::now();
   TESSERA_RETURN_IF_ERROR(ctx.CheckContinue());
-  GallerySearcher* searcher = nullptr;
-  TESSERA_ASSIGN_OR_RETURN(ParsedSearch parsed, Parse(spec, &searcher));
+  TESSERA_ASSIGN_OR_RETURN(GallerySearcher* searcher, lookup_(plan.gallery));
+  const ParsedSearch& parsed = plan.search;
   SearchControl control;
   control.check = [&ctx] { return ctx.CheckContinue(); };
   control.progress = [&ctx](int64_t done, int64_t total) {

@@ -24,11 +24,21 @@
 #include "services/fingerprint/search_request.h"
 #include "services/fingerprint/search/searcher.h"
 #include "services/jobs/engine.h"
+#include "services/jobs/typed_engine.h"
+#include "tessera/v1/fingerprint.pb.h"
 
 namespace tessera {
 namespace fingerprint {
 
-class SearchEngine final : public jobs::Engine {
+// The request checked once per job (TypedEngine): its probes parsed, and
+// the gallery it names (looked up when the job is checked and when it runs:
+// galleries come and go).
+struct SearchPlan {
+  std::string gallery;  // as the spec names it ("" = "default")
+  ParsedSearch search;
+};
+
+class SearchEngine final : public jobs::TypedEngine<v1::SearchBatchRequest, SearchPlan> {
  public:
   // The searcher of a gallery name; INVALID_ARGUMENT / NOT_FOUND as GallerySet::Get.
   using Lookup = std::function<absl::StatusOr<GallerySearcher*>(absl::string_view gallery)>;
@@ -38,18 +48,18 @@ class SearchEngine final : public jobs::Engine {
   SearchEngine(GallerySearcher* searcher, SearchLimits limits);
 
   std::string kind() const override { return "fingerprint.search"; }
-  std::string spec_type() const override { return "tessera.v1.SearchBatchRequest"; }
-  // INVALID_ARGUMENT (another message type, top_k, matcher, a bad probe, a bad
-  // gallery name), NOT_FOUND (no such gallery), RESOURCE_EXHAUSTED (too many
-  // probes, a template too large).
-  absl::Status Validate(const google::protobuf::Any& spec) const override;
+
+ protected:
+  // INVALID_ARGUMENT (top_k, matcher, a bad probe), RESOURCE_EXHAUSTED (too
+  // many probes, a template too large): ParseSearchBatchRequest.
+  absl::StatusOr<SearchPlan> MakePlan(const v1::SearchBatchRequest& request) const override;
+  // INVALID_ARGUMENT (a bad gallery name), NOT_FOUND (no such gallery).
+  absl::Status CheckPlan(const SearchPlan& plan) const override;
   // CANCELLED / DEADLINE_EXCEEDED when the context says so (within one
   // gallery chunk of work).
-  absl::StatusOr<jobs::EngineOutput> Run(const google::protobuf::Any& spec, jobs::EngineContext& ctx) const override;
+  absl::StatusOr<jobs::EngineOutput> RunPlan(const SearchPlan& plan, jobs::EngineContext& ctx) const override;
 
  private:
-  absl::StatusOr<ParsedSearch> Parse(const google::protobuf::Any& spec, GallerySearcher** searcher) const;
-
   const Lookup lookup_;
   const SearchLimits limits_;
 };

@@ -84,8 +84,12 @@ TEST_F(SearchEngineTest, RunsTheSearchAndReportsEveryChunk) {
   std::vector<jobs::JobProgress> reports;
   jobs::EngineContext ctx("job-1", "/nonexistent", nullptr, absl::InfiniteFuture(),
                           [&](const jobs::JobProgress& p) { reports.push_back(p); });
+  // Checked at submit, then run: the probes are parsed once (TypedEngine's plan).
+  ASSERT_TRUE(engine_->Validate(Spec(request_)).ok());
+  EXPECT_FALSE(engine_->Needs(Spec(request_)).needs_gpu);
   auto out = engine_->Run(Spec(request_), ctx);
   ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(engine_->plans_made(), 1);
   v1::SearchBatchResponse response;
   ASSERT_TRUE(out->result.UnpackTo(&response));
   ASSERT_EQ(response.results_size(), 3);

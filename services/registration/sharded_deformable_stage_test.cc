@@ -218,15 +218,23 @@ TEST(ShardedDeformable, ProcessRanksMatchInProcessShardsAndSingleRank) {
   const Outcome in_process = registration::Run(p, o, 2);
   const auto [rms, diff] = RmsAndDifference(in_process.displacement, u0);
   std::printf("2 process ranks vs 2 in-process shards: displacement rms %.4f mm, rms difference %.3g mm\n", rms, diff);
-  EXPECT_LT(diff, 0.1 * kVoxelMm);
-  // World size 1 through the same path equals the unsharded lean stage up to
-  // float summation order (bit-identical here is not promised).
+  // Issue 39: the same sums in the same order whatever carries them (CPU).
+  ASSERT_EQ(in_process.displacement.nbytes(), u0.nbytes());
+  EXPECT_EQ(std::memcmp(in_process.displacement.data<float>(), u0.data<float>(), u0.nbytes()), 0)
+      << "2 process ranks vs 2 in-process shards, bit for bit";
+  // World size 1 through the same path: the unsharded lean stage, bit for bit
+  // on the CPU. (On one GPU through NCCL it differs by ~5e-4 mm rms:
+  // process_rank_registration_gpu_test; cause not found yet.)
   const auto one = RunProcessRanks(p, o, 1);
   ASSERT_TRUE(one[0].ok()) << one[0].status();
   const Outcome single = registration::Run(p, o, 1);
   const auto [rms1, diff1] = RmsAndDifference(single.displacement, one[0]->displacement_ras);
   std::printf("1 process rank vs shards=1: displacement rms %.4f mm, rms difference %.3g mm\n", rms1, diff1);
-  EXPECT_LT(diff1, 0.1 * kVoxelMm);
+  ASSERT_EQ(single.displacement.nbytes(), one[0]->displacement_ras.nbytes());
+  EXPECT_EQ(std::memcmp(single.displacement.data<float>(), one[0]->displacement_ras.data<float>(),
+                        single.displacement.nbytes()),
+            0)
+      << "1 process rank vs shards=1, bit for bit";
   EXPECT_GT(rms1, 0.5);  // a deformation happened at all
 }
 

@@ -81,9 +81,14 @@ TEST(ProcessRankRegistration, WorldSizeOneEqualsSingleRankOnTheGpu) {
   const double rms = std::sqrt(norm2 / a.num_elements()), rms_diff = std::sqrt(diff2 / a.num_elements());
   const double dice_single = MeanDice(ph.labels, *pair.moving_labels, ph.image, *single);
   const double dice_one = MeanDice(ph.labels, *pair.moving_labels, ph.image, *one);
+  std::string single_log;
+  for (const std::string& line : single->log) single_log += line + "\n";
+  int64_t differ = 0;
+  for (int64_t i = 0; i < a.num_elements(); ++i) differ += a.data<float>()[i] != b.data<float>()[i];
   std::printf("world size 1 vs shards=1 on the GPU: Dice %.4f vs %.4f, displacement rms %.4f mm, rms difference "
-              "%.3g mm\n%s",
-              dice_one, dice_single, rms, rms_diff, log.c_str());
+              "%.3g mm, %lld of %lld field values differ\nworld size 1:\n%sshards=1:\n%s",
+              dice_one, dice_single, rms, rms_diff, static_cast<long long>(differ),
+              static_cast<long long>(a.num_elements()), log.c_str(), single_log.c_str());
   EXPECT_NEAR(dice_one, dice_single, 0.005);
   EXPECT_LT(rms_diff, 0.1 * kVoxelMm);
   EXPECT_GT(rms, 0.1);  // a deformation happened at all

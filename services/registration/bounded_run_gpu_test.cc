@@ -14,7 +14,7 @@
 
 #include "common/testing/gpu_test.h"
 #include "kernels/registration/label_metrics.h"
-#include "services/registration/colin_problem.h"
+#include "services/registration/testing/colin_problem.h"
 #include "services/registration/out_of_core_stage.h"
 #include "services/registration/registrar.h"
 

@@ -25,7 +25,7 @@
 
 #include "kernels/registration/gaussian_smooth.h"
 #include "kernels/registration/label_metrics.h"
-#include "services/registration/colin_problem.h"
+#include "services/registration/testing/colin_problem.h"
 #include "services/registration/host_setup.h"
 #include "services/registration/out_of_core_stage.h"
 #include "services/registration/registrar.h"

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "kernels/registration/label_metrics.h"
-#include "services/registration/colin_problem.h"
+#include "services/registration/testing/colin_problem.h"
 #include "services/registration/registrar.h"
 #include "services/registration/synthetic.h"
 

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "kernels/registration/label_metrics.h"
-#include "services/registration/colin_problem.h"
+#include "services/registration/testing/colin_problem.h"
 #include "services/registration/registrar.h"
 
 namespace tessera::registration {

@@ -12,7 +12,7 @@
 #include "common/nifti_io.h"
 #include "kernels/registration/label_metrics.h"
 #include "services/registration/registrar.h"
-#include "services/registration/colin_problem.h"
+#include "services/registration/testing/colin_problem.h"
 #include "services/registration/synthetic.h"
 
 namespace tessera::registration {

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/parallel/staged_communicator.h"
 #include "kernels/registration/label_metrics.h"
-#include "services/registration/colin_problem.h"
+#include "services/registration/testing/colin_problem.h"
 #include "services/registration/out_of_core_stage.h"
 #include "services/registration/registrar.h"
 

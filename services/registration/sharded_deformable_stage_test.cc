@@ -21,7 +21,7 @@
 #include "kernels/registration/label_metrics.h"
 #include "services/registration/registrar.h"
 #include "services/registration/sharded_deformable_stage.h"
-#include "services/registration/colin_problem.h"
+#include "services/registration/testing/colin_problem.h"
 #include "services/registration/synthetic.h"
 
 namespace tessera::registration {

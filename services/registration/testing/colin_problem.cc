@@ -1,4 +1,4 @@
-#include "services/registration/colin_problem.h"
+#include "services/registration/testing/colin_problem.h"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
 // Test fixture shared by the registration tests: Colin27 (Debian's
 // mricron-data) and its AAL labels downsampled, warped by a synthetic
 // transform with a known answer (synthetic.h).
-#ifndef TESSERA_SERVICES_REGISTRATION_COLIN_PROBLEM_H_
-#define TESSERA_SERVICES_REGISTRATION_COLIN_PROBLEM_H_
+#ifndef TESSERA_SERVICES_REGISTRATION_TESTING_COLIN_PROBLEM_H_
+#define TESSERA_SERVICES_REGISTRATION_TESTING_COLIN_PROBLEM_H_
 
 #include <cstdint>
 #include <string>
@@ -35,4 +35,4 @@ bool LogHas(const std::vector<std::string>& log, const std::string& text);
 
 }  // namespace tessera::registration
 
-#endif  // TESSERA_SERVICES_REGISTRATION_COLIN_PROBLEM_H_
+#endif  // TESSERA_SERVICES_REGISTRATION_TESTING_COLIN_PROBLEM_H_

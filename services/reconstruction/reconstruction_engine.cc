@@ -12,12 +12,6 @@
 namespace tessera::reconstruction {
 namespace {
 
-absl::StatusOr<v1::ReconstructRequest> Unpack(const google::protobuf::Any& spec) {
-  v1::ReconstructRequest request;
-  TESSERA_RETURN_IF_ERROR(jobs::UnpackSpec(spec, &request));
-  return request;
-}
-
 // Work vectors of floats beside the volume and the sinogram, per method
 // (iterates, residuals, row/column sums, filter scratch).
 int64_t DeviceBytes(const ReconSpec& spec, const recon::CtGeometry& g) {
@@ -47,17 +41,14 @@ absl::StatusOr<ReconSpec> ReconstructionEngine::Resolve(const v1::ReconstructReq
   return ResolveReconstructRequest(request, roots_, max_input_bytes_, default_device_);
 }
 
-absl::Status ReconstructionEngine::Validate(const google::protobuf::Any& spec) const {
-  TESSERA_ASSIGN_OR_RETURN(v1::ReconstructRequest request, Unpack(spec));
-  TESSERA_ASSIGN_OR_RETURN(ReconSpec resolved, Resolve(request));
+absl::Status ReconstructionEngine::CheckPlan(const ReconstructionPlan& plan) const {
+  TESSERA_ASSIGN_OR_RETURN(ReconSpec resolved, Resolve(plan.request));
   return CheckReconInputs(resolved);
 }
 
-jobs::ResourceNeeds ReconstructionEngine::Needs(const google::protobuf::Any& spec) const {
+jobs::ResourceNeeds ReconstructionEngine::NeedsOf(const ReconstructionPlan& plan) const {
   jobs::ResourceNeeds needs;
-  absl::StatusOr<v1::ReconstructRequest> request = Unpack(spec);
-  if (!request.ok()) return needs;
-  absl::StatusOr<ReconSpec> resolved = Resolve(*request);
+  absl::StatusOr<ReconSpec> resolved = Resolve(plan.request);
   if (!resolved.ok()) return needs;
   needs.needs_gpu = resolved->device == "cuda";
   // MRI and ultrasound sizes come from their data files, read at run time.
@@ -67,10 +58,9 @@ jobs::ResourceNeeds ReconstructionEngine::Needs(const google::protobuf::Any& spe
   return needs;
 }
 
-absl::StatusOr<jobs::EngineOutput> ReconstructionEngine::Run(const google::protobuf::Any& spec,
-                                                             jobs::EngineContext& ctx) const {
-  TESSERA_ASSIGN_OR_RETURN(v1::ReconstructRequest request, Unpack(spec));
-  TESSERA_ASSIGN_OR_RETURN(ReconSpec resolved, Resolve(request));
+absl::StatusOr<jobs::EngineOutput> ReconstructionEngine::RunPlan(const ReconstructionPlan& plan,
+                                                                 jobs::EngineContext& ctx) const {
+  TESSERA_ASSIGN_OR_RETURN(ReconSpec resolved, Resolve(plan.request));
   TESSERA_RETURN_IF_ERROR(ctx.CheckContinue());
   ReconRunContext run;
   run.work_dir = ctx.work_dir();

@@ -17,11 +17,21 @@
 
 #include "absl/status/statusor.h"
 #include "services/jobs/engine.h"
+#include "services/jobs/typed_engine.h"
 #include "services/reconstruction/reconstruction_request.h"
+#include "tessera/v1/reconstruction.pb.h"
 
 namespace tessera::reconstruction {
 
-class ReconstructionEngine final : public jobs::Engine {
+// A job's request as the engine keeps it between its check at submit and its
+// run. Resolving it reads the server's files (geometry, data under the roots),
+// which may change in between, so the resolution is redone where it is used
+// (CheckPlan at submit, RunPlan at run) and not cached in the plan.
+struct ReconstructionPlan {
+  v1::ReconstructRequest request;
+};
+
+class ReconstructionEngine final : public jobs::TypedEngine<v1::ReconstructRequest, ReconstructionPlan> {
  public:
   // `data_roots` must exist; `max_input_bytes` > 0 bounds each input file;
   // `default_device` ("auto", "cpu", "cuda") for requests that leave it empty.
@@ -29,16 +39,20 @@ class ReconstructionEngine final : public jobs::Engine {
       const std::vector<std::string>& data_roots, int64_t max_input_bytes, const std::string& default_device);
 
   std::string kind() const override { return "reconstruction"; }
-  std::string spec_type() const override { return "tessera.v1.ReconstructRequest"; }
-  // ResolveReconstructRequest + CheckReconInputs: a bad geometry or a
-  // sinogram that does not match it fails the submit.
-  absl::Status Validate(const google::protobuf::Any& spec) const override;
-  // needs_gpu for device "cuda"; device_bytes from the geometry (volume,
-  // sinogram and the method's work vectors).
-  jobs::ResourceNeeds Needs(const google::protobuf::Any& spec) const override;
-  absl::StatusOr<jobs::EngineOutput> Run(const google::protobuf::Any& spec, jobs::EngineContext& ctx) const override;
 
   absl::StatusOr<ReconSpec> Resolve(const v1::ReconstructRequest& request) const;
+
+ protected:
+  absl::StatusOr<ReconstructionPlan> MakePlan(const v1::ReconstructRequest& request) const override {
+    return ReconstructionPlan{request};
+  }
+  // ResolveReconstructRequest + CheckReconInputs: a bad geometry or a
+  // sinogram that does not match it fails the submit.
+  absl::Status CheckPlan(const ReconstructionPlan& plan) const override;
+  // needs_gpu for device "cuda"; device_bytes from the geometry (volume,
+  // sinogram and the method's work vectors).
+  jobs::ResourceNeeds NeedsOf(const ReconstructionPlan& plan) const override;
+  absl::StatusOr<jobs::EngineOutput> RunPlan(const ReconstructionPlan& plan, jobs::EngineContext& ctx) const override;
 
  private:
   ReconstructionEngine(std::vector<std::string> roots, int64_t max_input_bytes, std::string default_device)

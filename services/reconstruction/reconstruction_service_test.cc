@@ -52,6 +52,7 @@ std::string ReadFile(const std::string& path) {
 }
 
 struct TestServer {
+  std::shared_ptr<const reconstruction::ReconstructionEngine> engine;
   std::unique_ptr<scheduler::testing::InProcessScheduler> jobs;
   std::unique_ptr<ReconstructionServiceImpl> service;
   std::unique_ptr<ServiceHost> host;
@@ -75,6 +76,7 @@ absl::StatusOr<std::unique_ptr<TestServer>> StartServer(const std::string& root,
   if (!uploads.ok()) return uploads.status();
   auto engine = reconstruction::ReconstructionEngine::Create({root, *uploads}, options.max_volume_bytes, "cpu");
   if (!engine.ok()) return engine.status();
+  server->engine = *engine;
   auto jobs = scheduler::testing::InProcessScheduler::Start(state_dir, {*engine});
   if (!jobs.ok()) return jobs.status();
   server->jobs = *std::move(jobs);
@@ -184,6 +186,9 @@ TEST_F(ReconstructionServiceTest, UploadReconstructWatchAndDownload) {
   }
   ASSERT_FALSE(seen.empty());
   EXPECT_EQ(seen.back().state(), v1::JOB_STATE_SUCCEEDED);
+  // Checked at submit and run: the request is unpacked into one plan (the
+  // retry above is decided by the job core before any engine check).
+  EXPECT_EQ(server_->engine->plans_made(), 1);
 
   v1::ReconstructionResult result;
   {

@@ -10,6 +10,7 @@
 #include "common/buffer.h"
 #include "common/status.h"
 #include "services/common/data_roots.h"
+#include "services/jobs/typed_engine.h"
 #include "services/som/atlas_job_progress.h"
 #include "services/som/atlas_training.h"
 #include "services/som/som_proto.h"
@@ -28,32 +29,38 @@ std::string AtlasIdForJob(const std::string& job_id) {
 
 namespace {
 
-class TrainingEngine final : public jobs::Engine {
+// A job's request between its check at submit and its run. Preparing it
+// reads the server's files (the corpus, an upload), which may change in
+// between, so PrepareAtlasJob runs where it is used, not in the plan.
+struct TrainingPlan {
+  v1::CreateAtlasRequest request;
+};
+
+class TrainingEngine final : public jobs::TypedEngine<v1::CreateAtlasRequest, TrainingPlan> {
  public:
   explicit TrainingEngine(TrainingEngineOptions options) : options_(std::move(options)) {}
 
   std::string kind() const override { return kTrainingEngineKind; }
-  std::string spec_type() const override { return v1::CreateAtlasRequest::descriptor()->full_name(); }
 
-  absl::Status Validate(const google::protobuf::Any& spec) const override {
-    v1::CreateAtlasRequest request;
-    TESSERA_RETURN_IF_ERROR(jobs::UnpackSpec(spec, &request));
-    return PrepareAtlasJob(request, options_.limits, options_.uploads).status();
+ protected:
+  absl::StatusOr<TrainingPlan> MakePlan(const v1::CreateAtlasRequest& request) const override {
+    return TrainingPlan{request};
   }
 
-  jobs::ResourceNeeds Needs(const google::protobuf::Any& spec) const override {
+  absl::Status CheckPlan(const TrainingPlan& plan) const override {
+    return PrepareAtlasJob(plan.request, options_.limits, options_.uploads).status();
+  }
+
+  jobs::ResourceNeeds NeedsOf(const TrainingPlan& plan) const override {
     jobs::ResourceNeeds needs;
-    v1::CreateAtlasRequest request;
-    if (!spec.UnpackTo(&request)) return needs;
     const std::string& device =
-        request.options().device().empty() ? options_.limits.default_device : request.options().device();
+        plan.request.options().device().empty() ? options_.limits.default_device : plan.request.options().device();
     needs.needs_gpu = device == "cuda" || device == "gpu";
     return needs;
   }
 
-  absl::StatusOr<jobs::EngineOutput> Run(const google::protobuf::Any& spec, jobs::EngineContext& ctx) const override {
-    v1::CreateAtlasRequest request;
-    TESSERA_RETURN_IF_ERROR(jobs::UnpackSpec(spec, &request));
+  absl::StatusOr<jobs::EngineOutput> RunPlan(const TrainingPlan& plan, jobs::EngineContext& ctx) const override {
+    const v1::CreateAtlasRequest& request = plan.request;
     std::optional<jobs::EngineOutput> adopted = SavedByAnEarlierAttempt(request, ctx);
     if (adopted.has_value()) return *std::move(adopted);
     TESSERA_ASSIGN_OR_RETURN(AtlasJobRequest job, PrepareAtlasJob(request, options_.limits, options_.uploads));

@@ -66,6 +66,25 @@ int RankOrdinal(const RegistrationOptions& options, const Stream& stream, int ra
   return options.gpus[rank % options.gpus.size()];
 }
 
+// A level's array (in the stage stream's memory) for every rank, by the
+// rank's ordinal: the array itself on the stage's own device (shared
+// storage), one read-only copy on each other GPU.
+absl::StatusOr<std::map<int, NDArray>> OnEachRankGpu(const NDArray& level_array, const RegistrationOptions& options,
+                                                     const Stream& stream, int ranks) {
+  std::map<int, NDArray> out;
+  for (int r = 0; r < ranks; ++r) {
+    const int ordinal = RankOrdinal(options, stream, r);
+    if (out.count(ordinal)) continue;
+    if (ordinal == stream.ordinal()) {
+      out[ordinal] = level_array;
+      continue;
+    }
+    TESSERA_ASSIGN_OR_RETURN(out[ordinal], level_array.CopyTo(MemoryKind::kDevice, stream, ordinal));
+  }
+  TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+  return out;
+}
+
 // The whole field on every process rank: each holds its own slices (zero
 // elsewhere), summed over the group, which is exact (x + 0 = x), so every
 // rank ends with the same array bit for bit. Host arrays travel through a
@@ -247,23 +266,13 @@ absl::StatusOr<NDArray> RunShardedDeformableStage(const Stream& stream, const Re
       TESSERA_ASSIGN_OR_RETURN(moving_host, level.moving->CopyTo(MemoryKind::kHost, stream));
       TESSERA_RETURN_IF_ERROR(stream.Synchronize());
     } else {
-      for (int r = 0; r < ranks; ++r) {
-        const int ordinal = RankOrdinal(options, stream, r);
-        if (ordinal == stream.ordinal() || moving_on_gpu.count(ordinal)) continue;
-        TESSERA_ASSIGN_OR_RETURN(moving_on_gpu[ordinal], level.moving->CopyTo(MemoryKind::kDevice, stream, ordinal));
-      }
-      TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+      TESSERA_ASSIGN_OR_RETURN(moving_on_gpu, OnEachRankGpu(*level.moving, options, stream, ranks));
     }
     // CUDA ranks resample the jittered fixed image from the whole level on
-    // their own GPU (one read-only copy per GPU).
+    // their own GPU.
     std::map<int, NDArray> fixed_on_gpu;
     if (jitter && cuda) {
-      for (int r = 0; r < ranks; ++r) {
-        const int ordinal = RankOrdinal(options, stream, r);
-        if (fixed_on_gpu.count(ordinal)) continue;
-        TESSERA_ASSIGN_OR_RETURN(fixed_on_gpu[ordinal], fixed.CopyTo(MemoryKind::kDevice, stream, ordinal));
-      }
-      TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+      TESSERA_ASSIGN_OR_RETURN(fixed_on_gpu, OnEachRankGpu(*level.fixed, options, stream, ranks));
     }
     TESSERA_ASSIGN_OR_RETURN(Affine12 a, SamplerAffineFromPhysical(t, level.fixed_space, level.moving_space));
     float affine[12];
@@ -280,8 +289,7 @@ absl::StatusOr<NDArray> RunShardedDeformableStage(const Stream& stream, const Re
       TESSERA_ASSIGN_OR_RETURN(NDArray local_fixed, parallel::ExtractSlab(fixed, layout, rank_kind, rank_stream));
       parallel::ShardedGreedyState state;
       if (!ring) {
-        const auto copy = moving_on_gpu.find(rank_stream.ordinal());
-        const NDArray& moving = copy == moving_on_gpu.end() ? *level.moving : copy->second;
+        const NDArray& moving = moving_on_gpu.at(rank_stream.ordinal());
         TESSERA_ASSIGN_OR_RETURN(state, parallel::MakeShardedGreedyStateWholeMoving(
                                             layout, std::move(local_fixed), moving, affine, step_options,
                                             rank_stream));

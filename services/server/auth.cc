@@ -361,7 +361,7 @@ absl::Status Authorizer::CheckCertificate(absl::string_view full_method, const s
 absl::Status Authorizer::Authorize(absl::string_view full_method, CallIdentity* identity) {
   const Role required = RequiredRole(full_method);
   if (required == Role::kNone) {
-    return absl::PermissionDeniedError("method not in the access table (denied by default)");
+    return absl::PermissionDeniedError("method states no required role (denied by default)");
   }
   if (identity->role < required) {
     return absl::PermissionDeniedError(absl::StrCat("requires role '", RoleName(required), "'; principal '",

@@ -77,8 +77,6 @@ class ServiceModule final : public HostedModule {
     }
   }
 
-  ServiceT& service() { return *service_; }
-
  private:
   template <typename T, typename = void>
   struct HasAttachScheduler : std::false_type {};

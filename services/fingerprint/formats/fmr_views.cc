@@ -23,13 +23,7 @@ absl::Status ReadFingerViews(ByteReader& r, int num_views, const Template& recor
   views->clear();
   views->reserve(num_views);
   for (int v = 0; v < num_views; ++v) {
-    Template view;
-    view.width = record.width;
-    view.height = record.height;
-    view.x_resolution = record.x_resolution;
-    view.y_resolution = record.y_resolution;
-    view.capture_equipment = record.capture_equipment;
-    view.cbeff_product_id = record.cbeff_product_id;
+    Template view = record;  // the record-level fields; the rest is read below
     const std::string where = absl::StrCat("finger view ", v);
     uint8_t position = 0, view_impression = 0, quality = 0, count = 0;
     TESSERA_RETURN_IF_ERROR(r.Need(4, absl::StrCat(where, " header")));
@@ -202,6 +196,27 @@ void WriteFmrImageHeader(const Template& v, size_t num_views, ByteWriter& w) {
   w.U16(v.y_resolution);
   w.U8(num_views);
   w.U8(0);
+}
+
+absl::StatusOr<std::vector<Template>> ReadFmrImageAndViews(ByteReader& r, Template record, AngleUnit unit) {
+  int num_views = 0;
+  TESSERA_RETURN_IF_ERROR(ReadFmrImageHeader(r, &record, &num_views));
+  std::vector<Template> views;
+  TESSERA_RETURN_IF_ERROR(ReadFingerViews(r, num_views, record, unit, &views));
+  if (r.remaining() != 0) {
+    return r.Invalid(absl::StrCat(r.remaining(), " bytes after the last finger view"));
+  }
+  return views;
+}
+
+void WriteFmrMagic(ByteWriter& w) {
+  w.Bytes(absl::string_view("FMR\0", 4));
+  w.Bytes(absl::string_view(" 20\0", 4));
+}
+
+void WriteFmrImageAndViews(const std::vector<Template>& views, AngleUnit unit, ByteWriter& w) {
+  WriteFmrImageHeader(views[0], views.size(), w);
+  WriteFingerViews(views, unit, w);
 }
 
 }  // namespace internal

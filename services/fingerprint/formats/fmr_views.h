@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "services/fingerprint/formats/byte_io.h"
 #include "services/fingerprint/formats/template.h"
 
@@ -28,7 +29,8 @@ struct AngleUnit {
 int EncodeAngle(double radians, AngleUnit unit);
 double DecodeAngle(int units, AngleUnit unit);
 
-// Reads `num_views` views; each copies the record-level fields of `record`.
+// Reads `num_views` views; each starts as a copy of `record`, which holds the
+// record-level fields of the header only (no minutiae, no per-view fields).
 absl::Status ReadFingerViews(ByteReader& reader, int num_views, const Template& record, AngleUnit unit,
                              std::vector<Template>* views);
 // Writes the views (already validated).
@@ -44,6 +46,13 @@ absl::Status ReadFmrMagic(ByteReader& reader);
 absl::Status CheckRecordLength(const ByteReader& reader, uint64_t declared, size_t buffer, size_t header);
 absl::Status ReadFmrImageHeader(ByteReader& reader, Template* record, int* num_views);
 void WriteFmrImageHeader(const Template& view, size_t num_views, ByteWriter& writer);
+
+// What follows the format-specific header fields, read and written the same
+// way by both formats: the image header (into a copy of `record`, which holds
+// the fields read before it), the finger views, and nothing after them.
+absl::StatusOr<std::vector<Template>> ReadFmrImageAndViews(ByteReader& reader, Template record, AngleUnit unit);
+void WriteFmrMagic(ByteWriter& writer);
+void WriteFmrImageAndViews(const std::vector<Template>& views, AngleUnit unit, ByteWriter& writer);
 
 }  // namespace internal
 }  // namespace fingerprint

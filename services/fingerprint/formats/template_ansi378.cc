@@ -1,6 +1,5 @@
 #include "services/fingerprint/formats/template_ansi378.h"
 
-#include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "services/fingerprint/formats/byte_io.h"
 #include "services/fingerprint/formats/fmr_views.h"
@@ -36,14 +35,7 @@ absl::StatusOr<std::vector<Template>> ParseAnsi378(absl::Span<const uint8_t> byt
   r.set_shortage_code(absl::StatusCode::kInvalidArgument);
   Template record;
   TESSERA_RETURN_IF_ERROR(r.U32("CBEFF product identifier", &record.cbeff_product_id));
-  int num_views = 0;
-  TESSERA_RETURN_IF_ERROR(internal::ReadFmrImageHeader(r, &record, &num_views));
-  std::vector<Template> views;
-  TESSERA_RETURN_IF_ERROR(internal::ReadFingerViews(r, num_views, record, kAnsiAngle, &views));
-  if (r.remaining() != 0) {
-    return r.Invalid(absl::StrCat(r.remaining(), " bytes after the last finger view"));
-  }
-  return views;
+  return internal::ReadFmrImageAndViews(r, record, kAnsiAngle);
 }
 
 absl::StatusOr<std::vector<uint8_t>> WriteAnsi378(const std::vector<Template>& views) {
@@ -52,8 +44,7 @@ absl::StatusOr<std::vector<uint8_t>> WriteAnsi378(const std::vector<Template>& v
   const bool long_form = kShortHeader + body > 0xffff;
   const size_t total = (long_form ? kLongHeader : kShortHeader) + body;
   ByteWriter w;
-  w.Bytes(absl::string_view("FMR\0", 4));
-  w.Bytes(absl::string_view(" 20\0", 4));
+  internal::WriteFmrMagic(w);
   if (long_form) {
     w.U16(0);
     w.U32(static_cast<uint32_t>(total));
@@ -61,8 +52,7 @@ absl::StatusOr<std::vector<uint8_t>> WriteAnsi378(const std::vector<Template>& v
     w.U16(static_cast<uint32_t>(total));
   }
   w.U32(views[0].cbeff_product_id);
-  internal::WriteFmrImageHeader(views[0], views.size(), w);
-  internal::WriteFingerViews(views, kAnsiAngle, w);
+  internal::WriteFmrImageAndViews(views, kAnsiAngle, w);
   if (w.size() != total) return absl::InternalError("ANSI 378 writer: size bookkeeping mismatch");
   return w.Take();
 }

@@ -1,6 +1,5 @@
 #include "services/fingerprint/formats/template_iso19794.h"
 
-#include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "services/fingerprint/formats/byte_io.h"
 #include "services/fingerprint/formats/fmr_views.h"
@@ -25,26 +24,16 @@ absl::StatusOr<std::vector<Template>> ParseIso19794(absl::Span<const uint8_t> by
   TESSERA_RETURN_IF_ERROR(r.U32("record length", &length));
   TESSERA_RETURN_IF_ERROR(internal::CheckRecordLength(r, length, bytes.size(), kIso19794HeaderBytes));
   r.set_shortage_code(absl::StatusCode::kInvalidArgument);  // from here on a shortage is an inconsistent record
-  Template record;
-  int num_views = 0;
-  TESSERA_RETURN_IF_ERROR(internal::ReadFmrImageHeader(r, &record, &num_views));
-  std::vector<Template> views;
-  TESSERA_RETURN_IF_ERROR(internal::ReadFingerViews(r, num_views, record, kIsoAngle, &views));
-  if (r.remaining() != 0) {
-    return r.Invalid(absl::StrCat(r.remaining(), " bytes after the last finger view"));
-  }
-  return views;
+  return internal::ReadFmrImageAndViews(r, Template(), kIsoAngle);
 }
 
 absl::StatusOr<std::vector<uint8_t>> WriteIso19794(const std::vector<Template>& views) {
   TESSERA_RETURN_IF_ERROR(ValidateRecordViews(views));
   const size_t total = kIso19794HeaderBytes + internal::FingerViewsSize(views);
   ByteWriter w;
-  w.Bytes(absl::string_view("FMR\0", 4));
-  w.Bytes(absl::string_view(" 20\0", 4));
+  internal::WriteFmrMagic(w);
   w.U32(static_cast<uint32_t>(total));
-  internal::WriteFmrImageHeader(views[0], views.size(), w);
-  internal::WriteFingerViews(views, kIsoAngle, w);
+  internal::WriteFmrImageAndViews(views, kIsoAngle, w);
   if (w.size() != total) return absl::InternalError("ISO 19794-2 writer: size bookkeeping mismatch");
   return w.Take();
 }

@@ -255,11 +255,9 @@ struct AlfiPipeline::Impl {
 
   bool cuda() const { return options.backend == Backend::kCuda; }
 
-  const uint8_t* PinnedPart(int p) const { return static_cast<const uint8_t*>(pinned->data()) + pinned_offset[p]; }
 
-  // Host pointers to batch k (the gallery vectors on the CPU backend, the
-  // pinned copy on CUDA).
-  GalleryBatch HostBatch(int k) const {
+  // Batch k's sizes, without its pointers.
+  GalleryBatch BatchHeader(int k) const {
     const BatchInfo& b = batches[k];
     GalleryBatch v;
     v.index = k;
@@ -268,26 +266,44 @@ struct AlfiPipeline::Impl {
     v.num_cylinders = b.cylinders;
     v.max_template_size = b.max_size;
     v.scratch_template_size = b.scratch_size;
-    const size_t c0 = b.cylinder_first;
-    if (!cuda()) {
-      v.start = rebased.data() + b.start_offset;
-      v.bits = gallery->bits.data() + c0 * kMccBitWords;
-      v.mask = gallery->mask.data() + c0 * kMccMaskWords;
-      v.x = gallery->x.data() + c0;
-      v.y = gallery->y.data() + c0;
-      v.theta = gallery->theta.data() + c0;
-      v.bit_count = gallery->bit_count.data() + c0;
-      v.full_mask = gallery->full_mask.data() + c0;
-      return v;
+    return v;
+  }
+
+  // Batch k in a copy of the pinned layout at `base`, its part p at
+  // base + offset[p] (pinned, resident and slot copies all have the parts in
+  // this order).
+  GalleryBatch BatchIn(int k, const uint8_t* base, const size_t offset[kParts]) const {
+    GalleryBatch v = BatchHeader(k);
+    v.start = reinterpret_cast<const int32_t*>(base + offset[kStart]);
+    v.bits = reinterpret_cast<const uint64_t*>(base + offset[kBits]);
+    v.mask = reinterpret_cast<const uint64_t*>(base + offset[kMask]);
+    v.x = reinterpret_cast<const float*>(base + offset[kX]);
+    v.y = reinterpret_cast<const float*>(base + offset[kY]);
+    v.theta = reinterpret_cast<const float*>(base + offset[kTheta]);
+    v.bit_count = reinterpret_cast<const uint16_t*>(base + offset[kCount]);
+    v.full_mask = base + offset[kFull];
+    return v;
+  }
+
+  // Host pointers to batch k (the gallery vectors on the CPU backend, the
+  // pinned copy on CUDA).
+  GalleryBatch HostBatch(int k) const {
+    if (cuda()) {
+      size_t offset[kParts];
+      for (int p = 0; p < kParts; ++p) offset[p] = BatchPartOffset(k, p);
+      return BatchIn(k, static_cast<const uint8_t*>(pinned->data()), offset);
     }
-    v.start = reinterpret_cast<const int32_t*>(PinnedPart(kStart)) + b.start_offset;
-    v.bits = reinterpret_cast<const uint64_t*>(PinnedPart(kBits)) + c0 * kMccBitWords;
-    v.mask = reinterpret_cast<const uint64_t*>(PinnedPart(kMask)) + c0 * kMccMaskWords;
-    v.x = reinterpret_cast<const float*>(PinnedPart(kX)) + c0;
-    v.y = reinterpret_cast<const float*>(PinnedPart(kY)) + c0;
-    v.theta = reinterpret_cast<const float*>(PinnedPart(kTheta)) + c0;
-    v.bit_count = reinterpret_cast<const uint16_t*>(PinnedPart(kCount)) + c0;
-    v.full_mask = PinnedPart(kFull) + c0;
+    const BatchInfo& b = batches[k];
+    const size_t c0 = b.cylinder_first;
+    GalleryBatch v = BatchHeader(k);
+    v.start = rebased.data() + b.start_offset;
+    v.bits = gallery->bits.data() + c0 * kMccBitWords;
+    v.mask = gallery->mask.data() + c0 * kMccMaskWords;
+    v.x = gallery->x.data() + c0;
+    v.y = gallery->y.data() + c0;
+    v.theta = gallery->theta.data() + c0;
+    v.bit_count = gallery->bit_count.data() + c0;
+    v.full_mask = gallery->full_mask.data() + c0;
     return v;
   }
 
@@ -303,27 +319,11 @@ struct AlfiPipeline::Impl {
   // Device pointers of batch k: in device slot `slot`, or in the resident
   // copy.
   GalleryBatch DeviceBatch(int k, int slot) const {
-    const BatchInfo& b = batches[k];
     const DeviceSlot& d = device_slots[slot];
     const uint8_t* base = static_cast<const uint8_t*>(resident ? resident->data() : d.gallery->data());
     size_t offset[kParts];
     for (int p = 0; p < kParts; ++p) offset[p] = resident ? BatchPartOffset(k, p) : d.offset[p];
-    GalleryBatch v;
-    v.index = k;
-    v.first_template = b.first;
-    v.num_templates = b.count;
-    v.num_cylinders = b.cylinders;
-    v.max_template_size = b.max_size;
-    v.scratch_template_size = b.scratch_size;
-    v.start = reinterpret_cast<const int32_t*>(base + offset[kStart]);
-    v.bits = reinterpret_cast<const uint64_t*>(base + offset[kBits]);
-    v.mask = reinterpret_cast<const uint64_t*>(base + offset[kMask]);
-    v.x = reinterpret_cast<const float*>(base + offset[kX]);
-    v.y = reinterpret_cast<const float*>(base + offset[kY]);
-    v.theta = reinterpret_cast<const float*>(base + offset[kTheta]);
-    v.bit_count = reinterpret_cast<const uint16_t*>(base + offset[kCount]);
-    v.full_mask = base + offset[kFull];
-    return v;
+    return BatchIn(k, base, offset);
   }
 
   absl::Status SetUpCuda(const MccGallery& g);

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
@@ -409,13 +410,18 @@ class MccSearcher final : public GallerySearcher {
     return absl::OkStatus();
   }
 
-  // DMC of the whole gallery for every wanted probe, chunk by chunk (kernels
-  // on the GPU stream when there is one, one user at a time).
-  absl::Status ScoreDmcLocked(const std::vector<DmcLatent>& latents, Run& run) {
+  // Templates per chunk of the DMC scans and per piece of the re-scoring.
+  int DmcChunkTemplates() const {
+    return chunk_templates_ > 0 ? chunk_templates_ : std::max(1, dmc_.options().batch_templates);
+  }
+
+  // The gallery chunk by chunk, every wanted probe per chunk:
+  // score_chunk(p, b, e) scores templates [b, e) for probe p into its top-k.
+  // Ends early once no probe is wanted.
+  absl::Status ForEachWantedProbeChunk(int num_probes, Run& run,
+                                       const std::function<absl::Status(int p, int b, int e)>& score_chunk) {
     const int n = gallery_.num_templates();
-    const int num_probes = static_cast<int>(latents.size());
-    const int chunk = chunk_templates_ > 0 ? chunk_templates_ : std::max(1, dmc_.options().batch_templates);
-    std::vector<float> scores(std::min(n, chunk));
+    const int chunk = DmcChunkTemplates();
     StopPoller& stop = *run.stop;
     for (int b = 0; b < n; b += chunk) {
       const int e = std::min(n, b + chunk);
@@ -424,19 +430,24 @@ class MccSearcher final : public GallerySearcher {
         if (stop.StopNow()) return stop.status();
         if (!run.Wanted(p)) continue;
         any = true;
-        {
-          std::unique_lock<std::mutex> device_lock(device_mu_, std::defer_lock);
-          if (gpu_) device_lock.lock();
-          TESSERA_RETURN_IF_ERROR(
-              dmc_.ScoreRange(gpu_ ? *gpu_ : cpu_stream_, latents[p], gallery_, b, e, scores.data(), &stop));
-        }
-        MergeTopK(scores.data(), e - b, b, run.top_k, &(*run.tops)[p], deleted_.data());
+        TESSERA_RETURN_IF_ERROR(score_chunk(p, b, e));
       }
       if (!any) break;
       ++run.chunks;
       run.Progress(e, n);
     }
     return absl::OkStatus();
+  }
+
+  // DMC of the whole gallery for every wanted probe, chunk by chunk (kernels
+  // on the GPU stream when there is one, one user at a time).
+  absl::Status ScoreDmcLocked(const std::vector<DmcLatent>& latents, Run& run) {
+    std::vector<float> scores(std::min(gallery_.num_templates(), DmcChunkTemplates()));
+    return ForEachWantedProbeChunk(static_cast<int>(latents.size()), run, [&](int p, int b, int e) -> absl::Status {
+      TESSERA_RETURN_IF_ERROR(DmcRangeLocked(latents[p], b, e, scores.data(), run.stop));
+      MergeTopK(scores.data(), e - b, b, run.top_k, &(*run.tops)[p], deleted_.data());
+      return absl::OkStatus();
+    });
   }
 
   // DMC (kernels on the GPU stream when there is one) of templates [b, e)
@@ -451,34 +462,22 @@ class MccSearcher final : public GallerySearcher {
   // CPU cores and DMC of the same chunk, fused per template.
   absl::Status ScoreFusionLocked(const std::vector<LssProbe>& prepared, const std::vector<DmcLatent>& latents,
                                  Run& run) {
-    const int n = gallery_.num_templates();
-    const int num_probes = static_cast<int>(latents.size());
-    const int chunk = chunk_templates_ > 0 ? chunk_templates_ : std::max(1, dmc_.options().batch_templates);
-    std::vector<float> lssr(std::min(n, chunk)), dmc(std::min(n, chunk));
+    const int chunk = std::min(gallery_.num_templates(), DmcChunkTemplates());
+    std::vector<float> lssr(chunk), dmc(chunk);
     StopPoller& stop = *run.stop;
-    for (int b = 0; b < n; b += chunk) {
-      const int e = std::min(n, b + chunk);
-      bool any = false;
-      for (int p = 0; p < num_probes; ++p) {
-        if (stop.StopNow()) return stop.status();
-        if (!run.Wanted(p)) continue;
-        any = true;
-        ParallelForDynamic(e - b, 64, [&](int64_t lo, int64_t hi, int) {
-          if (stop.ShouldStop()) return;
-          for (int64_t t = lo; t < hi; ++t) {
-            lssr[t] = cpu::Score(prepared[p], gallery_, b + static_cast<int>(t), MccScore::kLssR, constants_);
-          }
-        });
-        if (stop.stopped()) return stop.status();
-        TESSERA_RETURN_IF_ERROR(DmcRangeLocked(latents[p], b, e, dmc.data(), &stop));
-        for (int t = 0; t < e - b; ++t) lssr[t] = FuseScores(lssr[t], dmc[t], fusion_weight_);
-        MergeTopK(lssr.data(), e - b, b, run.top_k, &(*run.tops)[p], deleted_.data());
-      }
-      if (!any) break;
-      ++run.chunks;
-      run.Progress(e, n);
-    }
-    return absl::OkStatus();
+    return ForEachWantedProbeChunk(static_cast<int>(latents.size()), run, [&](int p, int b, int e) -> absl::Status {
+      ParallelForDynamic(e - b, 64, [&](int64_t lo, int64_t hi, int) {
+        if (stop.ShouldStop()) return;
+        for (int64_t t = lo; t < hi; ++t) {
+          lssr[t] = cpu::Score(prepared[p], gallery_, b + static_cast<int>(t), MccScore::kLssR, constants_);
+        }
+      });
+      if (stop.stopped()) return stop.status();
+      TESSERA_RETURN_IF_ERROR(DmcRangeLocked(latents[p], b, e, dmc.data(), &stop));
+      for (int t = 0; t < e - b; ++t) lssr[t] = FuseScores(lssr[t], dmc[t], fusion_weight_);
+      MergeTopK(lssr.data(), e - b, b, run.top_k, &(*run.tops)[p], deleted_.data());
+      return absl::OkStatus();
+    });
   }
 
   // The cascade's second stage: every wanted probe's LSS-R shortlist (in
@@ -550,7 +549,7 @@ class MccSearcher final : public GallerySearcher {
                                   std::vector<std::vector<float>>* dmc) {
     const int num_probes = static_cast<int>(latents.size());
     // Small chunk_templates (tests) make small pieces and rounds of three.
-    const int piece_limit = chunk_templates_ > 0 ? chunk_templates_ : std::max(1, dmc_.options().batch_templates);
+    const int piece_limit = DmcChunkTemplates();
     const int round_limit = chunk_templates_ > 0 ? 3 * chunk_templates_ : kRescoreRoundTemplates;
     std::vector<ShortlistPiece> round;
     int round_templates = 0;

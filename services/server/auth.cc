@@ -337,28 +337,22 @@ absl::Status Authorizer::CheckToken(absl::string_view full_method, std::optional
     return absl::UnauthenticatedError("authorization metadata must be 'Bearer <token>'");
   }
   v = absl::StripAsciiWhitespace(v.substr(7));
-  absl::StatusOr<CallIdentity> found = Tokens()->Lookup(v, absl::Now());
-  if (!found.ok()) return found.status();
-  identity->principal = found->principal;
-  identity->role = found->role;
-  identity->galleries = std::move(found->galleries);
-  identity->source = found->source;
-  return Authorize(full_method, identity);
+  return Authorize(full_method, Tokens()->Lookup(v, absl::Now()), identity);
 }
 
 absl::Status Authorizer::CheckCertificate(absl::string_view full_method, const std::vector<std::string>& common_names,
                                           const std::vector<std::string>& alt_names, CallIdentity* identity) const {
   identity->method = std::string(full_method);
-  absl::StatusOr<CallIdentity> found = Tokens()->LookupCertificate(common_names, alt_names, absl::Now());
+  return Authorize(full_method, Tokens()->LookupCertificate(common_names, alt_names, absl::Now()), identity);
+}
+
+absl::Status Authorizer::Authorize(absl::string_view full_method, absl::StatusOr<CallIdentity> found,
+                                   CallIdentity* identity) {
   if (!found.ok()) return found.status();
   identity->principal = found->principal;
   identity->role = found->role;
   identity->galleries = std::move(found->galleries);
   identity->source = found->source;
-  return Authorize(full_method, identity);
-}
-
-absl::Status Authorizer::Authorize(absl::string_view full_method, CallIdentity* identity) {
   const Role required = RequiredRole(full_method);
   if (required == Role::kNone) {
     return absl::PermissionDeniedError("method states no required role (denied by default)");

@@ -158,7 +158,10 @@ class Authorizer {
 
  private:
   std::shared_ptr<const TokenStore> Tokens() const;
-  static absl::Status Authorize(absl::string_view full_method, CallIdentity* identity);
+  // Takes the identity a token or certificate was `found` to have (its error
+  // otherwise) and checks its role against the method's.
+  static absl::Status Authorize(absl::string_view full_method, absl::StatusOr<CallIdentity> found,
+                                CallIdentity* identity);
 
   bool accept_certificates_ = false;
 

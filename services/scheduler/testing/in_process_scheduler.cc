@@ -35,18 +35,11 @@ absl::StatusOr<std::unique_ptr<InProcessScheduler>> InProcessScheduler::Start(
                            jobs::OpenSqliteDatabase((fs::path(state_dir) / "jobs.db").string()));
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<jobs::JobStore> store, jobs::JobStore::Open(std::move(db)));
 
-  SchedulerOptions scheduler_options;
-  scheduler_options.name = options.name;
-  scheduler_options.max_queued_per_priority = options.max_queued_per_priority;
-  scheduler_options.heartbeat = options.heartbeat;
-  scheduler_options.lease = options.lease;
-  scheduler_options.idle_poll = options.idle_poll;
-  scheduler_options.progress_interval = options.progress_interval;
   // The worker is the fixture's, not the scheduler's.
   std::vector<WorkerSlots> workers;
   workers.push_back({std::shared_ptr<Worker>(out->worker_.get(), [](Worker*) {}), options.slots});
   out->scheduler_ =
-      std::make_unique<Scheduler>(scheduler_options, std::move(store), out->engines_.get(), std::move(workers));
+      std::make_unique<Scheduler>(options, std::move(store), out->engines_.get(), std::move(workers));
   TESSERA_RETURN_IF_ERROR(out->scheduler_->Start());
   return out;
 }

@@ -27,14 +27,17 @@
 
 namespace tessera::scheduler::testing {
 
-struct InProcessSchedulerOptions {
-  std::string name = "test";          // its worker is "<name>/local"
-  int slots = 1;                      // jobs run at once
-  int64_t max_queued_per_priority = 256;
-  absl::Duration heartbeat = absl::Milliseconds(50);
-  absl::Duration lease = absl::Seconds(3);
-  absl::Duration idle_poll = absl::Milliseconds(25);
-  absl::Duration progress_interval = absl::Milliseconds(100);
+// The scheduler's own options (its worker is "<name>/local"), with short
+// timings so tests run quickly, and the worker's slots.
+struct InProcessSchedulerOptions : SchedulerOptions {
+  InProcessSchedulerOptions() {
+    name = "test";
+    heartbeat = absl::Milliseconds(50);
+    lease = absl::Seconds(3);
+    idle_poll = absl::Milliseconds(25);
+    progress_interval = absl::Milliseconds(100);
+  }
+  int slots = 1;  // jobs run at once
 };
 
 class InProcessScheduler {

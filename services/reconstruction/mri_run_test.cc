@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/nifti_io.h"
+#include "common/testing/temp_files.h"
 #include "services/reconstruction/formats/cfl.h"
 #include "services/reconstruction/phantoms/mri_phantom.h"
 #include "services/reconstruction/reconstruction_request.h"
@@ -20,16 +21,10 @@
 namespace tessera::reconstruction {
 namespace {
 
+using ::tessera::testing::FreshTestDir;
+
 namespace fs = std::filesystem;
 namespace phantoms = recon::phantoms;
-
-std::string TempDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  fs::path dir = fs::path(base ? base : "/tmp") / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
 
 // ||a s - t|| / ||t|| with the best real scale s (methods differ in overall scale).
 double Nrmse(const NDArray& image, const recon::formats::CflArray& truth) {
@@ -75,7 +70,7 @@ MriRun RunMethod(const std::string& dir, const std::string& method, bool coils, 
     return run;
   }
   ReconRunContext ctx;
-  ctx.work_dir = run.work_dir = TempDir("mri_work_" + method + (coils ? "_maps" : "_rss"));
+  ctx.work_dir = run.work_dir = FreshTestDir("mri_work_" + method + (coils ? "_maps" : "_rss"));
   run.outcome = RunReconstruction(*spec, ctx);
   if (run.outcome.ok()) {
     absl::StatusOr<Volume> image = ReadNifti(ctx.work_dir + "/reconstruction.nii.gz");
@@ -86,7 +81,7 @@ MriRun RunMethod(const std::string& dir, const std::string& method, bool coils, 
 }
 
 TEST(MriRunTest, RadialCgSenseBeatsTheAdjointAndWritesTheComplexImage) {
-  const std::string dir = TempDir("mri_radial");
+  const std::string dir = FreshTestDir("mri_radial");
   phantoms::MriPhantomOptions o;
   o.size = 64;
   o.spokes = 40;
@@ -125,7 +120,7 @@ TEST(MriRunTest, CartesianSenseAtR4IsAsGoodAsFullSampling) {
   double nrmse[2] = {0, 0};
   int i = 0;
   for (int r : {1, 4}) {
-    const std::string dir = TempDir("mri_cartesian_" + std::to_string(r));
+    const std::string dir = FreshTestDir("mri_cartesian_" + std::to_string(r));
     phantoms::MriPhantomOptions o;
     o.kind = "cartesian";
     o.size = 64;
@@ -144,7 +139,7 @@ TEST(MriRunTest, CartesianSenseAtR4IsAsGoodAsFullSampling) {
 }
 
 TEST(MriRunTest, InconsistentInputsAreRefusedNamingTheInput) {
-  const std::string dir = TempDir("mri_bad");
+  const std::string dir = FreshTestDir("mri_bad");
   phantoms::MriPhantomOptions o;
   o.size = 32;
   o.coils = 4;

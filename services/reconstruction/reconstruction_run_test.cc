@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/nifti_io.h"
+#include "common/testing/temp_files.h"
 #include "kernels/reconstruction/pet/listmode_file.h"
 #include "services/reconstruction/formats/example_geometry.h"
 #include "services/reconstruction/formats/geometry_json.h"
@@ -31,16 +32,10 @@
 namespace tessera::reconstruction {
 namespace {
 
+using ::tessera::testing::FreshTestDir;
+
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
-
-std::string TempDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  fs::path dir = fs::path(base ? base : "/tmp") / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
 
 struct CtCase {
   std::string dir;
@@ -52,7 +47,7 @@ struct CtCase {
 // the rasterised phantom.
 CtCase MakeCtCase(const std::string& type, int64_t size, const std::string& name) {
   CtCase c;
-  c.dir = TempDir(name);
+  c.dir = FreshTestDir(name);
   absl::StatusOr<std::string> json = recon::formats::ExampleGeometryJson(type, size);
   EXPECT_TRUE(json.ok()) << json.status();
   std::ofstream(c.dir + "/geometry.json") << *json;
@@ -234,7 +229,7 @@ TEST(ReconstructionRunTest, CancelStopsBetweenIterations) {
 }
 
 TEST(ReconstructionRunTest, PetMlemLikelihoodRisesAndOsemReachesMlem) {
-  const std::string dir = TempDir("pet");
+  const std::string dir = FreshTestDir("pet");
   absl::StatusOr<std::string> json = recon::formats::ExampleGeometryJson("fanflat", 48);
   ASSERT_TRUE(json.ok());
   std::ofstream(dir + "/geometry.json") << *json;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/nifti_io.h"
+#include "common/testing/temp_files.h"
 #include "kernels/reconstruction/ultrasound/simulator.h"
 #include "services/reconstruction/formats/ultrasound_h5.h"
 #include "services/reconstruction/reconstruction_request.h"
@@ -20,18 +21,12 @@
 namespace tessera::reconstruction {
 namespace {
 
+using ::tessera::testing::FreshTestDir;
+
 namespace fs = std::filesystem;
 namespace us = recon::ultrasound;
 
 constexpr double kFc = 5e6;
-
-std::string TempDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  fs::path dir = fs::path(base ? base : "/tmp") / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
 
 // One point target at (0, 20 mm) seen by 64 elements, 3 plane waves, IQ.
 std::string WriteTargetFile(const std::string& dir) {
@@ -79,7 +74,7 @@ Brightest Analyse(const NDArray& db, int64_t nx, int64_t nz) {
 }
 
 TEST(UltrasoundRunTest, DasAndMvImageThePointTargetAndMvIsNarrower) {
-  const std::string dir = TempDir("us_run");
+  const std::string dir = FreshTestDir("us_run");
   WriteTargetFile(dir);
   int64_t width[2] = {0, 0};
   int m = 0;
@@ -88,7 +83,7 @@ TEST(UltrasoundRunTest, DasAndMvImageThePointTargetAndMvIsNarrower) {
     ASSERT_TRUE(spec.ok()) << spec.status();
     ASSERT_TRUE(CheckReconInputs(*spec).ok());
     ReconRunContext ctx;
-    ctx.work_dir = TempDir(std::string("us_work_") + method);
+    ctx.work_dir = FreshTestDir(std::string("us_work_") + method);
     absl::StatusOr<ReconOutcome> out = RunReconstruction(*spec, ctx);
     ASSERT_TRUE(out.ok()) << out.status();
     EXPECT_EQ(out->result.modality(), "ultrasound");
@@ -110,7 +105,7 @@ TEST(UltrasoundRunTest, DasAndMvImageThePointTargetAndMvIsNarrower) {
 }
 
 TEST(UltrasoundRunTest, BadInputsAreRefusedNamingTheField) {
-  const std::string dir = TempDir("us_bad");
+  const std::string dir = FreshTestDir("us_bad");
   WriteTargetFile(dir);
   v1::ReconstructRequest r;
   r.mutable_ultrasound()->mutable_channel_data()->set_path(dir + "/targets.h5");

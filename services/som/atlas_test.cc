@@ -6,40 +6,29 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "common/testing/temp_files.h"
 #include "kernels/som/half.h"
 #include "common/sha256.h"
 #include "services/som/synthetic.h"
+#include "services/som/testing/topic_corpus.h"
 
 namespace tessera {
 namespace som {
 namespace {
 
-std::string TempDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(base ? base : "/tmp", "/", name);
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void WriteAll(const std::string& path, const std::string& data) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << data;
-}
+using ::tessera::testing::PathExists;
+using ::tessera::testing::ReadFileBytes;
+using ::tessera::testing::TestTmpPath;
+using ::tessera::testing::WriteFileBytes;
 
 // Recomputes the manifest's closing "manifest_crc32" after an edit, as a
 // writer of that text would have.
@@ -56,17 +45,8 @@ uint32_t FileCrc32(const std::string& data) {
   return crc32(crc32(0, nullptr, 0), reinterpret_cast<const Bytef*>(data.data()), static_cast<uInt>(data.size()));
 }
 
-bool Exists(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0;
-}
-
 SparseBinaryMatrix TinyCorpus() {
-  SyntheticCorpusOptions corpus;
-  corpus.docs = 400;
-  corpus.features = 60;
-  corpus.topic_grid_width = 3;
-  corpus.topic_grid_height = 3;
+  SyntheticCorpusOptions corpus = testing::TopicCorpus(400, 60, /*grid=*/3);
   corpus.features_per_topic = 6;
   return GenerateSyntheticCorpus(corpus);
 }
@@ -160,7 +140,7 @@ TEST(AtlasTest, SaveLoadRoundTripIsExact) {
     const Atlas atlas = TrainedAtlas(topology);
     EXPECT_EQ(atlas.nodes(), 24);
     EXPECT_EQ(atlas.created.size(), 20u);  // 2026-11-30T12:00:00Z
-    const std::string dir = TempDir(absl::StrCat("roundtrip_", TopologyName(topology)));
+    const std::string dir = TestTmpPath(absl::StrCat("roundtrip_", TopologyName(topology)));
     ASSERT_TRUE(SaveAtlas(atlas, dir).ok());
     auto loaded = LoadAtlas(dir);
     ASSERT_TRUE(loaded.ok()) << loaded.status();
@@ -178,7 +158,7 @@ TEST(AtlasTest, SaveLoadRoundTripIsExact) {
 // A new atlas appears whole or not at all, and never replaces another.
 TEST(AtlasTest, SaveNewAtlasRenamesIntoPlaceAndRefusesToReplace) {
   const Atlas atlas = TrainedAtlas();
-  const std::string parent = TempDir("save_new");
+  const std::string parent = TestTmpPath("save_new");
   const std::string dir = parent + "/fresh";
   ASSERT_TRUE(SaveNewAtlas(atlas, dir + "/").ok());
   auto loaded = LoadAtlas(dir);
@@ -190,12 +170,12 @@ TEST(AtlasTest, SaveNewAtlasRenamesIntoPlaceAndRefusesToReplace) {
   // An empty directory is there too: not replaced.
   mkdir((parent + "/empty").c_str(), 0755);
   EXPECT_EQ(SaveNewAtlas(atlas, parent + "/empty").code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_FALSE(Exists(parent + "/empty/manifest.json"));
+  EXPECT_FALSE(PathExists(parent + "/empty/manifest.json"));
   // A failed save leaves nothing behind: no target, no staging directory.
   Atlas bad = atlas;
   bad.document_ids.pop_back();
   EXPECT_EQ(SaveNewAtlas(bad, parent + "/bad").code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_FALSE(Exists(parent + "/bad"));
+  EXPECT_FALSE(PathExists(parent + "/bad"));
   int entries = 0;
   for (const auto& e : std::filesystem::directory_iterator(parent)) {
     EXPECT_FALSE(absl::StartsWith(e.path().filename().string(), ".")) << e.path();
@@ -208,20 +188,20 @@ TEST(AtlasTest, SaveNewAtlasRenamesIntoPlaceAndRefusesToReplace) {
 // held_out_quality.txt beside it.
 TEST(AtlasTest, HeldOutQualityOfOlderAtlasesComesFromTheirSideFile) {
   const Atlas atlas = TrainedAtlas();
-  const std::string dir = TempDir("legacy_held_out");
+  const std::string dir = TestTmpPath("legacy_held_out");
   ASSERT_TRUE(SaveAtlas(atlas, dir).ok());
   // The manifest as it was written before: without the field, CRC redone.
-  std::string manifest = ReadAll(dir + "/manifest.json");
+  std::string manifest = ReadFileBytes(dir + "/manifest.json");
   const size_t begin = manifest.find("  \"held_out_quality\"");
   ASSERT_NE(begin, std::string::npos);
   const size_t end = manifest.find("},\n", begin) + 3;
   manifest.erase(begin, end - begin);
-  WriteAll(dir + "/manifest.json", ResealManifest(manifest));
+  WriteFileBytes(dir + "/manifest.json", ResealManifest(manifest));
   auto loaded = LoadAtlas(dir);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->held_out_quality.docs, 0);
   EXPECT_EQ(loaded->held_out_quality.qe_euclidean, 0);
-  WriteAll(dir + "/held_out_quality.txt",
+  WriteFileBytes(dir + "/held_out_quality.txt",
            "documents 60\nqe_euclidean 2.5\nqe_cosine 0.25\ntopographic_error 0.125\ndead_units 3\n"
            "dead_unit_fraction 0.0625\n");
   loaded = LoadAtlas(dir);
@@ -230,7 +210,7 @@ TEST(AtlasTest, HeldOutQualityOfOlderAtlasesComesFromTheirSideFile) {
   EXPECT_EQ(loaded->held_out_quality.qe_euclidean, 2.5);
   EXPECT_EQ(loaded->held_out_quality.topographic_error, 0.125);
   EXPECT_EQ(loaded->held_out_quality.dead_units, 3);
-  WriteAll(dir + "/held_out_quality.txt", "documents sixty\n");
+  WriteFileBytes(dir + "/held_out_quality.txt", "documents sixty\n");
   EXPECT_EQ(LoadAtlas(dir).status().code(), absl::StatusCode::kDataLoss);
 }
 
@@ -249,16 +229,16 @@ TEST(AtlasTest, Float16MapsAreStoredWidenedAndReloadExactly) {
   EXPECT_EQ(atlas->feature_names, (std::vector<std::string>{"f0", "f1", "f2", "f3"}));
   EXPECT_EQ(atlas->document_ids, (std::vector<std::string>{"d0", "d1", "d2"}));
   EXPECT_EQ(atlas->model.sq_norms.size(), 6u);
-  const std::string dir = TempDir("fp16");
+  const std::string dir = TestTmpPath("fp16");
   ASSERT_TRUE(SaveAtlas(*atlas, dir).ok());
-  EXPECT_EQ(ReadAll(dir + "/codebook.f32").size(), 24u * 4 + 4);
+  EXPECT_EQ(ReadFileBytes(dir + "/codebook.f32").size(), 24u * 4 + 4);
   auto loaded = LoadAtlas(dir);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   ExpectSameAtlas(*atlas, *loaded);
 }
 
 TEST(AtlasTest, ReplacingAnAtlasLeavesTheNewOne) {
-  const std::string dir = TempDir("replace");
+  const std::string dir = TestTmpPath("replace");
   Atlas first = TrainedAtlas();
   ASSERT_TRUE(SaveAtlas(first, dir).ok());
   Atlas second = first;
@@ -273,15 +253,15 @@ TEST(AtlasTest, ReplacingAnAtlasLeavesTheNewOne) {
 }
 
 TEST(AtlasTest, SaveIntoAFileFails) {
-  const std::string file = TempDir("plain_file");
-  WriteAll(file, "x");
+  const std::string file = TestTmpPath("plain_file");
+  WriteFileBytes(file, "x");
   const absl::Status s = SaveAtlas(TrainedAtlas(), file + "/atlas");
   EXPECT_FALSE(s.ok());
   EXPECT_TRUE(absl::StrContains(s.message(), file)) << s;
 }
 
 TEST(AtlasTest, MissingAtlasIsNotFound) {
-  auto loaded = LoadAtlas(TempDir("does_not_exist"));
+  auto loaded = LoadAtlas(TestTmpPath("does_not_exist"));
   EXPECT_EQ(loaded.status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(absl::StrContains(loaded.status().message(), "manifest.json")) << loaded.status();
 }
@@ -289,15 +269,17 @@ TEST(AtlasTest, MissingAtlasIsNotFound) {
 class DamagedAtlasTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = TempDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::replace(name.begin(), name.end(), '/', '_');  // parameterized names hold '/'
+    dir_ = TestTmpPath(name);
     ASSERT_TRUE(SaveAtlas(TrainedAtlas(), dir_).ok());
   }
   std::string Path(const std::string& name) const { return dir_ + "/" + name; }
   void FlipBit(const std::string& name, size_t byte_from_end) {
-    std::string data = ReadAll(Path(name));
+    std::string data = ReadFileBytes(Path(name));
     ASSERT_GT(data.size(), byte_from_end);
     data[data.size() - 1 - byte_from_end] ^= 0x10;
-    WriteAll(Path(name), data);
+    WriteFileBytes(Path(name), data);
   }
   void ExpectError(absl::StatusCode code, const std::string& file) {
     auto loaded = LoadAtlas(dir_);
@@ -308,68 +290,67 @@ class DamagedAtlasTest : public ::testing::Test {
 };
 
 TEST_F(DamagedAtlasTest, TruncatedCodebook) {
-  const std::string data = ReadAll(Path("codebook.f32"));
-  WriteAll(Path("codebook.f32"), data.substr(0, data.size() - 6));
+  const std::string data = ReadFileBytes(Path("codebook.f32"));
+  WriteFileBytes(Path("codebook.f32"), data.substr(0, data.size() - 6));
   ExpectError(absl::StatusCode::kDataLoss, "codebook.f32");
   auto loaded = LoadAtlas(dir_);
   EXPECT_TRUE(absl::StrContains(loaded.status().message(), "truncated")) << loaded.status();
 }
 
-TEST_F(DamagedAtlasTest, BitFlipInCodebook) {
-  FlipBit("codebook.f32", 50);
-  ExpectError(absl::StatusCode::kDataLoss, "codebook.f32");
-}
-
-TEST_F(DamagedAtlasTest, BitFlipInCodebookTrailer) {
-  FlipBit("codebook.f32", 0);
-  ExpectError(absl::StatusCode::kDataLoss, "codebook.f32");
-}
-
-TEST_F(DamagedAtlasTest, BitFlipInBmu) {
-  FlipBit("bmu.i32", 20);
-  ExpectError(absl::StatusCode::kDataLoss, "bmu.i32");
-}
-
-TEST_F(DamagedAtlasTest, BitFlipInFeatureNames) {
-  FlipBit("features.txt", 5);
-  ExpectError(absl::StatusCode::kDataLoss, "features.txt");
-}
-
-TEST_F(DamagedAtlasTest, TruncatedDocumentIds) {
-  const std::string data = ReadAll(Path("documents.txt"));
-  WriteAll(Path("documents.txt"), data.substr(0, data.size() / 2));
-  ExpectError(absl::StatusCode::kDataLoss, "documents.txt");
-}
-
 TEST_F(DamagedAtlasTest, BitFlipInManifestNumber) {
   // A digit of the final QE: still valid JSON, caught by the manifest's CRC.
-  std::string m = ReadAll(Path("manifest.json"));
+  std::string m = ReadFileBytes(Path("manifest.json"));
   const size_t at = m.find("\"qe_euclidean\": ") + 17;
   m[at] = m[at] == '7' ? '8' : '7';
-  WriteAll(Path("manifest.json"), m);
+  WriteFileBytes(Path("manifest.json"), m);
   ExpectError(absl::StatusCode::kDataLoss, "manifest.json");
 }
 
-TEST_F(DamagedAtlasTest, TruncatedManifest) {
-  const std::string m = ReadAll(Path("manifest.json"));
-  WriteAll(Path("manifest.json"), m.substr(0, m.size() / 2));
-  ExpectError(absl::StatusCode::kDataLoss, "manifest.json");
+// One file of a saved atlas damaged one way: loading it is DATA_LOSS naming
+// the file.
+struct FileDamage {
+  const char* name;  // the test's
+  const char* file;
+  enum Kind { kFlipBit, kTruncateToHalf, kRemove } kind;
+  size_t byte_from_end = 0;  // kFlipBit
+};
+
+class DamagedAtlasFileTest : public DamagedAtlasTest, public ::testing::WithParamInterface<FileDamage> {};
+
+TEST_P(DamagedAtlasFileTest, IsDataLossNamingTheFile) {
+  const FileDamage& damage = GetParam();
+  switch (damage.kind) {
+    case FileDamage::kFlipBit:
+      FlipBit(damage.file, damage.byte_from_end);
+      break;
+    case FileDamage::kTruncateToHalf: {
+      const std::string data = ReadFileBytes(Path(damage.file));
+      WriteFileBytes(Path(damage.file), data.substr(0, data.size() / 2));
+      break;
+    }
+    case FileDamage::kRemove:
+      ASSERT_EQ(unlink(Path(damage.file).c_str()), 0);
+      break;
+  }
+  ExpectError(absl::StatusCode::kDataLoss, damage.file);
 }
 
-TEST_F(DamagedAtlasTest, MissingBmuFile) {
-  ASSERT_EQ(unlink(Path("bmu.i32").c_str()), 0);
-  ExpectError(absl::StatusCode::kDataLoss, "bmu.i32");
-}
-
-TEST_F(DamagedAtlasTest, MissingCodebookFile) {
-  ASSERT_EQ(unlink(Path("codebook.f32").c_str()), 0);
-  ExpectError(absl::StatusCode::kDataLoss, "codebook.f32");
-}
+INSTANTIATE_TEST_SUITE_P(
+    DamagedAtlasTest, DamagedAtlasFileTest,
+    ::testing::Values(FileDamage{"BitFlipInCodebook", "codebook.f32", FileDamage::kFlipBit, 50},
+                      FileDamage{"BitFlipInCodebookTrailer", "codebook.f32", FileDamage::kFlipBit, 0},
+                      FileDamage{"BitFlipInBmu", "bmu.i32", FileDamage::kFlipBit, 20},
+                      FileDamage{"BitFlipInFeatureNames", "features.txt", FileDamage::kFlipBit, 5},
+                      FileDamage{"TruncatedDocumentIds", "documents.txt", FileDamage::kTruncateToHalf},
+                      FileDamage{"TruncatedManifest", "manifest.json", FileDamage::kTruncateToHalf},
+                      FileDamage{"MissingBmuFile", "bmu.i32", FileDamage::kRemove},
+                      FileDamage{"MissingCodebookFile", "codebook.f32", FileDamage::kRemove}),
+    [](const ::testing::TestParamInfo<FileDamage>& info) { return std::string(info.param.name); });
 
 TEST_F(DamagedAtlasTest, WrongVersion) {
-  std::string m = ReadAll(Path("manifest.json"));
+  std::string m = ReadFileBytes(Path("manifest.json"));
   m = absl::StrReplaceAll(m, {{"\"version\": 2,", "\"version\": 99,"}});
-  WriteAll(Path("manifest.json"), m);
+  WriteFileBytes(Path("manifest.json"), m);
   ExpectError(absl::StatusCode::kInvalidArgument, "version 99");
 }
 
@@ -380,12 +361,12 @@ TEST_F(DamagedAtlasTest, ByteChangedWithMatchingTrailerIsCaughtByTheManifest) {
   for (const char* name : {"codebook.f32", "bmu.i32"}) {
     SCOPED_TRACE(name);
     SetUp();  // a fresh atlas for each file
-    std::string data = ReadAll(Path(name));
+    std::string data = ReadFileBytes(Path(name));
     ASSERT_GT(data.size(), 8u);
     std::string body = data.substr(0, data.size() - 4);
     body[body.size() / 2] ^= 0x01;
     const uint32_t trailer = FileCrc32(body);
-    WriteAll(Path(name), body + std::string(reinterpret_cast<const char*>(&trailer), 4));
+    WriteFileBytes(Path(name), body + std::string(reinterpret_cast<const char*>(&trailer), 4));
     ExpectError(absl::StatusCode::kDataLoss, name);
     EXPECT_TRUE(absl::StrContains(LoadAtlas(dir_).status().message(), "sha256")) << LoadAtlas(dir_).status();
   }
@@ -394,7 +375,7 @@ TEST_F(DamagedAtlasTest, ByteChangedWithMatchingTrailerIsCaughtByTheManifest) {
 // Turns the saved (current-format) manifest into what version 1 wrote: no
 // layouts, and a CRC-32 of each whole file instead of its SHA-256.
 std::string AsVersion1Manifest(const std::string& dir) {
-  std::string m = ReadAll(dir + "/manifest.json");
+  std::string m = ReadFileBytes(dir + "/manifest.json");
   m = absl::StrReplaceAll(m, {{"\"version\": 2,", "\"version\": 1,"}});
   for (const char* key : {"  \"codebook_layout\": {", "  \"bmu_layout\": \""}) {
     const size_t begin = m.find(key);
@@ -406,7 +387,7 @@ std::string AsVersion1Manifest(const std::string& dir) {
   EXPECT_NE(schedule, std::string::npos);
   m.erase(schedule, m.find('\n', schedule) + 1 - schedule);
   for (const char* name : {"codebook.f32", "bmu.i32", "features.txt", "documents.txt"}) {
-    const std::string data = ReadAll(dir + "/" + name);
+    const std::string data = ReadFileBytes(dir + "/" + name);
     const std::string from = absl::StrCat("\"sha256\": \"", Sha256Hex(data.data(), data.size()), "\"");
     EXPECT_TRUE(absl::StrContains(m, from)) << name;
     m = absl::StrReplaceAll(m, {{from, absl::StrCat("\"crc32\": ", FileCrc32(data))}});
@@ -415,15 +396,15 @@ std::string AsVersion1Manifest(const std::string& dir) {
 }
 
 TEST(AtlasTest, ManifestRecordsContentChecksumsAndTheCodebookLayout) {
-  const std::string dir = TempDir("content_checksums");
+  const std::string dir = TestTmpPath("content_checksums");
   ASSERT_TRUE(SaveAtlas(TrainedAtlas(), dir).ok());
-  const std::string m = ReadAll(dir + "/manifest.json");
+  const std::string m = ReadFileBytes(dir + "/manifest.json");
   EXPECT_TRUE(absl::StrContains(m, "\"version\": 2,")) << m;
   EXPECT_TRUE(absl::StrContains(m, "\"order\": \"feature-major\"")) << m;
   EXPECT_TRUE(absl::StrContains(m, "element [f * nodes + n], nodes = width * height")) << m;
   EXPECT_FALSE(absl::StrContains(m, "crc32\": 558161692")) << m;  // the old constant
   for (const char* name : {"codebook.f32", "bmu.i32", "features.txt", "documents.txt"}) {
-    const std::string data = ReadAll(dir + "/" + name);
+    const std::string data = ReadFileBytes(dir + "/" + name);
     EXPECT_TRUE(absl::StrContains(m, absl::StrCat("\"sha256\": \"", Sha256Hex(data.data(), data.size()), "\"")))
         << name;
   }
@@ -431,7 +412,7 @@ TEST(AtlasTest, ManifestRecordsContentChecksumsAndTheCodebookLayout) {
   auto loaded = LoadAtlas(dir);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->format_version, 2);
-  const std::string codebook = ReadAll(dir + "/codebook.f32");
+  const std::string codebook = ReadFileBytes(dir + "/codebook.f32");
   const int64_t nodes = loaded->nodes(), f = 7, n = 13;
   float w = 0;
   std::memcpy(&w, codebook.data() + 4 * (f * nodes + n), 4);
@@ -440,9 +421,9 @@ TEST(AtlasTest, ManifestRecordsContentChecksumsAndTheCodebookLayout) {
 
 TEST(AtlasTest, Version1AtlasesStillLoadAndStillCatchDamage) {
   const Atlas atlas = TrainedAtlas();
-  const std::string dir = TempDir("version1");
+  const std::string dir = TestTmpPath("version1");
   ASSERT_TRUE(SaveAtlas(atlas, dir).ok());
-  WriteAll(dir + "/manifest.json", AsVersion1Manifest(dir));
+  WriteFileBytes(dir + "/manifest.json", AsVersion1Manifest(dir));
   auto loaded = LoadAtlas(dir);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->format_version, 1);
@@ -455,10 +436,10 @@ TEST(AtlasTest, Version1AtlasesStillLoadAndStillCatchDamage) {
   ASSERT_TRUE(SaveAtlas(*loaded, dir).ok());
   EXPECT_EQ(LoadAtlas(dir)->format_version, 2);
   // A version-1 atlas with a flipped byte still fails (the trailer).
-  WriteAll(dir + "/manifest.json", AsVersion1Manifest(dir));
-  std::string data = ReadAll(dir + "/bmu.i32");
+  WriteFileBytes(dir + "/manifest.json", AsVersion1Manifest(dir));
+  std::string data = ReadFileBytes(dir + "/bmu.i32");
   data[3] ^= 0x04;
-  WriteAll(dir + "/bmu.i32", data);
+  WriteFileBytes(dir + "/bmu.i32", data);
   EXPECT_EQ(LoadAtlas(dir).status().code(), absl::StatusCode::kDataLoss);
   EXPECT_TRUE(absl::StrContains(LoadAtlas(dir).status().message(), "bmu.i32")) << LoadAtlas(dir).status();
 }
@@ -466,8 +447,8 @@ TEST(AtlasTest, Version1AtlasesStillLoadAndStillCatchDamage) {
 TEST_F(DamagedAtlasTest, ManifestSizeDisagreesWithShape) {
   // A consistent-looking manifest (CRC recomputed is not possible by hand), so
   // change the file size instead: one extra byte is "too long".
-  std::string data = ReadAll(Path("bmu.i32"));
-  WriteAll(Path("bmu.i32"), data + "x");
+  std::string data = ReadFileBytes(Path("bmu.i32"));
+  WriteFileBytes(Path("bmu.i32"), data + "x");
   ExpectError(absl::StatusCode::kDataLoss, "bmu.i32");
 }
 

@@ -5,7 +5,6 @@
 #include "services/som/atlas_training.h"
 
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -15,30 +14,21 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/testing/temp_files.h"
 #include "services/som/atlas.h"
 #include "services/som/corpus.h"
 #include "services/som/synthetic.h"
+#include "services/som/testing/topic_corpus.h"
 
 namespace tessera {
 namespace som {
 namespace {
 
-std::string TempDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(base ? base : "/tmp", "/", name);
-}
-
-bool Exists(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0;
-}
+using ::tessera::testing::PathExists;
+using ::tessera::testing::TestTmpPath;
 
 std::shared_ptr<const StoredCorpus> Corpus() {
-  SyntheticCorpusOptions o;
-  o.docs = 300;
-  o.features = 50;
-  o.topic_grid_width = 3;
-  o.topic_grid_height = 3;
+  SyntheticCorpusOptions o = testing::TopicCorpus(300, 50, /*grid=*/3);
   o.features_per_topic = 6;
   auto corpus = std::make_shared<StoredCorpus>();
   corpus->matrix = GenerateSyntheticCorpus(o);
@@ -64,7 +54,7 @@ TEST(AtlasTraining, HoldsOutMeasuresAndSavesWhatTrainSomGives) {
   const std::shared_ptr<const StoredCorpus> corpus = Corpus();
   AtlasTrainingInput input;
   input.corpus = corpus;
-  const AtlasTrainingOptions options = Options(TempDir("pipeline/atlas"));
+  const AtlasTrainingOptions options = Options(TestTmpPath("pipeline/atlas"));
   std::vector<AtlasTrainingProgress> events;
   AtlasTrainingCallbacks callbacks;
   callbacks.progress = [&](const AtlasTrainingProgress& p) { events.push_back(p); };
@@ -130,7 +120,7 @@ TEST(AtlasTraining, HoldsOutMeasuresAndSavesWhatTrainSomGives) {
 
 TEST(AtlasTraining, ReadsFilesAndReplacesOnlyWhenAsked) {
   const std::shared_ptr<const StoredCorpus> corpus = Corpus();
-  const std::string dir = TempDir("files");
+  const std::string dir = TestTmpPath("files");
   std::filesystem::create_directories(dir);
   ASSERT_TRUE(WriteCsrBinary(dir + "/c.csr", corpus->matrix).ok());
   std::vector<std::string> tsv;  // go_features.tsv style
@@ -168,13 +158,13 @@ TEST(AtlasTraining, ReadsFilesAndReplacesOnlyWhenAsked) {
   absl::StatusOr<AtlasTrainingSummary> missing = TrainAndSaveAtlas(input, Options(dir + "/other"));
   EXPECT_FALSE(missing.ok());
   EXPECT_TRUE(absl::StrContains(missing.status().message(), "missing.csr")) << missing.status();
-  EXPECT_FALSE(Exists(dir + "/other"));
+  EXPECT_FALSE(PathExists(dir + "/other"));
 }
 
 TEST(AtlasTraining, AStopSavesNothingAndReturnsItsStatus) {
   AtlasTrainingInput input;
   input.corpus = Corpus();
-  const std::string dir = TempDir("stopped");
+  const std::string dir = TestTmpPath("stopped");
   AtlasTrainingOptions options = Options(dir + "/atlas");
   options.train.max_epochs = 50;
   int epochs = 0;
@@ -186,7 +176,7 @@ TEST(AtlasTraining, AStopSavesNothingAndReturnsItsStatus) {
   absl::StatusOr<AtlasTrainingSummary> s = TrainAndSaveAtlas(input, options, callbacks);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kDeadlineExceeded) << s.status();
   EXPECT_EQ(epochs, 2);
-  EXPECT_FALSE(Exists(dir + "/atlas"));
+  EXPECT_FALSE(PathExists(dir + "/atlas"));
 
   // Bad inputs: a holdout of everything, a codebook over the limit.
   options = Options(dir + "/atlas");
@@ -197,7 +187,7 @@ TEST(AtlasTraining, AStopSavesNothingAndReturnsItsStatus) {
   absl::StatusOr<AtlasTrainingSummary> big = TrainAndSaveAtlas(input, options);
   EXPECT_EQ(big.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(big.status().message(), "codebook")) << big.status();
-  EXPECT_FALSE(Exists(dir + "/atlas"));
+  EXPECT_FALSE(PathExists(dir + "/atlas"));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "common/testing/gpu_test.h"
 #include "services/som/synthetic.h"
+#include "services/som/testing/topic_corpus.h"
 #include "services/som/trainer.h"
 
 namespace tessera {
@@ -18,13 +19,7 @@ namespace som {
 namespace {
 
 SparseBinaryMatrix Corpus(int64_t docs, uint64_t seed) {
-  SyntheticCorpusOptions c;
-  c.docs = docs;
-  c.features = 700;
-  c.topic_grid_width = 5;
-  c.topic_grid_height = 5;
-  c.seed = seed;
-  return GenerateSyntheticCorpus(c);
+  return GenerateSyntheticCorpus(testing::TopicCorpus(docs, 700, /*grid=*/5, seed));
 }
 
 void ExpectSameAsCpu(SomModel& model, const SparseBinaryMatrix& docs, const Projection& gpu) {

@@ -21,6 +21,7 @@
 #include "services/som/corpus.h"
 #include "services/som/som_service.h"
 #include "services/som/synthetic.h"
+#include "services/som/testing/topic_corpus.h"
 #include "services/som/training_engine.h"
 #include "tessera/v1/som.grpc.pb.h"
 
@@ -31,13 +32,9 @@ using jobs::testing::KindRequest;
 using jobs::testing::SubmitAnswer;
 
 som::SparseBinaryMatrix Corpus(int64_t docs, int64_t features, uint64_t seed) {
-  som::SyntheticCorpusOptions o;
-  o.docs = docs;
-  o.features = features;
+  som::SyntheticCorpusOptions o = som::testing::TopicCorpus(docs, features, /*grid=*/4, seed);
   o.mean_nnz = 6;
-  o.topic_grid_width = o.topic_grid_height = 4;
   o.features_per_topic = 10;
-  o.seed = seed;
   return som::GenerateSyntheticCorpus(o);
 }
 

@@ -20,6 +20,7 @@
 #include "services/server/service_host.h"
 #include "services/som/som_service.h"
 #include "services/som/synthetic.h"
+#include "services/som/testing/topic_corpus.h"
 #include "services/som/training_engine.h"
 #include "tessera/v1/som.grpc.pb.h"
 
@@ -58,13 +59,8 @@ TEST(SomAtlasServiceCuda, TrainsOnTheGpuAndProjectsLikeTheCpu) {
   auto stub = v1::SomAtlasService::NewStub(
       grpc::CreateChannel(absl::StrCat("127.0.0.1:", ports->grpc_port), grpc::InsecureChannelCredentials()));
 
-  som::SyntheticCorpusOptions synthetic;
-  synthetic.docs = 20000;
-  synthetic.features = 3000;
-  synthetic.topic_grid_width = 8;
-  synthetic.topic_grid_height = 8;
-  synthetic.seed = 21;
-  const som::SparseBinaryMatrix corpus = som::GenerateSyntheticCorpus(synthetic);
+  const som::SparseBinaryMatrix corpus =
+      som::GenerateSyntheticCorpus(som::testing::TopicCorpus(20000, 3000, /*grid=*/8, /*seed=*/21));
   v1::UploadedCorpus uploaded;
   {
     grpc::ClientContext context;

@@ -35,6 +35,7 @@
 #include "services/som/atlas.h"
 #include "services/som/corpus.h"
 #include "services/som/synthetic.h"
+#include "services/som/testing/topic_corpus.h"
 #include "services/som/trainer.h"
 #include "services/som/training_engine.h"
 #include "tessera/v1/jobs.pb.h"
@@ -61,14 +62,9 @@ std::string MakeRoot(const std::string& name) {
 }
 
 som::SparseBinaryMatrix SmallCorpus(int64_t docs, int64_t features, uint64_t seed) {
-  som::SyntheticCorpusOptions o;
-  o.docs = docs;
-  o.features = features;
+  som::SyntheticCorpusOptions o = som::testing::TopicCorpus(docs, features, /*grid=*/4, seed);
   o.mean_nnz = 6;
-  o.topic_grid_width = 4;
-  o.topic_grid_height = 4;
   o.features_per_topic = 10;
-  o.seed = seed;
   return som::GenerateSyntheticCorpus(o);
 }
 

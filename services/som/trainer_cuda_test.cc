@@ -10,6 +10,7 @@
 
 #include "common/testing/gpu_test.h"
 #include "services/som/synthetic.h"
+#include "services/som/testing/topic_corpus.h"
 #include "services/som/trainer.h"
 
 namespace tessera {
@@ -18,14 +19,7 @@ namespace {
 
 TEST(TrainerCudaParity, SameTrajectoryAsCpu) {
   TESSERA_SKIP_WITHOUT_GPU();
-  SyntheticCorpusOptions c;
-  c.docs = 20000;
-  c.features = 2000;
-  c.mean_nnz = 11;
-  c.topic_grid_width = 8;
-  c.topic_grid_height = 8;
-  c.seed = 4;
-  SparseBinaryMatrix corpus = GenerateSyntheticCorpus(c);
+  SparseBinaryMatrix corpus = GenerateSyntheticCorpus(testing::TopicCorpus(20000, 2000, /*grid=*/8, /*seed=*/4));
   for (WeightType type : {WeightType::kFloat32, WeightType::kFloat16}) {
     for (Topology topo : {Topology::kPlanar, Topology::kToroidal}) {
       SCOPED_TRACE(std::string(WeightTypeName(type)) + " " + TopologyName(topo));
@@ -66,14 +60,7 @@ TEST(TrainerCudaParity, SameTrajectoryAsCpu) {
 // the same map, bit for bit, as visiting them as stored.
 TEST(TrainerCudaParity, OrderedBmuSearchTrainsTheSameMap) {
   TESSERA_SKIP_WITHOUT_GPU();
-  SyntheticCorpusOptions c;
-  c.docs = 6000;
-  c.features = 1500;
-  c.mean_nnz = 11;
-  c.topic_grid_width = 6;
-  c.topic_grid_height = 6;
-  c.seed = 16;
-  SparseBinaryMatrix corpus = GenerateSyntheticCorpus(c);
+  SparseBinaryMatrix corpus = GenerateSyntheticCorpus(testing::TopicCorpus(6000, 1500, /*grid=*/6, /*seed=*/16));
   TrainOptions o;
   o.grid = GridShape{23, 17, Topology::kPlanar};
   o.backend = Backend::kCuda;
@@ -100,14 +87,7 @@ TEST(TrainerCudaParity, OrderedBmuSearchTrainsTheSameMap) {
 // quality (final QE within 1 %).
 TEST(TrainerCudaParity, PcaOnTheDeviceMatchesTheHost) {
   TESSERA_SKIP_WITHOUT_GPU();
-  SyntheticCorpusOptions c;
-  c.docs = 30000;
-  c.features = 3000;
-  c.mean_nnz = 11;
-  c.topic_grid_width = 6;
-  c.topic_grid_height = 6;
-  c.seed = 9;
-  SparseBinaryMatrix corpus = GenerateSyntheticCorpus(c);
+  SparseBinaryMatrix corpus = GenerateSyntheticCorpus(testing::TopicCorpus(30000, 3000, /*grid=*/6, /*seed=*/9));
   for (WeightType type : {WeightType::kFloat32, WeightType::kFloat16}) {
     SCOPED_TRACE(WeightTypeName(type));
     TrainOptions o;

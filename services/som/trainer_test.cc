@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "services/som/synthetic.h"
+#include "services/som/testing/topic_corpus.h"
 
 namespace tessera {
 namespace som {
@@ -17,16 +18,11 @@ namespace {
 // document's features come from a neighbouring topic, so the corpus has a 2-D
 // layout to recover.
 SyntheticCorpusOptions SmallCorpus(int64_t docs, uint64_t seed) {
-  SyntheticCorpusOptions o;
-  o.docs = docs;
-  o.features = 400;
+  SyntheticCorpusOptions o = testing::TopicCorpus(docs, 400, /*grid=*/6, seed);
   o.mean_nnz = 8;
-  o.topic_grid_width = 6;
-  o.topic_grid_height = 6;
   o.features_per_topic = 25;
   o.topic_share = 0.6;
   o.neighbour_share = 0.35;
-  o.seed = seed;
   return o;
 }
 

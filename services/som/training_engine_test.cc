@@ -6,7 +6,6 @@
 #include "services/som/training_engine.h"
 
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -21,31 +20,27 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/testing/temp_files.h"
 #include "services/jobs/engine.h"
 #include "services/som/atlas.h"
 #include "services/som/corpus.h"
 #include "services/som/corpus_store.h"
 #include "services/som/synthetic.h"
+#include "services/som/testing/topic_corpus.h"
 #include "tessera/v1/som.pb.h"
 
 namespace tessera {
 namespace som {
 namespace {
 
+using ::tessera::testing::PathExists;
+using ::tessera::testing::TestTmpPath;
+
 namespace fs = std::filesystem;
 
-bool Exists(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0;
-}
-
 SparseBinaryMatrix SmallCorpus() {
-  SyntheticCorpusOptions o;
-  o.docs = 400;
-  o.features = 60;
+  SyntheticCorpusOptions o = testing::TopicCorpus(400, 60, /*grid=*/3);
   o.mean_nnz = 6;
-  o.topic_grid_width = 3;
-  o.topic_grid_height = 3;
   o.features_per_topic = 6;
   return GenerateSyntheticCorpus(o);
 }
@@ -55,9 +50,7 @@ SparseBinaryMatrix SmallCorpus() {
 class TrainingEngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    root_ = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/",
-                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    root_ = TestTmpPath(::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(root_ + "/data");
     corpus_ = SmallCorpus();
     ASSERT_TRUE(WriteCsrBinary(root_ + "/data/c.csr", corpus_).ok());
@@ -193,7 +186,7 @@ TEST_F(TrainingEngineTest, AnUnnamedAtlasIsNamedAfterItsJob) {
   v1::AtlasSummary summary;
   ASSERT_TRUE(out->result.UnpackTo(&summary));
   EXPECT_EQ(summary.atlas_id(), "atlas-job-7");
-  EXPECT_TRUE(Exists(root_ + "/atlases/atlas-job-7/manifest.json"));
+  EXPECT_TRUE(PathExists(root_ + "/atlases/atlas-job-7/manifest.json"));
 }
 
 TEST_F(TrainingEngineTest, ValidateRefusesWhatCreateAtlasRefuses) {
@@ -295,9 +288,9 @@ TEST_F(TrainingEngineTest, CancellationStopsBetweenEpochsAndSavesNothing) {
   auto out = (*engine)->Run(Spec(Request("stopped", 1000)), ctx);
   EXPECT_EQ(out.status().code(), absl::StatusCode::kCancelled) << out.status();
   EXPECT_EQ(epochs, 3);  // no epoch after the one that saw the cancel
-  EXPECT_FALSE(Exists(root_ + "/atlases/stopped"));
+  EXPECT_FALSE(PathExists(root_ + "/atlases/stopped"));
   EXPECT_TRUE(saved_.empty());
-  if (Exists(root_ + "/atlases")) {
+  if (PathExists(root_ + "/atlases")) {
     for (const auto& e : fs::directory_iterator(root_ + "/atlases")) ADD_FAILURE() << "left behind: " << e.path();
   }
 
@@ -308,7 +301,7 @@ TEST_F(TrainingEngineTest, CancellationStopsBetweenEpochsAndSavesNothing) {
                            [&](const jobs::JobProgress& p) { stages.push_back(p.stage); });
   EXPECT_EQ((*engine)->Run(Spec(Request("late", 3)), late).status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_TRUE(stages.empty());
-  EXPECT_FALSE(Exists(root_ + "/atlases/late"));
+  EXPECT_FALSE(PathExists(root_ + "/atlases/late"));
 }
 
 }  // namespace

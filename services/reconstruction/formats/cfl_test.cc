@@ -7,21 +7,16 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <fstream>
 #include <random>
 
-#include "absl/strings/str_cat.h"
+#include "common/testing/temp_files.h"
 
 namespace tessera::recon::formats {
 namespace {
 
 using Complex = std::complex<float>;
-
-std::string TmpPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(dir ? dir : "/tmp", "/", name);
-}
+using ::tessera::testing::TestTmpPath;
 
 void WriteText(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::trunc);
@@ -41,7 +36,7 @@ bool HaveBart() { return std::system("command -v bart > /dev/null 2>&1") == 0; }
 
 TEST(Cfl, RoundTrip) {
   const CflArray a = RandomArray({5, 4, 1, 3}, 1);
-  const std::string path = TmpPath("round");
+  const std::string path = TestTmpPath("round");
   ASSERT_TRUE(WriteCfl(path, a).ok());
   auto b = ReadCfl(path + ".cfl");  // the extension is accepted
   ASSERT_TRUE(b.ok()) << b.status();
@@ -83,7 +78,7 @@ TEST(Cfl, ParsesBartHeadersAndRejectsMalformedOnes) {
 
 TEST(Cfl, TruncatedLongAndMissingFiles) {
   const CflArray a = RandomArray({4, 4}, 2);
-  const std::string path = TmpPath("trunc");
+  const std::string path = TestTmpPath("trunc");
   ASSERT_TRUE(WriteCfl(path, a).ok());
   {
     std::ofstream cfl(path + ".cfl", std::ios::binary | std::ios::trunc);
@@ -99,12 +94,12 @@ TEST(Cfl, TruncatedLongAndMissingFiles) {
     cfl.write("x", 1);
   }
   EXPECT_EQ(ReadCfl(path).status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_EQ(ReadCfl(TmpPath("absent")).status().code(), absl::StatusCode::kNotFound);
-  WriteText(TmpPath("nocfl.hdr"), "# Dimensions\n2 2\n");
-  EXPECT_EQ(ReadCfl(TmpPath("nocfl")).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ReadCfl(TestTmpPath("absent")).status().code(), absl::StatusCode::kNotFound);
+  WriteText(TestTmpPath("nocfl.hdr"), "# Dimensions\n2 2\n");
+  EXPECT_EQ(ReadCfl(TestTmpPath("nocfl")).status().code(), absl::StatusCode::kNotFound);
   CflArray wrong;
   wrong.dims[0] = 3;
-  EXPECT_EQ(WriteCfl(TmpPath("wrong"), wrong).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(WriteCfl(TestTmpPath("wrong"), wrong).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(Cfl, TrajectoryAndNonCartesianChecks) {
@@ -142,7 +137,7 @@ TEST(Cfl, TrajectoryAndNonCartesianChecks) {
 TEST(Cfl, InteroperatesWithBart) {
   if (!HaveBart()) GTEST_SKIP() << "bart is not installed";
   // BART writes, we read: its radial trajectory is 3 x 16 x 4, real, kz = 0.
-  const std::string traj_path = TmpPath("bart_traj");
+  const std::string traj_path = TestTmpPath("bart_traj");
   ASSERT_EQ(std::system(("bart traj -r -x 16 -y 4 " + traj_path + " > /dev/null").c_str()), 0);
   auto traj = ReadCfl(traj_path);
   ASSERT_TRUE(traj.ok()) << traj.status();
@@ -156,7 +151,7 @@ TEST(Cfl, InteroperatesWithBart) {
   EXPECT_NEAR(kmax, 7.5, 1e-4);
   // We write, BART reads and writes back: `bart scale 2`.
   const CflArray a = RandomArray({6, 5, 1, 2}, 3);
-  const std::string in = TmpPath("ours"), out = TmpPath("bart_scaled");
+  const std::string in = TestTmpPath("ours"), out = TestTmpPath("bart_scaled");
   ASSERT_TRUE(WriteCfl(in, a).ok());
   ASSERT_EQ(std::system(("bart scale 2 " + in + " " + out + " > /dev/null").c_str()), 0);
   auto scaled = ReadCfl(out);

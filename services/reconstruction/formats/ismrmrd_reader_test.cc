@@ -11,7 +11,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "absl/strings/str_cat.h"
+#include "common/testing/temp_files.h"
 #include "ismrmrd/dataset.h"
 #include "ismrmrd/ismrmrd.h"
 #include "ismrmrd/xml.h"
@@ -20,11 +20,7 @@ namespace tessera::recon::formats {
 namespace {
 
 using Complex = std::complex<float>;
-
-std::string TmpPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(dir ? dir : "/tmp", "/", name);
-}
+using ::tessera::testing::TestTmpPath;
 
 std::string HeaderXml(int nx, int ny, bool cartesian) {
   ISMRMRD::IsmrmrdHeader h;
@@ -46,7 +42,7 @@ std::string HeaderXml(int nx, int ny, bool cartesian) {
 Complex Value(int s, int line, int c) { return Complex(0.5f + s + 100 * line, 1.0f + c); }
 
 std::string WriteCartesian(const std::string& name, int nx, int ny, int coils) {
-  const std::string path = TmpPath(name);
+  const std::string path = TestTmpPath(name);
   std::remove(path.c_str());
   ISMRMRD::Dataset d(path.c_str(), "dataset", true);
   d.writeHeader(HeaderXml(nx, ny, true));
@@ -95,7 +91,7 @@ TEST(IsmrmrdReader, CartesianLinesArePlaced) {
 
 TEST(IsmrmrdReader, RadialTrajectoriesInBothUnits) {
   const int n = 16, samples = 32, spokes = 4, coils = 2;
-  const std::string path = TmpPath("radial.h5");
+  const std::string path = TestTmpPath("radial.h5");
   std::remove(path.c_str());
   {
     ISMRMRD::Dataset d(path.c_str(), "dataset", true);
@@ -130,8 +126,8 @@ TEST(IsmrmrdReader, RadialTrajectoriesInBothUnits) {
 }
 
 TEST(IsmrmrdReader, MalformedAndInconsistentFiles) {
-  EXPECT_EQ(ReadIsmrmrd(TmpPath("absent.h5")).status().code(), absl::StatusCode::kNotFound);
-  const std::string text = TmpPath("not_hdf5.h5");
+  EXPECT_EQ(ReadIsmrmrd(TestTmpPath("absent.h5")).status().code(), absl::StatusCode::kNotFound);
+  const std::string text = TestTmpPath("not_hdf5.h5");
   std::ofstream(text) << "this is not HDF5\n";
   auto status = ReadIsmrmrd(text).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
@@ -142,7 +138,7 @@ TEST(IsmrmrdReader, MalformedAndInconsistentFiles) {
   other_group.group = "nope";
   EXPECT_EQ(ReadIsmrmrd(cart, other_group).status().code(), absl::StatusCode::kInvalidArgument);
 
-  const std::string empty = TmpPath("empty.h5");
+  const std::string empty = TestTmpPath("empty.h5");
   std::remove(empty.c_str());
   {
     ISMRMRD::Dataset d(empty.c_str(), "dataset", true);
@@ -152,7 +148,7 @@ TEST(IsmrmrdReader, MalformedAndInconsistentFiles) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("no imaging acquisitions"), std::string::npos) << status;
 
-  const std::string mixed = TmpPath("mixed.h5");
+  const std::string mixed = TestTmpPath("mixed.h5");
   std::remove(mixed.c_str());
   {
     ISMRMRD::Dataset d(mixed.c_str(), "dataset", true);
@@ -164,7 +160,7 @@ TEST(IsmrmrdReader, MalformedAndInconsistentFiles) {
   status = ReadIsmrmrd(mixed).status();
   EXPECT_NE(status.message().find("channels"), std::string::npos) << status;
 
-  const std::string slices = TmpPath("slices.h5");
+  const std::string slices = TestTmpPath("slices.h5");
   std::remove(slices.c_str());
   {
     ISMRMRD::Dataset d(slices.c_str(), "dataset", true);
@@ -176,7 +172,7 @@ TEST(IsmrmrdReader, MalformedAndInconsistentFiles) {
   status = ReadIsmrmrd(slices).status();
   EXPECT_NE(status.message().find("slice 1"), std::string::npos) << status;
 
-  const std::string bad_xml = TmpPath("bad_xml.h5");
+  const std::string bad_xml = TestTmpPath("bad_xml.h5");
   std::remove(bad_xml.c_str());
   {
     ISMRMRD::Dataset d(bad_xml.c_str(), "dataset", true);

@@ -10,28 +10,18 @@
 
 #include <gtest/gtest.h>
 
-#include "absl/strings/str_cat.h"
 #include "kernels/fingerprint/test_templates.h"
 #include "services/fingerprint/eval/eval.h"
 #include "services/fingerprint/formats/fvc_data.h"
 #include "services/fingerprint/search_request.h"
 #include "services/fingerprint/search/searcher.h"
+#include "services/fingerprint/store/gallery_test_util.h"
 
 namespace tessera {
 namespace fingerprint {
 namespace {
 
-std::vector<std::shared_ptr<const StoredTemplate>> MakeEntries(const std::vector<std::vector<MinutiaPoint>>& points) {
-  std::vector<std::shared_ptr<const StoredTemplate>> out;
-  for (size_t i = 0; i < points.size(); ++i) {
-    auto t = std::make_shared<StoredTemplate>();
-    t->id = absl::StrCat("t", i);
-    t->minutiae = points[i];
-    t->seq = i + 1;
-    out.push_back(t);
-  }
-  return out;
-}
+using gallery_testing::EntriesOf;
 
 std::unique_ptr<GallerySearcher> MakeSearcher(const std::string& matcher, int cascade_candidates = 200) {
   SearcherOptions o;
@@ -68,7 +58,7 @@ TEST(SearcherMatchersTest, NamesAndBadOptions) {
   auto s = CreateSearcher(o);
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ((*s)->matcher(), "fusion");
-  ASSERT_TRUE((*s)->Add(MakeEntries(testing::SyntheticTemplates(4, 7))).ok());
+  ASSERT_TRUE((*s)->Add(EntriesOf(testing::SyntheticTemplates(4, 7))).ok());
   const std::vector<MinutiaPoint> probe = testing::SyntheticTemplates(1, 8)[0];
   ExpectInvalid((*s)->Search({probe}, 3, nullptr, "cascade ").status(), "matcher");
   SearchOptions bad;
@@ -84,7 +74,7 @@ TEST(SearcherMatchersTest, NamesAndBadOptions) {
 }
 
 TEST(SearcherMatchersTest, CascadeShortlistBounds) {
-  const auto gallery = MakeEntries(testing::SyntheticTemplates(40, 11));
+  const auto gallery = EntriesOf(testing::SyntheticTemplates(40, 11));
   const auto probes = testing::SyntheticTemplates(3, 12);
   auto lssr = MakeSearcher("lssr");
   auto fusion = MakeSearcher("fusion");
@@ -150,7 +140,7 @@ TEST(SearcherMatchersTest, CascadeShortlistBounds) {
 // deleted templates never returned, and the lists identical to an unchunked
 // cascade's.
 TEST(SearcherMatchersTest, CascadeRescoresAllProbesTogetherExactly) {
-  const auto gallery = MakeEntries(testing::SyntheticTemplates(60, 21));
+  const auto gallery = EntriesOf(testing::SyntheticTemplates(60, 21));
   std::vector<std::vector<MinutiaPoint>> probes = testing::SyntheticTemplates(5, 22);
   probes.push_back(gallery[17]->minutiae);  // a probe with an exact mate
   SearcherOptions o;
@@ -210,7 +200,7 @@ TEST(SearcherMatchersTest, FvcRank1AtLeastLssr) {
     ASSERT_TRUE(imps.ok()) << imps.status();
     std::vector<std::vector<MinutiaPoint>> points;
     for (const FvcImpression& imp : *imps) points.push_back(ToMinutiaPoints(imp.view));
-    const auto entries = MakeEntries(points);
+    const auto entries = EntriesOf(points);
     std::map<std::string, int> rank1;
     for (const std::string matcher : {"lssr", "fusion", "cascade"}) {
       auto s = MakeSearcher(matcher, 10);

@@ -29,6 +29,21 @@ double AngleDistance(double a, double b) {
   return std::min(d, 2 * M_PI - d);
 }
 
+// The minutiae of `got` are those of `want`: x, y, type and quality exact,
+// angles within 1 degree (ANSI's 2-degree unit). The counts must agree.
+void ExpectSameMinutiaeWithin1Degree(const Template& got, const Template& want) {
+  ASSERT_EQ(got.minutiae.size(), want.minutiae.size());
+  for (size_t i = 0; i < want.minutiae.size(); ++i) {
+    const Minutia& g = got.minutiae[i];
+    const Minutia& w = want.minutiae[i];
+    EXPECT_EQ(g.x, w.x) << "minutia " << i;
+    EXPECT_EQ(g.y, w.y) << "minutia " << i;
+    EXPECT_EQ(g.type, w.type) << "minutia " << i;
+    EXPECT_EQ(g.quality, w.quality) << "minutia " << i;
+    EXPECT_LE(AngleDistance(g.angle, w.angle), 1.0 * kDeg + 1e-12) << "minutia " << i;
+  }
+}
+
 std::string DataDir() {
   auto dir = FindFingerprintDataDir();
   EXPECT_TRUE(dir.ok()) << dir.status();
@@ -160,13 +175,7 @@ TEST(TemplateRealData, IsoAnsiXytRoundTrips) {
       EXPECT_EQ(a.width, iso.width);
       EXPECT_EQ(a.height, iso.height);
       EXPECT_EQ(a.x_resolution, iso.x_resolution);
-      for (size_t i = 0; i < iso.minutiae.size(); ++i) {
-        EXPECT_EQ(a.minutiae[i].x, iso.minutiae[i].x);
-        EXPECT_EQ(a.minutiae[i].y, iso.minutiae[i].y);
-        EXPECT_EQ(a.minutiae[i].type, iso.minutiae[i].type);
-        EXPECT_EQ(a.minutiae[i].quality, iso.minutiae[i].quality);
-        EXPECT_LE(AngleDistance(a.minutiae[i].angle, iso.minutiae[i].angle), 1.0 * kDeg + 1e-12);
-      }
+      ExpectSameMinutiaeWithin1Degree(a, iso);
       // ANSI is idempotent: writing what was read gives the same bytes.
       auto ansi_again = WriteAnsi378(*ansi);
       ASSERT_TRUE(ansi_again.ok());
@@ -268,14 +277,7 @@ TEST(TemplateFormats, FieldsSurviveIsoAndAnsi) {
       EXPECT_EQ(got.impression_type, want.impression_type);
       EXPECT_EQ(got.finger_quality, want.finger_quality);
       EXPECT_EQ(got.extended_data, want.extended_data);
-      ASSERT_EQ(got.minutiae.size(), want.minutiae.size());
-      for (size_t i = 0; i < want.minutiae.size(); ++i) {
-        EXPECT_EQ(got.minutiae[i].x, want.minutiae[i].x);
-        EXPECT_EQ(got.minutiae[i].y, want.minutiae[i].y);
-        EXPECT_EQ(got.minutiae[i].type, want.minutiae[i].type);
-        EXPECT_EQ(got.minutiae[i].quality, want.minutiae[i].quality);
-        EXPECT_LE(AngleDistance(got.minutiae[i].angle, want.minutiae[i].angle), 1.0 * kDeg + 1e-12);
-      }
+      ExpectSameMinutiaeWithin1Degree(got, want);
     }
   }
 }

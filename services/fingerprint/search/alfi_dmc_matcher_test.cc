@@ -9,19 +9,19 @@
 #include <memory>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/fingerprint/mcc.h"
 #include "kernels/fingerprint/test_templates.h"
 #include "services/fingerprint/search/alfi_pipeline.h"
 #include "services/fingerprint/search/dmc_matcher.h"
+#include "services/fingerprint/search/testing/dmc_reference.h"
 
 namespace tessera {
 namespace fingerprint {
 namespace {
 
 TEST(AlfiDmcMatcher, TopKEqualsWholeGalleryDmc) {
-  auto pts = testing::TestTemplates(2, 80, 21);
-  auto extra = testing::SyntheticTemplates(23, 22);
-  pts.insert(pts.end(), extra.begin(), extra.end());
+  auto pts = alfi_testing::RealAndSyntheticTemplates({2}, 80, /*db_seed=*/19, 23, 22);
   pts.push_back({});
   auto gallery = std::make_shared<MccGallery>();
   std::vector<MccTemplate> templates;
@@ -31,45 +31,25 @@ TEST(AlfiDmcMatcher, TopKEqualsWholeGalleryDmc) {
   }
   // Latents: partial templates (the first 18 minutiae) and a whole one.
   std::vector<MccTemplate> latents;
-  for (int i : {4, 30, 77}) {
-    std::vector<MinutiaPoint> part(pts[i].begin(), pts[i].begin() + std::min<size_t>(18, pts[i].size()));
-    latents.push_back(cpu::BuildMccTemplate(part));
-  }
+  for (int i : {4, 30, 77}) latents.push_back(alfi_testing::PartialLatent(pts[i], 18));
   latents.push_back(templates[50]);
   const DmcMatcherOptions options;
-  auto reference = DmcMatcher::Create(options);
-  ASSERT_TRUE(reference.ok()) << reference.status();
   const int k = 12;
-  std::vector<std::vector<Candidate>> expected;
-  for (const MccTemplate& l : latents) {
-    auto scores = reference->ScoreGallery(Stream::Cpu(), l, *gallery);
-    ASSERT_TRUE(scores.ok()) << scores.status();
-    expected.push_back(TopK(scores->data(), gallery->num_templates(), k));
-  }
+  auto expected = alfi_testing::WholeGalleryDmcTopK(options, latents, *gallery, k);
+  ASSERT_TRUE(expected.ok()) << expected.status();
   for (int batch : {1, 17, 500}) {
     PipelineOptions o;
     o.batch_templates = batch;
     o.top_k = k;
     o.threads = 2;
-    auto p = AlfiPipeline::Create(gallery, o);
-    ASSERT_TRUE(p.ok()) << p.status();
-    auto matcher = DmcBatchMatcher::Create(options);
-    ASSERT_TRUE(matcher.ok()) << matcher.status();
     PipelineStats stats;
-    auto got = (*p)->Search(**matcher, latents, &stats);
+    auto got = alfi_testing::DmcPipelineSearch(gallery, o, options, latents, &stats);
     ASSERT_TRUE(got.ok()) << got.status();
-    ASSERT_EQ(got->size(), latents.size());
-    for (size_t l = 0; l < latents.size(); ++l) {
-      ASSERT_EQ((*got)[l].size(), expected[l].size());
-      for (size_t r = 0; r < expected[l].size(); ++r) {
-        EXPECT_EQ((*got)[l][r].template_index, expected[l][r].template_index) << "batch " << batch << " latent " << l;
-        EXPECT_EQ((*got)[l][r].score, expected[l][r].score);
-      }
-    }
+    alfi_testing::ExpectSameTopK(*got, *expected, absl::StrCat("batch ", batch));
     EXPECT_GT(stats.final_stage_seconds, 0);
   }
   // The whole template finds itself first.
-  EXPECT_EQ(expected[3][0].template_index, 50);
+  EXPECT_EQ((*expected)[3][0].template_index, 50);
 }
 
 TEST(AlfiDmcMatcher, BadParameters) {

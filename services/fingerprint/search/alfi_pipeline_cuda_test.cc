@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/testing/gpu_test.h"
 #include "kernels/fingerprint/lss.h"
 #include "kernels/fingerprint/mcc.h"
@@ -17,6 +18,7 @@
 #include "services/fingerprint/search/alfi_dmc_matcher.h"
 #include "services/fingerprint/search/alfi_pipeline.h"
 #include "services/fingerprint/search/dmc_matcher.h"
+#include "services/fingerprint/search/testing/dmc_reference.h"
 
 namespace tessera {
 namespace fingerprint {
@@ -28,16 +30,20 @@ std::vector<MccTemplate> Build(const std::vector<std::vector<MinutiaPoint>>& pts
   return out;
 }
 
+PipelineOptions CudaOptions(int batch_templates, int top_k, bool overlap, bool resident) {
+  PipelineOptions o;
+  o.backend = Backend::kCuda;
+  o.batch_templates = batch_templates;
+  o.top_k = top_k;
+  o.overlap = overlap;
+  o.resident = resident;
+  return o;
+}
+
 TEST(AlfiPipelineCuda, TopKEqualsCpuBruteForce) {
   TESSERA_SKIP_WITHOUT_GPU();
   // Four databases (or synthetic stand-ins) plus synthetic templates.
-  std::vector<std::vector<MinutiaPoint>> pts;
-  for (int db = 1; db <= 4; ++db) {
-    auto t = testing::TestTemplates(db, 80, 40 + db);
-    pts.insert(pts.end(), t.begin(), t.end());
-  }
-  auto extra = testing::SyntheticTemplates(301, 7);
-  pts.insert(pts.end(), extra.begin(), extra.end());
+  auto pts = alfi_testing::RealAndSyntheticTemplates({1, 2, 3, 4}, 80, /*db_seed=*/40, 301, 7);
   pts.push_back({});
   const std::vector<MccTemplate> templates = Build(pts);
   auto gallery = std::make_shared<MccGallery>();
@@ -55,12 +61,7 @@ TEST(AlfiPipelineCuda, TopKEqualsCpuBruteForce) {
     }
     for (int batch : {1, 50, 128, 100000}) {
       for (bool overlap : {true, false}) {
-        PipelineOptions o;
-        o.backend = Backend::kCuda;
-        o.batch_templates = batch;
-        o.top_k = k;
-        o.overlap = overlap;
-        o.resident = batch == 50 || (batch == 100000 && !overlap);
+        const PipelineOptions o = CudaOptions(batch, k, overlap, batch == 50 || (batch == 100000 && !overlap));
         auto p = AlfiPipeline::Create(gallery, o);
         ASSERT_TRUE(p.ok()) << p.status();
         // Both CUDA kernel variants (in turn: each batch size runs both) must
@@ -71,15 +72,7 @@ TEST(AlfiPipelineCuda, TopKEqualsCpuBruteForce) {
         PipelineStats stats;
         auto got = (*p)->Search(matcher, latents, &stats);
         ASSERT_TRUE(got.ok()) << got.status();
-        ASSERT_EQ(got->size(), latents.size());
-        for (size_t l = 0; l < latents.size(); ++l) {
-          ASSERT_EQ((*got)[l].size(), expected[l].size());
-          for (size_t r = 0; r < expected[l].size(); ++r) {
-            EXPECT_EQ((*got)[l][r].template_index, expected[l][r].template_index)
-                << "batch " << batch << " overlap " << overlap << " latent " << l << " rank " << r;
-            EXPECT_EQ((*got)[l][r].score, expected[l][r].score);
-          }
-        }
+        alfi_testing::ExpectSameTopK(*got, expected, absl::StrCat("batch ", batch, " overlap ", overlap));
         EXPECT_EQ(stats.templates, gallery->num_templates());
         EXPECT_EQ(stats.upload_bytes > 0, !o.resident);
         EXPECT_GT(stats.kernel_seconds, 0);
@@ -95,13 +88,7 @@ TEST(AlfiPipelineCuda, TopKEqualsCpuBruteForce) {
 // scores every pair (its pruning kernel was taken out, alfi_pipeline.cc).
 TEST(AlfiPipelineCuda, PrunedTopKEqualsUnprunedAndCpu) {
   TESSERA_SKIP_WITHOUT_GPU();
-  std::vector<std::vector<MinutiaPoint>> pts;
-  for (int db = 1; db <= 4; ++db) {
-    auto t = testing::TestTemplates(db, 80, 70 + db);
-    pts.insert(pts.end(), t.begin(), t.end());
-  }
-  auto extra = testing::SyntheticTemplates(200, 9);
-  pts.insert(pts.end(), extra.begin(), extra.end());
+  auto pts = alfi_testing::RealAndSyntheticTemplates({1, 2, 3, 4}, 80, /*db_seed=*/70, 200, 9);
   for (int i = 0; i < 100; i += 3) pts.push_back(pts[i]);  // exact ties
   const std::vector<MccTemplate> templates = Build(pts);
   auto gallery = std::make_shared<MccGallery>();
@@ -149,55 +136,23 @@ TEST(AlfiPipelineCuda, PrunedTopKEqualsUnprunedAndCpu) {
 
 TEST(AlfiPipelineCuda, DmcTopKEqualsCpuWholeGallery) {
   TESSERA_SKIP_WITHOUT_GPU();
-  std::vector<std::vector<MinutiaPoint>> pts;
-  for (int db = 1; db <= 4; ++db) {
-    auto t = testing::TestTemplates(db, 80, 60 + db);
-    pts.insert(pts.end(), t.begin(), t.end());
-  }
-  auto extra = testing::SyntheticTemplates(97, 9);
-  pts.insert(pts.end(), extra.begin(), extra.end());
+  auto pts = alfi_testing::RealAndSyntheticTemplates({1, 2, 3, 4}, 80, /*db_seed=*/60, 97, 9);
   pts.push_back({});
   auto gallery = std::make_shared<MccGallery>();
   for (const auto& p : pts) gallery->Append(cpu::BuildMccTemplate(p));
   std::vector<MccTemplate> latents;
-  for (int i = 5; i < static_cast<int>(pts.size()); i += 53) {
-    std::vector<MinutiaPoint> part(pts[i].begin(), pts[i].begin() + std::min<size_t>(20, pts[i].size()));
-    latents.push_back(cpu::BuildMccTemplate(part));
-  }
+  for (int i = 5; i < static_cast<int>(pts.size()); i += 53) latents.push_back(alfi_testing::PartialLatent(pts[i], 20));
   const DmcMatcherOptions options;
-  auto reference = DmcMatcher::Create(options);
-  ASSERT_TRUE(reference.ok()) << reference.status();
   const int k = 20;
-  std::vector<std::vector<Candidate>> expected;
-  for (const MccTemplate& l : latents) {
-    auto scores = reference->ScoreGallery(Stream::Cpu(), l, *gallery);
-    ASSERT_TRUE(scores.ok()) << scores.status();
-    expected.push_back(TopK(scores->data(), gallery->num_templates(), k));
-  }
+  auto expected = alfi_testing::WholeGalleryDmcTopK(options, latents, *gallery, k);
+  ASSERT_TRUE(expected.ok()) << expected.status();
   for (int batch : {1, 64, 100000}) {
     for (bool overlap : {true, false}) {
-      PipelineOptions o;
-      o.backend = Backend::kCuda;
-      o.batch_templates = batch;
-      o.top_k = k;
-      o.overlap = overlap;
-      o.resident = batch == 64;
-      auto p = AlfiPipeline::Create(gallery, o);
-      ASSERT_TRUE(p.ok()) << p.status();
-      auto matcher = DmcBatchMatcher::Create(options);
-      ASSERT_TRUE(matcher.ok()) << matcher.status();
+      const PipelineOptions o = CudaOptions(batch, k, overlap, /*resident=*/batch == 64);
       PipelineStats stats;
-      auto got = (*p)->Search(**matcher, latents, &stats);
+      auto got = alfi_testing::DmcPipelineSearch(gallery, o, options, latents, &stats);
       ASSERT_TRUE(got.ok()) << got.status();
-      ASSERT_EQ(got->size(), latents.size());
-      for (size_t l = 0; l < latents.size(); ++l) {
-        ASSERT_EQ((*got)[l].size(), expected[l].size());
-        for (size_t r = 0; r < expected[l].size(); ++r) {
-          EXPECT_EQ((*got)[l][r].template_index, expected[l][r].template_index)
-              << "batch " << batch << " overlap " << overlap << " latent " << l << " rank " << r;
-          EXPECT_EQ((*got)[l][r].score, expected[l][r].score);
-        }
-      }
+      alfi_testing::ExpectSameTopK(*got, *expected, absl::StrCat("batch ", batch, " overlap ", overlap));
       if (batch == 64) std::printf("DMC batch %d overlap %d: %s\n", batch, overlap, stats.ToString().c_str());
     }
   }

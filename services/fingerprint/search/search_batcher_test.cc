@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/metrics.h"
 #include "kernels/fingerprint/test_templates.h"
+#include "services/fingerprint/store/gallery_test_util.h"
 
 namespace tessera {
 namespace fingerprint {
@@ -187,14 +188,7 @@ TEST(SearchBatcherTest, ResultsEqualUnbatchedSearchesOnARealSearcher) {
   so.chunk_templates = 40;
   auto searcher = CreateSearcher(so);
   ASSERT_TRUE(searcher.ok());
-  std::vector<std::shared_ptr<const StoredTemplate>> entries;
-  for (size_t i = 0; i < points.size(); ++i) {
-    auto t = std::make_shared<StoredTemplate>();
-    t->id = absl::StrCat("g", i);
-    t->minutiae = points[i];
-    t->seq = i + 1;
-    entries.push_back(t);
-  }
+  std::vector<std::shared_ptr<const StoredTemplate>> entries = gallery_testing::EntriesOf(points, "g");
   // Duplicates: exact ties that ranks must break the same way.
   for (int i = 0; i < 5; ++i) {
     auto t = std::make_shared<StoredTemplate>(*entries[i * 7]);

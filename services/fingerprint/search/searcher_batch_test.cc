@@ -12,22 +12,13 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/fingerprint/test_templates.h"
 #include "services/fingerprint/search/searcher.h"
+#include "services/fingerprint/store/gallery_test_util.h"
 
 namespace tessera {
 namespace fingerprint {
 namespace {
 
-std::vector<std::shared_ptr<const StoredTemplate>> MakeEntries(const std::vector<std::vector<MinutiaPoint>>& points) {
-  std::vector<std::shared_ptr<const StoredTemplate>> out;
-  for (size_t i = 0; i < points.size(); ++i) {
-    auto t = std::make_shared<StoredTemplate>();
-    t->id = absl::StrCat("t", i);
-    t->minutiae = points[i];
-    t->seq = i + 1;
-    out.push_back(t);
-  }
-  return out;
-}
+using gallery_testing::EntriesOf;
 
 std::unique_ptr<GallerySearcher> Make(const std::string& matcher, int chunk_templates,
                                       const std::vector<std::vector<MinutiaPoint>>& points) {
@@ -37,7 +28,7 @@ std::unique_ptr<GallerySearcher> Make(const std::string& matcher, int chunk_temp
   o.chunk_templates = chunk_templates;
   auto s = CreateSearcher(o);
   EXPECT_TRUE(s.ok()) << s.status();
-  EXPECT_TRUE((*s)->Add(MakeEntries(points)).ok());
+  EXPECT_TRUE((*s)->Add(EntriesOf(points)).ok());
   return std::move(*s);
 }
 

@@ -15,23 +15,13 @@
 #include "common/testing/gpu_test.h"
 #include "kernels/fingerprint/test_templates.h"
 #include "services/fingerprint/search/searcher.h"
+#include "services/fingerprint/store/gallery_test_util.h"
 
 namespace tessera {
 namespace fingerprint {
 namespace {
 
-std::vector<std::shared_ptr<const StoredTemplate>> Entries(const std::vector<std::vector<MinutiaPoint>>& points,
-                                                           size_t begin, size_t end) {
-  std::vector<std::shared_ptr<const StoredTemplate>> out;
-  for (size_t i = begin; i < end; ++i) {
-    auto t = std::make_shared<StoredTemplate>();
-    t->id = absl::StrCat("t", i);
-    t->minutiae = points[i];
-    t->seq = i + 1;
-    out.push_back(t);
-  }
-  return out;
-}
+using gallery_testing::EntriesOf;
 
 void ExpectSameResults(GallerySearcher& gpu, GallerySearcher& cpu,
                        const std::vector<std::vector<MinutiaPoint>>& probes, int k, double tolerance = 1e-6) {
@@ -60,22 +50,22 @@ TEST(SearcherCudaTest, GpuSearchEqualsCpuSearchAsTheGalleryChanges) {
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   const size_t first = 2000;
-  ASSERT_TRUE((*gpu)->Add(Entries(points, 0, first)).ok());
-  ASSERT_TRUE((*cpu)->Add(Entries(points, 0, first)).ok());
+  ASSERT_TRUE((*gpu)->Add(EntriesOf(points, "t", 0, first)).ok());
+  ASSERT_TRUE((*cpu)->Add(EntriesOf(points, "t", 0, first)).ok());
   std::vector<std::vector<MinutiaPoint>> probes;
   for (size_t i = 0; i < 12; ++i) probes.push_back(points[i * 97 % points.size()]);
   ExpectSameResults(**gpu, **cpu, probes, 25);
   // A small addition stays on the CPU tail; deletions are filtered.
-  ASSERT_TRUE((*gpu)->Add(Entries(points, first, first + 50)).ok());
-  ASSERT_TRUE((*cpu)->Add(Entries(points, first, first + 50)).ok());
+  ASSERT_TRUE((*gpu)->Add(EntriesOf(points, "t", first, first + 50)).ok());
+  ASSERT_TRUE((*cpu)->Add(EntriesOf(points, "t", first, first + 50)).ok());
   for (int i = 0; i < 30; ++i) {
     ASSERT_TRUE((*gpu)->Remove(absl::StrCat("t", i * 7)));
     ASSERT_TRUE((*cpu)->Remove(absl::StrCat("t", i * 7)));
   }
   ExpectSameResults(**gpu, **cpu, probes, 25);
   // A large addition triggers a re-upload.
-  ASSERT_TRUE((*gpu)->Add(Entries(points, first + 50, points.size())).ok());
-  ASSERT_TRUE((*cpu)->Add(Entries(points, first + 50, points.size())).ok());
+  ASSERT_TRUE((*gpu)->Add(EntriesOf(points, "t", first + 50, points.size())).ok());
+  ASSERT_TRUE((*cpu)->Add(EntriesOf(points, "t", first + 50, points.size())).ok());
   ExpectSameResults(**gpu, **cpu, probes, 25);
 }
 
@@ -87,8 +77,8 @@ TEST(SearcherCudaTest, GpuPipelineStopsWhenCancelled) {
   auto gpu = CreateSearcher({"lssr", "cuda"});
   auto cpu = CreateSearcher({"lssr", "cpu"});
   ASSERT_TRUE(gpu.ok() && cpu.ok());
-  ASSERT_TRUE((*gpu)->Add(Entries(points, 0, points.size())).ok());
-  ASSERT_TRUE((*cpu)->Add(Entries(points, 0, points.size())).ok());
+  ASSERT_TRUE((*gpu)->Add(EntriesOf(points, "t", 0, points.size())).ok());
+  ASSERT_TRUE((*cpu)->Add(EntriesOf(points, "t", 0, points.size())).ok());
   const std::vector<std::vector<MinutiaPoint>> probes = {points[1], points[2000]};
   // Calls 1-2: before and after the probes are prepared; 3: the pipeline's
   // first poll.
@@ -114,8 +104,8 @@ TEST(SearcherCudaTest, DmcOnTheGpuEqualsDmcOnTheCpu) {
   auto cpu = CreateSearcher({"dmc", "cpu"});
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   ASSERT_TRUE(cpu.ok()) << cpu.status();
-  ASSERT_TRUE((*gpu)->Add(Entries(points, 0, points.size())).ok());
-  ASSERT_TRUE((*cpu)->Add(Entries(points, 0, points.size())).ok());
+  ASSERT_TRUE((*gpu)->Add(EntriesOf(points, "t", 0, points.size())).ok());
+  ASSERT_TRUE((*cpu)->Add(EntriesOf(points, "t", 0, points.size())).ok());
   std::vector<std::vector<MinutiaPoint>> probes;
   for (size_t i = 0; i < 6; ++i) probes.push_back(points[i * 61 % points.size()]);
   ExpectSameResults(**gpu, **cpu, probes, 10, 1e-5);
@@ -143,8 +133,8 @@ TEST(SearcherCudaTest, FusionAndCascadeOnTheGpuEqualTheCpu) {
     auto cpu = CreateSearcher(o);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
     ASSERT_TRUE(cpu.ok()) << cpu.status();
-    ASSERT_TRUE((*gpu)->Add(Entries(points, 0, points.size())).ok());
-    ASSERT_TRUE((*cpu)->Add(Entries(points, 0, points.size())).ok());
+    ASSERT_TRUE((*gpu)->Add(EntriesOf(points, "t", 0, points.size())).ok());
+    ASSERT_TRUE((*cpu)->Add(EntriesOf(points, "t", 0, points.size())).ok());
     std::vector<std::vector<MinutiaPoint>> probes;
     for (size_t i = 0; i < 5; ++i) probes.push_back(points[i * 97 % points.size()]);
     SCOPED_TRACE(matcher + " chunk " + std::to_string(chunk));

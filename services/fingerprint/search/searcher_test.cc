@@ -15,23 +15,13 @@
 #include "kernels/fingerprint/lss.h"
 #include "kernels/fingerprint/test_templates.h"
 #include "services/fingerprint/search/dmc_matcher.h"
+#include "services/fingerprint/store/gallery_test_util.h"
 
 namespace tessera {
 namespace fingerprint {
 namespace {
 
-std::vector<std::shared_ptr<const StoredTemplate>> MakeEntries(const std::vector<std::vector<MinutiaPoint>>& points,
-                                                               const std::string& prefix, uint64_t first_seq = 1) {
-  std::vector<std::shared_ptr<const StoredTemplate>> out;
-  for (size_t i = 0; i < points.size(); ++i) {
-    auto t = std::make_shared<StoredTemplate>();
-    t->id = absl::StrCat(prefix, i);
-    t->minutiae = points[i];
-    t->seq = first_seq + i;
-    out.push_back(t);
-  }
-  return out;
-}
+using gallery_testing::EntriesOf;
 
 std::unique_ptr<GallerySearcher> CpuSearcher() {
   auto s = CreateSearcher({"lssr", "cpu"});
@@ -80,7 +70,7 @@ TEST(SearcherTest, UnknownMatcherAndBadArguments) {
 
 TEST(SearcherTest, MatchesBruteForceWithDeletesAndReplacements) {
   const auto points = testing::TestTemplates(1, 60, 11);
-  auto entries = MakeEntries(points, "g");
+  auto entries = EntriesOf(points, "g");
   auto s = CpuSearcher();
   ASSERT_TRUE(s->Add(entries).ok());
   EXPECT_EQ(s->size(), static_cast<int64_t>(points.size()));
@@ -123,7 +113,7 @@ TEST(SearcherTest, MatchesBruteForceWithDeletesAndReplacements) {
 
 TEST(SearcherTest, RebuildAfterManyDeletesKeepsResults) {
   const auto points = testing::SyntheticTemplates(300, 5);
-  auto entries = MakeEntries(points, "s");
+  auto entries = EntriesOf(points, "s");
   auto s = CpuSearcher();
   ASSERT_TRUE(s->Add(entries).ok());
   std::vector<std::shared_ptr<const StoredTemplate>> live;
@@ -147,7 +137,7 @@ TEST(SearcherTest, RebuildAfterManyDeletesKeepsResults) {
 
 TEST(SearcherTest, PersistedCylindersGiveTheSameScores) {
   const auto points = testing::SyntheticTemplates(40, 9);
-  auto entries = MakeEntries(points, "p");
+  auto entries = EntriesOf(points, "p");
   auto a = CpuSearcher();
   ASSERT_TRUE(a->Add(entries).ok());
   auto b = CpuSearcher();
@@ -168,7 +158,7 @@ TEST(SearcherTest, PersistedCylindersGiveTheSameScores) {
 
 TEST(SearcherTest, DmcScoresTheSameGalleryPerRequest) {
   const auto points = testing::TestTemplates(1, 40, 13);
-  auto entries = MakeEntries(points, "d");
+  auto entries = EntriesOf(points, "d");
   auto s = CreateSearcher({"dmc", "cpu"});
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ((*s)->matcher(), "dmc");
@@ -214,7 +204,7 @@ TEST(SearcherTest, DmcScoresTheSameGalleryPerRequest) {
 
 TEST(SearcherTest, SearchesRunWhileTemplatesChange) {
   const auto points = testing::SyntheticTemplates(200, 21);
-  auto entries = MakeEntries(points, "c");
+  auto entries = EntriesOf(points, "c");
   auto s = CpuSearcher();
   ASSERT_TRUE(s->Add({entries.begin(), entries.begin() + 50}).ok());
   std::atomic<bool> done{false};

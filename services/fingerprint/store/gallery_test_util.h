@@ -1,14 +1,18 @@
 // Helpers of the durable gallery's tests (gallery_store_test,
-// gallery_chain_test, gallery_group_commit_test).
+// gallery_chain_test, gallery_group_commit_test) and of the searchers' tests
+// (gallery entries made of minutiae).
 #ifndef TESSERA_SERVICES_FINGERPRINT_STORE_GALLERY_TEST_UTIL_H_
 #define TESSERA_SERVICES_FINGERPRINT_STORE_GALLERY_TEST_UTIL_H_
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "services/fingerprint/store/gallery_store.h"
@@ -38,6 +42,22 @@ inline StoredTemplate MakeTemplate(const std::string& id, int salt) {
     t.minutiae.push_back({static_cast<float>(10 + i + salt), static_cast<float>(20 + 2 * i), 0.25f * i});
   }
   return t;
+}
+
+// Gallery entries of points[begin, end) as a searcher is given them: ids
+// "<prefix><i>", seq i + 1.
+inline std::vector<std::shared_ptr<const StoredTemplate>> EntriesOf(
+    const std::vector<std::vector<MinutiaPoint>>& points, const std::string& prefix = "t", size_t begin = 0,
+    size_t end = SIZE_MAX) {
+  std::vector<std::shared_ptr<const StoredTemplate>> out;
+  for (size_t i = begin; i < std::min(end, points.size()); ++i) {
+    auto t = std::make_shared<StoredTemplate>();
+    t->id = absl::StrCat(prefix, i);
+    t->minutiae = points[i];
+    t->seq = i + 1;
+    out.push_back(std::move(t));
+  }
+  return out;
 }
 
 inline std::string LogPath(const std::string& dir, uint64_t gen = 1) {

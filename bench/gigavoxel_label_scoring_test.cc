@@ -5,7 +5,7 @@
 #include <cmath>
 #include <random>
 
-#include "services/registration/registrar.h"
+#include "kernels/registration/pipeline/registrar.h"
 
 namespace tessera::registration {
 namespace {

@@ -16,7 +16,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "kernels/parallel/multi_gpu_model.h"
+#include "kernels/registration/sharded/multi_gpu_model.h"
 
 ABSL_FLAG(std::string, fixed, "1550x1550x1550", "fixed grid (the seed's 100 um ex-vivo brain: ~3.7 G voxels)");
 ABSL_FLAG(std::string, moving, "1550x1550x1550",

@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/registration_flags.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
@@ -49,12 +50,12 @@
 #include "common/status.h"
 #include "kernels/registration/gaussian_smooth.h"
 #include "kernels/registration/mutual_info.h"
-#include "services/registration/ants_transform_io.h"
-#include "services/registration/host_setup.h"
-#include "services/registration/label_dice.h"
-#include "services/registration/outputs.h"
-#include "services/registration/registrar.h"
-#include "services/registration/synthetic.h"
+#include "kernels/registration/pipeline/ants_transform_io.h"
+#include "kernels/registration/pipeline/host_setup.h"
+#include "kernels/registration/pipeline/label_dice.h"
+#include "kernels/registration/pipeline/outputs.h"
+#include "kernels/registration/pipeline/registrar.h"
+#include "kernels/registration/pipeline/synthetic.h"
 
 ABSL_FLAG(std::string, case, "", "case name (registration_cases list)");
 ABSL_FLAG(std::string, dir, "", "output directory for make");
@@ -450,7 +451,7 @@ int RegisterCase() {
     if (!v->ok()) return Fail(v->status());
   }
   RegistrationOptions o;
-  o.metric = absl::GetFlag(FLAGS_metric);
+  o.metric = OptionFlag<Metric>(absl::GetFlag(FLAGS_metric), "--metric");
   o.device = "cpu";
   if (!absl::GetFlag(FLAGS_deformable_iterations).empty()) {
     o.deformable_iterations.clear();
@@ -468,7 +469,7 @@ int RegisterCase() {
     o.rigid_iterations.clear();
     for (const std::string& n : absl::GetFlag(FLAGS_rigid_iterations)) o.rigid_iterations.push_back(std::stoi(n));
   }
-  if (!absl::GetFlag(FLAGS_stages).empty()) o.stages = absl::GetFlag(FLAGS_stages);
+  if (!absl::GetFlag(FLAGS_stages).empty()) o.stages = OptionListFlag<Stage>(absl::GetFlag(FLAGS_stages), "--stages");
   if (absl::GetFlag(FLAGS_linear_lr) > 0) o.linear_lr = absl::GetFlag(FLAGS_linear_lr);
   if (absl::GetFlag(FLAGS_translation_scale) > 0) o.translation_scale_mm = absl::GetFlag(FLAGS_translation_scale);
   if (absl::GetFlag(FLAGS_matrix_scale) > 0) o.matrix_scale = absl::GetFlag(FLAGS_matrix_scale);
@@ -484,11 +485,11 @@ int RegisterCase() {
   if (absl::GetFlag(FLAGS_patience) > 0) o.patience = absl::GetFlag(FLAGS_patience);
   if (absl::GetFlag(FLAGS_sampling_seed) > 0) o.sampling_seed = static_cast<uint64_t>(absl::GetFlag(FLAGS_sampling_seed));
   if (absl::GetFlag(FLAGS_tolerance) >= 0) o.tolerance = absl::GetFlag(FLAGS_tolerance);
-  if (!absl::GetFlag(FLAGS_deformable_step).empty()) o.deformable_step = absl::GetFlag(FLAGS_deformable_step);
-  if (!absl::GetFlag(FLAGS_memory_mode).empty()) o.memory_mode = absl::GetFlag(FLAGS_memory_mode);
+  if (!absl::GetFlag(FLAGS_deformable_step).empty()) o.deformable_step = OptionFlag<DeformableStep>(absl::GetFlag(FLAGS_deformable_step), "--deformable_step");
+  if (!absl::GetFlag(FLAGS_memory_mode).empty()) o.memory_mode = OptionFlag<MemoryMode>(absl::GetFlag(FLAGS_memory_mode), "--memory_mode");
   if (absl::GetFlag(FLAGS_halve_after) >= 0) o.deformable_halve_after = absl::GetFlag(FLAGS_halve_after);
   if (absl::GetFlag(FLAGS_min_step) > 0) o.deformable_min_step_fraction = absl::GetFlag(FLAGS_min_step);
-  if (!absl::GetFlag(FLAGS_deformable_model).empty()) o.deformable_model = absl::GetFlag(FLAGS_deformable_model);
+  if (!absl::GetFlag(FLAGS_deformable_model).empty()) o.deformable_model = OptionFlag<DeformableModel>(absl::GetFlag(FLAGS_deformable_model), "--deformable_model");
   if (absl::GetFlag(FLAGS_bspline_spacing) > 0) o.bspline_spacing_mm = absl::GetFlag(FLAGS_bspline_spacing);
   ProgressCallback trace = nullptr;
   if (absl::GetFlag(FLAGS_trace)) {

@@ -8,8 +8,8 @@
 #include <cstdio>
 
 #include "gtest/gtest.h"
-#include "services/registration/label_dice.h"
-#include "services/registration/registrar.h"
+#include "kernels/registration/pipeline/label_dice.h"
+#include "kernels/registration/pipeline/registrar.h"
 
 namespace tessera::registration {
 namespace {

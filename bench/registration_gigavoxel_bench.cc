@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/registration_flags.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
@@ -44,11 +45,11 @@
 #include "common/status.h"
 #include "kernels/registration/grid_sampler.h"
 #include "bench/gigavoxel_label_scoring.h"
-#include "services/registration/label_dice.h"
-#include "services/registration/registrar.h"
-#include "services/registration/registration_job.h"
-#include "services/registration/space.h"
-#include "services/registration/synthetic.h"
+#include "kernels/registration/pipeline/label_dice.h"
+#include "kernels/registration/pipeline/registrar.h"
+#include "kernels/registration/pipeline/registration_job.h"
+#include "kernels/registration/pipeline/space.h"
+#include "kernels/registration/pipeline/synthetic.h"
 
 ABSL_FLAG(int, edge, 1550, "voxels per axis of the cubic grid (0.14 mm at 1550)");
 ABSL_FLAG(std::string, device, "auto", "auto, cpu or cuda");
@@ -283,7 +284,7 @@ int Main() {
               Seconds(t0, t1), HostPeakGb());
 
   RegistrationOptions o;
-  o.metric = absl::GetFlag(FLAGS_metric);
+  o.metric = OptionFlag<Metric>(absl::GetFlag(FLAGS_metric), "--metric");
   o.device = device;
   auto scales = IntList(absl::GetFlag(FLAGS_scales));
   auto linear = IntList(absl::GetFlag(FLAGS_linear_iterations));
@@ -296,7 +297,7 @@ int Main() {
   o.rigid_iterations = *linear;
   o.affine_iterations = *linear;
   o.deformable_iterations = *deformable;
-  o.precision = absl::GetFlag(FLAGS_precision);
+  o.precision = OptionFlag<Precision>(absl::GetFlag(FLAGS_precision), "--precision");
   o.device_memory_budget_bytes = ByteSize(absl::GetFlag(FLAGS_device_memory_budget));
   if (o.device_memory_budget_bytes < 0) {
     std::printf("bad --device_memory_budget '%s'\n", absl::GetFlag(FLAGS_device_memory_budget).c_str());
@@ -368,7 +369,7 @@ int Main() {
   const double voxels = n * n * static_cast<double>(n);
   std::printf("| %lld | %.2f G | %s | %s | %s | %.1f | %s | %.3f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f | %.1f | "
               "%.1f | %.1f | %.3f -> **%.3f** | %.4f |\n",
-              static_cast<long long>(n), voxels / 1e9, dtype_name.c_str(), result->backend.c_str(), o.precision.c_str(),
+              static_cast<long long>(n), voxels / 1e9, dtype_name.c_str(), result->backend.c_str(), OptionName(o.precision),
               o.device_memory_budget_bytes / 1e9, out_of_core ? "out of core" : "in core",
               FinestSecondsPerIteration(result->log),
               any ? Seconds(t1, first_report) : 0.0, Seconds(t1, t2), any ? Seconds(last_report, t2) : 0.0,

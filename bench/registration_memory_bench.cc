@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/registration_flags.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
@@ -32,7 +33,7 @@
 #include "bench/bench_util.h"
 #include "common/parallel.h"
 #include "common/volume.h"
-#include "services/registration/registrar.h"
+#include "kernels/registration/pipeline/registrar.h"
 
 ABSL_FLAG(std::string, sizes, "128,256", "cube edges, comma separated");
 ABSL_FLAG(std::string, whole_sizes, "128", "cube edges for the whole-pipeline runs (empty: none)");
@@ -92,13 +93,13 @@ Row RunOnce(const Volume& fixed, const Volume& moving, int64_t n, const std::str
   row.mode = mode;
   row.run = whole ? "whole" : "deformable";
   RegistrationOptions o;
-  o.metric = absl::GetFlag(FLAGS_metric);
-  o.deformable_step = absl::GetFlag(FLAGS_step);
+  o.metric = OptionFlag<Metric>(absl::GetFlag(FLAGS_metric), "--metric");
+  o.deformable_step = OptionFlag<DeformableStep>(absl::GetFlag(FLAGS_step), "--step");
   o.device = absl::GetFlag(FLAGS_device);
-  o.memory_mode = mode;
+  o.memory_mode = OptionFlag<MemoryMode>(mode, "--modes");
   const int it = absl::GetFlag(FLAGS_iterations);
   if (!whole) {
-    o.stages = {"deformable"};
+    o.stages = {Stage::kDeformable};
     o.scales = {1};
     o.deformable_iterations = {it};
     o.patience = 1000000;

@@ -10,12 +10,13 @@
 #include <cstring>
 #include <string>
 
+#include "bench/registration_flags.h"
 #include "absl/strings/str_format.h"
 #include "common/device.h"
 #include "common/nifti_io.h"
 #include "kernels/registration/label_metrics.h"
-#include "services/registration/registration_job.h"
-#include "services/registration/synthetic.h"
+#include "kernels/registration/pipeline/registration_job.h"
+#include "kernels/registration/pipeline/synthetic.h"
 
 namespace tessera::registration {
 namespace {
@@ -31,9 +32,14 @@ struct Run {
 
 Run RunPipeline(const RegistrationInputs& inputs, const std::string& device, const std::string& metric) {
   RegistrationOptions options;
-  options.metric = metric;
+  options.metric = OptionFlag<Metric>(metric, "metric");
   options.device = device;
-  auto summary = RunRegistration(inputs, options, "", false);
+  absl::StatusOr<RegistrationPlan> plan = PlanRegistration(options);
+  if (!plan.ok()) {
+    std::printf("  %s/%s: %s\n", device.c_str(), metric.c_str(), plan.status().ToString().c_str());
+    return Run();
+  }
+  auto summary = RunRegistration(inputs, *plan, "", false);
   Run run;
   if (!summary.ok()) {
     std::printf("  %s/%s failed: %s\n", device.c_str(), metric.c_str(), summary.status().ToString().c_str());
@@ -77,8 +83,8 @@ void GreedyIteration(int n) {
   const int iters[2] = {4, 14};
   for (int r = 0; r < 2; ++r) {
     RegistrationOptions o;
-    o.metric = "lncc";
-    o.stages = {"deformable"};
+    o.metric = Metric::kLncc;
+    o.stages = {Stage::kDeformable};
     o.scales = {1};
     o.deformable_iterations = {iters[r]};
     o.patience = 1000000;

@@ -20,8 +20,8 @@
 #include "common/device.h"
 #include "common/status.h"
 #include "kernels/parallel/in_process_communicator.h"
-#include "kernels/parallel/ring_sampler.h"
-#include "kernels/parallel/sharded_greedy_step.h"
+#include "kernels/registration/sharded/ring_sampler.h"
+#include "kernels/registration/sharded/sharded_greedy_step.h"
 #include "kernels/parallel/slab.h"
 
 ABSL_FLAG(int, size, 192, "cube edge of the fixed and moving volumes");

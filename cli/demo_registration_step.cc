@@ -21,7 +21,7 @@
 #include "common/png_io.h"
 #include "common/status.h"
 #include "services/common/chunked_upload.h"
-#include "services/registration/synthetic.h"
+#include "kernels/registration/pipeline/synthetic.h"
 #include "tessera/v1/registration.grpc.pb.h"
 
 namespace tessera::cli {

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status.h"
+#include "kernels/registration/pipeline/option_enums.h"
 #include "tessera/v1/fingerprint.pb.h"
 #include "tessera/v1/som.pb.h"
 #include "cli/recon_args.h"
@@ -248,20 +249,19 @@ absl::StatusOr<v1::RegisterRequest> RegisterRequestFromArgs(const Args& args, bo
   o->set_lncc_window(window);
   o->set_mi_bins(bins);
   o->set_inverse_warp(args.GetBool("inverse-warp"));
+  // The named values are checked here too, to name the flag (the server
+  // checks the request again).
+  using registration::ParseOption;
   const std::string step = args.Get("deformable-step"), memory = args.Get("memory-mode");
-  if (step != "normalized" && step != "adam") {
-    return absl::InvalidArgumentError(absl::StrCat("register: --deformable-step '", step, "': expected normalized or adam"));
-  }
-  if (memory != "lean" && memory != "standard") {
-    return absl::InvalidArgumentError(absl::StrCat("register: --memory-mode '", memory, "': expected lean or standard"));
-  }
+  const std::string model = args.Get("deformable-model"), precision = args.Get("precision");
+  TESSERA_RETURN_IF_ERROR(ParseOption<registration::Metric>(args.Get("metric"), "register: --metric").status());
+  TESSERA_RETURN_IF_ERROR(ParseOption<registration::Init>(args.Get("init"), "register: --init").status());
+  TESSERA_RETURN_IF_ERROR(ParseOption<registration::DeformableStep>(step, "register: --deformable-step").status());
+  TESSERA_RETURN_IF_ERROR(ParseOption<registration::MemoryMode>(memory, "register: --memory-mode").status());
+  TESSERA_RETURN_IF_ERROR(ParseOption<registration::DeformableModel>(model, "register: --deformable-model").status());
+  TESSERA_RETURN_IF_ERROR(ParseOption<registration::Precision>(precision, "register: --precision").status());
   o->set_deformable_step(step);
   o->set_memory_mode(memory);
-  const std::string model = args.Get("deformable-model");
-  if (model != "greedy" && model != "bspline") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("register: --deformable-model '", model, "': expected greedy or bspline"));
-  }
   double spacing = 0;
   if (!absl::SimpleAtod(args.Get("bspline-spacing-mm"), &spacing) || !std::isfinite(spacing) || !(spacing > 0)) {
     return absl::InvalidArgumentError(absl::StrCat("register: --bspline-spacing-mm '", args.Get("bspline-spacing-mm"),
@@ -269,10 +269,6 @@ absl::StatusOr<v1::RegisterRequest> RegisterRequestFromArgs(const Args& args, bo
   }
   o->set_deformable_model(model);
   o->set_bspline_spacing_mm(spacing);
-  const std::string precision = args.Get("precision");
-  if (precision != "full" && precision != "mixed") {
-    return absl::InvalidArgumentError(absl::StrCat("register: --precision '", precision, "': expected full or mixed"));
-  }
   o->set_precision(precision);
   int64_t samples = 0;
   uint64_t seed = 0;

@@ -85,7 +85,8 @@ absl::Status CheckProcessRankOptions(registration::RegistrationOptions& options)
     return absl::InvalidArgumentError("register: --rank/--world-size run one shard per process: drop --shards/--gpus "
                                       "(choose the GPU with CUDA_VISIBLE_DEVICES)");
   }
-  if (options.deformable_model != "greedy" || options.memory_mode != "lean") {
+  if (options.deformable_model != registration::DeformableModel::kGreedy ||
+      options.memory_mode != registration::MemoryMode::kLean) {
     return absl::InvalidArgumentError(
         "register: --rank/--world-size shard the greedy lean stage: --deformable-model greedy, --memory-mode lean");
   }
@@ -112,7 +113,8 @@ int RunProcessRank(const ProcessRank& process, const Args& args, const registrat
   };
   absl::StatusOr<registration::RequestSpec> spec = engine.Resolve(request);
   if (!spec.ok()) return fail(spec.status());
-  if (absl::Status ok = CheckProcessRankOptions(spec->options); !ok.ok()) return fail(ok);
+  registration::RegistrationOptions options = spec->plan.options;
+  if (absl::Status ok = CheckProcessRankOptions(options); !ok.ok()) return fail(ok);
   std::string token;
   if (!args.Get("token-file").empty()) {
     absl::StatusOr<std::string> t = ReadClientTokenFile(args.Get("token-file"));
@@ -127,7 +129,10 @@ int RunProcessRank(const ProcessRank& process, const Args& args, const registrat
   if (!comm.ok()) return fail(comm.status());
   std::fprintf(stderr, "tessera register: %s, group '%s'\n", (*comm)->Describe().c_str(),
                process.who.group_key.c_str());
-  spec->options.process_group = std::shared_ptr<parallel::Communicator>(std::move(*comm));
+  options.process_group = std::shared_ptr<parallel::Communicator>(std::move(*comm));
+  absl::StatusOr<registration::RegistrationPlan> plan = registration::PlanRegistration(options);
+  if (!plan.ok()) return fail(plan.status());
+  spec->plan = *std::move(plan);
   registration::RequestRunContext run;
   run.job_id = "register";
   // Rank 0 writes the outputs; the others compute the same run and write nothing.

@@ -9,7 +9,7 @@
 #include "cli/demo_context.h"
 #include "cli/verbs.h"
 #include "common/nifti_io.h"
-#include "services/registration/synthetic.h"
+#include "kernels/registration/pipeline/synthetic.h"
 
 namespace tessera::cli {
 

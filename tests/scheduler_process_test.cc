@@ -15,7 +15,7 @@
 #include "absl/time/clock.h"
 #include "common/nifti_io.h"
 #include "gtest/gtest.h"
-#include "services/registration/synthetic.h"
+#include "kernels/registration/pipeline/synthetic.h"
 #include "tessera/v1/registration.pb.h"
 #include "tessera/v1/scheduler.grpc.pb.h"
 #include "tests/process_testing.h"

@@ -1,5 +1,5 @@
 // The communicator of one shard when H shards take turns on ONE device
-// (services/registration/out_of_core_stage.h): the shards of a phase run one
+// (kernels/registration/pipeline/out_of_core_stage.h): the shards of a phase run one
 // after another on one thread, so no peer is ever waiting on the other side.
 //
 // - SendRecv copies nothing: the caller filled every halo the phase reads

@@ -2,11 +2,11 @@
 // once per job: Validate and Needs (at submit) and Run (when a worker of
 // this process takes the job) share one plan made from the spec.
 //
-//   class RegistrationEngine final : public jobs::TypedEngine<v1::RegisterRequest, RegistrationPlan> {
-//     absl::StatusOr<RegistrationPlan> MakePlan(const v1::RegisterRequest& request) const override;
-//     absl::Status CheckPlan(const RegistrationPlan& plan) const override;       // files under the roots
-//     jobs::ResourceNeeds NeedsOf(const RegistrationPlan& plan) const override;
-//     absl::StatusOr<jobs::EngineOutput> RunPlan(const RegistrationPlan& plan, jobs::EngineContext& ctx) const override;
+//   class RegistrationEngine final : public jobs::TypedEngine<v1::RegisterRequest, RegisterJobPlan> {
+//     absl::StatusOr<RegisterJobPlan> MakePlan(const v1::RegisterRequest& request) const override;
+//     absl::Status CheckPlan(const RegisterJobPlan& plan) const override;       // files under the roots
+//     jobs::ResourceNeeds NeedsOf(const RegisterJobPlan& plan) const override;
+//     absl::StatusOr<jobs::EngineOutput> RunPlan(const RegisterJobPlan& plan, jobs::EngineContext& ctx) const override;
 //   };
 //
 // Plans are kept in a small cache of this engine's (the most recent

@@ -20,8 +20,8 @@
 #include "kernels/registration/label_metrics.h"
 #include "services/parallel/nccl_rendezvous.h"
 #include "services/parallel/rendezvous_service.h"
-#include "services/registration/registrar.h"
-#include "services/registration/synthetic.h"
+#include "kernels/registration/pipeline/registrar.h"
+#include "kernels/registration/pipeline/synthetic.h"
 
 namespace tessera::registration {
 namespace {
@@ -45,7 +45,7 @@ TEST(ProcessRankRegistration, WorldSizeOneEqualsSingleRankOnTheGpu) {
   const SyntheticPair pair = MakeSyntheticPair(ph.image, &ph.labels, so).value();
   RegistrationOptions o;
   o.device = "cuda";
-  o.precision = "full";  // what the sharded stage runs
+  o.precision = Precision::kFull;  // what the sharded stage runs
   o.scales = {2, 1};
   o.rigid_iterations = {40, 20};
   o.affine_iterations = {40, 20};

@@ -8,7 +8,7 @@
 #include "common/device.h"
 #include "common/status.h"
 #include "services/common/data_roots.h"
-#include "services/registration/nifti_voxels.h"
+#include "kernels/registration/pipeline/nifti_voxels.h"
 #include "services/registration/request_options.h"
 
 namespace tessera::registration {
@@ -45,22 +45,23 @@ absl::StatusOr<std::shared_ptr<const RegistrationEngine>> RegistrationEngine::Cr
       new RegistrationEngine(std::move(roots), max_volume_bytes, default_device));
 }
 
-absl::StatusOr<RegistrationPlan> RegistrationEngine::MakePlan(const v1::RegisterRequest& request) const {
-  RegistrationPlan plan;
-  TESSERA_ASSIGN_OR_RETURN(plan.options, ParseRegistrationOptions(request.options(), default_device_));
+absl::StatusOr<RegisterJobPlan> RegistrationEngine::MakePlan(const v1::RegisterRequest& request) const {
+  RegisterJobPlan plan;
+  TESSERA_ASSIGN_OR_RETURN(RegistrationOptions options, ParseRegistrationOptions(request.options(), default_device_));
+  TESSERA_ASSIGN_OR_RETURN(plan.registration, PlanRegistration(options));
   plan.request = request;
   return plan;
 }
 
 absl::StatusOr<RequestSpec> RegistrationEngine::Resolve(const v1::RegisterRequest& request) const {
-  TESSERA_ASSIGN_OR_RETURN(RegistrationPlan plan, MakePlan(request));
+  TESSERA_ASSIGN_OR_RETURN(RegisterJobPlan plan, MakePlan(request));
   return ResolvePlan(plan);
 }
 
-absl::StatusOr<RequestSpec> RegistrationEngine::ResolvePlan(const RegistrationPlan& plan) const {
+absl::StatusOr<RequestSpec> RegistrationEngine::ResolvePlan(const RegisterJobPlan& plan) const {
   const v1::RegisterRequest& request = plan.request;
   RequestSpec spec;
-  spec.options = plan.options;
+  spec.plan = plan.registration;
   spec.inverse_warp = request.options().inverse_warp();
   spec.max_volume_bytes = max_volume_bytes_;
   RequestInputs& in = spec.inputs;
@@ -82,12 +83,12 @@ absl::StatusOr<RequestSpec> RegistrationEngine::ResolvePlan(const RegistrationPl
   return spec;
 }
 
-absl::Status RegistrationEngine::CheckPlan(const RegistrationPlan& plan) const { return ResolvePlan(plan).status(); }
+absl::Status RegistrationEngine::CheckPlan(const RegisterJobPlan& plan) const { return ResolvePlan(plan).status(); }
 
-jobs::ResourceNeeds RegistrationEngine::NeedsOf(const RegistrationPlan& plan) const {
+jobs::ResourceNeeds RegistrationEngine::NeedsOf(const RegisterJobPlan& plan) const {
   jobs::ResourceNeeds needs;
-  needs.needs_gpu = plan.options.device == "cuda";
-  if (plan.options.device == "cpu" || !plan.request.fixed().has_path()) return needs;
+  needs.needs_gpu = plan.registration.options.device == "cuda";
+  if (plan.registration.options.device == "cpu" || !plan.request.fixed().has_path()) return needs;
   absl::StatusOr<std::string> path = ResolveUnderRoots(plan.request.fixed().path(), roots_);
   if (!path.ok()) return needs;
   absl::StatusOr<int64_t> voxels = NiftiSpatialVoxels(*path);
@@ -95,7 +96,7 @@ jobs::ResourceNeeds RegistrationEngine::NeedsOf(const RegistrationPlan& plan) co
   return needs;
 }
 
-absl::StatusOr<jobs::EngineOutput> RegistrationEngine::RunPlan(const RegistrationPlan& plan,
+absl::StatusOr<jobs::EngineOutput> RegistrationEngine::RunPlan(const RegisterJobPlan& plan,
                                                                jobs::EngineContext& ctx) const {
   TESSERA_ASSIGN_OR_RETURN(RequestSpec resolved, ResolvePlan(plan));
   TESSERA_RETURN_IF_ERROR(ctx.CheckContinue());

@@ -32,14 +32,14 @@
 
 namespace tessera::registration {
 
-// A RegisterRequest parsed once (its options: ParseRegistrationOptions):
-// what Validate, Needs and Run of its job all read.
-struct RegistrationPlan {
+// A RegisterRequest parsed once (its options: ParseRegistrationOptions,
+// then PlanRegistration): what Validate, Needs and Run of its job all read.
+struct RegisterJobPlan {
   v1::RegisterRequest request;
-  RegistrationOptions options;
+  RegistrationPlan registration;
 };
 
-class RegistrationEngine final : public jobs::TypedEngine<v1::RegisterRequest, RegistrationPlan> {
+class RegistrationEngine final : public jobs::TypedEngine<v1::RegisterRequest, RegisterJobPlan> {
  public:
   // Device memory of a registration per voxel of the fixed image (pyramid,
   // warped image and gradient, displacement and Adam moments, metric
@@ -63,23 +63,23 @@ class RegistrationEngine final : public jobs::TypedEngine<v1::RegisterRequest, R
 
  protected:
   // INVALID_ARGUMENT for bad options.
-  absl::StatusOr<RegistrationPlan> MakePlan(const v1::RegisterRequest& request) const override;
+  absl::StatusOr<RegisterJobPlan> MakePlan(const v1::RegisterRequest& request) const override;
   // INVALID_ARGUMENT (missing fixed/moving, an upload_id), NOT_FOUND /
   // PERMISSION_DENIED / FAILED_PRECONDITION for paths (as ResolveUnderRoots),
   // RESOURCE_EXHAUSTED for files over the volume limit.
-  absl::Status CheckPlan(const RegistrationPlan& plan) const override;
+  absl::Status CheckPlan(const RegisterJobPlan& plan) const override;
   // needs_gpu only when the request (or the default device) says "cuda";
   // device_bytes ~ kDeviceBytesPerFixedVoxel x the fixed image's voxels,
   // from its NIfTI header (0 for "cpu" or when the header is unreadable).
-  jobs::ResourceNeeds NeedsOf(const RegistrationPlan& plan) const override;
+  jobs::ResourceNeeds NeedsOf(const RegisterJobPlan& plan) const override;
   // Reports progress (stages input, init, rigid, affine, deformable, output;
   // metrics loss and scale), stops within an iteration when cancelled
   // (CANCELLED) or past the deadline (DEADLINE_EXCEEDED), and sets the job's
   // peak device memory (its own allocations only).
-  absl::StatusOr<jobs::EngineOutput> RunPlan(const RegistrationPlan& plan, jobs::EngineContext& ctx) const override;
+  absl::StatusOr<jobs::EngineOutput> RunPlan(const RegisterJobPlan& plan, jobs::EngineContext& ctx) const override;
 
  private:
-  absl::StatusOr<RequestSpec> ResolvePlan(const RegistrationPlan& plan) const;
+  absl::StatusOr<RequestSpec> ResolvePlan(const RegisterJobPlan& plan) const;
 
   RegistrationEngine(std::vector<std::string> roots, int64_t max_volume_bytes, std::string default_device)
       : roots_(std::move(roots)), max_volume_bytes_(max_volume_bytes), default_device_(std::move(default_device)) {}

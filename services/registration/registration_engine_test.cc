@@ -16,7 +16,7 @@
 
 #include "absl/time/clock.h"
 #include "common/nifti_io.h"
-#include "services/registration/synthetic.h"
+#include "kernels/registration/pipeline/synthetic.h"
 
 namespace tessera::registration {
 namespace {

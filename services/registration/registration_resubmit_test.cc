@@ -17,7 +17,7 @@
 #include "services/jobs/testing/resubmission.h"
 #include "services/registration/registration_engine.h"
 #include "services/registration/registration_service.h"
-#include "services/registration/synthetic.h"
+#include "kernels/registration/pipeline/synthetic.h"
 #include "tessera/v1/registration.grpc.pb.h"
 
 namespace tessera {

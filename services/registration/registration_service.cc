@@ -16,7 +16,7 @@
 #include "common/nifti_io.h"
 #include "common/status.h"
 #include "services/common/chunked_upload.h"
-#include "services/registration/ants_transform_io.h"
+#include "kernels/registration/pipeline/ants_transform_io.h"
 #include "services/jobs/job_rpcs.h"
 #include "services/server/call_checks.h"
 

@@ -23,7 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/nifti_io.h"
 #include "services/registration/registration_engine.h"
-#include "services/registration/synthetic.h"
+#include "kernels/registration/pipeline/synthetic.h"
 #include "services/scheduler/testing/in_process_scheduler.h"
 #include "services/scheduler/testing/service_testing.h"
 #include "services/server/service_host.h"

@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/volume.h"
-#include "services/registration/registration_job.h"
+#include "kernels/registration/pipeline/registration_job.h"
 
 namespace tessera::registration {
 

@@ -29,18 +29,13 @@ constexpr double kMaxBsplineSpacingMm = 1000;
 absl::StatusOr<RegistrationOptions> ParseRegistrationOptions(const v1::RegistrationOptions& proto,
                                                              const std::string& default_device) {
   RegistrationOptions o;
-  if (!proto.metric().empty()) o.metric = proto.metric();
-  if (o.metric != "mse" && o.metric != "lncc" && o.metric != "mi") {
-    return absl::InvalidArgumentError(absl::StrCat("options.metric '", o.metric, "' is not one of mse, lncc, mi"));
+  if (!proto.metric().empty()) {
+    TESSERA_ASSIGN_OR_RETURN(o.metric, ParseOption<Metric>(proto.metric(), "options.metric"));
   }
   if (proto.stages_size() > 0) {
-    o.stages.assign(proto.stages().begin(), proto.stages().end());
-    for (const std::string& s : o.stages) {
-      if (s != "rigid" && s != "affine" && s != "deformable") {
-        return absl::InvalidArgumentError(
-            absl::StrCat("options.stages: unknown stage '", s, "'; expected rigid, affine, deformable"));
-      }
-    }
+    TESSERA_ASSIGN_OR_RETURN(
+        o.stages, ParseOptions<Stage>(std::vector<std::string>(proto.stages().begin(), proto.stages().end()),
+                                      "options.stages: stage"));
   }
   if (proto.scales_size() > 0) {
     o.scales.assign(proto.scales().begin(), proto.scales().end());
@@ -96,15 +91,11 @@ absl::StatusOr<RegistrationOptions> ParseRegistrationOptions(const v1::Registrat
     }
     o.tolerance = proto.tolerance();
   }
-  if (!proto.deformable_step().empty()) o.deformable_step = proto.deformable_step();
-  if (o.deformable_step != "normalized" && o.deformable_step != "adam") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("options.deformable_step '", o.deformable_step, "' is not one of normalized, adam"));
+  if (!proto.deformable_step().empty()) {
+    TESSERA_ASSIGN_OR_RETURN(o.deformable_step, ParseOption<DeformableStep>(proto.deformable_step(), "options.deformable_step"));
   }
-  if (!proto.memory_mode().empty()) o.memory_mode = proto.memory_mode();
-  if (o.memory_mode != "lean" && o.memory_mode != "standard") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("options.memory_mode '", o.memory_mode, "' is not one of lean, standard"));
+  if (!proto.memory_mode().empty()) {
+    TESSERA_ASSIGN_OR_RETURN(o.memory_mode, ParseOption<MemoryMode>(proto.memory_mode(), "options.memory_mode"));
   }
   if (proto.has_linear_samples()) {
     if (proto.linear_samples() < 0 || proto.linear_samples() > kMaxLinearSamples) {
@@ -134,10 +125,8 @@ absl::StatusOr<RegistrationOptions> ParseRegistrationOptions(const v1::Registrat
     return absl::InvalidArgumentError("options.gpus names GPUs but options.device is cpu");
   }
   o.shards = proto.shards() > 0 ? proto.shards() : std::max<int>(1, static_cast<int>(o.gpus.size()));
-  if (!proto.deformable_model().empty()) o.deformable_model = proto.deformable_model();
-  if (o.deformable_model != "greedy" && o.deformable_model != "bspline") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("options.deformable_model '", o.deformable_model, "' is not one of greedy, bspline"));
+  if (!proto.deformable_model().empty()) {
+    TESSERA_ASSIGN_OR_RETURN(o.deformable_model, ParseOption<DeformableModel>(proto.deformable_model(), "options.deformable_model"));
   }
   if (proto.has_bspline_spacing_mm()) {
     const double s = proto.bspline_spacing_mm();
@@ -147,23 +136,20 @@ absl::StatusOr<RegistrationOptions> ParseRegistrationOptions(const v1::Registrat
     }
     o.bspline_spacing_mm = s;
   }
-  if (o.deformable_model == "bspline" && o.shards > 1) {
+  if (o.deformable_model == DeformableModel::kBspline && o.shards > 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("options.deformable_model bspline runs unsharded, but options.shards is ", o.shards));
   }
-  if (!proto.precision().empty()) o.precision = proto.precision();
-  if (o.precision != "full" && o.precision != "mixed") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("options.precision '", o.precision, "' is not one of full, mixed"));
+  if (!proto.precision().empty()) {
+    TESSERA_ASSIGN_OR_RETURN(o.precision, ParseOption<Precision>(proto.precision(), "options.precision"));
   }
   if (proto.device_memory_budget_bytes() < 0) {
     return absl::InvalidArgumentError(absl::StrCat("options.device_memory_budget_bytes ",
                                                    proto.device_memory_budget_bytes(), " must be >= 0 (0 = no limit)"));
   }
   o.device_memory_budget_bytes = proto.device_memory_budget_bytes();
-  if (!proto.init().empty()) o.init = proto.init();
-  if (o.init != "com" && o.init != "none") {
-    return absl::InvalidArgumentError(absl::StrCat("options.init '", o.init, "' is not one of com, none"));
+  if (!proto.init().empty()) {
+    TESSERA_ASSIGN_OR_RETURN(o.init, ParseOption<Init>(proto.init(), "options.init"));
   }
   return o;
 }

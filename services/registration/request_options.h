@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "services/registration/registrar.h"
+#include "kernels/registration/pipeline/registrar.h"
 #include "tessera/v1/registration.pb.h"
 
 namespace tessera::registration {

@@ -41,7 +41,9 @@ TEST(RequestOptions, DefaultsValidationAndProgressFraction) {
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->metric_options.mi_bins, 48);
   EXPECT_EQ(o->tolerance, 0);
-  EXPECT_EQ(o->init, "none");
+  EXPECT_EQ(o->init, Init::kNone);
+  EXPECT_EQ(o->metric, Metric::kMi);
+  EXPECT_EQ(o->stages, std::vector<Stage>{Stage::kAffine});
   proto.set_tolerance(NAN);
   EXPECT_EQ(ToRegistrarOptions(proto, "auto").status().code(), absl::StatusCode::kInvalidArgument);
 
@@ -76,8 +78,8 @@ TEST(RequestOptions, StepMemoryModeSamplesAndSeedAreParsedAndBadValuesNamed) {
   proto.set_seed(42);
   o = ParseRegistrationOptions(proto, "cpu");
   ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_EQ(o->deformable_step, "adam");
-  EXPECT_EQ(o->memory_mode, "standard");
+  EXPECT_EQ(o->deformable_step, DeformableStep::kAdam);
+  EXPECT_EQ(o->memory_mode, MemoryMode::kStandard);
   EXPECT_EQ(o->linear_samples, 0);
   EXPECT_EQ(o->sampling_seed, 42u);
 
@@ -105,7 +107,7 @@ TEST(RequestOptions, DeformableModelAndBsplineSpacingAreParsedAndBadValuesNamed)
   proto.set_bspline_spacing_mm(7.5);
   o = ParseRegistrationOptions(proto, "cpu");
   ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_EQ(o->deformable_model, "bspline");
+  EXPECT_EQ(o->deformable_model, DeformableModel::kBspline);
   EXPECT_EQ(o->bspline_spacing_mm, 7.5);
 
   for (auto [edit, needle] : std::vector<std::pair<std::function<void(v1::RegistrationOptions*)>, std::string>>{
@@ -128,7 +130,7 @@ TEST(RequestOptions, PrecisionIsParsedAndBadValuesNamed) {
   proto.set_precision("mixed");
   absl::StatusOr<RegistrationOptions> o = ParseRegistrationOptions(proto, "cpu");
   ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_EQ(o->precision, "mixed");
+  EXPECT_EQ(o->precision, Precision::kMixed);
   proto.set_precision("fp8");
   const absl::Status s = ParseRegistrationOptions(proto, "cpu").status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
@@ -178,7 +180,7 @@ TEST(RequestOptions, DeviceIsParsedEverywhereButCheckedOnlyByToRegistrarOptions)
 
 TEST(RequestProgress, JobProgressCarriesStageLossScaleAndANeverDecreasingFraction) {
   RegistrationOptions o;
-  o.stages = {"affine"};
+  o.stages = {Stage::kAffine};
   o.scales = {2, 1};
   o.affine_iterations = {10, 10};
   std::vector<jobs::JobProgress> seen;

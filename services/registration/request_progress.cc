@@ -19,11 +19,12 @@ double EstimateFraction(const RegistrationOptions& options, const RegistrationPr
   };
   int64_t total = 0, done = 0;
   bool found = false;
-  for (const char* stage : {"rigid", "affine", "deformable"}) {
-    if (std::find(options.stages.begin(), options.stages.end(), stage) == options.stages.end()) continue;
-    const std::vector<int>& its = std::string(stage) == "rigid"    ? options.rigid_iterations
-                                  : std::string(stage) == "affine" ? options.affine_iterations
-                                                                   : options.deformable_iterations;
+  for (const Stage s : {Stage::kRigid, Stage::kAffine, Stage::kDeformable}) {
+    if (std::find(options.stages.begin(), options.stages.end(), s) == options.stages.end()) continue;
+    const char* stage = OptionName(s);
+    const std::vector<int>& its = s == Stage::kRigid    ? options.rigid_iterations
+                                  : s == Stage::kAffine ? options.affine_iterations
+                                                        : options.deformable_iterations;
     for (size_t si = 0; si < options.scales.size(); ++si) {
       const int n = per_scale(its, si);
       total += n;

@@ -8,7 +8,7 @@
 #include <functional>
 
 #include "services/jobs/job_types.h"
-#include "services/registration/registrar.h"
+#include "kernels/registration/pipeline/registrar.h"
 
 namespace tessera::registration {
 

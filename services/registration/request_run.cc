@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/durable_file.h"
 #include "common/status.h"
-#include "services/registration/ants_transform_io.h"
-#include "services/registration/outputs.h"
+#include "kernels/registration/pipeline/ants_transform_io.h"
+#include "kernels/registration/pipeline/outputs.h"
 
 namespace tessera::registration {
 namespace {
@@ -87,8 +87,8 @@ v1::RegistrationResult ResultProto(const RequestOutcome& outcome, const Registra
   if (!r.displacement_ras.empty()) out.add_artifacts(v1::REGISTRATION_ARTIFACT_WARP);
   if (!outcome.inverse_warp.empty()) out.add_artifacts(v1::REGISTRATION_ARTIFACT_INVERSE_WARP);
   out.add_artifacts(v1::REGISTRATION_ARTIFACT_AFFINE);
-  out.set_metric(options.metric);
-  for (const std::string& s : options.stages) out.add_stages(s);
+  out.set_metric(OptionName(options.metric));
+  for (const Stage s : options.stages) out.add_stages(OptionName(s));
   for (int s : options.scales) out.add_scales(s);
   out.set_summary_json(SummaryToJson(summary, options));
   return out;
@@ -104,8 +104,8 @@ absl::StatusOr<RequestOutcome> RunRegistrationRequest(const RequestSpec& spec, c
   RequestOutcome outcome;
   const std::string& write_dir = context.work_dir.empty() ? spec.output_dir : context.work_dir;
   TESSERA_ASSIGN_OR_RETURN(outcome.summary,
-                           RunRegistration(inputs, spec.options, write_dir, spec.inverse_warp,
-                                           ToJobProgress(spec.options, context.report), context.cancel,
+                           RunRegistration(inputs, spec.plan, write_dir, spec.inverse_warp,
+                                           ToJobProgress(spec.plan.options, context.report), context.cancel,
                                            context.deadline));
   RegistrationSummary& summary = outcome.summary;
   const RegistrationResult& r = summary.result;
@@ -129,7 +129,7 @@ absl::StatusOr<RequestOutcome> RunRegistrationRequest(const RequestSpec& spec, c
       TESSERA_RETURN_IF_ERROR(CopyOutputs(summary.files, spec.output_dir));
     }
   }
-  outcome.result = ResultProto(outcome, spec.options, context.job_id);
+  outcome.result = ResultProto(outcome, spec.plan.options, context.job_id);
   return outcome;
 }
 

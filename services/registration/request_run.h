@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/volume.h"
-#include "services/registration/registration_job.h"
+#include "kernels/registration/pipeline/registration_job.h"
 #include "services/registration/request_inputs.h"
 #include "services/registration/request_progress.h"
 #include "tessera/v1/registration.pb.h"
@@ -24,7 +24,7 @@ namespace tessera::registration {
 // A RegisterRequest checked and resolved against the server's data roots.
 struct RequestSpec {
   RequestInputs inputs;
-  RegistrationOptions options;
+  RegistrationPlan plan;
   bool inverse_warp = false;
   // The request's output_dir, resolved (its parent exists); empty: none.
   // The result's `files` name the files written here.

@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 #include "services/jobs/job_store.h"
 #include "services/registration/registration_engine.h"
-#include "services/registration/synthetic.h"
+#include "kernels/registration/pipeline/synthetic.h"
 #include "services/scheduler/in_process_worker.h"
 #include "services/scheduler/scheduler.h"
 #include "services/som/atlas.h"

@@ -1,4 +1,4 @@
-#include "services/registration/ants_transform_io.h"
+#include "kernels/registration/pipeline/ants_transform_io.h"
 
 #include <cstdint>
 #include <cstring>
@@ -12,7 +12,7 @@
 #include "common/durable_file.h"
 #include "common/nifti_io.h"
 #include "common/status.h"
-#include "services/registration/space.h"
+#include "kernels/registration/pipeline/space.h"
 
 namespace tessera::registration {
 namespace {

@@ -12,8 +12,8 @@
 //   moving_point = T_affine(p + d(p)),
 // which is the model in space.h. Our API takes and returns RAS transforms
 // and fields; the LPS conversion happens here.
-#ifndef TESSERA_SERVICES_REGISTRATION_ANTS_TRANSFORM_IO_H_
-#define TESSERA_SERVICES_REGISTRATION_ANTS_TRANSFORM_IO_H_
+#ifndef TESSERA_KERNELS_REGISTRATION_PIPELINE_ANTS_TRANSFORM_IO_H_
+#define TESSERA_KERNELS_REGISTRATION_PIPELINE_ANTS_TRANSFORM_IO_H_
 
 #include <array>
 #include <string>
@@ -45,4 +45,4 @@ absl::StatusOr<Volume> ReadAntsWarp(const std::string& path);
 
 }  // namespace tessera::registration
 
-#endif  // TESSERA_SERVICES_REGISTRATION_ANTS_TRANSFORM_IO_H_
+#endif  // TESSERA_KERNELS_REGISTRATION_PIPELINE_ANTS_TRANSFORM_IO_H_

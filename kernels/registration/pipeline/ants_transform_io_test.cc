@@ -1,4 +1,4 @@
-#include "services/registration/ants_transform_io.h"
+#include "kernels/registration/pipeline/ants_transform_io.h"
 
 #include <gtest/gtest.h>
 

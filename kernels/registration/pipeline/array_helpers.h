@@ -1,7 +1,7 @@
 // Small conversions the registration pipeline needs between common/ arrays
 // and the kernels' raw-pointer views.
-#ifndef TESSERA_SERVICES_REGISTRATION_ARRAY_HELPERS_H_
-#define TESSERA_SERVICES_REGISTRATION_ARRAY_HELPERS_H_
+#ifndef TESSERA_KERNELS_REGISTRATION_PIPELINE_ARRAY_HELPERS_H_
+#define TESSERA_KERNELS_REGISTRATION_PIPELINE_ARRAY_HELPERS_H_
 
 #include "common/buffer.h"
 #include "common/device.h"
@@ -20,4 +20,4 @@ inline Dims3 DimsOf(const NDArray& a) { return Dims3{a.dim(0), a.dim(1), a.dim(2
 
 }  // namespace tessera::registration
 
-#endif  // TESSERA_SERVICES_REGISTRATION_ARRAY_HELPERS_H_
+#endif  // TESSERA_KERNELS_REGISTRATION_PIPELINE_ARRAY_HELPERS_H_

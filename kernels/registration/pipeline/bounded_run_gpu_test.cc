@@ -14,9 +14,9 @@
 
 #include "common/testing/gpu_test.h"
 #include "kernels/registration/label_metrics.h"
-#include "services/registration/testing/colin_problem.h"
-#include "services/registration/out_of_core_stage.h"
-#include "services/registration/registrar.h"
+#include "kernels/registration/pipeline/testing/colin_problem.h"
+#include "kernels/registration/pipeline/out_of_core_stage.h"
+#include "kernels/registration/pipeline/registrar.h"
 
 namespace tessera::registration {
 namespace {
@@ -45,7 +45,7 @@ TEST(BoundedRunGpu, WholeRunPeakWithinBudget) {
   TESSERA_SKIP_WITHOUT_GPU();
   const ColinProblem p = MakeColinProblem(IntensityChange::kGamma, 7, 1);
   RegistrationOptions o;
-  o.metric = "lncc";
+  o.metric = Metric::kLncc;
   o.scales = {4, 2, 1};
   o.rigid_iterations = {40, 20, 0};
   o.affine_iterations = {40, 20, 0};

@@ -25,10 +25,10 @@
 
 #include "kernels/registration/gaussian_smooth.h"
 #include "kernels/registration/label_metrics.h"
-#include "services/registration/testing/colin_problem.h"
-#include "services/registration/host_setup.h"
-#include "services/registration/out_of_core_stage.h"
-#include "services/registration/registrar.h"
+#include "kernels/registration/pipeline/testing/colin_problem.h"
+#include "kernels/registration/pipeline/host_setup.h"
+#include "kernels/registration/pipeline/out_of_core_stage.h"
+#include "kernels/registration/pipeline/registrar.h"
 
 namespace tessera::registration {
 namespace {
@@ -75,8 +75,8 @@ void ExpectBoundedEqualsInCore(const std::string& metric, int shards, uint64_t s
     p.fixed = AsUint16(p.fixed);
     p.pair.moving = AsUint16(p.pair.moving);
   }
-  RegistrationOptions o = QuickColinOptions(metric, {30, 15});
-  o.precision = "full";
+  RegistrationOptions o = QuickColinOptions(ParseOption<Metric>(metric, "metric").value(), {30, 15});
+  o.precision = Precision::kFull;
   o.shards = shards;
   auto in_core = Register(p.fixed, p.pair.moving, o);
   ASSERT_TRUE(in_core.ok()) << in_core.status();
@@ -109,7 +109,7 @@ void ExpectBoundedEqualsInCore(const std::string& metric, int shards, uint64_t s
   EXPECT_LT(bounded->final_loss, bounded->initial_loss);  // a registration happened
 
   // Against the default run (unsharded, mixed precision): the same answer.
-  RegistrationOptions d = QuickColinOptions(metric, {30, 15});
+  RegistrationOptions d = QuickColinOptions(ParseOption<Metric>(metric, "metric").value(), {30, 15});
   auto standard = Register(p.fixed, p.pair.moving, d);
   ASSERT_TRUE(standard.ok()) << standard.status();
   const double dice_bounded = Dice(p, *bounded), dice_standard = Dice(p, *standard);
@@ -128,8 +128,8 @@ TEST(BoundedRun, Uint16InputsEqualInCore) { ExpectBoundedEqualsInCore("lncc", 3,
 TEST(BoundedRun, ResidencyDoesNotChangeTheStage) {
   ColinProblem p = MakeColinProblem(IntensityChange::kGamma, 17, 3);
   const Volume fixed = AsUint16(p.fixed), moving = AsUint16(p.pair.moving);
-  RegistrationOptions o = QuickColinOptions("lncc", {20, 10});
-  o.precision = "full";
+  RegistrationOptions o = QuickColinOptions(Metric::kLncc, {20, 10});
+  o.precision = Precision::kFull;
   IntensityMap fm, mm;
   const NDArray fixed_norm = NormalizedIntensitiesParallel(fixed, "fixed", MemoryKind::kHost, &fm).value();
   const NDArray moving_norm = NormalizedIntensitiesParallel(moving, "moving", MemoryKind::kHost, &mm).value();
@@ -168,7 +168,7 @@ TEST(BoundedRun, ResidencyDoesNotChangeTheStage) {
 // The residency choice: the largest arrays that fit beside the working set.
 TEST(BoundedRun, ChooseResidencyKeepsTheLargestThatFit) {
   RegistrationOptions o;
-  o.precision = "full";
+  o.precision = Precision::kFull;
   const Dims3 d{200, 200, 200};
   const int64_t n = d.size(), ws = OutOfCoreWorkingSetBytes(o, d, d, 8);
   const OutOfCoreResidency none = ChooseResidency(o, d, d, 8, 0);
@@ -185,8 +185,8 @@ TEST(BoundedRun, ChooseResidencyKeepsTheLargestThatFit) {
 // No deformable stage: the bounded run's warp and losses at a zero field.
 TEST(BoundedRun, AffineOnlyEqualsInCore) {
   const ColinProblem p = MakeColinProblem(IntensityChange::kGamma, 5, 3);
-  RegistrationOptions o = QuickColinOptions("mse");
-  o.stages = {"rigid", "affine"};
+  RegistrationOptions o = QuickColinOptions(Metric::kMse);
+  o.stages = {Stage::kRigid, Stage::kAffine};
   auto in_core = Register(p.fixed, p.pair.moving, o);
   ASSERT_TRUE(in_core.ok()) << in_core.status();
   o.force_out_of_core = true;

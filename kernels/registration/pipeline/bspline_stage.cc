@@ -1,4 +1,4 @@
-#include "services/registration/bspline_stage.h"
+#include "kernels/registration/pipeline/bspline_stage.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,12 +13,12 @@
 #include "kernels/registration/adam.h"
 #include "kernels/registration/field_ops.h"
 #include "kernels/registration/grid_sampler.h"
-#include "services/registration/array_helpers.h"
-#include "services/registration/per_scale.h"
-#include "services/registration/grid_jitter.h"
-#include "services/registration/metric.h"
-#include "services/registration/plateau_stop.h"
-#include "services/registration/step_control.h"
+#include "kernels/registration/pipeline/array_helpers.h"
+#include "kernels/registration/pipeline/per_scale.h"
+#include "kernels/registration/pipeline/grid_jitter.h"
+#include "kernels/registration/pipeline/metric.h"
+#include "kernels/registration/pipeline/plateau_stop.h"
+#include "kernels/registration/pipeline/step_control.h"
 
 namespace tessera::registration {
 namespace {
@@ -49,7 +49,7 @@ absl::StatusOr<NDArray> RunBsplineStage(const Stream& stream, const Registration
                                         const DeformableStageHooks& hooks, const Mat4& t,
                                         const std::vector<DeformableLevel>& levels, std::vector<std::string>* log) {
   const MemoryKind kind = MemoryKindFor(stream);
-  const bool adam = options.deformable_step == "adam";
+  const bool adam = options.deformable_step == DeformableStep::kAdam;
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<SimilarityMetric> metric,
                            SimilarityMetric::Create(options.metric, options.metric_options, stream));
   TESSERA_ASSIGN_OR_RETURN(NDArray affine, NDArray::Allocate({12}, DType::kFloat32, kind, stream.ordinal()));

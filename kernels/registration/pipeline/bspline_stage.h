@@ -18,8 +18,8 @@
 // and its gradient (8 B) + u and dL/du (24 B) = 40 B per voxel, plus the
 // control grid and the separable passes' scratch (about 12 B per voxel
 // divided by the control spacing in voxels).
-#ifndef TESSERA_SERVICES_REGISTRATION_BSPLINE_STAGE_H_
-#define TESSERA_SERVICES_REGISTRATION_BSPLINE_STAGE_H_
+#ifndef TESSERA_KERNELS_REGISTRATION_PIPELINE_BSPLINE_STAGE_H_
+#define TESSERA_KERNELS_REGISTRATION_PIPELINE_BSPLINE_STAGE_H_
 
 #include <string>
 #include <vector>
@@ -28,9 +28,9 @@
 #include "common/device.h"
 #include "common/ndarray.h"
 #include "kernels/registration/bspline_field.h"
-#include "services/registration/deformable_stage.h"
-#include "services/registration/registrar.h"
-#include "services/registration/space.h"
+#include "kernels/registration/pipeline/deformable_stage.h"
+#include "kernels/registration/pipeline/registrar.h"
+#include "kernels/registration/pipeline/space.h"
 
 namespace tessera::registration {
 
@@ -51,4 +51,4 @@ absl::StatusOr<NDArray> RunBsplineStage(const Stream& stream, const Registration
 
 }  // namespace tessera::registration
 
-#endif  // TESSERA_SERVICES_REGISTRATION_BSPLINE_STAGE_H_
+#endif  // TESSERA_KERNELS_REGISTRATION_PIPELINE_BSPLINE_STAGE_H_

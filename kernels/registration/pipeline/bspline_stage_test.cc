@@ -11,9 +11,9 @@
 #include <string>
 
 #include "kernels/registration/label_metrics.h"
-#include "services/registration/testing/colin_problem.h"
-#include "services/registration/registrar.h"
-#include "services/registration/synthetic.h"
+#include "kernels/registration/pipeline/testing/colin_problem.h"
+#include "kernels/registration/pipeline/registrar.h"
+#include "kernels/registration/pipeline/synthetic.h"
 
 namespace tessera::registration {
 namespace {
@@ -29,16 +29,16 @@ double Dice(const ColinProblem& p, const RegistrationResult& result) {
 
 // Affine only vs affine + B-spline on the same problem and options.
 void ExpectBsplineGain(const ColinProblem& p, RegistrationOptions o, double min_gain, double min_dice) {
-  o.stages = {"rigid", "affine"};
+  o.stages = {Stage::kRigid, Stage::kAffine};
   auto affine = Register(p.fixed, p.pair.moving, o);
   ASSERT_TRUE(affine.ok()) << affine.status();
-  o.stages = {"rigid", "affine", "deformable"};
-  o.deformable_model = "bspline";
+  o.stages = {Stage::kRigid, Stage::kAffine, Stage::kDeformable};
+  o.deformable_model = DeformableModel::kBspline;
   auto bspline = Register(p.fixed, p.pair.moving, o);
   ASSERT_TRUE(bspline.ok()) << bspline.status();
   EXPECT_TRUE(LogHas(bspline->log, "(bspline")) << "the B-spline stage did not run";
   const double before = Dice(p, *affine), after = Dice(p, *bspline);
-  std::printf("%s: Dice affine %.4f -> bspline %.4f, folded %lld, %.1f s\n", o.metric.c_str(), before, after,
+  std::printf("%s: Dice affine %.4f -> bspline %.4f, folded %lld, %.1f s\n", OptionName(o.metric), before, after,
               static_cast<long long>(bspline->jacobian.nonpositive), bspline->seconds);
   EXPECT_GT(after, before + min_gain);
   EXPECT_GT(after, min_dice);
@@ -49,7 +49,7 @@ void ExpectBsplineGain(const ColinProblem& p, RegistrationOptions o, double min_
 
 TEST(BsplineStage, MutualInformationRaisesDice) {
   // Measured: 0.838 -> 0.958 (CPU, 2 mm).
-  ExpectBsplineGain(MakeColinProblem(IntensityChange::kNonMonotonic, 11, 2), QuickColinOptions("mi"), 0.08, 0.93);
+  ExpectBsplineGain(MakeColinProblem(IntensityChange::kNonMonotonic, 11, 2), QuickColinOptions(Metric::kMi), 0.08, 0.93);
 }
 
 // MI's jittered sampling grid (grid_jitter.h, on by default) reaches the
@@ -57,8 +57,8 @@ TEST(BsplineStage, MutualInformationRaisesDice) {
 // on all 7 (+0.005..+0.018), map rms down on all 7.
 TEST(BsplineStage, JitteredGridIsLoggedAndNoWorse) {
   ColinProblem p = MakeColinProblem(IntensityChange::kNonMonotonic, 11, 2);
-  RegistrationOptions o = QuickColinOptions("mi");
-  o.deformable_model = "bspline";
+  RegistrationOptions o = QuickColinOptions(Metric::kMi);
+  o.deformable_model = DeformableModel::kBspline;
   o.metric_options.mi_grid_jitter = false;
   o.metric_options.mi_voxel_jitter = false;  // one shift of the whole grid (the default jitters each voxel)
   auto plain = Register(p.fixed, p.pair.moving, o);
@@ -78,14 +78,13 @@ TEST(BsplineStage, JitteredGridIsLoggedAndNoWorse) {
 
 TEST(BsplineStage, BadOptionsAreNamed) {
   ColinProblem p = MakeColinProblem(IntensityChange::kGamma, 7, 2);
-  RegistrationOptions o = QuickColinOptions("lncc");
-  o.deformable_model = "thin-plate";
-  auto r = Register(p.fixed, p.pair.moving, o);
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(std::string(r.status().message()).find("deformable_model"), std::string::npos) << r.status();
-  o.deformable_model = "bspline";
+  RegistrationOptions o = QuickColinOptions(Metric::kLncc);
+  const absl::Status unknown = ParseOption<DeformableModel>("thin-plate", "deformable_model").status();
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(unknown.message()).find("deformable_model"), std::string::npos) << unknown;
+  o.deformable_model = DeformableModel::kBspline;
   o.bspline_spacing_mm = 0;
-  r = Register(p.fixed, p.pair.moving, o);
+  auto r = Register(p.fixed, p.pair.moving, o);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(std::string(r.status().message()).find("bspline_spacing_mm"), std::string::npos) << r.status();
 }

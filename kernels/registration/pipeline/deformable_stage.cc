@@ -1,4 +1,4 @@
-#include "services/registration/deformable_stage.h"
+#include "kernels/registration/pipeline/deformable_stage.h"
 
 #include <algorithm>
 #include <cmath>
@@ -19,12 +19,12 @@
 #include "kernels/registration/mixed_ops.h"
 #include "kernels/registration/mse.h"
 #include "kernels/registration/mutual_info.h"
-#include "services/registration/array_helpers.h"
-#include "services/registration/per_scale.h"
-#include "services/registration/grid_jitter.h"
-#include "services/registration/plateau_stop.h"
-#include "services/registration/sharded_deformable_stage.h"
-#include "services/registration/step_control.h"
+#include "kernels/registration/pipeline/array_helpers.h"
+#include "kernels/registration/pipeline/per_scale.h"
+#include "kernels/registration/pipeline/grid_jitter.h"
+#include "kernels/registration/pipeline/plateau_stop.h"
+#include "kernels/registration/pipeline/sharded_deformable_stage.h"
+#include "kernels/registration/pipeline/step_control.h"
 
 namespace tessera::registration {
 namespace {
@@ -39,12 +39,8 @@ class LeanMetric {
   LeanMetric(const Stream& stream, const RegistrationOptions& options) : stream_(stream), options_(options) {}
 
   absl::Status Init() {
-    const std::string& name = options_.metric;
-    if (name != "mse" && name != "lncc" && name != "mi") {
-      return absl::InvalidArgumentError(absl::StrCat("unknown metric '", name, "': expected mse, lncc or mi"));
-    }
     TESSERA_ASSIGN_OR_RETURN(loss_, NDArray::Allocate({1}, DType::kFloat32, MemoryKindFor(stream_), stream_.ordinal()));
-    if (name == "mi") {
+    if (options_.metric == Metric::kMi) {
       mi_ = MattesMiOptionsFor(options_.metric_options);
       if (stream_.backend() == Backend::kCuda) {
         TESSERA_ASSIGN_OR_RETURN(size_t bytes, MattesMiScratchBytes(mi_.bins, stream_.ordinal()));
@@ -58,7 +54,7 @@ class LeanMetric {
   // MI's gradient needs its own image-sized array (its API takes whole arrays).
   absl::Status PrepareLevel(const Shape& shape) {
     mi_grad_ = NDArray();
-    if (options_.metric == "mi") {
+    if (options_.metric == Metric::kMi) {
       TESSERA_ASSIGN_OR_RETURN(mi_grad_, NDArray::Allocate(shape, DType::kFloat32, MemoryKindFor(stream_),
                                                            stream_.ordinal()));
     }
@@ -70,30 +66,30 @@ class LeanMetric {
   // Mixed precision (lncc, mse): fixed in fp16, scratch = G in bf16.
   absl::StatusOr<double> EvaluateMixed(const NDArray& fixed_half, Dims3 dims, NDArray& work, NDArray& scratch,
                                        bool want_grad) {
-    if (options_.metric == "lncc") {
+    if (options_.metric == Metric::kLncc) {
       TESSERA_RETURN_IF_ERROR(LnccHalfFixed(stream_, HalfData(fixed_half), work.data<float>(), dims, lncc_,
                                             loss_.data<float>(), want_grad ? work.data<float>() : nullptr,
                                             Bf16Data(scratch), &workspace_));
       return ReadLoss();
     }
-    if (options_.metric == "mse") {
+    if (options_.metric == Metric::kMse) {
       TESSERA_RETURN_IF_ERROR(MseHalfFixed(stream_, HalfData(fixed_half), work.data<float>(), dims,
                                            loss_.data<float>(), want_grad, &workspace_));
       return ReadLoss();
     }
-    return absl::InvalidArgumentError(absl::StrCat("precision 'mixed' supports lncc and mse, not '", options_.metric, "'"));
+    return absl::InvalidArgumentError(absl::StrCat("precision 'mixed' supports lncc and mse, not '", OptionName(options_.metric), "'"));
   }
 
   absl::StatusOr<double> Evaluate(const NDArray& fixed, NDArray& work, NDArray& scratch, bool want_grad) {
     const Dims3 dims = DimsOf(fixed);
     const MemoryKind kind = MemoryKindFor(stream_);
-    if (options_.metric == "lncc") {
+    if (options_.metric == Metric::kLncc) {
       TESSERA_RETURN_IF_ERROR(LnccWithCoefficients(stream_, fixed.data<float>(), work.data<float>(), dims, lncc_,
                                                    loss_.data<float>(), want_grad ? work.data<float>() : nullptr,
                                                    scratch.data<float>(), &workspace_));
       return ReadLoss();
     }
-    if (options_.metric == "mse") {
+    if (options_.metric == Metric::kMse) {
       // W -> G's first volume, then the gradient into W (no aliasing).
       float* copy = scratch.data<float>();
       TESSERA_RETURN_IF_ERROR(CopyBytes(copy, kind, work.data<float>(), kind, fixed.nbytes(), stream_));
@@ -128,12 +124,12 @@ class LeanMetric {
 
 bool LeanStageUsesMixedPrecision(const RegistrationOptions& options) {
   // The B-spline stage (bspline_stage.h) takes float levels.
-  return options.precision == "mixed" && options.memory_mode == "lean" && options.shards <= 1 &&
-         options.process_group == nullptr && options.metric == "lncc" && options.deformable_model == "greedy";
+  return options.precision == Precision::kMixed && options.memory_mode == MemoryMode::kLean && options.shards <= 1 &&
+         options.process_group == nullptr && options.metric == Metric::kLncc && options.deformable_model == DeformableModel::kGreedy;
 }
 
 bool DeformableStageJitters(const RegistrationOptions& options) {
-  return options.metric == "mi" && options.metric_options.mi_grid_jitter;
+  return options.metric == Metric::kMi && options.metric_options.mi_grid_jitter;
 }
 
 const char* JitterLogTag(const RegistrationOptions& options, bool jitter) {
@@ -159,7 +155,7 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
   // One shard of a group spread over processes (registrar.h process_group).
   if (options.process_group != nullptr) return RunShardedDeformableStage(stream, options, hooks, t, levels, log);
   const MemoryKind kind = MemoryKindFor(stream);
-  const bool adam = options.deformable_step == "adam";
+  const bool adam = options.deformable_step == DeformableStep::kAdam;
   LeanMetric metric(stream, options);
   TESSERA_RETURN_IF_ERROR(metric.Init());
   TESSERA_ASSIGN_OR_RETURN(NDArray affine, NDArray::Allocate({12}, DType::kFloat32, kind, stream.ordinal()));
@@ -174,7 +170,7 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
       return absl::InvalidArgumentError(absl::StrCat("lean deformable stage: level x", level.factor,
                                                      " must have float or fp16 fixed and moving images"));
     }
-    if (mixed && options.metric == "mi") {
+    if (mixed && options.metric == Metric::kMi) {
       return absl::InvalidArgumentError("lean deformable stage: fp16 levels need metric lncc or mse, not mi");
     }
     const NDArray& fixed_any = mixed ? *level.fixed_half : *level.fixed;

@@ -30,8 +30,8 @@
 //   RMS apart, outside the 0.005 Dice budget; MseHalfFixed is kept and tested).
 // The log line of each level reports the bytes per voxel the stage holds.
 // The CPU backend runs the same code (host memory).
-#ifndef TESSERA_SERVICES_REGISTRATION_DEFORMABLE_STAGE_H_
-#define TESSERA_SERVICES_REGISTRATION_DEFORMABLE_STAGE_H_
+#ifndef TESSERA_KERNELS_REGISTRATION_PIPELINE_DEFORMABLE_STAGE_H_
+#define TESSERA_KERNELS_REGISTRATION_PIPELINE_DEFORMABLE_STAGE_H_
 
 #include <functional>
 #include <string>
@@ -40,10 +40,10 @@
 #include "absl/status/statusor.h"
 #include "common/device.h"
 #include "common/ndarray.h"
-#include "services/registration/plateau_stop.h"
-#include "services/registration/registrar.h"
-#include "services/registration/space.h"
-#include "services/registration/step_control.h"
+#include "kernels/registration/pipeline/plateau_stop.h"
+#include "kernels/registration/pipeline/registrar.h"
+#include "kernels/registration/pipeline/space.h"
+#include "kernels/registration/pipeline/step_control.h"
 
 namespace tessera::registration {
 
@@ -98,4 +98,4 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
 
 }  // namespace tessera::registration
 
-#endif  // TESSERA_SERVICES_REGISTRATION_DEFORMABLE_STAGE_H_
+#endif  // TESSERA_KERNELS_REGISTRATION_PIPELINE_DEFORMABLE_STAGE_H_

@@ -14,15 +14,15 @@
 #include <string>
 
 #include "kernels/registration/label_metrics.h"
-#include "services/registration/testing/colin_problem.h"
-#include "services/registration/registrar.h"
+#include "kernels/registration/pipeline/testing/colin_problem.h"
+#include "kernels/registration/pipeline/registrar.h"
 
 namespace tessera::registration {
 namespace {
 
 RegistrationOptions QuickOptions(const std::string& metric, const std::string& precision) {
-  RegistrationOptions o = QuickColinOptions(metric);
-  o.precision = precision;
+  RegistrationOptions o = QuickColinOptions(ParseOption<Metric>(metric, "metric").value());
+  o.precision = ParseOption<Precision>(precision, "precision").value();
   return o;
 }
 
@@ -100,11 +100,10 @@ TEST(LeanMixedPrecision, MseAndMutualInformationRunInFullPrecision) {
 }
 
 TEST(LeanMixedPrecision, RejectsUnknownPrecision) {
-  ColinProblem p = MakeColinProblem(IntensityChange::kGamma, 7, 2);
-  RegistrationOptions o = QuickOptions("lncc", "half");
-  auto r = Register(p.fixed, p.pair.moving, o);
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(std::string(r.status().message()).find("precision 'half'"), std::string::npos) << r.status();
+  // A precision is named in requests and flags; ParseOption refuses others.
+  const absl::Status r = ParseOption<Precision>("half", "precision").status();
+  EXPECT_EQ(r.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(r.message()).find("precision 'half'"), std::string::npos) << r;
 }
 
 }  // namespace

@@ -11,9 +11,9 @@
 
 #include "common/nifti_io.h"
 #include "kernels/registration/label_metrics.h"
-#include "services/registration/registrar.h"
-#include "services/registration/testing/colin_problem.h"
-#include "services/registration/synthetic.h"
+#include "kernels/registration/pipeline/registrar.h"
+#include "kernels/registration/pipeline/testing/colin_problem.h"
+#include "kernels/registration/pipeline/synthetic.h"
 
 namespace tessera::registration {
 namespace {
@@ -26,8 +26,8 @@ Problem MakeProblem(IntensityChange intensity, uint64_t seed) { return MakeColin
 // The lean and standard loops compared at full precision (mixed precision,
 // the default for lncc, has its own test: deformable_stage_mixed_test).
 RegistrationOptions QuickOptions(const std::string& metric) {
-  RegistrationOptions o = QuickColinOptions(metric);
-  o.precision = "full";
+  RegistrationOptions o = QuickColinOptions(ParseOption<Metric>(metric, "metric").value());
+  o.precision = Precision::kFull;
   return o;
 }
 
@@ -38,7 +38,7 @@ struct Outcome {
 };
 
 Outcome Run(const Problem& p, RegistrationOptions o, const std::string& mode) {
-  o.memory_mode = mode;
+  o.memory_mode = ParseOption<MemoryMode>(mode, "memory_mode").value();
   auto result = Register(p.fixed, p.pair.moving, o);
   EXPECT_TRUE(result.ok()) << result.status();
   if (!result.ok()) return {};
@@ -69,7 +69,7 @@ void ExpectLeanEqualsStandard(const Problem& p, const RegistrationOptions& o) {
   }
   const double rel_rms = std::sqrt(diff2 / std::max(norm2, 1e-30));
   std::printf("%s/%s: Dice standard %.4f lean %.4f, final loss %.6f vs %.6f, displacement rms difference %.2e of its rms\n",
-              o.metric.c_str(), o.deformable_step.c_str(), standard.dice, lean.dice, standard.final_loss,
+              OptionName(o.metric), OptionName(o.deformable_step), standard.dice, lean.dice, standard.final_loss,
               lean.final_loss, rel_rms);
   EXPECT_NEAR(lean.dice, standard.dice, 0.005);
   EXPECT_NEAR(lean.final_loss, standard.final_loss, 0.01 * std::abs(standard.final_loss));
@@ -113,17 +113,14 @@ TEST(LeanDeformable, StepHalvingEqualsStandard) {
 
 TEST(LeanDeformable, AdamStepEqualsStandard) {
   RegistrationOptions o = QuickOptions("lncc");
-  o.deformable_step = "adam";
+  o.deformable_step = DeformableStep::kAdam;
   ExpectLeanEqualsStandard(MakeProblem(IntensityChange::kGamma, 7), o);
 }
 
 TEST(LeanDeformable, RejectsUnknownMemoryMode) {
-  Problem p = MakeProblem(IntensityChange::kGamma, 7);
-  RegistrationOptions o = QuickOptions("lncc");
-  o.memory_mode = "tiny";
-  auto r = Register(p.fixed, p.pair.moving, o);
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(std::string(r.status().message()).find("memory_mode"), std::string::npos) << r.status();
+  const absl::Status r = ParseOption<MemoryMode>("tiny", "memory_mode").status();
+  EXPECT_EQ(r.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(r.message()).find("memory_mode"), std::string::npos) << r;
 }
 
 }  // namespace

@@ -21,8 +21,8 @@
 //
 // The shifts come from a SplitMix64 sequence of (seed, level) on the host, so
 // the CPU and CUDA backends sample the same grids. Host-only, header-only.
-#ifndef TESSERA_SERVICES_REGISTRATION_GRID_JITTER_H_
-#define TESSERA_SERVICES_REGISTRATION_GRID_JITTER_H_
+#ifndef TESSERA_KERNELS_REGISTRATION_PIPELINE_GRID_JITTER_H_
+#define TESSERA_KERNELS_REGISTRATION_PIPELINE_GRID_JITTER_H_
 
 #include <algorithm>
 #include <cstdint>
@@ -99,4 +99,4 @@ class GridJitter {
 
 }  // namespace tessera::registration
 
-#endif  // TESSERA_SERVICES_REGISTRATION_GRID_JITTER_H_
+#endif  // TESSERA_KERNELS_REGISTRATION_PIPELINE_GRID_JITTER_H_

@@ -1,4 +1,4 @@
-#include "services/registration/grid_jitter.h"
+#include "kernels/registration/pipeline/grid_jitter.h"
 
 #include <cmath>
 

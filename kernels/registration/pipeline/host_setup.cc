@@ -1,4 +1,4 @@
-#include "services/registration/host_setup.h"
+#include "kernels/registration/pipeline/host_setup.h"
 
 #include <algorithm>
 #include <cmath>

@@ -5,15 +5,15 @@
 // field_ops.h MixComponents.) Each result equals the sequential definition's
 // (normalisation bit for bit; the centre of mass up to the order of its
 // double sums).
-#ifndef TESSERA_SERVICES_REGISTRATION_HOST_SETUP_H_
-#define TESSERA_SERVICES_REGISTRATION_HOST_SETUP_H_
+#ifndef TESSERA_KERNELS_REGISTRATION_PIPELINE_HOST_SETUP_H_
+#define TESSERA_KERNELS_REGISTRATION_PIPELINE_HOST_SETUP_H_
 
 #include <array>
 
 #include "absl/status/statusor.h"
 #include "common/ndarray.h"
 #include "common/volume.h"
-#include "services/registration/space.h"
+#include "kernels/registration/pipeline/space.h"
 
 namespace tessera::registration {
 
@@ -37,4 +37,4 @@ std::array<double, 3> CentreOfMassParallel(const NDArray& intensities, const Geo
 
 }  // namespace tessera::registration
 
-#endif  // TESSERA_SERVICES_REGISTRATION_HOST_SETUP_H_
+#endif  // TESSERA_KERNELS_REGISTRATION_PIPELINE_HOST_SETUP_H_

@@ -1,7 +1,7 @@
 // The parallel host passes (host_setup.h) against the registrar's sequential
 // definitions (restated here): normalisation bit for bit, centre of mass
 // within 1e-9 mm, displacement conversion bit for bit; and their errors.
-#include "services/registration/host_setup.h"
+#include "kernels/registration/pipeline/host_setup.h"
 
 #include <gtest/gtest.h>
 

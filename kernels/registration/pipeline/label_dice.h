@@ -11,8 +11,8 @@
 //               the same before and after registration. 1000 voxels = 1 ml at
 //               1 mm isotropic: the size below which anatomical atlases' labels
 //               are mostly partial-volume slivers.
-#ifndef TESSERA_SERVICES_REGISTRATION_LABEL_DICE_H_
-#define TESSERA_SERVICES_REGISTRATION_LABEL_DICE_H_
+#ifndef TESSERA_KERNELS_REGISTRATION_PIPELINE_LABEL_DICE_H_
+#define TESSERA_KERNELS_REGISTRATION_PIPELINE_LABEL_DICE_H_
 
 #include <cstdint>
 #include <vector>
@@ -61,4 +61,4 @@ DiceMeans SummarizeDice(const LabelOverlapCounts& counts, int64_t min_voxels = k
 
 }  // namespace tessera::registration
 
-#endif  // TESSERA_SERVICES_REGISTRATION_LABEL_DICE_H_
+#endif  // TESSERA_KERNELS_REGISTRATION_PIPELINE_LABEL_DICE_H_

@@ -1,4 +1,4 @@
-#include "services/registration/label_dice.h"
+#include "kernels/registration/pipeline/label_dice.h"
 
 #include <gtest/gtest.h>
 

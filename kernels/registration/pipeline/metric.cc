@@ -1,9 +1,9 @@
-#include "services/registration/metric.h"
+#include "kernels/registration/pipeline/metric.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/buffer.h"
 #include "common/status.h"
-#include "services/registration/array_helpers.h"
+#include "kernels/registration/pipeline/array_helpers.h"
 #include "kernels/registration/lncc.h"
 #include "kernels/registration/mse.h"
 #include "kernels/registration/mutual_info.h"
@@ -87,10 +87,10 @@ MattesMiOptions MattesMiOptionsFor(const MetricOptions& options) {
   return mi;
 }
 
-absl::StatusOr<std::unique_ptr<SimilarityMetric>> SimilarityMetric::Create(const std::string& name,
+absl::StatusOr<std::unique_ptr<SimilarityMetric>> SimilarityMetric::Create(Metric metric,
                                                                           const MetricOptions& options,
                                                                           const Stream& stream) {
-  if (name == "mi") {
+  if (metric == Metric::kMi) {
     std::shared_ptr<Buffer> scratch;
     if (stream.backend() == Backend::kCuda) {
       TESSERA_ASSIGN_OR_RETURN(size_t bytes, MattesMiScratchBytes(options.mi_bins, stream.ordinal()));
@@ -98,14 +98,11 @@ absl::StatusOr<std::unique_ptr<SimilarityMetric>> SimilarityMetric::Create(const
     }
     return std::unique_ptr<SimilarityMetric>(new MiMetric(stream, options, std::move(scratch)));
   }
-  if (name != "mse" && name != "lncc") {
-    return absl::InvalidArgumentError(absl::StrCat("unknown metric '", name, "': expected mse, lncc or mi"));
-  }
-  if (name == "lncc" && (options.lncc_window < 1 || options.lncc_window % 2 == 0)) {
+  if (metric == Metric::kLncc && (options.lncc_window < 1 || options.lncc_window % 2 == 0)) {
     return absl::InvalidArgumentError(absl::StrCat("LNCC window must be odd and positive, got ", options.lncc_window));
   }
   TESSERA_ASSIGN_OR_RETURN(NDArray loss, NDArray::Allocate({1}, DType::kFloat32, MemoryKindFor(stream), stream.ordinal()));
-  if (name == "mse") return std::unique_ptr<SimilarityMetric>(new MseMetric(stream, std::move(loss)));
+  if (metric == Metric::kMse) return std::unique_ptr<SimilarityMetric>(new MseMetric(stream, std::move(loss)));
   return std::unique_ptr<SimilarityMetric>(new LnccMetric(stream, std::move(loss), options.lncc_window));
 }
 

@@ -3,8 +3,8 @@
 // (Mattes mutual information, Parzen windows). Each call returns the loss on
 // the host and writes dLoss/dWarped into a preallocated array, on the backend
 // of the stream, reusing its scratch memory across iterations.
-#ifndef TESSERA_SERVICES_REGISTRATION_METRIC_H_
-#define TESSERA_SERVICES_REGISTRATION_METRIC_H_
+#ifndef TESSERA_KERNELS_REGISTRATION_PIPELINE_METRIC_H_
+#define TESSERA_KERNELS_REGISTRATION_PIPELINE_METRIC_H_
 
 #include <memory>
 #include <string>
@@ -13,6 +13,7 @@
 #include "common/device.h"
 #include "common/ndarray.h"
 #include "kernels/registration/mutual_info.h"
+#include "kernels/registration/pipeline/option_enums.h"
 
 namespace tessera::registration {
 
@@ -63,9 +64,9 @@ MattesMiOptions MattesMiOptionsFor(const MetricOptions& options);
 class SimilarityMetric {
  public:
   virtual ~SimilarityMetric() = default;
-  // `name`: mse, lncc or mi; INVALID_ARGUMENT otherwise.
-  static absl::StatusOr<std::unique_ptr<SimilarityMetric>> Create(const std::string& name,
-                                                                  const MetricOptions& options, const Stream& stream);
+  // INVALID_ARGUMENT for an LNCC window that is not odd and positive.
+  static absl::StatusOr<std::unique_ptr<SimilarityMetric>> Create(Metric metric, const MetricOptions& options,
+                                                                  const Stream& stream);
 
   // fixed, warped, grad: float32 (nx, ny, nz) in the stream's memory;
   // intensities normalised to [0, 1]. grad may be null (loss only).
@@ -82,4 +83,4 @@ class SimilarityMetric {
 
 }  // namespace tessera::registration
 
-#endif  // TESSERA_SERVICES_REGISTRATION_METRIC_H_
+#endif  // TESSERA_KERNELS_REGISTRATION_PIPELINE_METRIC_H_

@@ -1,4 +1,4 @@
-#include "services/registration/nifti_voxels.h"
+#include "kernels/registration/pipeline/nifti_voxels.h"
 
 #include <algorithm>
 #include <limits>

@@ -1,8 +1,8 @@
 // The voxel count of a NIfTI image's first three dimensions, from its header
 // alone (no data read or decompressed beyond the header): cheap enough for a
 // scheduler's placement estimate.
-#ifndef TESSERA_SERVICES_REGISTRATION_NIFTI_VOXELS_H_
-#define TESSERA_SERVICES_REGISTRATION_NIFTI_VOXELS_H_
+#ifndef TESSERA_KERNELS_REGISTRATION_PIPELINE_NIFTI_VOXELS_H_
+#define TESSERA_KERNELS_REGISTRATION_PIPELINE_NIFTI_VOXELS_H_
 
 #include <cstdint>
 #include <string>
@@ -16,4 +16,4 @@ absl::StatusOr<int64_t> NiftiSpatialVoxels(const std::string& path);
 
 }  // namespace tessera::registration
 
-#endif  // TESSERA_SERVICES_REGISTRATION_NIFTI_VOXELS_H_
+#endif  // TESSERA_KERNELS_REGISTRATION_PIPELINE_NIFTI_VOXELS_H_

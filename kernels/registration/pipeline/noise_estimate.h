@@ -10,8 +10,8 @@
 // the clean macaque case 0.01 Dice. In a Bayesian reading the weight of the
 // prior against the data term grows with the noise variance; here the
 // per-iteration smoothing sigma grows in proportion to the noise sigma.
-#ifndef TESSERA_SERVICES_REGISTRATION_NOISE_ESTIMATE_H_
-#define TESSERA_SERVICES_REGISTRATION_NOISE_ESTIMATE_H_
+#ifndef TESSERA_KERNELS_REGISTRATION_PIPELINE_NOISE_ESTIMATE_H_
+#define TESSERA_KERNELS_REGISTRATION_PIPELINE_NOISE_ESTIMATE_H_
 
 #include <cstdint>
 
@@ -39,4 +39,4 @@ double AutoWarpSigma(double noise_sigma);
 
 }  // namespace tessera::registration
 
-#endif  // TESSERA_SERVICES_REGISTRATION_NOISE_ESTIMATE_H_
+#endif  // TESSERA_KERNELS_REGISTRATION_PIPELINE_NOISE_ESTIMATE_H_

@@ -1,4 +1,4 @@
-#include "services/registration/noise_estimate.h"
+#include "kernels/registration/pipeline/noise_estimate.h"
 
 #include <cmath>
 #include <random>

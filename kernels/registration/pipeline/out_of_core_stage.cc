@@ -1,4 +1,4 @@
-#include "services/registration/out_of_core_stage.h"
+#include "kernels/registration/pipeline/out_of_core_stage.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,18 +14,18 @@
 #include "common/buffer.h"
 #include "common/parallel.h"
 #include "common/status.h"
-#include "kernels/parallel/ring_sampler.h"
-#include "kernels/parallel/sharded_greedy_step.h"
-#include "kernels/parallel/sharded_ops.h"
+#include "kernels/registration/sharded/ring_sampler.h"
+#include "kernels/registration/sharded/sharded_greedy_step.h"
+#include "kernels/registration/sharded/sharded_ops.h"
 #include "kernels/parallel/slab.h"
 #include "kernels/parallel/staged_communicator.h"
 #include "kernels/registration/field_ops.h"
 #include "kernels/registration/gaussian_smooth.h"
-#include "services/registration/array_helpers.h"
-#include "services/registration/per_scale.h"
-#include "services/registration/plateau_stop.h"
-#include "services/registration/sharded_deformable_stage.h"
-#include "services/registration/step_control.h"
+#include "kernels/registration/pipeline/array_helpers.h"
+#include "kernels/registration/pipeline/per_scale.h"
+#include "kernels/registration/pipeline/plateau_stop.h"
+#include "kernels/registration/pipeline/sharded_deformable_stage.h"
+#include "kernels/registration/pipeline/step_control.h"
 
 #if TESSERA_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -89,7 +89,7 @@ absl::StatusOr<std::vector<SlabLayout>> ShardLayouts(Dims3 dims, int shards, int
 // header): fixed, warped, dL/dwarped 4 each, u and grad 12 each (+ Adam's m,
 // v), and LNCC's coefficients a, b, c (12) kept in the sampler's workspace.
 int64_t SlabBytesPerVoxel(const RegistrationOptions& options) {
-  return 48 + (options.deformable_step == "adam" ? 24 : 0);
+  return 48 + (options.deformable_step == DeformableStep::kAdam ? 24 : 0);
 }
 
 // One working set's composition workspace (lean_compose.cc): two 3-component
@@ -590,8 +590,8 @@ absl::StatusOr<Level> OutputLevel(const Stream& stream, const RegistrationOption
 
 int64_t LeanStageDeviceBytes(const RegistrationOptions& options, int64_t voxels) {
   int64_t per_voxel = LeanStageUsesMixedPrecision(options) ? 26 : 36;
-  if (options.deformable_step == "adam") per_voxel += 24;
-  if (options.metric == "mi") per_voxel += 4;
+  if (options.deformable_step == DeformableStep::kAdam) per_voxel += 24;
+  if (options.metric == Metric::kMi) per_voxel += 4;
   return per_voxel * voxels;
 }
 
@@ -600,7 +600,7 @@ int64_t LinearLevelDeviceBytes(int64_t fixed_voxels, int64_t moving_voxels) {
 }
 
 int64_t OutOfCoreHostBytesPerVoxel(const RegistrationOptions& options) {
-  return 28 + (options.deformable_step == "adam" ? 24 : 0);
+  return 28 + (options.deformable_step == DeformableStep::kAdam ? 24 : 0);
 }
 
 std::string OutOfCoreResidency::ToString() const {
@@ -634,7 +634,7 @@ OutOfCoreResidency ChooseResidency(const RegistrationOptions& options, Dims3 fix
       r.host_bytes += bytes;
     }
   }
-  if (options.deformable_step == "adam") r.host_bytes += 24 * n;
+  if (options.deformable_step == DeformableStep::kAdam) r.host_bytes += 24 * n;
   return r;
 }
 
@@ -709,7 +709,7 @@ absl::StatusOr<int> OutOfCoreShards(const RegistrationOptions& options, Dims3 fi
 absl::StatusOr<OutOfCoreChoice> ChooseOutOfCore(const RegistrationOptions& options, const Stream& stream,
                                                 Dims3 fixed, Dims3 moving) {
   OutOfCoreChoice choice;
-  if (options.deformable_model != "greedy" || options.memory_mode != "lean") return choice;
+  if (options.deformable_model != DeformableModel::kGreedy || options.memory_mode != MemoryMode::kLean) return choice;
   if (options.device_memory_budget_bytes < 0) {
     return absl::InvalidArgumentError(absl::StrCat("device_memory_budget_bytes must be >= 0 (0 = no limit), got ",
                                                    options.device_memory_budget_bytes));
@@ -768,10 +768,10 @@ absl::StatusOr<NDArray> RunOutOfCoreDeformableStage(const Stream& stream, const 
                                                     std::vector<std::string>* log, bool result_on_host,
                                                     int64_t device_limit_bytes) {
   if (shards < 1) return absl::InvalidArgumentError(absl::StrCat("out-of-core shards must be >= 1, got ", shards));
-  if (options.memory_mode != "lean" || options.deformable_model != "greedy") {
+  if (options.memory_mode != MemoryMode::kLean || options.deformable_model != DeformableModel::kGreedy) {
     return absl::InvalidArgumentError(absl::StrCat("the out-of-core stage runs the lean greedy stage: memory_mode '",
-                                                   options.memory_mode, "', deformable_model '",
-                                                   options.deformable_model, "'"));
+                                                   OptionName(options.memory_mode), "', deformable_model '",
+                                                   OptionName(options.deformable_model), "'"));
   }
   TESSERA_ASSIGN_OR_RETURN(const GreedyStepOptions step_options, OutOfCoreStepOptions(options));
   const bool cuda = stream.backend() == Backend::kCuda;

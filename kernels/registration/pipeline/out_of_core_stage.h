@@ -5,7 +5,7 @@
 // The level is split along z into H shards exactly as the sharded stage
 // splits it over H ranks (sharded_deformable_stage.h), and the shards take
 // turns on ONE device: every iteration runs the sharded loop body's phases
-// (kernels/parallel/sharded_greedy_step.h: sample, metric, smooth gradient,
+// (kernels/registration/sharded/sharded_greedy_step.h: sample, metric, smooth gradient,
 // compose, smooth field), each phase over shards 0..H-1 in turn. The state
 // lives in whole host arrays (pinned on CUDA); a phase uploads what it reads
 // of shard r (own slices or own slices + halos: the halos ARE the halo
@@ -49,8 +49,8 @@
 //   = ~84 B up + 64 B down per voxel (normalized LNCC): at 1024^3 about
 //   160 GB per iteration, so PCIe, not the GPU, sets the pace.
 // Progress reports and cancellation checks run every iteration.
-#ifndef TESSERA_SERVICES_REGISTRATION_OUT_OF_CORE_STAGE_H_
-#define TESSERA_SERVICES_REGISTRATION_OUT_OF_CORE_STAGE_H_
+#ifndef TESSERA_KERNELS_REGISTRATION_PIPELINE_OUT_OF_CORE_STAGE_H_
+#define TESSERA_KERNELS_REGISTRATION_PIPELINE_OUT_OF_CORE_STAGE_H_
 
 #include <cstdint>
 #include <string>
@@ -60,9 +60,9 @@
 #include "common/device.h"
 #include "common/ndarray.h"
 #include "kernels/registration/types.h"
-#include "services/registration/deformable_stage.h"
-#include "services/registration/registrar.h"
-#include "services/registration/space.h"
+#include "kernels/registration/pipeline/deformable_stage.h"
+#include "kernels/registration/pipeline/registrar.h"
+#include "kernels/registration/pipeline/space.h"
 
 namespace tessera::registration {
 
@@ -210,4 +210,4 @@ int64_t LinearLevelDeviceBytes(int64_t fixed_voxels, int64_t moving_voxels);
 
 }  // namespace tessera::registration
 
-#endif  // TESSERA_SERVICES_REGISTRATION_OUT_OF_CORE_STAGE_H_
+#endif  // TESSERA_KERNELS_REGISTRATION_PIPELINE_OUT_OF_CORE_STAGE_H_

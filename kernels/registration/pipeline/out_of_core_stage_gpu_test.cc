@@ -13,9 +13,9 @@
 
 #include "common/testing/gpu_test.h"
 #include "kernels/registration/label_metrics.h"
-#include "services/registration/testing/colin_problem.h"
-#include "services/registration/out_of_core_stage.h"
-#include "services/registration/registrar.h"
+#include "kernels/registration/pipeline/testing/colin_problem.h"
+#include "kernels/registration/pipeline/out_of_core_stage.h"
+#include "kernels/registration/pipeline/registrar.h"
 
 namespace tessera::registration {
 namespace {
@@ -45,7 +45,7 @@ void ExpectOutOfCoreMatchesLean(const std::string& metric) {
   TESSERA_SKIP_WITHOUT_GPU();
   const ColinProblem p = MakeColinProblem(IntensityChange::kGamma, 7, kVoxelMm);
   RegistrationOptions o;
-  o.metric = metric;
+  o.metric = ParseOption<Metric>(metric, "metric").value();
   o.scales = {2, 1};
   o.rigid_iterations = {40, 20};
   o.affine_iterations = {40, 20};

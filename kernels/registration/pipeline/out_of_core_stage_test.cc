@@ -15,9 +15,9 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/parallel/staged_communicator.h"
 #include "kernels/registration/label_metrics.h"
-#include "services/registration/testing/colin_problem.h"
-#include "services/registration/out_of_core_stage.h"
-#include "services/registration/registrar.h"
+#include "kernels/registration/pipeline/testing/colin_problem.h"
+#include "kernels/registration/pipeline/out_of_core_stage.h"
+#include "kernels/registration/pipeline/registrar.h"
 
 namespace tessera::registration {
 namespace {
@@ -57,8 +57,8 @@ void ExpectOutOfCoreMatchesInCore(const ColinProblem& p, RegistrationOptions o, 
   for (int64_t i = 0; i < in_core.displacement.num_elements(); ++i) {
     max_diff = std::max(max_diff, std::abs(double(a[i]) - b[i]));
   }
-  std::printf("%s/%s H=%d: Dice out of core %.4f, in core %.4f; displacement max |diff| %.3g mm\n", o.metric.c_str(),
-              o.deformable_step.c_str(), shards, out.dice, in_core.dice, max_diff);
+  std::printf("%s/%s H=%d: Dice out of core %.4f, in core %.4f; displacement max |diff| %.3g mm\n", OptionName(o.metric),
+              OptionName(o.deformable_step), shards, out.dice, in_core.dice, max_diff);
   for (const std::string& line : out.log) {
     if (line.rfind("deformable", 0) == 0) std::printf("  %s\n", line.c_str());
   }
@@ -68,26 +68,26 @@ void ExpectOutOfCoreMatchesInCore(const ColinProblem& p, RegistrationOptions o, 
 }
 
 TEST(OutOfCoreStage, LnccMatchesInCoreShards) {
-  ExpectOutOfCoreMatchesInCore(MakeColinProblem(IntensityChange::kGamma, 7, 3), QuickColinOptions("lncc", {40, 20}), 2);
+  ExpectOutOfCoreMatchesInCore(MakeColinProblem(IntensityChange::kGamma, 7, 3), QuickColinOptions(Metric::kLncc, {40, 20}), 2);
 }
 
 TEST(OutOfCoreStage, MseMatchesInCoreShards) {
-  ExpectOutOfCoreMatchesInCore(MakeColinProblem(IntensityChange::kGamma, 3, 3), QuickColinOptions("mse", {40, 20}), 3);
+  ExpectOutOfCoreMatchesInCore(MakeColinProblem(IntensityChange::kGamma, 3, 3), QuickColinOptions(Metric::kMse, {40, 20}), 3);
 }
 
 TEST(OutOfCoreStage, MutualInformationMatchesInCoreShards) {
-  ExpectOutOfCoreMatchesInCore(MakeColinProblem(IntensityChange::kNonMonotonic, 11, 3), QuickColinOptions("mi", {40, 20}), 4);
+  ExpectOutOfCoreMatchesInCore(MakeColinProblem(IntensityChange::kNonMonotonic, 11, 3), QuickColinOptions(Metric::kMi, {40, 20}), 4);
 }
 
 TEST(OutOfCoreStage, AdamMatchesInCoreShards) {
-  RegistrationOptions o = QuickColinOptions("lncc", {40, 20});
-  o.deformable_step = "adam";
+  RegistrationOptions o = QuickColinOptions(Metric::kLncc, {40, 20});
+  o.deformable_step = DeformableStep::kAdam;
   ExpectOutOfCoreMatchesInCore(MakeColinProblem(IntensityChange::kGamma, 7, 3), o, 3);
 }
 
 TEST(OutOfCoreStage, BudgetChoosesOutOfCore) {
   RegistrationOptions o;
-  o.precision = "full";  // the need counted below: 36 B per voxel
+  o.precision = Precision::kFull;  // the need counted below: 36 B per voxel
   const Dims3 d{512, 512, 512};
   const Stream cpu = Stream::Cpu();
   EXPECT_EQ(LeanStageDeviceBytes(o, d.size()), 36 * d.size());
@@ -113,7 +113,7 @@ TEST(OutOfCoreStage, BudgetChoosesOutOfCore) {
   EXPECT_EQ(ChooseOutOfCore(o, cpu, d, d).status().code(), absl::StatusCode::kInvalidArgument);
   // The B-spline model stays in core.
   o.device_memory_budget_bytes = 1 << 20;
-  o.deformable_model = "bspline";
+  o.deformable_model = DeformableModel::kBspline;
   EXPECT_EQ(ChooseOutOfCore(o, cpu, d, d).value().shards, 0);
 }
 

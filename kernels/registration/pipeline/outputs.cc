@@ -1,4 +1,4 @@
-#include "services/registration/outputs.h"
+#include "kernels/registration/pipeline/outputs.h"
 
 #include <sys/stat.h>
 
@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/nifti_io.h"
 #include "common/status.h"
-#include "services/registration/ants_transform_io.h"
+#include "kernels/registration/pipeline/ants_transform_io.h"
 
 namespace tessera::registration {
 namespace {

@@ -6,15 +6,15 @@
 //   0InverseWarp.nii.gz    its inverse (on request)
 // so that `antsApplyTransforms -r fixed -i moving -t 0Warp.nii.gz
 // -t 0GenericAffine.mat` reproduces warped.nii.gz.
-#ifndef TESSERA_SERVICES_REGISTRATION_OUTPUTS_H_
-#define TESSERA_SERVICES_REGISTRATION_OUTPUTS_H_
+#ifndef TESSERA_KERNELS_REGISTRATION_PIPELINE_OUTPUTS_H_
+#define TESSERA_KERNELS_REGISTRATION_PIPELINE_OUTPUTS_H_
 
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "services/registration/registrar.h"
+#include "kernels/registration/pipeline/registrar.h"
 
 namespace tessera::registration {
 
@@ -72,4 +72,4 @@ absl::StatusOr<NDArray> ApplyAntsTransformsCpu(const Volume& moving, const Volum
 
 }  // namespace tessera::registration
 
-#endif  // TESSERA_SERVICES_REGISTRATION_OUTPUTS_H_
+#endif  // TESSERA_KERNELS_REGISTRATION_PIPELINE_OUTPUTS_H_

@@ -1,7 +1,7 @@
 // The files we write reproduce our warped image when applied the way ANTs
 // applies them (checked with an independent CPU resampler that reads the
 // files back from disk), and the inverse warp inverts the warp.
-#include "services/registration/outputs.h"
+#include "kernels/registration/pipeline/outputs.h"
 
 #include <gtest/gtest.h>
 
@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 
 #include "common/nifti_io.h"
-#include "services/registration/ants_transform_io.h"
-#include "services/registration/synthetic.h"
+#include "kernels/registration/pipeline/ants_transform_io.h"
+#include "kernels/registration/pipeline/synthetic.h"
 
 namespace tessera::registration {
 namespace {
@@ -29,7 +29,7 @@ TEST(Outputs, AntsCompositionReproducesWarpedImage) {
   moving.geometry.origin[0] += 7;
   moving.geometry.origin[2] -= 3;
   RegistrationOptions options;
-  options.metric = "lncc";
+  options.metric = Metric::kLncc;
   options.scales = {2, 1};
   options.rigid_iterations = {20, 10};
   options.affine_iterations = {20, 10};

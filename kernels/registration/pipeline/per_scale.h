@@ -1,7 +1,7 @@
 // Per-level settings given as one value per scale (iterations, sigmas): the
 // value of scale `scale_index`, the last one repeating for further scales.
-#ifndef TESSERA_SERVICES_REGISTRATION_PER_SCALE_H_
-#define TESSERA_SERVICES_REGISTRATION_PER_SCALE_H_
+#ifndef TESSERA_KERNELS_REGISTRATION_PIPELINE_PER_SCALE_H_
+#define TESSERA_KERNELS_REGISTRATION_PIPELINE_PER_SCALE_H_
 
 #include <algorithm>
 #include <cstddef>
@@ -17,4 +17,4 @@ inline int PerScale(const std::vector<int>& values, size_t scale_index) {
 
 }  // namespace tessera::registration
 
-#endif  // TESSERA_SERVICES_REGISTRATION_PER_SCALE_H_
+#endif  // TESSERA_KERNELS_REGISTRATION_PIPELINE_PER_SCALE_H_

@@ -2,8 +2,8 @@
 // the sharded one use it, so they stop alike): the scale ends once the best
 // loss has not improved by more than tolerance * |best| for `patience`
 // iterations in a row.
-#ifndef TESSERA_SERVICES_REGISTRATION_PLATEAU_STOP_H_
-#define TESSERA_SERVICES_REGISTRATION_PLATEAU_STOP_H_
+#ifndef TESSERA_KERNELS_REGISTRATION_PIPELINE_PLATEAU_STOP_H_
+#define TESSERA_KERNELS_REGISTRATION_PIPELINE_PLATEAU_STOP_H_
 
 #include <cmath>
 
@@ -45,4 +45,4 @@ class PlateauStop {
 
 }  // namespace tessera::registration
 
-#endif  // TESSERA_SERVICES_REGISTRATION_PLATEAU_STOP_H_
+#endif  // TESSERA_KERNELS_REGISTRATION_PIPELINE_PLATEAU_STOP_H_

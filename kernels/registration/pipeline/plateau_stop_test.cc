@@ -1,4 +1,4 @@
-#include "services/registration/plateau_stop.h"
+#include "kernels/registration/pipeline/plateau_stop.h"
 
 #include "gtest/gtest.h"
 

@@ -7,8 +7,8 @@
 // The model (space.h): moving_point(x) = T(x + v(x)) for fixed points x (RAS
 // mm); T affine, v a displacement on the fixed grid. Fixed and moving may
 // differ in size, spacing, origin and direction.
-#ifndef TESSERA_SERVICES_REGISTRATION_REGISTRAR_H_
-#define TESSERA_SERVICES_REGISTRATION_REGISTRAR_H_
+#ifndef TESSERA_KERNELS_REGISTRATION_PIPELINE_REGISTRAR_H_
+#define TESSERA_KERNELS_REGISTRATION_PIPELINE_REGISTRAR_H_
 
 #include <atomic>
 #include <cstdint>
@@ -22,7 +22,8 @@
 #include "common/volume.h"
 #include "kernels/registration/grid_sampler.h"
 #include "kernels/registration/jacobian.h"
-#include "services/registration/metric.h"
+#include "kernels/registration/pipeline/metric.h"
+#include "kernels/registration/pipeline/option_enums.h"
 
 namespace tessera::parallel {
 class Communicator;
@@ -30,13 +31,16 @@ class Communicator;
 
 namespace tessera::registration {
 
+struct RegistrationPlan;  // registration_plan.h
+
 struct RegistrationOptions {
-  std::string metric = "lncc";                                   // mse, lncc or mi
+  Metric metric = Metric::kLncc;
   // Initial transform: "com" aligns the intensity centres of mass (ANTs'
   // --initial-moving-transform [F,M,1]); "none" starts from the identity in
   // physical space (trust the headers).
-  std::string init = "com";
-  std::vector<std::string> stages = {"rigid", "affine", "deformable"};
+  Init init = Init::kCentreOfMass;
+  // Which stages run (always in the order rigid, affine, deformable).
+  std::vector<Stage> stages = {Stage::kRigid, Stage::kAffine, Stage::kDeformable};
   std::vector<int> scales = {4, 2, 1};                           // downsampling factors, coarse to fine
   std::vector<int> rigid_iterations = {100, 50, 25};             // per scale (last value repeats)
   std::vector<int> affine_iterations = {100, 50, 25};
@@ -79,7 +83,7 @@ struct RegistrationOptions {
   //     still moves a full step; with MI that lets the field chase noise and
   //     non-injective intensity maps (measured in the registrar tests:
   //     multimodal Dice 0.78-0.81 with adam, 0.92-0.94 normalized).
-  std::string deformable_step = "normalized";
+  DeformableStep deformable_step = DeformableStep::kNormalized;
   // Step control within a scale (step_control.h): the step halves after this
   // many iterations without a new best loss, down to
   // deformable_min_step_fraction of deformable_lr_voxels; 0 = a fixed step.
@@ -93,7 +97,7 @@ struct RegistrationOptions {
   // B-spline of a control grid, additive as elastix's: bspline_stage.h; the
   // grid is the regularisation, the smoothing sigmas are not used). Both give
   // the same outputs (a dense displacement on the fixed grid).
-  std::string deformable_model = "greedy";
+  DeformableModel deformable_model = DeformableModel::kGreedy;
   // B-spline control spacing at the finest level, mm; each coarser level
   // doubles it (elastix's grid schedule). 10 mm, the final grid of the
   // elastix configuration bench/registration_vs_elastix.sh compares with:
@@ -118,7 +122,7 @@ struct RegistrationOptions {
   // slabs, the metric's scratch and gradient in two shared work buffers; see
   // deformable_stage.h) or "standard" (the original loop: ~68 B normalized,
   // ~92 B Adam). Same algorithm, same Dice.
-  std::string memory_mode = "lean";
+  MemoryMode memory_mode = MemoryMode::kLean;
   // Storage precision of the lean deformable stage (issue 13, see
   // deformable_stage.h): "mixed" (default: fp16 images, bf16 gradient field,
   // float math and displacement: 26 B per voxel, the whole run 26.6 B on an
@@ -127,7 +131,7 @@ struct RegistrationOptions {
   // "full" (float images and gradient field, 36 B per voxel). Mixed applies to
   // lncc with memory_mode "lean", shards = 1, in core; MSE, MI, the standard
   // loop, sharded and out-of-core runs use full precision.
-  std::string precision = "mixed";
+  Precision precision = Precision::kMixed;
   // Issue 13: run the deformable stage sharded along z over this many
   // in-process ranks (threads on the CPU; streams sharing one GPU), the same
   // algorithm as shards = 1 (sharded_deformable_stage.h). 1 = unsharded.
@@ -186,7 +190,13 @@ using ProgressCallback = std::function<void(const RegistrationProgress&)>;
 // DEADLINE_EXCEEDED (past `deadline`); both are checked every iteration.
 // Device memory is charged to a tracker of its own, inside the calling
 // thread's current one (common/buffer.h): the caller's job sees it too.
-// Safe to run concurrently from several threads.
+// Safe to run concurrently from several threads. The one driver of every
+// residency (registration_plan.h; run_phases.h has the phases).
+absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& moving, const RegistrationPlan& plan,
+                                            const ProgressCallback& progress = nullptr,
+                                            const std::atomic<bool>* cancel = nullptr,
+                                            absl::Time deadline = absl::InfiniteFuture());
+// PlanRegistration(options), then Register(plan).
 absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& moving,
                                             const RegistrationOptions& options,
                                             const ProgressCallback& progress = nullptr,
@@ -201,4 +211,4 @@ absl::StatusOr<NDArray> WarpLabels(const Volume& moving_labels, const Volume& fi
 
 }  // namespace tessera::registration
 
-#endif  // TESSERA_SERVICES_REGISTRATION_REGISTRAR_H_
+#endif  // TESSERA_KERNELS_REGISTRATION_PIPELINE_REGISTRAR_H_

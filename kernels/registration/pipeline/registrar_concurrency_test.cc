@@ -11,8 +11,8 @@
 
 #include "common/device.h"
 #include "common/testing/gpu_test.h"
-#include "services/registration/registrar.h"
-#include "services/registration/synthetic.h"
+#include "kernels/registration/pipeline/registrar.h"
+#include "kernels/registration/pipeline/synthetic.h"
 
 namespace tessera::registration {
 namespace {
@@ -29,7 +29,7 @@ Problem MakeProblem(uint64_t seed, const std::string& metric, const std::string&
   synth.seed = seed;
   p.fixed = phantom.image;
   p.moving = MakeSyntheticPair(phantom.image, nullptr, synth).value().moving;
-  p.options.metric = metric;
+  p.options.metric = ParseOption<Metric>(metric, "metric").value();
   p.options.scales = {2, 1};
   p.options.rigid_iterations = {15, 8};
   p.options.affine_iterations = {15, 8};
@@ -101,7 +101,7 @@ TEST(RegistrarConcurrency, CudaJobsAtOnceGiveTheirResultsAloneAndTheirOwnPeaks) 
 
 TEST(RegistrarConcurrency, CpuJobsUseNoDeviceMemory) {
   Problem p = MakeProblem(3, "mse", "cpu");
-  p.options.stages = {"rigid"};
+  p.options.stages = {Stage::kRigid};
   absl::StatusOr<RegistrationResult> r = Register(p.fixed, p.moving, p.options);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->peak_device_bytes, 0u);

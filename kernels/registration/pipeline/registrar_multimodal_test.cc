@@ -31,9 +31,9 @@
 #include <string>
 
 #include "common/nifti_io.h"
-#include "services/registration/label_dice.h"
-#include "services/registration/registrar.h"
-#include "services/registration/synthetic.h"
+#include "kernels/registration/pipeline/label_dice.h"
+#include "kernels/registration/pipeline/registrar.h"
+#include "kernels/registration/pipeline/synthetic.h"
 
 namespace tessera::registration {
 namespace {
@@ -116,7 +116,7 @@ std::vector<Case> Cases() {
 
 RegistrationOptions QuickMiOptions() {
   RegistrationOptions o;
-  o.metric = "mi";
+  o.metric = Metric::kMi;
   o.scales = {2, 1};
   o.rigid_iterations = {40, 20};
   o.affine_iterations = {40, 20};
@@ -176,7 +176,7 @@ double AutoWarpSigmaOf(const Case& c, double requested_sigma) {
   EXPECT_TRUE(pair.ok()) << pair.status();
   if (!pair.ok()) return -1;
   RegistrationOptions o = QuickMiOptions();
-  o.stages = {"rigid", "deformable"};
+  o.stages = {Stage::kRigid, Stage::kDeformable};
   o.rigid_iterations = {1};
   o.deformable_iterations = {1};
   o.smooth_warp_sigma = requested_sigma;

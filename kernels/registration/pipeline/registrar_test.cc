@@ -1,7 +1,7 @@
 // Registration of real brain data (Colin27 `ch2` with AAL labels, from
 // Debian's mricron-data) against known synthetic deformations, on the CPU
 // backend at 2 mm so the suite stays quick: the same code runs on the GPU.
-#include "services/registration/registrar.h"
+#include "kernels/registration/pipeline/registrar.h"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +9,8 @@
 
 #include "common/nifti_io.h"
 #include "kernels/registration/label_metrics.h"
-#include "services/registration/testing/colin_problem.h"
-#include "services/registration/synthetic.h"
+#include "kernels/registration/pipeline/testing/colin_problem.h"
+#include "kernels/registration/pipeline/synthetic.h"
 
 namespace tessera::registration {
 namespace {
@@ -38,7 +38,7 @@ void ExpectRegistersBack(const Problem& p, const RegistrationOptions& options, d
   ASSERT_TRUE(warped_labels.ok()) << warped_labels.status();
   const double after = MeanDice(p.fixed_labels.data, *warped_labels);
   const double folded = static_cast<double>(result->jacobian.nonpositive) / std::max<int64_t>(1, result->jacobian.voxels);
-  std::printf("%s: mean Dice %.3f -> %.3f, loss %.4f -> %.4f, folding %.4f%%, %.1f s\n", options.metric.c_str(),
+  std::printf("%s: mean Dice %.3f -> %.3f, loss %.4f -> %.4f, folding %.4f%%, %.1f s\n", OptionName(options.metric),
               before, after, result->initial_loss, result->final_loss, 100 * folded, result->seconds);
   EXPECT_GT(after, before + min_gain);
   EXPECT_GE(after, min_dice);
@@ -50,12 +50,12 @@ void ExpectRegistersBack(const Problem& p, const RegistrationOptions& options, d
 
 TEST(Registrar, LnccRegistersADeformedBrainBack) {
   Problem p = MakeProblem(IntensityChange::kGamma, 7);
-  ExpectRegistersBack(p, QuickColinOptions("lncc"), 0.15, 0.95);  // measured 0.966
+  ExpectRegistersBack(p, QuickColinOptions(Metric::kLncc), 0.15, 0.95);  // measured 0.966
 }
 
 TEST(Registrar, MutualInformationHandlesANonMonotonicModality) {
   Problem p = MakeProblem(IntensityChange::kNonMonotonic, 11);
-  ExpectRegistersBack(p, QuickColinOptions("mi"), 0.10, 0.90);  // measured 0.936
+  ExpectRegistersBack(p, QuickColinOptions(Metric::kMi), 0.10, 0.90);  // measured 0.936
 }
 
 TEST(Registrar, RejectsBadInputs) {
@@ -64,7 +64,7 @@ TEST(Registrar, RejectsBadInputs) {
   b.data = NDArray::Allocate({8, 8, 1}, DType::kFloat32).value();
   for (int64_t i = 0; i < 512; ++i) a.data.data<float>()[i] = static_cast<float>(i % 7);
   for (int64_t i = 0; i < 64; ++i) b.data.data<float>()[i] = static_cast<float>(i % 5);
-  RegistrationOptions o = QuickColinOptions("lncc");
+  RegistrationOptions o = QuickColinOptions(Metric::kLncc);
   EXPECT_EQ(Register(a, b, o).status().code(), absl::StatusCode::kInvalidArgument);  // 3-D vs 2-D
 
   Volume nan = a;
@@ -81,15 +81,14 @@ TEST(Registrar, RejectsBadInputs) {
 
   Volume far = a;  // same image 10 m away: nothing overlaps
   far.geometry.origin = {10000, 0, 0};
-  o.init = "none";
+  o.init = Init::kNone;
   EXPECT_EQ(Register(a, far, o).status().code(), absl::StatusCode::kFailedPrecondition);
 
-  o.init = "com";  // centre-of-mass alignment brings it back
+  o.init = Init::kCentreOfMass;  // centre-of-mass alignment brings it back
   EXPECT_TRUE(Register(a, far, o).ok());
-  o.metric = "nope";
-  EXPECT_EQ(Register(a, a, o).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseOption<Metric>("nope", "metric").status().code(), absl::StatusCode::kInvalidArgument);
 
-  o = QuickColinOptions("lncc");
+  o = QuickColinOptions(Metric::kLncc);
   o.deformable_halve_after = -1;
   r = Register(a, a, o);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
@@ -103,7 +102,7 @@ TEST(Registrar, RejectsBadInputs) {
 TEST(Registrar, HonoursCancellation) {
   Problem p = MakeProblem(IntensityChange::kGamma, 3);
   std::atomic<bool> cancel{false};
-  auto result = Register(p.fixed, p.pair.moving, QuickColinOptions("mse"),
+  auto result = Register(p.fixed, p.pair.moving, QuickColinOptions(Metric::kMse),
                          [&](const RegistrationProgress& progress) {
                            if (progress.iteration >= 3) cancel = true;
                          },

@@ -1,4 +1,4 @@
-#include "services/registration/registration_job.h"
+#include "kernels/registration/pipeline/registration_job.h"
 
 #include <cmath>
 #include <cstdint>
@@ -12,7 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "common/nifti_io.h"
 #include "common/status.h"
-#include "services/registration/label_dice.h"
+#include "kernels/registration/pipeline/label_dice.h"
 
 namespace tessera::registration {
 namespace {
@@ -64,12 +64,12 @@ absl::StatusOr<RegistrationInputs> ReadRegistrationInputs(const std::string& fix
   return in;
 }
 
-absl::StatusOr<RegistrationSummary> RunRegistration(const RegistrationInputs& inputs, const RegistrationOptions& options,
+absl::StatusOr<RegistrationSummary> RunRegistration(const RegistrationInputs& inputs, const RegistrationPlan& plan,
                                                     const std::string& out_dir, bool inverse_warp,
                                                     const ProgressCallback& progress, const std::atomic<bool>* cancel,
                                                     absl::Time deadline) {
   RegistrationSummary summary;
-  TESSERA_ASSIGN_OR_RETURN(summary.result, Register(inputs.fixed, inputs.moving, options, progress, cancel, deadline));
+  TESSERA_ASSIGN_OR_RETURN(summary.result, Register(inputs.fixed, inputs.moving, plan, progress, cancel, deadline));
   const RegistrationResult& result = summary.result;
   if (result.jacobian.voxels > 0) {
     summary.folded_percent = 100.0 * result.jacobian.nonpositive / result.jacobian.voxels;
@@ -80,14 +80,14 @@ absl::StatusOr<RegistrationSummary> RunRegistration(const RegistrationInputs& in
     TESSERA_ASSIGN_OR_RETURN(writer, OutputWriter::Start(result, inputs.fixed, out_dir, inverse_warp));
   }
   if (inputs.moving_labels.has_value()) {
-    TESSERA_ASSIGN_OR_RETURN(summary.warped_labels, WarpLabels(*inputs.moving_labels, inputs.fixed, result, options.device,
-                                                                 options.sampler));
+    TESSERA_ASSIGN_OR_RETURN(summary.warped_labels, WarpLabels(*inputs.moving_labels, inputs.fixed, result, plan.options.device,
+                                                                 plan.options.sampler));
     if (inputs.fixed_labels.has_value()) {
       // "Before" = the moving labels placed on the fixed grid by the headers alone.
       RegistrationResult identity;
       identity.affine_ras = Mat4{1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
-      TESSERA_ASSIGN_OR_RETURN(NDArray before, WarpLabels(*inputs.moving_labels, inputs.fixed, identity, options.device,
-                                                                options.sampler));
+      TESSERA_ASSIGN_OR_RETURN(NDArray before, WarpLabels(*inputs.moving_labels, inputs.fixed, identity, plan.options.device,
+                                                                plan.options.sampler));
       TESSERA_ASSIGN_OR_RETURN(DiceMeans b, ComputeDiceMeans(inputs.fixed_labels->data, before, inputs.fixed.geometry));
       TESSERA_ASSIGN_OR_RETURN(DiceMeans a, ComputeDiceMeans(inputs.fixed_labels->data, summary.warped_labels,
                                                              inputs.fixed.geometry));
@@ -118,9 +118,11 @@ std::string SummaryToJson(const RegistrationSummary& s, const RegistrationOption
                                   {"inverse_warp", &s.files.inverse_warp}}) {
     if (!path->empty()) files[key] = *path;
   }
+  std::vector<std::string> stages;
+  for (const Stage stage : options.stages) stages.push_back(OptionName(stage));
   const Json json{
-      {"metric", options.metric},
-      {"stages", options.stages},
+      {"metric", OptionName(options.metric)},
+      {"stages", stages},
       {"scales", options.scales},
       {"backend", r.backend},
       {"initial_loss", Num(r.initial_loss)},

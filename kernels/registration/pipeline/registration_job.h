@@ -1,8 +1,8 @@
 // One registration from inputs to files and a summary: what `tessera
 // register` and RegistrationService both run. Adds to Register() the label
 // handling (Dice before and after), the output files and a JSON summary.
-#ifndef TESSERA_SERVICES_REGISTRATION_REGISTRATION_JOB_H_
-#define TESSERA_SERVICES_REGISTRATION_REGISTRATION_JOB_H_
+#ifndef TESSERA_KERNELS_REGISTRATION_PIPELINE_REGISTRATION_JOB_H_
+#define TESSERA_KERNELS_REGISTRATION_PIPELINE_REGISTRATION_JOB_H_
 
 #include <atomic>
 #include <optional>
@@ -10,8 +10,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "services/registration/outputs.h"
-#include "services/registration/registrar.h"
+#include "kernels/registration/pipeline/outputs.h"
+#include "kernels/registration/pipeline/registrar.h"
+#include "kernels/registration/pipeline/registration_plan.h"
 
 namespace tessera::registration {
 
@@ -43,7 +44,7 @@ absl::StatusOr<RegistrationInputs> ReadRegistrationInputs(const std::string& fix
 
 // Registers, scores and (when out_dir is non-empty) writes the output files.
 // `cancel` and `deadline` as for Register().
-absl::StatusOr<RegistrationSummary> RunRegistration(const RegistrationInputs& inputs, const RegistrationOptions& options,
+absl::StatusOr<RegistrationSummary> RunRegistration(const RegistrationInputs& inputs, const RegistrationPlan& plan,
                                                     const std::string& out_dir, bool inverse_warp,
                                                     const ProgressCallback& progress = nullptr,
                                                     const std::atomic<bool>* cancel = nullptr,
@@ -55,4 +56,4 @@ std::string SummaryToJson(const RegistrationSummary& summary, const Registration
 
 }  // namespace tessera::registration
 
-#endif  // TESSERA_SERVICES_REGISTRATION_REGISTRATION_JOB_H_
+#endif  // TESSERA_KERNELS_REGISTRATION_PIPELINE_REGISTRATION_JOB_H_

@@ -1,4 +1,4 @@
-#include "services/registration/registration_job.h"
+#include "kernels/registration/pipeline/registration_job.h"
 
 #include <gtest/gtest.h>
 
@@ -35,8 +35,8 @@ RegistrationSummary Summary() {
 
 RegistrationOptions Options() {
   RegistrationOptions o;
-  o.metric = "mi";
-  o.stages = {"rigid", "affine"};
+  o.metric = Metric::kMi;
+  o.stages = {Stage::kRigid, Stage::kAffine};
   o.scales = {4, 2, 1};
   return o;
 }

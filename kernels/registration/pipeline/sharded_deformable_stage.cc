@@ -1,4 +1,4 @@
-#include "services/registration/sharded_deformable_stage.h"
+#include "kernels/registration/pipeline/sharded_deformable_stage.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,16 +12,16 @@
 #include "common/buffer.h"
 #include "common/status.h"
 #include "kernels/parallel/in_process_communicator.h"
-#include "kernels/parallel/ring_sampler.h"
-#include "kernels/parallel/sharded_greedy_step.h"
+#include "kernels/registration/sharded/ring_sampler.h"
+#include "kernels/registration/sharded/sharded_greedy_step.h"
 #include "kernels/parallel/slab.h"
 #include "kernels/registration/field_ops.h"
 #include "kernels/registration/gaussian_smooth.h"
-#include "services/registration/array_helpers.h"
-#include "services/registration/per_scale.h"
-#include "services/registration/grid_jitter.h"
-#include "services/registration/plateau_stop.h"
-#include "services/registration/step_control.h"
+#include "kernels/registration/pipeline/array_helpers.h"
+#include "kernels/registration/pipeline/per_scale.h"
+#include "kernels/registration/pipeline/grid_jitter.h"
+#include "kernels/registration/pipeline/plateau_stop.h"
+#include "kernels/registration/pipeline/step_control.h"
 
 namespace tessera::registration {
 namespace {
@@ -33,18 +33,14 @@ using parallel::GreedyStepOptions;
 
 absl::StatusOr<GreedyStepOptions> ShardedStepOptions(const RegistrationOptions& options) {
   GreedyStepOptions o;
-  if (options.metric == "lncc") {
-    o.metric = parallel::GreedyMetric::kLncc;
-  } else if (options.metric == "mse") {
-    o.metric = parallel::GreedyMetric::kMse;
-  } else if (options.metric == "mi") {
-    o.metric = parallel::GreedyMetric::kMi;
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat("unknown metric '", options.metric, "': expected mse, lncc or mi"));
+  switch (options.metric) {
+    case Metric::kLncc: o.metric = parallel::GreedyMetric::kLncc; break;
+    case Metric::kMse: o.metric = parallel::GreedyMetric::kMse; break;
+    case Metric::kMi: o.metric = parallel::GreedyMetric::kMi; break;
   }
   o.lncc.window = options.metric_options.lncc_window;
   o.mi = MattesMiOptionsFor(options.metric_options);  // intensities normalised to [0, 1], as the lean metric's
-  o.rule = options.deformable_step == "adam" ? parallel::GreedyRule::kAdam : parallel::GreedyRule::kNormalized;
+  o.rule = options.deformable_step == DeformableStep::kAdam ? parallel::GreedyRule::kAdam : parallel::GreedyRule::kNormalized;
   o.lr_voxels = options.deformable_lr_voxels;
   o.smooth_grad_sigma = options.smooth_grad_sigma;
   o.smooth_warp_sigma = options.smooth_warp_sigma;
@@ -170,13 +166,9 @@ absl::Status ValidateShardedOptions(const RegistrationOptions& options, Backend 
     }
   }
   if (options.shards == 1 && options.process_group == nullptr) return absl::OkStatus();
-  if (options.memory_mode != "lean") {
+  if (options.memory_mode != MemoryMode::kLean) {
     return absl::InvalidArgumentError(absl::StrCat("shards = ", options.shards, " runs the lean deformable stage: memory_mode '",
-                                                   options.memory_mode, "' cannot be sharded"));
-  }
-  if (options.metric != "mse" && options.metric != "lncc" && options.metric != "mi") {
-    return absl::InvalidArgumentError(absl::StrCat("shards = ", options.shards, ": unknown metric '", options.metric,
-                                                   "' (expected mse, lncc or mi)"));
+                                                   OptionName(options.memory_mode), "' cannot be sharded"));
   }
   (void)backend;  // every metric and both samplers have CPU and device kernels
   return absl::OkStatus();

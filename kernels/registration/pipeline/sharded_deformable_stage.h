@@ -1,7 +1,7 @@
 // The greedy deformable stage sharded over H in-process ranks (issue 13):
 // RegistrationOptions::shards > 1. Each level's fixed grid, displacement and
 // Adam moments are split along z (kernels/parallel/slab.h); every rank runs
-// the sharded loop body (kernels/parallel/sharded_greedy_step.h: the lean
+// the sharded loop body (kernels/registration/sharded/sharded_greedy_step.h: the lean
 // stage's iteration with halo exchanges, all-reduced losses and step scale,
 // the composition in place by slabs) on its own thread and stream. The same
 // algorithm and convergence rule as RunLeanDeformableStage (deformable_stage.h),
@@ -31,8 +31,8 @@
 // Every level must hold all ranks (FAILED_PRECONDITION naming the level
 // otherwise: a process rank cannot sit a level out). Cancellation is checked
 // by rank 0 alone: its peers then wait in NCCL until their process ends.
-#ifndef TESSERA_SERVICES_REGISTRATION_SHARDED_DEFORMABLE_STAGE_H_
-#define TESSERA_SERVICES_REGISTRATION_SHARDED_DEFORMABLE_STAGE_H_
+#ifndef TESSERA_KERNELS_REGISTRATION_PIPELINE_SHARDED_DEFORMABLE_STAGE_H_
+#define TESSERA_KERNELS_REGISTRATION_PIPELINE_SHARDED_DEFORMABLE_STAGE_H_
 
 #include <string>
 #include <vector>
@@ -40,10 +40,10 @@
 #include "absl/status/statusor.h"
 #include "common/device.h"
 #include "common/ndarray.h"
-#include "kernels/parallel/sharded_greedy_step.h"
-#include "services/registration/deformable_stage.h"
-#include "services/registration/registrar.h"
-#include "services/registration/space.h"
+#include "kernels/registration/sharded/sharded_greedy_step.h"
+#include "kernels/registration/pipeline/deformable_stage.h"
+#include "kernels/registration/pipeline/registrar.h"
+#include "kernels/registration/pipeline/space.h"
 
 namespace tessera::registration {
 
@@ -83,4 +83,4 @@ absl::StatusOr<NDArray> RunShardedDeformableStage(const Stream& stream, const Re
 
 }  // namespace tessera::registration
 
-#endif  // TESSERA_SERVICES_REGISTRATION_SHARDED_DEFORMABLE_STAGE_H_
+#endif  // TESSERA_KERNELS_REGISTRATION_PIPELINE_SHARDED_DEFORMABLE_STAGE_H_

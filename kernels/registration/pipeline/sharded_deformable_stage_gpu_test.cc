@@ -17,9 +17,9 @@
 #include "common/nifti_io.h"
 #include "common/testing/gpu_test.h"
 #include "kernels/registration/label_metrics.h"
-#include "services/registration/registrar.h"
-#include "services/registration/sharded_deformable_stage.h"
-#include "services/registration/synthetic.h"
+#include "kernels/registration/pipeline/registrar.h"
+#include "kernels/registration/pipeline/sharded_deformable_stage.h"
+#include "kernels/registration/pipeline/synthetic.h"
 
 namespace tessera::registration {
 namespace {
@@ -38,7 +38,7 @@ TEST_P(ShardedDeformableGpu, TwoShardsOnOneGpuMatchOne) {
   so.seed = 3;
   const SyntheticPair pair = MakeSyntheticPair(fixed, &fixed_labels, so).value();
   RegistrationOptions o;
-  o.metric = metric;
+  o.metric = ParseOption<Metric>(metric, "metric").value();
   o.scales = {2, 1};
   o.rigid_iterations = {40, 20};
   o.affine_iterations = {40, 20};
@@ -98,13 +98,13 @@ TEST_P(ShardedDeformableGpu, ShardsOneToFourOnOneGpuBitIdentical) {
   so.seed = 3;
   const SyntheticPair pair = MakeSyntheticPair(fixed, &fixed_labels, so).value();
   RegistrationOptions o;
-  o.metric = metric;
+  o.metric = ParseOption<Metric>(metric, "metric").value();
   o.scales = {1};
   o.rigid_iterations = {20};
   o.affine_iterations = {20};
   o.deformable_iterations = {40};
   o.device = "cuda";
-  o.precision = "full";  // shards = 1 would run LNCC's fp16 stage, another algorithm
+  o.precision = Precision::kFull;  // shards = 1 would run LNCC's fp16 stage, another algorithm
   NDArray field[4];
   for (int i = 0; i < 4; ++i) {
     o.shards = i + 1;

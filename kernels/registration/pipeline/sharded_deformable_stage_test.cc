@@ -19,10 +19,10 @@
 #include "common/nifti_io.h"
 #include "kernels/parallel/in_process_communicator.h"
 #include "kernels/registration/label_metrics.h"
-#include "services/registration/registrar.h"
-#include "services/registration/sharded_deformable_stage.h"
-#include "services/registration/testing/colin_problem.h"
-#include "services/registration/synthetic.h"
+#include "kernels/registration/pipeline/registrar.h"
+#include "kernels/registration/pipeline/sharded_deformable_stage.h"
+#include "kernels/registration/pipeline/testing/colin_problem.h"
+#include "kernels/registration/pipeline/synthetic.h"
 
 namespace tessera::registration {
 namespace {
@@ -85,7 +85,7 @@ bool SameBytes(const NDArray& a, const NDArray& b) {
 // precision "mixed" at shards = 1 (fp16 images; the sharded stage runs full)
 // only comes close.
 void ExpectShardsMatchSingleRank(const Problem& p, const RegistrationOptions& o) {
-  const bool exact = o.precision == "full" || o.metric != "lncc";
+  const bool exact = o.precision == Precision::kFull || o.metric != Metric::kLncc;
   const Outcome single = Run(p, o, 1);
   ASSERT_FALSE(LogHas(single, "sharded"));
   for (const std::string& line : single.log) {
@@ -106,7 +106,7 @@ void ExpectShardsMatchSingleRank(const Problem& p, const RegistrationOptions& o)
     const int64_t n = single.displacement.num_elements();
     const double rms = std::sqrt(norm2 / n), rms_diff = std::sqrt(diff2 / n);
     std::printf("%s/%s/%s shards=%d: Dice %.4f vs %.4f (shards=1), displacement rms %.4f mm, rms difference %.3g mm (%.2e of rms)\n",
-                o.metric.c_str(), o.deformable_step.c_str(), o.precision.c_str(), shards, sharded.dice, single.dice,
+                OptionName(o.metric), OptionName(o.deformable_step), OptionName(o.precision), shards, sharded.dice, single.dice,
                 rms, rms_diff, rms_diff / rms);
     for (const std::string& line : sharded.log) {
       if (line.rfind("deformable", 0) == 0) std::printf("  %s\n", line.c_str());
@@ -128,27 +128,27 @@ void ExpectShardsMatchSingleRank(const Problem& p, const RegistrationOptions& o)
 }
 
 TEST(ShardedDeformable, LnccFullPrecisionIsBitIdenticalToSingleRank) {
-  RegistrationOptions o = QuickColinOptions("lncc", {60, 30});
-  o.precision = "full";
+  RegistrationOptions o = QuickColinOptions(Metric::kLncc, {60, 30});
+  o.precision = Precision::kFull;
   ExpectShardsMatchSingleRank(MakeProblem(IntensityChange::kGamma, 7), o);
 }
 
 TEST(ShardedDeformable, LnccMatchesSingleRank) {
-  ExpectShardsMatchSingleRank(MakeProblem(IntensityChange::kGamma, 7), QuickColinOptions("lncc", {60, 30}));
+  ExpectShardsMatchSingleRank(MakeProblem(IntensityChange::kGamma, 7), QuickColinOptions(Metric::kLncc, {60, 30}));
 }
 
 TEST(ShardedDeformable, MseMatchesSingleRank) {
-  ExpectShardsMatchSingleRank(MakeProblem(IntensityChange::kGamma, 3), QuickColinOptions("mse", {60, 30}));
+  ExpectShardsMatchSingleRank(MakeProblem(IntensityChange::kGamma, 3), QuickColinOptions(Metric::kMse, {60, 30}));
 }
 
 TEST(ShardedDeformable, MutualInformationMatchesSingleRank) {
-  ExpectShardsMatchSingleRank(MakeProblem(IntensityChange::kNonMonotonic, 11), QuickColinOptions("mi", {60, 30}));
+  ExpectShardsMatchSingleRank(MakeProblem(IntensityChange::kNonMonotonic, 11), QuickColinOptions(Metric::kMi, {60, 30}));
 }
 
 // MI's default grid jitter (issue 17, grid_jitter.h): per-voxel offsets and
 // the whole-grid shift, the sharded CPU stage drawing the same grids.
 TEST(ShardedDeformable, JitteredMutualInformationIsBitIdenticalToSingleRank) {
-  RegistrationOptions o = QuickColinOptions("mi", {60, 30});
+  RegistrationOptions o = QuickColinOptions(Metric::kMi, {60, 30});
   o.metric_options.mi_grid_jitter = true;
   const Problem p = MakeProblem(IntensityChange::kNonMonotonic, 11);
   ExpectShardsMatchSingleRank(p, o);
@@ -157,15 +157,15 @@ TEST(ShardedDeformable, JitteredMutualInformationIsBitIdenticalToSingleRank) {
 }
 
 TEST(ShardedDeformable, StepHalvingMatchesSingleRank) {
-  RegistrationOptions o = QuickColinOptions("mi", {60, 30});
+  RegistrationOptions o = QuickColinOptions(Metric::kMi, {60, 30});
   o.deformable_halve_after = 2;
   ExpectShardsMatchSingleRank(MakeProblem(IntensityChange::kNonMonotonic, 11), o);
 }
 
 TEST(ShardedDeformable, AdamMatchesSingleRank) {
-  RegistrationOptions o = QuickColinOptions("lncc", {60, 30});
-  o.deformable_step = "adam";
-  o.precision = "full";
+  RegistrationOptions o = QuickColinOptions(Metric::kLncc, {60, 30});
+  o.deformable_step = DeformableStep::kAdam;
+  o.precision = Precision::kFull;
   ExpectShardsMatchSingleRank(MakeProblem(IntensityChange::kGamma, 7), o);
 }
 
@@ -202,8 +202,8 @@ std::vector<absl::StatusOr<RegistrationResult>> RunProcessRanks(const Problem& p
 
 TEST(ShardedDeformable, ProcessRanksMatchInProcessShardsAndSingleRank) {
   const Problem p = MakeProblem(IntensityChange::kGamma, 7);
-  RegistrationOptions o = QuickColinOptions("lncc", {60, 30});
-  o.precision = "full";  // what the sharded stage runs
+  RegistrationOptions o = QuickColinOptions(Metric::kLncc, {60, 30});
+  o.precision = Precision::kFull;  // what the sharded stage runs
   // Two process ranks: every rank ends with the same whole field (all-gathered),
   // close to the in-process 2-shard run (which moves the image around the ring).
   const auto ranks = RunProcessRanks(p, o, 2);
@@ -245,8 +245,8 @@ TEST(ShardedDeformable, ProcessRanksRefuseThinLevelsAndInProcessShards) {
   Problem p;
   p.fixed = ph.image;
   p.pair.moving = pair.moving;
-  RegistrationOptions o = QuickColinOptions("lncc", {60, 30});
-  o.stages = {"deformable"};
+  RegistrationOptions o = QuickColinOptions(Metric::kLncc, {60, 30});
+  o.stages = {Stage::kDeformable};
   o.deformable_iterations = {3, 3};
   o.metric_options.lncc_window = 7;
   o.smooth_grad_sigma = 1;
@@ -274,8 +274,8 @@ TEST(ShardedDeformable, ThinLevelsRunOnFewerShards) {
   Phantom ph = MakePhantom(24).value();
   SyntheticOptions so;
   SyntheticPair pair = MakeSyntheticPair(ph.image, nullptr, so).value();
-  RegistrationOptions o = QuickColinOptions("lncc", {60, 30});
-  o.stages = {"deformable"};
+  RegistrationOptions o = QuickColinOptions(Metric::kLncc, {60, 30});
+  o.stages = {Stage::kDeformable};
   o.deformable_iterations = {3, 3};
   o.metric_options.lncc_window = 7;
   o.smooth_grad_sigma = 1;
@@ -290,28 +290,24 @@ TEST(ShardedDeformable, ThinLevelsRunOnFewerShards) {
 
 TEST(ShardedDeformable, RejectsUnsupportedOptions) {
   Phantom ph = MakePhantom(16).value();
-  RegistrationOptions o = QuickColinOptions("lncc", {60, 30});
+  RegistrationOptions o = QuickColinOptions(Metric::kLncc, {60, 30});
   o.shards = 0;
   auto r = Register(ph.image, ph.image, o);
   ASSERT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("shards must be >= 1, got 0"), std::string::npos) << r.status();
   o.shards = 2;
-  o.memory_mode = "standard";
+  o.memory_mode = MemoryMode::kStandard;
   r = Register(ph.image, ph.image, o);
   ASSERT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("memory_mode 'standard' cannot be sharded"), std::string::npos) << r.status();
-  o.memory_mode = "lean";
+  o.memory_mode = MemoryMode::kLean;
   // Every metric has device kernels (sharded_ops.h): accepted on both backends.
   for (const char* metric : {"lncc", "mse", "mi"}) {
-    o.metric = metric;
+    o.metric = ParseOption<Metric>(metric, "metric").value();
     EXPECT_TRUE(ValidateShardedOptions(o, Backend::kCuda).ok()) << metric;
     EXPECT_TRUE(ValidateShardedOptions(o, Backend::kCpu).ok()) << metric;
   }
-  o.metric = "ncc";
-  const absl::Status unknown = ValidateShardedOptions(o, Backend::kCuda);
-  EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(unknown.message().find("unknown metric 'ncc'"), std::string::npos) << unknown;
-  o.metric = "mse";
+  o.metric = Metric::kMse;
 
   // GPU lists: checked against the machine the run lands on.
   o.gpus = {0};

@@ -1,4 +1,4 @@
-#include "services/registration/space.h"
+#include "kernels/registration/pipeline/space.h"
 
 #include <cmath>
 

@@ -10,8 +10,8 @@
 // where [A | t] = N_m^-1 T N_f and L = linear part of N_m^-1 T, with N_f, N_m
 // the normalized -> RAS maps of the fixed and moving grids. So the optimizer
 // works on [A | t] and u, and the exports convert back with these functions.
-#ifndef TESSERA_SERVICES_REGISTRATION_SPACE_H_
-#define TESSERA_SERVICES_REGISTRATION_SPACE_H_
+#ifndef TESSERA_KERNELS_REGISTRATION_PIPELINE_SPACE_H_
+#define TESSERA_KERNELS_REGISTRATION_PIPELINE_SPACE_H_
 
 #include <array>
 #include <cstdint>
@@ -69,4 +69,4 @@ inline Mat4 LpsToRas(const Mat4& m) { return RasToLps(m); }
 
 }  // namespace tessera::registration
 
-#endif  // TESSERA_SERVICES_REGISTRATION_SPACE_H_
+#endif  // TESSERA_KERNELS_REGISTRATION_PIPELINE_SPACE_H_

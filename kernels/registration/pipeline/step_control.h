@@ -10,8 +10,8 @@
 // worse iteration it would collapse (MI's loss is noisy), hence the run.
 // Host-side only: every loop (standard, lean, sharded; CPU and CUDA) asks it
 // for the step, so they stay the same algorithm.
-#ifndef TESSERA_SERVICES_REGISTRATION_STEP_CONTROL_H_
-#define TESSERA_SERVICES_REGISTRATION_STEP_CONTROL_H_
+#ifndef TESSERA_KERNELS_REGISTRATION_PIPELINE_STEP_CONTROL_H_
+#define TESSERA_KERNELS_REGISTRATION_PIPELINE_STEP_CONTROL_H_
 
 #include <cmath>
 
@@ -45,4 +45,4 @@ class StepControl {
 
 }  // namespace tessera::registration
 
-#endif  // TESSERA_SERVICES_REGISTRATION_STEP_CONTROL_H_
+#endif  // TESSERA_KERNELS_REGISTRATION_PIPELINE_STEP_CONTROL_H_

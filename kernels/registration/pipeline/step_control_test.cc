@@ -1,4 +1,4 @@
-#include "services/registration/step_control.h"
+#include "kernels/registration/pipeline/step_control.h"
 
 #include "gtest/gtest.h"
 

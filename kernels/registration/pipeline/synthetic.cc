@@ -1,4 +1,4 @@
-#include "services/registration/synthetic.h"
+#include "kernels/registration/pipeline/synthetic.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,11 +9,11 @@
 #include "absl/strings/str_cat.h"
 
 #include "common/status.h"
-#include "services/registration/array_helpers.h"
+#include "kernels/registration/pipeline/array_helpers.h"
 #include "kernels/registration/gaussian_smooth.h"
 #include "kernels/registration/grid_sampler.h"
-#include "services/registration/space.h"
-#include "services/registration/transform_params.h"
+#include "kernels/registration/pipeline/space.h"
+#include "kernels/registration/pipeline/transform_params.h"
 
 namespace tessera::registration {
 namespace {

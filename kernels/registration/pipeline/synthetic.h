@@ -2,8 +2,8 @@
 // its labels) warped by a known small affine plus a smooth random
 // deformation, with an intensity change. Used by tests, the demo and benches,
 // so "register it back" can be scored by label overlap.
-#ifndef TESSERA_SERVICES_REGISTRATION_SYNTHETIC_H_
-#define TESSERA_SERVICES_REGISTRATION_SYNTHETIC_H_
+#ifndef TESSERA_KERNELS_REGISTRATION_PIPELINE_SYNTHETIC_H_
+#define TESSERA_KERNELS_REGISTRATION_PIPELINE_SYNTHETIC_H_
 
 #include <cstdint>
 #include <array>
@@ -88,4 +88,4 @@ absl::StatusOr<Volume> DownsampleLabels(const Volume& labels, int factor);
 
 }  // namespace tessera::registration
 
-#endif  // TESSERA_SERVICES_REGISTRATION_SYNTHETIC_H_
+#endif  // TESSERA_KERNELS_REGISTRATION_PIPELINE_SYNTHETIC_H_

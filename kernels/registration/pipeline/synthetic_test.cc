@@ -1,7 +1,7 @@
 // The synthetic problem's acquisition effects keep the anatomy where it was
 // in world space: reoriented and cropped grids hold, at each voxel's world
 // position, the value the original grid holds there.
-#include "services/registration/synthetic.h"
+#include "kernels/registration/pipeline/synthetic.h"
 
 #include <gtest/gtest.h>
 

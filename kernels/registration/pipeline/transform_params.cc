@@ -1,4 +1,4 @@
-#include "services/registration/transform_params.h"
+#include "kernels/registration/pipeline/transform_params.h"
 
 #include <cmath>
 

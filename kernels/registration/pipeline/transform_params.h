@@ -6,13 +6,13 @@
 // M0, t0 and the centre c come from the previous stage (or the centre-of-mass
 // initialisation). The scales s_t (mm per unit) and s_m make one Adam step of
 // size lr mean lr * s_t millimetres and lr * s_m of matrix entry.
-#ifndef TESSERA_SERVICES_REGISTRATION_TRANSFORM_PARAMS_H_
-#define TESSERA_SERVICES_REGISTRATION_TRANSFORM_PARAMS_H_
+#ifndef TESSERA_KERNELS_REGISTRATION_PIPELINE_TRANSFORM_PARAMS_H_
+#define TESSERA_KERNELS_REGISTRATION_PIPELINE_TRANSFORM_PARAMS_H_
 
 #include <array>
 #include <vector>
 
-#include "services/registration/space.h"
+#include "kernels/registration/pipeline/space.h"
 
 namespace tessera::registration {
 
@@ -46,4 +46,4 @@ Mat3 RotationFromAxisAngle(const std::array<double, 3>& omega);
 
 }  // namespace tessera::registration
 
-#endif  // TESSERA_SERVICES_REGISTRATION_TRANSFORM_PARAMS_H_
+#endif  // TESSERA_KERNELS_REGISTRATION_PIPELINE_TRANSFORM_PARAMS_H_

@@ -1,8 +1,8 @@
 // A Communicator that forwards to another and counts what this rank sends:
 // the measured side of the multi-GPU model (multi_gpu_model.h), whose
 // formulas a test checks against these counts on a real sharded iteration.
-#ifndef TESSERA_KERNELS_PARALLEL_COUNTING_COMMUNICATOR_H_
-#define TESSERA_KERNELS_PARALLEL_COUNTING_COMMUNICATOR_H_
+#ifndef TESSERA_KERNELS_REGISTRATION_SHARDED_COUNTING_COMMUNICATOR_H_
+#define TESSERA_KERNELS_REGISTRATION_SHARDED_COUNTING_COMMUNICATOR_H_
 
 #include <cstdint>
 #include <string>
@@ -55,4 +55,4 @@ class CountingCommunicator : public Communicator {
 }  // namespace parallel
 }  // namespace tessera
 
-#endif  // TESSERA_KERNELS_PARALLEL_COUNTING_COMMUNICATOR_H_
+#endif  // TESSERA_KERNELS_REGISTRATION_SHARDED_COUNTING_COMMUNICATOR_H_

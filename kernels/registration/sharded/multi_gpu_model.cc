@@ -1,11 +1,11 @@
-#include "kernels/parallel/multi_gpu_model.h"
+#include "kernels/registration/sharded/multi_gpu_model.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "common/status.h"
-#include "kernels/parallel/ring_sampler.h"
-#include "kernels/parallel/sharded_ops.h"
+#include "kernels/registration/sharded/ring_sampler.h"
+#include "kernels/registration/sharded/sharded_ops.h"
 #include "kernels/parallel/slab.h"
 
 namespace tessera {

@@ -15,13 +15,13 @@
 // also show what two planned changes would save: exchanging only the width
 // each operation needs, and a bounded sampler that fetches only the moving
 // slices its points can reach instead of the whole ring.
-#ifndef TESSERA_KERNELS_PARALLEL_MULTI_GPU_MODEL_H_
-#define TESSERA_KERNELS_PARALLEL_MULTI_GPU_MODEL_H_
+#ifndef TESSERA_KERNELS_REGISTRATION_SHARDED_MULTI_GPU_MODEL_H_
+#define TESSERA_KERNELS_REGISTRATION_SHARDED_MULTI_GPU_MODEL_H_
 
 #include <cstdint>
 
 #include "absl/status/statusor.h"
-#include "kernels/parallel/sharded_greedy_step.h"
+#include "kernels/registration/sharded/sharded_greedy_step.h"
 #include "kernels/registration/types.h"
 
 namespace tessera {
@@ -66,4 +66,4 @@ IterationTime ModelIteration(int64_t voxels_per_rank, const IterationTraffic& tr
 }  // namespace parallel
 }  // namespace tessera
 
-#endif  // TESSERA_KERNELS_PARALLEL_MULTI_GPU_MODEL_H_
+#endif  // TESSERA_KERNELS_REGISTRATION_SHARDED_MULTI_GPU_MODEL_H_

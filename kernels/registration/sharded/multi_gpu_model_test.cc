@@ -5,12 +5,12 @@
 #include <vector>
 
 #include "common/status.h"
-#include "kernels/parallel/counting_communicator.h"
+#include "kernels/registration/sharded/counting_communicator.h"
 #include "kernels/parallel/in_process_communicator.h"
-#include "kernels/parallel/multi_gpu_model.h"
+#include "kernels/registration/sharded/multi_gpu_model.h"
 #include "kernels/parallel/parallel_test_util.h"
-#include "kernels/parallel/ring_sampler.h"
-#include "kernels/parallel/sharded_greedy_step.h"
+#include "kernels/registration/sharded/ring_sampler.h"
+#include "kernels/registration/sharded/sharded_greedy_step.h"
 
 namespace tessera {
 namespace parallel {

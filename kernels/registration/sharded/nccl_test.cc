@@ -11,7 +11,7 @@
 #include "common/testing/gpu_test.h"
 #include "kernels/parallel/nccl_communicator.h"
 #include "kernels/parallel/parallel_test_util.h"
-#include "kernels/parallel/sharded_ops.h"
+#include "kernels/registration/sharded/sharded_ops.h"
 #include "kernels/parallel/slab.h"
 #include "kernels/registration/mse.h"
 

@@ -1,4 +1,4 @@
-#include "kernels/parallel/ring_sampler.h"
+#include "kernels/registration/sharded/ring_sampler.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,7 +11,7 @@
 #include "common/buffer.h"
 #include "common/parallel.h"
 #include "common/status.h"
-#include "kernels/parallel/ring_sampler_internal.h"
+#include "kernels/registration/sharded/ring_sampler_internal.h"
 #include "kernels/registration/voxel_jitter.h"
 
 namespace tessera {

@@ -11,7 +11,7 @@
 
 #include "common/cuda_check.h"
 #include "common/status.h"
-#include "kernels/parallel/ring_sampler_internal.h"
+#include "kernels/registration/sharded/ring_sampler_internal.h"
 
 namespace tessera {
 namespace parallel {

@@ -35,8 +35,8 @@
 // transfer and compute overlap; the step ends when both are done. The device
 // kernel uses the single-GPU CUDA sampler's arithmetic (grid_sampler.cu), so
 // values equal the unsharded CUDA GridSample's.
-#ifndef TESSERA_KERNELS_PARALLEL_RING_SAMPLER_H_
-#define TESSERA_KERNELS_PARALLEL_RING_SAMPLER_H_
+#ifndef TESSERA_KERNELS_REGISTRATION_SHARDED_RING_SAMPLER_H_
+#define TESSERA_KERNELS_REGISTRATION_SHARDED_RING_SAMPLER_H_
 
 #include "absl/status/statusor.h"
 #include "common/device.h"
@@ -59,7 +59,7 @@ struct RingSampleArgs {
   SlabLayout moving_layout;              // RingMovingLayout of the moving image
   const float* moving = nullptr;         // local moving shard, overlap slice filled
   // The sampler's grid jitter (GridSampleArgs::grid_lo/hi, voxel_jitter_key;
-  // services/registration/grid_jitter.h), CPU streams only (UNIMPLEMENTED on
+  // kernels/registration/pipeline/grid_jitter.h), CPU streams only (UNIMPLEMENTED on
   // CUDA): the same points as the unsharded sampler.
   double grid_lo[3] = {-1.0, -1.0, -1.0};
   double grid_hi[3] = {1.0, 1.0, 1.0};
@@ -114,4 +114,4 @@ absl::Status ApplySampleJacobian(const SlabLayout& layout, Dims3 moving_dims, co
 }  // namespace parallel
 }  // namespace tessera
 
-#endif  // TESSERA_KERNELS_PARALLEL_RING_SAMPLER_H_
+#endif  // TESSERA_KERNELS_REGISTRATION_SHARDED_RING_SAMPLER_H_

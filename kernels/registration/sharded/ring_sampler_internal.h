@@ -1,8 +1,8 @@
 // The device half of the ring sampler (ring_sampler.cu): one launch per ring
 // step samples the own output points whose cell starts in the shard in hand.
 // Internal to kernels/parallel (ring_sampler.cc drives the ring).
-#ifndef TESSERA_KERNELS_PARALLEL_RING_SAMPLER_INTERNAL_H_
-#define TESSERA_KERNELS_PARALLEL_RING_SAMPLER_INTERNAL_H_
+#ifndef TESSERA_KERNELS_REGISTRATION_SHARDED_RING_SAMPLER_INTERNAL_H_
+#define TESSERA_KERNELS_REGISTRATION_SHARDED_RING_SAMPLER_INTERNAL_H_
 
 #include <cstdint>
 
@@ -48,4 +48,4 @@ absl::Status ApplySampleJacobianCuda(const SlabLayout& layout, const float half[
 }  // namespace parallel
 }  // namespace tessera
 
-#endif  // TESSERA_KERNELS_PARALLEL_RING_SAMPLER_INTERNAL_H_
+#endif  // TESSERA_KERNELS_REGISTRATION_SHARDED_RING_SAMPLER_INTERNAL_H_

@@ -10,7 +10,7 @@
 #include "common/status.h"
 #include "kernels/parallel/in_process_communicator.h"
 #include "kernels/parallel/parallel_test_util.h"
-#include "kernels/parallel/ring_sampler.h"
+#include "kernels/registration/sharded/ring_sampler.h"
 #include "kernels/parallel/slab.h"
 #include "kernels/registration/grid_sampler.h"
 

@@ -1,4 +1,4 @@
-#include "kernels/parallel/sharded_greedy_step.h"
+#include "kernels/registration/sharded/sharded_greedy_step.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,8 +10,8 @@
 #include "common/array_stats.h"
 #include "common/buffer.h"
 #include "common/status.h"
-#include "kernels/parallel/ring_sampler.h"
-#include "kernels/parallel/sharded_ops.h"
+#include "kernels/registration/sharded/ring_sampler.h"
+#include "kernels/registration/sharded/sharded_ops.h"
 #include "kernels/registration/field_ops.h"
 #include "kernels/registration/grid_sampler.h"
 #include "kernels/registration/lean_compose.h"

@@ -1,5 +1,5 @@
 // One greedy deformable iteration of the registrar's lean stage
-// (services/registration/deformable_stage.h) on H ranks, the fixed grid,
+// (kernels/registration/pipeline/deformable_stage.h) on H ranks, the fixed grid,
 // displacement, Adam moments and (ring mode) the moving image split along z.
 // This is THE sharded loop body: services/registration/sharded_deformable_stage
 // runs it level by level, the tests and benches run it directly.
@@ -26,7 +26,7 @@
 // ring, the whole moving image, or a z-window of it: ring_sampler.h).
 //
 // Phases. The iteration is five phases (below) so that shards can also take
-// turns on one device (services/registration/out_of_core_stage.h): each
+// turns on one device (kernels/registration/pipeline/out_of_core_stage.h): each
 // phase starts with the halo exchanges of the arrays it reads and otherwise
 // computes locally, ending at most with all-reduces of a few values. A
 // caller that fills those halos itself (from host storage) and reduces the
@@ -37,8 +37,8 @@
 //                    largest_grad = max |grad_u| all-reduced
 //   compose:         [halos of u] the step (largest_grad or Adam) and composition
 //   smooth field:    [halos of u] warp smoothing
-#ifndef TESSERA_KERNELS_PARALLEL_SHARDED_GREEDY_STEP_H_
-#define TESSERA_KERNELS_PARALLEL_SHARDED_GREEDY_STEP_H_
+#ifndef TESSERA_KERNELS_REGISTRATION_SHARDED_SHARDED_GREEDY_STEP_H_
+#define TESSERA_KERNELS_REGISTRATION_SHARDED_SHARDED_GREEDY_STEP_H_
 
 #include <cstdint>
 #include <memory>
@@ -183,4 +183,4 @@ absl::StatusOr<double> ShardedGreedyStep(Communicator& comm, ShardedGreedyState&
 }  // namespace parallel
 }  // namespace tessera
 
-#endif  // TESSERA_KERNELS_PARALLEL_SHARDED_GREEDY_STEP_H_
+#endif  // TESSERA_KERNELS_REGISTRATION_SHARDED_SHARDED_GREEDY_STEP_H_

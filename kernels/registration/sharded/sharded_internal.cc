@@ -1,4 +1,4 @@
-#include "kernels/parallel/sharded_internal.h"
+#include "kernels/registration/sharded/sharded_internal.h"
 
 #include "absl/strings/str_cat.h"
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "common/cuda_check.h"
-#include "kernels/parallel/sharded_internal.h"
+#include "kernels/registration/sharded/sharded_internal.h"
 
 namespace tessera {
 namespace parallel {

@@ -1,7 +1,7 @@
 // Argument checks and small helpers shared by the sharded operations.
 // Internal to kernels/parallel.
-#ifndef TESSERA_KERNELS_PARALLEL_SHARDED_INTERNAL_H_
-#define TESSERA_KERNELS_PARALLEL_SHARDED_INTERNAL_H_
+#ifndef TESSERA_KERNELS_REGISTRATION_SHARDED_SHARDED_INTERNAL_H_
+#define TESSERA_KERNELS_REGISTRATION_SHARDED_SHARDED_INTERNAL_H_
 
 #include <cstdint>
 
@@ -32,4 +32,4 @@ absl::Status ScaleCuda(float* p, int64_t n, float factor, const Stream& stream);
 }  // namespace parallel
 }  // namespace tessera
 
-#endif  // TESSERA_KERNELS_PARALLEL_SHARDED_INTERNAL_H_
+#endif  // TESSERA_KERNELS_REGISTRATION_SHARDED_SHARDED_INTERNAL_H_

@@ -17,8 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/buffer.h"
 #include "common/status.h"
-#include "kernels/parallel/sharded_internal.h"
-#include "kernels/parallel/sharded_ops.h"
+#include "kernels/registration/sharded/sharded_internal.h"
+#include "kernels/registration/sharded/sharded_ops.h"
 #include "kernels/registration/lncc.h"
 #include "kernels/registration/lncc_math.h"
 

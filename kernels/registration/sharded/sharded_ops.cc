@@ -1,7 +1,7 @@
 // Sharded smoothing, MSE and Jacobian: halo exchange, then the existing
 // kernels on the local arrays; results restricted to the own slices and
 // scalars combined over ranks. (LNCC: sharded_lncc.cc; MI: sharded_mi.cc.)
-#include "kernels/parallel/sharded_ops.h"
+#include "kernels/registration/sharded/sharded_ops.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/buffer.h"
 #include "common/status.h"
-#include "kernels/parallel/sharded_internal.h"
+#include "kernels/registration/sharded/sharded_internal.h"
 #include "kernels/registration/field_ops.h"
 #include "kernels/registration/gaussian_smooth.h"
 #include "kernels/registration/mse.h"

@@ -40,8 +40,8 @@
 // CUDA sharded vs CUDA unsharded (sharded_ops_gpu_test.cc): LNCC and MSE
 // bit for bit (loss and gradient); MI within mutual_info.h's CUDA-vs-CPU
 // tolerances.
-#ifndef TESSERA_KERNELS_PARALLEL_SHARDED_OPS_H_
-#define TESSERA_KERNELS_PARALLEL_SHARDED_OPS_H_
+#ifndef TESSERA_KERNELS_REGISTRATION_SHARDED_SHARDED_OPS_H_
+#define TESSERA_KERNELS_REGISTRATION_SHARDED_SHARDED_OPS_H_
 
 #include <array>
 
@@ -117,4 +117,4 @@ absl::StatusOr<registration::MattesMiResult> ShardedMattesMi(Communicator& comm,
 }  // namespace parallel
 }  // namespace tessera
 
-#endif  // TESSERA_KERNELS_PARALLEL_SHARDED_OPS_H_
+#endif  // TESSERA_KERNELS_REGISTRATION_SHARDED_SHARDED_OPS_H_

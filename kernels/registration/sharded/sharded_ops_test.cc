@@ -10,7 +10,7 @@
 #include "common/status.h"
 #include "kernels/parallel/in_process_communicator.h"
 #include "kernels/parallel/parallel_test_util.h"
-#include "kernels/parallel/sharded_ops.h"
+#include "kernels/registration/sharded/sharded_ops.h"
 #include "kernels/parallel/slab.h"
 #include "kernels/registration/gaussian_smooth.h"
 #include "kernels/registration/jacobian.h"

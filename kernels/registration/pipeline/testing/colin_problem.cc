@@ -1,4 +1,4 @@
-#include "services/registration/testing/colin_problem.h"
+#include "kernels/registration/pipeline/testing/colin_problem.h"
 
 #include <gtest/gtest.h>
 
@@ -24,7 +24,7 @@ ColinProblem MakeColinProblem(IntensityChange intensity, uint64_t seed, int fact
   return p;
 }
 
-RegistrationOptions QuickColinOptions(const std::string& metric, std::vector<int> deformable_iterations) {
+RegistrationOptions QuickColinOptions(Metric metric, std::vector<int> deformable_iterations) {
   RegistrationOptions o;
   o.metric = metric;
   o.scales = {2, 1};

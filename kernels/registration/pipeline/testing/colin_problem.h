@@ -1,15 +1,15 @@
 // Test fixture shared by the registration tests: Colin27 (Debian's
 // mricron-data) and its AAL labels downsampled, warped by a synthetic
 // transform with a known answer (synthetic.h).
-#ifndef TESSERA_SERVICES_REGISTRATION_TESTING_COLIN_PROBLEM_H_
-#define TESSERA_SERVICES_REGISTRATION_TESTING_COLIN_PROBLEM_H_
+#ifndef TESSERA_KERNELS_REGISTRATION_PIPELINE_TESTING_COLIN_PROBLEM_H_
+#define TESSERA_KERNELS_REGISTRATION_PIPELINE_TESTING_COLIN_PROBLEM_H_
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "services/registration/registrar.h"
-#include "services/registration/synthetic.h"
+#include "kernels/registration/pipeline/registrar.h"
+#include "kernels/registration/pipeline/synthetic.h"
 
 namespace tessera::registration {
 
@@ -27,7 +27,7 @@ ColinProblem MakeColinProblem(IntensityChange intensity, uint64_t seed, int fact
 // gradient sigma 3 voxels: these tests compare loops and shardings on small
 // (3 mm) volumes, where the default sigma 6's 18-slice halo would leave too
 // few slices per shard to shard at all.
-RegistrationOptions QuickColinOptions(const std::string& metric, std::vector<int> deformable_iterations = {80, 40});
+RegistrationOptions QuickColinOptions(Metric metric, std::vector<int> deformable_iterations = {80, 40});
 
 // True when a line of a registration's log contains `text`.
 bool LogHas(const std::vector<std::string>& log, const std::string& text);
@@ -35,4 +35,4 @@ bool LogHas(const std::vector<std::string>& log, const std::string& text);
 
 }  // namespace tessera::registration
 
-#endif  // TESSERA_SERVICES_REGISTRATION_TESTING_COLIN_PROBLEM_H_
+#endif  // TESSERA_KERNELS_REGISTRATION_PIPELINE_TESTING_COLIN_PROBLEM_H_

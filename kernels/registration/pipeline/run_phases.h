@@ -1,0 +1,85 @@
+// The phases of one registration that depend on where its arrays live
+// (RegistrationPlan::residency): in core (the pyramid in the stream's
+// memory, in_core_run.cc) or within a device budget (out_of_core_run.cc).
+// Register (registrar.cc) is the one driver: it resolves the device and the
+// residency, then runs SetUp, the linear stages, the deformable stage and
+// Output of whichever it chose. Internal to the registrar library.
+#ifndef TESSERA_KERNELS_REGISTRATION_PIPELINE_RUN_PHASES_H_
+#define TESSERA_KERNELS_REGISTRATION_PIPELINE_RUN_PHASES_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/device.h"
+#include "common/volume.h"
+#include "kernels/registration/pipeline/out_of_core_stage.h"
+#include "kernels/registration/pipeline/registrar.h"
+#include "kernels/registration/pipeline/registration_plan.h"
+#include "kernels/registration/pipeline/transform_params.h"
+
+namespace tessera::registration::internal {
+
+// What a run reads: the caller's images, its plan and where it runs.
+struct RunInputs {
+  const Volume& fixed;
+  const Volume& moving;
+  const RegistrationPlan& plan;
+  const Stream& stream;
+  const ProgressCallback& progress;
+  const std::atomic<bool>* cancel;
+  absl::Time deadline;
+};
+
+class RunPhases {
+ public:
+  virtual ~RunPhases() = default;
+  // Normalised images, centres of mass, the pyramid, the metric, the initial
+  // transform (checked for overlap) and its loss; the field smoothing sigma
+  // resolved. Log lines go to result->log, the "init" line among them.
+  virtual absl::StatusOr<LinearTransform> SetUp(RegistrationResult* result) = 0;
+  // One linear stage (rigid or affine) over every level, coarse to fine.
+  virtual absl::StatusOr<LinearTransform> RunLinearStage(TransformModel model, const char* stage,
+                                                         const LinearTransform& current,
+                                                         const std::vector<int>& iterations,
+                                                         std::vector<std::string>* log) = 0;
+  // The deformable stage after affine_ras: its displacement at full
+  // resolution, normalised sampler units on the fixed grid.
+  virtual absl::StatusOr<NDArray> RunDeformableStage(const Mat4& affine_ras, std::vector<std::string>* log) = 0;
+  // The final loss, the warped original intensities and, with a
+  // displacement `u` (empty without a deformable stage), the Jacobian summary
+  // and displacement_ras.
+  virtual absl::Status Output(NDArray u, RegistrationResult* result) = 0;
+  virtual void Report(const std::string& stage, int scale, int iteration, int max_iterations, double loss) = 0;
+};
+
+std::unique_ptr<RunPhases> InCorePhases(const RunInputs& in);
+// `choice`: ChooseOutOfCore's, with shards > 0.
+std::unique_ptr<RunPhases> OutOfCorePhases(const RunInputs& in, const OutOfCoreChoice& choice);
+
+// ---------------------------------------------------------------- shared by both
+
+// Whether `options` runs `stage`.
+bool HasStage(const RegistrationOptions& options, Stage stage);
+// True when a run's field smoothing comes from the images' noise
+// (RegistrationOptions::smooth_warp_sigma < 0 with MI and the greedy
+// deformable stage): only then are the noise estimates computed.
+bool WarpSigmaNeedsNoise(const RegistrationOptions& options);
+// RegistrationOptions::smooth_warp_sigma of a run: the caller's when >= 0;
+// with WarpSigmaNeedsNoise, from the noise sigma of the noisier normalised
+// image (noise_estimate.h; the noise arguments are read only then), with a
+// log line saying so; else kFixedWarpSigma.
+double ResolveWarpSigma(const RegistrationOptions& options, double fixed_noise, double moving_noise,
+                        std::vector<std::string>* log);
+// FAILED_PRECONDITION unless `overlap` > 0 (the initial transform's).
+absl::Status CheckOverlap(double overlap, Init init);
+// "init: centre-of-mass shift (x, y, z) mm, loss L"
+std::string InitLogLine(const LinearTransform& initial, double loss);
+
+}  // namespace tessera::registration::internal
+
+#endif  // TESSERA_KERNELS_REGISTRATION_PIPELINE_RUN_PHASES_H_

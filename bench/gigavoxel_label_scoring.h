@@ -14,8 +14,8 @@
 #include "common/ndarray.h"
 #include "common/volume.h"
 #include "kernels/registration/sampler_math.h"
-#include "services/registration/label_dice.h"
-#include "services/registration/space.h"
+#include "kernels/registration/pipeline/label_dice.h"
+#include "kernels/registration/pipeline/space.h"
 
 namespace tessera::registration {
 

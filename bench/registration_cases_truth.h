@@ -2,7 +2,7 @@
 // generator put each fixed point, so that a registration's map can be scored
 // in millimetres against it, and label maps per label size.
 //
-// The generator (services/registration/synthetic.h) samples the fixed image
+// The generator (kernels/registration/pipeline/synthetic.h) samples the fixed image
 // at pos(p) for each voxel p of the moving grid (before its crop and
 // reorientation, which keep world positions, that grid is the fixed grid).
 // So the true registration map sends the fixed point W q to W p with
@@ -20,7 +20,7 @@
 #include "absl/status/statusor.h"
 #include "common/ndarray.h"
 #include "common/volume.h"
-#include "services/registration/synthetic.h"
+#include "kernels/registration/pipeline/synthetic.h"
 
 namespace tessera::registration {
 

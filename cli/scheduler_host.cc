@@ -45,6 +45,12 @@ absl::StatusOr<HostedScheduler> CreateHostedScheduler(const SchedulerHostOptions
   }
   const std::string results_dir = (fs::path(state_dir) / "results").string();
   const std::string name = options.name.empty() ? "scheduler" : options.name;
+  // Attempts a crash left half-written (their jobs are re-queued and start over).
+  if (options.role != "scheduler") {
+    absl::StatusOr<int> leftovers = scheduler::InProcessWorker::RemoveLeftoverAttempts(results_dir);
+    if (!leftovers.ok()) return leftovers.status();
+    if (*leftovers > 0) TESSERA_LOG(INFO) << "removed " << *leftovers << " unfinished attempt folder(s) under " << results_dir;
+  }
 
   HostedScheduler out;
   out.engines = std::make_unique<jobs::EngineRegistry>();
@@ -94,7 +100,9 @@ absl::StatusOr<HostedScheduler> CreateHostedScheduler(const SchedulerHostOptions
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<jobs::JobStore> store, jobs::JobStore::Open(std::move(db)));
   scheduler::SchedulerOptions scheduler_options;
   scheduler_options.name = name;
-  scheduler_options.max_queued_per_priority = options.max_queued_per_priority;
+  scheduler_options.max_queued = options.max_queued;
+  scheduler_options.max_queued_per_principal = options.max_queued_per_principal;
+  scheduler_options.job_retention = options.job_retention;
   out.scheduler = std::make_unique<scheduler::Scheduler>(scheduler_options, std::move(store), out.engines.get(),
                                                          std::move(workers));
   TESSERA_RETURN_IF_ERROR(out.scheduler->Start());

@@ -31,7 +31,10 @@ struct SchedulerHostOptions {
   std::string store;                 // default sqlite:<state_dir>/jobs.db
   std::vector<std::string> workers;  // remote workers, host:port[*slots]
   int local_slots = 1;               // in-process worker slots (role all)
-  int64_t max_queued_per_priority = 256;
+  int64_t max_queued = 256;                // the whole queue
+  int64_t max_queued_per_principal = 64;   // one principal's queued jobs
+  // Finished jobs' results deleted this long after they ended (0: kept).
+  absl::Duration job_retention = absl::Hours(24 * 7);
   std::string name;                  // default "scheduler"
   // How --worker processes are reached: TLS (--peer-tls-*) and the bearer
   // token they require (--peer-token-file); default plaintext, no token.

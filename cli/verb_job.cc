@@ -39,9 +39,11 @@ int Usage(FILE* out, int rc) {
                "        VERB ARGS: register ... | som train ... | fp search ... | recon ct|pet|mri|us ... (flags as when run locally;\n"
                "        paths are server paths, relative ones made absolute here)\n"
                "  tessera job watch   --server HOST:PORT [--after SEQ] ID\n"
-               "  tessera job get|cancel|result --server HOST:PORT ID\n"
+               "  tessera job get|cancel|result|delete --server HOST:PORT ID\n"
+               "        delete: an ended job's results and result files (owner or admin); the job stays listed\n"
                "  tessera job list    --server HOST:PORT [--state queued|running|succeeded|failed|cancelled]\n"
-               "                      [--kind KIND] [--limit N]\n"
+               "                      [--kind KIND] [--owner PRINCIPAL] [--gallery NAME] [--limit N]\n"
+               "        with --token-file: a non-admin lists its own jobs; jobs of others are not found\n"
                "  tessera job workers --server HOST:PORT\n"
                "  every verb takes --token-file FILE: the bearer token for a server started with --token-file,\n"
                "  and --tls-ca PEM [--tls-cert PEM --tls-key PEM]: TLS to a server started with --tls-cert\n"
@@ -129,7 +131,8 @@ int RunJob(int argc, char** argv) {
   }
   const std::string sub = argv[1];
   const std::set<std::string> known = {"server", "token-file", "tls-ca", "tls-cert", "tls-key", "id", "priority",
-                                       "deadline-s", "max-attempts", "after", "state", "kind", "limit"};
+                                       "deadline-s", "max-attempts", "after", "state", "kind", "limit", "owner",
+                                       "gallery"};
   absl::StatusOr<Flags> flags = ParseLeadingFlags(argc, argv, 2, {"watch"}, known);
   if (!flags.ok()) {
     std::fprintf(stderr, "tessera job %s: %s\n", sub.c_str(), std::string(flags.status().message()).c_str());
@@ -201,7 +204,7 @@ int RunJob(int argc, char** argv) {
     if (get("watch") == "true") return Watch(*stub, info.job_id(), 0);
     return 0;
   }
-  if (sub == "watch" || sub == "get" || sub == "cancel" || sub == "result") {
+  if (sub == "watch" || sub == "get" || sub == "cancel" || sub == "result" || sub == "delete") {
     if (flags->rest.size() != 1) {
       std::fprintf(stderr, "tessera job %s: name one job id\n", sub.c_str());
       return 2;
@@ -224,7 +227,9 @@ int RunJob(int argc, char** argv) {
       return 0;
     }
     v1::JobInfo info;
-    grpc::Status s = sub == "get" ? stub->Get(&context, ref, &info) : stub->Cancel(&context, ref, &info);
+    grpc::Status s = sub == "get"      ? stub->Get(&context, ref, &info)
+                     : sub == "delete" ? stub->Delete(&context, ref, &info)
+                                       : stub->Cancel(&context, ref, &info);
     if (!s.ok()) return Fail(sub.c_str(), s);
     std::printf("%s\n", Json(info).c_str());
     return 0;
@@ -240,6 +245,8 @@ int RunJob(int argc, char** argv) {
       request.add_states(state);
     }
     request.set_kind(get("kind"));
+    request.set_owner(get("owner"));
+    request.set_gallery_filter(get("gallery"));
     int64_t limit = 100;
     if (!int_flag("limit", 100, &limit)) return 2;
     request.set_page_size(static_cast<int32_t>(std::min<int64_t>(limit, 1000)));

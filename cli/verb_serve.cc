@@ -69,7 +69,10 @@ std::vector<FlagSpec> ServeFlags() {
                        "serves FingerprintService over them (ids hashed to shards, searches fanned out and merged)",
        false, true},
       {"local-slots", "1", "jobs the in-process worker runs at once"},
-      {"max-queued", "256", "queued jobs per priority beyond which Submit answers RESOURCE_EXHAUSTED"},
+      {"max-queued", "256", "queued jobs (all priorities) beyond which Submit answers RESOURCE_EXHAUSTED"},
+      {"max-queued-per-principal", "64", "one principal's queued jobs beyond which its Submit answers RESOURCE_EXHAUSTED"},
+      {"job-retention", "168h", "finished jobs' results (files and stored result) are deleted this long after the job "
+                                "ended; the job stays listed as a tombstone (0: keep forever)"},
       {"scheduler-name", "scheduler", "this scheduler's name (its in-process worker is NAME/local)"},
       {"fp-max-batch-size", "64", "fingerprint Search calls run together as one batch, at most (1: no batching)"},
       {"fp-max-queue-delay-ms", "0", "how long the oldest queued Search waits for others to join its batch"},
@@ -175,12 +178,22 @@ int RunServe(int argc, char** argv) {
   }
   auto slots = args->GetInt("local-slots");
   auto max_queued = args->GetInt("max-queued");
-  if (!slots.ok() || !max_queued.ok() || *max_queued < 0) {
-    std::fprintf(stderr, "tessera serve: --local-slots and --max-queued take non-negative integers\n");
+  auto max_queued_per_principal = args->GetInt("max-queued-per-principal");
+  if (!slots.ok() || !max_queued.ok() || *max_queued < 0 || !max_queued_per_principal.ok() ||
+      *max_queued_per_principal < 0) {
+    std::fprintf(stderr,
+                 "tessera serve: --local-slots, --max-queued and --max-queued-per-principal take non-negative "
+                 "integers\n");
     return 2;
   }
   scheduler_options.local_slots = *slots;
-  scheduler_options.max_queued_per_priority = *max_queued;
+  scheduler_options.max_queued = *max_queued;
+  scheduler_options.max_queued_per_principal = *max_queued_per_principal;
+  if (!absl::ParseDuration(args->Get("job-retention"), &scheduler_options.job_retention) ||
+      scheduler_options.job_retention < absl::ZeroDuration()) {
+    std::fprintf(stderr, "tessera serve: --job-retention takes a duration such as 168h, 30m or 0 (keep forever)\n");
+    return 2;
+  }
   const std::vector<std::string> fp_shards = args->GetAll("fp-shard");
   if (!fp_shards.empty() && scheduler_options.role != "scheduler") {
     std::fprintf(stderr, "tessera serve: --fp-shard needs --role scheduler (the other roles host a gallery)\n");

@@ -15,6 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/durable_file.h"
+#include "common/status.h"
+#include "common/text_checks.h"
 #include "services/common/random_id.h"
 #include "services/server/call_checks.h"
 
@@ -91,7 +93,7 @@ absl::StatusOr<std::string> MatchExtension(const std::string& filename, const st
     if (absl::EndsWithIgnoreCase(filename, ext) && filename.size() > ext.size() && ext.size() > best.size()) best = ext;
   }
   if (best.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("filename '", filename.substr(0, 200), "' must end in one of ",
+    return absl::InvalidArgumentError(absl::StrCat("filename ", QuoteBounded(filename, 64), " must end in one of ",
                                                    absl::StrJoin(extensions, ", ")));
   }
   return best;
@@ -108,9 +110,12 @@ absl::StatusOr<StoredUpload> ReceiveFileUpload(const grpc::ServerContextBase& co
     return absl::InvalidArgumentError("empty upload: the first chunk must name the file and its total_bytes");
   }
   if (chunk.filename().empty()) return absl::InvalidArgumentError("the first chunk must set filename");
-  if (chunk.filename().size() > 255 || chunk.filename().find('/') != std::string::npos) {
-    return absl::InvalidArgumentError("filename must be a plain name of at most 255 characters, without '/'");
+  if (chunk.filename().size() > 255 || chunk.filename().find_first_of("/\\") != std::string::npos) {
+    return absl::InvalidArgumentError("filename must be a plain name of at most 255 characters, without '/' or '\\'");
   }
+  // Like an id (issue 31): no control characters (newline, NUL), no
+  // look-alike or bidirectional characters.
+  TESSERA_RETURN_IF_ERROR(CheckIdentifierText(chunk.filename(), "filename"));
   absl::StatusOr<std::string> ext = MatchExtension(chunk.filename(), extensions);
   if (!ext.ok()) return ext.status();
   const int64_t total = chunk.total_bytes();

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "common/text_checks.h"
 #include "services/jobs/job_types.h"
 #include "services/jobs/request_fingerprint.h"
 #include "services/scheduler/job_info.h"
@@ -155,10 +156,10 @@ absl::StatusOr<Scheduler*> JobCore::scheduler() const {
   return s;
 }
 
-absl::StatusOr<std::optional<JobRecord>> JobCore::Known(const std::string& request_id, const char* id_field,
-                                                        const std::string& fingerprint) const {
+absl::StatusOr<std::optional<JobRecord>> JobCore::Known(const JobCaller& caller, const std::string& request_id,
+                                                        const char* id_field, const std::string& fingerprint) const {
   TESSERA_ASSIGN_OR_RETURN(Scheduler * s, scheduler());
-  absl::StatusOr<JobRecord> job = s->FindSameRequest(request_id, fingerprint, id_field);
+  absl::StatusOr<JobRecord> job = s->FindSameRequest(request_id, fingerprint, id_field, OwnerOf(caller.identity));
   if (!job.ok()) {
     if (job.status().code() == absl::StatusCode::kNotFound) return std::optional<JobRecord>();
     return job.status();
@@ -178,7 +179,8 @@ absl::StatusOr<SubmittedJob> JobCore::Submit(const JobSubmission& submission) {
   // Idempotency before any check or side effect: a retry whose first answer
   // was lost gets its job even when the request would not pass now.
   if (!id.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(std::optional<JobRecord> known, Known(id, submission.id_field, fingerprint));
+    TESSERA_ASSIGN_OR_RETURN(std::optional<JobRecord> known,
+                             Known(submission.caller, id, submission.id_field, fingerprint));
     if (known) return SubmittedJob{ToJobInfo(*known), false};
   }
   v1::JobInfo info;
@@ -190,7 +192,8 @@ absl::StatusOr<SubmittedJob> JobCore::Submit(const JobSubmission& submission) {
     if (options_.serialize_submits) {
       exclusive.lock();
       if (!id.empty()) {  // the same request_id may have committed meanwhile
-        TESSERA_ASSIGN_OR_RETURN(std::optional<JobRecord> known, Known(id, submission.id_field, fingerprint));
+        TESSERA_ASSIGN_OR_RETURN(std::optional<JobRecord> known,
+                                 Known(submission.caller, id, submission.id_field, fingerprint));
         if (known) return SubmittedJob{ToJobInfo(*known), false};
       }
     } else {
@@ -205,6 +208,8 @@ absl::StatusOr<SubmittedJob> JobCore::Submit(const JobSubmission& submission) {
     options.request_fingerprint = fingerprint;
     options.require_gpu_worker = true;
     options.id_field = submission.id_field;
+    options.owner = OwnerOf(submission.caller.identity);
+    options.gallery = submission.caller.identity.gallery;
     TESSERA_ASSIGN_OR_RETURN(info, s->Submit(submit, options));
   }
   TESSERA_LOG(INFO) << options_.kind.noun << ": job " << info.job_id()
@@ -213,18 +218,20 @@ absl::StatusOr<SubmittedJob> JobCore::Submit(const JobSubmission& submission) {
   return SubmittedJob{std::move(info), true};
 }
 
-absl::StatusOr<JobRecord> JobCore::Find(const std::string& id) const {
+absl::StatusOr<JobRecord> JobCore::Find(const JobCaller& caller, const std::string& id) const {
   if (id.empty()) return absl::InvalidArgumentError("job_id is empty");
   TESSERA_ASSIGN_OR_RETURN(Scheduler * s, scheduler());
+  const absl::Status not_found =
+      absl::NotFoundError(absl::StrCat("no ", options_.kind.noun, " job ", QuoteBounded(id, 64)));
   absl::StatusOr<JobRecord> job = s->store().Get(id);
   if (!job.ok() && job.status().code() == absl::StatusCode::kNotFound) {
     // The id a client gave its submit is the job's request_id.
     job = s->store().FindByRequestId(id);
-    if (!job.ok() && job.status().code() == absl::StatusCode::kNotFound) {
-      return absl::NotFoundError(absl::StrCat("no ", options_.kind.noun, " job '", id, "'"));
-    }
+    if (!job.ok() && job.status().code() == absl::StatusCode::kNotFound) return not_found;
   }
   if (!job.ok()) return job.status();
+  if (!MaySeeJob(caller.identity, *job)) return not_found;
+  if (caller.saw_gallery && !job->gallery.empty()) caller.saw_gallery(job->gallery);
   if (job->kind != options_.kind.kind) {
     return absl::NotFoundError(
         absl::StrCat("job '", id, "' is a ", job->kind, " job, not a ", options_.kind.noun, " job"));
@@ -232,20 +239,20 @@ absl::StatusOr<JobRecord> JobCore::Find(const std::string& id) const {
   return job;
 }
 
-absl::StatusOr<v1::JobStatus> JobCore::Get(const std::string& id) const {
-  TESSERA_ASSIGN_OR_RETURN(JobRecord job, Find(id));
+absl::StatusOr<v1::JobStatus> JobCore::Get(const JobCaller& caller, const std::string& id) const {
+  TESSERA_ASSIGN_OR_RETURN(JobRecord job, Find(caller, id));
   return ToJobStatus(ToJobInfo(job));
 }
 
-absl::StatusOr<v1::JobStatus> JobCore::Cancel(const std::string& id) const {
-  TESSERA_ASSIGN_OR_RETURN(JobRecord job, Find(id));
+absl::StatusOr<v1::JobStatus> JobCore::Cancel(const JobCaller& caller, const std::string& id) const {
+  TESSERA_ASSIGN_OR_RETURN(JobRecord job, Find(caller, id));
   TESSERA_ASSIGN_OR_RETURN(v1::JobInfo info, (*scheduler())->Cancel(job.job_id));
   return ToJobStatus(info);
 }
 
-absl::Status JobCore::Watch(const std::string& id, const std::function<bool()>& stopped,
+absl::Status JobCore::Watch(const JobCaller& caller, const std::string& id, const std::function<bool()>& stopped,
                             const std::function<bool(const v1::Progress&)>& write) const {
-  TESSERA_ASSIGN_OR_RETURN(JobRecord job, Find(id));
+  TESSERA_ASSIGN_OR_RETURN(JobRecord job, Find(caller, id));
   Scheduler* s = *scheduler();
   const v1::JobInfo info = ToJobInfo(job);
   if (!write(ProgressOf(info))) return absl::UnavailableError("the watcher stopped receiving");
@@ -267,8 +274,8 @@ absl::Status JobCore::Watch(const std::string& id, const std::function<bool()>& 
       stopped);
 }
 
-absl::StatusOr<v1::JobResult> JobCore::Result(const std::string& id) const {
-  TESSERA_ASSIGN_OR_RETURN(JobRecord job, Find(id));
+absl::StatusOr<v1::JobResult> JobCore::Result(const JobCaller& caller, const std::string& id) const {
+  TESSERA_ASSIGN_OR_RETURN(JobRecord job, Find(caller, id));
   TESSERA_RETURN_IF_ERROR(CheckSucceeded(job));
   return (*scheduler())->GetResult(job.job_id);
 }

@@ -15,8 +15,9 @@
 //             and the sweep that deletes those no pending job names
 //
 // Plain C++: no gRPC types (services/jobs/job_rpcs.h is the gRPC edge).
-// Ownership and access checks for jobs belong here too, so that every
-// service gets the same ones.
+// Every call names its caller (JobCaller): a job records its submitter and
+// gallery, and only those job_access.h allows see it; to anyone else it does
+// not exist (NOT_FOUND). One place, so every service gets the same checks.
 //
 //   jobs::JobCore core({"registration", "registration"}, upload_options);
 //   TESSERA_RETURN_IF_ERROR(core.Attach(scheduler, state_dir));
@@ -42,6 +43,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "services/jobs/job_access.h"
 #include "services/jobs/job_store.h"
 #include "services/scheduler/scheduler.h"
 #include "tessera/v1/common.pb.h"
@@ -148,6 +150,7 @@ absl::StatusOr<std::unique_ptr<google::protobuf::Message>> SpecOf(absl::StatusOr
 
 // A new job's submit as the service hands it over.
 struct JobSubmission {
+  JobCaller caller;                                    // its owner; its gallery (identity.gallery)
   const google::protobuf::Message* request = nullptr;  // as the client sent it
   std::string request_id;                              // its idempotency key; may be empty
   const char* id_field = "request_id";                 // the request's name for that key, in messages
@@ -181,23 +184,24 @@ class JobCore {
   absl::StatusOr<SubmittedJob> Submit(const JobSubmission& submission);
 
   // The job of this kind that `id` names: a scheduler job id, else a request
-  // id. INVALID_ARGUMENT when empty, NOT_FOUND when no job of this kind has it.
-  absl::StatusOr<JobRecord> Find(const std::string& id) const;
-  absl::StatusOr<v1::JobStatus> Get(const std::string& id) const;
+  // id. INVALID_ARGUMENT when empty, NOT_FOUND when no job of this kind has it
+  // or `caller` may not see it (MaySeeJob; the same message).
+  absl::StatusOr<JobRecord> Find(const JobCaller& caller, const std::string& id) const;
+  absl::StatusOr<v1::JobStatus> Get(const JobCaller& caller, const std::string& id) const;
   // Cancelling an ended job is harmless (its status comes back unchanged).
-  absl::StatusOr<v1::JobStatus> Cancel(const std::string& id) const;
+  absl::StatusOr<v1::JobStatus> Cancel(const JobCaller& caller, const std::string& id) const;
   // The job's progress at once (an ended job's is the only message), then one
   // message per event until it ends (the last says how). `write` returns
   // false when the watcher stopped receiving (UNAVAILABLE); `stopped` true
   // when the call was cancelled (CANCELLED). Never affects the job.
-  absl::Status Watch(const std::string& id, const std::function<bool()>& stopped,
+  absl::Status Watch(const JobCaller& caller, const std::string& id, const std::function<bool()>& stopped,
                      const std::function<bool(const v1::Progress&)>& write) const;
   // A succeeded job's result (FAILED_PRECONDITION / the job's error otherwise).
-  absl::StatusOr<v1::JobResult> Result(const std::string& id) const;
+  absl::StatusOr<v1::JobResult> Result(const JobCaller& caller, const std::string& id) const;
   // The engine's typed result of a succeeded job, its job_id set; DATA_LOSS
   // when the stored result is not a `R`.
   template <typename R>
-  absl::StatusOr<R> TypedResult(const std::string& id) const;
+  absl::StatusOr<R> TypedResult(const JobCaller& caller, const std::string& id) const;
   // The server path of result file `name`; DATA_LOSS when the job has none.
   static absl::StatusOr<std::string> ResultFile(const v1::JobResult& result, absl::string_view name);
 
@@ -212,8 +216,8 @@ class JobCore {
  private:
   // The job `request_id` names when the request is the same one; nullopt
   // when the id is new; ALREADY_EXISTS when it names another request.
-  absl::StatusOr<std::optional<JobRecord>> Known(const std::string& request_id, const char* id_field,
-                                                 const std::string& fingerprint) const;
+  absl::StatusOr<std::optional<JobRecord>> Known(const JobCaller& caller, const std::string& request_id,
+                                                 const char* id_field, const std::string& fingerprint) const;
   const JobCoreOptions options_;
   std::atomic<scheduler::Scheduler*> scheduler_{nullptr};
   std::string upload_dir_;  // set once by Attach
@@ -225,8 +229,8 @@ class JobCore {
 };
 
 template <typename R>
-absl::StatusOr<R> JobCore::TypedResult(const std::string& id) const {
-  absl::StatusOr<v1::JobResult> result = Result(id);
+absl::StatusOr<R> JobCore::TypedResult(const JobCaller& caller, const std::string& id) const {
+  absl::StatusOr<v1::JobResult> result = Result(caller, id);
   if (!result.ok()) return result.status();
   R typed;
   if (!result->result().UnpackTo(&typed)) {

@@ -80,11 +80,12 @@ v1::Progress Steps(int64_t n, const std::string& stage = "") {
 // A scheduler (one slot) running "test.steps" and "test.other" jobs.
 class ServiceJobsTest : public ::testing::Test {
  protected:
-  void StartScheduler(int64_t max_queued_per_priority = 256) {
+  void StartScheduler(int64_t max_queued = 256, int64_t max_queued_per_principal = 64) {
     const std::string state_dir = TmpDir() + "/" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
     jobs_.reset();  // a restart: the same state directory
     scheduler::testing::InProcessSchedulerOptions options;
-    options.max_queued_per_priority = max_queued_per_priority;
+    options.max_queued = max_queued;
+    options.max_queued_per_principal = max_queued_per_principal;
     auto jobs = scheduler::testing::InProcessScheduler::Start(
         state_dir, {std::make_shared<StepsEngine>("test.steps"), std::make_shared<StepsEngine>("test.other")},
         options);
@@ -105,8 +106,9 @@ class ServiceJobsTest : public ::testing::Test {
   // Submits `spec` through a core of `kind`; `prepared` counts the prepare
   // steps that ran.
   absl::StatusOr<SubmittedJob> TrySubmit(JobCore& core, const v1::Progress& spec, const std::string& request_id,
-                                         int* prepared = nullptr) {
-    return core.Submit({&spec, request_id, "request_id", [&]() -> absl::StatusOr<std::unique_ptr<google::protobuf::Message>> {
+                                         int* prepared = nullptr, const JobCaller& caller = JobCaller()) {
+    return core.Submit({caller, &spec, request_id, "request_id",
+                        [&]() -> absl::StatusOr<std::unique_ptr<google::protobuf::Message>> {
                           if (prepared != nullptr) ++*prepared;
                           return std::make_unique<v1::Progress>(spec);
                         }});
@@ -197,12 +199,12 @@ TEST(ServiceJobs, AWorkerProcessHasNoScheduler) {
   EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(absl::StrContains(s.status().message(), "SchedulerService"));
   // An empty id is the caller's mistake first.
-  EXPECT_EQ(core.Find("").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(core.Find("job-1").status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(core.Get("job-1").status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(core.Cancel("job-1").status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(core.Find(JobCaller(), "").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(core.Find(JobCaller(), "job-1").status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(core.Get(JobCaller(), "job-1").status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(core.Cancel(JobCaller(), "job-1").status().code(), absl::StatusCode::kFailedPrecondition);
   v1::Progress spec;
-  EXPECT_EQ(core.Submit({&spec, "", "request_id", [] { return absl::StatusOr<std::unique_ptr<google::protobuf::Message>>(nullptr); }})
+  EXPECT_EQ(core.Submit({JobCaller(), &spec, "", "request_id", [] { return absl::StatusOr<std::unique_ptr<google::protobuf::Message>>(nullptr); }})
                 .status()
                 .code(),
             absl::StatusCode::kFailedPrecondition);
@@ -216,7 +218,7 @@ TEST_F(ServiceJobsTest, FindsJobsOfItsKindByIdOrRequestId) {
   const v1::JobInfo mine = Submit("test.steps", Steps(1, "mine"), "client-id.1");
   const v1::JobInfo other = Submit("test.other", Steps(1), "other-id");
   for (const std::string& id : {mine.job_id(), std::string("client-id.1")}) {
-    absl::StatusOr<JobRecord> job = core.Find(id);
+    absl::StatusOr<JobRecord> job = core.Find(JobCaller(), id);
     ASSERT_TRUE(job.ok()) << job.status();
     EXPECT_EQ(job->job_id, mine.job_id());
     v1::Progress spec;
@@ -224,21 +226,91 @@ TEST_F(ServiceJobsTest, FindsJobsOfItsKindByIdOrRequestId) {
     EXPECT_EQ(spec.stage(), "mine");
   }
   for (const std::string& id : {other.job_id(), std::string("other-id")}) {
-    absl::StatusOr<JobRecord> job = core.Find(id);
+    absl::StatusOr<JobRecord> job = core.Find(JobCaller(), id);
     EXPECT_EQ(job.status().code(), absl::StatusCode::kNotFound);
     EXPECT_TRUE(absl::StrContains(job.status().message(), "not a steps job")) << job.status();
   }
-  absl::StatusOr<JobRecord> missing = core.Find("no-such-job");
+  absl::StatusOr<JobRecord> missing = core.Find(JobCaller(), "no-such-job");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(missing.status().message(), "no steps job 'no-such-job'");
-  absl::StatusOr<v1::JobStatus> status = core.Get("client-id.1");
+  absl::StatusOr<v1::JobStatus> status = core.Get(JobCaller(), "client-id.1");
   ASSERT_TRUE(status.ok()) << status.status();
   EXPECT_EQ(status->job_id(), mine.job_id());
-  EXPECT_EQ(core.Get("other-id").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(core.Get(JobCaller(), "other-id").status().code(), absl::StatusCode::kNotFound);
+}
+
+JobCaller Authenticated(const std::string& principal, Role role, const std::string& gallery = "") {
+  JobCaller caller;
+  caller.identity.principal = principal;
+  caller.identity.role = role;
+  caller.identity.gallery = gallery;
+  if (!gallery.empty()) caller.identity.galleries = GalleryGrants::Parse(gallery).value();
+  return caller;
+}
+
+// Issue 31: a job is its owner's (and admins'); to anyone else it does not exist.
+TEST_F(ServiceJobsTest, JobsAreTheirOwnersAndAdmins) {
+  ASSERT_NO_FATAL_FAILURE(StartScheduler());
+  JobCore& core = Core();
+  const JobCaller ada = Authenticated("ada", Role::kEnroller);
+  absl::StatusOr<SubmittedJob> job = TrySubmit(core, Steps(1, "ada's"), "ada-1", nullptr, ada);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const std::string id = job->info.job_id();
+  EXPECT_EQ(job->info.owner(), "ada");
+  ASSERT_TRUE(jobs_->WaitUntilEnded(id, absl::Seconds(30)).ok());
+
+  const JobCaller bob = Authenticated("bob", Role::kEnroller);
+  for (const std::string& ref : {id, std::string("ada-1")}) {
+    absl::StatusOr<JobRecord> hidden = core.Find(bob, ref);
+    EXPECT_EQ(hidden.status().code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ(hidden.status().message(), absl::StrCat("no steps job '", ref, "'"));  // as for no job at all
+    EXPECT_EQ(core.Result(bob, ref).status().code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ(core.Cancel(bob, ref).status().code(), absl::StatusCode::kNotFound);
+  }
+  EXPECT_TRUE(core.Result(ada, id).ok());
+  EXPECT_TRUE(core.Get(Authenticated("root", Role::kAdmin), id).ok());
+  EXPECT_TRUE(core.Get(JobCaller(), id).ok());  // without authentication: everyone's
+  // Another principal reusing the request id gets neither the job nor its name.
+  absl::StatusOr<SubmittedJob> taken = TrySubmit(core, Steps(1, "ada's"), "ada-1", nullptr, bob);
+  EXPECT_EQ(taken.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_FALSE(absl::StrContains(taken.status().message(), id)) << taken.status();
+  // A gallery job: its gallery is recorded, and each caller that sees it is told.
+  const JobCaller lab_admin = Authenticated("lee", Role::kAdmin, "lab");
+  absl::StatusOr<SubmittedJob> lab = TrySubmit(core, Steps(1, "lab"), "", nullptr, lab_admin);
+  ASSERT_TRUE(lab.ok()) << lab.status();
+  EXPECT_EQ(lab->info.gallery(), "lab");
+  std::string seen;
+  JobCaller watcher = Authenticated("lee", Role::kAdmin, "lab");
+  watcher.saw_gallery = [&](const std::string& gallery) { seen = gallery; };
+  EXPECT_TRUE(core.Get(watcher, lab->info.job_id()).ok());
+  EXPECT_EQ(seen, "lab");
+  EXPECT_EQ(core.Get(Authenticated("root", Role::kAdmin), lab->info.job_id()).status().code(),
+            absl::StatusCode::kNotFound);  // an admin of "default" only
+}
+
+// Issue 31: --max-queued bounds the whole queue (every priority together) and
+// --max-queued-per-principal one principal's share of it.
+TEST_F(ServiceJobsTest, TheQueueIsBoundedWholeAndPerPrincipal) {
+  ASSERT_NO_FATAL_FAILURE(StartScheduler(/*max_queued=*/3, /*max_queued_per_principal=*/2));
+  const v1::JobInfo running = Submit("test.steps", Steps(100000), "busy");  // holds the one slot
+  ASSERT_NO_FATAL_FAILURE(WaitUntilRunning(running.job_id()));
+  JobCore& core = Core();
+  const JobCaller ada = Authenticated("ada", Role::kEnroller), bob = Authenticated("bob", Role::kEnroller);
+  ASSERT_TRUE(TrySubmit(core, Steps(1), "", nullptr, ada).ok());
+  ASSERT_TRUE(TrySubmit(core, Steps(2), "", nullptr, ada).ok());
+  absl::StatusOr<SubmittedJob> third = TrySubmit(core, Steps(3), "", nullptr, ada);
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(third.status().message(), "principal 'ada' has 2 jobs queued")) << third.status();
+  ASSERT_TRUE(TrySubmit(core, Steps(4), "", nullptr, bob).ok());  // others still get in
+  // The whole queue: 3 queued, at any priority.
+  absl::StatusOr<SubmittedJob> full = TrySubmit(core, Steps(5), "", nullptr, Authenticated("cy", Role::kEnroller));
+  EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(full.status().message(), "the job queue is full (3 jobs queued")) << full.status();
+  ASSERT_TRUE(core.Cancel(JobCaller(), running.job_id()).ok());
 }
 
 TEST_F(ServiceJobsTest, PendingJobsCancelAndAFullQueue) {
-  ASSERT_NO_FATAL_FAILURE(StartScheduler(/*max_queued_per_priority=*/1));
+  ASSERT_NO_FATAL_FAILURE(StartScheduler(/*max_queued=*/1));
   const v1::JobInfo running = Submit("test.steps", Steps(100000), "running");
   ASSERT_NO_FATAL_FAILURE(WaitUntilRunning(running.job_id()));
   const v1::JobInfo queued = Submit("test.steps", Steps(1));
@@ -251,7 +323,7 @@ TEST_F(ServiceJobsTest, PendingJobsCancelAndAFullQueue) {
   ASSERT_TRUE(pending.ok()) << pending.status();
   EXPECT_TRUE(pending->empty());
 
-  // The queue (one per priority) is full: RESOURCE_EXHAUSTED, which the gRPC
+  // The queue is full: RESOURCE_EXHAUSTED, which the gRPC
   // edge answers with the retry-pushback trailer; other errors get no trailer.
   absl::StatusOr<SubmittedJob> refused = TrySubmit(core, Steps(1), "");
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
@@ -266,16 +338,16 @@ TEST_F(ServiceJobsTest, PendingJobsCancelAndAFullQueue) {
   EXPECT_FALSE(JobRpcStatus(other_context, invalid.status()).ok());
   EXPECT_EQ(grpc::testing::ServerContextTestSpouse(&other_context).GetTrailingMetadata().size(), 0u);
 
-  absl::StatusOr<v1::JobStatus> status = core.Cancel("running");
+  absl::StatusOr<v1::JobStatus> status = core.Cancel(JobCaller(), "running");
   ASSERT_TRUE(status.ok()) << status.status();
   EXPECT_EQ(status->job_id(), running.job_id());
   absl::StatusOr<v1::JobInfo> ended = jobs_->WaitUntilEnded(running.job_id(), absl::Seconds(30));
   ASSERT_TRUE(ended.ok()) << ended.status();
   EXPECT_EQ(ended->state(), v1::JOB_STATE_CANCELLED);
-  status = core.Get(running.job_id());
+  status = core.Get(JobCaller(), running.job_id());
   ASSERT_TRUE(status.ok()) << status.status();
   EXPECT_EQ(status->state(), v1::JOB_STATE_CANCELLED);
-  EXPECT_EQ(core.Result(running.job_id()).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(core.Result(JobCaller(), running.job_id()).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 // A retried submit (the client never saw the first answer) gets the job it
@@ -293,7 +365,7 @@ TEST_F(ServiceJobsTest, ResubmitsAreIdempotentInEveryStateAndAcrossARestart) {
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   EXPECT_TRUE(a->created && b->created && c->created);
   EXPECT_EQ(prepared, 3);
-  ASSERT_TRUE(core->Cancel("retry-cancel").ok());
+  ASSERT_TRUE(core->Cancel(JobCaller(), "retry-cancel").ok());
   for (const auto* job : {&*a, &*b, &*c}) ASSERT_TRUE(jobs_->WaitUntilEnded(job->info.job_id(), absl::Seconds(30)).ok());
 
   for (int round = 0; round < 2; ++round) {
@@ -421,7 +493,7 @@ TEST_F(ServiceJobsTest, TheCoreSweepsUploadFilesNoPendingJobNames) {
   EXPECT_GE(listed, 1);
   EXPECT_TRUE(fs::exists(kept));
   EXPECT_FALSE(fs::exists(gone));
-  ASSERT_TRUE(core.Cancel(job->info.job_id()).ok());
+  ASSERT_TRUE(core.Cancel(JobCaller(), job->info.job_id()).ok());
   ASSERT_TRUE(jobs_->WaitUntilEnded(job->info.job_id(), absl::Seconds(30)).ok());
   removed = core.SweepUploads();  // no pending job names it now
   ASSERT_TRUE(removed.ok()) << removed.status();

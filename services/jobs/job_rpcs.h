@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "common/grpc_status.h"
 #include "services/jobs/job_core.h"
+#include "services/server/auth.h"
 #include "services/server/call_checks.h"
 #include "tessera/v1/common.pb.h"
 
@@ -30,6 +31,13 @@ inline grpc::Status JobRpcStatus(grpc::ServerContext& context, const absl::Statu
   return ToGrpcStatus(status);
 }
 
+// The caller of a job RPC as the job core sees it: the call's identity, and
+// the gallery of each job it may see into the call's audit record.
+inline JobCaller CallerOf(const grpc::ServerContextBase& context) {
+  const grpc::ServerContextBase* call = &context;
+  return JobCaller{CallerIdentity(call), [call](const std::string& gallery) { AnnotateCallGallery(call, gallery); }};
+}
+
 // A unary job RPC's answer: the value into *response, or the error.
 template <typename T>
 grpc::Status Respond(absl::StatusOr<T> value, T* response) {
@@ -43,7 +51,7 @@ inline grpc::Status WatchJobRpc(const JobCore& core, const grpc::ServerContext& 
                                 grpc::ServerWriter<v1::Progress>* writer) {
   bool lost = false;  // a Write failed: the watcher stopped receiving
   absl::Status status = core.Watch(
-      ref.job_id(), [&] { return context.IsCancelled(); },
+      CallerOf(context), ref.job_id(), [&] { return context.IsCancelled(); },
       [&](const v1::Progress& progress) {
         lost = !writer->Write(progress);
         return !lost;

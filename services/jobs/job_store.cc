@@ -9,13 +9,17 @@
 namespace tessera::jobs {
 namespace {
 
-constexpr int64_t kSchemaVersion = 1;
+// 2: owner, gallery and the results' tombstone (issue 31); a version-1
+// database gains the columns, empty (jobs from before ownership: no owner,
+// visible to admins only once authentication is on).
+constexpr int64_t kSchemaVersion = 2;
 
 // The columns every SELECT of a job reads, in RowToRecord's order.
 constexpr char kJobColumns[] =
     "job_id, request_id, kind, state, priority, spec, needs_gpu, need_device_bytes, created_ms, updated_ms, "
     "started_ms, finished_ms, deadline_ms, attempts, max_attempts, worker, lease_expires_ms, cancel_requested, "
-    "error_code, error_message, last_progress, last_sequence, result, peak_device_bytes";
+    "error_code, error_message, last_progress, last_sequence, result, peak_device_bytes, owner, gallery, deleted_ms, "
+    "deleted_reason";
 
 JobRecord RowToRecord(const SqlRow& r) {
   JobRecord j;
@@ -43,6 +47,10 @@ JobRecord RowToRecord(const SqlRow& r) {
   j.last_sequence = r.Int(21);
   j.result = r.Blob(22);
   j.peak_device_bytes = r.Int(23);
+  j.owner = r.Text(24);
+  j.gallery = r.Text(25);
+  j.deleted_ms = r.Int(26);
+  j.deleted_reason = r.Text(27);
   return j;
 }
 
@@ -63,7 +71,9 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(std::unique_ptr<SqlData
                    "max_attempts BIGINT NOT NULL, worker TEXT NOT NULL, lease_expires_ms BIGINT NOT NULL, "
                    "cancel_requested BIGINT NOT NULL, error_code BIGINT NOT NULL, error_message TEXT NOT NULL, "
                    "last_progress ", blob, ", last_sequence BIGINT NOT NULL, result ", blob, ", "
-                   "peak_device_bytes BIGINT NOT NULL)"),
+                   "peak_device_bytes BIGINT NOT NULL, owner TEXT NOT NULL DEFAULT '', "
+                   "gallery TEXT NOT NULL DEFAULT '', deleted_ms BIGINT NOT NULL DEFAULT 0, "
+                   "deleted_reason TEXT NOT NULL DEFAULT '')"),
       // Idempotent submits: one job per client request id.
       "CREATE UNIQUE INDEX IF NOT EXISTS tessera_jobs_request ON tessera_jobs (request_id) WHERE request_id <> ''",
       "CREATE INDEX IF NOT EXISTS tessera_jobs_queue ON tessera_jobs (state, priority, created_ms)",
@@ -81,6 +91,15 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(std::unique_ptr<SqlData
     if (!version.ok()) return version.status();
     if (version->empty()) {
       return db->Query("INSERT INTO tessera_schema (version) VALUES (?)", {kSchemaVersion}).status();
+    }
+    if ((*version)[0].Int(0) == 1) {  // before owner and gallery
+      for (const char* sql : {"ALTER TABLE tessera_jobs ADD COLUMN owner TEXT NOT NULL DEFAULT ''",
+                              "ALTER TABLE tessera_jobs ADD COLUMN gallery TEXT NOT NULL DEFAULT ''",
+                              "ALTER TABLE tessera_jobs ADD COLUMN deleted_ms BIGINT NOT NULL DEFAULT 0",
+                              "ALTER TABLE tessera_jobs ADD COLUMN deleted_reason TEXT NOT NULL DEFAULT ''"}) {
+        TESSERA_RETURN_IF_ERROR(db->Query(sql).status());
+      }
+      return db->Query("UPDATE tessera_schema SET version = ?", {kSchemaVersion}).status();
     }
     if ((*version)[0].Int(0) != kSchemaVersion) {
       return absl::FailedPreconditionError(absl::StrCat("the job database has schema version ", (*version)[0].Int(0),
@@ -180,7 +199,7 @@ absl::Status RequeueLocked(SqlDatabase& db, const JobRecord& job, const std::str
 
 // ---------------------------------------------------------------- API
 
-absl::StatusOr<JobRecord> JobStore::Create(const JobRecord& job, int64_t max_queued_per_priority, bool* created) {
+absl::StatusOr<JobRecord> JobStore::Create(const JobRecord& job, const QueueLimits& limits, bool* created) {
   *created = false;
   JobRecord out;
   absl::Status status = db_->Transaction([&]() -> absl::Status {
@@ -197,21 +216,30 @@ absl::StatusOr<JobRecord> JobStore::Create(const JobRecord& job, int64_t max_que
     absl::StatusOr<std::optional<JobRecord>> same_id = SelectJob(*db_, job.job_id);
     if (!same_id.ok()) return same_id.status();
     if (same_id->has_value()) return absl::AlreadyExistsError(absl::StrCat("job '", job.job_id, "' exists"));
-    if (max_queued_per_priority >= 0) {
-      absl::StatusOr<int64_t> queued = CountQueued(job.priority);  // inside this transaction
+    if (limits.max_queued >= 0) {
+      absl::StatusOr<int64_t> queued = CountQueued();  // inside this transaction
       if (!queued.ok()) return queued.status();
-      if (*queued >= max_queued_per_priority) {
-        return absl::ResourceExhaustedError(absl::StrCat("the queue of priority ", job.priority, " is full (",
-                                                         max_queued_per_priority, " jobs queued)"));
+      if (*queued >= limits.max_queued) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("the job queue is full (", limits.max_queued, " jobs queued: --max-queued)"));
+      }
+    }
+    if (limits.max_queued_per_owner >= 0 && !job.owner.empty()) {
+      absl::StatusOr<int64_t> mine = CountQueued(job.owner);
+      if (!mine.ok()) return mine.status();
+      if (*mine >= limits.max_queued_per_owner) {
+        return absl::ResourceExhaustedError(absl::StrCat("principal '", job.owner, "' has ", *mine,
+                                                         " jobs queued, its limit (--max-queued-per-principal)"));
       }
     }
     absl::StatusOr<std::vector<SqlRow>> r = db_->Query(
         absl::StrCat("INSERT INTO tessera_jobs (", kJobColumns,
-                     ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+                     ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
         {job.job_id, job.request_id, job.kind, S(JobState::kQueued), int64_t{job.priority}, SqlBlob{job.spec},
          int64_t{job.needs_gpu ? 1 : 0}, job.need_device_bytes, job.created_ms, job.created_ms, int64_t{0}, int64_t{0},
          job.deadline_ms, int64_t{0}, int64_t{job.max_attempts}, std::string(), int64_t{0}, int64_t{0}, int64_t{0},
-         std::string(), SqlBlob{""}, int64_t{0}, SqlBlob{""}, int64_t{0}});
+         std::string(), SqlBlob{""}, int64_t{0}, SqlBlob{""}, int64_t{0}, job.owner, job.gallery, int64_t{0},
+         std::string()});
     if (!r.ok()) return r.status();
     TESSERA_RETURN_IF_ERROR(AppendEvent(*db_, job.job_id, JobState::kQueued, "", "queued", job.created_ms));
     absl::StatusOr<JobRecord> inserted = MustSelectJob(*db_, job.job_id);
@@ -250,6 +278,14 @@ absl::StatusOr<std::vector<JobRecord>> JobStore::List(const JobFilter& filter) {
     absl::StrAppend(&sql, " AND kind = ?");
     params.push_back(filter.kind);
   }
+  if (filter.owner.has_value()) {
+    absl::StrAppend(&sql, " AND owner = ?");
+    params.push_back(*filter.owner);
+  }
+  if (filter.gallery.has_value()) {
+    absl::StrAppend(&sql, " AND gallery = ?");
+    params.push_back(*filter.gallery);
+  }
   if (filter.before_created_ms > 0) {
     absl::StrAppend(&sql, " AND (created_ms < ? OR (created_ms = ? AND job_id < ?))");
     params.push_back(filter.before_created_ms);
@@ -273,9 +309,11 @@ absl::StatusOr<std::map<JobState, int64_t>> JobStore::CountByState() {
   return out;
 }
 
-absl::StatusOr<int64_t> JobStore::CountQueued(int priority) {
-  absl::StatusOr<std::vector<SqlRow>> rows = db_->Query(
-      "SELECT COUNT(*) FROM tessera_jobs WHERE state = ? AND priority = ?", {S(JobState::kQueued), int64_t{priority}});
+absl::StatusOr<int64_t> JobStore::CountQueued(const std::optional<std::string>& owner) {
+  absl::StatusOr<std::vector<SqlRow>> rows =
+      owner.has_value() ? db_->Query("SELECT COUNT(*) FROM tessera_jobs WHERE state = ? AND owner = ?",
+                                     {S(JobState::kQueued), *owner})
+                        : db_->Query("SELECT COUNT(*) FROM tessera_jobs WHERE state = ?", {S(JobState::kQueued)});
   if (!rows.ok()) return rows.status();
   return (*rows)[0].Int(0);
 }
@@ -372,6 +410,42 @@ absl::Status JobStore::Requeue(const std::string& job_id, int attempt, const std
     if (!job.ok()) return job.status();
     return RequeueLocked(*db_, *job, reason, now_ms);
   });
+}
+
+absl::StatusOr<JobRecord> JobStore::MarkResultsDeleted(const std::string& job_id, const std::string& reason,
+                                                       int64_t now_ms) {
+  JobRecord out;
+  absl::Status status = db_->Transaction([&]() -> absl::Status {
+    TESSERA_ASSIGN_OR_RETURN(JobRecord job, MustSelectJob(*db_, job_id));
+    if (job.state == JobState::kQueued || job.state == JobState::kRunning) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("job '", job_id, "' is ", JobStateName(job.state), ": cancel it first, then delete it"));
+    }
+    if (job.deleted_ms == 0) {
+      TESSERA_RETURN_IF_ERROR(
+          db_->Query("UPDATE tessera_jobs SET result = ?, deleted_ms = ?, deleted_reason = ? WHERE job_id = ?",
+                     {SqlBlob{""}, now_ms, reason, job_id})
+              .status());
+      TESSERA_RETURN_IF_ERROR(AppendEvent(*db_, job_id, job.state, "", absl::StrCat("results deleted: ", reason),
+                                          now_ms));
+    }
+    TESSERA_ASSIGN_OR_RETURN(out, MustSelectJob(*db_, job_id));
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+  return out;
+}
+
+absl::StatusOr<std::vector<JobRecord>> JobStore::EndedBefore(int64_t finished_before_ms, int limit) {
+  absl::StatusOr<std::vector<SqlRow>> rows = db_->Query(
+      absl::StrCat("SELECT ", kJobColumns,
+                   " FROM tessera_jobs WHERE state IN (?, ?, ?) AND deleted_ms = 0 AND finished_ms > 0 AND "
+                   "finished_ms < ? ORDER BY finished_ms LIMIT ?"),
+      {S(JobState::kSucceeded), S(JobState::kFailed), S(JobState::kCancelled), finished_before_ms, int64_t{limit}});
+  if (!rows.ok()) return rows.status();
+  std::vector<JobRecord> out;
+  for (const SqlRow& row : *rows) out.push_back(RowToRecord(row));
+  return out;
 }
 
 absl::StatusOr<JobRecord> JobStore::RequestCancel(const std::string& job_id, int64_t now_ms) {

@@ -48,6 +48,22 @@ struct JobRecord {
   int64_t last_sequence = 0;
   std::string result;                 // serialized tessera.v1.JobResult when SUCCEEDED
   int64_t peak_device_bytes = 0;
+  // Who submitted it (the authenticated principal; "" without
+  // authentication) and the fingerprint gallery it touches ("" for none):
+  // who may see it (job_access.h).
+  std::string owner;
+  std::string gallery;
+  // When its results were deleted (0: not) and why ("retention 7d",
+  // "deleted by ada"): the row stays as the tombstone.
+  int64_t deleted_ms = 0;
+  std::string deleted_reason;
+};
+
+// How many QUEUED jobs a store takes (issue 31: the whole queue, and one
+// principal's share of it, so one client cannot fill it).
+struct QueueLimits {
+  int64_t max_queued = -1;            // < 0: no limit
+  int64_t max_queued_per_owner = -1;  // < 0: no limit
 };
 
 struct StoredEvent {
@@ -62,6 +78,8 @@ struct StoredEvent {
 struct JobFilter {
   std::vector<JobState> states;       // empty: any
   std::string kind;                   // empty: any
+  std::optional<std::string> owner;   // only this principal's jobs
+  std::optional<std::string> gallery; // only this gallery's jobs
   int limit = 100;
   // Paging: jobs created before this (created_ms, job_id); 0/"" = newest.
   int64_t before_created_ms = 0;
@@ -84,6 +102,15 @@ struct AttemptOutcome {
   std::string error_message;
   std::string result;                 // serialized tessera.v1.JobResult
   int64_t peak_device_bytes = 0;
+  // Who submitted it (the authenticated principal; "" without
+  // authentication) and the fingerprint gallery it touches ("" for none):
+  // who may see it (job_access.h).
+  std::string owner;
+  std::string gallery;
+  // When its results were deleted (0: not) and why ("retention 7d",
+  // "deleted by ada"): the row stays as the tombstone.
+  int64_t deleted_ms = 0;
+  std::string deleted_reason;
 };
 
 class JobStore {
@@ -93,16 +120,18 @@ class JobStore {
   explicit JobStore(std::unique_ptr<SqlDatabase> db) : db_(std::move(db)) {}
 
   // Inserts `job` as QUEUED with event 1 ("queued"). When job.request_id is
-  // already known, returns that job instead (*created = false). When
-  // max_queued_per_priority >= 0 and that many jobs of job.priority are
-  // already queued, RESOURCE_EXHAUSTED (nothing written).
-  absl::StatusOr<JobRecord> Create(const JobRecord& job, int64_t max_queued_per_priority, bool* created);
+  // already known, returns that job instead (*created = false). When the
+  // queue already holds limits.max_queued jobs, or limits.max_queued_per_owner
+  // of job.owner's (a non-empty owner), RESOURCE_EXHAUSTED naming the limit
+  // (nothing written); a negative limit is none.
+  absl::StatusOr<JobRecord> Create(const JobRecord& job, const QueueLimits& limits, bool* created);
   absl::StatusOr<JobRecord> Get(const std::string& job_id);
   // The job submitted with this (non-empty) request_id; NOT_FOUND when none.
   absl::StatusOr<JobRecord> FindByRequestId(const std::string& request_id);
   absl::StatusOr<std::vector<JobRecord>> List(const JobFilter& filter);
   absl::StatusOr<std::map<JobState, int64_t>> CountByState();
-  absl::StatusOr<int64_t> CountQueued(int priority);
+  // QUEUED jobs, of `owner` when given.
+  absl::StatusOr<int64_t> CountQueued(const std::optional<std::string>& owner = std::nullopt);
 
   // The next job this worker may run, now RUNNING with attempts + 1, the
   // worker's name and a lease; nullopt when none.
@@ -122,6 +151,13 @@ class JobStore {
   // Queued: CANCELLED at once. Running: cancel_requested set (an event says
   // so); the attempt ends it. Ended: unchanged. Returns the row after.
   absl::StatusOr<JobRecord> RequestCancel(const std::string& job_id, int64_t now_ms);
+  // An ended job's result is erased and the row marked (deleted_ms, reason;
+  // an event says so); again: unchanged. FAILED_PRECONDITION while it is
+  // queued or running. The result files are the caller's to remove first.
+  absl::StatusOr<JobRecord> MarkResultsDeleted(const std::string& job_id, const std::string& reason, int64_t now_ms);
+  // Up to `limit` ended jobs whose results are not deleted, finished before
+  // `finished_before_ms`, oldest first (retention).
+  absl::StatusOr<std::vector<JobRecord>> EndedBefore(int64_t finished_before_ms, int limit);
   // Running jobs whose lease expired are re-queued as by Requeue; queued jobs
   // past their deadline FAIL with DEADLINE_EXCEEDED. Returns the ids changed.
   absl::StatusOr<std::vector<std::string>> RecoverExpired(int64_t now_ms);

@@ -184,7 +184,8 @@ grpc::Status ReconstructionServiceImpl::Reconstruct(grpc::ServerContext* context
   // Idempotent on request_id; the engine (run by the scheduler) checks the
   // geometry, sizes and values.
   absl::StatusOr<jobs::SubmittedJob> job = jobs_.Submit(
-      {request, request->request_id(), "request_id", [&] { return jobs::SpecOf(DurableRequest(*request)); }});
+      {jobs::CallerOf(*context), request, request->request_id(), "request_id",
+       [&] { return jobs::SpecOf(DurableRequest(*request)); }});
   if (job.ok()) *response = jobs::ToJobStatus(job->info);
   return jobs::JobRpcStatus(*context, job.status());
 }
@@ -196,19 +197,19 @@ grpc::Status ReconstructionServiceImpl::WatchJob(grpc::ServerContext* context, c
   return jobs::WatchJobRpc(jobs_, *context, *request, writer);
 }
 
-grpc::Status ReconstructionServiceImpl::GetJob(grpc::ServerContext* /*context*/, const v1::JobRef* request,
+grpc::Status ReconstructionServiceImpl::GetJob(grpc::ServerContext* context, const v1::JobRef* request,
                                                v1::JobStatus* response) {
-  return jobs::Respond(jobs_.Get(request->job_id()), response);
+  return jobs::Respond(jobs_.Get(jobs::CallerOf(*context), request->job_id()), response);
 }
 
-grpc::Status ReconstructionServiceImpl::CancelJob(grpc::ServerContext* /*context*/, const v1::JobRef* request,
+grpc::Status ReconstructionServiceImpl::CancelJob(grpc::ServerContext* context, const v1::JobRef* request,
                                                   v1::JobStatus* response) {
-  return jobs::Respond(jobs_.Cancel(request->job_id()), response);
+  return jobs::Respond(jobs_.Cancel(jobs::CallerOf(*context), request->job_id()), response);
 }
 
-grpc::Status ReconstructionServiceImpl::GetResult(grpc::ServerContext* /*context*/, const v1::JobRef* request,
+grpc::Status ReconstructionServiceImpl::GetResult(grpc::ServerContext* context, const v1::JobRef* request,
                                                   v1::ReconstructionResult* response) {
-  return jobs::Respond(jobs_.TypedResult<v1::ReconstructionResult>(request->job_id()), response);
+  return jobs::Respond(jobs_.TypedResult<v1::ReconstructionResult>(jobs::CallerOf(*context), request->job_id()), response);
 }
 
 grpc::Status ReconstructionServiceImpl::DownloadResult(grpc::ServerContext* context,
@@ -220,11 +221,11 @@ grpc::Status ReconstructionServiceImpl::DownloadResult(grpc::ServerContext* cont
 absl::Status ReconstructionServiceImpl::DownloadResultImpl(const grpc::ServerContext& context,
                                                            const v1::ReconDownloadRequest& request,
                                                            grpc::ServerWriter<v1::ArrayChunk>* writer) {
-  TESSERA_ASSIGN_OR_RETURN(JobRecord job, jobs_.Find(request.job_id()));
+  TESSERA_ASSIGN_OR_RETURN(JobRecord job, jobs_.Find(jobs::CallerOf(context), request.job_id()));
   if (request.chunk_bytes() < 0) return absl::InvalidArgumentError("chunk_bytes must not be negative");
   const int64_t chunk_bytes =
       DownloadChunkBytes(request.chunk_bytes(), service_options_.download_chunk_bytes, max_send_message_bytes_);
-  TESSERA_ASSIGN_OR_RETURN(v1::JobResult result, jobs_.Result(job.job_id));
+  TESSERA_ASSIGN_OR_RETURN(v1::JobResult result, jobs_.Result(jobs::CallerOf(context), job.job_id));
   TESSERA_ASSIGN_OR_RETURN(std::string path, jobs::JobCore::ResultFile(result, "reconstruction.nii.gz"));
   absl::StatusOr<Volume> volume = ReadNifti(path);
   if (!volume.ok()) {

@@ -316,6 +316,12 @@ TEST_F(ReconstructionServiceTest, BadUploadsGetClearStatuses) {
   grpc::Status s = Upload(*stub_, "scan.exe", "abc", &out);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr(".nii.gz"));
+  // Names are checked like ids (issue 31): no newline, NUL or separators.
+  for (const std::string name : {std::string("scan\n.nii"), std::string("scan\0x.nii", 10), std::string("a\\b.nii")}) {
+    s = Upload(*stub_, name, "abc", &out);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_EQ(s.error_message().find('\n'), std::string::npos) << s.error_message();
+  }
   // Declares more than it sends: DATA_LOSS, and nothing is kept.
   s = Upload(*stub_, "scan.nii", std::string(100, 'x'), &out, 10, 200);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::DATA_LOSS);

@@ -190,7 +190,8 @@ grpc::Status RegistrationServiceImpl::Register(grpc::ServerContext* context, con
   // the engine checks the options and inputs when the scheduler takes the
   // job (once per job: TypedEngine's plan).
   absl::StatusOr<jobs::SubmittedJob> job =
-      jobs_.Submit({request, request->job_id(), "job_id", [&] { return jobs::SpecOf(DurableRequest(*request)); }});
+      jobs_.Submit({jobs::CallerOf(*context), request, request->job_id(), "job_id",
+                    [&] { return jobs::SpecOf(DurableRequest(*request)); }});
   if (job.ok()) *response = jobs::ToJobStatus(job->info);
   return jobs::JobRpcStatus(*context, job.status());
 }
@@ -202,19 +203,19 @@ grpc::Status RegistrationServiceImpl::WatchJob(grpc::ServerContext* context, con
   return jobs::WatchJobRpc(jobs_, *context, *request, writer);
 }
 
-grpc::Status RegistrationServiceImpl::GetJob(grpc::ServerContext* /*context*/, const v1::JobRef* request,
+grpc::Status RegistrationServiceImpl::GetJob(grpc::ServerContext* context, const v1::JobRef* request,
                                              v1::JobStatus* response) {
-  return jobs::Respond(jobs_.Get(request->job_id()), response);
+  return jobs::Respond(jobs_.Get(jobs::CallerOf(*context), request->job_id()), response);
 }
 
-grpc::Status RegistrationServiceImpl::CancelJob(grpc::ServerContext* /*context*/, const v1::JobRef* request,
+grpc::Status RegistrationServiceImpl::CancelJob(grpc::ServerContext* context, const v1::JobRef* request,
                                                 v1::JobStatus* response) {
-  return jobs::Respond(jobs_.Cancel(request->job_id()), response);
+  return jobs::Respond(jobs_.Cancel(jobs::CallerOf(*context), request->job_id()), response);
 }
 
-grpc::Status RegistrationServiceImpl::GetResult(grpc::ServerContext* /*context*/, const v1::JobRef* request,
+grpc::Status RegistrationServiceImpl::GetResult(grpc::ServerContext* context, const v1::JobRef* request,
                                                 v1::RegistrationResult* response) {
-  return jobs::Respond(jobs_.TypedResult<v1::RegistrationResult>(request->job_id()), response);
+  return jobs::Respond(jobs_.TypedResult<v1::RegistrationResult>(jobs::CallerOf(*context), request->job_id()), response);
 }
 
 grpc::Status RegistrationServiceImpl::DownloadResult(grpc::ServerContext* context, const v1::DownloadRequest* request,
@@ -225,7 +226,7 @@ grpc::Status RegistrationServiceImpl::DownloadResult(grpc::ServerContext* contex
 absl::Status RegistrationServiceImpl::DownloadResultImpl(const grpc::ServerContext& context,
                                                          const v1::DownloadRequest& request,
                                                          grpc::ServerWriter<v1::ArrayChunk>* writer) {
-  TESSERA_ASSIGN_OR_RETURN(JobRecord job, jobs_.Find(request.job_id()));
+  TESSERA_ASSIGN_OR_RETURN(JobRecord job, jobs_.Find(jobs::CallerOf(context), request.job_id()));
   if (request.chunk_bytes() < 0) return absl::InvalidArgumentError("chunk_bytes must not be negative");
   const int64_t chunk_bytes =
       DownloadChunkBytes(request.chunk_bytes(), service_options_.download_chunk_bytes, max_send_message_bytes_);
@@ -234,7 +235,7 @@ absl::Status RegistrationServiceImpl::DownloadResultImpl(const grpc::ServerConte
     return absl::InvalidArgumentError(absl::StrCat("artifact ", static_cast<int>(artifact),
                                                    " is not one of WARPED, WARPED_LABELS, WARP, INVERSE_WARP, AFFINE"));
   }
-  TESSERA_ASSIGN_OR_RETURN(v1::JobResult result, jobs_.Result(job.job_id));
+  TESSERA_ASSIGN_OR_RETURN(v1::JobResult result, jobs_.Result(jobs::CallerOf(context), job.job_id));
   v1::RegistrationResult summary;
   if (!result.result().UnpackTo(&summary)) {
     return absl::DataLossError(absl::StrCat("job '", job.job_id, "' has no registration result"));

@@ -803,7 +803,7 @@ TEST(RegistrationServiceLimitsTest, FullUploadStoreAndQueueAreResourceExhausted)
   service_options.upload_file_grace = absl::ZeroDuration();
   service_options.upload_sweep_interval = absl::InfiniteDuration();
   scheduler::testing::InProcessSchedulerOptions scheduler_options;
-  scheduler_options.max_queued_per_priority = 1;
+  scheduler_options.max_queued = 1;
   auto server = StartServer(root, root + "/state", service_options, scheduler_options);
   ASSERT_TRUE(server.ok()) << server.status();
   auto stub = v1::RegistrationService::NewStub((*server)->channel);

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/device.h"
 #include "common/log.h"
@@ -30,6 +31,21 @@ std::vector<v1::WorkerDevice> LocalDevices() {
 InProcessWorker::InProcessWorker(std::string name, const jobs::EngineRegistry* engines, std::string results_dir,
                                  int slots)
     : name_(std::move(name)), engines_(engines), results_dir_(std::move(results_dir)), slots_(slots) {}
+
+absl::StatusOr<int> InProcessWorker::RemoveLeftoverAttempts(const std::string& results_dir) {
+  std::error_code ec;
+  int removed = 0;
+  for (fs::directory_iterator it(results_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!absl::EndsWith(name, ".tmp") || name.find(".attempt-") == std::string::npos) continue;
+    std::error_code rm;
+    fs::remove_all(it->path(), rm);
+    if (rm) return absl::InternalError(absl::StrCat("cannot remove ", it->path().string(), ": ", rm.message()));
+    ++removed;
+  }
+  if (ec) return absl::InternalError(absl::StrCat("cannot list ", results_dir, ": ", ec.message()));
+  return removed;
+}
 
 absl::StatusOr<v1::WorkerInfo> InProcessWorker::Describe() {
   v1::WorkerInfo info;

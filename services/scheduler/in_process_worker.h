@@ -20,6 +20,11 @@ class InProcessWorker : public Worker {
   // `engines` must outlive the worker. `slots`: jobs run at once.
   InProcessWorker(std::string name, const jobs::EngineRegistry* engines, std::string results_dir, int slots);
 
+  // Deletes <results_dir>/*.attempt-N.tmp folders: attempts of a process that
+  // died mid-run (their jobs are re-queued). Call before any worker on that
+  // folder starts; returns how many.
+  static absl::StatusOr<int> RemoveLeftoverAttempts(const std::string& results_dir);
+
   const std::string& name() const override { return name_; }
   absl::StatusOr<v1::WorkerInfo> Describe() override;
   AttemptResult Execute(const AttemptCall& call) override;

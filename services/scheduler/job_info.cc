@@ -35,6 +35,10 @@ v1::JobInfo ToJobInfo(const jobs::JobRecord& job) {
     out.set_compute_seconds((job.finished_ms - job.started_ms) / 1000.0);
   }
   out.set_peak_device_bytes(job.peak_device_bytes);
+  out.set_owner(job.owner);
+  out.set_gallery(job.gallery);
+  out.set_results_deleted_unix_ms(job.deleted_ms);
+  out.set_results_deleted_reason(job.deleted_reason);
   return out;
 }
 

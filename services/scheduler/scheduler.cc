@@ -1,20 +1,26 @@
 #include "services/scheduler/scheduler.h"
 
 #include <algorithm>
+#include <set>
+#include <filesystem>
 #include <cstdlib>
 #include <limits>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/durable_file.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/status.h"
+#include "common/text_checks.h"
 #include "services/common/random_id.h"
 #include "services/jobs/request_fingerprint.h"
 #include "services/scheduler/job_info.h"
 
 namespace tessera::scheduler {
+
+namespace fs = std::filesystem;
 namespace {
 
 using jobs::JobRecord;
@@ -26,16 +32,21 @@ constexpr int kMaxAttempts = 10;
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
 // OK when `job` (the one `request_id` names) was submitted with
-// `fingerprint`; jobs stored before fingerprints have none and match.
+// `fingerprint` by `owner` ("" without authentication: any); jobs stored
+// before fingerprints have none and match. Another owner's job is not named.
 absl::Status SameRequest(const JobRecord& job, const std::string& request_id, const std::string& fingerprint,
-                         const std::string& id_field) {
+                         const std::string& id_field, const std::string& owner) {
+  if (!owner.empty() && job.owner != owner) {
+    return absl::AlreadyExistsError(absl::StrCat(id_field, " ", QuoteBounded(request_id, 64),
+                                                 " is taken by another principal's job: pick a new ", id_field));
+  }
   v1::JobSpec stored;
   const bool parsed = stored.ParseFromString(job.spec);
   if (parsed && (stored.request_fingerprint().empty() || stored.request_fingerprint() == fingerprint)) {
     return absl::OkStatus();
   }
   return absl::AlreadyExistsError(absl::StrCat(
-      id_field, " '", request_id, "' already names job ", job.job_id, " (", job.kind, ", ",
+      id_field, " ", QuoteBounded(request_id, 64), " already names job ", job.job_id, " (", job.kind, ", ",
       jobs::JobStateName(job.state),
       ") submitted with a different request; the same id retries only the same request: pick a new ", id_field));
 }
@@ -181,7 +192,8 @@ absl::StatusOr<v1::JobInfo> Scheduler::Submit(const v1::SubmitJobRequest& reques
     // Decided before any check of the spec: a retry of a submit whose answer
     // was lost gets its job even when the spec would no longer pass (its
     // atlas exists now, its upload expired).
-    absl::StatusOr<JobRecord> known = FindSameRequest(request.request_id(), fingerprint, options.id_field);
+    absl::StatusOr<JobRecord> known =
+        FindSameRequest(request.request_id(), fingerprint, options.id_field, options.owner);
     if (known.ok()) return ToJobInfo(*known);
     if (known.status().code() != absl::StatusCode::kNotFound) return known.status();
   }
@@ -224,8 +236,10 @@ absl::StatusOr<v1::JobInfo> Scheduler::Submit(const v1::SubmitJobRequest& reques
   job.created_ms = now;
   job.deadline_ms = request.deadline_unix_ms();
   job.max_attempts = request.max_attempts() > 0 ? request.max_attempts() : options_.default_max_attempts;
+  job.owner = options.owner;
+  job.gallery = options.gallery;
   bool created = false;
-  absl::StatusOr<JobRecord> stored = store_->Create(job, options_.max_queued_per_priority, &created);
+  absl::StatusOr<JobRecord> stored = store_->Create(job, {options_.max_queued, options_.max_queued_per_principal}, &created);
   if (!stored.ok()) {
     if (stored.status().code() == absl::StatusCode::kResourceExhausted) {
       GetCounter(Metrics().rejected, {{"kind", job.kind}}).Increment();
@@ -248,15 +262,15 @@ absl::StatusOr<v1::JobInfo> Scheduler::Submit(const v1::SubmitJobRequest& reques
   } else {
     // The same request_id committed meanwhile (a concurrent retry): the same
     // rule as above.
-    TESSERA_RETURN_IF_ERROR(SameRequest(*stored, request.request_id(), fingerprint, options.id_field));
+    TESSERA_RETURN_IF_ERROR(SameRequest(*stored, request.request_id(), fingerprint, options.id_field, options.owner));
   }
   return ToJobInfo(*stored);
 }
 
 absl::StatusOr<JobRecord> Scheduler::FindSameRequest(const std::string& request_id, const std::string& fingerprint,
-                                                     const std::string& id_field) {
+                                                     const std::string& id_field, const std::string& owner) {
   TESSERA_ASSIGN_OR_RETURN(JobRecord job, store_->FindByRequestId(request_id));
-  TESSERA_RETURN_IF_ERROR(SameRequest(job, request_id, fingerprint, id_field));
+  TESSERA_RETURN_IF_ERROR(SameRequest(job, request_id, fingerprint, id_field, owner));
   return job;
 }
 
@@ -300,6 +314,11 @@ absl::StatusOr<v1::JobInfo> Scheduler::Cancel(const std::string& job_id) {
 
 absl::StatusOr<v1::JobResult> Scheduler::GetResult(const std::string& job_id) {
   TESSERA_ASSIGN_OR_RETURN(JobRecord job, store_->Get(job_id));
+  if (job.deleted_ms > 0) {
+    return absl::FailedPreconditionError(absl::StrCat("job '", job_id, "': its results were deleted at ",
+                                                      absl::FormatTime(absl::FromUnixMillis(job.deleted_ms)), " (",
+                                                      job.deleted_reason, ")"));
+  }
   switch (job.state) {
     case JobState::kQueued:
     case JobState::kRunning:
@@ -320,13 +339,17 @@ absl::StatusOr<v1::JobResult> Scheduler::GetResult(const std::string& job_id) {
   return result;
 }
 
-absl::StatusOr<v1::ListJobsResponse> Scheduler::List(const v1::ListJobsRequest& request) {
+absl::StatusOr<v1::ListJobsResponse> Scheduler::List(const v1::ListJobsRequest& request,
+                                                     const std::function<absl::Status(jobs::JobFilter*)>& restrict) {
   jobs::JobFilter filter;
   for (int s : request.states()) {
     if (s < 1 || s > 5) return absl::InvalidArgumentError(absl::StrCat("states: ", s, " is not a job state"));
     filter.states.push_back(static_cast<JobState>(s));
   }
   filter.kind = request.kind();
+  if (!request.owner().empty()) filter.owner = request.owner();
+  if (!request.gallery_filter().empty()) filter.gallery = request.gallery_filter();
+  if (restrict) TESSERA_RETURN_IF_ERROR(restrict(&filter));
   if (request.page_size() < 0 || request.page_size() > 1000) {
     return absl::InvalidArgumentError("page_size must be in 0..1000 (0: 100)");
   }
@@ -574,7 +597,66 @@ void Scheduler::UpdateQueueMetrics() {
   }
 }
 
+namespace {
+
+// Removes the files a job's result names and then their directory when it is
+// left empty (<results>/<job>/), fsyncing each directory it changed.
+absl::Status RemoveResultFiles(const v1::JobResult& result) {
+  std::set<fs::path> dirs;
+  for (const v1::ResultFile& f : result.files()) {
+    const fs::path path(f.path());
+    if (path.empty() || !path.is_absolute()) continue;  // not a local file this process wrote
+    std::error_code ec;
+    fs::remove(path, ec);
+    if (ec) return absl::InternalError(absl::StrCat("cannot delete result file ", f.path(), ": ", ec.message()));
+    dirs.insert(path.parent_path());
+  }
+  for (const fs::path& dir : dirs) {
+    std::error_code ec;
+    if (fs::is_empty(dir, ec) && !ec) fs::remove(dir, ec);
+    TESSERA_RETURN_IF_ERROR(SyncDirectory(dir.parent_path().string()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<v1::JobInfo> Scheduler::DeleteResults(const std::string& job_id, const std::string& reason) {
+  TESSERA_ASSIGN_OR_RETURN(JobRecord job, store_->Get(job_id));
+  if (job.state == JobState::kQueued || job.state == JobState::kRunning) {
+    return absl::FailedPreconditionError(absl::StrCat("job '", job_id, "' is ", JobStateName(job.state),
+                                                      ": cancel it first, then delete it"));
+  }
+  if (job.deleted_ms == 0 && !job.result.empty()) {
+    v1::JobResult result;
+    if (result.ParseFromString(job.result)) TESSERA_RETURN_IF_ERROR(RemoveResultFiles(result));
+  }
+  // The files first: a crash in between leaves a row whose files are gone
+  // (GetResult then fails on them), never files no row names.
+  TESSERA_ASSIGN_OR_RETURN(JobRecord deleted, store_->MarkResultsDeleted(job_id, reason, NowMs()));
+  TESSERA_LOG(INFO) << "scheduler: results of job " << job_id << " deleted (" << reason << ")";
+  return ToJobInfo(deleted);
+}
+
+absl::StatusOr<int> Scheduler::SweepExpiredResults() {
+  if (options_.job_retention <= absl::ZeroDuration()) return 0;
+  const int64_t before = NowMs() - absl::ToInt64Milliseconds(options_.job_retention);
+  TESSERA_ASSIGN_OR_RETURN(std::vector<JobRecord> expired, store_->EndedBefore(before, 1000));
+  const std::string reason = absl::StrCat("retention ", absl::FormatDuration(options_.job_retention));
+  int deleted = 0;
+  for (const JobRecord& job : expired) {
+    absl::StatusOr<v1::JobInfo> info = DeleteResults(job.job_id, reason);
+    if (!info.ok()) {
+      TESSERA_LOG(WARNING) << "scheduler: retention: job " << job.job_id << ": " << info.status();
+      continue;
+    }
+    ++deleted;
+  }
+  return deleted;
+}
+
 void Scheduler::KeeperLoop() {
+  absl::Time next_retention_sweep = absl::InfinitePast();
   while (true) {
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -601,6 +683,11 @@ void Scheduler::KeeperLoop() {
     }
     ProbeWorkers();
     UpdateQueueMetrics();
+    if (absl::Now() >= next_retention_sweep) {
+      next_retention_sweep = absl::Now() + options_.retention_sweep_interval;
+      absl::StatusOr<int> swept = SweepExpiredResults();
+      if (!swept.ok()) TESSERA_LOG(WARNING) << "scheduler: retention sweep: " << swept.status();
+    }
   }
 }
 

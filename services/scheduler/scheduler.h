@@ -44,7 +44,10 @@ struct SchedulerOptions {
   // Names this scheduler's in-process workers ("<name>/local"); on start, jobs
   // left RUNNING on them by an earlier incarnation are re-queued at once.
   std::string name = "scheduler";
-  int64_t max_queued_per_priority = 256;
+  // QUEUED jobs beyond which Submit is RESOURCE_EXHAUSTED: the whole queue,
+  // and one principal's jobs (JobRecord::owner; < 0: no limit).
+  int64_t max_queued = 256;
+  int64_t max_queued_per_principal = 64;
   int default_max_attempts = 3;
   absl::Duration lease = absl::Seconds(10);
   absl::Duration heartbeat = absl::Seconds(1);
@@ -52,6 +55,10 @@ struct SchedulerOptions {
   absl::Duration progress_interval = absl::Milliseconds(200);
   absl::Duration retry_after = absl::Seconds(2);  // hint with RESOURCE_EXHAUSTED
   absl::Duration worker_probe_timeout = absl::Seconds(2);
+  // Finished jobs' results (files and stored result) are deleted this long
+  // after the job ended; the job stays listed as a tombstone. 0: kept forever.
+  absl::Duration job_retention = absl::ZeroDuration();
+  absl::Duration retention_sweep_interval = absl::Minutes(1);
 };
 
 // How a submit is taken, beyond the request itself.
@@ -65,6 +72,10 @@ struct SubmitOptions {
   bool require_gpu_worker = false;
   // The request's name for its idempotency key, in messages ("job_id").
   std::string id_field = "request_id";
+  // The submitting principal ("" without authentication) and the gallery the
+  // job touches ("" for none): who may see it (services/jobs/job_access.h).
+  std::string owner;
+  std::string gallery;
 };
 
 struct WorkerSlots {
@@ -94,15 +105,28 @@ class Scheduler {
   // The job `request_id` names, when it was submitted with `fingerprint` (or
   // stored before fingerprints: taken as the same); NOT_FOUND when the id is
   // new; ALREADY_EXISTS naming the id when it names another request (another
-  // kind, or another spec). `id_field` names the key in that message.
+  // kind, or another spec) or, with a non-empty `owner`, another owner's job.
+  // `id_field` names the key in that message.
   absl::StatusOr<jobs::JobRecord> FindSameRequest(const std::string& request_id, const std::string& fingerprint,
-                                                  const std::string& id_field = "request_id");
+                                                  const std::string& id_field = "request_id",
+                                                  const std::string& owner = "");
   // Whether a worker has a device other than the CPU (as last described).
   bool HasGpuWorker();
   absl::StatusOr<v1::JobInfo> Get(const std::string& job_id);
   absl::StatusOr<v1::JobInfo> Cancel(const std::string& job_id);
   absl::StatusOr<v1::JobResult> GetResult(const std::string& job_id);
-  absl::StatusOr<v1::ListJobsResponse> List(const v1::ListJobsRequest& request);
+  // Deletes an ended job's result files (each named by its result, then their
+  // directory when empty; fsynced) and erases its stored result, keeping the
+  // job as a tombstone with `reason` (JobStore::MarkResultsDeleted). Again:
+  // unchanged. FAILED_PRECONDITION while it is queued or running.
+  absl::StatusOr<v1::JobInfo> DeleteResults(const std::string& job_id, const std::string& reason);
+  // Deletes the results of jobs ended longer ago than options.job_retention
+  // (0: never); how many. The keeper thread calls it once a minute.
+  absl::StatusOr<int> SweepExpiredResults();
+  // `restrict` narrows the filter to what the caller may see (or refuses it):
+  // services/jobs/job_access.h's RestrictListing, from SchedulerService.
+  absl::StatusOr<v1::ListJobsResponse> List(const v1::ListJobsRequest& request,
+                                            const std::function<absl::Status(jobs::JobFilter*)>& restrict = nullptr);
   std::vector<v1::WorkerInfo> Workers();
 
   // Sends the job's events after `after_sequence` and then new ones as they

@@ -2,53 +2,88 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/text_checks.h"
+#include "services/jobs/job_access.h"
 #include "services/jobs/job_rpcs.h"
+#include "services/scheduler/job_info.h"
 #include "services/server/call_checks.h"
 
 namespace tessera {
 namespace {
 
-template <typename T>
-grpc::Status Reply(absl::StatusOr<T> result, T* response) {
-  if (!result.ok()) return ToGrpcStatus(result.status());
-  *response = *std::move(result);
-  return grpc::Status::OK;
+// The job `job_id` names when `caller` may see it (job_access.h); NOT_FOUND
+// worded as for a job that does not exist otherwise. Its gallery goes into
+// the call's audit record.
+absl::StatusOr<jobs::JobRecord> VisibleJob(scheduler::Scheduler& scheduler, const jobs::JobCaller& caller,
+                                           const std::string& job_id) {
+  const absl::Status not_found = absl::NotFoundError(absl::StrCat("no job ", QuoteBounded(job_id, 64)));
+  absl::StatusOr<jobs::JobRecord> job = scheduler.store().Get(job_id);
+  if (!job.ok()) return job.status().code() == absl::StatusCode::kNotFound ? not_found : job.status();
+  if (!jobs::MaySeeJob(caller.identity, *job)) return not_found;
+  if (caller.saw_gallery && !job->gallery.empty()) caller.saw_gallery(job->gallery);
+  return job;
 }
 
 }  // namespace
 
 grpc::Status SchedulerServiceImpl::Submit(grpc::ServerContext* context, const v1::SubmitJobRequest* request,
                                           v1::JobInfo* response) {
-  absl::StatusOr<v1::JobInfo> info = scheduler_->Submit(*request);
+  const jobs::JobCaller caller = jobs::CallerOf(*context);
+  scheduler::SubmitOptions options;
+  options.owner = jobs::OwnerOf(caller.identity);
+  options.gallery = caller.identity.gallery;  // the one the interceptor found in the spec (and authorized)
+  absl::StatusOr<v1::JobInfo> info = scheduler_->Submit(*request, options);
   if (!info.ok()) return jobs::JobRpcStatus(*context, info.status());
-  return Reply(std::move(info), response);
+  return jobs::Respond(std::move(info), response);
 }
 
 grpc::Status SchedulerServiceImpl::Watch(grpc::ServerContext* context, const v1::WatchJobRequest* request,
                                          grpc::ServerWriter<v1::JobEvent>* writer) {
+  absl::StatusOr<jobs::JobRecord> job = VisibleJob(*scheduler_, jobs::CallerOf(*context), request->job_id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
   absl::Status status = scheduler_->Watch(
-      request->job_id(), request->after_sequence(), [&](const v1::JobEvent& e) { return writer->Write(e); },
+      job->job_id, request->after_sequence(), [&](const v1::JobEvent& e) { return writer->Write(e); },
       [&] { return context->IsCancelled(); });
   if (!status.ok() && context->IsCancelled()) status = CheckNotCancelled(*context);
   return ToGrpcStatus(status);
 }
 
-grpc::Status SchedulerServiceImpl::Cancel(grpc::ServerContext*, const v1::JobRef* request, v1::JobInfo* response) {
-  return Reply(scheduler_->Cancel(request->job_id()), response);
+grpc::Status SchedulerServiceImpl::Cancel(grpc::ServerContext* context, const v1::JobRef* request,
+                                          v1::JobInfo* response) {
+  absl::StatusOr<jobs::JobRecord> job = VisibleJob(*scheduler_, jobs::CallerOf(*context), request->job_id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  return jobs::Respond(scheduler_->Cancel(job->job_id), response);
 }
 
-grpc::Status SchedulerServiceImpl::Get(grpc::ServerContext*, const v1::JobRef* request, v1::JobInfo* response) {
-  return Reply(scheduler_->Get(request->job_id()), response);
+grpc::Status SchedulerServiceImpl::Delete(grpc::ServerContext* context, const v1::JobRef* request,
+                                          v1::JobInfo* response) {
+  const jobs::JobCaller caller = jobs::CallerOf(*context);
+  absl::StatusOr<jobs::JobRecord> job = VisibleJob(*scheduler_, caller, request->job_id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  const std::string who = caller.identity.principal.empty() ? std::string("a client") : caller.identity.principal;
+  return jobs::Respond(scheduler_->DeleteResults(job->job_id, absl::StrCat("deleted by ", who)), response);
 }
 
-grpc::Status SchedulerServiceImpl::GetResult(grpc::ServerContext*, const v1::JobRef* request,
+grpc::Status SchedulerServiceImpl::Get(grpc::ServerContext* context, const v1::JobRef* request,
+                                       v1::JobInfo* response) {
+  absl::StatusOr<jobs::JobRecord> job = VisibleJob(*scheduler_, jobs::CallerOf(*context), request->job_id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  return jobs::Respond(absl::StatusOr<v1::JobInfo>(scheduler::ToJobInfo(*job)), response);
+}
+
+grpc::Status SchedulerServiceImpl::GetResult(grpc::ServerContext* context, const v1::JobRef* request,
                                              v1::JobResult* response) {
-  return Reply(scheduler_->GetResult(request->job_id()), response);
+  absl::StatusOr<jobs::JobRecord> job = VisibleJob(*scheduler_, jobs::CallerOf(*context), request->job_id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  return jobs::Respond(scheduler_->GetResult(job->job_id), response);
 }
 
-grpc::Status SchedulerServiceImpl::List(grpc::ServerContext*, const v1::ListJobsRequest* request,
+grpc::Status SchedulerServiceImpl::List(grpc::ServerContext* context, const v1::ListJobsRequest* request,
                                         v1::ListJobsResponse* response) {
-  return Reply(scheduler_->List(*request), response);
+  const CallIdentity caller = CallerIdentity(context);
+  return jobs::Respond(
+      scheduler_->List(*request, [&](jobs::JobFilter* filter) { return jobs::RestrictListing(caller, filter); }),
+      response);
 }
 
 grpc::Status SchedulerServiceImpl::ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*,

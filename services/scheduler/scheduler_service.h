@@ -18,6 +18,7 @@ class SchedulerServiceImpl final : public v1::SchedulerService::Service {
   grpc::Status Watch(grpc::ServerContext* context, const v1::WatchJobRequest* request,
                      grpc::ServerWriter<v1::JobEvent>* writer) override;
   grpc::Status Cancel(grpc::ServerContext* context, const v1::JobRef* request, v1::JobInfo* response) override;
+  grpc::Status Delete(grpc::ServerContext* context, const v1::JobRef* request, v1::JobInfo* response) override;
   grpc::Status Get(grpc::ServerContext* context, const v1::JobRef* request, v1::JobInfo* response) override;
   grpc::Status GetResult(grpc::ServerContext* context, const v1::JobRef* request, v1::JobResult* response) override;
   grpc::Status List(grpc::ServerContext* context, const v1::ListJobsRequest* request,

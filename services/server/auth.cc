@@ -15,6 +15,7 @@
 #include <google/protobuf/descriptor.h>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -25,6 +26,11 @@
 #include "tessera/v1/access.pb.h"
 
 namespace tessera {
+
+namespace {
+// A refused expired token's principal, for its audit record (Authorize).
+constexpr char kExpiredPrincipalPayload[] = "type.tessera/expired-principal";
+}  // namespace
 
 Sha256Digest Sha256(absl::string_view data) {
   Sha256Digest out{};
@@ -79,14 +85,29 @@ Role RequiredRole(absl::string_view full_method) {
   }
 }
 
-absl::StatusOr<std::shared_ptr<const TokenStore>> TokenStore::Load(const std::string& path) {
+namespace {
+
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read token file ", path));
   std::stringstream ss;
   ss << in.rdbuf();
-  auto store = Parse(ss.str());
+  return ss.str();
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const TokenStore>> TokenStore::Load(const std::string& path) {
+  TESSERA_ASSIGN_OR_RETURN(std::string text, ReadTokenFile(path));
+  auto store = Parse(text);
   if (!store.ok()) return absl::InvalidArgumentError(absl::StrCat("token file ", path, ": ", store.status().message()));
   return store;
+}
+
+absl::StatusOr<std::shared_ptr<const TokenStore>> TokenStore::LoadSkippingBadLines(
+    const std::string& path, std::vector<absl::Status>* bad_lines) {
+  TESSERA_ASSIGN_OR_RETURN(std::string text, ReadTokenFile(path));
+  return ParseSkippingBadLines(text, bad_lines);
 }
 
 GalleryGrants GalleryGrants::DefaultOnly() {
@@ -150,14 +171,34 @@ absl::Status CheckGalleryAccess(const CallIdentity& identity, absl::string_view 
 }
 
 absl::StatusOr<std::shared_ptr<const TokenStore>> TokenStore::Parse(absl::string_view text) {
+  return ParseLines(text, nullptr);
+}
+
+std::shared_ptr<const TokenStore> TokenStore::ParseSkippingBadLines(absl::string_view text,
+                                                                    std::vector<absl::Status>* bad_lines) {
+  return *ParseLines(text, bad_lines);
+}
+
+absl::StatusOr<std::shared_ptr<const TokenStore>> TokenStore::ParseLines(absl::string_view text,
+                                                                         std::vector<absl::Status>* bad_lines) {
   auto store = std::make_shared<TokenStore>();
   int line_no = 0;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++line_no;
+    absl::Status parsed = store->AddLine(line, line_no);
+    if (parsed.ok()) continue;
+    if (bad_lines == nullptr) return parsed;
+    bad_lines->push_back(std::move(parsed));
+  }
+  return std::shared_ptr<const TokenStore>(std::move(store));
+}
+
+absl::Status TokenStore::AddLine(absl::string_view line, int line_no) {
+  {
     const size_t hash = line.find('#');
     if (hash != absl::string_view::npos) line = line.substr(0, hash);
     std::vector<absl::string_view> f = absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
-    if (f.empty()) continue;
+    if (f.empty()) return absl::OkStatus();
     auto bad = [line_no](absl::string_view why) {
       return absl::InvalidArgumentError(absl::StrCat("line ", line_no, ": ", why));
     };
@@ -210,17 +251,20 @@ absl::StatusOr<std::shared_ptr<const TokenStore>> TokenStore::Parse(absl::string
     }
     if (cert) {
       c.grant = std::move(g);
-      store->certs_.push_back(std::move(c));
+      certs_.push_back(std::move(c));
     } else {
-      store->tokens_.push_back({Sha256(f[0]), std::move(g)});
+      tokens_.push_back({Sha256(f[0]), std::move(g)});
     }
   }
-  return std::shared_ptr<const TokenStore>(std::move(store));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<CallIdentity> TokenStore::Identity(const Grant& grant, absl::Time now, absl::string_view what) {
   if (grant.expires.has_value() && now >= *grant.expires) {
-    return absl::UnauthenticatedError(absl::StrCat(what, " expired"));
+    // The refusal names nobody, but its audit record names the line's principal.
+    absl::Status expired = absl::UnauthenticatedError(absl::StrCat(what, " expired"));
+    expired.SetPayload(kExpiredPrincipalPayload, absl::Cord(grant.principal));
+    return expired;
   }
   CallIdentity id;
   id.principal = grant.principal;
@@ -289,14 +333,25 @@ std::shared_ptr<const TokenStore> Authorizer::Tokens() const {
   next_check_ = now + reload_interval_;
   const auto stamp = FileStamp(path_);
   if (stamp == stamp_) return tokens_;
-  absl::StatusOr<std::shared_ptr<const TokenStore>> tokens = TokenStore::Load(path_);
+  // Fails closed: the file as it is now is what holds, its bad lines left out
+  // (each logged with its line number) and an unreadable file holding no
+  // token at all, so a removed line stops working whatever else the edit
+  // broke. Never the previous tokens.
+  stamp_ = stamp;
+  std::vector<absl::Status> bad_lines;
+  absl::StatusOr<std::shared_ptr<const TokenStore>> tokens = TokenStore::LoadSkippingBadLines(path_, &bad_lines);
   if (!tokens.ok()) {
-    TESSERA_LOG(ERROR) << "token file changed but cannot be used, keeping the previous tokens: " << tokens.status();
+    TESSERA_LOG(ERROR) << "token file " << path_ << " changed and cannot be read (" << tokens.status()
+                       << "): every call is refused until it can";
+    tokens_ = std::make_shared<const TokenStore>();
     return tokens_;
   }
-  stamp_ = stamp;
+  for (const absl::Status& bad : bad_lines) {
+    TESSERA_LOG(ERROR) << "token file " << path_ << " " << bad.message() << ": that line grants nothing until fixed";
+  }
   tokens_ = std::move(*tokens);
-  TESSERA_LOG(INFO) << "token file " << path_ << " reloaded: " << tokens_->size() << " token(s)";
+  TESSERA_LOG(INFO) << "token file " << path_ << " reloaded: " << tokens_->size() << " token(s)"
+                    << (bad_lines.empty() ? "" : absl::StrCat(", ", bad_lines.size(), " bad line(s) left out"));
   return tokens_;
 }
 
@@ -348,7 +403,14 @@ absl::Status Authorizer::CheckCertificate(absl::string_view full_method, const s
 
 absl::Status Authorizer::Authorize(absl::string_view full_method, absl::StatusOr<CallIdentity> found,
                                    CallIdentity* identity) {
-  if (!found.ok()) return found.status();
+  if (!found.ok()) {
+    if (absl::optional<absl::Cord> who = found.status().GetPayload(kExpiredPrincipalPayload)) {
+      identity->principal = std::string(*who);
+    }
+    absl::Status refused = found.status();
+    refused.ErasePayload(kExpiredPrincipalPayload);
+    return refused;
+  }
   identity->principal = found->principal;
   identity->role = found->role;
   identity->galleries = std::move(found->galleries);
@@ -382,6 +444,12 @@ absl::Status CallRegistry::Decision(const grpc::ServerContextBase* context, Call
   return it->second.second;
 }
 
+void CallRegistry::AnnotateGallery(const grpc::ServerContextBase* context, const std::string& gallery) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = calls_.find(context);
+  if (it != calls_.end() && it->second.first.gallery.empty()) it->second.first.gallery = gallery;
+}
+
 void CallRegistry::Erase(const grpc::ServerContextBase* context) {
   std::lock_guard<std::mutex> lock(mu_);
   calls_.erase(context);
@@ -391,6 +459,16 @@ std::string CallPrincipal(const grpc::ServerContextBase* context) {
   CallIdentity id;
   CallRegistry::Get().Decision(context, &id).IgnoreError();
   return id.principal;
+}
+
+CallIdentity CallerIdentity(const grpc::ServerContextBase* context) {
+  CallIdentity id;
+  CallRegistry::Get().Decision(context, &id).IgnoreError();
+  return id;
+}
+
+void AnnotateCallGallery(const grpc::ServerContextBase* context, const std::string& gallery) {
+  CallRegistry::Get().AnnotateGallery(context, gallery);
 }
 
 absl::Status CallDecision(const grpc::ServerContextBase* context) {

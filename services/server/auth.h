@@ -82,6 +82,9 @@ struct CallIdentity {
   std::string method;
   GalleryGrants galleries = GalleryGrants::DefaultOnly();
   std::string source;  // "token" or "certificate"
+  // The gallery the call's request names (checked by the interceptor) or, for
+  // a call about a job, the job's (AnnotateCallGallery): its audit record's.
+  std::string gallery;
 };
 
 // May `identity` call `full_method` on `gallery` (a request's gallery field;
@@ -96,8 +99,16 @@ absl::Status CheckGalleryAccess(const CallIdentity& identity, absl::string_view 
 
 class TokenStore {
  public:
+  // INVALID_ARGUMENT naming the first bad line (as `tessera serve` starts:
+  // a typo must not go unnoticed).
   static absl::StatusOr<std::shared_ptr<const TokenStore>> Load(const std::string& path);
   static absl::StatusOr<std::shared_ptr<const TokenStore>> Parse(absl::string_view text);
+  // Every good line; each bad one's error ("line 3: ...") into `bad_lines`
+  // (a reload: the file as it is now holds, never the previous one).
+  static absl::StatusOr<std::shared_ptr<const TokenStore>> LoadSkippingBadLines(const std::string& path,
+                                                                               std::vector<absl::Status>* bad_lines);
+  static std::shared_ptr<const TokenStore> ParseSkippingBadLines(absl::string_view text,
+                                                                 std::vector<absl::Status>* bad_lines);
 
   // UNAUTHENTICATED for unknown or expired tokens; the message never quotes the token.
   absl::StatusOr<CallIdentity> Lookup(absl::string_view token, absl::Time now) const;
@@ -125,6 +136,9 @@ class TokenStore {
     Grant grant;
   };
   static absl::StatusOr<CallIdentity> Identity(const Grant& grant, absl::Time now, absl::string_view what);
+  static absl::StatusOr<std::shared_ptr<const TokenStore>> ParseLines(absl::string_view text,
+                                                                      std::vector<absl::Status>* bad_lines);
+  absl::Status AddLine(absl::string_view line, int line_no);
   std::vector<TokenEntry> tokens_;
   std::vector<CertEntry> certs_;
 };
@@ -138,9 +152,12 @@ class TokenStore {
 class Authorizer {
  public:
   explicit Authorizer(std::shared_ptr<const TokenStore> tokens) : tokens_(std::move(tokens)) {}
-  // Loads `token_file` and re-reads it when it changes (checked at most every `reload_interval`),
-  // so removing a line revokes that token without a restart. A file that no longer parses keeps
-  // the previous tokens and logs an error.
+  // Loads `token_file` (every line must parse) and re-reads it when it changes (checked at most
+  // every `reload_interval`), so removing a line revokes that token without a restart. A reload
+  // fails closed: the good lines of the new file hold and each bad line is logged with its line
+  // number and grants nothing (an added or changed line that does not parse gives its principal
+  // no access until fixed; a removed line is gone whatever else is wrong); a file that cannot be
+  // read holds no token (every call refused) until it can. Never the previous tokens.
   static absl::StatusOr<std::shared_ptr<Authorizer>> FromFile(const std::string& token_file,
                                                               absl::Duration reload_interval = absl::Seconds(1));
   absl::Status Check(absl::string_view full_method, const grpc::ServerContextBase& context,
@@ -179,6 +196,8 @@ class CallRegistry {
  public:
   static CallRegistry& Get();
   void Set(const grpc::ServerContextBase* context, CallIdentity identity, absl::Status decision);
+  // Sets the call's gallery (CallIdentity::gallery) when it has none yet.
+  void AnnotateGallery(const grpc::ServerContextBase* context, const std::string& gallery);
   // The decision and identity; NOT_FOUND decision when the call is unknown.
   absl::Status Decision(const grpc::ServerContextBase* context, CallIdentity* identity = nullptr) const;
   void Erase(const grpc::ServerContextBase* context);
@@ -190,6 +209,10 @@ class CallRegistry {
 
 // The authenticated principal of a call ("" when auth is off or unknown).
 std::string CallPrincipal(const grpc::ServerContextBase* context);
+// The identity of a call (principal "" when auth is off or unknown).
+CallIdentity CallerIdentity(const grpc::ServerContextBase* context);
+// A call about a job names the job's gallery in its audit record.
+void AnnotateCallGallery(const grpc::ServerContextBase* context, const std::string& gallery);
 
 // The auth decision of a call so far; OK when no auth interceptor saw it (auth off). The gate
 // (auth_interceptor.h) enforces it before unary handlers run. A client-streaming handler must

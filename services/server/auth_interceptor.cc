@@ -222,6 +222,11 @@ class AuthAuditInterceptor : public grpc::experimental::Interceptor {
       e.method = method_;
       e.request_id = details_.request_id;
       e.gallery = gallery_;
+      if (e.gallery.empty()) {  // a call about a job names the job's gallery (AnnotateCallGallery)
+        CallIdentity now;
+        CallRegistry::Get().Decision(context_, &now).IgnoreError();
+        e.gallery = now.gallery;
+      }
       e.outcome = absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code()));
       std::string json = details_.Json();
       if (!status.ok()) {
@@ -250,6 +255,10 @@ class AuthAuditInterceptor : public grpc::experimental::Interceptor {
     if (!RequestGallery(request, &name)) return;
     const absl::Status valid = CheckGalleryName(GalleryOrDefault(name));
     gallery_ = valid.ok() ? GalleryOrDefault(name) : QuoteBounded(name, 64);
+    if (valid.ok()) {
+      identity_.gallery = gallery_;  // what the handler reads (a job submitted here records it)
+      CallRegistry::Get().Set(context_, identity_, decision_);
+    }
     if (authorizer_ == nullptr || !decision_.ok()) return;
     absl::Status access = CheckGalleryAccess(identity_, method_, name);
     if (access.ok()) return;

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -264,6 +265,7 @@ TEST_F(AuthServerTest, RefusalsHaveTheRightStatusAndAreAudited) {
   EXPECT_THAT(records[1].line, Not(HasSubstr("wrong-token")));
   EXPECT_EQ(records[2].outcome, "UNAUTHENTICATED");
   EXPECT_THAT(records[2].line, HasSubstr("expired"));
+  EXPECT_EQ(records[2].principal, "old");  // the expired line's principal (issue 31)
   EXPECT_EQ(records[3].outcome, "PERMISSION_DENIED");
   EXPECT_EQ(records[3].principal, "rita");
   EXPECT_EQ(records[4].outcome, "PERMISSION_DENIED");
@@ -288,14 +290,52 @@ TEST_F(AuthServerTest, RemovingATokenFromTheFileRevokesIt) {
   grpc::Status s = Stub(kReader)->List(&ctx, v1::ListRequest(), &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(GallerySize(*Stub(kEnroller)), 0);
-  // A broken edit keeps the tokens in force.
-  std::ofstream(dir_ + "/tokens", std::ios::trunc) << "garbage\n";
-  absl::SleepFor(absl::Milliseconds(1200));
-  EXPECT_EQ(GallerySize(*Stub(kEnroller)), 0);
   const std::vector<AuditRecord> records = Records();
-  ASSERT_EQ(records.size(), 4u);
+  ASSERT_EQ(records.size(), 3u);
   EXPECT_EQ(records[1].outcome, "UNAUTHENTICATED");
   EXPECT_EQ(records[1].method, "/tessera.v1.FingerprintService/List");
+}
+
+// Issue 31: an edit that removes a token and also adds a bad line fails
+// closed: the removed token is refused within 2 s, the good lines hold, the bad
+// line grants nothing; a file that cannot be read holds no token at all.
+TEST_F(AuthServerTest, ABrokenEditStillRevokesRemovedTokens) {
+  EXPECT_EQ(GallerySize(*Stub(kReader)), 0);
+  EXPECT_EQ(GallerySize(*Stub(kEnroller)), 0);
+  std::ofstream(dir_ + "/tokens", std::ios::trunc)
+      << kEnroller << " eddie enroller\n"
+      << "short zed reader\n";  // line 2: a token shorter than 16 characters
+  absl::SleepFor(absl::Milliseconds(1200));  // the file is checked at most once a second
+  grpc::ClientContext ctx;
+  v1::ListResponse resp;
+  const grpc::Status removed = Stub(kReader)->List(&ctx, v1::ListRequest(), &resp);
+  EXPECT_EQ(removed.error_code(), grpc::StatusCode::UNAUTHENTICATED) << removed.error_message();
+  EXPECT_EQ(GallerySize(*Stub(kEnroller)), 0);  // the good line holds
+  grpc::ClientContext bad_ctx;
+  const grpc::Status bad = Stub("short")->List(&bad_ctx, v1::ListRequest(), &resp);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  // Gone: nobody.
+  std::filesystem::remove(dir_ + "/tokens");
+  absl::SleepFor(absl::Milliseconds(1200));
+  grpc::ClientContext gone_ctx;
+  const grpc::Status gone = Stub(kEnroller)->List(&gone_ctx, v1::ListRequest(), &resp);
+  EXPECT_EQ(gone.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST(TokenStore, ASkippingParseKeepsGoodLinesAndNamesBadOnes) {
+  std::vector<absl::Status> bad;
+  std::shared_ptr<const TokenStore> store = TokenStore::ParseSkippingBadLines(
+      absl::StrCat(kReader, " rita reader\nnot-enough-fields\n", kEnroller, " eddie wizard\n", kAdmin, " ada admin\n"),
+      &bad);
+  EXPECT_EQ(store->size(), 2u);
+  ASSERT_EQ(bad.size(), 2u);
+  EXPECT_THAT(bad[0].message(), HasSubstr("line 2"));
+  EXPECT_THAT(bad[1].message(), HasSubstr("line 3"));
+  EXPECT_TRUE(store->Lookup(kReader, absl::Now()).ok());
+  EXPECT_FALSE(store->Lookup(kEnroller, absl::Now()).ok());
+  // The strict parse (start-up) refuses the same text.
+  EXPECT_EQ(TokenStore::Parse(absl::StrCat(kReader, " rita reader\nnot-enough-fields\n")).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(AuthServerTest, AuditedSearchCarriesCandidateIdsAndScores) {

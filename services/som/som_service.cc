@@ -480,18 +480,18 @@ absl::Status SomAtlasServiceImpl::WriteUploadFiles(const std::string& corpus_id,
 
 grpc::Status SomAtlasServiceImpl::CreateAtlas(grpc::ServerContext* context, const v1::CreateAtlasRequest* request,
                                               v1::CreateAtlasResponse* response) {
-  return jobs::JobRpcStatus(*context, CreateAtlasImpl(*request, response));
+  return jobs::JobRpcStatus(*context, CreateAtlasImpl(jobs::CallerOf(*context), *request, response));
 }
 
-absl::Status SomAtlasServiceImpl::CreateAtlasImpl(const v1::CreateAtlasRequest& request,
+absl::Status SomAtlasServiceImpl::CreateAtlasImpl(const jobs::JobCaller& caller, const v1::CreateAtlasRequest& request,
                                                   v1::CreateAtlasResponse* response) {
   // Idempotent on request_id, decided before any check (the atlas of a
   // finished job exists by now; its upload may have expired).
   TESSERA_ASSIGN_OR_RETURN(jobs::SubmittedJob job,
-                           jobs_.Submit({&request, request.request_id(), "request_id",
+                           jobs_.Submit({caller, &request, request.request_id(), "request_id",
                                          [&] { return PrepareCreateAtlas(request); }}));
   // The atlas id the job trains (the stored request's: chosen at its submit).
-  TESSERA_ASSIGN_OR_RETURN(JobRecord record, jobs_.Find(job.info.job_id()));
+  TESSERA_ASSIGN_OR_RETURN(JobRecord record, jobs_.Find(caller, job.info.job_id()));
   v1::CreateAtlasRequest stored;
   if (!jobs::UnpackJobSpec(record, &stored)) {
     return absl::DataLossError(absl::StrCat("job '", record.job_id, "' has no readable CreateAtlasRequest"));
@@ -553,7 +553,7 @@ grpc::Status SomAtlasServiceImpl::WatchJob(grpc::ServerContext* context, const v
 
 absl::Status SomAtlasServiceImpl::WatchJobImpl(const grpc::ServerContext& context, const v1::JobRef& request,
                                                grpc::ServerWriter<v1::AtlasProgress>* writer) {
-  TESSERA_ASSIGN_OR_RETURN(JobRecord job, jobs_.Find(request.job_id()));
+  TESSERA_ASSIGN_OR_RETURN(JobRecord job, jobs_.Find(jobs::CallerOf(context), request.job_id()));
   scheduler::Scheduler* s = *jobs_.scheduler();
   v1::CreateAtlasRequest atlas_request;
   if (!jobs::UnpackJobSpec(job, &atlas_request)) {
@@ -648,14 +648,14 @@ absl::Status SomAtlasServiceImpl::WatchJobImpl(const grpc::ServerContext& contex
   return status;
 }
 
-grpc::Status SomAtlasServiceImpl::GetJob(grpc::ServerContext* /*context*/, const v1::JobRef* request,
+grpc::Status SomAtlasServiceImpl::GetJob(grpc::ServerContext* context, const v1::JobRef* request,
                                          v1::JobStatus* response) {
-  return jobs::Respond(jobs_.Get(request->job_id()), response);
+  return jobs::Respond(jobs_.Get(jobs::CallerOf(*context), request->job_id()), response);
 }
 
-grpc::Status SomAtlasServiceImpl::CancelJob(grpc::ServerContext* /*context*/, const v1::JobRef* request,
+grpc::Status SomAtlasServiceImpl::CancelJob(grpc::ServerContext* context, const v1::JobRef* request,
                                             v1::JobStatus* response) {
-  return jobs::Respond(jobs_.Cancel(request->job_id()), response);
+  return jobs::Respond(jobs_.Cancel(jobs::CallerOf(*context), request->job_id()), response);
 }
 
 // ---------------------------------------------------------------- atlases

@@ -197,7 +197,8 @@ class SomAtlasServiceImpl final : public v1::SomAtlasService::Service {
 
   absl::Status UploadCorpusImpl(const grpc::ServerContext& context, grpc::ServerReader<v1::CorpusChunk>* reader,
                                 v1::UploadedCorpus* response);
-  absl::Status CreateAtlasImpl(const v1::CreateAtlasRequest& request, v1::CreateAtlasResponse* response);
+  absl::Status CreateAtlasImpl(const jobs::JobCaller& caller, const v1::CreateAtlasRequest& request,
+                               v1::CreateAtlasResponse* response);
   // A new CreateAtlas's checks and files (under the job core's submit lock):
   // the request as the engine checks it, the atlas id chosen and refused
   // when an atlas or a pending job has it, the upload written.

@@ -95,7 +95,7 @@ class ExampleModuleTest : public ::testing::Test {
     v1::JobRef ref;
     ref.set_job_id(job_id);
     auto context = Context();
-    auto reader = Stub(kReader)->WatchJob(context.get(), ref);
+    auto reader = Stub(kEnroller)->WatchJob(context.get(), ref);  // its owner
     v1::Progress progress, last;
     while (reader->Read(&progress)) last = progress;
     EXPECT_TRUE(reader->Finish().ok());
@@ -140,23 +140,36 @@ TEST_F(ExampleModuleTest, RunsItsJobsOverGrpcWithItsRolesAndIdempotency) {
   ref.set_job_id("sum-1");  // the request id finds the job as well as its own id
   testing::SumResult result;
   {
+    // Another principal's job does not exist for a reader (issue 31).
     auto context = Context();
-    ASSERT_TRUE(Stub(kReader)->GetResult(context.get(), ref, &result).ok());
+    const grpc::Status hidden = Stub(kReader)->GetResult(context.get(), ref, &result);
+    EXPECT_EQ(hidden.error_code(), grpc::StatusCode::NOT_FOUND) << hidden.error_message();
+    EXPECT_EQ(hidden.error_message(), "no sum job 'sum-1'");
+  }
+  {
+    auto context = Context();
+    ASSERT_TRUE(Stub(kEnroller)->GetResult(context.get(), ref, &result).ok());
   }
   EXPECT_EQ(result.job_id(), job_id);
   EXPECT_EQ(result.count(), 5000);
   EXPECT_DOUBLE_EQ(result.sum(), expected);
 
-  // The scheduler sees the module's job kind like any other.
-  {
+  // The scheduler sees the module's job kind like any other; a principal
+  // lists its own jobs.
+  for (const char* token : {kEnroller, kReader}) {
     v1::ListJobsRequest list;
     v1::ListJobsResponse jobs;
     auto context = Context();
     auto scheduler = v1::SchedulerService::NewStub(
-        CreateBearerChannel(target_, grpc::InsecureChannelCredentials(), grpc::ChannelArguments(), kReader));
+        CreateBearerChannel(target_, grpc::InsecureChannelCredentials(), grpc::ChannelArguments(), token));
     ASSERT_TRUE(scheduler->List(context.get(), list, &jobs).ok());
+    if (token == kReader) {
+      EXPECT_EQ(jobs.jobs_size(), 0);
+      continue;
+    }
     ASSERT_EQ(jobs.jobs_size(), 1);
     EXPECT_EQ(jobs.jobs(0).kind(), "example.sum");
+    EXPECT_EQ(jobs.jobs(0).owner(), "eddie");
   }
 
   // The job core's idempotency, across a restart of the whole process.

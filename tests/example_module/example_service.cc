@@ -10,7 +10,8 @@ grpc::Status ExampleServiceImpl::Sum(grpc::ServerContext* context, const testing
                                      v1::JobStatus* response) {
   // The request is the spec as it is (no uploads to resolve): prepare copies it.
   absl::StatusOr<jobs::SubmittedJob> job = jobs_.Submit(
-      {request, request->job_id(), "job_id", [&] { return jobs::SpecOf(absl::StatusOr<testing::SumRequest>(*request)); }});
+      {jobs::CallerOf(*context), request, request->job_id(), "job_id",
+       [&] { return jobs::SpecOf(absl::StatusOr<testing::SumRequest>(*request)); }});
   if (job.ok()) *response = jobs::ToJobStatus(job->info);
   return jobs::JobRpcStatus(*context, job.status());
 }
@@ -20,18 +21,18 @@ grpc::Status ExampleServiceImpl::WatchJob(grpc::ServerContext* context, const v1
   return jobs::WatchJobRpc(jobs_, *context, *request, writer);
 }
 
-grpc::Status ExampleServiceImpl::GetJob(grpc::ServerContext*, const v1::JobRef* request, v1::JobStatus* response) {
-  return jobs::Respond(jobs_.Get(request->job_id()), response);
+grpc::Status ExampleServiceImpl::GetJob(grpc::ServerContext* context, const v1::JobRef* request, v1::JobStatus* response) {
+  return jobs::Respond(jobs_.Get(jobs::CallerOf(*context), request->job_id()), response);
 }
 
-grpc::Status ExampleServiceImpl::CancelJob(grpc::ServerContext*, const v1::JobRef* request,
+grpc::Status ExampleServiceImpl::CancelJob(grpc::ServerContext* context, const v1::JobRef* request,
                                            v1::JobStatus* response) {
-  return jobs::Respond(jobs_.Cancel(request->job_id()), response);
+  return jobs::Respond(jobs_.Cancel(jobs::CallerOf(*context), request->job_id()), response);
 }
 
-grpc::Status ExampleServiceImpl::GetResult(grpc::ServerContext*, const v1::JobRef* request,
+grpc::Status ExampleServiceImpl::GetResult(grpc::ServerContext* context, const v1::JobRef* request,
                                            testing::SumResult* response) {
-  return jobs::Respond(jobs_.TypedResult<testing::SumResult>(request->job_id()), response);
+  return jobs::Respond(jobs_.TypedResult<testing::SumResult>(jobs::CallerOf(*context), request->job_id()), response);
 }
 
 }  // namespace tessera::example

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "cli/args.h"
 #include "cli/verbs.h"
@@ -15,8 +16,11 @@ namespace {
 int Usage(FILE* out, int rc) {
   std::fprintf(out,
                "usage:\n"
-               "  tessera audit verify --log FILE     # checks the hash chain across rotated files;\n"
-               "                                      # exit 0 intact, 1 broken (first bad seq and why)\n"
+               "  tessera audit verify --log FILE [--key-file K[,K2...]] [--expect-head SEQ:HASH]\n"
+               "                                      # checks the hash chain across rotated files (keyed links with\n"
+               "                                      # the keys the server ran with; a head stored earlier must still\n"
+               "                                      # be there); exit 0 intact, 1 broken (first bad seq and why)\n"
+               "  tessera audit head --log FILE       # SEQ:HASH of the newest record: store it elsewhere\n"
                "  tessera audit show --log FILE [--principal P] [--method M] [--since RFC3339] [--gallery G] [--outcome O]\n"
                "                                      # matching records as JSON lines, oldest first\n");
   return rc;
@@ -29,6 +33,8 @@ int RunAudit(int argc, char** argv) {
   const std::string sub = argv[1];
   const std::vector<FlagSpec> specs = {
       {"log", "", "the audit log (as given to tessera serve --audit-log)"},
+      {"key-file", "", "verify: the audit key file(s), comma-separated (serve --audit-key-file; old keys too)"},
+      {"expect-head", "", "verify: SEQ:HASH printed earlier by `tessera audit head`"},
       {"principal", "", "show: only this principal's records"},
       {"method", "", "show: only methods containing this text (e.g. Search or /tessera.v1.FingerprintService/Delete)"},
       {"since", "", "show: only records at or after this time (RFC3339)"},
@@ -46,8 +52,38 @@ int RunAudit(int argc, char** argv) {
     std::fprintf(stderr, "tessera audit %s: --log FILE is required\n", sub.c_str());
     return 2;
   }
-  if (sub == "verify") {
+  if (sub == "head") {
     auto r = VerifyAuditLog(log);
+    if (!r.ok()) {
+      std::fprintf(stderr, "tessera audit head: %s\n", std::string(r.status().message()).c_str());
+      return 2;
+    }
+    if (r->records == 0) {
+      std::fprintf(stderr, "tessera audit head: the log has no record\n");
+      return 1;
+    }
+    std::printf("%lld:%s\n", static_cast<long long>(r->last_seq), r->last_hash.c_str());
+    return 0;
+  }
+  if (sub == "verify") {
+    AuditVerifyOptions options;
+    for (absl::string_view path : absl::StrSplit(args->Get("key-file"), ',', absl::SkipEmpty())) {
+      absl::StatusOr<AuditKey> key = AuditKey::FromFile(std::string(path));
+      if (!key.ok()) {
+        std::fprintf(stderr, "tessera audit verify: %s\n", std::string(key.status().message()).c_str());
+        return 2;
+      }
+      options.keys.push_back(*std::move(key));
+    }
+    if (!args->Get("expect-head").empty()) {
+      absl::StatusOr<std::pair<int64_t, std::string>> head = ParseAuditHead(args->Get("expect-head"));
+      if (!head.ok()) {
+        std::fprintf(stderr, "tessera audit verify: --expect-head: %s\n", std::string(head.status().message()).c_str());
+        return 2;
+      }
+      options.expect_head = *head;
+    }
+    auto r = VerifyAuditLog(log, options);
     if (!r.ok()) {
       std::fprintf(stderr, "tessera audit verify: %s\n", std::string(r.status().message()).c_str());
       return 2;
@@ -55,6 +91,10 @@ int RunAudit(int argc, char** argv) {
     if (r->ok) {
       std::printf("OK: %lld records, chain intact across %zu file(s); last hash %s\n",
                   static_cast<long long>(r->records), AuditLogFiles(log).size(), r->last_hash.c_str());
+      if (r->keyed_records > 0 && options.keys.empty()) {
+        std::printf("note: %lld keyed records whose keyed hashes were not checked: give --key-file\n",
+                    static_cast<long long>(r->keyed_records));
+      }
       return 0;
     }
     std::printf("BROKEN at seq %lld (%s line %lld): %s\n", static_cast<long long>(r->first_bad_seq), r->file.c_str(),

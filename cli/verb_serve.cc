@@ -36,6 +36,8 @@ std::vector<FlagSpec> ServeFlags() {
                          "'authorization: Bearer TOKEN' (or, with --tls-client-ca, a client certificate a cert: "
                          "line maps) and its method's role, on the gallery it names"},
       {"audit-log", "", "hash-chained audit trail (JSON lines, fsynced before each answer; tessera audit verify)"},
+      {"audit-key-file", "", "a secret (>= 32 bytes) that keys the audit chain (HMAC-SHA256): forged logs fail "
+                             "tessera audit verify --key-file"},
       {"audit-max-mb", "64", "rotate the audit log into FILE.1, FILE.2, ... beyond this size (MiB)"},
       {"insecure", "", "allow a non-loopback --host without TLS and --token-file", true},
       {"introspection", "", "with --token-file or TLS: still serve gRPC reflection and channelz (off by default "
@@ -99,6 +101,10 @@ absl::StatusOr<ServerOptions> OptionsFromArgs(const Args& args) {
   o.tls_client_ca = args.Get("tls-client-ca");
   o.token_file = args.Get("token-file");
   o.audit_log = args.Get("audit-log");
+  o.audit_key_file = args.Get("audit-key-file");
+  if (!o.audit_key_file.empty() && o.audit_log.empty()) {
+    return absl::InvalidArgumentError("--audit-key-file keys the --audit-log: give both");
+  }
   TESSERA_ASSIGN_OR_RETURN(int audit_mb, args.GetInt("audit-max-mb"));
   if (audit_mb <= 0) return absl::InvalidArgumentError("--audit-max-mb must be positive");
   o.audit_max_bytes = int64_t{audit_mb} << 20;

@@ -19,10 +19,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "services/server/audit_log.h"
 #include "services/server/bearer_channel.h"
 #include "tessera/v1/fingerprint.grpc.pb.h"
 #include "tests/process_testing.h"
@@ -124,6 +126,70 @@ TEST(AuditProcessTest, TokensRolesAndVerify) {
     EXPECT_THAT(r.out, HasSubstr(t.expect)) << t.name;
     EXPECT_THAT(r.out, HasSubstr(t.name)) << r.out;
   }
+}
+
+// Issue 31: `serve --audit-key-file` keys the chain. A copy edited and
+// re-chained without the key passes the plain check and fails `verify
+// --key-file`; a copy with its last record cut fails `verify --expect-head`
+// against the head `tessera audit head` printed.
+TEST(AuditProcessTest, KeyedAuditAndStoredHeadCatchForgeryAndCuts) {
+  const std::string dir = TempDir() + "/keyed";
+  ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
+  const std::string audit = dir + "/audit.jsonl", key = dir + "/audit.key";
+  std::ofstream(dir + "/tokens") << "reader-token-0123456789abcdef rita reader\n";
+  std::ofstream(dir + "/rita.token") << "reader-token-0123456789abcdef\n";
+  std::ofstream(key) << "0123456789abcdef0123456789abcdef-audit-secret\n";
+  {
+    Child serve({"serve", "--grpc-port=0", "--metrics-port=-1", "--drain-timeout-s=1", "--services=volume",
+                 "--data-root=" + dir, "--state-dir=" + dir + "/state", "--token-file=" + dir + "/tokens",
+                 "--audit-log=" + audit, "--audit-key-file=" + key},
+                "serve_keyed.txt");
+    const std::string server = absl::StrCat("127.0.0.1:", PortFrom(serve.ReadLine(), "grpc_port"));
+    serve.ReadLine();
+    for (int i = 0; i < 3; ++i) {
+      CliRun r = Tessera({"job", "list", "--server", server, "--token-file", dir + "/rita.token"}, "keyed_list.txt");
+      EXPECT_EQ(r.code, 0);
+    }
+    kill(serve.pid(), SIGTERM);
+    EXPECT_EQ(serve.WaitExit(std::chrono::seconds(30)), 0);
+  }
+  CliRun head = Tessera({"audit", "head", "--log", audit}, "keyed_head.txt");
+  ASSERT_EQ(head.code, 0);
+  const std::string expect = std::string(absl::StripAsciiWhitespace(head.out));
+  EXPECT_TRUE(absl::StartsWith(expect, "3:")) << expect;
+  CliRun keyed = Tessera({"audit", "verify", "--log", audit, "--key-file", key, "--expect-head", expect},
+                         "keyed_verify.txt");
+  EXPECT_EQ(keyed.code, 0) << keyed.out;
+  CliRun unkeyed = Tessera({"audit", "verify", "--log", audit}, "keyed_verify_plain.txt");
+  EXPECT_EQ(unkeyed.code, 0);
+  EXPECT_THAT(unkeyed.out, HasSubstr("not checked: give --key-file"));
+
+  // Forged: a record edited and every link recomputed with plain SHA-256.
+  std::vector<std::string> lines = Lines(audit);
+  ASSERT_EQ(lines.size(), 3u);
+  lines[1] = absl::StrReplaceAll(lines[1], {{"\"principal\":\"rita\"", "\"principal\":\"nobody\""}});
+  std::string prev(64, '0');
+  for (std::string& line : lines) {
+    const size_t k = line.find(",\"key\":\"");
+    if (k != std::string::npos) line.erase(k, 8 + 16 + 1);
+    line = absl::StrCat(line.substr(0, line.rfind(",\"prev_hash\":\"")), ",\"prev_hash\":\"", prev, "\"");
+    prev = AuditLineHash(absl::StrCat(line, "}"), prev);
+    line = absl::StrCat(line, ",\"hash\":\"", prev, "\"}");
+  }
+  WriteLines(dir + "/forged.jsonl", lines);
+  EXPECT_EQ(Tessera({"audit", "verify", "--log", dir + "/forged.jsonl"}, "forged_plain.txt").code, 0);
+  CliRun forged = Tessera({"audit", "verify", "--log", dir + "/forged.jsonl", "--key-file", key}, "forged.txt");
+  EXPECT_EQ(forged.code, 1);
+  EXPECT_THAT(forged.out, HasSubstr("without the key"));
+
+  // Cut: the last record removed.
+  std::vector<std::string> cut = Lines(audit);
+  cut.pop_back();
+  WriteLines(dir + "/cut.jsonl", cut);
+  CliRun cut_run = Tessera({"audit", "verify", "--log", dir + "/cut.jsonl", "--key-file", key, "--expect-head", expect},
+                           "cut.txt");
+  EXPECT_EQ(cut_run.code, 1);
+  EXPECT_THAT(cut_run.out, HasSubstr("cut: the log ends at seq 2"));
 }
 
 std::string Xyt(int finger, int impression) {

@@ -1,6 +1,8 @@
 #include "services/server/audit_log.h"
 
 #include <fcntl.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,11 +12,14 @@
 #include <set>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/durable_file.h"
 #include "common/log.h"
+#include "common/status.h"
 #include "services/server/auth.h"
 
 namespace tessera {
@@ -25,6 +30,9 @@ const char kHashKey[] = ",\"hash\":\"";
 constexpr size_t kHashKeyLen = sizeof(kHashKey) - 1;
 const char kPrevKey[] = ",\"prev_hash\":\"";
 constexpr size_t kPrevKeyLen = sizeof(kPrevKey) - 1;
+const char kKeyKey[] = ",\"key\":\"";
+constexpr size_t kKeyKeyLen = sizeof(kKeyKey) - 1;
+constexpr size_t kKeyIdLen = 16;
 
 bool FileExists(const std::string& p) {
   struct stat st;
@@ -78,8 +86,42 @@ bool StringField(absl::string_view line, absl::string_view key, std::string* out
 }  // namespace
 
 
-std::string AuditLineHash(absl::string_view canonical, absl::string_view prev_hash) {
-  return Sha256Hex(absl::StrCat(prev_hash, canonical));
+std::string AuditLineHash(absl::string_view canonical, absl::string_view prev_hash, const AuditKey* key) {
+  const std::string message = absl::StrCat(prev_hash, canonical);
+  if (key == nullptr) return Sha256Hex(message);
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  HMAC(EVP_sha256(), key->secret.data(), static_cast<int>(key->secret.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &n);
+  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(mac), n));
+}
+
+absl::StatusOr<AuditKey> AuditKey::FromSecret(std::string secret) {
+  if (secret.size() < 32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("an audit key needs at least 32 bytes of secret (got ", secret.size(), "); e.g. `openssl rand "
+                     "-hex 32 > audit.key`"));
+  }
+  AuditKey key;
+  key.id = Sha256Hex(secret).substr(0, kKeyIdLen);
+  key.secret = std::move(secret);
+  return key;
+}
+
+absl::StatusOr<AuditKey> AuditKey::FromFile(const std::string& path) {
+  TESSERA_ASSIGN_OR_RETURN(std::string text, ReadWhole(path));
+  absl::StatusOr<AuditKey> key = FromSecret(std::string(absl::StripAsciiWhitespace(text)));
+  if (!key.ok()) return absl::InvalidArgumentError(absl::StrCat("audit key file ", path, ": ", key.status().message()));
+  return key;
+}
+
+absl::StatusOr<std::pair<int64_t, std::string>> ParseAuditHead(absl::string_view text) {
+  const std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
+  int64_t seq = 0;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &seq) || seq < 1 || parts[1].size() != 64) {
+    return absl::InvalidArgumentError("a head is SEQ:HASH, as `tessera audit head` prints it");
+  }
+  return std::make_pair(seq, std::string(parts[1]));
 }
 
 absl::StatusOr<AuditRecord> ParseAuditLine(absl::string_view line) {
@@ -95,6 +137,11 @@ absl::StatusOr<AuditRecord> ParseAuditLine(absl::string_view line) {
   }
   r.hash = std::string(line.substr(h + kHashKeyLen, 64));
   r.prev_hash = std::string(line.substr(p + kPrevKeyLen, 64));
+  // The key member sits right before prev_hash, at a fixed width (never inside the details).
+  const size_t k = p >= kKeyKeyLen + kKeyIdLen + 1 ? p - (kKeyKeyLen + kKeyIdLen + 1) : absl::string_view::npos;
+  if (k != absl::string_view::npos && line.substr(k, kKeyKeyLen) == kKeyKey && line[p - 1] == '"') {
+    r.key_id = std::string(line.substr(k + kKeyKeyLen, kKeyIdLen));
+  }
   if (line.size() != h + kHashKeyLen + 64 + 2) return absl::InvalidArgumentError("malformed hash member");
   const size_t comma = line.find(',');
   if (!absl::SimpleAtoi(line.substr(7, comma - 7), &r.seq)) return absl::InvalidArgumentError("bad seq");
@@ -121,8 +168,9 @@ std::vector<std::string> AuditLogFiles(const std::string& path) {
   return files;
 }
 
-absl::StatusOr<std::unique_ptr<AuditLog>> AuditLog::Open(const std::string& path, int64_t max_bytes) {
-  std::unique_ptr<AuditLog> log(new AuditLog(path, max_bytes));
+absl::StatusOr<std::unique_ptr<AuditLog>> AuditLog::Open(const std::string& path, int64_t max_bytes,
+                                                         std::optional<AuditKey> key) {
+  std::unique_ptr<AuditLog> log(new AuditLog(path, max_bytes, std::move(key)));
   log->last_hash_ = kGenesis;
   // Continue the chain from the newest record (the current file, or the last rotated one).
   std::vector<std::string> files = AuditLogFiles(path);
@@ -217,8 +265,9 @@ absl::StatusOr<int64_t> AuditLog::Append(const AuditEvent& e) {
       ",\"request_id\":", JsonQuote(e.request_id),
       e.gallery.empty() ? std::string() : absl::StrCat(",\"gallery\":", JsonQuote(e.gallery)),
       ",\"outcome\":", JsonQuote(e.outcome),
-      ",\"details\":", e.details_json.empty() ? "{}" : e.details_json, kPrevKey, last_hash_, "\"");
-  const std::string hash = AuditLineHash(absl::StrCat(canonical, "}"), last_hash_);
+      ",\"details\":", e.details_json.empty() ? "{}" : e.details_json,
+      key_.has_value() ? absl::StrCat(kKeyKey, key_->id, "\"") : std::string(), kPrevKey, last_hash_, "\"");
+  const std::string hash = AuditLineHash(absl::StrCat(canonical, "}"), last_hash_, key_.has_value() ? &*key_ : nullptr);
   const std::string line = absl::StrCat(canonical, kHashKey, hash, "\"}\n");
   size_t done = 0;
   while (done < line.size()) {
@@ -249,7 +298,7 @@ absl::StatusOr<std::vector<AuditRecord>> ReadAuditLog(const std::string& path) {
   return out;
 }
 
-absl::StatusOr<AuditVerifyResult> VerifyAuditLog(const std::string& path) {
+absl::StatusOr<AuditVerifyResult> VerifyAuditLog(const std::string& path, const AuditVerifyOptions& options) {
   const std::vector<std::string> files = AuditLogFiles(path);
   if (files.empty()) return absl::NotFoundError(absl::StrCat("no audit log at ", path));
   struct Line {
@@ -287,8 +336,23 @@ absl::StatusOr<AuditVerifyResult> VerifyAuditLog(const std::string& path) {
     if (expected < 0) expected = 1;
     const size_t h = rec.line.rfind(kHashKey);
     const std::string canonical = absl::StrCat(rec.line.substr(0, h), "}");
-    if (AuditLineHash(canonical, rec.prev_hash) != rec.hash) {
-      return fail(rec.seq, "edited: the record's hash does not match its contents");
+    const AuditKey* key = nullptr;
+    if (!rec.key_id.empty()) {
+      for (const AuditKey& k : options.keys) {
+        if (k.id == rec.key_id) key = &k;
+      }
+      if (key == nullptr && !options.keys.empty()) {
+        return fail(rec.seq, absl::StrCat("keyed with key ", rec.key_id, ", which no --key-file given is"));
+      }
+      ++r.keyed_records;
+    } else if (!options.keys.empty() && r.keyed_records > 0) {
+      return fail(rec.seq, "unkeyed record after keyed ones: the chain was recomputed without the key (forged)");
+    }
+    if (key != nullptr || rec.key_id.empty()) {
+      if (AuditLineHash(canonical, rec.prev_hash, key) != rec.hash) {
+        return fail(rec.seq, key != nullptr ? "edited or forged: the record's keyed hash does not match its contents"
+                                            : "edited: the record's hash does not match its contents");
+      }
     }
     if (rec.seq > expected) {
       if (seqs.count(expected)) {
@@ -305,10 +369,25 @@ absl::StatusOr<AuditVerifyResult> VerifyAuditLog(const std::string& path) {
       return fail(rec.seq, "chain broken: prev_hash is not the previous record's hash (a record was replaced)");
     }
     prev = rec.hash;
+    r.last_seq = rec.seq;
+    if (options.expect_head.has_value() && rec.seq == options.expect_head->first && rec.hash != options.expect_head->second) {
+      return fail(rec.seq, "the record at the expected head has another hash (rewritten)");
+    }
     ++expected;
     ++r.records;
   }
   r.last_hash = prev;
+  if (!options.keys.empty() && r.keyed_records == 0) {
+    r.ok = false;
+    r.first_bad_seq = r.records > 0 ? 1 : 0;
+    r.reason = "no record is keyed: the log was written or rewritten without the key";
+  } else if (options.expect_head.has_value() && r.last_seq < options.expect_head->first) {
+    r.ok = false;
+    r.first_bad_seq = r.last_seq + 1;
+    r.file = files.back();
+    r.reason = absl::StrCat("cut: the log ends at seq ", r.last_seq, " but the expected head is seq ",
+                            options.expect_head->first, " (records were removed from its end)");
+  }
   return r;
 }
 

@@ -10,12 +10,22 @@
 // has prev_hash = 64 zeros. Append() writes the line and fsyncs before returning.
 // Rotation: when FILE exceeds max_bytes it becomes FILE.1 (FILE.1 -> FILE.2, ...), and the
 // chain continues: the first record of the new FILE carries the last hash of the old one.
+//
+// Keyed (issue 31; `serve --audit-key-file K`): each record also carries "key":"<id>" (the
+// first 16 hex digits of SHA-256 of the secret) just before prev_hash, and its hash is
+// HMAC-SHA256(secret, prev_hash || canonical bytes) — so a forger who edits a record and
+// recomputes every link without the secret fails `tessera audit verify --key-file K`. A cut
+// tail (the newest records removed) is found against a head stored elsewhere: `tessera audit
+// head` prints SEQ:HASH, `verify --expect-head SEQ:HASH` requires that record. Key rollover:
+// restart with the new key; records name their key, and verify takes every key file.
 #ifndef TESSERA_SERVICES_SERVER_AUDIT_LOG_H_
 #define TESSERA_SERVICES_SERVER_AUDIT_LOG_H_
 
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -42,7 +52,18 @@ struct AuditEvent {
 struct AuditRecord {
   int64_t seq = -1;
   std::string time, principal, method, gallery, outcome, prev_hash, hash;
+  std::string key_id;  // "" for an unkeyed record
   std::string line;
+};
+
+// A secret the chain's links are keyed with.
+struct AuditKey {
+  std::string id;      // first 16 hex digits of SHA-256(secret)
+  std::string secret;  // at least 32 bytes
+  // The file's contents, surrounding whitespace removed; INVALID_ARGUMENT when shorter than 32
+  // bytes, NOT_FOUND when unreadable.
+  static absl::StatusOr<AuditKey> FromFile(const std::string& path);
+  static absl::StatusOr<AuditKey> FromSecret(std::string secret);
 };
 
 class AuditLog {
@@ -50,7 +71,9 @@ class AuditLog {
   // Opens (creating) FILE and continues its chain. A torn last line of FILE (a crash while
   // writing it; its answer was never sent) is moved to FILE.torn with a warning. A complete last
   // line that is not a valid record is FAILED_PRECONDITION (run `tessera audit verify`).
-  static absl::StatusOr<std::unique_ptr<AuditLog>> Open(const std::string& path, int64_t max_bytes = 64 << 20);
+  // With `key`, every record written is keyed with it.
+  static absl::StatusOr<std::unique_ptr<AuditLog>> Open(const std::string& path, int64_t max_bytes = 64 << 20,
+                                                        std::optional<AuditKey> key = std::nullopt);
   ~AuditLog();
 
   // Writes one record and fsyncs it; returns its seq.
@@ -58,12 +81,14 @@ class AuditLog {
   const std::string& path() const { return path_; }
 
  private:
-  AuditLog(std::string path, int64_t max_bytes) : path_(std::move(path)), max_bytes_(max_bytes) {}
+  AuditLog(std::string path, int64_t max_bytes, std::optional<AuditKey> key)
+      : path_(std::move(path)), max_bytes_(max_bytes), key_(std::move(key)) {}
   absl::Status OpenFile();
   absl::Status Rotate();
 
   const std::string path_;
   const int64_t max_bytes_;
+  const std::optional<AuditKey> key_;
   std::mutex mu_;
   int fd_ = -1;
   int64_t size_ = 0;
@@ -76,8 +101,9 @@ std::vector<std::string> AuditLogFiles(const std::string& path);
 
 // Parses one line; INVALID_ARGUMENT when it is not a record this log writes.
 absl::StatusOr<AuditRecord> ParseAuditLine(absl::string_view line);
-// The hash a line should carry given the previous hash.
-std::string AuditLineHash(absl::string_view line_without_hash_member, absl::string_view prev_hash);
+// The hash a line should carry given the previous hash: SHA-256, or with `key` its HMAC.
+std::string AuditLineHash(absl::string_view line_without_hash_member, absl::string_view prev_hash,
+                          const AuditKey* key = nullptr);
 
 struct AuditVerifyResult {
   bool ok = true;
@@ -87,10 +113,23 @@ struct AuditVerifyResult {
   int64_t line = 0;            // 1-based line in that file
   std::string reason;          // "edited", "deleted", "reordered", ...
   std::string last_hash;
+  int64_t last_seq = 0;
+  int64_t keyed_records = 0;
+};
+
+struct AuditVerifyOptions {
+  // Keys to check keyed records with (every key the log was written with). When given, every
+  // record from the first keyed one on must be keyed with one of them, and at least one must be
+  // (an unkeyed tail or log is a downgrade: a forgery).
+  std::vector<AuditKey> keys;
+  // The head (seq, hash) stored elsewhere earlier: the log must still hold that record.
+  std::optional<std::pair<int64_t, std::string>> expect_head;
 };
 
 // Checks the chain across all rotated files.
-absl::StatusOr<AuditVerifyResult> VerifyAuditLog(const std::string& path);
+absl::StatusOr<AuditVerifyResult> VerifyAuditLog(const std::string& path, const AuditVerifyOptions& options = {});
+// "SEQ:HASH" -> (seq, hash); INVALID_ARGUMENT otherwise.
+absl::StatusOr<std::pair<int64_t, std::string>> ParseAuditHead(absl::string_view text);
 
 // All records across rotated files, oldest first (unparseable lines are skipped).
 absl::StatusOr<std::vector<AuditRecord>> ReadAuditLog(const std::string& path);

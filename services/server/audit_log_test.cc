@@ -203,5 +203,84 @@ TEST(AuditLogTest, DamagedCompleteLastLineRefusesToOpen) {
   EXPECT_THAT(std::string(log.status().message()), HasSubstr("audit verify"));
 }
 
+// Re-chains `lines` the way a forger without the key would: each hash recomputed
+// over the (edited) record with plain SHA-256, the key member dropped.
+std::vector<std::string> RechainWithoutKey(std::vector<std::string> lines) {
+  std::string prev(64, '0');
+  for (std::string& line : lines) {
+    const size_t key = line.find(",\"key\":\"");
+    if (key != std::string::npos) line.erase(key, 8 + 16 + 1);
+    const size_t p = line.rfind(",\"prev_hash\":\"");
+    line = absl::StrCat(line.substr(0, p), ",\"prev_hash\":\"", prev, "\"");
+    const std::string hash = AuditLineHash(absl::StrCat(line, "}"), prev);
+    line = absl::StrCat(line, ",\"hash\":\"", hash, "\"}");
+    prev = hash;
+  }
+  return lines;
+}
+
+AuditKey Key(char c) { return AuditKey::FromSecret(std::string(40, c)).value(); }
+
+// Issue 31: a keyed chain catches a forger who recomputes every link, and a
+// stored head catches a cut tail; keys roll over across restarts.
+TEST(AuditLogTest, KeyedChainAndHeadCatchForgeryAndCuts) {
+  const std::string dir = TmpDir("audit_keyed");
+  const std::string path = dir + "/audit.jsonl";
+  {
+    auto log = AuditLog::Open(path, 1 << 20, Key('a'));
+    ASSERT_TRUE(log.ok()) << log.status();
+    for (int i = 1; i <= 3; ++i) ASSERT_TRUE((*log)->Append(Event(i)).ok());
+  }
+  {
+    auto log = AuditLog::Open(path, 1 << 20, Key('b'));  // key rollover: a restart with the new key
+    ASSERT_TRUE(log.ok()) << log.status();
+    for (int i = 4; i <= 5; ++i) ASSERT_TRUE((*log)->Append(Event(i)).ok());
+  }
+  AuditVerifyOptions both;
+  both.keys = {Key('a'), Key('b')};
+  auto ok = VerifyAuditLog(path, both);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_TRUE(ok->ok) << ok->reason;
+  EXPECT_EQ(ok->keyed_records, 5);
+  EXPECT_EQ(ok->last_seq, 5);
+  const std::pair<int64_t, std::string> head{ok->last_seq, ok->last_hash};
+  EXPECT_EQ(ParseAuditHead(absl::StrCat(head.first, ":", head.second)).value(), head);
+
+  // Only the newer key: the older records are named as keyed with a key not given.
+  AuditVerifyOptions only_b;
+  only_b.keys = {Key('b')};
+  EXPECT_FALSE(VerifyAuditLog(path, only_b)->ok);
+
+  // An edit, every link recomputed without the key: the plain check passes, the keyed one fails.
+  std::vector<std::string> forged = Lines(path);
+  forged[2] = absl::StrReplaceAll(forged[2], {{"\"id3\",0.5", "\"id9\",0.5"}});
+  WriteLines(path + ".forged", RechainWithoutKey(forged));
+  EXPECT_TRUE(VerifyAuditLog(path + ".forged")->ok);
+  auto caught = VerifyAuditLog(path + ".forged", both);
+  EXPECT_FALSE(caught->ok);
+  EXPECT_THAT(caught->reason, HasSubstr("without the key"));
+  // Forged with a guessed key: the record's keyed hash does not match.
+  std::vector<std::string> edited = Lines(path);
+  edited[4] = absl::StrReplaceAll(edited[4], {{"\"id5\",0.5", "\"id6\",0.5"}});
+  WriteLines(path + ".edited", edited);
+  auto edited_result = VerifyAuditLog(path + ".edited", both);
+  EXPECT_FALSE(edited_result->ok);
+  EXPECT_EQ(edited_result->first_bad_seq, 5);
+
+  // The last record cut off: intact as a chain, but not the head stored earlier.
+  std::vector<std::string> cut = Lines(path);
+  cut.pop_back();
+  WriteLines(path + ".cut", cut);
+  EXPECT_TRUE(VerifyAuditLog(path + ".cut", both)->ok);
+  AuditVerifyOptions with_head = both;
+  with_head.expect_head = head;
+  auto cut_result = VerifyAuditLog(path + ".cut", with_head);
+  EXPECT_FALSE(cut_result->ok);
+  EXPECT_THAT(cut_result->reason, HasSubstr("cut: the log ends at seq 4"));
+  EXPECT_TRUE(VerifyAuditLog(path, with_head)->ok);
+  EXPECT_FALSE(AuditKey::FromSecret("short").ok());
+  EXPECT_FALSE(ParseAuditHead("5:abc").ok());
+}
+
 }  // namespace
 }  // namespace tessera

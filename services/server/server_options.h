@@ -55,6 +55,8 @@ struct ServerOptions {
   std::string token_file;
   // Hash-chained audit trail (audit_log.h); rotated into FILE.1, FILE.2, ... at audit_max_bytes.
   std::string audit_log;
+  // A secret (>= 32 bytes) the audit chain's links are keyed with (HMAC-SHA256; audit_log.h).
+  std::string audit_key_file;
   int64_t audit_max_bytes = int64_t{64} << 20;
   // Allow a non-loopback host without TLS and a token file (refused otherwise).
   bool insecure = false;

@@ -235,7 +235,12 @@ absl::StatusOr<BoundPorts> ServiceHost::Start() {
     authorizer = std::move(from_file);
   }
   if (!options_.audit_log.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<AuditLog> audit, AuditLog::Open(options_.audit_log, options_.audit_max_bytes));
+    std::optional<AuditKey> key;
+    if (!options_.audit_key_file.empty()) {
+      TESSERA_ASSIGN_OR_RETURN(key, AuditKey::FromFile(options_.audit_key_file));
+    }
+    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<AuditLog> audit,
+                             AuditLog::Open(options_.audit_log, options_.audit_max_bytes, std::move(key)));
     audit_ = std::move(audit);
   }
   const bool guarded = authorizer != nullptr || audit_ != nullptr;

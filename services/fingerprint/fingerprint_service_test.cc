@@ -143,8 +143,8 @@ v1::EnrollStreamResponse EnrollGallery(Server& s, const std::vector<Impression>&
       bad.set_id("truncated");
       *bad.mutable_record() = Record(imp.bytes.substr(0, imp.bytes.size() - 3));
       EXPECT_TRUE(writer->Write(bad));
-      bad.set_id(imp.id);  // a duplicate
-      *bad.mutable_record() = Record(imp.bytes);
+      bad.set_id(imp.id);  // a duplicate id with other bytes (the same bytes would be a retry: OK)
+      *bad.mutable_record() = Record(&imp == &imps.front() ? imps.back().bytes : imps.front().bytes);
       EXPECT_TRUE(writer->Write(bad));
     }
   }
@@ -185,7 +185,9 @@ TEST(FingerprintServiceTest, EndToEnd) {
     EXPECT_EQ(bulk.gallery_size(), gallery);
 
     // Single enroll statuses.
-    EXPECT_EQ(Enroll(s, imps[0].id, imps[0].bytes).error_code(), grpc::StatusCode::ALREADY_EXISTS);
+    EXPECT_EQ(Enroll(s, imps[0].id, imps[1].bytes).error_code(), grpc::StatusCode::ALREADY_EXISTS);
+    // The same bytes again is a retry (issue 31): OK, the gallery unchanged.
+    EXPECT_TRUE(Enroll(s, imps[0].id, imps[0].bytes).ok());
     EXPECT_TRUE(Enroll(s, imps[0].id, imps[0].bytes, /*replace=*/true).ok());
     grpc::Status truncated = Enroll(s, "bad", imps[0].bytes.substr(0, imps[0].bytes.size() / 2));
     EXPECT_EQ(truncated.error_code(), grpc::StatusCode::INVALID_ARGUMENT);

@@ -140,7 +140,9 @@ class ShardRouterTest : public ::testing::Test {
         EXPECT_TRUE(writer->Write(Item("", points_[1])));  // no id
       }
       if (i == 100) {
-        EXPECT_TRUE(writer->Write(items_[7]));  // again: ALREADY_EXISTS
+        v1::EnrollRequest other_bytes = items_[7];  // again, other bytes: ALREADY_EXISTS
+        other_bytes.mutable_record()->set_data(items_[8].record().data());
+        EXPECT_TRUE(writer->Write(other_bytes));
       }
     }
     writer->WritesDone();
@@ -454,6 +456,7 @@ TEST_F(ShardRouterTest, VerifyDeleteAndReEnrollGoToTheOwningShard) {
   }
   // ALREADY_EXISTS passes through; replace goes to the same shard.
   v1::EnrollRequest again = items_[3];
+  again.mutable_record()->set_data(items_[4].record().data());  // other bytes (the same would be a retry)
   v1::EnrollResponse resp;
   grpc::ClientContext c1;
   EXPECT_EQ(router_stub_->Enroll(&c1, again, &resp).error_code(), grpc::StatusCode::ALREADY_EXISTS);

@@ -710,6 +710,13 @@ bool GalleryStore::LiveAtTipLocked(absl::string_view id) const {
   return it != tip_live_.end() ? it->second : live_.count(id) > 0;
 }
 
+std::shared_ptr<const StoredTemplate> GalleryStore::SameLiveTemplateLocked(const StoredTemplate& t) const {
+  if (tip_live_.count(t.id) > 0) return nullptr;  // a commit of that id is in flight: not settled
+  auto it = live_.find(t.id);
+  if (it == live_.end() || it->second->format != t.format || it->second->bytes != t.bytes) return nullptr;
+  return it->second;
+}
+
 absl::Status GalleryStore::CommitLocked(PendingCommit* commit, std::unique_lock<std::mutex>& lock) {
   queue_.push_back(commit);
   while (!commit->done) {
@@ -776,7 +783,11 @@ absl::StatusOr<std::shared_ptr<const StoredTemplate>> GalleryStore::Enroll(Store
   auto stored = std::make_shared<StoredTemplate>(std::move(t));
   std::unique_lock<std::mutex> lock(mu_);
   if (!replace && LiveAtTipLocked(stored->id)) {
-    return absl::AlreadyExistsError(absl::StrCat("template ", QuoteBounded(stored->id), " is already enrolled"));
+    // The same bytes again is a retry (of a stream that failed after part of
+    // its batch committed): the enrolled template, nothing written.
+    if (std::shared_ptr<const StoredTemplate> same = SameLiveTemplateLocked(*stored)) return same;
+    return absl::AlreadyExistsError(absl::StrCat("template ", QuoteBounded(stored->id),
+                                                 " is already enrolled with other bytes (replace to overwrite)"));
   }
   PendingCommit commit;
   commit.framed = gallery_internal::ChainRecord(kChainedEnrollRecord, fields, &tip_);
@@ -806,8 +817,15 @@ absl::StatusOr<std::vector<absl::StatusOr<std::shared_ptr<const StoredTemplate>>
   for (size_t i = 0; i < batch.size(); ++i) {
     if (fields[i].empty()) continue;
     const std::string& id = batch[i].id;
+    if (!in_batch.count(id) && !replace && LiveAtTipLocked(id)) {
+      if (std::shared_ptr<const StoredTemplate> same = SameLiveTemplateLocked(batch[i])) {
+        results[i] = same;  // a retry: already there, nothing written
+        continue;
+      }
+    }
     if (in_batch.count(id) || (!replace && LiveAtTipLocked(id))) {
-      results[i] = absl::AlreadyExistsError(absl::StrCat("template ", QuoteBounded(id), " is already enrolled"));
+      results[i] = absl::AlreadyExistsError(absl::StrCat("template ", QuoteBounded(id),
+                                                         " is already enrolled with other bytes (replace to overwrite)"));
       continue;
     }
     accepted.push_back(i);

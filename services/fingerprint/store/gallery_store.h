@@ -151,7 +151,9 @@ class GalleryStore {
   GalleryStore(const GalleryStore&) = delete;
   GalleryStore& operator=(const GalleryStore&) = delete;
 
-  // Durable when OK. ALREADY_EXISTS for a live id unless `replace`. Returns
+  // Durable when OK. ALREADY_EXISTS for a live id with other bytes unless
+  // `replace`; the same id, format and bytes again is OK (a retry: the enrolled
+  // template, nothing written). Returns
   // the stored template (with its seq).
   absl::StatusOr<std::shared_ptr<const StoredTemplate>> Enroll(StoredTemplate t, bool replace = false);
   // Group commit: one write and one fdatasync for the accepted items. Per
@@ -231,6 +233,9 @@ class GalleryStore {
   std::condition_variable commit_cv_;
   // Ids whose state the queued or in-flight records change: live after them?
   std::map<std::string, bool, std::less<>> tip_live_;
+  // The committed live template with t's id, format and bytes (a retried
+  // enroll), or null.
+  std::shared_ptr<const StoredTemplate> SameLiveTemplateLocked(const StoredTemplate& t) const;
   GalleryCommitStats commit_stats_;
   std::function<void()> before_sync_hook_;
   bool chain_started_ = false;  // a chained record or a version-2 snapshot was read

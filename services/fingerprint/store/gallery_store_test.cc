@@ -88,6 +88,14 @@ TEST(GalleryStoreTest, DuplicatesUnknownIdsAndBadInput) {
   ASSERT_TRUE((*store)->Enroll(MakeTemplate("a", 1)).ok());
   auto again = (*store)->Enroll(MakeTemplate("a", 2));
   EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists);
+  // The same bytes again is a retry (issue 31): the enrolled template, no record written.
+  const GalleryCommitStats before = (*store)->commit_stats();
+  auto retry = (*store)->Enroll(MakeTemplate("a", 1));
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  ExpectSame(**retry, MakeTemplate("a", 1));
+  auto retried_batch = (*store)->EnrollBatch({MakeTemplate("a", 1)});
+  ASSERT_TRUE(retried_batch.ok() && (*retried_batch)[0].ok());
+  EXPECT_EQ((*store)->commit_stats().records, before.records);
   auto replaced = (*store)->Enroll(MakeTemplate("a", 2), /*replace=*/true);
   ASSERT_TRUE(replaced.ok());
   ExpectSame(*(*store)->Get("a"), MakeTemplate("a", 2));

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 #include <sstream>
@@ -349,6 +350,60 @@ TEST(AuditProcessTest, NamedGalleriesWithGrants) {
       {"audit", "show", "--log", audit, "--gallery", "national", "--outcome", "PERMISSION_DENIED"}, "show_named.txt");
   EXPECT_EQ(refusal_rows.code, 0);
   EXPECT_EQ(std::count(refusal_rows.out.begin(), refusal_rows.out.end(), '\n'), 2) << refusal_rows.out;
+}
+
+// Issue 31: DeleteGallery (an admin of that gallery) leaves nothing of the
+// gallery on disk, is refused to others and for "default", and is audited.
+TEST(AuditProcessTest, DeleteGalleryLeavesNothingOnDisk) {
+  const std::string dir = TempDir() + "/delete_gallery";
+  const std::string root = dir + "/galleries";
+  ASSERT_EQ(std::system(("mkdir -p " + root).c_str()), 0);
+  for (int f = 0; f < 3; ++f) std::ofstream(absl::StrCat(dir, "/f", f, ".xyt")) << Xyt(f, 0);
+  for (const std::string gallery : {"lab", "national"}) {
+    CliRun made = Tessera({"fp", "enroll", "--gallery", root + "/" + gallery, "--ids", "a,b,c", dir + "/f0.xyt",
+                           dir + "/f1.xyt", dir + "/f2.xyt"},
+                          "delete_enroll_" + gallery + ".txt");
+    ASSERT_EQ(made.code, 0) << made.out;
+  }
+  const std::string lab_admin = "lab-admin-token-0123456789abcdef", examiner = "examiner-token-0123456789abcdef";
+  std::ofstream(dir + "/tokens") << lab_admin << " lee admin galleries=lab,default\n"
+                                 << examiner << " eddie enroller galleries=national\n";
+  const std::string audit = dir + "/audit.jsonl";
+  Child serve({"serve", "--grpc-port=0", "--metrics-port=-1", "--drain-timeout-s=1", "--services=fingerprint",
+               "--data-root=" + dir, "--state-dir=" + dir + "/state", "--galleries-root=" + root,
+               "--token-file=" + dir + "/tokens", "--audit-log=" + audit},
+              "serve_delete_gallery.txt");
+  const std::string server = absl::StrCat("127.0.0.1:", PortFrom(serve.ReadLine(), "grpc_port"));
+  serve.ReadLine();
+  const auto delete_gallery = [&](const std::string& token, const std::string& gallery, tessera::v1::GalleryInfo* out) {
+    auto stub = tessera::v1::FingerprintService::NewStub(
+        CreateBearerChannel(server, grpc::InsecureChannelCredentials(), grpc::ChannelArguments(), token));
+    grpc::ClientContext ctx;
+    tessera::v1::DeleteGalleryRequest req;
+    req.set_gallery(gallery);
+    return stub->DeleteGallery(&ctx, req, out);
+  };
+  tessera::v1::GalleryInfo info;
+  EXPECT_EQ(delete_gallery(examiner, "national", &info).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(delete_gallery(lab_admin, "national", &info).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(delete_gallery(lab_admin, "default", &info).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  const grpc::Status deleted = delete_gallery(lab_admin, "lab", &info);
+  ASSERT_TRUE(deleted.ok()) << deleted.error_message();
+  EXPECT_EQ(info.size(), 3);
+  for (const auto& entry : std::filesystem::directory_iterator(root)) {
+    EXPECT_THAT(entry.path().filename().string(), ::testing::Not(HasSubstr("lab"))) << entry.path();
+  }
+  EXPECT_TRUE(std::filesystem::exists(root + "/national"));
+  EXPECT_EQ(delete_gallery(lab_admin, "lab", &info).error_code(), grpc::StatusCode::NOT_FOUND);  // gone
+  kill(serve.pid(), SIGTERM);
+  EXPECT_EQ(serve.WaitExit(std::chrono::seconds(30)), 0);
+  int audited = 0;
+  for (const std::string& line : Lines(audit)) {
+    if (absl::StrContains(line, "/DeleteGallery\"") && absl::StrContains(line, "\"gallery\":\"lab\",\"outcome\":\"OK\"")) {
+      ++audited;
+    }
+  }
+  EXPECT_EQ(audited, 1);
 }
 
 // Starts a scheduler over the worker at `worker_address` with `extra` flags and

@@ -517,6 +517,18 @@ grpc::Status FingerprintServiceImpl::CreateGallery(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status FingerprintServiceImpl::DeleteGallery(grpc::ServerContext* context,
+                                                   const v1::DeleteGalleryRequest* request,
+                                                   v1::GalleryInfo* response) {
+  if (absl::Status decided = CallDecision(context); !decided.ok()) return ToGrpcStatus(decided);
+  if (request->gallery().empty()) return ToGrpcStatus(absl::InvalidArgumentError("gallery (the name to delete) is required"));
+  absl::StatusOr<int64_t> templates = galleries_->Delete(request->gallery());
+  if (!templates.ok()) return ToGrpcStatus(templates.status());
+  response->set_gallery(request->gallery());
+  response->set_size(*templates);
+  return grpc::Status::OK;
+}
+
 grpc::Status FingerprintServiceImpl::ListGalleries(grpc::ServerContext* context, const v1::ListGalleriesRequest*,
                                                    v1::ListGalleriesResponse* response) {
   if (absl::Status decided = CallDecision(context); !decided.ok()) return ToGrpcStatus(decided);

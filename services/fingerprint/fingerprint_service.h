@@ -173,6 +173,8 @@ class FingerprintServiceImpl final : public v1::FingerprintService::Service {
                            v1::SearchBatchResponse* response) override;
   grpc::Status Verify(grpc::ServerContext* context, const v1::VerifyRequest* request,
                       v1::VerifyResponse* response) override;
+  grpc::Status DeleteGallery(grpc::ServerContext* context, const v1::DeleteGalleryRequest* request,
+                             v1::GalleryInfo* response) override;
   grpc::Status CreateGallery(grpc::ServerContext* context, const v1::CreateGalleryRequest* request,
                              v1::GalleryInfo* response) override;
   grpc::Status ListGalleries(grpc::ServerContext* context, const v1::ListGalleriesRequest* request,

@@ -6,6 +6,8 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/strings/match.h"
 #include "common/durable_file.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -13,6 +15,10 @@
 
 namespace tessera {
 namespace fingerprint {
+namespace {
+// A deleted gallery's directory while it is removed (not a gallery name: names have no dots).
+constexpr char kDeletedPrefix[] = ".deleted-";
+}  // namespace
 namespace {
 
 namespace fs = std::filesystem;
@@ -84,6 +90,13 @@ absl::StatusOr<std::unique_ptr<GallerySet>> GallerySet::Open(const FingerprintSe
       if (!entry.is_directory()) continue;
       const std::string name = entry.path().filename().string();
       if (name == kDefaultGallery) continue;
+      if (absl::StartsWith(name, kDeletedPrefix)) {  // a DeleteGallery a crash interrupted: finish it
+        fs::remove_all(entry.path(), ec);
+        if (ec) return absl::InternalError(absl::StrCat("cannot finish deleting ", entry.path().string(), ": ",
+                                                        ec.message()));
+        TESSERA_LOG(WARNING) << "gallery root " << set->root_ << ": finished deleting " << name;
+        continue;
+      }
       if (absl::Status valid = CheckGalleryName(name); !valid.ok()) {
         TESSERA_LOG(WARNING) << "gallery root " << set->root_ << ": skipping a directory that is not a gallery name ("
                              << valid.message() << ")";
@@ -102,6 +115,7 @@ absl::StatusOr<std::unique_ptr<GallerySet>> GallerySet::Open(const FingerprintSe
 
 GallerySet::~GallerySet() {
   galleries_.clear();  // batchers and stores closed before their files go
+  retired_.clear();
   if (temporary_root_) {
     std::error_code ec;
     fs::remove_all(root_, ec);
@@ -135,6 +149,44 @@ absl::StatusOr<HostedGallery*> GallerySet::Create(absl::string_view name) {
   galleries_[std::string(name)] = std::move(hosted);
   TESSERA_LOG(INFO) << "created fingerprint gallery '" << name << "' in " << dir;
   return out;
+}
+
+absl::StatusOr<int64_t> GallerySet::Delete(absl::string_view name) {
+  const std::string n = GalleryOrDefault(name);
+  TESSERA_RETURN_IF_ERROR(CheckGalleryName(n));
+  if (n == kDefaultGallery) {
+    return absl::FailedPreconditionError("the default gallery cannot be deleted: delete its templates");
+  }
+  std::lock_guard<std::mutex> create_lock(create_mu_);
+  std::unique_ptr<HostedGallery> gone;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = galleries_.find(n);
+    if (it == galleries_.end()) return absl::NotFoundError(absl::StrCat("no gallery '", n, "' on this server"));
+    gone = std::move(it->second);
+    galleries_.erase(it);
+  }
+  const int64_t templates = gone->gallery->size();
+  // Out of its name at once (one rename, made durable), then its files.
+  const std::string dir = absl::StrCat(root_, "/", n);
+  const std::string aside = absl::StrCat(root_, "/", kDeletedPrefix, n, "-", absl::ToUnixNanos(absl::Now()));
+  std::error_code ec;
+  fs::rename(dir, aside, ec);
+  if (ec) {
+    std::lock_guard<std::mutex> lock(mu_);
+    galleries_[n] = std::move(gone);  // still there: still served
+    return absl::InternalError(absl::StrCat("cannot delete gallery '", n, "': ", ec.message()));
+  }
+  TESSERA_RETURN_IF_ERROR(SyncDirectory(root_));
+  fs::remove_all(aside, ec);
+  if (ec) return absl::InternalError(absl::StrCat("gallery '", n, "' renamed to ", aside, " but not removed: ", ec.message()));
+  TESSERA_RETURN_IF_ERROR(SyncDirectory(root_));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    retired_.push_back(std::move(gone));
+  }
+  TESSERA_LOG(INFO) << "deleted fingerprint gallery '" << n << "' (" << templates << " templates) from " << root_;
+  return templates;
 }
 
 std::vector<std::pair<std::string, int64_t>> GallerySet::List() const {

@@ -10,8 +10,12 @@
 //
 // At open every directory under ROOT whose name is a valid gallery name is
 // opened (others are skipped with a warning). Galleries are created by
-// CreateGallery (admin) and never removed while the process runs, so the
-// pointers Get() returns stay valid until the set is destroyed.
+// CreateGallery and deleted by DeleteGallery (admin). A deleted gallery's
+// directory is gone from disk at once (renamed aside, fsynced, removed; a
+// crash in between leaves a ".deleted-*" directory that the next Open
+// removes), while its in-memory object is retired, not destroyed, until the set
+// is: searches already holding it finish on it, so the pointers Get() hands
+// out stay valid until the set is destroyed.
 #ifndef TESSERA_SERVICES_FINGERPRINT_GALLERY_SET_H_
 #define TESSERA_SERVICES_FINGERPRINT_GALLERY_SET_H_
 
@@ -51,6 +55,9 @@ class GallerySet {
   HostedGallery& Default() const { return *default_; }
   // ALREADY_EXISTS, INVALID_ARGUMENT, FAILED_PRECONDITION without a root.
   absl::StatusOr<HostedGallery*> Create(absl::string_view name);
+  // Deletes gallery `name` (see above); returns how many templates it held.
+  // FAILED_PRECONDITION for "default", NOT_FOUND for an unknown name.
+  absl::StatusOr<int64_t> Delete(absl::string_view name);
   // (name, templates), by name.
   std::vector<std::pair<std::string, int64_t>> List() const;
   const std::string& root() const { return root_; }
@@ -68,6 +75,7 @@ class GallerySet {
   mutable std::mutex mu_;        // galleries_
   std::map<std::string, std::unique_ptr<HostedGallery>, std::less<>> galleries_;
   HostedGallery* default_ = nullptr;
+  std::vector<std::unique_ptr<HostedGallery>> retired_;  // deleted galleries (guarded by mu_)
 };
 
 }  // namespace fingerprint

@@ -453,6 +453,35 @@ grpc::Status FingerprintShardRouter::Verify(grpc::ServerContext* context, const 
   }
 }
 
+grpc::Status FingerprintShardRouter::DeleteGallery(grpc::ServerContext* context,
+                                                   const v1::DeleteGalleryRequest* request,
+                                                   v1::GalleryInfo* response) {
+  // On every shard; one that no longer has it (an earlier, partly failed delete) is fine, so a
+  // retry completes it. NOT_FOUND only when no shard had it.
+  auto calls = CallsTo<v1::GalleryInfo>(AllShards(shard_count()));
+  FanOut(
+      *context, calls,
+      [&](int s, grpc::ClientContext* c, grpc::CompletionQueue* cq) {
+        return shards_[s].stub->PrepareAsyncDeleteGallery(c, *request, cq);
+      },
+      /*cancel_on_failure=*/false);
+  int missing = 0;
+  int64_t templates = 0;
+  for (const auto& c : calls) {
+    if (c.status.error_code() == grpc::StatusCode::NOT_FOUND) {
+      ++missing;
+    } else if (!c.status.ok()) {
+      return ShardFailure(c.shard, c.status, *context, "; retry: shards that deleted it already are skipped");
+    } else {
+      templates += c.response.size();
+    }
+  }
+  if (missing == shard_count()) return calls[0].status;
+  response->set_gallery(request->gallery());
+  response->set_size(templates);
+  return grpc::Status::OK;
+}
+
 grpc::Status FingerprintShardRouter::CreateGallery(grpc::ServerContext* context,
                                                    const v1::CreateGalleryRequest* request,
                                                    v1::GalleryInfo* response) {

@@ -16,6 +16,7 @@
 //   Search, SearchBatch         -> every shard in parallel, merged with
 //                                  MergeShardResponses (shard_merge.h)
 //   CreateGallery               -> every shard (a retry completes a partial create)
+//   DeleteGallery               -> every shard (a retry completes a partial delete)
 //   ListGalleries               -> every shard, sizes summed per name
 // Requests go to the shards as they came, so their `gallery` names the same
 // gallery there (each shard holds its part of every gallery; the router's
@@ -113,6 +114,8 @@ class FingerprintShardRouter final : public v1::FingerprintService::Service {
                            v1::SearchBatchResponse* response) override;
   grpc::Status Verify(grpc::ServerContext* context, const v1::VerifyRequest* request,
                       v1::VerifyResponse* response) override;
+  grpc::Status DeleteGallery(grpc::ServerContext* context, const v1::DeleteGalleryRequest* request,
+                             v1::GalleryInfo* response) override;
   grpc::Status CreateGallery(grpc::ServerContext* context, const v1::CreateGalleryRequest* request,
                              v1::GalleryInfo* response) override;
   grpc::Status ListGalleries(grpc::ServerContext* context, const v1::ListGalleriesRequest* request,

@@ -55,7 +55,9 @@ int Usage(const std::vector<FlagSpec>& specs, FILE* out, int rc) {
                "                         [--cascade-candidates N] LATENT...\n"
                "       tessera fp delete --gallery DIR IDS...\n"
                "       tessera fp list   --gallery DIR\n"
-               "       tessera fp check  --gallery DIR   (verify offline: exit 1 if damaged or set aside)\n%s",
+               "       tessera fp check  --gallery DIR   (verify offline: exit 1 if damaged or set aside)\n"
+               "       tessera fp compact --gallery DIR  (one snapshot of the live templates; the old snapshot and logs\n"
+               "                                          removed: deleted templates leave no copy in them)\n%s",
                FlagsHelp(specs).c_str());
   return rc;
 }
@@ -219,6 +221,19 @@ int Delete(const Args& args, fingerprint::FingerprintGallery& gallery) {
   return missing.empty() ? 0 : 1;
 }
 
+// Erasure: once this returns, the gallery's files are one snapshot of the live
+// templates and an empty log; a template deleted before has no copy in them
+// (files set aside as damaged-log-* are not rewritten: `fp check` lists them).
+int Compact(fingerprint::FingerprintGallery& gallery) {
+  absl::Status s = gallery.Compact();
+  if (!s.ok()) {
+    std::fprintf(stderr, "tessera fp compact: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  std::printf("{\"compacted\": true, \"gallery_size\": %lld}\n", static_cast<long long>(gallery.size()));
+  return 0;
+}
+
 int List(fingerprint::FingerprintGallery& gallery) {
   std::vector<std::string> ids;
   std::string after;
@@ -287,7 +302,7 @@ int RunFp(int argc, char** argv) {
     return Usage(specs, stderr, 2);
   }
   if (args->help()) return Usage(specs, stdout, 0);
-  if (sub != "enroll" && sub != "search" && sub != "delete" && sub != "list" && sub != "check") {
+  if (sub != "enroll" && sub != "search" && sub != "delete" && sub != "list" && sub != "check" && sub != "compact") {
     std::fprintf(stderr, "tessera fp: unknown subcommand '%s'\n", sub.c_str());
     return Usage(specs, stderr, 2);
   }
@@ -296,7 +311,7 @@ int RunFp(int argc, char** argv) {
     return 2;
   }
   if (sub == "check") return Check(args->Get("gallery"));
-  if (sub != "list" && args->positional().empty()) {
+  if (sub != "list" && sub != "compact" && args->positional().empty()) {
     std::fprintf(stderr, "tessera fp %s: nothing given\n", sub.c_str());
     return Usage(specs, stderr, 2);
   }
@@ -308,6 +323,7 @@ int RunFp(int argc, char** argv) {
   if (sub == "enroll") return Enroll(*args, **gallery);
   if (sub == "search") return Search(*args, **gallery);
   if (sub == "delete") return Delete(*args, **gallery);
+  if (sub == "compact") return Compact(**gallery);
   return List(**gallery);
 }
 

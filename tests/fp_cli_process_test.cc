@@ -12,6 +12,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <random>
@@ -106,8 +107,14 @@ TEST(FpCliProcessTest, EnrollSearchListDelete) {
   EXPECT_TRUE(absl::StrContains(r.out, "\"enrolled\": 28")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "\"gallery_size\": 28")) << r.out;
 
-  // Again: every id exists. Exit 1, errors in the JSON.
+  // Again, the same file: a retry (issue 31), OK and nothing added.
   r = RunTessera({"fp", "enroll", "--gallery", gallery, enroll[4]});
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "\"gallery_size\": 28")) << r.out;
+  // An existing id with other bytes: exit 1, ALREADY_EXISTS in the JSON.
+  r = RunTessera({"fp", "enroll", "--gallery", gallery, "--ids", enroll[4].substr(enroll[4].rfind('/') + 1,
+                                                                                   enroll[4].rfind('.') - enroll[4].rfind('/') - 1),
+                  enroll[5]});
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(absl::StrContains(r.out, "ALREADY_EXISTS")) << r.out;
   // Explicit ids; a truncated file is rejected with the parser's message.
@@ -151,6 +158,32 @@ TEST(FpCliProcessTest, EnrollSearchListDelete) {
   r = RunTessera({"fp", "list", "--gallery", gallery});
   EXPECT_TRUE(absl::StrContains(r.out, "\"count\": 28")) << r.out;
   EXPECT_FALSE(absl::StrContains(r.out, "\"101_1\"")) << r.out;
+
+  // Erasure (issue 31): after `fp compact` no file of the gallery holds the
+  // deleted template's bytes (before it, its log record still does).
+  std::string erased;
+  {
+    std::ifstream in(files[0], std::ios::binary);  // 101_1
+    erased.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  const auto copies = [&] {
+    int n = 0;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(gallery)) {
+      if (!entry.is_regular_file()) continue;
+      std::ifstream in(entry.path(), std::ios::binary);
+      const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (bytes.find(erased) != std::string::npos) ++n;
+    }
+    return n;
+  };
+  ASSERT_FALSE(erased.empty());
+  EXPECT_GT(copies(), 0);
+  r = RunTessera({"fp", "compact", "--gallery", gallery});
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "\"gallery_size\": 28")) << r.out;
+  EXPECT_EQ(copies(), 0);
+  r = RunTessera({"fp", "list", "--gallery", gallery});
+  EXPECT_TRUE(absl::StrContains(r.out, "\"count\": 28")) << r.out;
 
   // Usage errors.
   EXPECT_EQ(RunTessera({"fp", "search", probes[0]}).code, 2);          // no --gallery

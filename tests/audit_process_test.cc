@@ -25,6 +25,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include <grpcpp/create_channel.h>
+
 #include "services/server/audit_log.h"
 #include "services/server/bearer_channel.h"
 #include "tessera/v1/fingerprint.grpc.pb.h"
@@ -404,6 +406,61 @@ TEST(AuditProcessTest, DeleteGalleryLeavesNothingOnDisk) {
     }
   }
   EXPECT_EQ(audited, 1);
+}
+
+// Issue 31: a damaged named gallery is unavailable alone: the server starts,
+// its calls get DATA_LOSS naming the damage, the other galleries serve.
+TEST(AuditProcessTest, ADamagedGalleryIsUnavailableAlone) {
+  const std::string dir = TempDir() + "/damaged_gallery";
+  const std::string root = dir + "/galleries";
+  ASSERT_EQ(std::system(("mkdir -p " + root).c_str()), 0);
+  for (int f = 0; f < 3; ++f) std::ofstream(absl::StrCat(dir, "/f", f, ".xyt")) << Xyt(f, 0);
+  for (const std::string gallery : {"good", "broken"}) {
+    CliRun made = Tessera({"fp", "enroll", "--gallery", root + "/" + gallery, "--ids", "a,b,c", dir + "/f0.xyt",
+                           dir + "/f1.xyt", dir + "/f2.xyt"},
+                          "damaged_enroll_" + gallery + ".txt");
+    ASSERT_EQ(made.code, 0) << made.out;
+  }
+  // One byte of the first log record flipped (its CRC fails; records follow it).
+  std::string log_file;
+  for (const auto& entry : std::filesystem::directory_iterator(root + "/broken")) {
+    if (absl::StartsWith(entry.path().filename().string(), "log-")) log_file = entry.path().string();
+  }
+  ASSERT_FALSE(log_file.empty());
+  {
+    std::fstream f(log_file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(40);
+    char c = 0;
+    f.read(&c, 1);
+    c ^= 0x5a;
+    f.seekp(40);
+    f.write(&c, 1);
+  }
+  Child serve({"serve", "--grpc-port=0", "--metrics-port=-1", "--drain-timeout-s=1", "--services=fingerprint,volume",
+               "--data-root=" + dir, "--state-dir=" + dir + "/state", "--galleries-root=" + root},
+              "serve_damaged.txt");
+  const std::string server = absl::StrCat("127.0.0.1:", PortFrom(serve.ReadLine(), "grpc_port"));
+  serve.ReadLine();
+  auto stub = tessera::v1::FingerprintService::NewStub(grpc::CreateChannel(server, grpc::InsecureChannelCredentials()));
+  const auto search = [&](const std::string& gallery, tessera::v1::SearchResponse* resp) {
+    grpc::ClientContext ctx;
+    tessera::v1::SearchRequest req;
+    req.set_gallery(gallery);
+    req.mutable_probe()->set_data(Xyt(1, 1));
+    return stub->Search(&ctx, req, resp);
+  };
+  tessera::v1::SearchResponse resp;
+  const grpc::Status good = search("good", &resp);
+  ASSERT_TRUE(good.ok()) << good.error_message();
+  EXPECT_GT(resp.candidates_size(), 0);
+  const grpc::Status broken = search("broken", &resp);
+  EXPECT_EQ(broken.error_code(), grpc::StatusCode::DATA_LOSS) << broken.error_message();
+  EXPECT_THAT(broken.error_message(), HasSubstr("gallery 'broken' could not be opened"));
+  EXPECT_THAT(broken.error_message(), HasSubstr("log-"));
+  CliRun health = Tessera({"health", "--server=" + server, "--service=readiness", "--quiet"}, "damaged_health.txt");
+  EXPECT_EQ(health.code, 0);  // the server as a whole serves
+  kill(serve.pid(), SIGTERM);
+  EXPECT_EQ(serve.WaitExit(std::chrono::seconds(30)), 0);
 }
 
 // Starts a scheduler over the worker at `worker_address` with `extra` flags and

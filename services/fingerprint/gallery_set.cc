@@ -102,8 +102,20 @@ absl::StatusOr<std::unique_ptr<GallerySet>> GallerySet::Open(const FingerprintSe
                              << valid.message() << ")";
         continue;
       }
-      TESSERA_ASSIGN_OR_RETURN(auto g, set->OpenOne(name, entry.path().string()));
-      set->galleries_[name] = std::move(g);
+      // A named gallery that does not open (a damaged log or snapshot) is
+      // that gallery's problem only: its calls get the error, the rest serve.
+      absl::StatusOr<std::unique_ptr<HostedGallery>> g = set->OpenOne(name, entry.path().string());
+      if (!g.ok()) {
+        TESSERA_LOG(ERROR) << "fingerprint gallery '" << name << "' is unavailable (its calls fail with this): "
+                           << g.status();
+        set->unavailable_[name] = absl::Status(
+            g.status().code() == absl::StatusCode::kDataLoss ? absl::StatusCode::kDataLoss
+                                                            : absl::StatusCode::kUnavailable,
+            absl::StrCat("gallery '", name, "' could not be opened: ", g.status().message(),
+                         " (run `tessera fp check --gallery ", entry.path().string(), "`)"));
+        continue;
+      }
+      set->galleries_[name] = *std::move(g);
     }
     if (ec) return absl::InternalError(absl::StrCat("cannot list gallery root ", set->root_, ": ", ec.message()));
   }
@@ -127,14 +139,21 @@ absl::StatusOr<HostedGallery*> GallerySet::Get(absl::string_view name) const {
   TESSERA_RETURN_IF_ERROR(CheckGalleryName(n));
   std::lock_guard<std::mutex> lock(mu_);
   auto it = galleries_.find(n);
-  if (it == galleries_.end()) return absl::NotFoundError(absl::StrCat("no gallery '", n, "' on this server"));
+  if (it == galleries_.end()) {
+    if (auto bad = unavailable_.find(n); bad != unavailable_.end()) return bad->second;
+    return absl::NotFoundError(absl::StrCat("no gallery '", n, "' on this server"));
+  }
   return it->second.get();
 }
 
 absl::StatusOr<HostedGallery*> GallerySet::Create(absl::string_view name) {
   TESSERA_RETURN_IF_ERROR(CheckGalleryName(name));
   std::lock_guard<std::mutex> create_lock(create_mu_);
-  if (Get(name).ok()) return absl::AlreadyExistsError(absl::StrCat("gallery '", name, "' exists"));
+  if (absl::StatusOr<HostedGallery*> existing = Get(name);
+      existing.ok() || existing.status().code() != absl::StatusCode::kNotFound) {
+    return absl::AlreadyExistsError(absl::StrCat("gallery '", name, "' exists",
+                                                 existing.ok() ? "" : " (unavailable: delete it to start over)"));
+  }
   if (root_.empty()) {
     return absl::FailedPreconditionError(
         "this server hosts only the default gallery (start it with --galleries-root to create named galleries)");
@@ -162,11 +181,15 @@ absl::StatusOr<int64_t> GallerySet::Delete(absl::string_view name) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = galleries_.find(n);
-    if (it == galleries_.end()) return absl::NotFoundError(absl::StrCat("no gallery '", n, "' on this server"));
-    gone = std::move(it->second);
-    galleries_.erase(it);
+    if (it == galleries_.end()) {
+      // An unavailable (damaged) gallery can be deleted too: that is how it is erased.
+      if (unavailable_.erase(n) == 0) return absl::NotFoundError(absl::StrCat("no gallery '", n, "' on this server"));
+    } else {
+      gone = std::move(it->second);
+      galleries_.erase(it);
+    }
   }
-  const int64_t templates = gone->gallery->size();
+  const int64_t templates = gone != nullptr ? gone->gallery->size() : 0;
   // Out of its name at once (one rename, made durable), then its files.
   const std::string dir = absl::StrCat(root_, "/", n);
   const std::string aside = absl::StrCat(root_, "/", kDeletedPrefix, n, "-", absl::ToUnixNanos(absl::Now()));
@@ -174,14 +197,14 @@ absl::StatusOr<int64_t> GallerySet::Delete(absl::string_view name) {
   fs::rename(dir, aside, ec);
   if (ec) {
     std::lock_guard<std::mutex> lock(mu_);
-    galleries_[n] = std::move(gone);  // still there: still served
+    if (gone != nullptr) galleries_[n] = std::move(gone);  // still there: still served
     return absl::InternalError(absl::StrCat("cannot delete gallery '", n, "': ", ec.message()));
   }
   TESSERA_RETURN_IF_ERROR(SyncDirectory(root_));
   fs::remove_all(aside, ec);
   if (ec) return absl::InternalError(absl::StrCat("gallery '", n, "' renamed to ", aside, " but not removed: ", ec.message()));
   TESSERA_RETURN_IF_ERROR(SyncDirectory(root_));
-  {
+  if (gone != nullptr) {
     std::lock_guard<std::mutex> lock(mu_);
     retired_.push_back(std::move(gone));
   }

@@ -50,7 +50,9 @@ class GallerySet {
                                                           SearchMetrics* metrics);
   ~GallerySet();
 
-  // INVALID_ARGUMENT for a bad name ("" is "default"), NOT_FOUND for an unknown one.
+  // INVALID_ARGUMENT for a bad name ("" is "default"), NOT_FOUND for an unknown one,
+  // DATA_LOSS (or UNAVAILABLE) for a named gallery that could not be opened at
+  // start (the default gallery must open: the service does not start without it).
   absl::StatusOr<HostedGallery*> Get(absl::string_view name) const;
   HostedGallery& Default() const { return *default_; }
   // ALREADY_EXISTS, INVALID_ARGUMENT, FAILED_PRECONDITION without a root.
@@ -76,6 +78,9 @@ class GallerySet {
   std::map<std::string, std::unique_ptr<HostedGallery>, std::less<>> galleries_;
   HostedGallery* default_ = nullptr;
   std::vector<std::unique_ptr<HostedGallery>> retired_;  // deleted galleries (guarded by mu_)
+  // Named galleries that did not open (guarded by mu_): Get answers their
+  // error (DATA_LOSS naming the damaged file), the other galleries serve.
+  std::map<std::string, absl::Status, std::less<>> unavailable_;
 };
 
 }  // namespace fingerprint

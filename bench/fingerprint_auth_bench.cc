@@ -1,6 +1,7 @@
 // The cost of access control and audit on fingerprint search throughput:
 // FingerprintService over real gRPC on loopback, plain vs secured
-// (`--token-file` + `--audit-log`), side by side in one run.
+// (`--token-file` + `--audit-log` + `--audit-key-file`: a keyed chain, issue
+// 31), side by side in one run.
 //
 //   fingerprint_auth_bench [--gallery=10000] [--clients=1,4] [--batch=16,1] [--seconds=10]
 //       [--rounds=1] [--split] [--device=auto|cpu|cuda] [--matcher=lssr|dmc] [--top_k=10]
@@ -38,6 +39,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -265,7 +267,10 @@ void CheckAudit(const std::string& path, const std::string& method, const std::s
   if (n != calls) row->audit_problems.push_back(absl::StrCat(n, " records for ", calls, " calls"));
   if (ok_records != ok_calls) row->audit_problems.push_back(absl::StrCat(ok_records, " OK records for ", ok_calls));
   if (foreign > 0) row->audit_problems.push_back(absl::StrCat(foreign, " records of another method or principal"));
-  auto verified = VerifyAuditLog(path);
+  AuditVerifyOptions keyed;
+  absl::StatusOr<AuditKey> key = AuditKey::FromFile(std::filesystem::path(path).parent_path().string() + "/audit.key");
+  if (key.ok()) keyed.keys.push_back(*key);
+  auto verified = VerifyAuditLog(path, keyed);
   if (!verified.ok()) {
     row->audit_problems.push_back(absl::StrCat("verify: ", verified.status().ToString()));
   } else if (!verified->ok || verified->records != n) {
@@ -295,6 +300,7 @@ absl::Status RunOnce(const Config& cfg, const Mode& mode, int batch, int clients
     server.audit_log = absl::StrCat(cfg.audit_dir, "/audit-", mode.tokens ? "secured" : "audit-only", "-b", batch, "-c",
                                     clients, "-r", round, ".jsonl");
     TESSERA_RETURN_IF_ERROR(RemoveAuditFiles(server.audit_log));
+    server.audit_key_file = cfg.audit_dir + "/audit.key";  // HMAC-keyed links (issue 31)
   }
   TESSERA_ASSIGN_OR_RETURN(auto service, FingerprintServiceImpl::Create(server, ServiceOptions(cfg)));
   auto host = std::make_unique<ServiceHost>(server);
@@ -433,6 +439,7 @@ int Run(Config cfg) {
   if (FILE* f = std::fopen((cfg.audit_dir + "/tokens").c_str(), "w")) {
     std::fprintf(f, "# token principal roles\n%s %s reader\n", kToken, kPrincipal);
     std::fclose(f);
+    std::ofstream(cfg.audit_dir + "/audit.key") << "bench-audit-key-0123456789abcdef0123456789abcdef\n";
   } else {
     std::fprintf(stderr, "cannot write %s/tokens\n", cfg.audit_dir.c_str());
     return 1;

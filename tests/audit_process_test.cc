@@ -195,15 +195,19 @@ TEST(AuditProcessTest, KeyedAuditAndStoredHeadCatchForgeryAndCuts) {
   EXPECT_THAT(cut_run.out, HasSubstr("cut: the log ends at seq 2"));
 }
 
-std::string Xyt(int finger, int impression) {
-  std::srand(100 + finger);
-  std::string text;
-  for (int m = 0; m < 35; ++m) {
-    const int x = 40 + std::rand() % 220, y = 40 + std::rand() % 300, a = std::rand() % 360;
-    if ((m + impression) % 9 == 0) continue;
-    absl::StrAppend(&text, x + impression % 3, " ", y + impression % 2, " ", a, " 60\n");
+std::string Xyt(int finger, int impression) { return SyntheticXyt(finger, impression); }
+
+// Galleries ROOT/<name> (made offline by `tessera fp enroll`), each holding
+// the templates a, b, c of fingers 0..2 (files under `dir`).
+void MakeGalleries(const std::string& dir, const std::string& root, const std::vector<std::string>& names) {
+  ASSERT_EQ(std::system(("mkdir -p " + root).c_str()), 0);
+  for (int f = 0; f < 3; ++f) std::ofstream(absl::StrCat(dir, "/f", f, ".xyt")) << Xyt(f, 0);
+  for (const std::string& gallery : names) {
+    CliRun made = Tessera({"fp", "enroll", "--gallery", root + "/" + gallery, "--ids", "a,b,c", dir + "/f0.xyt",
+                           dir + "/f1.xyt", dir + "/f2.xyt"},
+                          "enroll_" + gallery + ".txt");
+    ASSERT_EQ(made.code, 0) << made.out;
   }
-  return text;
 }
 
 // kill -9 while searches are being answered: every answered search has its audit record, and
@@ -359,14 +363,7 @@ TEST(AuditProcessTest, NamedGalleriesWithGrants) {
 TEST(AuditProcessTest, DeleteGalleryLeavesNothingOnDisk) {
   const std::string dir = TempDir() + "/delete_gallery";
   const std::string root = dir + "/galleries";
-  ASSERT_EQ(std::system(("mkdir -p " + root).c_str()), 0);
-  for (int f = 0; f < 3; ++f) std::ofstream(absl::StrCat(dir, "/f", f, ".xyt")) << Xyt(f, 0);
-  for (const std::string gallery : {"lab", "national"}) {
-    CliRun made = Tessera({"fp", "enroll", "--gallery", root + "/" + gallery, "--ids", "a,b,c", dir + "/f0.xyt",
-                           dir + "/f1.xyt", dir + "/f2.xyt"},
-                          "delete_enroll_" + gallery + ".txt");
-    ASSERT_EQ(made.code, 0) << made.out;
-  }
+  ASSERT_NO_FATAL_FAILURE(MakeGalleries(dir, root, {"lab", "national"}));
   const std::string lab_admin = "lab-admin-token-0123456789abcdef", examiner = "examiner-token-0123456789abcdef";
   std::ofstream(dir + "/tokens") << lab_admin << " lee admin galleries=lab,default\n"
                                  << examiner << " eddie enroller galleries=national\n";
@@ -413,14 +410,7 @@ TEST(AuditProcessTest, DeleteGalleryLeavesNothingOnDisk) {
 TEST(AuditProcessTest, ADamagedGalleryIsUnavailableAlone) {
   const std::string dir = TempDir() + "/damaged_gallery";
   const std::string root = dir + "/galleries";
-  ASSERT_EQ(std::system(("mkdir -p " + root).c_str()), 0);
-  for (int f = 0; f < 3; ++f) std::ofstream(absl::StrCat(dir, "/f", f, ".xyt")) << Xyt(f, 0);
-  for (const std::string gallery : {"good", "broken"}) {
-    CliRun made = Tessera({"fp", "enroll", "--gallery", root + "/" + gallery, "--ids", "a,b,c", dir + "/f0.xyt",
-                           dir + "/f1.xyt", dir + "/f2.xyt"},
-                          "damaged_enroll_" + gallery + ".txt");
-    ASSERT_EQ(made.code, 0) << made.out;
-  }
+  ASSERT_NO_FATAL_FAILURE(MakeGalleries(dir, root, {"good", "broken"}));
   // One byte of the first log record flipped (its CRC fails; records follow it).
   std::string log_file;
   for (const auto& entry : std::filesystem::directory_iterator(root + "/broken")) {

@@ -44,16 +44,7 @@ CliRun Tessera(const std::vector<std::string>& args, const std::string& name) {
   return {code, out, err.str()};
 }
 
-std::string Xyt(int finger, int impression) {
-  std::srand(100 + finger);
-  std::string text;
-  for (int m = 0; m < 35; ++m) {
-    const int x = 40 + std::rand() % 220, y = 40 + std::rand() % 300, a = std::rand() % 360;
-    if ((m + impression) % 9 == 0) continue;
-    absl::StrAppend(&text, x + impression % 3, " ", y + impression % 2, " ", a, " 60\n");
-  }
-  return text;
-}
+std::string Xyt(int finger, int impression) { return SyntheticXyt(finger, impression); }
 
 // "job-..." of a JobInfo printed as JSON by `tessera job submit`.
 std::string JobIdOf(const std::string& json) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
 
 extern char** environ;
@@ -97,6 +98,20 @@ class Child {
   bool reaped_ = false;
   FILE* out_ = nullptr;
 };
+
+// A synthetic fingerprint template as xyt text: 35 minutiae of `finger`
+// (seeded), `impression` dropping a few and shifting the rest by a pixel or
+// two, so impressions of one finger match each other best.
+inline std::string SyntheticXyt(int finger, int impression) {
+  std::srand(100 + finger);
+  std::string text;
+  for (int m = 0; m < 35; ++m) {
+    const int x = 40 + std::rand() % 220, y = 40 + std::rand() % 300, a = std::rand() % 360;
+    if ((m + impression) % 9 == 0) continue;
+    absl::StrAppend(&text, x + impression % 3, " ", y + impression % 2, " ", a, " 60\n");
+  }
+  return text;
+}
 
 inline int PortFrom(const std::string& line, const std::string& key) {
   int port = -1;

@@ -45,6 +45,8 @@ std::vector<FlagSpec> FpFlags() {
        "search: lssr (MCC LSS-R), dmc (deformable minutiae clustering), fusion (DMC + LSS-R scores) or cascade "
        "(LSS-R over the gallery, then fusion of its top candidates)"},
       {"cascade-candidates", "200", "search --matcher cascade: LSS-R candidates re-scored per probe (1-100000)"},
+      {"expect-head", "", "check: N:HEX, the \"head\" an earlier fp check printed (kept elsewhere): exit 1 if records were "
+                          "cut from the end or rewritten"},
   };
 }
 
@@ -55,7 +57,8 @@ int Usage(const std::vector<FlagSpec>& specs, FILE* out, int rc) {
                "                         [--cascade-candidates N] LATENT...\n"
                "       tessera fp delete --gallery DIR IDS...\n"
                "       tessera fp list   --gallery DIR\n"
-               "       tessera fp check  --gallery DIR   (verify offline: exit 1 if damaged or set aside)\n"
+               "       tessera fp check  --gallery DIR [--expect-head N:HEX]   (verify offline: exit 1 if damaged, set\n"
+               "                                          aside, or not holding the head printed earlier as \"head\")\n"
                "       tessera fp compact --gallery DIR  (one snapshot of the live templates; the old snapshot and logs\n"
                "                                          removed: deleted templates leave no copy in them)\n%s",
                FlagsHelp(specs).c_str());
@@ -254,8 +257,8 @@ int List(fingerprint::FingerprintGallery& gallery) {
 // the error); chain_records / chain_head are the chain's end, to be recorded
 // elsewhere (a later check showing fewer records or another head at that number
 // means the end was cut or changed).
-int Check(const std::string& dir) {
-  absl::StatusOr<fingerprint::GalleryCheck> check = fingerprint::GalleryStore::Check(dir);
+int Check(const std::string& dir, const std::string& expect_head) {
+  absl::StatusOr<fingerprint::GalleryCheck> check = fingerprint::GalleryStore::Check(dir, expect_head);
   if (!check.ok()) {
     std::fprintf(stderr, "tessera fp check: %s\n", check.status().ToString().c_str());
     return 1;
@@ -266,11 +269,12 @@ int Check(const std::string& dir) {
   std::printf(
       "{\"gallery\": %s, \"clean\": %s, \"live_templates\": %lld, \"snapshot_templates\": %lld, "
       "\"log_records\": %lld, \"torn_tail_bytes\": %lld, \"damaged_tail\": %s, \"set_aside\": [%s], "
-      "\"chain_records\": %lld, \"chain_head\": %s, \"legacy_records\": %lld, \"error\": %s}\n",
+      "\"chain_records\": %lld, \"chain_head\": %s, \"head\": %s, \"legacy_records\": %lld, \"error\": %s}\n",
       JsonQuote(dir).c_str(), check->clean() ? "true" : "false", static_cast<long long>(check->live_templates),
       static_cast<long long>(s.snapshot_templates), static_cast<long long>(s.log_records),
       static_cast<long long>(s.truncated_bytes), JsonQuote(s.damaged_tail).c_str(), absl::StrJoin(aside, ", ").c_str(),
       static_cast<long long>(s.chain_records), JsonQuote(s.chain_head).c_str(),
+      JsonQuote(absl::StrCat(s.chain_records, ":", s.chain_head)).c_str(),
       static_cast<long long>(s.legacy_records), JsonQuote(check->error).c_str());
   if (s.legacy_records > 0) {
     std::fprintf(stderr,
@@ -310,7 +314,7 @@ int RunFp(int argc, char** argv) {
     std::fprintf(stderr, "tessera fp %s: --gallery is required\n", sub.c_str());
     return 2;
   }
-  if (sub == "check") return Check(args->Get("gallery"));
+  if (sub == "check") return Check(args->Get("gallery"), args->Get("expect-head"));
   if (sub != "list" && sub != "compact" && args->positional().empty()) {
     std::fprintf(stderr, "tessera fp %s: nothing given\n", sub.c_str());
     return Usage(specs, stderr, 2);

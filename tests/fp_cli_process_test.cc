@@ -229,5 +229,50 @@ TEST(FpCliProcessTest, CheckFindsARecordDeletedFromTheLog) {
   EXPECT_EQ(r.code, 1) << r.out;
 }
 
+// Issue 31: the head `fp check` prints, kept elsewhere, anchors the gallery's
+// chain: the last record cut off (the chain still intact) fails
+// `fp check --expect-head`; a rewritten head fails too.
+TEST(FpCliProcessTest, CheckAgainstAStoredHeadFindsACutTail) {
+  const std::vector<std::string> files = TemplateFiles();
+  const std::string gallery = TempDir() + "/anchored";
+  Result r = RunTessera({"fp", "enroll", "--gallery", gallery, files[0], files[1], files[2]});
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = RunTessera({"fp", "check", "--gallery", gallery});
+  ASSERT_EQ(r.code, 0) << r.out;
+  const size_t at = r.out.find("\"head\": \"");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string head = r.out.substr(at + 9, r.out.find('"', at + 9) - at - 9);
+  EXPECT_TRUE(absl::StartsWith(head, "3:")) << head;
+  r = RunTessera({"fp", "check", "--gallery", gallery, "--expect-head", head});
+  EXPECT_EQ(r.code, 0) << r.out;
+
+  // The last record cut off: every remaining record and link is intact.
+  const std::string log = gallery + "/log-0000000000000001";
+  std::string bytes;
+  {
+    std::ifstream in(log, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  size_t last = 0;
+  for (size_t at_record = 0; at_record < bytes.size();) {
+    uint32_t len = 0;
+    std::memcpy(&len, bytes.data() + at_record, 4);
+    last = at_record;
+    at_record += 8 + len;
+  }
+  bytes.resize(last);
+  std::ofstream(log, std::ios::binary | std::ios::trunc) << bytes;
+  r = RunTessera({"fp", "check", "--gallery", gallery});
+  EXPECT_EQ(r.code, 0) << r.out;  // on its own, a shorter chain looks fine
+  r = RunTessera({"fp", "check", "--gallery", gallery, "--expect-head", head});
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "cut: the gallery's chain ends at record 2")) << r.out;
+  std::string rewritten = head;
+  rewritten.replace(0, 1, "2");
+  r = RunTessera({"fp", "check", "--gallery", gallery, "--expect-head", rewritten});
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "another head")) << r.out;
+}
+
 }  // namespace
 }  // namespace tessera

@@ -424,7 +424,7 @@ absl::StatusOr<std::unique_ptr<GalleryStore>> GalleryStore::Open(const std::stri
   return store;
 }
 
-absl::StatusOr<GalleryCheck> GalleryStore::Check(const std::string& dir) {
+absl::StatusOr<GalleryCheck> GalleryStore::Check(const std::string& dir, const std::string& expect_head) {
   struct stat st;
   if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return absl::NotFoundError(absl::StrCat("no gallery directory ", dir));
@@ -432,9 +432,31 @@ absl::StatusOr<GalleryCheck> GalleryStore::Check(const std::string& dir) {
   // No lock: a serving process may hold it; a record being appended then
   // shows as a torn tail.
   std::unique_ptr<GalleryStore> store(new GalleryStore(dir, -1));
+  if (!expect_head.empty()) {
+    const size_t colon = expect_head.find(':');
+    ExpectedChainHead want;
+    if (colon == std::string::npos || !absl::SimpleAtoi(expect_head.substr(0, colon), &want.records) ||
+        want.records == 0 || expect_head.size() - colon - 1 != 64) {
+      return absl::InvalidArgumentError("a gallery head is N:HEX (chain_records:chain_head, as fp check prints them)");
+    }
+    want.head_hex = expect_head.substr(colon + 1);
+    store->expect_head_ = want;
+  }
   GalleryCheck check;
   const absl::Status loaded = store->Load(nullptr, nullptr, /*read_only=*/true);
   if (!loaded.ok()) check.error = std::string(loaded.message());
+  if (loaded.ok() && store->expect_head_.has_value()) {
+    const ExpectedChainHead& want = *store->expect_head_;
+    if (!want.seen && !want.compacted) {
+      check.error = absl::StrCat("cut: the gallery's chain ends at record ", store->chain_.records,
+                                 " but the expected head is record ", want.records, " (records removed from its end)");
+    } else if (want.seen && !want.matched) {
+      check.error = absl::StrCat("chain record ", want.records, " has another head than expected (rewritten)");
+    } else if (want.compacted) {
+      check.error = absl::StrCat("a snapshot compacted past record ", want.records,
+                                 ": check against a head taken after the last compaction");
+    }
+  }
   check.stats = store->open_stats_;
   check.live_templates = static_cast<int64_t>(store->live_.size());
   return check;
@@ -546,6 +568,14 @@ absl::Status GalleryStore::Load(const CylinderSink& sink, const ReserveHook& res
       std::memcpy(&chain_.records, payload.data() + 16, 8);
       std::memcpy(chain_.head.data(), payload.data() + 24, 32);
       chain_started_ = true;
+      if (expect_head_.has_value() && chain_.records >= expect_head_->records) {
+        if (chain_.records == expect_head_->records) {
+          expect_head_->seen = true;
+          expect_head_->matched = Hex(chain_.head) == expect_head_->head_hex;
+        } else {
+          expect_head_->compacted = true;
+        }
+      }
     }
     if (reader->offset() != reader->size()) return corrupt("data after the end record");
   }
@@ -605,6 +635,10 @@ absl::Status GalleryStore::Load(const CylinderSink& sink, const ReserveHook& res
         chain_.records = no;
         chain_.head = Sha256Of(payload);
         chain_started_ = true;
+        if (expect_head_.has_value() && no == expect_head_->records) {
+          expect_head_->seen = true;
+          expect_head_->matched = Hex(chain_.head) == expect_head_->head_hex;
+        }
         kind = kind == kChainedEnrollRecord ? kEnrollRecord : kDeleteRecord;  // the same fields follow
       } else if (kind == kEnrollRecord || kind == kDeleteRecord) {
         if (chain_started_) {

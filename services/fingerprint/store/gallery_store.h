@@ -64,6 +64,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,15 @@ using ChainDigest = std::array<unsigned char, 32>;
 struct ChainLink {
   uint64_t records = 0;  // the last record's number (0: none yet)
   ChainDigest head{};    // its payload's SHA-256 (zeros before the first)
+};
+
+// The head a Check was asked to find, and what it saw of it.
+struct ExpectedChainHead {
+  uint64_t records = 0;
+  std::string head_hex;
+  bool seen = false;        // chain record `records` was read
+  bool matched = false;     // ... with that head
+  bool compacted = false;   // a snapshot ends after it: not checkable
 };
 
 // Records written and fdatasync() calls made since Open (records / syncs is
@@ -183,7 +193,12 @@ class GalleryStore {
 
   // Reads DIR as Open would (snapshot, logs, every record's CRC and fields)
   // without locking, truncating or moving anything. NOT_FOUND without DIR.
-  static absl::StatusOr<GalleryCheck> Check(const std::string& dir);
+  // With `expect_head` ("N:HEX", GalleryOpenStats' chain_records and
+  // chain_head printed earlier by `tessera fp check`): the gallery must still
+  // hold chain record N with that head, else check.error says why (records
+  // cut from the end, or rewritten). A snapshot that compacted past N can
+  // only confirm N when it ends exactly there.
+  static absl::StatusOr<GalleryCheck> Check(const std::string& dir, const std::string& expect_head = "");
 
   // Writes a snapshot of the live templates (with cylinders from `source`
   // where it has them) and starts a new log. Enrolls and deletes may run
@@ -232,6 +247,7 @@ class GalleryStore {
   bool commit_in_flight_ = false;      // a leader is writing (log_fd_ stays put)
   std::condition_variable commit_cv_;
   // Ids whose state the queued or in-flight records change: live after them?
+  std::optional<ExpectedChainHead> expect_head_;  // Check only
   std::map<std::string, bool, std::less<>> tip_live_;
   // The committed live template with t's id, format and bytes (a retried
   // enroll), or null.

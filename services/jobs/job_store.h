@@ -102,15 +102,6 @@ struct AttemptOutcome {
   std::string error_message;
   std::string result;                 // serialized tessera.v1.JobResult
   int64_t peak_device_bytes = 0;
-  // Who submitted it (the authenticated principal; "" without
-  // authentication) and the fingerprint gallery it touches ("" for none):
-  // who may see it (job_access.h).
-  std::string owner;
-  std::string gallery;
-  // When its results were deleted (0: not) and why ("retention 7d",
-  // "deleted by ada"): the row stays as the tombstone.
-  int64_t deleted_ms = 0;
-  std::string deleted_reason;
 };
 
 class JobStore {

@@ -103,6 +103,7 @@ absl::StatusOr<HostedScheduler> CreateHostedScheduler(const SchedulerHostOptions
   scheduler_options.max_queued = options.max_queued;
   scheduler_options.max_queued_per_principal = options.max_queued_per_principal;
   scheduler_options.job_retention = options.job_retention;
+  scheduler_options.results_max_bytes = options.results_max_bytes;
   out.scheduler = std::make_unique<scheduler::Scheduler>(scheduler_options, std::move(store), out.engines.get(),
                                                          std::move(workers));
   TESSERA_RETURN_IF_ERROR(out.scheduler->Start());

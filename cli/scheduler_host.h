@@ -35,6 +35,7 @@ struct SchedulerHostOptions {
   int64_t max_queued_per_principal = 64;   // one principal's queued jobs
   // Finished jobs' results deleted this long after they ended (0: kept).
   absl::Duration job_retention = absl::Hours(24 * 7);
+  int64_t results_max_bytes = 0;  // 0: no budget
   std::string name;                  // default "scheduler"
   // How --worker processes are reached: TLS (--peer-tls-*) and the bearer
   // token they require (--peer-token-file); default plaintext, no token.

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -73,6 +74,8 @@ std::vector<FlagSpec> ServeFlags() {
       {"local-slots", "1", "jobs the in-process worker runs at once"},
       {"max-queued", "256", "queued jobs (all priorities) beyond which Submit answers RESOURCE_EXHAUSTED"},
       {"max-queued-per-principal", "64", "one principal's queued jobs beyond which its Submit answers RESOURCE_EXHAUSTED"},
+      {"results-max-bytes", "0", "finished jobs' result files beyond which Submit answers RESOURCE_EXHAUSTED (after "
+                                 "deleting expired ones; 0: no budget, --job-retention alone bounds them)"},
       {"job-retention", "168h", "finished jobs' results (files and stored result) are deleted this long after the job "
                                 "ended; the job stays listed as a tombstone (0: keep forever)"},
       {"scheduler-name", "scheduler", "this scheduler's name (its in-process worker is NAME/local)"},
@@ -195,6 +198,12 @@ int RunServe(int argc, char** argv) {
   scheduler_options.local_slots = *slots;
   scheduler_options.max_queued = *max_queued;
   scheduler_options.max_queued_per_principal = *max_queued_per_principal;
+  int64_t results_max_bytes = 0;  // 64-bit: budgets pass 2 GiB
+  if (!absl::SimpleAtoi(args->Get("results-max-bytes"), &results_max_bytes) || results_max_bytes < 0) {
+    std::fprintf(stderr, "tessera serve: --results-max-bytes takes a non-negative number of bytes\n");
+    return 2;
+  }
+  scheduler_options.results_max_bytes = results_max_bytes;
   if (!absl::ParseDuration(args->Get("job-retention"), &scheduler_options.job_retention) ||
       scheduler_options.job_retention < absl::ZeroDuration()) {
     std::fprintf(stderr, "tessera serve: --job-retention takes a duration such as 168h, 30m or 0 (keep forever)\n");

@@ -19,7 +19,7 @@ constexpr char kJobColumns[] =
     "job_id, request_id, kind, state, priority, spec, needs_gpu, need_device_bytes, created_ms, updated_ms, "
     "started_ms, finished_ms, deadline_ms, attempts, max_attempts, worker, lease_expires_ms, cancel_requested, "
     "error_code, error_message, last_progress, last_sequence, result, peak_device_bytes, owner, gallery, deleted_ms, "
-    "deleted_reason";
+    "deleted_reason, result_bytes";
 
 JobRecord RowToRecord(const SqlRow& r) {
   JobRecord j;
@@ -51,6 +51,7 @@ JobRecord RowToRecord(const SqlRow& r) {
   j.gallery = r.Text(25);
   j.deleted_ms = r.Int(26);
   j.deleted_reason = r.Text(27);
+  j.result_bytes = r.Int(28);
   return j;
 }
 
@@ -73,7 +74,7 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(std::unique_ptr<SqlData
                    "last_progress ", blob, ", last_sequence BIGINT NOT NULL, result ", blob, ", "
                    "peak_device_bytes BIGINT NOT NULL, owner TEXT NOT NULL DEFAULT '', "
                    "gallery TEXT NOT NULL DEFAULT '', deleted_ms BIGINT NOT NULL DEFAULT 0, "
-                   "deleted_reason TEXT NOT NULL DEFAULT '')"),
+                   "deleted_reason TEXT NOT NULL DEFAULT '', result_bytes BIGINT NOT NULL DEFAULT 0)"),
       // Idempotent submits: one job per client request id.
       "CREATE UNIQUE INDEX IF NOT EXISTS tessera_jobs_request ON tessera_jobs (request_id) WHERE request_id <> ''",
       "CREATE INDEX IF NOT EXISTS tessera_jobs_queue ON tessera_jobs (state, priority, created_ms)",
@@ -96,7 +97,8 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(std::unique_ptr<SqlData
       for (const char* sql : {"ALTER TABLE tessera_jobs ADD COLUMN owner TEXT NOT NULL DEFAULT ''",
                               "ALTER TABLE tessera_jobs ADD COLUMN gallery TEXT NOT NULL DEFAULT ''",
                               "ALTER TABLE tessera_jobs ADD COLUMN deleted_ms BIGINT NOT NULL DEFAULT 0",
-                              "ALTER TABLE tessera_jobs ADD COLUMN deleted_reason TEXT NOT NULL DEFAULT ''"}) {
+                              "ALTER TABLE tessera_jobs ADD COLUMN deleted_reason TEXT NOT NULL DEFAULT ''",
+                              "ALTER TABLE tessera_jobs ADD COLUMN result_bytes BIGINT NOT NULL DEFAULT 0"}) {
         TESSERA_RETURN_IF_ERROR(db->Query(sql).status());
       }
       return db->Query("UPDATE tessera_schema SET version = ?", {kSchemaVersion}).status();
@@ -160,14 +162,16 @@ absl::StatusOr<JobRecord> OwnedAttempt(SqlDatabase& db, const std::string& job_i
 }
 
 absl::Status EndJob(SqlDatabase& db, const JobRecord& job, JobState state, int code, const std::string& message,
-                    const std::string& result, int64_t peak, const std::string& event_message, int64_t now_ms) {
+                    const std::string& result, int64_t peak, const std::string& event_message, int64_t now_ms,
+                    int64_t result_bytes = 0) {
   // Conditional on the row being as read: under PostgreSQL's READ COMMITTED
   // another replica may have changed it since; then the transaction retries.
   absl::StatusOr<std::vector<SqlRow>> r =
       db.Query("UPDATE tessera_jobs SET state = ?, error_code = ?, error_message = ?, result = ?, finished_ms = ?, "
-               "lease_expires_ms = 0, peak_device_bytes = ? WHERE job_id = ? AND state = ? AND attempts = ?",
-               {S(state), int64_t{code}, message, SqlBlob{result}, now_ms, peak, job.job_id, S(job.state),
-                int64_t{job.attempts}});
+               "lease_expires_ms = 0, peak_device_bytes = ?, result_bytes = ? WHERE job_id = ? AND state = ? AND "
+               "attempts = ?",
+               {S(state), int64_t{code}, message, SqlBlob{result}, now_ms, peak, result_bytes, job.job_id,
+                S(job.state), int64_t{job.attempts}});
   if (!r.ok()) return r.status();
   if (db.changes() != 1) return absl::AbortedError(absl::StrCat("job '", job.job_id, "' changed meanwhile"));
   return AppendEvent(db, job.job_id, state, job.last_progress, event_message, now_ms);
@@ -234,12 +238,12 @@ absl::StatusOr<JobRecord> JobStore::Create(const JobRecord& job, const QueueLimi
     }
     absl::StatusOr<std::vector<SqlRow>> r = db_->Query(
         absl::StrCat("INSERT INTO tessera_jobs (", kJobColumns,
-                     ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+                     ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
         {job.job_id, job.request_id, job.kind, S(JobState::kQueued), int64_t{job.priority}, SqlBlob{job.spec},
          int64_t{job.needs_gpu ? 1 : 0}, job.need_device_bytes, job.created_ms, job.created_ms, int64_t{0}, int64_t{0},
          job.deadline_ms, int64_t{0}, int64_t{job.max_attempts}, std::string(), int64_t{0}, int64_t{0}, int64_t{0},
          std::string(), SqlBlob{""}, int64_t{0}, SqlBlob{""}, int64_t{0}, job.owner, job.gallery, int64_t{0},
-         std::string()});
+         std::string(), int64_t{0}});
     if (!r.ok()) return r.status();
     TESSERA_RETURN_IF_ERROR(AppendEvent(*db_, job.job_id, JobState::kQueued, "", "queued", job.created_ms));
     absl::StatusOr<JobRecord> inserted = MustSelectJob(*db_, job.job_id);
@@ -400,7 +404,7 @@ absl::Status JobStore::Finish(const std::string& job_id, int attempt, const Atte
                               ? absl::StrCat("cancelled: ", outcome.error_message)
                               : absl::StrCat("failed: ", outcome.error_message);
     return EndJob(*db_, *job, outcome.state, outcome.error_code, outcome.error_message, outcome.result,
-                  outcome.peak_device_bytes, message, now_ms);
+                  outcome.peak_device_bytes, message, now_ms, outcome.result_bytes);
   });
 }
 
@@ -423,7 +427,8 @@ absl::StatusOr<JobRecord> JobStore::MarkResultsDeleted(const std::string& job_id
     }
     if (job.deleted_ms == 0) {
       TESSERA_RETURN_IF_ERROR(
-          db_->Query("UPDATE tessera_jobs SET result = ?, deleted_ms = ?, deleted_reason = ? WHERE job_id = ?",
+          db_->Query("UPDATE tessera_jobs SET result = ?, deleted_ms = ?, deleted_reason = ?, result_bytes = 0 "
+                     "WHERE job_id = ?",
                      {SqlBlob{""}, now_ms, reason, job_id})
               .status());
       TESSERA_RETURN_IF_ERROR(AppendEvent(*db_, job_id, job.state, "", absl::StrCat("results deleted: ", reason),
@@ -434,6 +439,13 @@ absl::StatusOr<JobRecord> JobStore::MarkResultsDeleted(const std::string& job_id
   });
   if (!status.ok()) return status;
   return out;
+}
+
+absl::StatusOr<int64_t> JobStore::ResultBytesHeld() {
+  absl::StatusOr<std::vector<SqlRow>> rows =
+      db_->Query("SELECT COALESCE(SUM(result_bytes), 0) FROM tessera_jobs WHERE deleted_ms = 0");
+  if (!rows.ok()) return rows.status();
+  return (*rows)[0].Int(0);
 }
 
 absl::StatusOr<std::vector<JobRecord>> JobStore::EndedBefore(int64_t finished_before_ms, int limit) {

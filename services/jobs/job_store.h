@@ -57,6 +57,7 @@ struct JobRecord {
   // "deleted by ada"): the row stays as the tombstone.
   int64_t deleted_ms = 0;
   std::string deleted_reason;
+  int64_t result_bytes = 0;  // its result files' bytes while they exist
 };
 
 // How many QUEUED jobs a store takes (issue 31: the whole queue, and one
@@ -102,6 +103,7 @@ struct AttemptOutcome {
   std::string error_message;
   std::string result;                 // serialized tessera.v1.JobResult
   int64_t peak_device_bytes = 0;
+  int64_t result_bytes = 0;           // the result files' bytes (--results-max-bytes)
 };
 
 class JobStore {
@@ -149,6 +151,8 @@ class JobStore {
   // Up to `limit` ended jobs whose results are not deleted, finished before
   // `finished_before_ms`, oldest first (retention).
   absl::StatusOr<std::vector<JobRecord>> EndedBefore(int64_t finished_before_ms, int limit);
+  // The bytes of every result not deleted (JobRecord::result_bytes summed).
+  absl::StatusOr<int64_t> ResultBytesHeld();
   // Running jobs whose lease expired are re-queued as by Requeue; queued jobs
   // past their deadline FAIL with DEADLINE_EXCEEDED. Returns the ids changed.
   absl::StatusOr<std::vector<std::string>> RecoverExpired(int64_t now_ms);

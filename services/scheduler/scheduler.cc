@@ -197,6 +197,8 @@ absl::StatusOr<v1::JobInfo> Scheduler::Submit(const v1::SubmitJobRequest& reques
     if (known.ok()) return ToJobInfo(*known);
     if (known.status().code() != absl::StatusCode::kNotFound) return known.status();
   }
+  // The results held on disk within their budget: expired ones go first.
+  if (options_.results_max_bytes > 0) TESSERA_RETURN_IF_ERROR(CheckResultsBudget());
   // Only a new job's deadline must lie ahead: a retry after it passed gets
   // its job above (issue 39).
   const int64_t now = NowMs();
@@ -543,6 +545,7 @@ void Scheduler::RunAttempt(WorkerState* w, const JobRecord& job) {
     if (result.status.ok()) {
       o.state = JobState::kSucceeded;
       o.result = result.result.SerializeAsString();
+      for (const v1::ResultFile& f : result.result.files()) o.result_bytes += f.bytes();
       outcome = "succeeded";
     } else {
       o.state = result.status.code() == absl::StatusCode::kCancelled ? JobState::kCancelled : JobState::kFailed;
@@ -636,6 +639,18 @@ absl::StatusOr<v1::JobInfo> Scheduler::DeleteResults(const std::string& job_id, 
   TESSERA_ASSIGN_OR_RETURN(JobRecord deleted, store_->MarkResultsDeleted(job_id, reason, NowMs()));
   TESSERA_LOG(INFO) << "scheduler: results of job " << job_id << " deleted (" << reason << ")";
   return ToJobInfo(deleted);
+}
+
+absl::Status Scheduler::CheckResultsBudget() {
+  TESSERA_ASSIGN_OR_RETURN(int64_t held, store_->ResultBytesHeld());
+  if (held < options_.results_max_bytes) return absl::OkStatus();
+  // Expired results first (the periodic sweep may not have reached them yet).
+  TESSERA_RETURN_IF_ERROR(SweepExpiredResults().status());
+  TESSERA_ASSIGN_OR_RETURN(held, store_->ResultBytesHeld());
+  if (held < options_.results_max_bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "finished jobs' results hold ", held, " bytes, the budget of --results-max-bytes=", options_.results_max_bytes,
+      ": delete results (tessera job delete) or wait for their retention"));
 }
 
 absl::StatusOr<int> Scheduler::SweepExpiredResults() {

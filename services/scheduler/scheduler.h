@@ -59,6 +59,10 @@ struct SchedulerOptions {
   // after the job ended; the job stays listed as a tombstone. 0: kept forever.
   absl::Duration job_retention = absl::ZeroDuration();
   absl::Duration retention_sweep_interval = absl::Minutes(1);
+  // Result files (of jobs not deleted) beyond which Submit answers
+  // RESOURCE_EXHAUSTED naming the budget, after deleting expired results.
+  // 0: no budget.
+  int64_t results_max_bytes = 0;
 };
 
 // How a submit is taken, beyond the request itself.
@@ -123,6 +127,9 @@ class Scheduler {
   // Deletes the results of jobs ended longer ago than options.job_retention
   // (0: never); how many. The keeper thread calls it once a minute.
   absl::StatusOr<int> SweepExpiredResults();
+  // OK while the results held are within options.results_max_bytes (expired
+  // ones deleted first); RESOURCE_EXHAUSTED naming the budget otherwise.
+  absl::Status CheckResultsBudget();
   // `restrict` narrows the filter to what the caller may see (or refuses it):
   // services/jobs/job_access.h's RestrictListing, from SchedulerService.
   absl::StatusOr<v1::ListJobsResponse> List(const v1::ListJobsRequest& request,

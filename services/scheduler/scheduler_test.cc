@@ -179,7 +179,8 @@ class SchedulerTest : public ::testing::TestWithParam<std::string> {
 
   std::unique_ptr<Scheduler> MakeScheduler(const std::string& name = "s1", int slots = 1,
                                            std::vector<WorkerSlots> extra = {}, bool local = true,
-                                           absl::Duration job_retention = absl::ZeroDuration()) {
+                                           absl::Duration job_retention = absl::ZeroDuration(),
+                                           int64_t results_max_bytes = 0) {
     std::vector<WorkerSlots> workers = std::move(extra);
     if (local) {
       workers.push_back({std::make_shared<InProcessWorker>(name + "/local", &engines_, (dir_ / "results").string(),
@@ -189,6 +190,7 @@ class SchedulerTest : public ::testing::TestWithParam<std::string> {
     SchedulerOptions options = FastOptions(name);
     options.job_retention = job_retention;
     options.retention_sweep_interval = absl::Milliseconds(50);
+    options.results_max_bytes = results_max_bytes;
     auto s = std::make_unique<Scheduler>(options, OpenStore(), &engines_, std::move(workers));
     EXPECT_TRUE(s->Start().ok());
     return s;
@@ -380,6 +382,22 @@ TEST_P(SchedulerTest, RetentionDeletesEveryFinishedJobsFiles) {
   EXPECT_EQ(deleted, 6);
   EXPECT_TRUE(fs::is_empty(results)) << "files left under " << results;
   EXPECT_NE(s->Get(ids[0])->results_deleted_reason().find("retention"), std::string::npos);
+}
+
+// Issue 31: past --results-max-bytes a submit is refused naming the budget;
+// deleting results makes room again.
+TEST_P(SchedulerTest, ResultsBudgetRefusesSubmitsUntilResultsAreDeleted) {
+  auto s = MakeScheduler("s1", 1, {}, true, absl::ZeroDuration(), /*results_max_bytes=*/5);
+  absl::StatusOr<v1::JobInfo> first = s->Submit(StepsJob(1, 1, "", 0, "", "0123456789"));  // a 10-byte file
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(WaitForEnd(*s, first->job_id()).state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(s->store().ResultBytesHeld().value(), 10);
+  absl::Status refused = s->Submit(StepsJob(1, 1)).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.message().find("--results-max-bytes=5"), std::string::npos) << refused;
+  ASSERT_TRUE(s->DeleteResults(first->job_id(), "make room").ok());
+  EXPECT_EQ(s->store().ResultBytesHeld().value(), 0);
+  EXPECT_TRUE(s->Submit(StepsJob(1, 1)).ok());
 }
 
 TEST_P(SchedulerTest, FullQueueAnswersResourceExhaustedWithRetryHint) {

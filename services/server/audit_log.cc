@@ -169,8 +169,13 @@ std::vector<std::string> AuditLogFiles(const std::string& path) {
 }
 
 absl::StatusOr<std::unique_ptr<AuditLog>> AuditLog::Open(const std::string& path, int64_t max_bytes,
-                                                         std::optional<AuditKey> key) {
+                                                         std::optional<AuditKey> key, AuditCheckpoints checkpoints) {
+  if (checkpoints.every_records < 1 || checkpoints.every <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("audit checkpoints need every_records >= 1 and a positive interval");
+  }
   std::unique_ptr<AuditLog> log(new AuditLog(path, max_bytes, std::move(key)));
+  log->checkpoints_ = checkpoints;
+  log->last_checkpoint_ = absl::Now();
   log->last_hash_ = kGenesis;
   // Continue the chain from the newest record (the current file, or the last rotated one).
   std::vector<std::string> files = AuditLogFiles(path);
@@ -253,6 +258,25 @@ absl::Status AuditLog::Rotate() {
 
 absl::StatusOr<int64_t> AuditLog::Append(const AuditEvent& e) {
   std::lock_guard<std::mutex> lock(mu_);
+  TESSERA_ASSIGN_OR_RETURN(const int64_t seq, AppendLocked(e));
+  // A keyed log marks its progress with a checkpoint record every so many
+  // records or so much time (of activity: checked as records arrive).
+  ++since_checkpoint_;
+  const absl::Time now = absl::Now();
+  if (key_.has_value() && (since_checkpoint_ >= checkpoints_.every_records || now - last_checkpoint_ >= checkpoints_.every)) {
+    AuditEvent checkpoint;
+    checkpoint.time = now;
+    checkpoint.method = kAuditCheckpointMethod;
+    checkpoint.outcome = "OK";
+    checkpoint.details_json = absl::StrCat("{\"records\":", seq, ",\"head\":\"", last_hash_, "\"}");
+    TESSERA_RETURN_IF_ERROR(AppendLocked(checkpoint).status());
+    since_checkpoint_ = 0;
+    last_checkpoint_ = now;
+  }
+  return seq;
+}
+
+absl::StatusOr<int64_t> AuditLog::AppendLocked(const AuditEvent& e) {
   if (fd_ < 0) return absl::UnavailableError("audit log closed");
   if (size_ > 0 && size_ >= max_bytes_) {
     absl::Status s = Rotate();

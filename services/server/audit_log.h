@@ -48,6 +48,19 @@ struct AuditEvent {
   std::string details_json = "{}";  // a JSON object
 };
 
+// The method name of the checkpoint records a keyed log writes (AuditCheckpoints).
+inline constexpr char kAuditCheckpointMethod[] = "tessera.audit/checkpoint";
+
+// A keyed log appends a checkpoint record — method kAuditCheckpointMethod,
+// details {"records":SEQ,"head":"<hash of record SEQ>"} — after every
+// `every_records` records, or with the first record after `every` has passed
+// since the last one: a time mark inside the keyed chain between the heads an
+// operator stores outside (`tessera audit head`).
+struct AuditCheckpoints {
+  int64_t every_records = 10000;
+  absl::Duration every = absl::Minutes(10);
+};
+
 // One parsed line (for verify/show).
 struct AuditRecord {
   int64_t seq = -1;
@@ -73,7 +86,8 @@ class AuditLog {
   // line that is not a valid record is FAILED_PRECONDITION (run `tessera audit verify`).
   // With `key`, every record written is keyed with it.
   static absl::StatusOr<std::unique_ptr<AuditLog>> Open(const std::string& path, int64_t max_bytes = 64 << 20,
-                                                        std::optional<AuditKey> key = std::nullopt);
+                                                        std::optional<AuditKey> key = std::nullopt,
+                                                        AuditCheckpoints checkpoints = {});
   ~AuditLog();
 
   // Writes one record and fsyncs it; returns its seq.
@@ -85,6 +99,7 @@ class AuditLog {
       : path_(std::move(path)), max_bytes_(max_bytes), key_(std::move(key)) {}
   absl::Status OpenFile();
   absl::Status Rotate();
+  absl::StatusOr<int64_t> AppendLocked(const AuditEvent& event);
 
   const std::string path_;
   const int64_t max_bytes_;
@@ -94,6 +109,9 @@ class AuditLog {
   int64_t size_ = 0;
   int64_t next_seq_ = 1;
   std::string last_hash_;
+  AuditCheckpoints checkpoints_;
+  int64_t since_checkpoint_ = 0;  // records since the last checkpoint (keyed logs)
+  absl::Time last_checkpoint_;
 };
 
 // The files of a log, oldest first: FILE.N ... FILE.1, FILE (those that exist).

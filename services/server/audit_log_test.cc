@@ -282,5 +282,31 @@ TEST(AuditLogTest, KeyedChainAndHeadCatchForgeryAndCuts) {
   EXPECT_FALSE(ParseAuditHead("5:abc").ok());
 }
 
+// Issue 31: a keyed log writes checkpoint records inside its keyed chain.
+TEST(AuditLogTest, KeyedLogWritesCheckpoints) {
+  const std::string path = TmpDir("audit_checkpoints") + "/audit.jsonl";
+  AuditCheckpoints every_three;
+  every_three.every_records = 3;
+  auto log = AuditLog::Open(path, 1 << 20, Key('c'), every_three);
+  ASSERT_TRUE(log.ok()) << log.status();
+  std::vector<int64_t> seqs;
+  for (int i = 1; i <= 7; ++i) seqs.push_back((*log)->Append(Event(i)).value());
+  EXPECT_EQ(seqs, (std::vector<int64_t>{1, 2, 3, 5, 6, 7, 9}));  // 4 and 8 are checkpoints
+  auto records = ReadAuditLog(path);
+  ASSERT_TRUE(records.ok());
+  ASSERT_EQ(records->size(), 9u);
+  const AuditRecord& cp = (*records)[3];
+  EXPECT_EQ(cp.method, kAuditCheckpointMethod);
+  EXPECT_THAT(cp.line, HasSubstr(absl::StrCat("\"records\":3,\"head\":\"", (*records)[2].hash, "\"")));
+  EXPECT_EQ((*records)[7].method, kAuditCheckpointMethod);
+  AuditVerifyOptions keyed;
+  keyed.keys = {Key('c')};
+  EXPECT_TRUE(VerifyAuditLog(path, keyed)->ok);
+  // Unkeyed logs write none.
+  const std::string plain = WriteLog(TmpDir("audit_no_checkpoints"), 7);
+  for (const AuditRecord& r : ReadAuditLog(plain).value()) EXPECT_NE(r.method, kAuditCheckpointMethod);
+  EXPECT_FALSE(AuditLog::Open(path + ".bad", 1 << 20, Key('c'), AuditCheckpoints{0, absl::Minutes(1)}).ok());
+}
+
 }  // namespace
 }  // namespace tessera

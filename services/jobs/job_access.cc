@@ -12,6 +12,12 @@ bool MaySeeJob(const CallIdentity& caller, const JobRecord& job) {
   return caller.principal == job.owner && on_gallery >= Role::kReader;
 }
 
+absl::Status CheckJobVisible(const JobCaller& caller, const JobRecord& job, const absl::Status& hidden) {
+  if (!MaySeeJob(caller.identity, job)) return hidden;
+  if (caller.saw_gallery && !job.gallery.empty()) caller.saw_gallery(job.gallery);
+  return absl::OkStatus();
+}
+
 absl::Status RestrictListing(const CallIdentity& caller, JobFilter* filter) {
   if (caller.principal.empty() || caller.role >= Role::kAdmin) return absl::OkStatus();
   if (filter->owner.has_value() && *filter->owner != caller.principal) {

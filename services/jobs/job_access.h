@@ -34,6 +34,11 @@ struct JobCaller {
 // cancel it).
 bool MaySeeJob(const CallIdentity& caller, const JobRecord& job);
 
+// OK when `caller` may see `job`, and its gallery is then told to
+// caller.saw_gallery (the call's audit record); `hidden` otherwise: the
+// caller's own NOT_FOUND for a job that does not exist.
+absl::Status CheckJobVisible(const JobCaller& caller, const JobRecord& job, const absl::Status& hidden);
+
 // A listing as `caller` may see it: an authenticated non-admin lists only its
 // own jobs (filter->owner is set to it; a filter naming another owner is
 // PERMISSION_DENIED).

@@ -230,11 +230,10 @@ absl::StatusOr<JobRecord> JobCore::Find(const JobCaller& caller, const std::stri
     if (!job.ok() && job.status().code() == absl::StatusCode::kNotFound) return not_found;
   }
   if (!job.ok()) return job.status();
-  if (!MaySeeJob(caller.identity, *job)) return not_found;
-  if (caller.saw_gallery && !job->gallery.empty()) caller.saw_gallery(job->gallery);
+  TESSERA_RETURN_IF_ERROR(CheckJobVisible(caller, *job, not_found));
   if (job->kind != options_.kind.kind) {
     return absl::NotFoundError(
-        absl::StrCat("job '", id, "' is a ", job->kind, " job, not a ", options_.kind.noun, " job"));
+        absl::StrCat("job ", QuoteBounded(id, 64), " is a ", job->kind, " job, not a ", options_.kind.noun, " job"));
   }
   return job;
 }

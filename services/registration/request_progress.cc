@@ -20,7 +20,7 @@ double EstimateFraction(const RegistrationOptions& options, const RegistrationPr
   int64_t total = 0, done = 0;
   bool found = false;
   for (const Stage s : {Stage::kRigid, Stage::kAffine, Stage::kDeformable}) {
-    if (std::find(options.stages.begin(), options.stages.end(), s) == options.stages.end()) continue;
+    if (!HasStage(options, s)) continue;
     const char* stage = OptionName(s);
     const std::vector<int>& its = s == Stage::kRigid    ? options.rigid_iterations
                                   : s == Stage::kAffine ? options.affine_iterations

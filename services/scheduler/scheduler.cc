@@ -1,10 +1,10 @@
 #include "services/scheduler/scheduler.h"
 
 #include <algorithm>
-#include <set>
-#include <filesystem>
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"

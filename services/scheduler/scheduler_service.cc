@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/status.h"
 #include "common/text_checks.h"
 #include "services/jobs/job_access.h"
 #include "services/jobs/job_rpcs.h"
@@ -19,8 +20,7 @@ absl::StatusOr<jobs::JobRecord> VisibleJob(scheduler::Scheduler& scheduler, cons
   const absl::Status not_found = absl::NotFoundError(absl::StrCat("no job ", QuoteBounded(job_id, 64)));
   absl::StatusOr<jobs::JobRecord> job = scheduler.store().Get(job_id);
   if (!job.ok()) return job.status().code() == absl::StatusCode::kNotFound ? not_found : job.status();
-  if (!jobs::MaySeeJob(caller.identity, *job)) return not_found;
-  if (caller.saw_gallery && !job->gallery.empty()) caller.saw_gallery(job->gallery);
+  TESSERA_RETURN_IF_ERROR(jobs::CheckJobVisible(caller, *job, not_found));
   return job;
 }
 
@@ -68,7 +68,8 @@ grpc::Status SchedulerServiceImpl::Get(grpc::ServerContext* context, const v1::J
                                        v1::JobInfo* response) {
   absl::StatusOr<jobs::JobRecord> job = VisibleJob(*scheduler_, jobs::CallerOf(*context), request->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
-  return jobs::Respond(absl::StatusOr<v1::JobInfo>(scheduler::ToJobInfo(*job)), response);
+  *response = scheduler::ToJobInfo(*job);
+  return grpc::Status::OK;
 }
 
 grpc::Status SchedulerServiceImpl::GetResult(grpc::ServerContext* context, const v1::JobRef* request,

@@ -194,67 +194,65 @@ absl::StatusOr<std::shared_ptr<const TokenStore>> TokenStore::ParseLines(absl::s
 }
 
 absl::Status TokenStore::AddLine(absl::string_view line, int line_no) {
-  {
-    const size_t hash = line.find('#');
-    if (hash != absl::string_view::npos) line = line.substr(0, hash);
-    std::vector<absl::string_view> f = absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
-    if (f.empty()) return absl::OkStatus();
-    auto bad = [line_no](absl::string_view why) {
-      return absl::InvalidArgumentError(absl::StrCat("line ", line_no, ": ", why));
-    };
-    if (f.size() < 3 || f.size() > 5) {
-      return bad("expected TOKEN|cert:CN=NAME|cert:SAN=NAME PRINCIPAL ROLE[,ROLE] [expires=RFC3339] "
-                 "[galleries=G[:ROLE],...]");
-    }
-    const bool cert = absl::StartsWith(f[0], "cert:");
-    CertEntry c;
-    if (cert) {
-      absl::string_view what = f[0].substr(5);
-      if (absl::StartsWith(what, "CN=")) {
-        c.name = std::string(what.substr(3));
-      } else if (absl::StartsWith(what, "SAN=")) {
-        c.san = true;
-        c.name = std::string(what.substr(4));
-      } else {
-        return bad("a certificate line starts cert:CN=NAME or cert:SAN=NAME");
-      }
-      if (c.name.empty()) return bad("empty certificate name");
-    } else if (f[0].size() < 16) {
-      return bad("token shorter than 16 characters");
-    }
-    Grant g;
-    g.principal = std::string(f[1]);
-    for (absl::string_view r : absl::StrSplit(f[2], ',', absl::SkipEmpty())) {
-      auto role = ParseRole(r);
-      if (!role.ok()) return bad(role.status().message());
-      if (*role > g.role) g.role = *role;
-    }
-    if (g.role == Role::kNone) return bad("no role");
-    bool have_expires = false, have_galleries = false;
-    for (size_t i = 3; i < f.size(); ++i) {
-      if (absl::StartsWith(f[i], "expires=") && !have_expires) {
-        have_expires = true;
-        absl::Time t;
-        std::string err;
-        if (!absl::ParseTime(absl::RFC3339_full, std::string(f[i].substr(8)), &t, &err)) {
-          return bad(absl::StrCat("bad expires time: ", err));
-        }
-        g.expires = t;
-      } else if (absl::StartsWith(f[i], "galleries=") && !have_galleries) {
-        have_galleries = true;
-        absl::StatusOr<GalleryGrants> grants = GalleryGrants::Parse(f[i].substr(10));
-        if (!grants.ok()) return bad(grants.status().message());
-        g.galleries = std::move(*grants);
-      } else {
-        return bad(absl::StrCat("field ", i + 1, " must be expires=RFC3339 or galleries=..., once each"));
-      }
-    }
-    if (cert) {
-      c.grant = std::move(g);
-      certs_.push_back(std::move(c));
+  const size_t hash = line.find('#');
+  if (hash != absl::string_view::npos) line = line.substr(0, hash);
+  std::vector<absl::string_view> f = absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
+  if (f.empty()) return absl::OkStatus();
+  auto bad = [line_no](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("line ", line_no, ": ", why));
+  };
+  if (f.size() < 3 || f.size() > 5) {
+    return bad("expected TOKEN|cert:CN=NAME|cert:SAN=NAME PRINCIPAL ROLE[,ROLE] [expires=RFC3339] "
+               "[galleries=G[:ROLE],...]");
+  }
+  const bool cert = absl::StartsWith(f[0], "cert:");
+  CertEntry c;
+  if (cert) {
+    absl::string_view what = f[0].substr(5);
+    if (absl::StartsWith(what, "CN=")) {
+      c.name = std::string(what.substr(3));
+    } else if (absl::StartsWith(what, "SAN=")) {
+      c.san = true;
+      c.name = std::string(what.substr(4));
     } else {
-      tokens_.push_back({Sha256(f[0]), std::move(g)});
+      return bad("a certificate line starts cert:CN=NAME or cert:SAN=NAME");
     }
+    if (c.name.empty()) return bad("empty certificate name");
+  } else if (f[0].size() < 16) {
+    return bad("token shorter than 16 characters");
+  }
+  Grant g;
+  g.principal = std::string(f[1]);
+  for (absl::string_view r : absl::StrSplit(f[2], ',', absl::SkipEmpty())) {
+    auto role = ParseRole(r);
+    if (!role.ok()) return bad(role.status().message());
+    if (*role > g.role) g.role = *role;
+  }
+  if (g.role == Role::kNone) return bad("no role");
+  bool have_expires = false, have_galleries = false;
+  for (size_t i = 3; i < f.size(); ++i) {
+    if (absl::StartsWith(f[i], "expires=") && !have_expires) {
+      have_expires = true;
+      absl::Time t;
+      std::string err;
+      if (!absl::ParseTime(absl::RFC3339_full, std::string(f[i].substr(8)), &t, &err)) {
+        return bad(absl::StrCat("bad expires time: ", err));
+      }
+      g.expires = t;
+    } else if (absl::StartsWith(f[i], "galleries=") && !have_galleries) {
+      have_galleries = true;
+      absl::StatusOr<GalleryGrants> grants = GalleryGrants::Parse(f[i].substr(10));
+      if (!grants.ok()) return bad(grants.status().message());
+      g.galleries = std::move(*grants);
+    } else {
+      return bad(absl::StrCat("field ", i + 1, " must be expires=RFC3339 or galleries=..., once each"));
+    }
+  }
+  if (cert) {
+    c.grant = std::move(g);
+    certs_.push_back(std::move(c));
+  } else {
+    tokens_.push_back({Sha256(f[0]), std::move(g)});
   }
   return absl::OkStatus();
 }

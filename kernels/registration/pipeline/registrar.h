@@ -10,6 +10,7 @@
 #ifndef TESSERA_KERNELS_REGISTRATION_PIPELINE_REGISTRAR_H_
 #define TESSERA_KERNELS_REGISTRATION_PIPELINE_REGISTRAR_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -160,6 +161,11 @@ struct RegistrationOptions {
   // setting); travels with the job, so concurrent jobs never share it.
   GridSamplerTuning sampler;
 };
+
+// Whether `options` runs `stage`.
+inline bool HasStage(const RegistrationOptions& options, Stage stage) {
+  return std::find(options.stages.begin(), options.stages.end(), stage) != options.stages.end();
+}
 
 struct RegistrationProgress {
   std::string stage;   // "init", "rigid", "affine", "deformable", "output"

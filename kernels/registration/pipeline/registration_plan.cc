@@ -1,6 +1,5 @@
 #include "kernels/registration/pipeline/registration_plan.h"
 
-#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -9,10 +8,6 @@
 
 namespace tessera::registration {
 namespace {
-
-bool Runs(const RegistrationOptions& options, Stage stage) {
-  return std::find(options.stages.begin(), options.stages.end(), stage) != options.stages.end();
-}
 
 // The checks that need only the options (the images' are Register's).
 absl::Status CheckOptions(const RegistrationOptions& options) {
@@ -64,9 +59,9 @@ absl::StatusOr<RegistrationPlan> PlanRegistration(const RegistrationOptions& opt
   TESSERA_RETURN_IF_ERROR(CheckOptions(options));
   RegistrationPlan plan;
   plan.options = options;
-  plan.rigid = Runs(options, Stage::kRigid);
-  plan.affine = Runs(options, Stage::kAffine);
-  plan.deformable = Runs(options, Stage::kDeformable);
+  plan.rigid = HasStage(options, Stage::kRigid);
+  plan.affine = HasStage(options, Stage::kAffine);
+  plan.deformable = HasStage(options, Stage::kDeformable);
   // The out-of-core stage serves the lean greedy stage only (ChooseOutOfCore).
   const bool lean_greedy =
       options.memory_mode == MemoryMode::kLean && options.deformable_model == DeformableModel::kGreedy;

@@ -8,10 +8,6 @@
 
 namespace tessera::registration::internal {
 
-bool HasStage(const RegistrationOptions& options, Stage stage) {
-  return std::find(options.stages.begin(), options.stages.end(), stage) != options.stages.end();
-}
-
 bool WarpSigmaNeedsNoise(const RegistrationOptions& options) {
   return options.smooth_warp_sigma < 0 && options.metric == Metric::kMi && HasStage(options, Stage::kDeformable) &&
          options.deformable_model != DeformableModel::kBspline;

@@ -63,8 +63,6 @@ std::unique_ptr<RunPhases> OutOfCorePhases(const RunInputs& in, const OutOfCoreC
 
 // ---------------------------------------------------------------- shared by both
 
-// Whether `options` runs `stage`.
-bool HasStage(const RegistrationOptions& options, Stage stage);
 // True when a run's field smoothing comes from the images' noise
 // (RegistrationOptions::smooth_warp_sigma < 0 with MI and the greedy
 // deformable stage): only then are the noise estimates computed.

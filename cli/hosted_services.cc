@@ -12,6 +12,7 @@ namespace tessera::cli {
 void HostedServices::AddTo(ServiceHost& host) {
   for (auto& [name, module] : modules) {
     for (grpc::Service* service : module->GrpcServices()) host.AddService(service);
+    for (const NotServing& n : module->NotServingServices()) host.SetNotServing(n.service, n.why);
   }
 }
 

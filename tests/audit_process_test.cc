@@ -405,30 +405,38 @@ TEST(AuditProcessTest, DeleteGalleryLeavesNothingOnDisk) {
   EXPECT_EQ(audited, 1);
 }
 
-// Issue 31: a damaged named gallery is unavailable alone: the server starts,
-// its calls get DATA_LOSS naming the damage, the other galleries serve.
-TEST(AuditProcessTest, ADamagedGalleryIsUnavailableAlone) {
-  const std::string dir = TempDir() + "/damaged_gallery";
-  const std::string root = dir + "/galleries";
-  ASSERT_NO_FATAL_FAILURE(MakeGalleries(dir, root, {"good", "broken"}));
-  // One byte of the first log record flipped (its CRC fails; records follow it).
+// Flips one byte of the first record of `gallery`'s log (its CRC fails;
+// records follow it), so the gallery no longer opens.
+void DamageGalleryLog(const std::string& gallery) {
   std::string log_file;
-  for (const auto& entry : std::filesystem::directory_iterator(root + "/broken")) {
+  for (const auto& entry : std::filesystem::directory_iterator(gallery)) {
     if (absl::StartsWith(entry.path().filename().string(), "log-")) log_file = entry.path().string();
   }
-  ASSERT_FALSE(log_file.empty());
-  {
-    std::fstream f(log_file, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(40);
-    char c = 0;
-    f.read(&c, 1);
-    c ^= 0x5a;
-    f.seekp(40);
-    f.write(&c, 1);
-  }
+  ASSERT_FALSE(log_file.empty()) << "no log in " << gallery;
+  std::fstream f(log_file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(40);
+  char c = 0;
+  f.read(&c, 1);
+  c ^= 0x5a;
+  f.seekp(40);
+  f.write(&c, 1);
+}
+
+// Issue 31: a damaged gallery is unavailable alone: the server starts, its
+// calls get DATA_LOSS naming the damage, the other galleries and services
+// serve. When the damaged one is "default", gRPC health reports the
+// FingerprintService NOT_SERVING (readiness and the other services stay SERVING).
+class DamagedGalleryTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DamagedGalleryTest, IsUnavailableAlone) {
+  const std::string broken_name = GetParam();
+  const std::string dir = TempDir() + "/damaged_" + broken_name;
+  const std::string root = dir + "/galleries";
+  ASSERT_NO_FATAL_FAILURE(MakeGalleries(dir, root, {"good", broken_name}));
+  ASSERT_NO_FATAL_FAILURE(DamageGalleryLog(root + "/" + broken_name));
   Child serve({"serve", "--grpc-port=0", "--metrics-port=-1", "--drain-timeout-s=1", "--services=fingerprint,volume",
                "--data-root=" + dir, "--state-dir=" + dir + "/state", "--galleries-root=" + root},
-              "serve_damaged.txt");
+              "serve_damaged_" + broken_name + ".txt");
   const std::string server = absl::StrCat("127.0.0.1:", PortFrom(serve.ReadLine(), "grpc_port"));
   serve.ReadLine();
   auto stub = tessera::v1::FingerprintService::NewStub(grpc::CreateChannel(server, grpc::InsecureChannelCredentials()));
@@ -443,15 +451,23 @@ TEST(AuditProcessTest, ADamagedGalleryIsUnavailableAlone) {
   const grpc::Status good = search("good", &resp);
   ASSERT_TRUE(good.ok()) << good.error_message();
   EXPECT_GT(resp.candidates_size(), 0);
-  const grpc::Status broken = search("broken", &resp);
+  const grpc::Status broken = search(broken_name, &resp);
   EXPECT_EQ(broken.error_code(), grpc::StatusCode::DATA_LOSS) << broken.error_message();
-  EXPECT_THAT(broken.error_message(), HasSubstr("gallery 'broken' could not be opened"));
+  EXPECT_THAT(broken.error_message(), HasSubstr("gallery '" + broken_name + "' could not be opened"));
   EXPECT_THAT(broken.error_message(), HasSubstr("log-"));
-  CliRun health = Tessera({"health", "--server=" + server, "--service=readiness", "--quiet"}, "damaged_health.txt");
-  EXPECT_EQ(health.code, 0);  // the server as a whole serves
+  const auto health = [&](const std::string& service) {
+    return Tessera({"health", "--server=" + server, "--service=" + service, "--quiet"},
+                   "damaged_health_" + broken_name + ".txt")
+        .code;
+  };
+  EXPECT_EQ(health("readiness"), 0);  // the server as a whole serves
+  EXPECT_EQ(health("tessera.v1.VolumeService"), 0);
+  EXPECT_EQ(health("tessera.v1.FingerprintService"), broken_name == "default" ? 1 : 0);
   kill(serve.pid(), SIGTERM);
   EXPECT_EQ(serve.WaitExit(std::chrono::seconds(30)), 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(NamedOrDefault, DamagedGalleryTest, ::testing::Values("broken", "default"));
 
 // Starts a scheduler over the worker at `worker_address` with `extra` flags and
 // says whether it ever reports that worker healthy (the worker answered its

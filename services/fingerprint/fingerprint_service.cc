@@ -278,9 +278,24 @@ FingerprintServiceImpl::FingerprintServiceImpl(FingerprintServiceOptions options
 
 FingerprintServiceImpl::~FingerprintServiceImpl() = default;
 
-fingerprint::FingerprintGallery& FingerprintServiceImpl::gallery() { return *galleries_->Default().gallery; }
+fingerprint::HostedGallery& FingerprintServiceImpl::DefaultOrDie() {
+  fingerprint::HostedGallery* g = galleries_->Default();
+  if (g == nullptr) {
+    TESSERA_LOG(ERROR) << "the default gallery is unavailable: " << galleries_->DefaultStatus();
+    std::abort();
+  }
+  return *g;
+}
 
-fingerprint::SearchBatcher& FingerprintServiceImpl::search_batcher() { return *galleries_->Default().batcher; }
+fingerprint::FingerprintGallery& FingerprintServiceImpl::gallery() { return *DefaultOrDie().gallery; }
+
+fingerprint::SearchBatcher& FingerprintServiceImpl::search_batcher() { return *DefaultOrDie().batcher; }
+
+std::vector<NotServing> FingerprintServiceImpl::NotServingServices() const {
+  absl::Status why = galleries_->DefaultStatus();
+  if (why.ok()) return {};
+  return {NotServing{v1::FingerprintService::service_full_name(), std::string(why.message())}};
+}
 
 fingerprint::SearcherLookup FingerprintServiceImpl::searcher_lookup() {
   fingerprint::GallerySet* set = galleries_.get();

@@ -41,6 +41,7 @@
 #include "services/fingerprint/search_request.h"
 #include "services/fingerprint/search/searcher.h"
 #include "services/fingerprint/formats/template_io.h"
+#include "services/server/hosted_module.h"
 #include "services/server/server_options.h"
 #include "tessera/v1/fingerprint.grpc.pb.h"
 
@@ -181,9 +182,13 @@ class FingerprintServiceImpl final : public v1::FingerprintService::Service {
                              v1::ListGalleriesResponse* response) override;
 
   ~FingerprintServiceImpl() override;
-  // The gallery "default" and its batcher.
+  // The gallery "default" and its batcher (tests and benchmarks: aborts when
+  // the default gallery could not be opened).
   fingerprint::FingerprintGallery& gallery();
   fingerprint::SearchBatcher& search_batcher();
+  // The service is NOT_SERVING in gRPC health while its default gallery is
+  // damaged (the other galleries and services still serve); see hosted_module.h.
+  std::vector<NotServing> NotServingServices() const;
   fingerprint::GallerySet& galleries() { return *galleries_; }
   // For the fingerprint.search engine (search_engine.h): valid while the service lives.
   fingerprint::SearcherLookup searcher_lookup();
@@ -191,6 +196,7 @@ class FingerprintServiceImpl final : public v1::FingerprintService::Service {
 
  private:
   explicit FingerprintServiceImpl(FingerprintServiceOptions options);
+  fingerprint::HostedGallery& DefaultOrDie();
   // The gallery a request names, once the call may use it: the auth decision
   // (CallDecision: a stream's gallery is authorized when its first item
   // arrives), INVALID_ARGUMENT for a bad name, NOT_FOUND for an unknown one.

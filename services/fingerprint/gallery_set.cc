@@ -82,9 +82,19 @@ absl::StatusOr<std::unique_ptr<GallerySet>> GallerySet::Open(const FingerprintSe
                                                         " and ", under_root, " (move or rename one)"));
     }
   }
-  TESSERA_ASSIGN_OR_RETURN(auto hosted, set->OpenOne(kDefaultGallery, default_dir));
-  set->default_ = hosted.get();
-  set->galleries_[kDefaultGallery] = std::move(hosted);
+  // A damaged default gallery (DATA_LOSS) is that gallery's problem too: its
+  // calls fail and the service reports NOT_SERVING (DefaultStatus), while the
+  // other galleries and services serve. Any other error is a configuration
+  // the operator must fix, so the start fails.
+  absl::StatusOr<std::unique_ptr<HostedGallery>> hosted = set->OpenOne(kDefaultGallery, default_dir);
+  if (hosted.ok()) {
+    set->default_ = hosted->get();
+    set->galleries_[kDefaultGallery] = *std::move(hosted);
+  } else if (hosted.status().code() == absl::StatusCode::kDataLoss) {
+    set->unavailable_[kDefaultGallery] = set->MarkUnavailable(kDefaultGallery, default_dir, hosted.status());
+  } else {
+    return hosted.status();
+  }
   if (!set->root_.empty()) {
     for (const fs::directory_entry& entry : fs::directory_iterator(set->root_, ec)) {
       if (!entry.is_directory()) continue;
@@ -106,13 +116,7 @@ absl::StatusOr<std::unique_ptr<GallerySet>> GallerySet::Open(const FingerprintSe
       // that gallery's problem only: its calls get the error, the rest serve.
       absl::StatusOr<std::unique_ptr<HostedGallery>> g = set->OpenOne(name, entry.path().string());
       if (!g.ok()) {
-        TESSERA_LOG(ERROR) << "fingerprint gallery '" << name << "' is unavailable (its calls fail with this): "
-                           << g.status();
-        set->unavailable_[name] = absl::Status(
-            g.status().code() == absl::StatusCode::kDataLoss ? absl::StatusCode::kDataLoss
-                                                            : absl::StatusCode::kUnavailable,
-            absl::StrCat("gallery '", name, "' could not be opened: ", g.status().message(),
-                         " (run `tessera fp check --gallery ", entry.path().string(), "`)"));
+        set->unavailable_[name] = set->MarkUnavailable(name, entry.path().string(), g.status());
         continue;
       }
       set->galleries_[name] = *std::move(g);
@@ -123,6 +127,21 @@ absl::StatusOr<std::unique_ptr<GallerySet>> GallerySet::Open(const FingerprintSe
                     << (set->galleries_.size() == 1 ? "y" : "ies")
                     << (set->root_.empty() ? std::string() : absl::StrCat(" (root ", set->root_, ")"));
   return set;
+}
+
+absl::Status GallerySet::MarkUnavailable(const std::string& name, const std::string& dir,
+                                         const absl::Status& why) const {
+  TESSERA_LOG(ERROR) << "fingerprint gallery '" << name << "' is unavailable (its calls fail with this): " << why;
+  return absl::Status(
+      why.code() == absl::StatusCode::kDataLoss ? absl::StatusCode::kDataLoss : absl::StatusCode::kUnavailable,
+      absl::StrCat("gallery '", name, "' could not be opened: ", why.message(), " (run `tessera fp check --gallery ",
+                   dir, "`)"));
+}
+
+absl::Status GallerySet::DefaultStatus() const {
+  if (default_ != nullptr) return absl::OkStatus();
+  std::lock_guard<std::mutex> lock(mu_);
+  return unavailable_.at(kDefaultGallery);
 }
 
 GallerySet::~GallerySet() {

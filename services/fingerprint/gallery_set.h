@@ -51,10 +51,13 @@ class GallerySet {
   ~GallerySet();
 
   // INVALID_ARGUMENT for a bad name ("" is "default"), NOT_FOUND for an unknown one,
-  // DATA_LOSS (or UNAVAILABLE) for a named gallery that could not be opened at
-  // start (the default gallery must open: the service does not start without it).
+  // DATA_LOSS (or UNAVAILABLE) for a gallery that could not be opened at start.
+  // The default gallery too: a damaged one (DATA_LOSS) leaves the set open
+  // without it (DefaultStatus); any other error opening it fails Open.
   absl::StatusOr<HostedGallery*> Get(absl::string_view name) const;
-  HostedGallery& Default() const { return *default_; }
+  // The gallery "default"; null when it could not be opened (DefaultStatus says why).
+  HostedGallery* Default() const { return default_; }
+  absl::Status DefaultStatus() const;
   // ALREADY_EXISTS, INVALID_ARGUMENT, FAILED_PRECONDITION without a root.
   absl::StatusOr<HostedGallery*> Create(absl::string_view name);
   // Deletes gallery `name` (see above); returns how many templates it held.
@@ -68,6 +71,8 @@ class GallerySet {
   GallerySet(FingerprintServiceOptions options, SearchMetrics* metrics)
       : options_(std::move(options)), metrics_(metrics) {}
   absl::StatusOr<std::unique_ptr<HostedGallery>> OpenOne(const std::string& name, const std::string& dir) const;
+  // Logs why gallery `name` (in `dir`) did not open; returns the error its calls get.
+  absl::Status MarkUnavailable(const std::string& name, const std::string& dir, const absl::Status& why) const;
 
   const FingerprintServiceOptions options_;
   SearchMetrics* const metrics_;
@@ -76,7 +81,7 @@ class GallerySet {
   std::mutex create_mu_;         // one CreateGallery at a time
   mutable std::mutex mu_;        // galleries_
   std::map<std::string, std::unique_ptr<HostedGallery>, std::less<>> galleries_;
-  HostedGallery* default_ = nullptr;
+  HostedGallery* default_ = nullptr;  // null: the default gallery is unavailable_
   std::vector<std::unique_ptr<HostedGallery>> retired_;  // deleted galleries (guarded by mu_)
   // Named galleries that did not open (guarded by mu_): Get answers their
   // error (DATA_LOSS naming the damaged file), the other galleries serve.

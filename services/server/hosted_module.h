@@ -29,6 +29,13 @@ namespace scheduler {
 class Scheduler;
 }  // namespace scheduler
 
+// A gRPC service (its full name) that cannot serve, and why: the host reports
+// it NOT_SERVING in gRPC health while the process's other services serve.
+struct NotServing {
+  std::string service;
+  std::string why;
+};
+
 class HostedModule {
  public:
   virtual ~HostedModule() = default;
@@ -49,6 +56,10 @@ class HostedModule {
   virtual absl::Status AttachScheduler(scheduler::Scheduler& /*scheduler*/, const std::string& /*state_dir*/) {
     return absl::OkStatus();
   }
+
+  // Services of the module that cannot serve (decided when the module was
+  // created, e.g. a damaged default fingerprint gallery).
+  virtual std::vector<NotServing> NotServingServices() const { return {}; }
 };
 
 // The usual module: one gRPC service object. `add_engines` (may be empty:
@@ -77,6 +88,14 @@ class ServiceModule final : public HostedModule {
     }
   }
 
+  std::vector<NotServing> NotServingServices() const override {
+    if constexpr (HasNotServing<ServiceT>::value) {
+      return service_->NotServingServices();
+    } else {
+      return {};
+    }
+  }
+
  private:
   template <typename T, typename = void>
   struct HasAttachScheduler : std::false_type {};
@@ -84,6 +103,10 @@ class ServiceModule final : public HostedModule {
   struct HasAttachScheduler<T, std::void_t<decltype(std::declval<T&>().AttachScheduler(
                                    std::declval<scheduler::Scheduler*>(), std::declval<const std::string&>()))>>
       : std::true_type {};
+  template <typename T, typename = void>
+  struct HasNotServing : std::false_type {};
+  template <typename T>
+  struct HasNotServing<T, std::void_t<decltype(std::declval<const T&>().NotServingServices())>> : std::true_type {};
 
   std::unique_ptr<ServiceT> service_;
   AddEnginesFn add_engines_;

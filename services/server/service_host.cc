@@ -188,6 +188,16 @@ ServiceHost::~ServiceHost() {
   }
 }
 
+void ServiceHost::SetNotServing(const std::string& service, const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (state_ != State::kNew) {
+    TESSERA_LOG(ERROR) << "ServiceHost::SetNotServing(" << service << ") after Start() is ignored";
+    return;
+  }
+  TESSERA_LOG(ERROR) << service << " is NOT_SERVING in gRPC health: " << why;
+  not_serving_.insert(service);
+}
+
 void ServiceHost::AddService(grpc::Service* service) {
   if (service == nullptr) {
     TESSERA_LOG(ERROR) << "ServiceHost::AddService(nullptr) is ignored";
@@ -349,7 +359,9 @@ void ServiceHost::SetReady(bool ready) {
 void ServiceHost::SetServing(bool serving) {
   grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
   if (health == nullptr) return;
-  for (const std::string& name : service_names_) health->SetServingStatus(name, serving);
+  for (const std::string& name : service_names_) {
+    health->SetServingStatus(name, serving && not_serving_.count(name) == 0);
+  }
   health->SetServingStatus("", serving);
   health->SetServingStatus(kReadiness, serving);
 }

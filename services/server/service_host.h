@@ -41,6 +41,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,12 @@ class ServiceHost {
 
   // Registers a service before Start(). Not owned: it must outlive the host.
   void AddService(grpc::Service* service);
+
+  // Reports gRPC service `service` (full name) NOT_SERVING in health from
+  // Start() on, logging `why`; the other names (and "readiness") are not
+  // affected, so a probe of the process keeps its other services in traffic.
+  // Before Start().
+  void SetNotServing(const std::string& service, const std::string& why);
 
   // Binds and starts the gRPC server and the metrics endpoint. Errors:
   // INVALID_ARGUMENT (options, unreadable PEM contents), NOT_FOUND /
@@ -118,6 +125,7 @@ class ServiceHost {
   const ServerOptions options_;
   std::vector<grpc::Service*> services_;
   std::vector<std::string> service_names_;
+  std::set<std::string> not_serving_;  // SetNotServing's names (fixed once started)
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsHttpServer> metrics_;
   std::shared_ptr<AuditLog> audit_;

@@ -45,8 +45,9 @@ absl::StatusOr<HostedScheduler> CreateHostedScheduler(const SchedulerHostOptions
   }
   const std::string results_dir = (fs::path(state_dir) / "results").string();
   const std::string name = options.name.empty() ? "scheduler" : options.name;
-  // Attempts a crash left half-written (their jobs are re-queued and start over).
-  if (options.role != "scheduler") {
+  // Attempts a crash left half-written (their jobs are re-queued and start
+  // over): a worker's own, or a scheduler's half-received from a worker.
+  {
     absl::StatusOr<int> leftovers = scheduler::InProcessWorker::RemoveLeftoverAttempts(results_dir);
     if (!leftovers.ok()) return leftovers.status();
     if (*leftovers > 0) TESSERA_LOG(INFO) << "removed " << *leftovers << " unfinished attempt folder(s) under " << results_dir;
@@ -90,7 +91,7 @@ absl::StatusOr<HostedScheduler> CreateHostedScheduler(const SchedulerHostOptions
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(server.max_receive_message_bytes);
     auto channel = CreatePeerChannel(address, options.peer, args);
-    workers.push_back({std::make_shared<scheduler::RemoteWorker>(address, channel, absl::Seconds(2)), slots});
+    workers.push_back({std::make_shared<scheduler::RemoteWorker>(address, channel, results_dir, absl::Seconds(2)), slots});
   }
   if (workers.empty()) {
     return absl::InvalidArgumentError("--role scheduler needs at least one --worker HOST:PORT");

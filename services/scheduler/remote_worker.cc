@@ -6,12 +6,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "services/scheduler/job_info.h"
+#include "services/scheduler/result_transfer.h"
 
 namespace tessera::scheduler {
 
-RemoteWorker::RemoteWorker(std::string address, std::shared_ptr<grpc::Channel> channel, absl::Duration probe_timeout)
+RemoteWorker::RemoteWorker(std::string address, std::shared_ptr<grpc::Channel> channel, std::string results_dir,
+                           absl::Duration probe_timeout)
     : name_(absl::StrCat("worker@", address)),
       address_(std::move(address)),
+      results_dir_(std::move(results_dir)),
       stub_(v1::WorkerService::NewStub(std::move(channel))),
       probe_timeout_(probe_timeout) {}
 
@@ -49,9 +52,14 @@ AttemptResult RemoteWorker::Execute(const AttemptCall& call) {
   });
   v1::ExecuteUpdate update;
   bool have_outcome = false;
+  ResultReceiver received(results_dir_, call.job_id, call.attempt);
+  absl::Status receiving;  // the first error keeping the result files
   while (reader->Read(&update)) {
     if (update.has_progress()) {
       if (call.on_progress) call.on_progress(FromProgress(update.progress()));
+    } else if (update.has_file_chunk()) {
+      if (receiving.ok()) receiving = received.Add(update.file_chunk());
+      if (!receiving.ok()) context.TryCancel();  // the attempt fails with it below
     } else if (update.has_outcome()) {
       const v1::ExecuteOutcome& o = update.outcome();
       out.status = absl::Status(static_cast<absl::StatusCode>(o.code()), o.message());
@@ -66,7 +74,21 @@ AttemptResult RemoteWorker::Execute(const AttemptCall& call) {
   grpc::Status finish = reader->Finish();
   done.store(true);
   canceller.join();
-  if (have_outcome) return out;
+  if (!receiving.ok()) {
+    out = AttemptResult();
+    out.status = absl::Status(receiving.code(), absl::StrCat("keeping the result files of worker ", address_, ": ",
+                                                             receiving.message()));
+    return out;
+  }
+  if (have_outcome) {
+    if (out.status.ok()) {
+      if (absl::Status kept = received.Publish(out.result.mutable_files()); !kept.ok()) {
+        out.status = absl::Status(kept.code(), absl::StrCat("keeping the result files of worker ", address_, ": ",
+                                                            kept.message()));
+      }
+    }
+    return out;
+  }
   if (call.cancel != nullptr && call.cancel->load()) {
     out.status = absl::CancelledError(absl::StrCat("job ", call.job_id, " cancelled"));
     return out;

@@ -556,7 +556,7 @@ TEST_P(SchedulerTest, TwoSchedulersOnOneStoreRunEachJobOnce) {
 }
 
 TEST_P(SchedulerTest, RemoteWorkerRunsJobsAndItsDeathRequeuesThem) {
-  InProcessWorker local("remote-process", &engines_, (dir_ / "results").string(), 1);
+  InProcessWorker local("remote-process", &engines_, (dir_ / "worker_results").string(), 1);
   WorkerServiceImpl service(&local);
   grpc::ServerBuilder builder;
   int port = 0;
@@ -566,7 +566,8 @@ TEST_P(SchedulerTest, RemoteWorkerRunsJobsAndItsDeathRequeuesThem) {
   ASSERT_NE(server, nullptr);
   const std::string address = absl::StrCat("127.0.0.1:", port);
   auto remote = std::make_shared<RemoteWorker>(
-      address, grpc::CreateChannel(address, grpc::InsecureChannelCredentials()), absl::Seconds(1));
+      address, grpc::CreateChannel(address, grpc::InsecureChannelCredentials()), (dir_ / "results").string(),
+      absl::Seconds(1));
   auto s = MakeScheduler("s1", 1, {{remote, 1}}, /*local=*/false);
 
   absl::StatusOr<v1::JobInfo> quick = s->Submit(StepsJob(3, 1, "", 0, "", "remote bytes"));
@@ -575,7 +576,13 @@ TEST_P(SchedulerTest, RemoteWorkerRunsJobsAndItsDeathRequeuesThem) {
   ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.error_message();
   EXPECT_EQ(done.worker(), "worker@" + address);
   EXPECT_GE(done.last_sequence(), 6);  // progress crossed the wire
-  ASSERT_EQ(s->GetResult(done.job_id())->files_size(), 1);
+  // The result file came home: it is on the scheduler's disk, not the worker's.
+  absl::StatusOr<v1::JobResult> result = s->GetResult(done.job_id());
+  ASSERT_TRUE(result.ok() && result->files_size() == 1) << result.status();
+  EXPECT_EQ(fs::path(result->files(0).path()).parent_path(), dir_ / "results" / done.job_id());
+  std::ifstream in(result->files(0).path());
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()), "remote bytes");
+  EXPECT_FALSE(fs::exists(dir_ / "worker_results" / done.job_id()));
 
   // The worker process goes away mid-job: the job is re-queued (no other
   // worker here, so it waits QUEUED with its attempt counted).

@@ -6,6 +6,7 @@
 
 #include "common/grpc_status.h"
 #include "services/scheduler/job_info.h"
+#include "services/scheduler/result_transfer.h"
 
 namespace tessera {
 
@@ -41,6 +42,16 @@ grpc::Status WorkerServiceImpl::Execute(grpc::ServerContext* context, const v1::
   scheduler::AttemptResult result = worker_->Execute(call);
   finished.store(true);
   watcher.join();
+  if (result.status.ok()) {
+    // The files go to the scheduler, then this process's copy goes: its disk is scratch.
+    absl::Status sent = scheduler::SendResultFiles(
+        result.result.files(), scheduler::kResultChunkBytes, [&](const v1::ExecuteUpdate& chunk) {
+          std::lock_guard<std::mutex> lock(write_mu);
+          return writer->Write(chunk);
+        });
+    scheduler::RemoveResultFolder(result.result.files());
+    if (!sent.ok()) result.status = sent;
+  }
   v1::ExecuteUpdate update;
   v1::ExecuteOutcome* outcome = update.mutable_outcome();
   outcome->set_code(static_cast<int>(result.status.code()));
@@ -48,6 +59,7 @@ grpc::Status WorkerServiceImpl::Execute(grpc::ServerContext* context, const v1::
   if (result.status.ok()) {
     *outcome->mutable_result() = result.result.result();
     *outcome->mutable_files() = result.result.files();
+    for (v1::ResultFile& f : *outcome->mutable_files()) f.clear_path();  // a path on this machine only
   }
   outcome->set_peak_device_bytes(result.peak_device_bytes);
   std::lock_guard<std::mutex> lock(write_mu);

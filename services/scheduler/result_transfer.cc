@@ -1,0 +1,159 @@
+#include "services/scheduler/result_transfer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <system_error>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/durable_file.h"
+#include "common/log.h"
+#include "common/text_checks.h"
+
+namespace tessera::scheduler {
+namespace fs = std::filesystem;
+namespace {
+
+// A job has a handful of result files; more is a confused or hostile sender.
+constexpr size_t kMaxResultFiles = 64;
+
+absl::Status CheckPlainFileName(const std::string& name) {
+  if (name.empty() || name == "." || name == ".." || name.size() > 255 || name.find('/') != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("result file name ", QuoteBounded(name, 64), " is not a plain file name"));
+  }
+  return CheckIdentifierText(name, "result file name");
+}
+
+}  // namespace
+
+absl::Status SendResultFiles(const google::protobuf::RepeatedPtrField<v1::ResultFile>& files, int64_t chunk_bytes,
+                             const std::function<bool(const v1::ExecuteUpdate&)>& write) {
+  std::vector<char> buffer(static_cast<size_t>(chunk_bytes));
+  for (const v1::ResultFile& f : files) {
+    std::ifstream in(f.path(), std::ios::binary);
+    if (!in) return absl::DataLossError(absl::StrCat("cannot open result file ", f.path()));
+    int64_t offset = 0;
+    // At least one piece, so an empty file arrives too.
+    do {
+      in.read(buffer.data(), chunk_bytes);
+      const std::streamsize got = in.gcount();
+      if (in.bad()) return absl::DataLossError(absl::StrCat("cannot read result file ", f.path()));
+      v1::ExecuteUpdate update;
+      v1::ResultChunk* chunk = update.mutable_file_chunk();
+      chunk->set_name(f.name());
+      chunk->set_offset(offset);
+      chunk->set_data(buffer.data(), static_cast<size_t>(got));
+      if (!write(update)) return absl::UnavailableError("the scheduler's stream broke while result files were sent");
+      offset += got;
+    } while (in);
+    if (offset != f.bytes()) {
+      return absl::DataLossError(
+          absl::StrCat("result file ", f.path(), " has ", offset, " bytes, the engine reported ", f.bytes()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void RemoveResultFolder(const google::protobuf::RepeatedPtrField<v1::ResultFile>& files) {
+  if (files.empty()) return;
+  const fs::path dir = fs::path(files[0].path()).parent_path();
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (ec) TESSERA_LOG(WARNING) << "cannot remove the sent result folder " << dir.string() << ": " << ec.message();
+}
+
+ResultReceiver::ResultReceiver(std::string results_dir, std::string job_id, int attempt)
+    : results_dir_(std::move(results_dir)),
+      job_id_(std::move(job_id)),
+      work_dir_((fs::path(results_dir_) / absl::StrCat(job_id_, ".attempt-", attempt, ".tmp")).string()) {}
+
+ResultReceiver::~ResultReceiver() {
+  CloseAll(/*sync=*/false).IgnoreError();
+  if (!published_ && !files_.empty()) {
+    std::error_code ec;
+    fs::remove_all(work_dir_, ec);
+  }
+}
+
+absl::Status ResultReceiver::Add(const v1::ResultChunk& chunk) {
+  auto it = files_.find(chunk.name());
+  if (it == files_.end()) {
+    if (absl::Status ok = CheckPlainFileName(chunk.name()); !ok.ok()) return ok;
+    if (files_.size() >= kMaxResultFiles) {
+      return absl::InvalidArgumentError(absl::StrCat("more than ", kMaxResultFiles, " result files"));
+    }
+    if (files_.empty()) {
+      std::error_code ec;
+      fs::remove_all(work_dir_, ec);  // a leftover of an earlier try of this attempt
+      fs::create_directories(work_dir_, ec);
+      if (ec) return absl::InternalError(absl::StrCat("cannot create ", work_dir_, ": ", ec.message()));
+    }
+    const std::string path = (fs::path(work_dir_) / chunk.name()).string();
+    Incoming incoming;
+    incoming.file = std::fopen(path.c_str(), "wbx");
+    if (incoming.file == nullptr) return absl::InternalError(absl::StrCat("cannot create ", path));
+    it = files_.emplace(chunk.name(), incoming).first;
+  }
+  Incoming& f = it->second;
+  if (f.file == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("result file ", QuoteBounded(chunk.name(), 64), " came twice"));
+  }
+  if (chunk.offset() != f.bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("result file ", QuoteBounded(chunk.name(), 64), ": a piece at ",
+                                                   chunk.offset(), " where ", f.bytes, " was next"));
+  }
+  if (!chunk.data().empty() && std::fwrite(chunk.data().data(), 1, chunk.data().size(), f.file) != chunk.data().size()) {
+    return absl::InternalError(absl::StrCat("cannot write result file ", chunk.name(), " under ", work_dir_));
+  }
+  f.bytes += static_cast<int64_t>(chunk.data().size());
+  return absl::OkStatus();
+}
+
+absl::Status ResultReceiver::CloseAll(bool sync) {
+  absl::Status status;
+  for (auto& [name, f] : files_) {
+    if (f.file == nullptr) continue;
+    bool ok = std::fflush(f.file) == 0;
+    if (sync) ok = ok && fsync(fileno(f.file)) == 0;
+    ok = (std::fclose(f.file) == 0) && ok;
+    f.file = nullptr;
+    if (!ok && status.ok()) status = absl::InternalError(absl::StrCat("cannot write result file ", name));
+  }
+  return status;
+}
+
+absl::Status ResultReceiver::Publish(google::protobuf::RepeatedPtrField<v1::ResultFile>* files) {
+  if (absl::Status closed = CloseAll(/*sync=*/true); !closed.ok()) return closed;
+  if (static_cast<size_t>(files->size()) != files_.size()) {
+    return absl::DataLossError(absl::StrCat("the worker named ", files->size(), " result files and sent ",
+                                            files_.size()));
+  }
+  for (const v1::ResultFile& f : *files) {
+    auto it = files_.find(f.name());
+    if (it == files_.end()) {
+      return absl::DataLossError(absl::StrCat("result file ", QuoteBounded(f.name(), 64), " never arrived"));
+    }
+    if (it->second.bytes != f.bytes()) {
+      return absl::DataLossError(absl::StrCat("result file ", QuoteBounded(f.name(), 64), " arrived with ",
+                                              it->second.bytes, " of its ", f.bytes(), " bytes"));
+    }
+  }
+  const fs::path final_dir = fs::path(results_dir_) / job_id_;
+  std::error_code ec;
+  if (!files_.empty()) {
+    if (absl::Status synced = SyncDirectory(work_dir_); !synced.ok()) return synced;
+    fs::remove_all(final_dir, ec);
+    fs::rename(work_dir_, final_dir, ec);
+    if (ec) return absl::InternalError(absl::StrCat("cannot publish ", final_dir.string(), ": ", ec.message()));
+    if (absl::Status synced = SyncDirectory(results_dir_); !synced.ok()) return synced;
+  }
+  published_ = true;
+  for (v1::ResultFile& f : *files) f.set_path((final_dir / f.name()).string());
+  return absl::OkStatus();
+}
+
+}  // namespace tessera::scheduler

@@ -32,6 +32,8 @@ _LIBS = {
     "sqlite": (["sqlite3"], "libsqlite3-dev"),
     "libpq": (["libpq"], "libpq-dev"),
     "png": (["libpng"], "libpng-dev"),
+    "tiff": (["libtiff-4"], "libtiff-dev"),
+    "jpeg": (["libjpeg"], "libjpeg-dev"),
     "zlib": (["zlib"], "zlib1g-dev"),
     "crypto": (["libcrypto"], "libssl-dev"),
     "fftw": (["fftw3f", "fftw3"], "libfftw3-dev"),

@@ -97,8 +97,13 @@ std::vector<MinutiaPoint> ToMinutiaPoints(const Template& t) {
 
 absl::StatusOr<DbEvaluation> EvaluateFvc2002Db(const std::string& data_dir, int db, const EvalOptions& options) {
   TESSERA_ASSIGN_OR_RETURN(std::vector<FvcImpression> imps, LoadFvc2002(data_dir, db));
-  DbEvaluation e;
+  TESSERA_ASSIGN_OR_RETURN(DbEvaluation e, EvaluateImpressions(imps, options));
   e.db = db;
+  return e;
+}
+
+absl::StatusOr<DbEvaluation> EvaluateImpressions(const std::vector<FvcImpression>& imps, const EvalOptions& options) {
+  DbEvaluation e;
   const int n = static_cast<int>(imps.size());
   e.templates = n;
   std::vector<std::vector<MinutiaPoint>> points;

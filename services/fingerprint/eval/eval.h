@@ -30,6 +30,7 @@
 #include "kernels/fingerprint/mcc.h"
 #include "services/fingerprint/search/dmc_matcher.h"
 #include "services/fingerprint/search/fusion_score.h"
+#include "services/fingerprint/formats/fvc_data.h"
 #include "services/fingerprint/formats/template.h"
 
 namespace tessera {
@@ -92,6 +93,10 @@ struct EvalOptions {
 
 // Builds descriptors and scores all-against-all on the CPU.
 absl::StatusOr<DbEvaluation> EvaluateFvc2002Db(const std::string& data_dir, int db, const EvalOptions& options);
+// The same for any set of impressions (e.g. templates extracted from the
+// FVC images): `finger` labels the mates; `db` of the result is 0.
+absl::StatusOr<DbEvaluation> EvaluateImpressions(const std::vector<FvcImpression>& impressions,
+                                                 const EvalOptions& options);
 
 }  // namespace fingerprint
 }  // namespace tessera

@@ -1,0 +1,56 @@
+// Minutiae from a fingerprint image (CPU reference): normalize, estimate the
+// ridge field (ridge_field.h), enhance with oriented Gabor filters
+// (gabor_enhance.h), binarize, thin (skeleton.h), find ridge endings and
+// bifurcations by crossing number, and drop the false ones a skeleton of a
+// real print always has: near the print's border, spurs and short ridges,
+// broken ridges, bridges, holes and clusters. Each minutia gets a quality
+// from the ridge clarity around it.
+//
+// The image must be at 500 ppi (image_decode.h ResampleTo500Ppi): block
+// sizes and wavelengths are in pixels at that resolution. Deterministic.
+#ifndef TESSERA_SERVICES_FINGERPRINT_EXTRACT_EXTRACTOR_H_
+#define TESSERA_SERVICES_FINGERPRINT_EXTRACT_EXTRACTOR_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "services/fingerprint/extract/float_image.h"
+#include "services/fingerprint/extract/gabor_enhance.h"
+#include "services/fingerprint/extract/ridge_field.h"
+#include "services/fingerprint/formats/template.h"
+#include "services/fingerprint/image/gray_image.h"
+
+namespace tessera {
+namespace fingerprint {
+
+struct ExtractOptions {
+  RidgeFieldOptions field;
+  GaborOptions gabor;
+  int border_margin = 12;     // pixels: minutiae nearer the print's edge are dropped
+  float trace_steps = 12;     // pixels walked to measure a minutia's direction
+  float spur_length = 1.3f;   // wavelengths: shorter ridge pieces between minutiae are false
+  float break_distance = 1.6f;  // wavelengths: two endings facing each other this close are a break
+  float cluster_radius = 1.5f;  // wavelengths
+  int max_minutiae = 80;      // best by quality
+  int min_quality = 10;       // 0-100
+};
+
+struct Extraction {
+  Template view;           // width/height of the image, 197 px/cm, minutiae
+  RidgeField field;
+  FloatImage enhanced;     // the Gabor response
+  std::vector<uint8_t> skeleton;
+};
+
+// INVALID_ARGUMENT for an image smaller than 32 x 32; an image with no print
+// gives a template with no minutiae (the caller decides what that means).
+absl::StatusOr<Extraction> ExtractMinutiae(const GrayImage& image, const ExtractOptions& options = {});
+
+// Zero mean, unit variance (a constant image stays 0).
+FloatImage NormalizeImage(const GrayImage& image);
+
+}  // namespace fingerprint
+}  // namespace tessera
+
+#endif  // TESSERA_SERVICES_FINGERPRINT_EXTRACT_EXTRACTOR_H_

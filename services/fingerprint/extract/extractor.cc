@@ -103,8 +103,9 @@ absl::StatusOr<Extraction> ExtractMinutiae(const GrayImage& image, const Extract
         // A short piece ending at another minutia: a spur or a tiny island.
         if ((t.hit_minutia || t.dead_end) && static_cast<int>(t.path.size()) < spur) continue;
         const Point& end = t.path.back();
-        // The ridge comes from `end` to p: the direction points out of the ridge end.
-        c.direction = AlignWithField(field, c.x, c.y, Heading(end.x, end.y, c.x, c.y));
+        // Along the ridge, away from its end (the convention of ISO templates
+        // as commercial extractors write them; see the test).
+        c.direction = AlignWithField(field, c.x, c.y, Heading(c.x, c.y, end.x, end.y));
         c.type = MinutiaType::kEnding;
       } else {
         // Three branches: the two nearest in direction are the fork; the

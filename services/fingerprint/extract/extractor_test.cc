@@ -81,6 +81,36 @@ TEST(ExtractorTest, APhaseDislocationIsOneMinutiaWhereItIs) {
   EXPECT_GT(m.quality, 50);
 }
 
+// Vertical ridges of period 9 with a phase dislocation at (130, 120), its
+// phase offset chosen so that right below the point lies the centre of a
+// valley (the ridge above the point ends there: the two valleys beside it
+// merge below it) or of a dark ridge (it forks at the point around the valley
+// above it). Either way the structure opens upwards.
+GrayImage Dislocation(bool ending) {
+  const double x0 = 130, y0 = 120;
+  const double below = std::fmod(2 * kPi * x0 / 9.0 + kPi / 2, 2 * kPi);  // phase below the point before the offset
+  const double offset = (ending ? 0 : kPi) - below;  // cos 0: light, cos pi: dark
+  return Pattern(260, 250, [&](int x, int y) { return 2 * kPi * x / 9.0 + std::atan2(y - y0, x - x0) + offset; }, 5);
+}
+
+TEST(ExtractorTest, RidgeEndingsAndBifurcationsOfDarkRidges) {
+  for (const bool ending : {true, false}) {
+    absl::StatusOr<Extraction> ex = ExtractMinutiae(Dislocation(ending));
+    ASSERT_TRUE(ex.ok()) << ex.status();
+    ASSERT_EQ(ex->view.minutiae.size(), 1u) << (ending ? "ending" : "bifurcation");
+    const Minutia& m = ex->view.minutiae[0];
+    EXPECT_EQ(m.type, ending ? MinutiaType::kEnding : MinutiaType::kBifurcation);
+    EXPECT_NEAR(m.x, 130, 4);
+    EXPECT_NEAR(m.y, 120, 5);
+    // The convention of ISO 19794-2 templates as a commercial extractor
+    // writes them (the shipped FVC2002 templates agree with it): a ridge
+    // ending points along its ridge, away from the end; a bifurcation into
+    // the valley between its branches. Both point up here: 90 degrees
+    // (angles turn counterclockwise as displayed).
+    EXPECT_NEAR(m.angle * 180 / kPi, 90, 12) << (ending ? "ending" : "bifurcation");
+  }
+}
+
 TEST(ExtractorTest, BlankAndTinyImages) {
   GrayImage blank;
   blank.width = 200;

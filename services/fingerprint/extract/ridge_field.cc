@@ -102,7 +102,9 @@ std::vector<uint8_t> LargestComponentFilled(const std::vector<uint8_t>& m, int c
 // The ridge period in a window centred on (cx, cy), across ridges running
 // at `theta`: the intensity profile along the normal (averaged along the
 // ridge) correlated with cosines of candidate periods; 0 when no period stands out.
-float WavelengthAt(const FloatImage& img, float cx, float cy, float theta, const RidgeFieldOptions& o) {
+float WavelengthAt(const FloatImage& img, float cx, float cy, float theta, const RidgeFieldOptions& o,
+                   float* power) {
+  *power = 0;
   constexpr int kLength = 32;  // samples across the ridges
   constexpr int kWidth = 12;   // samples along the ridges
   const float ux = std::cos(theta), uy = std::sin(theta);  // along the ridge
@@ -142,6 +144,7 @@ float WavelengthAt(const FloatImage& img, float cx, float cy, float theta, const
     if (powers[n] > best_power) best_power = powers[n], best_period = period;
   }
   // A clean sinusoid gives power 0.5; noise gives little.
+  *power = best_power;
   if (best_power < 0.15f) return 0;
   return best_period;
 }
@@ -253,12 +256,14 @@ RidgeField EstimateRidgeField(const FloatImage& img, const RidgeFieldOptions& o)
   f.foreground = LargestComponentFilled(mask, f.cols, f.rows);
   // Wavelength per foreground block; gaps filled from the neighbours, then smoothed.
   std::vector<float> wl(nb, 0), have(nb, 0);
+  f.ridge_power.assign(nb, 0);
   const FloatImage& src = smooth;
   for (int by = 0; by < f.rows; ++by) {
     for (int bx = 0; bx < f.cols; ++bx) {
       const int b = f.index(bx, by);
       if (!f.foreground[b]) continue;
-      const float w = WavelengthAt(src, (bx + 0.5f) * o.block, (by + 0.5f) * o.block, f.orientation[b], o);
+      const float w =
+          WavelengthAt(src, (bx + 0.5f) * o.block, (by + 0.5f) * o.block, f.orientation[b], o, &f.ridge_power[b]);
       if (w > 0) wl[b] = w, have[b] = 1;
     }
   }

@@ -36,6 +36,9 @@ struct RidgeField {
   std::vector<float> coherence;   // 0 (no direction) .. 1 (clean parallel ridges)
   std::vector<float> contrast;    // local std of the normalized image
   std::vector<float> wavelength;  // ridge period in pixels
+  // How clearly one period stands out across the ridges (0 .. 0.5, a clean
+  // sinusoid 0.5); 0 where none was measured.
+  std::vector<float> ridge_power;
   std::vector<uint8_t> foreground;
 
   int index(int bx, int by) const { return by * cols + bx; }

@@ -1,0 +1,200 @@
+// Accuracy of the minutiae extractor on FVC2002 DB1-DB4 set B: the same
+// matcher and protocol (services/fingerprint/eval/eval.h) on the templates we
+// extract from the images and on the shipped templates a commercial extractor
+// (SecuGen) made from the same images, plus how our minutiae line up with
+// theirs and the extraction time.
+//   bazel-bin/bench/fingerprint_extract_eval [--db=N] [--data=DIR] [--overlays=DIR]
+//       [--matcher=mcc|dmc|fusion]
+// The shipped templates were made from images resized to 300 x 400 (see
+// ../shared/data/fingerprint/SOURCES-images.txt): for the comparison of
+// minutiae their coordinates are scaled back to the image's pixels.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/png_io.h"
+#include "services/fingerprint/eval/eval.h"
+#include "services/fingerprint/extract/extractor.h"
+#include "services/fingerprint/formats/fvc_data.h"
+#include "services/fingerprint/image/image_decode.h"
+
+namespace {
+
+using namespace tessera;
+using namespace tessera::fingerprint;
+
+constexpr double kPi = 3.14159265358979323846;
+// FVC2002 set B scanners (SOURCES-images.txt): DB2's FX2000 is 569 ppi.
+constexpr double kDbPpi[5] = {0, 500, 569, 500, 500};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Minutiae drawn 3x enlarged on the image: skeleton cyan, background
+// darkened, our endings red and bifurcations green with a tail along the
+// direction, the shipped minutiae blue.
+void WriteOverlay(const GrayImage& image, const Extraction& ex, const Template& shipped, double sx, double sy,
+                  const std::string& path) {
+  constexpr int kScale = 3;
+  const int w = ex.view.width, h = ex.view.height;
+  Image8 img = Image8::Make(w * kScale, h * kScale, 3);
+  const auto put = [&](double fx, double fy, uint8_t r, uint8_t g, uint8_t b) {
+    const int x = static_cast<int>(std::lround(fx * kScale)), y = static_cast<int>(std::lround(fy * kScale));
+    if (x < 0 || y < 0 || x >= w * kScale || y >= h * kScale) return;
+    img.at(x, y, 0) = r, img.at(x, y, 1) = g, img.at(x, y, 2) = b;
+  };
+  for (int y = 0; y < h * kScale; ++y) {
+    for (int x = 0; x < w * kScale; ++x) {
+      const int px = x / kScale, py = y / kScale;
+      uint8_t v = image.at(px, py);
+      if (!ex.field.ForegroundAt(px, py)) v = static_cast<uint8_t>(v / 3);
+      const bool sk = ex.skeleton[static_cast<size_t>(py) * w + px];
+      img.at(x, y, 0) = sk ? 0 : v;
+      img.at(x, y, 1) = sk ? 200 : v;
+      img.at(x, y, 2) = sk ? 200 : v;
+    }
+  }
+  for (const Minutia& m : shipped.minutiae) {
+    const double x = m.x * sx, y = m.y * sy;
+    const double a = std::atan2(std::sin(m.angle) * sy, std::cos(m.angle) * sx);
+    for (double t = -1; t <= 1; t += 0.34) put(x + t, y, 0, 0, 255), put(x, y + t, 0, 0, 255);
+    for (double t = 1; t < 8; t += 0.3) put(x + t * std::cos(a), y - t * std::sin(a), 0, 0, 255);
+  }
+  for (const Minutia& m : ex.view.minutiae) {
+    const bool ending = m.type == MinutiaType::kEnding;
+    const uint8_t r = ending ? 255 : 0, g = ending ? 0 : 220;
+    for (double t = 0; t < 2 * kPi; t += 0.2) put(m.x + 2 * std::cos(t), m.y + 2 * std::sin(t), r, g, 0);
+    for (double t = 2; t < 10; t += 0.3) put(m.x + t * std::cos(m.angle), m.y - t * std::sin(m.angle), r, g, 0);
+  }
+  WritePng(img, path).IgnoreError();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string data_dir, overlays;
+  int only_db = 0;
+  EvalOptions eval;
+  for (int i = 1; i < argc; ++i) {
+    const char* a = argv[i];
+    if (std::strncmp(a, "--db=", 5) == 0) only_db = std::atoi(a + 5);
+    else if (std::strncmp(a, "--data=", 7) == 0) data_dir = a + 7;
+    else if (std::strncmp(a, "--overlays=", 11) == 0) overlays = a + 11;
+    else if (std::strcmp(a, "--matcher=dmc") == 0) eval.matcher = EvalMatcher::kDmc;
+    else if (std::strcmp(a, "--matcher=fusion") == 0) eval.matcher = EvalMatcher::kFusion;
+    else if (std::strcmp(a, "--matcher=mcc") == 0) eval.matcher = EvalMatcher::kMcc;
+    else {
+      std::fprintf(stderr, "unknown flag %s\n", a);
+      return 2;
+    }
+  }
+  if (data_dir.empty()) {
+    auto found = FindFingerprintDataDir();
+    if (!found.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(found.status().message()).c_str());
+      return 1;
+    }
+    data_dir = *found;
+  }
+  std::printf("| DB | templates | EER %% ours | EER %% shipped | ratio | rank-1 %% ours | rank-1 %% shipped | minutiae ours | minutiae shipped | recall | precision | angle err deg (median) | ms/image |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (int db = 1; db <= 4; ++db) {
+    if (only_db != 0 && db != only_db) continue;
+    auto shipped = LoadFvc2002(data_dir, db);
+    if (!shipped.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(shipped.status().message()).c_str());
+      return 1;
+    }
+    std::vector<FvcImpression> ours = *shipped;
+    double extract_seconds = 0;
+    int matched = 0, shipped_total = 0, ours_total = 0;
+    std::vector<double> angle_errors, ending_errors, bif_errors;
+    int type_agree = 0;
+    for (size_t k = 0; k < ours.size(); ++k) {
+      FvcImpression& imp = ours[k];
+      std::string tif = imp.path.substr(0, imp.path.size() - 4) + ".tif";
+      const std::string bytes = ReadFile(tif);
+      DecodeOptions d;
+      d.ppi = kDbPpi[db];
+      const auto t0 = std::chrono::steady_clock::now();
+      auto image = DecodeGrayImage(bytes, d);
+      if (!image.ok()) {
+        std::fprintf(stderr, "%s: %s\n", tif.c_str(), std::string(image.status().message()).c_str());
+        return 1;
+      }
+      auto at500 = ResampleTo500Ppi(*image);
+      if (!at500.ok()) {
+        std::fprintf(stderr, "%s: %s\n", tif.c_str(), std::string(at500.status().message()).c_str());
+        return 1;
+      }
+      auto ex = ExtractMinutiae(*at500);
+      extract_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (!ex.ok()) {
+        std::fprintf(stderr, "%s: %s\n", tif.c_str(), std::string(ex.status().message()).c_str());
+        return 1;
+      }
+      imp.view = ex->view;
+      // Shipped minutiae in the 500-ppi image's pixels.
+      const double sx = static_cast<double>(image->width) / 300 * 500 / kDbPpi[db];
+      const double sy = static_cast<double>(image->height) / 400 * 500 / kDbPpi[db];
+      const Template& sg = (*shipped)[k].view;
+      shipped_total += sg.minutiae.size();
+      ours_total += ex->view.minutiae.size();
+      for (const Minutia& s : sg.minutiae) {
+        const double x = s.x * sx, y = s.y * sy;
+        double best = 1e9;
+        const Minutia* hit = nullptr;
+        for (const Minutia& m : ex->view.minutiae) {
+          const double dd = std::hypot(m.x - x, m.y - y);
+          if (dd < best) best = dd, hit = &m;
+        }
+        if (hit != nullptr && best <= 8) {
+          ++matched;
+          // Their angle in the resized frame, mapped back through the anisotropic scale.
+          const double a = std::atan2(std::sin(s.angle) * sy, std::cos(s.angle) * sx);
+          double e = std::fmod(std::fabs(a - hit->angle), 2 * kPi);
+          if (e > kPi) e = 2 * kPi - e;
+          angle_errors.push_back(e * 180 / kPi);
+          type_agree += s.type == hit->type;
+          (hit->type == MinutiaType::kEnding ? ending_errors : bif_errors).push_back(e * 180 / kPi);
+        }
+      }
+      if (!overlays.empty() && imp.impression <= 2) {
+        WriteOverlay(*at500, *ex, sg, sx, sy, absl::StrCat(overlays, "/db", db, "_", imp.finger, "_", imp.impression, ".png"));
+      }
+    }
+    auto mine = EvaluateImpressions(ours, eval);
+    auto theirs = EvaluateImpressions(*shipped, eval);
+    if (!mine.ok() || !theirs.ok()) {
+      std::fprintf(stderr, "evaluation failed\n");
+      return 1;
+    }
+    std::sort(angle_errors.begin(), angle_errors.end());
+    const double median_angle = angle_errors.empty() ? 0 : angle_errors[angle_errors.size() / 2];
+    std::printf("| DB%d | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f | %.2f | %.2f | %.1f | %.1f |\n", db,
+                mine->templates, 100 * mine->verification.eer, 100 * theirs->verification.eer,
+                theirs->verification.eer > 0 ? mine->verification.eer / theirs->verification.eer : 0,
+                100 * mine->identification.rank1, 100 * theirs->identification.rank1, mine->mean_minutiae,
+                theirs->mean_minutiae, shipped_total ? static_cast<double>(matched) / shipped_total : 0,
+                ours_total ? static_cast<double>(matched) / ours_total : 0, median_angle,
+                1000 * extract_seconds / ours.size());
+    std::sort(ending_errors.begin(), ending_errors.end());
+    std::sort(bif_errors.begin(), bif_errors.end());
+    std::fprintf(stderr, "DB%d: matched minutiae of the same type %.2f; median angle error endings %.1f, bifurcations %.1f deg\n",
+                 db, matched ? static_cast<double>(type_agree) / matched : 0,
+                 ending_errors.empty() ? 0 : ending_errors[ending_errors.size() / 2],
+                 bif_errors.empty() ? 0 : bif_errors[bif_errors.size() / 2]);
+    std::fflush(stdout);
+  }
+  return 0;
+}

@@ -4,13 +4,14 @@
 // (SecuGen) made from the same images, plus how our minutiae line up with
 // theirs and the extraction time.
 //   bazel-bin/bench/fingerprint_extract_eval [--db=N] [--data=DIR] [--overlays=DIR]
-//       [--matcher=mcc|dmc|fusion]
+//       [--matcher=mcc|dmc|fusion] [--extract.NAME=VALUE ...] (ExtractOptions fields)
 // The shipped templates were made from images resized to 300 x 400 (see
 // ../shared/data/fingerprint/SOURCES-images.txt): for the comparison of
 // minutiae their coordinates are scaled back to the image's pixels.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -85,11 +86,31 @@ int main(int argc, char** argv) {
   std::string data_dir, overlays;
   int only_db = 0;
   EvalOptions eval;
+  ExtractOptions extract;
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     if (std::strncmp(a, "--db=", 5) == 0) only_db = std::atoi(a + 5);
     else if (std::strncmp(a, "--data=", 7) == 0) data_dir = a + 7;
     else if (std::strncmp(a, "--overlays=", 11) == 0) overlays = a + 11;
+    else if (std::strncmp(a, "--extract.", 10) == 0 && std::strchr(a, '=') != nullptr) {
+      const std::string name(a + 10, std::strchr(a, '=') - (a + 10));
+      const float v = std::strtof(std::strchr(a, '=') + 1, nullptr);
+      if (name == "border_margin") extract.border_margin = static_cast<int>(v);
+      else if (name == "spur_length") extract.spur_length = v;
+      else if (name == "break_distance") extract.break_distance = v;
+      else if (name == "cluster_radius") extract.cluster_radius = v;
+      else if (name == "min_quality") extract.min_quality = static_cast<int>(v);
+      else if (name == "max_minutiae") extract.max_minutiae = static_cast<int>(v);
+      else if (name == "contrast_share") extract.field.contrast_share = v;
+      else if (name == "sigma_along") extract.gabor.sigma_along = v;
+      else if (name == "sigma_across") extract.gabor.sigma_across = v;
+      else if (name == "angle_sigma") extract.field.angle_sigma_blocks = v;
+      else if (name == "tensor_sigma") extract.field.tensor_sigma_blocks = v;
+      else {
+        std::fprintf(stderr, "unknown extraction parameter %s\n", name.c_str());
+        return 2;
+      }
+    }
     else if (std::strcmp(a, "--matcher=dmc") == 0) eval.matcher = EvalMatcher::kDmc;
     else if (std::strcmp(a, "--matcher=fusion") == 0) eval.matcher = EvalMatcher::kFusion;
     else if (std::strcmp(a, "--matcher=mcc") == 0) eval.matcher = EvalMatcher::kMcc;
@@ -137,13 +158,17 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "%s: %s\n", tif.c_str(), std::string(at500.status().message()).c_str());
         return 1;
       }
-      auto ex = ExtractMinutiae(*at500);
+      auto ex = ExtractMinutiae(*at500, extract);
       extract_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (!ex.ok()) {
         std::fprintf(stderr, "%s: %s\n", tif.c_str(), std::string(ex.status().message()).c_str());
         return 1;
       }
       imp.view = ex->view;
+      if (std::getenv("TESSERA_EXTRACT_VERBOSE") != nullptr) {
+        std::fprintf(stderr, "DB%d %d_%d: ours %zu shipped %zu\n", db, imp.finger, imp.impression,
+                     ex->view.minutiae.size(), (*shipped)[k].view.minutiae.size());
+      }
       // Shipped minutiae in the 500-ppi image's pixels.
       const double sx = static_cast<double>(image->width) / 300 * 500 / kDbPpi[db];
       const double sy = static_cast<double>(image->height) / 400 * 500 / kDbPpi[db];

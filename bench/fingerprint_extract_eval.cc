@@ -14,14 +14,18 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <numeric>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/png_io.h"
 #include "services/fingerprint/eval/eval.h"
 #include "services/fingerprint/extract/extractor.h"
+#include "services/fingerprint/extract/image_quality.h"
 #include "services/fingerprint/formats/fvc_data.h"
 #include "services/fingerprint/image/image_decode.h"
 
@@ -78,6 +82,31 @@ void WriteOverlay(const GrayImage& image, const Extraction& ex, const Template& 
     for (double t = 2; t < 10; t += 0.3) put(m.x + t * std::cos(m.angle), m.y - t * std::sin(m.angle), r, g, 0);
   }
   WritePng(img, path).IgnoreError();
+}
+
+// FNMR at the threshold where FMR is 1 % (over all impostor pairs) after
+// rejecting the impressions ranked first in `reject_order` (a share of them):
+// the error-versus-reject curve of ISO/IEC 29794-1.
+double FnmrAfterRejecting(const DbEvaluation& e, const std::vector<int>& labels, const std::vector<int>& reject_order,
+                          double share) {
+  const int n = e.templates;
+  std::vector<double> impostor;
+  for (int p = 0; p < n; ++p)
+    for (int g = 0; g < n; ++g)
+      if (p != g && labels[p] != labels[g]) impostor.push_back(e.scores[static_cast<size_t>(p) * n + g]);
+  std::sort(impostor.begin(), impostor.end());
+  const double threshold = impostor[static_cast<size_t>(0.99 * (impostor.size() - 1))];
+  std::vector<bool> rejected(n, false);
+  const int count = static_cast<int>(std::lround(share * n));
+  for (int i = 0; i < count; ++i) rejected[reject_order[i]] = true;
+  int genuine = 0, missed = 0;
+  for (int p = 0; p < n; ++p)
+    for (int g = 0; g < n; ++g)
+      if (p != g && labels[p] == labels[g] && !rejected[p] && !rejected[g]) {
+        ++genuine;
+        missed += e.scores[static_cast<size_t>(p) * n + g] <= threshold;
+      }
+  return genuine ? static_cast<double>(missed) / genuine : 0;
 }
 
 }  // namespace
@@ -139,6 +168,7 @@ int main(int argc, char** argv) {
     std::vector<FvcImpression> ours = *shipped;
     double extract_seconds = 0;
     int matched = 0, shipped_total = 0, ours_total = 0;
+    std::vector<int> qualities;
     std::vector<double> angle_errors, ending_errors, bif_errors;
     int type_agree = 0;
     for (size_t k = 0; k < ours.size(); ++k) {
@@ -165,6 +195,7 @@ int main(int argc, char** argv) {
         return 1;
       }
       imp.view = ex->view;
+      qualities.push_back(AssessImageQuality(*ex).score);
       if (std::getenv("TESSERA_EXTRACT_VERBOSE") != nullptr) {
         std::fprintf(stderr, "DB%d %d_%d: ours %zu shipped %zu\n", db, imp.finger, imp.impression,
                      ex->view.minutiae.size(), (*shipped)[k].view.minutiae.size());
@@ -213,6 +244,29 @@ int main(int argc, char** argv) {
                 theirs->mean_minutiae, shipped_total ? static_cast<double>(matched) / shipped_total : 0,
                 ours_total ? static_cast<double>(matched) / ours_total : 0, median_angle,
                 1000 * extract_seconds / ours.size());
+    {
+      std::vector<int> labels, by_quality(ours.size());
+      for (const FvcImpression& imp : ours) labels.push_back(imp.finger);
+      std::iota(by_quality.begin(), by_quality.end(), 0);
+      std::stable_sort(by_quality.begin(), by_quality.end(), [&](int a, int b) { return qualities[a] < qualities[b]; });
+      std::string line = absl::StrCat("DB", db, " error vs reject (FNMR % at FMR 1 %, by quality | random):");
+      for (double share : {0.0, 0.05, 0.10, 0.20}) {
+        double random = 0;
+        std::mt19937 rng(20261206);
+        for (int r = 0; r < 50; ++r) {
+          std::vector<int> order = by_quality;
+          std::shuffle(order.begin(), order.end(), rng);
+          random += FnmrAfterRejecting(*mine, labels, order, share) / 50;
+        }
+        absl::StrAppend(&line, absl::StrFormat(" %d%%: %.2f | %.2f;", static_cast<int>(share * 100),
+                                               100 * FnmrAfterRejecting(*mine, labels, by_quality, share), 100 * random));
+      }
+      int qmin = 100, qmax = 0;
+      double qmean = 0;
+      for (int q : qualities) qmin = std::min(qmin, q), qmax = std::max(qmax, q), qmean += q;
+      absl::StrAppend(&line, absl::StrFormat(" quality min %d mean %.1f max %d", qmin, qmean / qualities.size(), qmax));
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
     std::sort(ending_errors.begin(), ending_errors.end());
     std::sort(bif_errors.begin(), bif_errors.end());
     std::fprintf(stderr, "DB%d: matched minutiae of the same type %.2f; median angle error endings %.1f, bifurcations %.1f deg\n",

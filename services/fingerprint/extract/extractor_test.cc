@@ -7,6 +7,7 @@
 #include <random>
 
 #include "gtest/gtest.h"
+#include "services/fingerprint/extract/image_quality.h"
 #include "services/fingerprint/extract/skeleton.h"
 
 namespace tessera {
@@ -131,6 +132,27 @@ TEST(ExtractorTest, BlankAndTinyImages) {
   GrayImage lying = blank;  // the size does not match the pixels
   lying.width = 300;
   EXPECT_EQ(ExtractMinutiae(lying).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ImageQualityTest, CleanRidgesScoreHighNoiseAndBlankLow) {
+  const GrayImage clean = Pattern(300, 300, [](int x, int y) { return 2 * kPi * (x + 0.3 * y) / 9.0; });
+  absl::StatusOr<Extraction> ex = ExtractMinutiae(clean);
+  ASSERT_TRUE(ex.ok());
+  const ImageQuality good = AssessImageQuality(*ex);
+  EXPECT_GT(good.certainty, 0.8);
+  EXPECT_GT(good.area_mm2, 150);  // most of 300 x 300 px = 232 mm^2
+  GrayImage noise = clean;
+  std::mt19937 rng(9);
+  for (uint8_t& p : noise.pixels) p = static_cast<uint8_t>(rng() & 0xff);
+  ex = ExtractMinutiae(noise);
+  ASSERT_TRUE(ex.ok());
+  const ImageQuality bad = AssessImageQuality(*ex);
+  EXPECT_LT(bad.score, good.score - 30) << bad.score << " vs " << good.score;
+  GrayImage blank = clean;
+  std::fill(blank.pixels.begin(), blank.pixels.end(), 255);
+  ex = ExtractMinutiae(blank);
+  ASSERT_TRUE(ex.ok());
+  EXPECT_LT(AssessImageQuality(*ex).score, 10);
 }
 
 TEST(SkeletonTest, ThinsABarToOneLineWithTwoEndings) {

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/fingerprint_data.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/png_io.h"
@@ -84,18 +85,23 @@ void WriteOverlay(const GrayImage& image, const Extraction& ex, const Template& 
   WritePng(img, path).IgnoreError();
 }
 
-// FNMR at the threshold where FMR is 1 % (over all impostor pairs) after
-// rejecting the impressions ranked first in `reject_order` (a share of them):
-// the error-versus-reject curve of ISO/IEC 29794-1.
-double FnmrAfterRejecting(const DbEvaluation& e, const std::vector<int>& labels, const std::vector<int>& reject_order,
-                          double share) {
+// The score threshold where FMR is 1 % over all impostor pairs of `e`.
+double ThresholdAtFmr1(const DbEvaluation& e, const std::vector<int>& labels) {
   const int n = e.templates;
   std::vector<double> impostor;
   for (int p = 0; p < n; ++p)
     for (int g = 0; g < n; ++g)
       if (p != g && labels[p] != labels[g]) impostor.push_back(e.scores[static_cast<size_t>(p) * n + g]);
   std::sort(impostor.begin(), impostor.end());
-  const double threshold = impostor[static_cast<size_t>(0.99 * (impostor.size() - 1))];
+  return impostor[static_cast<size_t>(0.99 * (impostor.size() - 1))];
+}
+
+// FNMR at `threshold` after rejecting the impressions ranked first in
+// `reject_order` (a share of them): the error-versus-reject curve of
+// ISO/IEC 29794-1.
+double FnmrAfterRejecting(const DbEvaluation& e, const std::vector<int>& labels, double threshold,
+                          const std::vector<int>& reject_order, double share) {
+  const int n = e.templates;
   std::vector<bool> rejected(n, false);
   const int count = static_cast<int>(std::lround(share * n));
   for (int i = 0; i < count; ++i) rejected[reject_order[i]] = true;
@@ -148,14 +154,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (data_dir.empty()) {
-    auto found = FindFingerprintDataDir();
-    if (!found.ok()) {
-      std::fprintf(stderr, "%s\n", std::string(found.status().message()).c_str());
-      return 1;
-    }
-    data_dir = *found;
-  }
+  data_dir = FingerprintDataDirOrExit(data_dir);
   std::printf("| DB | templates | EER %% ours | EER %% shipped | ratio | rank-1 %% ours | rank-1 %% shipped | minutiae ours | minutiae shipped | recall | precision | angle err deg (median) | ms/image |\n");
   std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (int db = 1; db <= 4; ++db) {
@@ -249,6 +248,7 @@ int main(int argc, char** argv) {
       for (const FvcImpression& imp : ours) labels.push_back(imp.finger);
       std::iota(by_quality.begin(), by_quality.end(), 0);
       std::stable_sort(by_quality.begin(), by_quality.end(), [&](int a, int b) { return qualities[a] < qualities[b]; });
+      const double threshold = ThresholdAtFmr1(*mine, labels);
       std::string line = absl::StrCat("DB", db, " error vs reject (FNMR % at FMR 1 %, by quality | random):");
       for (double share : {0.0, 0.05, 0.10, 0.20}) {
         double random = 0;
@@ -256,10 +256,10 @@ int main(int argc, char** argv) {
         for (int r = 0; r < 50; ++r) {
           std::vector<int> order = by_quality;
           std::shuffle(order.begin(), order.end(), rng);
-          random += FnmrAfterRejecting(*mine, labels, order, share) / 50;
+          random += FnmrAfterRejecting(*mine, labels, threshold, order, share) / 50;
         }
         absl::StrAppend(&line, absl::StrFormat(" %d%%: %.2f | %.2f;", static_cast<int>(share * 100),
-                                               100 * FnmrAfterRejecting(*mine, labels, by_quality, share), 100 * random));
+                                               100 * FnmrAfterRejecting(*mine, labels, threshold, by_quality, share), 100 * random));
       }
       int qmin = 100, qmax = 0;
       double qmean = 0;

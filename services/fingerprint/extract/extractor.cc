@@ -80,7 +80,6 @@ absl::StatusOr<Extraction> ExtractMinutiae(const GrayImage& image, const Extract
 
   // Candidates: crossing number 1 (ending) or 3 (bifurcation), inside the print.
   std::vector<Candidate> cands;
-  const int steps = static_cast<int>(o.trace_steps);
   for (int y = 1; y < h - 1; ++y) {
     for (int x = 1; x < w - 1; ++x) {
       if (!sk[static_cast<size_t>(y) * w + x]) continue;
@@ -98,7 +97,7 @@ absl::StatusOr<Extraction> ExtractMinutiae(const GrayImage& image, const Extract
       const int spur = static_cast<int>(std::lround(o.spur_length * wl));
       if (cn == 1) {
         if (nb.empty()) continue;
-        const Trace t = Walk(sk, w, h, p, nb[0], steps);
+        const Trace t = Walk(sk, w, h, p, nb[0], o.trace_steps);
         if (t.path.empty()) continue;
         // A short piece ending at another minutia: a spur or a tiny island.
         if ((t.hit_minutia || t.dead_end) && static_cast<int>(t.path.size()) < spur) continue;
@@ -115,7 +114,7 @@ absl::StatusOr<Extraction> ExtractMinutiae(const GrayImage& image, const Extract
         float heading[3];
         bool short_branch = false;
         for (int i = 0; i < 3; ++i) {
-          const Trace t = Walk(sk, w, h, p, firsts[i], steps);
+          const Trace t = Walk(sk, w, h, p, firsts[i], o.trace_steps);
           const Point& end = t.path.back();
           heading[i] = Heading(c.x, c.y, end.x, end.y);
           if ((t.hit_minutia || t.dead_end) && static_cast<int>(t.path.size()) < spur) short_branch = true;

@@ -28,7 +28,7 @@ struct ExtractOptions {
   RidgeFieldOptions field;
   GaborOptions gabor;
   int border_margin = 12;     // pixels: minutiae nearer the print's edge are dropped
-  float trace_steps = 12;     // pixels walked to measure a minutia's direction
+  int trace_steps = 12;       // pixels walked to measure a minutia's direction
   float spur_length = 1.3f;   // wavelengths: shorter ridge pieces between minutiae are false
   float break_distance = 1.6f;  // wavelengths: two endings facing each other this close are a break
   float cluster_radius = 1.5f;  // wavelengths

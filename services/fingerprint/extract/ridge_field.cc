@@ -129,19 +129,15 @@ float WavelengthAt(const FloatImage& img, float cx, float cy, float theta, const
   }
   if (energy <= 1e-6f) return 0;
   float best_power = 0, best_period = 0;
-  float powers[64];
-  float periods[64];
-  int n = 0;
-  for (float period = o.min_wavelength; period <= o.max_wavelength + 1e-3f && n < 64; period += 0.5f, ++n) {
+  for (float period = o.min_wavelength; period <= o.max_wavelength + 1e-3f; period += 0.5f) {
     float c = 0, s = 0;
     for (int i = 0; i < kLength; ++i) {
       const float a = 2 * kPi * i / period;
       c += profile[i] * std::cos(a);
       s += profile[i] * std::sin(a);
     }
-    powers[n] = (c * c + s * s) / (energy * kLength);
-    periods[n] = period;
-    if (powers[n] > best_power) best_power = powers[n], best_period = period;
+    const float power = (c * c + s * s) / (energy * kLength);
+    if (power > best_power) best_power = power, best_period = period;
   }
   // A clean sinusoid gives power 0.5; noise gives little.
   *power = best_power;
@@ -257,13 +253,12 @@ RidgeField EstimateRidgeField(const FloatImage& img, const RidgeFieldOptions& o)
   // Wavelength per foreground block; gaps filled from the neighbours, then smoothed.
   std::vector<float> wl(nb, 0), have(nb, 0);
   f.ridge_power.assign(nb, 0);
-  const FloatImage& src = smooth;
   for (int by = 0; by < f.rows; ++by) {
     for (int bx = 0; bx < f.cols; ++bx) {
       const int b = f.index(bx, by);
       if (!f.foreground[b]) continue;
       const float w =
-          WavelengthAt(src, (bx + 0.5f) * o.block, (by + 0.5f) * o.block, f.orientation[b], o, &f.ridge_power[b]);
+          WavelengthAt(smooth, (bx + 0.5f) * o.block, (by + 0.5f) * o.block, f.orientation[b], o, &f.ridge_power[b]);
       if (w > 0) wl[b] = w, have[b] = 1;
     }
   }

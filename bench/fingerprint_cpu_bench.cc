@@ -34,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/fingerprint_data.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
@@ -212,14 +213,7 @@ int Main() {
     return 2;
   }
   const std::vector<LssCpuPath> paths = *paths_or;
-  if (data_dir.empty()) {
-    auto found = FindFingerprintDataDir();
-    if (!found.ok()) {
-      std::fprintf(stderr, "%s\n", std::string(found.status().message()).c_str());
-      return 1;
-    }
-    data_dir = *found;
-  }
+  data_dir = FingerprintDataDirOrExit(data_dir);
   const MccParams mcc;
   const LssConstants c = MakeLssConstants(LssParams(), mcc);  // the automatic path (or the env's)
   std::vector<LssConstants> path_constants;

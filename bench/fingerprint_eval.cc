@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 
+#include "bench/fingerprint_data.h"
 #include "services/fingerprint/eval/eval.h"
 #include "services/fingerprint/formats/fvc_data.h"
 
@@ -81,14 +82,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (data_dir.empty()) {
-    auto found = FindFingerprintDataDir();
-    if (!found.ok()) {
-      std::fprintf(stderr, "%s\n", std::string(found.status().message()).c_str());
-      return 1;
-    }
-    data_dir = *found;
-  }
+  data_dir = FingerprintDataDirOrExit(data_dir);
   const char* matcher = options.matcher == EvalMatcher::kDmc      ? "DMC"
                         : options.matcher == EvalMatcher::kFusion ? "DMC + LSS-R fusion"
                         : options.score == MccScore::kLssR        ? "LSS-R"

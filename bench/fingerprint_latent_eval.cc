@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/fingerprint_data.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "common/device.h"
@@ -100,14 +101,7 @@ int Main(int argc, char** argv) {
     return 1;
   }
   options.pipeline.backend = *resolved;
-  if (data_dir.empty()) {
-    auto found = FindFingerprintDataDir();
-    if (!found.ok()) {
-      std::fprintf(stderr, "%s\n", std::string(found.status().message()).c_str());
-      return 1;
-    }
-    data_dir = *found;
-  }
+  data_dir = FingerprintDataDirOrExit(data_dir);
   std::printf("latent-style evaluation: FVC2002 DB");
   for (size_t i = 0; i < options.dbs.size(); ++i) std::printf("%s%d", i ? "," : "", options.dbs[i]);
   std::printf(" set B, %d crop(s) of %d-%d minutiae per impression, %lld synthetic non-mates, seed %llu, "

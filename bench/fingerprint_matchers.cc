@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/fingerprint_data.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
@@ -256,14 +257,7 @@ int SpeedTable(const std::vector<BaseTemplate>& bases, double weight) {
 
 int Main() {
   std::string dir = absl::GetFlag(FLAGS_data);
-  if (dir.empty()) {
-    auto found = FindFingerprintDataDir();
-    if (!found.ok()) {
-      std::fprintf(stderr, "%s\n", std::string(found.status().message()).c_str());
-      return 1;
-    }
-    dir = *found;
-  }
+  dir = FingerprintDataDirOrExit(dir);
   std::vector<double> weights;
   for (const std::string& w : absl::GetFlag(FLAGS_weights)) {
     double v;

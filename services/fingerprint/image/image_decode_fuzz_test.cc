@@ -15,22 +15,18 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstdio>  // before jpeglib.h
-#include <cstdlib>
-#include <fstream>
+#include <cstdio>
 #include <functional>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
-
-#include <jpeglib.h>
 
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "services/fingerprint/formats/fvc_data.h"
 #include "services/fingerprint/image/image_decode.h"
+#include "services/fingerprint/image/image_test_encoders.h"
 
 namespace tessera {
 namespace fingerprint {
@@ -39,13 +35,6 @@ namespace {
 // A decode slower than this is taken for a hang (the slowest real one here,
 // the FVC TIFF, takes about a millisecond).
 constexpr double kMaxDecodeSeconds = 5;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // Pixel (x, y) of a test image: 0 black, 1 blank (255), else a seeded pattern.
 using PixelFn = std::function<uint8_t(int x, int y, int channel)>;
@@ -59,168 +48,75 @@ PixelFn Constant(uint8_t v) {
   return [v](int, int, int) { return v; };
 }
 
-void PngAppend(png_structp png, png_bytep data, size_t n) {
-  static_cast<std::string*>(png_get_io_ptr(png))->append(reinterpret_cast<const char*>(data), n);
-}
-void PngFlush(png_structp) {}
+// The seed images, made with the shared test encoders (image_test_encoders.h)
+// from a PixelFn.
 
-// channels 1 (gray) or 3 (RGB); bit_depth 8 or 16.
+// channels 1 (gray) or 3 (RGB); bit_depth 8 or 16 (the low byte of a
+// 16-bit sample is the high byte ^ 0x5a); pHYs 500 ppi.
 std::string MakePng(int w, int h, int channels, int bit_depth, bool interlaced, const PixelFn& pixel) {
-  std::string out;
-  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
-  png_infop info = png_create_info_struct(png);
-  if (setjmp(png_jmpbuf(png))) {
-    png_destroy_write_struct(&png, &info);
-    return "";
-  }
-  png_set_write_fn(png, &out, PngAppend, PngFlush);
-  png_set_IHDR(png, info, w, h, bit_depth, channels == 1 ? PNG_COLOR_TYPE_GRAY : PNG_COLOR_TYPE_RGB,
-               interlaced ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
-               PNG_FILTER_TYPE_DEFAULT);
-  png_set_pHYs(png, info, 19685, 19685, PNG_RESOLUTION_METER);
-  png_write_info(png, info);
-  const int bytes = bit_depth / 8;
-  std::vector<uint8_t> data;
+  PngSpec spec;
+  spec.width = w;
+  spec.height = h;
+  spec.color_type = channels == 1 ? PNG_COLOR_TYPE_GRAY : PNG_COLOR_TYPE_RGB;
+  spec.bit_depth = bit_depth;
+  spec.interlace = interlaced ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE;
+  spec.x_ppm = 19685;
   for (int y = 0; y < h; ++y) {
     for (int x = 0; x < w; ++x) {
       for (int c = 0; c < channels; ++c) {
         const uint8_t v = pixel(x, y, c);
-        data.push_back(v);
-        if (bytes == 2) data.push_back(static_cast<uint8_t>(v ^ 0x5a));
+        spec.data.push_back(v);
+        if (bit_depth == 16) spec.data.push_back(static_cast<uint8_t>(v ^ 0x5a));
       }
     }
   }
-  std::vector<png_bytep> rows(h);
-  for (int y = 0; y < h; ++y) rows[y] = data.data() + static_cast<size_t>(y) * w * channels * bytes;
-  png_write_image(png, rows.data());
-  png_write_end(png, nullptr);
-  png_destroy_write_struct(&png, &info);
-  return out;
+  return EncodePng(spec);
 }
 
+// 8-bit, 500 ppi; strips of 4 rows, or 16 x 16 tiles.
 std::string MakeTiff(int w, int h, int channels, uint16_t compression, bool tiled, const PixelFn& pixel) {
-  static int counter = 0;
-  const std::string path = absl::StrCat(::testing::TempDir(), "/fuzz_", counter++, ".tif");
-  TIFF* tif = TIFFOpen(path.c_str(), "w");
-  if (tif == nullptr) return "";
-  TIFFSetField(tif, TIFFTAG_IMAGEWIDTH, w);
-  TIFFSetField(tif, TIFFTAG_IMAGELENGTH, h);
-  TIFFSetField(tif, TIFFTAG_BITSPERSAMPLE, 8);
-  TIFFSetField(tif, TIFFTAG_SAMPLESPERPIXEL, channels);
-  TIFFSetField(tif, TIFFTAG_PHOTOMETRIC, channels == 1 ? PHOTOMETRIC_MINISBLACK : PHOTOMETRIC_RGB);
-  TIFFSetField(tif, TIFFTAG_PLANARCONFIG, PLANARCONFIG_CONTIG);
-  TIFFSetField(tif, TIFFTAG_COMPRESSION, compression);
-  TIFFSetField(tif, TIFFTAG_XRESOLUTION, 500.0f);
-  TIFFSetField(tif, TIFFTAG_YRESOLUTION, 500.0f);
-  TIFFSetField(tif, TIFFTAG_RESOLUTIONUNIT, RESUNIT_INCH);
-  if (tiled) {
-    TIFFSetField(tif, TIFFTAG_TILEWIDTH, 16);
-    TIFFSetField(tif, TIFFTAG_TILELENGTH, 16);
-    std::vector<uint8_t> tile(16 * 16 * channels);
-    for (int ty = 0; ty < h; ty += 16) {
-      for (int tx = 0; tx < w; tx += 16) {
-        for (int y = 0; y < 16; ++y) {
-          for (int x = 0; x < 16; ++x) {
-            for (int c = 0; c < channels; ++c) tile[(y * 16 + x) * channels + c] = pixel(tx + x, ty + y, c);
-          }
-        }
-        TIFFWriteTile(tif, tile.data(), tx, ty, 0, 0);
-      }
-    }
-  } else {
-    TIFFSetField(tif, TIFFTAG_ROWSPERSTRIP, 4);
-    std::vector<uint8_t> row(static_cast<size_t>(w) * channels);
-    for (int y = 0; y < h; ++y) {
-      for (int x = 0; x < w; ++x) {
-        for (int c = 0; c < channels; ++c) row[x * channels + c] = pixel(x, y, c);
-      }
-      TIFFWriteScanline(tif, row.data(), y, 0);
+  TiffSpec spec;
+  spec.width = w;
+  spec.height = h;
+  spec.samples = static_cast<uint16_t>(channels);
+  spec.photometric = channels == 1 ? PHOTOMETRIC_MINISBLACK : PHOTOMETRIC_RGB;
+  spec.compression = compression;
+  spec.tiled = tiled;
+  spec.x_resolution = 500;
+  spec.rows_per_strip = 4;
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      for (int c = 0; c < channels; ++c) spec.data.push_back(pixel(x, y, c));
     }
   }
-  TIFFClose(tif);
-  std::string bytes = ReadFile(path);
-  std::remove(path.c_str());
-  return bytes;
+  return EncodeTiff(spec);
 }
 
+// Quality 90, 500 dpi.
 std::string MakeJpeg(int w, int h, int channels, bool progressive, const PixelFn& pixel) {
-  jpeg_compress_struct cinfo;
-  jpeg_error_mgr err;
-  cinfo.err = jpeg_std_error(&err);
-  jpeg_create_compress(&cinfo);
-  unsigned char* buffer = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&cinfo, &buffer, &size);
-  cinfo.image_width = w;
-  cinfo.image_height = h;
-  cinfo.input_components = channels;
-  cinfo.in_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
-  jpeg_set_defaults(&cinfo);
-  jpeg_set_quality(&cinfo, 90, TRUE);
-  if (progressive) jpeg_simple_progression(&cinfo);
-  cinfo.density_unit = 1;
-  cinfo.X_density = cinfo.Y_density = 500;
-  jpeg_start_compress(&cinfo, TRUE);
-  std::vector<uint8_t> row(static_cast<size_t>(w) * channels);
-  while (cinfo.next_scanline < cinfo.image_height) {
+  std::vector<uint8_t> samples;
+  for (int y = 0; y < h; ++y) {
     for (int x = 0; x < w; ++x) {
-      for (int c = 0; c < channels; ++c) row[x * channels + c] = pixel(x, cinfo.next_scanline, c);
+      for (int c = 0; c < channels; ++c) samples.push_back(pixel(x, y, c));
     }
-    JSAMPROW p = row.data();
-    jpeg_write_scanlines(&cinfo, &p, 1);
   }
-  jpeg_finish_compress(&cinfo);
-  jpeg_destroy_compress(&cinfo);
-  std::string out(reinterpret_cast<const char*>(buffer), size);
-  std::free(buffer);
-  return out;
+  return EncodeJpeg(w, h, channels, samples, 90, 1, 500, progressive);
 }
 
-void Put16(std::string* s, uint32_t v) {
-  s->push_back(static_cast<char>(v & 0xff));
-  s->push_back(static_cast<char>(v >> 8 & 0xff));
-}
-void Put32(std::string* s, uint32_t v) {
-  Put16(s, v & 0xffff);
-  Put16(s, v >> 16);
-}
-
-// bits 8 (gray palette, bottom-up) or 24 (top-down).
+// bits 8 (gray palette, bottom-up) or 24 (top-down); 1000 ppi.
 std::string MakeBmp(int w, int h, int bits, const PixelFn& pixel) {
-  const uint32_t stride = (w * bits + 31) / 32 * 4;
-  const uint32_t offset = 54 + (bits == 8 ? 1024 : 0);
-  std::string s = "BM";
-  Put32(&s, offset + stride * h);
-  Put32(&s, 0);
-  Put32(&s, offset);
-  Put32(&s, 40);
-  Put32(&s, w);
-  Put32(&s, static_cast<uint32_t>(bits == 8 ? h : -h));
-  Put16(&s, 1);
-  Put16(&s, bits);
-  Put32(&s, 0);
-  Put32(&s, stride * h);
-  Put32(&s, 39370);
-  Put32(&s, 39370);
-  Put32(&s, bits == 8 ? 256 : 0);
-  Put32(&s, 0);
-  if (bits == 8) {
-    for (uint32_t v = 0; v < 256; ++v) Put32(&s, v << 16 | v << 8 | v);
-  }
-  for (int file_row = 0; file_row < h; ++file_row) {
-    const int y = bits == 8 ? h - 1 - file_row : file_row;
-    std::string row;
-    for (int x = 0; x < w; ++x) {
-      if (bits == 8) {
-        row.push_back(static_cast<char>(pixel(x, y, 0)));
-      } else {
-        for (int c = 2; c >= 0; --c) row.push_back(static_cast<char>(pixel(x, y, c)));
-      }
-    }
-    row.resize(stride, '\0');
-    s += row;
-  }
-  return s;
+  BmpSpec spec;
+  spec.width = w;
+  spec.height = h;
+  spec.bits = bits;
+  spec.top_down = bits != 8;
+  if (bits == 8) spec.palette = GrayPalette();
+  spec.pixel = [&pixel, bits](int x, int y) -> uint32_t {
+    if (bits == 8) return pixel(x, y, 0);
+    return static_cast<uint32_t>(pixel(x, y, 0)) << 16 | static_cast<uint32_t>(pixel(x, y, 1)) << 8 | pixel(x, y, 2);
+  };
+  spec.x_ppm = 39370;
+  return EncodeBmp(spec);
 }
 
 uint32_t Crc32(const char* data, size_t n) {

@@ -62,20 +62,30 @@ FloatImage NormalizeImage(const GrayImage& image) {
   return out;
 }
 
-absl::StatusOr<Extraction> ExtractMinutiae(const GrayImage& image, const ExtractOptions& o) {
+absl::Status CheckExtractable(const GrayImage& image) {
   if (image.width < 32 || image.height < 32 ||
       image.pixels.size() != static_cast<size_t>(image.width) * image.height) {
     return absl::InvalidArgumentError(
         absl::StrCat("a ", image.width, " x ", image.height, " image is too small to hold a fingerprint (32 x 32 at least)"));
   }
-  const int w = image.width, h = image.height;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Extraction> ExtractMinutiae(const GrayImage& image, const ExtractOptions& o) {
+  if (absl::Status s = CheckExtractable(image); !s.ok()) return s;
   Extraction out;
   const FloatImage normalized = NormalizeImage(image);
   out.field = EstimateRidgeField(normalized, o.field);
+  out.enhanced = GaborEnhance(normalized, out.field, o.field, o.gabor);
+  out.skeleton = BinarizeRidges(out.enhanced, out.field);
+  Thin(out.skeleton, image.width, image.height);
+  MinutiaeFromSkeleton(o, out);
+  return out;
+}
+
+void MinutiaeFromSkeleton(const ExtractOptions& o, Extraction& out) {
+  const int w = out.enhanced.width, h = out.enhanced.height;
   const RidgeField& field = out.field;
-  out.enhanced = GaborEnhance(normalized, field, o.field, o.gabor);
-  out.skeleton = BinarizeRidges(out.enhanced, field);
-  Thin(out.skeleton, w, h);
   const std::vector<uint8_t>& sk = out.skeleton;
 
   // Candidates: crossing number 1 (ending) or 3 (bifurcation), inside the print.
@@ -188,7 +198,6 @@ absl::StatusOr<Extraction> ExtractMinutiae(const GrayImage& image, const Extract
   std::sort(out.view.minutiae.begin(), out.view.minutiae.end(), [](const Minutia& a, const Minutia& b) {
     return a.y != b.y ? a.y < b.y : a.x < b.x;
   });
-  return out;
 }
 
 }  // namespace fingerprint

@@ -47,6 +47,15 @@ struct Extraction {
 // gives a template with no minutiae (the caller decides what that means).
 absl::StatusOr<Extraction> ExtractMinutiae(const GrayImage& image, const ExtractOptions& options = {});
 
+// The checks ExtractMinutiae makes of its image (INVALID_ARGUMENT as above).
+absl::Status CheckExtractable(const GrayImage& image);
+
+// The sparse part of ExtractMinutiae, shared by the CPU path and the batched
+// CUDA one (extract_cuda.h): from `extraction`'s field, enhanced image (its
+// width and height are the image's) and skeleton, fills extraction.view with
+// the minutiae (candidates by crossing number, the false ones dropped).
+void MinutiaeFromSkeleton(const ExtractOptions& options, Extraction& extraction);
+
 // Zero mean, unit variance (a constant image stays 0).
 FloatImage NormalizeImage(const GrayImage& image);
 

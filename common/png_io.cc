@@ -145,6 +145,33 @@ absl::Status WritePng(const Image8& image, const std::string& path) {
   return WriteImage(&png, image.pixels.data(), path);
 }
 
+absl::StatusOr<std::string> EncodePngBytes(const Image8& image) {
+  const std::string what = "(in memory)";
+  if (image.channels != 1 && image.channels != 3) {
+    return PathError(absl::StatusCode::kInvalidArgument, what,
+                     absl::StrCat("PNG images need 1 or 3 channels, not ", image.channels));
+  }
+  absl::Status size_ok = CheckSize(image.width, image.height, image.pixels.size(), image.channels, what);
+  if (!size_ok.ok()) return size_ok;
+  png_image png;
+  std::memset(&png, 0, sizeof(png));
+  png.version = PNG_IMAGE_VERSION;
+  png.width = static_cast<png_uint_32>(image.width);
+  png.height = static_cast<png_uint_32>(image.height);
+  png.format = image.channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+  // First call sizes the output, the second writes it.
+  png_alloc_size_t size = 0;
+  if (png_image_write_to_memory(&png, nullptr, &size, /*convert_to_8bit=*/0, image.pixels.data(), 0, nullptr) == 0) {
+    return absl::InternalError(absl::StrCat("PNG encoding failed: ", png.message));
+  }
+  std::string out(size, '\0');
+  if (png_image_write_to_memory(&png, out.data(), &size, 0, image.pixels.data(), 0, nullptr) == 0) {
+    return absl::InternalError(absl::StrCat("PNG encoding failed: ", png.message));
+  }
+  out.resize(size);
+  return out;
+}
+
 absl::Status WritePng16(const Image16& image, const std::string& path) {
   absl::Status size_ok = CheckSize(image.width, image.height, image.pixels.size(), 1, path);
   if (!size_ok.ok()) return size_ok;

@@ -41,6 +41,8 @@ struct Image16 {
 
 // Writes an 8-bit gray or RGB PNG (the samples are stored unchanged).
 absl::Status WritePng(const Image8& image, const std::string& path);
+// The bytes of an 8-bit gray or RGB PNG file (for answers sent over the wire).
+absl::StatusOr<std::string> EncodePngBytes(const Image8& image);
 // Writes a 16-bit gray PNG (the samples are stored unchanged).
 absl::Status WritePng16(const Image16& image, const std::string& path);
 

@@ -69,6 +69,21 @@ TEST(PngIoTest, RgbRoundTrip) {
   EXPECT_EQ(back->at(4, 7, 2), image.at(4, 7, 2));
 }
 
+TEST(PngIoTest, InMemoryBytesAreAPngFileOfTheImage) {
+  const Image8 image = RandomImage(29, 17, 3, 5);
+  absl::StatusOr<std::string> bytes = EncodePngBytes(image);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(bytes->substr(1, 3), "PNG");
+  const std::string path = TmpPath("memory.png");
+  WriteBytes(path, *bytes);
+  absl::StatusOr<Image8> back = ReadPng(path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->channels, 3);
+  EXPECT_EQ(back->pixels, image.pixels);
+  EXPECT_EQ(EncodePngBytes(Image8::Make(0, 4, 1)).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(EncodePngBytes(Image8::Make(4, 4, 2)).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(PngIoTest, Gray16RoundTrip) {
   std::mt19937 rng(3);
   Image16 image;

@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/parallel.h"
 #include "common/status.h"
+#include "services/fingerprint/extract/minutiae_overlay.h"
 #include "services/fingerprint/gallery_set.h"
 #include "services/server/auth.h"
 #include "services/server/call_checks.h"
@@ -91,18 +92,42 @@ FingerprintGallery::~FingerprintGallery() {
   }
 }
 
-absl::StatusOr<std::shared_ptr<const StoredTemplate>> FingerprintGallery::Enroll(const EnrollItem& item,
-                                                                                  bool replace) {
-  if (static_cast<int64_t>(item.bytes.size()) > options_.max_template_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat("template of ", item.bytes.size(),
-                                                     " bytes; the limit is ", options_.max_template_bytes));
+absl::StatusOr<EnrollItem> EnrollItemFromRequest(std::string id, v1::FingerprintTemplate record,
+                                                 const SearchLimits& limits) {
+  EnrollItem item;
+  item.id = std::move(id);
+  if (record.has_image()) {
+    if (!record.data().empty()) return absl::InvalidArgumentError("give a template's data or an image, not both");
+    TESSERA_ASSIGN_OR_RETURN(item.image, ImageInputFromProto(record.image(), "image", limits.image));
+    item.bytes = std::move(*record.mutable_image()->mutable_data());
+    return item;
   }
-  TESSERA_ASSIGN_OR_RETURN(ParsedTemplate parsed, ParseProbeOrTemplate(item.bytes, item.format, item.view));
+  TESSERA_ASSIGN_OR_RETURN(item.format, TemplateFormatFromProto(record.format()));
+  item.bytes = std::move(*record.mutable_data());
+  item.view = record.view();
+  return item;
+}
+
+absl::StatusOr<StoredTemplate> FingerprintGallery::TemplateOfItem(const EnrollItem& item, int* quality) const {
+  const int64_t limit = item.image ? options_.image.max_image_bytes : options_.max_template_bytes;
+  if (static_cast<int64_t>(item.bytes.size()) > limit) {
+    return absl::ResourceExhaustedError(absl::StrCat(item.image ? "image of " : "template of ", item.bytes.size(),
+                                                     " bytes; the limit is ", limit));
+  }
+  TESSERA_ASSIGN_OR_RETURN(ParsedTemplate parsed, item.image ? ParseImageTemplate(item.bytes, *item.image)
+                                                             : ParseProbeOrTemplate(item.bytes, item.format, item.view));
+  if (quality != nullptr) *quality = parsed.quality;
   StoredTemplate t;
   t.id = item.id;
   t.format = parsed.format;
-  t.bytes = item.bytes;
+  t.bytes = item.image ? std::move(parsed.extracted_record) : item.bytes;
   t.minutiae = std::move(parsed.minutiae);
+  return t;
+}
+
+absl::StatusOr<std::shared_ptr<const StoredTemplate>> FingerprintGallery::Enroll(const EnrollItem& item,
+                                                                                  bool replace, int* quality) {
+  TESSERA_ASSIGN_OR_RETURN(StoredTemplate t, TemplateOfItem(item, quality));
   // Concurrent enrolls share the store's syncs (group commit); the searcher
   // follows the store afterwards (SyncSearcher).
   TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const StoredTemplate> stored, store_->Enroll(std::move(t), replace));
@@ -143,23 +168,16 @@ absl::StatusOr<std::vector<absl::Status>> FingerprintGallery::EnrollBatch(const 
                                                                           bool replace) {
   std::vector<absl::Status> statuses(items.size());
   std::vector<StoredTemplate> parsed(items.size());
-  ParallelForDynamic(static_cast<int64_t>(items.size()), 16, [&](int64_t begin, int64_t end, int) {
+  // Images take tens of milliseconds each: hand them out one at a time.
+  const bool images = std::any_of(items.begin(), items.end(), [](const EnrollItem& i) { return i.image.has_value(); });
+  ParallelForDynamic(static_cast<int64_t>(items.size()), images ? 1 : 16, [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) {
-      const EnrollItem& item = items[i];
-      if (static_cast<int64_t>(item.bytes.size()) > options_.max_template_bytes) {
-        statuses[i] = absl::ResourceExhaustedError(absl::StrCat("template of ", item.bytes.size(),
-                                                                " bytes; the limit is ", options_.max_template_bytes));
-        continue;
+      absl::StatusOr<StoredTemplate> t = TemplateOfItem(items[i], nullptr);
+      if (t.ok()) {
+        parsed[i] = std::move(*t);
+      } else {
+        statuses[i] = t.status();
       }
-      absl::StatusOr<ParsedTemplate> p = ParseProbeOrTemplate(item.bytes, item.format, item.view);
-      if (!p.ok()) {
-        statuses[i] = p.status();
-        continue;
-      }
-      parsed[i].id = item.id;
-      parsed[i].format = p->format;
-      parsed[i].bytes = item.bytes;
-      parsed[i].minutiae = std::move(p->minutiae);
     }
   });
   std::vector<StoredTemplate> batch;
@@ -317,11 +335,14 @@ grpc::Status FingerprintServiceImpl::Enroll(grpc::ServerContext* context, const 
   if (!g.ok()) return ToGrpcStatus(g.status());
   fingerprint::FingerprintGallery& gallery = *(*g)->gallery;
   if (!request->has_record()) return ToGrpcStatus(absl::InvalidArgumentError("record is required"));
-  absl::StatusOr<fingerprint::TemplateFormat> format = fingerprint::TemplateFormatFromProto(request->record().format());
-  if (!format.ok()) return ToGrpcStatus(format.status());
-  absl::StatusOr<std::shared_ptr<const fingerprint::StoredTemplate>> stored = gallery.Enroll(
-      {request->id(), request->record().data(), *format, request->record().view()}, request->replace());
+  absl::StatusOr<fingerprint::EnrollItem> item =
+      fingerprint::EnrollItemFromRequest(request->id(), request->record(), options_.search_limits());
+  if (!item.ok()) return ToGrpcStatus(item.status());
+  int quality = -1;
+  absl::StatusOr<std::shared_ptr<const fingerprint::StoredTemplate>> stored =
+      gallery.Enroll(*item, request->replace(), &quality);
   if (!stored.ok()) return ToGrpcStatus(stored.status());
+  response->set_quality(quality);
   response->set_id((*stored)->id);
   response->set_minutiae(static_cast<int32_t>((*stored)->minutiae.size()));
   response->set_format(std::string(fingerprint::TemplateFormatName((*stored)->format)));
@@ -384,18 +405,18 @@ grpc::Status FingerprintServiceImpl::EnrollStream(grpc::ServerContext* context,
       gallery = (*g)->gallery.get();
       gallery_name = GalleryOrDefault(request.gallery());
     }
-    absl::StatusOr<fingerprint::TemplateFormat> format = fingerprint::TemplateFormatFromProto(request.record().format());
+    absl::StatusOr<fingerprint::EnrollItem> item =
+          fingerprint::EnrollItemFromRequest(request.id(), std::move(*request.mutable_record()), options_.search_limits());
     if (GalleryOrDefault(request.gallery()) != gallery_name) {
       report(index, request.id(),
              absl::InvalidArgumentError(absl::StrCat("every item of a stream names the stream's gallery '",
                                                      gallery_name, "' (its first item's)")));
     } else if (!request.has_record()) {
       report(index, request.id(), absl::InvalidArgumentError("record is required"));
-    } else if (!format.ok()) {
-      report(index, request.id(), format.status());
+    } else if (!item.ok()) {
+      report(index, request.id(), item.status());
     } else {
-      items.push_back({request.id(), std::move(*request.mutable_record()->mutable_data()), *format,
-                       request.record().view()});
+      items.push_back(std::move(*item));
       positions.push_back(index);
       replace_flags.push_back(request.replace());
       if (static_cast<int>(items.size()) >= options_.enroll_group) {
@@ -517,6 +538,42 @@ grpc::Status FingerprintServiceImpl::Verify(grpc::ServerContext* context, const 
   }
   if (!score.ok()) return ToGrpcStatus(score.status());
   response->set_score(*score);
+  return grpc::Status::OK;
+}
+
+grpc::Status FingerprintServiceImpl::Extract(grpc::ServerContext* context, const v1::ExtractRequest* request,
+                                             v1::ExtractResponse* response) {
+  if (absl::Status decided = CallDecision(context); !decided.ok()) return ToGrpcStatus(decided);
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<fingerprint::ImageInput> input = fingerprint::ImageInputFromProto(request->image(), "image", options_.image);
+  if (!input.ok()) return ToGrpcStatus(input.status());
+  fingerprint::TemplateFormat format = fingerprint::TemplateFormat::kIso19794;
+  if (request->format() == v1::TEMPLATE_FORMAT_ANSI378) {
+    format = fingerprint::TemplateFormat::kAnsi378;
+  } else if (request->format() != v1::TEMPLATE_FORMAT_AUTO && request->format() != v1::TEMPLATE_FORMAT_ISO19794) {
+    return ToGrpcStatus(absl::InvalidArgumentError("format: templates are extracted as ISO 19794-2 or ANSI 378"));
+  }
+  // Extract shows the quality instead of refusing: an examiner wants to see
+  // why an image is poor.
+  const int min_quality = input->min_quality;
+  input->min_quality = 0;
+  absl::StatusOr<fingerprint::ImageTemplate> t = fingerprint::TemplateFromImage(request->image().data(), *input, format);
+  if (!t.ok()) return ToGrpcStatus(Annotate(t.status(), "image"));
+  response->set_record(std::string(t->record.begin(), t->record.end()));
+  response->set_format(std::string(fingerprint::TemplateFormatName(t->format)));
+  response->set_minutiae(static_cast<int32_t>(t->extraction.view.minutiae.size()));
+  response->set_quality(t->quality.score);
+  response->set_below_min_quality(!fingerprint::CheckImageQuality(t->quality.score, min_quality).ok());
+  response->set_image_format(std::string(fingerprint::ImageFormatName(t->image_format)));
+  response->set_width(t->width);
+  response->set_height(t->height);
+  response->set_ppi(t->ppi);
+  if (request->overlay()) {
+    absl::StatusOr<std::string> png = EncodePngBytes(fingerprint::DrawMinutiaeOverlay(t->extraction, 2));
+    if (!png.ok()) return ToGrpcStatus(png.status());
+    response->set_overlay_png(std::move(*png));
+  }
+  response->set_extract_ms(Ms(start));
   return grpc::Status::OK;
 }
 

@@ -25,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,6 +64,10 @@ struct FingerprintServiceOptions {
   int max_top_k = 1000;
   int max_probes = 1024;                                       // per SearchBatch
   int64_t max_template_bytes = fingerprint::kMaxGalleryTemplateBytes;  // larger: RESOURCE_EXHAUSTED
+  // Images (FingerprintImage): bytes and declared pixels beyond these are
+  // RESOURCE_EXHAUSTED; min_quality (0-100) refuses images of lower quality
+  // unless a request sets its own.
+  fingerprint::ImageLimits image;
   int enroll_group = 1024;                                     // EnrollStream items per fsync
   int64_t compact_log_bytes = int64_t{256} << 20;              // log size that triggers compaction
 
@@ -76,7 +81,7 @@ struct FingerprintServiceOptions {
   // Where the search metrics go (search_metrics.h); null: the process registry.
   std::shared_ptr<prometheus::Registry> metrics_registry;
 
-  fingerprint::SearchLimits search_limits() const { return {max_top_k, max_probes, max_template_bytes}; }
+  fingerprint::SearchLimits search_limits() const { return {max_top_k, max_probes, max_template_bytes, image}; }
 };
 
 namespace fingerprint {
@@ -86,16 +91,26 @@ struct EnrollItem {
   std::string bytes;
   TemplateFormat format = TemplateFormat::kUnknown;
   int view = 0;
+  // Set: `bytes` are an image; the gallery stores the template extracted
+  // from it (ISO 19794-2), not the image.
+  std::optional<ImageInput> image;
 };
+
+// A request's id and record as an enroll item: the template's bytes, or the
+// image with its extractor input (ImageInputFromProto's checks and errors).
+absl::StatusOr<EnrollItem> EnrollItemFromRequest(std::string id, v1::FingerprintTemplate record,
+                                                 const SearchLimits& limits);
 
 class FingerprintGallery {
  public:
   static absl::StatusOr<std::unique_ptr<FingerprintGallery>> Open(const FingerprintServiceOptions& options);
   ~FingerprintGallery();
 
-  // Durable when OK; ALREADY_EXISTS unless `replace`.
-  absl::StatusOr<std::shared_ptr<const StoredTemplate>> Enroll(const EnrollItem& item, bool replace = false);
-  // Parses on all cores and commits the good items with one fsync. Per-item
+  // Durable when OK; ALREADY_EXISTS unless `replace`. `quality`: set to an
+  // image item's quality (-1 for a template).
+  absl::StatusOr<std::shared_ptr<const StoredTemplate>> Enroll(const EnrollItem& item, bool replace = false,
+                                                               int* quality = nullptr);
+  // Parses (and extracts images) on all cores and commits the good items with one fsync. Per-item
   // status; the call fails only when the store cannot write (then none of
   // this group is acknowledged).
   absl::StatusOr<std::vector<absl::Status>> EnrollBatch(const std::vector<EnrollItem>& items, bool replace = false);
@@ -133,6 +148,9 @@ class FingerprintGallery {
   FingerprintGallery(FingerprintServiceOptions options, bool temporary)
       : options_(std::move(options)), temporary_(temporary) {}
   void MaybeCompactInBackground();
+  // The template an item stands for, with the bytes to store: its record, or
+  // the one extracted from its image.
+  absl::StatusOr<StoredTemplate> TemplateOfItem(const EnrollItem& item, int* quality) const;
   // After the store committed: the searcher follows the store's current
   // state for these ids.
   void SyncSearcher(const std::vector<std::shared_ptr<const StoredTemplate>>& enrolled,
@@ -174,6 +192,8 @@ class FingerprintServiceImpl final : public v1::FingerprintService::Service {
                            v1::SearchBatchResponse* response) override;
   grpc::Status Verify(grpc::ServerContext* context, const v1::VerifyRequest* request,
                       v1::VerifyResponse* response) override;
+  grpc::Status Extract(grpc::ServerContext* context, const v1::ExtractRequest* request,
+                       v1::ExtractResponse* response) override;
   grpc::Status DeleteGallery(grpc::ServerContext* context, const v1::DeleteGalleryRequest* request,
                              v1::GalleryInfo* response) override;
   grpc::Status CreateGallery(grpc::ServerContext* context, const v1::CreateGalleryRequest* request,
@@ -204,7 +224,7 @@ class FingerprintServiceImpl final : public v1::FingerprintService::Service {
                                                          absl::string_view name) const;
   absl::StatusOr<fingerprint::ParsedTemplate> ParseRequestTemplate(const v1::FingerprintTemplate& t,
                                                                    absl::string_view what) const {
-    return fingerprint::ParseRequestTemplate(t, what, options_.max_template_bytes);
+    return fingerprint::ParseRequestTemplate(t, what, options_.search_limits());
   }
 
   const FingerprintServiceOptions options_;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/parallel.h"
 #include "common/status.h"
 
 namespace tessera {
@@ -48,6 +49,53 @@ absl::StatusOr<ParsedTemplate> ParseProbeOrTemplate(absl::string_view bytes, Tem
   return out;
 }
 
+absl::StatusOr<ParsedTemplate> ParseImageTemplate(absl::string_view image, const ImageInput& input) {
+  TESSERA_ASSIGN_OR_RETURN(ImageTemplate extracted, TemplateFromImage(image, input));
+  const std::string record(extracted.record.begin(), extracted.record.end());
+  TESSERA_ASSIGN_OR_RETURN(ParsedTemplate parsed, ParseProbeOrTemplate(record, extracted.format));
+  parsed.quality = extracted.quality.score;
+  parsed.extracted_record = record;
+  return parsed;
+}
+
+absl::StatusOr<ImageInput> ImageInputFromProto(const v1::FingerprintImage& image, absl::string_view what,
+                                               const ImageLimits& limits) {
+  if (static_cast<int64_t>(image.data().size()) > limits.max_image_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(what, ": image of ", image.data().size(),
+                                                     " bytes; the limit is ", limits.max_image_bytes));
+  }
+  ImageInput input;
+  switch (image.format()) {
+    case v1::IMAGE_FORMAT_AUTO: input.decode.format = ImageFormat::kUnknown; break;
+    case v1::IMAGE_FORMAT_PNG: input.decode.format = ImageFormat::kPng; break;
+    case v1::IMAGE_FORMAT_TIFF: input.decode.format = ImageFormat::kTiff; break;
+    case v1::IMAGE_FORMAT_BMP: input.decode.format = ImageFormat::kBmp; break;
+    case v1::IMAGE_FORMAT_JPEG: input.decode.format = ImageFormat::kJpeg; break;
+    case v1::IMAGE_FORMAT_WSQ: input.decode.format = ImageFormat::kWsq; break;
+    case v1::IMAGE_FORMAT_RAW: input.decode.format = ImageFormat::kRaw; break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(what, ": unknown image format ", static_cast<int>(image.format())));
+  }
+  if (!(image.ppi() >= 0) || image.ppi() > 1e5) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ppi must be 0 (the file's) or positive, got ", image.ppi()));
+  }
+  if (image.width() < 0 || image.height() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": negative raw image size"));
+  }
+  if (input.decode.format != ImageFormat::kRaw && (image.width() != 0 || image.height() != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": width and height are for raw images only"));
+  }
+  if (image.min_quality() < 0 || image.min_quality() > 100) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": min_quality must be 0-100, got ", image.min_quality()));
+  }
+  input.decode.ppi = image.ppi();
+  input.decode.raw_width = image.width();
+  input.decode.raw_height = image.height();
+  input.decode.max_pixels = limits.max_pixels;
+  input.min_quality = image.min_quality() > 0 ? image.min_quality() : limits.min_quality;
+  return input;
+}
+
 absl::StatusOr<TemplateFormat> TemplateFormatFromProto(v1::TemplateFormat f) {
   switch (f) {
     case v1::TEMPLATE_FORMAT_AUTO:
@@ -64,10 +112,19 @@ absl::StatusOr<TemplateFormat> TemplateFormatFromProto(v1::TemplateFormat f) {
 }
 
 absl::StatusOr<ParsedTemplate> ParseRequestTemplate(const v1::FingerprintTemplate& t, absl::string_view what,
-                                                    int64_t max_template_bytes) {
-  if (static_cast<int64_t>(t.data().size()) > max_template_bytes) {
+                                                    const SearchLimits& limits) {
+  if (t.has_image()) {
+    if (!t.data().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": give a template's data or an image, not both"));
+    }
+    TESSERA_ASSIGN_OR_RETURN(ImageInput input, ImageInputFromProto(t.image(), what, limits.image));
+    absl::StatusOr<ParsedTemplate> parsed = ParseImageTemplate(t.image().data(), input);
+    if (!parsed.ok()) return Annotate(parsed.status(), what);
+    return parsed;
+  }
+  if (static_cast<int64_t>(t.data().size()) > limits.max_template_bytes) {
     return absl::ResourceExhaustedError(
-        absl::StrCat(what, ": template of ", t.data().size(), " bytes; the limit is ", max_template_bytes));
+        absl::StrCat(what, ": template of ", t.data().size(), " bytes; the limit is ", limits.max_template_bytes));
   }
   TESSERA_ASSIGN_OR_RETURN(TemplateFormat format, TemplateFormatFromProto(t.format()));
   absl::StatusOr<ParsedTemplate> parsed = ParseProbeOrTemplate(t.data(), format, t.view());
@@ -92,13 +149,20 @@ absl::StatusOr<ParsedSearch> ParseSearch(const google::protobuf::RepeatedPtrFiel
     return absl::ResourceExhaustedError(
         absl::StrCat(probes.size(), " probes in one call; the limit is ", limits.max_probes));
   }
+  // Image probes take tens of milliseconds each: all cores, then the first
+  // error in order.
+  std::vector<absl::StatusOr<ParsedTemplate>> parsed(probes.size(), absl::UnknownError("not parsed"));
+  const bool images = std::any_of(probes.begin(), probes.end(),
+                                  [](const v1::FingerprintTemplate& t) { return t.has_image(); });
+  ParallelForDynamic(probes.size(), images ? 1 : probes.size(), [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      parsed[i] = ParseRequestTemplate(probes[i], probes.size() == 1 ? "probe" : absl::StrCat("probe ", i), limits);
+    }
+  });
   out.probes.reserve(probes.size());
-  for (int i = 0; i < probes.size(); ++i) {
-    TESSERA_ASSIGN_OR_RETURN(
-        ParsedTemplate p,
-        ParseRequestTemplate(probes[i], probes.size() == 1 ? "probe" : absl::StrCat("probe ", i),
-                             limits.max_template_bytes));
-    out.probes.push_back(std::move(p.minutiae));
+  for (absl::StatusOr<ParsedTemplate>& p : parsed) {
+    if (!p.ok()) return p.status();
+    out.probes.push_back(std::move(p->minutiae));
   }
   return out;
 }

@@ -432,25 +432,36 @@ grpc::Status FingerprintShardRouter::Verify(grpc::ServerContext* context, const 
       grpc::Status status = shards_[s].stub->Verify(call.get(), *request, response);
       return status.ok() ? status : ShardFailure(s, status, *context, "");
     }
-    case v1::VerifyRequest::kReference: {
-      // Stateless: any shard computes it; round robin, and the next one when
-      // a shard is unavailable.
-      const int n = shard_count();
-      const int first = static_cast<int>(next_verify_shard_.fetch_add(1) % static_cast<uint64_t>(n));
-      grpc::Status last;
-      for (int i = 0; i < n; ++i) {
-        const int s = (first + i) % n;
-        std::unique_ptr<grpc::ClientContext> call = grpc::ClientContext::FromServerContext(*context);
-        grpc::Status status = shards_[s].stub->Verify(call.get(), *request, response);
-        if (status.ok()) return status;
-        last = ShardFailure(s, status, *context, i + 1 < n ? "" : "; every shard failed");
-        if (last.error_code() != grpc::StatusCode::UNAVAILABLE) return last;
-      }
-      return last;
-    }
+    case v1::VerifyRequest::kReference:
+      return OnAnyShard(*context, [&](int s, grpc::ClientContext* call) {
+        return shards_[s].stub->Verify(call, *request, response);
+      });
     default:
       return ToGrpcStatus(absl::InvalidArgumentError("give an enrolled id or a reference template"));
   }
+}
+
+grpc::Status FingerprintShardRouter::Extract(grpc::ServerContext* context, const v1::ExtractRequest* request,
+                                             v1::ExtractResponse* response) {
+  return OnAnyShard(*context, [&](int s, grpc::ClientContext* call) {
+    return shards_[s].stub->Extract(call, *request, response);
+  });
+}
+
+grpc::Status FingerprintShardRouter::OnAnyShard(
+    const grpc::ServerContext& context, const std::function<grpc::Status(int, grpc::ClientContext*)>& call_shard) {
+  const int n = shard_count();
+  const int first = static_cast<int>(next_any_shard_.fetch_add(1) % static_cast<uint64_t>(n));
+  grpc::Status last;
+  for (int i = 0; i < n; ++i) {
+    const int s = (first + i) % n;
+    std::unique_ptr<grpc::ClientContext> call = grpc::ClientContext::FromServerContext(context);
+    grpc::Status status = call_shard(s, call.get());
+    if (status.ok()) return status;
+    last = ShardFailure(s, status, context, i + 1 < n ? "" : "; every shard failed");
+    if (last.error_code() != grpc::StatusCode::UNAVAILABLE) return last;
+  }
+  return last;
 }
 
 grpc::Status FingerprintShardRouter::DeleteGallery(grpc::ServerContext* context,

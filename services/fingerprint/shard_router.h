@@ -8,7 +8,7 @@
 //   EnrollStream                -> one stream per shard that gets items; the
 //                                  per-item errors merged back in request
 //                                  order (indices are the caller's)
-//   Verify{reference}           -> any shard (round robin; the next one if
+//   Verify{reference}, Extract  -> any shard (round robin; the next one if
 //                                  that one is unavailable: it is stateless)
 //   List                        -> every shard, merged in byte order; the
 //                                  page token is the last id of the page, as
@@ -18,6 +18,8 @@
 //   CreateGallery               -> every shard (a retry completes a partial create)
 //   DeleteGallery               -> every shard (a retry completes a partial delete)
 //   ListGalleries               -> every shard, sizes summed per name
+// Image probes go to every shard as they came: each shard extracts the same
+// template (deterministic), so results equal one server's.
 // Requests go to the shards as they came, so their `gallery` names the same
 // gallery there (each shard holds its part of every gallery; the router's
 // peer token must be granted the galleries it forwards, e.g. galleries=*).
@@ -44,6 +46,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -114,6 +117,8 @@ class FingerprintShardRouter final : public v1::FingerprintService::Service {
                            v1::SearchBatchResponse* response) override;
   grpc::Status Verify(grpc::ServerContext* context, const v1::VerifyRequest* request,
                       v1::VerifyResponse* response) override;
+  grpc::Status Extract(grpc::ServerContext* context, const v1::ExtractRequest* request,
+                       v1::ExtractResponse* response) override;
   grpc::Status DeleteGallery(grpc::ServerContext* context, const v1::DeleteGalleryRequest* request,
                              v1::GalleryInfo* response) override;
   grpc::Status CreateGallery(grpc::ServerContext* context, const v1::CreateGalleryRequest* request,
@@ -141,7 +146,11 @@ class FingerprintShardRouter final : public v1::FingerprintService::Service {
                             absl::string_view consequence) const;
 
   const std::vector<Shard> shards_;
-  std::atomic<uint64_t> next_verify_shard_{0};
+  // Stateless calls (Verify{reference}, Extract): any shard computes them;
+  // round robin, and the next shard when one is unavailable.
+  grpc::Status OnAnyShard(const grpc::ServerContext& context,
+                          const std::function<grpc::Status(int shard, grpc::ClientContext*)>& call_shard);
+  std::atomic<uint64_t> next_any_shard_{0};
 };
 
 }  // namespace tessera

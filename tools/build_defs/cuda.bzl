@@ -19,7 +19,7 @@ NVCC_FLAGS = [
     "-DTESSERA_WITH_CUDA=1",
 ]
 
-def cuda_library(name, srcs = [], hdrs = [], deps = [], cu_hdrs = [], **kwargs):
+def cuda_library(name, srcs = [], hdrs = [], deps = [], cu_hdrs = [], nvcc_flags = [], **kwargs):
     """A cc_library whose .cu sources are compiled by nvcc.
 
     Args:
@@ -29,6 +29,8 @@ def cuda_library(name, srcs = [], hdrs = [], deps = [], cu_hdrs = [], **kwargs):
       deps: cc_library dependencies.
       cu_hdrs: other headers (labels) the .cu files include; nvcc does not see
         Bazel's include graph, so they are listed explicitly.
+      nvcc_flags: extra nvcc flags (e.g. -fmad=false where results must equal
+        a CPU reference's float arithmetic).
       **kwargs: passed to cc_library.
     """
     cc_srcs = [s for s in srcs if not s.endswith(".cu")]
@@ -41,7 +43,7 @@ def cuda_library(name, srcs = [], hdrs = [], deps = [], cu_hdrs = [], **kwargs):
                 name = "%s_nvcc_%s" % (name, src.replace("/", "_").replace(".", "_")),
                 srcs = [src] + hdrs + cu_hdrs,
                 outs = [obj],
-                cmd = "%s %s -I. -I$(GENDIR) -c $(location %s) -o $@" % (NVCC, " ".join(NVCC_FLAGS), src),
+                cmd = "%s %s -I. -I$(GENDIR) -c $(location %s) -o $@" % (NVCC, " ".join(NVCC_FLAGS + nvcc_flags), src),
                 message = "nvcc " + src,
             )
             objs.append(obj)

@@ -15,13 +15,20 @@ float FloatImage::Sample(float x, float y) const {
   return a * (1 - fy) + b * fy;
 }
 
-FloatImage GaussianBlur(const FloatImage& in, float sigma) {
-  if (sigma <= 0 || in.width == 0 || in.height == 0) return in;
+std::vector<float> GaussianKernel(float sigma) {
+  if (sigma <= 0) return {1.0f};
   const int r = static_cast<int>(std::ceil(3 * sigma));
   std::vector<float> k(2 * r + 1);
   float sum = 0;
   for (int i = -r; i <= r; ++i) sum += k[i + r] = std::exp(-0.5f * i * i / (sigma * sigma));
   for (float& w : k) w /= sum;
+  return k;
+}
+
+FloatImage GaussianBlur(const FloatImage& in, float sigma) {
+  if (sigma <= 0 || in.width == 0 || in.height == 0) return in;
+  const std::vector<float> k = GaussianKernel(sigma);
+  const int r = static_cast<int>(k.size() / 2);
   FloatImage tmp(in.width, in.height);
   for (int y = 0; y < in.height; ++y) {
     for (int x = 0; x < in.width; ++x) {

@@ -33,6 +33,9 @@ struct FloatImage {
 // radius ceil(3 sigma), border clamped. sigma <= 0 returns the input.
 FloatImage GaussianBlur(const FloatImage& in, float sigma);
 
+// GaussianBlur's taps: 2 ceil(3 sigma) + 1 weights summing to 1 ({1} for sigma <= 0).
+std::vector<float> GaussianKernel(float sigma);
+
 }  // namespace fingerprint
 }  // namespace tessera
 

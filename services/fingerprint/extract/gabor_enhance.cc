@@ -9,22 +9,10 @@ namespace {
 
 constexpr float kPi = 3.14159265358979f;
 
-struct KernelBank {
-  int directions = 0;
-  int wavelengths = 0;
-  int radius = 0;
-  float min_wavelength = 0;
-  float step = 0;
-  std::vector<float> taps;  // [direction][wavelength][(2r+1)^2]
+}  // namespace
 
-  int side() const { return 2 * radius + 1; }
-  const float* kernel(int d, int w) const {
-    return &taps[(static_cast<size_t>(d) * wavelengths + w) * side() * side()];
-  }
-};
-
-KernelBank MakeBank(const RidgeFieldOptions& fo, const GaborOptions& o) {
-  KernelBank bank;
+GaborKernelBank MakeGaborKernelBank(const RidgeFieldOptions& fo, const GaborOptions& o) {
+  GaborKernelBank bank;
   bank.directions = o.directions;
   bank.radius = o.radius;
   bank.min_wavelength = fo.min_wavelength;
@@ -61,11 +49,9 @@ KernelBank MakeBank(const RidgeFieldOptions& fo, const GaborOptions& o) {
   return bank;
 }
 
-}  // namespace
-
 FloatImage GaborEnhance(const FloatImage& img, const RidgeField& field, const RidgeFieldOptions& fo,
                         const GaborOptions& o) {
-  const KernelBank bank = MakeBank(fo, o);
+  const GaborKernelBank bank = MakeGaborKernelBank(fo, o);
   FloatImage out(img.width, img.height, 0);
   const int r = bank.radius, side = bank.side();
   for (int y = 0; y < img.height; ++y) {

@@ -23,6 +23,22 @@ struct GaborOptions {
   float sigma_along = 0.55f;      // times the wavelength
 };
 
+// The kernel bank GaborEnhance filters with (the CUDA path uploads it).
+struct GaborKernelBank {
+  int directions = 0;
+  int wavelengths = 0;
+  int radius = 0;
+  float min_wavelength = 0;
+  float step = 0;
+  std::vector<float> taps;  // [direction][wavelength][(2r+1)^2]
+
+  int side() const { return 2 * radius + 1; }
+  const float* kernel(int d, int w) const {
+    return &taps[(static_cast<size_t>(d) * wavelengths + w) * side() * side()];
+  }
+};
+GaborKernelBank MakeGaborKernelBank(const RidgeFieldOptions& field_options, const GaborOptions& options);
+
 // The filter response (background pixels 0).
 FloatImage GaborEnhance(const FloatImage& normalized, const RidgeField& field, const RidgeFieldOptions& field_options,
                         const GaborOptions& options = {});

@@ -95,6 +95,13 @@ void Thin(std::vector<uint8_t>& b, int w, int h) {
   }
 }
 
+bool ZhangSuenDeletes(int pass, int ring_bits) {
+  static const auto tables = MakeZhangSuenTables();  // constant after first use
+  return tables[pass & 1][ring_bits & 0xff] != 0;
+}
+
+bool StaircaseRedundant(int ring_bits) { return Redundant(ring_bits & 0xff); }
+
 int CrossingNumber(const std::vector<uint8_t>& s, int w, int x, int y) {
   const int bits = RingBits(s, w, x, y);
   int changes = 0;

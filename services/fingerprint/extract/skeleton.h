@@ -13,6 +13,14 @@ namespace fingerprint {
 // one-pixel-wide lines. Pixels on the image border are cleared first.
 void Thin(std::vector<uint8_t>& binary, int width, int height);
 
+// The rules Thin applies to a pixel given its 8 neighbours as ring bits
+// (bit i set: neighbour i of N, NE, E, SE, S, SW, W, NW is set): whether
+// Zhang-Suen sub-iteration `pass` (0 or 1) deletes it, and whether the
+// staircase sweep (in raster order, after thinning) removes it. The CUDA
+// path (extract_cuda.h) tabulates them.
+bool ZhangSuenDeletes(int pass, int ring_bits);
+bool StaircaseRedundant(int ring_bits);
+
 // The crossing number of skeleton pixel (x, y) (not on the border): half the
 // number of 0/1 changes around its 8 neighbours. 1 = ridge ending, 2 = a
 // ridge passing, 3 = bifurcation.

@@ -26,6 +26,11 @@ namespace {
 
 constexpr float kPi = 3.14159265358979f;  // ridge_field.cc's
 
+// Whether ridge_field.cc's WavelengthAt detrends and Hann-tapers its profile
+// (a change in progress there when this was written; the committed
+// reference does not). Keep equal to the reference: parity depends on it.
+constexpr bool kWavelengthTaper = false;
+
 Tables MakeTables(const ExtractOptions& o) {
   Tables t;
   const RidgeFieldOptions& f = o.field;
@@ -53,6 +58,15 @@ Tables MakeTables(const ExtractOptions& o) {
       t.period_cos.push_back(std::cos(a));
       t.period_sin.push_back(std::sin(a));
     }
+  }
+  if (kWavelengthTaper) {  // ridge_field.cc's Hann()
+    float sum = 0, sum_sq = 0;
+    for (int i = 0; i < kProfileLength; ++i) {
+      t.profile_taper.push_back(0.5f - 0.5f * std::cos(2 * kPi * (i + 0.5f) / kProfileLength));
+      sum += t.profile_taper[i];
+      sum_sq += t.profile_taper[i] * t.profile_taper[i];
+    }
+    t.taper_norm = sum * sum / sum_sq;
   }
   t.thin_rules.resize(3 * 256);
   for (int bits = 0; bits < 256; ++bits) {

@@ -87,6 +87,8 @@ struct Dev {
   const float* periods;
   const float* pcos;
   const float* psin;
+  const float* taper;  // null: no taper (Tables::profile_taper)
+  float taper_norm;
   int n_periods;
   const uint8_t* rules;
   int block;
@@ -437,11 +439,30 @@ __global__ void Wavelength(Dev dev) {
     profile[i] = acc / kProfileWidth;
     mean += profile[i];
   }
-  mean /= kProfileLength;
   float energy = 0;
-  for (int i = 0; i < kProfileLength; ++i) {
-    profile[i] -= mean;
-    energy += profile[i] * profile[i];
+  float norm = kProfileLength;
+  if (dev.taper == nullptr) {
+    mean /= kProfileLength;
+    for (int i = 0; i < kProfileLength; ++i) {
+      profile[i] -= mean;
+      energy += profile[i] * profile[i];
+    }
+  } else {  // RemoveLinearTrend, then the taper
+    const float mid = (kProfileLength - 1) / 2.0f;
+    float m = 0, slope_num = 0, slope_den = 0;
+    for (int i = 0; i < kProfileLength; ++i) m += profile[i];
+    m /= kProfileLength;
+    for (int i = 0; i < kProfileLength; ++i) {
+      slope_num += (i - mid) * (profile[i] - m);
+      slope_den += (i - mid) * (i - mid);
+    }
+    const float slope = slope_num / slope_den;
+    for (int i = 0; i < kProfileLength; ++i) profile[i] -= m + slope * (i - mid);
+    for (int i = 0; i < kProfileLength; ++i) {
+      profile[i] *= dev.taper[i];
+      energy += profile[i] * profile[i];
+    }
+    norm = dev.taper_norm;
   }
   if (energy <= 1e-6f) return;
   float best_power = 0, best_period = 0;
@@ -453,7 +474,7 @@ __global__ void Wavelength(Dev dev) {
       c += profile[i] * cs[i];
       s += profile[i] * sn[i];
     }
-    const float power = (c * c + s * s) / (energy * kProfileLength);
+    const float power = (c * c + s * s) / (energy * norm);
     if (power > best_power) best_power = power, best_period = dev.periods[q];
   }
   power_out[b] = best_power;
@@ -700,7 +721,8 @@ absl::StatusOr<DenseResults> RunDense(ExtractCudaPlan::Impl& plan, const std::ve
     const Tables& t = plan.tables;
     std::vector<float> all;
     for (const std::vector<float>* v : {&t.gauss_pixel, &t.gauss_tensor, &t.gauss_angle, &t.gauss_wavelength,
-                                        &t.gabor_taps, &t.periods, &t.period_cos, &t.period_sin}) {
+                                        &t.gabor_taps, &t.periods, &t.period_cos, &t.period_sin,
+                                        &t.profile_taper}) {
       all.insert(all.end(), v->begin(), v->end());
     }
     TESSERA_ASSIGN_OR_RETURN(plan.d_tables, UploadVector(all, plan.stream));
@@ -741,6 +763,8 @@ absl::StatusOr<DenseResults> RunDense(ExtractCudaPlan::Impl& plan, const std::ve
   dev.periods = take(t.periods);
   dev.pcos = take(t.period_cos);
   dev.psin = take(t.period_sin);
+  dev.taper = t.profile_taper.empty() ? nullptr : take(t.profile_taper);
+  dev.taper_norm = t.taper_norm;
   dev.r_pixel = static_cast<int>(t.gauss_pixel.size() / 2);
   dev.r_tensor = static_cast<int>(t.gauss_tensor.size() / 2);
   dev.r_angle = static_cast<int>(t.gauss_angle.size() / 2);

@@ -52,6 +52,12 @@ struct Tables {
   std::vector<float> periods;
   std::vector<float> period_cos;
   std::vector<float> period_sin;
+  // Empty: the profile loses its mean and the power is normalized by its
+  // length. Else (the detrended, tapered variant of WavelengthAt): the
+  // least-squares line is removed, the profile multiplied by these
+  // kProfileLength weights, the power normalized by taper_norm.
+  std::vector<float> profile_taper;
+  float taper_norm = 0;
   std::vector<uint8_t> thin_rules;  // [ZS pass 0 | ZS pass 1 | staircase][256]
 };
 

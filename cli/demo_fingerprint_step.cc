@@ -4,7 +4,8 @@
 // idempotent), then impression 1 of each finger, cropped to the ~20 minutiae
 // nearest its centre (a latent-like partial print), is searched in one
 // SearchBatch. Prints the candidates and whether a mate is at rank 1, then
-// the rank-1 count of the same batch with the DMC matcher.
+// the rank-1 count of the same batch with the DMC matcher. Then the same
+// fingers as images (demo_fingerprint_images.cc).
 #include <grpcpp/client_context.h>
 
 #include <algorithm>
@@ -51,6 +52,14 @@ fingerprint::Template Crop(const fingerprint::Template& full) {
   out.extended_data.clear();
   return out;
 }
+
+}  // namespace
+
+// demo_fingerprint_images.cc: the same fingers as images.
+absl::Status DemoFingerprintImages(DemoContext& ctx, v1::FingerprintService::Stub& stub,
+                                   const std::vector<fingerprint::FvcImpression>& db);
+
+namespace {
 
 std::chrono::system_clock::time_point Deadline() {
   return std::chrono::system_clock::now() + absl::ToChronoMilliseconds(DemoContext::RpcTimeout());
@@ -152,7 +161,7 @@ absl::Status DemoFingerprintStep(DemoContext& ctx) {
                       enrolled.gallery_size(), probes.size(), kCropMinutiae, rank1, JsonQuote(t.matcher()),
                       JsonQuote(t.backend()), enrolled.seconds() * 1e3, t.total_ms(), dmc_rank1,
                       dmc.timing().total_ms()));
-  return absl::OkStatus();
+  return DemoFingerprintImages(ctx, *stub, db);
 }
 
 }  // namespace tessera::cli

@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "common/status.h"
 #include "kernels/registration/pipeline/option_enums.h"
+#include "services/fingerprint/extract/image_template.h"
 #include "tessera/v1/fingerprint.pb.h"
 #include "tessera/v1/som.pb.h"
 #include "cli/recon_args.h"
@@ -135,9 +136,15 @@ absl::StatusOr<v1::JobSpec> FpSearchSpec(const std::vector<std::string>& words) 
       {"matcher", "", "lssr, dmc, fusion or cascade (default: the server's)"},
       {"format", "auto", "template format: auto, iso, ansi or xyt"},
       {"device", "", "ignored: the server's backend"},
+      {"min-quality", "0", "images: refuse those of lower quality (0-100; 0: the server's minimum)"},
+      {"ppi", "0", "images: the resolution of files that do not say theirs"},
   };
   TESSERA_ASSIGN_OR_RETURN(Args args, ParseWords(flags, words, 2));
-  if (args.positional().empty()) return absl::InvalidArgumentError("fp search: name at least one probe template file");
+  if (args.positional().empty()) {
+    return absl::InvalidArgumentError("fp search: name at least one probe (template or image file)");
+  }
+  TESSERA_ASSIGN_OR_RETURN(int min_quality, args.GetInt("min-quality"));
+  TESSERA_ASSIGN_OR_RETURN(int ppi, args.GetInt("ppi"));
   v1::SearchBatchRequest request;
   TESSERA_ASSIGN_OR_RETURN(int top, args.GetInt("top"));
   request.set_top_k(top);
@@ -148,6 +155,12 @@ absl::StatusOr<v1::JobSpec> FpSearchSpec(const std::vector<std::string>& words) 
     if (!in) return absl::NotFoundError(absl::StrCat("fp search: cannot read '", file, "'"));
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     v1::FingerprintTemplate* probe = request.add_probes();
+    if (fingerprint::LooksLikeImage(bytes)) {  // the server extracts it
+      probe->mutable_image()->set_data(std::move(bytes));
+      probe->mutable_image()->set_min_quality(min_quality);
+      probe->mutable_image()->set_ppi(ppi);
+      continue;
+    }
     probe->set_data(bytes);
     std::string format = args.Get("format");
     if (format == "auto") {

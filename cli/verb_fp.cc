@@ -5,6 +5,11 @@
 //   tessera fp enroll --gallery DIR [--ids a,b,...] [--replace] FILES...
 //   tessera fp search --gallery DIR [--top K] [--matcher lssr|dmc|fusion|cascade]
 //                     [--cascade-candidates N] LATENT...
+//   tessera fp extract --out DIR [--format iso|ansi] [--overlay] IMAGES...
+//
+// FILES and LATENTs are templates or images (WSQ, PNG, TIFF, BMP, JPEG: told
+// apart by content); images are extracted first (image_template.h), refused
+// below --min-quality, with --ppi for files that do not say their resolution.
 //   tessera fp delete --gallery DIR IDS...
 //   tessera fp list   --gallery DIR
 //   tessera fp check  --gallery DIR   (offline verification, hash chain included; changes nothing)
@@ -13,6 +18,8 @@
 // item makes the exit code 1 (usage errors: 2).
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,7 +30,13 @@
 #include "absl/strings/str_split.h"
 #include "cli/args.h"
 #include "cli/verbs.h"
+#include "common/durable_file.h"
 #include "common/json.h"
+#include "common/parallel.h"
+#include "common/png_io.h"
+#include "common/status.h"
+#include "services/fingerprint/extract/image_template.h"
+#include "services/fingerprint/extract/minutiae_overlay.h"
 #include "services/fingerprint/fingerprint_service.h"
 #include "services/fingerprint/store/gallery_store.h"
 #include "services/fingerprint/formats/template_io.h"
@@ -45,6 +58,10 @@ std::vector<FlagSpec> FpFlags() {
        "search: lssr (MCC LSS-R), dmc (deformable minutiae clustering), fusion (DMC + LSS-R scores) or cascade "
        "(LSS-R over the gallery, then fusion of its top candidates)"},
       {"cascade-candidates", "200", "search --matcher cascade: LSS-R candidates re-scored per probe (1-100000)"},
+      {"out", "", "extract: directory for the templates (<name>.iso or .ansi) and overlays (<name>.overlay.png)"},
+      {"overlay", "", "extract: also write each image's minutiae drawn on its enhanced image", true},
+      {"min-quality", "0", "images of lower quality (0-100) are refused (enroll, search) or flagged (extract)"},
+      {"ppi", "0", "resolution of images that do not say theirs (0: the file's)"},
       {"expect-head", "", "check: N:HEX, the \"head\" an earlier fp check printed (kept elsewhere): exit 1 if records were "
                           "cut from the end or rewritten"},
   };
@@ -55,6 +72,9 @@ int Usage(const std::vector<FlagSpec>& specs, FILE* out, int rc) {
                "usage: tessera fp enroll --gallery DIR [--ids a,b,...] [--replace] FILES...\n"
                "       tessera fp search --gallery DIR [--top K] [--matcher lssr|dmc|fusion|cascade]\n"
                "                         [--cascade-candidates N] LATENT...\n"
+               "       tessera fp extract --out DIR [--format iso|ansi] [--overlay] [--min-quality Q] IMAGES...\n"
+               "       (templates or images: WSQ, PNG, TIFF, BMP, JPEG, told apart by content; [--min-quality Q]\n"
+               "        [--ppi N] for images)\n"
                "       tessera fp delete --gallery DIR IDS...\n"
                "       tessera fp list   --gallery DIR\n"
                "       tessera fp check  --gallery DIR [--expect-head N:HEX]   (verify offline: exit 1 if damaged, set\n"
@@ -93,6 +113,22 @@ std::string ErrorJson(const std::string& key, const std::string& name, const abs
                       JsonQuote(absl::StatusCodeToString(s.code())), ", \"error\": ", JsonQuote(s.message()), "}");
 }
 
+// --min-quality and --ppi as extractor input.
+absl::StatusOr<fingerprint::ImageInput> ImageInputFromFlags(const Args& args) {
+  absl::StatusOr<int> min_quality = args.GetInt("min-quality");
+  absl::StatusOr<int> ppi = args.GetInt("ppi");
+  if (!min_quality.ok() || *min_quality < 0 || *min_quality > 100) {
+    return absl::InvalidArgumentError(absl::StrCat("--min-quality must be 0-100, got '", args.Get("min-quality"), "'"));
+  }
+  if (!ppi.ok() || *ppi < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--ppi must be 0 or positive, got '", args.Get("ppi"), "'"));
+  }
+  fingerprint::ImageInput input;
+  input.min_quality = *min_quality;
+  input.decode.ppi = *ppi;
+  return input;
+}
+
 absl::StatusOr<std::unique_ptr<fingerprint::FingerprintGallery>> OpenGallery(const Args& args) {
   FingerprintServiceOptions options;
   options.gallery_dir = args.Get("gallery");
@@ -106,7 +142,7 @@ absl::StatusOr<std::unique_ptr<fingerprint::FingerprintGallery>> OpenGallery(con
   return fingerprint::FingerprintGallery::Open(options);
 }
 
-int Enroll(const Args& args, fingerprint::FingerprintGallery& gallery) {
+int Enroll(const Args& args, const fingerprint::ImageInput& image_input, fingerprint::FingerprintGallery& gallery) {
   const std::vector<std::string>& files = args.positional();
   std::vector<std::string> ids = absl::StrSplit(args.Get("ids"), ',', absl::SkipEmpty());
   if (!ids.empty() && ids.size() != files.size()) {
@@ -129,7 +165,9 @@ int Enroll(const Args& args, fingerprint::FingerprintGallery& gallery) {
         errors.push_back(ErrorJson("file", files[i], bytes.status()));
         continue;
       }
-      items.push_back({id, std::string(bytes->begin(), bytes->end()), *format, 0});
+      fingerprint::EnrollItem item{id, std::string(bytes->begin(), bytes->end()), *format, 0};
+      if (fingerprint::LooksLikeImage(item.bytes)) item.image = image_input;
+      items.push_back(std::move(item));
       where.push_back(i);
     }
     absl::StatusOr<std::vector<absl::Status>> statuses = gallery.EnrollBatch(items, args.GetBool("replace"));
@@ -153,7 +191,7 @@ int Enroll(const Args& args, fingerprint::FingerprintGallery& gallery) {
   return errors.empty() ? 0 : 1;
 }
 
-int Search(const Args& args, fingerprint::FingerprintGallery& gallery) {
+int Search(const Args& args, const fingerprint::ImageInput& image_input, fingerprint::FingerprintGallery& gallery) {
   absl::StatusOr<int> top = args.GetInt("top");
   if (!top.ok() || *top < 1 || *top > 100000) {
     std::fprintf(stderr, "tessera fp search: --top must be 1-100000\n");
@@ -169,19 +207,32 @@ int Search(const Args& args, fingerprint::FingerprintGallery& gallery) {
   std::vector<std::vector<fingerprint::MinutiaPoint>> probes;
   std::vector<absl::Status> problems(files.size());
   std::vector<size_t> where;
+  std::vector<int> qualities;
+  // Probes parsed (images extracted) on all cores.
+  std::vector<absl::StatusOr<fingerprint::ParsedTemplate>> parsed_files(files.size(), absl::UnknownError(""));
+  ParallelForDynamic(static_cast<int64_t>(files.size()), 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      absl::StatusOr<TemplateFormat> format = FormatFor(args.Get("format"), files[i]);
+      absl::StatusOr<std::vector<uint8_t>> bytes =
+          format.ok() ? fingerprint::ReadFileBytes(files[i]) : absl::StatusOr<std::vector<uint8_t>>(format.status());
+      if (!bytes.ok()) {
+        parsed_files[i] = bytes.status();
+        continue;
+      }
+      const std::string content(bytes->begin(), bytes->end());
+      parsed_files[i] = fingerprint::LooksLikeImage(content) ? fingerprint::ParseImageTemplate(content, image_input)
+                                                             : fingerprint::ParseProbeOrTemplate(content, *format);
+    }
+  });
   for (size_t i = 0; i < files.size(); ++i) {
-    absl::StatusOr<TemplateFormat> format = FormatFor(args.Get("format"), files[i]);
-    absl::StatusOr<std::vector<uint8_t>> bytes =
-        format.ok() ? fingerprint::ReadFileBytes(files[i]) : absl::StatusOr<std::vector<uint8_t>>(format.status());
-    absl::StatusOr<fingerprint::ParsedTemplate> parsed =
-        bytes.ok() ? fingerprint::ParseProbeOrTemplate(std::string(bytes->begin(), bytes->end()), *format)
-                   : absl::StatusOr<fingerprint::ParsedTemplate>(bytes.status());
+    absl::StatusOr<fingerprint::ParsedTemplate>& parsed = parsed_files[i];
     if (!parsed.ok()) {
       problems[i] = parsed.status();
       std::fprintf(stderr, "tessera fp search: %s: %s\n", files[i].c_str(), parsed.status().ToString().c_str());
       continue;
     }
     probes.push_back(std::move(parsed->minutiae));
+    qualities.push_back(parsed->quality);
     where.push_back(i);
   }
   absl::StatusOr<std::vector<std::vector<fingerprint::SearchCandidate>>> results =
@@ -199,12 +250,91 @@ int Search(const Args& args, fingerprint::FingerprintGallery& gallery) {
     for (const fingerprint::SearchCandidate& c : (*results)[j]) {
       candidates.push_back(absl::StrFormat("{\"id\": %s, \"score\": %.6f}", JsonQuote(c.id), c.score));
     }
-    entries[where[j]] = absl::StrCat("{\"probe\": ", JsonQuote(Stem(files[where[j]])), ", \"candidates\": [",
-                                     absl::StrJoin(candidates, ", "), "]}");
+    entries[where[j]] = absl::StrCat("{\"probe\": ", JsonQuote(Stem(files[where[j]])),
+                                     qualities[j] >= 0 ? absl::StrCat(", \"quality\": ", qualities[j]) : "",
+                                     ", \"candidates\": [", absl::StrJoin(candidates, ", "), "]}");
   }
   std::printf("[%s%s%s]\n", entries.empty() ? "" : "\n  ", absl::StrJoin(entries, ",\n  ").c_str(),
               entries.empty() ? "" : "\n");
   return where.size() == files.size() ? 0 : 1;
+}
+
+// One image's extraction written under --out: the template (and overlay);
+// the JSON entry describing it.
+absl::StatusOr<std::string> ExtractOne(const std::string& file, const fingerprint::ImageInput& input,
+                                       TemplateFormat format, const std::string& out_dir, bool overlay) {
+  TESSERA_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, fingerprint::ReadFileBytes(file));
+  // Flag, not refuse: the examiner sees the quality and the overlay.
+  fingerprint::ImageInput flag_only = input;
+  flag_only.min_quality = 0;
+  TESSERA_ASSIGN_OR_RETURN(
+      fingerprint::ImageTemplate t,
+      fingerprint::TemplateFromImage(absl::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()),
+                                     flag_only, format));
+  const std::string stem = absl::StrCat(out_dir, "/", Stem(file));
+  const std::string record_path = absl::StrCat(stem, format == TemplateFormat::kAnsi378 ? ".ansi" : ".iso");
+  TESSERA_RETURN_IF_ERROR(WriteFileAtomically(record_path, std::string(t.record.begin(), t.record.end())));
+  std::string overlay_json;
+  if (overlay) {
+    const std::string overlay_path = absl::StrCat(stem, ".overlay.png");
+    TESSERA_RETURN_IF_ERROR(WritePng(fingerprint::DrawMinutiaeOverlay(t.extraction, 2), overlay_path));
+    overlay_json = absl::StrCat(", \"overlay\": ", JsonQuote(overlay_path));
+  }
+  return absl::StrFormat(
+      "{\"image\": %s, \"template\": %s, \"minutiae\": %d, \"quality\": %d, \"below_min_quality\": %s, "
+      "\"image_format\": %s, \"width\": %d, \"height\": %d, \"ppi\": %g%s}",
+      JsonQuote(file), JsonQuote(record_path), static_cast<int>(t.extraction.view.minutiae.size()), t.quality.score,
+      fingerprint::CheckImageQuality(t.quality.score, input.min_quality).ok() ? "false" : "true",
+      JsonQuote(std::string(fingerprint::ImageFormatName(t.image_format))), t.width, t.height, t.ppi, overlay_json);
+}
+
+// Images to templates under --out, on all cores; exit 1 if any failed.
+int Extract(const Args& args, const fingerprint::ImageInput& input) {
+  const std::string out_dir = args.Get("out");
+  if (out_dir.empty()) {
+    std::fprintf(stderr, "tessera fp extract: --out is required\n");
+    return 2;
+  }
+  const std::string name = args.Get("format") == "auto" ? "iso" : args.Get("format");
+  absl::StatusOr<TemplateFormat> format = fingerprint::ParseTemplateFormatName(name);
+  if (!format.ok() || (*format != TemplateFormat::kIso19794 && *format != TemplateFormat::kAnsi378)) {
+    std::fprintf(stderr, "tessera fp extract: --format must be iso or ansi, got '%s'\n", name.c_str());
+    return 2;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) {
+    std::fprintf(stderr, "tessera fp extract: cannot create %s: %s\n", out_dir.c_str(), ec.message().c_str());
+    return 1;
+  }
+  const std::vector<std::string>& files = args.positional();
+  // Outputs are named by the image's stem: two images must not share one.
+  std::map<std::string, std::string> by_stem;
+  for (const std::string& f : files) {
+    auto [it, fresh] = by_stem.emplace(Stem(f), f);
+    if (!fresh) {
+      std::fprintf(stderr, "tessera fp extract: %s and %s would both write %s/%s.*: extract them into different --out "
+                           "directories\n", it->second.c_str(), f.c_str(), out_dir.c_str(), it->first.c_str());
+      return 2;
+    }
+  }
+  std::vector<std::string> entries(files.size());
+  std::vector<bool> failed(files.size(), false);
+  ParallelForDynamic(static_cast<int64_t>(files.size()), 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      absl::StatusOr<std::string> entry = ExtractOne(files[i], input, *format, out_dir, args.GetBool("overlay"));
+      failed[i] = !entry.ok();
+      entries[i] = entry.ok() ? *entry : ErrorJson("image", files[i], entry.status());
+    }
+  });
+  int errors = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (!failed[i]) continue;
+    ++errors;
+    std::fprintf(stderr, "tessera fp extract: %s\n", entries[i].c_str());
+  }
+  std::printf("[\n  %s\n]\n", absl::StrJoin(entries, ",\n  ").c_str());
+  return errors == 0 ? 0 : 1;
 }
 
 int Delete(const Args& args, fingerprint::FingerprintGallery& gallery) {
@@ -306,9 +436,22 @@ int RunFp(int argc, char** argv) {
     return Usage(specs, stderr, 2);
   }
   if (args->help()) return Usage(specs, stdout, 0);
-  if (sub != "enroll" && sub != "search" && sub != "delete" && sub != "list" && sub != "check" && sub != "compact") {
+  if (sub != "enroll" && sub != "search" && sub != "delete" && sub != "list" && sub != "check" && sub != "compact" &&
+      sub != "extract") {
     std::fprintf(stderr, "tessera fp: unknown subcommand '%s'\n", sub.c_str());
     return Usage(specs, stderr, 2);
+  }
+  absl::StatusOr<fingerprint::ImageInput> image_input = ImageInputFromFlags(*args);
+  if (!image_input.ok()) {
+    std::fprintf(stderr, "tessera fp %s: %s\n", sub.c_str(), std::string(image_input.status().message()).c_str());
+    return 2;
+  }
+  if (sub == "extract") {
+    if (args->positional().empty()) {
+      std::fprintf(stderr, "tessera fp extract: nothing given\n");
+      return Usage(specs, stderr, 2);
+    }
+    return Extract(*args, *image_input);
   }
   if (args->Get("gallery").empty()) {
     std::fprintf(stderr, "tessera fp %s: --gallery is required\n", sub.c_str());
@@ -324,8 +467,8 @@ int RunFp(int argc, char** argv) {
     std::fprintf(stderr, "tessera fp %s: %s\n", sub.c_str(), gallery.status().ToString().c_str());
     return 1;
   }
-  if (sub == "enroll") return Enroll(*args, **gallery);
-  if (sub == "search") return Search(*args, **gallery);
+  if (sub == "enroll") return Enroll(*args, *image_input, **gallery);
+  if (sub == "search") return Search(*args, *image_input, **gallery);
   if (sub == "delete") return Delete(*args, **gallery);
   if (sub == "compact") return Compact(**gallery);
   return List(**gallery);

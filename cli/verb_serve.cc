@@ -82,6 +82,8 @@ std::vector<FlagSpec> ServeFlags() {
       {"fp-max-batch-size", "64", "fingerprint Search calls run together as one batch, at most (1: no batching)"},
       {"fp-max-queue-delay-ms", "0", "how long the oldest queued Search waits for others to join its batch"},
       {"fp-max-queued-searches", "1024", "queued Search calls beyond which RESOURCE_EXHAUSTED (with a retry hint)"},
+      {"fp-min-quality", "0", "fingerprint images of lower quality (0-100) are refused with FAILED_PRECONDITION, "
+                              "unless a request sets its own minimum (0: none)"},
   };
 }
 
@@ -148,11 +150,17 @@ int RunServe(int argc, char** argv) {
     auto batch = args->GetInt("fp-max-batch-size");
     auto delay_ms = args->GetInt("fp-max-queue-delay-ms");
     auto queued = args->GetInt("fp-max-queued-searches");
+    auto min_quality = args->GetInt("fp-min-quality");
     if (!batch.ok() || !delay_ms.ok() || !queued.ok() || *delay_ms < 0) {
       std::fprintf(stderr, "tessera serve: --fp-max-batch-size, --fp-max-queue-delay-ms and "
                            "--fp-max-queued-searches take non-negative integers\n");
       return 2;
     }
+    if (!min_quality.ok() || *min_quality < 0 || *min_quality > 100) {
+      std::fprintf(stderr, "tessera serve: --fp-min-quality takes 0-100\n");
+      return 2;
+    }
+    fingerprint_options.image.min_quality = *min_quality;
     fingerprint_options.max_batch_size = *batch;
     fingerprint_options.max_queue_delay = absl::Milliseconds(*delay_ms);
     fingerprint_options.max_queued_searches = *queued;

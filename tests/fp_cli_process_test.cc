@@ -22,6 +22,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "services/fingerprint/extract/synthetic_print.h"
+#include "services/fingerprint/image/image_test_encoders.h"
 
 extern char** environ;
 
@@ -189,6 +191,67 @@ TEST(FpCliProcessTest, EnrollSearchListDelete) {
   EXPECT_EQ(RunTessera({"fp", "search", probes[0]}).code, 2);          // no --gallery
   EXPECT_EQ(RunTessera({"fp", "frobnicate", "--gallery", gallery}).code, 2);
   EXPECT_EQ(RunTessera({"fp", "search", "--gallery", gallery, "--top", "0", probes[0]}).code, 2);
+}
+
+// Images through the CLI: `fp extract` writes templates and overlays and
+// flags low quality, `fp enroll` and `fp search` take images (told apart from
+// templates by content) and refuse those below --min-quality.
+TEST(FpCliProcessTest, ImagesExtractEnrollAndSearch) {
+  const auto write_png = [](const std::string& name, uint32_t finger, uint32_t impression, double noise) {
+    fingerprint::PngSpec spec = fingerprint::GrayPng(
+        fingerprint::SyntheticPrint({.finger = finger, .impression = impression, .noise = noise}));
+    spec.x_ppm = 19685;  // 500 ppi
+    const std::string path = absl::StrCat(TempDir(), "/", name, ".png");
+    std::ofstream(path, std::ios::binary) << fingerprint::EncodePng(spec);
+    return path;
+  };
+  std::vector<std::string> enrolled, probes;
+  for (uint32_t f = 1; f <= 3; ++f) {
+    enrolled.push_back(write_png(absl::StrCat("finger", f), f, 0, 8));
+    probes.push_back(write_png(absl::StrCat("latent", f), f, 1, 8));
+  }
+  const std::string noisy = write_png("noisy", 1, 2, 70);
+  const std::string garbage = TempDir() + "/garbage.png";
+  std::ofstream(garbage, std::ios::binary) << "\x89PNG\r\n\x1a\n and then nothing";
+
+  const std::string out = TempDir() + "/extracted";
+  Result r = RunTessera({"fp", "extract", "--out", out, "--overlay", "--min-quality", "90", enrolled[0], noisy, garbage});
+  EXPECT_EQ(r.code, 1) << r.out;  // the garbage
+  EXPECT_TRUE(absl::StrContains(r.out, "\"image_format\": \"png\"")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "\"below_min_quality\": true")) << r.out;  // the noisy one
+  EXPECT_TRUE(absl::StrContains(r.out, "INVALID_ARGUMENT")) << r.out;
+  EXPECT_TRUE(Exists(out + "/finger1.iso"));
+  EXPECT_TRUE(Exists(out + "/finger1.overlay.png"));
+  EXPECT_TRUE(Exists(out + "/noisy.iso"));
+  r = RunTessera({"fp", "extract", "--out", out, "--format", "ansi", enrolled[1]});
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(Exists(out + "/finger2.ansi"));
+
+  const std::string gallery = TempDir() + "/image_gallery";
+  std::vector<std::string> enroll = {"fp", "enroll", "--gallery", gallery};
+  enroll.insert(enroll.end(), enrolled.begin(), enrolled.end());
+  enroll.push_back(out + "/noisy.iso");  // a template among the images
+  r = RunTessera(enroll);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "\"enrolled\": 4")) << r.out;
+  r = RunTessera({"fp", "search", "--gallery", gallery, "--top", "1", probes[2], probes[0]});
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "{\"probe\": \"latent3\", \"quality\": ")) << r.out;
+  const size_t third = r.out.find("latent3"), first = r.out.find("latent1");
+  ASSERT_NE(third, std::string::npos);
+  ASSERT_NE(first, std::string::npos);
+  EXPECT_LT(third, first);
+  EXPECT_EQ(r.out.substr(r.out.find("\"id\": \"", third) + 7, 7), "finger3") << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out.substr(r.out.find("\"id\": \"", first) + 7, 7), "1")) << r.out;
+
+  r = RunTessera({"fp", "enroll", "--gallery", gallery, "--min-quality", "90", noisy});
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "FAILED_PRECONDITION")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "image quality")) << r.out;
+  EXPECT_EQ(RunTessera({"fp", "extract", enrolled[0]}).code, 2);  // no --out
+  EXPECT_EQ(RunTessera({"fp", "extract", "--out", out, enrolled[0], out + "/finger1.png"}).code, 2);  // one stem twice
+  EXPECT_EQ(RunTessera({"fp", "extract", "--out", out, "--format", "xyt", enrolled[0]}).code, 2);
+  EXPECT_EQ(RunTessera({"fp", "extract", "--out", out, "--min-quality", "101", enrolled[0]}).code, 2);
 }
 
 // A complete record cut out of the middle of the log (its neighbours intact, so

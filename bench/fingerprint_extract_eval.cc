@@ -5,6 +5,13 @@
 // theirs and the extraction time.
 //   bazel-bin/bench/fingerprint_extract_eval [--db=N] [--data=DIR] [--overlays=DIR]
 //       [--matcher=mcc|dmc|fusion] [--extract.NAME=VALUE ...] (ExtractOptions fields)
+//       [--templates=DIR [--templates-ext=xyt] [--templates-xyt=topleft|nist]]
+// --templates evaluates another extractor's templates in place of ours:
+// DIR/DB<n>_B/<finger>_<impression>.<ext>, any format ReadTemplateFile reads,
+// one view in the pixels of the image at 500 ppi (DB2 resampled as below);
+// .xyt gets that image's size and the --templates-xyt convention. They then
+// fill every "ours" column; our extraction still runs for the image quality
+// (error vs reject), the overlays' skeleton and ms/image.
 // The shipped templates were made from images resized to 300 x 400 (see
 // ../shared/data/fingerprint/SOURCES-images.txt): for the comparison of
 // minutiae their coordinates are scaled back to the image's pixels.
@@ -28,6 +35,7 @@
 #include "services/fingerprint/extract/extractor.h"
 #include "services/fingerprint/extract/image_quality.h"
 #include "services/fingerprint/formats/fvc_data.h"
+#include "services/fingerprint/formats/template_io.h"
 #include "services/fingerprint/image/image_decode.h"
 
 namespace {
@@ -118,7 +126,8 @@ double FnmrAfterRejecting(const DbEvaluation& e, const std::vector<int>& labels,
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string data_dir, overlays;
+  std::string data_dir, overlays, templates_dir, templates_ext = "xyt";
+  XytConvention templates_xyt = XytConvention::kTopLeft;
   int only_db = 0;
   EvalOptions eval;
   ExtractOptions extract;
@@ -127,6 +136,10 @@ int main(int argc, char** argv) {
     if (std::strncmp(a, "--db=", 5) == 0) only_db = std::atoi(a + 5);
     else if (std::strncmp(a, "--data=", 7) == 0) data_dir = a + 7;
     else if (std::strncmp(a, "--overlays=", 11) == 0) overlays = a + 11;
+    else if (std::strncmp(a, "--templates=", 12) == 0) templates_dir = a + 12;
+    else if (std::strncmp(a, "--templates-ext=", 16) == 0) templates_ext = a + 16;
+    else if (std::strcmp(a, "--templates-xyt=nist") == 0) templates_xyt = XytConvention::kNist;
+    else if (std::strcmp(a, "--templates-xyt=topleft") == 0) templates_xyt = XytConvention::kTopLeft;
     else if (std::strncmp(a, "--extract.", 10) == 0 && std::strchr(a, '=') != nullptr) {
       const std::string name(a + 10, std::strchr(a, '=') - (a + 10));
       const float v = std::strtof(std::strchr(a, '=') + 1, nullptr);
@@ -155,6 +168,7 @@ int main(int argc, char** argv) {
     }
   }
   data_dir = FingerprintDataDirOrExit(data_dir);
+  if (!templates_dir.empty()) std::printf("\"ours\" = the templates in %s (ms/image: our extraction)\n\n", templates_dir.c_str());
   std::printf("| DB | templates | EER %% ours | EER %% shipped | ratio | rank-1 %% ours | rank-1 %% shipped | minutiae ours | minutiae shipped | recall | precision | angle err deg (median) | ms/image |\n");
   std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (int db = 1; db <= 4; ++db) {
@@ -193,8 +207,24 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "%s: %s\n", tif.c_str(), std::string(ex.status().message()).c_str());
         return 1;
       }
-      imp.view = ex->view;
       qualities.push_back(AssessImageQuality(*ex).score);
+      if (!templates_dir.empty()) {
+        const std::string path =
+            absl::StrCat(templates_dir, "/DB", db, "_B/", imp.finger, "_", imp.impression, ".", templates_ext);
+        XytOptions xyt;
+        xyt.convention = templates_xyt;
+        xyt.width = at500->width;
+        xyt.height = at500->height;
+        auto views = ReadTemplateFile(path, xyt);
+        if (!views.ok() || views->size() != 1 || (*views)[0].width != at500->width ||
+            (*views)[0].height != at500->height) {
+          std::fprintf(stderr, "%s: %s\n", path.c_str(),
+                       views.ok() ? "not one view of the 500 ppi image's size" : std::string(views.status().message()).c_str());
+          return 1;
+        }
+        ex->view = (*views)[0];
+      }
+      imp.view = ex->view;
       if (std::getenv("TESSERA_EXTRACT_VERBOSE") != nullptr) {
         std::fprintf(stderr, "DB%d %d_%d: ours %zu shipped %zu\n", db, imp.finger, imp.impression,
                      ex->view.minutiae.size(), (*shipped)[k].view.minutiae.size());

@@ -168,10 +168,32 @@ absl::StatusOr<std::vector<absl::Status>> FingerprintGallery::EnrollBatch(const 
                                                                           bool replace) {
   std::vector<absl::Status> statuses(items.size());
   std::vector<StoredTemplate> parsed(items.size());
-  // Images take tens of milliseconds each: hand them out one at a time.
-  const bool images = std::any_of(items.begin(), items.end(), [](const EnrollItem& i) { return i.image.has_value(); });
-  ParallelForDynamic(static_cast<int64_t>(items.size()), images ? 1 : 16, [&](int64_t begin, int64_t end, int) {
+  // Images together (the extractor's GPU, or all cores); templates below.
+  std::vector<size_t> image_at;
+  std::vector<absl::string_view> images;
+  std::vector<ImageInput> inputs;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!items[i].image || static_cast<int64_t>(items[i].bytes.size()) > options_.image.max_image_bytes) continue;
+    image_at.push_back(i);
+    images.push_back(items[i].bytes);
+    inputs.push_back(*items[i].image);
+  }
+  std::vector<absl::StatusOr<ParsedTemplate>> extracted =
+      ParseImageTemplates(images, inputs, options_.image_extractor.get());
+  for (size_t j = 0; j < image_at.size(); ++j) {
+    const size_t i = image_at[j];
+    if (!extracted[j].ok()) {
+      statuses[i] = extracted[j].status();
+      continue;
+    }
+    parsed[i].id = items[i].id;
+    parsed[i].format = extracted[j]->format;
+    parsed[i].bytes = std::move(extracted[j]->extracted_record);
+    parsed[i].minutiae = std::move(extracted[j]->minutiae);
+  }
+  ParallelForDynamic(static_cast<int64_t>(items.size()), 16, [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) {
+      if (items[i].image && static_cast<int64_t>(items[i].bytes.size()) <= options_.image.max_image_bytes) continue;
       absl::StatusOr<StoredTemplate> t = TemplateOfItem(items[i], nullptr);
       if (t.ok()) {
         parsed[i] = std::move(*t);
@@ -285,6 +307,18 @@ absl::StatusOr<std::unique_ptr<FingerprintServiceImpl>> FingerprintServiceImpl::
   if (options.device.empty()) options.device = server_options.device;
   if (options.max_top_k < 1 || options.max_probes < 1 || options.enroll_group < 1 || options.max_template_bytes < 1) {
     return absl::InvalidArgumentError("fingerprint service limits must be positive");
+  }
+  if (options.image_extractor == nullptr) {
+    // Images go to the GPU when the service has one; a GPU that cannot take
+    // the extractor leaves it on the CPU (the service still serves).
+    absl::StatusOr<std::unique_ptr<fingerprint::ImageExtractor>> extractor =
+        fingerprint::ImageExtractor::Create(options.device);
+    if (!extractor.ok()) {
+      TESSERA_LOG(WARNING) << "fingerprint images extracted on the CPU: " << extractor.status();
+      extractor = fingerprint::ImageExtractor::Create("cpu");
+    }
+    if (!extractor.ok()) return extractor.status();
+    options.image_extractor = std::move(*extractor);
   }
   std::unique_ptr<FingerprintServiceImpl> service(new FingerprintServiceImpl(std::move(options)));
   TESSERA_ASSIGN_OR_RETURN(service->galleries_, fingerprint::GallerySet::Open(service->options_, &service->metrics_));

@@ -68,6 +68,9 @@ struct FingerprintServiceOptions {
   // RESOURCE_EXHAUSTED; min_quality (0-100) refuses images of lower quality
   // unless a request sets its own.
   fingerprint::ImageLimits image;
+  // Extracts batches of images (EnrollStream, SearchBatch); null: Create
+  // makes one for `device` (the GPU when there is one, else the CPU).
+  std::shared_ptr<const fingerprint::ImageExtractor> image_extractor;
   int enroll_group = 1024;                                     // EnrollStream items per fsync
   int64_t compact_log_bytes = int64_t{256} << 20;              // log size that triggers compaction
 
@@ -81,7 +84,9 @@ struct FingerprintServiceOptions {
   // Where the search metrics go (search_metrics.h); null: the process registry.
   std::shared_ptr<prometheus::Registry> metrics_registry;
 
-  fingerprint::SearchLimits search_limits() const { return {max_top_k, max_probes, max_template_bytes, image}; }
+  fingerprint::SearchLimits search_limits() const {
+    return {max_top_k, max_probes, max_template_bytes, image, image_extractor.get()};
+  }
 };
 
 namespace fingerprint {

@@ -49,13 +49,38 @@ absl::StatusOr<ParsedTemplate> ParseProbeOrTemplate(absl::string_view bytes, Tem
   return out;
 }
 
-absl::StatusOr<ParsedTemplate> ParseImageTemplate(absl::string_view image, const ImageInput& input) {
-  TESSERA_ASSIGN_OR_RETURN(ImageTemplate extracted, TemplateFromImage(image, input));
+namespace {
+
+absl::StatusOr<ParsedTemplate> ParsedFromImage(const ImageTemplate& extracted) {
   const std::string record(extracted.record.begin(), extracted.record.end());
   TESSERA_ASSIGN_OR_RETURN(ParsedTemplate parsed, ParseProbeOrTemplate(record, extracted.format));
   parsed.quality = extracted.quality.score;
   parsed.extracted_record = record;
   return parsed;
+}
+
+}  // namespace
+
+absl::StatusOr<ParsedTemplate> ParseImageTemplate(absl::string_view image, const ImageInput& input) {
+  TESSERA_ASSIGN_OR_RETURN(ImageTemplate extracted, TemplateFromImage(image, input));
+  return ParsedFromImage(extracted);
+}
+
+std::vector<absl::StatusOr<ParsedTemplate>> ParseImageTemplates(const std::vector<absl::string_view>& images,
+                                                                const std::vector<ImageInput>& inputs,
+                                                                const ImageExtractor* extractor) {
+  std::vector<absl::StatusOr<ParsedTemplate>> out(images.size(), absl::UnknownError("not extracted"));
+  if (extractor == nullptr) {
+    ParallelForDynamic(static_cast<int64_t>(images.size()), 1, [&](int64_t begin, int64_t end, int) {
+      for (int64_t i = begin; i < end; ++i) out[i] = ParseImageTemplate(images[i], inputs[i]);
+    });
+    return out;
+  }
+  std::vector<absl::StatusOr<ImageTemplate>> extracted = extractor->ExtractAll(images, inputs);
+  for (size_t i = 0; i < images.size(); ++i) {
+    out[i] = extracted[i].ok() ? ParsedFromImage(*extracted[i]) : absl::StatusOr<ParsedTemplate>(extracted[i].status());
+  }
+  return out;
 }
 
 absl::StatusOr<ImageInput> ImageInputFromProto(const v1::FingerprintImage& image, absl::string_view what,
@@ -149,16 +174,34 @@ absl::StatusOr<ParsedSearch> ParseSearch(const google::protobuf::RepeatedPtrFiel
     return absl::ResourceExhaustedError(
         absl::StrCat(probes.size(), " probes in one call; the limit is ", limits.max_probes));
   }
-  // Image probes take tens of milliseconds each: all cores, then the first
-  // error in order.
+  // Templates one by one; the images together (the extractor's GPU or all
+  // cores); then the first error in order.
+  const auto what = [&](int i) { return probes.size() == 1 ? std::string("probe") : absl::StrCat("probe ", i); };
   std::vector<absl::StatusOr<ParsedTemplate>> parsed(probes.size(), absl::UnknownError("not parsed"));
-  const bool images = std::any_of(probes.begin(), probes.end(),
-                                  [](const v1::FingerprintTemplate& t) { return t.has_image(); });
-  ParallelForDynamic(probes.size(), images ? 1 : probes.size(), [&](int64_t begin, int64_t end, int) {
-    for (int64_t i = begin; i < end; ++i) {
-      parsed[i] = ParseRequestTemplate(probes[i], probes.size() == 1 ? "probe" : absl::StrCat("probe ", i), limits);
+  std::vector<int> image_at;
+  std::vector<absl::string_view> images;
+  std::vector<ImageInput> inputs;
+  for (int i = 0; i < probes.size(); ++i) {
+    const v1::FingerprintTemplate& t = probes[i];
+    if (!t.has_image() || !t.data().empty()) {
+      parsed[i] = ParseRequestTemplate(t, what(i), limits);  // a template, or both (refused there)
+      continue;
     }
-  });
+    absl::StatusOr<ImageInput> input = ImageInputFromProto(t.image(), what(i), limits.image);
+    if (!input.ok()) {
+      parsed[i] = input.status();
+      continue;
+    }
+    image_at.push_back(i);
+    images.push_back(t.image().data());
+    inputs.push_back(*input);
+  }
+  std::vector<absl::StatusOr<ParsedTemplate>> extracted = ParseImageTemplates(images, inputs, limits.extractor);
+  for (size_t j = 0; j < image_at.size(); ++j) {
+    parsed[image_at[j]] = extracted[j].ok() ? std::move(extracted[j])
+                                            : absl::StatusOr<ParsedTemplate>(
+                                                  Annotate(extracted[j].status(), what(image_at[j])));
+  }
   out.probes.reserve(probes.size());
   for (absl::StatusOr<ParsedTemplate>& p : parsed) {
     if (!p.ok()) return p.status();

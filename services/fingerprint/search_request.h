@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "kernels/fingerprint/mcc.h"
+#include "services/fingerprint/extract/image_extractor.h"
 #include "services/fingerprint/extract/image_template.h"
 #include "services/fingerprint/store/gallery_store.h"
 #include "services/fingerprint/search/searcher.h"
@@ -42,6 +43,11 @@ absl::StatusOr<ParsedTemplate> ParseProbeOrTemplate(absl::string_view bytes, Tem
 // The template of an image (image_template.h), parsed as a request template
 // is: one path for probes and enrolled images.
 absl::StatusOr<ParsedTemplate> ParseImageTemplate(absl::string_view image, const ImageInput& input);
+// Many images at once: extracted by `extractor` (its GPU, if it has one) or,
+// when null, on all cores; one result per image, in order.
+std::vector<absl::StatusOr<ParsedTemplate>> ParseImageTemplates(const std::vector<absl::string_view>& images,
+                                                                const std::vector<ImageInput>& inputs,
+                                                                const ImageExtractor* extractor);
 
 // INVALID_ARGUMENT for a value outside the enum.
 absl::StatusOr<TemplateFormat> TemplateFormatFromProto(v1::TemplateFormat format);
@@ -64,6 +70,9 @@ struct SearchLimits {
   int max_probes = 1024;                                 // per call
   int64_t max_template_bytes = kMaxGalleryTemplateBytes;  // larger: RESOURCE_EXHAUSTED
   ImageLimits image;
+  // Extracts the image probes of a call together (on its GPU, if any); null:
+  // on all cores. Not owned.
+  const ImageExtractor* extractor = nullptr;
 };
 
 // A request template or image (the template extracted from it):

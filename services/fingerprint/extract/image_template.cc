@@ -21,8 +21,8 @@ absl::Status CheckImageQuality(int quality, int min_quality) {
 
 bool LooksLikeImage(absl::string_view bytes) { return DetectImageFormat(bytes) != ImageFormat::kUnknown; }
 
-absl::StatusOr<ImageTemplate> TemplateFromImage(absl::string_view bytes, const ImageInput& input,
-                                                TemplateFormat output, const ExtractOptions& extract) {
+absl::StatusOr<ImageTemplate> DecodeForExtraction(absl::string_view bytes, const ImageInput& input,
+                                                  TemplateFormat output) {
   if (output != TemplateFormat::kIso19794 && output != TemplateFormat::kAnsi378) {
     return absl::InvalidArgumentError(
         absl::StrCat("templates are written as iso or ansi, not ", TemplateFormatName(output)));
@@ -36,17 +36,28 @@ absl::StatusOr<ImageTemplate> TemplateFromImage(absl::string_view bytes, const I
   out.height = decoded.height;
   out.ppi = decoded.ppi;
   TESSERA_ASSIGN_OR_RETURN(out.image, ResampleTo500Ppi(decoded));
-  decoded = GrayImage();  // the 500-ppi copy is what is kept
-  TESSERA_ASSIGN_OR_RETURN(out.extraction, ExtractMinutiae(out.image, extract));
-  out.quality = AssessImageQuality(out.extraction);
-  TESSERA_RETURN_IF_ERROR(CheckImageQuality(out.quality.score, input.min_quality));
-  if (out.extraction.view.minutiae.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("no minutiae found in the image (quality ", out.quality.score,
+  TESSERA_RETURN_IF_ERROR(CheckExtractable(out.image));
+  return out;
+}
+
+absl::Status FinishImageTemplate(const ImageInput& input, ImageTemplate& t) {
+  t.quality = AssessImageQuality(t.extraction);
+  TESSERA_RETURN_IF_ERROR(CheckImageQuality(t.quality.score, input.min_quality));
+  if (t.extraction.view.minutiae.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("no minutiae found in the image (quality ", t.quality.score,
                                                    "): not a fingerprint, or one too poor to use"));
   }
-  Template view = out.extraction.view;
-  view.finger_quality = out.quality.score;
-  TESSERA_ASSIGN_OR_RETURN(out.record, WriteTemplateRecord(output, {view}));
+  Template view = t.extraction.view;
+  view.finger_quality = t.quality.score;
+  TESSERA_ASSIGN_OR_RETURN(t.record, WriteTemplateRecord(t.format, {view}));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ImageTemplate> TemplateFromImage(absl::string_view bytes, const ImageInput& input,
+                                                TemplateFormat output, const ExtractOptions& extract) {
+  TESSERA_ASSIGN_OR_RETURN(ImageTemplate out, DecodeForExtraction(bytes, input, output));
+  TESSERA_ASSIGN_OR_RETURN(out.extraction, ExtractMinutiae(out.image, extract));
+  TESSERA_RETURN_IF_ERROR(FinishImageTemplate(input, out));
   return out;
 }
 

@@ -50,6 +50,14 @@ absl::StatusOr<ImageTemplate> TemplateFromImage(absl::string_view bytes, const I
                                                 TemplateFormat output = TemplateFormat::kIso19794,
                                                 const ExtractOptions& extract = {});
 
+// TemplateFromImage in two halves around the extraction, for batched
+// extractors (image_extractor.h): decode, resample and check that the image
+// can be extracted (all but `extraction`, `quality` and `record` set);
+// then, with `extraction` filled, the quality, its gate and the record.
+absl::StatusOr<ImageTemplate> DecodeForExtraction(absl::string_view bytes, const ImageInput& input,
+                                                  TemplateFormat output);
+absl::Status FinishImageTemplate(const ImageInput& input, ImageTemplate& t);
+
 // FAILED_PRECONDITION "image quality Q is below the minimum M" when
 // 0 < min_quality and quality < min_quality; INVALID_ARGUMENT for a
 // min_quality outside 0-100.

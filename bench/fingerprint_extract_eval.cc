@@ -5,6 +5,8 @@
 // theirs and the extraction time.
 //   bazel-bin/bench/fingerprint_extract_eval [--db=N] [--data=DIR] [--overlays=DIR]
 //       [--matcher=mcc|dmc|fusion] [--extract.NAME=VALUE ...] (ExtractOptions fields)
+// TESSERA_EXTRACT_VERBOSE=1: per-image counts, score tails, per-impression
+// genuine misses at FMR 1 %, and overlays of every impression (not only 1-2).
 //       [--templates=DIR [--templates-ext=xyt] [--templates-xyt=topleft|nist]]
 // --templates evaluates another extractor's templates in place of ours:
 // DIR/DB<n>_B/<finger>_<impression>.<ext>, any format ReadTemplateFile reads,
@@ -123,6 +125,39 @@ double FnmrAfterRejecting(const DbEvaluation& e, const std::vector<int>& labels,
   return genuine ? static_cast<double>(missed) / genuine : 0;
 }
 
+// Where the genuine tail meets the impostors (ours and shipped), and per
+// impression its genuine pairs (as probe or gallery, 14) rejected at FMR 1 %:
+// which prints fail.
+void PrintGenuineDiagnostics(int db, const std::vector<FvcImpression>& imps, const DbEvaluation& mine,
+                             const DbEvaluation& theirs) {
+  std::vector<int> labels;
+  for (const FvcImpression& imp : imps) labels.push_back(imp.finger);
+  const int n = mine.templates;
+  const auto score = [n](const DbEvaluation& e, int p, int g) { return e.scores[static_cast<size_t>(p) * n + g]; };
+  for (const DbEvaluation* e : {&mine, &theirs}) {
+    std::vector<double> gen, imp;
+    for (int p = 0; p < n; ++p)
+      for (int g = 0; g < n; ++g)
+        if (p != g) (labels[p] == labels[g] ? gen : imp).push_back(score(*e, p, g));
+    std::sort(gen.begin(), gen.end());
+    std::sort(imp.begin(), imp.end());
+    std::fprintf(stderr, "DB%d %s: genuine p5 %.3f p10 %.3f p50 %.3f; impostor p50 %.3f p99 %.3f max %.3f\n", db,
+                 e == &mine ? "ours" : "shipped", gen[gen.size() / 20], gen[gen.size() / 10], gen[gen.size() / 2],
+                 imp[imp.size() / 2], imp[imp.size() * 99 / 100], imp.back());
+  }
+  const double t_ours = ThresholdAtFmr1(mine, labels), t_theirs = ThresholdAtFmr1(theirs, labels);
+  for (int p = 0; p < n; ++p) {
+    int miss_ours = 0, miss_theirs = 0;
+    for (int g = 0; g < n; ++g) {
+      if (p == g || labels[p] != labels[g]) continue;
+      miss_ours += (score(mine, p, g) <= t_ours) + (score(mine, g, p) <= t_ours);
+      miss_theirs += (score(theirs, p, g) <= t_theirs) + (score(theirs, g, p) <= t_theirs);
+    }
+    std::fprintf(stderr, "DB%d %d_%d: genuine misses at FMR 1%% ours %d shipped %d (of 14)\n", db, imps[p].finger,
+                 imps[p].impression, miss_ours, miss_theirs);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -154,6 +189,12 @@ int main(int argc, char** argv) {
       else if (name == "sigma_across") extract.gabor.sigma_across = v;
       else if (name == "angle_sigma") extract.field.angle_sigma_blocks = v;
       else if (name == "tensor_sigma") extract.field.tensor_sigma_blocks = v;
+      else if (name == "gabor_radius") extract.gabor.radius = static_cast<int>(v);
+      else if (name == "gabor_directions") extract.gabor.directions = static_cast<int>(v);
+      else if (name == "min_wavelength") extract.field.min_wavelength = v;
+      else if (name == "max_wavelength") extract.field.max_wavelength = v;
+      else if (name == "trace_steps") extract.trace_steps = static_cast<int>(v);
+      else if (name == "wavelength_spread") extract.field.wavelength_spread = v;
       else {
         std::fprintf(stderr, "unknown extraction parameter %s\n", name.c_str());
         return 2;
@@ -254,7 +295,7 @@ int main(int argc, char** argv) {
           (hit->type == MinutiaType::kEnding ? ending_errors : bif_errors).push_back(e * 180 / kPi);
         }
       }
-      if (!overlays.empty() && imp.impression <= 2) {
+      if (!overlays.empty() && (imp.impression <= 2 || std::getenv("TESSERA_EXTRACT_VERBOSE") != nullptr)) {
         WriteOverlay(*at500, *ex, sg, sx, sy, absl::StrCat(overlays, "/db", db, "_", imp.finger, "_", imp.impression, ".png"));
       }
     }
@@ -297,6 +338,7 @@ int main(int argc, char** argv) {
       absl::StrAppend(&line, absl::StrFormat(" quality min %d mean %.1f max %d", qmin, qmean / qualities.size(), qmax));
       std::fprintf(stderr, "%s\n", line.c_str());
     }
+    if (std::getenv("TESSERA_EXTRACT_VERBOSE") != nullptr) PrintGenuineDiagnostics(db, ours, *mine, *theirs);
     std::sort(ending_errors.begin(), ending_errors.end());
     std::sort(bif_errors.begin(), bif_errors.end());
     std::fprintf(stderr, "DB%d: matched minutiae of the same type %.2f; median angle error endings %.1f, bifurcations %.1f deg\n",

@@ -145,6 +145,16 @@ float WavelengthAt(const FloatImage& img, float cx, float cy, float theta, const
   return best_period;
 }
 
+// A print's ridge period changes slowly and little; a block whose estimate
+// is far from the print's median caught noise, most often a sub-harmonic
+// (every other ridge darker: twice the period). Dropped before the
+// neighbours fill the gap, so it cannot pull them off.
+void RejectWavelengthOutliers(float median, float spread, std::vector<float>& wl, std::vector<float>& have) {
+  for (size_t b = 0; b < wl.size(); ++b) {
+    if (have[b] && (wl[b] * spread < median || wl[b] > median * spread)) wl[b] = 0, have[b] = 0;
+  }
+}
+
 }  // namespace
 
 int RidgeField::BlockOf(int x, int y) const {
@@ -269,6 +279,7 @@ RidgeField EstimateRidgeField(const FloatImage& img, const RidgeFieldOptions& o)
     std::nth_element(valid.begin(), valid.begin() + valid.size() / 2, valid.end());
     median = valid[valid.size() / 2];
   }
+  RejectWavelengthOutliers(median, o.wavelength_spread, wl, have);
   std::vector<float> wsum(nb), wcnt(nb);
   for (int b = 0; b < nb; ++b) wsum[b] = wl[b], wcnt[b] = have[b];
   wsum = BlurGrid(wsum, f.cols, f.rows, 2.0f);

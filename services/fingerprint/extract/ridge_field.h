@@ -24,6 +24,9 @@ struct RidgeFieldOptions {
   float min_wavelength = 5.0f;        // pixels at 500 ppi
   float max_wavelength = 15.0f;
   float default_wavelength = 9.0f;    // where no block gives one
+  // A block's wavelength more than this factor from the print's median is
+  // noise and is filled from its neighbours instead.
+  float wavelength_spread = 1.3f;
 };
 
 struct RidgeField {

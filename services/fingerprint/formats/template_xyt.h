@@ -5,9 +5,12 @@
 // XytOptions or, when unknown, from the largest coordinate).
 //
 // Two coordinate conventions exist, because NIST's mindtct writes two:
-//   * kTopLeft (our default, mindtct -m1): origin at the top-left pixel, y
-//     down, theta exactly as in ISO/ANSI (template.h). Lossless apart from
-//     rounding theta to whole degrees.
+//   * kTopLeft (our default): origin at the top-left pixel, y down, theta
+//     exactly as in ISO/ANSI (template.h), in degrees. Lossless apart from
+//     rounding theta to whole degrees. NIST 5.0.0's mindtct -m1 also puts
+//     the origin top-left but writes theta in 2-degree units (0-179): such
+//     files need their theta doubled first (checked 2026-12-06,
+//     bench/results/2026-12-06-nbis-mindtct-vs-tessera-extractor.md).
 //   * kNist (mindtct without -m1, the input Bozorth3 traditionally reads):
 //     origin at the bottom-left, y_file = height - y, and theta turned by
 //     180 degrees: theta_file = (angle_in_degrees + 180) mod 360. Converting

@@ -55,7 +55,7 @@ absl::StatusOr<TemplateFormat> TemplateFormatFromProto(v1::TemplateFormat format
 // What the server takes in images.
 struct ImageLimits {
   int64_t max_image_bytes = int64_t{32} << 20;  // larger: RESOURCE_EXHAUSTED
-  int64_t max_pixels = int64_t{64} << 20;       // declared by the header; larger: RESOURCE_EXHAUSTED
+  int64_t max_pixels = int64_t{64} << 20;       // declared by the header; larger: INVALID_ARGUMENT
   int min_quality = 0;                          // the default gate (requests may set their own)
 };
 

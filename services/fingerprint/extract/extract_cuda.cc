@@ -39,6 +39,7 @@ Tables MakeTables(const ExtractOptions& o) {
   t.min_wavelength = f.min_wavelength;
   t.max_wavelength = f.max_wavelength;
   t.default_wavelength = f.default_wavelength;
+  t.wavelength_spread = f.wavelength_spread;
   t.gauss_pixel = GaussianKernel(1.0f);
   t.gauss_tensor = GaussianKernel(f.tensor_sigma_blocks);
   t.gauss_angle = GaussianKernel(f.angle_sigma_blocks);
@@ -81,7 +82,7 @@ std::vector<float> TablesKey(const ExtractOptions& o) {
   const RidgeFieldOptions& f = o.field;
   const GaborOptions& g = o.gabor;
   return {static_cast<float>(f.block), f.tensor_sigma_blocks, f.angle_sigma_blocks, f.contrast_share,
-          f.min_wavelength, f.max_wavelength, f.default_wavelength, static_cast<float>(g.directions),
+          f.min_wavelength, f.max_wavelength, f.default_wavelength, f.wavelength_spread, static_cast<float>(g.directions),
           g.wavelength_step, static_cast<float>(g.radius), g.sigma_across, g.sigma_along};
 }
 

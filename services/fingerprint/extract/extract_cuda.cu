@@ -92,7 +92,7 @@ struct Dev {
   int n_periods;
   const uint8_t* rules;
   int block;
-  float contrast_share, min_wl, max_wl, default_wl;
+  float contrast_share, min_wl, max_wl, default_wl, wl_spread;
 
   __device__ float* arr(int a, const ImageDesc& d) const { return blocks + a * total_blocks + d.block_offset; }
 };
@@ -497,6 +497,11 @@ __global__ void __launch_bounds__(kGridThreads) WavelengthGrid(Dev dev) {
   __syncthreads();
   float median = dev.default_wl;
   if (valid > 0) median = CtaSelect(wl, have, nb, valid / 2, &selected);
+  // ridge_field.cc RejectWavelengthOutliers: far from the median is noise.
+  for (int b = threadIdx.x; b < nb; b += blockDim.x) {
+    if (have[b] > 0 && (wl[b] * dev.wl_spread < median || wl[b] > median * dev.wl_spread)) wl[b] = 0, have[b] = 0;
+  }
+  __syncthreads();
   // wsum = wl (0 where none), wcnt = have; both blurred in place.
   float* scratch = dev.arr(kScratch, d);
   CtaBlurGrid(wl, wl, scratch, d.cols, d.rows, dev.g_wl, dev.r_wl);
@@ -781,6 +786,7 @@ absl::StatusOr<DenseResults> RunDense(ExtractCudaPlan::Impl& plan, const std::ve
   dev.min_wl = t.min_wavelength;
   dev.max_wl = t.max_wavelength;
   dev.default_wl = t.default_wavelength;
+  dev.wl_spread = t.wavelength_spread;
 
   // Upload: the pixels packed into pinned memory, then one copy.
   uint8_t* h_gray = static_cast<uint8_t*>(plan.h_gray->data());

@@ -37,6 +37,7 @@ struct Tables {
   float min_wavelength = 0;
   float max_wavelength = 0;
   float default_wavelength = 0;
+  float wavelength_spread = 0;  // RidgeFieldOptions::wavelength_spread
   std::vector<float> gauss_pixel;       // GaussianKernel(1): the smoothed image
   std::vector<float> gauss_tensor;      // tensor_sigma_blocks
   std::vector<float> gauss_angle;       // angle_sigma_blocks

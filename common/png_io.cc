@@ -129,24 +129,11 @@ Image8 Image8::Make(int width, int height, int channels, uint8_t fill) {
   return image;
 }
 
-absl::Status WritePng(const Image8& image, const std::string& path) {
-  if (image.channels != 1 && image.channels != 3) {
-    return PathError(absl::StatusCode::kInvalidArgument, path,
-                     absl::StrCat("PNG images need 1 or 3 channels, not ", image.channels));
-  }
-  absl::Status size_ok = CheckSize(image.width, image.height, image.pixels.size(), image.channels, path);
-  if (!size_ok.ok()) return size_ok;
-  png_image png;
-  std::memset(&png, 0, sizeof(png));
-  png.version = PNG_IMAGE_VERSION;
-  png.width = static_cast<png_uint_32>(image.width);
-  png.height = static_cast<png_uint_32>(image.height);
-  png.format = image.channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
-  return WriteImage(&png, image.pixels.data(), path);
-}
+namespace {
 
-absl::StatusOr<std::string> EncodePngBytes(const Image8& image) {
-  const std::string what = "(in memory)";
+// libpng's description of an 8-bit gray or RGB image, after checking it
+// (errors name `what`: the path, or "(in memory)").
+absl::StatusOr<png_image> DescribeImage8(const Image8& image, const std::string& what) {
   if (image.channels != 1 && image.channels != 3) {
     return PathError(absl::StatusCode::kInvalidArgument, what,
                      absl::StrCat("PNG images need 1 or 3 channels, not ", image.channels));
@@ -159,6 +146,21 @@ absl::StatusOr<std::string> EncodePngBytes(const Image8& image) {
   png.width = static_cast<png_uint_32>(image.width);
   png.height = static_cast<png_uint_32>(image.height);
   png.format = image.channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+  return png;
+}
+
+}  // namespace
+
+absl::Status WritePng(const Image8& image, const std::string& path) {
+  absl::StatusOr<png_image> png = DescribeImage8(image, path);
+  if (!png.ok()) return png.status();
+  return WriteImage(&*png, image.pixels.data(), path);
+}
+
+absl::StatusOr<std::string> EncodePngBytes(const Image8& image) {
+  absl::StatusOr<png_image> described = DescribeImage8(image, "(in memory)");
+  if (!described.ok()) return described.status();
+  png_image& png = *described;
   // First call sizes the output, the second writes it.
   png_alloc_size_t size = 0;
   if (png_image_write_to_memory(&png, nullptr, &size, /*convert_to_8bit=*/0, image.pixels.data(), 0, nullptr) == 0) {

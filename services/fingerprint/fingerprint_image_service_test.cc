@@ -245,6 +245,37 @@ TEST(FingerprintImageServiceTest, TheServersMinimumQualityAppliesUnlessTheReques
   EXPECT_TRUE(Enroll(*s, "n", Image(noisy, quality), &resp).ok());
 }
 
+// The service's own device (server device "auto": the GPU extractor on a GPU
+// machine, the CPU elsewhere): bulk enroll and batch search of images.
+TEST(FingerprintImageServiceTest, ImagesOnTheServersDevice) {
+  auto started = TestServer::Start({}, "auto");
+  ASSERT_TRUE(started.ok()) << started.status();
+  TestServer& s = **started;
+  {
+    grpc::ClientContext ctx;
+    v1::EnrollStreamResponse resp;
+    auto writer = s.stub().EnrollStream(&ctx, &resp);
+    for (uint32_t f = 11; f <= 18; ++f) {
+      v1::EnrollRequest req;
+      req.set_id(absl::StrCat("f", f));
+      *req.mutable_record() = Image(PrintPng(f, 0));
+      ASSERT_TRUE(writer->Write(req));
+    }
+    writer->WritesDone();
+    ASSERT_TRUE(writer->Finish().ok());
+    EXPECT_EQ(resp.enrolled(), 8) << (resp.errors_size() > 0 ? resp.errors(0).message() : "");
+  }
+  grpc::ClientContext ctx;
+  v1::SearchBatchRequest req;
+  for (uint32_t f = 11; f <= 18; ++f) *req.add_probes() = Image(PrintPng(f, 3));
+  req.set_top_k(1);
+  v1::SearchBatchResponse resp;
+  grpc::Status st = s.stub().SearchBatch(&ctx, req, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_EQ(resp.results_size(), 8);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(resp.results(i).candidates(0).id(), absl::StrCat("f", 11 + i));
+}
+
 }  // namespace
 }  // namespace fingerprint
 }  // namespace tessera

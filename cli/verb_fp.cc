@@ -11,6 +11,7 @@
 // apart by content); images are extracted first (image_template.h), refused
 // below --min-quality, with --ppi for files that do not say their resolution.
 //   tessera fp delete --gallery DIR IDS...
+//   tessera fp nist show FILE...  (verb_fp_nist.cc)
 //   tessera fp list   --gallery DIR
 //   tessera fp check  --gallery DIR   (offline verification, hash chain included; changes nothing)
 //
@@ -76,6 +77,7 @@ int Usage(const std::vector<FlagSpec>& specs, FILE* out, int rc) {
                "       (templates or images: WSQ, PNG, TIFF, BMP, JPEG, told apart by content; [--min-quality Q]\n"
                "        [--ppi N] for images)\n"
                "       tessera fp delete --gallery DIR IDS...\n"
+               "       tessera fp nist show FILE...   (ANSI/NIST-ITL transaction as JSON)\n"
                "       tessera fp list   --gallery DIR\n"
                "       tessera fp check  --gallery DIR [--expect-head N:HEX]   (verify offline: exit 1 if damaged, set\n"
                "                                          aside, or not holding the head printed earlier as \"head\")\n"
@@ -430,6 +432,7 @@ int RunFp(int argc, char** argv) {
   if (argc < 2) return Usage(specs, stderr, 2);
   const std::string sub = argv[1];
   if (sub == "--help" || sub == "-h" || sub == "help") return Usage(specs, stdout, 0);
+  if (sub == "nist") return RunFpNist(argc - 1, argv + 1);  // its own flags (verb_fp_nist.cc)
   auto args = Args::Parse(specs, argc, argv, 2);
   if (!args.ok()) {
     std::fprintf(stderr, "tessera fp: %s\n", std::string(args.status().message()).c_str());

@@ -182,6 +182,8 @@ int main(int argc, char** argv) {
       else if (name == "spur_length") extract.spur_length = v;
       else if (name == "break_distance") extract.break_distance = v;
       else if (name == "cluster_radius") extract.cluster_radius = v;
+      else if (name == "break_offset") extract.break_offset = v;
+      else if (name == "bridge_distance") extract.bridge_distance = v;
       else if (name == "min_quality") extract.min_quality = static_cast<int>(v);
       else if (name == "max_minutiae") extract.max_minutiae = static_cast<int>(v);
       else if (name == "contrast_share") extract.field.contrast_share = v;

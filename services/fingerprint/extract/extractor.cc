@@ -153,11 +153,15 @@ void MinutiaeFromSkeleton(const ExtractOptions& o, Extraction& out) {
       const float dx = b.x - a.x, dy = b.y - a.y;
       const float dist = std::sqrt(dx * dx + dy * dy);
       const float wl = field.wavelength[field.BlockOf(static_cast<int>(a.x), static_cast<int>(a.y))];
-      if (dist > o.break_distance * wl) continue;
+      if (dist > std::max(o.break_distance, o.bridge_distance) * wl) continue;
       const bool facing = AngleDiff(a.direction, b.direction) > 2 * kPi / 3;
-      if (a.type == MinutiaType::kEnding && b.type == MinutiaType::kEnding && facing) {
+      // How far b lies to the side of a's ridge line, and a of b's.
+      const float off = std::max(std::fabs(dx * std::sin(a.direction) - dy * std::cos(a.direction)),
+                                 std::fabs(dx * std::sin(b.direction) - dy * std::cos(b.direction)));
+      if (a.type == MinutiaType::kEnding && b.type == MinutiaType::kEnding && facing && dist <= o.break_distance * wl &&
+          (o.break_offset <= 0 || off <= o.break_offset * wl)) {
         a.keep = b.keep = false;  // a broken ridge
-      } else if (dist < 0.8f * wl) {
+      } else if (dist < o.bridge_distance * wl) {
         a.keep = b.keep = false;  // a bridge, a hole, a spur
       }
     }

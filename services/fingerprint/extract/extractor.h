@@ -31,6 +31,14 @@ struct ExtractOptions {
   int trace_steps = 12;       // pixels walked to measure a minutia's direction
   float spur_length = 1.3f;   // wavelengths: shorter ridge pieces between minutiae are false
   float break_distance = 1.6f;  // wavelengths: two endings facing each other this close are a break
+  // wavelengths: ... and no further than this to the side of each other's
+  // ridge line (farther apart sideways they end two neighbouring ridges);
+  // 0 = no limit.
+  float break_offset = 0.5f;
+  // wavelengths: any two minutiae this close are dropped as one defect. 0
+  // (off): bridges, holes and spurs already fail the short-branch test, and
+  // the distance alone also dropped real pairs on neighbouring ridges.
+  float bridge_distance = 0.0f;
   float cluster_radius = 1.5f;  // wavelengths
   int max_minutiae = 80;      // best by quality
   int min_quality = 10;       // 0-100

@@ -204,7 +204,7 @@ absl::Status Reader::ReadBinary(int type, int index, int cnt_idc, Record* rec) {
   }
   rec->idc = static_cast<int>(u8(4));
   rec->fields.push_back(NumberField(1, len));
-  rec->fields.push_back(TextField(2, absl::StrFormat("%02d", rec->idc)));
+  rec->fields.push_back(NumberField(2, static_cast<uint64_t>(rec->idc)));
   if (type == 8) {
     rec->fields.push_back(NumberField(3, u8(5)));   // SIG
     rec->fields.push_back(NumberField(4, u8(6)));   // SRT
@@ -213,9 +213,10 @@ absl::Status Reader::ReadBinary(int type, int index, int cnt_idc, Record* rec) {
     rec->fields.push_back(NumberField(7, u16(10))); // VLL
   } else if (type != 7) {
     rec->fields.push_back(NumberField(3, u8(5)));  // IMP
-    Field fgp;
+    Field fgp;  // one subfield of 6 items, as NBIS an2k2txt shows it
     fgp.number = 4;
-    for (size_t i = 0; i < 6; ++i) fgp.subfields.push_back({absl::StrCat(u8(6 + i))});
+    fgp.subfields.emplace_back();
+    for (size_t i = 0; i < 6; ++i) fgp.subfields[0].push_back(absl::StrCat(u8(6 + i)));
     rec->fields.push_back(std::move(fgp));
     rec->fields.push_back(NumberField(5, u8(12)));   // ISR
     rec->fields.push_back(NumberField(6, u16(13)));  // HLL
@@ -396,13 +397,13 @@ absl::StatusOr<std::string> WriteBinary(const Record& rec, int index) {
     TESSERA_ASSIGN_OR_RETURN(uint64_t imp, HeaderValue(rec, index, 3, 255));
     u8(imp);
     const Field* fgp = rec.Find(4);
-    if (fgp == nullptr || fgp->subfields.size() != 6) {
-      return FieldError(rec.type, index, rec.idc, 4, "needs exactly 6 subfields (one per byte)");
+    if (fgp == nullptr || fgp->subfields.size() != 1 || fgp->subfields[0].size() != 6) {
+      return FieldError(rec.type, index, rec.idc, 4, "needs one subfield of exactly 6 items (one per byte)");
     }
-    for (const Subfield& s : fgp->subfields) {
+    for (const std::string& item : fgp->subfields[0]) {
       uint64_t v = 0;
-      if (s.size() != 1 || !ParseDigits(s[0], 3, &v) || v > 255) {
-        return FieldError(rec.type, index, rec.idc, 4, "each of the 6 subfields must be one value 0..255");
+      if (!ParseDigits(item, 3, &v) || v > 255) {
+        return FieldError(rec.type, index, rec.idc, 4, absl::StrCat("'", Shown(item), "' is not a byte (0..255)"));
       }
       u8(v);
     }

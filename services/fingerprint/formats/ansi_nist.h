@@ -9,7 +9,7 @@
 // record's length in bytes, and T.999 (image data) runs to the FS. Binary
 // records (Types 3-8) are read by the 4-byte big-endian length they start
 // with; their fixed header is exposed as the numbered fields NBIS uses
-// (Type-4: 4.001 LEN, 4.002 IDC, 4.003 IMP, 4.004 FGP (6 subfields), 4.005
+// (Type-4: 4.001 LEN, 4.002 IDC, 4.003 IMP, 4.004 FGP (one subfield of 6 items), 4.005
 // ISR, 4.006 HLL, 4.007 VLL, 4.008 GCA, 4.999 DATA), so every record has the
 // same shape.
 //

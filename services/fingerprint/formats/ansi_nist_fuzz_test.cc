@@ -51,7 +51,7 @@ std::vector<Seed> Seeds() {
   efs.subfields = {{"10", "20", "90", "E"}, {"30", "40", "359", "B"}};
   Field fgp4;
   fgp4.number = 4;
-  fgp4.subfields = {{"1"}, {"255"}, {"255"}, {"255"}, {"255"}, {"255"}};
+  fgp4.subfields = {{"1", "255", "255", "255", "255", "255"}};
   Field data;
   data.number = kDataField;
   data.is_binary = true;
@@ -62,7 +62,7 @@ std::vector<Seed> Seeds() {
       {9, 1, {V(1, "0"), V(2, "01"), V(3, "0"), V(4, "S"), V(10, "2"), mrc, efs}},
       {14, 1, {V(1, "0"), V(2, "01"), V(3, "1"), V(6, "4"), V(7, "3"), V(8, "1"), V(9, "500"), V(11, "NONE"),
                V(13, "2"), data}},
-      {4, 2, {V(1, "0"), V(2, "02"), V(3, "1"), fgp4, V(5, "0"), V(6, "2"), V(7, "2"), V(8, "0"), data}},
+      {4, 2, {V(1, "0"), V(2, "2"), V(3, "1"), fgp4, V(5, "0"), V(6, "2"), V(7, "2"), V(8, "0"), data}},
   };
   auto written = WriteTransaction(t);
   EXPECT_TRUE(written.ok()) << written.status();

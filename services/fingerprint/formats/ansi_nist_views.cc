@@ -142,9 +142,9 @@ absl::StatusOr<ImageView> BinaryImage(const Transaction& t, const RecordFields& 
   ImageView v;
   TESSERA_ASSIGN_OR_RETURN(v.impression_type, r.Int(3, 0, 255, true, 0, "an impression type"));
   const Field* fgp = r.Find(4);
-  if (fgp == nullptr) return r.Error(4, "missing");
-  for (const Subfield& s : fgp->subfields) {
-    TESSERA_ASSIGN_OR_RETURN(int p, r.Value(4, s.empty() ? "" : s[0], 0, 255, "a byte"));
+  if (fgp == nullptr || fgp->subfields.empty()) return r.Error(4, "missing");
+  for (const std::string& item : fgp->subfields[0]) {
+    TESSERA_ASSIGN_OR_RETURN(int p, r.Value(4, item, 0, 255, "a byte"));
     if (p == 255) continue;  // unused slot
     TESSERA_RETURN_IF_ERROR(CheckPosition(r, 4, p));
     v.positions.push_back(p);

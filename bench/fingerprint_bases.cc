@@ -1,5 +1,6 @@
 #include "bench/fingerprint_bases.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -34,6 +35,14 @@ std::vector<BaseTemplate> LoadBenchBases(const std::string& data_dir, uint64_t s
     }
   }
   return bases;
+}
+
+SyntheticGalleryOptions BenchGalleryOptions(int64_t size, uint64_t seed, size_t bases) {
+  SyntheticGalleryOptions o;
+  o.seed = seed;
+  o.size = size;
+  o.mated_templates = std::min<int64_t>(size, 4 * static_cast<int64_t>(bases));
+  return o;
 }
 
 }  // namespace tessera::fingerprint

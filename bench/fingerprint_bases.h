@@ -17,6 +17,11 @@ namespace tessera::fingerprint {
 // back to random templates.
 std::vector<BaseTemplate> LoadBenchBases(const std::string& data_dir, uint64_t seed);
 
+// The synthetic gallery the throughput benches search: `size` templates, of
+// which 4 perturbed impressions of each of the `bases` base templates are the
+// mates (at most `size`).
+SyntheticGalleryOptions BenchGalleryOptions(int64_t size, uint64_t seed, size_t bases);
+
 }  // namespace tessera::fingerprint
 
 #endif  // TESSERA_BENCH_FINGERPRINT_BASES_H_

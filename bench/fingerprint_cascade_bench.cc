@@ -129,26 +129,15 @@ int Run(const Config& cfg) {
   }
   std::vector<int64_t> sizes = cfg.sizes;
   std::sort(sizes.begin(), sizes.end());
-  SyntheticGalleryOptions go;
-  go.seed = cfg.seed;
-  go.size = sizes.back();
-  go.mated_templates = std::min<int64_t>(go.size, 4 * static_cast<int64_t>(bases.size()));
+  const SyntheticGalleryOptions go = BenchGalleryOptions(sizes.back(), cfg.seed, bases.size());
   auto synthetic = SyntheticGallery::Create(bases, go);
-  if (!synthetic.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(synthetic.status().message()).c_str());
+  // Descriptors of the gallery built where the search runs.
+  absl::StatusOr<Stream> build_stream = gpu ? Stream::Create(Backend::kCuda) : absl::StatusOr<Stream>(Stream::Cpu());
+  for (const absl::Status& s : {synthetic.status(), build_stream.status()}) {
+    if (s.ok()) continue;
+    std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
     return 1;
   }
-  Stream cpu_stream = Stream::Cpu();
-  std::unique_ptr<Stream> gpu_stream;
-  if (gpu) {
-    auto s = Stream::Create(Backend::kCuda);
-    if (!s.ok()) {
-      std::fprintf(stderr, "%s\n", std::string(s.status().message()).c_str());
-      return 1;
-    }
-    gpu_stream = std::make_unique<Stream>(std::move(*s));
-  }
-  const Stream& build_stream = gpu ? *gpu_stream : cpu_stream;
 
   // Row 0: lssr; row 1 + j: cascade at cfg.candidates[j].
   struct Case {
@@ -162,7 +151,7 @@ int Run(const Config& cfg) {
   std::vector<int64_t> identity;
   for (int64_t size : sizes) {
     const double g0 = NowSeconds();
-    if (!Grow(*synthetic, build_stream, searcher.size(), size, &searcher, &identity)) return 1;
+    if (!Grow(*synthetic, *build_stream, searcher.size(), size, &searcher, &identity)) return 1;
     std::printf("\n== %lld templates (%lld mated impressions of the real fingers); generated + descriptors (%s) + "
                 "appended in %.1f s ==\n",
                 static_cast<long long>(size), static_cast<long long>(std::min(size, go.mated_templates)),

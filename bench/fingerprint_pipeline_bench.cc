@@ -398,10 +398,7 @@ int Run(const Config& cfg) {
               cfg.latents, crop_cyl / cfg.latents, cfg.latents);
 
   const int64_t largest = *std::max_element(cfg.sizes.begin(), cfg.sizes.end());
-  SyntheticGalleryOptions so;
-  so.seed = cfg.seed;
-  so.size = largest;
-  so.mated_templates = std::min<int64_t>(largest, 4 * static_cast<int64_t>(bases.size()));
+  const SyntheticGalleryOptions so = BenchGalleryOptions(largest, cfg.seed, bases.size());
   auto synthetic = SyntheticGallery::Create(bases, so);
   if (!synthetic.ok()) {
     std::fprintf(stderr, "%s\n", std::string(synthetic.status().message()).c_str());

@@ -7,8 +7,10 @@
 //                     [--cascade-candidates N] LATENT...
 //   tessera fp extract --out DIR [--format iso|ansi] [--overlay] IMAGES...
 //
-// FILES and LATENTs are templates or images (WSQ, PNG, TIFF, BMP, JPEG: told
-// apart by content); images are extracted first (image_template.h), refused
+// FILES and LATENTs are templates, images (WSQ, PNG, TIFF, BMP, JPEG) or
+// ANSI/NIST-ITL transactions (.an2/.an2k/.eft: one template per finger, id
+// or name <file>_<FGP>, an examiner's Type-9 markup used as given), told
+// apart by content; images are extracted first (image_template.h), refused
 // below --min-quality, with --ppi for files that do not say their resolution.
 //   tessera fp delete --gallery DIR IDS...
 //   tessera fp nist show FILE...  (verb_fp_nist.cc)
@@ -38,6 +40,7 @@
 #include "common/status.h"
 #include "services/fingerprint/extract/image_template.h"
 #include "services/fingerprint/extract/minutiae_overlay.h"
+#include "services/fingerprint/extract/transaction_templates.h"
 #include "services/fingerprint/fingerprint_service.h"
 #include "services/fingerprint/store/gallery_store.h"
 #include "services/fingerprint/formats/template_io.h"
@@ -131,6 +134,50 @@ absl::StatusOr<fingerprint::ImageInput> ImageInputFromFlags(const Args& args) {
   return input;
 }
 
+// The name of one finger of a transaction: <prefix>_<FGP>, or _idc<N> when
+// the record does not say which finger.
+std::string FingerName(const std::string& prefix, const fingerprint::TransactionFinger& f) {
+  return f.position > 0 ? absl::StrCat(prefix, "_", f.position) : absl::StrCat(prefix, "_idc", f.idc);
+}
+
+// What one file holds, parsed: one template (a template or image file) or
+// one per finger (an ANSI/NIST-ITL transaction), each with its name.
+struct NamedTemplate {
+  std::string name;
+  absl::StatusOr<fingerprint::ParsedTemplate> parsed;
+};
+
+std::vector<NamedTemplate> TemplatesOfFile(const std::string& file, const std::string& format_flag,
+                                           const fingerprint::ImageInput& image_input) {
+  absl::StatusOr<TemplateFormat> format = FormatFor(format_flag, file);
+  absl::StatusOr<std::vector<uint8_t>> bytes =
+      format.ok() ? fingerprint::ReadFileBytes(file) : absl::StatusOr<std::vector<uint8_t>>(format.status());
+  if (!bytes.ok()) return {{Stem(file), bytes.status()}};
+  const std::string content(bytes->begin(), bytes->end());
+  if (fingerprint::LooksLikeImage(content)) return {{Stem(file), fingerprint::ParseImageTemplate(content, image_input)}};
+  if (!fingerprint::LooksLikeTransaction(content)) {
+    return {{Stem(file), fingerprint::ParseProbeOrTemplate(content, *format)}};
+  }
+  absl::StatusOr<std::vector<fingerprint::TransactionFinger>> fingers =
+      fingerprint::TemplatesFromTransaction(content, image_input);
+  if (!fingers.ok()) return {{Stem(file), fingers.status()}};
+  std::vector<NamedTemplate> out;
+  for (fingerprint::TransactionFinger& f : *fingers) {
+    if (!f.status.ok()) {
+      out.push_back({FingerName(Stem(file), f), f.status});
+      continue;
+    }
+    const std::string record(f.record.begin(), f.record.end());
+    NamedTemplate t{FingerName(Stem(file), f), fingerprint::ParseProbeOrTemplate(record, TemplateFormat::kIso19794)};
+    if (t.parsed.ok()) {
+      t.parsed->quality = f.quality;
+      t.parsed->extracted_record = record;
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 absl::StatusOr<std::unique_ptr<fingerprint::FingerprintGallery>> OpenGallery(const Args& args) {
   FingerprintServiceOptions options;
   options.gallery_dir = args.Get("gallery");
@@ -151,7 +198,7 @@ int Enroll(const Args& args, const fingerprint::ImageInput& image_input, fingerp
     std::fprintf(stderr, "tessera fp enroll: %zu ids for %zu files\n", ids.size(), files.size());
     return 2;
   }
-  std::vector<std::string> errors;
+  std::vector<std::string> errors, skipped;
   int64_t enrolled = 0;
   constexpr size_t kGroup = 1024;  // files per group commit
   for (size_t begin = 0; begin < files.size(); begin += kGroup) {
@@ -168,6 +215,23 @@ int Enroll(const Args& args, const fingerprint::ImageInput& image_input, fingerp
         continue;
       }
       fingerprint::EnrollItem item{id, std::string(bytes->begin(), bytes->end()), *format, 0};
+      if (fingerprint::LooksLikeTransaction(item.bytes)) {
+        // One template per finger, id <id>_<FGP>.
+        for (NamedTemplate& finger : TemplatesOfFile(files[i], args.Get("format"), image_input)) {
+          const std::string finger_id = absl::StrCat(id, finger.name.substr(Stem(files[i]).size()));
+          if (finger.parsed.status().code() == absl::StatusCode::kUnimplemented) {  // a slap: not a failure
+            skipped.push_back(ErrorJson("file", absl::StrCat(files[i], "#", finger_id), finger.parsed.status()));
+            continue;
+          }
+          if (!finger.parsed.ok()) {
+            errors.push_back(ErrorJson("file", absl::StrCat(files[i], "#", finger_id), finger.parsed.status()));
+            continue;
+          }
+          items.push_back({finger_id, std::move(finger.parsed->extracted_record), TemplateFormat::kIso19794, 0});
+          where.push_back(i);
+        }
+        continue;
+      }
       if (fingerprint::LooksLikeImage(item.bytes)) item.image = image_input;
       items.push_back(std::move(item));
       where.push_back(i);
@@ -187,9 +251,11 @@ int Enroll(const Args& args, const fingerprint::ImageInput& image_input, fingerp
       }
     }
   }
-  std::printf("{\"gallery\": %s, \"enrolled\": %lld, \"failed\": [%s], \"gallery_size\": %lld}\n",
+  std::printf("{\"gallery\": %s, \"enrolled\": %lld, \"failed\": [%s], %s\"gallery_size\": %lld}\n",
               JsonQuote(args.Get("gallery")).c_str(), static_cast<long long>(enrolled),
-              absl::StrJoin(errors, ", ").c_str(), static_cast<long long>(gallery.size()));
+              absl::StrJoin(errors, ", ").c_str(),
+              skipped.empty() ? "" : absl::StrCat("\"skipped\": [", absl::StrJoin(skipped, ", "), "], ").c_str(),
+              static_cast<long long>(gallery.size()));
   return errors.empty() ? 0 : 1;
 }
 
@@ -206,31 +272,30 @@ int Search(const Args& args, const fingerprint::ImageInput& image_input, fingerp
     return 2;
   }
   const std::vector<std::string>& files = args.positional();
-  std::vector<std::vector<fingerprint::MinutiaPoint>> probes;
-  std::vector<absl::Status> problems(files.size());
-  std::vector<size_t> where;
-  std::vector<int> qualities;
-  // Probes parsed (images extracted) on all cores.
-  std::vector<absl::StatusOr<fingerprint::ParsedTemplate>> parsed_files(files.size(), absl::UnknownError(""));
+  // Probes parsed (images extracted) on all cores, in file order; a
+  // transaction gives one probe per finger.
+  std::vector<std::vector<NamedTemplate>> per_file(files.size());
   ParallelForDynamic(static_cast<int64_t>(files.size()), 1, [&](int64_t begin, int64_t end, int) {
-    for (int64_t i = begin; i < end; ++i) {
-      absl::StatusOr<TemplateFormat> format = FormatFor(args.Get("format"), files[i]);
-      absl::StatusOr<std::vector<uint8_t>> bytes =
-          format.ok() ? fingerprint::ReadFileBytes(files[i]) : absl::StatusOr<std::vector<uint8_t>>(format.status());
-      if (!bytes.ok()) {
-        parsed_files[i] = bytes.status();
+    for (int64_t i = begin; i < end; ++i) per_file[i] = TemplatesOfFile(files[i], args.Get("format"), image_input);
+  });
+  std::vector<NamedTemplate> named;
+  for (auto& f : per_file) {
+    for (NamedTemplate& t : f) {
+      if (t.parsed.status().code() == absl::StatusCode::kUnimplemented) {  // a slap of a card: not searched
+        std::fprintf(stderr, "tessera fp search: %s skipped: %s\n", t.name.c_str(),
+                     std::string(t.parsed.status().message()).c_str());
         continue;
       }
-      const std::string content(bytes->begin(), bytes->end());
-      parsed_files[i] = fingerprint::LooksLikeImage(content) ? fingerprint::ParseImageTemplate(content, image_input)
-                                                             : fingerprint::ParseProbeOrTemplate(content, *format);
+      named.push_back(std::move(t));
     }
-  });
-  for (size_t i = 0; i < files.size(); ++i) {
-    absl::StatusOr<fingerprint::ParsedTemplate>& parsed = parsed_files[i];
+  }
+  std::vector<std::vector<fingerprint::MinutiaPoint>> probes;
+  std::vector<size_t> where;
+  std::vector<int> qualities;
+  for (size_t i = 0; i < named.size(); ++i) {
+    absl::StatusOr<fingerprint::ParsedTemplate>& parsed = named[i].parsed;
     if (!parsed.ok()) {
-      problems[i] = parsed.status();
-      std::fprintf(stderr, "tessera fp search: %s: %s\n", files[i].c_str(), parsed.status().ToString().c_str());
+      std::fprintf(stderr, "tessera fp search: %s: %s\n", named[i].name.c_str(), parsed.status().ToString().c_str());
       continue;
     }
     probes.push_back(std::move(parsed->minutiae));
@@ -243,22 +308,22 @@ int Search(const Args& args, const fingerprint::ImageInput& image_input, fingerp
     std::fprintf(stderr, "tessera fp search: %s\n", results.status().ToString().c_str());
     return 1;
   }
-  std::vector<std::string> entries(files.size());
-  for (size_t i = 0; i < files.size(); ++i) {
-    if (!problems[i].ok()) entries[i] = ErrorJson("probe", Stem(files[i]), problems[i]);
+  std::vector<std::string> entries(named.size());
+  for (size_t i = 0; i < named.size(); ++i) {
+    if (!named[i].parsed.ok()) entries[i] = ErrorJson("probe", named[i].name, named[i].parsed.status());
   }
   for (size_t j = 0; j < where.size(); ++j) {
     std::vector<std::string> candidates;
     for (const fingerprint::SearchCandidate& c : (*results)[j]) {
       candidates.push_back(absl::StrFormat("{\"id\": %s, \"score\": %.6f}", JsonQuote(c.id), c.score));
     }
-    entries[where[j]] = absl::StrCat("{\"probe\": ", JsonQuote(Stem(files[where[j]])),
+    entries[where[j]] = absl::StrCat("{\"probe\": ", JsonQuote(named[where[j]].name),
                                      qualities[j] >= 0 ? absl::StrCat(", \"quality\": ", qualities[j]) : "",
                                      ", \"candidates\": [", absl::StrJoin(candidates, ", "), "]}");
   }
   std::printf("[%s%s%s]\n", entries.empty() ? "" : "\n  ", absl::StrJoin(entries, ",\n  ").c_str(),
               entries.empty() ? "" : "\n");
-  return where.size() == files.size() ? 0 : 1;
+  return where.size() == named.size() ? 0 : 1;
 }
 
 // One image's extraction written under --out: the template (and overlay);

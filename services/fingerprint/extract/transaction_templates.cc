@@ -1,0 +1,151 @@
+#include "services/fingerprint/extract/transaction_templates.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/parallel.h"
+#include "common/status.h"
+#include "services/fingerprint/formats/ansi_nist.h"
+#include "services/fingerprint/formats/ansi_nist_views.h"
+#include "services/fingerprint/formats/template_io.h"
+
+namespace tessera {
+namespace fingerprint {
+namespace {
+
+using ansi_nist::Compression;
+using ansi_nist::ImageView;
+using ansi_nist::MinutiaeView;
+
+// Finger positions showing one finger (ANSI/NIST-ITL 1-2011 table 8): 0
+// unknown, 1-10 the fingers, 11-12 the plain thumbs. 13-15 are slaps of
+// four fingers or both thumbs, 19 EJI/tip sets, 40-50 other multi-finger
+// captures.
+bool SingleFinger(int position) { return position >= 0 && position <= 12; }
+
+std::string RecordName(int type, int idc) { return absl::StrCat("Type-", type, " record (IDC ", idc, ")"); }
+
+DecodeOptions DecodeFor(const ImageView& v, const ImageInput& input) {
+  DecodeOptions d = input.decode;
+  d.ppi = v.ppi > 0 ? v.ppi : input.decode.ppi;
+  if (v.compression == Compression::kNone) {
+    d.format = ImageFormat::kRaw;
+    d.raw_width = v.width;
+    d.raw_height = v.height;
+  } else {
+    d.format = ImageFormat::kUnknown;  // WSQ, JPEG, PNG: by content
+  }
+  return d;
+}
+
+TransactionFinger FromImage(const ImageView& v, const ImageInput& input) {
+  TransactionFinger f;
+  f.record_type = v.record_type;
+  f.idc = v.idc;
+  f.position = v.positions.empty() ? 0 : v.positions[0];
+  f.impression_type = v.impression_type;
+  f.source = "extracted";
+  if (v.compression == Compression::kNone && v.bits_per_pixel != 8) {
+    f.status = absl::InvalidArgumentError(
+        absl::StrCat(RecordName(v.record_type, v.idc), ": ", v.bits_per_pixel, "-bit raw images are not taken"));
+    return f;
+  }
+  ImageInput in = input;
+  in.decode = DecodeFor(v, input);
+  absl::StatusOr<ImageTemplate> t = TemplateFromImage(v.data, in);
+  if (!t.ok()) {
+    f.status = Annotate(t.status(), RecordName(v.record_type, v.idc));
+    return f;
+  }
+  f.record = std::move(t->record);
+  f.minutiae = static_cast<int>(t->extraction.view.minutiae.size());
+  f.quality = t->quality.score;
+  return f;
+}
+
+void FromMarkup(const ansi_nist::Transaction& t, const MinutiaeView& m, TransactionFinger& f) {
+  f.source = "markup";
+  f.quality = -1;
+  absl::StatusOr<Template> view = ansi_nist::MinutiaeTemplate(t, m);
+  if (!view.ok()) {
+    f.status = Annotate(view.status(), RecordName(9, m.idc));
+    return;
+  }
+  if (view->minutiae.empty()) {
+    f.status = absl::InvalidArgumentError(absl::StrCat(RecordName(9, m.idc), ": no minutiae"));
+    return;
+  }
+  absl::StatusOr<std::vector<uint8_t>> record = WriteTemplateRecord(TemplateFormat::kIso19794, {*view});
+  if (!record.ok()) {
+    f.status = Annotate(record.status(), RecordName(9, m.idc));
+    return;
+  }
+  f.status = absl::OkStatus();
+  f.record = std::move(*record);
+  f.minutiae = static_cast<int>(view->minutiae.size());
+}
+
+}  // namespace
+
+bool LooksLikeTransaction(absl::string_view bytes) { return absl::StartsWith(bytes, "1.001:"); }
+
+absl::StatusOr<std::vector<TransactionFinger>> TemplatesFromTransaction(absl::string_view bytes,
+                                                                        const ImageInput& input) {
+  absl::StatusOr<ansi_nist::Transaction> t = ansi_nist::ParseTransaction(bytes);
+  if (!t.ok()) return absl::InvalidArgumentError(t.status().message());
+  TESSERA_ASSIGN_OR_RETURN(std::vector<ImageView> images, ansi_nist::Images(*t));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<MinutiaeView> markups, ansi_nist::Minutiae(*t));
+  std::map<int, const MinutiaeView*> markup_of;  // by IDC
+  for (const MinutiaeView& m : markups) {
+    if (m.has_efs || (m.has_legacy && !m.legacy.empty())) markup_of.emplace(m.idc, &m);
+  }
+  std::vector<TransactionFinger> out;
+  std::vector<const ImageView*> to_extract;
+  std::vector<size_t> where;
+  for (const ImageView& v : images) {
+    if (v.record_type != 4 && v.record_type != 13 && v.record_type != 14) continue;
+    TransactionFinger f;
+    f.record_type = v.record_type;
+    f.idc = v.idc;
+    f.position = v.positions.empty() ? 0 : v.positions[0];
+    f.impression_type = v.impression_type;
+    if (v.positions.size() > 1 || !SingleFinger(f.position)) {
+      f.source = "skipped";
+      f.status = absl::UnimplementedError(absl::StrCat(
+          RecordName(v.record_type, v.idc), ": finger position ", f.position,
+          v.positions.size() > 1 ? " (several fingers)" : "", " is a multi-finger image: it needs segmentation"));
+      out.push_back(std::move(f));
+      continue;
+    }
+    auto m = markup_of.find(v.idc);
+    if (m != markup_of.end()) {
+      FromMarkup(*t, *m->second, f);
+      markup_of.erase(m);
+      out.push_back(std::move(f));
+      continue;
+    }
+    where.push_back(out.size());
+    to_extract.push_back(&v);
+    out.push_back(std::move(f));
+  }
+  // Images take tens of milliseconds each: all cores.
+  ParallelForDynamic(static_cast<int64_t>(to_extract.size()), 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) out[where[i]] = FromImage(*to_extract[i], input);
+  });
+  // Markup without an image of its IDC: a finger of its own.
+  for (const auto& [idc, m] : markup_of) {
+    TransactionFinger f;
+    f.record_type = 9;
+    f.idc = idc;
+    f.impression_type = m->impression_type;
+    FromMarkup(*t, *m, f);
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+}  // namespace fingerprint
+}  // namespace tessera

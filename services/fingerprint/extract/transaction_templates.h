@@ -1,0 +1,56 @@
+// The fingers of an ANSI/NIST-ITL transaction (formats/ansi_nist.h) as
+// minutiae templates: what enrolling a ten-print card or searching a latent
+// submission starts from.
+//
+//   * Each single-finger image record (Type-4, Type-13 latent, Type-14) is
+//     decoded and extracted (image_template.h) at the record's resolution.
+//   * A Type-9 record with minutiae (an examiner's markup or a vendor's
+//     template) takes the place of the extraction of the image with the same
+//     IDC: the examiner's minutiae are what a latent search should use.
+//     A Type-9 without an image of its IDC is a finger of its own.
+//   * Multi-finger images (FGP 13-15, 19, 40-50, or several FGPs) are listed
+//     with UNIMPLEMENTED: they need segmentation first. Palms (Type-15)
+//     are not fingers and are left out.
+//
+// Every finger gets its own status, so one bad image does not lose a card.
+#ifndef TESSERA_SERVICES_FINGERPRINT_EXTRACT_TRANSACTION_TEMPLATES_H_
+#define TESSERA_SERVICES_FINGERPRINT_EXTRACT_TRANSACTION_TEMPLATES_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "services/fingerprint/extract/image_template.h"
+
+namespace tessera {
+namespace fingerprint {
+
+struct TransactionFinger {
+  int record_type = 0;  // of the image (or of the Type-9 when it stands alone)
+  int idc = 0;
+  int position = 0;         // FGP: 0 unknown, 1-10 fingers, ...
+  int impression_type = 0;  // IMP
+  // "extracted" (from the image) or "markup" (the Type-9 minutiae).
+  std::string source;
+  absl::Status status;          // why this finger has no template
+  std::vector<uint8_t> record;  // ISO 19794-2, one view, when status is OK
+  int minutiae = 0;
+  int quality = -1;  // the image's (extracted); -1 for markup
+};
+
+// INVALID_ARGUMENT when `bytes` are not a well-formed transaction (the
+// reader's message); otherwise one entry per finger, in file order, each
+// with its own status. `input` applies to every image (its ppi overrides
+// the records' only where they give none).
+absl::StatusOr<std::vector<TransactionFinger>> TemplatesFromTransaction(absl::string_view bytes,
+                                                                        const ImageInput& input = {});
+
+// True when `bytes` start like an ANSI/NIST-ITL transaction ("1.001:").
+bool LooksLikeTransaction(absl::string_view bytes);
+
+}  // namespace fingerprint
+}  // namespace tessera
+
+#endif  // TESSERA_SERVICES_FINGERPRINT_EXTRACT_TRANSACTION_TEMPLATES_H_

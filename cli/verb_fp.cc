@@ -134,10 +134,12 @@ absl::StatusOr<fingerprint::ImageInput> ImageInputFromFlags(const Args& args) {
   return input;
 }
 
-// The name of one finger of a transaction: <prefix>_<FGP>, or _idc<N> when
-// the record does not say which finger.
-std::string FingerName(const std::string& prefix, const fingerprint::TransactionFinger& f) {
-  return f.position > 0 ? absl::StrCat(prefix, "_", f.position) : absl::StrCat(prefix, "_idc", f.idc);
+// The name of one finger of a transaction: <prefix>_<FGP>; _idc<N> when the
+// record does not say which finger, _<FGP>_idc<N> when the transaction holds
+// that finger twice (a latent and its exemplar).
+std::string FingerName(const std::string& prefix, const fingerprint::TransactionFinger& f, bool repeated) {
+  if (f.position <= 0) return absl::StrCat(prefix, "_idc", f.idc);
+  return repeated ? absl::StrCat(prefix, "_", f.position, "_idc", f.idc) : absl::StrCat(prefix, "_", f.position);
 }
 
 // What one file holds, parsed: one template (a template or image file) or
@@ -161,14 +163,17 @@ std::vector<NamedTemplate> TemplatesOfFile(const std::string& file, const std::s
   absl::StatusOr<std::vector<fingerprint::TransactionFinger>> fingers =
       fingerprint::TemplatesFromTransaction(content, image_input);
   if (!fingers.ok()) return {{Stem(file), fingers.status()}};
+  std::map<int, int> per_position;
+  for (const fingerprint::TransactionFinger& f : *fingers) ++per_position[f.position];
   std::vector<NamedTemplate> out;
   for (fingerprint::TransactionFinger& f : *fingers) {
+    const std::string name = FingerName(Stem(file), f, per_position[f.position] > 1);
     if (!f.status.ok()) {
-      out.push_back({FingerName(Stem(file), f), f.status});
+      out.push_back({name, f.status});
       continue;
     }
     const std::string record(f.record.begin(), f.record.end());
-    NamedTemplate t{FingerName(Stem(file), f), fingerprint::ParseProbeOrTemplate(record, TemplateFormat::kIso19794)};
+    NamedTemplate t{name, fingerprint::ParseProbeOrTemplate(record, TemplateFormat::kIso19794)};
     if (t.parsed.ok()) {
       t.parsed->quality = f.quality;
       t.parsed->extracted_record = record;

@@ -254,6 +254,38 @@ TEST(FpCliProcessTest, ImagesExtractEnrollAndSearch) {
   EXPECT_EQ(RunTessera({"fp", "extract", "--out", out, "--min-quality", "101", enrolled[0]}).code, 2);
 }
 
+// ANSI/NIST-ITL transactions through the CLI: NIST's ten-print card enrolls
+// one template per finger (slaps reported as skipped), and the plain thumbs
+// of NIST's slap transaction find the card's plain thumbs.
+TEST(FpCliProcessTest, TransactionsEnrollAndSearchPerFinger) {
+  const char* env = std::getenv("TESSERA_FINGERPRINT_DATA");
+  const std::string nist = (env != nullptr ? std::string(env) : std::string("/work/shared/data/fingerprint")) + "/nist";
+  const std::string card = nist + "/ansi-nist-reference/type-14-tpcard-nqm.an2";
+  const std::string slaps = nist + "/libbiomeval/type4-slaps.an2k";
+  if (!Exists(card) || !Exists(slaps)) GTEST_SKIP() << "no NIST data at " << nist;
+  const std::string gallery = TempDir() + "/card_gallery";
+  Result r = RunTessera({"fp", "enroll", "--gallery", gallery, card});
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "\"enrolled\": 12")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "type-14-tpcard-nqm_13")) << r.out;  // a slap, skipped
+  EXPECT_TRUE(absl::StrContains(r.out, "UNIMPLEMENTED")) << r.out;
+  r = RunTessera({"fp", "search", "--gallery", gallery, "--top", "1", slaps});
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "{\"probe\": \"type4-slaps_11\", \"quality\": ")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "\"id\": \"type-14-tpcard-nqm_11\"")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "\"id\": \"type-14-tpcard-nqm_12\"")) << r.out;
+  // A truncated transaction: exit 1 with the reader's message.
+  const std::string cut = TempDir() + "/cut.an2";
+  {
+    std::ifstream in(card, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() / 3);
+  }
+  r = RunTessera({"fp", "enroll", "--gallery", gallery, cut});
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "INVALID_ARGUMENT")) << r.out;
+}
+
 // A complete record cut out of the middle of the log (its neighbours intact, so
 // every CRC still passes): `fp check` names the gap and exits 1; the gallery
 // is refused rather than opened without it.

@@ -49,6 +49,8 @@ absl::Status FinishImageTemplate(const ImageInput& input, ImageTemplate& t) {
   }
   Template view = t.extraction.view;
   view.finger_quality = t.quality.score;
+  view.finger_position = input.finger_position;
+  view.impression_type = input.impression_type;
   TESSERA_ASSIGN_OR_RETURN(t.record, WriteTemplateRecord(t.format, {view}));
   return absl::OkStatus();
 }

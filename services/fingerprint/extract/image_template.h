@@ -27,6 +27,10 @@ struct ImageInput {
   // 1-100: an image whose quality is below it is refused with
   // FAILED_PRECONDITION naming the quality; 0: no gate.
   int min_quality = 0;
+  // Written into the record's finger view (ISO/ANSI codes): 0 unknown, 1-10
+  // the fingers, ...; 0 live-scan plain, 1 rolled, 4 latent, ...
+  int finger_position = 0;
+  int impression_type = 0;
 };
 
 struct ImageTemplate {

@@ -26,6 +26,19 @@ using ansi_nist::MinutiaeView;
 // captures.
 bool SingleFinger(int position) { return position >= 0 && position <= 12; }
 
+// ANSI/NIST IMP codes 0-3 (live-scan/non-live-scan plain/rolled) are the
+// ISO ones; latent codes (4-7) and others beyond the 4 bits ISO keeps are
+// kept when they fit and reported as 0 otherwise.
+int RecordImpressionType(int imp) { return imp >= 0 && imp <= 15 ? imp : 0; }
+
+// ISO 19794-2 finger positions are 0-10: the plain thumbs of a card (FGP
+// 11 right, 12 left) are thumbs 1 and 6 there.
+int RecordFingerPosition(int fgp) {
+  if (fgp == 11) return 1;
+  if (fgp == 12) return 6;
+  return fgp >= 0 && fgp <= 10 ? fgp : 0;
+}
+
 std::string RecordName(int type, int idc) { return absl::StrCat("Type-", type, " record (IDC ", idc, ")"); }
 
 DecodeOptions DecodeFor(const ImageView& v, const ImageInput& input) {
@@ -55,6 +68,8 @@ TransactionFinger FromImage(const ImageView& v, const ImageInput& input) {
   }
   ImageInput in = input;
   in.decode = DecodeFor(v, input);
+  in.finger_position = RecordFingerPosition(f.position);
+  in.impression_type = RecordImpressionType(f.impression_type);
   absl::StatusOr<ImageTemplate> t = TemplateFromImage(v.data, in);
   if (!t.ok()) {
     f.status = Annotate(t.status(), RecordName(v.record_type, v.idc));
@@ -74,6 +89,8 @@ void FromMarkup(const ansi_nist::Transaction& t, const MinutiaeView& m, Transact
     f.status = Annotate(view.status(), RecordName(9, m.idc));
     return;
   }
+  view->finger_position = RecordFingerPosition(f.position);
+  view->impression_type = RecordImpressionType(f.impression_type);
   if (view->minutiae.empty()) {
     f.status = absl::InvalidArgumentError(absl::StrCat(RecordName(9, m.idc), ": no minutiae"));
     return;

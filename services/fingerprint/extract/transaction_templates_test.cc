@@ -82,6 +82,15 @@ TEST(TransactionTemplatesTest, ACardGivesOneTemplatePerFingerMarkupFirst) {
   absl::StatusOr<ImageTemplate> direct =
       TemplateFromImage(std::string(img.pixels.begin(), img.pixels.end()), raw);
   ASSERT_TRUE(direct.ok()) << direct.status();
+  // ... apart from the finger position and impression type the card gives.
+  absl::StatusOr<std::vector<Template>> thumb_view = ParseTemplateRecordAs(TemplateFormat::kIso19794, thumb.record);
+  ASSERT_TRUE(thumb_view.ok()) << thumb_view.status();
+  EXPECT_EQ((*thumb_view)[0].finger_position, 1);
+  EXPECT_EQ((*thumb_view)[0].impression_type, 1);
+  raw.finger_position = 1;
+  raw.impression_type = 1;
+  direct = TemplateFromImage(std::string(img.pixels.begin(), img.pixels.end()), raw);
+  ASSERT_TRUE(direct.ok()) << direct.status();
   EXPECT_EQ(thumb.record, direct->record);
 
   const TransactionFinger& index = (*fingers)[1];
@@ -92,6 +101,7 @@ TEST(TransactionTemplatesTest, ACardGivesOneTemplatePerFingerMarkupFirst) {
   absl::StatusOr<std::vector<Template>> views = ParseTemplateRecordAs(TemplateFormat::kIso19794, index.record);
   ASSERT_TRUE(views.ok()) << views.status();
   ASSERT_EQ((*views)[0].minutiae.size(), 3u);
+  EXPECT_EQ((*views)[0].finger_position, 2);
   // EFS: (roi_x + x) * ppi / 2540 with ppi 500: (0 + 500) * 500 / 2540 = 98.4.
   EXPECT_NEAR((*views)[0].minutiae[0].x, 98, 1);
 

@@ -37,6 +37,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/bench_util.h"
 #include "bench/fingerprint_bases.h"
+#include "bench/searcher_fill.h"
 #include "common/device.h"
 #include "common/parallel.h"
 #include "kernels/fingerprint/mcc.h"
@@ -86,19 +87,7 @@ bool Grow(const SyntheticGallery& synthetic, const Stream& stream, int64_t from,
       return false;
     }
     if (b == from) searcher->Reserve(to - from, static_cast<int64_t>(block.num_cylinders()) * (to - from) / (e - b));
-    std::vector<MccTemplate> cylinders(e - b);
-    ParallelFor(e - b, [&](int64_t lo, int64_t hi, int) {
-      for (int64_t i = lo; i < hi; ++i) cylinders[i] = block.Get(static_cast<int>(i));
-    });
-    for (int64_t i = 0; i < e - b; ++i) {
-      auto t = std::make_shared<StoredTemplate>();
-      t->id = absl::StrCat(b + i);
-      t->seq = static_cast<uint64_t>(b + i + 1);
-      if (absl::Status s = searcher->AddWithCylinders(t, std::move(cylinders[i])); !s.ok()) {
-        std::fprintf(stderr, "searcher: %s\n", std::string(s.message()).c_str());
-        return false;
-      }
-    }
+    if (!AppendToSearcher(block, 0, e - b, searcher, /*first_id=*/b, /*reserve=*/false)) return false;
   }
   return true;
 }

@@ -72,6 +72,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/bench_util.h"
 #include "bench/fingerprint_bases.h"
+#include "bench/searcher_fill.h"
 #include "common/buffer.h"
 #include "common/device.h"
 #include "common/parallel.h"
@@ -153,31 +154,6 @@ std::shared_ptr<MccGallery> Prefix(const MccGallery& g, int64_t n) {
   out->bit_count.assign(g.bit_count.begin(), g.bit_count.begin() + c);
   out->full_mask.assign(g.full_mask.begin(), g.full_mask.begin() + c);
   return out;
-}
-
-// Appends templates [from, to) of `g` to the service's searcher with their
-// descriptors (as a snapshot reload does); id = the template index.
-bool AppendToSearcher(const MccGallery& g, int64_t from, int64_t to, GallerySearcher* searcher) {
-  searcher->Reserve(to - from, g.start[to] - g.start[from]);
-  constexpr int64_t kStep = 65536;
-  std::vector<MccTemplate> block;
-  for (int64_t b = from; b < to; b += kStep) {
-    const int64_t e = std::min(to, b + kStep);
-    block.assign(e - b, MccTemplate());
-    ParallelFor(e - b, [&](int64_t lo, int64_t hi, int) {
-      for (int64_t i = lo; i < hi; ++i) block[i] = g.Get(static_cast<int>(b + i));
-    });
-    for (int64_t i = 0; i < e - b; ++i) {
-      auto t = std::make_shared<StoredTemplate>();
-      t->id = absl::StrCat(b + i);
-      t->seq = static_cast<uint64_t>(b + i + 1);
-      if (absl::Status s = searcher->AddWithCylinders(t, std::move(block[i])); !s.ok()) {
-        std::fprintf(stderr, "searcher: %s\n", std::string(s.message()).c_str());
-        return false;
-      }
-    }
-  }
-  return true;
 }
 
 // Gallery index of a searcher id (AppendToSearcher's ids).

@@ -6,7 +6,7 @@
 // Kernels, in order, over the whole batch (grid.y or grid.x = image):
 //   PixelSums         integer sum and sum of squares per image (NormalizeImage)
 //   Normalize         zero mean, unit variance
-//   BlurRows/BlurCols GaussianBlur(normalized, 1): the smoothed image
+//   Blur1D x2        GaussianBlur(normalized, 1): the smoothed image
 //   BlockTensor       per block, in the reference's pixel order: the gradient
 //                     tensor sums and the intensity sums (one thread a block)
 //   FieldGrid         one CTA per image: tensor blur, coherence, orientation,
@@ -158,7 +158,9 @@ __global__ void Normalize(Dev dev) {
 
 // ---- GaussianBlur(normalized, 1) ------------------------------------------
 
-__global__ void BlurRows(Dev dev, const float* in, float* out) {
+// One pass of the separable blur: along rows (kDx 1, kDy 0) or columns.
+template <int kDx, int kDy>
+__global__ void Blur1D(Dev dev, const float* in, float* out) {
   const ImageDesc d = dev.desc[blockIdx.y];
   const int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (p >= static_cast<int64_t>(d.width) * d.height) return;
@@ -166,19 +168,7 @@ __global__ void BlurRows(Dev dev, const float* in, float* out) {
   const float* img = in + d.pixel_offset;
   const int r = dev.r_pixel;
   float acc = 0;
-  for (int i = -r; i <= r; ++i) acc += dev.g_pixel[i + r] * Clamped(img, d.width, d.height, x + i, y);
-  out[d.pixel_offset + p] = acc;
-}
-
-__global__ void BlurCols(Dev dev, const float* in, float* out) {
-  const ImageDesc d = dev.desc[blockIdx.y];
-  const int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (p >= static_cast<int64_t>(d.width) * d.height) return;
-  const int x = static_cast<int>(p % d.width), y = static_cast<int>(p / d.width);
-  const float* img = in + d.pixel_offset;
-  const int r = dev.r_pixel;
-  float acc = 0;
-  for (int i = -r; i <= r; ++i) acc += dev.g_pixel[i + r] * Clamped(img, d.width, d.height, x, y + i);
+  for (int i = -r; i <= r; ++i) acc += dev.g_pixel[i + r] * Clamped(img, d.width, d.height, x + kDx * i, y + kDy * i);
   out[d.pixel_offset + p] = acc;
 }
 
@@ -806,10 +796,10 @@ absl::StatusOr<DenseResults> RunDense(ExtractCudaPlan::Impl& plan, const std::ve
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("PixelSums");
   Normalize<<<pixel_grid, kPixelThreads, 0, stream>>>(dev);
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("Normalize");
-  BlurRows<<<pixel_grid, kPixelThreads, 0, stream>>>(dev, dev.norm, dev.tmp);
-  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("BlurRows");
-  BlurCols<<<pixel_grid, kPixelThreads, 0, stream>>>(dev, dev.tmp, dev.smooth);
-  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("BlurCols");
+  Blur1D<1, 0><<<pixel_grid, kPixelThreads, 0, stream>>>(dev, dev.norm, dev.tmp);
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("Blur1D rows");
+  Blur1D<0, 1><<<pixel_grid, kPixelThreads, 0, stream>>>(dev, dev.tmp, dev.smooth);
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("Blur1D columns");
   BlockTensor<<<block_grid, kBlockThreads, 0, stream>>>(dev);
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("BlockTensor");
   FieldGrid<<<n, kGridThreads, 0, stream>>>(dev);

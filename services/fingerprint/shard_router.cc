@@ -6,6 +6,7 @@
 #include <chrono>
 #include <map>
 #include <set>
+#include <string>
 #include <utility>
 
 #include <grpc/grpc.h>
@@ -21,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
+#include "common/parallel.h"
 #include "services/fingerprint/shard_merge.h"
 
 namespace tessera {
@@ -374,9 +376,39 @@ grpc::Status FingerprintShardRouter::List(grpc::ServerContext* context, const v1
   return grpc::Status::OK;
 }
 
-grpc::Status FingerprintShardRouter::Search(grpc::ServerContext* context, const v1::SearchRequest* request,
+grpc::Status FingerprintShardRouter::ExtractImageProbe(const grpc::ServerContext& context,
+                                                       v1::FingerprintTemplate* probe, const std::string& what) {
+  if (!probe->has_image() || !probe->data().empty()) return grpc::Status::OK;  // a template (or both: refused there)
+  v1::ExtractRequest request;
+  *request.mutable_image() = probe->image();
+  v1::ExtractResponse extracted;
+  grpc::Status status = OnAnyShard(context, [&](int s, grpc::ClientContext* call) {
+    return shards_[s].stub->Extract(call, request, &extracted);
+  });
+  if (!status.ok()) {
+    // The shard names the field "image"; one server would name the probe.
+    std::string message = status.error_message();
+    if (message.rfind("image: ", 0) == 0) message = message.substr(7);
+    return grpc::Status(status.error_code(), absl::StrCat(what, ": ", message));
+  }
+  if (extracted.below_min_quality()) {
+    const int minimum = probe->image().min_quality();
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        absl::StrCat(what, ": image quality ", extracted.quality(), " is below the ",
+                                     minimum > 0 ? absl::StrCat("minimum ", minimum) : "server's minimum"));
+  }
+  probe->clear_image();
+  probe->set_data(std::move(*extracted.mutable_record()));
+  probe->set_format(v1::TEMPLATE_FORMAT_ISO19794);
+  return grpc::Status::OK;
+}
+
+grpc::Status FingerprintShardRouter::Search(grpc::ServerContext* context, const v1::SearchRequest* original,
                                             v1::SearchResponse* response) {
   const auto start = std::chrono::steady_clock::now();
+  v1::SearchRequest resolved = *original;
+  if (grpc::Status s = ExtractImageProbe(*context, resolved.mutable_probe(), "probe"); !s.ok()) return s;
+  const v1::SearchRequest* request = &resolved;
   // Each shard batches concurrent Search calls with its own (results
   // identical to unbatched ones), so the router sends Search, not SearchBatch.
   auto calls = CallsTo<v1::SearchResponse>(AllShards(shard_count()));
@@ -402,9 +434,26 @@ grpc::Status FingerprintShardRouter::Search(grpc::ServerContext* context, const 
   return grpc::Status::OK;
 }
 
-grpc::Status FingerprintShardRouter::SearchBatch(grpc::ServerContext* context, const v1::SearchBatchRequest* request,
+grpc::Status FingerprintShardRouter::SearchBatch(grpc::ServerContext* context,
+                                                 const v1::SearchBatchRequest* original,
                                                  v1::SearchBatchResponse* response) {
   const auto start = std::chrono::steady_clock::now();
+  v1::SearchBatchRequest resolved = *original;
+  // Image probes extracted concurrently (each by one shard); the first
+  // failure in probe order is the answer, as on one server.
+  std::vector<grpc::Status> extracted(resolved.probes_size());
+  const bool images = std::any_of(resolved.probes().begin(), resolved.probes().end(),
+                                  [](const v1::FingerprintTemplate& t) { return t.has_image(); });
+  if (images) ParallelForDynamic(resolved.probes_size(), 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      const std::string what = resolved.probes_size() == 1 ? "probe" : absl::StrCat("probe ", i);
+      extracted[i] = ExtractImageProbe(*context, resolved.mutable_probes(static_cast<int>(i)), what);
+    }
+  });
+  for (const grpc::Status& s : extracted) {
+    if (!s.ok()) return s;
+  }
+  const v1::SearchBatchRequest* request = &resolved;
   auto calls = CallsTo<v1::SearchBatchResponse>(AllShards(shard_count()));
   const int failed = FanOut(*context, calls, [&](int s, grpc::ClientContext* c, grpc::CompletionQueue* cq) {
     return shards_[s].stub->PrepareAsyncSearchBatch(c, *request, cq);

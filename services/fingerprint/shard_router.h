@@ -18,8 +18,9 @@
 //   CreateGallery               -> every shard (a retry completes a partial create)
 //   DeleteGallery               -> every shard (a retry completes a partial delete)
 //   ListGalleries               -> every shard, sizes summed per name
-// Image probes go to every shard as they came: each shard extracts the same
-// template (deterministic), so results equal one server's.
+// Image probes of Search and SearchBatch are extracted once, by one shard
+// (Extract, round robin), and the template goes to every shard: N shards do
+// not extract the same image N times.
 // Requests go to the shards as they came, so their `gallery` names the same
 // gallery there (each shard holds its part of every gallery; the router's
 // peer token must be granted the galleries it forwards, e.g. galleries=*).
@@ -111,9 +112,9 @@ class FingerprintShardRouter final : public v1::FingerprintService::Service {
   // Timing: total_ms is the router's whole call; gallery_size the sum over
   // the shards; the rest as MergeShardResponses (slowest shard's prepare and
   // score times).
-  grpc::Status Search(grpc::ServerContext* context, const v1::SearchRequest* request,
+  grpc::Status Search(grpc::ServerContext* context, const v1::SearchRequest* original,
                       v1::SearchResponse* response) override;
-  grpc::Status SearchBatch(grpc::ServerContext* context, const v1::SearchBatchRequest* request,
+  grpc::Status SearchBatch(grpc::ServerContext* context, const v1::SearchBatchRequest* original,
                            v1::SearchBatchResponse* response) override;
   grpc::Status Verify(grpc::ServerContext* context, const v1::VerifyRequest* request,
                       v1::VerifyResponse* response) override;
@@ -150,6 +151,11 @@ class FingerprintShardRouter final : public v1::FingerprintService::Service {
   // round robin, and the next shard when one is unavailable.
   grpc::Status OnAnyShard(const grpc::ServerContext& context,
                           const std::function<grpc::Status(int shard, grpc::ClientContext*)>& call_shard);
+  // An image probe replaced by its ISO template, extracted by one shard; the
+  // shard's errors (and a quality below the minimum, FAILED_PRECONDITION)
+  // name the probe as `what`. Templates are left as they are.
+  grpc::Status ExtractImageProbe(const grpc::ServerContext& context, v1::FingerprintTemplate* probe,
+                                 const std::string& what);
   std::atomic<uint64_t> next_any_shard_{0};
 };
 

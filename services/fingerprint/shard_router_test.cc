@@ -29,6 +29,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/fingerprint/test_templates.h"
+#include "services/fingerprint/extract/synthetic_print.h"
+#include "services/fingerprint/image/image_test_encoders.h"
 #include "services/fingerprint/gallery_set.h"
 #include "services/fingerprint/service_testing.h"
 #include "services/server/service_host.h"
@@ -395,6 +397,75 @@ TEST_F(ShardRouterTest, SearchesEqualOneGallery) {
   EXPECT_EQ(got.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(got.error_code(), want.error_code());
   EXPECT_EQ(got.error_message(), want.error_message());
+}
+
+// Image probes: extracted once (by one shard) and searched on all; the
+// answers, errors included, are one server's.
+TEST_F(ShardRouterTest, ImageProbesSearchLikeOneServer) {
+  const auto png = [](uint32_t finger, uint32_t impression, double noise = 8) {
+    PngSpec spec = GrayPng(SyntheticPrint({.finger = finger, .impression = impression, .noise = noise}));
+    spec.x_ppm = 19685;  // 500 ppi
+    return EncodePng(spec);
+  };
+  const auto image = [](const std::string& bytes, int min_quality = 0) {
+    v1::FingerprintTemplate t;
+    t.mutable_image()->set_data(bytes);
+    t.mutable_image()->set_min_quality(min_quality);
+    return t;
+  };
+  for (uint32_t f = 1; f <= 6; ++f) {
+    v1::EnrollRequest req;
+    req.set_id(absl::StrCat("print", f));
+    *req.mutable_record() = image(png(f, 0));
+    for (v1::FingerprintService::Stub* stub : {router_stub_.get(), single_stub_.get()}) {
+      grpc::ClientContext c;
+      v1::EnrollResponse r;
+      const grpc::Status s = stub->Enroll(&c, req, &r);
+      ASSERT_TRUE(s.ok()) << s.error_message();
+    }
+  }
+  v1::SearchBatchRequest batch;
+  for (uint32_t f : {4u, 1u, 6u}) *batch.add_probes() = image(png(f, 1));
+  batch.set_top_k(3);
+  v1::SearchBatchResponse got, want;
+  {
+    grpc::ClientContext c1, c2;
+    const grpc::Status s = router_stub_->SearchBatch(&c1, batch, &got);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    ASSERT_TRUE(single_stub_->SearchBatch(&c2, batch, &want).ok());
+  }
+  ASSERT_EQ(got.results_size(), 3);
+  for (int p = 0; p < 3; ++p) {
+    ASSERT_GT(got.results(p).candidates_size(), 0);
+    EXPECT_EQ(got.results(p).candidates(0).id(), want.results(p).candidates(0).id()) << p;
+    EXPECT_FLOAT_EQ(got.results(p).candidates(0).score(), want.results(p).candidates(0).score()) << p;
+  }
+  EXPECT_EQ(got.results(0).candidates(0).id(), "print4");
+  {
+    v1::SearchRequest one;
+    *one.mutable_probe() = image(png(2, 1));
+    v1::SearchResponse r;
+    grpc::ClientContext c;
+    ASSERT_TRUE(router_stub_->Search(&c, one, &r).ok());
+    EXPECT_EQ(r.candidates(0).id(), "print2");
+  }
+  // A bad image and a quality gate: the same codes as one server, naming the probe.
+  *batch.add_probes() = image("\x89PNG\r\n\x1a\n and nothing");
+  *batch.add_probes() = image(png(3, 2, 70), 100);
+  for (v1::FingerprintService::Stub* stub : {router_stub_.get(), single_stub_.get()}) {
+    grpc::ClientContext c;
+    const grpc::Status s = stub->SearchBatch(&c, batch, &got);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_THAT(s.error_message(), ::testing::HasSubstr("probe 3")) << s.error_message();
+  }
+  batch.mutable_probes()->SwapElements(3, 4);
+  batch.mutable_probes()->RemoveLast();  // the bad one: the low-quality one is probe 3 now
+  for (v1::FingerprintService::Stub* stub : {router_stub_.get(), single_stub_.get()}) {
+    grpc::ClientContext c;
+    const grpc::Status s = stub->SearchBatch(&c, batch, &got);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+    EXPECT_THAT(s.error_message(), ::testing::HasSubstr("probe 3: image quality")) << s.error_message();
+  }
 }
 
 TEST_F(ShardRouterTest, VerifyDeleteAndReEnrollGoToTheOwningShard) {

@@ -1,6 +1,7 @@
 // Helpers shared by the benchmarks: the steady clock, elapsed time in ms or s,
 // CPU time and load, the median and percentiles of repeated timings (and the
-// timing loop itself), and the relative L2 error of an output.
+// timing loop itself), the relative L2 error of an output, and the
+// "--name=value" flags of the benches that parse their own.
 #ifndef TESSERA_BENCH_BENCH_UTIL_H_
 #define TESSERA_BENCH_BENCH_UTIL_H_
 
@@ -10,12 +11,35 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+
 namespace tessera::bench {
+
+// The value of `arg` when it is "<name>=value", else nullptr.
+inline const char* FlagValue(const char* arg, const char* name) {
+  const size_t len = std::strlen(name);
+  return std::strncmp(arg, name, len) == 0 && arg[len] == '=' ? arg + len + 1 : nullptr;
+}
+
+// A comma-separated list of integers, each in [lo, hi], at least one.
+inline bool ParseIntList(absl::string_view v, int64_t lo, int64_t hi, std::vector<int64_t>* out) {
+  out->clear();
+  for (absl::string_view s : absl::StrSplit(v, ',', absl::SkipEmpty())) {
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(s, &n) || n < lo || n > hi) return false;
+    out->push_back(n);
+  }
+  return !out->empty();
+}
 
 using Clock = std::chrono::steady_clock;
 

@@ -331,10 +331,7 @@ int main(int argc, char** argv) {
   tessera::fingerprint::Config cfg;
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
-    auto value = [&](const char* name) -> const char* {
-      const size_t len = std::strlen(name);
-      return std::strncmp(a, name, len) == 0 && a[len] == '=' ? a + len + 1 : nullptr;
-    };
+    auto value = [&](const char* name) { return tessera::bench::FlagValue(a, name); };
     int64_t n = 0;
     double d = 0;
     bool ok = true;

@@ -63,16 +63,6 @@ struct Config {
   std::string data_dir;
 };
 
-bool ParseList(const char* v, int64_t lo, int64_t hi, std::vector<int64_t>* out) {
-  out->clear();
-  for (absl::string_view s : absl::StrSplit(v, ',', absl::SkipEmpty())) {
-    int64_t n = 0;
-    if (!absl::SimpleAtoi(s, &n) || n < lo || n > hi) return false;
-    out->push_back(n);
-  }
-  return !out->empty();
-}
-
 // Appends synthetic templates [from, to) to the searcher in blocks (one
 // block's arrays at a time besides the searcher's), their identities to
 // `identity`; id = the template index.
@@ -223,15 +213,12 @@ int main(int argc, char** argv) {
   Config cfg;
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
-    auto value = [&](const char* name) -> const char* {
-      const size_t len = std::strlen(name);
-      return std::strncmp(a, name, len) == 0 && a[len] == '=' ? a + len + 1 : nullptr;
-    };
+    auto value = [&](const char* name) { return tessera::bench::FlagValue(a, name); };
     int64_t n = 0;
     std::vector<int64_t> list;
     bool ok = true;
     if (const char* v = value("--sizes")) {
-      ok = ParseList(v, 1, (int64_t{1} << 31) - 2, &cfg.sizes);
+      ok = tessera::bench::ParseIntList(v, 1, (int64_t{1} << 31) - 2, &cfg.sizes);
     } else if (const char* v = value("--latents")) {
       ok = absl::SimpleAtoi(v, &n) && n >= 1 && n <= 4096;
       cfg.latents = static_cast<int>(n);
@@ -239,7 +226,7 @@ int main(int argc, char** argv) {
       ok = absl::SimpleAtoi(v, &n) && n >= 1 && n <= kMaxCascadeCandidates;
       cfg.top = static_cast<int>(n);
     } else if (const char* v = value("--candidates")) {
-      ok = ParseList(v, 1, kMaxCascadeCandidates, &list);
+      ok = tessera::bench::ParseIntList(v, 1, kMaxCascadeCandidates, &list);
       cfg.candidates.assign(list.begin(), list.end());
     } else if (const char* v = value("--repeats")) {
       ok = absl::SimpleAtoi(v, &n) && n >= 1 && n <= 100;

@@ -662,18 +662,10 @@ int main(int argc, char** argv) {
     const char* a = argv[i];
     int64_t n = 0;
     uint64_t u = 0;
-    auto value = [&](const char* name) -> const char* {
-      const size_t len = std::strlen(name);
-      return std::strncmp(a, name, len) == 0 && a[len] == '=' ? a + len + 1 : nullptr;
-    };
+    auto value = [&](const char* name) { return tessera::bench::FlagValue(a, name); };
     bool ok = true;
     if (const char* v = value("--sizes")) {
-      cfg.sizes.clear();
-      for (absl::string_view s : absl::StrSplit(v, ',', absl::SkipEmpty())) {
-        ok = ok && absl::SimpleAtoi(s, &n) && n >= 1 && n < (int64_t{1} << 31) - 2;
-        cfg.sizes.push_back(n);
-      }
-      ok = ok && !cfg.sizes.empty();
+      ok = tessera::bench::ParseIntList(v, 1, (int64_t{1} << 31) - 3, &cfg.sizes);
     } else if (const char* v = value("--latents")) {
       ok = absl::SimpleAtoi(v, &n) && n >= 1 && n <= 4096;
       cfg.latents = static_cast<int>(n);

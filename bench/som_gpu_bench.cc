@@ -105,10 +105,7 @@ struct Args {
 bool Parse(int argc, char** argv, Args& a) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    auto value = [&](const char* name) -> const char* {
-      const size_t n = std::strlen(name);
-      return arg.compare(0, n, name) == 0 && arg.size() > n && arg[n] == '=' ? argv[i] + n + 1 : nullptr;
-    };
+    auto value = [&](const char* name) { return tessera::bench::FlagValue(argv[i], name); };
     if (const char* v = value("--edges")) {
       a.edges.clear();
       for (absl::string_view e : absl::StrSplit(v, ',')) {

@@ -108,21 +108,28 @@ absl::StatusOr<EnrollItem> EnrollItemFromRequest(std::string id, v1::Fingerprint
   return item;
 }
 
-absl::StatusOr<StoredTemplate> FingerprintGallery::TemplateOfItem(const EnrollItem& item, int* quality) const {
+absl::Status FingerprintGallery::CheckItemSize(const EnrollItem& item) const {
   const int64_t limit = item.image ? options_.image.max_image_bytes : options_.max_template_bytes;
-  if (static_cast<int64_t>(item.bytes.size()) > limit) {
-    return absl::ResourceExhaustedError(absl::StrCat(item.image ? "image of " : "template of ", item.bytes.size(),
-                                                     " bytes; the limit is ", limit));
-  }
-  TESSERA_ASSIGN_OR_RETURN(ParsedTemplate parsed, item.image ? ParseImageTemplate(item.bytes, *item.image)
-                                                             : ParseProbeOrTemplate(item.bytes, item.format, item.view));
-  if (quality != nullptr) *quality = parsed.quality;
+  if (static_cast<int64_t>(item.bytes.size()) <= limit) return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      absl::StrCat(item.image ? "image of " : "template of ", item.bytes.size(), " bytes; the limit is ", limit));
+}
+
+StoredTemplate FingerprintGallery::StoredFromParsed(const EnrollItem& item, ParsedTemplate parsed) {
   StoredTemplate t;
   t.id = item.id;
   t.format = parsed.format;
   t.bytes = item.image ? std::move(parsed.extracted_record) : item.bytes;
   t.minutiae = std::move(parsed.minutiae);
   return t;
+}
+
+absl::StatusOr<StoredTemplate> FingerprintGallery::TemplateOfItem(const EnrollItem& item, int* quality) const {
+  TESSERA_RETURN_IF_ERROR(CheckItemSize(item));
+  TESSERA_ASSIGN_OR_RETURN(ParsedTemplate parsed, item.image ? ParseImageTemplate(item.bytes, *item.image)
+                                                             : ParseProbeOrTemplate(item.bytes, item.format, item.view));
+  if (quality != nullptr) *quality = parsed.quality;
+  return StoredFromParsed(item, std::move(parsed));
 }
 
 absl::StatusOr<std::shared_ptr<const StoredTemplate>> FingerprintGallery::Enroll(const EnrollItem& item,
@@ -173,7 +180,8 @@ absl::StatusOr<std::vector<absl::Status>> FingerprintGallery::EnrollBatch(const 
   std::vector<absl::string_view> images;
   std::vector<ImageInput> inputs;
   for (size_t i = 0; i < items.size(); ++i) {
-    if (!items[i].image || static_cast<int64_t>(items[i].bytes.size()) > options_.image.max_image_bytes) continue;
+    statuses[i] = CheckItemSize(items[i]);
+    if (!statuses[i].ok() || !items[i].image) continue;
     image_at.push_back(i);
     images.push_back(items[i].bytes);
     inputs.push_back(*items[i].image);
@@ -182,21 +190,18 @@ absl::StatusOr<std::vector<absl::Status>> FingerprintGallery::EnrollBatch(const 
       ParseImageTemplates(images, inputs, options_.image_extractor.get());
   for (size_t j = 0; j < image_at.size(); ++j) {
     const size_t i = image_at[j];
-    if (!extracted[j].ok()) {
+    if (extracted[j].ok()) {
+      parsed[i] = StoredFromParsed(items[i], std::move(*extracted[j]));
+    } else {
       statuses[i] = extracted[j].status();
-      continue;
     }
-    parsed[i].id = items[i].id;
-    parsed[i].format = extracted[j]->format;
-    parsed[i].bytes = std::move(extracted[j]->extracted_record);
-    parsed[i].minutiae = std::move(extracted[j]->minutiae);
   }
   ParallelForDynamic(static_cast<int64_t>(items.size()), 16, [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) {
-      if (items[i].image && static_cast<int64_t>(items[i].bytes.size()) <= options_.image.max_image_bytes) continue;
-      absl::StatusOr<StoredTemplate> t = TemplateOfItem(items[i], nullptr);
+      if (!statuses[i].ok() || items[i].image) continue;
+      absl::StatusOr<ParsedTemplate> t = ParseProbeOrTemplate(items[i].bytes, items[i].format, items[i].view);
       if (t.ok()) {
-        parsed[i] = std::move(*t);
+        parsed[i] = StoredFromParsed(items[i], std::move(*t));
       } else {
         statuses[i] = t.status();
       }

@@ -154,8 +154,12 @@ class FingerprintGallery {
       : options_(std::move(options)), temporary_(temporary) {}
   void MaybeCompactInBackground();
   // The template an item stands for, with the bytes to store: its record, or
-  // the one extracted from its image.
+  // the one extracted from its image. CheckItemSize: RESOURCE_EXHAUSTED for
+  // a template or image beyond its byte limit; StoredFromParsed: the stored
+  // form of an item once parsed or extracted.
   absl::StatusOr<StoredTemplate> TemplateOfItem(const EnrollItem& item, int* quality) const;
+  absl::Status CheckItemSize(const EnrollItem& item) const;
+  static StoredTemplate StoredFromParsed(const EnrollItem& item, ParsedTemplate parsed);
   // After the store committed: the searcher follows the store's current
   // state for these ids.
   void SyncSearcher(const std::vector<std::shared_ptr<const StoredTemplate>>& enrolled,

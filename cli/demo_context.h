@@ -4,6 +4,7 @@
 #ifndef TESSERA_CLI_DEMO_CONTEXT_H_
 #define TESSERA_CLI_DEMO_CONTEXT_H_
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <utility>
@@ -32,6 +33,10 @@ struct DemoContext {
   static absl::Status EnsureDir(const std::string& dir);
   // Deadline for one demo RPC.
   static absl::Duration RpcTimeout() { return absl::Minutes(10); }
+  // RpcTimeout from now, as grpc::ClientContext::set_deadline takes it.
+  static std::chrono::system_clock::time_point RpcDeadline() {
+    return std::chrono::system_clock::now() + absl::ToChronoMilliseconds(RpcTimeout());
+  }
 };
 
 // A step prints its own lines and adds to ctx.summary; an error ends the demo.

@@ -46,11 +46,10 @@ std::string FingerOf(const std::string& id) {
 
 absl::Status DemoFingerprintImages(DemoContext& ctx, v1::FingerprintService::Stub& stub,
                                    const std::vector<fingerprint::FvcImpression>& db) {
-  const auto deadline = [] { return std::chrono::system_clock::now() + absl::ToChronoMilliseconds(DemoContext::RpcTimeout()); };
   v1::EnrollStreamResponse enrolled;
   {
     grpc::ClientContext context;
-    context.set_deadline(deadline());
+    context.set_deadline(DemoContext::RpcDeadline());
     auto writer = stub.EnrollStream(&context, &enrolled);
     for (const fingerprint::FvcImpression& imp : db) {
       if (imp.impression == 1) continue;
@@ -86,7 +85,7 @@ absl::Status DemoFingerprintImages(DemoContext& ctx, v1::FingerprintService::Stu
     extract.set_overlay(overlay_path.empty());
     v1::ExtractResponse extracted;
     grpc::ClientContext context;
-    context.set_deadline(deadline());
+    context.set_deadline(DemoContext::RpcDeadline());
     TESSERA_RETURN_IF_ERROR(Annotate(FromGrpcStatus(stub.Extract(&context, extract, &extracted)), "Extract"));
     if (overlay_path.empty()) {
       overlay_path = ctx.OutPath(absl::StrCat("fingerprint-overlay-", imp.finger, "_1.png"));
@@ -101,7 +100,7 @@ absl::Status DemoFingerprintImages(DemoContext& ctx, v1::FingerprintService::Stu
   v1::SearchBatchResponse response;
   {
     grpc::ClientContext context;
-    context.set_deadline(deadline());
+    context.set_deadline(DemoContext::RpcDeadline());
     TESSERA_RETURN_IF_ERROR(Annotate(FromGrpcStatus(stub.SearchBatch(&context, search, &response)), "SearchBatch (images)"));
   }
   int rank1 = 0;

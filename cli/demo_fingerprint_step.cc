@@ -59,14 +59,6 @@ fingerprint::Template Crop(const fingerprint::Template& full) {
 absl::Status DemoFingerprintImages(DemoContext& ctx, v1::FingerprintService::Stub& stub,
                                    const std::vector<fingerprint::FvcImpression>& db);
 
-namespace {
-
-std::chrono::system_clock::time_point Deadline() {
-  return std::chrono::system_clock::now() + absl::ToChronoMilliseconds(DemoContext::RpcTimeout());
-}
-
-}  // namespace
-
 absl::Status DemoFingerprintStep(DemoContext& ctx) {
   absl::StatusOr<std::string> data_dir = fingerprint::FindFingerprintDataDir();
   if (!data_dir.ok()) {
@@ -81,7 +73,7 @@ absl::Status DemoFingerprintStep(DemoContext& ctx) {
   v1::EnrollStreamResponse enrolled;
   {
     grpc::ClientContext context;
-    context.set_deadline(Deadline());
+    context.set_deadline(DemoContext::RpcDeadline());
     auto writer = stub->EnrollStream(&context, &enrolled);
     for (const fingerprint::FvcImpression& imp : db) {
       if (imp.impression == 1) continue;
@@ -120,7 +112,7 @@ absl::Status DemoFingerprintStep(DemoContext& ctx) {
   v1::SearchBatchResponse response;
   {
     grpc::ClientContext context;
-    context.set_deadline(Deadline());
+    context.set_deadline(DemoContext::RpcDeadline());
     TESSERA_RETURN_IF_ERROR(Annotate(FromGrpcStatus(stub->SearchBatch(&context, request, &response)), "SearchBatch"));
   }
   int rank1 = 0;
@@ -142,7 +134,7 @@ absl::Status DemoFingerprintStep(DemoContext& ctx) {
   v1::SearchBatchResponse dmc;
   {
     grpc::ClientContext context;
-    context.set_deadline(Deadline());
+    context.set_deadline(DemoContext::RpcDeadline());
     request.set_matcher("dmc");
     TESSERA_RETURN_IF_ERROR(Annotate(FromGrpcStatus(stub->SearchBatch(&context, request, &dmc)), "SearchBatch dmc"));
   }

@@ -31,8 +31,7 @@ namespace tessera::cli {
 namespace {
 
 void SetDeadline(grpc::ClientContext& context) {
-  context.set_deadline(std::chrono::system_clock::now() +
-                       absl::ToChronoMilliseconds(DemoContext::RpcTimeout()));
+  context.set_deadline(DemoContext::RpcDeadline());
 }
 
 std::string ToJson(const google::protobuf::Message& message) {

@@ -49,10 +49,6 @@ namespace {
 
 using Stub = v1::ReconstructionService::Stub;
 
-std::chrono::system_clock::time_point Deadline() {
-  return std::chrono::system_clock::now() + std::chrono::seconds(600);
-}
-
 absl::StatusOr<std::string> ReadBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
@@ -62,7 +58,7 @@ absl::StatusOr<std::string> ReadBytes(const std::string& path) {
 absl::StatusOr<v1::UploadedFile> UploadFile(Stub& stub, const std::string& path, const std::string& filename) {
   TESSERA_ASSIGN_OR_RETURN(std::string bytes, ReadBytes(path));
   grpc::ClientContext ctx;
-  ctx.set_deadline(Deadline());
+  ctx.set_deadline(DemoContext::RpcDeadline());
   v1::UploadedFile out;
   auto writer = stub.UploadFile(&ctx, &out);
   constexpr size_t kChunk = 1 << 20;
@@ -87,14 +83,14 @@ absl::StatusOr<NDArray> Reconstruct(Stub& stub, const v1::ReconstructRequest& re
   v1::JobStatus status;
   {
     grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline());
+    ctx.set_deadline(DemoContext::RpcDeadline());
     TESSERA_RETURN_IF_ERROR(FromGrpcStatus(stub.Reconstruct(&ctx, request, &status)));
   }
   v1::JobRef job;
   job.set_job_id(status.job_id());
   {
     grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline());
+    ctx.set_deadline(DemoContext::RpcDeadline());
     auto reader = stub.WatchJob(&ctx, job);
     v1::Progress p;
     int64_t last_step = -1;
@@ -110,14 +106,14 @@ absl::StatusOr<NDArray> Reconstruct(Stub& stub, const v1::ReconstructRequest& re
   }
   {
     grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline());
+    ctx.set_deadline(DemoContext::RpcDeadline());
     TESSERA_RETURN_IF_ERROR(FromGrpcStatus(stub.GetResult(&ctx, job, result)));
   }
   if (result->dims_size() != 3) return absl::InternalError("the result does not give the image's dimensions");
   TESSERA_ASSIGN_OR_RETURN(NDArray volume,
                            NDArray::Allocate({result->dims(0), result->dims(1), result->dims(2)}, DType::kFloat32));
   grpc::ClientContext ctx;
-  ctx.set_deadline(Deadline());
+  ctx.set_deadline(DemoContext::RpcDeadline());
   v1::ReconDownloadRequest download;
   download.set_job_id(status.job_id());
   auto reader = stub.DownloadResult(&ctx, download);

@@ -37,7 +37,7 @@ std::string Absolute(const std::string& path) {
 absl::StatusOr<NDArray> Download(v1::RegistrationService::Stub& stub, const std::string& job_id,
                                  v1::RegistrationArtifact artifact) {
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(DemoContext::RpcTimeout()));
+  context.set_deadline(DemoContext::RpcDeadline());
   v1::DownloadRequest request;
   request.set_job_id(job_id);
   request.set_artifact(artifact);
@@ -101,7 +101,7 @@ absl::Status DemoRegistrationStep(DemoContext& ctx) {
   std::printf("  job %s submitted; watching progress\n", job.job_id().c_str());
   {
     grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(DemoContext::RpcTimeout()));
+    context.set_deadline(DemoContext::RpcDeadline());
     v1::JobRef watch;
     watch.set_job_id(job.job_id());
     auto reader = stub->WatchJob(&context, watch);

@@ -190,7 +190,7 @@ absl::Status DemoSomStep(DemoContext& ctx) {
   std::set<int> watched_epochs;  // 1-based
   {
     grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(DemoContext::RpcTimeout()));
+    context.set_deadline(DemoContext::RpcDeadline());
     v1::JobRef watch;
     watch.set_job_id(created.job().job_id());
     auto reader = stub->WatchJob(&context, watch);

@@ -149,16 +149,12 @@ struct NamedTemplate {
   absl::StatusOr<fingerprint::ParsedTemplate> parsed;
 };
 
-std::vector<NamedTemplate> TemplatesOfFile(const std::string& file, const std::string& format_flag,
-                                           const fingerprint::ImageInput& image_input) {
-  absl::StatusOr<TemplateFormat> format = FormatFor(format_flag, file);
-  absl::StatusOr<std::vector<uint8_t>> bytes =
-      format.ok() ? fingerprint::ReadFileBytes(file) : absl::StatusOr<std::vector<uint8_t>>(format.status());
-  if (!bytes.ok()) return {{Stem(file), bytes.status()}};
-  const std::string content(bytes->begin(), bytes->end());
+// `content` read from `file`, as the template format `format` names.
+std::vector<NamedTemplate> TemplatesOfContent(const std::string& file, const std::string& content,
+                                              TemplateFormat format, const fingerprint::ImageInput& image_input) {
   if (fingerprint::LooksLikeImage(content)) return {{Stem(file), fingerprint::ParseImageTemplate(content, image_input)}};
   if (!fingerprint::LooksLikeTransaction(content)) {
-    return {{Stem(file), fingerprint::ParseProbeOrTemplate(content, *format)}};
+    return {{Stem(file), fingerprint::ParseProbeOrTemplate(content, format)}};
   }
   absl::StatusOr<std::vector<fingerprint::TransactionFinger>> fingers =
       fingerprint::TemplatesFromTransaction(content, image_input);
@@ -181,6 +177,15 @@ std::vector<NamedTemplate> TemplatesOfFile(const std::string& file, const std::s
     out.push_back(std::move(t));
   }
   return out;
+}
+
+std::vector<NamedTemplate> TemplatesOfFile(const std::string& file, const std::string& format_flag,
+                                           const fingerprint::ImageInput& image_input) {
+  absl::StatusOr<TemplateFormat> format = FormatFor(format_flag, file);
+  absl::StatusOr<std::vector<uint8_t>> bytes =
+      format.ok() ? fingerprint::ReadFileBytes(file) : absl::StatusOr<std::vector<uint8_t>>(format.status());
+  if (!bytes.ok()) return {{Stem(file), bytes.status()}};
+  return TemplatesOfContent(file, std::string(bytes->begin(), bytes->end()), *format, image_input);
 }
 
 absl::StatusOr<std::unique_ptr<fingerprint::FingerprintGallery>> OpenGallery(const Args& args) {
@@ -222,7 +227,7 @@ int Enroll(const Args& args, const fingerprint::ImageInput& image_input, fingerp
       fingerprint::EnrollItem item{id, std::string(bytes->begin(), bytes->end()), *format, 0};
       if (fingerprint::LooksLikeTransaction(item.bytes)) {
         // One template per finger, id <id>_<FGP>.
-        for (NamedTemplate& finger : TemplatesOfFile(files[i], args.Get("format"), image_input)) {
+        for (NamedTemplate& finger : TemplatesOfContent(files[i], item.bytes, *format, image_input)) {
           const std::string finger_id = absl::StrCat(id, finger.name.substr(Stem(files[i]).size()));
           if (finger.parsed.status().code() == absl::StatusCode::kUnimplemented) {  // a slap: not a failure
             skipped.push_back(ErrorJson("file", absl::StrCat(files[i], "#", finger_id), finger.parsed.status()));

@@ -54,17 +54,13 @@ DecodeOptions DecodeFor(const ImageView& v, const ImageInput& input) {
   return d;
 }
 
-TransactionFinger FromImage(const ImageView& v, const ImageInput& input) {
-  TransactionFinger f;
-  f.record_type = v.record_type;
-  f.idc = v.idc;
-  f.position = v.positions.empty() ? 0 : v.positions[0];
-  f.impression_type = v.impression_type;
+// `f` (its record fields already set from `v`) extracted from the image.
+void FromImage(const ImageView& v, const ImageInput& input, TransactionFinger& f) {
   f.source = "extracted";
   if (v.compression == Compression::kNone && v.bits_per_pixel != 8) {
     f.status = absl::InvalidArgumentError(
         absl::StrCat(RecordName(v.record_type, v.idc), ": ", v.bits_per_pixel, "-bit raw images are not taken"));
-    return f;
+    return;
   }
   ImageInput in = input;
   in.decode = DecodeFor(v, input);
@@ -73,12 +69,11 @@ TransactionFinger FromImage(const ImageView& v, const ImageInput& input) {
   absl::StatusOr<ImageTemplate> t = TemplateFromImage(v.data, in);
   if (!t.ok()) {
     f.status = Annotate(t.status(), RecordName(v.record_type, v.idc));
-    return f;
+    return;
   }
   f.record = std::move(t->record);
   f.minutiae = static_cast<int>(t->extraction.view.minutiae.size());
   f.quality = t->quality.score;
-  return f;
 }
 
 void FromMarkup(const ansi_nist::Transaction& t, const MinutiaeView& m, TransactionFinger& f) {
@@ -150,7 +145,7 @@ absl::StatusOr<std::vector<TransactionFinger>> TemplatesFromTransaction(absl::st
   }
   // Images take tens of milliseconds each: all cores.
   ParallelForDynamic(static_cast<int64_t>(to_extract.size()), 1, [&](int64_t begin, int64_t end, int) {
-    for (int64_t i = begin; i < end; ++i) out[where[i]] = FromImage(*to_extract[i], input);
+    for (int64_t i = begin; i < end; ++i) FromImage(*to_extract[i], input, out[where[i]]);
   });
   // Markup without an image of its IDC: a finger of its own.
   for (const auto& [idc, m] : markup_of) {

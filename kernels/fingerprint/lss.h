@@ -181,6 +181,29 @@ double ScoreUpperBound(const MccTemplate& a, const MccTemplate& b, MccScore kind
 // Score must return exactly this. For tests.
 float ReferenceScore(const MccTemplate& a, const MccTemplate& b, MccScore kind, const LssConstants& c);
 
+// One pair of cylinders that an LSS-R score sums.
+struct LssRPair {
+  int a = 0;           // index into a.cylinders (MccCylinder::minutia is the input minutia)
+  int b = 0;           // index into b.cylinders
+  float local = 0;     // lambda^0: the local similarity, before relaxation
+  float relaxed = 0;   // lambda^(n_rel): after relaxation, what the score adds up
+};
+
+// The LSS-R score with the pairs behind it: the pairs of highest efficiency
+// lambda / lambda^0 after relaxation that the score sums, min(n_P, p) of
+// them (p: the relaxed pairs, see the header comment), in the order taken
+// (efficiency descending; ties: the lower flat index r * nB + c first).
+// Only valid cylinders exist in an MccTemplate, so every pair joins two
+// valid cylinders.
+struct LssRSelection {
+  float score = 0;  // ReferenceScore(a, b, kLssR, c), bit for bit
+  int np = 0;       // n_P, the score's divisor (0 when a template is empty)
+  std::vector<LssRPair> pairs;
+};
+// ReferenceScore(kLssR) is this function's score: one computation, so the
+// pairs are exactly those of the score (and of Score, which equals it).
+LssRSelection ReferenceLssRSelection(const MccTemplate& a, const MccTemplate& b, const LssConstants& c);
+
 // Convenience: two templates.
 float Score(const MccTemplate& a, const MccTemplate& b, MccScore kind, const LssConstants& c);
 

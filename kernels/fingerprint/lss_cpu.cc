@@ -1151,13 +1151,11 @@ float Score(const MccTemplate& a, const MccTemplate& b, MccScore kind, const Lss
   return Score(PrepareProbe(a), g, 0, kind, c);
 }
 
-float ReferenceScore(const MccTemplate& a, const MccTemplate& b, MccScore kind, const LssConstants& c) {
-  // Written for clarity, not speed: the definition the optimized path and
-  // the CUDA kernel must reproduce exactly.
+namespace {
+
+// The positive local similarities of a x b, best first (KeyBefore order).
+std::vector<Entry> SortedPositiveSimilarities(const MccTemplate& a, const MccTemplate& b, const LssConstants& c) {
   const int na = static_cast<int>(a.cylinders.size()), nb = static_cast<int>(b.cylinders.size());
-  if (na == 0 || nb == 0) return 0.0f;
-  const int n_min = std::min(na, nb);
-  const int np = c.np_table[n_min];
   std::vector<Entry> all;
   for (int r = 0; r < na; ++r)
     for (int j = 0; j < nb; ++j) {
@@ -1165,15 +1163,36 @@ float ReferenceScore(const MccTemplate& a, const MccTemplate& b, MccScore kind, 
       if (v > 0.0f) all.push_back({v, r * nb + j});
     }
   std::sort(all.begin(), all.end(), EntryKeyBefore());
-  if (kind == MccScore::kLss) {
-    float sum = 0.0f;
-    for (int i = 0; i < np && i < static_cast<int>(all.size()); ++i) sum = sum + all[i].value;
-    return sum / static_cast<float>(np);
-  }
+  return all;
+}
+
+}  // namespace
+
+float ReferenceScore(const MccTemplate& a, const MccTemplate& b, MccScore kind, const LssConstants& c) {
+  // Written for clarity, not speed: the definition the optimized path and
+  // the CUDA kernel must reproduce exactly.
+  if (kind == MccScore::kLssR) return ReferenceLssRSelection(a, b, c).score;
+  const int na = static_cast<int>(a.cylinders.size()), nb = static_cast<int>(b.cylinders.size());
+  if (na == 0 || nb == 0) return 0.0f;
+  const int np = c.np_table[std::min(na, nb)];
+  const std::vector<Entry> all = SortedPositiveSimilarities(a, b, c);
+  float sum = 0.0f;
+  for (int i = 0; i < np && i < static_cast<int>(all.size()); ++i) sum = sum + all[i].value;
+  return sum / static_cast<float>(np);
+}
+
+LssRSelection ReferenceLssRSelection(const MccTemplate& a, const MccTemplate& b, const LssConstants& c) {
+  LssRSelection out;
+  const int na = static_cast<int>(a.cylinders.size()), nb = static_cast<int>(b.cylinders.size());
+  if (na == 0 || nb == 0) return out;
+  const int n_min = std::min(na, nb);
+  const int np = c.np_table[n_min];
+  out.np = np;
+  std::vector<Entry> all = SortedPositiveSimilarities(a, b, c);
   if (static_cast<int>(all.size()) > n_min) all.resize(n_min);
   std::sort(all.begin(), all.end(), [](const Entry& x, const Entry& y) { return x.index < y.index; });
   const int p = static_cast<int>(all.size());
-  if (p == 0) return 0.0f;
+  if (p == 0) return out;
   std::vector<float> lambda0(p), lambda(p), next(p);
   for (int t = 0; t < p; ++t) lambda0[t] = lambda[t] = all[t].value;
   if (n_min > 1) {
@@ -1212,8 +1231,10 @@ float ReferenceScore(const MccTemplate& a, const MccTemplate& b, MccScore kind, 
     }
     taken[best] = 1;
     sum = sum + lambda[best];
+    out.pairs.push_back({all[best].index / nb, all[best].index % nb, lambda0[best], lambda[best]});
   }
-  return std::min(1.0f, std::max(0.0f, sum / static_cast<float>(np)));
+  out.score = std::min(1.0f, std::max(0.0f, sum / static_cast<float>(np)));
+  return out;
 }
 
 void ScoreGallery(const LssProbe& probe, const MccGallery& gallery, MccScore kind, const LssConstants& c,

@@ -1,7 +1,8 @@
 // LSS / LSS-R on the CPU: local similarity against a bit-by-bit evaluation
 // of the formula, the optimized matcher (both popcount paths, vectorized
-// relaxation) against the plain reference bit for bit, the n_P table, and
-// genuine/impostor separation on real templates.
+// relaxation) against the plain reference bit for bit, the n_P table, the
+// LSS-R pairs behind a score, and genuine/impostor separation on real
+// templates.
 #include "kernels/fingerprint/lss.h"
 
 #include <gtest/gtest.h>
@@ -205,6 +206,50 @@ TEST(Lss, SeparatesGenuineFromImpostorOnRealData) {
       if (j != i) EXPECT_GT(self, cpu::Score(t[i], t[j], MccScore::kLssR, c));
     }
   }
+}
+
+// The pairs ReferenceLssRSelection reports are the ones the score sums: the
+// relaxed values added in the reported order give the score bit for bit,
+// the score is Score's, and a template against itself pairs each cylinder
+// with itself.
+TEST(Lss, SelectionIsThePairsTheScoreSums) {
+  const LssConstants c = MakeLssConstants(LssParams());
+  const auto t = Build(TestTemplates(1, 16, 26));
+  const int n = std::min<int>(t.size(), 16);
+  int with_pairs = 0;
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) {
+      const cpu::LssRSelection sel = cpu::ReferenceLssRSelection(t[i], t[j], c);
+      ASSERT_EQ(sel.score, cpu::Score(t[i], t[j], MccScore::kLssR, c)) << i << " vs " << j;
+      ASSERT_EQ(sel.np, c.np_table[std::min(t[i].cylinders.size(), t[j].cylinders.size())]);
+      ASSERT_LE(static_cast<int>(sel.pairs.size()), sel.np);
+      float sum = 0.0f;
+      for (size_t k = 0; k < sel.pairs.size(); ++k) {
+        const cpu::LssRPair& p = sel.pairs[k];
+        ASSERT_GE(p.a, 0);
+        ASSERT_LT(p.a, static_cast<int>(t[i].cylinders.size()));
+        ASSERT_GE(p.b, 0);
+        ASSERT_LT(p.b, static_cast<int>(t[j].cylinders.size()));
+        EXPECT_GT(p.local, 0.0f);
+        EXPECT_EQ(p.local, cpu::LocalSimilarity(t[i].cylinders[p.a], t[j].cylinders[p.b], c));
+        if (k > 0) {  // taken by efficiency, best first
+          const cpu::LssRPair& q = sel.pairs[k - 1];
+          EXPECT_GE(q.relaxed / q.local, p.relaxed / p.local);
+        }
+        for (size_t m = 0; m < k; ++m) EXPECT_FALSE(sel.pairs[m].a == p.a && sel.pairs[m].b == p.b);
+        sum = sum + p.relaxed;
+      }
+      EXPECT_EQ(sel.score, std::min(1.0f, std::max(0.0f, sum / static_cast<float>(sel.np))));
+      with_pairs += !sel.pairs.empty();
+      if (i == j) {
+        for (const cpu::LssRPair& p : sel.pairs) EXPECT_EQ(p.a, p.b) << "template " << i;
+      }
+    }
+  }
+  EXPECT_GT(with_pairs, n);  // not a vacuous pass
+  MccTemplate empty;
+  EXPECT_TRUE(cpu::ReferenceLssRSelection(empty, t[0], c).pairs.empty());
+  EXPECT_EQ(cpu::ReferenceLssRSelection(t[0], empty, c).score, 0.0f);
 }
 
 TEST(Lss, EmptyTemplatesScoreZero) {

@@ -38,9 +38,11 @@ constexpr uint8_t kEnrollRecord = 1;
 constexpr uint8_t kDeleteRecord = 2;
 constexpr uint8_t kChainedEnrollRecord = 3;
 constexpr uint8_t kChainedDeleteRecord = 4;
+constexpr uint8_t kChainedEnrollWithMetadataRecord = 5;
 constexpr size_t kChainHeaderBytes = 1 + 8 + 32;  // kind, record number, previous hash
 // Version 2 ends with the chain link the snapshot continues from; 1 has none.
-constexpr uint32_t kSnapshotVersion = 2;
+// Version 3 adds each template's metadata block.
+constexpr uint32_t kSnapshotVersion = 3;
 constexpr char kSnapshotMagic[] = "TSFPSNAP";
 constexpr char kSnapshotEnd[] = "TSFPEND.";
 constexpr uint16_t kNoCylinders = 0xFFFF;
@@ -90,6 +92,7 @@ class Cursor {
     return true;
   }
   bool done() const { return pos_ == data_.size(); }
+  bool Metadata(TemplateMetadata* m) { return ReadMetadataBlock(data_, &pos_, m); }
 
  private:
   absl::string_view data_;
@@ -133,6 +136,15 @@ void AppendEnrollFields(const StoredTemplate& t, std::string* out) {
   }
 }
 
+// The chained kind and fields of an enroll: kind 3 without metadata (what
+// older builds read), kind 5 with its block.
+uint8_t EnrollRecordFields(const StoredTemplate& t, std::string* out) {
+  AppendEnrollFields(t, out);
+  if (t.metadata.empty()) return kChainedEnrollRecord;
+  AppendMetadataBlock(t.metadata, out);
+  return kChainedEnrollWithMetadataRecord;
+}
+
 bool ReadEnrollFields(Cursor* c, StoredTemplate* t) {
   uint16_t id_len = 0, n = 0;
   uint8_t format = 0;
@@ -161,7 +173,7 @@ struct SnapshotEntry {
   const char* error = nullptr;  // why the entry is corrupt
 };
 
-void DecodeSnapshotEntry(SnapshotEntry* e) {
+void DecodeSnapshotEntry(uint32_t version, SnapshotEntry* e) {
   e->error = nullptr;
   if (Crc32(e->payload) != e->crc) {
     e->error = "CRC mismatch";
@@ -170,7 +182,7 @@ void DecodeSnapshotEntry(SnapshotEntry* e) {
   e->t = std::make_shared<StoredTemplate>();
   Cursor c(e->payload);
   uint16_t n_cyl = 0;
-  if (!ReadEnrollFields(&c, e->t.get()) || !c.Get(&n_cyl)) {
+  if (!ReadEnrollFields(&c, e->t.get()) || (version >= 3 && !c.Metadata(&e->t->metadata)) || !c.Get(&n_cyl)) {
     e->error = "malformed template entry";
     return;
   }
@@ -374,8 +386,8 @@ std::string ChainRecord(uint8_t kind, absl::string_view fields, ChainLink* link)
 
 std::string ChainedEnroll(const StoredTemplate& t, ChainLink* link) {
   std::string fields;
-  AppendEnrollFields(t, &fields);
-  return ChainRecord(kChainedEnrollRecord, fields, link);
+  const uint8_t kind = EnrollRecordFields(t, &fields);
+  return ChainRecord(kind, fields, link);
 }
 
 std::string ChainedDelete(absl::string_view id, ChainLink* link) {
@@ -397,6 +409,7 @@ absl::Status ValidateStoredTemplate(const StoredTemplate& t) {
         absl::StrCat("template id must be 1-", kMaxGalleryIdLength, " bytes, got ", t.id.size()));
   }
   TESSERA_RETURN_IF_ERROR(CheckIdentifierText(t.id, "template id"));
+  TESSERA_RETURN_IF_ERROR(ValidateTemplateMetadata(t.metadata));
   if (static_cast<int64_t>(t.bytes.size()) > kMaxGalleryTemplateBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("template of ", t.bytes.size(), " bytes; the limit is ", kMaxGalleryTemplateBytes));
@@ -469,8 +482,24 @@ GalleryStore::~GalleryStore() {
 
 void GalleryStore::ApplyEnrollLocked(std::shared_ptr<StoredTemplate> t) {
   t->seq = next_seq_++;
+  EraseLiveLocked(t->id);  // a replaced template leaves its subject
+  if (!t->metadata.subject_id.empty()) by_subject_[t->metadata.subject_id].insert(t->id);
   std::string id = t->id;
   live_[std::move(id)] = std::move(t);
+}
+
+void GalleryStore::EraseLiveLocked(const std::string& id) {
+  auto it = live_.find(id);
+  if (it == live_.end()) return;
+  const std::string& subject = it->second->metadata.subject_id;
+  if (!subject.empty()) {
+    auto s = by_subject_.find(subject);
+    if (s != by_subject_.end()) {
+      s->second.erase(id);
+      if (s->second.empty()) by_subject_.erase(s);
+    }
+  }
+  live_.erase(it);
 }
 
 absl::Status GalleryStore::CheckChainLink(const std::string& path, int64_t offset, uint64_t no,
@@ -520,7 +549,7 @@ absl::Status GalleryStore::Load(const CylinderSink& sink, const ReserveHook& res
     std::memcpy(&version, payload.data() + 8, 4);
     std::memcpy(&count, payload.data() + 12, 8);
     std::memcpy(&total_cylinders, payload.data() + 20, 8);
-    if (version != 1 && version != kSnapshotVersion) return corrupt(absl::StrCat("unsupported version ", version));
+    if (version < 1 || version > kSnapshotVersion) return corrupt(absl::StrCat("unsupported version ", version));
     if (reserve) reserve(static_cast<int64_t>(count), static_cast<int64_t>(total_cylinders));
     // Records are read in order, then checked (CRC) and decoded on all
     // cores a batch at a time, then applied in order.
@@ -537,7 +566,7 @@ absl::Status GalleryStore::Load(const CylinderSink& sink, const ReserveHook& res
       }
       ParallelFor(
           static_cast<int64_t>(n), [&](int64_t begin, int64_t end, int) {
-            for (int64_t k = begin; k < end; ++k) DecodeSnapshotEntry(&batch[k]);
+            for (int64_t k = begin; k < end; ++k) DecodeSnapshotEntry(version, &batch[k]);
           },
           /*min_per_chunk=*/256);
       for (size_t k = 0; k < n; ++k) {
@@ -625,7 +654,8 @@ absl::Status GalleryStore::Load(const CylinderSink& sink, const ReserveHook& res
       Cursor c(payload);
       uint8_t kind = 0;
       c.Get(&kind);
-      if (kind == kChainedEnrollRecord || kind == kChainedDeleteRecord) {
+      const bool with_metadata = kind == kChainedEnrollWithMetadataRecord;
+      if (kind == kChainedEnrollRecord || kind == kChainedDeleteRecord || with_metadata) {
         uint64_t no = 0;
         ChainDigest prev{};
         if (!c.Get(&no) || !c.Raw(prev.data(), prev.size())) {
@@ -639,7 +669,7 @@ absl::Status GalleryStore::Load(const CylinderSink& sink, const ReserveHook& res
           expect_head_->seen = true;
           expect_head_->matched = Hex(chain_.head) == expect_head_->head_hex;
         }
-        kind = kind == kChainedEnrollRecord ? kEnrollRecord : kDeleteRecord;  // the same fields follow
+        kind = kind == kChainedDeleteRecord ? kDeleteRecord : kEnrollRecord;  // the same fields follow
       } else if (kind == kEnrollRecord || kind == kDeleteRecord) {
         if (chain_started_) {
           return absl::DataLossError(absl::StrCat(
@@ -650,7 +680,7 @@ absl::Status GalleryStore::Load(const CylinderSink& sink, const ReserveHook& res
       }
       if (kind == kEnrollRecord) {
         auto t = std::make_shared<StoredTemplate>();
-        if (!ReadEnrollFields(&c, t.get()) || !c.done()) {
+        if (!ReadEnrollFields(&c, t.get()) || (with_metadata && !c.Metadata(&t->metadata)) || !c.done()) {
           return absl::DataLossError(absl::StrCat("gallery log ", path, " at byte ", offset, ": malformed enroll"));
         }
         ApplyEnrollLocked(std::move(t));
@@ -660,7 +690,7 @@ absl::Status GalleryStore::Load(const CylinderSink& sink, const ReserveHook& res
         if (!c.Get(&len) || !c.Bytes(len, &id) || !c.done()) {
           return absl::DataLossError(absl::StrCat("gallery log ", path, " at byte ", offset, ": malformed delete"));
         }
-        live_.erase(id);
+        EraseLiveLocked(id);
       } else {
         return absl::DataLossError(
             absl::StrCat("gallery log ", path, " at byte ", offset, ": unknown record kind ", int{kind}));
@@ -747,7 +777,10 @@ bool GalleryStore::LiveAtTipLocked(absl::string_view id) const {
 std::shared_ptr<const StoredTemplate> GalleryStore::SameLiveTemplateLocked(const StoredTemplate& t) const {
   if (tip_live_.count(t.id) > 0) return nullptr;  // a commit of that id is in flight: not settled
   auto it = live_.find(t.id);
-  if (it == live_.end() || it->second->format != t.format || it->second->bytes != t.bytes) return nullptr;
+  if (it == live_.end() || it->second->format != t.format || it->second->bytes != t.bytes ||
+      it->second->metadata != t.metadata) {
+    return nullptr;
+  }
   return it->second;
 }
 
@@ -790,7 +823,7 @@ void GalleryStore::LeadCommitLocked(std::unique_lock<std::mutex>& lock) {
     chain_ = end;
     for (PendingCommit* c : batch) {
       for (auto& t : c->enrolls) ApplyEnrollLocked(t);
-      if (!c->deleted_id.empty()) live_.erase(c->deleted_id);
+      for (const std::string& id : c->deleted_ids) EraseLiveLocked(id);
     }
   } else {
     // What queued meanwhile chains onto the records that were not written.
@@ -813,7 +846,7 @@ void GalleryStore::LeadCommitLocked(std::unique_lock<std::mutex>& lock) {
 absl::StatusOr<std::shared_ptr<const StoredTemplate>> GalleryStore::Enroll(StoredTemplate t, bool replace) {
   TESSERA_RETURN_IF_ERROR(ValidateStoredTemplate(t));
   std::string fields;
-  AppendEnrollFields(t, &fields);
+  const uint8_t kind = EnrollRecordFields(t, &fields);
   auto stored = std::make_shared<StoredTemplate>(std::move(t));
   std::unique_lock<std::mutex> lock(mu_);
   if (!replace && LiveAtTipLocked(stored->id)) {
@@ -821,10 +854,11 @@ absl::StatusOr<std::shared_ptr<const StoredTemplate>> GalleryStore::Enroll(Store
     // its batch committed): the enrolled template, nothing written.
     if (std::shared_ptr<const StoredTemplate> same = SameLiveTemplateLocked(*stored)) return same;
     return absl::AlreadyExistsError(absl::StrCat("template ", QuoteBounded(stored->id),
-                                                 " is already enrolled with other bytes (replace to overwrite)"));
+                                                 " is already enrolled with other bytes or metadata (replace to "
+                                                 "overwrite)"));
   }
   PendingCommit commit;
-  commit.framed = gallery_internal::ChainRecord(kChainedEnrollRecord, fields, &tip_);
+  commit.framed = gallery_internal::ChainRecord(kind, fields, &tip_);
   commit.records = 1;
   commit.enrolls.push_back(stored);
   tip_live_[stored->id] = true;
@@ -836,10 +870,11 @@ absl::StatusOr<std::vector<absl::StatusOr<std::shared_ptr<const StoredTemplate>>
     std::vector<StoredTemplate> batch, bool replace) {
   std::vector<absl::StatusOr<std::shared_ptr<const StoredTemplate>>> results(batch.size());
   std::vector<std::string> fields(batch.size());  // chained (hashed, framed) under the lock, in order
+  std::vector<uint8_t> kinds(batch.size(), 0);
   for (size_t i = 0; i < batch.size(); ++i) {
     absl::Status valid = ValidateStoredTemplate(batch[i]);
     if (valid.ok()) {
-      AppendEnrollFields(batch[i], &fields[i]);
+      kinds[i] = EnrollRecordFields(batch[i], &fields[i]);
     } else {
       results[i] = valid;
     }
@@ -858,12 +893,12 @@ absl::StatusOr<std::vector<absl::StatusOr<std::shared_ptr<const StoredTemplate>>
       }
     }
     if (in_batch.count(id) || (!replace && LiveAtTipLocked(id))) {
-      results[i] = absl::AlreadyExistsError(absl::StrCat("template ", QuoteBounded(id),
-                                                         " is already enrolled with other bytes (replace to overwrite)"));
+      results[i] = absl::AlreadyExistsError(absl::StrCat(
+          "template ", QuoteBounded(id), " is already enrolled with other bytes or metadata (replace to overwrite)"));
       continue;
     }
     accepted.push_back(i);
-    commit.framed += gallery_internal::ChainRecord(kChainedEnrollRecord, fields[i], &tip_);
+    commit.framed += gallery_internal::ChainRecord(kinds[i], fields[i], &tip_);
     ++commit.records;
     commit.enrolls.push_back(std::make_shared<StoredTemplate>(std::move(batch[i])));
     in_batch.insert(commit.enrolls.back()->id);  // the moved-to copy: stable
@@ -881,9 +916,29 @@ absl::Status GalleryStore::Delete(absl::string_view id) {
   PendingCommit commit;
   commit.framed = gallery_internal::ChainedDelete(id, &tip_);
   commit.records = 1;
-  commit.deleted_id = std::string(id);
-  tip_live_[commit.deleted_id] = false;
+  commit.deleted_ids.push_back(std::string(id));
+  tip_live_[commit.deleted_ids.back()] = false;
   return CommitLocked(&commit, lock);
+}
+
+absl::StatusOr<int64_t> GalleryStore::DeleteSubject(absl::string_view subject) {
+  std::unique_lock<std::mutex> lock(mu_);
+  // live_ is the tip once nothing is queued or being written.
+  commit_cv_.wait(lock, [this] { return queue_.empty() && !commit_in_flight_; });
+  auto it = by_subject_.find(subject);
+  if (subject.empty() || it == by_subject_.end()) {
+    return absl::NotFoundError(absl::StrCat("no templates of subject ", QuoteBounded(subject), " in the gallery"));
+  }
+  PendingCommit commit;
+  for (const std::string& id : it->second) {
+    commit.framed += gallery_internal::ChainedDelete(id, &tip_);
+    ++commit.records;
+    commit.deleted_ids.push_back(id);
+    tip_live_[id] = false;
+  }
+  const int64_t n = commit.records;
+  TESSERA_RETURN_IF_ERROR(CommitLocked(&commit, lock));
+  return n;
 }
 
 GalleryCommitStats GalleryStore::commit_stats() const {
@@ -921,6 +976,25 @@ std::vector<std::string> GalleryStore::ListIds(absl::string_view after, int limi
   for (auto it = after.empty() ? live_.begin() : live_.upper_bound(after);
        it != live_.end() && static_cast<int>(out.size()) < limit; ++it) {
     out.push_back(it->first);
+  }
+  return out;
+}
+
+std::vector<std::shared_ptr<const StoredTemplate>> GalleryStore::OfSubject(absl::string_view subject) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::shared_ptr<const StoredTemplate>> out;
+  auto it = by_subject_.find(subject);
+  if (it == by_subject_.end()) return out;
+  for (const std::string& id : it->second) out.push_back(live_.find(id)->second);
+  return out;
+}
+
+std::vector<std::pair<std::string, int64_t>> GalleryStore::ListSubjects(absl::string_view after, int limit) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (auto it = after.empty() ? by_subject_.begin() : by_subject_.upper_bound(after);
+       it != by_subject_.end() && static_cast<int>(out.size()) < limit; ++it) {
+    out.emplace_back(it->first, static_cast<int64_t>(it->second.size()));
   }
   return out;
 }
@@ -977,6 +1051,7 @@ absl::Status GalleryStore::Compact(const CylinderSource& source) {
     for (const auto& t : captured) {
       payload.clear();
       AppendEnrollFields(*t, &payload);
+      AppendMetadataBlock(t->metadata, &payload);
       cylinders.cylinders.clear();
       if (source && source(*t, &cylinders) && cylinders.cylinders.size() < kNoCylinders) {
         total_cylinders += cylinders.cylinders.size();

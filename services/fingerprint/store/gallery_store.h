@@ -8,21 +8,26 @@
 //
 // Every record (log and snapshot) is framed as
 //   u32 payload length | u32 CRC-32 (zlib) of the payload | payload
-// (little endian). Log payloads: u8 kind (3 enroll, 4 delete), u64 record
-// number, the 32-byte SHA-256 of the previous record's payload (the hash
-// chain), then
+// (little endian). Log payloads: u8 kind (3 enroll, 4 delete, 5 enroll with
+// metadata), u64 record number, the 32-byte SHA-256 of the previous record's
+// payload (the hash chain), then
 //   enroll: u16 id length, id, u8 format, u32 byte count, template bytes,
 //           u16 minutia count, count x (f32 x, f32 y, f32 theta)
+//   enroll with metadata: the same, then the metadata block
+//           (template_metadata.h: subject, finger position, ...)
 //   delete: u16 id length, id.
+// A template without metadata is still written as kind 3, so galleries that
+// never use metadata stay readable by older builds.
 // Record numbers run 1, 2, ... across log files and compactions; the first
 // record's previous hash is 32 zero bytes. Kinds 1 and 2 (the same fields
 // without number and hash) are what galleries held before the chain: they are
 // still read, counted as legacy_records, and allowed only before the first
 // chained record (never migrated: their bytes stay as acknowledged).
-// Snapshot: the header record "TSFPSNAP" u32 version (2; 1 is still read) u64
-// count u64 total persisted cylinders, then one
-// enroll payload per template followed by u16 cylinder count (0xFFFF: none
-// persisted) and the cylinders (24 + 4 u64, f32 x y theta, i32 minutia),
+// Snapshot: the header record "TSFPSNAP" u32 version (3; 1 and 2 are still
+// read) u64 count u64 total persisted cylinders, then one
+// enroll payload per template, in version 3 its metadata block, then u16
+// cylinder count (0xFFFF: none persisted) and the cylinders (24 + 4 u64, f32
+// x y theta, i32 minutia),
 // then an end record "TSFPEND." u64 count, and in version 2 u64 record number
 // and 32-byte hash of the last chained record the snapshot holds (the link the
 // next log continues from).
@@ -65,6 +70,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -73,6 +79,7 @@
 #include "absl/strings/string_view.h"
 #include "kernels/fingerprint/mcc.h"
 #include "services/fingerprint/formats/template_io.h"
+#include "services/fingerprint/store/template_metadata.h"
 
 namespace tessera {
 namespace fingerprint {
@@ -85,13 +92,15 @@ struct StoredTemplate {
   TemplateFormat format = TemplateFormat::kUnknown;
   std::string bytes;                   // the template as enrolled
   std::vector<MinutiaPoint> minutiae;  // what the matchers use
+  TemplateMetadata metadata;           // whose finger (may be empty)
   // Assigned by the store (in memory only): tells apart successive templates
   // enrolled under the same id (see CylinderSource).
   uint64_t seq = 0;
 };
 
 // INVALID_ARGUMENT for an empty or too long id (1-256 bytes, no control
-// characters), too many minutiae or too many bytes.
+// characters), too many minutiae or too many bytes, or bad metadata
+// (ValidateTemplateMetadata).
 absl::Status ValidateStoredTemplate(const StoredTemplate& t);
 
 // During Open: called for each snapshot template whose cylinders were
@@ -174,11 +183,22 @@ class GalleryStore {
       std::vector<StoredTemplate> batch, bool replace = false);
   // NOT_FOUND for an unknown id. Durable when OK.
   absl::Status Delete(absl::string_view id);
+  // Deletes every template of `subject` with one write and sync (one delete
+  // record per template); returns how many. Waits for commits in flight
+  // first, so an enroll of the subject acknowledged before the call is
+  // deleted too. NOT_FOUND when the subject has none. A crash during the
+  // write may leave some of the subject's deletions applied and none
+  // acknowledged: the caller retries.
+  absl::StatusOr<int64_t> DeleteSubject(absl::string_view subject);
 
   std::shared_ptr<const StoredTemplate> Get(absl::string_view id) const;  // null if absent
   std::vector<std::shared_ptr<const StoredTemplate>> Live() const;       // sorted by id
   // Up to `limit` ids greater than `after`, sorted.
   std::vector<std::string> ListIds(absl::string_view after, int limit) const;
+  // The live templates of `subject`, sorted by id (empty: none).
+  std::vector<std::shared_ptr<const StoredTemplate>> OfSubject(absl::string_view subject) const;
+  // Up to `limit` subject ids greater than `after`, sorted, with their template counts.
+  std::vector<std::pair<std::string, int64_t>> ListSubjects(absl::string_view after, int limit) const;
   size_t size() const;
   int64_t log_bytes() const;  // of the current log
   const std::string& dir() const { return dir_; }
@@ -218,7 +238,7 @@ class GalleryStore {
     std::string framed;
     int records = 0;
     std::vector<std::shared_ptr<StoredTemplate>> enrolls;
-    std::string deleted_id;  // a Delete's id, or empty
+    std::vector<std::string> deleted_ids;  // a Delete's id, or a DeleteSubject's
     absl::Status status;
     bool done = false;
   };
@@ -232,6 +252,7 @@ class GalleryStore {
   // on failure cuts the log back to `log_bytes`.
   absl::Status AppendAndSync(int fd, const std::string& path, int64_t log_bytes, const std::string& framed);
   void ApplyEnrollLocked(std::shared_ptr<StoredTemplate> t);
+  void EraseLiveLocked(const std::string& id);
 
   const std::string dir_;
   int lock_fd_ = -1;
@@ -256,13 +277,15 @@ class GalleryStore {
   std::function<void()> before_sync_hook_;
   bool chain_started_ = false;  // a chained record or a version-2 snapshot was read
   std::map<std::string, std::shared_ptr<const StoredTemplate>, std::less<>> live_;
+  // subject id -> ids of its live templates (templates with a subject only).
+  std::map<std::string, std::set<std::string>, std::less<>> by_subject_;
   GalleryOpenStats open_stats_;
 };
 
 namespace gallery_internal {
 // The framing and payload codecs, exposed for tests.
 std::string FrameRecord(absl::string_view payload);
-std::string EncodeEnroll(const StoredTemplate& t);
+std::string EncodeEnroll(const StoredTemplate& t);  // legacy kind 1 (no metadata)
 std::string EncodeDelete(absl::string_view id);
 // A framed chained record (kind 3 / 4 for these) after `link`, which it advances.
 std::string ChainRecord(uint8_t kind, absl::string_view fields, ChainLink* link);

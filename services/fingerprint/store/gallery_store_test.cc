@@ -37,6 +37,7 @@ namespace {
 using gallery_testing::FreshDir;
 using gallery_testing::MakeTemplate;
 using gallery_testing::LogPath;
+using gallery_testing::WithMetadata;
 
 using ::testing::HasSubstr;
 
@@ -50,6 +51,8 @@ void ExpectSame(const StoredTemplate& a, const StoredTemplate& b) {
     EXPECT_EQ(a.minutiae[i].y, b.minutiae[i].y);
     EXPECT_EQ(a.minutiae[i].theta, b.minutiae[i].theta);
   }
+  EXPECT_TRUE(a.metadata == b.metadata) << a.id << ": subject '" << a.metadata.subject_id << "' vs '"
+                                        << b.metadata.subject_id << "'";
 }
 
 int64_t FileSize(const std::string& path) {
@@ -414,14 +417,16 @@ TEST(GalleryStoreTest, LargeSnapshotReloadsInOrderAndFindsACorruptEntry) {
   for (int i = 0;; ++i) {
     if (i % 7 == 6) {
       std::vector<StoredTemplate> batch;
-      for (int j = 0; j < 10; ++j) batch.push_back(MakeTemplate(absl::StrCat("r", round, "_", i, "_", j), i + j));
+      for (int j = 0; j < 10; ++j) {
+        batch.push_back(WithMetadata(MakeTemplate(absl::StrCat("r", round, "_", i, "_", j), i + j), i + j));
+      }
       auto results = (*store)->EnrollBatch(batch);
       if (!results.ok()) _exit(5);
       for (const auto& r : *results) {
         if (r.ok()) ack((*r)->id);
       }
     } else {
-      auto r = (*store)->Enroll(MakeTemplate(absl::StrCat("r", round, "_", i), i));
+      auto r = (*store)->Enroll(WithMetadata(MakeTemplate(absl::StrCat("r", round, "_", i), i), i));
       if (!r.ok()) _exit(6);
       ack((*r)->id);
     }
@@ -477,9 +482,129 @@ TEST(GalleryStoreTest, AcknowledgedEnrollsSurviveKillNine) {
       int i = 0, j = 0;
       ASSERT_TRUE(absl::SimpleAtoi(parts[1], &i));
       if (parts.size() == 3) ASSERT_TRUE(absl::SimpleAtoi(parts[2], &j));
-      ExpectSame(*t, MakeTemplate(t->id, i + j));
+      ExpectSame(*t, WithMetadata(MakeTemplate(t->id, i + j), i + j));
     }
+    // The subject index is rebuilt from what survived.
+    int64_t indexed = 0;
+    for (const auto& [subject, n] : (*store)->ListSubjects("", 1000)) {
+      indexed += n;
+      for (const auto& t : (*store)->OfSubject(subject)) EXPECT_EQ(t->metadata.subject_id, subject);
+    }
+    int64_t with_subject = 0;
+    for (const auto& t : (*store)->Live()) with_subject += t->metadata.subject_id.empty() ? 0 : 1;
+    EXPECT_EQ(indexed, with_subject);
   }
+}
+
+TEST(GalleryStoreTest, MetadataSurvivesReopenAndCompactionAndGoesWithItsSubject) {
+  const std::string dir = FreshDir("metadata");
+  {
+    auto store = GalleryStore::Open(dir);
+    ASSERT_TRUE(store.ok());
+    for (int i = 0; i < 40; ++i) {
+      ASSERT_TRUE((*store)->Enroll(WithMetadata(MakeTemplate(absl::StrCat("m", i), i), i)).ok());
+    }
+    // The same template and metadata again is a retry; other metadata is a conflict.
+    EXPECT_TRUE((*store)->Enroll(WithMetadata(MakeTemplate("m5", 5), 5)).ok());
+    StoredTemplate other = WithMetadata(MakeTemplate("m5", 5), 5);
+    other.metadata.finger_position = 9;
+    EXPECT_EQ((*store)->Enroll(other).status().code(), absl::StatusCode::kAlreadyExists);
+    // Bad metadata is refused before anything is written.
+    StoredTemplate bad = MakeTemplate("bad", 1);
+    bad.metadata.capture_date = "2026-02-30";
+    EXPECT_EQ((*store)->Enroll(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  }
+  auto check_all = [](GalleryStore& store, const std::set<int>& gone) {
+    for (int i = 0; i < 40; ++i) {
+      auto t = store.Get(absl::StrCat("m", i));
+      if (gone.count(i)) {
+        EXPECT_EQ(t, nullptr) << i;
+      } else {
+        ASSERT_NE(t, nullptr) << i;
+        ExpectSame(*t, WithMetadata(MakeTemplate(absl::StrCat("m", i), i), i));
+      }
+    }
+  };
+  auto store = GalleryStore::Open(dir);  // from the log (kinds 3 and 5)
+  ASSERT_TRUE(store.ok()) << store.status();
+  check_all(**store, {});
+  // subject2: salts 2 and 36 (salt % 17 == 2; 19 is a fourth salt: no metadata).
+  auto of2 = (*store)->OfSubject("subject2");
+  ASSERT_EQ(of2.size(), 2u);
+  EXPECT_EQ(of2[0]->id, "m2");
+  EXPECT_EQ(of2[1]->id, "m36");
+  EXPECT_TRUE((*store)->Get("m19")->metadata.empty());
+  ASSERT_TRUE((*store)->Compact().ok());  // a version-3 snapshot
+  store->reset();
+  store = GalleryStore::Open(dir);
+  ASSERT_TRUE(store.ok()) << store.status();
+  check_all(**store, {});
+  auto deleted = (*store)->DeleteSubject("subject2");
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(*deleted, 2);
+  EXPECT_EQ((*store)->DeleteSubject("subject2").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*store)->DeleteSubject("").status().code(), absl::StatusCode::kNotFound);
+  // A replaced template leaves its old subject.
+  StoredTemplate moved = MakeTemplate("m4", 4);
+  moved.metadata.subject_id = "someone else";
+  ASSERT_TRUE((*store)->Enroll(moved, /*replace=*/true).ok());
+  for (const auto& t : (*store)->OfSubject("subject4")) EXPECT_NE(t->id, "m4");
+  ASSERT_EQ((*store)->OfSubject("someone else").size(), 1u);
+  store->reset();
+  store = GalleryStore::Open(dir);  // snapshot + deletes from the log
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_TRUE((*store)->OfSubject("subject2").empty());
+  EXPECT_EQ((*store)->Get("m2"), nullptr);
+  EXPECT_EQ((*store)->Get("m4")->metadata.subject_id, "someone else");
+  EXPECT_EQ((*store)->size(), 38u);
+}
+
+// A gallery written before metadata existed: a version-2 snapshot and kind-3
+// log records. It opens, takes metadata, and compacts to version 3.
+TEST(GalleryStoreTest, VersionTwoGalleryOpensAndUpgrades) {
+  const std::string dir = FreshDir("v2", /*create=*/true);
+  ChainLink link;
+  std::string snapshot;
+  {
+    std::string header("TSFPSNAP", 8);
+    const uint32_t version = 2;
+    const uint64_t count = 3, cylinders = 0;
+    header.append(reinterpret_cast<const char*>(&version), 4);
+    header.append(reinterpret_cast<const char*>(&count), 8);
+    header.append(reinterpret_cast<const char*>(&cylinders), 8);
+    snapshot += gallery_internal::FrameRecord(header);
+    for (int i = 0; i < 3; ++i) {
+      // Before the snapshot the chain held these three enrolls.
+      gallery_internal::ChainedEnroll(MakeTemplate(absl::StrCat("old", i), i), &link);
+      std::string entry = gallery_internal::EncodeEnroll(MakeTemplate(absl::StrCat("old", i), i)).substr(1);
+      entry.append("\xff\xff", 2);  // no cylinders
+      snapshot += gallery_internal::FrameRecord(entry);
+    }
+    std::string end("TSFPEND.", 8);
+    end.append(reinterpret_cast<const char*>(&count), 8);
+    end.append(reinterpret_cast<const char*>(&link.records), 8);
+    end.append(reinterpret_cast<const char*>(link.head.data()), 32);
+    snapshot += gallery_internal::FrameRecord(end);
+  }
+  AppendBytes(dir + "/" + gallery_internal::SnapshotFileName(2), snapshot);
+  AppendBytes(LogPath(dir, 2), gallery_internal::ChainedEnroll(MakeTemplate("old3", 3), &link));
+  {
+    auto store = GalleryStore::Open(dir);
+    ASSERT_TRUE(store.ok()) << store.status();
+    EXPECT_EQ((*store)->size(), 4u);
+    for (int i = 0; i < 4; ++i) ExpectSame(*(*store)->Get(absl::StrCat("old", i)), MakeTemplate(absl::StrCat("old", i), i));
+    EXPECT_EQ((*store)->open_stats().chain_records, 4);
+    ASSERT_TRUE((*store)->Enroll(WithMetadata(MakeTemplate("new", 8), 8)).ok());
+    ASSERT_TRUE((*store)->Compact().ok());
+  }
+  auto store = GalleryStore::Open(dir);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ((*store)->size(), 5u);
+  ExpectSame(*(*store)->Get("new"), WithMetadata(MakeTemplate("new", 8), 8));
+  ExpectSame(*(*store)->Get("old0"), MakeTemplate("old0", 0));
+  auto check = GalleryStore::Check(dir);
+  ASSERT_TRUE(check.ok());
+  EXPECT_TRUE(check->clean()) << check->error;
 }
 
 }  // namespace

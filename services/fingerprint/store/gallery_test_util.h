@@ -44,6 +44,19 @@ inline StoredTemplate MakeTemplate(const std::string& id, int salt) {
   return t;
 }
 
+// `t` with metadata derived from `salt` (none for every fourth salt, so a
+// gallery mixes records with and without metadata).
+inline StoredTemplate WithMetadata(StoredTemplate t, int salt) {
+  if (salt % 4 == 3) return t;
+  t.metadata.subject_id = absl::StrCat("subject", salt % 17);
+  t.metadata.finger_position = 1 + salt % 10;
+  t.metadata.impression_type = salt % 4;
+  t.metadata.capture_date = absl::StrCat("2026-12-", 10 + salt % 19);
+  t.metadata.source_tcn = absl::StrCat("TCN", salt);
+  t.metadata.attributes = {{"case", absl::StrCat("C", salt % 5)}, {"operator", "kiosk 2"}};
+  return t;
+}
+
 // Gallery entries of points[begin, end) as a searcher is given them: ids
 // "<prefix><i>", seq i + 1.
 inline std::vector<std::shared_ptr<const StoredTemplate>> EntriesOf(

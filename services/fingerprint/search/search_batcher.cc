@@ -22,6 +22,7 @@ double SecondsBetween(Clock::time_point a, Clock::time_point b) {
 struct SearchBatcher::Pending {
   BatchedSearch request;
   std::string matcher;  // normalized
+  std::string key;      // what batch-mates share: the matcher and the filter
   Clock::time_point enqueued;
   std::mutex mu;  // everything below
   std::condition_variable cv;
@@ -55,7 +56,7 @@ SearchBatcher::~SearchBatcher() {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
     waiting.swap(queue_);
-    queued_per_matcher_.clear();
+    queued_per_key_.clear();
     counters_.queue_depth = 0;
   }
   cv_.notify_all();
@@ -105,7 +106,7 @@ void SearchBatcher::RemoveIfQueued(const std::shared_ptr<Pending>& p) {
     auto it = std::find(queue_.begin(), queue_.end(), p);
     if (it != queue_.end()) {
       queue_.erase(it);
-      --queued_per_matcher_[p->matcher];
+      --queued_per_key_[p->key];
       --counters_.queue_depth;
       removed = true;
     }
@@ -143,6 +144,7 @@ absl::StatusOr<BatchedSearchResult> SearchBatcher::Search(BatchedSearch request,
     SearchOptions options;
     options.top_k = request.top_k;
     options.matcher = request.matcher;
+    options.filter = request.filter;
     options.control = &control;
     BatchedSearchResult out;
     const auto start = Clock::now();
@@ -156,6 +158,7 @@ absl::StatusOr<BatchedSearchResult> SearchBatcher::Search(BatchedSearch request,
   auto p = std::make_shared<Pending>();
   p->request = std::move(request);
   p->matcher = Normalize(p->request.matcher);
+  p->key = p->request.filter.empty() ? p->matcher : absl::StrCat(p->matcher, "|", p->request.filter.Key());
   p->enqueued = Clock::now();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -169,7 +172,7 @@ absl::StatusOr<BatchedSearchResult> SearchBatcher::Search(BatchedSearch request,
                        retry, " ms")));
     }
     queue_.push_back(p);
-    ++queued_per_matcher_[p->matcher];
+    ++queued_per_key_[p->key];
     ++counters_.queue_depth;
     counters_.max_queue_depth = std::max(counters_.max_queue_depth, counters_.queue_depth);
   }
@@ -205,21 +208,21 @@ void SearchBatcher::DispatchLoop() {
     // Gather company for the oldest call until the batch is full or it has
     // waited max_queue_delay.
     while (!stopping_ && !queue_.empty() && queue_.front() == front &&
-           queued_per_matcher_[front->matcher] < options_.max_batch_size && Clock::now() < due) {
+           queued_per_key_[front->key] < options_.max_batch_size && Clock::now() < due) {
       cv_.wait_until(lock, due);
     }
     if (stopping_) return;
     if (queue_.empty() || queue_.front() != front) continue;  // it left: start over with the next
     std::vector<std::shared_ptr<Pending>> batch;
     for (auto it = queue_.begin(); it != queue_.end() && static_cast<int>(batch.size()) < options_.max_batch_size;) {
-      if ((*it)->matcher == front->matcher) {
+      if ((*it)->key == front->key) {
         batch.push_back(*it);
         it = queue_.erase(it);
       } else {
         ++it;
       }
     }
-    queued_per_matcher_[front->matcher] -= static_cast<int>(batch.size());
+    queued_per_key_[front->key] -= static_cast<int>(batch.size());
     counters_.queue_depth -= static_cast<int>(batch.size());
     lock.unlock();
     if (metrics_ != nullptr) metrics_->queue_depth().Decrement(static_cast<double>(batch.size()));
@@ -260,6 +263,7 @@ void SearchBatcher::RunBatch(std::vector<std::shared_ptr<Pending>> batch) {
   SearchOptions options;
   options.top_k = top_k;
   options.matcher = matcher;
+  options.filter = members[0]->request.filter;
   options.control = &control;
   SearchStats stats;
   auto results = RunNow(probes, options, &stats);

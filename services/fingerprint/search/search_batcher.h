@@ -1,7 +1,7 @@
 // Dynamic batching of single-probe fingerprint searches, like the dynamic
 // batchers of inference servers (Triton): concurrent Search calls wait in one
 // bounded FIFO queue; a dispatcher thread takes the oldest one and the
-// queued calls for the same matcher up to max_batch_size, waiting at most
+// queued calls for the same matcher and filter up to max_batch_size, waiting at most
 // max_queue_delay after the oldest arrived for more to come, and runs them as
 // ONE call of the searcher's batch API (CPU: each gallery chunk scored for
 // every probe; GPU: the ALFI dual-stream pipeline). The batch runs with the
@@ -60,6 +60,7 @@ struct BatchedSearch {
   std::vector<MinutiaPoint> probe;
   int top_k = 10;       // >= 1
   std::string matcher;  // "" for the default
+  TemplateFilter filter;  // batched only with searches of the same matcher and filter
   // The caller's cancellation / deadline (SearchControl::check); thread-safe;
   // may be null. Called only while the caller waits in Search.
   std::function<absl::Status()> check;
@@ -131,7 +132,7 @@ class SearchBatcher {
   mutable std::mutex mu_;  // everything below
   std::condition_variable cv_;  // the dispatcher: arrivals, departures, shutdown
   std::list<std::shared_ptr<Pending>> queue_;
-  std::map<std::string, int> queued_per_matcher_;
+  std::map<std::string, int> queued_per_key_;
   double recent_batch_seconds_ = 0.01;  // moving average, for the retry-after hint
   Counters counters_;
   std::thread dispatcher_;  // last: started once the rest exists

@@ -7,6 +7,7 @@
 #include "services/fingerprint/search/search_batcher.h"
 
 #include <atomic>
+#include <map>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -36,6 +37,7 @@ class FakeSearcher {
       std::unique_lock<std::mutex> lock(mu_);
       batches_.push_back(static_cast<int>(probes.size()));
       matchers_.push_back(options.matcher);
+      filters_.push_back(options.filter.Key());
       ++running_;
       cv_.notify_all();
       cv_.wait(lock, [&] { return open_; });
@@ -95,6 +97,10 @@ class FakeSearcher {
     std::lock_guard<std::mutex> lock(mu_);
     return matchers_;
   }
+  std::vector<std::string> filters() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return filters_;
+  }
   std::vector<float> skipped() {
     std::lock_guard<std::mutex> lock(mu_);
     return skipped_;
@@ -108,6 +114,7 @@ class FakeSearcher {
   int running_ = 0;
   std::vector<int> batches_;
   std::vector<std::string> matchers_;
+  std::vector<std::string> filters_;
   std::vector<float> skipped_;
 };
 
@@ -179,6 +186,37 @@ TEST(SearchBatcherTest, GathersConcurrentSearchesByMatcher) {
   EXPECT_NE(text.find("tessera_fingerprint_search_batch_size_count{matcher=\"lssr\"} 4"), std::string::npos) << text;
   EXPECT_NE(text.find("tessera_fingerprint_search_queue_depth 0"), std::string::npos);
   EXPECT_NE(text.find("tessera_fingerprint_searches_total{outcome=\"ok\"} 33"), std::string::npos);
+}
+
+// Searches with different filters (finger positions, impression types) never
+// share a batch: the searcher applies one filter to the whole call.
+TEST(SearchBatcherTest, BatchesOnlySearchesWithTheSameFilter) {
+  FakeSearcher fake;
+  SearchBatcher batcher(fake.fn(), "lssr", Opts(16, 1024, absl::Milliseconds(200)), nullptr);
+  fake.Close();
+  std::vector<std::thread> threads;
+  std::vector<absl::StatusOr<BatchedSearchResult>> results(13, absl::UnknownError(""));
+  threads.emplace_back([&] { results[0] = batcher.Search(Tagged(0)); });
+  fake.WaitRunning(1);
+  for (int i = 1; i < 13; ++i) {
+    BatchedSearch s = Tagged(i);
+    if (i % 3 == 1) s.filter.finger_positions = {2, 7};
+    if (i % 3 == 2) s.filter.finger_positions = {7, 2, 2};  // the same filter, written otherwise
+    if (i % 3 == 0) s.filter.impression_types = {4};
+    threads.emplace_back([&, i, s] { results[i] = batcher.Search(s); });
+  }
+  while (batcher.counters().queue_depth < 12) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  fake.Open();
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 13; ++i) ASSERT_TRUE(results[i].ok()) << i;
+  const std::vector<int> sizes = fake.batches();
+  const std::vector<std::string> filters = fake.filters();
+  ASSERT_EQ(sizes.size(), 3u);  // the lone first, then one batch per filter
+  EXPECT_EQ(filters[0], "");
+  std::map<std::string, int> per_filter;
+  for (size_t b = 1; b < sizes.size(); ++b) per_filter[filters[b]] += sizes[b];
+  EXPECT_EQ(per_filter["fgp=2,7;imp="], 8);
+  EXPECT_EQ(per_filter["fgp=;imp=4"], 4);
 }
 
 TEST(SearchBatcherTest, ResultsEqualUnbatchedSearchesOnARealSearcher) {

@@ -146,6 +146,8 @@ class MccSearcher final : public GallerySearcher {
     ids_.reserve(ids_.size() + templates);
     seqs_.reserve(seqs_.size() + templates);
     deleted_.reserve(deleted_.size() + templates);
+    finger_positions_.reserve(finger_positions_.size() + templates);
+    impression_types_.reserve(impression_types_.size() + templates);
     slot_of_.reserve(slot_of_.size() + templates);
   }
 
@@ -183,6 +185,7 @@ class MccSearcher final : public GallerySearcher {
     const int top_k = options.top_k;
     if (top_k < 1) return absl::InvalidArgumentError(absl::StrCat("top_k must be at least 1, got ", top_k));
     if (options.cascade_candidates != 0) TESSERA_RETURN_IF_ERROR(ValidateCascadeCandidates(options.cascade_candidates));
+    TESSERA_RETURN_IF_ERROR(ValidateTemplateFilter(options.filter));
     for (size_t i = 0; i < probes.size(); ++i) {
       TESSERA_RETURN_IF_ERROR(Annotate(ValidateMccInput(probes[i], mcc_), absl::StrCat("probe ", i)));
     }
@@ -222,6 +225,15 @@ class MccSearcher final : public GallerySearcher {
     Run run{options.control, &stop, top_k, std::vector<int>(num_probes, 0), &tops};
     std::string backend = "cpu";
     std::shared_lock<std::shared_mutex> lock(mu_);
+    std::vector<uint8_t> filtered;  // deleted_ plus what the filter leaves out
+    run.exclude = deleted_.data();
+    if (!options.filter.empty()) {
+      filtered.resize(deleted_.size());
+      for (size_t t = 0; t < filtered.size(); ++t) {
+        filtered[t] = deleted_[t] || !options.filter.Accepts(finger_positions_[t], impression_types_[t]);
+      }
+      run.exclude = filtered.data();
+    }
     if (!slot_of_.empty() && num_probes > 0) {
       if (scorer == Scorer::kLssR || scorer == Scorer::kCascade) {
         // The cascade's first stage keeps a shortlist of at least top_k.
@@ -320,6 +332,8 @@ class MccSearcher final : public GallerySearcher {
     ids_.push_back(t.id);
     seqs_.push_back(t.seq);
     deleted_.push_back(0);
+    finger_positions_.push_back(static_cast<uint8_t>(t.metadata.finger_position));
+    impression_types_.push_back(static_cast<int16_t>(t.metadata.impression_type));
     slot_of_[t.id] = slot;
   }
 
@@ -328,16 +342,22 @@ class MccSearcher final : public GallerySearcher {
     MccGallery fresh;
     std::vector<std::string> ids;
     std::vector<uint64_t> seqs;
+    std::vector<uint8_t> fgps;
+    std::vector<int16_t> imps;
     fresh.Reserve(slot_of_.size(), static_cast<size_t>(gallery_.num_cylinders()));
     for (int t = 0; t < gallery_.num_templates(); ++t) {
       if (deleted_[t]) continue;
       fresh.Append(gallery_.Get(t), mcc_);
       ids.push_back(std::move(ids_[t]));
       seqs.push_back(seqs_[t]);
+      fgps.push_back(finger_positions_[t]);
+      imps.push_back(impression_types_[t]);
     }
     gallery_ = std::move(fresh);
     ids_ = std::move(ids);
     seqs_ = std::move(seqs);
+    finger_positions_ = std::move(fgps);
+    impression_types_ = std::move(imps);
     deleted_.assign(ids_.size(), 0);
     slot_of_.clear();
     for (size_t i = 0; i < ids_.size(); ++i) slot_of_[ids_[i]] = static_cast<int>(i);
@@ -351,6 +371,7 @@ class MccSearcher final : public GallerySearcher {
     int top_k;
     std::vector<int> cpu_begin;  // per probe: templates before this were scored on the GPU
     std::vector<std::vector<Candidate>>* tops;
+    const uint8_t* exclude = nullptr;  // per slot: never a candidate (deleted, or filtered out)
     int64_t chunks = 0;
 
     bool Wanted(int p) const { return control == nullptr || !control->probe_wanted || control->probe_wanted(p); }
@@ -402,7 +423,7 @@ class MccSearcher final : public GallerySearcher {
         const int p = active[a];
         const int lo = std::max(b, run.cpu_begin[p]);
         MergeTopK(scores.data() + static_cast<size_t>(a) * len + (lo - b), e - lo, lo, run.top_k, &(*run.tops)[p],
-                  deleted_.data());
+                  run.exclude);
       }
       ++run.chunks;
       run.Progress(e, n);
@@ -445,7 +466,7 @@ class MccSearcher final : public GallerySearcher {
     std::vector<float> scores(std::min(gallery_.num_templates(), DmcChunkTemplates()));
     return ForEachWantedProbeChunk(static_cast<int>(latents.size()), run, [&](int p, int b, int e) -> absl::Status {
       TESSERA_RETURN_IF_ERROR(DmcRangeLocked(latents[p], b, e, scores.data(), run.stop));
-      MergeTopK(scores.data(), e - b, b, run.top_k, &(*run.tops)[p], deleted_.data());
+      MergeTopK(scores.data(), e - b, b, run.top_k, &(*run.tops)[p], run.exclude);
       return absl::OkStatus();
     });
   }
@@ -475,7 +496,7 @@ class MccSearcher final : public GallerySearcher {
       if (stop.stopped()) return stop.status();
       TESSERA_RETURN_IF_ERROR(DmcRangeLocked(latents[p], b, e, dmc.data(), &stop));
       for (int t = 0; t < e - b; ++t) lssr[t] = FuseScores(lssr[t], dmc[t], fusion_weight_);
-      MergeTopK(lssr.data(), e - b, b, run.top_k, &(*run.tops)[p], deleted_.data());
+      MergeTopK(lssr.data(), e - b, b, run.top_k, &(*run.tops)[p], run.exclude);
       return absl::OkStatus();
     });
   }
@@ -666,7 +687,7 @@ class MccSearcher final : public GallerySearcher {
       LssBatchMatcher matcher(MccScore::kLssR, {}, mcc_, cuda::LssCudaKernel::kWarpMma);
       PipelineSearchOptions search;
       search.top_k = run.top_k;
-      search.exclude = deleted_.data();
+      search.exclude = run.exclude;
       search.stop = run.stop;
       absl::StatusOr<std::vector<std::vector<Candidate>>> got = pipeline_->Search(matcher, latents, search);
       if (run.stop->stopped()) return scored;
@@ -746,6 +767,9 @@ class MccSearcher final : public GallerySearcher {
   std::vector<std::string> ids_;  // per slot (template index of gallery_)
   std::vector<uint64_t> seqs_;
   std::vector<uint8_t> deleted_;
+  // Per slot, for SearchOptions::filter: the template's FGP and IMP.
+  std::vector<uint8_t> finger_positions_;
+  std::vector<int16_t> impression_types_;
   std::unordered_map<std::string, int> slot_of_;  // live ids
   uint64_t generation_ = 0;                       // bumped by RebuildLocked
 

@@ -80,6 +80,9 @@ struct SearchOptions {
   // Cancellation, per-probe interest and progress (search_control.h); not
   // owned, may be null (the search runs to the end).
   const SearchControl* control = nullptr;
+  // Only templates whose finger position / impression type it accepts are
+  // candidates (empty: all); the top-k is exact within them.
+  TemplateFilter filter;
 };
 
 class GallerySearcher {

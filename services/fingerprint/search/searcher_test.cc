@@ -68,6 +68,50 @@ TEST(SearcherTest, UnknownMatcherAndBadArguments) {
   EXPECT_EQ(s->VerifyId(testing::SyntheticTemplates(1, 1)[0], "missing").status().code(), absl::StatusCode::kNotFound);
 }
 
+// A filtered search equals an unfiltered one over only the accepted
+// templates, for every matcher path on the CPU, also after a rebuild.
+TEST(SearcherTest, FilterLimitsCandidatesToAcceptedFingersAndImpressions) {
+  const auto points = testing::TestTemplates(1, 60, 13);
+  std::vector<std::shared_ptr<const StoredTemplate>> all, accepted;
+  for (size_t i = 0; i < points.size(); ++i) {
+    auto t = std::make_shared<StoredTemplate>();
+    t->id = absl::StrCat("f", i);
+    t->minutiae = points[i];
+    t->seq = i + 1;
+    t->metadata.finger_position = 1 + static_cast<int>(i % 10);
+    t->metadata.impression_type = i % 3 == 0 ? kUnknownImpressionType : static_cast<int>(i % 2);
+    all.push_back(t);
+    if ((t->metadata.finger_position == 2 || t->metadata.finger_position == 7) && t->metadata.impression_type != 1) {
+      accepted.push_back(t);
+    }
+  }
+  ASSERT_GT(accepted.size(), 5u);
+  SearchOptions options;
+  options.top_k = 5;
+  options.filter.finger_positions = {2, 7};
+  options.filter.impression_types = {0, kUnknownImpressionType};
+  const std::vector<std::vector<MinutiaPoint>> probes = {points[1], points[6], points[30]};
+  for (const char* matcher : {"lssr", "dmc", "fusion", "cascade"}) {
+    auto filtered = CreateSearcher({matcher, "cpu"});
+    auto subset = CreateSearcher({matcher, "cpu"});
+    ASSERT_TRUE(filtered.ok() && subset.ok());
+    ASSERT_TRUE((*filtered)->Add(all).ok());
+    ASSERT_TRUE((*subset)->Add(accepted).ok());
+    auto got = (*filtered)->Search(probes, options);
+    SearchOptions plain = options;
+    plain.filter = {};
+    auto want = (*subset)->Search(probes, plain);
+    ASSERT_TRUE(got.ok() && want.ok()) << got.status() << want.status();
+    for (size_t p = 0; p < probes.size(); ++p) {
+      SCOPED_TRACE(absl::StrCat(matcher, " probe ", p));
+      ExpectSameCandidates((*got)[p], (*want)[p]);
+    }
+  }
+  SearchOptions bad = options;
+  bad.filter.finger_positions = {300};
+  EXPECT_EQ(CpuSearcher()->Search(probes, bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(SearcherTest, MatchesBruteForceWithDeletesAndReplacements) {
   const auto points = testing::TestTemplates(1, 60, 11);
   auto entries = EntriesOf(points, "g");

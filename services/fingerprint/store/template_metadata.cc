@@ -160,11 +160,11 @@ bool ReadMetadataBlock(absl::string_view data, size_t* pos, TemplateMetadata* ou
   return true;
 }
 
-bool TemplateFilter::Accepts(const TemplateMetadata& m) const {
+bool TemplateFilter::Accepts(int finger_position, int impression_type) const {
   const auto in = [](const std::vector<int>& list, int v) {
     return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
   };
-  return in(finger_positions, m.finger_position) && in(impression_types, m.impression_type);
+  return in(finger_positions, finger_position) && in(impression_types, impression_type);
 }
 
 std::string TemplateFilter::Key() const {

@@ -79,7 +79,8 @@ struct TemplateFilter {
   std::vector<int> impression_types;
 
   bool empty() const { return finger_positions.empty() && impression_types.empty(); }
-  bool Accepts(const TemplateMetadata& m) const;
+  bool Accepts(int finger_position, int impression_type) const;
+  bool Accepts(const TemplateMetadata& m) const { return Accepts(m.finger_position, m.impression_type); }
   // A canonical text form (sorted, deduplicated): searches with equal keys
   // may share a batch.
   std::string Key() const;

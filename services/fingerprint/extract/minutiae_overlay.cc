@@ -27,35 +27,52 @@ double ResponseScale(const Extraction& ex) {
 
 }  // namespace
 
-Image8 DrawMinutiaeOverlay(const Extraction& ex, int scale) {
-  scale = std::max(1, std::min(4, scale));
+Image8 EnhancedImageGray(const Extraction& ex) {
   const int w = ex.enhanced.width, h = ex.enhanced.height;
-  Image8 img = Image8::Make(w * scale, h * scale, 3);
+  Image8 img = Image8::Make(w, h, 1);
   const double unit = ResponseScale(ex);
-  for (int y = 0; y < h * scale; ++y) {
-    for (int x = 0; x < w * scale; ++x) {
-      const int px = x / scale, py = y / scale;
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
       // Ridges (negative response) dark, valleys light.
-      double v = 160 + 70 * ex.enhanced.at(px, py) / unit;
+      double v = 160 + 70 * ex.enhanced.at(x, y) / unit;
       v = std::max(0.0, std::min(255.0, v));
-      if (!ex.field.ForegroundAt(px, py)) v = 40 + v / 4;
-      const uint8_t g = static_cast<uint8_t>(v);
-      img.at(x, y, 0) = g, img.at(x, y, 1) = g, img.at(x, y, 2) = g;
+      if (!ex.field.ForegroundAt(x, y)) v = 40 + v / 4;
+      img.at(x, y) = static_cast<uint8_t>(v);
     }
   }
-  const auto put = [&](double fx, double fy, uint8_t r, uint8_t g, uint8_t b) {
-    const int x = static_cast<int>(std::lround(fx * scale)), y = static_cast<int>(std::lround(fy * scale));
-    if (x < 0 || y < 0 || x >= w * scale || y >= h * scale) return;
-    img.at(x, y, 0) = r, img.at(x, y, 1) = g, img.at(x, y, 2) = b;
+  return img;
+}
+
+void DrawGrayInto(const Image8& gray, int scale, int x0, int y0, Image8& canvas) {
+  for (int y = 0; y < gray.height * scale; ++y) {
+    for (int x = 0; x < gray.width * scale; ++x) {
+      const uint8_t g = gray.at(x / scale, y / scale);
+      PutPixel(x0 + x, y0 + y, {g, g, g}, canvas);
+    }
+  }
+}
+
+Rgb MinutiaColour(MinutiaType type) {
+  return type == MinutiaType::kEnding ? Rgb{230, 0, 0} : Rgb{0, 200, 40};
+}
+
+void DrawMinutiaMark(const Minutia& m, Rgb colour, int scale, int x0, int y0, Image8& canvas, double radius) {
+  const auto put = [&](double fx, double fy) {
+    PutPixel(x0 + static_cast<int>(std::lround(fx * scale)), y0 + static_cast<int>(std::lround(fy * scale)), colour,
+             canvas);
   };
   const double step = 0.5 / scale;
-  for (const Minutia& m : ex.view.minutiae) {
-    const bool ending = m.type == MinutiaType::kEnding;
-    const uint8_t r = ending ? 230 : 0, g = ending ? 0 : 200, b = ending ? 0 : 40;
-    for (double t = 0; t < 2 * kPi; t += step / 3) put(m.x + 3 * std::cos(t), m.y + 3 * std::sin(t), r, g, b);
-    // ISO angles are counter-clockwise with y down in the image.
-    for (double t = 3; t < 12; t += step) put(m.x + t * std::cos(m.angle), m.y - t * std::sin(m.angle), r, g, b);
-  }
+  for (double t = 0; t < 2 * kPi; t += step / radius) put(m.x + radius * std::cos(t), m.y + radius * std::sin(t));
+  // ISO angles are counter-clockwise with y down in the image.
+  for (double t = 3; t < 12; t += step) put(m.x + t * std::cos(m.angle), m.y - t * std::sin(m.angle));
+}
+
+Image8 DrawMinutiaeOverlay(const Extraction& ex, int scale) {
+  scale = std::max(1, std::min(4, scale));
+  const Image8 gray = EnhancedImageGray(ex);
+  Image8 img = Image8::Make(gray.width * scale, gray.height * scale, 3);
+  DrawGrayInto(gray, scale, 0, 0, img);
+  for (const Minutia& m : ex.view.minutiae) DrawMinutiaMark(m, MinutiaColour(m.type), scale, 0, 0, img);
   return img;
 }
 

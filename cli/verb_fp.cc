@@ -134,14 +134,6 @@ absl::StatusOr<fingerprint::ImageInput> ImageInputFromFlags(const Args& args) {
   return input;
 }
 
-// The name of one finger of a transaction: <prefix>_<FGP>; _idc<N> when the
-// record does not say which finger, _<FGP>_idc<N> when the transaction holds
-// that finger twice (a latent and its exemplar).
-std::string FingerName(const std::string& prefix, const fingerprint::TransactionFinger& f, bool repeated) {
-  if (f.position <= 0) return absl::StrCat(prefix, "_idc", f.idc);
-  return repeated ? absl::StrCat(prefix, "_", f.position, "_idc", f.idc) : absl::StrCat(prefix, "_", f.position);
-}
-
 // What one file holds, parsed: one template (a template or image file) or
 // one per finger (an ANSI/NIST-ITL transaction), each with its name.
 struct NamedTemplate {
@@ -159,11 +151,12 @@ std::vector<NamedTemplate> TemplatesOfContent(const std::string& file, const std
   absl::StatusOr<std::vector<fingerprint::TransactionFinger>> fingers =
       fingerprint::TemplatesFromTransaction(content, image_input);
   if (!fingers.ok()) return {{Stem(file), fingers.status()}};
-  std::map<int, int> per_position;
-  for (const fingerprint::TransactionFinger& f : *fingers) ++per_position[f.position];
+  // Named as the service names them (FingerTemplateIds).
+  const std::vector<std::string> names = fingerprint::FingerTemplateIds(Stem(file), *fingers);
   std::vector<NamedTemplate> out;
-  for (fingerprint::TransactionFinger& f : *fingers) {
-    const std::string name = FingerName(Stem(file), f, per_position[f.position] > 1);
+  for (size_t i = 0; i < fingers->size(); ++i) {
+    fingerprint::TransactionFinger& f = (*fingers)[i];
+    const std::string& name = names[i];
     if (!f.status.ok()) {
       out.push_back({name, f.status});
       continue;
@@ -508,6 +501,7 @@ int RunFp(int argc, char** argv) {
   const std::string sub = argv[1];
   if (sub == "--help" || sub == "-h" || sub == "help") return Usage(specs, stdout, 0);
   if (sub == "nist") return RunFpNist(argc - 1, argv + 1);  // its own flags (verb_fp_nist.cc)
+  if (sub == "chart") return RunFpChart(argc - 1, argv + 1);  // its own flags (verb_fp_chart.cc)
   auto args = Args::Parse(specs, argc, argv, 2);
   if (!args.ok()) {
     std::fprintf(stderr, "tessera fp: %s\n", std::string(args.status().message()).c_str());

@@ -11,6 +11,7 @@
 #include "services/fingerprint/formats/ansi_nist.h"
 #include "services/fingerprint/formats/ansi_nist_views.h"
 #include "services/fingerprint/formats/template_io.h"
+#include "services/fingerprint/store/template_metadata.h"
 
 namespace tessera {
 namespace fingerprint {
@@ -100,14 +101,8 @@ void FromMarkup(const ansi_nist::Transaction& t, const MinutiaeView& m, Transact
   f.minutiae = static_cast<int>(view->minutiae.size());
 }
 
-}  // namespace
-
-bool LooksLikeTransaction(absl::string_view bytes) { return absl::StartsWith(bytes, "1.001:"); }
-
-absl::StatusOr<std::vector<TransactionFinger>> TemplatesFromTransaction(absl::string_view bytes,
-                                                                        const ImageInput& input) {
-  absl::StatusOr<ansi_nist::Transaction> t = ansi_nist::ParseTransaction(bytes);
-  if (!t.ok()) return absl::InvalidArgumentError(t.status().message());
+// The fingers of a parsed transaction (see TemplatesFromTransaction).
+absl::StatusOr<std::vector<TransactionFinger>> FingersOf(const ansi_nist::Transaction* t, const ImageInput& input) {
   TESSERA_ASSIGN_OR_RETURN(std::vector<ImageView> images, ansi_nist::Images(*t));
   TESSERA_ASSIGN_OR_RETURN(std::vector<MinutiaeView> markups, ansi_nist::Minutiae(*t));
   std::map<int, const MinutiaeView*> markup_of;  // by IDC
@@ -158,6 +153,47 @@ absl::StatusOr<std::vector<TransactionFinger>> TemplatesFromTransaction(absl::st
   }
   return out;
 }
+
+}  // namespace
+
+bool LooksLikeTransaction(absl::string_view bytes) { return absl::StartsWith(bytes, "1.001:"); }
+
+absl::StatusOr<std::vector<TransactionFinger>> TemplatesFromTransaction(absl::string_view bytes,
+                                                                        const ImageInput& input) {
+  TESSERA_ASSIGN_OR_RETURN(TransactionCard card, ReadTransactionCard(bytes, input));
+  return std::move(card.fingers);
+}
+
+std::vector<std::string> FingerTemplateIds(absl::string_view prefix, const std::vector<TransactionFinger>& fingers) {
+  std::map<int, int> per_position;
+  for (const TransactionFinger& f : fingers) ++per_position[f.position];
+  std::vector<std::string> ids;
+  for (const TransactionFinger& f : fingers) {
+    if (f.position <= 0) {
+      ids.push_back(absl::StrCat(prefix, "_idc", f.idc));
+    } else if (per_position[f.position] > 1) {
+      ids.push_back(absl::StrCat(prefix, "_", f.position, "_idc", f.idc));
+    } else {
+      ids.push_back(absl::StrCat(prefix, "_", f.position));
+    }
+  }
+  return ids;
+}
+
+absl::StatusOr<TransactionCard> ReadTransactionCard(absl::string_view bytes, const ImageInput& input) {
+  absl::StatusOr<ansi_nist::Transaction> t = ansi_nist::ParseTransaction(bytes);
+  if (!t.ok()) return absl::InvalidArgumentError(t.status().message());
+  TransactionCard card;
+  const ansi_nist::Record& type1 = t->records[0];
+  if (const ansi_nist::Field* f = type1.Find(9)) card.tcn = f->value();
+  if (const ansi_nist::Field* f = type1.Find(4)) card.tot = f->value();
+  if (const ansi_nist::Field* f = type1.Find(5)) {
+    if (!NormalizeCaptureDate(f->value(), &card.date).ok()) card.date.clear();
+  }
+  TESSERA_ASSIGN_OR_RETURN(card.fingers, FingersOf(&*t, input));
+  return card;
+}
+
 
 }  // namespace fingerprint
 }  // namespace tessera

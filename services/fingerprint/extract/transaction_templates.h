@@ -47,6 +47,23 @@ struct TransactionFinger {
 absl::StatusOr<std::vector<TransactionFinger>> TemplatesFromTransaction(absl::string_view bytes,
                                                                         const ImageInput& input = {});
 
+// A transaction's fingers with what its Type-1 record says of it: what
+// enrolling a card or searching a submission needs.
+struct TransactionCard {
+  std::string tcn;   // transaction control number (1.009)
+  std::string tot;   // type of transaction (1.004), e.g. "CAR", "LFS"
+  std::string date;  // 1.005 as YYYY-MM-DD; "" when absent or not a date
+  std::vector<TransactionFinger> fingers;
+};
+
+// TemplatesFromTransaction plus the Type-1 fields.
+absl::StatusOr<TransactionCard> ReadTransactionCard(absl::string_view bytes, const ImageInput& input = {});
+
+// The template ids of a card's fingers: <prefix>_<FGP>; <prefix>_idc<N> when
+// the record does not say which finger; <prefix>_<FGP>_idc<N> when the
+// transaction holds that finger twice (a latent and its exemplar).
+std::vector<std::string> FingerTemplateIds(absl::string_view prefix, const std::vector<TransactionFinger>& fingers);
+
 // True when `bytes` start like an ANSI/NIST-ITL transaction ("1.001:").
 bool LooksLikeTransaction(absl::string_view bytes);
 

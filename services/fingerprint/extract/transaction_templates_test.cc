@@ -111,6 +111,25 @@ TEST(TransactionTemplatesTest, ACardGivesOneTemplatePerFingerMarkupFirst) {
   EXPECT_NE(slap.status.message().find("segmentation"), absl::string_view::npos);
 }
 
+TEST(TransactionTemplatesTest, CardCarriesTheType1FieldsAndNamesItsFingers) {
+  absl::StatusOr<TransactionCard> card = ReadTransactionCard(Card());
+  ASSERT_TRUE(card.ok()) << card.status();
+  EXPECT_EQ(card->tcn, "TCN-1");
+  EXPECT_EQ(card->tot, "CAR");
+  EXPECT_EQ(card->date, "2026-12-06");
+  ASSERT_EQ(card->fingers.size(), 3u);
+  EXPECT_EQ(FingerTemplateIds("s", card->fingers), (std::vector<std::string>{"s_1", "s_2", "s_13"}));
+  // A finger twice (a latent and its exemplar) and an unknown position.
+  std::vector<TransactionFinger> fingers(3);
+  fingers[0].position = 8;
+  fingers[0].idc = 1;
+  fingers[1].position = 8;
+  fingers[1].idc = 2;
+  fingers[2].position = 0;
+  fingers[2].idc = 5;
+  EXPECT_EQ(FingerTemplateIds("x", fingers), (std::vector<std::string>{"x_8_idc1", "x_8_idc2", "x_idc5"}));
+}
+
 TEST(TransactionTemplatesTest, MalformedTransactionsAreInvalidArgument) {
   const std::string card = Card();
   EXPECT_EQ(TemplatesFromTransaction(card.substr(0, card.size() / 2)).status().code(),

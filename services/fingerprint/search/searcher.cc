@@ -129,13 +129,13 @@ class MccSearcher final : public GallerySearcher {
     }
     std::vector<MccTemplate> built = BuildAll(inputs, mcc_);
     std::unique_lock<std::shared_mutex> lock(mu_);
-    for (size_t i = 0; i < templates.size(); ++i) AppendLocked(*templates[i], built[i]);
+    for (size_t i = 0; i < templates.size(); ++i) AppendLocked(templates[i], built[i]);
     return absl::OkStatus();
   }
 
   absl::Status AddWithCylinders(const std::shared_ptr<const StoredTemplate>& t, MccTemplate&& cylinders) override {
     std::unique_lock<std::shared_mutex> lock(mu_);
-    AppendLocked(*t, cylinders);
+    AppendLocked(t, cylinders);
     return absl::OkStatus();
   }
 
@@ -148,6 +148,7 @@ class MccSearcher final : public GallerySearcher {
     deleted_.reserve(deleted_.size() + templates);
     finger_positions_.reserve(finger_positions_.size() + templates);
     impression_types_.reserve(impression_types_.size() + templates);
+    metadata_.reserve(metadata_.size() + templates);
     slot_of_.reserve(slot_of_.size() + templates);
   }
 
@@ -257,7 +258,9 @@ class MccSearcher final : public GallerySearcher {
     }
     std::vector<std::vector<SearchCandidate>> results(num_probes);
     for (int p = 0; p < num_probes; ++p) {
-      for (const Candidate& c : tops[p]) results[p].push_back({ids_[c.template_index], c.score});
+      for (const Candidate& c : tops[p]) {
+        results[p].push_back({ids_[c.template_index], c.score, metadata_[c.template_index]});
+      }
     }
     if (stats != nullptr) {
       stats->gallery_templates = static_cast<int64_t>(slot_of_.size());
@@ -324,7 +327,8 @@ class MccSearcher final : public GallerySearcher {
     return scorer == Scorer::kDmc ? scores[0] : FuseScores(lssr, scores[0], fusion_weight_);
   }
 
-  void AppendLocked(const StoredTemplate& t, const MccTemplate& cylinders) {
+  void AppendLocked(const std::shared_ptr<const StoredTemplate>& stored, const MccTemplate& cylinders) {
+    const StoredTemplate& t = *stored;
     auto it = slot_of_.find(t.id);
     if (it != slot_of_.end()) deleted_[it->second] = 1;  // replaced
     const int slot = gallery_.num_templates();
@@ -334,6 +338,9 @@ class MccSearcher final : public GallerySearcher {
     deleted_.push_back(0);
     finger_positions_.push_back(static_cast<uint8_t>(t.metadata.finger_position));
     impression_types_.push_back(static_cast<int16_t>(t.metadata.impression_type));
+    // Shares the template's ownership; only templates that have metadata
+    // (galleries without any keep nothing more alive).
+    metadata_.push_back(t.metadata.empty() ? nullptr : std::shared_ptr<const TemplateMetadata>(stored, &stored->metadata));
     slot_of_[t.id] = slot;
   }
 
@@ -344,6 +351,7 @@ class MccSearcher final : public GallerySearcher {
     std::vector<uint64_t> seqs;
     std::vector<uint8_t> fgps;
     std::vector<int16_t> imps;
+    std::vector<std::shared_ptr<const TemplateMetadata>> metadata;
     fresh.Reserve(slot_of_.size(), static_cast<size_t>(gallery_.num_cylinders()));
     for (int t = 0; t < gallery_.num_templates(); ++t) {
       if (deleted_[t]) continue;
@@ -352,12 +360,14 @@ class MccSearcher final : public GallerySearcher {
       seqs.push_back(seqs_[t]);
       fgps.push_back(finger_positions_[t]);
       imps.push_back(impression_types_[t]);
+      metadata.push_back(std::move(metadata_[t]));
     }
     gallery_ = std::move(fresh);
     ids_ = std::move(ids);
     seqs_ = std::move(seqs);
     finger_positions_ = std::move(fgps);
     impression_types_ = std::move(imps);
+    metadata_ = std::move(metadata);
     deleted_.assign(ids_.size(), 0);
     slot_of_.clear();
     for (size_t i = 0; i < ids_.size(); ++i) slot_of_[ids_[i]] = static_cast<int>(i);
@@ -770,6 +780,7 @@ class MccSearcher final : public GallerySearcher {
   // Per slot, for SearchOptions::filter: the template's FGP and IMP.
   std::vector<uint8_t> finger_positions_;
   std::vector<int16_t> impression_types_;
+  std::vector<std::shared_ptr<const TemplateMetadata>> metadata_;  // null: none
   std::unordered_map<std::string, int> slot_of_;  // live ids
   uint64_t generation_ = 0;                       // bumped by RebuildLocked
 

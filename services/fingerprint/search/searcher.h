@@ -60,6 +60,8 @@ namespace fingerprint {
 struct SearchCandidate {
   std::string id;
   float score = 0;
+  // Whose finger the candidate is (as enrolled); null when it has none.
+  std::shared_ptr<const TemplateMetadata> metadata;
 };
 
 struct SearchStats {

@@ -921,7 +921,7 @@ absl::Status GalleryStore::Delete(absl::string_view id) {
   return CommitLocked(&commit, lock);
 }
 
-absl::StatusOr<int64_t> GalleryStore::DeleteSubject(absl::string_view subject) {
+absl::StatusOr<std::vector<std::string>> GalleryStore::DeleteSubject(absl::string_view subject) {
   std::unique_lock<std::mutex> lock(mu_);
   // live_ is the tip once nothing is queued or being written.
   commit_cv_.wait(lock, [this] { return queue_.empty() && !commit_in_flight_; });
@@ -936,9 +936,9 @@ absl::StatusOr<int64_t> GalleryStore::DeleteSubject(absl::string_view subject) {
     commit.deleted_ids.push_back(id);
     tip_live_[id] = false;
   }
-  const int64_t n = commit.records;
+  std::vector<std::string> ids = commit.deleted_ids;
   TESSERA_RETURN_IF_ERROR(CommitLocked(&commit, lock));
-  return n;
+  return ids;
 }
 
 GalleryCommitStats GalleryStore::commit_stats() const {

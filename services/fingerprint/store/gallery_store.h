@@ -184,12 +184,12 @@ class GalleryStore {
   // NOT_FOUND for an unknown id. Durable when OK.
   absl::Status Delete(absl::string_view id);
   // Deletes every template of `subject` with one write and sync (one delete
-  // record per template); returns how many. Waits for commits in flight
+  // record per template); returns their ids. Waits for commits in flight
   // first, so an enroll of the subject acknowledged before the call is
   // deleted too. NOT_FOUND when the subject has none. A crash during the
   // write may leave some of the subject's deletions applied and none
   // acknowledged: the caller retries.
-  absl::StatusOr<int64_t> DeleteSubject(absl::string_view subject);
+  absl::StatusOr<std::vector<std::string>> DeleteSubject(absl::string_view subject);
 
   std::shared_ptr<const StoredTemplate> Get(absl::string_view id) const;  // null if absent
   std::vector<std::shared_ptr<const StoredTemplate>> Live() const;       // sorted by id

@@ -541,7 +541,7 @@ TEST(GalleryStoreTest, MetadataSurvivesReopenAndCompactionAndGoesWithItsSubject)
   check_all(**store, {});
   auto deleted = (*store)->DeleteSubject("subject2");
   ASSERT_TRUE(deleted.ok()) << deleted.status();
-  EXPECT_EQ(*deleted, 2);
+  EXPECT_EQ(*deleted, (std::vector<std::string>{"m2", "m36"}));
   EXPECT_EQ((*store)->DeleteSubject("subject2").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ((*store)->DeleteSubject("").status().code(), absl::StatusCode::kNotFound);
   // A replaced template leaves its old subject.

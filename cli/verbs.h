@@ -14,6 +14,7 @@ int RunSynth(int argc, char** argv);     // synthetic registration problem
 int RunSom(int argc, char** argv);       // SOM atlases: train, project, render, labels
 int RunFp(int argc, char** argv);        // fingerprint gallery: enroll, search, delete, list
 int RunFpNist(int argc, char** argv);    // `fp nist show`: ANSI/NIST-ITL transactions as JSON
+int RunFpChart(int argc, char** argv);   // `fp chart`: a match chart (paired minutiae, alignment) as PNG + JSON
 int RunJob(int argc, char** argv);       // scheduler client: submit, watch, cancel, result, list, workers
 int RunPhantom(int argc, char** argv);  // reconstruction test data: analytic sinograms, geometry JSON
 int RunAudit(int argc, char** argv);     // audit trail: verify the hash chain, show records

@@ -27,6 +27,11 @@ constexpr Rgb kPalette[] = {{0, 110, 255}, {255, 140, 0},  {210, 0, 210},  {0, 1
                             {230, 200, 0}, {140, 70, 255}, {255, 70, 150}, {0, 150, 110},
                             {150, 100, 30}, {90, 180, 255}, {120, 120, 0}, {190, 120, 255}};
 
+// Black or white, whichever reads better on `c` (BT.601 luma).
+Rgb Legible(Rgb c) {
+  return 299 * c.r + 587 * c.g + 114 * c.b < 128000 ? Rgb{255, 255, 255} : Rgb{0, 0, 0};
+}
+
 constexpr Rgb kBackground{245, 245, 245};
 constexpr Rgb kBlankPanel{228, 228, 228};
 constexpr Rgb kInk{20, 20, 20};
@@ -95,7 +100,7 @@ absl::StatusOr<Image8> DrawMatchChart(const MatchChart& chart, const MatchChartO
     }
   }
   const int text = std::max(2, scale);   // labels and caption
-  const int number = scale;              // pair numbers
+  const int number = scale + 1;          // pair numbers
   const int line_height = kFontHeight * text;
   const int header = line_height + 8;
   const int caption = 3 * line_height + 4 * 6;
@@ -149,8 +154,8 @@ absl::StatusOr<Image8> DrawMatchChart(const MatchChart& chart, const MatchChartO
       double x, y;
       at(*panels[side], *ends[side], &x, &y);
       const int tx = static_cast<int>(x) + 7 * scale, ty = static_cast<int>(y) - 7 * scale - kFontHeight * number;
-      FillRect(tx - 1, ty - 1, TextWidth(label, number) + 2, kFontHeight * number + 2, kInk, img);
-      DrawText(label, tx, ty, number, colour, img);
+      FillRect(tx - 1, ty - 1, TextWidth(label, number) + 2, kFontHeight * number + 2, colour, img);
+      DrawText(label, tx, ty, number, Legible(colour), img);
     }
   }
 

@@ -15,6 +15,8 @@
 #include "common/status.h"
 #include "services/fingerprint/extract/minutiae_overlay.h"
 #include "services/fingerprint/gallery_set.h"
+#include "services/fingerprint/metadata_proto.h"
+#include "services/fingerprint/search/match_explain.h"
 #include "services/server/auth.h"
 #include "services/server/call_checks.h"
 #include "services/server/gallery_names.h"
@@ -121,6 +123,7 @@ StoredTemplate FingerprintGallery::StoredFromParsed(const EnrollItem& item, Pars
   t.format = parsed.format;
   t.bytes = item.image ? std::move(parsed.extracted_record) : item.bytes;
   t.minutiae = std::move(parsed.minutiae);
+  t.metadata = item.metadata;
   return t;
 }
 
@@ -235,6 +238,13 @@ absl::Status FingerprintGallery::Delete(absl::string_view id) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<int64_t> FingerprintGallery::DeleteSubject(absl::string_view subject) {
+  TESSERA_ASSIGN_OR_RETURN(std::vector<std::string> ids, store_->DeleteSubject(subject));
+  SyncSearcher({}, ids);
+  MaybeCompactInBackground();
+  return static_cast<int64_t>(ids.size());
+}
+
 std::vector<std::string> FingerprintGallery::List(absl::string_view after, int limit) const {
   return store_->ListIds(after, limit);
 }
@@ -279,6 +289,17 @@ void FingerprintGallery::MaybeCompactInBackground() {
     }
     compacting_ = false;
   });
+}
+
+absl::Status ExplainCandidates(const FingerprintGallery& gallery, const std::vector<MinutiaPoint>& probe,
+                               google::protobuf::RepeatedPtrField<v1::Candidate>* candidates) {
+  for (v1::Candidate& c : *candidates) {
+    std::shared_ptr<const StoredTemplate> t = gallery.Get(c.id());
+    if (t == nullptr) continue;  // deleted since the search
+    TESSERA_ASSIGN_OR_RETURN(MatchExplanation e, ExplainMatch(probe, t->minutiae));
+    ExplanationToProto(e, c.mutable_explanation());
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace fingerprint
@@ -377,6 +398,11 @@ grpc::Status FingerprintServiceImpl::Enroll(grpc::ServerContext* context, const 
   absl::StatusOr<fingerprint::EnrollItem> item =
       fingerprint::EnrollItemFromRequest(request->id(), request->record(), options_.search_limits());
   if (!item.ok()) return ToGrpcStatus(item.status());
+  if (request->has_metadata()) {
+    absl::StatusOr<fingerprint::TemplateMetadata> metadata = fingerprint::MetadataFromProto(request->metadata());
+    if (!metadata.ok()) return ToGrpcStatus(metadata.status());
+    item->metadata = std::move(*metadata);
+  }
   int quality = -1;
   absl::StatusOr<std::shared_ptr<const fingerprint::StoredTemplate>> stored =
       gallery.Enroll(*item, request->replace(), &quality);
@@ -446,6 +472,14 @@ grpc::Status FingerprintServiceImpl::EnrollStream(grpc::ServerContext* context,
     }
     absl::StatusOr<fingerprint::EnrollItem> item =
           fingerprint::EnrollItemFromRequest(request.id(), std::move(*request.mutable_record()), options_.search_limits());
+    if (item.ok() && request.has_metadata()) {
+      absl::StatusOr<fingerprint::TemplateMetadata> metadata = fingerprint::MetadataFromProto(request.metadata());
+      if (metadata.ok()) {
+        item->metadata = std::move(*metadata);
+      } else {
+        item = metadata.status();
+      }
+    }
     if (GalleryOrDefault(request.gallery()) != gallery_name) {
       report(index, request.id(),
              absl::InvalidArgumentError(absl::StrCat("every item of a stream names the stream's gallery '",
@@ -510,9 +544,12 @@ grpc::Status FingerprintServiceImpl::Search(grpc::ServerContext* context, const 
   absl::StatusOr<fingerprint::ParsedSearch> parsed = fingerprint::ParseSearchRequest(*request, options_.search_limits());
   if (!parsed.ok()) return ToGrpcStatus(parsed.status());
   fingerprint::BatchedSearch search;
+  // Kept for the explanations (the batcher takes the probe).
+  std::vector<fingerprint::MinutiaPoint> probe = request->explain() ? parsed->probes[0] : std::vector<fingerprint::MinutiaPoint>{};
   search.probe = std::move(parsed->probes[0]);
   search.top_k = parsed->top_k;
   search.matcher = parsed->matcher;
+  search.filter = std::move(parsed->filter);
   search.check = CallCheck(context);
   int64_t retry_after_ms = 0;
   absl::StatusOr<fingerprint::BatchedSearchResult> result = (*g)->batcher->Search(std::move(search), &retry_after_ms);
@@ -521,6 +558,10 @@ grpc::Status FingerprintServiceImpl::Search(grpc::ServerContext* context, const 
     return ToGrpcStatus(result.status());
   }
   fingerprint::AddCandidates(result->candidates, response->mutable_candidates());
+  if (request->explain()) {
+    absl::Status explained = ExplainCandidates(*(*g)->gallery, probe, response->mutable_candidates());
+    if (!explained.ok()) return ToGrpcStatus(explained);
+  }
   v1::SearchTiming* timing = response->mutable_timing();
   fingerprint::SetTiming(result->stats, Ms(start), timing);
   timing->set_queue_ms(result->queue_seconds * 1e3);
@@ -541,6 +582,7 @@ grpc::Status FingerprintServiceImpl::SearchBatch(grpc::ServerContext* context, c
   fingerprint::SearchOptions options;
   options.top_k = parsed->top_k;
   options.matcher = parsed->matcher;
+  options.filter = std::move(parsed->filter);
   options.control = &control;
   fingerprint::SearchStats stats;
   absl::StatusOr<std::vector<std::vector<fingerprint::SearchCandidate>>> results =
@@ -562,14 +604,18 @@ grpc::Status FingerprintServiceImpl::Verify(grpc::ServerContext* context, const 
   absl::StatusOr<fingerprint::ParsedTemplate> probe = ParseRequestTemplate(request->probe(), "probe");
   if (!probe.ok()) return ToGrpcStatus(probe.status());
   absl::StatusOr<float> score;
+  std::vector<fingerprint::MinutiaPoint> against;  // for the explanation
   switch (request->against_case()) {
-    case v1::VerifyRequest::kId:
+    case v1::VerifyRequest::kId: {
       score = gallery.VerifyId(probe->minutiae, request->id(), request->matcher());
+      if (std::shared_ptr<const fingerprint::StoredTemplate> t = gallery.Get(request->id())) against = t->minutiae;
       break;
+    }
     case v1::VerifyRequest::kReference: {
       absl::StatusOr<fingerprint::ParsedTemplate> ref = ParseRequestTemplate(request->reference(), "reference");
       if (!ref.ok()) return ToGrpcStatus(ref.status());
       score = gallery.Compare(probe->minutiae, ref->minutiae, request->matcher());
+      against = std::move(ref->minutiae);
       break;
     }
     default:
@@ -577,6 +623,11 @@ grpc::Status FingerprintServiceImpl::Verify(grpc::ServerContext* context, const 
   }
   if (!score.ok()) return ToGrpcStatus(score.status());
   response->set_score(*score);
+  if (request->explain() && !against.empty()) {
+    absl::StatusOr<fingerprint::MatchExplanation> e = fingerprint::ExplainMatch(probe->minutiae, against);
+    if (!e.ok()) return ToGrpcStatus(e.status());
+    fingerprint::ExplanationToProto(*e, response->mutable_explanation());
+  }
   return grpc::Status::OK;
 }
 

@@ -96,6 +96,7 @@ struct EnrollItem {
   std::string bytes;
   TemplateFormat format = TemplateFormat::kUnknown;
   int view = 0;
+  TemplateMetadata metadata;  // stored with the template
   // Set: `bytes` are an image; the gallery stores the template extracted
   // from it (ISO 19794-2), not the image.
   std::optional<ImageInput> image;
@@ -121,6 +122,16 @@ class FingerprintGallery {
   absl::StatusOr<std::vector<absl::Status>> EnrollBatch(const std::vector<EnrollItem>& items, bool replace = false);
   absl::Status Delete(absl::string_view id);  // NOT_FOUND
   std::vector<std::string> List(absl::string_view after, int limit) const;
+  std::shared_ptr<const StoredTemplate> Get(absl::string_view id) const { return store_->Get(id); }
+  // Subjects (gallery_store.h): a subject's templates, the subjects a page
+  // at a time, and deleting all of a subject's templates (NOT_FOUND: none).
+  std::vector<std::shared_ptr<const StoredTemplate>> OfSubject(absl::string_view subject) const {
+    return store_->OfSubject(subject);
+  }
+  std::vector<std::pair<std::string, int64_t>> ListSubjects(absl::string_view after, int limit) const {
+    return store_->ListSubjects(after, limit);
+  }
+  absl::StatusOr<int64_t> DeleteSubject(absl::string_view subject);
   int64_t size() const;
 
   // `matcher`: "" (the gallery's default) or one of SearcherMatchers().
@@ -176,6 +187,11 @@ class FingerprintGallery {
   double load_seconds_ = 0;
 };
 
+// Adds each candidate's MatchExplanation (match_explain.h) against `probe`;
+// candidates no longer in the gallery get none.
+absl::Status ExplainCandidates(const FingerprintGallery& gallery, const std::vector<MinutiaPoint>& probe,
+                               google::protobuf::RepeatedPtrField<v1::Candidate>* candidates);
+
 class GallerySet;
 struct HostedGallery;
 // The searcher of a named gallery ("" is "default"): what search jobs run on.
@@ -209,6 +225,17 @@ class FingerprintServiceImpl final : public v1::FingerprintService::Service {
                              v1::GalleryInfo* response) override;
   grpc::Status ListGalleries(grpc::ServerContext* context, const v1::ListGalleriesRequest* request,
                              v1::ListGalleriesResponse* response) override;
+  // Subjects and ANSI/NIST transactions (fingerprint_service_subjects.cc).
+  grpc::Status EnrollTransaction(grpc::ServerContext* context, const v1::EnrollTransactionRequest* request,
+                                 v1::EnrollTransactionResponse* response) override;
+  grpc::Status SearchTransaction(grpc::ServerContext* context, const v1::SearchTransactionRequest* request,
+                                 v1::SearchTransactionResponse* response) override;
+  grpc::Status GetSubject(grpc::ServerContext* context, const v1::GetSubjectRequest* request,
+                          v1::GetSubjectResponse* response) override;
+  grpc::Status ListSubjects(grpc::ServerContext* context, const v1::ListSubjectsRequest* request,
+                            v1::ListSubjectsResponse* response) override;
+  grpc::Status DeleteSubject(grpc::ServerContext* context, const v1::DeleteSubjectRequest* request,
+                             v1::DeleteSubjectResponse* response) override;
 
   ~FingerprintServiceImpl() override;
   // The gallery "default" and its batcher (tests and benchmarks: aborts when

@@ -1,5 +1,7 @@
 #include "services/fingerprint/search_request.h"
 
+#include "services/fingerprint/metadata_proto.h"
+
 #include <algorithm>
 #include <utility>
 
@@ -211,14 +213,22 @@ absl::StatusOr<ParsedSearch> ParseSearch(const google::protobuf::RepeatedPtrFiel
 }
 
 absl::StatusOr<ParsedSearch> ParseSearchRequest(const v1::SearchRequest& request, const SearchLimits& limits) {
+  TESSERA_ASSIGN_OR_RETURN(TemplateFilter filter,
+                           FilterFromProto(request.finger_positions(), request.impression_types()));
   google::protobuf::RepeatedPtrField<v1::FingerprintTemplate> probes;
   *probes.Add() = request.probe();
-  return ParseSearch(probes, request.top_k(), request.matcher(), limits);
+  TESSERA_ASSIGN_OR_RETURN(ParsedSearch out, ParseSearch(probes, request.top_k(), request.matcher(), limits));
+  out.filter = std::move(filter);
+  return out;
 }
 
 absl::StatusOr<ParsedSearch> ParseSearchBatchRequest(const v1::SearchBatchRequest& request,
                                                      const SearchLimits& limits) {
-  return ParseSearch(request.probes(), request.top_k(), request.matcher(), limits);
+  TESSERA_ASSIGN_OR_RETURN(TemplateFilter filter,
+                           FilterFromProto(request.finger_positions(), request.impression_types()));
+  TESSERA_ASSIGN_OR_RETURN(ParsedSearch out, ParseSearch(request.probes(), request.top_k(), request.matcher(), limits));
+  out.filter = std::move(filter);
+  return out;
 }
 
 void SetTiming(const SearchStats& stats, double total_ms, v1::SearchTiming* timing) {
@@ -236,6 +246,7 @@ void AddCandidates(const std::vector<SearchCandidate>& candidates,
     v1::Candidate* o = out->Add();
     o->set_id(c.id);
     o->set_score(c.score);
+    if (c.metadata != nullptr) MetadataToProto(*c.metadata, o->mutable_metadata());
   }
 }
 

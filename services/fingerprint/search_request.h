@@ -86,6 +86,7 @@ struct ParsedSearch {
   std::vector<std::vector<MinutiaPoint>> probes;
   int top_k = 10;
   std::string matcher;  // "" (the server's default) or a SearcherMatchers() name
+  TemplateFilter filter;  // finger positions / impression types (empty: all)
 };
 
 // top_k 0 means 10; INVALID_ARGUMENT for top_k outside 1..max_top_k, an
@@ -97,7 +98,7 @@ absl::StatusOr<ParsedSearch> ParseSearch(const google::protobuf::RepeatedPtrFiel
 absl::StatusOr<ParsedSearch> ParseSearchRequest(const v1::SearchRequest& request, const SearchLimits& limits);
 absl::StatusOr<ParsedSearch> ParseSearchBatchRequest(const v1::SearchBatchRequest& request, const SearchLimits& limits);
 
-// Response pieces.
+// Response pieces. Candidates carry their metadata when they have any.
 void SetTiming(const SearchStats& stats, double total_ms, v1::SearchTiming* timing);
 void AddCandidates(const std::vector<SearchCandidate>& candidates,
                    google::protobuf::RepeatedPtrField<v1::Candidate>* out);

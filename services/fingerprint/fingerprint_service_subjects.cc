@@ -1,0 +1,271 @@
+// FingerprintService: subjects (GetSubject, ListSubjects, DeleteSubject) and
+// ANSI/NIST-ITL transactions (EnrollTransaction, SearchTransaction). Thin
+// adapters over FingerprintGallery, ReadTransactionCard,
+// PlanTransactionEnroll and TenPrintSearch.
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "common/status.h"
+#include "common/text_checks.h"
+#include "services/fingerprint/fingerprint_service.h"
+#include "services/fingerprint/gallery_set.h"
+#include "services/fingerprint/metadata_proto.h"
+#include "services/fingerprint/search/tenprint_search.h"
+#include "services/fingerprint/transaction_enroll.h"
+#include "services/server/call_checks.h"
+
+namespace tessera {
+namespace {
+
+double MsSince(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since).count();
+}
+
+// Latent impressions (IMP 4-7: latent image, tracing, photo, lift).
+bool IsLatentImpression(int imp) { return imp >= 4 && imp <= 7; }
+
+// The transaction's bytes bounded, its images' input (ppi, quality gate) checked.
+absl::StatusOr<fingerprint::TransactionCard> ReadRequestCard(const std::string& bytes, double ppi, int min_quality,
+                                                             const fingerprint::SearchLimits& limits) {
+  if (bytes.empty()) return absl::InvalidArgumentError("transaction is required (the ANSI/NIST-ITL file's bytes)");
+  const int64_t max_bytes = 4 * limits.image.max_image_bytes;  // a card holds up to 14 images
+  if (static_cast<int64_t>(bytes.size()) > max_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("transaction of ", bytes.size(), " bytes; the limit is ", max_bytes));
+  }
+  v1::FingerprintImage image;  // only its resolution and quality fields
+  image.set_ppi(ppi);
+  image.set_min_quality(min_quality);
+  TESSERA_ASSIGN_OR_RETURN(fingerprint::ImageInput input,
+                           fingerprint::ImageInputFromProto(image, "transaction", limits.image));
+  return fingerprint::ReadTransactionCard(bytes, input);
+}
+
+void SetFingerFields(const fingerprint::TransactionFinger& f, v1::TransactionProbe* p) {
+  p->set_record_type(f.record_type);
+  p->set_idc(f.idc);
+  p->set_finger_position(f.position);
+  p->set_impression_type(f.impression_type);
+  p->set_source(f.source);
+  p->set_minutiae(f.minutiae);
+  p->set_quality(f.quality);
+  p->set_code(static_cast<int32_t>(f.status.code()));
+  p->set_message(std::string(f.status.message()));
+}
+
+}  // namespace
+
+grpc::Status FingerprintServiceImpl::GetSubject(grpc::ServerContext* context, const v1::GetSubjectRequest* request,
+                                                v1::GetSubjectResponse* response) {
+  absl::StatusOr<fingerprint::HostedGallery*> g = GalleryFor(context, request->gallery());
+  if (!g.ok()) return ToGrpcStatus(g.status());
+  if (request->subject_id().empty()) return ToGrpcStatus(absl::InvalidArgumentError("subject_id is required"));
+  const auto templates = (*g)->gallery->OfSubject(request->subject_id());
+  if (templates.empty()) {
+    return ToGrpcStatus(absl::NotFoundError(absl::StrCat("no templates of subject ", QuoteBounded(request->subject_id()),
+                                                         " in gallery '", (*g)->name, "'")));
+  }
+  for (const auto& t : templates) {
+    v1::SubjectTemplate* o = response->add_templates();
+    o->set_id(t->id);
+    o->set_minutiae(static_cast<int32_t>(t->minutiae.size()));
+    o->set_format(std::string(fingerprint::TemplateFormatName(t->format)));
+    fingerprint::MetadataToProto(t->metadata, o->mutable_metadata());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status FingerprintServiceImpl::ListSubjects(grpc::ServerContext* context, const v1::ListSubjectsRequest* request,
+                                                  v1::ListSubjectsResponse* response) {
+  absl::StatusOr<fingerprint::HostedGallery*> g = GalleryFor(context, request->gallery());
+  if (!g.ok()) return ToGrpcStatus(g.status());
+  const int page_size = request->page_size() == 0 ? 1000 : request->page_size();
+  if (page_size < 1 || page_size > 10000) {
+    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat("page_size must be 1-10000, got ", request->page_size())));
+  }
+  auto subjects = (*g)->gallery->ListSubjects(request->page_token(), page_size + 1);
+  const bool more = static_cast<int>(subjects.size()) > page_size;
+  if (more) subjects.pop_back();
+  for (const auto& [subject, n] : subjects) {
+    v1::SubjectSummary* s = response->add_subjects();
+    s->set_subject_id(subject);
+    s->set_templates(n);
+  }
+  if (more) response->set_next_page_token(subjects.back().first);
+  return grpc::Status::OK;
+}
+
+grpc::Status FingerprintServiceImpl::DeleteSubject(grpc::ServerContext* context,
+                                                   const v1::DeleteSubjectRequest* request,
+                                                   v1::DeleteSubjectResponse* response) {
+  absl::StatusOr<fingerprint::HostedGallery*> g = GalleryFor(context, request->gallery());
+  if (!g.ok()) return ToGrpcStatus(g.status());
+  if (request->subject_id().empty()) return ToGrpcStatus(absl::InvalidArgumentError("subject_id is required"));
+  absl::StatusOr<int64_t> deleted = (*g)->gallery->DeleteSubject(request->subject_id());
+  if (!deleted.ok()) return ToGrpcStatus(deleted.status());
+  response->set_deleted(*deleted);
+  response->set_gallery_size((*g)->gallery->size());
+  return grpc::Status::OK;
+}
+
+grpc::Status FingerprintServiceImpl::EnrollTransaction(grpc::ServerContext* context,
+                                                       const v1::EnrollTransactionRequest* request,
+                                                       v1::EnrollTransactionResponse* response) {
+  absl::StatusOr<fingerprint::HostedGallery*> g = GalleryFor(context, request->gallery());
+  if (!g.ok()) return ToGrpcStatus(g.status());
+  absl::StatusOr<fingerprint::TransactionCard> card =
+      ReadRequestCard(request->transaction(), request->ppi(), request->min_quality(), options_.search_limits());
+  if (!card.ok()) return ToGrpcStatus(card.status());
+  std::vector<std::pair<std::string, std::string>> attributes(request->attributes().begin(),
+                                                              request->attributes().end());
+  absl::StatusOr<fingerprint::TransactionEnrollment> plan = fingerprint::PlanTransactionEnroll(
+      *card, request->subject_id(), request->id_prefix(), std::move(attributes));
+  if (!plan.ok()) return ToGrpcStatus(plan.status());
+  if (absl::Status live = CheckNotCancelled(*context); !live.ok()) return ToGrpcStatus(live);
+  absl::StatusOr<std::vector<absl::Status>> stored = (*g)->gallery->EnrollBatch(plan->items, request->replace());
+  if (!stored.ok()) return ToGrpcStatus(stored.status());
+  std::vector<absl::Status> status_of(card->fingers.size());
+  for (size_t i = 0; i < card->fingers.size(); ++i) status_of[i] = card->fingers[i].status;
+  for (size_t j = 0; j < stored->size(); ++j) status_of[plan->finger_of_item[j]] = (*stored)[j];
+  response->set_subject_id(plan->subject_id);
+  response->set_tcn(card->tcn);
+  for (size_t i = 0; i < card->fingers.size(); ++i) {
+    const fingerprint::TransactionFinger& f = card->fingers[i];
+    v1::TransactionFingerResult* r = response->add_fingers();
+    r->set_record_type(f.record_type);
+    r->set_idc(f.idc);
+    r->set_finger_position(f.position);
+    r->set_impression_type(f.impression_type);
+    r->set_id(plan->ids[i]);
+    r->set_source(f.source);
+    r->set_minutiae(f.minutiae);
+    r->set_quality(f.quality);
+    r->set_code(static_cast<int32_t>(status_of[i].code()));
+    r->set_message(std::string(status_of[i].message()));
+    if (status_of[i].ok()) {
+      response->set_enrolled(response->enrolled() + 1);
+    } else {
+      response->set_failed(response->failed() + 1);
+    }
+  }
+  response->set_gallery_size((*g)->gallery->size());
+  return grpc::Status::OK;
+}
+
+grpc::Status FingerprintServiceImpl::SearchTransaction(grpc::ServerContext* context,
+                                                       const v1::SearchTransactionRequest* request,
+                                                       v1::SearchTransactionResponse* response) {
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<fingerprint::HostedGallery*> g = GalleryFor(context, request->gallery());
+  if (!g.ok()) return ToGrpcStatus(g.status());
+  const fingerprint::SearchLimits limits = options_.search_limits();
+  // top_k and matcher checked as Search checks them.
+  absl::StatusOr<fingerprint::ParsedSearch> parsed = fingerprint::ParseSearch({}, request->top_k(), request->matcher(), limits);
+  if (!parsed.ok()) return ToGrpcStatus(parsed.status());
+  fingerprint::TenPrintFusion fusion = fingerprint::TenPrintFusion::kSum;
+  switch (request->fusion()) {
+    case v1::TEN_PRINT_FUSION_DEFAULT:
+    case v1::TEN_PRINT_FUSION_SUM: break;
+    case v1::TEN_PRINT_FUSION_MAX: fusion = fingerprint::TenPrintFusion::kMax; break;
+    default: return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat("fusion: unknown rule ", request->fusion())));
+  }
+  absl::StatusOr<fingerprint::TransactionCard> card =
+      ReadRequestCard(request->transaction(), request->ppi(), request->min_quality(), limits);
+  if (!card.ok()) return ToGrpcStatus(card.status());
+  response->set_tcn(card->tcn);
+  // The fingers that can be searched, with their minutiae.
+  std::vector<int> searched;  // finger indices
+  std::vector<std::vector<fingerprint::MinutiaPoint>> probes;
+  bool latent = false;
+  for (size_t i = 0; i < card->fingers.size(); ++i) {
+    fingerprint::TransactionFinger& f = card->fingers[i];
+    if (f.status.ok()) {
+      absl::StatusOr<fingerprint::ParsedTemplate> t = fingerprint::ParseProbeOrTemplate(
+          absl::string_view(reinterpret_cast<const char*>(f.record.data()), f.record.size()),
+          fingerprint::TemplateFormat::kIso19794);
+      if (t.ok()) {
+        searched.push_back(static_cast<int>(i));
+        probes.push_back(std::move(t->minutiae));
+        latent = latent || f.record_type == 13 || IsLatentImpression(f.impression_type);
+      } else {
+        f.status = t.status();
+      }
+    }
+    SetFingerFields(f, response->add_probes());
+  }
+  if (probes.empty()) {
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        absl::StrCat("no finger of the transaction can be searched (", card->fingers.size(),
+                     " fingers; see each probe's message)")));
+  }
+  fingerprint::SearchControl control;
+  control.check = [context] { return CheckNotCancelled(*context); };
+  fingerprint::SearchStats stats;
+  // A latent submission (or a single finger): each finger on its own. A card:
+  // ten-print, fused per subject.
+  if (latent || probes.size() == 1) {
+    response->set_mode("latent");
+    fingerprint::SearchOptions options;
+    options.top_k = parsed->top_k;
+    options.matcher = parsed->matcher;
+    options.control = &control;
+    absl::StatusOr<std::vector<std::vector<fingerprint::SearchCandidate>>> results =
+        (*g)->batcher->RunNow(probes, options, &stats);
+    if (!results.ok()) return ToGrpcStatus(results.status());
+    for (size_t j = 0; j < searched.size(); ++j) {
+      auto* out = response->mutable_probes(searched[j])->mutable_candidates();
+      fingerprint::AddCandidates((*results)[j], out);
+      if (request->explain()) {
+        absl::Status explained = fingerprint::ExplainCandidates(*(*g)->gallery, probes[j], out);
+        if (!explained.ok()) return ToGrpcStatus(explained);
+      }
+    }
+  } else {
+    response->set_mode("ten-print");
+    std::vector<fingerprint::CardFinger> fingers;
+    for (size_t j = 0; j < searched.size(); ++j) {
+      fingers.push_back({card->fingers[searched[j]].position, probes[j]});
+    }
+    fingerprint::TenPrintOptions options;
+    options.top_k = parsed->top_k;
+    options.fusion = fusion;
+    fingerprint::SearchBatcher* batcher = (*g)->batcher.get();
+    const std::string matcher = parsed->matcher;
+    fingerprint::FingerSearchFn search = [&](const std::vector<fingerprint::MinutiaPoint>& probe,
+                                             const fingerprint::TemplateFilter& filter, int k)
+        -> absl::StatusOr<std::vector<fingerprint::SearchCandidate>> {
+      fingerprint::SearchOptions o;
+      o.top_k = k;
+      o.matcher = matcher;
+      o.filter = filter;
+      o.control = &control;
+      fingerprint::SearchStats one;
+      TESSERA_ASSIGN_OR_RETURN(auto r, batcher->RunNow({probe}, o, &one));
+      stats.prepare_seconds += one.prepare_seconds;
+      stats.score_seconds += one.score_seconds;
+      stats.gallery_templates = one.gallery_templates;
+      stats.backend = one.backend;
+      stats.matcher = one.matcher;
+      return std::move(r[0]);
+    };
+    absl::StatusOr<std::vector<fingerprint::SubjectMatch>> subjects = fingerprint::TenPrintSearch(fingers, options, search);
+    if (!subjects.ok()) return ToGrpcStatus(subjects.status());
+    for (const fingerprint::SubjectMatch& m : *subjects) {
+      v1::SubjectCandidate* s = response->add_subjects();
+      s->set_subject_id(m.subject_id);
+      s->set_score(m.score);
+      for (const fingerprint::FingerMatch& f : m.fingers) {
+        v1::FingerMatch* o = s->add_fingers();
+        o->set_finger_position(f.finger_position);
+        o->set_id(f.id);
+        o->set_score(f.score);
+      }
+    }
+  }
+  fingerprint::SetTiming(stats, MsSince(start), response->mutable_timing());
+  response->mutable_timing()->set_batch_size(static_cast<int32_t>(probes.size()));
+  return grpc::Status::OK;
+}
+
+}  // namespace tessera

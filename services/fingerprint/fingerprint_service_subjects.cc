@@ -22,9 +22,6 @@ double MsSince(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since).count();
 }
 
-// Latent impressions (IMP 4-7: latent image, tracing, photo, lift).
-bool IsLatentImpression(int imp) { return imp >= 4 && imp <= 7; }
-
 // The transaction's bytes bounded, its images' input (ppi, quality gate) checked.
 absl::StatusOr<fingerprint::TransactionCard> ReadRequestCard(const std::string& bytes, double ppi, int min_quality,
                                                              const fingerprint::SearchLimits& limits) {
@@ -176,8 +173,8 @@ grpc::Status FingerprintServiceImpl::SearchTransaction(grpc::ServerContext* cont
   response->set_tcn(card->tcn);
   // The fingers that can be searched, with their minutiae.
   std::vector<int> searched;  // finger indices
+  std::vector<const fingerprint::TransactionFinger*> searchable;
   std::vector<std::vector<fingerprint::MinutiaPoint>> probes;
-  bool latent = false;
   for (size_t i = 0; i < card->fingers.size(); ++i) {
     fingerprint::TransactionFinger& f = card->fingers[i];
     if (f.status.ok()) {
@@ -186,8 +183,8 @@ grpc::Status FingerprintServiceImpl::SearchTransaction(grpc::ServerContext* cont
           fingerprint::TemplateFormat::kIso19794);
       if (t.ok()) {
         searched.push_back(static_cast<int>(i));
+        searchable.push_back(&f);
         probes.push_back(std::move(t->minutiae));
-        latent = latent || f.record_type == 13 || IsLatentImpression(f.impression_type);
       } else {
         f.status = t.status();
       }
@@ -204,7 +201,7 @@ grpc::Status FingerprintServiceImpl::SearchTransaction(grpc::ServerContext* cont
   fingerprint::SearchStats stats;
   // A latent submission (or a single finger): each finger on its own. A card:
   // ten-print, fused per subject.
-  if (latent || probes.size() == 1) {
+  if (fingerprint::IsLatentSubmission(searchable)) {
     response->set_mode("latent");
     fingerprint::SearchOptions options;
     options.top_k = parsed->top_k;

@@ -156,6 +156,14 @@ absl::StatusOr<std::vector<TransactionFinger>> FingersOf(const ansi_nist::Transa
 
 }  // namespace
 
+bool IsLatentSubmission(const std::vector<const TransactionFinger*>& searchable) {
+  if (searchable.size() <= 1) return true;
+  for (const TransactionFinger* f : searchable) {
+    if (f->record_type == 13 || (f->impression_type >= 4 && f->impression_type <= 7)) return true;
+  }
+  return false;
+}
+
 bool LooksLikeTransaction(absl::string_view bytes) { return absl::StartsWith(bytes, "1.001:"); }
 
 absl::StatusOr<std::vector<TransactionFinger>> TemplatesFromTransaction(absl::string_view bytes,

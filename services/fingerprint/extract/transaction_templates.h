@@ -64,6 +64,11 @@ absl::StatusOr<TransactionCard> ReadTransactionCard(absl::string_view bytes, con
 // transaction holds that finger twice (a latent and its exemplar).
 std::vector<std::string> FingerTemplateIds(absl::string_view prefix, const std::vector<TransactionFinger>& fingers);
 
+// How a transaction's searchable fingers are searched: each on its own (a
+// latent submission: a Type-13 record or a latent impression type, IMP 4-7;
+// or a single finger) or together as a card (ten-print, fused per subject).
+bool IsLatentSubmission(const std::vector<const TransactionFinger*>& searchable);
+
 // True when `bytes` start like an ANSI/NIST-ITL transaction ("1.001:").
 bool LooksLikeTransaction(absl::string_view bytes);
 

@@ -13,6 +13,13 @@
 // apart by content; images are extracted first (image_template.h), refused
 // below --min-quality, with --ppi for files that do not say their resolution.
 //   tessera fp delete --gallery DIR IDS...
+//   tessera fp subjects --gallery DIR; fp subject --gallery DIR SUBJECTS...;
+//   fp delete-subject --gallery DIR SUBJECTS...
+// Subjects (fp_subjects.h): enroll --subject/--finger/--impression/--attr
+// store whose finger a template is (a transaction's fingers get its TCN as
+// subject, their FGP and IMP); search --finger-positions/--impression-types
+// restricts the candidates, and a ten-print card file is searched finger by
+// finger and fused per subject (--fusion sum|max).
 //   tessera fp nist show FILE...  (verb_fp_nist.cc)
 //   tessera fp list   --gallery DIR
 //   tessera fp check  --gallery DIR   (offline verification, hash chain included; changes nothing)
@@ -23,6 +30,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +40,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "cli/args.h"
+#include "cli/fp_subjects.h"
 #include "cli/verbs.h"
 #include "common/durable_file.h"
 #include "common/json.h"
@@ -42,6 +51,8 @@
 #include "services/fingerprint/extract/minutiae_overlay.h"
 #include "services/fingerprint/extract/transaction_templates.h"
 #include "services/fingerprint/fingerprint_service.h"
+#include "services/fingerprint/search/tenprint_search.h"
+#include "services/fingerprint/transaction_enroll.h"
 #include "services/fingerprint/store/gallery_store.h"
 #include "services/fingerprint/formats/template_io.h"
 
@@ -51,7 +62,7 @@ namespace {
 using fingerprint::TemplateFormat;
 
 std::vector<FlagSpec> FpFlags() {
-  return {
+  std::vector<FlagSpec> flags = {
       {"gallery", "", "gallery directory (created if missing)"},
       {"ids", "", "enroll: comma-separated ids, one per file (default: each file's name without extension)"},
       {"replace", "", "enroll: overwrite ids that are already enrolled", true},
@@ -69,6 +80,8 @@ std::vector<FlagSpec> FpFlags() {
       {"expect-head", "", "check: N:HEX, the \"head\" an earlier fp check printed (kept elsewhere): exit 1 if records were "
                           "cut from the end or rewritten"},
   };
+  for (FlagSpec& f : FpSubjectFlags()) flags.push_back(std::move(f));
+  return flags;
 }
 
 int Usage(const std::vector<FlagSpec>& specs, FILE* out, int rc) {
@@ -141,21 +154,13 @@ struct NamedTemplate {
   absl::StatusOr<fingerprint::ParsedTemplate> parsed;
 };
 
-// `content` read from `file`, as the template format `format` names.
-std::vector<NamedTemplate> TemplatesOfContent(const std::string& file, const std::string& content,
-                                              TemplateFormat format, const fingerprint::ImageInput& image_input) {
-  if (fingerprint::LooksLikeImage(content)) return {{Stem(file), fingerprint::ParseImageTemplate(content, image_input)}};
-  if (!fingerprint::LooksLikeTransaction(content)) {
-    return {{Stem(file), fingerprint::ParseProbeOrTemplate(content, format)}};
-  }
-  absl::StatusOr<std::vector<fingerprint::TransactionFinger>> fingers =
-      fingerprint::TemplatesFromTransaction(content, image_input);
-  if (!fingers.ok()) return {{Stem(file), fingers.status()}};
-  // Named as the service names them (FingerTemplateIds).
+// A transaction's fingers, named as the service names them (FingerTemplateIds).
+std::vector<NamedTemplate> TemplatesOfCard(const std::string& file, const fingerprint::TransactionCard& card) {
+  const std::vector<fingerprint::TransactionFinger>* fingers = &card.fingers;
   const std::vector<std::string> names = fingerprint::FingerTemplateIds(Stem(file), *fingers);
   std::vector<NamedTemplate> out;
   for (size_t i = 0; i < fingers->size(); ++i) {
-    fingerprint::TransactionFinger& f = (*fingers)[i];
+    const fingerprint::TransactionFinger& f = (*fingers)[i];
     const std::string& name = names[i];
     if (!f.status.ok()) {
       out.push_back({name, f.status});
@@ -172,13 +177,34 @@ std::vector<NamedTemplate> TemplatesOfContent(const std::string& file, const std
   return out;
 }
 
-std::vector<NamedTemplate> TemplatesOfFile(const std::string& file, const std::string& format_flag,
-                                           const fingerprint::ImageInput& image_input) {
+// The probes of one file: its templates, or a ten-print card (a transaction
+// that is not a latent submission, IsLatentSubmission) searched as a whole.
+struct FileProbes {
+  std::vector<NamedTemplate> templates;
+  std::optional<fingerprint::TransactionCard> card;
+};
+
+FileProbes ProbesOfFile(const std::string& file, const std::string& format_flag,
+                        const fingerprint::ImageInput& image_input) {
   absl::StatusOr<TemplateFormat> format = FormatFor(format_flag, file);
   absl::StatusOr<std::vector<uint8_t>> bytes =
       format.ok() ? fingerprint::ReadFileBytes(file) : absl::StatusOr<std::vector<uint8_t>>(format.status());
-  if (!bytes.ok()) return {{Stem(file), bytes.status()}};
-  return TemplatesOfContent(file, std::string(bytes->begin(), bytes->end()), *format, image_input);
+  if (!bytes.ok()) return {{{Stem(file), bytes.status()}}, std::nullopt};
+  const std::string content(bytes->begin(), bytes->end());
+  if (fingerprint::LooksLikeImage(content)) {
+    return {{{Stem(file), fingerprint::ParseImageTemplate(content, image_input)}}, std::nullopt};
+  }
+  if (!fingerprint::LooksLikeTransaction(content)) {
+    return {{{Stem(file), fingerprint::ParseProbeOrTemplate(content, *format)}}, std::nullopt};
+  }
+  absl::StatusOr<fingerprint::TransactionCard> card = fingerprint::ReadTransactionCard(content, image_input);
+  if (!card.ok()) return {{{Stem(file), card.status()}}, std::nullopt};
+  std::vector<const fingerprint::TransactionFinger*> searchable;
+  for (const fingerprint::TransactionFinger& f : card->fingers) {
+    if (f.status.ok()) searchable.push_back(&f);
+  }
+  if (!fingerprint::IsLatentSubmission(searchable)) return {{}, std::move(*card)};
+  return {TemplatesOfCard(file, *card), std::nullopt};
 }
 
 absl::StatusOr<std::unique_ptr<fingerprint::FingerprintGallery>> OpenGallery(const Args& args) {
@@ -196,6 +222,13 @@ absl::StatusOr<std::unique_ptr<fingerprint::FingerprintGallery>> OpenGallery(con
 
 int Enroll(const Args& args, const fingerprint::ImageInput& image_input, fingerprint::FingerprintGallery& gallery) {
   const std::vector<std::string>& files = args.positional();
+  absl::StatusOr<fingerprint::TemplateMetadata> metadata = MetadataFromFlags(args);
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> attributes = AttributesFromFlags(args);
+  if (!metadata.ok() || !attributes.ok()) {
+    std::fprintf(stderr, "tessera fp enroll: %s\n",
+                 std::string((metadata.ok() ? attributes.status() : metadata.status()).message()).c_str());
+    return 2;
+  }
   std::vector<std::string> ids = absl::StrSplit(args.Get("ids"), ',', absl::SkipEmpty());
   if (!ids.empty() && ids.size() != files.size()) {
     std::fprintf(stderr, "tessera fp enroll: %zu ids for %zu files\n", ids.size(), files.size());
@@ -219,22 +252,31 @@ int Enroll(const Args& args, const fingerprint::ImageInput& image_input, fingerp
       }
       fingerprint::EnrollItem item{id, std::string(bytes->begin(), bytes->end()), *format, 0};
       if (fingerprint::LooksLikeTransaction(item.bytes)) {
-        // One template per finger, id <id>_<FGP>.
-        for (NamedTemplate& finger : TemplatesOfContent(files[i], item.bytes, *format, image_input)) {
-          const std::string finger_id = absl::StrCat(id, finger.name.substr(Stem(files[i]).size()));
-          if (finger.parsed.status().code() == absl::StatusCode::kUnimplemented) {  // a slap: not a failure
-            skipped.push_back(ErrorJson("file", absl::StrCat(files[i], "#", finger_id), finger.parsed.status()));
-            continue;
-          }
-          if (!finger.parsed.ok()) {
-            errors.push_back(ErrorJson("file", absl::StrCat(files[i], "#", finger_id), finger.parsed.status()));
-            continue;
-          }
-          items.push_back({finger_id, std::move(finger.parsed->extracted_record), TemplateFormat::kIso19794, 0});
+        // One template per finger, id <id>_<FGP>, with the card's subject
+        // (--subject, else its TCN), finger positions and impression types:
+        // what EnrollTransaction enrolls.
+        absl::StatusOr<fingerprint::TransactionCard> card = fingerprint::ReadTransactionCard(item.bytes, image_input);
+        absl::StatusOr<fingerprint::TransactionEnrollment> plan =
+            card.ok() ? fingerprint::PlanTransactionEnroll(*card, args.Get("subject"), id, *attributes)
+                      : absl::StatusOr<fingerprint::TransactionEnrollment>(card.status());
+        if (!plan.ok()) {
+          errors.push_back(ErrorJson("file", files[i], plan.status()));
+          continue;
+        }
+        for (size_t f = 0; f < card->fingers.size(); ++f) {
+          const absl::Status& status = card->fingers[f].status;
+          if (status.ok()) continue;
+          // A slap (multi-finger image) is listed, not a failure.
+          (status.code() == absl::StatusCode::kUnimplemented ? skipped : errors)
+              .push_back(ErrorJson("file", absl::StrCat(files[i], "#", plan->ids[f]), status));
+        }
+        for (fingerprint::EnrollItem& finger : plan->items) {
+          items.push_back(std::move(finger));
           where.push_back(i);
         }
         continue;
       }
+      item.metadata = *metadata;
       if (fingerprint::LooksLikeImage(item.bytes)) item.image = image_input;
       items.push_back(std::move(item));
       where.push_back(i);
@@ -274,16 +316,37 @@ int Search(const Args& args, const fingerprint::ImageInput& image_input, fingerp
                  absl::StrJoin(matchers, ", ").c_str(), args.Get("matcher").c_str());
     return 2;
   }
+  absl::StatusOr<fingerprint::TemplateFilter> filter = FilterFromFlags(args);
+  if (!filter.ok() || !fingerprint::ParseTenPrintFusion(args.Get("fusion")).ok()) {
+    std::fprintf(stderr, "tessera fp search: %s\n",
+                 std::string((filter.ok() ? fingerprint::ParseTenPrintFusion(args.Get("fusion")).status()
+                                          : filter.status()).message()).c_str());
+    return 2;
+  }
   const std::vector<std::string>& files = args.positional();
-  // Probes parsed (images extracted) on all cores, in file order; a
-  // transaction gives one probe per finger.
-  std::vector<std::vector<NamedTemplate>> per_file(files.size());
+  // Probes parsed (images extracted) on all cores, in file order; a latent
+  // transaction gives one probe per finger, a ten-print card is searched whole.
+  std::vector<FileProbes> per_file(files.size());
   ParallelForDynamic(static_cast<int64_t>(files.size()), 1, [&](int64_t begin, int64_t end, int) {
-    for (int64_t i = begin; i < end; ++i) per_file[i] = TemplatesOfFile(files[i], args.Get("format"), image_input);
+    for (int64_t i = begin; i < end; ++i) per_file[i] = ProbesOfFile(files[i], args.Get("format"), image_input);
   });
+  std::vector<std::string> card_entries;
+  int card_errors = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (!per_file[i].card) continue;
+    absl::StatusOr<std::string> entry =
+        TenPrintSearchJson(Stem(files[i]), *per_file[i].card, args, *top, gallery.searcher());
+    if (entry.ok()) {
+      card_entries.push_back(std::move(*entry));
+    } else {
+      ++card_errors;
+      card_entries.push_back(ErrorJson("probe", Stem(files[i]), entry.status()));
+      std::fprintf(stderr, "tessera fp search: %s: %s\n", files[i].c_str(), entry.status().ToString().c_str());
+    }
+  }
   std::vector<NamedTemplate> named;
   for (auto& f : per_file) {
-    for (NamedTemplate& t : f) {
+    for (NamedTemplate& t : f.templates) {
       if (t.parsed.status().code() == absl::StatusCode::kUnimplemented) {  // a slap of a card: not searched
         std::fprintf(stderr, "tessera fp search: %s skipped: %s\n", t.name.c_str(),
                      std::string(t.parsed.status().message()).c_str());
@@ -305,8 +368,12 @@ int Search(const Args& args, const fingerprint::ImageInput& image_input, fingerp
     qualities.push_back(parsed->quality);
     where.push_back(i);
   }
+  fingerprint::SearchOptions options;
+  options.top_k = *top;
+  options.matcher = args.Get("matcher");
+  options.filter = *filter;
   absl::StatusOr<std::vector<std::vector<fingerprint::SearchCandidate>>> results =
-      gallery.Search(probes, *top, nullptr, args.Get("matcher"));
+      gallery.Search(probes, options);
   if (!results.ok()) {
     std::fprintf(stderr, "tessera fp search: %s\n", results.status().ToString().c_str());
     return 1;
@@ -317,16 +384,15 @@ int Search(const Args& args, const fingerprint::ImageInput& image_input, fingerp
   }
   for (size_t j = 0; j < where.size(); ++j) {
     std::vector<std::string> candidates;
-    for (const fingerprint::SearchCandidate& c : (*results)[j]) {
-      candidates.push_back(absl::StrFormat("{\"id\": %s, \"score\": %.6f}", JsonQuote(c.id), c.score));
-    }
+    for (const fingerprint::SearchCandidate& c : (*results)[j]) candidates.push_back(CandidateJson(c));
     entries[where[j]] = absl::StrCat("{\"probe\": ", JsonQuote(named[where[j]].name),
                                      qualities[j] >= 0 ? absl::StrCat(", \"quality\": ", qualities[j]) : "",
                                      ", \"candidates\": [", absl::StrJoin(candidates, ", "), "]}");
   }
+  for (std::string& e : card_entries) entries.push_back(std::move(e));
   std::printf("[%s%s%s]\n", entries.empty() ? "" : "\n  ", absl::StrJoin(entries, ",\n  ").c_str(),
               entries.empty() ? "" : "\n");
-  return where.size() == named.size() ? 0 : 1;
+  return where.size() == named.size() && card_errors == 0 ? 0 : 1;
 }
 
 // One image's extraction written under --out: the template (and overlay);
@@ -509,7 +575,7 @@ int RunFp(int argc, char** argv) {
   }
   if (args->help()) return Usage(specs, stdout, 0);
   if (sub != "enroll" && sub != "search" && sub != "delete" && sub != "list" && sub != "check" && sub != "compact" &&
-      sub != "extract") {
+      sub != "extract" && sub != "subjects" && sub != "subject" && sub != "delete-subject") {
     std::fprintf(stderr, "tessera fp: unknown subcommand '%s'\n", sub.c_str());
     return Usage(specs, stderr, 2);
   }
@@ -530,7 +596,7 @@ int RunFp(int argc, char** argv) {
     return 2;
   }
   if (sub == "check") return Check(args->Get("gallery"), args->Get("expect-head"));
-  if (sub != "list" && sub != "compact" && args->positional().empty()) {
+  if (sub != "list" && sub != "compact" && sub != "subjects" && args->positional().empty()) {
     std::fprintf(stderr, "tessera fp %s: nothing given\n", sub.c_str());
     return Usage(specs, stderr, 2);
   }
@@ -543,6 +609,9 @@ int RunFp(int argc, char** argv) {
   if (sub == "search") return Search(*args, *image_input, **gallery);
   if (sub == "delete") return Delete(*args, **gallery);
   if (sub == "compact") return Compact(**gallery);
+  if (sub == "subjects") return ListSubjects(**gallery);
+  if (sub == "subject") return ShowSubjects(*args, **gallery);
+  if (sub == "delete-subject") return DeleteSubjects(*args, **gallery);
   return List(**gallery);
 }
 

@@ -38,6 +38,8 @@ _LIBS = {
     "crypto": (["libcrypto"], "libssl-dev"),
     "fftw": (["fftw3f", "fftw3"], "libfftw3-dev"),
     "deflate": (["libdeflate"], "libdeflate-dev"),
+    # Expat: the XML encoding of ANSI/NIST-ITL transactions (fingerprint formats).
+    "expat": (["expat"], "libexpat1-dev"),
     # HDF5's headers live in /usr/include/hdf5/serial (see _INCLUDE_DIRS).
     "hdf5": (["hdf5"], "libhdf5-dev"),
     "ismrmrd": (["-lismrmrd"], "libismrmrd-dev"),

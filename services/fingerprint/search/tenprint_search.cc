@@ -15,6 +15,12 @@ absl::StatusOr<TenPrintFusion> ParseTenPrintFusion(absl::string_view name) {
   return absl::InvalidArgumentError(absl::StrCat("fusion: unknown rule '", name, "'; known: sum, max"));
 }
 
+std::vector<int> SameFingerPositions(int fgp) {
+  if (fgp == 1 || fgp == 11) return {1, 11};
+  if (fgp == 6 || fgp == 12) return {6, 12};
+  return {fgp};
+}
+
 const char* TenPrintFusionName(TenPrintFusion fusion) { return fusion == TenPrintFusion::kMax ? "max" : "sum"; }
 
 std::vector<SubjectMatch> FuseBySubject(const std::vector<int>& positions,
@@ -28,7 +34,10 @@ std::vector<SubjectMatch> FuseBySubject(const std::vector<int>& positions,
       if (cand.metadata == nullptr || cand.metadata->subject_id.empty()) continue;
       // The filter already holds a known position to its own; checked again
       // so that callers passing unfiltered lists get the same rule.
-      if (positions[f] != 0 && cand.metadata->finger_position != positions[f]) continue;
+      if (positions[f] != 0) {
+        const std::vector<int> same = SameFingerPositions(positions[f]);
+        if (std::find(same.begin(), same.end(), cand.metadata->finger_position) == same.end()) continue;
+      }
       std::vector<int>& slots = best[cand.metadata->subject_id];
       slots.resize(per_finger.size(), -1);
       // Candidates arrive best first: the first one of a subject is its best.
@@ -69,7 +78,7 @@ absl::StatusOr<std::vector<SubjectMatch>> TenPrintSearch(const std::vector<CardF
   std::vector<std::vector<SearchCandidate>> candidates;
   for (size_t i = 0; i < card.size(); ++i) {
     TemplateFilter filter;
-    if (card[i].finger_position != 0) filter.finger_positions = {card[i].finger_position};
+    if (card[i].finger_position != 0) filter.finger_positions = SameFingerPositions(card[i].finger_position);
     absl::StatusOr<std::vector<SearchCandidate>> found = search(card[i].minutiae, filter, per_finger);
     if (!found.ok()) {
       return Annotate(found.status(), absl::StrCat("finger ", i, " (FGP ", card[i].finger_position, ")"));

@@ -13,8 +13,11 @@
 // kSum is the default.
 //
 // Candidates without a subject are not subjects and are left out. A card
-// finger of unknown position (FGP 0) searches every template; a gallery
-// template of unknown position is found only by such fingers.
+// finger searches the templates of the same finger: its position, and for
+// thumbs the rolled and plain codes alike (1 and 11, 6 and 12:
+// SameFingerPositions). A card finger of unknown position (FGP 0) searches
+// every template; a gallery template of unknown position is found only by
+// such fingers.
 #ifndef TESSERA_SERVICES_FINGERPRINT_SEARCH_TENPRINT_SEARCH_H_
 #define TESSERA_SERVICES_FINGERPRINT_SEARCH_TENPRINT_SEARCH_H_
 
@@ -61,6 +64,10 @@ struct TenPrintOptions {
   int per_finger_candidates = 0;
   TenPrintFusion fusion = TenPrintFusion::kSum;
 };
+
+// The finger position codes that name the same finger as `fgp` (itself; 1
+// and 11 the right thumb, rolled and plain; 6 and 12 the left thumb).
+std::vector<int> SameFingerPositions(int fgp);
 
 // One finger's search: `probe` against the templates `filter` accepts, the
 // `top_k` best (with their metadata). The service runs it on its searcher

@@ -71,6 +71,51 @@ TEST(SearcherCudaTest, GpuSearchEqualsCpuSearchAsTheGalleryChanges) {
 
 // The GPU path (ALFI pipeline) stops with the control's status instead of
 // falling back to the CPU, and the searcher works normally afterwards.
+// A filter (finger positions, impression types) on the GPU pipeline's
+// exclusion list gives the CPU's filtered top-k, for LSS-R and the cascade.
+TEST(SearcherCudaTest, FilteredSearchOnTheGpuEqualsTheCpu) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  std::vector<std::vector<MinutiaPoint>> points = testing::RealTemplates(1);
+  for (auto& t : testing::SyntheticTemplates(3000, 91)) points.push_back(std::move(t));
+  std::vector<std::shared_ptr<const StoredTemplate>> entries;
+  for (size_t i = 0; i < points.size(); ++i) {
+    auto t = std::make_shared<StoredTemplate>();
+    t->id = absl::StrCat("f", i);
+    t->minutiae = points[i];
+    t->seq = i + 1;
+    t->metadata.subject_id = absl::StrCat("s", i / 10);
+    t->metadata.finger_position = 1 + static_cast<int>(i % 10);
+    t->metadata.impression_type = static_cast<int>(i % 3);
+    entries.push_back(std::move(t));
+  }
+  std::vector<std::vector<MinutiaPoint>> probes;
+  for (size_t i = 0; i < 8; ++i) probes.push_back(points[i * 131 % points.size()]);
+  for (const char* matcher : {"lssr", "cascade"}) {
+    auto gpu = CreateSearcher({matcher, "cuda"});
+    auto cpu = CreateSearcher({matcher, "cpu"});
+    ASSERT_TRUE(gpu.ok() && cpu.ok());
+    ASSERT_TRUE((*gpu)->Add(entries).ok());
+    ASSERT_TRUE((*cpu)->Add(entries).ok());
+    SearchOptions o;
+    o.top_k = 20;
+    o.filter.finger_positions = {2, 7};
+    o.filter.impression_types = {0, 1};
+    SearchStats stats;
+    auto g = (*gpu)->Search(probes, o, &stats);
+    auto c = (*cpu)->Search(probes, o);
+    ASSERT_TRUE(g.ok() && c.ok());
+    EXPECT_EQ(stats.backend, "cuda");
+    for (size_t p = 0; p < probes.size(); ++p) {
+      ASSERT_EQ((*g)[p].size(), (*c)[p].size()) << matcher;
+      for (size_t i = 0; i < (*g)[p].size(); ++i) {
+        EXPECT_EQ((*g)[p][i].id, (*c)[p][i].id) << matcher << " probe " << p << " rank " << i;
+        ASSERT_NE((*g)[p][i].metadata, nullptr);
+        EXPECT_TRUE(o.filter.Accepts(*(*g)[p][i].metadata));
+      }
+    }
+  }
+}
+
 TEST(SearcherCudaTest, GpuPipelineStopsWhenCancelled) {
   TESSERA_SKIP_WITHOUT_GPU();
   const auto points = testing::SyntheticTemplates(3000, 79);

@@ -11,11 +11,12 @@ namespace tessera {
 namespace fingerprint {
 namespace {
 
+// Where a candidate sits: its shard and its rank there.
 struct Ranked {
   float score;  // sanitized
   int shard;
   int rank;
-  const SearchCandidate* candidate;
+  const std::string* id;
 };
 
 bool RankedBefore(const Ranked& a, const Ranked& b) {
@@ -24,22 +25,39 @@ bool RankedBefore(const Ranked& a, const Ranked& b) {
   return a.rank < b.rank;
 }
 
-}  // namespace
-
-std::vector<SearchCandidate> MergeShardTopK(const std::vector<std::vector<SearchCandidate>>& shards, int top_k) {
+// The merge of lists[s] (each best first) into the best top_k, each id
+// once: (shard, rank) of each winner, best first. `score_of` and `id_of`
+// read an element of a list.
+template <typename List, typename ScoreOf, typename IdOf>
+std::vector<Ranked> MergeRanked(const std::vector<const List*>& lists, int top_k, ScoreOf score_of, IdOf id_of) {
   std::vector<Ranked> all;
-  for (size_t s = 0; s < shards.size(); ++s) {
-    for (size_t r = 0; r < shards[s].size(); ++r) {
-      all.push_back({SanitizeScore(shards[s][r].score), static_cast<int>(s), static_cast<int>(r), &shards[s][r]});
+  for (size_t s = 0; s < lists.size(); ++s) {
+    int r = 0;
+    for (const auto& c : *lists[s]) {
+      all.push_back({SanitizeScore(score_of(c)), static_cast<int>(s), r++, &id_of(c)});
     }
   }
   std::sort(all.begin(), all.end(), RankedBefore);
-  std::vector<SearchCandidate> out;
+  std::vector<Ranked> out;
   std::unordered_set<std::string> seen;
   for (const Ranked& c : all) {
     if (static_cast<int>(out.size()) >= top_k) break;
-    if (!seen.insert(c.candidate->id).second) continue;
-    out.push_back(*c.candidate);
+    if (!seen.insert(*c.id).second) continue;
+    out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<SearchCandidate> MergeShardTopK(const std::vector<std::vector<SearchCandidate>>& shards, int top_k) {
+  std::vector<const std::vector<SearchCandidate>*> lists;
+  for (const auto& s : shards) lists.push_back(&s);
+  std::vector<SearchCandidate> out;
+  for (const Ranked& r : MergeRanked(
+           lists, top_k, [](const SearchCandidate& c) { return c.score; },
+           [](const SearchCandidate& c) -> const std::string& { return c.id; })) {
+    out.push_back(shards[r.shard][r.rank]);
   }
   return out;
 }
@@ -65,22 +83,25 @@ absl::StatusOr<std::vector<std::vector<SearchCandidate>>> MergeShardResults(
 
 absl::StatusOr<v1::SearchBatchResponse> MergeShardResponses(const std::vector<v1::SearchBatchResponse>& shards,
                                                              int top_k) {
-  std::vector<std::vector<std::vector<SearchCandidate>>> lists(shards.size());
+  if (top_k < 1) return absl::InvalidArgumentError(absl::StrCat("top_k must be at least 1, got ", top_k));
+  const int probes = shards.empty() ? 0 : shards[0].results_size();
   for (size_t s = 0; s < shards.size(); ++s) {
-    for (const v1::ProbeResult& r : shards[s].results()) {
-      std::vector<SearchCandidate>& probe = lists[s].emplace_back();
-      for (const v1::Candidate& c : r.candidates()) probe.push_back({c.id(), c.score()});
+    if (shards[s].results_size() != probes) {
+      return absl::InvalidArgumentError(absl::StrCat("shard ", s, " has results for ", shards[s].results_size(),
+                                                     " probes; shard 0 for ", probes));
     }
   }
-  absl::StatusOr<std::vector<std::vector<SearchCandidate>>> merged = MergeShardResults(lists, top_k);
-  if (!merged.ok()) return merged.status();
   v1::SearchBatchResponse out;
-  for (const auto& probe : *merged) {
+  using Candidates = google::protobuf::RepeatedPtrField<v1::Candidate>;
+  std::vector<const Candidates*> lists(shards.size());
+  for (int p = 0; p < probes; ++p) {
+    for (size_t s = 0; s < shards.size(); ++s) lists[s] = &shards[s].results(p).candidates();
     v1::ProbeResult* r = out.add_results();
-    for (const SearchCandidate& c : probe) {
-      v1::Candidate* o = r->add_candidates();
-      o->set_id(c.id);
-      o->set_score(c.score);
+    // Whole candidates: metadata and explanation travel with id and score.
+    for (const Ranked& w : MergeRanked(
+             lists, top_k, [](const v1::Candidate& c) { return c.score(); },
+             [](const v1::Candidate& c) -> const std::string& { return c.id(); })) {
+      *r->add_candidates() = (*lists[w.shard])[w.rank];
     }
   }
   v1::SearchTiming* t = out.mutable_timing();

@@ -34,7 +34,8 @@ absl::StatusOr<std::vector<std::vector<SearchCandidate>>> MergeShardResults(
     const std::vector<std::vector<std::vector<SearchCandidate>>>& shard_results, int top_k);
 
 // The same over SearchBatch responses (what "fingerprint.search" jobs
-// return), in shard order. Timing: gallery sizes and queue times add up,
+// return), in shard order. Candidates are copied whole: each keeps its
+// metadata and explanation (a shard explains its own candidates). Timing: gallery sizes and queue times add up,
 // prepare/score/total are the slowest shard's (they ran in parallel),
 // backend and matcher are the first shard's.
 absl::StatusOr<v1::SearchBatchResponse> MergeShardResponses(const std::vector<v1::SearchBatchResponse>& shards,

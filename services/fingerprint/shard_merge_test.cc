@@ -1,7 +1,8 @@
 // Shard merge: a random gallery (with exact duplicates, so scores tie across
 // shards) split into 3 consecutive shards, each searched by its own
 // searcher, merges to exactly the single-gallery result for LSS-R and DMC
-// and any top_k; duplicate ids count once; responses merge the same way.
+// and any top_k; duplicate ids count once; responses merge the same way,
+// each candidate whole (metadata and explanation kept).
 #include "services/fingerprint/shard_merge.h"
 
 #include <memory>
@@ -128,6 +129,48 @@ TEST(ShardMergeTest, ResponsesMerge) {
   v1::SearchBatchResponse two_probes = a;
   add(&two_probes, {});
   EXPECT_EQ(MergeShardResponses({two_probes, b}, 2).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Candidates are copied whole: metadata and explanations survive the merge,
+// each with its own candidate, and a duplicate id keeps its best copy's.
+TEST(ShardMergeTest, ResponsesKeepMetadataAndExplanations) {
+  auto candidate = [](const std::string& id, float score, const std::string& subject, int fgp, int pairs) {
+    v1::Candidate c;
+    c.set_id(id);
+    c.set_score(score);
+    c.mutable_metadata()->set_subject_id(subject);
+    c.mutable_metadata()->set_finger_position(fgp);
+    c.mutable_metadata()->set_impression_type(1);
+    (*c.mutable_metadata()->mutable_attributes())["case"] = id;
+    c.mutable_explanation()->set_score(score);
+    c.mutable_explanation()->set_rms_residual(0.5);
+    for (int i = 0; i < pairs; ++i) c.mutable_explanation()->add_pairs()->set_probe_index(i);
+    return c;
+  };
+  v1::SearchBatchResponse a, b;
+  *a.add_results()->add_candidates() = candidate("x", 0.8f, "S1", 2, 4);
+  *a.mutable_results(0)->add_candidates() = candidate("dup", 0.3f, "S3", 5, 1);
+  v1::Candidate plain;  // no metadata, no explanation
+  plain.set_id("bare");
+  plain.set_score(0.6f);
+  *b.add_results()->add_candidates() = candidate("z", 0.9f, "S2", 7, 6);
+  *b.mutable_results(0)->add_candidates() = plain;
+  *b.mutable_results(0)->add_candidates() = candidate("dup", 0.5f, "S3", 5, 3);
+  auto m = MergeShardResponses({a, b}, 10);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const auto& got = m->results(0).candidates();
+  ASSERT_EQ(got.size(), 4);
+  EXPECT_EQ(got[0].SerializeAsString(), b.results(0).candidates(0).SerializeAsString());  // z, whole
+  EXPECT_EQ(got[1].SerializeAsString(), a.results(0).candidates(0).SerializeAsString());  // x
+  EXPECT_EQ(got[1].metadata().attributes().at("case"), "x");
+  EXPECT_EQ(got[1].explanation().pairs_size(), 4);
+  EXPECT_EQ(got[2].id(), "bare");
+  EXPECT_FALSE(got[2].has_metadata());
+  EXPECT_FALSE(got[2].has_explanation());
+  EXPECT_EQ(got[3].id(), "dup");  // its better copy (shard b's)
+  EXPECT_EQ(got[3].score(), 0.5f);
+  EXPECT_EQ(got[3].explanation().pairs_size(), 3);
+  EXPECT_EQ(got[3].metadata().subject_id(), "S3");
 }
 
 }  // namespace

@@ -18,9 +18,31 @@
 //   CreateGallery               -> every shard (a retry completes a partial create)
 //   DeleteGallery               -> every shard (a retry completes a partial delete)
 //   ListGalleries               -> every shard, sizes summed per name
+//   GetSubject                  -> every shard (a subject's templates are
+//                                  spread over the shards by id), merged by
+//                                  id; NOT_FOUND only when every shard says so
+//   ListSubjects                -> every shard, merged in byte order with the
+//                                  counts summed per subject; the page token
+//                                  is the page's last subject, as on one
+//                                  server (see ListSubjects below)
+//   DeleteSubject               -> every shard, counts and sizes summed;
+//                                  NOT_FOUND only when every shard says so (a
+//                                  retry completes a partial delete)
+//   EnrollTransaction           -> the card read (and its images extracted)
+//                                  here, on the router's CPU; each finger's
+//                                  ISO template an Enroll to its id's shard
+//   SearchTransaction           -> the card read here; each probe a Search
+//                                  over every shard as above (latent), or a
+//                                  ten-print search whose per-finger searches
+//                                  are such Searches, fused here
+// Requests are forwarded whole: metadata (Enroll, EnrollStream), filters
+// and `explain` (Search, SearchBatch, Verify) reach the shards as sent, and
+// merged candidates keep their metadata and explanation.
 // Image probes of Search and SearchBatch are extracted once, by one shard
 // (Extract, round robin), and the template goes to every shard: N shards do
-// not extract the same image N times.
+// not extract the same image N times. A transaction's images are extracted
+// by the router itself (set_image_limits: the limits and default quality gate
+// one server's --max-image-bytes / --min-quality would give).
 // Requests go to the shards as they came, so their `gallery` names the same
 // gallery there (each shard holds its part of every gallery; the router's
 // peer token must be granted the galleries it forwards, e.g. galleries=*).
@@ -33,6 +55,10 @@
 // UNAVAILABLE naming the shard, and the other shards' calls are cancelled. A
 // partial answer is never returned: the missing shard could hold the mate,
 // and a top-k without it would look complete while silently missing it.
+// The same holds for every call that needs all shards (List, the subject
+// calls, transactions): a shard that fails it fails the call (UNAVAILABLE
+// naming it), and what a write had already stored elsewhere is said in the
+// message (a retry completes it).
 // Errors the request itself caused pass through unchanged (INVALID_ARGUMENT,
 // NOT_FOUND, ALREADY_EXISTS, OUT_OF_RANGE, RESOURCE_EXHAUSTED with the
 // shard's retry hint, and DEADLINE_EXCEEDED / CANCELLED when the caller's
@@ -56,6 +82,7 @@
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/sync_stream.h>
 
+#include "services/fingerprint/search_request.h"
 #include "services/server/bearer_channel.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -126,6 +153,43 @@ class FingerprintShardRouter final : public v1::FingerprintService::Service {
                              v1::GalleryInfo* response) override;
   grpc::Status ListGalleries(grpc::ServerContext* context, const v1::ListGalleriesRequest* request,
                              v1::ListGalleriesResponse* response) override;
+  grpc::Status GetSubject(grpc::ServerContext* context, const v1::GetSubjectRequest* request,
+                          v1::GetSubjectResponse* response) override;
+  // Subjects are not partitioned (a subject's templates are on the shards
+  // their ids hash to), but each shard lists its subjects in byte order after
+  // a token that is the last subject of the previous page, with its own
+  // count. So, as List: every shard's page after the same token, merged with
+  // the counts summed per subject, the first page_size kept, the last of them
+  // the token. A kept subject is complete from every shard: a shard that had
+  // more than it gave gave page_size subjects before the cut, all before it.
+  grpc::Status ListSubjects(grpc::ServerContext* context, const v1::ListSubjectsRequest* request,
+                            v1::ListSubjectsResponse* response) override;
+  // A shard that fails (UNAVAILABLE naming it) may leave the subject deleted
+  // on the others: a retry completes the delete (shards without the subject
+  // any more answer NOT_FOUND, which counts as done).
+  grpc::Status DeleteSubject(grpc::ServerContext* context, const v1::DeleteSubjectRequest* request,
+                             v1::DeleteSubjectResponse* response) override;
+  // The card is read here (ReadTransactionCard, PlanTransactionEnroll: the
+  // same ids, metadata and per-finger results as one server); each finger's
+  // template goes to its shard as an Enroll (record: the ISO template). A
+  // finger a shard refuses (ALREADY_EXISTS, INVALID_ARGUMENT, ...) has that
+  // result; a shard that fails fails the call (UNAVAILABLE naming it): the
+  // fingers sent to the other shards may be stored, so re-send with replace.
+  grpc::Status EnrollTransaction(grpc::ServerContext* context, const v1::EnrollTransactionRequest* request,
+                                 v1::EnrollTransactionResponse* response) override;
+  // The card is read here; latent mode: each probe searched over every shard
+  // (with `explain`), merged; ten-print mode: TenPrintSearch whose finger
+  // searches are such searches (the finger's position as filter), fused
+  // here: the same subjects and scores as one server for top_k <= 100 (the
+  // per-finger candidate lists, max(100, 10 * top_k), are capped at 1000,
+  // the shards' largest top_k). Timing: per-finger prepare/score times added.
+  grpc::Status SearchTransaction(grpc::ServerContext* context, const v1::SearchTransactionRequest* request,
+                                 v1::SearchTransactionResponse* response) override;
+
+  // What the router takes in a transaction's images (it extracts them):
+  // bytes and pixels, and the quality gate when a request sets none. Set
+  // before serving.
+  void set_image_limits(const fingerprint::ImageLimits& limits) { image_limits_ = limits; }
 
   int shard_count() const { return static_cast<int>(shards_.size()); }
   const std::string& shard_name(int shard) const { return shards_[shard].name; }
@@ -156,7 +220,12 @@ class FingerprintShardRouter final : public v1::FingerprintService::Service {
   // name the probe as `what`. Templates are left as they are.
   grpc::Status ExtractImageProbe(const grpc::ServerContext& context, v1::FingerprintTemplate* probe,
                                  const std::string& what);
+  // Search's fan-out and merge for a request whose probe is a template
+  // (no image); timing as Search's but total_ms.
+  grpc::Status SearchShards(grpc::ServerContext* context, const v1::SearchRequest& request,
+                            v1::SearchResponse* response);
   std::atomic<uint64_t> next_any_shard_{0};
+  fingerprint::ImageLimits image_limits_;
 };
 
 }  // namespace tessera

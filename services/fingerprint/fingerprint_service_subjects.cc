@@ -1,7 +1,8 @@
 // FingerprintService: subjects (GetSubject, ListSubjects, DeleteSubject) and
 // ANSI/NIST-ITL transactions (EnrollTransaction, SearchTransaction). Thin
 // adapters over FingerprintGallery, ReadTransactionCard,
-// PlanTransactionEnroll and TenPrintSearch.
+// PlanTransactionEnroll and TenPrintSearch; reading the card, the search mode
+// and the answers are transaction_response.h's (the shard router's too).
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +14,7 @@
 #include "services/fingerprint/metadata_proto.h"
 #include "services/fingerprint/search/tenprint_search.h"
 #include "services/fingerprint/transaction_enroll.h"
+#include "services/fingerprint/transaction_response.h"
 #include "services/server/call_checks.h"
 
 namespace tessera {
@@ -20,35 +22,6 @@ namespace {
 
 double MsSince(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since).count();
-}
-
-// The transaction's bytes bounded, its images' input (ppi, quality gate) checked.
-absl::StatusOr<fingerprint::TransactionCard> ReadRequestCard(const std::string& bytes, double ppi, int min_quality,
-                                                             const fingerprint::SearchLimits& limits) {
-  if (bytes.empty()) return absl::InvalidArgumentError("transaction is required (the ANSI/NIST-ITL file's bytes)");
-  const int64_t max_bytes = 4 * limits.image.max_image_bytes;  // a card holds up to 14 images
-  if (static_cast<int64_t>(bytes.size()) > max_bytes) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("transaction of ", bytes.size(), " bytes; the limit is ", max_bytes));
-  }
-  v1::FingerprintImage image;  // only its resolution and quality fields
-  image.set_ppi(ppi);
-  image.set_min_quality(min_quality);
-  TESSERA_ASSIGN_OR_RETURN(fingerprint::ImageInput input,
-                           fingerprint::ImageInputFromProto(image, "transaction", limits.image));
-  return fingerprint::ReadTransactionCard(bytes, input);
-}
-
-void SetFingerFields(const fingerprint::TransactionFinger& f, v1::TransactionProbe* p) {
-  p->set_record_type(f.record_type);
-  p->set_idc(f.idc);
-  p->set_finger_position(f.position);
-  p->set_impression_type(f.impression_type);
-  p->set_source(f.source);
-  p->set_minutiae(f.minutiae);
-  p->set_quality(f.quality);
-  p->set_code(static_cast<int32_t>(f.status.code()));
-  p->set_message(std::string(f.status.message()));
 }
 
 }  // namespace
@@ -111,8 +84,8 @@ grpc::Status FingerprintServiceImpl::EnrollTransaction(grpc::ServerContext* cont
                                                        v1::EnrollTransactionResponse* response) {
   absl::StatusOr<fingerprint::HostedGallery*> g = GalleryFor(context, request->gallery());
   if (!g.ok()) return ToGrpcStatus(g.status());
-  absl::StatusOr<fingerprint::TransactionCard> card =
-      ReadRequestCard(request->transaction(), request->ppi(), request->min_quality(), options_.search_limits());
+  absl::StatusOr<fingerprint::TransactionCard> card = fingerprint::ReadRequestCard(
+      request->transaction(), request->ppi(), request->min_quality(), options_.search_limits().image);
   if (!card.ok()) return ToGrpcStatus(card.status());
   std::vector<std::pair<std::string, std::string>> attributes(request->attributes().begin(),
                                                               request->attributes().end());
@@ -122,30 +95,8 @@ grpc::Status FingerprintServiceImpl::EnrollTransaction(grpc::ServerContext* cont
   if (absl::Status live = CheckNotCancelled(*context); !live.ok()) return ToGrpcStatus(live);
   absl::StatusOr<std::vector<absl::Status>> stored = (*g)->gallery->EnrollBatch(plan->items, request->replace());
   if (!stored.ok()) return ToGrpcStatus(stored.status());
-  std::vector<absl::Status> status_of(card->fingers.size());
-  for (size_t i = 0; i < card->fingers.size(); ++i) status_of[i] = card->fingers[i].status;
-  for (size_t j = 0; j < stored->size(); ++j) status_of[plan->finger_of_item[j]] = (*stored)[j];
-  response->set_subject_id(plan->subject_id);
-  response->set_tcn(card->tcn);
-  for (size_t i = 0; i < card->fingers.size(); ++i) {
-    const fingerprint::TransactionFinger& f = card->fingers[i];
-    v1::TransactionFingerResult* r = response->add_fingers();
-    r->set_record_type(f.record_type);
-    r->set_idc(f.idc);
-    r->set_finger_position(f.position);
-    r->set_impression_type(f.impression_type);
-    r->set_id(plan->ids[i]);
-    r->set_source(f.source);
-    r->set_minutiae(f.minutiae);
-    r->set_quality(f.quality);
-    r->set_code(static_cast<int32_t>(status_of[i].code()));
-    r->set_message(std::string(status_of[i].message()));
-    if (status_of[i].ok()) {
-      response->set_enrolled(response->enrolled() + 1);
-    } else {
-      response->set_failed(response->failed() + 1);
-    }
-  }
+  fingerprint::SetEnrollTransactionResponse(*card, plan->subject_id, plan->ids, plan->finger_of_item, *stored,
+                                            response);
   response->set_gallery_size((*g)->gallery->size());
   return grpc::Status::OK;
 }
@@ -160,49 +111,22 @@ grpc::Status FingerprintServiceImpl::SearchTransaction(grpc::ServerContext* cont
   // top_k and matcher checked as Search checks them.
   absl::StatusOr<fingerprint::ParsedSearch> parsed = fingerprint::ParseSearch({}, request->top_k(), request->matcher(), limits);
   if (!parsed.ok()) return ToGrpcStatus(parsed.status());
-  fingerprint::TenPrintFusion fusion = fingerprint::TenPrintFusion::kSum;
-  switch (request->fusion()) {
-    case v1::TEN_PRINT_FUSION_DEFAULT:
-    case v1::TEN_PRINT_FUSION_SUM: break;
-    case v1::TEN_PRINT_FUSION_MAX: fusion = fingerprint::TenPrintFusion::kMax; break;
-    default: return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat("fusion: unknown rule ", request->fusion())));
-  }
+  absl::StatusOr<fingerprint::TenPrintFusion> fusion = fingerprint::TenPrintFusionFromProto(request->fusion());
+  if (!fusion.ok()) return ToGrpcStatus(fusion.status());
   absl::StatusOr<fingerprint::TransactionCard> card =
-      ReadRequestCard(request->transaction(), request->ppi(), request->min_quality(), limits);
+      fingerprint::ReadRequestCard(request->transaction(), request->ppi(), request->min_quality(), limits.image);
   if (!card.ok()) return ToGrpcStatus(card.status());
-  response->set_tcn(card->tcn);
-  // The fingers that can be searched, with their minutiae.
-  std::vector<int> searched;  // finger indices
-  std::vector<const fingerprint::TransactionFinger*> searchable;
-  std::vector<std::vector<fingerprint::MinutiaPoint>> probes;
-  for (size_t i = 0; i < card->fingers.size(); ++i) {
-    fingerprint::TransactionFinger& f = card->fingers[i];
-    if (f.status.ok()) {
-      absl::StatusOr<fingerprint::ParsedTemplate> t = fingerprint::ParseProbeOrTemplate(
-          absl::string_view(reinterpret_cast<const char*>(f.record.data()), f.record.size()),
-          fingerprint::TemplateFormat::kIso19794);
-      if (t.ok()) {
-        searched.push_back(static_cast<int>(i));
-        searchable.push_back(&f);
-        probes.push_back(std::move(t->minutiae));
-      } else {
-        f.status = t.status();
-      }
-    }
-    SetFingerFields(f, response->add_probes());
-  }
-  if (probes.empty()) {
-    return ToGrpcStatus(absl::InvalidArgumentError(
-        absl::StrCat("no finger of the transaction can be searched (", card->fingers.size(),
-                     " fingers; see each probe's message)")));
-  }
+  // The fingers that can be searched, with their minutiae, and the mode.
+  absl::StatusOr<fingerprint::TransactionProbes> prepared = fingerprint::PrepareTransactionSearch(*card, response);
+  if (!prepared.ok()) return ToGrpcStatus(prepared.status());
+  const std::vector<int>& searched = prepared->searched;
+  const std::vector<std::vector<fingerprint::MinutiaPoint>>& probes = prepared->minutiae;
   fingerprint::SearchControl control;
   control.check = [context] { return CheckNotCancelled(*context); };
   fingerprint::SearchStats stats;
   // A latent submission (or a single finger): each finger on its own. A card:
   // ten-print, fused per subject.
-  if (fingerprint::IsLatentSubmission(searchable)) {
-    response->set_mode("latent");
+  if (prepared->latent) {
     fingerprint::SearchOptions options;
     options.top_k = parsed->top_k;
     options.matcher = parsed->matcher;
@@ -219,14 +143,13 @@ grpc::Status FingerprintServiceImpl::SearchTransaction(grpc::ServerContext* cont
       }
     }
   } else {
-    response->set_mode("ten-print");
     std::vector<fingerprint::CardFinger> fingers;
     for (size_t j = 0; j < searched.size(); ++j) {
       fingers.push_back({card->fingers[searched[j]].position, probes[j]});
     }
     fingerprint::TenPrintOptions options;
     options.top_k = parsed->top_k;
-    options.fusion = fusion;
+    options.fusion = *fusion;
     fingerprint::SearchBatcher* batcher = (*g)->batcher.get();
     const std::string matcher = parsed->matcher;
     fingerprint::FingerSearchFn search = [&](const std::vector<fingerprint::MinutiaPoint>& probe,
@@ -248,17 +171,7 @@ grpc::Status FingerprintServiceImpl::SearchTransaction(grpc::ServerContext* cont
     };
     absl::StatusOr<std::vector<fingerprint::SubjectMatch>> subjects = fingerprint::TenPrintSearch(fingers, options, search);
     if (!subjects.ok()) return ToGrpcStatus(subjects.status());
-    for (const fingerprint::SubjectMatch& m : *subjects) {
-      v1::SubjectCandidate* s = response->add_subjects();
-      s->set_subject_id(m.subject_id);
-      s->set_score(m.score);
-      for (const fingerprint::FingerMatch& f : m.fingers) {
-        v1::FingerMatch* o = s->add_fingers();
-        o->set_finger_position(f.finger_position);
-        o->set_id(f.id);
-        o->set_score(f.score);
-      }
-    }
+    fingerprint::AddSubjectCandidates(*subjects, response);
   }
   fingerprint::SetTiming(stats, MsSince(start), response->mutable_timing());
   response->mutable_timing()->set_batch_size(static_cast<int32_t>(probes.size()));

@@ -41,8 +41,9 @@
 // Image probes of Search and SearchBatch are extracted once, by one shard
 // (Extract, round robin), and the template goes to every shard: N shards do
 // not extract the same image N times. A transaction's images are extracted
-// by the router itself (set_image_limits: the limits and default quality gate
-// one server's --max-image-bytes / --min-quality would give).
+// by the router itself, under its own image limits and default quality gate
+// (set_image_limits; what one server takes from its options, e.g.
+// --fp-min-quality).
 // Requests go to the shards as they came, so their `gallery` names the same
 // gallery there (each shard holds its part of every gallery; the router's
 // peer token must be granted the galleries it forwards, e.g. galleries=*).

@@ -117,18 +117,16 @@ absl::StatusOr<std::string> TenPrintSearchJson(const std::string& name, const fi
   options.top_k = top_k;
   options.fusion = fusion;
   const std::string matcher = args.Get("matcher");
-  fingerprint::FingerSearchFn search = [&](const std::vector<fingerprint::MinutiaPoint>& probe,
-                                           const fingerprint::TemplateFilter& filter, int k)
-      -> absl::StatusOr<std::vector<fingerprint::SearchCandidate>> {
+  fingerprint::CardSearchFn search = [&](const std::vector<std::vector<fingerprint::MinutiaPoint>>& probes,
+                                         const std::vector<fingerprint::TemplateFilter>& filters, int k) {
     fingerprint::SearchOptions o;
     o.top_k = k;
     o.matcher = matcher;
-    o.filter = filter;
-    TESSERA_ASSIGN_OR_RETURN(auto r, searcher.Search({probe}, o));
-    return std::move(r[0]);
+    o.probe_filters = filters;
+    return searcher.Search(probes, o);
   };
   TESSERA_ASSIGN_OR_RETURN(std::vector<fingerprint::SubjectMatch> subjects,
-                           fingerprint::TenPrintSearch(fingers, options, search));
+                           fingerprint::TenPrintSearchBatched(fingers, options, search));
   std::vector<std::string> entries;
   for (const fingerprint::SubjectMatch& m : subjects) {
     std::vector<std::string> per_finger;

@@ -152,24 +152,19 @@ grpc::Status FingerprintServiceImpl::SearchTransaction(grpc::ServerContext* cont
     options.fusion = *fusion;
     fingerprint::SearchBatcher* batcher = (*g)->batcher.get();
     const std::string matcher = parsed->matcher;
-    fingerprint::FingerSearchFn search = [&](const std::vector<fingerprint::MinutiaPoint>& probe,
-                                             const fingerprint::TemplateFilter& filter, int k)
-        -> absl::StatusOr<std::vector<fingerprint::SearchCandidate>> {
+    // Every finger in one pass over the gallery, each limited to its own
+    // finger position (probe_filters).
+    fingerprint::CardSearchFn search = [&](const std::vector<std::vector<fingerprint::MinutiaPoint>>& card_probes,
+                                           const std::vector<fingerprint::TemplateFilter>& filters, int k) {
       fingerprint::SearchOptions o;
       o.top_k = k;
       o.matcher = matcher;
-      o.filter = filter;
+      o.probe_filters = filters;
       o.control = &control;
-      fingerprint::SearchStats one;
-      TESSERA_ASSIGN_OR_RETURN(auto r, batcher->RunNow({probe}, o, &one));
-      stats.prepare_seconds += one.prepare_seconds;
-      stats.score_seconds += one.score_seconds;
-      stats.gallery_templates = one.gallery_templates;
-      stats.backend = one.backend;
-      stats.matcher = one.matcher;
-      return std::move(r[0]);
+      return batcher->RunNow(card_probes, o, &stats);
     };
-    absl::StatusOr<std::vector<fingerprint::SubjectMatch>> subjects = fingerprint::TenPrintSearch(fingers, options, search);
+    absl::StatusOr<std::vector<fingerprint::SubjectMatch>> subjects =
+        fingerprint::TenPrintSearchBatched(fingers, options, search);
     if (!subjects.ok()) return ToGrpcStatus(subjects.status());
     fingerprint::AddSubjectCandidates(*subjects, response);
   }

@@ -640,7 +640,8 @@ absl::StatusOr<std::vector<std::vector<Candidate>>> AlfiPipeline::Search(BatchMa
     if (stop != nullptr && stop->stopped()) return stop->status();
     RunRange(L, 1, im.threads, [&](int64_t b, int64_t e) {
       for (int64_t l = b; l < e; ++l) {
-        MergeTopK(scores.data() + static_cast<size_t>(l) * nt, nt, hb.first_template, k_top, &top[l], search.exclude);
+        const uint8_t* exclude = search.latent_exclude.empty() ? search.exclude : search.latent_exclude[l];
+        MergeTopK(scores.data() + static_cast<size_t>(l) * nt, nt, hb.first_template, k_top, &top[l], exclude);
         // The k-th best so far only rises: whatever value a matcher reads is
         // at most the final k-th best, so pruning below it never changes the
         // list (kLssPrunedScore entries never raise it).

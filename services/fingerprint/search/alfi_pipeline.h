@@ -164,6 +164,10 @@ struct PipelineSearchOptions {
   // exclude[t] != 0: gallery template t is never a candidate (e.g. deleted);
   // num_templates() entries; null: none excluded. Read while the search runs.
   const uint8_t* exclude = nullptr;
+  // Per latent (one entry per latent, in order; empty: `exclude` for all):
+  // each latent's own exclusion list, e.g. the fingers of a ten-print card,
+  // each limited to its finger position, scored in one pass.
+  std::vector<const uint8_t*> latent_exclude;
   // Polled before each batch, while waiting for a slot and between pieces of
   // the final stage; a stop ends the search with its status (CANCELLED /
   // DEADLINE_EXCEEDED) once the batches already queued on the GPU are done.

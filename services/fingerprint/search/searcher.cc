@@ -187,6 +187,11 @@ class MccSearcher final : public GallerySearcher {
     if (top_k < 1) return absl::InvalidArgumentError(absl::StrCat("top_k must be at least 1, got ", top_k));
     if (options.cascade_candidates != 0) TESSERA_RETURN_IF_ERROR(ValidateCascadeCandidates(options.cascade_candidates));
     TESSERA_RETURN_IF_ERROR(ValidateTemplateFilter(options.filter));
+    if (!options.probe_filters.empty() && options.probe_filters.size() != probes.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("probe_filters: ", options.probe_filters.size(),
+                                                     " filters for ", probes.size(), " probes"));
+    }
+    for (const TemplateFilter& f : options.probe_filters) TESSERA_RETURN_IF_ERROR(ValidateTemplateFilter(f));
     for (size_t i = 0; i < probes.size(); ++i) {
       TESSERA_RETURN_IF_ERROR(Annotate(ValidateMccInput(probes[i], mcc_), absl::StrCat("probe ", i)));
     }
@@ -226,14 +231,21 @@ class MccSearcher final : public GallerySearcher {
     Run run{options.control, &stop, top_k, std::vector<int>(num_probes, 0), &tops};
     std::string backend = "cpu";
     std::shared_lock<std::shared_mutex> lock(mu_);
-    std::vector<uint8_t> filtered;  // deleted_ plus what the filter leaves out
-    run.exclude = deleted_.data();
-    if (!options.filter.empty()) {
-      filtered.resize(deleted_.size());
-      for (size_t t = 0; t < filtered.size(); ++t) {
-        filtered[t] = deleted_[t] || !options.filter.Accepts(finger_positions_[t], impression_types_[t]);
+    // Per probe: deleted_, or deleted_ plus what its filter leaves out (one
+    // list per distinct filter).
+    std::map<std::string, std::vector<uint8_t>> filtered;
+    run.exclude.assign(num_probes, deleted_.data());
+    for (int p = 0; p < num_probes; ++p) {
+      const TemplateFilter& f = options.probe_filters.empty() ? options.filter : options.probe_filters[p];
+      if (f.empty()) continue;
+      auto [it, fresh] = filtered.try_emplace(f.Key());
+      if (fresh) {
+        it->second.resize(deleted_.size());
+        for (size_t t = 0; t < it->second.size(); ++t) {
+          it->second[t] = deleted_[t] || !f.Accepts(finger_positions_[t], impression_types_[t]);
+        }
       }
-      run.exclude = filtered.data();
+      run.exclude[p] = it->second.data();
     }
     if (!slot_of_.empty() && num_probes > 0) {
       if (scorer == Scorer::kLssR || scorer == Scorer::kCascade) {
@@ -381,7 +393,8 @@ class MccSearcher final : public GallerySearcher {
     int top_k;
     std::vector<int> cpu_begin;  // per probe: templates before this were scored on the GPU
     std::vector<std::vector<Candidate>>* tops;
-    const uint8_t* exclude = nullptr;  // per slot: never a candidate (deleted, or filtered out)
+    // Per probe, per slot: never a candidate (deleted, or filtered out).
+    std::vector<const uint8_t*> exclude;
     int64_t chunks = 0;
 
     bool Wanted(int p) const { return control == nullptr || !control->probe_wanted || control->probe_wanted(p); }
@@ -433,7 +446,7 @@ class MccSearcher final : public GallerySearcher {
         const int p = active[a];
         const int lo = std::max(b, run.cpu_begin[p]);
         MergeTopK(scores.data() + static_cast<size_t>(a) * len + (lo - b), e - lo, lo, run.top_k, &(*run.tops)[p],
-                  run.exclude);
+                  run.exclude[p]);
       }
       ++run.chunks;
       run.Progress(e, n);
@@ -476,7 +489,7 @@ class MccSearcher final : public GallerySearcher {
     std::vector<float> scores(std::min(gallery_.num_templates(), DmcChunkTemplates()));
     return ForEachWantedProbeChunk(static_cast<int>(latents.size()), run, [&](int p, int b, int e) -> absl::Status {
       TESSERA_RETURN_IF_ERROR(DmcRangeLocked(latents[p], b, e, scores.data(), run.stop));
-      MergeTopK(scores.data(), e - b, b, run.top_k, &(*run.tops)[p], run.exclude);
+      MergeTopK(scores.data(), e - b, b, run.top_k, &(*run.tops)[p], run.exclude[p]);
       return absl::OkStatus();
     });
   }
@@ -506,7 +519,7 @@ class MccSearcher final : public GallerySearcher {
       if (stop.stopped()) return stop.status();
       TESSERA_RETURN_IF_ERROR(DmcRangeLocked(latents[p], b, e, dmc.data(), &stop));
       for (int t = 0; t < e - b; ++t) lssr[t] = FuseScores(lssr[t], dmc[t], fusion_weight_);
-      MergeTopK(lssr.data(), e - b, b, run.top_k, &(*run.tops)[p], run.exclude);
+      MergeTopK(lssr.data(), e - b, b, run.top_k, &(*run.tops)[p], run.exclude[p]);
       return absl::OkStatus();
     });
   }
@@ -697,7 +710,7 @@ class MccSearcher final : public GallerySearcher {
       LssBatchMatcher matcher(MccScore::kLssR, {}, mcc_, cuda::LssCudaKernel::kWarpMma);
       PipelineSearchOptions search;
       search.top_k = run.top_k;
-      search.exclude = run.exclude;
+      for (size_t i = g; i < g_end; ++i) search.latent_exclude.push_back(run.exclude[on_gpu[i]]);
       search.stop = run.stop;
       absl::StatusOr<std::vector<std::vector<Candidate>>> got = pipeline_->Search(matcher, latents, search);
       if (run.stop->stopped()) return scored;

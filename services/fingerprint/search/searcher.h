@@ -85,6 +85,10 @@ struct SearchOptions {
   // Only templates whose finger position / impression type it accepts are
   // candidates (empty: all); the top-k is exact within them.
   TemplateFilter filter;
+  // Per probe (empty, or one per probe, replacing `filter`): each probe's
+  // own filter, all probes still scored in one pass over the gallery (a
+  // ten-print card's fingers, each against its own finger position).
+  std::vector<TemplateFilter> probe_filters;
 };
 
 class GallerySearcher {

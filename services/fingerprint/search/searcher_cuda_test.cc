@@ -101,6 +101,9 @@ TEST(SearcherCudaTest, FilteredSearchOnTheGpuEqualsTheCpu) {
     o.filter.finger_positions = {2, 7};
     o.filter.impression_types = {0, 1};
     SearchStats stats;
+    // Half the probes with their own finger positions (a card's fingers).
+    o.probe_filters.assign(probes.size(), o.filter);
+    for (size_t p = 0; p < probes.size(); p += 2) o.probe_filters[p].finger_positions = {1 + static_cast<int>(p)};
     auto g = (*gpu)->Search(probes, o, &stats);
     auto c = (*cpu)->Search(probes, o);
     ASSERT_TRUE(g.ok() && c.ok());
@@ -110,7 +113,7 @@ TEST(SearcherCudaTest, FilteredSearchOnTheGpuEqualsTheCpu) {
       for (size_t i = 0; i < (*g)[p].size(); ++i) {
         EXPECT_EQ((*g)[p][i].id, (*c)[p][i].id) << matcher << " probe " << p << " rank " << i;
         ASSERT_NE((*g)[p][i].metadata, nullptr);
-        EXPECT_TRUE(o.filter.Accepts(*(*g)[p][i].metadata));
+        EXPECT_TRUE(o.probe_filters[p].Accepts(*(*g)[p][i].metadata));
       }
     }
   }

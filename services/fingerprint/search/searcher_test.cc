@@ -107,6 +107,29 @@ TEST(SearcherTest, FilterLimitsCandidatesToAcceptedFingersAndImpressions) {
       ExpectSameCandidates((*got)[p], (*want)[p]);
     }
   }
+  // Per-probe filters in one call equal one filtered call per probe.
+  for (const char* matcher : {"lssr", "cascade"}) {
+    auto s = CreateSearcher({matcher, "cpu"});
+    ASSERT_TRUE(s.ok() && (*s)->Add(all).ok());
+    SearchOptions per_probe;
+    per_probe.top_k = 4;
+    per_probe.probe_filters.resize(probes.size());
+    per_probe.probe_filters[0].finger_positions = {3};
+    per_probe.probe_filters[2].impression_types = {1};  // probe 1: no filter
+    auto together = (*s)->Search(probes, per_probe);
+    ASSERT_TRUE(together.ok()) << together.status();
+    for (size_t p = 0; p < probes.size(); ++p) {
+      SearchOptions one;
+      one.top_k = 4;
+      one.filter = per_probe.probe_filters[p];
+      auto alone = (*s)->Search({probes[p]}, one);
+      ASSERT_TRUE(alone.ok());
+      SCOPED_TRACE(absl::StrCat(matcher, " per-probe filter, probe ", p));
+      ExpectSameCandidates((*together)[p], (*alone)[0]);
+    }
+    per_probe.probe_filters.pop_back();
+    EXPECT_EQ((*s)->Search(probes, per_probe).status().code(), absl::StatusCode::kInvalidArgument);
+  }
   SearchOptions bad = options;
   bad.filter.finger_positions = {300};
   EXPECT_EQ(CpuSearcher()->Search(probes, bad).status().code(), absl::StatusCode::kInvalidArgument);

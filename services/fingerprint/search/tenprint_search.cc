@@ -64,22 +64,63 @@ std::vector<SubjectMatch> FuseBySubject(const std::vector<int>& positions,
   return out;
 }
 
-absl::StatusOr<std::vector<SubjectMatch>> TenPrintSearch(const std::vector<CardFinger>& card,
-                                                         const TenPrintOptions& options, const FingerSearchFn& search) {
+namespace {
+
+absl::Status CheckCard(const std::vector<CardFinger>& card, const TenPrintOptions& options) {
   if (card.empty()) return absl::InvalidArgumentError("a ten-print search needs at least one finger");
   if (options.top_k < 1) return absl::InvalidArgumentError(absl::StrCat("top_k must be at least 1, got ", options.top_k));
   if (options.per_finger_candidates < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("per_finger_candidates must be >= 0, got ", options.per_finger_candidates));
   }
-  const int per_finger =
-      options.per_finger_candidates > 0 ? options.per_finger_candidates : std::max(100, 10 * options.top_k);
+  return absl::OkStatus();
+}
+
+int PerFingerCandidates(const TenPrintOptions& options) {
+  return options.per_finger_candidates > 0 ? options.per_finger_candidates : std::max(100, 10 * options.top_k);
+}
+
+TemplateFilter FilterOf(const CardFinger& f) {
+  TemplateFilter filter;
+  if (f.finger_position != 0) filter.finger_positions = SameFingerPositions(f.finger_position);
+  return filter;
+}
+
+std::vector<int> PositionsOf(const std::vector<CardFinger>& card) {
+  std::vector<int> positions;
+  for (const CardFinger& f : card) positions.push_back(f.finger_position);
+  return positions;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<SubjectMatch>> TenPrintSearchBatched(const std::vector<CardFinger>& card,
+                                                                const TenPrintOptions& options,
+                                                                const CardSearchFn& search) {
+  TESSERA_RETURN_IF_ERROR(CheckCard(card, options));
+  std::vector<std::vector<MinutiaPoint>> probes;
+  std::vector<TemplateFilter> filters;
+  for (const CardFinger& f : card) {
+    probes.push_back(f.minutiae);
+    filters.push_back(FilterOf(f));
+  }
+  TESSERA_ASSIGN_OR_RETURN(std::vector<std::vector<SearchCandidate>> candidates,
+                           search(probes, filters, PerFingerCandidates(options)));
+  if (candidates.size() != card.size()) {
+    return absl::InternalError(absl::StrCat("a card search returned ", candidates.size(), " lists for ", card.size(),
+                                            " fingers"));
+  }
+  return FuseBySubject(PositionsOf(card), candidates, options.fusion, options.top_k);
+}
+
+absl::StatusOr<std::vector<SubjectMatch>> TenPrintSearch(const std::vector<CardFinger>& card,
+                                                         const TenPrintOptions& options, const FingerSearchFn& search) {
+  TESSERA_RETURN_IF_ERROR(CheckCard(card, options));
+  const int per_finger = PerFingerCandidates(options);
   std::vector<int> positions;
   std::vector<std::vector<SearchCandidate>> candidates;
   for (size_t i = 0; i < card.size(); ++i) {
-    TemplateFilter filter;
-    if (card[i].finger_position != 0) filter.finger_positions = SameFingerPositions(card[i].finger_position);
-    absl::StatusOr<std::vector<SearchCandidate>> found = search(card[i].minutiae, filter, per_finger);
+    absl::StatusOr<std::vector<SearchCandidate>> found = search(card[i].minutiae, FilterOf(card[i]), per_finger);
     if (!found.ok()) {
       return Annotate(found.status(), absl::StrCat("finger ", i, " (FGP ", card[i].finger_position, ")"));
     }

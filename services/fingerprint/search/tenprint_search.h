@@ -75,9 +75,20 @@ std::vector<int> SameFingerPositions(int fgp);
 using FingerSearchFn = std::function<absl::StatusOr<std::vector<SearchCandidate>>(
     const std::vector<MinutiaPoint>& probe, const TemplateFilter& filter, int top_k)>;
 
+// All of a card's fingers in one search: probes[i] against the templates
+// filters[i] accepts, the `top_k` best of each (GallerySearcher::Search with
+// SearchOptions::probe_filters: one pass over the gallery, batched on the
+// GPU's pipeline).
+using CardSearchFn = std::function<absl::StatusOr<std::vector<std::vector<SearchCandidate>>>(
+    const std::vector<std::vector<MinutiaPoint>>& probes, const std::vector<TemplateFilter>& filters, int top_k)>;
+
 // The subjects best first (ties: subject id). INVALID_ARGUMENT for an empty
-// card, top_k < 1 or per_finger_candidates < 0; a finger's search error is
-// returned as is.
+// card, top_k < 1 or per_finger_candidates < 0; a search error is returned
+// as is (annotated with the finger for FingerSearchFn).
+absl::StatusOr<std::vector<SubjectMatch>> TenPrintSearchBatched(const std::vector<CardFinger>& card,
+                                                                const TenPrintOptions& options,
+                                                                const CardSearchFn& search);
+// The same, one finger at a time (e.g. a shard router's fan-out per finger).
 absl::StatusOr<std::vector<SubjectMatch>> TenPrintSearch(const std::vector<CardFinger>& card,
                                                          const TenPrintOptions& options, const FingerSearchFn& search);
 

@@ -108,6 +108,21 @@ TEST(TenPrintSearchTest, CardFindsItsSubjectOnARealSearcher) {
   auto subjects = TenPrintSearch(card, options, search);
   ASSERT_TRUE(subjects.ok()) << subjects.status();
   EXPECT_EQ(searches, 4);
+  // The whole card in one call (per-probe filters) gives the same subjects.
+  CardSearchFn batched = [&](const std::vector<std::vector<MinutiaPoint>>& probes,
+                             const std::vector<TemplateFilter>& filters, int k) {
+    SearchOptions o;
+    o.top_k = k;
+    o.probe_filters = filters;
+    return (*searcher)->Search(probes, o);
+  };
+  auto together = TenPrintSearchBatched(card, options, batched);
+  ASSERT_TRUE(together.ok()) << together.status();
+  ASSERT_EQ(together->size(), subjects->size());
+  for (size_t i = 0; i < subjects->size(); ++i) {
+    EXPECT_EQ((*together)[i].subject_id, (*subjects)[i].subject_id);
+    EXPECT_EQ((*together)[i].score, (*subjects)[i].score);
+  }
   ASSERT_EQ(subjects->size(), 3u);
   EXPECT_EQ((*subjects)[0].subject_id, "S3");
   EXPECT_EQ((*subjects)[0].fingers.size(), 4u);

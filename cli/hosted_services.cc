@@ -60,12 +60,13 @@ absl::StatusOr<HostedServices> CreateHostedServices(const std::vector<ModuleEntr
 }
 
 absl::Status AttachFingerprintRouter(HostedServices& services, const ServerOptions& options,
-                                     const std::vector<std::string>& shards, const PeerChannelSecurity& peer) {
+                                     const std::vector<std::string>& shards, const PeerChannelSecurity& peer,
+                                     const fingerprint::ImageLimits& image) {
   if (services.Hosts("fingerprint")) {
     return absl::FailedPreconditionError("this process already hosts a FingerprintService (fingerprint shards are "
                                          "for a scheduler without one: --role scheduler)");
   }
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<HostedModule> router, NewFingerprintRouterModule(options, shards, peer));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<HostedModule> router, NewFingerprintRouterModule(options, shards, peer, image));
   services.modules.emplace_back("fingerprint", std::move(router));
   return absl::OkStatus();
 }

@@ -48,7 +48,8 @@ absl::StatusOr<HostedServices> CreateHostedServices(const std::vector<ModuleEntr
 // INVALID_ARGUMENT for a bad or repeated address; FAILED_PRECONDITION when
 // `services` already hosts a FingerprintService of its own.
 absl::Status AttachFingerprintRouter(HostedServices& services, const ServerOptions& options,
-                                     const std::vector<std::string>& shards, const PeerChannelSecurity& peer = {});
+                                     const std::vector<std::string>& shards, const PeerChannelSecurity& peer = {},
+                                     const fingerprint::ImageLimits& image = {});
 
 }  // namespace tessera::cli
 

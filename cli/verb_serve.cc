@@ -232,7 +232,8 @@ int RunServe(int argc, char** argv) {
     return services.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   if (!fp_shards.empty()) {
-    absl::Status routed = AttachFingerprintRouter(*services, *options, fp_shards, scheduler_options.peer);
+    absl::Status routed =
+        AttachFingerprintRouter(*services, *options, fp_shards, scheduler_options.peer, fingerprint_options.image);
     if (!routed.ok()) {
       std::fprintf(stderr, "tessera serve: %s\n", std::string(routed.message()).c_str());
       return 2;

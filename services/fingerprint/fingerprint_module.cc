@@ -19,9 +19,11 @@ absl::StatusOr<std::unique_ptr<HostedModule>> NewFingerprintModule(const ServerO
 
 absl::StatusOr<std::unique_ptr<HostedModule>> NewFingerprintRouterModule(const ServerOptions& options,
                                                                          const std::vector<std::string>& shards,
-                                                                         const PeerChannelSecurity& peer) {
+                                                                         const PeerChannelSecurity& peer,
+                                                                         const fingerprint::ImageLimits& image) {
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<FingerprintShardRouter> router,
                            FingerprintShardRouter::CreateForAddresses(shards, options.max_receive_message_bytes, peer));
+  router->set_image_limits(image);
   return MakeServiceModule(std::move(router));
 }
 

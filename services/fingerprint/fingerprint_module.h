@@ -22,10 +22,12 @@ absl::StatusOr<std::unique_ptr<HostedModule>> NewFingerprintModule(const ServerO
 
 // FingerprintService as a router over the FingerprintService servers at
 // `shards` (HOST:PORT; their order is part of the routing: keep it fixed).
-// INVALID_ARGUMENT for a bad or repeated address.
+// INVALID_ARGUMENT for a bad or repeated address. `image`: what the router
+// takes in the transaction images it extracts itself (serve --fp-min-quality).
 absl::StatusOr<std::unique_ptr<HostedModule>> NewFingerprintRouterModule(const ServerOptions& options,
                                                                          const std::vector<std::string>& shards,
-                                                                         const PeerChannelSecurity& peer);
+                                                                         const PeerChannelSecurity& peer,
+                                                                         const fingerprint::ImageLimits& image = {});
 
 }  // namespace tessera
 

@@ -45,6 +45,7 @@ absl::StatusOr<jobs::EngineOutput> SearchEngine::RunPlan(const SearchPlan& plan,
   SearchOptions options;
   options.top_k = parsed.top_k;
   options.matcher = parsed.matcher;
+  options.filter = parsed.filter;
   options.control = &control;
   SearchStats stats;
   TESSERA_ASSIGN_OR_RETURN(std::vector<std::vector<SearchCandidate>> results,

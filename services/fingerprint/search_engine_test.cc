@@ -37,6 +37,8 @@ class SearchEngineTest : public ::testing::Test {
       ASSERT_TRUE(parsed.ok());
       t->minutiae = parsed->minutiae;
       t->seq = i + 1;
+      t->metadata.subject_id = absl::StrCat("s", i / 10);
+      t->metadata.finger_position = 1 + static_cast<int>(i % 10);
       entries.push_back(t);
     }
     ASSERT_TRUE(searcher_->Add(entries).ok());
@@ -111,6 +113,25 @@ TEST_F(SearchEngineTest, RunsTheSearchAndReportsEveryChunk) {
   EXPECT_EQ(reports[0].stage, "search");
   EXPECT_EQ(reports[0].step, 25);
   EXPECT_EQ(reports.back().fraction, 1.0);
+}
+
+// A job's spec filters as SearchBatch does; candidates carry their metadata.
+TEST_F(SearchEngineTest, FiltersByFingerPositionAndReturnsMetadata) {
+  jobs::EngineContext ctx("job-4", "/nonexistent", nullptr, absl::InfiniteFuture(), nullptr);
+  v1::SearchBatchRequest r = request_;
+  r.add_finger_positions(4);  // probe 0 is e3: finger 4
+  auto out = engine_->Run(Spec(r), ctx);
+  ASSERT_TRUE(out.ok()) << out.status();
+  v1::SearchBatchResponse response;
+  ASSERT_TRUE(out->result.UnpackTo(&response));
+  ASSERT_EQ(response.results(0).candidates_size(), 4);
+  EXPECT_EQ(response.results(0).candidates(0).id(), "e3");
+  for (const auto& result : response.results()) {
+    for (const auto& c : result.candidates()) EXPECT_EQ(c.metadata().finger_position(), 4) << c.id();
+  }
+  EXPECT_EQ(response.results(0).candidates(0).metadata().subject_id(), "s0");
+  r.add_finger_positions(-3);
+  EXPECT_EQ(engine_->Validate(Spec(r)).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(SearchEngineTest, CancelAfterTheFirstChunkStopsTheJob) {

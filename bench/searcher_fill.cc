@@ -12,7 +12,7 @@
 namespace tessera::fingerprint {
 
 bool AppendToSearcher(const MccGallery& g, int64_t from, int64_t to, GallerySearcher* searcher, int64_t first_id,
-                      bool reserve) {
+                      bool reserve, const TemplateAnnotator& annotate) {
   if (reserve) searcher->Reserve(to - from, g.start[to] - g.start[from]);
   constexpr int64_t kStep = 65536;  // one step's cylinders at a time besides the searcher's
   std::vector<MccTemplate> block;
@@ -26,6 +26,7 @@ bool AppendToSearcher(const MccGallery& g, int64_t from, int64_t to, GallerySear
       auto t = std::make_shared<StoredTemplate>();
       t->id = absl::StrCat(first_id + b + i);
       t->seq = static_cast<uint64_t>(first_id + b + i + 1);
+      if (annotate) annotate(first_id + b + i, t.get());
       if (absl::Status s = searcher->AddWithCylinders(t, std::move(block[i])); !s.ok()) {
         std::fprintf(stderr, "searcher: %s\n", std::string(s.message()).c_str());
         return false;

@@ -5,6 +5,7 @@
 #define TESSERA_BENCH_SEARCHER_FILL_H_
 
 #include <cstdint>
+#include <functional>
 
 #include "kernels/fingerprint/mcc.h"
 #include "services/fingerprint/search/searcher.h"
@@ -15,9 +16,11 @@ namespace tessera::fingerprint {
 // template i gets id first_id + i and seq first_id + i + 1. `reserve`: hint
 // the searcher's capacity for them first (callers filling block by block
 // reserve once themselves). Prints the searcher's error and returns false
-// when one is refused.
+// when one is refused. `annotate` (may be null) fills in template id's
+// metadata (subject, finger position) before it is appended.
+using TemplateAnnotator = std::function<void(int64_t id, StoredTemplate* t)>;
 bool AppendToSearcher(const MccGallery& g, int64_t from, int64_t to, GallerySearcher* searcher, int64_t first_id = 0,
-                      bool reserve = true);
+                      bool reserve = true, const TemplateAnnotator& annotate = nullptr);
 
 }  // namespace tessera::fingerprint
 

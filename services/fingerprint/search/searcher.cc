@@ -437,7 +437,8 @@ class MccSearcher final : public GallerySearcher {
         for (int64_t i = lo; i < hi; ++i) {
           const int t = static_cast<int>(i / num_active), a = static_cast<int>(i % num_active);
           const int p = active[a];
-          if (b + t < run.cpu_begin[p]) continue;
+          // Excluded templates (deleted, or outside the probe's filter) are never candidates: not scored.
+          if (b + t < run.cpu_begin[p] || run.exclude[p][b + t]) continue;
           scores[static_cast<size_t>(a) * len + t] = cpu::Score(prepared[p], gallery_, b + t, MccScore::kLssR, constants_);
         }
       });

@@ -9,6 +9,7 @@
 #include "common/parallel.h"
 #include "common/status.h"
 #include "services/fingerprint/formats/ansi_nist.h"
+#include "services/fingerprint/formats/ansi_nist_xml.h"
 #include "services/fingerprint/formats/ansi_nist_views.h"
 #include "services/fingerprint/formats/template_io.h"
 #include "services/fingerprint/store/template_metadata.h"
@@ -164,7 +165,9 @@ bool IsLatentSubmission(const std::vector<const TransactionFinger*>& searchable)
   return false;
 }
 
-bool LooksLikeTransaction(absl::string_view bytes) { return absl::StartsWith(bytes, "1.001:"); }
+bool LooksLikeTransaction(absl::string_view bytes) {
+  return absl::StartsWith(bytes, "1.001:") || ansi_nist::LooksLikeXmlTransaction(bytes);
+}
 
 absl::StatusOr<std::vector<TransactionFinger>> TemplatesFromTransaction(absl::string_view bytes,
                                                                         const ImageInput& input) {
@@ -189,7 +192,9 @@ std::vector<std::string> FingerTemplateIds(absl::string_view prefix, const std::
 }
 
 absl::StatusOr<TransactionCard> ReadTransactionCard(absl::string_view bytes, const ImageInput& input) {
-  absl::StatusOr<ansi_nist::Transaction> t = ansi_nist::ParseTransaction(bytes);
+  absl::StatusOr<ansi_nist::Transaction> t = ansi_nist::LooksLikeXmlTransaction(bytes)
+                                                  ? ansi_nist::ParseXmlTransaction(bytes)
+                                                  : ansi_nist::ParseTransaction(bytes);
   if (!t.ok()) return absl::InvalidArgumentError(t.status().message());
   TransactionCard card;
   const ansi_nist::Record& type1 = t->records[0];

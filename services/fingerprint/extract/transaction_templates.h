@@ -69,7 +69,9 @@ std::vector<std::string> FingerTemplateIds(absl::string_view prefix, const std::
 // or a single finger) or together as a card (ten-print, fused per subject).
 bool IsLatentSubmission(const std::vector<const TransactionFinger*>& searchable);
 
-// True when `bytes` start like an ANSI/NIST-ITL transaction ("1.001:").
+// True when `bytes` start like an ANSI/NIST-ITL transaction: the traditional
+// encoding ("1.001:") or the XML one (formats/ansi_nist_xml.h), which
+// TemplatesFromTransaction and ReadTransactionCard read as well.
 bool LooksLikeTransaction(absl::string_view bytes);
 
 }  // namespace fingerprint

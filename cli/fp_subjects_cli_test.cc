@@ -79,5 +79,28 @@ TEST(FpSubjectsCliTest, CardsSubjectsAndTenPrintSearch) {
   EXPECT_EQ(RunTessera({"fp", "enroll", "--gallery", gallery, "--attr", "novalue", card1}).code, 2);
 }
 
+// A card converted to the XML encoding reads as the same transaction and
+// enrolls the same fingers.
+TEST(FpSubjectsCliTest, XmlCardConvertsAndEnrolls) {
+  const std::string card = WriteCard("xcard.an2", "TCN-XML", 4, 0);
+  const std::string xml = TestTmp("xcard.xml"), back = TestTmp("xcard_back.an2");
+  testing::CliResult r = RunTessera({"fp", "nist", "convert", card, xml});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"encoding\": \"xml\""), std::string::npos) << r.out;
+  ASSERT_EQ(RunTessera({"fp", "nist", "convert", xml, back}).code, 0);
+  const testing::CliResult a = RunTessera({"fp", "nist", "show", card});
+  const testing::CliResult b = RunTessera({"fp", "nist", "show", back});
+  ASSERT_EQ(a.code, 0) << a.err;
+  // The same records and fields (the file name differs).
+  EXPECT_EQ(a.out.substr(a.out.find("\"version\"")), b.out.substr(b.out.find("\"version\"")));
+  const std::string gallery = TestTmp("fp_xml_gallery");
+  r = RunTessera({"fp", "enroll", "--gallery", gallery, xml});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"enrolled\": 3"), std::string::npos) << r.out;
+  r = RunTessera({"fp", "subject", "--gallery", gallery, "TCN-XML"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(RunTessera({"fp", "nist", "convert", card, xml, "--to", "json"}).code, 2);
+}
+
 }  // namespace
 }  // namespace tessera::cli

@@ -1,13 +1,16 @@
 // `tessera fp nist show FILE...`: an ANSI/NIST-ITL transaction (.an2, .an2k,
-// .eft; traditional encoding) as JSON: every record with its fields in file
+// .eft in the traditional encoding, or the 2011 XML encoding) as JSON: every record with its fields in file
 // order (binary image data as its length and a SHA-256 prefix), the images
 // the records describe, and the Type-9 minutiae (legacy NIST standard and
 // EFS, in the file's own units). A malformed file prints the reader's message
 // (record, IDC and field) on stderr and makes the exit code 1.
+// `tessera fp nist convert IN OUT [--to xml|traditional]`: the same
+// transaction in the other encoding (default: the one IN is not in).
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "cli/verbs.h"
@@ -15,6 +18,7 @@
 #include "common/sha256.h"
 #include "services/fingerprint/formats/ansi_nist.h"
 #include "services/fingerprint/formats/ansi_nist_views.h"
+#include "services/fingerprint/formats/ansi_nist_xml.h"
 
 namespace tessera::cli {
 namespace {
@@ -93,15 +97,55 @@ std::string MinutiaeJson(const an::MinutiaeView& m) {
   return out;
 }
 
-int Show(const std::string& path) {
+bool ReadWhole(const std::string& path, std::string* out) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  if (!in) return false;
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  *out = bytes.str();
+  return true;
+}
+
+int Convert(const std::string& in_path, const std::string& out_path, const std::string& to) {
+  std::string bytes;
+  if (!ReadWhole(in_path, &bytes)) {
+    std::fprintf(stderr, "tessera fp nist convert: cannot read %s\n", in_path.c_str());
+    return 1;
+  }
+  const bool xml_in = an::LooksLikeXmlTransaction(bytes);
+  const std::string target = to.empty() ? (xml_in ? "traditional" : "xml") : to;
+  if (target != "xml" && target != "traditional") {
+    std::fprintf(stderr, "tessera fp nist convert: --to takes xml or traditional, got '%s'\n", to.c_str());
+    return 2;
+  }
+  auto t = an::ParseAnyTransaction(bytes);
+  absl::StatusOr<std::string> written =
+      !t.ok() ? absl::StatusOr<std::string>(t.status())
+              : (target == "xml" ? an::WriteXmlTransaction(*t) : an::WriteTransaction(*t));
+  if (!written.ok()) {
+    std::fprintf(stderr, "tessera fp nist convert: %s: %s\n", in_path.c_str(),
+                 std::string(written.status().message()).c_str());
+    return 1;
+  }
+  std::ofstream out(out_path, std::ios::binary);
+  out << *written;
+  if (!out.good()) {
+    std::fprintf(stderr, "tessera fp nist convert: cannot write %s\n", out_path.c_str());
+    return 1;
+  }
+  std::printf("{\"in\": %s, \"out\": %s, \"encoding\": %s, \"records\": %zu, \"bytes\": %zu}\n",
+              JsonQuote(in_path).c_str(), JsonQuote(out_path).c_str(), JsonQuote(target).c_str(), t->records.size(),
+              written->size());
+  return 0;
+}
+
+int Show(const std::string& path) {
+  std::string bytes;
+  if (!ReadWhole(path, &bytes)) {
     std::fprintf(stderr, "tessera fp nist show: cannot read %s\n", path.c_str());
     return 1;
   }
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  auto t = an::ParseTransaction(bytes.str());
+  auto t = an::ParseAnyTransaction(bytes);
   if (!t.ok()) {
     std::fprintf(stderr, "tessera fp nist show: %s: %s\n", path.c_str(), std::string(t.status().message()).c_str());
     return 1;
@@ -138,8 +182,10 @@ int Show(const std::string& path) {
 int Usage(FILE* out, int rc) {
   std::fprintf(out,
                "usage: tessera fp nist show FILE...\n"
-               "  FILE: an ANSI/NIST-ITL transaction (.an2, .an2k, .eft; traditional encoding). Prints its records\n"
-               "  and fields, images and Type-9 minutiae as JSON; exit 1 when a file is malformed.\n");
+               "       tessera fp nist convert IN OUT [--to xml|traditional]\n"
+               "  FILE: an ANSI/NIST-ITL transaction (.an2, .an2k, .eft in the traditional encoding, or the 2011\n"
+               "  XML encoding). show prints its records and fields, images and Type-9 minutiae as JSON; convert\n"
+               "  writes it in the other encoding (or --to's); exit 1 when a file is malformed.\n");
   return rc;
 }
 
@@ -149,6 +195,22 @@ int RunFpNist(int argc, char** argv) {
   if (argc < 2) return Usage(stderr, 2);
   const std::string sub = argv[1];
   if (sub == "--help" || sub == "-h" || sub == "help") return Usage(stdout, 0);
+  if (sub == "convert") {
+    std::vector<std::string> paths;
+    std::string to;
+    for (int i = 2; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--to" && i + 1 < argc) {
+        to = argv[++i];
+      } else if (a.rfind("--to=", 0) == 0) {
+        to = a.substr(5);
+      } else {
+        paths.push_back(a);
+      }
+    }
+    if (paths.size() != 2) return Usage(stderr, 2);
+    return Convert(paths[0], paths[1], to);
+  }
   if (sub != "show") {
     std::fprintf(stderr, "tessera fp nist: unknown subcommand '%s'\n", sub.c_str());
     return Usage(stderr, 2);

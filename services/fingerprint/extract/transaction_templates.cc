@@ -192,9 +192,7 @@ std::vector<std::string> FingerTemplateIds(absl::string_view prefix, const std::
 }
 
 absl::StatusOr<TransactionCard> ReadTransactionCard(absl::string_view bytes, const ImageInput& input) {
-  absl::StatusOr<ansi_nist::Transaction> t = ansi_nist::LooksLikeXmlTransaction(bytes)
-                                                  ? ansi_nist::ParseXmlTransaction(bytes)
-                                                  : ansi_nist::ParseTransaction(bytes);
+  absl::StatusOr<ansi_nist::Transaction> t = ansi_nist::ParseAnyTransaction(bytes);
   if (!t.ok()) return absl::InvalidArgumentError(t.status().message());
   TransactionCard card;
   const ansi_nist::Record& type1 = t->records[0];

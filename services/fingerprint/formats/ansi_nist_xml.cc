@@ -1611,6 +1611,10 @@ absl::Status Reframe(const absl::Status& s, const std::vector<std::pair<std::str
 
 }  // namespace
 
+absl::StatusOr<Transaction> ParseAnyTransaction(absl::string_view bytes) {
+  return LooksLikeXmlTransaction(bytes) ? ParseXmlTransaction(bytes) : ParseTransaction(bytes);
+}
+
 bool LooksLikeXmlTransaction(absl::string_view bytes) {
   absl::string_view s = bytes.substr(0, kLookLimit);
   if (absl::StartsWith(s, "\xEF\xBB\xBF")) s.remove_prefix(3);

@@ -79,6 +79,10 @@ bool LooksLikeXmlTransaction(absl::string_view bytes);
 // Reads an XML package into the traditional model (see the file comment).
 absl::StatusOr<Transaction> ParseXmlTransaction(absl::string_view xml);
 
+// Either encoding, told apart by content (LooksLikeXmlTransaction): what
+// every reader of client files calls.
+absl::StatusOr<Transaction> ParseAnyTransaction(absl::string_view bytes);
+
 // Writes `t` as an XML package. Records of types other than 1, 2, 4, 9, 13,
 // 14 and 15, and text that XML 1.0 cannot carry (invalid UTF-8, control
 // characters other than tab, LF and CR), are INVALID_ARGUMENT naming the

@@ -61,6 +61,16 @@ TEST(FpSubjectsCliTest, CardsSubjectsAndTenPrintSearch) {
   ASSERT_NE(mode, std::string::npos) << r.out;
   EXPECT_LT(r.out.find("\"subject\": \"TCN-TWO\""), r.out.find("\"subject\": \"TCN-ONE\"")) << r.out;
 
+  // Charting the probe card's right index against the enrolled one.
+  r = RunTessera({"fp", "chart", "--probe", probe, "--probe-finger", "2", "--gallery", gallery, "--candidate",
+                  "card2_2", "--out", TestTmp("chart.png")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"source\": \"gallery\""), std::string::npos) << r.out;
+  EXPECT_EQ(RunTessera({"fp", "chart", "--probe", probe, "--probe-finger", "2", "--gallery", gallery, "--candidate",
+                        "missing", "--out", TestTmp("chart2.png")})
+                .code,
+            1);
+
   // A plain template file with --subject/--finger, then a filtered search.
   r = RunTessera({"fp", "enroll", "--gallery", gallery, "--subject", "S3", "--finger", "7", "--ids", "s3_7", card1});
   EXPECT_EQ(r.code, 0) << r.err;  // a transaction: --subject names its subject

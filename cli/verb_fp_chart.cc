@@ -5,6 +5,7 @@
 // as JSON.
 //
 //   tessera fp chart --probe P --candidate C --out chart.png [--json pairs.json] [--ppi N]
+//                    [--gallery DIR]   (then C is an enrolled template id: its stored minutiae)
 //                    [--probe-finger FGP] [--candidate-finger FGP] [--scale S] [--enhanced]
 //
 // P and C are each a fingerprint image (PNG, TIFF, BMP, JPEG, WSQ: extracted
@@ -34,6 +35,7 @@
 #include "services/fingerprint/extract/transaction_templates.h"
 #include "services/fingerprint/formats/template_io.h"
 #include "services/fingerprint/search/match_explain.h"
+#include "services/fingerprint/store/gallery_store.h"
 
 namespace tessera::cli {
 namespace {
@@ -43,7 +45,8 @@ namespace fp = fingerprint;
 std::vector<FlagSpec> ChartFlags() {
   return {
       {"probe", "", "the probe (latent): image, template or ANSI/NIST-ITL transaction"},
-      {"candidate", "", "the candidate: image, template or ANSI/NIST-ITL transaction"},
+      {"candidate", "", "the candidate: image, template or ANSI/NIST-ITL transaction; with --gallery, an enrolled id"},
+      {"gallery", "", "a gallery directory: --candidate names one of its templates (drawn on a blank canvas)"},
       {"out", "", "the chart, written as an RGB PNG"},
       {"json", "", "write the JSON summary here instead of stdout"},
       {"ppi", "0", "resolution of images that do not say theirs (0: the file's)"},
@@ -151,6 +154,19 @@ absl::StatusOr<Side> FromTransaction(const std::string& content, const std::stri
   side.finger = labels[chosen];
   const std::vector<uint8_t>& record = fingers[chosen].record;
   TESSERA_ASSIGN_OR_RETURN(side.view, FirstView(std::string(record.begin(), record.end())));
+  return side;
+}
+
+// An enrolled template of a gallery directory (read without its search
+// index; FAILED_PRECONDITION while a server holds the gallery).
+absl::StatusOr<Side> FromGallery(const std::string& dir, const std::string& id) {
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<fp::GalleryStore> store, fp::GalleryStore::Open(dir));
+  std::shared_ptr<const fp::StoredTemplate> t = store->Get(id);
+  if (t == nullptr) return absl::NotFoundError(absl::StrCat("no template '", id, "' in gallery ", dir));
+  Side side;
+  side.source = "gallery";
+  TESSERA_ASSIGN_OR_RETURN(side.view, FirstView(t->bytes));
+  if (t->metadata.finger_position != 0) side.finger = std::to_string(t->metadata.finger_position);
   return side;
 }
 
@@ -263,7 +279,9 @@ int RunFpChart(int argc, char** argv) {
   absl::StatusOr<Side> probe = LoadSide(probe_path, args->Get("probe-finger"), "probe-finger", input, enhanced);
   if (!probe.ok()) return Fail(probe_path, probe.status());
   absl::StatusOr<Side> candidate =
-      LoadSide(candidate_path, args->Get("candidate-finger"), "candidate-finger", input, enhanced);
+      args->Get("gallery").empty()
+          ? LoadSide(candidate_path, args->Get("candidate-finger"), "candidate-finger", input, enhanced)
+          : FromGallery(args->Get("gallery"), candidate_path);
   if (!candidate.ok()) return Fail(candidate_path, candidate.status());
 
   absl::StatusOr<fp::MatchExplanation> e = fp::ExplainMatch(Points(probe->view), Points(candidate->view));

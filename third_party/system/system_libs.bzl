@@ -40,6 +40,9 @@ _LIBS = {
     "deflate": (["libdeflate"], "libdeflate-dev"),
     # Expat: the XML encoding of ANSI/NIST-ITL transactions (fingerprint formats).
     "expat": (["expat"], "libexpat1-dev"),
+    # DCMTK: DICOM parsing and the JPEG / JPEG-LS / RLE decoders (common/dicom/).
+    "dcmtk": (["-ldcmjpls", "-ldcmtkcharls", "-ldcmjpeg", "-lijg8", "-lijg12", "-lijg16", "-ldcmimage",
+               "-ldcmimgle", "-ldcmdata", "-loflog", "-lofstd", "-lz"], "libdcmtk-dev"),
     # HDF5's headers live in /usr/include/hdf5/serial (see _INCLUDE_DIRS).
     "hdf5": (["hdf5"], "libhdf5-dev"),
     "ismrmrd": (["-lismrmrd"], "libismrmrd-dev"),

@@ -13,7 +13,8 @@ namespace tessera::cli {
 const std::vector<ModuleEntry>& Modules() {
   static const auto* modules = new std::vector<ModuleEntry>{
       {"volume", [](const ModuleOptions& o) { return NewVolumeModule(o.server); },
-       {{"describe", RunDescribe, "summarize a NIfTI volume: geometry, orientation, statistics"}},
+       {{"describe", RunDescribe, "summarize a NIfTI volume or a DICOM series: geometry, orientation, identity"},
+        {"convert", RunConvert, "convert a DICOM series (directory, zip or files) to NIfTI"}},
        DemoVolumeStep},
       {"registration", [](const ModuleOptions& o) { return NewRegistrationModule(o.server); },
        {{"register", RunRegister, "register a moving volume to a fixed one; ANTs-style outputs + JSON"},

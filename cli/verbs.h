@@ -7,7 +7,8 @@ namespace tessera::cli {
 
 int RunServe(int argc, char** argv);     // host all services
 int RunDemo(int argc, char** argv);      // end-to-end tour over real gRPC
-int RunDescribe(int argc, char** argv);  // local NIfTI summary
+int RunDescribe(int argc, char** argv);  // local NIfTI / DICOM series summary
+int RunConvert(int argc, char** argv);   // DICOM series -> NIfTI
 int RunDevices(int argc, char** argv);   // backends and GPUs
 int RunRegister(int argc, char** argv);  // local image registration
 int RunSynth(int argc, char** argv);     // synthetic registration problem

@@ -255,8 +255,9 @@ TEST(FpCliProcessTest, ImagesExtractEnrollAndSearch) {
 }
 
 // ANSI/NIST-ITL transactions through the CLI: NIST's ten-print card enrolls
-// one template per finger (slaps reported as skipped), and the plain thumbs
-// of NIST's slap transaction find the card's plain thumbs.
+// one template per finger (slaps reported as skipped) under its TCN as the
+// subject, and NIST's slap transaction (two plain thumbs: a card, not a
+// latent) is a ten-print search that finds the card's subject on both thumbs.
 TEST(FpCliProcessTest, TransactionsEnrollAndSearchPerFinger) {
   const char* env = std::getenv("TESSERA_FINGERPRINT_DATA");
   const std::string nist = (env != nullptr ? std::string(env) : std::string("/work/shared/data/fingerprint")) + "/nist";
@@ -271,7 +272,8 @@ TEST(FpCliProcessTest, TransactionsEnrollAndSearchPerFinger) {
   EXPECT_TRUE(absl::StrContains(r.out, "UNIMPLEMENTED")) << r.out;
   r = RunTessera({"fp", "search", "--gallery", gallery, "--top", "1", slaps});
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_TRUE(absl::StrContains(r.out, "{\"probe\": \"type4-slaps_11\", \"quality\": ")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "{\"probe\": \"type4-slaps\", \"mode\": \"ten-print\"")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "\"subjects\": [{\"subject\": \"jck tenprint card nqm\"")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "\"id\": \"type-14-tpcard-nqm_11\"")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "\"id\": \"type-14-tpcard-nqm_12\"")) << r.out;
   // A truncated transaction: exit 1 with the reader's message.

@@ -1,7 +1,9 @@
 // `tessera describe` and `tessera convert` on the DICOM series of
 // ../shared/data/dicom: the description names the series, the NIfTI written
 // reads back as the same volume and affine as ReadDicomSeries gives.
+#include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -66,6 +68,24 @@ TEST_F(DicomCliTest, ConvertToNifti) {
   EXPECT_EQ(r.code, 2);
   r = RunTessera({"convert", TestTmp("nothing-here"), out});
   EXPECT_EQ(r.code, 1);
+}
+
+// `tessera register` reads a DICOM series wherever it reads a NIfTI path: the
+// series registered to its own NIfTI conversion gives the identity.
+TEST_F(DicomCliTest, RegisterFromDicom) {
+  const std::string nii = TestTmp("mr_moving.nii.gz");
+  testing::CliResult r = RunTessera({"convert", data_ + "/mr-series-adc-prostate", nii});
+  ASSERT_EQ(r.code, 0) << r.err;
+  char real[PATH_MAX];
+  ASSERT_NE(realpath((data_ + "/mr-series-adc-prostate").c_str(), real), nullptr);
+  const std::string out = TestTmp("reg_out");
+  r = RunTessera({"register", "--fixed", real, "--moving", nii, "--stages", "rigid", "--scales", "4,2", "--out", out,
+                  "--device", "cpu"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"affine_ras\":[1,0,0,"), std::string::npos) << r.out;
+  auto warped = ReadNifti(out + "/warped.nii.gz");
+  ASSERT_TRUE(warped.ok()) << warped.status();
+  EXPECT_EQ(warped->data.shape(), (Shape{256, 256, 20}));
 }
 
 }  // namespace

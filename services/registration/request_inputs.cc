@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/dicom/dicom_series.h"
 #include "common/nifti_io.h"
 #include "common/status.h"
 #include "services/common/data_roots.h"
@@ -17,7 +18,13 @@ absl::StatusOr<Volume> Materialize(const VolumeInput& in, int64_t max_bytes, boo
   if (in.volume) {
     volume = *in.volume;
   } else {
-    absl::StatusOr<Volume> read = ReadNifti(in.path);
+    absl::StatusOr<Volume> read;
+    if (dicom::IsDicomPath(in.path)) {
+      absl::StatusOr<dicom::DicomSeries> series = dicom::ReadDicomSeries({in.path});
+      read = series.ok() ? absl::StatusOr<Volume>(std::move(series->volume)) : absl::StatusOr<Volume>(series.status());
+    } else {
+      read = ReadNifti(in.path);
+    }
     if (!read.ok()) return Annotate(read.status(), in.what);
     volume = *std::move(read);
     if (static_cast<int64_t>(volume.data.nbytes()) > max_bytes) {
@@ -34,6 +41,12 @@ absl::StatusOr<Volume> Materialize(const VolumeInput& in, int64_t max_bytes, boo
 absl::StatusOr<VolumeInput> ResolveVolumePath(const std::string& requested, const std::string& what,
                                               const std::vector<std::string>& real_roots, int64_t max_volume_bytes) {
   absl::StatusOr<std::string> path = ResolveUnderRoots(requested, real_roots);
+  if (!path.ok() && path.status().code() == absl::StatusCode::kInvalidArgument) {
+    // A directory under the roots: a DICOM series (read when the job runs).
+    absl::StatusOr<std::string> dir = ResolveOutputDirUnderRoots(requested, real_roots);
+    struct stat dst;
+    if (dir.ok() && stat(dir->c_str(), &dst) == 0 && S_ISDIR(dst.st_mode)) path = *std::move(dir);
+  }
   if (!path.ok()) return Annotate(path.status(), what);
   struct stat st;
   // Refuse files that cannot fit before decompressing them (a little slack

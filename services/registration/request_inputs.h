@@ -1,4 +1,5 @@
-// The input volumes of a registration request: NIfTI files under the data
+// The input volumes of a registration request: NIfTI files or DICOM series
+// (a directory, a zip or one file: common/dicom/dicom_series.h) under the data
 // roots (read when the job runs) or volumes already in memory (uploads to
 // RegistrationService). Shared by RegistrationService and the registration
 // job engine.

@@ -5,8 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/dicom/dicom_series.h"
-#include "common/nifti_io.h"
+#include "common/dicom/volume_file.h"
 #include "common/status.h"
 #include "services/common/data_roots.h"
 
@@ -18,13 +17,7 @@ absl::StatusOr<Volume> Materialize(const VolumeInput& in, int64_t max_bytes, boo
   if (in.volume) {
     volume = *in.volume;
   } else {
-    absl::StatusOr<Volume> read;
-    if (dicom::IsDicomPath(in.path)) {
-      absl::StatusOr<dicom::DicomSeries> series = dicom::ReadDicomSeries({in.path});
-      read = series.ok() ? absl::StatusOr<Volume>(std::move(series->volume)) : absl::StatusOr<Volume>(series.status());
-    } else {
-      read = ReadNifti(in.path);
-    }
+    absl::StatusOr<Volume> read = ReadVolumeFile(in.path);
     if (!read.ok()) return Annotate(read.status(), in.what);
     volume = *std::move(read);
     if (static_cast<int64_t>(volume.data.nbytes()) > max_bytes) {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
+#include "common/dicom/volume_file.h"
 #include "common/nifti_io.h"
 #include "common/status.h"
 #include "services/server/call_checks.h"
@@ -66,8 +67,8 @@ absl::Status VolumeServiceImpl::DescribeFileImpl(const grpc::ServerContext& cont
                                                      " bytes) exceeds the server's volume limit of ",
                                                      max_volume_bytes_, " bytes"));
   }
-  NiftiInfo info;
-  TESSERA_ASSIGN_OR_RETURN(Volume volume, ReadNifti(path, &info));
+  std::string format;  // NIfTI, or a DICOM series in one file or a zip
+  TESSERA_ASSIGN_OR_RETURN(Volume volume, ReadVolumeFile(path, &format));
   if (static_cast<int64_t>(volume.data.nbytes()) > max_volume_bytes_) {
     return absl::ResourceExhaustedError(absl::StrCat("'", requested, "' holds ", volume.data.nbytes(),
                                                      " bytes, more than the server's limit of ", max_volume_bytes_));
@@ -81,7 +82,7 @@ absl::Status VolumeServiceImpl::DescribeFileImpl(const grpc::ServerContext& cont
   header->set_description(volume.description);
   FillGeometry(volume.geometry, response, /*fill_header=*/true);
   FillStats(stats, backend_, response);
-  response->set_format(info.version == 2 ? "NIfTI-2" : "NIfTI-1");
+  response->set_format(format);
   return absl::OkStatus();
 }
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/dicom/volume_file.h"
 #include "common/nifti_io.h"
 #include "common/status.h"
 
@@ -203,7 +204,7 @@ absl::StatusOr<NDArray> CheckVolume(const Volume& volume, const VolumeGeometry& 
 
 absl::StatusOr<NDArray> ReadVolume(const std::string& path, const VolumeGeometry& geometry,
                                    const VolumeReadOptions& options) {
-  TESSERA_ASSIGN_OR_RETURN(Volume volume, ReadNifti(path));
+  TESSERA_ASSIGN_OR_RETURN(Volume volume, ReadVolumeFile(path));  // NIfTI or a DICOM series
   absl::StatusOr<NDArray> out = CheckVolume(volume, geometry, options);
   if (!out.ok()) return Annotate(out.status(), path);
   return out;

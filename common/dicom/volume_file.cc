@@ -1,0 +1,23 @@
+#include "common/dicom/volume_file.h"
+
+#include <utility>
+
+#include "common/dicom/dicom_series.h"
+#include "common/nifti_io.h"
+
+namespace tessera {
+
+absl::StatusOr<Volume> ReadVolumeFile(const std::string& path, std::string* format) {
+  if (dicom::IsDicomPath(path)) {
+    absl::StatusOr<dicom::DicomSeries> series = dicom::ReadDicomSeries({path});
+    if (!series.ok()) return series.status();
+    if (format != nullptr) *format = "DICOM";
+    return std::move(series->volume);
+  }
+  NiftiInfo info;
+  absl::StatusOr<Volume> volume = ReadNifti(path, &info);
+  if (volume.ok() && format != nullptr) *format = info.version == 2 ? "NIfTI-2" : "NIfTI-1";
+  return volume;
+}
+
+}  // namespace tessera

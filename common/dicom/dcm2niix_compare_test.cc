@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -68,8 +69,9 @@ void Compare(const Case& c, const std::string& data) {
   } else {
     in_dir = TmpDir("in_" + c.name);
     for (const std::string& f : c.files) {
-      ASSERT_EQ(std::system(absl::StrCat("cp '", data, "/", f, "' '", in_dir, "/'").c_str()), 0);
-      ours.push_back(data + "/" + f);
+      const std::string path = f[0] == '/' ? f : data + "/" + f;
+      ASSERT_EQ(std::system(absl::StrCat("cp '", path, "' '", in_dir, "/'").c_str()), 0);
+      ours.push_back(path);
     }
   }
   const std::string nii = RunDcm2niix(in_dir, c.name);
@@ -131,6 +133,41 @@ TEST_F(Dcm2niixCompareTest, GantryTiltIsRefused) {
   EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(got.status().message().find("tilt"), std::string::npos) << got.status();
   std::printf("DCM2NIIX gantry tilt: %s\n", std::string(got.status().message()).c_str());
+}
+
+// Debian's python3-pydicom test files: its CT and MR slices, the MR slice in
+// several transfer syntaxes, and a truncated one (skipped without the package).
+constexpr char kPydicomFiles[] = "/usr/lib/python3/dist-packages/pydicom/data/test_files";
+
+TEST_F(Dcm2niixCompareTest, PydicomCtAndMr) {
+  const std::string dir = kPydicomFiles;
+  struct stat st;
+  if (stat((dir + "/CT_small.dcm").c_str(), &st) != 0) GTEST_SKIP() << "no python3-pydicom test files in " << dir;
+  for (const char* name : {"CT_small.dcm", "MR_small.dcm", "MR_small_implicit.dcm", "MR_small_bigendian.dcm",
+                           "MR_small_expb.dcm", "MR_small_RLE.dcm"}) {
+    Compare({absl::StrCat("pydicom-", name), {dir + "/" + name}, ""}, data_);
+  }
+  // The same MR slice in every transfer syntax gives the same volume (JPEG-LS
+  // only here: Debian's dcm2niix has no JPEG-LS decoder).
+  auto plain = ReadDicomSeries({dir + "/MR_small.dcm"});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  for (const char* name : {"MR_small_implicit.dcm", "MR_small_bigendian.dcm", "MR_small_RLE.dcm",
+                           "MR_small_jpeg_ls_lossless.dcm"}) {
+    auto other = ReadDicomSeries({dir + "/" + name});
+    ASSERT_TRUE(other.ok()) << name << ": " << other.status();
+    ASSERT_EQ(other->volume.data.nbytes(), plain->volume.data.nbytes()) << name;
+    EXPECT_EQ(0, std::memcmp(other->volume.data.raw_data(), plain->volume.data.raw_data(), plain->volume.data.nbytes()))
+        << name;
+  }
+  auto truncated = ReadDicomSeries({dir + "/MR_truncated.dcm"});
+  ASSERT_FALSE(truncated.ok());
+  EXPECT_EQ(truncated.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(truncated.status().message().find("MR_truncated.dcm"), std::string::npos) << truncated.status();
+  // JPEG 2000: DCMTK has no decoder; refused naming the transfer syntax.
+  auto j2k = ReadDicomSeries({dir + "/MR_small_jp2klossless.dcm"});
+  ASSERT_FALSE(j2k.ok());
+  EXPECT_NE(j2k.status().message().find("JPEG 2000"), std::string::npos) << j2k.status();
+  std::printf("DCM2NIIX jpeg2000: %s\n", std::string(j2k.status().message()).c_str());
 }
 
 }  // namespace

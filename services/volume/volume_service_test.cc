@@ -17,6 +17,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "common/dicom/dicom_test_data.h"
 #include "common/nifti_io.h"
 #include "services/server/service_host.h"
 #include "tessera/v1/volume.grpc.pb.h"
@@ -318,6 +319,27 @@ TEST_F(VolumeServiceTest, DescribeFileErrors) {
   ASSERT_TRUE(WriteNifti(volume, root_ + "/big.nii.gz").ok());
   grpc::Status status = Describe(root_ + "/big.nii.gz", &summary);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+}
+
+// A DICOM file (here an Enhanced multi-frame object) under the roots is
+// described like a NIfTI volume, format "DICOM".
+TEST_F(VolumeServiceTest, DescribeFileReadsDicom) {
+  const std::string data = dicom::DicomTestDataDir();
+  if (data.empty()) GTEST_SKIP() << "no ../shared/data/dicom";
+  std::ifstream in(data + "/known-geometry-24x38x3/multiframe/mf.dcm", std::ios::binary);
+  std::ofstream(root_ + "/mf.dcm", std::ios::binary) << in.rdbuf();
+  v1::VolumeSummary summary;
+  grpc::Status status = Describe(root_ + "/mf.dcm", &summary);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(summary.format(), "DICOM");
+  EXPECT_THAT(summary.header().dims(), ::testing::ElementsAre(24, 38, 3));
+  EXPECT_EQ(summary.header().dtype(), v1::DTYPE_UINT16);
+  EXPECT_EQ(summary.orientation(), "LAS");
+  ASSERT_EQ(summary.affine_size(), 16);
+  EXPECT_NEAR(summary.affine(10), 2.5, 1e-6);
+  // A broken DICOM file is INVALID_ARGUMENT.
+  std::ofstream(root_ + "/bad.dcm", std::ios::binary) << std::string(128, '\0') << "DICM" << std::string(10, 'x');
+  EXPECT_EQ(Describe(root_ + "/bad.dcm", &summary).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
 TEST_F(VolumeServiceTest, DescribeFileReadsTheMricronTemplate) {

@@ -30,6 +30,14 @@ inline const char* FlagValue(const char* arg, const char* name) {
   return std::strncmp(arg, name, len) == 0 && arg[len] == '=' ? arg + len + 1 : nullptr;
 }
 
+// The value of argv[*i] when it is "<name>=value", or of the next argument
+// when it is "<name>" alone (then *i moves past it); else nullptr.
+inline const char* FlagValueOrNext(int argc, char** argv, int* i, const char* name) {
+  if (const char* v = FlagValue(argv[*i], name)) return v;
+  if (std::strcmp(argv[*i], name) == 0 && *i + 1 < argc) return argv[++*i];
+  return nullptr;
+}
+
 // A comma-separated list of integers, each in [lo, hi], at least one.
 inline bool ParseIntList(absl::string_view v, int64_t lo, int64_t hi, std::vector<int64_t>* out) {
   out->clear();

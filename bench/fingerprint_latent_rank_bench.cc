@@ -835,11 +835,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     // "--name=value" or "--name value".
-    auto value = [&](const char* name) -> const char* {
-      if (const char* v = tessera::bench::FlagValue(a, name)) return v;
-      if (std::strcmp(a, name) == 0 && i + 1 < argc) return argv[++i];
-      return nullptr;
-    };
+    auto value = [&](const char* name) { return tessera::bench::FlagValueOrNext(argc, argv, &i, name); };
     int64_t n = 0;
     bool ok = true;
     if (const char* v = value("--transaction")) {

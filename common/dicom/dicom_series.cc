@@ -271,9 +271,22 @@ struct Source {
   bool must_be_dicom;  // an explicitly named file
 };
 
-absl::StatusOr<std::vector<Source>> GatherSources(const std::vector<std::string>& inputs) {
+absl::StatusOr<std::vector<Source>> GatherSources(const std::vector<std::string>& inputs, int64_t max_bytes) {
   if (inputs.empty()) return absl::InvalidArgumentError("no DICOM input given");
   std::vector<Source> out;
+  int64_t total = 0;
+  auto charge = [&](const std::string& name, int64_t bytes) -> absl::Status {
+    total += bytes;
+    if (total > max_bytes) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(name, ": the DICOM input exceeds the limit of ", max_bytes, " bytes read"));
+    }
+    return absl::OkStatus();
+  };
+  auto file_size = [](const std::string& p) -> int64_t {
+    struct stat st;
+    return stat(p.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
+  };
   for (const std::string& in : inputs) {
     if (IsDir(in)) {
       DIR* dir = opendir(in.c_str());
@@ -289,6 +302,7 @@ absl::StatusOr<std::vector<Source>> GatherSources(const std::vector<std::string>
       for (const std::string& n : names) {
         const std::string p = in + "/" + n;
         if (!IsRegular(p)) continue;
+        TESSERA_RETURN_IF_ERROR(charge(p, file_size(p)));
         TESSERA_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(p));
         if (!HasPreamble(bytes)) continue;  // LICENSE, JSON sidecars, DICOMDIR-less junk
         out.push_back({p, std::move(bytes), false});
@@ -296,13 +310,15 @@ absl::StatusOr<std::vector<Source>> GatherSources(const std::vector<std::string>
     } else if (!IsRegular(in)) {
       return absl::NotFoundError(absl::StrCat(in, ": no such file or directory"));
     } else if (LooksLikeZip(in)) {
-      TESSERA_ASSIGN_OR_RETURN(std::vector<ZipMember> members, ReadZip(in));
+      TESSERA_RETURN_IF_ERROR(charge(in, file_size(in)));
+      TESSERA_ASSIGN_OR_RETURN(std::vector<ZipMember> members, ReadZip(in, max_bytes - total));
       std::sort(members.begin(), members.end(), [](const ZipMember& a, const ZipMember& b) { return a.name < b.name; });
       for (ZipMember& m : members) {
         if (!HasPreamble(m.bytes)) continue;
         out.push_back({absl::StrCat(in, "!", m.name), std::move(m.bytes), false});
       }
     } else {
+      TESSERA_RETURN_IF_ERROR(charge(in, file_size(in)));
       TESSERA_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(in));
       out.push_back({in, std::move(bytes), true});
     }
@@ -330,7 +346,7 @@ bool IsDicomPath(const std::string& path) {
 
 absl::StatusOr<DicomSeries> ReadDicomSeries(const std::vector<std::string>& inputs, const DicomReadOptions& options) {
   InitDcmtkOnce();
-  TESSERA_ASSIGN_OR_RETURN(std::vector<Source> sources, GatherSources(inputs));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<Source> sources, GatherSources(inputs, options.max_bytes));
   std::vector<ParsedFile> files;
   files.reserve(sources.size());
   for (Source& s : sources) {

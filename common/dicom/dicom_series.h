@@ -34,6 +34,7 @@
 #ifndef TESSERA_COMMON_DICOM_DICOM_SERIES_H_
 #define TESSERA_COMMON_DICOM_DICOM_SERIES_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,9 @@ struct DicomReadOptions {
   std::string series;
   // false: keep DICOM's row order (no dcm2niix row flip).
   bool flip_rows = true;
+  // Bytes of files (and of zip members, uncompressed) read at most:
+  // RESOURCE_EXHAUSTED beyond (servers pass a bound from their volume limit).
+  int64_t max_bytes = int64_t{16} << 30;
 };
 
 struct DicomSeriesInfo {

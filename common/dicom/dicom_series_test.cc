@@ -184,6 +184,16 @@ TEST_F(DicomSeriesTest, ZipOfASeries) {
   EXPECT_EQ(from_zip->info.num_files, 10);
 }
 
+TEST_F(DicomSeriesTest, ByteLimit) {
+  DicomReadOptions o;
+  o.max_bytes = 3 << 20;  // the CT phantom's 10 files hold ~5.2 MB
+  auto s = ReadDicomSeries({data_ + "/ct-series-philips-phantom"}, o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kResourceExhausted) << s.status();
+  o.max_bytes = 8 << 20;
+  EXPECT_TRUE(ReadDicomSeries({data_ + "/ct-series-philips-phantom"}, o).ok());
+}
+
 TEST_F(DicomSeriesTest, BadInputNamesTheFile) {
   const std::string text = Tmp("notes.txt");
   WriteAll(text, "this is not DICOM\n");

@@ -7,9 +7,11 @@
 
 namespace tessera {
 
-absl::StatusOr<Volume> ReadVolumeFile(const std::string& path, std::string* format) {
+absl::StatusOr<Volume> ReadVolumeFile(const std::string& path, std::string* format, int64_t max_dicom_bytes) {
   if (dicom::IsDicomPath(path)) {
-    absl::StatusOr<dicom::DicomSeries> series = dicom::ReadDicomSeries({path});
+    dicom::DicomReadOptions options;
+    options.max_bytes = max_dicom_bytes;
+    absl::StatusOr<dicom::DicomSeries> series = dicom::ReadDicomSeries({path}, options);
     if (!series.ok()) return series.status();
     if (format != nullptr) *format = "DICOM";
     return std::move(series->volume);

@@ -4,6 +4,7 @@
 #ifndef TESSERA_COMMON_DICOM_VOLUME_FILE_H_
 #define TESSERA_COMMON_DICOM_VOLUME_FILE_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -12,7 +13,10 @@
 namespace tessera {
 
 // `format`, when given, is set to "NIfTI-1", "NIfTI-2" or "DICOM".
-absl::StatusOr<Volume> ReadVolumeFile(const std::string& path, std::string* format = nullptr);
+// `max_dicom_bytes` bounds the DICOM bytes read (files, uncompressed zip
+// members): RESOURCE_EXHAUSTED beyond. NIfTI size checks stay the caller's.
+absl::StatusOr<Volume> ReadVolumeFile(const std::string& path, std::string* format = nullptr,
+                                      int64_t max_dicom_bytes = int64_t{16} << 30);
 
 }  // namespace tessera
 

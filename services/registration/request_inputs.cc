@@ -17,7 +17,8 @@ absl::StatusOr<Volume> Materialize(const VolumeInput& in, int64_t max_bytes, boo
   if (in.volume) {
     volume = *in.volume;
   } else {
-    absl::StatusOr<Volume> read = ReadVolumeFile(in.path);
+    // DICOM files hold the voxels plus headers (and a zip may inflate): bound what is read.
+    absl::StatusOr<Volume> read = ReadVolumeFile(in.path, nullptr, max_bytes > (int64_t{1} << 60) ? max_bytes : max_bytes + max_bytes / 8 + (int64_t{64} << 20));
     if (!read.ok()) return Annotate(read.status(), in.what);
     volume = *std::move(read);
     if (static_cast<int64_t>(volume.data.nbytes()) > max_bytes) {

@@ -68,7 +68,8 @@ absl::Status VolumeServiceImpl::DescribeFileImpl(const grpc::ServerContext& cont
                                                      max_volume_bytes_, " bytes"));
   }
   std::string format;  // NIfTI, or a DICOM series in one file or a zip
-  TESSERA_ASSIGN_OR_RETURN(Volume volume, ReadVolumeFile(path, &format));
+  TESSERA_ASSIGN_OR_RETURN(Volume volume, ReadVolumeFile(path, &format,
+                                                        max_volume_bytes_ > (int64_t{1} << 60) ? max_volume_bytes_ : max_volume_bytes_ + max_volume_bytes_ / 8 + (int64_t{64} << 20)));
   if (static_cast<int64_t>(volume.data.nbytes()) > max_volume_bytes_) {
     return absl::ResourceExhaustedError(absl::StrCat("'", requested, "' holds ", volume.data.nbytes(),
                                                      " bytes, more than the server's limit of ", max_volume_bytes_));

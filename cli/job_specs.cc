@@ -1,5 +1,7 @@
 #include "cli/job_specs.h"
 
+#include "cli/fp_subjects.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -138,8 +140,11 @@ absl::StatusOr<v1::JobSpec> FpSearchSpec(const std::vector<std::string>& words) 
       {"device", "", "ignored: the server's backend"},
       {"min-quality", "0", "images: refuse those of lower quality (0-100; 0: the server's minimum)"},
       {"ppi", "0", "images: the resolution of files that do not say theirs"},
+      {"finger-positions", "", "only templates of these finger positions (e.g. 1,6)"},
+      {"impression-types", "", "only templates of these impression types"},
   };
   TESSERA_ASSIGN_OR_RETURN(Args args, ParseWords(flags, words, 2));
+  TESSERA_ASSIGN_OR_RETURN(fingerprint::TemplateFilter filter, FilterFromFlags(args));
   if (args.positional().empty()) {
     return absl::InvalidArgumentError("fp search: name at least one probe (template or image file)");
   }
@@ -150,6 +155,8 @@ absl::StatusOr<v1::JobSpec> FpSearchSpec(const std::vector<std::string>& words) 
   request.set_top_k(top);
   request.set_matcher(args.Get("matcher"));
   request.set_gallery(args.Get("gallery"));  // checked by the server (gallery_names.h)
+  for (int f : filter.finger_positions) request.add_finger_positions(f);
+  for (int t : filter.impression_types) request.add_impression_types(t);
   for (const std::string& file : args.positional()) {
     std::ifstream in(file, std::ios::binary);
     if (!in) return absl::NotFoundError(absl::StrCat("fp search: cannot read '", file, "'"));

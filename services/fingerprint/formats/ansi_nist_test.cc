@@ -14,6 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "services/fingerprint/formats/ansi_nist_testing.h"
 #include "services/fingerprint/formats/ansi_nist_views.h"
 #include "services/fingerprint/formats/fvc_data.h"
 #include "services/fingerprint/image/image_decode.h"
@@ -23,28 +24,8 @@ namespace fingerprint {
 namespace ansi_nist {
 namespace {
 
-std::string ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// name -> bytes of every NIST transaction in the shared data.
-std::map<std::string, std::string> NistFiles() {
-  std::map<std::string, std::string> files;
-  auto dir = FindFingerprintDataDir();
-  if (!dir.ok()) return files;
-  for (const char* sub : {"nist/ansi-nist-reference", "nist/libbiomeval"}) {
-    const std::filesystem::path d = std::filesystem::path(*dir) / sub;
-    if (!std::filesystem::is_directory(d)) continue;
-    for (const auto& e : std::filesystem::directory_iterator(d)) {
-      const std::string ext = e.path().extension().string();
-      if (ext == ".an2" || ext == ".an2k") files[e.path().filename().string()] = ReadBytes(e.path().string());
-    }
-  }
-  return files;
-}
+using ansi_nist_testing::NistFiles;
+using ansi_nist_testing::ReadBytes;
 
 // The transaction without what the writer recomputes (LEN, CNT).
 Transaction WithoutDerived(Transaction t) {

@@ -1,0 +1,303 @@
+// WriteDicomSeries: round trips through our reader (the CT phantom series of
+// ../shared/data/dicom, a synthetic oblique float volume), through Debian's
+// dcm2niix when on PATH, dciodvfy (dicom3tools) when on PATH, refusals.
+#include "common/dicom/dicom_writer.h"
+
+#include <dcmtk/config/osconfig.h>
+#include <dcmtk/dcmdata/dcdeftag.h>
+#include <dcmtk/dcmdata/dcfilefo.h>
+#include <dcmtk/dcmdata/dcuid.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/dicom/dicom_series.h"
+#include "common/dicom/dicom_test_data.h"
+#include "common/nifti_io.h"
+
+namespace tessera::dicom {
+namespace {
+
+std::string TmpDir(const std::string& name) {
+  const char* t = std::getenv("TEST_TMPDIR");
+  const std::string dir = absl::StrCat(t ? t : "/tmp", "/", name);
+  if (std::system(absl::StrCat("rm -rf '", dir, "' && mkdir -p '", dir, "'").c_str()) != 0) return dir;
+  return dir;
+}
+
+bool Have(const char* tool) { return std::system(absl::StrCat("command -v ", tool, " >/dev/null 2>&1").c_str()) == 0; }
+
+double ValueAt(const NDArray& a, int64_t i) {
+  switch (a.dtype()) {
+    case DType::kUInt8: return a.data<uint8_t>()[i];
+    case DType::kInt8: return a.data<int8_t>()[i];
+    case DType::kUInt16: return a.data<uint16_t>()[i];
+    case DType::kInt16: return a.data<int16_t>()[i];
+    case DType::kInt32: return a.data<int32_t>()[i];
+    case DType::kFloat32: return a.data<float>()[i];
+    case DType::kFloat64: return a.data<double>()[i];
+    default: return NAN;
+  }
+}
+
+double AffineDiff(const Geometry& a, const Geometry& b) {
+  const Mat4 ma = a.IndexToWorld(), mb = b.IndexToWorld();
+  double d = 0;
+  for (int q = 0; q < 12; ++q) d = std::max(d, std::abs(ma[q] - mb[q]));
+  return d;
+}
+
+double MaxVoxelDiff(const NDArray& a, const NDArray& b) {
+  double d = 0;
+  for (int64_t i = 0; i < a.num_elements(); ++i) d = std::max(d, std::abs(ValueAt(a, i) - ValueAt(b, i)));
+  return d;
+}
+
+// The same image with k reversed (how a positive-determinant volume reads back).
+Volume ReverseK(const Volume& v) {
+  Volume out;
+  out.data = NDArray::Allocate(v.data.shape(), v.data.dtype()).value();
+  const int64_t nx = v.data.shape()[0], ny = v.data.shape()[1], nz = v.data.shape()[2];
+  const size_t plane = static_cast<size_t>(nx * ny) * SizeOf(v.data.dtype());
+  for (int64_t k = 0; k < nz; ++k) {
+    std::memcpy(static_cast<char*>(out.data.raw_data()) + plane * k,
+                static_cast<const char*>(v.data.raw_data()) + plane * (nz - 1 - k), plane);
+  }
+  out.geometry = v.geometry;
+  for (int q = 0; q < 3; ++q) {
+    out.geometry.origin[q] += (nz - 1) * v.geometry.spacing[2] * v.geometry.direction[q * 3 + 2];
+    out.geometry.direction[q * 3 + 2] = -v.geometry.direction[q * 3 + 2];
+  }
+  return out;
+}
+
+double Det(const Geometry& g) {
+  const auto& d = g.direction;
+  return d[0] * (d[4] * d[8] - d[5] * d[7]) - d[1] * (d[3] * d[8] - d[5] * d[6]) + d[2] * (d[3] * d[7] - d[4] * d[6]);
+}
+
+std::string Tag(const std::string& file, const DcmTagKey& key) {
+  DcmFileFormat f;
+  if (f.loadFile(file.c_str()).bad()) return "<unreadable>";
+  OFString s;
+  f.getDataset()->findAndGetOFStringArray(key, s);
+  return s.c_str();
+}
+
+// dcm2niix on a written series equals our reader's volume (when on PATH).
+void CompareWithDcm2niix(const std::string& dir, const Volume& ours, const std::string& name) {
+  if (!Have("dcm2niix")) {
+    std::printf("WRITER dcm2niix not on PATH: comparison skipped\n");
+    return;
+  }
+  const std::string out = TmpDir("dcm2niix_" + name);
+  const std::string cmd =
+      absl::StrCat("dcm2niix -z n -b n -f out -o '", out, "' '", dir, "' > '", out, ".log' 2>&1");
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  auto ref = ReadNifti(out + "/out.nii");
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  ASSERT_EQ(ref->data.shape(), ours.data.shape());
+  double rel = 0;
+  for (int64_t i = 0; i < ref->data.num_elements(); ++i) {
+    const double a = ValueAt(ours.data, i), b = ValueAt(ref->data, i);
+    rel = std::max(rel, std::abs(a - b) / std::max(1.0, std::abs(b)));
+  }
+  const double affine = AffineDiff(ours.geometry, ref->geometry);
+  std::printf("WRITER dcm2niix %s: max relative voxel diff %g, affine diff %g mm\n", name.c_str(), rel, affine);
+  EXPECT_LE(rel, 1e-5);
+  EXPECT_LE(affine, 1e-3);
+}
+
+// dciodvfy (dicom3tools) on one written file: no "Error" lines (when on PATH).
+void Dciodvfy(const std::string& file) {
+  if (!Have("dciodvfy")) {
+    std::printf("WRITER dciodvfy not on PATH: check skipped\n");
+    return;
+  }
+  const std::string log = file + ".dciodvfy";
+  // dciodvfy's exit status is not its verdict: the "Error" lines are.
+  if (std::system(absl::StrCat("dciodvfy '", file, "' > '", log, "' 2>&1").c_str()) == -1) FAIL() << "cannot run dciodvfy";
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::printf("WRITER dciodvfy %s:\n%s\n", file.c_str(), text.str().c_str());
+  EXPECT_EQ(text.str().find("Error"), std::string::npos) << text.str();
+}
+
+TEST(DicomWriterTest, CtPhantomRoundTrip) {
+  const std::string data = DicomTestDataDir();
+  if (data.empty()) GTEST_SKIP() << "no ../shared/data/dicom (set TESSERA_DICOM_DATA)";
+  const std::string src = data + "/ct-series-philips-phantom";
+  auto in = ReadDicomSeries({src});
+  ASSERT_TRUE(in.ok()) << in.status();
+  const std::string dir = TmpDir("ct_out");
+  DicomWriteOptions opts;
+  opts.series_description = "tessera dicom_writer_test";
+  opts.reference = src;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto written = WriteDicomSeries(in->volume, dir, opts);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(written->sop_class_uid, UID_CTImageStorage);
+  EXPECT_EQ(written->max_abs_error, 0);
+  auto back = ReadDicomSeries({dir});
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->volume.data.shape(), in->volume.data.shape());
+  EXPECT_EQ(back->volume.data.dtype(), in->volume.data.dtype());
+  const double vd = MaxVoxelDiff(back->volume.data, in->volume.data);
+  const double ad = AffineDiff(back->volume.geometry, in->volume.geometry);
+  std::printf("WRITER ct phantom %s %s: write (with reference read) %.3f s, max voxel diff %g, affine diff %g mm\n",
+              ShapeToString(in->volume.data.shape()).c_str(), std::string(DTypeName(in->volume.data.dtype())).c_str(),
+              secs, vd, ad);
+  EXPECT_EQ(vd, 0);
+  EXPECT_LE(ad, 1e-4);
+  // Identity: patient and study copied; series and instances new.
+  const std::string a = in->info.files.front(), b = back->info.files.front();
+  for (const DcmTagKey& key : {DCM_PatientName, DCM_PatientID, DCM_PatientBirthDate, DCM_PatientSex,
+                               DCM_StudyInstanceUID, DCM_StudyDate, DCM_StudyTime, DCM_AccessionNumber,
+                               DCM_StudyID, DCM_ReferringPhysicianName, DCM_FrameOfReferenceUID, DCM_Modality}) {
+    EXPECT_EQ(Tag(b, key), Tag(a, key)) << DcmTag(key).getTagName();
+  }
+  EXPECT_EQ(back->info.study_instance_uid, in->info.study_instance_uid);
+  EXPECT_NE(back->info.series_instance_uid, in->info.series_instance_uid);
+  EXPECT_EQ(back->info.series_instance_uid, written->series_instance_uid);
+  EXPECT_EQ(back->info.series_description, "tessera dicom_writer_test");
+  EXPECT_NE(Tag(b, DCM_SOPInstanceUID), Tag(a, DCM_SOPInstanceUID));
+  EXPECT_NE(Tag(b, DCM_SOPInstanceUID), Tag(back->info.files.back(), DCM_SOPInstanceUID));
+  // ReferencedSeriesSequence names the reference.
+  DcmFileFormat f;
+  ASSERT_TRUE(f.loadFile(b.c_str()).good());
+  DcmItem* item = nullptr;
+  ASSERT_TRUE(f.getDataset()->findAndGetSequenceItem(DCM_ReferencedSeriesSequence, item, 0).good());
+  OFString ref_uid;
+  item->findAndGetOFString(DCM_SeriesInstanceUID, ref_uid);
+  EXPECT_EQ(ref_uid.c_str(), in->info.series_instance_uid);
+  CompareWithDcm2niix(dir, back->volume, "ct");
+  Dciodvfy(b);
+}
+
+// negative: an index frame of negative determinant (what DICOM reads as).
+Volume Synthetic(int nx, int ny, int nz, bool negative = true) {
+  Volume v;
+  v.data = NDArray::Allocate({nx, ny, nz}, DType::kFloat32).value();
+  float* p = v.data.data<float>();
+  for (int k = 0; k < nz; ++k)
+    for (int j = 0; j < ny; ++j)
+      for (int i = 0; i < nx; ++i)
+        p[i + nx * (j + ny * k)] = static_cast<float>(100 * std::sin(0.3 * i) * std::cos(0.2 * j) + 7.25 * k - 3.1);
+  // Oblique: rotation about a tilted axis, anisotropic spacing.
+  const double a = 0.4, b = 0.25;
+  const double rz[9] = {std::cos(a), -std::sin(a), 0, std::sin(a), std::cos(a), 0, 0, 0, 1};
+  const double rx[9] = {1, 0, 0, 0, std::cos(b), -std::sin(b), 0, std::sin(b), std::cos(b)};
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 3; ++c) {
+      double s = 0;
+      for (int q = 0; q < 3; ++q) s += rz[r * 3 + q] * rx[q * 3 + c];
+      v.geometry.direction[r * 3 + c] = s;
+    }
+  if (negative) {
+    for (int r = 0; r < 3; ++r) v.geometry.direction[r * 3] = -v.geometry.direction[r * 3];
+  }
+  v.geometry.spacing = {0.9, 1.1, 2.5};
+  v.geometry.origin = {-40.5, 12.25, 30};
+  return v;
+}
+
+TEST(DicomWriterTest, ObliqueFloatRoundTrip) {
+  const Volume v = Synthetic(40, 30, 12);
+  const std::string dir = TmpDir("oblique_out");
+  DicomWriteOptions opts;
+  opts.series_description = "synthetic";
+  auto written = WriteDicomSeries(v, dir, opts);
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(written->sop_class_uid, UID_SecondaryCaptureImageStorage);
+  EXPECT_EQ(written->files.size(), 12u);
+  // Stated tolerance: half the slope (range / 131070), plus float rounding.
+  const double tol = written->rescale_slope / 2 + 1e-4;
+  EXPECT_LE(written->max_abs_error, tol);
+  auto back = ReadDicomSeries({dir});
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->volume.data.shape(), v.data.shape());
+  const double vd = MaxVoxelDiff(back->volume.data, v.data);
+  const double ad = AffineDiff(back->volume.geometry, v.geometry);
+  std::printf("WRITER oblique float: slope %g, max voxel diff %g (tolerance %g), affine diff %g mm\n",
+              written->rescale_slope, vd, tol, ad);
+  EXPECT_LE(vd, tol);
+  EXPECT_LE(ad, 1e-4);
+  // New study, anonymous patient.
+  EXPECT_EQ(Tag(written->files[0], DCM_PatientName), "");
+  EXPECT_EQ(Tag(written->files[0], DCM_StudyInstanceUID), written->study_instance_uid);
+  CompareWithDcm2niix(dir, back->volume, "oblique");
+  Dciodvfy(written->files[0]);
+
+  // The same volume with a positive determinant reads back with k reversed.
+  const Volume pos = Synthetic(40, 30, 12, /*negative=*/false);
+  ASSERT_GT(Det(pos.geometry), 0);
+  const std::string dir2 = TmpDir("oblique_pos_out");
+  auto written2 = WriteDicomSeries(pos, dir2, opts);
+  ASSERT_TRUE(written2.ok()) << written2.status();
+  auto back2 = ReadDicomSeries({dir2});
+  ASSERT_TRUE(back2.ok()) << back2.status();
+  const Volume expected = ReverseK(pos);
+  EXPECT_LE(MaxVoxelDiff(back2->volume.data, expected.data), tol);
+  EXPECT_LE(AffineDiff(back2->volume.geometry, expected.geometry), 1e-4);
+}
+
+TEST(DicomWriterTest, IntegerVolumeExactAndTiming) {
+  Volume v;
+  v.data = NDArray::Allocate({181, 217, 181}, DType::kFloat32).value();
+  float* p = v.data.data<float>();
+  for (int64_t i = 0; i < v.data.num_elements(); ++i) p[i] = static_cast<float>((i * 37) % 4001 - 1000);
+  v.geometry.spacing = {1, 1, 1};
+  v.geometry.origin = {-90, -126, -72};
+  const std::string dir = TmpDir("big_out");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto written = WriteDicomSeries(v, dir, {});
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(written->max_abs_error, 0);
+  std::printf("WRITER 181x217x181 float32 (integral values): write %.3f s\n", secs);
+  auto back = ReadDicomSeries({dir});
+  ASSERT_TRUE(back.ok()) << back.status();
+  // A RAS volume (positive determinant): k comes back reversed.
+  const Volume expected = ReverseK(v);
+  EXPECT_EQ(MaxVoxelDiff(back->volume.data, expected.data), 0);
+  EXPECT_LE(AffineDiff(back->volume.geometry, expected.geometry), 1e-4);
+}
+
+TEST(DicomWriterTest, BadVolumesAreRefused) {
+  const std::string dir = TmpDir("bad_out");
+  Volume v = Synthetic(4, 4, 2);
+  v.geometry.direction = {1, 0.3, 0, 0, 0.95393920141, 0, 0, 0, 1};  // unit but not orthogonal columns
+  auto r = WriteDicomSeries(v, dir);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_NE(r.status().message().find("orthonormal"), std::string::npos) << r.status();
+
+  Volume four;
+  four.data = NDArray::Allocate({4, 4, 2, 3}, DType::kFloat32).value();
+  EXPECT_EQ(WriteDicomSeries(four, dir).status().code(), absl::StatusCode::kInvalidArgument);
+
+  Volume empty;
+  EXPECT_EQ(WriteDicomSeries(empty, dir).status().code(), absl::StatusCode::kInvalidArgument);
+
+  Volume nan = Synthetic(4, 4, 2);
+  nan.data.data<float>()[3] = NAN;
+  EXPECT_EQ(WriteDicomSeries(nan, dir).status().code(), absl::StatusCode::kInvalidArgument);
+
+  const Volume ok = Synthetic(4, 4, 2);
+  auto bad_dir = WriteDicomSeries(ok, "/proc/no_such_dir/out");
+  EXPECT_EQ(bad_dir.status().code(), absl::StatusCode::kInternal) << bad_dir.status();
+  EXPECT_NE(bad_dir.status().message().find("/proc/no_such_dir"), std::string::npos) << bad_dir.status();
+}
+
+}  // namespace
+}  // namespace tessera::dicom

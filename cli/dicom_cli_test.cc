@@ -70,6 +70,34 @@ TEST_F(DicomCliTest, ConvertToNifti) {
   EXPECT_EQ(r.code, 1);
 }
 
+// NIfTI -> `tessera convert ... DIR/` -> DICOM series: reads back as the same
+// volume and affine (a LAS volume, as DICOM reads), keeping the reference's study.
+TEST_F(DicomCliTest, ConvertNiftiToDicom) {
+  const std::string nii = TestTmp("ct.nii");
+  const std::string ref = data_ + "/ct-series-philips-phantom";
+  testing::CliResult r = RunTessera({"convert", ref, nii});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string dir = TestTmp("ct_dicom") + "/";
+  r = RunTessera({"convert", "--reference", ref, "--series-description", "cli round trip", nii, dir});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("10 DICOM files"), std::string::npos) << r.out;
+  auto back = dicom::ReadDicomSeries({dir});
+  ASSERT_TRUE(back.ok()) << back.status();
+  auto orig = dicom::ReadDicomSeries({ref});
+  ASSERT_TRUE(orig.ok()) << orig.status();
+  ASSERT_EQ(back->volume.data.shape(), orig->volume.data.shape());
+  ASSERT_EQ(back->volume.data.dtype(), orig->volume.data.dtype());
+  EXPECT_EQ(0, std::memcmp(back->volume.data.raw_data(), orig->volume.data.raw_data(), orig->volume.data.nbytes()));
+  const Mat4 a = back->volume.geometry.IndexToWorld(), b = orig->volume.geometry.IndexToWorld();
+  for (int q = 0; q < 12; ++q) EXPECT_NEAR(a[q], b[q], 1e-4) << q;
+  EXPECT_EQ(back->info.study_instance_uid, orig->info.study_instance_uid);
+  EXPECT_NE(back->info.series_instance_uid, orig->info.series_instance_uid);
+  EXPECT_EQ(back->info.series_description, "cli round trip");
+
+  r = RunTessera({"convert", "--to", "png", nii, dir});
+  EXPECT_EQ(r.code, 2);
+}
+
 // `tessera register` reads a DICOM series wherever it reads a NIfTI path: the
 // series registered to its own NIfTI conversion gives the identity.
 TEST_F(DicomCliTest, RegisterFromDicom) {

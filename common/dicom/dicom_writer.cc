@@ -166,7 +166,8 @@ absl::StatusOr<DicomWriteResult> WriteDicomSeries(const Volume& volume, const st
 
   // Reference identity.
   std::unique_ptr<DcmFileFormat> ref;
-  std::string ref_series_uid, ref_modality, ref_sop_class, ref_sop_instance, ref_patient_position;
+  std::string ref_series_uid, ref_modality, ref_sop_class, ref_sop_instance, ref_patient_position,
+      ref_laterality;
   int ref_series_number = 0;
   if (!options.reference.empty()) {
     TESSERA_ASSIGN_OR_RETURN(DicomSeries rs, ReadDicomSeries({options.reference}));
@@ -184,6 +185,7 @@ absl::StatusOr<DicomWriteResult> WriteDicomSeries(const Volume& volume, const st
     if (ref->getDataset()->findAndGetOFString(DCM_SOPClassUID, s).good()) ref_sop_class = s.c_str();
     if (ref->getDataset()->findAndGetOFString(DCM_SOPInstanceUID, s).good()) ref_sop_instance = s.c_str();
     if (ref->getDataset()->findAndGetOFString(DCM_PatientPosition, s).good()) ref_patient_position = s.c_str();
+    if (ref->getDataset()->findAndGetOFString(DCM_Laterality, s).good()) ref_laterality = s.c_str();
   }
   const bool ct = ref_modality == "CT";
   result.sop_class_uid = ct ? UID_CTImageStorage : UID_SecondaryCaptureImageStorage;
@@ -236,7 +238,7 @@ absl::StatusOr<DicomWriteResult> WriteDicomSeries(const Volume& volume, const st
     put(DCM_SeriesDescription, options.series_description);
     put(DCM_InstanceNumber, absl::StrCat(k + 1));
     put(DCM_PatientOrientation, "");
-    put(DCM_Laterality, "");
+    put(DCM_Laterality, ref_laterality);  // the same body part as the reference (empty: unknown)
     if (ct) put(DCM_PatientPosition, ref_patient_position);
     put(DCM_FrameOfReferenceUID, for_uid);
     put(DCM_PositionReferenceIndicator, "");

@@ -31,7 +31,8 @@
 // Reference series (DicomWriteOptions::reference): patient and study identity
 // (PatientName, PatientID, PatientBirthDate, PatientSex, StudyInstanceUID,
 // StudyDate, StudyTime, AccessionNumber, StudyID, ReferringPhysicianName),
-// FrameOfReferenceUID when same_frame_of_reference, Modality, and a
+// FrameOfReferenceUID when same_frame_of_reference, Modality, Laterality,
+// PatientPosition (CT), SourceImageSequence (its first instance) and a
 // ReferencedSeriesSequence item naming the reference series. Without one: a
 // new study, anonymous patient fields (empty Type 2 attributes).
 // New SeriesInstanceUID / SOPInstanceUIDs always (and a new study without a

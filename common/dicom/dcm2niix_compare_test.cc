@@ -31,17 +31,11 @@ std::string TmpDir(const std::string& name) {
   return dir;
 }
 
-double ValueAt(const NDArray& a, int64_t i) {
-  switch (a.dtype()) {
-    case DType::kUInt8: return a.data<uint8_t>()[i];
-    case DType::kInt8: return a.data<int8_t>()[i];
-    case DType::kUInt16: return a.data<uint16_t>()[i];
-    case DType::kInt16: return a.data<int16_t>()[i];
-    case DType::kInt32: return a.data<int32_t>()[i];
-    case DType::kFloat32: return a.data<float>()[i];
-    case DType::kFloat64: return a.data<double>()[i];
-    default: return NAN;
-  }
+// Every voxel as a double (NDArray::AsType), for comparing volumes of any type.
+std::vector<double> Values(const NDArray& a) {
+  absl::StatusOr<NDArray> d = a.AsType(DType::kFloat64);
+  if (!d.ok()) return std::vector<double>(a.num_elements(), NAN);
+  return std::vector<double>(d->data<double>(), d->data<double>() + d->num_elements());
 }
 
 struct Case {
@@ -81,8 +75,9 @@ void Compare(const Case& c, const std::string& data) {
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_EQ(got->volume.data.shape(), ref->data.shape());
   double max_diff = 0, max_rel = 0;
+  const std::vector<double> got_values = Values(got->volume.data), ref_values = Values(ref->data);
   for (int64_t i = 0; i < ref->data.num_elements(); ++i) {
-    const double a = ValueAt(got->volume.data, i), b = ValueAt(ref->data, i);
+    const double a = got_values[i], b = ref_values[i];
     max_diff = std::max(max_diff, std::abs(a - b));
     max_rel = std::max(max_rel, std::abs(a - b) / std::max(1.0, std::abs(b)));
   }

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <vector>
 #include <sstream>
 #include <string>
 
@@ -36,17 +37,11 @@ std::string TmpDir(const std::string& name) {
 
 bool Have(const char* tool) { return std::system(absl::StrCat("command -v ", tool, " >/dev/null 2>&1").c_str()) == 0; }
 
-double ValueAt(const NDArray& a, int64_t i) {
-  switch (a.dtype()) {
-    case DType::kUInt8: return a.data<uint8_t>()[i];
-    case DType::kInt8: return a.data<int8_t>()[i];
-    case DType::kUInt16: return a.data<uint16_t>()[i];
-    case DType::kInt16: return a.data<int16_t>()[i];
-    case DType::kInt32: return a.data<int32_t>()[i];
-    case DType::kFloat32: return a.data<float>()[i];
-    case DType::kFloat64: return a.data<double>()[i];
-    default: return NAN;
-  }
+// Every voxel as a double (NDArray::AsType), for comparing volumes of any type.
+std::vector<double> Values(const NDArray& a) {
+  absl::StatusOr<NDArray> d = a.AsType(DType::kFloat64);
+  if (!d.ok()) return std::vector<double>(a.num_elements(), NAN);
+  return std::vector<double>(d->data<double>(), d->data<double>() + d->num_elements());
 }
 
 double AffineDiff(const Geometry& a, const Geometry& b) {
@@ -58,7 +53,8 @@ double AffineDiff(const Geometry& a, const Geometry& b) {
 
 double MaxVoxelDiff(const NDArray& a, const NDArray& b) {
   double d = 0;
-  for (int64_t i = 0; i < a.num_elements(); ++i) d = std::max(d, std::abs(ValueAt(a, i) - ValueAt(b, i)));
+  const std::vector<double> va = Values(a), vb = Values(b);
+  for (int64_t i = 0; i < a.num_elements(); ++i) d = std::max(d, std::abs(va[i] - vb[i]));
   return d;
 }
 
@@ -107,8 +103,9 @@ void CompareWithDcm2niix(const std::string& dir, const Volume& ours, const std::
   ASSERT_TRUE(ref.ok()) << ref.status();
   ASSERT_EQ(ref->data.shape(), ours.data.shape());
   double rel = 0;
+  const std::vector<double> ours_values = Values(ours.data), ref_values = Values(ref->data);
   for (int64_t i = 0; i < ref->data.num_elements(); ++i) {
-    const double a = ValueAt(ours.data, i), b = ValueAt(ref->data, i);
+    const double a = ours_values[i], b = ref_values[i];
     rel = std::max(rel, std::abs(a - b) / std::max(1.0, std::abs(b)));
   }
   const double affine = AffineDiff(ours.geometry, ref->geometry);

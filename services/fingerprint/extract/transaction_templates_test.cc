@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "services/fingerprint/extract/synthetic_print.h"
 #include "services/fingerprint/formats/ansi_nist.h"
+#include "services/fingerprint/formats/ansi_nist_testing.h"
 #include "services/fingerprint/formats/fvc_data.h"
 #include "services/fingerprint/formats/template_io.h"
 
@@ -23,13 +24,8 @@ using ansi_nist::Record;
 using ansi_nist::Subfield;
 using ansi_nist::Transaction;
 
-Field F(int number, std::vector<Subfield> subfields) {
-  Field f;
-  f.number = number;
-  f.subfields = std::move(subfields);
-  return f;
-}
-Field V(int number, const std::string& value) { return F(number, {{value}}); }
+using ansi_nist_testing::F;
+using ansi_nist_testing::V;
 
 // A Type-14 record of a synthetic print: raw 8-bit, 500 ppi, finger `fgp`.
 Record PrintRecord(int idc, int fgp, uint32_t finger) {

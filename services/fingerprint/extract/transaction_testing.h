@@ -9,18 +9,14 @@
 #include "absl/status/statusor.h"
 #include "services/fingerprint/extract/synthetic_print.h"
 #include "services/fingerprint/formats/ansi_nist.h"
+#include "services/fingerprint/formats/ansi_nist_testing.h"
 
 namespace tessera {
 namespace fingerprint {
 namespace transaction_testing {
 
-inline ansi_nist::Field F(int number, std::vector<ansi_nist::Subfield> subfields) {
-  ansi_nist::Field f;
-  f.number = number;
-  f.subfields = std::move(subfields);
-  return f;
-}
-inline ansi_nist::Field V(int number, const std::string& value) { return F(number, {{value}}); }
+using ansi_nist_testing::F;
+using ansi_nist_testing::V;
 
 // A Type-14 (or Type-13: a latent) record of synthetic print `print`, at
 // finger position `fgp` with impression type `imp`.

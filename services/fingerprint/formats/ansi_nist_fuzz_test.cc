@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "services/fingerprint/formats/ansi_nist.h"
+#include "services/fingerprint/formats/ansi_nist_testing.h"
 #include "services/fingerprint/formats/ansi_nist_views.h"
 #include "services/fingerprint/formats/fvc_data.h"
 
@@ -29,12 +30,7 @@ struct Seed {
   std::string bytes;
 };
 
-Field V(int number, const std::string& value) {
-  Field f;
-  f.number = number;
-  f.subfields = {{value}};
-  return f;
-}
+using ansi_nist_testing::V;
 
 std::vector<Seed> Seeds() {
   std::vector<Seed> seeds;

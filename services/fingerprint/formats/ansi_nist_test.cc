@@ -26,34 +26,11 @@ namespace {
 
 using ansi_nist_testing::NistFiles;
 using ansi_nist_testing::ReadBytes;
+using ansi_nist_testing::Data;
+using ansi_nist_testing::F;
+using ansi_nist_testing::V;
+using ansi_nist_testing::WithoutDerived;
 
-// The transaction without what the writer recomputes (LEN, CNT).
-Transaction WithoutDerived(Transaction t) {
-  for (Record& r : t.records) {
-    std::vector<Field> kept;
-    for (Field& f : r.fields) {
-      if (f.number == kLenField || (r.type == 1 && f.number == 3)) continue;
-      kept.push_back(std::move(f));
-    }
-    r.fields = std::move(kept);
-  }
-  return t;
-}
-
-Field F(int number, std::vector<Subfield> subfields) {
-  Field f;
-  f.number = number;
-  f.subfields = std::move(subfields);
-  return f;
-}
-Field V(int number, const std::string& value) { return F(number, {{value}}); }
-Field Data(const std::string& bytes) {
-  Field f;
-  f.number = kDataField;
-  f.is_binary = true;
-  f.binary = bytes;
-  return f;
-}
 
 // Type-1, Type-2, Type-9 (legacy and EFS), Type-14 (raw 4x3) and Type-4.
 Transaction Synthetic() {

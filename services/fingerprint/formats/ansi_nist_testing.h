@@ -1,5 +1,6 @@
-// Tests' access to NIST's reference ANSI/NIST-ITL transactions in the shared
-// data (both encodings' tests round-trip every one of them).
+// Tests' ANSI/NIST-ITL helpers: NIST's reference transactions in the shared
+// data (both encodings' tests round-trip every one of them) and builders of
+// the fields of hand-written transactions.
 #ifndef TESSERA_SERVICES_FINGERPRINT_FORMATS_ANSI_NIST_TESTING_H_
 #define TESSERA_SERVICES_FINGERPRINT_FORMATS_ANSI_NIST_TESTING_H_
 
@@ -8,7 +9,10 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "services/fingerprint/formats/ansi_nist.h"
 #include "services/fingerprint/formats/fvc_data.h"
 
 namespace tessera {
@@ -36,6 +40,35 @@ inline std::map<std::string, std::string> NistFiles() {
     }
   }
   return files;
+}
+
+// A text field of subfields, of one value, and the binary data field (x.999).
+inline ansi_nist::Field F(int number, std::vector<ansi_nist::Subfield> subfields) {
+  ansi_nist::Field f;
+  f.number = number;
+  f.subfields = std::move(subfields);
+  return f;
+}
+inline ansi_nist::Field V(int number, const std::string& value) { return F(number, {{value}}); }
+inline ansi_nist::Field Data(const std::string& bytes) {
+  ansi_nist::Field f;
+  f.number = ansi_nist::kDataField;
+  f.is_binary = true;
+  f.binary = bytes;
+  return f;
+}
+
+// The transaction without what the writers recompute (LEN, and the Type-1 CNT).
+inline ansi_nist::Transaction WithoutDerived(ansi_nist::Transaction t) {
+  for (ansi_nist::Record& r : t.records) {
+    std::vector<ansi_nist::Field> kept;
+    for (ansi_nist::Field& f : r.fields) {
+      if (f.number == ansi_nist::kLenField || (r.type == 1 && f.number == 3)) continue;
+      kept.push_back(std::move(f));
+    }
+    r.fields = std::move(kept);
+  }
+  return t;
 }
 
 }  // namespace ansi_nist_testing

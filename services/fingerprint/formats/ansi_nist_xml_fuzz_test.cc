@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "services/fingerprint/formats/ansi_nist.h"
+#include "services/fingerprint/formats/ansi_nist_testing.h"
 #include "services/fingerprint/formats/ansi_nist_views.h"
 #include "services/fingerprint/formats/ansi_nist_xml.h"
 #include "services/fingerprint/formats/fvc_data.h"
@@ -37,27 +38,9 @@ struct Seed {
   std::vector<std::pair<size_t, size_t>> base64;  // [begin, end) of nc:BinaryBase64Object texts
 };
 
-Field V(int number, const std::string& value) {
-  Field f;
-  f.number = number;
-  f.subfields = {{value}};
-  return f;
-}
-
-Field F(int number, std::vector<Subfield> subfields) {
-  Field f;
-  f.number = number;
-  f.subfields = std::move(subfields);
-  return f;
-}
-
-Field Data(const std::string& bytes) {
-  Field f;
-  f.number = kDataField;
-  f.is_binary = true;
-  f.binary = bytes;
-  return f;
-}
+using ansi_nist_testing::Data;
+using ansi_nist_testing::F;
+using ansi_nist_testing::V;
 
 void AddSeed(std::vector<Seed>* seeds, std::string name, std::string bytes) {
   Seed s{std::move(name), std::move(bytes), {}};

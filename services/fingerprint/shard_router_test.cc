@@ -33,6 +33,7 @@
 #include "services/fingerprint/image/image_test_encoders.h"
 #include "services/fingerprint/gallery_set.h"
 #include "services/fingerprint/service_testing.h"
+#include "services/fingerprint/shard_testing.h"
 #include "services/server/service_host.h"
 
 namespace tessera {
@@ -44,42 +45,10 @@ using testing::XytTemplate;
 
 constexpr int kShards = 3;
 
-// A service hosted on a loopback TCP port chosen by the OS.
-struct Hosted {
-  std::unique_ptr<grpc::Service> service;
-  std::unique_ptr<ServiceHost> host;
-  int port = 0;
-  std::string address() const { return absl::StrCat("127.0.0.1:", port); }
-};
-
-Hosted Host(std::unique_ptr<grpc::Service> service, const std::string& token_file = "") {
-  ServerOptions options;
-  options.token_file = token_file;
-  options.grpc_port = 0;
-  options.metrics_port = -1;
-  Hosted h;
-  h.service = std::move(service);
-  h.host = std::make_unique<ServiceHost>(options);
-  h.host->AddService(h.service.get());
-  auto ports = h.host->Start();
-  EXPECT_TRUE(ports.ok()) << ports.status();
-  if (ports.ok()) h.port = ports->grpc_port;
-  return h;
-}
-
-Hosted HostFingerprintService() {
-  ServerOptions server;
-  server.device = "cpu";
-  FingerprintServiceOptions options;  // a temporary gallery, removed at exit
-  options.metrics_registry = std::make_shared<prometheus::Registry>();
-  auto service = FingerprintServiceImpl::Create(server, options);
-  EXPECT_TRUE(service.ok()) << service.status();
-  return Host(std::move(*service));
-}
-
-std::unique_ptr<v1::FingerprintService::Stub> StubTo(const Hosted& h) {
-  return v1::FingerprintService::NewStub(grpc::CreateChannel(h.address(), grpc::InsecureChannelCredentials()));
-}
+using testing::Host;
+using testing::Hosted;
+using testing::HostFingerprintService;
+using testing::StubTo;
 
 v1::EnrollRequest Item(const std::string& id, const std::vector<MinutiaPoint>& points) {
   v1::EnrollRequest r;

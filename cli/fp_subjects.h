@@ -11,6 +11,7 @@
 #include "cli/args.h"
 #include "services/fingerprint/extract/transaction_templates.h"
 #include "services/fingerprint/fingerprint_service.h"
+#include "services/fingerprint/transaction_response.h"
 
 namespace tessera::cli {
 
@@ -30,8 +31,10 @@ std::string CandidateJson(const fingerprint::SearchCandidate& c);
 
 // A card file (not a latent submission): its fingers searched by position
 // and fused per subject (--fusion sum|max); the JSON entry of the file.
+// `probes`: the card's SearchableProbes.
 absl::StatusOr<std::string> TenPrintSearchJson(const std::string& name, const fingerprint::TransactionCard& card,
-                                               const Args& args, int top_k, fingerprint::GallerySearcher& searcher);
+                                               const fingerprint::TransactionProbes& probes, const Args& args,
+                                               int top_k, fingerprint::GallerySearcher& searcher);
 
 // `fp subjects`, `fp subject ID...`, `fp delete-subject ID...`.
 int ListSubjects(fingerprint::FingerprintGallery& gallery);

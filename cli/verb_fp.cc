@@ -182,6 +182,7 @@ std::vector<NamedTemplate> TemplatesOfCard(const std::string& file, const finger
 struct FileProbes {
   std::vector<NamedTemplate> templates;
   std::optional<fingerprint::TransactionCard> card;
+  fingerprint::TransactionProbes card_probes;  // with `card`: its searchable fingers
 };
 
 FileProbes ProbesOfFile(const std::string& file, const std::string& format_flag,
@@ -189,22 +190,19 @@ FileProbes ProbesOfFile(const std::string& file, const std::string& format_flag,
   absl::StatusOr<TemplateFormat> format = FormatFor(format_flag, file);
   absl::StatusOr<std::vector<uint8_t>> bytes =
       format.ok() ? fingerprint::ReadFileBytes(file) : absl::StatusOr<std::vector<uint8_t>>(format.status());
-  if (!bytes.ok()) return {{{Stem(file), bytes.status()}}, std::nullopt};
+  if (!bytes.ok()) return {{{Stem(file), bytes.status()}}, std::nullopt, {}};
   const std::string content(bytes->begin(), bytes->end());
   if (fingerprint::LooksLikeImage(content)) {
-    return {{{Stem(file), fingerprint::ParseImageTemplate(content, image_input)}}, std::nullopt};
+    return {{{Stem(file), fingerprint::ParseImageTemplate(content, image_input)}}, std::nullopt, {}};
   }
   if (!fingerprint::LooksLikeTransaction(content)) {
-    return {{{Stem(file), fingerprint::ParseProbeOrTemplate(content, *format)}}, std::nullopt};
+    return {{{Stem(file), fingerprint::ParseProbeOrTemplate(content, *format)}}, std::nullopt, {}};
   }
   absl::StatusOr<fingerprint::TransactionCard> card = fingerprint::ReadTransactionCard(content, image_input);
-  if (!card.ok()) return {{{Stem(file), card.status()}}, std::nullopt};
-  std::vector<const fingerprint::TransactionFinger*> searchable;
-  for (const fingerprint::TransactionFinger& f : card->fingers) {
-    if (f.status.ok()) searchable.push_back(&f);
-  }
-  if (!fingerprint::IsLatentSubmission(searchable)) return {{}, std::move(*card)};
-  return {TemplatesOfCard(file, *card), std::nullopt};
+  if (!card.ok()) return {{{Stem(file), card.status()}}, std::nullopt, {}};
+  fingerprint::TransactionProbes probes = fingerprint::SearchableProbes(*card);
+  if (!probes.latent) return {{}, std::move(*card), std::move(probes)};
+  return {TemplatesOfCard(file, *card), std::nullopt, {}};
 }
 
 absl::StatusOr<std::unique_ptr<fingerprint::FingerprintGallery>> OpenGallery(const Args& args) {
@@ -335,7 +333,7 @@ int Search(const Args& args, const fingerprint::ImageInput& image_input, fingerp
   for (size_t i = 0; i < files.size(); ++i) {
     if (!per_file[i].card) continue;
     absl::StatusOr<std::string> entry =
-        TenPrintSearchJson(Stem(files[i]), *per_file[i].card, args, *top, gallery.searcher());
+        TenPrintSearchJson(Stem(files[i]), *per_file[i].card, per_file[i].card_probes, args, *top, gallery.searcher());
     if (entry.ok()) {
       card_entries.push_back(std::move(*entry));
     } else {

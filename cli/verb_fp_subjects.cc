@@ -102,16 +102,12 @@ std::string CandidateJson(const fingerprint::SearchCandidate& c) {
 }
 
 absl::StatusOr<std::string> TenPrintSearchJson(const std::string& name, const fingerprint::TransactionCard& card,
-                                               const Args& args, int top_k, fingerprint::GallerySearcher& searcher) {
+                                               const fingerprint::TransactionProbes& probes, const Args& args,
+                                               int top_k, fingerprint::GallerySearcher& searcher) {
   TESSERA_ASSIGN_OR_RETURN(fingerprint::TenPrintFusion fusion, fingerprint::ParseTenPrintFusion(args.Get("fusion")));
   std::vector<fingerprint::CardFinger> fingers;
-  for (const fingerprint::TransactionFinger& f : card.fingers) {
-    if (!f.status.ok()) continue;
-    TESSERA_ASSIGN_OR_RETURN(fingerprint::ParsedTemplate t,
-                             fingerprint::ParseProbeOrTemplate(
-                                 absl::string_view(reinterpret_cast<const char*>(f.record.data()), f.record.size()),
-                                 fingerprint::TemplateFormat::kIso19794));
-    fingers.push_back({f.position, std::move(t.minutiae)});
+  for (size_t j = 0; j < probes.searched.size(); ++j) {
+    fingers.push_back({card.fingers[probes.searched[j]].position, probes.minutiae[j]});
   }
   fingerprint::TenPrintOptions options;
   options.top_k = top_k;

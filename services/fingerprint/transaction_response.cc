@@ -70,34 +70,37 @@ void SetFingerFields(const TransactionFinger& f, v1::TransactionProbe* p) {
 
 }  // namespace
 
-absl::StatusOr<TransactionProbes> PrepareTransactionSearch(TransactionCard& card,
-                                                           v1::SearchTransactionResponse* response) {
-  response->set_tcn(card.tcn);
+TransactionProbes SearchableProbes(TransactionCard& card) {
   TransactionProbes out;
   std::vector<const TransactionFinger*> searchable;
   for (size_t i = 0; i < card.fingers.size(); ++i) {
     TransactionFinger& f = card.fingers[i];
-    if (f.status.ok()) {
-      absl::StatusOr<ParsedTemplate> t = ParseProbeOrTemplate(
-          absl::string_view(reinterpret_cast<const char*>(f.record.data()), f.record.size()),
-          TemplateFormat::kIso19794);
-      if (t.ok()) {
-        out.searched.push_back(static_cast<int>(i));
-        searchable.push_back(&f);
-        out.minutiae.push_back(std::move(t->minutiae));
-      } else {
-        f.status = t.status();
-      }
+    if (!f.status.ok()) continue;
+    absl::StatusOr<ParsedTemplate> t = ParseProbeOrTemplate(
+        absl::string_view(reinterpret_cast<const char*>(f.record.data()), f.record.size()), TemplateFormat::kIso19794);
+    if (t.ok()) {
+      out.searched.push_back(static_cast<int>(i));
+      searchable.push_back(&f);
+      out.minutiae.push_back(std::move(t->minutiae));
+    } else {
+      f.status = t.status();
     }
-    SetFingerFields(f, response->add_probes());
-  }
-  if (out.minutiae.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("no finger of the transaction can be searched (",
-                                                   card.fingers.size(), " fingers; see each probe's message)"));
   }
   // A latent submission (or a single finger): each finger on its own. A card:
   // ten-print, fused per subject.
   out.latent = IsLatentSubmission(searchable);
+  return out;
+}
+
+absl::StatusOr<TransactionProbes> PrepareTransactionSearch(TransactionCard& card,
+                                                           v1::SearchTransactionResponse* response) {
+  response->set_tcn(card.tcn);
+  TransactionProbes out = SearchableProbes(card);
+  for (const TransactionFinger& f : card.fingers) SetFingerFields(f, response->add_probes());
+  if (out.minutiae.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("no finger of the transaction can be searched (",
+                                                   card.fingers.size(), " fingers; see each probe's message)"));
+  }
   response->set_mode(out.latent ? "latent" : "ten-print");
   return out;
 }

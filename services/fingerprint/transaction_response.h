@@ -48,7 +48,11 @@ struct TransactionProbes {
 };
 
 // Parses each finger's template (a finger whose record does not parse gets
-// that status), adds the TCN and one TransactionProbe per card finger to
+// that status) and decides the mode: what the service, the router and
+// `tessera fp search` search. No finger searchable: `minutiae` is empty.
+TransactionProbes SearchableProbes(TransactionCard& card);
+
+// SearchableProbes, then adds the TCN and one TransactionProbe per card finger to
 // `response` (without candidates) and decides the mode (`response->mode`
 // too). INVALID_ARGUMENT when no finger can be searched.
 absl::StatusOr<TransactionProbes> PrepareTransactionSearch(TransactionCard& card,

@@ -322,9 +322,7 @@ std::function<absl::Status()> CallCheck(const grpc::ServerContextBase* context) 
   };
 }
 
-double Ms(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since).count();
-}
+using fingerprint::MsSince;
 
 }  // namespace
 
@@ -504,7 +502,7 @@ grpc::Status FingerprintServiceImpl::EnrollStream(grpc::ServerContext* context,
     if (!s.ok()) return ToGrpcStatus(s);
     response->set_gallery_size(gallery->size());
   }
-  response->set_seconds(Ms(start) / 1000.0);
+  response->set_seconds(MsSince(start) / 1000.0);
   return grpc::Status::OK;
 }
 
@@ -563,7 +561,7 @@ grpc::Status FingerprintServiceImpl::Search(grpc::ServerContext* context, const 
     if (!explained.ok()) return ToGrpcStatus(explained);
   }
   v1::SearchTiming* timing = response->mutable_timing();
-  fingerprint::SetTiming(result->stats, Ms(start), timing);
+  fingerprint::SetTiming(result->stats, MsSince(start), timing);
   timing->set_queue_ms(result->queue_seconds * 1e3);
   timing->set_batch_size(result->batch_size);
   return grpc::Status::OK;
@@ -590,7 +588,7 @@ grpc::Status FingerprintServiceImpl::SearchBatch(grpc::ServerContext* context, c
   metrics_.CountOutcome(results.status());
   if (!results.ok()) return ToGrpcStatus(results.status());
   for (const auto& probe : *results) fingerprint::AddCandidates(probe, response->add_results()->mutable_candidates());
-  fingerprint::SetTiming(stats, Ms(start), response->mutable_timing());
+  fingerprint::SetTiming(stats, MsSince(start), response->mutable_timing());
   response->mutable_timing()->set_batch_size(static_cast<int32_t>(parsed->probes.size()));
   return grpc::Status::OK;
 }
@@ -663,7 +661,7 @@ grpc::Status FingerprintServiceImpl::Extract(grpc::ServerContext* context, const
     if (!png.ok()) return ToGrpcStatus(png.status());
     response->set_overlay_png(std::move(*png));
   }
-  response->set_extract_ms(Ms(start));
+  response->set_extract_ms(MsSince(start));
   return grpc::Status::OK;
 }
 

@@ -18,13 +18,7 @@
 #include "services/server/call_checks.h"
 
 namespace tessera {
-namespace {
-
-double MsSince(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since).count();
-}
-
-}  // namespace
+using fingerprint::MsSince;
 
 grpc::Status FingerprintServiceImpl::GetSubject(grpc::ServerContext* context, const v1::GetSubjectRequest* request,
                                                 v1::GetSubjectResponse* response) {

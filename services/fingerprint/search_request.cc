@@ -231,6 +231,10 @@ absl::StatusOr<ParsedSearch> ParseSearchBatchRequest(const v1::SearchBatchReques
   return out;
 }
 
+double MsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
 void SetTiming(const SearchStats& stats, double total_ms, v1::SearchTiming* timing) {
   timing->set_prepare_ms(stats.prepare_seconds * 1e3);
   timing->set_score_ms(stats.score_seconds * 1e3);

@@ -5,6 +5,7 @@
 #ifndef TESSERA_SERVICES_FINGERPRINT_SEARCH_REQUEST_H_
 #define TESSERA_SERVICES_FINGERPRINT_SEARCH_REQUEST_H_
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -99,6 +100,8 @@ absl::StatusOr<ParsedSearch> ParseSearchRequest(const v1::SearchRequest& request
 absl::StatusOr<ParsedSearch> ParseSearchBatchRequest(const v1::SearchBatchRequest& request, const SearchLimits& limits);
 
 // Response pieces. Candidates carry their metadata when they have any.
+// MsSince: milliseconds since `start` (a call's total_ms).
+double MsSince(std::chrono::steady_clock::time_point start);
 void SetTiming(const SearchStats& stats, double total_ms, v1::SearchTiming* timing);
 void AddCandidates(const std::vector<SearchCandidate>& candidates,
                    google::protobuf::RepeatedPtrField<v1::Candidate>* out);

@@ -25,10 +25,6 @@ inline constexpr char kWriteConsequence[] = "; the template was not written";
 inline constexpr char kEnrollStreamConsequence[] =
     "; items sent to the other shards may be stored: re-send with replace, or count ALREADY_EXISTS as done";
 
-inline double MsSince(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since).count();
-}
-
 // One unary call to one shard, made through the async API so that all of a
 // fan-out's calls run at once from the handler's thread.
 template <typename Response>

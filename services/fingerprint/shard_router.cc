@@ -51,6 +51,7 @@ int ShardForId(absl::string_view id, int shards) {
 }  // namespace fingerprint
 
 using namespace shard_fanout;  // NOLINT: the router's own plumbing
+using fingerprint::MsSince;
 
 absl::StatusOr<std::unique_ptr<FingerprintShardRouter>> FingerprintShardRouter::Create(
     std::vector<FingerprintShard> shards) {

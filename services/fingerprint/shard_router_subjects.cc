@@ -38,6 +38,7 @@
 namespace tessera {
 
 using namespace shard_fanout;  // NOLINT: the router's own plumbing
+using fingerprint::MsSince;
 
 grpc::Status FingerprintShardRouter::GetSubject(grpc::ServerContext* context, const v1::GetSubjectRequest* request,
                                                 v1::GetSubjectResponse* response) {

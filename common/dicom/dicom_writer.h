@@ -52,6 +52,27 @@
 
 namespace tessera::dicom {
 
+// The DICOM Basic Application Level Confidentiality Profile (PS3.15 Annex E)
+// applied to what the writers copy from a reference series, and to what they
+// write themselves: PatientName / PatientID become a pseudonym ("ANON-" + 8
+// hex of HMAC-SHA-256(salt, PatientID)); PatientBirthDate / PatientSex /
+// PatientAge, StudyDate / StudyTime, AccessionNumber, StudyID,
+// ReferringPhysicianName, InstitutionName are emptied (Type 2) or left out;
+// every UID copied (Study, FrameOfReference, referenced series and instances)
+// becomes "2.25." + the first 128 bits of HMAC-SHA-256(salt, uid) as a
+// decimal; PatientIdentityRemoved YES, DeidentificationMethod and
+// DeidentificationMethodCodeSequence (113100, DCM, "Basic Application
+// Confidentiality Profile"); dates are not kept (no 113107). The
+// DerivationDescription is the series description only (never a path).
+struct Deidentification {
+  bool enabled = false;
+  // Secret per job (random, from the caller): new UIDs are a keyed hash of
+  // the original ones, so several outputs of one job (a series and a SEG)
+  // still refer to one new study and frame of reference, and nobody without
+  // the salt can map them back. Required (non-empty) when enabled.
+  std::string salt;
+};
+
 struct DicomWriteOptions {
   std::string series_description;  // what made it, e.g. "tessera register (warped)"
   // A series (directory, zip or file) whose patient and study the output keeps.
@@ -60,6 +81,7 @@ struct DicomWriteOptions {
   // reference's patient space, e.g. resampled onto it); else a new one.
   bool same_frame_of_reference = true;
   int series_number = 0;  // 0: the reference's + 1000, or 1
+  Deidentification deidentify;  // disabled by default
 };
 
 struct DicomWriteResult {

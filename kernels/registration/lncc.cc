@@ -20,16 +20,25 @@ absl::Status ValidateLnccArgs(const float* fixed, const float* warped, Dims3 dim
   return absl::OkStatus();
 }
 
+namespace {
+absl::Status ValidateLnccMask(VoxelMask mask) {
+  if (mask.mask != nullptr && mask.count <= 0) return absl::InvalidArgumentError("lncc: the mask holds no voxel");
+  return absl::OkStatus();
+}
+}  // namespace
+
 absl::Status Lncc(const Stream& stream, const float* fixed, const float* warped, Dims3 dims,
-                  const LnccOptions& options, float* loss, float* grad_warped, Workspace* workspace) {
+                  const LnccOptions& options, float* loss, float* grad_warped, Workspace* workspace,
+                  VoxelMask mask) {
   TESSERA_RETURN_IF_ERROR(ValidateLnccArgs(fixed, warped, dims, options));
+  TESSERA_RETURN_IF_ERROR(ValidateLnccMask(mask));
   if (stream.backend() == Backend::kCpu) {
-    const double value = cpu::Lncc<float>(fixed, warped, dims, options, grad_warped);
+    const double value = cpu::Lncc<float>(fixed, warped, dims, options, grad_warped, mask);
     if (loss != nullptr) *loss = static_cast<float>(value);
     return absl::OkStatus();
   }
 #if TESSERA_WITH_CUDA
-  return cuda::Lncc(stream, fixed, warped, dims, options, loss, grad_warped, workspace);
+  return cuda::Lncc(stream, fixed, warped, dims, options, loss, grad_warped, workspace, nullptr, mask);
 #else
   (void)workspace;
   return absl::FailedPreconditionError(
@@ -39,19 +48,20 @@ absl::Status Lncc(const Stream& stream, const float* fixed, const float* warped,
 
 absl::Status LnccWithCoefficients(const Stream& stream, const float* fixed, const float* warped, Dims3 dims,
                                   const LnccOptions& options, float* loss, float* grad_warped, float* coefficients,
-                                  Workspace* workspace) {
+                                  Workspace* workspace, VoxelMask mask) {
   TESSERA_RETURN_IF_ERROR(ValidateLnccArgs(fixed, warped, dims, options));
+  TESSERA_RETURN_IF_ERROR(ValidateLnccMask(mask));
   if (grad_warped != nullptr && coefficients == nullptr) {
     return absl::InvalidArgumentError("lncc: coefficients (3 volumes) are needed for the gradient");
   }
   if (stream.backend() == Backend::kCpu) {
     // The reference keeps its own host volumes (host memory is not the budget).
-    const double value = cpu::Lncc<float>(fixed, warped, dims, options, grad_warped);
+    const double value = cpu::Lncc<float>(fixed, warped, dims, options, grad_warped, mask);
     if (loss != nullptr) *loss = static_cast<float>(value);
     return absl::OkStatus();
   }
 #if TESSERA_WITH_CUDA
-  return cuda::Lncc(stream, fixed, warped, dims, options, loss, grad_warped, workspace, coefficients);
+  return cuda::Lncc(stream, fixed, warped, dims, options, loss, grad_warped, workspace, coefficients, mask);
 #else
   (void)workspace;
   return absl::FailedPreconditionError(
@@ -61,10 +71,11 @@ absl::Status LnccWithCoefficients(const Stream& stream, const float* fixed, cons
 
 absl::Status LnccHalfFixed(const Stream& stream, const Half* fixed, const float* warped, Dims3 dims,
                            const LnccOptions& options, float* loss, float* grad_warped, BFloat16* coefficients,
-                           Workspace* workspace) {
+                           Workspace* workspace, VoxelMask mask) {
   TESSERA_RETURN_IF_ERROR(ValidateLnccArgs(reinterpret_cast<const float*>(fixed), warped, dims, options));
+  TESSERA_RETURN_IF_ERROR(ValidateLnccMask(mask));
   if (stream.backend() == Backend::kCpu) {  // the CPU reference keeps a, b, c per thread: no volumes needed
-    const double value = cpu::LnccHalfFixed(fixed, warped, dims, options, grad_warped);
+    const double value = cpu::LnccHalfFixed(fixed, warped, dims, options, grad_warped, mask);
     if (loss != nullptr) *loss = static_cast<float>(value);
     return absl::OkStatus();
   }
@@ -72,7 +83,7 @@ absl::Status LnccHalfFixed(const Stream& stream, const Half* fixed, const float*
     return absl::InvalidArgumentError("lncc (fp16 fixed): coefficients (3 bf16 volumes) are needed for the gradient");
   }
 #if TESSERA_WITH_CUDA
-  return cuda::LnccHalfFixed(stream, fixed, warped, dims, options, loss, grad_warped, coefficients, workspace);
+  return cuda::LnccHalfFixed(stream, fixed, warped, dims, options, loss, grad_warped, coefficients, workspace, mask);
 #else
   (void)workspace;
   return absl::FailedPreconditionError(

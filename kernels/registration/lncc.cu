@@ -66,6 +66,7 @@ struct ForwardOp {
   CoefT* __restrict__ c_out;
   double inv_n;
   double eps;
+  VoxelMask mask;  // issue 34: centres outside it have no term
 
   __device__ __forceinline__ void Load(int64_t idx, float raw[kRaw]) const {
     raw[0] = LdgFloat(fixed + idx);
@@ -79,6 +80,14 @@ struct ForwardOp {
     q[4] = raw[0] * raw[1];
   }
   __device__ __forceinline__ double Emit(int64_t idx, const double s[kQ]) const {
+    if (!mask.has(idx)) {
+      if (a_out != nullptr) {
+        a_out[idx] = FromFloat<CoefT>(0.f);
+        b_out[idx] = FromFloat<CoefT>(0.f);
+        c_out[idx] = FromFloat<CoefT>(0.f);
+      }
+      return 0.0;
+    }
     const LnccTerms t = ComputeLnccTerms(s[0], s[1], s[2], s[3], s[4], inv_n, eps);
     if (a_out != nullptr) {
       a_out[idx] = FromFloat<CoefT>(static_cast<float>(t.a));
@@ -325,7 +334,7 @@ absl::Status DispatchMarch(const Op& op, const MarchShape& sh, double* partials,
 template <typename FixedT, typename CoefT>
 absl::Status LnccImpl(const Stream& stream, const FixedT* fixed, const float* warped, Dims3 dims,
                       const LnccOptions& options, int64_t total_voxels, float* loss, double* slice_cc,
-                      float* grad_warped, Workspace* workspace, CoefT* coefficients) {
+                      float* grad_warped, Workspace* workspace, CoefT* coefficients, VoxelMask mask = {}) {
   if (options.window > kLnccMaxCudaWindow) {
     return absl::InvalidArgumentError(
         absl::StrCat("lncc (CUDA): window ", options.window, " exceeds the maximum of ", kLnccMaxCudaWindow));
@@ -361,7 +370,8 @@ absl::Status LnccImpl(const Stream& stream, const FixedT* fixed, const float* wa
   CoefT* c = own_coefficients ? carve.Take<CoefT>(n) : (want_grad ? coefficients + 2 * n : nullptr);
 
   cudaStream_t s = static_cast<cudaStream_t>(stream.native());
-  ForwardOp<FixedT, CoefT> fwd{fixed, warped, a, b, c, 1.0 / (static_cast<double>(sh.w) * sh.w * sh.w), options.eps};
+  ForwardOp<FixedT, CoefT> fwd{fixed, warped, a, b, c, 1.0 / (static_cast<double>(sh.w) * sh.w * sh.w), options.eps,
+                               mask};
   if (want_sums) {
     // loss = -(sum of the slices' cc sums in ascending z) / N, as the CPU
     // reference and the sharded evaluation (slice_sums.h).
@@ -383,9 +393,9 @@ absl::Status LnccImpl(const Stream& stream, const FixedT* fixed, const float* wa
 
 absl::Status Lncc(const Stream& stream, const float* fixed, const float* warped, Dims3 dims,
                   const LnccOptions& options, float* loss, float* grad_warped, Workspace* workspace,
-                  float* coefficients) {
-  return LnccImpl(stream, fixed, warped, dims, options, dims.size(), loss, nullptr, grad_warped, workspace,
-                  coefficients);
+                  float* coefficients, VoxelMask mask) {
+  return LnccImpl(stream, fixed, warped, dims, options, mask.mask != nullptr ? mask.count : dims.size(), loss,
+                  nullptr, grad_warped, workspace, coefficients, mask);
 }
 
 absl::Status LnccSlab(const Stream& stream, const float* fixed, const float* warped, Dims3 dims,
@@ -397,9 +407,9 @@ absl::Status LnccSlab(const Stream& stream, const float* fixed, const float* war
 
 absl::Status LnccHalfFixed(const Stream& stream, const Half* fixed, const float* warped, Dims3 dims,
                            const LnccOptions& options, float* loss, float* grad_warped, BFloat16* coefficients,
-                           Workspace* workspace) {
-  return LnccImpl(stream, fixed, warped, dims, options, dims.size(), loss, nullptr, grad_warped, workspace,
-                  coefficients);
+                           Workspace* workspace, VoxelMask mask) {
+  return LnccImpl(stream, fixed, warped, dims, options, mask.mask != nullptr ? mask.count : dims.size(), loss,
+                  nullptr, grad_warped, workspace, coefficients, mask);
 }
 
 }  // namespace cuda

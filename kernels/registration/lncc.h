@@ -30,6 +30,13 @@
 //   LNCC) gives the unsharded CUDA bits.
 //   Windows up to 25 are supported on CUDA (shared-memory ring).
 // - CPU reference: 5 (the box-sum volumes, reused for a, b, c), any window.
+//
+// Masked (issue 34, VoxelMask in types.h; ANTs' masked CC): only window
+// centres x inside the mask contribute, loss = -(1/N) sum_{x in mask} cc(x)
+// with N = mask.count; the local sums still read every voxel of x's window.
+// The gradient is the same adjoint with a, b, c set to 0 at centres outside
+// the mask, so dL/dW(y) is nonzero wherever y lies in the window of a centre
+// inside the mask. No mask: the unmasked path, bit for bit.
 #ifndef TESSERA_KERNELS_REGISTRATION_LNCC_H_
 #define TESSERA_KERNELS_REGISTRATION_LNCC_H_
 
@@ -54,7 +61,8 @@ constexpr int kLnccMaxCudaWindow = 25;
 // overwritten. The loss is reduced per block and then in a fixed order, so it
 // is deterministic for a given size.
 absl::Status Lncc(const Stream& stream, const float* fixed, const float* warped, Dims3 dims,
-                  const LnccOptions& options, float* loss, float* grad_warped, Workspace* workspace = nullptr);
+                  const LnccOptions& options, float* loss, float* grad_warped, Workspace* workspace = nullptr,
+                  VoxelMask mask = {});
 
 // As Lncc, with the three coefficient volumes a, b, c in caller memory
 // `coefficients` (3 * dims.size() floats, stream memory: e.g. a vector field
@@ -64,7 +72,7 @@ absl::Status Lncc(const Stream& stream, const float* fixed, const float* warped,
 // entry point (issue 13).
 absl::Status LnccWithCoefficients(const Stream& stream, const float* fixed, const float* warped, Dims3 dims,
                                   const LnccOptions& options, float* loss, float* grad_warped, float* coefficients,
-                                  Workspace* workspace = nullptr);
+                                  Workspace* workspace = nullptr, VoxelMask mask = {});
 
 // Mixed precision (issue 13's lean stage, storage16.h): as
 // LnccWithCoefficients with the fixed image stored in fp16 and a, b, c stored
@@ -73,18 +81,19 @@ absl::Status LnccWithCoefficients(const Stream& stream, const float* fixed, cons
 // fp16, for a, b, c: b reaches ~1e7 where a window of W is nearly flat.
 absl::Status LnccHalfFixed(const Stream& stream, const Half* fixed, const float* warped, Dims3 dims,
                            const LnccOptions& options, float* loss, float* grad_warped, BFloat16* coefficients,
-                           Workspace* workspace = nullptr);
+                           Workspace* workspace = nullptr, VoxelMask mask = {});
 
 absl::Status ValidateLnccArgs(const float* fixed, const float* warped, Dims3 dims, const LnccOptions& options);
 
 namespace cpu {
 // Reference (host pointers, threaded). Returns the loss; grad_warped may be null.
 template <typename T>
-double Lncc(const T* fixed, const T* warped, Dims3 dims, const LnccOptions& options, T* grad_warped);
+double Lncc(const T* fixed, const T* warped, Dims3 dims, const LnccOptions& options, T* grad_warped,
+            VoxelMask mask = {});
 // The mixed-precision reference: a, b, c rounded to bf16 as the CUDA kernel
 // stores them; grad_warped may be warped.
 double LnccHalfFixed(const Half* fixed, const float* warped, Dims3 dims, const LnccOptions& options,
-                     float* grad_warped);
+                     float* grad_warped, VoxelMask mask = {});
 // The reference on a z-slab (issue 39, slice_sums.h): `dims` is the slab
 // (own slices [own_lo, own_hi) with neighbours' slices around them), the
 // window truncated (zero padding) at the slab's ends. slice_cc[k - own_lo]
@@ -100,10 +109,10 @@ void LnccSlab(const float* fixed, const float* warped, Dims3 dims, int64_t own_l
 namespace cuda {
 absl::Status Lncc(const Stream& stream, const float* fixed, const float* warped, Dims3 dims,
                   const LnccOptions& options, float* loss, float* grad_warped, Workspace* workspace,
-                  float* coefficients = nullptr);
+                  float* coefficients = nullptr, VoxelMask mask = {});
 absl::Status LnccHalfFixed(const Stream& stream, const Half* fixed, const float* warped, Dims3 dims,
                            const LnccOptions& options, float* loss, float* grad_warped, BFloat16* coefficients,
-                           Workspace* workspace);
+                           Workspace* workspace, VoxelMask mask = {});
 // cpu::LnccSlab on CUDA (issue 39): the fused kernel on a z-slab `dims`;
 // slice_cc (device memory, dims.nz doubles, may be null) receives every slab
 // slice's cc sum (the caller takes its own slices'), grad_warped (may be

@@ -117,7 +117,8 @@ double StoredCoefficient(double v) {
 // The slab form (lncc.h LnccSlab); the whole volume is own_lo = 0, own_hi = nz.
 template <typename T, typename CoefT>
 void LnccSlabImpl(const T* fixed, const T* warped, Dims3 dims, int64_t own_lo, int64_t own_hi,
-                  const LnccOptions& options, int64_t total_voxels, double* slice_cc, T* grad_warped) {
+                  const LnccOptions& options, int64_t total_voxels, double* slice_cc, T* grad_warped,
+                  VoxelMask mask = {}) {
   const int64_t n_vox = dims.size(), slice = dims.nx * dims.ny, nz = dims.nz;
   const int r = options.window / 2;
   const double inv_n = 1.0 / (static_cast<double>(options.window) * options.window * options.window);
@@ -145,6 +146,10 @@ void LnccSlabImpl(const T* fixed, const T* warped, Dims3 dims, int64_t own_lo, i
     for (int64_t k = term_lo + k0; k < term_lo + k1; ++k) {
       double sum = 0.0;
       for (int64_t v = k * slice; v < (k + 1) * slice; ++v) {
+        if (!mask.has(v)) {  // a centre outside the mask: no term (issue 34)
+          s_fw[v] = s_ww[v] = s_w[v] = T(0);
+          continue;
+        }
         const LnccTerms t = ComputeLnccTerms(s_f[v], s_w[v], s_ff[v], s_ww[v], s_fw[v], inv_n, options.eps);
         sum += t.cc;
         s_fw[v] = static_cast<T>(StoredCoefficient<CoefT>(t.a));
@@ -168,17 +173,20 @@ void LnccSlabImpl(const T* fixed, const T* warped, Dims3 dims, int64_t own_lo, i
 }
 
 template <typename T, typename CoefT>
-double LnccImpl(const T* fixed, const T* warped, Dims3 dims, const LnccOptions& options, T* grad_warped) {
+double LnccImpl(const T* fixed, const T* warped, Dims3 dims, const LnccOptions& options, T* grad_warped,
+                VoxelMask mask = {}) {
+  const int64_t n = mask.mask != nullptr ? mask.count : dims.size();
   std::vector<double> slice_cc(dims.nz, 0.0);
-  LnccSlabImpl<T, CoefT>(fixed, warped, dims, 0, dims.nz, options, dims.size(), slice_cc.data(), grad_warped);
-  return -SumOfSlices(slice_cc.data(), dims.nz) / static_cast<double>(dims.size());
+  LnccSlabImpl<T, CoefT>(fixed, warped, dims, 0, dims.nz, options, n, slice_cc.data(), grad_warped, mask);
+  return -SumOfSlices(slice_cc.data(), dims.nz) / static_cast<double>(n);
 }
 
 }  // namespace
 
 template <typename T>
-double Lncc(const T* fixed, const T* warped, Dims3 dims, const LnccOptions& options, T* grad_warped) {
-  return LnccImpl<T, T>(fixed, warped, dims, options, grad_warped);
+double Lncc(const T* fixed, const T* warped, Dims3 dims, const LnccOptions& options, T* grad_warped,
+            VoxelMask mask) {
+  return LnccImpl<T, T>(fixed, warped, dims, options, grad_warped, mask);
 }
 
 void LnccSlab(const float* fixed, const float* warped, Dims3 dims, int64_t own_lo, int64_t own_hi,
@@ -187,16 +195,16 @@ void LnccSlab(const float* fixed, const float* warped, Dims3 dims, int64_t own_l
 }
 
 double LnccHalfFixed(const Half* fixed, const float* warped, Dims3 dims, const LnccOptions& options,
-                     float* grad_warped) {
+                     float* grad_warped, VoxelMask mask) {
   std::vector<float> f(static_cast<size_t>(dims.size()));
   ParallelFor(dims.size(), [&](int64_t b, int64_t e, int) {
     for (int64_t v = b; v < e; ++v) f[v] = ToFloat(fixed[v]);
   });
-  return LnccImpl<float, BFloat16>(f.data(), warped, dims, options, grad_warped);
+  return LnccImpl<float, BFloat16>(f.data(), warped, dims, options, grad_warped, mask);
 }
 
-template double Lncc<float>(const float*, const float*, Dims3, const LnccOptions&, float*);
-template double Lncc<double>(const double*, const double*, Dims3, const LnccOptions&, double*);
+template double Lncc<float>(const float*, const float*, Dims3, const LnccOptions&, float*, VoxelMask);
+template double Lncc<double>(const double*, const double*, Dims3, const LnccOptions&, double*, VoxelMask);
 
 }  // namespace cpu
 }  // namespace registration

@@ -23,12 +23,16 @@ constexpr int kThreads = 256;
 template <bool kGrad>
 __global__ void __launch_bounds__(kThreads)
     MseSliceKernel(const float* __restrict__ fixed, const float* __restrict__ warped, int64_t slice, float grad_scale,
-                   float* __restrict__ grad, double* __restrict__ slice_partials) {
+                   float* __restrict__ grad, double* __restrict__ slice_partials, VoxelMask mask) {
   __shared__ double scratch[32];
   double sum = 0.0;
   const int64_t base = static_cast<int64_t>(blockIdx.x) * slice;
   for (int64_t t = threadIdx.x; t < slice; t += kThreads) {
     const int64_t v = base + t;
+    if (!mask.has(v)) {  // outside the mask (issue 34): no term, no gradient
+      if (kGrad) grad[v] = 0.f;
+      continue;
+    }
     const float diff = __ldg(warped + v) - __ldg(fixed + v);
     sum += static_cast<double>(diff) * diff;
     if (kGrad) grad[v] = grad_scale * diff;
@@ -39,7 +43,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 absl::Status MseImpl(const Stream& stream, const float* fixed, const float* warped, Dims3 dims, int64_t total_voxels,
-                     float* loss, double* slice_sums, float* grad_warped, Workspace* workspace) {
+                     float* loss, double* slice_sums, float* grad_warped, Workspace* workspace,
+                     VoxelMask mask = {}) {
   if (loss == nullptr && slice_sums == nullptr && grad_warped == nullptr) return absl::OkStatus();
   TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
   if (dims.nz > 2147483647) return absl::InvalidArgumentError("mse (CUDA): too many slices");
@@ -52,9 +57,9 @@ absl::Status MseImpl(const Stream& stream, const float* fixed, const float* warp
   const int64_t slice = dims.nx * dims.ny;
   const unsigned blocks = static_cast<unsigned>(dims.nz);
   if (grad_warped != nullptr) {
-    MseSliceKernel<true><<<blocks, kThreads, 0, s>>>(fixed, warped, slice, grad_scale, grad_warped, partials);
+    MseSliceKernel<true><<<blocks, kThreads, 0, s>>>(fixed, warped, slice, grad_scale, grad_warped, partials, mask);
   } else {
-    MseSliceKernel<false><<<blocks, kThreads, 0, s>>>(fixed, warped, slice, grad_scale, nullptr, partials);
+    MseSliceKernel<false><<<blocks, kThreads, 0, s>>>(fixed, warped, slice, grad_scale, nullptr, partials, mask);
   }
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("mse");
   if (loss != nullptr || slice_sums != nullptr) {
@@ -69,8 +74,9 @@ absl::Status MseImpl(const Stream& stream, const float* fixed, const float* warp
 }  // namespace
 
 absl::Status Mse(const Stream& stream, const float* fixed, const float* warped, Dims3 dims, float* loss,
-                 float* grad_warped, Workspace* workspace) {
-  return MseImpl(stream, fixed, warped, dims, dims.size(), loss, nullptr, grad_warped, workspace);
+                 float* grad_warped, Workspace* workspace, VoxelMask mask) {
+  return MseImpl(stream, fixed, warped, dims, mask.mask != nullptr ? mask.count : dims.size(), loss, nullptr,
+                 grad_warped, workspace, mask);
 }
 
 absl::Status MseSlab(const Stream& stream, const float* fixed, const float* warped, Dims3 own_dims,

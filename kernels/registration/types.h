@@ -43,6 +43,16 @@ inline std::string DimsToString(const Dims3& d) {
   return std::to_string(d.nx) + "x" + std::to_string(d.ny) + "x" + std::to_string(d.nz);
 }
 
+// Which voxels a metric counts (issue 34, registration masks): voxel v when
+// mask[v] != 0; `count` is their number (> 0, computed by the caller, e.g.
+// CombineMasks in voxel_mask.h). mask == nullptr: every voxel, the unmasked
+// code path. The pointer lives in the stream's backend memory.
+struct VoxelMask {
+  const uint8_t* mask = nullptr;
+  int64_t count = 0;
+  TESSERA_HD bool has(int64_t v) const { return mask == nullptr || mask[v] != 0; }
+};
+
 // Affine transforms are 12 floats: the 3x4 row-major matrix [A | t] (PyTorch's
 // affine_grid `theta` layout), so p_c = sum_d A[c][d] x_d + t[c] is
 // affine[4 * c + d] * x_d summed plus affine[4 * c + 3].

@@ -19,21 +19,42 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/volume.h"
 
 namespace tessera::registration {
 
 // Writes the RAS affine `physical_ras` (fixed RAS -> moving RAS) as an ITK
 // MATLAB transform with centre `center_ras` (any point; ITK folds it into the
-// offset, so it only affects how the parameters read).
+// offset, so it only affects how the parameters read). A path ending in .txt
+// or .tfm gets the ITK text format instead (ItkAffineText).
 absl::Status WriteItkAffine(const std::string& path, const Mat4& physical_ras,
                             const std::array<double, 3>& center_ras = {0, 0, 0});
 
 // The bytes WriteItkAffine writes (for sending the file over an API).
 std::string ItkAffineBytes(const Mat4& physical_ras, const std::array<double, 3>& center_ras = {0, 0, 0});
 
-// Reads an ITK MATLAB affine (double or float, little or big endian,
-// AffineTransform_* or MatrixOffsetTransformBase_* 3-D) into a RAS affine.
+// The same transform as an ITK text file ("#Insight Transform File V1.0",
+// AffineTransform_double_3_3, parameters with 17 significant digits).
+std::string ItkAffineText(const Mat4& physical_ras, const std::array<double, 3>& center_ras = {0, 0, 0});
+
+// Parses an affine file's bytes into a RAS affine (fixed RAS -> moving RAS),
+// detecting the format: ITK's MATLAB v4 (.mat: double or float, little or big
+// endian) or ITK's text format (.txt/.tfm, "#Insight Transform File V1.0").
+// 3-D transforms: AffineTransform_*, MatrixOffsetTransformBase_*,
+// Rigid3DTransform_* (12 parameters: matrix, translation), Euler3DTransform_*
+// (angles x, y, z in radians, translation; ZXY order unless FixedParameters'
+// 4th value is 1: ZYX), VersorRigid3DTransform_* (versor, translation),
+// Similarity3DTransform_* (versor, translation, scale), TranslationTransform_*;
+// FixedParameters (MATLAB: "fixed") are the centre. A text file with several
+// transforms (a CompositeTransform of linear ones) is their composition,
+// ITK's order (the last listed is applied first). Errors: INVALID_ARGUMENT
+// naming `name_for_errors` and the line or field at fault, DATA_LOSS for a
+// truncated MATLAB file.
+absl::StatusOr<Mat4> ParseItkAffine(absl::string_view bytes, absl::string_view name_for_errors);
+
+// Reads an affine file (ParseItkAffine) into a RAS affine. NOT_FOUND when it
+// cannot be opened.
 absl::StatusOr<Mat4> ReadItkAffine(const std::string& path);
 
 // Writes a displacement field given as RAS mm vectors, shape (nx, ny, nz, 3)

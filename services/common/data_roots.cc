@@ -118,6 +118,17 @@ absl::StatusOr<std::string> ResolveUnderRoots(const std::string& requested,
   return absl::NotFoundError(absl::StrCat("no such file: ", QuoteBounded(requested), " (data roots: ", RootsList(real_roots), ")"));
 }
 
+absl::StatusOr<std::string> ResolveFileOrDirUnderRoots(const std::string& requested,
+                                                       const std::vector<std::string>& real_roots) {
+  absl::StatusOr<std::string> path = ResolveUnderRoots(requested, real_roots);
+  if (path.ok() || path.status().code() != absl::StatusCode::kInvalidArgument) return path;
+  // Not a regular file: an existing directory under the roots will do.
+  absl::StatusOr<std::string> dir = ResolveOutputDirUnderRoots(requested, real_roots);
+  struct stat st;
+  if (dir.ok() && stat(dir->c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return dir;
+  return path;
+}
+
 absl::StatusOr<std::string> ResolveOutputDirUnderRoots(const std::string& requested,
                                                        const std::vector<std::string>& real_roots) {
   if (absl::Status s = CheckRequested(requested, real_roots); !s.ok()) return s;

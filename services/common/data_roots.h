@@ -22,6 +22,11 @@ absl::StatusOr<std::vector<std::string>> CanonicalDataRoots(const std::vector<st
 // FAILED_PRECONDITION; a directory is INVALID_ARGUMENT.
 absl::StatusOr<std::string> ResolveUnderRoots(const std::string& requested, const std::vector<std::string>& real_roots);
 
+// For inputs that may be a DICOM series: a regular file as ResolveUnderRoots,
+// or else an existing directory under the roots (its canonical path).
+absl::StatusOr<std::string> ResolveFileOrDirUnderRoots(const std::string& requested,
+                                                       const std::vector<std::string>& real_roots);
+
 // For output directories: resolves `requested` (absolute, or relative to the
 // first root) to a canonical path under one of `real_roots`. The directory
 // may not exist yet, but then its parent must (the caller creates it).

@@ -8,6 +8,7 @@
 #include "common/device.h"
 #include "common/status.h"
 #include "services/common/data_roots.h"
+#include "services/common/output_options.h"
 #include "kernels/registration/pipeline/nifti_voxels.h"
 #include "services/registration/request_options.h"
 
@@ -75,6 +76,10 @@ absl::StatusOr<RequestSpec> RegistrationEngine::ResolvePlan(const RegisterJobPla
                            ResolveSource(request.moving_labels(), "moving labels", false, roots_, max_volume_bytes_));
   in.fixed = *std::move(fixed);
   in.moving = *std::move(moving);
+  // DICOM outputs keep the fixed image's patient and study by default: the
+  // warped image lies on its grid.
+  TESSERA_ASSIGN_OR_RETURN(spec.output,
+                           ResolveOutputOptions(request.output(), roots_, in.fixed.path, max_volume_bytes_));
   if (!request.output_dir().empty()) {
     absl::StatusOr<std::string> dir = ResolveOutputDirUnderRoots(request.output_dir(), roots_);
     if (!dir.ok()) return Annotate(dir.status(), "output_dir");

@@ -9,9 +9,12 @@
 // writes the uploads a Register names to files under its state directory
 // first, which the engine of a serving process takes as a data root). The outputs
 // (warped.nii.gz, warped_labels.nii.gz, 0GenericAffine.mat, 0Warp.nii.gz,
-// 0InverseWarp.nii.gz: those the run produces) are written into the job's
-// work directory and, when the request names an output_dir, copied there
-// too; the result's `files` name the output_dir copies (empty without one).
+// 0InverseWarp.nii.gz: those the run produces; with request.output's DICOM
+// formats warped_dicom/IM*.dcm and warped_labels_seg.dcm, beside or instead
+// of the warped NIfTI files) are written into the job's work directory (the
+// job's result files, DICOM series files named "warped_dicom/IM00001.dcm")
+// and, when the request names an output_dir, copied there too; the result's
+// `files` name the output_dir copies (empty without one).
 // The request's job_id is ignored: the scheduler names jobs.
 //
 //   TESSERA_ASSIGN_OR_RETURN(auto engine, RegistrationEngine::Create(roots, max_volume_bytes, "auto"));

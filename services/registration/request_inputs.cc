@@ -34,13 +34,8 @@ absl::StatusOr<Volume> Materialize(const VolumeInput& in, int64_t max_bytes, boo
 
 absl::StatusOr<VolumeInput> ResolveVolumePath(const std::string& requested, const std::string& what,
                                               const std::vector<std::string>& real_roots, int64_t max_volume_bytes) {
-  absl::StatusOr<std::string> path = ResolveUnderRoots(requested, real_roots);
-  if (!path.ok() && path.status().code() == absl::StatusCode::kInvalidArgument) {
-    // A directory under the roots: a DICOM series (read when the job runs).
-    absl::StatusOr<std::string> dir = ResolveOutputDirUnderRoots(requested, real_roots);
-    struct stat dst;
-    if (dir.ok() && stat(dir->c_str(), &dst) == 0 && S_ISDIR(dst.st_mode)) path = *std::move(dir);
-  }
+  // A directory is a DICOM series (read when the job runs).
+  absl::StatusOr<std::string> path = ResolveFileOrDirUnderRoots(requested, real_roots);
   if (!path.ok()) return Annotate(path.status(), what);
   struct stat st;
   // Refuse files that cannot fit before decompressing them (a little slack

@@ -46,13 +46,29 @@ absl::StatusOr<std::string> CopyInto(const std::string& from, const std::string&
 }
 
 // Writes the outputs into `dir` too (creating it; its parent exists) and
-// points `files` there.
-absl::Status CopyOutputs(OutputFiles& files, const std::string& dir) {
+// points `files` there. DICOM outputs: each file of `from_dir`'s
+// files.dicom_files into the same relative place (a series directory is
+// emptied first, so it never mixes two runs' series).
+absl::Status CopyOutputs(OutputFiles& files, const std::string& from_dir, const std::string& dir) {
   std::error_code ec;
   fs::create_directory(dir, ec);
   if (ec) return absl::PermissionDeniedError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
   for (std::string* path : WrittenFiles(files)) {
     TESSERA_ASSIGN_OR_RETURN(*path, CopyInto(*path, dir));
+  }
+  for (std::string* path : {&files.warped_dicom, &files.warped_labels_dicom}) {
+    if (path->empty()) continue;
+    const fs::path copy = fs::path(dir) / fs::path(*path).filename();
+    if (fs::is_directory(*path, ec)) {
+      fs::remove_all(copy, ec);
+      fs::create_directory(copy, ec);
+      if (ec) return absl::PermissionDeniedError(absl::StrCat("cannot create ", copy.string(), ": ", ec.message()));
+    }
+    *path = copy.string();
+  }
+  for (const std::string& name : files.dicom_files) {
+    TESSERA_RETURN_IF_ERROR(
+        CopyInto((fs::path(from_dir) / name).string(), (fs::path(dir) / name).parent_path().string()).status());
   }
   return absl::OkStatus();
 }
@@ -76,12 +92,15 @@ v1::RegistrationResult ResultProto(const RequestOutcome& outcome, const Registra
   for (double v : r.affine_ras) out.add_affine_ras(v);
   out.set_backend(r.backend);
   for (const std::string& line : r.log) out.add_log(line);
+  for (const std::string& note : outcome.dicom_notes) out.add_log(note);
   v1::RegistrationOutputFiles* files = out.mutable_files();
   files->set_warped(summary.files.warped);
   files->set_warped_labels(summary.files.warped_labels);
   files->set_affine(summary.files.affine);
   files->set_warp(summary.files.warp);
   files->set_inverse_warp(summary.files.inverse_warp);
+  files->set_warped_dicom(summary.files.warped_dicom);
+  files->set_warped_labels_dicom(summary.files.warped_labels_dicom);
   out.add_artifacts(v1::REGISTRATION_ARTIFACT_WARPED);
   if (!summary.warped_labels.empty()) out.add_artifacts(v1::REGISTRATION_ARTIFACT_WARPED_LABELS);
   if (!r.displacement_ras.empty()) out.add_artifacts(v1::REGISTRATION_ARTIFACT_WARP);
@@ -106,9 +125,10 @@ absl::StatusOr<RequestOutcome> RunRegistrationRequest(const RequestSpec& spec, c
   TESSERA_ASSIGN_OR_RETURN(outcome.summary,
                            RunRegistration(inputs, spec.plan, write_dir, spec.inverse_warp,
                                            ToJobProgress(spec.plan.options, context.report), context.cancel,
-                                           context.deadline));
+                                           context.deadline, spec.output));
   RegistrationSummary& summary = outcome.summary;
   const RegistrationResult& r = summary.result;
+  outcome.dicom_notes = summary.files.notes;
   outcome.fixed_geometry = inputs.fixed.geometry;
   outcome.affine_mat = ItkAffineBytes(r.affine_ras, GridCentre(inputs.fixed));
   if (spec.inverse_warp && !r.displacement_ras.empty()) {
@@ -123,10 +143,11 @@ absl::StatusOr<RequestOutcome> RunRegistrationRequest(const RequestSpec& spec, c
     for (const std::string* path : WrittenFiles(summary.files)) {
       outcome.work_files.push_back(fs::path(*path).filename().string());
     }
+    for (const std::string& name : summary.files.dicom_files) outcome.work_files.push_back(name);
     if (spec.output_dir.empty()) {
       summary.files = OutputFiles();
     } else {
-      TESSERA_RETURN_IF_ERROR(CopyOutputs(summary.files, spec.output_dir));
+      TESSERA_RETURN_IF_ERROR(CopyOutputs(summary.files, context.work_dir, spec.output_dir));
     }
   }
   outcome.result = ResultProto(outcome, spec.plan.options, context.job_id);

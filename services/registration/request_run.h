@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/dicom/result_volume_output.h"
 #include "common/volume.h"
 #include "kernels/registration/pipeline/registration_job.h"
 #include "services/registration/request_inputs.h"
@@ -30,6 +31,9 @@ struct RequestSpec {
   // The result's `files` name the files written here.
   std::string output_dir;
   int64_t max_volume_bytes = 0;  // per input volume
+  // The result formats (request.output, ResolveOutputOptions): NIfTI, DICOM
+  // (warped_dicom/, warped_labels_seg.dcm) or both.
+  dicom::ResultOutputPlan output;
 };
 
 // Who runs it and how it is stopped.
@@ -48,7 +52,10 @@ struct RequestOutcome {
   Geometry fixed_geometry;
   std::string affine_mat;               // 0GenericAffine.mat, as bytes
   NDArray inverse_warp;                 // RAS mm, with inverse_warp and a deformable stage
-  std::vector<std::string> work_files;  // names of the files written to context.work_dir
+  // Names of the files written to context.work_dir, relative to it (DICOM
+  // series files as "warped_dicom/IM00001.dcm").
+  std::vector<std::string> work_files;
+  std::vector<std::string> dicom_notes;  // what each DICOM output holds, for the log
   v1::RegistrationResult result;
 };
 

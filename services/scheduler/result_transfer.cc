@@ -17,15 +17,33 @@ namespace tessera::scheduler {
 namespace fs = std::filesystem;
 namespace {
 
-// A job has a handful of result files; more is a confused or hostile sender.
-constexpr size_t kMaxResultFiles = 64;
+// A job has a handful of result files, or one per slice of a DICOM series
+// (a few hundred); more is a confused or hostile sender.
+constexpr size_t kMaxResultFiles = 8192;
 
-absl::Status CheckPlainFileName(const std::string& name) {
-  if (name.empty() || name == "." || name == ".." || name.size() > 255 || name.find('/') != std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("result file name ", QuoteBounded(name, 64), " is not a plain file name"));
+bool IsPlainName(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." && name.size() <= 255 && name.find('/') == std::string::npos;
+}
+
+// "warped.nii.gz", or one folder deep: "warped_dicom/IM00001.dcm" (a DICOM
+// series). Nothing else: no absolute paths, "..", or deeper folders.
+absl::Status CheckResultFileName(const std::string& name) {
+  const size_t slash = name.find('/');
+  const bool ok = slash == std::string::npos
+                      ? IsPlainName(name)
+                      : IsPlainName(name.substr(0, slash)) && IsPlainName(name.substr(slash + 1));
+  if (!ok) {
+    return absl::InvalidArgumentError(absl::StrCat("result file name ", QuoteBounded(name, 64),
+                                                   " is not a plain file name (or folder/file name)"));
   }
   return CheckIdentifierText(name, "result file name");
+}
+
+// The folder `files` lie in: each path less its name ("a/b" names one level more).
+fs::path ResultFolder(const v1::ResultFile& f) {
+  fs::path dir = fs::path(f.path()).parent_path();
+  if (f.name().find('/') != std::string::npos) dir = dir.parent_path();
+  return dir;
 }
 
 }  // namespace
@@ -60,7 +78,7 @@ absl::Status SendResultFiles(const google::protobuf::RepeatedPtrField<v1::Result
 
 void RemoveResultFolder(const google::protobuf::RepeatedPtrField<v1::ResultFile>& files) {
   if (files.empty()) return;
-  const fs::path dir = fs::path(files[0].path()).parent_path();
+  const fs::path dir = ResultFolder(files[0]);
   std::error_code ec;
   fs::remove_all(dir, ec);
   if (ec) TESSERA_LOG(WARNING) << "cannot remove the sent result folder " << dir.string() << ": " << ec.message();
@@ -82,7 +100,7 @@ ResultReceiver::~ResultReceiver() {
 absl::Status ResultReceiver::Add(const v1::ResultChunk& chunk) {
   auto it = files_.find(chunk.name());
   if (it == files_.end()) {
-    if (absl::Status ok = CheckPlainFileName(chunk.name()); !ok.ok()) return ok;
+    if (absl::Status ok = CheckResultFileName(chunk.name()); !ok.ok()) return ok;
     if (files_.size() >= kMaxResultFiles) {
       return absl::InvalidArgumentError(absl::StrCat("more than ", kMaxResultFiles, " result files"));
     }
@@ -91,6 +109,16 @@ absl::Status ResultReceiver::Add(const v1::ResultChunk& chunk) {
       fs::remove_all(work_dir_, ec);  // a leftover of an earlier try of this attempt
       fs::create_directories(work_dir_, ec);
       if (ec) return absl::InternalError(absl::StrCat("cannot create ", work_dir_, ": ", ec.message()));
+    }
+    // Files arrive one after another: the one before is whole, so close it
+    // (a series of thousands of files must not hold thousands open).
+    if (absl::Status closed = CloseAll(/*sync=*/true); !closed.ok()) return closed;
+    const size_t slash = chunk.name().find('/');
+    if (slash != std::string::npos) {
+      const fs::path folder = fs::path(work_dir_) / chunk.name().substr(0, slash);
+      std::error_code ec;
+      if (folders_.insert(folder.string()).second) fs::create_directory(folder, ec);
+      if (ec) return absl::InternalError(absl::StrCat("cannot create ", folder.string(), ": ", ec.message()));
     }
     const std::string path = (fs::path(work_dir_) / chunk.name()).string();
     Incoming incoming;
@@ -145,6 +173,9 @@ absl::Status ResultReceiver::Publish(google::protobuf::RepeatedPtrField<v1::Resu
   const fs::path final_dir = fs::path(results_dir_) / job_id_;
   std::error_code ec;
   if (!files_.empty()) {
+    for (const std::string& folder : folders_) {
+      if (absl::Status synced = SyncDirectory(folder); !synced.ok()) return synced;
+    }
     if (absl::Status synced = SyncDirectory(work_dir_); !synced.ok()) return synced;
     fs::remove_all(final_dir, ec);
     fs::rename(work_dir_, final_dir, ec);

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 
 #include "absl/status/status.h"
@@ -40,8 +41,10 @@ class ResultReceiver {
   ResultReceiver(const ResultReceiver&) = delete;
   ResultReceiver& operator=(const ResultReceiver&) = delete;
 
-  // Appends one piece. INVALID_ARGUMENT for a name that is not a plain file
-  // name or a piece out of order; INTERNAL when the disk refuses.
+  // Appends one piece. Files come one after another (a piece of a file after
+  // the next one started is refused). INVALID_ARGUMENT for a name that is not
+  // a plain file name or one folder and a file ("warped_dicom/IM00001.dcm",
+  // a DICOM series) or a piece out of order; INTERNAL when the disk refuses.
   absl::Status Add(const v1::ResultChunk& chunk);
   // Checks that each of `files` arrived whole (its `bytes`) and nothing else
   // did, makes them durable and publishes <results>/<job>/, setting each
@@ -60,6 +63,7 @@ class ResultReceiver {
   const std::string work_dir_;
   bool published_ = false;
   std::map<std::string, Incoming> files_;
+  std::set<std::string> folders_;  // created under work_dir_ for "folder/file" names
 };
 
 }  // namespace tessera::scheduler

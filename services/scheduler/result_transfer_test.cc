@@ -77,6 +77,29 @@ TEST_F(ResultTransferTest, FilesArriveWholeInPiecesAndArePublishedAtOnce) {
   EXPECT_FALSE(fs::exists(root_ / "worker" / "job1"));
 }
 
+// A DICOM series: one folder deep, hundreds of files, none held open.
+TEST_F(ResultTransferTest, SeriesFilesInOneFolderArriveAndArePublished) {
+  fs::create_directories(root_ / "worker" / "job1" / "warped_dicom");
+  std::vector<std::string> contents;
+  for (int i = 0; i < 300; ++i) contents.push_back(AddFile("warped_dicom/IM" + std::to_string(10000 + i) + ".dcm", 100 + i));
+  AddFile("0GenericAffine.mat", 50);
+  const std::vector<v1::ExecuteUpdate> sent = Sent(64);
+  {
+    ResultReceiver receiver((root_ / "scheduler").string(), "job1", 1);
+    for (const v1::ExecuteUpdate& u : sent) ASSERT_TRUE(receiver.Add(u.file_chunk()).ok());
+    google::protobuf::RepeatedPtrField<v1::ResultFile> named = files_;
+    for (v1::ResultFile& f : named) f.clear_path();
+    ASSERT_TRUE(receiver.Publish(&named).ok());
+    EXPECT_EQ(named[0].path(), (root_ / "scheduler" / "job1" / "warped_dicom" / "IM10000.dcm").string());
+  }
+  for (int i = 0; i < 300; ++i) {
+    EXPECT_EQ(Read((root_ / "scheduler" / "job1" / "warped_dicom" / ("IM" + std::to_string(10000 + i) + ".dcm")).string()),
+              contents[i]);
+  }
+  RemoveResultFolder(files_);  // the job's folder, though the first file lies one deeper
+  EXPECT_FALSE(fs::exists(root_ / "worker" / "job1"));
+}
+
 TEST_F(ResultTransferTest, AnUnpublishedAttemptLeavesNothing) {
   AddFile("a.bin", 3000);
   const std::vector<v1::ExecuteUpdate> sent = Sent(1000);
@@ -115,7 +138,8 @@ TEST_F(ResultTransferTest, ShortMissingOrUnexpectedFilesAreDataLoss) {
 
 TEST_F(ResultTransferTest, BadNamesAndPiecesOutOfOrderAreRefused) {
   ResultReceiver receiver((root_ / "scheduler").string(), "job1", 1);
-  for (const char* name : {"", ".", "..", "../escape", "a/b", "bell\a"}) {
+  for (const char* name : {"", ".", "..", "../escape", "a/../../escape", "/escape", "a/b/c", "a/", "a//b", "a/..",
+                           "bell\a"}) {
     v1::ResultChunk chunk;
     chunk.set_name(name);
     chunk.set_data("x");

@@ -614,7 +614,9 @@ absl::Status RemoveResultFiles(const v1::JobResult& result) {
     if (ec) return absl::InternalError(absl::StrCat("cannot delete result file ", f.path(), ": ", ec.message()));
     dirs.insert(path.parent_path());
   }
-  for (const fs::path& dir : dirs) {
+  // Deepest first: a series folder ("warped_dicom/") before the job's folder.
+  for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) {
+    const fs::path& dir = *it;
     std::error_code ec;
     if (fs::is_empty(dir, ec) && !ec) fs::remove(dir, ec);
     TESSERA_RETURN_IF_ERROR(SyncDirectory(dir.parent_path().string()));

@@ -125,11 +125,13 @@ absl::StatusOr<NDArray> ApplyAntsTransformsCpu(const Volume& moving, const Volum
 
 absl::StatusOr<std::unique_ptr<OutputWriter>> OutputWriter::Start(const RegistrationResult& result,
                                                                   const Volume& fixed, const std::string& dir,
-                                                                  bool inverse_warp) {
+                                                                  bool inverse_warp,
+                                                                  const dicom::ResultOutputPlan& formats) {
   TESSERA_RETURN_IF_ERROR(MakeDir(dir));
   std::unique_ptr<OutputWriter> writer(new OutputWriter());
   writer->dir_ = dir;
   writer->fixed_ = &fixed;
+  writer->formats_ = formats;
   OutputWriter* w = writer.get();
   writer->thread_ = std::thread([w, &result, &fixed, inverse_warp] { w->WriteTransformOutputs(result, fixed, inverse_warp); });
   return writer;
@@ -142,8 +144,10 @@ void OutputWriter::WriteTransformOutputs(const RegistrationResult& result, const
       files_.warp = dir_ + "/0Warp.nii.gz";
       TESSERA_RETURN_IF_ERROR(WriteAntsWarp(files_.warp, result.displacement_ras, fixed.geometry));
     }
-    files_.warped = dir_ + "/warped.nii.gz";
-    TESSERA_RETURN_IF_ERROR(WriteNifti(result.warped, files_.warped));
+    TESSERA_ASSIGN_OR_RETURN(dicom::ResultVolumeFiles warped,
+                             dicom::WriteResultVolume(result.warped, dir_, "warped.nii.gz", dicom::ResultVolumeKind::kImage,
+                                                      formats_, "tessera register: warped moving image"));
+    AddResultVolume(warped, &files_.warped, &files_.warped_dicom);
     files_.affine = dir_ + "/0GenericAffine.mat";
     // ITK convention: the centre is the fixed image's centre (it only changes
     // how the parameters read, not the transform).
@@ -162,26 +166,40 @@ OutputWriter::~OutputWriter() {
   if (thread_.joinable()) thread_.join();
 }
 
+void OutputWriter::AddResultVolume(const dicom::ResultVolumeFiles& written, std::string* nifti, std::string* dicom,
+                                   OutputFiles* files) {
+  if (files == nullptr) files = &files_;
+  if (!written.nifti.empty()) *nifti = dir_ + "/" + written.nifti;
+  if (written.dicom.empty()) return;
+  *dicom = dir_ + "/" + written.dicom;
+  for (const std::string& name : written.files) {
+    if (name != written.nifti) files->dicom_files.push_back(name);
+  }
+  files->notes.push_back(written.note);
+}
+
 absl::StatusOr<OutputFiles> OutputWriter::Finish(const NDArray* warped_labels) {
-  absl::Status labels_status;
-  std::string labels_path;
+  absl::StatusOr<dicom::ResultVolumeFiles> labels;
   if (warped_labels != nullptr) {
-    labels_path = dir_ + "/warped_labels.nii.gz";
-    labels_status = WriteNifti(Volume{*warped_labels, fixed_->geometry, "tessera warped labels"}, labels_path);
+    labels = dicom::WriteResultVolume(Volume{*warped_labels, fixed_->geometry, "tessera warped labels"}, dir_,
+                                      "warped_labels.nii.gz", dicom::ResultVolumeKind::kLabels, formats_,
+                                      "tessera register: warped moving labels");
   }
   if (thread_.joinable()) thread_.join();
   TESSERA_RETURN_IF_ERROR(status_);
-  TESSERA_RETURN_IF_ERROR(labels_status);
   OutputFiles files = files_;
-  files.warped_labels = labels_path;
+  if (warped_labels != nullptr) {
+    TESSERA_RETURN_IF_ERROR(labels.status());
+    AddResultVolume(*labels, &files.warped_labels, &files.warped_labels_dicom, &files);
+  }
   return files;
 }
 
 absl::StatusOr<OutputFiles> WriteRegistrationOutputs(const RegistrationResult& result, const Volume& fixed,
                                                      const std::string& dir, const NDArray* warped_labels,
-                                                     bool inverse_warp) {
+                                                     bool inverse_warp, const dicom::ResultOutputPlan& formats) {
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<OutputWriter> writer,
-                           OutputWriter::Start(result, fixed, dir, inverse_warp));
+                           OutputWriter::Start(result, fixed, dir, inverse_warp, formats));
   return writer->Finish(warped_labels);
 }
 

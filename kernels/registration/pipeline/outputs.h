@@ -5,26 +5,35 @@
 //   0Warp.nii.gz           displacement on the fixed grid (LPS mm vectors)
 //   0InverseWarp.nii.gz    its inverse (on request)
 // so that `antsApplyTransforms -r fixed -i moving -t 0Warp.nii.gz
-// -t 0GenericAffine.mat` reproduces warped.nii.gz.
+// -t 0GenericAffine.mat` reproduces warped.nii.gz. With DICOM outputs
+// (dicom::ResultOutputPlan, common/dicom/result_volume_output.h) the warped
+// image is also (or only) the series warped_dicom/ and the warped labels the
+// SEG warped_labels_seg.dcm; the transforms are always the ITK/ANTs files.
 #ifndef TESSERA_KERNELS_REGISTRATION_PIPELINE_OUTPUTS_H_
 #define TESSERA_KERNELS_REGISTRATION_PIPELINE_OUTPUTS_H_
 
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/dicom/result_volume_output.h"
 #include "kernels/registration/pipeline/registrar.h"
 
 namespace tessera::registration {
 
 struct OutputFiles {
   std::string warped, warped_labels, affine, warp, inverse_warp;  // empty when not written
+  // DICOM outputs (empty when not written): the series directory and the SEG file.
+  std::string warped_dicom, warped_labels_dicom;
+  std::vector<std::string> dicom_files;  // every DICOM file, relative to the directory ("warped_dicom/IM00001.dcm")
+  std::vector<std::string> notes;        // for the log: what each DICOM output holds (values, largest error)
 };
 
 absl::StatusOr<OutputFiles> WriteRegistrationOutputs(const RegistrationResult& result, const Volume& fixed,
                                                      const std::string& dir, const NDArray* warped_labels,
-                                                     bool inverse_warp);
+                                                     bool inverse_warp, const dicom::ResultOutputPlan& formats = {});
 
 // WriteRegistrationOutputs in two steps, so that the files that depend only
 // on the transforms (the warp above all) are written while the caller computes
@@ -36,8 +45,10 @@ absl::StatusOr<OutputFiles> WriteRegistrationOutputs(const RegistrationResult& r
 // the writer; its destructor waits (dropping errors nobody asked for).
 class OutputWriter {
  public:
+  // `formats`: NIfTI (the default), DICOM or both for the warped image and labels.
   static absl::StatusOr<std::unique_ptr<OutputWriter>> Start(const RegistrationResult& result, const Volume& fixed,
-                                                             const std::string& dir, bool inverse_warp);
+                                                             const std::string& dir, bool inverse_warp,
+                                                             const dicom::ResultOutputPlan& formats = {});
   OutputWriter(const OutputWriter&) = delete;
   OutputWriter& operator=(const OutputWriter&) = delete;
   ~OutputWriter();
@@ -47,9 +58,13 @@ class OutputWriter {
  private:
   OutputWriter() = default;
   void WriteTransformOutputs(const RegistrationResult& result, const Volume& fixed, bool inverse_warp);
+  // Records a written result volume's paths in `files` (default: files_).
+  void AddResultVolume(const dicom::ResultVolumeFiles& written, std::string* nifti, std::string* dicom,
+                       OutputFiles* files = nullptr);
 
   std::string dir_;
   const Volume* fixed_ = nullptr;
+  dicom::ResultOutputPlan formats_;
   OutputFiles files_;           // filled by the background thread until joined
   absl::Status status_;         // the background thread's first error
   std::thread thread_;

@@ -67,7 +67,7 @@ absl::StatusOr<RegistrationInputs> ReadRegistrationInputs(const std::string& fix
 absl::StatusOr<RegistrationSummary> RunRegistration(const RegistrationInputs& inputs, const RegistrationPlan& plan,
                                                     const std::string& out_dir, bool inverse_warp,
                                                     const ProgressCallback& progress, const std::atomic<bool>* cancel,
-                                                    absl::Time deadline) {
+                                                    absl::Time deadline, const dicom::ResultOutputPlan& formats) {
   RegistrationSummary summary;
   TESSERA_ASSIGN_OR_RETURN(summary.result, Register(inputs.fixed, inputs.moving, plan, progress, cancel, deadline));
   const RegistrationResult& result = summary.result;
@@ -77,7 +77,7 @@ absl::StatusOr<RegistrationSummary> RunRegistration(const RegistrationInputs& in
   // The transform outputs are written while the labels are warped and scored.
   std::unique_ptr<OutputWriter> writer;
   if (!out_dir.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(writer, OutputWriter::Start(result, inputs.fixed, out_dir, inverse_warp));
+    TESSERA_ASSIGN_OR_RETURN(writer, OutputWriter::Start(result, inputs.fixed, out_dir, inverse_warp, formats));
   }
   if (inputs.moving_labels.has_value()) {
     TESSERA_ASSIGN_OR_RETURN(summary.warped_labels, WarpLabels(*inputs.moving_labels, inputs.fixed, result, plan.options.device,
@@ -115,7 +115,9 @@ std::string SummaryToJson(const RegistrationSummary& s, const RegistrationOption
                                   {"warped_labels", &s.files.warped_labels},
                                   {"affine", &s.files.affine},
                                   {"warp", &s.files.warp},
-                                  {"inverse_warp", &s.files.inverse_warp}}) {
+                                  {"inverse_warp", &s.files.inverse_warp},
+                                  {"warped_dicom", &s.files.warped_dicom},
+                                  {"warped_labels_dicom", &s.files.warped_labels_dicom}}) {
     if (!path->empty()) files[key] = *path;
   }
   std::vector<std::string> stages;

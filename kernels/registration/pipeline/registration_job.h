@@ -42,13 +42,15 @@ absl::StatusOr<RegistrationInputs> ReadRegistrationInputs(const std::string& fix
                                                           const std::string& fixed_labels,
                                                           const std::string& moving_labels);
 
-// Registers, scores and (when out_dir is non-empty) writes the output files.
-// `cancel` and `deadline` as for Register().
+// Registers, scores and (when out_dir is non-empty) writes the output files
+// (`formats`: NIfTI, DICOM or both; OutputWriter). `cancel` and `deadline`
+// as for Register().
 absl::StatusOr<RegistrationSummary> RunRegistration(const RegistrationInputs& inputs, const RegistrationPlan& plan,
                                                     const std::string& out_dir, bool inverse_warp,
                                                     const ProgressCallback& progress = nullptr,
                                                     const std::atomic<bool>* cancel = nullptr,
-                                                    absl::Time deadline = absl::InfiniteFuture());
+                                                    absl::Time deadline = absl::InfiniteFuture(),
+                                                    const dicom::ResultOutputPlan& formats = {});
 
 // {"final_loss":..., "dice_before":..., "dice_large_before":..., "dice_definition": {...}, "folded_percent":...,
 //  "seconds":..., ...}

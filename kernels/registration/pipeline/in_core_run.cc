@@ -167,6 +167,23 @@ class InCoreRun final : public RunPhases {
     full_.fixed = NDArray();
     full_.moving = NDArray();
 
+    if (!u_full.empty()) {
+      TESSERA_ASSIGN_OR_RETURN(result->jacobian,
+                               JacobianDeterminant(u_full, nullptr, stream, DisplacementUnits::kNormalized));
+      // v = L^-1 u: normalised sampler displacement -> RAS mm before T.
+      TESSERA_ASSIGN_OR_RETURN(Mat3 l, PhysicalToNormalizedDisplacement(result->affine_ras, moving_space_));
+      TESSERA_ASSIGN_OR_RETURN(Mat3 l_inv, Invert3(l));
+      // In place on the stream's device, then one copy out: no second
+      // field-sized host buffer (45 GB at 1550^3).
+      TESSERA_RETURN_IF_ERROR(MixComponents(u_full, l_inv, stream));
+      TESSERA_ASSIGN_OR_RETURN(result->displacement_ras, u_full.CopyTo(MemoryKind::kHost, stream));
+      // The warped image is sampled with u = L v from the exported v (issue
+      // 34): what the written 0Warp/0GenericAffine give, so apply-transforms
+      // (apply_transforms.h) reproduces it bit for bit on either backend
+      // (MixComponents is the same arithmetic on both). L L^-1 u differs
+      // from u by float rounding only.
+      TESSERA_RETURN_IF_ERROR(MixComponents(u_full, l, stream));
+    }
     NDArray moving_f32;  // only for non-float inputs: float ones are copied to the stream directly
     if (moving.data.dtype() != DType::kFloat32) {
       TESSERA_ASSIGN_OR_RETURN(moving_f32, moving.data.AsType(DType::kFloat32));
@@ -178,22 +195,10 @@ class InCoreRun final : public RunPhases {
     TESSERA_RETURN_IF_ERROR(GridSample(stream, args, engine_->warped().data<float>(), options_.sampler));
     TESSERA_RETURN_IF_ERROR(stream.Synchronize());
     moving_dev = NDArray();
+    u_full = NDArray();
     TESSERA_ASSIGN_OR_RETURN(result->warped.data, engine_->warped().CopyTo(MemoryKind::kHost, stream));
     result->warped.geometry = in_.fixed.geometry;
     result->warped.description = "tessera warped moving image";
-
-    if (!u_full.empty()) {
-      TESSERA_ASSIGN_OR_RETURN(result->jacobian,
-                               JacobianDeterminant(u_full, nullptr, stream, DisplacementUnits::kNormalized));
-      // v = L^-1 u: normalised sampler displacement -> RAS mm before T.
-      TESSERA_ASSIGN_OR_RETURN(Mat3 l, PhysicalToNormalizedDisplacement(result->affine_ras, moving_space_));
-      TESSERA_ASSIGN_OR_RETURN(Mat3 l_inv, Invert3(l));
-      // In place on the stream's device, then one copy out: no second
-      // field-sized host buffer (45 GB at 1550^3).
-      TESSERA_RETURN_IF_ERROR(MixComponents(u_full, l_inv, stream));
-      TESSERA_ASSIGN_OR_RETURN(result->displacement_ras, u_full.CopyTo(MemoryKind::kHost, stream));
-      u_full = NDArray();
-    }
     return stream.Synchronize();
   }
 

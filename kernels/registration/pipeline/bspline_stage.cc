@@ -17,6 +17,7 @@
 #include "kernels/registration/pipeline/per_scale.h"
 #include "kernels/registration/pipeline/grid_jitter.h"
 #include "kernels/registration/pipeline/metric.h"
+#include "kernels/registration/pipeline/metric_mask.h"
 #include "kernels/registration/pipeline/plateau_stop.h"
 #include "kernels/registration/pipeline/step_control.h"
 
@@ -55,6 +56,7 @@ absl::StatusOr<NDArray> RunBsplineStage(const Stream& stream, const Registration
   TESSERA_ASSIGN_OR_RETURN(NDArray affine, NDArray::Allocate({12}, DType::kFloat32, kind, stream.ordinal()));
   const auto allocate = [&](const Shape& shape) { return NDArray::Allocate(shape, DType::kFloat32, kind, stream.ordinal()); };
   Workspace spline_workspace, sampler_workspace;
+  MetricMask mask(stream, options);  // issue 34: inactive without masks
   NDArray c;  // control coefficients, normalised sampler units (level independent)
   NDArray u;  // B c on the current level
   BsplineGrid grid{};
@@ -103,6 +105,7 @@ absl::StatusOr<NDArray> RunBsplineStage(const Stream& stream, const Registration
     const std::array<float, 3> to_normalized = {dims.nx > 1 ? 2.f / static_cast<float>(dims.nx - 1) : 0.f,
                                                 dims.ny > 1 ? 2.f / static_cast<float>(dims.ny - 1) : 0.f,
                                                 dims.nz > 1 ? 2.f / static_cast<float>(dims.nz - 1) : 0.f};
+    TESSERA_RETURN_IF_ERROR(mask.SetLevel(level.factor, level.fixed_space, level.moving_space));
     GridSampleArgs args;
     args.image = level.moving->data<float>();
     args.image_dims = DimsOf(*level.moving);
@@ -130,7 +133,14 @@ absl::StatusOr<NDArray> RunBsplineStage(const Stream& stream, const Registration
         TESSERA_RETURN_IF_ERROR(GridSample(stream, fixed_args, shifted_fixed.data<float>(), options.sampler));
       }
       TESSERA_RETURN_IF_ERROR(GridSample(stream, args, warped.data<float>(), options.sampler));
-      TESSERA_ASSIGN_OR_RETURN(double loss, metric->Evaluate(jitter ? shifted_fixed : fixed, warped, &grad_w));
+      double loss = 0;
+      if (mask.active()) {
+        TESSERA_ASSIGN_OR_RETURN(const VoxelMask m, mask.Update(args));
+        TESSERA_ASSIGN_OR_RETURN(loss, metric->Evaluate(jitter ? shifted_fixed : fixed, warped, &grad_w,
+                                                        &mask.combined(), m.count));
+      } else {
+        TESSERA_ASSIGN_OR_RETURN(loss, metric->Evaluate(jitter ? shifted_fixed : fixed, warped, &grad_w));
+      }
       stop.Update(loss);
       const double lr = control.Update(loss);
       if (hooks.report) hooks.report(level.factor, it, max_it, loss);

@@ -22,6 +22,7 @@
 #include "kernels/registration/pipeline/array_helpers.h"
 #include "kernels/registration/pipeline/per_scale.h"
 #include "kernels/registration/pipeline/grid_jitter.h"
+#include "kernels/registration/pipeline/metric_mask.h"
 #include "kernels/registration/pipeline/plateau_stop.h"
 #include "kernels/registration/pipeline/sharded_deformable_stage.h"
 #include "kernels/registration/pipeline/step_control.h"
@@ -64,14 +65,16 @@ class LeanMetric {
   size_t level_bytes() const { return mi_grad_.nbytes(); }
 
   // Mixed precision (lncc, mse): fixed in fp16, scratch = G in bf16.
+  // mask (issue 34): null, or the combined uint8 mask holding `voxels.count` voxels.
   absl::StatusOr<double> EvaluateMixed(const NDArray& fixed_half, Dims3 dims, NDArray& work, NDArray& scratch,
-                                       bool want_grad) {
+                                       bool want_grad, const NDArray* mask = nullptr, VoxelMask voxels = {}) {
     if (options_.metric == Metric::kLncc) {
       TESSERA_RETURN_IF_ERROR(LnccHalfFixed(stream_, HalfData(fixed_half), work.data<float>(), dims, lncc_,
                                             loss_.data<float>(), want_grad ? work.data<float>() : nullptr,
-                                            Bf16Data(scratch), &workspace_));
+                                            Bf16Data(scratch), &workspace_, voxels));
       return ReadLoss();
     }
+    if (mask != nullptr) return absl::InvalidArgumentError("precision 'mixed' supports masks with lncc only");
     if (options_.metric == Metric::kMse) {
       TESSERA_RETURN_IF_ERROR(MseHalfFixed(stream_, HalfData(fixed_half), work.data<float>(), dims,
                                            loss_.data<float>(), want_grad, &workspace_));
@@ -80,13 +83,14 @@ class LeanMetric {
     return absl::InvalidArgumentError(absl::StrCat("precision 'mixed' supports lncc and mse, not '", OptionName(options_.metric), "'"));
   }
 
-  absl::StatusOr<double> Evaluate(const NDArray& fixed, NDArray& work, NDArray& scratch, bool want_grad) {
+  absl::StatusOr<double> Evaluate(const NDArray& fixed, NDArray& work, NDArray& scratch, bool want_grad,
+                                  const NDArray* mask = nullptr, VoxelMask voxels = {}) {
     const Dims3 dims = DimsOf(fixed);
     const MemoryKind kind = MemoryKindFor(stream_);
     if (options_.metric == Metric::kLncc) {
       TESSERA_RETURN_IF_ERROR(LnccWithCoefficients(stream_, fixed.data<float>(), work.data<float>(), dims, lncc_,
                                                    loss_.data<float>(), want_grad ? work.data<float>() : nullptr,
-                                                   scratch.data<float>(), &workspace_));
+                                                   scratch.data<float>(), &workspace_, voxels));
       return ReadLoss();
     }
     if (options_.metric == Metric::kMse) {
@@ -94,10 +98,10 @@ class LeanMetric {
       float* copy = scratch.data<float>();
       TESSERA_RETURN_IF_ERROR(CopyBytes(copy, kind, work.data<float>(), kind, fixed.nbytes(), stream_));
       TESSERA_RETURN_IF_ERROR(Mse(stream_, fixed.data<float>(), copy, dims, loss_.data<float>(),
-                                  want_grad ? work.data<float>() : nullptr, &workspace_));
+                                  want_grad ? work.data<float>() : nullptr, &workspace_, voxels));
       return ReadLoss();
     }
-    TESSERA_ASSIGN_OR_RETURN(MattesMiResult r, MattesMutualInformation(fixed, work, nullptr, mi_,
+    TESSERA_ASSIGN_OR_RETURN(MattesMiResult r, MattesMutualInformation(fixed, work, mask, mi_,
                                                                        want_grad ? &mi_grad_ : nullptr, stream_,
                                                                        mi_scratch_.get()));
     if (want_grad) TESSERA_RETURN_IF_ERROR(CopyBytes(work.raw_data(), kind, mi_grad_.raw_data(), kind, fixed.nbytes(), stream_));
@@ -160,6 +164,7 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
   TESSERA_RETURN_IF_ERROR(metric.Init());
   TESSERA_ASSIGN_OR_RETURN(NDArray affine, NDArray::Allocate({12}, DType::kFloat32, kind, stream.ordinal()));
   Workspace sampler_workspace, compose_workspace, stats_workspace;
+  MetricMask mask(stream, options);  // issue 34: inactive without masks
   NDArray u, m, v;  // u and Adam's moments (planar fields, normalised units for u)
   int64_t step_count = 0;
   for (size_t si = 0; si < levels.size(); ++si) {
@@ -238,6 +243,7 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
     args.disp = u.data<float>();
     args.out_dims = dims;
     args.padding = Padding::kZeros;
+    TESSERA_RETURN_IF_ERROR(mask.SetLevel(level.factor, level.fixed_space, level.moving_space));
     GridJitter grid_jitter(options.sampling_seed, static_cast<int>(si), dims.nx, dims.ny, dims.nz);
     // The fixed image on the jittered grid.
     GridSampleArgs fixed_args = jitter ? GridJitter::FixedImageArgs(level.fixed->data<float>(), dims) : GridSampleArgs();
@@ -255,11 +261,18 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
       } else {
         TESSERA_RETURN_IF_ERROR(GridSample(stream, args, work.data<float>(), options.sampler));
       }
+      // The masks' voxels for this iteration's sampling (issue 34).
+      VoxelMask voxels;
+      if (mask.active()) {
+        TESSERA_ASSIGN_OR_RETURN(voxels, mask.Update(args));
+      }
+      const NDArray* mask_array = mask.active() ? &mask.combined() : nullptr;
       // The loss alone first when this may be the last iteration would save
       // the backward pass, but the standard loop always computes both.
-      TESSERA_ASSIGN_OR_RETURN(double loss, mixed ? metric.EvaluateMixed(fixed_any, dims, work, g, /*want_grad=*/true)
+      TESSERA_ASSIGN_OR_RETURN(double loss, mixed ? metric.EvaluateMixed(fixed_any, dims, work, g, /*want_grad=*/true,
+                                                                         mask_array, voxels)
                                                   : metric.Evaluate(jitter ? shifted_fixed : fixed_any, work, g,
-                                                                    /*want_grad=*/true));
+                                                                    /*want_grad=*/true, mask_array, voxels));
       stop.Update(loss);
       const double lr = control.Update(loss);
       if (hooks.report) hooks.report(level.factor, it, max_it, loss);

@@ -49,9 +49,13 @@ class InCoreRun final : public RunPhases {
     full_.moving_space = moving_space_;
     // Centre-of-mass initialisation: rotate about the fixed image's centre of
     // mass, translate it onto the moving image's.
+    // A given initial transform replaces it (issue 34), still centred on
+    // the fixed image's centre of mass (the rigid stage rotates about it).
     LinearTransform initial;
     initial.center = CentreOfMassParallel(fixed_norm, fixed.geometry);
-    if (options_.init == Init::kCentreOfMass) {
+    if (options_.initial_transform) {
+      initial = GivenInitialTransform(*options_.initial_transform, initial.center);
+    } else if (options_.init == Init::kCentreOfMass) {
       const std::array<double, 3> moving_com = CentreOfMassParallel(moving_norm, moving.geometry);
       for (int d = 0; d < 3; ++d) initial.translation[d] = moving_com[d] - initial.center[d];
     }
@@ -90,10 +94,10 @@ class InCoreRun final : public RunPhases {
     TESSERA_RETURN_IF_ERROR(engine_->Init());
 
     TESSERA_ASSIGN_OR_RETURN(double overlap, engine_->OverlapMax(levels_.front(), initial.ToMat4()));
-    TESSERA_RETURN_IF_ERROR(CheckOverlap(overlap, options_.init));
+    TESSERA_RETURN_IF_ERROR(CheckOverlap(overlap, options_));
     TESSERA_ASSIGN_OR_RETURN(result->initial_loss, engine_->LinearLoss(full_, initial.ToMat4(), nullptr));
     engine_->Report("init", 1, 0, 0, result->initial_loss);
-    result->log.push_back(InitLogLine(initial, result->initial_loss));
+    result->log.push_back(InitLogLine(options_, initial, result->initial_loss));
     for (std::string& line : setup_log) result->log.push_back(std::move(line));
     return initial;
   }
@@ -160,7 +164,7 @@ class InCoreRun final : public RunPhases {
     TESSERA_RETURN_IF_ERROR(engine_->EnsureImageBuffers(full_, /*with_grad=*/false));
     GridSampleArgs args = engine_->Args(full_, u_full.empty() ? nullptr : &u_full);
     TESSERA_RETURN_IF_ERROR(GridSample(stream, args, engine_->warped().data<float>(), options_.sampler));
-    TESSERA_ASSIGN_OR_RETURN(result->final_loss, metric_->Evaluate(full_.fixed, engine_->warped(), nullptr));
+    TESSERA_ASSIGN_OR_RETURN(result->final_loss, engine_->EvaluateMasked(full_, args, full_.fixed, nullptr));
     // The normalised images are done: free them (and the pyramid) before the
     // original moving image is uploaded.
     levels_.clear();

@@ -34,6 +34,7 @@
 #include "kernels/registration/pipeline/bspline_stage.h"
 #include "kernels/registration/pipeline/deformable_stage.h"
 #include "kernels/registration/pipeline/grid_jitter.h"
+#include "kernels/registration/pipeline/metric_mask.h"
 #include "kernels/registration/pipeline/sharded_deformable_stage.h"
 #include "kernels/registration/pipeline/host_setup.h"
 #include "kernels/registration/pipeline/noise_estimate.h"
@@ -105,7 +106,8 @@ class LevelEngine {
         metric_(metric),
         progress_(progress),
         cancel_(cancel),
-        deadline_(deadline) {}
+        deadline_(deadline),
+        mask_(std::make_unique<MetricMask>(stream, options)) {}
 
   absl::Status Init() {
     TESSERA_ASSIGN_OR_RETURN(affine_, NDArray::Allocate({12}, DType::kFloat32, MemoryKindFor(stream_), stream_.ordinal()));
@@ -157,6 +159,17 @@ class LevelEngine {
     return args;
   }
 
+  // The metric of `fixed` and warped() for the moving image sampled with
+  // `args` on `level`, restricted to the masks when the run has any
+  // (metric_mask.h); grad as SimilarityMetric::Evaluate.
+  absl::StatusOr<double> EvaluateMasked(const Level& level, const GridSampleArgs& args, const NDArray& fixed,
+                                        NDArray* grad) {
+    if (!mask_->active()) return metric_->Evaluate(fixed, warped_, grad);
+    TESSERA_RETURN_IF_ERROR(mask_->SetLevel(level.factor, level.fixed_space, level.moving_space));
+    TESSERA_ASSIGN_OR_RETURN(const VoxelMask m, mask_->Update(args));
+    return metric_->Evaluate(fixed, warped_, grad, &mask_->combined(), m.count);
+  }
+
   // Loss (and optionally the sampler-affine gradient) at physical transform T.
   absl::StatusOr<double> LinearLoss(const Level& level, const Mat4& t, Affine12* grad_sampler) {
     TESSERA_ASSIGN_OR_RETURN(Affine12 a, SamplerAffineFromPhysical(t, level.fixed_space, level.moving_space));
@@ -164,7 +177,7 @@ class LevelEngine {
     TESSERA_RETURN_IF_ERROR(EnsureImageBuffers(level));
     const GridSampleArgs args = Args(level, nullptr);
     TESSERA_RETURN_IF_ERROR(GridSample(stream_, args, warped_.data<float>(), options_.sampler));
-    TESSERA_ASSIGN_OR_RETURN(double loss, metric_->Evaluate(level.fixed, warped_, grad_sampler ? &grad_w_ : nullptr));
+    TESSERA_ASSIGN_OR_RETURN(double loss, EvaluateMasked(level, args, level.fixed, grad_sampler ? &grad_w_ : nullptr));
     if (grad_sampler != nullptr) {
       GridSampleGrads grads;
       grads.grad_affine = grad_affine_.data<float>();
@@ -196,6 +209,7 @@ class LevelEngine {
       for (NDArray* s : {&sample_fixed_, &sample_warped_, &sample_grad_}) {
         TESSERA_ASSIGN_OR_RETURN(*s, NDArray::Allocate({k, 1, 1}, DType::kFloat32));
       }
+      TESSERA_ASSIGN_OR_RETURN(sample_mask_, NDArray::Allocate({k, 1, 1}, DType::kUInt8));
     }
     const float* fixed = level.fixed.data<float>();
     for (int64_t i = 0; i < k; ++i) sample_fixed_.data<float>()[i] = fixed[points[i]];
@@ -207,11 +221,31 @@ class LevelEngine {
     args.points = points.data();
     args.count = k;
     TESSERA_RETURN_IF_ERROR(SamplePoints(args, sample_warped_.data<float>()));
-    TESSERA_ASSIGN_OR_RETURN(double loss, metric_->Evaluate(sample_fixed_, sample_warped_, &sample_grad_));
+    // Masks: the points were drawn inside the fixed mask (SampledPoints); the
+    // moving mask is looked up at each mapped point.
+    const NDArray* mask = nullptr;
+    int64_t inside = k;
+    if (options_.moving_mask != nullptr) {
+      inside = mask_->SampleMovingMask(affine, points, sample_mask_.data<uint8_t>());
+      if (inside == 0) {
+        return absl::FailedPreconditionError(absl::StrCat("no sampled voxel of level x", level.factor,
+                                                          " maps inside the moving mask; check the masks' spaces"));
+      }
+      mask = &sample_mask_;
+    }
+    TESSERA_ASSIGN_OR_RETURN(double loss, metric_->Evaluate(sample_fixed_, sample_warped_, &sample_grad_, mask, inside));
     std::array<double, kAffineParams> grad;
     TESSERA_RETURN_IF_ERROR(SamplePointsAffineBackward(args, sample_grad_.data<float>(), &grad));
     for (int i = 0; i < 12; ++i) (*grad_sampler)[i] = grad[i];
     return loss;
+  }
+
+  // The voxels of a sampled iteration: drawn from the whole level, or inside
+  // the fixed mask when there is one.
+  absl::StatusOr<std::vector<int64_t>> SampledPoints(const Level& level, uint64_t seed) {
+    if (!mask_->active()) return RandomVoxelSubset(level.fixed.num_elements(), options_.linear_samples, seed);
+    TESSERA_RETURN_IF_ERROR(mask_->SetLevel(level.factor, level.fixed_space, level.moving_space));
+    return mask_->DrawInsideFixedMask(options_.linear_samples, seed);
   }
 
   // Fraction of fixed voxels whose mapped point lands inside the moving image
@@ -260,9 +294,9 @@ class LevelEngine {
         Affine12 grad_sampler;
         double loss = 0;
         if (sampled) {
-          const std::vector<int64_t> points = RandomVoxelSubset(
-              level.fixed.num_elements(), options_.linear_samples,
-              SubsetSeed(options_.sampling_seed, model == TransformModel::kRigid ? 1 : 2, si, it));
+          TESSERA_ASSIGN_OR_RETURN(
+              const std::vector<int64_t> points,
+              SampledPoints(level, SubsetSeed(options_.sampling_seed, model == TransformModel::kRigid ? 1 : 2, si, it)));
           TESSERA_ASSIGN_OR_RETURN(loss, SampledLinearLoss(level, param.Apply(params).ToMat4(), points, &grad_sampler));
         } else {
           TESSERA_ASSIGN_OR_RETURN(loss, LinearLoss(level, param.Apply(params).ToMat4(), &grad_sampler));
@@ -302,6 +336,10 @@ class LevelEngine {
   absl::StatusOr<NDArray> RunDeformableStage(const Mat4& t, const std::vector<Level>& levels,
                                              std::vector<std::string>* log, int out_of_core_shards = 0) {
     const bool bspline = options_.deformable_model == DeformableModel::kBspline;
+    if (mask_->active() && (out_of_core_shards > 0 || options_.shards > 1)) {
+      return absl::InvalidArgumentError(out_of_core_shards > 0 ? "masks are not supported out of core yet"
+                                                               : "masks are not supported with shards > 1 yet");
+    }
     if (options_.memory_mode == MemoryMode::kLean || bspline) {
       // The lean stage keeps its own (smaller) buffers: free the linear stages'.
       ReleaseBuffers();
@@ -387,8 +425,7 @@ class LevelEngine {
           TESSERA_RETURN_IF_ERROR(GridSample(stream_, fixed_args, shifted_fixed.data<float>(), options_.sampler));
         }
         TESSERA_RETURN_IF_ERROR(GridSample(stream_, args, warped_.data<float>(), options_.sampler));
-        TESSERA_ASSIGN_OR_RETURN(double loss,
-                                 metric_->Evaluate(jitter ? shifted_fixed : level.fixed, warped_, &grad_w_));
+        TESSERA_ASSIGN_OR_RETURN(double loss, EvaluateMasked(level, args, jitter ? shifted_fixed : level.fixed, &grad_w_));
         stop.Update(loss);
         adam.lr = control.Update(loss);
         Report("deformable", level.factor, it, max_it, loss);
@@ -453,7 +490,8 @@ class LevelEngine {
   const std::atomic<bool>* cancel_;
   const absl::Time deadline_;
   NDArray affine_, grad_affine_, warped_, grad_w_;
-  NDArray sample_fixed_, sample_warped_, sample_grad_;  // sampled linear iterations (host)
+  NDArray sample_fixed_, sample_warped_, sample_grad_, sample_mask_;  // sampled linear iterations (host)
+  std::unique_ptr<MetricMask> mask_;  // the run's masks per level (inactive without masks)
   Workspace workspace_;
 };
 

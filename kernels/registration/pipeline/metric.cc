@@ -12,6 +12,9 @@
 namespace tessera::registration {
 namespace {
 
+VoxelMask MaskOf(const NDArray* mask, int64_t count) {
+  return mask != nullptr ? VoxelMask{mask->data<uint8_t>(), count} : VoxelMask{};
+}
 
 
 // MSE and LNCC write their loss into one float in stream memory.
@@ -34,9 +37,11 @@ class ScalarLossMetric : public SimilarityMetric {
 class MseMetric final : public ScalarLossMetric {
  public:
   using ScalarLossMetric::ScalarLossMetric;
-  absl::StatusOr<double> Evaluate(const NDArray& fixed, const NDArray& warped, NDArray* grad) override {
+  absl::StatusOr<double> Evaluate(const NDArray& fixed, const NDArray& warped, NDArray* grad, const NDArray* mask,
+                                  int64_t mask_count) override {
     TESSERA_RETURN_IF_ERROR(Mse(stream_, fixed.data<float>(), warped.data<float>(), DimsOf(fixed),
-                                loss_.data<float>(), grad ? grad->data<float>() : nullptr, &workspace_));
+                                loss_.data<float>(), grad ? grad->data<float>() : nullptr, &workspace_,
+                                MaskOf(mask, mask_count)));
     return ReadLoss();
   }
   std::string name() const override { return "mse"; }
@@ -48,9 +53,11 @@ class LnccMetric final : public ScalarLossMetric {
   LnccMetric(const Stream& stream, NDArray loss, int window) : ScalarLossMetric(stream, std::move(loss)) {
     options_.window = window;
   }
-  absl::StatusOr<double> Evaluate(const NDArray& fixed, const NDArray& warped, NDArray* grad) override {
+  absl::StatusOr<double> Evaluate(const NDArray& fixed, const NDArray& warped, NDArray* grad, const NDArray* mask,
+                                  int64_t mask_count) override {
     TESSERA_RETURN_IF_ERROR(Lncc(stream_, fixed.data<float>(), warped.data<float>(), DimsOf(fixed), options_,
-                                 loss_.data<float>(), grad ? grad->data<float>() : nullptr, &workspace_));
+                                 loss_.data<float>(), grad ? grad->data<float>() : nullptr, &workspace_,
+                                 MaskOf(mask, mask_count)));
     return ReadLoss();
   }
   std::string name() const override { return "lncc"; }
@@ -64,8 +71,9 @@ class MiMetric final : public SimilarityMetric {
  public:
   MiMetric(const Stream& stream, const MetricOptions& options, std::shared_ptr<Buffer> scratch)
       : stream_(stream), options_(MattesMiOptionsFor(options)), scratch_(std::move(scratch)) {}
-  absl::StatusOr<double> Evaluate(const NDArray& fixed, const NDArray& warped, NDArray* grad) override {
-    TESSERA_ASSIGN_OR_RETURN(MattesMiResult r, MattesMutualInformation(fixed, warped, nullptr, options_, grad,
+  absl::StatusOr<double> Evaluate(const NDArray& fixed, const NDArray& warped, NDArray* grad, const NDArray* mask,
+                                  int64_t /*mask_count*/) override {
+    TESSERA_ASSIGN_OR_RETURN(MattesMiResult r, MattesMutualInformation(fixed, warped, mask, options_, grad,
                                                                        stream_, scratch_.get()));
     return r.loss;
   }

@@ -6,6 +6,7 @@
 #ifndef TESSERA_KERNELS_REGISTRATION_PIPELINE_METRIC_H_
 #define TESSERA_KERNELS_REGISTRATION_PIPELINE_METRIC_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -70,7 +71,11 @@ class SimilarityMetric {
 
   // fixed, warped, grad: float32 (nx, ny, nz) in the stream's memory;
   // intensities normalised to [0, 1]. grad may be null (loss only).
-  virtual absl::StatusOr<double> Evaluate(const NDArray& fixed, const NDArray& warped, NDArray* grad) = 0;
+  // mask (issue 34): null, or uint8 of the same shape (nonzero = the voxel
+  // counts) holding mask_count > 0 voxels (metric_mask.h computes both): the
+  // loss over those voxels only, the gradient 0 elsewhere (lncc: centres).
+  virtual absl::StatusOr<double> Evaluate(const NDArray& fixed, const NDArray& warped, NDArray* grad,
+                                          const NDArray* mask = nullptr, int64_t mask_count = 0) = 0;
   virtual std::string name() const = 0;
   // True when the loss is a mean over voxels of a function of each voxel's
   // own pair of values (mse, mi), so it can be evaluated on any subset of

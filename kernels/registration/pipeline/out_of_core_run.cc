@@ -140,7 +140,9 @@ class OutOfCoreRun final : public RunPhases {
       TESSERA_ASSIGN_OR_RETURN(where[image], DownsampleToHost(norm, outs, stream, limit_));
     }
     options_.smooth_warp_sigma = ResolveWarpSigma(requested, noise[0], noise[1], &result->log);
-    if (options_.init == Init::kCentreOfMass) {
+    if (options_.initial_transform) {
+      initial = GivenInitialTransform(*options_.initial_transform, initial.center);
+    } else if (options_.init == Init::kCentreOfMass) {
       for (int d = 0; d < 3; ++d) initial.translation[d] = moving_com[d] - initial.center[d];
     }
     // The full-resolution level of the out-of-core passes: the caller's
@@ -194,9 +196,9 @@ class OutOfCoreRun final : public RunPhases {
     }
     LevelEngine& first_engine = on_device_ > 0 ? *engine_ : *host_engine_;
     TESSERA_ASSIGN_OR_RETURN(double overlap, first_engine.OverlapMax(linear_.front(), initial.ToMat4()));
-    TESSERA_RETURN_IF_ERROR(CheckOverlap(overlap, options_.init));
+    TESSERA_RETURN_IF_ERROR(CheckOverlap(overlap, options_));
     engine_->Report("init", 1, 0, 0, result->initial_loss);
-    result->log.push_back(InitLogLine(initial, result->initial_loss));
+    result->log.push_back(InitLogLine(options_, initial, result->initial_loss));
     return initial;
   }
 

@@ -10,6 +10,7 @@
 #include "common/status.h"
 #include "kernels/registration/grid_sampler.h"
 #include "kernels/registration/pipeline/array_helpers.h"
+#include "kernels/registration/pipeline/metric_mask.h"
 #include "kernels/registration/pipeline/out_of_core_stage.h"
 #include "kernels/registration/pipeline/registration_plan.h"
 #include "kernels/registration/pipeline/run_phases.h"
@@ -49,6 +50,8 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
   const RegistrationOptions& options = plan.options;
   TESSERA_ASSIGN_OR_RETURN(Backend backend, ResolveBackend(options.device));
   TESSERA_RETURN_IF_ERROR(ValidateShardedOptions(options, backend));
+  // Masks may be set after planning (RunRegistration adds the request's).
+  TESSERA_RETURN_IF_ERROR(CheckMasks(options));
   // Sharded ranks name their GPUs; the rest of the run is on the first.
   const int ordinal = backend == Backend::kCuda && !options.gpus.empty() ? options.gpus.front() : 0;
   TESSERA_ASSIGN_OR_RETURN(Stream stream, Stream::Create(backend, ordinal));
@@ -59,6 +62,11 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
   // free memory): every phase of the run within the limit.
   TESSERA_ASSIGN_OR_RETURN(const OutOfCoreChoice out_of_core,
                            ChooseOutOfCore(options, stream, DimsOf(fixed.data), DimsOf(moving.data)));
+  if (out_of_core.shards > 0 && HasMasks(options)) {
+    return absl::InvalidArgumentError(
+        "masks are not supported out of core yet (this pair does not fit the device memory budget or the GPU's free "
+        "memory)");
+  }
   const internal::RunInputs in{fixed, moving, plan, stream, progress, cancel, deadline};
   const std::unique_ptr<internal::RunPhases> run =
       out_of_core.shards > 0 ? internal::OutOfCorePhases(in, out_of_core) : internal::InCorePhases(in);

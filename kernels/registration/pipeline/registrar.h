@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,20 @@ struct RegistrationOptions {
   // --initial-moving-transform [F,M,1]); "none" starts from the identity in
   // physical space (trust the headers).
   Init init = Init::kCentreOfMass;
+  // Issue 34: a start transform T0 (fixed RAS -> moving RAS, e.g. an ANTs
+  // 0GenericAffine.mat read with ReadItkAffine) used instead of `init`
+  // (ANTs' --initial-moving-transform FILE, elastix's -t0). The rigid stage
+  // then optimises R M0 around it, the affine stage M0 + delta; with only a
+  // deformable stage it is the affine T. Its log line says "given transform".
+  std::optional<Mat4> initial_transform;
+  // Issue 34: masks (nonzero = inside; 3-D volumes on any grid, in the fixed
+  // and the moving image's physical space). A voxel x of the fixed grid counts
+  // in every metric (mse, lncc, mi; CPU and CUDA; linear, greedy lean and
+  // standard, mixed precision, B-spline stages) when the fixed mask is set at
+  // x and the moving mask at T(x + v(x)), both nearest neighbour
+  // (metric_mask.h). Null = none; results without masks are unchanged. Not
+  // supported (INVALID_ARGUMENT) with shards > 1 or out of core yet.
+  std::shared_ptr<const Volume> fixed_mask, moving_mask;
   // Which stages run (always in the order rigid, affine, deformable).
   std::vector<Stage> stages = {Stage::kRigid, Stage::kAffine, Stage::kDeformable};
   std::vector<int> scales = {4, 2, 1};                           // downsampling factors, coarse to fine
@@ -179,7 +194,7 @@ struct RegistrationResult {
   Mat4 affine_ras;                  // T: fixed RAS -> moving RAS
   NDArray displacement_ras;         // v: (nx, ny, nz, 3) float32 RAS mm on the fixed grid; empty without deformable
   Volume warped;                    // moving resampled on the fixed grid (float32)
-  double initial_loss = 0;          // after centre-of-mass alignment, finest scale
+  double initial_loss = 0;          // after the initialisation (centre of mass, none or given), finest scale
   double final_loss = 0;            // finest scale
   JacobianSummary jacobian;         // of x + v(x); voxels == 0 without deformable
   double seconds = 0;

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "kernels/registration/pipeline/deformable_stage.h"
+#include "kernels/registration/pipeline/metric_mask.h"
 
 namespace tessera::registration {
 namespace {
@@ -18,6 +19,7 @@ absl::Status CheckOptions(const RegistrationOptions& options) {
     }
   }
   if (options.stages.empty()) return absl::InvalidArgumentError("no stages requested");
+  TESSERA_RETURN_IF_ERROR(CheckMasks(options));
   if (options.deformable_halve_after < 0) {
     return absl::InvalidArgumentError(absl::StrCat("deformable_halve_after must be >= 0 (0 = a fixed step), got ",
                                                    options.deformable_halve_after));

@@ -27,16 +27,44 @@ double ResolveWarpSigma(const RegistrationOptions& options, double fixed_noise, 
   return sigma;
 }
 
-absl::Status CheckOverlap(double overlap, Init init) {
+absl::Status CheckOverlap(double overlap, const RegistrationOptions& options) {
   if (overlap > 0) return absl::OkStatus();
+  if (options.initial_transform) {
+    return absl::FailedPreconditionError(
+        "the images do not overlap in physical space under the given initial transform (check its direction: "
+        "fixed -> moving points, as ANTs writes 0GenericAffine.mat)");
+  }
   return absl::FailedPreconditionError(absl::StrCat(
       "the images do not overlap in physical space",
-      init == Init::kCentreOfMass ? " after centre-of-mass alignment"
-                                  : " (init=none: check the headers' origins or use init=com)"));
+      options.init == Init::kCentreOfMass ? " after centre-of-mass alignment"
+                                          : " (init=none: check the headers' origins or use init=com)"));
 }
 
-std::string InitLogLine(const LinearTransform& initial, double loss) {
-  return absl::StrFormat("init: centre-of-mass shift (%.2f, %.2f, %.2f) mm, loss %.6g", initial.translation[0],
+LinearTransform GivenInitialTransform(const Mat4& t, const std::array<double, 3>& center) {
+  // ToMat4 = [M | c + tr - M c], so tr = b - c + M c.
+  LinearTransform initial;
+  initial.center = center;
+  for (int r = 0; r < 3; ++r) {
+    double mc = 0;
+    for (int c = 0; c < 3; ++c) {
+      initial.matrix[3 * r + c] = t[4 * r + c];
+      mc += t[4 * r + c] * center[c];
+    }
+    initial.translation[r] = t[4 * r + 3] - center[r] + mc;
+  }
+  return initial;
+}
+
+std::string InitLogLine(const RegistrationOptions& options, const LinearTransform& initial, double loss) {
+  if (options.initial_transform) {
+    const Mat4& t = *options.initial_transform;
+    return absl::StrFormat(
+        "init: given transform (matrix [%.4f %.4f %.4f; %.4f %.4f %.4f; %.4f %.4f %.4f], offset (%.2f, %.2f, %.2f) "
+        "mm), loss %.6g",
+        t[0], t[1], t[2], t[4], t[5], t[6], t[8], t[9], t[10], t[3], t[7], t[11], loss);
+  }
+  return absl::StrFormat("init: %s shift (%.2f, %.2f, %.2f) mm, loss %.6g",
+                         options.init == Init::kCentreOfMass ? "centre-of-mass" : "no", initial.translation[0],
                          initial.translation[1], initial.translation[2], loss);
 }
 

@@ -74,9 +74,13 @@ bool WarpSigmaNeedsNoise(const RegistrationOptions& options);
 double ResolveWarpSigma(const RegistrationOptions& options, double fixed_noise, double moving_noise,
                         std::vector<std::string>* log);
 // FAILED_PRECONDITION unless `overlap` > 0 (the initial transform's).
-absl::Status CheckOverlap(double overlap, Init init);
-// "init: centre-of-mass shift (x, y, z) mm, loss L"
-std::string InitLogLine(const LinearTransform& initial, double loss);
+absl::Status CheckOverlap(double overlap, const RegistrationOptions& options);
+// RegistrationOptions::initial_transform `t` as a LinearTransform centred
+// on `center` (its ToMat4() is t).
+LinearTransform GivenInitialTransform(const Mat4& t, const std::array<double, 3>& center);
+// "init: centre-of-mass shift (x, y, z) mm, loss L" (init com or none), or
+// "init: given transform (translation ... mm, ...), loss L".
+std::string InitLogLine(const RegistrationOptions& options, const LinearTransform& initial, double loss);
 
 }  // namespace tessera::registration::internal
 

@@ -8,8 +8,9 @@
 // k-reversal for index frames of positive determinant), so ReadDicomSeg gives
 // back the labels and affine that ReadDicomSeries gives for a series written
 // from the same volume. A frame is one (segment, slice) where the segment is
-// present; a segment present nowhere... cannot be (only present labels are
-// segments). Per frame: FrameContentSequence (DimensionIndexValues: segment,
+// present; empty frames are left out (the standard allows it), except that
+// the first and the last slice each keep one frame (empty if need be) so the
+// grid's extent survives the round trip. Per frame: FrameContentSequence (DimensionIndexValues: segment,
 // slice), PlanePositionSequence, SegmentIdentificationSequence; shared:
 // PixelMeasures, PlaneOrientation. Each segment: category "Tissue"
 // (SCT 85756007) and type "Tissue" (SCT 85756007) (a label map says nothing
@@ -27,7 +28,7 @@
 // placed by ImagePositionPatient along the normal (gaps filled with 0, the
 // grid spans the frames present); overlapping segments: the higher segment
 // number wins. The label of segment s is its label value when the SEG was
-// written by us (SegmentLabel "label <v>" or our private mapping), else s.
+// written by us (the private attribute above), else s.
 #ifndef TESSERA_COMMON_DICOM_DICOM_SEG_H_
 #define TESSERA_COMMON_DICOM_DICOM_SEG_H_
 
@@ -53,9 +54,12 @@ struct DicomSegWriteOptions {
 };
 
 // One multi-frame Segmentation Storage object, BINARY, one segment per label
-// value present (0 = background, not a segment). `labels`: a 3-D integer
-// volume (or float with integral values), values in [0, 65535]... see .cc
-// for the bounds. DicomWriteResult::files holds the one file.
+// value present (0 = background, not a segment). `labels`: a 3-D volume of
+// integer values (any integer type, or float holding integers) in
+// [0, 2^31); at most 65535 distinct non-zero values. Each segment item
+// carries its label value in a private attribute (creator "TESSERA",
+// (0071,xx01) LO) so ReadDicomSeg gives back the same values.
+// DicomWriteResult::files holds the one file; its rescale fields are unused.
 absl::StatusOr<DicomWriteResult> WriteDicomSeg(const Volume& labels, const std::string& path,
                                                const DicomSegWriteOptions& options = {});
 

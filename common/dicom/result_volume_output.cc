@@ -7,9 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#if TESSERA_HAVE_DICOM_SEG
 #include "common/dicom/dicom_seg.h"
-#endif
 #include "common/dicom/dicom_series.h"
 #include "common/nifti_io.h"
 #include "common/status.h"
@@ -98,7 +96,6 @@ absl::StatusOr<ResultVolumeFiles> WriteResultVolume(const Volume& volume, const 
   }
   if (!plan.dicom) return out;
   const std::string description = plan.series_description.empty() ? default_description : plan.series_description;
-#if TESSERA_HAVE_DICOM_SEG
   if (kind == ResultVolumeKind::kLabels) {
     DicomSegWriteOptions options;
     options.series_description = description;
@@ -112,7 +109,6 @@ absl::StatusOr<ResultVolumeFiles> WriteResultVolume(const Volume& volume, const 
     out.note = absl::StrCat(out.dicom, ": Segmentation Storage, labels exact");
     return out;
   }
-#endif
   DicomWriteOptions options;
   options.series_description = description;
   options.reference = plan.reference_series;

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -96,6 +98,65 @@ TEST_F(DicomCliTest, ConvertNiftiToDicom) {
 
   r = RunTessera({"convert", "--to", "png", nii, dir});
   EXPECT_EQ(r.code, 2);
+}
+
+// Labels NIfTI -> `tessera convert --to seg` -> a SEG that `describe` lists
+// and `convert` turns back into the same labels; --deidentify keeps none of
+// the reference's identity.
+TEST_F(DicomCliTest, ConvertLabelsToSegAndBack) {
+  const std::string ref = data_ + "/ct-series-philips-phantom";
+  auto ct = dicom::ReadDicomSeries({ref});
+  ASSERT_TRUE(ct.ok()) << ct.status();
+  Volume labels;
+  labels.geometry = ct->volume.geometry;
+  labels.data = NDArray::Allocate(ct->volume.data.shape(), DType::kInt16).value();
+  const NDArray hu = ct->volume.data.AsType(DType::kFloat32).value();
+  for (int64_t i = 0; i < hu.num_elements(); ++i) {
+    labels.data.data<int16_t>()[i] = hu.data<float>()[i] > 300 ? 12 : (hu.data<float>()[i] > -300 ? 3 : 0);
+  }
+  const std::string nii = TestTmp("labels.nii.gz");
+  ASSERT_TRUE(WriteNifti(labels, nii).ok());
+  const std::string seg = TestTmp("seg_out") + "/labels.dcm";
+  testing::CliResult r = RunTessera({"convert", "--to", "seg", "--reference", ref, nii, seg});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("DICOM Segmentation"), std::string::npos) << r.out;
+  r = RunTessera({"describe", seg});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("DICOM SEG, 2 segments, 512x512x10 int32"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("label 12 \"label 12\""), std::string::npos) << r.out;
+  const std::string back_path = TestTmp("labels_back.nii.gz");
+  r = RunTessera({"convert", seg, back_path});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto back = ReadNifti(back_path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->data.shape(), labels.data.shape());
+  const NDArray back16 = back->data.AsType(DType::kInt16).value();
+  EXPECT_EQ(0, std::memcmp(back16.raw_data(), labels.data.raw_data(), labels.data.nbytes()));
+  const Mat4 a = back->geometry.IndexToWorld(), b = labels.geometry.IndexToWorld();
+  for (int q = 0; q < 12; ++q) EXPECT_NEAR(a[q], b[q], 1e-4) << q;
+
+  // De-identified SEG and series: the phantom's PatientID and StudyInstanceUID appear in no byte.
+  const std::string deid_seg = TestTmp("seg_deid") + "/labels.dcm";
+  r = RunTessera({"convert", "--to", "seg", "--deidentify", "--reference", ref, nii, deid_seg});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("de-identified"), std::string::npos) << r.out;
+  const std::string deid_dir = TestTmp("series_deid") + "/";
+  r = RunTessera({"convert", "--deidentify", "--reference", ref, nii, deid_dir});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const std::string& file : {deid_seg, deid_dir + "IM00001.dcm"}) {
+    std::ifstream in(file, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_FALSE(bytes.empty()) << file;
+    EXPECT_EQ(bytes.find("PLASTIC"), std::string::npos) << file;
+    EXPECT_EQ(bytes.find(ct->info.study_instance_uid), std::string::npos) << file;
+    EXPECT_NE(bytes.find("ANON-"), std::string::npos) << file;
+  }
+  // --deidentify is for DICOM outputs only; a SEG needs integer labels.
+  r = RunTessera({"convert", "--deidentify", ref, TestTmp("plain.nii")});
+  EXPECT_EQ(r.code, 2);
+  r = RunTessera({"convert", "--to", "seg", ref, TestTmp("ct_as_seg.dcm")});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("[0, 2^31)"), std::string::npos) << r.err;
 }
 
 // `tessera register` reads a DICOM series wherever it reads a NIfTI path: the

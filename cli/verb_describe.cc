@@ -1,13 +1,16 @@
 // `tessera describe FILE`: the same summary the VolumeService gives, computed
 // locally (no server), for checking a file before submitting work. A DICOM
-// series (directory, zip or files) is described with its identity and affine.
+// series (directory, zip or files) is described with its identity and affine,
+// a DICOM SEG file with its segments.
 #include <cstdio>
+#include <map>
 
 #include "absl/strings/str_join.h"
 #include "cli/args.h"
 #include "cli/verbs.h"
 #include "absl/strings/str_format.h"
 #include "common/array_stats.h"
+#include "common/dicom/dicom_seg.h"
 #include "common/dicom/dicom_series.h"
 #include "common/device.h"
 #include "common/nifti_io.h"
@@ -53,6 +56,33 @@ int DescribeDicom(const std::vector<std::string>& inputs, const std::string& ser
   return 0;
 }
 
+// A DICOM Segmentation file: its grid, segments (label value, name, voxels) and identity.
+int DescribeSeg(const std::string& path) {
+  auto seg = dicom::ReadDicomSeg(path);
+  if (!seg.ok()) {
+    std::fprintf(stderr, "tessera describe: %s\n", std::string(seg.status().message()).c_str());
+    return 1;
+  }
+  const Volume& v = seg->labels;
+  const Geometry& g = v.geometry;
+  std::printf("%s: DICOM SEG, %zu segments, %s int32 labels, spacing %g x %g x %g mm, origin (%g, %g, %g), "
+              "orientation %s\n",
+              path.c_str(), seg->segment_names.size(), absl::StrJoin(v.data.shape(), "x").c_str(), g.spacing[0],
+              g.spacing[1], g.spacing[2], g.origin[0], g.origin[1], g.origin[2], g.AxisCodes().c_str());
+  std::printf("  series %s  frame of reference %s\n", seg->series_instance_uid.c_str(),
+              seg->frame_of_reference_uid.c_str());
+  std::map<int64_t, int64_t> voxels;
+  const int32_t* p = v.data.data<int32_t>();
+  for (int64_t i = 0; i < v.data.num_elements(); ++i) {
+    if (p[i] != 0) ++voxels[p[i]];
+  }
+  for (const auto& [value, name] : seg->segment_names) {
+    std::printf("  label %lld \"%s\": %lld voxels\n", static_cast<long long>(value), name.c_str(),
+                static_cast<long long>(voxels[value]));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int RunDescribe(int argc, char** argv) {
@@ -66,6 +96,7 @@ int RunDescribe(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: tessera describe [--device=auto] FILE.nii[.gz]...\n"
                  "       tessera describe [--series UID|N] DICOM_DIR | SERIES.zip | FILE.dcm...\n"
+                 "       tessera describe SEG.dcm  (a DICOM Segmentation: its grid and segments)\n"
                  "  (DICOM files given together are one series)\n");
     return args.ok() && args->help() ? 0 : 2;
   }
@@ -82,6 +113,10 @@ int RunDescribe(int argc, char** argv) {
   int rc = 0;
   std::vector<std::string> dicom_files;
   for (const std::string& path : args->positional()) {
+    if (dicom::IsDicomSegFile(path)) {
+      if (DescribeSeg(path) != 0) rc = 1;
+      continue;
+    }
     if (dicom::IsDicomPath(path)) {
       dicom_files.push_back(path);
       continue;

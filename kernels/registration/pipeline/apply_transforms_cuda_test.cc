@@ -1,0 +1,132 @@
+// apply_transforms on CUDA: against the CPU backend for every interpolation
+// with a CUDA path (linear, nearest, bspline) on random inputs and chains, and
+// the exactness of a CUDA registration's own warped image and labels.
+//   - registration form (affine + field on the reference grid): bit for bit
+//     against the CPU for nearest; linear within 1e-4 of the 10..200 values
+//     (the sampler kernels round differently from the CPU reference:
+//     grid_sampler_cuda_test's tolerance);
+//   - bspline: positions are float on the device, double on the CPU: 2e-3.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "common/nifti_io.h"
+#include "common/testing/gpu_test.h"
+#include "kernels/registration/pipeline/ants_transform_io.h"
+#include "kernels/registration/pipeline/apply_transforms.h"
+#include "kernels/registration/pipeline/outputs.h"
+#include "kernels/registration/pipeline/testing/colin_problem.h"
+
+namespace tessera::registration {
+namespace {
+
+std::string Tmp(const std::string& name) { return std::string(std::getenv("TEST_TMPDIR")) + "/" + name; }
+
+double MaxAbsDiff(const NDArray& a, const NDArray& b) {
+  NDArray fa = a.AsType(DType::kFloat64).value(), fb = b.AsType(DType::kFloat64).value();
+  double worst = 0;
+  for (int64_t i = 0; i < fa.num_elements(); ++i) worst = std::max(worst, std::fabs(fa.data<double>()[i] - fb.data<double>()[i]));
+  return worst;
+}
+
+bool SameBytes(const NDArray& a, const NDArray& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+}
+
+Volume Random(std::array<int64_t, 4> n, Geometry g, uint32_t seed, float lo, float hi, bool labels = false) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  Shape shape = {n[0], n[1], n[2]};
+  if (n[3] > 1) shape.push_back(n[3]);
+  Volume v{NDArray::Allocate(shape, labels ? DType::kInt32 : DType::kFloat32).value(), g, ""};
+  for (int64_t i = 0; i < v.data.num_elements(); ++i) {
+    if (labels) {
+      v.data.data<int32_t>()[i] = static_cast<int32_t>(u(rng));
+    } else {
+      v.data.data<float>()[i] = u(rng);
+    }
+  }
+  return v;
+}
+
+Geometry Grid(std::array<double, 3> spacing, std::array<double, 3> origin) {
+  Geometry g;
+  g.spacing = spacing;
+  g.origin = origin;
+  return g;
+}
+
+TEST(ApplyTransformsCuda, MatchesCpuForEveryCudaInterpolation) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  const Volume image = Random({24, 22, 20, 1}, Grid({2, 2.2, 2.5}, {-24, -22, -25}), 1, 10, 200);
+  const Volume labels = Random({24, 22, 20, 1}, image.geometry, 2, 0, 9, /*labels=*/true);
+  GridSpace reference;
+  reference.dims = {21, 23, 18};
+  reference.geometry = Grid({2.1, 1.9, 2.4}, {-21, -21, -20});
+  const Volume field_on_ref = Random({21, 23, 18, 3}, reference.geometry, 3, -1.5, 1.5);
+  const Volume coarse = Random({9, 10, 8, 3}, Grid({5, 5, 5.5}, {-22, -24, -20}), 4, -2, 2);
+  const Mat4 affine = {1.02, 0.03, -0.02, 1.5, -0.01, 0.98, 0.04, -2, 0.02, -0.03, 1.01, 0.7, 0, 0, 0, 1};
+  const TransformChain registration_form = {{"warp", {}, field_on_ref}, {"affine", affine, {}}};
+  const TransformChain general = {{"affine", affine, {}}, {"coarse", {}, coarse}};
+  for (const TransformChain* chain : {&registration_form, &general}) {
+    for (ApplyInterpolation interp : {ApplyInterpolation::kLinear, ApplyInterpolation::kNearest, ApplyInterpolation::kBspline}) {
+      const Volume& input = interp == ApplyInterpolation::kNearest ? labels : image;
+      ApplyTransformsOptions o;
+      o.interpolation = interp;
+      o.device = "cpu";
+      const AppliedVolume cpu = ApplyTransformsToVolume(input, reference, *chain, o).value();
+      o.device = "cuda";
+      const AppliedVolume gpu = ApplyTransformsToVolume(input, reference, *chain, o).value();
+      EXPECT_EQ(gpu.backend, "cuda");
+      const double diff = MaxAbsDiff(cpu.volume.data, gpu.volume.data);
+      std::printf("%s %s: max |cuda - cpu| %.3g\n", chain == &general ? "general" : "registration form",
+                  ApplyInterpolationName(interp), diff);
+      if (interp == ApplyInterpolation::kNearest) {
+        // Labels: a sample point on a rounding boundary may differ; count them.
+        int64_t differ = 0;
+        for (int64_t i = 0; i < cpu.volume.data.num_elements(); ++i) {
+          differ += cpu.volume.data.data<int32_t>()[i] != gpu.volume.data.data<int32_t>()[i];
+        }
+        EXPECT_LE(differ, cpu.volume.data.num_elements() / 1000);
+      } else {
+        EXPECT_LT(diff, interp == ApplyInterpolation::kBspline ? 2e-3 * 200 : 1e-3) << ApplyInterpolationName(interp);
+      }
+    }
+  }
+  // Label interpolations run on the CPU with --device cuda, and say so.
+  ApplyTransformsOptions o;
+  o.interpolation = ApplyInterpolation::kGenericLabel;
+  o.device = "cuda";
+  const AppliedVolume generic = ApplyTransformsToVolume(labels, reference, general, o).value();
+  EXPECT_EQ(generic.backend, "cpu");
+  EXPECT_NE(generic.log.front().find("runs on the CPU"), std::string::npos);
+}
+
+// A CUDA registration's warped image and labels from its written files, on
+// CUDA, bit for bit.
+TEST(ApplyTransformsCuda, ReproducesACudaRegistrationsOutputsExactly) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  const ColinProblem p = MakeColinProblem(IntensityChange::kGamma, 7, 3);
+  RegistrationOptions options = QuickColinOptions(Metric::kLncc, {10, 5});
+  options.device = "cuda";
+  const RegistrationResult r = Register(p.fixed, p.pair.moving, options).value();
+  ASSERT_EQ(r.backend, "cuda");
+  const NDArray labels = WarpLabels(*p.pair.moving_labels, p.fixed, r, "cuda").value();
+  const OutputFiles files = WriteRegistrationOutputs(r, p.fixed, Tmp("cuda_registration"), &labels, false).value();
+  const TransformChain chain = {LoadTransformFile(files.warp, false).value(), LoadTransformFile(files.affine, false).value()};
+  const GridSpace reference = SpaceOf(p.fixed);
+  ApplyTransformsOptions o;
+  o.device = "cuda";
+  const AppliedVolume image = ApplyTransformsToVolume(p.pair.moving, reference, chain, o).value();
+  EXPECT_TRUE(SameBytes(image.volume.data, ReadNifti(files.warped).value().data))
+      << "max |diff| " << MaxAbsDiff(image.volume.data, r.warped.data);
+  o.interpolation = ApplyInterpolation::kNearest;
+  const AppliedVolume applied_labels = ApplyTransformsToVolume(*p.pair.moving_labels, reference, chain, o).value();
+  EXPECT_TRUE(SameBytes(applied_labels.volume.data, labels));
+}
+
+}  // namespace
+}  // namespace tessera::registration

@@ -12,6 +12,7 @@
 #include "common/device.h"
 #include "common/status.h"
 #include "services/common/data_roots.h"
+#include "services/common/output_options.h"
 
 namespace tessera::reconstruction {
 namespace {
@@ -357,6 +358,9 @@ absl::StatusOr<ReconSpec> ResolveReconstructRequest(const v1::ReconstructRequest
     if (!dir.ok()) return Annotate(dir.status(), "output_dir");
     spec.output_dir = *std::move(dir);
   }
+  // A reconstruction lies on no input series: patient and study only from
+  // output.reference_series.
+  TESSERA_ASSIGN_OR_RETURN(spec.output, ResolveOutputOptions(request.output(), roots, "", max_input_bytes));
   if (spec.modality == Modality::kMri || spec.modality == Modality::kUltrasound) {
     for (const auto& [source, field] : {std::make_pair(&request.geometry(), "geometry"),
                                         std::make_pair(&request.sinogram(), "sinogram"),

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/dicom/result_volume_output.h"
 #include "kernels/reconstruction/fbp/filter.h"
 #include "tessera/v1/reconstruction.pb.h"
 
@@ -90,6 +91,9 @@ struct ReconSpec {
   std::string device = "auto";       // "auto", "cpu" or "cuda"
   bool deterministic = false;
   std::string output_dir;            // canonical, or empty
+  // request.output, checked: reconstruction_dicom/ beside or instead of the
+  // output_dir's reconstruction.nii.gz (services/common/output_options.h).
+  dicom::ResultOutputPlan output;
   int64_t max_input_bytes = 0;
 };
 

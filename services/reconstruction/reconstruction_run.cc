@@ -9,6 +9,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/device.h"
+#include "common/dicom/result_volume_output.h"
+#include "common/log.h"
 #include "common/durable_file.h"
 #include "common/ndarray.h"
 #include "common/nifti_io.h"
@@ -256,17 +258,46 @@ absl::Status RunTomography(const ReconSpec& spec, const ReconRunContext& ctx, co
   return absl::OkStatus();
 }
 
+// request.output's DICOM form of reconstruction.nii.gz: reconstruction_dicom/
+// ("tessera recon ct fdk"), added to the work files. The NIfTI stays in the
+// job's results whatever the format (DownloadResult and volume_sha256 read
+// it); format dicom only keeps it out of output_dir.
+absl::Status WriteDicomOutput(const ReconSpec& spec, const ReconRunContext& ctx, ReconOutcome* out) {
+  if (!spec.output.dicom) return absl::OkStatus();
+  Report(ctx, "output", 0, 0, 0.98, {}, "writing reconstruction_dicom/");
+  TESSERA_ASSIGN_OR_RETURN(Volume volume, ReadNifti((fs::path(ctx.work_dir) / kVolumeFile).string()));
+  dicom::ResultOutputPlan plan = spec.output;
+  plan.nifti = false;  // written already
+  const v1::ReconstructionResult& result = out->result;
+  TESSERA_ASSIGN_OR_RETURN(dicom::ResultVolumeFiles written,
+                           dicom::WriteResultVolume(volume, ctx.work_dir, kVolumeFile, dicom::ResultVolumeKind::kImage,
+                                                    plan, absl::StrCat("tessera recon ", result.modality(), " ",
+                                                                       result.method())));
+  for (const std::string& name : written.files) out->work_files.push_back(name);
+  TESSERA_LOG(INFO) << "reconstruction: " << written.note;
+  return absl::OkStatus();
+}
+
 // Every modality: the volume's hash, the list of result files, and their
-// copies in output_dir (each written under a temporary name, then renamed).
+// copies in output_dir (each written under a temporary name, then renamed;
+// a DICOM series into its own emptied folder there).
 absl::Status Publish(const ReconSpec& spec, const ReconRunContext& ctx, ReconOutcome* out) {
   v1::ReconstructionResult& result = out->result;
   TESSERA_ASSIGN_OR_RETURN(std::string sha, Sha256OfFile((fs::path(ctx.work_dir) / kVolumeFile).string()));
   result.set_volume_sha256(sha);
+  TESSERA_RETURN_IF_ERROR(WriteDicomOutput(spec, ctx, out));
   for (const std::string& name : out->work_files) result.add_files(name);
   if (spec.output_dir.empty()) return absl::OkStatus();
   std::error_code dir_ec;
   fs::create_directories(spec.output_dir, dir_ec);
+  const std::string series_dir = dicom::DicomSeriesDirName(kVolumeFile);
+  if (spec.output.dicom && !dir_ec) {
+    fs::remove_all(fs::path(spec.output_dir) / series_dir, dir_ec);
+    fs::create_directories(fs::path(spec.output_dir) / series_dir, dir_ec);
+    if (!spec.output.nifti) result.set_output_path((fs::path(spec.output_dir) / series_dir).string());
+  }
   for (const std::string& name : out->work_files) {
+    if (name == kVolumeFile && !spec.output.nifti) continue;  // format dicom
     const std::string copy = (fs::path(spec.output_dir) / name).string();
     const absl::Status copied =
         dir_ec ? absl::UnknownError(dir_ec.message()) : WriteFileAtomically(copy, [&](const std::string& tmp) {

@@ -21,6 +21,7 @@
 #include "tessera/v1/fingerprint.pb.h"
 #include "tessera/v1/som.pb.h"
 #include "cli/recon_args.h"
+#include "cli/output_args.h"
 
 namespace tessera::cli {
 namespace {
@@ -188,7 +189,7 @@ absl::StatusOr<v1::JobSpec> FpSearchSpec(const std::vector<std::string>& words) 
 }  // namespace
 
 std::vector<FlagSpec> RegisterFlags() {
-  return {
+  std::vector<FlagSpec> flags = {
       {"fixed", "", "fixed (reference) volume, NIfTI"},
       {"moving", "", "moving volume, NIfTI"},
       {"out", "", "output directory (warped.nii.gz, 0GenericAffine.mat, 0Warp.nii.gz, ...)"},
@@ -198,6 +199,10 @@ std::vector<FlagSpec> RegisterFlags() {
       {"stages", "rigid,affine,deformable", "comma-separated stages"},
       {"scales", "4,2,1", "downsampling factors, coarse to fine"},
       {"init", "com", "initial transform: com (centres of mass) or none (headers)"},
+      {"initial-transform", "",
+       "start from this affine instead of --init: ANTs 0GenericAffine.mat or ITK text (.txt/.tfm), fixed -> moving"},
+      {"fixed-mask", "", "mask in the fixed image's space (nonzero = the metric uses the voxel; any grid)"},
+      {"moving-mask", "", "mask in the moving image's space (a voxel counts when its mapped point is inside)"},
       {"lncc-window", "7", "LNCC window, voxels (odd)"},
       {"mi-bins", "32", "mutual-information histogram bins"},
       {"deformable-step", "normalized", "deformable step rule: normalized (greedy, ANTs) or adam (per voxel)"},
@@ -218,6 +223,8 @@ std::vector<FlagSpec> RegisterFlags() {
       {"device", "auto", "compute backend: auto, cpu or cuda"},
       {"quiet", "", "no progress on stderr", true},
   };
+  for (FlagSpec& f : OutputFormatFlags("warped_dicom/ and warped_labels_seg.dcm")) flags.push_back(std::move(f));
+  return flags;
 }
 
 namespace {
@@ -258,6 +265,11 @@ absl::StatusOr<v1::RegisterRequest> RegisterRequestFromArgs(const Args& args, bo
     r.mutable_moving_labels()->set_path(ServerPath(args.Get("moving-labels"), absolute));
   }
   r.set_output_dir(ServerPath(args.Get("out"), absolute));
+  if (!args.Get("fixed-mask").empty()) r.mutable_fixed_mask()->set_path(ServerPath(args.Get("fixed-mask"), absolute));
+  if (!args.Get("moving-mask").empty()) r.mutable_moving_mask()->set_path(ServerPath(args.Get("moving-mask"), absolute));
+  if (!args.Get("initial-transform").empty()) {
+    r.mutable_initial_transform()->set_path(ServerPath(args.Get("initial-transform"), absolute));
+  }
   v1::RegistrationOptions* o = r.mutable_options();
   o->set_metric(args.Get("metric"));
   for (absl::string_view s : absl::StrSplit(args.Get("stages"), ',', absl::SkipEmpty())) o->add_stages(std::string(s));
@@ -313,6 +325,7 @@ absl::StatusOr<v1::RegisterRequest> RegisterRequestFromArgs(const Args& args, bo
   TESSERA_ASSIGN_OR_RETURN(std::vector<int32_t> gpus, ParseGpuList(args.Get("gpus")));
   for (int32_t g : gpus) o->add_gpus(g);
   o->set_device(args.Get("device"));
+  TESSERA_RETURN_IF_ERROR(OutputOptionsFromArgs(args, absolute, r.mutable_output()));
   return r;
 }
 

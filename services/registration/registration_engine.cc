@@ -10,6 +10,8 @@
 #include "services/common/data_roots.h"
 #include "services/common/output_options.h"
 #include "kernels/registration/pipeline/nifti_voxels.h"
+#include "kernels/registration/pipeline/metric_mask.h"
+#include "services/registration/initial_transform.h"
 #include "services/registration/request_options.h"
 
 namespace tessera::registration {
@@ -76,6 +78,14 @@ absl::StatusOr<RequestSpec> RegistrationEngine::ResolvePlan(const RegisterJobPla
                            ResolveSource(request.moving_labels(), "moving labels", false, roots_, max_volume_bytes_));
   in.fixed = *std::move(fixed);
   in.moving = *std::move(moving);
+  // Issue 34: masks (read when the job runs) and the start transform (read
+  // now, so a malformed file fails at submit).
+  TESSERA_ASSIGN_OR_RETURN(in.fixed_mask,
+                           ResolveSource(request.fixed_mask(), "fixed mask", false, roots_, max_volume_bytes_));
+  TESSERA_ASSIGN_OR_RETURN(in.moving_mask,
+                           ResolveSource(request.moving_mask(), "moving mask", false, roots_, max_volume_bytes_));
+  if (in.fixed_mask || in.moving_mask) TESSERA_RETURN_IF_ERROR(CheckMaskResidency(spec.plan.options));
+  TESSERA_ASSIGN_OR_RETURN(in.initial_transform, ReadInitialTransform(request.initial_transform(), roots_));
   // DICOM outputs keep the fixed image's patient and study by default: the
   // warped image lies on its grid.
   TESSERA_ASSIGN_OR_RETURN(spec.output,

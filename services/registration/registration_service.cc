@@ -55,7 +55,8 @@ std::vector<std::string> NamedFiles(const JobRecord& job) {
   v1::RegisterRequest request;
   if (!jobs::UnpackJobSpec(job, &request)) return files;
   for (const v1::VolumeSource* source :
-       {&request.fixed(), &request.moving(), &request.fixed_labels(), &request.moving_labels()}) {
+       {&request.fixed(), &request.moving(), &request.fixed_labels(), &request.moving_labels(), &request.fixed_mask(),
+        &request.moving_mask()}) {
     if (source->has_path()) files.push_back(source->path());
   }
   return files;
@@ -144,7 +145,9 @@ absl::StatusOr<v1::RegisterRequest> RegistrationServiceImpl::DurableRequest(cons
   const std::pair<v1::VolumeSource*, const char*> sources[] = {{out.mutable_fixed(), "fixed"},
                                                                 {out.mutable_moving(), "moving"},
                                                                 {out.mutable_fixed_labels(), "fixed labels"},
-                                                                {out.mutable_moving_labels(), "moving labels"}};
+                                                                {out.mutable_moving_labels(), "moving labels"},
+                                                                {out.mutable_fixed_mask(), "fixed mask"},
+                                                                {out.mutable_moving_mask(), "moving mask"}};
   std::map<std::string, Volume> volumes;  // by upload id
   for (const auto& [source, what] : sources) {
     if (source->source_case() != v1::VolumeSource::kUploadId || volumes.count(source->upload_id()) > 0) continue;

@@ -66,6 +66,16 @@ absl::StatusOr<RegistrationInputs> MaterializeInputs(const RequestInputs& inputs
   if (inputs.moving_labels) {
     TESSERA_ASSIGN_OR_RETURN(in.moving_labels, Materialize(*inputs.moving_labels, max_volume_bytes, true));
   }
+  for (const auto& [from, to] : {std::make_pair(&inputs.fixed_mask, &in.fixed_mask),
+                                 std::make_pair(&inputs.moving_mask, &in.moving_mask)}) {
+    if (!*from) continue;
+    TESSERA_ASSIGN_OR_RETURN(*to, Materialize(**from, max_volume_bytes, false));
+    if ((*to)->data.rank() != 3) {
+      return absl::InvalidArgumentError(absl::StrCat((*from)->what, " must be a 3-D volume, got shape ",
+                                                     ShapeToString((*to)->data.shape())));
+    }
+  }
+  in.initial_transform = inputs.initial_transform;
   return in;
 }
 

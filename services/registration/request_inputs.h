@@ -27,6 +27,10 @@ struct VolumeInput {
 struct RequestInputs {
   VolumeInput fixed, moving;
   std::optional<VolumeInput> fixed_labels, moving_labels;
+  // Issue 34: the metric's masks (any grid) and the start transform
+  // (already read: initial_transform.h).
+  std::optional<VolumeInput> fixed_mask, moving_mask;
+  std::optional<Mat4> initial_transform;
 };
 
 // Resolves `requested` under `real_roots` (ResolveUnderRoots: NOT_FOUND,

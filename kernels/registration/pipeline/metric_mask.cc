@@ -56,6 +56,10 @@ absl::Status CheckMasks(const RegistrationOptions& options) {
   if (!HasMasks(options)) return absl::OkStatus();
   TESSERA_RETURN_IF_ERROR(CheckMaskVolume(options.fixed_mask.get(), "fixed"));
   TESSERA_RETURN_IF_ERROR(CheckMaskVolume(options.moving_mask.get(), "moving"));
+  return CheckMaskResidency(options);
+}
+
+absl::Status CheckMaskResidency(const RegistrationOptions& options) {
   if (options.shards > 1 || options.process_group != nullptr) {
     return absl::InvalidArgumentError("masks are not supported with shards > 1 yet (sharded deformable stage)");
   }

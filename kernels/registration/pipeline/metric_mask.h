@@ -38,9 +38,12 @@ namespace tessera::registration {
 bool HasMasks(const RegistrationOptions& options);
 
 // INVALID_ARGUMENT for masks that are not 3-D host volumes, or with a
-// residency that does not support them yet (shards > 1, a process group,
-// out of core): they are refused, never ignored.
+// residency that does not support them yet (CheckMaskResidency): they are
+// refused, never ignored.
 absl::Status CheckMasks(const RegistrationOptions& options);
+// INVALID_ARGUMENT when `options` (whatever their masks) run sharded (shards
+// > 1, a process group) or forced out of core, which have no masks yet.
+absl::Status CheckMaskResidency(const RegistrationOptions& options);
 
 // `mask` (nonzero = inside; any dtype and grid) at the physical point of
 // every voxel of `grid`, nearest neighbour (round half to even), 0 outside

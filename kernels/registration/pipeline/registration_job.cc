@@ -69,7 +69,17 @@ absl::StatusOr<RegistrationSummary> RunRegistration(const RegistrationInputs& in
                                                     const ProgressCallback& progress, const std::atomic<bool>* cancel,
                                                     absl::Time deadline, const dicom::ResultOutputPlan& formats) {
   RegistrationSummary summary;
-  TESSERA_ASSIGN_OR_RETURN(summary.result, Register(inputs.fixed, inputs.moving, plan, progress, cancel, deadline));
+  // The inputs' masks and initial transform on the plan (the masks alias
+  // `inputs`, which outlive the run).
+  RegistrationPlan run_plan = plan;
+  const auto alias = [](const std::optional<Volume>& v) {
+    return v ? std::shared_ptr<const Volume>(&*v, [](const Volume*) {}) : nullptr;
+  };
+  if (inputs.fixed_mask) run_plan.options.fixed_mask = alias(inputs.fixed_mask);
+  if (inputs.moving_mask) run_plan.options.moving_mask = alias(inputs.moving_mask);
+  if (inputs.initial_transform) run_plan.options.initial_transform = inputs.initial_transform;
+  TESSERA_ASSIGN_OR_RETURN(summary.result,
+                           Register(inputs.fixed, inputs.moving, run_plan, progress, cancel, deadline));
   const RegistrationResult& result = summary.result;
   if (result.jacobian.voxels > 0) {
     summary.folded_percent = 100.0 * result.jacobian.nonpositive / result.jacobian.voxels;

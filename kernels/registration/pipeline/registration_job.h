@@ -19,6 +19,10 @@ namespace tessera::registration {
 struct RegistrationInputs {
   Volume fixed, moving;
   std::optional<Volume> fixed_labels, moving_labels;
+  // Issue 34: RegistrationOptions::fixed_mask / moving_mask /
+  // initial_transform of the run (RunRegistration sets them on the plan).
+  std::optional<Volume> fixed_mask, moving_mask;
+  std::optional<Mat4> initial_transform;
 };
 
 struct RegistrationSummary {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "services/registration/apply_transforms_engine.h"
 #include "services/registration/registration_engine.h"
 #include "services/registration/registration_service.h"
 
@@ -18,7 +19,16 @@ absl::StatusOr<std::unique_ptr<HostedModule>> NewRegistrationModule(const Server
     roots.push_back(uploads);
     TESSERA_ASSIGN_OR_RETURN(auto engine,
                              registration::RegistrationEngine::Create(roots, options.max_volume_bytes, options.device));
-    return engines.Add(std::move(engine));
+    TESSERA_RETURN_IF_ERROR(engines.Add(std::move(engine)));
+    // Issue 34: apply-transforms jobs read their own uploads and the
+    // published results of registration jobs (<state dir>/results, where the
+    // scheduler host's workers publish them: cli/scheduler_host.cc).
+    TESSERA_ASSIGN_OR_RETURN(std::string apply_uploads, CreateApplyTransformsUploadDir(state_dir));
+    roots.push_back(apply_uploads);
+    TESSERA_ASSIGN_OR_RETURN(auto apply, registration::ApplyTransformsEngine::Create(
+                                             roots, options.max_volume_bytes, options.device,
+                                             jobs::StateSubdir(state_dir, "results")));
+    return engines.Add(std::move(apply));
   });
 }
 

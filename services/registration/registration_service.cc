@@ -88,13 +88,15 @@ RegistrationServiceImpl::RegistrationServiceImpl(const ServerOptions& options,
       max_send_message_bytes_(options.max_send_message_bytes),
       service_options_(service_options),
       uploads_(VolumeStore::Options{service_options.upload_store_bytes, service_options.upload_ttl, 1024}),
-      jobs_({kJob, {kUploads, service_options.upload_file_grace, service_options.upload_sweep_interval, NamedFiles}}) {}
+      jobs_({kJob, {kUploads, service_options.upload_file_grace, service_options.upload_sweep_interval, NamedFiles}}),
+      apply_jobs_(ApplyTransformsJobCoreOptions(service_options.upload_file_grace, service_options.upload_sweep_interval)) {}
 
 // The jobs are the scheduler's: they outlive the service.
 RegistrationServiceImpl::~RegistrationServiceImpl() = default;
 
 absl::Status RegistrationServiceImpl::AttachScheduler(scheduler::Scheduler* scheduler, const std::string& state_dir) {
-  return jobs_.Attach(scheduler, state_dir);
+  TESSERA_RETURN_IF_ERROR(jobs_.Attach(scheduler, state_dir));
+  return apply_jobs_.Attach(scheduler, state_dir);
 }
 
 // ---------------------------------------------------------------- uploads
@@ -203,17 +205,18 @@ grpc::Status RegistrationServiceImpl::Register(grpc::ServerContext* context, con
 
 grpc::Status RegistrationServiceImpl::WatchJob(grpc::ServerContext* context, const v1::JobRef* request,
                                                grpc::ServerWriter<v1::Progress>* writer) {
-  return jobs::WatchJobRpc(jobs_, *context, *request, writer);
+  return jobs::WatchJobRpc(CoreFor(*context, request->job_id()), *context, *request, writer);
 }
 
 grpc::Status RegistrationServiceImpl::GetJob(grpc::ServerContext* context, const v1::JobRef* request,
                                              v1::JobStatus* response) {
-  return jobs::Respond(jobs_.Get(jobs::CallerOf(*context), request->job_id()), response);
+  return jobs::Respond(CoreFor(*context, request->job_id()).Get(jobs::CallerOf(*context), request->job_id()), response);
 }
 
 grpc::Status RegistrationServiceImpl::CancelJob(grpc::ServerContext* context, const v1::JobRef* request,
                                                 v1::JobStatus* response) {
-  return jobs::Respond(jobs_.Cancel(jobs::CallerOf(*context), request->job_id()), response);
+  return jobs::Respond(CoreFor(*context, request->job_id()).Cancel(jobs::CallerOf(*context), request->job_id()),
+                       response);
 }
 
 grpc::Status RegistrationServiceImpl::GetResult(grpc::ServerContext* context, const v1::JobRef* request,

@@ -70,6 +70,13 @@ struct RegistrationServiceOptions {
 // it as a data root; CreateRegistrationUploadDir makes it (and returns it).
 std::string RegistrationUploadDir(const std::string& state_dir);
 absl::StatusOr<std::string> CreateRegistrationUploadDir(const std::string& state_dir);
+// <state_dir>/apply_uploads: the same for ApplyTransforms' uploads (its own
+// folder: each job core sweeps the files its own jobs do not name).
+std::string ApplyTransformsUploadDir(const std::string& state_dir);
+absl::StatusOr<std::string> CreateApplyTransformsUploadDir(const std::string& state_dir);
+// The job core options of the "apply_transforms" jobs (its uploads folder and
+// the files its stored specs name).
+jobs::JobCoreOptions ApplyTransformsJobCoreOptions(absl::Duration upload_grace, absl::Duration sweep_interval);
 
 class RegistrationServiceImpl final : public v1::RegistrationService::Service {
  public:
@@ -99,6 +106,14 @@ class RegistrationServiceImpl final : public v1::RegistrationService::Service {
                          v1::RegistrationResult* response) override;
   grpc::Status DownloadResult(grpc::ServerContext* context, const v1::DownloadRequest* request,
                               grpc::ServerWriter<v1::ArrayChunk>* writer) override;
+  // Issue 34 (apply_transforms_service.cc): an "apply_transforms" job; its
+  // uploads are written to ApplyTransformsUploadDir, a registration_job_id is
+  // checked against this caller's registration jobs and stored as the
+  // scheduler's job id. WatchJob, GetJob and CancelJob take its id too.
+  grpc::Status ApplyTransforms(grpc::ServerContext* context, const v1::ApplyTransformsRequest* request,
+                               v1::JobStatus* response) override;
+  grpc::Status GetApplyTransformsResult(grpc::ServerContext* context, const v1::JobRef* request,
+                                        v1::ApplyTransformsResult* response) override;
 
   VolumeStore& uploads() { return uploads_; }
   // Deletes the upload files no queued or running job names and untouched
@@ -116,11 +131,18 @@ class RegistrationServiceImpl final : public v1::RegistrationService::Service {
   absl::Status DownloadResultImpl(const grpc::ServerContext& context, const v1::DownloadRequest& request,
                                   grpc::ServerWriter<v1::ArrayChunk>* writer);
 
+  // apply_transforms_service.cc: the request as submitted (uploads as files,
+  // registration jobs by their scheduler ids), and which core owns a job id.
+  absl::StatusOr<v1::ApplyTransformsRequest> DurableApplyRequest(const jobs::JobCaller& caller,
+                                                                 const v1::ApplyTransformsRequest& request);
+  const jobs::JobCore& CoreFor(const grpc::ServerContext& context, const std::string& job_id) const;
+
   const int64_t max_volume_bytes_;
   const int max_send_message_bytes_;
   const RegistrationServiceOptions service_options_;
   VolumeStore uploads_;
   jobs::JobCore jobs_;
+  jobs::JobCore apply_jobs_;  // kind "apply_transforms"
 };
 
 }  // namespace tessera

@@ -293,14 +293,26 @@ absl::StatusOr<DicomSegVolume> ReadDicomSeg(const std::string& path) {
   std::vector<uint16_t> owner(static_cast<size_t>(nz * npix), 0);
   for (long f = 0; f < num_frames; ++f) {
     const SegFrame& fr = frames[f];
-    for (int y = 0; y < ny; ++y) {
-      uint16_t* out_row = owner.data() + npix * fr.slice + static_cast<int64_t>(nx) * (ny - 1 - y);
-      const int64_t base = f * npix + static_cast<int64_t>(nx) * y;
-      for (int x = 0; x < nx; ++x) {
-        const int64_t p = base + x;
-        const bool on = bits == 1 ? (pixels[p >> 3] >> (p & 7)) & 1 : pixels[p] > 0 && 2 * pixels[p] >= max_fraction;
-        if (on && fr.segment > out_row[x]) out_row[x] = static_cast<uint16_t>(fr.segment);
+    uint16_t* slice = owner.data() + npix * fr.slice;
+    const int64_t start = f * npix, end = start + npix;
+    for (int64_t p = start; p < end;) {
+      bool on;
+      if (bits == 1) {
+        // Sparse frames: whole zero bytes are skipped.
+        if ((p & 7) == 0 && p + 8 <= end && pixels[p >> 3] == 0) {
+          p += 8;
+          continue;
+        }
+        on = (pixels[p >> 3] >> (p & 7)) & 1;
+      } else {
+        on = pixels[p] > 0 && 2 * pixels[p] >= max_fraction;
       }
+      if (on) {
+        const int64_t q = p - start;
+        uint16_t& o = slice[static_cast<int64_t>(nx) * (ny - 1 - q / nx) + q % nx];  // DICOM row y is j = ny-1-y
+        if (fr.segment > o) o = static_cast<uint16_t>(fr.segment);
+      }
+      ++p;
     }
   }
   TESSERA_ASSIGN_OR_RETURN(NDArray data, NDArray::Allocate({nx, ny, nz}, DType::kInt32));

@@ -69,7 +69,9 @@ struct DicomSegVolume {
   std::string series_instance_uid, frame_of_reference_uid;
 };
 
-absl::StatusOr<DicomSegVolume> ReadDicomSeg(const std::string& path);
+// `max_bytes` bounds the file and the label volume it expands to (int32 per
+// voxel): RESOURCE_EXHAUSTED beyond (servers pass their volume limit).
+absl::StatusOr<DicomSegVolume> ReadDicomSeg(const std::string& path, int64_t max_bytes = int64_t{16} << 30);
 
 // Whether `path` is one DICOM file of the Segmentation Storage SOP class
 // (reads its meta header and top-level attributes only).

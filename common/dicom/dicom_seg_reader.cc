@@ -89,9 +89,16 @@ bool IsDicomSegFile(const std::string& path) {
   return GetString(f.getMetaInfo(), DCM_MediaStorageSOPClassUID) == UID_SegmentationStorage;
 }
 
-absl::StatusOr<DicomSegVolume> ReadDicomSeg(const std::string& path) {
+absl::StatusOr<DicomSegVolume> ReadDicomSeg(const std::string& path, int64_t max_bytes) {
   InitOnce();
   auto bad = [&](const std::string& why) { return absl::InvalidArgumentError(absl::StrCat(path, ": ", why)); };
+  {
+    struct stat sb;
+    if (stat(path.c_str(), &sb) == 0 && sb.st_size > max_bytes) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(path, ": ", sb.st_size, " bytes, more than the ", max_bytes, " allowed"));
+    }
+  }
   DcmFileFormat file;
   {
     const OFCondition st = file.loadFile(path.c_str());
@@ -283,8 +290,9 @@ absl::StatusOr<DicomSegVolume> ReadDicomSeg(const std::string& path) {
   }
   const double extent = highest.d - lowest.d;
   const int64_t nz = std::llround(extent / step_mm) + 1;
-  if (nz * npix > (int64_t{1} << 31)) {
-    return bad(absl::StrCat("a grid of ", cols, "x", rows, "x", nz, " voxels is too large"));
+  if (nz * npix > (int64_t{1} << 31) || nz * npix * 4 > max_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(path, ": the frames span a grid of ", cols, "x", rows, "x", nz,
+                                                     " voxels, more than ", max_bytes, " bytes of labels allowed"));
   }
   for (SegFrame& fr : frames) fr.slice = static_cast<int>(std::llround((fr.d - lowest.d) / step_mm));
 

@@ -335,6 +335,10 @@ TEST(DicomSegTest, MalformedAndOtherFilesAreRefused) {
   auto text = ReadDicomSeg(dir + "/text.txt");
   EXPECT_EQ(text.status().code(), absl::StatusCode::kInvalidArgument) << text.status();
   EXPECT_EQ(ReadDicomSeg(dir + "/missing.dcm").status().code(), absl::StatusCode::kNotFound);
+  // Bounded: the file, and the labels its frames span (23x17x9 int32 = 14076 bytes).
+  EXPECT_EQ(ReadDicomSeg(file, 1000).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(ReadDicomSeg(file, 14000).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(ReadDicomSeg(file, 20000).ok());
   EXPECT_FALSE(IsDicomSegFile(dir + "/text.txt"));
   EXPECT_TRUE(IsDicomSegFile(file));
   const std::string data = DicomTestDataDir();

@@ -36,7 +36,8 @@
 // ReferencedSeriesSequence item naming the reference series. Without one: a
 // new study, anonymous patient fields (empty Type 2 attributes).
 // New SeriesInstanceUID / SOPInstanceUIDs always (and a new study without a
-// reference), from DCMTK's dcmGenerateUniqueIdentifier.
+// reference), from DCMTK's dcmGenerateUniqueIdentifier (keyed-hashed too when
+// de-identifying). DicomWriteOptions::deidentify: see Deidentification.
 //
 // Errors: INVALID_ARGUMENT for empty, 4-D / multi-component volumes,
 // non-orthonormal direction cosines, non-finite values; the reference's read

@@ -23,19 +23,17 @@
 #include "absl/strings/str_cat.h"
 #include "common/dicom/dicom_series.h"
 #include "common/dicom/dicom_test_data.h"
+#include "common/dicom/dicom_write_testing.h"
 #include "common/nifti_io.h"
 
 namespace tessera::dicom {
 namespace {
 
-std::string TmpDir(const std::string& name) {
-  const char* t = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(t ? t : "/tmp", "/", name);
-  if (std::system(absl::StrCat("rm -rf '", dir, "' && mkdir -p '", dir, "'").c_str()) != 0) return dir;
-  return dir;
-}
-
-bool Have(const char* tool) { return std::system(absl::StrCat("command -v ", tool, " >/dev/null 2>&1").c_str()) == 0; }
+using testing::AffineDiff;
+using testing::Det;
+using testing::Have;
+using testing::ReverseK;
+using testing::TmpDir;
 
 // Every voxel as a double (NDArray::AsType), for comparing volumes of any type.
 std::vector<double> Values(const NDArray& a) {
@@ -44,41 +42,11 @@ std::vector<double> Values(const NDArray& a) {
   return std::vector<double>(d->data<double>(), d->data<double>() + d->num_elements());
 }
 
-double AffineDiff(const Geometry& a, const Geometry& b) {
-  const Mat4 ma = a.IndexToWorld(), mb = b.IndexToWorld();
-  double d = 0;
-  for (int q = 0; q < 12; ++q) d = std::max(d, std::abs(ma[q] - mb[q]));
-  return d;
-}
-
 double MaxVoxelDiff(const NDArray& a, const NDArray& b) {
   double d = 0;
   const std::vector<double> va = Values(a), vb = Values(b);
   for (int64_t i = 0; i < a.num_elements(); ++i) d = std::max(d, std::abs(va[i] - vb[i]));
   return d;
-}
-
-// The same image with k reversed (how a positive-determinant volume reads back).
-Volume ReverseK(const Volume& v) {
-  Volume out;
-  out.data = NDArray::Allocate(v.data.shape(), v.data.dtype()).value();
-  const int64_t nx = v.data.shape()[0], ny = v.data.shape()[1], nz = v.data.shape()[2];
-  const size_t plane = static_cast<size_t>(nx * ny) * SizeOf(v.data.dtype());
-  for (int64_t k = 0; k < nz; ++k) {
-    std::memcpy(static_cast<char*>(out.data.raw_data()) + plane * k,
-                static_cast<const char*>(v.data.raw_data()) + plane * (nz - 1 - k), plane);
-  }
-  out.geometry = v.geometry;
-  for (int q = 0; q < 3; ++q) {
-    out.geometry.origin[q] += (nz - 1) * v.geometry.spacing[2] * v.geometry.direction[q * 3 + 2];
-    out.geometry.direction[q * 3 + 2] = -v.geometry.direction[q * 3 + 2];
-  }
-  return out;
-}
-
-double Det(const Geometry& g) {
-  const auto& d = g.direction;
-  return d[0] * (d[4] * d[8] - d[5] * d[7]) - d[1] * (d[3] * d[8] - d[5] * d[6]) + d[2] * (d[3] * d[7] - d[4] * d[6]);
 }
 
 std::string Tag(const std::string& file, const DcmTagKey& key) {
@@ -116,18 +84,9 @@ void CompareWithDcm2niix(const std::string& dir, const Volume& ours, const std::
 
 // dciodvfy (dicom3tools) on one written file: no "Error" lines (when on PATH).
 void Dciodvfy(const std::string& file) {
-  if (!Have("dciodvfy")) {
-    std::printf("WRITER dciodvfy not on PATH: check skipped\n");
-    return;
-  }
-  const std::string log = file + ".dciodvfy";
-  // dciodvfy's exit status is not its verdict: the "Error" lines are.
-  if (std::system(absl::StrCat("dciodvfy '", file, "' > '", log, "' 2>&1").c_str()) == -1) FAIL() << "cannot run dciodvfy";
-  std::ifstream in(log);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::printf("WRITER dciodvfy %s:\n%s\n", file.c_str(), text.str().c_str());
-  EXPECT_EQ(text.str().find("Error"), std::string::npos) << text.str();
+  const std::string report = testing::Dciodvfy(file);
+  std::printf("WRITER dciodvfy %s:\n%s\n", file.c_str(), report.c_str());
+  EXPECT_EQ(report.find("Error"), std::string::npos) << report;
 }
 
 TEST(DicomWriterTest, CtPhantomRoundTrip) {

@@ -10,7 +10,7 @@ namespace tessera {
 
 absl::StatusOr<Volume> ReadVolumeFile(const std::string& path, std::string* format, int64_t max_dicom_bytes) {
   if (dicom::IsDicomSegFile(path)) {  // a Segmentation: its label volume (int32)
-    absl::StatusOr<dicom::DicomSegVolume> seg = dicom::ReadDicomSeg(path);
+    absl::StatusOr<dicom::DicomSegVolume> seg = dicom::ReadDicomSeg(path, max_dicom_bytes);
     if (!seg.ok()) return seg.status();
     if (format != nullptr) *format = "DICOM SEG";
     return std::move(seg->labels);

@@ -15,7 +15,8 @@ namespace tessera {
 
 // `format`, when given, is set to "NIfTI-1", "NIfTI-2", "DICOM" or "DICOM SEG".
 // `max_dicom_bytes` bounds the DICOM bytes read (files, uncompressed zip
-// members): RESOURCE_EXHAUSTED beyond. NIfTI size checks stay the caller's.
+// members; a SEG's file and the labels it expands to): RESOURCE_EXHAUSTED
+// beyond. NIfTI size checks stay the caller's.
 absl::StatusOr<Volume> ReadVolumeFile(const std::string& path, std::string* format = nullptr,
                                       int64_t max_dicom_bytes = int64_t{16} << 30);
 

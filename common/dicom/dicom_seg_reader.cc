@@ -5,10 +5,8 @@
 #include <dcmtk/dcmdata/dcfilefo.h>
 #include <dcmtk/dcmdata/dcitem.h>
 #include <dcmtk/dcmdata/dcmetinf.h>
-#include <dcmtk/dcmdata/dcrledrg.h>
 #include <dcmtk/dcmdata/dcuid.h>
 #include <dcmtk/dcmdata/dcxfer.h>
-#include <dcmtk/oflog/oflog.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -16,13 +14,13 @@
 #include <cmath>
 #include <fstream>
 #include <map>
-#include <mutex>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/dicom/dicom_seg.h"
+#include "common/dicom/dicom_series.h"
 #include "common/status.h"
 
 namespace tessera::dicom {
@@ -35,14 +33,6 @@ Vec3 Cross(const Vec3& a, const Vec3& b) {
   return {a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]};
 }
 std::string Fmt(double v) { return absl::StrFormat("%.6g", v); }
-
-void InitOnce() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    OFLog::configure(OFLogger::FATAL_LOG_LEVEL);
-    DcmRLEDecoderRegistration::registerCodecs();  // RLE SEGs (deflate is read by dcmdata itself)
-  });
-}
 
 std::string GetString(DcmItem* item, const DcmTagKey& key) {
   OFString s;
@@ -83,14 +73,14 @@ bool IsDicomSegFile(const std::string& path) {
     char buf[132] = {};
     if (!in.read(buf, 132) || std::string(buf + 128, 4) != "DICM") return false;
   }
-  InitOnce();
+  InitDcmtkOnce();
   DcmFileFormat f;
   if (f.loadFile(path.c_str(), EXS_Unknown, EGL_noChange, 256, ERM_metaOnly).bad()) return false;
   return GetString(f.getMetaInfo(), DCM_MediaStorageSOPClassUID) == UID_SegmentationStorage;
 }
 
 absl::StatusOr<DicomSegVolume> ReadDicomSeg(const std::string& path, int64_t max_bytes) {
-  InitOnce();
+  InitDcmtkOnce();
   auto bad = [&](const std::string& why) { return absl::InvalidArgumentError(absl::StrCat(path, ": ", why)); };
   {
     struct stat sb;

@@ -37,17 +37,6 @@ namespace {
 
 using Vec3 = std::array<double, 3>;
 
-void InitDcmtkOnce() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    // DCMTK logs parse warnings to stderr; our errors carry the reason instead.
-    OFLog::configure(OFLogger::FATAL_LOG_LEVEL);
-    DJDecoderRegistration::registerCodecs();     // JPEG baseline/extended/lossless
-    DJLSDecoderRegistration::registerCodecs();   // JPEG-LS
-    DcmRLEDecoderRegistration::registerCodecs();  // RLE
-  });
-}
-
 Vec3 Cross(const Vec3& a, const Vec3& b) {
   return {a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]};
 }
@@ -333,6 +322,17 @@ absl::StatusOr<std::vector<Source>> GatherSources(const std::vector<std::string>
 std::string Fmt(double v) { return absl::StrFormat("%.4g", v); }
 
 }  // namespace
+
+void InitDcmtkOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // DCMTK logs parse warnings to stderr; our errors carry the reason instead.
+    OFLog::configure(OFLogger::FATAL_LOG_LEVEL);
+    DJDecoderRegistration::registerCodecs();     // JPEG baseline/extended/lossless
+    DJLSDecoderRegistration::registerCodecs();   // JPEG-LS
+    DcmRLEDecoderRegistration::registerCodecs();  // RLE
+  });
+}
 
 bool IsDicomPath(const std::string& path) {
   if (IsDir(path)) return true;

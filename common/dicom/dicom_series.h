@@ -76,6 +76,10 @@ struct DicomSeries {
 absl::StatusOr<DicomSeries> ReadDicomSeries(const std::vector<std::string>& inputs,
                                             const DicomReadOptions& options = {});
 
+// Registers DCMTK's decoders (JPEG, JPEG-LS, RLE) and quiets its log, once
+// per process; every reader of DICOM pixel data calls it first.
+void InitDcmtkOnce();
+
 // A path a DICOM reader should handle: a directory, a zip archive, or a file
 // with the DICOM preamble ("DICM" at byte 128). Cheap (reads 132 bytes).
 bool IsDicomPath(const std::string& path);

@@ -10,7 +10,9 @@
 //   FAILED_PRECONDITION naming the level;
 // and the initial transform: the true affine as initial transform starts at
 // a lower loss than the centre of mass and is the affine of a deformable-only
-// run.
+// run. Built twice: on the CPU (registrar_masks_test) and with
+// TESSERA_MASKS_TEST_CUDA on the GPU (registrar_masks_gpu_test, tagged gpu,
+// skipped without one; the linear stages there use every voxel).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,6 +21,7 @@
 #include <memory>
 #include <string>
 
+#include "common/testing/gpu_test.h"
 #include "kernels/registration/pipeline/metric_mask.h"
 #include "kernels/registration/pipeline/registrar.h"
 #include "kernels/registration/pipeline/registration_plan.h"
@@ -27,6 +30,16 @@
 
 namespace tessera::registration {
 namespace {
+
+#ifdef TESSERA_MASKS_TEST_CUDA
+constexpr char kDevice[] = "cuda";
+#define SKIP_WITHOUT_DEVICE() TESSERA_SKIP_WITHOUT_GPU()
+#else
+constexpr char kDevice[] = "cpu";
+#define SKIP_WITHOUT_DEVICE() \
+  do {                        \
+  } while (0)
+#endif
 
 struct Case {
   Volume fixed, moving;
@@ -74,7 +87,7 @@ const char* PathName(Path p) {
 RegistrationOptions OptionsFor(Path path, Metric metric) {
   RegistrationOptions o;
   o.metric = metric;
-  o.device = "cpu";
+  o.device = kDevice;
   o.scales = {2, 1};
   o.rigid_iterations = {6, 4};
   o.affine_iterations = {6, 4};
@@ -126,6 +139,7 @@ bool SameResult(const RegistrationResult& a, const RegistrationResult& b) {
 class MaskedPaths : public ::testing::TestWithParam<std::tuple<Path, Metric>> {};
 
 TEST_P(MaskedPaths, OnesAreUnmaskedAndAPartialMaskChangesTheResult) {
+  SKIP_WITHOUT_DEVICE();
   const auto [path, metric] = GetParam();
   const Case& c = TheCase();
   RegistrationOptions o = OptionsFor(path, metric);
@@ -157,6 +171,7 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(Masks, MovingMaskAtTheIdentityEqualsTheFixedMask) {
+  SKIP_WITHOUT_DEVICE();
   const Case& c = TheCase();
   for (Metric metric : {Metric::kMse, Metric::kLncc, Metric::kMi}) {
     RegistrationOptions o = OptionsFor(Path::kLinearFull, metric);
@@ -183,6 +198,7 @@ TEST(Masks, MovingMaskAtTheIdentityEqualsTheFixedMask) {
 }
 
 TEST(Masks, RefusedWhereNotSupportedAndEmptyIsAFailedPrecondition) {
+  SKIP_WITHOUT_DEVICE();
   const Case& c = TheCase();
   RegistrationOptions o = OptionsFor(Path::kGreedyLean, Metric::kMse);
   o.fixed_mask = MaskOf(c.fixed, [](int64_t, int64_t, int64_t) { return true; });
@@ -244,6 +260,7 @@ TEST(Masks, ResampleNearestFollowsPhysicalSpace) {
 
 // The true affine as moving header transform: moving(T x) = fixed(x).
 TEST(InitialTransform, TheTrueAffineStartsLowerThanTheCentreOfMass) {
+  SKIP_WITHOUT_DEVICE();
   const Case& c = TheCase();
   const double a = 0.17;  // ~10 degrees about z, plus a shift
   const Mat4 t = {std::cos(a), -std::sin(a), 0, 6, std::sin(a), std::cos(a), 0, -4, 0, 0, 1, 3, 0, 0, 0, 1};

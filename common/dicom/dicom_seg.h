@@ -10,9 +10,13 @@
 // from the same volume. A frame is one (segment, slice) where the segment is
 // present; empty frames are left out (the standard allows it), except that
 // the first and the last slice each keep one frame (empty if need be) so the
-// grid's extent survives the round trip. Per frame: FrameContentSequence (DimensionIndexValues: segment,
-// slice), PlanePositionSequence, SegmentIdentificationSequence; shared:
-// PixelMeasures, PlaneOrientation. Each segment: category "Tissue"
+// grid's extent survives the round trip. Frames are segment-major. Per frame:
+// FrameContentSequence (DimensionIndexValues: segment, slice),
+// PlanePositionSequence, SegmentIdentificationSequence; shared:
+// PixelMeasures (with SpacingBetweenSlices), PlaneOrientation. At most
+// 500,000 frames and 4 GiB of packed pixels (INVALID_ARGUMENT beyond: 131k
+// frames of 128x128 take ~3 s and ~700 MiB while the object is built,
+// bench/results/2026-12-06-cpu-dicom-seg.md). Each segment: category "Tissue"
 // (SCT 85756007) and type "Tissue" (SCT 85756007) (a label map says nothing
 // anatomical), SegmentAlgorithmType AUTOMATIC, SegmentAlgorithmName
 // "Tessera", SegmentLabel from segment_names (else "label <v>").
@@ -24,10 +28,14 @@
 //
 // Reader: Segmentation Storage only (others: INVALID_ARGUMENT naming the SOP
 // class); BINARY and FRACTIONAL (thresholded at half the maximum fractional
-// value); the grid is the frames' common orientation and spacing, slices
-// placed by ImagePositionPatient along the normal (gaps filled with 0, the
-// grid spans the frames present); overlapping segments: the higher segment
-// number wins. The label of segment s is its label value when the SEG was
+// value, i.e. value * 2 >= MaximumFractionalValue); uncompressed, deflated
+// or RLE; the grid is the frames' common orientation and pixel spacing,
+// slices placed by ImagePositionPatient along the normal, the slice step
+// SpacingBetweenSlices (else the smallest gap), spanning the frames present
+// (slices without a frame are 0); overlapping segments: the higher segment
+// number wins. INVALID_ARGUMENT naming the reason for other SOP classes,
+// unreadable or truncated files, frames off one grid; NOT_FOUND for a missing
+// file. The label of segment s is its label value when the SEG was
 // written by us (the private attribute above), else s.
 #ifndef TESSERA_COMMON_DICOM_DICOM_SEG_H_
 #define TESSERA_COMMON_DICOM_DICOM_SEG_H_

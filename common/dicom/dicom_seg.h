@@ -28,8 +28,9 @@
 //
 // Reader: Segmentation Storage only (others: INVALID_ARGUMENT naming the SOP
 // class); BINARY and FRACTIONAL (thresholded at half the maximum fractional
-// value, i.e. value * 2 >= MaximumFractionalValue); uncompressed, deflated
-// or RLE; the grid is the frames' common orientation and pixel spacing,
+// value, i.e. value * 2 >= MaximumFractionalValue); encapsulated pixel data
+// is decoded by DCMTK's registered decoders or refused naming the transfer
+// syntax; the grid is the frames' common orientation and pixel spacing,
 // slices placed by ImagePositionPatient along the normal, the slice step
 // SpacingBetweenSlices (else the smallest gap), spanning the frames present
 // (slices without a frame are 0); overlapping segments: the higher segment

@@ -151,6 +151,25 @@ TEST_F(DicomCliTest, ConvertLabelsToSegAndBack) {
     EXPECT_EQ(bytes.find(ct->info.study_instance_uid), std::string::npos) << file;
     EXPECT_NE(bytes.find("ANON-"), std::string::npos) << file;
   }
+  // One salt file for two runs: the SEG names the de-identified series' new study.
+  const std::string salt = TestTmp("salt.key");
+  std::ofstream(salt) << "a secret of this job";
+  const std::string salted_seg = TestTmp("seg_salted") + "/labels.dcm";
+  const std::string salted_dir = TestTmp("series_salted") + "/";
+  r = RunTessera({"convert", "--to", "seg", "--deidentify", "--deidentify-salt-file", salt, "--reference", ref, nii,
+                  salted_seg});
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = RunTessera({"convert", "--deidentify", "--deidentify-salt-file", salt, "--reference", ref, nii, salted_dir});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto salted_series = dicom::ReadDicomSeries({salted_dir});
+  ASSERT_TRUE(salted_series.ok()) << salted_series.status();
+  const std::string new_study = salted_series->info.study_instance_uid;
+  EXPECT_NE(new_study, ct->info.study_instance_uid);
+  {
+    std::ifstream in(salted_seg, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(bytes.find(new_study), std::string::npos) << "the SEG is not in study " << new_study;
+  }
   // --deidentify is for DICOM outputs only; a SEG needs integer labels.
   r = RunTessera({"convert", "--deidentify", ref, TestTmp("plain.nii")});
   EXPECT_EQ(r.code, 2);

@@ -41,15 +41,16 @@ using testing::Det;
 using testing::ReverseK;
 using testing::TmpDir;
 
-// Random labels {0, 1, 5, 7, 300, 70000} on an oblique grid; label 5 only
+// Random labels {0, 1, 5, 7, 300, big} on an oblique grid (big = 70000, or
+// 2^30 to take the writer's sparse path for large values); label 5 only
 // on slices 2..4, the first and last slices empty (the grid's extent must
 // survive anyway). 23 x 17 = 391 pixels: frames do not start on a byte.
-Volume RandomLabels(bool negative, uint32_t seed) {
+Volume RandomLabels(bool negative, uint32_t seed, int32_t big = 70000) {
   const int nx = 23, ny = 17, nz = 9;
   Volume v;
   v.data = NDArray::Allocate({nx, ny, nz}, DType::kInt32).value();
   std::mt19937 rng(seed);
-  const int32_t values[] = {0, 1, 7, 300, 70000};
+  const int32_t values[] = {0, 1, 7, 300, big};
   int32_t* p = v.data.data<int32_t>();
   for (int k = 0; k < nz; ++k)
     for (int j = 0; j < ny; ++j)
@@ -90,7 +91,8 @@ void ExpectNoDciodvfyErrors(const std::string& file) {
 
 TEST(DicomSegTest, RandomLabelsRoundTripBothHandedness) {
   for (const bool negative : {true, false}) {
-    const Volume v = RandomLabels(negative, negative ? 7 : 11);
+    const int32_t big = negative ? 70000 : (1 << 30);
+    const Volume v = RandomLabels(negative, negative ? 7 : 11, big);
     ASSERT_EQ(Det(v.geometry) < 0, negative);
     const std::string file = TmpDir(negative ? "seg_neg" : "seg_pos") + "/labels.dcm";
     DicomSegWriteOptions opts;
@@ -112,7 +114,7 @@ TEST(DicomSegTest, RandomLabelsRoundTripBothHandedness) {
     EXPECT_EQ(CountDiff(back->labels.data, expected.data), 0);
     EXPECT_LE(ad, 1e-4);
     const std::map<int64_t, std::string> names = {
-        {1, "label 1"}, {5, "label 5"}, {7, "seven"}, {300, "label 300"}, {70000, "label 70000"}};
+        {1, "label 1"}, {5, "label 5"}, {7, "seven"}, {300, "label 300"}, {big, absl::StrCat("label ", big)}};
     EXPECT_EQ(back->segment_names, names);
     EXPECT_EQ(back->series_instance_uid, written->series_instance_uid);
     EXPECT_FALSE(back->frame_of_reference_uid.empty());

@@ -223,7 +223,11 @@ std::vector<FlagSpec> RegisterFlags() {
       {"device", "auto", "compute backend: auto, cpu or cuda"},
       {"quiet", "", "no progress on stderr", true},
   };
-  for (FlagSpec& f : OutputFormatFlags("warped_dicom/ and warped_labels_seg.dcm")) flags.push_back(std::move(f));
+  for (FlagSpec& f : OutputFormatFlags("the warped image as the derived DICOM series warped_dicom/, the warped labels "
+                                       "as the DICOM SEG warped_labels_seg.dcm, no NIfTI of them; the transforms stay "
+                                       "ITK/ANTs files")) {
+    flags.push_back(std::move(f));
+  }
   return flags;
 }
 

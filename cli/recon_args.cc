@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "cli/output_args.h"
 #include "common/status.h"
 
 namespace tessera::cli {
@@ -27,6 +28,10 @@ std::vector<FlagSpec> ReconFlags(const std::string& modality) {
       {"out", "", "output NIfTI (locally) or output directory under the server's data roots (job)"},
       {"quiet", "", "no progress on stderr", true},
   };
+  for (FlagSpec& f : OutputFormatFlags("a derived DICOM series: locally <stem>_dicom/ beside --out and no NIfTI; in a "
+                                       "job reconstruction_dicom/, in output_dir instead of the NIfTI")) {
+    flags.push_back(std::move(f));
+  }
   if (modality == "mri") {
     flags.push_back({"kspace", "", "k-space: BART .cfl/.hdr (either file or the base name) or ISMRMRD .h5"});
     flags.push_back({"traj", "", "non-Cartesian trajectory, BART cfl (3 x samples x spokes, 1/FOV units)"});
@@ -149,6 +154,7 @@ absl::StatusOr<v1::ReconstructRequest> ReconRequestFromArgs(const Args& args, co
                                                                  : UltrasoundRequestFromArgs(args, absolute));
     request.set_device(args.Get("device"));
     request.set_deterministic(args.GetBool("deterministic"));
+    TESSERA_RETURN_IF_ERROR(OutputOptionsFromArgs(args, absolute, request.mutable_output()));
     return request;
   }
   v1::ReconstructRequest request;
@@ -188,6 +194,7 @@ absl::StatusOr<v1::ReconstructRequest> ReconRequestFromArgs(const Args& args, co
   } else {
     return absl::InvalidArgumentError(absl::StrCat("recon: modality '", modality, "' is not ct, pet, mri or us"));
   }
+  TESSERA_RETURN_IF_ERROR(OutputOptionsFromArgs(args, absolute, request.mutable_output()));
   return request;
 }
 

@@ -1,6 +1,7 @@
 // `tessera recon ct|pet|mri|us`: reconstructs on this machine and writes the
 // volume to --out (NIfTI, affine = the geometry's world coordinates; MRI adds
-// the complex image as <stem>.cfl/.hdr, ultrasound <stem>.png), printing a
+// the complex image as <stem>.cfl/.hdr, ultrasound <stem>.png; with
+// --output-format dicom|both the series <stem>_dicom/), printing a
 // JSON summary on stdout and progress on stderr. It runs the same
 // "reconstruction" engine as ReconstructionService and the scheduler's
 // workers (`tessera job submit recon ct ...` sends the same flags to a server).
@@ -115,10 +116,12 @@ int RunRecon(int argc, char** argv) {
     return output.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   absl::Status written = absl::OkStatus();
-  if (gzip) {
+  // --output-format dicom: the series only (<stem>_dicom/), no NIfTI at --out.
+  const std::string format = request->output().format();
+  if (format != "dicom" && gzip) {
     fs::rename(work / "reconstruction.nii.gz", out, ec);
     if (ec) written = absl::InternalError(ec.message());
-  } else {
+  } else if (format != "dicom") {
     absl::StatusOr<Volume> volume = ReadNifti((work / "reconstruction.nii.gz").string());
     written = volume.ok() ? WriteNifti(*volume, out.string()) : volume.status();
   }
@@ -127,8 +130,14 @@ int RunRecon(int argc, char** argv) {
   // Companion files (the complex MRI image, the ultrasound PNG) beside --out:
   // reconstruction.png -> <stem>.png.
   const std::string stem = out.string().substr(0, out.string().size() - (gzip ? 7 : 4));
+  if (written.ok() && fs::exists(work / "reconstruction_dicom")) {
+    // The DICOM series (V.nii.gz -> V_dicom/), replacing an earlier one whole.
+    fs::remove_all(stem + "_dicom", ec);
+    fs::rename(work / "reconstruction_dicom", stem + "_dicom", ec);
+    if (ec) written = absl::InternalError(absl::StrCat(stem, "_dicom: ", ec.message()));
+  }
   for (const std::string& name : result.files()) {
-    if (!written.ok() || name == "reconstruction.nii.gz") continue;
+    if (!written.ok() || name == "reconstruction.nii.gz" || name.find('/') != std::string::npos) continue;
     const std::string ext = fs::path(name).extension().string();
     fs::rename(work / name, stem + ext, ec);
     if (ec) written = absl::InternalError(absl::StrCat(stem, ext, ": ", ec.message()));
@@ -138,7 +147,7 @@ int RunRecon(int argc, char** argv) {
     std::fprintf(stderr, "tessera recon: cannot write %s: %s\n", out.c_str(), std::string(written.message()).c_str());
     return 1;
   }
-  result.set_output_path(out.string());
+  result.set_output_path(format == "dicom" ? stem + "_dicom" : out.string());
   std::string json;
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = false;

@@ -92,7 +92,6 @@ v1::RegistrationResult ResultProto(const RequestOutcome& outcome, const Registra
   for (double v : r.affine_ras) out.add_affine_ras(v);
   out.set_backend(r.backend);
   for (const std::string& line : r.log) out.add_log(line);
-  for (const std::string& note : outcome.dicom_notes) out.add_log(note);
   v1::RegistrationOutputFiles* files = out.mutable_files();
   files->set_warped(summary.files.warped);
   files->set_warped_labels(summary.files.warped_labels);
@@ -128,7 +127,6 @@ absl::StatusOr<RequestOutcome> RunRegistrationRequest(const RequestSpec& spec, c
                                            context.deadline, spec.output));
   RegistrationSummary& summary = outcome.summary;
   const RegistrationResult& r = summary.result;
-  outcome.dicom_notes = summary.files.notes;
   outcome.fixed_geometry = inputs.fixed.geometry;
   outcome.affine_mat = ItkAffineBytes(r.affine_ras, GridCentre(inputs.fixed));
   if (spec.inverse_warp && !r.displacement_ras.empty()) {

@@ -55,7 +55,6 @@ struct RequestOutcome {
   // Names of the files written to context.work_dir, relative to it (DICOM
   // series files as "warped_dicom/IM00001.dcm").
   std::vector<std::string> work_files;
-  std::vector<std::string> dicom_notes;  // what each DICOM output holds, for the log
   v1::RegistrationResult result;
 };
 

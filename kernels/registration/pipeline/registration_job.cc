@@ -112,6 +112,8 @@ absl::StatusOr<RegistrationSummary> RunRegistration(const RegistrationInputs& in
   if (writer != nullptr) {
     TESSERA_ASSIGN_OR_RETURN(summary.files,
                              writer->Finish(summary.warped_labels.empty() ? nullptr : &summary.warped_labels));
+    // What each DICOM output holds (values exact or rescaled, the largest error).
+    for (const std::string& note : summary.files.notes) summary.result.log.push_back(note);
   }
   return summary;
 }

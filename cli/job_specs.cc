@@ -1,5 +1,6 @@
 #include "cli/job_specs.h"
 
+#include "cli/apply_transforms_args.h"
 #include "cli/fp_subjects.h"
 
 #include <algorithm>
@@ -353,9 +354,10 @@ absl::StatusOr<v1::JobSpec> JobSpecFromCommandLine(const std::vector<std::string
   if (words.size() >= 2 && words[0] == "som" && words[1] == "train") return SomTrainSpec(words);
   if (words.size() >= 2 && words[0] == "fp" && words[1] == "search") return FpSearchSpec(words);
   if (!words.empty() && words[0] == "recon") return ReconSpec(words);
+  if (!words.empty() && words[0] == "apply-transforms") return ApplyTransformsSpec(words);
   return absl::InvalidArgumentError(
-      "job submit: the verbs that run as jobs are `register ...`, `som train ...`, `fp search ...` and "
-      "`recon ct|pet|mri|us ...`");
+      "job submit: the verbs that run as jobs are `register ...`, `som train ...`, `fp search ...`, "
+      "`recon ct|pet|mri|us ...` and `apply-transforms ...`");
 }
 
 }  // namespace tessera::cli

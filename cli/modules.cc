@@ -18,6 +18,8 @@ const std::vector<ModuleEntry>& Modules() {
        DemoVolumeStep},
       {"registration", [](const ModuleOptions& o) { return NewRegistrationModule(o.server); },
        {{"register", RunRegister, "register a moving volume to a fixed one; ANTs-style outputs + JSON"},
+        {"apply-transforms", RunApplyTransforms,
+         "resample an image or label map (or map points) through saved transforms, as antsApplyTransforms"},
         {"synth", RunSynth, "make a registration problem with a known answer from a real volume"}},
        DemoRegistrationStep},
       {"som", [](const ModuleOptions& o) { return NewSomModule(o.server); },

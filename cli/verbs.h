@@ -11,6 +11,7 @@ int RunDescribe(int argc, char** argv);  // local NIfTI / DICOM series summary
 int RunConvert(int argc, char** argv);   // DICOM series -> NIfTI
 int RunDevices(int argc, char** argv);   // backends and GPUs
 int RunRegister(int argc, char** argv);  // local image registration
+int RunApplyTransforms(int argc, char** argv);  // antsApplyTransforms (issue 34)
 int RunSynth(int argc, char** argv);     // synthetic registration problem
 int RunSom(int argc, char** argv);       // SOM atlases: train, project, render, labels
 int RunFp(int argc, char** argv);        // fingerprint gallery: enroll, search, delete, list

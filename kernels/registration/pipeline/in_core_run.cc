@@ -16,6 +16,7 @@
 #include "kernels/registration/pipeline/deformable_stage.h"
 #include "kernels/registration/pipeline/host_setup.h"
 #include "kernels/registration/pipeline/level_engine.h"
+#include "kernels/registration/pipeline/metric_mask.h"
 #include "kernels/registration/pipeline/noise_estimate.h"
 #include "kernels/registration/pipeline/run_phases.h"
 #include "kernels/registration/pipeline/sharded_deformable_stage.h"
@@ -99,6 +100,7 @@ class InCoreRun final : public RunPhases {
     engine_->Report("init", 1, 0, 0, result->initial_loss);
     result->log.push_back(InitLogLine(options_, initial, result->initial_loss));
     for (std::string& line : setup_log) result->log.push_back(std::move(line));
+    if (HasMasks(options_)) result->log.push_back(MasksLogLine(options_));
     return initial;
   }
 

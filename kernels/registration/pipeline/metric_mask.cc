@@ -67,6 +67,20 @@ absl::Status CheckMaskResidency(const RegistrationOptions& options) {
   return absl::OkStatus();
 }
 
+std::string MasksLogLine(const RegistrationOptions& options) {
+  std::string line = "masks:";
+  for (const auto& [mask, which] : {std::make_pair(options.fixed_mask.get(), "fixed"),
+                                    std::make_pair(options.moving_mask.get(), "moving")}) {
+    if (mask == nullptr) continue;
+    int64_t inside = 0;
+    for (int64_t v = 0; v < mask->data.num_elements(); ++v) inside += NonZero(mask->data, v) ? 1 : 0;
+    absl::StrAppend(&line, line.size() > 6 ? "," : "", " ", which, " ", ShapeToString(mask->data.shape()), " (",
+                    inside, " voxels inside)");
+  }
+  return absl::StrCat(line, "; the metric counts a fixed voxel inside the fixed mask whose mapped point is inside "
+                            "the moving mask");
+}
+
 absl::StatusOr<NDArray> ResampleMaskNearest(const Volume& mask, const GridSpace& grid, DType dtype) {
   TESSERA_RETURN_IF_ERROR(CheckMaskVolume(&mask, "the"));
   TESSERA_ASSIGN_OR_RETURN(const Mat4 world_to_mask, InvertAffine(mask.geometry.IndexToWorld()));

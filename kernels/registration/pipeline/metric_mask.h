@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -44,6 +45,10 @@ absl::Status CheckMasks(const RegistrationOptions& options);
 // INVALID_ARGUMENT when `options` (whatever their masks) run sharded (shards
 // > 1, a process group) or forced out of core, which have no masks yet.
 absl::Status CheckMaskResidency(const RegistrationOptions& options);
+
+// "masks: fixed NxNxN (V voxels inside), moving NxNxN (V voxels inside); the
+// metric counts a voxel inside both": the run's log line.
+std::string MasksLogLine(const RegistrationOptions& options);
 
 // `mask` (nonzero = inside; any dtype and grid) at the physical point of
 // every voxel of `grid`, nearest neighbour (round half to even), 0 outside

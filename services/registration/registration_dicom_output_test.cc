@@ -168,6 +168,8 @@ TEST(RegistrationDicomOutput, BothFormatsReadBackAsTheNiftiAndKeepTheFixedSeries
   EXPECT_EQ(CountPrefix(run.names, "warped_dicom/"), kSize);
   EXPECT_EQ(run.result.files().warped_dicom(), run.out_dir + "/warped_dicom");
   EXPECT_EQ(run.result.files().warped_labels_dicom(), run.out_dir + "/warped_labels_seg.dcm");
+  EXPECT_EQ(run.result.artifacts(0), v1::REGISTRATION_ARTIFACT_WARPED);
+  EXPECT_EQ(run.result.artifacts(1), v1::REGISTRATION_ARTIFACT_WARPED_LABELS);
 
   // The series: the NIfTI's voxels within the rescale's error, its grid within 1e-4 mm.
   absl::StatusOr<Volume> nifti = ReadNifti(run.work + "/warped.nii.gz");
@@ -228,6 +230,12 @@ TEST(RegistrationDicomOutput, DicomOnlyDeidentifiedHasNoNiftiImagesAndNoIdentity
   EXPECT_EQ(CountPrefix(run.names, "warped_dicom/"), kSize);
   EXPECT_TRUE(run.result.files().warped().empty());
   EXPECT_FALSE(fs::exists(run.out_dir + "/warped.nii.gz"));
+  // DownloadResult has no NIfTI to send: the artifacts say so.
+  for (const int a : run.result.artifacts()) {
+    EXPECT_NE(a, v1::REGISTRATION_ARTIFACT_WARPED);
+    EXPECT_NE(a, v1::REGISTRATION_ARTIFACT_WARPED_LABELS);
+  }
+  EXPECT_GT(run.result.artifacts_size(), 0);
 
   const std::string fixed_file = FirstFile(Problem().fixed_dicom);
   const std::string name = Attribute(fixed_file, DCM_PatientName), id = Attribute(fixed_file, DCM_PatientID);

@@ -269,7 +269,13 @@ absl::Status RegistrationServiceImpl::DownloadResultImpl(const grpc::ServerConte
     case v1::REGISTRATION_ARTIFACT_WARPED:
     case v1::REGISTRATION_ARTIFACT_WARPED_LABELS: {
       const bool labels = artifact == v1::REGISTRATION_ARTIFACT_WARPED_LABELS;
-      if (labels && !produced(artifact)) return missing("the request had no moving labels");
+      if (!produced(artifact)) {
+        // output.format dicom wrote no NIfTI of it: its DICOM form is among the job's files.
+        const char* dicom = labels ? "warped_labels_seg.dcm" : "warped_dicom/IM00001.dcm";
+        if (file(dicom).ok()) return missing("the request asked for DICOM outputs only (output.format dicom): read "
+                                             "warped_dicom/ or warped_labels_seg.dcm from the job's result files");
+        if (labels) return missing("the request had no moving labels");
+      }
       TESSERA_ASSIGN_OR_RETURN(std::string path, file(labels ? "warped_labels.nii.gz" : "warped.nii.gz"));
       absl::StatusOr<Volume> volume = ReadNifti(path);
       if (!volume.ok()) return lost(volume.status());

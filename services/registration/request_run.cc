@@ -73,8 +73,10 @@ absl::Status CopyOutputs(OutputFiles& files, const std::string& from_dir, const 
   return absl::OkStatus();
 }
 
+// `nifti_images`: warped.nii.gz (and warped_labels.nii.gz) were written, so
+// DownloadResult can send them (not with output.format dicom).
 v1::RegistrationResult ResultProto(const RequestOutcome& outcome, const RegistrationOptions& options,
-                                   const std::string& job_id) {
+                                   const std::string& job_id, bool nifti_images) {
   const RegistrationSummary& summary = outcome.summary;
   const RegistrationResult& r = summary.result;
   v1::RegistrationResult out;
@@ -100,8 +102,8 @@ v1::RegistrationResult ResultProto(const RequestOutcome& outcome, const Registra
   files->set_inverse_warp(summary.files.inverse_warp);
   files->set_warped_dicom(summary.files.warped_dicom);
   files->set_warped_labels_dicom(summary.files.warped_labels_dicom);
-  out.add_artifacts(v1::REGISTRATION_ARTIFACT_WARPED);
-  if (!summary.warped_labels.empty()) out.add_artifacts(v1::REGISTRATION_ARTIFACT_WARPED_LABELS);
+  if (nifti_images) out.add_artifacts(v1::REGISTRATION_ARTIFACT_WARPED);
+  if (nifti_images && !summary.warped_labels.empty()) out.add_artifacts(v1::REGISTRATION_ARTIFACT_WARPED_LABELS);
   if (!r.displacement_ras.empty()) out.add_artifacts(v1::REGISTRATION_ARTIFACT_WARP);
   if (!outcome.inverse_warp.empty()) out.add_artifacts(v1::REGISTRATION_ARTIFACT_INVERSE_WARP);
   out.add_artifacts(v1::REGISTRATION_ARTIFACT_AFFINE);
@@ -148,7 +150,7 @@ absl::StatusOr<RequestOutcome> RunRegistrationRequest(const RequestSpec& spec, c
       TESSERA_RETURN_IF_ERROR(CopyOutputs(summary.files, context.work_dir, spec.output_dir));
     }
   }
-  outcome.result = ResultProto(outcome, spec.plan.options, context.job_id);
+  outcome.result = ResultProto(outcome, spec.plan.options, context.job_id, spec.output.nifti);
   return outcome;
 }
 

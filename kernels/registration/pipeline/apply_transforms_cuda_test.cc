@@ -8,10 +8,15 @@
 //   - bspline: positions are float on the device, double on the CPU: 2e-3.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <dirent.h>
 #include <random>
+#include <vector>
+
+#include "absl/time/clock.h"
 
 #include "common/nifti_io.h"
 #include "common/testing/gpu_test.h"
@@ -126,6 +131,64 @@ TEST(ApplyTransformsCuda, ReproducesACudaRegistrationsOutputsExactly) {
   o.interpolation = ApplyInterpolation::kNearest;
   const AppliedVolume applied_labels = ApplyTransformsToVolume(*p.pair.moving_labels, reference, chain, o).value();
   EXPECT_TRUE(SameBytes(applied_labels.volume.data, labels));
+}
+
+
+// The elastix comparison cases (bench/registration_cases.cc, 2 mm), when
+// TESSERA_APPLY_CASES names a folder of them (CASE/fixed.nii.gz, moving.nii.gz,
+// moving_labels.nii.gz, as `registration_cases make` writes them): a CUDA
+// registration (mi, default schedule) writes its files, and apply-transforms on
+// CUDA with them gives warped.nii.gz and warped_labels.nii.gz bit for bit (the
+// CUDA half of bench/apply_transforms_vs_registration.sh; prints the times).
+TEST(ApplyTransformsCuda, ElastixCasesExactOnCuda) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  const char* root = std::getenv("TESSERA_APPLY_CASES");
+  if (root == nullptr) GTEST_SKIP() << "TESSERA_APPLY_CASES not set";
+  std::vector<std::string> cases;
+  if (DIR* d = opendir(root)) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] != '.') cases.push_back(e->d_name);
+    }
+    closedir(d);
+  }
+  std::sort(cases.begin(), cases.end());
+  ASSERT_FALSE(cases.empty());
+  for (const std::string& c : cases) {
+    const std::string dir = std::string(root) + "/" + c;
+    const Volume fixed = ReadNifti(dir + "/fixed.nii.gz").value();
+    const Volume moving = ReadNifti(dir + "/moving.nii.gz").value();
+    const Volume moving_labels = ReadNifti(dir + "/moving_labels.nii.gz").value();
+    RegistrationOptions options;
+    options.metric = Metric::kMi;
+    options.device = "cuda";
+    const absl::Time t0 = absl::Now();
+    const RegistrationResult r = Register(fixed, moving, options).value();
+    const double register_s = absl::ToDoubleSeconds(absl::Now() - t0);
+    const NDArray labels = WarpLabels(moving_labels, fixed, r, "cuda").value();
+    const OutputFiles files = WriteRegistrationOutputs(r, fixed, Tmp("case_" + c), &labels, false).value();
+    const absl::Time t1 = absl::Now();
+    const TransformChain chain = {LoadTransformFile(files.warp, false).value(),
+                                  LoadTransformFile(files.affine, false).value()};
+    const GridSpace reference = SpaceOf(ReadNifti(dir + "/fixed.nii.gz").value());
+    ApplyTransformsOptions o;
+    o.device = "cuda";
+    const AppliedVolume image = ApplyTransformsToVolume(moving, reference, chain, o).value();
+    const double image_s = absl::ToDoubleSeconds(absl::Now() - t1);
+    o.interpolation = ApplyInterpolation::kNearest;
+    const absl::Time t2 = absl::Now();
+    const AppliedVolume applied_labels = ApplyTransformsToVolume(moving_labels, reference, chain, o).value();
+    const double labels_s = absl::ToDoubleSeconds(absl::Now() - t2);
+    const NDArray warped = ReadNifti(files.warped).value().data;
+    const NDArray warped_labels = ReadNifti(files.warped_labels).value().data.AsType(DType::kInt32).value();
+    const double image_diff = MaxAbsDiff(image.volume.data, warped);
+    const double labels_diff = MaxAbsDiff(applied_labels.volume.data, warped_labels);
+    std::printf("| %s | %s | %.2f | %g | %g | %.3f | %.3f |\n", c.c_str(),
+                (std::to_string(fixed.data.dim(0)) + "x" + std::to_string(fixed.data.dim(1)) + "x" +
+                 std::to_string(fixed.data.dim(2))).c_str(),
+                register_s, image_diff, labels_diff, image_s, labels_s);
+    EXPECT_TRUE(SameBytes(image.volume.data, warped)) << c;
+    EXPECT_TRUE(SameBytes(applied_labels.volume.data, warped_labels)) << c;
+  }
 }
 
 }  // namespace

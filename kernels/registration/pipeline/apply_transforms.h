@@ -25,6 +25,12 @@
 //   - any other chain: the mapping composed on the CPU into a dense field on
 //     the reference grid (double, stored as float mm relative to p), then the
 //     same sampler (linear and nearest on either backend);
+//     Bit for bit needs: the same backend; the reference grid as the
+//     registration had the fixed image (its file read again); an in-core run
+//     (an out-of-core one samples its warped image with its internal field,
+//     which L v reproduces to float rounding only); and the .mat read back
+//     (ITK's centre algebra rounds the translation by an ulp or so, far below
+//     the float32 [A | t] the sampler takes: itk_affine_text_test).
 //   - bspline: positions on the CPU, the B-spline evaluated on the stream's
 //     backend (kernels/registration/bspline_interpolation.h); label and
 //     generic-label run on the CPU whatever the device (the log says so).

@@ -302,5 +302,53 @@ TEST(SchedulerProcess, CliSubmitsWatchesAndCancels) {
   EXPECT_EQ(bad.WaitExit(std::chrono::seconds(30)), 2);
 }
 
+// Issue 34: `job submit register --output-format both` on a scheduler whose
+// one worker is another process: the DICOM series (one result file per slice,
+// one folder deep: warped_dicom/IM00001.dcm ...) and the SEG reach the
+// scheduler's results whole, and the output_dir copies the folder too.
+TEST(SchedulerProcess, DicomOutputsOfARemoteWorkerArePublished) {
+  const std::string root = TempDir() + "/dicom_out";
+  const Problem p = WriteProblem(root + "/data");
+  Server worker({"--role=worker", "--data-root=" + root, "--state-dir=" + root + "/w", "--services=registration"},
+                "dicom_worker.txt");
+  Server scheduler({"--role=scheduler", "--data-root=" + root, "--state-dir=" + root + "/sched",
+                    "--worker=" + worker.address()},
+                   "dicom_scheduler.txt");
+  Child submit({"job", "submit", "--server", scheduler.address(), "--watch", "register", "--fixed", p.fixed,
+                "--moving", p.moving, "--moving-labels", p.moving_labels, "--out", root + "/out", "--scales", "1",
+                "--stages", "affine", "--device", "cpu", "--output-format", "both", "--series-description",
+                "remote worker test"},
+               "dicom_submit.txt");
+  const std::string output = submit.ReadAll();
+  ASSERT_EQ(submit.WaitExit(std::chrono::seconds(120)), 0) << output;
+  const size_t at = output.find("\"job_id\":\"");
+  ASSERT_NE(at, std::string::npos) << output;
+  const std::string id = output.substr(at + 10, output.find('"', at + 10) - (at + 10));
+  auto stub = scheduler.Stub();
+  grpc::ClientContext context;
+  v1::JobRef ref;
+  ref.set_job_id(id);
+  v1::JobResult result;
+  ASSERT_TRUE(stub->GetResult(&context, ref, &result).ok()) << id;
+  int slices = 0;
+  bool seg = false;
+  for (const v1::ResultFile& f : result.files()) {
+    EXPECT_TRUE(fs::exists(f.path())) << f.path();
+    EXPECT_EQ(static_cast<int64_t>(fs::file_size(f.path())), f.bytes()) << f.path();
+    if (f.name().rfind("warped_dicom/", 0) == 0) {
+      ++slices;
+      const std::string tail = "/results/" + id + "/" + f.name();
+      EXPECT_EQ(f.path().substr(f.path().size() - std::min(f.path().size(), tail.size())), tail);
+    }
+    seg |= f.name() == "warped_labels_seg.dcm";
+  }
+  EXPECT_EQ(slices, 32);
+  EXPECT_TRUE(seg);
+  int copies = 0;
+  for (const auto& e : fs::directory_iterator(root + "/out/warped_dicom")) copies += e.is_regular_file();
+  EXPECT_EQ(copies, 32);
+  EXPECT_TRUE(fs::exists(root + "/out/warped.nii.gz"));
+}
+
 }  // namespace
 }  // namespace tessera

@@ -1,10 +1,11 @@
 // apply_transforms on CUDA: against the CPU backend for every interpolation
 // with a CUDA path (linear, nearest, bspline) on random inputs and chains, and
 // the exactness of a CUDA registration's own warped image and labels.
-//   - registration form (affine + field on the reference grid): bit for bit
-//     against the CPU for nearest; linear within 1e-4 of the 10..200 values
-//     (the sampler kernels round differently from the CPU reference:
-//     grid_sampler_cuda_test's tolerance);
+//   - linear: within 1e-4 of the 10..200 range at any voxel (the sampler
+//     kernels round coordinates differently from the CPU reference: relative
+//     L2 1e-5 in grid_sampler_cuda_test; one sample on a steep random edge
+//     moves most); nearest: at most 0.1% of the labels differ (a point on a
+//     rounding boundary);
 //   - bspline: positions are float on the device, double on the CPU: 2e-3.
 #include <gtest/gtest.h>
 
@@ -97,7 +98,7 @@ TEST(ApplyTransformsCuda, MatchesCpuForEveryCudaInterpolation) {
         }
         EXPECT_LE(differ, cpu.volume.data.num_elements() / 1000);
       } else {
-        EXPECT_LT(diff, interp == ApplyInterpolation::kBspline ? 2e-3 * 200 : 1e-3) << ApplyInterpolationName(interp);
+        EXPECT_LT(diff, interp == ApplyInterpolation::kBspline ? 2e-3 * 200 : 1e-4 * 200) << ApplyInterpolationName(interp);
       }
     }
   }

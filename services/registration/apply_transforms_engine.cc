@@ -279,7 +279,10 @@ absl::Status ApplyTransformsEngine::CheckPlan(const ApplyTransformsJobPlan& plan
 
 jobs::ResourceNeeds ApplyTransformsEngine::NeedsOf(const ApplyTransformsJobPlan& plan) const {
   jobs::ResourceNeeds needs;
-  needs.needs_gpu = !plan.points && plan.options.device == "cuda";
+  // Points and the label interpolations run on the CPU whatever the device.
+  const ApplyInterpolation interp = plan.options.interpolation;
+  needs.needs_gpu = !plan.points && plan.options.device == "cuda" && interp != ApplyInterpolation::kLabel &&
+                    interp != ApplyInterpolation::kGenericLabel;
   return needs;
 }
 

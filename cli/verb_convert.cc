@@ -141,6 +141,8 @@ int RunConvert(int argc, char** argv) {
     write_options.series_description = args->Get("series-description");
     if (write_options.series_description.empty()) write_options.series_description = "tessera convert";
     write_options.deidentify = deidentify;
+    // A conversion keeps its input's values: with a CT reference, HU.
+    write_options.values_are_hounsfield = true;
     auto written = dicom::WriteDicomSeries(*volume, out, write_options);
     if (!written.ok()) {
       std::fprintf(stderr, "tessera convert: %s\n", std::string(written.status().message()).c_str());

@@ -344,6 +344,36 @@ bool IsDicomPath(const std::string& path) {
   return std::memcmp(buf + 128, "DICM", 4) == 0;
 }
 
+std::string PeekDicomModality(const std::string& path) {
+  std::string file;
+  if (IsDir(path)) {
+    std::vector<std::string> names;
+    if (DIR* dir = opendir(path.c_str())) {
+      while (dirent* e = readdir(dir)) names.push_back(e->d_name);
+      closedir(dir);
+    }
+    std::sort(names.begin(), names.end());
+    for (const std::string& name : names) {
+      const std::string candidate = path + "/" + name;
+      if (name != "." && name != ".." && IsRegular(candidate) && !LooksLikeZip(candidate) &&
+          IsDicomPath(candidate)) {
+        file = candidate;
+        break;
+      }
+    }
+  } else if (IsRegular(path) && !LooksLikeZip(path) && IsDicomPath(path)) {
+    file = path;
+  }
+  if (file.empty()) return "";
+  InitDcmtkOnce();
+  DcmFileFormat format;
+  // Elements longer than 4 KiB (pixel data) stay on disk.
+  if (format.loadFile(file.c_str(), EXS_Unknown, EGL_noChange, 4096).bad()) return "";
+  OFString modality;
+  if (format.getDataset()->findAndGetOFString(DCM_Modality, modality).bad()) return "";
+  return modality.c_str();
+}
+
 absl::StatusOr<DicomSeries> ReadDicomSeries(const std::vector<std::string>& inputs, const DicomReadOptions& options) {
   InitDcmtkOnce();
   TESSERA_ASSIGN_OR_RETURN(std::vector<Source> sources, GatherSources(inputs, options.max_bytes));

@@ -84,6 +84,13 @@ void InitDcmtkOnce();
 // with the DICOM preamble ("DICM" at byte 128). Cheap (reads 132 bytes).
 bool IsDicomPath(const std::string& path);
 
+// The Modality of a series directory's first DICOM file (by name) or of one
+// DICOM file, from its header alone (pixel data is not read); "" for a zip,
+// a path without DICOM files, or a file without the attribute. For choices
+// that depend on what an input is (e.g. whether a resampled image holds CT
+// numbers), never for refusals.
+std::string PeekDicomModality(const std::string& path);
+
 }  // namespace tessera::dicom
 
 #endif  // TESSERA_COMMON_DICOM_DICOM_SERIES_H_

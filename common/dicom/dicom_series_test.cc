@@ -62,6 +62,14 @@ TEST_F(DicomSeriesTest, CtPhantomGeometryAndValues) {
   ASSERT_EQ(s->info.files.size(), 10u);
 }
 
+TEST_F(DicomSeriesTest, PeekModalityReadsOneHeader) {
+  EXPECT_EQ(PeekDicomModality(data_ + "/ct-series-philips-phantom"), "CT");
+  EXPECT_EQ(PeekDicomModality(data_ + "/ct-series-philips-phantom/I10.dcm"), "CT");
+  EXPECT_EQ(PeekDicomModality(data_ + "/mr-series-adc-prostate"), "MR");
+  EXPECT_EQ(PeekDicomModality(data_ + "/no-such-series"), "");
+  EXPECT_EQ(PeekDicomModality(data_ + "/SOURCES.txt"), "");
+}
+
 TEST_F(DicomSeriesTest, ShuffledNamesSortAlongTheNormal) {
   auto dir = ReadDicomSeries({data_ + "/mr-series-adc-prostate"});
   ASSERT_TRUE(dir.ok()) << dir.status();

@@ -92,7 +92,8 @@ absl::StatusOr<DicomWriteResult> WriteDicomSeries(const Volume& volume, const st
   if (!options.reference.empty()) {
     TESSERA_ASSIGN_OR_RETURN(ref, internal::LoadReference(options.reference));
   }
-  const bool ct = ref && ref->info.modality == "CT";
+  // CT Image Storage claims HU (RescaleType): only when the caller says so.
+  const bool ct = ref && ref->info.modality == "CT" && options.values_are_hounsfield;
   result.sop_class_uid = ct ? UID_CTImageStorage : UID_SecondaryCaptureImageStorage;
   const std::string study_uid = internal::StudyUidFor(ref.get(), deid);
   const std::string for_uid = internal::FrameOfReferenceUidFor(ref.get(), options.same_frame_of_reference, deid);

@@ -2,11 +2,14 @@
 // the inverse of ReadDicomSeries' geometry: ReadDicomSeries(written) gives
 // back the same voxels and affine (see "Handedness" for the one exception).
 //
-// SOP class: CT Image Storage when the reference series is CT (the derived
-// image stays a CT for viewers and hanging protocols; the CT Image module's
-// Type 1 attributes we can state truthfully are written: ImageType
+// SOP class: CT Image Storage when the reference series is CT and the caller
+// states that the values are CT numbers (DicomWriteOptions::
+// values_are_hounsfield: a CT resampled or converted; the derived image stays
+// a CT for viewers and hanging protocols; the CT Image module's Type 1
+// attributes we can state truthfully are written: ImageType
 // DERIVED\SECONDARY, RescaleType HU); Secondary Capture Image Storage
-// otherwise (no reference, MR, PET, ...): SC has no acquisition attributes to
+// otherwise (no reference, MR, PET, a reconstruction's attenuation in 1/mm,
+// an MR image resampled onto a CT, ...): SC has no acquisition attributes to
 // invent (the MR IOD would need ScanningSequence etc., which a result does
 // not have), and ImagePositionPatient / ImageOrientationPatient /
 // PixelSpacing are still written so that readers (ours, dcm2niix) place it.
@@ -83,6 +86,11 @@ struct DicomWriteOptions {
   bool same_frame_of_reference = true;
   int series_number = 0;  // 0: the reference's + 1000, or 1
   Deidentification deidentify;  // disabled by default
+  // The values are CT numbers in HU (a CT resampled or converted): with a CT
+  // reference the series is CT Image Storage, RescaleType HU. False (values
+  // in other units, e.g. a CT reconstruction's attenuation in 1/mm, or
+  // another modality's intensities): Secondary Capture, RescaleType US.
+  bool values_are_hounsfield = false;
 };
 
 struct DicomWriteResult {

@@ -99,6 +99,7 @@ TEST(DicomWriterTest, CtPhantomRoundTrip) {
   DicomWriteOptions opts;
   opts.series_description = "tessera dicom_writer_test";
   opts.reference = src;
+  opts.values_are_hounsfield = true;
   const auto t0 = std::chrono::steady_clock::now();
   auto written = WriteDicomSeries(in->volume, dir, opts);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -139,6 +140,24 @@ TEST(DicomWriterTest, CtPhantomRoundTrip) {
   EXPECT_EQ(ref_uid.c_str(), in->info.series_instance_uid);
   CompareWithDcm2niix(dir, back->volume, "ct");
   Dciodvfy(b);
+}
+
+// Values not stated to be HU (a reconstruction's 1/mm, an MR resampled onto
+// a CT) are Secondary Capture even with a CT reference: CT Image Storage
+// would claim RescaleType HU.
+TEST(DicomWriterTest, CtReferenceWithoutHounsfieldIsSecondaryCapture) {
+  const std::string data = DicomTestDataDir();
+  if (data.empty()) GTEST_SKIP() << "no ../shared/data/dicom (set TESSERA_DICOM_DATA)";
+  const std::string src = data + "/ct-series-philips-phantom";
+  auto in = ReadDicomSeries({src});
+  ASSERT_TRUE(in.ok()) << in.status();
+  DicomWriteOptions opts;
+  opts.reference = src;
+  auto written = WriteDicomSeries(in->volume, TmpDir("ct_not_hu"), opts);
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(written->sop_class_uid, UID_SecondaryCaptureImageStorage);
+  EXPECT_EQ(Tag(written->files.front(), DCM_RescaleType), "US");
+  EXPECT_EQ(Tag(written->files.front(), DCM_StudyInstanceUID), in->info.study_instance_uid);
 }
 
 // negative: an index frame of negative determinant (what DICOM reads as).

@@ -114,6 +114,7 @@ absl::StatusOr<ResultVolumeFiles> WriteResultVolume(const Volume& volume, const 
   options.reference = plan.reference_series;
   options.same_frame_of_reference = plan.same_frame_of_reference;
   options.deidentify = plan.deidentify;
+  options.values_are_hounsfield = plan.image_values_hounsfield;
   out.dicom = DicomSeriesDirName(nifti_name);
   const std::string series_dir = (fs::path(dir) / out.dicom).string();
   // A series directory holds this series only (a reader would refuse a mix).

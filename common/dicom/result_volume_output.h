@@ -34,6 +34,11 @@ struct ResultOutputPlan {
   // onto a DICOM fixed image): its FrameOfReferenceUID is kept.
   bool same_frame_of_reference = false;
   std::string series_description;  // empty: each output's default
+  // Image results hold CT numbers (HU): a CT resampled by registration or
+  // apply-transforms. With a CT reference they are then CT Image Storage
+  // (DicomWriteOptions::values_are_hounsfield); reconstructions (1/mm) and
+  // other intensities are Secondary Capture.
+  bool image_values_hounsfield = false;
 };
 
 // The request's fields, as plain values (paths already resolved).

@@ -1,6 +1,6 @@
 // ReconstructRequest.output: a small cone-beam FDK reconstruction written as
-// reconstruction_dicom/ (CT Image Storage with the CT phantom series of
-// ../shared/data/dicom as reference, Secondary Capture and a new study
+// reconstruction_dicom/ (Secondary Capture keeping the study of the CT
+// phantom series of ../shared/data/dicom as reference, and a new study
 // without one), reading back as reconstruction.nii.gz within the writer's
 // stated error and on its grid; format dicom keeps the NIfTI out of
 // output_dir (the job's results keep it: DownloadResult reads it); the
@@ -150,7 +150,8 @@ TEST(ReconstructionDicomOutput, DicomWithACtReferenceIsACtSeriesOfItsStudy) {
   ExpectSeriesEqualsNifti(dir + "/out/reconstruction_dicom", dir + "/work/reconstruction.nii.gz");
 
   const std::string first = FirstFile(dir + "/out/reconstruction_dicom");
-  EXPECT_EQ(Attribute(first, DCM_SOPClassUID), UID_CTImageStorage);
+  // Attenuation in 1/mm is not HU: Secondary Capture even with a CT reference.
+  EXPECT_EQ(Attribute(first, DCM_SOPClassUID), UID_SecondaryCaptureImageStorage);
   EXPECT_EQ(Attribute(first, DCM_SeriesDescription), "tessera recon ct fdk");
   const std::string ref = FirstFile(reference);
   EXPECT_EQ(Attribute(first, DCM_StudyInstanceUID), Attribute(ref, DCM_StudyInstanceUID));

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/device.h"
+#include "common/dicom/dicom_series.h"
 #include "common/dicom/volume_file.h"
 #include "common/durable_file.h"
 #include "common/status.h"
@@ -340,6 +341,9 @@ absl::StatusOr<ApplyTransformsOutcome> ApplyTransformsEngine::Run(const ApplyTra
     TESSERA_ASSIGN_OR_RETURN(
         dicom::ResultOutputPlan output_plan,
         ResolveOutputOptions(request.output(), roots_, reference_path.ok() ? *reference_path : "", max_volume_bytes_));
+    // A CT input resampled keeps its CT numbers (a CT Image Storage result).
+    absl::StatusOr<std::string> input_path = ResolveFileOrDirUnderRoots(request.input().path(), roots_);
+    output_plan.image_values_hounsfield = input_path.ok() && dicom::PeekDicomModality(*input_path) == "CT";
     report("apply", 0.2);
     GridSpace grid = SpaceOf(reference);
     if (reference.data.rank() < 3) return absl::InvalidArgumentError("reference: not a 3-D volume");

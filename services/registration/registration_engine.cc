@@ -8,6 +8,7 @@
 #include "common/device.h"
 #include "common/status.h"
 #include "services/common/data_roots.h"
+#include "common/dicom/dicom_series.h"
 #include "services/common/output_options.h"
 #include "kernels/registration/pipeline/nifti_voxels.h"
 #include "kernels/registration/pipeline/metric_mask.h"
@@ -90,6 +91,9 @@ absl::StatusOr<RequestSpec> RegistrationEngine::ResolvePlan(const RegisterJobPla
   // warped image lies on its grid.
   TESSERA_ASSIGN_OR_RETURN(spec.output,
                            ResolveOutputOptions(request.output(), roots_, in.fixed.path, max_volume_bytes_));
+  // The warped image holds the moving image's values: CT numbers when it is a
+  // CT series (then a CT Image Storage result with a CT reference).
+  spec.output.image_values_hounsfield = !in.moving.path.empty() && dicom::PeekDicomModality(in.moving.path) == "CT";
   if (!request.output_dir().empty()) {
     absl::StatusOr<std::string> dir = ResolveOutputDirUnderRoots(request.output_dir(), roots_);
     if (!dir.ok()) return Annotate(dir.status(), "output_dir");

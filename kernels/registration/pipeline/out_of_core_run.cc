@@ -243,6 +243,16 @@ class OutOfCoreRun final : public RunPhases {
   absl::Status Output(NDArray u, RegistrationResult* result) override {
     EndLinearStages();
     levels_.clear();
+    // As the in-core run (in_core_run.cc): the outputs are computed from
+    // u = L (L^-1 u), the field the exported v gives back, in place on the
+    // host (no second field-sized buffer), so both residencies warp alike.
+    Mat3 l{}, l_inv{};
+    if (!u.empty()) {
+      TESSERA_ASSIGN_OR_RETURN(l, PhysicalToNormalizedDisplacement(result->affine_ras, moving_space_));
+      TESSERA_ASSIGN_OR_RETURN(l_inv, Invert3(l));
+      TESSERA_RETURN_IF_ERROR(MixComponents(u, l_inv, cpu_));
+      TESSERA_RETURN_IF_ERROR(MixComponents(u, l, cpu_));
+    }
     // The warp of the original intensities (any dtype, converted slab by slab).
     TESSERA_ASSIGN_OR_RETURN(OutOfCoreOutputs out,
                              RunOutOfCoreOutputs(in_.stream, options_, result->affine_ras, full_level_,
@@ -254,8 +264,6 @@ class OutOfCoreRun final : public RunPhases {
     if (!u.empty()) {
       result->jacobian = out.jacobian;
       // v = L^-1 u (RAS mm before T), in place on the host.
-      TESSERA_ASSIGN_OR_RETURN(Mat3 l, PhysicalToNormalizedDisplacement(result->affine_ras, moving_space_));
-      TESSERA_ASSIGN_OR_RETURN(Mat3 l_inv, Invert3(l));
       TESSERA_RETURN_IF_ERROR(MixComponents(u, l_inv, cpu_));
       result->displacement_ras = std::move(u);
     }

@@ -21,6 +21,7 @@
 
 #include "common/nifti_io.h"
 #include "common/testing/gpu_test.h"
+#include "common/testing/temp_files.h"
 #include "kernels/registration/pipeline/ants_transform_io.h"
 #include "kernels/registration/pipeline/apply_transforms.h"
 #include "kernels/registration/pipeline/outputs.h"
@@ -29,7 +30,8 @@
 namespace tessera::registration {
 namespace {
 
-std::string Tmp(const std::string& name) { return std::string(std::getenv("TEST_TMPDIR")) + "/" + name; }
+// Runs outside Bazel on the GPU machine too (no TEST_TMPDIR there).
+std::string Tmp(const std::string& name) { return testing::FreshTestDir(name); }
 
 double MaxAbsDiff(const NDArray& a, const NDArray& b) {
   NDArray fa = a.AsType(DType::kFloat64).value(), fb = b.AsType(DType::kFloat64).value();

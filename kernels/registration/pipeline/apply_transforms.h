@@ -27,8 +27,8 @@
 //     same sampler (linear and nearest on either backend);
 //     Bit for bit needs: the same backend; the reference grid as the
 //     registration had the fixed image (its file read again); an in-core run
-//     (an out-of-core one samples its warped image with its internal field,
-//     which L v reproduces to float rounding only); and the .mat read back
+//     (an out-of-core one warps with L (L^-1 u) and exports L^-1 of that,
+//     which L v gives back to float rounding only); and the .mat read back
 //     (ITK's centre algebra rounds the translation by an ulp or so, far below
 //     the float32 [A | t] the sampler takes: itk_affine_text_test).
 //   - bspline: positions on the CPU, the B-spline evaluated on the stream's

@@ -98,6 +98,11 @@ class Engine {
   // NOT_FOUND, ... with a message a user can act on.
   virtual absl::Status Validate(const google::protobuf::Any& spec) const = 0;
   virtual ResourceNeeds Needs(const google::protobuf::Any& /*spec*/) const { return {}; }
+  // Other jobs whose results this job reads (apply-transforms of a
+  // registration job's transforms): a scheduler takes the job only from a
+  // caller who may see each of them (services/jobs/job_access.h), so naming
+  // a job id cannot reach another owner's results.
+  virtual std::vector<std::string> ReferencedJobs(const google::protobuf::Any& /*spec*/) const { return {}; }
   // Runs the job to the end. Returns CANCELLED / DEADLINE_EXCEEDED when
   // ctx.CheckContinue() said so.
   virtual absl::StatusOr<EngineOutput> Run(const google::protobuf::Any& spec, EngineContext& ctx) const = 0;

@@ -50,6 +50,11 @@ class TypedEngine : public Engine {
     return plan.ok() ? NeedsOf(**plan) : ResourceNeeds{};
   }
 
+  std::vector<std::string> ReferencedJobs(const google::protobuf::Any& spec) const final {
+    absl::StatusOr<std::shared_ptr<const PlanT>> plan = PlanOf(spec);
+    return plan.ok() ? ReferencedJobsOf(**plan) : std::vector<std::string>{};
+  }
+
   absl::StatusOr<EngineOutput> Run(const google::protobuf::Any& spec, EngineContext& ctx) const final {
     absl::StatusOr<std::shared_ptr<const PlanT>> plan = PlanOf(spec);
     if (!plan.ok()) return plan.status();
@@ -68,6 +73,7 @@ class TypedEngine : public Engine {
   // file sizes). Not called by Run: RunPlan resolves what it opens itself.
   virtual absl::Status CheckPlan(const PlanT& /*plan*/) const { return absl::OkStatus(); }
   virtual ResourceNeeds NeedsOf(const PlanT& /*plan*/) const { return {}; }
+  virtual std::vector<std::string> ReferencedJobsOf(const PlanT& /*plan*/) const { return {}; }
   virtual absl::StatusOr<EngineOutput> RunPlan(const PlanT& plan, EngineContext& ctx) const = 0;
 
  private:

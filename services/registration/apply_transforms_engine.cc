@@ -379,6 +379,14 @@ absl::StatusOr<ApplyTransformsOutcome> ApplyTransformsEngine::RunRequest(const v
   return Run(plan, work_dir, job_id, nullptr);
 }
 
+std::vector<std::string> ApplyTransformsEngine::ReferencedJobsOf(const ApplyTransformsJobPlan& plan) const {
+  std::vector<std::string> ids;
+  for (const v1::TransformSource& t : plan.request.transforms()) {
+    if (t.source_case() == v1::TransformSource::kRegistrationJobId) ids.push_back(t.registration_job_id());
+  }
+  return ids;
+}
+
 absl::StatusOr<jobs::EngineOutput> ApplyTransformsEngine::RunPlan(const ApplyTransformsJobPlan& plan,
                                                                   jobs::EngineContext& ctx) const {
   TESSERA_ASSIGN_OR_RETURN(ApplyTransformsOutcome outcome, Run(plan, ctx.work_dir(), ctx.job_id(), &ctx));

@@ -81,6 +81,9 @@ class ApplyTransformsEngine final : public jobs::TypedEngine<v1::ApplyTransforms
   // registration jobs there, output options.
   absl::Status CheckPlan(const ApplyTransformsJobPlan& plan) const override;
   jobs::ResourceNeeds NeedsOf(const ApplyTransformsJobPlan& plan) const override;
+  // The registration jobs whose transforms it reads (TransformSource.
+  // registration_job_id): the scheduler checks the caller may see them.
+  std::vector<std::string> ReferencedJobsOf(const ApplyTransformsJobPlan& plan) const override;
   absl::StatusOr<jobs::EngineOutput> RunPlan(const ApplyTransformsJobPlan& plan, jobs::EngineContext& ctx) const override;
 
  private:

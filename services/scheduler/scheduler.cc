@@ -213,6 +213,17 @@ absl::StatusOr<v1::JobInfo> Scheduler::Submit(const v1::SubmitJobRequest& reques
     TESSERA_RETURN_IF_ERROR((*engine)->Validate(request.spec().spec()));
     needs = (*engine)->Needs(request.spec().spec());
     kind = (*engine)->kind();
+    if (options.may_read_job) {
+      for (const std::string& id : (*engine)->ReferencedJobs(request.spec().spec())) {
+        const absl::Status not_found = absl::NotFoundError(absl::StrCat("the spec names job '", id,
+                                                                        "', which does not exist"));
+        absl::StatusOr<JobRecord> referenced = store_->Get(id);
+        if (!referenced.ok()) {
+          return referenced.status().code() == absl::StatusCode::kNotFound ? not_found : referenced.status();
+        }
+        if (!options.may_read_job(*referenced).ok()) return not_found;
+      }
+    }
     if (options.require_gpu_worker && needs.needs_gpu && !HasGpuWorker()) {
       return absl::FailedPreconditionError(
           "options.device is \"cuda\" but no worker of this scheduler has a CUDA GPU; use \"auto\" or \"cpu\"");

@@ -80,6 +80,12 @@ struct SubmitOptions {
   // job touches ("" for none): who may see it (services/jobs/job_access.h).
   std::string owner;
   std::string gallery;
+  // Whether the caller may use the results of a job the spec reads
+  // (Engine::ReferencedJobs): set by SchedulerService from the call's
+  // identity; each referenced job must exist in this scheduler's store and
+  // pass it (else NOT_FOUND, worded as for a missing job). Unset (services
+  // that checked the references themselves): not checked here.
+  std::function<absl::Status(const jobs::JobRecord&)> may_read_job;
 };
 
 struct WorkerSlots {

@@ -32,6 +32,9 @@ grpc::Status SchedulerServiceImpl::Submit(grpc::ServerContext* context, const v1
   scheduler::SubmitOptions options;
   options.owner = jobs::OwnerOf(caller.identity);
   options.gallery = caller.identity.gallery;  // the one the interceptor found in the spec (and authorized)
+  options.may_read_job = [&caller](const jobs::JobRecord& job) {
+    return jobs::CheckJobVisible(caller, job, absl::NotFoundError("not visible"));
+  };
   absl::StatusOr<v1::JobInfo> info = scheduler_->Submit(*request, options);
   if (!info.ok()) return jobs::JobRpcStatus(*context, info.status());
   return jobs::Respond(std::move(info), response);

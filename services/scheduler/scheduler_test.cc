@@ -54,6 +54,12 @@ class StepsEngine : public jobs::Engine {
     }
     return needs;
   }
+  // job_id: a job whose results this one "reads".
+  std::vector<std::string> ReferencedJobs(const google::protobuf::Any& spec) const override {
+    v1::Progress p;
+    if (!jobs::UnpackSpec(spec, &p).ok() || p.job_id().empty()) return {};
+    return {p.job_id()};
+  }
   absl::StatusOr<jobs::EngineOutput> Run(const google::protobuf::Any& spec, jobs::EngineContext& ctx) const override {
     v1::Progress p;
     TESSERA_RETURN_IF_ERROR(jobs::UnpackSpec(spec, &p));
@@ -286,6 +292,40 @@ TEST_P(SchedulerTest, SameRequestIdReturnsTheSameJob) {
   ASSERT_TRUE(by_request.ok()) << by_request.status();
   EXPECT_EQ(by_request->job_id, a->job_id());
   EXPECT_EQ(s->store().FindByRequestId("client-43").status().code(), absl::StatusCode::kNotFound);
+}
+
+// A spec naming another job's results (Engine::ReferencedJobs) is taken only
+// when that job exists and the submit's may_read_job lets the caller read it;
+// both refusals read as a missing job (nothing about another owner leaks).
+TEST_P(SchedulerTest, ReferencedJobsMustBeVisibleToTheCaller) {
+  auto s = MakeScheduler();
+  SubmitOptions ada;
+  ada.owner = "ada";
+  absl::StatusOr<v1::JobInfo> base = s->Submit(StepsJob(1, 1), ada);
+  ASSERT_TRUE(base.ok()) << base.status();
+  v1::SubmitJobRequest reader = StepsJob(1, 1);
+  v1::Progress p;
+  ASSERT_TRUE(reader.spec().spec().UnpackTo(&p));
+  p.set_job_id(base->job_id());
+  reader.mutable_spec()->mutable_spec()->PackFrom(p);
+  SubmitOptions bob;
+  bob.owner = "bob";
+  bob.may_read_job = [](const jobs::JobRecord& job) {
+    return job.owner == "bob" ? absl::OkStatus() : absl::PermissionDeniedError("not bob's");
+  };
+  absl::Status refused = s->Submit(reader, bob).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kNotFound) << refused;
+  EXPECT_NE(refused.message().find(base->job_id()), std::string::npos) << refused;
+  p.set_job_id("job-that-does-not-exist");
+  v1::SubmitJobRequest missing = reader;
+  missing.mutable_spec()->mutable_spec()->PackFrom(p);
+  EXPECT_EQ(s->Submit(missing, bob).status().code(), absl::StatusCode::kNotFound);
+  ada.may_read_job = [](const jobs::JobRecord& job) {
+    return job.owner == "ada" ? absl::OkStatus() : absl::PermissionDeniedError("not ada's");
+  };
+  absl::StatusOr<v1::JobInfo> taken = s->Submit(reader, ada);
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  EXPECT_EQ(WaitForEnd(*s, taken->job_id()).state(), v1::JOB_STATE_SUCCEEDED);
 }
 
 TEST_P(SchedulerTest, BadSpecsFailTheirSubmit) {

@@ -324,24 +324,8 @@ absl::StatusOr<DicomSegVolume> ReadDicomSeg(const std::string& path, int64_t max
   Vec3 col1 = {c[0] * ps[0], c[1] * ps[0], c[2] * ps[0]};
   Vec3 step;
   for (int q = 0; q < 3; ++q) step[q] = nz > 1 ? (highest.ipp[q] - lowest.ipp[q]) / (nz - 1) : n[q] * step_mm;
-  Vec3 origin = lowest.ipp;
-  for (Vec3* v : {&col0, &col1, &step, &origin}) {
-    (*v)[0] = -(*v)[0];
-    (*v)[1] = -(*v)[1];
-  }
-  for (int q = 0; q < 3; ++q) {
-    origin[q] += (ny - 1) * col1[q];
-    col1[q] = -col1[q];
-  }
-  Mat4 affine{};
-  for (int q = 0; q < 3; ++q) {
-    affine[q * 4 + 0] = col0[q];
-    affine[q * 4 + 1] = col1[q];
-    affine[q * 4 + 2] = step[q];
-    affine[q * 4 + 3] = origin[q];
-  }
-  affine[15] = 1;
-  TESSERA_ASSIGN_OR_RETURN(Geometry geometry, Geometry::FromAffine(affine));
+  TESSERA_ASSIGN_OR_RETURN(Geometry geometry,
+                           Geometry::FromAffine(DicomStackAffine(col0, col1, step, lowest.ipp, ny, /*flip_rows=*/true)));
   out.labels.data = std::move(data);
   out.labels.geometry = geometry;
   out.labels.description = GetString(ds, DCM_SeriesDescription);

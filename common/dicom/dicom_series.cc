@@ -344,6 +344,29 @@ bool IsDicomPath(const std::string& path) {
   return std::memcmp(buf + 128, "DICM", 4) == 0;
 }
 
+Mat4 DicomStackAffine(Vec3 along_row, Vec3 down_column, Vec3 slice_step, Vec3 first_position, int64_t rows,
+                      bool flip_rows) {
+  for (Vec3* v : {&along_row, &down_column, &slice_step, &first_position}) {
+    (*v)[0] = -(*v)[0];
+    (*v)[1] = -(*v)[1];
+  }
+  if (flip_rows) {
+    for (int q = 0; q < 3; ++q) {
+      first_position[q] += (rows - 1) * down_column[q];
+      down_column[q] = -down_column[q];
+    }
+  }
+  Mat4 affine{};
+  for (int q = 0; q < 3; ++q) {
+    affine[q * 4 + 0] = along_row[q];
+    affine[q * 4 + 1] = down_column[q];
+    affine[q * 4 + 2] = slice_step[q];
+    affine[q * 4 + 3] = first_position[q];
+  }
+  affine[15] = 1;
+  return affine;
+}
+
 std::string PeekDicomModality(const std::string& path) {
   std::string file;
   if (IsDir(path)) {
@@ -593,26 +616,8 @@ absl::StatusOr<DicomSeries> ReadDicomSeries(const std::vector<std::string>& inpu
   // Affine: LPS columns, then RAS, then the row flip.
   Vec3 col0 = {r[0] * f0.ps_col, r[1] * f0.ps_col, r[2] * f0.ps_col};
   Vec3 col1 = {c[0] * f0.ps_row, c[1] * f0.ps_row, c[2] * f0.ps_row};
-  Vec3 origin = frames[0].ipp;
-  for (Vec3* v : {&col0, &col1, &step, &origin}) {
-    (*v)[0] = -(*v)[0];
-    (*v)[1] = -(*v)[1];
-  }
-  if (options.flip_rows) {
-    for (int q = 0; q < 3; ++q) {
-      origin[q] += (ny - 1) * col1[q];
-      col1[q] = -col1[q];
-    }
-  }
-  Mat4 affine{};
-  for (int q = 0; q < 3; ++q) {
-    affine[q * 4 + 0] = col0[q];
-    affine[q * 4 + 1] = col1[q];
-    affine[q * 4 + 2] = step[q];
-    affine[q * 4 + 3] = origin[q];
-  }
-  affine[15] = 1;
-  TESSERA_ASSIGN_OR_RETURN(Geometry geometry, Geometry::FromAffine(affine));
+  TESSERA_ASSIGN_OR_RETURN(Geometry geometry,
+                           Geometry::FromAffine(DicomStackAffine(col0, col1, step, frames[0].ipp, ny, options.flip_rows)));
 
   DicomSeries out;
   out.volume.data = std::move(data);

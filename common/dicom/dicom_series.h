@@ -34,6 +34,7 @@
 #ifndef TESSERA_COMMON_DICOM_DICOM_SERIES_H_
 #define TESSERA_COMMON_DICOM_DICOM_SERIES_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -83,6 +84,16 @@ void InitDcmtkOnce();
 // A path a DICOM reader should handle: a directory, a zip archive, or a file
 // with the DICOM preamble ("DICM" at byte 128). Cheap (reads 132 bytes).
 bool IsDicomPath(const std::string& path);
+
+// The RAS index -> world affine of a DICOM slice stack, as dcm2niix defines
+// it: LPS mm vectors along a row (i: ImageOrientationPatient's row cosine
+// times the column spacing), down the columns (j) and between slices (k),
+// and the first slice's ImagePositionPatient; x and y negated (LPS -> RAS);
+// with flip_rows, j reversed (the origin moves to the last row). Shared by
+// the series and SEG readers so both place voxels identically.
+Mat4 DicomStackAffine(std::array<double, 3> along_row, std::array<double, 3> down_column,
+                      std::array<double, 3> slice_step, std::array<double, 3> first_position, int64_t rows,
+                      bool flip_rows);
 
 // The Modality of a series directory's first DICOM file (by name) or of one
 // DICOM file, from its header alone (pixel data is not read); "" for a zip,

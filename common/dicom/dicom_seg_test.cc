@@ -38,6 +38,7 @@ namespace {
 using testing::AffineDiff;
 using testing::Dciodvfy;
 using testing::Det;
+using testing::ObliqueDirection;
 using testing::ReverseK;
 using testing::TmpDir;
 
@@ -60,18 +61,7 @@ Volume RandomLabels(bool negative, uint32_t seed, int32_t big = 70000) {
         if (k == 0 || k == nz - 1) x = 0;
         p[i + nx * (j + ny * k)] = x;
       }
-  const double a = 0.5, b = -0.3;
-  const double rz[9] = {std::cos(a), -std::sin(a), 0, std::sin(a), std::cos(a), 0, 0, 0, 1};
-  const double rx[9] = {1, 0, 0, 0, std::cos(b), -std::sin(b), 0, std::sin(b), std::cos(b)};
-  for (int r = 0; r < 3; ++r)
-    for (int c = 0; c < 3; ++c) {
-      double s = 0;
-      for (int q = 0; q < 3; ++q) s += rz[r * 3 + q] * rx[q * 3 + c];
-      v.geometry.direction[r * 3 + c] = s;
-    }
-  if (negative) {
-    for (int r = 0; r < 3; ++r) v.geometry.direction[r * 3] = -v.geometry.direction[r * 3];
-  }
+  v.geometry.direction = ObliqueDirection(0.5, -0.3, negative);
   v.geometry.spacing = {0.8, 1.3, 2.2};
   v.geometry.origin = {-31.5, 17.25, 42};
   return v;

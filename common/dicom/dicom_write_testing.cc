@@ -37,6 +37,22 @@ double AffineDiff(const Geometry& a, const Geometry& b) {
   return d;
 }
 
+std::array<double, 9> ObliqueDirection(double a, double b, bool negative) {
+  const double rz[9] = {std::cos(a), -std::sin(a), 0, std::sin(a), std::cos(a), 0, 0, 0, 1};
+  const double rx[9] = {1, 0, 0, 0, std::cos(b), -std::sin(b), 0, std::sin(b), std::cos(b)};
+  std::array<double, 9> d{};
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 3; ++c) {
+      double s = 0;
+      for (int q = 0; q < 3; ++q) s += rz[r * 3 + q] * rx[q * 3 + c];
+      d[r * 3 + c] = s;
+    }
+  if (negative) {
+    for (int r = 0; r < 3; ++r) d[r * 3] = -d[r * 3];
+  }
+  return d;
+}
+
 Volume ReverseK(const Volume& v) {
   Volume out;
   out.data = NDArray::Allocate(v.data.shape(), v.data.dtype()).value();

@@ -3,6 +3,7 @@
 #ifndef TESSERA_COMMON_DICOM_DICOM_WRITE_TESTING_H_
 #define TESSERA_COMMON_DICOM_DICOM_WRITE_TESTING_H_
 
+#include <array>
 #include <string>
 
 #include "common/volume.h"
@@ -27,6 +28,11 @@ double AffineDiff(const Geometry& a, const Geometry& b);
 Volume ReverseK(const Volume& v);
 
 double Det(const Geometry& g);
+
+// An oblique direction: a rotation by `a` about z times one by `b` about x
+// (radians); with `negative`, its first column negated (an index frame of
+// negative determinant, what DICOM reads as).
+std::array<double, 9> ObliqueDirection(double a, double b, bool negative);
 
 // Every byte of a file.
 std::string ReadBytes(const std::string& path);

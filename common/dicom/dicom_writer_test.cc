@@ -32,6 +32,7 @@ namespace {
 using testing::AffineDiff;
 using testing::Det;
 using testing::Have;
+using testing::ObliqueDirection;
 using testing::ReverseK;
 using testing::TmpDir;
 
@@ -170,18 +171,7 @@ Volume Synthetic(int nx, int ny, int nz, bool negative = true) {
       for (int i = 0; i < nx; ++i)
         p[i + nx * (j + ny * k)] = static_cast<float>(100 * std::sin(0.3 * i) * std::cos(0.2 * j) + 7.25 * k - 3.1);
   // Oblique: rotation about a tilted axis, anisotropic spacing.
-  const double a = 0.4, b = 0.25;
-  const double rz[9] = {std::cos(a), -std::sin(a), 0, std::sin(a), std::cos(a), 0, 0, 0, 1};
-  const double rx[9] = {1, 0, 0, 0, std::cos(b), -std::sin(b), 0, std::sin(b), std::cos(b)};
-  for (int r = 0; r < 3; ++r)
-    for (int c = 0; c < 3; ++c) {
-      double s = 0;
-      for (int q = 0; q < 3; ++q) s += rz[r * 3 + q] * rx[q * 3 + c];
-      v.geometry.direction[r * 3 + c] = s;
-    }
-  if (negative) {
-    for (int r = 0; r < 3; ++r) v.geometry.direction[r * 3] = -v.geometry.direction[r * 3];
-  }
+  v.geometry.direction = ObliqueDirection(0.4, 0.25, negative);
   v.geometry.spacing = {0.9, 1.1, 2.5};
   v.geometry.origin = {-40.5, 12.25, 30};
   return v;

@@ -15,6 +15,7 @@
 #include "common/nifti_io.h"
 #include "kernels/registration/pipeline/ants_transform_io.h"
 #include "kernels/registration/pipeline/outputs.h"
+#include "kernels/registration/pipeline/testing/random_affine.h"
 #include "kernels/registration/pipeline/testing/colin_problem.h"
 
 namespace tessera::registration {
@@ -67,16 +68,7 @@ Volume RandomField(std::array<int64_t, 3> n, Geometry g, uint32_t seed, double a
   return f;
 }
 
-Mat4 RandomAffine(std::mt19937& rng, double shift) {
-  std::uniform_real_distribution<double> u(-1, 1);
-  Mat4 t{};
-  for (int r = 0; r < 3; ++r) {
-    for (int c = 0; c < 3; ++c) t[r * 4 + c] = (r == c ? 1.0 : 0.0) + 0.05 * u(rng);
-    t[r * 4 + 3] = shift * u(rng);
-  }
-  t[15] = 1;
-  return t;
-}
+Mat4 RandomAffine(std::mt19937& rng, double shift) { return testing::RandomAffine(rng, 0.05, shift); }
 
 Geometry Grid(std::array<double, 3> spacing, std::array<double, 3> origin) {
   Geometry g;

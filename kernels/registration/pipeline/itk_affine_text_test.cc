@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_format.h"
 #include "kernels/registration/pipeline/ants_transform_io.h"
+#include "kernels/registration/pipeline/testing/random_affine.h"
 #include "kernels/registration/pipeline/space.h"
 
 namespace tessera::registration {
@@ -17,16 +18,7 @@ namespace {
 
 std::string Tmp(const std::string& name) { return std::string(std::getenv("TEST_TMPDIR")) + "/" + name; }
 
-Mat4 RandomAffine(std::mt19937& rng) {
-  std::uniform_real_distribution<double> u(-1, 1);
-  Mat4 t{};
-  for (int r = 0; r < 3; ++r) {
-    for (int c = 0; c < 3; ++c) t[r * 4 + c] = (r == c ? 1.0 : 0.0) + 0.3 * u(rng);
-    t[r * 4 + 3] = 20 * u(rng);
-  }
-  t[15] = 1;
-  return t;
-}
+Mat4 RandomAffine(std::mt19937& rng) { return testing::RandomAffine(rng, 0.3, 20); }
 
 std::array<double, 3> Apply(const Mat4& m, std::array<double, 3> p) {
   std::array<double, 3> q{};

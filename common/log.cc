@@ -7,6 +7,8 @@
 #include <ctime>
 #include <string>
 
+#include "common/trace_context.h"
+
 namespace tessera {
 namespace {
 
@@ -39,6 +41,9 @@ LogMessage::LogMessage(LogLevel level, const char* file, int line) : level_(leve
   const char* base = std::strrchr(file, '/');
   stream_ << kLetters[static_cast<int>(level)] << ' ' << when << ' ' << (base ? base + 1 : file) << ':'
           << line << "] ";
+  // The call or job this thread works for (trace_context.h), so one trace's lines can be found
+  // across the scheduler, its workers and shards.
+  if (const TraceContext* trace = CurrentTrace()) stream_ << "trace_id=" << trace->trace_id << ' ';
 }
 
 LogMessage::~LogMessage() {

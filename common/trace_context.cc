@@ -4,11 +4,14 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <utility>
 
 namespace tessera {
 namespace {
 
-thread_local const TraceContext* current_trace = nullptr;
+// A copy, not a pointer to the setter's: a call whose status is never sent on this thread must
+// not leave a dangling trace behind (the next call replaces it).
+thread_local std::optional<TraceContext> current_trace;
 
 bool IsLowerHex(const std::string& s, size_t begin, size_t n) {
   for (size_t i = begin; i < begin + n; ++i) {
@@ -90,24 +93,23 @@ TraceContext ContinueTrace(const std::string& trace_id) {
   return TraceContext{trace_id, NewSpanId(), 1};
 }
 
-const TraceContext* CurrentTrace() { return current_trace; }
+const TraceContext* CurrentTrace() { return current_trace.has_value() ? &*current_trace : nullptr; }
 
-std::string CurrentTraceId() { return current_trace != nullptr ? current_trace->trace_id : std::string(); }
+std::string CurrentTraceId() { return current_trace.has_value() ? current_trace->trace_id : std::string(); }
 
-const TraceContext* ExchangeCurrentTrace(const TraceContext* context) {
-  const TraceContext* previous = current_trace;
-  current_trace = context;
-  return previous;
+std::optional<TraceContext> ExchangeCurrentTrace(std::optional<TraceContext> context) {
+  std::swap(current_trace, context);
+  return context;
 }
 
-ScopedTraceContext::ScopedTraceContext(TraceContext context) : context_(std::move(context)) {
-  if (context_.trace_id.empty()) return;
-  previous_ = ExchangeCurrentTrace(&context_);
+ScopedTraceContext::ScopedTraceContext(const TraceContext& context) {
+  if (context.trace_id.empty()) return;
+  previous_ = ExchangeCurrentTrace(context);
   active_ = true;
 }
 
 ScopedTraceContext::~ScopedTraceContext() {
-  if (active_) ExchangeCurrentTrace(previous_);
+  if (active_) ExchangeCurrentTrace(std::move(previous_));
 }
 
 }  // namespace tessera

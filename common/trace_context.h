@@ -49,14 +49,13 @@ std::string CurrentTraceId();
 // An empty trace id makes no trace current (a job submitted before traces were recorded).
 class ScopedTraceContext {
  public:
-  explicit ScopedTraceContext(TraceContext context);
+  explicit ScopedTraceContext(const TraceContext& context);
   ~ScopedTraceContext();
   ScopedTraceContext(const ScopedTraceContext&) = delete;
   ScopedTraceContext& operator=(const ScopedTraceContext&) = delete;
 
  private:
-  TraceContext context_;
-  const TraceContext* previous_ = nullptr;
+  std::optional<TraceContext> previous_;
   bool active_ = false;
 };
 
@@ -65,9 +64,9 @@ class ScopedTraceContext {
 TraceContext ContinueTrace(const std::string& trace_id);
 
 // For the server's trace interceptor, whose call's trace is current from its first hook to its
-// status (not one C++ scope): makes `context` (owned by the caller, outliving its use; null:
-// none) current and returns the one it replaces. Everyone else uses ScopedTraceContext.
-const TraceContext* ExchangeCurrentTrace(const TraceContext* context);
+// status (not one C++ scope): makes `context` (nullopt: none) current and returns the one it
+// replaces. Everyone else uses ScopedTraceContext.
+std::optional<TraceContext> ExchangeCurrentTrace(std::optional<TraceContext> context);
 
 // true for 32 lowercase hex digits, not all zero (a JobInfo.trace_id as stored).
 bool IsValidTraceId(const std::string& trace_id);

@@ -152,6 +152,7 @@ absl::StatusOr<AuditRecord> ParseAuditLine(absl::string_view line) {
   // Only before the details (which quote client text).
   const size_t details = line.find(",\"details\":");
   StringField(line.substr(0, details), "gallery", &r.gallery);
+  StringField(line.substr(0, details), "trace_id", &r.trace_id);
   return r;
 }
 
@@ -288,6 +289,7 @@ absl::StatusOr<int64_t> AuditLog::AppendLocked(const AuditEvent& e) {
       ",\"principal\":", JsonQuote(e.principal), ",\"peer\":", JsonQuote(e.peer), ",\"method\":", JsonQuote(e.method),
       ",\"request_id\":", JsonQuote(e.request_id),
       e.gallery.empty() ? std::string() : absl::StrCat(",\"gallery\":", JsonQuote(e.gallery)),
+      e.trace_id.empty() ? std::string() : absl::StrCat(",\"trace_id\":", JsonQuote(e.trace_id)),
       ",\"outcome\":", JsonQuote(e.outcome),
       ",\"details\":", e.details_json.empty() ? "{}" : e.details_json,
       key_.has_value() ? absl::StrCat(kKeyKey, key_->id, "\"") : std::string(), kPrevKey, last_hash_, "\"");

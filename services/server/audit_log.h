@@ -2,9 +2,13 @@
 //
 // Each line is one record with keys in this order:
 //   {"seq":N,"time":"RFC3339","principal":"...","peer":"...","method":"...","request_id":"...",
-//    ["gallery":"...",] "outcome":"OK","details":{...},"prev_hash":"<64 hex>","hash":"<64 hex>"}
+//    ["gallery":"...",] ["trace_id":"<32 hex>",] "outcome":"OK","details":{...},
+//    "prev_hash":"<64 hex>","hash":"<64 hex>"}
 // "gallery" is there for calls whose request names a fingerprint gallery (every
 // FingerprintService call but ListGalleries, and fingerprint search job submissions).
+// "trace_id" (issue 35) is the call's W3C trace id (its traceparent, or the one the server
+// started); records written before it have none and verify as they did: the hash covers the
+// line as written.
 // hash = SHA-256(prev_hash || canonical bytes), where the canonical bytes are the line without
 // its ',"hash":"..."' member (so everything up to prev_hash, then '}'). The first record ever
 // has prev_hash = 64 zeros. Append() writes the line and fsyncs before returning.
@@ -44,6 +48,7 @@ struct AuditEvent {
   std::string method;
   std::string request_id;  // request / job id when the call names one
   std::string gallery;     // the fingerprint gallery the request names ("" when none)
+  std::string trace_id;    // the call's W3C trace id ("" when none)
   std::string outcome;     // status code name, e.g. "OK", "PERMISSION_DENIED"
   std::string details_json = "{}";  // a JSON object
 };
@@ -64,7 +69,7 @@ struct AuditCheckpoints {
 // One parsed line (for verify/show).
 struct AuditRecord {
   int64_t seq = -1;
-  std::string time, principal, method, gallery, outcome, prev_hash, hash;
+  std::string time, principal, method, gallery, trace_id, outcome, prev_hash, hash;
   std::string key_id;  // "" for an unkeyed record
   std::string line;
 };

@@ -81,6 +81,37 @@ TEST(AuditLogTest, ChainVerifiesAndParses) {
   EXPECT_THAT((*records)[2].line, HasSubstr("\"candidates\":[[[\"id3\",0.5]]]"));
 }
 
+// Issue 35: records carry the call's trace id; a log whose older records have none (written
+// before traces) verifies across the change, and an edited trace id breaks the chain.
+TEST(AuditLogTest, TraceIdsAreRecordedAndOlderRecordsWithoutOneStillVerify) {
+  const std::string path = WriteLog(TmpDir("audit_trace"), 2);  // records without trace_id
+  {
+    auto log = AuditLog::Open(path);
+    ASSERT_TRUE(log.ok()) << log.status();
+    AuditEvent e = Event(3);
+    e.trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+    ASSERT_TRUE((*log)->Append(e).ok());
+  }
+  auto r = VerifyAuditLog(path);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->ok) << r->reason;
+  EXPECT_EQ(r->records, 3);
+  auto records = ReadAuditLog(path);
+  ASSERT_TRUE(records.ok());
+  ASSERT_EQ(records->size(), 3u);
+  EXPECT_EQ((*records)[0].trace_id, "");
+  EXPECT_EQ((*records)[2].trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
+  EXPECT_THAT((*records)[2].line, HasSubstr("\"trace_id\":\"4bf92f3577b34da6a3ce929d0e0e4736\",\"outcome\""));
+
+  std::vector<std::string> lines = Lines(path);
+  lines[2] = absl::StrReplaceAll(lines[2], {{"4bf92f3577b34da6", "0000000000000001"}});
+  WriteLines(path, lines);
+  r = VerifyAuditLog(path);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->ok);
+  EXPECT_EQ(r->first_bad_seq, 3);
+}
+
 TEST(AuditLogTest, EditedLineIsFound) {
   const std::string path = WriteLog(TmpDir("audit_edit"), 5);
   std::vector<std::string> lines = Lines(path);

@@ -85,6 +85,9 @@ struct CallIdentity {
   // The gallery the call's request names (checked by the interceptor) or, for
   // a call about a job, the job's (AnnotateCallGallery): its audit record's.
   std::string gallery;
+  // The call's W3C trace id (trace_interceptor.h; "" when no trace interceptor ran): a job the
+  // call submits records it (JobInfo.trace_id), and so does the call's audit record.
+  std::string trace_id;
 };
 
 // May `identity` call `full_method` on `gallery` (a request's gallery field;

@@ -14,6 +14,7 @@
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/text_checks.h"
+#include "common/trace_context.h"
 #include "services/server/gallery_names.h"
 
 // Access to two private members of gRPC 1.51 (the method handlers of a service) through the
@@ -188,6 +189,7 @@ class AuthAuditInterceptor : public grpc::experimental::Interceptor {
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_INITIAL_METADATA)) {
       identity_.method = method_;
       identity_.peer = context_->peer();
+      identity_.trace_id = CurrentTraceId();  // the trace interceptor's receive hook ran first
       if (authorizer_ != nullptr) decision_ = authorizer_->Check(method_, *context_, &identity_);
       CallRegistry::Get().Set(context_, identity_, decision_);
       registered_ = true;
@@ -222,6 +224,7 @@ class AuthAuditInterceptor : public grpc::experimental::Interceptor {
       e.method = method_;
       e.request_id = details_.request_id;
       e.gallery = gallery_;
+      e.trace_id = identity_.trace_id;
       if (e.gallery.empty()) {  // a call about a job names the job's gallery (AnnotateCallGallery)
         CallIdentity now;
         CallRegistry::Get().Decision(context_, &now).IgnoreError();

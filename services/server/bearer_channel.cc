@@ -11,6 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/trace_context.h"
 
 namespace tessera {
 namespace {
@@ -42,6 +43,35 @@ class BearerInterceptorFactory : public grpc::experimental::ClientInterceptorFac
   const std::string value_;  // lives as long as the channel
 };
 
+// Sends `traceparent` (trace_context.h): the current trace's id with a new span id, or a new
+// trace when the calling thread has none; one the caller put into its ClientContext (the HTTP
+// gateway forwarding its header) is left alone.
+class ClientTraceInterceptor : public grpc::experimental::Interceptor {
+ public:
+  // Made when the call is created, on the caller's thread: the trace is read there (an async
+  // call's metadata may be sent from another thread).
+  ClientTraceInterceptor()
+      : value_(FormatTraceparent(CurrentTrace() != nullptr ? ChildSpan(*CurrentTrace()) : NewTrace())) {}
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+      auto* metadata = methods->GetSendInitialMetadata();
+      if (metadata->find(kTraceparentHeader) == metadata->end()) metadata->insert({kTraceparentHeader, value_});
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string value_;
+};
+
+class TraceparentInterceptorFactory : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  grpc::experimental::Interceptor* CreateClientInterceptor(grpc::experimental::ClientRpcInfo*) override {
+    return new ClientTraceInterceptor();
+  }
+};
+
 }  // namespace
 
 absl::StatusOr<std::string> ReadClientTokenFile(const std::string& path) {
@@ -62,9 +92,9 @@ absl::StatusOr<std::string> ReadClientTokenFile(const std::string& path) {
 std::shared_ptr<grpc::Channel> CreateBearerChannel(const std::string& target,
                                                    std::shared_ptr<grpc::ChannelCredentials> credentials,
                                                    const grpc::ChannelArguments& args, const std::string& token) {
-  if (token.empty()) return grpc::CreateCustomChannel(target, credentials, args);
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> factories;
-  factories.push_back(std::make_unique<BearerInterceptorFactory>(token));
+  if (!token.empty()) factories.push_back(std::make_unique<BearerInterceptorFactory>(token));
+  factories.push_back(std::make_unique<TraceparentInterceptorFactory>());
   return grpc::experimental::CreateCustomChannelWithInterceptors(target, credentials, args, std::move(factories));
 }
 

@@ -1,4 +1,5 @@
-// Client channels that send "authorization: Bearer TOKEN" on every call (`--token-file`).
+// Client channels that send "authorization: Bearer TOKEN" (`--token-file`) and W3C
+// `traceparent` on every call.
 #ifndef TESSERA_SERVICES_SERVER_BEARER_CHANNEL_H_
 #define TESSERA_SERVICES_SERVER_BEARER_CHANNEL_H_
 
@@ -30,7 +31,9 @@ struct ClientTlsFiles {
 // missing file, INVALID_ARGUMENT for a file that is not PEM.
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ClientCredentials(const ClientTlsFiles& tls);
 
-// A channel to `target`; with a non-empty token every call carries the bearer metadata.
+// A channel to `target`; with a non-empty token every call carries the bearer metadata. Every
+// call carries `traceparent`: the calling thread's current trace (trace_context.h) with a new
+// span id, or a new trace when it has none.
 std::shared_ptr<grpc::Channel> CreateBearerChannel(const std::string& target,
                                                    std::shared_ptr<grpc::ChannelCredentials> credentials,
                                                    const grpc::ChannelArguments& args, const std::string& token);

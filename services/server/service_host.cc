@@ -31,6 +31,7 @@
 #include "common/status.h"
 #include "services/server/auth_interceptor.h"
 #include "services/server/metrics_interceptor.h"
+#include "services/server/trace_interceptor.h"
 
 namespace tessera {
 namespace {
@@ -310,6 +311,9 @@ absl::StatusOr<BoundPorts> ServiceHost::Start() {
   // First, so that metrics see the status it may change (audit failure -> UNAVAILABLE).
   if (guarded) interceptors.push_back(std::make_unique<AuthAuditInterceptorFactory>(authorizer, audit_));
   interceptors.push_back(std::make_unique<MetricsInterceptorFactory>(ProcessRegistry(), known_methods));
+  // Last: gRPC runs receive hooks last-to-first and send hooks first-to-last, so the call's trace
+  // is current before the auth interceptor records the caller and until its audit record is written.
+  interceptors.push_back(std::make_unique<TraceInterceptorFactory>());
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.SetOption(std::make_unique<ServiceListOption>(&service_names_, known_methods.get()));
 

@@ -150,7 +150,9 @@ export async function renderJobDetail(view, ctx, jobId) {
   const eventsList = el('ol', {id: 'job-events', class: 'events'});
   const streamStatus = el('div', {class: 'status-line', id: 'job-stream-status'});
   const results = el('div', {id: 'job-results'});
-  view.append(head, actions, el('h3', null, 'Events'), streamStatus, eventsList, results);
+  // Fields and events on the left, result files and preview on the right.
+  view.append(actions, el('div', {class: 'job-grid'},
+    el('div', null, head, el('h3', null, 'Events'), streamStatus, eventsList), results));
 
   let job = await rpc('tessera.v1.SchedulerService/Get', {jobId}, ctx.signal);
   const redraw = () => {

@@ -12,14 +12,16 @@ namespace {
 // 2: owner, gallery and the results' tombstone (issue 31); a version-1
 // database gains the columns, empty (jobs from before ownership: no owner,
 // visible to admins only once authentication is on).
-constexpr int64_t kSchemaVersion = 2;
+// 3: trace_id, the W3C trace of the submitting call (issue 35); older databases
+// gain the column, empty (their jobs have no trace).
+constexpr int64_t kSchemaVersion = 3;
 
 // The columns every SELECT of a job reads, in RowToRecord's order.
 constexpr char kJobColumns[] =
     "job_id, request_id, kind, state, priority, spec, needs_gpu, need_device_bytes, created_ms, updated_ms, "
     "started_ms, finished_ms, deadline_ms, attempts, max_attempts, worker, lease_expires_ms, cancel_requested, "
     "error_code, error_message, last_progress, last_sequence, result, peak_device_bytes, owner, gallery, deleted_ms, "
-    "deleted_reason, result_bytes";
+    "deleted_reason, result_bytes, trace_id";
 
 JobRecord RowToRecord(const SqlRow& r) {
   JobRecord j;
@@ -52,6 +54,7 @@ JobRecord RowToRecord(const SqlRow& r) {
   j.deleted_ms = r.Int(26);
   j.deleted_reason = r.Text(27);
   j.result_bytes = r.Int(28);
+  j.trace_id = r.Text(29);
   return j;
 }
 
@@ -74,7 +77,8 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(std::unique_ptr<SqlData
                    "last_progress ", blob, ", last_sequence BIGINT NOT NULL, result ", blob, ", "
                    "peak_device_bytes BIGINT NOT NULL, owner TEXT NOT NULL DEFAULT '', "
                    "gallery TEXT NOT NULL DEFAULT '', deleted_ms BIGINT NOT NULL DEFAULT 0, "
-                   "deleted_reason TEXT NOT NULL DEFAULT '', result_bytes BIGINT NOT NULL DEFAULT 0)"),
+                   "deleted_reason TEXT NOT NULL DEFAULT '', result_bytes BIGINT NOT NULL DEFAULT 0, "
+                   "trace_id TEXT NOT NULL DEFAULT '')"),
       // Idempotent submits: one job per client request id.
       "CREATE UNIQUE INDEX IF NOT EXISTS tessera_jobs_request ON tessera_jobs (request_id) WHERE request_id <> ''",
       "CREATE INDEX IF NOT EXISTS tessera_jobs_queue ON tessera_jobs (state, priority, created_ms)",
@@ -93,14 +97,19 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(std::unique_ptr<SqlData
     if (version->empty()) {
       return db->Query("INSERT INTO tessera_schema (version) VALUES (?)", {kSchemaVersion}).status();
     }
-    if ((*version)[0].Int(0) == 1) {  // before owner and gallery
-      for (const char* sql : {"ALTER TABLE tessera_jobs ADD COLUMN owner TEXT NOT NULL DEFAULT ''",
-                              "ALTER TABLE tessera_jobs ADD COLUMN gallery TEXT NOT NULL DEFAULT ''",
-                              "ALTER TABLE tessera_jobs ADD COLUMN deleted_ms BIGINT NOT NULL DEFAULT 0",
-                              "ALTER TABLE tessera_jobs ADD COLUMN deleted_reason TEXT NOT NULL DEFAULT ''",
-                              "ALTER TABLE tessera_jobs ADD COLUMN result_bytes BIGINT NOT NULL DEFAULT 0"}) {
-        TESSERA_RETURN_IF_ERROR(db->Query(sql).status());
+    const int64_t found = (*version)[0].Int(0);
+    if (found == 1 || found == 2) {
+      if (found == 1) {  // before owner and gallery
+        for (const char* sql : {"ALTER TABLE tessera_jobs ADD COLUMN owner TEXT NOT NULL DEFAULT ''",
+                                "ALTER TABLE tessera_jobs ADD COLUMN gallery TEXT NOT NULL DEFAULT ''",
+                                "ALTER TABLE tessera_jobs ADD COLUMN deleted_ms BIGINT NOT NULL DEFAULT 0",
+                                "ALTER TABLE tessera_jobs ADD COLUMN deleted_reason TEXT NOT NULL DEFAULT ''",
+                                "ALTER TABLE tessera_jobs ADD COLUMN result_bytes BIGINT NOT NULL DEFAULT 0"}) {
+          TESSERA_RETURN_IF_ERROR(db->Query(sql).status());
+        }
       }
+      // Before trace ids (issue 35).
+      TESSERA_RETURN_IF_ERROR(db->Query("ALTER TABLE tessera_jobs ADD COLUMN trace_id TEXT NOT NULL DEFAULT ''").status());
       return db->Query("UPDATE tessera_schema SET version = ?", {kSchemaVersion}).status();
     }
     if ((*version)[0].Int(0) != kSchemaVersion) {
@@ -238,12 +247,12 @@ absl::StatusOr<JobRecord> JobStore::Create(const JobRecord& job, const QueueLimi
     }
     absl::StatusOr<std::vector<SqlRow>> r = db_->Query(
         absl::StrCat("INSERT INTO tessera_jobs (", kJobColumns,
-                     ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+                     ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
         {job.job_id, job.request_id, job.kind, S(JobState::kQueued), int64_t{job.priority}, SqlBlob{job.spec},
          int64_t{job.needs_gpu ? 1 : 0}, job.need_device_bytes, job.created_ms, job.created_ms, int64_t{0}, int64_t{0},
          job.deadline_ms, int64_t{0}, int64_t{job.max_attempts}, std::string(), int64_t{0}, int64_t{0}, int64_t{0},
          std::string(), SqlBlob{""}, int64_t{0}, SqlBlob{""}, int64_t{0}, job.owner, job.gallery, int64_t{0},
-         std::string(), int64_t{0}});
+         std::string(), int64_t{0}, job.trace_id});
     if (!r.ok()) return r.status();
     TESSERA_RETURN_IF_ERROR(AppendEvent(*db_, job.job_id, JobState::kQueued, "", "queued", job.created_ms));
     absl::StatusOr<JobRecord> inserted = MustSelectJob(*db_, job.job_id);

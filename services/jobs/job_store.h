@@ -58,6 +58,9 @@ struct JobRecord {
   int64_t deleted_ms = 0;
   std::string deleted_reason;
   int64_t result_bytes = 0;  // its result files' bytes while they exist
+  // The W3C trace id of the call that submitted it ("" before issue 35): its events carry it
+  // and the worker running it makes it current (common/trace_context.h).
+  std::string trace_id;
 };
 
 // How many QUEUED jobs a store takes (issue 31: the whole queue, and one

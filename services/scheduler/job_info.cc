@@ -39,10 +39,11 @@ v1::JobInfo ToJobInfo(const jobs::JobRecord& job) {
   out.set_gallery(job.gallery);
   out.set_results_deleted_unix_ms(job.deleted_ms);
   out.set_results_deleted_reason(job.deleted_reason);
+  out.set_trace_id(job.trace_id);
   return out;
 }
 
-v1::JobEvent ToJobEvent(const jobs::StoredEvent& event) {
+v1::JobEvent ToJobEvent(const jobs::StoredEvent& event, const std::string& trace_id) {
   v1::JobEvent out;
   out.set_job_id(event.job_id);
   out.set_sequence(event.sequence);
@@ -52,6 +53,7 @@ v1::JobEvent ToJobEvent(const jobs::StoredEvent& event) {
   out.mutable_progress()->set_job_id(event.job_id);
   out.mutable_progress()->set_state(out.state());
   out.set_message(event.message);
+  out.set_trace_id(trace_id);
   return out;
 }
 

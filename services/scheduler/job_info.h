@@ -9,7 +9,8 @@
 namespace tessera::scheduler {
 
 v1::JobInfo ToJobInfo(const jobs::JobRecord& job);
-v1::JobEvent ToJobEvent(const jobs::StoredEvent& event);
+// `trace_id`: the job's (JobRecord::trace_id), which every event of it carries.
+v1::JobEvent ToJobEvent(const jobs::StoredEvent& event, const std::string& trace_id);
 v1::Progress ToProgress(const std::string& job_id, jobs::JobState state, const jobs::JobProgress& progress);
 jobs::JobProgress FromProgress(const v1::Progress& progress);
 

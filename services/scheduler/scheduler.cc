@@ -14,6 +14,7 @@
 #include "common/metrics.h"
 #include "common/status.h"
 #include "common/text_checks.h"
+#include "common/trace_context.h"
 #include "services/common/random_id.h"
 #include "services/jobs/request_fingerprint.h"
 #include "services/scheduler/job_info.h"
@@ -251,6 +252,7 @@ absl::StatusOr<v1::JobInfo> Scheduler::Submit(const v1::SubmitJobRequest& reques
   job.max_attempts = request.max_attempts() > 0 ? request.max_attempts() : options_.default_max_attempts;
   job.owner = options.owner;
   job.gallery = options.gallery;
+  job.trace_id = !options.trace_id.empty() ? options.trace_id : CurrentTraceId();
   bool created = false;
   absl::StatusOr<JobRecord> stored = store_->Create(job, {options_.max_queued, options_.max_queued_per_principal}, &created);
   if (!stored.ok()) {
@@ -406,7 +408,7 @@ std::vector<v1::WorkerInfo> Scheduler::Workers() {
 absl::Status Scheduler::Watch(const std::string& job_id, int64_t after_sequence,
                               const std::function<bool(const v1::JobEvent&)>& send,
                               const std::function<bool()>& stopped) {
-  TESSERA_RETURN_IF_ERROR(store_->Get(job_id).status());
+  TESSERA_ASSIGN_OR_RETURN(const JobRecord job, store_->Get(job_id));
   int64_t after = std::max<int64_t>(0, after_sequence);
   while (true) {
     int64_t seen;
@@ -416,7 +418,7 @@ absl::Status Scheduler::Watch(const std::string& job_id, int64_t after_sequence,
     }
     TESSERA_ASSIGN_OR_RETURN(std::vector<jobs::StoredEvent> events, store_->Events(job_id, after));
     for (const jobs::StoredEvent& e : events) {
-      if (!send(ToJobEvent(e))) return absl::UnavailableError("the watcher stopped receiving");
+      if (!send(ToJobEvent(e, job.trace_id))) return absl::UnavailableError("the watcher stopped receiving");
       after = e.sequence;
       if (jobs::IsTerminal(e.state)) return absl::OkStatus();
     }
@@ -520,6 +522,9 @@ void Scheduler::RunAttempt(WorkerState* w, const JobRecord& job) {
       Notify();
     };
     const absl::Time started = absl::Now();
+    // The job's trace (its submitter's) while it runs: an in-process engine's log lines carry it,
+    // and a remote worker's Execute call sends it as traceparent (CreatePeerChannel).
+    ScopedTraceContext trace(ContinueTrace(job.trace_id));
     result = w->worker->Execute(call);
     GetHistogram(Metrics().compute_seconds, {{"kind", kind}}, LatencyBucketsSeconds())
         .Observe(absl::ToDoubleSeconds(absl::Now() - started));

@@ -80,6 +80,9 @@ struct SubmitOptions {
   // job touches ("" for none): who may see it (services/jobs/job_access.h).
   std::string owner;
   std::string gallery;
+  // The job's W3C trace id (JobInfo.trace_id); "": the calling thread's current trace
+  // (common/trace_context.h: the submitting call's, set by the server's trace interceptor).
+  std::string trace_id;
   // Whether the caller may use the results of a job the spec reads
   // (Engine::ReferencedJobs): set by SchedulerService from the call's
   // identity; each referenced job must exist in this scheduler's store and

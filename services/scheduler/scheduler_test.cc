@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 #include <grpcpp/create_channel.h>
@@ -18,11 +19,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "common/trace_context.h"
 #include "gtest/gtest.h"
 #include "services/jobs/testing/postgres_server.h"
 #include "services/scheduler/in_process_worker.h"
 #include "services/scheduler/remote_worker.h"
 #include "services/scheduler/worker_service.h"
+#include "services/server/bearer_channel.h"
+#include "services/server/trace_interceptor.h"
 #include "tessera/v1/common.pb.h"
 
 namespace tessera::scheduler {
@@ -633,6 +637,101 @@ TEST_P(SchedulerTest, RemoteWorkerRunsJobsAndItsDeathRequeuesThem) {
   v1::JobInfo requeued = WaitForState(*s, slow->job_id(), v1::JOB_STATE_QUEUED);
   EXPECT_EQ(requeued.attempts(), 1);
   EXPECT_TRUE(s->Cancel(slow->job_id()).ok());
+}
+
+// Issue 35: a job records its submitter's trace; every event carries it, and the remote worker's
+// Execute call continues it (the worker's server sees the same trace id).
+TEST_P(SchedulerTest, TheSubmittersTraceReachesTheRemoteWorkerAndEveryEvent) {
+  InProcessWorker local("remote-process", &engines_, (dir_ / "worker_results").string(), 1);
+  WorkerServiceImpl service(&local);
+  std::mutex mu;
+  std::vector<ServerSpan> spans;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<TraceInterceptorFactory>([&](ServerSpan span) {
+    std::lock_guard<std::mutex> lock(mu);
+    spans.push_back(std::move(span));
+  }));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+  auto remote = std::make_shared<RemoteWorker>(address, CreatePeerChannel(address, {}, grpc::ChannelArguments()),
+                                               (dir_ / "results").string(), absl::Seconds(1));
+  auto s = MakeScheduler("s1", 1, {{remote, 1}}, /*local=*/false);
+
+  const std::string trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+  absl::StatusOr<v1::JobInfo> submitted;
+  {
+    ScopedTraceContext submitter(ContinueTrace(trace));  // what the server's interceptor sets for Submit
+    submitted = s->Submit(StepsJob(3, 1));
+  }
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  EXPECT_EQ(submitted->trace_id(), trace);
+  v1::JobInfo done = WaitForEnd(*s, submitted->job_id());
+  ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.error_message();
+  EXPECT_EQ(done.trace_id(), trace);
+  std::vector<v1::JobEvent> events;
+  ASSERT_TRUE(
+      s->Watch(done.job_id(), 0, [&](const v1::JobEvent& e) { events.push_back(e); return true; }, nullptr).ok());
+  ASSERT_GE(events.size(), 3u);
+  for (const v1::JobEvent& e : events) EXPECT_EQ(e.trace_id(), trace) << e.message();
+
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    int executes = 0;
+    for (const ServerSpan& span : spans) {
+      if (span.name != "/tessera.v1.WorkerService/Execute") continue;
+      ++executes;
+      EXPECT_EQ(span.trace_id, trace);
+      EXPECT_EQ(span.parent_span_id.size(), 16u);  // the scheduler's hop, not a new trace
+      EXPECT_EQ(span.job_id, done.job_id());
+    }
+    EXPECT_EQ(executes, 1);
+  }
+
+  // A job submitted outside any trace has none, and its events carry none.
+  absl::StatusOr<v1::JobInfo> untraced = s->Submit(StepsJob(1, 1));
+  ASSERT_TRUE(untraced.ok());
+  EXPECT_EQ(untraced->trace_id(), "");
+  WaitForEnd(*s, untraced->job_id());
+}
+
+// A job database written before trace ids (schema version 2) gains the column on open; its jobs
+// have no trace, and new jobs record theirs.
+TEST_P(SchedulerTest, ADatabaseFromBeforeTraceIdsGainsTheColumn) {
+  std::string old_id;
+  {
+    auto s = MakeScheduler();
+    absl::StatusOr<v1::JobInfo> old = s->Submit(StepsJob(1, 1));
+    ASSERT_TRUE(old.ok());
+    old_id = old->job_id();
+    WaitForEnd(*s, old_id);
+  }
+  {
+    absl::StatusOr<std::unique_ptr<jobs::SqlDatabase>> db =
+        GetParam() == "postgresql" ? jobs::OpenPostgresDatabase(pg_->conninfo())
+                                   : jobs::OpenSqliteDatabase((dir_ / "jobs.db").string());
+    ASSERT_TRUE(db.ok()) << db.status();
+    for (const char* sql : {"ALTER TABLE tessera_jobs DROP COLUMN trace_id", "UPDATE tessera_schema SET version = 2"}) {
+      absl::StatusOr<std::vector<jobs::SqlRow>> r = (*db)->Query(sql);
+      ASSERT_TRUE(r.ok()) << sql << ": " << r.status();
+    }
+  }
+  auto s = MakeScheduler();
+  absl::StatusOr<v1::JobInfo> old = s->Get(old_id);
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->trace_id(), "");
+  v1::SubmitJobRequest request = StepsJob(1, 1);
+  SubmitOptions options;
+  options.trace_id = "0af7651916cd43dd8448eb211c80319c";
+  absl::StatusOr<v1::JobInfo> traced = s->Submit(request, options);
+  ASSERT_TRUE(traced.ok()) << traced.status();
+  EXPECT_EQ(s->Get(traced->job_id())->trace_id(), "0af7651916cd43dd8448eb211c80319c");
+  WaitForEnd(*s, traced->job_id());
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, SchedulerTest, ::testing::Values("sqlite", "postgresql"),

@@ -52,6 +52,11 @@ def _unix_ms(deadline) -> int:
     raise TypeError(f"deadline: expected a datetime or timedelta, got {type(deadline).__name__}")
 
 
+def _new_request_id() -> str:
+    """An idempotency key for a submit, so retrying it cannot queue the job twice."""
+    return f"py-{secrets.token_hex(12)}"
+
+
 def _safe_join(out_dir: PathLike, name: str) -> str:
     """out_dir/name for a result file name such as "warped_dicom/IM00001.dcm",
     refusing names that would leave out_dir."""
@@ -253,46 +258,61 @@ class Client:
             packed.Pack(spec)
             job_spec = pb.jobs_pb2.JobSpec(kind=kind or "", spec=packed)
         request = pb.scheduler_pb2.SubmitJobRequest(
-            spec=job_spec, request_id=request_id or f"py-{secrets.token_hex(12)}", priority=priority,
+            spec=job_spec, request_id=request_id or _new_request_id(), priority=priority,
             deadline_unix_ms=_unix_ms(deadline), max_attempts=max_attempts)
         return self._unary(self.scheduler.Submit, request, idempotent=True)
 
     def register(self, fixed: VolumeLike, moving: VolumeLike, *, fixed_labels: Optional[VolumeLike] = None,
                  moving_labels: Optional[VolumeLike] = None, fixed_mask: Optional[VolumeLike] = None,
                  moving_mask: Optional[VolumeLike] = None, output: Optional["pb.common_pb2.OutputOptions"] = None,
-                 progress: bool = False, request_id: Optional[str] = None, priority: int = 0,
-                 deadline=None, **options) -> "pb.jobs_pb2.JobInfo":
-        """Submits a registration job: `moving` onto `fixed`.
+                 output_dir: str = "", progress: bool = False, request_id: Optional[str] = None,
+                 **options) -> "pb.jobs_pb2.JobInfo":
+        """Queues a registration job (`moving` onto `fixed`) and returns its JobInfo.
 
         Volumes are local files or series (uploaded first), ServerPath, an
         UploadedFile or a VolumeSource. `options` are RegistrationOptions
         fields, e.g. stages=["rigid", "affine"], scales=[2, 1],
-        rigid_iterations=[20], metric="mse", device="cpu".
+        rigid_iterations=[20], metric="mse", device="cpu". It goes through
+        RegistrationService.Register, which turns uploads into server files
+        before the job is queued (submit() with a RegisterRequest takes server
+        paths only, but also a priority and a deadline).
         """
         request = pb.registration_pb2.RegisterRequest(
             fixed=self.volume_source(fixed, progress=progress), moving=self.volume_source(moving, progress=progress),
-            options=pb.registration_pb2.RegistrationOptions(**options))
+            options=pb.registration_pb2.RegistrationOptions(**options), output_dir=output_dir,
+            job_id=request_id or _new_request_id())
         for field, value in (("fixed_labels", fixed_labels), ("moving_labels", moving_labels),
                              ("fixed_mask", fixed_mask), ("moving_mask", moving_mask)):
             if value is not None:
                 getattr(request, field).CopyFrom(self.volume_source(value, progress=progress))
         if output is not None:
             request.output.CopyFrom(output)
-        return self.submit(request, request_id=request_id, priority=priority, deadline=deadline)
+        status = self._unary(self.registration.Register, request, idempotent=True)
+        return self.get(status.job_id)
 
-    def reconstruct(self, request: "pb.reconstruction_pb2.ReconstructRequest", **submit_options) -> "pb.jobs_pb2.JobInfo":
-        """Submits a reconstruction job (any modality) built by the caller; see reconstruct_ct."""
-        return self.submit(request, **submit_options)
+    def reconstruct(self, request: "pb.reconstruction_pb2.ReconstructRequest") -> "pb.jobs_pb2.JobInfo":
+        """Queues a reconstruction job (any modality, request built by the caller)
+        through ReconstructionService.Reconstruct, which turns uploads into
+        server files first; see reconstruct_ct for CT from local files."""
+        if not request.request_id:
+            copy = pb.reconstruction_pb2.ReconstructRequest()
+            copy.CopyFrom(request)
+            copy.request_id = _new_request_id()
+            request = copy
+        status = self._unary(self.reconstruction.Reconstruct, request, idempotent=True)
+        return self.get(status.job_id)
 
     def reconstruct_ct(self, geometry, sinogram, *, method: str = "", iterations: int = 0, filter: str = "",
-                       device: str = "", progress: bool = False, **submit_options) -> "pb.jobs_pb2.JobInfo":
-        """Submits a CT reconstruction: `geometry` (ASTRA JSON) and `sinogram`
+                       device: str = "", output_dir: str = "", progress: bool = False,
+                       request_id: Optional[str] = None) -> "pb.jobs_pb2.JobInfo":
+        """Queues a CT reconstruction: `geometry` (ASTRA JSON) and `sinogram`
         (NIfTI) as local files (uploaded), ServerPath or UploadedFile."""
         request = pb.reconstruction_pb2.ReconstructRequest(
             geometry=self.file_source(geometry, progress=progress),
             sinogram=self.file_source(sinogram, progress=progress),
-            ct=pb.reconstruction_pb2.CtOptions(method=method, iterations=iterations, filter=filter), device=device)
-        return self.reconstruct(request, **submit_options)
+            ct=pb.reconstruction_pb2.CtOptions(method=method, iterations=iterations, filter=filter), device=device,
+            output_dir=output_dir, request_id=request_id or "")
+        return self.reconstruct(request)
 
     def get(self, job_id: str) -> "pb.jobs_pb2.JobInfo":
         return self._unary(self.scheduler.Get, pb.common_pb2.JobRef(job_id=job_id), idempotent=True)
@@ -324,8 +344,8 @@ class Client:
         return list(self._unary(self.scheduler.ListWorkers, pb.scheduler_pb2.ListWorkersRequest(),
                                 idempotent=True).workers)
 
-    def watch(self, job_id: str, *, after_sequence: int = 0, progress: bool = False,
-              max_reconnects: int = 10) -> Iterator["pb.jobs_pb2.JobEvent"]:
+    def watch(self, job_id: str, *, after_sequence: int = 0, progress: bool = False, max_reconnects: int = 10,
+              timeout: Optional[float] = None) -> Iterator["pb.jobs_pb2.JobEvent"]:
         """The job's events after `after_sequence`, then live ones, ending with
         the terminal one (SUCCEEDED, FAILED or CANCELLED).
 
@@ -333,14 +353,18 @@ class Client:
         job does) is reconnected with backoff, resuming after the last event
         received, so no event is lost or repeated; `max_reconnects` failures in
         a row without an event raise the last error. `progress` shows a bar.
+        `timeout`: seconds for the whole watch (DEADLINE_EXCEEDED past it; the
+        job goes on); None: until the job ends.
         """
+        end = None if timeout is None else time.monotonic() + timeout
         last = after_sequence
         failures = 0
         with bar(progress, total=100, unit="%", desc=job_id,
                  bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f}% {postfix}") as b:
             while True:
+                remaining = None if end is None else max(0.0, end - time.monotonic())
                 call = self.scheduler.Watch(pb.scheduler_pb2.WatchJobRequest(job_id=job_id, after_sequence=last),
-                                            metadata=self.metadata())
+                                            metadata=self.metadata(), timeout=remaining)
                 error: Optional[TesseraError] = None
                 try:
                     for event in call:
@@ -364,10 +388,11 @@ class Client:
                                                 f"watch of {job_id} kept ending before the job did")
                 time.sleep(self.retry.backoff_s(failures))
 
-    def wait(self, job_id: str, *, progress: bool = False) -> "pb.jobs_pb2.JobInfo":
+    def wait(self, job_id: str, *, progress: bool = False, timeout: Optional[float] = None) -> "pb.jobs_pb2.JobInfo":
         """Watches the job to its end and returns its final JobInfo; raises
-        JobFailedError (with the job's error code) when it FAILED or was CANCELLED."""
-        for _ in self.watch(job_id, progress=progress):
+        JobFailedError (with the job's error code) when it FAILED or was
+        CANCELLED, TesseraError DEADLINE_EXCEEDED after `timeout` seconds."""
+        for _ in self.watch(job_id, progress=progress, timeout=timeout):
             pass
         info = self.get(job_id)
         if info.state == JobState.JOB_STATE_SUCCEEDED:

@@ -60,7 +60,7 @@ def from_rpc_error(error: grpc.RpcError) -> TesseraError:
     if isinstance(error, TesseraError):
         return error
     code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
-    details = (error.details() if hasattr(error, "details") else None) or str(error)
+    details = (error.details() if hasattr(error, "details") else None) or "(no message)"
     trailers = error.trailing_metadata() if hasattr(error, "trailing_metadata") else None
     trailers = tuple(trailers or ())
     return TesseraError(code, details, pushback_ms(trailers), trailers)

@@ -14,6 +14,7 @@
 #include "common/status.h"
 #include "services/common/chunked_upload.h"
 #include "services/common/file_upload.h"
+#include "services/common/file_upload_area.h"
 #include "services/jobs/job_rpcs.h"
 #include "services/server/auth.h"
 #include "services/server/call_checks.h"
@@ -85,11 +86,7 @@ ReconstructionServiceImpl::ReconstructionServiceImpl(const ServerOptions& option
       max_send_message_bytes_(options.max_send_message_bytes),
       service_options_(service_options),
       jobs_({kJob, {kUploads, service_options.upload_file_grace, service_options.upload_sweep_interval, NamedFiles}}),
-      upload_quota_bytes_(service_options.upload_quota_bytes > 0
-                              ? service_options.upload_quota_bytes
-                              : (options.max_volume_bytes > std::numeric_limits<int64_t>::max() / 8
-                                     ? std::numeric_limits<int64_t>::max()
-                                     : 8 * options.max_volume_bytes)) {}
+      files_({kUploadPrefix, UploadExtensions(), options.max_volume_bytes, service_options.upload_quota_bytes}) {}
 
 ReconstructionServiceImpl::~ReconstructionServiceImpl() = default;
 
@@ -104,20 +101,7 @@ grpc::Status ReconstructionServiceImpl::UploadFile(grpc::ServerContext* context,
                                                    grpc::ServerReader<v1::FileChunk>* reader,
                                                    v1::UploadedFile* response) {
   if (absl::Status jobs = jobs_.scheduler().status(); !jobs.ok()) return ToGrpcStatus(jobs);
-  // Upload files are named rf-<owner>-<random><ext>: the owner (a hash of the
-  // principal) is how the quota finds a principal's files.
-  const std::string principal = CallPrincipal(context);
-  const std::string owner = Sha256Hex(principal.empty() ? std::string("\0anonymous", 10) : principal).substr(0, 12);
-  std::function<void()> release;
-  const auto admit = [&](int64_t bytes) -> absl::Status {
-    absl::StatusOr<std::function<void()>> reserved = ReserveQuota(owner, principal, bytes);
-    if (!reserved.ok()) return reserved.status();
-    release = *std::move(reserved);
-    return absl::OkStatus();
-  };
-  absl::StatusOr<StoredUpload> stored = ReceiveFileUpload(*context, reader, jobs_.upload_dir(), absl::StrCat(kUploadPrefix, owner, "-"),
-                                                          UploadExtensions(), max_file_bytes_, admit);
-  if (release) release();
+  absl::StatusOr<StoredUpload> stored = files_.Receive(*context, reader, jobs_.upload_dir(), CallPrincipal(context));
   if (!stored.ok()) return ToGrpcStatus(stored.status());
   response->set_upload_id(stored->upload_id);
   response->set_nbytes(stored->nbytes);
@@ -127,48 +111,13 @@ grpc::Status ReconstructionServiceImpl::UploadFile(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-absl::StatusOr<std::function<void()>> ReconstructionServiceImpl::ReserveQuota(const std::string& owner,
-                                                                             const std::string& principal,
-                                                                             int64_t bytes) {
-  const std::string prefix = absl::StrCat(kUploadPrefix, owner, "-");
-  std::lock_guard<std::mutex> lock(quota_mu_);
-  int64_t held = 0, files = 0;
-  std::error_code ec;
-  for (const fs::directory_entry& entry : fs::directory_iterator(jobs_.upload_dir(), ec)) {
-    const std::string name = entry.path().filename().string();
-    if (!absl::StartsWith(name, prefix)) continue;
-    std::error_code size_ec;
-    const uintmax_t size = entry.file_size(size_ec);
-    if (!size_ec) held += static_cast<int64_t>(size), ++files;
-  }
-  if (ec) return absl::InternalError(absl::StrCat("cannot list ", jobs_.upload_dir(), ": ", ec.message()));
-  const int64_t in_flight = in_flight_bytes_[owner];
-  if (held + in_flight + bytes > upload_quota_bytes_) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "upload quota of ", principal.empty() ? std::string("unauthenticated callers") : QuoteBounded(principal),
-        " exceeded: ", held, " bytes in ", files, " file(s) held", in_flight > 0 ? absl::StrCat(" and ", in_flight, " being received") : "",
-        ", ", bytes, " more asked, limit ", upload_quota_bytes_,
-        "; files are deleted once no queued or running job names them (after the grace period)"));
-  }
-  in_flight_bytes_[owner] += bytes;
-  return std::function<void()>([this, owner, bytes] {
-    std::lock_guard<std::mutex> lock(quota_mu_);
-    if ((in_flight_bytes_[owner] -= bytes) <= 0) in_flight_bytes_.erase(owner);
-  });
-}
-
 absl::StatusOr<v1::ReconstructRequest> ReconstructionServiceImpl::DurableRequest(
     const v1::ReconstructRequest& request) const {
   v1::ReconstructRequest out = request;
   for (v1::FileSource* source : Sources(out)) {
     if (source->source_case() != v1::FileSource::kUploadId) continue;
     const std::string& id = source->upload_id();
-    // Upload ids are file names this service chose: nothing else is accepted.
-    if (!absl::StartsWith(id, kUploadPrefix) || id.find('/') != std::string::npos || id.size() > 200 ||
-        !MatchExtension(id, UploadExtensions()).ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("upload_id '", id.substr(0, 200), "' is malformed"));
-    }
-    const std::string path = (fs::path(jobs_.upload_dir()) / id).string();
+    TESSERA_ASSIGN_OR_RETURN(std::string path, files_.PathOf(jobs_.upload_dir(), id, "upload_id"));
     if (!jobs::ReuseUploadFiles({path})) {
       return absl::NotFoundError(absl::StrCat("no upload '", id, "' (unknown, or deleted after its grace period)"));
     }

@@ -28,6 +28,7 @@
 #include <grpcpp/support/sync_stream.h>
 
 #include "absl/status/statusor.h"
+#include "services/common/file_upload_area.h"
 #include "services/jobs/job_core.h"
 #include "services/scheduler/scheduler.h"
 #include "services/server/server_options.h"
@@ -91,18 +92,12 @@ class ReconstructionServiceImpl final : public v1::ReconstructionService::Servic
   absl::StatusOr<v1::ReconstructRequest> DurableRequest(const v1::ReconstructRequest& request) const;
   absl::Status DownloadResultImpl(const grpc::ServerContext& context, const v1::ReconDownloadRequest& request,
                                   grpc::ServerWriter<v1::ArrayChunk>* writer);
-  // The quota check of UploadFile for `owner` (a hash of the principal, the
-  // upload ids' second field): reserves `bytes` until the returned release.
-  absl::StatusOr<std::function<void()>> ReserveQuota(const std::string& owner, const std::string& principal,
-                                                     int64_t bytes);
 
   const int64_t max_file_bytes_;
   const int max_send_message_bytes_;
   const ReconstructionServiceOptions service_options_;
   jobs::JobCore jobs_;
-  const int64_t upload_quota_bytes_;
-  std::mutex quota_mu_;
-  std::map<std::string, int64_t> in_flight_bytes_;  // by owner, uploads being received (guarded by quota_mu_)
+  FileUploadArea files_;  // UploadFile's names, kinds and quota (in jobs_.upload_dir())
 };
 
 }  // namespace tessera

@@ -235,6 +235,11 @@ absl::Status ApplyTransformsEngine::CheckPlan(const ApplyTransformsJobPlan& plan
   std::string reference_path;
   for (const auto& [source, what] : {std::pair<const v1::VolumeSource*, const char*>{&request.reference(), "reference"},
                                      {&request.input(), "input"}}) {
+    if (source->source_case() == v1::VolumeSource::kFileId) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": file_id '", source->file_id(),
+          "' is resolved by RegistrationService.ApplyTransforms (submit through it); give a server path"));
+    }
     if (source->source_case() == v1::VolumeSource::kUploadId) {
       return absl::InvalidArgumentError(absl::StrCat(
           what, ": upload_id '", source->upload_id(),

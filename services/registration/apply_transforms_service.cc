@@ -56,6 +56,22 @@ const jobs::JobCore& RegistrationServiceImpl::CoreFor(const grpc::ServerContext&
 absl::StatusOr<v1::ApplyTransformsRequest> RegistrationServiceImpl::DurableApplyRequest(
     const jobs::JobCaller& caller, const v1::ApplyTransformsRequest& request) {
   v1::ApplyTransformsRequest out = request;
+  // Uploaded files (issue 35) are linked into this service's apply-transforms
+  // upload folder, so that its sweep keeps them while this job may run.
+  for (const auto& [source, what] : {std::pair<v1::VolumeSource*, const char*>{out.mutable_reference(), "reference"},
+                                     {out.mutable_input(), "input"}}) {
+    if (source->source_case() != v1::VolumeSource::kFileId) continue;
+    TESSERA_ASSIGN_OR_RETURN(std::string uploaded, UploadedFilePath(source->file_id(), what));
+    const std::string path = (fs::path(apply_jobs_.upload_dir()) / source->file_id()).string();
+    if (!jobs::ReuseUploadFiles({path})) {
+      std::error_code ec;
+      fs::create_hard_link(uploaded, path, ec);
+      if (ec && !fs::exists(path)) {
+        return absl::InternalError(absl::StrCat(what, ": cannot link ", uploaded, " to ", path, ": ", ec.message()));
+      }
+    }
+    source->set_path(path);
+  }
   // Uploads become files of this service's apply-transforms upload folder.
   for (const auto& [source, what] : {std::pair<v1::VolumeSource*, const char*>{out.mutable_reference(), "reference"},
                                      {out.mutable_input(), "input"}}) {

@@ -32,6 +32,10 @@ absl::StatusOr<std::optional<VolumeInput>> ResolveSource(const v1::VolumeSource&
           what, ": upload_id '", source.upload_id(),
           "' names a volume held in one server's memory, which a scheduled job cannot rely on (it may run later, "
           "on another worker, or after a restart); give a server path under the data roots instead"));
+    case v1::VolumeSource::kFileId:
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": file_id '", source.file_id(),
+          "' is resolved by RegistrationService (submit through it), not by the engine; give a server path"));
     default:
       if (required) return absl::InvalidArgumentError(absl::StrCat(what, ": set its path (a server path)"));
       return std::optional<VolumeInput>();

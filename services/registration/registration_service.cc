@@ -18,6 +18,7 @@
 #include "services/common/chunked_upload.h"
 #include "kernels/registration/pipeline/ants_transform_io.h"
 #include "services/jobs/job_rpcs.h"
+#include "services/server/auth.h"
 #include "services/server/call_checks.h"
 
 namespace tessera {
@@ -30,6 +31,12 @@ namespace {
 constexpr jobs::ServiceJobKind kJob{"registration", "registration"};
 constexpr char kUploadPrefix[] = "up-";  // VolumeStore ids; the names of upload files
 constexpr jobs::UploadDir kUploads{"uploads", "upload directory", kUploadPrefix};
+// UploadFile's files share the folder (and so its sweep): "up-f-<owner>-...".
+constexpr char kFilePrefix[] = "up-f-";
+const std::vector<std::string>& FileExtensions() {
+  static const auto* kExtensions = new std::vector<std::string>{".nii", ".nii.gz", ".dcm", ".zip"};
+  return *kExtensions;
+}
 
 absl::StatusOr<std::string> ReadFileBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -89,6 +96,7 @@ RegistrationServiceImpl::RegistrationServiceImpl(const ServerOptions& options,
       service_options_(service_options),
       uploads_(VolumeStore::Options{service_options.upload_store_bytes, service_options.upload_ttl, 1024}),
       jobs_({kJob, {kUploads, service_options.upload_file_grace, service_options.upload_sweep_interval, NamedFiles}}),
+      files_({kFilePrefix, FileExtensions(), options.max_volume_bytes, 0}),
       apply_jobs_(ApplyTransformsJobCoreOptions(service_options.upload_file_grace, service_options.upload_sweep_interval)) {}
 
 // The jobs are the scheduler's: they outlive the service.
@@ -129,6 +137,32 @@ absl::Status RegistrationServiceImpl::UploadVolumeImpl(const grpc::ServerContext
   return absl::OkStatus();
 }
 
+grpc::Status RegistrationServiceImpl::UploadFile(grpc::ServerContext* context,
+                                                 grpc::ServerReader<v1::FileChunk>* reader,
+                                                 v1::UploadedFile* response) {
+  if (absl::Status jobs = jobs_.scheduler().status(); !jobs.ok()) return ToGrpcStatus(jobs);
+  absl::StatusOr<StoredUpload> stored = files_.Receive(*context, reader, jobs_.upload_dir(), CallPrincipal(context));
+  if (!stored.ok()) return ToGrpcStatus(stored.status());
+  response->set_upload_id(stored->upload_id);
+  response->set_nbytes(stored->nbytes);
+  response->set_sha256(stored->sha256);
+  TESSERA_LOG(INFO) << "registration: file upload " << stored->upload_id << " (" << stored->nbytes
+                    << " bytes, sha256 " << stored->sha256 << ")";
+  return grpc::Status::OK;
+}
+
+absl::StatusOr<std::string> RegistrationServiceImpl::UploadedFilePath(const std::string& file_id,
+                                                                      absl::string_view what) const {
+  const std::string field = absl::StrCat(what, ": file_id");
+  TESSERA_ASSIGN_OR_RETURN(std::string path, files_.PathOf(jobs_.upload_dir(), file_id, field));
+  // Touched, so that a sweep leaves it to the job about to be submitted.
+  if (!jobs::ReuseUploadFiles({path})) {
+    return absl::NotFoundError(absl::StrCat(field, " '", file_id,
+                                            "' names no uploaded file (unknown, or deleted after its grace period)"));
+  }
+  return path;
+}
+
 absl::StatusOr<std::string> RegistrationServiceImpl::WriteUploadFile(const std::string& upload_id,
                                                                      const Volume& volume) {
   if (!absl::StartsWith(upload_id, kUploadPrefix) || upload_id.find('/') != std::string::npos) {
@@ -150,6 +184,11 @@ absl::StatusOr<v1::RegisterRequest> RegistrationServiceImpl::DurableRequest(cons
                                                                 {out.mutable_moving_labels(), "moving labels"},
                                                                 {out.mutable_fixed_mask(), "fixed mask"},
                                                                 {out.mutable_moving_mask(), "moving mask"}};
+  for (const auto& [source, what] : sources) {
+    if (source->source_case() != v1::VolumeSource::kFileId) continue;
+    TESSERA_ASSIGN_OR_RETURN(std::string path, UploadedFilePath(source->file_id(), what));
+    source->set_path(path);
+  }
   std::map<std::string, Volume> volumes;  // by upload id
   for (const auto& [source, what] : sources) {
     if (source->source_case() != v1::VolumeSource::kUploadId || volumes.count(source->upload_id()) > 0) continue;

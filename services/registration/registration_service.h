@@ -45,7 +45,9 @@
 #include <grpcpp/support/sync_stream.h>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "services/common/file_upload_area.h"
 #include "services/common/volume_store.h"
 #include "services/jobs/job_core.h"
 #include "services/scheduler/scheduler.h"
@@ -95,6 +97,15 @@ class RegistrationServiceImpl final : public v1::RegistrationService::Service {
 
   grpc::Status UploadVolume(grpc::ServerContext* context, grpc::ServerReader<v1::ArrayChunk>* reader,
                             v1::UploadedVolume* response) override;
+  // Issue 35: a whole image file (.nii, .nii.gz, .dcm, .zip of a DICOM
+  // series) written under <state dir>/uploads as up-f-<owner>-<random><ext>
+  // within the caller's quota (8 x max_volume_bytes); VolumeSource.file_id
+  // names it. Register and ApplyTransforms resolve a file_id to that path
+  // (NOT_FOUND naming the field when it is not there), so the job reads it as
+  // a server path, also after a restart; files no pending job names are swept
+  // with the other upload files.
+  grpc::Status UploadFile(grpc::ServerContext* context, grpc::ServerReader<v1::FileChunk>* reader,
+                          v1::UploadedFile* response) override;
   grpc::Status Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
                         v1::JobStatus* response) override;
   grpc::Status WatchJob(grpc::ServerContext* context, const v1::JobRef* request,
@@ -128,6 +139,8 @@ class RegistrationServiceImpl final : public v1::RegistrationService::Service {
   // The request as submitted: uploads written as files and named by path.
   absl::StatusOr<v1::RegisterRequest> DurableRequest(const v1::RegisterRequest& request);
   absl::StatusOr<std::string> WriteUploadFile(const std::string& upload_id, const Volume& volume);
+  // The server path of an UploadFile's `file_id` ("<what>: file_id" in errors).
+  absl::StatusOr<std::string> UploadedFilePath(const std::string& file_id, absl::string_view what) const;
   absl::Status DownloadResultImpl(const grpc::ServerContext& context, const v1::DownloadRequest& request,
                                   grpc::ServerWriter<v1::ArrayChunk>* writer);
 
@@ -142,6 +155,7 @@ class RegistrationServiceImpl final : public v1::RegistrationService::Service {
   const RegistrationServiceOptions service_options_;
   VolumeStore uploads_;
   jobs::JobCore jobs_;
+  FileUploadArea files_;  // UploadFile's names, kinds and quota (in jobs_.upload_dir())
   jobs::JobCore apply_jobs_;  // kind "apply_transforms"
 };
 

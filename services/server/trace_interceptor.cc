@@ -5,7 +5,9 @@
 
 #include <optional>
 
+#include "absl/status/status.h"
 #include "absl/time/clock.h"
+#include "common/log.h"
 #include "common/trace_context.h"
 #include "services/server/auth.h"
 
@@ -76,6 +78,11 @@ class ServerTraceInterceptor : public grpc::experimental::Interceptor {
         span.job_id = job_id_;
         (*sink_)(std::move(span));
       }
+      // One line per call at DEBUG (TESSERA_LOG_LEVEL=DEBUG): every hop of a trace shows in its
+      // process's log, trace_id first.
+      TESSERA_LOG(DEBUG) << "call " << method_ << " "
+                         << absl::StatusCodeToString(static_cast<absl::StatusCode>(methods->GetSendStatus().error_code()))
+                         << " in " << absl::ToDoubleMilliseconds(absl::Now() - start_) << " ms";
       // The handler is done with this thread; the status is sent from it.
       if (CurrentTraceId() == trace_.trace_id) ExchangeCurrentTrace(std::nullopt);
       current_ = false;

@@ -7,8 +7,9 @@
 // 1.51's synchronous server runs a call's receive hooks and its handler on one thread; the
 // status is sent from the handler's thread), so the handler's log lines, the auth interceptor's
 // CallIdentity and audit record, the job it submits and the calls it makes carry the trace id.
-// The response's initial metadata echoes `traceparent` with the call's span. With a SpanSink,
-// each call ends as one ServerSpan (the OTLP exporter, otlp_exporter.h).
+// The response's initial metadata echoes `traceparent` with the call's span. At DEBUG level each
+// call logs one line ("call METHOD CODE in MS ms") under its trace id. With a SpanSink, each call
+// ends as one ServerSpan (the OTLP exporter, otlp_exporter.h).
 //
 // Client side: CreateBearerChannel (bearer_channel.h) sends it on.
 #ifndef TESSERA_SERVICES_SERVER_TRACE_INTERCEPTOR_H_

@@ -16,6 +16,7 @@
 #include "common/device.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "services/gateway/http_gateway.h"
 #include "services/server/bearer_channel.h"
 
 namespace tessera::cli {
@@ -26,6 +27,8 @@ std::vector<FlagSpec> ServeFlags() {
       {"host", "127.0.0.1", "address to bind (0.0.0.0 to serve other machines; prefer TLS then)"},
       {"grpc-port", "50051", "gRPC port; 0 picks a free one"},
       {"metrics-port", "9464", "Prometheus /metrics HTTP port; 0 picks a free one, -1 disables"},
+      {"http-port", "-1", "HTTP/JSON gateway port (same --host, TLS, tokens, roles and audit as gRPC; /rpc/..., "
+                          "REST routes, /openapi.json, /console/); 0 picks a free one, -1 disables"},
       {"data-root", "", "directory whose files clients may name in requests", false, true},
       {"max-message-mb", "64", "largest single gRPC message, MiB (bigger calls get RESOURCE_EXHAUSTED)"},
       {"max-volume-mb", "4096", "largest array one request may make the server hold, MiB"},
@@ -246,6 +249,11 @@ int RunServe(int argc, char** argv) {
     std::fprintf(stderr, "tessera serve: %s\n", std::string(scheduler.status().message()).c_str());
     return scheduler.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
+  auto http_port_flag = args->GetInt("http-port");
+  if (!http_port_flag.ok() || *http_port_flag < -1 || *http_port_flag > 65535) {
+    std::fprintf(stderr, "tessera serve: --http-port takes 0-65535 (0 picks a free port) or -1 (no gateway)\n");
+    return 2;
+  }
   ServiceHost::InstallShutdownSignalHandlers();
   ServiceHost host(*options);
   services->AddTo(host);
@@ -255,13 +263,34 @@ int RunServe(int argc, char** argv) {
     std::fprintf(stderr, "tessera serve: %s\n", std::string(ports.status().message()).c_str());
     return 1;
   }
+  // The HTTP/JSON gateway calls this process's gRPC server in-process, so it starts after it
+  // (the same --host: the gRPC server has already applied the non-loopback rule to it).
+  std::unique_ptr<gateway::HttpGateway> http;
+  int http_port = -1;
+  if (*http_port_flag >= 0) {
+    http = std::make_unique<gateway::HttpGateway>(gateway::HttpGatewayOptions::For(*options, *http_port_flag),
+                                                  host.InProcessChannel(), host.service_names());
+    auto bound = http->Start();
+    if (!bound.ok()) {
+      std::fprintf(stderr, "tessera serve: --http-port: %s\n", std::string(bound.status().message()).c_str());
+      return 1;
+    }
+    http_port = *bound;
+  }
   // Machine-readable first lines: scripts and tests read the chosen ports here.
   std::printf("grpc_port=%d\nmetrics_port=%d\n", ports->grpc_port, ports->metrics_port);
+  if (http != nullptr) std::printf("http_port=%d\n", http_port);
   std::fflush(stdout);
   TESSERA_LOG(INFO) << "serving on " << options->host << ":" << ports->grpc_port
                     << (options->tls_cert.empty() ? " (plaintext)" : " (TLS)") << ", metrics on port "
                     << ports->metrics_port << ", backend " << DeviceRegistry::Get().Describe();
+  if (http != nullptr) {
+    TESSERA_LOG(INFO) << "HTTP/JSON gateway on " << options->host << ":" << http_port
+                      << (options->tls_cert.empty() ? " (plaintext)" : " (HTTPS)");
+  }
   int signal = host.WaitForShutdownSignal();
+  // Drained: the gRPC calls behind the gateway are over; close its listener and connections.
+  if (http != nullptr) http->Stop();
   TESSERA_LOG(INFO) << "shutdown " << (signal ? absl::StrCat("on signal ", signal) : std::string("requested"))
                     << "; drained";
   host.Wait();

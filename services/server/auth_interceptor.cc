@@ -169,6 +169,18 @@ bool FindGalleryField(const pb::Message& m, int depth, std::string* out) {
   return false;
 }
 
+// The caller's address for the audit record. A call over the in-process channel comes from
+// this process's HTTP gateway (services/gateway/), which names its HTTP client in
+// x-forwarded-for: recorded as "http:ADDRESS". Network peers' x-forwarded-for is ignored.
+std::string PeerOf(const grpc::ServerContextBase& context) {
+  const std::string peer = context.peer();
+  if (!absl::StartsWith(peer, "inproc")) return peer;
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find("x-forwarded-for");
+  if (it == metadata.end()) return peer;
+  return absl::StrCat("http:", absl::string_view(it->second.data(), std::min<size_t>(it->second.size(), 64)));
+}
+
 class AuthAuditInterceptor : public grpc::experimental::Interceptor {
  public:
   AuthAuditInterceptor(const Authorizer* authorizer, AuditLog* audit, grpc::experimental::ServerRpcInfo* info)
@@ -188,7 +200,7 @@ class AuthAuditInterceptor : public grpc::experimental::Interceptor {
     }
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_INITIAL_METADATA)) {
       identity_.method = method_;
-      identity_.peer = context_->peer();
+      identity_.peer = PeerOf(*context_);
       identity_.trace_id = CurrentTraceId();  // the trace interceptor's receive hook ran first
       if (authorizer_ != nullptr) decision_ = authorizer_->Check(method_, *context_, &identity_);
       CallRegistry::Get().Set(context_, identity_, decision_);

@@ -46,7 +46,14 @@ _LIBS = {
     # HDF5's headers live in /usr/include/hdf5/serial (see _INCLUDE_DIRS).
     "hdf5": (["hdf5"], "libhdf5-dev"),
     "ismrmrd": (["-lismrmrd"], "libismrmrd-dev"),
+    # cpp-httplib: the HTTP/JSON gateway (services/gateway/). Debian compiles it as a library with
+    # OpenSSL, zlib and brotli support; its -D flags (see _DEFINES_FROM_CFLAGS) change class layouts,
+    # so every user must see the same ones.
+    "httplib": (["cpp-httplib"], "libcpp-httplib-dev"),
 }
+
+# Targets whose pkg-config --cflags carry -D macros their headers depend on: exported as `defines`.
+_DEFINES_FROM_CFLAGS = ["httplib"]
 
 # Headers outside the compiler's default search path: target -> directory.
 # The directory is linked into this repository and exported with `includes`.
@@ -76,6 +83,12 @@ def _link_flags(rctx, name, modules, package):
                 fail("system library lib%s.so not found. Install it with: apt-get install %s" % (lib, package))
     return [f for f in flags if f]
 
+def _defines(rctx, modules):
+    res = rctx.execute(["pkg-config", "--cflags"] + [m for m in modules if not m.startswith("-")])
+    if res.return_code != 0:
+        fail("pkg-config --cflags %s: %s" % (modules, res.stderr.strip()))
+    return [f[2:] for f in res.stdout.strip().split(" ") if f.startswith("-D")]
+
 def _system_libs_impl(rctx):
     lines = ['package(default_visibility = ["//visibility:public"])', ""]
     for name, (modules, package) in _LIBS.items():
@@ -83,6 +96,8 @@ def _system_libs_impl(rctx):
         lines.append("cc_library(")
         lines.append('    name = "%s",' % name)
         lines.append("    linkopts = %s," % repr(flags))
+        if name in _DEFINES_FROM_CFLAGS:
+            lines.append("    defines = %s," % repr(_defines(rctx, modules)))
         if name in _INCLUDE_DIRS:
             local = "include_" + name
             rctx.symlink(_INCLUDE_DIRS[name], local)

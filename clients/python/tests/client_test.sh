@@ -13,4 +13,4 @@ export TESSERA_BIN="${runfiles}/cli/tessera"
 export TESSERA_EXAMPLES="${runfiles}/clients/python/examples"
 export TESSERA_CLIENT_VENV="${venv}"
 cd "${TEST_TMPDIR}"
-exec "${venv}/bin/python" -I "${runfiles}/clients/python/tests/client_e2e_test.py" -v
+exec "${venv}/bin/python" -I "${runfiles}/clients/python/tests/client_e2e_test.py"

@@ -371,6 +371,8 @@ class Client:
                         failures = 0
                         last = event.sequence
                         fraction = event.progress.fraction if event.HasField("progress") else 0.0
+                        if event.state == JobState.JOB_STATE_SUCCEEDED:
+                            fraction = 1.0
                         b.update(max(0.0, 100.0 * fraction - b.n))
                         b.set_postfix_str(JobState.Name(event.state).replace("JOB_STATE_", "").lower())
                         yield event

@@ -394,6 +394,31 @@ class PushbackTest(unittest.TestCase):
             server.stop()
 
 
+class TlsTest(unittest.TestCase):
+    """TLS with the server's CA, and the token as call credentials on it."""
+
+    def test_tls_and_token(self):
+        cert, key = os.path.join(TMP, "server.pem"), os.path.join(TMP, "server.key")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                        "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                        "-keyout", key, "-out", cert], check=True, capture_output=True)
+        server = Server("tls", f"--tls-cert={cert}", f"--tls-key={key}", f"--token-file={write_tokens()}")
+        try:
+            with client(address=server.address, tls_ca=cert, token=READER_TOKEN) as c:
+                self.assertEqual(c.list_jobs(), [])
+            with tessera_client.Client(server.address, tls_ca=cert) as anonymous:
+                with self.assertRaises(tessera_client.TesseraError) as caught:
+                    anonymous.list_jobs()
+                self.assertEqual(caught.exception.code, grpc.StatusCode.UNAUTHENTICATED)
+            with client(address=server.address, token=READER_TOKEN, retry=tessera_client.NO_RETRY,
+                        timeout=5) as plaintext:
+                with self.assertRaises(tessera_client.TesseraError) as caught:
+                    plaintext.list_jobs()
+                self.assertEqual(caught.exception.code, grpc.StatusCode.UNAVAILABLE)
+        finally:
+            server.stop()
+
+
 class FingerprintTest(unittest.TestCase):
     def test_enroll_search_verify(self):
         shared = shared_data_dir()
@@ -421,6 +446,12 @@ class FingerprintTest(unittest.TestCase):
             mate = c.verify(os.path.join(db, "104_3.iso"), id="f104").score
             non_mate = c.verify(os.path.join(db, "104_3.iso"), id="f105").score
             self.assertGreater(mate, non_mate)
+            extracted = c.extract(os.path.join(db, "107_1.tif"), ppi=500, overlay=True)
+            self.assertGreater(extracted.minutiae, 10)
+            self.assertEqual(extracted.overlay_png[:8], b"\x89PNG\r\n\x1a\n")
+            with self.assertRaises(tessera_client.TesseraError) as caught:
+                c.extract(os.path.join(db, "107_1.tif"))  # a TIFF without its resolution
+            self.assertEqual(caught.exception.code, grpc.StatusCode.FAILED_PRECONDITION)
             with self.assertRaises(tessera_client.TesseraError) as caught:
                 c.enroll("bad", b"not a template")
             self.assertEqual(caught.exception.code, grpc.StatusCode.INVALID_ARGUMENT)

@@ -11,7 +11,7 @@ from google.protobuf import any_pb2, message as pb_message, symbol_database
 
 from . import pb
 from .errors import JobFailedError, TesseraError, code_from_int, from_rpc_error
-from .fingerprints import as_template
+from .fingerprints import as_template, fingerprint_image
 from .progress import bar
 from .retry import RetryPolicy
 from .trace import check_traceparent
@@ -519,11 +519,19 @@ class Client:
             request.reference.CopyFrom(as_template(reference))
         return self._unary(self.fingerprint.Verify, request, idempotent=True)
 
-    def extract(self, image, *, overlay: bool = False) -> "pb.fingerprint_pb2.ExtractResponse":
-        """Minutiae template and quality of a fingerprint image (FingerprintImage, path or bytes)."""
-        template = as_template(image, image=True)
+    def extract(self, image, *, ppi: float = 0, overlay: bool = False) -> "pb.fingerprint_pb2.ExtractResponse":
+        """Minutiae template, quality (and with `overlay` a PNG for an examiner) of a
+        fingerprint image: a FingerprintImage, or a path or bytes (`ppi` 0: the file's)."""
+        if isinstance(image, pb.fingerprint_pb2.FingerprintImage):
+            request_image = image
+        elif isinstance(image, pb.fingerprint_pb2.FingerprintTemplate) and image.HasField("image"):
+            request_image = image.image
+        elif isinstance(image, (str, os.PathLike, bytes, bytearray, memoryview)):
+            request_image = fingerprint_image(image, ppi=ppi).image
+        else:
+            raise TypeError(f"image: expected a FingerprintImage, path or bytes, got {type(image).__name__}")
         return self._unary(self.fingerprint.Extract, pb.fingerprint_pb2.ExtractRequest(
-            image=template.image, overlay=overlay), idempotent=True)
+            image=request_image, overlay=overlay), idempotent=True)
 
     def list_galleries(self) -> List["pb.fingerprint_pb2.GalleryInfo"]:
         return list(self._unary(self.fingerprint.ListGalleries, pb.fingerprint_pb2.ListGalleriesRequest(),

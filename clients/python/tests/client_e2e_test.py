@@ -372,18 +372,29 @@ class PushbackTest(unittest.TestCase):
                 self.assertEqual(refused.code, grpc.StatusCode.RESOURCE_EXHAUSTED)
                 self.assertEqual(refused.retry_after_ms, 2000)
 
-                def free_the_queue():
-                    time.sleep(0.5)
+                refusals = []
+
+                class RecordingPolicy(tessera_client.RetryPolicy):
+                    def delay_s(self, error, attempt, idempotent):
+                        delay = super().delay_s(error, attempt, idempotent)
+                        refusals.append((error.code, delay))
+                        return delay
+
+                def free_the_queue():  # once the submit below was refused
+                    while not refusals:
+                        time.sleep(0.01)
                     for job_id in [running.job_id] + queued:
                         c.cancel(job_id)
 
-                freer = threading.Thread(target=free_the_queue)
-                start = time.monotonic()
+                freer = threading.Thread(target=free_the_queue, daemon=True)
                 freer.start()
+                start = time.monotonic()
+                c.retry = RecordingPolicy()
                 accepted = c.register(tessera_client.ServerPath(FIXED), tessera_client.ServerPath(MOVING),
                                       **dict(FAST, scales=[2], stages=["rigid"]))
                 elapsed = time.monotonic() - start
-                freer.join()
+                freer.join(timeout=30)
+                self.assertEqual(refusals[0], (grpc.StatusCode.RESOURCE_EXHAUSTED, 2.0))
                 self.assertGreaterEqual(elapsed, 1.9, "the retry did not wait for the pushback")
                 self.assertEqual(c.wait(accepted.job_id, timeout=90).state, JobState.JOB_STATE_SUCCEEDED)
                 with self.assertRaises(tessera_client.JobFailedError) as caught:

@@ -43,6 +43,9 @@ std::vector<FlagSpec> ServeFlags() {
       {"audit-key-file", "", "a secret (>= 32 bytes) that keys the audit chain (HMAC-SHA256): forged logs fail "
                              "tessera audit verify --key-file"},
       {"audit-max-mb", "64", "rotate the audit log into FILE.1, FILE.2, ... beyond this size (MiB)"},
+      {"otlp-endpoint", "", "export one span per call (W3C trace ids) as OTLP/JSON to this URL, e.g. "
+                            "http://collector:4318/v1/traces (batched in the background; dropped, never waited "
+                            "for, when the collector is slow)"},
       {"insecure", "", "allow a non-loopback --host without TLS and --token-file", true},
       {"introspection", "", "with --token-file or TLS: still serve gRPC reflection and channelz (off by default "
                             "there: they describe the server to anyone)", true},
@@ -116,6 +119,7 @@ absl::StatusOr<ServerOptions> OptionsFromArgs(const Args& args) {
   TESSERA_ASSIGN_OR_RETURN(int audit_mb, args.GetInt("audit-max-mb"));
   if (audit_mb <= 0) return absl::InvalidArgumentError("--audit-max-mb must be positive");
   o.audit_max_bytes = int64_t{audit_mb} << 20;
+  o.otlp_endpoint = args.Get("otlp-endpoint");
   o.insecure = args.GetBool("insecure");
   o.introspection_in_secure_mode = args.GetBool("introspection");
   o.metrics_host = args.Get("metrics-host");

@@ -1,15 +1,21 @@
 // Issue 35, the must-hold case: one fingerprint search through the shard router (a `--role
 // scheduler` process fronting two `--fp-shard` processes) with a client-supplied traceparent
 // shows that single trace id in the scheduler's and both shards' log lines (each call's DEBUG
-// line) and in their audit records, and the answer echoes the trace.
+// line) and in their audit records, and the answer echoes the trace. The router exports its
+// spans (serve --otlp-endpoint) to a collector here: the search's span is among them.
 #include <signal.h>
 
 #include <gmock/gmock.h>
 #include <grpcpp/create_channel.h>
 #include <gtest/gtest.h>
 
+#include <httplib.h>
+
 #include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -59,7 +65,20 @@ TEST(TraceProcessTest, OneSearchThroughTheShardRouterKeepsOneTraceId) {
     shard_addresses.push_back(absl::StrCat("127.0.0.1:", PortFrom(shards.back()->ReadLine(), "grpc_port")));
     shards.back()->ReadLine();
   }
+  // An OTLP/HTTP collector for the router's spans.
+  std::mutex collected_mu;
+  std::vector<nlohmann::json> collected;
+  httplib::Server collector;
+  collector.Post("/v1/traces", [&](const httplib::Request& req, httplib::Response&) {
+    const nlohmann::json doc = nlohmann::json::parse(req.body);
+    std::lock_guard<std::mutex> lock(collected_mu);
+    for (const auto& span : doc["resourceSpans"][0]["scopeSpans"][0]["spans"]) collected.push_back(span);
+  });
+  const int collector_port = collector.bind_to_any_port("127.0.0.1");
+  std::thread collector_thread([&] { collector.listen_after_bind(); });
+
   Child router({"serve", "--role=scheduler", "--grpc-port=0", "--metrics-port=-1", "--data-root=" + dir,
+                absl::StrCat("--otlp-endpoint=http://127.0.0.1:", collector_port, "/v1/traces"),
                 "--state-dir=" + dir + "/router", "--worker=" + shard_addresses[0], "--fp-shard=" + shard_addresses[0],
                 "--fp-shard=" + shard_addresses[1], "--audit-log=" + dir + "/router_audit.jsonl"},
                "router.txt");
@@ -98,6 +117,18 @@ TEST(TraceProcessTest, OneSearchThroughTheShardRouterKeepsOneTraceId) {
     kill(c->pid(), SIGTERM);
     EXPECT_EQ(c->WaitExit(std::chrono::seconds(30)), 0);
   }
+
+  collector.stop();
+  collector_thread.join();
+  int search_spans = 0;
+  for (const nlohmann::json& span : collected) {
+    if (span["traceId"] != kTrace) continue;
+    ++search_spans;
+    EXPECT_EQ(span["name"], "/tessera.v1.FingerprintService/Search");
+    EXPECT_EQ(span["parentSpanId"], "b7ad6b7169203331");  // the client's span
+  }
+  EXPECT_EQ(search_spans, 1);
+  EXPECT_GE(collected.size(), 9u);  // the enrollments' too
 
   const std::string trace = absl::StrCat("trace_id=", kTrace);
   const std::string router_log = ReadFile(TempDir() + "/router.txt");

@@ -58,6 +58,9 @@ struct ServerOptions {
   // A secret (>= 32 bytes) the audit chain's links are keyed with (HMAC-SHA256; audit_log.h).
   std::string audit_key_file;
   int64_t audit_max_bytes = int64_t{64} << 20;
+  // Where each call's span goes as OTLP/JSON (otlp_exporter.h), e.g.
+  // http://collector:4318/v1/traces; "" exports nothing (traceparent still flows).
+  std::string otlp_endpoint;
   // Allow a non-loopback host without TLS and a token file (refused otherwise).
   bool insecure = false;
 

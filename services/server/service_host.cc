@@ -313,7 +313,13 @@ absl::StatusOr<BoundPorts> ServiceHost::Start() {
   interceptors.push_back(std::make_unique<MetricsInterceptorFactory>(ProcessRegistry(), known_methods));
   // Last: gRPC runs receive hooks last-to-first and send hooks first-to-last, so the call's trace
   // is current before the auth interceptor records the caller and until its audit record is written.
-  interceptors.push_back(std::make_unique<TraceInterceptorFactory>());
+  if (!options_.otlp_endpoint.empty()) {
+    OtlpExporterOptions otlp;
+    otlp.endpoint = options_.otlp_endpoint;
+    TESSERA_ASSIGN_OR_RETURN(otlp_, OtlpExporter::Start(std::move(otlp)));
+    TESSERA_LOG(INFO) << "exporting one span per call as OTLP/JSON to " << options_.otlp_endpoint;
+  }
+  interceptors.push_back(std::make_unique<TraceInterceptorFactory>(otlp_ ? otlp_->Sink() : SpanSink()));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.SetOption(std::make_unique<ServiceListOption>(&service_names_, known_methods.get()));
 

@@ -51,6 +51,7 @@
 #include "absl/status/statusor.h"
 #include "common/metrics.h"
 #include "services/server/audit_log.h"
+#include "services/server/otlp_exporter.h"
 #include "services/server/server_options.h"
 
 namespace tessera {
@@ -126,6 +127,7 @@ class ServiceHost {
   std::vector<grpc::Service*> services_;
   std::vector<std::string> service_names_;
   std::set<std::string> not_serving_;  // SetNotServing's names (fixed once started)
+  std::unique_ptr<OtlpExporter> otlp_;  // before server_: outlives the calls that feed it
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsHttpServer> metrics_;
   std::shared_ptr<AuditLog> audit_;

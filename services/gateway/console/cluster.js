@@ -88,7 +88,7 @@ export function renderGalleries(view, ctx) {
 }
 
 export function renderAtlases(view, ctx) {
-  return refreshing(view, ctx, 'SOM atlases', 'tessera.v1.SomService/ListAtlases', {}, (r) => {
+  return refreshing(view, ctx, 'SOM atlases', 'tessera.v1.SomAtlasService/ListAtlases', {}, (r) => {
     const atlases = r.atlases || [];
     if (atlases.length === 0) return el('p', {class: 'empty'}, 'No atlases.');
     return table(['Atlas', 'Map', 'Features', 'Documents', 'Epochs', 'Converged', 'Weights', 'Init'],

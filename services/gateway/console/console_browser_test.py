@@ -174,7 +174,7 @@ def run(console, work):
 
     # Submit a registration of two server-side volumes; the console opens the job.
     moving = os.path.join(work, 'synth', 'moving.nii.gz')
-    console.visible('#fixed-path').send_keys(TEMPLATE)
+    console.visible('#fixed-path').send_keys(os.path.join(work, 'ch2.nii.gz'))
     d.find_element(By.ID, 'moving-path').send_keys(moving)
     for field, value in [('reg-stages', 'rigid,affine'), ('reg-scales', '4'), ('reg-iterations', '20')]:
         box = d.find_element(By.ID, field)
@@ -183,7 +183,10 @@ def run(console, work):
     d.find_element(By.CSS_SELECTOR, '#reg-device option[value=cpu]').click()
     console.shot('submit')
     d.find_element(By.ID, 'register-submit').click()
-    console.wait(lambda d: d.execute_script('return location.hash').startswith('#job/'), 20, 'the job view after submit')
+    console.wait(lambda d: d.execute_script('return location.hash').startswith('#job/') or
+                 d.find_elements(By.CSS_SELECTOR, '#register-form .error'), 20, 'the job view after submit')
+    refusal = d.find_elements(By.CSS_SELECTOR, '#register-form .error')
+    check(not refusal, f'the registration was refused: {refusal[0].text if refusal else ""}')
     job_id = d.execute_script('return decodeURIComponent(location.hash.slice(5))')
     log(f'submitted job {job_id}')
     final = console.wait(lambda d: d.find_element(By.ID, 'job-stream-status').get_attribute('data-final'),
@@ -256,8 +259,11 @@ def main():
     binary = os.path.abspath(os.environ.get('TESSERA_BIN', 'cli/tessera'))
     check(os.access(binary, os.X_OK), f'no tessera binary at {binary}')
     check(os.path.exists(TEMPLATE), f'{TEMPLATE} is missing (Debian mricron-data)')
-    # A moving image with a known deformation of the template (seconds on CPU).
-    subprocess.run([binary, 'synth', '--image', TEMPLATE, '--out', os.path.join(work, 'synth'), '--seed', '3'],
+    # The fixed image under the server's data root, and a moving image with a
+    # known deformation of it (seconds on CPU).
+    fixed = os.path.join(work, 'ch2.nii.gz')
+    shutil.copyfile(TEMPLATE, fixed)
+    subprocess.run([binary, 'synth', '--image', fixed, '--out', os.path.join(work, 'synth'), '--seed', '3'],
                    check=True, stdout=subprocess.DEVNULL)
     os.environ['HOME'] = work  # Chromium writes under $HOME even with --user-data-dir
     server = Server(binary, work)

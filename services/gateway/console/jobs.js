@@ -9,6 +9,12 @@ const ACTIVE = new Set(['QUEUED', 'RUNNING']);
 const PREVIEW_KINDS = new Set(['registration', 'reconstruction', 'apply-transforms', 'som.train']);
 const REFRESH_MS = 2000;
 
+// The bar's fraction: a succeeded job is done whatever its last progress
+// event said (engines report progress up to their last step, not the end).
+function fractionOf(job) {
+  return stateName(job.state) === 'SUCCEEDED' ? 1 : Number((job.lastProgress || {}).fraction || 0);
+}
+
 function cancelButton(job, onDone) {
   if (!ACTIVE.has(stateName(job.state)) || job.cancelRequested) return null;
   return el('button', {
@@ -58,7 +64,7 @@ export async function renderJobs(view, ctx) {
         ['Job', 'Kind', 'State', 'Progress', 'Owner', 'Queued', 'Compute', 'Worker', 'Trace id', 'Created', ''],
         jobs.map((job) => [
           jobLink(job), job.kind || '', stateBadge(job.state),
-          progressBar(job.lastProgress && job.lastProgress.fraction, job.lastProgress && job.lastProgress.stage),
+          progressBar(fractionOf(job), job.lastProgress && job.lastProgress.stage),
           job.owner || '–', seconds(job.queueSeconds), seconds(job.computeSeconds), job.worker || '–',
           el('code', {class: 'trace'}, job.traceId || '–'), time(job.createdUnixMs),
           cancelButton(job, (error) => error ? status.replaceChildren(errorBox(error)) : refresh()),
@@ -84,7 +90,7 @@ function fields(job) {
   const p = job.lastProgress || {};
   const rows = [
     ['Job id', job.jobId], ['Kind', job.kind || ''], ['State', stateBadge(job.state)],
-    ['Progress', el('span', null, progressBar(p.fraction), ' ', [p.stage, p.message].filter(Boolean).join(' · '))],
+    ['Progress', el('span', null, progressBar(fractionOf(job)), ' ', [p.stage, p.message].filter(Boolean).join(' · '))],
     ['Owner', job.owner || '–'], ['Worker', job.worker || '–'], ['Trace id', el('code', null, job.traceId || '–')],
     ['Created', time(job.createdUnixMs)], ['Started', time(job.startedUnixMs)], ['Finished', time(job.finishedUnixMs)],
     ['Queued for', seconds(job.queueSeconds)], ['Computed for', seconds(job.computeSeconds)],
@@ -171,7 +177,8 @@ export async function renderJobDetail(view, ctx, jobId) {
     const e = event.data;
     lastSequence = Math.max(lastSequence, Number(event.id || e.sequence || 0));
     const p = e.progress || {};
-    const detail = [e.message, p.stage && `${p.stage} ${p.step || 0}/${p.totalSteps || '?'}`,
+    const steps = Number(p.totalSteps || 0) > 0 ? ` ${p.step || 0}/${p.totalSteps}` : '';
+    const detail = [e.message, p.message || (p.stage && `${p.stage}${steps}`),
       p.fraction !== undefined && `${Math.round(Number(p.fraction) * 100)}%`].filter(Boolean).join(' · ');
     eventsList.appendChild(el('li', {'data-sequence': String(e.sequence || '')},
       el('span', {class: 'seq'}, `#${e.sequence || '?'}`), ' ', el('span', {class: 'when'}, time(e.unixMs)), ' ',

@@ -22,6 +22,7 @@ int Usage(FILE* out, int rc) {
                "                                      # be there); exit 0 intact, 1 broken (first bad seq and why)\n"
                "  tessera audit head --log FILE       # SEQ:HASH of the newest record: store it elsewhere\n"
                "  tessera audit show --log FILE [--principal P] [--method M] [--since RFC3339] [--gallery G] [--outcome O]\n"
+               "                    [--trace-id HEX]\n"
                "                                      # matching records as JSON lines, oldest first\n");
   return rc;
 }
@@ -40,6 +41,8 @@ int RunAudit(int argc, char** argv) {
       {"since", "", "show: only records at or after this time (RFC3339)"},
       {"gallery", "", "show: only records of calls that named this fingerprint gallery"},
       {"outcome", "", "show: only records with this outcome (OK, PERMISSION_DENIED, UNAUTHENTICATED, ...)"},
+      {"trace-id", "", "show: only records of calls in this W3C trace (32 hex digits: a traceparent's second field, "
+                       "a job's trace_id)"},
   };
   auto args = Args::Parse(specs, argc, argv, 2);
   if (!args.ok()) {
@@ -120,6 +123,7 @@ int RunAudit(int argc, char** argv) {
       if (!args->Get("method").empty() && !absl::StrContains(r.method, args->Get("method"))) continue;
       if (!args->Get("gallery").empty() && r.gallery != args->Get("gallery")) continue;
       if (!args->Get("outcome").empty() && r.outcome != args->Get("outcome")) continue;
+      if (!args->Get("trace-id").empty() && r.trace_id != args->Get("trace-id")) continue;
       absl::Time t;
       std::string err;
       if (since != absl::InfinitePast() && absl::ParseTime(absl::RFC3339_full, r.time, &t, &err) && t < since) continue;

@@ -160,6 +160,12 @@ TEST(TraceProcessTest, OneSearchThroughTheShardRouterKeepsOneTraceId) {
     ASSERT_TRUE(verified.ok()) << verified.status();
     EXPECT_TRUE(verified->ok) << name << ": " << verified->reason;
   }
+  // `tessera audit show --trace-id` finds the search's record in the router's trail.
+  Child show({"audit", "show", "--log", dir + "/router_audit.jsonl", "--trace-id", kTrace}, "show.txt");
+  const std::string shown = show.ReadAll();
+  EXPECT_EQ(show.WaitExit(std::chrono::seconds(30)), 0);
+  EXPECT_EQ(LinesWith(shown, "\"seq\"").size(), 1u) << shown;
+  EXPECT_THAT(shown, HasSubstr("/tessera.v1.FingerprintService/Search"));
 }
 
 }  // namespace

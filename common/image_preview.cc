@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -213,6 +214,49 @@ absl::StatusOr<Image8> TileHorizontally(const std::vector<Image8>& images, int g
       }
     }
     x0 += im.width + gap;
+  }
+  return out;
+}
+
+absl::StatusOr<Image8> OrthogonalMidSlices(const Volume& volume) {
+  SliceOptions options;
+  absl::StatusOr<Window> window = ComputeWindow(volume.data);
+  if (!window.ok()) return window.status();
+  options.window = *window;
+  std::vector<Image8> views;
+  for (int axis : {0, 1, 2}) {
+    options.axis = axis;
+    absl::StatusOr<Image8> view = RenderSlice(volume, options);
+    if (!view.ok()) return view.status();
+    views.push_back(*std::move(view));
+  }
+  return TileHorizontally(views);
+}
+
+absl::StatusOr<Image8> ShrinkToFit(const Image8& image, int max_edge) {
+  if (max_edge < 1) return absl::InvalidArgumentError(absl::StrCat("max_edge ", max_edge, " must be positive"));
+  const int longer = std::max(image.width, image.height);
+  if (longer <= max_edge) return image;
+  const double scale = static_cast<double>(max_edge) / longer;
+  const int width = std::max(1, static_cast<int>(std::lround(image.width * scale)));
+  const int height = std::max(1, static_cast<int>(std::lround(image.height * scale)));
+  Image8 out = Image8::Make(width, height, image.channels);
+  // Each output pixel averages the source pixels its footprint covers.
+  for (int y = 0; y < height; ++y) {
+    const int y0 = static_cast<int>(static_cast<int64_t>(y) * image.height / height);
+    const int y1 = std::max(y0 + 1, static_cast<int>(static_cast<int64_t>(y + 1) * image.height / height));
+    for (int x = 0; x < width; ++x) {
+      const int x0 = static_cast<int>(static_cast<int64_t>(x) * image.width / width);
+      const int x1 = std::max(x0 + 1, static_cast<int>(static_cast<int64_t>(x + 1) * image.width / width));
+      for (int c = 0; c < image.channels; ++c) {
+        int64_t sum = 0;
+        for (int sy = y0; sy < y1; ++sy) {
+          for (int sx = x0; sx < x1; ++sx) sum += image.at(sx, sy, c);
+        }
+        const int64_t n = static_cast<int64_t>(y1 - y0) * (x1 - x0);
+        out.at(x, y, c) = static_cast<uint8_t>((sum + n / 2) / n);
+      }
+    }
   }
   return out;
 }

@@ -63,6 +63,17 @@ absl::StatusOr<Image8> RenderSlice(const Volume& volume, const SliceOptions& opt
 // are replicated into the three channels), else gray.
 absl::StatusOr<Image8> TileHorizontally(const std::vector<Image8>& images, int gap = 4, uint8_t background = 0);
 
+// A volume at a glance (issue 35's job previews): its sagittal | coronal |
+// axial middle slices (RenderSlice of a Volume; component 0 of a vector
+// volume) tiled left to right, all in one window (the 1st..99th percentile
+// of the whole volume's finite values).
+absl::StatusOr<Image8> OrthogonalMidSlices(const Volume& volume);
+
+// `image` shrunk (area average) so that its longer edge is at most
+// `max_edge` pixels, keeping the aspect ratio; a smaller image is returned
+// as it is. INVALID_ARGUMENT when max_edge < 1.
+absl::StatusOr<Image8> ShrinkToFit(const Image8& image, int max_edge);
+
 }  // namespace tessera
 
 #endif  // TESSERA_COMMON_IMAGE_PREVIEW_H_

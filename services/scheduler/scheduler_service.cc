@@ -7,10 +7,14 @@
 #include "services/jobs/job_access.h"
 #include "services/jobs/job_rpcs.h"
 #include "services/scheduler/job_info.h"
+#include "services/scheduler/job_preview.h"
+#include "services/scheduler/result_file_stream.h"
 #include "services/server/call_checks.h"
 
 namespace tessera {
 namespace {
+
+constexpr int64_t kDownloadChunkBytes = 1 << 20;
 
 // The job `job_id` names when `caller` may see it (job_access.h); NOT_FOUND
 // worded as for a job that does not exist otherwise. Its gallery goes into
@@ -94,6 +98,29 @@ grpc::Status SchedulerServiceImpl::ListWorkers(grpc::ServerContext*, const v1::L
                                                v1::ListWorkersResponse* response) {
   for (v1::WorkerInfo& w : scheduler_->Workers()) *response->add_workers() = std::move(w);
   return grpc::Status::OK;
+}
+
+grpc::Status SchedulerServiceImpl::DownloadFile(grpc::ServerContext* context, const v1::DownloadJobFileRequest* request,
+                                                grpc::ServerWriter<v1::FileChunk>* writer) {
+  absl::StatusOr<jobs::JobRecord> job = VisibleJob(*scheduler_, jobs::CallerOf(*context), request->job_id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  absl::StatusOr<v1::JobResult> result = scheduler_->GetResult(job->job_id);  // SUCCEEDED, not deleted
+  if (!result.ok()) return ToGrpcStatus(result.status());
+  absl::Status status = scheduler::StreamResultFile(
+      *result, request->name(), request->offset(), kDownloadChunkBytes,
+      [&](const v1::FileChunk& chunk) { return writer->Write(chunk); }, [&] { return context->IsCancelled(); });
+  if (!status.ok() && context->IsCancelled()) status = CheckNotCancelled(*context);
+  return ToGrpcStatus(status);
+}
+
+grpc::Status SchedulerServiceImpl::GetPreview(grpc::ServerContext* context, const v1::JobPreviewRequest* request,
+                                              v1::JobPreview* response) {
+  absl::StatusOr<jobs::JobRecord> job = VisibleJob(*scheduler_, jobs::CallerOf(*context), request->job_id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  absl::StatusOr<v1::JobResult> result = scheduler_->GetResult(job->job_id);  // SUCCEEDED, not deleted
+  if (!result.ok()) return ToGrpcStatus(result.status());
+  if (result->kind().empty()) result->set_kind(job->kind);
+  return jobs::Respond(scheduler::RenderJobPreview(*result, *request), response);
 }
 
 }  // namespace tessera

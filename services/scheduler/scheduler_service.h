@@ -25,6 +25,12 @@ class SchedulerServiceImpl final : public v1::SchedulerService::Service {
                     v1::ListJobsResponse* response) override;
   grpc::Status ListWorkers(grpc::ServerContext* context, const v1::ListWorkersRequest* request,
                            v1::ListWorkersResponse* response) override;
+  // Issue 35: a result file of a job the caller may see (result_file_stream.h).
+  grpc::Status DownloadFile(grpc::ServerContext* context, const v1::DownloadJobFileRequest* request,
+                            grpc::ServerWriter<v1::FileChunk>* writer) override;
+  // Issue 35: a PNG of a succeeded job's main image (job_preview.h).
+  grpc::Status GetPreview(grpc::ServerContext* context, const v1::JobPreviewRequest* request,
+                          v1::JobPreview* response) override;
 
  private:
   scheduler::Scheduler* scheduler_;

@@ -16,13 +16,14 @@ export async function renderAudit(view, ctx) {
       const response = await rpc('tessera.v1.OperatorService/ListAuditRecords',
         {limit: 100, principal: principal.value.trim(), traceId: trace.value.trim()}, ctx.signal);
       const records = response.records || [];
-      box.replaceChildren(records.length === 0 ? el('p', {class: 'empty'}, 'No records.') : table(
+      box.replaceChildren(records.length === 0 ? el('p', {class: 'empty'}, 'No records.') : el('div', {class: 'table-wrap'}, table(
         ['Seq', 'Time', 'Principal', 'Peer', 'Method', 'Outcome', 'Trace id', 'Gallery', 'Request id', 'Details'],
         records.map((r) => [String(r.seq || ''), r.time || '', r.principal || '', r.peer || '', r.method || '',
           el('span', {class: r.outcome === 'OK' ? 'outcome-ok' : 'outcome-bad'}, r.outcome || ''),
           el('code', null, r.traceId || ''), r.gallery || '', r.requestId || '',
-          el('code', {class: 'details'}, r.detailsJson || '')]),
-        {class: 'audit'}));
+          // Details can be long (every id a call touched): a bounded cell, the whole in its tooltip.
+          el('code', {class: 'details', title: r.detailsJson || ''}, r.detailsJson || '')]),
+        {class: 'audit'})));
     } catch (error) {
       if (error.name === 'AbortError') return;
       const refused = error instanceof ApiError && error.httpStatus === 403;

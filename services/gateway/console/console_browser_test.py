@@ -19,7 +19,7 @@ import threading
 import time
 
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
@@ -85,7 +85,7 @@ class Server:
         self.stderr.close()
 
 
-def make_browser(profile):
+def make_browser(profile, driver_log):
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which('chromium')
     for arg in ['--headless=new', '--disable-gpu', '--disable-dev-shm-usage', '--window-size=1500,1000',
@@ -94,7 +94,7 @@ def make_browser(profile):
     if os.geteuid() == 0:
         options.add_argument('--no-sandbox')  # Chromium's sandbox refuses to run as root
     # Debian's selenium 4.8 (log_path; newer ones call it log_output).
-    service = Service(executable_path=shutil.which('chromedriver'), log_path=os.path.join(OUT, 'chromedriver.log'))
+    service = Service(executable_path=shutil.which('chromedriver'), log_path=driver_log)
     return webdriver.Chrome(service=service, options=options)
 
 
@@ -108,7 +108,9 @@ class Console:
 
     def wait(self, condition, timeout=20, what=''):
         try:
-            return WebDriverWait(self.d, timeout, poll_frequency=0.2).until(condition)
+            # The views redraw themselves: an element met mid-redraw is looked up again.
+            return WebDriverWait(self.d, timeout, poll_frequency=0.2,
+                                 ignored_exceptions=(NoSuchElementException, StaleElementReferenceException)).until(condition)
         except TimeoutException:
             raise AssertionError(f'timed out after {timeout} s waiting for {what}') from None
 
@@ -142,6 +144,27 @@ def check(condition, message):
         raise AssertionError(message)
 
 
+def submit_registration(console, fixed, moving, stages, scales, iterations, shot=None):
+    """Fills the Submit view's registration form; returns the job id the console opened."""
+    d = console.d
+    console.go('#submit')
+    console.visible('#fixed-path').send_keys(fixed)
+    d.find_element(By.ID, 'moving-path').send_keys(moving)
+    for field, value in [('reg-stages', stages), ('reg-scales', scales), ('reg-iterations', iterations)]:
+        box = d.find_element(By.ID, field)
+        box.clear()
+        box.send_keys(value)
+    d.find_element(By.CSS_SELECTOR, '#reg-device option[value=cpu]').click()
+    if shot:
+        console.shot(shot)
+    d.find_element(By.ID, 'register-submit').click()
+    console.wait(lambda d: d.execute_script('return location.hash').startswith('#job/') or
+                 d.find_elements(By.CSS_SELECTOR, '#register-form .error'), 20, 'the job view after submit')
+    refusal = d.find_elements(By.CSS_SELECTOR, '#register-form .error')
+    check(not refusal, f'the registration was refused: {refusal[0].text if refusal else ""}')
+    return d.execute_script('return decodeURIComponent(location.hash.slice(5))')
+
+
 def run(console, work):
     d = console.d
     d.get(console.url + '/console/')
@@ -173,21 +196,8 @@ def run(console, work):
     check(not d.find_elements(By.ID, 'injected'), 'server text was parsed as HTML')
 
     # Submit a registration of two server-side volumes; the console opens the job.
-    moving = os.path.join(work, 'synth', 'moving.nii.gz')
-    console.visible('#fixed-path').send_keys(os.path.join(work, 'ch2.nii.gz'))
-    d.find_element(By.ID, 'moving-path').send_keys(moving)
-    for field, value in [('reg-stages', 'rigid,affine'), ('reg-scales', '4'), ('reg-iterations', '20')]:
-        box = d.find_element(By.ID, field)
-        box.clear()
-        box.send_keys(value)
-    d.find_element(By.CSS_SELECTOR, '#reg-device option[value=cpu]').click()
-    console.shot('submit')
-    d.find_element(By.ID, 'register-submit').click()
-    console.wait(lambda d: d.execute_script('return location.hash').startswith('#job/') or
-                 d.find_elements(By.CSS_SELECTOR, '#register-form .error'), 20, 'the job view after submit')
-    refusal = d.find_elements(By.CSS_SELECTOR, '#register-form .error')
-    check(not refusal, f'the registration was refused: {refusal[0].text if refusal else ""}')
-    job_id = d.execute_script('return decodeURIComponent(location.hash.slice(5))')
+    fixed, moving = os.path.join(work, 'ch2.nii.gz'), os.path.join(work, 'synth', 'moving.nii.gz')
+    job_id = submit_registration(console, fixed, moving, 'rigid,affine', '4', '20', shot='submit')
     log(f'submitted job {job_id}')
     final = console.wait(lambda d: d.find_element(By.ID, 'job-stream-status').get_attribute('data-final'),
                          JOB_TIMEOUT_S, 'the job to end')
@@ -206,11 +216,26 @@ def run(console, work):
     d.execute_script('arguments[0].scrollIntoView()', image)
     console.shot('job')
 
-    # The Jobs list shows it, finished, with its owner and trace id.
+    # A long registration, cancelled from the Jobs list while it runs; the
+    # list also shows the first job, finished, with its owner and trace id.
+    long_id = submit_registration(console, fixed, moving, 'rigid,affine,deformable', '2,1', '400')
+    log(f'submitted job {long_id} (to cancel)')
+    console.wait(lambda d: any('RUNNING' in li.text for li in d.find_elements(By.CSS_SELECTOR, '#job-events li')),
+                 30, 'the long job to start')
     console.go('#jobs')
-    row = console.visible(f'#jobs-table a.job-link[href="#job/{job_id}"]').find_element(By.XPATH, './ancestor::tr')
-    check('SUCCEEDED' in row.text and 'ada' in row.text and 'registration' in row.text, f'job row: {row.text!r}')
+    # The list is redrawn every 2 s: read a row's text in one script call.
+    row_text = lambda jid: d.execute_script(
+        'const a = document.querySelector(`#jobs-table a.job-link[href="#job/${arguments[0]}"]`);'
+        'return a ? a.closest("tr").innerText : "";', jid)
+    console.wait(lambda d: row_text(job_id), 20, 'the first job in the list')
+    row = row_text(job_id)
+    check('SUCCEEDED' in row and 'ada' in row and 'registration' in row, f'job row: {row!r}')
+    check(re.search(r'[0-9a-f]{32}', row), f'no trace id in the row: {row!r}')
+    console.wait(lambda d: 'RUNNING' in row_text(long_id), 20, 'the long job RUNNING in the list')
     console.shot('jobs')
+    console.visible(f'#jobs-table button.cancel[data-job="{long_id}"]').click()
+    console.wait(lambda d: 'CANCELLED' in row_text(long_id), 30, 'the cancelled job to show CANCELLED')
+    log('the long job was cancelled from the list')
 
     console.go('#workers')
     workers = console.visible('table.workers')
@@ -236,9 +261,14 @@ def run(console, work):
     log(f'atlases: {atlases[0].text!r}')
 
     console.go('#audit')
-    audit = console.visible('table.audit')
-    check('Submit' in audit.text and 'ada' in audit.text, f'audit records: {audit.text[:500]!r}')
-    check(re.search(r'[0-9a-f]{32}', audit.text), 'audit records carry no trace id')
+    console.visible('table.audit')
+    methods = [td.text for td in d.find_elements(By.CSS_SELECTOR, 'table.audit tbody tr td:nth-child(5)')]
+    principals = {td.text for td in d.find_elements(By.CSS_SELECTOR, 'table.audit tbody tr td:nth-child(3)')}
+    check(len(methods) >= 15, f'only {len(methods)} audit records shown: {methods}')
+    check(methods.count('/tessera.v1.SchedulerService/Submit') == 2, f'audit methods: {methods}')
+    check('ada' in principals, f'audit principals: {principals}')
+    traces = [td.text for td in d.find_elements(By.CSS_SELECTOR, 'table.audit tbody tr td:nth-child(7)')]
+    check(all(re.fullmatch(r'[0-9a-f]{32}', t) for t in traces), f'audit trace ids: {traces}')
     console.shot('audit')
 
     # A reader signs in and is told the audit trail is for admins.
@@ -270,13 +300,16 @@ def main():
     driver = None
     started = time.time()
     try:
-        driver = make_browser(os.path.join(work, 'chromium-profile'))
+        driver_log = os.path.join(work, 'chromedriver.log')  # kept with the outputs only on failure (MBs)
+        driver = make_browser(os.path.join(work, 'chromium-profile'), driver_log)
         console = Console(driver, server.url)
         run(console, work)
         log(f'PASSED in {time.time() - started:.1f} s; {len(console.shots)} screenshots in {OUT}')
         return 0
     except Exception as e:  # report what the page and the server said
         log(f'FAILED: {e}')
+        if os.path.exists(os.path.join(work, 'chromedriver.log')):
+            shutil.copy(os.path.join(work, 'chromedriver.log'), OUT)
         if driver is not None:
             try:
                 driver.save_screenshot(os.path.join(OUT, 'console-failure.png'))

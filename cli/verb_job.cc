@@ -5,6 +5,7 @@
 //   tessera job cancel|get|result --server HOST:PORT ID
 //   tessera job list   --server HOST:PORT [--state S] [--kind K] [--limit N]
 //   tessera job workers --server HOST:PORT
+//   tessera job download --server HOST:PORT [--name F] [--out DIR] ID
 // Results and job rows print as JSON on stdout; watch prints one line per
 // event and exits 0 only when the job SUCCEEDED.
 #include <cstdio>
@@ -23,6 +24,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "cli/job_download.h"
 #include "cli/job_specs.h"
 #include "cli/verbs.h"
 #include "services/server/bearer_channel.h"
@@ -46,6 +48,9 @@ int Usage(FILE* out, int rc) {
                "                      [--kind KIND] [--owner PRINCIPAL] [--gallery NAME] [--limit N]\n"
                "        with --token-file: a non-admin lists its own jobs; jobs of others are not found\n"
                "  tessera job workers --server HOST:PORT\n"
+               "  tessera job download --server HOST:PORT [--name FILE] [--out DIR] ID\n"
+               "        a succeeded job's result files (all, or the one named as in `job result`) into DIR\n"
+               "        (default .); a partly downloaded file resumes from its size\n"
                "  every verb takes --token-file FILE: the bearer token for a server started with --token-file,\n"
                "  and --tls-ca PEM [--tls-cert PEM --tls-key PEM]: TLS to a server started with --tls-cert\n"
                "  (the CA that signed it; a client certificate for mutual TLS)\n");
@@ -133,7 +138,7 @@ int RunJob(int argc, char** argv) {
   const std::string sub = argv[1];
   const std::set<std::string> known = {"server", "token-file", "tls-ca", "tls-cert", "tls-key", "id", "priority",
                                        "deadline-s", "max-attempts", "after", "state", "kind", "limit", "owner",
-                                       "gallery"};
+                                       "gallery", "name", "out"};
   absl::StatusOr<Flags> flags = ParseLeadingFlags(argc, argv, 2, {"watch"}, known);
   if (!flags.ok()) {
     std::fprintf(stderr, "tessera job %s: %s\n", sub.c_str(), std::string(flags.status().message()).c_str());
@@ -233,6 +238,23 @@ int RunJob(int argc, char** argv) {
                                        : stub->Cancel(&context, ref, &info);
     if (!s.ok()) return Fail(sub.c_str(), s);
     std::printf("%s\n", Json(info).c_str());
+    return 0;
+  }
+  if (sub == "download") {
+    if (flags->rest.size() != 1) {
+      std::fprintf(stderr, "tessera job download: name one job id\n");
+      return 2;
+    }
+    absl::StatusOr<std::vector<DownloadedFile>> files =
+        DownloadJobFiles(*stub, flags->rest[0], get("name"), get("out", "."));
+    if (!files.ok()) {
+      std::fprintf(stderr, "tessera job download: %s\n", std::string(files.status().message()).c_str());
+      return files.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    }
+    for (const DownloadedFile& f : *files) {
+      std::printf("%s\t%lld bytes\t%s%s\n", f.name.c_str(), static_cast<long long>(f.bytes), f.path.c_str(),
+                  f.received < f.bytes ? absl::StrCat(" (resumed, ", f.received, " fetched)").c_str() : "");
+    }
     return 0;
   }
   if (sub == "list") {

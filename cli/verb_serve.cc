@@ -15,8 +15,10 @@
 #include "cli/verbs.h"
 #include "common/device.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/status.h"
 #include "services/gateway/http_gateway.h"
+#include "services/operator/operator_service.h"
 #include "services/server/bearer_channel.h"
 
 namespace tessera::cli {
@@ -259,9 +261,13 @@ int RunServe(int argc, char** argv) {
     return 2;
   }
   ServiceHost::InstallShutdownSignalHandlers();
+  // Issue 35: every role has an audit log (when configured) and the metrics
+  // registry, so every role hosts OperatorService (not a job module).
+  OperatorServiceImpl operator_service(options->audit_log, ProcessRegistry());
   ServiceHost host(*options);
   services->AddTo(host);
   scheduler->AddTo(host);
+  host.AddService(&operator_service);
   auto ports = host.Start();
   if (!ports.ok()) {
     std::fprintf(stderr, "tessera serve: %s\n", std::string(ports.status().message()).c_str());

@@ -138,6 +138,8 @@ TEST(JobOwnershipProcessTest, OnlyTheOwnerAndGalleryAdminsSeeAJob) {
   CliRun admin = job("nadia", {"get", id}, "nadia_get");
   EXPECT_EQ(admin.code, 0) << admin.out;
   EXPECT_THAT(admin.out, HasSubstr("JOB_STATE_SUCCEEDED"));
+  // Issue 35: the CLI's submit sent a traceparent; the job keeps its trace id and `job get` prints it.
+  EXPECT_THAT(admin.out, ::testing::ContainsRegex("\"trace_id\":\"[0-9a-f]{32}\"")) << admin.out;
   CliRun admin_list = job("nadia", {"list", "--gallery", "national"}, "nadia_list");
   EXPECT_THAT(admin_list.out, HasSubstr(id));
 

@@ -1,5 +1,7 @@
 // Minimal leveled logging to stderr (this Abseil release predates absl/log).
 // Usage: TESSERA_LOG(INFO) << "listening on " << port;
+// A line written while the thread works for a trace (common/trace_context.h: a server call's
+// handler thread, a job's attempt) carries "trace_id=<32 hex> " right after the location.
 #ifndef TESSERA_COMMON_LOG_H_
 #define TESSERA_COMMON_LOG_H_
 

@@ -1,5 +1,6 @@
 #include "services/gateway/http_gateway.h"
 
+#include <signal.h>
 #include <sys/socket.h>
 
 #include <httplib.h>
@@ -87,6 +88,9 @@ absl::StatusOr<int> HttpGateway::Start() {
   } else {
     server_ = std::make_unique<httplib::Server>();
   }
+  // A client that goes away mid-answer must fail that write (EPIPE), not end the process:
+  // OpenSSL's writes (HTTPS) do not pass MSG_NOSIGNAL. Process-wide, as every server needs.
+  signal(SIGPIPE, SIG_IGN);
   const int threads = options_.threads;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server_->set_tcp_nodelay(true);  // small JSON answers must not wait for Nagle

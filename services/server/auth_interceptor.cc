@@ -169,12 +169,13 @@ bool FindGalleryField(const pb::Message& m, int depth, std::string* out) {
   return false;
 }
 
-// The caller's address for the audit record. A call over the in-process channel comes from
+// The caller's address for the audit record. A call over the in-process channel (whose peer
+// gRPC 1.51 reports as "unknown"; network peers are "ipv4:..."/"ipv6:..."/"unix:...") comes from
 // this process's HTTP gateway (services/gateway/), which names its HTTP client in
 // x-forwarded-for: recorded as "http:ADDRESS". Network peers' x-forwarded-for is ignored.
 std::string PeerOf(const grpc::ServerContextBase& context) {
   const std::string peer = context.peer();
-  if (!absl::StartsWith(peer, "inproc")) return peer;
+  if (peer != "unknown" && !absl::StartsWith(peer, "inproc")) return peer;
   const auto& metadata = context.client_metadata();
   auto it = metadata.find("x-forwarded-for");
   if (it == metadata.end()) return peer;

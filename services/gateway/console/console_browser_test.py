@@ -144,12 +144,13 @@ def check(condition, message):
         raise AssertionError(message)
 
 
-def submit_registration(console, fixed, moving, stages, scales, iterations, shot=None):
-    """Fills the Submit view's registration form; returns the job id the console opened."""
+def submit_registration(console, fixed, moving, stages, scales, iterations, shot=None, upload_moving=False):
+    """Fills the Submit view's registration form (the moving image a server
+    path, or a file the browser uploads first); returns the job id the console opened."""
     d = console.d
     console.go('#submit')
     console.visible('#fixed-path').send_keys(fixed)
-    d.find_element(By.ID, 'moving-path').send_keys(moving)
+    d.find_element(By.ID, 'moving-file' if upload_moving else 'moving-path').send_keys(moving)
     for field, value in [('reg-stages', stages), ('reg-scales', scales), ('reg-iterations', iterations)]:
         box = d.find_element(By.ID, field)
         box.clear()
@@ -216,9 +217,10 @@ def run(console, work):
     d.execute_script('arguments[0].scrollIntoView()', image)
     console.shot('job')
 
-    # A long registration, cancelled from the Jobs list while it runs; the
-    # list also shows the first job, finished, with its owner and trace id.
-    long_id = submit_registration(console, fixed, moving, 'rigid,affine,deformable', '2,1', '400')
+    # A long registration of an image uploaded from the browser (PUT
+    # /v1/uploads/registration, then VolumeSource.file_id), cancelled from the
+    # Jobs list while it runs; the list also shows the first job, finished.
+    long_id = submit_registration(console, fixed, moving, 'rigid,affine,deformable', '2,1', '400', upload_moving=True)
     log(f'submitted job {long_id} (to cancel)')
     console.wait(lambda d: any('RUNNING' in li.text for li in d.find_elements(By.CSS_SELECTOR, '#job-events li')),
                  30, 'the long job to start')
@@ -265,7 +267,9 @@ def run(console, work):
     methods = [td.text for td in d.find_elements(By.CSS_SELECTOR, 'table.audit tbody tr td:nth-child(5)')]
     principals = {td.text for td in d.find_elements(By.CSS_SELECTOR, 'table.audit tbody tr td:nth-child(3)')}
     check(len(methods) >= 15, f'only {len(methods)} audit records shown: {methods}')
-    check(methods.count('/tessera.v1.SchedulerService/Submit') == 2, f'audit methods: {methods}')
+    for method in ['SchedulerService/Submit', 'RegistrationService/UploadFile', 'RegistrationService/Register',
+                   'SchedulerService/Cancel', 'SchedulerService/GetPreview']:
+        check(f'/tessera.v1.{method}' in methods, f'no {method} in the audit records: {methods}')
     check('ada' in principals, f'audit principals: {principals}')
     traces = [td.text for td in d.find_elements(By.CSS_SELECTOR, 'table.audit tbody tr td:nth-child(7)')]
     check(all(re.fullmatch(r'[0-9a-f]{32}', t) for t in traces), f'audit trace ids: {traces}')

@@ -1,5 +1,6 @@
 // Submit: a registration of two volumes (server paths, or files uploaded
-// through PUT /v1/uploads/registration first) with a few options, or any job
+// through PUT /v1/uploads/registration first and named by their upload id)
+// with a few options, or any job
 // as a SubmitJobRequest in protobuf JSON (the spec's Any names its type with
 // "@type", as `tessera job submit` builds it).
 import {putFile, rpc} from './api.js';
@@ -71,8 +72,18 @@ function registrationForm(ctx, onSubmitted) {
       };
       if (device.value) request.options.device = device.value;
       note.textContent = 'Submitting…';
-      const job = await rpc('tessera.v1.SchedulerService/Submit',
-        {spec: {kind: 'registration', spec: request}, priority: Number(priority.value || 0)}, ctx.signal);
+      // An uploaded file is resolved by RegistrationService (its upload
+      // store), so such a request goes through Register (no priority there);
+      // server paths go through the scheduler's Submit. Either way the job is
+      // the scheduler's, under the id returned.
+      const uploaded = request.fixed.fileId || request.moving.fileId;
+      if (uploaded && Number(priority.value || 0) !== 0) {
+        throw new Error('Priority: jobs on uploaded files run at priority 0 (RegistrationService.Register has none)');
+      }
+      const job = uploaded
+        ? await rpc('tessera.v1.RegistrationService/Register', (({'@type': _, ...r}) => r)(request), ctx.signal)
+        : await rpc('tessera.v1.SchedulerService/Submit',
+          {spec: {kind: 'registration', spec: request}, priority: Number(priority.value || 0)}, ctx.signal);
       onSubmitted(job);
     } catch (error) {
       if (error.name !== 'AbortError') note.replaceChildren(errorBox(error, 'Not submitted:'));

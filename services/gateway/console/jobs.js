@@ -6,7 +6,7 @@ import {el, errorBox, progressBar, seconds, stateBadge, stateName, table, time} 
 const STATES = ['QUEUED', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELLED'];
 const ACTIVE = new Set(['QUEUED', 'RUNNING']);
 // Kinds whose succeeded jobs have an image result (SchedulerService.GetPreview).
-const PREVIEW_KINDS = new Set(['registration', 'reconstruction', 'apply-transforms', 'som.train']);
+const PREVIEW_KINDS = new Set(['registration', 'reconstruction', 'apply_transforms', 'som.train']);
 const REFRESH_MS = 2000;
 
 // The bar's fraction: a succeeded job is done whatever its last progress

@@ -32,6 +32,7 @@
 #include "services/volume/volume_service.h"
 #include "tessera/v1/access.pb.h"
 #include "tessera/v1/fingerprint.grpc.pb.h"
+#include "tessera/v1/operator.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tessera/v1/reconstruction.grpc.pb.h"
 #include "tessera/v1/registration.grpc.pb.h"
@@ -94,7 +95,7 @@ TEST(RequiredRoleTest, EveryHostedMethodStatesItsRole) {
       v1::DescribeFileRequest::descriptor()->file(), v1::RegisterRequest::descriptor()->file(),
       v1::SearchRequest::descriptor()->file(), v1::AtlasRequest::descriptor()->file(),
       v1::SubmitJobRequest::descriptor()->file(), v1::ReconstructRequest::descriptor()->file(),
-      v1::JoinRendezvousRequest::descriptor()->file()};
+      v1::JoinRendezvousRequest::descriptor()->file(), v1::ListAuditRecordsRequest::descriptor()->file()};
   int service_count = 0;
   for (const auto* file : api) {
     for (int i = 0; i < file->service_count(); ++i) {
@@ -110,8 +111,8 @@ TEST(RequiredRoleTest, EveryHostedMethodStatesItsRole) {
       }
     }
   }
-  EXPECT_EQ(service_count, 8);  // Volume, Registration, Fingerprint, SomAtlas, Scheduler, Worker, Reconstruction,
-                                // Rendezvous
+  EXPECT_EQ(service_count, 9);  // Volume, Registration, Fingerprint, SomAtlas, Scheduler, Worker, Reconstruction,
+                                // Rendezvous, Operator
   EXPECT_EQ(RequiredRole("/tessera.v1.FingerprintService/NoSuchMethod"), Role::kNone);
   EXPECT_EQ(RequiredRole("/tessera.v1.NoSuchService/Search"), Role::kNone);
   EXPECT_EQ(RequiredRole("tessera.v1.FingerprintService/Search"), Role::kNone);  // no leading slash

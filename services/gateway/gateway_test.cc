@@ -316,6 +316,14 @@ TEST_F(GatewayTest, JobOverHttpReadsTheSameOverGrpcAndStreamsProgress) {
   EXPECT_FALSE(absl::StrContains(rest->body, absl::StrCat("id: ", ids[0], "\n")));
   EXPECT_TRUE(absl::StrContains(rest->body, absl::StrCat("id: ", ids[1], "\n")));
 
+  // The caller's trace context goes through to the server, which echoes it.
+  httplib::Headers traced = Auth();
+  traced.emplace("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
+  auto traced_get = serve_->Http().Get(absl::StrCat("/v1/jobs/", job_id).c_str(), traced);
+  ASSERT_TRUE(traced_get);
+  EXPECT_TRUE(absl::StrContains(traced_get->get_header_value("traceparent"), "0af7651916cd43dd8448eb211c80319c"))
+      << traced_get->get_header_value("traceparent");
+
   // Get, List and GetResult: REST route, /rpc/ route and gRPC agree.
   const std::string ref = Json{{"jobId", job_id}}.dump();
   for (const auto& [method, rest_path] : std::vector<std::pair<std::string, std::string>>{
@@ -582,6 +590,26 @@ TEST_F(GatewayTest, EveryOpenApiPathAnswers) {
   EXPECT_EQ(deleted->status, 200) << deleted->body;
   EXPECT_TRUE(absl::StrContains(deleted->body, "resultsDeleted")) << deleted->body;
   EXPECT_GE(checked, 70);
+}
+
+TEST(GatewayTlsTest, HttpsWithTheGrpcCertificate) {
+  const std::string dir = Tmp("tls");
+  ASSERT_EQ(std::system(absl::StrCat("mkdir -p '", dir, "' && openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "
+                                     "/CN=localhost -addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout '",
+                                     dir, "/key.pem' -out '", dir, "/cert.pem' 2>/dev/null")
+                            .c_str()),
+            0);
+  Serve tls({"--tls-cert=" + dir + "/cert.pem", "--tls-key=" + dir + "/key.pem"}, "tls-serve");
+  ASSERT_TRUE(tls.ok());
+  httplib::SSLClient client("127.0.0.1", tls.http_port());
+  client.set_ca_cert_path((dir + "/cert.pem").c_str());
+  client.enable_server_certificate_verification(true);
+  auto r = client.Get("/v1/jobs", Auth());
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 200) << r->body;
+  // Plain HTTP to the HTTPS port gets no answer.
+  auto plain = tls.Http().Get("/healthz");
+  EXPECT_TRUE(!plain || plain->status != 200);
 }
 
 TEST(GatewayRetryTest, ResourceExhaustedBecomes429WithRetryAfter) {

@@ -18,6 +18,12 @@ void SendJson(httplib::Response& response, int http_status, const std::string& j
   response.set_content(json, "application/json");
 }
 
+void CopyTraceparent(const grpc::ClientContext& context, httplib::Response& response) {
+  const auto& metadata = context.GetServerInitialMetadata();
+  auto it = metadata.find("traceparent");
+  if (it != metadata.end()) response.set_header("traceparent", std::string(it->second.data(), it->second.size()));
+}
+
 void SendError(httplib::Response& response, const CallOutcome& outcome) {
   if (outcome.retry_after_ms >= 0) {
     response.set_header("Retry-After", std::to_string(RetryAfterSeconds(outcome.retry_after_ms)));

@@ -16,6 +16,9 @@ namespace tessera::gateway {
 CallerHeaders CallerOf(const httplib::Request& request);
 
 void SendJson(httplib::Response& response, int http_status, const std::string& json);
+// The server's traceparent (its initial metadata echoes the call's trace) as a response header,
+// so an HTTP client learns the trace id of a call it did not name one for.
+void CopyTraceparent(const grpc::ClientContext& context, httplib::Response& response);
 // A failed call: the mapped HTTP status, the JSON error body, Retry-After from the pushback trailer.
 void SendError(httplib::Response& response, const CallOutcome& outcome);
 // The gateway's own refusal (before any call), with the HTTP status of `code`

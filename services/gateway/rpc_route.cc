@@ -18,6 +18,7 @@ void CallAndAnswer(const GatewayContext& gateway, const pb::MethodDescriptor& me
   ScopedActiveCall registered(gateway.active, context.get());
   std::unique_ptr<pb::Message> answer = RpcForwarder::NewMessage(method.output_type());
   const CallOutcome outcome = gateway.forwarder.Unary(method, context.get(), message, answer.get());
+  CopyTraceparent(*context, response);
   if (!outcome.status.ok()) {
     SendError(response, outcome);
     return;

@@ -52,6 +52,7 @@ void AnswerAsEventStream(const RpcForwarder& forwarder, ActiveCalls& active, con
   call->reader = forwarder.ServerStream(method, call->context.get(), request);
   call->message = RpcForwarder::NewMessage(method.output_type());
   call->message_pending = call->reader->Read(call->message.get());
+  CopyTraceparent(*call->context, response);  // initial metadata has arrived with the first message or the end
   if (!call->message_pending) {
     const CallOutcome outcome = RpcForwarder::Finish(*call->reader, *call->context);
     call->finished = true;

@@ -289,8 +289,8 @@ absl::StatusOr<int64_t> AuditLog::AppendLocked(const AuditEvent& e) {
       ",\"principal\":", JsonQuote(e.principal), ",\"peer\":", JsonQuote(e.peer), ",\"method\":", JsonQuote(e.method),
       ",\"request_id\":", JsonQuote(e.request_id),
       e.gallery.empty() ? std::string() : absl::StrCat(",\"gallery\":", JsonQuote(e.gallery)),
-      e.trace_id.empty() ? std::string() : absl::StrCat(",\"trace_id\":", JsonQuote(e.trace_id)),
       ",\"outcome\":", JsonQuote(e.outcome),
+      e.trace_id.empty() ? std::string() : absl::StrCat(",\"trace_id\":", JsonQuote(e.trace_id)),
       ",\"details\":", e.details_json.empty() ? "{}" : e.details_json,
       key_.has_value() ? absl::StrCat(kKeyKey, key_->id, "\"") : std::string(), kPrevKey, last_hash_, "\"");
   const std::string hash = AuditLineHash(absl::StrCat(canonical, "}"), last_hash_, key_.has_value() ? &*key_ : nullptr);

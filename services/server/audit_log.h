@@ -2,7 +2,7 @@
 //
 // Each line is one record with keys in this order:
 //   {"seq":N,"time":"RFC3339","principal":"...","peer":"...","method":"...","request_id":"...",
-//    ["gallery":"...",] ["trace_id":"<32 hex>",] "outcome":"OK","details":{...},
+//    ["gallery":"...",] "outcome":"OK",["trace_id":"<32 hex>",] "details":{...},
 //    "prev_hash":"<64 hex>","hash":"<64 hex>"}
 // "gallery" is there for calls whose request names a fingerprint gallery (every
 // FingerprintService call but ListGalleries, and fingerprint search job submissions).

@@ -101,7 +101,7 @@ TEST(AuditLogTest, TraceIdsAreRecordedAndOlderRecordsWithoutOneStillVerify) {
   ASSERT_EQ(records->size(), 3u);
   EXPECT_EQ((*records)[0].trace_id, "");
   EXPECT_EQ((*records)[2].trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
-  EXPECT_THAT((*records)[2].line, HasSubstr("\"trace_id\":\"4bf92f3577b34da6a3ce929d0e0e4736\",\"outcome\""));
+  EXPECT_THAT((*records)[2].line, HasSubstr("\"outcome\":\"OK\",\"trace_id\":\"4bf92f3577b34da6a3ce929d0e0e4736\",\"details\""));
 
   std::vector<std::string> lines = Lines(path);
   lines[2] = absl::StrReplaceAll(lines[2], {{"4bf92f3577b34da6", "0000000000000001"}});

@@ -5,7 +5,8 @@
 // "event: error" with the JSON error body. The first message is awaited before
 // answering, so a call refused at once (unauthenticated, unknown job) gets its
 // mapped HTTP status and JSON error instead of a 200 stream. A client that goes
-// away cancels the call at the next event.
+// away cancels the call at the next event or heartbeat (a comment line every
+// 15 s without events).
 #ifndef TESSERA_SERVICES_GATEWAY_SERVER_STREAM_SSE_H_
 #define TESSERA_SERVICES_GATEWAY_SERVER_STREAM_SSE_H_
 

@@ -49,15 +49,8 @@ void WriteLines(const std::string& path, const std::vector<std::string>& lines) 
   for (const auto& l : lines) out << l << "\n";
 }
 
-struct CliRun {
-  int code;
-  std::string out;
-};
-
 CliRun Tessera(const std::vector<std::string>& args, const std::string& log) {
-  Child c(args, log);
-  std::string out = c.ReadAll();
-  return {c.WaitExit(std::chrono::seconds(60)), out};
+  return RunTessera(args, log, std::chrono::seconds(60));
 }
 
 TEST(AuditProcessTest, TokensRolesAndVerify) {

@@ -24,20 +24,8 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-struct CliRun {
-  int code;
-  std::string out;
-  std::string err;
-};
-
 CliRun Tessera(const std::vector<std::string>& args, const std::string& name) {
-  Child c(args, name + ".txt");
-  std::string out = c.ReadAll();
-  const int code = c.WaitExit(std::chrono::seconds(120));
-  std::ifstream err_file(TempDir() + "/" + name + ".txt");
-  std::stringstream err;
-  err << err_file.rdbuf();
-  return {code, out, err.str()};
+  return RunTessera(args, name + ".txt");
 }
 
 std::string ReadAll(const std::string& path) {

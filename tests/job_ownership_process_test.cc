@@ -27,21 +27,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct CliRun {
-  int code;
-  std::string out;
-  std::string err;
-};
-
 // Runs `tessera ARGS`: its exit code, stdout, and stderr (kept in NAME.txt).
 CliRun Tessera(const std::vector<std::string>& args, const std::string& name) {
-  Child c(args, name + ".txt");
-  std::string out = c.ReadAll();
-  const int code = c.WaitExit(std::chrono::seconds(60));
-  std::ifstream err_file(TempDir() + "/" + name + ".txt");
-  std::stringstream err;
-  err << err_file.rdbuf();
-  return {code, out, err.str()};
+  return RunTessera(args, name + ".txt", std::chrono::seconds(60));
 }
 
 std::string Xyt(int finger, int impression) { return SyntheticXyt(finger, impression); }

@@ -13,6 +13,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -120,6 +122,24 @@ inline int PortFrom(const std::string& line, const std::string& key) {
   return port;
 }
 
+// One `tessera ARGS` run to its end: the exit code, stdout, and stderr (kept in
+// TempDir()/STDERR_FILE, read back once the process exited).
+struct CliRun {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+inline CliRun RunTessera(const std::vector<std::string>& args, const std::string& stderr_file,
+                         std::chrono::seconds timeout = std::chrono::seconds(120)) {
+  Child c(args, stderr_file);
+  std::string out = c.ReadAll();
+  const int code = c.WaitExit(timeout);
+  std::ifstream err_file(TempDir() + "/" + stderr_file);
+  std::stringstream err;
+  err << err_file.rdbuf();
+  return {code, out, err.str()};
+}
 
 }  // namespace tessera::testing
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "common/sha256.h"
 #include "common/text_checks.h"
 
@@ -45,6 +46,20 @@ absl::StatusOr<StoredUpload> FileUploadArea::Receive(const grpc::ServerContextBa
                                                           options_.extensions, options_.max_file_bytes, admit);
   if (release) release();
   return stored;
+}
+
+absl::Status FileUploadArea::ReceiveInto(const grpc::ServerContextBase& context,
+                                         grpc::ServerReaderInterface<v1::FileChunk>* reader, const std::string& dir,
+                                         const std::string& principal, absl::string_view service,
+                                         v1::UploadedFile* response) {
+  absl::StatusOr<StoredUpload> stored = Receive(context, reader, dir, principal);
+  if (!stored.ok()) return stored.status();
+  response->set_upload_id(stored->upload_id);
+  response->set_nbytes(stored->nbytes);
+  response->set_sha256(stored->sha256);
+  TESSERA_LOG(INFO) << service << ": file upload " << stored->upload_id << " (" << stored->nbytes << " bytes, sha256 "
+                    << stored->sha256 << ")";
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> FileUploadArea::PathOf(const std::string& dir, const std::string& id,

@@ -50,6 +50,13 @@ class FileUploadArea {
                                        grpc::ServerReaderInterface<v1::FileChunk>* reader, const std::string& dir,
                                        const std::string& principal);
 
+  // Receive, then the UploadFile RPC's answer in `response`, and one log line
+  // "<service>: file upload ID (N bytes, sha256 H)": the whole body of a
+  // service's UploadFile handler (registration, reconstruction).
+  absl::Status ReceiveInto(const grpc::ServerContextBase& context, grpc::ServerReaderInterface<v1::FileChunk>* reader,
+                           const std::string& dir, const std::string& principal, absl::string_view service,
+                           v1::UploadedFile* response);
+
   // The path in `dir` of upload `id`, which must be a name Receive chooses
   // (the prefix, no '/', one of the extensions): INVALID_ARGUMENT
   // "<field> '<id>' is malformed" otherwise. Whether the file is (still)

@@ -141,14 +141,8 @@ grpc::Status RegistrationServiceImpl::UploadFile(grpc::ServerContext* context,
                                                  grpc::ServerReader<v1::FileChunk>* reader,
                                                  v1::UploadedFile* response) {
   if (absl::Status jobs = jobs_.scheduler().status(); !jobs.ok()) return ToGrpcStatus(jobs);
-  absl::StatusOr<StoredUpload> stored = files_.Receive(*context, reader, jobs_.upload_dir(), CallPrincipal(context));
-  if (!stored.ok()) return ToGrpcStatus(stored.status());
-  response->set_upload_id(stored->upload_id);
-  response->set_nbytes(stored->nbytes);
-  response->set_sha256(stored->sha256);
-  TESSERA_LOG(INFO) << "registration: file upload " << stored->upload_id << " (" << stored->nbytes
-                    << " bytes, sha256 " << stored->sha256 << ")";
-  return grpc::Status::OK;
+  return ToGrpcStatus(
+      files_.ReceiveInto(*context, reader, jobs_.upload_dir(), CallPrincipal(context), "registration", response));
 }
 
 absl::StatusOr<std::string> RegistrationServiceImpl::UploadedFilePath(const std::string& file_id,

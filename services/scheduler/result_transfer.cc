@@ -1,8 +1,12 @@
 #include "services/scheduler/result_transfer.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
@@ -11,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/durable_file.h"
 #include "common/log.h"
+#include "common/status.h"
 #include "common/text_checks.h"
 
 namespace tessera::scheduler {
@@ -48,29 +53,60 @@ fs::path ResultFolder(const v1::ResultFile& f) {
 
 }  // namespace
 
+absl::Status ReadFilePieces(const std::string& path, const std::string& label, int64_t offset, int64_t chunk_bytes,
+                            const std::function<absl::Status(int64_t offset, absl::string_view data,
+                                                             int64_t total_bytes)>& piece) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::DataLossError(absl::StrCat(label, " cannot be read: ", std::strerror(errno)));
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return absl::DataLossError(absl::StrCat(label, " is not a file"));
+  const int64_t total = static_cast<int64_t>(st.st_size);
+  if (offset > total) {
+    return absl::OutOfRangeError(absl::StrCat("offset ", offset, " is past the end of ", label, " (", total, " bytes)"));
+  }
+  chunk_bytes = std::max<int64_t>(1, chunk_bytes);
+  std::string buffer(static_cast<size_t>(std::min(chunk_bytes, std::max<int64_t>(total - offset, 1))), '\0');
+  bool first = true;
+  while (first || offset < total) {
+    const int64_t want = std::min<int64_t>(chunk_bytes, total - offset);
+    int64_t got = 0;
+    while (got < want) {
+      const ssize_t n = ::pread(fd, buffer.data() + got, static_cast<size_t>(want - got), offset + got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return absl::DataLossError(absl::StrCat("cannot read ", label, ": ", std::strerror(errno)));
+      if (n == 0) return absl::DataLossError(absl::StrCat(label, " shrank while it was read"));
+      got += n;
+    }
+    TESSERA_RETURN_IF_ERROR(piece(offset, absl::string_view(buffer.data(), static_cast<size_t>(got)), total));
+    offset += got;
+    first = false;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SendResultFiles(const google::protobuf::RepeatedPtrField<v1::ResultFile>& files, int64_t chunk_bytes,
                              const std::function<bool(const v1::ExecuteUpdate&)>& write) {
-  std::vector<char> buffer(static_cast<size_t>(chunk_bytes));
   for (const v1::ResultFile& f : files) {
-    std::ifstream in(f.path(), std::ios::binary);
-    if (!in) return absl::DataLossError(absl::StrCat("cannot open result file ", f.path()));
-    int64_t offset = 0;
-    // At least one piece, so an empty file arrives too.
-    do {
-      in.read(buffer.data(), chunk_bytes);
-      const std::streamsize got = in.gcount();
-      if (in.bad()) return absl::DataLossError(absl::StrCat("cannot read result file ", f.path()));
-      v1::ExecuteUpdate update;
-      v1::ResultChunk* chunk = update.mutable_file_chunk();
-      chunk->set_name(f.name());
-      chunk->set_offset(offset);
-      chunk->set_data(buffer.data(), static_cast<size_t>(got));
-      if (!write(update)) return absl::UnavailableError("the scheduler's stream broke while result files were sent");
-      offset += got;
-    } while (in);
-    if (offset != f.bytes()) {
+    int64_t size = 0;
+    TESSERA_RETURN_IF_ERROR(ReadFilePieces(
+        f.path(), absl::StrCat("result file ", f.path()), 0, chunk_bytes,
+        [&](int64_t offset, absl::string_view data, int64_t total_bytes) {
+          size = total_bytes;
+          v1::ExecuteUpdate update;
+          v1::ResultChunk* chunk = update.mutable_file_chunk();
+          chunk->set_name(f.name());
+          chunk->set_offset(offset);
+          chunk->set_data(data.data(), data.size());
+          if (!write(update)) return absl::UnavailableError("the scheduler's stream broke while result files were sent");
+          return absl::OkStatus();
+        }));
+    if (size != f.bytes()) {
       return absl::DataLossError(
-          absl::StrCat("result file ", f.path(), " has ", offset, " bytes, the engine reported ", f.bytes()));
+          absl::StrCat("result file ", f.path(), " has ", size, " bytes, the engine reported ", f.bytes()));
     }
   }
   return absl::OkStatus();

@@ -16,12 +16,25 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "tessera/v1/scheduler.pb.h"
 
 namespace tessera::scheduler {
 
 // The piece size a worker sends (well under gRPC's default 4 MiB message limit).
 inline constexpr int64_t kResultChunkBytes = 1 << 20;
+
+// Reads the regular file at `path` from byte `offset` to the size it has when
+// opened, in pieces of at most `chunk_bytes`, handing each to
+// `piece(offset, data, total_bytes)`: at least one piece, an empty one when
+// `offset` is the size (so an empty file is sent too). Stops at the first
+// non-OK status `piece` returns and returns it. Messages name the file as
+// `label`: DATA_LOSS when it cannot be opened, is not a regular file, cannot
+// be read or shrinks while read; OUT_OF_RANGE for an offset past its end.
+// What SendResultFiles and DownloadFile (result_file_stream.h) both read with.
+absl::Status ReadFilePieces(const std::string& path, const std::string& label, int64_t offset, int64_t chunk_bytes,
+                            const std::function<absl::Status(int64_t offset, absl::string_view data,
+                                                             int64_t total_bytes)>& piece);
 
 // Streams every file of `files` as ResultChunk updates through `write` (false:
 // the stream broke, which is UNAVAILABLE). A file that cannot be read whole is

@@ -34,6 +34,15 @@ void ServeUpload(const GatewayContext& gateway, const std::string& target, const
   int64_t total = 0;
   if (!request.has_header("Content-Length") ||
       !absl::SimpleAtoi(request.get_header_value("Content-Length"), &total) || total < 0) {
+    // Read (and drop) up to one chunk of the body first: closing a socket with unread bytes makes the kernel
+    // reset the connection, and the client may then lose the 411 before it reads it.
+    if (body != nullptr) {
+      size_t drained = 0;
+      (*body)([&](const char*, size_t n) {
+        drained += n;
+        return drained < kUploadChunkBytes;
+      });
+    }
     response.set_header("Connection", "close");
     SendError(response, grpc::StatusCode::INVALID_ARGUMENT,
               "an upload needs a Content-Length header (chunked bodies are refused: the server checks the size "

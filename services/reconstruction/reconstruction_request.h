@@ -39,6 +39,7 @@ struct CtSpec {
   double filter_cutoff = 1.0;
   double relaxation = 1.0;
   bool non_negative = false;
+  bool redundancy_weights = true;    // fbp/fdk: Parker / offset-detector weights where the geometry needs them
 };
 
 struct PetSpec {
@@ -49,6 +50,11 @@ struct PetSpec {
   int tof_bins = 1;
   double tof_bin_mm = 0;
   double tof_fwhm_mm = 0;
+  // Corrections (canonical paths, or empty): expected counts =
+  // normalization * attenuation factors * (A x) + randoms + scatter.
+  std::string randoms_path;
+  std::string scatter_path;
+  std::string normalization_path;
 };
 
 // An MRI input names a BART .cfl/.hdr pair by its base path (no extension)
@@ -63,6 +69,9 @@ struct MriSpec {
   int acceleration = 0;              // sense; 0: from the data
   double tolerance = 1e-5;
   bool toeplitz = true;
+  bool espirit = false;              // coil maps by ESPIRiT from the k-space, not from coils_path
+  int calibration_size = 24;         // espirit
+  double espirit_crop = 0.8;         // espirit
 };
 
 struct UltrasoundSpec {

@@ -38,6 +38,8 @@ _LIBS = {
     "crypto": (["libcrypto"], "libssl-dev"),
     "fftw": (["fftw3f", "fftw3"], "libfftw3-dev"),
     "deflate": (["libdeflate"], "libdeflate-dev"),
+    # LAPACK (reference BLAS): Hermitian eigensolvers (zheevd) for ESPIRiT's calibration matrix.
+    "lapack": (["lapack"], "liblapack-dev"),
     # Expat: the XML encoding of ANSI/NIST-ITL transactions (fingerprint formats).
     "expat": (["expat"], "libexpat1-dev"),
     # DCMTK: DICOM parsing and the JPEG / JPEG-LS / RLE decoders (common/dicom/).

@@ -21,18 +21,19 @@ int64_t Mod(int64_t a, int64_t n) { return ((a % n) + n) % n; }
 
 absl::Status CenteredFft2d(int64_t nx, int64_t ny, int count, Complex* grids, int sign) {
   TESSERA_ASSIGN_OR_RETURN(auto plan, nufft::FftwPlan<float>::Create({nx, ny, 1}, sign));
-  auto work = nufft::AllocFftwArray<float>(nx * ny);
+  const nufft::FftwGrid& layout = plan->grid();
+  auto work = nufft::AllocFftwArray<float>(layout.elements());
   if (work == nullptr) return absl::ResourceExhaustedError("centred FFT: out of memory");
   const int64_t cx = nx / 2, cy = ny / 2;
   for (int g = 0; g < count; ++g) {
     Complex* grid = grids + g * nx * ny;
     // ifftshift: element u + c goes to u mod N, then the plain DFT, then fftshift.
     for (int64_t j = 0; j < ny; ++j) {
-      for (int64_t i = 0; i < nx; ++i) work[Mod(i - cx, nx) + nx * Mod(j - cy, ny)] = grid[i + nx * j];
+      for (int64_t i = 0; i < nx; ++i) work[layout.Index(Mod(i - cx, nx), Mod(j - cy, ny), 0)] = grid[i + nx * j];
     }
     plan->Execute(work.get());
     for (int64_t j = 0; j < ny; ++j) {
-      for (int64_t i = 0; i < nx; ++i) grid[i + nx * j] = work[Mod(i - cx, nx) + nx * Mod(j - cy, ny)];
+      for (int64_t i = 0; i < nx; ++i) grid[i + nx * j] = work[layout.Index(Mod(i - cx, nx), Mod(j - cy, ny), 0)];
     }
   }
   return absl::OkStatus();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +14,9 @@ namespace mri {
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
+// Pipe-Menon keeps every (point, neighbour) pair: 12 bytes each, 1.5 GB at
+// this limit (a 256^2 radial scan with 201 spokes has about 5 M).
+constexpr int64_t kMaxStoredNeighbours = int64_t{1} << 27;
 
 // Points grouped into square cells of side `radius`: a point's neighbours
 // within the radius lie in its own and the 8 adjacent cells.
@@ -93,17 +97,41 @@ absl::StatusOr<std::vector<float>> PipeMenonDensity(const Trajectory2D& trajecto
     return absl::InvalidArgumentError(absl::StrCat("Pipe-Menon density: kernel_radius = ", radius, " <= 0"));
   }
   const CellIndex cells(trajectory, radius);
-  // Cone of unit integral: C(d) = 3 (1 - d / R) / (pi R^2) for d < R.
+  // Cone of unit integral: C(d) = 3 (1 - d / R) / (pi R^2) for d < R. The
+  // neighbours and their cone values do not change between iterations: find
+  // them once (a sparse matrix, rows in the cell-scan order the sums keep),
+  // then each iteration is one sparse product.
   const double norm = 3.0 / (kPi * radius * radius);
+  auto for_neighbours = [&](int64_t l, auto fn) {
+    cells.ForCandidates(l, [&](int64_t j) {
+      const double d = std::hypot(trajectory.kx[l] - trajectory.kx[j], trajectory.ky[l] - trajectory.ky[j]);
+      if (d < radius) fn(j, 1 - d / radius);
+    });
+  };
+  std::vector<int64_t> row_start(m + 1, 0);
+  ParallelFor(m, [&](int64_t begin, int64_t end, int) {
+    for (int64_t l = begin; l < end; ++l) for_neighbours(l, [&](int64_t, double) { ++row_start[l + 1]; });
+  }, 256);
+  for (int64_t l = 0; l < m; ++l) row_start[l + 1] += row_start[l];
+  if (row_start[m] > kMaxStoredNeighbours || m > INT32_MAX) {
+    return absl::ResourceExhaustedError(absl::StrCat("Pipe-Menon density: ", row_start[m],
+                                                     " neighbour pairs within the kernel radius (limit ",
+                                                     kMaxStoredNeighbours, "); the trajectory is too dense"));
+  }
+  std::vector<int32_t> column(row_start[m]);
+  std::vector<double> cone(row_start[m]);
+  ParallelFor(m, [&](int64_t begin, int64_t end, int) {
+    for (int64_t l = begin; l < end; ++l) {
+      int64_t e = row_start[l];
+      for_neighbours(l, [&](int64_t j, double c) { column[e] = static_cast<int32_t>(j), cone[e++] = c; });
+    }
+  }, 256);
   std::vector<double> w(m, 1.0), conv(m);
   for (int it = 0; it < options.iterations; ++it) {
     ParallelFor(m, [&](int64_t begin, int64_t end, int) {
       for (int64_t l = begin; l < end; ++l) {
         double sum = 0;
-        cells.ForCandidates(l, [&](int64_t j) {
-          const double d = std::hypot(trajectory.kx[l] - trajectory.kx[j], trajectory.ky[l] - trajectory.ky[j]);
-          if (d < radius) sum += w[j] * (1 - d / radius);
-        });
+        for (int64_t e = row_start[l]; e < row_start[l + 1]; ++e) sum += w[column[e]] * cone[e];
         conv[l] = sum * norm;
       }
     }, 256);

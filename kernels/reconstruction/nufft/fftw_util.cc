@@ -8,26 +8,34 @@ namespace nufft {
 
 namespace {
 
-int Rank(const std::array<int64_t, 3>& dims, int n[3]) {
-  // FFTW wants the slowest axis first.
-  if (dims[2] == 1) {
-    n[0] = static_cast<int>(dims[1]);
-    n[1] = static_cast<int>(dims[0]);
+// FFTW wants the slowest axis first: sizes n and the embedding (the padded
+// extents) nembed.
+int Rank(const FftwGrid& g, int n[3], int nembed[3]) {
+  if (g.dims[2] == 1) {
+    n[0] = static_cast<int>(g.dims[1]);
+    n[1] = static_cast<int>(g.dims[0]);
+    nembed[0] = n[0];
+    nembed[1] = static_cast<int>(g.row_pitch);
     return 2;
   }
-  n[0] = static_cast<int>(dims[2]);
-  n[1] = static_cast<int>(dims[1]);
-  n[2] = static_cast<int>(dims[0]);
+  n[0] = static_cast<int>(g.dims[2]);
+  n[1] = static_cast<int>(g.dims[1]);
+  n[2] = static_cast<int>(g.dims[0]);
+  nembed[0] = n[0];
+  nembed[1] = static_cast<int>(g.plane_pitch / g.row_pitch);
+  nembed[2] = static_cast<int>(g.row_pitch);
   return 3;
 }
 
-void* PlanTyped(float*, int rank, const int* n, void* probe, int sign) {
+void* PlanTyped(float*, int rank, const int* n, const int* nembed, void* probe, int sign) {
   auto* z = reinterpret_cast<fftwf_complex*>(probe);
-  return fftwf_plan_dft(rank, n, z, z, sign < 0 ? FFTW_FORWARD : FFTW_BACKWARD, FFTW_ESTIMATE);
+  return fftwf_plan_many_dft(rank, n, 1, z, nembed, 1, 0, z, nembed, 1, 0, sign < 0 ? FFTW_FORWARD : FFTW_BACKWARD,
+                             FFTW_ESTIMATE);
 }
-void* PlanTyped(double*, int rank, const int* n, void* probe, int sign) {
+void* PlanTyped(double*, int rank, const int* n, const int* nembed, void* probe, int sign) {
   auto* z = reinterpret_cast<fftw_complex*>(probe);
-  return fftw_plan_dft(rank, n, z, z, sign < 0 ? FFTW_FORWARD : FFTW_BACKWARD, FFTW_ESTIMATE);
+  return fftw_plan_many_dft(rank, n, 1, z, nembed, 1, 0, z, nembed, 1, 0, sign < 0 ? FFTW_FORWARD : FFTW_BACKWARD,
+                            FFTW_ESTIMATE);
 }
 void DestroyTyped(float*, void* p) { fftwf_destroy_plan(static_cast<fftwf_plan>(p)); }
 void DestroyTyped(double*, void* p) { fftw_destroy_plan(static_cast<fftw_plan>(p)); }
@@ -42,16 +50,25 @@ void ExecuteTyped(void* p, std::complex<double>* g) {
 
 }  // namespace
 
+FftwGrid FftwGrid::For(std::array<int64_t, 3> dims) {
+  FftwGrid g;
+  g.dims = dims;
+  g.row_pitch = dims[0] + (dims[1] > 1 && dims[0] % 16 == 0 ? 4 : 0);
+  g.plane_pitch = g.row_pitch * (dims[1] + (dims[2] > 1 && dims[1] % 16 == 0 ? 1 : 0));
+  return g;
+}
+
 template <typename T>
 absl::StatusOr<std::unique_ptr<FftwPlan<T>>> FftwPlan<T>::Create(std::array<int64_t, 3> dims, int sign) {
-  int n[3];
-  const int rank = Rank(dims, n);
-  FftwArray<T> probe = AllocFftwArray<T>(dims[0] * dims[1] * dims[2]);
-  if (probe == nullptr) return absl::ResourceExhaustedError("nufft: fftw_malloc failed for the FFT grid");
   std::unique_ptr<FftwPlan> plan(new FftwPlan);
+  plan->grid_ = FftwGrid::For(dims);
+  int n[3], nembed[3];
+  const int rank = Rank(plan->grid_, n, nembed);
+  FftwArray<T> probe = AllocFftwArray<T>(plan->grid_.elements());
+  if (probe == nullptr) return absl::ResourceExhaustedError("nufft: fftw_malloc failed for the FFT grid");
   {
     std::lock_guard<std::mutex> lock(FftwPlannerMutex());
-    plan->plan_ = PlanTyped(static_cast<T*>(nullptr), rank, n, probe.get(), sign);
+    plan->plan_ = PlanTyped(static_cast<T*>(nullptr), rank, n, nembed, probe.get(), sign);
   }
   if (plan->plan_ == nullptr) {
     return absl::InternalError(

@@ -51,7 +51,7 @@ class CpuNufftPlan final : public NufftPlanBase<T> {
   static absl::StatusOr<std::unique_ptr<NufftPlan<T>>> Create(NufftSetup setup) {
     std::unique_ptr<CpuNufftPlan> plan(new CpuNufftPlan(std::move(setup)));
     TESSERA_ASSIGN_OR_RETURN(plan->fft_, FftwPlan<T>::Create(plan->setup_.fine, plan->setup_.options.sign));
-    plan->grid_ = AllocFftwArray<T>(plan->setup_.fine_size());
+    plan->grid_ = AllocFftwArray<T>(plan->fft_->grid().elements());
     if (plan->grid_ == nullptr) return absl::ResourceExhaustedError("nufft: out of memory for the fine grid");
     return std::unique_ptr<NufftPlan<T>>(std::move(plan));
   }
@@ -62,6 +62,7 @@ class CpuNufftPlan final : public NufftPlanBase<T> {
  private:
   explicit CpuNufftPlan(NufftSetup setup) : NufftPlanBase<T>(std::move(setup)) {}
   int slow_axis() const { return setup_.dim - 1; }
+  const FftwGrid& layout() const { return fft_->grid(); }
   void Spread(const std::complex<T>* c);
   void Interpolate(std::complex<T>* c) const;
   void Deconvolve(std::complex<T>* f) const;  // fine grid -> modes
@@ -154,13 +155,14 @@ void CpuNufftPlan<T>::Spread(const std::complex<T>* c) {
   const EsKernelParams& kp = setup_.kernel;
   const int w = kp.width, dim = setup_.dim, slow = slow_axis();
   const int64_t n0 = setup_.fine[0], n1 = setup_.fine[1], nslow = setup_.fine[slow];
+  const int64_t row_pitch = layout().row_pitch, plane_pitch = layout().plane_pitch;
+  const int64_t slow_pitch = dim == 2 ? row_pitch : plane_pitch;
   std::complex<T>* grid = grid_.get();
   // Slabs of at least 2w rows so re-visited halo points stay a small share.
   ParallelFor(
       nslow,
       [&](int64_t a, int64_t b, int) {
-        std::fill(grid + a * (setup_.fine_size() / nslow), grid + b * (setup_.fine_size() / nslow),
-                  std::complex<T>(0, 0));
+        std::fill(grid + a * slow_pitch, grid + b * slow_pitch, std::complex<T>(0, 0));
         // Points whose slow cell lies in [lo, hi] can reach rows [a, b).
         const int64_t lo = a - w / 2 - 2, hi = b + w / 2 + 1;
         const bool all = hi - lo + 1 >= nslow;
@@ -179,7 +181,7 @@ void CpuNufftPlan<T>::Spread(const std::complex<T>* c) {
                 const int64_t row = Wrap(cell_[1][i] + oy + ky, n1);
                 if (row < a || row >= b) continue;
                 const std::complex<T> vy = v * wy[ky];
-                std::complex<T>* g = grid + row * n0;
+                std::complex<T>* g = grid + row * row_pitch;
                 for (int k = 0; k < w; ++k) g[ix[k]] += vy * wx[k];
               }
             } else {
@@ -191,7 +193,7 @@ void CpuNufftPlan<T>::Spread(const std::complex<T>* c) {
                 const std::complex<T> vz = v * wz[kz];
                 for (int ky = 0; ky < w; ++ky) {
                   const std::complex<T> vyz = vz * wy[ky];
-                  std::complex<T>* g = grid + (plane * n1 + iy[ky]) * n0;
+                  std::complex<T>* g = grid + plane * plane_pitch + iy[ky] * row_pitch;
                   for (int k = 0; k < w; ++k) g[ix[k]] += vyz * wx[k];
                 }
               }
@@ -207,6 +209,7 @@ void CpuNufftPlan<T>::Interpolate(std::complex<T>* c) const {
   const EsKernelParams& kp = setup_.kernel;
   const int w = kp.width, dim = setup_.dim;
   const int64_t n0 = setup_.fine[0], n1 = setup_.fine[1], n2 = setup_.fine[2];
+  const int64_t row_pitch = layout().row_pitch, plane_pitch = layout().plane_pitch;
   const std::complex<T>* grid = grid_.get();
   ParallelForDynamic(m_, 4096, [&](int64_t begin, int64_t end, int) {
     T wx[kMaxKernelWidth], wy[kMaxKernelWidth], wz[kMaxKernelWidth];
@@ -219,7 +222,7 @@ void CpuNufftPlan<T>::Interpolate(std::complex<T>* c) const {
       std::complex<T> sum(0, 0);
       if (dim == 2) {
         for (int ky = 0; ky < w; ++ky) {
-          const std::complex<T>* g = grid + iy[ky] * n0;
+          const std::complex<T>* g = grid + iy[ky] * row_pitch;
           std::complex<T> s(0, 0);
           for (int k = 0; k < w; ++k) s += g[ix[k]] * wx[k];
           sum += s * wy[ky];
@@ -230,7 +233,7 @@ void CpuNufftPlan<T>::Interpolate(std::complex<T>* c) const {
           const int64_t plane = Wrap(cell_[2][i] + oz + kz, n2);
           std::complex<T> sz(0, 0);
           for (int ky = 0; ky < w; ++ky) {
-            const std::complex<T>* g = grid + (plane * n1 + iy[ky]) * n0;
+            const std::complex<T>* g = grid + plane * plane_pitch + iy[ky] * row_pitch;
             std::complex<T> s(0, 0);
             for (int k = 0; k < w; ++k) s += g[ix[k]] * wx[k];
             sz += s * wy[ky];
@@ -246,7 +249,7 @@ void CpuNufftPlan<T>::Interpolate(std::complex<T>* c) const {
 template <typename T>
 void CpuNufftPlan<T>::Deconvolve(std::complex<T>* f) const {
   const auto& n = setup_.modes;
-  const auto& fine = setup_.fine;
+  const FftwGrid& fine = layout();
   const auto& d = setup_.deconv;
   const auto& fi = setup_.fine_index;
   const std::complex<T>* grid = grid_.get();
@@ -254,7 +257,7 @@ void CpuNufftPlan<T>::Deconvolve(std::complex<T>* f) const {
     for (int64_t row = begin; row < end; ++row) {
       const int64_t i1 = row % n[1], i2 = row / n[1];
       const double d12 = d[1][i1] * d[2][i2];
-      const std::complex<T>* g = grid + (fi[2][i2] * fine[1] + fi[1][i1]) * fine[0];
+      const std::complex<T>* g = grid + fine.Index(0, fi[1][i1], fi[2][i2]);
       std::complex<T>* out = f + row * n[0];
       for (int64_t i0 = 0; i0 < n[0]; ++i0) out[i0] = g[fi[0][i0]] * static_cast<T>(d12 * d[0][i0]);
     }
@@ -264,16 +267,16 @@ void CpuNufftPlan<T>::Deconvolve(std::complex<T>* f) const {
 template <typename T>
 void CpuNufftPlan<T>::Precorrect(const std::complex<T>* f) {
   const auto& n = setup_.modes;
-  const auto& fine = setup_.fine;
+  const FftwGrid& fine = layout();
   const auto& d = setup_.deconv;
   const auto& fi = setup_.fine_index;
   std::complex<T>* grid = grid_.get();
-  std::fill(grid, grid + setup_.fine_size(), std::complex<T>(0, 0));
+  std::fill(grid, grid + fine.elements(), std::complex<T>(0, 0));
   ParallelFor(n[1] * n[2], [&](int64_t begin, int64_t end, int) {
     for (int64_t row = begin; row < end; ++row) {
       const int64_t i1 = row % n[1], i2 = row / n[1];
       const double d12 = d[1][i1] * d[2][i2];
-      std::complex<T>* g = grid + (fi[2][i2] * fine[1] + fi[1][i1]) * fine[0];
+      std::complex<T>* g = grid + fine.Index(0, fi[1][i1], fi[2][i2]);
       const std::complex<T>* in = f + row * n[0];
       for (int64_t i0 = 0; i0 < n[0]; ++i0) g[fi[0][i0]] = in[i0] * static_cast<T>(d12 * d[0][i0]);
     }

@@ -1,6 +1,10 @@
 // CPU backend of the Toeplitz operator: kernel by the CPU NUFFT, FFTW on the
-// 2N grid, element-wise work threaded with common/parallel.
+// 2N grid. Several transforms (coils) run side by side, one per worker thread
+// with its own grid (the FFTs are single-threaded, so this is where the
+// second core pays); a single transform threads its element-wise work.
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -41,13 +45,15 @@ class CpuToeplitz final : public ToeplitzOperator<T> {
     }
     TESSERA_ASSIGN_OR_RETURN(op->forward_, FftwPlan<T>::Create(setup.padded, -1));
     TESSERA_ASSIGN_OR_RETURN(op->inverse_, FftwPlan<T>::Create(setup.padded, +1));
-    op->kernel_ = AllocFftwArray<T>(size);
-    op->work_ = AllocFftwArray<T>(size);
-    if (op->kernel_ == nullptr || op->work_ == nullptr) {
-      return absl::ResourceExhaustedError("toeplitz: out of memory for the 2N grid");
+    const FftwGrid& layout = op->forward_->grid();
+    op->kernel_ = AllocFftwArray<T>(layout.elements());
+    if (op->kernel_ == nullptr) return absl::ResourceExhaustedError("toeplitz: out of memory for the 2N grid");
+    for (int w = ParallelChunks(setup.options.ntransforms); w > 0; --w) {
+      op->work_.push_back(AllocFftwArray<T>(layout.elements()));
+      if (op->work_.back() == nullptr) return absl::ResourceExhaustedError("toeplitz: out of memory for the 2N grid");
     }
     std::complex<T>* k = op->kernel_.get();
-    std::fill(k, k + size, std::complex<T>(0, 0));
+    std::fill(k, k + layout.elements(), std::complex<T>(0, 0));
     const auto& p = setup.padded;
     for (int64_t q2 = 0; q2 < p[2]; ++q2) {
       const int64_t i2 = CirculantIndex(q2, p[2]);
@@ -56,45 +62,26 @@ class CpuToeplitz final : public ToeplitzOperator<T> {
         for (int64_t q0 = 0; q0 < p[0]; ++q0) {
           const int64_t i0 = CirculantIndex(q0, p[0]);
           if (i0 < 0 || i1 < 0 || i2 < 0) continue;
-          k[(i2 * p[1] + i1) * p[0] + i0] = h[(q2 * p[1] + q1) * p[0] + q0];
+          k[layout.Index(i0, i1, i2)] = h[(q2 * p[1] + q1) * p[0] + q0];
         }
       }
     }
     op->forward_->Execute(k);
     const T scale = static_cast<T>(1.0 / static_cast<double>(size));  // the inverse FFT's 1 / L
-    for (int64_t i = 0; i < size; ++i) k[i] *= scale;
+    for (int64_t i = 0; i < layout.elements(); ++i) k[i] *= scale;
     return std::unique_ptr<ToeplitzOperator<T>>(std::move(op));
   }
 
   absl::Status Apply(const std::complex<T>* in, std::complex<T>* out) override {
     if (in == nullptr || out == nullptr) return absl::InvalidArgumentError("toeplitz: Apply got a null array");
-    const auto& n = setup_.modes;
-    const auto& p = setup_.padded;
-    const int64_t size = setup_.padded_size(), nmodes = setup_.num_modes(), rows = n[1] * n[2];
-    std::complex<T>* w = work_.get();
-    const std::complex<T>* k = kernel_.get();
-    for (int t = 0; t < setup_.options.ntransforms; ++t) {
-      const std::complex<T>* src = in + t * nmodes;
-      std::complex<T>* dst = out + t * nmodes;
-      std::fill(w, w + size, std::complex<T>(0, 0));
-      ParallelFor(rows, [&](int64_t begin, int64_t end, int) {
-        for (int64_t r = begin; r < end; ++r) {
-          const int64_t i1 = r % n[1], i2 = r / n[1];
-          std::copy(src + r * n[0], src + (r + 1) * n[0], w + (i2 * p[1] + i1) * p[0]);
-        }
+    const int64_t nmodes = setup_.num_modes();
+    const int transforms = setup_.options.ntransforms;
+    if (work_.size() > 1) {  // whole transforms per worker; each its own grid
+      ParallelFor(transforms, [&](int64_t begin, int64_t end, int worker) {
+        for (int64_t t = begin; t < end; ++t) ApplyOne(in + t * nmodes, out + t * nmodes, work_[worker].get(), false);
       });
-      forward_->Execute(w);
-      ParallelFor(size, [&](int64_t begin, int64_t end, int) {
-        for (int64_t i = begin; i < end; ++i) w[i] *= k[i];
-      }, 1 << 14);
-      inverse_->Execute(w);
-      ParallelFor(rows, [&](int64_t begin, int64_t end, int) {
-        for (int64_t r = begin; r < end; ++r) {
-          const int64_t i1 = r % n[1], i2 = r / n[1];
-          const std::complex<T>* row = w + (i2 * p[1] + i1) * p[0];
-          std::copy(row, row + n[0], dst + r * n[0]);
-        }
-      });
+    } else {
+      for (int t = 0; t < transforms; ++t) ApplyOne(in + t * nmodes, out + t * nmodes, work_[0].get(), true);
     }
     return absl::OkStatus();
   }
@@ -104,10 +91,44 @@ class CpuToeplitz final : public ToeplitzOperator<T> {
 
  private:
   explicit CpuToeplitz(const ToeplitzSetup& setup) : setup_(setup) {}
+
+  // out = T in for one transform, through the 2N grid w; `threaded` spreads
+  // the element-wise passes over the CPU threads (when transforms do not).
+  void ApplyOne(const std::complex<T>* src, std::complex<T>* dst, std::complex<T>* w, bool threaded) const {
+    const auto& n = setup_.modes;
+    const FftwGrid& layout = forward_->grid();
+    const int64_t size = layout.elements(), rows = n[1] * n[2];
+    const std::complex<T>* k = kernel_.get();
+    auto each = [threaded](int64_t count, int64_t grain, const std::function<void(int64_t, int64_t, int)>& fn) {
+      if (threaded) {
+        ParallelFor(count, fn, grain);
+      } else {
+        fn(0, count, 0);
+      }
+    };
+    std::fill(w, w + size, std::complex<T>(0, 0));
+    each(rows, 1, [&](int64_t begin, int64_t end, int) {
+      for (int64_t r = begin; r < end; ++r) {
+        std::copy(src + r * n[0], src + (r + 1) * n[0], w + layout.Index(0, r % n[1], r / n[1]));
+      }
+    });
+    forward_->Execute(w);
+    each(size, 1 << 14, [&](int64_t begin, int64_t end, int) {
+      for (int64_t i = begin; i < end; ++i) w[i] *= k[i];
+    });
+    inverse_->Execute(w);
+    each(rows, 1, [&](int64_t begin, int64_t end, int) {
+      for (int64_t r = begin; r < end; ++r) {
+        const std::complex<T>* row = w + layout.Index(0, r % n[1], r / n[1]);
+        std::copy(row, row + n[0], dst + r * n[0]);
+      }
+    });
+  }
+
   ToeplitzSetup setup_;
   std::unique_ptr<FftwPlan<T>> forward_, inverse_;
-  FftwArray<T> kernel_;  // FFT of the circulant's first column, divided by the grid size
-  FftwArray<T> work_;
+  FftwArray<T> kernel_;              // FFT of the circulant's first column, divided by the grid size
+  std::vector<FftwArray<T>> work_;   // one 2N grid per worker
 };
 
 }  // namespace

@@ -64,6 +64,10 @@ struct ProjectorParams {
   const float* view_vectors;        // kFloatsPerView per view (PackViews)
   const unsigned char* axis_masks;  // per view: bit a set when some ray of the view is a-dominant
   const float* atten;               // per LOR c + cols * (r + rows * p); null: none
+  // An upper bound on the atten factors when they may exceed 1 (attenuation
+  // times detection efficiencies); <= 1 (or 0, unset) means 1. Scales the
+  // fixed-point back projection's weight bound (FixedPointParamsBound).
+  float atten_bound;
 };
 
 // The views of one call: p = first + q * stride, q in [0, count). The range is

@@ -1,6 +1,7 @@
 // PetProjector: validation, parameter upload, attenuation and dispatch.
 #include "kernels/reconstruction/pet/projector.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "common/status.h"
 #include "kernels/reconstruction/pet/em_ops.h"
 #include "kernels/reconstruction/pet/projector_kernels.h"
+#include "kernels/reconstruction/vector_ops.h"
 
 namespace tessera {
 namespace recon {
@@ -141,14 +143,14 @@ absl::StatusOr<std::unique_ptr<PetProjector>> PetProjector::Create(const PetGeom
   }
   std::unique_ptr<PetProjector> projector(
       new PetProjector(geometry, stream, options.num_subsets, options.mode, back));
-  TESSERA_RETURN_IF_ERROR(projector->Init(options.mu_map));
+  TESSERA_RETURN_IF_ERROR(projector->Init(options.mu_map, options.efficiency));
   if (options.mode == ExecutionMode::kDeterministic && back == DeterministicBack::kFixedPoint) {
     TESSERA_RETURN_IF_ERROR(projector->fixed_point_scratch().status());
   }
   return projector;
 }
 
-absl::Status PetProjector::Init(const float* mu_map) {
+absl::Status PetProjector::Init(const float* mu_map, const float* efficiency) {
   const ProjectionGeometry& proj = geometry_.ct.projection;
   params_.grid = MakeGridParams(geometry_);
   params_.tof = MakeTofParams(geometry_.tof);
@@ -165,7 +167,27 @@ absl::Status PetProjector::Init(const float* mu_map) {
   params_.view_vectors = static_cast<const float*>(views_->data());
   params_.axis_masks = static_cast<const unsigned char*>(masks_->data());
   params_.atten = nullptr;
-  if (mu_map == nullptr) return absl::OkStatus();
+  params_.atten_bound = 1.0f;
+  std::shared_ptr<Buffer> eff;
+  if (efficiency != nullptr) {
+    const int64_t n = geometry_.num_lors();
+    float top = 0.0f;
+    for (int64_t i = 0; i < n; ++i) {
+      if (!std::isfinite(efficiency[i]) || efficiency[i] < 0) {
+        return absl::InvalidArgumentError(absl::StrCat("efficiency[", i, "] = ", efficiency[i],
+                                                       ": must be finite and >= 0"));
+      }
+      top = std::max(top, efficiency[i]);
+    }
+    TESSERA_ASSIGN_OR_RETURN(eff, Upload(*stream_, std::vector<float>(efficiency, efficiency + n)));
+    params_.atten_bound = std::max(1.0f, top);
+  }
+  if (mu_map == nullptr) {
+    if (eff == nullptr) return absl::OkStatus();
+    atten_ = eff;
+    params_.atten = static_cast<const float*>(atten_->data());
+    return absl::OkStatus();
+  }
 
   TESSERA_ASSIGN_OR_RETURN(const int64_t bad, FirstInvalid(*stream_, mu_map, domain_size()));
   if (bad >= 0) {
@@ -182,6 +204,9 @@ absl::Status PetProjector::Init(const float* mu_map) {
   line.tof = MakeTofParams(TofSpec{});
   TESSERA_RETURN_IF_ERROR(RunForward(line, ViewRange{0, 1, params_.views}, mu_map, factors));
   TESSERA_RETURN_IF_ERROR(ExpNegate(*stream_, factors, geometry_.num_lors()));
+  if (eff != nullptr) {
+    TESSERA_RETURN_IF_ERROR(Multiply(*stream_, static_cast<const float*>(eff->data()), factors, geometry_.num_lors()));
+  }
   TESSERA_RETURN_IF_ERROR(stream_->Synchronize());
   params_.atten = factors;
   return absl::OkStatus();

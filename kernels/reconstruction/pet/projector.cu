@@ -180,7 +180,7 @@ absl::Status BackFixedPoint(const Stream& stream, const ProjectorParams& p, cons
   const int blocks = static_cast<int>(std::max<int64_t>(1, std::min(kFixedPointPartials, BlocksFor(n))));
   AbsSumKernel<<<blocks, kThreads, 0, s>>>(y, n, scratch.partials);
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("pet AbsSumKernel");
-  ChooseScaleKernel<<<1, kThreads, 0, s>>>(scratch.partials, blocks, FixedPointWeightBound(p.grid), scratch.scale);
+  ChooseScaleKernel<<<1, kThreads, 0, s>>>(scratch.partials, blocks, FixedPointParamsBound(p), scratch.scale);
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("pet ChooseScaleKernel");
   if (lors > 0) {
     BackFixedKernel<<<BlocksFor(lors), kThreads, 0, s>>>(p, range, y, order, scratch.scale, scratch.acc, lors);

@@ -3,9 +3,10 @@
 // attenuation, on the CPU (reference) or CUDA.
 //
 //   y = diag(a) A_tof x,    x = A_tof^T diag(a) y,
-// where a are the LORs' attenuation factors exp(-integral of mu) (all 1
-// without a mu-map), computed once by Create with the same projector (non-TOF)
-// and applied to every TOF bin of the LOR. Sinogram layout: pet_geometry.h
+// where a are the LORs' factors: attenuation exp(-integral of mu) (all 1
+// without a mu-map), computed once by Create with the same projector (non-TOF),
+// times the detection efficiencies (normalisation, all 1 without), and
+// applied to every TOF bin of the LOR. Sinogram layout: pet_geometry.h
 // (c, r, TOF bin, view); ordered subsets are interleaved views, compact
 // (recon::LinearOperator).
 //
@@ -58,6 +59,10 @@ struct PetProjectorOptions {
   // Optional linear attenuation coefficients (1/mm) on the volume grid,
   // x-fastest, in the stream's memory; read during Create only. Null: none.
   const float* mu_map = nullptr;
+  // Optional detection efficiencies per LOR (normalisation: expected counts
+  // = efficiency * attenuation factor * (A x)), num_lors() floats in HOST
+  // memory, finite and >= 0; read during Create only. Null: all 1.
+  const float* efficiency = nullptr;
   DeterministicBack deterministic_back = DeterministicBack::kAuto;
 };
 
@@ -89,8 +94,8 @@ class PetProjector : public LinearOperator {
 
   const PetGeometry& geometry() const { return geometry_; }
   ExecutionMode mode() const { return mode_; }
-  // Attenuation factors per LOR (c + cols * (r + rows * view)) in the
-  // stream's memory; null without a mu-map.
+  // Factors per LOR (c + cols * (r + rows * view)), attenuation times
+  // efficiency, in the stream's memory; null with neither.
   const float* attenuation() const { return params_.atten; }
   // Kernel parameters (pointers in the stream's memory), for list-mode.
   const ProjectorParams& params() const { return params_; }
@@ -102,7 +107,7 @@ class PetProjector : public LinearOperator {
                DeterministicBack back)
       : geometry_(geometry), stream_(&stream), num_subsets_(num_subsets), mode_(mode), deterministic_back_(back) {}
 
-  absl::Status Init(const float* mu_map);
+  absl::Status Init(const float* mu_map, const float* efficiency);
   absl::Status RunForward(const ProjectorParams& params, const ViewRange& range, const float* x, float* y);
 
   PetGeometry geometry_;

@@ -114,7 +114,7 @@ FixedPointScale BackFixedPoint(const ProjectorParams& p, const ViewRange& range,
   const int64_t det = static_cast<int64_t>(p.cols) * p.rows;
   const int64_t lors = det * range.count;
   const FixedPointScale f =
-      ChooseFixedPointScale(AbsSum(y, RangeSize(p, range)) * FixedPointWeightBound(p.grid));
+      ChooseFixedPointScale(AbsSum(y, RangeSize(p, range)) * FixedPointParamsBound(p));
   unsigned long long* acc = scratch.acc;
   std::fill(acc, acc + voxels, 0ull);
   if (f.finite) {

@@ -22,6 +22,12 @@ inline int64_t RangeSize(const ProjectorParams& p, const ViewRange& r) {
 }
 inline int64_t GridSize(const GridParams& g) { return static_cast<int64_t>(g.n[0]) * g.n[1] * g.n[2]; }
 
+// The fixed-point bound W on any entry of diag(atten) A (fixed_point.h's
+// FixedPointWeightBound assumes factors <= 1; efficiencies may exceed it).
+inline double FixedPointParamsBound(const ProjectorParams& p) {
+  return FixedPointWeightBound(p.grid) * (p.atten_bound > 1.0f ? static_cast<double>(p.atten_bound) : 1.0);
+}
+
 // Scratch of the fixed-point back projection (fixed_point.h), in the
 // backend's memory, carved from one allocation of FixedPointScratchBytes:
 // the per-voxel 64-bit accumulators, then (CUDA) the bound's block partials

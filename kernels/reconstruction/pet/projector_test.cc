@@ -2,6 +2,7 @@
 // parallel and 3-D cone geometries with and without TOF and attenuation, in
 // both back projection orders and per subset; gather equals scatter; line
 // integrals, TOF localisation and attenuation factors against hand values;
+// efficiencies (normalisation) scale each LOR's bins;
 // validation errors name the field.
 #include "kernels/reconstruction/pet/projector.h"
 
@@ -159,6 +160,49 @@ TEST(PetProjectorTest, AttenuationFactorsAreExpOfMinusTheLineIntegral) {
   std::vector<float> y((*projector)->range_size());
   ASSERT_TRUE((*projector)->Forward(ones.data(), y.data()).ok());
   EXPECT_NEAR(y[17], 20 * std::exp(-0.2), 1e-4);
+}
+
+// Detection efficiencies (normalisation) multiply every TOF bin of their LOR
+// on top of the attenuation factors; the back projection stays the adjoint,
+// and the fixed-point scatter's bound covers factors above 1 (it matches the
+// float scatter; with the bound of factors <= 1 it could overflow).
+TEST(PetProjectorTest, EfficienciesScaleEachLorOnTopOfAttenuation) {
+  const Stream cpu = Stream::Cpu();
+  for (const Case& c : Cases()) {
+    const std::vector<float> mu = Random(c.geometry.ct.volume.size(), 5, 0.0f, 0.02f);
+    const std::vector<float> eff = Random(c.geometry.num_lors(), 6, 0.5f, 4.0f);
+    PetProjectorOptions plain;
+    plain.mu_map = mu.data();
+    PetProjectorOptions normalised = plain;
+    normalised.efficiency = eff.data();
+    normalised.deterministic_back = DeterministicBack::kFixedPoint;
+    auto a = PetProjector::Create(c.geometry, cpu, plain);
+    auto b = PetProjector::Create(c.geometry, cpu, normalised);
+    ASSERT_TRUE(a.ok() && b.ok()) << c.name;
+    const std::vector<float> x = Random((*a)->domain_size(), 1);
+    std::vector<float> ya((*a)->range_size()), yb((*a)->range_size());
+    ASSERT_TRUE((*a)->Forward(x.data(), ya.data()).ok());
+    ASSERT_TRUE((*b)->Forward(x.data(), yb.data()).ok());
+    const int64_t det = c.geometry.cols() * c.geometry.rows(), bins = c.geometry.tof.num_bins;
+    for (int64_t i = 0; i < static_cast<int64_t>(ya.size()); ++i) {
+      const int64_t lor = i % det + det * (i / (det * bins));
+      ASSERT_NEAR(yb[i], ya[i] * eff[lor], 1e-5f * (1 + std::fabs(yb[i]))) << c.name << " element " << i;
+    }
+    const std::vector<float> y = Random((*b)->range_size(), 2);
+    std::vector<float> scatter((*b)->domain_size()), fixed((*b)->domain_size());
+    ASSERT_TRUE((*b)->BackWithMode(y.data(), scatter.data(), kAllSubsets, ExecutionMode::kDefault).ok());
+    ASSERT_TRUE((*b)->BackWithMode(y.data(), fixed.data(), kAllSubsets, ExecutionMode::kDeterministic).ok());
+    EXPECT_NEAR(DotD(x, scatter) / DotD(yb, y), 1.0, 2e-5) << c.name;
+    EXPECT_LT(RelL2(fixed, scatter), 1e-5) << c.name;
+    for (float v : fixed) ASSERT_TRUE(std::isfinite(v)) << c.name;
+  }
+  std::vector<float> eff(testing::Fan2D().num_lors(), 1.0f);
+  eff[7] = -0.5f;
+  PetProjectorOptions bad;
+  bad.efficiency = eff.data();
+  auto refused = PetProjector::Create(testing::Fan2D(), cpu, bad);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("efficiency[7]"));
 }
 
 TEST(PetProjectorTest, RejectsBadInputsNamingTheField) {

@@ -15,11 +15,9 @@ MemoryKind KindOf(const Stream& stream) {
   return stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
 }
 
-}  // namespace
-
-absl::StatusOr<CgSenseResult> CgSense(const Stream& stream, const SenseGeometry& geometry,
-                                      const std::complex<float>* kspace, const CgSenseOptions& options,
-                                      std::complex<float>* image) {
+// Checked before the operator is made (its set-up is the expensive part).
+absl::Status CheckArguments(const CgSenseOptions& options, const std::complex<float>* kspace,
+                            const std::complex<float>* image) {
   if (options.iterations < 1) {
     return absl::InvalidArgumentError(absl::StrCat("CG-SENSE: iterations = ", options.iterations, " < 1"));
   }
@@ -27,10 +25,26 @@ absl::StatusOr<CgSenseResult> CgSense(const Stream& stream, const SenseGeometry&
     return absl::InvalidArgumentError(absl::StrCat("CG-SENSE: lambda = ", options.lambda, " is not finite and >= 0"));
   }
   if (kspace == nullptr || image == nullptr) return absl::InvalidArgumentError("CG-SENSE: kspace or image is null");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<CgSenseResult> CgSense(const Stream& stream, const SenseGeometry& geometry,
+                                      const std::complex<float>* kspace, const CgSenseOptions& options,
+                                      std::complex<float>* image) {
+  TESSERA_RETURN_IF_ERROR(CheckArguments(options, kspace, image));
   SenseOperatorOptions op_options = options.nufft;
   op_options.use_toeplitz = options.use_toeplitz;
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<SenseOperator> op, SenseOperator::Create(stream, geometry, op_options));
+  return CgSense(stream, *op, kspace, options, image);
+}
 
+absl::StatusOr<CgSenseResult> CgSense(const Stream& stream, SenseOperator& sense, const std::complex<float>* kspace,
+                                      const CgSenseOptions& options, std::complex<float>* image) {
+  TESSERA_RETURN_IF_ERROR(CheckArguments(options, kspace, image));
+  SenseOperator* op = &sense;
+  const SenseGeometry& geometry = op->geometry();
   CgSenseResult result;
   double weight_sum = static_cast<double>(geometry.points);
   if (geometry.density_weights != nullptr) {
@@ -66,8 +80,14 @@ absl::Status AdjointSense(const Stream& stream, const SenseGeometry& geometry, c
                           const SenseOperatorOptions& options, std::complex<float>* image) {
   if (kspace == nullptr || image == nullptr) return absl::InvalidArgumentError("adjoint SENSE: kspace or image is null");
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<SenseOperator> op, SenseOperator::Create(stream, geometry, options));
-  TESSERA_RETURN_IF_ERROR(op->Adjoint(kspace, image));
-  const int64_t npix = op->pixels();
+  return AdjointSense(stream, *op, kspace, image);
+}
+
+absl::Status AdjointSense(const Stream& stream, SenseOperator& op, const std::complex<float>* kspace,
+                          std::complex<float>* image) {
+  if (kspace == nullptr || image == nullptr) return absl::InvalidArgumentError("adjoint SENSE: kspace or image is null");
+  TESSERA_RETURN_IF_ERROR(op.Adjoint(kspace, image));
+  const int64_t npix = op.pixels();
   return Scale(stream, static_cast<float>(1.0 / npix), reinterpret_cast<float*>(image), 2 * npix);
 }
 

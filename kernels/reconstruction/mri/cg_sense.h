@@ -57,11 +57,20 @@ absl::StatusOr<CgSenseResult> CgSense(const Stream& stream, const SenseGeometry&
                                       const std::complex<float>* kspace, const CgSenseOptions& options,
                                       std::complex<float>* image);
 
+// The same on an operator made beforehand (SenseOperator::Create with
+// options.nufft and options.use_toeplitz, which are not read here), so a stack
+// of slices sharing one trajectory pays the plans and Toeplitz kernel once
+// (sense_stack.h). Bit-identical to the call above for the same operator.
+absl::StatusOr<CgSenseResult> CgSense(const Stream& stream, SenseOperator& op, const std::complex<float>* kspace,
+                                      const CgSenseOptions& options, std::complex<float>* image);
+
 // The adjoint ("gridding") reconstruction x = E^H W y / (nx ny): with
 // density weights in area units (density_compensation.h) an image on the
 // phantom's scale, the baseline CG-SENSE improves on.
 absl::Status AdjointSense(const Stream& stream, const SenseGeometry& geometry, const std::complex<float>* kspace,
                           const SenseOperatorOptions& options, std::complex<float>* image);
+absl::Status AdjointSense(const Stream& stream, SenseOperator& op, const std::complex<float>* kspace,
+                          std::complex<float>* image);
 
 }  // namespace mri
 }  // namespace recon

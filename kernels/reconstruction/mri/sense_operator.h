@@ -69,6 +69,11 @@ class SenseOperator {
   // out = E^H W E x (out may not alias x).
   absl::Status Normal(const std::complex<float>* x, std::complex<float>* out);
 
+  // Points the operator at another set of coil maps of the same shape (the
+  // next slice of a stack, sense_stack.h): the NUFFT plans and the Toeplitz
+  // kernel depend on the trajectory and weights only, so they are reused.
+  void SetMaps(const std::complex<float>* maps) { geometry_.maps = maps; }
+
   const SenseGeometry& geometry() const { return geometry_; }
   int64_t pixels() const { return geometry_.nx * geometry_.ny; }
 

@@ -66,11 +66,19 @@ std::vector<FlagSpec> ReconFlags(const std::string& modality) {
     flags.push_back({"filter", "ram-lak", "fbp/fdk window: ram-lak | shepp-logan | cosine | hann"});
     flags.push_back({"cutoff", "1", "fbp/fdk filter cut-off, fraction of Nyquist in (0, 1]"});
     flags.push_back({"relaxation", "1", "sart/os-sart relaxation lambda in (0, 2)"});
-    flags.push_back({"non-negative", "", "sart/os-sart: clamp the image at 0", true});
+    flags.push_back({"non-negative", "",
+                     "sart/os-sart: clamp the image at 0; cgls: projected (clamped at 0, CG restarted where it binds)",
+                     true});
+    flags.push_back({"redundancy-weights", "auto",
+                     "fbp/fdk: auto (Parker weights for a short scan, Wang's for an offset detector) | none"});
   } else {
     flags.push_back({"method", "osem", "mlem | osem"});
     flags.push_back({"listmode", "", "list-mode events (.tslm) instead of --sinogram"});
     flags.push_back({"attenuation", "", "mu-map NIfTI (1/mm) on vol_geom"});
+    // expected counts = normalization * attenuation factors * (A x) + randoms + scatter
+    flags.push_back({"randoms", "", "randoms sinogram NIfTI (expected counts; no TOF axis; sinogram data only)"});
+    flags.push_back({"scatter", "", "scatter sinogram NIfTI (expected counts, normalised; no TOF axis; sinogram data only)"});
+    flags.push_back({"normalization", "", "detection efficiency per bin, NIfTI sinogram (> 0, 1 = ideal; no TOF axis)"});
     flags.push_back({"tof-bins", "0", "TOF bins (0/1: none)"});
     flags.push_back({"tof-bin-mm", "0", "TOF bin width, mm"});
     flags.push_back({"tof-fwhm-mm", "0", "TOF kernel FWHM, mm"});
@@ -176,6 +184,7 @@ absl::StatusOr<v1::ReconstructRequest> ReconRequestFromArgs(const Args& args, co
     ct->set_filter_cutoff(cutoff);
     ct->set_relaxation(relaxation);
     ct->set_non_negative(args.GetBool("non-negative"));
+    ct->set_redundancy_weights(args.Get("redundancy-weights"));
   } else if (modality == "pet") {
     v1::PetOptions* pet = request.mutable_pet();
     pet->set_method(args.Get("method"));
@@ -184,6 +193,11 @@ absl::StatusOr<v1::ReconstructRequest> ReconRequestFromArgs(const Args& args, co
     if (!args.Get("listmode").empty()) request.mutable_listmode()->set_path(ServerPath(args.Get("listmode"), absolute));
     if (!args.Get("attenuation").empty()) {
       pet->mutable_attenuation()->set_path(ServerPath(args.Get("attenuation"), absolute));
+    }
+    if (!args.Get("randoms").empty()) pet->mutable_randoms()->set_path(ServerPath(args.Get("randoms"), absolute));
+    if (!args.Get("scatter").empty()) pet->mutable_scatter()->set_path(ServerPath(args.Get("scatter"), absolute));
+    if (!args.Get("normalization").empty()) {
+      pet->mutable_normalization()->set_path(ServerPath(args.Get("normalization"), absolute));
     }
     TESSERA_ASSIGN_OR_RETURN(int tof_bins, args.GetInt("tof-bins"));
     TESSERA_ASSIGN_OR_RETURN(double bin_mm, ParseDouble(args, "tof-bin-mm"));

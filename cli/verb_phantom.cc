@@ -162,6 +162,12 @@ int Pet(int argc, char** argv) {
                      {"activity-out", "", "also write the activity phantom on the vol_geom grid"},
                      {"attenuation-out", "", "also write the attenuation map (1/mm) on the vol_geom grid"},
                      {"factors-out", "", "also write the attenuation factors exp(-line integral of mu), a sinogram"},
+                     {"randoms-out", "", "simulate randoms (a near-uniform floor) into the counts and write them, a sinogram"},
+                     {"scatter-out", "", "simulate scatter (the trues blurred widely) into the counts and write it, a sinogram"},
+                     {"normalization-out", "",
+                      "simulate detection efficiencies (0.7..1.3, block pattern) into the counts and write them, a sinogram"},
+                     {"randoms-fraction", "0.3", "with --randoms-out: randoms total / trues total"},
+                     {"scatter-fraction", "0.3", "with --scatter-out: scatter total / trues total"},
                      {"volume-supersample", "0", "samples per voxel side for the maps (0: 4 in 2-D, 2 in 3-D)"},
                  });
   int code = 0;
@@ -171,9 +177,16 @@ int Pet(int argc, char** argv) {
   int64_t seed = 0, supersample = 0, volume_supersample = 0;
   if (!sub.Number("counts", 1, 1e15, &options.total_counts) || !sub.Integer("seed", 0, INT64_MAX, &seed) ||
       !sub.Integer("supersample", 1, 64, &supersample) ||
-      !sub.Integer("volume-supersample", 0, 16, &volume_supersample)) {
+      !sub.Integer("volume-supersample", 0, 16, &volume_supersample) ||
+      !sub.Number("randoms-fraction", 0, 100, &options.randoms_fraction) ||
+      !sub.Number("scatter-fraction", 0, 100, &options.scatter_fraction)) {
     return 2;
   }
+  // Corrections are simulated only when they are written (the counts then
+  // follow expected = normalization * trues + randoms + scatter).
+  if (sub.Get("randoms-out").empty()) options.randoms_fraction = 0;
+  if (sub.Get("scatter-out").empty()) options.scatter_fraction = 0;
+  options.normalization = !sub.Get("normalization-out").empty();
   const std::string noise = sub.Get("noise");
   if (noise != "poisson" && noise != "none") return sub.Error("--noise must be poisson or none");
   options.poisson = noise == "poisson";
@@ -202,6 +215,22 @@ int Pet(int argc, char** argv) {
     if (!s.ok()) return sub.Error(std::string(s.message()), 1);
     std::printf("%s: attenuation factors %s\n", sub.Get("factors-out").c_str(),
                 ShapeText(sim->attenuation_factors).c_str());
+  }
+  const struct {
+    const char* flag;
+    const NDArray* data;
+    const char* what;
+  } corrections[] = {{"randoms-out", &sim->randoms, "randoms"},
+                     {"scatter-out", &sim->scatter, "scatter"},
+                     {"normalization-out", &sim->normalization, "normalization (detection efficiencies)"}};
+  for (const auto& c : corrections) {
+    if (sub.Get(c.flag).empty() || c.data->empty()) continue;
+    s = formats::WriteSinogram(*c.data, g->projection, sub.Get(c.flag), 0,
+                               absl::StrCat("tessera phantom pet: ", c.what));
+    if (!s.ok()) return sub.Error(std::string(s.message()), 1);
+    double sum = 0;
+    for (int64_t i = 0; i < c.data->num_elements(); ++i) sum += c.data->data<float>()[i];
+    std::printf("%s: %s %s, sum %.6g\n", sub.Get(c.flag).c_str(), c.what, ShapeText(*c.data).c_str(), sum);
   }
   const int per_side = volume_supersample > 0 ? static_cast<int>(volume_supersample) : (is_2d ? 4 : 2);
   const struct {

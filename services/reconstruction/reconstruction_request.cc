@@ -242,6 +242,17 @@ absl::StatusOr<CtSpec> ParseCt(const v1::CtOptions& o) {
   spec.iterations = o.iterations();
   spec.subsets = o.subsets();
   spec.non_negative = o.non_negative();
+  // Parker / offset-detector weights (fbp/redundancy_weights.h): on unless "none".
+  if (o.redundancy_weights() == "none") {
+    if (spec.method != CtMethod::kFbp && spec.method != CtMethod::kFdk) {
+      return absl::InvalidArgumentError(absl::StrCat("ct.redundancy_weights \"none\" applies to fbp/fdk only (method ",
+                                                     CtMethodName(spec.method), ")"));
+    }
+    spec.redundancy_weights = false;
+  } else if (!o.redundancy_weights().empty() && o.redundancy_weights() != "auto") {
+    return absl::InvalidArgumentError(absl::StrCat("ct.redundancy_weights must be \"auto\" or \"none\", got \"",
+                                                   o.redundancy_weights(), "\""));
+  }
   if (spec.subsets > 1 && spec.method != CtMethod::kOsSart) {
     return absl::InvalidArgumentError(
         absl::StrCat("ct.subsets applies to os-sart only (method ", CtMethodName(spec.method), ")"));
@@ -395,6 +406,19 @@ absl::StatusOr<ReconSpec> ResolveReconstructRequest(const v1::ReconstructRequest
   if (spec.modality == Modality::kPet) {
     TESSERA_ASSIGN_OR_RETURN(spec.pet.attenuation_path, ResolveFile(request.pet().attenuation(), "pet.attenuation",
                                                                     false, roots, max_input_bytes));
+    // Corrections (issue 36); their values are checked by CheckReconInputs.
+    const v1::PetOptions& pet = request.pet();
+    for (const auto& [source, field, out] :
+         {std::make_tuple(&pet.randoms(), "pet.randoms", &spec.pet.randoms_path),
+          std::make_tuple(&pet.scatter(), "pet.scatter", &spec.pet.scatter_path),
+          std::make_tuple(&pet.normalization(), "pet.normalization", &spec.pet.normalization_path)}) {
+      TESSERA_ASSIGN_OR_RETURN(*out, ResolveFile(*source, field, false, roots, max_input_bytes));
+      if (has_listmode && !out->empty() && out != &spec.pet.normalization_path) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, ": list-mode data not supported (list-mode OSEM has no per-event background term); "
+                   "reconstruct the histogrammed sinogram instead (pet.normalization works with list-mode)"));
+      }
+    }
   }
   return spec;
 }

@@ -28,6 +28,7 @@
 #include "services/reconstruction/formats/geometry_json.h"
 #include "services/reconstruction/formats/recon_nifti.h"
 #include "services/reconstruction/mri_run.h"
+#include "services/reconstruction/pet_corrections.h"
 #include "services/reconstruction/recon_run_util.h"
 #include "services/reconstruction/ultrasound_run.h"
 
@@ -113,8 +114,11 @@ absl::StatusOr<NDArray> NewVolume(const CtGeometry& g, const Stream& stream) {
   return NDArray::Allocate({g.volume.nx, g.volume.ny, g.volume.nz}, DType::kFloat32, kind, stream.ordinal());
 }
 
+// `redundancy`: fbp/fdk's redundancy weights ("short scan 220 deg ...: Parker
+// weights"), for the result's geometry text; left empty by the iterative methods.
 absl::Status RunCt(const ReconSpec& spec, const CtGeometry& g, CtMethod method, const Stream& stream,
-                   const ReconRunContext& ctx, NDArray* volume, v1::ReconstructionResult* result) {
+                   const ReconRunContext& ctx, NDArray* volume, v1::ReconstructionResult* result,
+                   std::string* redundancy) {
   const recon::ExecutionMode mode =
       spec.deterministic ? recon::ExecutionMode::kDeterministic : recon::ExecutionMode::kDefault;
   absl::StatusOr<NDArray> host = recon::formats::ReadSinogram(spec.sinogram_path, g.projection);
@@ -130,8 +134,10 @@ absl::Status RunCt(const ReconSpec& spec, const CtGeometry& g, CtMethod method, 
     options.filter = spec.ct.filter;
     options.cutoff = spec.ct.filter_cutoff;
     options.mode = mode;
+    options.redundancy_weights = spec.ct.redundancy_weights;
     TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<recon::fbp::FbpPlan> plan,
                              recon::fbp::FbpPlan::Create(g, stream, options));
+    *redundancy = plan->redundancy();
     const int64_t views = g.projection.num_views();
     TESSERA_RETURN_IF_ERROR(plan->Run(y, x, [&](int64_t done, int64_t total) -> absl::Status {
       Report(ctx, "reconstruct", done, total, 0.05 + 0.9 * done / std::max<int64_t>(1, total), {},
@@ -180,6 +186,7 @@ absl::Status RunPet(const ReconSpec& spec, const CtGeometry& g, const Stream& st
     if (!mu_host.ok()) return Annotate(mu_host.status(), "pet.attenuation");
     TESSERA_ASSIGN_OR_RETURN(mu, ToBackend(*mu_host, stream));
   }
+  TESSERA_ASSIGN_OR_RETURN(const PetCorrections corrections, ReadPetCorrections(spec.pet, pg));
   const int subsets = static_cast<int>(std::min<int64_t>(spec.pet.subsets, g.projection.num_views()));
   const std::string name = PetMethodName(spec.pet.method);
   const auto progress = [&](int iteration, int total, double log_likelihood) -> absl::Status {
@@ -200,6 +207,7 @@ absl::Status RunPet(const ReconSpec& spec, const CtGeometry& g, const Stream& st
     lo.num_subsets = subsets;
     lo.mode = mode;
     lo.mu_map = mu.empty() ? nullptr : mu.data<float>();
+    lo.efficiency = corrections.efficiency.empty() ? nullptr : corrections.efficiency.data();
     TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<recon::pet::ListModeReconstructor> reconstructor,
                              recon::pet::ListModeReconstructor::Create(pg, stream, lo));
     TESSERA_RETURN_IF_ERROR(reconstructor->SetEvents(events->events.data(),
@@ -220,9 +228,15 @@ absl::Status RunPet(const ReconSpec& spec, const CtGeometry& g, const Stream& st
   po.num_subsets = subsets;
   po.mode = mode;
   po.mu_map = mu.empty() ? nullptr : mu.data<float>();
+  po.efficiency = corrections.efficiency.empty() ? nullptr : corrections.efficiency.data();
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<recon::pet::PetProjector> projector,
                            recon::pet::PetProjector::Create(pg, stream, po));
+  NDArray background;  // randoms + scatter per sinogram element, on the backend
+  if (!corrections.background.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(background, ToBackend(corrections.background, stream));
+  }
   recon::pet::OsemOptions oo;
+  oo.background = background.empty() ? nullptr : background.data<float>();
   oo.iterations = spec.pet.iterations;
   oo.num_subsets = po.num_subsets;
   oo.progress = progress;
@@ -237,11 +251,12 @@ absl::Status RunTomography(const ReconSpec& spec, const ReconRunContext& ctx, co
   TESSERA_ASSIGN_OR_RETURN(CtGeometry g, LoadGeometry(spec));
   v1::ReconstructionResult& result = out->result;
   NDArray volume;
+  std::string redundancy;
   if (spec.modality == Modality::kCt) {
     TESSERA_ASSIGN_OR_RETURN(CtMethod method, EffectiveCtMethod(spec.ct, g));
     result.set_modality("ct");
     result.set_method(CtMethodName(method));
-    TESSERA_RETURN_IF_ERROR(RunCt(spec, g, method, stream, ctx, &volume, &result));
+    TESSERA_RETURN_IF_ERROR(RunCt(spec, g, method, stream, ctx, &volume, &result, &redundancy));
   } else {
     result.set_modality("pet");
     result.set_method(PetMethodName(spec.pet.method));
@@ -252,7 +267,7 @@ absl::Status RunTomography(const ReconSpec& spec, const ReconRunContext& ctx, co
   TESSERA_ASSIGN_OR_RETURN(NDArray host, volume.CopyTo(MemoryKind::kHost, stream));
   TESSERA_RETURN_IF_ERROR(recon::formats::WriteVolume(host, g.volume, (fs::path(ctx.work_dir) / kVolumeFile).string()));
   out->work_files.push_back(kVolumeFile);
-  result.set_geometry(recon::Describe(g));
+  result.set_geometry(redundancy.empty() ? recon::Describe(g) : absl::StrCat(recon::Describe(g), "; ", redundancy));
   for (int64_t d : {g.volume.nx, g.volume.ny, g.volume.nz}) result.add_dims(d);
   for (double s : {g.volume.dx(), g.volume.dy(), g.volume.dz()}) result.add_spacing(s);
   return absl::OkStatus();
@@ -333,7 +348,9 @@ absl::Status CheckReconInputs(const ReconSpec& spec) {
     TESSERA_RETURN_IF_ERROR(CheckHeaderDims(spec.pet.attenuation_path, {v.nx, v.ny, v.nz}, "pet.attenuation",
                                             "vol_geom"));
   }
-  return absl::OkStatus();
+  // The corrections are read whole (a sinogram without TOF axis each): their
+  // values decide whether the job can run at all.
+  return ReadPetCorrections(spec.pet, pg).status();
 }
 
 absl::StatusOr<ReconOutcome> RunReconstruction(const ReconSpec& spec, const ReconRunContext& ctx) {

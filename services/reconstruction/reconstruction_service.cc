@@ -42,6 +42,9 @@ std::vector<v1::FileSource*> Sources(v1::ReconstructRequest& r) {
   if (r.has_sinogram()) out.push_back(r.mutable_sinogram());
   if (r.has_listmode()) out.push_back(r.mutable_listmode());
   if (r.has_pet() && r.pet().has_attenuation()) out.push_back(r.mutable_pet()->mutable_attenuation());
+  if (r.has_pet() && r.pet().has_randoms()) out.push_back(r.mutable_pet()->mutable_randoms());
+  if (r.has_pet() && r.pet().has_scatter()) out.push_back(r.mutable_pet()->mutable_scatter());
+  if (r.has_pet() && r.pet().has_normalization()) out.push_back(r.mutable_pet()->mutable_normalization());
   if (r.has_mri()) {
     for (v1::FileSource* f : {r.mutable_mri()->mutable_kspace(), r.mutable_mri()->mutable_trajectory(),
                               r.mutable_mri()->mutable_coils()}) {

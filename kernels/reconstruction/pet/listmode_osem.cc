@@ -73,6 +73,7 @@ absl::StatusOr<std::unique_ptr<ListModeReconstructor>> ListModeReconstructor::Cr
   popts.num_subsets = options.num_subsets;
   popts.mode = (!cpu && r->method_ == ListModeMethod::kNaive) ? ExecutionMode::kDefault : options.mode;
   popts.mu_map = options.mu_map;
+  popts.efficiency = options.efficiency;
   popts.deterministic_back = options.deterministic_back;
   TESSERA_ASSIGN_OR_RETURN(r->projector_, PetProjector::Create(geometry, stream, popts));
   PetProjector& A = *r->projector_;

@@ -3,7 +3,7 @@
 //   lambda <- lambda / s_S * sum over events e of subset S of w_e a_e / (a_e . lambda)
 //
 // where a_e is the row of the TOF system matrix (PetProjector: Joseph, TOF
-// kernel, attenuation) of the event's (view, col, row, TOF bin), w_e its
+// kernel, attenuation, efficiency) of the event's (view, col, row, TOF bin), w_e its
 // weight (merged duplicates), subset S = the events whose view is in the
 // projector's interleaved view subset S, and s_S = A_S^T 1 the sinogram-space
 // sensitivity of that subset (attenuation included). Only the event LORs are
@@ -54,6 +54,9 @@ struct ListModeOptions {
   ListModeMethod method = ListModeMethod::kBucketed;  // CUDA only; the CPU runs its reference
   // Optional mu-map (1/mm) on the volume grid in the stream's memory (PetProjectorOptions).
   const float* mu_map = nullptr;
+  // Optional detection efficiencies per LOR, host memory (PetProjectorOptions):
+  // folded into a_e and the sensitivities like the attenuation factors.
+  const float* efficiency = nullptr;
   // kBucketed's back projection (and the sensitivities): float scatter, or
   // deterministic (fixed-point scatter or gather: deterministic_back).
   ExecutionMode mode = ExecutionMode::kDeterministic;

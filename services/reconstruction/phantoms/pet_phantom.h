@@ -4,7 +4,8 @@
 // counts along every line of response of a geometry:
 //   y = scale * exp(-integral of mu) * integral of activity,
 // with both integrals exact (phantom.h), never from our projectors. TOF is not
-// simulated.
+// simulated. Optionally with known corrections (issue 36):
+//   expected = normalization * y + randoms + scatter.
 #ifndef TESSERA_SERVICES_RECONSTRUCTION_PHANTOMS_PET_PHANTOM_H_
 #define TESSERA_SERVICES_RECONSTRUCTION_PHANTOMS_PET_PHANTOM_H_
 
@@ -38,17 +39,28 @@ struct PetSimulationOptions {
   bool poisson = true;        // else counts = expected
   uint64_t seed = 1;          // std::mt19937_64, bins drawn in sinogram order: same seed, same counts
   int supersample = 1;        // rays per detector pixel side, as in AnalyticSinogram
+  // Corrections, 0 / false: none. The trues y (before normalization) sum to
+  // total_counts; randoms and scatter to these fractions of that sum.
+  double randoms_fraction = 0;  // a near-uniform floor (a mild smooth shape over columns and views)
+  double scatter_fraction = 0;  // y blurred along the detector columns (Gaussian, sigma = cols / 8)
+  // Per-bin efficiencies in [0.7, 1.3]: a block pattern over the detector
+  // columns (and rows) times per-column and per-view factors drawn from `seed`.
+  bool normalization = false;
 };
 
 struct PetSinogram {
   NDArray counts;               // float32 (cols, rows, views): Poisson draws (or expected)
-  NDArray expected;             // float32: scale * exp(-mu integral) * activity integral
+  NDArray expected;             // float32: scale * exp(-mu integral) * activity integral (with corrections: their model)
   NDArray attenuation_factors;  // float32: exp(-mu integral), supersampled the same way
+  // The corrections in `expected` (float32 (cols, rows, views)); empty when
+  // not simulated.
+  NDArray randoms, scatter, normalization;
   double scale = 0;
 };
 
 // INVALID_ARGUMENT as AnalyticSinogram, for negative total counts with
-// `scale` <= 0, or when no line of response sees any activity.
+// `scale` <= 0, negative or non-finite correction fractions, or when no line
+// of response sees any activity.
 absl::StatusOr<PetSinogram> SimulatePetSinogram(const PetPhantom& phantom, const CtGeometry& geometry,
                                                 const PetSimulationOptions& options = {});
 

@@ -1,0 +1,320 @@
+#include "kernels/reconstruction/mri/espirit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+
+#include "absl/strings/str_cat.h"
+#include "common/parallel.h"
+#include "common/status.h"
+#include "kernels/reconstruction/mri/cartesian_sense.h"
+
+// LAPACK (Fortran ABI, gfortran's hidden string lengths last).
+extern "C" void zheevd_(const char* jobz, const char* uplo, const int* n, std::complex<double>* a, const int* lda,
+                        double* w, std::complex<double>* work, const int* lwork, double* rwork, const int* lrwork,
+                        int* iwork, const int* liwork, int* info, size_t jobz_len, size_t uplo_len);
+
+namespace tessera {
+namespace recon {
+namespace mri {
+namespace {
+
+using Complex = std::complex<float>;
+using Complex64 = std::complex<double>;
+
+// Eigenvalues (ascending) and eigenvectors (columns, in place) of the
+// Hermitian n x n column-major matrix `a` (upper triangle read).
+absl::Status HermitianEigen(int n, std::vector<Complex64>* a, std::vector<double>* values) {
+  values->assign(n, 0);
+  int info = 0, lwork = -1, lrwork = -1, liwork = -1;
+  Complex64 work_size;
+  double rwork_size = 0;
+  int iwork_size = 0;
+  zheevd_("V", "U", &n, a->data(), &n, values->data(), &work_size, &lwork, &rwork_size, &lrwork, &iwork_size, &liwork,
+          &info, 1, 1);
+  if (info != 0) return absl::InternalError(absl::StrCat("zheevd workspace query failed (info ", info, ")"));
+  lwork = static_cast<int>(work_size.real());
+  lrwork = static_cast<int>(rwork_size);
+  liwork = iwork_size;
+  std::vector<Complex64> work(std::max(1, lwork));
+  std::vector<double> rwork(std::max(1, lrwork));
+  std::vector<int> iwork(std::max(1, liwork));
+  zheevd_("V", "U", &n, a->data(), &n, values->data(), work.data(), &lwork, rwork.data(), &lrwork, iwork.data(),
+          &liwork, &info, 1, 1);
+  if (info != 0) return absl::InternalError(absl::StrCat("zheevd did not converge (info ", info, ")"));
+  return absl::OkStatus();
+}
+
+absl::Status CheckOptions(const EspiritOptions& o) {
+  if (o.kernel_size < 1) return absl::InvalidArgumentError(absl::StrCat("espirit: kernel size ", o.kernel_size, " < 1"));
+  if (!(o.threshold > 0 && o.threshold < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("espirit: threshold ", o.threshold, " outside (0, 1)"));
+  }
+  if (!(o.crop >= 0 && o.crop < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("espirit: crop ", o.crop, " outside [0, 1)"));
+  }
+  if (o.power_iterations < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("espirit: power iterations ", o.power_iterations, " < 1"));
+  }
+  return absl::OkStatus();
+}
+
+// The first principal component of the calibration data over coils (the top
+// eigenvector of sum_k y(k) y(k)^H): the phase reference of the maps.
+absl::StatusOr<std::vector<Complex64>> PrincipalCoilVector(const std::vector<Complex>& calibration, int64_t points,
+                                                           int coils) {
+  std::vector<Complex64> cov(static_cast<size_t>(coils) * coils, 0);
+  for (int c = 0; c < coils; ++c) {
+    for (int d = c; d < coils; ++d) {  // upper: row c, column d
+      Complex64 s = 0;
+      const Complex* yc = calibration.data() + c * points;
+      const Complex* yd = calibration.data() + d * points;
+      for (int64_t i = 0; i < points; ++i) s += Complex64(yc[i]) * std::conj(Complex64(yd[i]));
+      cov[c + static_cast<size_t>(d) * coils] = s;
+    }
+  }
+  std::vector<double> values;
+  TESSERA_RETURN_IF_ERROR(HermitianEigen(coils, &cov, &values));
+  return std::vector<Complex64>(cov.end() - coils, cov.end());  // the last column: largest eigenvalue
+}
+
+// Top eigenpair of the Hermitian C x C matrix g (row-major, full): power
+// iteration on g^8 (three squarings, each renormalised so values near 0 do
+// not underflow); the eigenvalue is the Rayleigh quotient with g itself.
+double TopEigenvector(int coils, const std::vector<Complex64>& g, int iterations, std::vector<Complex64>* h,
+                      std::vector<Complex64>* tmp, std::vector<Complex64>* v, std::vector<Complex64>* w) {
+  const int n = coils;
+  double scale = 0;
+  for (int c = 0; c < n; ++c) scale = std::max(scale, g[c * n + c].real());
+  if (!(scale > 0)) return 0;
+  for (int i = 0; i < n * n; ++i) (*h)[i] = g[i] / scale;
+  for (int squaring = 0; squaring < 3; ++squaring) {
+    double diag = 0;
+    for (int r = 0; r < n; ++r) {
+      for (int c = 0; c < n; ++c) {
+        Complex64 s = 0;
+        for (int k = 0; k < n; ++k) s += (*h)[r * n + k] * (*h)[k * n + c];
+        (*tmp)[r * n + c] = s;
+      }
+      diag = std::max(diag, (*tmp)[r * n + r].real());
+    }
+    if (!(diag > 0)) return 0;
+    for (int i = 0; i < n * n; ++i) (*h)[i] = (*tmp)[i] / diag;
+  }
+  // Start from h's largest column (h ~ the top eigenvector's projector).
+  int best = 0;
+  for (int c = 1; c < n; ++c) {
+    if ((*h)[c * n + c].real() > (*h)[best * n + best].real()) best = c;
+  }
+  for (int r = 0; r < n; ++r) (*v)[r] = (*h)[r * n + best];
+  for (int it = 0; it < iterations; ++it) {
+    double norm = 0;
+    for (int r = 0; r < n; ++r) {
+      Complex64 s = 0;
+      for (int k = 0; k < n; ++k) s += (*h)[r * n + k] * (*v)[k];
+      (*w)[r] = s;
+      norm += std::norm(s);
+    }
+    norm = std::sqrt(norm);
+    if (!(norm > 0)) return 0;
+    for (int r = 0; r < n; ++r) (*v)[r] = (*w)[r] / norm;
+  }
+  double lambda = 0;
+  for (int r = 0; r < n; ++r) {
+    Complex64 s = 0;
+    for (int k = 0; k < n; ++k) s += g[r * n + k] * (*v)[k];
+    lambda += (std::conj((*v)[r]) * s).real();
+  }
+  return lambda;
+}
+
+}  // namespace
+
+std::vector<Complex> ExtractCentre(const Complex* kspace, int64_t nx, int64_t ny, int coils, int64_t cx, int64_t cy) {
+  std::vector<Complex> out(static_cast<size_t>(cx * cy * coils));
+  const int64_t u0 = nx / 2 - cx / 2, v0 = ny / 2 - cy / 2;
+  for (int c = 0; c < coils; ++c) {
+    for (int64_t v = 0; v < cy; ++v) {
+      const Complex* row = kspace + (c * ny + v0 + v) * nx + u0;
+      std::copy(row, row + cx, out.begin() + (c * cy + v) * cx);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<EspiritMaps> EspiritFromCalibration(const std::vector<Complex>& calibration, int64_t cx, int64_t cy,
+                                                   int coils, int64_t nx, int64_t ny, const EspiritOptions& options) {
+  TESSERA_RETURN_IF_ERROR(CheckOptions(options));
+  const int k = options.kernel_size;
+  if (coils < 1) return absl::InvalidArgumentError(absl::StrCat("espirit: ", coils, " coils"));
+  if (cx < k || cy < k) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("espirit: calibration region ", cx, " x ", cy, " is smaller than the ", k, " x ", k, " kernel"));
+  }
+  if (nx < cx || ny < cy) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("espirit: image ", nx, " x ", ny, " is smaller than the calibration region ", cx, " x ", cy));
+  }
+  if (calibration.size() != static_cast<size_t>(cx * cy * coils)) {
+    return absl::InvalidArgumentError(absl::StrCat("espirit: calibration data has ", calibration.size(),
+                                                   " values, expected ", cx, " x ", cy, " x ", coils));
+  }
+
+  // 1. Calibration matrix A (rows: patch positions q; columns j = px + k (py + k c)), column-major.
+  const int64_t qx = cx - k + 1, qy = cy - k + 1, rows = qx * qy;
+  const int n = k * k * coils;
+  std::vector<Complex64> a(static_cast<size_t>(rows) * n);
+  for (int c = 0; c < coils; ++c) {
+    for (int py = 0; py < k; ++py) {
+      for (int px = 0; px < k; ++px) {
+        Complex64* col = a.data() + static_cast<size_t>(px + k * (py + k * c)) * rows;
+        for (int64_t y = 0; y < qy; ++y) {
+          for (int64_t x = 0; x < qx; ++x) col[x + qx * y] = calibration[(c * cy + y + py) * cx + x + px];
+        }
+      }
+    }
+  }
+  // M[j, j'] = sum_q A[q, j] conj(A[q, j']) (upper triangle, j <= j').
+  std::vector<Complex64> m(static_cast<size_t>(n) * n, 0);
+  ParallelForDynamic(n, 4, [&](int64_t begin, int64_t end, int) {
+    for (int64_t j2 = begin; j2 < end; ++j2) {
+      const Complex64* b = a.data() + j2 * rows;
+      for (int64_t j1 = 0; j1 <= j2; ++j1) {
+        const Complex64* col = a.data() + j1 * rows;
+        Complex64 s = 0;
+        for (int64_t q = 0; q < rows; ++q) s += col[q] * std::conj(b[q]);
+        m[j1 + j2 * n] = s;
+      }
+    }
+  });
+  std::vector<double> values;
+  TESSERA_RETURN_IF_ERROR(HermitianEigen(n, &m, &values));
+  const double top = values[n - 1];
+  if (!(top > 0)) return absl::InvalidArgumentError("espirit: the calibration region holds no signal");
+  int kept = 0;
+  while (kept < n && values[n - 1 - kept] / top > options.threshold) ++kept;
+
+  // 2. P = V V^H (V: the kept eigenvectors, the last columns of m), then
+  //    K_cc'(d) = sum_{p - p' = d} P[(p,c),(p',c')] for c <= c' on (2k - 1)^2 offsets.
+  const Complex64* vecs = m.data() + static_cast<size_t>(n - kept) * n;
+  std::vector<Complex64> proj(static_cast<size_t>(n) * n, 0);  // row-major
+  ParallelForDynamic(n, 8, [&](int64_t begin, int64_t end, int) {
+    for (int64_t j1 = begin; j1 < end; ++j1) {
+      Complex64* row = proj.data() + j1 * n;
+      for (int t = 0; t < kept; ++t) {
+        const Complex64* v = vecs + static_cast<size_t>(t) * n;
+        const Complex64 vj1 = v[j1];
+        for (int j2 = 0; j2 < n; ++j2) row[j2] += vj1 * std::conj(v[j2]);
+      }
+    }
+  });
+  const int span = 2 * k - 1, kk = k * k;
+  const int pairs = coils * (coils + 1) / 2;
+  std::vector<Complex64> kern(static_cast<size_t>(pairs) * span * span, 0);
+  for (int c1 = 0, l = 0; c1 < coils; ++c1) {
+    for (int c2 = c1; c2 < coils; ++c2, ++l) {
+      Complex64* kl = kern.data() + static_cast<size_t>(l) * span * span;
+      for (int p1 = 0; p1 < kk; ++p1) {
+        const Complex64* row = proj.data() + static_cast<size_t>(p1 + kk * c1) * n + kk * c2;
+        for (int p2 = 0; p2 < kk; ++p2) {
+          const int dx = p1 % k - p2 % k + k - 1, dy = p1 / k - p2 / k + k - 1;
+          kl[dx + span * dy] += row[p2];
+        }
+      }
+    }
+  }
+
+  // 3. The Gram images G_cc'(r) (scaled 1/k^2) by centred inverse FFTs at the image size.
+  const int64_t pixels = nx * ny;
+  std::vector<Complex> gram(static_cast<size_t>(pairs) * pixels, Complex(0, 0));
+  const double inv_k2 = 1.0 / kk;
+  for (int l = 0; l < pairs; ++l) {
+    for (int dy = -(k - 1); dy <= k - 1; ++dy) {
+      for (int dx = -(k - 1); dx <= k - 1; ++dx) {
+        const int64_t u = ((dx + nx / 2) % nx + nx) % nx, v = ((dy + ny / 2) % ny + ny) % ny;
+        gram[l * pixels + v * nx + u] +=
+            Complex(kern[static_cast<size_t>(l) * span * span + (dx + k - 1) + span * (dy + k - 1)] * inv_k2);
+      }
+    }
+  }
+  TESSERA_RETURN_IF_ERROR(CenteredInverseFft2d(nx, ny, pairs, gram.data()));
+
+  // 4. Per pixel: the top eigenpair, cropped and phased.
+  TESSERA_ASSIGN_OR_RETURN(std::vector<Complex64> reference, PrincipalCoilVector(calibration, cx * cy, coils));
+  EspiritMaps out;
+  out.nx = nx;
+  out.ny = ny;
+  out.coils = coils;
+  out.kernels = kept;
+  out.calibration_x = cx;
+  out.calibration_y = cy;
+  out.maps.assign(static_cast<size_t>(coils) * pixels, Complex(0, 0));
+  out.eigenvalues.assign(pixels, 0.f);
+  ParallelFor(pixels, [&](int64_t begin, int64_t end, int) {
+    const size_t cc = static_cast<size_t>(coils) * coils;
+    std::vector<Complex64> g(cc), h(cc), tmp(cc), v(coils), w(coils);
+    for (int64_t i = begin; i < end; ++i) {
+      for (int c1 = 0, l = 0; c1 < coils; ++c1) {
+        for (int c2 = c1; c2 < coils; ++c2, ++l) {
+          const Complex64 x(gram[l * pixels + i]);
+          g[c1 * coils + c2] = x;
+          g[c2 * coils + c1] = std::conj(x);
+        }
+      }
+      const double lambda = TopEigenvector(coils, g, options.power_iterations, &h, &tmp, &v, &w);
+      out.eigenvalues[i] = static_cast<float>(lambda);
+      if (!(lambda > options.crop)) continue;  // BART's hard crop: 0 where lambda <= crop
+      Complex64 z = 0;
+      for (int c = 0; c < coils; ++c) z += std::conj(reference[c]) * v[c];
+      const Complex64 phase = std::abs(z) > 0 ? std::conj(z) / std::abs(z) : Complex64(1);
+      for (int c = 0; c < coils; ++c) out.maps[c * pixels + i] = Complex(v[c] * phase);
+    }
+  }, 256);
+  return out;
+}
+
+absl::StatusOr<EspiritMaps> EspiritCartesian(const Complex* kspace, int64_t nx, int64_t ny, int coils,
+                                             const EspiritOptions& options) {
+  TESSERA_RETURN_IF_ERROR(CheckOptions(options));
+  if (nx < 1 || ny < 1 || coils < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("espirit: k-space ", nx, " x ", ny, " x ", coils));
+  }
+  if (options.calibration_size < options.kernel_size) {
+    return absl::InvalidArgumentError(absl::StrCat("espirit: calibration size ", options.calibration_size,
+                                                   " is smaller than the kernel (", options.kernel_size, ")"));
+  }
+  const int64_t pixels = nx * ny;
+  auto sampled = [&](int64_t u, int64_t v) {
+    for (int c = 0; c < coils; ++c) {
+      if (kspace[c * pixels + v * nx + u] != Complex(0, 0)) return true;
+    }
+    return false;
+  };
+  auto box_sampled = [&](int64_t bx, int64_t by) {
+    const int64_t u0 = nx / 2 - bx / 2, v0 = ny / 2 - by / 2;
+    for (int64_t v = v0; v < v0 + by; ++v) {
+      for (int64_t u = u0; u < u0 + bx; ++u) {
+        if (!sampled(u, v)) return false;
+      }
+    }
+    return true;
+  };
+  // Largest centred box <= calibration_size per axis: first along the centre lines, then shrunk together.
+  int64_t bx = std::min<int64_t>(options.calibration_size, nx), by = std::min<int64_t>(options.calibration_size, ny);
+  while (bx >= options.kernel_size && !box_sampled(bx, 1)) --bx;
+  while (by >= options.kernel_size && !box_sampled(1, by)) --by;
+  while (bx >= options.kernel_size && by >= options.kernel_size && !box_sampled(bx, by)) {
+    --bx;
+    --by;
+  }
+  if (bx < options.kernel_size || by < options.kernel_size) {
+    return absl::InvalidArgumentError(absl::StrCat("espirit: the fully sampled k-space centre (", std::max<int64_t>(bx, 0),
+                                                   " x ", std::max<int64_t>(by, 0), ") is smaller than the ",
+                                                   options.kernel_size, " x ", options.kernel_size, " kernel"));
+  }
+  return EspiritFromCalibration(ExtractCentre(kspace, nx, ny, coils, bx, by), bx, by, coils, nx, ny, options);
+}
+
+}  // namespace mri
+}  // namespace recon
+}  // namespace tessera

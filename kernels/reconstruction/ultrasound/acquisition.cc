@@ -133,6 +133,16 @@ absl::Status ValidateAcquisitionGeometry(const Acquisition& a) {
       }
     }
   }
+  if (!q.delays_s.empty() && static_cast<int>(q.delays_s.size()) != q.transmits()) {
+    return absl::InvalidArgumentError(absl::StrCat("transmit sequence: ", q.delays_s.size(), " delays_s for ",
+                                                   q.transmits(), " transmits"));
+  }
+  for (size_t i = 0; i < q.delays_s.size(); ++i) {
+    if (!std::isfinite(q.delays_s[i])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("transmit sequence: delays_s[", i, "] = ", q.delays_s[i], " (must be finite)"));
+    }
+  }
   const Sampling& s = a.sampling;
   if (!PositiveFinite(s.sampling_frequency_hz)) {
     return absl::InvalidArgumentError(absl::StrCat("sampling: sampling_frequency_hz = ", s.sampling_frequency_hz));

@@ -12,6 +12,9 @@
 //   synthetic aperture (one element e fires): the firing of e, so the wave
 //     reaches (x, z) at |(x, z) - (element_x[e], 0)| / c.
 // Sample s of every channel is taken at t = initial_time + s / sampling_frequency.
+// A transmit may carry a delay d_t (USTB's uff.wave.delay: the recording of
+// that transmit started d_t later relative to its time zero), so its echo from
+// (x, z) to element c is recorded at T_t(x, z) + R_c(x, z) - d_t.
 //
 // Channel data: [samples x channels x transmits], samples fastest:
 //   element (s, c, t) at s + samples * (c + channels * t)
@@ -58,6 +61,7 @@ struct TransmitSequence {
   TransmitKind kind = TransmitKind::kPlaneWave;
   std::vector<double> angles_rad;  // plane waves: steering angles (rad, positive towards +x)
   std::vector<int> elements;       // synthetic aperture: the element that fires, per transmit
+  std::vector<double> delays_s;    // d_t per transmit (s, see above); empty: all 0
 
   int transmits() const {
     return static_cast<int>(kind == TransmitKind::kPlaneWave ? angles_rad.size() : elements.size());
@@ -110,6 +114,7 @@ struct ImageGrid {
 // INVALID_ARGUMENT naming the field: element positions not finite or not
 // increasing, fs / c / centre frequency not finite and > 0, transmit angles
 // outside (-pi/2, pi/2), synthetic-aperture elements outside the array,
+// delays_s neither empty nor one finite value per transmit,
 // channel data whose shape disagrees with the probe / sequence, NaN or
 // infinite samples ("channel data: sample 3 of channel 17, transmit 2 is NaN").
 absl::Status ValidateAcquisition(const Acquisition& acquisition);

@@ -87,7 +87,7 @@ absl::StatusOr<std::unique_ptr<BeamformPlan>> BeamformPlan::Create(const Stream&
   const int n = probe.channels(), t = seq.transmits();
   const bool sa = seq.kind == TransmitKind::kSyntheticAperture;
 
-  // Geometry table: element_x[n], then the transmit table.
+  // Geometry table: element_x[n], the transmit table, then d_t per transmit.
   std::vector<double>& table = plan->host_geometry_;
   table.assign(probe.element_x.begin(), probe.element_x.end());
   for (int i = 0; i < t; ++i) {
@@ -98,6 +98,8 @@ absl::StatusOr<std::unique_ptr<BeamformPlan>> BeamformPlan::Create(const Stream&
       table.push_back(std::cos(seq.angles_rad[i]));
     }
   }
+  const size_t delay_offset = table.size();
+  for (int i = 0; i < t; ++i) table.push_back(seq.delays_s.empty() ? 0.0 : seq.delays_s[i]);
   const double* table_ptr = table.data();
   if (stream.backend() == Backend::kCuda) {
     TESSERA_ASSIGN_OR_RETURN(plan->geometry_,
@@ -119,6 +121,7 @@ absl::StatusOr<std::unique_ptr<BeamformPlan>> BeamformPlan::Create(const Stream&
   p.f_demod = acquisition.sampling.demodulation_frequency_hz;
   p.element_x = table_ptr;
   p.transmit = table_ptr + n;
+  p.transmit_delay = table_ptr + delay_offset;
   p.nx = grid.nx;
   p.nz = grid.nz;
   p.x0 = grid.x0;

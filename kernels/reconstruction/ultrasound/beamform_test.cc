@@ -217,6 +217,40 @@ TEST(BeamformTest, MvChunksDoNotChangeTheImage) {
   for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "pixel " << i;
 }
 
+double RelativeL2(const std::vector<std::complex<float>>& a, const std::vector<std::complex<float>>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += std::norm(std::complex<double>(a[i]) - std::complex<double>(b[i]));
+    den += std::norm(std::complex<double>(b[i]));
+  }
+  return std::sqrt(num / den);
+}
+
+// Per-transmit recording delays (USTB's uff.wave.delay): data recorded d_t
+// late, beamformed with d_t, give the image of the same scene recorded
+// without delays; whole-sample delays shift the sampling grid exactly, so
+// only rounding differs. Ignoring the delays ruins the image.
+TEST(BeamformTest, TransmitDelaysAreHonoured) {
+  const LinearArray probe = LinearArray::Uniform(48, 0.3e-3, kFc);
+  TransmitSequence plain = TransmitSequence::PlaneWaves(3, 0.15);
+  TransmitSequence delayed = plain;
+  const double ts = 1 / IqSampling().sampling_frequency_hz;
+  delayed.delays_s = {7 * ts, -5 * ts, 11 * ts};
+  const std::vector<Scatterer> targets = {{0.0, 15e-3, 1.0}, {-3e-3, 22e-3, 0.8}};
+  const int64_t samples = SamplesForDepth(probe, plain, IqSampling(), 32e-3) + 16;
+  Sampling late = IqSampling();
+  late.initial_time_s = 8 * ts;  // every echo stays inside the record
+  auto a = Simulate(probe, plain, late, samples, targets);
+  auto b = Simulate(probe, delayed, late, samples, targets);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const ImageGrid grid = TargetGrid();
+  const auto want = BeamformOnCpu(*a, grid, BeamformOptions());
+  EXPECT_LT(RelativeL2(BeamformOnCpu(*b, grid, BeamformOptions()), want), 1e-4);
+  Acquisition ignored = *b;
+  ignored.sequence.delays_s.clear();
+  EXPECT_GT(RelativeL2(BeamformOnCpu(ignored, grid, BeamformOptions()), want), 0.3);
+}
+
 TEST(BeamformTest, BadInputsAreInvalidArgumentNamingTheField) {
   const Phantom p = PointTargets(TransmitSequence::PlaneWaves(2, 0.1), 16);
   const ImageGrid grid = ImageGrid::Span(8, 8, -1e-3, 1e-3, 14e-3, 16e-3);
@@ -252,6 +286,12 @@ TEST(BeamformTest, BadInputsAreInvalidArgumentNamingTheField) {
   a = p.acquisition;
   a.sequence.angles_rad[1] = 2.0;
   expect_error(a, grid, Das(), "angles_rad[1]");
+  a = p.acquisition;
+  a.sequence.delays_s = {1e-6};
+  expect_error(a, grid, Das(), "1 delays_s for");
+  a.sequence.delays_s.assign(a.sequence.transmits(), 0.0);
+  a.sequence.delays_s.back() = std::numeric_limits<double>::infinity();
+  expect_error(a, grid, Das(), "delays_s[");
   a = p.acquisition;
   a.sampling.sound_speed = 0;
   expect_error(a, grid, Das(), "sound_speed");

@@ -3,9 +3,10 @@
 // so both backends compute the same delays from the same formulas.
 //
 // Round-trip delay of pixel (x, z) for transmit t and receive channel c:
-//   tau = T_t(x, z) + |(x, z) - (element_x[c], 0)| / c0
+//   tau = T_t(x, z) + |(x, z) - (element_x[c], 0)| / c0 - d_t
 // with T_t from acquisition.h (plane wave: (x sin + z cos) / c0; synthetic
-// aperture: distance to the firing element / c0). The delayed sample is
+// aperture: distance to the firing element / c0) and d_t the transmit's
+// recording delay (acquisition.h; 0 unless the file gives one). The delayed sample is
 //   v = (1 - f) d[i] + f d[i + 1],  i = floor(u), f = u - i,  u = (tau - t0) fs
 // (0 when i < 0 or i + 1 >= samples), rotated by exp(+i 2 pi f_demod tau)
 // for IQ data (undoes the demodulation at the pixel's own delay).
@@ -56,6 +57,7 @@ struct BeamformParams {
   double f_demod = 0;      // Hz
   const double* element_x = nullptr;   // [channels]
   const double* transmit = nullptr;    // plane wave: [2 transmits] (sin, cos); SA: [transmits] firing element x
+  const double* transmit_delay = nullptr;  // [transmits] d_t (s)
   // image grid
   int nx = 0, nz = 0;
   double x0 = 0, z0 = 0, dx = 0, dz = 0;
@@ -71,9 +73,9 @@ constexpr double kTwoPi = 6.283185307179586;
 TESSERA_US_HD double TransmitDelay(const BeamformParams& p, int t, double x, double z) {
   if (p.synthetic_aperture) {
     const double ex = x - p.transmit[t];
-    return sqrt(ex * ex + z * z) * p.inv_c;
+    return sqrt(ex * ex + z * z) * p.inv_c - p.transmit_delay[t];
   }
-  return (x * p.transmit[2 * t] + z * p.transmit[2 * t + 1]) * p.inv_c;
+  return (x * p.transmit[2 * t] + z * p.transmit[2 * t + 1]) * p.inv_c - p.transmit_delay[t];
 }
 
 TESSERA_US_HD double ReceiveDelay(const BeamformParams& p, int c, double x, double z) {

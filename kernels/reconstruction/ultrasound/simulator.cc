@@ -95,6 +95,7 @@ absl::StatusOr<Acquisition> Simulate(const LinearArray& probe, const TransmitSeq
           tx = r_tx / c0;
           gain *= Directivity(probe.element_width, lambda, tx_x / r_tx, s.z / r_tx) * kReferenceDistance / r_tx;
         }
+        if (!sequence.delays_s.empty()) tx -= sequence.delays_s[t];  // acquisition.h: recorded d_t later
         const double tau = tx + r_rx / c0;
         const int64_t lo = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((tau - 4 * sigma - t0) * fs)));
         const int64_t hi =

@@ -2,7 +2,7 @@
 // the demo): analytic, no Field II. For scatterer s (position r_s, amplitude
 // a_s), transmit t and element e, the echo is a Gaussian-modulated pulse
 //   a_s * G_t * D(theta_e) * (r0 / r_e) * env(t' - tau) * carrier(t' - tau)
-//   tau = T_t(r_s) + |r_s - e| / c0       (delays of acquisition.h)
+//   tau = T_t(r_s) + |r_s - e| / c0 - d_t (delays of acquisition.h)
 //   env(u) = exp(-u^2 / (2 sigma^2)),  sigma = sqrt(2 ln 2) / (pi B fc)
 //            (B: -6 dB fractional bandwidth)
 //   carrier(u) = cos(2 pi fc u) for RF; for IQ the analytic exp(i 2 pi fc u)

@@ -12,94 +12,21 @@
 #include "absl/strings/str_cat.h"
 #include "common/durable_file.h"
 #include "common/status.h"
+#include "services/reconstruction/formats/hdf5_reading.h"
+#include "services/reconstruction/formats/ultrasound_uff.h"
 
 namespace tessera::recon::formats {
 namespace {
 
 namespace us = ::tessera::recon::ultrasound;
 
-// Closes an HDF5 handle with the right function on scope exit.
-class Handle {
- public:
-  Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
-  Handle(const Handle&) = delete;
-  Handle& operator=(const Handle&) = delete;
-  ~Handle() {
-    if (id_ >= 0) close_(id_);
-  }
-  hid_t get() const { return id_; }
-  bool ok() const { return id_ >= 0; }
-
- private:
-  hid_t id_;
-  herr_t (*close_)(hid_t);
-};
-
-// HDF5 prints its error stack to stderr unless told not to; errors here are
-// returned as statuses instead. (The library is built thread-safe; the
-// setting is per thread and restored.)
-class QuietHdf5 {
- public:
-  QuietHdf5() {
-    H5Eget_auto2(H5E_DEFAULT, &func_, &data_);
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  }
-  ~QuietHdf5() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
-
- private:
-  H5E_auto2_t func_ = nullptr;
-  void* data_ = nullptr;
-};
+using hdf5::DimsString;
+using hdf5::Exists;
+using hdf5::Handle;
+using hdf5::QuietHdf5;
+using hdf5::ReadNumeric;
 
 std::string Dataset(const char* name) { return absl::StrCat(kUltrasoundDatasetGroup, "/", name); }
-
-std::string DimsString(const std::vector<hsize_t>& dims) {
-  std::string s;
-  for (hsize_t d : dims) absl::StrAppend(&s, "[", d, "]");
-  return dims.empty() ? "a scalar" : s;
-}
-
-bool Exists(hid_t file, const std::string& path) {
-  // H5Lexists needs every intermediate link to exist: walk down.
-  size_t pos = 1;
-  while (true) {
-    const size_t next = path.find('/', pos);
-    const std::string prefix = path.substr(0, next);
-    if (H5Lexists(file, prefix.c_str(), H5P_DEFAULT) <= 0) return false;
-    if (next == std::string::npos) return true;
-    pos = next + 1;
-  }
-}
-
-// Reads a numeric dataset converted to T (double or float).
-template <typename T>
-absl::Status ReadNumeric(hid_t file, const std::string& file_path, const std::string& name, std::vector<T>* values,
-                         std::vector<hsize_t>* dims) {
-  if (!Exists(file, name)) return absl::InvalidArgumentError(absl::StrCat(file_path, ": ", name, " is missing"));
-  Handle dset(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose);
-  if (!dset.ok()) return absl::InvalidArgumentError(absl::StrCat(file_path, ": ", name, " is not a dataset"));
-  Handle type(H5Dget_type(dset.get()), H5Tclose);
-  const H5T_class_t cls = H5Tget_class(type.get());
-  if (cls != H5T_FLOAT && cls != H5T_INTEGER) {
-    return absl::InvalidArgumentError(absl::StrCat(file_path, ": ", name, " is not numeric"));
-  }
-  Handle space(H5Dget_space(dset.get()), H5Sclose);
-  const int rank = H5Sget_simple_extent_ndims(space.get());
-  if (rank < 0) return absl::DataLossError(absl::StrCat(file_path, ": ", name, ": unreadable dataspace"));
-  dims->assign(rank, 0);
-  H5Sget_simple_extent_dims(space.get(), dims->data(), nullptr);
-  hsize_t count = 1;
-  for (hsize_t d : *dims) count *= d;
-  if (count > (hsize_t{1} << 33)) {
-    return absl::InvalidArgumentError(absl::StrCat(file_path, ": ", name, " is ", DimsString(*dims), " (too large)"));
-  }
-  values->resize(count);
-  const hid_t mem_type = sizeof(T) == sizeof(double) ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT;
-  if (count > 0 && H5Dread(dset.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values->data()) < 0) {
-    return absl::DataLossError(absl::StrCat(file_path, ": cannot read the values of ", name, " (truncated file?)"));
-  }
-  return absl::OkStatus();
-}
 
 absl::StatusOr<double> ReadScalar(hid_t file, const std::string& path, const char* name) {
   std::vector<double> v;
@@ -139,9 +66,11 @@ absl::StatusOr<us::Acquisition> ReadUltrasoundH5(const std::string& path) {
   if (!file.ok()) return absl::DataLossError(absl::StrCat(path, ": HDF5 cannot open it (truncated or damaged)"));
   const hid_t f = file.get();
   if (!Exists(f, kUltrasoundDatasetGroup)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": no ", kUltrasoundDatasetGroup,
-                                                   " group (PICMUS/USTB us_dataset layout expected; USTB .uff "
-                                                   "channel_data files are not supported)"));
+    // USTB's .uff layout (a uff.channel_data group) is the other layout read.
+    if (IsUffChannelDataFile(f)) return ReadUltrasoundUff(path);
+    return absl::InvalidArgumentError(absl::StrCat(path, ": neither a ", kUltrasoundDatasetGroup,
+                                                   " group (PICMUS us_dataset layout) nor a group of class "
+                                                   "uff.channel_data (USTB .uff layout)"));
   }
 
   us::Acquisition a;
@@ -201,6 +130,13 @@ absl::StatusOr<us::Acquisition> ReadUltrasoundH5(const std::string& path) {
     a.sequence.kind = us::TransmitKind::kPlaneWave;
   }
   const int transmits = a.sequence.transmits();
+  if (Exists(f, Dataset("transmit_delays"))) {
+    TESSERA_RETURN_IF_ERROR(ReadNumeric(f, path, Dataset("transmit_delays"), &a.sequence.delays_s, &dims));
+    if (static_cast<int>(a.sequence.delays_s.size()) != transmits) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": ", Dataset("transmit_delays"), " is ",
+                                                     DimsString(dims), " (expected [", transmits, "])"));
+    }
+  }
 
   // Channel data.
   std::vector<float> real, imag;
@@ -274,6 +210,10 @@ absl::Status WriteUltrasoundH5(const us::Acquisition& a, const std::string& path
     } else {
       TESSERA_RETURN_IF_ERROR(
           Write(g, path, "angles", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, {hsize_t(t)}, a.sequence.angles_rad.data()));
+    }
+    if (!a.sequence.delays_s.empty()) {
+      TESSERA_RETURN_IF_ERROR(Write(g, path, "transmit_delays", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, {hsize_t(t)},
+                                    a.sequence.delays_s.data()));
     }
     const std::vector<hsize_t> dims = {hsize_t(t), hsize_t(n), hsize_t(a.data.samples)};
     std::vector<float> real(a.data.size()), imag(a.data.size(), 0.0f);

@@ -22,11 +22,17 @@
 //     transmit_elements  int32 [transmits] synthetic aperture: the element firing in
 //                                     each transmit (time zero = its firing); then
 //                                     `angles` is not needed
+//     transmit_delays    float64 [transmits] (s) each transmit's recording delay
+//                                     d_t (acquisition.h; USTB's uff.wave.delay);
+//                                     absent: all 0
 // Numeric datasets of any HDF5 numeric type are converted on reading; scalars
 // may be stored as [1] or as HDF5 scalars. y and z of probe_geometry must be 0
-// (a linear array along x). USTB's later .uff files (uff.channel_data with
-// uff.wave sequences) are not read: they are INVALID_ARGUMENT naming the
-// missing /US/US_DATASET0000 group.
+// (a linear array along x).
+//
+// ReadUltrasoundH5 also reads USTB's later .uff files (a group of class
+// uff.channel_data with a uff.wave sequence): a file without the
+// /US/US_DATASET0000 group goes to ReadUltrasoundUff (ultrasound_uff.h), and
+// one with neither layout is INVALID_ARGUMENT naming both.
 //
 // Errors start with the path: NOT_FOUND for a missing file, INVALID_ARGUMENT
 // for a file that is not HDF5, a missing or mis-shaped dataset ("r.h5:

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/nifti_io.h"
@@ -45,6 +46,11 @@ us::Acquisition Simulated(const us::TransmitSequence& sequence, bool iq) {
   return *a;
 }
 
+us::TransmitSequence WithDelays(us::TransmitSequence sequence, std::vector<double> delays) {
+  sequence.delays_s = std::move(delays);
+  return sequence;
+}
+
 void ExpectSame(const us::Acquisition& got, const us::Acquisition& want) {
   EXPECT_EQ(got.probe.element_x, want.probe.element_x);
   EXPECT_EQ(got.probe.center_frequency_hz, want.probe.center_frequency_hz);
@@ -52,6 +58,7 @@ void ExpectSame(const us::Acquisition& got, const us::Acquisition& want) {
   EXPECT_EQ(got.sequence.kind, want.sequence.kind);
   EXPECT_EQ(got.sequence.angles_rad, want.sequence.angles_rad);
   EXPECT_EQ(got.sequence.elements, want.sequence.elements);
+  EXPECT_EQ(got.sequence.delays_s, want.sequence.delays_s);
   EXPECT_EQ(got.sampling.sampling_frequency_hz, want.sampling.sampling_frequency_hz);
   EXPECT_EQ(got.sampling.initial_time_s, want.sampling.initial_time_s);
   EXPECT_EQ(got.sampling.sound_speed, want.sampling.sound_speed);
@@ -68,6 +75,7 @@ TEST(UltrasoundH5Test, RoundTripsPlaneWaveIqRfAndSyntheticAperture) {
       Simulated(us::TransmitSequence::PlaneWaves(3, 0.1), /*iq=*/true),
       Simulated(us::TransmitSequence::PlaneWaves(2, 0.05), /*iq=*/false),
       Simulated(us::TransmitSequence::SyntheticAperture(16), /*iq=*/true),
+      Simulated(WithDelays(us::TransmitSequence::PlaneWaves(3, 0.1), {0.2e-6, -0.1e-6, 0.35e-6}), /*iq=*/true),
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::string path = TempPath("round_trip_" + std::to_string(i) + ".h5");
@@ -154,7 +162,7 @@ TEST(UltrasoundH5Test, MissingAndMisshapedDatasetsAreNamed) {
   EXPECT_THAT(std::string(shape.message()), HasSubstr("data/real is [2][16]"));
   const absl::Status group = ReadAfter("group.h5", [](hid_t f) { H5Ldelete(f, "/US/US_DATASET0000", H5P_DEFAULT); });
   EXPECT_EQ(group.code(), absl::StatusCode::kInvalidArgument) << group;
-  EXPECT_THAT(std::string(group.message()), HasSubstr("no /US/US_DATASET0000 group"));
+  EXPECT_THAT(std::string(group.message()), HasSubstr("neither a /US/US_DATASET0000 group"));
 }
 
 TEST(UltrasoundH5Test, MissingNotHdf5AndTruncatedFiles) {

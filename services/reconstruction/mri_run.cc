@@ -16,6 +16,7 @@
 #include "kernels/reconstruction/mri/cartesian_sense.h"
 #include "kernels/reconstruction/mri/cg_sense.h"
 #include "kernels/reconstruction/mri/density_compensation.h"
+#include "kernels/reconstruction/mri/sense_stack.h"
 #include "kernels/reconstruction/mri/trajectory.h"
 #include "services/reconstruction/formats/cfl.h"
 #include "services/reconstruction/formats/ismrmrd_reader.h"
@@ -41,6 +42,11 @@ struct MriInputs {
   int coils = 0;
   mri::Trajectory2D traj;                      // non-Cartesian
   std::array<double, 3> voxel_mm = {1, 1, 1};  // from ISMRMRD's field of view, else 1 mm
+  // A stack (issue 40): frames x slices 2-D images on the one trajectory,
+  // frame fastest (BART's TIME_DIM 10 before SLICE_DIM 13).
+  int64_t frames = 1, slices = 1;
+  bool maps_per_slice = false;  // else one map set for every slice
+  int64_t images() const { return frames * slices; }
 };
 
 // The whole array, or (for submit-time checks of possibly large inputs) its
@@ -129,12 +135,19 @@ absl::StatusOr<MriInputs> ReadInputs(const ReconSpec& spec, bool with_data) {
     in.nx = dims->nx;
     in.ny = dims->ny;
     in.coils = dims->coils;
+    in.frames = dims->frames;
+    in.slices = dims->slices;
+    in.maps_per_slice = dims->maps_per_slice;
   } else {
     const formats::CflArray& k = in.kspace;
-    if (k.dim(1) * k.dim(2) != in.traj.size() || k.elements() != in.traj.size() * k.dim(formats::kCoilDim)) {
+    if (k.dim(0) != 1 || k.dim(1) * k.dim(2) != in.traj.size()) {
       return absl::InvalidArgumentError(absl::StrCat("mri.kspace: expected 1 x ", in.traj.samples, " x ",
                                                      in.traj.spokes, " x coils to match the trajectory"));
     }
+    absl::StatusOr<std::array<int64_t, 2>> stack = formats::StackDims(k, {1, 2, formats::kCoilDim});
+    if (!stack.ok()) return Annotate(stack.status(), "mri");
+    in.frames = (*stack)[0];
+    in.slices = (*stack)[1];
     in.coils = static_cast<int>(k.dim(formats::kCoilDim));
     if (in.nx <= 0 && !in.traj.kx.empty()) in.nx = in.ny = ImageSizeFromTrajectory(in.traj);
   }
@@ -217,18 +230,36 @@ absl::StatusOr<std::vector<Complex>> Reconstruct(const ReconSpec& spec, const Mr
   TESSERA_ASSIGN_OR_RETURN(auto kx, OnStream<float>::Make(in.traj.kx, stream));
   TESSERA_ASSIGN_OR_RETURN(auto ky, OnStream<float>::Make(in.traj.ky, stream));
   TESSERA_ASSIGN_OR_RETURN(auto kspace, OnStream<Complex>::Make(in.kspace.data, stream));
-  const int64_t points = in.traj.size(), pixels = in.nx * in.ny;
-  TESSERA_ASSIGN_OR_RETURN(ImageOnStream image, ImageOnStream::Make(pixels, stream));
-  result->set_geometry(absl::StrFormat("non-Cartesian 2-D %lld x %lld, %lld samples x %lld readouts, %d coils%s",
+  const int64_t points = in.traj.size(), pixels = in.nx * in.ny, images = in.images();
+  result->set_geometry(absl::StrFormat("non-Cartesian 2-D %lld x %lld, %lld samples x %lld readouts, %d coils%s%s",
                                        static_cast<long long>(in.nx), static_cast<long long>(in.ny),
                                        static_cast<long long>(in.traj.samples), static_cast<long long>(in.traj.spokes),
-                                       in.coils, in.has_maps ? "" : " (no maps: root-sum-of-squares)"));
-  mri::SenseGeometry g;
+                                       in.coils, in.has_maps ? "" : " (no maps: root-sum-of-squares)",
+                                       images == 1 ? ""
+                                                   : absl::StrFormat(", %lld frames x %lld slices on one trajectory",
+                                                                     static_cast<long long>(in.frames),
+                                                                     static_cast<long long>(in.slices))));
+  mri::SenseStack stack;
+  mri::SenseGeometry& g = stack.geometry;
   g.nx = in.nx;
   g.ny = in.ny;
   g.points = points;
   g.kx = kx.get();
   g.ky = ky.get();
+  stack.slices = images;
+  stack.slices_per_map_set = in.maps_per_slice ? in.frames : 0;
+  // A stack reports each finished image (and checks for cancellation there);
+  // one image reports its CG iterations instead.
+  mri::SliceDone image_done;
+  if (images > 1) {
+    image_done = [&](int64_t image, int64_t finished, int64_t total) -> absl::Status {
+      Report(ctx, "reconstruct", finished, total, IterationFraction(finished, total), {},
+             absl::StrFormat("image %lld of %lld done (frame %lld, slice %lld)", static_cast<long long>(finished),
+                             static_cast<long long>(total), static_cast<long long>(image % in.frames),
+                             static_cast<long long>(image / in.frames)));
+      return Continue(ctx);
+    };
+  }
 
   if (m.method == MriMethod::kAdjoint) {
     Report(ctx, "reconstruct", 0, 1, 0.1, {}, "density compensation (Pipe-Menon)");
@@ -238,32 +269,45 @@ absl::StatusOr<std::vector<Complex>> Reconstruct(const ReconSpec& spec, const Mr
     g.density_weights = weights.get();
     if (in.has_maps) {
       TESSERA_ASSIGN_OR_RETURN(auto maps, OnStream<Complex>::Make(in.maps.data, stream));
+      TESSERA_ASSIGN_OR_RETURN(ImageOnStream image, ImageOnStream::Make(images * pixels, stream));
       g.coils = in.coils;
       g.maps = maps.get();
-      TESSERA_RETURN_IF_ERROR(Annotate(mri::AdjointSense(stream, g, kspace.get(), nufft, image.get()), "mri"));
+      TESSERA_RETURN_IF_ERROR(
+          Annotate(mri::AdjointSenseStack(stream, stack, kspace.get(), nufft, image.get(), image_done), "mri"));
       return image.ToHost();
     }
-    // Each coil alone (a unit map), combined as the root sum of squares.
+    // Each coil of each image alone (a unit map): a stack of images x coils
+    // one-coil images (k-space's own order), combined as the root sum of squares.
     const std::vector<Complex> ones(pixels, Complex(1, 0));
     TESSERA_ASSIGN_OR_RETURN(auto unit, OnStream<Complex>::Make(ones, stream));
+    TESSERA_ASSIGN_OR_RETURN(ImageOnStream coil_images, ImageOnStream::Make(images * in.coils * pixels, stream));
     g.coils = 1;
     g.maps = unit.get();
-    std::vector<float> sum_sq(pixels, 0.f);
-    for (int c = 0; c < in.coils; ++c) {
-      TESSERA_RETURN_IF_ERROR(Continue(ctx));
-      TESSERA_RETURN_IF_ERROR(
-          Annotate(mri::AdjointSense(stream, g, kspace.get() + c * points, nufft, image.get()), "mri"));
-      TESSERA_ASSIGN_OR_RETURN(std::vector<Complex> coil, image.ToHost());
-      for (int64_t i = 0; i < pixels; ++i) sum_sq[i] += std::norm(coil[i]);
-      Report(ctx, "reconstruct", c + 1, in.coils, IterationFraction(c + 1, in.coils), {}, "coil images");
+    stack.slices = images * in.coils;
+    stack.slices_per_map_set = 0;
+    const mri::SliceDone coil_done = [&](int64_t, int64_t finished, int64_t total) -> absl::Status {
+      Report(ctx, "reconstruct", finished, total, IterationFraction(finished, total), {},
+             absl::StrFormat("coil image %lld of %lld", static_cast<long long>(finished), static_cast<long long>(total)));
+      return Continue(ctx);
+    };
+    TESSERA_RETURN_IF_ERROR(
+        Annotate(mri::AdjointSenseStack(stream, stack, kspace.get(), nufft, coil_images.get(), coil_done), "mri"));
+    TESSERA_ASSIGN_OR_RETURN(std::vector<Complex> coil, coil_images.ToHost());
+    std::vector<Complex> rss(images * pixels);
+    for (int64_t i = 0; i < images; ++i) {
+      std::vector<float> sum_sq(pixels, 0.f);
+      for (int c = 0; c < in.coils; ++c) {
+        const Complex* v = coil.data() + (i * in.coils + c) * pixels;
+        for (int64_t p = 0; p < pixels; ++p) sum_sq[p] += std::norm(v[p]);
+      }
+      for (int64_t p = 0; p < pixels; ++p) rss[i * pixels + p] = Complex(std::sqrt(sum_sq[p]), 0);
     }
-    std::vector<Complex> rss(pixels);
-    for (int64_t i = 0; i < pixels; ++i) rss[i] = Complex(std::sqrt(sum_sq[i]), 0);
     return rss;
   }
 
   // CG-SENSE.
   TESSERA_ASSIGN_OR_RETURN(auto maps, OnStream<Complex>::Make(in.maps.data, stream));
+  TESSERA_ASSIGN_OR_RETURN(ImageOnStream image, ImageOnStream::Make(images * pixels, stream));
   g.coils = in.coils;
   g.maps = maps.get();
   mri::CgSenseOptions options;
@@ -271,15 +315,23 @@ absl::StatusOr<std::vector<Complex>> Reconstruct(const ReconSpec& spec, const Mr
   options.lambda = m.lambda;
   options.use_toeplitz = m.toeplitz;
   options.nufft = nufft;
-  options.progress = [&](int iteration, int total, double residual) -> absl::Status {
-    result->add_residual_norms(residual);
-    Report(ctx, "reconstruct", iteration, total, IterationFraction(iteration, total), {{"residual", residual}},
-           absl::StrFormat("CG-SENSE iteration %d of %d", iteration, total));
-    return Continue(ctx);
-  };
-  absl::StatusOr<mri::CgSenseResult> r = mri::CgSense(stream, g, kspace.get(), options, image.get());
+  if (images == 1) {
+    options.progress = [&](int iteration, int total, double residual) -> absl::Status {
+      result->add_residual_norms(residual);
+      Report(ctx, "reconstruct", iteration, total, IterationFraction(iteration, total), {{"residual", residual}},
+             absl::StrFormat("CG-SENSE iteration %d of %d", iteration, total));
+      return Continue(ctx);
+    };
+  }
+  absl::StatusOr<std::vector<mri::CgSenseResult>> r =
+      mri::CgSenseStack(stream, stack, kspace.get(), options, image.get(), image_done);
   if (!r.ok()) return Annotate(r.status(), "mri");
-  result->set_iterations(r->cg.iterations);
+  int iterations = 0;
+  for (const mri::CgSenseResult& slice : *r) {
+    iterations = std::max(iterations, slice.cg.iterations);
+    if (images > 1) result->add_residual_norms(slice.cg.relative_residual);  // one per image
+  }
+  result->set_iterations(iterations);
   return image.ToHost();
 }
 
@@ -297,20 +349,27 @@ absl::Status RunMri(const ReconSpec& spec, const ReconRunContext& ctx, const Str
   TESSERA_RETURN_IF_ERROR(Continue(ctx));
   Report(ctx, "output", 0, 0, 0.97, {}, "writing reconstruction.nii.gz and reconstruction.cfl");
 
-  // The complex image for BART users, |image| as NIfTI for everyone else.
-  TESSERA_ASSIGN_OR_RETURN(formats::CflArray cfl, formats::MakeCfl({in.nx, in.ny}));
+  // The complex image for BART users (a stack keeps k-space's TIME_DIM and
+  // SLICE_DIM), |image| as NIfTI for everyone else (a stack's images along z,
+  // frame fastest: z = frame + frames * slice).
+  std::vector<int64_t> cfl_dims(formats::kCflDims, 1);
+  cfl_dims[formats::kReadDim] = in.nx;
+  cfl_dims[formats::kPhs1Dim] = in.ny;
+  cfl_dims[formats::kTimeDim] = in.frames;
+  cfl_dims[formats::kSliceDim] = in.slices;
+  TESSERA_ASSIGN_OR_RETURN(formats::CflArray cfl, formats::MakeCfl(cfl_dims));
   cfl.data = image;
   TESSERA_RETURN_IF_ERROR(formats::WriteCfl((fs::path(ctx.work_dir) / kCflBase).string(), cfl));
   Volume magnitude;
-  TESSERA_ASSIGN_OR_RETURN(magnitude.data, NDArray::Allocate({in.nx, in.ny, 1}, DType::kFloat32));
+  TESSERA_ASSIGN_OR_RETURN(magnitude.data, NDArray::Allocate({in.nx, in.ny, in.images()}, DType::kFloat32));
   float* v = magnitude.data.data<float>();
-  for (int64_t i = 0; i < in.nx * in.ny; ++i) v[i] = std::abs(image[i]);
+  for (int64_t i = 0; i < in.nx * in.ny * in.images(); ++i) v[i] = std::abs(image[i]);
   magnitude.geometry.spacing = in.voxel_mm;
   magnitude.geometry.origin = {-0.5 * in.nx * in.voxel_mm[0], -0.5 * in.ny * in.voxel_mm[1], 0};
   magnitude.description = absl::StrCat("tessera mri ", MriMethodName(spec.mri.method));
   TESSERA_RETURN_IF_ERROR(WriteNifti(magnitude, (fs::path(ctx.work_dir) / kImageFile).string()));
   out->work_files = {kImageFile, absl::StrCat(kCflBase, ".cfl"), absl::StrCat(kCflBase, ".hdr")};
-  for (int64_t d : {in.nx, in.ny, int64_t{1}}) result.add_dims(d);
+  for (int64_t d : {in.nx, in.ny, in.images()}) result.add_dims(d);
   for (double s : in.voxel_mm) result.add_spacing(s);
   return absl::OkStatus();
 }

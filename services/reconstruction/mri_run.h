@@ -9,6 +9,18 @@
 //   sense    Cartesian SENSE unfolding (kernels/reconstruction/mri/cartesian_sense.h)
 // and write |image| as reconstruction.nii.gz and the complex image as
 // reconstruction.cfl/.hdr (BART's image layout nx x ny x 1).
+//
+// Stacks (issue 40, adjoint and cgsense on .cfl inputs): k-space with
+// TIME_DIM 10 (frames) and/or SLICE_DIM 13 (slices) > 1, all sampled on the
+// one trajectory (3 x samples x spokes; a trajectory per frame is refused),
+// coil maps with SLICE_DIM = the k-space's (a set per slice, shared by its
+// frames) or 1 (one set for all). Reconstructed in one job by
+// mri::CgSenseStack / AdjointSenseStack (one operator per CPU worker, slices
+// in parallel; one on CUDA), each image as it would be alone. Output: the
+// NIfTI volume nx x ny x (frames x slices), z = frame + frames * slice (BART's
+// memory order), the .cfl with the k-space's TIME_DIM and SLICE_DIM; progress
+// per finished image; result.residual_norms holds each image's final relative
+// residual (in z order) instead of the per-iteration history of one image.
 #ifndef TESSERA_SERVICES_RECONSTRUCTION_MRI_RUN_H_
 #define TESSERA_SERVICES_RECONSTRUCTION_MRI_RUN_H_
 

@@ -5,9 +5,12 @@
 // BART, and inconsistent inputs refused naming the input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <complex>
 #include <cstdlib>
 #include <filesystem>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -50,7 +53,7 @@ struct MriRun {
 };
 
 MriRun RunMethod(const std::string& dir, const std::string& method, bool coils, bool trajectory,
-           const recon::formats::CflArray& truth) {
+           const recon::formats::CflArray& truth, std::vector<std::string>* messages = nullptr) {
   v1::ReconstructRequest r;
   v1::MriOptions* m = r.mutable_mri();
   m->set_method(method);
@@ -71,6 +74,7 @@ MriRun RunMethod(const std::string& dir, const std::string& method, bool coils, 
   }
   ReconRunContext ctx;
   ctx.work_dir = run.work_dir = FreshTestDir("mri_work_" + method + (coils ? "_maps" : "_rss"));
+  if (messages != nullptr) ctx.report = [messages](const jobs::JobProgress& p) { messages->push_back(p.message); };
   run.outcome = RunReconstruction(*spec, ctx);
   if (run.outcome.ok()) {
     absl::StatusOr<Volume> image = ReadNifti(ctx.work_dir + "/reconstruction.nii.gz");
@@ -158,6 +162,152 @@ TEST(MriRunTest, InconsistentInputsAreRefusedNamingTheInput) {
   const MriRun sense = RunMethod(dir, "sense", true, false, p->truth);
   ASSERT_FALSE(sense.outcome.ok());
   EXPECT_NE(sense.outcome.status().message().find("mri"), std::string::npos) << sense.outcome.status();
+}
+
+// A stack (issue 40): 2 frames x 3 slices of one 32^2 radial acquisition,
+// each image's k-space a different scaled and perturbed copy of the phantom's,
+// each slice's maps the phantom's with another global phase. Written as one
+// k-space (TIME_DIM 10, SLICE_DIM 13) and as six single-image inputs.
+struct StackCase {
+  std::string stack_dir;
+  std::vector<std::string> image_dirs;  // index frame + 2 * slice
+  recon::formats::CflArray truth;
+};
+constexpr int64_t kFrames = 2, kSlices = 3;
+
+StackCase WriteStack(const std::string& name, bool maps_per_slice) {
+  StackCase c;
+  phantoms::MriPhantomOptions o;
+  o.size = 32;
+  o.spokes = 24;
+  o.coils = 4;
+  absl::StatusOr<phantoms::MriPhantom> p = phantoms::MakeMriPhantom(o);
+  EXPECT_TRUE(p.ok()) << p.status();
+  c.truth = p->truth;
+  c.stack_dir = FreshTestDir(name + "_stack");
+  EXPECT_TRUE(phantoms::WriteMriPhantom(*p, c.stack_dir).ok());  // traj; kspace and coils replaced below
+  std::vector<int64_t> k_dims(p->kspace.dims.begin(), p->kspace.dims.end());
+  std::vector<int64_t> maps_dims(p->maps.dims.begin(), p->maps.dims.end());
+  k_dims[recon::formats::kTimeDim] = kFrames;
+  k_dims[recon::formats::kSliceDim] = kSlices;
+  maps_dims[recon::formats::kSliceDim] = maps_per_slice ? kSlices : 1;
+  recon::formats::CflArray kspace = *recon::formats::MakeCfl(k_dims), maps = *recon::formats::MakeCfl(maps_dims);
+  const size_t k_size = p->kspace.data.size(), maps_size = p->maps.data.size();
+  std::mt19937 rng(40);
+  std::normal_distribution<float> noise(0.f, 0.05f);
+  for (int64_t s = 0; s < kSlices; ++s) {
+    const std::complex<float> phase = std::polar(1.f, maps_per_slice ? 0.7f * s : 0.f);
+    recon::formats::CflArray slice_maps = p->maps;
+    for (auto& v : slice_maps.data) v *= phase;
+    if (s == 0 || maps_per_slice) std::copy(slice_maps.data.begin(), slice_maps.data.end(), maps.data.begin() + s * maps_size);
+    for (int64_t t = 0; t < kFrames; ++t) {
+      const int64_t i = t + kFrames * s;
+      recon::formats::CflArray image_k = p->kspace;
+      const float scale = 1.f + 0.25f * i;
+      for (auto& v : image_k.data) v = scale * v + std::complex<float>(noise(rng), noise(rng));
+      std::copy(image_k.data.begin(), image_k.data.end(), kspace.data.begin() + i * k_size);
+      const std::string dir = FreshTestDir(name + "_image" + std::to_string(i));
+      EXPECT_TRUE(recon::formats::WriteCfl(dir + "/kspace", image_k).ok());
+      EXPECT_TRUE(recon::formats::WriteCfl(dir + "/traj", p->trajectory).ok());
+      EXPECT_TRUE(recon::formats::WriteCfl(dir + "/coils", slice_maps).ok());
+      c.image_dirs.push_back(dir);
+    }
+  }
+  EXPECT_TRUE(recon::formats::WriteCfl(c.stack_dir + "/kspace", kspace).ok());
+  EXPECT_TRUE(recon::formats::WriteCfl(c.stack_dir + "/coils", maps).ok());
+  return c;
+}
+
+// Each image of the stack's NIfTI (z = frame + 2 slice) and .cfl (TIME_DIM,
+// SLICE_DIM) is bit for bit the image reconstructed alone.
+void ExpectStackMatchesImagesAlone(const StackCase& c, const std::string& method, bool coils) {
+  std::vector<std::string> messages;
+  const MriRun stack = RunMethod(c.stack_dir, method, coils, true, c.truth, &messages);
+  ASSERT_TRUE(stack.outcome.ok()) << stack.outcome.status();
+  const v1::ReconstructionResult& result = stack.outcome->result;
+  ASSERT_EQ(result.dims_size(), 3);
+  EXPECT_EQ(result.dims(2), kFrames * kSlices);
+  EXPECT_NE(result.geometry().find("2 frames x 3 slices"), std::string::npos) << result.geometry();
+  absl::StatusOr<Volume> volume = ReadNifti(stack.work_dir + "/reconstruction.nii.gz");
+  ASSERT_TRUE(volume.ok()) << volume.status();
+  ASSERT_EQ(volume->data.shape(), (Shape{32, 32, kFrames * kSlices}));
+  absl::StatusOr<recon::formats::CflArray> cfl = recon::formats::ReadCfl(stack.work_dir + "/reconstruction");
+  ASSERT_TRUE(cfl.ok()) << cfl.status();
+  EXPECT_EQ(cfl->dim(recon::formats::kTimeDim), kFrames);
+  EXPECT_EQ(cfl->dim(recon::formats::kSliceDim), kSlices);
+  const int64_t pixels = 32 * 32;
+  for (int64_t i = 0; i < kFrames * kSlices; ++i) {
+    const MriRun alone = RunMethod(c.image_dirs[i], method, coils, true, c.truth);
+    ASSERT_TRUE(alone.outcome.ok()) << alone.outcome.status();
+    absl::StatusOr<Volume> image = ReadNifti(alone.work_dir + "/reconstruction.nii.gz");
+    ASSERT_TRUE(image.ok()) << image.status();
+    const float* a = image->data.data<float>();
+    const std::vector<float> got(volume->data.data<float>() + i * pixels, volume->data.data<float>() + (i + 1) * pixels);
+    EXPECT_EQ(got, std::vector<float>(a, a + pixels)) << method << " image " << i;
+    absl::StatusOr<recon::formats::CflArray> alone_cfl = recon::formats::ReadCfl(alone.work_dir + "/reconstruction");
+    ASSERT_TRUE(alone_cfl.ok());
+    EXPECT_TRUE(std::equal(alone_cfl->data.begin(), alone_cfl->data.end(), cfl->data.begin() + i * pixels))
+        << method << " image " << i;
+    if (i > 0) {
+      EXPECT_NE(got, std::vector<float>(volume->data.data<float>(), volume->data.data<float>() + pixels))
+          << "images must differ for the test to mean anything";
+    }
+  }
+  // Progress per image (per coil image for the root-sum-of-squares).
+  const std::string last = coils ? "image 6 of 6 done" : "coil image 24 of 24";
+  EXPECT_EQ(std::count_if(messages.begin(), messages.end(),
+                          [&](const std::string& m) { return m.rfind(last, 0) == 0; }),
+            1)
+      << "no per-image progress";
+}
+
+TEST(MriRunTest, StackOfFramesAndSlicesMatchesEachImageAlone) {
+  const StackCase maps_per_slice = WriteStack("mri_stack_maps", /*maps_per_slice=*/true);
+  ExpectStackMatchesImagesAlone(maps_per_slice, "cgsense", true);
+  ExpectStackMatchesImagesAlone(maps_per_slice, "adjoint", true);
+  const StackCase one_set = WriteStack("mri_stack_one_set", /*maps_per_slice=*/false);
+  ExpectStackMatchesImagesAlone(one_set, "cgsense", true);
+  ExpectStackMatchesImagesAlone(one_set, "adjoint", false);  // root-sum-of-squares
+}
+
+TEST(MriRunTest, BadStacksAreRefusedNamingTheDimension) {
+  const StackCase c = WriteStack("mri_stack_bad", /*maps_per_slice=*/true);
+  // Maps for 2 slices, k-space of 3.
+  absl::StatusOr<recon::formats::CflArray> maps = recon::formats::ReadCfl(c.stack_dir + "/coils");
+  ASSERT_TRUE(maps.ok());
+  recon::formats::CflArray two = *maps;
+  two.dims[recon::formats::kSliceDim] = 2;
+  two.data.resize(two.elements());
+  ASSERT_TRUE(recon::formats::WriteCfl(c.stack_dir + "/coils", two).ok());
+  MriRun bad = RunMethod(c.stack_dir, "cgsense", true, true, c.truth);
+  ASSERT_FALSE(bad.outcome.ok());
+  EXPECT_EQ(bad.outcome.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.outcome.status().message().find("maps: 2 slices (dimension 13) but the kspace has 3"), std::string::npos)
+      << bad.outcome.status();
+  // A trajectory per frame is not supported (one trajectory for the stack).
+  ASSERT_TRUE(recon::formats::WriteCfl(c.stack_dir + "/coils", *maps).ok());
+  absl::StatusOr<recon::formats::CflArray> traj = recon::formats::ReadCfl(c.stack_dir + "/traj");
+  ASSERT_TRUE(traj.ok());
+  recon::formats::CflArray per_frame = *traj;
+  per_frame.dims[recon::formats::kTimeDim] = kFrames;
+  per_frame.data.insert(per_frame.data.end(), traj->data.begin(), traj->data.end());
+  ASSERT_TRUE(recon::formats::WriteCfl(c.stack_dir + "/traj", per_frame).ok());
+  bad = RunMethod(c.stack_dir, "cgsense", true, true, c.truth);
+  ASSERT_FALSE(bad.outcome.ok());
+  EXPECT_EQ(bad.outcome.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.outcome.status().message().find("trajectory"), std::string::npos) << bad.outcome.status();
+  // Another stacked dimension (averages) in the k-space.
+  ASSERT_TRUE(recon::formats::WriteCfl(c.stack_dir + "/traj", *traj).ok());
+  absl::StatusOr<recon::formats::CflArray> k = recon::formats::ReadCfl(c.stack_dir + "/kspace");
+  ASSERT_TRUE(k.ok());
+  recon::formats::CflArray averages = *k;
+  averages.dims[recon::formats::kTimeDim] = 1;
+  averages.dims[recon::formats::kAvgDim] = kFrames;
+  ASSERT_TRUE(recon::formats::WriteCfl(c.stack_dir + "/kspace", averages).ok());
+  bad = RunMethod(c.stack_dir, "adjoint", false, true, c.truth);
+  ASSERT_FALSE(bad.outcome.ok());
+  EXPECT_NE(bad.outcome.status().message().find("kspace: dimension 14 is 2"), std::string::npos)
+      << bad.outcome.status();
 }
 
 }  // namespace

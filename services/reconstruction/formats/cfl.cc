@@ -1,5 +1,6 @@
 #include "services/reconstruction/formats/cfl.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -210,6 +211,12 @@ absl::StatusOr<NonCartesianDims> CheckNonCartesianCfl(const CflArray& kspace, co
   if (trajectory.dim(0) != 3) {
     return absl::InvalidArgumentError(absl::StrCat("trajectory: dimension 0 is ", trajectory.dim(0), ", expected 3"));
   }
+  for (int dim = 3; dim < kCflDims; ++dim) {
+    if (trajectory.dim(dim) != 1) {
+      return absl::InvalidArgumentError(absl::StrCat("trajectory: dimension ", dim, " is ", trajectory.dim(dim),
+                                                     "; one trajectory (3 x samples x spokes) serves every frame and slice"));
+    }
+  }
   if (kspace.dim(0) != 1 || kspace.dim(1) != d.samples || kspace.dim(2) != d.spokes) {
     return absl::InvalidArgumentError(absl::StrCat("kspace: dimensions ", kspace.dim(0), " x ", kspace.dim(1), " x ",
                                                    kspace.dim(2), " do not match the trajectory's 1 x ", d.samples,
@@ -222,14 +229,32 @@ absl::StatusOr<NonCartesianDims> CheckNonCartesianCfl(const CflArray& kspace, co
   if (maps.dim(2) != 1) {
     return absl::InvalidArgumentError(absl::StrCat("maps: dimension 2 is ", maps.dim(2), "; only 2-D maps are supported"));
   }
+  const absl::StatusOr<std::array<int64_t, 2>> stack = StackDims(kspace, {0, 1, 2, kCoilDim});
+  if (!stack.ok()) return stack.status();
+  d.frames = (*stack)[0];
+  d.slices = (*stack)[1];
   for (int dim = 4; dim < kCflDims; ++dim) {
-    if (kspace.dim(dim) != 1 || maps.dim(dim) != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(kspace.dim(dim) != 1 ? "kspace" : "maps", ": dimension ", dim,
-                                                     " is ", std::max(kspace.dim(dim), maps.dim(dim)),
-                                                     "; one map set and one frame are supported"));
-    }
+    if (dim == kSliceDim || maps.dim(dim) == 1) continue;
+    return absl::InvalidArgumentError(absl::StrCat("maps: dimension ", dim, " is ", maps.dim(dim),
+                                                   "; maps may only have a slice dimension (13): one set per slice"));
   }
+  if (maps.dim(kSliceDim) != 1 && maps.dim(kSliceDim) != d.slices) {
+    return absl::InvalidArgumentError(absl::StrCat("maps: ", maps.dim(kSliceDim),
+                                                   " slices (dimension 13) but the kspace has ", d.slices,
+                                                   "; give one map set per slice or one for all"));
+  }
+  d.maps_per_slice = maps.dim(kSliceDim) > 1;
   return d;
+}
+
+absl::StatusOr<std::array<int64_t, 2>> StackDims(const CflArray& kspace, std::initializer_list<int> own) {
+  for (int dim = 0; dim < kCflDims; ++dim) {
+    if (dim == kTimeDim || dim == kSliceDim || kspace.dim(dim) == 1) continue;
+    if (std::find(own.begin(), own.end(), dim) != own.end()) continue;
+    return absl::InvalidArgumentError(absl::StrCat("kspace: dimension ", dim, " is ", kspace.dim(dim),
+                                                   "; only frames (dimension 10) and slices (13) may be stacked"));
+  }
+  return std::array<int64_t, 2>{kspace.dim(kTimeDim), kspace.dim(kSliceDim)};
 }
 
 }  // namespace tessera::recon::formats

@@ -27,6 +27,7 @@
 #include <array>
 #include <complex>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -81,10 +82,22 @@ CflArray TrajectoryToCfl(const mri::Trajectory2D& trajectory);
 // arrays (k-space 1 x samples x spokes x coils, trajectory 3 x samples x
 // spokes, maps nx x ny x 1 x coils): INVALID_ARGUMENT naming the array and
 // the dimension that disagree.
+// Stacks (issue 40): k-space may also have TIME_DIM (10, frames) and
+// SLICE_DIM (13, slices) > 1, each frame and slice sampled on the one
+// trajectory; the maps' SLICE_DIM is the k-space's (a set per slice, used for
+// every frame of it) or 1 (one set for all). Every other dimension is 1.
 struct NonCartesianDims {
   int64_t nx = 0, ny = 0, samples = 0, spokes = 0;
   int coils = 0;
+  int64_t frames = 1, slices = 1;  // k-space's TIME_DIM and SLICE_DIM
+  bool maps_per_slice = false;     // the maps have SLICE_DIM == slices > 1
 };
+
+// k-space's extra dimensions as a stack: frames (TIME_DIM) x slices
+// (SLICE_DIM), INVALID_ARGUMENT ("kspace: dimension d is n; ...") when a
+// dimension other than `own` (the layout's own dimensions), 10 and 13
+// exceeds 1.
+absl::StatusOr<std::array<int64_t, 2>> StackDims(const CflArray& kspace, std::initializer_list<int> own);
 absl::StatusOr<NonCartesianDims> CheckNonCartesianCfl(const CflArray& kspace, const CflArray& trajectory,
                                                       const CflArray& maps);
 

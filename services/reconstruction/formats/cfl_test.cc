@@ -134,6 +134,34 @@ TEST(Cfl, TrajectoryAndNonCartesianChecks) {
   EXPECT_FALSE(CheckNonCartesianCfl(*k_short, traj, *maps).ok());
 }
 
+TEST(Cfl, NonCartesianStacks) {
+  const CflArray traj = *MakeCfl({3, 32, 5});
+  std::vector<int64_t> k_dims(16, 1), maps_dims(16, 1);
+  k_dims[1] = 32, k_dims[2] = 5, k_dims[3] = 4, k_dims[kTimeDim] = 3, k_dims[kSliceDim] = 6;
+  maps_dims[0] = 16, maps_dims[1] = 16, maps_dims[3] = 4, maps_dims[kSliceDim] = 6;
+  const CflArray k = *MakeCfl(k_dims);
+  auto dims = CheckNonCartesianCfl(k, traj, *MakeCfl(maps_dims));
+  ASSERT_TRUE(dims.ok()) << dims.status();
+  EXPECT_EQ(dims->frames, 3);
+  EXPECT_EQ(dims->slices, 6);
+  EXPECT_TRUE(dims->maps_per_slice);
+  maps_dims[kSliceDim] = 1;  // one set for all slices
+  dims = CheckNonCartesianCfl(k, traj, *MakeCfl(maps_dims));
+  ASSERT_TRUE(dims.ok()) << dims.status();
+  EXPECT_FALSE(dims->maps_per_slice);
+
+  maps_dims[kSliceDim] = 5;
+  auto status = CheckNonCartesianCfl(k, traj, *MakeCfl(maps_dims)).status();
+  EXPECT_NE(status.message().find("maps: 5 slices (dimension 13) but the kspace has 6"), std::string::npos) << status;
+  maps_dims[kSliceDim] = 6, maps_dims[kTimeDim] = 3;
+  status = CheckNonCartesianCfl(k, traj, *MakeCfl(maps_dims)).status();
+  EXPECT_NE(status.message().find("maps: dimension 10 is 3"), std::string::npos) << status;
+  maps_dims[kTimeDim] = 1;
+  k_dims[kAvgDim] = 2;
+  status = CheckNonCartesianCfl(*MakeCfl(k_dims), traj, *MakeCfl(maps_dims)).status();
+  EXPECT_NE(status.message().find("kspace: dimension 14 is 2"), std::string::npos) << status;
+}
+
 TEST(Cfl, InteroperatesWithBart) {
   if (!HaveBart()) GTEST_SKIP() << "bart is not installed";
   // BART writes, we read: its radial trajectory is 3 x 16 x 4, real, kz = 0.

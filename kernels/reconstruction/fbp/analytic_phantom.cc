@@ -79,6 +79,25 @@ double MaskedRmse(const std::vector<float>& image, const std::vector<float>& tru
   return n > 0 ? std::sqrt(sum / static_cast<double>(n)) : 0.0;
 }
 
+double MaskedNrmse(const std::vector<float>& image, const std::vector<float>& truth, const std::vector<bool>& mask) {
+  const std::vector<float> zero(truth.size(), 0.0f);
+  const double rms = MaskedRmse(truth, zero, mask);
+  return rms > 0 ? MaskedRmse(image, truth, mask) / rms : 0.0;
+}
+
+std::vector<bool> InteriorMask(const VolumeGeometry& vol, const std::vector<Ellipsoid>& phantom, double margin) {
+  std::vector<Ellipsoid> shrunk = phantom, grown = phantom;
+  for (size_t e = 0; e < phantom.size(); ++e) {
+    for (double* a : {&shrunk[e].semi_axes.x, &shrunk[e].semi_axes.y, &shrunk[e].semi_axes.z}) *a -= margin;
+    for (double* a : {&grown[e].semi_axes.x, &grown[e].semi_axes.y, &grown[e].semi_axes.z}) *a += margin;
+  }
+  const std::vector<float> in = PhantomVolume(vol, shrunk), out = PhantomVolume(vol, grown);
+  const std::vector<float> outer = PhantomVolume(vol, {shrunk[0]});
+  std::vector<bool> mask(in.size());
+  for (size_t i = 0; i < in.size(); ++i) mask[i] = in[i] == out[i] && outer[i] > 0;
+  return mask;
+}
+
 }  // namespace testing
 }  // namespace recon
 }  // namespace tessera

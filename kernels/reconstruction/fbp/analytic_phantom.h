@@ -37,6 +37,14 @@ std::vector<float> PhantomVolume(const VolumeGeometry& volume, const std::vector
 // RMSE of `image` against `truth` over the voxels where `mask` is true.
 double MaskedRmse(const std::vector<float>& image, const std::vector<float>& truth, const std::vector<bool>& mask);
 
+// MaskedRmse divided by the RMS of `truth` over the mask.
+double MaskedNrmse(const std::vector<float>& image, const std::vector<float>& truth, const std::vector<bool>& mask);
+
+// Voxels at least `margin` mm inside the first ellipsoid and `margin` away
+// from every other edge (approximately: semi-axes shrunk and grown by it),
+// where a reconstruction is not blurred by an edge.
+std::vector<bool> InteriorMask(const VolumeGeometry& volume, const std::vector<Ellipsoid>& phantom, double margin);
+
 }  // namespace testing
 }  // namespace recon
 }  // namespace tessera

@@ -28,9 +28,13 @@ const char* FbpInterpolationName(FbpInterpolation interpolation) {
   return interpolation == FbpInterpolation::kTexture ? "texture" : "exact";
 }
 
-FbpPlan::FbpPlan(const CtGeometry& geometry, const FbpOptions& options, int64_t batch,
+FbpPlan::FbpPlan(const CtGeometry& geometry, const FbpOptions& options, int64_t batch, std::string redundancy,
                  std::unique_ptr<FbpBackend> backend)
-    : geometry_(geometry), options_(options), batch_(batch), backend_(std::move(backend)) {}
+    : geometry_(geometry),
+      options_(options),
+      batch_(batch),
+      redundancy_(std::move(redundancy)),
+      backend_(std::move(backend)) {}
 
 FbpPlan::~FbpPlan() = default;
 
@@ -41,18 +45,20 @@ absl::StatusOr<std::unique_ptr<FbpPlan>> FbpPlan::Create(const CtGeometry& geome
     return absl::InvalidArgumentError(
         absl::StrCat("fbp: views_per_batch must be >= 0 (0: automatic), got ", options.views_per_batch));
   }
-  TESSERA_ASSIGN_OR_RETURN(FbpSetup setup, MakeFbpSetup(geometry));
+  TESSERA_ASSIGN_OR_RETURN(FbpSetup setup, MakeFbpSetup(geometry, options.redundancy_weights));
+  std::string redundancy = setup.redundancy;
   const int64_t views = geometry.projection.num_views(), rows = geometry.projection.det_rows;
+  const CtGeometry wide = setup.geometry;  // an offset detector's widened (fbp_setup.h)
   int64_t batch = options.views_per_batch;
   if (batch == 0) batch = (kRowsPerBatch + rows - 1) / rows;
   batch = std::max<int64_t>(1, std::min({batch, views, kMaxViewsPerBatch}));
 
   FbpBackendConfig config;
-  config.geometry = geometry;
+  config.geometry = wide;
   config.stream = &stream;
   config.options = options;
   config.setup = std::move(setup);
-  config.padded = PaddedLength(geometry.projection.det_cols);
+  config.padded = PaddedLength(wide.projection.det_cols);
   config.spectrum = FilterSpectrum(options.filter, options.cutoff, config.padded);
   config.batch = batch;
 
@@ -67,7 +73,7 @@ absl::StatusOr<std::unique_ptr<FbpPlan>> FbpPlan::Create(const CtGeometry& geome
         absl::StrCat("fbp: CUDA stream given but ", DeviceRegistry::Get().cuda_unavailable_reason()));
 #endif
   }
-  return std::unique_ptr<FbpPlan>(new FbpPlan(geometry, options, batch, std::move(backend)));
+  return std::unique_ptr<FbpPlan>(new FbpPlan(geometry, options, batch, std::move(redundancy), std::move(backend)));
 }
 
 absl::Status FbpPlan::Run(const float* sinogram, float* volume, const FbpProgress& progress, FbpTimings* timings) {

@@ -54,18 +54,24 @@ absl::Status CufftStatus(cufftResult r, const char* what) {
 
 #define TESSERA_CUFFT_RETURN_IF_ERROR(expr) TESSERA_RETURN_IF_ERROR(CufftStatus((expr), #expr))
 
-// work[row][c] = sino[row][c] * weight for c < cols, 0 up to `padded`.
-__global__ void WeightPadKernel(const float* __restrict__ sino, const PreWeightView* __restrict__ pre, int cols,
-                                int rows, int padded, int64_t stride, int num_rows, float oc, float orow,
+// work[row][c] = sino[row][c - col0] * weight for c < cols, 0 up to
+// `padded`; sinogram rows have in_cols columns (an offset detector's widened
+// columns outside [col0, col0 + in_cols) read 0). `column_weights` (views x
+// cols, the batch's first view first; null: none) are the Parker /
+// offset-detector weights (redundancy_weights.h).
+__global__ void WeightPadKernel(const float* __restrict__ sino, const PreWeightView* __restrict__ pre,
+                                const float* __restrict__ column_weights, int cols, int in_cols, int col0, int rows,
+                                int padded, int64_t stride, int num_rows, float oc, float orow,
                                 float* __restrict__ work) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= padded) return;
   for (int row = blockIdx.y; row < num_rows; row += gridDim.y) {
     float value = 0.0f;
-    if (c < cols) {
+    if (c >= col0 && c < col0 + in_cols) {
       const int t = row / rows, r = row - t * rows;
-      value = __ldg(sino + static_cast<int64_t>(row) * cols + c) *
+      value = __ldg(sino + static_cast<int64_t>(row) * in_cols + (c - col0)) *
               PreWeight(pre[t], static_cast<float>(c) - oc, static_cast<float>(r) - orow);
+      if (column_weights != nullptr) value *= __ldg(column_weights + static_cast<int64_t>(t) * cols + c);
     }
     work[static_cast<int64_t>(row) * stride + c] = value;
   }
@@ -191,6 +197,8 @@ class CudaBackend : public FbpBackend {
         stream_(*c_.stream),
         cols_(c_.geometry.projection.det_cols),
         rows_(c_.geometry.projection.det_rows),
+        in_cols_(c_.setup.input_cols),
+        col0_(c_.setup.col0),
         stride_(c_.padded + 2),
         texture_(c_.options.interpolation == FbpInterpolation::kTexture) {}
 
@@ -217,6 +225,12 @@ class CudaBackend : public FbpBackend {
         CopyBytes(back_->data(), MemoryKind::kDevice, c_.setup.back.data(), MemoryKind::kHost, view_bytes, stream_));
     TESSERA_RETURN_IF_ERROR(CopyBytes(spectrum_->data(), MemoryKind::kDevice, c_.spectrum.data(), MemoryKind::kHost,
                                       c_.spectrum.size() * sizeof(float), stream_));
+    if (!c_.setup.column_weights.empty()) {
+      const size_t bytes = c_.setup.column_weights.size() * sizeof(float);
+      TESSERA_ASSIGN_OR_RETURN(column_weights_, DeviceBuffer(bytes, stream_.ordinal()));
+      TESSERA_RETURN_IF_ERROR(CopyBytes(column_weights_->data(), MemoryKind::kDevice, c_.setup.column_weights.data(),
+                                        MemoryKind::kHost, bytes, stream_));
+    }
     // In-place FFT rows: padded reals in stride = 2 (padded / 2 + 1) floats.
     const int64_t batch_rows = c_.batch * rows_;
     TESSERA_ASSIGN_OR_RETURN(work_, DeviceBuffer(static_cast<size_t>(batch_rows * stride_) * sizeof(float),
@@ -253,7 +267,9 @@ class CudaBackend : public FbpBackend {
     const dim3 block(kThreads);
     const unsigned grid_y = static_cast<unsigned>(std::min(num_rows, kMaxGridY));
     WeightPadKernel<<<dim3((padded + kThreads - 1) / kThreads, grid_y), block, 0, Native(stream_)>>>(
-        sinogram + v0 * rows_ * cols_, static_cast<const PreWeightView*>(pre_->data()) + v0, static_cast<int>(cols_),
+        sinogram + v0 * rows_ * in_cols_, static_cast<const PreWeightView*>(pre_->data()) + v0,
+        column_weights_ ? static_cast<const float*>(column_weights_->data()) + v0 * cols_ : nullptr,
+        static_cast<int>(cols_), static_cast<int>(in_cols_), static_cast<int>(col0_),
         static_cast<int>(rows_), padded, stride_, num_rows, oc, orow, work);
     TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("fbp weight/pad");
     const bool tail = n != c_.batch;
@@ -280,9 +296,9 @@ class CudaBackend : public FbpBackend {
 
   absl::Status ExportBatch(int64_t v0, int64_t n, float* filtered) override {
     TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream_.ordinal()));
-    TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(filtered + v0 * rows_ * cols_, cols_ * sizeof(float), work_->data(),
-                                                   stride_ * sizeof(float), cols_ * sizeof(float), n * rows_,
-                                                   cudaMemcpyDeviceToDevice, Native(stream_)));
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(
+        filtered + v0 * rows_ * in_cols_, in_cols_ * sizeof(float), static_cast<const float*>(work_->data()) + col0_,
+        stride_ * sizeof(float), in_cols_ * sizeof(float), n * rows_, cudaMemcpyDeviceToDevice, Native(stream_)));
     return absl::OkStatus();
   }
 
@@ -377,9 +393,10 @@ class CudaBackend : public FbpBackend {
 
   FbpBackendConfig c_;
   const Stream& stream_;
-  const int64_t cols_, rows_, stride_;
+  const int64_t cols_, rows_, in_cols_, col0_, stride_;
   const bool texture_;
   std::shared_ptr<Buffer> pre_, back_, spectrum_, work_, fft_area_, store_;
+  std::shared_ptr<Buffer> column_weights_;  // null when the setup has none
   FftPlan forward_, inverse_, forward_tail_, inverse_tail_;
   cudaArray_t array_ = nullptr;
   cudaTextureObject_t tex_ = 0;

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -59,6 +60,9 @@ struct FbpOptions {
   // Views filtered and back-projected per batch; 0 picks ~64k detector rows
   // per batch (at most 1024 views). Scratch grows with it.
   int64_t views_per_batch = 0;
+  // Fan and cone: Parker weights for a short scan, Wang's for an offset
+  // detector (redundancy_weights.h); false ("none") applies neither.
+  bool redundancy_weights = true;
 };
 
 // Called after each batch with the views done so far; an error (e.g.
@@ -97,13 +101,18 @@ class FbpPlan {
   const CtGeometry& geometry() const { return geometry_; }
   const FbpOptions& options() const { return options_; }
   int64_t views_per_batch() const { return batch_; }
+  // Which redundancy weights the geometry got, e.g. "short scan 220 deg
+  // (...): Parker weights" (RedundancyWeights::description).
+  const std::string& redundancy() const { return redundancy_; }
 
  private:
-  FbpPlan(const CtGeometry& geometry, const FbpOptions& options, int64_t batch, std::unique_ptr<FbpBackend> backend);
+  FbpPlan(const CtGeometry& geometry, const FbpOptions& options, int64_t batch, std::string redundancy,
+          std::unique_ptr<FbpBackend> backend);
 
   CtGeometry geometry_;
   FbpOptions options_;
   int64_t batch_;
+  std::string redundancy_;
   std::unique_ptr<FbpBackend> backend_;
 };
 

@@ -20,6 +20,8 @@ namespace recon {
 namespace fbp {
 
 struct FbpBackendConfig {
+  // setup.geometry: for an offset detector wider than the sinogram, whose
+  // rows have setup.input_cols columns placed at column setup.col0.
   CtGeometry geometry;
   const Stream* stream = nullptr;
   FbpOptions options;

@@ -100,6 +100,8 @@ class CpuBackend : public FbpBackend {
         filter_(std::move(filter)),
         cols_(c_.geometry.projection.det_cols),
         rows_(c_.geometry.projection.det_rows),
+        in_cols_(c_.setup.input_cols),
+        col0_(c_.setup.col0),
         view_size_(PaddedViewSize(cols_, rows_)),
         store_(static_cast<size_t>(c_.batch * view_size_), 0.0f) {}
 
@@ -110,9 +112,16 @@ class CpuBackend : public FbpBackend {
         [&](int64_t row, float* buf) {
           const int64_t t = row / rows_, r = row % rows_;
           const PreWeightView& w = c_.setup.pre[v0 + t];
-          const float* src = sinogram + ((v0 + t) * rows_ + r) * cols_;
+          const float* src = sinogram + ((v0 + t) * rows_ + r) * in_cols_;
           const float rb = static_cast<float>(r) - orow;
-          for (int64_t col = 0; col < cols_; ++col) buf[col] = src[col] * PreWeight(w, static_cast<float>(col) - oc, rb);
+          for (int64_t col = 0; col < cols_; ++col) {
+            const bool measured = col >= col0_ && col < col0_ + in_cols_;  // else a widening zero
+            buf[col] = measured ? src[col - col0_] * PreWeight(w, static_cast<float>(col) - oc, rb) : 0.0f;
+          }
+          if (!c_.setup.column_weights.empty()) {
+            const float* cw = c_.setup.column_weights.data() + (v0 + t) * cols_;
+            for (int64_t col = 0; col < cols_; ++col) buf[col] *= cw[col];
+          }
         },
         [&](int64_t row, const float* buf) {
           const int64_t t = row / rows_, r = row % rows_;
@@ -123,8 +132,8 @@ class CpuBackend : public FbpBackend {
   absl::Status ExportBatch(int64_t v0, int64_t n, float* filtered) override {
     for (int64_t t = 0; t < n; ++t) {
       for (int64_t r = 0; r < rows_; ++r) {
-        std::memcpy(filtered + ((v0 + t) * rows_ + r) * cols_, store_.data() + t * view_size_ + (r + 1) * (cols_ + 2) + 1,
-                    sizeof(float) * cols_);
+        std::memcpy(filtered + ((v0 + t) * rows_ + r) * in_cols_,
+                    store_.data() + t * view_size_ + (r + 1) * (cols_ + 2) + 1 + col0_, sizeof(float) * in_cols_);
       }
     }
     return absl::OkStatus();
@@ -140,7 +149,7 @@ class CpuBackend : public FbpBackend {
  private:
   FbpBackendConfig c_;
   std::unique_ptr<RowFilter> filter_;
-  int64_t cols_, rows_, view_size_;
+  int64_t cols_, rows_, in_cols_, col0_, view_size_;
   std::vector<float> store_;  // batch x padded views; borders stay zero
 };
 

@@ -2,7 +2,8 @@
 // for parallel, fan and cone beams, both interpolation modes, batches with a
 // short tail, volumes of every z-blocking (nz = 1, < 16, >= 16 and not a
 // multiple of 8) and a tilted cone_vec detector (the general per-voxel
-// path). Tolerances (relative L2 over the volume): filtered sinogram 2e-5;
+// path), Parker short scans and an offset detector (the per-column
+// redundancy weights). Tolerances (relative L2 over the volume): filtered sinogram 2e-5;
 // exact interpolation 1e-4 (FFT rounding differs); texture 5e-3 (the
 // hardware's 8-bit interpolation weights). Skipped without a GPU.
 #include <gtest/gtest.h>
@@ -45,13 +46,29 @@ CtGeometry TiltedCone() {
   return g;
 }
 
+// A fan detector shifted by 9 of its 61 columns: full scan with Wang's
+// offset-detector weights (redundancy_weights.h).
+CtGeometry OffsetFan() {
+  CtGeometry g{CenteredVolume(40, 36), FanBeam2D(EvenAngles(50, 2 * kPi), 1.3, 61, 150, 90)};
+  for (ProjectionVectors& w : g.projection.views) {
+    w.det_center = {w.det_center.x + 9 * w.u.x, w.det_center.y + 9 * w.u.y, 0};
+  }
+  return g;
+}
+
 std::vector<Case> Cases() {
+  const double deg = kPi / 180;
   return {
       {"parallel", {CenteredVolume(40, 36), ParallelBeam2D(EvenAngles(45, kPi), 1.0, 57)}},
       {"fan", {CenteredVolume(40, 36), FanBeam2D(EvenAngles(50, 2 * kPi), 1.3, 61, 150, 90)}},
       {"cone nz=12", {CenteredVolume(24, 20, 12), ConeBeam(EvenAngles(30, 2 * kPi), 1.5, 1.5, 20, 33, 120, 60)}},
       {"cone nz=19", {CenteredVolume(24, 20, 19), ConeBeam(EvenAngles(30, 2 * kPi), 1.5, 1.5, 28, 33, 120, 60)}},
       {"cone tilted", TiltedCone()},
+      // Parker short scans (column weights on the device) and an offset detector.
+      {"fan short scan", {CenteredVolume(40, 36), FanBeam2D(EvenAngles(50, 230 * deg), 1.3, 61, 150, 90)}},
+      {"cone short scan",
+       {CenteredVolume(24, 20, 12), ConeBeam(EvenAngles(30, 240 * deg), 1.5, 1.5, 20, 33, 120, 60)}},
+      {"fan offset detector", OffsetFan()},
   };
 }
 

@@ -6,13 +6,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/status.h"
+#include "kernels/reconstruction/fbp/redundancy_weights.h"
 
 namespace tessera {
 namespace recon {
 namespace fbp {
 namespace {
-
-constexpr double kPi = 3.14159265358979323846;
 
 Vec3 Add(const Vec3& a, const Vec3& b) { return {a.x + b.x, a.y + b.y, a.z + b.z}; }
 Vec3 Sub(const Vec3& a, const Vec3& b) { return {a.x - b.x, a.y - b.y, a.z - b.z}; }
@@ -61,41 +61,38 @@ std::vector<double> AngularWeights(const std::vector<double>& angles, double per
   return weights;
 }
 
-absl::StatusOr<FbpSetup> MakeFbpSetup(const CtGeometry& geometry) {
+absl::StatusOr<FbpSetup> MakeFbpSetup(const CtGeometry& geometry, bool redundancy_weights) {
   if (absl::Status s = Validate(geometry); !s.ok()) return s;
-  const ProjectionGeometry& proj = geometry.projection;
+  // Per-view shares and Parker / offset-detector column weights (and the
+  // limited-angle refusal): redundancy_weights.h.
+  TESSERA_ASSIGN_OR_RETURN(RedundancyWeights redundancy,
+                           MakeRedundancyWeights(geometry.projection, redundancy_weights));
+  const std::vector<double>& shares = redundancy.shares;
+
+  FbpSetup setup;
+  setup.column_weights = std::move(redundancy.column_weights);
+  setup.redundancy = std::move(redundancy.description);
+  setup.geometry = geometry;
+  setup.input_cols = geometry.projection.det_cols;
+  if (redundancy.pad_columns > 0) {
+    // Widened detector: the same pixels at columns col0 .. col0 + input_cols - 1.
+    ProjectionGeometry& wide = setup.geometry.projection;
+    const int64_t pad = redundancy.pad_columns;
+    setup.col0 = redundancy.pad_low ? pad : 0;
+    wide.det_cols += pad;
+    const double shift = 0.5 * static_cast<double>(pad) - static_cast<double>(setup.col0);
+    for (ProjectionVectors& w : wide.views) w.det_center = Add(w.det_center, Mul(shift, w.u));
+  }
+  const ProjectionGeometry& proj = setup.geometry.projection;
   const VolumeGeometry& vol = geometry.volume;
   const bool divergent = proj.beam != BeamKind::kParallel;
   const double oc = 0.5 * static_cast<double>(proj.det_cols - 1);
   const double orow = 0.5 * static_cast<double>(proj.det_rows - 1);
   const int64_t num_views = proj.num_views();
-
-  std::vector<double> angles(num_views), radii(num_views, 0.0);
+  std::vector<double> radii(num_views, 0.0);
   for (int64_t p = 0; p < num_views; ++p) {
-    const Vec3& s = proj.views[p].source_or_ray;
-    angles[p] = std::atan2(s.y, s.x);
-    radii[p] = std::hypot(s.x, s.y);
+    radii[p] = std::hypot(proj.views[p].source_or_ray.x, proj.views[p].source_or_ray.y);
   }
-  const double period = divergent ? 2.0 * kPi : kPi;
-  const std::vector<double> shares = AngularWeights(angles, period);
-  // A short or limited-angle scan would hand the edge views half of the
-  // missing arc each: refuse it (no Parker weights here) rather than return
-  // a wrong image. Even sparse full scans pass (their gaps are all equal).
-  std::vector<double> folded(num_views);
-  for (int64_t p = 0; p < num_views; ++p) {
-    folded[p] = std::fmod(std::fmod(angles[p], period) + period, period);
-  }
-  std::sort(folded.begin(), folded.end());
-  double max_gap = folded.front() + period - folded.back();
-  for (int64_t p = 1; p < num_views; ++p) max_gap = std::max(max_gap, folded[p] - folded[p - 1]);
-  if (num_views > 1 && max_gap > 3.0 * period / static_cast<double>(num_views)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "proj_geom: the views leave a %.1f degree gap; FBP/FDK needs a full scan (%s: %.0f degrees evenly "
-        "covered; short-scan Parker weights are not supported)",
-        max_gap * 180.0 / kPi, BeamKindName(proj.beam), period * 180.0 / kPi));
-  }
-
-  FbpSetup setup;
   setup.pre.resize(num_views);
   setup.back.resize(num_views);
   for (int64_t p = 0; p < num_views; ++p) {

@@ -17,12 +17,15 @@
 //              num_views for a full even scan). The 1/2: a full scan measures
 //              every line twice. This is FDK's weighting, written in terms of
 //              the view vectors so detector offsets and any DSO/DSD work.
-// Requirements: full scans (no Parker short-scan weights); for fan and cone
+// Short scans and offset detectors: redundancy_weights.h (Parker / Wang
+// weights per view and detector column, applied with the pre-weight).
+// Requirements: at least pi (parallel) or pi + fan angle (fan, cone) covered; for fan and cone
 // the detector should face the source (u perpendicular to the central ray);
 // every voxel must lie in front of the source.
 #ifndef TESSERA_KERNELS_RECONSTRUCTION_FBP_FBP_SETUP_H_
 #define TESSERA_KERNELS_RECONSTRUCTION_FBP_FBP_SETUP_H_
 
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -36,12 +39,23 @@ namespace fbp {
 struct FbpSetup {
   std::vector<PreWeightView> pre;      // one per view
   std::vector<BackprojectView> back;   // one per view
+  // views x det_cols redundancy weights multiplied with the pre-weight;
+  // empty: none (full scan, centred detector, or weights off).
+  std::vector<float> column_weights;
+  std::string redundancy;              // what was applied (RedundancyWeights::description)
+  // The geometry the filter and back projection work on: the input's, or
+  // for an offset detector its detector widened by zero columns
+  // (redundancy_weights.h); the input's column c is column col0 + c here.
+  CtGeometry geometry;
+  int64_t input_cols = 0;
+  int64_t col0 = 0;
 };
 
 // Validates the geometry (Validate), that the volume lies in front of every
-// source, and that the scan is full (no angular gap over 3x the mean);
-// INVALID_ARGUMENT naming the view or the gap otherwise.
-absl::StatusOr<FbpSetup> MakeFbpSetup(const CtGeometry& geometry);
+// source, and that the scan is not limited-angle; INVALID_ARGUMENT naming
+// the view or the gap otherwise. `redundancy_weights` false: no Parker or
+// offset-detector weights (MakeRedundancyWeights' `enabled`).
+absl::StatusOr<FbpSetup> MakeFbpSetup(const CtGeometry& geometry, bool redundancy_weights = true);
 
 // Each view's share of the angular period (pi for parallel beams, 2 pi for
 // fan and cone), from the angles `angles` (radians, any order): half the gap

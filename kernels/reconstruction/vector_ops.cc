@@ -102,6 +102,15 @@ absl::Status ClampMin(const Stream& stream, float lo, float* x, int64_t n) {
   return absl::OkStatus();
 }
 
+absl::Status ZeroWhereBound(const Stream& stream, float lo, const float* x, float* g, int64_t n) {
+  if (auto s = CheckN("ZeroWhereBound", n); !s.ok()) return s;
+  TESSERA_RECON_DISPATCH(ZeroWhereBound, stream, lo, x, g, n)
+  for (int64_t i = 0; i < n; ++i) {
+    if (x[i] <= lo && g[i] < 0) g[i] = 0;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status AddScaledRatio(const Stream& stream, float lambda, const float* num, const float* den, float eps, float* x,
                             int64_t n) {
   if (auto s = CheckN("AddScaledRatio", n); !s.ok()) return s;

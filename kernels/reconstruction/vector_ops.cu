@@ -132,6 +132,14 @@ struct ClampMinOp {
   float* x;
   __device__ void operator()(int64_t i) const { x[i] = fmaxf(x[i], lo); }
 };
+struct ZeroWhereBoundOp {
+  float lo;
+  const float* x;
+  float* g;
+  __device__ void operator()(int64_t i) const {
+    if (x[i] <= lo && g[i] < 0) g[i] = 0;
+  }
+};
 struct AddScaledRatioOp {
   float lambda;
   const float* num;
@@ -170,6 +178,9 @@ absl::Status Subtract(const Stream& stream, const float* a, const float* b, floa
 }
 absl::Status ClampMin(const Stream& stream, float lo, float* x, int64_t n) {
   return Launch(stream, n, ClampMinOp{lo, x});
+}
+absl::Status ZeroWhereBound(const Stream& stream, float lo, const float* x, float* g, int64_t n) {
+  return Launch(stream, n, ZeroWhereBoundOp{lo, x, g});
 }
 absl::Status AddScaledRatio(const Stream& stream, float lambda, const float* num, const float* den, float eps, float* x,
                             int64_t n) {

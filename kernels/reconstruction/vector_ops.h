@@ -42,6 +42,9 @@ absl::Status ClampMin(const Stream& stream, float lo, float* x, int64_t n);
 // x[i] += lambda * num[i] / den[i] where |den[i]| > eps (SART's update).
 absl::Status AddScaledRatio(const Stream& stream, float lambda, const float* num, const float* den, float eps, float* x,
                             int64_t n);
+// g[i] = 0 where x[i] <= lo and g[i] < 0: the ascent direction g projected
+// onto what the bound x >= lo allows (projected CGLS's free gradient).
+absl::Status ZeroWhereBound(const Stream& stream, float lo, const float* x, float* g, int64_t n);
 
 namespace cuda {
 absl::Status Fill(const Stream& stream, float* x, int64_t n, float value);
@@ -56,6 +59,7 @@ absl::Status Subtract(const Stream& stream, const float* a, const float* b, floa
 absl::Status ClampMin(const Stream& stream, float lo, float* x, int64_t n);
 absl::Status AddScaledRatio(const Stream& stream, float lambda, const float* num, const float* den, float eps, float* x,
                             int64_t n);
+absl::Status ZeroWhereBound(const Stream& stream, float lo, const float* x, float* g, int64_t n);
 }  // namespace cuda
 
 }  // namespace recon

@@ -36,6 +36,9 @@ TEST(VectorOpsTest, CpuOpsDoWhatTheySay) {
   EXPECT_EQ(y, (std::vector<float>{7, 4, 6.5f}));
   ASSERT_TRUE(ClampMin(cpu, 5, y.data(), 3).ok());
   EXPECT_EQ(y, (std::vector<float>{7, 5, 6.5f}));
+  std::vector<float> at{0, 0, 1, -1}, g{-2, 3, -4, -5};
+  ASSERT_TRUE(ZeroWhereBound(cpu, 0, at.data(), g.data(), 4).ok());
+  EXPECT_EQ(g, (std::vector<float>{0, 3, -4, 0}));
   EXPECT_FALSE(Fill(cpu, y.data(), -1, 0).ok());
 }
 
@@ -92,6 +95,9 @@ TEST(VectorOpsCudaTest, MatchesCpuOnRandomInputs) {
             [&] { return Multiply(cpu, hc.data(), ha.data(), n); });
   expect_op("ClampMin", [&] { return ClampMin(*stream, 0.1f, ga, n); },
             [&] { return ClampMin(cpu, 0.1f, ha.data(), n); });
+  // Random signs in a and b: about a quarter of b is zeroed where a <= 0.
+  expect_op("ZeroWhereBound", [&] { return ZeroWhereBound(*stream, 0.0f, ga, gb, n); },
+            [&] { return ZeroWhereBound(cpu, 0.0f, ha.data(), hb.data(), n); });
   expect_op("SafeDivide", [&] { return SafeDivide(*stream, ga, gb, 1e-3f, gc, n); },
             [&] { return SafeDivide(cpu, ha.data(), hb.data(), 1e-3f, hc.data(), n); });
 }

@@ -17,20 +17,25 @@ absl::StatusOr<SolverReport> Cgls(LinearOperator& op, const float* y, float* x, 
     return absl::InvalidArgumentError(
         absl::StrCat("cgls: subsets must be 1 (CGLS uses all views), got ", options.subsets));
   }
-  if (options.non_negative) {
-    return absl::InvalidArgumentError("cgls: non_negative is not supported (CGLS is unconstrained; use SART)");
-  }
+  const bool projected = options.non_negative;
   const Stream& stream = op.stream();
   const int64_t n = op.domain_size(), m = op.range_size(kAllSubsets);
   TESSERA_ASSIGN_OR_RETURN(FloatArray r, FloatArray::Allocate(stream, m));
   TESSERA_ASSIGN_OR_RETURN(FloatArray q, FloatArray::Allocate(stream, m));
   TESSERA_ASSIGN_OR_RETURN(FloatArray s, FloatArray::Allocate(stream, n));
   TESSERA_ASSIGN_OR_RETURN(FloatArray p, FloatArray::Allocate(stream, n));
+  FloatArray before;  // projected: x before the clamp, to see whether it bound
+  if (projected) {
+    TESSERA_ASSIGN_OR_RETURN(before, FloatArray::Allocate(stream, n));
+    TESSERA_RETURN_IF_ERROR(ClampMin(stream, 0.0f, x, n));
+  }
+  const MemoryKind kind = stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
+  const size_t x_bytes = static_cast<size_t>(n) * sizeof(float);
 
   TESSERA_RETURN_IF_ERROR(op.Forward(x, q.data()));
   TESSERA_RETURN_IF_ERROR(Subtract(stream, y, q.data(), r.data(), m));
   TESSERA_RETURN_IF_ERROR(op.Back(r.data(), s.data()));
-  const MemoryKind kind = stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
+  if (projected) TESSERA_RETURN_IF_ERROR(ZeroWhereBound(stream, 0.0f, x, s.data(), n));
   TESSERA_RETURN_IF_ERROR(CopyBytes(p.data(), kind, s.data(), kind, static_cast<size_t>(n) * sizeof(float), stream));
   TESSERA_ASSIGN_OR_RETURN(double gamma, Dot(stream, s.data(), s.data(), n));
 
@@ -41,10 +46,27 @@ absl::StatusOr<SolverReport> Cgls(LinearOperator& op, const float* y, float* x, 
     if (!(qq > 0)) break;  // p is in A's null space: nothing left to gain
     const double alpha = gamma / qq;
     TESSERA_RETURN_IF_ERROR(Axpy(stream, static_cast<float>(alpha), p.data(), x, n));
-    TESSERA_RETURN_IF_ERROR(Axpy(stream, static_cast<float>(-alpha), q.data(), r.data(), m));
+    bool bound = false;
+    if (projected) {
+      // Clamp; where that moved x the recurrence's residual is stale:
+      // recompute it (one more forward projection) and restart CG.
+      TESSERA_RETURN_IF_ERROR(CopyBytes(before.data(), kind, x, kind, x_bytes, stream));
+      TESSERA_RETURN_IF_ERROR(ClampMin(stream, 0.0f, x, n));
+      TESSERA_RETURN_IF_ERROR(Subtract(stream, x, before.data(), before.data(), n));
+      TESSERA_ASSIGN_OR_RETURN(const double moved, Dot(stream, before.data(), before.data(), n));
+      bound = moved > 0;
+    }
+    if (bound) {
+      TESSERA_RETURN_IF_ERROR(op.Forward(x, q.data()));
+      TESSERA_RETURN_IF_ERROR(Subtract(stream, y, q.data(), r.data(), m));
+    } else {
+      TESSERA_RETURN_IF_ERROR(Axpy(stream, static_cast<float>(-alpha), q.data(), r.data(), m));
+    }
     TESSERA_RETURN_IF_ERROR(op.Back(r.data(), s.data()));
+    // Projected: no ascent into the bound for voxels sitting on it.
+    if (projected) TESSERA_RETURN_IF_ERROR(ZeroWhereBound(stream, 0.0f, x, s.data(), n));
     TESSERA_ASSIGN_OR_RETURN(const double gamma_next, Dot(stream, s.data(), s.data(), n));
-    TESSERA_RETURN_IF_ERROR(Xpby(stream, s.data(), static_cast<float>(gamma_next / gamma), p.data(), n));
+    TESSERA_RETURN_IF_ERROR(Xpby(stream, s.data(), bound ? 0.0f : static_cast<float>(gamma_next / gamma), p.data(), n));
     gamma = gamma_next;
     TESSERA_ASSIGN_OR_RETURN(const double rr, Dot(stream, r.data(), r.data(), m));
     report.iterations = it;

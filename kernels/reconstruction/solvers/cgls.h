@@ -10,6 +10,16 @@
 // The reported residual norm is |r| from the recurrence (equal to
 // ||y - A x|| up to rounding). Stops early, with OK, when gamma or |q|^2
 // reaches 0 (x is then a least-squares solution).
+//
+// non_negative (projected CGLS, min ||A x - y|| over x >= 0): the initial
+// guess is clamped at 0; s is replaced by its free part (0 where x_i = 0
+// and s_i < 0, i.e. where the bound stops the descent), so the direction
+// keeps off the bound; after each step x is clamped at 0, and where that
+// moved any voxel r is recomputed as y - A x (one more forward projection)
+// and the direction restarted (p = s), because the clamp broke CG's
+// recurrences. Voxels that leave the bound rejoin through s. The
+// residual norms are then exact but need not decrease monotonically less
+// than plain CGLS's; the result has no negative voxel.
 #ifndef TESSERA_KERNELS_RECONSTRUCTION_SOLVERS_CGLS_H_
 #define TESSERA_KERNELS_RECONSTRUCTION_SOLVERS_CGLS_H_
 
@@ -22,8 +32,8 @@ namespace recon {
 namespace solvers {
 
 // `y`: the full range; `x`: the initial guess, updated in place. Options:
-// iterations, progress; subsets must be 1 and non_negative false
-// (INVALID_ARGUMENT otherwise: CGLS is unconstrained and uses all views).
+// iterations, progress, non_negative; subsets must be 1 (INVALID_ARGUMENT
+// otherwise: CGLS uses all views).
 absl::StatusOr<SolverReport> Cgls(LinearOperator& op, const float* y, float* x, const SolverOptions& options);
 
 }  // namespace solvers

@@ -25,7 +25,7 @@ struct SolverOptions {
   // equal the operator's num_subsets(). CGLS takes 1 only.
   int subsets = 1;
   float lambda = 1.0f;        // SART relaxation, in (0, 2)
-  bool non_negative = false;  // SART: clamp x at 0 after each update (CGLS: unsupported)
+  bool non_negative = false;  // SART: clamp x at 0 after each update; CGLS: projected (cgls.h)
   // OS-SART (subsets > 1): true spends one extra forward projection per
   // iteration to report the exact ||y - A x||; false reports the residual
   // measured during the pass (each subset's residual before its update).

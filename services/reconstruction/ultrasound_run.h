@@ -1,9 +1,15 @@
 // Ultrasound jobs of the reconstruction engine (issue 12): read the channel
-// data (PICMUS/USTB HDF5: formats/ultrasound_h5.h), beamform one frame by
+// data (PICMUS HDF5, formats/ultrasound_h5.h, or USTB .uff, formats/
+// ultrasound_uff.h, told apart by content), beamform one frame by
 // delay-and-sum or minimum variance (kernels/reconstruction/ultrasound/
 // beamform.h) on the job's backend, and write the log-compressed B-mode as
 // reconstruction.nii.gz (dB, formats/ultrasound_image.h) and
 // reconstruction.png.
+//
+// spec.deterministic holds without a switch: the beamformers have no atomics
+// and sum every pixel in a fixed order, so CPU images do not depend on the
+// thread count (beamform_determinism_test) and two CUDA runs are
+// bit-identical (beamform_cuda_test); the result reports the flag as asked.
 #ifndef TESSERA_SERVICES_RECONSTRUCTION_ULTRASOUND_RUN_H_
 #define TESSERA_SERVICES_RECONSTRUCTION_ULTRASOUND_RUN_H_
 

@@ -31,7 +31,10 @@
 //
 // CUDA vs CPU (random channel data, tests in beamform_cuda_test): relative l2
 // error <= 1e-4 for DAS and <= 2e-3 for MV (the CPU solves in double, CUDA in
-// float). Deterministic on both (no atomics).
+// float). Deterministic on both (no atomics, fixed-order per-pixel sums): CPU
+// images do not depend on the thread count (beamform_determinism_test), two
+// CUDA runs are bit-identical (beamform_cuda_test), so ExecutionMode needs no
+// separate path here.
 //
 //   BeamformOptions options;  options.method = BeamformMethod::kMinimumVariance;
 //   auto plan = BeamformPlan::Create(stream, acquisition, grid, options);

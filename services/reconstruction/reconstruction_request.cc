@@ -158,9 +158,31 @@ absl::StatusOr<MriSpec> ParseMri(const v1::MriOptions& o, const std::vector<std:
     return absl::InvalidArgumentError(absl::StrCat("mri.trajectory: required for ", MriMethodName(spec.method),
                                                    " with BART input (ISMRMRD files carry their own)"));
   }
-  if (spec.method != MriMethod::kAdjoint && spec.coils_path.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("mri.coils: ", MriMethodName(spec.method), " needs coil sensitivities (a cfl)"));
+  if (!o.coil_estimation().empty()) {
+    if (o.coil_estimation() != "espirit") {
+      return absl::InvalidArgumentError(absl::StrCat("mri.coil_estimation: unknown \"", o.coil_estimation(),
+                                                     "\" (espirit, or empty for maps from mri.coils)"));
+    }
+    if (!spec.coils_path.empty()) {
+      return absl::InvalidArgumentError("mri.coil_estimation: espirit estimates the coil maps; give no mri.coils");
+    }
+    spec.espirit = true;
+  }
+  if (o.calibration_size() != 0) {
+    if (!spec.espirit) return absl::InvalidArgumentError("mri.calibration_size: only with coil_estimation espirit");
+    TESSERA_RETURN_IF_ERROR(CheckRange("mri.calibration_size", o.calibration_size(), 8, 64));
+    spec.calibration_size = o.calibration_size();
+  }
+  if (o.has_espirit_crop()) {
+    if (!spec.espirit) return absl::InvalidArgumentError("mri.espirit_crop: only with coil_estimation espirit");
+    if (!std::isfinite(o.espirit_crop()) || o.espirit_crop() < 0 || o.espirit_crop() >= 1) {
+      return absl::InvalidArgumentError(absl::StrCat("mri.espirit_crop must be in [0, 1), got ", o.espirit_crop()));
+    }
+    spec.espirit_crop = o.espirit_crop();
+  }
+  if (spec.method != MriMethod::kAdjoint && spec.coils_path.empty() && !spec.espirit) {
+    return absl::InvalidArgumentError(absl::StrCat("mri.coils: ", MriMethodName(spec.method),
+                                                   " needs coil sensitivities (a cfl, or coil_estimation espirit)"));
   }
   if (!spec.coils_path.empty() && IsHdf5Path(spec.coils_path)) {
     return absl::InvalidArgumentError("mri.coils: coil sensitivities are read from a BART .cfl/.hdr pair");

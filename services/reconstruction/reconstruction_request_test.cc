@@ -93,6 +93,50 @@ TEST_F(ReconRequestTest, MriBadOptionsAreNamed) {
   ExpectInvalid(Resolve(r), "geometry: not used by mri");
 }
 
+// Issue 36: coil maps by ESPIRiT instead of mri.coils.
+TEST_F(ReconRequestTest, MriEspiritCoilEstimation) {
+  v1::ReconstructRequest base;
+  v1::MriOptions* mri = base.mutable_mri();
+  mri->mutable_kspace()->set_path(Path("ks"));
+  mri->mutable_trajectory()->set_path(Path("traj"));
+  mri->set_coil_estimation("espirit");
+  absl::StatusOr<ReconSpec> spec = Resolve(base);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(spec->mri.espirit);
+  EXPECT_TRUE(spec->mri.coils_path.empty());
+  EXPECT_EQ(spec->mri.calibration_size, 24);
+  EXPECT_DOUBLE_EQ(spec->mri.espirit_crop, 0.8);
+
+  v1::ReconstructRequest r = base;
+  r.mutable_mri()->set_calibration_size(32);
+  r.mutable_mri()->set_espirit_crop(0);
+  spec = Resolve(r);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->mri.calibration_size, 32);
+  EXPECT_DOUBLE_EQ(spec->mri.espirit_crop, 0.0);
+
+  r = base;
+  r.mutable_mri()->set_coil_estimation("walsh");
+  ExpectInvalid(Resolve(r), "mri.coil_estimation: unknown \"walsh\"");
+  r = base;
+  r.mutable_mri()->mutable_coils()->set_path(Path("coils"));
+  ExpectInvalid(Resolve(r), "mri.coil_estimation: espirit estimates the coil maps; give no mri.coils");
+  r = base;
+  r.mutable_mri()->set_calibration_size(4);
+  ExpectInvalid(Resolve(r), "mri.calibration_size must be in [8, 64]");
+  r.mutable_mri()->set_calibration_size(65);
+  ExpectInvalid(Resolve(r), "mri.calibration_size must be in [8, 64]");
+  r = base;
+  r.mutable_mri()->set_espirit_crop(1.0);
+  ExpectInvalid(Resolve(r), "mri.espirit_crop must be in [0, 1)");
+  r.mutable_mri()->set_espirit_crop(-0.1);
+  ExpectInvalid(Resolve(r), "mri.espirit_crop must be in [0, 1)");
+  r = base;
+  r.mutable_mri()->clear_coil_estimation();
+  r.mutable_mri()->set_calibration_size(24);
+  ExpectInvalid(Resolve(r), "mri.calibration_size: only with coil_estimation espirit");
+}
+
 TEST_F(ReconRequestTest, MriMissingHalfOfABartPairIsNotFound) {
   v1::ReconstructRequest r;
   r.mutable_mri()->set_method("adjoint");

@@ -54,14 +54,14 @@ struct ListModeOptions {
   ListModeMethod method = ListModeMethod::kBucketed;  // CUDA only; the CPU runs its reference
   // Optional mu-map (1/mm) on the volume grid in the stream's memory (PetProjectorOptions).
   const float* mu_map = nullptr;
-  // Optional detection efficiencies per LOR, host memory (PetProjectorOptions):
-  // folded into a_e and the sensitivities like the attenuation factors.
-  const float* efficiency = nullptr;
   // kBucketed's back projection (and the sensitivities): float scatter, or
   // deterministic (fixed-point scatter or gather: deterministic_back).
   ExecutionMode mode = ExecutionMode::kDeterministic;
   float sensitivity_eps = 1e-12f;
   DeterministicBack deterministic_back = DeterministicBack::kAuto;  // PetProjectorOptions
+  // Optional detection efficiencies per LOR, host memory (PetProjectorOptions):
+  // folded into a_e and the sensitivities like the attenuation factors.
+  const float* efficiency = nullptr;
 };
 
 class ListModeReconstructor {

@@ -59,11 +59,11 @@ struct PetProjectorOptions {
   // Optional linear attenuation coefficients (1/mm) on the volume grid,
   // x-fastest, in the stream's memory; read during Create only. Null: none.
   const float* mu_map = nullptr;
-  // Optional detection efficiencies per LOR (normalisation: expected counts
+  DeterministicBack deterministic_back = DeterministicBack::kAuto;
+  // Last, so that positional initialisers stay valid. Optional detection efficiencies per LOR (normalisation: expected counts
   // = efficiency * attenuation factor * (A x)), num_lors() floats in HOST
   // memory, finite and >= 0; read during Create only. Null: all 1.
   const float* efficiency = nullptr;
-  DeterministicBack deterministic_back = DeterministicBack::kAuto;
 };
 
 class PetProjector : public LinearOperator {

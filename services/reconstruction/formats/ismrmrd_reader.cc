@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <exception>
 #include <vector>
 
@@ -19,12 +20,12 @@ bool Skipped(ISMRMRD::Acquisition& acq) {
          acq.isFlagSet(ISMRMRD::ISMRMRD_ACQ_IS_PHASECORR_DATA);
 }
 
-// The single-frame restriction, named per counter.
+// The single-frame restriction, named per counter (slices and repetitions
+// are stacks, checked by the non-Cartesian reader: StackReadouts).
 absl::Status CheckSingleFrame(ISMRMRD::Acquisition& acq, uint32_t index, const std::string& path) {
   const ISMRMRD::EncodingCounters& idx = acq.idx();
   const std::pair<const char*, uint16_t> counters[] = {
-      {"slice", idx.slice}, {"contrast", idx.contrast}, {"phase", idx.phase},
-      {"repetition", idx.repetition}, {"set", idx.set}, {"average", idx.average},
+      {"contrast", idx.contrast}, {"phase", idx.phase}, {"set", idx.set}, {"average", idx.average},
   };
   for (const auto& [name, value] : counters) {
     if (value != 0) {
@@ -33,6 +34,34 @@ absl::Status CheckSingleFrame(ISMRMRD::Acquisition& acq, uint32_t index, const s
     }
   }
   return absl::OkStatus();
+}
+
+// Non-Cartesian stacks (issue 40): the readouts of each (repetition, slice)
+// in file order, every pair present with the same count.
+struct Stack {
+  int64_t repetitions = 1, slices = 1, readouts = 0;
+  std::vector<std::vector<size_t>> images;  // index repetition + repetitions * slice -> acquisitions
+};
+
+absl::StatusOr<Stack> StackReadouts(std::vector<ISMRMRD::Acquisition>& kept, const std::string& path) {
+  Stack st;
+  for (ISMRMRD::Acquisition& acq : kept) {
+    st.repetitions = std::max<int64_t>(st.repetitions, acq.idx().repetition + 1);
+    st.slices = std::max<int64_t>(st.slices, acq.idx().slice + 1);
+  }
+  st.images.resize(st.repetitions * st.slices);
+  for (size_t a = 0; a < kept.size(); ++a) {
+    st.images[kept[a].idx().repetition + st.repetitions * kept[a].idx().slice].push_back(a);
+  }
+  st.readouts = static_cast<int64_t>(st.images[0].size());
+  for (int64_t i = 0; i < static_cast<int64_t>(st.images.size()); ++i) {
+    if (static_cast<int64_t>(st.images[i].size()) != st.readouts) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": slice ", i / st.repetitions, " repetition ", i % st.repetitions, " has ", st.images[i].size(),
+          " readouts, slice 0 repetition 0 has ", st.readouts, " (every slice and repetition needs the same readouts)"));
+    }
+  }
+  return st;
 }
 
 int64_t Offset(uint16_t step, const ISMRMRD::Optional<ISMRMRD::Limit>& limit, int64_t n) {
@@ -98,6 +127,13 @@ absl::StatusOr<IsmrmrdRawData> Read(const std::string& path, const IsmrmrdReadOp
   raw.cartesian = kept.front().trajectory_dimensions() == 0;
 
   if (raw.cartesian) {
+    for (size_t a = 0; a < kept.size(); ++a) {
+      if (kept[a].idx().slice != 0 || kept[a].idx().repetition != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ": Cartesian acquisition ", a, " has slice ", kept[a].idx().slice, " repetition ",
+            kept[a].idx().repetition, "; several slices or repetitions are supported for non-Cartesian data only"));
+      }
+    }
     auto k = MakeCfl({raw.matrix[0], raw.matrix[1], raw.matrix[2], raw.coils});
     if (!k.ok()) return k.status();
     raw.kspace = std::move(*k);
@@ -122,31 +158,51 @@ absl::StatusOr<IsmrmrdRawData> Read(const std::string& path, const IsmrmrdReadOp
     return raw;
   }
 
-  const int64_t samples = kept.front().number_of_samples(), readouts = static_cast<int64_t>(kept.size());
-  auto k = MakeCfl({1, samples, readouts, raw.coils});
+  absl::StatusOr<Stack> st = StackReadouts(kept, path);
+  if (!st.ok()) return st.status();
+  const int64_t samples = kept.front().number_of_samples(), readouts = st->readouts;
+  const int64_t images = st->repetitions * st->slices;
+  std::vector<int64_t> k_dims = {1, samples, readouts, raw.coils, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  k_dims[kTimeDim] = st->repetitions;
+  k_dims[kSliceDim] = st->slices;
+  auto k = MakeCfl(k_dims);
   auto t = MakeCfl({3, samples, readouts});
   if (!k.ok()) return k.status();
   if (!t.ok()) return t.status();
   raw.kspace = std::move(*k);
   raw.trajectory = std::move(*t);
   const bool fraction = options.trajectory_units == IsmrmrdTrajectoryUnits::kFractionOfMatrix;
-  for (int64_t r = 0; r < readouts; ++r) {
-    ISMRMRD::Acquisition& acq = kept[r];
-    if (acq.number_of_samples() != samples) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": readout ", r, " has ", acq.number_of_samples(),
-                                                     " samples, the first one ", samples));
-    }
-    const int dims = acq.trajectory_dimensions();
-    if (dims < 2 || dims > 3) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": readout ", r, " has ", dims, " trajectory dimensions (2 or 3 supported)"));
-    }
-    for (int64_t s = 0; s < samples; ++s) {
-      for (int a = 0; a < dims; ++a) {
-        const float scale = fraction ? static_cast<float>(raw.matrix[a]) : 1.0f;
-        raw.trajectory.data[a + 3 * (s + samples * r)] = acq.traj(a, s) * scale;
+  for (int64_t i = 0; i < images; ++i) {
+    for (int64_t r = 0; r < readouts; ++r) {
+      const size_t a = st->images[i][r];
+      ISMRMRD::Acquisition& acq = kept[a];
+      if (acq.number_of_samples() != samples) {
+        return absl::InvalidArgumentError(absl::StrCat(path, ": readout ", a, " has ", acq.number_of_samples(),
+                                                       " samples, the first one ", samples));
       }
-      for (int c = 0; c < raw.coils; ++c) raw.kspace.data[s + samples * (r + readouts * c)] = acq.data(s, c);
+      const int dims = acq.trajectory_dimensions();
+      if (dims < 2 || dims > 3) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": readout ", a, " has ", dims, " trajectory dimensions (2 or 3 supported)"));
+      }
+      for (int64_t s = 0; s < samples; ++s) {
+        for (int axis = 0; axis < 3; ++axis) {
+          const float scale = fraction ? static_cast<float>(raw.matrix[axis]) : 1.0f;
+          const float v = axis < dims ? acq.traj(axis, s) * scale : 0.f;
+          std::complex<float>& slot = raw.trajectory.data[axis + 3 * (s + samples * r)];
+          if (i == 0) {
+            slot = v;
+          } else if (slot.real() != v) {  // the stack's one trajectory (sense_stack.h)
+            return absl::InvalidArgumentError(absl::StrCat(
+                path, ": readout ", a, " (slice ", i / st->repetitions, " repetition ", i % st->repetitions,
+                ") has another trajectory than readout ", r, " of slice 0 repetition 0; every slice and "
+                "repetition must use the same trajectory"));
+          }
+        }
+        for (int c = 0; c < raw.coils; ++c) {
+          raw.kspace.data[s + samples * (r + readouts * (c + raw.coils * i))] = acq.data(s, c);
+        }
+      }
     }
   }
   return raw;

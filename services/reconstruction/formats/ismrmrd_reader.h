@@ -18,9 +18,14 @@
 // fractions of the matrix ([-0.5, 0.5), Gadgetron's convention) and
 // multiplies by the matrix size; kCyclesPerFov takes them as they are.
 //
-// Supported: one slice, contrast, phase, repetition, set and average (any
-// other index is INVALID_ARGUMENT naming the acquisition), one channel count
-// and (non-Cartesian) one readout length. Errors: NOT_FOUND for a missing
+// Non-Cartesian stacks (issue 40): acquisitions with several slice and/or
+// repetition indices give k-space 1 x samples x readouts x coils with
+// SLICE_DIM 13 = slices and TIME_DIM 10 = repetitions (each image's readouts
+// in file order); every (slice, repetition) must have the same readouts on the
+// same trajectory (returned once), else INVALID_ARGUMENT naming them.
+// Supported: one contrast, phase, set and average, one slice and repetition
+// for Cartesian data (any other index is INVALID_ARGUMENT naming the
+// acquisition), one channel count and (non-Cartesian) one readout length. Errors: NOT_FOUND for a missing
 // file; INVALID_ARGUMENT for a file libismrmrd/HDF5 cannot open, a missing or
 // unparsable header, no acquisitions, or inconsistent acquisitions; messages
 // start with the path.

@@ -125,6 +125,67 @@ TEST(IsmrmrdReader, RadialTrajectoriesInBothUnits) {
   EXPECT_FLOAT_EQ(raw2->trajectory.data[1].real(), -0.5f);
 }
 
+// Issue 40: radial readouts of 2 slices x 3 repetitions, interleaved in the
+// file, become k-space 1 x samples x spokes x coils with TIME_DIM 3 and
+// SLICE_DIM 2 (each image's readouts in file order) and one trajectory;
+// another trajectory or a missing readout in one image is refused.
+std::string WriteRadialStack(const std::string& name, bool other_trajectory, bool drop_one) {
+  const std::string path = TestTmpPath(name);
+  std::remove(path.c_str());
+  ISMRMRD::Dataset d(path.c_str(), "dataset", true);
+  d.writeHeader(HeaderXml(16, 16, false));
+  for (int r = 0; r < 4; ++r) {
+    for (int slice = 0; slice < 2; ++slice) {
+      for (int rep = 0; rep < 3; ++rep) {
+        if (drop_one && r == 3 && slice == 1 && rep == 2) continue;
+        ISMRMRD::Acquisition acq(32, 2, 2);
+        acq.idx().slice = slice;
+        acq.idx().repetition = rep;
+        for (int s = 0; s < 32; ++s) {
+          acq.traj(0, s) = (s - 16) / 32.f * (r + 1) / 4.f;
+          acq.traj(1, s) = (other_trajectory && slice == 1 && r == 2) ? 0.25f : 0.f;
+          for (int c = 0; c < 2; ++c) acq.data(s, c) = Value(s, r, c) + Complex(1000.f * (rep + 3 * slice), 0);
+        }
+        d.appendAcquisition(acq);
+      }
+    }
+  }
+  return path;
+}
+
+TEST(IsmrmrdReader, RadialSlicesAndRepetitionsAreAStack) {
+  auto raw = ReadIsmrmrd(WriteRadialStack("stack.h5", false, false));
+  ASSERT_TRUE(raw.ok()) << raw.status();
+  const CflArray& k = raw->kspace;
+  EXPECT_EQ(k.dim(1), 32);
+  EXPECT_EQ(k.dim(2), 4);
+  EXPECT_EQ(k.dim(kCoilDim), 2);
+  EXPECT_EQ(k.dim(kTimeDim), 3);
+  EXPECT_EQ(k.dim(kSliceDim), 2);
+  for (int i = 0; i < 6; ++i) {
+    for (int c = 0; c < 2; ++c) {
+      for (int r = 0; r < 4; ++r) {
+        for (int s = 0; s < 32; s += 7) {
+          EXPECT_EQ(k.data[s + 32 * (r + 4 * (c + 2 * i))], Value(s, r, c) + Complex(1000.f * i, 0))
+              << "image " << i << " coil " << c << " readout " << r << " sample " << s;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(raw->trajectory.dim(2), 4);
+  EXPECT_EQ(raw->trajectory.elements(), 3 * 32 * 4);
+  EXPECT_FLOAT_EQ(raw->trajectory.data[3 * (1 + 32 * 3)].real(), -15 / 32.f * 16);
+
+  auto status = ReadIsmrmrd(WriteRadialStack("stack_traj.h5", true, false)).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("(slice 1 repetition 0) has another trajectory than readout 2"), std::string::npos)
+      << status;
+  status = ReadIsmrmrd(WriteRadialStack("stack_short.h5", false, true)).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("slice 1 repetition 2 has 3 readouts, slice 0 repetition 0 has 4"), std::string::npos)
+      << status;
+}
+
 TEST(IsmrmrdReader, MalformedAndInconsistentFiles) {
   EXPECT_EQ(ReadIsmrmrd(TestTmpPath("absent.h5")).status().code(), absl::StatusCode::kNotFound);
   const std::string text = TestTmpPath("not_hdf5.h5");

@@ -46,10 +46,12 @@ std::string WriteTargetFile(const std::string& dir) {
   return path;
 }
 
-absl::StatusOr<ReconSpec> Spec(const std::string& dir, const std::string& method) {
+absl::StatusOr<ReconSpec> Spec(const std::string& dir, const std::string& method,
+                               const std::string& file = "targets.h5", bool deterministic = false) {
   v1::ReconstructRequest r;
+  r.set_deterministic(deterministic);
   v1::UltrasoundOptions* u = r.mutable_ultrasound();
-  u->mutable_channel_data()->set_path(dir + "/targets.h5");
+  u->mutable_channel_data()->set_path(dir + "/" + file);
   u->set_method(method);
   u->set_subarray(16);
   for (double x : {-5.0, 5.0}) u->add_x_mm(x);
@@ -102,6 +104,35 @@ TEST(UltrasoundRunTest, DasAndMvImageThePointTargetAndMvIsNarrower) {
     width[m++] = b.width_6db;
   }
   EXPECT_LT(width[1], width[0]) << "MV -6 dB width " << width[1] << " px vs DAS " << width[0];
+}
+
+// The same data as a USTB .uff (formats/make_ustb_uff.py, doubles) beamforms
+// to the same B-mode as our layout, and deterministic runs report the flag.
+TEST(UltrasoundRunTest, UstbUffFileGivesTheSameImageAsThePicmusLayout) {
+  if (std::system("/usr/bin/python3 -c 'import h5py' 2>/dev/null") != 0) {
+    GTEST_SKIP() << "/usr/bin/python3 has no h5py (Debian python3-h5py)";
+  }
+  const std::string dir = FreshTestDir("us_uff");
+  const std::string h5 = WriteTargetFile(dir);
+  const std::string cmd = "/usr/bin/python3 services/reconstruction/formats/make_ustb_uff.py --float64 '" + h5 +
+                          "' '" + dir + "/targets.uff'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::vector<float> images[2];
+  int i = 0;
+  for (const char* file : {"targets.h5", "targets.uff"}) {
+    absl::StatusOr<ReconSpec> spec = Spec(dir, "das", file, /*deterministic=*/true);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    ReconRunContext ctx;
+    ctx.work_dir = FreshTestDir(std::string("us_uff_work_") + std::to_string(i));
+    absl::StatusOr<ReconOutcome> out = RunReconstruction(*spec, ctx);
+    ASSERT_TRUE(out.ok()) << file << ": " << out.status();
+    EXPECT_TRUE(out->result.deterministic());
+    absl::StatusOr<Volume> image = ReadNifti(ctx.work_dir + "/reconstruction.nii.gz");
+    ASSERT_TRUE(image.ok()) << image.status();
+    const float* v = image->data.data<float>();
+    images[i++].assign(v, v + 101 * 101);
+  }
+  EXPECT_EQ(images[0], images[1]);
 }
 
 TEST(UltrasoundRunTest, BadInputsAreRefusedNamingTheField) {

@@ -209,6 +209,9 @@ int Pet(int argc, char** argv) {
               sub.Get("sinogram-out").c_str(), ShapeText(sim->counts).c_str(), total,
               options.poisson ? absl::StrCat("Poisson, seed ", seed).c_str() : "no noise", options.total_counts,
               recon::Describe(*g).c_str());
+  // What activity 1 reconstructs as (counts per mm of line), for comparing a
+  // reconstruction with the --activity-out map.
+  std::printf("activity scale %.9g\n", sim->scale);
   if (!sub.Get("factors-out").empty()) {
     s = formats::WriteSinogram(sim->attenuation_factors, g->projection, sub.Get("factors-out"), 0,
                                "tessera phantom pet: attenuation factors");

@@ -16,6 +16,8 @@
 #include "kernels/reconstruction/mri/cartesian_sense.h"
 #include "kernels/reconstruction/mri/cg_sense.h"
 #include "kernels/reconstruction/mri/density_compensation.h"
+#include "kernels/reconstruction/mri/espirit.h"
+#include "kernels/reconstruction/mri/espirit_gridding.h"
 #include "kernels/reconstruction/mri/sense_stack.h"
 #include "kernels/reconstruction/mri/trajectory.h"
 #include "services/reconstruction/formats/cfl.h"
@@ -46,6 +48,7 @@ struct MriInputs {
   // frame fastest (BART's TIME_DIM 10 before SLICE_DIM 13).
   int64_t frames = 1, slices = 1;
   bool maps_per_slice = false;  // else one map set for every slice
+  std::string maps_note;        // how the maps were made, for the result's geometry (espirit)
   int64_t images() const { return frames * slices; }
 };
 
@@ -63,6 +66,34 @@ int64_t ImageSizeFromTrajectory(const mri::Trajectory2D& t) {
   double kmax = 0;
   for (int64_t i = 0; i < t.size(); ++i) kmax = std::max({kmax, std::abs(double{t.kx[i]}), std::abs(double{t.ky[i]})});
   return std::max<int64_t>(2, 2 * static_cast<int64_t>(std::ceil(kmax)));
+}
+
+// Issue 36: the coil maps by ESPIRiT from the k-space (Cartesian centre, or
+// the non-Cartesian centre gridded) instead of read from mri.coils; with_data
+// false checks the sizes only.
+absl::Status EstimateEspiritMaps(const MriSpec& m, bool with_data, MriInputs* in) {
+  if (in->images() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("mri.coil_estimation: espirit takes one 2-D image, the k-space is a "
+                                                   "stack of ", in->images(), "; give mri.coils"));
+  }
+  if (in->nx > 0 && (m.calibration_size > in->nx || m.calibration_size > in->ny)) {
+    return absl::InvalidArgumentError(absl::StrCat("mri.calibration_size: ", m.calibration_size,
+                                                   " exceeds the image size ", in->nx, " x ", in->ny));
+  }
+  if (!with_data) return absl::OkStatus();
+  mri::EspiritOptions options;
+  options.calibration_size = m.calibration_size;
+  options.crop = m.espirit_crop;
+  absl::StatusOr<mri::EspiritMaps> maps =
+      in->cartesian ? mri::EspiritCartesian(in->kspace.data.data(), in->nx, in->ny, in->coils, options)
+                    : mri::EspiritNonCartesian(in->traj, in->kspace.data.data(), in->coils, in->nx, in->ny, options);
+  if (!maps.ok()) return Annotate(maps.status(), "mri.coil_estimation");
+  TESSERA_ASSIGN_OR_RETURN(in->maps, formats::MakeCfl({in->nx, in->ny, 1, in->coils}));
+  in->maps.data = std::move(maps->maps);
+  in->has_maps = true;
+  in->maps_note = absl::StrFormat("coil maps: ESPIRiT (calibration %lld^2)",
+                                  static_cast<long long>(std::max(maps->calibration_x, maps->calibration_y)));
+  return absl::OkStatus();
 }
 
 // with_data false: BART inputs are checked from their headers (shapes and file
@@ -100,11 +131,11 @@ absl::StatusOr<MriInputs> ReadInputs(const ReconSpec& spec, bool with_data) {
     if (!in.cartesian) return absl::InvalidArgumentError("mri.kspace: sense needs Cartesian k-space (it has a trajectory)");
     const formats::CflArray& k = in.kspace;
     const formats::CflArray& s = in.maps;
-    if (k.dim(formats::kPhs2Dim) != 1 || s.dim(formats::kPhs2Dim) != 1) {
+    if (k.dim(formats::kPhs2Dim) != 1 || (!m.espirit && s.dim(formats::kPhs2Dim) != 1)) {
       return absl::InvalidArgumentError("mri: sense is 2-D (k-space and coils must have dimension 2 of size 1)");
     }
     for (int d : {formats::kReadDim, formats::kPhs1Dim, formats::kCoilDim}) {
-      if (k.dim(d) != s.dim(d)) {
+      if (!m.espirit && k.dim(d) != s.dim(d)) {
         return absl::InvalidArgumentError(absl::StrCat("mri: k-space dimension ", d, " is ", k.dim(d),
                                                        " but the coils' is ", s.dim(d)));
       }
@@ -115,6 +146,7 @@ absl::StatusOr<MriInputs> ReadInputs(const ReconSpec& spec, bool with_data) {
     in.nx = k.dim(formats::kReadDim);
     in.ny = k.dim(formats::kPhs1Dim);
     in.coils = static_cast<int>(k.dim(formats::kCoilDim));
+    if (m.espirit) TESSERA_RETURN_IF_ERROR(EstimateEspiritMaps(m, with_data, &in));
     return in;
   }
   if (in.cartesian) {
@@ -150,6 +182,7 @@ absl::StatusOr<MriInputs> ReadInputs(const ReconSpec& spec, bool with_data) {
     in.slices = (*stack)[1];
     in.coils = static_cast<int>(k.dim(formats::kCoilDim));
     if (in.nx <= 0 && !in.traj.kx.empty()) in.nx = in.ny = ImageSizeFromTrajectory(in.traj);
+    if (m.espirit) TESSERA_RETURN_IF_ERROR(EstimateEspiritMaps(m, with_data, &in));
   }
   return in;
 }
@@ -346,6 +379,7 @@ absl::Status RunMri(const ReconSpec& spec, const ReconRunContext& ctx, const Str
   result.set_modality("mri");
   result.set_method(MriMethodName(spec.mri.method));
   TESSERA_ASSIGN_OR_RETURN(std::vector<Complex> image, Reconstruct(spec, in, ctx, stream, &result));
+  if (!in.maps_note.empty()) result.set_geometry(absl::StrCat(result.geometry(), ", ", in.maps_note));
   TESSERA_RETURN_IF_ERROR(Continue(ctx));
   Report(ctx, "output", 0, 0, 0.97, {}, "writing reconstruction.nii.gz and reconstruction.cfl");
 

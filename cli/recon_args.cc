@@ -33,9 +33,16 @@ std::vector<FlagSpec> ReconFlags(const std::string& modality) {
     flags.push_back(std::move(f));
   }
   if (modality == "mri") {
-    flags.push_back({"kspace", "", "k-space: BART .cfl/.hdr (either file or the base name) or ISMRMRD .h5"});
+    flags.push_back({"kspace", "",
+                     "k-space: BART .cfl/.hdr (either file or the base name) or ISMRMRD .h5; a non-Cartesian .cfl with "
+                     "frames (dim 10) / slices (dim 13) is a stack on one trajectory, reconstructed in one job "
+                     "(--coils: a map set per slice or one for all; output nx x ny x frames*slices)"});
     flags.push_back({"traj", "", "non-Cartesian trajectory, BART cfl (3 x samples x spokes, 1/FOV units)"});
-    flags.push_back({"coils", "", "coil sensitivities, BART cfl (nx x ny x nz x coils)"});
+    flags.push_back({"coils", "",
+                     "coil sensitivities, BART cfl (nx x ny x nz x coils), or the word espirit: maps estimated from "
+                     "the k-space centre by ESPIRiT (BART ecalib -m1; non-Cartesian centres gridded first)"});
+    flags.push_back({"calibration-size", "0", "--coils espirit: calibration region side, 8..64 (0: 24)"});
+    flags.push_back({"espirit-crop", "", "--coils espirit: maps 0 where the eigenvalue <= this, in [0, 1) (default 0.8)"});
     flags.push_back({"method", "cgsense", "adjoint | cgsense | sense"});
     flags.push_back({"iterations", "0", "cgsense iterations (0: 10)"});
     flags.push_back({"lambda", "", "Tikhonov weight (default 0 for cgsense, 1e-3 for sense)"});
@@ -115,7 +122,14 @@ absl::StatusOr<v1::ReconstructRequest> MriRequestFromArgs(const Args& args, bool
   if (args.Get("kspace").empty()) return absl::InvalidArgumentError("--kspace is required");
   mri->mutable_kspace()->set_path(ServerPath(args.Get("kspace"), absolute));
   if (!args.Get("traj").empty()) mri->mutable_trajectory()->set_path(ServerPath(args.Get("traj"), absolute));
-  if (!args.Get("coils").empty()) mri->mutable_coils()->set_path(ServerPath(args.Get("coils"), absolute));
+  if (args.Get("coils") == "espirit") {
+    mri->set_coil_estimation("espirit");
+  } else if (!args.Get("coils").empty()) {
+    mri->mutable_coils()->set_path(ServerPath(args.Get("coils"), absolute));
+  }
+  TESSERA_ASSIGN_OR_RETURN(int calibration_size, args.GetInt("calibration-size"));
+  mri->set_calibration_size(calibration_size);
+  TESSERA_RETURN_IF_ERROR(SetOptionalDouble(args, "espirit-crop", [&](double v) { mri->set_espirit_crop(v); }));
   mri->set_method(args.Get("method"));
   TESSERA_ASSIGN_OR_RETURN(int iterations, args.GetInt("iterations"));
   TESSERA_ASSIGN_OR_RETURN(int acceleration, args.GetInt("acceleration"));

@@ -109,26 +109,58 @@ absl::StatusOr<NDArray> ToBackend(const NDArray& host, const Stream& stream) {
   return host.CopyTo(MemoryKind::kDevice, stream, stream.ordinal());
 }
 
-absl::StatusOr<NDArray> NewVolume(const CtGeometry& g, const Stream& stream) {
+// `slices` volumes of the geometry's, one after the other (a CT stack).
+absl::StatusOr<NDArray> NewVolume(const CtGeometry& g, const Stream& stream, int64_t slices = 1) {
   const MemoryKind kind = stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
-  return NDArray::Allocate({g.volume.nx, g.volume.ny, g.volume.nz}, DType::kFloat32, kind, stream.ordinal());
+  return NDArray::Allocate({g.volume.nx, g.volume.ny, g.volume.nz * slices}, DType::kFloat32, kind, stream.ordinal());
+}
+
+// Issue 40: a 2-D geometry's sinogram may be a stack (cols, projections,
+// slices), reconstructed slice by slice with one plan into nx x ny x slices.
+absl::StatusOr<int64_t> CtSinogramSlices(const ReconSpec& spec, const CtGeometry& g) {
+  absl::StatusOr<std::vector<int64_t>> dims = ReadNiftiHeaderDims(spec.sinogram_path);
+  if (!dims.ok()) return Annotate(dims.status(), "sinogram");
+  absl::StatusOr<int64_t> slices = recon::formats::StackedSinogramSlices(*dims, g.projection);
+  if (!slices.ok()) return Annotate(slices.status(), absl::StrCat("sinogram: ", spec.sinogram_path));
+  return slices;
+}
+
+// The output grid of a stack: the 2-D slab repeated `slices` times along z,
+// centred where the slab was.
+recon::VolumeGeometry StackedVolume(recon::VolumeGeometry v, int64_t slices) {
+  if (slices == 1) return v;
+  const double dz = v.dz(), centre = 0.5 * (v.min_z + v.max_z);
+  v.nz *= slices;
+  v.min_z = centre - 0.5 * dz * v.nz;
+  v.max_z = centre + 0.5 * dz * v.nz;
+  return v;
 }
 
 // `redundancy`: fbp/fdk's redundancy weights ("short scan 220 deg ...: Parker
 // weights"), for the result's geometry text; left empty by the iterative methods.
-absl::Status RunCt(const ReconSpec& spec, const CtGeometry& g, CtMethod method, const Stream& stream,
-                   const ReconRunContext& ctx, NDArray* volume, v1::ReconstructionResult* result,
-                   std::string* redundancy) {
+// `slices` > 1: a stack of 2-D sinograms (CtSinogramSlices), each slice
+// reconstructed with the one plan / projector (whose CPU kernels spread each
+// slice over the threads), progress per slice.
+absl::Status RunCt(const ReconSpec& spec, const CtGeometry& g, CtMethod method, int64_t slices,
+                   const Stream& stream, const ReconRunContext& ctx, NDArray* volume,
+                   v1::ReconstructionResult* result, std::string* redundancy) {
   const recon::ExecutionMode mode =
       spec.deterministic ? recon::ExecutionMode::kDeterministic : recon::ExecutionMode::kDefault;
-  absl::StatusOr<NDArray> host = recon::formats::ReadSinogram(spec.sinogram_path, g.projection);
+  absl::StatusOr<NDArray> host = slices == 1 ? recon::formats::ReadSinogram(spec.sinogram_path, g.projection)
+                                             : recon::formats::ReadSinogramStack(spec.sinogram_path, g.projection);
   if (!host.ok()) return Annotate(host.status(), "sinogram");
   TESSERA_ASSIGN_OR_RETURN(NDArray sinogram, ToBackend(*host, stream));
   *host = NDArray();
-  TESSERA_ASSIGN_OR_RETURN(*volume, NewVolume(g, stream));
+  TESSERA_ASSIGN_OR_RETURN(*volume, NewVolume(g, stream, slices));
   float* x = volume->data<float>();
   const float* y = sinogram.data<float>();
   const std::string name = CtMethodName(method);
+  const int64_t sinogram_size = g.projection.sinogram_size(), voxels = g.volume.size();
+  const auto slice_done = [&](int64_t s) -> absl::Status {
+    Report(ctx, "reconstruct", s + 1, slices, IterationFraction(static_cast<int>(s + 1), static_cast<int>(slices)), {},
+           absl::StrCat(name, ": slice ", s + 1, " of ", slices, " done"));
+    return Continue(ctx);
+  };
   if (method == CtMethod::kFbp || method == CtMethod::kFdk) {
     recon::fbp::FbpOptions options;
     options.filter = spec.ct.filter;
@@ -139,6 +171,14 @@ absl::Status RunCt(const ReconSpec& spec, const CtGeometry& g, CtMethod method, 
                              recon::fbp::FbpPlan::Create(g, stream, options));
     *redundancy = plan->redundancy();
     const int64_t views = g.projection.num_views();
+    if (slices > 1) {
+      for (int64_t s = 0; s < slices; ++s) {
+        TESSERA_RETURN_IF_ERROR(plan->Run(y + s * sinogram_size, x + s * voxels));
+        TESSERA_RETURN_IF_ERROR(slice_done(s));
+      }
+      result->set_iterations(0);
+      return stream.Synchronize();
+    }
     TESSERA_RETURN_IF_ERROR(plan->Run(y, x, [&](int64_t done, int64_t total) -> absl::Status {
       Report(ctx, "reconstruct", done, total, 0.05 + 0.9 * done / std::max<int64_t>(1, total), {},
              absl::StrCat(name, ": ", done, " of ", views, " views back-projected"));
@@ -152,7 +192,7 @@ absl::Status RunCt(const ReconSpec& spec, const CtGeometry& g, CtMethod method, 
   po.num_subsets = method == CtMethod::kOsSart ? std::min<int64_t>(spec.ct.subsets, g.projection.num_views()) : 1;
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<recon::ct::DdProjector> projector,
                            recon::ct::DdProjector::Create(g, stream, po));
-  TESSERA_RETURN_IF_ERROR(recon::Fill(stream, x, g.volume.size(), 0.0f));
+  TESSERA_RETURN_IF_ERROR(recon::Fill(stream, x, voxels * slices, 0.0f));
   recon::solvers::SolverOptions so;
   so.iterations = spec.ct.iterations;
   so.subsets = po.num_subsets;
@@ -164,11 +204,22 @@ absl::Status RunCt(const ReconSpec& spec, const CtGeometry& g, CtMethod method, 
            absl::StrFormat("%s: iteration %d of %d, ||Ax - y|| = %.6g", name, iteration, total, residual));
     return Continue(ctx);
   };
-  absl::StatusOr<recon::solvers::SolverReport> report =
-      method == CtMethod::kCgls ? recon::solvers::Cgls(*projector, y, x, so) : recon::solvers::Sart(*projector, y, x, so);
-  if (!report.ok()) return report.status();
-  result->set_iterations(report->iterations);
-  for (double r : report->residual_norms) result->add_residual_norms(r);
+  if (slices > 1) so.progress = nullptr;  // progress per slice; residual_norms: each slice's last
+  for (int64_t s = 0; s < slices; ++s) {
+    const float* ys = y + s * sinogram_size;
+    float* xs = x + s * voxels;
+    absl::StatusOr<recon::solvers::SolverReport> report = method == CtMethod::kCgls
+                                                              ? recon::solvers::Cgls(*projector, ys, xs, so)
+                                                              : recon::solvers::Sart(*projector, ys, xs, so);
+    if (!report.ok()) return report.status();
+    result->set_iterations(report->iterations);
+    if (slices == 1) {
+      for (double r : report->residual_norms) result->add_residual_norms(r);
+    } else {
+      if (!report->residual_norms.empty()) result->add_residual_norms(report->residual_norms.back());
+      TESSERA_RETURN_IF_ERROR(slice_done(s));
+    }
+  }
   return stream.Synchronize();
 }
 
@@ -252,11 +303,13 @@ absl::Status RunTomography(const ReconSpec& spec, const ReconRunContext& ctx, co
   v1::ReconstructionResult& result = out->result;
   NDArray volume;
   std::string redundancy;
+  int64_t slices = 1;  // a CT stack's
   if (spec.modality == Modality::kCt) {
     TESSERA_ASSIGN_OR_RETURN(CtMethod method, EffectiveCtMethod(spec.ct, g));
+    TESSERA_ASSIGN_OR_RETURN(slices, CtSinogramSlices(spec, g));
     result.set_modality("ct");
     result.set_method(CtMethodName(method));
-    TESSERA_RETURN_IF_ERROR(RunCt(spec, g, method, stream, ctx, &volume, &result, &redundancy));
+    TESSERA_RETURN_IF_ERROR(RunCt(spec, g, method, slices, stream, ctx, &volume, &result, &redundancy));
   } else {
     result.set_modality("pet");
     result.set_method(PetMethodName(spec.pet.method));
@@ -265,11 +318,15 @@ absl::Status RunTomography(const ReconSpec& spec, const ReconRunContext& ctx, co
   TESSERA_RETURN_IF_ERROR(Continue(ctx));
   Report(ctx, "output", 0, 0, 0.97, {}, "writing reconstruction.nii.gz");
   TESSERA_ASSIGN_OR_RETURN(NDArray host, volume.CopyTo(MemoryKind::kHost, stream));
-  TESSERA_RETURN_IF_ERROR(recon::formats::WriteVolume(host, g.volume, (fs::path(ctx.work_dir) / kVolumeFile).string()));
+  const recon::VolumeGeometry v = StackedVolume(g.volume, slices);
+  TESSERA_RETURN_IF_ERROR(recon::formats::WriteVolume(host, v, (fs::path(ctx.work_dir) / kVolumeFile).string()));
   out->work_files.push_back(kVolumeFile);
-  result.set_geometry(redundancy.empty() ? recon::Describe(g) : absl::StrCat(recon::Describe(g), "; ", redundancy));
-  for (int64_t d : {g.volume.nx, g.volume.ny, g.volume.nz}) result.add_dims(d);
-  for (double s : {g.volume.dx(), g.volume.dy(), g.volume.dz()}) result.add_spacing(s);
+  std::string geometry = recon::Describe(g);
+  if (slices > 1) absl::StrAppend(&geometry, "; a stack of ", slices, " slices (one plan)");
+  if (!redundancy.empty()) absl::StrAppend(&geometry, "; ", redundancy);
+  result.set_geometry(geometry);
+  for (int64_t d : {v.nx, v.ny, v.nz}) result.add_dims(d);
+  for (double s : {v.dx(), v.dy(), v.dz()}) result.add_spacing(s);
   return absl::OkStatus();
 }
 
@@ -335,8 +392,7 @@ absl::Status CheckReconInputs(const ReconSpec& spec) {
   const recon::VolumeGeometry& v = g.volume;
   if (spec.modality == Modality::kCt) {
     TESSERA_RETURN_IF_ERROR(EffectiveCtMethod(spec.ct, g).status());
-    return CheckHeaderDims(spec.sinogram_path, recon::formats::SinogramShape(g.projection), "sinogram",
-                           "proj_geom");
+    return CtSinogramSlices(spec, g).status();
   }
   TESSERA_ASSIGN_OR_RETURN(const recon::pet::PetGeometry pg, PetGeometryOf(spec, g));
   if (!spec.sinogram_path.empty()) {

@@ -102,6 +102,43 @@ absl::StatusOr<NDArray> ReadSinogram(const std::string& path, const ProjectionGe
   return out;
 }
 
+absl::StatusOr<int64_t> StackedSinogramSlices(const Shape& dims, const ProjectionGeometry& projection,
+                                              const SinogramOptions& options) {
+  const Shape one = WithoutSingletons(SinogramShape(projection, options.tof_bins));
+  Shape got = WithoutSingletons(dims);
+  if (got == one) return 1;
+  const int64_t slices = got.empty() ? 1 : got.back();
+  if (!got.empty()) got.pop_back();
+  if (got == one && projection.is_2d && options.tof_bins == 0) return slices;
+  std::string want = absl::StrCat(projection.det_cols, " columns");
+  if (!projection.is_2d || projection.det_rows != 1) absl::StrAppend(&want, " x ", projection.det_rows, " rows");
+  if (options.tof_bins > 0) absl::StrAppend(&want, " x ", options.tof_bins, " TOF bins");
+  absl::StrAppend(&want, " x ", projection.num_views(), " projections");
+  if (projection.is_2d && options.tof_bins == 0) absl::StrAppend(&want, " (x slices)");
+  return absl::InvalidArgumentError(absl::StrCat(options.what, " is ", Shown(dims), " but proj_geom has ", want));
+}
+
+absl::StatusOr<NDArray> ReadSinogramStack(const std::string& path, const ProjectionGeometry& projection,
+                                          const SinogramOptions& options) {
+  TESSERA_ASSIGN_OR_RETURN(Volume volume, ReadNifti(path));
+  absl::StatusOr<int64_t> slices = StackedSinogramSlices(volume.data.shape(), projection, options);
+  if (!slices.ok()) return Annotate(slices.status(), path);
+  absl::StatusOr<NDArray> all = AsHostFloat(volume.data, options.what);
+  if (!all.ok()) return Annotate(all.status(), path);
+  const int64_t per_slice = projection.sinogram_size();
+  Shape shape = SinogramShape(projection);
+  shape.push_back(*slices);
+  TESSERA_ASSIGN_OR_RETURN(NDArray out, NDArray::Allocate(shape, DType::kFloat32));
+  for (int64_t s = 0; s < *slices; ++s) {
+    TESSERA_ASSIGN_OR_RETURN(NDArray one, NDArray::Allocate(SinogramShape(projection), DType::kFloat32));
+    std::copy_n(all->data<float>() + s * per_slice, per_slice, one.data<float>());
+    absl::StatusOr<NDArray> checked = CheckSinogram(one, projection, options);
+    if (!checked.ok()) return Annotate(checked.status(), absl::StrCat(path, ": slice ", s));
+    std::copy_n(checked->data<float>(), per_slice, out.data<float>() + s * per_slice);
+  }
+  return out;
+}
+
 absl::Status WriteSinogram(const NDArray& sinogram, const ProjectionGeometry& p, const std::string& path,
                            int64_t tof_bins, const std::string& description) {
   if (tof_bins < 0) return absl::InvalidArgumentError(absl::StrCat(path, ": TOF bins must be >= 0, got ", tof_bins));

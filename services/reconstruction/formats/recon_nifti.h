@@ -51,6 +51,18 @@ absl::StatusOr<NDArray> CheckSinogram(const NDArray& data, const ProjectionGeome
 absl::StatusOr<NDArray> ReadSinogram(const std::string& path, const ProjectionGeometry& projection,
                                      const SinogramOptions& options = {});
 
+// Stacks of 2-D sinograms (issue 40: one plan, many slices): a NIfTI whose
+// axes of length > 1 are (cols, projections, slices) for a 2-D geometry.
+// StackedSinogramSlices says how many slices header dims hold (1 for a plain
+// sinogram; INVALID_ARGUMENT as CheckSinogram's, "... proj_geom has 384
+// columns x 360 projections (x slices)", for anything else, and for a stack
+// with a 3-D geometry or TOF); ReadSinogramStack returns float32 (cols, 1,
+// projections, slices), each slice checked as CheckSinogram checks one.
+absl::StatusOr<int64_t> StackedSinogramSlices(const Shape& dims, const ProjectionGeometry& projection,
+                                              const SinogramOptions& options = {});
+absl::StatusOr<NDArray> ReadSinogramStack(const std::string& path, const ProjectionGeometry& projection,
+                                          const SinogramOptions& options = {});
+
 // `sinogram` must be a host float32 array with SinogramShape(projection,
 // tof_bins) elements; 2-D sinograms are stored as (cols, projections).
 absl::Status WriteSinogram(const NDArray& sinogram, const ProjectionGeometry& projection, const std::string& path,

@@ -4,8 +4,9 @@
 //   auto plan = FbpPlan::Create(geometry, stream, {FilterKind::kHann, 0.8});
 //   TESSERA_RETURN_IF_ERROR((*plan)->Run(sinogram, volume));
 //
-// Run works through the views in batches: pre-weight (FDK cosine weights and
-// the view's scale, fbp_setup.h) and ramp-filter each detector row
+// Run works through the views in batches: pre-weight (FDK cosine weights,
+// the view's scale, fbp_setup.h, and a short scan's Parker or an offset
+// detector's weights, redundancy_weights.h) and ramp-filter each detector row
 // (filter.h), then back-project the batch voxel by voxel, accumulating into
 // the volume (in units of attenuation per mm when the sinogram holds line
 // integrals in attenuation x mm). The plan owns the FFT plans, the per-view

@@ -319,7 +319,11 @@ absl::StatusOr<us::Acquisition> ReadUltrasoundUff(const std::string& path) {
   if (hdf5::IsGroup(f, sequence + "/source")) {
     waves.push_back(sequence);
   } else {
-    for (const std::string& name : hdf5::Children(f, sequence)) waves.push_back(sequence + "/" + name);
+    std::vector<std::string> names = hdf5::Children(f, sequence);
+    // sequence_0001 ... sequence_9999, sequence_10000: shorter names first.
+    std::stable_sort(names.begin(), names.end(),
+                     [](const std::string& a, const std::string& b) { return a.size() < b.size(); });
+    for (const std::string& name : names) waves.push_back(sequence + "/" + name);
     if (waves.empty()) return r.Invalid(absl::StrCat(sequence, " holds no waves"));
   }
   std::vector<Transmit> transmits;

@@ -36,7 +36,8 @@ namespace phantoms = recon::phantoms;
 constexpr char kUsage[] =
     "usage: tessera phantom <ct|pet|geometry|us|mri> [flags]   (tessera phantom SUB --help for its flags)\n"
     "  ct        CT sinogram of an analytic phantom for an ASTRA geometry JSON (+ the phantom as a volume)\n"
-    "  pet       PET counts (Poisson) of an activity + attenuation phantom (+ both maps as volumes)\n"
+    "  pet       PET counts (Poisson) of an activity + attenuation phantom (+ both maps as volumes; optional\n"
+    "            randoms, scatter and detection efficiencies simulated into the counts)\n"
     "  geometry  write a ready-made ASTRA geometry JSON (parallel, fanflat, cone)\n"
     "  us        ultrasound channel data (linear array, plane waves) of point targets or a cyst, PICMUS HDF5\n"
     "  mri       exact multi-coil k-space of a Shepp-Logan head (radial or Cartesian), coil maps, truth: BART .cfl\n";
@@ -184,8 +185,16 @@ int Pet(int argc, char** argv) {
   }
   // Corrections are simulated only when they are written (the counts then
   // follow expected = normalization * trues + randoms + scatter).
-  if (sub.Get("randoms-out").empty()) options.randoms_fraction = 0;
-  if (sub.Get("scatter-out").empty()) options.scatter_fraction = 0;
+  if (sub.Get("randoms-out").empty()) {
+    options.randoms_fraction = 0;
+  } else if (!(options.randoms_fraction > 0)) {
+    return sub.Error("--randoms-fraction must be > 0 with --randoms-out");
+  }
+  if (sub.Get("scatter-out").empty()) {
+    options.scatter_fraction = 0;
+  } else if (!(options.scatter_fraction > 0)) {
+    return sub.Error("--scatter-fraction must be > 0 with --scatter-out");
+  }
   options.normalization = !sub.Get("normalization-out").empty();
   const std::string noise = sub.Get("noise");
   if (noise != "poisson" && noise != "none") return sub.Error("--noise must be poisson or none");
@@ -227,7 +236,7 @@ int Pet(int argc, char** argv) {
                      {"scatter-out", &sim->scatter, "scatter"},
                      {"normalization-out", &sim->normalization, "normalization (detection efficiencies)"}};
   for (const auto& c : corrections) {
-    if (sub.Get(c.flag).empty() || c.data->empty()) continue;
+    if (sub.Get(c.flag).empty()) continue;
     s = formats::WriteSinogram(*c.data, g->projection, sub.Get(c.flag), 0,
                                absl::StrCat("tessera phantom pet: ", c.what));
     if (!s.ok()) return sub.Error(std::string(s.message()), 1);

@@ -4,9 +4,12 @@
 # bench/make_mri_stack.py; one trajectory, one set of maps) reconstructed in
 # ONE job (k-space with SLICE_DIM 13 = 32) against 32 jobs of one slice
 # (whole commands, `tessera recon mri ... --device cpu`, one after another),
-# for cgsense (30 iterations, Toeplitz) and adjoint. Interleaved repetitions,
-# medians; then each slice of the stack's NIfTI against the same slice's
-# one-slice job (max |difference|: 0 means bit-identical).
+# for cgsense (30 iterations, Toeplitz) and adjoint; and a CT 2-D FBP stack
+# (parallel 256^2, 403 views: `tessera phantom ct`'s sinogram scaled per slice
+# by bench/make_sinogram_stack.py, one NIfTI cols x views x slices) the same
+# way. Interleaved repetitions, medians; then each slice of the stack's NIfTI
+# against the same slice's one-slice job (max |difference|: 0 means
+# bit-identical).
 #
 #   bench/recon_slices.sh [--reps 3] [--slices 32] [--dir /tmp/recon_slices] [--device cpu]
 set -euo pipefail
@@ -29,38 +32,48 @@ root=$PWD
 T="$root/bazel-bin/cli/tessera"
 mkdir -p "$dir"
 cd "$dir"
-rm -rf mri128 stack
-mkdir -p mri128
+rm -rf mri128 stack ct ctstack
+mkdir -p mri128 ct
 "$T" phantom mri --kind radial --size 128 --coils 4 --spokes 67 --out-dir mri128 > /dev/null 2>&1
 python3 "$root/bench/make_mri_stack.py" --kspace mri128/kspace --slices "$slices" --out stack
+"$T" phantom geometry --type parallel --size 256 --out ct/g.json > /dev/null
+"$T" phantom ct --geometry ct/g.json --sinogram-out ct/s.nii.gz --volume-out ct/v.nii.gz > /dev/null
+python3 "$root/bench/make_sinogram_stack.py" --sinogram ct/s.nii.gz --slices "$slices" --out ctstack
 
-echo "# tessera recon mri: $slices-slice stack in one job vs one job per slice"
+echo "# tessera recon mri / ct: $slices-slice stack in one job vs one job per slice"
 echo "# $(nproc) CPU threads, $(date -u '+%F %T') UTC, commit $(git -C "$root" rev-parse --short HEAD), device $device"
 echo "# uptime: $(uptime)"
 echo
 python3 - "$reps" "$slices" "$T" "$device" << 'EOF'
 import gzip, statistics, struct, subprocess, sys, time
 reps, slices, T, device = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
-common = ["--traj", "mri128/traj", "--coils", "mri128/coils", "--device", device, "--quiet"]
-methods = {"cgsense 30 it": ["--method", "cgsense", "--iterations", "30"], "adjoint": ["--method", "adjoint"]}
+mri = ["mri", "--traj", "mri128/traj", "--coils", "mri128/coils", "--device", device, "--quiet"]
+ct = ["ct", "--geometry", "ct/g.json", "--device", device, "--quiet"]
+# label -> (arguments, the stack's input flag and file, a slice's input file)
+methods = {
+    "mri cgsense 30 it": (mri + ["--method", "cgsense", "--iterations", "30"], "--kspace", "stack/kspace",
+                          "stack/slice{s}/kspace"),
+    "mri adjoint": (mri + ["--method", "adjoint"], "--kspace", "stack/kspace", "stack/slice{s}/kspace"),
+    "ct fbp 256^2": (ct + ["--method", "fbp"], "--sinogram", "ctstack/stack.nii.gz", "ctstack/slice{s}.nii.gz"),
+}
 
 def run(args):
-    p = subprocess.run([T, "recon", "mri"] + args, capture_output=True, text=True)
+    p = subprocess.run([T, "recon"] + args, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"{' '.join(args)}: exit {p.returncode}\n{p.stderr[-2000:]}")
 
 def tag(m):
-    return m.split()[0]
+    return "_".join(m.split()[:2]).replace("^", "")
 
 times = {(m, kind): [] for m in methods for kind in ("stack", "jobs")}
 for _ in range(reps):
-    for m, margs in methods.items():
+    for m, (margs, flag, stack_in, slice_in) in methods.items():
         t0 = time.perf_counter()
-        run(["--kspace", "stack/kspace"] + common + margs + ["--out", f"stack_{tag(m)}.nii.gz"])
+        run(margs + [flag, stack_in, "--out", f"stack_{tag(m)}.nii.gz"])
         times[(m, "stack")].append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         for s in range(slices):
-            run(["--kspace", f"stack/slice{s}/kspace"] + common + margs + ["--out", f"stack/slice{s}/{tag(m)}.nii.gz"])
+            run(margs + [flag, slice_in.format(s=s), "--out", f"slice{s}_{tag(m)}.nii.gz"])
         times[(m, "jobs")].append(time.perf_counter() - t0)
 
 def nifti(path):
@@ -82,7 +95,7 @@ for m in methods:
     plane = dims[0] * dims[1]
     diff = 0.0
     for s in range(slices):
-        _, one = nifti(f"stack/slice{s}/{tag(m)}.nii.gz")
+        _, one = nifti(f"slice{s}_{tag(m)}.nii.gz")
         diff = max(diff, max(abs(a - b) for a, b in zip(vol[s * plane:(s + 1) * plane], one)))
     print(f"| {m} | {st:.3f} ({min(times[(m, 'stack')]):.3f}..{max(times[(m, 'stack')]):.3f}) | "
           f"{jobs:.3f} ({min(times[(m, 'jobs')]):.3f}..{max(times[(m, 'jobs')]):.3f}) | {st / slices:.4f} | "

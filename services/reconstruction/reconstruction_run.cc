@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -125,6 +126,37 @@ absl::StatusOr<int64_t> CtSinogramSlices(const ReconSpec& spec, const CtGeometry
   return slices;
 }
 
+// PET sinogram stacks as CT's (no TOF, not list-mode); the corrections take
+// one 2-D sinogram, so a stack with any of them is refused.
+absl::StatusOr<int64_t> PetSinogramSlices(const ReconSpec& spec, const CtGeometry& g) {
+  if (spec.sinogram_path.empty()) return 1;  // list-mode
+  absl::StatusOr<std::vector<int64_t>> dims = ReadNiftiHeaderDims(spec.sinogram_path);
+  if (!dims.ok()) return Annotate(dims.status(), "sinogram");
+  recon::formats::SinogramOptions so;
+  so.tof_bins = spec.pet.tof_bins > 1 ? spec.pet.tof_bins : 0;
+  absl::StatusOr<int64_t> slices = recon::formats::StackedSinogramSlices(*dims, g.projection, so);
+  if (!slices.ok()) return Annotate(slices.status(), absl::StrCat("sinogram: ", spec.sinogram_path));
+  const PetSpec& p = spec.pet;
+  if (*slices > 1 && (!p.randoms_path.empty() || !p.scatter_path.empty() || !p.normalization_path.empty())) {
+    return absl::InvalidArgumentError(absl::StrCat("pet: randoms, scatter and normalization take one 2-D sinogram; ",
+                                                   spec.sinogram_path, " is a stack of ", *slices, " slices"));
+  }
+  return slices;
+}
+
+// A stack's attenuation: one 2-D map for every slice, or nx x ny x slices (a
+// map per slice; its affine is not checked, only its grid).
+absl::StatusOr<bool> AttenuationPerSlice(const ReconSpec& spec, const CtGeometry& g, int64_t slices) {
+  if (slices == 1 || spec.pet.attenuation_path.empty()) return false;
+  const recon::VolumeGeometry& v = g.volume;
+  absl::StatusOr<std::vector<int64_t>> dims = ReadNiftiHeaderDims(spec.pet.attenuation_path);
+  if (!dims.ok()) return Annotate(dims.status(), "pet.attenuation");
+  if (WithoutOnes(*dims) == WithoutOnes({v.nx, v.ny, v.nz * slices})) return true;
+  TESSERA_RETURN_IF_ERROR(CheckHeaderDims(spec.pet.attenuation_path, {v.nx, v.ny, v.nz}, "pet.attenuation",
+                                          absl::StrCat("vol_geom (one map for all ", slices, " slices, or one per slice)")));
+  return false;
+}
+
 // The output grid of a stack: the 2-D slab repeated `slices` times along z,
 // centred where the slab was.
 recon::VolumeGeometry StackedVolume(recon::VolumeGeometry v, int64_t slices) {
@@ -223,17 +255,23 @@ absl::Status RunCt(const ReconSpec& spec, const CtGeometry& g, CtMethod method, 
   return stream.Synchronize();
 }
 
-absl::Status RunPet(const ReconSpec& spec, const CtGeometry& g, const Stream& stream, const ReconRunContext& ctx,
-                    NDArray* volume, v1::ReconstructionResult* result) {
+// `slices` > 1: a stack of 2-D sinograms (PetSinogramSlices), each slice
+// reconstructed with one projector (one per slice with a map per slice),
+// progress per slice, log_likelihood each slice's last.
+absl::Status RunPet(const ReconSpec& spec, const CtGeometry& g, int64_t slices, const Stream& stream,
+                    const ReconRunContext& ctx, NDArray* volume, v1::ReconstructionResult* result) {
   const recon::ExecutionMode mode =
       spec.deterministic ? recon::ExecutionMode::kDeterministic : recon::ExecutionMode::kDefault;
   TESSERA_ASSIGN_OR_RETURN(const recon::pet::PetGeometry pg, PetGeometryOf(spec, g));
+  TESSERA_ASSIGN_OR_RETURN(const bool mu_per_slice, AttenuationPerSlice(spec, g, slices));
   NDArray mu;
   if (!spec.pet.attenuation_path.empty()) {
     recon::formats::VolumeReadOptions vo;
     vo.nonnegative = true;
     vo.what = "attenuation map";
-    absl::StatusOr<NDArray> mu_host = recon::formats::ReadVolume(spec.pet.attenuation_path, g.volume, vo);
+    vo.check_affine = !mu_per_slice;
+    absl::StatusOr<NDArray> mu_host = recon::formats::ReadVolume(
+        spec.pet.attenuation_path, mu_per_slice ? StackedVolume(g.volume, slices) : g.volume, vo);
     if (!mu_host.ok()) return Annotate(mu_host.status(), "pet.attenuation");
     TESSERA_ASSIGN_OR_RETURN(mu, ToBackend(*mu_host, stream));
   }
@@ -248,9 +286,9 @@ absl::Status RunPet(const ReconSpec& spec, const CtGeometry& g, const Stream& st
                            log_likelihood));
     return Continue(ctx);
   };
-  TESSERA_ASSIGN_OR_RETURN(*volume, NewVolume(g, stream));
+  TESSERA_ASSIGN_OR_RETURN(*volume, NewVolume(g, stream, slices));
   float* x = volume->data<float>();
-  TESSERA_RETURN_IF_ERROR(recon::Fill(stream, x, g.volume.size(), 1.0f));  // uniform start
+  TESSERA_RETURN_IF_ERROR(recon::Fill(stream, x, g.volume.size() * slices, 1.0f));  // uniform start
   if (!spec.listmode_path.empty()) {
     absl::StatusOr<recon::pet::ListModeData> events = recon::pet::ReadListModeFile(spec.listmode_path, &pg);
     if (!events.ok()) return Annotate(events.status(), "listmode");
@@ -271,7 +309,8 @@ absl::Status RunPet(const ReconSpec& spec, const CtGeometry& g, const Stream& st
   recon::formats::SinogramOptions so;
   so.tof_bins = spec.pet.tof_bins > 1 ? spec.pet.tof_bins : 0;
   so.counts = true;
-  absl::StatusOr<NDArray> host = recon::formats::ReadSinogram(spec.sinogram_path, g.projection, so);
+  absl::StatusOr<NDArray> host = slices == 1 ? recon::formats::ReadSinogram(spec.sinogram_path, g.projection, so)
+                                             : recon::formats::ReadSinogramStack(spec.sinogram_path, g.projection, so);
   if (!host.ok()) return Annotate(host.status(), "sinogram");
   TESSERA_ASSIGN_OR_RETURN(NDArray counts, ToBackend(*host, stream));
   *host = NDArray();
@@ -291,7 +330,28 @@ absl::Status RunPet(const ReconSpec& spec, const CtGeometry& g, const Stream& st
   oo.iterations = spec.pet.iterations;
   oo.num_subsets = po.num_subsets;
   oo.progress = progress;
-  TESSERA_RETURN_IF_ERROR(recon::pet::Osem(*projector, counts.data<float>(), x, oo));
+  if (slices == 1) {
+    TESSERA_RETURN_IF_ERROR(recon::pet::Osem(*projector, counts.data<float>(), x, oo));
+    result->set_iterations(spec.pet.iterations);
+    return stream.Synchronize();
+  }
+  double last_log_likelihood = 0;
+  oo.progress = [&](int, int, double log_likelihood) -> absl::Status {
+    last_log_likelihood = log_likelihood;
+    return Continue(ctx);
+  };
+  const int64_t sinogram_size = g.projection.sinogram_size(), voxels = g.volume.size();
+  for (int64_t s = 0; s < slices; ++s) {
+    if (mu_per_slice && s > 0) {  // the first was made with slice 0's map
+      po.mu_map = mu.data<float>() + s * voxels;
+      TESSERA_ASSIGN_OR_RETURN(projector, recon::pet::PetProjector::Create(pg, stream, po));
+    }
+    TESSERA_RETURN_IF_ERROR(recon::pet::Osem(*projector, counts.data<float>() + s * sinogram_size, x + s * voxels, oo));
+    result->add_log_likelihood(last_log_likelihood);
+    Report(ctx, "reconstruct", s + 1, slices, IterationFraction(static_cast<int>(s + 1), static_cast<int>(slices)), {},
+           absl::StrCat(name, ": slice ", s + 1, " of ", slices, " done"));
+    TESSERA_RETURN_IF_ERROR(Continue(ctx));
+  }
   result->set_iterations(spec.pet.iterations);
   return stream.Synchronize();
 }
@@ -313,7 +373,8 @@ absl::Status RunTomography(const ReconSpec& spec, const ReconRunContext& ctx, co
   } else {
     result.set_modality("pet");
     result.set_method(PetMethodName(spec.pet.method));
-    TESSERA_RETURN_IF_ERROR(RunPet(spec, g, stream, ctx, &volume, &result));
+    TESSERA_ASSIGN_OR_RETURN(slices, PetSinogramSlices(spec, g));
+    TESSERA_RETURN_IF_ERROR(RunPet(spec, g, slices, stream, ctx, &volume, &result));
   }
   TESSERA_RETURN_IF_ERROR(Continue(ctx));
   Report(ctx, "output", 0, 0, 0.97, {}, "writing reconstruction.nii.gz");
@@ -395,12 +456,20 @@ absl::Status CheckReconInputs(const ReconSpec& spec) {
     return CtSinogramSlices(spec, g).status();
   }
   TESSERA_ASSIGN_OR_RETURN(const recon::pet::PetGeometry pg, PetGeometryOf(spec, g));
+  int64_t slices = 1;
   if (!spec.sinogram_path.empty()) {
-    TESSERA_RETURN_IF_ERROR(CheckHeaderDims(
+    const absl::Status one = CheckHeaderDims(
         spec.sinogram_path, recon::formats::SinogramShape(g.projection, spec.pet.tof_bins > 1 ? spec.pet.tof_bins : 0),
-        "sinogram", spec.pet.tof_bins > 1 ? "proj_geom with pet.tof_bins" : "proj_geom"));
+        "sinogram", spec.pet.tof_bins > 1 ? "proj_geom with pet.tof_bins" : "proj_geom");
+    if (!one.ok()) {  // a stack, or the one-sinogram error
+      absl::StatusOr<int64_t> stacked = PetSinogramSlices(spec, g);
+      if (!stacked.ok() && !absl::StartsWith(stacked.status().message(), "pet:")) return one;
+      TESSERA_ASSIGN_OR_RETURN(slices, stacked);
+    }
   }
-  if (!spec.pet.attenuation_path.empty()) {
+  if (slices > 1) {
+    TESSERA_RETURN_IF_ERROR(AttenuationPerSlice(spec, g, slices).status());
+  } else if (!spec.pet.attenuation_path.empty()) {
     TESSERA_RETURN_IF_ERROR(CheckHeaderDims(spec.pet.attenuation_path, {v.nx, v.ny, v.nz}, "pet.attenuation",
                                             "vol_geom"));
   }

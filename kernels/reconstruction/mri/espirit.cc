@@ -5,9 +5,11 @@
 #include <cstddef>
 
 #include "absl/strings/str_cat.h"
+#include "common/buffer.h"
 #include "common/parallel.h"
 #include "common/status.h"
 #include "kernels/reconstruction/mri/cartesian_sense.h"
+#include "kernels/reconstruction/mri/espirit_pixels.h"
 
 // LAPACK (Fortran ABI, gfortran's hidden string lengths last).
 extern "C" void zheevd_(const char* jobz, const char* uplo, const int* n, std::complex<double>* a, const int* lda,
@@ -78,56 +80,6 @@ absl::StatusOr<std::vector<Complex64>> PrincipalCoilVector(const std::vector<Com
   return std::vector<Complex64>(cov.end() - coils, cov.end());  // the last column: largest eigenvalue
 }
 
-// Top eigenpair of the Hermitian C x C matrix g (row-major, full): power
-// iteration on g^8 (three squarings, each renormalised so values near 0 do
-// not underflow); the eigenvalue is the Rayleigh quotient with g itself.
-double TopEigenvector(int coils, const std::vector<Complex64>& g, int iterations, std::vector<Complex64>* h,
-                      std::vector<Complex64>* tmp, std::vector<Complex64>* v, std::vector<Complex64>* w) {
-  const int n = coils;
-  double scale = 0;
-  for (int c = 0; c < n; ++c) scale = std::max(scale, g[c * n + c].real());
-  if (!(scale > 0)) return 0;
-  for (int i = 0; i < n * n; ++i) (*h)[i] = g[i] / scale;
-  for (int squaring = 0; squaring < 3; ++squaring) {
-    double diag = 0;
-    for (int r = 0; r < n; ++r) {
-      for (int c = 0; c < n; ++c) {
-        Complex64 s = 0;
-        for (int k = 0; k < n; ++k) s += (*h)[r * n + k] * (*h)[k * n + c];
-        (*tmp)[r * n + c] = s;
-      }
-      diag = std::max(diag, (*tmp)[r * n + r].real());
-    }
-    if (!(diag > 0)) return 0;
-    for (int i = 0; i < n * n; ++i) (*h)[i] = (*tmp)[i] / diag;
-  }
-  // Start from h's largest column (h ~ the top eigenvector's projector).
-  int best = 0;
-  for (int c = 1; c < n; ++c) {
-    if ((*h)[c * n + c].real() > (*h)[best * n + best].real()) best = c;
-  }
-  for (int r = 0; r < n; ++r) (*v)[r] = (*h)[r * n + best];
-  for (int it = 0; it < iterations; ++it) {
-    double norm = 0;
-    for (int r = 0; r < n; ++r) {
-      Complex64 s = 0;
-      for (int k = 0; k < n; ++k) s += (*h)[r * n + k] * (*v)[k];
-      (*w)[r] = s;
-      norm += std::norm(s);
-    }
-    norm = std::sqrt(norm);
-    if (!(norm > 0)) return 0;
-    for (int r = 0; r < n; ++r) (*v)[r] = (*w)[r] / norm;
-  }
-  double lambda = 0;
-  for (int r = 0; r < n; ++r) {
-    Complex64 s = 0;
-    for (int k = 0; k < n; ++k) s += g[r * n + k] * (*v)[k];
-    lambda += (std::conj((*v)[r]) * s).real();
-  }
-  return lambda;
-}
-
 }  // namespace
 
 std::vector<Complex> ExtractCentre(const Complex* kspace, int64_t nx, int64_t ny, int coils, int64_t cx, int64_t cy) {
@@ -144,6 +96,12 @@ std::vector<Complex> ExtractCentre(const Complex* kspace, int64_t nx, int64_t ny
 
 absl::StatusOr<EspiritMaps> EspiritFromCalibration(const std::vector<Complex>& calibration, int64_t cx, int64_t cy,
                                                    int coils, int64_t nx, int64_t ny, const EspiritOptions& options) {
+  return EspiritFromCalibration(Stream::Cpu(), calibration, cx, cy, coils, nx, ny, options);
+}
+
+absl::StatusOr<EspiritMaps> EspiritFromCalibration(const Stream& stream, const std::vector<Complex>& calibration,
+                                                   int64_t cx, int64_t cy, int coils, int64_t nx, int64_t ny,
+                                                   const EspiritOptions& options) {
   TESSERA_RETURN_IF_ERROR(CheckOptions(options));
   const int k = options.kernel_size;
   if (coils < 1) return absl::InvalidArgumentError(absl::StrCat("espirit: ", coils, " coils"));
@@ -239,7 +197,7 @@ absl::StatusOr<EspiritMaps> EspiritFromCalibration(const std::vector<Complex>& c
   }
   TESSERA_RETURN_IF_ERROR(CenteredInverseFft2d(nx, ny, pairs, gram.data()));
 
-  // 4. Per pixel: the top eigenpair, cropped and phased.
+  // 4. Per pixel: the top eigenpair, cropped and phased (on the stream).
   TESSERA_ASSIGN_OR_RETURN(std::vector<Complex64> reference, PrincipalCoilVector(calibration, cx * cy, coils));
   EspiritMaps out;
   out.nx = nx;
@@ -250,31 +208,40 @@ absl::StatusOr<EspiritMaps> EspiritFromCalibration(const std::vector<Complex>& c
   out.calibration_y = cy;
   out.maps.assign(static_cast<size_t>(coils) * pixels, Complex(0, 0));
   out.eigenvalues.assign(pixels, 0.f);
-  ParallelFor(pixels, [&](int64_t begin, int64_t end, int) {
-    const size_t cc = static_cast<size_t>(coils) * coils;
-    std::vector<Complex64> g(cc), h(cc), tmp(cc), v(coils), w(coils);
-    for (int64_t i = begin; i < end; ++i) {
-      for (int c1 = 0, l = 0; c1 < coils; ++c1) {
-        for (int c2 = c1; c2 < coils; ++c2, ++l) {
-          const Complex64 x(gram[l * pixels + i]);
-          g[c1 * coils + c2] = x;
-          g[c2 * coils + c1] = std::conj(x);
-        }
-      }
-      const double lambda = TopEigenvector(coils, g, options.power_iterations, &h, &tmp, &v, &w);
-      out.eigenvalues[i] = static_cast<float>(lambda);
-      if (!(lambda > options.crop)) continue;  // BART's hard crop: 0 where lambda <= crop
-      Complex64 z = 0;
-      for (int c = 0; c < coils; ++c) z += std::conj(reference[c]) * v[c];
-      const Complex64 phase = std::abs(z) > 0 ? std::conj(z) / std::abs(z) : Complex64(1);
-      for (int c = 0; c < coils; ++c) out.maps[c * pixels + i] = Complex(v[c] * phase);
-    }
-  }, 256);
+  if (stream.backend() == Backend::kCpu) {
+    TESSERA_RETURN_IF_ERROR(EspiritPixelMaps(stream, coils, pixels, gram.data(), reference.data(),
+                                             options.power_iterations, options.crop, out.maps.data(),
+                                             out.eigenvalues.data()));
+    return out;
+  }
+  const size_t gram_bytes = gram.size() * sizeof(Complex), ref_bytes = reference.size() * sizeof(Complex64);
+  const size_t maps_bytes = out.maps.size() * sizeof(Complex), ev_bytes = out.eigenvalues.size() * sizeof(float);
+  TESSERA_ASSIGN_OR_RETURN(auto d_gram, Buffer::Allocate(MemoryKind::kDevice, gram_bytes, stream.ordinal()));
+  TESSERA_ASSIGN_OR_RETURN(auto d_ref, Buffer::Allocate(MemoryKind::kDevice, ref_bytes, stream.ordinal()));
+  TESSERA_ASSIGN_OR_RETURN(auto d_maps, Buffer::Allocate(MemoryKind::kDevice, maps_bytes, stream.ordinal()));
+  TESSERA_ASSIGN_OR_RETURN(auto d_ev, Buffer::Allocate(MemoryKind::kDevice, ev_bytes, stream.ordinal()));
+  TESSERA_RETURN_IF_ERROR(CopyBytes(d_gram->data(), MemoryKind::kDevice, gram.data(), MemoryKind::kHost, gram_bytes, stream));
+  TESSERA_RETURN_IF_ERROR(
+      CopyBytes(d_ref->data(), MemoryKind::kDevice, reference.data(), MemoryKind::kHost, ref_bytes, stream));
+  TESSERA_RETURN_IF_ERROR(EspiritPixelMaps(stream, coils, pixels, static_cast<const Complex*>(d_gram->data()),
+                                           static_cast<const Complex64*>(d_ref->data()), options.power_iterations,
+                                           options.crop, static_cast<Complex*>(d_maps->data()),
+                                           static_cast<float*>(d_ev->data())));
+  TESSERA_RETURN_IF_ERROR(
+      CopyBytes(out.maps.data(), MemoryKind::kHost, d_maps->data(), MemoryKind::kDevice, maps_bytes, stream));
+  TESSERA_RETURN_IF_ERROR(
+      CopyBytes(out.eigenvalues.data(), MemoryKind::kHost, d_ev->data(), MemoryKind::kDevice, ev_bytes, stream));
+  TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   return out;
 }
 
 absl::StatusOr<EspiritMaps> EspiritCartesian(const Complex* kspace, int64_t nx, int64_t ny, int coils,
                                              const EspiritOptions& options) {
+  return EspiritCartesian(Stream::Cpu(), kspace, nx, ny, coils, options);
+}
+
+absl::StatusOr<EspiritMaps> EspiritCartesian(const Stream& stream, const Complex* kspace, int64_t nx, int64_t ny,
+                                             int coils, const EspiritOptions& options) {
   TESSERA_RETURN_IF_ERROR(CheckOptions(options));
   if (nx < 1 || ny < 1 || coils < 1) {
     return absl::InvalidArgumentError(absl::StrCat("espirit: k-space ", nx, " x ", ny, " x ", coils));
@@ -312,7 +279,7 @@ absl::StatusOr<EspiritMaps> EspiritCartesian(const Complex* kspace, int64_t nx, 
                                                    " x ", std::max<int64_t>(by, 0), ") is smaller than the ",
                                                    options.kernel_size, " x ", options.kernel_size, " kernel"));
   }
-  return EspiritFromCalibration(ExtractCentre(kspace, nx, ny, coils, bx, by), bx, by, coils, nx, ny, options);
+  return EspiritFromCalibration(stream, ExtractCentre(kspace, nx, ny, coils, bx, by), bx, by, coils, nx, ny, options);
 }
 
 }  // namespace mri

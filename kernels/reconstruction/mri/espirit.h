@@ -11,7 +11,8 @@
 //        G(r) = 1/k^2 sum_d K(d) exp(2 pi i d . r),  K_cc'(d) = sum_{p - p' = d} P[(p,c),(p',c')],
 //      computed from the (2k - 1)^2 k-space kernels K by centred FFTs at the
 //      image size (exact: BART's Gram at 2k x 2k, sinc-interpolated).
-//   3. Per pixel: the top eigenvector of G (power iteration on G^8) with its
+//   3. Per pixel (espirit_pixels.h; CPU or CUDA): the top eigenvector of G
+//      (power iteration on G^8) with its
 //      eigenvalue (~1 inside the object). Maps are 0 where the eigenvalue
 //      <= crop (BART -c, hard crop), unit-norm over coils elsewhere, and
 //      phased so that their projection on the first principal component of
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/device.h"
 
 namespace tessera {
 namespace recon {
@@ -60,12 +62,21 @@ absl::StatusOr<EspiritMaps> EspiritFromCalibration(const std::vector<std::comple
                                                    int64_t cy, int coils, int64_t nx, int64_t ny,
                                                    const EspiritOptions& options = {});
 
+// The same with the per-pixel step (espirit_pixels.h) on `stream` (CUDA:
+// the Gram images are copied there, the maps back; host data in and out).
+absl::StatusOr<EspiritMaps> EspiritFromCalibration(const Stream& stream,
+                                                   const std::vector<std::complex<float>>& calibration, int64_t cx,
+                                                   int64_t cy, int coils, int64_t nx, int64_t ny,
+                                                   const EspiritOptions& options = {});
+
 // The centre min(calibration_size, n) region of Cartesian k-space (nx x ny x
 // coils), shrunk (as BART's ecalib does) to the largest centred box whose
 // every point is sampled (non-zero in some coil); then EspiritFromCalibration.
 // INVALID_ARGUMENT when that box is smaller than the kernel along an axis.
 absl::StatusOr<EspiritMaps> EspiritCartesian(const std::complex<float>* kspace, int64_t nx, int64_t ny, int coils,
                                              const EspiritOptions& options = {});
+absl::StatusOr<EspiritMaps> EspiritCartesian(const Stream& stream, const std::complex<float>* kspace, int64_t nx,
+                                             int64_t ny, int coils, const EspiritOptions& options = {});
 
 // The cx x cy centre of Cartesian k-space (nx x ny x coils) as its own array.
 std::vector<std::complex<float>> ExtractCentre(const std::complex<float>* kspace, int64_t nx, int64_t ny, int coils,

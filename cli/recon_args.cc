@@ -65,7 +65,10 @@ std::vector<FlagSpec> ReconFlags(const std::string& modality) {
   }
   flags.push_back({"geometry", "", "ASTRA geometry JSON (vol_geom + proj_geom)"});
   flags.push_back(
-      {"sinogram", "", modality == "ct" ? "sinogram NIfTI (line integrals)" : "sinogram NIfTI (counts)"});
+      {"sinogram", "",
+       absl::StrCat(modality == "ct" ? "sinogram NIfTI (line integrals)" : "sinogram NIfTI (counts)",
+                    "; with a 2-D geometry cols x views x slices is a stack reconstructed in one job "
+                    "(output nx x ny x slices)")});
   flags.push_back({"iterations", "0", "iterations (0: the method's default)"});
   flags.push_back({"subsets", "0", "ordered subsets (os-sart, osem; 0: default)"});
   if (modality == "ct") {

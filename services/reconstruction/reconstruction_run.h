@@ -4,6 +4,11 @@
 // reconstruction.nii.gz (affine = the geometry's world coordinates) into the
 // work directory (and output_dir), and summarise. The engine
 // (reconstruction_engine.h) and `tessera recon` both run it.
+// Stacks (issue 40): a 2-D geometry with a sinogram of (cols, projections,
+// slices) reconstructs every slice with one plan / projector into nx x ny x
+// slices (z stacked around the 2-D slab); PET takes one attenuation map for
+// all slices or nx x ny x slices, and no corrections, TOF or list-mode. MRI
+// stacks: mri_run.h.
 #ifndef TESSERA_SERVICES_RECONSTRUCTION_RECONSTRUCTION_RUN_H_
 #define TESSERA_SERVICES_RECONSTRUCTION_RECONSTRUCTION_RUN_H_
 

@@ -140,8 +140,18 @@ absl::StatusOr<MriInputs> ReadInputs(const ReconSpec& spec, bool with_data) {
                                                        " but the coils' is ", s.dim(d)));
       }
     }
-    if (k.elements() != k.dim(0) * k.dim(1) * k.dim(3)) {
-      return absl::InvalidArgumentError("mri.kspace: only dimensions 0, 1 and 3 (coils) may exceed 1 for sense");
+    absl::StatusOr<std::array<int64_t, 2>> stack = formats::StackDims(k, {0, 1, formats::kCoilDim});
+    if (!stack.ok()) return Annotate(stack.status(), "mri (sense)");
+    in.frames = (*stack)[0];
+    in.slices = (*stack)[1];
+    if (!m.espirit) {  // maps: one set, or one per slice (SLICE_DIM)
+      for (int d = 4; d < formats::kCflDims; ++d) {
+        if (s.dim(d) == 1 || (d == formats::kSliceDim && s.dim(d) == in.slices)) continue;
+        return absl::InvalidArgumentError(absl::StrCat("mri.coils: dimension ", d, " is ", s.dim(d),
+                                                       "; give one map set, or one per slice (dimension 13 = ",
+                                                       in.slices, ")"));
+      }
+      in.maps_per_slice = s.dim(formats::kSliceDim) > 1;
     }
     in.nx = k.dim(formats::kReadDim);
     in.ny = k.dim(formats::kPhs1Dim);
@@ -247,14 +257,42 @@ absl::StatusOr<std::vector<Complex>> Reconstruct(const ReconSpec& spec, const Mr
     options.axis = 1;
     options.lambda = static_cast<float>(m.lambda);
     Report(ctx, "reconstruct", 0, 1, 0.1, {}, absl::StrFormat("SENSE unfolding, %d coils", in.coils));
-    absl::StatusOr<mri::CartesianSenseResult> r =
-        mri::CartesianSense(stream, in.nx, in.ny, in.coils, in.kspace.data, in.maps.data, options);
-    if (!r.ok()) return Annotate(r.status(), "mri");
-    result->set_geometry(absl::StrFormat("Cartesian 2-D %lld x %lld, %d coils, R = %d (%lld lines outside the class ignored, %lld pixels unsolved)",
+    if (in.images() == 1) {
+      absl::StatusOr<mri::CartesianSenseResult> r =
+          mri::CartesianSense(stream, in.nx, in.ny, in.coils, in.kspace.data, in.maps.data, options);
+      if (!r.ok()) return Annotate(r.status(), "mri");
+      result->set_geometry(absl::StrFormat("Cartesian 2-D %lld x %lld, %d coils, R = %d (%lld lines outside the class ignored, %lld pixels unsolved)",
+                                           static_cast<long long>(in.nx), static_cast<long long>(in.ny), in.coils,
+                                           r->reduction, static_cast<long long>(r->ignored_lines),
+                                           static_cast<long long>(r->failed_pixels)));
+      return std::move(r->image);
+    }
+    // A stack: each image unfolded alone (its own FFTs and systems; nothing
+    // to share between slices but the options), progress per image.
+    const int64_t set = in.nx * in.ny * in.coils;
+    std::vector<Complex> images;
+    images.reserve(in.images() * in.nx * in.ny);
+    int64_t failed = 0;
+    int reduction = 0;
+    for (int64_t i = 0; i < in.images(); ++i) {
+      const std::vector<Complex> k(in.kspace.data.begin() + i * set, in.kspace.data.begin() + (i + 1) * set);
+      const int64_t map_set = in.maps_per_slice ? i / in.frames : 0;
+      const std::vector<Complex> maps(in.maps.data.begin() + map_set * set, in.maps.data.begin() + (map_set + 1) * set);
+      absl::StatusOr<mri::CartesianSenseResult> r = mri::CartesianSense(stream, in.nx, in.ny, in.coils, k, maps, options);
+      if (!r.ok()) return Annotate(r.status(), absl::StrCat("mri (image ", i, ")"));
+      images.insert(images.end(), r->image.begin(), r->image.end());
+      failed += r->failed_pixels;
+      reduction = r->reduction;
+      Report(ctx, "reconstruct", i + 1, in.images(), IterationFraction(static_cast<int>(i + 1), static_cast<int>(in.images())),
+             {}, absl::StrFormat("image %lld of %lld done", static_cast<long long>(i + 1),
+                                 static_cast<long long>(in.images())));
+      TESSERA_RETURN_IF_ERROR(Continue(ctx));
+    }
+    result->set_geometry(absl::StrFormat("Cartesian 2-D %lld x %lld, %d coils, R = %d, %lld frames x %lld slices (%lld pixels unsolved)",
                                          static_cast<long long>(in.nx), static_cast<long long>(in.ny), in.coils,
-                                         r->reduction, static_cast<long long>(r->ignored_lines),
-                                         static_cast<long long>(r->failed_pixels)));
-    return std::move(r->image);
+                                         reduction, static_cast<long long>(in.frames),
+                                         static_cast<long long>(in.slices), static_cast<long long>(failed)));
+    return images;
   }
 
   mri::SenseOperatorOptions nufft;

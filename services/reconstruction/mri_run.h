@@ -10,7 +10,8 @@
 // and write |image| as reconstruction.nii.gz and the complex image as
 // reconstruction.cfl/.hdr (BART's image layout nx x ny x 1).
 //
-// Stacks (issue 40, adjoint and cgsense on .cfl inputs): k-space with
+// Stacks (issue 40; adjoint and cgsense on .cfl or ISMRMRD slices /
+// repetitions, sense on Cartesian .cfl, image by image): k-space with
 // TIME_DIM 10 (frames) and/or SLICE_DIM 13 (slices) > 1, all sampled on the
 // one trajectory (3 x samples x spokes; a trajectory per frame is refused),
 // coil maps with SLICE_DIM = the k-space's (a set per slice, shared by its

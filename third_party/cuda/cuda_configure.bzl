@@ -8,6 +8,10 @@ CPU-only: nothing else in the tree needs to change.
 
 _LIBS = ["cublas", "cufft", "cusparse", "cusolver", "nccl"]
 
+# Linked as stand-ins that dlopen the library on first call, so processes
+# that never use them (every CPU-only command) do not load them at start.
+_LAZY_LIBS = ["cufft", "cusparse", "nccl"]
+
 def _local_cuda_impl(rctx):
     cuda_path = rctx.os.environ.get("CUDA_PATH", "/usr/local/cuda")
     disabled = rctx.os.environ.get("TESSERA_NO_CUDA", "0") == "1"
@@ -26,8 +30,12 @@ def _local_cuda_impl(rctx):
         lines.append('cc_library(name = "cudart", deps = [":cuda_headers"], linkopts = %s)' %
                      repr(["-L" + lib_dir, "-l:libcudart_static.a", "-ldl", "-lrt", "-lpthread", rpath]))
         for lib in _LIBS:
-            lines.append('cc_library(name = "%s", deps = [":cudart"], linkopts = %s)' %
-                         (lib, repr(["-L" + lib_dir, "-l" + lib, rpath])))
+            if lib in _LAZY_LIBS:  # opened on first use: third_party/cuda/lazy/lazy_library.h
+                lines.append('cc_library(name = "%s", deps = [":cudart", "@//third_party/cuda/lazy:%s"])' %
+                             (lib, lib))
+            else:
+                lines.append('cc_library(name = "%s", deps = [":cudart"], linkopts = %s)' %
+                             (lib, repr(["-L" + lib_dir, "-l" + lib, rpath])))
     else:
         for name in ["cuda_headers", "cudart"] + _LIBS:
             lines.append('cc_library(name = "%s")' % name)

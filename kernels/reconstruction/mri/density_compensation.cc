@@ -102,10 +102,15 @@ absl::StatusOr<std::vector<float>> PipeMenonDensity(const Trajectory2D& trajecto
   // them once (a sparse matrix, rows in the cell-scan order the sums keep),
   // then each iteration is one sparse product.
   const double norm = 3.0 / (kPi * radius * radius);
+  // Distances in double from float coordinates (their differences are exact);
+  // the square root only for the candidates inside the radius.
+  const double radius_squared = radius * radius;
   auto for_neighbours = [&](int64_t l, auto fn) {
+    const double xl = trajectory.kx[l], yl = trajectory.ky[l];
     cells.ForCandidates(l, [&](int64_t j) {
-      const double d = std::hypot(trajectory.kx[l] - trajectory.kx[j], trajectory.ky[l] - trajectory.ky[j]);
-      if (d < radius) fn(j, 1 - d / radius);
+      const double dx = xl - trajectory.kx[j], dy = yl - trajectory.ky[j];
+      const double d2 = dx * dx + dy * dy;
+      if (d2 < radius_squared) fn(j, 1 - std::sqrt(d2) / radius);
     });
   };
   std::vector<int64_t> row_start(m + 1, 0);

@@ -176,7 +176,7 @@ TEST(Espirit, GriddedCalibrationMatchesTheCartesianCentre) {
   ASSERT_TRUE(gridded.ok()) << gridded.status();
   const std::vector<Complex> exact = *PhantomCoilKspace(p.ellipses, p.series, CartesianGrid(24), 64, 64);
   // Same scale (the least-squares image on the coarse grid reproduces the samples); measured
-  // relative L2 0.005 with 10 CG iterations.
+  // relative L2 0.006 with 10 CG iterations.
   const double scale = 1.0;
   double num = 0, den = 0;
   for (size_t i = 0; i < exact.size(); ++i) {

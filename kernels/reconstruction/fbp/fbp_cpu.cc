@@ -3,6 +3,7 @@
 #include <fftw3.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -176,6 +177,31 @@ absl::Status FilterRows(FilterKind kind, double cutoff, const float* in, float* 
       [&](int64_t row, const float* buf) { std::memcpy(out + row * cols, buf, sizeof(float) * cols); });
 }
 
+namespace {
+
+// acc[i] += SamplePadded(view, pitch, (a_step i + a0) inv, b0 inv) inv^2 for
+// i < nx: SamplePadded's arithmetic with its row interpolation hoisted (the
+// same arithmetic, so the same sums bit for bit).
+void AddParallelLine(const float* view, int64_t pitch, float a_step, float a0, float b0, float inv, float cols,
+                     float rows, int64_t nx, float* acc) {
+  const float b = b0 * inv;
+  if (!(b > -1.0f && b < rows)) return;
+  const float fb = floorf(b), wb = b - fb;
+  const float* top = view + (static_cast<int64_t>(fb) + 1) * pitch + 1;
+  const float* bottom = top + pitch;
+  for (int64_t i = 0; i < nx; ++i) {
+    const float a = (a_step * static_cast<float>(i) + a0) * inv;
+    if (!(a > -1.0f && a < cols)) continue;
+    const float fa = floorf(a), wa = a - fa;
+    const int64_t c = static_cast<int64_t>(fa);
+    const float t = top[c] + wa * (top[c + 1] - top[c]);
+    const float u = wb == 0.0f ? t : t + wb * ((bottom[c] + wa * (bottom[c + 1] - bottom[c])) - t);
+    acc[i] += u * inv * inv;
+  }
+}
+
+}  // namespace
+
 void Backproject(const VolumeGeometry& vg, int64_t cols, int64_t rows, const BackprojectView* views,
                  int64_t num_views, const float* padded, bool accumulate, float* volume) {
   const int64_t nx = vg.nx, ny = vg.ny, nz = vg.nz;
@@ -195,6 +221,15 @@ void Backproject(const VolumeGeometry& vg, int64_t cols, int64_t rows, const Bac
             const float a0 = w.a[1] * fj + w.a[2] * fk + w.a[3];
             const float b0 = w.b[1] * fj + w.b[2] * fk + w.b[3];
             const float d0 = w.d[1] * fj + w.d[2] * fk + w.d[3];
+            if (w.d[0] == 0.0f && w.b[0] == 0.0f) {
+              // Parallel rays along a line of x (every parallel-beam view; 2-D
+              // fan views too when x is the ray-invariant axis): the weight and
+              // the detector row are the same for the whole line, so the
+              // bilinear sample is a linear one along the detector row and the
+              // division happens once.
+              AddParallelLine(view, pitch, w.a[0], a0, b0, 1.0f / d0, fcols, frows, nx, acc.data());
+              continue;
+            }
             for (int64_t i = 0; i < nx; ++i) {
               const float fi = static_cast<float>(i);
               const float inv = 1.0f / (w.d[0] * fi + d0);

@@ -8,6 +8,7 @@
 //                   true maps (maps_true) and the pixel-averaged truth.
 //   --mode=espirit  our ESPIRiT of --dir/kspace (with --dir/traj when radial:
 //                   the gridded centre first), median of --reps in-process runs,
+//                   the per-pixel step on --backend (cpu or cuda),
 //                   writes maps_ours; prints "espirit <seconds> <kernels>".
 //   --mode=cgsense  CG-SENSE (CPU) of cg_kspace / cg_traj with --maps; prints
 //                   "<maps> <nrmse>": ||s |x| - truth|| / ||truth|| with the best
@@ -46,6 +47,7 @@ ABSL_FLAG(int, iterations, 20, "cgsense: CG iterations");
 ABSL_FLAG(double, lambda, 1e-4, "cgsense: relative Tikhonov weight");
 ABSL_FLAG(std::string, maps, "maps_ours", "cgsense: the maps cfl (in --dir)");
 ABSL_FLAG(std::string, dir, "/tmp/espirit_vs_bart", "directory of the cfl files");
+ABSL_FLAG(std::string, backend, "cpu", "espirit: cpu or cuda (the per-pixel step; gridding and calibration on the host)");
 
 namespace tessera::recon {
 namespace {
@@ -137,13 +139,19 @@ void Espirit() {
   const bool radial = formats::ReadCflHeader(Path("traj")).ok();
   mri::Trajectory2D traj;
   if (radial) traj = Value(formats::TrajectoryFromCfl(Value(formats::ReadCfl(Path("traj")), "traj")), "traj");
+  Stream stream = Stream::Cpu();
+  if (absl::GetFlag(FLAGS_backend) == "cuda") stream = Value(Stream::Create(Backend::kCuda), "cuda stream");
   std::vector<double> times;
   mri::EspiritMaps maps;
   for (int r = 0; r < absl::GetFlag(FLAGS_reps); ++r) {
     const auto t0 = bench::Clock::now();
-    maps = Value(radial ? mri::EspiritNonCartesian(traj, kspace.data.data(), coils, n, n)
-                        : mri::EspiritCartesian(kspace.data.data(), n, n, coils),
-                 "espirit");
+    if (radial) {
+      const int64_t size = std::min<int64_t>(24, n);
+      const auto calibration = Value(mri::GriddedCalibration(traj, kspace.data.data(), coils, size), "gridding");
+      maps = Value(mri::EspiritFromCalibration(stream, calibration, size, size, coils, n, n), "espirit");
+    } else {
+      maps = Value(mri::EspiritCartesian(stream, kspace.data.data(), n, n, coils), "espirit");
+    }
     times.push_back(bench::SecondsSince(t0));
   }
   std::sort(times.begin(), times.end());

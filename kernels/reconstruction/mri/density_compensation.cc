@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
@@ -123,8 +124,10 @@ absl::StatusOr<std::vector<float>> PipeMenonDensity(const Trajectory2D& trajecto
                                                      " neighbour pairs within the kernel radius (limit ",
                                                      kMaxStoredNeighbours, "); the trajectory is too dense"));
   }
-  std::vector<int32_t> column(row_start[m]);
-  std::vector<double> cone(row_start[m]);
+  // Filled below, pair by pair: left uninitialised (zeroing them first costed
+  // as much as the search at 256^2).
+  std::unique_ptr<int32_t[]> column(new int32_t[row_start[m]]);
+  std::unique_ptr<double[]> cone(new double[row_start[m]]);
   ParallelFor(m, [&](int64_t begin, int64_t end, int) {
     for (int64_t l = begin; l < end; ++l) {
       int64_t e = row_start[l];

@@ -3,7 +3,7 @@
 // over coils inside the object, 0 away from it (crop 0.8), and parallel to
 // the true maps (|<S_espirit, S_true>| ~ 1); CG-SENSE of radial data with
 // maps estimated from that data (gridded centre) reaches an NRMSE close to
-// CG-SENSE with the true maps; argument errors.
+// CG-SENSE with the true maps; reruns bit-identical; argument errors.
 #include "kernels/reconstruction/mri/espirit.h"
 
 #include <gtest/gtest.h>
@@ -130,6 +130,16 @@ TEST(Espirit, CartesianMapsAreUnitNormInsideZeroOutsideAndMatchTheTrueMaps) {
     const bool kept = maps->maps[at] != Complex(0, 0) || maps->maps[pixels + at] != Complex(0, 0);
     EXPECT_EQ(kept, maps->eigenvalues[at] > 0.8f) << "pixel " << at;
   }
+}
+
+// Every step has a fixed order (FFTW_ESTIMATE plans, per-entry / per-pixel sums on one
+// thread each, single-threaded reference LAPACK), so reruns are bit-identical.
+TEST(Espirit, RerunsAreBitIdentical) {
+  auto a = EspiritCartesian(CartesianKspace96().data(), 96, 96, kCoils);
+  auto b = EspiritCartesian(CartesianKspace96().data(), 96, 96, kCoils);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(a->maps == b->maps);
+  EXPECT_TRUE(a->eigenvalues == b->eigenvalues);
 }
 
 double MagnitudeNrmse(const std::vector<Complex>& image, const std::vector<float>& truth) {

@@ -29,8 +29,10 @@ done
 cd "$(dirname "$0")/.."
 bazel build //cli:tessera >&2   # .bazelrc: -c opt by default
 root=$PWD
-T="$root/bazel-bin/cli/tessera"
 mkdir -p "$dir"
+# A private copy: another bazel command in the same tree may repoint bazel-bin.
+cp -f "$root/bazel-bin/cli/tessera" "$dir/tessera"
+T="$dir/tessera"
 cd "$dir"
 rm -rf mri128 stack ct ctstack
 mkdir -p mri128 ct

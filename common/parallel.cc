@@ -7,6 +7,25 @@
 #include <vector>
 
 namespace tessera {
+namespace {
+
+// True on a thread that runs a chunk of a ParallelFor / ParallelForDynamic
+// that already keeps every CPU thread busy: a loop nested in it (a slice's
+// solver inside a loop over slices) then runs its chunks here one after the
+// other, with the same chunk boundaries (so the same sums), instead of
+// starting more threads than there are cores.
+thread_local bool all_threads_busy = false;
+
+class BusyScope {
+ public:
+  explicit BusyScope(bool busy) : saved_(all_threads_busy) { all_threads_busy = busy || saved_; }
+  ~BusyScope() { all_threads_busy = saved_; }
+
+ private:
+  bool saved_;
+};
+
+}  // namespace
 
 int CpuThreads() {
   static const int threads = [] {
@@ -35,12 +54,23 @@ int ParallelFor(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
     fn(0, n, 0);
     return 1;
   }
+  if (all_threads_busy) {
+    for (int c = 0; c < chunks; ++c) fn(bounds(c), bounds(c + 1), c);
+    return chunks;
+  }
+  const bool busy = chunks >= CpuThreads();
   std::vector<std::thread> workers;
   workers.reserve(chunks - 1);
   for (int c = 1; c < chunks; ++c) {
-    workers.emplace_back([&fn, &bounds, c] { fn(bounds(c), bounds(c + 1), c); });
+    workers.emplace_back([&fn, &bounds, c, busy] {
+      const BusyScope scope(busy);
+      fn(bounds(c), bounds(c + 1), c);
+    });
   }
-  fn(bounds(0), bounds(1), 0);
+  {
+    const BusyScope scope(busy);
+    fn(bounds(0), bounds(1), 0);
+  }
   for (auto& t : workers) t.join();
   return chunks;
 }
@@ -51,14 +81,16 @@ void ParallelForDynamic(int64_t n, int64_t grain, const std::function<void(int64
   const int64_t pieces = (n + grain - 1) / grain;
   const int workers = static_cast<int>(std::min<int64_t>(pieces, CpuThreads()));
   std::atomic<int64_t> next{0};
+  const bool busy = workers >= CpuThreads();
   auto work = [&](int worker) {
+    const BusyScope scope(busy);
     for (;;) {
       const int64_t p = next.fetch_add(1);
       if (p >= pieces) return;
       fn(p * grain, std::min(n, (p + 1) * grain), worker);
     }
   };
-  if (workers == 1) {
+  if (workers == 1 || all_threads_busy) {  // nested in a busy loop: this thread takes every piece
     work(0);
     return;
   }

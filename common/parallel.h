@@ -2,7 +2,9 @@
 // range [0, n) into one contiguous chunk per worker thread (z-slabs, voxel
 // ranges, documents, labels). Chunking depends only on n, the grain and the
 // thread count, so per-chunk partials summed in chunk order are deterministic
-// for a given thread count.
+// for a given thread count. A loop nested inside a chunk of a loop that
+// already occupies every thread runs its chunks on that thread, in order, with
+// the same boundaries (so the same sums) rather than on new threads.
 #ifndef TESSERA_COMMON_PARALLEL_H_
 #define TESSERA_COMMON_PARALLEL_H_
 

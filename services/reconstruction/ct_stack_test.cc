@@ -22,6 +22,7 @@
 #include "services/reconstruction/phantoms/phantom.h"
 #include "services/reconstruction/reconstruction_request.h"
 #include "services/reconstruction/reconstruction_run.h"
+#include "services/reconstruction/testing/run_in_process.h"
 
 namespace tessera::reconstruction {
 namespace {
@@ -65,47 +66,30 @@ Stack WriteStack(const std::string& type) {
   return c;
 }
 
-struct JobRun {
-  absl::StatusOr<ReconOutcome> outcome;
-  std::string work;
-  std::vector<std::string> messages;
-};
+using ::tessera::reconstruction::testing::InProcessRun;
+using ::tessera::reconstruction::testing::RunInProcess;
 
-JobRun Reconstruct(const Stack& c, const std::string& sinogram, const std::string& method, int iterations = 0) {
+InProcessRun Reconstruct(const Stack& c, const std::string& sinogram, const std::string& method,
+                         int iterations = 0) {
   v1::ReconstructRequest r;
   r.mutable_geometry()->set_path(c.dir + "/geometry.json");
   r.mutable_sinogram()->set_path(c.dir + "/" + sinogram);
   r.mutable_ct()->set_method(method);
   r.mutable_ct()->set_iterations(iterations);
   r.set_device("cpu");
-  JobRun run;
-  run.work = FreshTestDir("ct_stack_work_" + method);
-  absl::StatusOr<ReconSpec> spec = ResolveReconstructRequest(r, {"/"}, int64_t{1} << 32, "cpu");
-  if (!spec.ok()) {
-    run.outcome = spec.status();
-    return run;
-  }
-  if (absl::Status s = CheckReconInputs(*spec); !s.ok()) {
-    run.outcome = s;
-    return run;
-  }
-  ReconRunContext ctx;
-  ctx.work_dir = run.work;
-  ctx.report = [&run](const jobs::JobProgress& p) { run.messages.push_back(p.message); };
-  run.outcome = RunReconstruction(*spec, ctx);
-  return run;
+  return RunInProcess(r, FreshTestDir("ct_stack_work_" + method));
 }
 
 void ExpectSlicesMatchAlone(const std::string& type, const std::string& method, int iterations) {
   const Stack c = WriteStack(type);
-  const JobRun stack = Reconstruct(c, "stack.nii.gz", method, iterations);
+  const InProcessRun stack = Reconstruct(c, "stack.nii.gz", method, iterations);
   ASSERT_TRUE(stack.outcome.ok()) << stack.outcome.status();
   const v1::ReconstructionResult& result = stack.outcome->result;
   ASSERT_EQ(result.dims_size(), 3);
   EXPECT_EQ(result.dims(2), kSlices);
   EXPECT_NE(result.geometry().find("a stack of 3 slices"), std::string::npos) << result.geometry();
   EXPECT_EQ(std::count(stack.messages.begin(), stack.messages.end(), method + ": slice 3 of 3 done"), 1);
-  absl::StatusOr<Volume> volume = ReadNifti(stack.work + "/reconstruction.nii.gz");
+  absl::StatusOr<Volume> volume = ReadNifti(stack.work_dir + "/reconstruction.nii.gz");
   ASSERT_TRUE(volume.ok()) << volume.status();
   ASSERT_EQ(volume->data.shape(), (Shape{kSize, kSize, kSlices}));
   // Slices 1 mm apart (the 2-D slab's thickness), centred on the slab (z = 0).
@@ -114,9 +98,9 @@ void ExpectSlicesMatchAlone(const std::string& type, const std::string& method, 
   const int64_t pixels = kSize * kSize;
   const float* v = volume->data.data<float>();
   for (int64_t s = 0; s < kSlices; ++s) {
-    const JobRun alone = Reconstruct(c, "slice" + std::to_string(s) + ".nii.gz", method, iterations);
+    const InProcessRun alone = Reconstruct(c, "slice" + std::to_string(s) + ".nii.gz", method, iterations);
     ASSERT_TRUE(alone.outcome.ok()) << alone.outcome.status();
-    absl::StatusOr<Volume> image = ReadNifti(alone.work + "/reconstruction.nii.gz");
+    absl::StatusOr<Volume> image = ReadNifti(alone.work_dir + "/reconstruction.nii.gz");
     ASSERT_TRUE(image.ok()) << image.status();
     const std::vector<float> got(v + s * pixels, v + (s + 1) * pixels);
     const std::vector<float> want(image->data.data<float>(), image->data.data<float>() + pixels);
@@ -138,7 +122,7 @@ TEST(CtStackTest, StacksThatDoNotFitAreRefused) {
   wrong.data = *NDArray::Allocate({p.det_cols - 1, p.num_views(), kSlices}, DType::kFloat32);
   std::fill_n(wrong.data.data<float>(), wrong.data.num_elements(), 1.0f);
   ASSERT_TRUE(WriteNifti(wrong, c.dir + "/wrong.nii.gz").ok());
-  const JobRun run = Reconstruct(c, "wrong.nii.gz", "fbp");
+  const InProcessRun run = Reconstruct(c, "wrong.nii.gz", "fbp");
   ASSERT_FALSE(run.outcome.ok());
   EXPECT_EQ(run.outcome.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(run.outcome.status().message().find("(x slices)"), std::string::npos) << run.outcome.status();
@@ -147,7 +131,7 @@ TEST(CtStackTest, StacksThatDoNotFitAreRefused) {
   ASSERT_TRUE(stack.ok());
   stack->data.data<float>()[2 * p.sinogram_size() + 5] = NAN;
   ASSERT_TRUE(WriteNifti(*stack, c.dir + "/nan.nii.gz").ok());
-  const JobRun with_nan = Reconstruct(c, "nan.nii.gz", "fbp");
+  const InProcessRun with_nan = Reconstruct(c, "nan.nii.gz", "fbp");
   ASSERT_FALSE(with_nan.outcome.ok());
   EXPECT_NE(with_nan.outcome.status().message().find("slice 2"), std::string::npos) << with_nan.outcome.status();
 }

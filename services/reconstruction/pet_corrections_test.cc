@@ -28,6 +28,7 @@
 #include "services/reconstruction/phantoms/rasterize.h"
 #include "services/reconstruction/reconstruction_request.h"
 #include "services/reconstruction/reconstruction_run.h"
+#include "services/reconstruction/testing/run_in_process.h"
 
 namespace tessera::reconstruction {
 namespace {
@@ -37,14 +38,7 @@ using ::tessera::testing::FreshTestDir;
 using ::testing::HasSubstr;
 
 absl::StatusOr<ReconOutcome> RunRequest(const v1::ReconstructRequest& request, const std::string& work) {
-  absl::StatusOr<ReconSpec> spec = ResolveReconstructRequest(request, {"/"}, int64_t{1} << 32, "cpu");
-  if (!spec.ok()) return spec.status();
-  if (absl::Status s = CheckReconInputs(*spec); !s.ok()) return s;
-  fs::remove_all(work);
-  fs::create_directories(work);
-  ReconRunContext ctx;
-  ctx.work_dir = work;
-  return RunReconstruction(*spec, ctx);
+  return ::tessera::reconstruction::testing::RunInProcess(request, work).outcome;
 }
 
 // A 64^2 fan-beam torso: geometry.json, mu.nii.gz, counts.nii.gz (trues *

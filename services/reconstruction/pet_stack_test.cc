@@ -20,6 +20,7 @@
 #include "services/reconstruction/phantoms/rasterize.h"
 #include "services/reconstruction/reconstruction_request.h"
 #include "services/reconstruction/reconstruction_run.h"
+#include "services/reconstruction/testing/run_in_process.h"
 
 namespace tessera::reconstruction {
 namespace {
@@ -70,12 +71,10 @@ Stack WriteStack() {
   return c;
 }
 
-struct JobRun {
-  absl::StatusOr<ReconOutcome> outcome;
-  std::string work;
-};
+using ::tessera::reconstruction::testing::InProcessRun;
+using ::tessera::reconstruction::testing::RunInProcess;
 
-JobRun Reconstruct(const Stack& c, const std::string& sinogram, const std::string& mu,
+InProcessRun Reconstruct(const Stack& c, const std::string& sinogram, const std::string& mu,
                    const std::string& randoms = "") {
   v1::ReconstructRequest r;
   r.mutable_geometry()->set_path(c.dir + "/geometry.json");
@@ -86,39 +85,25 @@ JobRun Reconstruct(const Stack& c, const std::string& sinogram, const std::strin
   if (!mu.empty()) r.mutable_pet()->mutable_attenuation()->set_path(c.dir + "/" + mu);
   if (!randoms.empty()) r.mutable_pet()->mutable_randoms()->set_path(c.dir + "/" + randoms);
   r.set_device("cpu");
-  JobRun run;
-  run.work = FreshTestDir("pet_stack_work");
-  absl::StatusOr<ReconSpec> spec = ResolveReconstructRequest(r, {"/"}, int64_t{1} << 32, "cpu");
-  if (!spec.ok()) {
-    run.outcome = spec.status();
-    return run;
-  }
-  if (absl::Status s = CheckReconInputs(*spec); !s.ok()) {
-    run.outcome = s;
-    return run;
-  }
-  ReconRunContext ctx;
-  ctx.work_dir = run.work;
-  run.outcome = RunReconstruction(*spec, ctx);
-  return run;
+  return RunInProcess(r, FreshTestDir("pet_stack_work"));
 }
 
 void ExpectSlicesMatchAlone(bool mu_per_slice) {
   const Stack c = WriteStack();
-  const JobRun stack = Reconstruct(c, "stack.nii.gz", mu_per_slice ? "mu_stack.nii.gz" : "mu.nii.gz");
+  const InProcessRun stack = Reconstruct(c, "stack.nii.gz", mu_per_slice ? "mu_stack.nii.gz" : "mu.nii.gz");
   ASSERT_TRUE(stack.outcome.ok()) << stack.outcome.status();
   EXPECT_EQ(stack.outcome->result.dims(2), kSlices);
   EXPECT_EQ(stack.outcome->result.log_likelihood_size(), kSlices);
-  absl::StatusOr<Volume> volume = ReadNifti(stack.work + "/reconstruction.nii.gz");
+  absl::StatusOr<Volume> volume = ReadNifti(stack.work_dir + "/reconstruction.nii.gz");
   ASSERT_TRUE(volume.ok()) << volume.status();
   ASSERT_EQ(volume->data.shape(), (Shape{kSize, kSize, kSlices}));
   const int64_t pixels = kSize * kSize;
   const float* v = volume->data.data<float>();
   for (int64_t s = 0; s < kSlices; ++s) {
-    const JobRun alone = Reconstruct(c, "slice" + std::to_string(s) + ".nii.gz",
+    const InProcessRun alone = Reconstruct(c, "slice" + std::to_string(s) + ".nii.gz",
                                      mu_per_slice ? "mu" + std::to_string(s) + ".nii.gz" : "mu.nii.gz");
     ASSERT_TRUE(alone.outcome.ok()) << alone.outcome.status();
-    absl::StatusOr<Volume> image = ReadNifti(alone.work + "/reconstruction.nii.gz");
+    absl::StatusOr<Volume> image = ReadNifti(alone.work_dir + "/reconstruction.nii.gz");
     ASSERT_TRUE(image.ok()) << image.status();
     const std::vector<float> got(v + s * pixels, v + (s + 1) * pixels);
     EXPECT_EQ(got, std::vector<float>(image->data.data<float>(), image->data.data<float>() + pixels))
@@ -134,7 +119,7 @@ TEST(PetStackTest, SlicesMatchEachSliceAloneWithAMapPerSlice) { ExpectSlicesMatc
 
 TEST(PetStackTest, StacksWithCorrectionsOrAnotherMapCountAreRefused) {
   const Stack c = WriteStack();
-  JobRun bad = Reconstruct(c, "stack.nii.gz", "mu.nii.gz", "slice0.nii.gz");
+  InProcessRun bad = Reconstruct(c, "stack.nii.gz", "mu.nii.gz", "slice0.nii.gz");
   ASSERT_FALSE(bad.outcome.ok());
   EXPECT_EQ(bad.outcome.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bad.outcome.status().message().find("randoms, scatter and normalization take one 2-D sinogram"),

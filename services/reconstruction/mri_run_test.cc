@@ -21,6 +21,7 @@
 #include "services/reconstruction/phantoms/mri_phantom.h"
 #include "services/reconstruction/reconstruction_request.h"
 #include "services/reconstruction/reconstruction_run.h"
+#include "services/reconstruction/testing/run_in_process.h"
 
 namespace tessera::reconstruction {
 namespace {
@@ -65,23 +66,15 @@ MriRun RunMethod(const std::string& dir, const std::string& method, bool coils, 
   if (espirit) m->set_coil_estimation("espirit");
   m->set_iterations(15);
   r.set_device("cpu");
+  reconstruction::testing::InProcessRun done = reconstruction::testing::RunInProcess(
+      r, FreshTestDir("mri_work_" + method + (coils ? "_maps" : espirit ? "_espirit" : "_rss")), {dir},
+      int64_t{1} << 30);
+  if (messages != nullptr) messages->insert(messages->end(), done.messages.begin(), done.messages.end());
   MriRun run;
-  absl::StatusOr<ReconSpec> spec = ResolveReconstructRequest(r, {dir}, int64_t{1} << 30, "cpu");
-  if (!spec.ok()) {
-    run.outcome = spec.status();
-    return run;
-  }
-  if (absl::Status s = CheckReconInputs(*spec); !s.ok()) {
-    run.outcome = s;
-    return run;
-  }
-  ReconRunContext ctx;
-  ctx.work_dir = run.work_dir =
-      FreshTestDir("mri_work_" + method + (coils ? "_maps" : espirit ? "_espirit" : "_rss"));
-  if (messages != nullptr) ctx.report = [messages](const jobs::JobProgress& p) { messages->push_back(p.message); };
-  run.outcome = RunReconstruction(*spec, ctx);
+  run.outcome = std::move(done.outcome);
+  run.work_dir = done.work_dir;
   if (run.outcome.ok()) {
-    absl::StatusOr<Volume> image = ReadNifti(ctx.work_dir + "/reconstruction.nii.gz");
+    absl::StatusOr<Volume> image = ReadNifti(run.work_dir + "/reconstruction.nii.gz");
     EXPECT_TRUE(image.ok()) << image.status();
     if (image.ok()) run.nrmse = Nrmse(image->data, truth);
   }

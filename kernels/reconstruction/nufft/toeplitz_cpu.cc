@@ -1,10 +1,10 @@
 // CPU backend of the Toeplitz operator: kernel by the CPU NUFFT, FFTW on the
 // 2N grid. Several transforms (coils) run side by side, one per worker thread
 // with its own grid (the FFTs are single-threaded, so this is where the
-// second core pays); a single transform threads its element-wise work.
+// second core pays); the element-wise passes inside are ParallelFor loops,
+// which run in place when the transforms already occupy every thread.
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -75,14 +75,11 @@ class CpuToeplitz final : public ToeplitzOperator<T> {
   absl::Status Apply(const std::complex<T>* in, std::complex<T>* out) override {
     if (in == nullptr || out == nullptr) return absl::InvalidArgumentError("toeplitz: Apply got a null array");
     const int64_t nmodes = setup_.num_modes();
-    const int transforms = setup_.options.ntransforms;
-    if (work_.size() > 1) {  // whole transforms per worker; each its own grid
-      ParallelFor(transforms, [&](int64_t begin, int64_t end, int worker) {
-        for (int64_t t = begin; t < end; ++t) ApplyOne(in + t * nmodes, out + t * nmodes, work_[worker].get(), false);
-      });
-    } else {
-      for (int t = 0; t < transforms; ++t) ApplyOne(in + t * nmodes, out + t * nmodes, work_[0].get(), true);
-    }
+    // Whole transforms per worker, each its own grid (work_ holds
+    // ParallelChunks(ntransforms) of them).
+    ParallelFor(setup_.options.ntransforms, [&](int64_t begin, int64_t end, int worker) {
+      for (int64_t t = begin; t < end; ++t) ApplyOne(in + t * nmodes, out + t * nmodes, work_[worker].get());
+    });
     return absl::OkStatus();
   }
 
@@ -92,32 +89,24 @@ class CpuToeplitz final : public ToeplitzOperator<T> {
  private:
   explicit CpuToeplitz(const ToeplitzSetup& setup) : setup_(setup) {}
 
-  // out = T in for one transform, through the 2N grid w; `threaded` spreads
-  // the element-wise passes over the CPU threads (when transforms do not).
-  void ApplyOne(const std::complex<T>* src, std::complex<T>* dst, std::complex<T>* w, bool threaded) const {
+  // out = T in for one transform, through the 2N grid w.
+  void ApplyOne(const std::complex<T>* src, std::complex<T>* dst, std::complex<T>* w) const {
     const auto& n = setup_.modes;
     const FftwGrid& layout = forward_->grid();
     const int64_t size = layout.elements(), rows = n[1] * n[2];
     const std::complex<T>* k = kernel_.get();
-    auto each = [threaded](int64_t count, int64_t grain, const std::function<void(int64_t, int64_t, int)>& fn) {
-      if (threaded) {
-        ParallelFor(count, fn, grain);
-      } else {
-        fn(0, count, 0);
-      }
-    };
     std::fill(w, w + size, std::complex<T>(0, 0));
-    each(rows, 1, [&](int64_t begin, int64_t end, int) {
+    ParallelFor(rows, [&](int64_t begin, int64_t end, int) {
       for (int64_t r = begin; r < end; ++r) {
         std::copy(src + r * n[0], src + (r + 1) * n[0], w + layout.Index(0, r % n[1], r / n[1]));
       }
     });
     forward_->Execute(w);
-    each(size, 1 << 14, [&](int64_t begin, int64_t end, int) {
+    ParallelFor(size, [&](int64_t begin, int64_t end, int) {
       for (int64_t i = begin; i < end; ++i) w[i] *= k[i];
-    });
+    }, 1 << 14);
     inverse_->Execute(w);
-    each(rows, 1, [&](int64_t begin, int64_t end, int) {
+    ParallelFor(rows, [&](int64_t begin, int64_t end, int) {
       for (int64_t r = begin; r < end; ++r) {
         const std::complex<T>* row = w + layout.Index(0, r % n[1], r / n[1]);
         std::copy(row, row + n[0], dst + r * n[0]);

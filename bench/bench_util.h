@@ -13,16 +13,32 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 
 namespace tessera::bench {
+
+// A bench stops at its first failure: "<what>: <status>" on stderr, exit 1.
+inline void ExitUnlessOk(const absl::Status& status, const char* what) {
+  if (status.ok()) return;
+  std::fprintf(stderr, "%s: %s\n", what, status.ToString().c_str());
+  std::exit(1);
+}
+
+template <typename T>
+T ValueOrExit(absl::StatusOr<T> v, const char* what) {
+  ExitUnlessOk(v.status(), what);
+  return std::move(*v);
+}
 
 // The value of `arg` when it is "<name>=value", else nullptr.
 inline const char* FlagValue(const char* arg, const char* name) {

@@ -55,28 +55,12 @@ namespace {
 namespace mri = recon::mri;
 using Complex = std::complex<float>;
 
-#define CHECK_OK(expr)                                                            \
-  do {                                                                            \
-    const absl::Status check_status_ = (expr);                                    \
-    if (!check_status_.ok()) {                                                    \
-      std::fprintf(stderr, "%s: %s\n", #expr, check_status_.ToString().c_str()); \
-      std::exit(1);                                                               \
-    }                                                                             \
-  } while (0)
-
-template <typename T>
-T Value(absl::StatusOr<T> v, const char* what) {
-  if (!v.ok()) {
-    std::fprintf(stderr, "%s: %s\n", what, v.status().ToString().c_str());
-    std::exit(1);
-  }
-  return std::move(*v);
-}
+#define CHECK_OK(expr) ::tessera::bench::ExitUnlessOk((expr), #expr)
 
 std::string Path(const std::string& name) { return absl::GetFlag(FLAGS_dir) + "/" + name; }
 
 formats::CflArray ToCfl(const std::vector<int64_t>& dims, const std::vector<Complex>& data) {
-  auto array = Value(formats::MakeCfl(dims), "cfl");
+  auto array = bench::ValueOrExit(formats::MakeCfl(dims), "cfl");
   array.data = data;
   return array;
 }
@@ -84,7 +68,7 @@ formats::CflArray ToCfl(const std::vector<int64_t>& dims, const std::vector<Comp
 void Write() {
   const int64_t n = absl::GetFlag(FLAGS_n), spokes = absl::GetFlag(FLAGS_spokes);
   const int coils = absl::GetFlag(FLAGS_coils);
-  const auto series = Value(mri::BirdcageSeries({coils, 1.5}, 4), "series");
+  const auto series = bench::ValueOrExit(mri::BirdcageSeries({coils, 1.5}, 4), "series");
   const auto phantom = mri::SheppLogan(0.9);
   const auto truth = mri::RasterizePhantom(phantom, n, n);
   CHECK_OK(formats::WriteCfl(Path("maps_true"), ToCfl({n, n, 1, coils}, mri::EvaluateCoilSeries(series, n, n))));
@@ -92,8 +76,8 @@ void Write() {
   std::remove(Path("traj.cfl").c_str());
   std::remove(Path("traj.hdr").c_str());
   if (absl::GetFlag(FLAGS_kind) == "radial") {
-    const auto traj = Value(mri::RadialTrajectory(n, 2 * n, spokes, mri::RadialOrdering::kGoldenAngle), "traj");
-    const auto kspace = Value(mri::PhantomCoilKspace(phantom, series, traj, n, n), "kspace");
+    const auto traj = bench::ValueOrExit(mri::RadialTrajectory(n, 2 * n, spokes, mri::RadialOrdering::kGoldenAngle), "traj");
+    const auto kspace = bench::ValueOrExit(mri::PhantomCoilKspace(phantom, series, traj, n, n), "kspace");
     for (const char* name : {"traj", "cg_traj"}) CHECK_OK(formats::WriteCfl(Path(name), formats::TrajectoryToCfl(traj)));
     for (const char* name : {"kspace", "cg_kspace"}) {
       CHECK_OK(formats::WriteCfl(Path(name), ToCfl({1, 2 * n, spokes, coils}, kspace)));
@@ -110,7 +94,7 @@ void Write() {
       grid.ky.push_back(static_cast<float>(v - n / 2));
     }
   }
-  const auto kspace = Value(mri::PhantomCoilKspace(phantom, series, grid, n, n), "kspace");
+  const auto kspace = bench::ValueOrExit(mri::PhantomCoilKspace(phantom, series, grid, n, n), "kspace");
   CHECK_OK(formats::WriteCfl(Path("kspace"), ToCfl({n, n, 1, coils}, kspace)));
   std::vector<int64_t> lines;
   for (int64_t v = 0; v < n; ++v) {
@@ -132,32 +116,32 @@ void Write() {
 }
 
 void Espirit() {
-  const auto kspace = Value(formats::ReadCfl(Path("kspace")), "kspace");
+  const auto kspace = bench::ValueOrExit(formats::ReadCfl(Path("kspace")), "kspace");
   const int coils = static_cast<int>(kspace.dim(formats::kCoilDim));
-  const auto truth = Value(formats::ReadCfl(Path("truth")), "truth");
+  const auto truth = bench::ValueOrExit(formats::ReadCfl(Path("truth")), "truth");
   const int64_t n = truth.dim(0);
   const bool radial = formats::ReadCflHeader(Path("traj")).ok();
   mri::Trajectory2D traj;
-  if (radial) traj = Value(formats::TrajectoryFromCfl(Value(formats::ReadCfl(Path("traj")), "traj")), "traj");
+  if (radial) traj = bench::ValueOrExit(formats::TrajectoryFromCfl(bench::ValueOrExit(formats::ReadCfl(Path("traj")), "traj")), "traj");
   Stream stream = Stream::Cpu();
-  if (absl::GetFlag(FLAGS_backend) == "cuda") stream = Value(Stream::Create(Backend::kCuda), "cuda stream");
+  if (absl::GetFlag(FLAGS_backend) == "cuda") stream = bench::ValueOrExit(Stream::Create(Backend::kCuda), "cuda stream");
   std::vector<double> times;
   mri::EspiritMaps maps;
   for (int r = 0; r < absl::GetFlag(FLAGS_reps); ++r) {
     const auto t0 = bench::Clock::now();
     if (radial) {
       const int64_t size = std::min<int64_t>(24, n);
-      const auto calibration = Value(mri::GriddedCalibration(traj, kspace.data.data(), coils, size), "gridding");
-      maps = Value(mri::EspiritFromCalibration(stream, calibration, size, size, coils, n, n), "espirit");
+      const auto calibration = bench::ValueOrExit(mri::GriddedCalibration(traj, kspace.data.data(), coils, size), "gridding");
+      maps = bench::ValueOrExit(mri::EspiritFromCalibration(stream, calibration, size, size, coils, n, n), "espirit");
     } else {
-      maps = Value(mri::EspiritCartesian(stream, kspace.data.data(), n, n, coils), "espirit");
+      maps = bench::ValueOrExit(mri::EspiritCartesian(stream, kspace.data.data(), n, n, coils), "espirit");
     }
     times.push_back(bench::SecondsSince(t0));
   }
   std::sort(times.begin(), times.end());
   if (radial) {  // the gridding alone, for the split
     const auto t0 = bench::Clock::now();
-    Value(mri::GriddedCalibration(traj, kspace.data.data(), coils, std::min<int64_t>(24, n)), "gridding");
+    bench::ValueOrExit(mri::GriddedCalibration(traj, kspace.data.data(), coils, std::min<int64_t>(24, n)), "gridding");
     std::fprintf(stderr, "gridding %.4f s\n", bench::SecondsSince(t0));
   }
   CHECK_OK(formats::WriteCfl(Path("maps_ours"), ToCfl({n, n, 1, coils}, maps.maps)));
@@ -165,10 +149,10 @@ void Espirit() {
 }
 
 void CgSense() {
-  const auto traj_cfl = Value(formats::ReadCfl(Path("cg_traj")), "cg_traj");
-  const auto kspace = Value(formats::ReadCfl(Path("cg_kspace")), "cg_kspace");
-  auto maps = Value(formats::ReadCfl(Path(absl::GetFlag(FLAGS_maps))), "maps");
-  const auto truth = Value(formats::ReadCfl(Path("truth")), "truth");
+  const auto traj_cfl = bench::ValueOrExit(formats::ReadCfl(Path("cg_traj")), "cg_traj");
+  const auto kspace = bench::ValueOrExit(formats::ReadCfl(Path("cg_kspace")), "cg_kspace");
+  auto maps = bench::ValueOrExit(formats::ReadCfl(Path(absl::GetFlag(FLAGS_maps))), "maps");
+  const auto truth = bench::ValueOrExit(formats::ReadCfl(Path("truth")), "truth");
   const int64_t n = truth.dim(0);
   const int coils = static_cast<int>(kspace.dim(formats::kCoilDim));
   if (maps.data.size() != static_cast<size_t>(n * n * coils)) {
@@ -176,7 +160,7 @@ void CgSense() {
                  (long long)n, coils);
     std::exit(1);
   }
-  const auto traj = Value(formats::TrajectoryFromCfl(traj_cfl), "cg_traj");
+  const auto traj = bench::ValueOrExit(formats::TrajectoryFromCfl(traj_cfl), "cg_traj");
   mri::SenseGeometry g{n, n, coils, traj.size(), traj.kx.data(), traj.ky.data(), maps.data.data(), nullptr};
   mri::CgSenseOptions options;
   options.iterations = absl::GetFlag(FLAGS_iterations);

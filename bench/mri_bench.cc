@@ -60,23 +60,7 @@ namespace {
 using Complex = std::complex<float>;
 using bench::Clock;
 
-#define CHECK_OK(expr)                                                      \
-  do {                                                                      \
-    const absl::Status check_status_ = (expr);                              \
-    if (!check_status_.ok()) {                                              \
-      std::fprintf(stderr, "%s: %s\n", #expr, check_status_.ToString().c_str()); \
-      std::exit(1);                                                         \
-    }                                                                       \
-  } while (0)
-
-template <typename T>
-T Value(absl::StatusOr<T> v, const char* what) {
-  if (!v.ok()) {
-    std::fprintf(stderr, "%s: %s\n", what, v.status().ToString().c_str());
-    std::exit(1);
-  }
-  return std::move(*v);
-}
+#define CHECK_OK(expr) ::tessera::bench::ExitUnlessOk((expr), #expr)
 
 using bench::Median;
 
@@ -107,7 +91,7 @@ class Staged {
   template <typename T>
   T* Put(const std::vector<T>& host) {
     const MemoryKind kind = stream_.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
-    auto buffer = Value(Buffer::Allocate(kind, host.size() * sizeof(T), stream_.ordinal()), "allocate");
+    auto buffer = bench::ValueOrExit(Buffer::Allocate(kind, host.size() * sizeof(T), stream_.ordinal()), "allocate");
     CHECK_OK(CopyBytes(buffer->data(), kind, host.data(), MemoryKind::kHost, host.size() * sizeof(T), stream_));
     buffers_.push_back(buffer);
     return static_cast<T*>(buffer->data());
@@ -131,7 +115,7 @@ const std::vector<Stream>& Streams() {
         std::printf("(cuda skipped: %s)\n", DeviceRegistry::Get().cuda_unavailable_reason().c_str());
         continue;
       }
-      streams.push_back(Value(Stream::Create(Backend::kCuda), "cuda stream"));
+      streams.push_back(bench::ValueOrExit(Stream::Create(Backend::kCuda), "cuda stream"));
     }
   }
   return *cached;
@@ -141,8 +125,8 @@ void BenchCgSense() {
   const int64_t n = absl::GetFlag(FLAGS_n), spokes = absl::GetFlag(FLAGS_spokes);
   const int coils = absl::GetFlag(FLAGS_coils), iterations = absl::GetFlag(FLAGS_iterations);
   const int reps = absl::GetFlag(FLAGS_reps);
-  const auto traj = Value(mri::RadialTrajectory(n, 2 * n, spokes, mri::RadialOrdering::kGoldenAngle), "traj");
-  const auto maps = Value(mri::BirdcageMaps(n, n, {coils, 1.5}), "maps");
+  const auto traj = bench::ValueOrExit(mri::RadialTrajectory(n, 2 * n, spokes, mri::RadialOrdering::kGoldenAngle), "traj");
+  const auto maps = bench::ValueOrExit(mri::BirdcageMaps(n, n, {coils, 1.5}), "maps");
   const auto kspace = RandomComplex(traj.size() * coils, 1);  // timing does not depend on values
   const auto x = RandomComplex(n * n, 2);
   std::printf("\n## CG-SENSE, %lld x %lld image, %d coils, %lld spokes x %lld samples (%lld points/coil), NUFFT tol %g\n\n",
@@ -162,7 +146,7 @@ void BenchCgSense() {
       mri::SenseOperatorOptions op_options;
       op_options.nufft_tolerance = absl::GetFlag(FLAGS_nufft_tolerance);
       op_options.use_toeplitz = toeplitz == 1;
-      auto op = Value(mri::SenseOperator::Create(stream, g, op_options), "operator");
+      auto op = bench::ValueOrExit(mri::SenseOperator::Create(stream, g, op_options), "operator");
       const double normal = TimeIt(stream, reps, [&] { CHECK_OK(op->Normal(d_x, d_out)); });
       mri::CgSenseOptions options;
       options.iterations = iterations;
@@ -184,7 +168,7 @@ void BenchCgSense() {
 void BenchSense() {
   const int64_t n = absl::GetFlag(FLAGS_sense_n);
   const int coils = absl::GetFlag(FLAGS_sense_coils), reps = absl::GetFlag(FLAGS_reps);
-  const auto maps = Value(mri::BirdcageMaps(n, n, {coils, 1.5}), "maps");
+  const auto maps = bench::ValueOrExit(mri::BirdcageMaps(n, n, {coils, 1.5}), "maps");
   std::printf("\n## SENSE unfolding, %lld x %lld image, %d coils (form S^H S + batched Cholesky + scatter)\n\n",
               (long long)n, (long long)n, coils);
   std::printf("| R | backend | ms | Mpixels/s | speedup vs cpu |\n|---|---|---|---|---|\n");
@@ -211,7 +195,7 @@ void BenchSense() {
 std::string Path(const std::string& name) { return absl::GetFlag(FLAGS_dir) + "/" + name; }
 
 formats::CflArray ToCfl(const std::vector<int64_t>& dims, const std::vector<Complex>& data) {
-  auto array = Value(formats::MakeCfl(dims), "cfl");
+  auto array = bench::ValueOrExit(formats::MakeCfl(dims), "cfl");
   array.data = data;
   return array;
 }
@@ -219,16 +203,16 @@ formats::CflArray ToCfl(const std::vector<int64_t>& dims, const std::vector<Comp
 void Write() {
   const int64_t n = absl::GetFlag(FLAGS_n), spokes = absl::GetFlag(FLAGS_spokes);
   const int coils = absl::GetFlag(FLAGS_coils);
-  const auto traj = Value(mri::RadialTrajectory(n, 2 * n, spokes, mri::RadialOrdering::kGoldenAngle), "traj");
-  const auto series = Value(mri::BirdcageSeries({coils, 1.5}, 4), "series");
+  const auto traj = bench::ValueOrExit(mri::RadialTrajectory(n, 2 * n, spokes, mri::RadialOrdering::kGoldenAngle), "traj");
+  const auto series = bench::ValueOrExit(mri::BirdcageSeries({coils, 1.5}, 4), "series");
   const auto phantom = mri::SheppLogan(0.9);
   const auto t0 = Clock::now();
-  const auto kspace = Value(mri::PhantomCoilKspace(phantom, series, traj, n, n), "kspace");
+  const auto kspace = bench::ValueOrExit(mri::PhantomCoilKspace(phantom, series, traj, n, n), "kspace");
   std::fprintf(stderr, "simulated %lld x %d samples in %.1f s\n", (long long)traj.size(), coils,
                bench::SecondsSince(t0));
   const auto maps = mri::EvaluateCoilSeries(series, n, n);
   const auto truth = mri::RasterizePhantom(phantom, n, n);
-  const auto dcf = Value(mri::RadialRampDensity(traj), "dcf");
+  const auto dcf = bench::ValueOrExit(mri::RadialRampDensity(traj), "dcf");
   CHECK_OK(formats::WriteCfl(Path("traj"), formats::TrajectoryToCfl(traj)));
   CHECK_OK(formats::WriteCfl(Path("kspace"), ToCfl({1, 2 * n, spokes, coils}, kspace)));
   CHECK_OK(formats::WriteCfl(Path("maps"), ToCfl({n, n, 1, coils}, maps)));
@@ -252,12 +236,12 @@ std::pair<double, double> Nrmse(const std::vector<Complex>& image, const std::ve
 }
 
 void Recon() {
-  const auto traj_cfl = Value(formats::ReadCfl(Path("traj")), "traj");
-  const auto kspace = Value(formats::ReadCfl(Path("kspace")), "kspace");
-  const auto maps = Value(formats::ReadCfl(Path("maps")), "maps");
-  const auto truth = Value(formats::ReadCfl(Path("truth")), "truth");
-  const auto dims = Value(formats::CheckNonCartesianCfl(kspace, traj_cfl, maps), "dims");
-  const auto traj = Value(formats::TrajectoryFromCfl(traj_cfl), "traj");
+  const auto traj_cfl = bench::ValueOrExit(formats::ReadCfl(Path("traj")), "traj");
+  const auto kspace = bench::ValueOrExit(formats::ReadCfl(Path("kspace")), "kspace");
+  const auto maps = bench::ValueOrExit(formats::ReadCfl(Path("maps")), "maps");
+  const auto truth = bench::ValueOrExit(formats::ReadCfl(Path("truth")), "truth");
+  const auto dims = bench::ValueOrExit(formats::CheckNonCartesianCfl(kspace, traj_cfl, maps), "dims");
+  const auto traj = bench::ValueOrExit(formats::TrajectoryFromCfl(traj_cfl), "traj");
   mri::SenseGeometry g{dims.nx, dims.ny, dims.coils, traj.size(), traj.kx.data(), traj.ky.data(), maps.data.data(),
                        nullptr};
   mri::CgSenseOptions options;
@@ -276,8 +260,8 @@ void Recon() {
 }
 
 void Compare() {
-  const auto image = Value(formats::ReadCfl(absl::GetFlag(FLAGS_image)), "image");
-  const auto truth = Value(formats::ReadCfl(Path("truth")), "truth");
+  const auto image = bench::ValueOrExit(formats::ReadCfl(absl::GetFlag(FLAGS_image)), "image");
+  const auto truth = bench::ValueOrExit(formats::ReadCfl(Path("truth")), "truth");
   if (image.data.size() != truth.data.size()) {
     std::fprintf(stderr, "image has %zu values, truth %zu\n", image.data.size(), truth.data.size());
     std::exit(1);

@@ -19,9 +19,10 @@ namespace tessera::reconstruction {
 
 enum class Modality { kCt, kPet, kMri, kUltrasound };
 
-enum class CtMethod { kFbp, kFdk, kSart, kOsSart, kCgls };
+enum class CtMethod { kFbp, kFdk, kSart, kOsSart, kCgls, kFistaTv, kAsdPocs };
 enum class PetMethod { kMlem, kOsem };
 enum class MriMethod { kAdjoint, kCgSense, kSense };
+enum class MriRegularizer { kNone, kL1Wavelet, kTv };  // cgsense: kNone is CG-SENSE, else FISTA
 enum class UltrasoundMethod { kDas, kMv };
 
 const char* ModalityName(Modality modality);
@@ -40,6 +41,9 @@ struct CtSpec {
   double relaxation = 1.0;
   bool non_negative = false;
   bool redundancy_weights = true;    // fbp/fdk: Parker / offset-detector weights where the geometry needs them
+  double tv_weight = 0.002;          // fista-tv (relative to ||A^T y||_inf) / asd-pocs alpha
+  int tv_iterations = 20;            // fista-tv / asd-pocs inner TV iterations
+  double device_memory_gib = 0;      // CUDA budget for volume + projections; 0: free memory less a margin
 };
 
 struct PetSpec {
@@ -72,6 +76,7 @@ struct MriSpec {
   bool espirit = false;              // coil maps by ESPIRiT from the k-space, not from coils_path
   int calibration_size = 24;         // espirit
   double espirit_crop = 0.8;         // espirit
+  MriRegularizer regularizer = MriRegularizer::kNone;  // cgsense: FISTA with lambda as BART pics -R's
 };
 
 struct UltrasoundSpec {

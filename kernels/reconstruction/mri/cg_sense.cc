@@ -42,14 +42,16 @@ absl::StatusOr<CgSenseResult> CgSense(const Stream& stream, const SenseGeometry&
 
 absl::StatusOr<CgSenseResult> CgSense(const Stream& stream, SenseOperator& sense, const std::complex<float>* kspace,
                                       const CgSenseOptions& options, std::complex<float>* image) {
+  return CgSense(stream, static_cast<EncodingOperator&>(sense), kspace, options, image);
+}
+
+absl::StatusOr<CgSenseResult> CgSense(const Stream& stream, EncodingOperator& encoding,
+                                      const std::complex<float>* kspace, const CgSenseOptions& options,
+                                      std::complex<float>* image) {
   TESSERA_RETURN_IF_ERROR(CheckArguments(options, kspace, image));
-  SenseOperator* op = &sense;
-  const SenseGeometry& geometry = op->geometry();
+  EncodingOperator* op = &encoding;
   CgSenseResult result;
-  double weight_sum = static_cast<double>(geometry.points);
-  if (geometry.density_weights != nullptr) {
-    TESSERA_ASSIGN_OR_RETURN(weight_sum, Sum(stream, geometry.density_weights, geometry.points));
-  }
+  TESSERA_ASSIGN_OR_RETURN(const double weight_sum, op->NormalScale());
   result.lambda_absolute = options.lambda * weight_sum;
   const float lambda = static_cast<float>(result.lambda_absolute);
 
@@ -84,6 +86,11 @@ absl::Status AdjointSense(const Stream& stream, const SenseGeometry& geometry, c
 }
 
 absl::Status AdjointSense(const Stream& stream, SenseOperator& op, const std::complex<float>* kspace,
+                          std::complex<float>* image) {
+  return AdjointSense(stream, static_cast<EncodingOperator&>(op), kspace, image);
+}
+
+absl::Status AdjointSense(const Stream& stream, EncodingOperator& op, const std::complex<float>* kspace,
                           std::complex<float>* image) {
   if (kspace == nullptr || image == nullptr) return absl::InvalidArgumentError("adjoint SENSE: kspace or image is null");
   TESSERA_RETURN_IF_ERROR(op.Adjoint(kspace, image));

@@ -18,7 +18,8 @@
 //   CgSenseOptions options;  options.iterations = 20;  options.lambda = 1e-4;
 //   auto result = CgSense(stream, g, kspace, options, image);
 //
-// Pointers are in the stream's memory; image (nx x ny) is overwritten (CG
+// 3-D (geometry.nz > 1 with kz) runs the same on a 3-D NUFFT; images are then
+// nx x ny x nz. Pointers are in the stream's memory; image (nx x ny) is overwritten (CG
 // starts from 0). Errors: those of SenseOperator::Create and
 // ConjugateGradientComplex (INVALID_ARGUMENT for iterations < 1, a negative
 // or non-finite lambda or tolerance; whatever the progress callback returns,
@@ -32,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "common/device.h"
 #include "kernels/reconstruction/linalg/conjugate_gradient.h"
+#include "kernels/reconstruction/mri/encoding_operator.h"
 #include "kernels/reconstruction/mri/sense_operator.h"
 
 namespace tessera {
@@ -64,12 +66,20 @@ absl::StatusOr<CgSenseResult> CgSense(const Stream& stream, const SenseGeometry&
 absl::StatusOr<CgSenseResult> CgSense(const Stream& stream, SenseOperator& op, const std::complex<float>* kspace,
                                       const CgSenseOptions& options, std::complex<float>* image);
 
+// The same on any encoding operator (encoding_operator.h: the 3-D Cartesian
+// operator of cartesian_operator.h, for one), lambda' = lambda x
+// op.NormalScale(). The SenseOperator overload above calls this one.
+absl::StatusOr<CgSenseResult> CgSense(const Stream& stream, EncodingOperator& op, const std::complex<float>* kspace,
+                                      const CgSenseOptions& options, std::complex<float>* image);
+
 // The adjoint ("gridding") reconstruction x = E^H W y / (nx ny): with
 // density weights in area units (density_compensation.h) an image on the
 // phantom's scale, the baseline CG-SENSE improves on.
 absl::Status AdjointSense(const Stream& stream, const SenseGeometry& geometry, const std::complex<float>* kspace,
                           const SenseOperatorOptions& options, std::complex<float>* image);
 absl::Status AdjointSense(const Stream& stream, SenseOperator& op, const std::complex<float>* kspace,
+                          std::complex<float>* image);
+absl::Status AdjointSense(const Stream& stream, EncodingOperator& op, const std::complex<float>* kspace,
                           std::complex<float>* image);
 
 }  // namespace mri

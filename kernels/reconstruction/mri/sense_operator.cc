@@ -1,5 +1,7 @@
 #include "kernels/reconstruction/mri/sense_operator.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "kernels/reconstruction/mri/coil_ops.h"
@@ -25,6 +27,11 @@ absl::StatusOr<std::unique_ptr<SenseOperator>> SenseOperator::Create(const Strea
     return absl::InvalidArgumentError(absl::StrCat("SENSE operator: image ", geometry.nx, " x ", geometry.ny,
                                                    " (each side must be >= 2)"));
   }
+  if (geometry.kz == nullptr ? geometry.nz != 1 : geometry.nz < 2) {
+    return absl::InvalidArgumentError(absl::StrCat("SENSE operator: nz = ", geometry.nz,
+                                                   geometry.kz == nullptr ? " needs a kz trajectory (2-D: nz = 1)"
+                                                                          : " with a kz trajectory (3-D: nz >= 2)"));
+  }
   if (geometry.coils < 1) {
     return absl::InvalidArgumentError(absl::StrCat("SENSE operator: coils = ", geometry.coils, " < 1"));
   }
@@ -40,7 +47,8 @@ absl::StatusOr<std::unique_ptr<SenseOperator>> SenseOperator::Create(const Strea
   nufft_options.upsampling = options.nufft_upsampling;
   nufft_options.ntransforms = geometry.coils;
   nufft_options.mode = options.mode;
-  const std::array<int64_t, 3> modes = {geometry.nx, geometry.ny, 1};
+  const bool three_d = geometry.kz != nullptr;
+  const std::array<int64_t, 3> modes = {geometry.nx, geometry.ny, geometry.nz};
   nufft_options.sign = -1;
   TESSERA_ASSIGN_OR_RETURN(op->type2_, nufft::NufftPlan<float>::Create(stream, nufft::NufftType::kType2, modes,
                                                                         nufft_options));
@@ -48,24 +56,33 @@ absl::StatusOr<std::unique_ptr<SenseOperator>> SenseOperator::Create(const Strea
   TESSERA_ASSIGN_OR_RETURN(op->type1_, nufft::NufftPlan<float>::Create(stream, nufft::NufftType::kType1, modes,
                                                                         nufft_options));
 
-  const int64_t npix = geometry.nx * geometry.ny, m = geometry.points;
-  const size_t values = static_cast<size_t>(geometry.coils) * (npix + m + (options.use_toeplitz ? npix : 0));
+  const int64_t npix = geometry.nx * geometry.ny * geometry.nz, m = geometry.points;
+  // The sample scratch stages the NUFFT coordinates below: 3-D needs 3 m
+  // floats, more than one coil's 2 m.
+  const int64_t sample_values = std::max<int64_t>(geometry.coils * m, three_d ? (3 * m + 1) / 2 : 0);
+  const size_t values = static_cast<size_t>(geometry.coils) * (npix + (options.use_toeplitz ? npix : 0)) +
+                        static_cast<size_t>(sample_values);
   TESSERA_ASSIGN_OR_RETURN(op->scratch_,
                            Buffer::Allocate(KindOf(stream), values * sizeof(std::complex<float>), stream.ordinal()));
   op->coil_images_ = static_cast<std::complex<float>*>(op->scratch_->data());
   op->coil_samples_ = op->coil_images_ + geometry.coils * npix;
-  if (options.use_toeplitz) op->coil_normal_ = op->coil_samples_ + geometry.coils * m;
+  if (options.use_toeplitz) op->coil_normal_ = op->coil_samples_ + sample_values;
 
   // NUFFT coordinates x = 2 pi k / n, staged in the (not yet used) sample
-  // scratch: 2 m floats fit in coils x m complex values.
+  // scratch (sized for them above).
   float* x = reinterpret_cast<float*>(op->coil_samples_);
   float* y = x + m;
+  float* z = three_d ? y + m : nullptr;
   TESSERA_RETURN_IF_ERROR(CopyBytes(x, KindOf(stream), geometry.kx, KindOf(stream), m * sizeof(float), stream));
   TESSERA_RETURN_IF_ERROR(CopyBytes(y, KindOf(stream), geometry.ky, KindOf(stream), m * sizeof(float), stream));
   TESSERA_RETURN_IF_ERROR(Scale(stream, static_cast<float>(2 * kPi / geometry.nx), x, m));
   TESSERA_RETURN_IF_ERROR(Scale(stream, static_cast<float>(2 * kPi / geometry.ny), y, m));
-  TESSERA_RETURN_IF_ERROR(op->type2_->SetPoints(m, x, y, nullptr));
-  TESSERA_RETURN_IF_ERROR(op->type1_->SetPoints(m, x, y, nullptr));
+  if (three_d) {
+    TESSERA_RETURN_IF_ERROR(CopyBytes(z, KindOf(stream), geometry.kz, KindOf(stream), m * sizeof(float), stream));
+    TESSERA_RETURN_IF_ERROR(Scale(stream, static_cast<float>(2 * kPi / geometry.nz), z, m));
+  }
+  TESSERA_RETURN_IF_ERROR(op->type2_->SetPoints(m, x, y, z));
+  TESSERA_RETURN_IF_ERROR(op->type1_->SetPoints(m, x, y, z));
   if (options.use_toeplitz) {
     nufft::ToeplitzOptions toeplitz_options;
     toeplitz_options.tolerance = options.nufft_tolerance;
@@ -74,11 +91,16 @@ absl::StatusOr<std::unique_ptr<SenseOperator>> SenseOperator::Create(const Strea
     toeplitz_options.ntransforms = geometry.coils;
     toeplitz_options.mode = options.mode;
     TESSERA_ASSIGN_OR_RETURN(op->toeplitz_,
-                             nufft::ToeplitzOperator<float>::Create(stream, modes, m, x, y, nullptr,
+                             nufft::ToeplitzOperator<float>::Create(stream, modes, m, x, y, z,
                                                                     geometry.density_weights, toeplitz_options));
   }
   TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   return op;
+}
+
+absl::StatusOr<double> SenseOperator::NormalScale() const {
+  if (geometry_.density_weights == nullptr) return static_cast<double>(geometry_.points);
+  return Sum(stream_, geometry_.density_weights, geometry_.points);
 }
 
 absl::Status SenseOperator::Forward(const std::complex<float>* x, std::complex<float>* kspace) {

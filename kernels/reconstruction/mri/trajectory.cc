@@ -1,5 +1,6 @@
 #include "kernels/reconstruction/mri/trajectory.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -62,6 +63,49 @@ absl::StatusOr<Trajectory2D> SpiralTrajectory(int64_t image_size, int64_t sample
       const double phase = 2 * kPi * (turns * u + static_cast<double>(l) / interleaves);
       t.kx[i + samples * l] = static_cast<float>(kmax * u * std::cos(phase));
       t.ky[i + samples * l] = static_cast<float>(kmax * u * std::sin(phase));
+    }
+  }
+  return t;
+}
+
+absl::StatusOr<Trajectory3D> StackOfStarsTrajectory(int64_t image_size, int64_t partitions, int64_t samples,
+                                                    int64_t spokes, RadialOrdering ordering) {
+  if (partitions < 1) return absl::InvalidArgumentError(absl::StrCat("stack of stars: partitions = ", partitions, " < 1"));
+  absl::StatusOr<Trajectory2D> star = RadialTrajectory(image_size, samples, spokes, ordering);
+  if (!star.ok()) return star.status();
+  Trajectory3D t;
+  t.samples = samples;
+  t.spokes = spokes;
+  t.partitions = partitions;
+  const int64_t per = star->size();
+  for (int64_t p = 0; p < partitions; ++p) {
+    t.kx.insert(t.kx.end(), star->kx.begin(), star->kx.end());
+    t.ky.insert(t.ky.end(), star->ky.begin(), star->ky.end());
+    t.kz.insert(t.kz.end(), per, static_cast<float>(p - partitions / 2));
+  }
+  return t;
+}
+
+absl::StatusOr<Trajectory3D> KooshballTrajectory(int64_t image_size, int64_t samples, int64_t spokes) {
+  if (absl::Status s = CheckSizes("kooshball trajectory", image_size, samples, spokes); !s.ok()) return s;
+  constexpr double kPhi1 = 0.46557123187676802665, kPhi2 = 0.68232780382801932737;  // 2-D golden means
+  Trajectory3D t;
+  t.samples = samples;
+  t.spokes = spokes;
+  t.kx.resize(samples * spokes);
+  t.ky.resize(samples * spokes);
+  t.kz.resize(samples * spokes);
+  const double step = static_cast<double>(image_size) / samples;
+  for (int64_t s = 0; s < spokes; ++s) {
+    const double cos_polar = std::fmod(s * kPhi1, 1.0);
+    const double sin_polar = std::sqrt(std::max(0.0, 1 - cos_polar * cos_polar));
+    const double azimuth = 2 * kPi * std::fmod(s * kPhi2, 1.0);
+    const double dx = sin_polar * std::cos(azimuth), dy = sin_polar * std::sin(azimuth), dz = cos_polar;
+    for (int64_t i = 0; i < samples; ++i) {
+      const double r = (i - samples / 2) * step;
+      t.kx[i + samples * s] = static_cast<float>(r * dx);
+      t.ky[i + samples * s] = static_cast<float>(r * dy);
+      t.kz[i + samples * s] = static_cast<float>(r * dz);
     }
   }
   return t;

@@ -41,6 +41,31 @@ absl::StatusOr<Trajectory2D> RadialTrajectory(int64_t image_size, int64_t sample
 // non-positive number of turns.
 absl::StatusOr<Trajectory2D> SpiralTrajectory(int64_t image_size, int64_t samples, int64_t interleaves, double turns);
 
+// 3-D trajectories (issue 36), same units and order (sample fastest, then
+// spoke, then partition), kz added.
+struct Trajectory3D {
+  int64_t samples = 0;     // per spoke (readout)
+  int64_t spokes = 0;      // per partition (all spokes for a kooshball)
+  int64_t partitions = 1;  // kz partitions of a stack of stars, 1 for a kooshball
+  std::vector<float> kx, ky, kz;  // samples x spokes x partitions each, 1/FOV units
+  int64_t size() const { return samples * spokes * partitions; }
+};
+
+// Stack of stars: the 2-D radial spokes of RadialTrajectory (same angles in
+// every partition, so all partitions share one in-plane trajectory) on the
+// Cartesian partitions kz = p - partitions / 2, p < partitions (partitions =
+// nz samples kz fully). INVALID_ARGUMENT as RadialTrajectory or partitions < 1.
+absl::StatusOr<Trajectory3D> StackOfStarsTrajectory(int64_t image_size, int64_t partitions, int64_t samples,
+                                                    int64_t spokes, RadialOrdering ordering);
+
+// 3-D radial ("kooshball"): full diameters through k = 0 (samples as
+// RadialTrajectory), directions by the 2-D golden means (Chan et al., MRM
+// 2009: phi1 = 0.4656, phi2 = 0.6823): spoke s has cos(polar) = frac(s phi1)
+// and azimuth 2 pi frac(s phi2), spreading any number of spokes evenly over
+// the half sphere (a diameter covers the other half). INVALID_ARGUMENT as
+// RadialTrajectory.
+absl::StatusOr<Trajectory3D> KooshballTrajectory(int64_t image_size, int64_t samples, int64_t spokes);
+
 // NUFFT coordinates (kernels/reconstruction/nufft/nufft.h) x = 2 pi kx / nx,
 // y = 2 pi ky / ny, so that type 2 with sign -1 on an nx x ny image computes
 // the MRI signal sum_n f[n] exp(-2 pi i k . (n - N/2) / N).

@@ -69,8 +69,8 @@ struct TvProxOptions {
 };
 
 // Scratch for TvProx on one shape and stream, reused across calls (FISTA
-// calls the prox every iteration): the dual field and its previous value and
-// momentum point (3 x ndim x size floats) and a copy of the input (size).
+// calls the prox every iteration): the dual field and its momentum point
+// (2 x ndim x size floats) and a copy of the input (size floats).
 // Movable, not copyable; the stream must outlive the plan.
 class TvProxPlan {
  public:

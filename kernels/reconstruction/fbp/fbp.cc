@@ -29,8 +29,9 @@ const char* FbpInterpolationName(FbpInterpolation interpolation) {
 }
 
 FbpPlan::FbpPlan(const CtGeometry& geometry, const FbpOptions& options, int64_t batch, std::string redundancy,
-                 std::unique_ptr<FbpBackend> backend)
+                 FdkChunking chunking, std::unique_ptr<FbpBackend> backend)
     : geometry_(geometry),
+      chunking_(std::move(chunking)),
       options_(options),
       batch_(batch),
       redundancy_(std::move(redundancy)),
@@ -45,6 +46,10 @@ absl::StatusOr<std::unique_ptr<FbpPlan>> FbpPlan::Create(const CtGeometry& geome
     return absl::InvalidArgumentError(
         absl::StrCat("fbp: views_per_batch must be >= 0 (0: automatic), got ", options.views_per_batch));
   }
+  if (options.device_memory_bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fbp: device_memory_bytes must be >= 0 (0: resident), got ", options.device_memory_bytes));
+  }
   TESSERA_ASSIGN_OR_RETURN(FbpSetup setup, MakeFbpSetup(geometry, options.redundancy_weights));
   std::string redundancy = setup.redundancy;
   const int64_t views = geometry.projection.num_views(), rows = geometry.projection.det_rows;
@@ -52,6 +57,30 @@ absl::StatusOr<std::unique_ptr<FbpPlan>> FbpPlan::Create(const CtGeometry& geome
   int64_t batch = options.views_per_batch;
   if (batch == 0) batch = (kRowsPerBatch + rows - 1) / rows;
   batch = std::max<int64_t>(1, std::min({batch, views, kMaxViewsPerBatch}));
+
+  const VolumeGeometry& vol = wide.volume;
+  FdkChunking chunking;
+  chunking.views_per_chunk = batch;
+  chunking.window_rows = rows;
+  chunking.slabs = {FdkSlab{0, vol.nz, 0}};
+  chunking.slab_planes = vol.nz;
+  if (options.device_memory_bytes > 0) {
+    FdkChunkInput in;
+    in.nx = vol.nx;
+    in.ny = vol.ny;
+    in.nz = vol.nz;
+    in.views = views;
+    in.cols = wide.projection.det_cols;
+    in.input_cols = setup.input_cols;
+    in.rows = rows;
+    in.padded = PaddedLength(in.cols);
+    in.column_weights = !setup.column_weights.empty();
+    in.texture = stream.backend() == Backend::kCuda && options.interpolation == FbpInterpolation::kTexture;
+    in.max_views_per_chunk = batch;
+    if (stream.backend() == Backend::kCpu) in.fixed_allowance_bytes = 0;
+    TESSERA_ASSIGN_OR_RETURN(chunking, PlanFdkChunks(in, setup.back, options.device_memory_bytes));
+    batch = chunking.views_per_chunk;
+  }
 
   FbpBackendConfig config;
   config.geometry = wide;
@@ -61,6 +90,8 @@ absl::StatusOr<std::unique_ptr<FbpPlan>> FbpPlan::Create(const CtGeometry& geome
   config.padded = PaddedLength(wide.projection.det_cols);
   config.spectrum = FilterSpectrum(options.filter, options.cutoff, config.padded);
   config.batch = batch;
+  config.window_rows = chunking.window_rows;
+  config.slab_planes = options.device_memory_bytes > 0 ? chunking.slab_planes : 0;
 
   std::unique_ptr<FbpBackend> backend;
   if (stream.backend() == Backend::kCpu) {
@@ -73,11 +104,17 @@ absl::StatusOr<std::unique_ptr<FbpPlan>> FbpPlan::Create(const CtGeometry& geome
         absl::StrCat("fbp: CUDA stream given but ", DeviceRegistry::Get().cuda_unavailable_reason()));
 #endif
   }
-  return std::unique_ptr<FbpPlan>(new FbpPlan(geometry, options, batch, std::move(redundancy), std::move(backend)));
+  return std::unique_ptr<FbpPlan>(
+      new FbpPlan(geometry, options, batch, std::move(redundancy), std::move(chunking), std::move(backend)));
 }
 
 absl::Status FbpPlan::Run(const float* sinogram, float* volume, const FbpProgress& progress, FbpTimings* timings) {
   if (sinogram == nullptr || volume == nullptr) return absl::InvalidArgumentError("fbp: sinogram or volume is null");
+  if (chunking_.window_rows != geometry_.projection.det_rows) {
+    return absl::FailedPreconditionError(absl::StrCat("fbp: this plan reads row windows of ", chunking_.window_rows,
+                                                      " of ", geometry_.projection.det_rows,
+                                                      " detector rows; use RunOutOfCore"));
+  }
   const auto start = std::chrono::steady_clock::now();
   const bool timed = timings != nullptr;
   if (timed) *timings = FbpTimings{};
@@ -85,13 +122,14 @@ absl::Status FbpPlan::Run(const float* sinogram, float* volume, const FbpProgres
   for (int64_t v0 = 0; v0 < views; v0 += batch_) {
     const int64_t n = std::min(batch_, views - v0);
     auto t0 = std::chrono::steady_clock::now();
-    TESSERA_RETURN_IF_ERROR(backend_->FilterBatch(sinogram, v0, n));
+    const int64_t view_floats = geometry_.projection.det_rows * geometry_.projection.det_cols;
+    TESSERA_RETURN_IF_ERROR(backend_->FilterBatch(sinogram + v0 * view_floats, view_floats, v0, n, /*row0=*/0));
     if (timed) {
       TESSERA_RETURN_IF_ERROR(backend_->Synchronize());
       timings->filter_ms += MsSince(t0);
       t0 = std::chrono::steady_clock::now();
     }
-    TESSERA_RETURN_IF_ERROR(backend_->BackprojectBatch(v0, n, /*accumulate=*/v0 > 0, volume));
+    TESSERA_RETURN_IF_ERROR(backend_->BackprojectBatch(v0, n, FbpWindow{}, /*accumulate=*/v0 > 0, volume));
     if (timed) {
       TESSERA_RETURN_IF_ERROR(backend_->Synchronize());
       timings->backproject_ms += MsSince(t0);
@@ -111,10 +149,40 @@ absl::Status FbpPlan::Filter(const float* sinogram, float* filtered) {
   const int64_t views = geometry_.projection.num_views();
   for (int64_t v0 = 0; v0 < views; v0 += batch_) {
     const int64_t n = std::min(batch_, views - v0);
-    TESSERA_RETURN_IF_ERROR(backend_->FilterBatch(sinogram, v0, n));
+    const int64_t view_floats = geometry_.projection.det_rows * geometry_.projection.det_cols;
+    TESSERA_RETURN_IF_ERROR(backend_->FilterBatch(sinogram + v0 * view_floats, view_floats, v0, n, /*row0=*/0));
     TESSERA_RETURN_IF_ERROR(backend_->ExportBatch(v0, n, filtered));
   }
   return backend_->Synchronize();
+}
+
+absl::Status FbpPlan::RunOutOfCore(const float* sinogram, float* volume, const FbpProgress& progress,
+                                   FbpTimings* timings) {
+  if (sinogram == nullptr || volume == nullptr) return absl::InvalidArgumentError("fbp: sinogram or volume is null");
+  const auto start = std::chrono::steady_clock::now();
+  if (timings != nullptr) *timings = FbpTimings{};
+  const int64_t views = geometry_.projection.num_views();
+  const int64_t plane = geometry_.volume.nx * geometry_.volume.ny;
+  const int64_t total = views * static_cast<int64_t>(chunking_.slabs.size());
+  int64_t done = 0;
+  for (const FdkSlab& slab : chunking_.slabs) {
+    float* host_slab = volume + slab.k0 * plane;
+    TESSERA_ASSIGN_OR_RETURN(float* x, backend_->SlabVolume(host_slab, slab.nz));
+    const FbpWindow window{slab.k0, slab.nz, slab.row0};
+    for (int64_t v0 = 0; v0 < views; v0 += batch_) {
+      const int64_t n = std::min(batch_, views - v0);
+      int64_t stride = 0;
+      TESSERA_ASSIGN_OR_RETURN(const float* staged, backend_->StageViews(sinogram, v0, n, slab.row0, &stride));
+      TESSERA_RETURN_IF_ERROR(backend_->FilterBatch(staged, stride, v0, n, slab.row0));
+      TESSERA_RETURN_IF_ERROR(backend_->BackprojectBatch(v0, n, window, /*accumulate=*/v0 > 0, x));
+      done += n;
+      if (progress) TESSERA_RETURN_IF_ERROR(progress(done, total));
+    }
+    TESSERA_RETURN_IF_ERROR(backend_->FinishSlab(host_slab, slab.nz));
+  }
+  TESSERA_RETURN_IF_ERROR(backend_->Synchronize());
+  if (timings != nullptr) timings->total_ms = MsSince(start);
+  return absl::OkStatus();
 }
 
 absl::Status Fbp(const CtGeometry& geometry, const FbpOptions& options, const Stream& stream, const float* sinogram,

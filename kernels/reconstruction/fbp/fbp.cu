@@ -22,12 +22,14 @@
 #include <cufft.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/buffer.h"
 #include "common/cuda_check.h"
+#include "common/parallel.h"
 #include "common/status.h"
 #include "kernels/reconstruction/fbp/fbp_backend.h"
 #include "kernels/reconstruction/fbp/fbp_math.h"
@@ -56,21 +58,22 @@ absl::Status CufftStatus(cufftResult r, const char* what) {
 
 // work[row][c] = sino[row][c - col0] * weight for c < cols, 0 up to
 // `padded`; sinogram rows have in_cols columns (an offset detector's widened
-// columns outside [col0, col0 + in_cols) read 0). `column_weights` (views x
+// columns outside [col0, col0 + in_cols) read 0), `rows` of them per view
+// (detector rows row0 ..) `view_stride` apart. `column_weights` (views x
 // cols, the batch's first view first; null: none) are the Parker /
 // offset-detector weights (redundancy_weights.h).
-__global__ void WeightPadKernel(const float* __restrict__ sino, const PreWeightView* __restrict__ pre,
-                                const float* __restrict__ column_weights, int cols, int in_cols, int col0, int rows,
-                                int padded, int64_t stride, int num_rows, float oc, float orow,
-                                float* __restrict__ work) {
+__global__ void WeightPadKernel(const float* __restrict__ sino, int64_t view_stride,
+                                const PreWeightView* __restrict__ pre, const float* __restrict__ column_weights,
+                                int cols, int in_cols, int col0, int rows, int row0, int padded, int64_t stride,
+                                int num_rows, float oc, float orow, float* __restrict__ work) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= padded) return;
   for (int row = blockIdx.y; row < num_rows; row += gridDim.y) {
     float value = 0.0f;
     if (c >= col0 && c < col0 + in_cols) {
       const int t = row / rows, r = row - t * rows;
-      value = __ldg(sino + static_cast<int64_t>(row) * in_cols + (c - col0)) *
-              PreWeight(pre[t], static_cast<float>(c) - oc, static_cast<float>(r) - orow);
+      value = __ldg(sino + t * view_stride + static_cast<int64_t>(r) * in_cols + (c - col0)) *
+              PreWeight(pre[t], static_cast<float>(c) - oc, static_cast<float>(r + row0) - orow);
       if (column_weights != nullptr) value *= __ldg(column_weights + static_cast<int64_t>(t) * cols + c);
     }
     work[static_cast<int64_t>(row) * stride + c] = value;
@@ -107,14 +110,17 @@ struct BackprojectArgs {
   cudaTextureObject_t texture;  // texture: layered array of the batch
   const BackprojectView* views; // the batch's views
   int num_views;
-  int cols, rows;
-  int nx, ny, nz;
+  int cols, rows;  // rows: the store's (a row window's height out of core)
+  int nx, ny, nz;  // nz: the slab's planes
+  int k0;          // the slab's first plane
+  float row0;      // the store's first detector row
   bool accumulate;
   float* volume;
 };
 
 template <bool kTexture>
 __device__ __forceinline__ float Sample(const BackprojectArgs& p, int view, float a, float b) {
+  b = __fsub_rn(b, p.row0);  // exact (a whole row at or below b), never fused
   if (kTexture) return tex2DLayered<float>(p.texture, a + 0.5f, b + 0.5f, view);
   const int64_t pitch = p.cols + 2;
   return SamplePadded(p.store + view * pitch * (p.rows + 2), pitch, a, b, static_cast<float>(p.cols),
@@ -126,7 +132,7 @@ __global__ void __launch_bounds__(kBlockX* kBlockY) BackprojectKernel(Backprojec
   __shared__ BackprojectView views[kViewChunk];
   const int i = blockIdx.x * kBlockX + threadIdx.x;
   const int j = blockIdx.y * kBlockY + threadIdx.y;
-  const int k0 = blockIdx.z * kZ;
+  const int k0 = p.k0 + blockIdx.z * kZ;  // global plane: the resident volume's sums
   const bool inside = i < p.nx && j < p.ny;
   const float fi = static_cast<float>(i), fj = static_cast<float>(j), fk0 = static_cast<float>(k0);
   const int tid = threadIdx.y * kBlockX + threadIdx.x;
@@ -168,7 +174,7 @@ __global__ void __launch_bounds__(kBlockX* kBlockY) BackprojectKernel(Backprojec
   if (!inside) return;
 #pragma unroll
   for (int kk = 0; kk < kZ; ++kk) {
-    const int k = k0 + kk;
+    const int k = blockIdx.z * kZ + kk;  // in the slab
     if (k >= p.nz) break;
     const int64_t idx = i + static_cast<int64_t>(p.nx) * (j + static_cast<int64_t>(p.ny) * k);
     p.volume[idx] = p.accumulate ? p.volume[idx] + acc[kk] : acc[kk];
@@ -196,7 +202,7 @@ class CudaBackend : public FbpBackend {
       : c_(std::move(config)),
         stream_(*c_.stream),
         cols_(c_.geometry.projection.det_cols),
-        rows_(c_.geometry.projection.det_rows),
+        rows_(c_.window_rows),
         in_cols_(c_.setup.input_cols),
         col0_(c_.setup.col0),
         stride_(c_.padded + 2),
@@ -209,6 +215,9 @@ class CudaBackend : public FbpBackend {
     if (array_tracker_) array_tracker_->Release(array_bytes_);
     for (const FftPlan* plan : {&forward_, &inverse_, &forward_tail_, &inverse_tail_}) {
       if (plan->valid) cufftDestroy(plan->handle);
+    }
+    for (cudaEvent_t e : {uploaded_[0], uploaded_[1], consumed_[0], consumed_[1]}) {
+      if (e != nullptr) cudaEventDestroy(e);
     }
   }
 
@@ -255,22 +264,24 @@ class CudaBackend : public FbpBackend {
       // Borders stay zero for good: StoreKernel writes interiors only.
       TESSERA_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(store_->data(), 0, bytes, Native(stream_)));
     }
+    if (c_.slab_planes > 0) TESSERA_RETURN_IF_ERROR(EnsureOutOfCore(c_.slab_planes));
     return stream_.Synchronize();
   }
 
-  absl::Status FilterBatch(const float* sinogram, int64_t v0, int64_t n) override {
+  absl::Status FilterBatch(const float* views, int64_t view_stride, int64_t v0, int64_t n, int64_t row0) override {
     TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream_.ordinal()));
     const int num_rows = static_cast<int>(n * rows_);
     const int padded = static_cast<int>(c_.padded), half_plus_one = padded / 2 + 1;
-    const float oc = 0.5f * static_cast<float>(cols_ - 1), orow = 0.5f * static_cast<float>(rows_ - 1);
+    const float oc = 0.5f * static_cast<float>(cols_ - 1);
+    const float orow = 0.5f * static_cast<float>(c_.geometry.projection.det_rows - 1);
     float* work = static_cast<float*>(work_->data());
     const dim3 block(kThreads);
     const unsigned grid_y = static_cast<unsigned>(std::min(num_rows, kMaxGridY));
     WeightPadKernel<<<dim3((padded + kThreads - 1) / kThreads, grid_y), block, 0, Native(stream_)>>>(
-        sinogram + v0 * rows_ * in_cols_, static_cast<const PreWeightView*>(pre_->data()) + v0,
+        views, view_stride, static_cast<const PreWeightView*>(pre_->data()) + v0,
         column_weights_ ? static_cast<const float*>(column_weights_->data()) + v0 * cols_ : nullptr,
         static_cast<int>(cols_), static_cast<int>(in_cols_), static_cast<int>(col0_),
-        static_cast<int>(rows_), padded, stride_, num_rows, oc, orow, work);
+        static_cast<int>(rows_), static_cast<int>(row0), padded, stride_, num_rows, oc, orow, work);
     TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("fbp weight/pad");
     const bool tail = n != c_.batch;
     cufftComplex* z = reinterpret_cast<cufftComplex*>(work);
@@ -302,7 +313,8 @@ class CudaBackend : public FbpBackend {
     return absl::OkStatus();
   }
 
-  absl::Status BackprojectBatch(int64_t v0, int64_t n, bool accumulate, float* volume) override {
+  absl::Status BackprojectBatch(int64_t v0, int64_t n, const FbpWindow& window, bool accumulate,
+                                float* volume) override {
     TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream_.ordinal()));
     const VolumeGeometry& vol = c_.geometry.volume;
     BackprojectArgs args;
@@ -314,10 +326,13 @@ class CudaBackend : public FbpBackend {
     args.rows = static_cast<int>(rows_);
     args.nx = static_cast<int>(vol.nx);
     args.ny = static_cast<int>(vol.ny);
-    args.nz = static_cast<int>(vol.nz);
+    args.nz = static_cast<int>(window.nz < 0 ? vol.nz : window.nz);
+    args.k0 = static_cast<int>(window.k0);
+    args.row0 = static_cast<float>(window.row0);
     args.accumulate = accumulate;
     args.volume = volume;
-    // Voxels per thread along z: registers hold the sums; fewer when thin.
+    // Voxels per thread along z: registers hold the sums; fewer when thin
+    // (the whole volume's nz decides, so slabs group planes as it does).
     if (vol.nz == 1) {
       LaunchBackproject<1>(args, texture_, Native(stream_));
     } else if (vol.nz < 16) {
@@ -331,7 +346,72 @@ class CudaBackend : public FbpBackend {
 
   absl::Status Synchronize() override { return stream_.Synchronize(); }
 
+  absl::StatusOr<const float*> StageViews(const float* sinogram, int64_t v0, int64_t n, int64_t row0,
+                                          int64_t* view_stride) override {
+    TESSERA_RETURN_IF_ERROR(EnsureOutOfCore(c_.geometry.volume.nz));
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream_.ordinal()));
+    if (n > c_.batch) return absl::InternalError("fbp: more views staged than a batch holds");
+    // The slot staged last is free once the work queued after it so far ends.
+    if (last_slot_ >= 0) TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(consumed_[last_slot_], Native(stream_)));
+    const int slot = last_slot_ = (last_slot_ + 1) % 2;
+    // The pinned slot's previous upload must be done before it is refilled.
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(uploaded_[slot]));
+    const int64_t det_rows = c_.geometry.projection.det_rows, row_floats = in_cols_;
+    const int64_t chunk_view = rows_ * row_floats;
+    float* pinned = static_cast<float*>(pinned_[slot]->data());
+    ParallelFor(n, [&](int64_t begin, int64_t end, int) {
+      for (int64_t t = begin; t < end; ++t) {
+        std::memcpy(pinned + t * chunk_view, sinogram + ((v0 + t) * det_rows + row0) * row_floats,
+                    sizeof(float) * chunk_view);
+      }
+    });
+    float* device = static_cast<float*>(slots_[slot]->data());
+    const cudaStream_t copy = Native(*copy_stream_);
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy, consumed_[slot], 0));
+    TESSERA_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(device, pinned, sizeof(float) * n * chunk_view, cudaMemcpyHostToDevice, copy));
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(uploaded_[slot], copy));
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(Native(stream_), uploaded_[slot], 0));
+    *view_stride = chunk_view;
+    return device;
+  }
+
+  absl::StatusOr<float*> SlabVolume(float* /*host_slab*/, int64_t planes) override {
+    TESSERA_RETURN_IF_ERROR(EnsureOutOfCore(c_.geometry.volume.nz));
+    if (planes > slab_planes_) return absl::InternalError("fbp: slab larger than planned");
+    return static_cast<float*>(slab_->data());
+  }
+
+  absl::Status FinishSlab(float* host_slab, int64_t planes) override {
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream_.ordinal()));
+    const VolumeGeometry& vol = c_.geometry.volume;
+    TESSERA_RETURN_IF_ERROR(CopyBytes(host_slab, MemoryKind::kHost, slab_->data(), MemoryKind::kDevice,
+                                      sizeof(float) * vol.nx * vol.ny * planes, stream_));
+    return stream_.Synchronize();
+  }
+
  private:
+  // The out-of-core buffers: a slab of `planes` planes, two device and two
+  // pinned upload slots of a batch of window rows, the copy stream, events.
+  absl::Status EnsureOutOfCore(int64_t planes) {
+    if (slab_ != nullptr) return absl::OkStatus();
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream_.ordinal()));
+    const VolumeGeometry& vol = c_.geometry.volume;
+    const size_t slot_bytes = sizeof(float) * static_cast<size_t>(c_.batch * rows_ * in_cols_);
+    for (int s = 0; s < 2; ++s) {
+      TESSERA_ASSIGN_OR_RETURN(slots_[s], DeviceBuffer(slot_bytes, stream_.ordinal()));
+      TESSERA_ASSIGN_OR_RETURN(pinned_[s], Buffer::Allocate(MemoryKind::kPinned, slot_bytes, stream_.ordinal()));
+      TESSERA_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&uploaded_[s], cudaEventDisableTiming));
+      TESSERA_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&consumed_[s], cudaEventDisableTiming));
+    }
+    TESSERA_ASSIGN_OR_RETURN(Stream copy, Stream::Create(Backend::kCuda, stream_.ordinal()));
+    copy_stream_ = std::make_unique<Stream>(std::move(copy));
+    TESSERA_ASSIGN_OR_RETURN(slab_, DeviceBuffer(sizeof(float) * static_cast<size_t>(vol.nx * vol.ny * planes),
+                                                 stream_.ordinal()));
+    slab_planes_ = planes;
+    return absl::OkStatus();
+  }
+
   // cufftHandle has no "none" value, hence the flag.
   struct FftPlan {
     cufftHandle handle = 0;
@@ -402,6 +482,12 @@ class CudaBackend : public FbpBackend {
   cudaTextureObject_t tex_ = 0;
   size_t array_bytes_ = 0;
   std::shared_ptr<DeviceMemoryTracker> array_tracker_;
+  // Out of core (EnsureOutOfCore).
+  std::shared_ptr<Buffer> slab_, slots_[2], pinned_[2];
+  int64_t slab_planes_ = 0;
+  std::unique_ptr<Stream> copy_stream_;
+  cudaEvent_t uploaded_[2] = {nullptr, nullptr}, consumed_[2] = {nullptr, nullptr};
+  int last_slot_ = -1;
 };
 
 }  // namespace

@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "common/device.h"
 #include "kernels/reconstruction/execution_mode.h"
+#include "kernels/reconstruction/fbp/fdk_chunking.h"
 #include "kernels/reconstruction/fbp/filter.h"
 #include "kernels/reconstruction/geometry.h"
 
@@ -64,6 +65,11 @@ struct FbpOptions {
   // Fan and cone: Parker weights for a short scan, Wang's for an offset
   // detector (redundancy_weights.h); false ("none") applies neither.
   bool redundancy_weights = true;
+  // > 0: the plan is sized for RunOutOfCore within this many bytes of the
+  // backend's memory (fdk_chunking.h: chunks of views, z-slabs with their
+  // detector row windows); views_per_batch, when set, caps the chunk. 0:
+  // sized for the resident Run (RunOutOfCore then uses one slab).
+  int64_t device_memory_bytes = 0;
 };
 
 // Called after each batch with the views done so far; an error (e.g.
@@ -83,7 +89,9 @@ class FbpBackend;
 class FbpPlan {
  public:
   // INVALID_ARGUMENT for a bad geometry or option (naming it),
-  // FAILED_PRECONDITION for a CUDA stream without CUDA.
+  // FAILED_PRECONDITION for a CUDA stream without CUDA, RESOURCE_EXHAUSTED
+  // (naming the sizes) when device_memory_bytes cannot hold one slab and
+  // one view.
   static absl::StatusOr<std::unique_ptr<FbpPlan>> Create(const CtGeometry& geometry, const Stream& stream,
                                                          const FbpOptions& options = {});
   ~FbpPlan();
@@ -92,8 +100,23 @@ class FbpPlan {
 
   // sinogram: det_cols x det_rows x views (geometry.h layout); volume:
   // nx x ny x nz, overwritten.
+  // FAILED_PRECONDITION for a plan whose row windows are shorter than the
+  // detector (RunOutOfCore only).
   absl::Status Run(const float* sinogram, float* volume, const FbpProgress& progress = nullptr,
                    FbpTimings* timings = nullptr);
+
+  // The same reconstruction with `sinogram` and `volume` in host memory
+  // whatever the stream: per slab (chunking()), its views are staged chunk
+  // by chunk (CUDA: pinned uploads on a second stream overlapping the
+  // filtering and back projection) and the slab copied back. Equal to Run
+  // with views_per_batch = chunking().views_per_chunk bit for bit (slab
+  // boundaries are multiples of 8 planes and the row windows cover every
+  // sample). Progress counts views over all slabs.
+  absl::Status RunOutOfCore(const float* sinogram, float* volume, const FbpProgress& progress = nullptr,
+                            FbpTimings* timings = nullptr);
+
+  // The out-of-core layout (one slab of every row when device_memory_bytes is 0).
+  const FdkChunking& chunking() const { return chunking_; }
 
   // Only the pre-weighting and filtering: `filtered` gets the sinogram's
   // layout. (Back-projecting it with unit weights is what Run does.)
@@ -108,9 +131,10 @@ class FbpPlan {
 
  private:
   FbpPlan(const CtGeometry& geometry, const FbpOptions& options, int64_t batch, std::string redundancy,
-          std::unique_ptr<FbpBackend> backend);
+          FdkChunking chunking, std::unique_ptr<FbpBackend> backend);
 
   CtGeometry geometry_;
+  FdkChunking chunking_;
   FbpOptions options_;
   int64_t batch_;
   std::string redundancy_;

@@ -29,6 +29,21 @@ struct FbpBackendConfig {
   std::vector<float> spectrum;  // FilterSpectrum(...), padded / 2 + 1 entries
   int64_t padded = 0;           // FFT length
   int64_t batch = 0;            // views per batch
+  // Detector rows per view in a batch: the detector's, or the height of an
+  // out-of-core row window (fdk_chunking.h).
+  int64_t window_rows = 0;
+  // Out of core (FbpPlan::RunOutOfCore): planes of the largest volume slab
+  // kept on the backend; > 0 allocates the slab and the upload slots at once
+  // (else on the first RunOutOfCore).
+  int64_t slab_planes = 0;
+};
+
+// Which part of the problem a batch covers: volume planes [k0, k0 + nz)
+// (nz < 0: all) and detector rows [row0, row0 + window_rows).
+struct FbpWindow {
+  int64_t k0 = 0;
+  int64_t nz = -1;
+  int64_t row0 = 0;
 };
 
 // A batch of filtered views lives in the backend's store between FilterBatch
@@ -36,14 +51,32 @@ struct FbpBackendConfig {
 class FbpBackend {
  public:
   virtual ~FbpBackend() = default;
-  // Pre-weights and filters views [v0, v0 + n) of the full `sinogram` into the store (n <= batch).
-  virtual absl::Status FilterBatch(const float* sinogram, int64_t v0, int64_t n) = 0;
-  // Copies the stored batch to views [v0, v0 + n) of `filtered` (sinogram layout).
+  // Pre-weights and filters views [v0, v0 + n) (n <= batch) into the store:
+  // row r < window_rows of the t-th (detector row row0 + r) is at
+  // views[t * view_stride + r * input_cols].
+  virtual absl::Status FilterBatch(const float* views, int64_t view_stride, int64_t v0, int64_t n,
+                                   int64_t row0) = 0;
+  // Copies the stored batch to views [v0, v0 + n) of `filtered` (sinogram
+  // layout; whole detector rows only).
   virtual absl::Status ExportBatch(int64_t v0, int64_t n, float* filtered) = 0;
-  // volume = (accumulate ? volume : 0) + back projection of the stored batch (views v0 ..).
-  virtual absl::Status BackprojectBatch(int64_t v0, int64_t n, bool accumulate, float* volume) = 0;
+  // volume = (accumulate ? volume : 0) + back projection of the stored batch
+  // (views v0 .., its rows starting at window.row0) into planes
+  // [window.k0, window.k0 + window.nz); `volume` points at plane window.k0.
+  virtual absl::Status BackprojectBatch(int64_t v0, int64_t n, const FbpWindow& window, bool accumulate,
+                                        float* volume) = 0;
   // Waits for queued work (no-op on the CPU).
   virtual absl::Status Synchronize() = 0;
+
+  // Out of core. The views [v0, v0 + n), rows [row0, row0 + window_rows) of
+  // the host `sinogram` where FilterBatch reads them (CUDA: uploaded through
+  // pinned memory on a copy stream, two slots in flight, the compute stream
+  // waiting for the copy); *view_stride gets their view stride.
+  virtual absl::StatusOr<const float*> StageViews(const float* sinogram, int64_t v0, int64_t n, int64_t row0,
+                                                  int64_t* view_stride) = 0;
+  // Where a slab of `planes` planes whose host copy is `host_slab` is
+  // accumulated (CUDA: the device slab), and its copy back to the host.
+  virtual absl::StatusOr<float*> SlabVolume(float* host_slab, int64_t planes) = 0;
+  virtual absl::Status FinishSlab(float* host_slab, int64_t planes) = 0;
 };
 
 absl::StatusOr<std::unique_ptr<FbpBackend>> MakeCpuBackend(FbpBackendConfig config);
@@ -60,9 +93,12 @@ absl::Status FilterRows(FilterKind kind, double cutoff, const float* in, float* 
 
 // The back projection reference: volume = (accumulate ? volume : 0) +
 // sum_t Q_t(a, b) / D^2 over the `num_views` views of `padded` (each
-// PaddedViewSize(cols, rows) floats, fbp_math.h), threaded over voxel lines.
+// PaddedViewSize(cols, rows) floats, fbp_math.h, holding detector rows
+// window.row0 ..), into planes [window.k0, window.k0 + window.nz) (`volume`
+// points at plane window.k0), threaded over voxel lines.
 void Backproject(const VolumeGeometry& volume_geometry, int64_t cols, int64_t rows, const BackprojectView* views,
-                 int64_t num_views, const float* padded, bool accumulate, float* volume);
+                 int64_t num_views, const float* padded, bool accumulate, float* volume,
+                 const FbpWindow& window = {});
 
 }  // namespace cpu
 

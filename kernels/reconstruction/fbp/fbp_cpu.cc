@@ -100,21 +100,22 @@ class CpuBackend : public FbpBackend {
       : c_(std::move(config)),
         filter_(std::move(filter)),
         cols_(c_.geometry.projection.det_cols),
-        rows_(c_.geometry.projection.det_rows),
+        rows_(c_.window_rows),
         in_cols_(c_.setup.input_cols),
         col0_(c_.setup.col0),
         view_size_(PaddedViewSize(cols_, rows_)),
         store_(static_cast<size_t>(c_.batch * view_size_), 0.0f) {}
 
-  absl::Status FilterBatch(const float* sinogram, int64_t v0, int64_t n) override {
-    const float oc = 0.5f * static_cast<float>(cols_ - 1), orow = 0.5f * static_cast<float>(rows_ - 1);
+  absl::Status FilterBatch(const float* views, int64_t view_stride, int64_t v0, int64_t n, int64_t row0) override {
+    const float oc = 0.5f * static_cast<float>(cols_ - 1);
+    const float orow = 0.5f * static_cast<float>(c_.geometry.projection.det_rows - 1);
     return filter_->Run(
         n * rows_,
         [&](int64_t row, float* buf) {
           const int64_t t = row / rows_, r = row % rows_;
           const PreWeightView& w = c_.setup.pre[v0 + t];
-          const float* src = sinogram + ((v0 + t) * rows_ + r) * in_cols_;
-          const float rb = static_cast<float>(r) - orow;
+          const float* src = views + t * view_stride + r * in_cols_;
+          const float rb = static_cast<float>(r + row0) - orow;
           for (int64_t col = 0; col < cols_; ++col) {
             const bool measured = col >= col0_ && col < col0_ + in_cols_;  // else a widening zero
             buf[col] = measured ? src[col - col0_] * PreWeight(w, static_cast<float>(col) - oc, rb) : 0.0f;
@@ -140,12 +141,23 @@ class CpuBackend : public FbpBackend {
     return absl::OkStatus();
   }
 
-  absl::Status BackprojectBatch(int64_t v0, int64_t n, bool accumulate, float* volume) override {
-    cpu::Backproject(c_.geometry.volume, cols_, rows_, c_.setup.back.data() + v0, n, store_.data(), accumulate, volume);
+  absl::Status BackprojectBatch(int64_t v0, int64_t n, const FbpWindow& window, bool accumulate,
+                                float* volume) override {
+    cpu::Backproject(c_.geometry.volume, cols_, rows_, c_.setup.back.data() + v0, n, store_.data(), accumulate, volume,
+                     window);
     return absl::OkStatus();
   }
 
   absl::Status Synchronize() override { return absl::OkStatus(); }
+
+  // The host sinogram is read in place.
+  absl::StatusOr<const float*> StageViews(const float* sinogram, int64_t v0, int64_t /*n*/, int64_t row0,
+                                          int64_t* view_stride) override {
+    *view_stride = c_.geometry.projection.det_rows * in_cols_;
+    return sinogram + v0 * *view_stride + row0 * in_cols_;
+  }
+  absl::StatusOr<float*> SlabVolume(float* host_slab, int64_t /*planes*/) override { return host_slab; }
+  absl::Status FinishSlab(float* /*host_slab*/, int64_t /*planes*/) override { return absl::OkStatus(); }
 
  private:
   FbpBackendConfig c_;
@@ -182,9 +194,9 @@ namespace {
 // acc[i] += SamplePadded(view, pitch, (a_step i + a0) inv, b0 inv) inv^2 for
 // i < nx: SamplePadded's arithmetic with its row interpolation hoisted (the
 // same arithmetic, so the same sums bit for bit).
-void AddParallelLine(const float* view, int64_t pitch, float a_step, float a0, float b0, float inv, float cols,
-                     float rows, int64_t nx, float* acc) {
-  const float b = b0 * inv;
+void AddParallelLine(const float* view, int64_t pitch, float a_step, float a0, float b0, float inv, float row0,
+                     float cols, float rows, int64_t nx, float* acc) {
+  const float b = b0 * inv - row0;  // exact: row0 is a whole row at or below b (fdk_chunking.h)
   if (!(b > -1.0f && b < rows)) return;
   const float fb = floorf(b), wb = b - fb;
   const float* top = view + (static_cast<int64_t>(fb) + 1) * pitch + 1;
@@ -203,8 +215,9 @@ void AddParallelLine(const float* view, int64_t pitch, float a_step, float a0, f
 }  // namespace
 
 void Backproject(const VolumeGeometry& vg, int64_t cols, int64_t rows, const BackprojectView* views,
-                 int64_t num_views, const float* padded, bool accumulate, float* volume) {
-  const int64_t nx = vg.nx, ny = vg.ny, nz = vg.nz;
+                 int64_t num_views, const float* padded, bool accumulate, float* volume, const FbpWindow& window) {
+  const int64_t nx = vg.nx, ny = vg.ny, nz = window.nz < 0 ? vg.nz : window.nz;
+  const float row0 = static_cast<float>(window.row0);
   const int64_t view_size = PaddedViewSize(cols, rows), pitch = cols + 2;
   const float fcols = static_cast<float>(cols), frows = static_cast<float>(rows);
   ParallelFor(
@@ -212,7 +225,7 @@ void Backproject(const VolumeGeometry& vg, int64_t cols, int64_t rows, const Bac
       [&](int64_t begin, int64_t end, int) {
         std::vector<float> acc(nx);
         for (int64_t line = begin; line < end; ++line) {
-          const float fj = static_cast<float>(line % ny), fk = static_cast<float>(line / ny);
+          const float fj = static_cast<float>(line % ny), fk = static_cast<float>(window.k0 + line / ny);
           std::fill(acc.begin(), acc.end(), 0.0f);
           for (int64_t t = 0; t < num_views; ++t) {
             const BackprojectView& w = views[t];
@@ -227,13 +240,13 @@ void Backproject(const VolumeGeometry& vg, int64_t cols, int64_t rows, const Bac
               // the detector row are the same for the whole line, so the
               // bilinear sample is a linear one along the detector row and the
               // division happens once.
-              AddParallelLine(view, pitch, w.a[0], a0, b0, 1.0f / d0, fcols, frows, nx, acc.data());
+              AddParallelLine(view, pitch, w.a[0], a0, b0, 1.0f / d0, row0, fcols, frows, nx, acc.data());
               continue;
             }
             for (int64_t i = 0; i < nx; ++i) {
               const float fi = static_cast<float>(i);
               const float inv = 1.0f / (w.d[0] * fi + d0);
-              const float a = (w.a[0] * fi + a0) * inv, b = (w.b[0] * fi + b0) * inv;
+              const float a = (w.a[0] * fi + a0) * inv, b = (w.b[0] * fi + b0) * inv - row0;
               acc[i] += SamplePadded(view, pitch, a, b, fcols, frows) * inv * inv;
             }
           }

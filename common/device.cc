@@ -71,8 +71,10 @@ absl::Status CheckDeviceName(absl::string_view name, absl::string_view field) {
 }
 
 absl::StatusOr<Backend> ResolveBackend(absl::string_view requested) {
-  const DeviceRegistry& registry = DeviceRegistry::Get();
+  // "cpu" never probes CUDA: on a GPU host that would initialise the driver
+  // (a tenth of a second or more) for a run that does not use it.
   if (requested == "cpu") return Backend::kCpu;
+  const DeviceRegistry& registry = DeviceRegistry::Get();
   if (requested == "auto" || requested.empty()) {
     return registry.cuda_available() ? Backend::kCuda : Backend::kCpu;
   }

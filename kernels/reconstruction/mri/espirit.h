@@ -46,11 +46,13 @@ struct EspiritOptions {
 
 struct EspiritMaps {
   int64_t nx = 0, ny = 0;
+  int64_t nz = 1;  // > 1: 3-D maps (espirit3d.h)
   int coils = 0;
-  std::vector<std::complex<float>> maps;  // coils x ny x nx
-  std::vector<float> eigenvalues;         // ny x nx, the top eigenvalue of G
+  std::vector<std::complex<float>> maps;  // coils x (nz x) ny x nx
+  std::vector<float> eigenvalues;         // (nz x) ny x nx, the top eigenvalue of G
   int kernels = 0;                        // signal-subspace dimension kept
   int64_t calibration_x = 0, calibration_y = 0;  // region used
+  int64_t calibration_z = 1;
 };
 
 // Maps at nx x ny from a calibration region given on its own (cx x cy x

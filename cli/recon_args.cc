@@ -81,6 +81,9 @@ std::vector<FlagSpec> ReconFlags(const std::string& modality) {
                      true});
     flags.push_back({"redundancy-weights", "auto",
                      "fbp/fdk: auto (Parker weights for a short scan, Wang's for an offset detector) | none"});
+    flags.push_back({"device-memory-gib", "0",
+                     "CUDA budget in GiB for volume + projections: fdk streams views in chunks and splits the "
+                     "volume into z-slabs to fit; iterative methods are refused beyond it (0: free memory less a margin)"});
   } else {
     flags.push_back({"method", "osem", "mlem | osem"});
     flags.push_back({"listmode", "", "list-mode events (.tslm) instead of --sinogram"});
@@ -202,6 +205,8 @@ absl::StatusOr<v1::ReconstructRequest> ReconRequestFromArgs(const Args& args, co
     ct->set_relaxation(relaxation);
     ct->set_non_negative(args.GetBool("non-negative"));
     ct->set_redundancy_weights(args.Get("redundancy-weights"));
+    TESSERA_ASSIGN_OR_RETURN(double device_memory_gib, ParseDouble(args, "device-memory-gib"));
+    if (device_memory_gib != 0) ct->set_device_memory_gib(device_memory_gib);
   } else if (modality == "pet") {
     v1::PetOptions* pet = request.mutable_pet();
     pet->set_method(args.Get("method"));

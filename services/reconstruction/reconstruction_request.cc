@@ -259,6 +259,18 @@ absl::StatusOr<CtSpec> ParseCt(const v1::CtOptions& o) {
     }
     spec.relaxation = o.relaxation();
   }
+  if (o.has_device_memory_gib()) {
+    // 0: the device's free memory less a margin. The upper bound only keeps
+    // the byte count far from overflow (no GPU has 64 TiB).
+    constexpr double kMaxDeviceMemoryGib = 65536;
+    if (!(std::isfinite(o.device_memory_gib()) && o.device_memory_gib() >= 0 &&
+          o.device_memory_gib() <= kMaxDeviceMemoryGib)) {
+      return absl::InvalidArgumentError(absl::StrCat("ct.device_memory_gib must be in [0, ", kMaxDeviceMemoryGib,
+                                                     "] (0: free device memory less a margin), got ",
+                                                     o.device_memory_gib()));
+    }
+    spec.device_memory_gib = o.device_memory_gib();
+  }
   TESSERA_RETURN_IF_ERROR(CheckRange("ct.iterations", o.iterations(), 0, kMaxIterations));
   TESSERA_RETURN_IF_ERROR(CheckRange("ct.subsets", o.subsets(), 0, kMaxSubsets));
   spec.iterations = o.iterations();

@@ -26,6 +26,7 @@
 #include "kernels/reconstruction/solvers/sart.h"
 #include "kernels/reconstruction/vector_ops.h"
 #include "services/common/file_upload.h"
+#include "services/reconstruction/ct_memory_budget.h"
 #include "services/reconstruction/formats/geometry_json.h"
 #include "services/reconstruction/formats/recon_nifti.h"
 #include "services/reconstruction/mri_run.h"
@@ -168,6 +169,36 @@ recon::VolumeGeometry StackedVolume(recon::VolumeGeometry v, int64_t slices) {
   return v;
 }
 
+// fbp/fdk with the projections and the volume in host memory (issue 36's
+// device-memory budget): FbpPlan::RunOutOfCore streams chunks of views into
+// z-slabs within options.device_memory_bytes of the stream's memory, each
+// slice of a stack in turn. `redundancy` gets the weights and the chunking.
+absl::Status RunFdkOutOfCore(const CtGeometry& g, const recon::fbp::FbpOptions& options, int64_t slices,
+                             const NDArray& host_sinogram, const Stream& stream, const ReconRunContext& ctx,
+                             const std::string& name, NDArray* volume, std::string* redundancy) {
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<recon::fbp::FbpPlan> plan,
+                           recon::fbp::FbpPlan::Create(g, stream, options));
+  const recon::fbp::FdkChunking& chunking = plan->chunking();
+  *redundancy = absl::StrCat(plan->redundancy(), plan->redundancy().empty() ? "" : "; ", "out of core: ",
+                             chunking.slabs.size(), " slab(s) of <= ", chunking.slab_planes, " planes, ",
+                             chunking.views_per_chunk, " views per chunk of ", chunking.window_rows, " rows");
+  TESSERA_LOG(INFO) << name << ": within " << options.device_memory_bytes << " bytes, " << *redundancy;
+  TESSERA_ASSIGN_OR_RETURN(*volume, NDArray::Allocate({g.volume.nx, g.volume.ny, g.volume.nz * slices},
+                                                      DType::kFloat32, MemoryKind::kHost));
+  const float* y = host_sinogram.data<float>();
+  float* x = volume->data<float>();
+  for (int64_t s = 0; s < slices; ++s) {
+    TESSERA_RETURN_IF_ERROR(plan->RunOutOfCore(
+        y + s * g.projection.sinogram_size(), x + s * g.volume.size(), [&](int64_t done, int64_t total) {
+          const int64_t all = total * slices, at = s * total + done;
+          Report(ctx, "reconstruct", at, all, 0.05 + 0.9 * at / std::max<int64_t>(1, all), {},
+                 absl::StrCat(name, ": ", at, " of ", all, " view passes back-projected (out of core)"));
+          return Continue(ctx);
+        }));
+  }
+  return absl::OkStatus();
+}
+
 // `redundancy`: fbp/fdk's redundancy weights ("short scan 220 deg ...: Parker
 // weights"), for the result's geometry text; left empty by the iterative methods.
 // `slices` > 1: a stack of 2-D sinograms (CtSinogramSlices), each slice
@@ -181,6 +212,31 @@ absl::Status RunCt(const ReconSpec& spec, const CtGeometry& g, CtMethod method, 
   absl::StatusOr<NDArray> host = slices == 1 ? recon::formats::ReadSinogram(spec.sinogram_path, g.projection)
                                              : recon::formats::ReadSinogramStack(spec.sinogram_path, g.projection);
   if (!host.ok()) return Annotate(host.status(), "sinogram");
+  // ct.device_memory_gib (ct_memory_budget.h): fbp/fdk go out of core when
+  // the resident run does not fit; iterative methods are refused before
+  // anything is allocated.
+  TESSERA_ASSIGN_OR_RETURN(const int64_t budget, CtDeviceBudgetBytes(spec.ct, stream));
+  recon::fbp::FbpOptions fbp_options;
+  fbp_options.filter = spec.ct.filter;
+  fbp_options.cutoff = spec.ct.filter_cutoff;
+  fbp_options.mode = mode;
+  fbp_options.redundancy_weights = spec.ct.redundancy_weights;
+  if (method == CtMethod::kFbp || method == CtMethod::kFdk) {
+    if (budget > 0) {
+      TESSERA_ASSIGN_OR_RETURN(const int64_t resident,
+                               recon::fbp::FbpResidentBytes(g, fbp_options, stream.backend()));
+      const int64_t stacked = (slices - 1) * (g.projection.sinogram_size() + g.volume.size()) * 4;
+      if (resident + stacked > budget) {
+        fbp_options.device_memory_bytes = budget;
+        TESSERA_RETURN_IF_ERROR(
+            RunFdkOutOfCore(g, fbp_options, slices, *host, stream, ctx, CtMethodName(method), volume, redundancy));
+        result->set_iterations(0);
+        return absl::OkStatus();
+      }
+    }
+  } else {
+    TESSERA_RETURN_IF_ERROR(CheckCtIterativeBudget(method, g, slices, spec.ct.subsets, budget));
+  }
   TESSERA_ASSIGN_OR_RETURN(NDArray sinogram, ToBackend(*host, stream));
   *host = NDArray();
   TESSERA_ASSIGN_OR_RETURN(*volume, NewVolume(g, stream, slices));
@@ -194,13 +250,8 @@ absl::Status RunCt(const ReconSpec& spec, const CtGeometry& g, CtMethod method, 
     return Continue(ctx);
   };
   if (method == CtMethod::kFbp || method == CtMethod::kFdk) {
-    recon::fbp::FbpOptions options;
-    options.filter = spec.ct.filter;
-    options.cutoff = spec.ct.filter_cutoff;
-    options.mode = mode;
-    options.redundancy_weights = spec.ct.redundancy_weights;
     TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<recon::fbp::FbpPlan> plan,
-                             recon::fbp::FbpPlan::Create(g, stream, options));
+                             recon::fbp::FbpPlan::Create(g, stream, fbp_options));
     *redundancy = plan->redundancy();
     const int64_t views = g.projection.num_views();
     if (slices > 1) {

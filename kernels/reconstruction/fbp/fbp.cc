@@ -18,6 +18,31 @@ namespace {
 constexpr int64_t kRowsPerBatch = 65536;
 constexpr int64_t kMaxViewsPerBatch = 1024;  // also under the layered-texture limit (2048)
 
+// fdk_chunking.h's model of a plan on `backend` with batches of `batch` views.
+FdkChunkInput ChunkInputOf(const FbpSetup& setup, const FbpOptions& options, Backend backend, int64_t batch) {
+  const CtGeometry& wide = setup.geometry;
+  FdkChunkInput in;
+  in.nx = wide.volume.nx;
+  in.ny = wide.volume.ny;
+  in.nz = wide.volume.nz;
+  in.views = wide.projection.num_views();
+  in.cols = wide.projection.det_cols;
+  in.input_cols = setup.input_cols;
+  in.rows = wide.projection.det_rows;
+  in.padded = PaddedLength(in.cols);
+  in.column_weights = !setup.column_weights.empty();
+  in.texture = backend == Backend::kCuda && options.interpolation == FbpInterpolation::kTexture;
+  in.max_views_per_chunk = batch;
+  if (backend == Backend::kCpu) in.fixed_allowance_bytes = 0;  // no cuFFT
+  return in;
+}
+
+int64_t DefaultBatch(const FbpOptions& options, int64_t views, int64_t rows) {
+  int64_t batch = options.views_per_batch;
+  if (batch == 0) batch = (kRowsPerBatch + rows - 1) / rows;
+  return std::max<int64_t>(1, std::min({batch, views, kMaxViewsPerBatch}));
+}
+
 double MsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -54,9 +79,7 @@ absl::StatusOr<std::unique_ptr<FbpPlan>> FbpPlan::Create(const CtGeometry& geome
   std::string redundancy = setup.redundancy;
   const int64_t views = geometry.projection.num_views(), rows = geometry.projection.det_rows;
   const CtGeometry wide = setup.geometry;  // an offset detector's widened (fbp_setup.h)
-  int64_t batch = options.views_per_batch;
-  if (batch == 0) batch = (kRowsPerBatch + rows - 1) / rows;
-  batch = std::max<int64_t>(1, std::min({batch, views, kMaxViewsPerBatch}));
+  int64_t batch = DefaultBatch(options, views, rows);
 
   const VolumeGeometry& vol = wide.volume;
   FdkChunking chunking;
@@ -65,19 +88,7 @@ absl::StatusOr<std::unique_ptr<FbpPlan>> FbpPlan::Create(const CtGeometry& geome
   chunking.slabs = {FdkSlab{0, vol.nz, 0}};
   chunking.slab_planes = vol.nz;
   if (options.device_memory_bytes > 0) {
-    FdkChunkInput in;
-    in.nx = vol.nx;
-    in.ny = vol.ny;
-    in.nz = vol.nz;
-    in.views = views;
-    in.cols = wide.projection.det_cols;
-    in.input_cols = setup.input_cols;
-    in.rows = rows;
-    in.padded = PaddedLength(in.cols);
-    in.column_weights = !setup.column_weights.empty();
-    in.texture = stream.backend() == Backend::kCuda && options.interpolation == FbpInterpolation::kTexture;
-    in.max_views_per_chunk = batch;
-    if (stream.backend() == Backend::kCpu) in.fixed_allowance_bytes = 0;
+    const FdkChunkInput in = ChunkInputOf(setup, options, stream.backend(), batch);
     TESSERA_ASSIGN_OR_RETURN(chunking, PlanFdkChunks(in, setup.back, options.device_memory_bytes));
     batch = chunking.views_per_chunk;
   }
@@ -183,6 +194,16 @@ absl::Status FbpPlan::RunOutOfCore(const float* sinogram, float* volume, const F
   TESSERA_RETURN_IF_ERROR(backend_->Synchronize());
   if (timings != nullptr) timings->total_ms = MsSince(start);
   return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> FbpResidentBytes(const CtGeometry& geometry, const FbpOptions& options, Backend backend) {
+  TESSERA_ASSIGN_OR_RETURN(FbpSetup setup, MakeFbpSetup(geometry, options.redundancy_weights));
+  const ProjectionGeometry& p = geometry.projection;
+  const int64_t batch = DefaultBatch(options, p.num_views(), p.det_rows);
+  const FdkChunkInput in = ChunkInputOf(setup, options, backend, batch);
+  const int64_t upload_slots = 2 * batch * in.rows * in.input_cols * static_cast<int64_t>(sizeof(float));
+  return p.sinogram_size() * static_cast<int64_t>(sizeof(float)) + FdkDeviceBytes(in, in.nz, in.rows, batch) -
+         upload_slots;
 }
 
 absl::Status Fbp(const CtGeometry& geometry, const FbpOptions& options, const Stream& stream, const float* sinogram,

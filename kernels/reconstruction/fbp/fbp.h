@@ -141,6 +141,11 @@ class FbpPlan {
   std::unique_ptr<FbpBackend> backend_;
 };
 
+// Bytes of `backend` memory the resident Run needs (sinogram, volume and the
+// plan's scratch, fdk_chunking.h's model): a caller compares it with a budget
+// before choosing RunOutOfCore. Errors as Create's.
+absl::StatusOr<int64_t> FbpResidentBytes(const CtGeometry& geometry, const FbpOptions& options, Backend backend);
+
 // One-shot convenience: creates a plan and runs it.
 absl::Status Fbp(const CtGeometry& geometry, const FbpOptions& options, const Stream& stream, const float* sinogram,
                  float* volume);

@@ -13,9 +13,14 @@
 #ifndef TESSERA_KERNELS_RECONSTRUCTION_SOLVERS_SART_H_
 #define TESSERA_KERNELS_RECONSTRUCTION_SOLVERS_SART_H_
 
+#include <cstdint>
+#include <memory>
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "kernels/reconstruction/linear_operator.h"
 #include "kernels/reconstruction/solvers/solver_options.h"
+#include "kernels/reconstruction/solvers/solver_util.h"
 
 namespace tessera {
 namespace recon {
@@ -26,6 +31,35 @@ namespace solvers {
 // ||y - A x|| is exact at no extra cost (the next update reuses it); with
 // more, see SolverOptions::exact_residual.
 absl::StatusOr<SolverReport> Sart(LinearOperator& op, const float* y, float* x, const SolverOptions& options);
+
+// Sart's set-up (row and column sums, compact copies of y, work space) kept
+// for passes one at a time, for methods that alternate a SART pass with
+// something else (ASD-POCS: SART, then TV steepest descent). `op` and `y`
+// must outlive the plan. options.iterations and options.progress are not
+// used; the rest as for Sart.
+class SartPlan {
+ public:
+  static absl::StatusOr<std::unique_ptr<SartPlan>> Create(LinearOperator& op, const float* y,
+                                                           const SolverOptions& options);
+  // One pass over every subset, x updated in place; returns the residual
+  // norm Sart reports for an iteration. `x_unchanged`: x is exactly what the
+  // previous Pass left (one subset then reuses that pass's residual, saving a
+  // forward projection); pass false after changing x in between.
+  absl::StatusOr<double> Pass(float* x, bool x_unchanged = false);
+  // The relaxation of the next passes (ASD-POCS lowers it as it goes), in (0, 2).
+  absl::Status SetRelaxation(float lambda);
+
+ private:
+  SartPlan(LinearOperator& op, const float* y, const SolverOptions& options) : op_(op), y_(y), options_(options) {}
+  absl::StatusOr<double> Residual(int s, const float* ys, const float* x, float* r);
+  LinearOperator& op_;
+  const float* y_;
+  SolverOptions options_;
+  std::vector<int> ids_;
+  std::vector<int64_t> offset_, size_;
+  FloatArray row_sums_, col_sums_, work_, back_, y_compact_, full_;
+  bool have_residual_ = false;  // work_ holds y - A x of the last pass (one subset)
+};
 
 }  // namespace solvers
 }  // namespace recon

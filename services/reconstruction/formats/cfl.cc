@@ -178,11 +178,33 @@ absl::StatusOr<mri::Trajectory2D> TrajectoryFromCfl(const CflArray& array) {
       }
     }
     if (p[2].real() != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("trajectory: point ", j, " has kz = ", p[2].real(), "; only 2-D trajectories are supported"));
+      return absl::InvalidArgumentError(absl::StrCat("trajectory: point ", j, " has kz = ", p[2].real(),
+                                                     "; a 3-D trajectory needs 3-D coil maps (dimension 2 = nz > 1)"));
     }
     t.kx[j] = p[0].real();
     t.ky[j] = p[1].real();
+  }
+  return t;
+}
+
+absl::StatusOr<mri::Trajectory3D> Trajectory3DFromCfl(const CflArray& array) {
+  CflArray flat = array;  // TrajectoryFromCfl's checks, kz set aside
+  for (int64_t j = 0; j < array.dim(1) * array.dim(2) && array.dim(0) == 3; ++j) flat.data[3 * j + 2] = 0;
+  absl::StatusOr<mri::Trajectory2D> t2 = TrajectoryFromCfl(flat);
+  if (!t2.ok()) return t2.status();
+  mri::Trajectory3D t;
+  t.samples = t2->samples;
+  t.spokes = t2->spokes;
+  t.kx = std::move(t2->kx);
+  t.ky = std::move(t2->ky);
+  t.kz.resize(t.size());
+  for (int64_t j = 0; j < t.size(); ++j) {
+    const std::complex<float> z = array.data[3 * j + 2];
+    if (!std::isfinite(z.real()) || z.imag() != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("trajectory: point ", j, " axis 2 is (", z.real(), ", ", z.imag(),
+                                                     "); expected a finite real coordinate"));
+    }
+    t.kz[j] = z.real();
   }
   return t;
 }
@@ -226,13 +248,16 @@ absl::StatusOr<NonCartesianDims> CheckNonCartesianCfl(const CflArray& kspace, co
     return absl::InvalidArgumentError(absl::StrCat("kspace: ", kspace.dim(kCoilDim), " coils (dimension 3) but the maps have ",
                                                    d.coils));
   }
-  if (maps.dim(2) != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("maps: dimension 2 is ", maps.dim(2), "; only 2-D maps are supported"));
-  }
+  d.nz = maps.dim(2);
   const absl::StatusOr<std::array<int64_t, 2>> stack = StackDims(kspace, {0, 1, 2, kCoilDim});
   if (!stack.ok()) return stack.status();
   d.frames = (*stack)[0];
   d.slices = (*stack)[1];
+  if (d.nz > 1 && (d.frames > 1 || d.slices > 1 || maps.dim(kSliceDim) > 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("kspace: ", d.frames, " frames (dimension 10) x ", d.slices,
+                                                   " slices (dimension 13) with 3-D maps (dimension 2 = ", d.nz,
+                                                   "); a 3-D volume does not stack: reconstruct each one alone"));
+  }
   for (int dim = 4; dim < kCflDims; ++dim) {
     if (dim == kSliceDim || maps.dim(dim) == 1) continue;
     return absl::InvalidArgumentError(absl::StrCat("maps: dimension ", dim, " is ", maps.dim(dim),

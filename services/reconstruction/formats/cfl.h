@@ -76,6 +76,9 @@ std::string FormatCflHeader(const std::array<int64_t, kCflDims>& dims);
 // be 1). INVALID_ARGUMENT for another shape, a non-zero kz or imaginary part
 // (BART's are real) or a non-finite coordinate.
 absl::StatusOr<mri::Trajectory2D> TrajectoryFromCfl(const CflArray& array);
+// The same with kz kept (issue 36: 3-D; stack-of-stars partitions are folded
+// into the spokes, partition slowest): Trajectory3D with partitions = 1.
+absl::StatusOr<mri::Trajectory3D> Trajectory3DFromCfl(const CflArray& array);
 CflArray TrajectoryToCfl(const mri::Trajectory2D& trajectory);
 
 // Sizes of a non-Cartesian 2-D problem, checked for consistency between the
@@ -86,8 +89,11 @@ CflArray TrajectoryToCfl(const mri::Trajectory2D& trajectory);
 // SLICE_DIM (13, slices) > 1, each frame and slice sampled on the one
 // trajectory; the maps' SLICE_DIM is the k-space's (a set per slice, used for
 // every frame of it) or 1 (one set for all). Every other dimension is 1.
+// 3-D (issue 36): maps nx x ny x nz x coils with nz (PHS2) > 1 make a 3-D
+// volume from a trajectory with kz; a volume does not stack (k-space TIME_DIM
+// and SLICE_DIM must then be 1).
 struct NonCartesianDims {
-  int64_t nx = 0, ny = 0, samples = 0, spokes = 0;
+  int64_t nx = 0, ny = 0, nz = 1, samples = 0, spokes = 0;
   int coils = 0;
   int64_t frames = 1, slices = 1;  // k-space's TIME_DIM and SLICE_DIM
   bool maps_per_slice = false;     // the maps have SLICE_DIM == slices > 1

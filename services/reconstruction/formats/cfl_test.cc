@@ -162,6 +162,28 @@ TEST(Cfl, NonCartesianStacks) {
   EXPECT_NE(status.message().find("kspace: dimension 14 is 2"), std::string::npos) << status;
 }
 
+TEST(Cfl, ThreeDimensional) {
+  // A 3-D trajectory (kz kept) and 3-D maps (dimension 2 = nz).
+  CflArray traj = *MakeCfl({3, 8, 6});
+  for (int64_t j = 0; j < 48; ++j) traj.data[3 * j + 2] = static_cast<float>(j % 4) - 2;
+  auto t = Trajectory3DFromCfl(traj);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->size(), 48);
+  EXPECT_EQ(t->kz[5], -1.0f);
+  EXPECT_NE(TrajectoryFromCfl(traj).status().message().find("3-D coil maps"), std::string::npos);
+  CflArray bad = traj;
+  bad.data[3 * 5 + 2] = Complex(0, 1);
+  EXPECT_EQ(Trajectory3DFromCfl(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  auto dims = CheckNonCartesianCfl(*MakeCfl({1, 8, 6, 4}), traj, *MakeCfl({16, 16, 12, 4}));
+  ASSERT_TRUE(dims.ok()) << dims.status();
+  EXPECT_EQ(dims->nz, 12);
+  std::vector<int64_t> k_dims(16, 1);
+  k_dims[1] = 8, k_dims[2] = 6, k_dims[3] = 4, k_dims[kSliceDim] = 2;
+  auto status = CheckNonCartesianCfl(*MakeCfl(k_dims), traj, *MakeCfl({16, 16, 12, 4})).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("does not stack"), std::string::npos) << status;
+}
+
 TEST(Cfl, InteroperatesWithBart) {
   if (!HaveBart()) GTEST_SKIP() << "bart is not installed";
   // BART writes, we read: its radial trajectory is 3 x 16 x 4, real, kz = 0.

@@ -154,7 +154,8 @@ absl::StatusOr<MriSpec> ParseMri(const v1::MriOptions& o, const std::vector<std:
     if (!spec.trajectory_path.empty()) {
       return absl::InvalidArgumentError("mri.trajectory: sense reconstructs Cartesian k-space (no trajectory)");
     }
-  } else if (!ismrmrd && spec.trajectory_path.empty()) {
+  } else if (!ismrmrd && spec.trajectory_path.empty() && spec.method != MriMethod::kCgSense) {
+    // cgsense without a trajectory is Cartesian CG-SENSE (issue 36: 2-D or 3-D).
     return absl::InvalidArgumentError(absl::StrCat("mri.trajectory: required for ", MriMethodName(spec.method),
                                                    " with BART input (ISMRMRD files carry their own)"));
   }

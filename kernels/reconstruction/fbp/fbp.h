@@ -108,10 +108,12 @@ class FbpPlan {
   // The same reconstruction with `sinogram` and `volume` in host memory
   // whatever the stream: per slab (chunking()), its views are staged chunk
   // by chunk (CUDA: pinned uploads on a second stream overlapping the
-  // filtering and back projection) and the slab copied back. Equal to Run
-  // with views_per_batch = chunking().views_per_chunk bit for bit (slab
-  // boundaries are multiples of 8 planes and the row windows cover every
-  // sample). Progress counts views over all slabs.
+  // filtering and back projection) and the slab copied back. The same sums
+  // as Run with views_per_batch = chunking().views_per_chunk (slab
+  // boundaries are multiples of 8 planes, the row windows cover every
+  // sample and b - row0 is exact): bit for bit on the CPU; on CUDA within
+  // 1e-6 of the peak (cuFFT plans of another batch count may round
+  // differently). Progress counts views over all slabs.
   absl::Status RunOutOfCore(const float* sinogram, float* volume, const FbpProgress& progress = nullptr,
                             FbpTimings* timings = nullptr);
 

@@ -1,13 +1,18 @@
 // FbpPlan::RunOutOfCore on CUDA (pinned uploads on a second stream, z-slabs
 // with detector row windows) against the resident CUDA Run with the same views
 // per batch and against the CPU's RunOutOfCore, on random sinograms with a
-// budget forcing several slabs and chunks. Tolerances: exact interpolation
-// bit-identical to the resident CUDA run (same sums; the row window's
-// b - row0 is exact), texture 1e-3 of the peak (the texture unit's 8-bit
-// fraction of a coordinate that may round differently); against the CPU as
-// fbp_cuda_test (1e-4 exact, 5e-3 texture, relative L2).
+// budget forcing several slabs and chunks. Tolerances against the resident
+// CUDA run, max difference over the peak: exact interpolation 1e-6 (the same
+// sums, b - row0 exact; only cuFFT plans of another batch count may round
+// differently: the test prints whether it was bit-identical), texture 1e-3
+// (the texture unit's 8-bit fraction of a coordinate that may round
+// differently); against the CPU as fbp_cuda_test (1e-4 exact, 5e-3 texture,
+// relative L2).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <vector>
 
 #include "common/device.h"
@@ -89,16 +94,19 @@ TEST(FdkOutOfCoreCudaTest, MatchesResidentCudaAndCpu) {
       d_vol.Poison(::tessera::testing::kNaN);
       ASSERT_TRUE((*resident)->Run(d_sino.data(), d_vol.data()).ok());
       const std::vector<float> expected = d_vol.Download();
-      if (interp == FbpInterpolation::kExact) {
-        EXPECT_EQ(streamed, expected);
-      } else {
-        float peak = 0, worst = 0;
-        for (size_t i = 0; i < expected.size(); ++i) {
-          peak = std::max(peak, std::fabs(expected[i]));
-          worst = std::max(worst, std::fabs(expected[i] - streamed[i]));
-        }
-        EXPECT_LE(worst, 1e-3f * peak);
+      float peak = 0, worst = 0;
+      for (size_t i = 0; i < expected.size(); ++i) {
+        peak = std::max(peak, std::fabs(expected[i]));
+        worst = std::max(worst, std::fabs(expected[i] - streamed[i]));
       }
+      std::printf("%s %s: %zu slabs, %lld views per chunk, rows %lld of %lld; max |streamed - resident| = %.3g "
+                  "(%.3g of the peak)%s\n",
+                  c.name, FbpInterpolationName(interp), chunking.slabs.size(),
+                  static_cast<long long>(chunking.views_per_chunk), static_cast<long long>(chunking.window_rows),
+                  static_cast<long long>(g.projection.det_rows), worst, worst / peak,
+                  streamed == expected ? ", bit-identical" : "");
+      EXPECT_GT(peak, 0.0f);
+      EXPECT_LE(worst, (interp == FbpInterpolation::kExact ? 1e-6f : 1e-3f) * peak);
 
       FbpOptions cpu_options = options;  // the CPU model has no texture or cuFFT allowance: its own chunking
       auto cpu_plan = FbpPlan::Create(g, cpu, cpu_options);

@@ -9,6 +9,7 @@
 #include "common/buffer.h"
 #include "common/parallel.h"
 #include "common/status.h"
+#include "kernels/reconstruction/mri/density_compensation.h"
 #include "kernels/reconstruction/nufft/fftw_util.h"
 
 namespace tessera {
@@ -191,6 +192,38 @@ absl::StatusOr<std::vector<std::complex<float>>> PartitionsToSlices(const StackO
     }
   }, 256);
   return slices;
+}
+
+absl::StatusOr<std::vector<float>> DensityCompensation3D(const NonCartesian3D& p, int64_t samples) {
+  TESSERA_RETURN_IF_ERROR(CheckProblem(p));
+  if (samples < 2 || p.points % samples != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("3-D density compensation: ", p.points, " points are not readouts of ", samples, " samples"));
+  }
+  std::vector<float> weights(p.points);
+  if (std::optional<StackOfStarsLayout> layout = DetectStackOfStars(p.points, p.kx, p.ky, p.kz, nullptr, p.nz);
+      layout.has_value() && layout->points_per_partition % samples == 0) {
+    Trajectory2D star;
+    star.samples = samples;
+    star.spokes = layout->points_per_partition / samples;
+    star.kx.assign(p.kx, p.kx + layout->points_per_partition);
+    star.ky.assign(p.ky, p.ky + layout->points_per_partition);
+    TESSERA_ASSIGN_OR_RETURN(std::vector<float> plane, PipeMenonDensity(star));
+    for (int64_t part = 0; part < p.nz; ++part) {
+      std::copy(plane.begin(), plane.end(), weights.begin() + part * layout->points_per_partition);
+    }
+    return weights;
+  }
+  const double spokes = static_cast<double>(p.points / samples);
+  const double dk = std::sqrt(double{p.kx[1] - p.kx[0]} * (p.kx[1] - p.kx[0]) +
+                              double{p.ky[1] - p.ky[0]} * (p.ky[1] - p.ky[0]) +
+                              double{p.kz[1] - p.kz[0]} * (p.kz[1] - p.kz[0]));
+  constexpr double kPi = 3.14159265358979323846;
+  for (int64_t j = 0; j < p.points; ++j) {
+    const double r2 = double{p.kx[j]} * p.kx[j] + double{p.ky[j]} * p.ky[j] + double{p.kz[j]} * p.kz[j];
+    weights[j] = static_cast<float>(r2 < 0.25 * dk * dk ? kPi / 6 * dk * dk * dk / spokes : 2 * kPi * r2 * dk / spokes);
+  }
+  return weights;
 }
 
 absl::StatusOr<Recon3DResult> ReconstructNonCartesian3D(const Stream& stream, const NonCartesian3D& problem,

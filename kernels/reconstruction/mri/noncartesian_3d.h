@@ -78,6 +78,15 @@ absl::StatusOr<Recon3DResult> ReconstructNonCartesian3D(const Stream& stream, co
                                                         const Recon3DOptions& options,
                                                         std::complex<float>* image);
 
+// Density compensation for the 3-D adjoint, in volume units (so that
+// E^H W y / (nx ny nz) is on the image's scale): a stack of stars gets the
+// Pipe-Menon weights of its in-plane trajectory (density_compensation.h) in
+// every partition; anything else the analytic weights of full-diameter 3-D
+// radial spokes of `samples` points, 2 pi |k|^2 dk / spokes ((pi / 6) dk^3 /
+// spokes at k = 0), exact for a kooshball. INVALID_ARGUMENT for points not
+// a multiple of samples.
+absl::StatusOr<std::vector<float>> DensityCompensation3D(const NonCartesian3D& problem, int64_t samples);
+
 // The stack path's data step, exposed for tests and benches: kspace (coils x
 // nz partitions x P) -> slices (nz x coils x P) by the centred inverse DFT
 // along kz divided by nz.

@@ -227,6 +227,35 @@ TEST(Sense3D, KooshballCgSenseReachesNrmse) {
   EXPECT_LT(nrmse, 0.35);
 }
 
+// The density-compensated adjoint is on the phantom's scale (volume units)
+// for both kinds of weights.
+TEST(Sense3D, DensityCompensatedAdjointIsOnScale) {
+  const int64_t n = 16;
+  for (bool stack : {true, false}) {
+    const Phantom3D p = MakePhantom(n, stack ? *StackOfStarsTrajectory(n, n, 2 * n, 28, RadialOrdering::kGoldenAngle)
+                                             : *KooshballTrajectory(n, 2 * n, 400));
+    NonCartesian3D problem = p.problem();
+    auto weights = DensityCompensation3D(problem, 2 * n);
+    ASSERT_TRUE(weights.ok()) << weights.status();
+    problem.density_weights = weights->data();
+    Recon3DOptions options;
+    options.adjoint_only = true;
+    std::vector<Complex> image(n * n * n);
+    auto r = ReconstructNonCartesian3D(Stream::Cpu(), problem, options, image.data());
+    ASSERT_TRUE(r.ok()) << r.status();
+    double dot = 0, norm = 0;  // least-squares scale of the image onto the truth
+    for (size_t i = 0; i < image.size(); ++i) {
+      dot += image[i].real() * p.truth[i];
+      norm += double{p.truth[i]} * p.truth[i];
+    }
+    std::printf("%s adjoint with 3-D density compensation: scale %.3f, NRMSE %.4f\n", Path3DName(r->path),
+                dot / norm, Nrmse(image, p.truth));
+    EXPECT_NEAR(dot / norm, 1.0, 0.15);
+    EXPECT_LT(Nrmse(image, p.truth), 0.6);
+  }
+  EXPECT_FALSE(DensityCompensation3D(MakePhantom(8, *KooshballTrajectory(8, 16, 10)).problem(), 15).ok());
+}
+
 TEST(Sense3D, RefusesBadProblems) {
   const Phantom3D p = MakePhantom(8, *StackOfStarsTrajectory(8, 8, 16, 4, RadialOrdering::kUniform));
   std::vector<Complex> image(8 * 8 * 8);

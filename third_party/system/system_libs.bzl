@@ -91,8 +91,49 @@ def _defines(rctx, modules):
         fail("pkg-config --cflags %s: %s" % (modules, res.stderr.strip()))
     return [f[2:] for f in res.stdout.strip().split(" ") if f.startswith("-D")]
 
+# Static archives for the `tessera` binary (issue 40: process start). Debian's
+# gRPC, protobuf and Abseil are ~65 shared objects whose loading and symbol
+# binding was most of a short command's start-up. Order matters for the
+# archives only inside the group; their own dynamic deps follow.
+_RPC_STATIC_ARCHIVES = ["grpc++_reflection", "grpcpp_channelz", "grpc++", "grpc", "address_sorting", "re2", "upb",
+                        "cares", "gpr", "protobuf"]
+_RPC_STATIC_DYNAMIC_DEPS = ["-lssl", "-lcrypto", "-lz", "-latomic", "-lrt", "-ldl", "-pthread"]
+
+def _rpc_static_flags(rctx):
+    """Link flags that pull gRPC, protobuf and Abseil from their .a archives.
+
+    Placed before the other targets' flags with --as-needed, so the shared
+    objects the other @system targets name are then unneeded and dropped.
+    Empty (the shared libraries are used) where an archive is missing.
+    """
+    lib_dir = None
+    for d in ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib", "/usr/local/lib"]:
+        if rctx.path(d + "/libgrpc++.a").exists:
+            lib_dir = d
+            break
+    if lib_dir == None:
+        return []
+    for a in _RPC_STATIC_ARCHIVES:
+        if not rctx.path("%s/lib%s.a" % (lib_dir, a)).exists:
+            return []
+    res = rctx.execute(["sh", "-c", "ls %s/libabsl_*.a" % lib_dir])
+    if res.return_code != 0:
+        return []
+    absl = [p.split("/")[-1][3:-2] for p in res.stdout.strip().split("\n") if p]
+    flags = ["-Wl,--as-needed", "-Wl,-Bstatic", "-Wl,--start-group"]
+    flags += ["-l" + a for a in _RPC_STATIC_ARCHIVES + sorted(absl)]
+    flags += ["-Wl,--end-group", "-Wl,-Bdynamic"] + _RPC_STATIC_DYNAMIC_DEPS
+    return flags
+
 def _system_libs_impl(rctx):
     lines = ['package(default_visibility = ["//visibility:public"])', ""]
+    lines.append("# gRPC, protobuf and Abseil linked statically: for the tessera binary only")
+    lines.append("# (first in its deps; see _rpc_static_flags in system_libs.bzl).")
+    lines.append("cc_library(")
+    lines.append('    name = "rpc_static",')
+    lines.append("    linkopts = %s," % repr(_rpc_static_flags(rctx)))
+    lines.append(")")
+    lines.append("")
     for name, (modules, package) in _LIBS.items():
         flags = _link_flags(rctx, name, modules, package)
         lines.append("cc_library(")

@@ -1,7 +1,6 @@
 #include "kernels/reconstruction/mri/density_compensation.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -115,56 +114,35 @@ absl::StatusOr<std::vector<float>> PipeMenonDensity(const Trajectory2D& trajecto
       if (d2 < radius_squared) fn(j, 1 - std::sqrt(d2) / radius);
     });
   };
-  // One search: each block of rows keeps its own (neighbour, cone) lists;
-  // the iterations then walk the blocks (the same sums in the same order as
-  // one global matrix, without a second search to size it).
-  constexpr int64_t kRowsPerBlock = 256;
-  struct Block {
-    std::vector<int64_t> row_end;  // per row of the block: end of its pairs
-    std::vector<int32_t> column;
-    std::vector<double> cone;
-  };
-  if (m > INT32_MAX) {
-    return absl::ResourceExhaustedError(absl::StrCat("Pipe-Menon density: ", m, " samples (limit ", INT32_MAX, ")"));
+  std::vector<int64_t> row_start(m + 1, 0);
+  ParallelFor(m, [&](int64_t begin, int64_t end, int) {
+    for (int64_t l = begin; l < end; ++l) for_neighbours(l, [&](int64_t, double) { ++row_start[l + 1]; });
+  }, 256);
+  for (int64_t l = 0; l < m; ++l) row_start[l + 1] += row_start[l];
+  if (row_start[m] > kMaxStoredNeighbours || m > INT32_MAX) {
+    return absl::ResourceExhaustedError(absl::StrCat("Pipe-Menon density: ", row_start[m],
+                                                     " neighbour pairs within the kernel radius (limit ",
+                                                     kMaxStoredNeighbours, "); the trajectory is too dense"));
   }
-  const int64_t blocks = (m + kRowsPerBlock - 1) / kRowsPerBlock;
-  std::vector<Block> block(blocks);
-  // Counted as they are stored, so a trajectory far too dense is refused
-  // before it has filled the memory.
-  std::atomic<int64_t> pairs{0};
-  ParallelFor(blocks, [&](int64_t begin, int64_t end, int) {
-    for (int64_t b = begin; b < end && pairs.load(std::memory_order_relaxed) <= kMaxStoredNeighbours; ++b) {
-      Block& k = block[b];
-      const int64_t first = b * kRowsPerBlock, last = std::min(m, first + kRowsPerBlock);
-      k.row_end.reserve(last - first);
-      for (int64_t l = first; l < last; ++l) {
-        for_neighbours(l, [&](int64_t j, double c) {
-          k.column.push_back(static_cast<int32_t>(j));
-          k.cone.push_back(c);
-        });
-        k.row_end.push_back(static_cast<int64_t>(k.column.size()));
-      }
-      pairs += static_cast<int64_t>(k.column.size());
+  // Filled below, pair by pair: left uninitialised (zeroing them first costed
+  // as much as the search at 256^2).
+  std::unique_ptr<int32_t[]> column(new int32_t[row_start[m]]);
+  std::unique_ptr<double[]> cone(new double[row_start[m]]);
+  ParallelFor(m, [&](int64_t begin, int64_t end, int) {
+    for (int64_t l = begin; l < end; ++l) {
+      int64_t e = row_start[l];
+      for_neighbours(l, [&](int64_t j, double c) { column[e] = static_cast<int32_t>(j), cone[e++] = c; });
     }
-  }, 1);
-  if (pairs.load() > kMaxStoredNeighbours) {
-    return absl::ResourceExhaustedError(absl::StrCat("Pipe-Menon density: more than ", kMaxStoredNeighbours,
-                                                     " neighbour pairs within the kernel radius; the trajectory is "
-                                                     "too dense"));
-  }
+  }, 256);
   std::vector<double> w(m, 1.0), conv(m);
   for (int it = 0; it < options.iterations; ++it) {
-    ParallelFor(blocks, [&](int64_t begin, int64_t end, int) {
-      for (int64_t b = begin; b < end; ++b) {
-        const Block& k = block[b];
-        int64_t e = 0;
-        for (size_t r = 0; r < k.row_end.size(); ++r) {
-          double sum = 0;
-          for (; e < k.row_end[r]; ++e) sum += w[k.column[e]] * k.cone[e];
-          conv[b * kRowsPerBlock + static_cast<int64_t>(r)] = sum * norm;
-        }
+    ParallelFor(m, [&](int64_t begin, int64_t end, int) {
+      for (int64_t l = begin; l < end; ++l) {
+        double sum = 0;
+        for (int64_t e = row_start[l]; e < row_start[l + 1]; ++e) sum += w[column[e]] * cone[e];
+        conv[l] = sum * norm;
       }
-    }, 1);
+    }, 256);
     for (int64_t l = 0; l < m; ++l) w[l] /= conv[l];  // conv >= w_l C(0) > 0
   }
   return std::vector<float>(w.begin(), w.end());

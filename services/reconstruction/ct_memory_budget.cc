@@ -68,8 +68,8 @@ absl::Status CheckCtIterativeBudget(CtMethod method, const recon::CtGeometry& g,
   if (need <= budget_bytes) return absl::OkStatus();
   const int64_t volume = g.volume.size() * slices * kFloat, projections = g.projection.sinogram_size() * slices * kFloat;
   return absl::ResourceExhaustedError(absl::StrFormat(
-      "ct.device_memory_gib: %s keeps the volume (%d x %d x %d, %.3f GiB) and the projections (%d views of %d x %d, "
-      "%.3f GiB) resident and needs %.3f GiB with its scratch, over the budget of %.3f GiB (only fbp/fdk stream "
+      "ct.device_memory_gib: %s keeps the volume (%d x %d x %d, %.3g GiB) and the projections (%d views of %d x %d, "
+      "%.3g GiB) resident and needs %.3g GiB with its scratch, over the budget of %.3g GiB (only fbp/fdk stream "
       "projections and split the volume; give a larger budget or use fdk)",
       CtMethodName(method), g.volume.nx, g.volume.ny, g.volume.nz * slices, Gib(volume), g.projection.num_views() * slices,
       g.projection.det_cols, g.projection.det_rows, Gib(projections), Gib(need), Gib(budget_bytes)));

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <complex>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,11 +14,13 @@
 #include "common/buffer.h"
 #include "common/nifti_io.h"
 #include "common/status.h"
+#include "kernels/reconstruction/mri/cartesian_operator.h"
 #include "kernels/reconstruction/mri/cartesian_sense.h"
 #include "kernels/reconstruction/mri/cg_sense.h"
 #include "kernels/reconstruction/mri/density_compensation.h"
 #include "kernels/reconstruction/mri/espirit.h"
 #include "kernels/reconstruction/mri/espirit_gridding.h"
+#include "kernels/reconstruction/mri/noncartesian_3d.h"
 #include "kernels/reconstruction/mri/sense_stack.h"
 #include "kernels/reconstruction/mri/trajectory.h"
 #include "services/reconstruction/formats/cfl.h"
@@ -41,8 +44,11 @@ struct MriInputs {
   formats::CflArray kspace, trajectory, maps;  // maps empty without coils
   bool has_maps = false;
   int64_t nx = 0, ny = 0;
+  int64_t nz = 1;  // issue 36: > 1 for a 3-D volume (maps' / Cartesian k-space's dimension 2)
   int coils = 0;
-  mri::Trajectory2D traj;                      // non-Cartesian
+  mri::Trajectory2D traj;                      // non-Cartesian (3-D: samples and spokes only)
+  mri::Trajectory3D traj3;                     // non-Cartesian 3-D
+  bool cartesian_cg = false;                   // cgsense on Cartesian k-space (FFT encoding, 2-D or 3-D)
   std::array<double, 3> voxel_mm = {1, 1, 1};  // from ISMRMRD's field of view, else 1 mm
   // A stack (issue 40): frames x slices 2-D images on the one trajectory,
   // frame fastest (BART's TIME_DIM 10 before SLICE_DIM 13).
@@ -96,6 +102,72 @@ absl::Status EstimateEspiritMaps(const MriSpec& m, bool with_data, MriInputs* in
   return absl::OkStatus();
 }
 
+// Issue 36: cgsense on Cartesian k-space nx x ny x nz x coils (zero where not
+// sampled) with maps of the same shape: one image or volume, no stack.
+absl::StatusOr<MriInputs> CartesianCgInputs(const MriSpec& m, bool with_data, MriInputs in) {
+  const formats::CflArray& k = in.kspace;
+  if (m.espirit) {
+    if (k.dim(formats::kPhs2Dim) > 1) {
+      return absl::InvalidArgumentError("mri.coil_estimation: espirit maps for 3-D Cartesian cgsense are not "
+                                        "estimated here; give mri.coils (nx x ny x nz x coils)");
+    }
+  } else {
+    for (int d = 0; d < formats::kCflDims; ++d) {
+      if (in.maps.dim(d) != k.dim(d)) {
+        return absl::InvalidArgumentError(absl::StrCat("mri.coils: dimension ", d, " is ", in.maps.dim(d),
+                                                       " but the k-space's is ", k.dim(d),
+                                                       " (Cartesian cgsense: both nx x ny x nz x coils)"));
+      }
+    }
+  }
+  for (int d = formats::kCoilDim + 1; d < formats::kCflDims; ++d) {
+    if (k.dim(d) != 1) {
+      return absl::InvalidArgumentError(absl::StrCat("mri.kspace: dimension ", d, " is ", k.dim(d),
+                                                     "; Cartesian cgsense takes one image or volume "
+                                                     "(nx x ny x nz x coils)"));
+    }
+  }
+  if (k.dim(formats::kReadDim) < 2 || k.dim(formats::kPhs1Dim) < 2) {
+    return absl::InvalidArgumentError(absl::StrCat("mri.kspace: image ", k.dim(0), " x ", k.dim(1),
+                                                   " (each side must be >= 2)"));
+  }
+  in.nx = k.dim(formats::kReadDim);
+  in.ny = k.dim(formats::kPhs1Dim);
+  in.nz = k.dim(formats::kPhs2Dim);
+  in.coils = static_cast<int>(k.dim(formats::kCoilDim));
+  in.cartesian_cg = true;
+  if (m.espirit) TESSERA_RETURN_IF_ERROR(EstimateEspiritMaps(m, with_data, &in));
+  return in;
+}
+
+// Issue 36: non-Cartesian 3-D: maps nx x ny x nz x coils (nz > 1), a
+// trajectory with kz (3 x samples x readouts), k-space 1 x samples x readouts
+// x coils; one volume (no frames or slices).
+absl::StatusOr<MriInputs> NonCartesian3DInputs(const MriSpec& m, bool with_data, MriInputs in) {
+  if (m.espirit) {
+    return absl::InvalidArgumentError("mri.coil_estimation: espirit maps for 3-D non-Cartesian data are not "
+                                      "estimated here; give mri.coils (nx x ny x nz x coils)");
+  }
+  absl::StatusOr<formats::NonCartesianDims> dims = formats::CheckNonCartesianCfl(in.kspace, in.trajectory, in.maps);
+  if (!dims.ok()) return Annotate(dims.status(), "mri");
+  if (in.nz > 1 && in.nz != dims->nz) {  // ISMRMRD's encoded matrix
+    return absl::InvalidArgumentError(absl::StrCat("mri.coils: dimension 2 is ", dims->nz, " but ", m.kspace_path,
+                                                   " encodes ", in.nz, " partitions"));
+  }
+  in.nx = dims->nx;
+  in.ny = dims->ny;
+  in.nz = dims->nz;
+  in.coils = dims->coils;
+  in.traj.samples = dims->samples;
+  in.traj.spokes = dims->spokes;
+  if (with_data) {
+    absl::StatusOr<mri::Trajectory3D> traj = formats::Trajectory3DFromCfl(in.trajectory);
+    if (!traj.ok()) return Annotate(traj.status(), "mri.trajectory");
+    in.traj3 = *std::move(traj);
+  }
+  return in;
+}
+
 // with_data false: BART inputs are checked from their headers (shapes and file
 // sizes) and the trajectory's values are not read; ISMRMRD files are read whole.
 absl::StatusOr<MriInputs> ReadInputs(const ReconSpec& spec, bool with_data) {
@@ -110,10 +182,7 @@ absl::StatusOr<MriInputs> ReadInputs(const ReconSpec& spec, bool with_data) {
     for (int d = 0; d < 3; ++d) {
       if (raw->matrix[d] > 0 && raw->fov_mm[d] > 0) in.voxel_mm[d] = raw->fov_mm[d] / raw->matrix[d];
     }
-    if (raw->matrix[2] > 1) {
-      return absl::InvalidArgumentError(absl::StrCat("mri.kspace: ", m.kspace_path, " encodes ", raw->matrix[2],
-                                                     " partitions; only 2-D reconstructions are supported"));
-    }
+    in.nz = raw->matrix[2];  // 3-D (issue 36): the maps must match, checked below
     in.nx = raw->matrix[0];
     in.ny = raw->matrix[1];
   } else {
@@ -132,7 +201,8 @@ absl::StatusOr<MriInputs> ReadInputs(const ReconSpec& spec, bool with_data) {
     const formats::CflArray& k = in.kspace;
     const formats::CflArray& s = in.maps;
     if (k.dim(formats::kPhs2Dim) != 1 || (!m.espirit && s.dim(formats::kPhs2Dim) != 1)) {
-      return absl::InvalidArgumentError("mri: sense is 2-D (k-space and coils must have dimension 2 of size 1)");
+      return absl::InvalidArgumentError("mri: sense is 2-D (k-space and coils must have dimension 2 of size 1); "
+                                        "3-D Cartesian k-space takes cgsense");
     }
     for (int d : {formats::kReadDim, formats::kPhs1Dim, formats::kCoilDim}) {
       if (!m.espirit && k.dim(d) != s.dim(d)) {
@@ -159,9 +229,18 @@ absl::StatusOr<MriInputs> ReadInputs(const ReconSpec& spec, bool with_data) {
     if (m.espirit) TESSERA_RETURN_IF_ERROR(EstimateEspiritMaps(m, with_data, &in));
     return in;
   }
+  if (in.cartesian && m.method == MriMethod::kCgSense) return CartesianCgInputs(m, with_data, std::move(in));
   if (in.cartesian) {
     return absl::InvalidArgumentError(absl::StrCat("mri: ", MriMethodName(m.method),
-                                                   " reconstructs non-Cartesian data; give a trajectory (or use sense)"));
+                                                   " reconstructs non-Cartesian data; give a trajectory (or use sense "
+                                                   "or cgsense)"));
+  }
+  const bool three_d = in.has_maps && in.maps.dim(formats::kPhs2Dim) > 1;
+  if (three_d) return NonCartesian3DInputs(m, with_data, std::move(in));
+  if (in.nz > 1) {  // ISMRMRD's encoded matrix
+    return absl::InvalidArgumentError(absl::StrCat("mri.coils: ", m.kspace_path, " encodes ", in.nz,
+                                                   " partitions; a 3-D reconstruction needs coil maps nx x ny x nz x "
+                                                   "coils (dimension 2 = ", in.nz, ")"));
   }
   if (with_data || !in.trajectory.data.empty()) {
     absl::StatusOr<mri::Trajectory2D> traj = formats::TrajectoryFromCfl(in.trajectory);
@@ -248,6 +327,102 @@ class ImageOnStream {
   const Stream* stream_ = nullptr;
 };
 
+// CG iterations as progress (and residuals in the result).
+std::function<absl::Status(int, int, double)> CgProgress(const ReconRunContext& ctx, v1::ReconstructionResult* result) {
+  return [&ctx, result](int iteration, int total, double residual) -> absl::Status {
+    result->add_residual_norms(residual);
+    Report(ctx, "reconstruct", iteration, total, IterationFraction(iteration, total), {{"residual", residual}},
+           absl::StrFormat("CG-SENSE iteration %d of %d", iteration, total));
+    return Continue(ctx);
+  };
+}
+
+// Issue 36: CG-SENSE with the Cartesian FFT encoding operator; the sampling
+// mask is the k-space's non-zero pattern (cartesian_operator.h).
+absl::StatusOr<std::vector<Complex>> ReconstructCartesianCg(const ReconSpec& spec, const MriInputs& in,
+                                                            const ReconRunContext& ctx, const Stream& stream,
+                                                            v1::ReconstructionResult* result) {
+  const MriSpec& m = spec.mri;
+  const int64_t voxels = in.nx * in.ny * in.nz;
+  int64_t sampled = 0;
+  const std::vector<float> mask = mri::SamplingMask(in.kspace.data.data(), voxels, in.coils, &sampled);
+  if (sampled == 0) return absl::InvalidArgumentError("mri.kspace: every value is zero (nothing sampled)");
+  TESSERA_ASSIGN_OR_RETURN(auto d_mask, OnStream<float>::Make(mask, stream));
+  TESSERA_ASSIGN_OR_RETURN(auto maps, OnStream<Complex>::Make(in.maps.data, stream));
+  TESSERA_ASSIGN_OR_RETURN(auto kspace, OnStream<Complex>::Make(in.kspace.data, stream));
+  TESSERA_ASSIGN_OR_RETURN(ImageOnStream image, ImageOnStream::Make(voxels, stream));
+  absl::StatusOr<std::unique_ptr<mri::CartesianSenseOperator>> op =
+      mri::CartesianSenseOperator::Create(stream, {in.nx, in.ny, in.nz, in.coils, maps.get(), d_mask.get()});
+  if (!op.ok()) return Annotate(op.status(), "mri");
+  result->set_geometry(absl::StrFormat(
+      "Cartesian %s %lld x %lld x %lld, %d coils, %lld of %lld k-space locations sampled (R = %.2f; the mask is the "
+      "non-zero pattern), CG-SENSE with the FFT encoding operator",
+      in.nz > 1 ? "3-D" : "2-D", static_cast<long long>(in.nx), static_cast<long long>(in.ny),
+      static_cast<long long>(in.nz), in.coils, static_cast<long long>(sampled), static_cast<long long>(voxels),
+      static_cast<double>(voxels) / sampled));
+  mri::CgSenseOptions options;
+  options.iterations = m.iterations;
+  options.lambda = m.lambda;
+  options.progress = CgProgress(ctx, result);
+  absl::StatusOr<mri::CgSenseResult> r = mri::CgSense(stream, **op, kspace.get(), options, image.get());
+  if (!r.ok()) return Annotate(r.status(), "mri");
+  result->set_iterations(r->cg.iterations);
+  return image.ToHost();
+}
+
+// Issue 36: a 3-D non-Cartesian volume: a stack of stars through the kz FFT
+// and the 2-D slice stack, anything else through the 3-D NUFFT
+// (noncartesian_3d.h); the result's geometry names the path.
+absl::StatusOr<std::vector<Complex>> ReconstructNonCartesian3D(const ReconSpec& spec, const MriInputs& in,
+                                                               const ReconRunContext& ctx, const Stream& stream,
+                                                               v1::ReconstructionResult* result) {
+  const MriSpec& m = spec.mri;
+  const mri::Trajectory3D& t = in.traj3;
+  mri::NonCartesian3D problem{in.nx,       in.ny,       in.nz,       in.coils,           t.size(),
+                              t.kx.data(), t.ky.data(), t.kz.data(), in.kspace.data.data(), in.maps.data.data(),
+                              nullptr};
+  mri::Recon3DOptions options;
+  options.adjoint_only = m.method == MriMethod::kAdjoint;
+  options.cg.iterations = m.iterations;
+  options.cg.lambda = m.lambda;
+  options.cg.use_toeplitz = m.toeplitz;
+  options.cg.nufft.nufft_tolerance = m.tolerance;
+  options.cg.nufft.mode = spec.deterministic ? recon::ExecutionMode::kDeterministic : recon::ExecutionMode::kDefault;
+  const bool stack = mri::DetectStackOfStars(t.size(), t.kx.data(), t.ky.data(), t.kz.data(), nullptr, in.nz)
+                         .has_value();
+  std::vector<float> density;
+  if (options.adjoint_only) {
+    Report(ctx, "reconstruct", 0, 1, 0.1, {}, "density compensation (3-D)");
+    absl::StatusOr<std::vector<float>> d = mri::DensityCompensation3D(problem, t.samples);
+    if (!d.ok()) return Annotate(d.status(), "mri.trajectory");
+    density = *std::move(d);
+    problem.density_weights = density.data();
+  }
+  if (stack) {  // slices finish on several workers: progress per slice
+    options.slice_done = [&](int64_t, int64_t finished, int64_t total) -> absl::Status {
+      Report(ctx, "reconstruct", finished, total, IterationFraction(finished, total), {},
+             absl::StrFormat("slice %lld of %lld done (stack of stars)", static_cast<long long>(finished),
+                             static_cast<long long>(total)));
+      return Continue(ctx);
+    };
+  } else if (!options.adjoint_only) {
+    options.cg.progress = CgProgress(ctx, result);
+  }
+  std::vector<Complex> image(in.nx * in.ny * in.nz);
+  absl::StatusOr<mri::Recon3DResult> r = mri::ReconstructNonCartesian3D(stream, problem, options, image.data());
+  if (!r.ok()) return Annotate(r.status(), "mri");
+  result->set_geometry(absl::StrFormat("non-Cartesian 3-D %lld x %lld x %lld, %lld samples x %lld readouts, %d coils, "
+                                       "path: %s",
+                                       static_cast<long long>(in.nx), static_cast<long long>(in.ny),
+                                       static_cast<long long>(in.nz), static_cast<long long>(t.samples),
+                                       static_cast<long long>(t.spokes), in.coils, mri::Path3DName(r->path)));
+  if (!options.adjoint_only) {
+    result->set_iterations(r->iterations);
+    if (stack) result->add_residual_norms(r->relative_residual);
+  }
+  return image;
+}
+
 absl::StatusOr<std::vector<Complex>> Reconstruct(const ReconSpec& spec, const MriInputs& in, const ReconRunContext& ctx,
                                                  const Stream& stream, v1::ReconstructionResult* result) {
   const MriSpec& m = spec.mri;
@@ -294,6 +469,9 @@ absl::StatusOr<std::vector<Complex>> Reconstruct(const ReconSpec& spec, const Mr
                                          static_cast<long long>(in.slices), static_cast<long long>(failed)));
     return images;
   }
+
+  if (in.cartesian_cg) return ReconstructCartesianCg(spec, in, ctx, stream, result);
+  if (in.nz > 1) return ReconstructNonCartesian3D(spec, in, ctx, stream, result);
 
   mri::SenseOperatorOptions nufft;
   nufft.nufft_tolerance = m.tolerance;
@@ -427,21 +605,25 @@ absl::Status RunMri(const ReconSpec& spec, const ReconRunContext& ctx, const Str
   std::vector<int64_t> cfl_dims(formats::kCflDims, 1);
   cfl_dims[formats::kReadDim] = in.nx;
   cfl_dims[formats::kPhs1Dim] = in.ny;
+  cfl_dims[formats::kPhs2Dim] = in.nz;
   cfl_dims[formats::kTimeDim] = in.frames;
   cfl_dims[formats::kSliceDim] = in.slices;
   TESSERA_ASSIGN_OR_RETURN(formats::CflArray cfl, formats::MakeCfl(cfl_dims));
   cfl.data = image;
   TESSERA_RETURN_IF_ERROR(formats::WriteCfl((fs::path(ctx.work_dir) / kCflBase).string(), cfl));
   Volume magnitude;
-  TESSERA_ASSIGN_OR_RETURN(magnitude.data, NDArray::Allocate({in.nx, in.ny, in.images()}, DType::kFloat32));
+  // A 3-D volume (nz > 1, never a stack) along z like a stack's images.
+  const int64_t depth = in.nz * in.images();
+  TESSERA_ASSIGN_OR_RETURN(magnitude.data, NDArray::Allocate({in.nx, in.ny, depth}, DType::kFloat32));
   float* v = magnitude.data.data<float>();
-  for (int64_t i = 0; i < in.nx * in.ny * in.images(); ++i) v[i] = std::abs(image[i]);
+  for (int64_t i = 0; i < in.nx * in.ny * depth; ++i) v[i] = std::abs(image[i]);
   magnitude.geometry.spacing = in.voxel_mm;
-  magnitude.geometry.origin = {-0.5 * in.nx * in.voxel_mm[0], -0.5 * in.ny * in.voxel_mm[1], 0};
+  magnitude.geometry.origin = {-0.5 * in.nx * in.voxel_mm[0], -0.5 * in.ny * in.voxel_mm[1],
+                               in.nz > 1 ? -0.5 * in.nz * in.voxel_mm[2] : 0};
   magnitude.description = absl::StrCat("tessera mri ", MriMethodName(spec.mri.method));
   TESSERA_RETURN_IF_ERROR(WriteNifti(magnitude, (fs::path(ctx.work_dir) / kImageFile).string()));
   out->work_files = {kImageFile, absl::StrCat(kCflBase, ".cfl"), absl::StrCat(kCflBase, ".hdr")};
-  for (int64_t d : {in.nx, in.ny, in.images()}) result.add_dims(d);
+  for (int64_t d : {in.nx, in.ny, depth}) result.add_dims(d);
   for (double s : in.voxel_mm) result.add_spacing(s);
   return absl::OkStatus();
 }

@@ -16,6 +16,9 @@
 
 #include "kernels/reconstruction/mri/espirit.h"
 #include "kernels/reconstruction/mri/espirit3d_test_data.h"
+#include "kernels/reconstruction/mri/espirit_gridding3d.h"
+#include "kernels/reconstruction/mri/ellipsoid_phantom.h"
+#include "kernels/reconstruction/mri/trajectory.h"
 
 namespace tessera {
 namespace recon {
@@ -136,6 +139,63 @@ TEST(Espirit3d, FlatAxisIsThe2dCalibration) {
               RelL2(three->maps, two->maps));
   EXPECT_LT(RelL2(ev3, ev2), 1e-5);
   EXPECT_LT(RelL2(three->maps, two->maps), 1e-5);
+}
+
+// Kooshball data of the 3-D Shepp-Logan (exact k-space, 4 smooth coils, 1000
+// spokes): the gridded 12^3 centre against the exact Cartesian one (measured
+// 14 % relative L2 after 10 CG iterations: the box's corners beyond the
+// spokes' reach and the crude cell-count preconditioner; 7.5 % after 40), and
+// the maps from it against the maps from the Cartesian k-space, which is what
+// counts: |<S, S_cartesian>| mean 0.99998, min 0.9995 over the object.
+TEST(Espirit3d, KooshballGriddedCalibrationMatchesTheCartesianCentre) {
+  const int64_t n = 32, size = 12;
+  const auto phantom = SheppLogan3D(0.9);
+  const auto series = SmoothCoilSeries3D(kCoils, 1);
+  ASSERT_TRUE(series.ok()) << series.status();
+  const auto traj = KooshballTrajectory(n, n, 1000);  // |k| < 16
+  ASSERT_TRUE(traj.ok()) << traj.status();
+  const auto radial = PhantomCoilKspace3D(phantom, *series, traj->size(), traj->kx.data(), traj->ky.data(),
+                                          traj->kz.data(), n, n, n);
+  ASSERT_TRUE(radial.ok()) << radial.status();
+  auto gridded = GriddedCalibration3d(traj->size(), traj->kx.data(), traj->ky.data(), traj->kz.data(),
+                                      radial->data(), kCoils, size);
+  ASSERT_TRUE(gridded.ok()) << gridded.status();
+  const auto cartesian = PhantomCartesianKspace3D(phantom, *series, n, n, n);
+  ASSERT_TRUE(cartesian.ok()) << cartesian.status();
+  const auto exact = ExtractCentre3d(cartesian->data(), {n, n, n}, kCoils, {size, size, size});
+  const double error = RelL2(*gridded, exact);
+
+  EspiritOptions o = Options();
+  o.calibration_size = size;
+  auto from_radial = Espirit3dFromCalibration(*gridded, {size, size, size}, kCoils, {n, n, n}, o);
+  auto from_cartesian = Espirit3dCartesian(cartesian->data(), {n, n, n}, kCoils, o);
+  ASSERT_TRUE(from_radial.ok()) << from_radial.status();
+  ASSERT_TRUE(from_cartesian.ok()) << from_cartesian.status();
+  const auto truth = RasterizePhantom3D(phantom, n, n, n);
+  const int64_t voxels = n * n * n;
+  double mean = 0, least = 1;
+  int64_t counted = 0;
+  for (int64_t i = 0; i < voxels; ++i) {
+    if (!(truth[i] > 0)) continue;
+    std::complex<double> dot = 0;
+    double na = 0, nb = 0;
+    for (int c = 0; c < kCoils; ++c) {
+      const std::complex<double> a(from_radial->maps[c * voxels + i]), b(from_cartesian->maps[c * voxels + i]);
+      dot += std::conj(a) * b, na += std::norm(a), nb += std::norm(b);
+    }
+    if (na == 0 || nb == 0) continue;
+    const double match = std::abs(dot) / std::sqrt(na * nb);
+    mean += match, least = std::min(least, match), ++counted;
+  }
+  mean /= std::max<int64_t>(counted, 1);
+  std::printf("kooshball (%lld points) gridded %lld^3 centre vs exact: relative L2 %.4f; maps vs Cartesian maps over "
+              "%lld object voxels: mean %.5f min %.5f\n",
+              static_cast<long long>(traj->size()), static_cast<long long>(size), error,
+              static_cast<long long>(counted), mean, least);
+  EXPECT_LT(error, 0.2);
+  EXPECT_GT(counted, voxels / 20);
+  EXPECT_GT(mean, 0.999);
+  EXPECT_GT(least, 0.99);
 }
 
 TEST(Espirit3d, Errors) {

@@ -121,11 +121,7 @@ absl::StatusOr<std::unique_ptr<FbpPlan>> FbpPlan::Create(const CtGeometry& geome
 
 absl::Status FbpPlan::Run(const float* sinogram, float* volume, const FbpProgress& progress, FbpTimings* timings) {
   if (sinogram == nullptr || volume == nullptr) return absl::InvalidArgumentError("fbp: sinogram or volume is null");
-  if (chunking_.window_rows != geometry_.projection.det_rows) {
-    return absl::FailedPreconditionError(absl::StrCat("fbp: this plan reads row windows of ", chunking_.window_rows,
-                                                      " of ", geometry_.projection.det_rows,
-                                                      " detector rows; use RunOutOfCore"));
-  }
+  TESSERA_RETURN_IF_ERROR(CheckWholeRows());
   const auto start = std::chrono::steady_clock::now();
   const bool timed = timings != nullptr;
   if (timed) *timings = FbpTimings{};
@@ -157,6 +153,7 @@ absl::Status FbpPlan::Run(const float* sinogram, float* volume, const FbpProgres
 
 absl::Status FbpPlan::Filter(const float* sinogram, float* filtered) {
   if (sinogram == nullptr || filtered == nullptr) return absl::InvalidArgumentError("fbp: sinogram or output is null");
+  TESSERA_RETURN_IF_ERROR(CheckWholeRows());
   const int64_t views = geometry_.projection.num_views();
   for (int64_t v0 = 0; v0 < views; v0 += batch_) {
     const int64_t n = std::min(batch_, views - v0);
@@ -165,6 +162,13 @@ absl::Status FbpPlan::Filter(const float* sinogram, float* filtered) {
     TESSERA_RETURN_IF_ERROR(backend_->ExportBatch(v0, n, filtered));
   }
   return backend_->Synchronize();
+}
+
+absl::Status FbpPlan::CheckWholeRows() const {
+  if (chunking_.window_rows == geometry_.projection.det_rows) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("fbp: this plan reads row windows of ", chunking_.window_rows,
+                                                    " of ", geometry_.projection.det_rows,
+                                                    " detector rows; use RunOutOfCore"));
 }
 
 absl::Status FbpPlan::RunOutOfCore(const float* sinogram, float* volume, const FbpProgress& progress,

@@ -122,6 +122,7 @@ class FbpPlan {
 
   // Only the pre-weighting and filtering: `filtered` gets the sinogram's
   // layout. (Back-projecting it with unit weights is what Run does.)
+  // FAILED_PRECONDITION as Run's.
   absl::Status Filter(const float* sinogram, float* filtered);
 
   const CtGeometry& geometry() const { return geometry_; }
@@ -134,6 +135,9 @@ class FbpPlan {
  private:
   FbpPlan(const CtGeometry& geometry, const FbpOptions& options, int64_t batch, std::string redundancy,
           FdkChunking chunking, std::unique_ptr<FbpBackend> backend);
+
+  // FAILED_PRECONDITION unless batches hold whole detector rows (Run, Filter).
+  absl::Status CheckWholeRows() const;
 
   CtGeometry geometry_;
   FdkChunking chunking_;

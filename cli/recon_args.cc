@@ -37,7 +37,9 @@ std::vector<FlagSpec> ReconFlags(const std::string& modality) {
                      "k-space: BART .cfl/.hdr (either file or the base name) or ISMRMRD .h5; a non-Cartesian .cfl with "
                      "frames (dim 10) / slices (dim 13) is a stack on one trajectory, reconstructed in one job "
                      "(--coils: a map set per slice or one for all; output nx x ny x frames*slices)"});
-    flags.push_back({"traj", "", "non-Cartesian trajectory, BART cfl (3 x samples x spokes, 1/FOV units)"});
+    flags.push_back({"traj", "",
+                     "non-Cartesian trajectory, BART cfl (3 x samples x spokes, 1/FOV units; kz with --coils nx x ny "
+                     "x nz x coils: a 3-D volume); none with cgsense: Cartesian CG-SENSE (2-D or 3-D k-space)"});
     flags.push_back({"coils", "",
                      "coil sensitivities, BART cfl (nx x ny x nz x coils), or the word espirit: maps estimated from "
                      "the k-space centre by ESPIRiT (BART ecalib -m1; non-Cartesian centres gridded first)"});

@@ -12,12 +12,34 @@
 # Prints one markdown table. Needs: apt-get install -y elastix (bench only).
 # The map rms column: each program's map vs the generator's true map over
 # labelled fixed voxels (registration_cases truth, untimed; its whole report,
-# with Dice per label size, is WORK/CASE/truth.txt).
-# Usage: bench/registration_vs_elastix.sh [--work DIR] [CASE...]   (default: all cases)
+# with Dice per label size, is WORK/RES/CASE/truth.txt, RES bench or full).
+# Resolutions (issue 38): "bench" makes each case at its own downsampling
+# (Colin27 2 mm, macaque 1.5 mm: the table of issue 17), "full" at the
+# source's resolution (registration_cases make --downsample 1: Colin27 1 mm,
+# 181x217x181; macaque native 0.5 mm, 168x206x128), "both" (default) runs
+# every case at each and prints one table with a resolution column. Besides
+# the wall time, each program's CPU time (user + sys, /usr/bin/time) is
+# reported: on a shared machine it varies less. Each tessera run's per-level
+# log (iterations, loss, seconds) stays in WORK/RES/CASE/{tessera,bspline}.levels.
+# Usage: bench/registration_vs_elastix.sh [--work DIR] [--resolution bench|full|both] [CASE...]
+#   (default: all cases, both resolutions)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=/tmp/tessera-vs-elastix
-if [[ "${1:-}" == "--work" ]]; then work=$2; shift 2; fi
+resolution=both
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --work) work=$2; shift 2 ;;
+    --resolution) resolution=$2; shift 2 ;;
+    *) break ;;
+  esac
+done
+case "$resolution" in
+  bench) resolutions=(bench) ;;
+  full) resolutions=(full) ;;
+  both) resolutions=(bench full) ;;
+  *) echo "--resolution must be bench, full or both, not '$resolution'" >&2; exit 2 ;;
+esac
 command -v elastix >/dev/null || { echo "elastix missing: apt-get install -y elastix" >&2; exit 1; }
 # TESSERA / CASES: binaries copied aside (a shared checkout may rebuild bazel-bin mid-run).
 if [[ -z "${TESSERA:-}" || -z "${CASES:-}" ]]; then bazel build //cli:tessera //bench:registration_cases >&2; fi
@@ -26,17 +48,23 @@ cases=${CASES:-bazel-bin/bench/registration_cases}
 [[ $# -gt 0 ]] || set -- $($cases list)
 params=$PWD/bench/elastix
 now() { date +%s.%N; }
+# timed CPU_FILE CMD...: runs CMD, writes its user + sys CPU seconds to CPU_FILE.
+timed() { local f=$1; shift; /usr/bin/time -f "%U %S" -o "$f" "$@"; }
+cpu_of() { tail -1 "$1" | awk '{printf "%.1f", $1 + $2}'; }
 spacing=${BSPLINE_SPACING_MM:-10}
-echo "| case | Dice before (all / large) | elastix Dice after | tessera greedy | tessera bspline ${spacing} mm | map rms mm elastix / greedy / bspline | elastix s | greedy s | bspline s | elastix folded | greedy folded | bspline folded |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| case | resolution | Dice before (all / large) | elastix Dice after | tessera greedy | tessera bspline ${spacing} mm | map rms mm elastix / greedy / bspline | elastix s | greedy s | bspline s | CPU s elastix / greedy / bspline | elastix folded | greedy folded | bspline folded |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+for res in "${resolutions[@]}"; do
 for c in "$@"; do
-  d=$work/$c
+  d=$work/$res/$c
   rm -rf "$d" && mkdir -p "$d/elastix" "$d/tessera" "$d/bspline" "$d/labels" "$d/jac" "$d/def"
-  $cases make --case "$c" --dir "$d"
+  if [[ $res == full ]]; then $cases make --case "$c" --dir "$d" --downsample 1; else $cases make --case "$c" --dir "$d"; fi
+  # The fixed grid's voxel size (NIfTI pixdim) names the resolution actually run.
+  mm=$(python3 -c "import gzip,struct; h=gzip.open('$d/fixed.nii.gz').read(348); p=struct.unpack('<8f',h[76:108]); print('%g mm' % max(p[1:4]))")
   before=$($cases dice --fixed_labels "$d/fixed_labels.nii.gz" --labels "$d/moving_labels.nii.gz")
   # elastix + transformix
   t0=$(now)
-  elastix -f "$d/fixed.nii.gz" -m "$d/moving.nii.gz" -p "$params/affine.txt" -p "$params/bspline.txt" \
+  timed "$d/elastix.cpu" elastix -f "$d/fixed.nii.gz" -m "$d/moving.nii.gz" -p "$params/affine.txt" -p "$params/bspline.txt" \
     -out "$d/elastix" -threads 2 > "$d/elastix.log" 2>&1
   t1=$(now)
   sed -e 's/(FinalBSplineInterpolationOrder [0-9])/(FinalBSplineInterpolationOrder 0)/' \
@@ -54,13 +82,14 @@ for c in "$@"; do
     local out=$d/$1; shift
     local a b
     a=$(now)
-    $tessera register --fixed "$d/fixed.nii.gz" --moving "$d/moving.nii.gz" --fixed-labels "$d/fixed_labels.nii.gz" \
+    timed "$out.cpu" $tessera register --fixed "$d/fixed.nii.gz" --moving "$d/moving.nii.gz" --fixed-labels "$d/fixed_labels.nii.gz" \
       --moving-labels "$d/moving_labels.nii.gz" --metric mi --device cpu --quiet --out "$out" "$@" > "$out.json" 2> "$out.log"
     b=$(now)
     local dice fold
     dice=$($cases dice --fixed_labels "$d/fixed_labels.nii.gz" --labels "$out/warped_labels.nii.gz")
     fold=$(python3 -c "import json; print(round(json.load(open('$out.json')).get('folded_percent') / 100 * $voxels))")
-    echo "$dice $(echo "$b - $a" | bc) $fold"
+    python3 -c "import json; print('\\n'.join(json.load(open('$out.json')).get('log', [])))" > "$out.levels"
+    echo "$dice $(echo "$b - $a" | bc) $fold $(cpu_of "$out.cpu")"
   }
   greedy=$(run_tessera tessera)
   bspline=$(run_tessera bspline --deformable-model bspline --bspline-spacing-mm "$spacing")
@@ -69,7 +98,9 @@ for c in "$@"; do
   rms() { grep "^$1: map error" "$d/truth.txt" | sed 's/.*rms \([0-9.]*\) mm.*/\1/'; }
   fmt() { echo "$1" | awk '{printf "%.3f / %.3f", $1, $2}'; }
   col() { echo "$1" | awk -v i="$2" '{print $i}'; }
-  printf "| %s | %s | %s | %s | %s | %s / %s / %s | %.1f | %.1f | %.1f | %s | %s | %s |\n" "$c" "$(fmt "$before")" \
-    "$(fmt "$e_dice")" "$(fmt "$greedy")" "$(fmt "$bspline")" "$(rms elastix)" "$(rms greedy)" "$(rms bspline)" \
-    "$(echo "$t1 - $t0" | bc)" "$(col "$greedy" 3)" "$(col "$bspline" 3)" "$e_fold" "$(col "$greedy" 4)" "$(col "$bspline" 4)"
+  printf "| %s | %s | %s | %s | %s | %s | %s / %s / %s | %.1f | %.1f | %.1f | %s / %s / %s | %s | %s | %s |\n" "$c" "$mm" \
+    "$(fmt "$before")" "$(fmt "$e_dice")" "$(fmt "$greedy")" "$(fmt "$bspline")" "$(rms elastix)" "$(rms greedy)" \
+    "$(rms bspline)" "$(echo "$t1 - $t0" | bc)" "$(col "$greedy" 3)" "$(col "$bspline" 3)" "$(cpu_of "$d/elastix.cpu")" \
+    "$(col "$greedy" 5)" "$(col "$bspline" 5)" "$e_fold" "$(col "$greedy" 4)" "$(col "$bspline" 4)"
+done
 done

@@ -29,7 +29,9 @@ constexpr Named kCtMethods[] = {{"fbp", static_cast<int>(CtMethod::kFbp)},
                                 {"fdk", static_cast<int>(CtMethod::kFdk)},
                                 {"sart", static_cast<int>(CtMethod::kSart)},
                                 {"os-sart", static_cast<int>(CtMethod::kOsSart)},
-                                {"cgls", static_cast<int>(CtMethod::kCgls)}};
+                                {"cgls", static_cast<int>(CtMethod::kCgls)},
+                                {"fista-tv", static_cast<int>(CtMethod::kFistaTv)},
+                                {"asd-pocs", static_cast<int>(CtMethod::kAsdPocs)}};
 constexpr Named kPetMethods[] = {{"mlem", static_cast<int>(PetMethod::kMlem)},
                                  {"osem", static_cast<int>(PetMethod::kOsem)}};
 constexpr Named kMriMethods[] = {{"adjoint", static_cast<int>(MriMethod::kAdjoint)},
@@ -288,10 +290,25 @@ absl::StatusOr<CtSpec> ParseCt(const v1::CtOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat("ct.redundancy_weights must be \"auto\" or \"none\", got \"",
                                                    o.redundancy_weights(), "\""));
   }
-  if (spec.subsets > 1 && spec.method != CtMethod::kOsSart) {
+  if (spec.subsets > 1 && spec.method != CtMethod::kOsSart && spec.method != CtMethod::kAsdPocs) {
     return absl::InvalidArgumentError(
-        absl::StrCat("ct.subsets applies to os-sart only (method ", CtMethodName(spec.method), ")"));
+        absl::StrCat("ct.subsets applies to os-sart and asd-pocs only (method ", CtMethodName(spec.method), ")"));
   }
+  // TV-regularised methods (issue 36): tv_weight and tv_iterations belong to them.
+  const bool tv_method = spec.method == CtMethod::kFistaTv || spec.method == CtMethod::kAsdPocs;
+  if ((o.has_tv_weight() || o.tv_iterations() != 0) && !tv_method) {
+    return absl::InvalidArgumentError(absl::StrCat("ct.", o.has_tv_weight() ? "tv_weight" : "tv_iterations",
+                                                   " applies to fista-tv and asd-pocs only (method ",
+                                                   CtMethodName(spec.method), ")"));
+  }
+  if (o.has_tv_weight()) {
+    if (!(std::isfinite(o.tv_weight()) && o.tv_weight() > 0)) {
+      return absl::InvalidArgumentError(absl::StrCat("ct.tv_weight must be finite and > 0, got ", o.tv_weight()));
+    }
+    spec.tv_weight = o.tv_weight();
+  }
+  TESSERA_RETURN_IF_ERROR(CheckRange("ct.tv_iterations", o.tv_iterations(), 0, kMaxIterations));
+  if (o.tv_iterations() > 0) spec.tv_iterations = o.tv_iterations();
   switch (spec.method) {
     case CtMethod::kFbp:
     case CtMethod::kFdk:
@@ -311,6 +328,16 @@ absl::StatusOr<CtSpec> ParseCt(const v1::CtOptions& o) {
     case CtMethod::kCgls:
       if (spec.iterations == 0) spec.iterations = 20;
       spec.subsets = 1;
+      break;
+    case CtMethod::kFistaTv:
+      if (spec.iterations == 0) spec.iterations = 50;
+      spec.subsets = 1;
+      break;
+    case CtMethod::kAsdPocs:
+      // OS-ASD-POCS by default: 20 one-subset (SIRT-like) SART passes leave
+      // sparse-view data far from converged (bench/results/2026-12-07-cpu-ct-tv.md).
+      if (spec.iterations == 0) spec.iterations = 20;
+      if (spec.subsets == 0) spec.subsets = 10;
       break;
   }
   return spec;

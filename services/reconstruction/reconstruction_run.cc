@@ -27,6 +27,7 @@
 #include "kernels/reconstruction/vector_ops.h"
 #include "services/common/file_upload.h"
 #include "services/reconstruction/ct_memory_budget.h"
+#include "services/reconstruction/ct_tv_methods.h"
 #include "services/reconstruction/formats/geometry_json.h"
 #include "services/reconstruction/formats/recon_nifti.h"
 #include "services/reconstruction/mri_run.h"
@@ -272,9 +273,12 @@ absl::Status RunCt(const ReconSpec& spec, const CtGeometry& g, CtMethod method, 
   }
   recon::ct::DdProjectorOptions po;
   po.mode = mode;
-  po.num_subsets = method == CtMethod::kOsSart ? std::min<int64_t>(spec.ct.subsets, g.projection.num_views()) : 1;
+  po.num_subsets = method == CtMethod::kOsSart || method == CtMethod::kAsdPocs
+                       ? std::min<int64_t>(spec.ct.subsets, g.projection.num_views())
+                       : 1;
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<recon::ct::DdProjector> projector,
                            recon::ct::DdProjector::Create(g, stream, po));
+  CtTvSolver tv_solver(method, spec.ct, g, *projector, mode);  // fista-tv / asd-pocs
   TESSERA_RETURN_IF_ERROR(recon::Fill(stream, x, voxels * slices, 0.0f));
   recon::solvers::SolverOptions so;
   so.iterations = spec.ct.iterations;
@@ -291,9 +295,10 @@ absl::Status RunCt(const ReconSpec& spec, const CtGeometry& g, CtMethod method, 
   for (int64_t s = 0; s < slices; ++s) {
     const float* ys = y + s * sinogram_size;
     float* xs = x + s * voxels;
-    absl::StatusOr<recon::solvers::SolverReport> report = method == CtMethod::kCgls
-                                                              ? recon::solvers::Cgls(*projector, ys, xs, so)
-                                                              : recon::solvers::Sart(*projector, ys, xs, so);
+    absl::StatusOr<recon::solvers::SolverReport> report =
+        method == CtMethod::kCgls                                      ? recon::solvers::Cgls(*projector, ys, xs, so)
+        : method == CtMethod::kFistaTv || method == CtMethod::kAsdPocs ? tv_solver.Solve(ys, xs, so.progress)
+                                                                       : recon::solvers::Sart(*projector, ys, xs, so);
     if (!report.ok()) return report.status();
     result->set_iterations(report->iterations);
     if (slices == 1) {

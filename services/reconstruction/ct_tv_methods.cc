@@ -1,0 +1,72 @@
+#include "services/reconstruction/ct_tv_methods.h"
+
+#include <cmath>
+#include <memory>
+
+#include "common/buffer.h"
+#include "common/status.h"
+#include "kernels/reconstruction/fbp/fbp.h"
+#include "kernels/reconstruction/regularizers/tv.h"
+#include "kernels/reconstruction/solvers/asd_pocs.h"
+#include "kernels/reconstruction/solvers/fista_tv.h"
+#include "kernels/reconstruction/vector_ops.h"
+
+namespace tessera::reconstruction {
+namespace {
+
+// TIGRE's ASD_POCS: epsilon = 0.2 ||A FDK(y) - y||.
+constexpr double kToleranceFraction = 0.2;
+
+absl::StatusOr<std::shared_ptr<Buffer>> Floats(const Stream& stream, int64_t n) {
+  return Buffer::Allocate(stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost,
+                          static_cast<size_t>(n) * sizeof(float), stream.ordinal());
+}
+
+}  // namespace
+
+absl::StatusOr<double> CtTvSolver::FbpDataTolerance(const float* y) {
+  const Stream& stream = op_.stream();
+  recon::fbp::FbpOptions options;
+  options.mode = mode_;
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<recon::fbp::FbpPlan> fbp,
+                           recon::fbp::FbpPlan::Create(geometry_, stream, options));
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> image, Floats(stream, op_.domain_size()));
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> range, Floats(stream, op_.range_size()));
+  float* image_data = static_cast<float*>(image->data());
+  float* range_data = static_cast<float*>(range->data());
+  TESSERA_RETURN_IF_ERROR(fbp->Run(y, image_data));
+  TESSERA_RETURN_IF_ERROR(op_.Forward(image_data, range_data));
+  TESSERA_RETURN_IF_ERROR(recon::Subtract(stream, range_data, y, range_data, op_.range_size()));
+  TESSERA_ASSIGN_OR_RETURN(const double sq, recon::Dot(stream, range_data, range_data, op_.range_size()));
+  return kToleranceFraction * std::sqrt(sq);
+}
+
+absl::StatusOr<recon::solvers::SolverReport> CtTvSolver::Solve(const float* y, float* x,
+                                                               const recon::solvers::SolverProgress& progress) {
+  const recon::regularizers::TvShape shape{geometry_.volume.nx, geometry_.volume.ny, geometry_.volume.nz, 1};
+  if (method_ == CtMethod::kFistaTv) {
+    if (lipschitz_ == 0) {
+      TESSERA_ASSIGN_OR_RETURN(lipschitz_, recon::solvers::EstimateNormLipschitz(op_));
+    }
+    recon::solvers::FistaTvOptions o;
+    o.iterations = ct_.iterations;
+    o.tv_weight = ct_.tv_weight;
+    o.tv_iterations = ct_.tv_iterations;
+    o.non_negative = ct_.non_negative;
+    o.lipschitz = lipschitz_;
+    o.progress = progress;
+    return recon::solvers::FistaTv(op_, shape, y, x, o);
+  }
+  recon::solvers::AsdPocsOptions o;
+  o.iterations = ct_.iterations;
+  o.alpha = ct_.tv_weight;
+  o.tv_iterations = ct_.tv_iterations;
+  o.relaxation = ct_.relaxation;
+  o.subsets = op_.num_subsets();
+  o.mode = mode_;
+  o.progress = progress;
+  TESSERA_ASSIGN_OR_RETURN(o.epsilon, FbpDataTolerance(y));
+  return recon::solvers::AsdPocs(op_, shape, y, x, o);
+}
+
+}  // namespace tessera::reconstruction

@@ -53,7 +53,8 @@ absl::StatusOr<Prox> MakeProx(const Stream& stream, const CsImageShape& shape, c
   if (options.regularizer == CsRegularizer::kL1Wavelet) {
     const regularizers::WaveletShape ws{shape.nx, shape.ny, shape.nz, options.wavelet, options.wavelet_min_size};
     TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<regularizers::WaveletProx> wavelet,
-                             regularizers::WaveletProx::Create(stream, ws, options.seed, options.random_shift));
+                             regularizers::WaveletProx::Create(stream, ws, options.seed, options.random_shift,
+                                                                               options.shifts_per_iteration));
     std::shared_ptr<regularizers::WaveletProx> shared = std::move(wavelet);
     return Prox([shared, lambda](double step, float* x) {
       return shared->Apply(static_cast<float>(step * lambda), reinterpret_cast<Complex*>(x));

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "kernels/reconstruction/regularizers/wavelet_passes.h"
+#include "kernels/reconstruction/vector_ops.h"
 
 namespace tessera {
 namespace recon {
@@ -172,28 +173,58 @@ absl::Status SoftThresholdDetails(const Stream& stream, const WaveletShape& shap
 }
 
 absl::StatusOr<std::unique_ptr<WaveletProx>> WaveletProx::Create(const Stream& stream, const WaveletShape& shape,
-                                                                 uint64_t seed, bool random_shift) {
+                                                                 uint64_t seed, bool random_shift,
+                                                                 int shifts_per_call) {
   TESSERA_ASSIGN_OR_RETURN(const Levels levels, WaveletLevels(shape));
+  if (shifts_per_call < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("wavelet: shifts_per_call = ", shifts_per_call, " < 1"));
+  }
   std::unique_ptr<WaveletProx> prox(new WaveletProx(stream, shape));
   prox->levels_ = levels;
   prox->random_shift_ = random_shift;
+  prox->shifts_per_call_ = random_shift ? shifts_per_call : 1;  // unshifted copies would all agree
   prox->rng_.seed(seed);
   const MemoryKind kind = IsCuda(stream) ? MemoryKind::kDevice : MemoryKind::kHost;
-  TESSERA_ASSIGN_OR_RETURN(prox->scratch_, Buffer::Allocate(kind, shape.nx * shape.ny * shape.nz * sizeof(Complex),
+  const int images = prox->shifts_per_call_ > 1 ? 3 : 1;
+  TESSERA_ASSIGN_OR_RETURN(prox->scratch_, Buffer::Allocate(kind, images * shape.nx * shape.ny * shape.nz *
+                                                                       sizeof(Complex),
                                                             stream.ordinal()));
   return prox;
 }
 
 absl::Status WaveletProx::Apply(float threshold, Complex* x) {
-  if (random_shift_) {
+  const int64_t n = shape_.nx * shape_.ny * shape_.nz;
+  auto* coeffs = static_cast<Complex*>(scratch_->data());
+  auto draw = [&] {
     // Shifts by multiples of 2^L_a only permute coefficients within bands, so
     // [0, 2^L_a) covers every distinct transform.
+    if (!random_shift_) return;
     for (int a = 0; a < 3; ++a) shift_[a] = static_cast<int64_t>(rng_() % (uint64_t{1} << levels_[a]));
+  };
+  if (shifts_per_call_ == 1) {
+    draw();
+    TESSERA_RETURN_IF_ERROR(WaveletForward(stream_, shape_, shift_, x, coeffs));
+    TESSERA_RETURN_IF_ERROR(SoftThresholdDetails(stream_, shape_, threshold, coeffs));
+    return WaveletInverse(stream_, shape_, shift_, coeffs, x);
   }
-  auto* coeffs = static_cast<Complex*>(scratch_->data());
-  TESSERA_RETURN_IF_ERROR(WaveletForward(stream_, shape_, shift_, x, coeffs));
-  TESSERA_RETURN_IF_ERROR(SoftThresholdDetails(stream_, shape_, threshold, coeffs));
-  return WaveletInverse(stream_, shape_, shift_, coeffs, x);
+  Complex* input = coeffs + n;
+  Complex* sum = coeffs + 2 * n;
+  const MemoryKind kind = IsCuda(stream_) ? MemoryKind::kDevice : MemoryKind::kHost;
+  TESSERA_RETURN_IF_ERROR(CopyBytes(input, kind, x, kind, n * sizeof(Complex), stream_));
+  const float weight = 1.f / shifts_per_call_;
+  for (int k = 0; k < shifts_per_call_; ++k) {
+    draw();
+    TESSERA_RETURN_IF_ERROR(WaveletForward(stream_, shape_, shift_, input, coeffs));
+    TESSERA_RETURN_IF_ERROR(SoftThresholdDetails(stream_, shape_, threshold, coeffs));
+    TESSERA_RETURN_IF_ERROR(WaveletInverse(stream_, shape_, shift_, coeffs, k == 0 ? sum : x));
+    if (k == 0) {
+      TESSERA_RETURN_IF_ERROR(Scale(stream_, weight, reinterpret_cast<float*>(sum), 2 * n));
+    } else {
+      TESSERA_RETURN_IF_ERROR(Axpy(stream_, weight, reinterpret_cast<const float*>(x), reinterpret_cast<float*>(sum),
+                                   2 * n));
+    }
+  }
+  return CopyBytes(x, kind, sum, kind, n * sizeof(Complex), stream_);
 }
 
 }  // namespace regularizers

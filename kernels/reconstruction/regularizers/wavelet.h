@@ -69,9 +69,15 @@ absl::Status SoftThresholdDetails(const Stream& stream, const WaveletShape& shap
 // The L1-wavelet prox with random shifts; owns one image of scratch.
 class WaveletProx {
  public:
+  // shifts_per_call K >= 1: Apply averages K independently shifted proxes
+  // (K = 1 is BART's; see Apply).
   static absl::StatusOr<std::unique_ptr<WaveletProx>> Create(const Stream& stream, const WaveletShape& shape,
-                                                             uint64_t seed = 1, bool random_shift = true);
+                                                             uint64_t seed = 1, bool random_shift = true,
+                                                             int shifts_per_call = 1);
   // x <- S^-1 W^T soft(W S x, threshold), S drawn anew (threshold >= 0).
+  // With K shifts per call, x <- (1/K) sum_k S_k^-1 W^T soft(W S_k x): the
+  // same expected map as BART's single random shift with 1/K its variance
+  // (an average of proxes is itself the prox of a convex function).
   absl::Status Apply(float threshold, std::complex<float>* x);
   // The shift the next Apply uses is drawn there; this is the last one used.
   const std::array<int64_t, 3>& last_shift() const { return shift_; }
@@ -83,9 +89,10 @@ class WaveletProx {
   WaveletShape shape_;
   std::array<int, 3> levels_{};
   bool random_shift_ = true;
+  int shifts_per_call_ = 1;
   std::mt19937_64 rng_;
   std::array<int64_t, 3> shift_{};
-  std::shared_ptr<Buffer> scratch_;
+  std::shared_ptr<Buffer> scratch_;  // coefficients (+ input and sum with K > 1)
 };
 
 }  // namespace regularizers

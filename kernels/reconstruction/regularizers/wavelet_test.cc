@@ -154,6 +154,28 @@ TEST(Wavelet, ProxShiftsAreSeededAndBounded) {
   EXPECT_GT(seen.size(), 4u);
 }
 
+TEST(Wavelet, ProxAveragesItsShiftedProxes) {
+  // K = 3 shifts per call equals the mean of three single-shift proxes drawn
+  // from the same seed (the generator advances per shift).
+  const Stream cpu = Stream::Cpu();
+  const WaveletShape shape{64, 32, 1, WaveletFilter::kDb2, 8};
+  auto averaged = WaveletProx::Create(cpu, shape, 11, true, 3);
+  auto single = WaveletProx::Create(cpu, shape, 11, true, 1);
+  ASSERT_TRUE(averaged.ok() && single.ok());
+  const auto x = Random(64 * 32, 8);
+  std::vector<Complex> mean(x.size());
+  for (int k = 0; k < 3; ++k) {
+    auto y = x;
+    ASSERT_TRUE((*single)->Apply(0.3f, y.data()).ok());
+    for (size_t i = 0; i < x.size(); ++i) mean[i] += y[i] / 3.f;
+  }
+  auto z = x;
+  ASSERT_TRUE((*averaged)->Apply(0.3f, z.data()).ok());
+  EXPECT_LT(MaxAbsDiff(z, mean), 1e-5);
+  EXPECT_GT(MaxAbsDiff(z, x), 0.05);
+  EXPECT_FALSE(WaveletProx::Create(cpu, shape, 1, true, 0).ok());
+}
+
 TEST(Wavelet, ProxWithZeroThresholdIsIdentity) {
   const Stream cpu = Stream::Cpu();
   auto prox = WaveletProx::Create(cpu, {48, 64, 1, WaveletFilter::kDb4, 16}, 3);

@@ -46,8 +46,13 @@ std::vector<FlagSpec> ReconFlags(const std::string& modality) {
     flags.push_back({"calibration-size", "0", "--coils espirit: calibration region side, 8..64 (0: 24)"});
     flags.push_back({"espirit-crop", "", "--coils espirit: maps 0 where the eigenvalue <= this, in [0, 1) (default 0.8)"});
     flags.push_back({"method", "cgsense", "adjoint | cgsense | sense"});
-    flags.push_back({"iterations", "0", "cgsense iterations (0: 10)"});
-    flags.push_back({"lambda", "", "Tikhonov weight (default 0 for cgsense, 1e-3 for sense)"});
+    flags.push_back({"iterations", "0", "cgsense iterations (0: 10; 30 with --regularizer, as bart pics)"});
+    flags.push_back({"lambda", "",
+                     "Tikhonov weight (default 0 for cgsense, 1e-3 for sense); with --regularizer the L1-wavelet / "
+                     "TV weight on bart pics -R's scale (default 0.005)"});
+    flags.push_back({"regularizer", "",
+                     "cgsense: compressed sensing by FISTA, l1-wavelet (bart pics -R W:7:0:lambda) or tv "
+                     "(-R T:7:0:lambda); empty: CG-SENSE"});
     flags.push_back({"acceleration", "0", "sense: R in 2..8 (0: from the data)"});
     flags.push_back({"tolerance", "", "NUFFT accuracy (default 1e-5)"});
     flags.push_back({"no-toeplitz", "", "cgsense: the NUFFT pair instead of the Toeplitz normal operator", true});
@@ -146,6 +151,7 @@ absl::StatusOr<v1::ReconstructRequest> MriRequestFromArgs(const Args& args, bool
   TESSERA_RETURN_IF_ERROR(SetOptionalDouble(args, "lambda", [&](double v) { mri->set_lambda(v); }));
   TESSERA_RETURN_IF_ERROR(SetOptionalDouble(args, "tolerance", [&](double v) { mri->set_tolerance(v); }));
   mri->set_no_toeplitz(args.GetBool("no-toeplitz"));
+  mri->set_regularizer(args.Get("regularizer"));
   return request;
 }
 

@@ -17,6 +17,7 @@
 #include "kernels/reconstruction/mri/cartesian_operator.h"
 #include "kernels/reconstruction/mri/cartesian_sense.h"
 #include "kernels/reconstruction/mri/cg_sense.h"
+#include "kernels/reconstruction/mri/cs_sense.h"
 #include "kernels/reconstruction/mri/density_compensation.h"
 #include "kernels/reconstruction/mri/espirit.h"
 #include "kernels/reconstruction/mri/espirit_gridding.h"
@@ -423,6 +424,116 @@ absl::StatusOr<std::vector<Complex>> ReconstructNonCartesian3D(const ReconSpec& 
   return image;
 }
 
+// Issue 36: compressed sensing (cgsense with a regularizer): FISTA with the
+// L1-wavelet or TV prox (cs_sense.h, lambda on BART's scale) on the Cartesian
+// FFT operator, the 3-D NUFFT or the 2-D one (Toeplitz normal operator unless
+// no_toeplitz). A stack's images run one after another on one operator (maps
+// swapped per map set); progress per iteration for one image, per image for a
+// stack.
+absl::StatusOr<std::vector<Complex>> ReconstructCs(const ReconSpec& spec, const MriInputs& in,
+                                                   const ReconRunContext& ctx, const Stream& stream,
+                                                   v1::ReconstructionResult* result) {
+  const MriSpec& m = spec.mri;
+  const int64_t voxels = in.nx * in.ny * in.nz, images = in.images();
+  TESSERA_ASSIGN_OR_RETURN(auto maps, OnStream<Complex>::Make(in.maps.data, stream));
+  TESSERA_ASSIGN_OR_RETURN(auto kspace, OnStream<Complex>::Make(in.kspace.data, stream));
+  TESSERA_ASSIGN_OR_RETURN(ImageOnStream image, ImageOnStream::Make(images * voxels, stream));
+  std::vector<float> mask;
+  absl::StatusOr<OnStream<float>> d_mask, kx, ky, kz;
+  std::unique_ptr<mri::EncodingOperator> op;
+  mri::SenseOperator* sense = nullptr;  // non-Cartesian: maps swapped per map set
+  int64_t kspace_per_image = 0;
+  std::string encoding;
+  if (in.cartesian_cg) {
+    int64_t sampled = 0;
+    mask = mri::SamplingMask(in.kspace.data.data(), voxels, in.coils, &sampled);
+    if (sampled == 0) return absl::InvalidArgumentError("mri.kspace: every value is zero (nothing sampled)");
+    TESSERA_ASSIGN_OR_RETURN(d_mask, OnStream<float>::Make(mask, stream));
+    absl::StatusOr<std::unique_ptr<mri::CartesianSenseOperator>> c =
+        mri::CartesianSenseOperator::Create(stream, {in.nx, in.ny, in.nz, in.coils, maps.get(), d_mask->get()});
+    if (!c.ok()) return Annotate(c.status(), "mri");
+    op = *std::move(c);
+    encoding = absl::StrFormat("Cartesian %s %lld x %lld x %lld, %d coils, R = %.2f (the mask is the non-zero pattern)",
+                               in.nz > 1 ? "3-D" : "2-D", static_cast<long long>(in.nx),
+                               static_cast<long long>(in.ny), static_cast<long long>(in.nz), in.coils,
+                               static_cast<double>(voxels) / sampled);
+  } else {
+    const bool three_d = in.nz > 1;
+    mri::SenseGeometry g;
+    g.nx = in.nx;
+    g.ny = in.ny;
+    g.nz = in.nz;
+    g.coils = in.coils;
+    g.maps = maps.get();
+    g.points = three_d ? in.traj3.size() : in.traj.size();
+    TESSERA_ASSIGN_OR_RETURN(kx, OnStream<float>::Make(three_d ? in.traj3.kx : in.traj.kx, stream));
+    TESSERA_ASSIGN_OR_RETURN(ky, OnStream<float>::Make(three_d ? in.traj3.ky : in.traj.ky, stream));
+    g.kx = kx->get();
+    g.ky = ky->get();
+    if (three_d) {
+      TESSERA_ASSIGN_OR_RETURN(kz, OnStream<float>::Make(in.traj3.kz, stream));
+      g.kz = kz->get();
+    }
+    mri::SenseOperatorOptions nufft;
+    nufft.nufft_tolerance = m.tolerance;
+    nufft.mode = spec.deterministic ? recon::ExecutionMode::kDeterministic : recon::ExecutionMode::kDefault;
+    nufft.use_toeplitz = m.toeplitz;
+    absl::StatusOr<std::unique_ptr<mri::SenseOperator>> s = mri::SenseOperator::Create(stream, g, nufft);
+    if (!s.ok()) return Annotate(s.status(), "mri");
+    sense = s->get();
+    op = *std::move(s);
+    kspace_per_image = in.coils * g.points;
+    encoding = absl::StrFormat("non-Cartesian %s %lld x %lld x %lld, %lld points, %d coils%s",
+                               three_d ? "3-D" : "2-D", static_cast<long long>(in.nx), static_cast<long long>(in.ny),
+                               static_cast<long long>(in.nz), static_cast<long long>(g.points), in.coils,
+                               images == 1 ? ""
+                                           : absl::StrFormat(", %lld frames x %lld slices on one trajectory",
+                                                             static_cast<long long>(in.frames),
+                                                             static_cast<long long>(in.slices)));
+  }
+  if (images > 1 && sense == nullptr) {
+    return absl::InvalidArgumentError("mri.regularizer: a Cartesian stack is not supported; give one image");
+  }
+  mri::CsSenseOptions options;
+  options.regularizer =
+      m.regularizer == MriRegularizer::kTv ? mri::CsRegularizer::kTv : mri::CsRegularizer::kL1Wavelet;
+  options.iterations = m.iterations;
+  options.lambda = m.lambda;
+  const char* name = m.regularizer == MriRegularizer::kTv ? "TV" : "L1-wavelet";
+  if (images == 1) {
+    options.progress = [&](int iteration, int total, double update) -> absl::Status {
+      result->add_residual_norms(update);
+      Report(ctx, "reconstruct", iteration, total, IterationFraction(iteration, total), {{"relative_update", update}},
+             absl::StrFormat("FISTA (%s) iteration %d of %d", name, iteration, total));
+      return Continue(ctx);
+    };
+  }
+  const int64_t pixels_per_map_set = in.coils * voxels;
+  const mri::CsImageShape shape{in.nx, in.ny, in.nz};
+  mri::CsSenseResult last;
+  for (int64_t i = 0; i < images; ++i) {
+    if (sense != nullptr && images > 1) {
+      const int64_t map_set = in.maps_per_slice ? i / in.frames : 0;
+      sense->SetMaps(maps.get() + map_set * pixels_per_map_set);
+    }
+    absl::StatusOr<mri::CsSenseResult> r =
+        mri::CsSense(stream, *op, shape, kspace.get() + i * kspace_per_image, options, image.get() + i * voxels);
+    if (!r.ok()) return Annotate(r.status(), images > 1 ? absl::StrCat("mri (image ", i, ")") : "mri");
+    last = *r;
+    if (images > 1) {
+      result->add_residual_norms(r->fista.residual_norms.empty() ? 0 : r->fista.residual_norms.back());
+      Report(ctx, "reconstruct", i + 1, images, IterationFraction(static_cast<int>(i + 1), static_cast<int>(images)), {},
+             absl::StrFormat("image %lld of %lld done (FISTA, %s)", static_cast<long long>(i + 1),
+                             static_cast<long long>(images)));
+      TESSERA_RETURN_IF_ERROR(Continue(ctx));
+    }
+  }
+  result->set_iterations(last.fista.iterations);
+  result->set_geometry(absl::StrFormat("%s, compressed sensing: FISTA %s, lambda %g on BART's scale (x data scale %g%s)",
+                                       encoding, name, m.lambda, last.data_scale, images > 1 ? ", last image" : ""));
+  return image.ToHost();
+}
+
 absl::StatusOr<std::vector<Complex>> Reconstruct(const ReconSpec& spec, const MriInputs& in, const ReconRunContext& ctx,
                                                  const Stream& stream, v1::ReconstructionResult* result) {
   const MriSpec& m = spec.mri;
@@ -470,6 +581,9 @@ absl::StatusOr<std::vector<Complex>> Reconstruct(const ReconSpec& spec, const Mr
     return images;
   }
 
+  if (m.method == MriMethod::kCgSense && m.regularizer != MriRegularizer::kNone) {
+    return ReconstructCs(spec, in, ctx, stream, result);
+  }
   if (in.cartesian_cg) return ReconstructCartesianCg(spec, in, ctx, stream, result);
   if (in.nz > 1) return ReconstructNonCartesian3D(spec, in, ctx, stream, result);
 

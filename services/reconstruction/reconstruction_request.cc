@@ -37,6 +37,8 @@ constexpr Named kPetMethods[] = {{"mlem", static_cast<int>(PetMethod::kMlem)},
 constexpr Named kMriMethods[] = {{"adjoint", static_cast<int>(MriMethod::kAdjoint)},
                                  {"cgsense", static_cast<int>(MriMethod::kCgSense)},
                                  {"sense", static_cast<int>(MriMethod::kSense)}};
+constexpr Named kMriRegularizers[] = {{"l1-wavelet", static_cast<int>(MriRegularizer::kL1Wavelet)},
+                                      {"tv", static_cast<int>(MriRegularizer::kTv)}};
 constexpr Named kUltrasoundMethods[] = {{"das", static_cast<int>(UltrasoundMethod::kDas)},
                                         {"mv", static_cast<int>(UltrasoundMethod::kMv)}};
 constexpr Named kModalities[] = {{"ct", static_cast<int>(Modality::kCt)},
@@ -139,6 +141,17 @@ absl::StatusOr<MriSpec> ParseMri(const v1::MriOptions& o, const std::vector<std:
   if (o.has_lambda()) {
     TESSERA_RETURN_IF_ERROR(CheckFiniteRange("mri.lambda", o.lambda(), 0, 1e6));
     spec.lambda = o.lambda();
+  }
+  if (!o.regularizer().empty()) {
+    // Compressed sensing (issue 36): FISTA in place of CG, lambda on BART's scale.
+    TESSERA_ASSIGN_OR_RETURN(int v, Lookup(kMriRegularizers, o.regularizer(), "mri.regularizer"));
+    if (spec.method != MriMethod::kCgSense) {
+      return absl::InvalidArgumentError(absl::StrCat("mri.regularizer: only with method cgsense (method ",
+                                                     MriMethodName(spec.method), ")"));
+    }
+    spec.regularizer = static_cast<MriRegularizer>(v);
+    if (!o.has_lambda()) spec.lambda = 0.005;
+    if (o.iterations() == 0) spec.iterations = 30;  // bart pics' default
   }
   if (o.acceleration() != 0) TESSERA_RETURN_IF_ERROR(CheckRange("mri.acceleration", o.acceleration(), 2, 8));
   spec.acceleration = o.acceleration();

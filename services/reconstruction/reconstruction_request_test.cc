@@ -95,6 +95,39 @@ TEST_F(ReconRequestTest, MriBadOptionsAreNamed) {
   ExpectInvalid(Resolve(r), "geometry: not used by mri");
 }
 
+// Issue 36: compressed sensing (cgsense + regularizer, lambda on BART's scale).
+TEST_F(ReconRequestTest, MriRegularizer) {
+  v1::ReconstructRequest base;
+  v1::MriOptions* mri = base.mutable_mri();
+  mri->mutable_kspace()->set_path(Path("ks"));
+  mri->mutable_trajectory()->set_path(Path("traj"));
+  mri->mutable_coils()->set_path(Path("coils"));
+  v1::ReconstructRequest r = base;
+  r.mutable_mri()->set_regularizer("l1-wavelet");
+  absl::StatusOr<ReconSpec> spec = Resolve(r);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->mri.regularizer, MriRegularizer::kL1Wavelet);
+  EXPECT_DOUBLE_EQ(spec->mri.lambda, 0.005);  // bart pics -R W:7:0:0.005
+  EXPECT_EQ(spec->mri.iterations, 30);        // bart pics' default
+  r.mutable_mri()->set_regularizer("tv");
+  r.mutable_mri()->set_lambda(0.02);
+  r.mutable_mri()->set_iterations(80);
+  spec = Resolve(r);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->mri.regularizer, MriRegularizer::kTv);
+  EXPECT_DOUBLE_EQ(spec->mri.lambda, 0.02);
+  EXPECT_EQ(spec->mri.iterations, 80);
+  spec = Resolve(base);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->mri.regularizer, MriRegularizer::kNone);
+  r = base;
+  r.mutable_mri()->set_regularizer("l0");
+  ExpectInvalid(Resolve(r), "mri.regularizer: 'l0' is not one of l1-wavelet, tv");
+  r.mutable_mri()->set_regularizer("tv");
+  r.mutable_mri()->set_method("adjoint");
+  ExpectInvalid(Resolve(r), "mri.regularizer: only with method cgsense");
+}
+
 // Issue 36: coil maps by ESPIRiT instead of mri.coils.
 TEST_F(ReconRequestTest, MriEspiritCoilEstimation) {
   v1::ReconstructRequest base;

@@ -20,7 +20,9 @@
 #include "kernels/reconstruction/mri/cs_sense.h"
 #include "kernels/reconstruction/mri/density_compensation.h"
 #include "kernels/reconstruction/mri/espirit.h"
+#include "kernels/reconstruction/mri/espirit3d.h"
 #include "kernels/reconstruction/mri/espirit_gridding.h"
+#include "kernels/reconstruction/mri/espirit_gridding3d.h"
 #include "kernels/reconstruction/mri/noncartesian_3d.h"
 #include "kernels/reconstruction/mri/sense_stack.h"
 #include "kernels/reconstruction/mri/trajectory.h"
@@ -75,9 +77,33 @@ int64_t ImageSizeFromTrajectory(const mri::Trajectory2D& t) {
   return std::max<int64_t>(2, 2 * static_cast<int64_t>(std::ceil(kmax)));
 }
 
+// Issue 36: 3-D ESPIRiT (espirit3d.h, on the CPU) for the nx x ny x nz volume:
+// from Cartesian k-space, or the centre of the 3-D trajectory in->traj3 gridded.
+absl::Status EstimateEspiritMaps3d(const MriSpec& m, MriInputs* in) {
+  mri::EspiritOptions options;
+  options.calibration_size = m.calibration_size;
+  options.crop = m.espirit_crop;
+  const std::array<int64_t, 3> dims = {in->nx, in->ny, in->nz};
+  const mri::Trajectory3D& t = in->traj3;
+  absl::StatusOr<mri::EspiritMaps> maps =
+      in->cartesian ? mri::Espirit3dCartesian(in->kspace.data.data(), dims, in->coils, options)
+                    : mri::Espirit3dNonCartesian(Stream::Cpu(), t.size(), t.kx.data(), t.ky.data(), t.kz.data(),
+                                                 in->kspace.data.data(), in->coils, dims, options);
+  if (!maps.ok()) return Annotate(maps.status(), "mri.coil_estimation");
+  TESSERA_ASSIGN_OR_RETURN(in->maps, formats::MakeCfl({in->nx, in->ny, in->nz, in->coils}));
+  in->maps.data = std::move(maps->maps);
+  in->has_maps = true;
+  in->maps_note = absl::StrFormat("coil maps: ESPIRiT 3-D (calibration %lld x %lld x %lld)",
+                                  static_cast<long long>(maps->calibration_x),
+                                  static_cast<long long>(maps->calibration_y),
+                                  static_cast<long long>(maps->calibration_z));
+  return absl::OkStatus();
+}
+
 // Issue 36: the coil maps by ESPIRiT from the k-space (Cartesian centre, or
 // the non-Cartesian centre gridded) instead of read from mri.coils; with_data
-// false checks the sizes only.
+// false checks the sizes only. A volume (nz > 1) takes 3-D ESPIRiT, whose
+// calibration box is min(calibration_size, nz) deep.
 absl::Status EstimateEspiritMaps(const MriSpec& m, bool with_data, MriInputs* in) {
   if (in->images() > 1) {
     return absl::InvalidArgumentError(absl::StrCat("mri.coil_estimation: espirit takes one 2-D image, the k-space is a "
@@ -88,6 +114,7 @@ absl::Status EstimateEspiritMaps(const MriSpec& m, bool with_data, MriInputs* in
                                                    " exceeds the image size ", in->nx, " x ", in->ny));
   }
   if (!with_data) return absl::OkStatus();
+  if (in->nz > 1) return EstimateEspiritMaps3d(m, in);
   mri::EspiritOptions options;
   options.calibration_size = m.calibration_size;
   options.crop = m.espirit_crop;
@@ -107,12 +134,7 @@ absl::Status EstimateEspiritMaps(const MriSpec& m, bool with_data, MriInputs* in
 // sampled) with maps of the same shape: one image or volume, no stack.
 absl::StatusOr<MriInputs> CartesianCgInputs(const MriSpec& m, bool with_data, MriInputs in) {
   const formats::CflArray& k = in.kspace;
-  if (m.espirit) {
-    if (k.dim(formats::kPhs2Dim) > 1) {
-      return absl::InvalidArgumentError("mri.coil_estimation: espirit maps for 3-D Cartesian cgsense are not "
-                                        "estimated here; give mri.coils (nx x ny x nz x coils)");
-    }
-  } else {
+  if (!m.espirit) {  // espirit: maps of the k-space's shape are estimated below
     for (int d = 0; d < formats::kCflDims; ++d) {
       if (in.maps.dim(d) != k.dim(d)) {
         return absl::InvalidArgumentError(absl::StrCat("mri.coils: dimension ", d, " is ", in.maps.dim(d),
@@ -145,9 +167,9 @@ absl::StatusOr<MriInputs> CartesianCgInputs(const MriSpec& m, bool with_data, Mr
 // trajectory with kz (3 x samples x readouts), k-space 1 x samples x readouts
 // x coils; one volume (no frames or slices).
 absl::StatusOr<MriInputs> NonCartesian3DInputs(const MriSpec& m, bool with_data, MriInputs in) {
-  if (m.espirit) {
-    return absl::InvalidArgumentError("mri.coil_estimation: espirit maps for 3-D non-Cartesian data are not "
-                                      "estimated here; give mri.coils (nx x ny x nz x coils)");
+  if (m.espirit && !in.has_maps) {
+    return absl::InvalidArgumentError("mri.coil_estimation: espirit maps for 3-D non-Cartesian data need the "
+                                      "trajectory's values; give mri.coils (nx x ny x nz x coils)");
   }
   absl::StatusOr<formats::NonCartesianDims> dims = formats::CheckNonCartesianCfl(in.kspace, in.trajectory, in.maps);
   if (!dims.ok()) return Annotate(dims.status(), "mri");
@@ -167,6 +189,52 @@ absl::StatusOr<MriInputs> NonCartesian3DInputs(const MriSpec& m, bool with_data,
     in.traj3 = *std::move(traj);
   }
   return in;
+}
+
+// Whether a 3 x ... trajectory array has a non-zero kz (a 3-D trajectory).
+bool TrajectoryHasKz(const formats::CflArray& t) {
+  if (t.dim(0) != 3) return false;
+  for (size_t j = 2; j < t.data.size(); j += 3) {
+    if (t.data[j] != Complex(0, 0)) return true;
+  }
+  return false;
+}
+
+// Issue 36: 3-D non-Cartesian data with mri.coil_estimation espirit: the
+// trajectory (with kz), the k-space 1 x samples x readouts x coils, the volume
+// from ISMRMRD's encoded matrix or else the trajectory's extent per axis (the
+// smallest even N covering max |k|, as ImageSizeFromTrajectory); then the maps
+// (with_data).
+absl::Status NonCartesian3DEspiritInputs(const MriSpec& m, bool with_data, MriInputs* in) {
+  absl::StatusOr<mri::Trajectory3D> traj = formats::Trajectory3DFromCfl(in->trajectory);
+  if (!traj.ok()) return Annotate(traj.status(), "mri.trajectory");
+  in->traj3 = *std::move(traj);
+  const mri::Trajectory3D& t = in->traj3;
+  const formats::CflArray& k = in->kspace;
+  bool flat = k.dim(0) == 1 && k.dim(1) * k.dim(2) == t.size();
+  for (int d = formats::kCoilDim + 1; d < formats::kCflDims; ++d) flat = flat && k.dim(d) == 1;
+  if (!flat) {
+    return absl::InvalidArgumentError(absl::StrCat("mri.kspace: expected 1 x ", t.samples, " x ", t.spokes,
+                                                   " x coils to match the 3-D trajectory (one volume)"));
+  }
+  in->coils = static_cast<int>(k.dim(formats::kCoilDim));
+  in->traj.samples = t.samples;
+  in->traj.spokes = t.spokes;
+  if (in->nz <= 1 || in->nx <= 0 || in->ny <= 0) {
+    double kmax[3] = {0, 0, 0};
+    for (int64_t j = 0; j < t.size(); ++j) {
+      kmax[0] = std::max(kmax[0], std::abs(double{t.kx[j]}));
+      kmax[1] = std::max(kmax[1], std::abs(double{t.ky[j]}));
+      kmax[2] = std::max(kmax[2], std::abs(double{t.kz[j]}));
+    }
+    // (1e-3 below: a float kooshball coordinate of |k| = N/2 may round just above it.)
+    in->nx = std::max<int64_t>(2, 2 * static_cast<int64_t>(std::ceil(kmax[0] - 1e-3)));
+    in->ny = std::max<int64_t>(2, 2 * static_cast<int64_t>(std::ceil(kmax[1] - 1e-3)));
+    in->nz = std::max<int64_t>(2, 2 * static_cast<int64_t>(std::ceil(kmax[2] - 1e-3)));
+  }
+  TESSERA_RETURN_IF_ERROR(EstimateEspiritMaps(m, /*with_data=*/false, in));  // the size checks
+  if (!with_data) return absl::OkStatus();
+  return EstimateEspiritMaps3d(m, in);
 }
 
 // with_data false: BART inputs are checked from their headers (shapes and file
@@ -235,6 +303,10 @@ absl::StatusOr<MriInputs> ReadInputs(const ReconSpec& spec, bool with_data) {
     return absl::InvalidArgumentError(absl::StrCat("mri: ", MriMethodName(m.method),
                                                    " reconstructs non-Cartesian data; give a trajectory (or use sense "
                                                    "or cgsense)"));
+  }
+  if (m.espirit && !in.trajectory.data.empty() && (in.nz > 1 || TrajectoryHasKz(in.trajectory))) {
+    TESSERA_RETURN_IF_ERROR(NonCartesian3DEspiritInputs(m, with_data, &in));
+    if (!with_data) return in;  // the maps are estimated when the job runs
   }
   const bool three_d = in.has_maps && in.maps.dim(formats::kPhs2Dim) > 1;
   if (three_d) return NonCartesian3DInputs(m, with_data, std::move(in));

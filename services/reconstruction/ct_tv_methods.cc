@@ -65,7 +65,12 @@ absl::StatusOr<recon::solvers::SolverReport> CtTvSolver::Solve(const float* y, f
   o.subsets = op_.num_subsets();
   o.mode = mode_;
   o.progress = progress;
-  TESSERA_ASSIGN_OR_RETURN(o.epsilon, FbpDataTolerance(y));
+  absl::StatusOr<double> tolerance = FbpDataTolerance(y);
+  // FBP refuses what it cannot filter (a limited-angle scan): then no data
+  // tolerance (0), so the adaptive rule always applies and only the
+  // iteration count and the relaxation floor stop the run.
+  if (!tolerance.ok() && tolerance.status().code() != absl::StatusCode::kInvalidArgument) return tolerance.status();
+  o.epsilon = tolerance.ok() ? *tolerance : 0.0;
   return recon::solvers::AsdPocs(op_, shape, y, x, o);
 }
 

@@ -3,7 +3,8 @@
 // time, with what they need beyond the solver: FISTA-TV's Lipschitz constant
 // (estimated once per projector, shared by every slice) and ASD-POCS's data
 // tolerance, TIGRE's default 0.2 ||A FBP(y) - y|| (FBP/FDK of the job's
-// geometry, Ram-Lak), per slice.
+// geometry, Ram-Lak), per slice; 0 where FBP refuses the geometry
+// (limited-angle scans).
 #ifndef TESSERA_SERVICES_RECONSTRUCTION_CT_TV_METHODS_H_
 #define TESSERA_SERVICES_RECONSTRUCTION_CT_TV_METHODS_H_
 

@@ -119,6 +119,18 @@ TEST(Sense3D, OperatorMatchesNudft) {
   EXPECT_LT(RelativeError(got_y, want_y), 1e-5);
   EXPECT_LT(RelativeError(got_x, want_x), 1e-5);
 
+  // Normal = E^H E, through the NUFFT pair and the 3-D Toeplitz embedding.
+  std::vector<Complex> ex(coils * m), ehex(npix), pair(npix), toeplitz(npix);
+  ASSERT_TRUE((*op)->Forward(x.data(), ex.data()).ok());
+  ASSERT_TRUE((*op)->Adjoint(ex.data(), ehex.data()).ok());
+  ASSERT_TRUE((*op)->Normal(x.data(), pair.data()).ok());
+  options.use_toeplitz = true;
+  auto top = SenseOperator::Create(cpu, g, options);
+  ASSERT_TRUE(top.ok()) << top.status();
+  ASSERT_TRUE((*top)->Normal(x.data(), toeplitz.data()).ok());
+  EXPECT_LT(RelativeError(pair, ehex), 1e-6);
+  EXPECT_LT(RelativeError(toeplitz, ehex), 1e-4);
+
   // nz without kz (and kz with nz = 1) are refused, naming nz.
   SenseGeometry bad = g;
   bad.kz = nullptr;

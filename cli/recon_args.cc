@@ -42,7 +42,8 @@ std::vector<FlagSpec> ReconFlags(const std::string& modality) {
                      "x nz x coils: a 3-D volume); none with cgsense: Cartesian CG-SENSE (2-D or 3-D k-space)"});
     flags.push_back({"coils", "",
                      "coil sensitivities, BART cfl (nx x ny x nz x coils), or the word espirit: maps estimated from "
-                     "the k-space centre by ESPIRiT (BART ecalib -m1; non-Cartesian centres gridded first)"});
+                     "the k-space centre by ESPIRiT (BART ecalib -m1; non-Cartesian centres gridded first; 3-D k-space or a "
+                     "trajectory with kz: 3-D ESPIRiT)"});
     flags.push_back({"calibration-size", "0", "--coils espirit: calibration region side, 8..64 (0: 24)"});
     flags.push_back({"espirit-crop", "", "--coils espirit: maps 0 where the eigenvalue <= this, in [0, 1) (default 0.8)"});
     flags.push_back({"method", "cgsense", "adjoint | cgsense | sense"});

@@ -1,6 +1,9 @@
 // 3-D ESPIRiT (kernels/reconstruction/mri/espirit3d.h) against BART's
 // `bart ecalib -m1` on the same 3-D k-space (issue 36), the C++ side of
 // bench/espirit3d_vs_bart.sh. Files are BART .cfl in --dir:
+//   --mode=write    kspace: the project's own problem, for machines without
+//                   BART: exact Cartesian k-space of the 3-D Shepp-Logan with
+//                   --coils smooth coils (ellipsoid_phantom.h), --n^3.
 //   --mode=espirit  our maps of --dir/kspace (nx x ny x nz x coils, BART's
 //                   ecalib defaults: 24^3 region, 6^3 kernel, threshold 0.001,
 //                   crop 0.8), median of --reps in-process runs with the
@@ -26,10 +29,13 @@
 #include "absl/flags/parse.h"
 #include "bench/bench_util.h"
 #include "common/device.h"
+#include "kernels/reconstruction/mri/ellipsoid_phantom.h"
 #include "kernels/reconstruction/mri/espirit3d.h"
 #include "services/reconstruction/formats/cfl.h"
 
-ABSL_FLAG(std::string, mode, "espirit", "espirit | mask | compare | nrmse");
+ABSL_FLAG(std::string, mode, "espirit", "write | espirit | mask | compare | nrmse");
+ABSL_FLAG(int64_t, n, 64, "write: volume side");
+ABSL_FLAG(int, coils, 8, "write: coils");
 ABSL_FLAG(std::string, dir, "/tmp/espirit3d_vs_bart", "directory of the cfl files");
 ABSL_FLAG(int, reps, 3, "espirit: timed repetitions (median)");
 ABSL_FLAG(std::string, backend, "cpu", "espirit: cpu or cuda (Gram volumes and per-voxel step)");
@@ -49,6 +55,15 @@ using Complex = std::complex<float>;
 std::string Path(const std::string& name) { return absl::GetFlag(FLAGS_dir) + "/" + name; }
 
 formats::CflArray Read(const std::string& name) { return bench::ValueOrExit(formats::ReadCfl(Path(name)), name.c_str()); }
+
+void Write() {
+  const int64_t n = absl::GetFlag(FLAGS_n);
+  const int coils = absl::GetFlag(FLAGS_coils);
+  const auto series = bench::ValueOrExit(mri::SmoothCoilSeries3D(coils, 1), "coil series");
+  auto kspace = bench::ValueOrExit(formats::MakeCfl({n, n, n, coils}), "cfl");
+  kspace.data = bench::ValueOrExit(mri::PhantomCartesianKspace3D(mri::SheppLogan3D(0.9), series, n, n, n), "kspace");
+  bench::ExitUnlessOk(formats::WriteCfl(Path("kspace"), kspace), "kspace");
+}
 
 void Espirit() {
   const auto kspace = Read("kspace");
@@ -146,7 +161,9 @@ void Nrmse() {
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const std::string mode = absl::GetFlag(FLAGS_mode);
-  if (mode == "espirit") {
+  if (mode == "write") {
+    tessera::recon::Write();
+  } else if (mode == "espirit") {
     tessera::recon::Espirit();
   } else if (mode == "mask") {
     tessera::recon::Mask();
@@ -155,7 +172,7 @@ int main(int argc, char** argv) {
   } else if (mode == "nrmse") {
     tessera::recon::Nrmse();
   } else {
-    std::fprintf(stderr, "--mode=%s is not one of espirit, mask, compare, nrmse\n", mode.c_str());
+    std::fprintf(stderr, "--mode=%s is not one of write, espirit, mask, compare, nrmse\n", mode.c_str());
     return 2;
   }
   return 0;

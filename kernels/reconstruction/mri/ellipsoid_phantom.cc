@@ -30,6 +30,31 @@ std::array<double, 9> Rotation(const Ellipsoid& e) {
           st * sf,                 -st * cf,                ct};
 }
 
+// F(k) of each ellipsoid summed, its matrix alpha precomputed (rotations[i]
+// belongs to phantom[i]).
+std::complex<double> Spectrum(const std::vector<Ellipsoid>& phantom, const std::vector<std::array<double, 9>>& rotations,
+                              double kx, double ky, double kz) {
+  // r = c + alpha^T D u maps the unit ball onto the ellipsoid (dr = ax ay az du),
+  // so F(k) = value ax ay az exp(-2 pi i k . c) B(|D alpha k|).
+  std::complex<double> sum = 0;
+  for (size_t i = 0; i < phantom.size(); ++i) {
+    const Ellipsoid& e = phantom[i];
+    const std::array<double, 9>& a = rotations[i];
+    const double qx = e.ax * (a[0] * kx + a[1] * ky + a[2] * kz);
+    const double qy = e.ay * (a[3] * kx + a[4] * ky + a[5] * kz);
+    const double qz = e.az * (a[6] * kx + a[7] * ky + a[8] * kz);
+    const double ball = UnitBallSpectrum(std::sqrt(qx * qx + qy * qy + qz * qz));
+    sum += std::polar(e.value * e.ax * e.ay * e.az * ball, -2 * kPi * (kx * e.cx + ky * e.cy + kz * e.cz));
+  }
+  return sum;
+}
+
+std::vector<std::array<double, 9>> Rotations(const std::vector<Ellipsoid>& phantom) {
+  std::vector<std::array<double, 9>> r;
+  for (const Ellipsoid& e : phantom) r.push_back(Rotation(e));
+  return r;
+}
+
 }  // namespace
 
 std::vector<Ellipsoid> SheppLogan3D(double scale) {
@@ -69,18 +94,7 @@ double PhantomValueAt3D(const std::vector<Ellipsoid>& phantom, double rx, double
 }
 
 std::complex<double> PhantomSpectrum3D(const std::vector<Ellipsoid>& phantom, double kx, double ky, double kz) {
-  // r = c + alpha^T D u maps the unit ball onto the ellipsoid (dr = ax ay az du),
-  // so F(k) = value ax ay az exp(-2 pi i k . c) B(|D alpha k|).
-  std::complex<double> sum = 0;
-  for (const Ellipsoid& e : phantom) {
-    const std::array<double, 9> a = Rotation(e);
-    const double qx = e.ax * (a[0] * kx + a[1] * ky + a[2] * kz);
-    const double qy = e.ay * (a[3] * kx + a[4] * ky + a[5] * kz);
-    const double qz = e.az * (a[6] * kx + a[7] * ky + a[8] * kz);
-    const double ball = UnitBallSpectrum(std::sqrt(qx * qx + qy * qy + qz * qz));
-    sum += std::polar(e.value * e.ax * e.ay * e.az * ball, -2 * kPi * (kx * e.cx + ky * e.cy + kz * e.cz));
-  }
-  return sum;
+  return Spectrum(phantom, Rotations(phantom), kx, ky, kz);
 }
 
 std::vector<float> RasterizePhantom3D(const std::vector<Ellipsoid>& phantom, int64_t nx, int64_t ny, int64_t nz,
@@ -196,12 +210,13 @@ absl::StatusOr<std::vector<std::complex<float>>> PhantomCoilKspace3D(const std::
   const int n = series.side(), terms = series.terms_per_coil();
   std::vector<std::complex<float>> out(points * series.coils);
   const double scale = static_cast<double>(nx) * ny * nz;
+  const std::vector<std::array<double, 9>> rotations = Rotations(phantom);
   ParallelFor(points, [&](int64_t begin, int64_t end, int) {
     std::vector<std::complex<double>> shifted(terms);
     for (int64_t j = begin; j < end; ++j) {
       for (int t = 0; t < terms; ++t) {
-        shifted[t] = PhantomSpectrum3D(phantom, kx[j] - (t % n - series.order), ky[j] - ((t / n) % n - series.order),
-                                       kz[j] - (t / (n * n) - series.order));
+        shifted[t] = Spectrum(phantom, rotations, kx[j] - (t % n - series.order),
+                              ky[j] - ((t / n) % n - series.order), kz[j] - (t / (n * n) - series.order));
       }
       for (int c = 0; c < series.coils; ++c) {
         const std::complex<double>* a = series.coefficients.data() + static_cast<size_t>(c) * terms;

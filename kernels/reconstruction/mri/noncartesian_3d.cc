@@ -19,6 +19,11 @@ namespace {
 
 int64_t Mod(int64_t a, int64_t n) { return ((a % n) + n) % n; }
 
+// How far from an integer a partition's kz may be (cycles/FOV): float rounding
+// of fraction x matrix; the phase error it leaves, pi x 2e-5, is of the order
+// of the NUFFT tolerance.
+constexpr double kIntegerSlack = 2e-5;
+
 // A host vector in the stream's memory (the data itself on the CPU).
 template <typename T>
 class OnStream {
@@ -159,15 +164,19 @@ std::optional<StackOfStarsLayout> DetectStackOfStars(int64_t points, const float
   for (int64_t part = 0; part < nz; ++part) {
     const int64_t base = part * per;
     const float k = kz[base];
-    if (!(std::floor(k) == k) || k < -(nz / 2) || k >= nz - nz / 2) return std::nullopt;
-    const int64_t index = static_cast<int64_t>(k) + nz / 2;
+    // Integers up to float rounding (ISMRMRD stores fractions of the matrix).
+    const double rounded = std::round(double{k});
+    if (!(std::abs(k - rounded) <= kIntegerSlack) || rounded < -(nz / 2) || rounded >= nz - nz / 2) {
+      return std::nullopt;
+    }
+    const int64_t index = static_cast<int64_t>(rounded) + nz / 2;
     if (seen[index]) return std::nullopt;
     seen[index] = true;
     for (int64_t j = 0; j < per; ++j) {
       if (kz[base + j] != k || kx[base + j] != kx[j] || ky[base + j] != ky[j]) return std::nullopt;
       if (weights != nullptr && weights[base + j] != weights[j]) return std::nullopt;
     }
-    layout.partition_kz.push_back(static_cast<int64_t>(k));
+    layout.partition_kz.push_back(static_cast<int64_t>(rounded));
   }
   return layout;
 }

@@ -1,7 +1,7 @@
 // 3-D non-Cartesian SENSE reconstruction (issue 36), CG-SENSE or adjoint,
 // picking the cheaper exact path:
 //   - stack of stars (every partition holds the same kx, ky points, and the
-//     partitions are the nz Cartesian kz = -nz/2 .. nz/2 - 1, each once, in
+//     partitions are the nz Cartesian kz = -nz/2 .. nz/2 - 1 (to 2e-5), each once, in
 //     any order; density weights, if any, equal in every partition): an
 //     inverse FFT along kz turns the data into nz independent 2-D slices on
 //     one trajectory, reconstructed by sense_stack.h (2-D NUFFTs). Exact: the

@@ -74,6 +74,13 @@ TEST(Trajectory3D, StackOfStarsAndKooshball) {
                    .has_value());
   EXPECT_FALSE(DetectStackOfStars(sos->size(), sos->kx.data(), sos->ky.data(), sos->kz.data(), nullptr, 16)
                    .has_value());
+  // kz a float rounding away from an integer (fractions x matrix) still
+  // qualifies; a fractional kz does not.
+  std::vector<float> kz = sos->kz;
+  for (float& k : kz) k = (k / 48.0f) * 48.0f + 1e-6f;
+  EXPECT_TRUE(DetectStackOfStars(sos->size(), sos->kx.data(), sos->ky.data(), kz.data(), nullptr, 8).has_value());
+  for (float& k : kz) k += 0.25f;
+  EXPECT_FALSE(DetectStackOfStars(sos->size(), sos->kx.data(), sos->ky.data(), kz.data(), nullptr, 8).has_value());
 }
 
 // E and E^H of the 3-D operator against the NUDFT with the maps applied by hand.
@@ -213,6 +220,7 @@ TEST(Sense3D, StackOfStarsCgSenseReachesNrmse) {
   Recon3DOptions options;
   options.cg.iterations = 20;
   options.cg.lambda = 1e-3;
+  options.cg.use_toeplitz = true;
   std::vector<Complex> image(n * n * n);
   auto r = ReconstructNonCartesian3D(Stream::Cpu(), p.problem(), options, image.data());
   ASSERT_TRUE(r.ok()) << r.status();

@@ -78,15 +78,21 @@ std::vector<FlagSpec> ReconFlags(const std::string& modality) {
                     "; with a 2-D geometry cols x views x slices is a stack reconstructed in one job "
                     "(output nx x ny x slices)")});
   flags.push_back({"iterations", "0", "iterations (0: the method's default)"});
-  flags.push_back({"subsets", "0", "ordered subsets (os-sart, osem; 0: default)"});
+  flags.push_back({"subsets", "0", "ordered subsets (os-sart, asd-pocs, osem; 0: default)"});
   if (modality == "ct") {
-    flags.push_back({"method", "", "fbp | fdk | sart | os-sart | cgls (default: fbp in 2-D, fdk for cone)"});
+    flags.push_back({"method", "",
+                     "fbp | fdk | sart | os-sart | cgls | fista-tv | asd-pocs (default: fbp in 2-D, fdk for cone)"});
     flags.push_back({"filter", "ram-lak", "fbp/fdk window: ram-lak | shepp-logan | cosine | hann"});
     flags.push_back({"cutoff", "1", "fbp/fdk filter cut-off, fraction of Nyquist in (0, 1]"});
     flags.push_back({"relaxation", "1", "sart/os-sart relaxation lambda in (0, 2)"});
     flags.push_back({"non-negative", "",
-                     "sart/os-sart: clamp the image at 0; cgls: projected (clamped at 0, CG restarted where it binds)",
+                     "sart/os-sart: clamp the image at 0; cgls: projected (clamped at 0, CG restarted where it binds); "
+                     "fista-tv: the prox of TV + [x >= 0] (asd-pocs: always)",
                      true});
+    flags.push_back({"tv-weight", "",
+                     "fista-tv: TV weight relative to ||A^T y||_inf (default 0.002); asd-pocs: alpha, the TV step "
+                     "relative to the first SART step (default 0.002)"});
+    flags.push_back({"tv-iterations", "0", "fista-tv: FGP iterations per TV prox; asd-pocs: TV descent steps (0: 20)"});
     flags.push_back({"redundancy-weights", "auto",
                      "fbp/fdk: auto (Parker weights for a short scan, Wang's for an offset detector) | none"});
     flags.push_back({"device-memory-gib", "0",
@@ -214,6 +220,12 @@ absl::StatusOr<v1::ReconstructRequest> ReconRequestFromArgs(const Args& args, co
     ct->set_relaxation(relaxation);
     ct->set_non_negative(args.GetBool("non-negative"));
     ct->set_redundancy_weights(args.Get("redundancy-weights"));
+    if (!args.Get("tv-weight").empty()) {
+      TESSERA_ASSIGN_OR_RETURN(double tv_weight, ParseDouble(args, "tv-weight"));
+      ct->set_tv_weight(tv_weight);
+    }
+    TESSERA_ASSIGN_OR_RETURN(int tv_iterations, args.GetInt("tv-iterations"));
+    ct->set_tv_iterations(tv_iterations);
     TESSERA_ASSIGN_OR_RETURN(double device_memory_gib, ParseDouble(args, "device-memory-gib"));
     if (device_memory_gib != 0) ct->set_device_memory_gib(device_memory_gib);
   } else if (modality == "pet") {

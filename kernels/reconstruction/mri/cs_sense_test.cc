@@ -148,6 +148,53 @@ TEST(CsSense, ThreeDCartesianBeatsCgSense) {
   RecordProperty("cg_nrmse", std::to_string(error(cg)));
 }
 
+// 3-D non-Cartesian: a 32^3 kooshball (64 samples x 200 spokes, far below
+// the ~1600 Nyquist needs) through the 3-D NUFFT SenseOperator (Toeplitz),
+// TV in 3-D; k-space by the operator. The path runs and FISTA's error falls
+// with iterations. It does not beat CG-SENSE here in a test's budget: without
+// density weights 3-D radial is so ill-conditioned that FISTA's 1 / L step
+// crawls (100 iterations: 0.441 vs CG-SENSE's 0.357 after 30).
+TEST(CsSense, ThreeDKooshballRunsAndImproves) {
+  const int64_t n = 32;
+  const int coils = 4;
+  const auto traj = *KooshballTrajectory(n, 2 * n, 200);
+  const auto slice = RasterizePhantom(SheppLogan(0.9), n, n);
+  const auto maps2d = *BirdcageMaps(n, n, {coils, 1.5});
+  std::vector<Complex> truth(n * n * n), maps(coils * n * n * n);
+  for (int64_t z = 0; z < n; ++z) {
+    const float scale = std::abs(z - n / 2) < n / 3 ? 1.f : 0.f;
+    for (int64_t p = 0; p < n * n; ++p) truth[z * n * n + p] = Complex(scale * slice[p], 0);
+    for (int c = 0; c < coils; ++c) {
+      for (int64_t p = 0; p < n * n; ++p) maps[(c * n + z) * n * n + p] = maps2d[c * n * n + p];
+    }
+  }
+  const Stream cpu = Stream::Cpu();
+  SenseGeometry g{n, n, coils, traj.size(), traj.kx.data(), traj.ky.data(), maps.data(), nullptr, n, traj.kz.data()};
+  SenseOperatorOptions o;
+  o.use_toeplitz = true;
+  auto op = SenseOperator::Create(cpu, g, o);
+  ASSERT_TRUE(op.ok()) << op.status();
+  std::vector<Complex> kspace((*op)->kspace_size());
+  ASSERT_TRUE((*op)->Forward(truth.data(), kspace.data()).ok());
+  auto error = [&](const std::vector<Complex>& image) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < truth.size(); ++i) num += std::norm(image[i] - truth[i]), den += std::norm(truth[i]);
+    return std::sqrt(num / den);
+  };
+  std::vector<double> errors;
+  for (int iterations : {5, 25}) {
+    CsSenseOptions options;
+    options.iterations = iterations;
+    options.regularizer = CsRegularizer::kTv;
+    std::vector<Complex> cs(truth.size());
+    auto r = CsSense(cpu, **op, CsImageShape{n, n, n}, kspace.data(), options, cs.data());
+    ASSERT_TRUE(r.ok()) << r.status();
+    errors.push_back(error(cs));
+  }
+  EXPECT_LT(errors[1], 0.9 * errors[0]) << errors[0] << " -> " << errors[1];
+  EXPECT_LT(errors[1], 0.6);
+}
+
 TEST(CsSense, RerunsAreBitIdentical) {
   const Problem& p = Undersampled();
   CsSenseOptions options;

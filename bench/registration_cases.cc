@@ -15,7 +15,7 @@
 //   registration_cases register --dir DIR [--deformable_iterations 200,100,100
 //       --deformable_lr 0.5 --grad_sigma 1 --warp_sigma 0.5 --mi_bins 32
 //       --deformable_model bspline --bspline_spacing 4 --mi_fixed_blur 0
-//       --mi_fixed_window cubic ...]
+//       --mi_fixed_window cubic --plateau_window 20 ...]
 //       registers DIR's pair (default mi) on the CPU (tuning experiments, issue
 //       17): "<Dice all> <Dice large> <seconds> <final loss>" and the log;
 //       --out OUT also writes tessera register's files there
@@ -84,6 +84,7 @@ ABSL_FLAG(std::string, mi_voxel_jitter, "", "register: with the grid jitter, one
 ABSL_FLAG(int, patience, 0, "register: convergence patience (0: default)");
 ABSL_FLAG(int64_t, sampling_seed, 0, "register: seed of the random samples and grid jitter (0: default)");
 ABSL_FLAG(double, tolerance, -1, "register: convergence tolerance (-1: default)");
+ABSL_FLAG(int, plateau_window, -1, "register: deformable window plateau rule, iterations (0: off, -1: default)");
 ABSL_FLAG(std::string, deformable_step, "", "register: normalized or adam (empty: default)");
 ABSL_FLAG(std::string, memory_mode, "", "register: lean or standard (empty: default)");
 ABSL_FLAG(int, halve_after, -1, "register: deformable step halves after this many iterations without a new best (-1: default)");
@@ -485,6 +486,7 @@ int RegisterCase() {
   if (absl::GetFlag(FLAGS_patience) > 0) o.patience = absl::GetFlag(FLAGS_patience);
   if (absl::GetFlag(FLAGS_sampling_seed) > 0) o.sampling_seed = static_cast<uint64_t>(absl::GetFlag(FLAGS_sampling_seed));
   if (absl::GetFlag(FLAGS_tolerance) >= 0) o.tolerance = absl::GetFlag(FLAGS_tolerance);
+  if (absl::GetFlag(FLAGS_plateau_window) >= 0) o.plateau_window = absl::GetFlag(FLAGS_plateau_window);
   if (!absl::GetFlag(FLAGS_deformable_step).empty()) o.deformable_step = OptionFlag<DeformableStep>(absl::GetFlag(FLAGS_deformable_step), "--deformable_step");
   if (!absl::GetFlag(FLAGS_memory_mode).empty()) o.memory_mode = OptionFlag<MemoryMode>(absl::GetFlag(FLAGS_memory_mode), "--memory_mode");
   if (absl::GetFlag(FLAGS_halve_after) >= 0) o.deformable_halve_after = absl::GetFlag(FLAGS_halve_after);

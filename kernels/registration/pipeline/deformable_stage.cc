@@ -142,7 +142,8 @@ const char* JitterLogTag(const RegistrationOptions& options, bool jitter) {
 }
 
 PlateauStop DeformablePlateauStop(const RegistrationOptions& options, bool jitter) {
-  return PlateauStop(options.tolerance, jitter ? std::max(options.patience, kJitteredPatience) : options.patience);
+  return PlateauStop(options.tolerance, jitter ? std::max(options.patience, kJitteredPatience) : options.patience,
+                     options.plateau_window);
 }
 
 StepControl DeformableStepControl(const RegistrationOptions& options, bool jitter) {

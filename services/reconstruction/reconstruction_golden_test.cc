@@ -115,6 +115,8 @@ const std::map<std::string, std::string>& CpuGolden() {
       {"sart", "fdc3afe18cd4315d12355dee3339d401778e61cbfb54e1659d8b152d606c32aa"},
       {"os-sart", "13909322aac9bf737c3ac0f72c8ac732acc53e169b6585996f8e71addcf5cc2e"},
       {"cgls", "eb1f4a6084e96825c3558eeab8606e718e262ed1cba22856d5876c4460687439"},
+      {"fista-tv", "75b1ca7f9f8bcfdb6fecfdd339555a3af5045797a38226436e7c3a1452af6abc"},
+      {"asd-pocs", "7db453275ae507ce38de338f9d3472777890364bcaa853a575edfdacec800380"},
       {"mlem", "0b54cb67abc9d7907968d99d74bf2314724b28557e79eb7d90341c542313950a"},
       {"osem", "00fdb0fc4f686b9cefbad48496007ee9cdb6ea71eb6f9cdef14cb3ab564cb64f"},
   };
@@ -132,7 +134,7 @@ TEST(ReconstructionGoldenTest, CpuDeterministicOutputsMatchTheRecordedHashes) {
 
 TEST(ReconstructionGoldenCudaTest, DeterministicRerunsAreBitIdenticalAndCloseToTheCpu) {
   TESSERA_SKIP_WITHOUT_GPU();
-  for (const std::string method : {"fbp", "sart", "os-sart", "cgls", "mlem", "osem"}) {
+  for (const std::string method : {"fbp", "sart", "os-sart", "cgls", "fista-tv", "asd-pocs", "mlem", "osem"}) {
     const std::vector<float> a = Reconstruct(Request(method, "cuda"), Inputs().dir + "/cuda-a-" + method);
     const std::vector<float> b = Reconstruct(Request(method, "cuda"), Inputs().dir + "/cuda-b-" + method);
     const std::vector<float> cpu = Reconstruct(Request(method, "cpu"), Inputs().dir + "/cpu-" + method);
@@ -146,8 +148,9 @@ TEST(ReconstructionGoldenCudaTest, DeterministicRerunsAreBitIdenticalAndCloseToT
     }
     // FBP's texture interpolation on the GPU differs from the CPU's exact one
     // by ~1/512 of neighbouring differences; the iterative methods by float
-    // rounding compounded over a few iterations.
-    EXPECT_LT(std::sqrt(diff / norm), method == "fbp" ? 5e-3 : 1e-3) << method << " GPU vs CPU";
+    // rounding compounded over a few iterations (ASD-POCS's step rule
+    // compares norms, so a near-tie may take the other branch: wider).
+    EXPECT_LT(std::sqrt(diff / norm), method == "fbp" || method == "asd-pocs" ? 5e-3 : 1e-3) << method << " GPU vs CPU";
   }
 }
 

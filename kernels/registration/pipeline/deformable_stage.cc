@@ -141,9 +141,9 @@ const char* JitterLogTag(const RegistrationOptions& options, bool jitter) {
   return options.metric_options.mi_voxel_jitter ? ", jittered voxels" : ", jittered grid";
 }
 
-PlateauStop DeformablePlateauStop(const RegistrationOptions& options, bool jitter) {
+PlateauStop DeformablePlateauStop(const RegistrationOptions& options, bool jitter, bool finest) {
   return PlateauStop(options.tolerance, jitter ? std::max(options.patience, kJitteredPatience) : options.patience,
-                     options.plateau_window);
+                     finest && !options.plateau_window_finest ? 0 : options.plateau_window);
 }
 
 StepControl DeformableStepControl(const RegistrationOptions& options, bool jitter) {
@@ -248,7 +248,7 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
     GridJitter grid_jitter(options.sampling_seed, static_cast<int>(si), dims.nx, dims.ny, dims.nz);
     // The fixed image on the jittered grid.
     GridSampleArgs fixed_args = jitter ? GridJitter::FixedImageArgs(level.fixed->data<float>(), dims) : GridSampleArgs();
-    PlateauStop stop = DeformablePlateauStop(options, jitter);
+    PlateauStop stop = DeformablePlateauStop(options, jitter, si + 1 == levels.size());
     StepControl control = DeformableStepControl(options, jitter);
     int it = 0;
     for (it = 1; it <= max_it; ++it) {

@@ -78,7 +78,9 @@ const char* JitterLogTag(const RegistrationOptions& options, bool jitter);
 // stage's loss is noisy, so they then wait at least kJitteredPatience and
 // kJitteredHalveAfter iterations (grid_jitter.h). The greedy loops and the
 // B-spline stage all take them from here.
-PlateauStop DeformablePlateauStop(const RegistrationOptions& options, bool jitter);
+// finest: the level is the stage's last (the window rule skips it unless
+// options.plateau_window_finest).
+PlateauStop DeformablePlateauStop(const RegistrationOptions& options, bool jitter, bool finest);
 StepControl DeformableStepControl(const RegistrationOptions& options, bool jitter);
 
 struct DeformableStageHooks {

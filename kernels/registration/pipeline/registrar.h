@@ -138,13 +138,15 @@ struct RegistrationOptions {
   // of the plateau_window before: the patience rule's rate, judged on means.
   // 0 = off. 20 (40 iterations before it can fire): with the per-iteration
   // loss noise measured on bench/registration_cases' 2 mm levels (MI,
-  // jittered voxels: 0.03-0.56 % of |loss|) the noise term 2 se is 0.02-0.35 %
+  // jittered voxels: 0.03-1.0 % of |loss|) the noise term 2 se is 0.02-0.64 %
   // against the rate's 1e-4 * 20 = 0.2 %: quiet levels stop on their trend,
   // the noisiest keep the patience rule.
-  // Measured (bench/results/2026-12-07-cpu-registration-1mm-profile.md): 1 mm
-  // Colin27 MI 31 % less CPU time (x1 100 -> 76 iterations), Dice 0.9877 ->
-  // 0.9879; the seven 2 mm cases' Dice sum 6.7566 -> 6.7570.
+  // The finest level keeps its budget unless plateau_window_finest: there the
+  // rule cost the macaque case Dice (3 seeds, 2 mm: 0.9277 -> 0.9264, seed 2
+  // 0.9281 -> 0.9248 with x1 ending at 86 of 100) while its loss had
+  // flattened; elsewhere Dice held (bench/results/2026-12-07-cpu-registration-1mm-profile.md).
   int plateau_window = 20;
+  bool plateau_window_finest = false;
   std::string device = "auto";       // auto, cpu or cuda
   // Device memory of the deformable stage (issue 13): "lean" (about 37 B per
   // voxel at the finest level: the step fused with an in-place composition by

@@ -60,7 +60,7 @@ for c in "$@"; do
   rm -rf "$d" && mkdir -p "$d/elastix" "$d/tessera" "$d/bspline" "$d/labels" "$d/jac" "$d/def"
   if [[ $res == full ]]; then $cases make --case "$c" --dir "$d" --downsample 1; else $cases make --case "$c" --dir "$d"; fi
   # The fixed grid's voxel size (NIfTI pixdim) names the resolution actually run.
-  mm=$(python3 -c "import gzip,struct; h=gzip.open('$d/fixed.nii.gz').read(348); p=struct.unpack('<8f',h[76:108]); print('%g mm' % max(p[1:4]))")
+  mm=$(python3 -c "import gzip,struct; h=gzip.open('$d/fixed.nii.gz').read(348); p=struct.unpack('<8f',h[76:108]); print('%.3g mm' % max(p[1:4]))")
   before=$($cases dice --fixed_labels "$d/fixed_labels.nii.gz" --labels "$d/moving_labels.nii.gz")
   # elastix + transformix
   t0=$(now)

@@ -151,8 +151,9 @@ TEST(CgSenseCuda, ToeplitzNormalMatchesCpu) {
   SenseOperatorOptions options;
   options.nufft_tolerance = 1e-6;
   options.use_toeplitz = true;
-  auto cpu_op = SenseOperator::Create(Stream::Cpu(), {r.n, r.n, r.coils, m, r.trajectory.kx.data(),
-                                                      r.trajectory.ky.data(), r.maps.data(), r.ramp.data()}, options);
+  const Stream cpu = Stream::Cpu();  // the operator keeps a reference to it
+  auto cpu_op = SenseOperator::Create(cpu, {r.n, r.n, r.coils, m, r.trajectory.kx.data(), r.trajectory.ky.data(),
+                                            r.maps.data(), r.ramp.data()}, options);
   auto gpu_op = SenseOperator::Create(*stream, {r.n, r.n, r.coils, m, d_kx.data(), d_ky.data(), d_maps.data(),
                                                 d_ramp.data()}, options);
   ASSERT_TRUE(cpu_op.ok() && gpu_op.ok()) << gpu_op.status();

@@ -244,9 +244,10 @@ TEST(CsSense, BadArgumentsNameTheField) {
   r = CsSense(Stream::Cpu(), p.geometry(), p.kspace.data(), options, image.data());
   EXPECT_NE(r.status().message().find("lambda"), std::string::npos);
   options.lambda = 0.01;
-  auto op = SenseOperator::Create(Stream::Cpu(), p.geometry());
+  const Stream cpu = Stream::Cpu();
+  auto op = SenseOperator::Create(cpu, p.geometry());
   ASSERT_TRUE(op.ok());
-  r = CsSense(Stream::Cpu(), **op, CsImageShape{32, 64, 1}, p.kspace.data(), options, image.data());
+  r = CsSense(cpu, **op, CsImageShape{32, 64, 1}, p.kspace.data(), options, image.data());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("shape"), std::string::npos);
 }

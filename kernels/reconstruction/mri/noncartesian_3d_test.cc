@@ -141,13 +141,13 @@ TEST(Sense3D, OperatorMatchesNudft) {
   // nz without kz (and kz with nz = 1) are refused, naming nz.
   SenseGeometry bad = g;
   bad.kz = nullptr;
-  auto refused = SenseOperator::Create(Stream::Cpu(), bad);
+  auto refused = SenseOperator::Create(cpu, bad);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(refused.status().message().find("nz"), std::string::npos);
   bad = g;
   bad.nz = 1;
-  EXPECT_FALSE(SenseOperator::Create(Stream::Cpu(), bad).ok());
+  EXPECT_FALSE(SenseOperator::Create(cpu, bad).ok());
 }
 
 struct Phantom3D {

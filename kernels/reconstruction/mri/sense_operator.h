@@ -67,6 +67,10 @@ class SenseOperator : public EncodingOperator {
   // refuses.
   static absl::StatusOr<std::unique_ptr<SenseOperator>> Create(const Stream& stream, const SenseGeometry& geometry,
                                                                const SenseOperatorOptions& options = {});
+  // The operator keeps a reference to the stream: a temporary (Stream::Cpu())
+  // would dangle, so it does not compile.
+  static absl::StatusOr<std::unique_ptr<SenseOperator>> Create(const Stream&& stream, const SenseGeometry& geometry,
+                                                               const SenseOperatorOptions& options = {}) = delete;
   SenseOperator(const SenseOperator&) = delete;
   SenseOperator& operator=(const SenseOperator&) = delete;
 

@@ -75,6 +75,9 @@ struct TvProxOptions {
 class TvProxPlan {
  public:
   static absl::StatusOr<TvProxPlan> Create(const Stream& stream, const TvShape& shape);
+  // The plan keeps a pointer to the stream: a temporary (Stream::Cpu()) would
+  // dangle, so it does not compile.
+  static absl::StatusOr<TvProxPlan> Create(const Stream&& stream, const TvShape& shape) = delete;
 
   // x = prox_{weight TV}(x), in place.
   absl::Status Apply(const TvProxOptions& options, float* x);

@@ -26,7 +26,8 @@ using ::tessera::testing::RelL2;
 const TvShape kShapes[] = {{64, 48, 1, 1}, {24, 20, 16, 1}, {40, 33, 1, 2}, {16, 17, 12, 2}};
 
 std::vector<float> CpuProx(const TvShape& s, std::vector<float> x, const TvProxOptions& o) {
-  auto plan = TvProxPlan::Create(Stream::Cpu(), s);
+  const Stream cpu = Stream::Cpu();  // the plan keeps a pointer to it
+  auto plan = TvProxPlan::Create(cpu, s);
   EXPECT_TRUE(plan.ok()) << plan.status();
   if (plan.ok()) EXPECT_TRUE(plan->Apply(o, x.data()).ok());
   return x;

@@ -75,7 +75,8 @@ double ProxObjective(const TvShape& s, double w, const std::vector<float>& b, co
 std::vector<float> Prox(const TvShape& s, const std::vector<float>& b, double w, int iterations,
                         bool non_negative = false) {
   std::vector<float> x = b;
-  auto plan = TvProxPlan::Create(Stream::Cpu(), s);
+  const Stream cpu = Stream::Cpu();
+  auto plan = TvProxPlan::Create(cpu, s);
   EXPECT_TRUE(plan.ok()) << plan.status();
   if (!plan.ok()) return x;
   const absl::Status applied = plan->Apply({w, iterations, non_negative}, x.data());

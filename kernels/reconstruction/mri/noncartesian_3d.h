@@ -1,5 +1,7 @@
-// 3-D non-Cartesian SENSE reconstruction (issue 36), CG-SENSE or adjoint,
-// picking the cheaper exact path:
+// 3-D non-Cartesian SENSE reconstruction (issue 36), CG-SENSE or adjoint, on
+// one of two exact paths (Recon3DOptions.allow_stack_of_stars; the MRI engine
+// allows the stack path on the CPU only, where it is the cheaper one; on CUDA
+// the 3-D NUFFT is):
 //   - stack of stars (every partition holds the same kx, ky points, and the
 //     partitions are the nz Cartesian kz = -nz/2 .. nz/2 - 1 (to 2e-5), each once, in
 //     any order; density weights, if any, equal in every partition): an

@@ -703,8 +703,14 @@ absl::StatusOr<std::vector<Complex>> Reconstruct(const ReconSpec& spec, const Mr
   }
 
   if (m.method == MriMethod::kAdjoint) {
-    Report(ctx, "reconstruct", 0, 1, 0.1, {}, "density compensation (Pipe-Menon)");
-    absl::StatusOr<std::vector<float>> density = mri::PipeMenonDensity(in.traj);
+    // Radial diameters: the analytic ramp, exact and O(samples); Pipe-Menon
+    // otherwise (its cone must be wider than the gap between neighbouring
+    // samples, which an undersampled radial scan exceeds near the edge).
+    const bool radial = mri::IsRadialDiameters(in.traj);
+    Report(ctx, "reconstruct", 0, 1, 0.1, {},
+           radial ? "density compensation (radial ramp)" : "density compensation (Pipe-Menon)");
+    absl::StatusOr<std::vector<float>> density =
+        radial ? mri::RadialRampDensity(in.traj) : mri::PipeMenonDensity(in.traj);
     if (!density.ok()) return Annotate(density.status(), "mri.trajectory");
     TESSERA_ASSIGN_OR_RETURN(auto weights, OnStream<float>::Make(*density, stream));
     g.density_weights = weights.get();

@@ -85,6 +85,29 @@ absl::StatusOr<std::vector<float>> RadialRampDensity(const Trajectory2D& traject
   return w;
 }
 
+bool IsRadialDiameters(const Trajectory2D& t) {
+  const int64_t n = t.samples;
+  if (n < 2 || t.spokes < 1 || t.kx.size() != static_cast<size_t>(t.size()) ||
+      t.ky.size() != static_cast<size_t>(t.size())) {
+    return false;
+  }
+  const double dk = std::hypot(t.kx[1] - t.kx[0], t.ky[1] - t.ky[0]);
+  if (!(dk > 0)) return false;
+  const double tolerance = 1e-3 * dk;
+  for (int64_t s = 0; s < t.spokes; ++s) {
+    const float* x = t.kx.data() + s * n;
+    const float* y = t.ky.data() + s * n;
+    const double ux = x[n - 1] - x[0], uy = y[n - 1] - y[0], length = std::hypot(ux, uy);
+    if (!(length > 0)) return false;
+    for (int64_t i = 0; i < n; ++i) {
+      // Distance of the sample from the line through 0 along the spoke.
+      if (std::fabs(x[i] * uy - y[i] * ux) / length > tolerance) return false;
+      if (i > 0 && std::fabs(std::hypot(x[i] - x[i - 1], y[i] - y[i - 1]) - dk) > tolerance) return false;
+    }
+  }
+  return true;
+}
+
 absl::StatusOr<std::vector<float>> PipeMenonDensity(const Trajectory2D& trajectory, const PipeMenonOptions& options) {
   const int64_t m = trajectory.size();
   if (m == 0 || trajectory.kx.size() != static_cast<size_t>(m) || trajectory.ky.size() != static_cast<size_t>(m)) {

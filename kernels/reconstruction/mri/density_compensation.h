@@ -24,6 +24,11 @@ namespace mri {
 // empty trajectory.
 absl::StatusOr<std::vector<float>> RadialRampDensity(const Trajectory2D& trajectory);
 
+// True when every spoke is a diameter (its samples on one line through k = 0)
+// with the readout spacing of the first spoke, to 1e-3 of it: the trajectories
+// RadialRampDensity is exact for.
+bool IsRadialDiameters(const Trajectory2D& trajectory);
+
 struct PipeMenonOptions {
   int iterations = 20;
   // Radius (1/FOV) of the cone kernel C the weights are made to satisfy

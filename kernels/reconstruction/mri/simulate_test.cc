@@ -181,6 +181,25 @@ TEST(Density, RampAndPipeMenonIntegrateToTheDiscArea) {
   EXPECT_FALSE(RadialRampDensity(Trajectory2D{}).ok());
 }
 
+TEST(Density, RadialDiametersAreRecognised) {
+  // Which trajectories the MRI engine gives the analytic ramp instead of Pipe-Menon.
+  for (RadialOrdering ordering : {RadialOrdering::kUniform, RadialOrdering::kGoldenAngle}) {
+    auto t = RadialTrajectory(64, 128, 21, ordering);
+    ASSERT_TRUE(t.ok());
+    EXPECT_TRUE(IsRadialDiameters(*t));
+    Trajectory2D bent = *t;
+    bent.kx[5 * 128 + 100] += 0.05f;  // one sample off its spoke's line
+    EXPECT_FALSE(IsRadialDiameters(bent));
+    Trajectory2D shifted = *t;  // a spoke not through k = 0
+    for (int i = 0; i < 128; ++i) shifted.ky[3 * 128 + i] += 1.0f;
+    EXPECT_FALSE(IsRadialDiameters(shifted));
+  }
+  auto spiral = SpiralTrajectory(64, 500, 8, 10);
+  ASSERT_TRUE(spiral.ok());
+  EXPECT_FALSE(IsRadialDiameters(*spiral));
+  EXPECT_FALSE(IsRadialDiameters(Trajectory2D{}));
+}
+
 }  // namespace
 }  // namespace mri
 }  // namespace recon

@@ -19,6 +19,7 @@
 #include "services/reconstruction/formats/cfl.h"
 #include "services/reconstruction/reconstruction_request.h"
 #include "services/reconstruction/reconstruction_run.h"
+#include "services/reconstruction/testing/mri3d_problem.h"
 #include "services/reconstruction/testing/run_in_process.h"
 
 namespace tessera::reconstruction {
@@ -29,62 +30,12 @@ namespace formats = recon::formats;
 namespace mri = recon::mri;
 using Complex = std::complex<float>;
 
-constexpr int64_t kN = 16;
-constexpr int kCoils = 4;
+constexpr int64_t kN = testing::kMri3dSize;
+constexpr int kCoils = testing::kMri3dCoils;
+using Files = testing::Mri3dFiles;
 
-void Write(const std::string& path, const std::vector<int64_t>& dims, const std::vector<Complex>& data) {
-  formats::CflArray a = *formats::MakeCfl(dims);
-  ASSERT_EQ(a.data.size(), data.size()) << path;
-  a.data = data;
-  ASSERT_TRUE(formats::WriteCfl(path, a).ok()) << path;
-}
-
-struct Files {
-  std::string dir;
-  std::vector<float> truth;
-};
-
-// True maps ("coils") and k-space: Cartesian (every other ky line outside a
-// fully sampled 11-line centre) when traj is null, else the trajectory's.
 Files WriteProblem(const std::string& name, const mri::Trajectory3D* traj) {
-  Files f;
-  f.dir = FreshTestDir(name);
-  const auto series = *mri::SmoothCoilSeries3D(kCoils, 1);
-  const auto phantom = mri::SheppLogan3D(0.9);
-  f.truth = mri::RasterizePhantom3D(phantom, kN, kN, kN);
-  Write(f.dir + "/coils", {kN, kN, kN, kCoils}, mri::EvaluateCoilSeries3D(series, kN, kN, kN));
-  if (traj == nullptr) {
-    auto k = *mri::PhantomCartesianKspace3D(phantom, series, kN, kN, kN);
-    const int64_t npix = kN * kN * kN;
-    for (int64_t p = 0; p < npix; ++p) {
-      const int64_t j = (p / kN) % kN;
-      if (std::abs(j - kN / 2) > 5 && j % 2 != 0) {
-        for (int c = 0; c < kCoils; ++c) k[p + npix * c] = 0;
-      }
-    }
-    Write(f.dir + "/kspace", {kN, kN, kN, kCoils}, k);
-    return f;
-  }
-  std::vector<Complex> t(3 * traj->size());
-  for (int64_t j = 0; j < traj->size(); ++j) {
-    t[3 * j] = traj->kx[j], t[3 * j + 1] = traj->ky[j], t[3 * j + 2] = traj->kz[j];
-  }
-  const int64_t readouts = traj->spokes * traj->partitions;
-  Write(f.dir + "/traj", {3, traj->samples, readouts}, t);
-  Write(f.dir + "/kspace", {1, traj->samples, readouts, kCoils},
-        *mri::PhantomCoilKspace3D(phantom, series, traj->size(), traj->kx.data(), traj->ky.data(), traj->kz.data(),
-                                  kN, kN, kN));
-  return f;
-}
-
-double Nrmse(const NDArray& image, const std::vector<float>& truth) {
-  double num = 0, den = 0;
-  const float* a = image.data<float>();
-  for (size_t i = 0; i < truth.size(); ++i) {
-    num += (a[i] - truth[i]) * double{a[i] - truth[i]};
-    den += double{truth[i]} * truth[i];
-  }
-  return std::sqrt(num / den);
+  return testing::WriteMri3dProblem(name, traj, /*centre_half_width=*/5);
 }
 
 struct Run3D {
@@ -117,7 +68,7 @@ Run3D RunJob(const Files& f, bool trajectory, bool espirit) {
     EXPECT_TRUE(image.ok()) << image.status();
     if (image.ok()) {
       EXPECT_EQ(image->data.shape(), (std::vector<int64_t>{kN, kN, kN}));
-      run.nrmse = Nrmse(image->data, f.truth);
+      run.nrmse = testing::VolumeNrmse(image->data, f.truth);
     }
   }
   return run;

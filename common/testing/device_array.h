@@ -29,6 +29,19 @@ std::vector<T> RandomUniform(size_t n, double lo, double hi, uint32_t seed) {
   return v;
 }
 
+// Real and imaginary parts uniform in [lo, hi), drawn in that order.
+template <typename T>
+std::vector<std::complex<T>> RandomComplex(size_t n, double lo, double hi, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<std::complex<T>> v(n);
+  for (auto& x : v) {
+    const double re = dist(rng);
+    x = std::complex<T>(static_cast<T>(re), static_cast<T>(dist(rng)));
+  }
+  return v;
+}
+
 template <typename To, typename From>
 std::vector<To> Cast(const std::vector<From>& v) {
   return std::vector<To>(v.begin(), v.end());

@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "common/testing/device_array.h"
 #include "kernels/reconstruction/mri/ellipsoid_phantom.h"
 #include "kernels/reconstruction/mri/trajectory.h"
 #include "kernels/reconstruction/nufft/nudft.h"
@@ -25,20 +26,11 @@ using Complex = std::complex<float>;
 constexpr double kPi = 3.14159265358979323846;
 
 std::vector<Complex> RandomComplex(size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  std::vector<Complex> v(n);
-  for (auto& x : v) x = Complex(dist(rng), dist(rng));
-  return v;
+  return ::tessera::testing::RandomComplex<float>(n, -1, 1, seed);
 }
 
 double RelativeError(const std::vector<Complex>& a, const std::vector<Complex>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += std::norm(a[i] - b[i]);
-    den += std::norm(b[i]);
-  }
-  return std::sqrt(num / den);
+  return ::tessera::testing::RelL2(a, b);
 }
 
 double Nrmse(const std::vector<Complex>& image, const std::vector<float>& truth) {

@@ -410,6 +410,38 @@ std::function<absl::Status(int, int, double)> CgProgress(const ReconRunContext& 
   };
 }
 
+// The NUFFT options every non-Cartesian path takes from the request (the
+// Toeplitz choice is each caller's: the adjoint needs no kernel).
+mri::SenseOperatorOptions NufftOptionsOf(const ReconSpec& spec) {
+  mri::SenseOperatorOptions o;
+  o.nufft_tolerance = spec.mri.tolerance;
+  o.mode = spec.deterministic ? recon::ExecutionMode::kDeterministic : recon::ExecutionMode::kDefault;
+  return o;
+}
+
+// The Cartesian FFT encoding operator (cartesian_operator.h) for the
+// k-space's non-zero pattern, with the mask it reads (on the CPU `d_mask`
+// points into `mask`, whose buffer a move keeps).
+struct CartesianEncoding {
+  std::vector<float> mask;
+  OnStream<float> d_mask;
+  std::unique_ptr<mri::CartesianSenseOperator> op;
+  int64_t sampled = 0;  // k-space locations with a non-zero value
+};
+
+absl::StatusOr<CartesianEncoding> MakeCartesianEncoding(const MriInputs& in, const Complex* maps,
+                                                        const Stream& stream) {
+  CartesianEncoding e;
+  e.mask = mri::SamplingMask(in.kspace.data.data(), in.nx * in.ny * in.nz, in.coils, &e.sampled);
+  if (e.sampled == 0) return absl::InvalidArgumentError("mri.kspace: every value is zero (nothing sampled)");
+  TESSERA_ASSIGN_OR_RETURN(e.d_mask, OnStream<float>::Make(e.mask, stream));
+  absl::StatusOr<std::unique_ptr<mri::CartesianSenseOperator>> op =
+      mri::CartesianSenseOperator::Create(stream, {in.nx, in.ny, in.nz, in.coils, maps, e.d_mask.get()});
+  if (!op.ok()) return Annotate(op.status(), "mri");
+  e.op = *std::move(op);
+  return e;
+}
+
 // Issue 36: CG-SENSE with the Cartesian FFT encoding operator; the sampling
 // mask is the k-space's non-zero pattern (cartesian_operator.h).
 absl::StatusOr<std::vector<Complex>> ReconstructCartesianCg(const ReconSpec& spec, const MriInputs& in,
@@ -417,16 +449,11 @@ absl::StatusOr<std::vector<Complex>> ReconstructCartesianCg(const ReconSpec& spe
                                                             v1::ReconstructionResult* result) {
   const MriSpec& m = spec.mri;
   const int64_t voxels = in.nx * in.ny * in.nz;
-  int64_t sampled = 0;
-  const std::vector<float> mask = mri::SamplingMask(in.kspace.data.data(), voxels, in.coils, &sampled);
-  if (sampled == 0) return absl::InvalidArgumentError("mri.kspace: every value is zero (nothing sampled)");
-  TESSERA_ASSIGN_OR_RETURN(auto d_mask, OnStream<float>::Make(mask, stream));
   TESSERA_ASSIGN_OR_RETURN(auto maps, OnStream<Complex>::Make(in.maps.data, stream));
   TESSERA_ASSIGN_OR_RETURN(auto kspace, OnStream<Complex>::Make(in.kspace.data, stream));
   TESSERA_ASSIGN_OR_RETURN(ImageOnStream image, ImageOnStream::Make(voxels, stream));
-  absl::StatusOr<std::unique_ptr<mri::CartesianSenseOperator>> op =
-      mri::CartesianSenseOperator::Create(stream, {in.nx, in.ny, in.nz, in.coils, maps.get(), d_mask.get()});
-  if (!op.ok()) return Annotate(op.status(), "mri");
+  TESSERA_ASSIGN_OR_RETURN(CartesianEncoding encoding, MakeCartesianEncoding(in, maps.get(), stream));
+  const int64_t sampled = encoding.sampled;
   result->set_geometry(absl::StrFormat(
       "Cartesian %s %lld x %lld x %lld, %d coils, %lld of %lld k-space locations sampled (R = %.2f; the mask is the "
       "non-zero pattern), CG-SENSE with the FFT encoding operator",
@@ -437,7 +464,7 @@ absl::StatusOr<std::vector<Complex>> ReconstructCartesianCg(const ReconSpec& spe
   options.iterations = m.iterations;
   options.lambda = m.lambda;
   options.progress = CgProgress(ctx, result);
-  absl::StatusOr<mri::CgSenseResult> r = mri::CgSense(stream, **op, kspace.get(), options, image.get());
+  absl::StatusOr<mri::CgSenseResult> r = mri::CgSense(stream, *encoding.op, kspace.get(), options, image.get());
   if (!r.ok()) return Annotate(r.status(), "mri");
   result->set_iterations(r->cg.iterations);
   return image.ToHost();
@@ -459,8 +486,7 @@ absl::StatusOr<std::vector<Complex>> ReconstructNonCartesian3D(const ReconSpec& 
   options.cg.iterations = m.iterations;
   options.cg.lambda = m.lambda;
   options.cg.use_toeplitz = m.toeplitz;
-  options.cg.nufft.nufft_tolerance = m.tolerance;
-  options.cg.nufft.mode = spec.deterministic ? recon::ExecutionMode::kDeterministic : recon::ExecutionMode::kDefault;
+  options.cg.nufft = NufftOptionsOf(spec);
   // The stack-of-stars path (kz FFT + 2-D slices) is the cheaper exact one on
   // the CPU (7.7x at 128^3, 8 coils); on CUDA the 3-D NUFFT is (3.7x on an
   // H100, 0.29 vs 1.09 s: the slice path's kz FFT runs on the host and its
@@ -516,25 +542,20 @@ absl::StatusOr<std::vector<Complex>> ReconstructCs(const ReconSpec& spec, const 
   TESSERA_ASSIGN_OR_RETURN(auto maps, OnStream<Complex>::Make(in.maps.data, stream));
   TESSERA_ASSIGN_OR_RETURN(auto kspace, OnStream<Complex>::Make(in.kspace.data, stream));
   TESSERA_ASSIGN_OR_RETURN(ImageOnStream image, ImageOnStream::Make(images * voxels, stream));
-  std::vector<float> mask;
-  absl::StatusOr<OnStream<float>> d_mask, kx, ky, kz;
-  std::unique_ptr<mri::EncodingOperator> op;
-  mri::SenseOperator* sense = nullptr;  // non-Cartesian: maps swapped per map set
+  absl::StatusOr<OnStream<float>> kx, ky, kz;
+  absl::StatusOr<CartesianEncoding> cartesian;
+  std::unique_ptr<mri::SenseOperator> sense;  // non-Cartesian: maps swapped per map set
+  mri::EncodingOperator* op = nullptr;
   int64_t kspace_per_image = 0;
   std::string encoding;
   if (in.cartesian_cg) {
-    int64_t sampled = 0;
-    mask = mri::SamplingMask(in.kspace.data.data(), voxels, in.coils, &sampled);
-    if (sampled == 0) return absl::InvalidArgumentError("mri.kspace: every value is zero (nothing sampled)");
-    TESSERA_ASSIGN_OR_RETURN(d_mask, OnStream<float>::Make(mask, stream));
-    absl::StatusOr<std::unique_ptr<mri::CartesianSenseOperator>> c =
-        mri::CartesianSenseOperator::Create(stream, {in.nx, in.ny, in.nz, in.coils, maps.get(), d_mask->get()});
-    if (!c.ok()) return Annotate(c.status(), "mri");
-    op = *std::move(c);
+    cartesian = MakeCartesianEncoding(in, maps.get(), stream);
+    if (!cartesian.ok()) return cartesian.status();
+    op = cartesian->op.get();
     encoding = absl::StrFormat("Cartesian %s %lld x %lld x %lld, %d coils, R = %.2f (the mask is the non-zero pattern)",
                                in.nz > 1 ? "3-D" : "2-D", static_cast<long long>(in.nx),
                                static_cast<long long>(in.ny), static_cast<long long>(in.nz), in.coils,
-                               static_cast<double>(voxels) / sampled);
+                               static_cast<double>(voxels) / cartesian->sampled);
   } else {
     const bool three_d = in.nz > 1;
     mri::SenseGeometry g;
@@ -552,14 +573,12 @@ absl::StatusOr<std::vector<Complex>> ReconstructCs(const ReconSpec& spec, const 
       TESSERA_ASSIGN_OR_RETURN(kz, OnStream<float>::Make(in.traj3.kz, stream));
       g.kz = kz->get();
     }
-    mri::SenseOperatorOptions nufft;
-    nufft.nufft_tolerance = m.tolerance;
-    nufft.mode = spec.deterministic ? recon::ExecutionMode::kDeterministic : recon::ExecutionMode::kDefault;
+    mri::SenseOperatorOptions nufft = NufftOptionsOf(spec);
     nufft.use_toeplitz = m.toeplitz;
     absl::StatusOr<std::unique_ptr<mri::SenseOperator>> s = mri::SenseOperator::Create(stream, g, nufft);
     if (!s.ok()) return Annotate(s.status(), "mri");
-    sense = s->get();
-    op = *std::move(s);
+    sense = *std::move(s);
+    op = sense.get();
     kspace_per_image = in.coils * g.points;
     encoding = absl::StrFormat("non-Cartesian %s %lld x %lld x %lld, %lld points, %d coils%s",
                                three_d ? "3-D" : "2-D", static_cast<long long>(in.nx), static_cast<long long>(in.ny),
@@ -665,9 +684,7 @@ absl::StatusOr<std::vector<Complex>> Reconstruct(const ReconSpec& spec, const Mr
   if (in.cartesian_cg) return ReconstructCartesianCg(spec, in, ctx, stream, result);
   if (in.nz > 1) return ReconstructNonCartesian3D(spec, in, ctx, stream, result);
 
-  mri::SenseOperatorOptions nufft;
-  nufft.nufft_tolerance = m.tolerance;
-  nufft.mode = spec.deterministic ? recon::ExecutionMode::kDeterministic : recon::ExecutionMode::kDefault;
+  const mri::SenseOperatorOptions nufft = NufftOptionsOf(spec);
   TESSERA_ASSIGN_OR_RETURN(auto kx, OnStream<float>::Make(in.traj.kx, stream));
   TESSERA_ASSIGN_OR_RETURN(auto ky, OnStream<float>::Make(in.traj.ky, stream));
   TESSERA_ASSIGN_OR_RETURN(auto kspace, OnStream<Complex>::Make(in.kspace.data, stream));

@@ -183,7 +183,7 @@ absl::StatusOr<MriInputs> NonCartesian3DInputs(const MriSpec& m, bool with_data,
   in.coils = dims->coils;
   in.traj.samples = dims->samples;
   in.traj.spokes = dims->spokes;
-  if (with_data) {
+  if (with_data && in.traj3.kx.empty()) {  // espirit has parsed it already (NonCartesian3DEspiritInputs)
     absl::StatusOr<mri::Trajectory3D> traj = formats::Trajectory3DFromCfl(in.trajectory);
     if (!traj.ok()) return Annotate(traj.status(), "mri.trajectory");
     in.traj3 = *std::move(traj);

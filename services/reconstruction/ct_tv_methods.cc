@@ -26,15 +26,18 @@ absl::StatusOr<std::shared_ptr<Buffer>> Floats(const Stream& stream, int64_t n) 
 
 absl::StatusOr<double> CtTvSolver::FbpDataTolerance(const float* y) {
   const Stream& stream = op_.stream();
-  recon::fbp::FbpOptions options;
-  options.mode = mode_;
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<recon::fbp::FbpPlan> fbp,
-                           recon::fbp::FbpPlan::Create(geometry_, stream, options));
-  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> image, Floats(stream, op_.domain_size()));
-  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> range, Floats(stream, op_.range_size()));
-  float* image_data = static_cast<float*>(image->data());
-  float* range_data = static_cast<float*>(range->data());
-  TESSERA_RETURN_IF_ERROR(fbp->Run(y, image_data));
+  if (fbp_ == nullptr) {  // a refusal (limited angle) is returned again per slice: it is only the checks
+    recon::fbp::FbpOptions options;
+    options.mode = mode_;
+    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<recon::fbp::FbpPlan> plan,
+                             recon::fbp::FbpPlan::Create(geometry_, stream, options));
+    TESSERA_ASSIGN_OR_RETURN(fbp_image_, Floats(stream, op_.domain_size()));
+    TESSERA_ASSIGN_OR_RETURN(fbp_residual_, Floats(stream, op_.range_size()));
+    fbp_ = std::move(plan);  // last: set only once the scratch exists
+  }
+  float* image_data = static_cast<float*>(fbp_image_->data());
+  float* range_data = static_cast<float*>(fbp_residual_->data());
+  TESSERA_RETURN_IF_ERROR(fbp_->Run(y, image_data));
   TESSERA_RETURN_IF_ERROR(op_.Forward(image_data, range_data));
   TESSERA_RETURN_IF_ERROR(recon::Subtract(stream, range_data, y, range_data, op_.range_size()));
   TESSERA_ASSIGN_OR_RETURN(const double sq, recon::Dot(stream, range_data, range_data, op_.range_size()));

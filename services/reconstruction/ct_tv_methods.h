@@ -3,12 +3,16 @@
 // time, with what they need beyond the solver: FISTA-TV's Lipschitz constant
 // (estimated once per projector, shared by every slice) and ASD-POCS's data
 // tolerance, TIGRE's default 0.2 ||A FBP(y) - y|| (FBP/FDK of the job's
-// geometry, Ram-Lak), per slice; 0 where FBP refuses the geometry
-// (limited-angle scans).
+// geometry, Ram-Lak; the plan and its scratch made once, used per slice); 0
+// where FBP refuses the geometry (limited-angle scans).
 #ifndef TESSERA_SERVICES_RECONSTRUCTION_CT_TV_METHODS_H_
 #define TESSERA_SERVICES_RECONSTRUCTION_CT_TV_METHODS_H_
 
+#include <memory>
+
 #include "absl/status/statusor.h"
+#include "common/buffer.h"
+#include "kernels/reconstruction/fbp/fbp.h"
 #include "kernels/reconstruction/geometry.h"
 #include "kernels/reconstruction/linear_operator.h"
 #include "kernels/reconstruction/solvers/solver_options.h"
@@ -37,6 +41,9 @@ class CtTvSolver {
   recon::LinearOperator& op_;
   recon::ExecutionMode mode_;
   double lipschitz_ = 0;  // fista-tv, after the first slice
+  // asd-pocs, after the first slice: FBP(y) and A FBP(y) - y.
+  std::unique_ptr<recon::fbp::FbpPlan> fbp_;
+  std::shared_ptr<Buffer> fbp_image_, fbp_residual_;
 };
 
 }  // namespace tessera::reconstruction

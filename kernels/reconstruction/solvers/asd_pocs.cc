@@ -35,11 +35,6 @@ absl::Status CheckOptions(const AsdPocsOptions& o) {
   return absl::OkStatus();
 }
 
-absl::Status Copy(const Stream& stream, const float* from, float* to, int64_t n) {
-  const MemoryKind kind = stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
-  return CopyBytes(to, kind, from, kind, static_cast<size_t>(n) * sizeof(float), stream);
-}
-
 }  // namespace
 
 absl::StatusOr<SolverReport> AsdPocs(LinearOperator& op, const regularizers::TvShape& shape, const float* y, float* x,
@@ -71,7 +66,7 @@ absl::StatusOr<SolverReport> AsdPocs(LinearOperator& op, const regularizers::TvS
   double beta = options.relaxation;
   for (int it = 1; it <= options.iterations; ++it) {
     // 1-2: the data step.
-    TESSERA_RETURN_IF_ERROR(Copy(stream, x, before.data(), n));
+    TESSERA_RETURN_IF_ERROR(CopyFloats(stream, x, before.data(), n));
     TESSERA_RETURN_IF_ERROR(sart->SetRelaxation(static_cast<float>(beta)));
     TESSERA_ASSIGN_OR_RETURN(const double dd, sart->Pass(x));
     TESSERA_RETURN_IF_ERROR(Subtract(stream, x, before.data(), data_step.data(), n));
@@ -79,7 +74,7 @@ absl::StatusOr<SolverReport> AsdPocs(LinearOperator& op, const regularizers::TvS
     const double dp = std::sqrt(dp_sq);
     if (it == 1) tv_step = options.alpha * dp;
     // 3: steepest descent on TV with normalised gradients.
-    TESSERA_RETURN_IF_ERROR(Copy(stream, x, before.data(), n));
+    TESSERA_RETURN_IF_ERROR(CopyFloats(stream, x, before.data(), n));
     for (int k = 0; k < options.tv_iterations && tv_step > 0; ++k) {
       TESSERA_RETURN_IF_ERROR(regularizers::TvGradient(stream, shape, options.tv_epsilon, x, work.data()));
       TESSERA_ASSIGN_OR_RETURN(const double g_sq, Dot(stream, work.data(), work.data(), n));

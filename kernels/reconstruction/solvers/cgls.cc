@@ -29,14 +29,12 @@ absl::StatusOr<SolverReport> Cgls(LinearOperator& op, const float* y, float* x, 
     TESSERA_ASSIGN_OR_RETURN(before, FloatArray::Allocate(stream, n));
     TESSERA_RETURN_IF_ERROR(ClampMin(stream, 0.0f, x, n));
   }
-  const MemoryKind kind = stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
-  const size_t x_bytes = static_cast<size_t>(n) * sizeof(float);
 
   TESSERA_RETURN_IF_ERROR(op.Forward(x, q.data()));
   TESSERA_RETURN_IF_ERROR(Subtract(stream, y, q.data(), r.data(), m));
   TESSERA_RETURN_IF_ERROR(op.Back(r.data(), s.data()));
   if (projected) TESSERA_RETURN_IF_ERROR(ZeroWhereBound(stream, 0.0f, x, s.data(), n));
-  TESSERA_RETURN_IF_ERROR(CopyBytes(p.data(), kind, s.data(), kind, static_cast<size_t>(n) * sizeof(float), stream));
+  TESSERA_RETURN_IF_ERROR(CopyFloats(stream, s.data(), p.data(), n));
   TESSERA_ASSIGN_OR_RETURN(double gamma, Dot(stream, s.data(), s.data(), n));
 
   SolverReport report;
@@ -50,7 +48,7 @@ absl::StatusOr<SolverReport> Cgls(LinearOperator& op, const float* y, float* x, 
     if (projected) {
       // Clamp; where that moved x the recurrence's residual is stale:
       // recompute it (one more forward projection) and restart CG.
-      TESSERA_RETURN_IF_ERROR(CopyBytes(before.data(), kind, x, kind, x_bytes, stream));
+      TESSERA_RETURN_IF_ERROR(CopyFloats(stream, x, before.data(), n));
       TESSERA_RETURN_IF_ERROR(ClampMin(stream, 0.0f, x, n));
       TESSERA_RETURN_IF_ERROR(Subtract(stream, x, before.data(), before.data(), n));
       TESSERA_ASSIGN_OR_RETURN(const double moved, Dot(stream, before.data(), before.data(), n));

@@ -13,19 +13,6 @@
 namespace tessera {
 namespace recon {
 namespace solvers {
-namespace {
-
-MemoryKind KindOf(const Stream& stream) {
-  return stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
-}
-
-absl::Status CopyFloats(const Stream& stream, const float* from, float* to, int64_t n) {
-  const MemoryKind kind = KindOf(stream);
-  return CopyBytes(to, kind, from, kind, static_cast<size_t>(n) * sizeof(float), stream);
-}
-
-}  // namespace
-
 absl::StatusOr<SolverReport> Fista(const Stream& stream, const FistaProblem& problem, const FistaOptions& options,
                                    float* x) {
   if (problem.size < 1) return absl::InvalidArgumentError(absl::StrCat("fista: size must be >= 1, got ", problem.size));
@@ -98,7 +85,7 @@ absl::StatusOr<double> EstimateLipschitz(const Stream& stream, int64_t size,
   TESSERA_ASSIGN_OR_RETURN(FloatArray v, FloatArray::Allocate(stream, size));
   TESSERA_ASSIGN_OR_RETURN(FloatArray w, FloatArray::Allocate(stream, size));
   TESSERA_RETURN_IF_ERROR(
-      CopyBytes(v.data(), KindOf(stream), start.data(), MemoryKind::kHost, start.size() * sizeof(float), stream));
+      CopyBytes(v.data(), SolverMemory(stream), start.data(), MemoryKind::kHost, start.size() * sizeof(float), stream));
   TESSERA_ASSIGN_OR_RETURN(double vv, Dot(stream, v.data(), v.data(), size));
   double eigenvalue = 0;
   for (int it = 0; it < iterations; ++it) {

@@ -22,8 +22,8 @@ constexpr double kLipschitzMargin = 1.05;
 // max_i |x_i|, on the host (once per solve).
 absl::StatusOr<double> MaxAbs(const Stream& stream, const float* x, int64_t n) {
   std::vector<float> host(static_cast<size_t>(n));
-  const MemoryKind kind = stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
-  TESSERA_RETURN_IF_ERROR(CopyBytes(host.data(), MemoryKind::kHost, x, kind, host.size() * sizeof(float), stream));
+  TESSERA_RETURN_IF_ERROR(
+      CopyBytes(host.data(), MemoryKind::kHost, x, SolverMemory(stream), host.size() * sizeof(float), stream));
   TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   double m = 0;
   for (float v : host) m = std::max(m, static_cast<double>(std::fabs(v)));

@@ -14,6 +14,7 @@
 #include "common/testing/gpu_test.h"
 #include "kernels/reconstruction/ct/dd_projector.h"
 #include "kernels/reconstruction/fbp/analytic_phantom.h"
+#include "kernels/reconstruction/solvers/solve_on_stream.h"
 #include "kernels/reconstruction/solvers/cgls.h"
 #include "kernels/reconstruction/solvers/sart.h"
 
@@ -22,17 +23,13 @@ namespace recon {
 namespace solvers {
 namespace {
 
-using ::tessera::testing::DeviceArray;
 using ::tessera::testing::RelL2;
 
 constexpr double kPi = 3.14159265358979323846;
 
 enum class Method { kSart, kOsSart, kCgls, kCglsNonNegative };
 
-struct Solution {
-  std::vector<float> x;
-  std::vector<double> residuals;
-};
+using testing::Solution;
 
 Solution Solve(const CtGeometry& g, const Stream& stream, Method method, const std::vector<float>& y) {
   ct::DdProjectorOptions po;
@@ -48,19 +45,7 @@ Solution Solve(const CtGeometry& g, const Stream& stream, Method method, const s
   o.non_negative = method != Method::kCgls;
   auto solve = [&](const float* dy, float* dx) { return cgls ? Cgls(**op, dy, dx, o) : Sart(**op, dy, dx, o); };
   const std::vector<float> x0(g.volume.size(), 0.1f);
-  absl::StatusOr<SolverReport> report;
-  if (stream.backend() == Backend::kCpu) {
-    out.x = x0;
-    report = solve(y.data(), out.x.data());
-  } else {
-    auto dy = DeviceArray<float>::FromHost(y, stream);
-    auto dx = DeviceArray<float>::FromHost(x0, stream);
-    report = solve(dy.data(), dx.data());
-    out.x = dx.Download();
-  }
-  EXPECT_TRUE(report.ok()) << report.status();
-  if (report.ok()) out.residuals = report->residual_norms;
-  return out;
+  return testing::SolveOnStream(stream, y, x0, solve);
 }
 
 TEST(SolversCudaTest, MatchCpuThroughDdProjector) {

@@ -16,6 +16,7 @@
 #include "common/testing/gpu_test.h"
 #include "kernels/reconstruction/ct/dd_projector.h"
 #include "kernels/reconstruction/fbp/analytic_phantom.h"
+#include "kernels/reconstruction/solvers/solve_on_stream.h"
 #include "kernels/reconstruction/solvers/asd_pocs.h"
 #include "kernels/reconstruction/solvers/fista_tv.h"
 
@@ -24,15 +25,11 @@ namespace recon {
 namespace solvers {
 namespace {
 
-using ::tessera::testing::DeviceArray;
 using ::tessera::testing::RelL2;
 
 constexpr double kPi = 3.14159265358979323846;
 
-struct Solution {
-  std::vector<float> x;
-  std::vector<double> residuals;
-};
+using testing::Solution;
 
 Solution Solve(const CtGeometry& g, const Stream& stream, bool asd, const std::vector<float>& y,
                ExecutionMode mode = ExecutionMode::kDefault) {
@@ -60,19 +57,7 @@ Solution Solve(const CtGeometry& g, const Stream& stream, bool asd, const std::v
     return FistaTv(**op, shape, dy, dx, o);
   };
   const std::vector<float> x0(g.volume.size(), 0.0f);
-  absl::StatusOr<SolverReport> report;
-  if (stream.backend() == Backend::kCpu) {
-    out.x = x0;
-    report = solve(y.data(), out.x.data());
-  } else {
-    auto dy = DeviceArray<float>::FromHost(y, stream);
-    auto dx = DeviceArray<float>::FromHost(x0, stream);
-    report = solve(dy.data(), dx.data());
-    out.x = dx.Download();
-  }
-  EXPECT_TRUE(report.ok()) << report.status();
-  if (report.ok()) out.residuals = report->residual_norms;
-  return out;
+  return testing::SolveOnStream(stream, y, x0, solve);
 }
 
 TEST(TvSolversCudaTest, MatchCpuThroughDdProjector) {

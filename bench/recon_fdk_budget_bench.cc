@@ -38,6 +38,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "bench/bench_util.h"
+#include "bench/fdk_bench_case.h"
 #include "common/buffer.h"
 #include "common/device.h"
 #include "common/parallel.h"
@@ -64,32 +65,6 @@ using bench::SecondsSince;
 
 constexpr double kGb = 1e9;
 
-CtGeometry BenchGeometry(int64_t n, int64_t views, int64_t cols, int64_t rows) {
-  const double dso = 2.0 * n, dod = 1.0 * n, magnification = (dso + dod) / dso;
-  // The detector sees a 1.25 n mm wide field at the iso-centre.
-  const double pixel = magnification * 1.25 * n / static_cast<double>(cols);
-  const double pixel_v = magnification * 1.25 * n / static_cast<double>(rows);
-  return {CenteredVolume(n, n, n), ConeBeam(EvenAngles(views, 2 * M_PI), pixel, pixel_v, rows, cols, dso, dod)};
-}
-
-// A smooth pattern with hashed noise (timing does not depend on values).
-std::vector<float> MakeSinogram(const CtGeometry& g) {
-  const ProjectionGeometry& p = g.projection;
-  std::vector<float> sino(p.sinogram_size());
-  const int64_t per_view = p.det_cols * p.det_rows;
-  ParallelFor(p.num_views(), [&](int64_t v0, int64_t v1, int) {
-    for (int64_t v = v0; v < v1; ++v) {
-      for (int64_t e = 0; e < per_view; ++e) {
-        const int64_t c = e % p.det_cols, r = e / p.det_cols;
-        const double x = (c - 0.5 * p.det_cols) / p.det_cols, y = (r - 0.5 * p.det_rows) / p.det_rows;
-        const double smooth = std::max(0.0, 0.25 - x * x - y * y) * 400.0;
-        const uint32_t h = static_cast<uint32_t>(v * per_view + e) * 2654435761u;
-        sino[v * per_view + e] = static_cast<float>(smooth + ((h >> 16) & 0xff) / 256.0);
-      }
-    }
-  });
-  return sino;
-}
 
 // The device's used memory (cudaMemGetInfo), its high-water mark sampled on a
 // thread while alive; 0 on the CPU.
@@ -176,12 +151,12 @@ int Main() {
     std::fprintf(stderr, "--interpolation must be texture or exact\n");
     return 2;
   }
-  const CtGeometry g = BenchGeometry(n, views, cols, rows);
+  const CtGeometry g = bench::FdkBenchGeometry(n, views, cols, rows);
   std::printf("# FDK out of core: %s; device %s; interpolation %s\n", Describe(g).c_str(),
               on_cpu ? "cpu" : DeviceRegistry::Get().Describe().c_str(), on_cpu ? "exact" : interpolation.c_str());
   std::fflush(stdout);
   const auto t_make = Clock::now();
-  const std::vector<float> sino = MakeSinogram(g);
+  const std::vector<float> sino = bench::FdkBenchSinogram(g);
   std::printf("# synthetic projections: %.2f GB in %.1f s\n", sino.size() * 4.0 / kGb, SecondsSince(t_make));
   std::vector<float> volume(g.volume.size());
   const Stream stream = on_cpu ? Stream::Cpu() : bench::ValueOrExit(Stream::Create(Backend::kCuda), "stream");

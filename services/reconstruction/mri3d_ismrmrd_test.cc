@@ -21,6 +21,8 @@
 #include "services/reconstruction/formats/cfl.h"
 #include "services/reconstruction/reconstruction_request.h"
 #include "services/reconstruction/reconstruction_run.h"
+#include "services/reconstruction/testing/mri3d_problem.h"
+#include "services/reconstruction/testing/run_in_process.h"
 
 namespace tessera::reconstruction {
 namespace {
@@ -46,12 +48,6 @@ std::string HeaderXml(bool radial) {
   return xml.str();
 }
 
-void WriteCflFile(const std::string& path, const std::vector<int64_t>& dims, const std::vector<Complex>& data) {
-  formats::CflArray a = *formats::MakeCfl(dims);
-  a.data = data;
-  ASSERT_TRUE(formats::WriteCfl(path, a).ok()) << path;
-}
-
 absl::StatusOr<ReconOutcome> RunJob(const std::string& kspace, const std::string& coils, const std::string& work) {
   v1::ReconstructRequest r;
   r.mutable_mri()->set_method("cgsense");
@@ -59,19 +55,15 @@ absl::StatusOr<ReconOutcome> RunJob(const std::string& kspace, const std::string
   r.mutable_mri()->mutable_coils()->set_path(coils);
   r.mutable_mri()->set_iterations(8);
   r.set_device("cpu");
-  TESSERA_ASSIGN_OR_RETURN(ReconSpec spec, ResolveReconstructRequest(r, {"/"}, int64_t{1} << 30, "cpu"));
-  TESSERA_RETURN_IF_ERROR(CheckReconInputs(spec));
-  ReconRunContext ctx;
-  ctx.work_dir = work;
-  return RunReconstruction(spec, ctx);
+  return testing::RunInProcess(r, work).outcome;
 }
 
 TEST(Mri3dIsmrmrdTest, CartesianEqualsCflAndKooshballIsAVolume) {
   const std::string dir = FreshTestDir("mri3d_ismrmrd");
   const auto series = *mri::SmoothCoilSeries3D(kCoils, 1);
   const auto phantom = mri::SheppLogan3D(0.9);
-  WriteCflFile(dir + "/coils", {kN, kN, kN, kCoils}, mri::EvaluateCoilSeries3D(series, kN, kN, kN));
-  WriteCflFile(dir + "/coils8", {kN, kN, 8, kCoils}, std::vector<Complex>(kN * kN * 8 * kCoils, Complex(0.5f, 0)));
+  testing::WriteComplexCfl(dir + "/coils", {kN, kN, kN, kCoils}, mri::EvaluateCoilSeries3D(series, kN, kN, kN));
+  testing::WriteComplexCfl(dir + "/coils8", {kN, kN, 8, kCoils}, std::vector<Complex>(kN * kN * 8 * kCoils, Complex(0.5f, 0)));
 
   // Cartesian: every (y, z) line with y even or near the centre.
   std::vector<Complex> k = *mri::PhantomCartesianKspace3D(phantom, series, kN, kN, kN);
@@ -99,7 +91,7 @@ TEST(Mri3dIsmrmrdTest, CartesianEqualsCflAndKooshballIsAVolume) {
       }
     }
   }
-  WriteCflFile(dir + "/cart", {kN, kN, kN, kCoils}, k);
+  testing::WriteComplexCfl(dir + "/cart", {kN, kN, kN, kCoils}, k);
   const std::string h5_work = FreshTestDir("mri3d_h5_work"), cfl_work = FreshTestDir("mri3d_cfl_work");
   absl::StatusOr<ReconOutcome> from_h5 = RunJob(dir + "/cart.h5", dir + "/coils", h5_work);
   ASSERT_TRUE(from_h5.ok()) << from_h5.status();

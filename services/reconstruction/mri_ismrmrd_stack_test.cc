@@ -20,6 +20,7 @@
 #include "services/reconstruction/phantoms/mri_phantom.h"
 #include "services/reconstruction/reconstruction_request.h"
 #include "services/reconstruction/reconstruction_run.h"
+#include "services/reconstruction/testing/run_in_process.h"
 
 namespace tessera::reconstruction {
 namespace {
@@ -67,11 +68,7 @@ absl::StatusOr<ReconOutcome> RunJob(const std::string& h5, const std::string& co
   r.mutable_mri()->mutable_coils()->set_path(coils);
   r.mutable_mri()->set_iterations(8);
   r.set_device("cpu");
-  TESSERA_ASSIGN_OR_RETURN(ReconSpec spec, ResolveReconstructRequest(r, {"/"}, int64_t{1} << 30, "cpu"));
-  TESSERA_RETURN_IF_ERROR(CheckReconInputs(spec));
-  ReconRunContext ctx;
-  ctx.work_dir = work;
-  return RunReconstruction(spec, ctx);
+  return testing::RunInProcess(r, work).outcome;
 }
 
 TEST(MriIsmrmrdStackTest, SlicesAndRepetitionsMatchEachImageAlone) {

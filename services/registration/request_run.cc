@@ -5,6 +5,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/durable_file.h"
 #include "common/status.h"
 #include "kernels/registration/pipeline/ants_transform_io.h"
@@ -118,7 +121,9 @@ v1::RegistrationResult ResultProto(const RequestOutcome& outcome, const Registra
 
 absl::StatusOr<RequestOutcome> RunRegistrationRequest(const RequestSpec& spec, const RequestRunContext& context) {
   if (context.report) context.report(ReadingInputsProgress());
+  const absl::Time reading = absl::Now();
   TESSERA_ASSIGN_OR_RETURN(RegistrationInputs inputs, MaterializeInputs(spec.inputs, spec.max_volume_bytes));
+  const double read_seconds = absl::ToDoubleSeconds(absl::Now() - reading);
   TESSERA_RETURN_IF_ERROR(CheckContinue(context));
 
   RequestOutcome outcome;
@@ -128,6 +133,7 @@ absl::StatusOr<RequestOutcome> RunRegistrationRequest(const RequestSpec& spec, c
                                            ToJobProgress(spec.plan.options, context.report), context.cancel,
                                            context.deadline, spec.output));
   RegistrationSummary& summary = outcome.summary;
+  summary.result.log.push_back(absl::StrFormat("timing (wall): inputs read %.3f s", read_seconds));
   const RegistrationResult& r = summary.result;
   outcome.fixed_geometry = inputs.fixed.geometry;
   outcome.affine_mat = ItkAffineBytes(r.affine_ras, GridCentre(inputs.fixed));

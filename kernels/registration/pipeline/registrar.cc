@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/buffer.h"
 #include "common/status.h"
@@ -40,6 +41,27 @@ absl::Status ValidateInputs(const Volume& fixed, const Volume& moving) {
   return absl::OkStatus();
 }
 
+// Wall time per phase of one run, for the "timing:" log line (issue 37: where
+// a whole registration's time goes). Each mark waits for the stream, so a
+// phase is charged for its own queued device work, not the next one's.
+class PhaseClock {
+ public:
+  explicit PhaseClock(absl::Time start) : last_(start) {}
+  absl::Status Mark(const char* phase, const Stream* stream) {
+    if (stream != nullptr) TESSERA_RETURN_IF_ERROR(stream->Synchronize());
+    const absl::Time now = absl::Now();
+    absl::StrAppendFormat(&line_, "%s%s %.3f s", line_.empty() ? "timing (wall, synchronised): " : ", ", phase,
+                          absl::ToDoubleSeconds(now - last_));
+    last_ = now;
+    return absl::OkStatus();
+  }
+  const std::string& line() const { return line_; }
+
+ private:
+  absl::Time last_;
+  std::string line_;
+};
+
 }  // namespace
 
 absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& moving, const RegistrationPlan& plan,
@@ -47,6 +69,7 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
                                             absl::Time deadline) {
   TESSERA_RETURN_IF_ERROR(ValidateInputs(fixed, moving));
   const absl::Time start = absl::Now();
+  PhaseClock clock(start);
   const RegistrationOptions& options = plan.options;
   TESSERA_ASSIGN_OR_RETURN(Backend backend, ResolveBackend(options.device));
   TESSERA_RETURN_IF_ERROR(ValidateShardedOptions(options, backend));
@@ -67,6 +90,7 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
         "masks are not supported out of core yet (this pair does not fit the device memory budget or the GPU's free "
         "memory)");
   }
+  TESSERA_RETURN_IF_ERROR(clock.Mark("stream", &stream));
   const internal::RunInputs in{fixed, moving, plan, stream, progress, cancel, deadline};
   const std::unique_ptr<internal::RunPhases> run =
       out_of_core.shards > 0 ? internal::OutOfCorePhases(in, out_of_core) : internal::InCorePhases(in);
@@ -74,22 +98,28 @@ absl::StatusOr<RegistrationResult> Register(const Volume& fixed, const Volume& m
   RegistrationResult result;
   result.backend = std::string(BackendName(backend));
   TESSERA_ASSIGN_OR_RETURN(LinearTransform transform, run->SetUp(&result));
+  TESSERA_RETURN_IF_ERROR(clock.Mark("set-up", &stream));
   if (plan.rigid) {
     TESSERA_ASSIGN_OR_RETURN(transform, run->RunLinearStage(TransformModel::kRigid, "rigid", transform,
                                                             options.rigid_iterations, &result.log));
+    TESSERA_RETURN_IF_ERROR(clock.Mark("rigid", &stream));
   }
   if (plan.affine) {
     TESSERA_ASSIGN_OR_RETURN(transform, run->RunLinearStage(TransformModel::kAffine, "affine", transform,
                                                             options.affine_iterations, &result.log));
+    TESSERA_RETURN_IF_ERROR(clock.Mark("affine", &stream));
   }
   result.affine_ras = transform.ToMat4();
   // The deformation, carried to full resolution.
   NDArray u;
   if (plan.deformable) {
     TESSERA_ASSIGN_OR_RETURN(u, run->RunDeformableStage(result.affine_ras, &result.log));
+    TESSERA_RETURN_IF_ERROR(clock.Mark("deformable", &stream));
   }
   run->Report("output", 1, 0, 0, 0);
   TESSERA_RETURN_IF_ERROR(run->Output(std::move(u), &result));
+  TESSERA_RETURN_IF_ERROR(clock.Mark("output", &stream));
+  result.log.push_back(clock.line());
   result.peak_device_bytes = memory->peak_bytes();
   result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return result;

@@ -11,6 +11,7 @@
 //                 [--train_bmu=cusparse-row] [--depths=1,4,16] [--groups=256,2048] [--lanes=8] [--no_bmu]
 //                 [--train_epochs=N] [--issue16] [--cpu_check_docs=2000]
 //                 [--span_rows=4:8:0,2:8:256]
+//                 [--train_variants=host-quality,device-quality,screened]
 //
 // Per edge the corpus prefix has min(max_docs, budget / nodes) documents (so
 // each variant does about the same work at every edge); times are the median
@@ -94,6 +95,9 @@ struct Args {
   std::vector<int> lanes;       // --lanes=8 (warp kernel)
   bool bmu = true;              // --no_bmu: training only
   int train_epochs = 40;        // --train_epochs=N
+  // --train_variants=host-quality,device-quality,screened: trainings run one
+  // after the other on the same corpus (BenchTraining).
+  std::vector<std::string> train_variants = {"host-quality", "device-quality", "screened"};
   bool issue16_only = false;    // --issue16: only the rows issue 16 compares
   int64_t cpu_check_docs = 2000;  // --cpu_check_docs=N: reference rows against the CPU backend (0: off)
   // --span_rows=S:R:G,...: the trained register-span rows (spans, documents
@@ -145,6 +149,12 @@ bool Parse(int argc, char** argv, Args& a) {
       a.bmu = false;
     } else if (const char* v = value("--train_epochs")) {
       if (!absl::SimpleAtoi(v, &a.train_epochs) || a.train_epochs < 1) return false;
+    } else if (const char* v = value("--train_variants")) {
+      a.train_variants.clear();
+      for (absl::string_view e : absl::StrSplit(v, ',')) {
+        if (e != "host-quality" && e != "device-quality" && e != "screened") return false;
+        a.train_variants.emplace_back(e);
+      }
     } else if (arg == "--issue16") {
       a.issue16_only = true;
     } else if (const char* v = value("--cpu_check_docs")) {
@@ -201,6 +211,7 @@ struct Variant {
   bool trained = false;  // the trained-like codebook instead of the random fill
   int spans = 0;         // register-span form (BmuTuning::warp_register_spans); 0 = the default form
   int rounds = 1;        // register-span form: documents per warp (BmuTuning::warp_doc_rounds)
+  bool screen = false;   // screened search (BmuTuning::screen_fp16)
 
   BmuTuning tuning() const {
     BmuTuning t;
@@ -211,13 +222,14 @@ struct Variant {
     t.order_by_previous_bmu = sorted;
     t.warp_register_spans = spans;
     t.warp_doc_rounds = rounds;
+    t.screen_fp16 = screen;
     return t;
   }
   // The feature-major default (unsorted, untuned) of its precision and
   // codebook: the row the others of that codebook are compared with.
   bool reference() const {
     return algorithm == BmuAlgorithm::kFeatureMajor && depth == 0 && !tiled && group == 0 && lanes == 0 && !sorted &&
-           spans == 0;
+           spans == 0 && !screen;
   }
   // Rows compared with the same reference: precision and codebook.
   int reference_key() const { return static_cast<int>(type) + (trained ? 2 : 0); }
@@ -232,6 +244,7 @@ struct Measurement {
   double peak_gib = 0, scratch_gib = 0;
   double agree = -1;
   std::string bits = "-";  // BMU, second and score against the reference row, every document
+  int64_t rescans = -1;    // screened rows: documents the exact kernel searched again (BmuOutput::exact_rescans)
 };
 
 // Empty when `need` bytes fit 95% of the GPU's free memory, else the row's
@@ -339,6 +352,16 @@ std::vector<Variant> BmuVariants(const Args& a) {
     v.rounds = 8;
     variants.push_back(v);
   }
+  // Issue 37, the screened search (fp16 bounds, exact candidates) on the
+  // random codebook, unsorted, against the row above.
+  for (int rounds : {4, 8}) {
+    Variant v{"feature-major fp32 screen r" + std::to_string(rounds), BmuAlgorithm::kFeatureMajor,
+              WeightType::kFloat32};
+    v.spans = 4;
+    v.rounds = rounds;
+    v.screen = true;
+    variants.push_back(v);
+  }
   // The trained-like codebook: the default form unsorted (the reference and
   // the previous BMUs), sorted (the trainer's default), and the register-span
   // variants, all sorted: {spans, rounds, group}.
@@ -381,6 +404,19 @@ std::vector<Variant> BmuVariants(const Args& a) {
       v.rounds = row.rounds;
       v.group = row.group;
       variants.push_back(v);
+    }
+    // Issue 37: the screened search on the trained-like codebook, sorted as
+    // in training (fp32 codebooks only; the exact kernel otherwise).
+    if (type == WeightType::kFloat32) {
+      for (int rounds : {1, 4, 8}) {
+        Variant v{"trained fp32 sorted screen r" + std::to_string(rounds), BmuAlgorithm::kFeatureMajor, type};
+        v.sorted = true;
+        v.trained = true;
+        v.spans = 4;
+        v.rounds = rounds;
+        v.screen = true;
+        variants.push_back(v);
+      }
     }
   }
   if (a.issue16_only) return variants;
@@ -520,9 +556,11 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
       }
       std::vector<double> times;
       const int reps = warm > 2.0 ? 1 : a.reps;
+      BmuOutput timed_out = out;
+      if (var.screen) timed_out.exact_rescans = &r.rescans;
       for (int k = 0; k < reps; ++k) {
         t = Clock::now();
-        CHECK_OK(FindBmus(stream, var.algorithm, docs, cb, out, &ws, tuning, hints));
+        CHECK_OK(FindBmus(stream, var.algorithm, docs, cb, timed_out, &ws, tuning, hints));
         CHECK_OK(stream.Synchronize());
         times.push_back(SecondsSince(t));
       }
@@ -570,9 +608,11 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
       }
       char agree[16] = "-";
       if (r.agree >= 0) std::snprintf(agree, sizeof agree, "%.4f", r.agree);
-      std::printf("%-6d %-9lld %-38s %10.2f %12.2f %14.2f %9.2f %9.3f %8s %10s\n", edge, static_cast<long long>(n),
+      char rescans[48] = "";
+      if (r.rescans >= 0) std::snprintf(rescans, sizeof rescans, "  exact rescans %.2f%%", 100.0 * r.rescans / n);
+      std::printf("%-6d %-9lld %-38s %10.2f %12.2f %14.2f %9.2f %9.3f %8s %10s%s\n", edge, static_cast<long long>(n),
                   var.name.c_str(), 1e3 * r.seconds, 1e3 * r.seconds * 1e6 / n, r.seconds * kMedlineDocs / n,
-                  r.peak_gib, r.scratch_gib, agree, r.bits.c_str());
+                  r.peak_gib, r.scratch_gib, agree, r.bits.c_str(), rescans);
     }
     for (const auto& [key, line] : cpu_check) std::printf("  edge %d: %s\n", edge, line.c_str());
     auto ratio = [&](const char* slow, const char* fast) {
@@ -624,6 +664,39 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
   }
 }
 
+// One end-to-end training of the corpus with `o`, printed per epoch and per
+// phase.
+void TrainOnce(const SparseBinaryMatrix& corpus, const std::string& label, TrainOptions o) {
+  std::printf("\n  [%s] quality on %s, BMU %s\n", label.c_str(), o.quality_on_device ? "the device" : "the host",
+              o.bmu_tuning.screen_fp16 ? "screened (fp16 bounds + exact candidates)" : "exact kernel");
+  o.progress = [&corpus](const EpochReport& r) {
+    std::printf("  epoch %2d radius %5.2f (box %2d)  QE %.4f (%.1e)  TE %.3f  BMU %.3fs quality %.3fs update %.3fs "
+                "epoch %.3fs  exact rescans %.2f%%\n",
+                r.epoch, r.radius, r.box_half_width, r.qe, r.qe_relative_change, r.topographic_error, r.bmu_seconds,
+                r.quality_seconds, r.update_seconds, r.seconds, 100.0 * r.bmu_exact_rescans / corpus.rows());
+    std::fflush(stdout);
+  };
+  ResetDevicePeak(0);
+  auto result = TrainSom(corpus, o);
+  CHECK_OK(result.status());
+  double epochs = 0, bmu = 0, quality = 0, update = 0;
+  for (const EpochReport& r : result->history) {
+    epochs += r.seconds;
+    bmu += r.bmu_seconds;
+    quality += r.quality_seconds;
+    update += r.update_seconds;
+  }
+  std::printf("  [%s] %s after %d epochs: total %.2f s = init (PCA) %.2f + setup (upload, CSC) %.2f + epochs %.2f "
+              "(BMU %.2f, quality %.2f, update %.2f, other %.2f) + final pass and download %.2f; final QE %.4f, "
+              "TE %.4f, dead units %.3f; peak device memory %.2f GiB\n",
+              label.c_str(), result->converged ? "converged" : "stopped at max_epochs", result->epochs,
+              result->total_seconds, result->init_seconds, result->setup_seconds, epochs, bmu, quality, update,
+              epochs - bmu - quality - update, result->final_seconds, result->final_quality.qe_euclidean,
+              result->final_quality.topographic_error, result->final_quality.dead_unit_fraction,
+              GetDeviceMemoryStats(0).peak_bytes / kGiB);
+  std::fflush(stdout);
+}
+
 void BenchTraining(const Args& a) {
   std::printf("\nEnd-to-end training: %dx%d planar, %s codebook, %s BMU, synthetic MEDLINE shape, %lld documents\n",
               a.train_edge, a.train_edge, a.train_fp16 ? "fp16" : "fp32",
@@ -640,23 +713,16 @@ void BenchTraining(const Args& a) {
   if (a.train_cusparse) o.bmu_algorithm = BmuAlgorithm::kCusparseRowOrder;
   o.max_epochs = a.train_epochs;
   o.radius_decay_epochs = std::min(10, a.train_epochs);
-  o.progress = [](const EpochReport& r) {
-    std::printf("  epoch %2d radius %5.2f (box %2d)  QE %.4f (%.1e)  TE %.3f  BMU %.3fs update %.3fs epoch %.3fs\n",
-                r.epoch, r.radius, r.box_half_width, r.qe, r.qe_relative_change, r.topographic_error, r.bmu_seconds,
-                r.update_seconds, r.seconds);
-    std::fflush(stdout);
-  };
-  ResetDevicePeak(0);
-  auto result = TrainSom(corpus, o);
-  CHECK_OK(result.status());
-  double epochs_seconds = 0;
-  for (const EpochReport& r : result->history) epochs_seconds += r.seconds;
-  std::printf("  %s after %d epochs: total %.1f s (init %.1f s host PCA, setup %.1f s: upload + tiles + CSC), "
-              "epochs %.1f s; final QE %.4f, TE %.4f, dead units %.3f; peak device memory %.2f GiB\n",
-              result->converged ? "converged" : "stopped at max_epochs", result->epochs, result->total_seconds,
-              result->init_seconds, result->setup_seconds, epochs_seconds, result->final_quality.qe_euclidean,
-              result->final_quality.topographic_error, result->final_quality.dead_unit_fraction,
-              GetDeviceMemoryStats(0).peak_bytes / kGiB);
+  // Issue 37, side by side on the same corpus: "host-quality" is the trainer
+  // before it (QE/TE downloaded and measured on the host, exact BMU kernel),
+  // "device-quality" measures QE/TE on the device, "screened" adds the
+  // screened BMU search.
+  for (const std::string& variant : a.train_variants) {
+    TrainOptions v = o;
+    v.quality_on_device = variant != "host-quality";
+    v.bmu_tuning.screen_fp16 = variant == "screened";
+    TrainOnce(corpus, variant, v);
+  }
 }
 
 }  // namespace
@@ -671,7 +737,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: som_gpu_bench [--edges=32,...] [--budget=N] [--max_docs=N] [--reps=N] [--no_train] "
                  "[--train_docs=N] [--train_edge=E] [--train_fp16] [--train_bmu=cusparse-row] [--depths=1,4,8,16] [--groups=256,2048] [--lanes=8] [--no_bmu] [--train_epochs=N] "
-                 "[--issue16] [--cpu_check_docs=N] [--span_rows=S:R:G,...]\n");
+                 "[--issue16] [--cpu_check_docs=N] [--span_rows=S:R:G,...] "
+                 "[--train_variants=host-quality,device-quality,screened]\n");
     return 2;
   }
   const DeviceRegistry& reg = DeviceRegistry::Get();

@@ -55,6 +55,7 @@ absl::Status FindBmus(const Stream& stream, BmuAlgorithm algorithm, const Docume
                                                    CodebookLayoutName(LayoutFor(algorithm)), " codebook"));
   }
   if (out.bmu == nullptr) return absl::InvalidArgumentError("FindBmus: bmu output is null");
+  if (out.exact_rescans != nullptr) *out.exact_rescans = 0;
   if (docs.rows() == 0) return absl::OkStatus();
   if (stream.backend() == Backend::kCpu) {
     if (algorithm == BmuAlgorithm::kCusparseRowOrder || algorithm == BmuAlgorithm::kCusparseColOrder) {

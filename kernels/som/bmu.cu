@@ -565,9 +565,9 @@ absl::Status WarpBmus(const Stream& stream, const DocumentSet& docs, const Codeb
 
 // The register-span form (feature-major only; BmuTuning::warp_register_spans
 // in {1, 2, 4}).
+// `n` positions: documents order[0, n) (all documents when order is null).
 absl::Status SpanBmus(const Stream& stream, const DocumentSet& docs, const CodebookView& cb, const BmuOutput& out,
-                      SomWorkspace& ws, const BmuTuning& tuning, const int32_t* order) {
-  const int64_t n = docs.rows();
+                      SomWorkspace& ws, const BmuTuning& tuning, const int32_t* order, int64_t n) {
   // fp16 spans hold 8 nodes: 2 spans are as many accumulators as 4 fp32 ones.
   const int spans = cb.type == WeightType::kFloat16 ? std::min(2, tuning.warp_register_spans)
                                                     : tuning.warp_register_spans;
@@ -894,10 +894,23 @@ absl::Status LaunchMergePartials(const Stream& stream, const Top2* partials, int
 
 }  // namespace
 
+namespace internal {
+
+absl::Status ExactBmusAt(const Stream& stream, const DocumentSet& docs, const CodebookView& cb, const BmuOutput& out,
+                         SomWorkspace& ws, BmuTuning tuning, const int32_t* order, int64_t n) {
+  if (n == 0) return absl::OkStatus();
+  const int spans = tuning.warp_register_spans;
+  if (spans != 1 && spans != 2 && spans != 4) tuning.warp_register_spans = 4;
+  return SpanBmus(stream, docs, cb, out, ws, tuning, order, n);
+}
+
+}  // namespace internal
+
 absl::Status FindBmus(const Stream& stream, BmuAlgorithm algorithm, const DocumentSet& docs,
                       const CodebookView& codebook, const BmuOutput& out, SomWorkspace* workspace,
                       BmuTuning tuning, const BmuHints& hints) {
   TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
+  if (out.exact_rescans != nullptr) *out.exact_rescans = 0;
   SomWorkspace local;
   SomWorkspace& ws = workspace != nullptr ? *workspace : local;
   if (algorithm == BmuAlgorithm::kFeatureMajor || algorithm == BmuAlgorithm::kNodeMajor) {
@@ -911,8 +924,11 @@ absl::Status FindBmus(const Stream& stream, BmuAlgorithm algorithm, const Docume
             order, internal::OrderByPreviousBmu(stream, hints.previous_bmu, docs.rows(), codebook.nodes, ws));
       }
       const int spans = tuning.warp_register_spans;
-      if (codebook.layout == CodebookLayout::kFeatureMajor && (spans == 1 || spans == 2 || spans == 4)) {
-        TESSERA_RETURN_IF_ERROR(SpanBmus(stream, docs, codebook, out, ws, tuning, order));
+      if (tuning.screen_fp16 && codebook.layout == CodebookLayout::kFeatureMajor &&
+          codebook.type == WeightType::kFloat32) {
+        TESSERA_RETURN_IF_ERROR(internal::ScreenedBmus(stream, docs, codebook, out, ws, tuning, order));
+      } else if (codebook.layout == CodebookLayout::kFeatureMajor && (spans == 1 || spans == 2 || spans == 4)) {
+        TESSERA_RETURN_IF_ERROR(SpanBmus(stream, docs, codebook, out, ws, tuning, order, docs.rows()));
       } else {
         TESSERA_RETURN_IF_ERROR(WarpBmus(stream, docs, codebook, out, ws, tuning, order));
       }

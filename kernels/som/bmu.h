@@ -51,6 +51,10 @@ struct BmuOutput {
   int32_t* bmu = nullptr;
   int32_t* second = nullptr;
   float* score = nullptr;
+  // Host; may be null. The screened search (BmuTuning::screen_fp16) stores
+  // how many documents it searched again with the exact kernel (all of them
+  // when the codebook cannot be screened); other searches store 0.
+  int64_t* exact_rescans = nullptr;
 };
 
 // How the CUDA kernels behind kFeatureMajor/kNodeMajor run; passed by value
@@ -100,6 +104,20 @@ struct BmuTuning {
   // round shares with this one are re-read from this SM's L1, not from L2
   // (blocks of neighbouring documents otherwise run on different SMs).
   int warp_doc_rounds = 8;
+  // Screened search (issue 37; fp32 feature-major codebooks on CUDA; others
+  // ignore it): a first pass sums an fp16 copy of the codebook with half2
+  // adds (8 nodes per 16-byte load, 2 per add: half the bytes and a third of
+  // the instructions of the exact pass), bounds each node's fp32 score from
+  // it (the rounding of the fp16 copy and of the fp16 sums, bounded per node
+  // and document), keeps every node whose lower bound is not above the
+  // second-smallest upper bound (the true best and second-best always are),
+  // and scores those exactly as the exact kernels do (fp32, ascending
+  // features, from 0). So BMU, second and score keep their bits. Documents
+  // whose candidates do not fit (4 per lane) or with over 64 features, and
+  // codebooks with negative, huge or non-finite weights, go through the exact
+  // kernel (BmuOutput::exact_rescans counts them). Nodes are permuted in the
+  // copy so that map neighbours (close scores) fall on different lanes.
+  bool screen_fp16 = false;
 };
 
 // Data about the documents the CUDA warp kernel may use to schedule its work;

@@ -32,6 +32,25 @@ constexpr int kOrderIdsSlot = 10;
 constexpr int kOrderSlot = 11;
 constexpr int kOrderTempSlot = 12;
 
+// Screened search (BmuTuning::screen_fp16, bmu_screen.cu): the fp16 copy of
+// the codebook, its permuted norms, position -> node, flags and counters,
+// documents sent to the exact kernel.
+constexpr int kScreenShadowSlot = 13;
+constexpr int kScreenNormsSlot = 14;
+constexpr int kScreenNodesSlot = 15;
+constexpr int kScreenCountersSlot = 16;
+constexpr int kScreenListSlot = 17;
+
+// The screened search of every document (visited through `order` when it is
+// not null), writing out.exact_rescans when given (bmu_screen.cu).
+absl::Status ScreenedBmus(const Stream& stream, const DocumentSet& docs, const CodebookView& cb, const BmuOutput& out,
+                          SomWorkspace& ws, const BmuTuning& tuning, const int32_t* order);
+
+// The exact register-span kernel (bmu.cu) on documents order[0, n) (0..n-1
+// when order is null); device memory.
+absl::Status ExactBmusAt(const Stream& stream, const DocumentSet& docs, const CodebookView& cb, const BmuOutput& out,
+                         SomWorkspace& ws, BmuTuning tuning, const int32_t* order, int64_t n);
+
 // Positions -> documents: the n documents stably sorted by previous_bmu
 // (device memory; values outside [0, nodes) last). Lives in `ws` until the
 // order slots are next used.

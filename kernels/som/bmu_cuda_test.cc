@@ -55,8 +55,10 @@ std::vector<T> ToHost(const std::shared_ptr<Buffer>& b, size_t n, const Stream& 
 
 // previous: per document, BMUs handed to the search as BmuHints::previous_bmu
 // (null: none); alias: in the output bmu buffer itself, as the trainer does.
+// rescans: BmuOutput::exact_rescans (may be null).
 Result RunCuda(const HostDocs& docs, const HostCodebook& cb, BmuAlgorithm algo, const Stream& stream,
-               BmuTuning tuning = BmuTuning(), const std::vector<int32_t>* previous = nullptr, bool alias = false) {
+               BmuTuning tuning = BmuTuning(), const std::vector<int32_t>* previous = nullptr, bool alias = false,
+               int64_t* rescans = nullptr) {
   auto set = DocumentSet::Create(docs.view(), stream);
   EXPECT_TRUE(set.ok()) << set.status();
   auto weights = cb.type == WeightType::kFloat32 ? ToDevice(cb.f32, stream) : ToDevice(cb.f16, stream);
@@ -85,7 +87,7 @@ Result RunCuda(const HostDocs& docs, const HostCodebook& cb, BmuAlgorithm algo, 
   SomWorkspace ws;
   absl::Status st = FindBmus(stream, algo, *set, view,
                              BmuOutput{static_cast<int32_t*>(bmu->data()), static_cast<int32_t*>(second->data()),
-                                       static_cast<float*>(score->data())},
+                                       static_cast<float*>(score->data()), rescans},
                              &ws, tuning, hints);
   EXPECT_TRUE(st.ok()) << st;
   EXPECT_TRUE(stream.Synchronize().ok());
@@ -246,6 +248,79 @@ TEST(BmuCudaParity, RegisterSpanWarpKernelMatchesCpuBitForBit) {
       tuning.warp_doc_rounds = 2;
       ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream, tuning), ref);
     }
+  }
+}
+
+// The screened search (BmuTuning::screen_fp16: fp16 bounds, exact scores of
+// the candidates) must give the exact kernels' bits: BMU, second and score
+// equal to the CPU backend on every document. Random non-negative weights
+// (most documents screened: exact_rescans < n), maps of 7x7 .. 64x64 (one or
+// several 1024-position passes, a partial last one), documents visited in a
+// shuffled previous-BMU order aliased with the output; then codebooks that
+// force the exact kernel on some or all documents (near-identical nodes: too
+// many candidates; dyadic weights: exact ties; negative weights; documents
+// over 64 features), which must still match bit for bit.
+TEST(BmuCudaParity, ScreenedSearchMatchesCpuBitForBit) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  Stream stream = Stream::Create(Backend::kCuda).value();
+  std::mt19937 rng(3737);
+  BmuTuning screen;
+  screen.screen_fp16 = true;
+  for (int edge : {7, 20, 45, 64}) {
+    const int64_t nodes = int64_t{edge} * edge;
+    SCOPED_TRACE(testing::Message() << "edge " << edge);
+    HostDocs docs = testutil::ZipfTopicDocs(777, 900, 12, 11, rng);
+    HostCodebook fm = testutil::RandomCodebook(nodes, 900, rng, 0.01f, 0.3f);
+    const Result ref = RunCpu(docs, fm);
+    std::vector<int32_t> previous = ref.bmu;
+    std::shuffle(previous.begin(), previous.end(), rng);
+    for (int rounds : {1, 3}) {
+      BmuTuning tuning = screen;
+      tuning.warp_doc_rounds = rounds;
+      int64_t rescans = -1;
+      ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream, tuning, nullptr, false, &rescans), ref);
+      EXPECT_GE(rescans, 0);
+      EXPECT_LT(rescans, docs.rows()) << "nothing was screened";
+      ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream, tuning, &previous, /*alias=*/true), ref);
+    }
+  }
+  {
+    SCOPED_TRACE("near-identical nodes");
+    HostDocs docs = testutil::ZipfTopicDocs(500, 400, 8, 11, rng);
+    HostCodebook fm = testutil::RandomCodebook(1500, 400, rng, 0.1f, 0.3f);
+    std::uniform_real_distribution<float> tiny(0.0f, 1e-5f);
+    for (int64_t v = 0; v < fm.features; ++v) {
+      for (int64_t i = 1; i < fm.nodes; ++i) fm.f32[v * fm.nodes + i] = fm.f32[v * fm.nodes] + tiny(rng);
+    }
+    fm.UpdateNorms();
+    int64_t rescans = -1;
+    ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream, screen, nullptr, false, &rescans), RunCpu(docs, fm));
+    EXPECT_GT(rescans, 0);
+  }
+  for (int64_t nodes : {3, 600, 2048}) {
+    SCOPED_TRACE(testing::Message() << "dyadic, nodes " << nodes);
+    HostDocs docs = testutil::RandomDocs(700, 300, 20, rng);
+    HostCodebook fm = testutil::DyadicCodebook(nodes, 300, rng, 3);
+    ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream, screen), RunCpu(docs, fm));
+  }
+  {
+    SCOPED_TRACE("negative weights");
+    HostDocs docs = testutil::RandomDocs(400, 300, 20, rng);
+    HostCodebook fm = testutil::RandomCodebook(900, 300, rng, -0.1f, 0.3f);
+    int64_t rescans = -1;
+    ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream, screen, nullptr, false, &rescans), RunCpu(docs, fm));
+    EXPECT_EQ(rescans, docs.rows());
+  }
+  {
+    SCOPED_TRACE("documents over 64 features");
+    HostDocs docs = testutil::RandomDocs(400, 300, 120, rng);
+    HostCodebook fm = testutil::RandomCodebook(900, 300, rng, 0.0f, 0.3f);
+    int64_t long_docs = 0;
+    for (int64_t d = 0; d < docs.rows(); ++d) long_docs += docs.offsets[d + 1] - docs.offsets[d] > 64;
+    ASSERT_GT(long_docs, 0);
+    int64_t rescans = -1;
+    ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream, screen, nullptr, false, &rescans), RunCpu(docs, fm));
+    EXPECT_GE(rescans, long_docs);
   }
 }
 

@@ -10,18 +10,6 @@
 namespace tessera {
 namespace som {
 
-bool AreNeighbours(int32_t a, int32_t b, const GridShape& grid, Adjacency adjacency) {
-  if (a == b || a < 0 || b < 0) return false;
-  const int64_t w = grid.width, h = grid.height;
-  int64_t dx = std::llabs(static_cast<int64_t>(a % w) - b % w);
-  int64_t dy = std::llabs(static_cast<int64_t>(a / w) - b / w);
-  if (grid.topology == Topology::kToroidal) {
-    dx = std::min(dx, w - dx);
-    dy = std::min(dy, h - dy);
-  }
-  return adjacency == Adjacency::kFour ? dx + dy == 1 : std::max(dx, dy) == 1;
-}
-
 QualityMetrics ComputeQuality(const int64_t* offsets, int64_t docs, const int32_t* bmu, const int32_t* second,
                               const float* score, const float* sq_norms, const GridShape& grid,
                               Adjacency adjacency) {

@@ -32,8 +32,21 @@ struct QualityMetrics {
   double dead_unit_fraction = 0;
 };
 
-// True when nodes a and b are distinct grid neighbours.
-bool AreNeighbours(int32_t a, int32_t b, const GridShape& grid, Adjacency adjacency);
+// True when nodes a and b are distinct grid neighbours (host and device: the
+// CUDA quality pass, quality_device.h, uses the same rule).
+TESSERA_SOM_HD inline bool AreNeighbours(int32_t a, int32_t b, const GridShape& grid, Adjacency adjacency) {
+  if (a == b || a < 0 || b < 0) return false;
+  const int64_t w = grid.width, h = grid.height;
+  int64_t dx = static_cast<int64_t>(a % w) - b % w;
+  int64_t dy = static_cast<int64_t>(a / w) - b / w;
+  dx = dx < 0 ? -dx : dx;
+  dy = dy < 0 ? -dy : dy;
+  if (grid.topology == Topology::kToroidal) {
+    dx = w - dx < dx ? w - dx : dx;
+    dy = h - dy < dy ? h - dy : dy;
+  }
+  return adjacency == Adjacency::kFour ? dx + dy == 1 : (dx > dy ? dx : dy) == 1;
+}
 
 // offsets: the documents' CSR row offsets (docs + 1); second may be null (then
 // topographic_error is 0); sq_norms: the codebook's ||w||^2 (grid.nodes()).

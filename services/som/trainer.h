@@ -97,7 +97,9 @@ struct EpochReport {
   double qe_relative_change = 0; // |qe - previous| / previous (0 for epoch 0)
   double topographic_error = 0;  // training TE, 4-neighbour adjacency
   double bmu_seconds = 0;
+  double quality_seconds = 0;    // QE/TE of the BMU results (download and host pass, or the device pass)
   double update_seconds = 0;
+  int64_t bmu_exact_rescans = 0; // BmuTuning::screen_fp16: documents the exact kernel searched again
   double seconds = 0;            // the whole epoch, quality included
 };
 
@@ -126,6 +128,11 @@ struct TrainOptions {
   int convergence_patience = 3;
   double small_radius = -1;    // <= 0: 1.25 * EndRadius
   int64_t update_slab_bytes = int64_t{256} << 20;  // CUDA update working set
+  // CUDA: QE and TE of each epoch from the BMU results where they are
+  // (kernels/som/quality_device.h), instead of downloading three values per
+  // document (360 MB at 29.9 M documents) for the host pass. Same terms,
+  // summed in another order (~1e-15 relative). Not persisted.
+  bool quality_on_device = true;
   // BMU search: kFeatureMajor (fused kernel, any backend and weight type) or,
   // on CUDA with fp32 weights, kCusparseRowOrder (cuSPARSE SpMM + top-2 pass,
   // faster on an H200 today; see bench/results/2026-11-30-h200-som.md).
@@ -159,6 +166,7 @@ struct TrainResult {
   QualityMetrics final_quality;   // of the returned codebook on the training rows
   double init_seconds = 0;        // mean, PCA, codebook fill, norms (on the GPU with pca_on_device)
   double setup_seconds = 0;       // documents, tiles, CSC (and a host-initialised codebook) into the backend's memory
+  double final_seconds = 0;       // the final BMU pass, its quality and the codebook's download
   double total_seconds = 0;       // upload, init, epochs and the final pass
 };
 

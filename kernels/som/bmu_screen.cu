@@ -1,0 +1,377 @@
+// Screened BMU search (BmuTuning::screen_fp16, issue 37): an fp16 pass that
+// bounds every node's score, then the exact fp32 scores of the few nodes the
+// bounds cannot rule out. Same bits as the exact kernels.
+//
+// Why: the exact register-span kernel spends one fp32 add and a quarter of a
+// 16-byte load per (document, feature, node); on the 64 x 64 map it is
+// load- and issue-bound. Here a 16-byte load brings 8 fp16 weights and one
+// HADD2 adds 2: half the bytes and about a third of the instructions.
+//
+// The bound. For document x with k <= 64 features and node i, let A32 be the
+// exact kernels' sum (fp32 weights, fp32 adds in ascending feature order) and
+// A16 this pass's (fp16 copies, fp16 adds in the same order). With
+// non-negative weights, every partial sum is at most the total, so
+//   |A32 - A16| <= rel * A16 + abs,  rel = 1.25 (k + 1) 2^-11, abs = k 2^-20
+// (fp16 rounding of each weight 2^-11 relative; each of the k - 1 fp16 adds
+// 2^-11 of its partial sum; fp32 adds k 2^-24; 1.25 covers bounding the exact
+// sum by A16 and second-order terms; abs covers fp16 subnormals). The exact
+// score is s = fl(|w|^2 - 2 A32); this pass's s~ = fl(|w|^2 - 2 A16), so
+//   |s - s~| <= e(i) = (2 rel + 2^-18) A16 + 2^-19 |w|^2 + 2 abs + 2^-19
+// (the last terms cover the fp32 roundings of both scores and of e, L, U).
+// With L = s~ - e and U = s~ + e, the second-smallest U bounds the true
+// second-smallest score from above, so every node whose score is at most the
+// true second-best (ties included) has L <= T = that second-smallest U. Each
+// lane keeps its 4 smallest L; the nodes among them with L <= T are scored
+// exactly (fp32 weights, ascending features from 0: the exact kernels' sum)
+// and the warp merges their top-2 by (score, index), as the exact kernels.
+// When a lane's 4th-smallest L is <= T a candidate may have been dropped, so
+// the document goes to the exact kernel; so do documents with over 64
+// features, and every document when the codebook has a negative, non-finite
+// or >= 512 weight (the bound assumes 0 <= w, and 64 such sums stay in fp16
+// range), or < 2 nodes.
+//
+// Layout of the fp16 copy: position p of a column holds node pos_node[p],
+// p = (i * a) mod m with a coprime to m (~0.618 m), so map neighbours (whose
+// scores are close, i.e. candidates together) fall on different lanes and
+// rarely overflow one lane's 4 slots. Columns are padded to whole passes
+// (1024 positions) with zero weights and +inf norms.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "common/buffer.h"
+#include "common/cuda_check.h"
+#include "common/status.h"
+#include "kernels/som/bmu.h"
+#include "kernels/som/bmu_cuda_internal.h"
+#include "kernels/som/bmu_device.cuh"
+
+namespace tessera {
+namespace som {
+namespace cuda {
+namespace internal {
+namespace {
+
+using bmu_device::WarpMergeTop2;
+using bmu_device::WriteTop2;
+
+constexpr int kThreads = kBmuThreads;
+constexpr int kWarps = kThreads / 32;
+constexpr int kSpans = 4;                    // 16-byte loads per lane per feature
+constexpr int kLaneNodes = 8 * kSpans;       // fp16 positions per lane per pass
+constexpr int kPass = 32 * kLaneNodes;       // positions per warp pass
+constexpr int kSlots = 4;                    // candidates kept per lane
+constexpr int kMaxFeatures = 64;             // longer documents: exact kernel
+constexpr float kBadWeight = 512.0f;         // fp16 range: 64 x 512 sums stay finite
+
+struct ScreenArgs {
+  int64_t d0;
+  int64_t nb;
+  int rounds;
+  const int32_t* order;
+  const int64_t* offsets;
+  const int32_t* indices;
+  const char* shadow;      // fp16 [feature][position], column stride col_bytes
+  uint32_t col_bytes;
+  int64_t positions;       // padded column length (multiple of kPass)
+  const float* norms_p;    // per position (+inf past the last node)
+  const int32_t* pos_node; // per position < m
+  const float* weights;    // the fp32 codebook, feature-major
+  const float* norms;      // per node
+  int64_t m;
+  int32_t* bmu;
+  int32_t* second;
+  float* score;
+  int32_t* list;           // documents for the exact kernel
+  int32_t* list_count;
+};
+
+__device__ inline uint64_t ColumnOffset(int32_t v, uint32_t col_bytes) {
+  uint64_t r;
+  asm("mul.wide.u32 %0, %1, %2;" : "=l"(r) : "r"(static_cast<uint32_t>(v)), "r"(col_bytes));
+  return r;
+}
+
+__global__ void __launch_bounds__(kThreads, 3) ScreenBmuKernel(ScreenArgs a) {
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  for (int r = 0; r < a.rounds; ++r) {
+    const int64_t local = (static_cast<int64_t>(blockIdx.x) * a.rounds + r) * kWarps + warp;
+    if (local >= a.nb) return;  // whole warp
+    const int64_t d = a.order != nullptr ? a.order[a.d0 + local] : a.d0 + local;
+    const int64_t off = a.offsets[d];
+    const int nnz = static_cast<int>(a.offsets[d + 1] - off);
+    if (nnz > kMaxFeatures) {
+      if (lane == 0) a.list[atomicAdd(a.list_count, 1)] = static_cast<int32_t>(d);
+      continue;
+    }
+    const int32_t f0 = lane < nnz ? __ldg(a.indices + off + lane) : 0;            // features 0..31
+    const int32_t f1 = lane + 32 < nnz ? __ldg(a.indices + off + 32 + lane) : 0;  // 32..63
+    const float k = static_cast<float>(nnz);
+    const float rel = 1.25f * (k + 1.0f) * 0x1p-11f;
+    const float c1 = 2.0f * rel + 0x1p-18f;
+    const float c0 = 2.0f * k * 0x1p-20f + 0x1p-19f;
+    float slot_l[kSlots];
+    int32_t slot_p[kSlots];
+#pragma unroll
+    for (int q = 0; q < kSlots; ++q) {
+      slot_l[q] = INFINITY;
+      slot_p[q] = -1;
+    }
+    float max_l = INFINITY;
+    int max_q = 0;
+    float up1 = INFINITY, up2 = INFINITY;
+    for (int64_t base = 0; base < a.positions; base += kPass) {
+      __half2 acc[kSpans][4];
+#pragma unroll
+      for (int s = 0; s < kSpans; ++s) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[s][j] = __float2half2_rn(0.0f);
+      }
+      const char* lane_base = a.shadow + 2 * (base + 8 * lane);
+#pragma unroll 1
+      for (int kk = 0; kk < nnz; ++kk) {
+        const int32_t v = __shfl_sync(0xffffffffu, kk < 32 ? f0 : f1, kk & 31);
+        const uint4* p = reinterpret_cast<const uint4*>(lane_base + ColumnOffset(v, a.col_bytes));
+        uint4 raw[kSpans];
+#pragma unroll
+        for (int s = 0; s < kSpans; ++s) raw[s] = __ldg(p + 32 * s);
+#pragma unroll
+        for (int s = 0; s < kSpans; ++s) {
+          const uint32_t words[4] = {raw[s].x, raw[s].y, raw[s].z, raw[s].w};
+#pragma unroll
+          for (int j = 0; j < 4; ++j) acc[s][j] = __hadd2(acc[s][j], *reinterpret_cast<const __half2*>(&words[j]));
+        }
+      }
+#pragma unroll
+      for (int s = 0; s < kSpans; ++s) {
+        const int64_t ps = base + 256 * s + 8 * lane;
+        const float4 n_lo = __ldg(reinterpret_cast<const float4*>(a.norms_p + ps));
+        const float4 n_hi = __ldg(reinterpret_cast<const float4*>(a.norms_p + ps + 4));
+        const float nrm[8] = {n_lo.x, n_lo.y, n_lo.z, n_lo.w, n_hi.x, n_hi.y, n_hi.z, n_hi.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float2 f = __half22float2(acc[s][j]);
+#pragma unroll
+          for (int t = 0; t < 2; ++t) {
+            const float x = t == 0 ? f.x : f.y;
+            const float norm = nrm[2 * j + t];
+            const float st = fmaf(-2.0f, x, norm);
+            const float e = fmaf(c1, x, fmaf(0x1p-19f, norm, c0));
+            const float lo = st - e;
+            const float hi = st + e;
+            if (hi < up2) {
+              if (hi < up1) {
+                up2 = up1;
+                up1 = hi;
+              } else {
+                up2 = hi;
+              }
+            }
+            if (lo < max_l) {
+              const int32_t pos = static_cast<int32_t>(ps + 2 * j + t);
+#pragma unroll
+              for (int q = 0; q < kSlots; ++q) {
+                if (q == max_q) {
+                  slot_l[q] = lo;
+                  slot_p[q] = pos;
+                }
+              }
+              max_l = slot_l[0];
+              max_q = 0;
+#pragma unroll
+              for (int q = 1; q < kSlots; ++q) {
+                if (slot_l[q] > max_l) {
+                  max_l = slot_l[q];
+                  max_q = q;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+    // T: the warp's second-smallest upper bound.
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float b1 = __shfl_xor_sync(0xffffffffu, up1, o);
+      const float b2 = __shfl_xor_sync(0xffffffffu, up2, o);
+      const float n2 = fminf(fmaxf(up1, b1), fminf(up2, b2));
+      up1 = fminf(up1, b1);
+      up2 = n2;
+    }
+    const float t_bound = up2;
+    // A dropped node has L >= this lane's 4th-smallest: it may matter only
+    // when that is within the bound (all slots full).
+    if (__any_sync(0xffffffffu, max_l <= t_bound)) {
+      if (lane == 0) a.list[atomicAdd(a.list_count, 1)] = static_cast<int32_t>(d);
+      continue;
+    }
+    int32_t node[kSlots];
+    float acc32[kSlots];
+#pragma unroll
+    for (int q = 0; q < kSlots; ++q) {
+      node[q] = slot_p[q] >= 0 && slot_l[q] <= t_bound ? __ldg(a.pos_node + slot_p[q]) : -1;
+      acc32[q] = 0.0f;
+    }
+    // Exact sums: fp32 weights, ascending features, from 0 (as bmu.cu).
+#pragma unroll 1
+    for (int kk = 0; kk < nnz; ++kk) {
+      const int32_t v = __shfl_sync(0xffffffffu, kk < 32 ? f0 : f1, kk & 31);
+      const float* col = a.weights + static_cast<int64_t>(v) * a.m;
+#pragma unroll
+      for (int q = 0; q < kSlots; ++q) {
+        if (node[q] >= 0) acc32[q] += __ldg(col + node[q]);
+      }
+    }
+    Top2 top = Top2::Empty();
+#pragma unroll
+    for (int q = 0; q < kSlots; ++q) {
+      if (node[q] >= 0) top.Insert(__ldg(a.norms + node[q]) - 2.0f * acc32[q], node[q]);
+    }
+    WarpMergeTop2(top);
+    if (lane == 0) WriteTop2(top, d, a.bmu, a.second, a.score);
+  }
+}
+
+// pos_node[(i * mult) mod m] = i; norms_p[p] = norms[pos_node[p]], +inf in
+// the padding.
+__global__ void ScreenPositionsKernel(int64_t m, int64_t positions, uint64_t mult, const float* __restrict__ norms,
+                                      int32_t* __restrict__ pos_node, float* __restrict__ norms_p) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < m) {
+    const int64_t p = static_cast<int64_t>((static_cast<uint64_t>(i) * mult) % static_cast<uint64_t>(m));
+    pos_node[p] = static_cast<int32_t>(i);
+    norms_p[p] = norms[i];
+  } else if (i < positions) {
+    norms_p[i] = INFINITY;
+  }
+}
+
+// The fp16 copy: 8 positions per thread (one 16-byte store); flags[0] = 1
+// when a weight is negative, non-finite or >= kBadWeight.
+__global__ void ScreenShadowKernel(const float* __restrict__ w, int64_t m, int64_t v_count, int64_t positions,
+                                   const int32_t* __restrict__ pos_node, uint4* __restrict__ shadow,
+                                   int32_t* __restrict__ flags) {
+  const int64_t per_col = positions / 8;
+  const int64_t total = v_count * per_col;
+  bool bad = false;
+  for (int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; g < total;
+       g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t v = g / per_col;
+    const int64_t p0 = (g - v * per_col) * 8;
+    const float* col = w + v * m;
+    uint32_t words[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      float x[2];
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        const int64_t p = p0 + 2 * j + t;
+        x[t] = p < m ? __ldg(col + __ldg(pos_node + p)) : 0.0f;
+        bad |= !(x[t] >= 0.0f && x[t] < kBadWeight);
+      }
+      const __half2 h = __floats2half2_rn(x[0], x[1]);
+      words[j] = *reinterpret_cast<const uint32_t*>(&h);
+    }
+    shadow[g] = make_uint4(words[0], words[1], words[2], words[3]);
+  }
+  if (bad) atomicOr(flags, 1);
+}
+
+uint64_t gcd64(uint64_t x, uint64_t y) {
+  while (y != 0) {
+    const uint64_t t = x % y;
+    x = y;
+    y = t;
+  }
+  return x;
+}
+
+// A multiplier coprime to m near 0.618 m (1 for m <= 2).
+uint64_t Multiplier(int64_t m) {
+  if (m <= 2) return 1;
+  uint64_t a = static_cast<uint64_t>(0.6180339887498949 * static_cast<double>(m));
+  if (a < 1) a = 1;
+  while (gcd64(a, static_cast<uint64_t>(m)) != 1) ++a;
+  return a % static_cast<uint64_t>(m);
+}
+
+}  // namespace
+
+absl::Status ScreenedBmus(const Stream& stream, const DocumentSet& docs, const CodebookView& cb, const BmuOutput& out,
+                          SomWorkspace& ws, const BmuTuning& tuning, const int32_t* order) {
+  const int64_t n = docs.rows(), m = cb.nodes, v_count = cb.features;
+  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
+  const int64_t positions = (m + kPass - 1) / kPass * kPass;
+  const bool weights_aligned = reinterpret_cast<uintptr_t>(cb.weights) % 16 == 0;
+  if (m < 2 || n == 0 || v_count == 0 || 2 * positions > int64_t{0xffffffff} || !weights_aligned ||
+      n >= (int64_t{1} << 31)) {
+    if (out.exact_rescans != nullptr) *out.exact_rescans = n;
+    return ExactBmusAt(stream, docs, cb, out, ws, tuning, order, n);
+  }
+  TESSERA_ASSIGN_OR_RETURN(void* shadow, ws.Slot(kScreenShadowSlot, 2 * positions * v_count, stream));
+  TESSERA_ASSIGN_OR_RETURN(void* norms_p, ws.Slot(kScreenNormsSlot, sizeof(float) * positions, stream));
+  TESSERA_ASSIGN_OR_RETURN(void* pos_node, ws.Slot(kScreenNodesSlot, sizeof(int32_t) * positions, stream));
+  TESSERA_ASSIGN_OR_RETURN(void* counters, ws.Slot(kScreenCountersSlot, 2 * sizeof(int32_t), stream));
+  TESSERA_ASSIGN_OR_RETURN(void* list, ws.Slot(kScreenListSlot, sizeof(int32_t) * n, stream));
+  int32_t* flags = static_cast<int32_t*>(counters);  // [0] bad weight, [1] documents in the list
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(flags, 0, 2 * sizeof(int32_t), s));
+  ScreenPositionsKernel<<<static_cast<unsigned>((positions + kThreads - 1) / kThreads), kThreads, 0, s>>>(
+      m, positions, Multiplier(m), cb.sq_norms, static_cast<int32_t*>(pos_node), static_cast<float*>(norms_p));
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("ScreenPositionsKernel");
+  ScreenShadowKernel<<<4096, kThreads, 0, s>>>(static_cast<const float*>(cb.weights), m, v_count, positions,
+                                               static_cast<const int32_t*>(pos_node), static_cast<uint4*>(shadow),
+                                               flags);
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("ScreenShadowKernel");
+  int32_t host_flags[2] = {0, 0};
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_flags, flags, sizeof(int32_t), cudaMemcpyDeviceToHost, s));
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+  if (host_flags[0] != 0) {
+    if (out.exact_rescans != nullptr) *out.exact_rescans = n;
+    return ExactBmusAt(stream, docs, cb, out, ws, tuning, order, n);
+  }
+  const int rounds = std::max(1, std::min(64, tuning.warp_doc_rounds));
+  const CsrView csr = docs.csr();
+  ScreenArgs args{0,
+                  n,
+                  rounds,
+                  order,
+                  csr.offsets,
+                  csr.indices,
+                  static_cast<const char*>(shadow),
+                  static_cast<uint32_t>(2 * positions),
+                  positions,
+                  static_cast<const float*>(norms_p),
+                  static_cast<const int32_t*>(pos_node),
+                  static_cast<const float*>(cb.weights),
+                  cb.sq_norms,
+                  m,
+                  out.bmu,
+                  out.second,
+                  out.score,
+                  static_cast<int32_t*>(list),
+                  flags + 1};
+  const int64_t per_block = int64_t{kWarps} * rounds;
+  const int64_t blocks = (n + per_block - 1) / per_block;
+  if (blocks > 0x7fffffff) return absl::InvalidArgumentError(absl::StrCat("FindBmus: ", n, " documents exceed the grid"));
+  TESSERA_CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(ScreenBmuKernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxL1));
+  ScreenBmuKernel<<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(args);
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("ScreenBmuKernel");
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_flags + 1, flags + 1, sizeof(int32_t), cudaMemcpyDeviceToHost, s));
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+  const int64_t rescans = host_flags[1];
+  if (out.exact_rescans != nullptr) *out.exact_rescans = rescans;
+  // The listed documents (an order of their own) through the exact kernel.
+  return ExactBmusAt(stream, docs, cb, out, ws, tuning, static_cast<const int32_t*>(list), rescans);
+}
+
+}  // namespace internal
+}  // namespace cuda
+}  // namespace som
+}  // namespace tessera

@@ -107,6 +107,60 @@ __global__ void __launch_bounds__(AxisPolicy::kInner * AxisPolicy::kRows)
   }
 }
 
+// AxisKernel's filter with each thread computing kRun consecutive outputs
+// along the axis from one sweep over the tile: kRun + 2r shared-memory loads
+// instead of kRun (2r + 1) (shared-memory loads bound AxisKernel at the
+// lean stage's sigma 6, 37 taps). The taps slide through registers (tap
+// d - o for output o at step d, 0 outside [0, 2r]), so each output still sums
+// fmaf(w[d], x[d], s) for d ascending from s = 0, as AxisKernel: the zero
+// taps add +-0, which leaves a finite sum unchanged, so the results are
+// AxisKernel's bit for bit for finite inputs (a non-finite input would also
+// reach the kRun - 1 neighbours' sums through 0 * inf).
+template <typename In = float, typename Out = float>
+__global__ void __launch_bounds__(AxisPolicy::kInner * AxisPolicy::kRows)
+    AxisRunKernel(const In* __restrict__ in, Out* __restrict__ out, int64_t inner, int64_t n, int64_t outer,
+                  Taps taps) {
+  constexpr int kRun = AxisPolicy::kTile / AxisPolicy::kRows;
+  extern __shared__ float tile[];  // (kTile + 2r) x kInner, then the 2r + 1 taps
+  const int r = taps.radius;
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t i = int64_t(blockIdx.x) * AxisPolicy::kInner + tx;
+  const int64_t a0 = int64_t(blockIdx.y) * AxisPolicy::kTile;
+  const int span = AxisPolicy::kTile + 2 * r;
+  float* w = tile + span * AxisPolicy::kInner;
+  for (int q = ty * AxisPolicy::kInner + tx; q <= 2 * r; q += AxisPolicy::kInner * AxisPolicy::kRows) w[q] = taps.w[q];
+  const int t0 = ty * kRun;  // this thread's first output row in the tile
+  for (int64_t o = blockIdx.z; o < outer; o += gridDim.z) {
+    const In* src = in + inner * n * o;
+    for (int s = ty; s < span; s += AxisPolicy::kRows) {
+      const int64_t a = ClampIdx(a0 + s - r, n - 1);
+      tile[s * AxisPolicy::kInner + tx] = i < inner ? ToFloat(src[i + inner * a]) : 0.f;
+    }
+    __syncthreads();
+    float acc[kRun], wr[kRun];
+#pragma unroll
+    for (int q = 0; q < kRun; ++q) acc[q] = wr[q] = 0.f;
+    const float* column = tile + t0 * AxisPolicy::kInner + tx;
+    for (int d = 0; d < 2 * r + kRun; ++d) {
+#pragma unroll
+      for (int q = kRun - 1; q > 0; --q) wr[q] = wr[q - 1];
+      wr[0] = d <= 2 * r ? w[d] : 0.f;
+      const float x = column[d * AxisPolicy::kInner];
+#pragma unroll
+      for (int q = 0; q < kRun; ++q) acc[q] = fmaf(wr[q], x, acc[q]);
+    }
+    if (i < inner) {
+      Out* dst = out + inner * n * o;
+#pragma unroll
+      for (int q = 0; q < kRun; ++q) {
+        const int64_t a = a0 + t0 + q;
+        if (a < n) dst[i + inner * a] = FromFloat<Out>(acc[q]);
+      }
+    }
+    __syncthreads();
+  }
+}
+
 // One warp per row (short rows: no block-wide barriers, 8 rows in flight per
 // block). in may equal out: each warp reads its whole row before writing it.
 __global__ void __launch_bounds__(RowPolicy::kThreads)
@@ -146,14 +200,22 @@ absl::Status LaunchRow(const float* in, float* out, int64_t nx, int64_t rows, co
   return absl::OkStatus();
 }
 
+// run_kernel: AxisRunKernel (same results, fewer shared-memory loads) instead
+// of AxisKernel.
 template <typename In, typename Out>
 absl::Status LaunchAxis(const In* in, Out* out, int64_t inner, int64_t n, int64_t outer, const Taps& taps,
-                        cudaStream_t s) {
+                        cudaStream_t s, bool run_kernel = false) {
   const dim3 block(AxisPolicy::kInner, AxisPolicy::kRows);
   const dim3 grid(unsigned((inner + AxisPolicy::kInner - 1) / AxisPolicy::kInner),
                   unsigned((n + AxisPolicy::kTile - 1) / AxisPolicy::kTile),
                   unsigned(std::min<int64_t>(outer, AxisPolicy::kMaxGridZ)));
   const size_t smem = size_t(AxisPolicy::kTile + 2 * taps.radius) * AxisPolicy::kInner * sizeof(float);
+  if (run_kernel) {
+    AxisRunKernel<In, Out><<<grid, block, smem + size_t(2 * taps.radius + 1) * sizeof(float), s>>>(in, out, inner, n,
+                                                                                                    outer, taps);
+    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("AxisRunKernel");
+    return absl::OkStatus();
+  }
   AxisKernel<In, Out><<<grid, block, smem, s>>>(in, out, inner, n, outer, taps);
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("AxisKernel");
   return absl::OkStatus();
@@ -194,7 +256,7 @@ __global__ void ResampleKernel(const float* __restrict__ in, int64_t inx, int64_
 }  // namespace
 
 absl::Status SmoothCuda(const float* in, float* out, const Grid& g, const std::vector<float> taps[3],
-                        float* scratch, const Stream& stream) {
+                        float* scratch, const Stream& stream, bool run_kernel) {
   cudaStream_t s = static_cast<cudaStream_t>(stream.native());
   TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
   const Taps tx = MakeTaps(taps[0]), ty = MakeTaps(taps[1]), tz = MakeTaps(taps[2]);
@@ -207,19 +269,19 @@ absl::Status SmoothCuda(const float* in, float* out, const Grid& g, const std::v
     if (fx && g.nx <= RowPolicy::kMaxRow) {
       TESSERA_RETURN_IF_ERROR(LaunchRow(src, dst, g.nx, g.ny * g.nz, tx, s));
     } else if (fx) {  // very long rows: through the scratch volume
-      TESSERA_RETURN_IF_ERROR(LaunchAxis(src, scratch, 1, g.nx, g.ny * g.nz, tx, s));
+      TESSERA_RETURN_IF_ERROR(LaunchAxis(src, scratch, 1, g.nx, g.ny * g.nz, tx, s, run_kernel));
       TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, scratch, V * sizeof(float), cudaMemcpyDeviceToDevice, s));
     } else if (src != dst) {
       TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, V * sizeof(float), cudaMemcpyDeviceToDevice, s));
     }
     // y: dst -> scratch; z: scratch -> dst (or a copy back when one is skipped).
     if (fy && fz) {
-      TESSERA_RETURN_IF_ERROR(LaunchAxis(dst, scratch, g.nx, g.ny, g.nz, ty, s));
-      TESSERA_RETURN_IF_ERROR(LaunchAxis(scratch, dst, g.nx * g.ny, g.nz, 1, tz, s));
+      TESSERA_RETURN_IF_ERROR(LaunchAxis(dst, scratch, g.nx, g.ny, g.nz, ty, s, run_kernel));
+      TESSERA_RETURN_IF_ERROR(LaunchAxis(scratch, dst, g.nx * g.ny, g.nz, 1, tz, s, run_kernel));
     } else if (fy || fz) {
       const bool y = fy;
-      TESSERA_RETURN_IF_ERROR(y ? LaunchAxis(dst, scratch, g.nx, g.ny, g.nz, ty, s)
-                                : LaunchAxis(dst, scratch, g.nx * g.ny, g.nz, 1, tz, s));
+      TESSERA_RETURN_IF_ERROR(y ? LaunchAxis(dst, scratch, g.nx, g.ny, g.nz, ty, s, run_kernel)
+                                : LaunchAxis(dst, scratch, g.nx * g.ny, g.nz, 1, tz, s, run_kernel));
       TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, scratch, V * sizeof(float), cudaMemcpyDeviceToDevice, s));
     }
   }
@@ -229,7 +291,7 @@ absl::Status SmoothCuda(const float* in, float* out, const Grid& g, const std::v
 // Per component: y (or a plain conversion) bf16 field -> float scratch, x in
 // place on the scratch, z (or a conversion) scratch -> field: one rounding.
 absl::Status SmoothBf16InPlaceCuda(BFloat16* field, const Grid& g, const std::vector<float> taps[3], float* scratch,
-                                   const Stream& stream) {
+                                   const Stream& stream, bool run_kernel) {
   cudaStream_t s = static_cast<cudaStream_t>(stream.native());
   TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
   const Taps tx = MakeTaps(taps[0]), ty = MakeTaps(taps[1]), tz = MakeTaps(taps[2]);
@@ -238,9 +300,9 @@ absl::Status SmoothBf16InPlaceCuda(BFloat16* field, const Grid& g, const std::ve
   const int64_t V = g.voxels();
   for (int64_t c = 0; c < g.comps; ++c) {
     BFloat16* comp = field + c * V;
-    TESSERA_RETURN_IF_ERROR(LaunchAxis(comp, scratch, g.nx, g.ny, g.nz, fy ? ty : one, s));
+    TESSERA_RETURN_IF_ERROR(LaunchAxis(comp, scratch, g.nx, g.ny, g.nz, fy ? ty : one, s, run_kernel));
     if (fx) TESSERA_RETURN_IF_ERROR(LaunchRow(scratch, scratch, g.nx, g.ny * g.nz, tx, s));
-    TESSERA_RETURN_IF_ERROR(LaunchAxis(scratch, comp, g.nx * g.ny, g.nz, 1, fz ? tz : one, s));
+    TESSERA_RETURN_IF_ERROR(LaunchAxis(scratch, comp, g.nx * g.ny, g.nz, 1, fz ? tz : one, s, run_kernel));
   }
   return absl::OkStatus();
 }

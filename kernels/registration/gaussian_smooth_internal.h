@@ -30,12 +30,15 @@ void ResampleCpu(const float* in, const Grid& gin, float* out, const Grid& gout,
 
 #if TESSERA_WITH_CUDA
 // scratch: g.voxels() floats of device memory (unused when only x is filtered).
+// run_kernel: the y and z passes by the register-blocked AxisRunKernel
+// (issue 37; the same results bit for bit for finite inputs, fewer
+// shared-memory loads) instead of AxisKernel.
 absl::Status SmoothCuda(const float* in, float* out, const Grid& g, const std::vector<float> taps[3],
-                        float* scratch, const Stream& stream);
+                        float* scratch, const Stream& stream, bool run_kernel = false);
 // Mixed precision: a bf16 field smoothed in place through one float scratch
 // volume (rounded once per component). Rows up to RowPolicy's 8192 voxels.
 absl::Status SmoothBf16InPlaceCuda(BFloat16* field, const Grid& g, const std::vector<float> taps[3], float* scratch,
-                                   const Stream& stream);
+                                   const Stream& stream, bool run_kernel = false);
 absl::Status ResampleCuda(const float* in, const Grid& gin, float* out, const Grid& gout, const float scale[3],
                           const Stream& stream);
 #endif

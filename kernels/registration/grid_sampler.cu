@@ -160,20 +160,49 @@ __device__ __forceinline__ float Ld(const Half* p) {
   return ToFloat(Half{__ldg(reinterpret_cast<const unsigned short*>(p))});
 }
 
+// image[idx] and image[idx + 1] (GridSamplerTuning::vector_loads): one
+// aligned 4-element load holds both unless idx is its last element, when
+// the second comes from a scalar load. The image pointer is aligned to the
+// 4 elements (checked at launch) and idx | 3 is inside the image.
+template <typename Idx>
+__device__ __forceinline__ void LdPair(const float* __restrict__ image, Idx idx, float& lo, float& hi) {
+  const Idx a = idx & ~Idx(3);
+  const int o = static_cast<int>(idx - a);
+  const float4 f = __ldg(reinterpret_cast<const float4*>(image + a));
+  lo = o == 0 ? f.x : (o == 1 ? f.y : (o == 2 ? f.z : f.w));
+  hi = o == 0 ? f.y : (o == 1 ? f.z : (o == 2 ? f.w : __ldg(image + idx + 1)));
+}
+template <typename Idx>
+__device__ __forceinline__ void LdPair(const Half* __restrict__ image, Idx idx, float& lo, float& hi) {
+  const Idx a = idx & ~Idx(3);
+  const int o = static_cast<int>(idx - a);
+  const uint2 q = __ldg(reinterpret_cast<const uint2*>(image + a));
+  const unsigned long long w = (static_cast<unsigned long long>(q.y) << 32) | q.x;  // element e in bits 16e..16e+15
+  lo = ToFloat(Half{static_cast<unsigned short>(w >> (16 * o))});
+  hi = o < 3 ? ToFloat(Half{static_cast<unsigned short>(w >> (16 * o + 16))}) : Ld(image + idx + 1);
+}
+
 // The 8 corners v[4z + 2y + x]; padding corners are 0. Cells wholly inside
-// the image (nearly all) load unconditionally from one base pointer.
-template <typename Idx, typename Img>
+// the image (nearly all) load unconditionally from one base pointer (kVec:
+// by pairs, LdPair).
+template <typename Idx, typename Img, bool kVec = false>
 __device__ __forceinline__ void LoadCorners(const Img* __restrict__ image, const Column<Idx>& col,
                                             const Cell<Idx>& cell, float v[8]) {
   using U = typename std::make_unsigned<Idx>::type;
-  const Img* p = image + (cell.i0 + col.mx * cell.j0 + col.mplane * cell.k0);
+  const Idx base = cell.i0 + col.mx * cell.j0 + col.mplane * cell.k0;
+  const Img* p = image + base;
   const Img* py = p + col.mx;
   const Img* pz = p + col.mplane;
   const Img* pyz = pz + col.mx;
   const bool interior = static_cast<U>(cell.i0) < static_cast<U>(col.mx - 1) &&
                         static_cast<U>(cell.j0) < static_cast<U>(col.my - 1) &&
                         static_cast<U>(cell.k0) < static_cast<U>(col.mz - 1);
-  if (interior) {
+  if (kVec && interior && ((base + col.mplane + col.mx) | Idx(3)) < col.mplane * col.mz) {
+    LdPair(image, base, v[0], v[1]);
+    LdPair(image, base + col.mx, v[2], v[3]);
+    LdPair(image, base + col.mplane, v[4], v[5]);
+    LdPair(image, base + col.mplane + col.mx, v[6], v[7]);
+  } else if (interior) {
     v[0] = Ld(p);
     v[1] = Ld(p + 1);
     v[2] = Ld(py);
@@ -225,7 +254,7 @@ __device__ __forceinline__ void InterpolateGrad(const float v[8], const Trilinea
   dv[2] = t.e1 - t.e0;
 }
 
-template <typename Idx, typename Img>
+template <typename Idx, typename Img, bool kVec>
 __device__ __forceinline__ void ForwardVoxel(const Img* __restrict__ image, const float* a,
                                              const float* __restrict__ disp, const Geometry& g,
                                              const Column<Idx>& col, Idx k, float* __restrict__ out) {
@@ -236,13 +265,13 @@ __device__ __forceinline__ void ForwardVoxel(const Img* __restrict__ image, cons
   float value = 0.0f;
   if (MakeCell(g, col, ix, dclamp, cell)) {
     float corners[8];
-    LoadCorners(image, col, cell, corners);
+    LoadCorners<Idx, Img, kVec>(image, col, cell, corners);
     value = Interpolate(corners, cell.fx, cell.fy, cell.fz).value;
   }
   out[v] = value;
 }
 
-template <typename Idx, int kZ, typename Img>
+template <typename Idx, int kZ, typename Img, bool kVec = false>
 __global__ void __launch_bounds__(kThreads)
     ForwardKernel(const Img* __restrict__ image, const float* __restrict__ affine, const float* __restrict__ disp,
                   Geometry g, float* __restrict__ out) {
@@ -255,14 +284,14 @@ __global__ void __launch_bounds__(kThreads)
   const Idx k0 = static_cast<Idx>(blockIdx.z) * kZ;
   if (k0 + kZ <= col.nz) {
 #pragma unroll
-    for (int kk = 0; kk < kZ; ++kk) ForwardVoxel(image, a, disp, g, col, k0 + kk, out);
+    for (int kk = 0; kk < kZ; ++kk) ForwardVoxel<Idx, Img, kVec>(image, a, disp, g, col, k0 + kk, out);
   } else {
-    for (Idx k = k0; k < col.nz; ++k) ForwardVoxel(image, a, disp, g, col, k, out);
+    for (Idx k = k0; k < col.nz; ++k) ForwardVoxel<Idx, Img, kVec>(image, a, disp, g, col, k, out);
   }
 }
 
 // One backward voxel: dL/du written, affine sums accumulated, image scatter.
-template <typename Idx, bool kDisp, bool kAffine, bool kImage, typename Img, typename GradT>
+template <typename Idx, bool kDisp, bool kAffine, bool kImage, typename Img, typename GradT, bool kVec>
 __device__ __forceinline__ void BackwardVoxel(const Img* __restrict__ image, const float* a,
                                               const float* __restrict__ disp, const Geometry& g,
                                               const Column<Idx>& col, float x0, float x1, Idx k,
@@ -276,7 +305,7 @@ __device__ __forceinline__ void BackwardVoxel(const Img* __restrict__ image, con
   if (MakeCell(g, col, ix, dclamp, cell)) {
     const float go = __ldg(grad_out + v);
     float c8[8];
-    LoadCorners(image, col, cell, c8);
+    LoadCorners<Idx, Img, kVec>(image, col, cell, c8);
     const Trilinear t = Interpolate(c8, cell.fx, cell.fy, cell.fz);
     float dv[3];
     InterpolateGrad(c8, t, cell.fy, cell.fz, dv);
@@ -317,7 +346,7 @@ __device__ __forceinline__ void BackwardVoxel(const Img* __restrict__ image, con
 }
 
 template <typename Idx, bool kDisp, bool kAffine, bool kImage, int kUnroll, typename Img = float,
-          typename GradT = float>
+          typename GradT = float, bool kVec = false>
 __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
     BackwardKernel(const Img* __restrict__ image, const float* __restrict__ affine, const float* __restrict__ disp,
                    Geometry g, const float* __restrict__ grad_out, GradT* __restrict__ grad_disp,
@@ -342,12 +371,12 @@ __global__ void __launch_bounds__(kThreads, kBackwardMinBlocks)
     if (k_begin + kBackwardZ <= col.nz) {
 #pragma unroll kUnroll
       for (int kk = 0; kk < kBackwardZ; ++kk) {
-        BackwardVoxel<Idx, kDisp, kAffine, kImage, Img, GradT>(image, a, disp, g, col, x[0], x[1], k_begin + kk, grad_out,
+        BackwardVoxel<Idx, kDisp, kAffine, kImage, Img, GradT, kVec>(image, a, disp, g, col, x[0], x[1], k_begin + kk, grad_out,
                                                    grad_disp, grad_image, acc);
       }
     } else {
       for (Idx k = k_begin; k < col.nz; ++k) {
-        BackwardVoxel<Idx, kDisp, kAffine, kImage, Img, GradT>(image, a, disp, g, col, x[0], x[1], k, grad_out, grad_disp,
+        BackwardVoxel<Idx, kDisp, kAffine, kImage, Img, GradT, kVec>(image, a, disp, g, col, x[0], x[1], k, grad_out, grad_disp,
                                                    grad_image, acc);
       }
     }
@@ -434,12 +463,21 @@ dim3 Grid(const Dims3& od, int z_per_thread, const GridSamplerTuning& tuning) {
 
 }  // namespace
 
+// GridSamplerTuning::vector_loads applies: 32-bit indices and an image
+// pointer aligned to LdPair's 4 elements.
+template <typename Img>
+bool UseVectorLoads(bool fits32, const Img* image, const GridSamplerTuning& tuning) {
+  return tuning.vector_loads && fits32 && reinterpret_cast<uintptr_t>(image) % (4 * sizeof(Img)) == 0;
+}
+
 template <int kZ, typename Img>
 void LaunchForward(bool fits32, const GridSampleArgs& args, const Img* image, const Geometry& g,
                    const GridSamplerTuning& tuning, float* out, cudaStream_t s) {
   const dim3 grid = Grid(args.out_dims, kZ, tuning);
   const dim3 block = Block(tuning);
-  if (fits32) {
+  if (UseVectorLoads(fits32, image, tuning)) {
+    ForwardKernel<int32_t, kZ, Img, true><<<grid, block, 0, s>>>(image, args.affine, args.disp, g, out);
+  } else if (fits32) {
     ForwardKernel<int32_t, kZ, Img><<<grid, block, 0, s>>>(image, args.affine, args.disp, g, out);
   } else {
     ForwardKernel<int64_t, kZ, Img><<<grid, block, 0, s>>>(image, args.affine, args.disp, g, out);
@@ -491,32 +529,56 @@ absl::Status GridSampleBackwardHalfImage(const Stream& stream, const GridSampleA
   const dim3 grid = Grid(args.out_dims, kBackwardZ, tuning);
   const dim3 block = Block(tuning);
   const Geometry g = MakeGeometry(args);
-#define TESSERA_GS_HALF(IDX, U)                                                                               \
-  BackwardKernel<IDX, true, false, false, U, Half, BFloat16><<<grid, block, 0, s>>>(                            \
+#define TESSERA_GS_HALF(IDX, U, V)                                                                            \
+  BackwardKernel<IDX, true, false, false, U, Half, BFloat16, V><<<grid, block, 0, s>>>(                         \
       image, args.affine, args.disp, g, grad_out, grad_disp, nullptr, nullptr)
-  if (!Fits32(args, tuning)) {
-    TESSERA_GS_HALF(int64_t, 1);
+  const bool fits32 = Fits32(args, tuning);
+  if (!fits32) {
+    TESSERA_GS_HALF(int64_t, 1, false);
+  } else if (UseVectorLoads(fits32, image, tuning)) {
+    if (tuning.backward_unroll == 2) {
+      TESSERA_GS_HALF(int32_t, 2, true);
+    } else if (tuning.backward_unroll == 4) {
+      TESSERA_GS_HALF(int32_t, 4, true);
+    } else {
+      TESSERA_GS_HALF(int32_t, 1, true);
+    }
   } else if (tuning.backward_unroll == 2) {
-    TESSERA_GS_HALF(int32_t, 2);
+    TESSERA_GS_HALF(int32_t, 2, false);
   } else if (tuning.backward_unroll == 4) {
-    TESSERA_GS_HALF(int32_t, 4);
+    TESSERA_GS_HALF(int32_t, 4, false);
   } else {
-    TESSERA_GS_HALF(int32_t, 1);
+    TESSERA_GS_HALF(int32_t, 1, false);
   }
 #undef TESSERA_GS_HALF
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("grid sampler backward (fp16 image)");
   return absl::OkStatus();
 }
 
+// vec (32-bit Idx only): vector loads for the combinations registration
+// uses (dL/du with or without dL/d[A|t], no dL/dI); the others ignore it.
 template <typename Idx, int kUnroll>
 void LaunchBackward(const dim3& grid, const dim3& block, cudaStream_t s, const GridSampleArgs& args,
-                    const Geometry& g, const float* grad_out, const GridSampleGrads& grads, double* partials) {
+                    const Geometry& g, const float* grad_out, const GridSampleGrads& grads, double* partials,
+                    bool vec = false) {
   const bool want_disp = grads.grad_disp != nullptr;
   const bool want_affine = grads.grad_affine != nullptr;
   const bool want_image = grads.grad_image != nullptr;
 #define TESSERA_GS_LAUNCH(D, A, I)                                                                        \
   BackwardKernel<Idx, D, A, I, kUnroll><<<grid, block, 0, s>>>(args.image, args.affine, args.disp, g, grad_out, \
                                                       grads.grad_disp, partials, grads.grad_image)
+#define TESSERA_GS_LAUNCH_VEC(D, A)                                                                        \
+  BackwardKernel<int32_t, D, A, false, kUnroll, float, float, true><<<grid, block, 0, s>>>(                 \
+      args.image, args.affine, args.disp, g, grad_out, grads.grad_disp, partials, nullptr)
+  if (std::is_same<Idx, int32_t>::value && vec && want_disp && !want_image) {
+    if (want_affine) {
+      TESSERA_GS_LAUNCH_VEC(true, true);
+    } else {
+      TESSERA_GS_LAUNCH_VEC(true, false);
+    }
+    return;
+  }
+#undef TESSERA_GS_LAUNCH_VEC
   if (want_disp && want_affine && want_image) TESSERA_GS_LAUNCH(true, true, true);
   else if (want_disp && want_affine) TESSERA_GS_LAUNCH(true, true, false);
   else if (want_disp && want_image) TESSERA_GS_LAUNCH(true, false, true);
@@ -549,14 +611,16 @@ absl::Status GridSampleBackward(const Stream& stream, const GridSampleArgs& args
     TESSERA_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(grads.grad_image, 0, sizeof(float) * args.image_dims.size(), s));
   }
   const Geometry g = MakeGeometry(args);
-  if (!Fits32(args, tuning)) {
+  const bool fits32 = Fits32(args, tuning);
+  const bool vec = UseVectorLoads(fits32, args.image, tuning);
+  if (!fits32) {
     LaunchBackward<int64_t, 1>(grid, block, s, args, g, grad_out, grads, partials);
   } else if (tuning.backward_unroll == 2) {
-    LaunchBackward<int32_t, 2>(grid, block, s, args, g, grad_out, grads, partials);
+    LaunchBackward<int32_t, 2>(grid, block, s, args, g, grad_out, grads, partials, vec);
   } else if (tuning.backward_unroll == 4) {
-    LaunchBackward<int32_t, 4>(grid, block, s, args, g, grad_out, grads, partials);
+    LaunchBackward<int32_t, 4>(grid, block, s, args, g, grad_out, grads, partials, vec);
   } else {
-    LaunchBackward<int32_t, 1>(grid, block, s, args, g, grad_out, grads, partials);
+    LaunchBackward<int32_t, 1>(grid, block, s, args, g, grad_out, grads, partials, vec);
   }
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("grid sampler backward");
   if (want_affine) {

@@ -13,7 +13,8 @@ namespace tessera {
 namespace registration {
 
 absl::Status SmoothInPlaceWithScratch(NDArray& field, const std::array<double, 3>& sigma, float* scratch,
-                                      int64_t scratch_floats, const Stream& stream) {
+                                      int64_t scratch_floats, const Stream& stream, LeanSmoothTuning tuning) {
+  (void)tuning;  // CUDA only
   if (stream.backend() == Backend::kCpu) return GaussianSmooth(field, &field, sigma, stream);
   if (field.dtype() != DType::kFloat32 || (field.rank() != 3 && field.rank() != 4)) {
     return absl::InvalidArgumentError(absl::StrCat("SmoothInPlaceWithScratch: field must be float32 rank 3 or 4, got ",
@@ -42,7 +43,7 @@ absl::Status SmoothInPlaceWithScratch(NDArray& field, const std::array<double, 3
   }
   if (field.num_elements() == 0) return absl::OkStatus();
 #if TESSERA_WITH_CUDA
-  return gs_internal::SmoothCuda(field.data<float>(), field.data<float>(), g, taps, scratch, stream);
+  return gs_internal::SmoothCuda(field.data<float>(), field.data<float>(), g, taps, scratch, stream, tuning.run_kernel);
 #else
   return absl::FailedPreconditionError("SmoothInPlaceWithScratch: CUDA stream in a build without CUDA");
 #endif
@@ -50,7 +51,8 @@ absl::Status SmoothInPlaceWithScratch(NDArray& field, const std::array<double, 3
 
 absl::Status SmoothBf16InPlaceWithScratch(BFloat16* field, Dims3 dims, int comps,
                                           const std::array<double, 3>& sigma, float* scratch,
-                                          int64_t scratch_floats, const Stream& stream) {
+                                          int64_t scratch_floats, const Stream& stream, LeanSmoothTuning tuning) {
+  (void)tuning;  // CUDA only
   if (dims.nx <= 0 || dims.ny <= 0 || dims.nz <= 0 || comps < 1) {
     return absl::InvalidArgumentError(absl::StrCat("SmoothBf16InPlaceWithScratch: dims must be positive and comps >= 1, got ",
                                                    DimsToString(dims), " x ", comps));
@@ -95,7 +97,7 @@ absl::Status SmoothBf16InPlaceWithScratch(BFloat16* field, Dims3 dims, int comps
         absl::StrCat("SmoothBf16InPlaceWithScratch: rows of ", dims.nx, " voxels exceed the CUDA limit of 8192"));
   }
 #if TESSERA_WITH_CUDA
-  return gs_internal::SmoothBf16InPlaceCuda(field, g, taps, scratch, stream);
+  return gs_internal::SmoothBf16InPlaceCuda(field, g, taps, scratch, stream, tuning.run_kernel);
 #else
   return absl::FailedPreconditionError("SmoothBf16InPlaceWithScratch: CUDA stream in a build without CUDA");
 #endif

@@ -16,12 +16,20 @@
 namespace tessera {
 namespace registration {
 
+// Kernel choice of the CUDA smoothing passes, passed with each call. Every
+// setting gives the same results bit for bit (finite inputs); the CPU ignores it.
+struct LeanSmoothTuning {
+  // y and z passes: each thread filters 8 consecutive outputs from one sweep
+  // of the shared-memory tile (issue 37) instead of one output per sweep.
+  bool run_kernel = false;
+};
+
 // field: float32 rank 3 or 4 (planar) in the stream's memory, smoothed in
 // place. scratch: on CUDA, at least dim0 * dim1 * dim2 floats of device
 // memory not aliasing field (ignored on the CPU, may be null there).
 // Errors as GaussianSmooth, plus INVALID_ARGUMENT for a missing scratch.
 absl::Status SmoothInPlaceWithScratch(NDArray& field, const std::array<double, 3>& sigma_voxels, float* scratch,
-                                      int64_t scratch_floats, const Stream& stream);
+                                      int64_t scratch_floats, const Stream& stream, LeanSmoothTuning tuning = {});
 
 // Mixed precision (issue 13's lean stage): a planar bf16 field of `comps`
 // components of `dims` (stream memory) smoothed in place; loads in float,
@@ -32,7 +40,7 @@ absl::Status SmoothInPlaceWithScratch(NDArray& field, const std::array<double, 3
 // (2^-8 of the largest |value|; lean_smooth_test.cc).
 absl::Status SmoothBf16InPlaceWithScratch(BFloat16* field, Dims3 dims, int comps,
                                           const std::array<double, 3>& sigma_voxels, float* scratch,
-                                          int64_t scratch_floats, const Stream& stream);
+                                          int64_t scratch_floats, const Stream& stream, LeanSmoothTuning tuning = {});
 
 }  // namespace registration
 }  // namespace tessera

@@ -1,0 +1,545 @@
+// Issue 37: the grid sampler and the greedy (lean, mixed-precision) LNCC
+// iteration against the memory floor, variants side by side in one process
+// with today's kernels as the baseline.
+//
+//   registration_roofline_bench [--size=512] [--reps=15] [--part=all|sampler|iteration] [--iterations=6]
+//
+// sampler: per operation, the compulsory bytes (each input read and each
+// output written once) moved by cudaMemcpyAsync device to device (the copy
+// kernel: reads and writes half the bytes each) give the reference time;
+// "% copy" = copy ms / op ms (the share of the copy bandwidth the op reaches
+// on its compulsory bytes). Variants are GridSamplerTuning settings (all
+// compute the same values: "max diff" against today's default must be 0).
+// Displacements: "random" (uniform +-1.5 voxels per voxel, as
+// registration_kernels_bench) and "smooth" (a sinusoidal field of the same
+// amplitude, what registration produces).
+// iteration: the steps of RunLeanDeformableStage's mixed-precision iteration
+// (deformable_stage.cc) timed one by one with CUDA events, today's settings
+// against the new ones (vector loads in the sampler, register-blocked
+// smoothing passes), and the largest difference of u after one iteration from
+// the same start (0: the same results).
+// Without a GPU it prints why and exits 0.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "bench/bench_util.h"
+#include "common/buffer.h"
+#include "common/device.h"
+#include "common/ndarray.h"
+#include "common/status.h"
+#include "kernels/registration/grid_sampler.h"
+#include "kernels/registration/lean_compose.h"
+#include "kernels/registration/lean_smooth.h"
+#include "kernels/registration/lncc.h"
+#include "kernels/registration/mixed_ops.h"
+#include "kernels/registration/parallel.h"
+#include "kernels/registration/types.h"
+#include "kernels/registration/unfused.h"
+#include "kernels/registration/workspace.h"
+
+#if TESSERA_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "common/cuda_check.h"
+#endif
+
+namespace tessera {
+namespace registration {
+namespace {
+
+struct Options {
+  int64_t size = 512;
+  int reps = 15;
+  int iterations = 6;
+  bool sampler = true;
+  bool iteration = true;
+};
+
+#if TESSERA_WITH_CUDA
+
+// Device bytes in a tracked Buffer.
+struct Dev {
+  std::shared_ptr<Buffer> buf;
+  size_t bytes = 0;
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(buf->data());
+  }
+};
+
+absl::StatusOr<Dev> Alloc(size_t bytes, const Stream& stream) {
+  Dev d;
+  d.bytes = bytes;
+  TESSERA_ASSIGN_OR_RETURN(d.buf, Buffer::Allocate(MemoryKind::kDevice, bytes, stream.ordinal()));
+  return d;
+}
+
+template <typename T>
+absl::StatusOr<std::vector<T>> Download(const Dev& d, const Stream& stream) {
+  std::vector<T> h(d.bytes / sizeof(T));
+  TESSERA_RETURN_IF_ERROR(CopyBytes(h.data(), MemoryKind::kHost, d.buf->data(), MemoryKind::kDevice, d.bytes, stream));
+  return h;
+}
+
+// Median ms of `reps` event-timed calls after `warmup` untimed ones.
+absl::StatusOr<double> TimeMs(const Stream& stream, int warmup, int reps, const std::function<absl::Status()>& fn) {
+  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
+  for (int i = 0; i < warmup; ++i) TESSERA_RETURN_IF_ERROR(fn());
+  TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+  cudaEvent_t start, stop;
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(start, s));
+    TESSERA_RETURN_IF_ERROR(fn());
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop, s));
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
+    float t = 0;
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&t, start, stop));
+    ms.push_back(t);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return bench::Median(ms);
+}
+
+// Largest |a - b| over two host copies (NaN if any difference is NaN).
+template <typename T>
+double MaxDiff(const std::vector<T>& a, const std::vector<T>& b) {
+  if (a.size() != b.size()) return std::nan("");
+  std::vector<double> part(static_cast<size_t>(ParallelChunks(static_cast<int64_t>(a.size()))), 0.0);
+  ParallelFor(static_cast<int64_t>(a.size()), [&](int64_t lo, int64_t hi, int chunk) {
+    double m = 0;
+    for (int64_t i = lo; i < hi; ++i) {
+      double x, y;
+      if constexpr (std::is_same<T, BFloat16>::value) {
+        x = ToFloat(a[i]);
+        y = ToFloat(b[i]);
+      } else {
+        x = a[i];
+        y = b[i];
+      }
+      const double d = std::abs(x - y);
+      if (!(d <= m)) m = d;  // NaN sticks
+    }
+    part[chunk] = m;
+  });
+  double m = 0;
+  for (double p : part) {
+    if (!(p <= m)) m = p;
+  }
+  return m;
+}
+
+struct Variant {
+  const char* name;
+  GridSamplerTuning tuning;
+};
+
+std::vector<Variant> SamplerVariants() {
+  std::vector<Variant> v;
+  v.push_back({"today (default)", GridSamplerTuning{}});
+  GridSamplerTuning t;
+  t.vector_loads = true;
+  v.push_back({"vector loads", t});
+  t.forward_z = 4;
+  v.push_back({"vector loads, z4", t});
+  t.forward_z = 8;
+  t.block_x = 64;
+  v.push_back({"vector loads, bx64", t});
+  t.block_x = 32;
+  t.backward_unroll = 4;
+  v.push_back({"vector loads, bwd unroll 4", t});
+  return v;
+}
+
+// A smooth field of +-1.5 voxels (normalized units at 512: 0.006), planar.
+absl::Status FillSmoothDisp(const Dev& disp, Dims3 d, float amplitude, const Stream& stream) {
+  const int64_t n = d.size();
+  std::vector<float> h(3 * n);
+  ParallelFor(d.nz, [&](int64_t k0, int64_t k1, int) {
+    for (int64_t k = k0; k < k1; ++k) {
+      for (int64_t j = 0; j < d.ny; ++j) {
+        for (int64_t i = 0; i < d.nx; ++i) {
+          const int64_t v = i + d.nx * (j + d.ny * k);
+          for (int c = 0; c < 3; ++c) {
+            h[v + c * n] = amplitude * std::sin(0.031f * (c + 1) * i + 0.047f * j - 0.023f * (c + 2) * k + c);
+          }
+        }
+      }
+    }
+  });
+  return CopyBytes(disp.buf->data(), MemoryKind::kDevice, h.data(), MemoryKind::kHost, sizeof(float) * 3 * n, stream);
+}
+
+struct OpRow {
+  std::string op, disp, variant;
+  double ms = 0, copy_ms = 0, max_diff = 0;
+};
+
+absl::Status BenchSampler(const Stream& stream, const Options& opt) {
+  const Dims3 d{opt.size, opt.size, opt.size};
+  const int64_t n = d.size();
+  std::printf("== sampler, %s (%.1f M voxels), trilinear, zeros padding, affine + displacement\n",
+              DimsToString(d).c_str(), n / 1e6);
+  std::fflush(stdout);
+  TESSERA_ASSIGN_OR_RETURN(Dev image, Alloc(sizeof(float) * n, stream));
+  TESSERA_ASSIGN_OR_RETURN(Dev image_h, Alloc(sizeof(Half) * n, stream));
+  TESSERA_ASSIGN_OR_RETURN(Dev disp, Alloc(sizeof(float) * 3 * n, stream));
+  TESSERA_ASSIGN_OR_RETURN(Dev affine, Alloc(sizeof(float) * kAffineParams, stream));
+  TESSERA_ASSIGN_OR_RETURN(Dev out, Alloc(sizeof(float) * n, stream));
+  TESSERA_ASSIGN_OR_RETURN(Dev grad_out, Alloc(sizeof(float) * n, stream));
+  TESSERA_ASSIGN_OR_RETURN(Dev grad_disp, Alloc(sizeof(float) * 3 * n, stream));
+  TESSERA_ASSIGN_OR_RETURN(Dev grad_affine, Alloc(sizeof(float) * kAffineParams, stream));
+  TESSERA_ASSIGN_OR_RETURN(Dev grad_bf16, Alloc(sizeof(BFloat16) * 3 * n, stream));
+  // Copy reference: up to 52 B per voxel in all, half read and half written.
+  const size_t copy_half = 26 * static_cast<size_t>(n);
+  TESSERA_ASSIGN_OR_RETURN(Dev copy_src, Alloc(copy_half, stream));
+  TESSERA_ASSIGN_OR_RETURN(Dev copy_dst, Alloc(copy_half, stream));
+  TESSERA_RETURN_IF_ERROR(unfused::FillUniform(stream, image.as<float>(), n, 1, 0.0f, 1.0f));
+  TESSERA_RETURN_IF_ERROR(ConvertToHalf(stream, image.as<float>(), image_h.as<Half>(), n));
+  TESSERA_RETURN_IF_ERROR(unfused::FillUniform(stream, grad_out.as<float>(), n, 3, -1.0f, 1.0f));
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(copy_src.buf->data(), 1, copy_half,
+                                               static_cast<cudaStream_t>(stream.native())));
+  const std::vector<float> theta = {0.98f, 0.05f, -0.02f, 0.01f, -0.04f, 1.01f, 0.03f, -0.02f,
+                                    0.02f, -0.03f, 0.99f, 0.015f};
+  TESSERA_RETURN_IF_ERROR(CopyBytes(affine.buf->data(), MemoryKind::kDevice, theta.data(), MemoryKind::kHost,
+                                    sizeof(float) * kAffineParams, stream));
+  const float amplitude = 1.5f * 2.0f / static_cast<float>(opt.size - 1);
+
+  // Copy time of `bytes` compulsory bytes (bytes / 2 read, bytes / 2 written).
+  auto copy_ms = [&](double bytes_per_voxel) -> absl::StatusOr<double> {
+    const size_t half = static_cast<size_t>(bytes_per_voxel / 2 * n);
+    return TimeMs(stream, 2, opt.reps, [&]() -> absl::Status {
+      TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(copy_dst.buf->data(), copy_src.buf->data(), half,
+                                                   cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream.native())));
+      return absl::OkStatus();
+    });
+  };
+  struct Op {
+    const char* name;
+    double bytes;  // compulsory bytes per voxel
+  };
+  const Op ops[] = {{"fwd", 20},
+                    {"fwd+bwd (dL/du, dL/d[A|t])", 52},
+                    {"bwd dL/du", 32},
+                    {"lean fwd (fp16 image)", 18},
+                    {"lean bwd dL/du (fp16 image, bf16 out)", 24}};
+  double copy[5];
+  for (int o = 0; o < 5; ++o) {
+    TESSERA_ASSIGN_OR_RETURN(copy[o], copy_ms(ops[o].bytes));
+    std::printf("  copy reference %-40s %5.0f B/voxel  %8.3f ms  (%.2f TB/s)\n", ops[o].name, ops[o].bytes, copy[o],
+                ops[o].bytes * n / (copy[o] * 1e-3) / 1e12);
+  }
+  std::fflush(stdout);
+
+  GridSampleArgs args;
+  args.image = image.as<float>();
+  args.image_dims = d;
+  args.affine = affine.as<float>();
+  args.disp = disp.as<float>();
+  args.out_dims = d;
+  args.padding = Padding::kZeros;
+  GridSampleArgs half_args = args;
+  half_args.image = nullptr;
+  Workspace ws;
+  std::vector<OpRow> rows;
+  const std::vector<Variant> variants = SamplerVariants();
+  for (const char* disp_kind : {"random", "smooth"}) {
+    if (std::strcmp(disp_kind, "random") == 0) {
+      TESSERA_RETURN_IF_ERROR(unfused::FillUniform(stream, disp.as<float>(), 3 * n, 2, -amplitude, amplitude));
+    } else {
+      TESSERA_RETURN_IF_ERROR(FillSmoothDisp(disp, d, amplitude, stream));
+    }
+    for (int o = 0; o < 5; ++o) {
+      std::vector<float> ref_f;
+      std::vector<BFloat16> ref_b;
+      for (size_t vi = 0; vi < variants.size(); ++vi) {
+        const GridSamplerTuning& t = variants[vi].tuning;
+        std::function<absl::Status()> fn;
+        switch (o) {
+          case 0:
+            fn = [&] { return GridSample(stream, args, out.as<float>(), t); };
+            break;
+          case 1:
+            fn = [&]() -> absl::Status {
+              TESSERA_RETURN_IF_ERROR(GridSample(stream, args, out.as<float>(), t));
+              return GridSampleBackward(stream, args, grad_out.as<float>(),
+                                        GridSampleGrads{grad_disp.as<float>(), grad_affine.as<float>(), nullptr}, &ws, t);
+            };
+            break;
+          case 2:
+            fn = [&] {
+              return GridSampleBackward(stream, args, grad_out.as<float>(),
+                                        GridSampleGrads{grad_disp.as<float>(), nullptr, nullptr}, &ws, t);
+            };
+            break;
+          case 3:
+            fn = [&] { return GridSampleHalfImage(stream, half_args, image_h.as<Half>(), out.as<float>(), t); };
+            break;
+          default:
+            fn = [&] {
+              return GridSampleBackwardHalfImage(stream, half_args, image_h.as<Half>(), grad_out.as<float>(),
+                                                 grad_bf16.as<BFloat16>(), t);
+            };
+            break;
+        }
+        OpRow row{ops[o].name, disp_kind, variants[vi].name};
+        row.copy_ms = copy[o];
+        TESSERA_ASSIGN_OR_RETURN(row.ms, TimeMs(stream, 2, opt.reps, fn));
+        // Values against today's: the op's main output (and dL/d[A|t] for fwd+bwd).
+        if (o == 0 || o == 3) {
+          TESSERA_ASSIGN_OR_RETURN(auto h, Download<float>(out, stream));
+          if (vi == 0) ref_f = std::move(h); else row.max_diff = MaxDiff(h, ref_f);
+        } else if (o == 1 || o == 2) {
+          TESSERA_ASSIGN_OR_RETURN(auto h, Download<float>(grad_disp, stream));
+          if (vi == 0) ref_f = std::move(h); else row.max_diff = MaxDiff(h, ref_f);
+        } else {
+          TESSERA_ASSIGN_OR_RETURN(auto h, Download<BFloat16>(grad_bf16, stream));
+          if (vi == 0) ref_b = std::move(h); else row.max_diff = MaxDiff(h, ref_b);
+        }
+        std::printf("  %-7s %-40s %-28s %8.3f ms  copy %8.3f ms  %5.1f %% copy  max diff %.3g\n", disp_kind,
+                    ops[o].name, variants[vi].name, row.ms, row.copy_ms, 100.0 * row.copy_ms / row.ms, row.max_diff);
+        std::fflush(stdout);
+        rows.push_back(row);
+      }
+    }
+  }
+  std::printf("\n| disp | op | variant | ms | copy ms (same bytes) | %% of copy bandwidth | max diff vs today |\n"
+              "|---|---|---|---|---|---|---|\n");
+  for (const OpRow& r : rows) {
+    std::printf("| %s | %s | %s | %.3f | %.3f | %.1f | %.3g |\n", r.disp.c_str(), r.op.c_str(), r.variant.c_str(), r.ms,
+                r.copy_ms, 100.0 * r.copy_ms / r.ms, r.max_diff);
+  }
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+// ---- the greedy iteration ----
+
+struct IterationConfig {
+  const char* name;
+  GridSamplerTuning sampler;
+  LeanSmoothTuning smooth;
+};
+
+constexpr int kSteps = 8;
+const char* const kStepNames[kSteps] = {"sampler fwd (fp16 image)", "LNCC w7 fwd+bwd (fp16 fixed)", "loss to host",
+                                        "sampler bwd dL/du (bf16)", "smooth dL/du sigma 6 (bf16)", "max |g|",
+                                        "compose step", "smooth u sigma 0.5"};
+
+absl::Status BenchIteration(const Stream& stream, const Options& opt) {
+  const Dims3 d{opt.size, opt.size, opt.size};
+  const int64_t n = d.size();
+  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
+  std::printf("\n== greedy LNCC iteration (lean stage, mixed precision), %s: %d iterations per setting, steps timed "
+              "with events (median)\n",
+              DimsToString(d).c_str(), opt.iterations);
+  std::fflush(stdout);
+  TESSERA_ASSIGN_OR_RETURN(Dev tmp, Alloc(sizeof(float) * n, stream));
+  TESSERA_ASSIGN_OR_RETURN(Dev fixed_h, Alloc(sizeof(Half) * n, stream));
+  TESSERA_ASSIGN_OR_RETURN(Dev moving_h, Alloc(sizeof(Half) * n, stream));
+  TESSERA_ASSIGN_OR_RETURN(Dev affine, Alloc(sizeof(float) * kAffineParams, stream));
+  TESSERA_ASSIGN_OR_RETURN(Dev loss, Alloc(sizeof(float), stream));
+  TESSERA_ASSIGN_OR_RETURN(Dev g, Alloc(sizeof(BFloat16) * 3 * n, stream));
+  TESSERA_ASSIGN_OR_RETURN(Dev u0, Alloc(sizeof(float) * 3 * n, stream));
+  TESSERA_ASSIGN_OR_RETURN(NDArray u, NDArray::Allocate(Shape{d.nx, d.ny, d.nz, int64_t{3}}, DType::kFloat32, MemoryKind::kDevice,
+                                                         stream.ordinal()));
+  TESSERA_ASSIGN_OR_RETURN(NDArray work, NDArray::Allocate(Shape{d.nx, d.ny, d.nz}, DType::kFloat32, MemoryKind::kDevice,
+                                                            stream.ordinal()));
+  // Images: uniform noise smoothed (sigma 2) so LNCC has structure; the moving
+  // image is the fixed one with other noise added.
+  TESSERA_RETURN_IF_ERROR(unfused::FillUniform(stream, work.data<float>(), n, 11, 0.0f, 1.0f));
+  TESSERA_RETURN_IF_ERROR(SmoothInPlaceWithScratch(work, {2, 2, 2}, tmp.as<float>(), n, stream));
+  TESSERA_RETURN_IF_ERROR(ConvertToHalf(stream, work.data<float>(), fixed_h.as<Half>(), n));
+  TESSERA_RETURN_IF_ERROR(unfused::FillUniform(stream, tmp.as<float>(), n, 12, 0.0f, 0.05f));
+  {
+    // moving = fixed + small noise, on the host in float (no extra kernel).
+    std::vector<float> a(n), b(n);
+    TESSERA_RETURN_IF_ERROR(CopyBytes(a.data(), MemoryKind::kHost, work.raw_data(), MemoryKind::kDevice, 4 * n, stream));
+    TESSERA_RETURN_IF_ERROR(CopyBytes(b.data(), MemoryKind::kHost, tmp.buf->data(), MemoryKind::kDevice, 4 * n, stream));
+    ParallelFor(n, [&](int64_t lo, int64_t hi, int) {
+      for (int64_t i = lo; i < hi; ++i) a[i] += b[i];
+    });
+    TESSERA_RETURN_IF_ERROR(CopyBytes(tmp.buf->data(), MemoryKind::kDevice, a.data(), MemoryKind::kHost, 4 * n, stream));
+    TESSERA_RETURN_IF_ERROR(ConvertToHalf(stream, tmp.as<float>(), moving_h.as<Half>(), n));
+  }
+  const float amplitude = 1.0f * 2.0f / static_cast<float>(opt.size - 1);
+  TESSERA_RETURN_IF_ERROR(FillSmoothDisp(u0, d, amplitude, stream));
+  const std::vector<float> theta = {1.0f, 0.01f, 0, 0.002f, -0.01f, 1.0f, 0, 0, 0, 0, 1.0f, -0.003f};
+  TESSERA_RETURN_IF_ERROR(CopyBytes(affine.buf->data(), MemoryKind::kDevice, theta.data(), MemoryKind::kHost,
+                                    sizeof(float) * kAffineParams, stream));
+
+  GridSampleArgs args;
+  args.image_dims = d;
+  args.affine = affine.as<float>();
+  args.disp = u.data<float>();
+  args.out_dims = d;
+  args.padding = Padding::kZeros;
+  LnccOptions lncc;
+  lncc.window = 7;
+  GreedyStep step;
+  step.rule = GreedyStep::Rule::kScaled;
+  step.to_normalized = {2.f / (d.nx - 1), 2.f / (d.ny - 1), 2.f / (d.nz - 1)};
+  const double lr = 0.5;  // deformable_lr_voxels' default
+  Workspace lncc_ws, stats_ws, compose_ws;
+
+  std::vector<IterationConfig> configs;
+  configs.push_back({"today", GridSamplerTuning{}, LeanSmoothTuning{}});
+  IterationConfig now{"new (vector loads, blocked smoothing)", GridSamplerTuning{}, LeanSmoothTuning{}};
+  now.sampler.vector_loads = true;
+  now.smooth.run_kernel = true;
+  configs.push_back(now);
+  IterationConfig smooth_only{"blocked smoothing only", GridSamplerTuning{}, LeanSmoothTuning{}};
+  smooth_only.smooth.run_kernel = true;
+  configs.push_back(smooth_only);
+
+  cudaEvent_t ev[kSteps + 1];
+  for (auto& e : ev) TESSERA_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));
+  std::vector<std::vector<float>> u_after_one(configs.size());
+  std::vector<std::vector<double>> step_ms(configs.size(), std::vector<double>(kSteps + 1));
+  for (size_t ci = 0; ci < configs.size(); ++ci) {
+    const IterationConfig& cfg = configs[ci];
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(u.raw_data(), u0.buf->data(), u0.bytes, cudaMemcpyDeviceToDevice, s));
+    std::vector<std::vector<double>> samples(kSteps + 1);
+    const int warmup = 1;
+    for (int it = 0; it < warmup + opt.iterations; ++it) {
+      int e = 0;
+      TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[e++], s));
+      TESSERA_RETURN_IF_ERROR(GridSampleHalfImage(stream, args, moving_h.as<Half>(), work.data<float>(), cfg.sampler));
+      TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[e++], s));
+      TESSERA_RETURN_IF_ERROR(LnccHalfFixed(stream, fixed_h.as<Half>(), work.data<float>(), d, lncc,
+                                            loss.as<float>(), work.data<float>(), g.as<BFloat16>(), &lncc_ws));
+      TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[e++], s));
+      float host_loss = 0;
+      TESSERA_RETURN_IF_ERROR(
+          CopyBytes(&host_loss, MemoryKind::kHost, loss.buf->data(), MemoryKind::kDevice, sizeof(float), stream));
+      TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[e++], s));
+      TESSERA_RETURN_IF_ERROR(GridSampleBackwardHalfImage(stream, args, moving_h.as<Half>(), work.data<float>(),
+                                                          g.as<BFloat16>(), cfg.sampler));
+      TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[e++], s));
+      TESSERA_RETURN_IF_ERROR(SmoothBf16InPlaceWithScratch(g.as<BFloat16>(), d, 3, {6, 6, 6}, work.data<float>(), n,
+                                                           stream, cfg.smooth));
+      TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[e++], s));
+      TESSERA_ASSIGN_OR_RETURN(float largest, MaxAbs(stream, g.as<BFloat16>(), 3 * n, &stats_ws));
+      TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[e++], s));
+      step.max_abs_grad = largest;
+      step.scale = largest > 0 ? static_cast<float>(-lr / largest) : 0.f;
+      TESSERA_RETURN_IF_ERROR(ComposeGreedyStepInPlace(stream, u.data<float>(), g.as<BFloat16>(), d, step, &compose_ws));
+      TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[e++], s));
+      TESSERA_RETURN_IF_ERROR(SmoothInPlaceWithScratch(u, {0.5, 0.5, 0.5}, work.data<float>(), n, stream, cfg.smooth));
+      TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[e++], s));
+      TESSERA_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(ev[kSteps]));
+      if (it == 0) {
+        u_after_one[ci].resize(3 * n);
+        TESSERA_RETURN_IF_ERROR(CopyBytes(u_after_one[ci].data(), MemoryKind::kHost, u.raw_data(), MemoryKind::kDevice,
+                                          u.nbytes(), stream));
+        std::printf("  %s: first loss %.6f\n", cfg.name, host_loss);
+      }
+      if (it < warmup) continue;
+      for (int k = 0; k < kSteps; ++k) {
+        float t = 0;
+        TESSERA_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&t, ev[k], ev[k + 1]));
+        samples[k].push_back(t);
+      }
+      float total = 0;
+      TESSERA_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&total, ev[0], ev[kSteps]));
+      samples[kSteps].push_back(total);
+    }
+    for (int k = 0; k <= kSteps; ++k) step_ms[ci][k] = bench::Median(samples[k]);
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+
+  std::printf("\n| step |");
+  for (const auto& c : configs) std::printf(" %s ms |", c.name);
+  std::printf("\n|---|");
+  for (size_t c = 0; c < configs.size(); ++c) std::printf("---|");
+  std::printf("\n");
+  for (int k = 0; k <= kSteps; ++k) {
+    std::printf("| %s |", k < kSteps ? kStepNames[k] : "**iteration (median of totals)**");
+    for (size_t c = 0; c < configs.size(); ++c) std::printf(" %.3f |", step_ms[c][k]);
+    std::printf("\n");
+  }
+  std::printf("| iteration without LNCC |");
+  for (size_t c = 0; c < configs.size(); ++c) std::printf(" %.3f |", step_ms[c][kSteps] - step_ms[c][1]);
+  std::printf("\n");
+  for (size_t c = 1; c < configs.size(); ++c) {
+    std::printf("u after one iteration, %s vs today: max |diff| %.3g\n", configs[c].name,
+                MaxDiff(u_after_one[c], u_after_one[0]));
+  }
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+int Run(const Options& opt) {
+  auto stream = Stream::Create(Backend::kCuda);
+  if (!stream.ok()) {
+    std::printf("no GPU: %s\n", stream.status().ToString().c_str());
+    return 0;
+  }
+  cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, stream->ordinal()) == cudaSuccess) std::printf("device: %s\n", prop.name);
+  if (opt.sampler) {
+    absl::Status st = BenchSampler(*stream, opt);
+    if (!st.ok()) {
+      std::printf("sampler: %s\n", st.ToString().c_str());
+      return 1;
+    }
+  }
+  if (opt.iteration) {
+    absl::Status st = BenchIteration(*stream, opt);
+    if (!st.ok()) {
+      std::printf("iteration: %s\n", st.ToString().c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
+#else
+
+int Run(const Options&) {
+  std::printf("built without CUDA: nothing to measure\n");
+  return 0;
+}
+
+#endif  // TESSERA_WITH_CUDA
+
+}  // namespace
+}  // namespace registration
+}  // namespace tessera
+
+int main(int argc, char** argv) {
+  tessera::registration::Options opt;
+  for (int i = 1; i < argc; ++i) {
+    const char* a = argv[i];
+    if (std::strncmp(a, "--size=", 7) == 0) {
+      opt.size = std::atoll(a + 7);
+    } else if (std::strncmp(a, "--reps=", 7) == 0) {
+      opt.reps = std::atoi(a + 7);
+    } else if (std::strncmp(a, "--iterations=", 13) == 0) {
+      opt.iterations = std::atoi(a + 13);
+    } else if (std::strcmp(a, "--part=sampler") == 0) {
+      opt.iteration = false;
+    } else if (std::strcmp(a, "--part=iteration") == 0) {
+      opt.sampler = false;
+    } else if (std::strcmp(a, "--part=all") != 0) {
+      std::fprintf(stderr, "unknown argument %s\n", a);
+      return 2;
+    }
+  }
+  if (opt.size < 8 || opt.reps < 1 || opt.iterations < 1) {
+    std::fprintf(stderr, "--size >= 8, --reps >= 1, --iterations >= 1\n");
+    return 2;
+  }
+  return tessera::registration::Run(opt);
+}

@@ -17,7 +17,8 @@
 // sum by A16 and second-order terms; abs covers fp16 subnormals). The exact
 // score is s = fl(|w|^2 - 2 A32); this pass's s~ = fl(|w|^2 - 2 A16), so
 //   |s - s~| <= e(i) = (2 rel + 2^-18) A16 + 2^-19 |w|^2 + 2 abs + 2^-19
-// (the last terms cover the fp32 roundings of both scores and of e, L, U).
+// (the last terms cover the fp32 roundings of both scores and of L and U,
+// each formed with two multiply-adds).
 // With L = s~ - e and U = s~ + e, the second-smallest U bounds the true
 // second-smallest score from above, so every node whose score is at most the
 // true second-best (ties included) has L <= T = that second-smallest U. Each
@@ -115,6 +116,10 @@ __global__ void __launch_bounds__(kThreads, 3) ScreenBmuKernel(ScreenArgs a) {
     const float rel = 1.25f * (k + 1.0f) * 0x1p-11f;
     const float c1 = 2.0f * rel + 0x1p-18f;
     const float c0 = 2.0f * k * 0x1p-20f + 0x1p-19f;
+    // L = s~ - e and U = s~ + e written as one multiply-add each on the norm
+    // term: L = (1 - 2^-19) |w|^2 - (2 + c1) A16 - c0, U = (1 + 2^-19) |w|^2
+    // - (2 - c1) A16 + c0.
+    const float lo_x = -(2.0f + c1), hi_x = c1 - 2.0f;
     float slot_l[kSlots];
     int32_t slot_p[kSlots];
 #pragma unroll
@@ -125,6 +130,9 @@ __global__ void __launch_bounds__(kThreads, 3) ScreenBmuKernel(ScreenArgs a) {
     float max_l = INFINITY;
     int max_q = 0;
     float up1 = INFINITY, up2 = INFINITY;
+    // A node with L >= max(max_l, up2) changes neither the slots nor the
+    // upper bounds' top-2 (U >= L): most nodes stop at this test.
+    float reject = INFINITY;
     for (int64_t base = 0; base < a.positions; base += kPass) {
       __half2 acc[kSpans][4];
 #pragma unroll
@@ -160,10 +168,9 @@ __global__ void __launch_bounds__(kThreads, 3) ScreenBmuKernel(ScreenArgs a) {
           for (int t = 0; t < 2; ++t) {
             const float x = t == 0 ? f.x : f.y;
             const float norm = nrm[2 * j + t];
-            const float st = fmaf(-2.0f, x, norm);
-            const float e = fmaf(c1, x, fmaf(0x1p-19f, norm, c0));
-            const float lo = st - e;
-            const float hi = st + e;
+            const float lo = fmaf(lo_x, x, fmaf(1.0f - 0x1p-19f, norm, -c0));  // +inf in the padding
+            if (!(lo < reject)) continue;
+            const float hi = fmaf(hi_x, x, fmaf(1.0f + 0x1p-19f, norm, c0));
             if (hi < up2) {
               if (hi < up1) {
                 up2 = up1;
@@ -191,6 +198,7 @@ __global__ void __launch_bounds__(kThreads, 3) ScreenBmuKernel(ScreenArgs a) {
                 }
               }
             }
+            reject = fmaxf(max_l, up2);
           }
         }
       }

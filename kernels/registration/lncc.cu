@@ -23,6 +23,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/cuda_check.h"
@@ -36,6 +38,29 @@ namespace tessera {
 namespace registration {
 namespace cuda {
 namespace {
+
+// ComputeLnccTerms in float (the kColumnMarch float-epilogue variant): the
+// box sums themselves are float, so the variances' cancellation error is of
+// the same order as in double; what float adds is the rounding of the
+// products and of the quotient (a few ulps, relative ~1e-6 on cc).
+struct LnccTermsF {
+  float cc, a, b, c;
+};
+__device__ __forceinline__ LnccTermsF ComputeLnccTermsF(float s_f, float s_w, float s_ff, float s_ww, float s_fw,
+                                                        float inv_n, float eps) {
+  const float cross = s_fw - s_f * s_w * inv_n;
+  float var_f = s_ff - s_f * s_f * inv_n;
+  float var_w = s_ww - s_w * s_w * inv_n;
+  var_f = var_f > 0.f ? var_f : 0.f;
+  var_w = var_w > 0.f ? var_w : 0.f;
+  const float inv_d = 1.f / (var_f * var_w + eps);
+  LnccTermsF t;
+  t.cc = cross * cross * inv_d;
+  t.a = 2.f * cross * inv_d;
+  t.b = -t.cc * var_f * inv_d;
+  t.c = -(t.a * s_f + 2.f * t.b * s_w) * inv_n;
+  return t;
+}
 
 constexpr int kTX = 32;  // tile width (x): one warp
 constexpr int kTY = 8;   // tile height (y)
@@ -79,7 +104,8 @@ struct ForwardOp {
     q[3] = raw[1] * raw[1];
     q[4] = raw[0] * raw[1];
   }
-  __device__ __forceinline__ double Emit(int64_t idx, const double s[kQ]) const {
+  template <typename A>
+  __device__ __forceinline__ double Emit(int64_t idx, const A s[kQ]) const {
     if (!mask.has(idx)) {
       if (a_out != nullptr) {
         a_out[idx] = FromFloat<CoefT>(0.f);
@@ -88,13 +114,19 @@ struct ForwardOp {
       }
       return 0.0;
     }
-    const LnccTerms t = ComputeLnccTerms(s[0], s[1], s[2], s[3], s[4], inv_n, eps);
+    const auto t = Terms(s);
     if (a_out != nullptr) {
       a_out[idx] = FromFloat<CoefT>(static_cast<float>(t.a));
       b_out[idx] = FromFloat<CoefT>(static_cast<float>(t.b));
       c_out[idx] = FromFloat<CoefT>(static_cast<float>(t.c));
     }
     return t.cc;
+  }
+  __device__ __forceinline__ LnccTerms Terms(const double s[kQ]) const {
+    return ComputeLnccTerms(s[0], s[1], s[2], s[3], s[4], inv_n, eps);
+  }
+  __device__ __forceinline__ LnccTermsF Terms(const float s[kQ]) const {
+    return ComputeLnccTermsF(s[0], s[1], s[2], s[3], s[4], static_cast<float>(inv_n), static_cast<float>(eps));
   }
 };
 
@@ -121,10 +153,11 @@ struct BackwardOp {
     q[1] = raw[1];
     q[2] = raw[2];
   }
-  __device__ __forceinline__ double Emit(int64_t idx, const double s[kQ]) const {
-    const double f = LdgFloat(fixed + idx);
-    const double w = warped[idx];
-    grad[idx] = static_cast<float>(scale * (f * s[0] + 2.0 * w * s[1] + s[2]));
+  template <typename A>
+  __device__ __forceinline__ double Emit(int64_t idx, const A s[kQ]) const {
+    const A f = LdgFloat(fixed + idx);
+    const A w = warped[idx];
+    grad[idx] = static_cast<float>(static_cast<A>(scale) * (f * s[0] + A(2) * w * s[1] + s[2]));
     return 0.0;
   }
 };
@@ -328,6 +361,249 @@ absl::Status DispatchMarch(const Op& op, const MarchShape& sh, double* partials,
   return absl::InvalidArgumentError("lncc (CUDA): window too large");
 }
 
+
+// f(std::integral_constant<int, 0>{}), ..., f(std::integral_constant<int, N - 1>{}) in order:
+// compile-time indices for register arrays.
+template <class F, int... I>
+__device__ __forceinline__ void StaticForImpl(F&& f, std::integer_sequence<int, I...>) {
+  (f(std::integral_constant<int, I>{}), ...);
+}
+template <int N, class F>
+__device__ __forceinline__ void StaticFor(F&& f) {
+  StaticForImpl(f, std::make_integer_sequence<int, N>{});
+}
+
+// ---- kColumnMarch (issue 37) -----------------------------------------------
+// A block of 256 threads owns a 32 x (8 * kRows) tile of (x, y) columns and a
+// range of z. Thread (lane, warp) owns columns x0 + lane, rows y0 + kRows *
+// warp + [0, kRows) and keeps their last w slices of xy box sums in registers
+// (a ring indexed at compile time: the z loop is unrolled by w), so the z
+// window sum is a direct sum in ascending z with no shared-memory traffic.
+// Per input slice:
+//   - the halo tile's raw values (F, W or a, b, c) go to one of two shared
+//     buffers (prefetched a slice ahead in registers);
+//   - x pass: the warps split the halo rows, lane = column, the w-term sum of
+//     each quantity read straight from the raw tile (products formed in
+//     registers), into one of two x-sum buffers;
+//   - y pass of the previous slice: each thread sums its rows' w x-sum rows
+//     directly, then the z ring and the epilogue.
+// The x pass of slice k and the y pass of slice k - 1 share one barrier.
+// Every sum is a fixed-order direct sum of its window (float, as kBoxMarch's
+// stored sums), so a voxel's value does not depend on its block's z chunk or
+// on a z-slab's start (issue 39).
+constexpr int kColThreads = 256;
+constexpr int kColWarps = kColThreads / 32;
+
+template <int kW, int kRows>
+struct ColShape {
+  static constexpr int kR = kW / 2;
+  static constexpr int kTY = kColWarps * kRows;
+  static constexpr int kHX = 32 + 2 * kR;
+  static constexpr int kHY = kTY + 2 * kR;
+  static constexpr int kPos = kHX * kHY;
+  static constexpr int kLoads = (kPos + kColThreads - 1) / kColThreads;
+};
+
+template <class Op, int kW, int kRows>
+constexpr size_t ColSharedBytes() {
+  using S = ColShape<kW, kRows>;
+  return sizeof(float) * (2 * Op::kRaw * S::kPos + 2 * Op::kQ * S::kHY * 32);
+}
+
+// Two blocks per SM at two rows per thread (<= 128 registers), three at one.
+template <class Op, int kW, int kRows>
+__global__ void __launch_bounds__(kColThreads, kRows == 1 ? 3 : 2) ColumnMarchKernel(Op op, int64_t nx, int64_t ny, int64_t nz,
+                                                                 int64_t z_chunk, bool float_epilogue,
+                                                                 double* __restrict__ partials) {
+  using S = ColShape<kW, kRows>;
+  constexpr int kQ = Op::kQ;
+  constexpr int kRaw = Op::kRaw;
+  constexpr int r = S::kR;
+  extern __shared__ float smem[];
+  float* s_raw = smem;                          // [2][kRaw][kHY][kHX]
+  float* s_xs = smem + 2 * kRaw * S::kPos;      // [2][kQ][kHY][32]
+
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int64_t x0 = static_cast<int64_t>(blockIdx.x) * 32;
+  const int64_t y0 = static_cast<int64_t>(blockIdx.y) * S::kTY;
+  const int64_t z_begin = static_cast<int64_t>(blockIdx.z) * z_chunk;
+  const int64_t z_end = z_begin + z_chunk < nz ? z_begin + z_chunk : nz;
+  const int64_t plane = nx * ny;
+  const int64_t my_x = x0 + lane;
+
+  float raw[S::kLoads][kRaw];
+  auto load_slice = [&](int64_t zin) {
+    const bool z_ok = zin >= 0 && zin < nz;
+#pragma unroll
+    for (int s = 0; s < S::kLoads; ++s) {
+      const int p = tid + s * kColThreads;
+      const int hr = p / S::kHX;
+      const int hc = p - hr * S::kHX;
+      const int64_t gx = x0 - r + hc;
+      const int64_t gy = y0 - r + hr;
+      if (z_ok && p < S::kPos && gx >= 0 && gx < nx && gy >= 0 && gy < ny) {
+        op.Load(gx + nx * gy + plane * zin, raw[s]);
+      } else {
+#pragma unroll
+        for (int c = 0; c < kRaw; ++c) raw[s][c] = 0.0f;
+      }
+    }
+  };
+  auto store_slice = [&](int buf) {
+    float* dst = s_raw + buf * kRaw * S::kPos;
+#pragma unroll
+    for (int s = 0; s < S::kLoads; ++s) {
+      const int p = tid + s * kColThreads;
+      if (p < S::kPos) {
+#pragma unroll
+        for (int c = 0; c < kRaw; ++c) dst[c * S::kPos + p] = raw[s][c];
+      }
+    }
+  };
+  // x pass on raw buffer `buf` into x-sum buffer `buf`.
+  auto x_pass = [&](int buf) {
+    const float* src = s_raw + buf * kRaw * S::kPos;
+    float* dst = s_xs + buf * kQ * S::kHY * 32;
+    for (int row = warp; row < S::kHY; row += kColWarps) {
+      float sum[kQ];
+#pragma unroll
+      for (int c = 0; c < kQ; ++c) sum[c] = 0.f;
+#pragma unroll
+      for (int k = 0; k < kW; ++k) {
+        float v[kRaw], q[kQ];
+#pragma unroll
+        for (int c = 0; c < kRaw; ++c) v[c] = src[c * S::kPos + row * S::kHX + lane + k];
+        Op::Expand(v, q);
+#pragma unroll
+        for (int c = 0; c < kQ; ++c) sum[c] += q[c];
+      }
+#pragma unroll
+      for (int c = 0; c < kQ; ++c) dst[(c * S::kHY + row) * 32 + lane] = sum[c];
+    }
+  };
+
+  float ring[kW][kRows][kQ];
+#pragma unroll
+  for (int k = 0; k < kW; ++k)
+#pragma unroll
+    for (int j = 0; j < kRows; ++j)
+#pragma unroll
+      for (int c = 0; c < kQ; ++c) ring[k][j][c] = 0.f;
+
+  // y pass of x-sum buffer `buf` into ring slot kSlot, then (when the slice
+  // z = zin - r is one of this block's) the z sums and the epilogue.
+  auto y_pass_and_emit = [&](int buf, auto slot_tag, int64_t zin) {
+    constexpr int kSlot = decltype(slot_tag)::value;
+    const float* src = s_xs + buf * kQ * S::kHY * 32;
+#pragma unroll
+    for (int c = 0; c < kQ; ++c) {
+      float rows[kRows + 2 * r];
+#pragma unroll
+      for (int h = 0; h < kRows + 2 * r; ++h) rows[h] = src[(c * S::kHY + warp * kRows + h) * 32 + lane];
+#pragma unroll
+      for (int j = 0; j < kRows; ++j) {
+        float sum = 0.f;
+#pragma unroll
+        for (int h = 0; h < kW; ++h) sum += rows[j + h];
+        ring[kSlot][j][c] = sum;
+      }
+    }
+    const int64_t z = zin - r;
+    if (z < z_begin) return;
+    double cc = 0.0;
+#pragma unroll
+    for (int j = 0; j < kRows; ++j) {
+      const int64_t my_y = y0 + warp * kRows + j;
+      if (my_x < nx && my_y < ny) {
+        // The window's slices in ascending z: the oldest (z - r) is the slot
+        // after the newest.
+        float sum[kQ];
+#pragma unroll
+        for (int c = 0; c < kQ; ++c) sum[c] = 0.f;
+#pragma unroll
+        for (int d = 1; d <= kW; ++d) {
+#pragma unroll
+          for (int c = 0; c < kQ; ++c) sum[c] += ring[(kSlot + d) % kW][j][c];
+        }
+        const int64_t idx = my_x + nx * my_y + plane * z;
+        if (float_epilogue) {
+          cc += op.Emit(idx, sum);
+        } else {
+          double acc[kQ];
+#pragma unroll
+          for (int c = 0; c < kQ; ++c) acc[c] = static_cast<double>(sum[c]);
+          cc += op.Emit(idx, acc);
+        }
+      }
+    }
+    if (partials != nullptr) {
+      // One sum per (slice, xy tile, warp): a fixed shuffle tree.
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) cc += __shfl_xor_sync(0xffffffffu, cc, off);
+      if (lane == 0) {
+        const int64_t tile = blockIdx.x + static_cast<int64_t>(gridDim.x) * blockIdx.y;
+        partials[(z * (static_cast<int64_t>(gridDim.x) * gridDim.y) + tile) * kColWarps + warp] = cc;
+      }
+    }
+  };
+
+  // Step t handles input slice zin_begin + t: x pass of it, y pass of the
+  // one before. Ring slot of input slice t is t % kW, so the z loop is
+  // unrolled by kW to keep the ring in registers.
+  const int64_t zin_begin = z_begin - r;
+  const int64_t nslices = (z_end + r) - zin_begin;
+  load_slice(zin_begin);
+  store_slice(0);
+  if (nslices > 1) load_slice(zin_begin + 1);
+  __syncthreads();
+  for (int64_t t0 = 0; t0 <= nslices; t0 += kW) {
+    StaticFor<kW>([&](auto k_tag) {
+      constexpr int k = decltype(k_tag)::value;
+      const int64_t t = t0 + k;
+      if (t > nslices) return;
+      const int buf = static_cast<int>(t & 1);
+      if (t + 1 < nslices) {
+        store_slice(buf ^ 1);
+        if (t + 2 < nslices) load_slice(zin_begin + t + 2);
+      }
+      if (t < nslices) x_pass(buf);
+      if (t >= 1) y_pass_and_emit(buf ^ 1, std::integral_constant<int, (k + kW - 1) % kW>{}, zin_begin + t - 1);
+      __syncthreads();
+    });
+  }
+}
+
+template <class Op, int kW, int kRows>
+absl::Status LaunchColumnMarch(const Op& op, Dims3 dims, int64_t z_chunk, bool float_epilogue, double* partials,
+                               cudaStream_t stream) {
+  using S = ColShape<kW, kRows>;
+  const size_t smem = ColSharedBytes<Op, kW, kRows>();
+  auto kernel = ColumnMarchKernel<Op, kW, kRows>;
+  TESSERA_CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  const dim3 grid(static_cast<unsigned>((dims.nx + 31) / 32), static_cast<unsigned>((dims.ny + S::kTY - 1) / S::kTY),
+                  static_cast<unsigned>((dims.nz + z_chunk - 1) / z_chunk));
+  kernel<<<grid, kColThreads, smem, stream>>>(op, dims.nx, dims.ny, dims.nz, z_chunk, float_epilogue, partials);
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("lncc column march");
+  return absl::OkStatus();
+}
+
+template <class Op, int kRows>
+absl::Status DispatchColumnWindow(const Op& op, Dims3 dims, int window, int64_t z_chunk, bool float_epilogue,
+                                  double* partials, cudaStream_t stream) {
+  switch (window) {
+    case 3: return LaunchColumnMarch<Op, 3, kRows>(op, dims, z_chunk, float_epilogue, partials, stream);
+    case 5: return LaunchColumnMarch<Op, 5, kRows>(op, dims, z_chunk, float_epilogue, partials, stream);
+    case 7: return LaunchColumnMarch<Op, 7, kRows>(op, dims, z_chunk, float_epilogue, partials, stream);
+    case 9: return LaunchColumnMarch<Op, 9, kRows>(op, dims, z_chunk, float_epilogue, partials, stream);
+    default: return absl::InvalidArgumentError("lncc (CUDA column march): unsupported window");
+  }
+}
+
+bool ColumnMarchSupports(int window) { return window == 3 || window == 5 || window == 7 || window == 9; }
+
 // total_voxels: N of the loss and gradient (dims.size() unless dims is a
 // z-slab of a larger volume); slice_cc (device, dims.nz doubles, may be
 // null): the per-slice cc sums.
@@ -345,13 +621,40 @@ absl::Status LnccImpl(const Stream& stream, const FixedT* fixed, const float* wa
   TESSERA_CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, stream.ordinal()));
   const MarchShape sh = MakeShape(dims, options.window);
+  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
   if (SharedBytes<ForwardOp<>::kQ>(sh) + 32 * sizeof(double) > static_cast<size_t>(max_smem)) {
     return absl::InvalidArgumentError(
         absl::StrCat("lncc (CUDA): window ", options.window, " needs more shared memory than the GPU has"));
   }
   const dim3 grid = MarchGrid(sh);
-  const int64_t tiles = static_cast<int64_t>(grid.x) * grid.y;
-  const int64_t per_slice = tiles * kWarps;  // partials per slice: one per tile and warp
+  const bool column = options.cuda_kernel == LnccCudaKernel::kColumnMarch && ColumnMarchSupports(options.window);
+  const int rows = options.cuda_rows == 1 ? 1 : 2;
+  const int64_t column_tile_y = kColWarps * rows;
+  const int64_t tiles = column ? ((dims.nx + 31) / 32) * ((dims.ny + column_tile_y - 1) / column_tile_y)
+                               : static_cast<int64_t>(grid.x) * grid.y;
+  // Partials per slice: one per tile and warp (both kernels: 8 warps).
+  static_assert(kColWarps == kWarps, "one partial per warp in both kernels");
+  const int64_t per_slice = tiles * kWarps;
+  int64_t column_chunk = 0;
+  if (column) {
+    // As MakeShape: enough blocks to fill the GPU, chunks >= 8r and 16 deep.
+    const int64_t target = options.cuda_target_blocks > 0 ? options.cuda_target_blocks : 2048;
+    const int64_t chunks = (target + tiles - 1) / tiles;
+    column_chunk = (dims.nz + chunks - 1) / chunks;
+    const int64_t min_chunk = 8 * sh.r > 16 ? 8 * sh.r : 16;
+    if (column_chunk < min_chunk) column_chunk = min_chunk;
+  }
+  auto march = [&](const auto& op, double* part) -> absl::Status {
+    using Op = std::decay_t<decltype(op)>;
+    if (column) {
+      if (rows == 1) {
+        return DispatchColumnWindow<Op, 1>(op, dims, options.window, column_chunk, options.cuda_float_epilogue, part, s);
+      }
+      return DispatchColumnWindow<Op, 2>(op, dims, options.window, column_chunk, options.cuda_float_epilogue, part, s);
+    }
+    if (part != nullptr) return DispatchMarch<Op, true>(op, sh, part, s);
+    return DispatchMarch<Op, false>(op, sh, nullptr, s);
+  };
   const int64_t n = dims.size();
   const bool want_grad = grad_warped != nullptr;
   const bool want_sums = loss != nullptr || slice_cc != nullptr;
@@ -369,21 +672,20 @@ absl::Status LnccImpl(const Stream& stream, const FixedT* fixed, const float* wa
   CoefT* b = own_coefficients ? carve.Take<CoefT>(n) : (want_grad ? coefficients + n : nullptr);
   CoefT* c = own_coefficients ? carve.Take<CoefT>(n) : (want_grad ? coefficients + 2 * n : nullptr);
 
-  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
   ForwardOp<FixedT, CoefT> fwd{fixed, warped, a, b, c, 1.0 / (static_cast<double>(sh.w) * sh.w * sh.w), options.eps,
                                mask};
   if (want_sums) {
     // loss = -(sum of the slices' cc sums in ascending z) / N, as the CPU
     // reference and the sharded evaluation (slice_sums.h).
-    TESSERA_RETURN_IF_ERROR((DispatchMarch<ForwardOp<FixedT, CoefT>, true>(fwd, sh, partials, s)));
+    TESSERA_RETURN_IF_ERROR(march(fwd, partials));
     TESSERA_CUDA_RETURN_IF_ERROR(cuda_detail::FinishSlices(partials, dims.nz, per_slice, slice_cc != nullptr ? slice_cc : slices,
                                                            -1.0, static_cast<double>(total_voxels), loss, s));
   } else {
-    TESSERA_RETURN_IF_ERROR((DispatchMarch<ForwardOp<FixedT, CoefT>, false>(fwd, sh, nullptr, s)));
+    TESSERA_RETURN_IF_ERROR(march(fwd, nullptr));
   }
   if (want_grad) {
     BackwardOp<FixedT, CoefT> bwd{a, b, c, fixed, warped, grad_warped, -1.0 / static_cast<double>(total_voxels)};
-    TESSERA_RETURN_IF_ERROR((DispatchMarch<BackwardOp<FixedT, CoefT>, false>(bwd, sh, nullptr, s)));
+    TESSERA_RETURN_IF_ERROR(march(bwd, nullptr));
   }
   if (workspace == nullptr) TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   return absl::OkStatus();

@@ -49,9 +49,22 @@
 namespace tessera {
 namespace registration {
 
+// The CUDA kernel (issue 37; benchmarks and tests pick one to compare them,
+// the CPU backend ignores it). kBoxMarch: 32x8 tiles with the x and y running
+// sums in shared memory and a shared-memory z ring (any window <= 25).
+// kColumnMarch: each thread owns `cuda_rows` columns of a 32 x 8*rows tile
+// and keeps their z ring in registers; direct x, y and z window sums in float,
+// one barrier per slice (windows 3, 5, 7, 9; others fall back to
+// kBoxMarch). Both keep issue 39's slab bit-identity.
+enum class LnccCudaKernel { kDefault, kBoxMarch, kColumnMarch };
+
 struct LnccOptions {
   int window = 7;     // odd, >= 1 (CUDA: <= 25)
   double eps = 1e-5;  // added to var_F * var_W
+  LnccCudaKernel cuda_kernel = LnccCudaKernel::kDefault;
+  int cuda_rows = 2;                 // kColumnMarch: tile rows per thread, 1 or 2
+  bool cuda_float_epilogue = false;  // kColumnMarch: cc, a, b, c in float instead of double
+  int cuda_target_blocks = 2048;     // z chunks are chosen to give about this many blocks
 };
 
 constexpr int kLnccMaxCudaWindow = 25;

@@ -1,14 +1,21 @@
 // CUDA-vs-CPU parity of fused LNCC on random inputs (skipped without a GPU).
 // Outputs are poisoned with NaN before every GPU run.
-// Tolerances: loss relative 1e-5; gradient relative L2 1e-4.
+// Tolerances: loss relative 1e-5; gradient relative L2 1e-4; mixed storage
+// (LnccHalfFixed vs its CPU reference) loss 1e-5, gradient 2e-3 (bf16 a, b,
+// c, as mixed_precision_cuda_test). Every kernel variant (LnccOptions'
+// cuda_* fields) is held to the same tolerances, and a z-slab (cuda::
+// LnccSlab) must give the whole volume's bits on its own slices (issue 39).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "common/buffer.h"
 #include "common/testing/gpu_test.h"
 #include "kernels/registration/lncc.h"
+#include "kernels/registration/storage16.h"
 #include "kernels/registration/test_util.h"
 
 namespace tessera {
@@ -26,7 +33,31 @@ struct Case {
   double scale;  // intensity scale
 };
 
-TEST(LnccCuda, MatchesCpu) {
+struct Variant {
+  const char* name;
+  LnccCudaKernel kernel;
+  int rows;
+  bool float_epilogue;
+};
+
+// Today's box march first, then the column march's shapes (issue 37).
+const Variant kVariants[] = {
+    {"box", LnccCudaKernel::kBoxMarch, 2, false},       {"default", LnccCudaKernel::kDefault, 2, false},
+    {"col r1", LnccCudaKernel::kColumnMarch, 1, false}, {"col r2", LnccCudaKernel::kColumnMarch, 2, false},
+    {"col r1 float epilogue", LnccCudaKernel::kColumnMarch, 1, true},
+    {"col r2 float epilogue", LnccCudaKernel::kColumnMarch, 2, true},
+};
+
+LnccOptions WithVariant(LnccOptions o, const Variant& v) {
+  o.cuda_kernel = v.kernel;
+  o.cuda_rows = v.rows;
+  o.cuda_float_epilogue = v.float_epilogue;
+  return o;
+}
+
+class LnccCudaVariant : public ::testing::TestWithParam<Variant> {};
+
+TEST_P(LnccCudaVariant, MatchesCpu) {
   TESSERA_SKIP_WITHOUT_GPU();
   auto s = Stream::Create(Backend::kCuda);
   ASSERT_TRUE(s.ok()) << s.status();
@@ -43,6 +74,7 @@ TEST(LnccCuda, MatchesCpu) {
     for (size_t v = 0; v < w.size(); ++v) w[v] = 0.5f * w[v] + 0.5f * f[v];
     LnccOptions opt;
     opt.window = c.window;
+    opt = WithVariant(opt, GetParam());
     float loss_cpu = 0;
     std::vector<float> grad_cpu(d.size());
     ASSERT_TRUE(Lncc(Stream::Cpu(), f.data(), w.data(), d, opt, &loss_cpu, grad_cpu.data()).ok());
@@ -67,6 +99,97 @@ TEST(LnccCuda, MatchesCpu) {
     EXPECT_LT(RelL2(dgrad.Download(), grad_cpu), 1e-4);
   }
 }
+
+// Mixed storage (the lean stage's LnccHalfFixed) against its CPU reference.
+TEST_P(LnccCudaVariant, MixedStorageMatchesCpu) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  auto s = Stream::Create(Backend::kCuda);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const Stream& stream = *s;
+  uint32_t seed = 70;
+  for (const Case& c : {Case{{37, 29, 23}, 7, 1.0}, Case{{40, 30, 50}, 5, 1.0}, Case{{33, 17, 40}, 9, 100.0}}) {
+    SCOPED_TRACE(DimsToString(c.dims) + " window " + std::to_string(c.window));
+    const Dims3 d = c.dims;
+    const auto f32 = RandomUniform<float>(d.size(), 0.1 * c.scale, c.scale, ++seed);
+    auto w = RandomUniform<float>(d.size(), 0.0, c.scale, ++seed);
+    std::vector<Half> f(d.size());
+    for (size_t v = 0; v < w.size(); ++v) {
+      f[v] = FromFloat<Half>(f32[v]);
+      w[v] = 0.5f * w[v] + 0.5f * f32[v];
+    }
+    LnccOptions opt;
+    opt.window = c.window;
+    opt = WithVariant(opt, GetParam());
+    std::vector<float> grad_cpu(d.size());
+    const double loss_cpu = cpu::LnccHalfFixed(f.data(), w.data(), d, opt, grad_cpu.data());
+    auto df = DeviceArray<Half>::FromHost(f, stream);
+    auto dw = DeviceArray<float>::FromHost(w, stream);
+    auto dcoef = DeviceArray<BFloat16>::Allocate(3 * d.size(), stream);
+    auto dloss = DeviceArray<float>::Allocate(1, stream);
+    auto dgrad = DeviceArray<float>::Allocate(d.size(), stream);
+    dloss.Poison(kNaN);
+    dgrad.Poison(kNaN);
+    ASSERT_TRUE(LnccHalfFixed(stream, df.data(), dw.data(), d, opt, dloss.data(), dgrad.data(), dcoef.data()).ok());
+    EXPECT_NEAR(dloss.Download()[0], loss_cpu, 1e-5 * std::abs(loss_cpu));
+    EXPECT_LT(RelL2(dgrad.Download(), grad_cpu), 2e-3);
+  }
+}
+
+// Issue 39: a z-slab gives the whole volume's slice sums and gradient bits
+// on its own slices (those whose windows of windows lie inside the slab).
+TEST_P(LnccCudaVariant, SlabGivesWholeVolumeBits) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  auto s = Stream::Create(Backend::kCuda);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const Stream& stream = *s;
+  const Dims3 d{45, 38, 60};
+  const auto f = RandomUniform<float>(d.size(), 0.0, 1.0, 11);
+  auto w = RandomUniform<float>(d.size(), 0.0, 1.0, 12);
+  for (size_t v = 0; v < w.size(); ++v) w[v] = 0.5f * w[v] + 0.5f * f[v];
+  LnccOptions opt;
+  opt.window = 7;
+  opt = WithVariant(opt, GetParam());
+  Workspace ws;
+  auto df = DeviceArray<float>::FromHost(f, stream);
+  auto dw = DeviceArray<float>::FromHost(w, stream);
+  auto whole_cc = DeviceArray<double>::Allocate(d.nz, stream);
+  auto whole_grad = DeviceArray<float>::Allocate(d.size(), stream);
+  ASSERT_TRUE(cuda::LnccSlab(stream, df.data(), dw.data(), d, opt, d.size(), whole_cc.data(), whole_grad.data(), &ws)
+                  .ok());
+  const std::vector<double> cc_all = whole_cc.Download();
+  const std::vector<float> grad_all = whole_grad.Download();
+  const int64_t halo = 2 * (opt.window / 2);
+  const int64_t plane = d.nx * d.ny;
+  for (const int64_t lo : {int64_t{0}, int64_t{9}, int64_t{23}}) {
+    const int64_t own_lo = lo, own_hi = lo + 20;
+    const int64_t slab_lo = std::max<int64_t>(0, own_lo - halo), slab_hi = std::min<int64_t>(d.nz, own_hi + halo);
+    const Dims3 sd{d.nx, d.ny, slab_hi - slab_lo};
+    std::vector<float> fs(f.begin() + slab_lo * plane, f.begin() + slab_hi * plane);
+    std::vector<float> ws_(w.begin() + slab_lo * plane, w.begin() + slab_hi * plane);
+    auto sf = DeviceArray<float>::FromHost(fs, stream);
+    auto sw = DeviceArray<float>::FromHost(ws_, stream);
+    auto scc = DeviceArray<double>::Allocate(sd.nz, stream);
+    auto sgrad = DeviceArray<float>::Allocate(sd.size(), stream);
+    ASSERT_TRUE(cuda::LnccSlab(stream, sf.data(), sw.data(), sd, opt, d.size(), scc.data(), sgrad.data(), &ws).ok());
+    const std::vector<double> cc_slab = scc.Download();
+    const std::vector<float> grad_slab = sgrad.Download();
+    for (int64_t k = own_lo; k < own_hi; ++k) {
+      ASSERT_EQ(cc_slab[k - slab_lo], cc_all[k]) << "slice " << k << " of slab from " << lo;
+      for (int64_t v = 0; v < plane; ++v) {
+        ASSERT_EQ(grad_slab[(k - slab_lo) * plane + v], grad_all[k * plane + v]) << "slice " << k << " voxel " << v;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, LnccCudaVariant, ::testing::ValuesIn(kVariants),
+                         [](const ::testing::TestParamInfo<Variant>& info) {
+                           std::string name = info.param.name;
+                           for (char& ch : name) {
+                             if (ch == ' ') ch = '_';
+                           }
+                           return name;
+                         });
 
 TEST(LnccCuda, IntermediateMemoryIsThreeVolumes) {
   TESSERA_SKIP_WITHOUT_GPU();

@@ -1,0 +1,292 @@
+// LNCC CUDA kernel variants side by side (issue 37 item 1), one process, one
+// GPU: today's box march (the baseline) against the column march
+// (LnccOptions::cuda_kernel, cuda_rows, cuda_float_epilogue,
+// cuda_target_blocks), float storage (Lncc) and the lean stage's mixed
+// storage (LnccHalfFixed: fp16 F, bf16 a, b, c), window 7.
+//
+//   lncc_variants_bench [--sizes=256,512] [--reps=N]
+//
+// Per size: a device-to-device copy of one volume (the bandwidth reference,
+// GB/s = 2 * 4 * N bytes / time) and per variant the median of N CUDA-event
+// timings after two warm-ups of
+//   fwd      loss only
+//   fwd+bwd  loss and dL/dW
+// with the effective bandwidth of the compulsory bytes (fwd: F, W; fwd+bwd:
+// F, W read, dL/dW written; fp16 F counts 2 bytes), the peak extra device
+// memory of a first call from a cold workspace (tracked Buffers; the mixed
+// variants' caller-owned bf16 a, b, c counted in), and the largest
+// differences of the loss and dL/dW from the baseline of the same storage
+// (max |dg| / max |g0| and relative L2). Inputs: a smooth field plus hashed
+// noise for F, W = 0.6 F + 0.4 noise (correlated, never flat).
+// Without a GPU it prints why and exits 0.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "bench/bench_util.h"
+#include "common/buffer.h"
+#include "common/device.h"
+#include "common/status.h"
+#include "kernels/registration/lncc.h"
+#include "kernels/registration/storage16.h"
+#include "kernels/registration/types.h"
+#include "kernels/registration/workspace.h"
+
+#if TESSERA_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "common/cuda_check.h"
+#endif
+
+namespace tessera {
+namespace registration {
+namespace {
+
+#if TESSERA_WITH_CUDA
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+struct Variant {
+  std::string name;
+  LnccOptions options;
+  bool mixed = false;  // LnccHalfFixed (fp16 F, bf16 a, b, c)
+};
+
+std::vector<Variant> Variants() {
+  std::vector<Variant> v;
+  auto add = [&](const std::string& name, LnccCudaKernel kernel, int rows, bool float_epi, int blocks, bool mixed) {
+    Variant x;
+    x.name = name;
+    x.options.window = 7;
+    x.options.cuda_kernel = kernel;
+    x.options.cuda_rows = rows;
+    x.options.cuda_float_epilogue = float_epi;
+    x.options.cuda_target_blocks = blocks;
+    x.mixed = mixed;
+    v.push_back(x);
+  };
+  for (const bool mixed : {false, true}) {
+    const std::string s = mixed ? " mixed" : " float";
+    add("box (today)" + s, LnccCudaKernel::kBoxMarch, 2, false, 2048, mixed);  // baseline of its storage
+    add("col r1" + s, LnccCudaKernel::kColumnMarch, 1, false, 2048, mixed);
+    add("col r2" + s, LnccCudaKernel::kColumnMarch, 2, false, 2048, mixed);
+    add("col r1 fepi" + s, LnccCudaKernel::kColumnMarch, 1, true, 2048, mixed);
+    add("col r2 fepi" + s, LnccCudaKernel::kColumnMarch, 2, true, 2048, mixed);
+    add("col r2 4k blk" + s, LnccCudaKernel::kColumnMarch, 2, false, 4096, mixed);
+    add("col r1 1k blk" + s, LnccCudaKernel::kColumnMarch, 1, false, 1024, mixed);
+  }
+  return v;
+}
+
+// Median ms of `reps` runs after two warm-ups, each timed by its own events.
+absl::StatusOr<double> TimeMs(const Stream& stream, int reps, const std::function<absl::Status()>& fn) {
+  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
+  for (int i = 0; i < 2; ++i) TESSERA_RETURN_IF_ERROR(fn());
+  TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+  cudaEvent_t start, stop;
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(start, s));
+    TESSERA_RETURN_IF_ERROR(fn());
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop, s));
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
+    float t = 0;
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&t, start, stop));
+    ms.push_back(t);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return bench::Median(ms);
+}
+
+absl::StatusOr<std::shared_ptr<Buffer>> DeviceBytes(size_t bytes, const Stream& stream) {
+  return Buffer::Allocate(MemoryKind::kDevice, bytes, stream.ordinal());
+}
+
+template <typename T>
+absl::StatusOr<std::vector<T>> Download(const Buffer& b, int64_t n, const Stream& stream) {
+  std::vector<T> h(n);
+  TESSERA_RETURN_IF_ERROR(CopyBytes(h.data(), MemoryKind::kHost, b.data(), MemoryKind::kDevice, sizeof(T) * n, stream));
+  return h;
+}
+
+struct Outputs {
+  float loss = 0;
+  std::vector<float> grad;
+};
+
+struct Diff {
+  double loss_abs = 0, loss_rel = 0, grad_max_rel = 0, grad_rel_l2 = 0;
+};
+
+Diff Compare(const Outputs& o, const Outputs& ref) {
+  Diff d;
+  d.loss_abs = std::abs(double(o.loss) - ref.loss);
+  d.loss_rel = d.loss_abs / std::max(1e-30, std::abs(double(ref.loss)));
+  double max_ref = 0, max_diff = 0, num = 0, den = 0;
+  for (size_t v = 0; v < ref.grad.size(); ++v) {
+    const double g0 = ref.grad[v], e = double(o.grad[v]) - g0;
+    max_ref = std::max(max_ref, std::abs(g0));
+    max_diff = std::max(max_diff, std::abs(e));
+    num += e * e;
+    den += g0 * g0;
+  }
+  d.grad_max_rel = max_diff / std::max(1e-30, max_ref);
+  d.grad_rel_l2 = std::sqrt(num / std::max(1e-300, den));
+  return d;
+}
+
+absl::Status BenchSize(const Stream& stream, int64_t edge, int reps) {
+  const Dims3 d{edge, edge, edge};
+  const int64_t n = d.size();
+  std::printf("== %s (%.1f M voxels), window 7, %d reps\n", DimsToString(d).c_str(), n / 1e6, reps);
+  std::vector<float> f(n), w(n);
+  std::vector<float> wave(edge);
+  for (int64_t i = 0; i < edge; ++i) wave[i] = 0.15f * std::sin(0.11f * static_cast<float>(i));
+  for (int64_t v = 0; v < n; ++v) {
+    const int64_t i = v % edge, j = (v / edge) % edge, k = v / (edge * edge);
+    const uint32_t h = static_cast<uint32_t>(v) * 2654435761u;
+    const float noise = static_cast<float>((h >> 8) & 0xffff) / 65536.0f;
+    const float noise2 = static_cast<float>((h >> 3) & 0xfff) / 4096.0f;
+    f[v] = 0.5f + wave[i] + wave[j] + wave[k] + 0.2f * noise;
+    w[v] = 0.6f * f[v] + 0.4f * noise2;
+  }
+  std::vector<Half> f16(n);
+  for (int64_t v = 0; v < n; ++v) f16[v] = FromFloat<Half>(f[v]);
+  TESSERA_ASSIGN_OR_RETURN(auto df, DeviceBytes(sizeof(float) * n, stream));
+  TESSERA_ASSIGN_OR_RETURN(auto dw, DeviceBytes(sizeof(float) * n, stream));
+  TESSERA_ASSIGN_OR_RETURN(auto df16, DeviceBytes(sizeof(Half) * n, stream));
+  TESSERA_ASSIGN_OR_RETURN(auto dgrad, DeviceBytes(sizeof(float) * n, stream));
+  TESSERA_ASSIGN_OR_RETURN(auto dloss, DeviceBytes(sizeof(float), stream));
+  TESSERA_RETURN_IF_ERROR(CopyBytes(df->data(), MemoryKind::kDevice, f.data(), MemoryKind::kHost, sizeof(float) * n, stream));
+  TESSERA_RETURN_IF_ERROR(CopyBytes(dw->data(), MemoryKind::kDevice, w.data(), MemoryKind::kHost, sizeof(float) * n, stream));
+  TESSERA_RETURN_IF_ERROR(
+      CopyBytes(df16->data(), MemoryKind::kDevice, f16.data(), MemoryKind::kHost, sizeof(Half) * n, stream));
+  TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+
+  // Bandwidth reference: one volume copied device to device.
+  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
+  TESSERA_ASSIGN_OR_RETURN(const double copy_ms, TimeMs(stream, reps, [&]() -> absl::Status {
+                             TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dgrad->data(), dw->data(), sizeof(float) * n,
+                                                                          cudaMemcpyDeviceToDevice, s));
+                             return absl::OkStatus();
+                           }));
+  const double copy_gbs = 8.0 * n / (copy_ms * 1e6);
+  std::printf("copy (D2D, 1 volume): %.3f ms, %.0f GB/s; floor at this bandwidth: fwd %.3f ms, fwd+bwd %.3f ms\n",
+              copy_ms, copy_gbs, 8.0 * n / (copy_gbs * 1e6), 12.0 * n / (copy_gbs * 1e6));
+  std::printf("%-22s %9s %7s %9s %7s %9s %10s %10s %10s %10s\n", "variant", "fwd ms", "GB/s", "fwd+bwd", "GB/s",
+              "extra MiB", "loss rel", "grad maxr", "grad relL2", "x today");
+
+  Outputs ref_float, ref_mixed;
+  double base_float_ms = 0, base_mixed_ms = 0;
+  for (const Variant& v : Variants()) {
+    const bool baseline = v.options.cuda_kernel == LnccCudaKernel::kBoxMarch;
+    Workspace ws;
+    std::shared_ptr<Buffer> coef;
+    float* grad = static_cast<float*>(dgrad->data());
+    float* loss = static_cast<float*>(dloss->data());
+    const float* F = static_cast<const float*>(df->data());
+    const Half* F16 = static_cast<const Half*>(df16->data());
+    const float* W = static_cast<const float*>(dw->data());
+    auto call = [&](bool with_grad) -> absl::Status {
+      if (v.mixed) {
+        return LnccHalfFixed(stream, F16, W, d, v.options, loss, with_grad ? grad : nullptr,
+                             static_cast<BFloat16*>(coef->data()), &ws);
+      }
+      return Lncc(stream, F, W, d, v.options, loss, with_grad ? grad : nullptr, &ws);
+    };
+    // Peak extra memory of a cold first call (fwd+bwd), caller-owned bf16
+    // coefficients included.
+    TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+    auto tracker = std::make_shared<DeviceMemoryTracker>();
+    {
+      ScopedDeviceMemoryCharge charge(tracker);
+      if (v.mixed) {
+        TESSERA_ASSIGN_OR_RETURN(coef, DeviceBytes(3 * sizeof(BFloat16) * n, stream));
+      }
+      TESSERA_RETURN_IF_ERROR(call(true));
+      TESSERA_RETURN_IF_ERROR(stream.Synchronize());
+    }
+    const double extra_mib = tracker->peak_bytes() / kMiB;
+    Outputs out;
+    TESSERA_ASSIGN_OR_RETURN(auto l, Download<float>(*dloss, 1, stream));
+    out.loss = l[0];
+    TESSERA_ASSIGN_OR_RETURN(out.grad, Download<float>(*dgrad, n, stream));
+    // The loss alone must be the same bits as with the gradient.
+    TESSERA_RETURN_IF_ERROR(call(false));
+    TESSERA_ASSIGN_OR_RETURN(auto l_only, Download<float>(*dloss, 1, stream));
+    if (l_only[0] != out.loss) std::printf("  WARNING %s: loss alone %.9g != loss with gradient %.9g\n", v.name.c_str(), l_only[0], out.loss);
+
+    TESSERA_ASSIGN_OR_RETURN(const double fwd_ms, TimeMs(stream, reps, [&] { return call(false); }));
+    TESSERA_ASSIGN_OR_RETURN(const double fb_ms, TimeMs(stream, reps, [&] { return call(true); }));
+    const double f_bytes = v.mixed ? 2.0 : 4.0;
+    const double fwd_gbs = (f_bytes + 4.0) * n / (fwd_ms * 1e6);
+    const double fb_gbs = (f_bytes + 8.0) * n / (fb_ms * 1e6);
+    Outputs& ref = v.mixed ? ref_mixed : ref_float;
+    double& base_ms = v.mixed ? base_mixed_ms : base_float_ms;
+    if (baseline) {
+      ref = out;
+      base_ms = fb_ms;
+    }
+    const Diff diff = Compare(out, ref);
+    std::printf("%-22s %9.3f %7.0f %9.3f %7.0f %9.1f %10.2e %10.2e %10.2e %9.2fx\n", v.name.c_str(), fwd_ms, fwd_gbs,
+                fb_ms, fb_gbs, extra_mib, diff.loss_rel, diff.grad_max_rel, diff.grad_rel_l2, base_ms / fb_ms);
+    std::printf("  loss %.9g (abs diff %.3e)\n", out.loss, diff.loss_abs);
+    std::fflush(stdout);
+  }
+  // Mixed baseline against the float baseline, for scale.
+  const Diff mf = Compare(ref_mixed, ref_float);
+  std::printf("box mixed vs box float: loss rel %.2e, grad max rel %.2e, grad rel L2 %.2e\n", mf.loss_rel,
+              mf.grad_max_rel, mf.grad_rel_l2);
+  return absl::OkStatus();
+}
+
+int Main(int argc, char** argv) {
+  std::vector<int64_t> sizes = {256, 512};
+  int reps = 10;
+  for (int i = 1; i < argc; ++i) {
+    if (const char* v = bench::FlagValue(argv[i], "--sizes")) {
+      if (!bench::ParseIntList(v, 8, 1024, &sizes)) {
+        std::fprintf(stderr, "bad --sizes\n");
+        return 2;
+      }
+    } else if (const char* v = bench::FlagValue(argv[i], "--reps")) {
+      reps = std::max(1, std::atoi(v));
+    } else {
+      std::fprintf(stderr, "usage: lncc_variants_bench [--sizes=256,512] [--reps=N]\n");
+      return 2;
+    }
+  }
+  auto st = Stream::Create(Backend::kCuda);
+  if (!st.ok()) {
+    std::printf("no CUDA device: %s\n", st.status().ToString().c_str());
+    return 0;
+  }
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, st->ordinal());
+  std::printf("device: %s (%d SMs)\n", prop.name, prop.multiProcessorCount);
+  for (const int64_t edge : sizes) bench::ExitUnlessOk(BenchSize(*st, edge, reps), "lncc variants");
+  return 0;
+}
+
+#else
+int Main(int, char**) {
+  std::printf("built without CUDA\n");
+  return 0;
+}
+#endif
+
+}  // namespace
+}  // namespace registration
+}  // namespace tessera
+
+int main(int argc, char** argv) { return tessera::registration::Main(argc, argv); }

@@ -74,6 +74,13 @@ constexpr unsigned kFull = 0xffffffffu;
 // host plans (lss_mma::PlanSplit).
 constexpr int kWarpKernelMaxWarps = 8;
 constexpr int kMmaMinBlocks = 4;
+// Optional steps of ScoreKernelMma (bits of its kOpts; same scores), so the
+// benchmark can time each against the plain kernel in one process:
+// kOptRhoTransposed: rho stored transposed (RelaxationPass);
+// kOptWarpHistogram: radix histogram counts aggregated per digit across the
+//   warp (RadixThreshold).
+constexpr int kOptRhoTransposed = 1;
+constexpr int kOptWarpHistogram = 2;
 
 struct ProbeArgs {
   const uint64_t* bits;  // n x 24, cylinder-major
@@ -225,12 +232,21 @@ __device__ float SortedSelectionMean(float* sel_value, int* sel_index, int p, in
 }
 
 // One relaxation pass: nxt[t] for t = first, first + stride, ... < p.
+// kRhoT: rho is stored transposed (rho(t, k) at k p + t), so the lanes of a
+// warp, which hold consecutive t, read consecutive words (no bank conflicts;
+// row-major, lanes t read words t p + k: up to 32-way conflicts for even p).
+// The same products summed in the same order either way.
+template <bool kRhoT = false>
 __device__ void RelaxationPass(const float* rho, const float* lam, float* nxt, int p, int first, int stride,
                                float denominator, const LssConstants& c) {
   for (int t = first; t < p; t += stride) {
-    const float* row = rho + static_cast<size_t>(t) * p;
     float sum = 0.0f;
-    for (int k = 0; k < p; ++k) sum = sum + fpmath::Mul(row[k], lam[k]);
+    if (kRhoT) {
+      for (int k = 0; k < p; ++k) sum = sum + fpmath::Mul(rho[k * p + t], lam[k]);
+    } else {
+      const float* row = rho + static_cast<size_t>(t) * p;
+      for (int k = 0; k < p; ++k) sum = sum + fpmath::Mul(row[k], lam[k]);
+    }
     nxt[t] = lss_internal::Relaxed(lam[t], sum, denominator, c);
   }
 }
@@ -297,7 +313,7 @@ constexpr unsigned kAnyKeyHi = ~0u, kAnyKeyLo = 0u;
 // selection is every positive entry with bits > *threshold plus the first
 // *need_eq (flat order) with bits == *threshold. `hi`, `lo`: the largest and
 // smallest positive key (or kAnyKeyHi, kAnyKeyLo). The whole group.
-template <typename Group>
+template <bool kWarpHistogram, typename Group>
 __device__ __forceinline__ void RadixThreshold(const Group& group, const ComparisonScratch& s, int entries, int K,
                                                unsigned hi, unsigned lo, unsigned* threshold, int* need_eq) {
   const unsigned diff = hi ^ lo;
@@ -313,12 +329,27 @@ __device__ __forceinline__ void RadixThreshold(const Group& group, const Compari
       hist4[i] = make_int4(0, 0, 0, 0);
     }
     group.Sync();
-    for (int e = group.rank(); e < entries; e += Group::kSize) {
-      const float v = s.gamma[e];
-      const unsigned bits = __float_as_uint(v);
-      if (v > 0.0f && (bits & prefix_mask) == prefix) {
-        const unsigned d = (bits >> shift) & digit_mask;
-        atomicAdd(&s.hist[d >> 1], 1 << ((d & 1u) * 16));
+    if (kWarpHistogram) {
+      // One warp (WarpGroup only): lanes with the same digit add once
+      // (similar keys share digits, so per-lane atomics on one word would
+      // serialize); every lane runs every iteration for the match.
+      for (int e0 = 0; e0 < entries; e0 += 32) {
+        const int e = e0 + group.rank();
+        const float v = e < entries ? s.gamma[e] : 0.0f;
+        const unsigned bits = __float_as_uint(v);
+        const bool in = v > 0.0f && (bits & prefix_mask) == prefix;
+        const unsigned d = in ? (bits >> shift) & digit_mask : 0xffffffffu;
+        const unsigned same = __match_any_sync(kFull, d);
+        if (in && (__ffs(same) - 1) == group.rank()) atomicAdd(&s.hist[d >> 1], __popc(same) << ((d & 1u) * 16));
+      }
+    } else {
+      for (int e = group.rank(); e < entries; e += Group::kSize) {
+        const float v = s.gamma[e];
+        const unsigned bits = __float_as_uint(v);
+        if (v > 0.0f && (bits & prefix_mask) == prefix) {
+          const unsigned d = (bits >> shift) & digit_mask;
+          atomicAdd(&s.hist[d >> 1], 1 << ((d & 1u) * 16));
+        }
       }
     }
     group.Sync();
@@ -381,7 +412,7 @@ __device__ __forceinline__ void RadixThreshold(const Group& group, const Compari
 // matrix's place: p * p <= na * nb), then the relaxation passes; returns the
 // final lambda and sets *spare to the lambda buffer it does not use. The
 // whole group.
-template <typename Group>
+template <bool kRhoT, typename Group>
 __device__ __forceinline__ const float* RelaxSelection(const Group& group, const ComparisonScratch& s, int p,
                                                        int n_min, int base, const float* p_x, const float* p_y,
                                                        const float* p_t, const GalleryArgs& gallery,
@@ -393,11 +424,13 @@ __device__ __forceinline__ const float* RelaxSelection(const Group& group, const
   float* nxt = s.lambda_b;
   if (n_min > 1 && c.relaxation_iterations > 0) {
     float* rho = s.gamma;
-    // idx = t p + k walks first, first + stride, ...; (t, k) advance by
-    // (stride / p, stride % p) with one carry.
-    const int step_t = stride / p, step_k = stride - step_t * p;
-    int t = first / p, k = first - t * p;
+    // idx = t p + k (kRhoT: k p + t) walks first, first + stride, ...; the
+    // slow index advances by stride / p, the fast one by stride % p, with one
+    // carry.
+    const int step_slow = stride / p, step_fast = stride - step_slow * p;
+    int slow = first / p, fast = first - slow * p;
     for (int idx = first; idx < p * p; idx += stride) {
+      const int t = kRhoT ? fast : slow, k = kRhoT ? slow : fast;
       float value = 0.0f;
       if (t != k) {
         const int st = s.sel_index[t], sk = s.sel_index[k];
@@ -407,17 +440,17 @@ __device__ __forceinline__ const float* RelaxSelection(const Group& group, const
                         gallery.theta[bt], gallery.x[bk], gallery.y[bk], gallery.theta[bk], c);
       }
       rho[idx] = value;
-      t += step_t;
-      k += step_k;
-      if (k >= p) {
-        k -= p;
-        ++t;
+      slow += step_slow;
+      fast += step_fast;
+      if (fast >= p) {
+        fast -= p;
+        ++slow;
       }
     }
     group.Sync();
     const float denominator = static_cast<float>(n_min - 1);
     for (int it = 0; it < c.relaxation_iterations; ++it) {
-      RelaxationPass(rho, lam, nxt, p, first, stride, denominator, c);
+      RelaxationPass<kRhoT>(rho, lam, nxt, p, first, stride, denominator, c);
       group.Sync();
       float* swap = lam;
       lam = nxt;
@@ -432,7 +465,7 @@ __device__ __forceinline__ const float* RelaxSelection(const Group& group, const
 // row-major, n_pos positive entries, keys between lo and hi) is complete and
 // visible to the group: selection of the K best, LSS-R rho + relaxation (or
 // the LSS sort), and the score into scores[g].
-template <bool kRelax, typename Group>
+template <bool kRelax, int kOpts = 0, typename Group>
 __device__ __forceinline__ void SelectAndScore(const Group& group, const ComparisonScratch& s, int n_pos, unsigned hi,
                                                unsigned lo, int na, int nb, int base, int g, const float* p_x,
                                                const float* p_y, const float* p_t, const GalleryArgs& gallery,
@@ -443,7 +476,7 @@ __device__ __forceinline__ void SelectAndScore(const Group& group, const Compari
   const int entries = na * nb;
   unsigned threshold = 0;
   int need_eq = 0;
-  if (n_pos > K) RadixThreshold(group, s, entries, K, hi, lo, &threshold, &need_eq);
+  if (n_pos > K) RadixThreshold<(kOpts & kOptWarpHistogram) != 0>(group, s, entries, K, hi, lo, &threshold, &need_eq);
   // Compaction in flat-index order (row and column divided out for the
   // selected entries only).
   int carry_gt = 0, carry_eq = 0;
@@ -480,7 +513,8 @@ __device__ __forceinline__ void SelectAndScore(const Group& group, const Compari
     return;
   }
   float* spare = nullptr;
-  const float* lam = RelaxSelection(group, s, p, n_min, base, p_x, p_y, p_t, gallery, c, &spare);
+  const float* lam =
+      RelaxSelection<(kOpts & kOptRhoTransposed) != 0>(group, s, p, n_min, base, p_x, p_y, p_t, gallery, c, &spare);
   if (group.in_first_warp()) {
     const float score = EfficientPairsScore(spare, lam, s.lambda0, p, np, threadIdx.x & 31);
     if (group.rank() == 0) scores[g] = score;
@@ -616,11 +650,29 @@ __device__ __forceinline__ void MmaAndPopc(int (&d)[4], const uint4& a, uint32_t
 // The tensor-core kernel: templates of nb_lo..nb_hi cylinders only (the
 // others are another launch's); gallery.max_size is the width the warps'
 // scratch (warp_bytes each, after the probe's probe_bytes) is sized for.
-template <bool kRelax>
+//
+// One probe (num_probes == 0: `single`, scores into `scores`) or many in one
+// launch (num_probes = L > 0: `probes[L]` in device memory, latent l's scores
+// at scores + l * score_stride): block b then scores latent b % L and walks
+// the templates of group b / L (gridDim.x is a multiple of L), so the L
+// blocks of a group read the same templates at about the same time - each
+// template comes from DRAM once per pass and from L2 for the other latents,
+// and one launch replaces L. Every comparison runs the same code either way.
+template <bool kRelax, int kOpts>
 __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32, kMmaMinBlocks)
-    ScoreKernelMma(ProbeArgs probe, GalleryArgs gallery, LssConstants c, int k_capacity, int probe_bytes,
-                   int warp_bytes, int nb_lo, int nb_hi, float* __restrict__ scores) {
+    ScoreKernelMma(ProbeArgs single, const ProbeArgs* __restrict__ probes, int num_probes, GalleryArgs gallery,
+                   LssConstants c, int k_capacity, int probe_bytes, int warp_bytes, int nb_lo, int nb_hi,
+                   float* __restrict__ scores, long long score_stride) {
   extern __shared__ __align__(16) unsigned char smem[];
+  int group_index = blockIdx.x, groups = gridDim.x;
+  ProbeArgs probe = single;
+  if (num_probes > 0) {
+    const int l = blockIdx.x % num_probes;
+    probe = probes[l];
+    scores += l * score_stride;
+    group_index = blockIdx.x / num_probes;
+    groups = gridDim.x / num_probes;
+  }
   const int na = probe.n;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   // Shared: the probe's A fragments, its x, y, theta, bit counts and mask
@@ -645,8 +697,8 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32, kMmaMinBlocks)
   }
   __syncthreads();  // the only block-wide barrier
 
-  const int total_warps = gridDim.x * warps;
-  for (int g = blockIdx.x * warps + warp; g < gallery.num_templates; g += total_warps) {
+  const int total_warps = groups * warps;
+  for (int g = group_index * warps + warp; g < gallery.num_templates; g += total_warps) {
     const int base = gallery.start[g];
     const int nb = gallery.start[g + 1] - base;
     if (nb < nb_lo || nb > nb_hi) continue;  // the other launch's
@@ -724,8 +776,8 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32, kMmaMinBlocks)
     __syncwarp();  // the matrix is complete
     key_hi = __reduce_max_sync(kFull, key_hi);
     key_lo = __reduce_min_sync(kFull, key_lo);
-    SelectAndScore<kRelax>(WarpGroup(), scratch, n_pos, key_hi, key_lo, na, nb, base, g, p_x, p_y, p_t, gallery, c,
-                           scores);
+    SelectAndScore<kRelax, kOpts>(WarpGroup(), scratch, n_pos, key_hi, key_lo, na, nb, base, g, p_x, p_y, p_t,
+                                  gallery, c, scores);
   }
 }
 
@@ -744,16 +796,15 @@ struct ProbeBlockLayout {
         total(std::max<size_t>(16, frag_offset + frag_bytes)) {}
 };
 
-absl::StatusOr<DeviceLssProbe> DeviceLssProbe::Upload(const Stream& stream, const LssProbe& probe) {
-  if (stream.backend() != Backend::kCuda) return absl::InvalidArgumentError("DeviceLssProbe::Upload needs a CUDA stream");
+namespace {
+
+// Writes `probe` into `block` (layout.total bytes, ProbeBlockLayout).
+void FillProbeBlock(const LssProbe& probe, const ProbeBlockLayout& layout, uint8_t* block) {
   const std::vector<MccCylinder>& cyl = probe.cylinders.cylinders;
   const int na = static_cast<int>(cyl.size());
-  const ProbeBlockLayout layout(na);
-  // One host block and one device buffer: a single allocation and copy.
-  std::vector<uint8_t> block(layout.total);
-  uint64_t* h_bits = reinterpret_cast<uint64_t*>(block.data());
-  uint64_t* h_mask = reinterpret_cast<uint64_t*>(block.data() + layout.bits_bytes);
-  float* h_x = reinterpret_cast<float*>(block.data() + layout.bits_bytes + layout.mask_bytes);
+  uint64_t* h_bits = reinterpret_cast<uint64_t*>(block);
+  uint64_t* h_mask = reinterpret_cast<uint64_t*>(block + layout.bits_bytes);
+  float* h_x = reinterpret_cast<float*>(block + layout.bits_bytes + layout.mask_bytes);
   float* h_y = h_x + na;
   float* h_theta = h_y + na;
   int* h_count = reinterpret_cast<int*>(h_theta + na);
@@ -769,16 +820,99 @@ absl::StatusOr<DeviceLssProbe> DeviceLssProbe::Upload(const Stream& stream, cons
     for (int q = 0; q < kMccMaskWords; ++q) mask_count += __builtin_popcountll(cyl[i].mask[q]);
     h_mask_count[i] = mask_count;
   }
-  lss_mma::PackProbeFragments(cyl.data(), na, reinterpret_cast<uint32_t*>(block.data() + layout.frag_offset));
+  lss_mma::PackProbeFragments(cyl.data(), na, reinterpret_cast<uint32_t*>(block + layout.frag_offset));
+}
+
+// The kernels' view of a probe block at device address `d`.
+ProbeArgs ProbeArgsAt(const uint8_t* d, int na) {
+  const ProbeBlockLayout layout(na);
+  ProbeArgs pa;
+  pa.bits = reinterpret_cast<const uint64_t*>(d);
+  pa.mask = reinterpret_cast<const uint64_t*>(d + layout.bits_bytes);
+  pa.x = reinterpret_cast<const float*>(d + layout.bits_bytes + layout.mask_bytes);
+  pa.y = pa.x + na;
+  pa.theta = pa.y + na;
+  pa.count = reinterpret_cast<const int*>(pa.theta + na);
+  pa.mask_count = pa.count + na;
+  pa.frag = reinterpret_cast<const uint4*>(d + layout.frag_offset);
+  pa.m_tiles = (na + lss_mma::kRows - 1) / lss_mma::kRows;
+  pa.n = na;
+  return pa;
+}
+
+size_t Align256(size_t n) { return (n + 255) / 256 * 256; }
+
+}  // namespace
+
+absl::StatusOr<DeviceLssProbe> DeviceLssProbe::Upload(const Stream& stream, const LssProbe& probe) {
+  if (stream.backend() != Backend::kCuda) return absl::InvalidArgumentError("DeviceLssProbe::Upload needs a CUDA stream");
+  const int na = static_cast<int>(probe.cylinders.cylinders.size());
+  const ProbeBlockLayout layout(na);
+  // One host block and one device buffer: a single allocation and copy.
+  std::vector<uint8_t> block(layout.total);
+  FillProbeBlock(probe, layout, block.data());
   DeviceLssProbe out;
   TESSERA_ASSIGN_OR_RETURN(out.block_, UploadVector(block, stream));  // pageable source: returns after the copy
   out.n_ = na;
   return out;
 }
 
+absl::StatusOr<DeviceLssProbeSet> DeviceLssProbeSet::Upload(const Stream& stream, const std::vector<LssProbe>& probes) {
+  if (stream.backend() != Backend::kCuda) {
+    return absl::InvalidArgumentError("DeviceLssProbeSet::Upload needs a CUDA stream");
+  }
+  DeviceLssProbeSet out;
+  std::vector<size_t> offset;
+  size_t total = 0;
+  for (const LssProbe& p : probes) {
+    const int na = static_cast<int>(p.cylinders.cylinders.size());
+    out.n_.push_back(na);
+    out.max_n_ = std::max(out.max_n_, na);
+    offset.push_back(total);
+    total += Align256(ProbeBlockLayout(na).total);
+  }
+  // Every probe's block in one buffer (one copy), then their ProbeArgs.
+  std::vector<uint8_t> blocks(std::max<size_t>(total, 16), 0);
+  for (size_t i = 0; i < probes.size(); ++i) {
+    FillProbeBlock(probes[i], ProbeBlockLayout(out.n_[i]), blocks.data() + offset[i]);
+  }
+  TESSERA_ASSIGN_OR_RETURN(out.blocks_, UploadVector(blocks, stream));
+  const uint8_t* d = static_cast<const uint8_t*>(out.blocks_->data());
+  std::vector<ProbeArgs> args;
+  for (size_t i = 0; i < probes.size(); ++i) args.push_back(ProbeArgsAt(d + offset[i], out.n_[i]));
+  TESSERA_ASSIGN_OR_RETURN(out.args_, UploadVector(args, stream));
+  return out;
+}
+
 namespace {
 
 size_t Align16(size_t n) { return (n + 15) / 16 * 16; }
+
+// The probe's share of a kWarpMma block: its A fragments, x, y, theta, bit
+// and mask counts (then one scratch region per warp).
+size_t MmaProbeBytes(int na) {
+  return Align16(static_cast<size_t>(lss_mma::ProbeFragmentWords(na)) * 4 + static_cast<size_t>(na) * 4 * 5);
+}
+
+int MaxNp(const LssConstants& constants) {
+  int max_np = 0;
+  for (int n = 0; n <= kMccMaxMinutiae; ++n) max_np = std::max<int>(max_np, constants.np_table[n]);
+  return max_np;
+}
+
+GalleryArgs GalleryArgsOf(const MccDeviceGalleryView& gallery) {
+  GalleryArgs ga;
+  ga.start = gallery.start;
+  ga.bits = gallery.bits;
+  ga.mask = gallery.mask;
+  ga.x = gallery.x;
+  ga.y = gallery.y;
+  ga.theta = gallery.theta;
+  ga.count = gallery.bit_count;
+  ga.num_templates = gallery.num_templates;
+  ga.max_size = std::max(1, gallery.max_template_size);
+  return ga;
+}
 
 // Lets `kernel` take `shared` bytes of dynamic shared memory and returns how
 // many of its blocks of `threads` fit an SM (RESOURCE_EXHAUSTED when none).
@@ -794,13 +928,35 @@ absl::StatusOr<int> BlocksPerSm(Kernel kernel, int threads, size_t shared) {
   return per_sm;
 }
 
+using MmaKernel = void (*)(ProbeArgs, const ProbeArgs*, int, GalleryArgs, LssConstants, int, int, int, int, int,
+                          float*, long long);
+
+// ScoreKernelMma<kRelax, kOpts> for runtime values (every kOpts instantiated).
+MmaKernel PickMmaKernel(MccScore kind, int opts) {
+  static constexpr MmaKernel kRelaxed[4] = {ScoreKernelMma<true, 0>, ScoreKernelMma<true, 1>, ScoreKernelMma<true, 2>,
+                                            ScoreKernelMma<true, 3>};
+  static constexpr MmaKernel kPlain[4] = {ScoreKernelMma<false, 0>, ScoreKernelMma<false, 1>,
+                                          ScoreKernelMma<false, 2>, ScoreKernelMma<false, 3>};
+  return kind == MccScore::kLssR ? kRelaxed[opts & 3] : kPlain[opts & 3];
+}
+
+// The probes of one kWarpMma launch: one (`single`, num_probes 0) or
+// num_probes in device memory (`many`); `n`: the largest cylinder count,
+// which the shared-memory plan is sized for.
+struct MmaProbes {
+  ProbeArgs single{};
+  const ProbeArgs* many = nullptr;
+  int num_probes = 0;
+  int n = 0;
+};
+
 // kWarpMma's launches (lss_mma::PlanSplit): each template of up to `width`
 // cylinders is scored by warps whose scratch holds an na x width matrix; the
 // few larger ones by a second launch sized for the largest.
-absl::Status LaunchWarpMma(cudaStream_t s, int ordinal, const ProbeArgs& pa, GalleryArgs ga, MccScore kind,
-                           const LssConstants& constants, size_t probe_bytes, int max_np, int scratch_size,
-                           float* device_scores) {
-  auto kernel = kind == MccScore::kLssR ? ScoreKernelMma<true> : ScoreKernelMma<false>;
+absl::Status LaunchWarpMma(cudaStream_t s, int ordinal, const MmaProbes& probes, GalleryArgs ga, MccScore kind,
+                           int opts, const LssConstants& constants, size_t probe_bytes, int max_np, int scratch_size,
+                           float* device_scores, long long score_stride) {
+  const MmaKernel kernel = PickMmaKernel(kind, opts);
   int sm_shared = 0, reserved = 0, block_optin = 0, sms = 0;
   TESSERA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sm_shared, cudaDevAttrMaxSharedMemoryPerMultiprocessor, ordinal));
   TESSERA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, ordinal));
@@ -816,10 +972,11 @@ absl::Status LaunchWarpMma(cudaStream_t s, int ordinal, const ProbeArgs& pa, Gal
   device.max_shared_per_block = block_optin;
   device.register_blocks = register_blocks;
   device.max_warps_per_block = kWarpKernelMaxWarps;
-  const lss_mma::SplitPlan plan = lss_mma::PlanSplit(pa.n, ga.max_size, scratch_size, max_np, probe_bytes, device);
+  const lss_mma::SplitPlan plan = lss_mma::PlanSplit(probes.n, ga.max_size, scratch_size, max_np, probe_bytes, device);
   // Scratch up to the largest SM share: the plan assumes the full carveout.
   TESSERA_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
+  const int latents = std::max(1, probes.num_probes);
   for (int pass = 0; pass < plan.passes; ++pass) {
     const lss_mma::SplitPlan::Pass& p = plan.pass[pass];
     if (p.warps < 1) {
@@ -829,9 +986,12 @@ absl::Status LaunchWarpMma(cudaStream_t s, int ordinal, const ProbeArgs& pa, Gal
     const size_t shared = probe_bytes + static_cast<size_t>(p.warps) * p.warp_bytes;
     TESSERA_ASSIGN_OR_RETURN(const int per_sm, BlocksPerSm(kernel, p.warps * 32, shared));
     ga.max_size = p.width;
-    const int blocks = std::max(1, std::min((ga.num_templates + p.warps - 1) / p.warps, per_sm * sms));
-    kernel<<<blocks, p.warps * 32, shared, s>>>(pa, ga, constants, p.k_capacity, static_cast<int>(probe_bytes),
-                                                static_cast<int>(p.warp_bytes), p.nb_lo, p.nb_hi, device_scores);
+    // Template groups per latent: as many as fill the GPU once with every
+    // latent's blocks (at least one).
+    const int groups = std::max(1, std::min((ga.num_templates + p.warps - 1) / p.warps, per_sm * sms / latents));
+    kernel<<<groups * latents, p.warps * 32, shared, s>>>(
+        probes.single, probes.many, probes.num_probes, ga, constants, p.k_capacity, static_cast<int>(probe_bytes),
+        static_cast<int>(p.warp_bytes), p.nb_lo, p.nb_hi, device_scores, score_stride);
     TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("lss ScoreKernelMma");
   }
   return absl::OkStatus();
@@ -874,40 +1034,45 @@ absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& pro
   }
   TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
   cudaStream_t s = static_cast<cudaStream_t>(stream.native());
-  const ProbeBlockLayout layout(na);
-  const uint8_t* d = static_cast<const uint8_t*>(probe.block_->data());
-  ProbeArgs pa;
-  pa.bits = reinterpret_cast<const uint64_t*>(d);
-  pa.mask = reinterpret_cast<const uint64_t*>(d + layout.bits_bytes);
-  pa.x = reinterpret_cast<const float*>(d + layout.bits_bytes + layout.mask_bytes);
-  pa.y = pa.x + na;
-  pa.theta = pa.y + na;
-  pa.count = reinterpret_cast<const int*>(pa.theta + na);
-  pa.mask_count = pa.count + na;
-  pa.frag = reinterpret_cast<const uint4*>(d + layout.frag_offset);
-  pa.m_tiles = (na + lss_mma::kRows - 1) / lss_mma::kRows;
-  pa.n = na;
-  GalleryArgs ga;
-  ga.start = gallery.start;
-  ga.bits = gallery.bits;
-  ga.mask = gallery.mask;
-  ga.x = gallery.x;
-  ga.y = gallery.y;
-  ga.theta = gallery.theta;
-  ga.count = gallery.bit_count;
-  ga.num_templates = gallery.num_templates;
-  ga.max_size = std::max(1, max_nb);
-
-  int max_np = 0;
-  for (int n = 0; n <= kMccMaxMinutiae; ++n) max_np = std::max<int>(max_np, constants.np_table[n]);
+  const ProbeArgs pa = ProbeArgsAt(static_cast<const uint8_t*>(probe.block_->data()), na);
+  const GalleryArgs ga = GalleryArgsOf(gallery);
+  const int max_np = MaxNp(constants);
   if (variant == LssCudaKernel::kBlock) {
     return LaunchBlock(s, stream.ordinal(), pa, ga, kind, constants, max_np, device_scores);
   }
-  // The probe's A fragments, x, y, theta, bit and mask counts in each block,
-  // then one scratch region per warp.
-  const size_t probe_bytes = Align16(layout.frag_bytes + static_cast<size_t>(na) * 4 * 5);
-  return LaunchWarpMma(s, stream.ordinal(), pa, ga, kind, constants, probe_bytes, max_np,
-                       gallery.scratch_template_size, device_scores);
+  MmaProbes probes;
+  probes.single = pa;
+  probes.n = na;
+  return LaunchWarpMma(s, stream.ordinal(), probes, ga, kind, /*opts=*/0, constants, MmaProbeBytes(na), max_np,
+                       gallery.scratch_template_size, device_scores, 0);
+}
+
+absl::Status EnqueueScoreGalleryMulti(const Stream& stream, const DeviceLssProbeSet& probes,
+                                      const MccDeviceGalleryView& gallery, MccScore kind,
+                                      const LssConstants& constants, float* device_scores, size_t score_stride,
+                                      const LssMultiOptions& options) {
+  const int max_nb = gallery.max_template_size;
+  if (gallery.num_templates == 0 || probes.size() == 0) return absl::OkStatus();
+  if (static_cast<long long>(probes.max_n_) * std::max(1, max_nb) > kLssCudaMaxMatrixEntries) {
+    return absl::FailedPreconditionError(absl::StrCat("lss: probe of ", probes.max_n_,
+                                                      " cylinders against gallery templates of up to ", max_nb,
+                                                      " exceeds the CUDA kernel's ", kLssCudaMaxMatrixEntries,
+                                                      "-entry shared-memory matrix; use the CPU backend"));
+  }
+  if (score_stride < static_cast<size_t>(gallery.num_templates) && probes.size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("lss: score stride ", score_stride, " below the ",
+                                                   gallery.num_templates, " templates"));
+  }
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
+  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
+  MmaProbes mp;
+  mp.many = static_cast<const ProbeArgs*>(probes.args_->data());
+  mp.num_probes = probes.size();
+  mp.n = probes.max_n_;
+  const int opts = (options.rho_transposed ? kOptRhoTransposed : 0) | (options.warp_histogram ? kOptWarpHistogram : 0);
+  return LaunchWarpMma(s, stream.ordinal(), mp, GalleryArgsOf(gallery), kind, opts, constants,
+                       MmaProbeBytes(probes.max_n_), MaxNp(constants), gallery.scratch_template_size, device_scores,
+                       static_cast<long long>(score_stride));
 }
 
 absl::Status ScoreGalleryToDevice(const Stream& stream, const LssProbe& probe, const MccDeviceGallery& gallery,

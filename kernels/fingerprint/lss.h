@@ -357,6 +357,50 @@ class DeviceLssProbe {
 absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& probe, const MccDeviceGalleryView& gallery,
                                  MccScore kind, const LssConstants& constants, float* device_scores,
                                  LssCudaKernel variant = LssCudaKernel::kWarpMma);
+
+// Multi-latent scoring: all latents of a search batch in ONE kWarpMma launch
+// (EnqueueScoreGalleryMulti). Block b scores latent b % L against the
+// templates of group b / L, so the L blocks of a group read each gallery
+// template at about the same time: it comes from DRAM once per pass (L2
+// serves the other latents) and one launch replaces L. Every comparison runs
+// the single-latent kernel's code, so the scores are its (and the CPU's)
+// bit for bit. The options change only speed (same scores):
+struct LssMultiOptions {
+  // rho stored transposed, so the relaxation's lanes read consecutive shared
+  // words (row-major: bank conflicts for even selection sizes).
+  bool rho_transposed = true;
+  // The radix histogram counted once per distinct digit of a warp
+  // (__match_any_sync) instead of one shared atomic per lane.
+  bool warp_histogram = false;
+};
+
+// The probes of a search batch uploaded together (one copy) for
+// EnqueueScoreGalleryMulti.
+class DeviceLssProbeSet {
+ public:
+  // Copies the probes to GPU `stream.ordinal()`; returns once they are there.
+  static absl::StatusOr<DeviceLssProbeSet> Upload(const Stream& stream, const std::vector<LssProbe>& probes);
+  int size() const { return static_cast<int>(n_.size()); }
+  int max_cylinders() const { return max_n_; }
+
+ private:
+  friend absl::Status EnqueueScoreGalleryMulti(const Stream&, const DeviceLssProbeSet&, const MccDeviceGalleryView&,
+                                               MccScore, const LssConstants&, float*, size_t, const LssMultiOptions&);
+  std::shared_ptr<Buffer> blocks_;  // every probe's block (DeviceLssProbe's layout), 256-byte aligned
+  std::shared_ptr<Buffer> args_;    // the kernels' per-probe arguments, pointing into blocks_
+  std::vector<int> n_;
+  int max_n_ = 0;
+};
+
+// Enqueues one pass scoring every probe of `probes` against `gallery`:
+// latent l's scores go to device_scores + l * score_stride (floats; >=
+// gallery.num_templates when there are several latents). Returns without
+// waiting, like EnqueueScoreGallery; each latent's scores equal
+// EnqueueScoreGallery's (kWarpMma) bit for bit.
+absl::Status EnqueueScoreGalleryMulti(const Stream& stream, const DeviceLssProbeSet& probes,
+                                      const MccDeviceGalleryView& gallery, MccScore kind,
+                                      const LssConstants& constants, float* device_scores, size_t score_stride,
+                                      const LssMultiOptions& options = {});
 }  // namespace cuda
 
 }  // namespace fingerprint

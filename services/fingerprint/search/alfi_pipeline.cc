@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -92,7 +93,8 @@ std::string PipelineStats::ToString() const {
 
 struct LssBatchMatcher::DeviceProbes {
 #if TESSERA_WITH_CUDA
-  std::vector<cuda::DeviceLssProbe> probes;
+  std::vector<cuda::DeviceLssProbe> probes;  // kBlock: one launch per latent
+  std::optional<cuda::DeviceLssProbeSet> set;  // kWarpMma: every latent in one launch
 #endif
 };
 
@@ -133,6 +135,11 @@ absl::Status LssBatchMatcher::BeginSearch(const std::vector<MccTemplate>& latent
   for (const MccTemplate& t : latents) probes_.push_back(PrepareProbe(t, mcc_));
   if (stream.backend() != Backend::kCuda) return absl::OkStatus();
 #if TESSERA_WITH_CUDA
+  if (kernel_ == cuda::LssCudaKernel::kWarpMma) {
+    TESSERA_ASSIGN_OR_RETURN(cuda::DeviceLssProbeSet set, cuda::DeviceLssProbeSet::Upload(stream, probes_));
+    device_->set = std::move(set);
+    return absl::OkStatus();
+  }
   for (const LssProbe& p : probes_) {
     TESSERA_ASSIGN_OR_RETURN(cuda::DeviceLssProbe d, cuda::DeviceLssProbe::Upload(stream, p));
     device_->probes.push_back(std::move(d));
@@ -150,7 +157,8 @@ size_t LssBatchMatcher::OutputBytes(int num_templates, int) const {
 absl::Status LssBatchMatcher::Enqueue(const Stream& stream, const GalleryBatch& batch, void* device_output,
                                       size_t output_stride) {
 #if TESSERA_WITH_CUDA
-  if (device_ == nullptr || device_->probes.size() != probes_.size()) {
+  if (device_ == nullptr || (device_->set.has_value() ? device_->set->size() : device_->probes.size()) !=
+                                probes_.size()) {
     return absl::FailedPreconditionError("LssBatchMatcher::Enqueue before a CUDA BeginSearch");
   }
   MccDeviceGalleryView v;
@@ -167,6 +175,12 @@ absl::Status LssBatchMatcher::Enqueue(const Stream& stream, const GalleryBatch& 
   v.max_template_size = batch.max_template_size;
   v.scratch_template_size = batch.scratch_template_size;
   v.ordinal = stream.ordinal();
+  if (device_->set.has_value()) {
+    // Every latent of the search in one pass over the batch (lss.h,
+    // EnqueueScoreGalleryMulti): the same scores as one launch per latent.
+    return cuda::EnqueueScoreGalleryMulti(stream, *device_->set, v, kind_, constants_,
+                                          static_cast<float*>(device_output), output_stride / sizeof(float));
+  }
   for (size_t l = 0; l < probes_.size(); ++l) {
     float* out = reinterpret_cast<float*>(static_cast<uint8_t*>(device_output) + l * output_stride);
     TESSERA_RETURN_IF_ERROR(cuda::EnqueueScoreGallery(stream, device_->probes[l], v, kind_, constants_, out, kernel_));

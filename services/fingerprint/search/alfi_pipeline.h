@@ -107,7 +107,10 @@ class BatchMatcher {
 // LSS or LSS-R through kernels/fingerprint/lss.h: the kernel writes one score
 // per template, the final stage passes it on. `kernel` picks the CUDA
 // variant (same scores); the default is the tensor-core one (1.80x kBlock at
-// 10^6 templates on the H200, lss.h). `prune` (LSS-R, CPU backend):
+// 10^6 templates on the H200, lss.h), which scores every latent of the
+// search in one launch per batch (cuda::EnqueueScoreGalleryMulti: each
+// template read once for all of them, so a SearchBatcher batch is one pass);
+// kBlock launches once per latent. `prune` (LSS-R, CPU backend):
 // comparisons that provably cannot beat the running k-th best
 // (SetRunningThresholds) skip the relaxation; the top-k lists are the same.
 // The GPU scores every pair.

@@ -95,8 +95,8 @@ struct Args {
   std::vector<int> lanes;       // --lanes=8 (warp kernel)
   bool bmu = true;              // --no_bmu: training only
   int train_epochs = 40;        // --train_epochs=N
-  // --train_variants=host-quality,device-quality,screened: trainings run one
-  // after the other on the same corpus (BenchTraining).
+  // --train_variants=host-quality,device-quality,screened[:dN]: trainings run
+  // one after the other on the same corpus (BenchTraining).
   std::vector<std::string> train_variants = {"host-quality", "device-quality", "screened"};
   bool issue16_only = false;    // --issue16: only the rows issue 16 compares
   int64_t cpu_check_docs = 2000;  // --cpu_check_docs=N: reference rows against the CPU backend (0: off)
@@ -152,7 +152,14 @@ bool Parse(int argc, char** argv, Args& a) {
     } else if (const char* v = value("--train_variants")) {
       a.train_variants.clear();
       for (absl::string_view e : absl::StrSplit(v, ',')) {
-        if (e != "host-quality" && e != "device-quality" && e != "screened") return false;
+        // An optional ":dN" runs the variant with radius_decay_epochs N.
+        const absl::string_view name = e.substr(0, e.find(':'));
+        int decay = 0;
+        if (name != "host-quality" && name != "device-quality" && name != "screened") return false;
+        if (name.size() != e.size() && (e.substr(name.size(), 2) != ":d" ||
+                                        !absl::SimpleAtoi(e.substr(name.size() + 2), &decay) || decay < 1)) {
+          return false;
+        }
         a.train_variants.emplace_back(e);
       }
     } else if (arg == "--issue16") {
@@ -733,10 +740,14 @@ void BenchTraining(const Args& a) {
   // before it (QE/TE downloaded and measured on the host, exact BMU kernel),
   // "device-quality" measures QE/TE on the device, "screened" adds the
   // screened BMU search.
+  // A ":dN" suffix decays the radius over N epochs instead (fewer epochs to
+  // convergence: compare its final QE and TE with the others').
   for (const std::string& variant : a.train_variants) {
+    const std::string name = variant.substr(0, variant.find(':'));
     TrainOptions v = o;
-    v.quality_on_device = variant != "host-quality";
-    v.bmu_tuning.screen_fp16 = variant == "screened";
+    v.quality_on_device = name != "host-quality";
+    v.bmu_tuning.screen_fp16 = name == "screened";
+    if (name.size() != variant.size()) v.radius_decay_epochs = std::stoi(variant.substr(name.size() + 2));
     TrainOnce(corpus, variant, v);
   }
 }

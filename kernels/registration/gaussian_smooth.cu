@@ -185,8 +185,69 @@ __global__ void __launch_bounds__(RowPolicy::kThreads)
   }
 }
 
-absl::Status LaunchRow(const float* in, float* out, int64_t nx, int64_t rows, const Taps& taps, cudaStream_t s) {
+// RowWarpKernel with each lane filtering kRowRun consecutive outputs from
+// one sweep over the staged row (kRowRun + 2r shared-memory loads instead of
+// kRowRun (2r + 1)), taps sliding through registers as in AxisRunKernel (the
+// same sums bit for bit for finite inputs). kRowRun is odd, so the 32 lanes'
+// reads, kRowRun floats apart, fall in 32 different banks; a warp covers
+// 32 kRowRun outputs per segment, staged in shared memory for coalesced stores.
+constexpr int kRowRun = 9;
+constexpr int kRowSegment = 32 * kRowRun;
+
+__global__ void __launch_bounds__(RowPolicy::kThreads)
+    RowWarpRunKernel(const float* in, float* out, int64_t nx, int64_t rows, Taps taps) {
+  extern __shared__ float smem[];
+  const int r = taps.radius;
+  const int ntaps = 2 * r + 1;
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int64_t line_len = nx + 2 * r;
+  float* w = smem;
+  float* line = smem + ntaps + warp * (line_len + kRowSegment);
+  float* staged = line + line_len;
+  for (int q = threadIdx.x; q < ntaps; q += RowPolicy::kThreads) w[q] = taps.w[q];
+  __syncthreads();
+  for (int64_t row = int64_t(blockIdx.x) * RowPolicy::kWarps + warp; row < rows;
+       row += int64_t(gridDim.x) * RowPolicy::kWarps) {
+    const float* src = in + row * nx;
+    for (int64_t i = lane; i < line_len; i += 32) line[i] = src[ClampIdx(i - r, nx - 1)];
+    __syncwarp();
+    float* dst = out + row * nx;
+    const int len = static_cast<int>(line_len);  // <= kMaxWarpRow: int positions
+    for (int s0 = 0; s0 < nx; s0 += kRowSegment) {
+      const int first = s0 + lane * kRowRun;  // this lane's first output
+      float acc[kRowRun], wr[kRowRun];
+#pragma unroll
+      for (int q = 0; q < kRowRun; ++q) acc[q] = wr[q] = 0.f;
+      for (int d = 0; d < ntaps + kRowRun - 1; ++d) {
+#pragma unroll
+        for (int q = kRowRun - 1; q > 0; --q) wr[q] = wr[q - 1];
+        wr[0] = d < ntaps ? w[d] : 0.f;
+        const int p = first + d;
+        const float x = p < len ? line[p] : 0.f;  // past the row: only outputs beyond nx use it
+#pragma unroll
+        for (int q = 0; q < kRowRun; ++q) acc[q] = fmaf(wr[q], x, acc[q]);
+      }
+      __syncwarp();  // the previous segment's staged values are stored
+#pragma unroll
+      for (int q = 0; q < kRowRun; ++q) staged[lane * kRowRun + q] = acc[q];
+      __syncwarp();
+      for (int t = lane; t < kRowSegment && s0 + t < nx; t += 32) dst[s0 + t] = staged[t];
+    }
+    __syncwarp();  // every lane is done with this row's line
+  }
+}
+
+absl::Status LaunchRow(const float* in, float* out, int64_t nx, int64_t rows, const Taps& taps, cudaStream_t s,
+                       bool run_kernel = false) {
   const int64_t line = nx + 2 * taps.radius;
+  if (run_kernel && line <= RowPolicy::kMaxWarpRow) {
+    const int grid = int(std::min<int64_t>((rows + RowPolicy::kWarps - 1) / RowPolicy::kWarps, int64_t{1} << 30));
+    const size_t smem = (size_t(2 * taps.radius + 1) + RowPolicy::kWarps * size_t(line + kRowSegment)) * sizeof(float);
+    RowWarpRunKernel<<<grid, RowPolicy::kThreads, smem, s>>>(in, out, nx, rows, taps);
+    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("RowWarpRunKernel");
+    return absl::OkStatus();
+  }
   if (line <= RowPolicy::kMaxWarpRow) {
     const int grid = int(std::min<int64_t>((rows + RowPolicy::kWarps - 1) / RowPolicy::kWarps, int64_t{1} << 30));
     RowWarpKernel<<<grid, RowPolicy::kThreads, RowPolicy::kWarps * line * sizeof(float), s>>>(in, out, nx, rows,
@@ -267,7 +328,7 @@ absl::Status SmoothCuda(const float* in, float* out, const Grid& g, const std::v
     float* dst = out + c * V;
     // x: src -> dst (in place safe).
     if (fx && g.nx <= RowPolicy::kMaxRow) {
-      TESSERA_RETURN_IF_ERROR(LaunchRow(src, dst, g.nx, g.ny * g.nz, tx, s));
+      TESSERA_RETURN_IF_ERROR(LaunchRow(src, dst, g.nx, g.ny * g.nz, tx, s, run_kernel));
     } else if (fx) {  // very long rows: through the scratch volume
       TESSERA_RETURN_IF_ERROR(LaunchAxis(src, scratch, 1, g.nx, g.ny * g.nz, tx, s, run_kernel));
       TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, scratch, V * sizeof(float), cudaMemcpyDeviceToDevice, s));
@@ -301,7 +362,7 @@ absl::Status SmoothBf16InPlaceCuda(BFloat16* field, const Grid& g, const std::ve
   for (int64_t c = 0; c < g.comps; ++c) {
     BFloat16* comp = field + c * V;
     TESSERA_RETURN_IF_ERROR(LaunchAxis(comp, scratch, g.nx, g.ny, g.nz, fy ? ty : one, s, run_kernel));
-    if (fx) TESSERA_RETURN_IF_ERROR(LaunchRow(scratch, scratch, g.nx, g.ny * g.nz, tx, s));
+    if (fx) TESSERA_RETURN_IF_ERROR(LaunchRow(scratch, scratch, g.nx, g.ny * g.nz, tx, s, run_kernel));
     TESSERA_RETURN_IF_ERROR(LaunchAxis(scratch, comp, g.nx * g.ny, g.nz, 1, fz ? tz : one, s, run_kernel));
   }
   return absl::OkStatus();

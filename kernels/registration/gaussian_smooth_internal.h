@@ -30,7 +30,7 @@ void ResampleCpu(const float* in, const Grid& gin, float* out, const Grid& gout,
 
 #if TESSERA_WITH_CUDA
 // scratch: g.voxels() floats of device memory (unused when only x is filtered).
-// run_kernel: the y and z passes by the register-blocked AxisRunKernel
+// run_kernel: the passes by the register-blocked RowWarpRunKernel and AxisRunKernel
 // (issue 37; the same results bit for bit for finite inputs, fewer
 // shared-memory loads) instead of AxisKernel.
 absl::Status SmoothCuda(const float* in, float* out, const Grid& g, const std::vector<float> taps[3],

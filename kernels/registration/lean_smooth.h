@@ -19,8 +19,9 @@ namespace registration {
 // Kernel choice of the CUDA smoothing passes, passed with each call. Every
 // setting gives the same results bit for bit (finite inputs); the CPU ignores it.
 struct LeanSmoothTuning {
-  // y and z passes: each thread filters 8 consecutive outputs from one sweep
-  // of the shared-memory tile (issue 37) instead of one output per sweep.
+  // Each thread filters several consecutive outputs from one sweep of the
+  // shared-memory tile or row (issue 37: 8 along y and z, 9 along x) instead
+  // of one output per sweep.
   bool run_kernel = false;
 };
 

@@ -52,14 +52,15 @@ TEST(LeanSmoothCuda, BorrowedScratchEqualsGaussianSmooth) {
   }
 }
 
-// Issue 37: LeanSmoothTuning::run_kernel (register-blocked y and z passes)
-// gives the default kernels' values bit for bit, float and bf16, at the lean
-// stage's sigmas (6: radius 18, longer than some axes; 0.5: radius 2) and
-// on extents that are not multiples of the 64-output tile.
+// Issue 37: LeanSmoothTuning::run_kernel (register-blocked x, y and z
+// passes) gives the default kernels' values bit for bit, float and bf16, at
+// the lean stage's sigmas (6: radius 18, longer than some axes; 0.5: radius
+// 2) and on extents that are not multiples of the 64-output tile nor of the
+// x pass's 288-output segment (300: two segments).
 TEST(LeanSmoothCuda, RunKernelEqualsDefault) {
   TESSERA_SKIP_WITHOUT_GPU();
   Stream stream = Stream::Create(Backend::kCuda).value();
-  for (const Shape& shape : {Shape{37, 29, 71, 3}, Shape{70, 13, 9}, Shape{33, 130, 66, 3}}) {
+  for (const Shape& shape : {Shape{37, 29, 71, 3}, Shape{70, 13, 9}, Shape{33, 130, 66, 3}, Shape{300, 9, 20, 3}}) {
     for (const double sigma : {6.0, 0.5, 2.0}) {
       SCOPED_TRACE(ShapeToString(shape) + ", sigma " + std::to_string(sigma));
       NDArray host = RandomField(shape, 3);

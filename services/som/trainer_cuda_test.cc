@@ -79,6 +79,38 @@ TEST(TrainerCudaParity, OrderedBmuSearchTrainsTheSameMap) {
   EXPECT_EQ(ordered->model.weights_f32, plain->model.weights_f32);
 }
 
+// The screened BMU search (BmuTuning::screen_fp16) gives the exact kernel's
+// bits, so it trains the same map bit for bit (QE per epoch, final fp32
+// weights), and it screens most documents once the PCA codebook's negative
+// weights are gone (exact rescans below half of the documents in the last
+// epoch). QE/TE on the device and on the host agree to 1e-12 relative.
+TEST(TrainerCudaParity, ScreenedBmuSearchTrainsTheSameMap) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  SparseBinaryMatrix corpus = GenerateSyntheticCorpus(testing::TopicCorpus(6000, 1500, /*grid=*/6, /*seed=*/37));
+  TrainOptions o;
+  o.grid = GridShape{23, 17, Topology::kPlanar};
+  o.backend = Backend::kCuda;
+  o.max_epochs = 6;
+  o.radius_decay_epochs = 5;
+  o.bmu_tuning.screen_fp16 = true;
+  auto screened = TrainSom(corpus, o);
+  ASSERT_TRUE(screened.ok()) << screened.status();
+  o.bmu_tuning.screen_fp16 = false;
+  o.quality_on_device = false;
+  auto exact = TrainSom(corpus, o);
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  ASSERT_EQ(screened->epochs, exact->epochs);
+  for (size_t e = 0; e < exact->history.size(); ++e) {
+    EXPECT_NEAR(screened->history[e].qe, exact->history[e].qe, 1e-12 * exact->history[e].qe) << "epoch " << e;
+    EXPECT_NEAR(screened->history[e].topographic_error, exact->history[e].topographic_error, 1e-12) << "epoch " << e;
+    std::printf("  epoch %zu exact rescans %lld of %lld\n", e,
+                static_cast<long long>(screened->history[e].bmu_exact_rescans), static_cast<long long>(corpus.rows()));
+  }
+  EXPECT_LT(screened->history.back().bmu_exact_rescans, corpus.rows() / 2);
+  EXPECT_EQ(screened->model.weights_f32, exact->model.weights_f32);
+  EXPECT_EQ(screened->final_quality.dead_units, exact->final_quality.dead_units);
+}
+
 // The GPU PCA initialisation (pca_on_device) against the host one: the same
 // iteration in another summation order, so the codebooks agree to rounding:
 // fp32 weights within 1e-5 absolute (they lie in about [-1, 2]), fp16 within

@@ -1,6 +1,6 @@
 // LNCC CUDA kernel variants side by side (issue 37 item 1), one process, one
 // GPU: today's box march (the baseline) against the column march
-// (LnccOptions::cuda_kernel, cuda_rows, cuda_float_epilogue,
+// (LnccOptions::cuda_kernel, cuda_rows, cuda_float_epilogue, cuda_x_pairs,
 // cuda_target_blocks), float storage (Lncc) and the lean stage's mixed
 // storage (LnccHalfFixed: fp16 F, bf16 a, b, c), window 7.
 //
@@ -61,26 +61,35 @@ struct Variant {
 
 std::vector<Variant> Variants() {
   std::vector<Variant> v;
-  auto add = [&](const std::string& name, LnccCudaKernel kernel, int rows, bool float_epi, int blocks, bool mixed) {
+  auto add = [&](const std::string& name, LnccCudaKernel kernel, int rows, bool float_epi, bool x_pairs, int blocks,
+                 bool mixed) {
     Variant x;
-    x.name = name;
+    x.name = name + (mixed ? " mixed" : " float");
     x.options.window = 7;
     x.options.cuda_kernel = kernel;
     x.options.cuda_rows = rows;
     x.options.cuda_float_epilogue = float_epi;
+    x.options.cuda_x_pairs = x_pairs;
     x.options.cuda_target_blocks = blocks;
     x.mixed = mixed;
     v.push_back(x);
   };
+  constexpr auto kBox = LnccCudaKernel::kBoxMarch;
+  constexpr auto kCol = LnccCudaKernel::kColumnMarch;
   for (const bool mixed : {false, true}) {
-    const std::string s = mixed ? " mixed" : " float";
-    add("box (today)" + s, LnccCudaKernel::kBoxMarch, 2, false, 2048, mixed);  // baseline of its storage
-    add("col r1" + s, LnccCudaKernel::kColumnMarch, 1, false, 2048, mixed);
-    add("col r2" + s, LnccCudaKernel::kColumnMarch, 2, false, 2048, mixed);
-    add("col r1 fepi" + s, LnccCudaKernel::kColumnMarch, 1, true, 2048, mixed);
-    add("col r2 fepi" + s, LnccCudaKernel::kColumnMarch, 2, true, 2048, mixed);
-    add("col r2 4k blk" + s, LnccCudaKernel::kColumnMarch, 2, false, 4096, mixed);
-    add("col r1 1k blk" + s, LnccCudaKernel::kColumnMarch, 1, false, 1024, mixed);
+    add("box (today)", kBox, 2, false, false, 2048, mixed);  // the baseline of its storage: first
+    add("col r2", kCol, 2, false, false, 2048, mixed);
+    add("col r2 xp", kCol, 2, false, true, 2048, mixed);
+    add("col r2 xp fepi", kCol, 2, true, true, 2048, mixed);
+    add("col r1 xp fepi", kCol, 1, true, true, 2048, mixed);
+    if (mixed) continue;
+    add("col r1", kCol, 1, false, false, 2048, mixed);
+    add("col r1 fepi", kCol, 1, true, false, 2048, mixed);
+    add("col r2 fepi", kCol, 2, true, false, 2048, mixed);
+    add("col r1 xp", kCol, 1, false, true, 2048, mixed);
+    add("col r2 xp 4k blk", kCol, 2, false, true, 4096, mixed);
+    add("col r2 xp 1k blk", kCol, 2, false, true, 1024, mixed);
+    add("col r1 xp fepi 4k", kCol, 1, true, true, 4096, mixed);
   }
   return v;
 }

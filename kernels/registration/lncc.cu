@@ -400,28 +400,30 @@ struct ColShape {
   static constexpr int kTY = kColWarps * kRows;
   static constexpr int kHX = 32 + 2 * kR;
   static constexpr int kHY = kTY + 2 * kR;
+  static constexpr int kHXS = kHX | 1;  // odd row stride: the paired x pass's two rows hit other banks
   static constexpr int kPos = kHX * kHY;
+  static constexpr int kPosS = kHXS * kHY;
   static constexpr int kLoads = (kPos + kColThreads - 1) / kColThreads;
 };
 
 template <class Op, int kW, int kRows>
 constexpr size_t ColSharedBytes() {
   using S = ColShape<kW, kRows>;
-  return sizeof(float) * (2 * Op::kRaw * S::kPos + 2 * Op::kQ * S::kHY * 32);
+  return sizeof(float) * (2 * Op::kRaw * S::kPosS + 2 * Op::kQ * S::kHY * 32);
 }
 
 // Two blocks per SM at two rows per thread (<= 128 registers), three at one.
 template <class Op, int kW, int kRows>
 __global__ void __launch_bounds__(kColThreads, kRows == 1 ? 3 : 2) ColumnMarchKernel(Op op, int64_t nx, int64_t ny, int64_t nz,
                                                                  int64_t z_chunk, bool float_epilogue,
-                                                                 double* __restrict__ partials) {
+                                                                 bool x_pairs, double* __restrict__ partials) {
   using S = ColShape<kW, kRows>;
   constexpr int kQ = Op::kQ;
   constexpr int kRaw = Op::kRaw;
   constexpr int r = S::kR;
   extern __shared__ float smem[];
-  float* s_raw = smem;                          // [2][kRaw][kHY][kHX]
-  float* s_xs = smem + 2 * kRaw * S::kPos;      // [2][kQ][kHY][32]
+  float* s_raw = smem;                          // [2][kRaw][kHY][kHXS]
+  float* s_xs = smem + 2 * kRaw * S::kPosS;     // [2][kQ][kHY][32]
 
   const int tid = threadIdx.x;
   const int lane = tid & 31;
@@ -452,20 +454,56 @@ __global__ void __launch_bounds__(kColThreads, kRows == 1 ? 3 : 2) ColumnMarchKe
     }
   };
   auto store_slice = [&](int buf) {
-    float* dst = s_raw + buf * kRaw * S::kPos;
+    float* dst = s_raw + buf * kRaw * S::kPosS;
 #pragma unroll
     for (int s = 0; s < S::kLoads; ++s) {
       const int p = tid + s * kColThreads;
       if (p < S::kPos) {
+        const int at = (p / S::kHX) * S::kHXS + p % S::kHX;
 #pragma unroll
-        for (int c = 0; c < kRaw; ++c) dst[c * S::kPos + p] = raw[s][c];
+        for (int c = 0; c < kRaw; ++c) dst[c * S::kPosS + at] = raw[s][c];
       }
     }
   };
   // x pass on raw buffer `buf` into x-sum buffer `buf`.
   auto x_pass = [&](int buf) {
-    const float* src = s_raw + buf * kRaw * S::kPos;
+    const float* src = s_raw + buf * kRaw * S::kPosS;
     float* dst = s_xs + buf * kQ * S::kHY * 32;
+    if (x_pairs) {
+      // Two adjacent columns per thread (half a warp per row, two rows per
+      // warp): w + 1 loads and products for two sums that share their
+      // middle w - 1 terms.
+      const int col = 2 * (lane & 15);
+      for (int row0 = 2 * warp; row0 < S::kHY; row0 += 2 * kColWarps) {
+        const int row = row0 + (lane >> 4);
+        if (row >= S::kHY) continue;
+        float mid[kQ], first[kQ], last[kQ];
+#pragma unroll
+        for (int c = 0; c < kQ; ++c) mid[c] = 0.f;
+#pragma unroll
+        for (int k = 0; k <= kW; ++k) {
+          float v[kRaw], q[kQ];
+#pragma unroll
+          for (int c = 0; c < kRaw; ++c) v[c] = src[c * S::kPosS + row * S::kHXS + col + k];
+          Op::Expand(v, q);
+#pragma unroll
+          for (int c = 0; c < kQ; ++c) {
+            if (k == 0) {
+              first[c] = q[c];
+            } else if (k == kW) {
+              last[c] = q[c];
+            } else {
+              mid[c] += q[c];
+            }
+          }
+        }
+#pragma unroll
+        for (int c = 0; c < kQ; ++c) {
+          *reinterpret_cast<float2*>(dst + (c * S::kHY + row) * 32 + col) = make_float2(first[c] + mid[c], mid[c] + last[c]);
+        }
+      }
+      return;
+    }
     for (int row = warp; row < S::kHY; row += kColWarps) {
       float sum[kQ];
 #pragma unroll
@@ -474,7 +512,7 @@ __global__ void __launch_bounds__(kColThreads, kRows == 1 ? 3 : 2) ColumnMarchKe
       for (int k = 0; k < kW; ++k) {
         float v[kRaw], q[kQ];
 #pragma unroll
-        for (int c = 0; c < kRaw; ++c) v[c] = src[c * S::kPos + row * S::kHX + lane + k];
+        for (int c = 0; c < kRaw; ++c) v[c] = src[c * S::kPosS + row * S::kHXS + lane + k];
         Op::Expand(v, q);
 #pragma unroll
         for (int c = 0; c < kQ; ++c) sum[c] += q[c];
@@ -576,8 +614,8 @@ __global__ void __launch_bounds__(kColThreads, kRows == 1 ? 3 : 2) ColumnMarchKe
 }
 
 template <class Op, int kW, int kRows>
-absl::Status LaunchColumnMarch(const Op& op, Dims3 dims, int64_t z_chunk, bool float_epilogue, double* partials,
-                               cudaStream_t stream) {
+absl::Status LaunchColumnMarch(const Op& op, Dims3 dims, int64_t z_chunk, bool float_epilogue, bool x_pairs,
+                               double* partials, cudaStream_t stream) {
   using S = ColShape<kW, kRows>;
   const size_t smem = ColSharedBytes<Op, kW, kRows>();
   auto kernel = ColumnMarchKernel<Op, kW, kRows>;
@@ -585,19 +623,20 @@ absl::Status LaunchColumnMarch(const Op& op, Dims3 dims, int64_t z_chunk, bool f
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const dim3 grid(static_cast<unsigned>((dims.nx + 31) / 32), static_cast<unsigned>((dims.ny + S::kTY - 1) / S::kTY),
                   static_cast<unsigned>((dims.nz + z_chunk - 1) / z_chunk));
-  kernel<<<grid, kColThreads, smem, stream>>>(op, dims.nx, dims.ny, dims.nz, z_chunk, float_epilogue, partials);
+  kernel<<<grid, kColThreads, smem, stream>>>(op, dims.nx, dims.ny, dims.nz, z_chunk, float_epilogue, x_pairs,
+                                              partials);
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("lncc column march");
   return absl::OkStatus();
 }
 
 template <class Op, int kRows>
 absl::Status DispatchColumnWindow(const Op& op, Dims3 dims, int window, int64_t z_chunk, bool float_epilogue,
-                                  double* partials, cudaStream_t stream) {
+                                  bool x_pairs, double* partials, cudaStream_t stream) {
   switch (window) {
-    case 3: return LaunchColumnMarch<Op, 3, kRows>(op, dims, z_chunk, float_epilogue, partials, stream);
-    case 5: return LaunchColumnMarch<Op, 5, kRows>(op, dims, z_chunk, float_epilogue, partials, stream);
-    case 7: return LaunchColumnMarch<Op, 7, kRows>(op, dims, z_chunk, float_epilogue, partials, stream);
-    case 9: return LaunchColumnMarch<Op, 9, kRows>(op, dims, z_chunk, float_epilogue, partials, stream);
+    case 3: return LaunchColumnMarch<Op, 3, kRows>(op, dims, z_chunk, float_epilogue, x_pairs, partials, stream);
+    case 5: return LaunchColumnMarch<Op, 5, kRows>(op, dims, z_chunk, float_epilogue, x_pairs, partials, stream);
+    case 7: return LaunchColumnMarch<Op, 7, kRows>(op, dims, z_chunk, float_epilogue, x_pairs, partials, stream);
+    case 9: return LaunchColumnMarch<Op, 9, kRows>(op, dims, z_chunk, float_epilogue, x_pairs, partials, stream);
     default: return absl::InvalidArgumentError("lncc (CUDA column march): unsupported window");
   }
 }
@@ -648,9 +687,11 @@ absl::Status LnccImpl(const Stream& stream, const FixedT* fixed, const float* wa
     using Op = std::decay_t<decltype(op)>;
     if (column) {
       if (rows == 1) {
-        return DispatchColumnWindow<Op, 1>(op, dims, options.window, column_chunk, options.cuda_float_epilogue, part, s);
+        return DispatchColumnWindow<Op, 1>(op, dims, options.window, column_chunk, options.cuda_float_epilogue,
+                                           options.cuda_x_pairs, part, s);
       }
-      return DispatchColumnWindow<Op, 2>(op, dims, options.window, column_chunk, options.cuda_float_epilogue, part, s);
+      return DispatchColumnWindow<Op, 2>(op, dims, options.window, column_chunk, options.cuda_float_epilogue,
+                                         options.cuda_x_pairs, part, s);
     }
     if (part != nullptr) return DispatchMarch<Op, true>(op, sh, part, s);
     return DispatchMarch<Op, false>(op, sh, nullptr, s);

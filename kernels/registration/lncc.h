@@ -64,6 +64,7 @@ struct LnccOptions {
   LnccCudaKernel cuda_kernel = LnccCudaKernel::kDefault;
   int cuda_rows = 2;                 // kColumnMarch: tile rows per thread, 1 or 2
   bool cuda_float_epilogue = false;  // kColumnMarch: cc, a, b, c in float instead of double
+  bool cuda_x_pairs = false;         // kColumnMarch: two columns per thread in the x pass
   int cuda_target_blocks = 2048;     // z chunks are chosen to give about this many blocks
 };
 

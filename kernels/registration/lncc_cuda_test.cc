@@ -38,20 +38,26 @@ struct Variant {
   LnccCudaKernel kernel;
   int rows;
   bool float_epilogue;
+  bool x_pairs;
 };
 
 // Today's box march first, then the column march's shapes (issue 37).
 const Variant kVariants[] = {
-    {"box", LnccCudaKernel::kBoxMarch, 2, false},       {"default", LnccCudaKernel::kDefault, 2, false},
-    {"col r1", LnccCudaKernel::kColumnMarch, 1, false}, {"col r2", LnccCudaKernel::kColumnMarch, 2, false},
-    {"col r1 float epilogue", LnccCudaKernel::kColumnMarch, 1, true},
-    {"col r2 float epilogue", LnccCudaKernel::kColumnMarch, 2, true},
+    {"box", LnccCudaKernel::kBoxMarch, 2, false, false},
+    {"default", LnccCudaKernel::kDefault, 2, false, false},
+    {"col r1", LnccCudaKernel::kColumnMarch, 1, false, false},
+    {"col r2", LnccCudaKernel::kColumnMarch, 2, false, false},
+    {"col r1 float epilogue", LnccCudaKernel::kColumnMarch, 1, true, false},
+    {"col r2 x pairs", LnccCudaKernel::kColumnMarch, 2, false, true},
+    {"col r2 x pairs float epilogue", LnccCudaKernel::kColumnMarch, 2, true, true},
+    {"col r1 x pairs float epilogue", LnccCudaKernel::kColumnMarch, 1, true, true},
 };
 
 LnccOptions WithVariant(LnccOptions o, const Variant& v) {
   o.cuda_kernel = v.kernel;
   o.cuda_rows = v.rows;
   o.cuda_float_epilogue = v.float_epilogue;
+  o.cuda_x_pairs = v.x_pairs;
   return o;
 }
 

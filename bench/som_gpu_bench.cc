@@ -736,6 +736,18 @@ void BenchTraining(const Args& a) {
     std::printf("  warm-up: 2 epochs on 100000 documents in %.2f s (init %.2f, setup %.2f; corpus %.2f s not counted)\n",
                 SecondsSince(w), r->init_seconds, r->setup_seconds, generated);
   }
+  // The set-up's parts: the CSR upload alone, then with the device CSC.
+  {
+    auto stream = Stream::Create(Backend::kCuda, 0);
+    CHECK_OK(stream.status());
+    for (bool csc : {false, true}) {
+      Clock::time_point w = Clock::now();
+      auto set = DocumentSet::Create(corpus.view(), *stream, DocumentParts{false, csc});
+      CHECK_OK(set.status());
+      std::printf("  set-up parts: DocumentSet::Create (CSR upload%s) %.3f s\n", csc ? " + device CSC" : "",
+                  SecondsSince(w));
+    }
+  }
   // Issue 37, side by side on the same corpus: "host-quality" is the trainer
   // before it (QE/TE downloaded and measured on the host, exact BMU kernel),
   // "device-quality" measures QE/TE on the device, "screened" adds the

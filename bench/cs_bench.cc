@@ -15,7 +15,8 @@
 // bench/cs_vs_bart.sh drives recon against `bart pics -R W:7:0:lambda`.
 //
 //   cs_bench --mode=recon|gpu --dir=/tmp/cs_vs_bart [--regularizer=l1-wavelet|tv]
-//            [--lambda=0.005] [--iterations=100] [--restart] [--reps=3]
+//            [--lambda=0.005] [--iterations=100] [--restart] [--reps=3] [--fixed_margin]
+//            [--power_iterations=12] [--lipschitz=L]
 #include <chrono>
 #include <cmath>
 #include <complex>
@@ -47,6 +48,9 @@ ABSL_FLAG(bool, random_shift, true, "wavelet random shifts (BART's default)");
 ABSL_FLAG(int, reps, 3, "gpu: timed repetitions (median)");
 ABSL_FLAG(std::string, image, "", "compare: the cfl image to score");
 ABSL_FLAG(int64_t, n, 128, "prox: image size");
+ABSL_FLAG(int, power_iterations, -1, "power-iteration steps of the Lipschitz estimate (-1: CsSense's default)");
+ABSL_FLAG(double, lipschitz, 0, "||E^H E|| if > 0 (no estimate)");
+ABSL_FLAG(bool, fixed_margin, false, "step 1 / (1.05 x the power estimate), as before the residual bound");
 
 namespace tessera::recon {
 namespace {
@@ -91,6 +95,9 @@ mri::CsSenseOptions Options() {
   options.seed = absl::GetFlag(FLAGS_seed);
   options.shifts_per_iteration = absl::GetFlag(FLAGS_shifts);
   options.random_shift = absl::GetFlag(FLAGS_random_shift);
+  if (absl::GetFlag(FLAGS_power_iterations) > 0) options.power_iterations = absl::GetFlag(FLAGS_power_iterations);
+  options.lipschitz = absl::GetFlag(FLAGS_lipschitz);
+  options.residual_step_bound = !absl::GetFlag(FLAGS_fixed_margin);
   return options;
 }
 

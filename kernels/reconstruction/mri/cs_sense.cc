@@ -119,9 +119,11 @@ absl::StatusOr<CsSenseResult> CsSense(const Stream& stream, EncodingOperator& op
   if (options.lipschitz > 0) {
     result.lipschitz = options.lipschitz;
   } else {
-    TESSERA_ASSIGN_OR_RETURN(const double estimate,
-                             solvers::EstimateLipschitz(stream, 2 * npix, normal, options.power_iterations));
-    result.lipschitz = 1.05 * estimate;  // the power iteration approaches from below
+    TESSERA_ASSIGN_OR_RETURN(const solvers::LipschitzEstimate estimate,
+                             solvers::EstimateLipschitzWithResidual(stream, 2 * npix, normal, options.power_iterations));
+    // The Rayleigh quotient approaches from below: widen it by the residual
+    // (or, as before, by a fixed 5 %).
+    result.lipschitz = options.residual_step_bound ? estimate.bound() : 1.05 * estimate.rayleigh;
   }
   if (!(result.lipschitz > 0)) return absl::InvalidArgumentError("CS-SENSE: the normal operator is zero");
 

@@ -22,9 +22,15 @@
 //   scale(a) = p90 if max - p90 < 2 (p90 - median) else max   (BART's rule)
 // and our image z stays in the data's units (the phantom's, for E without
 // 1/sqrt(N)), i.e. BART's output times its printed scaling over c.
-// Step: 1 / L with L = 1.05 x a power-iteration estimate of ||E^H E|| (or
-// options.lipschitz when the caller knows it, e.g. a stack sharing one
-// operator). The image starts at 0, as pics does.
+// Step: 1 / L with L = rho + r from the power iteration on E^H E (rho its
+// Rayleigh quotient, r its last residual norm; solvers/fista.h
+// LipschitzEstimate): tight once the iteration has converged (12 steps on
+// the radial phantoms: L within 1e-3 of rho), where the former fixed margin
+// L = 1.05 rho cost 5 % of every step (BART's -e: 0.95 / its estimate). At
+// 100 iterations, far from convergence at small lambda, the longer step is
+// worth 1.5 % NRMSE at 8x, lambda 0.001 (bench/results/2026-12-07-cs-vs-
+// bart.md). options.lipschitz when the caller knows it (e.g. a stack sharing
+// one operator). The image starts at 0, as pics does.
 //
 // Pointers are in the stream's memory. Errors: INVALID_ARGUMENT naming the
 // field (iterations < 1, lambda not finite and >= 0, shape not matching
@@ -67,6 +73,9 @@ struct CsSenseOptions {
   int tv_iterations = 10;    // FGP iterations per TV prox
   double lipschitz = 0;      // ||E^H E||; 0: estimated (power_iterations steps)
   int power_iterations = 12;
+  // false: L = 1.05 rho, the fixed margin used before the residual bound
+  // (kept for the comparison in bench/cs_bench --fixed_margin).
+  bool residual_step_bound = true;
   bool adaptive_restart = false;  // FISTA's gradient restart (fista.h)
   // After each iteration (iteration, total, relative update); a non-OK status
   // stops the solve and is returned.

@@ -1,5 +1,6 @@
 #include "kernels/reconstruction/solvers/fista.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -74,6 +75,13 @@ absl::StatusOr<SolverReport> Fista(const Stream& stream, const FistaProblem& pro
 absl::StatusOr<double> EstimateLipschitz(const Stream& stream, int64_t size,
                                          const std::function<absl::Status(const float* x, float* out)>& normal,
                                          int iterations) {
+  TESSERA_ASSIGN_OR_RETURN(const LipschitzEstimate e, EstimateLipschitzWithResidual(stream, size, normal, iterations));
+  return e.rayleigh;
+}
+
+absl::StatusOr<LipschitzEstimate> EstimateLipschitzWithResidual(
+    const Stream& stream, int64_t size, const std::function<absl::Status(const float* x, float* out)>& normal,
+    int iterations) {
   if (size < 1) return absl::InvalidArgumentError(absl::StrCat("lipschitz: size must be >= 1, got ", size));
   if (!normal) return absl::InvalidArgumentError("lipschitz: the normal operator is required");
   if (iterations < 1) return absl::InvalidArgumentError(absl::StrCat("lipschitz: iterations must be >= 1, got ", iterations));
@@ -87,19 +95,25 @@ absl::StatusOr<double> EstimateLipschitz(const Stream& stream, int64_t size,
   TESSERA_RETURN_IF_ERROR(
       CopyBytes(v.data(), SolverMemory(stream), start.data(), MemoryKind::kHost, start.size() * sizeof(float), stream));
   TESSERA_ASSIGN_OR_RETURN(double vv, Dot(stream, v.data(), v.data(), size));
-  double eigenvalue = 0;
+  LipschitzEstimate estimate;
   for (int it = 0; it < iterations; ++it) {
     TESSERA_RETURN_IF_ERROR(normal(v.data(), w.data()));
     TESSERA_ASSIGN_OR_RETURN(const double vw, Dot(stream, v.data(), w.data(), size));
     TESSERA_ASSIGN_OR_RETURN(const double ww, Dot(stream, w.data(), w.data(), size));
-    eigenvalue = vw / vv;  // Rayleigh quotient
-    if (!(ww > 0)) return 0.0;  // v in the null space: any step works
+    estimate.rayleigh = vw / vv;  // Rayleigh quotient (||v|| taken as 1 after the first step)
+    // ||w - rho v||^2 / ||v||^2 = (ww - vw^2 / v.v) / v.v with v.v measured:
+    // the float v is unit only to rounding, which the difference would amplify.
+    TESSERA_ASSIGN_OR_RETURN(const double v2, Dot(stream, v.data(), v.data(), size));
+    estimate.residual = v2 > 0 ? std::sqrt(std::max(0.0, (ww - vw * vw / v2) / v2)) : 0.0;
+    if (!(ww > 0)) return LipschitzEstimate{};  // v in the null space: any step works
     TESSERA_RETURN_IF_ERROR(CopyFloats(stream, w.data(), v.data(), size));
     TESSERA_RETURN_IF_ERROR(Scale(stream, static_cast<float>(1 / std::sqrt(ww)), v.data(), size));
     vv = 1;
   }
-  if (!std::isfinite(eigenvalue)) return absl::InvalidArgumentError("lipschitz: the operator produced a non-finite value");
-  return eigenvalue;
+  if (!std::isfinite(estimate.rayleigh) || !std::isfinite(estimate.residual)) {
+    return absl::InvalidArgumentError("lipschitz: the operator produced a non-finite value");
+  }
+  return estimate;
 }
 
 }  // namespace solvers

@@ -66,6 +66,23 @@ absl::StatusOr<double> EstimateLipschitz(const Stream& stream, int64_t size,
                                          const std::function<absl::Status(const float* x, float* out)>& normal,
                                          int iterations = 20);
 
+// The same power iteration with its last residual: rayleigh = v.Nv / v.v
+// (what EstimateLipschitz returns, <= the largest eigenvalue) and residual =
+// ||N v - rayleigh v|| / ||v||. Some eigenvalue lies within `residual` of
+// `rayleigh` (Krylov-Bogoliubov), and once v is near the top eigenvector
+// the gap to it is only ~residual^2 / (its distance to the next eigenvalue)
+// (Kato-Temple), so bound() = rayleigh + residual is a step bound that is
+// tight when the iteration has converged and wide when it has not, instead
+// of a fixed margin.
+struct LipschitzEstimate {
+  double rayleigh = 0;
+  double residual = 0;
+  double bound() const { return rayleigh + residual; }
+};
+absl::StatusOr<LipschitzEstimate> EstimateLipschitzWithResidual(
+    const Stream& stream, int64_t size, const std::function<absl::Status(const float* x, float* out)>& normal,
+    int iterations = 20);
+
 }  // namespace solvers
 }  // namespace recon
 }  // namespace tessera

@@ -107,8 +107,14 @@ absl::Status TvProxPlan::Apply(const TvProxOptions& options, float* x) {
   float* r = Floats(momentum_);
   TESSERA_RETURN_IF_ERROR(
       CopyBytes(b, KindOf(stream), x, KindOf(stream), static_cast<size_t>(shape_.size()) * sizeof(float), stream));
-  TESSERA_RETURN_IF_ERROR(Fill(stream, p, dual_size, 0.0f));
-  TESSERA_RETURN_IF_ERROR(Fill(stream, r, dual_size, 0.0f));
+  if (options.warm_start && has_dual_) {
+    TESSERA_RETURN_IF_ERROR(
+        CopyBytes(r, KindOf(stream), p, KindOf(stream), static_cast<size_t>(dual_size) * sizeof(float), stream));
+  } else {
+    TESSERA_RETURN_IF_ERROR(Fill(stream, p, dual_size, 0.0f));
+    TESSERA_RETURN_IF_ERROR(Fill(stream, r, dual_size, 0.0f));
+  }
+  has_dual_ = true;
   const float weight = static_cast<float>(options.weight);
   // Step 1 / L of the dual's gradient, L = weight^2 ||D||^2 <= weight^2 4 ndim;
   // the gradient is -weight D x(r), so the step on r is D x / (4 ndim weight).

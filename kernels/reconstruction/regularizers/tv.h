@@ -66,6 +66,13 @@ struct TvProxOptions {
   double weight = 0;          // >= 0 and finite; 0 leaves x unchanged
   int iterations = 20;        // FGP iterations, >= 0 (0 leaves x unchanged)
   bool non_negative = false;  // channels == 1 only: the prox of weight TV + [x >= 0]
+  // Start FGP from the dual field the plan's last Apply ended with (0 on the
+  // first call) instead of 0. The dual (|p| <= 1 per voxel) does not depend
+  // on the weight, and an outer solver's successive prox inputs are close,
+  // so its iterations add up over the solve instead of restarting from 0
+  // each call (FISTA-TV, CsSense TV). The result then depends on the calls
+  // before it (still deterministic for the same sequence).
+  bool warm_start = false;
 };
 
 // Scratch for TvProx on one shape and stream, reused across calls (FISTA
@@ -91,6 +98,7 @@ class TvProxPlan {
   std::shared_ptr<Buffer> dual_;       // p_k
   std::shared_ptr<Buffer> momentum_;   // r_k (the point the next gradient step is taken at)
   std::shared_ptr<Buffer> input_;      // b
+  bool has_dual_ = false;              // dual_ holds a finished Apply's field
 };
 
 // One-shot TvProx (allocates a plan's scratch for the call).

@@ -171,6 +171,41 @@ TEST(TvTest, ProxConvergesToTheLongRun) {
   }
 }
 
+// warm_start: the first call equals a cold one (no dual yet); repeated
+// calls on the same input continue from the last dual, so 10 calls of 10
+// iterations get much closer to the long run than one call of 10, and the
+// cold option on the same plan still starts from 0.
+TEST(TvTest, WarmStartContinuesFromTheLastDual) {
+  for (const TvShape& s : {kShapes[0], kShapes[3]}) {
+    const std::vector<float> b = NoisyBlocks(s, 21);
+    const double w = 0.1;
+    const std::vector<float> long_run = Prox(s, b, w, 2000), cold = Prox(s, b, w, 10);
+    const Stream cpu = Stream::Cpu();
+    auto plan = TvProxPlan::Create(cpu, s);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    TvProxOptions warm{w, 10, false, /*warm_start=*/true};
+    std::vector<float> x = b;
+    ASSERT_TRUE(plan->Apply(warm, x.data()).ok());
+    EXPECT_EQ(x, cold);
+    for (int call = 1; call < 10; ++call) {
+      x = b;
+      ASSERT_TRUE(plan->Apply(warm, x.data()).ok());
+    }
+    auto distance = [&](const std::vector<float>& y) {
+      double d2 = 0, n2 = 0;
+      for (size_t i = 0; i < y.size(); ++i) {
+        d2 += (static_cast<double>(y[i]) - long_run[i]) * (static_cast<double>(y[i]) - long_run[i]);
+        n2 += static_cast<double>(long_run[i]) * long_run[i];
+      }
+      return std::sqrt(d2 / n2);
+    };
+    EXPECT_LT(distance(x), 0.2 * distance(cold)) << distance(x) << " vs " << distance(cold);
+    std::vector<float> again = b;
+    ASSERT_TRUE(plan->Apply({w, 10, false, /*warm_start=*/false}, again.data()).ok());
+    EXPECT_EQ(again, cold);
+  }
+}
+
 TEST(TvTest, NonNegativeProxIsTheConstrainedMinimum) {
   const TvShape s{12, 10, 1, 1};
   const std::vector<float> b = RandomImage(s, 13, -0.5f, 1.0f);

@@ -91,11 +91,17 @@ absl::StatusOr<SolverReport> FistaTv(LinearOperator& op, const regularizers::TvS
     return op.Back(range.data(), g);
   };
   problem.prox = [&](double step, float* at) {
-    return tv.Apply({step * lambda, options.tv_iterations, options.non_negative}, at);
+    regularizers::TvProxOptions prox;
+    prox.weight = step * lambda;
+    prox.iterations = options.tv_iterations;
+    prox.non_negative = options.non_negative;
+    prox.warm_start = options.warm_start_tv;
+    return tv.Apply(prox, at);
   };
   SolverReport report;
   FistaOptions fo;
   fo.iterations = options.iterations;
+  fo.adaptive_restart = options.adaptive_restart;
   fo.progress = [&](int iteration, int total, double) -> absl::Status {
     report.iterations = iteration;
     report.residual_norms.push_back(last_residual);

@@ -33,6 +33,11 @@ struct FistaTvOptions {
   double tv_weight = 0.002;  // lambda / ||A^T y||_inf, >= 0 and finite
   int tv_iterations = 20;    // FGP iterations per prox, >= 1
   bool non_negative = false;
+  // Each prox's FGP starts from the dual field the previous one ended with
+  // (regularizers/tv.h warm_start), so the inner iterations accumulate.
+  bool warm_start_tv = false;
+  // FISTA's gradient restart (fista.h).
+  bool adaptive_restart = false;
   // ||A^T A|| (> 0) when the caller knows it (a slice stack shares one
   // operator); 0: estimated here (EstimateNormLipschitz).
   double lipschitz = 0;

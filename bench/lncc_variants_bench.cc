@@ -78,18 +78,20 @@ std::vector<Variant> Variants() {
   constexpr auto kCol = LnccCudaKernel::kColumnMarch;
   for (const bool mixed : {false, true}) {
     add("box (today)", kBox, 2, false, false, 2048, mixed);  // the baseline of its storage: first
-    add("col r2", kCol, 2, false, false, 2048, mixed);
-    add("col r2 xp", kCol, 2, false, true, 2048, mixed);
-    add("col r2 xp fepi", kCol, 2, true, true, 2048, mixed);
-    add("col r1 xp fepi", kCol, 1, true, true, 2048, mixed);
+    add("col r2", kCol, 2, false, false, 0, mixed);
+    add("col r2 xp", kCol, 2, false, true, 0, mixed);
+    add("col r2 xp fepi", kCol, 2, true, true, 0, mixed);
+    add("col r1 xp fepi", kCol, 1, true, true, 0, mixed);
     if (mixed) continue;
-    add("col r1", kCol, 1, false, false, 2048, mixed);
-    add("col r1 fepi", kCol, 1, true, false, 2048, mixed);
-    add("col r2 fepi", kCol, 2, true, false, 2048, mixed);
-    add("col r1 xp", kCol, 1, false, true, 2048, mixed);
+    add("col r1", kCol, 1, false, false, 0, mixed);
+    add("col r1 fepi", kCol, 1, true, false, 0, mixed);
+    add("col r2 fepi", kCol, 2, true, false, 0, mixed);
+    add("col r1 xp", kCol, 1, false, true, 0, mixed);
     add("col r2 xp 4k blk", kCol, 2, false, true, 4096, mixed);
     add("col r2 xp 1k blk", kCol, 2, false, true, 1024, mixed);
     add("col r1 xp fepi 4k", kCol, 1, true, true, 4096, mixed);
+    add("col r2 xp 2k blk", kCol, 2, false, true, 2048, mixed);
+    add("col r1 xp 2k blk", kCol, 1, false, true, 2048, mixed);
   }
   return v;
 }

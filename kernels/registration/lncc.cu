@@ -613,14 +613,53 @@ __global__ void __launch_bounds__(kColThreads, kRows == 1 ? 3 : 2) ColumnMarchKe
   }
 }
 
+// The z chunk depth. target_blocks > 0: about that many blocks (as
+// MakeShape). 0: the depth that minimises waves * (chunk + 2r), the slices a
+// wave of `resident` blocks marches (tail waves and warm-up slices both
+// count). Chunks stay >= 8r and 16 slices deep. The values do not depend on
+// it (direct z sums).
+int64_t ColumnChunk(int64_t tiles, int64_t nz, int r, int64_t target_blocks, int64_t resident) {
+  const int64_t min_chunk = 8 * r > 16 ? 8 * r : 16;
+  if (target_blocks > 0 || resident <= 0) {
+    const int64_t target = target_blocks > 0 ? target_blocks : 2048;
+    const int64_t chunks = (target + tiles - 1) / tiles;
+    const int64_t chunk = (nz + chunks - 1) / chunks;
+    return chunk < min_chunk ? min_chunk : chunk;
+  }
+  int64_t best = nz < min_chunk ? min_chunk : nz;
+  double best_cost = -1;
+  for (int64_t chunks = 1; chunks <= 256; ++chunks) {
+    const int64_t chunk = (nz + chunks - 1) / chunks;
+    if (chunk < min_chunk && chunks > 1) break;
+    const int64_t blocks = tiles * ((nz + chunk - 1) / chunk);
+    const int64_t waves = (blocks + resident - 1) / resident;
+    const double cost = static_cast<double>(waves) * static_cast<double>(chunk + 2 * r);
+    if (best_cost < 0 || cost < 0.99 * best_cost) {
+      best_cost = cost;
+      best = chunk;
+    }
+  }
+  return best;
+}
+
 template <class Op, int kW, int kRows>
-absl::Status LaunchColumnMarch(const Op& op, Dims3 dims, int64_t z_chunk, bool float_epilogue, bool x_pairs,
+absl::Status LaunchColumnMarch(const Op& op, Dims3 dims, int64_t target_blocks, bool float_epilogue, bool x_pairs,
                                double* partials, cudaStream_t stream) {
   using S = ColShape<kW, kRows>;
   const size_t smem = ColSharedBytes<Op, kW, kRows>();
   auto kernel = ColumnMarchKernel<Op, kW, kRows>;
   TESSERA_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  int64_t resident = 0;
+  if (target_blocks <= 0) {
+    int device = 0, sms = 0, per_sm = 0;
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kColThreads, smem));
+    resident = static_cast<int64_t>(sms) * per_sm;
+  }
+  const int64_t tiles = ((dims.nx + 31) / 32) * ((dims.ny + S::kTY - 1) / S::kTY);
+  const int64_t z_chunk = ColumnChunk(tiles, dims.nz, S::kR, target_blocks, resident);
   const dim3 grid(static_cast<unsigned>((dims.nx + 31) / 32), static_cast<unsigned>((dims.ny + S::kTY - 1) / S::kTY),
                   static_cast<unsigned>((dims.nz + z_chunk - 1) / z_chunk));
   kernel<<<grid, kColThreads, smem, stream>>>(op, dims.nx, dims.ny, dims.nz, z_chunk, float_epilogue, x_pairs,
@@ -630,13 +669,13 @@ absl::Status LaunchColumnMarch(const Op& op, Dims3 dims, int64_t z_chunk, bool f
 }
 
 template <class Op, int kRows>
-absl::Status DispatchColumnWindow(const Op& op, Dims3 dims, int window, int64_t z_chunk, bool float_epilogue,
+absl::Status DispatchColumnWindow(const Op& op, Dims3 dims, int window, int64_t target_blocks, bool float_epilogue,
                                   bool x_pairs, double* partials, cudaStream_t stream) {
   switch (window) {
-    case 3: return LaunchColumnMarch<Op, 3, kRows>(op, dims, z_chunk, float_epilogue, x_pairs, partials, stream);
-    case 5: return LaunchColumnMarch<Op, 5, kRows>(op, dims, z_chunk, float_epilogue, x_pairs, partials, stream);
-    case 7: return LaunchColumnMarch<Op, 7, kRows>(op, dims, z_chunk, float_epilogue, x_pairs, partials, stream);
-    case 9: return LaunchColumnMarch<Op, 9, kRows>(op, dims, z_chunk, float_epilogue, x_pairs, partials, stream);
+    case 3: return LaunchColumnMarch<Op, 3, kRows>(op, dims, target_blocks, float_epilogue, x_pairs, partials, stream);
+    case 5: return LaunchColumnMarch<Op, 5, kRows>(op, dims, target_blocks, float_epilogue, x_pairs, partials, stream);
+    case 7: return LaunchColumnMarch<Op, 7, kRows>(op, dims, target_blocks, float_epilogue, x_pairs, partials, stream);
+    case 9: return LaunchColumnMarch<Op, 9, kRows>(op, dims, target_blocks, float_epilogue, x_pairs, partials, stream);
     default: return absl::InvalidArgumentError("lncc (CUDA column march): unsupported window");
   }
 }
@@ -674,23 +713,14 @@ absl::Status LnccImpl(const Stream& stream, const FixedT* fixed, const float* wa
   // Partials per slice: one per tile and warp (both kernels: 8 warps).
   static_assert(kColWarps == kWarps, "one partial per warp in both kernels");
   const int64_t per_slice = tiles * kWarps;
-  int64_t column_chunk = 0;
-  if (column) {
-    // As MakeShape: enough blocks to fill the GPU, chunks >= 8r and 16 deep.
-    const int64_t target = options.cuda_target_blocks > 0 ? options.cuda_target_blocks : 2048;
-    const int64_t chunks = (target + tiles - 1) / tiles;
-    column_chunk = (dims.nz + chunks - 1) / chunks;
-    const int64_t min_chunk = 8 * sh.r > 16 ? 8 * sh.r : 16;
-    if (column_chunk < min_chunk) column_chunk = min_chunk;
-  }
   auto march = [&](const auto& op, double* part) -> absl::Status {
     using Op = std::decay_t<decltype(op)>;
     if (column) {
       if (rows == 1) {
-        return DispatchColumnWindow<Op, 1>(op, dims, options.window, column_chunk, options.cuda_float_epilogue,
+        return DispatchColumnWindow<Op, 1>(op, dims, options.window, options.cuda_target_blocks, options.cuda_float_epilogue,
                                            options.cuda_x_pairs, part, s);
       }
-      return DispatchColumnWindow<Op, 2>(op, dims, options.window, column_chunk, options.cuda_float_epilogue,
+      return DispatchColumnWindow<Op, 2>(op, dims, options.window, options.cuda_target_blocks, options.cuda_float_epilogue,
                                          options.cuda_x_pairs, part, s);
     }
     if (part != nullptr) return DispatchMarch<Op, true>(op, sh, part, s);

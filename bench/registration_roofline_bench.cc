@@ -331,6 +331,7 @@ struct IterationConfig {
   GridSamplerTuning sampler;
   LeanSmoothTuning smooth;
   int64_t compose_slab_depth = 0;  // GreedyStep::slab_depth (0: ComposeSlabDepth)
+  bool compose_grid_3d = false;    // GreedyStep::cuda_grid_3d
 };
 
 constexpr int kSteps = 8;
@@ -396,9 +397,10 @@ absl::Status BenchIteration(const Stream& stream, const Options& opt) {
 
   std::vector<IterationConfig> configs;
   configs.push_back({"today", GridSamplerTuning{}, LeanSmoothTuning{}});
-  IterationConfig now{"new (vector loads, blocked smoothing)", GridSamplerTuning{}, LeanSmoothTuning{}};
+  IterationConfig now{"new (vector loads, blocked smoothing, 3d compose grid)", GridSamplerTuning{}, LeanSmoothTuning{}};
   now.sampler.vector_loads = true;
   now.smooth.run_kernel = true;
+  now.compose_grid_3d = true;
   configs.push_back(now);
   IterationConfig smooth_only{"blocked smoothing only", GridSamplerTuning{}, LeanSmoothTuning{}};
   smooth_only.smooth.run_kernel = true;
@@ -440,6 +442,7 @@ absl::Status BenchIteration(const Stream& stream, const Options& opt) {
       step.max_abs_grad = largest;
       step.scale = largest > 0 ? static_cast<float>(-lr / largest) : 0.f;
       step.slab_depth = std::min<int64_t>(cfg.compose_slab_depth, d.nz);
+      step.cuda_grid_3d = cfg.compose_grid_3d;
       TESSERA_RETURN_IF_ERROR(ComposeGreedyStepInPlace(stream, u.data<float>(), g.as<BFloat16>(), d, step, &compose_ws));
       TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[e++], s));
       TESSERA_RETURN_IF_ERROR(SmoothInPlaceWithScratch(u, {0.5, 0.5, 0.5}, work.data<float>(), n, stream, cfg.smooth));

@@ -27,11 +27,37 @@ __global__ void ComposeSlabKernel(ComposeParams p, const float* __restrict__ u, 
   }
 }
 
+// The same per voxel on an (x, y, slice) grid: blocks of 32 x 8 voxels of one
+// slice, indices from the block coordinates (no divisions).
+constexpr int kBlockX = 32;
+constexpr int kBlockY = kThreads / kBlockX;
+
+template <typename GradT>
+__global__ void __launch_bounds__(kThreads)
+    ComposeSlabKernel3d(ComposeParams p, const float* __restrict__ u, const GradT* __restrict__ grad, int64_t z0,
+                        int64_t count, float* __restrict__ out) {
+  const int64_t i = int64_t(blockIdx.x) * kBlockX + threadIdx.x;
+  const int64_t j = int64_t(blockIdx.y) * kBlockY + threadIdx.y;
+  if (i >= p.dims.nx || j >= p.dims.ny) return;
+  const int64_t k = z0 + blockIdx.z;
+  const int64_t plane = p.dims.nx * p.dims.ny;
+  const int64_t t = int64_t(blockIdx.z) * plane + j * p.dims.nx + i;
+  ComposeVoxel(p, u, grad, i, j, k, z0 * plane + t, out + t, count);
+}
+
 template <typename GradT>
 absl::Status LaunchComposeSlab(const ComposeParams& p, const float* u, const GradT* grad, int64_t z0, int64_t z1,
                                float* slab_out, const Stream& stream) {
   const int64_t count = (z1 - z0) * p.dims.nx * p.dims.ny;
   if (count <= 0) return absl::OkStatus();
+  if (p.cuda_grid_3d && (p.dims.ny + kBlockY - 1) / kBlockY <= 65535 && z1 - z0 <= 65535) {
+    const dim3 grid(static_cast<unsigned>((p.dims.nx + kBlockX - 1) / kBlockX),
+                    static_cast<unsigned>((p.dims.ny + kBlockY - 1) / kBlockY), static_cast<unsigned>(z1 - z0));
+    ComposeSlabKernel3d<<<grid, dim3(kBlockX, kBlockY), 0, static_cast<cudaStream_t>(stream.native())>>>(
+        p, u, grad, z0, count, slab_out);
+    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("ComposeSlabKernel3d");
+    return absl::OkStatus();
+  }
   const int64_t blocks64 = (count + kThreads - 1) / kThreads;
   const int blocks = static_cast<int>(blocks64 < 65535 * 16 ? blocks64 : 65535 * 16);
   ComposeSlabKernel<<<blocks, kThreads, 0, static_cast<cudaStream_t>(stream.native())>>>(p, u, grad, z0, count,

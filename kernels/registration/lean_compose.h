@@ -73,6 +73,10 @@ struct GreedyStep {
   // Slices per slab; 0 = ComposeSlabDepth(). Tests force the smallest safe
   // depth (the halo) to exercise the lag; smaller is INVALID_ARGUMENT.
   int64_t slab_depth = 0;
+  // CUDA launch shape (issue 37), same values either way: true launches the
+  // slab kernel on an (x, y, slice) grid, so a thread finds its voxel without
+  // the 64-bit divisions of the linear launch.
+  bool cuda_grid_3d = false;
 };
 
 // Largest |s| (voxels, any component) the rule can produce this step.
@@ -111,6 +115,7 @@ struct ComposeParams {
   float out_lo[3] = {0, 0, 0}, out_step[3] = {0, 0, 0}, in_half[3] = {0, 0, 0};
   int64_t grid_nz = 0;  // the whole grid's slices (dims.nz unless a slab)
   int64_t grid_z0 = 0;  // global z of the slab's slice 0
+  bool cuda_grid_3d = false;  // GreedyStep::cuda_grid_3d
 };
 // Composes slices [z0, z1) into `slab_out` (3 planes of (z1 - z0) * nx * ny
 // floats), reading u and grad (and updating m, v) only.

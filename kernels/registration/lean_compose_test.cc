@@ -187,7 +187,8 @@ TEST(LeanComposeCpu, RejectsBadArguments) {
             absl::StatusCode::kInvalidArgument);
 }
 
-// CUDA vs CPU on random inputs, both rules, automatic and smallest slabs.
+// CUDA vs CPU on random inputs, both rules, automatic and smallest slabs;
+// the (x, y, slice) launch (cuda_grid_3d) equals the linear one exactly.
 // Tolerance: 1e-5 * (max|u| + max|s_n|) (FMA contraction in the Adam update
 // and the interpolation sum; positions are bit-identical).
 TEST(LeanComposeParity, CudaMatchesCpu) {
@@ -219,18 +220,27 @@ TEST(LeanComposeParity, CudaMatchesCpu) {
           EXPECT_TRUE(CopyBytes(a.raw_data(), MemoryKind::kDevice, h.data(), MemoryKind::kHost, h.size() * 4, stream).ok());
           return a;
         };
-        NDArray u_dev = upload(u0), g_dev = upload(g), m_dev = upload(m0), v_dev = upload(v0);
-        step.m = m_dev.data<float>();
-        step.v = v_dev.data<float>();
-        Workspace ws;
-        ASSERT_TRUE(ComposeGreedyStepInPlace(stream, u_dev.data<float>(), g_dev.data<float>(), d, step, &ws).ok());
-        std::vector<float> u_gpu(3 * n), m_gpu(3 * n);
-        ASSERT_TRUE(CopyBytes(u_gpu.data(), MemoryKind::kHost, u_dev.raw_data(), MemoryKind::kDevice, 12 * n, stream).ok());
-        ASSERT_TRUE(CopyBytes(m_gpu.data(), MemoryKind::kHost, m_dev.raw_data(), MemoryKind::kDevice, 12 * n, stream).ok());
-        ASSERT_TRUE(stream.Synchronize().ok());
+        // Both launch shapes (GreedyStep::cuda_grid_3d) from the same inputs:
+        // the same bits.
+        std::vector<float> u_gpu(3 * n), m_gpu(3 * n), u_3d(3 * n), m_3d(3 * n);
+        for (const bool grid3d : {false, true}) {
+          NDArray u_dev = upload(u0), g_dev = upload(g), m_dev = upload(m0), v_dev = upload(v0);
+          step.m = m_dev.data<float>();
+          step.v = v_dev.data<float>();
+          step.cuda_grid_3d = grid3d;
+          Workspace ws;
+          ASSERT_TRUE(ComposeGreedyStepInPlace(stream, u_dev.data<float>(), g_dev.data<float>(), d, step, &ws).ok());
+          std::vector<float>& uo = grid3d ? u_3d : u_gpu;
+          std::vector<float>& mo = grid3d ? m_3d : m_gpu;
+          ASSERT_TRUE(CopyBytes(uo.data(), MemoryKind::kHost, u_dev.raw_data(), MemoryKind::kDevice, 12 * n, stream).ok());
+          ASSERT_TRUE(CopyBytes(mo.data(), MemoryKind::kHost, m_dev.raw_data(), MemoryKind::kDevice, 12 * n, stream).ok());
+          ASSERT_TRUE(stream.Synchronize().ok());
+        }
         const double tol = 1e-5 * (MaxAbs(u0) + 4.0 * 2.0 / 19.0);
         EXPECT_LE(MaxAbsDiff(u_gpu, u_cpu), tol) << DimsToString(d) << " rule " << rule << " smallest " << smallest;
         if (rule == 1) EXPECT_LE(MaxAbsDiff(m_gpu, m_cpu), 1e-6);
+        EXPECT_EQ(MaxAbsDiff(u_3d, u_gpu), 0.0) << "3d grid, " << DimsToString(d) << " rule " << rule;
+        EXPECT_EQ(MaxAbsDiff(m_3d, m_gpu), 0.0) << "3d grid, " << DimsToString(d) << " rule " << rule;
       }
     }
   }

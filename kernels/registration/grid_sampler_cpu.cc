@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "kernels/registration/grid_sampler.h"
+#include "kernels/registration/grid_sampler_cpu_path.h"
+#include "kernels/registration/grid_sampler_cpu_rows.h"
 #include "kernels/registration/voxel_jitter.h"
 #include "kernels/registration/parallel.h"
 #include "kernels/registration/sampler_math.h"
@@ -27,7 +29,7 @@ struct PaddedPosition {
 };
 
 template <typename T>
-PaddedPosition<T> ApplyPadding(const SamplerGeometry<T>& g, const T ix[3]) {
+__attribute__((always_inline)) inline PaddedPosition<T> ApplyPadding(const SamplerGeometry<T>& g, const T ix[3]) {
   PaddedPosition<T> pos;
   const int64_t m[3] = {g.in_dims.nx, g.in_dims.ny, g.in_dims.nz};
   pos.outside = false;
@@ -241,9 +243,11 @@ void BackwardImpl(const GridSampleArgsT<T>& args, const Img* image, const T* gra
           if (grad_disp != nullptr) {
             for (int c = 0; c < 3; ++c) grad_disp[v + c * n] = StoreAs<GradT>(gp[c]);
           }
-          for (int c = 0; c < 3; ++c) {
-            for (int d = 0; d < 3; ++d) acc[4 * c + d] += static_cast<double>(gp[c]) * static_cast<double>(x[d]);
-            acc[4 * c + 3] += static_cast<double>(gp[c]);
+          if (grads.grad_affine != nullptr) {
+            for (int c = 0; c < 3; ++c) {
+              for (int d = 0; d < 3; ++d) acc[4 * c + d] += static_cast<double>(gp[c]) * static_cast<double>(x[d]);
+              acc[4 * c + 3] += static_cast<double>(gp[c]);
+            }
           }
         }
       }
@@ -261,16 +265,157 @@ void BackwardImpl(const GridSampleArgsT<T>& args, const Img* image, const T* gra
   }
 }
 
+// The vector paths (grid_sampler_cpu_path.h): float image, offsets that fit
+// int32; the backward with zeros padding. A row's positions and interior cells come from the
+// row kernels; the cells they flag (border, outside, the row's tail) are
+// computed here exactly as ForwardImpl/BackwardImpl compute them.
+bool VectorPathApplies(SamplerCpuPath path, const GridSampleArgs& args) {
+  return path != SamplerCpuPath::kScalar && args.image != nullptr && args.image_dims.size() < (int64_t{1} << 31) &&
+         args.out_dims.nx < (int64_t{1} << 31);
+}
+
+// Border padding's clamp (ClampCoord's value; NaN -> 0) on a row's positions.
+// Clamping twice gives the same value, so the scalar code may clamp again.
+void ClampRow(float* ix, int64_t nx, int64_t m) {
+  const float hi = static_cast<float>(m - 1);
+  for (int64_t i = 0; i < nx; ++i) {
+    float v = ix[i] >= 0.0f ? ix[i] : 0.0f;
+    ix[i] = v > hi ? hi : v;
+  }
+}
+
+cpu_rows::RowGeometry RowGeometryOf(const SamplerGeometry<float>& g, const GridSampleArgs& args) {
+  cpu_rows::RowGeometry rg;
+  for (int c = 0; c < 3; ++c) {
+    rg.out_lo[c] = g.out_lo[c];
+    rg.out_step[c] = g.out_step[c];
+    rg.in_half[c] = g.in_half[c];
+  }
+  rg.affine = args.affine;
+  rg.jitter_key = args.voxel_jitter_key;
+  rg.v_offset = g.v_offset;
+  rg.k_offset = g.k_offset;
+  return rg;
+}
+
+cpu_rows::RowImage RowImageOf(const GridSampleArgs& args) {
+  return {args.image, static_cast<int32_t>(args.image_dims.nx), static_cast<int32_t>(args.image_dims.ny),
+          static_cast<int32_t>(args.image_dims.nz)};
+}
+
+void ForwardVector(SamplerCpuPath path, const GridSampleArgs& args, float* out) {
+  const SamplerGeometry<float> g =
+      MakeSamplerGeometry<float>(args.out_dims, args.image_dims, args.grid_lo, args.grid_hi, args.padding,
+                                 args.grid_nz, args.out_z0);
+  const cpu_rows::RowGeometry rg = RowGeometryOf(g, args);
+  const cpu_rows::RowImage im = RowImageOf(args);
+  const Dims3 od = args.out_dims;
+  const int64_t n = od.size();
+  ParallelFor(od.nz, [&](int64_t k_begin, int64_t k_end, int) {
+    std::vector<float> ix(3 * od.nx);
+    std::vector<int32_t> inside(od.nx);
+    float* ix0 = ix.data();
+    float* ix1 = ix0 + od.nx;
+    float* ix2 = ix1 + od.nx;
+    for (int64_t k = k_begin; k < k_end; ++k) {
+      for (int64_t j = 0; j < od.ny; ++j) {
+        const int64_t v0 = od.index(0, j, k);
+        cpu_rows::RowPositions(path, rg, od.nx, j, k, v0, args.disp, n, ix0, ix1, ix2);
+        if (args.padding == Padding::kBorder) {
+          ClampRow(ix0, od.nx, args.image_dims.nx);
+          ClampRow(ix1, od.nx, args.image_dims.ny);
+          ClampRow(ix2, od.nx, args.image_dims.nz);
+        }
+        float* row = out + v0;
+        cpu_rows::RowForward(path, im, od.nx, ix0, ix1, ix2, row, inside.data());
+        for (int64_t i = 0; i < od.nx; ++i) {
+          if (inside[i]) continue;
+          const float p[3] = {ix0[i], ix1[i], ix2[i]};
+          const PaddedPosition<float> pos = ApplyPadding(g, p);
+          row[i] = pos.outside ? 0.0f : Interpolate<float>(args.image, args.image_dims, MakeCell(pos.ix), nullptr);
+        }
+      }
+    }
+  });
+}
+
+// dL/du alone (grads.grad_disp).
+void BackwardVector(SamplerCpuPath path, const GridSampleArgs& args, const float* grad_out, float* grad_disp) {
+  const SamplerGeometry<float> g =
+      MakeSamplerGeometry<float>(args.out_dims, args.image_dims, args.grid_lo, args.grid_hi, args.padding,
+                                 args.grid_nz, args.out_z0);
+  const cpu_rows::RowGeometry rg = RowGeometryOf(g, args);
+  const cpu_rows::RowImage im = RowImageOf(args);
+  const Dims3 od = args.out_dims;
+  const int64_t n = od.size();
+  ParallelFor(od.nz, [&](int64_t k_begin, int64_t k_end, int) {
+    std::vector<float> ix(3 * od.nx);
+    std::vector<int32_t> inside(od.nx);
+    float* ix0 = ix.data();
+    float* ix1 = ix0 + od.nx;
+    float* ix2 = ix1 + od.nx;
+    for (int64_t k = k_begin; k < k_end; ++k) {
+      for (int64_t j = 0; j < od.ny; ++j) {
+        const int64_t v0 = od.index(0, j, k);
+        cpu_rows::RowPositions(path, rg, od.nx, j, k, v0, args.disp, n, ix0, ix1, ix2);
+        float* gd[3] = {grad_disp + v0, grad_disp + n + v0, grad_disp + 2 * n + v0};
+        const float* go = grad_out + v0;
+        cpu_rows::RowBackward(path, im, g.in_half, od.nx, ix0, ix1, ix2, go, gd[0], gd[1], gd[2], inside.data());
+        for (int64_t i = 0; i < od.nx; ++i) {
+          if (inside[i]) continue;
+          const float p[3] = {ix0[i], ix1[i], ix2[i]};
+          const PaddedPosition<float> pos = ApplyPadding(g, p);
+          float gp[3] = {0.0f, 0.0f, 0.0f};
+          if (!pos.outside) {
+            float dv[3];
+            Interpolate(args.image, args.image_dims, MakeCell(pos.ix), dv);
+            for (int c = 0; c < 3; ++c) gp[c] = go[i] * dv[c] * pos.dclamp[c] * g.in_half[c];
+          }
+          for (int c = 0; c < 3; ++c) gd[c][i] = gp[c];
+        }
+      }
+    }
+  });
+}
+
 }  // namespace
+
+void GridSampleForwardOnPath(SamplerCpuPath path, const GridSampleArgs& args, float* out) {
+  path = ResolveSamplerCpuPath(path);
+  if (VectorPathApplies(path, args)) {
+    ForwardVector(path, args, out);
+  } else {
+    ForwardImpl(args, args.image, out);
+  }
+}
+
+void GridSampleBackwardOnPath(SamplerCpuPath path, const GridSampleArgs& args, const float* grad_out,
+                              const GridSampleGrads& grads) {
+  path = ResolveSamplerCpuPath(path);
+  if (VectorPathApplies(path, args) && args.padding == Padding::kZeros && grads.grad_disp != nullptr &&
+      grads.grad_affine == nullptr && grads.grad_image == nullptr) {
+    BackwardVector(path, args, grad_out, grads.grad_disp);
+  } else {
+    BackwardImpl(args, args.image, grad_out, grads, grads.grad_disp);
+  }
+}
 
 template <typename T>
 void GridSampleForward(const GridSampleArgsT<T>& args, T* out) {
-  ForwardImpl(args, args.image, out);
+  if constexpr (std::is_same<T, float>::value) {
+    GridSampleForwardOnPath(SamplerCpuPath::kAuto, args, out);
+  } else {
+    ForwardImpl(args, args.image, out);
+  }
 }
 
 template <typename T>
 void GridSampleBackward(const GridSampleArgsT<T>& args, const T* grad_out, const GridSampleGradsT<T>& grads) {
-  BackwardImpl(args, args.image, grad_out, grads, grads.grad_disp);
+  if constexpr (std::is_same<T, float>::value) {
+    GridSampleBackwardOnPath(SamplerCpuPath::kAuto, args, grad_out, grads);
+  } else {
+    BackwardImpl(args, args.image, grad_out, grads, grads.grad_disp);
+  }
 }
 
 void GridSampleForwardHalfImage(const GridSampleArgs& args, const Half* image, float* out) {

@@ -15,12 +15,21 @@ void ComposeSlab(const ComposeParams& p, const float* u, const GradT* grad, int6
   const int64_t plane = p.dims.nx * p.dims.ny;
   const int64_t count = (z1 - z0) * plane;
   ParallelFor(count, [&](int64_t b, int64_t e, int) {
+    // (i, j, k) of the chunk's first voxel, then stepped along (issue 38:
+    // not three 64-bit divisions per voxel).
+    const int64_t first = z0 * plane + b;
+    int64_t i = first % p.dims.nx;
+    int64_t j = (first / p.dims.nx) % p.dims.ny;
+    int64_t k = first / plane;
     for (int64_t t = b; t < e; ++t) {
-      const int64_t idx = z0 * plane + t;
-      const int64_t i = idx % p.dims.nx;
-      const int64_t j = (idx / p.dims.nx) % p.dims.ny;
-      const int64_t k = idx / plane;
-      ComposeVoxel(p, u, grad, i, j, k, idx, slab_out + t, count);
+      ComposeVoxel(p, u, grad, i, j, k, z0 * plane + t, slab_out + t, count);
+      if (++i == p.dims.nx) {
+        i = 0;
+        if (++j == p.dims.ny) {
+          j = 0;
+          ++k;
+        }
+      }
     }
   });
 }

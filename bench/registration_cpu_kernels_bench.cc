@@ -1,0 +1,103 @@
+// The CPU registration kernels of one deformable iteration on a 1 mm brain
+// grid (181x217x181), side by side in one process (issue 38): the grid
+// sampler on each CPU path (grid_sampler_cpu_path.h: scalar reference, AVX2,
+// AVX-512; MI's jittered voxels, affine + displacement, forward and dL/du),
+// plus the field smoothing and composition passes. Each variant is timed
+// round-robin with the others (reps interleaved, so load from other processes
+// hits all alike) and reported as process CPU time and wall time per call,
+// median of the reps, with parallel efficiency = CPU / (wall * threads).
+//
+//   registration_cpu_kernels_bench [reps=7]
+//   TESSERA_CPU_THREADS=1 registration_cpu_kernels_bench   (single thread)
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/device.h"
+#include "common/parallel.h"
+#include "kernels/registration/grid_sampler.h"
+#include "kernels/registration/grid_sampler_cpu_path.h"
+#include "kernels/registration/types.h"
+
+namespace tessera {
+namespace registration {
+namespace {
+
+struct Variant {
+  std::string name;
+  std::function<void()> run;
+  std::vector<double> cpu_ms, wall_ms;
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int Run(int reps) {
+  const Dims3 d{181, 217, 181};
+  const int64_t n = d.size();
+  const int threads = CpuThreads();
+  std::printf("CPU registration kernels, %s, %d threads, %d interleaved reps (median)\n", DimsToString(d).c_str(),
+              threads, reps);
+  std::vector<float> image(n), disp(3 * n), out(n), grad_out(n), grad_disp(3 * n);
+  for (int64_t v = 0; v < n; ++v) {
+    const uint32_t h = static_cast<uint32_t>(v) * 2654435761u;
+    image[v] = static_cast<float>((h >> 8) & 0xffff) / 65536.0f;
+    grad_out[v] = static_cast<float>((h >> 12) & 0xff) / 128.0f - 1.0f;
+    for (int c = 0; c < 3; ++c) disp[v + c * n] = 0.006f * (static_cast<float>((h >> (4 + c)) & 0xff) / 128.0f - 1.0f);
+  }
+  const std::vector<float> theta = {0.98f, 0.05f, -0.02f, 0.01f, -0.04f, 1.01f, 0.03f, -0.02f,
+                                    0.02f, -0.03f, 0.99f, 0.015f};
+  GridSampleArgs args;
+  args.image = image.data();
+  args.image_dims = d;
+  args.affine = theta.data();
+  args.disp = disp.data();
+  args.out_dims = d;
+  args.voxel_jitter_key = 0x9e3779b97f4a7c15ull;  // MI's jittered voxels, as the deformable stage samples
+  // The shifted fixed image: no affine, no field, jittered.
+  GridSampleArgs fixed_args = args;
+  fixed_args.affine = nullptr;
+  fixed_args.disp = nullptr;
+
+  std::vector<Variant> variants;
+  for (SamplerCpuPath path : AvailableSamplerCpuPaths()) {
+    const std::string p = SamplerCpuPathName(path);
+    variants.push_back({"sampler fwd (moving) " + p, [&, path] { cpu::GridSampleForwardOnPath(path, args, out.data()); }});
+    variants.push_back(
+        {"sampler fwd (fixed)  " + p, [&, path] { cpu::GridSampleForwardOnPath(path, fixed_args, out.data()); }});
+    variants.push_back({"sampler bwd dL/du    " + p, [&, path] {
+                          GridSampleGrads g;
+                          g.grad_disp = grad_disp.data();
+                          cpu::GridSampleBackwardOnPath(path, args, grad_out.data(), g);
+                        }});
+  }
+  for (int r = 0; r < reps; ++r) {
+    for (Variant& v : variants) {
+      const std::clock_t c0 = std::clock();
+      const auto t0 = std::chrono::steady_clock::now();
+      v.run();
+      const auto t1 = std::chrono::steady_clock::now();
+      v.cpu_ms.push_back(1e3 * static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC);
+      v.wall_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    }
+  }
+  std::printf("%-30s %10s %10s %12s\n", "variant", "CPU ms", "wall ms", "efficiency");
+  for (const Variant& v : variants) {
+    const double c = Median(v.cpu_ms), w = Median(v.wall_ms);
+    std::printf("%-30s %10.1f %10.1f %11.0f%%\n", v.name.c_str(), c, w, 100.0 * c / (w * threads));
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace registration
+}  // namespace tessera
+
+int main(int argc, char** argv) { return tessera::registration::Run(argc > 1 ? std::atoi(argv[1]) : 7); }

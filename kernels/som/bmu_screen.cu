@@ -39,6 +39,9 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cub/device/device_select.cuh>
+#include <thrust/iterator/counting_iterator.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -87,8 +90,7 @@ struct ScreenArgs {
   int32_t* bmu;
   int32_t* second;
   float* score;
-  int32_t* list;           // documents for the exact kernel
-  int32_t* list_count;
+  uint8_t* rescan;         // per position: 1 when the exact kernel must search the document
 };
 
 __device__ inline uint64_t ColumnOffset(int32_t v, uint32_t col_bytes) {
@@ -107,7 +109,7 @@ __global__ void __launch_bounds__(kThreads, 3) ScreenBmuKernel(ScreenArgs a) {
     const int64_t off = a.offsets[d];
     const int nnz = static_cast<int>(a.offsets[d + 1] - off);
     if (nnz > kMaxFeatures) {
-      if (lane == 0) a.list[atomicAdd(a.list_count, 1)] = static_cast<int32_t>(d);
+      if (lane == 0) a.rescan[local] = 1;
       continue;
     }
     const int32_t f0 = lane < nnz ? __ldg(a.indices + off + lane) : 0;            // features 0..31
@@ -215,10 +217,9 @@ __global__ void __launch_bounds__(kThreads, 3) ScreenBmuKernel(ScreenArgs a) {
     const float t_bound = up2;
     // A dropped node has L >= this lane's 4th-smallest: it may matter only
     // when that is within the bound (all slots full).
-    if (__any_sync(0xffffffffu, max_l <= t_bound)) {
-      if (lane == 0) a.list[atomicAdd(a.list_count, 1)] = static_cast<int32_t>(d);
-      continue;
-    }
+    const bool overflow = __any_sync(0xffffffffu, max_l <= t_bound);
+    if (lane == 0) a.rescan[local] = overflow ? 1 : 0;
+    if (overflow) continue;
     int32_t node[kSlots];
     float acc32[kSlots];
 #pragma unroll
@@ -327,6 +328,7 @@ absl::Status ScreenedBmus(const Stream& stream, const DocumentSet& docs, const C
   TESSERA_ASSIGN_OR_RETURN(void* pos_node, ws.Slot(kScreenNodesSlot, sizeof(int32_t) * positions, stream));
   TESSERA_ASSIGN_OR_RETURN(void* counters, ws.Slot(kScreenCountersSlot, 2 * sizeof(int32_t), stream));
   TESSERA_ASSIGN_OR_RETURN(void* list, ws.Slot(kScreenListSlot, sizeof(int32_t) * n, stream));
+  TESSERA_ASSIGN_OR_RETURN(void* rescan, ws.Slot(kScreenRescanSlot, n, stream));
   int32_t* flags = static_cast<int32_t*>(counters);  // [0] bad weight, [1] documents in the list
   TESSERA_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(flags, 0, 2 * sizeof(int32_t), s));
   ScreenPositionsKernel<<<static_cast<unsigned>((positions + kThreads - 1) / kThreads), kThreads, 0, s>>>(
@@ -362,8 +364,7 @@ absl::Status ScreenedBmus(const Stream& stream, const DocumentSet& docs, const C
                   out.bmu,
                   out.second,
                   out.score,
-                  static_cast<int32_t*>(list),
-                  flags + 1};
+                  static_cast<uint8_t*>(rescan)};
   const int64_t per_block = int64_t{kWarps} * rounds;
   const int64_t blocks = (n + per_block - 1) / per_block;
   if (blocks > 0x7fffffff) return absl::InvalidArgumentError(absl::StrCat("FindBmus: ", n, " documents exceed the grid"));
@@ -371,6 +372,28 @@ absl::Status ScreenedBmus(const Stream& stream, const DocumentSet& docs, const C
       cudaFuncSetAttribute(ScreenBmuKernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxL1));
   ScreenBmuKernel<<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(args);
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("ScreenBmuKernel");
+  // The documents to search again, in visiting order (a stable selection),
+  // so the exact kernel keeps the sorted order's cache reuse.
+  int32_t* selected = static_cast<int32_t*>(list);
+  const uint8_t* marks = static_cast<const uint8_t*>(rescan);
+  const int n32 = static_cast<int>(n);
+  size_t temp_bytes = 0;
+  thrust::counting_iterator<int32_t> identity(0);
+  if (order != nullptr) {
+    TESSERA_CUDA_RETURN_IF_ERROR(
+        cub::DeviceSelect::Flagged(nullptr, temp_bytes, order, marks, selected, flags + 1, n32, s));
+  } else {
+    TESSERA_CUDA_RETURN_IF_ERROR(
+        cub::DeviceSelect::Flagged(nullptr, temp_bytes, identity, marks, selected, flags + 1, n32, s));
+  }
+  TESSERA_ASSIGN_OR_RETURN(void* temp, ws.Slot(kScreenTempSlot, std::max<size_t>(temp_bytes, 16), stream));
+  if (order != nullptr) {
+    TESSERA_CUDA_RETURN_IF_ERROR(
+        cub::DeviceSelect::Flagged(temp, temp_bytes, order, marks, selected, flags + 1, n32, s));
+  } else {
+    TESSERA_CUDA_RETURN_IF_ERROR(
+        cub::DeviceSelect::Flagged(temp, temp_bytes, identity, marks, selected, flags + 1, n32, s));
+  }
   TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_flags + 1, flags + 1, sizeof(int32_t), cudaMemcpyDeviceToHost, s));
   TESSERA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
   const int64_t rescans = host_flags[1];

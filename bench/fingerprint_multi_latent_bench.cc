@@ -21,7 +21,8 @@
 //     matcher (cpu::ScoreGallery), bit for bit.
 // Variants: "single x L" (L launches, the baseline), "multi" (one launch, no
 // options), "multi+rhoT" (rho transposed: conflict-free relaxation reads),
-// "multi+hist" (warp-aggregated radix histogram), "multi+rhoT+hist".
+// "multi+hist" (warp-aggregated radix histogram), "multi+pick" (efficiency
+// picks in registers), and all three (cuda::LssMultiOptions).
 // Kind lss (no rho / relaxation; --lss_latents counts only) is a diagnostic:
 // LSS-R minus LSS is the cost of step 3 (rho + relaxation + efficiency pick).
 // Without a GPU it prints why and exits 0.
@@ -73,12 +74,15 @@ struct Variant {
 std::vector<Variant> Variants() {
   std::vector<Variant> v;
   v.push_back({"single x L", false, {}});
-  for (int opts = 0; opts < 4; ++opts) {
+  // Each option alone, then all of them.
+  static const char* kNames[5] = {"multi", "multi+rhoT", "multi+hist", "multi+pick", "multi+rhoT+hist+pick"};
+  static const int kOpts[5] = {0, 1, 2, 4, 7};
+  for (int i = 0; i < 5; ++i) {
     cuda::LssMultiOptions o;
-    o.rho_transposed = (opts & 1) != 0;
-    o.warp_histogram = (opts & 2) != 0;
-    static const char* kNames[4] = {"multi", "multi+rhoT", "multi+hist", "multi+rhoT+hist"};
-    v.push_back({kNames[opts], true, o});
+    o.rho_transposed = (kOpts[i] & 1) != 0;
+    o.warp_histogram = (kOpts[i] & 2) != 0;
+    o.register_pick = (kOpts[i] & 4) != 0;
+    v.push_back({kNames[i], true, o});
   }
   return v;
 }

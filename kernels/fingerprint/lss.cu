@@ -79,8 +79,11 @@ constexpr int kMmaMinBlocks = 4;
 // kOptRhoTransposed: rho stored transposed (RelaxationPass);
 // kOptWarpHistogram: radix histogram counts aggregated per digit across the
 //   warp (RadixThreshold).
+// kOptRegisterPick: the efficiency picks of LSS-R in registers for p <= 32
+//   (EfficientPairsScoreInRegisters).
 constexpr int kOptRhoTransposed = 1;
 constexpr int kOptWarpHistogram = 2;
+constexpr int kOptRegisterPick = 4;
 
 struct ProbeArgs {
   const uint64_t* bits;  // n x 24, cylinder-major
@@ -285,6 +288,29 @@ __device__ float EfficientPairsScore(float* eff, const float* lam, const float* 
       sum = sum + lam[best_t];
     }
     __syncwarp();
+  }
+  return fminf(1.0f, fmaxf(0.0f, sum / static_cast<float>(np)));
+}
+
+// EfficientPairsScore for p <= 32 (one pair per lane, t = lane): the same
+// picks in the same order - the largest efficiency, ties to the lower t - by
+// one max-reduction over keys and one ballot per pick instead of a five-step
+// shuffle reduction. Efficiencies are finite and >= 0, so they order like
+// their bit patterns; key = bits + 1, 0 once picked (below every unpicked
+// key, which is >= 1). The relaxed values are summed in pick order, as there.
+__device__ float EfficientPairsScoreInRegisters(const float* lam, const float* lambda0, int p, int np, int lane) {
+  const bool mine = lane < p;
+  const float my_lam = mine ? lam[lane] : 0.0f;
+  const float e = mine ? my_lam / lambda0[lane] : 0.0f;
+  unsigned key = mine ? __float_as_uint(e) + 1u : 0u;
+  const int keep = min(np, p);
+  float sum = 0.0f;
+  for (int i = 0; i < keep; ++i) {
+    const unsigned best = __reduce_max_sync(kFull, key);
+    const int src = __ffs(__ballot_sync(kFull, key == best)) - 1;
+    const float picked = __shfl_sync(kFull, my_lam, src);
+    if (lane == src) key = 0u;
+    sum = sum + picked;
   }
   return fminf(1.0f, fmaxf(0.0f, sum / static_cast<float>(np)));
 }
@@ -516,7 +542,9 @@ __device__ __forceinline__ void SelectAndScore(const Group& group, const Compari
   const float* lam =
       RelaxSelection<(kOpts & kOptRhoTransposed) != 0>(group, s, p, n_min, base, p_x, p_y, p_t, gallery, c, &spare);
   if (group.in_first_warp()) {
-    const float score = EfficientPairsScore(spare, lam, s.lambda0, p, np, threadIdx.x & 31);
+    const float score = (kOpts & kOptRegisterPick) != 0 && p <= 32
+                            ? EfficientPairsScoreInRegisters(lam, s.lambda0, p, np, threadIdx.x & 31)
+                            : EfficientPairsScore(spare, lam, s.lambda0, p, np, threadIdx.x & 31);
     if (group.rank() == 0) scores[g] = score;
   }
   group.Sync();
@@ -932,12 +960,14 @@ using MmaKernel = void (*)(ProbeArgs, const ProbeArgs*, int, GalleryArgs, LssCon
                           float*, long long);
 
 // ScoreKernelMma<kRelax, kOpts> for runtime values (every kOpts instantiated).
+// (LSS has no rho, relaxation or efficiency picks: only kOptWarpHistogram
+// changes its kernel.)
 MmaKernel PickMmaKernel(MccScore kind, int opts) {
-  static constexpr MmaKernel kRelaxed[4] = {ScoreKernelMma<true, 0>, ScoreKernelMma<true, 1>, ScoreKernelMma<true, 2>,
-                                            ScoreKernelMma<true, 3>};
-  static constexpr MmaKernel kPlain[4] = {ScoreKernelMma<false, 0>, ScoreKernelMma<false, 1>,
-                                          ScoreKernelMma<false, 2>, ScoreKernelMma<false, 3>};
-  return kind == MccScore::kLssR ? kRelaxed[opts & 3] : kPlain[opts & 3];
+  static constexpr MmaKernel kRelaxed[8] = {ScoreKernelMma<true, 0>, ScoreKernelMma<true, 1>, ScoreKernelMma<true, 2>,
+                                            ScoreKernelMma<true, 3>, ScoreKernelMma<true, 4>, ScoreKernelMma<true, 5>,
+                                            ScoreKernelMma<true, 6>, ScoreKernelMma<true, 7>};
+  static constexpr MmaKernel kPlain[2] = {ScoreKernelMma<false, 0>, ScoreKernelMma<false, kOptWarpHistogram>};
+  return kind == MccScore::kLssR ? kRelaxed[opts & 7] : kPlain[(opts & kOptWarpHistogram) != 0 ? 1 : 0];
 }
 
 // The probes of one kWarpMma launch: one (`single`, num_probes 0) or
@@ -1069,7 +1099,8 @@ absl::Status EnqueueScoreGalleryMulti(const Stream& stream, const DeviceLssProbe
   mp.many = static_cast<const ProbeArgs*>(probes.args_->data());
   mp.num_probes = probes.size();
   mp.n = probes.max_n_;
-  const int opts = (options.rho_transposed ? kOptRhoTransposed : 0) | (options.warp_histogram ? kOptWarpHistogram : 0);
+  const int opts = (options.rho_transposed ? kOptRhoTransposed : 0) | (options.warp_histogram ? kOptWarpHistogram : 0) |
+                   (options.register_pick ? kOptRegisterPick : 0);
   return LaunchWarpMma(s, stream.ordinal(), mp, GalleryArgsOf(gallery), kind, opts, constants,
                        MmaProbeBytes(probes.max_n_), MaxNp(constants), gallery.scratch_template_size, device_scores,
                        static_cast<long long>(score_stride));

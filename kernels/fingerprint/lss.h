@@ -372,6 +372,10 @@ struct LssMultiOptions {
   // The radix histogram counted once per distinct digit of a warp
   // (__match_any_sync) instead of one shared atomic per lane.
   bool warp_histogram = false;
+  // LSS-R's n_P picks of highest efficiency by a max-reduction and a ballot
+  // per pick with one selected pair per lane (selections of up to 32 pairs)
+  // instead of a shuffle reduction per pick.
+  bool register_pick = false;
 };
 
 // The probes of a search batch uploaded together (one copy) for

@@ -86,10 +86,11 @@ TEST(LssMultiCuda, EveryLatentEqualsCpuForEveryOption) {
     for (MccScore kind : {MccScore::kLssR, MccScore::kLss}) {
       std::vector<float> cpu_scores(static_cast<size_t>(n) * latents);
       for (int l = 0; l < latents; ++l) cpu::ScoreGallery(probes[l], g, kind, c, cpu_scores.data() + l * n, 2);
-      for (int opts = 0; opts < 4; ++opts) {
+      for (int opts = 0; opts < 8; ++opts) {
         cuda::LssMultiOptions options;
         options.rho_transposed = (opts & 1) != 0;
         options.warp_histogram = (opts & 2) != 0;
+        options.register_pick = (opts & 4) != 0;
         for (int scratch : {device->scratch_template_size(), 1, 0}) {
           MccDeviceGalleryView view = device->view();
           view.scratch_template_size = scratch;
@@ -119,7 +120,7 @@ TEST(LssMultiCuda, EveryLatentEqualsCpuForEveryOption) {
           EXPECT_EQ(exact, static_cast<long long>(n) * latents) << label;
         }
       }
-      std::printf("%s db %d: %d latents x %d templates, 4 option sets x 3 scratch sizes, all bit-identical\n",
+      std::printf("%s db %d: %d latents x %d templates, 8 option sets x 3 scratch sizes, all bit-identical\n",
                   kind == MccScore::kLssR ? "LSS-R" : "LSS", db, latents, n);
     }
   }

@@ -16,10 +16,12 @@
 // iteration: the steps of RunLeanDeformableStage's mixed-precision iteration
 // (deformable_stage.cc) timed one by one with CUDA events, today's settings
 // against the new ones (vector loads in the sampler, register-blocked
-// smoothing passes, deeper composition slabs), and the largest difference of
-// u after one iteration from the same start (0: the same results).
+// smoothing passes, the composition on a 3d grid, deeper composition slabs,
+// the composition and u's smoothing fused), and the largest difference of u
+// after one iteration from the same start (0: the same results).
 // Without a GPU it prints why and exits 0.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -35,6 +37,7 @@
 #include "common/device.h"
 #include "common/ndarray.h"
 #include "common/status.h"
+#include "kernels/registration/gaussian_smooth.h"
 #include "kernels/registration/grid_sampler.h"
 #include "kernels/registration/lean_compose.h"
 #include "kernels/registration/lean_smooth.h"
@@ -332,6 +335,7 @@ struct IterationConfig {
   LeanSmoothTuning smooth;
   int64_t compose_slab_depth = 0;  // GreedyStep::slab_depth (0: ComposeSlabDepth)
   bool compose_grid_3d = false;    // GreedyStep::cuda_grid_3d
+  bool fused_compose_smooth = false;  // ComposeGreedyStepAndSmoothInPlace (u smoothed as written back)
 };
 
 constexpr int kSteps = 8;
@@ -409,6 +413,11 @@ absl::Status BenchIteration(const Stream& stream, const Options& opt) {
   deep.name = "new + compose slabs of 32 slices";
   deep.compose_slab_depth = 32;
   configs.push_back(deep);
+  IterationConfig fused = now;
+  fused.name = "new + compose and smooth u fused";
+  fused.fused_compose_smooth = true;
+  configs.push_back(fused);
+  const std::array<std::vector<float>, 3> warp_taps = {GaussianTaps(0.5), GaussianTaps(0.5), GaussianTaps(0.5)};
 
   cudaEvent_t ev[kSteps + 1];
   for (auto& e : ev) TESSERA_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));
@@ -443,9 +452,16 @@ absl::Status BenchIteration(const Stream& stream, const Options& opt) {
       step.scale = largest > 0 ? static_cast<float>(-lr / largest) : 0.f;
       step.slab_depth = std::min<int64_t>(cfg.compose_slab_depth, d.nz);
       step.cuda_grid_3d = cfg.compose_grid_3d;
-      TESSERA_RETURN_IF_ERROR(ComposeGreedyStepInPlace(stream, u.data<float>(), g.as<BFloat16>(), d, step, &compose_ws));
-      TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[e++], s));
-      TESSERA_RETURN_IF_ERROR(SmoothInPlaceWithScratch(u, {0.5, 0.5, 0.5}, work.data<float>(), n, stream, cfg.smooth));
+      if (cfg.fused_compose_smooth) {
+        TESSERA_RETURN_IF_ERROR(ComposeGreedyStepAndSmoothInPlace(stream, u.data<float>(), g.as<BFloat16>(), d, step,
+                                                                  warp_taps, &compose_ws));
+        TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[e++], s));  // smoothing included above
+      } else {
+        TESSERA_RETURN_IF_ERROR(
+            ComposeGreedyStepInPlace(stream, u.data<float>(), g.as<BFloat16>(), d, step, &compose_ws));
+        TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[e++], s));
+        TESSERA_RETURN_IF_ERROR(SmoothInPlaceWithScratch(u, {0.5, 0.5, 0.5}, work.data<float>(), n, stream, cfg.smooth));
+      }
       TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[e++], s));
       TESSERA_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(ev[kSteps]));
       if (it == 0) {

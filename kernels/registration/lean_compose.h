@@ -36,6 +36,7 @@
 
 #include <array>
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "common/device.h"
@@ -102,6 +103,32 @@ absl::Status ComposeGreedyStepInPlace(const Stream& stream, float* u, const floa
 absl::Status ComposeGreedyStepInPlace(const Stream& stream, float* u, const BFloat16* grad, Dims3 dims,
                                       const GreedyStep& step, Workspace* workspace = nullptr);
 
+// Issue 37: ComposeGreedyStepInPlace followed by the lean stage's Gaussian
+// smoothing of u (SmoothInPlaceWithScratch with the separable taps
+// `warp_taps`: per axis x, y, z the 2r + 1 normalised taps of GaussianTaps,
+// {1} for an axis left alone), fused on CUDA: each slab of u is smoothed from
+// the composed slab buffers as it is written back (x, y, z filtered in
+// shared memory, the z pass through a ring of filtered planes), so u is read
+// and written once per iteration instead of four times, and the per-slab
+// copies disappear. Every voxel gets the two calls' values bit for bit
+// (finite values): the same composition, and the same fmaf sums per pass in
+// the same order over the same clamped neighbours. Three slab buffers
+// instead of two (from `workspace`). CUDA only; FAILED_PRECONDITION where
+// CanFuseComposeAndSmooth is false (then call the two functions).
+absl::Status ComposeGreedyStepAndSmoothInPlace(const Stream& stream, float* u, const BFloat16* grad, Dims3 dims,
+                                               const GreedyStep& step, const std::array<std::vector<float>, 3>& warp_taps,
+                                               Workspace* workspace = nullptr);
+absl::Status ComposeGreedyStepAndSmoothInPlace(const Stream& stream, float* u, const float* grad, Dims3 dims,
+                                               const GreedyStep& step, const std::array<std::vector<float>, 3>& warp_taps,
+                                               Workspace* workspace = nullptr);
+// Largest smoothing radius the fused kernel takes per axis.
+inline constexpr int kFusedSmoothMaxRadius = 8;
+// The fused path applies: a CUDA stream, every radius <= kFusedSmoothMaxRadius
+// and the z radius within a slab (the slab depth the step gets) unless one
+// slab holds the whole grid.
+bool CanFuseComposeAndSmooth(const Stream& stream, Dims3 dims, const GreedyStep& step,
+                             const std::array<std::vector<float>, 3>& warp_taps);
+
 namespace lean_internal {
 // Per-element Adam coefficients and the sampling geometry, filled on the host.
 struct ComposeParams {
@@ -128,6 +155,19 @@ absl::Status ComposeSlabCuda(const ComposeParams& p, const float* u, const float
                              float* slab_out, const Stream& stream);
 absl::Status ComposeSlabCuda(const ComposeParams& p, const float* u, const BFloat16* grad, int64_t z0, int64_t z1,
                              float* slab_out, const Stream& stream);
+// Composed slices [z0, z1) (3 planes of (z1 - z0) * nx * ny floats).
+struct ComposedSlab {
+  const float* data = nullptr;
+  int64_t z0 = 0, z1 = 0;
+};
+struct SmoothTaps {
+  int radius[3] = {0, 0, 0};
+  float w[3][2 * kFusedSmoothMaxRadius + 1] = {};
+};
+// Writes u's slices [z0, z1), each component smoothed from the composed
+// slabs (which must hold every slice within the z radius, clamped to the grid).
+absl::Status SmoothWritebackCuda(const ComposedSlab slabs[3], Dims3 dims, int64_t z0, int64_t z1,
+                                 const SmoothTaps& taps, float* u, const Stream& stream);
 #endif
 }  // namespace lean_internal
 

@@ -12,11 +12,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "common/testing/device_array.h"
 #include "common/testing/gpu_test.h"
+#include "common/ndarray.h"
+#include "kernels/registration/gaussian_smooth.h"
 #include "kernels/registration/grid_sampler.h"
 #include "kernels/registration/lean_compose.h"
 #include "kernels/registration/lean_smooth.h"
@@ -172,6 +176,96 @@ TEST(MixedPrecisionCuda, SmoothAndCompose) {
   d_g.Upload(cpu_g);
   ASSERT_TRUE(ComposeGreedyStepInPlace(gpu, d_u.data(), d_g.data(), kDims, step).ok());
   ExpectClose(d_u.Download(), cpu_u, 1e-5 * (MaxAbsOf(u) + 0.5 * step.to_normalized[0]), "compose");
+}
+
+// Issue 37: ComposeGreedyStepAndSmoothInPlace equals ComposeGreedyStepInPlace
+// then SmoothInPlaceWithScratch on CUDA bit for bit: bf16 and float
+// gradients, the scaled and Adam rules, warp sigmas 0.5 (the lean stage's),
+// 1.5 and an axis left alone, automatic and the smallest slabs (several
+// slabs, the z radius reaching into both neighbours), odd extents, nz = 1.
+TEST(MixedPrecisionCuda, FusedComposeAndSmoothEqualsTheTwoSteps) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  Stream gpu = Stream::Create(Backend::kCuda).value();
+  uint32_t seed = 20;
+  for (const Dims3 d : {kDims, Dims3{70, 9, 41}, Dims3{30, 20, 1}}) {
+    const int64_t n = d.size();
+    for (const std::array<double, 3> sigma : {std::array<double, 3>{0.5, 0.5, 0.5},
+                                              std::array<double, 3>{1.5, 0.0, 1.5}}) {
+      for (int rule = 0; rule < 2; ++rule) {
+        for (const bool smallest : {false, true}) {
+          for (const bool bf16 : {true, false}) {
+            SCOPED_TRACE(DimsToString(d) + " sigma " + std::to_string(sigma[0]) + "," + std::to_string(sigma[1]) +
+                         " rule " + std::to_string(rule) + (smallest ? " smallest slabs" : "") +
+                         (bf16 ? " bf16" : " float"));
+            const std::array<std::vector<float>, 3> taps = {GaussianTaps(sigma[0]), GaussianTaps(sigma[1]),
+                                                            GaussianTaps(sigma[2])};
+            const std::vector<float> u0 = RandomUniform<float>(3 * n, -0.02, 0.02, ++seed);
+            const std::vector<float> g = RandomUniform<float>(3 * n, -2.0, 2.0, ++seed);
+            const std::vector<float> m0 = RandomUniform<float>(3 * n, -0.5, 0.5, ++seed);
+            const std::vector<float> v0 = RandomUniform<float>(3 * n, 0.01, 1.0, ++seed);
+            GreedyStep step;
+            step.rule = rule == 0 ? GreedyStep::Rule::kScaled : GreedyStep::Rule::kAdam;
+            step.max_abs_grad = MaxAbsOf(g);
+            step.scale = -0.5f / step.max_abs_grad;
+            step.adam.lr = 0.3;
+            step.t = 3;
+            step.to_normalized = {2.f / (d.nx - 1), 2.f / (d.ny - 1), d.nz > 1 ? 2.f / (d.nz - 1) : 0.f};
+            step.cuda_grid_3d = true;
+            if (smallest) {
+              step.slab_depth = std::max<int64_t>(ComposeHaloSlices(GreedyStepBoundVoxels(step)),
+                                                  static_cast<int64_t>(taps[2].size() / 2));
+            }
+            ASSERT_TRUE(CanFuseComposeAndSmooth(gpu, d, step, taps));
+            std::vector<float> results[2];
+            for (int fused = 0; fused < 2; ++fused) {
+              auto d_u = DeviceArray<float>::FromHost(u0, gpu);
+              auto d_m = DeviceArray<float>::FromHost(m0, gpu);
+              auto d_v = DeviceArray<float>::FromHost(v0, gpu);
+              auto d_g = DeviceArray<float>::FromHost(g, gpu);
+              auto d_g16 = DeviceArray<BFloat16>::FromHost(ToStorage<BFloat16>(g), gpu);
+              step.m = d_m.data();
+              step.v = d_v.data();
+              Workspace ws;
+              if (fused == 1) {
+                ASSERT_TRUE((bf16 ? ComposeGreedyStepAndSmoothInPlace(gpu, d_u.data(), d_g16.data(), d, step, taps, &ws)
+                                  : ComposeGreedyStepAndSmoothInPlace(gpu, d_u.data(), d_g.data(), d, step, taps, &ws))
+                                .ok());
+                results[1] = d_u.Download();
+              } else {
+                ASSERT_TRUE((bf16 ? ComposeGreedyStepInPlace(gpu, d_u.data(), d_g16.data(), d, step, &ws)
+                                  : ComposeGreedyStepInPlace(gpu, d_u.data(), d_g.data(), d, step, &ws))
+                                .ok());
+                NDArray field = NDArray::Allocate({d.nx, d.ny, d.nz, int64_t{3}}, DType::kFloat32,
+                                                  MemoryKind::kDevice, gpu.ordinal())
+                                    .value();
+                ASSERT_TRUE(CopyBytes(field.raw_data(), MemoryKind::kDevice, d_u.data(), MemoryKind::kDevice,
+                                      field.nbytes(), gpu)
+                                .ok());
+                auto scratch = DeviceArray<float>::Allocate(n, gpu);
+                ASSERT_TRUE(SmoothInPlaceWithScratch(field, sigma, scratch.data(), n, gpu).ok());
+                results[0].resize(3 * n);
+                ASSERT_TRUE(CopyBytes(results[0].data(), MemoryKind::kHost, field.raw_data(), MemoryKind::kDevice,
+                                      field.nbytes(), gpu)
+                                .ok());
+              }
+            }
+            ExpectClose(results[1], results[0], 0.0, "fused vs compose then smooth");
+          }
+        }
+      }
+    }
+  }
+  // The CPU, or a z radius deeper than the slabs: not fused.
+  GreedyStep step;
+  step.max_abs_grad = 1;
+  step.scale = -0.5f;
+  step.slab_depth = 1;
+  const std::array<std::vector<float>, 3> wide = {GaussianTaps(1.5), GaussianTaps(1.5), GaussianTaps(1.5)};
+  EXPECT_FALSE(CanFuseComposeAndSmooth(gpu, kDims, step, wide));
+  EXPECT_FALSE(CanFuseComposeAndSmooth(Stream::Cpu(), kDims, GreedyStep{}, wide));
+  float u = 0, g = 0;
+  EXPECT_EQ(ComposeGreedyStepAndSmoothInPlace(gpu, &u, &g, kDims, step, wide).code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

@@ -219,6 +219,7 @@ struct Variant {
   int spans = 0;         // register-span form (BmuTuning::warp_register_spans); 0 = the default form
   int rounds = 1;        // register-span form: documents per warp (BmuTuning::warp_doc_rounds)
   bool screen = false;   // screened search (BmuTuning::screen_fp16)
+  int slots = 4;         // screened search: candidates per lane (BmuTuning::screen_slots)
 
   BmuTuning tuning() const {
     BmuTuning t;
@@ -230,6 +231,7 @@ struct Variant {
     t.warp_register_spans = spans;
     t.warp_doc_rounds = rounds;
     t.screen_fp16 = screen;
+    t.screen_slots = slots;
     return t;
   }
   // The feature-major default (unsorted, untuned) of its precision and
@@ -415,12 +417,14 @@ std::vector<Variant> BmuVariants(const Args& a) {
     // Issue 37: the screened search on the trained-like codebook, sorted as
     // in training (fp32 codebooks only; the exact kernel otherwise).
     if (type == WeightType::kFloat32) {
-      for (int rounds : {1, 4, 8}) {
-        Variant v{"trained fp32 sorted screen r" + std::to_string(rounds), BmuAlgorithm::kFeatureMajor, type};
+      for (int rounds : {1, 4, 8, -8}) {  // -8: 8 rounds, 8 slots
+        Variant v{"trained fp32 sorted screen r" + std::to_string(std::abs(rounds)) + (rounds < 0 ? " s8" : ""),
+                  BmuAlgorithm::kFeatureMajor, type};
         v.sorted = true;
         v.trained = true;
         v.spans = 4;
-        v.rounds = rounds;
+        v.rounds = std::abs(rounds);
+        v.slots = rounds < 0 ? 8 : 4;
         v.screen = true;
         variants.push_back(v);
       }

@@ -113,11 +113,14 @@ struct BmuTuning {
   // second-smallest upper bound (the true best and second-best always are),
   // and scores those exactly as the exact kernels do (fp32, ascending
   // features, from 0). So BMU, second and score keep their bits. Documents
-  // whose candidates do not fit (4 per lane) or with over 64 features, and
+  // whose candidates do not fit (screen_slots per lane) or with over 64 features, and
   // codebooks with negative, huge or non-finite weights, go through the exact
   // kernel (BmuOutput::exact_rescans counts them). Nodes are permuted in the
   // copy so that map neighbours (close scores) fall on different lanes.
   bool screen_fp16 = false;
+  // Screened search: candidates kept per lane, 4 or 8 (any other value means
+  // 4); more slots send fewer documents to the exact kernel on smooth maps.
+  int screen_slots = 4;
 };
 
 // Data about the documents the CUDA warp kernel may use to schedule its work;

@@ -252,7 +252,7 @@ TEST(BmuCudaParity, RegisterSpanWarpKernelMatchesCpuBitForBit) {
 }
 
 // The screened search (BmuTuning::screen_fp16: fp16 bounds, exact scores of
-// the candidates) must give the exact kernels' bits: BMU, second and score
+// the candidates; 4 and 8 slots per lane) must give the exact kernels' bits: BMU, second and score
 // equal to the CPU backend on every document. Random non-negative weights
 // (most documents screened: exact_rescans < n), maps of 7x7 .. 64x64 (one or
 // several 1024-position passes, a partial last one), documents visited in a
@@ -277,6 +277,7 @@ TEST(BmuCudaParity, ScreenedSearchMatchesCpuBitForBit) {
     for (int rounds : {1, 3}) {
       BmuTuning tuning = screen;
       tuning.warp_doc_rounds = rounds;
+      tuning.screen_slots = rounds == 1 ? 4 : 8;
       int64_t rescans = -1;
       ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream, tuning, nullptr, false, &rescans), ref);
       EXPECT_GE(rescans, 0);

@@ -25,7 +25,7 @@
 // lane keeps its 4 smallest L; the nodes among them with L <= T are scored
 // exactly (fp32 weights, ascending features from 0: the exact kernels' sum)
 // and the warp merges their top-2 by (score, index), as the exact kernels.
-// When a lane's 4th-smallest L is <= T a candidate may have been dropped, so
+// (4 or 8 per lane: BmuTuning::screen_slots.) When a lane's last slot's L is <= T a candidate may have been dropped, so
 // the document goes to the exact kernel; so do documents with over 64
 // features, and every document when the codebook has a negative, non-finite
 // or >= 512 weight (the bound assumes 0 <= w, and 64 such sums stay in fp16
@@ -34,7 +34,7 @@
 // Layout of the fp16 copy: position p of a column holds node pos_node[p],
 // p = (i * a) mod m with a coprime to m (~0.618 m), so map neighbours (whose
 // scores are close, i.e. candidates together) fall on different lanes and
-// rarely overflow one lane's 4 slots. Columns are padded to whole passes
+// rarely overflow one lane's slots. Columns are padded to whole passes
 // (1024 positions) with zero weights and +inf norms.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -68,7 +68,6 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kSpans = 4;                    // 16-byte loads per lane per feature
 constexpr int kLaneNodes = 8 * kSpans;       // fp16 positions per lane per pass
 constexpr int kPass = 32 * kLaneNodes;       // positions per warp pass
-constexpr int kSlots = 4;                    // candidates kept per lane
 constexpr int kMaxFeatures = 64;             // longer documents: exact kernel
 constexpr float kBadWeight = 512.0f;         // fp16 range: 64 x 512 sums stay finite
 
@@ -99,6 +98,8 @@ __device__ inline uint64_t ColumnOffset(int32_t v, uint32_t col_bytes) {
   return r;
 }
 
+// kSlots: candidates kept per lane (BmuTuning::screen_slots).
+template <int kSlots>
 __global__ void __launch_bounds__(kThreads, 3) ScreenBmuKernel(ScreenArgs a) {
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -368,9 +369,10 @@ absl::Status ScreenedBmus(const Stream& stream, const DocumentSet& docs, const C
   const int64_t per_block = int64_t{kWarps} * rounds;
   const int64_t blocks = (n + per_block - 1) / per_block;
   if (blocks > 0x7fffffff) return absl::InvalidArgumentError(absl::StrCat("FindBmus: ", n, " documents exceed the grid"));
+  auto kernel = tuning.screen_slots == 8 ? ScreenBmuKernel<8> : ScreenBmuKernel<4>;
   TESSERA_CUDA_RETURN_IF_ERROR(
-      cudaFuncSetAttribute(ScreenBmuKernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxL1));
-  ScreenBmuKernel<<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(args);
+      cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxL1));
+  kernel<<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(args);
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("ScreenBmuKernel");
   // The documents to search again, in visiting order (a stable selection),
   // so the exact kernel keeps the sorted order's cache reuse.

@@ -1,7 +1,7 @@
 // LNCC CUDA kernel variants side by side (issue 37 item 1), one process, one
 // GPU: today's box march (the baseline) against the column march
 // (LnccOptions::cuda_kernel, cuda_rows, cuda_float_epilogue, cuda_x_pairs,
-// cuda_target_blocks), float storage (Lncc) and the lean stage's mixed
+// cuda_target_blocks, cuda_min_blocks), float storage (Lncc) and the lean stage's mixed
 // storage (LnccHalfFixed: fp16 F, bf16 a, b, c), window 7.
 //
 //   lncc_variants_bench [--sizes=256,512] [--reps=N]
@@ -62,7 +62,7 @@ struct Variant {
 std::vector<Variant> Variants() {
   std::vector<Variant> v;
   auto add = [&](const std::string& name, LnccCudaKernel kernel, int rows, bool float_epi, bool x_pairs, int blocks,
-                 bool mixed) {
+                 bool mixed, int min_blocks = 0) {
     Variant x;
     x.name = name + (mixed ? " mixed" : " float");
     x.options.window = 7;
@@ -71,6 +71,7 @@ std::vector<Variant> Variants() {
     x.options.cuda_float_epilogue = float_epi;
     x.options.cuda_x_pairs = x_pairs;
     x.options.cuda_target_blocks = blocks;
+    x.options.cuda_min_blocks = min_blocks;
     x.mixed = mixed;
     v.push_back(x);
   };
@@ -82,6 +83,7 @@ std::vector<Variant> Variants() {
     add("col r2 xp", kCol, 2, false, true, 0, mixed);
     add("col r2 xp fepi", kCol, 2, true, true, 0, mixed);
     add("col r1 xp fepi", kCol, 1, true, true, 0, mixed);
+    add("col r1 xp occ2", kCol, 1, false, true, 0, mixed, 2);
     if (mixed) continue;
     add("col r1", kCol, 1, false, false, 0, mixed);
     add("col r1 fepi", kCol, 1, true, false, 0, mixed);
@@ -92,6 +94,8 @@ std::vector<Variant> Variants() {
     add("col r1 xp fepi 4k", kCol, 1, true, true, 4096, mixed);
     add("col r2 xp 2k blk", kCol, 2, false, true, 2048, mixed);
     add("col r1 xp 2k blk", kCol, 1, false, true, 2048, mixed);
+    add("col r1 occ2", kCol, 1, false, false, 0, mixed, 2);
+    add("col r1 xp fepi occ2", kCol, 1, true, true, 0, mixed, 2);
   }
   return v;
 }

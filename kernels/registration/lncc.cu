@@ -412,9 +412,9 @@ constexpr size_t ColSharedBytes() {
   return sizeof(float) * (2 * Op::kRaw * S::kPosS + 2 * Op::kQ * S::kHY * 32);
 }
 
-// Two blocks per SM at two rows per thread (<= 128 registers), three at one.
-template <class Op, int kW, int kRows>
-__global__ void __launch_bounds__(kColThreads, kRows == 1 ? 3 : 2) ColumnMarchKernel(Op op, int64_t nx, int64_t ny, int64_t nz,
+// kMinBlocks resident blocks per SM: 2 caps registers at 128, 3 at 80.
+template <class Op, int kW, int kRows, int kMinBlocks>
+__global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op op, int64_t nx, int64_t ny, int64_t nz,
                                                                  int64_t z_chunk, bool float_epilogue,
                                                                  bool x_pairs, double* __restrict__ partials) {
   using S = ColShape<kW, kRows>;
@@ -642,12 +642,12 @@ int64_t ColumnChunk(int64_t tiles, int64_t nz, int r, int64_t target_blocks, int
   return best;
 }
 
-template <class Op, int kW, int kRows>
+template <class Op, int kW, int kRows, int kMinBlocks>
 absl::Status LaunchColumnMarch(const Op& op, Dims3 dims, int64_t target_blocks, bool float_epilogue, bool x_pairs,
                                double* partials, cudaStream_t stream) {
   using S = ColShape<kW, kRows>;
   const size_t smem = ColSharedBytes<Op, kW, kRows>();
-  auto kernel = ColumnMarchKernel<Op, kW, kRows>;
+  auto kernel = ColumnMarchKernel<Op, kW, kRows, kMinBlocks>;
   TESSERA_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   int64_t resident = 0;
@@ -668,14 +668,14 @@ absl::Status LaunchColumnMarch(const Op& op, Dims3 dims, int64_t target_blocks, 
   return absl::OkStatus();
 }
 
-template <class Op, int kRows>
+template <class Op, int kRows, int kMinBlocks>
 absl::Status DispatchColumnWindow(const Op& op, Dims3 dims, int window, int64_t target_blocks, bool float_epilogue,
                                   bool x_pairs, double* partials, cudaStream_t stream) {
   switch (window) {
-    case 3: return LaunchColumnMarch<Op, 3, kRows>(op, dims, target_blocks, float_epilogue, x_pairs, partials, stream);
-    case 5: return LaunchColumnMarch<Op, 5, kRows>(op, dims, target_blocks, float_epilogue, x_pairs, partials, stream);
-    case 7: return LaunchColumnMarch<Op, 7, kRows>(op, dims, target_blocks, float_epilogue, x_pairs, partials, stream);
-    case 9: return LaunchColumnMarch<Op, 9, kRows>(op, dims, target_blocks, float_epilogue, x_pairs, partials, stream);
+    case 3: return LaunchColumnMarch<Op, 3, kRows, kMinBlocks>(op, dims, target_blocks, float_epilogue, x_pairs, partials, stream);
+    case 5: return LaunchColumnMarch<Op, 5, kRows, kMinBlocks>(op, dims, target_blocks, float_epilogue, x_pairs, partials, stream);
+    case 7: return LaunchColumnMarch<Op, 7, kRows, kMinBlocks>(op, dims, target_blocks, float_epilogue, x_pairs, partials, stream);
+    case 9: return LaunchColumnMarch<Op, 9, kRows, kMinBlocks>(op, dims, target_blocks, float_epilogue, x_pairs, partials, stream);
     default: return absl::InvalidArgumentError("lncc (CUDA column march): unsupported window");
   }
 }
@@ -716,12 +716,14 @@ absl::Status LnccImpl(const Stream& stream, const FixedT* fixed, const float* wa
   auto march = [&](const auto& op, double* part) -> absl::Status {
     using Op = std::decay_t<decltype(op)>;
     if (column) {
-      if (rows == 1) {
-        return DispatchColumnWindow<Op, 1>(op, dims, options.window, options.cuda_target_blocks, options.cuda_float_epilogue,
-                                           options.cuda_x_pairs, part, s);
+      const bool x_pairs = options.cuda_x_pairs;
+      const bool fepi = options.cuda_float_epilogue;
+      const int64_t blocks = options.cuda_target_blocks;
+      if (rows == 1 && options.cuda_min_blocks == 2) {
+        return DispatchColumnWindow<Op, 1, 2>(op, dims, options.window, blocks, fepi, x_pairs, part, s);
       }
-      return DispatchColumnWindow<Op, 2>(op, dims, options.window, options.cuda_target_blocks, options.cuda_float_epilogue,
-                                         options.cuda_x_pairs, part, s);
+      if (rows == 1) return DispatchColumnWindow<Op, 1, 3>(op, dims, options.window, blocks, fepi, x_pairs, part, s);
+      return DispatchColumnWindow<Op, 2, 2>(op, dims, options.window, blocks, fepi, x_pairs, part, s);
     }
     if (part != nullptr) return DispatchMarch<Op, true>(op, sh, part, s);
     return DispatchMarch<Op, false>(op, sh, nullptr, s);

@@ -39,6 +39,7 @@ struct Variant {
   int rows;
   bool float_epilogue;
   bool x_pairs;
+  int min_blocks = 0;
 };
 
 // Today's box march first, then the column march's shapes (issue 37).
@@ -51,6 +52,7 @@ const Variant kVariants[] = {
     {"col r2 x pairs", LnccCudaKernel::kColumnMarch, 2, false, true},
     {"col r2 x pairs float epilogue", LnccCudaKernel::kColumnMarch, 2, true, true},
     {"col r1 x pairs float epilogue", LnccCudaKernel::kColumnMarch, 1, true, true},
+    {"col r1 x pairs 2 blocks", LnccCudaKernel::kColumnMarch, 1, false, true, 2},
 };
 
 LnccOptions WithVariant(LnccOptions o, const Variant& v) {
@@ -58,6 +60,7 @@ LnccOptions WithVariant(LnccOptions o, const Variant& v) {
   o.cuda_rows = v.rows;
   o.cuda_float_epilogue = v.float_epilogue;
   o.cuda_x_pairs = v.x_pairs;
+  o.cuda_min_blocks = v.min_blocks;
   return o;
 }
 

@@ -5,7 +5,8 @@
 // device-resident gallery.
 //
 //   fingerprint_multi_latent_bench [--templates=1000000] [--latents=1,4,16,64]
-//       [--repeats=2] [--kinds=lssr,lss] [--lss_latents=16] [--cpu_check=2000] [--data=DIR] [--seed=S]
+//       [--repeats=2] [--kinds=lssr,lss] [--lss_latents=16] [--step_clock_latents=16] [--cpu_check=2000]
+//       [--data=DIR] [--seed=S]
 //
 // Gallery: the throughput benches' synthetic gallery (bench/fingerprint_bases.h:
 // perturbed impressions of the FVC2002 templates, or of random bases without
@@ -25,6 +26,8 @@
 // picks in registers), and all three (cuda::LssMultiOptions).
 // Kind lss (no rho / relaxation; --lss_latents counts only) is a diagnostic:
 // LSS-R minus LSS is the cost of step 3 (rho + relaxation + efficiency pick).
+// Then, at --step_clock_latents, the share of each step of a comparison in
+// the clock cycles (LssMultiOptions::stage_cycles), plain and all options.
 // Without a GPU it prints why and exits 0.
 #include <algorithm>
 #include <cstdio>
@@ -59,6 +62,7 @@ struct Config {
   int repeats = 2;
   std::vector<MccScore> kinds = {MccScore::kLssR, MccScore::kLss};
   std::vector<int64_t> lss_latents = {16};  // latent counts of the (diagnostic) LSS rows
+  int64_t step_clock_latents = 16;          // LSS-R latent count of the step-clock rows (0: none)
   int cpu_check = 2000;
   std::string data_dir;
   uint64_t seed = 20261207;
@@ -99,6 +103,34 @@ absl::Status Pass(const Stream& stream, const Variant& variant, const std::vecto
     }
   }
   return stream.Synchronize();
+}
+
+// One multi-latent LSS-R pass with the step clock (no option, or all of
+// them): a table row of each step's share of the cycles.
+std::string StepClockRow(const Stream& stream, const cuda::DeviceLssProbeSet& set, const MccDeviceGalleryView& view,
+                         const LssConstants& c, float* out, size_t stride, bool all_options) {
+  const std::string name = all_options ? "multi+rhoT+hist+pick" : "multi";
+  auto counters = Buffer::Allocate(MemoryKind::kDevice, sizeof(unsigned long long) * cuda::kLssStageCount, stream.ordinal());
+  if (!counters.ok()) return absl::StrCat("| ", name, " | ", counters.status().ToString(), " |");
+  std::vector<unsigned long long> host(cuda::kLssStageCount, 0);
+  cuda::LssMultiOptions o;
+  o.rho_transposed = o.warp_histogram = o.register_pick = all_options;
+  o.stage_cycles = static_cast<unsigned long long*>((*counters)->data());
+  absl::Status st = CopyBytes((*counters)->data(), MemoryKind::kDevice, host.data(), MemoryKind::kHost,
+                              sizeof(unsigned long long) * cuda::kLssStageCount, stream);
+  if (st.ok()) st = cuda::EnqueueScoreGalleryMulti(stream, set, view, MccScore::kLssR, c, out, stride, o);
+  if (st.ok()) {
+    st = CopyBytes(host.data(), MemoryKind::kHost, (*counters)->data(), MemoryKind::kDevice,
+                   sizeof(unsigned long long) * cuda::kLssStageCount, stream);
+  }
+  if (st.ok()) st = stream.Synchronize();
+  if (!st.ok()) return absl::StrCat("| ", name, " | ", st.ToString(), " |");
+  double total = 0;
+  for (unsigned long long v : host) total += static_cast<double>(v);
+  std::string row = absl::StrCat("| ", name, " |");
+  for (unsigned long long v : host) absl::StrAppend(&row, absl::StrFormat(" %.1f %% |", total > 0 ? 100.0 * v / total : 0.0));
+  absl::StrAppend(&row, absl::StrFormat(" %.0f |", total / (static_cast<double>(view.num_templates) * set.size())));
+  return row;
 }
 
 int Run(const Config& cfg) {
@@ -171,6 +203,7 @@ int Run(const Config& cfg) {
     singles.push_back(std::move(*d));
   }
   const std::vector<Variant> variants = Variants();
+  std::vector<std::string> steps;  // step-clock table rows
   std::printf("\n| kind | latents | variant | wall s (best of %d) | M matches/s | vs single x L | scores = single's | "
               "first %d templates x %d latents = CPU |\n|---|---:|---|---:|---:|---:|---|---|\n",
               cfg.repeats, std::min(cfg.cpu_check, n), std::min<int>(4, max_latents));
@@ -239,7 +272,23 @@ int Run(const Config& cfg) {
                     cpu.c_str());
         std::fflush(stdout);
       }
+      if (kind == MccScore::kLssR && L == cfg.step_clock_latents) {
+        steps.push_back(StepClockRow(stream, *set, device->view(), c, static_cast<float*>((*trial)->data()), stride,
+                                     false));
+        steps.push_back(StepClockRow(stream, *set, device->view(), c, static_cast<float*>((*trial)->data()), stride,
+                                     true));
+      }
     }
+  }
+  if (!steps.empty()) {
+    std::printf("\nWhere an LSS-R comparison's time goes (%d latents, LssMultiOptions::stage_cycles: clock64() "
+                "cycles per step summed over every warp's comparisons; the clock slows the pass):\n\n| variant |",
+                static_cast<int>(cfg.step_clock_latents));
+    for (const char* name : cuda::kLssStageNames) std::printf(" %s |", name);
+    std::printf(" cycles per comparison |\n|---|");
+    for (int i = 0; i <= cuda::kLssStageCount; ++i) std::printf("---:|");
+    std::printf("\n");
+    for (const std::string& row : steps) std::printf("%s\n", row.c_str());
   }
   return 0;
 }
@@ -263,6 +312,8 @@ int main(int argc, char** argv) {
       ok = absl::SimpleAtoi(v, &cfg.templates) && cfg.templates >= 1 && cfg.templates < (int64_t{1} << 31) - 2;
     } else if (const char* v = FlagValue(argv[i], "--latents")) {
       ok = tessera::bench::ParseIntList(v, 1, 1024, &cfg.latents);
+    } else if (const char* v = FlagValue(argv[i], "--step_clock_latents")) {
+      ok = absl::SimpleAtoi(v, &cfg.step_clock_latents) && cfg.step_clock_latents >= 0;
     } else if (const char* v = FlagValue(argv[i], "--lss_latents")) {
       ok = tessera::bench::ParseIntList(v, 1, 1024, &cfg.lss_latents);
     } else if (const char* v = FlagValue(argv[i], "--repeats")) {
@@ -291,6 +342,7 @@ int main(int argc, char** argv) {
     if (!ok) {
       std::fprintf(stderr,
                    "usage: %s [--templates=N] [--latents=1,4,16,64] [--repeats=R] [--kinds=lssr,lss] [--lss_latents=16] "
+                   "[--step_clock_latents=16] "
                    "[--cpu_check=T] [--data=DIR] [--seed=S]\n",
                    argv[0]);
       return 2;

@@ -30,6 +30,13 @@
 // Every float operation and summation order is the CPU reference's, so the
 // scores are identical bit for bit (lss_cuda_test).
 //
+// Multi-latent (EnqueueScoreGalleryMulti, issue 37): ScoreKernelMma with L
+// probes in one launch, block b scoring latent b % L over the templates of
+// group b / L, so a search batch reads the gallery once per pass instead of
+// once per latent; its options (kOpts: transposed rho, warp-aggregated radix
+// histogram, efficiency picks in registers) change only the speed
+// (lss_multi_cuda_test: every option set equals the CPU bit for bit).
+//
 // Why the selection is lean (it replaced an older warp-mma kernel whose
 // selection cost more; H200 2026-12-02, 10^6 templates x 16 crops: 51.10 vs
 // 45.10 M matches/s resident, bench/results/2026-12-02-h200-session6.md):
@@ -81,9 +88,30 @@ constexpr int kMmaMinBlocks = 4;
 //   warp (RadixThreshold).
 // kOptRegisterPick: the efficiency picks of LSS-R in registers for p <= 32
 //   (EfficientPairsScoreInRegisters).
+// kOptStageClock: diagnostics, the clock cycles of each step added up
+//   (StageClock).
 constexpr int kOptRhoTransposed = 1;
 constexpr int kOptWarpHistogram = 2;
 constexpr int kOptRegisterPick = 4;
+constexpr int kOptStageClock = 8;
+
+// Diagnostics: lane 0 of each warp adds the clock64() cycles between a
+// comparison's step boundaries to counters[step] (cuda::kLssStageNames).
+// Only kernels with kOptStageClock get one; the others pass null, which the
+// inlined checks fold away.
+struct StageClock {
+  unsigned long long* counters;
+  long long last = 0;
+  __device__ void Start() { last = clock64(); }
+  __device__ void Mark(int step) {
+    const long long now = clock64();
+    if ((threadIdx.x & 31) == 0) atomicAdd(counters + step, static_cast<unsigned long long>(now - last));
+    last = now;
+  }
+};
+__device__ __forceinline__ void MarkStep(StageClock* clock, int step) {
+  if (clock != nullptr) clock->Mark(step);
+}
 
 struct ProbeArgs {
   const uint64_t* bits;  // n x 24, cylinder-major
@@ -439,10 +467,11 @@ __device__ __forceinline__ void RadixThreshold(const Group& group, const Compari
 // final lambda and sets *spare to the lambda buffer it does not use. The
 // whole group.
 template <bool kRhoT, typename Group>
-__device__ __forceinline__ const float* RelaxSelection(const Group& group, const ComparisonScratch& s, int p,
-                                                       int n_min, int base, const float* p_x, const float* p_y,
-                                                       const float* p_t, const GalleryArgs& gallery,
-                                                       const LssConstants& c, float** spare) {
+__device__ __forceinline__ const float* RelaxSelection(StageClock* clock, const Group& group,
+                                                       const ComparisonScratch& s, int p, int n_min, int base,
+                                                       const float* p_x, const float* p_y, const float* p_t,
+                                                       const GalleryArgs& gallery, const LssConstants& c,
+                                                       float** spare) {
   const int first = group.rank(), stride = Group::kSize;
   for (int t = first; t < p; t += stride) s.lambda0[t] = s.lambda_a[t] = s.sel_value[t];
   group.Sync();
@@ -474,6 +503,7 @@ __device__ __forceinline__ const float* RelaxSelection(const Group& group, const
       }
     }
     group.Sync();
+    MarkStep(clock, 2);
     const float denominator = static_cast<float>(n_min - 1);
     for (int it = 0; it < c.relaxation_iterations; ++it) {
       RelaxationPass<kRhoT>(rho, lam, nxt, p, first, stride, denominator, c);
@@ -483,6 +513,7 @@ __device__ __forceinline__ const float* RelaxSelection(const Group& group, const
       nxt = swap;
     }
   }
+  MarkStep(clock, 3);
   *spare = nxt;
   return lam;
 }
@@ -492,10 +523,11 @@ __device__ __forceinline__ const float* RelaxSelection(const Group& group, const
 // visible to the group: selection of the K best, LSS-R rho + relaxation (or
 // the LSS sort), and the score into scores[g].
 template <bool kRelax, int kOpts = 0, typename Group>
-__device__ __forceinline__ void SelectAndScore(const Group& group, const ComparisonScratch& s, int n_pos, unsigned hi,
-                                               unsigned lo, int na, int nb, int base, int g, const float* p_x,
-                                               const float* p_y, const float* p_t, const GalleryArgs& gallery,
-                                               const LssConstants& c, float* __restrict__ scores) {
+__device__ __forceinline__ void SelectAndScore(StageClock* clock, const Group& group, const ComparisonScratch& s,
+                                               int n_pos, unsigned hi, unsigned lo, int na, int nb, int base, int g,
+                                               const float* p_x, const float* p_y, const float* p_t,
+                                               const GalleryArgs& gallery, const LssConstants& c,
+                                               float* __restrict__ scores) {
   const int n_min = min(na, nb);
   const int np = c.np_table[n_min];
   const int K = kRelax ? n_min : np;
@@ -527,6 +559,7 @@ __device__ __forceinline__ void SelectAndScore(const Group& group, const Compari
   }
   const int p = carry_gt + min(carry_eq, need_eq);
   group.Sync();
+  MarkStep(clock, 1);
 
   if (!kRelax) {
     if (group.rank() == 0) scores[g] = SortedSelectionMean(s.sel_value, s.sel_index, p, np);
@@ -540,7 +573,8 @@ __device__ __forceinline__ void SelectAndScore(const Group& group, const Compari
   }
   float* spare = nullptr;
   const float* lam =
-      RelaxSelection<(kOpts & kOptRhoTransposed) != 0>(group, s, p, n_min, base, p_x, p_y, p_t, gallery, c, &spare);
+      RelaxSelection<(kOpts & kOptRhoTransposed) != 0>(clock, group, s, p, n_min, base, p_x, p_y, p_t, gallery, c,
+                                                       &spare);
   if (group.in_first_warp()) {
     const float score = (kOpts & kOptRegisterPick) != 0 && p <= 32
                             ? EfficientPairsScoreInRegisters(lam, s.lambda0, p, np, threadIdx.x & 31)
@@ -548,6 +582,7 @@ __device__ __forceinline__ void SelectAndScore(const Group& group, const Compari
     if (group.rank() == 0) scores[g] = score;
   }
   group.Sync();
+  MarkStep(clock, 4);
 }
 
 // --- LssCudaKernel::kBlock: one 128-thread block per comparison ---------------
@@ -632,7 +667,7 @@ __global__ void __launch_bounds__(kThreads) ScoreKernel(ProbeArgs probe, Gallery
     }
     int n_pos = 0;
     BlockExclusiveScan(positives, warp_sums, &n_pos);  // also a barrier after the matrix writes
-    SelectAndScore<kRelax>(group, scratch, n_pos, kAnyKeyHi, kAnyKeyLo, na, nb, base, g, p_x, p_y, p_t, gallery, c,
+    SelectAndScore<kRelax>(nullptr, group, scratch, n_pos, kAnyKeyHi, kAnyKeyLo, na, nb, base, g, p_x, p_y, p_t, gallery, c,
                            scores);
   }
 }
@@ -690,8 +725,10 @@ template <bool kRelax, int kOpts>
 __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32, kMmaMinBlocks)
     ScoreKernelMma(ProbeArgs single, const ProbeArgs* __restrict__ probes, int num_probes, GalleryArgs gallery,
                    LssConstants c, int k_capacity, int probe_bytes, int warp_bytes, int nb_lo, int nb_hi,
-                   float* __restrict__ scores, long long score_stride) {
+                   float* __restrict__ scores, long long score_stride, unsigned long long* stage_cycles) {
   extern __shared__ __align__(16) unsigned char smem[];
+  StageClock stage_clock{stage_cycles};
+  StageClock* const clock = (kOpts & kOptStageClock) != 0 ? &stage_clock : nullptr;
   int group_index = blockIdx.x, groups = gridDim.x;
   ProbeArgs probe = single;
   if (num_probes > 0) {
@@ -734,6 +771,7 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32, kMmaMinBlocks)
       if (lane == 0) scores[g] = 0.0f;
       continue;  // uniform across the warp
     }
+    if (clock != nullptr) clock->Start();
     const uint32_t* g_bits = reinterpret_cast<const uint32_t*>(gallery.bits + static_cast<size_t>(kMccBitWords) * base);
     const uint32_t* g_mask = reinterpret_cast<const uint32_t*>(gallery.mask + static_cast<size_t>(kMccMaskWords) * base);
 
@@ -804,7 +842,8 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32, kMmaMinBlocks)
     __syncwarp();  // the matrix is complete
     key_hi = __reduce_max_sync(kFull, key_hi);
     key_lo = __reduce_min_sync(kFull, key_lo);
-    SelectAndScore<kRelax, kOpts>(WarpGroup(), scratch, n_pos, key_hi, key_lo, na, nb, base, g, p_x, p_y, p_t,
+    MarkStep(clock, 0);
+    SelectAndScore<kRelax, kOpts>(clock, WarpGroup(), scratch, n_pos, key_hi, key_lo, na, nb, base, g, p_x, p_y, p_t,
                                   gallery, c, scores);
   }
 }
@@ -957,17 +996,23 @@ absl::StatusOr<int> BlocksPerSm(Kernel kernel, int threads, size_t shared) {
 }
 
 using MmaKernel = void (*)(ProbeArgs, const ProbeArgs*, int, GalleryArgs, LssConstants, int, int, int, int, int,
-                          float*, long long);
+                          float*, long long, unsigned long long*);
 
 // ScoreKernelMma<kRelax, kOpts> for runtime values (every kOpts instantiated).
 // (LSS has no rho, relaxation or efficiency picks: only kOptWarpHistogram
 // changes its kernel.)
+// The step clock (kOptStageClock) is built for LSS-R with no option and with
+// all of them only.
 MmaKernel PickMmaKernel(MccScore kind, int opts) {
   static constexpr MmaKernel kRelaxed[8] = {ScoreKernelMma<true, 0>, ScoreKernelMma<true, 1>, ScoreKernelMma<true, 2>,
                                             ScoreKernelMma<true, 3>, ScoreKernelMma<true, 4>, ScoreKernelMma<true, 5>,
                                             ScoreKernelMma<true, 6>, ScoreKernelMma<true, 7>};
   static constexpr MmaKernel kPlain[2] = {ScoreKernelMma<false, 0>, ScoreKernelMma<false, kOptWarpHistogram>};
-  return kind == MccScore::kLssR ? kRelaxed[opts & 7] : kPlain[(opts & kOptWarpHistogram) != 0 ? 1 : 0];
+  if (kind != MccScore::kLssR) return kPlain[(opts & kOptWarpHistogram) != 0 ? 1 : 0];
+  if ((opts & kOptStageClock) != 0) {
+    return (opts & 7) == 7 ? ScoreKernelMma<true, 7 | kOptStageClock> : ScoreKernelMma<true, kOptStageClock>;
+  }
+  return kRelaxed[opts & 7];
 }
 
 // The probes of one kWarpMma launch: one (`single`, num_probes 0) or
@@ -985,7 +1030,7 @@ struct MmaProbes {
 // few larger ones by a second launch sized for the largest.
 absl::Status LaunchWarpMma(cudaStream_t s, int ordinal, const MmaProbes& probes, GalleryArgs ga, MccScore kind,
                            int opts, const LssConstants& constants, size_t probe_bytes, int max_np, int scratch_size,
-                           float* device_scores, long long score_stride) {
+                           float* device_scores, long long score_stride, unsigned long long* stage_cycles) {
   const MmaKernel kernel = PickMmaKernel(kind, opts);
   int sm_shared = 0, reserved = 0, block_optin = 0, sms = 0;
   TESSERA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sm_shared, cudaDevAttrMaxSharedMemoryPerMultiprocessor, ordinal));
@@ -1021,7 +1066,7 @@ absl::Status LaunchWarpMma(cudaStream_t s, int ordinal, const MmaProbes& probes,
     const int groups = std::max(1, std::min((ga.num_templates + p.warps - 1) / p.warps, per_sm * sms / latents));
     kernel<<<groups * latents, p.warps * 32, shared, s>>>(
         probes.single, probes.many, probes.num_probes, ga, constants, p.k_capacity, static_cast<int>(probe_bytes),
-        static_cast<int>(p.warp_bytes), p.nb_lo, p.nb_hi, device_scores, score_stride);
+        static_cast<int>(p.warp_bytes), p.nb_lo, p.nb_hi, device_scores, score_stride, stage_cycles);
     TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("lss ScoreKernelMma");
   }
   return absl::OkStatus();
@@ -1074,7 +1119,7 @@ absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& pro
   probes.single = pa;
   probes.n = na;
   return LaunchWarpMma(s, stream.ordinal(), probes, ga, kind, /*opts=*/0, constants, MmaProbeBytes(na), max_np,
-                       gallery.scratch_template_size, device_scores, 0);
+                       gallery.scratch_template_size, device_scores, 0, nullptr);
 }
 
 absl::Status EnqueueScoreGalleryMulti(const Stream& stream, const DeviceLssProbeSet& probes,
@@ -1100,10 +1145,11 @@ absl::Status EnqueueScoreGalleryMulti(const Stream& stream, const DeviceLssProbe
   mp.num_probes = probes.size();
   mp.n = probes.max_n_;
   const int opts = (options.rho_transposed ? kOptRhoTransposed : 0) | (options.warp_histogram ? kOptWarpHistogram : 0) |
-                   (options.register_pick ? kOptRegisterPick : 0);
+                   (options.register_pick ? kOptRegisterPick : 0) |
+                   (options.stage_cycles != nullptr && kind == MccScore::kLssR ? kOptStageClock : 0);
   return LaunchWarpMma(s, stream.ordinal(), mp, GalleryArgsOf(gallery), kind, opts, constants,
                        MmaProbeBytes(probes.max_n_), MaxNp(constants), gallery.scratch_template_size, device_scores,
-                       static_cast<long long>(score_stride));
+                       static_cast<long long>(score_stride), options.stage_cycles);
 }
 
 absl::Status ScoreGalleryToDevice(const Stream& stream, const LssProbe& probe, const MccDeviceGallery& gallery,

@@ -376,7 +376,15 @@ struct LssMultiOptions {
   // per pick with one selected pair per lane (selections of up to 32 pairs)
   // instead of a shuffle reduction per pick.
   bool register_pick = false;
+  // Diagnostics (LSS-R; with no other option or with all three): when set,
+  // kLssStageCount counters in device memory to which every warp adds the
+  // clock cycles its comparisons spent in each step (kLssStageNames); the
+  // scores are unchanged, the time is not.
+  unsigned long long* stage_cycles = nullptr;
 };
+inline constexpr int kLssStageCount = 5;
+inline constexpr const char* kLssStageNames[kLssStageCount] = {"local similarities", "selection", "rho",
+                                                               "relaxation", "efficiency picks"};
 
 // The probes of a search batch uploaded together (one copy) for
 // EnqueueScoreGalleryMulti.

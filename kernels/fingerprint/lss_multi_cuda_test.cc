@@ -155,6 +155,28 @@ TEST(LssMultiCuda, OneLatentEqualsSingleKernelAndEmptySetIsNoOp) {
         CopyBytes(host.data(), MemoryKind::kHost, single, MemoryKind::kDevice, sizeof(float) * 2 * n, *stream).ok());
     ASSERT_TRUE(stream->Synchronize().ok());
     for (int j = 0; j < n; ++j) ASSERT_EQ(host[n + j], host[j]) << "latent " << i << " template " << j;
+    // The step clock (diagnostics) counts cycles and leaves the scores alone.
+    for (bool all_options : {false, true}) {
+      auto counters = Buffer::Allocate(MemoryKind::kDevice, sizeof(unsigned long long) * cuda::kLssStageCount,
+                                       stream->ordinal());
+      ASSERT_TRUE(counters.ok());
+      std::vector<unsigned long long> cycles(cuda::kLssStageCount, 0);
+      ASSERT_TRUE(CopyBytes((*counters)->data(), MemoryKind::kDevice, cycles.data(), MemoryKind::kHost,
+                            sizeof(unsigned long long) * cycles.size(), *stream)
+                      .ok());
+      cuda::LssMultiOptions o;
+      o.rho_transposed = o.warp_histogram = o.register_pick = all_options;
+      o.stage_cycles = static_cast<unsigned long long*>((*counters)->data());
+      ASSERT_TRUE(cuda::EnqueueScoreGalleryMulti(*stream, *set, device->view(), MccScore::kLssR, c, multi, n, o).ok());
+      ASSERT_TRUE(
+          CopyBytes(host.data(), MemoryKind::kHost, single, MemoryKind::kDevice, sizeof(float) * 2 * n, *stream).ok());
+      ASSERT_TRUE(CopyBytes(cycles.data(), MemoryKind::kHost, (*counters)->data(), MemoryKind::kDevice,
+                            sizeof(unsigned long long) * cycles.size(), *stream)
+                      .ok());
+      ASSERT_TRUE(stream->Synchronize().ok());
+      for (int j = 0; j < n; ++j) ASSERT_EQ(host[n + j], host[j]) << "step clock, template " << j;
+      if (!cs.latents[i].cylinders.empty()) EXPECT_GT(cycles[0], 0u) << "no local-similarity cycles counted";
+    }
   }
   auto empty = cuda::DeviceLssProbeSet::Upload(*stream, {});
   ASSERT_TRUE(empty.ok()) << empty.status();

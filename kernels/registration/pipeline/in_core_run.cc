@@ -34,15 +34,19 @@ class InCoreRun final : public RunPhases {
     const Volume& moving = in_.moving;
     const Stream& stream = in_.stream;
     const RegistrationOptions& requested = in_.plan.options;
-    TESSERA_ASSIGN_OR_RETURN(NDArray fixed_norm, NormalizedIntensitiesParallel(fixed, "fixed"));
-    TESSERA_ASSIGN_OR_RETURN(NDArray moving_norm, NormalizedIntensitiesParallel(moving, "moving"));
+    HostPrepared local;
+    if (in_.prepared == nullptr) {
+      TESSERA_ASSIGN_OR_RETURN(local, PrepareHostInputs(fixed, moving, requested));
+    }
+    HostPrepared& prepared = in_.prepared != nullptr ? *in_.prepared : local;
+    NDArray fixed_norm = std::move(prepared.fixed_norm);
+    NDArray moving_norm = std::move(prepared.moving_norm);
     fixed_space_ = SpaceOf(fixed);
     moving_space_ = SpaceOf(moving);
     std::vector<std::string> setup_log;
     options_ = requested;
-    const bool estimate = WarpSigmaNeedsNoise(requested);
-    options_.smooth_warp_sigma = ResolveWarpSigma(requested, estimate ? EstimateNoiseSigma(fixed_norm) : 0,
-                                                  estimate ? EstimateNoiseSigma(moving_norm) : 0, &setup_log);
+    options_.smooth_warp_sigma =
+        ResolveWarpSigma(requested, prepared.fixed_noise, prepared.moving_noise, &setup_log);
 
     // Pyramid in stream memory; the full-resolution level is kept for output.
     full_.factor = 1;
@@ -53,12 +57,11 @@ class InCoreRun final : public RunPhases {
     // A given initial transform replaces it (issue 34), still centred on
     // the fixed image's centre of mass (the rigid stage rotates about it).
     LinearTransform initial;
-    initial.center = CentreOfMassParallel(fixed_norm, fixed.geometry);
+    initial.center = prepared.fixed_com;
     if (options_.initial_transform) {
       initial = GivenInitialTransform(*options_.initial_transform, initial.center);
     } else if (options_.init == Init::kCentreOfMass) {
-      const std::array<double, 3> moving_com = CentreOfMassParallel(moving_norm, moving.geometry);
-      for (int d = 0; d < 3; ++d) initial.translation[d] = moving_com[d] - initial.center[d];
+      for (int d = 0; d < 3; ++d) initial.translation[d] = prepared.moving_com[d] - initial.center[d];
     }
     // The host copies end here (on the CPU backend they become the level).
     if (kind_ == MemoryKind::kHost) {

@@ -4,9 +4,33 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/status.h"
+#include "kernels/registration/pipeline/host_setup.h"
 #include "kernels/registration/pipeline/noise_estimate.h"
 
 namespace tessera::registration::internal {
+
+absl::StatusOr<HostPrepared> PrepareHostInputs(const Volume& fixed, const Volume& moving,
+                                               const RegistrationOptions& options) {
+  HostPrepared p;
+  TESSERA_ASSIGN_OR_RETURN(p.fixed_norm, NormalizedIntensitiesParallel(fixed, "fixed"));
+  TESSERA_ASSIGN_OR_RETURN(p.moving_norm, NormalizedIntensitiesParallel(moving, "moving"));
+  if (WarpSigmaNeedsNoise(options)) {
+    p.fixed_noise = EstimateNoiseSigma(p.fixed_norm);
+    p.moving_noise = EstimateNoiseSigma(p.moving_norm);
+  }
+  p.fixed_com = CentreOfMassParallel(p.fixed_norm, fixed.geometry);
+  if (!options.initial_transform && options.init == Init::kCentreOfMass) {
+    p.moving_com = CentreOfMassParallel(p.moving_norm, moving.geometry);
+  }
+  return p;
+}
+
+bool PrepareHostInputsEarly(const RegistrationOptions& options, Dims3 fixed, Dims3 moving) {
+  if (options.force_out_of_core || fixed.size() + moving.size() > (int64_t{1} << 28)) return false;
+  return options.device_memory_budget_bytes <= 0 ||
+         LeanStageDeviceBytes(options, fixed.size()) <= options.device_memory_budget_bytes;
+}
 
 bool WarpSigmaNeedsNoise(const RegistrationOptions& options) {
   return options.smooth_warp_sigma < 0 && options.metric == Metric::kMi && HasStage(options, Stage::kDeformable) &&

@@ -20,6 +20,14 @@
 // Global traffic per voxel: forward reads F, W (plus halo re-reads, mostly
 // L2) and writes a, b, c; backward reads a, b, c, F, W and writes the
 // gradient: about 11 floats per voxel in all.
+//
+// Issue 37: the same two passes as a "column march" (ColumnMarchKernel
+// below, LnccOptions::cuda_kernel): the box march spends its time in serial
+// running sums (a few threads per halo row), four barriers per slice and a
+// shared-memory z ring; the column march gives every thread its own columns'
+// z ring in registers and direct x and y window sums, with one barrier per
+// slice. Same passes, same traffic, same partials layout (one per slice,
+// xy tile and warp).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -84,6 +92,7 @@ template <typename FixedT = float, typename CoefT = float>
 struct ForwardOp {
   static constexpr int kRaw = 2;
   static constexpr int kQ = 5;
+  static constexpr int kCenter = 1;  // values the epilogue reads at its own voxel (none; 1 keeps arrays legal)
   const FixedT* __restrict__ fixed;
   const float* __restrict__ warped;
   CoefT* __restrict__ a_out;  // null: loss only
@@ -96,6 +105,11 @@ struct ForwardOp {
   __device__ __forceinline__ void Load(int64_t idx, float raw[kRaw]) const {
     raw[0] = LdgFloat(fixed + idx);
     raw[1] = __ldg(warped + idx);
+  }
+  __device__ __forceinline__ void LoadCenter(int64_t, float center[kCenter]) const { center[0] = 0.f; }
+  template <typename A>
+  __device__ __forceinline__ double EmitAt(int64_t idx, const A s[kQ], const float*) const {
+    return Emit(idx, s);
   }
   __device__ __forceinline__ static void Expand(const float raw[kRaw], float q[kQ]) {
     q[0] = raw[0];
@@ -135,6 +149,7 @@ template <typename FixedT = float, typename CoefT = float>
 struct BackwardOp {
   static constexpr int kRaw = 3;
   static constexpr int kQ = 3;
+  static constexpr int kCenter = 2;  // F and W at the epilogue's voxel (the column march prefetches them)
   const CoefT* __restrict__ a_in;
   const CoefT* __restrict__ b_in;
   const CoefT* __restrict__ c_in;
@@ -147,6 +162,18 @@ struct BackwardOp {
     raw[0] = LdgFloat(a_in + idx);
     raw[1] = LdgFloat(b_in + idx);
     raw[2] = LdgFloat(c_in + idx);
+  }
+  __device__ __forceinline__ void LoadCenter(int64_t idx, float center[kCenter]) const {
+    center[0] = LdgFloat(fixed + idx);
+    center[1] = warped[idx];
+  }
+  // Emit with F and W already loaded (center): the same arithmetic.
+  template <typename A>
+  __device__ __forceinline__ double EmitAt(int64_t idx, const A s[kQ], const float center[kCenter]) const {
+    const A f = center[0];
+    const A w = center[1];
+    grad[idx] = static_cast<float>(static_cast<A>(scale) * (f * s[0] + A(2) * w * s[1] + s[2]));
+    return 0.0;
   }
   __device__ __forceinline__ static void Expand(const float raw[kRaw], float q[kQ]) {
     q[0] = raw[0];
@@ -522,6 +549,23 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
     }
   };
 
+  // The epilogue's own-voxel inputs (backward: F, W), loaded one step ahead
+  // so that their latency hides behind a slice's passes.
+  constexpr int kC = Op::kCenter;
+  float center[kRows][kC], center_next[kRows][kC];
+  auto load_center = [&](int64_t z) {
+#pragma unroll
+    for (int j = 0; j < kRows; ++j) {
+      const int64_t my_y = y0 + warp * kRows + j;
+      if (z >= z_begin && z < z_end && my_x < nx && my_y < ny) {
+        op.LoadCenter(my_x + nx * my_y + plane * z, center_next[j]);
+      } else {
+#pragma unroll
+        for (int c = 0; c < kC; ++c) center_next[j][c] = 0.f;
+      }
+    }
+  };
+
   float ring[kW][kRows][kQ];
 #pragma unroll
   for (int k = 0; k < kW; ++k)
@@ -567,12 +611,12 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
         }
         const int64_t idx = my_x + nx * my_y + plane * z;
         if (float_epilogue) {
-          cc += op.Emit(idx, sum);
+          cc += op.EmitAt(idx, sum, center[j]);
         } else {
           double acc[kQ];
 #pragma unroll
           for (int c = 0; c < kQ; ++c) acc[c] = static_cast<double>(sum[c]);
-          cc += op.Emit(idx, acc);
+          cc += op.EmitAt(idx, acc, center[j]);
         }
       }
     }
@@ -595,6 +639,12 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
   load_slice(zin_begin);
   store_slice(0);
   if (nslices > 1) load_slice(zin_begin + 1);
+  // Step t emits slice zin_begin + t - 1 - r (when it is >= z_begin); step
+  // t - 1 loads its center values.
+#pragma unroll
+  for (int j = 0; j < kRows; ++j)
+#pragma unroll
+    for (int c = 0; c < kC; ++c) center[j][c] = 0.f;
   __syncthreads();
   for (int64_t t0 = 0; t0 <= nslices; t0 += kW) {
     StaticFor<kW>([&](auto k_tag) {
@@ -606,8 +656,15 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
         store_slice(buf ^ 1);
         if (t + 2 < nslices) load_slice(zin_begin + t + 2);
       }
+      if (kC > 1) load_center(zin_begin + t - r);  // the next step's voxels
       if (t < nslices) x_pass(buf);
       if (t >= 1) y_pass_and_emit(buf ^ 1, std::integral_constant<int, (k + kW - 1) % kW>{}, zin_begin + t - 1);
+      if (kC > 1) {
+#pragma unroll
+        for (int j = 0; j < kRows; ++j)
+#pragma unroll
+          for (int c = 0; c < kC; ++c) center[j][c] = center_next[j][c];
+      }
       __syncthreads();
     });
   }

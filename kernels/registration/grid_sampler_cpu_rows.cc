@@ -126,34 +126,7 @@ __attribute__((target(TESSERA_ROWS_AVX512), noinline)) void PositionsAvx512(cons
 #pragma GCC push_options
 #pragma GCC target("avx2")
 namespace avx2 {
-// 8 voxels per step.
-struct V {
-  static constexpr int kLanes = 8;
-  using F = __m256;
-  using I = __m256i;
-  using M = __m256;  // all-ones lanes
-  static F Load(const float* p) { return _mm256_loadu_ps(p); }
-  static void Store(float* p, F v) { _mm256_storeu_ps(p, v); }
-  static F Set1(float v) { return _mm256_set1_ps(v); }
-  static F Add(F a, F b) { return _mm256_add_ps(a, b); }
-  static F Sub(F a, F b) { return _mm256_sub_ps(a, b); }
-  static F Mul(F a, F b) { return _mm256_mul_ps(a, b); }
-  static F Floor(F a) { return _mm256_floor_ps(a); }
-  static M InRange(F f, float lim) {
-    return _mm256_and_ps(_mm256_cmp_ps(f, _mm256_setzero_ps(), _CMP_GE_OQ), _mm256_cmp_ps(f, _mm256_set1_ps(lim), _CMP_LT_OQ));
-  }
-  static M And(M a, M b) { return _mm256_and_ps(a, b); }
-  static F Select(M m, F a) { return _mm256_and_ps(m, a); }
-  static I ToInt(F a) { return _mm256_cvttps_epi32(a); }
-  static I IAdd(I a, I b) { return _mm256_add_epi32(a, b); }
-  static I IMul(I a, int32_t b) { return _mm256_mullo_epi32(a, _mm256_set1_epi32(b)); }
-  static F Gather(const float* p, I index, M m) {
-    return _mm256_mask_i32gather_ps(_mm256_setzero_ps(), p, index, m, 4);
-  }
-  static void StoreMask(int32_t* p, M m) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm256_srli_epi32(_mm256_castps_si256(m), 31));
-  }
-};
+#include "kernels/registration/cpu_vector_avx2.inc"
 #include "kernels/registration/grid_sampler_cpu_cells.inc"
 }  // namespace avx2
 #pragma GCC pop_options
@@ -164,33 +137,7 @@ struct V {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC target("avx2,avx512f,avx512dq,avx512vl,avx512bw")
 namespace avx512 {
-// 16 voxels per step.
-struct V {
-  static constexpr int kLanes = 16;
-  using F = __m512;
-  using I = __m512i;
-  using M = __mmask16;
-  static F Load(const float* p) { return _mm512_loadu_ps(p); }
-  static void Store(float* p, F v) { _mm512_storeu_ps(p, v); }
-  static F Set1(float v) { return _mm512_set1_ps(v); }
-  static F Add(F a, F b) { return _mm512_add_ps(a, b); }
-  static F Sub(F a, F b) { return _mm512_sub_ps(a, b); }
-  static F Mul(F a, F b) { return _mm512_mul_ps(a, b); }
-  static F Floor(F a) { return _mm512_mask_roundscale_ps(a, 0xFFFF, a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
-  static M InRange(F f, float lim) {
-    return _mm512_cmp_ps_mask(f, _mm512_setzero_ps(), _CMP_GE_OQ) &
-           _mm512_cmp_ps_mask(f, _mm512_set1_ps(lim), _CMP_LT_OQ);
-  }
-  static M And(M a, M b) { return a & b; }
-  static F Select(M m, F a) { return _mm512_maskz_mov_ps(m, a); }
-  static I ToInt(F a) { return _mm512_cvttps_epi32(a); }
-  static I IAdd(I a, I b) { return _mm512_add_epi32(a, b); }
-  static I IMul(I a, int32_t b) { return _mm512_mullo_epi32(a, _mm512_set1_epi32(b)); }
-  static F Gather(const float* p, I index, M m) {
-    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, index, p, 4);
-  }
-  static void StoreMask(int32_t* p, M m) { _mm512_storeu_si512(p, _mm512_maskz_set1_epi32(m, 1)); }
-};
+#include "kernels/registration/cpu_vector_avx512.inc"
 #include "kernels/registration/grid_sampler_cpu_cells.inc"
 }  // namespace avx512
 #pragma GCC diagnostic pop

@@ -1,6 +1,12 @@
 // CPU reference of the fused in-place greedy composition (lean_compose.h):
 // one slab at a time, threaded over the slab's voxels.
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/registration/grid_sampler_cpu_path.h"
 #include "kernels/registration/lean_compose.h"
+#include "kernels/registration/lean_compose_cpu_rows.h"
 #include "kernels/registration/lean_compose_math.h"
 #include "kernels/registration/parallel.h"
 
@@ -10,8 +16,114 @@ namespace lean_internal {
 
 namespace {
 
+// ComposeVoxel's first half for the voxels of a row: the step s_c (Adam's
+// moments updated) and the clamped sampling position ix_c, the same
+// operations in the same order.
+void RowSteps(const ComposeParams& p, const float* grad, int64_t j, int64_t k, int64_t idx0, float* const s[3],
+              float* const ix[3]) {
+  const int64_t n = p.dims.size();
+  const int64_t m3[3] = {p.dims.nx, p.dims.ny, p.grid_nz};
+  for (int c = 0; c < 3; ++c) {
+    for (int64_t i = 0; i < p.dims.nx; ++i) {
+      const int64_t idx = idx0 + i;
+      const float g = grad[c * n + idx];
+      float step;
+      if (p.rule == 0) {
+        step = RnMul(p.scale, g);
+      } else {
+        float m = p.m[c * n + idx], v = p.v[c * n + idx];
+        m = p.beta1 * m + p.one_minus_beta1 * g;
+        v = p.beta2 * v + p.one_minus_beta2 * (g * g);
+        p.m[c * n + idx] = m;
+        p.v[c * n + idx] = v;
+        step = 0.f - p.adam_step * m / (LeanSqrt(v) * p.inv_sqrt_bc2 + p.eps);
+      }
+      s[c][i] = RnMul(step, p.to_normalized[c]);
+      const int64_t vox = c == 0 ? i : (c == 1 ? j : k + p.grid_z0);
+      const float x = RnAdd(p.out_lo[c], RnMul(p.out_step[c], static_cast<float>(vox)));
+      float dclamp;
+      ix[c][i] = ClampCoord(RnMul(RnAdd(RnAdd(x, s[c][i]), 1.f), p.in_half[c]), m3[c], &dclamp);
+    }
+  }
+}
+
+// ComposeVoxel's second half from RowSteps' s and ix (edge cells: the
+// corners beyond the field are skipped as there).
+void ComposeFromStep(const ComposeParams& p, const float* u, const float s[3], const float ix[3], float* out,
+                     int64_t n_out) {
+  const int64_t n = p.dims.size();
+  int64_t i0[3];
+  float frac[3];
+  for (int c = 0; c < 3; ++c) {
+    const float f = FloorT(ix[c]);
+    i0[c] = static_cast<int64_t>(f);
+    frac[c] = ix[c] - f;
+  }
+  i0[2] -= p.grid_z0;
+  const float wx[2] = {1.f - frac[0], frac[0]};
+  const float wy[2] = {1.f - frac[1], frac[1]};
+  const float wz[2] = {1.f - frac[2], frac[2]};
+  float acc[3] = {0.f, 0.f, 0.f};
+  for (int cz = 0; cz < 2; ++cz) {
+    const int64_t kk = i0[2] + cz;
+    if (kk < 0 || kk >= p.dims.nz) continue;
+    for (int cy = 0; cy < 2; ++cy) {
+      const int64_t jj = i0[1] + cy;
+      if (jj >= p.dims.ny) continue;
+      for (int cx = 0; cx < 2; ++cx) {
+        const int64_t ii = i0[0] + cx;
+        if (ii >= p.dims.nx) continue;
+        const float w = wx[cx] * wy[cy] * wz[cz];
+        const int64_t at = ii + p.dims.nx * (jj + p.dims.ny * kk);
+        for (int c = 0; c < 3; ++c) acc[c] += w * u[c * n + at];
+      }
+    }
+  }
+  for (int c = 0; c < 3; ++c) out[c * n_out] = RnAdd(acc[c], s[c]);
+}
+
+// The vector paths (issue 38): a float gradient, a field whose offsets fit
+// int32. Rows of the slab in parallel: RowSteps, the vector cells, then the
+// flagged (edge) voxels by ComposeFromStep.
+void ComposeSlabRows(SamplerCpuPath path, const ComposeParams& p, const float* u, const float* grad, int64_t z0,
+                     int64_t z1, float* slab_out) {
+  const int64_t nx = p.dims.nx, plane = p.dims.nx * p.dims.ny;
+  const int64_t count = (z1 - z0) * plane;
+  const ComposeRowField field{u, p.dims.size(), static_cast<int32_t>(p.dims.nx), static_cast<int32_t>(p.dims.ny),
+                              static_cast<int32_t>(p.dims.nz), static_cast<float>(p.grid_z0)};
+  ParallelFor((z1 - z0) * p.dims.ny, [&](int64_t r0, int64_t r1, int) {
+    std::vector<float> buf(6 * nx);
+    std::vector<int32_t> inside(nx);
+    float* const s[3] = {buf.data(), buf.data() + nx, buf.data() + 2 * nx};
+    float* const ix[3] = {buf.data() + 3 * nx, buf.data() + 4 * nx, buf.data() + 5 * nx};
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t k = z0 + r / p.dims.ny, j = r % p.dims.ny;
+      const int64_t idx0 = k * plane + j * nx;
+      float* out = slab_out + (idx0 - z0 * plane);
+      RowSteps(p, grad, j, k, idx0, s, ix);
+      ComposeRow(path, field, nx, ix[0], ix[1], ix[2], s[0], s[1], s[2], out, out + count, out + 2 * count,
+                 inside.data());
+      for (int64_t i = 0; i < nx; ++i) {
+        if (inside[i]) continue;
+        const float si[3] = {s[0][i], s[1][i], s[2][i]};
+        const float ixi[3] = {ix[0][i], ix[1][i], ix[2][i]};
+        ComposeFromStep(p, u, si, ixi, out + i, count);
+      }
+    }
+  });
+}
+
+bool ComposeVectorApplies(SamplerCpuPath path, const ComposeParams& p) {
+  return path != SamplerCpuPath::kScalar && 3 * p.dims.size() < (int64_t{1} << 31);
+}
+
 template <typename GradT>
-void ComposeSlab(const ComposeParams& p, const float* u, const GradT* grad, int64_t z0, int64_t z1, float* slab_out) {
+void ComposeSlab(SamplerCpuPath path, const ComposeParams& p, const float* u, const GradT* grad, int64_t z0,
+                 int64_t z1, float* slab_out) {
+  if constexpr (std::is_same<GradT, float>::value) {
+    path = ResolveSamplerCpuPath(path);
+    if (ComposeVectorApplies(path, p)) return ComposeSlabRows(path, p, u, grad, z0, z1, slab_out);
+  }
   const int64_t plane = p.dims.nx * p.dims.ny;
   const int64_t count = (z1 - z0) * plane;
   ParallelFor(count, [&](int64_t b, int64_t e, int) {
@@ -38,12 +150,17 @@ void ComposeSlab(const ComposeParams& p, const float* u, const GradT* grad, int6
 
 void ComposeSlabCpu(const ComposeParams& p, const float* u, const float* grad, int64_t z0, int64_t z1,
                     float* slab_out) {
-  ComposeSlab(p, u, grad, z0, z1, slab_out);
+  ComposeSlab(SamplerCpuPath::kAuto, p, u, grad, z0, z1, slab_out);
 }
 
 void ComposeSlabCpu(const ComposeParams& p, const float* u, const BFloat16* grad, int64_t z0, int64_t z1,
                     float* slab_out) {
-  ComposeSlab(p, u, grad, z0, z1, slab_out);
+  ComposeSlab(SamplerCpuPath::kAuto, p, u, grad, z0, z1, slab_out);
+}
+
+void ComposeSlabCpuOnPath(SamplerCpuPath path, const ComposeParams& p, const float* u, const float* grad, int64_t z0,
+                          int64_t z1, float* slab_out) {
+  ComposeSlab(path, p, u, grad, z0, z1, slab_out);
 }
 
 }  // namespace lean_internal

@@ -6,7 +6,7 @@
 //
 //   fingerprint_multi_latent_bench [--templates=1000000] [--latents=1,4,16,64]
 //       [--repeats=2] [--kinds=lssr,lss] [--lss_latents=16] [--step_clock_latents=16] [--cpu_check=2000]
-//       [--data=DIR] [--seed=S]
+//       [--variants=multi,multi+rhoT,...] [--data=DIR] [--seed=S]
 //
 // Gallery: the throughput benches' synthetic gallery (bench/fingerprint_bases.h:
 // perturbed impressions of the FVC2002 templates, or of random bases without
@@ -63,6 +63,7 @@ struct Config {
   std::vector<MccScore> kinds = {MccScore::kLssR, MccScore::kLss};
   std::vector<int64_t> lss_latents = {16};  // latent counts of the (diagnostic) LSS rows
   int64_t step_clock_latents = 16;          // LSS-R latent count of the step-clock rows (0: none)
+  std::vector<std::string> variants;        // names to run (empty: all); "single x L" always runs first
   int cpu_check = 2000;
   std::string data_dir;
   uint64_t seed = 20261207;
@@ -202,7 +203,13 @@ int Run(const Config& cfg) {
     }
     singles.push_back(std::move(*d));
   }
-  const std::vector<Variant> variants = Variants();
+  std::vector<Variant> variants;
+  for (const Variant& v : Variants()) {
+    if (!v.multi || cfg.variants.empty() ||
+        std::find(cfg.variants.begin(), cfg.variants.end(), v.name) != cfg.variants.end()) {
+      variants.push_back(v);
+    }
+  }
   std::vector<std::string> steps;  // step-clock table rows
   std::printf("\n| kind | latents | variant | wall s (best of %d) | M matches/s | vs single x L | scores = single's | "
               "first %d templates x %d latents = CPU |\n|---|---:|---|---:|---:|---:|---|---|\n",
@@ -312,6 +319,8 @@ int main(int argc, char** argv) {
       ok = absl::SimpleAtoi(v, &cfg.templates) && cfg.templates >= 1 && cfg.templates < (int64_t{1} << 31) - 2;
     } else if (const char* v = FlagValue(argv[i], "--latents")) {
       ok = tessera::bench::ParseIntList(v, 1, 1024, &cfg.latents);
+    } else if (const char* v = FlagValue(argv[i], "--variants")) {
+      cfg.variants = absl::StrSplit(v, ',', absl::SkipEmpty());
     } else if (const char* v = FlagValue(argv[i], "--step_clock_latents")) {
       ok = absl::SimpleAtoi(v, &cfg.step_clock_latents) && cfg.step_clock_latents >= 0;
     } else if (const char* v = FlagValue(argv[i], "--lss_latents")) {
@@ -342,7 +351,7 @@ int main(int argc, char** argv) {
     if (!ok) {
       std::fprintf(stderr,
                    "usage: %s [--templates=N] [--latents=1,4,16,64] [--repeats=R] [--kinds=lssr,lss] [--lss_latents=16] "
-                   "[--step_clock_latents=16] "
+                   "[--step_clock_latents=16] [--variants=NAME,...] "
                    "[--cpu_check=T] [--data=DIR] [--seed=S]\n",
                    argv[0]);
       return 2;

@@ -70,6 +70,11 @@ constexpr int kLaneNodes = 8 * kSpans;       // fp16 positions per lane per pass
 constexpr int kPass = 32 * kLaneNodes;       // positions per warp pass
 constexpr int kMaxFeatures = 64;             // longer documents: exact kernel
 constexpr float kBadWeight = 512.0f;         // fp16 range: 64 x 512 sums stay finite
+// The probe (ScreenedBmus): its positions, and the fraction of them sent to
+// the exact kernel above which the rest skip screening (the screening pass
+// costs about 0.8 of the exact one on the 64 x 64 map, H100).
+constexpr int64_t kProbeMin = 65536;
+constexpr double kProbeLimit = 0.2;
 
 struct ScreenArgs {
   int64_t d0;
@@ -89,7 +94,7 @@ struct ScreenArgs {
   int32_t* bmu;
   int32_t* second;
   float* score;
-  uint8_t* rescan;         // per position: 1 when the exact kernel must search the document
+  uint8_t* rescan;         // per position (from 0, not d0): 1 when the exact kernel must search the document
 };
 
 __device__ inline uint64_t ColumnOffset(int32_t v, uint32_t col_bytes) {
@@ -110,7 +115,7 @@ __global__ void __launch_bounds__(kThreads, 3) ScreenBmuKernel(ScreenArgs a) {
     const int64_t off = a.offsets[d];
     const int nnz = static_cast<int>(a.offsets[d + 1] - off);
     if (nnz > kMaxFeatures) {
-      if (lane == 0) a.rescan[local] = 1;
+      if (lane == 0) a.rescan[a.d0 + local] = 1;
       continue;
     }
     const int32_t f0 = lane < nnz ? __ldg(a.indices + off + lane) : 0;            // features 0..31
@@ -219,7 +224,7 @@ __global__ void __launch_bounds__(kThreads, 3) ScreenBmuKernel(ScreenArgs a) {
     // A dropped node has L >= this lane's 4th-smallest: it may matter only
     // when that is within the bound (all slots full).
     const bool overflow = __any_sync(0xffffffffu, max_l <= t_bound);
-    if (lane == 0) a.rescan[local] = overflow ? 1 : 0;
+    if (lane == 0) a.rescan[a.d0 + local] = overflow ? 1 : 0;
     if (overflow) continue;
     int32_t node[kSlots];
     float acc32[kSlots];
@@ -367,37 +372,65 @@ absl::Status ScreenedBmus(const Stream& stream, const DocumentSet& docs, const C
                   out.score,
                   static_cast<uint8_t*>(rescan)};
   const int64_t per_block = int64_t{kWarps} * rounds;
-  const int64_t blocks = (n + per_block - 1) / per_block;
-  if (blocks > 0x7fffffff) return absl::InvalidArgumentError(absl::StrCat("FindBmus: ", n, " documents exceed the grid"));
+  if ((n + per_block - 1) / per_block > 0x7fffffff) {
+    return absl::InvalidArgumentError(absl::StrCat("FindBmus: ", n, " documents exceed the grid"));
+  }
   auto kernel = tuning.screen_slots == 8 ? ScreenBmuKernel<8> : ScreenBmuKernel<4>;
   TESSERA_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxL1));
-  kernel<<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(args);
-  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("ScreenBmuKernel");
-  // The documents to search again, in visiting order (a stable selection),
-  // so the exact kernel keeps the sorted order's cache reuse.
+  auto screen = [&](int64_t d0, int64_t nb) -> absl::Status {
+    ScreenArgs chunk = args;
+    chunk.d0 = d0;
+    chunk.nb = nb;
+    kernel<<<static_cast<unsigned>((nb + per_block - 1) / per_block), kThreads, 0, s>>>(chunk);
+    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("ScreenBmuKernel");
+    return absl::OkStatus();
+  };
+  // The marked documents among the first `count` positions, in visiting
+  // order (a stable selection, so the exact kernel keeps the sorted order's
+  // cache reuse), into `list`; returns how many.
   int32_t* selected = static_cast<int32_t*>(list);
   const uint8_t* marks = static_cast<const uint8_t*>(rescan);
-  const int n32 = static_cast<int>(n);
-  size_t temp_bytes = 0;
   thrust::counting_iterator<int32_t> identity(0);
+  size_t temp_bytes = 0;
   if (order != nullptr) {
     TESSERA_CUDA_RETURN_IF_ERROR(
-        cub::DeviceSelect::Flagged(nullptr, temp_bytes, order, marks, selected, flags + 1, n32, s));
+        cub::DeviceSelect::Flagged(nullptr, temp_bytes, order, marks, selected, flags + 1, static_cast<int>(n), s));
   } else {
     TESSERA_CUDA_RETURN_IF_ERROR(
-        cub::DeviceSelect::Flagged(nullptr, temp_bytes, identity, marks, selected, flags + 1, n32, s));
+        cub::DeviceSelect::Flagged(nullptr, temp_bytes, identity, marks, selected, flags + 1, static_cast<int>(n), s));
   }
   TESSERA_ASSIGN_OR_RETURN(void* temp, ws.Slot(kScreenTempSlot, std::max<size_t>(temp_bytes, 16), stream));
-  if (order != nullptr) {
+  auto select = [&](int64_t count) -> absl::StatusOr<int64_t> {
+    size_t bytes = temp_bytes;
+    const int c = static_cast<int>(count);
+    if (order != nullptr) {
+      TESSERA_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::Flagged(temp, bytes, order, marks, selected, flags + 1, c, s));
+    } else {
+      TESSERA_CUDA_RETURN_IF_ERROR(
+          cub::DeviceSelect::Flagged(temp, bytes, identity, marks, selected, flags + 1, c, s));
+    }
     TESSERA_CUDA_RETURN_IF_ERROR(
-        cub::DeviceSelect::Flagged(temp, temp_bytes, order, marks, selected, flags + 1, n32, s));
-  } else {
-    TESSERA_CUDA_RETURN_IF_ERROR(
-        cub::DeviceSelect::Flagged(temp, temp_bytes, identity, marks, selected, flags + 1, n32, s));
+        cudaMemcpyAsync(host_flags + 1, flags + 1, sizeof(int32_t), cudaMemcpyDeviceToHost, s));
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+    return static_cast<int64_t>(host_flags[1]);
+  };
+  // A probe of the first positions first: when over kProbeLimit of them need
+  // the exact kernel (a smooth map: the early epochs of a training), screening
+  // costs more than it saves, so the rest are marked for the exact kernel
+  // without being screened.
+  const int64_t probe = std::min(n, std::max<int64_t>(kProbeMin, n / 16));
+  TESSERA_RETURN_IF_ERROR(screen(0, probe));
+  if (probe < n) {
+    TESSERA_ASSIGN_OR_RETURN(const int64_t probe_rescans, select(probe));
+    if (probe_rescans > kProbeLimit * probe) {
+      TESSERA_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(static_cast<uint8_t*>(rescan) + probe, 1, n - probe, s));
+    } else {
+      TESSERA_RETURN_IF_ERROR(screen(probe, n - probe));
+    }
   }
-  TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_flags + 1, flags + 1, sizeof(int32_t), cudaMemcpyDeviceToHost, s));
-  TESSERA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+  TESSERA_ASSIGN_OR_RETURN(const int64_t selected_count, select(n));
+  host_flags[1] = static_cast<int32_t>(selected_count);
   const int64_t rescans = host_flags[1];
   if (out.exact_rescans != nullptr) *out.exact_rescans = rescans;
   // The listed documents (an order of their own) through the exact kernel.

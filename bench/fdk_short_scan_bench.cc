@@ -4,6 +4,9 @@
 //   parker      the library's weights (redundancy_weights.h, FbpPlan);
 //   tilted      Parker with each ray's fan angle in its tilted fan plane,
 //               atan(u / sqrt(DSD^2 + v^2)) instead of atan(u / DSD);
+//   tang k      Parker before the filter, then Tang et al.'s cone-angle
+//               weighting of conjugate rays in a back projection of our own
+//               (TangBackprojection below), full and short scans;
 //   wesarg q    Wesarg, Ebert & Bortfeld (Med. Phys. 29:372, 2002), as
 //               TIGRE's ParkerWeight(q): transitions of q x Parker's width,
 //               the over-scan's redundant rays weighted 1/2 each in between
@@ -19,6 +22,7 @@
 //   bazel build //bench:fdk_short_scan_bench && bazel-bin/bench/fdk_short_scan_bench \
 //       [--cases=wide,narrow,tigre,carm,sweep] [--arcs=min,240,270,300] [--q=1,0.5,0.25,0.1] [--bands]
 //       [--step=DEG] (angular step; default 2) [--no-tilted]
+//       [--tang=0,1,2,4]  Parker + Tang's 3-D weights with these k (own back projection; k 0 = the library's)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -92,7 +96,84 @@ double Wesarg(double b, double g, double delta, double eps, double q) {
                 SMinus((b - kPi + 2 * g) / width(-g) - 0.5) - SMinus((b - kPi - 2 * delta - eps) / width(-g) + 0.5));
 }
 
-enum class Weighting { kLibrary, kParkerEmulated, kTilted, kWesarg };
+enum class Weighting { kLibrary, kParkerEmulated, kTilted, kWesarg, kTang };
+
+// Bilinear sample of one filtered view (cols x rows), 0 outside
+// (-1, cols) x (-1, rows), blending with zeros at the edges (as fbp_math.h).
+float Sample(const float* view, int64_t cols, int64_t rows, double a, double b) {
+  if (!(a > -1 && a < cols && b > -1 && b < rows)) return 0.0f;
+  const int64_t ia = static_cast<int64_t>(std::floor(a)), ib = static_cast<int64_t>(std::floor(b));
+  const double wa = a - ia, wb = b - ib;
+  auto at = [&](int64_t c, int64_t r) { return c < 0 || r < 0 || c >= cols || r >= rows ? 0.0 : view[r * cols + c]; };
+  const double top = at(ia, ib) + wa * (at(ia + 1, ib) - at(ia, ib));
+  const double bottom = at(ia, ib + 1) + wa * (at(ia + 1, ib + 1) - at(ia, ib + 1));
+  return static_cast<float>(top + wb * (bottom - top));
+}
+
+// FDK back projection of the library's filtered views (Parker weights,
+// cosine weight, shares and ramp filter already in them: FbpPlan::Filter),
+// each sample divided by D^2 as fbp_math.h, times Tang et al.'s 3-D weight
+// (Phys. Med. Biol. 50:3889, 2005) in its short-scan form: the voxel's ray
+// and its conjugate (in-plane the same line, from beta + pi + 2 gamma) share
+// the Parker pair's weight in proportion to tan^k of the other's cone angle,
+//   c = t_c^k / (w t_c^k + w_c t^k),  t = |z| / L, t_c = |z| / (2 R cos gamma - L),
+// w, w_c the pair's Parker weights (w + w_c = 1), L the in-plane distance of the
+// voxel from the source: the ray with the smaller cone angle counts more, and
+// w c + w_c c_c = 1. k = 0 gives c = 1: the library's FDK (a check).
+std::vector<float> TangBackprojection(const CtGeometry& g, const std::vector<float>& filtered, double delta_scan,
+                                      double step, double k) {
+  const ProjectionGeometry& p = g.projection;
+  const VolumeGeometry& vol = g.volume;
+  const int64_t cols = p.det_cols, rows = p.det_rows;
+  const double ocol = 0.5 * (cols - 1), orow = 0.5 * (rows - 1);
+  std::vector<float> out(vol.size(), 0.0f);
+  for (int64_t view = 0; view < p.num_views(); ++view) {
+    const ProjectionVectors& w = p.views[view];
+    const Vec3 s = w.source_or_ray, d0 = w.det_center, u = w.u, v = w.v;
+    Vec3 n{u.y * v.z - u.z * v.y, u.z * v.x - u.x * v.z, u.x * v.y - u.y * v.x};
+    const double nn = std::sqrt(n.x * n.x + n.y * n.y + n.z * n.z);
+    n = {n.x / nn, n.y / nn, n.z / nn};
+    double dsd = (d0.x - s.x) * n.x + (d0.y - s.y) * n.y + (d0.z - s.z) * n.z;
+    if (dsd < 0) {
+      n = {-n.x, -n.y, -n.z};
+      dsd = -dsd;
+    }
+    const double uu = u.x * u.x + u.y * u.y + u.z * u.z, vv = v.x * v.x + v.y * v.y + v.z * v.z;
+    const double radius = std::hypot(s.x, s.y), b = view * step + 0.5 * step;
+    const float* q = filtered.data() + view * cols * rows;
+    for (int64_t kz = 0; kz < vol.nz; ++kz) {
+      for (int64_t j = 0; j < vol.ny; ++j) {
+        for (int64_t i = 0; i < vol.nx; ++i) {
+          const Vec3 x = vol.VoxelCenter(i, j, kz);
+          const double rx = x.x - s.x, ry = x.y - s.y, rz = x.z - s.z;
+          const double depth = rx * n.x + ry * n.y + rz * n.z;
+          const double t = dsd / depth;
+          const double hx = s.x + t * rx - d0.x, hy = s.y + t * ry - d0.y, hz = s.z + t * rz - d0.z;
+          const double a = (hx * u.x + hy * u.y + hz * u.z) / uu + ocol;
+          const double bb = (hx * v.x + hy * v.y + hz * v.z) / vv + orow;
+          const double big_d = depth / dsd;
+          double value = Sample(q, cols, rows, a, bb) / (big_d * big_d);
+          if (k > 0 && x.z != 0) {
+            const double gamma = std::atan2(-s.x * ry + s.y * rx, -s.x * rx - s.y * ry);
+            const double l = std::hypot(rx, ry), lc = 2 * radius * std::cos(gamma) - l;
+            // A full scan (delta_scan 0 here) weighs every pair 1/2 + 1/2.
+            double wp = 0.5, wc = 0.5;
+            if (delta_scan > 0) {
+              wp = fbp::ParkerWeight(b, gamma, delta_scan);
+              wc = 0;
+              for (double b2 : {b + kPi + 2 * gamma, b - kPi + 2 * gamma}) wc += fbp::ParkerWeight(b2, -gamma, delta_scan);
+            }
+            const double tk = std::pow(std::fabs(x.z) / l, k), tck = std::pow(std::fabs(x.z) / std::max(lc, 1e-9), k);
+            const double den = wp * tck + wc * tk;
+            if (den > 0) value *= tck / den;
+          }
+          out[(kz * vol.ny + j) * vol.nx + i] += static_cast<float>(value);
+        }
+      }
+    }
+  }
+  return out;
+}
 
 struct Scored {
   double whole = 0;
@@ -119,8 +200,8 @@ Scored Reconstruct(const Case& k, double arc_deg, Weighting weighting, double q 
   const std::vector<Ellipsoid> phantom = Phantom(k.voxel);
   std::vector<float> sino = AnalyticSinogram(g.projection, phantom);
   fbp::FbpOptions options;
-  options.redundancy_weights = weighting == Weighting::kLibrary;
-  if (weighting != Weighting::kLibrary) {
+  options.redundancy_weights = weighting == Weighting::kLibrary || weighting == Weighting::kTang;
+  if (!options.redundancy_weights) {
     const ProjectionGeometry& p = g.projection;
     const int64_t views = p.num_views(), cols = p.det_cols, rows = p.det_rows;
     const double step = k.step_deg * kDeg, arc = views * step;
@@ -153,7 +234,14 @@ Scored Reconstruct(const Case& k, double arc_deg, Weighting weighting, double q 
   const Stream cpu = Stream::Cpu();
   auto plan = bench::ValueOrExit(fbp::FbpPlan::Create(g, cpu, options), "plan");
   std::vector<float> volume(g.volume.size());
-  bench::ExitUnlessOk(plan->Run(sino.data(), volume.data()), "run");
+  if (weighting == Weighting::kTang) {
+    std::vector<float> filtered(sino.size());
+    bench::ExitUnlessOk(plan->Filter(sino.data(), filtered.data()), "filter");
+    const double step = k.step_deg * kDeg, arc = g.projection.num_views() * step;
+    volume = TangBackprojection(g, filtered, arc >= 2 * kPi - 1e-9 ? 0.0 : 0.5 * (arc - kPi), step, q);
+  } else {
+    bench::ExitUnlessOk(plan->Run(sino.data(), volume.data()), "run");
+  }
   return Score(k, volume, phantom);
 }
 
@@ -171,6 +259,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> cases = {"wide", "narrow", "tigre", "carm"};
   std::vector<std::string> arcs = {"min", "240", "270", "300"};
   std::vector<double> qs = {1, 0.5, 0.25, 0.1};
+  std::vector<double> tang_k;
   bool bands = false, tilted = true;
   double step_override = 0;
   for (int i = 1; i < argc; ++i) {
@@ -187,6 +276,15 @@ int main(int argc, char** argv) {
           return 2;
         }
         qs.push_back(d);
+      }
+    } else if (const char* v = tessera::bench::FlagValue(argv[i], "--tang")) {
+      for (absl::string_view t : absl::StrSplit(v, ',', absl::SkipEmpty())) {
+        double d = 0;
+        if (!absl::SimpleAtod(t, &d) || d < 0) {
+          std::fprintf(stderr, "--tang: %s is not >= 0\n", std::string(t).c_str());
+          return 2;
+        }
+        tang_k.push_back(d);
       }
     } else if (const char* v = tessera::bench::FlagValue(argv[i], "--step")) {
       step_override = std::atof(v);
@@ -243,6 +341,11 @@ int main(int argc, char** argv) {
       std::printf("\n");
       std::fflush(stdout);
     };
+    for (double tk : tang_k) {
+      char what[64];
+      std::snprintf(what, sizeof what, "full scan, Tang 3-D weights k %g", tk);
+      row(360, what, Reconstruct(k, 360, Weighting::kTang, tk));
+    }
     const double needed = 180 + fan;
     for (const std::string& a : arcs) {
       double arc = 0;
@@ -256,6 +359,11 @@ int main(int argc, char** argv) {
       row(arc, "parker", Reconstruct(k, arc, Weighting::kLibrary));
       if (a == arcs.front()) row(arc, "parker (emulated)", Reconstruct(k, arc, Weighting::kParkerEmulated));
       if (tilted) row(arc, "parker, tilted fan angle", Reconstruct(k, arc, Weighting::kTilted));
+      for (double tk : tang_k) {
+        char what[64];
+        std::snprintf(what, sizeof what, "parker + Tang 3-D weights k %g", tk);
+        row(arc, what, Reconstruct(k, arc, Weighting::kTang, tk));
+      }
       for (double q : qs) {
         if (q == 1 && arc - needed < 1e-6) continue;
         row(arc, "wesarg q " + std::to_string(q).substr(0, 4), Reconstruct(k, arc, Weighting::kWesarg, q));

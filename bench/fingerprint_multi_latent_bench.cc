@@ -23,7 +23,8 @@
 // Variants: "single x L" (L launches, the baseline), "multi" (one launch, no
 // options), "multi+rhoT" (rho transposed: conflict-free relaxation reads),
 // "multi+hist" (warp-aggregated radix histogram), "multi+pick" (efficiency
-// picks in registers), and all three (cuda::LssMultiOptions).
+// picks in registers), "multi+regrho" (rho's coordinates in registers), and
+// "multi+all" (all four; cuda::LssMultiOptions).
 // Kind lss (no rho / relaxation; --lss_latents counts only) is a diagnostic:
 // LSS-R minus LSS is the cost of step 3 (rho + relaxation + efficiency pick).
 // Then, at --step_clock_latents, the share of each step of a comparison in
@@ -80,13 +81,14 @@ std::vector<Variant> Variants() {
   std::vector<Variant> v;
   v.push_back({"single x L", false, {}});
   // Each option alone, then all of them.
-  static const char* kNames[5] = {"multi", "multi+rhoT", "multi+hist", "multi+pick", "multi+rhoT+hist+pick"};
-  static const int kOpts[5] = {0, 1, 2, 4, 7};
-  for (int i = 0; i < 5; ++i) {
+  static const char* kNames[6] = {"multi", "multi+rhoT", "multi+hist", "multi+pick", "multi+regrho", "multi+all"};
+  static const int kOpts[6] = {0, 1, 2, 4, 8, 15};
+  for (int i = 0; i < 6; ++i) {
     cuda::LssMultiOptions o;
     o.rho_transposed = (kOpts[i] & 1) != 0;
     o.warp_histogram = (kOpts[i] & 2) != 0;
     o.register_pick = (kOpts[i] & 4) != 0;
+    o.register_rho = (kOpts[i] & 8) != 0;
     v.push_back({kNames[i], true, o});
   }
   return v;
@@ -110,12 +112,12 @@ absl::Status Pass(const Stream& stream, const Variant& variant, const std::vecto
 // them): a table row of each step's share of the cycles.
 std::string StepClockRow(const Stream& stream, const cuda::DeviceLssProbeSet& set, const MccDeviceGalleryView& view,
                          const LssConstants& c, float* out, size_t stride, bool all_options) {
-  const std::string name = all_options ? "multi+rhoT+hist+pick" : "multi";
+  const std::string name = all_options ? "multi+all" : "multi";
   auto counters = Buffer::Allocate(MemoryKind::kDevice, sizeof(unsigned long long) * cuda::kLssStageCount, stream.ordinal());
   if (!counters.ok()) return absl::StrCat("| ", name, " | ", counters.status().ToString(), " |");
   std::vector<unsigned long long> host(cuda::kLssStageCount, 0);
   cuda::LssMultiOptions o;
-  o.rho_transposed = o.warp_histogram = o.register_pick = all_options;
+  o.rho_transposed = o.warp_histogram = o.register_pick = o.register_rho = all_options;
   o.stage_cycles = static_cast<unsigned long long*>((*counters)->data());
   absl::Status st = CopyBytes((*counters)->data(), MemoryKind::kDevice, host.data(), MemoryKind::kHost,
                               sizeof(unsigned long long) * cuda::kLssStageCount, stream);

@@ -94,6 +94,9 @@ constexpr int kOptRhoTransposed = 1;
 constexpr int kOptWarpHistogram = 2;
 constexpr int kOptRegisterPick = 4;
 constexpr int kOptStageClock = 8;
+// kOptRegisterRho: rho's coordinates in registers and shuffles for
+//   selections of up to 32 pairs (RelaxSelection).
+constexpr int kOptRegisterRho = 16;
 
 // Diagnostics: lane 0 of each warp adds the clock64() cycles between a
 // comparison's step boundaries to counters[step] (cuda::kLssStageNames).
@@ -466,7 +469,7 @@ __device__ __forceinline__ void RadixThreshold(const Group& group, const Compari
 // matrix's place: p * p <= na * nb), then the relaxation passes; returns the
 // final lambda and sets *spare to the lambda buffer it does not use. The
 // whole group.
-template <bool kRhoT, typename Group>
+template <bool kRhoT, bool kRegisterRho, typename Group>
 __device__ __forceinline__ const float* RelaxSelection(StageClock* clock, const Group& group,
                                                        const ComparisonScratch& s, int p, int n_min, int base,
                                                        const float* p_x, const float* p_y, const float* p_t,
@@ -484,6 +487,43 @@ __device__ __forceinline__ const float* RelaxSelection(StageClock* clock, const 
     // carry.
     const int step_slow = stride / p, step_fast = stride - step_slow * p;
     int slow = first / p, fast = first - slow * p;
+    if (kRegisterRho && Group::kSize == 32 && p <= 32) {
+      // One warp, one selected entry per lane: lane i holds entry i's probe
+      // and gallery coordinates, and each pair takes its two entries'
+      // coordinates by shuffles instead of the index and coordinate loads.
+      // The same twelve floats reach RhoLazy, so the same rho. Every lane
+      // runs every iteration (the shuffles need the whole warp).
+      const int lane = group.rank();
+      float cx = 0.0f, cy = 0.0f, ct = 0.0f, gx = 0.0f, gy = 0.0f, gt = 0.0f;
+      if (lane < p) {
+        const int si = s.sel_index[lane];
+        const int ri = si >> 16, bi = base + (si & 0xffff);
+        cx = p_x[ri];
+        cy = p_y[ri];
+        ct = p_t[ri];
+        gx = gallery.x[bi];
+        gy = gallery.y[bi];
+        gt = gallery.theta[bi];
+      }
+      for (int idx0 = 0; idx0 < p * p; idx0 += 32) {
+        const int idx = idx0 + lane;
+        const int t = kRhoT ? fast : slow, k = kRhoT ? slow : fast;
+        const int ts = idx < p * p ? t : 0, ks = idx < p * p ? k : 0;
+        const float xat = __shfl_sync(kFull, cx, ts), yat = __shfl_sync(kFull, cy, ts), tat = __shfl_sync(kFull, ct, ts);
+        const float xak = __shfl_sync(kFull, cx, ks), yak = __shfl_sync(kFull, cy, ks), tak = __shfl_sync(kFull, ct, ks);
+        const float xbt = __shfl_sync(kFull, gx, ts), ybt = __shfl_sync(kFull, gy, ts), tbt = __shfl_sync(kFull, gt, ts);
+        const float xbk = __shfl_sync(kFull, gx, ks), ybk = __shfl_sync(kFull, gy, ks), tbk = __shfl_sync(kFull, gt, ks);
+        if (idx < p * p) {
+          rho[idx] = t != k ? RhoLazy(xat, yat, tat, xak, yak, tak, xbt, ybt, tbt, xbk, ybk, tbk, c) : 0.0f;
+        }
+        slow += step_slow;
+        fast += step_fast;
+        if (fast >= p) {
+          fast -= p;
+          ++slow;
+        }
+      }
+    } else {
     for (int idx = first; idx < p * p; idx += stride) {
       const int t = kRhoT ? fast : slow, k = kRhoT ? slow : fast;
       float value = 0.0f;
@@ -501,6 +541,7 @@ __device__ __forceinline__ const float* RelaxSelection(StageClock* clock, const 
         fast -= p;
         ++slow;
       }
+    }
     }
     group.Sync();
     MarkStep(clock, 2);
@@ -573,7 +614,7 @@ __device__ __forceinline__ void SelectAndScore(StageClock* clock, const Group& g
   }
   float* spare = nullptr;
   const float* lam =
-      RelaxSelection<(kOpts & kOptRhoTransposed) != 0>(clock, group, s, p, n_min, base, p_x, p_y, p_t, gallery, c,
+      RelaxSelection<(kOpts & kOptRhoTransposed) != 0, (kOpts & kOptRegisterRho) != 0>(clock, group, s, p, n_min, base, p_x, p_y, p_t, gallery, c,
                                                        &spare);
   if (group.in_first_warp()) {
     const float score = (kOpts & kOptRegisterPick) != 0 && p <= 32
@@ -1001,18 +1042,28 @@ using MmaKernel = void (*)(ProbeArgs, const ProbeArgs*, int, GalleryArgs, LssCon
 // ScoreKernelMma<kRelax, kOpts> for runtime values (every kOpts instantiated).
 // (LSS has no rho, relaxation or efficiency picks: only kOptWarpHistogram
 // changes its kernel.)
-// The step clock (kOptStageClock) is built for LSS-R with no option and with
-// all of them only.
+// Built for LSS-R: every combination of the first three options, register
+// rho alone and with all of them, and the step clock with none and with all
+// four; null for the others.
 MmaKernel PickMmaKernel(MccScore kind, int opts) {
   static constexpr MmaKernel kRelaxed[8] = {ScoreKernelMma<true, 0>, ScoreKernelMma<true, 1>, ScoreKernelMma<true, 2>,
                                             ScoreKernelMma<true, 3>, ScoreKernelMma<true, 4>, ScoreKernelMma<true, 5>,
                                             ScoreKernelMma<true, 6>, ScoreKernelMma<true, 7>};
   static constexpr MmaKernel kPlain[2] = {ScoreKernelMma<false, 0>, ScoreKernelMma<false, kOptWarpHistogram>};
   if (kind != MccScore::kLssR) return kPlain[(opts & kOptWarpHistogram) != 0 ? 1 : 0];
-  if ((opts & kOptStageClock) != 0) {
-    return (opts & 7) == 7 ? ScoreKernelMma<true, 7 | kOptStageClock> : ScoreKernelMma<true, kOptStageClock>;
+  constexpr int kAll = 7 | kOptRegisterRho;
+  switch (opts) {
+    case kOptStageClock:
+      return ScoreKernelMma<true, kOptStageClock>;
+    case kOptRegisterRho:
+      return ScoreKernelMma<true, kOptRegisterRho>;
+    case kAll:
+      return ScoreKernelMma<true, kAll>;
+    case kAll | kOptStageClock:
+      return ScoreKernelMma<true, kAll | kOptStageClock>;
+    default:
+      return opts >= 0 && opts < 8 ? kRelaxed[opts] : nullptr;
   }
-  return kRelaxed[opts & 7];
 }
 
 // The probes of one kWarpMma launch: one (`single`, num_probes 0) or
@@ -1032,6 +1083,10 @@ absl::Status LaunchWarpMma(cudaStream_t s, int ordinal, const MmaProbes& probes,
                            int opts, const LssConstants& constants, size_t probe_bytes, int max_np, int scratch_size,
                            float* device_scores, long long score_stride, unsigned long long* stage_cycles) {
   const MmaKernel kernel = PickMmaKernel(kind, opts);
+  if (kernel == nullptr) {
+    return absl::UnimplementedError(absl::StrCat("lss: no kernel built for option set ", opts,
+                                                 " (LssMultiOptions: the step clock needs no other option or all)"));
+  }
   int sm_shared = 0, reserved = 0, block_optin = 0, sms = 0;
   TESSERA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sm_shared, cudaDevAttrMaxSharedMemoryPerMultiprocessor, ordinal));
   TESSERA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, ordinal));
@@ -1145,7 +1200,7 @@ absl::Status EnqueueScoreGalleryMulti(const Stream& stream, const DeviceLssProbe
   mp.num_probes = probes.size();
   mp.n = probes.max_n_;
   const int opts = (options.rho_transposed ? kOptRhoTransposed : 0) | (options.warp_histogram ? kOptWarpHistogram : 0) |
-                   (options.register_pick ? kOptRegisterPick : 0) |
+                   (options.register_pick ? kOptRegisterPick : 0) | (options.register_rho ? kOptRegisterRho : 0) |
                    (options.stage_cycles != nullptr && kind == MccScore::kLssR ? kOptStageClock : 0);
   return LaunchWarpMma(s, stream.ordinal(), mp, GalleryArgsOf(gallery), kind, opts, constants,
                        MmaProbeBytes(probes.max_n_), MaxNp(constants), gallery.scratch_template_size, device_scores,

@@ -376,7 +376,11 @@ struct LssMultiOptions {
   // per pick with one selected pair per lane (selections of up to 32 pairs)
   // instead of a shuffle reduction per pick.
   bool register_pick = false;
-  // Diagnostics (LSS-R; with no other option or with all three): when set,
+  // rho's coordinates held one selected pair per lane and exchanged by
+  // shuffles (selections of up to 32 pairs) instead of loaded per pair.
+  // Built alone or with all the options above.
+  bool register_rho = false;
+  // Diagnostics (LSS-R; with no other option or with all four): when set,
   // kLssStageCount counters in device memory to which every warp adds the
   // clock cycles its comparisons spent in each step (kLssStageNames); the
   // scores are unchanged, the time is not.

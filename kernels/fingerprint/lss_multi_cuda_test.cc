@@ -86,11 +86,12 @@ TEST(LssMultiCuda, EveryLatentEqualsCpuForEveryOption) {
     for (MccScore kind : {MccScore::kLssR, MccScore::kLss}) {
       std::vector<float> cpu_scores(static_cast<size_t>(n) * latents);
       for (int l = 0; l < latents; ++l) cpu::ScoreGallery(probes[l], g, kind, c, cpu_scores.data() + l * n, 2);
-      for (int opts = 0; opts < 8; ++opts) {
+      for (int opts : {0, 1, 2, 3, 4, 5, 6, 7, 8, 15}) {  // 8: register rho alone; 15: all four
         cuda::LssMultiOptions options;
         options.rho_transposed = (opts & 1) != 0;
         options.warp_histogram = (opts & 2) != 0;
         options.register_pick = (opts & 4) != 0;
+        options.register_rho = (opts & 8) != 0;
         for (int scratch : {device->scratch_template_size(), 1, 0}) {
           MccDeviceGalleryView view = device->view();
           view.scratch_template_size = scratch;
@@ -120,7 +121,7 @@ TEST(LssMultiCuda, EveryLatentEqualsCpuForEveryOption) {
           EXPECT_EQ(exact, static_cast<long long>(n) * latents) << label;
         }
       }
-      std::printf("%s db %d: %d latents x %d templates, 8 option sets x 3 scratch sizes, all bit-identical\n",
+      std::printf("%s db %d: %d latents x %d templates, 10 option sets x 3 scratch sizes, all bit-identical\n",
                   kind == MccScore::kLssR ? "LSS-R" : "LSS", db, latents, n);
     }
   }
@@ -165,7 +166,7 @@ TEST(LssMultiCuda, OneLatentEqualsSingleKernelAndEmptySetIsNoOp) {
                             sizeof(unsigned long long) * cycles.size(), *stream)
                       .ok());
       cuda::LssMultiOptions o;
-      o.rho_transposed = o.warp_histogram = o.register_pick = all_options;
+      o.rho_transposed = o.warp_histogram = o.register_pick = o.register_rho = all_options;
       o.stage_cycles = static_cast<unsigned long long*>((*counters)->data());
       ASSERT_TRUE(cuda::EnqueueScoreGalleryMulti(*stream, *set, device->view(), MccScore::kLssR, c, multi, n, o).ok());
       ASSERT_TRUE(

@@ -2,7 +2,7 @@
 // grid (181x217x181), side by side in one process (issue 38): the grid
 // sampler on each CPU path (grid_sampler_cpu_path.h: scalar reference, AVX2,
 // AVX-512; MI's jittered voxels, affine + displacement, forward and dL/du),
-// plus the field smoothing and composition passes. Each variant is timed
+// plus the greedy step's composition on each path. Each variant is timed
 // round-robin with the others (reps interleaved, so load from other processes
 // hits all alike) and reported as process CPU time and wall time per call,
 // median of the reps, with parallel efficiency = CPU / (wall * threads).
@@ -22,6 +22,7 @@
 #include "common/parallel.h"
 #include "kernels/registration/grid_sampler.h"
 #include "kernels/registration/grid_sampler_cpu_path.h"
+#include "kernels/registration/lean_compose_cpu_rows.h"
 #include "kernels/registration/types.h"
 
 namespace tessera {
@@ -76,6 +77,29 @@ int Run(int reps) {
                           GridSampleGrads g;
                           g.grad_disp = grad_disp.data();
                           cpu::GridSampleBackwardOnPath(path, args, grad_out.data(), g);
+                        }});
+  }
+  // The greedy step's composition (scaled rule, steps up to 2 voxels), the
+  // whole grid as one slab.
+  lean_internal::ComposeParams cp;
+  cp.dims = d;
+  cp.scale = 2.0f;
+  const double lo[3] = {-1, -1, -1}, hi[3] = {1, 1, 1};
+  const SamplerGeometry<float> cg = MakeSamplerGeometry<float>(d, d, lo, hi, Padding::kBorder);
+  const int64_t dn[3] = {d.nx, d.ny, d.nz};
+  for (int c = 0; c < 3; ++c) {
+    cp.to_normalized[c] = 2.f / static_cast<float>(dn[c] - 1);
+    cp.out_lo[c] = cg.out_lo[c];
+    cp.out_step[c] = cg.out_step[c];
+    cp.in_half[c] = cg.in_half[c];
+  }
+  cp.grid_nz = d.nz;
+  std::vector<float> grad(3 * n), composed(3 * n);
+  for (int64_t v = 0; v < 3 * n; ++v) grad[v] = static_cast<float>((static_cast<uint32_t>(v) * 2246822519u >> 9) & 0xffff) / 32768.0f - 1.0f;
+  for (SamplerCpuPath path : AvailableSamplerCpuPaths()) {
+    variants.push_back({std::string("compose (greedy step)  ") + SamplerCpuPathName(path), [&, path] {
+                          lean_internal::ComposeSlabCpuOnPath(path, cp, disp.data(), grad.data(), 0, d.nz,
+                                                              composed.data());
                         }});
   }
   for (int r = 0; r < reps; ++r) {

@@ -504,29 +504,31 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
       for (int row0 = 2 * warp; row0 < S::kHY; row0 += 2 * kColWarps) {
         const int row = row0 + (lane >> 4);
         if (row >= S::kHY) continue;
-        float mid[kQ], first[kQ], last[kQ];
+        const float* at = src + row * S::kHXS + col;
+        // The shared middle terms first, then each end (fewer live registers).
+        float mid[kQ];
 #pragma unroll
         for (int c = 0; c < kQ; ++c) mid[c] = 0.f;
 #pragma unroll
-        for (int k = 0; k <= kW; ++k) {
+        for (int k = 1; k < kW; ++k) {
           float v[kRaw], q[kQ];
 #pragma unroll
-          for (int c = 0; c < kRaw; ++c) v[c] = src[c * S::kPosS + row * S::kHXS + col + k];
+          for (int c = 0; c < kRaw; ++c) v[c] = at[c * S::kPosS + k];
           Op::Expand(v, q);
 #pragma unroll
-          for (int c = 0; c < kQ; ++c) {
-            if (k == 0) {
-              first[c] = q[c];
-            } else if (k == kW) {
-              last[c] = q[c];
-            } else {
-              mid[c] += q[c];
-            }
-          }
+          for (int c = 0; c < kQ; ++c) mid[c] += q[c];
         }
+        float v0[kRaw], q0[kQ], v1[kRaw], q1[kQ];
+#pragma unroll
+        for (int c = 0; c < kRaw; ++c) {
+          v0[c] = at[c * S::kPosS];
+          v1[c] = at[c * S::kPosS + kW];
+        }
+        Op::Expand(v0, q0);
+        Op::Expand(v1, q1);
 #pragma unroll
         for (int c = 0; c < kQ; ++c) {
-          *reinterpret_cast<float2*>(dst + (c * S::kHY + row) * 32 + col) = make_float2(first[c] + mid[c], mid[c] + last[c]);
+          *reinterpret_cast<float2*>(dst + (c * S::kHY + row) * 32 + col) = make_float2(q0[c] + mid[c], mid[c] + q1[c]);
         }
       }
       return;

@@ -282,10 +282,12 @@ int Run(const Config& cfg) {
         std::fflush(stdout);
       }
       if (kind == MccScore::kLssR && L == cfg.step_clock_latents) {
-        steps.push_back(StepClockRow(stream, *set, device->view(), c, static_cast<float*>((*trial)->data()), stride,
-                                     false));
-        steps.push_back(StepClockRow(stream, *set, device->view(), c, static_cast<float*>((*trial)->data()), stride,
-                                     true));
+        for (bool all : {false, true}) {
+          steps.push_back(
+              StepClockRow(stream, *set, device->view(), c, static_cast<float*>((*trial)->data()), stride, all));
+          std::printf("(step clock, %d latents: %s)\n", L, steps.back().c_str());  // also in the table at the end
+          std::fflush(stdout);
+        }
       }
     }
   }

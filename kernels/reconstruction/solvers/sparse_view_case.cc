@@ -70,11 +70,11 @@ double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::n
 
 // Records the NRMSE of x (host memory) after each iteration.
 struct Recorder {
-  const std::vector<float>* truth;
+  const SparseViewCase* c;
   const std::vector<float>* x;
   Trace trace;
   void Record() {
-    const double e = Nrmse(*x, *truth);
+    const double e = c->upsample > 1 ? Nrmse(ToTruthGrid(*c, *x), c->truth) : Nrmse(*x, c->truth);
     trace.nrmse.push_back(e);
     if (trace.nrmse.size() == 1 || e < trace.best) {
       trace.best = e;
@@ -109,6 +109,24 @@ SparseViewCase SheppLoganCase(int64_t size, int64_t views, double range, double 
   return c;
 }
 
+SparseViewCase OnFinerGrid(const SparseViewCase& c, int64_t factor) {
+  SparseViewCase fine = c;
+  fine.geometry.volume.nx = c.geometry.volume.nx * factor;
+  fine.geometry.volume.ny = c.geometry.volume.ny * factor;
+  fine.upsample = c.upsample * factor;
+  return fine;
+}
+
+std::vector<float> ToTruthGrid(const SparseViewCase& c, const std::vector<float>& x) {
+  if (c.upsample <= 1) return x;
+  const int64_t f = c.upsample, nx = c.geometry.volume.nx, ny = c.geometry.volume.ny, cx = nx / f;
+  std::vector<float> out(c.truth.size(), 0.0f);
+  for (int64_t j = 0; j < ny; ++j) {
+    for (int64_t i = 0; i < nx; ++i) out[(j / f) * cx + i / f] += x[j * nx + i] / static_cast<float>(f * f);
+  }
+  return out;
+}
+
 double Nrmse(const std::vector<float>& x, const std::vector<float>& truth) {
   double num = 0, den = 0;
   for (size_t i = 0; i < truth.size(); ++i) {
@@ -124,8 +142,8 @@ absl::StatusOr<Trace> RunBaseline(const SparseViewCase& c, Baseline method, int 
   ct::DdProjectorOptions po;
   po.num_subsets = subsets;
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<ct::DdProjector> op, ct::DdProjector::Create(c.geometry, cpu, po));
-  std::vector<float> x(c.truth.size(), 0.0f);
-  Recorder rec{&c.truth, &x, {}};
+  std::vector<float> x(static_cast<size_t>(c.geometry.volume.size()), 0.0f);
+  Recorder rec{&c, &x, {}};
   SolverOptions o;
   o.iterations = iterations;
   o.subsets = subsets;
@@ -148,8 +166,8 @@ absl::StatusOr<Trace> RunBaseline(const SparseViewCase& c, Baseline method, int 
 absl::StatusOr<Trace> RunFistaTv(const SparseViewCase& c, const FistaTvOptions& options) {
   const Stream cpu = Stream::Cpu();
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<ct::DdProjector> op, ct::DdProjector::Create(c.geometry, cpu));
-  std::vector<float> x(c.truth.size(), 0.0f);
-  Recorder rec{&c.truth, &x, {}};
+  std::vector<float> x(static_cast<size_t>(c.geometry.volume.size()), 0.0f);
+  Recorder rec{&c, &x, {}};
   FistaTvOptions o = options;
   o.progress = [&](int, int, double) {
     rec.Record();
@@ -174,7 +192,7 @@ absl::StatusOr<Trace> RunAsdPocs(const SparseViewCase& c, AsdPocsOptions options
     options.epsilon = 0;
     absl::StatusOr<std::unique_ptr<fbp::FbpPlan>> fbp = fbp::FbpPlan::Create(c.geometry, cpu, {});
     if (fbp.ok()) {
-      std::vector<float> image(c.truth.size()), reprojected(c.sinogram.size());
+      std::vector<float> image(static_cast<size_t>(c.geometry.volume.size())), reprojected(c.sinogram.size());
       TESSERA_RETURN_IF_ERROR((*fbp)->Run(c.sinogram.data(), image.data()));
       TESSERA_RETURN_IF_ERROR(op->Forward(image.data(), reprojected.data()));
       double sq = 0;
@@ -185,8 +203,8 @@ absl::StatusOr<Trace> RunAsdPocs(const SparseViewCase& c, AsdPocsOptions options
       options.epsilon = 0.2 * std::sqrt(sq);
     }
   }
-  std::vector<float> x(c.truth.size(), 0.0f);
-  Recorder rec{&c.truth, &x, {}};
+  std::vector<float> x(static_cast<size_t>(c.geometry.volume.size()), 0.0f);
+  Recorder rec{&c, &x, {}};
   options.progress = [&](int, int, double) {
     rec.Record();
     return absl::OkStatus();

@@ -25,7 +25,19 @@ struct SparseViewCase {
   CtGeometry geometry;
   std::vector<float> sinogram;
   std::vector<float> truth;
+  // The reconstruction grid is `upsample` times finer per axis than the
+  // truth's (OnFinerGrid); images are averaged over upsample^2 blocks before
+  // they are scored.
+  int64_t upsample = 1;
 };
+
+// The same data and truth, reconstructed on a grid `factor` times finer over
+// the same extent: the pixel model's error at sub-pixel edges shrinks; every
+// method is scored after block averaging to the truth's grid.
+SparseViewCase OnFinerGrid(const SparseViewCase& c, int64_t factor);
+
+// x on c's reconstruction grid, averaged to the truth's grid.
+std::vector<float> ToTruthGrid(const SparseViewCase& c, const std::vector<float>& x);
 
 // size x size voxels of 1 mm; `views` angles evenly over [0, range) (pi:
 // full parallel scan; less: limited angle); detector 1 mm, wide enough for

@@ -21,6 +21,26 @@ namespace {
 
 constexpr double kPi = 3.14159265358979323846;
 
+// A finer reconstruction grid keeps the data and the truth; an image
+// repeated over 2x2 blocks averages back to itself, and a run is scored on
+// the truth's grid (its trace and last image sized accordingly).
+TEST(SparseViewTest, FinerGridScoresAfterBlockAveraging) {
+  const SparseViewCase c = SheppLoganCase(24, 12, 3.14159265358979323846);
+  const SparseViewCase fine = OnFinerGrid(c, 2);
+  EXPECT_EQ(fine.geometry.volume.nx, 48);
+  EXPECT_EQ(fine.geometry.volume.max_x, c.geometry.volume.max_x);
+  EXPECT_EQ(fine.sinogram, c.sinogram);
+  std::vector<float> repeated(48 * 48);
+  for (int64_t j = 0; j < 48; ++j)
+    for (int64_t i = 0; i < 48; ++i) repeated[j * 48 + i] = c.truth[(j / 2) * 24 + i / 2];
+  EXPECT_EQ(ToTruthGrid(fine, repeated), c.truth);
+  absl::StatusOr<Trace> r = RunBaseline(fine, Baseline::kSart, 3, true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->last_x.size(), 48u * 48u);
+  EXPECT_DOUBLE_EQ(r->last, Nrmse(ToTruthGrid(fine, r->last_x), c.truth));
+  EXPECT_LT(r->last, 1.0);
+}
+
 TEST(SparseViewTest, FistaTvAndAsdPocsBeatSartAndCgls) {
   const SparseViewCase c = SheppLoganCase(80, 60, kPi, 0.01);
   auto sart = RunBaseline(c, Baseline::kSart, 20, /*non_negative=*/true, /*subsets=*/10);

@@ -1,7 +1,7 @@
 // LNCC CUDA kernel variants side by side (issue 37 item 1), one process, one
 // GPU: today's box march (the baseline) against the column march
 // (LnccOptions::cuda_kernel, cuda_rows, cuda_float_epilogue, cuda_x_pairs,
-// cuda_target_blocks, cuda_min_blocks), float storage (Lncc) and the lean stage's mixed
+// cuda_target_blocks, cuda_min_blocks, cuda_async_copy), float storage (Lncc) and the lean stage's mixed
 // storage (LnccHalfFixed: fp16 F, bf16 a, b, c), window 7.
 //
 //   lncc_variants_bench [--sizes=256,512] [--reps=N]
@@ -62,7 +62,7 @@ struct Variant {
 std::vector<Variant> Variants() {
   std::vector<Variant> v;
   auto add = [&](const std::string& name, LnccCudaKernel kernel, int rows, bool float_epi, bool x_pairs, int blocks,
-                 bool mixed, int min_blocks = 0) {
+                 bool mixed, int min_blocks = 0, bool async = false) {
     Variant x;
     x.name = name + (mixed ? " mixed" : " float");
     x.options.window = 7;
@@ -72,6 +72,7 @@ std::vector<Variant> Variants() {
     x.options.cuda_x_pairs = x_pairs;
     x.options.cuda_target_blocks = blocks;
     x.options.cuda_min_blocks = min_blocks;
+    x.options.cuda_async_copy = async;
     x.mixed = mixed;
     v.push_back(x);
   };
@@ -96,6 +97,10 @@ std::vector<Variant> Variants() {
     add("col r1 xp 2k blk", kCol, 1, false, true, 2048, mixed);
     add("col r1 occ2", kCol, 1, false, false, 0, mixed, 2);
     add("col r1 xp fepi occ2", kCol, 1, true, true, 0, mixed, 2);
+    add("col r2 xp async", kCol, 2, false, true, 0, mixed, 0, true);
+    add("col r1 xp occ2 async", kCol, 1, false, true, 0, mixed, 2, true);
+    add("col r1 xp async", kCol, 1, false, true, 0, mixed, 0, true);
+    add("col r2 xp fepi async", kCol, 2, true, true, 0, mixed, 0, true);
   }
   return v;
 }

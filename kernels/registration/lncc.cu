@@ -107,6 +107,15 @@ struct ForwardOp {
     raw[1] = __ldg(warped + idx);
   }
   __device__ __forceinline__ void LoadCenter(int64_t, float center[kCenter]) const { center[0] = 0.f; }
+  // cp.async staging (float storage only): the raw channels' base pointers.
+  static constexpr bool kAsyncCapable = std::is_same<FixedT, float>::value;
+  __device__ __forceinline__ const float* RawBase(int c) const {
+    if constexpr (kAsyncCapable) {
+      return c == 0 ? fixed : warped;
+    } else {
+      return warped;
+    }
+  }
   template <typename A>
   __device__ __forceinline__ double EmitAt(int64_t idx, const A s[kQ], const float*) const {
     return Emit(idx, s);
@@ -166,6 +175,14 @@ struct BackwardOp {
   __device__ __forceinline__ void LoadCenter(int64_t idx, float center[kCenter]) const {
     center[0] = LdgFloat(fixed + idx);
     center[1] = warped[idx];
+  }
+  static constexpr bool kAsyncCapable = std::is_same<CoefT, float>::value;
+  __device__ __forceinline__ const float* RawBase(int c) const {
+    if constexpr (kAsyncCapable) {
+      return c == 0 ? a_in : (c == 1 ? b_in : c_in);
+    } else {
+      return warped;
+    }
   }
   // Emit with F and W already loaded (center): the same arithmetic.
   template <typename A>
@@ -418,6 +435,16 @@ __device__ __forceinline__ void StaticFor(F&& f) {
 // Every sum is a fixed-order direct sum of its window (float, as kBoxMarch's
 // stored sums), so a voxel's value does not depend on its block's z chunk or
 // on a z-slab's start (issue 39).
+// One 4-byte global -> shared copy that bypasses registers (sm_80+);
+// `ok` false: the shared word is zero-filled (src-size 0) and `src` must
+// still be a valid address.
+__device__ __forceinline__ void CpAsync4(float* dst, const float* src, bool ok) {
+  const unsigned saddr = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(saddr), "l"(src), "r"(ok ? 4 : 0));
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void CpAsyncWaitAll() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
 constexpr int kColThreads = 256;
 constexpr int kColWarps = kColThreads / 32;
 
@@ -440,7 +467,9 @@ constexpr size_t ColSharedBytes() {
 }
 
 // kMinBlocks resident blocks per SM: 2 caps registers at 128, 3 at 80.
-template <class Op, int kW, int kRows, int kMinBlocks>
+// kAsync: the halo tile goes global -> shared by cp.async (float storage),
+// no prefetch registers.
+template <class Op, int kW, int kRows, int kMinBlocks, bool kAsync = false>
 __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op op, int64_t nx, int64_t ny, int64_t nz,
                                                                  int64_t z_chunk, bool float_epilogue,
                                                                  bool x_pairs, double* __restrict__ partials) {
@@ -462,7 +491,26 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
   const int64_t plane = nx * ny;
   const int64_t my_x = x0 + lane;
 
-  float raw[S::kLoads][kRaw];
+  float raw[kAsync ? 1 : S::kLoads][kRaw];
+  auto copy_slice = [&](int64_t zin, int buf) {  // kAsync: straight into raw buffer `buf`
+    float* dst = s_raw + buf * kRaw * S::kPosS;
+    const bool z_ok = zin >= 0 && zin < nz;
+#pragma unroll
+    for (int s = 0; s < S::kLoads; ++s) {
+      const int p = tid + s * kColThreads;
+      if (p < S::kPos) {
+        const int hr = p / S::kHX;
+        const int hc = p - hr * S::kHX;
+        const int64_t gx = x0 - r + hc;
+        const int64_t gy = y0 - r + hr;
+        const bool ok = z_ok && gx >= 0 && gx < nx && gy >= 0 && gy < ny;
+        const int64_t idx = ok ? gx + nx * gy + plane * zin : 0;
+#pragma unroll
+        for (int c = 0; c < kRaw; ++c) CpAsync4(dst + c * S::kPosS + hr * S::kHXS + hc, op.RawBase(c) + idx, ok);
+      }
+    }
+    CpAsyncCommit();
+  };
   auto load_slice = [&](int64_t zin) {
     const bool z_ok = zin >= 0 && zin < nz;
 #pragma unroll
@@ -638,9 +686,14 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
   // unrolled by kW to keep the ring in registers.
   const int64_t zin_begin = z_begin - r;
   const int64_t nslices = (z_end + r) - zin_begin;
-  load_slice(zin_begin);
-  store_slice(0);
-  if (nslices > 1) load_slice(zin_begin + 1);
+  if constexpr (kAsync) {
+    copy_slice(zin_begin, 0);
+    CpAsyncWaitAll();
+  } else {
+    load_slice(zin_begin);
+    store_slice(0);
+    if (nslices > 1) load_slice(zin_begin + 1);
+  }
   // Step t emits slice zin_begin + t - 1 - r (when it is >= z_begin); step
   // t - 1 loads its center values.
 #pragma unroll
@@ -655,8 +708,12 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
       if (t > nslices) return;
       const int buf = static_cast<int>(t & 1);
       if (t + 1 < nslices) {
-        store_slice(buf ^ 1);
-        if (t + 2 < nslices) load_slice(zin_begin + t + 2);
+        if constexpr (kAsync) {
+          copy_slice(zin_begin + t + 1, buf ^ 1);
+        } else {
+          store_slice(buf ^ 1);
+          if (t + 2 < nslices) load_slice(zin_begin + t + 2);
+        }
       }
       if (kC > 1) load_center(zin_begin + t - r);  // the next step's voxels
       if (t < nslices) x_pass(buf);
@@ -667,6 +724,7 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
 #pragma unroll
           for (int c = 0; c < kC; ++c) center[j][c] = center_next[j][c];
       }
+      if constexpr (kAsync) CpAsyncWaitAll();  // slice t + 1 is in shared memory
       __syncthreads();
     });
   }
@@ -701,12 +759,12 @@ int64_t ColumnChunk(int64_t tiles, int64_t nz, int r, int64_t target_blocks, int
   return best;
 }
 
-template <class Op, int kW, int kRows, int kMinBlocks>
+template <class Op, int kW, int kRows, int kMinBlocks, bool kAsync = false>
 absl::Status LaunchColumnMarch(const Op& op, Dims3 dims, int64_t target_blocks, bool float_epilogue, bool x_pairs,
                                double* partials, cudaStream_t stream) {
   using S = ColShape<kW, kRows>;
   const size_t smem = ColSharedBytes<Op, kW, kRows>();
-  auto kernel = ColumnMarchKernel<Op, kW, kRows, kMinBlocks>;
+  auto kernel = ColumnMarchKernel<Op, kW, kRows, kMinBlocks, kAsync>;
   TESSERA_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   int64_t resident = 0;
@@ -729,7 +787,13 @@ absl::Status LaunchColumnMarch(const Op& op, Dims3 dims, int64_t target_blocks, 
 
 template <class Op, int kRows, int kMinBlocks>
 absl::Status DispatchColumnWindow(const Op& op, Dims3 dims, int window, int64_t target_blocks, bool float_epilogue,
-                                  bool x_pairs, double* partials, cudaStream_t stream) {
+                                  bool x_pairs, bool async_copy, double* partials, cudaStream_t stream) {
+  if constexpr (Op::kAsyncCapable) {  // cp.async staging: window 7 only (the registration default)
+    if (async_copy && window == 7) {
+      return LaunchColumnMarch<Op, 7, kRows, kMinBlocks, true>(op, dims, target_blocks, float_epilogue, x_pairs,
+                                                               partials, stream);
+    }
+  }
   switch (window) {
     case 3: return LaunchColumnMarch<Op, 3, kRows, kMinBlocks>(op, dims, target_blocks, float_epilogue, x_pairs, partials, stream);
     case 5: return LaunchColumnMarch<Op, 5, kRows, kMinBlocks>(op, dims, target_blocks, float_epilogue, x_pairs, partials, stream);
@@ -777,12 +841,13 @@ absl::Status LnccImpl(const Stream& stream, const FixedT* fixed, const float* wa
     if (column) {
       const bool x_pairs = options.cuda_x_pairs;
       const bool fepi = options.cuda_float_epilogue;
+      const bool async = options.cuda_async_copy;
       const int64_t blocks = options.cuda_target_blocks;
       if (rows == 1 && options.cuda_min_blocks == 2) {
-        return DispatchColumnWindow<Op, 1, 2>(op, dims, options.window, blocks, fepi, x_pairs, part, s);
+        return DispatchColumnWindow<Op, 1, 2>(op, dims, options.window, blocks, fepi, x_pairs, async, part, s);
       }
-      if (rows == 1) return DispatchColumnWindow<Op, 1, 3>(op, dims, options.window, blocks, fepi, x_pairs, part, s);
-      return DispatchColumnWindow<Op, 2, 2>(op, dims, options.window, blocks, fepi, x_pairs, part, s);
+      if (rows == 1) return DispatchColumnWindow<Op, 1, 3>(op, dims, options.window, blocks, fepi, x_pairs, async, part, s);
+      return DispatchColumnWindow<Op, 2, 2>(op, dims, options.window, blocks, fepi, x_pairs, async, part, s);
     }
     if (part != nullptr) return DispatchMarch<Op, true>(op, sh, part, s);
     return DispatchMarch<Op, false>(op, sh, nullptr, s);

@@ -65,6 +65,7 @@ struct LnccOptions {
   int cuda_rows = 2;                 // kColumnMarch: tile rows per thread, 1 or 2
   bool cuda_float_epilogue = false;  // kColumnMarch: cc, a, b, c in float instead of double
   bool cuda_x_pairs = false;         // kColumnMarch: two columns per thread in the x pass
+  bool cuda_async_copy = false;      // kColumnMarch, window 7, float storage: halo tiles by cp.async
   int cuda_min_blocks = 0;           // kColumnMarch, one row: 2 (<= 128 registers) or 3 (<= 80, the default)
   // kColumnMarch: z chunks giving about this many blocks; 0: the depth that
   // fills the GPU's resident blocks best (the values do not depend on it).

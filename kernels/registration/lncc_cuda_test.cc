@@ -40,6 +40,7 @@ struct Variant {
   bool float_epilogue;
   bool x_pairs;
   int min_blocks = 0;
+  bool async_copy = false;
 };
 
 // Today's box march first, then the column march's shapes (issue 37).
@@ -53,6 +54,8 @@ const Variant kVariants[] = {
     {"col r2 x pairs float epilogue", LnccCudaKernel::kColumnMarch, 2, true, true},
     {"col r1 x pairs float epilogue", LnccCudaKernel::kColumnMarch, 1, true, true},
     {"col r1 x pairs 2 blocks", LnccCudaKernel::kColumnMarch, 1, false, true, 2},
+    {"col r2 x pairs async copy", LnccCudaKernel::kColumnMarch, 2, false, true, 0, true},
+    {"col r1 x pairs 2 blocks async copy", LnccCudaKernel::kColumnMarch, 1, false, true, 2, true},
 };
 
 LnccOptions WithVariant(LnccOptions o, const Variant& v) {
@@ -61,6 +64,7 @@ LnccOptions WithVariant(LnccOptions o, const Variant& v) {
   o.cuda_float_epilogue = v.float_epilogue;
   o.cuda_x_pairs = v.x_pairs;
   o.cuda_min_blocks = v.min_blocks;
+  o.cuda_async_copy = v.async_copy;
   return o;
 }
 

@@ -95,7 +95,7 @@ struct Args {
   std::vector<int> lanes;       // --lanes=8 (warp kernel)
   bool bmu = true;              // --no_bmu: training only
   int train_epochs = 40;        // --train_epochs=N
-  // --train_variants=host-quality,device-quality,screened[:dN]: trainings run
+  // --train_variants=host-quality,device-quality,screened,screened-grouped[:dN]: trainings run
   // one after the other on the same corpus (BenchTraining).
   std::vector<std::string> train_variants = {"host-quality", "device-quality", "screened"};
   bool issue16_only = false;    // --issue16: only the rows issue 16 compares
@@ -155,7 +155,9 @@ bool Parse(int argc, char** argv, Args& a) {
         // An optional ":dN" runs the variant with radius_decay_epochs N.
         const absl::string_view name = e.substr(0, e.find(':'));
         int decay = 0;
-        if (name != "host-quality" && name != "device-quality" && name != "screened") return false;
+        if (name != "host-quality" && name != "device-quality" && name != "screened" && name != "screened-grouped") {
+          return false;
+        }
         if (name.size() != e.size() && (e.substr(name.size(), 2) != ":d" ||
                                         !absl::SimpleAtoi(e.substr(name.size() + 2), &decay) || decay < 1)) {
           return false;
@@ -220,6 +222,7 @@ struct Variant {
   int rounds = 1;        // register-span form: documents per warp (BmuTuning::warp_doc_rounds)
   bool screen = false;   // screened search (BmuTuning::screen_fp16)
   int slots = 4;         // screened search: candidates per lane (BmuTuning::screen_slots)
+  int64_t screen_group = 0;  // screened search: positions per group (BmuTuning::screen_group_positions)
 
   BmuTuning tuning() const {
     BmuTuning t;
@@ -232,6 +235,7 @@ struct Variant {
     t.warp_doc_rounds = rounds;
     t.screen_fp16 = screen;
     t.screen_slots = slots;
+    t.screen_group_positions = screen_group;
     return t;
   }
   // The feature-major default (unsorted, untuned) of its precision and
@@ -426,6 +430,17 @@ std::vector<Variant> BmuVariants(const Args& a) {
         v.rounds = std::abs(rounds);
         v.slots = rounds < 0 ? 8 : 4;
         v.screen = true;
+        variants.push_back(v);
+      }
+      // The grouped form: blocks of one position group run together.
+      for (int64_t group : {1024, 2048}) {
+        Variant v{"trained fp32 sorted screen r8 g" + std::to_string(group), BmuAlgorithm::kFeatureMajor, type};
+        v.sorted = true;
+        v.trained = true;
+        v.spans = 4;
+        v.rounds = 8;
+        v.screen = true;
+        v.screen_group = group;
         variants.push_back(v);
       }
     }
@@ -755,14 +770,15 @@ void BenchTraining(const Args& a) {
   // Issue 37, side by side on the same corpus: "host-quality" is the trainer
   // before it (QE/TE downloaded and measured on the host, exact BMU kernel),
   // "device-quality" measures QE/TE on the device, "screened" adds the
-  // screened BMU search.
+  // screened BMU search, "screened-grouped" its grouped form (1024 positions).
   // A ":dN" suffix decays the radius over N epochs instead (fewer epochs to
   // convergence: compare its final QE and TE with the others').
   for (const std::string& variant : a.train_variants) {
     const std::string name = variant.substr(0, variant.find(':'));
     TrainOptions v = o;
     v.quality_on_device = name != "host-quality";
-    v.bmu_tuning.screen_fp16 = name == "screened";
+    v.bmu_tuning.screen_fp16 = name == "screened" || name == "screened-grouped";
+    if (name == "screened-grouped") v.bmu_tuning.screen_group_positions = 1024;
     if (name.size() != variant.size()) v.radius_decay_epochs = std::stoi(variant.substr(name.size() + 2));
     TrainOnce(corpus, variant, v);
   }

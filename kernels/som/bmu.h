@@ -121,6 +121,12 @@ struct BmuTuning {
   // Screened search: candidates kept per lane, 4 or 8 (any other value means
   // 4); more slots send fewer documents to the exact kernel on smooth maps.
   int screen_slots = 4;
+  // Screened search: positions of the fp16 copy per group (rounded down to
+  // whole 1024-position passes; 0 or at least the map: one group). With
+  // several groups, blocks of one group run together (documents fastest), as
+  // the exact kernel's node groups, so the group's column slices stay in
+  // L1/L2; a second kernel combines the groups' bounds and candidates.
+  int64_t screen_group_positions = 0;
 };
 
 // Data about the documents the CUDA warp kernel may use to schedule its work;

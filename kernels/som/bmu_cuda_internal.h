@@ -42,6 +42,7 @@ constexpr int kScreenCountersSlot = 16;
 constexpr int kScreenListSlot = 17;
 constexpr int kScreenRescanSlot = 20;  // 18, 19: the device quality pass (quality_device.cu)
 constexpr int kScreenTempSlot = 21;
+constexpr int kScreenGroupSlot = 22;
 
 // The screened search of every document (visited through `order` when it is
 // not null), writing out.exact_rescans when given (bmu_screen.cu).

@@ -283,6 +283,11 @@ TEST(BmuCudaParity, ScreenedSearchMatchesCpuBitForBit) {
       EXPECT_GE(rescans, 0);
       EXPECT_LT(rescans, docs.rows()) << "nothing was screened";
       ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream, tuning, &previous, /*alias=*/true), ref);
+      // Grouped form: 1024-position groups (45x45 and 64x64: 2 and 4 groups).
+      tuning.screen_group_positions = 1024;
+      rescans = -1;
+      ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream, tuning, &previous, false, &rescans), ref);
+      EXPECT_LT(rescans, docs.rows()) << "nothing was screened (grouped)";
     }
   }
   {
@@ -322,6 +327,12 @@ TEST(BmuCudaParity, ScreenedSearchMatchesCpuBitForBit) {
     ASSERT_GT(long_docs, 0);
     int64_t rescans = -1;
     ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream, screen, nullptr, false, &rescans), RunCpu(docs, fm));
+    EXPECT_GE(rescans, long_docs);
+    BmuTuning grouped = screen;
+    grouped.screen_group_positions = 1024;
+    rescans = -1;
+    ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream, grouped, nullptr, false, &rescans),
+               RunCpu(docs, fm));
     EXPECT_GE(rescans, long_docs);
   }
 }

@@ -74,6 +74,8 @@ constexpr float kBadWeight = 512.0f;         // fp16 range: 64 x 512 sums stay f
 // the exact kernel above which the rest skip screening (the screening pass
 // costs about 0.8 of the exact one on the 64 x 64 map, H100).
 constexpr int64_t kProbeMin = 65536;
+// Grouped form: per-launch budget of the per-(group, document) candidates.
+constexpr size_t kGroupBytes = size_t{256} << 20;
 constexpr double kProbeLimit = 0.2;
 
 struct ScreenArgs {
@@ -253,6 +255,245 @@ __global__ void __launch_bounds__(kThreads, 3) ScreenBmuKernel(ScreenArgs a) {
   }
 }
 
+// Grouped form (BmuTuning::screen_group_positions): blocks of one group of
+// positions run together (documents fastest), as the exact span kernel's
+// node groups, so the group's slice of each column stays in L1/L2. Per
+// (document, group) the first kernel writes the group's two smallest U, the
+// smallest L a lane may have dropped, and its candidates with L <= the
+// group's second-smallest U (at most kGroupOut; more: the document goes to
+// the exact kernel); the second takes T over the groups and scores the
+// candidates with L <= T exactly. Same candidates as the whole-map form:
+// T <= every group's second-smallest U.
+constexpr int kGroupOut = 8;
+struct GroupCandidates {
+  float up1, up2;
+  float dropped;  // -inf: this document goes to the exact kernel
+  int32_t count;
+  float l[kGroupOut];
+  int32_t p[kGroupOut];
+};
+
+template <int kSlots>
+__global__ void __launch_bounds__(kThreads, 3)
+    ScreenGroupKernel(ScreenArgs a, int64_t group_positions, GroupCandidates* __restrict__ out) {
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int64_t g0 = static_cast<int64_t>(blockIdx.y) * group_positions;
+  const int64_t g1 = g0 + group_positions < a.positions ? g0 + group_positions : a.positions;
+  for (int r = 0; r < a.rounds; ++r) {
+    const int64_t local = (static_cast<int64_t>(blockIdx.x) * a.rounds + r) * kWarps + warp;
+    if (local >= a.nb) return;  // whole warp
+    GroupCandidates* o = out + static_cast<int64_t>(blockIdx.y) * a.nb + local;
+    const int64_t d = a.order != nullptr ? a.order[a.d0 + local] : a.d0 + local;
+    const int64_t off = a.offsets[d];
+    const int nnz = static_cast<int>(a.offsets[d + 1] - off);
+    if (nnz > kMaxFeatures) {
+      if (lane == 0) {
+        o->up1 = o->up2 = INFINITY;
+        o->dropped = -INFINITY;
+        o->count = 0;
+      }
+      continue;
+    }
+    const int32_t f0 = lane < nnz ? __ldg(a.indices + off + lane) : 0;            // features 0..31
+    const int32_t f1 = lane + 32 < nnz ? __ldg(a.indices + off + 32 + lane) : 0;  // 32..63
+    const float k = static_cast<float>(nnz);
+    const float rel = 1.25f * (k + 1.0f) * 0x1p-11f;
+    const float c1 = 2.0f * rel + 0x1p-18f;
+    const float c0 = 2.0f * k * 0x1p-20f + 0x1p-19f;
+    // L = s~ - e and U = s~ + e written as one multiply-add each on the norm
+    // term: L = (1 - 2^-19) |w|^2 - (2 + c1) A16 - c0, U = (1 + 2^-19) |w|^2
+    // - (2 - c1) A16 + c0.
+    const float lo_x = -(2.0f + c1), hi_x = c1 - 2.0f;
+    float slot_l[kSlots];
+    int32_t slot_p[kSlots];
+#pragma unroll
+    for (int q = 0; q < kSlots; ++q) {
+      slot_l[q] = INFINITY;
+      slot_p[q] = -1;
+    }
+    float max_l = INFINITY;
+    int max_q = 0;
+    float up1 = INFINITY, up2 = INFINITY;
+    // A node with L >= max(max_l, up2) changes neither the slots nor the
+    // upper bounds' top-2 (U >= L): most nodes stop at this test.
+    float reject = INFINITY;
+    for (int64_t base = g0; base < g1; base += kPass) {
+      __half2 acc[kSpans][4];
+#pragma unroll
+      for (int s = 0; s < kSpans; ++s) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[s][j] = __float2half2_rn(0.0f);
+      }
+      const char* lane_base = a.shadow + 2 * (base + 8 * lane);
+#pragma unroll 1
+      for (int kk = 0; kk < nnz; ++kk) {
+        const int32_t v = __shfl_sync(0xffffffffu, kk < 32 ? f0 : f1, kk & 31);
+        const uint4* p = reinterpret_cast<const uint4*>(lane_base + ColumnOffset(v, a.col_bytes));
+        uint4 raw[kSpans];
+#pragma unroll
+        for (int s = 0; s < kSpans; ++s) raw[s] = __ldg(p + 32 * s);
+#pragma unroll
+        for (int s = 0; s < kSpans; ++s) {
+          const uint32_t words[4] = {raw[s].x, raw[s].y, raw[s].z, raw[s].w};
+#pragma unroll
+          for (int j = 0; j < 4; ++j) acc[s][j] = __hadd2(acc[s][j], *reinterpret_cast<const __half2*>(&words[j]));
+        }
+      }
+#pragma unroll
+      for (int s = 0; s < kSpans; ++s) {
+        const int64_t ps = base + 256 * s + 8 * lane;
+        const float4 n_lo = __ldg(reinterpret_cast<const float4*>(a.norms_p + ps));
+        const float4 n_hi = __ldg(reinterpret_cast<const float4*>(a.norms_p + ps + 4));
+        const float nrm[8] = {n_lo.x, n_lo.y, n_lo.z, n_lo.w, n_hi.x, n_hi.y, n_hi.z, n_hi.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float2 f = __half22float2(acc[s][j]);
+#pragma unroll
+          for (int t = 0; t < 2; ++t) {
+            const float x = t == 0 ? f.x : f.y;
+            const float norm = nrm[2 * j + t];
+            const float lo = fmaf(lo_x, x, fmaf(1.0f - 0x1p-19f, norm, -c0));  // +inf in the padding
+            if (!(lo < reject)) continue;
+            const float hi = fmaf(hi_x, x, fmaf(1.0f + 0x1p-19f, norm, c0));
+            if (hi < up2) {
+              if (hi < up1) {
+                up2 = up1;
+                up1 = hi;
+              } else {
+                up2 = hi;
+              }
+            }
+            if (lo < max_l) {
+              const int32_t pos = static_cast<int32_t>(ps + 2 * j + t);
+#pragma unroll
+              for (int q = 0; q < kSlots; ++q) {
+                if (q == max_q) {
+                  slot_l[q] = lo;
+                  slot_p[q] = pos;
+                }
+              }
+              max_l = slot_l[0];
+              max_q = 0;
+#pragma unroll
+              for (int q = 1; q < kSlots; ++q) {
+                if (slot_l[q] > max_l) {
+                  max_l = slot_l[q];
+                  max_q = q;
+                }
+              }
+            }
+            reject = fmaxf(max_l, up2);
+          }
+        }
+      }
+    }
+    // The group's two smallest U (T <= the second), the smallest L a lane
+    // may have dropped, and the candidates with L <= the group's second U.
+#pragma unroll
+    for (int o2 = 16; o2 > 0; o2 >>= 1) {
+      const float b1 = __shfl_xor_sync(0xffffffffu, up1, o2);
+      const float b2 = __shfl_xor_sync(0xffffffffu, up2, o2);
+      const float n2 = fminf(fmaxf(up1, b1), fminf(up2, b2));
+      up1 = fminf(up1, b1);
+      up2 = n2;
+    }
+    const float local_t = up2;
+    float dropped = max_l;  // +inf unless the lane's slots are full
+#pragma unroll
+    for (int o2 = 16; o2 > 0; o2 >>= 1) dropped = fminf(dropped, __shfl_xor_sync(0xffffffffu, dropped, o2));
+    int mine = 0;
+#pragma unroll
+    for (int q = 0; q < kSlots; ++q) mine += slot_p[q] >= 0 && slot_l[q] <= local_t;
+    int before = mine;  // inclusive prefix over the lanes
+#pragma unroll
+    for (int o2 = 1; o2 < 32; o2 <<= 1) {
+      const int x = __shfl_up_sync(0xffffffffu, before, o2);
+      if (lane >= o2) before += x;
+    }
+    const int total = __shfl_sync(0xffffffffu, before, 31);
+    before -= mine;
+    if (total <= kGroupOut) {
+#pragma unroll
+      for (int q = 0; q < kSlots; ++q) {
+        if (slot_p[q] >= 0 && slot_l[q] <= local_t) {
+          o->l[before] = slot_l[q];
+          o->p[before] = slot_p[q];
+          ++before;
+        }
+      }
+    }
+    if (lane == 0) {
+      o->up1 = up1;
+      o->up2 = up2;
+      o->dropped = total <= kGroupOut ? dropped : -INFINITY;
+      o->count = total <= kGroupOut ? total : 0;
+    }
+  }
+}
+
+
+// The warp's two smallest of the lanes' (u1 <= u2) pairs, in every lane.
+__device__ __forceinline__ void WarpTwoSmallest(float& u1, float& u2) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float b1 = __shfl_xor_sync(0xffffffffu, u1, o);
+    const float b2 = __shfl_xor_sync(0xffffffffu, u2, o);
+    const float n2 = fminf(fmaxf(u1, b1), fminf(u2, b2));
+    u1 = fminf(u1, b1);
+    u2 = n2;
+  }
+}
+
+// Per document (a warp): T over the groups, then the exact candidates.
+__global__ void __launch_bounds__(kThreads)
+    ScreenMergeKernel(ScreenArgs a, int groups, const GroupCandidates* __restrict__ in) {
+  const int lane = threadIdx.x & 31;
+  const int64_t local = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  if (local >= a.nb) return;
+  float u1 = INFINITY, u2 = INFINITY;
+  bool overflow = false;
+  for (int g = lane; g < groups; g += 32) {
+    const GroupCandidates& c = in[static_cast<int64_t>(g) * a.nb + local];
+    const float b1 = c.up1, b2 = c.up2;
+    const float n2 = fminf(fmaxf(u1, b1), fminf(u2, b2));
+    u1 = fminf(u1, b1);
+    u2 = n2;
+  }
+  WarpTwoSmallest(u1, u2);
+  const float t_bound = u2;
+  for (int g = lane; g < groups; g += 32) overflow |= in[static_cast<int64_t>(g) * a.nb + local].dropped <= t_bound;
+  overflow = __any_sync(0xffffffffu, overflow);
+  if (lane == 0) a.rescan[a.d0 + local] = overflow ? 1 : 0;
+  if (overflow) return;
+  const int64_t d = a.order != nullptr ? a.order[a.d0 + local] : a.d0 + local;
+  const int64_t off = a.offsets[d];
+  const int nnz = static_cast<int>(a.offsets[d + 1] - off);  // <= kMaxFeatures here
+  const int32_t f0 = lane < nnz ? __ldg(a.indices + off + lane) : 0;
+  const int32_t f1 = lane + 32 < nnz ? __ldg(a.indices + off + 32 + lane) : 0;
+  Top2 top = Top2::Empty();
+  for (int base = 0; base < groups * kGroupOut; base += 32) {  // one (group, entry) per lane
+    const int k = base + lane;
+    int32_t node = -1;
+    if (k < groups * kGroupOut) {
+      const GroupCandidates& c = in[static_cast<int64_t>(k / kGroupOut) * a.nb + local];
+      const int e = k % kGroupOut;
+      if (e < c.count && c.l[e] <= t_bound) node = __ldg(a.pos_node + c.p[e]);
+    }
+    if (!__any_sync(0xffffffffu, node >= 0)) continue;
+    // Exact sum: fp32 weights, ascending features, from 0 (as bmu.cu).
+    float acc32 = 0.0f;
+#pragma unroll 1
+    for (int kk = 0; kk < nnz; ++kk) {
+      const int32_t v = __shfl_sync(0xffffffffu, kk < 32 ? f0 : f1, kk & 31);
+      if (node >= 0) acc32 += __ldg(a.weights + static_cast<int64_t>(v) * a.m + node);
+    }
+    if (node >= 0) top.Insert(__ldg(a.norms + node) - 2.0f * acc32, node);
+  }
+  WarpMergeTop2(top);
+  if (lane == 0) WriteTop2(top, d, a.bmu, a.second, a.score);
+}
+
 // pos_node[(i * mult) mod m] = i; norms_p[p] = norms[pos_node[p]], +inf in
 // the padding.
 __global__ void ScreenPositionsKernel(int64_t m, int64_t positions, uint64_t mult, const float* __restrict__ norms,
@@ -378,12 +619,49 @@ absl::Status ScreenedBmus(const Stream& stream, const DocumentSet& docs, const C
   auto kernel = tuning.screen_slots == 8 ? ScreenBmuKernel<8> : ScreenBmuKernel<4>;
   TESSERA_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxL1));
+  // Grouped form: positions per group (whole passes) and documents per launch
+  // so the per-(group, document) candidates stay under kGroupBytes.
+  const int64_t group_positions =
+      tuning.screen_group_positions > 0
+          ? std::max<int64_t>(kPass, std::min<int64_t>(positions, tuning.screen_group_positions / kPass * kPass))
+          : positions;
+  const int64_t groups = (positions + group_positions - 1) / group_positions;
+  const bool grouped = groups > 1;
+  if (groups > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("FindBmus: ", groups, " screening groups exceed the grid"));
+  }
+  const int64_t group_launch =
+      std::max<int64_t>(1, std::min<int64_t>(n, static_cast<int64_t>(kGroupBytes / (sizeof(GroupCandidates) * groups))));
+  GroupCandidates* candidates = nullptr;
+  if (grouped) {
+    TESSERA_ASSIGN_OR_RETURN(void* raw,
+                             ws.Slot(kScreenGroupSlot, sizeof(GroupCandidates) * groups * group_launch, stream));
+    candidates = static_cast<GroupCandidates*>(raw);
+    auto group_kernel = tuning.screen_slots == 8 ? ScreenGroupKernel<8> : ScreenGroupKernel<4>;
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(group_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                                      cudaSharedmemCarveoutMaxL1));
+  }
   auto screen = [&](int64_t d0, int64_t nb) -> absl::Status {
-    ScreenArgs chunk = args;
-    chunk.d0 = d0;
-    chunk.nb = nb;
-    kernel<<<static_cast<unsigned>((nb + per_block - 1) / per_block), kThreads, 0, s>>>(chunk);
-    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("ScreenBmuKernel");
+    if (!grouped) {
+      ScreenArgs chunk = args;
+      chunk.d0 = d0;
+      chunk.nb = nb;
+      kernel<<<static_cast<unsigned>((nb + per_block - 1) / per_block), kThreads, 0, s>>>(chunk);
+      TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("ScreenBmuKernel");
+      return absl::OkStatus();
+    }
+    auto group_kernel = tuning.screen_slots == 8 ? ScreenGroupKernel<8> : ScreenGroupKernel<4>;
+    for (int64_t c0 = d0; c0 < d0 + nb; c0 += group_launch) {
+      ScreenArgs chunk = args;
+      chunk.d0 = c0;
+      chunk.nb = std::min(group_launch, d0 + nb - c0);
+      const dim3 grid(static_cast<unsigned>((chunk.nb + per_block - 1) / per_block), static_cast<unsigned>(groups));
+      group_kernel<<<grid, kThreads, 0, s>>>(chunk, group_positions, candidates);
+      TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("ScreenGroupKernel");
+      ScreenMergeKernel<<<static_cast<unsigned>((chunk.nb + kWarps - 1) / kWarps), kThreads, 0, s>>>(
+          chunk, static_cast<int>(groups), candidates);
+      TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("ScreenMergeKernel");
+    }
     return absl::OkStatus();
   };
   // The marked documents among the first `count` positions, in visiting

@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "common/buffer.h"
 #include "common/status.h"
+#include "kernels/registration/field_ops.h"
 #include "kernels/registration/grid_sampler.h"
 #include "kernels/registration/pipeline/array_helpers.h"
 #include "kernels/registration/pipeline/metric_mask.h"
@@ -173,19 +174,13 @@ absl::StatusOr<NDArray> WarpLabels(const Volume& moving_labels, const Volume& fi
   TESSERA_ASSIGN_OR_RETURN(NDArray affine, NDArray::Allocate({12}, DType::kFloat32, kind, stream.ordinal()));
   TESSERA_RETURN_IF_ERROR(CopyBytes(affine.raw_data(), kind, host_affine, MemoryKind::kHost, sizeof(host_affine), stream));
   // u = L v for the labels' grid.
+  // On the stream, in place after one copy (MixComponents: the arithmetic
+  // Register's output phase uses), not in a single-threaded host loop.
   NDArray u_dev;
   if (!result.displacement_ras.empty()) {
     TESSERA_ASSIGN_OR_RETURN(Mat3 l, PhysicalToNormalizedDisplacement(result.affine_ras, label_space));
-    TESSERA_ASSIGN_OR_RETURN(NDArray u, NDArray::Allocate(result.displacement_ras.shape(), DType::kFloat32));
-    const int64_t n = u.num_elements() / 3;
-    const float* vv = result.displacement_ras.data<float>();
-    float* uu = u.data<float>();
-    for (int64_t i = 0; i < n; ++i) {
-      for (int r = 0; r < 3; ++r) {
-        uu[r * n + i] = static_cast<float>(l[r * 3] * vv[i] + l[r * 3 + 1] * vv[n + i] + l[r * 3 + 2] * vv[2 * n + i]);
-      }
-    }
-    TESSERA_ASSIGN_OR_RETURN(u_dev, u.CopyTo(kind, stream, stream.ordinal()));
+    TESSERA_ASSIGN_OR_RETURN(u_dev, result.displacement_ras.CopyTo(kind, stream, stream.ordinal()));
+    TESSERA_RETURN_IF_ERROR(MixComponents(u_dev, l, stream));
   }
   GridSampleArgs args;
   args.image_dims = Dims3{labels32.dim(0), labels32.dim(1), labels32.dim(2)};

@@ -828,7 +828,9 @@ absl::Status LnccImpl(const Stream& stream, const FixedT* fixed, const float* wa
         absl::StrCat("lncc (CUDA): window ", options.window, " needs more shared memory than the GPU has"));
   }
   const dim3 grid = MarchGrid(sh);
-  const bool column = options.cuda_kernel == LnccCudaKernel::kColumnMarch && ColumnMarchSupports(options.window);
+  // kDefault: the column march (issue 37: faster on an H100 in
+  // bench/lncc_variants_bench) where it supports the window.
+  const bool column = options.cuda_kernel != LnccCudaKernel::kBoxMarch && ColumnMarchSupports(options.window);
   const int rows = options.cuda_rows == 1 ? 1 : 2;
   const int64_t column_tile_y = kColWarps * rows;
   const int64_t tiles = column ? ((dims.nx + 31) / 32) * ((dims.ny + column_tile_y - 1) / column_tile_y)

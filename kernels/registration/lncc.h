@@ -19,16 +19,19 @@
 //
 // Memory (volume-sized float intermediates):
 // - CUDA: 3 (a, b, c) when the gradient is requested, 0 for the loss alone.
-//   The forward kernel marches along z over 32x8 column tiles, computing the
-//   xy box sums of the five products per slice in shared memory and the z
-//   running sums in registers (a w-slice ring in shared memory), so the five
-//   box-sum volumes never exist; the backward kernel box-filters a, b, c the
-//   same way and writes dL/dW. Plus reduction partials (one double per xy
-//   tile and z-slice, and nz slice sums). Issue 39: the z window sums are
-//   taken directly and the loss summed per slice (a fixed tree per slice and
-//   tile, tiles and slices in order), so a z-slab (LnccSlab, the sharded
-//   LNCC) gives the unsharded CUDA bits.
-//   Windows up to 25 are supported on CUDA (shared-memory ring).
+//   The forward kernel marches along z over column tiles, computing the xy
+//   box sums of the five products per slice through shared memory and the z
+//   window sums from a w-slice ring, so the five box-sum volumes never exist;
+//   the backward kernel box-filters a, b, c the same way and writes dL/dW.
+//   Plus reduction partials (one double per xy tile, warp and z-slice, and
+//   nz slice sums). Issue 39: the z window sums are taken directly and the
+//   loss summed per slice (a fixed tree per slice and tile, tiles and slices
+//   in order), so a z-slab (LnccSlab, the sharded LNCC) gives the unsharded
+//   CUDA bits. Two kernels (LnccOptions::cuda_kernel, issue 37): the column
+//   march (the default for windows 3, 5, 7, 9: each thread's z ring in
+//   registers, direct float window sums) and the box march (32x8 tiles,
+//   running x/y sums in shared memory, any window up to 25: the fallback).
+//   Their values differ by float rounding only (bench/lncc_variants_bench).
 // - CPU reference: 5 (the box-sum volumes, reused for a, b, c), any window.
 //
 // Masked (issue 34, VoxelMask in types.h; ANTs' masked CC): only window
@@ -55,13 +58,14 @@ namespace registration {
 // kColumnMarch: each thread owns `cuda_rows` columns of a 32 x 8*rows tile
 // and keeps their z ring in registers; direct x, y and z window sums in float,
 // one barrier per slice (windows 3, 5, 7, 9; others fall back to
-// kBoxMarch). Both keep issue 39's slab bit-identity.
+// kBoxMarch). Both keep issue 39's slab bit-identity. kDefault: kColumnMarch
+// (1.8x the box march's speed at 512^3 on an H100) where it applies.
 enum class LnccCudaKernel { kDefault, kBoxMarch, kColumnMarch };
 
 struct LnccOptions {
   int window = 7;     // odd, >= 1 (CUDA: <= 25)
   double eps = 1e-5;  // added to var_F * var_W
-  LnccCudaKernel cuda_kernel = LnccCudaKernel::kDefault;
+  LnccCudaKernel cuda_kernel = LnccCudaKernel::kDefault;  // kColumnMarch where it supports the window
   int cuda_rows = 2;                 // kColumnMarch: tile rows per thread, 1 or 2
   bool cuda_float_epilogue = false;  // kColumnMarch: cc, a, b, c in float instead of double
   bool cuda_x_pairs = false;         // kColumnMarch: two columns per thread in the x pass

@@ -502,6 +502,11 @@ absl::Status BenchIteration(const Stream& stream, const Options& opt) {
       samples[kSteps].push_back(total);
     }
     for (int k = 0; k <= kSteps; ++k) step_ms[ci][k] = bench::Median(samples[k]);
+    // As it comes (a later configuration's failure keeps this one's numbers).
+    std::printf("  %s: iteration %.3f ms (", cfg.name, step_ms[ci][kSteps]);
+    for (int k = 0; k < kSteps; ++k) std::printf("%s%s %.3f", k ? ", " : "", kStepNames[k], step_ms[ci][k]);
+    std::printf(")\n");
+    std::fflush(stdout);
   }
   for (auto& e : ev) cudaEventDestroy(e);
 

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/nifti_io.h"
@@ -138,12 +139,17 @@ absl::StatusOr<std::unique_ptr<OutputWriter>> OutputWriter::Start(const Registra
 }
 
 void OutputWriter::WriteTransformOutputs(const RegistrationResult& result, const Volume& fixed, bool inverse_warp) {
+  // The warp (the largest file: 3 floats per voxel) is compressed on a
+  // thread of its own while the warped image and the affine are written: each
+  // file's compression is one core's work.
+  absl::Status warp_status;
+  std::thread warp_writer;
+  if (!result.displacement_ras.empty()) {
+    files_.warp = dir_ + "/0Warp.nii.gz";
+    warp_writer = std::thread(
+        [&] { warp_status = WriteAntsWarp(files_.warp, result.displacement_ras, fixed.geometry); });
+  }
   auto run = [&]() -> absl::Status {
-    // The warp first: it is the largest file (3 floats per voxel).
-    if (!result.displacement_ras.empty()) {
-      files_.warp = dir_ + "/0Warp.nii.gz";
-      TESSERA_RETURN_IF_ERROR(WriteAntsWarp(files_.warp, result.displacement_ras, fixed.geometry));
-    }
     TESSERA_ASSIGN_OR_RETURN(dicom::ResultVolumeFiles warped,
                              dicom::WriteResultVolume(result.warped, dir_, "warped.nii.gz", dicom::ResultVolumeKind::kImage,
                                                       formats_, "tessera register: warped moving image"));
@@ -160,6 +166,8 @@ void OutputWriter::WriteTransformOutputs(const RegistrationResult& result, const
     return absl::OkStatus();
   };
   status_ = run();
+  if (warp_writer.joinable()) warp_writer.join();
+  if (status_.ok()) status_ = warp_status;
 }
 
 OutputWriter::~OutputWriter() {

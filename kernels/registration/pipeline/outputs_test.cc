@@ -141,7 +141,9 @@ TEST(Outputs, WriterOverlapsTransformFilesWithLabelsAndReportsErrors) {
   EXPECT_EQ(std::memcmp(back.data.raw_data(), labels.raw_data(), labels.nbytes()), 0);
 
   // A background write that fails (a directory sits where 0Warp.nii.gz goes)
-  // is reported by Finish, and no file appears under the final name.
+  // is reported by Finish, and no file appears under its final name (the warp
+  // is written beside the other files, so they may be complete: the job
+  // fails as a whole).
   const std::string bad = std::string(std::getenv("TEST_TMPDIR")) + "/blocked";
   ASSERT_EQ(mkdir(bad.c_str(), 0755), 0);
   ASSERT_EQ(mkdir((bad + "/0Warp.nii.gz").c_str(), 0755), 0);
@@ -151,7 +153,8 @@ TEST(Outputs, WriterOverlapsTransformFilesWithLabelsAndReportsErrors) {
   EXPECT_FALSE(failed.ok());
   EXPECT_NE(failed.status().message().find("0Warp.nii.gz"), absl::string_view::npos) << failed.status();
   struct stat st;
-  EXPECT_NE(stat((bad + "/warped.nii.gz").c_str(), &st), 0) << "stopped at the first error";
+  ASSERT_EQ(stat((bad + "/0Warp.nii.gz").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode)) << "the failed write left no file under the warp's name";
 
   // A writer dropped without Finish (the caller failed elsewhere) waits for its thread.
   { auto dropped = OutputWriter::Start(result, fixed, dir + "_dropped", false); }

@@ -1,6 +1,7 @@
 #include "kernels/registration/pipeline/run_phases.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -13,16 +14,30 @@ namespace tessera::registration::internal {
 absl::StatusOr<HostPrepared> PrepareHostInputs(const Volume& fixed, const Volume& moving,
                                                const RegistrationOptions& options) {
   HostPrepared p;
-  TESSERA_ASSIGN_OR_RETURN(p.fixed_norm, NormalizedIntensitiesParallel(fixed, "fixed"));
-  TESSERA_ASSIGN_OR_RETURN(p.moving_norm, NormalizedIntensitiesParallel(moving, "moving"));
-  if (WarpSigmaNeedsNoise(options)) {
-    p.fixed_noise = EstimateNoiseSigma(p.fixed_norm);
-    p.moving_noise = EstimateNoiseSigma(p.moving_norm);
+  const bool noise = WarpSigmaNeedsNoise(options);
+  const bool moving_com = !options.initial_transform && options.init == Init::kCentreOfMass;
+  // The two images on two threads: each pass is parallel already, but the
+  // percentile and noise medians are not (a 1 mm pair: 0.26 s -> the larger half).
+  absl::Status moving_status;
+  std::thread moving_thread([&] {
+    absl::StatusOr<NDArray> norm = NormalizedIntensitiesParallel(moving, "moving");
+    if (!norm.ok()) {
+      moving_status = norm.status();
+      return;
+    }
+    p.moving_norm = *std::move(norm);
+    if (noise) p.moving_noise = EstimateNoiseSigma(p.moving_norm);
+    if (moving_com) p.moving_com = CentreOfMassParallel(p.moving_norm, moving.geometry);
+  });
+  absl::StatusOr<NDArray> fixed_norm = NormalizedIntensitiesParallel(fixed, "fixed");
+  if (fixed_norm.ok()) {
+    p.fixed_norm = *std::move(fixed_norm);
+    if (noise) p.fixed_noise = EstimateNoiseSigma(p.fixed_norm);
+    p.fixed_com = CentreOfMassParallel(p.fixed_norm, fixed.geometry);
   }
-  p.fixed_com = CentreOfMassParallel(p.fixed_norm, fixed.geometry);
-  if (!options.initial_transform && options.init == Init::kCentreOfMass) {
-    p.moving_com = CentreOfMassParallel(p.moving_norm, moving.geometry);
-  }
+  moving_thread.join();
+  TESSERA_RETURN_IF_ERROR(fixed_norm.status());  // the fixed image's error first, as before
+  TESSERA_RETURN_IF_ERROR(moving_status);
   return p;
 }
 

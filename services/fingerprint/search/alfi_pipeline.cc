@@ -99,8 +99,13 @@ struct LssBatchMatcher::DeviceProbes {
 };
 
 LssBatchMatcher::LssBatchMatcher(MccScore kind, const LssParams& lss, const MccParams& mcc,
-                                 cuda::LssCudaKernel kernel, bool prune)
-    : kind_(kind), kernel_(kernel), prune_(prune), mcc_(mcc), constants_(MakeLssConstants(lss, mcc)) {}
+                                 cuda::LssCudaKernel kernel, bool prune, bool multi_latent_launch)
+    : kind_(kind),
+      kernel_(kernel),
+      prune_(prune),
+      multi_latent_launch_(multi_latent_launch),
+      mcc_(mcc),
+      constants_(MakeLssConstants(lss, mcc)) {}
 
 void LssBatchMatcher::SetRunningThresholds(const float* thresholds) { thresholds_ = thresholds; }
 
@@ -135,7 +140,7 @@ absl::Status LssBatchMatcher::BeginSearch(const std::vector<MccTemplate>& latent
   for (const MccTemplate& t : latents) probes_.push_back(PrepareProbe(t, mcc_));
   if (stream.backend() != Backend::kCuda) return absl::OkStatus();
 #if TESSERA_WITH_CUDA
-  if (kernel_ == cuda::LssCudaKernel::kWarpMma) {
+  if (kernel_ == cuda::LssCudaKernel::kWarpMma && multi_latent_launch_) {
     TESSERA_ASSIGN_OR_RETURN(cuda::DeviceLssProbeSet set, cuda::DeviceLssProbeSet::Upload(stream, probes_));
     device_->set = std::move(set);
     return absl::OkStatus();

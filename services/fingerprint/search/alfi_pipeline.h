@@ -117,7 +117,8 @@ class BatchMatcher {
 class LssBatchMatcher : public BatchMatcher {
  public:
   explicit LssBatchMatcher(MccScore kind = MccScore::kLssR, const LssParams& lss = {}, const MccParams& mcc = {},
-                           cuda::LssCudaKernel kernel = cuda::LssCudaKernel::kWarpMma, bool prune = true);
+                           cuda::LssCudaKernel kernel = cuda::LssCudaKernel::kWarpMma, bool prune = true,
+                           bool multi_latent_launch = false);
   ~LssBatchMatcher() override;
   std::string name() const override;
   absl::Status BeginSearch(const std::vector<MccTemplate>& latents, const Stream& stream) override;
@@ -137,6 +138,11 @@ class LssBatchMatcher : public BatchMatcher {
   MccScore kind_;
   cuda::LssCudaKernel kernel_;
   bool prune_;
+  // kWarpMma: every latent of a search in one launch (EnqueueScoreGalleryMulti:
+  // the same scores). Off: on an H100 at 10^6 templates x 16 crops it ran at
+  // 0.74-0.81x of one launch per latent (2026-12-07; its scratch is sized for
+  // the batch's largest latent).
+  bool multi_latent_launch_;
   const float* thresholds_ = nullptr;
   MccParams mcc_;
   LssConstants constants_;

@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "bench/bench_util.h"
+#include "bench/cuda_event_timing.h"
 #include "common/buffer.h"
 #include "common/device.h"
 #include "common/status.h"
@@ -105,27 +106,8 @@ std::vector<Variant> Variants() {
   return v;
 }
 
-// Median ms of `reps` runs after two warm-ups, each timed by its own events.
 absl::StatusOr<double> TimeMs(const Stream& stream, int reps, const std::function<absl::Status()>& fn) {
-  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
-  for (int i = 0; i < 2; ++i) TESSERA_RETURN_IF_ERROR(fn());
-  TESSERA_RETURN_IF_ERROR(stream.Synchronize());
-  cudaEvent_t start, stop;
-  TESSERA_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
-  TESSERA_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
-  std::vector<double> ms;
-  for (int i = 0; i < reps; ++i) {
-    TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(start, s));
-    TESSERA_RETURN_IF_ERROR(fn());
-    TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop, s));
-    TESSERA_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
-    float t = 0;
-    TESSERA_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&t, start, stop));
-    ms.push_back(t);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return bench::Median(ms);
+  return bench::CudaEventMedianMs(stream, /*warmup=*/2, reps, fn);
 }
 
 absl::StatusOr<std::shared_ptr<Buffer>> DeviceBytes(size_t bytes, const Stream& stream) {

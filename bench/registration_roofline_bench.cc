@@ -34,6 +34,7 @@
 
 #include "absl/status/status.h"
 #include "bench/bench_util.h"
+#include "bench/cuda_event_timing.h"
 #include "common/buffer.h"
 #include "common/device.h"
 #include "common/ndarray.h"
@@ -93,27 +94,8 @@ absl::StatusOr<std::vector<T>> Download(const Dev& d, const Stream& stream) {
   return h;
 }
 
-// Median ms of `reps` event-timed calls after `warmup` untimed ones.
 absl::StatusOr<double> TimeMs(const Stream& stream, int warmup, int reps, const std::function<absl::Status()>& fn) {
-  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
-  for (int i = 0; i < warmup; ++i) TESSERA_RETURN_IF_ERROR(fn());
-  TESSERA_RETURN_IF_ERROR(stream.Synchronize());
-  cudaEvent_t start, stop;
-  TESSERA_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
-  TESSERA_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
-  std::vector<double> ms;
-  for (int i = 0; i < reps; ++i) {
-    TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(start, s));
-    TESSERA_RETURN_IF_ERROR(fn());
-    TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop, s));
-    TESSERA_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
-    float t = 0;
-    TESSERA_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&t, start, stop));
-    ms.push_back(t);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return bench::Median(ms);
+  return bench::CudaEventMedianMs(stream, warmup, reps, fn);
 }
 
 // Largest |a - b| over two host copies (NaN if any difference is NaN).

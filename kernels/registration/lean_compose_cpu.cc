@@ -47,41 +47,6 @@ void RowSteps(const ComposeParams& p, const float* grad, int64_t j, int64_t k, i
   }
 }
 
-// ComposeVoxel's second half from RowSteps' s and ix (edge cells: the
-// corners beyond the field are skipped as there).
-void ComposeFromStep(const ComposeParams& p, const float* u, const float s[3], const float ix[3], float* out,
-                     int64_t n_out) {
-  const int64_t n = p.dims.size();
-  int64_t i0[3];
-  float frac[3];
-  for (int c = 0; c < 3; ++c) {
-    const float f = FloorT(ix[c]);
-    i0[c] = static_cast<int64_t>(f);
-    frac[c] = ix[c] - f;
-  }
-  i0[2] -= p.grid_z0;
-  const float wx[2] = {1.f - frac[0], frac[0]};
-  const float wy[2] = {1.f - frac[1], frac[1]};
-  const float wz[2] = {1.f - frac[2], frac[2]};
-  float acc[3] = {0.f, 0.f, 0.f};
-  for (int cz = 0; cz < 2; ++cz) {
-    const int64_t kk = i0[2] + cz;
-    if (kk < 0 || kk >= p.dims.nz) continue;
-    for (int cy = 0; cy < 2; ++cy) {
-      const int64_t jj = i0[1] + cy;
-      if (jj >= p.dims.ny) continue;
-      for (int cx = 0; cx < 2; ++cx) {
-        const int64_t ii = i0[0] + cx;
-        if (ii >= p.dims.nx) continue;
-        const float w = wx[cx] * wy[cy] * wz[cz];
-        const int64_t at = ii + p.dims.nx * (jj + p.dims.ny * kk);
-        for (int c = 0; c < 3; ++c) acc[c] += w * u[c * n + at];
-      }
-    }
-  }
-  for (int c = 0; c < 3; ++c) out[c * n_out] = RnAdd(acc[c], s[c]);
-}
-
 // The vector paths (issue 38): a float gradient, a field whose offsets fit
 // int32. Rows of the slab in parallel: RowSteps, the vector cells, then the
 // flagged (edge) voxels by ComposeFromStep.

@@ -22,6 +22,45 @@ TESSERA_HD inline float LeanSqrt(float v) {
 #endif
 }
 
+// ComposeVoxel's second half, also the CPU row paths' edge cells: u sampled
+// trilinearly at ix (u's own grid, border-clamped, the whole grid's z) plus
+// the step s, written to out[0], out[n_out], out[2 n_out].
+TESSERA_HD inline void ComposeFromStep(const ComposeParams& p, const float* u, const float s[3], const float ix[3],
+                                       float* out, int64_t n_out) {
+  const int64_t n = p.dims.size();
+  int64_t i0[3];
+  float frac[3];
+  for (int c = 0; c < 3; ++c) {
+    const float f = FloorT(ix[c]);
+    i0[c] = static_cast<int64_t>(f);
+    frac[c] = ix[c] - f;
+  }
+  i0[2] -= p.grid_z0;  // the slab's index
+  const float wx[2] = {1.f - frac[0], frac[0]};
+  const float wy[2] = {1.f - frac[1], frac[1]};
+  const float wz[2] = {1.f - frac[2], frac[2]};
+  float acc[3] = {0.f, 0.f, 0.f};
+  for (int cz = 0; cz < 2; ++cz) {
+    const int64_t kk = i0[2] + cz;
+    // Beyond the grid's last slice: weight 0 (clamped there). Beyond a slab's
+    // ends: only from halo voxels (the step bound keeps own voxels' corners
+    // within the halo), whose values are refreshed before they are read.
+    if (kk < 0 || kk >= p.dims.nz) continue;
+    for (int cy = 0; cy < 2; ++cy) {
+      const int64_t jj = i0[1] + cy;
+      if (jj >= p.dims.ny) continue;
+      for (int cx = 0; cx < 2; ++cx) {
+        const int64_t ii = i0[0] + cx;
+        if (ii >= p.dims.nx) continue;
+        const float w = wx[cx] * wy[cy] * wz[cz];
+        const int64_t at = ii + p.dims.nx * (jj + p.dims.ny * kk);
+        for (int c = 0; c < 3; ++c) acc[c] += w * u[c * n + at];
+      }
+    }
+  }
+  for (int c = 0; c < 3; ++c) out[c * n_out] = RnAdd(acc[c], s[c]);
+}
+
 // Voxel (i, j, k) at flat index idx (component stride n): writes the composed
 // displacement of its three components to out[0], out[n_out], out[2 n_out].
 // GradT: float, or bf16 (the mixed-precision stage's G), loaded as float.
@@ -51,41 +90,13 @@ TESSERA_HD inline void ComposeVoxel(const ComposeParams& p, const float* u, cons
   // In the whole grid's coordinates (a slab's k is global k - grid_z0).
   const int64_t m3[3] = {p.dims.nx, p.dims.ny, p.grid_nz};
   const int64_t vox[3] = {i, j, k + p.grid_z0};
-  int64_t i0[3];
-  float frac[3];
+  float ix[3];
   for (int c = 0; c < 3; ++c) {
     const float x = RnAdd(p.out_lo[c], RnMul(p.out_step[c], static_cast<float>(vox[c])));
-    float ix = RnMul(RnAdd(RnAdd(x, s[c]), 1.f), p.in_half[c]);
     float dclamp;
-    ix = ClampCoord(ix, m3[c], &dclamp);
-    const float f = FloorT(ix);
-    i0[c] = static_cast<int64_t>(f);
-    frac[c] = ix - f;
+    ix[c] = ClampCoord(RnMul(RnAdd(RnAdd(x, s[c]), 1.f), p.in_half[c]), m3[c], &dclamp);
   }
-  i0[2] -= p.grid_z0;  // the slab's index
-  const float wx[2] = {1.f - frac[0], frac[0]};
-  const float wy[2] = {1.f - frac[1], frac[1]};
-  const float wz[2] = {1.f - frac[2], frac[2]};
-  float acc[3] = {0.f, 0.f, 0.f};
-  for (int cz = 0; cz < 2; ++cz) {
-    const int64_t kk = i0[2] + cz;
-    // Beyond the grid's last slice: weight 0 (clamped there). Beyond a slab's
-    // ends: only from halo voxels (the step bound keeps own voxels' corners
-    // within the halo), whose values are refreshed before they are read.
-    if (kk < 0 || kk >= p.dims.nz) continue;
-    for (int cy = 0; cy < 2; ++cy) {
-      const int64_t jj = i0[1] + cy;
-      if (jj >= p.dims.ny) continue;
-      for (int cx = 0; cx < 2; ++cx) {
-        const int64_t ii = i0[0] + cx;
-        if (ii >= p.dims.nx) continue;
-        const float w = wx[cx] * wy[cy] * wz[cz];
-        const int64_t at = ii + p.dims.nx * (jj + p.dims.ny * kk);
-        for (int c = 0; c < 3; ++c) acc[c] += w * u[c * n + at];
-      }
-    }
-  }
-  for (int c = 0; c < 3; ++c) out[c * n_out] = RnAdd(acc[c], s[c]);
+  ComposeFromStep(p, u, s, ix, out, n_out);
 }
 
 }  // namespace lean_internal

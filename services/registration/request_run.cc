@@ -3,13 +3,11 @@
 #include <filesystem>
 #include <system_error>
 #include <utility>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "common/device_warmup.h"
 #include "common/durable_file.h"
 #include "common/status.h"
 #include "kernels/registration/pipeline/ants_transform_io.h"
@@ -123,10 +121,6 @@ v1::RegistrationResult ResultProto(const RequestOutcome& outcome, const Registra
 
 absl::StatusOr<RequestOutcome> RunRegistrationRequest(const RequestSpec& spec, const RequestRunContext& context) {
   if (context.report) context.report(ReadingInputsProgress());
-  // The GPU's context starts while the inputs are read (a cold command's
-  // first tenth of a second or more otherwise).
-  const std::vector<int>& gpus = spec.plan.options.gpus;
-  const DeviceWarmUp warm_up(spec.plan.options.device, gpus.empty() ? 0 : gpus.front());
   const absl::Time reading = absl::Now();
   TESSERA_ASSIGN_OR_RETURN(RegistrationInputs inputs, MaterializeInputs(spec.inputs, spec.max_volume_bytes));
   const double read_seconds = absl::ToDoubleSeconds(absl::Now() - reading);

@@ -76,8 +76,9 @@ struct GreedyStep {
   int64_t slab_depth = 0;
   // CUDA launch shape (issue 37), same values either way: true launches the
   // slab kernel on an (x, y, slice) grid, so a thread finds its voxel without
-  // the 64-bit divisions of the linear launch.
-  bool cuda_grid_3d = false;
+  // the 64-bit divisions of the linear launch. Default since 2026-12-07
+  // (compose 6.07 -> 4.49 ms at 512^3 on an H100, same bits).
+  bool cuda_grid_3d = true;
 };
 
 // Largest |s| (voxels, any component) the rule can produce this step.

@@ -68,9 +68,11 @@ TEST(LeanSmoothCuda, RunKernelEqualsDefault) {
       NDArray scratch = NDArray::Allocate({shape[0], shape[1], shape[2]}, DType::kFloat32, MemoryKind::kDevice).value();
       NDArray a = host.CopyTo(MemoryKind::kDevice, stream).value();
       NDArray b = host.CopyTo(MemoryKind::kDevice, stream).value();
-      LeanSmoothTuning run;
+      LeanSmoothTuning one_per_sweep, run;  // explicit: the default is the run kernel
+      one_per_sweep.run_kernel = false;
       run.run_kernel = true;
-      ASSERT_TRUE(SmoothInPlaceWithScratch(a, {sigma, sigma, sigma}, scratch.data<float>(), voxels, stream).ok());
+      ASSERT_TRUE(
+          SmoothInPlaceWithScratch(a, {sigma, sigma, sigma}, scratch.data<float>(), voxels, stream, one_per_sweep).ok());
       ASSERT_TRUE(SmoothInPlaceWithScratch(b, {sigma, sigma, sigma}, scratch.data<float>(), voxels, stream, run).ok());
       NDArray ha = a.CopyTo(MemoryKind::kHost, stream).value(), hb = b.CopyTo(MemoryKind::kHost, stream).value();
       int64_t differ = 0;
@@ -99,7 +101,7 @@ TEST(LeanSmoothCuda, RunKernelEqualsDefault) {
       auto c = upload(), d = upload();
       const Dims3 dims{shape[0], shape[1], shape[2]};
       ASSERT_TRUE(SmoothBf16InPlaceWithScratch(static_cast<BFloat16*>(c->data()), dims, comps, {sigma, sigma, sigma},
-                                               scratch.data<float>(), voxels, stream)
+                                               scratch.data<float>(), voxels, stream, one_per_sweep)
                       .ok());
       ASSERT_TRUE(SmoothBf16InPlaceWithScratch(static_cast<BFloat16*>(d->data()), dims, comps, {sigma, sigma, sigma},
                                                scratch.data<float>(), voxels, stream, run)

@@ -15,11 +15,11 @@
 // registration_kernels_bench) and "smooth" (a sinusoidal field of the same
 // amplitude, what registration produces).
 // iteration: the steps of RunLeanDeformableStage's mixed-precision iteration
-// (deformable_stage.cc) timed one by one with CUDA events, today's settings
-// against the new ones (vector loads in the sampler, register-blocked
-// smoothing passes, the composition on a 3d grid, deeper composition slabs,
-// the composition and u's smoothing fused), and the largest difference of u
-// after one iteration from the same start (0: the same results).
+// (deformable_stage.cc) timed one by one with CUDA events, the kernels of
+// 2026-12-06 and today's defaults against the options (deeper composition
+// slabs, fixed-radius smoothing passes, the composition and u's smoothing
+// fused with the tiled write-back), and the largest difference of u after one
+// iteration from the same start (0: the same results).
 // Without a GPU it prints why and exits 0.
 #include <algorithm>
 #include <array>
@@ -337,6 +337,7 @@ struct IterationConfig {
   int64_t compose_slab_depth = 0;  // GreedyStep::slab_depth (0: ComposeSlabDepth)
   bool compose_grid_3d = false;    // GreedyStep::cuda_grid_3d
   bool fused_compose_smooth = false;  // ComposeGreedyStepAndSmoothInPlace (u smoothed as written back)
+  int smooth_tile_z = 0;              // GreedyStep::cuda_smooth_tile_z (the fused write-back's kernel)
 };
 
 constexpr int kSteps = 8;
@@ -400,26 +401,43 @@ absl::Status BenchIteration(const Stream& stream, const Options& opt) {
   const double lr = 0.5;  // deformable_lr_voxels' default
   Workspace lncc_ws, stats_ws, compose_ws;
 
+  // Every setting explicit (the first is the baseline of the differences):
+  // the kernels of 2026-12-06, today's defaults (register-blocked smoothing,
+  // the 3-D compose grid), then the issue 37 options on top.
   std::vector<IterationConfig> configs;
-  LeanSmoothTuning todays_smooth;
-  todays_smooth.run_kernel = false;
-  configs.push_back({"today", TodaysSampler(), todays_smooth});
-  IterationConfig now{"new (vector loads, blocked smoothing, 3d compose grid)", TodaysSampler(), todays_smooth};
-  now.sampler.vector_loads = true;
-  now.smooth.run_kernel = true;
-  now.compose_grid_3d = true;
-  configs.push_back(now);
-  IterationConfig smooth_only{"blocked smoothing only", TodaysSampler(), todays_smooth};
-  smooth_only.smooth.run_kernel = true;
-  configs.push_back(smooth_only);
-  IterationConfig deep = now;
-  deep.name = "new + compose slabs of 32 slices";
+  LeanSmoothTuning old_smooth;
+  old_smooth.run_kernel = false;
+  old_smooth.fixed_radius = false;
+  configs.push_back({"2026-12-06 kernels", TodaysSampler(), old_smooth});
+  IterationConfig today{"today (blocked smoothing, 3d compose grid)", TodaysSampler(), old_smooth};
+  today.smooth.run_kernel = true;
+  today.compose_grid_3d = true;
+  configs.push_back(today);
+  IterationConfig deep = today;
+  deep.name = "today + compose slabs of 32";
   deep.compose_slab_depth = 32;
   configs.push_back(deep);
-  IterationConfig fused = now;
-  fused.name = "new + compose and smooth u fused";
-  fused.fused_compose_smooth = true;
-  configs.push_back(fused);
+  IterationConfig fixed = deep;
+  fixed.name = "slabs 32 + fixed-radius smoothing";
+  fixed.smooth.fixed_radius = true;
+  configs.push_back(fixed);
+  IterationConfig tiles8 = fixed;
+  tiles8.name = "slabs 32 + fixed radius + compose/smooth u fused, tiles of 8";
+  tiles8.fused_compose_smooth = true;
+  tiles8.smooth_tile_z = 8;
+  configs.push_back(tiles8);
+  IterationConfig tiles16 = tiles8;
+  tiles16.name = "slabs 32 + fixed radius + fused, tiles of 16";
+  tiles16.smooth_tile_z = 16;
+  configs.push_back(tiles16);
+  IterationConfig tiles8_slab16 = tiles8;
+  tiles8_slab16.name = "slabs 16 + fixed radius + fused, tiles of 8";
+  tiles8_slab16.compose_slab_depth = 16;
+  configs.push_back(tiles8_slab16);
+  IterationConfig tiles8_auto = tiles8;
+  tiles8_auto.name = "automatic slabs + fixed radius + fused, tiles of 8";
+  tiles8_auto.compose_slab_depth = 0;
+  configs.push_back(tiles8_auto);
   const std::array<std::vector<float>, 3> warp_taps = {GaussianTaps(0.5), GaussianTaps(0.5), GaussianTaps(0.5)};
 
   cudaEvent_t ev[kSteps + 1];
@@ -455,6 +473,7 @@ absl::Status BenchIteration(const Stream& stream, const Options& opt) {
       step.scale = largest > 0 ? static_cast<float>(-lr / largest) : 0.f;
       step.slab_depth = std::min<int64_t>(cfg.compose_slab_depth, d.nz);
       step.cuda_grid_3d = cfg.compose_grid_3d;
+      step.cuda_smooth_tile_z = cfg.smooth_tile_z;
       if (cfg.fused_compose_smooth) {
         TESSERA_RETURN_IF_ERROR(ComposeGreedyStepAndSmoothInPlace(stream, u.data<float>(), g.as<BFloat16>(), d, step,
                                                                   warp_taps, &compose_ws));
@@ -508,7 +527,7 @@ absl::Status BenchIteration(const Stream& stream, const Options& opt) {
   for (size_t c = 0; c < configs.size(); ++c) std::printf(" %.3f |", step_ms[c][kSteps] - step_ms[c][1] + 3.6);
   std::printf("\n");
   for (size_t c = 1; c < configs.size(); ++c) {
-    std::printf("u after one iteration, %s vs today: max |diff| %.3g\n", configs[c].name,
+    std::printf("u after one iteration, %s vs %s: max |diff| %.3g\n", configs[c].name, configs[0].name,
                 MaxDiff(u_after_one[c], u_after_one[0]));
   }
   std::fflush(stdout);

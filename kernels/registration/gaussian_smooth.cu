@@ -161,6 +161,59 @@ __global__ void __launch_bounds__(AxisPolicy::kInner * AxisPolicy::kRows)
   }
 }
 
+// AxisRunKernel with the radius R a template argument: the sweep unrolls, so
+// each output's sum is fmaf(w[d], x, s) for d ascending from s = 0 (exactly
+// AxisKernel's) with the taps as constant operands and no sliding registers
+// (the run kernel spends ~20 instructions per 8 fmafs on them at radius 18).
+// The block index is linear with the axis tiles fastest, so the blocks that
+// share a tile's halo rows run together (their second read hits L2; with the
+// inner index fastest, the z pass re-reads its halos from DRAM).
+template <int R, typename In = float, typename Out = float>
+__global__ void __launch_bounds__(AxisPolicy::kInner * AxisPolicy::kRows)
+    AxisFixedKernel(const In* __restrict__ in, Out* __restrict__ out, int64_t inner, int64_t n, int64_t outer,
+                    Taps taps) {
+  constexpr int kRun = AxisPolicy::kTile / AxisPolicy::kRows;
+  constexpr int kSpan = AxisPolicy::kTile + 2 * R;
+  __shared__ float tile[kSpan * AxisPolicy::kInner];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t tiles = (n + AxisPolicy::kTile - 1) / AxisPolicy::kTile;
+  const int64_t inner_blocks = (inner + AxisPolicy::kInner - 1) / AxisPolicy::kInner;
+  const int64_t b = blockIdx.x;
+  const int64_t a0 = (b % tiles) * AxisPolicy::kTile;
+  const int64_t rest = b / tiles;
+  const int64_t i = (rest % inner_blocks) * AxisPolicy::kInner + tx;
+  const int64_t o = rest / inner_blocks;
+  if (o >= outer) return;
+  const In* src = in + inner * n * o;
+#pragma unroll 4
+  for (int s = ty; s < kSpan; s += AxisPolicy::kRows) {
+    const int64_t a = ClampIdx(a0 + s - R, n - 1);
+    tile[s * AxisPolicy::kInner + tx] = i < inner ? ToFloat(src[i + inner * a]) : 0.f;
+  }
+  __syncthreads();
+  const int t0 = ty * kRun;
+  float acc[kRun];
+#pragma unroll
+  for (int q = 0; q < kRun; ++q) acc[q] = 0.f;
+  const float* column = tile + t0 * AxisPolicy::kInner + tx;
+#pragma unroll
+  for (int d = 0; d < 2 * R + kRun; ++d) {
+    const float x = column[d * AxisPolicy::kInner];
+#pragma unroll
+    for (int q = 0; q < kRun; ++q) {
+      if (d - q >= 0 && d - q <= 2 * R) acc[q] = fmaf(taps.w[d - q], x, acc[q]);
+    }
+  }
+  if (i < inner) {
+    Out* dst = out + inner * n * o;
+#pragma unroll
+    for (int q = 0; q < kRun; ++q) {
+      const int64_t a = a0 + t0 + q;
+      if (a < n) dst[i + inner * a] = FromFloat<Out>(acc[q]);
+    }
+  }
+}
+
 // One warp per row (short rows: no block-wide barriers, 8 rows in flight per
 // block). in may equal out: each warp reads its whole row before writing it.
 __global__ void __launch_bounds__(RowPolicy::kThreads)
@@ -238,9 +291,71 @@ __global__ void __launch_bounds__(RowPolicy::kThreads)
   }
 }
 
+// RowWarpRunKernel with the radius R a template argument (as AxisFixedKernel:
+// the same sums, the sweep unrolled, taps as constant operands).
+template <int R>
+__global__ void __launch_bounds__(RowPolicy::kThreads)
+    RowWarpFixedKernel(const float* in, float* out, int64_t nx, int64_t rows, Taps taps) {
+  extern __shared__ float smem[];
+  constexpr int kTaps = 2 * R + 1;
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int64_t line_len = nx + 2 * R;
+  float* line = smem + warp * (line_len + kRowSegment);
+  float* staged = line + line_len;
+  for (int64_t row = int64_t(blockIdx.x) * RowPolicy::kWarps + warp; row < rows;
+       row += int64_t(gridDim.x) * RowPolicy::kWarps) {
+    const float* src = in + row * nx;
+    for (int64_t i = lane; i < line_len; i += 32) line[i] = src[ClampIdx(i - R, nx - 1)];
+    __syncwarp();
+    float* dst = out + row * nx;
+    const int len = static_cast<int>(line_len);  // <= kMaxWarpRow: int positions
+    for (int s0 = 0; s0 < nx; s0 += kRowSegment) {
+      const int first = s0 + lane * kRowRun;  // this lane's first output
+      float acc[kRowRun];
+#pragma unroll
+      for (int q = 0; q < kRowRun; ++q) acc[q] = 0.f;
+#pragma unroll
+      for (int d = 0; d < kTaps + kRowRun - 1; ++d) {
+        const int p = first + d;
+        const float x = p < len ? line[p] : 0.f;  // past the row: only outputs beyond nx use it
+#pragma unroll
+        for (int q = 0; q < kRowRun; ++q) {
+          if (d - q >= 0 && d - q < kTaps) acc[q] = fmaf(taps.w[d - q], x, acc[q]);
+        }
+      }
+      __syncwarp();  // the previous segment's staged values are stored
+#pragma unroll
+      for (int q = 0; q < kRowRun; ++q) staged[lane * kRowRun + q] = acc[q];
+      __syncwarp();
+      for (int t = lane; t < kRowSegment && s0 + t < nx; t += 32) dst[s0 + t] = staged[t];
+    }
+    __syncwarp();  // every lane is done with this row's line
+  }
+}
+
+// The radii with fixed-radius kernels: the lean stage's defaults (sigma 0.5:
+// radius 2; sigma 6: radius 18).
+constexpr bool HasFixedRadius(int r) { return r == 2 || r == 18; }
+
+template <int R>
+absl::Status LaunchRowFixed(const float* in, float* out, int64_t nx, int64_t rows, const Taps& taps, cudaStream_t s) {
+  const int64_t line = nx + 2 * R;
+  const int grid = int(std::min<int64_t>((rows + RowPolicy::kWarps - 1) / RowPolicy::kWarps, int64_t{1} << 30));
+  const size_t smem = RowPolicy::kWarps * size_t(line + kRowSegment) * sizeof(float);
+  RowWarpFixedKernel<R><<<grid, RowPolicy::kThreads, smem, s>>>(in, out, nx, rows, taps);
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("RowWarpFixedKernel");
+  return absl::OkStatus();
+}
+
 absl::Status LaunchRow(const float* in, float* out, int64_t nx, int64_t rows, const Taps& taps, cudaStream_t s,
-                       bool run_kernel = false) {
+                       PassKernels kernels = {}) {
+  const bool run_kernel = kernels.run_kernel;
   const int64_t line = nx + 2 * taps.radius;
+  if (run_kernel && kernels.fixed_radius && line <= RowPolicy::kMaxWarpRow && HasFixedRadius(taps.radius)) {
+    return taps.radius == 2 ? LaunchRowFixed<2>(in, out, nx, rows, taps, s)
+                            : LaunchRowFixed<18>(in, out, nx, rows, taps, s);
+  }
   if (run_kernel && line <= RowPolicy::kMaxWarpRow) {
     const int grid = int(std::min<int64_t>((rows + RowPolicy::kWarps - 1) / RowPolicy::kWarps, int64_t{1} << 30));
     const size_t smem = (size_t(2 * taps.radius + 1) + RowPolicy::kWarps * size_t(line + kRowSegment)) * sizeof(float);
@@ -261,11 +376,30 @@ absl::Status LaunchRow(const float* in, float* out, int64_t nx, int64_t rows, co
   return absl::OkStatus();
 }
 
+template <int R, typename In, typename Out>
+absl::Status LaunchAxisFixed(const In* in, Out* out, int64_t inner, int64_t n, int64_t outer, const Taps& taps,
+                             cudaStream_t s) {
+  const int64_t blocks = ((n + AxisPolicy::kTile - 1) / AxisPolicy::kTile) *
+                         ((inner + AxisPolicy::kInner - 1) / AxisPolicy::kInner) * outer;
+  AxisFixedKernel<R, In, Out><<<unsigned(blocks), dim3(AxisPolicy::kInner, AxisPolicy::kRows), 0, s>>>(
+      in, out, inner, n, outer, taps);
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("AxisFixedKernel");
+  return absl::OkStatus();
+}
+
 // run_kernel: AxisRunKernel (same results, fewer shared-memory loads) instead
-// of AxisKernel.
+// of AxisKernel; with fixed_radius, AxisFixedKernel where it has the radius
+// (and the linear grid fits).
 template <typename In, typename Out>
 absl::Status LaunchAxis(const In* in, Out* out, int64_t inner, int64_t n, int64_t outer, const Taps& taps,
-                        cudaStream_t s, bool run_kernel = false) {
+                        cudaStream_t s, PassKernels kernels = {}) {
+  const bool run_kernel = kernels.run_kernel;
+  if (run_kernel && kernels.fixed_radius && HasFixedRadius(taps.radius) &&
+      ((n + AxisPolicy::kTile - 1) / AxisPolicy::kTile) * ((inner + AxisPolicy::kInner - 1) / AxisPolicy::kInner) *
+              outer < (int64_t{1} << 31)) {
+    return taps.radius == 2 ? LaunchAxisFixed<2>(in, out, inner, n, outer, taps, s)
+                            : LaunchAxisFixed<18>(in, out, inner, n, outer, taps, s);
+  }
   const dim3 block(AxisPolicy::kInner, AxisPolicy::kRows);
   const dim3 grid(unsigned((inner + AxisPolicy::kInner - 1) / AxisPolicy::kInner),
                   unsigned((n + AxisPolicy::kTile - 1) / AxisPolicy::kTile),
@@ -317,7 +451,7 @@ __global__ void ResampleKernel(const float* __restrict__ in, int64_t inx, int64_
 }  // namespace
 
 absl::Status SmoothCuda(const float* in, float* out, const Grid& g, const std::vector<float> taps[3],
-                        float* scratch, const Stream& stream, bool run_kernel) {
+                        float* scratch, const Stream& stream, PassKernels kernels) {
   cudaStream_t s = static_cast<cudaStream_t>(stream.native());
   TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
   const Taps tx = MakeTaps(taps[0]), ty = MakeTaps(taps[1]), tz = MakeTaps(taps[2]);
@@ -328,21 +462,21 @@ absl::Status SmoothCuda(const float* in, float* out, const Grid& g, const std::v
     float* dst = out + c * V;
     // x: src -> dst (in place safe).
     if (fx && g.nx <= RowPolicy::kMaxRow) {
-      TESSERA_RETURN_IF_ERROR(LaunchRow(src, dst, g.nx, g.ny * g.nz, tx, s, run_kernel));
+      TESSERA_RETURN_IF_ERROR(LaunchRow(src, dst, g.nx, g.ny * g.nz, tx, s, kernels));
     } else if (fx) {  // very long rows: through the scratch volume
-      TESSERA_RETURN_IF_ERROR(LaunchAxis(src, scratch, 1, g.nx, g.ny * g.nz, tx, s, run_kernel));
+      TESSERA_RETURN_IF_ERROR(LaunchAxis(src, scratch, 1, g.nx, g.ny * g.nz, tx, s, kernels));
       TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, scratch, V * sizeof(float), cudaMemcpyDeviceToDevice, s));
     } else if (src != dst) {
       TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, V * sizeof(float), cudaMemcpyDeviceToDevice, s));
     }
     // y: dst -> scratch; z: scratch -> dst (or a copy back when one is skipped).
     if (fy && fz) {
-      TESSERA_RETURN_IF_ERROR(LaunchAxis(dst, scratch, g.nx, g.ny, g.nz, ty, s, run_kernel));
-      TESSERA_RETURN_IF_ERROR(LaunchAxis(scratch, dst, g.nx * g.ny, g.nz, 1, tz, s, run_kernel));
+      TESSERA_RETURN_IF_ERROR(LaunchAxis(dst, scratch, g.nx, g.ny, g.nz, ty, s, kernels));
+      TESSERA_RETURN_IF_ERROR(LaunchAxis(scratch, dst, g.nx * g.ny, g.nz, 1, tz, s, kernels));
     } else if (fy || fz) {
       const bool y = fy;
-      TESSERA_RETURN_IF_ERROR(y ? LaunchAxis(dst, scratch, g.nx, g.ny, g.nz, ty, s, run_kernel)
-                                : LaunchAxis(dst, scratch, g.nx * g.ny, g.nz, 1, tz, s, run_kernel));
+      TESSERA_RETURN_IF_ERROR(y ? LaunchAxis(dst, scratch, g.nx, g.ny, g.nz, ty, s, kernels)
+                                : LaunchAxis(dst, scratch, g.nx * g.ny, g.nz, 1, tz, s, kernels));
       TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, scratch, V * sizeof(float), cudaMemcpyDeviceToDevice, s));
     }
   }
@@ -352,7 +486,7 @@ absl::Status SmoothCuda(const float* in, float* out, const Grid& g, const std::v
 // Per component: y (or a plain conversion) bf16 field -> float scratch, x in
 // place on the scratch, z (or a conversion) scratch -> field: one rounding.
 absl::Status SmoothBf16InPlaceCuda(BFloat16* field, const Grid& g, const std::vector<float> taps[3], float* scratch,
-                                   const Stream& stream, bool run_kernel) {
+                                   const Stream& stream, PassKernels kernels) {
   cudaStream_t s = static_cast<cudaStream_t>(stream.native());
   TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(stream.ordinal()));
   const Taps tx = MakeTaps(taps[0]), ty = MakeTaps(taps[1]), tz = MakeTaps(taps[2]);
@@ -361,9 +495,9 @@ absl::Status SmoothBf16InPlaceCuda(BFloat16* field, const Grid& g, const std::ve
   const int64_t V = g.voxels();
   for (int64_t c = 0; c < g.comps; ++c) {
     BFloat16* comp = field + c * V;
-    TESSERA_RETURN_IF_ERROR(LaunchAxis(comp, scratch, g.nx, g.ny, g.nz, fy ? ty : one, s, run_kernel));
-    if (fx) TESSERA_RETURN_IF_ERROR(LaunchRow(scratch, scratch, g.nx, g.ny * g.nz, tx, s, run_kernel));
-    TESSERA_RETURN_IF_ERROR(LaunchAxis(scratch, comp, g.nx * g.ny, g.nz, 1, fz ? tz : one, s, run_kernel));
+    TESSERA_RETURN_IF_ERROR(LaunchAxis(comp, scratch, g.nx, g.ny, g.nz, fy ? ty : one, s, kernels));
+    if (fx) TESSERA_RETURN_IF_ERROR(LaunchRow(scratch, scratch, g.nx, g.ny * g.nz, tx, s, kernels));
+    TESSERA_RETURN_IF_ERROR(LaunchAxis(scratch, comp, g.nx * g.ny, g.nz, 1, fz ? tz : one, s, kernels));
   }
   return absl::OkStatus();
 }

@@ -28,17 +28,26 @@ void SmoothCpu(const float* in, float* out, const Grid& g, const std::vector<flo
 // components >= 3 unscaled).
 void ResampleCpu(const float* in, const Grid& gin, float* out, const Grid& gout, const float scale[3]);
 
+// Kernel choice of the CUDA passes (LeanSmoothTuning's, issue 37). Every
+// setting gives the same results bit for bit for finite inputs.
+struct PassKernels {
+  // The register-blocked RowWarpRunKernel and AxisRunKernel (fewer
+  // shared-memory loads) instead of RowWarpKernel and AxisKernel.
+  bool run_kernel = false;
+  // With run_kernel: for the radii with a compiled kernel (kFixedRadii), the
+  // run kernels with the radius a template argument, so the tap loops unroll
+  // and the taps are constant operands (no register shifting).
+  bool fixed_radius = false;
+};
+
 #if TESSERA_WITH_CUDA
 // scratch: g.voxels() floats of device memory (unused when only x is filtered).
-// run_kernel: the passes by the register-blocked RowWarpRunKernel and AxisRunKernel
-// (issue 37; the same results bit for bit for finite inputs, fewer
-// shared-memory loads) instead of AxisKernel.
 absl::Status SmoothCuda(const float* in, float* out, const Grid& g, const std::vector<float> taps[3],
-                        float* scratch, const Stream& stream, bool run_kernel = false);
+                        float* scratch, const Stream& stream, PassKernels kernels = {});
 // Mixed precision: a bf16 field smoothed in place through one float scratch
 // volume (rounded once per component). Rows up to RowPolicy's 8192 voxels.
 absl::Status SmoothBf16InPlaceCuda(BFloat16* field, const Grid& g, const std::vector<float> taps[3], float* scratch,
-                                   const Stream& stream, bool run_kernel = false);
+                                   const Stream& stream, PassKernels kernels = {});
 absl::Status ResampleCuda(const float* in, const Grid& gin, float* out, const Grid& gout, const float scale[3],
                           const Stream& stream);
 #endif

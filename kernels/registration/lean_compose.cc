@@ -131,7 +131,7 @@ absl::Status ComposeImpl(const Stream& stream, float* u, const GradT* grad, Dims
   // Fused: slab `pending` written back smoothed, reading the slabs around it.
   lean_internal::ComposedSlab ring[3];  // by slab index % 3
   auto smooth_back = [&](int64_t z0, int64_t z1) -> absl::Status {
-    return lean_internal::SmoothWritebackCuda(ring, dims, z0, z1, *smooth, u, stream);
+    return lean_internal::SmoothWritebackCuda(ring, dims, z0, z1, *smooth, u, stream, step.cuda_smooth_tile_z);
   };
 #endif
   int64_t pending_z0 = -1, pending_z1 = -1;

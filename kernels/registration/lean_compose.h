@@ -79,6 +79,11 @@ struct GreedyStep {
   // the 64-bit divisions of the linear launch. Default since 2026-12-07
   // (compose 6.07 -> 4.49 ms at 512^3 on an H100, same bits).
   bool cuda_grid_3d = true;
+  // ComposeGreedyStepAndSmoothInPlace's CUDA write-back (issue 37), same
+  // values either way: 0 marches each 32 x 8 column of a component through
+  // the slab; 8 or 16 filters 32 x 8 x 8 (or x 16) output tiles at once,
+  // each with its halo in shared memory.
+  int cuda_smooth_tile_z = 0;
 };
 
 // Largest |s| (voxels, any component) the rule can produce this step.
@@ -167,8 +172,9 @@ struct SmoothTaps {
 };
 // Writes u's slices [z0, z1), each component smoothed from the composed
 // slabs (which must hold every slice within the z radius, clamped to the grid).
+// tile_z: GreedyStep::cuda_smooth_tile_z.
 absl::Status SmoothWritebackCuda(const ComposedSlab slabs[3], Dims3 dims, int64_t z0, int64_t z1,
-                                 const SmoothTaps& taps, float* u, const Stream& stream);
+                                 const SmoothTaps& taps, float* u, const Stream& stream, int tile_z = 0);
 #endif
 }  // namespace lean_internal
 

@@ -11,6 +11,18 @@
 
 namespace tessera {
 namespace registration {
+#if TESSERA_WITH_CUDA
+namespace {
+
+gs_internal::PassKernels Kernels(LeanSmoothTuning tuning) {
+  gs_internal::PassKernels k;
+  k.run_kernel = tuning.run_kernel;
+  k.fixed_radius = tuning.fixed_radius;
+  return k;
+}
+
+}  // namespace
+#endif
 
 absl::Status SmoothInPlaceWithScratch(NDArray& field, const std::array<double, 3>& sigma, float* scratch,
                                       int64_t scratch_floats, const Stream& stream, LeanSmoothTuning tuning) {
@@ -43,7 +55,7 @@ absl::Status SmoothInPlaceWithScratch(NDArray& field, const std::array<double, 3
   }
   if (field.num_elements() == 0) return absl::OkStatus();
 #if TESSERA_WITH_CUDA
-  return gs_internal::SmoothCuda(field.data<float>(), field.data<float>(), g, taps, scratch, stream, tuning.run_kernel);
+  return gs_internal::SmoothCuda(field.data<float>(), field.data<float>(), g, taps, scratch, stream, Kernels(tuning));
 #else
   return absl::FailedPreconditionError("SmoothInPlaceWithScratch: CUDA stream in a build without CUDA");
 #endif
@@ -97,7 +109,7 @@ absl::Status SmoothBf16InPlaceWithScratch(BFloat16* field, Dims3 dims, int comps
         absl::StrCat("SmoothBf16InPlaceWithScratch: rows of ", dims.nx, " voxels exceed the CUDA limit of 8192"));
   }
 #if TESSERA_WITH_CUDA
-  return gs_internal::SmoothBf16InPlaceCuda(field, g, taps, scratch, stream, tuning.run_kernel);
+  return gs_internal::SmoothBf16InPlaceCuda(field, g, taps, scratch, stream, Kernels(tuning));
 #else
   return absl::FailedPreconditionError("SmoothBf16InPlaceWithScratch: CUDA stream in a build without CUDA");
 #endif

@@ -24,6 +24,11 @@ struct LeanSmoothTuning {
   // of one output per sweep. Default since 2026-12-07 (9.62 -> 7.36 ms for
   // the sigma-6 gradient smoothing at 512^3 on an H100, same bits).
   bool run_kernel = true;
+  // With run_kernel, issue 37: at the lean stage's radii (2 and 18: sigma 0.5
+  // and 6) kernels compiled for that radius (the tap loops unrolled, the taps
+  // constant operands; the y and z passes' halos re-read from L2) instead of
+  // the run kernels' sliding tap registers.
+  bool fixed_radius = false;
 };
 
 // field: float32 rank 3 or 4 (planar) in the stream's memory, smoothed in

@@ -56,7 +56,9 @@ TEST(LeanSmoothCuda, BorrowedScratchEqualsGaussianSmooth) {
 // passes) gives the default kernels' values bit for bit, float and bf16, at
 // the lean stage's sigmas (6: radius 18, longer than some axes; 0.5: radius
 // 2) and on extents that are not multiples of the 64-output tile nor of the
-// x pass's 288-output segment (300: two segments).
+// x pass's 288-output segment (300: two segments). The same for
+// LeanSmoothTuning::fixed_radius (kernels compiled for radii 2 and 18; sigma
+// 2 falls back to the run kernels).
 TEST(LeanSmoothCuda, RunKernelEqualsDefault) {
   TESSERA_SKIP_WITHOUT_GPU();
   Stream stream = Stream::Create(Backend::kCuda).value();
@@ -66,52 +68,57 @@ TEST(LeanSmoothCuda, RunKernelEqualsDefault) {
       NDArray host = RandomField(shape, 3);
       const int64_t voxels = shape[0] * shape[1] * shape[2];
       NDArray scratch = NDArray::Allocate({shape[0], shape[1], shape[2]}, DType::kFloat32, MemoryKind::kDevice).value();
-      NDArray a = host.CopyTo(MemoryKind::kDevice, stream).value();
-      NDArray b = host.CopyTo(MemoryKind::kDevice, stream).value();
-      LeanSmoothTuning one_per_sweep, run;  // explicit: the default is the run kernel
-      one_per_sweep.run_kernel = false;
-      run.run_kernel = true;
-      ASSERT_TRUE(
-          SmoothInPlaceWithScratch(a, {sigma, sigma, sigma}, scratch.data<float>(), voxels, stream, one_per_sweep).ok());
-      ASSERT_TRUE(SmoothInPlaceWithScratch(b, {sigma, sigma, sigma}, scratch.data<float>(), voxels, stream, run).ok());
-      NDArray ha = a.CopyTo(MemoryKind::kHost, stream).value(), hb = b.CopyTo(MemoryKind::kHost, stream).value();
-      int64_t differ = 0;
-      for (int64_t i = 0; i < ha.num_elements(); ++i) differ += ha.data<float>()[i] != hb.data<float>()[i];
-      EXPECT_EQ(differ, 0) << "float";
-      // Against the CPU (GaussianSmooth's reference): float sums in another order.
-      NDArray want = host.Clone().value();
-      ASSERT_TRUE(GaussianSmooth(want, &want, {sigma, sigma, sigma}, Stream::Cpu()).ok());
-      double worst = 0;
-      for (int64_t i = 0; i < hb.num_elements(); ++i) {
-        worst = std::max(worst, std::abs(double(hb.data<float>()[i]) - want.data<float>()[i]));
-      }
-      EXPECT_LT(worst, 1e-5);
-
-      // bf16 in place: the same kernels through the float scratch.
-      const int comps = shape.size() == 4 ? static_cast<int>(shape[3]) : 1;
-      std::vector<BFloat16> h16(host.num_elements());
-      for (size_t i = 0; i < h16.size(); ++i) h16[i] = FromFloat<BFloat16>(host.data<float>()[i]);
-      auto upload = [&]() {
-        auto buf = Buffer::Allocate(MemoryKind::kDevice, h16.size() * sizeof(BFloat16), stream.ordinal()).value();
-        EXPECT_TRUE(CopyBytes(buf->data(), MemoryKind::kDevice, h16.data(), MemoryKind::kHost,
-                              h16.size() * sizeof(BFloat16), stream)
+      for (const bool fixed : {false, true}) {
+        SCOPED_TRACE(fixed ? "fixed radius" : "run kernel");
+        NDArray a = host.CopyTo(MemoryKind::kDevice, stream).value();
+        NDArray b = host.CopyTo(MemoryKind::kDevice, stream).value();
+        LeanSmoothTuning one_per_sweep, run;  // explicit: the default is the run kernel
+        one_per_sweep.run_kernel = false;
+        run.run_kernel = true;
+        run.fixed_radius = fixed;
+        ASSERT_TRUE(SmoothInPlaceWithScratch(a, {sigma, sigma, sigma}, scratch.data<float>(), voxels, stream,
+                                             one_per_sweep)
                         .ok());
-        return buf;
-      };
-      auto c = upload(), d = upload();
-      const Dims3 dims{shape[0], shape[1], shape[2]};
-      ASSERT_TRUE(SmoothBf16InPlaceWithScratch(static_cast<BFloat16*>(c->data()), dims, comps, {sigma, sigma, sigma},
-                                               scratch.data<float>(), voxels, stream, one_per_sweep)
-                      .ok());
-      ASSERT_TRUE(SmoothBf16InPlaceWithScratch(static_cast<BFloat16*>(d->data()), dims, comps, {sigma, sigma, sigma},
-                                               scratch.data<float>(), voxels, stream, run)
-                      .ok());
-      std::vector<BFloat16> hc(h16.size()), hd(h16.size());
-      ASSERT_TRUE(CopyBytes(hc.data(), MemoryKind::kHost, c->data(), MemoryKind::kDevice, hc.size() * 2, stream).ok());
-      ASSERT_TRUE(CopyBytes(hd.data(), MemoryKind::kHost, d->data(), MemoryKind::kDevice, hd.size() * 2, stream).ok());
-      differ = 0;
-      for (size_t i = 0; i < hc.size(); ++i) differ += hc[i].bits != hd[i].bits;
-      EXPECT_EQ(differ, 0) << "bf16";
+        ASSERT_TRUE(SmoothInPlaceWithScratch(b, {sigma, sigma, sigma}, scratch.data<float>(), voxels, stream, run).ok());
+        NDArray ha = a.CopyTo(MemoryKind::kHost, stream).value(), hb = b.CopyTo(MemoryKind::kHost, stream).value();
+        int64_t differ = 0;
+        for (int64_t i = 0; i < ha.num_elements(); ++i) differ += ha.data<float>()[i] != hb.data<float>()[i];
+        EXPECT_EQ(differ, 0) << "float";
+        // Against the CPU (GaussianSmooth's reference): float sums in another order.
+        NDArray want = host.Clone().value();
+        ASSERT_TRUE(GaussianSmooth(want, &want, {sigma, sigma, sigma}, Stream::Cpu()).ok());
+        double worst = 0;
+        for (int64_t i = 0; i < hb.num_elements(); ++i) {
+          worst = std::max(worst, std::abs(double(hb.data<float>()[i]) - want.data<float>()[i]));
+        }
+        EXPECT_LT(worst, 1e-5);
+
+        // bf16 in place: the same kernels through the float scratch.
+        const int comps = shape.size() == 4 ? static_cast<int>(shape[3]) : 1;
+        std::vector<BFloat16> h16(host.num_elements());
+        for (size_t i = 0; i < h16.size(); ++i) h16[i] = FromFloat<BFloat16>(host.data<float>()[i]);
+        auto upload = [&]() {
+          auto buf = Buffer::Allocate(MemoryKind::kDevice, h16.size() * sizeof(BFloat16), stream.ordinal()).value();
+          EXPECT_TRUE(CopyBytes(buf->data(), MemoryKind::kDevice, h16.data(), MemoryKind::kHost,
+                                h16.size() * sizeof(BFloat16), stream)
+                          .ok());
+          return buf;
+        };
+        auto c = upload(), d = upload();
+        const Dims3 dims{shape[0], shape[1], shape[2]};
+        ASSERT_TRUE(SmoothBf16InPlaceWithScratch(static_cast<BFloat16*>(c->data()), dims, comps, {sigma, sigma, sigma},
+                                                 scratch.data<float>(), voxels, stream, one_per_sweep)
+                        .ok());
+        ASSERT_TRUE(SmoothBf16InPlaceWithScratch(static_cast<BFloat16*>(d->data()), dims, comps, {sigma, sigma, sigma},
+                                                 scratch.data<float>(), voxels, stream, run)
+                        .ok());
+        std::vector<BFloat16> hc(h16.size()), hd(h16.size());
+        ASSERT_TRUE(CopyBytes(hc.data(), MemoryKind::kHost, c->data(), MemoryKind::kDevice, hc.size() * 2, stream).ok());
+        ASSERT_TRUE(CopyBytes(hd.data(), MemoryKind::kHost, d->data(), MemoryKind::kDevice, hd.size() * 2, stream).ok());
+        differ = 0;
+        for (size_t i = 0; i < hc.size(); ++i) differ += hc[i].bits != hd[i].bits;
+        EXPECT_EQ(differ, 0) << "bf16";
+      }
     }
   }
 }

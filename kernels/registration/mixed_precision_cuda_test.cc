@@ -182,7 +182,10 @@ TEST(MixedPrecisionCuda, SmoothAndCompose) {
 // then SmoothInPlaceWithScratch on CUDA bit for bit: bf16 and float
 // gradients, the scaled and Adam rules, warp sigmas 0.5 (the lean stage's),
 // 1.5 and an axis left alone, automatic and the smallest slabs (several
-// slabs, the z radius reaching into both neighbours), odd extents, nz = 1.
+// slabs, the z radius reaching into both neighbours), odd extents, nz = 1;
+// the marching write-back and the tiles of 8 and 16 slices
+// (GreedyStep::cuda_smooth_tile_z), the latter also at radius 8 (sigma 2.5:
+// shared memory beyond 48 KB).
 TEST(MixedPrecisionCuda, FusedComposeAndSmoothEqualsTheTwoSteps) {
   TESSERA_SKIP_WITHOUT_GPU();
   Stream gpu = Stream::Create(Backend::kCuda).value();
@@ -190,7 +193,8 @@ TEST(MixedPrecisionCuda, FusedComposeAndSmoothEqualsTheTwoSteps) {
   for (const Dims3 d : {kDims, Dims3{70, 9, 41}, Dims3{30, 20, 1}}) {
     const int64_t n = d.size();
     for (const std::array<double, 3> sigma : {std::array<double, 3>{0.5, 0.5, 0.5},
-                                              std::array<double, 3>{1.5, 0.0, 1.5}}) {
+                                              std::array<double, 3>{1.5, 0.0, 1.5},
+                                              std::array<double, 3>{2.5, 1.0, 2.5}}) {
       for (int rule = 0; rule < 2; ++rule) {
         for (const bool smallest : {false, true}) {
           for (const bool bf16 : {true, false}) {
@@ -216,8 +220,10 @@ TEST(MixedPrecisionCuda, FusedComposeAndSmoothEqualsTheTwoSteps) {
                                                   static_cast<int64_t>(taps[2].size() / 2));
             }
             ASSERT_TRUE(CanFuseComposeAndSmooth(gpu, d, step, taps));
-            std::vector<float> results[2];
-            for (int fused = 0; fused < 2; ++fused) {
+            std::vector<float> results[4];
+            for (int fused = 0; fused < 4; ++fused) {
+              const int tile_z[4] = {0, 0, 8, 16};
+              step.cuda_smooth_tile_z = tile_z[fused];
               auto d_u = DeviceArray<float>::FromHost(u0, gpu);
               auto d_m = DeviceArray<float>::FromHost(m0, gpu);
               auto d_v = DeviceArray<float>::FromHost(v0, gpu);
@@ -226,11 +232,11 @@ TEST(MixedPrecisionCuda, FusedComposeAndSmoothEqualsTheTwoSteps) {
               step.m = d_m.data();
               step.v = d_v.data();
               Workspace ws;
-              if (fused == 1) {
+              if (fused >= 1) {
                 ASSERT_TRUE((bf16 ? ComposeGreedyStepAndSmoothInPlace(gpu, d_u.data(), d_g16.data(), d, step, taps, &ws)
                                   : ComposeGreedyStepAndSmoothInPlace(gpu, d_u.data(), d_g.data(), d, step, taps, &ws))
                                 .ok());
-                results[1] = d_u.Download();
+                results[fused] = d_u.Download();
               } else {
                 ASSERT_TRUE((bf16 ? ComposeGreedyStepInPlace(gpu, d_u.data(), d_g16.data(), d, step, &ws)
                                   : ComposeGreedyStepInPlace(gpu, d_u.data(), d_g.data(), d, step, &ws))
@@ -249,7 +255,9 @@ TEST(MixedPrecisionCuda, FusedComposeAndSmoothEqualsTheTwoSteps) {
                                 .ok());
               }
             }
-            ExpectClose(results[1], results[0], 0.0, "fused vs compose then smooth");
+            ExpectClose(results[1], results[0], 0.0, "fused (march) vs compose then smooth");
+            ExpectClose(results[2], results[0], 0.0, "fused (tiles of 8) vs compose then smooth");
+            ExpectClose(results[3], results[0], 0.0, "fused (tiles of 16) vs compose then smooth");
           }
         }
       }

@@ -1,10 +1,15 @@
 // LNCC CUDA kernel variants side by side (issue 37 item 1), one process, one
 // GPU: today's box march (the baseline) against the column march
 // (LnccOptions::cuda_kernel, cuda_rows, cuda_float_epilogue, cuda_x_pairs,
-// cuda_target_blocks, cuda_min_blocks, cuda_async_copy), float storage (Lncc) and the lean stage's mixed
-// storage (LnccHalfFixed: fp16 F, bf16 a, b, c), window 7.
+// cuda_target_blocks, cuda_min_blocks, cuda_async_copy, cuda_paired_loads16, cuda_paired_stores16), float
+// storage (Lncc) and the lean stage's mixed storage (LnccHalfFixed: fp16 F, bf16 a, b, c), window 7.
 //
-//   lncc_variants_bench [--sizes=256,512] [--reps=N]
+//   lncc_variants_bench [--sizes=256,512] [--reps=N] [--variants=NAME,NAME,...] [--list]
+//
+// --variants runs only the named variants (exact names as --list prints
+// them, comma-separated), plus the box march baseline and today's default
+// ("col r2") of each storage they use: the references of the differences
+// and of the speed-up.
 //
 // Per size: a device-to-device copy of one volume (the bandwidth reference,
 // GB/s = 2 * 4 * N bytes / time) and per variant the median of N CUDA-event
@@ -63,7 +68,8 @@ struct Variant {
 std::vector<Variant> Variants() {
   std::vector<Variant> v;
   auto add = [&](const std::string& name, LnccCudaKernel kernel, int rows, bool float_epi, bool x_pairs, int blocks,
-                 bool mixed, int min_blocks = 0, bool async = false) {
+                 bool mixed, int min_blocks = 0, bool async = false, bool paired_loads = false,
+                 bool paired_stores = false) {
     Variant x;
     x.name = name + (mixed ? " mixed" : " float");
     x.options.window = 7;
@@ -74,6 +80,8 @@ std::vector<Variant> Variants() {
     x.options.cuda_target_blocks = blocks;
     x.options.cuda_min_blocks = min_blocks;
     x.options.cuda_async_copy = async;
+    x.options.cuda_paired_loads16 = paired_loads;
+    x.options.cuda_paired_stores16 = paired_stores;
     x.mixed = mixed;
     v.push_back(x);
   };
@@ -86,7 +94,16 @@ std::vector<Variant> Variants() {
     add("col r2 xp fepi", kCol, 2, true, true, 0, mixed);
     add("col r1 xp fepi", kCol, 1, true, true, 0, mixed);
     add("col r1 xp occ2", kCol, 1, false, true, 0, mixed, 2);
-    if (mixed) continue;
+    if (mixed) {
+      // Paired 16-bit loads (pl: fp16 F, bf16 a, b, c) and stores (ps: bf16
+      // a, b, c), issue 37: the same bits as without them.
+      add("col r2 xp pl", kCol, 2, false, true, 0, mixed, 0, false, true, false);
+      add("col r2 xp ps", kCol, 2, false, true, 0, mixed, 0, false, false, true);
+      add("col r2 xp pl ps", kCol, 2, false, true, 0, mixed, 0, false, true, true);
+      add("col r2 pl ps", kCol, 2, false, false, 0, mixed, 0, false, true, true);
+      add("col r2 xp fepi pl ps", kCol, 2, true, true, 0, mixed, 0, false, true, true);
+      continue;
+    }
     add("col r1", kCol, 1, false, false, 0, mixed);
     add("col r1 fepi", kCol, 1, true, false, 0, mixed);
     add("col r2 fepi", kCol, 2, true, false, 0, mixed);
@@ -147,7 +164,7 @@ Diff Compare(const Outputs& o, const Outputs& ref) {
   return d;
 }
 
-absl::Status BenchSize(const Stream& stream, int64_t edge, int reps) {
+absl::Status BenchSize(const Stream& stream, int64_t edge, int reps, const std::vector<Variant>& variants) {
   const Dims3 d{edge, edge, edge};
   const int64_t n = d.size();
   std::printf("== %s (%.1f M voxels), window 7, %d reps\n", DimsToString(d).c_str(), n / 1e6, reps);
@@ -190,7 +207,7 @@ absl::Status BenchSize(const Stream& stream, int64_t edge, int reps) {
 
   Outputs ref_float, ref_mixed;
   double base_float_ms = 0, base_mixed_ms = 0;
-  for (const Variant& v : Variants()) {
+  for (const Variant& v : variants) {
     const bool baseline = v.options.cuda_kernel == LnccCudaKernel::kBoxMarch;
     Workspace ws;
     std::shared_ptr<Buffer> coef;
@@ -246,15 +263,51 @@ absl::Status BenchSize(const Stream& stream, int64_t edge, int reps) {
     std::fflush(stdout);
   }
   // Mixed baseline against the float baseline, for scale.
+  if (ref_mixed.grad.empty() || ref_float.grad.empty()) return absl::OkStatus();
   const Diff mf = Compare(ref_mixed, ref_float);
   std::printf("box mixed vs box float: loss rel %.2e, grad max rel %.2e, grad rel L2 %.2e\n", mf.loss_rel,
               mf.grad_max_rel, mf.grad_rel_l2);
   return absl::OkStatus();
 }
 
+// The variants named in `list` (comma-separated), each storage's baseline
+// and default first; all of them when `list` is empty.
+absl::StatusOr<std::vector<Variant>> SelectVariants(const std::string& list) {
+  const std::vector<Variant> all = Variants();
+  if (list.empty()) return all;
+  std::vector<std::string> names;
+  size_t at = 0;
+  while (at <= list.size()) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    if (comma > at) names.push_back(list.substr(at, comma - at));
+    at = comma + 1;
+  }
+  std::vector<bool> keep(all.size(), false);
+  for (const std::string& name : names) {
+    bool found = false;
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (all[i].name != name) continue;
+      found = true;
+      keep[i] = true;
+      for (size_t j = 0; j < all.size(); ++j) {  // the references of its storage
+        const bool reference = all[j].name == (all[i].mixed ? "box (today) mixed" : "box (today) float") ||
+                               all[j].name == (all[i].mixed ? "col r2 mixed" : "col r2 float");
+        if (reference) keep[j] = true;
+      }
+    }
+    if (!found) return absl::InvalidArgumentError("unknown variant '" + name + "' (see --list)");
+  }
+  std::vector<Variant> chosen;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (keep[i]) chosen.push_back(all[i]);
+  }
+  return chosen;
+}
+
 int Main(int argc, char** argv) {
   std::vector<int64_t> sizes = {256, 512};
   int reps = 10;
+  std::string variant_list;
   for (int i = 1; i < argc; ++i) {
     if (const char* v = bench::FlagValue(argv[i], "--sizes")) {
       if (!bench::ParseIntList(v, 8, 1024, &sizes)) {
@@ -263,10 +316,20 @@ int Main(int argc, char** argv) {
       }
     } else if (const char* v = bench::FlagValue(argv[i], "--reps")) {
       reps = std::max(1, std::atoi(v));
+    } else if (const char* v = bench::FlagValue(argv[i], "--variants")) {
+      variant_list = v;
+    } else if (std::string(argv[i]) == "--list") {
+      for (const Variant& v : Variants()) std::printf("%s\n", v.name.c_str());
+      return 0;
     } else {
-      std::fprintf(stderr, "usage: lncc_variants_bench [--sizes=256,512] [--reps=N]\n");
+      std::fprintf(stderr, "usage: lncc_variants_bench [--sizes=256,512] [--reps=N] [--variants=A,B] [--list]\n");
       return 2;
     }
+  }
+  auto variants = SelectVariants(variant_list);
+  if (!variants.ok()) {
+    std::fprintf(stderr, "%s\n", variants.status().ToString().c_str());
+    return 2;
   }
   auto st = Stream::Create(Backend::kCuda);
   if (!st.ok()) {
@@ -276,7 +339,7 @@ int Main(int argc, char** argv) {
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, st->ordinal());
   std::printf("device: %s (%d SMs)\n", prop.name, prop.multiProcessorCount);
-  for (const int64_t edge : sizes) bench::ExitUnlessOk(BenchSize(*st, edge, reps), "lncc variants");
+  for (const int64_t edge : sizes) bench::ExitUnlessOk(BenchSize(*st, edge, reps, *variants), "lncc variants");
   return 0;
 }
 

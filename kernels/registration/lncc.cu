@@ -120,6 +120,57 @@ struct ForwardOp {
   __device__ __forceinline__ double EmitAt(int64_t idx, const A s[kQ], const float*) const {
     return Emit(idx, s);
   }
+  // Paired stores (LnccOptions::cuda_paired_stores16): the kernel computes
+  // a voxel's terms with EmitTerms (nothing stored; zeros at masked centres)
+  // and stores two x-neighbours' coefficients per 32-bit word.
+  static constexpr bool kWideStores = sizeof(CoefT) == 2;
+  __host__ __device__ bool StoresAligned() const {
+    return a_out != nullptr && (reinterpret_cast<uintptr_t>(a_out) | reinterpret_cast<uintptr_t>(b_out) |
+                                reinterpret_cast<uintptr_t>(c_out)) % 4 == 0;
+  }
+  // Paired loads (LnccOptions::cuda_paired_loads16): raw channels [0, kRaw16)
+  // are 16-bit (fp16 F), loaded two per 32-bit word; the others one by one.
+  static constexpr int kRaw16 = sizeof(FixedT) == 2 ? 1 : 0;
+  __host__ __device__ bool LoadsAligned() const { return reinterpret_cast<uintptr_t>(fixed) % 4 == 0; }
+  __device__ __forceinline__ uint32_t LoadWord(int, int64_t idx) const {
+    return __ldg(reinterpret_cast<const unsigned int*>(fixed + idx));
+  }
+  __device__ __forceinline__ float LoadOne(int c, int64_t idx) const {
+    return c == 0 ? LdgFloat(fixed + idx) : __ldg(warped + idx);
+  }
+  __device__ __forceinline__ static float Widen(int, uint32_t bits16) {
+    FixedT v;
+    if constexpr (sizeof(FixedT) == 2) {
+      v.bits = static_cast<uint16_t>(bits16);
+    } else {
+      v = 0.f;
+    }
+    return ToFloat(v);
+  }
+  template <typename A>
+  __device__ __forceinline__ double EmitTerms(int64_t idx, const A s[kQ], float abc[3]) const {
+    if (!mask.has(idx)) {
+      abc[0] = abc[1] = abc[2] = 0.f;
+      return 0.0;
+    }
+    const auto t = Terms(s);
+    abc[0] = static_cast<float>(t.a);
+    abc[1] = static_cast<float>(t.b);
+    abc[2] = static_cast<float>(t.c);
+    return t.cc;
+  }
+  // Coefficients of voxels idx (even) and idx + 1, rounded as Emit rounds them.
+  __device__ __forceinline__ void StorePair(int64_t idx, const float lo[3], const float hi[3]) const {
+    if constexpr (kWideStores) {
+      CoefT* out[3] = {a_out, b_out, c_out};
+#pragma unroll
+      for (int c = 0; c < 3; ++c) {
+        const uint32_t word = static_cast<uint32_t>(FromFloat<CoefT>(lo[c]).bits) |
+                              (static_cast<uint32_t>(FromFloat<CoefT>(hi[c]).bits) << 16);
+        *reinterpret_cast<uint32_t*>(out[c] + idx) = word;
+      }
+    }
+  }
   __device__ __forceinline__ static void Expand(const float raw[kRaw], float q[kQ]) {
     q[0] = raw[0];
     q[1] = raw[1];
@@ -183,6 +234,32 @@ struct BackwardOp {
     } else {
       return warped;
     }
+  }
+  // Paired loads (LnccOptions::cuda_paired_loads16): a, b, c two 16-bit
+  // values per 32-bit word.
+  static constexpr int kRaw16 = sizeof(CoefT) == 2 ? 3 : 0;
+  static constexpr bool kWideStores = false;
+  __host__ __device__ bool LoadsAligned() const {
+    return (reinterpret_cast<uintptr_t>(a_in) | reinterpret_cast<uintptr_t>(b_in) |
+            reinterpret_cast<uintptr_t>(c_in)) % 4 == 0;
+  }
+  __host__ __device__ bool StoresAligned() const { return false; }
+  // The word holding voxels idx (even) and idx + 1 of raw channel c.
+  __device__ __forceinline__ uint32_t LoadWord(int c, int64_t idx) const {
+    const CoefT* base = c == 0 ? a_in : (c == 1 ? b_in : c_in);
+    return __ldg(reinterpret_cast<const unsigned int*>(base + idx));
+  }
+  __device__ __forceinline__ float LoadOne(int c, int64_t idx) const {
+    return LdgFloat((c == 0 ? a_in : (c == 1 ? b_in : c_in)) + idx);
+  }
+  __device__ __forceinline__ static float Widen(int, uint32_t bits16) {
+    CoefT v;
+    if constexpr (sizeof(CoefT) == 2) {
+      v.bits = static_cast<uint16_t>(bits16);
+    } else {
+      v = 0.f;
+    }
+    return ToFloat(v);
   }
   // Emit with F and W already loaded (center): the same arithmetic.
   template <typename A>
@@ -458,6 +535,12 @@ struct ColShape {
   static constexpr int kPos = kHX * kHY;
   static constexpr int kPosS = kHXS * kHY;
   static constexpr int kLoads = (kPos + kColThreads - 1) / kColThreads;
+  // Paired 16-bit loads: a halo row as 32-bit words from the even x at or
+  // below x0 - r through the odd x at or above x0 + 31 + r.
+  static constexpr int kWordX0 = kR + (kR & 1);  // x0 - kWordX0: the first word's x
+  static constexpr int kWords = (kWordX0 + 32 + kR + 1) / 2;
+  static constexpr int kWordPos = kWords * kHY;
+  static constexpr int kWordLoads = (kWordPos + kColThreads - 1) / kColThreads;
 };
 
 template <class Op, int kW, int kRows>
@@ -468,12 +551,23 @@ constexpr size_t ColSharedBytes() {
 
 // kMinBlocks resident blocks per SM: 2 caps registers at 128, 3 at 80.
 // kAsync: the halo tile goes global -> shared by cp.async (float storage),
-// no prefetch registers.
-template <class Op, int kW, int kRows, int kMinBlocks, bool kAsync = false>
+// no prefetch registers. kWide (16-bit storage, even nx, 4-byte aligned
+// volumes), a mask: kWideLoads, the 16-bit halo channels (fp16 F, bf16 a,
+// b, c) loaded in 32-bit words of two values; kWideStores, the forward (two
+// rows) stores a, b, c in 32-bit words of two x-neighbours.
+constexpr int kWideLoadBit = 1;
+constexpr int kWideStoreBit = 2;
+template <class Op, int kW, int kRows, int kMinBlocks, bool kAsync = false, int kWide = 0>
 __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op op, int64_t nx, int64_t ny, int64_t nz,
                                                                  int64_t z_chunk, bool float_epilogue,
                                                                  bool x_pairs, double* __restrict__ partials) {
   using S = ColShape<kW, kRows>;
+  constexpr bool kWideLoads = (kWide & kWideLoadBit) != 0;
+  constexpr bool kWideStores = (kWide & kWideStoreBit) != 0;
+  static_assert(!kWideLoads || Op::kRaw16 > 0, "paired loads need 16-bit channels");
+  static_assert(!kWideStores || (Op::kWideStores && kRows == 2), "paired stores: 16-bit a, b, c, two rows");
+  static_assert(!kWide || !kAsync, "cp.async staging is for float storage");
+  constexpr int kR16 = kWideLoads ? Op::kRaw16 : 0;  // halo channels loaded in words
   constexpr int kQ = Op::kQ;
   constexpr int kRaw = Op::kRaw;
   constexpr int r = S::kR;
@@ -491,7 +585,8 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
   const int64_t plane = nx * ny;
   const int64_t my_x = x0 + lane;
 
-  float raw[kAsync ? 1 : S::kLoads][kRaw];
+  float raw[(kAsync || kR16 == kRaw) ? 1 : S::kLoads][kRaw];
+  uint32_t words[kWideLoads ? S::kWordLoads : 1][kR16 > 0 ? kR16 : 1];
   auto copy_slice = [&](int64_t zin, int buf) {  // kAsync: straight into raw buffer `buf`
     float* dst = s_raw + buf * kRaw * S::kPosS;
     const bool z_ok = zin >= 0 && zin < nz;
@@ -513,30 +608,75 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
   };
   auto load_slice = [&](int64_t zin) {
     const bool z_ok = zin >= 0 && zin < nz;
+    if constexpr (kWideLoads) {
+      // Word k of halo row hr holds x = x0 - kWordX0 + 2k and the next x:
+      // both inside the volume or both outside (even x, even nx).
 #pragma unroll
-    for (int s = 0; s < S::kLoads; ++s) {
-      const int p = tid + s * kColThreads;
-      const int hr = p / S::kHX;
-      const int hc = p - hr * S::kHX;
-      const int64_t gx = x0 - r + hc;
-      const int64_t gy = y0 - r + hr;
-      if (z_ok && p < S::kPos && gx >= 0 && gx < nx && gy >= 0 && gy < ny) {
-        op.Load(gx + nx * gy + plane * zin, raw[s]);
-      } else {
+      for (int s = 0; s < S::kWordLoads; ++s) {
+        const int p = tid + s * kColThreads;
+        const int hr = p / S::kWords;
+        const int k = p - hr * S::kWords;
+        const int64_t gx = x0 - S::kWordX0 + 2 * k;
+        const int64_t gy = y0 - r + hr;
+        if (z_ok && p < S::kWordPos && gx >= 0 && gx < nx && gy >= 0 && gy < ny) {
+          const int64_t idx = gx + nx * gy + plane * zin;
 #pragma unroll
-        for (int c = 0; c < kRaw; ++c) raw[s][c] = 0.0f;
+          for (int c = 0; c < kR16; ++c) words[s][c] = op.LoadWord(c, idx);
+        } else {
+#pragma unroll
+          for (int c = 0; c < kR16; ++c) words[s][c] = 0u;
+        }
+      }
+    }
+    if constexpr (kR16 < kRaw) {
+#pragma unroll
+      for (int s = 0; s < S::kLoads; ++s) {
+        const int p = tid + s * kColThreads;
+        const int hr = p / S::kHX;
+        const int hc = p - hr * S::kHX;
+        const int64_t gx = x0 - r + hc;
+        const int64_t gy = y0 - r + hr;
+        if (z_ok && p < S::kPos && gx >= 0 && gx < nx && gy >= 0 && gy < ny) {
+          if constexpr (kR16 == 0) {
+            op.Load(gx + nx * gy + plane * zin, raw[s]);
+          } else {
+#pragma unroll
+            for (int c = kR16; c < kRaw; ++c) raw[s][c] = op.LoadOne(c, gx + nx * gy + plane * zin);
+          }
+        } else {
+#pragma unroll
+          for (int c = kR16; c < kRaw; ++c) raw[s][c] = 0.0f;
+        }
       }
     }
   };
   auto store_slice = [&](int buf) {
     float* dst = s_raw + buf * kRaw * S::kPosS;
+    if constexpr (kWideLoads) {
 #pragma unroll
-    for (int s = 0; s < S::kLoads; ++s) {
-      const int p = tid + s * kColThreads;
-      if (p < S::kPos) {
-        const int at = (p / S::kHX) * S::kHXS + p % S::kHX;
+      for (int s = 0; s < S::kWordLoads; ++s) {
+        const int p = tid + s * kColThreads;
+        if (p < S::kWordPos) {
+          const int hr = p / S::kWords;
+          const int hc = 2 * (p - hr * S::kWords) - (r & 1);  // the low half's halo column
+          float* row = dst + hr * S::kHXS;
 #pragma unroll
-        for (int c = 0; c < kRaw; ++c) dst[c * S::kPosS + at] = raw[s][c];
+          for (int c = 0; c < kR16; ++c) {
+            if (hc >= 0) row[c * S::kPosS + hc] = Op::Widen(c, words[s][c] & 0xffffu);
+            if (hc + 1 < S::kHX) row[c * S::kPosS + hc + 1] = Op::Widen(c, words[s][c] >> 16);
+          }
+        }
+      }
+    }
+    if constexpr (kR16 < kRaw) {
+#pragma unroll
+      for (int s = 0; s < S::kLoads; ++s) {
+        const int p = tid + s * kColThreads;
+        if (p < S::kPos) {
+          const int at = (p / S::kHX) * S::kHXS + p % S::kHX;
+#pragma unroll
+          for (int c = kR16; c < kRaw; ++c) dst[c * S::kPosS + at] = raw[s][c];
+        }
       }
     }
   };
@@ -645,6 +785,9 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
     const int64_t z = zin - r;
     if (z < z_begin) return;
     double cc = 0.0;
+    float abc[kRows][3];  // kWideStores: this thread's coefficients, stored below in pairs
+#pragma unroll
+    for (int j = 0; j < kRows; ++j) abc[j][0] = abc[j][1] = abc[j][2] = 0.f;
 #pragma unroll
     for (int j = 0; j < kRows; ++j) {
       const int64_t my_y = y0 + warp * kRows + j;
@@ -660,7 +803,16 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
           for (int c = 0; c < kQ; ++c) sum[c] += ring[(kSlot + d) % kW][j][c];
         }
         const int64_t idx = my_x + nx * my_y + plane * z;
-        if (float_epilogue) {
+        if constexpr (kWideStores) {
+          if (float_epilogue) {
+            cc += op.EmitTerms(idx, sum, abc[j]);
+          } else {
+            double acc[kQ];
+#pragma unroll
+            for (int c = 0; c < kQ; ++c) acc[c] = static_cast<double>(sum[c]);
+            cc += op.EmitTerms(idx, acc, abc[j]);
+          }
+        } else if (float_epilogue) {
           cc += op.EmitAt(idx, sum, center[j]);
         } else {
           double acc[kQ];
@@ -669,6 +821,21 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
           cc += op.EmitAt(idx, acc, center[j]);
         }
       }
+    }
+    if constexpr (kWideStores) {
+      // Lane pair (even x, x + 1): the even lane stores row 0's two values,
+      // the odd lane row 1's; each gives the other the value it lacks.
+      const int j = lane & 1;
+      float lo[3], hi[3];
+#pragma unroll
+      for (int c = 0; c < 3; ++c) {
+        const float got = __shfl_xor_sync(0xffffffffu, j == 0 ? abc[1][c] : abc[0][c], 1);
+        lo[c] = j == 0 ? abc[0][c] : got;
+        hi[c] = j == 0 ? got : abc[1][c];
+      }
+      const int64_t my_y = y0 + warp * kRows + j;
+      const int64_t xe = my_x - j;
+      if (xe < nx && my_y < ny) op.StorePair(xe + nx * my_y + plane * z, lo, hi);
     }
     if (partials != nullptr) {
       // One sum per (slice, xy tile, warp): a fixed shuffle tree.
@@ -759,12 +926,12 @@ int64_t ColumnChunk(int64_t tiles, int64_t nz, int r, int64_t target_blocks, int
   return best;
 }
 
-template <class Op, int kW, int kRows, int kMinBlocks, bool kAsync = false>
+template <class Op, int kW, int kRows, int kMinBlocks, bool kAsync = false, int kWide = 0>
 absl::Status LaunchColumnMarch(const Op& op, Dims3 dims, int64_t target_blocks, bool float_epilogue, bool x_pairs,
                                double* partials, cudaStream_t stream) {
   using S = ColShape<kW, kRows>;
   const size_t smem = ColSharedBytes<Op, kW, kRows>();
-  auto kernel = ColumnMarchKernel<Op, kW, kRows, kMinBlocks, kAsync>;
+  auto kernel = ColumnMarchKernel<Op, kW, kRows, kMinBlocks, kAsync, kWide>;
   TESSERA_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   int64_t resident = 0;
@@ -787,7 +954,27 @@ absl::Status LaunchColumnMarch(const Op& op, Dims3 dims, int64_t target_blocks, 
 
 template <class Op, int kRows, int kMinBlocks>
 absl::Status DispatchColumnWindow(const Op& op, Dims3 dims, int window, int64_t target_blocks, bool float_epilogue,
-                                  bool x_pairs, bool async_copy, double* partials, cudaStream_t stream) {
+                                  bool x_pairs, bool async_copy, int wide, double* partials, cudaStream_t stream) {
+  // Paired 16-bit loads / stores (the caller checked even nx and alignment):
+  // window 7, two rows per thread only (the registration default).
+  if constexpr (kRows == 2 && kMinBlocks == 2 && (Op::kRaw16 > 0 || Op::kWideStores)) {
+    if (window == 7) {
+      constexpr int kL = Op::kRaw16 > 0 ? kWideLoadBit : 0;
+      constexpr int kS = Op::kWideStores ? kWideStoreBit : 0;
+      if (kL != 0 && wide == kL) {
+        return LaunchColumnMarch<Op, 7, 2, 2, false, kL>(op, dims, target_blocks, float_epilogue, x_pairs, partials,
+                                                         stream);
+      }
+      if (kS != 0 && wide == kS) {
+        return LaunchColumnMarch<Op, 7, 2, 2, false, kS>(op, dims, target_blocks, float_epilogue, x_pairs, partials,
+                                                         stream);
+      }
+      if (kL != 0 && kS != 0 && wide == (kL | kS)) {
+        return LaunchColumnMarch<Op, 7, 2, 2, false, kL | kS>(op, dims, target_blocks, float_epilogue, x_pairs,
+                                                              partials, stream);
+      }
+    }
+  }
   if constexpr (Op::kAsyncCapable) {  // cp.async staging: window 7 only (the registration default)
     if (async_copy && window == 7) {
       return LaunchColumnMarch<Op, 7, kRows, kMinBlocks, true>(op, dims, target_blocks, float_epilogue, x_pairs,
@@ -845,11 +1032,19 @@ absl::Status LnccImpl(const Stream& stream, const FixedT* fixed, const float* wa
       const bool fepi = options.cuda_float_epilogue;
       const bool async = options.cuda_async_copy;
       const int64_t blocks = options.cuda_target_blocks;
-      if (rows == 1 && options.cuda_min_blocks == 2) {
-        return DispatchColumnWindow<Op, 1, 2>(op, dims, options.window, blocks, fepi, x_pairs, async, part, s);
+      // Paired 16-bit access needs even x in every word: even nx.
+      int wide = 0;
+      if (dims.nx % 2 == 0) {
+        if (options.cuda_paired_loads16 && Op::kRaw16 > 0 && op.LoadsAligned()) wide |= kWideLoadBit;
+        if (options.cuda_paired_stores16 && Op::kWideStores && op.StoresAligned()) wide |= kWideStoreBit;
       }
-      if (rows == 1) return DispatchColumnWindow<Op, 1, 3>(op, dims, options.window, blocks, fepi, x_pairs, async, part, s);
-      return DispatchColumnWindow<Op, 2, 2>(op, dims, options.window, blocks, fepi, x_pairs, async, part, s);
+      if (rows == 1 && options.cuda_min_blocks == 2) {
+        return DispatchColumnWindow<Op, 1, 2>(op, dims, options.window, blocks, fepi, x_pairs, async, wide, part, s);
+      }
+      if (rows == 1) {
+        return DispatchColumnWindow<Op, 1, 3>(op, dims, options.window, blocks, fepi, x_pairs, async, wide, part, s);
+      }
+      return DispatchColumnWindow<Op, 2, 2>(op, dims, options.window, blocks, fepi, x_pairs, async, wide, part, s);
     }
     if (part != nullptr) return DispatchMarch<Op, true>(op, sh, part, s);
     return DispatchMarch<Op, false>(op, sh, nullptr, s);

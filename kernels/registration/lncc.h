@@ -74,6 +74,14 @@ struct LnccOptions {
   // kColumnMarch: z chunks giving about this many blocks; 0: the depth that
   // fills the GPU's resident blocks best (the values do not depend on it).
   int cuda_target_blocks = 0;
+  // kColumnMarch, 16-bit storage (LnccHalfFixed), even nx: the backward loads
+  // its bf16 a, b, c halo two values per 32-bit word (half the load
+  // instructions of one-element loads; the same values, so the same bits).
+  bool cuda_paired_loads16 = false;
+  // kColumnMarch, 16-bit storage, two rows per thread, even nx: the forward
+  // stores its bf16 a, b, c two per 32-bit word (lanes swap one row's value
+  // with their neighbour: one store per row pair instead of two; same bits).
+  bool cuda_paired_stores16 = false;
 };
 
 constexpr int kLnccMaxCudaWindow = 25;

@@ -41,6 +41,7 @@ struct Variant {
   bool x_pairs;
   int min_blocks = 0;
   bool async_copy = false;
+  bool paired16 = false;  // cuda_paired_loads16 and cuda_paired_stores16
 };
 
 // Today's box march first, then the column march's shapes (issue 37).
@@ -56,6 +57,8 @@ const Variant kVariants[] = {
     {"col r1 x pairs 2 blocks", LnccCudaKernel::kColumnMarch, 1, false, true, 2},
     {"col r2 x pairs async copy", LnccCudaKernel::kColumnMarch, 2, false, true, 0, true},
     {"col r1 x pairs 2 blocks async copy", LnccCudaKernel::kColumnMarch, 1, false, true, 2, true},
+    {"col r2 x pairs paired 16-bit", LnccCudaKernel::kColumnMarch, 2, false, true, 0, false, true},
+    {"col r2 x pairs float epilogue paired 16-bit", LnccCudaKernel::kColumnMarch, 2, true, true, 0, false, true},
 };
 
 LnccOptions WithVariant(LnccOptions o, const Variant& v) {
@@ -65,6 +68,8 @@ LnccOptions WithVariant(LnccOptions o, const Variant& v) {
   o.cuda_x_pairs = v.x_pairs;
   o.cuda_min_blocks = v.min_blocks;
   o.cuda_async_copy = v.async_copy;
+  o.cuda_paired_loads16 = v.paired16;
+  o.cuda_paired_stores16 = v.paired16;
   return o;
 }
 
@@ -145,6 +150,71 @@ TEST_P(LnccCudaVariant, MixedStorageMatchesCpu) {
     ASSERT_TRUE(LnccHalfFixed(stream, df.data(), dw.data(), d, opt, dloss.data(), dgrad.data(), dcoef.data()).ok());
     EXPECT_NEAR(dloss.Download()[0], loss_cpu, 1e-5 * std::abs(loss_cpu));
     EXPECT_LT(RelL2(dgrad.Download(), grad_cpu), 2e-3);
+  }
+}
+
+// Paired 16-bit loads and stores (issue 37) move the same values as
+// one-element accesses: with even nx (their precondition; odd nx falls back)
+// they give the same bits as the variant without them, with and without a
+// mask, and stay within the mixed tolerance of the CPU reference.
+TEST_P(LnccCudaVariant, MixedStoragePairedAccessGivesSameBits) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  auto s = Stream::Create(Backend::kCuda);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const Stream& stream = *s;
+  uint32_t seed = 170;
+  for (const Dims3 d : {Dims3{64, 36, 30}, Dims3{38, 20, 17}, Dims3{2, 9, 12}}) {
+    for (const bool masked : {false, true}) {
+      SCOPED_TRACE(DimsToString(d) + (masked ? " masked" : ""));
+      const auto f32 = RandomUniform<float>(d.size(), 0.1, 1.0, ++seed);
+      auto w = RandomUniform<float>(d.size(), 0.0, 1.0, ++seed);
+      const auto m01 = RandomUniform<float>(d.size(), 0.0, 1.0, ++seed);
+      std::vector<Half> f(d.size());
+      std::vector<uint8_t> m(d.size());
+      int64_t count = 0;
+      for (size_t v = 0; v < w.size(); ++v) {
+        f[v] = FromFloat<Half>(f32[v]);
+        w[v] = 0.5f * w[v] + 0.5f * f32[v];
+        m[v] = m01[v] < 0.7f ? 1 : 0;
+        count += m[v];
+      }
+      LnccOptions plain;
+      plain.window = 7;
+      plain = WithVariant(plain, GetParam());
+      plain.cuda_paired_loads16 = false;
+      plain.cuda_paired_stores16 = false;
+      LnccOptions paired = plain;
+      paired.cuda_paired_loads16 = true;
+      paired.cuda_paired_stores16 = true;
+      auto df = DeviceArray<Half>::FromHost(f, stream);
+      auto dw = DeviceArray<float>::FromHost(w, stream);
+      auto dm = DeviceArray<uint8_t>::FromHost(m, stream);
+      const VoxelMask host_mask = masked ? VoxelMask{m.data(), count} : VoxelMask{};
+      const VoxelMask dev_mask = masked ? VoxelMask{dm.data(), count} : VoxelMask{};
+      std::vector<float> grad_cpu(d.size());
+      const double loss_cpu = cpu::LnccHalfFixed(f.data(), w.data(), d, plain, grad_cpu.data(), host_mask);
+      float loss[2];
+      std::vector<float> grad[2];
+      std::vector<BFloat16> coef[2];
+      for (int k = 0; k < 2; ++k) {
+        auto dcoef = DeviceArray<BFloat16>::Allocate(3 * d.size(), stream);
+        auto dloss = DeviceArray<float>::Allocate(1, stream);
+        auto dgrad = DeviceArray<float>::Allocate(d.size(), stream);
+        dloss.Poison(kNaN);
+        dgrad.Poison(kNaN);
+        ASSERT_TRUE(LnccHalfFixed(stream, df.data(), dw.data(), d, k == 0 ? plain : paired, dloss.data(), dgrad.data(),
+                                  dcoef.data(), nullptr, dev_mask)
+                        .ok());
+        loss[k] = dloss.Download()[0];
+        grad[k] = dgrad.Download();
+        coef[k] = dcoef.Download();
+      }
+      EXPECT_EQ(loss[1], loss[0]);
+      for (size_t v = 0; v < grad[0].size(); ++v) ASSERT_EQ(grad[1][v], grad[0][v]) << "voxel " << v;
+      for (size_t v = 0; v < coef[0].size(); ++v) ASSERT_EQ(coef[1][v].bits, coef[0][v].bits) << "coefficient " << v;
+      EXPECT_NEAR(loss[1], loss_cpu, 1e-5 * std::abs(loss_cpu));
+      EXPECT_LT(RelL2(grad[1], grad_cpu), 2e-3);
+    }
   }
 }
 

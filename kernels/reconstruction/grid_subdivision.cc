@@ -7,10 +7,6 @@ namespace tessera {
 namespace recon {
 namespace {
 
-// Beyond any voxel subdivision that could be useful (8^3 = 512 fine voxels
-// per coarse one); the voxel limit of recon::Validate bounds it anyway.
-constexpr int kMaxFactor = 64;
-
 absl::Status CheckShape(const BlockShape& s) {
   if (s.nx < 0 || s.ny < 0 || s.nz < 0 || s.fx < 1 || s.fy < 1 || s.fz < 1) {
     return absl::InvalidArgumentError(absl::StrCat("BlockAverage: bad shape ", s.nx, "x", s.ny, "x", s.nz,
@@ -22,9 +18,9 @@ absl::Status CheckShape(const BlockShape& s) {
 }  // namespace
 
 absl::StatusOr<CtGeometry> SubdividedGeometry(const CtGeometry& geometry, int factor) {
-  if (factor < 1 || factor > kMaxFactor) {
+  if (factor < 1 || factor > kMaxVoxelSubdivision) {
     return absl::InvalidArgumentError(
-        absl::StrCat("ct.voxel_subdivision must be in [1, ", kMaxFactor, "], got ", factor));
+        absl::StrCat("ct.voxel_subdivision must be in [1, ", kMaxVoxelSubdivision, "], got ", factor));
   }
   CtGeometry fine = geometry;
   fine.volume.nx *= factor;

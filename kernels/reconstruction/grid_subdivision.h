@@ -19,6 +19,10 @@
 namespace tessera {
 namespace recon {
 
+// The largest factor accepted: far beyond a useful one (8^3 = 512 fine voxels
+// per coarse one); the voxel limit of recon::Validate usually binds first.
+constexpr int kMaxVoxelSubdivision = 64;
+
 // The coarse grid (nx, ny, nz) and the factor per axis of the fine grid
 // (nx fx, ny fy, nz fz) it averages.
 struct BlockShape {

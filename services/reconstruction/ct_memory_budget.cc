@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "absl/strings/str_format.h"
 #include "common/status.h"
@@ -54,25 +55,32 @@ absl::StatusOr<int64_t> CtDeviceBudgetBytes(const CtSpec& ct, const Stream& stre
   return std::max<int64_t>(1, free_bytes - FreeMemoryMargin(static_cast<int64_t>(info.total_bytes)));
 }
 
-int64_t CtIterativeDeviceBytes(CtMethod method, const recon::CtGeometry& g, int64_t slices, int subsets) {
-  const int64_t n = g.volume.size(), m = g.projection.sinogram_size();
-  const int64_t resident = (n + m) * slices;
+int64_t CtIterativeDeviceBytes(CtMethod method, const recon::CtGeometry& g, int64_t slices, int subsets,
+                               const recon::CtGeometry* solve) {
+  const int64_t m = g.projection.sinogram_size();
+  // n: the grid the solver works on; the output volumes are g's.
+  const int64_t n = solve != nullptr ? solve->volume.size() : g.volume.size();
+  const int64_t resident = (g.volume.size() + m) * slices + (solve != nullptr ? n : 0);
   const int64_t projector = n /* transposed volume */ + recon::ct::kDefaultBackScratchBytes / kFloat;
   return (resident + SolverScratchFloats(method, n, m, subsets) + projector) * kFloat + kProjectorTablesAllowance;
 }
 
 absl::Status CheckCtIterativeBudget(CtMethod method, const recon::CtGeometry& g, int64_t slices, int subsets,
-                                    int64_t budget_bytes) {
+                                    int64_t budget_bytes, const recon::CtGeometry* solve) {
   if (budget_bytes <= 0) return absl::OkStatus();
-  const int64_t need = CtIterativeDeviceBytes(method, g, slices, subsets);
+  const int64_t need = CtIterativeDeviceBytes(method, g, slices, subsets, solve);
   if (need <= budget_bytes) return absl::OkStatus();
+  const std::string finer =
+      solve == nullptr ? ""
+                       : absl::StrFormat(" on a finer grid of %d x %d x %d (ct.voxel_subdivision)", solve->volume.nx,
+                                         solve->volume.ny, solve->volume.nz);
   const int64_t volume = g.volume.size() * slices * kFloat, projections = g.projection.sinogram_size() * slices * kFloat;
   return absl::ResourceExhaustedError(absl::StrFormat(
       "ct.device_memory_gib: %s keeps the volume (%d x %d x %d, %.3g GiB) and the projections (%d views of %d x %d, "
-      "%.3g GiB) resident and needs %.3g GiB with its scratch, over the budget of %.3g GiB (only fbp/fdk stream "
+      "%.3g GiB) resident and needs %.3g GiB with its scratch%s, over the budget of %.3g GiB (only fbp/fdk stream "
       "projections and split the volume; give a larger budget or use fdk)",
       CtMethodName(method), g.volume.nx, g.volume.ny, g.volume.nz * slices, Gib(volume), g.projection.num_views() * slices,
-      g.projection.det_cols, g.projection.det_rows, Gib(projections), Gib(need), Gib(budget_bytes)));
+      g.projection.det_cols, g.projection.det_rows, Gib(projections), Gib(need), finer, Gib(budget_bytes)));
 }
 
 }  // namespace tessera::reconstruction

@@ -31,12 +31,17 @@ absl::StatusOr<int64_t> CtDeviceBudgetBytes(const CtSpec& ct, const Stream& stre
 // (solvers/sart.cc, cgls.cc; fista-tv: FISTA's 3 volumes, a residual and the
 // TV prox's dual fields; asd-pocs: SART's plus the TV descent's 3 volumes)
 // and the projector's (a transposed volume and its tables, an allowance).
-int64_t CtIterativeDeviceBytes(CtMethod method, const recon::CtGeometry& g, int64_t slices, int subsets);
+// voxel_subdivision > 1 (ct.voxel_subdivision): the solver, its scratch and
+// the projector work on `solve`, the subdivided geometry, in one fine volume
+// reused by every slice, beside the output volumes of g.
+int64_t CtIterativeDeviceBytes(CtMethod method, const recon::CtGeometry& g, int64_t slices, int subsets,
+                               const recon::CtGeometry* solve = nullptr);
 
 // OK when budget_bytes is 0 or holds CtIterativeDeviceBytes; else
-// RESOURCE_EXHAUSTED with the volume, projection and scratch sizes.
+// RESOURCE_EXHAUSTED with the volume, projection and scratch sizes (and the
+// finer grid's, with `solve`).
 absl::Status CheckCtIterativeBudget(CtMethod method, const recon::CtGeometry& g, int64_t slices, int subsets,
-                                    int64_t budget_bytes);
+                                    int64_t budget_bytes, const recon::CtGeometry* solve = nullptr);
 
 }  // namespace tessera::reconstruction
 

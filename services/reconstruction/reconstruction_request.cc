@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "common/device.h"
 #include "common/status.h"
+#include "kernels/reconstruction/grid_subdivision.h"
 #include "services/common/data_roots.h"
 #include "services/common/output_options.h"
 
@@ -322,6 +323,16 @@ absl::StatusOr<CtSpec> ParseCt(const v1::CtOptions& o) {
   }
   TESSERA_RETURN_IF_ERROR(CheckRange("ct.tv_iterations", o.tv_iterations(), 0, kMaxIterations));
   if (o.tv_iterations() > 0) spec.tv_iterations = o.tv_iterations();
+  // A finer reconstruction grid (grid_subdivision.h): for the iterative
+  // methods, whose pixel model it refines; fbp/fdk sample a filtered
+  // back-projection at voxel centres and would only blur by averaging.
+  TESSERA_RETURN_IF_ERROR(CheckRange("ct.voxel_subdivision", o.voxel_subdivision(), 0, recon::kMaxVoxelSubdivision));
+  if (o.voxel_subdivision() > 1 && (spec.method == CtMethod::kFbp || spec.method == CtMethod::kFdk)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ct.voxel_subdivision applies to the iterative methods only (sart, os-sart, cgls, fista-tv, asd-pocs; method ",
+        spec.method_given ? CtMethodName(spec.method) : "fbp/fdk, the default", ")"));
+  }
+  if (o.voxel_subdivision() > 0) spec.voxel_subdivision = o.voxel_subdivision();
   switch (spec.method) {
     case CtMethod::kFbp:
     case CtMethod::kFdk:

@@ -44,6 +44,7 @@ struct CtSpec {
   double tv_weight = 0.002;          // fista-tv (relative to ||A^T y||_inf) / asd-pocs alpha
   int tv_iterations = 20;            // fista-tv / asd-pocs inner TV iterations
   double device_memory_gib = 0;      // CUDA budget for volume + projections; 0: free memory less a margin
+  int voxel_subdivision = 1;         // iterative methods: solve on a grid this many times finer, block-average back
 };
 
 struct PetSpec {

@@ -18,6 +18,7 @@
 #include "common/status.h"
 #include "kernels/reconstruction/ct/dd_projector.h"
 #include "kernels/reconstruction/fbp/fbp.h"
+#include "kernels/reconstruction/grid_subdivision.h"
 #include "kernels/reconstruction/pet/listmode_file.h"
 #include "kernels/reconstruction/pet/listmode_osem.h"
 #include "kernels/reconstruction/pet/osem.h"
@@ -201,7 +202,8 @@ absl::Status RunFdkOutOfCore(const CtGeometry& g, const recon::fbp::FbpOptions& 
 }
 
 // `redundancy`: fbp/fdk's redundancy weights ("short scan 220 deg ...: Parker
-// weights"), for the result's geometry text; left empty by the iterative methods.
+// weights"), for the result's geometry text; the iterative methods leave it
+// empty unless they solve on a finer grid (ct.voxel_subdivision), and say so.
 // `slices` > 1: a stack of 2-D sinograms (CtSinogramSlices), each slice
 // reconstructed with the one plan / projector (whose CPU kernels spread each
 // slice over the threads), progress per slice.
@@ -235,8 +237,18 @@ absl::Status RunCt(const ReconSpec& spec, const CtGeometry& g, CtMethod method, 
         return absl::OkStatus();
       }
     }
-  } else {
-    TESSERA_RETURN_IF_ERROR(CheckCtIterativeBudget(method, g, slices, spec.ct.subsets, budget));
+  }
+  // ct.voxel_subdivision (grid_subdivision.h): the iterative methods solve on
+  // `solve_g`, n times finer over the same field of view, one slice at a time
+  // in `fine`, each block-averaged into the output volume of g.
+  const int subdivision = spec.ct.voxel_subdivision;
+  CtGeometry solve_g = g;
+  if (subdivision > 1) {
+    TESSERA_ASSIGN_OR_RETURN(solve_g, recon::SubdividedGeometry(g, subdivision));
+  }
+  if (method != CtMethod::kFbp && method != CtMethod::kFdk) {
+    TESSERA_RETURN_IF_ERROR(CheckCtIterativeBudget(method, g, slices, spec.ct.subsets, budget,
+                                                   subdivision > 1 ? &solve_g : nullptr));
   }
   TESSERA_ASSIGN_OR_RETURN(NDArray sinogram, ToBackend(*host, stream));
   *host = NDArray();
@@ -277,9 +289,16 @@ absl::Status RunCt(const ReconSpec& spec, const CtGeometry& g, CtMethod method, 
                        ? std::min<int64_t>(spec.ct.subsets, g.projection.num_views())
                        : 1;
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<recon::ct::DdProjector> projector,
-                           recon::ct::DdProjector::Create(g, stream, po));
-  CtTvSolver tv_solver(method, spec.ct, g, *projector, mode);  // fista-tv / asd-pocs
+                           recon::ct::DdProjector::Create(solve_g, stream, po));
+  CtTvSolver tv_solver(method, spec.ct, solve_g, *projector, mode);  // fista-tv / asd-pocs
   TESSERA_RETURN_IF_ERROR(recon::Fill(stream, x, voxels * slices, 0.0f));
+  NDArray fine;
+  if (subdivision > 1) {
+    TESSERA_ASSIGN_OR_RETURN(fine, NewVolume(solve_g, stream));
+    *redundancy = absl::StrCat("solved on a ", subdivision, "x finer grid (", solve_g.volume.nx, "x", solve_g.volume.ny,
+                               "x", solve_g.volume.nz, "), block-averaged");
+  }
+  const recon::BlockShape blocks = recon::SubdivisionBlocks(g, subdivision);
   recon::solvers::SolverOptions so;
   so.iterations = spec.ct.iterations;
   so.subsets = po.num_subsets;
@@ -294,12 +313,15 @@ absl::Status RunCt(const ReconSpec& spec, const CtGeometry& g, CtMethod method, 
   if (slices > 1) so.progress = nullptr;  // progress per slice; residual_norms: each slice's last
   for (int64_t s = 0; s < slices; ++s) {
     const float* ys = y + s * sinogram_size;
-    float* xs = x + s * voxels;
+    float* xs = subdivision > 1 ? fine.data<float>() : x + s * voxels;
+    // Every slice starts from 0, as without subdivision.
+    if (subdivision > 1) TESSERA_RETURN_IF_ERROR(recon::Fill(stream, xs, solve_g.volume.size(), 0.0f));
     absl::StatusOr<recon::solvers::SolverReport> report =
         method == CtMethod::kCgls                                      ? recon::solvers::Cgls(*projector, ys, xs, so)
         : method == CtMethod::kFistaTv || method == CtMethod::kAsdPocs ? tv_solver.Solve(ys, xs, so.progress)
                                                                        : recon::solvers::Sart(*projector, ys, xs, so);
     if (!report.ok()) return report.status();
+    if (subdivision > 1) TESSERA_RETURN_IF_ERROR(recon::BlockAverage(stream, xs, blocks, x + s * voxels));
     result->set_iterations(report->iterations);
     if (slices == 1) {
       for (double r : report->residual_norms) result->add_residual_norms(r);

@@ -421,6 +421,10 @@ absl::Status BenchIteration(const Stream& stream, const Options& opt) {
   fixed.name = "slabs 32 + fixed-radius smoothing";
   fixed.smooth.fixed_radius = true;
   configs.push_back(fixed);
+  IterationConfig xy = fixed;
+  xy.name = "slabs 32 + fixed radius + gradient's y and x passes fused";
+  xy.smooth.fused_xy = true;
+  configs.push_back(xy);
   IterationConfig tiles8 = fixed;
   tiles8.name = "slabs 32 + fixed radius + compose/smooth u fused, tiles of 8";
   tiles8.fused_compose_smooth = true;
@@ -438,6 +442,10 @@ absl::Status BenchIteration(const Stream& stream, const Options& opt) {
   tiles8_auto.name = "automatic slabs + fixed radius + fused, tiles of 8";
   tiles8_auto.compose_slab_depth = 0;
   configs.push_back(tiles8_auto);
+  IterationConfig all = tiles8;
+  all.name = "slabs 32 + fixed radius + xy fused + compose/smooth fused, tiles of 8";
+  all.smooth.fused_xy = true;
+  configs.push_back(all);
   const std::array<std::vector<float>, 3> warp_taps = {GaussianTaps(0.5), GaussianTaps(0.5), GaussianTaps(0.5)};
 
   cudaEvent_t ev[kSteps + 1];

@@ -387,6 +387,101 @@ absl::Status LaunchAxisFixed(const In* in, Out* out, int64_t inner, int64_t n, i
   return absl::OkStatus();
 }
 
+// The mixed-precision smoothing's y and x passes in one kernel (issue 37):
+// a bf16 component -> the float scratch, 16 bytes per voxel less than the
+// y pass to the scratch and the x pass in place. One block per 128 x 32
+// output tile of a slice: the tile with its clamped halo in shared memory
+// (as float), the y pass over every staged column (the x halo included) into
+// a second tile, then the x pass. Each pass is AxisFixedKernel's /
+// RowWarpFixedKernel's sum (fmaf in tap order from 0 over the same clamped
+// neighbours), so the scratch holds what the two passes write, bit for bit.
+constexpr int kXyTileX = 128, kXyTileY = 32, kXyRun = 8, kXyThreads = 256;
+
+template <int R>
+constexpr size_t XySmemBytes() {
+  return (size_t(kXyTileY + 2 * R) * (kXyTileX + 2 * R) + size_t(kXyTileY) * ((kXyTileX + 2 * R) | 1)) * sizeof(float);
+}
+
+template <int R>
+__global__ void __launch_bounds__(kXyThreads)
+    XyFixedKernel(const BFloat16* __restrict__ in, float* __restrict__ out, int64_t nx, int64_t ny, int64_t nz,
+                  Taps ty_taps, Taps tx_taps) {
+  constexpr int kCols = kXyTileX + 2 * R;    // staged columns: the tile's x with its halo
+  constexpr int kRowsIn = kXyTileY + 2 * R;  // staged rows: the tile's y with its halo
+  constexpr int kYpStride = kCols | 1;       // odd: the x pass's 32 lanes (a row each) hit 32 banks
+  extern __shared__ float smem[];
+  float* tile = smem;                  // kRowsIn x kCols
+  float* yp = smem + kRowsIn * kCols;  // kXyTileY x kYpStride
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int64_t i0 = int64_t(blockIdx.x) * kXyTileX, j0 = int64_t(blockIdx.y) * kXyTileY;
+  for (int64_t k = blockIdx.z; k < nz; k += gridDim.z) {
+    const BFloat16* src = in + k * nx * ny;
+    for (int q = tid; q < kRowsIn * kCols; q += kXyThreads) {
+      const int row = q / kCols, col = q - row * kCols;
+      tile[q] = ToFloat(src[ClampIdx(j0 - R + row, ny - 1) * nx + ClampIdx(i0 - R + col, nx - 1)]);
+    }
+    __syncthreads();
+    for (int item = tid; item < (kXyTileY / kXyRun) * kCols; item += kXyThreads) {
+      const int run = item / kCols, col = item - run * kCols;
+      float acc[kXyRun];
+#pragma unroll
+      for (int q = 0; q < kXyRun; ++q) acc[q] = 0.f;
+      const float* column = tile + run * kXyRun * kCols + col;
+#pragma unroll
+      for (int d = 0; d < 2 * R + kXyRun; ++d) {
+        const float x = column[d * kCols];
+#pragma unroll
+        for (int q = 0; q < kXyRun; ++q) {
+          if (d - q >= 0 && d - q <= 2 * R) acc[q] = fmaf(ty_taps.w[d - q], x, acc[q]);
+        }
+      }
+#pragma unroll
+      for (int q = 0; q < kXyRun; ++q) yp[(run * kXyRun + q) * kYpStride + col] = acc[q];
+    }
+    __syncthreads();
+    const int64_t j = j0 + lane;  // kXyTileY == 32: a lane per row
+    float* dst = out + k * nx * ny + j * nx;
+    for (int run = warp; run < kXyTileX / kXyRun; run += kXyThreads / 32) {
+      float acc[kXyRun];
+#pragma unroll
+      for (int q = 0; q < kXyRun; ++q) acc[q] = 0.f;
+      const float* line = yp + lane * kYpStride + run * kXyRun;
+#pragma unroll
+      for (int d = 0; d < 2 * R + kXyRun; ++d) {
+        const float x = line[d];
+#pragma unroll
+        for (int q = 0; q < kXyRun; ++q) {
+          if (d - q >= 0 && d - q <= 2 * R) acc[q] = fmaf(tx_taps.w[d - q], x, acc[q]);
+        }
+      }
+      if (j < ny) {
+#pragma unroll
+        for (int q = 0; q < kXyRun; ++q) {
+          const int64_t i = i0 + run * kXyRun + q;
+          if (i < nx) dst[i] = acc[q];
+        }
+      }
+    }
+    __syncthreads();  // the tiles are refilled for the next slice
+  }
+}
+static_assert(kXyTileY == 32, "XyFixedKernel's x pass maps a lane to a row");
+
+template <int R>
+absl::Status LaunchXyFixed(const BFloat16* in, float* out, const Grid& g, const Taps& ty, const Taps& tx,
+                           cudaStream_t s) {
+  constexpr size_t smem = XySmemBytes<R>();
+  if (smem > 48 * 1024) {
+    TESSERA_CUDA_RETURN_IF_ERROR(
+        cudaFuncSetAttribute(XyFixedKernel<R>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  }
+  const dim3 grid(unsigned((g.nx + kXyTileX - 1) / kXyTileX), unsigned((g.ny + kXyTileY - 1) / kXyTileY),
+                  unsigned(std::min<int64_t>(g.nz, AxisPolicy::kMaxGridZ)));
+  XyFixedKernel<R><<<grid, kXyThreads, smem, s>>>(in, out, g.nx, g.ny, g.nz, ty, tx);
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("XyFixedKernel");
+  return absl::OkStatus();
+}
+
 // run_kernel: AxisRunKernel (same results, fewer shared-memory loads) instead
 // of AxisKernel; with fixed_radius, AxisFixedKernel where it has the radius
 // (and the linear grid fits).
@@ -493,8 +588,18 @@ absl::Status SmoothBf16InPlaceCuda(BFloat16* field, const Grid& g, const std::ve
   const bool fx = taps[0].size() > 1, fy = taps[1].size() > 1, fz = taps[2].size() > 1;
   const Taps one = MakeTaps(std::vector<float>{1.f});  // a conversion pass
   const int64_t V = g.voxels();
+  // fused_xy: both passes by XyFixedKernel where it has the radius (the same
+  // for x and y) and the x pass would take RowWarpFixedKernel.
+  const bool xy = kernels.fused_xy && fx && fy && tx.radius == ty.radius && HasFixedRadius(tx.radius) &&
+                  g.nx + 2 * tx.radius <= RowPolicy::kMaxWarpRow && (g.ny + kXyTileY - 1) / kXyTileY <= 65535;
   for (int64_t c = 0; c < g.comps; ++c) {
     BFloat16* comp = field + c * V;
+    if (xy) {
+      TESSERA_RETURN_IF_ERROR(tx.radius == 2 ? LaunchXyFixed<2>(comp, scratch, g, ty, tx, s)
+                                             : LaunchXyFixed<18>(comp, scratch, g, ty, tx, s));
+      TESSERA_RETURN_IF_ERROR(LaunchAxis(scratch, comp, g.nx * g.ny, g.nz, 1, fz ? tz : one, s, kernels));
+      continue;
+    }
     TESSERA_RETURN_IF_ERROR(LaunchAxis(comp, scratch, g.nx, g.ny, g.nz, fy ? ty : one, s, kernels));
     if (fx) TESSERA_RETURN_IF_ERROR(LaunchRow(scratch, scratch, g.nx, g.ny * g.nz, tx, s, kernels));
     TESSERA_RETURN_IF_ERROR(LaunchAxis(scratch, comp, g.nx * g.ny, g.nz, 1, fz ? tz : one, s, kernels));

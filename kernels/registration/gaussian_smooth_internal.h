@@ -38,6 +38,9 @@ struct PassKernels {
   // run kernels with the radius a template argument, so the tap loops unroll
   // and the taps are constant operands (no register shifting).
   bool fixed_radius = false;
+  // Mixed precision (SmoothBf16InPlaceCuda), for those radii: the y and x
+  // passes in one kernel (XyFixedKernel), 16 bytes per voxel less.
+  bool fused_xy = false;
 };
 
 #if TESSERA_WITH_CUDA

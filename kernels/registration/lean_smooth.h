@@ -29,6 +29,10 @@ struct LeanSmoothTuning {
   // constant operands; the y and z passes' halos re-read from L2) instead of
   // the run kernels' sliding tap registers.
   bool fixed_radius = false;
+  // SmoothBf16InPlaceWithScratch at those radii (the same in x and y): the y
+  // and x passes in one kernel (the bf16 component -> the float scratch by
+  // shared-memory tiles), a third less memory traffic. Same bits.
+  bool fused_xy = false;
 };
 
 // field: float32 rank 3 or 4 (planar) in the stream's memory, smoothed in

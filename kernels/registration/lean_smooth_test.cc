@@ -58,7 +58,8 @@ TEST(LeanSmoothCuda, BorrowedScratchEqualsGaussianSmooth) {
 // 2) and on extents that are not multiples of the 64-output tile nor of the
 // x pass's 288-output segment (300: two segments). The same for
 // LeanSmoothTuning::fixed_radius (kernels compiled for radii 2 and 18; sigma
-// 2 falls back to the run kernels).
+// 2 falls back to the run kernels) and, bf16, fused_xy (tiles of 128 x 32:
+// 300 and 130 cross them).
 TEST(LeanSmoothCuda, RunKernelEqualsDefault) {
   TESSERA_SKIP_WITHOUT_GPU();
   Stream stream = Stream::Create(Backend::kCuda).value();
@@ -112,12 +113,25 @@ TEST(LeanSmoothCuda, RunKernelEqualsDefault) {
         ASSERT_TRUE(SmoothBf16InPlaceWithScratch(static_cast<BFloat16*>(d->data()), dims, comps, {sigma, sigma, sigma},
                                                  scratch.data<float>(), voxels, stream, run)
                         .ok());
-        std::vector<BFloat16> hc(h16.size()), hd(h16.size());
+        // With fixed radii also the y and x passes in one kernel (fused_xy).
+        LeanSmoothTuning xy = run;
+        xy.fused_xy = true;
+        auto e = upload();
+        ASSERT_TRUE(SmoothBf16InPlaceWithScratch(static_cast<BFloat16*>(e->data()), dims, comps, {sigma, sigma, sigma},
+                                                 scratch.data<float>(), voxels, stream, xy)
+                        .ok());
+        std::vector<BFloat16> hc(h16.size()), hd(h16.size()), he(h16.size());
         ASSERT_TRUE(CopyBytes(hc.data(), MemoryKind::kHost, c->data(), MemoryKind::kDevice, hc.size() * 2, stream).ok());
         ASSERT_TRUE(CopyBytes(hd.data(), MemoryKind::kHost, d->data(), MemoryKind::kDevice, hd.size() * 2, stream).ok());
+        ASSERT_TRUE(CopyBytes(he.data(), MemoryKind::kHost, e->data(), MemoryKind::kDevice, he.size() * 2, stream).ok());
         differ = 0;
-        for (size_t i = 0; i < hc.size(); ++i) differ += hc[i].bits != hd[i].bits;
+        int64_t differ_xy = 0;
+        for (size_t i = 0; i < hc.size(); ++i) {
+          differ += hc[i].bits != hd[i].bits;
+          differ_xy += hc[i].bits != he[i].bits;
+        }
         EXPECT_EQ(differ, 0) << "bf16";
+        EXPECT_EQ(differ_xy, 0) << "bf16, y and x passes fused";
       }
     }
   }

@@ -416,6 +416,7 @@ __global__ void __launch_bounds__(kXyThreads)
   const int64_t i0 = int64_t(blockIdx.x) * kXyTileX, j0 = int64_t(blockIdx.y) * kXyTileY;
   for (int64_t k = blockIdx.z; k < nz; k += gridDim.z) {
     const BFloat16* src = in + k * nx * ny;
+#pragma unroll 8
     for (int q = tid; q < kRowsIn * kCols; q += kXyThreads) {
       const int row = q / kCols, col = q - row * kCols;
       tile[q] = ToFloat(src[ClampIdx(j0 - R + row, ny - 1) * nx + ClampIdx(i0 - R + col, nx - 1)]);

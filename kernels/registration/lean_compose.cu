@@ -76,6 +76,7 @@ absl::Status LaunchComposeSlab(const ComposeParams& p, const float* u, const Gra
 constexpr int kSmoothX = 32;
 constexpr int kSmoothY = 8;
 constexpr int kMaxR = kFusedSmoothMaxRadius;
+static_assert(kSmoothX + 2 * kMaxR <= 2 * kSmoothX, "a tile row is at most two columns per lane");
 
 __device__ __forceinline__ int64_t Clamp64(int64_t v, int64_t hi) { return v < 0 ? 0 : (v > hi ? hi : v); }
 
@@ -159,16 +160,40 @@ __global__ void __launch_bounds__(kSmoothX * kSmoothY)
   const int64_t k0 = z_begin + int64_t(blockIdx.z % ztiles) * kTileZ;
   const int64_t i0 = int64_t(blockIdx.x) * kSmoothX, j0 = int64_t(blockIdx.y) * kSmoothY;
   const int64_t plane = dims.nx * dims.ny;
-  for (int row = ty; row < td * th; row += kSmoothY) {
-    const int zz = row / th, yy = row - zz * th;
-    const int64_t kc = Clamp64(k0 - rz + zz, dims.nz - 1);
-    // The slab holding slice kc (selected by value: no local copy of a parameter).
-    const bool in0 = kc >= s0.z0 && kc < s0.z1, in1 = kc >= s1.z0 && kc < s1.z1;
-    const float* data = in0 ? s0.data : (in1 ? s1.data : s2.data);
-    const int64_t sz0 = in0 ? s0.z0 : (in1 ? s1.z0 : s2.z0), sz1 = in0 ? s0.z1 : (in1 ? s1.z1 : s2.z1);
-    const float* p =
-        data + comp * (sz1 - sz0) * plane + (kc - sz0) * plane + Clamp64(j0 - ry + yy, dims.ny - 1) * dims.nx;
-    for (int col = tx; col < tw; col += kSmoothX) in[row * tw + col] = p[Clamp64(i0 - rx + col, dims.nx - 1)];
+  // Rows of tw <= 48 floats (a lane's column and column + 32), kBatch rows per
+  // thread loaded before any is stored: many loads in flight per thread (one
+  // at a time, the loads' latency would bound the kernel).
+  constexpr int kBatch = 8;
+  const int rows = td * th;
+  const bool second = tx + kSmoothX < tw;
+  const int64_t x_a = Clamp64(i0 - rx + tx, dims.nx - 1), x_b = Clamp64(i0 - rx + tx + kSmoothX, dims.nx - 1);
+  for (int row0 = ty; row0 < rows; row0 += kSmoothY * kBatch) {
+    float va[kBatch], vb[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int row = row0 + b * kSmoothY;
+      va[b] = vb[b] = 0.f;
+      if (row < rows) {
+        const int zz = row / th, yy = row - zz * th;
+        const int64_t kc = Clamp64(k0 - rz + zz, dims.nz - 1);
+        // The slab holding slice kc (selected by value: no local copy of a parameter).
+        const bool in0 = kc >= s0.z0 && kc < s0.z1, in1 = kc >= s1.z0 && kc < s1.z1;
+        const float* data = in0 ? s0.data : (in1 ? s1.data : s2.data);
+        const int64_t sz0 = in0 ? s0.z0 : (in1 ? s1.z0 : s2.z0), sz1 = in0 ? s0.z1 : (in1 ? s1.z1 : s2.z1);
+        const float* p =
+            data + comp * (sz1 - sz0) * plane + (kc - sz0) * plane + Clamp64(j0 - ry + yy, dims.ny - 1) * dims.nx;
+        va[b] = p[x_a];
+        if (second) vb[b] = p[x_b];
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int row = row0 + b * kSmoothY;
+      if (row < rows) {
+        in[row * tw + tx] = va[b];
+        if (second) in[row * tw + tx + kSmoothX] = vb[b];
+      }
+    }
   }
   __syncthreads();
   for (int row = ty; row < td * th; row += kSmoothY) {

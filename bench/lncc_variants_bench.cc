@@ -1,8 +1,9 @@
 // LNCC CUDA kernel variants side by side (issue 37 item 1), one process, one
 // GPU: today's box march (the baseline) against the column march
 // (LnccOptions::cuda_kernel, cuda_rows, cuda_float_epilogue, cuda_x_pairs,
-// cuda_target_blocks, cuda_min_blocks, cuda_async_copy, cuda_paired_loads16, cuda_paired_stores16), float
-// storage (Lncc) and the lean stage's mixed storage (LnccHalfFixed: fp16 F, bf16 a, b, c), window 7.
+// cuda_target_blocks, cuda_min_blocks, cuda_async_copy, cuda_async_stages,
+// cuda_paired_loads16, cuda_paired_stores16), float storage (Lncc) and the
+// lean stage's mixed storage (LnccHalfFixed: fp16 F, bf16 a, b, c), window 7.
 //
 //   lncc_variants_bench [--sizes=256,512] [--reps=N] [--variants=NAME,NAME,...] [--list]
 //
@@ -69,7 +70,7 @@ std::vector<Variant> Variants() {
   std::vector<Variant> v;
   auto add = [&](const std::string& name, LnccCudaKernel kernel, int rows, bool float_epi, bool x_pairs, int blocks,
                  bool mixed, int min_blocks = 0, bool async = false, bool paired_loads = false,
-                 bool paired_stores = false) {
+                 bool paired_stores = false, int async_stages = 2) {
     Variant x;
     x.name = name + (mixed ? " mixed" : " float");
     x.options.window = 7;
@@ -82,6 +83,7 @@ std::vector<Variant> Variants() {
     x.options.cuda_async_copy = async;
     x.options.cuda_paired_loads16 = paired_loads;
     x.options.cuda_paired_stores16 = paired_stores;
+    x.options.cuda_async_stages = async_stages;
     x.mixed = mixed;
     v.push_back(x);
   };
@@ -119,6 +121,11 @@ std::vector<Variant> Variants() {
     add("col r1 xp occ2 async", kCol, 1, false, true, 0, mixed, 2, true);
     add("col r1 xp async", kCol, 1, false, true, 0, mixed, 0, true);
     add("col r2 xp fepi async", kCol, 2, true, true, 0, mixed, 0, true);
+    // Deeper cp.async pipelines (cuda_async_stages), issue 37.
+    add("col r2 xp async3", kCol, 2, false, true, 0, mixed, 0, true, false, false, 3);
+    add("col r2 xp async4", kCol, 2, false, true, 0, mixed, 0, true, false, false, 4);
+    add("col r2 xp fepi async3", kCol, 2, true, true, 0, mixed, 0, true, false, false, 3);
+    add("col r2 xp fepi async4", kCol, 2, true, true, 0, mixed, 0, true, false, false, 4);
   }
   return v;
 }

@@ -520,7 +520,11 @@ __device__ __forceinline__ void CpAsync4(float* dst, const float* src, bool ok) 
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(saddr), "l"(src), "r"(ok ? 4 : 0));
 }
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void CpAsyncWaitAll() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+// Waits until at most N of this thread's newest commit groups are pending.
+template <int N>
+__device__ __forceinline__ void CpAsyncWaitGroup() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
 
 constexpr int kColThreads = 256;
 constexpr int kColWarps = kColThreads / 32;
@@ -543,10 +547,10 @@ struct ColShape {
   static constexpr int kWordLoads = (kWordPos + kColThreads - 1) / kColThreads;
 };
 
-template <class Op, int kW, int kRows>
+template <class Op, int kW, int kRows, int kStages = 2>
 constexpr size_t ColSharedBytes() {
   using S = ColShape<kW, kRows>;
-  return sizeof(float) * (2 * Op::kRaw * S::kPosS + 2 * Op::kQ * S::kHY * 32);
+  return sizeof(float) * (kStages * Op::kRaw * S::kPosS + 2 * Op::kQ * S::kHY * 32);
 }
 
 // kMinBlocks resident blocks per SM: 2 caps registers at 128, 3 at 80.
@@ -557,7 +561,9 @@ constexpr size_t ColSharedBytes() {
 // rows) stores a, b, c in 32-bit words of two x-neighbours.
 constexpr int kWideLoadBit = 1;
 constexpr int kWideStoreBit = 2;
-template <class Op, int kW, int kRows, int kMinBlocks, bool kAsync = false, int kWide = 0>
+// kStages (kAsync): halo buffers in the cp.async pipeline; slice t + kStages
+// - 1 is requested while slice t is summed.
+template <class Op, int kW, int kRows, int kMinBlocks, bool kAsync = false, int kWide = 0, int kStages = 2>
 __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op op, int64_t nx, int64_t ny, int64_t nz,
                                                                  int64_t z_chunk, bool float_epilogue,
                                                                  bool x_pairs, double* __restrict__ partials) {
@@ -567,13 +573,14 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
   static_assert(!kWideLoads || Op::kRaw16 > 0, "paired loads need 16-bit channels");
   static_assert(!kWideStores || (Op::kWideStores && kRows == 2), "paired stores: 16-bit a, b, c, two rows");
   static_assert(!kWide || !kAsync, "cp.async staging is for float storage");
+  static_assert(kStages >= 2 && (kAsync || kStages == 2), "a deeper pipeline is cp.async's");
   constexpr int kR16 = kWideLoads ? Op::kRaw16 : 0;  // halo channels loaded in words
   constexpr int kQ = Op::kQ;
   constexpr int kRaw = Op::kRaw;
   constexpr int r = S::kR;
   extern __shared__ float smem[];
   float* s_raw = smem;                          // [2][kRaw][kHY][kHXS]
-  float* s_xs = smem + 2 * kRaw * S::kPosS;     // [2][kQ][kHY][32]
+  float* s_xs = smem + kStages * kRaw * S::kPosS;  // [2][kQ][kHY][32]
 
   const int tid = threadIdx.x;
   const int lane = tid & 31;
@@ -680,10 +687,10 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
       }
     }
   };
-  // x pass on raw buffer `buf` into x-sum buffer `buf`.
-  auto x_pass = [&](int buf) {
-    const float* src = s_raw + buf * kRaw * S::kPosS;
-    float* dst = s_xs + buf * kQ * S::kHY * 32;
+  // x pass on raw buffer `rbuf` into x-sum buffer `xbuf`.
+  auto x_pass = [&](int rbuf, int xbuf) {
+    const float* src = s_raw + rbuf * kRaw * S::kPosS;
+    float* dst = s_xs + xbuf * kQ * S::kHY * 32;
     if (x_pairs) {
       // Two adjacent columns per thread (half a warp per row, two rows per
       // warp): w + 1 loads and products for two sums that share their
@@ -854,8 +861,17 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
   const int64_t zin_begin = z_begin - r;
   const int64_t nslices = (z_end + r) - zin_begin;
   if constexpr (kAsync) {
-    copy_slice(zin_begin, 0);
-    CpAsyncWaitAll();
+    // One commit group per slice (empty past the end), so that waiting for
+    // all but the newest kStages - 2 groups means "slice t + 1 has landed".
+#pragma unroll
+    for (int i = 0; i + 1 < kStages; ++i) {
+      if (i < nslices) {
+        copy_slice(zin_begin + i, i);
+      } else {
+        CpAsyncCommit();
+      }
+    }
+    CpAsyncWaitGroup<kStages - 2>();
   } else {
     load_slice(zin_begin);
     store_slice(0);
@@ -874,16 +890,20 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
       const int64_t t = t0 + k;
       if (t > nslices) return;
       const int buf = static_cast<int>(t & 1);
-      if (t + 1 < nslices) {
-        if constexpr (kAsync) {
-          copy_slice(zin_begin + t + 1, buf ^ 1);
+      if constexpr (kAsync) {
+        // Into the buffer of slice t - 1 (its x pass is behind the barrier).
+        const int64_t ahead = t + kStages - 1;
+        if (ahead < nslices) {
+          copy_slice(zin_begin + ahead, static_cast<int>(ahead % kStages));
         } else {
-          store_slice(buf ^ 1);
-          if (t + 2 < nslices) load_slice(zin_begin + t + 2);
+          CpAsyncCommit();
         }
+      } else if (t + 1 < nslices) {
+        store_slice(buf ^ 1);
+        if (t + 2 < nslices) load_slice(zin_begin + t + 2);
       }
       if (kC > 1) load_center(zin_begin + t - r);  // the next step's voxels
-      if (t < nslices) x_pass(buf);
+      if (t < nslices) x_pass(kAsync ? static_cast<int>(t % kStages) : buf, buf);
       if (t >= 1) y_pass_and_emit(buf ^ 1, std::integral_constant<int, (k + kW - 1) % kW>{}, zin_begin + t - 1);
       if (kC > 1) {
 #pragma unroll
@@ -891,7 +911,7 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
 #pragma unroll
           for (int c = 0; c < kC; ++c) center[j][c] = center_next[j][c];
       }
-      if constexpr (kAsync) CpAsyncWaitAll();  // slice t + 1 is in shared memory
+      if constexpr (kAsync) CpAsyncWaitGroup<kStages - 2>();  // slice t + 1 is in shared memory
       __syncthreads();
     });
   }
@@ -926,12 +946,12 @@ int64_t ColumnChunk(int64_t tiles, int64_t nz, int r, int64_t target_blocks, int
   return best;
 }
 
-template <class Op, int kW, int kRows, int kMinBlocks, bool kAsync = false, int kWide = 0>
+template <class Op, int kW, int kRows, int kMinBlocks, bool kAsync = false, int kWide = 0, int kStages = 2>
 absl::Status LaunchColumnMarch(const Op& op, Dims3 dims, int64_t target_blocks, bool float_epilogue, bool x_pairs,
                                double* partials, cudaStream_t stream) {
   using S = ColShape<kW, kRows>;
-  const size_t smem = ColSharedBytes<Op, kW, kRows>();
-  auto kernel = ColumnMarchKernel<Op, kW, kRows, kMinBlocks, kAsync, kWide>;
+  const size_t smem = ColSharedBytes<Op, kW, kRows, kStages>();
+  auto kernel = ColumnMarchKernel<Op, kW, kRows, kMinBlocks, kAsync, kWide, kStages>;
   TESSERA_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   int64_t resident = 0;
@@ -954,7 +974,8 @@ absl::Status LaunchColumnMarch(const Op& op, Dims3 dims, int64_t target_blocks, 
 
 template <class Op, int kRows, int kMinBlocks>
 absl::Status DispatchColumnWindow(const Op& op, Dims3 dims, int window, int64_t target_blocks, bool float_epilogue,
-                                  bool x_pairs, bool async_copy, int wide, double* partials, cudaStream_t stream) {
+                                  bool x_pairs, bool async_copy, int async_stages, int wide, double* partials,
+                                  cudaStream_t stream) {
   // Paired 16-bit loads / stores (the caller checked even nx and alignment):
   // window 7, two rows per thread only (the registration default).
   if constexpr (kRows == 2 && kMinBlocks == 2 && (Op::kRaw16 > 0 || Op::kWideStores)) {
@@ -976,6 +997,16 @@ absl::Status DispatchColumnWindow(const Op& op, Dims3 dims, int window, int64_t 
     }
   }
   if constexpr (Op::kAsyncCapable) {  // cp.async staging: window 7 only (the registration default)
+    if constexpr (kRows == 2 && kMinBlocks == 2) {  // deeper pipelines: the default shape only
+      if (async_copy && window == 7 && async_stages == 3) {
+        return LaunchColumnMarch<Op, 7, 2, 2, true, 0, 3>(op, dims, target_blocks, float_epilogue, x_pairs, partials,
+                                                          stream);
+      }
+      if (async_copy && window == 7 && async_stages >= 4) {
+        return LaunchColumnMarch<Op, 7, 2, 2, true, 0, 4>(op, dims, target_blocks, float_epilogue, x_pairs, partials,
+                                                          stream);
+      }
+    }
     if (async_copy && window == 7) {
       return LaunchColumnMarch<Op, 7, kRows, kMinBlocks, true>(op, dims, target_blocks, float_epilogue, x_pairs,
                                                                partials, stream);
@@ -1031,6 +1062,7 @@ absl::Status LnccImpl(const Stream& stream, const FixedT* fixed, const float* wa
       const bool x_pairs = options.cuda_x_pairs;
       const bool fepi = options.cuda_float_epilogue;
       const bool async = options.cuda_async_copy;
+      const int stages = options.cuda_async_stages;
       const int64_t blocks = options.cuda_target_blocks;
       // Paired 16-bit access needs even x in every word: even nx.
       int wide = 0;
@@ -1039,12 +1071,12 @@ absl::Status LnccImpl(const Stream& stream, const FixedT* fixed, const float* wa
         if (options.cuda_paired_stores16 && Op::kWideStores && op.StoresAligned()) wide |= kWideStoreBit;
       }
       if (rows == 1 && options.cuda_min_blocks == 2) {
-        return DispatchColumnWindow<Op, 1, 2>(op, dims, options.window, blocks, fepi, x_pairs, async, wide, part, s);
+        return DispatchColumnWindow<Op, 1, 2>(op, dims, options.window, blocks, fepi, x_pairs, async, stages, wide, part, s);
       }
       if (rows == 1) {
-        return DispatchColumnWindow<Op, 1, 3>(op, dims, options.window, blocks, fepi, x_pairs, async, wide, part, s);
+        return DispatchColumnWindow<Op, 1, 3>(op, dims, options.window, blocks, fepi, x_pairs, async, stages, wide, part, s);
       }
-      return DispatchColumnWindow<Op, 2, 2>(op, dims, options.window, blocks, fepi, x_pairs, async, wide, part, s);
+      return DispatchColumnWindow<Op, 2, 2>(op, dims, options.window, blocks, fepi, x_pairs, async, stages, wide, part, s);
     }
     if (part != nullptr) return DispatchMarch<Op, true>(op, sh, part, s);
     return DispatchMarch<Op, false>(op, sh, nullptr, s);

@@ -70,6 +70,10 @@ struct LnccOptions {
   bool cuda_float_epilogue = false;  // kColumnMarch: cc, a, b, c in float instead of double
   bool cuda_x_pairs = false;         // kColumnMarch: two columns per thread in the x pass
   bool cuda_async_copy = false;      // kColumnMarch, window 7, float storage: halo tiles by cp.async
+  // cuda_async_copy with two rows per thread: halo slices in flight, 2 (the
+  // next slice, as the register prefetch), 3 or 4 (further ahead: more bytes
+  // in flight against DRAM latency; one more halo buffer of shared memory each).
+  int cuda_async_stages = 2;
   int cuda_min_blocks = 0;           // kColumnMarch, one row: 2 (<= 128 registers) or 3 (<= 80, the default)
   // kColumnMarch: z chunks giving about this many blocks; 0: the depth that
   // fills the GPU's resident blocks best (the values do not depend on it).

@@ -42,6 +42,7 @@ struct Variant {
   int min_blocks = 0;
   bool async_copy = false;
   bool paired16 = false;  // cuda_paired_loads16 and cuda_paired_stores16
+  int async_stages = 2;
 };
 
 // Today's box march first, then the column march's shapes (issue 37).
@@ -57,8 +58,10 @@ const Variant kVariants[] = {
     {"col r1 x pairs 2 blocks", LnccCudaKernel::kColumnMarch, 1, false, true, 2},
     {"col r2 x pairs async copy", LnccCudaKernel::kColumnMarch, 2, false, true, 0, true},
     {"col r1 x pairs 2 blocks async copy", LnccCudaKernel::kColumnMarch, 1, false, true, 2, true},
-    {"col r2 x pairs paired 16-bit", LnccCudaKernel::kColumnMarch, 2, false, true, 0, false, true},
-    {"col r2 x pairs float epilogue paired 16-bit", LnccCudaKernel::kColumnMarch, 2, true, true, 0, false, true},
+    {"col r2 x pairs async copy 3 stages", LnccCudaKernel::kColumnMarch, 2, false, true, 0, true, false, 3},
+    {"col r2 x pairs float epilogue async copy 4 stages", LnccCudaKernel::kColumnMarch, 2, true, true, 0, true, false, 4},
+    {"col r2 x pairs paired16", LnccCudaKernel::kColumnMarch, 2, false, true, 0, false, true},
+    {"col r2 x pairs float epilogue paired16", LnccCudaKernel::kColumnMarch, 2, true, true, 0, false, true},
 };
 
 LnccOptions WithVariant(LnccOptions o, const Variant& v) {
@@ -70,6 +73,7 @@ LnccOptions WithVariant(LnccOptions o, const Variant& v) {
   o.cuda_async_copy = v.async_copy;
   o.cuda_paired_loads16 = v.paired16;
   o.cuda_paired_stores16 = v.paired16;
+  o.cuda_async_stages = v.async_stages;
   return o;
 }
 

@@ -14,6 +14,15 @@
 //       [--inverse-crime=1]              data from our projector (diagnostic: no model error)
 //       [--upsample=2]                   every method on a 2x finer grid over the same extent, scored
 //                                        after 2x2 block averaging to the truth's grid
+//       [--write-case=DIR]               write the case for `tessera recon ct` (DIR/geometry.json,
+//                                        DIR/sinogram.nii.gz) and exit
+//       [--score=V.nii.gz]               print the NRMSE of a reconstruction (the truth's grid) and exit
+//       [--trace-at=50,100,200]          also print each run's NRMSE after these iterations
+//       [--misfit=1]                     the data misfit ||A truth - y|| / ||y|| of the pixel-averaged
+//                                        truth under the distance-driven model on the 1x, 2x, 4x and 8x
+//                                        grid (each pixel repeated over its block: the same image, its
+//                                        box footprint resolved ever more exactly) and exit
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -25,6 +34,9 @@
 #include "common/device.h"
 #include "kernels/reconstruction/ct/dd_projector.h"
 #include "kernels/reconstruction/solvers/sparse_view_case.h"
+#include "common/nifti_io.h"
+#include "services/reconstruction/formats/geometry_json.h"
+#include "services/reconstruction/formats/recon_nifti.h"
 
 namespace {
 
@@ -47,9 +59,19 @@ std::vector<double> DoubleList(const char* v) {
   return out;
 }
 
+// --trace-at: the NRMSE after these iterations, printed under each row.
+std::vector<double> g_trace_at;
+
 void Row(const std::string& method, const std::string& setting, const t::Trace& r) {
   std::printf("| %s | %s | %.4f (it %d of %zu) | %.4f | %.2f |\n", method.c_str(), setting.c_str(), r.best,
               r.best_iteration, r.nrmse.size(), r.last, r.seconds);
+  if (g_trace_at.empty()) return;
+  std::printf("    NRMSE at iteration");
+  for (double it : g_trace_at) {
+    const size_t k = static_cast<size_t>(it);
+    if (k >= 1 && k <= r.nrmse.size()) std::printf(" %zu: %.4f", k, r.nrmse[k - 1]);
+  }
+  std::printf("\n");
 }
 
 }  // namespace
@@ -58,6 +80,8 @@ int main(int argc, char** argv) {
   int size = 128, views = 60, sart_iters = 200, os_sart_iters = 50, cgls_iters = 100, fista_iters = 100, asd_iters = 30, tv_iterations = 20;
   double range_deg = 180, noise = 0;
   bool fgp_warm = false, restart = false, baselines = true, inverse_crime = false;
+  std::string write_case, score;
+  bool misfit = false;
   int upsample = 1;
   std::vector<double> tv_weights = {0.0005, 0.001, 0.002, 0.005, 0.01}, asd_alphas = {0.002}, asd_subsets = {1, 10};
   for (int i = 1; i < argc; ++i) {
@@ -78,6 +102,10 @@ int main(int argc, char** argv) {
     else if (const char* v = FlagValue(a, "--baselines")) baselines = std::atoi(v) != 0;
     else if (const char* v = FlagValue(a, "--inverse-crime")) inverse_crime = std::atoi(v) != 0;
     else if (const char* v = FlagValue(a, "--upsample")) upsample = std::atoi(v);
+    else if (const char* v = FlagValue(a, "--write-case")) write_case = v;
+    else if (const char* v = FlagValue(a, "--score")) score = v;
+    else if (const char* v = FlagValue(a, "--misfit")) misfit = std::atoi(v) != 0;
+    else if (const char* v = FlagValue(a, "--trace-at")) g_trace_at = DoubleList(v);
     else if (const char* v = FlagValue(a, "--asd-alphas")) asd_alphas = DoubleList(v);
     else if (const char* v = FlagValue(a, "--asd-subsets")) asd_subsets = DoubleList(v);
     else {
@@ -94,6 +122,53 @@ int main(int argc, char** argv) {
     auto op = ValueOrExit(tessera::recon::ct::DdProjector::Create(c.geometry, cpu), "projector");
     ExitUnlessOk(op->Forward(c.truth.data(), c.sinogram.data()), "forward");
     std::printf("(inverse crime: data = the distance-driven projection of the truth)\n");
+  }
+  // The engine's path (`tessera recon ct`, e.g. with --voxel-subdivision):
+  // the same data as files, and the NRMSE of what it wrote.
+  if (!write_case.empty()) {
+    ExitUnlessOk(tessera::recon::formats::WriteGeometryJsonFile(c.geometry, write_case + "/geometry.json"), "geometry");
+    tessera::NDArray y = ValueOrExit(
+        tessera::NDArray::Allocate({static_cast<int64_t>(c.sinogram.size())}, tessera::DType::kFloat32), "sinogram");
+    std::copy(c.sinogram.begin(), c.sinogram.end(), y.data<float>());
+    ExitUnlessOk(tessera::recon::formats::WriteSinogram(y, c.geometry.projection, write_case + "/sinogram.nii.gz"),
+                 "sinogram");
+    std::printf("wrote %s/geometry.json and %s/sinogram.nii.gz\n", write_case.c_str(), write_case.c_str());
+    return 0;
+  }
+  if (misfit) {
+    // Does a more exact projector of the same pixels fit the data better? The
+    // distance-driven footprint of a pixel is a box of the projected width;
+    // the exact one a trapezoid. On a grid f times finer each pixel's
+    // footprint is a sum of f^2 small boxes, which tends to the exact one.
+    const tessera::Stream cpu = tessera::Stream::Cpu();
+    double yy = 0;
+    for (float v : c.sinogram) yy += double{v} * v;
+    for (int f : {1, 2, 4, 8}) {
+      const t::SparseViewCase fine = t::OnFinerGrid(c, f);
+      const int64_t nx = fine.geometry.volume.nx, cx = c.geometry.volume.nx;
+      std::vector<float> x(static_cast<size_t>(fine.geometry.volume.size()));
+      for (int64_t j = 0; j < fine.geometry.volume.ny; ++j) {
+        for (int64_t i = 0; i < nx; ++i) x[j * nx + i] = c.truth[(j / f) * cx + i / f];
+      }
+      auto op = ValueOrExit(tessera::recon::ct::DdProjector::Create(fine.geometry, cpu), "projector");
+      std::vector<float> ax(c.sinogram.size());
+      ExitUnlessOk(op->Forward(x.data(), ax.data()), "forward");
+      double rr = 0;
+      for (size_t r = 0; r < ax.size(); ++r) rr += (double{ax[r]} - c.sinogram[r]) * (double{ax[r]} - c.sinogram[r]);
+      std::printf("pixel-averaged truth, distance-driven model on the %dx grid: misfit %.4f\n", f, std::sqrt(rr / yy));
+    }
+    return 0;
+  }
+  if (!score.empty()) {
+    const tessera::Volume v = ValueOrExit(tessera::ReadNifti(score), "score");
+    if (v.data.num_elements() != static_cast<int64_t>(c.truth.size())) {
+      std::fprintf(stderr, "%s has %lld voxels, the truth %zu\n", score.c_str(),
+                   static_cast<long long>(v.data.num_elements()), c.truth.size());
+      return 1;
+    }
+    const std::vector<float> x(v.data.data<float>(), v.data.data<float>() + v.data.num_elements());
+    std::printf("NRMSE %.4f %s\n", t::Nrmse(x, c.truth), score.c_str());
+    return 0;
   }
   if (upsample > 1) {
     c = t::OnFinerGrid(c, upsample);

@@ -7,106 +7,51 @@
 // device budget are refused naming the field.
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <fstream>
+#include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "common/nifti_io.h"
 #include "common/testing/temp_files.h"
 #include "kernels/reconstruction/grid_subdivision.h"
 #include "services/reconstruction/ct_memory_budget.h"
-#include "services/reconstruction/formats/example_geometry.h"
 #include "services/reconstruction/formats/geometry_json.h"
-#include "services/reconstruction/formats/recon_nifti.h"
-#include "services/reconstruction/phantoms/analytic_sinogram.h"
-#include "services/reconstruction/phantoms/phantom.h"
-#include "services/reconstruction/phantoms/rasterize.h"
 #include "services/reconstruction/reconstruction_request.h"
+#include "services/reconstruction/testing/ct_phantom_files.h"
 #include "services/reconstruction/testing/run_in_process.h"
 
 namespace tessera::reconstruction {
 namespace {
 
+using ::tessera::reconstruction::testing::CtPhantomFiles;
 using ::tessera::reconstruction::testing::InProcessRun;
+using ::tessera::reconstruction::testing::Nrmse;
 using ::tessera::reconstruction::testing::RunInProcess;
 using ::tessera::testing::FreshTestDir;
 
 constexpr int64_t kSize = 40, kViews = 24;
 
-struct Case {
-  std::string dir;
-  recon::CtGeometry geometry;
-  std::vector<float> truth;  // the phantom averaged over each output pixel
-};
-
-// geometry.json (kSize^2 of 1 mm), fine.json (the same window at 2x), exact
-// detector-cell averages of a Shepp-Logan in sinogram.nii.gz and a two-slice
-// stack (slice 1 = 2 x slice 0) in stack.nii.gz.
-Case MakeCase() {
-  Case c;
-  c.dir = FreshTestDir("ct_subdivision_case");
-  absl::StatusOr<std::string> json = recon::formats::ExampleGeometryJson("parallel", kSize, kViews);
-  EXPECT_TRUE(json.ok()) << json.status();
-  std::ofstream(c.dir + "/geometry.json") << *json;
-  c.geometry = *recon::formats::ParseGeometryJson(*json);
-  absl::StatusOr<recon::CtGeometry> fine = recon::SubdividedGeometry(c.geometry, 2);
-  EXPECT_TRUE(fine.ok()) << fine.status();
-  EXPECT_TRUE(recon::formats::WriteGeometryJsonFile(*fine, c.dir + "/fine.json").ok());
-  const recon::phantoms::Phantom phantom = recon::phantoms::SheppLogan2D(0.9 * kSize);
-  absl::StatusOr<NDArray> sinogram = recon::phantoms::AnalyticSinogram(phantom, c.geometry, 4);
-  EXPECT_TRUE(sinogram.ok()) << sinogram.status();
-  EXPECT_TRUE(recon::formats::WriteSinogram(*sinogram, c.geometry.projection, c.dir + "/sinogram.nii.gz").ok());
-  const int64_t n = c.geometry.projection.sinogram_size();
-  Volume stack;
-  stack.data = *NDArray::Allocate({c.geometry.projection.det_cols, c.geometry.projection.num_views(), 2},
-                                  DType::kFloat32);
-  for (int64_t i = 0; i < n; ++i) {
-    stack.data.data<float>()[i] = sinogram->data<float>()[i];
-    stack.data.data<float>()[n + i] = 2 * sinogram->data<float>()[i];
-  }
-  EXPECT_TRUE(WriteNifti(stack, c.dir + "/stack.nii.gz").ok());
-  absl::StatusOr<NDArray> truth = recon::phantoms::Rasterize(phantom, c.geometry.volume, 4);
-  EXPECT_TRUE(truth.ok()) << truth.status();
-  c.truth.assign(truth->data<float>(), truth->data<float>() + truth->num_elements());
-  return c;
-}
-
-const Case& TheCase() {
-  static const Case* c = new Case(MakeCase());
+// The case, plus fine.json: the same window at 2x.
+const CtPhantomFiles& TheCase() {
+  static const CtPhantomFiles* c = [] {
+    auto* files = new CtPhantomFiles(testing::WriteCtPhantomFiles("ct_subdivision_case", kSize, kViews));
+    absl::StatusOr<recon::CtGeometry> fine = recon::SubdividedGeometry(files->geometry, 2);
+    EXPECT_TRUE(fine.ok()) << fine.status();
+    EXPECT_TRUE(recon::formats::WriteGeometryJsonFile(*fine, files->dir + "/fine.json").ok());
+    return files;
+  }();
   return *c;
 }
 
 v1::ReconstructRequest Request(const std::string& geometry, const std::string& method, int iterations,
                                int subdivision, const std::string& sinogram = "sinogram.nii.gz") {
-  v1::ReconstructRequest r;
-  r.mutable_geometry()->set_path(TheCase().dir + "/" + geometry);
-  r.mutable_sinogram()->set_path(TheCase().dir + "/" + sinogram);
-  r.mutable_ct()->set_method(method);
-  r.mutable_ct()->set_iterations(iterations);
+  v1::ReconstructRequest r = testing::CtRequest(TheCase().dir, geometry, sinogram, method, iterations, "cpu");
   r.mutable_ct()->set_voxel_subdivision(subdivision);
-  r.set_device("cpu");
   return r;
 }
 
 std::vector<float> Reconstruct(const v1::ReconstructRequest& r, std::string* geometry_text = nullptr) {
-  const InProcessRun run = RunInProcess(r, FreshTestDir("ct_subdivision_run"));
-  EXPECT_TRUE(run.outcome.ok()) << run.outcome.status();
-  if (!run.outcome.ok()) return {};
-  if (geometry_text != nullptr) *geometry_text = run.outcome->result.geometry();
-  absl::StatusOr<Volume> v = ReadNifti(run.work_dir + "/reconstruction.nii.gz");
-  EXPECT_TRUE(v.ok()) << v.status();
-  if (!v.ok()) return {};
-  return std::vector<float>(v->data.data<float>(), v->data.data<float>() + v->data.num_elements());
-}
-
-double Nrmse(const std::vector<float>& x, const std::vector<float>& truth) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < truth.size(); ++i) {
-    num += (double{x[i]} - truth[i]) * (double{x[i]} - truth[i]);
-    den += double{truth[i]} * truth[i];
-  }
-  return std::sqrt(num / den);
+  return testing::ReconstructToVector(r, geometry_text);
 }
 
 TEST(CtVoxelSubdivisionTest, IsTheMethodOnTheFinerGridBlockAveraged) {

@@ -2,8 +2,9 @@
 // GPU: today's box march (the baseline) against the column march
 // (LnccOptions::cuda_kernel, cuda_rows, cuda_float_epilogue, cuda_x_pairs,
 // cuda_target_blocks, cuda_min_blocks, cuda_async_copy, cuda_async_stages,
-// cuda_paired_loads16, cuda_paired_stores16), float storage (Lncc) and the
-// lean stage's mixed storage (LnccHalfFixed: fp16 F, bf16 a, b, c), window 7.
+// cuda_paired_loads16, cuda_paired_stores16, cuda_x_quads, cuda_y_shared),
+// float storage (Lncc) and the lean stage's mixed storage (LnccHalfFixed:
+// fp16 F, bf16 a, b, c), window 7.
 //
 //   lncc_variants_bench [--sizes=256,512] [--reps=N] [--variants=NAME,NAME,...] [--list]
 //
@@ -70,7 +71,7 @@ std::vector<Variant> Variants() {
   std::vector<Variant> v;
   auto add = [&](const std::string& name, LnccCudaKernel kernel, int rows, bool float_epi, bool x_pairs, int blocks,
                  bool mixed, int min_blocks = 0, bool async = false, bool paired_loads = false,
-                 bool paired_stores = false, int async_stages = 2) {
+                 bool paired_stores = false, int async_stages = 2, bool x_quads = false, bool y_shared = false) {
     Variant x;
     x.name = name + (mixed ? " mixed" : " float");
     x.options.window = 7;
@@ -84,6 +85,8 @@ std::vector<Variant> Variants() {
     x.options.cuda_paired_loads16 = paired_loads;
     x.options.cuda_paired_stores16 = paired_stores;
     x.options.cuda_async_stages = async_stages;
+    x.options.cuda_x_quads = x_quads;
+    x.options.cuda_y_shared = y_shared;
     x.mixed = mixed;
     v.push_back(x);
   };
@@ -104,6 +107,11 @@ std::vector<Variant> Variants() {
       add("col r2 xp pl ps", kCol, 2, false, true, 0, mixed, 0, false, true, true);
       add("col r2 pl ps", kCol, 2, false, false, 0, mixed, 0, false, true, true);
       add("col r2 xp fepi pl ps", kCol, 2, true, true, 0, mixed, 0, false, true, true);
+      // x quads (xq) and the y pass's shared terms (ys), issue 37.
+      add("col r2 xq ys pl ps", kCol, 2, false, false, 0, mixed, 0, false, true, true, 2, true, true);
+      add("col r2 xq ys fepi pl ps", kCol, 2, true, false, 0, mixed, 0, false, true, true, 2, true, true);
+      add("col r2 xp ys fepi pl ps", kCol, 2, true, true, 0, mixed, 0, false, true, true, 2, false, true);
+      add("col r2 xq fepi pl ps", kCol, 2, true, false, 0, mixed, 0, false, true, true, 2, true, false);
       continue;
     }
     add("col r1", kCol, 1, false, false, 0, mixed);
@@ -126,6 +134,13 @@ std::vector<Variant> Variants() {
     add("col r2 xp async4", kCol, 2, false, true, 0, mixed, 0, true, false, false, 4);
     add("col r2 xp fepi async3", kCol, 2, true, true, 0, mixed, 0, true, false, false, 3);
     add("col r2 xp fepi async4", kCol, 2, true, true, 0, mixed, 0, true, false, false, 4);
+    // x quads (xq) and the y pass's shared terms (ys), issue 37.
+    add("col r2 xq", kCol, 2, false, false, 0, mixed, 0, false, false, false, 2, true, false);
+    add("col r2 ys", kCol, 2, false, false, 0, mixed, 0, false, false, false, 2, false, true);
+    add("col r2 xq ys", kCol, 2, false, false, 0, mixed, 0, false, false, false, 2, true, true);
+    add("col r2 xq ys fepi async", kCol, 2, true, false, 0, mixed, 0, true, false, false, 2, true, true);
+    add("col r2 xp ys fepi async", kCol, 2, true, true, 0, mixed, 0, true, false, false, 2, false, true);
+    add("col r2 xq ys fepi async3", kCol, 2, true, false, 0, mixed, 0, true, false, false, 3, true, true);
   }
   return v;
 }
@@ -209,11 +224,12 @@ absl::Status BenchSize(const Stream& stream, int64_t edge, int reps, const std::
   const double copy_gbs = 8.0 * n / (copy_ms * 1e6);
   std::printf("copy (D2D, 1 volume): %.3f ms, %.0f GB/s; floor at this bandwidth: fwd %.3f ms, fwd+bwd %.3f ms\n",
               copy_ms, copy_gbs, 8.0 * n / (copy_gbs * 1e6), 12.0 * n / (copy_gbs * 1e6));
-  std::printf("%-22s %9s %7s %9s %7s %9s %10s %10s %10s %10s\n", "variant", "fwd ms", "GB/s", "fwd+bwd", "GB/s",
-              "extra MiB", "loss rel", "grad maxr", "grad relL2", "x today");
+  std::printf("%-30s %9s %7s %9s %7s %9s %10s %10s %10s %10s %10s\n", "variant", "fwd ms", "GB/s", "fwd+bwd", "GB/s",
+              "extra MiB", "loss rel", "grad maxr", "grad relL2", "x today", "x default");
 
   Outputs ref_float, ref_mixed;
   double base_float_ms = 0, base_mixed_ms = 0;
+  double default_float_ms = 0, default_mixed_ms = 0;  // "col r2": the default kernel
   for (const Variant& v : variants) {
     const bool baseline = v.options.cuda_kernel == LnccCudaKernel::kBoxMarch;
     Workspace ws;
@@ -264,8 +280,11 @@ absl::Status BenchSize(const Stream& stream, int64_t edge, int reps, const std::
       base_ms = fb_ms;
     }
     const Diff diff = Compare(out, ref);
-    std::printf("%-22s %9.3f %7.0f %9.3f %7.0f %9.1f %10.2e %10.2e %10.2e %9.2fx\n", v.name.c_str(), fwd_ms, fwd_gbs,
-                fb_ms, fb_gbs, extra_mib, diff.loss_rel, diff.grad_max_rel, diff.grad_rel_l2, base_ms / fb_ms);
+    double& default_ms = v.mixed ? default_mixed_ms : default_float_ms;
+    if (v.name == (v.mixed ? "col r2 mixed" : "col r2 float")) default_ms = fb_ms;
+    std::printf("%-30s %9.3f %7.0f %9.3f %7.0f %9.1f %10.2e %10.2e %10.2e %9.2fx %9.2fx\n", v.name.c_str(), fwd_ms,
+                fwd_gbs, fb_ms, fb_gbs, extra_mib, diff.loss_rel, diff.grad_max_rel, diff.grad_rel_l2, base_ms / fb_ms,
+                default_ms > 0 ? default_ms / fb_ms : 0.0);
     std::printf("  loss %.9g (abs diff %.3e)\n", out.loss, diff.loss_abs);
     std::fflush(stdout);
   }

@@ -561,13 +561,22 @@ constexpr size_t ColSharedBytes() {
 // rows) stores a, b, c in 32-bit words of two x-neighbours.
 constexpr int kWideLoadBit = 1;
 constexpr int kWideStoreBit = 2;
+// The column march's run-time choices (LnccOptions' cuda_* of the same names).
+struct ColFlags {
+  bool float_epilogue = false;
+  bool x_pairs = false;
+  bool x_quads = false;   // x pass: four columns per thread (wins over x_pairs)
+  bool y_shared = false;  // y pass: a thread's rows share their common window terms
+};
 // kStages (kAsync): halo buffers in the cp.async pipeline; slice t + kStages
 // - 1 is requested while slice t is summed.
 template <class Op, int kW, int kRows, int kMinBlocks, bool kAsync = false, int kWide = 0, int kStages = 2>
 __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op op, int64_t nx, int64_t ny, int64_t nz,
-                                                                 int64_t z_chunk, bool float_epilogue,
-                                                                 bool x_pairs, double* __restrict__ partials) {
+                                                                 int64_t z_chunk, ColFlags flags,
+                                                                 double* __restrict__ partials) {
   using S = ColShape<kW, kRows>;
+  const bool float_epilogue = flags.float_epilogue;
+  const bool x_pairs = flags.x_pairs;
   constexpr bool kWideLoads = (kWide & kWideLoadBit) != 0;
   constexpr bool kWideStores = (kWide & kWideStoreBit) != 0;
   static_assert(!kWideLoads || Op::kRaw16 > 0, "paired loads need 16-bit channels");
@@ -691,6 +700,64 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
   auto x_pass = [&](int rbuf, int xbuf) {
     const float* src = s_raw + rbuf * kRaw * S::kPosS;
     float* dst = s_xs + xbuf * kQ * S::kHY * 32;
+    if (flags.x_quads) {
+      // Four adjacent columns per thread, 8 threads per halo row, one pass
+      // over the 8 * kHY items (all threads busy, no second round): w + 3
+      // taps for four sums that share their middle w - 3 terms. Sum j =
+      // (taps j..2 + middle) + taps w..w+j-1. With the odd row stride a
+      // warp's four rows read 32 distinct banks.
+      for (int item = tid; item < 8 * S::kHY; item += kColThreads) {
+        const int row = item >> 3;
+        const int col = 4 * (item & 7);
+        const float* at = src + row * S::kHXS + col;
+        auto tap = [&](int k, float q[kQ]) {
+          float v[kRaw];
+#pragma unroll
+          for (int c = 0; c < kRaw; ++c) v[c] = at[c * S::kPosS + k];
+          Op::Expand(v, q);
+        };
+        float mid[kQ], p2[kQ], p12[kQ], o0[kQ], q[kQ];
+#pragma unroll
+        for (int c = 0; c < kQ; ++c) mid[c] = 0.f;
+#pragma unroll
+        for (int k = 3; k < kW; ++k) {
+          tap(k, q);
+#pragma unroll
+          for (int c = 0; c < kQ; ++c) mid[c] += q[c];
+        }
+        tap(2, p2);
+        tap(1, q);
+#pragma unroll
+        for (int c = 0; c < kQ; ++c) p12[c] = q[c] + p2[c];
+        tap(0, q);
+#pragma unroll
+        for (int c = 0; c < kQ; ++c) {
+          o0[c] = (q[c] + p12[c]) + mid[c];
+          p12[c] = p12[c] + mid[c];  // now the base of sum 1
+          p2[c] = p2[c] + mid[c];    // and of sum 2
+        }
+        float s12[kQ], o1[kQ];
+        tap(kW, q);
+#pragma unroll
+        for (int c = 0; c < kQ; ++c) {
+          o1[c] = p12[c] + q[c];
+          s12[c] = q[c];
+        }
+        tap(kW + 1, q);
+#pragma unroll
+        for (int c = 0; c < kQ; ++c) {
+          s12[c] += q[c];
+          p2[c] = p2[c] + s12[c];  // sum 2
+        }
+        tap(kW + 2, q);
+#pragma unroll
+        for (int c = 0; c < kQ; ++c) {
+          const float o3 = mid[c] + (s12[c] + q[c]);
+          *reinterpret_cast<float4*>(dst + (c * S::kHY + row) * 32 + col) = make_float4(o0[c], o1[c], p2[c], o3);
+        }
+      }
+      return;
+    }
     if (x_pairs) {
       // Two adjacent columns per thread (half a warp per row, two rows per
       // warp): w + 1 loads and products for two sums that share their
@@ -781,6 +848,27 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
       float rows[kRows + 2 * r];
 #pragma unroll
       for (int h = 0; h < kRows + 2 * r; ++h) rows[h] = src[(c * S::kHY + warp * kRows + h) * 32 + lane];
+      if (kRows > 1 && flags.y_shared) {
+        // The rows' common terms kRows - 1 .. w - 1 once; row j adds its
+        // own first terms before them and its last terms after.
+        float common = 0.f;
+#pragma unroll
+        for (int h = kRows - 1; h < kW; ++h) common += rows[h];
+#pragma unroll
+        for (int j = 0; j < kRows; ++j) {
+          float sum = common;
+          if (j <= kRows - 2) {
+            float pre = rows[j];
+#pragma unroll
+            for (int h = j + 1; h <= kRows - 2; ++h) pre += rows[h];
+            sum = pre + common;
+          }
+#pragma unroll
+          for (int h = kW; h < kW + j; ++h) sum += rows[h];
+          ring[kSlot][j][c] = sum;
+        }
+        continue;
+      }
 #pragma unroll
       for (int j = 0; j < kRows; ++j) {
         float sum = 0.f;
@@ -947,8 +1035,8 @@ int64_t ColumnChunk(int64_t tiles, int64_t nz, int r, int64_t target_blocks, int
 }
 
 template <class Op, int kW, int kRows, int kMinBlocks, bool kAsync = false, int kWide = 0, int kStages = 2>
-absl::Status LaunchColumnMarch(const Op& op, Dims3 dims, int64_t target_blocks, bool float_epilogue, bool x_pairs,
-                               double* partials, cudaStream_t stream) {
+absl::Status LaunchColumnMarch(const Op& op, Dims3 dims, int64_t target_blocks, ColFlags flags, double* partials,
+                               cudaStream_t stream) {
   using S = ColShape<kW, kRows>;
   const size_t smem = ColSharedBytes<Op, kW, kRows, kStages>();
   auto kernel = ColumnMarchKernel<Op, kW, kRows, kMinBlocks, kAsync, kWide, kStages>;
@@ -966,16 +1054,14 @@ absl::Status LaunchColumnMarch(const Op& op, Dims3 dims, int64_t target_blocks, 
   const int64_t z_chunk = ColumnChunk(tiles, dims.nz, S::kR, target_blocks, resident);
   const dim3 grid(static_cast<unsigned>((dims.nx + 31) / 32), static_cast<unsigned>((dims.ny + S::kTY - 1) / S::kTY),
                   static_cast<unsigned>((dims.nz + z_chunk - 1) / z_chunk));
-  kernel<<<grid, kColThreads, smem, stream>>>(op, dims.nx, dims.ny, dims.nz, z_chunk, float_epilogue, x_pairs,
-                                              partials);
+  kernel<<<grid, kColThreads, smem, stream>>>(op, dims.nx, dims.ny, dims.nz, z_chunk, flags, partials);
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("lncc column march");
   return absl::OkStatus();
 }
 
 template <class Op, int kRows, int kMinBlocks>
-absl::Status DispatchColumnWindow(const Op& op, Dims3 dims, int window, int64_t target_blocks, bool float_epilogue,
-                                  bool x_pairs, bool async_copy, int async_stages, int wide, double* partials,
-                                  cudaStream_t stream) {
+absl::Status DispatchColumnWindow(const Op& op, Dims3 dims, int window, int64_t target_blocks, ColFlags flags,
+                                  bool async_copy, int async_stages, int wide, double* partials, cudaStream_t stream) {
   // Paired 16-bit loads / stores (the caller checked even nx and alignment):
   // window 7, two rows per thread only (the registration default).
   if constexpr (kRows == 2 && kMinBlocks == 2 && (Op::kRaw16 > 0 || Op::kWideStores)) {
@@ -983,15 +1069,15 @@ absl::Status DispatchColumnWindow(const Op& op, Dims3 dims, int window, int64_t 
       constexpr int kL = Op::kRaw16 > 0 ? kWideLoadBit : 0;
       constexpr int kS = Op::kWideStores ? kWideStoreBit : 0;
       if (kL != 0 && wide == kL) {
-        return LaunchColumnMarch<Op, 7, 2, 2, false, kL>(op, dims, target_blocks, float_epilogue, x_pairs, partials,
+        return LaunchColumnMarch<Op, 7, 2, 2, false, kL>(op, dims, target_blocks, flags, partials,
                                                          stream);
       }
       if (kS != 0 && wide == kS) {
-        return LaunchColumnMarch<Op, 7, 2, 2, false, kS>(op, dims, target_blocks, float_epilogue, x_pairs, partials,
+        return LaunchColumnMarch<Op, 7, 2, 2, false, kS>(op, dims, target_blocks, flags, partials,
                                                          stream);
       }
       if (kL != 0 && kS != 0 && wide == (kL | kS)) {
-        return LaunchColumnMarch<Op, 7, 2, 2, false, kL | kS>(op, dims, target_blocks, float_epilogue, x_pairs,
+        return LaunchColumnMarch<Op, 7, 2, 2, false, kL | kS>(op, dims, target_blocks, flags,
                                                               partials, stream);
       }
     }
@@ -999,24 +1085,24 @@ absl::Status DispatchColumnWindow(const Op& op, Dims3 dims, int window, int64_t 
   if constexpr (Op::kAsyncCapable) {  // cp.async staging: window 7 only (the registration default)
     if constexpr (kRows == 2 && kMinBlocks == 2) {  // deeper pipelines: the default shape only
       if (async_copy && window == 7 && async_stages == 3) {
-        return LaunchColumnMarch<Op, 7, 2, 2, true, 0, 3>(op, dims, target_blocks, float_epilogue, x_pairs, partials,
+        return LaunchColumnMarch<Op, 7, 2, 2, true, 0, 3>(op, dims, target_blocks, flags, partials,
                                                           stream);
       }
       if (async_copy && window == 7 && async_stages >= 4) {
-        return LaunchColumnMarch<Op, 7, 2, 2, true, 0, 4>(op, dims, target_blocks, float_epilogue, x_pairs, partials,
+        return LaunchColumnMarch<Op, 7, 2, 2, true, 0, 4>(op, dims, target_blocks, flags, partials,
                                                           stream);
       }
     }
     if (async_copy && window == 7) {
-      return LaunchColumnMarch<Op, 7, kRows, kMinBlocks, true>(op, dims, target_blocks, float_epilogue, x_pairs,
+      return LaunchColumnMarch<Op, 7, kRows, kMinBlocks, true>(op, dims, target_blocks, flags,
                                                                partials, stream);
     }
   }
   switch (window) {
-    case 3: return LaunchColumnMarch<Op, 3, kRows, kMinBlocks>(op, dims, target_blocks, float_epilogue, x_pairs, partials, stream);
-    case 5: return LaunchColumnMarch<Op, 5, kRows, kMinBlocks>(op, dims, target_blocks, float_epilogue, x_pairs, partials, stream);
-    case 7: return LaunchColumnMarch<Op, 7, kRows, kMinBlocks>(op, dims, target_blocks, float_epilogue, x_pairs, partials, stream);
-    case 9: return LaunchColumnMarch<Op, 9, kRows, kMinBlocks>(op, dims, target_blocks, float_epilogue, x_pairs, partials, stream);
+    case 3: return LaunchColumnMarch<Op, 3, kRows, kMinBlocks>(op, dims, target_blocks, flags, partials, stream);
+    case 5: return LaunchColumnMarch<Op, 5, kRows, kMinBlocks>(op, dims, target_blocks, flags, partials, stream);
+    case 7: return LaunchColumnMarch<Op, 7, kRows, kMinBlocks>(op, dims, target_blocks, flags, partials, stream);
+    case 9: return LaunchColumnMarch<Op, 9, kRows, kMinBlocks>(op, dims, target_blocks, flags, partials, stream);
     default: return absl::InvalidArgumentError("lncc (CUDA column march): unsupported window");
   }
 }
@@ -1059,8 +1145,11 @@ absl::Status LnccImpl(const Stream& stream, const FixedT* fixed, const float* wa
   auto march = [&](const auto& op, double* part) -> absl::Status {
     using Op = std::decay_t<decltype(op)>;
     if (column) {
-      const bool x_pairs = options.cuda_x_pairs;
-      const bool fepi = options.cuda_float_epilogue;
+      ColFlags flags;
+      flags.float_epilogue = options.cuda_float_epilogue;
+      flags.x_pairs = options.cuda_x_pairs;
+      flags.x_quads = options.cuda_x_quads;
+      flags.y_shared = options.cuda_y_shared;
       const bool async = options.cuda_async_copy;
       const int stages = options.cuda_async_stages;
       const int64_t blocks = options.cuda_target_blocks;
@@ -1071,12 +1160,12 @@ absl::Status LnccImpl(const Stream& stream, const FixedT* fixed, const float* wa
         if (options.cuda_paired_stores16 && Op::kWideStores && op.StoresAligned()) wide |= kWideStoreBit;
       }
       if (rows == 1 && options.cuda_min_blocks == 2) {
-        return DispatchColumnWindow<Op, 1, 2>(op, dims, options.window, blocks, fepi, x_pairs, async, stages, wide, part, s);
+        return DispatchColumnWindow<Op, 1, 2>(op, dims, options.window, blocks, flags, async, stages, wide, part, s);
       }
       if (rows == 1) {
-        return DispatchColumnWindow<Op, 1, 3>(op, dims, options.window, blocks, fepi, x_pairs, async, stages, wide, part, s);
+        return DispatchColumnWindow<Op, 1, 3>(op, dims, options.window, blocks, flags, async, stages, wide, part, s);
       }
-      return DispatchColumnWindow<Op, 2, 2>(op, dims, options.window, blocks, fepi, x_pairs, async, stages, wide, part, s);
+      return DispatchColumnWindow<Op, 2, 2>(op, dims, options.window, blocks, flags, async, stages, wide, part, s);
     }
     if (part != nullptr) return DispatchMarch<Op, true>(op, sh, part, s);
     return DispatchMarch<Op, false>(op, sh, nullptr, s);

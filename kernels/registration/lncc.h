@@ -69,6 +69,8 @@ struct LnccOptions {
   int cuda_rows = 2;                 // kColumnMarch: tile rows per thread, 1 or 2
   bool cuda_float_epilogue = false;  // kColumnMarch: cc, a, b, c in float instead of double
   bool cuda_x_pairs = false;         // kColumnMarch: two columns per thread in the x pass
+  bool cuda_x_quads = false;         // kColumnMarch: four columns per thread in the x pass (wins over x_pairs)
+  bool cuda_y_shared = false;        // kColumnMarch, two rows: the y pass sums the rows' common terms once
   bool cuda_async_copy = false;      // kColumnMarch, window 7, float storage: halo tiles by cp.async
   // cuda_async_copy with two rows per thread: halo slices in flight, 2 (the
   // next slice, as the register prefetch), 3 or 4 (further ahead: more bytes

@@ -43,6 +43,8 @@ struct Variant {
   bool async_copy = false;
   bool paired16 = false;  // cuda_paired_loads16 and cuda_paired_stores16
   int async_stages = 2;
+  bool x_quads = false;
+  bool y_shared = false;
 };
 
 // Today's box march first, then the column march's shapes (issue 37).
@@ -62,6 +64,12 @@ const Variant kVariants[] = {
     {"col r2 x pairs float epilogue async copy 4 stages", LnccCudaKernel::kColumnMarch, 2, true, true, 0, true, false, 4},
     {"col r2 x pairs paired16", LnccCudaKernel::kColumnMarch, 2, false, true, 0, false, true},
     {"col r2 x pairs float epilogue paired16", LnccCudaKernel::kColumnMarch, 2, true, true, 0, false, true},
+    {"col r1 x quads", LnccCudaKernel::kColumnMarch, 1, false, false, 0, false, false, 2, true, false},
+    {"col r2 x quads y shared", LnccCudaKernel::kColumnMarch, 2, false, false, 0, false, false, 2, true, true},
+    {"col r2 y shared float epilogue async copy 3 stages", LnccCudaKernel::kColumnMarch, 2, true, true, 0, true, false, 3,
+     false, true},
+    {"col r2 x quads y shared float epilogue paired16", LnccCudaKernel::kColumnMarch, 2, true, false, 0, false, true, 2,
+     true, true},
 };
 
 LnccOptions WithVariant(LnccOptions o, const Variant& v) {
@@ -74,6 +82,8 @@ LnccOptions WithVariant(LnccOptions o, const Variant& v) {
   o.cuda_paired_loads16 = v.paired16;
   o.cuda_paired_stores16 = v.paired16;
   o.cuda_async_stages = v.async_stages;
+  o.cuda_x_quads = v.x_quads;
+  o.cuda_y_shared = v.y_shared;
   return o;
 }
 

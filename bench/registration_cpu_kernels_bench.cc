@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/device.h"
+#include "bench/sampler_bench_case.h"
 #include "common/parallel.h"
 #include "kernels/registration/grid_sampler.h"
 #include "kernels/registration/grid_sampler_cpu_path.h"
@@ -41,26 +42,16 @@ double Median(std::vector<double> v) {
 }
 
 int Run(int reps) {
-  const Dims3 d{181, 217, 181};
+  const bench::SamplerBenchCase c = bench::MakeSamplerBenchCase();
+  const Dims3 d = c.dims;
   const int64_t n = d.size();
   const int threads = CpuThreads();
   std::printf("CPU registration kernels, %s, %d threads, %d interleaved reps (median)\n", DimsToString(d).c_str(),
               threads, reps);
-  std::vector<float> image(n), disp(3 * n), out(n), grad_out(n), grad_disp(3 * n);
-  for (int64_t v = 0; v < n; ++v) {
-    const uint32_t h = static_cast<uint32_t>(v) * 2654435761u;
-    image[v] = static_cast<float>((h >> 8) & 0xffff) / 65536.0f;
-    grad_out[v] = static_cast<float>((h >> 12) & 0xff) / 128.0f - 1.0f;
-    for (int c = 0; c < 3; ++c) disp[v + c * n] = 0.006f * (static_cast<float>((h >> (4 + c)) & 0xff) / 128.0f - 1.0f);
-  }
-  const std::vector<float> theta = {0.98f, 0.05f, -0.02f, 0.01f, -0.04f, 1.01f, 0.03f, -0.02f,
-                                    0.02f, -0.03f, 0.99f, 0.015f};
-  GridSampleArgs args;
-  args.image = image.data();
-  args.image_dims = d;
-  args.affine = theta.data();
-  args.disp = disp.data();
-  args.out_dims = d;
+  std::vector<float> out(n), grad_disp(3 * n);
+  const std::vector<float>& disp = c.disp;
+  const std::vector<float>& grad_out = c.grad_out;
+  GridSampleArgs args = c.Args();
   args.voxel_jitter_key = 0x9e3779b97f4a7c15ull;  // MI's jittered voxels, as the deformable stage samples
   // The shifted fixed image: no affine, no field, jittered.
   GridSampleArgs fixed_args = args;

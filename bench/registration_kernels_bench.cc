@@ -34,6 +34,7 @@
 #include "absl/status/status.h"
 #include "bench/bench_util.h"
 #include "bench/cuda_event_timing.h"
+#include "bench/sampler_bench_case.h"
 #include "common/buffer.h"
 #include "common/device.h"
 #include "common/status.h"
@@ -58,26 +59,16 @@ namespace {
 // --cpu: the CPU backend at 181x217x181 (wall clock, median of 3), to show a
 // whole registration fits in minutes on a small machine.
 int RunCpu() {
-  const Dims3 d{181, 217, 181};
+  const bench::SamplerBenchCase c = bench::MakeSamplerBenchCase();
+  const Dims3 d = c.dims;
   const int64_t n = d.size();
   std::printf("CPU backend, %s, %d threads (TESSERA_CPU_THREADS overrides)\n", DimsToString(d).c_str(),
               CpuThreads());
-  std::vector<float> image(n), disp(3 * n), out(n), grad_out(n), grad_disp(3 * n), grad_w(n);
-  for (int64_t v = 0; v < n; ++v) {
-    const uint32_t h = static_cast<uint32_t>(v) * 2654435761u;
-    image[v] = static_cast<float>((h >> 8) & 0xffff) / 65536.0f;
-    grad_out[v] = static_cast<float>((h >> 12) & 0xff) / 128.0f - 1.0f;
-    for (int c = 0; c < 3; ++c) disp[v + c * n] = 0.006f * (static_cast<float>((h >> (4 + c)) & 0xff) / 128.0f - 1.0f);
-  }
-  const std::vector<float> theta = {0.98f, 0.05f, -0.02f, 0.01f, -0.04f, 1.01f, 0.03f, -0.02f,
-                                    0.02f, -0.03f, 0.99f, 0.015f};
+  std::vector<float> out(n), grad_disp(3 * n), grad_w(n);
+  const std::vector<float>& image = c.image;
+  const std::vector<float>& grad_out = c.grad_out;
   std::vector<float> grad_affine(kAffineParams);
-  GridSampleArgs args;
-  args.image = image.data();
-  args.image_dims = d;
-  args.affine = theta.data();
-  args.disp = disp.data();
-  args.out_dims = d;
+  GridSampleArgs args = c.Args();
   const Stream cpu = Stream::Cpu();
   auto time_ms = [](const std::function<absl::Status()>& fn) { return bench::MedianMs(3, fn); };
   const double fwd = time_ms([&] { return GridSample(cpu, args, out.data()); });

@@ -96,7 +96,8 @@ std::vector<FlagSpec> ReconFlags(const std::string& modality) {
     flags.push_back({"voxel-subdivision", "0",
                      "sart/os-sart/cgls/fista-tv/asd-pocs: solve on a grid N times finer per axis (z too for cone) "
                      "over the same field of view, each output voxel the mean of its N x N (x N) block; lowers the "
-                     "pixel model's error at sub-voxel edges at N^2 (N^3) the memory and time (0/1: the output grid)"});
+                     "pixel model's error at sub-voxel edges at N^2 (N^3) the memory and time per iteration; converges "
+                     "more slowly, so give more --iterations (0/1: the output grid)"});
     flags.push_back({"redundancy-weights", "auto",
                      "fbp/fdk: auto (Parker weights for a short scan, Wang's for an offset detector) | none"});
     flags.push_back({"device-memory-gib", "0",

@@ -175,7 +175,10 @@ __global__ void __launch_bounds__(kSmoothX * kSmoothY)
       va[b] = vb[b] = 0.f;
       if (row < rows) {
         const int zz = row / th, yy = row - zz * th;
-        const int64_t kc = Clamp64(k0 - rz + zz, dims.nz - 1);
+        // Slices past z_end + rz (the last tile of a slab not a multiple of
+        // kTileZ deep) feed no stored output and may lie beyond the ring:
+        // their rows repeat the last needed slice.
+        const int64_t kc = Clamp64(min(k0 - rz + zz, z_end - 1 + rz), dims.nz - 1);
         // The slab holding slice kc (selected by value: no local copy of a parameter).
         const bool in0 = kc >= s0.z0 && kc < s0.z1, in1 = kc >= s1.z0 && kc < s1.z1;
         const float* data = in0 ? s0.data : (in1 ? s1.data : s2.data);

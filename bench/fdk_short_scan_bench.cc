@@ -11,6 +11,9 @@
 //               TIGRE's ParkerWeight(q): transitions of q x Parker's width,
 //               the over-scan's redundant rays weighted 1/2 each in between
 //               (q = 1 is Parker's over-scan weighting).
+//   derivative d  the library's ShortScanMethod::kDerivative (short_scan_derivative.h:
+//               derivative along the orbit + Hilbert filter, Noo's weight after
+//               the filter with d degrees of smoothing), full and short scans.
 // The bench-side weightings are multiplied into the sinogram (x2) and run
 // through FbpPlan with redundancy weights "none", which keeps the arc's view
 // shares (redundancy_weights_test NoneGivesTheUnweightedResult); "parker"
@@ -23,6 +26,7 @@
 //       [--cases=wide,narrow,tigre,carm,sweep] [--arcs=min,240,270,300] [--q=1,0.5,0.25,0.1] [--bands]
 //       [--step=DEG] (angular step; default 2) [--no-tilted]
 //       [--tang=0,1,2,4]  Parker + Tang's 3-D weights with these k (own back projection; k 0 = the library's)
+//       [--derivative=5,10,20]  the derivative method with these smoothing widths (deg); default 10; "" none
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -96,7 +100,7 @@ double Wesarg(double b, double g, double delta, double eps, double q) {
                 SMinus((b - kPi + 2 * g) / width(-g) - 0.5) - SMinus((b - kPi - 2 * delta - eps) / width(-g) + 0.5));
 }
 
-enum class Weighting { kLibrary, kParkerEmulated, kTilted, kWesarg, kTang };
+enum class Weighting { kLibrary, kParkerEmulated, kTilted, kWesarg, kTang, kDerivative };
 
 // Bilinear sample of one filtered view (cols x rows), 0 outside
 // (-1, cols) x (-1, rows), blending with zeros at the edges (as fbp_math.h).
@@ -200,7 +204,12 @@ Scored Reconstruct(const Case& k, double arc_deg, Weighting weighting, double q 
   const std::vector<Ellipsoid> phantom = Phantom(k.voxel);
   std::vector<float> sino = AnalyticSinogram(g.projection, phantom);
   fbp::FbpOptions options;
-  options.redundancy_weights = weighting == Weighting::kLibrary || weighting == Weighting::kTang;
+  options.redundancy_weights =
+      weighting == Weighting::kLibrary || weighting == Weighting::kTang || weighting == Weighting::kDerivative;
+  if (weighting == Weighting::kDerivative) {
+    options.short_scan = fbp::ShortScanMethod::kDerivative;
+    options.short_scan_smoothing_deg = q;
+  }
   if (!options.redundancy_weights) {
     const ProjectionGeometry& p = g.projection;
     const int64_t views = p.num_views(), cols = p.det_cols, rows = p.det_rows;
@@ -259,7 +268,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> cases = {"wide", "narrow", "tigre", "carm"};
   std::vector<std::string> arcs = {"min", "240", "270", "300"};
   std::vector<double> qs = {1, 0.5, 0.25, 0.1};
-  std::vector<double> tang_k;
+  std::vector<double> tang_k, derivative_d = {10};
   bool bands = false, tilted = true;
   double step_override = 0;
   for (int i = 1; i < argc; ++i) {
@@ -285,6 +294,16 @@ int main(int argc, char** argv) {
           return 2;
         }
         tang_k.push_back(d);
+      }
+    } else if (const char* v = tessera::bench::FlagValue(argv[i], "--derivative")) {
+      derivative_d.clear();
+      for (absl::string_view t : absl::StrSplit(v, ',', absl::SkipEmpty())) {
+        double d = 0;
+        if (!absl::SimpleAtod(t, &d) || d < 0) {
+          std::fprintf(stderr, "--derivative: %s is not >= 0\n", std::string(t).c_str());
+          return 2;
+        }
+        derivative_d.push_back(d);
       }
     } else if (const char* v = tessera::bench::FlagValue(argv[i], "--step")) {
       step_override = std::atof(v);
@@ -346,6 +365,7 @@ int main(int argc, char** argv) {
       std::snprintf(what, sizeof what, "full scan, Tang 3-D weights k %g", tk);
       row(360, what, Reconstruct(k, 360, Weighting::kTang, tk));
     }
+    if (!derivative_d.empty()) row(360, "full scan, derivative", Reconstruct(k, 360, Weighting::kDerivative, 10));
     const double needed = 180 + fan;
     for (const std::string& a : arcs) {
       double arc = 0;
@@ -357,6 +377,11 @@ int main(int argc, char** argv) {
       }
       if (arc < needed) continue;
       row(arc, "parker", Reconstruct(k, arc, Weighting::kLibrary));
+      for (double d : derivative_d) {
+        char what[64];
+        std::snprintf(what, sizeof what, "derivative, smoothing %g deg", d);
+        row(arc, what, Reconstruct(k, arc, Weighting::kDerivative, d));
+      }
       if (a == arcs.front()) row(arc, "parker (emulated)", Reconstruct(k, arc, Weighting::kParkerEmulated));
       if (tilted) row(arc, "parker, tilted fan angle", Reconstruct(k, arc, Weighting::kTilted));
       for (double tk : tang_k) {

@@ -3,7 +3,7 @@
 // 1 mm voxels), the goal being under 1 s on an H200.
 //
 //   recon_fdk_bench [--volume=512] [--views=720] [--det_cols=1024] [--det_rows=1024]
-//                   [--reps=3] [--batch=0] [--filter=ram-lak] [--small] [--device=cuda|cpu]
+//                   [--reps=3] [--batch=0] [--filter=ram-lak] [--small] [--device=cuda|cpu] [--derivative]
 //
 // --small: 128^3 from 180 views of 256^2 (a quick run; also what --device=cpu
 // is meant for). Variants, side by side in one run: interpolation (texture:
@@ -16,6 +16,9 @@
 //   untimed    the whole Run without the per-stage synchronisation
 // "vs goal" is untimed / 1000 ms; "vs first" the untimed time relative to the
 // first row; "rel L2" the volume's difference from the first row's volume;
+// --derivative adds rows for ShortScanMethod::kDerivative (derivative +
+// Hilbert filtering, 1 / D back projection; issue 36) in the default mode,
+// whose "rel L2" is its difference from the ramp FDK, not a parity check.
 // "scratch" the plan's tracked device memory (FFT buffer, store, cuFFT work
 // area, texture array). The sinogram is a smooth pattern with hashed noise
 // (timing does not depend on values). Without a GPU (and without
@@ -50,6 +53,7 @@ ABSL_FLAG(int64_t, batch, 0, "views per batch (0: the plan's default)");
 ABSL_FLAG(std::string, filter, "ram-lak", "ram-lak, shepp-logan, cosine or hann");
 ABSL_FLAG(bool, small, false, "128^3 from 180 views of 256^2");
 ABSL_FLAG(std::string, device, "cuda", "cuda or cpu");
+ABSL_FLAG(bool, derivative, false, "also time ShortScanMethod::kDerivative (each interpolation, default mode)");
 
 namespace tessera {
 namespace recon {
@@ -63,6 +67,7 @@ using bench::Median;
 struct Variant {
   FbpInterpolation interpolation;
   ExecutionMode mode;
+  ShortScanMethod method = ShortScanMethod::kParker;
 };
 
 struct Row {
@@ -127,18 +132,26 @@ int Main() {
     if (on_cpu && interp == FbpInterpolation::kTexture) continue;  // the CPU always interpolates exactly
     for (ExecutionMode mode : {ExecutionMode::kDefault, ExecutionMode::kDeterministic}) variants.push_back({interp, mode});
   }
+  if (absl::GetFlag(FLAGS_derivative)) {
+    for (FbpInterpolation interp : {FbpInterpolation::kTexture, FbpInterpolation::kExact}) {
+      if (on_cpu && interp == FbpInterpolation::kTexture) continue;
+      variants.push_back({interp, ExecutionMode::kDefault, ShortScanMethod::kDerivative});
+    }
+  }
   std::vector<Row> table;
   std::vector<float> first_volume, volume(g.volume.size());
   int64_t batch = 0;
   for (const Variant& v : variants) {
     Row row;
-    row.name = absl::StrFormat("%s / %s", on_cpu ? "cpu" : FbpInterpolationName(v.interpolation),
-                               ExecutionModeName(v.mode));
+    row.name = absl::StrFormat("%s / %s%s", on_cpu ? "cpu" : FbpInterpolationName(v.interpolation),
+                               ExecutionModeName(v.mode),
+                               v.method == ShortScanMethod::kDerivative ? " / derivative" : "");
     FbpOptions options;
     options.filter = *filter;
     options.mode = v.mode;
     options.interpolation = v.interpolation;
     options.views_per_batch = absl::GetFlag(FLAGS_batch);
+    options.short_scan = v.method;
     auto tracker = std::make_shared<DeviceMemoryTracker>();
     std::unique_ptr<FbpPlan> plan;
     {

@@ -9,6 +9,7 @@
 #include "common/status.h"
 #include "kernels/reconstruction/fbp/fbp_backend.h"
 #include "kernels/reconstruction/fbp/fbp_setup.h"
+#include "kernels/reconstruction/fbp/short_scan_derivative.h"
 
 namespace tessera {
 namespace recon {
@@ -49,6 +50,10 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+const char* ShortScanMethodName(ShortScanMethod method) {
+  return method == ShortScanMethod::kDerivative ? "derivative" : "parker";
+}
+
 const char* FbpInterpolationName(FbpInterpolation interpolation) {
   return interpolation == FbpInterpolation::kTexture ? "texture" : "exact";
 }
@@ -75,7 +80,20 @@ absl::StatusOr<std::unique_ptr<FbpPlan>> FbpPlan::Create(const CtGeometry& geome
     return absl::InvalidArgumentError(
         absl::StrCat("fbp: device_memory_bytes must be >= 0 (0: resident), got ", options.device_memory_bytes));
   }
-  TESSERA_ASSIGN_OR_RETURN(FbpSetup setup, MakeFbpSetup(geometry, options.redundancy_weights));
+  const bool derivative =
+      options.short_scan == ShortScanMethod::kDerivative && geometry.projection.beam != BeamKind::kParallel;
+  FbpSetup setup;
+  if (derivative) {
+    if (options.device_memory_bytes > 0) {
+      return absl::InvalidArgumentError(
+          "fbp: short_scan \"derivative\" runs resident only (device_memory_bytes must be 0; use \"parker\" out of "
+          "core)");
+    }
+    TESSERA_ASSIGN_OR_RETURN(
+        setup, MakeDerivativeFbpSetup(geometry, options.redundancy_weights, options.short_scan_smoothing_deg));
+  } else {
+    TESSERA_ASSIGN_OR_RETURN(setup, MakeFbpSetup(geometry, options.redundancy_weights));
+  }
   std::string redundancy = setup.redundancy;
   const int64_t views = geometry.projection.num_views(), rows = geometry.projection.det_rows;
   const CtGeometry wide = setup.geometry;  // an offset detector's widened (fbp_setup.h)
@@ -100,6 +118,7 @@ absl::StatusOr<std::unique_ptr<FbpPlan>> FbpPlan::Create(const CtGeometry& geome
   config.setup = std::move(setup);
   config.padded = PaddedLength(wide.projection.det_cols);
   config.spectrum = FilterSpectrum(options.filter, options.cutoff, config.padded);
+  if (derivative) config.hilbert = HilbertSpectrum(options.filter, options.cutoff, config.padded);
   config.batch = batch;
   config.window_rows = chunking.window_rows;
   config.slab_planes = options.device_memory_bytes > 0 ? chunking.slab_planes : 0;
@@ -115,8 +134,10 @@ absl::StatusOr<std::unique_ptr<FbpPlan>> FbpPlan::Create(const CtGeometry& geome
         absl::StrCat("fbp: CUDA stream given but ", DeviceRegistry::Get().cuda_unavailable_reason()));
 #endif
   }
-  return std::unique_ptr<FbpPlan>(
+  std::unique_ptr<FbpPlan> plan(
       new FbpPlan(geometry, options, batch, std::move(redundancy), std::move(chunking), std::move(backend)));
+  plan->derivative_ = derivative;
+  return plan;
 }
 
 absl::Status FbpPlan::Run(const float* sinogram, float* volume, const FbpProgress& progress, FbpTimings* timings) {
@@ -130,7 +151,9 @@ absl::Status FbpPlan::Run(const float* sinogram, float* volume, const FbpProgres
     const int64_t n = std::min(batch_, views - v0);
     auto t0 = std::chrono::steady_clock::now();
     const int64_t view_floats = geometry_.projection.det_rows * geometry_.projection.det_cols;
-    TESSERA_RETURN_IF_ERROR(backend_->FilterBatch(sinogram + v0 * view_floats, view_floats, v0, n, /*row0=*/0));
+    // The derivative method reads each view's neighbours anywhere in the sinogram.
+    const float* views_in = derivative_ ? sinogram : sinogram + v0 * view_floats;
+    TESSERA_RETURN_IF_ERROR(backend_->FilterBatch(views_in, view_floats, v0, n, /*row0=*/0));
     if (timed) {
       TESSERA_RETURN_IF_ERROR(backend_->Synchronize());
       timings->filter_ms += MsSince(t0);
@@ -158,7 +181,8 @@ absl::Status FbpPlan::Filter(const float* sinogram, float* filtered) {
   for (int64_t v0 = 0; v0 < views; v0 += batch_) {
     const int64_t n = std::min(batch_, views - v0);
     const int64_t view_floats = geometry_.projection.det_rows * geometry_.projection.det_cols;
-    TESSERA_RETURN_IF_ERROR(backend_->FilterBatch(sinogram + v0 * view_floats, view_floats, v0, n, /*row0=*/0));
+    const float* views_in = derivative_ ? sinogram : sinogram + v0 * view_floats;
+    TESSERA_RETURN_IF_ERROR(backend_->FilterBatch(views_in, view_floats, v0, n, /*row0=*/0));
     TESSERA_RETURN_IF_ERROR(backend_->ExportBatch(v0, n, filtered));
   }
   return backend_->Synchronize();
@@ -174,6 +198,9 @@ absl::Status FbpPlan::CheckWholeRows() const {
 absl::Status FbpPlan::RunOutOfCore(const float* sinogram, float* volume, const FbpProgress& progress,
                                    FbpTimings* timings) {
   if (sinogram == nullptr || volume == nullptr) return absl::InvalidArgumentError("fbp: sinogram or volume is null");
+  if (derivative_) {
+    return absl::FailedPreconditionError("fbp: RunOutOfCore is not available with short_scan \"derivative\"; use Run");
+  }
   const auto start = std::chrono::steady_clock::now();
   if (timings != nullptr) *timings = FbpTimings{};
   const int64_t views = geometry_.projection.num_views();

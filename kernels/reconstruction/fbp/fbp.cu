@@ -93,6 +93,54 @@ __global__ void SpectrumKernel(cufftComplex* __restrict__ z, const float* __rest
   }
 }
 
+// The derivative short-scan method (short_scan_derivative.h): the two rows
+// of DerivativeTerms for views [v0, v0 + n), x into `work_x` and y into
+// `work_y` (zero-padded to `padded`); `views` is the whole sinogram.
+__global__ void DerivativeTermsKernel(const float* __restrict__ views, int64_t view_stride,
+                                      const DerivativeView* __restrict__ dviews, int v0, int cols, int rows, int padded,
+                                      int64_t stride, int num_rows, float* __restrict__ work_x,
+                                      float* __restrict__ work_y) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= padded) return;
+  for (int row = blockIdx.y; row < num_rows; row += gridDim.y) {
+    float x = 0.0f, y = 0.0f;
+    if (c < cols) {
+      const int t = row / rows, r = row - t * rows;
+      const DerivativeView w = dviews[v0 + t];
+      DerivativeTerms(w, views + w.view_prev * view_stride, views + (v0 + t) * view_stride,
+                      views + w.view_next * view_stride, cols, rows, c, r, &x, &y);
+    }
+    work_x[static_cast<int64_t>(row) * stride + c] = x;
+    work_y[static_cast<int64_t>(row) * stride + c] = y;
+  }
+}
+
+// zx = zx (-i hilbert) + zy ramp (filter.h HilbertSpectrum, FilterSpectrum).
+__global__ void CombineSpectraKernel(cufftComplex* __restrict__ zx, const cufftComplex* __restrict__ zy,
+                                     const float* __restrict__ hilbert, const float* __restrict__ ramp,
+                                     int half_plus_one, int num_rows) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= half_plus_one) return;
+  const float h = __ldg(hilbert + k), s = __ldg(ramp + k);
+  for (int row = blockIdx.y; row < num_rows; row += gridDim.y) {
+    const int64_t i = static_cast<int64_t>(row) * half_plus_one + k;
+    const cufftComplex a = zx[i], b = zy[i];
+    zx[i] = make_cuFloatComplex(h * a.y + s * b.x, -h * a.x + s * b.y);
+  }
+}
+
+// The derivative method's weights after the filter (views x cols, the
+// batch's first view first), in place.
+__global__ void PostWeightKernel(float* __restrict__ work, int64_t stride, const float* __restrict__ weights, int cols,
+                                 int rows, int num_rows) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  for (int row = blockIdx.y; row < num_rows; row += gridDim.y) {
+    const int t = row / rows;
+    work[static_cast<int64_t>(row) * stride + c] *= __ldg(weights + static_cast<int64_t>(t) * cols + c);
+  }
+}
+
 // Filtered rows into the zero-bordered store (fbp_math.h layout).
 __global__ void StoreKernel(const float* __restrict__ work, int64_t stride, int cols, int rows, int num_rows,
                             float* __restrict__ store) {
@@ -127,7 +175,14 @@ __device__ __forceinline__ float Sample(const BackprojectArgs& p, int view, floa
                       static_cast<float>(p.rows));
 }
 
-template <int kZ, bool kTexture>
+// A sample times the back projection weight: 1 / D^2 (FDK, as (q inv) inv),
+// or 1 / D (the derivative short-scan method).
+template <bool kLinear>
+__device__ __forceinline__ float Weighted(float q, float inv) {
+  return kLinear ? q * inv : q * inv * inv;
+}
+
+template <int kZ, bool kTexture, bool kLinear>
 __global__ void __launch_bounds__(kBlockX* kBlockY) BackprojectKernel(BackprojectArgs p) {
   __shared__ BackprojectView views[kViewChunk];
   const int i = blockIdx.x * kBlockX + threadIdx.x;
@@ -157,7 +212,7 @@ __global__ void __launch_bounds__(kBlockX* kBlockY) BackprojectKernel(Backprojec
       if (w.a[2] == 0.0f && w.d[2] == 0.0f) {
         // Same column and magnification for the whole column of voxels.
         const float inv = __frcp_rn(d0);
-        const float a = a0 * inv, weight = inv * inv, db = w.b[2] * inv;
+        const float a = a0 * inv, weight = kLinear ? inv : inv * inv, db = w.b[2] * inv;
         const float bs = b0 * inv;
 #pragma unroll
         for (int kk = 0; kk < kZ; ++kk) acc[kk] += Sample<kTexture>(p, view, a, bs + kk * db) * weight;
@@ -166,7 +221,7 @@ __global__ void __launch_bounds__(kBlockX* kBlockY) BackprojectKernel(Backprojec
         for (int kk = 0; kk < kZ; ++kk) {
           const float fk = static_cast<float>(kk);
           const float inv = __frcp_rn(d0 + w.d[2] * fk);
-          acc[kk] += Sample<kTexture>(p, view, (a0 + w.a[2] * fk) * inv, (b0 + w.b[2] * fk) * inv) * inv * inv;
+          acc[kk] += Weighted<kLinear>(Sample<kTexture>(p, view, (a0 + w.a[2] * fk) * inv, (b0 + w.b[2] * fk) * inv), inv);
         }
       }
     }
@@ -182,13 +237,19 @@ __global__ void __launch_bounds__(kBlockX* kBlockY) BackprojectKernel(Backprojec
 }
 
 template <int kZ>
-void LaunchBackproject(const BackprojectArgs& args, bool texture, cudaStream_t stream) {
+void LaunchBackproject(const BackprojectArgs& args, bool texture, bool linear, cudaStream_t stream) {
   const dim3 block(kBlockX, kBlockY);
   const dim3 grid((args.nx + kBlockX - 1) / kBlockX, (args.ny + kBlockY - 1) / kBlockY, (args.nz + kZ - 1) / kZ);
-  if (texture) {
-    BackprojectKernel<kZ, true><<<grid, block, 0, stream>>>(args);
+  if (linear) {
+    if (texture) {
+      BackprojectKernel<kZ, true, true><<<grid, block, 0, stream>>>(args);
+    } else {
+      BackprojectKernel<kZ, false, true><<<grid, block, 0, stream>>>(args);
+    }
+  } else if (texture) {
+    BackprojectKernel<kZ, true, false><<<grid, block, 0, stream>>>(args);
   } else {
-    BackprojectKernel<kZ, false><<<grid, block, 0, stream>>>(args);
+    BackprojectKernel<kZ, false, false><<<grid, block, 0, stream>>>(args);
   }
 }
 
@@ -206,7 +267,8 @@ class CudaBackend : public FbpBackend {
         in_cols_(c_.setup.input_cols),
         col0_(c_.setup.col0),
         stride_(c_.padded + 2),
-        texture_(c_.options.interpolation == FbpInterpolation::kTexture) {}
+        texture_(c_.options.interpolation == FbpInterpolation::kTexture),
+        derivative_(!c_.setup.derivative.empty()) {}
 
   ~CudaBackend() override {
     cudaSetDevice(stream_.ordinal());
@@ -234,6 +296,24 @@ class CudaBackend : public FbpBackend {
         CopyBytes(back_->data(), MemoryKind::kDevice, c_.setup.back.data(), MemoryKind::kHost, view_bytes, stream_));
     TESSERA_RETURN_IF_ERROR(CopyBytes(spectrum_->data(), MemoryKind::kDevice, c_.spectrum.data(), MemoryKind::kHost,
                                       c_.spectrum.size() * sizeof(float), stream_));
+    if (derivative_) {
+      // The derivative method: its per-view constants, weights, Hilbert
+      // spectrum and a second FFT buffer for the ramp-filtered row.
+      const size_t dv_bytes = c_.setup.derivative.size() * sizeof(DerivativeView);
+      const size_t pw_bytes = c_.setup.post_weights.size() * sizeof(float);
+      const size_t h_bytes = c_.hilbert.size() * sizeof(float);
+      TESSERA_ASSIGN_OR_RETURN(derivative_views_, DeviceBuffer(dv_bytes, stream_.ordinal()));
+      TESSERA_ASSIGN_OR_RETURN(post_weights_, DeviceBuffer(pw_bytes, stream_.ordinal()));
+      TESSERA_ASSIGN_OR_RETURN(hilbert_, DeviceBuffer(h_bytes, stream_.ordinal()));
+      TESSERA_RETURN_IF_ERROR(CopyBytes(derivative_views_->data(), MemoryKind::kDevice, c_.setup.derivative.data(),
+                                        MemoryKind::kHost, dv_bytes, stream_));
+      TESSERA_RETURN_IF_ERROR(CopyBytes(post_weights_->data(), MemoryKind::kDevice, c_.setup.post_weights.data(),
+                                        MemoryKind::kHost, pw_bytes, stream_));
+      TESSERA_RETURN_IF_ERROR(
+          CopyBytes(hilbert_->data(), MemoryKind::kDevice, c_.hilbert.data(), MemoryKind::kHost, h_bytes, stream_));
+      const size_t work_bytes = static_cast<size_t>(c_.batch * rows_ * stride_) * sizeof(float);
+      TESSERA_ASSIGN_OR_RETURN(work_y_, DeviceBuffer(work_bytes, stream_.ordinal()));
+    }
     if (!c_.setup.column_weights.empty()) {
       const size_t bytes = c_.setup.column_weights.size() * sizeof(float);
       TESSERA_ASSIGN_OR_RETURN(column_weights_, DeviceBuffer(bytes, stream_.ordinal()));
@@ -277,6 +357,7 @@ class CudaBackend : public FbpBackend {
     float* work = static_cast<float*>(work_->data());
     const dim3 block(kThreads);
     const unsigned grid_y = static_cast<unsigned>(std::min(num_rows, kMaxGridY));
+    if (derivative_) return FilterDerivative(views, view_stride, v0, n);
     WeightPadKernel<<<dim3((padded + kThreads - 1) / kThreads, grid_y), block, 0, Native(stream_)>>>(
         views, view_stride, static_cast<const PreWeightView*>(pre_->data()) + v0,
         column_weights_ ? static_cast<const float*>(column_weights_->data()) + v0 * cols_ : nullptr,
@@ -290,6 +371,14 @@ class CudaBackend : public FbpBackend {
         z, static_cast<const float*>(spectrum_->data()), half_plus_one, num_rows);
     TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("fbp spectrum");
     TESSERA_CUFFT_RETURN_IF_ERROR(cufftExecC2R(tail ? inverse_tail_.handle : inverse_.handle, z, work));
+    return StoreBatch(n, grid_y);
+  }
+
+  // The filtered rows in work_ into the texture array or the padded store.
+  absl::Status StoreBatch(int64_t n, unsigned grid_y) {
+    const int num_rows = static_cast<int>(n * rows_);
+    float* work = static_cast<float*>(work_->data());
+    const dim3 block(kThreads);
     if (texture_) {
       cudaMemcpy3DParms copy = {};
       copy.srcPtr = make_cudaPitchedPtr(work, static_cast<size_t>(stride_) * sizeof(float), cols_, rows_);
@@ -333,12 +422,13 @@ class CudaBackend : public FbpBackend {
     args.volume = volume;
     // Voxels per thread along z: registers hold the sums; fewer when thin
     // (the whole volume's nz decides, so slabs group planes as it does).
+    const bool linear = derivative_;
     if (vol.nz == 1) {
-      LaunchBackproject<1>(args, texture_, Native(stream_));
+      LaunchBackproject<1>(args, texture_, linear, Native(stream_));
     } else if (vol.nz < 16) {
-      LaunchBackproject<4>(args, texture_, Native(stream_));
+      LaunchBackproject<4>(args, texture_, linear, Native(stream_));
     } else {
-      LaunchBackproject<8>(args, texture_, Native(stream_));
+      LaunchBackproject<8>(args, texture_, linear, Native(stream_));
     }
     TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("fbp back projection");
     return absl::OkStatus();
@@ -391,6 +481,38 @@ class CudaBackend : public FbpBackend {
   }
 
  private:
+  // Views [v0, v0 + n) by the derivative method: DerivativeTerms' two rows,
+  // both forward transforms, Hilbert(x) + Ramp(y), the inverse, the weights
+  // after the filter, then the store as FDK's.
+  absl::Status FilterDerivative(const float* views, int64_t view_stride, int64_t v0, int64_t n) {
+    const int num_rows = static_cast<int>(n * rows_);
+    const int padded = static_cast<int>(c_.padded), half_plus_one = padded / 2 + 1;
+    float* work = static_cast<float*>(work_->data());
+    float* work_y = static_cast<float*>(work_y_->data());
+    const dim3 block(kThreads);
+    const unsigned grid_y = static_cast<unsigned>(std::min(num_rows, kMaxGridY));
+    DerivativeTermsKernel<<<dim3((padded + kThreads - 1) / kThreads, grid_y), block, 0, Native(stream_)>>>(
+        views, view_stride, static_cast<const DerivativeView*>(derivative_views_->data()), static_cast<int>(v0),
+        static_cast<int>(cols_), static_cast<int>(rows_), padded, stride_, num_rows, work, work_y);
+    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("fbp derivative terms");
+    const bool tail = n != c_.batch;
+    cufftComplex* zx = reinterpret_cast<cufftComplex*>(work);
+    cufftComplex* zy = reinterpret_cast<cufftComplex*>(work_y);
+    const cufftHandle forward = tail ? forward_tail_.handle : forward_.handle;
+    TESSERA_CUFFT_RETURN_IF_ERROR(cufftExecR2C(forward, work, zx));
+    TESSERA_CUFFT_RETURN_IF_ERROR(cufftExecR2C(forward, work_y, zy));
+    CombineSpectraKernel<<<dim3((half_plus_one + kThreads - 1) / kThreads, grid_y), block, 0, Native(stream_)>>>(
+        zx, zy, static_cast<const float*>(hilbert_->data()), static_cast<const float*>(spectrum_->data()),
+        half_plus_one, num_rows);
+    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("fbp combine spectra");
+    TESSERA_CUFFT_RETURN_IF_ERROR(cufftExecC2R(tail ? inverse_tail_.handle : inverse_.handle, zx, work));
+    PostWeightKernel<<<dim3((static_cast<int>(cols_) + kThreads - 1) / kThreads, grid_y), block, 0,
+                       Native(stream_)>>>(work, stride_, static_cast<const float*>(post_weights_->data()) + v0 * cols_,
+                                          static_cast<int>(cols_), static_cast<int>(rows_), num_rows);
+    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("fbp post weights");
+    return StoreBatch(n, grid_y);
+  }
+
   // The out-of-core buffers: a slab of `planes` planes, two device and two
   // pinned upload slots of a batch of window rows, the copy stream, events.
   absl::Status EnsureOutOfCore(int64_t planes) {
@@ -475,7 +597,9 @@ class CudaBackend : public FbpBackend {
   const Stream& stream_;
   const int64_t cols_, rows_, in_cols_, col0_, stride_;
   const bool texture_;
+  const bool derivative_;  // ShortScanMethod::kDerivative (short_scan_derivative.h)
   std::shared_ptr<Buffer> pre_, back_, spectrum_, work_, fft_area_, store_;
+  std::shared_ptr<Buffer> derivative_views_, post_weights_, hilbert_, work_y_;  // derivative method only
   std::shared_ptr<Buffer> column_weights_;  // null when the setup has none
   FftPlan forward_, inverse_, forward_tail_, inverse_tail_;
   cudaArray_t array_ = nullptr;

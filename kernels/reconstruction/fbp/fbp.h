@@ -54,6 +54,24 @@ enum class FbpInterpolation {
 
 const char* FbpInterpolationName(FbpInterpolation interpolation);
 
+// How fan and cone beams are filtered (issue 36).
+enum class ShortScanMethod {
+  // FDK: redundancy weights (Parker's for a short scan) multiplied in before
+  // the ramp filter, back projection weighted 1 / D^2.
+  kParker,
+  // Noo, Defrise, Clackdoyle & Kudo (Phys. Med. Biol. 47:2525, 2002) in the
+  // cone-beam form of Noo & Heuscher (Proc. SPIE 4684, 2002) / Yu & Wang
+  // (Med. Phys. 31:1357, 2004): the data's derivative along the orbit at a
+  // fixed ray direction, a Hilbert filter along detector rows, the
+  // redundancy weight after the filter, back projection weighted 1 / D
+  // (short_scan_derivative.h). For fan and cone scans on a circular orbit
+  // about z, short or full; not with an offset detector or out of core
+  // (RunOutOfCore: FAILED_PRECONDITION).
+  kDerivative,
+};
+
+const char* ShortScanMethodName(ShortScanMethod method);  // "parker", "derivative"
+
 struct FbpOptions {
   FilterKind filter = FilterKind::kRamLak;
   double cutoff = 1.0;  // fraction of Nyquist kept, (0, 1]
@@ -65,6 +83,11 @@ struct FbpOptions {
   // Fan and cone: Parker weights for a short scan, Wang's for an offset
   // detector (redundancy_weights.h); false ("none") applies neither.
   bool redundancy_weights = true;
+  // Fan and cone beams; parallel beams ignore it.
+  ShortScanMethod short_scan = ShortScanMethod::kParker;
+  // kDerivative: the width (degrees) over which Noo's weight c(lambda) rises
+  // from 0 at each end of a short scan's arc (short_scan_derivative.h).
+  double short_scan_smoothing_deg = 10.0;
   // > 0: the plan is sized for RunOutOfCore within this many bytes of the
   // backend's memory (fdk_chunking.h: chunks of views, z-slabs with their
   // detector row windows); views_per_batch, when set, caps the chunk. 0:
@@ -122,7 +145,8 @@ class FbpPlan {
 
   // Only the pre-weighting and filtering: `filtered` gets the sinogram's
   // layout. (Back-projecting it with unit weights is what Run does.)
-  // FAILED_PRECONDITION as Run's.
+  // FAILED_PRECONDITION as Run's. With short_scan kDerivative: the filtered
+  // rows after the weights (what the 1 / D back projection sums).
   absl::Status Filter(const float* sinogram, float* filtered);
 
   const CtGeometry& geometry() const { return geometry_; }
@@ -145,6 +169,7 @@ class FbpPlan {
   int64_t batch_;
   std::string redundancy_;
   std::unique_ptr<FbpBackend> backend_;
+  bool derivative_ = false;  // ShortScanMethod::kDerivative on a fan or cone beam
 };
 
 // Bytes of `backend` memory the resident Run needs (sinogram, volume and the

@@ -27,6 +27,7 @@ struct FbpBackendConfig {
   FbpOptions options;
   FbpSetup setup;
   std::vector<float> spectrum;  // FilterSpectrum(...), padded / 2 + 1 entries
+  std::vector<float> hilbert;   // derivative method: HilbertSpectrum(...); else empty
   int64_t padded = 0;           // FFT length
   int64_t batch = 0;            // views per batch
   // Detector rows per view in a batch: the detector's, or the height of an
@@ -95,10 +96,11 @@ absl::Status FilterRows(FilterKind kind, double cutoff, const float* in, float* 
 // sum_t Q_t(a, b) / D^2 over the `num_views` views of `padded` (each
 // PaddedViewSize(cols, rows) floats, fbp_math.h, holding detector rows
 // window.row0 ..), into planes [window.k0, window.k0 + window.nz) (`volume`
-// points at plane window.k0), threaded over voxel lines.
+// points at plane window.k0), threaded over voxel lines. linear_weight: Q / D
+// instead (the derivative short-scan method, short_scan_derivative.h).
 void Backproject(const VolumeGeometry& volume_geometry, int64_t cols, int64_t rows, const BackprojectView* views,
                  int64_t num_views, const float* padded, bool accumulate, float* volume,
-                 const FbpWindow& window = {});
+                 const FbpWindow& window = {}, bool linear_weight = false);
 
 }  // namespace cpu
 

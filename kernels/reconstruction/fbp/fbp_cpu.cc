@@ -31,8 +31,12 @@ FftwBuffer AllocFftw(int64_t floats) {
 // with FFTW's new-array interface (same size, alignment and in-placeness).
 class RowFilter {
  public:
-  static absl::StatusOr<std::unique_ptr<RowFilter>> Create(int64_t cols, int64_t padded, std::vector<float> spectrum) {
+  // hilbert: empty, or S[k] of the Hilbert kernel whose DFT is -i S[k]
+  // (filter.h HilbertSpectrum), for RunPair.
+  static absl::StatusOr<std::unique_ptr<RowFilter>> Create(int64_t cols, int64_t padded, std::vector<float> spectrum,
+                                                           std::vector<float> hilbert = {}) {
     std::unique_ptr<RowFilter> f(new RowFilter(cols, padded, std::move(spectrum)));
+    f->hilbert_ = std::move(hilbert);
     FftwBuffer probe = AllocFftw(padded + 2);
     if (probe == nullptr) return absl::ResourceExhaustedError("fbp: fftwf_malloc failed");
     std::lock_guard<std::mutex> lock(FftwPlannerMutex());
@@ -85,6 +89,47 @@ class RowFilter {
     return absl::OkStatus();
   }
 
+  // The derivative method's rows: load(row, x, y) writes cols samples of two
+  // rows; store(row, buf) reads cols samples of Hilbert(x) + Ramp(y).
+  absl::Status RunPair(int64_t num_rows, const std::function<void(int64_t, float*, float*)>& load,
+                       const std::function<void(int64_t, const float*)>& store) const {
+    bool alloc_failed = false;
+    std::mutex mu;
+    ParallelFor(
+        num_rows,
+        [&](int64_t begin, int64_t end, int) {
+          FftwBuffer bx = AllocFftw(padded_ + 2), by = AllocFftw(padded_ + 2);
+          if (bx == nullptr || by == nullptr) {
+            std::lock_guard<std::mutex> lock(mu);
+            alloc_failed = true;
+            return;
+          }
+          float* x = bx.get();
+          float* y = by.get();
+          fftwf_complex* zx = reinterpret_cast<fftwf_complex*>(x);
+          fftwf_complex* zy = reinterpret_cast<fftwf_complex*>(y);
+          for (int64_t row = begin; row < end; ++row) {
+            load(row, x, y);
+            std::fill(x + cols_, x + padded_ + 2, 0.0f);
+            std::fill(y + cols_, y + padded_ + 2, 0.0f);
+            fftwf_execute_dft_r2c(forward_, x, zx);
+            fftwf_execute_dft_r2c(forward_, y, zy);
+            for (size_t k = 0; k < spectrum_.size(); ++k) {
+              // X (-i S) + Y R: (re + i im) (-i S) = S im - i S re.
+              const float re = hilbert_[k] * zx[k][1] + spectrum_[k] * zy[k][0];
+              const float im = -hilbert_[k] * zx[k][0] + spectrum_[k] * zy[k][1];
+              zx[k][0] = re;
+              zx[k][1] = im;
+            }
+            fftwf_execute_dft_c2r(inverse_, zx, x);
+            store(row, x);
+          }
+        },
+        /*min_per_chunk=*/8);
+    if (alloc_failed) return absl::ResourceExhaustedError("fbp: fftwf_malloc failed");
+    return absl::OkStatus();
+  }
+
  private:
   RowFilter(int64_t cols, int64_t padded, std::vector<float> spectrum)
       : cols_(cols), padded_(padded), spectrum_(std::move(spectrum)) {}
@@ -92,6 +137,7 @@ class RowFilter {
   std::vector<float> spectrum_;
   fftwf_plan forward_ = nullptr;
   fftwf_plan inverse_ = nullptr;
+  std::vector<float> hilbert_;
 };
 
 class CpuBackend : public FbpBackend {
@@ -107,6 +153,7 @@ class CpuBackend : public FbpBackend {
         store_(static_cast<size_t>(c_.batch * view_size_), 0.0f) {}
 
   absl::Status FilterBatch(const float* views, int64_t view_stride, int64_t v0, int64_t n, int64_t row0) override {
+    if (!c_.setup.derivative.empty()) return FilterDerivative(views, view_stride, v0, n);
     const float oc = 0.5f * static_cast<float>(cols_ - 1);
     const float orow = 0.5f * static_cast<float>(c_.geometry.projection.det_rows - 1);
     return filter_->Run(
@@ -144,7 +191,7 @@ class CpuBackend : public FbpBackend {
   absl::Status BackprojectBatch(int64_t v0, int64_t n, const FbpWindow& window, bool accumulate,
                                 float* volume) override {
     cpu::Backproject(c_.geometry.volume, cols_, rows_, c_.setup.back.data() + v0, n, store_.data(), accumulate, volume,
-                     window);
+                     window, /*linear_weight=*/!c_.setup.derivative.empty());
     return absl::OkStatus();
   }
 
@@ -160,6 +207,28 @@ class CpuBackend : public FbpBackend {
   absl::Status FinishSlab(float* /*host_slab*/, int64_t /*planes*/) override { return absl::OkStatus(); }
 
  private:
+  // Views [v0, v0 + n) by the derivative method (short_scan_derivative.h):
+  // `views` is the whole sinogram (each view reads its neighbours), the two
+  // rows of DerivativeTerms filtered, then the weights after the filter.
+  absl::Status FilterDerivative(const float* views, int64_t view_stride, int64_t v0, int64_t n) {
+    return filter_->RunPair(
+        n * rows_,
+        [&](int64_t row, float* x, float* y) {
+          const int64_t t = row / rows_, r = row % rows_;
+          const DerivativeView& w = c_.setup.derivative[v0 + t];
+          const float* g = views + (v0 + t) * view_stride;
+          const float* gp = views + w.view_prev * view_stride;
+          const float* gn = views + w.view_next * view_stride;
+          for (int64_t k = 0; k < cols_; ++k) DerivativeTerms(w, gp, g, gn, cols_, rows_, k, r, x + k, y + k);
+        },
+        [&](int64_t row, const float* buf) {
+          const int64_t t = row / rows_, r = row % rows_;
+          const float* pw = c_.setup.post_weights.data() + (v0 + t) * cols_;
+          float* out = store_.data() + t * view_size_ + (r + 1) * (cols_ + 2) + 1;
+          for (int64_t k = 0; k < cols_; ++k) out[k] = buf[k] * pw[k];
+        });
+  }
+
   FbpBackendConfig c_;
   std::unique_ptr<RowFilter> filter_;
   int64_t cols_, rows_, in_cols_, col0_, view_size_;
@@ -169,7 +238,7 @@ class CpuBackend : public FbpBackend {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<FbpBackend>> MakeCpuBackend(FbpBackendConfig config) {
-  auto filter = RowFilter::Create(config.geometry.projection.det_cols, config.padded, config.spectrum);
+  auto filter = RowFilter::Create(config.geometry.projection.det_cols, config.padded, config.spectrum, config.hilbert);
   if (!filter.ok()) return filter.status();
   return std::unique_ptr<FbpBackend>(new CpuBackend(std::move(config), std::move(*filter)));
 }
@@ -191,9 +260,18 @@ absl::Status FilterRows(FilterKind kind, double cutoff, const float* in, float* 
 
 namespace {
 
+// A sample times the back projection weight: 1 / D^2 (FDK, evaluated as
+// before: (q inv) inv), or 1 / D (the derivative short-scan method,
+// short_scan_derivative.h).
+template <bool kLinear>
+inline float Weighted(float q, float inv) {
+  return kLinear ? q * inv : q * inv * inv;
+}
+
 // acc[i] += SamplePadded(view, pitch, (a_step i + a0) inv, b0 inv) inv^2 for
 // i < nx: SamplePadded's arithmetic with its row interpolation hoisted (the
 // same arithmetic, so the same sums bit for bit).
+template <bool kLinear>
 void AddParallelLine(const float* view, int64_t pitch, float a_step, float a0, float b0, float inv, float row0,
                      float cols, float rows, int64_t nx, float* acc) {
   const float b = b0 * inv - row0;  // exact: row0 is a whole row at or below b (fdk_chunking.h)
@@ -208,14 +286,14 @@ void AddParallelLine(const float* view, int64_t pitch, float a_step, float a0, f
     const int64_t c = static_cast<int64_t>(fa);
     const float t = top[c] + wa * (top[c + 1] - top[c]);
     const float u = wb == 0.0f ? t : t + wb * ((bottom[c] + wa * (bottom[c + 1] - bottom[c])) - t);
-    acc[i] += u * inv * inv;
+    acc[i] += Weighted<kLinear>(u, inv);
   }
 }
 
-}  // namespace
-
-void Backproject(const VolumeGeometry& vg, int64_t cols, int64_t rows, const BackprojectView* views,
-                 int64_t num_views, const float* padded, bool accumulate, float* volume, const FbpWindow& window) {
+template <bool kLinear>
+void BackprojectWeighted(const VolumeGeometry& vg, int64_t cols, int64_t rows, const BackprojectView* views,
+                         int64_t num_views, const float* padded, bool accumulate, float* volume,
+                         const FbpWindow& window) {
   const int64_t nx = vg.nx, ny = vg.ny, nz = window.nz < 0 ? vg.nz : window.nz;
   const float row0 = static_cast<float>(window.row0);
   const int64_t view_size = PaddedViewSize(cols, rows), pitch = cols + 2;
@@ -240,14 +318,14 @@ void Backproject(const VolumeGeometry& vg, int64_t cols, int64_t rows, const Bac
               // the detector row are the same for the whole line, so the
               // bilinear sample is a linear one along the detector row and the
               // division happens once.
-              AddParallelLine(view, pitch, w.a[0], a0, b0, 1.0f / d0, row0, fcols, frows, nx, acc.data());
+              AddParallelLine<kLinear>(view, pitch, w.a[0], a0, b0, 1.0f / d0, row0, fcols, frows, nx, acc.data());
               continue;
             }
             for (int64_t i = 0; i < nx; ++i) {
               const float fi = static_cast<float>(i);
               const float inv = 1.0f / (w.d[0] * fi + d0);
               const float a = (w.a[0] * fi + a0) * inv, b = (w.b[0] * fi + b0) * inv - row0;
-              acc[i] += SamplePadded(view, pitch, a, b, fcols, frows) * inv * inv;
+              acc[i] += Weighted<kLinear>(SamplePadded(view, pitch, a, b, fcols, frows), inv);
             }
           }
           float* out = volume + line * nx;
@@ -255,6 +333,18 @@ void Backproject(const VolumeGeometry& vg, int64_t cols, int64_t rows, const Bac
         }
       },
       /*min_per_chunk=*/4);
+}
+
+}  // namespace
+
+void Backproject(const VolumeGeometry& vg, int64_t cols, int64_t rows, const BackprojectView* views,
+                 int64_t num_views, const float* padded, bool accumulate, float* volume, const FbpWindow& window,
+                 bool linear_weight) {
+  if (linear_weight) {
+    BackprojectWeighted<true>(vg, cols, rows, views, num_views, padded, accumulate, volume, window);
+  } else {
+    BackprojectWeighted<false>(vg, cols, rows, views, num_views, padded, accumulate, volume, window);
+  }
 }
 
 }  // namespace cpu

@@ -3,7 +3,9 @@
 // short tail, volumes of every z-blocking (nz = 1, < 16, >= 16 and not a
 // multiple of 8) and a tilted cone_vec detector (the general per-voxel
 // path), Parker short scans and an offset detector (the per-column
-// redundancy weights). Tolerances (relative L2 over the volume): filtered sinogram 2e-5;
+// redundancy weights), and the derivative short-scan method
+// (short_scan_derivative.h) on fan and cone short and full scans.
+// Tolerances (relative L2 over the volume): filtered sinogram 2e-5;
 // exact interpolation 1e-4 (FFT rounding differs); texture 5e-3 (the
 // hardware's 8-bit interpolation weights). Skipped without a GPU.
 #include <gtest/gtest.h>
@@ -112,6 +114,40 @@ TEST(FbpCudaTest, MatchesCpuOnRandomSinograms) {
     options.filter = FilterKind::kSheppLogan;
     options.cutoff = 0.9;
     options.views_per_batch = 7;  // views % 7 != 0: the tail plans run too
+    const Outputs ref = RunOn(c.geometry, cpu, options, sino);
+    for (FbpInterpolation interp : {FbpInterpolation::kExact, FbpInterpolation::kTexture}) {
+      options.interpolation = interp;
+      const Outputs gpu = RunOn(c.geometry, *stream, options, sino);
+      EXPECT_LT(RelL2(gpu.filtered, ref.filtered), 2e-5) << c.name << " " << FbpInterpolationName(interp);
+      const double tol = interp == FbpInterpolation::kExact ? 1e-4 : 5e-3;
+      EXPECT_LT(RelL2(gpu.volume, ref.volume), tol) << c.name << " " << FbpInterpolationName(interp);
+    }
+  }
+}
+
+// ShortScanMethod::kDerivative: the derivative and two-filter rows, the
+// weights after the filter and the 1 / D back projection, against the CPU,
+// at the tolerances above (the filtered rows: 2e-5 of their L2 norm).
+TEST(FbpCudaTest, DerivativeShortScanMatchesCpu) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  auto stream = Stream::Create(Backend::kCuda);
+  ASSERT_TRUE(stream.ok());
+  const Stream cpu = Stream::Cpu();
+  const double deg = kPi / 180;
+  const std::vector<Case> cases = {
+      {"fan short scan", {CenteredVolume(40, 36), FanBeam2D(EvenAngles(50, 230 * deg), 1.3, 61, 150, 90)}},
+      {"fan full scan", {CenteredVolume(40, 36), FanBeam2D(EvenAngles(50, 2 * kPi), 1.3, 61, 150, 90)}},
+      {"cone short scan", {CenteredVolume(24, 20, 12), ConeBeam(EvenAngles(30, 240 * deg), 1.5, 1.5, 20, 33, 120, 60)}},
+      {"cone nz=19 full", {CenteredVolume(24, 20, 19), ConeBeam(EvenAngles(30, 2 * kPi), 1.5, 1.5, 28, 33, 120, 60)}},
+  };
+  uint32_t seed = 50;
+  for (const Case& c : cases) {
+    const std::vector<float> sino = RandomUniform<float>(c.geometry.projection.sinogram_size(), 0.5, 2.0, seed++);
+    FbpOptions options;
+    options.short_scan = ShortScanMethod::kDerivative;
+    options.filter = FilterKind::kSheppLogan;
+    options.cutoff = 0.9;
+    options.views_per_batch = 7;  // the tail plans run too; neighbours cross batches
     const Outputs ref = RunOn(c.geometry, cpu, options, sino);
     for (FbpInterpolation interp : {FbpInterpolation::kExact, FbpInterpolation::kTexture}) {
       options.interpolation = interp;

@@ -83,8 +83,14 @@ absl::StatusOr<FbpSetup> MakeFbpSetup(const CtGeometry& geometry, bool redundanc
     const double shift = 0.5 * static_cast<double>(pad) - static_cast<double>(setup.col0);
     for (ProjectionVectors& w : wide.views) w.det_center = Add(w.det_center, Mul(shift, w.u));
   }
+  TESSERA_RETURN_IF_ERROR(ComputeViewConstants(shares, &setup));
+  return setup;
+}
+
+absl::Status ComputeViewConstants(const std::vector<double>& shares, FbpSetup* setup_ptr) {
+  FbpSetup& setup = *setup_ptr;
   const ProjectionGeometry& proj = setup.geometry.projection;
-  const VolumeGeometry& vol = geometry.volume;
+  const VolumeGeometry& vol = setup.geometry.volume;
   const bool divergent = proj.beam != BeamKind::kParallel;
   const double oc = 0.5 * static_cast<double>(proj.det_cols - 1);
   const double orow = 0.5 * static_cast<double>(proj.det_rows - 1);
@@ -159,7 +165,7 @@ absl::StatusOr<FbpSetup> MakeFbpSetup(const CtGeometry& geometry, bool redundanc
     const double tau = Norm(u);
     pre.scale = static_cast<float>(shares[p] * radii[p] / (2.0 * dsd * tau));
   }
-  return setup;
+  return absl::OkStatus();
 }
 
 }  // namespace fbp

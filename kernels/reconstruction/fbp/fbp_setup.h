@@ -42,6 +42,11 @@ struct FbpSetup {
   // views x det_cols redundancy weights multiplied with the pre-weight;
   // empty: none (full scan, centred detector, or weights off).
   std::vector<float> column_weights;
+  // Derivative short-scan method (short_scan_derivative.h): one entry per
+  // view, and views x det_cols weights multiplied in after the filter (`pre`
+  // is then unused). Empty for the ramp (FDK) method.
+  std::vector<DerivativeView> derivative;
+  std::vector<float> post_weights;
   std::string redundancy;              // what was applied (RedundancyWeights::description)
   // The geometry the filter and back projection work on: the input's, or
   // for an offset detector its detector widened by zero columns
@@ -56,6 +61,11 @@ struct FbpSetup {
 // the view or the gap otherwise. `redundancy_weights` false: no Parker or
 // offset-detector weights (MakeRedundancyWeights' `enabled`).
 absl::StatusOr<FbpSetup> MakeFbpSetup(const CtGeometry& geometry, bool redundancy_weights = true);
+
+// The per-view constants `pre` and `back` of setup->geometry (its volume and
+// views; `shares` one per view): INVALID_ARGUMENT when a volume corner lies
+// behind a source.
+absl::Status ComputeViewConstants(const std::vector<double>& shares, FbpSetup* setup);
 
 // Each view's share of the angular period (pi for parallel beams, 2 pi for
 // fan and cone), from the angles `angles` (radians, any order): half the gap

@@ -99,6 +99,21 @@ std::vector<float> FilterSpectrum(FilterKind kind, double cutoff, int64_t padded
   return spectrum;
 }
 
+std::vector<float> HilbertSpectrum(FilterKind kind, double cutoff, int64_t padded) {
+  const int64_t half = padded / 2;
+  std::vector<double> sin_table(padded);
+  for (int64_t m = 0; m < padded; ++m) sin_table[m] = std::sin(2.0 * kPi * static_cast<double>(m) / padded);
+  std::vector<float> spectrum(half + 1);
+  for (int64_t k = 0; k <= half; ++k) {
+    // Odd kernel over circular offsets n in (-N/2, N/2): 2 sum_{0<n<N/2} h[n] sin (h[N/2] pairs with itself).
+    double sum = 0.0;
+    for (int64_t n = 1; n < half; n += 2) sum += 2.0 * (2.0 / (kPi * static_cast<double>(n))) * sin_table[(k * n) % padded];
+    const double nu = static_cast<double>(k) / static_cast<double>(half);
+    spectrum[k] = static_cast<float>(sum * FilterWindow(kind, cutoff, nu) / static_cast<double>(padded));
+  }
+  return spectrum;
+}
+
 }  // namespace fbp
 }  // namespace recon
 }  // namespace tessera

@@ -50,6 +50,14 @@ std::vector<double> RampKernel(int64_t cols);
 // DFT(h)[k], the window and the 1 / padded of the inverse transform.
 std::vector<float> FilterSpectrum(FilterKind kind, double cutoff, int64_t padded);
 
+// The derivative short-scan filter (short_scan_derivative.h): the discrete
+// Hilbert kernel h[n] = (1 - cos(pi n)) / (pi n) (2 / (pi n) for odd n, 0 for
+// even n), i.e. (1 / pi) p.v. integral of p(u') / (u - u') du' on the pixel
+// grid (dimensionless: the pixel width cancels), windowed as the ramp. Its
+// DFT is imaginary, -i S[k]: this returns S[k] x window / padded for
+// k = 0 .. padded / 2, so the filtered spectrum is z[k] (-i S[k]).
+std::vector<float> HilbertSpectrum(FilterKind kind, double cutoff, int64_t padded);
+
 // The window alone at fraction of Nyquist nu in [0, 1].
 double FilterWindow(FilterKind kind, double cutoff, double nu);
 

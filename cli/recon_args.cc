@@ -99,7 +99,9 @@ std::vector<FlagSpec> ReconFlags(const std::string& modality) {
                      "pixel model's error at sub-voxel edges at N^2 (N^3) the memory and time per iteration; converges "
                      "more slowly, so give more --iterations (0/1: the output grid)"});
     flags.push_back({"redundancy-weights", "auto",
-                     "fbp/fdk: auto (Parker weights for a short scan, Wang's for an offset detector) | none"});
+                     "fbp/fdk: auto (Parker weights for a short scan, Wang's for an offset detector) | none | "
+                     "derivative (derivative + Hilbert filtering, weights after the filter: short scans of wide "
+                     "cones; circular orbits, not out of core)"});
     flags.push_back({"device-memory-gib", "0",
                      "CUDA budget in GiB for volume + projections: fdk streams views in chunks and splits the "
                      "volume into z-slabs to fit; iterative methods are refused beyond it (0: free memory less a margin)"});

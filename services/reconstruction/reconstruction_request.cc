@@ -293,16 +293,23 @@ absl::StatusOr<CtSpec> ParseCt(const v1::CtOptions& o) {
   spec.iterations = o.iterations();
   spec.subsets = o.subsets();
   spec.non_negative = o.non_negative();
-  // Parker / offset-detector weights (fbp/redundancy_weights.h): on unless "none".
-  if (o.redundancy_weights() == "none") {
+  // Parker / offset-detector weights (fbp/redundancy_weights.h): on unless
+  // "none"; "derivative": the weights after a derivative + Hilbert filter
+  // (fbp/short_scan_derivative.h).
+  if (o.redundancy_weights() == "none" || o.redundancy_weights() == "derivative") {
     if (spec.method != CtMethod::kFbp && spec.method != CtMethod::kFdk) {
-      return absl::InvalidArgumentError(absl::StrCat("ct.redundancy_weights \"none\" applies to fbp/fdk only (method ",
-                                                     CtMethodName(spec.method), ")"));
+      return absl::InvalidArgumentError(absl::StrCat("ct.redundancy_weights \"", o.redundancy_weights(),
+                                                     "\" applies to fbp/fdk only (method ", CtMethodName(spec.method),
+                                                     ")"));
     }
-    spec.redundancy_weights = false;
+    if (o.redundancy_weights() == "none") {
+      spec.redundancy_weights = false;
+    } else {
+      spec.derivative_filtering = true;
+    }
   } else if (!o.redundancy_weights().empty() && o.redundancy_weights() != "auto") {
-    return absl::InvalidArgumentError(absl::StrCat("ct.redundancy_weights must be \"auto\" or \"none\", got \"",
-                                                   o.redundancy_weights(), "\""));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ct.redundancy_weights must be \"auto\", \"none\" or \"derivative\", got \"", o.redundancy_weights(), "\""));
   }
   if (spec.subsets > 1 && spec.method != CtMethod::kOsSart && spec.method != CtMethod::kAsdPocs) {
     return absl::InvalidArgumentError(

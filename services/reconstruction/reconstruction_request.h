@@ -41,6 +41,7 @@ struct CtSpec {
   double relaxation = 1.0;
   bool non_negative = false;
   bool redundancy_weights = true;    // fbp/fdk: Parker / offset-detector weights where the geometry needs them
+  bool derivative_filtering = false;  // fbp/fdk: ct.redundancy_weights "derivative" (fbp.h ShortScanMethod)
   double tv_weight = 0.002;          // fista-tv (relative to ||A^T y||_inf) / asd-pocs alpha
   int tv_iterations = 20;            // fista-tv / asd-pocs inner TV iterations
   double device_memory_gib = 0;      // CUDA budget for volume + projections; 0: free memory less a margin

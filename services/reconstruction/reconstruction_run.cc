@@ -224,6 +224,8 @@ absl::Status RunCt(const ReconSpec& spec, const CtGeometry& g, CtMethod method, 
   fbp_options.cutoff = spec.ct.filter_cutoff;
   fbp_options.mode = mode;
   fbp_options.redundancy_weights = spec.ct.redundancy_weights;
+  fbp_options.short_scan =
+      spec.ct.derivative_filtering ? recon::fbp::ShortScanMethod::kDerivative : recon::fbp::ShortScanMethod::kParker;
   if (method == CtMethod::kFbp || method == CtMethod::kFdk) {
     if (budget > 0) {
       TESSERA_ASSIGN_OR_RETURN(const int64_t resident,

@@ -200,9 +200,17 @@ TEST(ReconstructionRunTest, FanBeamShortScanParkerWeights) {
   ASSERT_TRUE(out_none.ok()) << out_none.status();
   EXPECT_THAT(out_none->result.geometry(), HasSubstr("redundancy weights off (none)"));
   const Quality q_none = Score(c, c.dir + "/work-none");
-  std::printf("fan 64^2 fbp RMSE: full %.4f, short 240 deg %.4f, short unweighted %.4f\n", q_full.rmse,
-              q_short.rmse, q_none.rmse);
+  // Derivative + Hilbert filtering, the weights after the filter (short_scan_derivative.h).
+  v1::ReconstructRequest derivative = CtRequest(c, "fbp");
+  derivative.mutable_ct()->set_redundancy_weights("derivative");
+  absl::StatusOr<ReconOutcome> out_derivative = RunRequest(derivative, c.dir + "/work-derivative");
+  ASSERT_TRUE(out_derivative.ok()) << out_derivative.status();
+  EXPECT_THAT(out_derivative->result.geometry(), HasSubstr("derivative + Hilbert filtering"));
+  const Quality q_derivative = Score(c, c.dir + "/work-derivative");
+  std::printf("fan 64^2 fbp RMSE: full %.4f, short 240 deg %.4f, short unweighted %.4f, short derivative %.4f\n",
+              q_full.rmse, q_short.rmse, q_none.rmse, q_derivative.rmse);
   EXPECT_LE(q_short.rmse, 1.10 * q_full.rmse);
+  EXPECT_LE(q_derivative.rmse, 1.10 * q_full.rmse);
   EXPECT_GT(q_none.rmse, 2 * q_short.rmse);
   const CtCase limited = ShortFanCase(150, "fan-limited");
   absl::StatusOr<ReconOutcome> refused = RunRequest(CtRequest(limited, "fbp"), limited.dir + "/work");

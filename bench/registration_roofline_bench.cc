@@ -422,7 +422,7 @@ absl::Status BenchIteration(const Stream& stream, const Options& opt) {
   fixed.smooth.fixed_radius = true;
   configs.push_back(fixed);
   IterationConfig xy = fixed;
-  xy.name = "slabs 32 + fixed radius + gradient's y and x passes fused";
+  xy.name = "slabs 32 + fixed radius + first two passes fused (xy)";
   xy.smooth.fused_xy = true;
   configs.push_back(xy);
   IterationConfig tiles8 = fixed;

@@ -468,6 +468,101 @@ __global__ void __launch_bounds__(kXyThreads)
 }
 static_assert(kXyTileY == 32, "XyFixedKernel's x pass maps a lane to a row");
 
+// SmoothCuda's x then y passes in one kernel (float in, float out; in may be
+// out's source volume but not out): XyFixedKernel's tiles with the passes in
+// x, y order, 8 bytes per voxel less than the x pass in place and the y pass
+// to the scratch. Same sums bit for bit (RowWarpFixedKernel's, then
+// AxisFixedKernel's).
+template <int R>
+constexpr size_t XFirstSmemBytes() {
+  return (size_t(kXyTileY + 2 * R) * ((kXyTileX + 2 * R) | 1) + size_t(kXyTileY + 2 * R) * (kXyTileX + 1)) *
+         sizeof(float);
+}
+
+template <int R>
+__global__ void __launch_bounds__(kXyThreads)
+    XFirstFixedKernel(const float* __restrict__ in, float* __restrict__ out, int64_t nx, int64_t ny, int64_t nz,
+                      Taps tx_taps, Taps ty_taps) {
+  constexpr int kCols = kXyTileX + 2 * R;    // staged columns
+  constexpr int kStride = kCols | 1;         // odd: the x pass's lanes (a row each) hit 32 banks
+  constexpr int kRowsIn = kXyTileY + 2 * R;  // staged rows
+  constexpr int kRuns = kXyTileX / kXyRun;   // x runs per row
+  constexpr int kXpStride = kXyTileX + 1;    // odd: the x pass's stores (a lane per row) hit 32 banks
+  extern __shared__ float smem[];
+  float* tile = smem;                    // kRowsIn x kStride
+  float* xp = smem + kRowsIn * kStride;  // kRowsIn x kXpStride
+  const int tid = threadIdx.x;
+  const int64_t i0 = int64_t(blockIdx.x) * kXyTileX, j0 = int64_t(blockIdx.y) * kXyTileY;
+  for (int64_t k = blockIdx.z; k < nz; k += gridDim.z) {
+    const float* src = in + k * nx * ny;
+#pragma unroll 8
+    for (int q = tid; q < kRowsIn * kCols; q += kXyThreads) {
+      const int row = q / kCols, col = q - row * kCols;
+      tile[row * kStride + col] = src[ClampIdx(j0 - R + row, ny - 1) * nx + ClampIdx(i0 - R + col, nx - 1)];
+    }
+    __syncthreads();
+    // x pass: item = run * kRowsIn + row (lanes along rows).
+    for (int item = tid; item < kRuns * kRowsIn; item += kXyThreads) {
+      const int run = item / kRowsIn, row = item - run * kRowsIn;
+      float acc[kXyRun];
+#pragma unroll
+      for (int q = 0; q < kXyRun; ++q) acc[q] = 0.f;
+      const float* line = tile + row * kStride + run * kXyRun;
+#pragma unroll
+      for (int d = 0; d < 2 * R + kXyRun; ++d) {
+        const float x = line[d];
+#pragma unroll
+        for (int q = 0; q < kXyRun; ++q) {
+          if (d - q >= 0 && d - q <= 2 * R) acc[q] = fmaf(tx_taps.w[d - q], x, acc[q]);
+        }
+      }
+#pragma unroll
+      for (int q = 0; q < kXyRun; ++q) xp[row * kXpStride + run * kXyRun + q] = acc[q];
+    }
+    __syncthreads();
+    // y pass: item = run * kXyTileX + column (lanes along x: coalesced stores).
+    for (int item = tid; item < (kXyTileY / kXyRun) * kXyTileX; item += kXyThreads) {
+      const int run = item / kXyTileX, col = item - run * kXyTileX;
+      float acc[kXyRun];
+#pragma unroll
+      for (int q = 0; q < kXyRun; ++q) acc[q] = 0.f;
+      const float* column = xp + run * kXyRun * kXpStride + col;
+#pragma unroll
+      for (int d = 0; d < 2 * R + kXyRun; ++d) {
+        const float x = column[d * kXpStride];
+#pragma unroll
+        for (int q = 0; q < kXyRun; ++q) {
+          if (d - q >= 0 && d - q <= 2 * R) acc[q] = fmaf(ty_taps.w[d - q], x, acc[q]);
+        }
+      }
+      const int64_t i = i0 + col;
+      if (i < nx) {
+#pragma unroll
+        for (int q = 0; q < kXyRun; ++q) {
+          const int64_t j = j0 + run * kXyRun + q;
+          if (j < ny) out[k * nx * ny + j * nx + i] = acc[q];
+        }
+      }
+    }
+    __syncthreads();  // the tiles are refilled for the next slice
+  }
+}
+
+template <int R>
+absl::Status LaunchXFirstFixed(const float* in, float* out, const Grid& g, const Taps& tx, const Taps& ty,
+                               cudaStream_t s) {
+  constexpr size_t smem = XFirstSmemBytes<R>();
+  if (smem > 48 * 1024) {
+    TESSERA_CUDA_RETURN_IF_ERROR(
+        cudaFuncSetAttribute(XFirstFixedKernel<R>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  }
+  const dim3 grid(unsigned((g.nx + kXyTileX - 1) / kXyTileX), unsigned((g.ny + kXyTileY - 1) / kXyTileY),
+                  unsigned(std::min<int64_t>(g.nz, AxisPolicy::kMaxGridZ)));
+  XFirstFixedKernel<R><<<grid, kXyThreads, smem, s>>>(in, out, g.nx, g.ny, g.nz, tx, ty);
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("XFirstFixedKernel");
+  return absl::OkStatus();
+}
+
 template <int R>
 absl::Status LaunchXyFixed(const BFloat16* in, float* out, const Grid& g, const Taps& ty, const Taps& tx,
                            cudaStream_t s) {
@@ -553,9 +648,18 @@ absl::Status SmoothCuda(const float* in, float* out, const Grid& g, const std::v
   const Taps tx = MakeTaps(taps[0]), ty = MakeTaps(taps[1]), tz = MakeTaps(taps[2]);
   const bool fx = taps[0].size() > 1, fy = taps[1].size() > 1, fz = taps[2].size() > 1;
   const int64_t V = g.voxels();
+  // fused_xy: x and y by XFirstFixedKernel (src -> scratch), then z.
+  const bool xy = kernels.fused_xy && fx && fy && fz && tx.radius == ty.radius && HasFixedRadius(tx.radius) &&
+                  (g.ny + kXyTileY - 1) / kXyTileY <= 65535;
   for (int64_t c = 0; c < g.comps; ++c) {
     const float* src = in + c * V;
     float* dst = out + c * V;
+    if (xy) {
+      TESSERA_RETURN_IF_ERROR(tx.radius == 2 ? LaunchXFirstFixed<2>(src, scratch, g, tx, ty, s)
+                                             : LaunchXFirstFixed<18>(src, scratch, g, tx, ty, s));
+      TESSERA_RETURN_IF_ERROR(LaunchAxis(scratch, dst, g.nx * g.ny, g.nz, 1, tz, s, kernels));
+      continue;
+    }
     // x: src -> dst (in place safe).
     if (fx && g.nx <= RowPolicy::kMaxRow) {
       TESSERA_RETURN_IF_ERROR(LaunchRow(src, dst, g.nx, g.ny * g.nz, tx, s, kernels));

@@ -29,9 +29,10 @@ struct LeanSmoothTuning {
   // constant operands; the y and z passes' halos re-read from L2) instead of
   // the run kernels' sliding tap registers.
   bool fixed_radius = false;
-  // SmoothBf16InPlaceWithScratch at those radii (the same in x and y): the y
-  // and x passes in one kernel (the bf16 component -> the float scratch by
-  // shared-memory tiles), a third less memory traffic. Same bits.
+  // At those radii (the same in x and y): the first two passes in one kernel
+  // by shared-memory tiles into the scratch (SmoothBf16InPlaceWithScratch:
+  // y, x, a third less memory traffic; SmoothInPlaceWithScratch: x, y, with
+  // z filtered too, a sixth less). Same bits.
   bool fused_xy = false;
 };
 

@@ -93,6 +93,17 @@ TEST(LeanSmoothCuda, RunKernelEqualsDefault) {
           worst = std::max(worst, std::abs(double(hb.data<float>()[i]) - want.data<float>()[i]));
         }
         EXPECT_LT(worst, 1e-5);
+        // With fixed radii also the x and y passes in one kernel (fused_xy).
+        {
+          NDArray f = host.CopyTo(MemoryKind::kDevice, stream).value();
+          LeanSmoothTuning xy = run;
+          xy.fused_xy = true;
+          ASSERT_TRUE(SmoothInPlaceWithScratch(f, {sigma, sigma, sigma}, scratch.data<float>(), voxels, stream, xy).ok());
+          NDArray hf = f.CopyTo(MemoryKind::kHost, stream).value();
+          int64_t differ_xy = 0;
+          for (int64_t i = 0; i < ha.num_elements(); ++i) differ_xy += ha.data<float>()[i] != hf.data<float>()[i];
+          EXPECT_EQ(differ_xy, 0) << "float, x and y passes fused";
+        }
 
         // bf16 in place: the same kernels through the float scratch.
         const int comps = shape.size() == 4 ? static_cast<int>(shape[3]) : 1;

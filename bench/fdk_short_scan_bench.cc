@@ -27,6 +27,8 @@
 //       [--step=DEG] (angular step; default 2) [--no-tilted]
 //       [--tang=0,1,2,4]  Parker + Tang's 3-D weights with these k (own back projection; k 0 = the library's)
 //       [--derivative=5,10,20]  the derivative method with these smoothing widths (deg); default 10; "" none
+//       [--derivative-tang=0,1,2]  the derivative method's filtered views with Noo x Tang per-voxel weights
+//                      (DerivativeTangBackprojection; k 0 = Noo's weight per voxel, a check)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -41,6 +43,7 @@
 #include "kernels/reconstruction/fbp/analytic_phantom.h"
 #include "kernels/reconstruction/fbp/fbp.h"
 #include "kernels/reconstruction/fbp/redundancy_weights.h"
+#include "kernels/reconstruction/fbp/short_scan_derivative.h"
 
 namespace tessera::recon {
 namespace {
@@ -100,7 +103,7 @@ double Wesarg(double b, double g, double delta, double eps, double q) {
                 SMinus((b - kPi + 2 * g) / width(-g) - 0.5) - SMinus((b - kPi - 2 * delta - eps) / width(-g) + 0.5));
 }
 
-enum class Weighting { kLibrary, kParkerEmulated, kTilted, kWesarg, kTang, kDerivative };
+enum class Weighting { kLibrary, kParkerEmulated, kTilted, kWesarg, kTang, kDerivative, kDerivativeTang };
 
 // Bilinear sample of one filtered view (cols x rows), 0 outside
 // (-1, cols) x (-1, rows), blending with zeros at the edges (as fbp_math.h).
@@ -179,6 +182,69 @@ std::vector<float> TangBackprojection(const CtGeometry& g, const std::vector<flo
   return out;
 }
 
+// The derivative method's filtered views without weights (FbpPlan::Filter
+// with redundancy weights "none" gives them x 1/2), back-projected with 1 / D
+// and a per-voxel weight: Noo's c(b) (short_scan_derivative.h, 10 deg
+// smoothing) times Tang et al.'s cone-angle preference, normalised over the
+// voxel's ray and its conjugate,
+//   w = c(b) t_c^k / (c(b) t_c^k + c(b_c) t^k),  t = |z| / L, t_c = |z| / (2 R cos gamma - L),
+// gamma the fan angle of the voxel's ray, L the voxel's in-plane distance
+// from the source; a full scan has c = 1. k = 0 is Noo's weight per voxel
+// (the library's per column: a check). The weight comes after the filter,
+// which the derivative method allows (exact in 2-D for any w summing to 1).
+std::vector<float> DerivativeTangBackprojection(const CtGeometry& g, const std::vector<float>& half_filtered,
+                                                double arc, double step, double k) {
+  const ProjectionGeometry& p = g.projection;
+  const VolumeGeometry& vol = g.volume;
+  const int64_t cols = p.det_cols, rows = p.det_rows;
+  const double ocol = 0.5 * (cols - 1), orow = 0.5 * (rows - 1);
+  const bool full = arc >= 2 * kPi - 1e-9;
+  std::vector<double> out(vol.size(), 0.0);
+  for (int64_t view = 0; view < p.num_views(); ++view) {
+    const ProjectionVectors& w = p.views[view];
+    const Vec3 s = w.source_or_ray, d0 = w.det_center, u = w.u, v = w.v;
+    Vec3 n{u.y * v.z - u.z * v.y, u.z * v.x - u.x * v.z, u.x * v.y - u.y * v.x};
+    const double nn = std::sqrt(n.x * n.x + n.y * n.y + n.z * n.z);
+    n = {n.x / nn, n.y / nn, n.z / nn};
+    double dsd = (d0.x - s.x) * n.x + (d0.y - s.y) * n.y + (d0.z - s.z) * n.z;
+    if (dsd < 0) {
+      n = {-n.x, -n.y, -n.z};
+      dsd = -dsd;
+    }
+    const double uu = u.x * u.x + u.y * u.y + u.z * u.z, vv = v.x * v.x + v.y * v.y + v.z * v.z;
+    const double radius = std::hypot(s.x, s.y), b = view * step + 0.5 * step;
+    const float* q = half_filtered.data() + view * cols * rows;
+    for (int64_t kz = 0; kz < vol.nz; ++kz) {
+      for (int64_t j = 0; j < vol.ny; ++j) {
+        for (int64_t i = 0; i < vol.nx; ++i) {
+          const Vec3 x = vol.VoxelCenter(i, j, kz);
+          const double rx = x.x - s.x, ry = x.y - s.y, rz = x.z - s.z;
+          const double depth = rx * n.x + ry * n.y + rz * n.z;
+          const double t = dsd / depth;
+          const double hx = s.x + t * rx - d0.x, hy = s.y + t * ry - d0.y, hz = s.z + t * rz - d0.z;
+          const double a = (hx * u.x + hy * u.y + hz * u.z) / uu + ocol;
+          const double bb = (hx * v.x + hy * v.y + hz * v.z) / vv + orow;
+          const double sample = 2.0 * Sample(q, cols, rows, a, bb) * dsd / depth;
+          const double gamma = std::atan2(-s.x * ry + s.y * rx, -s.x * rx - s.y * ry);
+          const double l = std::hypot(rx, ry), lc = std::max(2 * radius * std::cos(gamma) - l, 1e-9);
+          const double tk = k > 0 ? std::pow(std::fabs(rz) / l, k) : 1.0, tck = k > 0 ? std::pow(std::fabs(rz) / lc, k) : 1.0;
+          double c = 1, cc = 1;
+          if (!full) {
+            c = fbp::NooArcWindow(b, arc, 10 * kDeg);
+            cc = fbp::NooArcWindow(b + kPi + 2 * gamma, arc, 10 * kDeg) + fbp::NooArcWindow(b - kPi + 2 * gamma, arc, 10 * kDeg);
+          }
+          double weight = 0.5;
+          const double den = c * tck + cc * tk;
+          if (den > 0) weight = c * tck / den;
+          else if (c > 0) weight = 1.0;
+          out[(kz * vol.ny + j) * vol.nx + i] += sample * weight;
+        }
+      }
+    }
+  }
+  return std::vector<float>(out.begin(), out.end());
+}
+
 struct Scored {
   double whole = 0;
   std::vector<double> bands;
@@ -206,11 +272,15 @@ Scored Reconstruct(const Case& k, double arc_deg, Weighting weighting, double q 
   fbp::FbpOptions options;
   options.redundancy_weights =
       weighting == Weighting::kLibrary || weighting == Weighting::kTang || weighting == Weighting::kDerivative;
+  if (weighting == Weighting::kDerivativeTang) {
+    options.short_scan = fbp::ShortScanMethod::kDerivative;
+    options.redundancy_weights = false;  // 1/2 each: DerivativeTangBackprojection weighs per voxel
+  }
   if (weighting == Weighting::kDerivative) {
     options.short_scan = fbp::ShortScanMethod::kDerivative;
     options.short_scan_smoothing_deg = q;
   }
-  if (!options.redundancy_weights) {
+  if (!options.redundancy_weights && weighting != Weighting::kDerivativeTang) {
     const ProjectionGeometry& p = g.projection;
     const int64_t views = p.num_views(), cols = p.det_cols, rows = p.det_rows;
     const double step = k.step_deg * kDeg, arc = views * step;
@@ -243,7 +313,12 @@ Scored Reconstruct(const Case& k, double arc_deg, Weighting weighting, double q 
   const Stream cpu = Stream::Cpu();
   auto plan = bench::ValueOrExit(fbp::FbpPlan::Create(g, cpu, options), "plan");
   std::vector<float> volume(g.volume.size());
-  if (weighting == Weighting::kTang) {
+  if (weighting == Weighting::kDerivativeTang) {
+    std::vector<float> filtered(sino.size());
+    bench::ExitUnlessOk(plan->Filter(sino.data(), filtered.data()), "filter");
+    const double step = k.step_deg * kDeg, arc = g.projection.num_views() * step;
+    volume = DerivativeTangBackprojection(g, filtered, arc, step, q);
+  } else if (weighting == Weighting::kTang) {
     std::vector<float> filtered(sino.size());
     bench::ExitUnlessOk(plan->Filter(sino.data(), filtered.data()), "filter");
     const double step = k.step_deg * kDeg, arc = g.projection.num_views() * step;
@@ -268,7 +343,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> cases = {"wide", "narrow", "tigre", "carm"};
   std::vector<std::string> arcs = {"min", "240", "270", "300"};
   std::vector<double> qs = {1, 0.5, 0.25, 0.1};
-  std::vector<double> tang_k, derivative_d = {10};
+  std::vector<double> tang_k, derivative_d = {10}, dtang_k;
   bool bands = false, tilted = true;
   double step_override = 0;
   for (int i = 1; i < argc; ++i) {
@@ -304,6 +379,15 @@ int main(int argc, char** argv) {
           return 2;
         }
         derivative_d.push_back(d);
+      }
+    } else if (const char* v = tessera::bench::FlagValue(argv[i], "--derivative-tang")) {
+      for (absl::string_view t : absl::StrSplit(v, ',', absl::SkipEmpty())) {
+        double d = 0;
+        if (!absl::SimpleAtod(t, &d) || d < 0) {
+          std::fprintf(stderr, "--derivative-tang: %s is not >= 0\n", std::string(t).c_str());
+          return 2;
+        }
+        dtang_k.push_back(d);
       }
     } else if (const char* v = tessera::bench::FlagValue(argv[i], "--step")) {
       step_override = std::atof(v);
@@ -366,6 +450,11 @@ int main(int argc, char** argv) {
       row(360, what, Reconstruct(k, 360, Weighting::kTang, tk));
     }
     if (!derivative_d.empty()) row(360, "full scan, derivative", Reconstruct(k, 360, Weighting::kDerivative, 10));
+    for (double tk : dtang_k) {
+      char what[64];
+      std::snprintf(what, sizeof what, "full scan, derivative + Tang k %g", tk);
+      row(360, what, Reconstruct(k, 360, Weighting::kDerivativeTang, tk));
+    }
     const double needed = 180 + fan;
     for (const std::string& a : arcs) {
       double arc = 0;
@@ -381,6 +470,11 @@ int main(int argc, char** argv) {
         char what[64];
         std::snprintf(what, sizeof what, "derivative, smoothing %g deg", d);
         row(arc, what, Reconstruct(k, arc, Weighting::kDerivative, d));
+      }
+      for (double tk : dtang_k) {
+        char what[64];
+        std::snprintf(what, sizeof what, "derivative + Tang k %g (per voxel)", tk);
+        row(arc, what, Reconstruct(k, arc, Weighting::kDerivativeTang, tk));
       }
       if (a == arcs.front()) row(arc, "parker (emulated)", Reconstruct(k, arc, Weighting::kParkerEmulated));
       if (tilted) row(arc, "parker, tilted fan angle", Reconstruct(k, arc, Weighting::kTilted));

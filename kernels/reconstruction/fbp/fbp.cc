@@ -233,8 +233,12 @@ absl::StatusOr<int64_t> FbpResidentBytes(const CtGeometry& geometry, const FbpOp
   const int64_t batch = DefaultBatch(options, p.num_views(), p.det_rows);
   const FdkChunkInput in = ChunkInputOf(setup, options, backend, batch);
   const int64_t upload_slots = 2 * batch * in.rows * in.input_cols * static_cast<int64_t>(sizeof(float));
+  // The derivative method's second FFT buffer (its other tables are small).
+  const bool derivative = options.short_scan == ShortScanMethod::kDerivative && p.beam != BeamKind::kParallel;
+  const int64_t second_fft =
+      derivative ? batch * in.rows * (in.padded + 2) * static_cast<int64_t>(sizeof(float)) : 0;
   return p.sinogram_size() * static_cast<int64_t>(sizeof(float)) + FdkDeviceBytes(in, in.nz, in.rows, batch) -
-         upload_slots;
+         upload_slots + second_fft;
 }
 
 absl::Status Fbp(const CtGeometry& geometry, const FbpOptions& options, const Stream& stream, const float* sinogram,

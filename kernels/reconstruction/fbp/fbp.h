@@ -7,7 +7,9 @@
 // Run works through the views in batches: pre-weight (FDK cosine weights,
 // the view's scale, fbp_setup.h, and a short scan's Parker or an offset
 // detector's weights, redundancy_weights.h) and ramp-filter each detector row
-// (filter.h), then back-project the batch voxel by voxel, accumulating into
+// (filter.h) -- or, with FbpOptions::short_scan kDerivative, differentiate
+// along the orbit, Hilbert-filter and weight after the filter
+// (short_scan_derivative.h) -- then back-project the batch voxel by voxel, accumulating into
 // the volume (in units of attenuation per mm when the sinogram holds line
 // integrals in attenuation x mm). The plan owns the FFT plans, the per-view
 // constants and all scratch, so Run allocates nothing; create one per

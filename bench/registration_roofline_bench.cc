@@ -336,6 +336,7 @@ struct IterationConfig {
   LeanSmoothTuning smooth;
   int64_t compose_slab_depth = 0;  // GreedyStep::slab_depth (0: ComposeSlabDepth)
   bool compose_grid_3d = false;    // GreedyStep::cuda_grid_3d
+  bool compose_index32 = false;    // GreedyStep::cuda_index32
   bool fused_compose_smooth = false;  // ComposeGreedyStepAndSmoothInPlace (u smoothed as written back)
   int smooth_tile_z = 0;              // GreedyStep::cuda_smooth_tile_z (the fused write-back's kernel)
 };
@@ -446,6 +447,10 @@ absl::Status BenchIteration(const Stream& stream, const Options& opt) {
   all.name = "slabs 32 + fixed radius + xy fused + compose/smooth fused, tiles of 8";
   all.smooth.fused_xy = true;
   configs.push_back(all);
+  IterationConfig all32 = all;
+  all32.name = "all of the above + compose with 32-bit indices";
+  all32.compose_index32 = true;
+  configs.push_back(all32);
   const std::array<std::vector<float>, 3> warp_taps = {GaussianTaps(0.5), GaussianTaps(0.5), GaussianTaps(0.5)};
 
   // Copy references in the same run (device to device, each byte read and
@@ -499,6 +504,7 @@ absl::Status BenchIteration(const Stream& stream, const Options& opt) {
       step.slab_depth = std::min<int64_t>(cfg.compose_slab_depth, d.nz);
       step.cuda_grid_3d = cfg.compose_grid_3d;
       step.cuda_smooth_tile_z = cfg.smooth_tile_z;
+      step.cuda_index32 = cfg.compose_index32;
       if (cfg.fused_compose_smooth) {
         TESSERA_RETURN_IF_ERROR(ComposeGreedyStepAndSmoothInPlace(stream, u.data<float>(), g.as<BFloat16>(), d, step,
                                                                   warp_taps, &compose_ws));

@@ -94,6 +94,7 @@ absl::Status ComposeImpl(const Stream& stream, float* u, const GradT* grad, Dims
   p.grid_nz = geometry_dims.nz;
   p.grid_z0 = step.grid_nz > 0 ? step.grid_z0 : 0;
   p.cuda_grid_3d = step.cuda_grid_3d;
+  p.cuda_index32 = step.cuda_index32;
 
   int64_t depth = ComposeSlabDepth(dims, bound);
   if (step.slab_depth != 0) {

@@ -32,17 +32,20 @@ __global__ void ComposeSlabKernel(ComposeParams p, const float* __restrict__ u, 
 constexpr int kBlockX = 32;
 constexpr int kBlockY = kThreads / kBlockX;
 
-template <typename GradT>
+// Index: int64_t, or int32_t (GreedyStep::cuda_index32, where 3 * dims.size()
+// < 2^31: the same floats with a third of the index instructions).
+template <typename GradT, typename Index = int64_t>
 __global__ void __launch_bounds__(kThreads)
     ComposeSlabKernel3d(ComposeParams p, const float* __restrict__ u, const GradT* __restrict__ grad, int64_t z0,
                         int64_t count, float* __restrict__ out) {
-  const int64_t i = int64_t(blockIdx.x) * kBlockX + threadIdx.x;
-  const int64_t j = int64_t(blockIdx.y) * kBlockY + threadIdx.y;
+  const Index i = Index(blockIdx.x) * kBlockX + Index(threadIdx.x);
+  const Index j = Index(blockIdx.y) * kBlockY + Index(threadIdx.y);
   if (i >= p.dims.nx || j >= p.dims.ny) return;
-  const int64_t k = z0 + blockIdx.z;
-  const int64_t plane = p.dims.nx * p.dims.ny;
-  const int64_t t = int64_t(blockIdx.z) * plane + j * p.dims.nx + i;
-  ComposeVoxel(p, u, grad, i, j, k, z0 * plane + t, out + t, count);
+  const Index k = Index(z0) + Index(blockIdx.z);
+  const Index nx = Index(p.dims.nx);
+  const Index plane = nx * Index(p.dims.ny);
+  const Index t = Index(blockIdx.z) * plane + j * nx + i;
+  ComposeVoxel<GradT, Index>(p, u, grad, i, j, k, Index(z0) * plane + t, out + t, Index(count));
 }
 
 template <typename GradT>
@@ -53,8 +56,14 @@ absl::Status LaunchComposeSlab(const ComposeParams& p, const float* u, const Gra
   if (p.cuda_grid_3d && (p.dims.ny + kBlockY - 1) / kBlockY <= 65535 && z1 - z0 <= 65535) {
     const dim3 grid(static_cast<unsigned>((p.dims.nx + kBlockX - 1) / kBlockX),
                     static_cast<unsigned>((p.dims.ny + kBlockY - 1) / kBlockY), static_cast<unsigned>(z1 - z0));
-    ComposeSlabKernel3d<<<grid, dim3(kBlockX, kBlockY), 0, static_cast<cudaStream_t>(stream.native())>>>(
-        p, u, grad, z0, count, slab_out);
+    if (p.cuda_index32 && 3 * p.dims.size() < (int64_t{1} << 31)) {
+      ComposeSlabKernel3d<GradT, int32_t><<<grid, dim3(kBlockX, kBlockY), 0,
+                                            static_cast<cudaStream_t>(stream.native())>>>(p, u, grad, z0, count,
+                                                                                          slab_out);
+    } else {
+      ComposeSlabKernel3d<GradT><<<grid, dim3(kBlockX, kBlockY), 0, static_cast<cudaStream_t>(stream.native())>>>(
+          p, u, grad, z0, count, slab_out);
+    }
     TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("ComposeSlabKernel3d");
     return absl::OkStatus();
   }

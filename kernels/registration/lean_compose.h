@@ -84,6 +84,9 @@ struct GreedyStep {
   // the slab; 8 or 16 filters 32 x 8 x 8 (or x 16) output tiles at once,
   // each with its halo in shared memory.
   int cuda_smooth_tile_z = 0;
+  // The (x, y, slice) slab kernel's index arithmetic in 32 bits where
+  // 3 * dims.size() < 2^31 (issue 37), same values.
+  bool cuda_index32 = false;
 };
 
 // Largest |s| (voxels, any component) the rule can produce this step.
@@ -149,6 +152,7 @@ struct ComposeParams {
   int64_t grid_nz = 0;  // the whole grid's slices (dims.nz unless a slab)
   int64_t grid_z0 = 0;  // global z of the slab's slice 0
   bool cuda_grid_3d = false;  // GreedyStep::cuda_grid_3d
+  bool cuda_index32 = false;  // GreedyStep::cuda_index32
 };
 // Composes slices [z0, z1) into `slab_out` (3 planes of (z1 - z0) * nx * ny
 // floats), reading u and grad (and updating m, v) only.

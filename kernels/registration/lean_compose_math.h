@@ -25,35 +25,40 @@ TESSERA_HD inline float LeanSqrt(float v) {
 // ComposeVoxel's second half, also the CPU row paths' edge cells: u sampled
 // trilinearly at ix (u's own grid, border-clamped, the whole grid's z) plus
 // the step s, written to out[0], out[n_out], out[2 n_out].
+// Index: int64_t, or int32_t where 3 * dims.size() < 2^31 (the CUDA kernel's
+// option, GreedyStep::cuda_index32): the same floats, cheaper index math.
+template <typename Index = int64_t>
 TESSERA_HD inline void ComposeFromStep(const ComposeParams& p, const float* u, const float s[3], const float ix[3],
-                                       float* out, int64_t n_out) {
-  const int64_t n = p.dims.size();
-  int64_t i0[3];
+                                       float* out, Index n_out) {
+  const Index n = static_cast<Index>(p.dims.size());
+  const Index nx = static_cast<Index>(p.dims.nx), ny = static_cast<Index>(p.dims.ny),
+              nz = static_cast<Index>(p.dims.nz);
+  Index i0[3];
   float frac[3];
   for (int c = 0; c < 3; ++c) {
     const float f = FloorT(ix[c]);
-    i0[c] = static_cast<int64_t>(f);
+    i0[c] = static_cast<Index>(f);
     frac[c] = ix[c] - f;
   }
-  i0[2] -= p.grid_z0;  // the slab's index
+  i0[2] -= static_cast<Index>(p.grid_z0);  // the slab's index
   const float wx[2] = {1.f - frac[0], frac[0]};
   const float wy[2] = {1.f - frac[1], frac[1]};
   const float wz[2] = {1.f - frac[2], frac[2]};
   float acc[3] = {0.f, 0.f, 0.f};
   for (int cz = 0; cz < 2; ++cz) {
-    const int64_t kk = i0[2] + cz;
+    const Index kk = i0[2] + cz;
     // Beyond the grid's last slice: weight 0 (clamped there). Beyond a slab's
     // ends: only from halo voxels (the step bound keeps own voxels' corners
     // within the halo), whose values are refreshed before they are read.
-    if (kk < 0 || kk >= p.dims.nz) continue;
+    if (kk < 0 || kk >= nz) continue;
     for (int cy = 0; cy < 2; ++cy) {
-      const int64_t jj = i0[1] + cy;
-      if (jj >= p.dims.ny) continue;
+      const Index jj = i0[1] + cy;
+      if (jj >= ny) continue;
       for (int cx = 0; cx < 2; ++cx) {
-        const int64_t ii = i0[0] + cx;
-        if (ii >= p.dims.nx) continue;
+        const Index ii = i0[0] + cx;
+        if (ii >= nx) continue;
         const float w = wx[cx] * wy[cy] * wz[cz];
-        const int64_t at = ii + p.dims.nx * (jj + p.dims.ny * kk);
+        const Index at = ii + nx * (jj + ny * kk);
         for (int c = 0; c < 3; ++c) acc[c] += w * u[c * n + at];
       }
     }
@@ -64,10 +69,11 @@ TESSERA_HD inline void ComposeFromStep(const ComposeParams& p, const float* u, c
 // Voxel (i, j, k) at flat index idx (component stride n): writes the composed
 // displacement of its three components to out[0], out[n_out], out[2 n_out].
 // GradT: float, or bf16 (the mixed-precision stage's G), loaded as float.
-template <typename GradT>
-TESSERA_HD inline void ComposeVoxel(const ComposeParams& p, const float* u, const GradT* grad, int64_t i, int64_t j,
-                                    int64_t k, int64_t idx, float* out, int64_t n_out) {
-  const int64_t n = p.dims.size();
+// Index: as ComposeFromStep.
+template <typename GradT, typename Index = int64_t>
+TESSERA_HD inline void ComposeVoxel(const ComposeParams& p, const float* u, const GradT* grad, Index i, Index j,
+                                    Index k, Index idx, float* out, Index n_out) {
+  const Index n = static_cast<Index>(p.dims.size());
   float s[3];
   for (int c = 0; c < 3; ++c) {
     const float g = ToFloat(grad[c * n + idx]);
@@ -89,14 +95,14 @@ TESSERA_HD inline void ComposeVoxel(const ComposeParams& p, const float* u, cons
   // affine): ix = (x + s_n + 1) * half, clamped (border padding).
   // In the whole grid's coordinates (a slab's k is global k - grid_z0).
   const int64_t m3[3] = {p.dims.nx, p.dims.ny, p.grid_nz};
-  const int64_t vox[3] = {i, j, k + p.grid_z0};
+  const Index vox[3] = {i, j, k + static_cast<Index>(p.grid_z0)};
   float ix[3];
   for (int c = 0; c < 3; ++c) {
     const float x = RnAdd(p.out_lo[c], RnMul(p.out_step[c], static_cast<float>(vox[c])));
     float dclamp;
     ix[c] = ClampCoord(RnMul(RnAdd(RnAdd(x, s[c]), 1.f), p.in_half[c]), m3[c], &dclamp);
   }
-  ComposeFromStep(p, u, s, ix, out, n_out);
+  ComposeFromStep<Index>(p, u, s, ix, out, n_out);
 }
 
 }  // namespace lean_internal

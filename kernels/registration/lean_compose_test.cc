@@ -220,18 +220,19 @@ TEST(LeanComposeParity, CudaMatchesCpu) {
           EXPECT_TRUE(CopyBytes(a.raw_data(), MemoryKind::kDevice, h.data(), MemoryKind::kHost, h.size() * 4, stream).ok());
           return a;
         };
-        // Both launch shapes (GreedyStep::cuda_grid_3d) from the same inputs:
-        // the same bits.
-        std::vector<float> u_gpu(3 * n), m_gpu(3 * n), u_3d(3 * n), m_3d(3 * n);
-        for (const bool grid3d : {false, true}) {
+        // Both launch shapes (GreedyStep::cuda_grid_3d), and the 3d one with
+        // 32-bit indices (cuda_index32), from the same inputs: the same bits.
+        std::vector<float> u_gpu(3 * n), m_gpu(3 * n), u_3d(3 * n), m_3d(3 * n), u_32(3 * n), m_32(3 * n);
+        for (const int shape : {0, 1, 2}) {
           NDArray u_dev = upload(u0), g_dev = upload(g), m_dev = upload(m0), v_dev = upload(v0);
           step.m = m_dev.data<float>();
           step.v = v_dev.data<float>();
-          step.cuda_grid_3d = grid3d;
+          step.cuda_grid_3d = shape > 0;
+          step.cuda_index32 = shape == 2;
           Workspace ws;
           ASSERT_TRUE(ComposeGreedyStepInPlace(stream, u_dev.data<float>(), g_dev.data<float>(), d, step, &ws).ok());
-          std::vector<float>& uo = grid3d ? u_3d : u_gpu;
-          std::vector<float>& mo = grid3d ? m_3d : m_gpu;
+          std::vector<float>& uo = shape == 2 ? u_32 : (shape == 1 ? u_3d : u_gpu);
+          std::vector<float>& mo = shape == 2 ? m_32 : (shape == 1 ? m_3d : m_gpu);
           ASSERT_TRUE(CopyBytes(uo.data(), MemoryKind::kHost, u_dev.raw_data(), MemoryKind::kDevice, 12 * n, stream).ok());
           ASSERT_TRUE(CopyBytes(mo.data(), MemoryKind::kHost, m_dev.raw_data(), MemoryKind::kDevice, 12 * n, stream).ok());
           ASSERT_TRUE(stream.Synchronize().ok());
@@ -241,6 +242,8 @@ TEST(LeanComposeParity, CudaMatchesCpu) {
         if (rule == 1) EXPECT_LE(MaxAbsDiff(m_gpu, m_cpu), 1e-6);
         EXPECT_EQ(MaxAbsDiff(u_3d, u_gpu), 0.0) << "3d grid, " << DimsToString(d) << " rule " << rule;
         EXPECT_EQ(MaxAbsDiff(m_3d, m_gpu), 0.0) << "3d grid, " << DimsToString(d) << " rule " << rule;
+        EXPECT_EQ(MaxAbsDiff(u_32, u_gpu), 0.0) << "32-bit indices, " << DimsToString(d) << " rule " << rule;
+        EXPECT_EQ(MaxAbsDiff(m_32, m_gpu), 0.0) << "32-bit indices, " << DimsToString(d) << " rule " << rule;
       }
     }
   }

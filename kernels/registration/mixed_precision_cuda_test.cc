@@ -184,8 +184,8 @@ TEST(MixedPrecisionCuda, SmoothAndCompose) {
 // 1.5 and an axis left alone, automatic and the smallest slabs (several
 // slabs, the z radius reaching into both neighbours), odd extents, nz = 1;
 // the marching write-back and the tiles of 8 and 16 slices
-// (GreedyStep::cuda_smooth_tile_z), the latter also at radius 8 (sigma 2.5:
-// shared memory beyond 48 KB).
+// (GreedyStep::cuda_smooth_tile_z, with cuda_index32), the latter also at
+// radius 8 (sigma 2.5: shared memory beyond 48 KB).
 TEST(MixedPrecisionCuda, FusedComposeAndSmoothEqualsTheTwoSteps) {
   TESSERA_SKIP_WITHOUT_GPU();
   Stream gpu = Stream::Create(Backend::kCuda).value();
@@ -224,6 +224,7 @@ TEST(MixedPrecisionCuda, FusedComposeAndSmoothEqualsTheTwoSteps) {
             for (int fused = 0; fused < 4; ++fused) {
               const int tile_z[4] = {0, 0, 8, 16};
               step.cuda_smooth_tile_z = tile_z[fused];
+              step.cuda_index32 = fused >= 2;  // the tiles' runs also compose with 32-bit indices
               auto d_u = DeviceArray<float>::FromHost(u0, gpu);
               auto d_m = DeviceArray<float>::FromHost(m0, gpu);
               auto d_v = DeviceArray<float>::FromHost(v0, gpu);

@@ -2,7 +2,7 @@
 // GPU: today's box march (the baseline) against the column march
 // (LnccOptions::cuda_kernel, cuda_rows, cuda_float_epilogue, cuda_x_pairs,
 // cuda_target_blocks, cuda_min_blocks, cuda_async_copy, cuda_async_stages,
-// cuda_paired_loads16, cuda_paired_stores16, cuda_x_quads, cuda_y_shared),
+// cuda_paired_loads16, cuda_paired_stores16, cuda_prefetch_depth, cuda_x_quads, cuda_y_shared),
 // float storage (Lncc) and the lean stage's mixed storage (LnccHalfFixed:
 // fp16 F, bf16 a, b, c), window 7.
 //
@@ -71,7 +71,8 @@ std::vector<Variant> Variants() {
   std::vector<Variant> v;
   auto add = [&](const std::string& name, LnccCudaKernel kernel, int rows, bool float_epi, bool x_pairs, int blocks,
                  bool mixed, int min_blocks = 0, bool async = false, bool paired_loads = false,
-                 bool paired_stores = false, int async_stages = 2, bool x_quads = false, bool y_shared = false) {
+                 bool paired_stores = false, int async_stages = 2, bool x_quads = false, bool y_shared = false,
+                 int prefetch_depth = 1) {
     Variant x;
     x.name = name + (mixed ? " mixed" : " float");
     x.options.window = 7;
@@ -87,6 +88,7 @@ std::vector<Variant> Variants() {
     x.options.cuda_async_stages = async_stages;
     x.options.cuda_x_quads = x_quads;
     x.options.cuda_y_shared = y_shared;
+    x.options.cuda_prefetch_depth = prefetch_depth;
     x.mixed = mixed;
     v.push_back(x);
   };
@@ -112,6 +114,10 @@ std::vector<Variant> Variants() {
       add("col r2 xq ys fepi pl ps", kCol, 2, true, false, 0, mixed, 0, false, true, true, 2, true, true);
       add("col r2 xp ys fepi pl ps", kCol, 2, true, true, 0, mixed, 0, false, true, true, 2, false, true);
       add("col r2 xq fepi pl ps", kCol, 2, true, false, 0, mixed, 0, false, true, true, 2, true, false);
+      // The backward's a, b, c two slices ahead in registers (pf2), issue 37.
+      add("col r2 xp pl ps pf2", kCol, 2, false, true, 0, mixed, 0, false, true, true, 2, false, false, 2);
+      add("col r2 xp fepi pl ps pf2", kCol, 2, true, true, 0, mixed, 0, false, true, true, 2, false, false, 2);
+      add("col r2 xq ys fepi pl ps pf2", kCol, 2, true, false, 0, mixed, 0, false, true, true, 2, true, true, 2);
       continue;
     }
     add("col r1", kCol, 1, false, false, 0, mixed);
@@ -141,6 +147,7 @@ std::vector<Variant> Variants() {
     add("col r2 xq ys fepi async", kCol, 2, true, false, 0, mixed, 0, true, false, false, 2, true, true);
     add("col r2 xp ys fepi async", kCol, 2, true, true, 0, mixed, 0, true, false, false, 2, false, true);
     add("col r2 xq ys fepi async3", kCol, 2, true, false, 0, mixed, 0, true, false, false, 3, true, true);
+    add("col r2 xq ys fepi async4", kCol, 2, true, false, 0, mixed, 0, true, false, false, 4, true, true);
   }
   return v;
 }

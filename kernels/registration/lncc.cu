@@ -547,10 +547,17 @@ struct ColShape {
   static constexpr int kWordLoads = (kWordPos + kColThreads - 1) / kColThreads;
 };
 
+// The x-sum buffers' offset in floats: after the raw halo buffers, rounded
+// up to 16 bytes (the x passes store float2 / float4).
+template <int kRaw, int kPosS, int kStages>
+constexpr int ColXsOffset() {
+  return (kStages * kRaw * kPosS + 3) / 4 * 4;
+}
+
 template <class Op, int kW, int kRows, int kStages = 2>
 constexpr size_t ColSharedBytes() {
   using S = ColShape<kW, kRows>;
-  return sizeof(float) * (kStages * Op::kRaw * S::kPosS + 2 * Op::kQ * S::kHY * 32);
+  return sizeof(float) * (ColXsOffset<Op::kRaw, S::kPosS, kStages>() + 2 * Op::kQ * S::kHY * 32);
 }
 
 // kMinBlocks resident blocks per SM: 2 caps registers at 128, 3 at 80.
@@ -567,10 +574,14 @@ struct ColFlags {
   bool x_pairs = false;
   bool x_quads = false;   // x pass: four columns per thread (wins over x_pairs)
   bool y_shared = false;  // y pass: a thread's rows share their common window terms
+  int prefetch_depth = 1;  // host side: the kDepth instantiation to launch
 };
 // kStages (kAsync): halo buffers in the cp.async pipeline; slice t + kStages
 // - 1 is requested while slice t is summed.
-template <class Op, int kW, int kRows, int kMinBlocks, bool kAsync = false, int kWide = 0, int kStages = 2>
+// kDepth (not kAsync): register sets of the halo prefetch (1: the next
+// slice; 2: two slices ahead, with paired 16-bit loads' few registers).
+template <class Op, int kW, int kRows, int kMinBlocks, bool kAsync = false, int kWide = 0, int kStages = 2,
+          int kDepth = 1>
 __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op op, int64_t nx, int64_t ny, int64_t nz,
                                                                  int64_t z_chunk, ColFlags flags,
                                                                  double* __restrict__ partials) {
@@ -583,13 +594,14 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
   static_assert(!kWideStores || (Op::kWideStores && kRows == 2), "paired stores: 16-bit a, b, c, two rows");
   static_assert(!kWide || !kAsync, "cp.async staging is for float storage");
   static_assert(kStages >= 2 && (kAsync || kStages == 2), "a deeper pipeline is cp.async's");
+  static_assert(kDepth == 1 || (kDepth == 2 && !kAsync), "register prefetch 1 or 2 slices ahead");
   constexpr int kR16 = kWideLoads ? Op::kRaw16 : 0;  // halo channels loaded in words
   constexpr int kQ = Op::kQ;
   constexpr int kRaw = Op::kRaw;
   constexpr int r = S::kR;
   extern __shared__ float smem[];
   float* s_raw = smem;                          // [2][kRaw][kHY][kHXS]
-  float* s_xs = smem + kStages * kRaw * S::kPosS;  // [2][kQ][kHY][32]
+  float* s_xs = smem + ColXsOffset<kRaw, S::kPosS, kStages>();  // [2][kQ][kHY][32]
 
   const int tid = threadIdx.x;
   const int lane = tid & 31;
@@ -601,8 +613,10 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
   const int64_t plane = nx * ny;
   const int64_t my_x = x0 + lane;
 
-  float raw[(kAsync || kR16 == kRaw) ? 1 : S::kLoads][kRaw];
-  uint32_t words[kWideLoads ? S::kWordLoads : 1][kR16 > 0 ? kR16 : 1];
+  // kDepth register sets of prefetched halo values: slice t + kDepth is
+  // loaded while slice t is summed.
+  float raw[kDepth][(kAsync || kR16 == kRaw) ? 1 : S::kLoads][kRaw];
+  uint32_t words[kDepth][kWideLoads ? S::kWordLoads : 1][kR16 > 0 ? kR16 : 1];
   auto copy_slice = [&](int64_t zin, int buf) {  // kAsync: straight into raw buffer `buf`
     float* dst = s_raw + buf * kRaw * S::kPosS;
     const bool z_ok = zin >= 0 && zin < nz;
@@ -622,7 +636,7 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
     }
     CpAsyncCommit();
   };
-  auto load_slice = [&](int64_t zin) {
+  auto load_slice = [&](int64_t zin, int set) {
     const bool z_ok = zin >= 0 && zin < nz;
     if constexpr (kWideLoads) {
       // Word k of halo row hr holds x = x0 - kWordX0 + 2k and the next x:
@@ -637,10 +651,10 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
         if (z_ok && p < S::kWordPos && gx >= 0 && gx < nx && gy >= 0 && gy < ny) {
           const int64_t idx = gx + nx * gy + plane * zin;
 #pragma unroll
-          for (int c = 0; c < kR16; ++c) words[s][c] = op.LoadWord(c, idx);
+          for (int c = 0; c < kR16; ++c) words[set][s][c] = op.LoadWord(c, idx);
         } else {
 #pragma unroll
-          for (int c = 0; c < kR16; ++c) words[s][c] = 0u;
+          for (int c = 0; c < kR16; ++c) words[set][s][c] = 0u;
         }
       }
     }
@@ -654,19 +668,19 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
         const int64_t gy = y0 - r + hr;
         if (z_ok && p < S::kPos && gx >= 0 && gx < nx && gy >= 0 && gy < ny) {
           if constexpr (kR16 == 0) {
-            op.Load(gx + nx * gy + plane * zin, raw[s]);
+            op.Load(gx + nx * gy + plane * zin, raw[set][s]);
           } else {
 #pragma unroll
-            for (int c = kR16; c < kRaw; ++c) raw[s][c] = op.LoadOne(c, gx + nx * gy + plane * zin);
+            for (int c = kR16; c < kRaw; ++c) raw[set][s][c] = op.LoadOne(c, gx + nx * gy + plane * zin);
           }
         } else {
 #pragma unroll
-          for (int c = kR16; c < kRaw; ++c) raw[s][c] = 0.0f;
+          for (int c = kR16; c < kRaw; ++c) raw[set][s][c] = 0.0f;
         }
       }
     }
   };
-  auto store_slice = [&](int buf) {
+  auto store_slice = [&](int buf, int set) {
     float* dst = s_raw + buf * kRaw * S::kPosS;
     if constexpr (kWideLoads) {
 #pragma unroll
@@ -678,8 +692,8 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
           float* row = dst + hr * S::kHXS;
 #pragma unroll
           for (int c = 0; c < kR16; ++c) {
-            if (hc >= 0) row[c * S::kPosS + hc] = Op::Widen(c, words[s][c] & 0xffffu);
-            if (hc + 1 < S::kHX) row[c * S::kPosS + hc + 1] = Op::Widen(c, words[s][c] >> 16);
+            if (hc >= 0) row[c * S::kPosS + hc] = Op::Widen(c, words[set][s][c] & 0xffffu);
+            if (hc + 1 < S::kHX) row[c * S::kPosS + hc + 1] = Op::Widen(c, words[set][s][c] >> 16);
           }
         }
       }
@@ -691,7 +705,7 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
         if (p < S::kPos) {
           const int at = (p / S::kHX) * S::kHXS + p % S::kHX;
 #pragma unroll
-          for (int c = kR16; c < kRaw; ++c) dst[c * S::kPosS + at] = raw[s][c];
+          for (int c = kR16; c < kRaw; ++c) dst[c * S::kPosS + at] = raw[set][s][c];
         }
       }
     }
@@ -717,10 +731,14 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
           Op::Expand(v, q);
         };
         float mid[kQ], p2[kQ], p12[kQ], o0[kQ], q[kQ];
+        if constexpr (kW > 3) {
+          tap(3, mid);  // sums start from their first term (no 0 + x)
+        } else {
 #pragma unroll
-        for (int c = 0; c < kQ; ++c) mid[c] = 0.f;
+          for (int c = 0; c < kQ; ++c) mid[c] = 0.f;
+        }
 #pragma unroll
-        for (int k = 3; k < kW; ++k) {
+        for (int k = 4; k < kW; ++k) {
           tap(k, q);
 #pragma unroll
           for (int c = 0; c < kQ; ++c) mid[c] += q[c];
@@ -851,9 +869,9 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
       if (kRows > 1 && flags.y_shared) {
         // The rows' common terms kRows - 1 .. w - 1 once; row j adds its
         // own first terms before them and its last terms after.
-        float common = 0.f;
+        float common = rows[kRows - 1];
 #pragma unroll
-        for (int h = kRows - 1; h < kW; ++h) common += rows[h];
+        for (int h = kRows; h < kW; ++h) common += rows[h];
 #pragma unroll
         for (int j = 0; j < kRows; ++j) {
           float sum = common;
@@ -961,9 +979,10 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
     }
     CpAsyncWaitGroup<kStages - 2>();
   } else {
-    load_slice(zin_begin);
-    store_slice(0);
-    if (nslices > 1) load_slice(zin_begin + 1);
+    load_slice(zin_begin, 0);
+    store_slice(0, 0);
+    if (nslices > 1) load_slice(zin_begin + 1, kDepth - 1);
+    if (kDepth == 2 && nslices > 2) load_slice(zin_begin + 2, 0);
   }
   // Step t emits slice zin_begin + t - 1 - r (when it is >= z_begin); step
   // t - 1 loads its center values.
@@ -972,8 +991,10 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
 #pragma unroll
     for (int c = 0; c < kC; ++c) center[j][c] = 0.f;
   __syncthreads();
-  for (int64_t t0 = 0; t0 <= nslices; t0 += kW) {
-    StaticFor<kW>([&](auto k_tag) {
+  // Unrolled by kDepth * kW: the ring slot (t % kW) and the register set
+  // (t % kDepth) are compile-time.
+  for (int64_t t0 = 0; t0 <= nslices; t0 += kDepth * kW) {
+    StaticFor<kDepth * kW>([&](auto k_tag) {
       constexpr int k = decltype(k_tag)::value;
       const int64_t t = t0 + k;
       if (t > nslices) return;
@@ -987,8 +1008,11 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
           CpAsyncCommit();
         }
       } else if (t + 1 < nslices) {
-        store_slice(buf ^ 1);
-        if (t + 2 < nslices) load_slice(zin_begin + t + 2);
+        // Slice t + 1 came in register set (t + 1) % kDepth; slice t + 1 +
+        // kDepth goes there next.
+        constexpr int kSet = (k + 1) % kDepth;
+        store_slice(buf ^ 1, kSet);
+        if (t + 1 + kDepth < nslices) load_slice(zin_begin + t + 1 + kDepth, kSet);
       }
       if (kC > 1) load_center(zin_begin + t - r);  // the next step's voxels
       if (t < nslices) x_pass(kAsync ? static_cast<int>(t % kStages) : buf, buf);
@@ -1034,12 +1058,13 @@ int64_t ColumnChunk(int64_t tiles, int64_t nz, int r, int64_t target_blocks, int
   return best;
 }
 
-template <class Op, int kW, int kRows, int kMinBlocks, bool kAsync = false, int kWide = 0, int kStages = 2>
+template <class Op, int kW, int kRows, int kMinBlocks, bool kAsync = false, int kWide = 0, int kStages = 2,
+          int kDepth = 1>
 absl::Status LaunchColumnMarch(const Op& op, Dims3 dims, int64_t target_blocks, ColFlags flags, double* partials,
                                cudaStream_t stream) {
   using S = ColShape<kW, kRows>;
   const size_t smem = ColSharedBytes<Op, kW, kRows, kStages>();
-  auto kernel = ColumnMarchKernel<Op, kW, kRows, kMinBlocks, kAsync, kWide, kStages>;
+  auto kernel = ColumnMarchKernel<Op, kW, kRows, kMinBlocks, kAsync, kWide, kStages, kDepth>;
   TESSERA_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   int64_t resident = 0;
@@ -1069,6 +1094,11 @@ absl::Status DispatchColumnWindow(const Op& op, Dims3 dims, int window, int64_t 
       constexpr int kL = Op::kRaw16 > 0 ? kWideLoadBit : 0;
       constexpr int kS = Op::kWideStores ? kWideStoreBit : 0;
       if (kL != 0 && wide == kL) {
+        if constexpr (kS == 0) {  // the backward: a, b, c two slices ahead (6 registers a slice)
+          if (flags.prefetch_depth == 2) {
+            return LaunchColumnMarch<Op, 7, 2, 2, false, kL, 2, 2>(op, dims, target_blocks, flags, partials, stream);
+          }
+        }
         return LaunchColumnMarch<Op, 7, 2, 2, false, kL>(op, dims, target_blocks, flags, partials,
                                                          stream);
       }
@@ -1150,6 +1180,7 @@ absl::Status LnccImpl(const Stream& stream, const FixedT* fixed, const float* wa
       flags.x_pairs = options.cuda_x_pairs;
       flags.x_quads = options.cuda_x_quads;
       flags.y_shared = options.cuda_y_shared;
+      flags.prefetch_depth = options.cuda_prefetch_depth;
       const bool async = options.cuda_async_copy;
       const int stages = options.cuda_async_stages;
       const int64_t blocks = options.cuda_target_blocks;

@@ -88,6 +88,10 @@ struct LnccOptions {
   // stores its bf16 a, b, c two per 32-bit word (lanes swap one row's value
   // with their neighbour: one store per row pair instead of two; same bits).
   bool cuda_paired_stores16 = false;
+  // kColumnMarch, with cuda_paired_loads16 (the backward, window 7): halo
+  // slices prefetched in registers, 1 (the next slice) or 2 (two ahead: twice
+  // the bytes in flight against DRAM latency; 6 more registers).
+  int cuda_prefetch_depth = 1;
 };
 
 constexpr int kLnccMaxCudaWindow = 25;

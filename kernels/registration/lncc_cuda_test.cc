@@ -45,6 +45,7 @@ struct Variant {
   int async_stages = 2;
   bool x_quads = false;
   bool y_shared = false;
+  int prefetch_depth = 1;
 };
 
 // Today's box march first, then the column march's shapes (issue 37).
@@ -70,6 +71,10 @@ const Variant kVariants[] = {
      false, true},
     {"col r2 x quads y shared float epilogue paired16", LnccCudaKernel::kColumnMarch, 2, true, false, 0, false, true, 2,
      true, true},
+    {"col r2 x quads y shared float epilogue async copy 3 stages", LnccCudaKernel::kColumnMarch, 2, true, false, 0, true,
+     false, 3, true, true},
+    {"col r2 x pairs paired16 prefetch 2", LnccCudaKernel::kColumnMarch, 2, false, true, 0, false, true, 2, false, false,
+     2},
 };
 
 LnccOptions WithVariant(LnccOptions o, const Variant& v) {
@@ -84,6 +89,7 @@ LnccOptions WithVariant(LnccOptions o, const Variant& v) {
   o.cuda_async_stages = v.async_stages;
   o.cuda_x_quads = v.x_quads;
   o.cuda_y_shared = v.y_shared;
+  o.cuda_prefetch_depth = v.prefetch_depth;
   return o;
 }
 

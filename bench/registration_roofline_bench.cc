@@ -2,7 +2,7 @@
 // iteration against the memory floor, variants side by side in one process
 // with today's kernels as the baseline.
 //
-//   registration_roofline_bench [--size=512] [--reps=15] [--part=all|sampler|iteration] [--iterations=6]
+//   registration_roofline_bench [--size=512] [--reps=15] [--part=all|sampler|iteration|smooth] [--iterations=6]
 //
 // sampler: per operation, the compulsory bytes (each input read and each
 // output written once) moved by cudaMemcpyAsync device to device (the copy
@@ -20,6 +20,8 @@
 // slabs, fixed-radius smoothing passes, the composition and u's smoothing
 // fused with the tiled write-back), and the largest difference of u after one
 // iteration from the same start (0: the same results).
+// smooth: the smoothing passes one by one per LeanSmoothTuning, and the
+// composition alone and fused with the smoothing of u.
 // Without a GPU it prints why and exits 0.
 #include <algorithm>
 #include <array>
@@ -66,6 +68,7 @@ struct Options {
   int iterations = 6;
   bool sampler = true;
   bool iteration = true;
+  bool smooth = true;
 };
 
 #if TESSERA_WITH_CUDA
@@ -565,6 +568,153 @@ absl::Status BenchIteration(const Stream& stream, const Options& opt) {
   return absl::OkStatus();
 }
 
+// ---- the smoothing passes one by one (issue 37) ----
+
+// Per tuning, each smoothing with its passes switched on one at a time (sigma
+// 0 on the other axes): the bf16 gradient at sigma 6 (y -> float scratch, x
+// in place, z back to bf16; "none" is the two conversion passes alone) and u
+// at sigma 0.5 (float, x in place, y -> scratch, z back); then the composition
+// (slabs of 32) alone and with u's smoothing fused. Same data for every
+// setting; outputs are compared to the first setting's (must be 0).
+struct SmoothVariant {
+  const char* name;
+  LeanSmoothTuning tuning;
+};
+
+absl::Status BenchSmooth(const Stream& stream, const Options& opt) {
+  const Dims3 d{opt.size, opt.size, opt.size};
+  const int64_t n = d.size();
+  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
+  std::printf("\n== smoothing passes one by one, %s (median of %d)\n", DimsToString(d).c_str(), opt.reps);
+  TESSERA_ASSIGN_OR_RETURN(Dev g, Alloc(sizeof(BFloat16) * 3 * n, stream));
+  TESSERA_ASSIGN_OR_RETURN(Dev g0, Alloc(sizeof(BFloat16) * 3 * n, stream));
+  TESSERA_ASSIGN_OR_RETURN(Dev u0, Alloc(sizeof(float) * 3 * n, stream));
+  TESSERA_ASSIGN_OR_RETURN(NDArray u, NDArray::Allocate(Shape{d.nx, d.ny, d.nz, int64_t{3}}, DType::kFloat32,
+                                                         MemoryKind::kDevice, stream.ordinal()));
+  TESSERA_ASSIGN_OR_RETURN(Dev work, Alloc(sizeof(float) * n, stream));
+  {
+    std::vector<BFloat16> h(3 * n);
+    ParallelFor(3 * n, [&](int64_t lo, int64_t hi, int) {
+      for (int64_t i = lo; i < hi; ++i) {
+        uint32_t x = static_cast<uint32_t>(i) * 2654435761u + 12345u;
+        x ^= x >> 15;
+        x *= 2246822519u;
+        x ^= x >> 13;
+        h[i] = FromFloat<BFloat16>((x >> 8) * (2.0f / 16777216.0f) - 1.0f);  // uniform in [-1, 1)
+      }
+    });
+    TESSERA_RETURN_IF_ERROR(CopyBytes(g0.buf->data(), MemoryKind::kDevice, h.data(), MemoryKind::kHost, g0.bytes, stream));
+  }
+  TESSERA_RETURN_IF_ERROR(unfused::FillUniform(stream, u0.as<float>(), 3 * n, 5, -0.002f, 0.002f));
+  std::vector<SmoothVariant> variants;
+  LeanSmoothTuning run;
+  run.run_kernel = true;
+  run.fixed_radius = false;
+  run.fused_xy = false;
+  variants.push_back({"run kernels (today)", run});
+  LeanSmoothTuning fixed = run;
+  fixed.fixed_radius = true;
+  variants.push_back({"fixed radius", fixed});
+  LeanSmoothTuning xy = fixed;
+  xy.fused_xy = true;
+  variants.push_back({"fixed radius + xy fused", xy});
+  const std::array<double, 3> combos[5] = {{6, 6, 6}, {0, 0, 0}, {6, 0, 0}, {0, 6, 0}, {0, 0, 6}};
+  const char* const combo_names[5] = {"all", "none", "x", "y", "z"};
+  auto reset_g = [&]() -> absl::Status {
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(g.buf->data(), g0.buf->data(), g.bytes, cudaMemcpyDeviceToDevice, s));
+    return absl::OkStatus();
+  };
+  auto reset_u = [&]() -> absl::Status {
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(u.raw_data(), u0.buf->data(), u0.bytes, cudaMemcpyDeviceToDevice, s));
+    return absl::OkStatus();
+  };
+  TESSERA_ASSIGN_OR_RETURN(double copy_u, TimeMs(stream, 1, opt.reps, reset_u));
+  TESSERA_ASSIGN_OR_RETURN(double copy_g, TimeMs(stream, 1, opt.reps, reset_g));
+  std::printf("  copy references: u %.3f ms, bf16 gradient %.3f ms\n", copy_u, copy_g);
+  std::printf("| passes | sigma |");
+  for (const auto& v : variants) std::printf(" %s ms |", v.name);
+  std::printf("\n|---|---|");
+  for (size_t v = 0; v < variants.size(); ++v) std::printf("---|");
+  std::printf("\n");
+  std::vector<BFloat16> g_first;
+  std::vector<float> u_first;
+  for (int c = 0; c < 5; ++c) {
+    std::printf("| bf16 gradient, %s | 6 |", combo_names[c]);
+    for (size_t v = 0; v < variants.size(); ++v) {
+      auto fn = [&]() {
+        return SmoothBf16InPlaceWithScratch(g.as<BFloat16>(), d, 3, combos[c], work.as<float>(), n, stream,
+                                            variants[v].tuning);
+      };
+      TESSERA_ASSIGN_OR_RETURN(double ms, TimeMs(stream, 1, opt.reps, fn));
+      double diff = 0;
+      if (c == 0) {  // one call from the same start: the bits
+        TESSERA_RETURN_IF_ERROR(reset_g());
+        TESSERA_RETURN_IF_ERROR(fn());
+        TESSERA_ASSIGN_OR_RETURN(std::vector<BFloat16> h, Download<BFloat16>(g, stream));
+        if (v == 0) g_first = std::move(h);
+        else diff = MaxDiff(h, g_first);
+      }
+      std::printf(" %.3f%s |", ms, diff != 0 ? " (DIFFERS)" : "");
+      std::fflush(stdout);
+    }
+    std::printf("\n");
+  }
+  for (int c = 0; c < 5; ++c) {
+    const std::array<double, 3> sigma = {combos[c][0] / 12, combos[c][1] / 12, combos[c][2] / 12};
+    std::printf("| u, %s | 0.5 |", combo_names[c]);
+    for (size_t v = 0; v < variants.size(); ++v) {
+      auto fn = [&]() { return SmoothInPlaceWithScratch(u, sigma, work.as<float>(), n, stream, variants[v].tuning); };
+      TESSERA_ASSIGN_OR_RETURN(double ms, TimeMs(stream, 1, opt.reps, fn));
+      double diff = 0;
+      if (c == 0) {
+        TESSERA_RETURN_IF_ERROR(reset_u());
+        TESSERA_RETURN_IF_ERROR(fn());
+        std::vector<float> h(3 * n);
+        TESSERA_RETURN_IF_ERROR(CopyBytes(h.data(), MemoryKind::kHost, u.raw_data(), MemoryKind::kDevice, u.nbytes(), stream));
+        if (v == 0) u_first = std::move(h);
+        else diff = MaxDiff(h, u_first);
+      }
+      std::printf(" %.3f%s |", ms, diff != 0 ? " (DIFFERS)" : "");
+      std::fflush(stdout);
+    }
+    std::printf("\n");
+  }
+  // The composition alone and fused with u's smoothing (tile kernels), from
+  // the same u each time.
+  GreedyStep step;
+  step.rule = GreedyStep::Rule::kScaled;
+  step.to_normalized = {2.f / (d.nx - 1), 2.f / (d.ny - 1), 2.f / (d.nz - 1)};
+  step.max_abs_grad = 1.f;
+  step.scale = -0.5f;
+  step.slab_depth = std::min<int64_t>(32, d.nz);
+  Workspace ws;
+  const std::array<std::vector<float>, 3> warp_taps = {GaussianTaps(0.5), GaussianTaps(0.5), GaussianTaps(0.5)};
+  struct ComposeVariant {
+    const char* name;
+    int tile_z;  // -1: not fused
+    bool index32;
+  };
+  const ComposeVariant cvs[] = {{"compose alone (slabs of 32)", -1, false},
+                                {"compose alone, 32-bit indices", -1, true},
+                                {"compose + smooth u fused, tiles of 8", 8, false},
+                                {"compose + smooth u fused, tiles of 8, 32-bit indices", 8, true},
+                                {"compose + smooth u fused, tiles of 16, 32-bit indices", 16, true}};
+  TESSERA_RETURN_IF_ERROR(reset_g());
+  for (const ComposeVariant& cv : cvs) {
+    step.cuda_smooth_tile_z = cv.tile_z < 0 ? 0 : cv.tile_z;
+    step.cuda_index32 = cv.index32;
+    auto fn = [&]() -> absl::Status {
+      TESSERA_RETURN_IF_ERROR(reset_u());
+      if (cv.tile_z < 0) return ComposeGreedyStepInPlace(stream, u.data<float>(), g.as<BFloat16>(), d, step, &ws);
+      return ComposeGreedyStepAndSmoothInPlace(stream, u.data<float>(), g.as<BFloat16>(), d, step, warp_taps, &ws);
+    };
+    TESSERA_ASSIGN_OR_RETURN(double ms, TimeMs(stream, 1, opt.reps, fn));
+    std::printf("  %s: %.3f ms (less the reset copy of u: %.3f ms)\n", cv.name, ms, ms - copy_u);
+    std::fflush(stdout);
+  }
+  return absl::OkStatus();
+}
+
 int Run(const Options& opt) {
   auto stream = Stream::Create(Backend::kCuda);
   if (!stream.ok()) {
@@ -577,6 +727,13 @@ int Run(const Options& opt) {
     absl::Status st = BenchSampler(*stream, opt);
     if (!st.ok()) {
       std::printf("sampler: %s\n", st.ToString().c_str());
+      return 1;
+    }
+  }
+  if (opt.smooth) {
+    absl::Status st = BenchSmooth(*stream, opt);
+    if (!st.ok()) {
+      std::printf("smooth: %s\n", st.ToString().c_str());
       return 1;
     }
   }
@@ -615,8 +772,13 @@ int main(int argc, char** argv) {
       opt.iterations = std::atoi(a + 13);
     } else if (std::strcmp(a, "--part=sampler") == 0) {
       opt.iteration = false;
+      opt.smooth = false;
     } else if (std::strcmp(a, "--part=iteration") == 0) {
       opt.sampler = false;
+      opt.smooth = false;
+    } else if (std::strcmp(a, "--part=smooth") == 0) {
+      opt.sampler = false;
+      opt.iteration = false;
     } else if (std::strcmp(a, "--part=all") != 0) {
       std::fprintf(stderr, "unknown argument %s\n", a);
       return 2;

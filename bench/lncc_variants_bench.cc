@@ -2,9 +2,10 @@
 // GPU: today's box march (the baseline) against the column march
 // (LnccOptions::cuda_kernel, cuda_rows, cuda_float_epilogue, cuda_x_pairs,
 // cuda_target_blocks, cuda_min_blocks, cuda_async_copy, cuda_async_stages,
-// cuda_paired_loads16, cuda_paired_stores16, cuda_prefetch_depth, cuda_x_quads, cuda_y_shared),
-// float storage (Lncc) and the lean stage's mixed storage (LnccHalfFixed:
-// fp16 F, bf16 a, b, c), window 7.
+// cuda_paired_loads16, cuda_paired_fixed16, cuda_paired_stores16,
+// cuda_prefetch_depth, cuda_x_quads, cuda_y_shared), float storage (Lncc)
+// and the lean stage's mixed storage (LnccHalfFixed: fp16 F, bf16 a, b, c),
+// window 7.
 //
 //   lncc_variants_bench [--sizes=256,512] [--reps=N] [--variants=NAME,NAME,...] [--list]
 //
@@ -118,6 +119,17 @@ std::vector<Variant> Variants() {
       add("col r2 xp pl ps pf2", kCol, 2, false, true, 0, mixed, 0, false, true, true, 2, false, false, 2);
       add("col r2 xp fepi pl ps pf2", kCol, 2, true, true, 0, mixed, 0, false, true, true, 2, false, false, 2);
       add("col r2 xq ys fepi pl ps pf2", kCol, 2, true, false, 0, mixed, 0, false, true, true, 2, true, true, 2);
+      // The forward's fp16 F halo in word pairs too (pf: cuda_paired_fixed16).
+      for (const char* base : {"col r2 xp pl ps", "col r2 xq ys fepi pl ps", "col r2 xq ys fepi pl ps pf2"}) {
+        for (size_t i = 0; i < v.size(); ++i) {
+          if (v[i].name != std::string(base) + " mixed") continue;
+          Variant x = v[i];
+          x.name = std::string(base) + " pf mixed";
+          x.options.cuda_paired_fixed16 = true;
+          v.push_back(x);
+          break;
+        }
+      }
       continue;
     }
     add("col r1", kCol, 1, false, false, 0, mixed);

@@ -128,7 +128,8 @@ struct ForwardOp {
     return a_out != nullptr && (reinterpret_cast<uintptr_t>(a_out) | reinterpret_cast<uintptr_t>(b_out) |
                                 reinterpret_cast<uintptr_t>(c_out)) % 4 == 0;
   }
-  // Paired loads (LnccOptions::cuda_paired_loads16): raw channels [0, kRaw16)
+  static constexpr bool kForward = true;
+  // Paired loads (LnccOptions::cuda_paired_fixed16): raw channels [0, kRaw16)
   // are 16-bit (fp16 F), loaded two per 32-bit word; the others one by one.
   static constexpr int kRaw16 = sizeof(FixedT) == 2 ? 1 : 0;
   __host__ __device__ bool LoadsAligned() const { return reinterpret_cast<uintptr_t>(fixed) % 4 == 0; }
@@ -235,6 +236,7 @@ struct BackwardOp {
       return warped;
     }
   }
+  static constexpr bool kForward = false;
   // Paired loads (LnccOptions::cuda_paired_loads16): a, b, c two 16-bit
   // values per 32-bit word.
   static constexpr int kRaw16 = sizeof(CoefT) == 2 ? 3 : 0;
@@ -573,7 +575,7 @@ struct ColFlags {
   bool float_epilogue = false;
   bool x_pairs = false;
   bool x_quads = false;   // x pass: four columns per thread (wins over x_pairs)
-  bool y_shared = false;  // y pass: a thread's rows share their common window terms
+  bool y_shared = false;  // y pass: a thread's rows share their common terms; z sums from their first term
   int prefetch_depth = 1;  // host side: the kDepth instantiation to launch
 };
 // kStages (kAsync): halo buffers in the cp.async pipeline; slice t + kStages
@@ -908,12 +910,22 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
         // The window's slices in ascending z: the oldest (z - r) is the slot
         // after the newest.
         float sum[kQ];
+        if (flags.y_shared) {  // from the first term (no 0 + x)
 #pragma unroll
-        for (int c = 0; c < kQ; ++c) sum[c] = 0.f;
+          for (int c = 0; c < kQ; ++c) sum[c] = ring[(kSlot + 1) % kW][j][c];
 #pragma unroll
-        for (int d = 1; d <= kW; ++d) {
+          for (int d = 2; d <= kW; ++d) {
 #pragma unroll
-          for (int c = 0; c < kQ; ++c) sum[c] += ring[(kSlot + d) % kW][j][c];
+            for (int c = 0; c < kQ; ++c) sum[c] += ring[(kSlot + d) % kW][j][c];
+          }
+        } else {
+#pragma unroll
+          for (int c = 0; c < kQ; ++c) sum[c] = 0.f;
+#pragma unroll
+          for (int d = 1; d <= kW; ++d) {
+#pragma unroll
+            for (int c = 0; c < kQ; ++c) sum[c] += ring[(kSlot + d) % kW][j][c];
+          }
         }
         const int64_t idx = my_x + nx * my_y + plane * z;
         if constexpr (kWideStores) {
@@ -1187,7 +1199,8 @@ absl::Status LnccImpl(const Stream& stream, const FixedT* fixed, const float* wa
       // Paired 16-bit access needs even x in every word: even nx.
       int wide = 0;
       if (dims.nx % 2 == 0) {
-        if (options.cuda_paired_loads16 && Op::kRaw16 > 0 && op.LoadsAligned()) wide |= kWideLoadBit;
+        const bool paired_loads = Op::kForward ? options.cuda_paired_fixed16 : options.cuda_paired_loads16;
+        if (paired_loads && Op::kRaw16 > 0 && op.LoadsAligned()) wide |= kWideLoadBit;
         if (options.cuda_paired_stores16 && Op::kWideStores && op.StoresAligned()) wide |= kWideStoreBit;
       }
       if (rows == 1 && options.cuda_min_blocks == 2) {

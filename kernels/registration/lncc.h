@@ -70,7 +70,9 @@ struct LnccOptions {
   bool cuda_float_epilogue = false;  // kColumnMarch: cc, a, b, c in float instead of double
   bool cuda_x_pairs = false;         // kColumnMarch: two columns per thread in the x pass
   bool cuda_x_quads = false;         // kColumnMarch: four columns per thread in the x pass (wins over x_pairs)
-  bool cuda_y_shared = false;        // kColumnMarch, two rows: the y pass sums the rows' common terms once
+  // kColumnMarch, two rows: the y pass sums the rows' common terms once, and
+  // the z window sums start from their first term (no 0 + x).
+  bool cuda_y_shared = false;
   bool cuda_async_copy = false;      // kColumnMarch, window 7, float storage: halo tiles by cp.async
   // cuda_async_copy with two rows per thread: halo slices in flight, 2 (the
   // next slice, as the register prefetch), 3 or 4 (further ahead: more bytes
@@ -84,6 +86,8 @@ struct LnccOptions {
   // its bf16 a, b, c halo two values per 32-bit word (half the load
   // instructions of one-element loads; the same values, so the same bits).
   bool cuda_paired_loads16 = false;
+  // The same for the forward's fp16 F halo (W stays one float per load).
+  bool cuda_paired_fixed16 = false;
   // kColumnMarch, 16-bit storage, two rows per thread, even nx: the forward
   // stores its bf16 a, b, c two per 32-bit word (lanes swap one row's value
   // with their neighbour: one store per row pair instead of two; same bits).

@@ -41,7 +41,7 @@ struct Variant {
   bool x_pairs;
   int min_blocks = 0;
   bool async_copy = false;
-  bool paired16 = false;  // cuda_paired_loads16 and cuda_paired_stores16
+  bool paired16 = false;  // cuda_paired_loads16, cuda_paired_fixed16 and cuda_paired_stores16
   int async_stages = 2;
   bool x_quads = false;
   bool y_shared = false;
@@ -85,6 +85,7 @@ LnccOptions WithVariant(LnccOptions o, const Variant& v) {
   o.cuda_min_blocks = v.min_blocks;
   o.cuda_async_copy = v.async_copy;
   o.cuda_paired_loads16 = v.paired16;
+  o.cuda_paired_fixed16 = v.paired16;
   o.cuda_paired_stores16 = v.paired16;
   o.cuda_async_stages = v.async_stages;
   o.cuda_x_quads = v.x_quads;
@@ -202,10 +203,8 @@ TEST_P(LnccCudaVariant, MixedStoragePairedAccessGivesSameBits) {
       plain.window = 7;
       plain = WithVariant(plain, GetParam());
       plain.cuda_paired_loads16 = false;
+      plain.cuda_paired_fixed16 = false;
       plain.cuda_paired_stores16 = false;
-      LnccOptions paired = plain;
-      paired.cuda_paired_loads16 = true;
-      paired.cuda_paired_stores16 = true;
       auto df = DeviceArray<Half>::FromHost(f, stream);
       auto dw = DeviceArray<float>::FromHost(w, stream);
       auto dm = DeviceArray<uint8_t>::FromHost(m, stream);
@@ -213,27 +212,44 @@ TEST_P(LnccCudaVariant, MixedStoragePairedAccessGivesSameBits) {
       const VoxelMask dev_mask = masked ? VoxelMask{dm.data(), count} : VoxelMask{};
       std::vector<float> grad_cpu(d.size());
       const double loss_cpu = cpu::LnccHalfFixed(f.data(), w.data(), d, plain, grad_cpu.data(), host_mask);
-      float loss[2];
-      std::vector<float> grad[2];
-      std::vector<BFloat16> coef[2];
-      for (int k = 0; k < 2; ++k) {
+      struct Out {
+        float loss;
+        std::vector<float> grad;
+        std::vector<BFloat16> coef;
+      };
+      auto run = [&](const LnccOptions& o, Out* out) {
         auto dcoef = DeviceArray<BFloat16>::Allocate(3 * d.size(), stream);
         auto dloss = DeviceArray<float>::Allocate(1, stream);
         auto dgrad = DeviceArray<float>::Allocate(d.size(), stream);
         dloss.Poison(kNaN);
         dgrad.Poison(kNaN);
-        ASSERT_TRUE(LnccHalfFixed(stream, df.data(), dw.data(), d, k == 0 ? plain : paired, dloss.data(), dgrad.data(),
-                                  dcoef.data(), nullptr, dev_mask)
-                        .ok());
-        loss[k] = dloss.Download()[0];
-        grad[k] = dgrad.Download();
-        coef[k] = dcoef.Download();
+        ASSERT_TRUE(
+            LnccHalfFixed(stream, df.data(), dw.data(), d, o, dloss.data(), dgrad.data(), dcoef.data(), nullptr, dev_mask)
+                .ok());
+        out->loss = dloss.Download()[0];
+        out->grad = dgrad.Download();
+        out->coef = dcoef.Download();
+      };
+      Out base;
+      run(plain, &base);
+      // Each paired access alone (each its own kernel instantiation), then
+      // all three: bit 1 the a, b, c loads, 2 the F loads, 4 the stores.
+      for (const int which : {1, 2, 4, 7}) {
+        SCOPED_TRACE("paired accesses " + std::to_string(which));
+        LnccOptions paired = plain;
+        paired.cuda_paired_loads16 = (which & 1) != 0;
+        paired.cuda_paired_fixed16 = (which & 2) != 0;
+        paired.cuda_paired_stores16 = (which & 4) != 0;
+        Out out;
+        run(paired, &out);
+        EXPECT_EQ(out.loss, base.loss);
+        for (size_t v = 0; v < base.grad.size(); ++v) ASSERT_EQ(out.grad[v], base.grad[v]) << "voxel " << v;
+        for (size_t v = 0; v < base.coef.size(); ++v) {
+          ASSERT_EQ(out.coef[v].bits, base.coef[v].bits) << "coefficient " << v;
+        }
+        EXPECT_NEAR(out.loss, loss_cpu, 1e-5 * std::abs(loss_cpu));
+        EXPECT_LT(RelL2(out.grad, grad_cpu), 2e-3);
       }
-      EXPECT_EQ(loss[1], loss[0]);
-      for (size_t v = 0; v < grad[0].size(); ++v) ASSERT_EQ(grad[1][v], grad[0][v]) << "voxel " << v;
-      for (size_t v = 0; v < coef[0].size(); ++v) ASSERT_EQ(coef[1][v].bits, coef[0][v].bits) << "coefficient " << v;
-      EXPECT_NEAR(loss[1], loss_cpu, 1e-5 * std::abs(loss_cpu));
-      EXPECT_LT(RelL2(grad[1], grad_cpu), 2e-3);
     }
   }
 }

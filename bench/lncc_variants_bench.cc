@@ -119,16 +119,22 @@ std::vector<Variant> Variants() {
       add("col r2 xp pl ps pf2", kCol, 2, false, true, 0, mixed, 0, false, true, true, 2, false, false, 2);
       add("col r2 xp fepi pl ps pf2", kCol, 2, true, true, 0, mixed, 0, false, true, true, 2, false, false, 2);
       add("col r2 xq ys fepi pl ps pf2", kCol, 2, true, false, 0, mixed, 0, false, true, true, 2, true, true, 2);
-      // The forward's fp16 F halo in word pairs too (pf: cuda_paired_fixed16).
-      for (const char* base : {"col r2 xp pl ps", "col r2 xq ys fepi pl ps", "col r2 xq ys fepi pl ps pf2"}) {
+      // The forward's fp16 F halo in word pairs too (pf: cuda_paired_fixed16),
+      // and with it W by cp.async (pf async: cuda_async_copy).
+      auto with_pf = [&](const std::string& base, bool async) {
         for (size_t i = 0; i < v.size(); ++i) {
-          if (v[i].name != std::string(base) + " mixed") continue;
+          if (v[i].name != base + " mixed") continue;
           Variant x = v[i];
-          x.name = std::string(base) + " pf mixed";
+          x.name = base + (async ? " pf async mixed" : " pf mixed");
           x.options.cuda_paired_fixed16 = true;
+          x.options.cuda_async_copy = async;
           v.push_back(x);
-          break;
+          return;
         }
+      };
+      for (const char* base : {"col r2 xp pl ps", "col r2 xq ys fepi pl ps", "col r2 xq ys fepi pl ps pf2"}) {
+        with_pf(base, false);
+        with_pf(base, true);
       }
       continue;
     }

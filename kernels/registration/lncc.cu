@@ -594,7 +594,10 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
   constexpr bool kWideStores = (kWide & kWideStoreBit) != 0;
   static_assert(!kWideLoads || Op::kRaw16 > 0, "paired loads need 16-bit channels");
   static_assert(!kWideStores || (Op::kWideStores && kRows == 2), "paired stores: 16-bit a, b, c, two rows");
-  static_assert(!kWide || !kAsync, "cp.async staging is for float storage");
+  // cp.async moves 4-byte floats: with paired loads, only the float channels
+  // (the mixed forward's W; its fp16 F comes in register words).
+  static_assert(!kAsync || !kWideLoads || Op::kRaw16 < Op::kRaw, "cp.async needs a float channel");
+  static_assert(!(kAsync && kWideLoads) || kStages == 2, "hybrid staging: two buffers");
   static_assert(kStages >= 2 && (kAsync || kStages == 2), "a deeper pipeline is cp.async's");
   static_assert(kDepth == 1 || (kDepth == 2 && !kAsync), "register prefetch 1 or 2 slices ahead");
   constexpr int kR16 = kWideLoads ? Op::kRaw16 : 0;  // halo channels loaded in words
@@ -633,7 +636,7 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
         const bool ok = z_ok && gx >= 0 && gx < nx && gy >= 0 && gy < ny;
         const int64_t idx = ok ? gx + nx * gy + plane * zin : 0;
 #pragma unroll
-        for (int c = 0; c < kRaw; ++c) CpAsync4(dst + c * S::kPosS + hr * S::kHXS + hc, op.RawBase(c) + idx, ok);
+        for (int c = kR16; c < kRaw; ++c) CpAsync4(dst + c * S::kPosS + hr * S::kHXS + hc, op.RawBase(c) + idx, ok);
       }
     }
     CpAsyncCommit();
@@ -660,7 +663,7 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
         }
       }
     }
-    if constexpr (kR16 < kRaw) {
+    if constexpr (!kAsync && kR16 < kRaw) {
 #pragma unroll
       for (int s = 0; s < S::kLoads; ++s) {
         const int p = tid + s * kColThreads;
@@ -700,7 +703,7 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
         }
       }
     }
-    if constexpr (kR16 < kRaw) {
+    if constexpr (!kAsync && kR16 < kRaw) {
 #pragma unroll
       for (int s = 0; s < S::kLoads; ++s) {
         const int p = tid + s * kColThreads;
@@ -978,6 +981,11 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
   // unrolled by kW to keep the ring in registers.
   const int64_t zin_begin = z_begin - r;
   const int64_t nslices = (z_end + r) - zin_begin;
+  if constexpr (kAsync && kWideLoads) {
+    load_slice(zin_begin, 0);
+    store_slice(0, 0);
+    if (nslices > 1) load_slice(zin_begin + 1, 0);
+  }
   if constexpr (kAsync) {
     // One commit group per slice (empty past the end), so that waiting for
     // all but the newest kStages - 2 groups means "slice t + 1 has landed".
@@ -1018,6 +1026,12 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
           copy_slice(zin_begin + ahead, static_cast<int>(ahead % kStages));
         } else {
           CpAsyncCommit();
+        }
+        if constexpr (kWideLoads) {  // the 16-bit channels from registers, as below
+          if (t + 1 < nslices) {
+            store_slice(buf ^ 1, 0);
+            if (t + 2 < nslices) load_slice(zin_begin + t + 2, 0);
+          }
         }
       } else if (t + 1 < nslices) {
         // Slice t + 1 came in register set (t + 1) % kDepth; slice t + 1 +
@@ -1105,6 +1119,18 @@ absl::Status DispatchColumnWindow(const Op& op, Dims3 dims, int window, int64_t 
     if (window == 7) {
       constexpr int kL = Op::kRaw16 > 0 ? kWideLoadBit : 0;
       constexpr int kS = Op::kWideStores ? kWideStoreBit : 0;
+      // The mixed forward with paired F loads and cp.async: F words through
+      // registers, W by cp.async (its 4-byte floats).
+      if constexpr (kL != 0 && Op::kRaw16 < Op::kRaw) {
+        if (async_copy && wide == kL) {
+          return LaunchColumnMarch<Op, 7, 2, 2, true, kL>(op, dims, target_blocks, flags, partials, stream);
+        }
+        if constexpr (kS != 0) {
+          if (async_copy && wide == (kL | kS)) {
+            return LaunchColumnMarch<Op, 7, 2, 2, true, kL | kS>(op, dims, target_blocks, flags, partials, stream);
+          }
+        }
+      }
       if (kL != 0 && wide == kL) {
         if constexpr (kS == 0) {  // the backward: a, b, c two slices ahead (6 registers a slice)
           if (flags.prefetch_depth == 2) {

@@ -73,7 +73,9 @@ struct LnccOptions {
   // kColumnMarch, two rows: the y pass sums the rows' common terms once, and
   // the z window sums start from their first term (no 0 + x).
   bool cuda_y_shared = false;
-  bool cuda_async_copy = false;      // kColumnMarch, window 7, float storage: halo tiles by cp.async
+  // kColumnMarch, window 7: halo tiles by cp.async (float storage; the mixed
+  // forward with cuda_paired_fixed16: its float W, F in register words).
+  bool cuda_async_copy = false;
   // cuda_async_copy with two rows per thread: halo slices in flight, 2 (the
   // next slice, as the register prefetch), 3 or 4 (further ahead: more bytes
   // in flight against DRAM latency; one more halo buffer of shared memory each).

@@ -73,6 +73,8 @@ const Variant kVariants[] = {
      true, true},
     {"col r2 x quads y shared float epilogue async copy 3 stages", LnccCudaKernel::kColumnMarch, 2, true, false, 0, true,
      false, 3, true, true},
+    {"col r2 x quads y shared float epilogue async copy paired16", LnccCudaKernel::kColumnMarch, 2, true, false, 0, true,
+     true, 2, true, true},
     {"col r2 x pairs paired16 prefetch 2", LnccCudaKernel::kColumnMarch, 2, false, true, 0, false, true, 2, false, false,
      2},
 };

@@ -4,17 +4,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "kernels/reconstruction/vec3_math.h"
 
 namespace tessera {
 namespace recon {
 namespace {
 
-double Dot(const Vec3& a, const Vec3& b) { return a.x * b.x + a.y * b.y + a.z * b.z; }
-double Norm(const Vec3& a) { return std::sqrt(Dot(a, a)); }
-bool Finite(const Vec3& a) { return std::isfinite(a.x) && std::isfinite(a.y) && std::isfinite(a.z); }
-Vec3 Cross(const Vec3& a, const Vec3& b) {
-  return {a.y * b.z - a.z * b.y, a.z * b.x - a.x * b.z, a.x * b.y - a.y * b.x};
-}
 
 absl::Status CheckVolume(const VolumeGeometry& v) {
   if (v.nx <= 0) return absl::InvalidArgumentError(absl::StrCat("vol_geom.GridColCount must be positive, got ", v.nx));

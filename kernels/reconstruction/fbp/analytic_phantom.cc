@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "kernels/reconstruction/vec3_math.h"
+
 namespace tessera {
 namespace recon {
 namespace testing {
@@ -14,7 +16,6 @@ Vec3 ToUnit(const Ellipsoid& e, const Vec3& x, bool is_point) {
   return {(c * d.x + s * d.y) / e.semi_axes.x, (-s * d.x + c * d.y) / e.semi_axes.y, d.z / e.semi_axes.z};
 }
 
-double Dot(const Vec3& a, const Vec3& b) { return a.x * b.x + a.y * b.y + a.z * b.z; }
 
 }  // namespace
 

@@ -8,20 +8,13 @@
 #include "absl/strings/str_format.h"
 #include "common/status.h"
 #include "kernels/reconstruction/fbp/redundancy_weights.h"
+#include "kernels/reconstruction/vec3_math.h"
 
 namespace tessera {
 namespace recon {
 namespace fbp {
 namespace {
 
-Vec3 Add(const Vec3& a, const Vec3& b) { return {a.x + b.x, a.y + b.y, a.z + b.z}; }
-Vec3 Sub(const Vec3& a, const Vec3& b) { return {a.x - b.x, a.y - b.y, a.z - b.z}; }
-Vec3 Mul(double s, const Vec3& a) { return {s * a.x, s * a.y, s * a.z}; }
-double Dot(const Vec3& a, const Vec3& b) { return a.x * b.x + a.y * b.y + a.z * b.z; }
-double Norm(const Vec3& a) { return std::sqrt(Dot(a, a)); }
-Vec3 Cross(const Vec3& a, const Vec3& b) {
-  return {a.y * b.z - a.z * b.y, a.z * b.x - a.x * b.z, a.x * b.y - a.y * b.x};
-}
 
 // A world-space affine map g . x + g0 rewritten over voxel indices (i, j, k).
 void ToIndexSpace(const VolumeGeometry& vol, const Vec3& g, double g0, float out[4]) {
@@ -105,19 +98,9 @@ absl::Status ComputeViewConstants(const std::vector<double>& shares, FbpSetup* s
     const ProjectionVectors& w = proj.views[p];
     const std::string where = absl::StrCat("proj_geom.Vectors row ", p, ": ");
     const Vec3 c = w.det_center, u = w.u, v = proj.is_2d ? Vec3{} : w.v;
-    // Unit detector normal and the dual basis of (u, v) in the detector plane
-    // (u_hat . u = 1, u_hat . v = 0, u_hat . n = 0), so skewed detectors work.
-    Vec3 n, uh, vh;
-    if (proj.is_2d) {
-      n = Mul(1.0 / Norm(u), Vec3{u.y, -u.x, 0});
-      uh = Mul(1.0 / Dot(u, u), u);
-    } else {
-      n = Cross(u, v);
-      n = Mul(1.0 / Norm(n), n);
-      const Vec3 vxn = Cross(v, n), nxu = Cross(n, u);
-      uh = Mul(1.0 / Dot(u, vxn), vxn);
-      vh = Mul(1.0 / Dot(v, nxu), nxu);
-    }
+    const DetectorFrame frame = DetectorFrameOf(u, v, proj.is_2d);
+    Vec3 n = frame.n;
+    const Vec3 uh = frame.u_hat, vh = frame.v_hat;
     PreWeightView& pre = setup.pre[p];
     BackprojectView& back = setup.back[p];
     StoreVec(u, pre.u);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status.h"
 #include "kernels/reconstruction/fbp/redundancy_weights.h"
+#include "kernels/reconstruction/vec3_math.h"
 
 namespace tessera {
 namespace recon {
@@ -16,13 +17,6 @@ namespace {
 constexpr double kPi = 3.14159265358979323846;
 constexpr double kDeg = 180.0 / kPi;
 
-Vec3 Sub(const Vec3& a, const Vec3& b) { return {a.x - b.x, a.y - b.y, a.z - b.z}; }
-Vec3 Mul(double s, const Vec3& a) { return {s * a.x, s * a.y, s * a.z}; }
-double Dot(const Vec3& a, const Vec3& b) { return a.x * b.x + a.y * b.y + a.z * b.z; }
-double Norm(const Vec3& a) { return std::sqrt(Dot(a, a)); }
-Vec3 Cross(const Vec3& a, const Vec3& b) {
-  return {a.y * b.z - a.z * b.y, a.z * b.x - a.x * b.z, a.x * b.y - a.y * b.x};
-}
 Vec3 RotateZ(const Vec3& a, double t) {
   const double c = std::cos(t), s = std::sin(t);
   return {c * a.x - s * a.y, s * a.x + c * a.y, a.z};
@@ -149,17 +143,9 @@ absl::StatusOr<FbpSetup> MakeDerivativeFbpSetup(const CtGeometry& geometry, bool
     }
     const ProjectionVectors& w = proj.views[p];
     const Vec3 s = w.source_or_ray, c = w.det_center, u = w.u, v = proj.is_2d ? Vec3{} : w.v;
-    Vec3 n, uh, vh;
-    if (proj.is_2d) {
-      n = Mul(1.0 / Norm(u), Vec3{u.y, -u.x, 0});
-      uh = Mul(1.0 / Dot(u, u), u);
-    } else {
-      n = Cross(u, v);
-      n = Mul(1.0 / Norm(n), n);
-      const Vec3 vxn = Cross(v, n), nxu = Cross(n, u);
-      uh = Mul(1.0 / Dot(u, vxn), vxn);
-      vh = Mul(1.0 / Dot(v, nxu), nxu);
-    }
+    const DetectorFrame frame = DetectorFrameOf(u, v, proj.is_2d);
+    Vec3 n = frame.n;
+    const Vec3 uh = frame.u_hat, vh = frame.v_hat;
     if (Dot(Sub(c, s), n) < 0) n = Mul(-1.0, n);
     const double dsd = Dot(Sub(c, s), n);
     // The Hilbert filter runs along +u; the formula's orientation is the

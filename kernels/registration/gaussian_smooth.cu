@@ -185,10 +185,19 @@ __global__ void __launch_bounds__(AxisPolicy::kInner * AxisPolicy::kRows)
   const int64_t o = rest / inner_blocks;
   if (o >= outer) return;
   const In* src = in + inner * n * o;
-#pragma unroll 4
-  for (int s = ty; s < kSpan; s += AxisPolicy::kRows) {
-    const int64_t a = ClampIdx(a0 + s - R, n - 1);
-    tile[s * AxisPolicy::kInner + tx] = i < inner ? ToFloat(src[i + inner * a]) : 0.f;
+  // Every load of the tile issued before any is stored (all in flight: with
+  // a load or a few at a time per thread, latency bounds the pass).
+  constexpr int kLoads = (kSpan + AxisPolicy::kRows - 1) / AxisPolicy::kRows;
+  float v[kLoads];
+#pragma unroll
+  for (int m = 0; m < kLoads; ++m) {
+    const int s = ty + m * AxisPolicy::kRows;
+    v[m] = s < kSpan && i < inner ? ToFloat(src[i + inner * ClampIdx(a0 + s - R, n - 1)]) : 0.f;
+  }
+#pragma unroll
+  for (int m = 0; m < kLoads; ++m) {
+    const int s = ty + m * AxisPolicy::kRows;
+    if (s < kSpan) tile[s * AxisPolicy::kInner + tx] = v[m];
   }
   __syncthreads();
   const int t0 = ty * kRun;
@@ -306,10 +315,19 @@ __global__ void __launch_bounds__(RowPolicy::kThreads)
   for (int64_t row = int64_t(blockIdx.x) * RowPolicy::kWarps + warp; row < rows;
        row += int64_t(gridDim.x) * RowPolicy::kWarps) {
     const float* src = in + row * nx;
-    for (int64_t i = lane; i < line_len; i += 32) line[i] = src[ClampIdx(i - R, nx - 1)];
+    const int len = static_cast<int>(line_len);  // <= kMaxWarpRow: int positions
+    const int last = static_cast<int>(nx - 1);
+    for (int base = lane; base < len; base += 8 * 32) {  // 8 loads in flight per lane, then their stores
+      float v[8];
+#pragma unroll
+      for (int m = 0; m < 8; ++m) v[m] = base + 32 * m < len ? src[min(max(base + 32 * m - R, 0), last)] : 0.f;
+#pragma unroll
+      for (int m = 0; m < 8; ++m) {
+        if (base + 32 * m < len) line[base + 32 * m] = v[m];
+      }
+    }
     __syncwarp();
     float* dst = out + row * nx;
-    const int len = static_cast<int>(line_len);  // <= kMaxWarpRow: int positions
     for (int s0 = 0; s0 < nx; s0 += kRowSegment) {
       const int first = s0 + lane * kRowRun;  // this lane's first output
       float acc[kRowRun];
@@ -416,10 +434,19 @@ __global__ void __launch_bounds__(kXyThreads)
   const int64_t i0 = int64_t(blockIdx.x) * kXyTileX, j0 = int64_t(blockIdx.y) * kXyTileY;
   for (int64_t k = blockIdx.z; k < nz; k += gridDim.z) {
     const BFloat16* src = in + k * nx * ny;
-#pragma unroll 8
-    for (int q = tid; q < kRowsIn * kCols; q += kXyThreads) {
-      const int row = q / kCols, col = q - row * kCols;
-      tile[q] = ToFloat(src[ClampIdx(j0 - R + row, ny - 1) * nx + ClampIdx(i0 - R + col, nx - 1)]);
+    // 32-bit positions inside a slice (the launch checks nx * ny < 2^31).
+    const int x0 = int(i0) - R, y0 = int(j0) - R, xl = int(nx) - 1, yl = int(ny) - 1, w = int(nx);
+    for (int q0 = tid; q0 < kRowsIn * kCols; q0 += 8 * kXyThreads) {  // 8 loads in flight per thread
+      float v[8];
+#pragma unroll
+      for (int m = 0; m < 8; ++m) {
+        const int q = q0 + m * kXyThreads, row = q / kCols, col = q - row * kCols;
+        v[m] = q < kRowsIn * kCols ? ToFloat(src[min(max(y0 + row, 0), yl) * w + min(max(x0 + col, 0), xl)]) : 0.f;
+      }
+#pragma unroll
+      for (int m = 0; m < 8; ++m) {
+        if (q0 + m * kXyThreads < kRowsIn * kCols) tile[q0 + m * kXyThreads] = v[m];
+      }
     }
     __syncthreads();
     for (int item = tid; item < (kXyTileY / kXyRun) * kCols; item += kXyThreads) {
@@ -440,8 +467,10 @@ __global__ void __launch_bounds__(kXyThreads)
       for (int q = 0; q < kXyRun; ++q) yp[(run * kXyRun + q) * kYpStride + col] = acc[q];
     }
     __syncthreads();
-    const int64_t j = j0 + lane;  // kXyTileY == 32: a lane per row
-    float* dst = out + k * nx * ny + j * nx;
+    // The x pass's outputs go through `tile` (dead now; odd row stride) so
+    // the stores are coalesced (a lane per row would store 32 rows at once).
+    constexpr int kOutStride = kXyTileX + 1;
+    static_assert(kXyTileY * kOutStride <= kRowsIn * kCols, "the staged outputs fit in the input tile");
     for (int run = warp; run < kXyTileX / kXyRun; run += kXyThreads / 32) {
       float acc[kXyRun];
 #pragma unroll
@@ -455,13 +484,15 @@ __global__ void __launch_bounds__(kXyThreads)
           if (d - q >= 0 && d - q <= 2 * R) acc[q] = fmaf(tx_taps.w[d - q], x, acc[q]);
         }
       }
-      if (j < ny) {
 #pragma unroll
-        for (int q = 0; q < kXyRun; ++q) {
-          const int64_t i = i0 + run * kXyRun + q;
-          if (i < nx) dst[i] = acc[q];
-        }
-      }
+      for (int q = 0; q < kXyRun; ++q) tile[lane * kOutStride + run * kXyRun + q] = acc[q];
+    }
+    __syncthreads();
+    float* dst = out + k * nx * ny;
+    for (int q = tid; q < kXyTileY * kXyTileX; q += kXyThreads) {
+      const int row = q / kXyTileX, col = q - row * kXyTileX;
+      const int64_t i = i0 + col, j = j0 + row;
+      if (i < nx && j < ny) dst[j * nx + i] = tile[row * kOutStride + col];
     }
     __syncthreads();  // the tiles are refilled for the next slice
   }
@@ -495,10 +526,20 @@ __global__ void __launch_bounds__(kXyThreads)
   const int64_t i0 = int64_t(blockIdx.x) * kXyTileX, j0 = int64_t(blockIdx.y) * kXyTileY;
   for (int64_t k = blockIdx.z; k < nz; k += gridDim.z) {
     const float* src = in + k * nx * ny;
-#pragma unroll 8
-    for (int q = tid; q < kRowsIn * kCols; q += kXyThreads) {
-      const int row = q / kCols, col = q - row * kCols;
-      tile[row * kStride + col] = src[ClampIdx(j0 - R + row, ny - 1) * nx + ClampIdx(i0 - R + col, nx - 1)];
+    // 32-bit positions inside a slice (the launch checks nx * ny < 2^31).
+    const int x0 = int(i0) - R, y0 = int(j0) - R, xl = int(nx) - 1, yl = int(ny) - 1, w = int(nx);
+    for (int q0 = tid; q0 < kRowsIn * kCols; q0 += 8 * kXyThreads) {  // 8 loads in flight per thread
+      float v[8];
+#pragma unroll
+      for (int m = 0; m < 8; ++m) {
+        const int q = q0 + m * kXyThreads, row = q / kCols, col = q - row * kCols;
+        v[m] = q < kRowsIn * kCols ? src[min(max(y0 + row, 0), yl) * w + min(max(x0 + col, 0), xl)] : 0.f;
+      }
+#pragma unroll
+      for (int m = 0; m < 8; ++m) {
+        const int q = q0 + m * kXyThreads, row = q / kCols, col = q - row * kCols;
+        if (q < kRowsIn * kCols) tile[row * kStride + col] = v[m];
+      }
     }
     __syncthreads();
     // x pass: item = run * kRowsIn + row (lanes along rows).
@@ -650,7 +691,7 @@ absl::Status SmoothCuda(const float* in, float* out, const Grid& g, const std::v
   const int64_t V = g.voxels();
   // fused_xy: x and y by XFirstFixedKernel (src -> scratch), then z.
   const bool xy = kernels.fused_xy && fx && fy && fz && tx.radius == ty.radius && HasFixedRadius(tx.radius) &&
-                  (g.ny + kXyTileY - 1) / kXyTileY <= 65535;
+                  (g.ny + kXyTileY - 1) / kXyTileY <= 65535 && g.nx * g.ny < (int64_t{1} << 31);
   for (int64_t c = 0; c < g.comps; ++c) {
     const float* src = in + c * V;
     float* dst = out + c * V;
@@ -696,7 +737,8 @@ absl::Status SmoothBf16InPlaceCuda(BFloat16* field, const Grid& g, const std::ve
   // fused_xy: both passes by XyFixedKernel where it has the radius (the same
   // for x and y) and the x pass would take RowWarpFixedKernel.
   const bool xy = kernels.fused_xy && fx && fy && tx.radius == ty.radius && HasFixedRadius(tx.radius) &&
-                  g.nx + 2 * tx.radius <= RowPolicy::kMaxWarpRow && (g.ny + kXyTileY - 1) / kXyTileY <= 65535;
+                  g.nx + 2 * tx.radius <= RowPolicy::kMaxWarpRow && (g.ny + kXyTileY - 1) / kXyTileY <= 65535 &&
+                  g.nx * g.ny < (int64_t{1} << 31);
   for (int64_t c = 0; c < g.comps; ++c) {
     BFloat16* comp = field + c * V;
     if (xy) {

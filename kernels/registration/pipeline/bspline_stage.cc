@@ -122,7 +122,7 @@ absl::StatusOr<NDArray> RunBsplineStage(const Stream& stream, const Registration
     }
     GridJitter grid_jitter(options.sampling_seed, si, dims.nx, dims.ny, dims.nz);
     GridSampleArgs fixed_args = jitter ? GridJitter::FixedImageArgs(fixed.data<float>(), dims) : GridSampleArgs();
-    PlateauStop stop = DeformablePlateauStop(options, jitter, si + 1 == levels_count);
+    PlateauStop stop = DeformablePlateauStop(options, jitter, si + 1 == levels_count, max_it);
     StepControl control = DeformableStepControl(options, jitter);
     AdamOptions adam_options;
     int it = 0;

@@ -143,9 +143,10 @@ const char* JitterLogTag(const RegistrationOptions& options, bool jitter) {
   return options.metric_options.mi_voxel_jitter ? ", jittered voxels" : ", jittered grid";
 }
 
-PlateauStop DeformablePlateauStop(const RegistrationOptions& options, bool jitter, bool finest) {
+PlateauStop DeformablePlateauStop(const RegistrationOptions& options, bool jitter, bool finest, int budget) {
   return PlateauStop(options.tolerance, jitter ? std::max(options.patience, kJitteredPatience) : options.patience,
-                     finest && !options.plateau_window_finest ? 0 : options.plateau_window);
+                     options.plateau_window, /*rate_rule=*/!finest || options.plateau_window_finest, budget,
+                     finest ? options.finest_remaining_gain : 0.0);
 }
 
 StepControl DeformableStepControl(const RegistrationOptions& options, bool jitter) {
@@ -251,7 +252,7 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
     GridJitter grid_jitter(options.sampling_seed, static_cast<int>(si), dims.nx, dims.ny, dims.nz);
     // The fixed image on the jittered grid.
     GridSampleArgs fixed_args = jitter ? GridJitter::FixedImageArgs(level.fixed->data<float>(), dims) : GridSampleArgs();
-    PlateauStop stop = DeformablePlateauStop(options, jitter, si + 1 == levels.size());
+    PlateauStop stop = DeformablePlateauStop(options, jitter, si + 1 == levels.size(), max_it);
     StepControl control = DeformableStepControl(options, jitter);
     int it = 0;
     for (it = 1; it <= max_it; ++it) {

@@ -78,9 +78,11 @@ const char* JitterLogTag(const RegistrationOptions& options, bool jitter);
 // stage's loss is noisy, so they then wait at least kJitteredPatience and
 // kJitteredHalveAfter iterations (grid_jitter.h). The greedy loops and the
 // B-spline stage all take them from here.
-// finest: the level is the stage's last (the window rule skips it unless
-// options.plateau_window_finest).
-PlateauStop DeformablePlateauStop(const RegistrationOptions& options, bool jitter, bool finest);
+// finest: the level is the stage's last (the window rate rule skips it unless
+// options.plateau_window_finest; the remaining-gain rule, with
+// options.finest_remaining_gain, runs there only); budget: the level's
+// iteration budget.
+PlateauStop DeformablePlateauStop(const RegistrationOptions& options, bool jitter, bool finest, int budget);
 StepControl DeformableStepControl(const RegistrationOptions& options, bool jitter);
 
 struct DeformableStageHooks {

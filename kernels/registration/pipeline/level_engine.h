@@ -414,7 +414,7 @@ class LevelEngine {
                                                                   MemoryKindFor(stream_), stream_.ordinal()));
       }
       GridSampleArgs fixed_args = jitter ? GridJitter::FixedImageArgs(level.fixed.data<float>(), dims) : GridSampleArgs();
-      PlateauStop stop = DeformablePlateauStop(options_, jitter, si + 1 == levels.size());
+      PlateauStop stop = DeformablePlateauStop(options_, jitter, si + 1 == levels.size(), max_it);
       StepControl control = DeformableStepControl(options_, jitter);
       int it = 0;
       for (it = 1; it <= max_it; ++it) {

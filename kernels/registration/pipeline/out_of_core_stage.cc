@@ -863,10 +863,8 @@ absl::StatusOr<NDArray> RunOutOfCoreDeformableStage(const Stream& stream, const 
     TESSERA_ASSIGN_OR_RETURN(level.grad, alloc(field_shape, resident.grad));
     TESSERA_RETURN_IF_ERROR(runner.Allocate(level));
 
-    // DeformablePlateauStop(options, false, finest), as the sharded stage it reproduces.
-    const bool finest = si + 1 == levels.size();
-    PlateauStop stop(options.tolerance, options.patience,
-                     finest && !options.plateau_window_finest ? 0 : options.plateau_window);
+    // DeformablePlateauStop(options, false, finest, max_it), as the sharded stage it reproduces.
+    PlateauStop stop = DeformablePlateauStop(options, /*jitter=*/false, si + 1 == levels.size(), max_it);
     StepControl control(options.deformable_lr_voxels, options.deformable_halve_after,
                         options.deformable_min_step_fraction);
     GreedyStepOptions update_step = step_options;

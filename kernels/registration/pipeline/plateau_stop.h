@@ -13,9 +13,19 @@
 // last w (window centres w apart), and se its standard error from the loss's
 // own iteration-to-iteration noise (first differences over the 2 w losses).
 // Noisier losses thus need a flatter trend; the rule needs 2 w iterations.
+//
+// Issue 38, the remaining-gain rule (for the finest level, where the loss
+// still creeps at about the rate while the labels gain): with a budget B and
+// a fraction g > 0 the scale also ends once the same confident bound on the
+// decrease per iteration, (d + kWindowZ * se) / w, continued over the
+// budget's remaining iterations, would lower the loss by less than
+// g * |newer mean|. It looks at what is left to gain, not at the rate alone:
+// a level that still falls at the rate runs on early in its budget and stops
+// near its end.
 #ifndef TESSERA_KERNELS_REGISTRATION_PIPELINE_PLATEAU_STOP_H_
 #define TESSERA_KERNELS_REGISTRATION_PIPELINE_PLATEAU_STOP_H_
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -28,6 +38,15 @@ class PlateauStop {
 
   PlateauStop(double tolerance, int patience, int window = 0)
       : tolerance_(tolerance), patience_(patience), window_(window) {
+    if (window_ > 0) history_.assign(2 * static_cast<size_t>(window_), 0.0);
+  }
+
+  // The window statistics of w iterations, the rate rule only if `rate_rule`,
+  // the remaining-gain rule only if remaining_gain > 0 and budget > 0.
+  PlateauStop(double tolerance, int patience, int window, bool rate_rule, int budget, double remaining_gain)
+      : tolerance_(tolerance), patience_(patience), rate_rule_(rate_rule), budget_(budget),
+        remaining_gain_(remaining_gain) {
+    window_ = rate_rule_ || (remaining_gain_ > 0 && budget_ > 0) ? window : 0;
     if (window_ > 0) history_.assign(2 * static_cast<size_t>(window_), 0.0);
   }
 
@@ -47,8 +66,10 @@ class PlateauStop {
 
   // True when the scale should stop after the last Update.
   bool done() const { return since_best_ >= patience_ || window_flat_; }
-  // Whether the window rule (not the patience rule) ended the scale.
+  // Whether a window rule (not the patience rule) ended the scale.
   bool window_flat() const { return window_flat_ && since_best_ < patience_; }
+  // Whether the remaining-gain rule is what ended it.
+  bool little_left() const { return window_flat() && little_left_; }
   // Whether the last Update set a new best (even one too small to count as progress).
   bool improved() const { return improved_; }
   double first() const { return first_; }
@@ -73,14 +94,22 @@ class PlateauStop {
     // Independent noise of variance s^2 gives first differences of variance 2 s^2.
     const double noise_variance = squared_steps / (2.0 * static_cast<double>(n - 1));
     const double standard_error = std::sqrt(noise_variance * 2.0 / window_);
-    window_flat_ = (older - newer) + kWindowZ * standard_error < tolerance_ * window_ * std::abs(newer);
+    const double bound = (older - newer) + kWindowZ * standard_error;  // confident decrease over w iterations
+    const bool rate_flat = rate_rule_ && bound < tolerance_ * window_ * std::abs(newer);
+    little_left_ = remaining_gain_ > 0 && budget_ > 0 &&
+                   std::max(bound, 0.0) / window_ * (budget_ - count_) < remaining_gain_ * std::abs(newer);
+    window_flat_ = rate_flat || little_left_;
   }
 
   double tolerance_;
   int patience_;
-  int window_;
+  int window_ = 0;
+  bool rate_rule_ = true;
+  int budget_ = 0;
+  double remaining_gain_ = 0;
   std::vector<double> history_;  // the last 2 w losses, a ring indexed by count_
   bool window_flat_ = false;
+  bool little_left_ = false;
   int count_ = 0;
   int since_best_ = 0;
   bool improved_ = false;

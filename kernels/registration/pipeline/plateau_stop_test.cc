@@ -99,5 +99,57 @@ TEST(PlateauStopTest, WindowZeroIsThePatienceRuleAlone) {
   EXPECT_FALSE(with.window_flat());
 }
 
+TEST(PlateauStopTest, RemainingGainRuleStopsWhenTheBudgetsRestWouldGainTooLittle) {
+  // A clean fall of 1e-3 per iteration (the confident bound per iteration
+  // 1e-3 + 2 * 1e-3 / sqrt(10) / 10 = 1.063e-3), budget 100, gain 1 % of
+  // |loss| (about 1.09): it ends once 1.063e-3 * (100 - k) < 0.0109, k = 90.
+  PlateauStop stop(/*tolerance=*/1e-4, /*patience=*/1000, /*window=*/10, /*rate_rule=*/false, /*budget=*/100,
+                   /*remaining_gain=*/0.01);
+  int it = 0;
+  while (it < 100 && !stop.done()) {
+    stop.Update(-1.0 - 1e-3 * it);
+    ++it;
+  }
+  EXPECT_TRUE(stop.little_left());
+  EXPECT_EQ(it, 90);
+}
+
+TEST(PlateauStopTest, RemainingGainRuleLetsALevelThatStillFallsUseItsBudget) {
+  // 0.1 % per iteration, ten times the rate: the rate rule alone would not
+  // fire either; with 2 % still to gain over the last 20 iterations the
+  // remaining-gain rule (0.2 %) waits until two iterations are left.
+  PlateauStop stop(1e-4, 1000, /*window=*/10, /*rate_rule=*/false, /*budget=*/100, /*remaining_gain=*/0.002);
+  double loss = -1.0;
+  for (int it = 0; it < 98; ++it, loss *= 1.001) {
+    stop.Update(loss);
+    EXPECT_FALSE(stop.done()) << it;
+  }
+}
+
+TEST(PlateauStopTest, RemainingGainRuleEndsAFlatLevelEarlyWithoutTheRateRule) {
+  PlateauStop stop(1e-4, 1000, /*window=*/10, /*rate_rule=*/false, /*budget=*/100, /*remaining_gain=*/0.002);
+  int it = 0;
+  while (it < 100 && !stop.done()) {
+    stop.Update(-1.0 + 1e-6 * (it % 2 == 0 ? 1 : -1));
+    ++it;
+  }
+  EXPECT_TRUE(stop.little_left());
+  EXPECT_EQ(it, 20);
+}
+
+TEST(PlateauStopTest, NoRateRuleAndNoGainIsThePatienceRuleAlone) {
+  // Flat: either window rule would fire at the 20th loss; the patience rule
+  // fires at the 50th (the first sets the best, 49 more do not beat it).
+  PlateauStop with(1e-4, 50, /*window=*/10, /*rate_rule=*/false, /*budget=*/100, /*remaining_gain=*/0),
+      without(1e-4, 50);
+  for (int it = 0; it < 60; ++it) {
+    with.Update(-1.0);
+    without.Update(-1.0);
+    EXPECT_EQ(with.done(), without.done()) << it;
+    EXPECT_EQ(with.done(), it + 1 >= 50) << it;
+  }
+  EXPECT_FALSE(with.window_flat());
+}
+
 }  // namespace
 }  // namespace tessera::registration

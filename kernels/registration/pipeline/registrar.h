@@ -141,12 +141,25 @@ struct RegistrationOptions {
   // jittered voxels: 0.03-1.0 % of |loss|) the noise term 2 se is 0.02-0.64 %
   // against the rate's 1e-4 * 20 = 0.2 %: quiet levels stop on their trend,
   // the noisiest keep the patience rule.
-  // The finest level keeps its budget unless plateau_window_finest: there the
-  // rule cost the macaque case Dice (3 seeds, 2 mm: 0.9277 -> 0.9264, seed 2
-  // 0.9281 -> 0.9248 with x1 ending at 86 of 100) while its loss had
-  // flattened; elsewhere Dice held (bench/results/2026-12-07-cpu-registration-1mm-profile.md).
+  // plateau_window_finest: the rule on the finest level too (default since
+  // bench/results/2026-12-07-cpu-registration-level-stop.md; false restores
+  // the finest level's full budget + patience rule). Measured, seed 1: 2 mm,
+  // all 7 bench/registration_cases within -0.0006 Dice (x1 stops at 62-100 of
+  // 100); 1 mm Colin27 MI reoriented / t2like x1 100 -> 76 / 81 iterations,
+  // Dice +0.0001 / -0.0003; macaque 0.5 mm LNCC 67 -> 51, +0.0011. The
+  // macaque 2 mm case's seed-2 drop (0.9301 -> 0.9248, x1 86 of 100) is within
+  // that case's last-iterate noise: its Dice over budgets 86..100 (seed 1)
+  // ranges 0.9247-0.9312 with no trend.
   int plateau_window = 20;
-  bool plateau_window_finest = false;
+  bool plateau_window_finest = true;
+  // The finest level's remaining-gain rule (plateau_stop.h, issue 38): it
+  // ends once the confident bound on its loss's decrease per iteration
+  // (plateau_window statistics), continued to the end of its budget, would
+  // gain less than this fraction of |loss|. 0 = off. 0.001 (Dice gained per
+  // unit of relative loss measured <= ~1.5 on the 2 mm cases' blocks of 25
+  // iterations past 50) stopped the 2 mm cases at 80-99 of 100 and the 1 mm
+  // reoriented case later than the window rule, so it is not the default.
+  double finest_remaining_gain = 0;
   std::string device = "auto";       // auto, cpu or cuda
   // Device memory of the deformable stage (issue 13): "lean" (about 37 B per
   // voxel at the finest level: the step fused with an in-place composition by

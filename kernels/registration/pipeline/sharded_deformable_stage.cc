@@ -304,7 +304,7 @@ absl::StatusOr<NDArray> RunShardedDeformableStage(const Stream& stream, const Re
       // unsharded stage's loss bit for bit (issue 39), so the plateau stop
       // and the step halvings fire at the same iterations as with shards = 1.
       LevelSummary s;
-      PlateauStop stop = DeformablePlateauStop(options, jitter, si + 1 == levels.size());
+      PlateauStop stop = DeformablePlateauStop(options, jitter, si + 1 == levels.size(), max_it);
       // The step only shrinks (step_control.h), so the halo sized for
       // step_options.lr_voxels still covers it.
       StepControl control = DeformableStepControl(options, jitter);

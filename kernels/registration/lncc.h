@@ -32,6 +32,12 @@
 //   registers, direct float window sums) and the box march (32x8 tiles,
 //   running x/y sums in shared memory, any window up to 25: the fallback).
 //   Their values differ by float rounding only (bench/lncc_variants_bench).
+//   Column march options (issue 37, bench/lncc_variants_bench times them side
+//   by side): paired 16-bit accesses for mixed storage (cuda_paired_*16, the
+//   same bits), a deeper cp.async pipeline (cuda_async_stages), a, b, c two
+//   slices ahead in registers (cuda_prefetch_depth), the x pass in column
+//   quads and the y pass's shared terms (cuda_x_quads, cuda_y_shared: other
+//   float rounding, the same slab bit-identity).
 // - CPU reference: 5 (the box-sum volumes, reused for a, b, c), any window.
 //
 // Masked (issue 34, VoxelMask in types.h; ANTs' masked CC): only window

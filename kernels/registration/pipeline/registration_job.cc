@@ -2,9 +2,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <optional>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -84,26 +84,19 @@ absl::StatusOr<RegistrationSummary> RunRegistration(const RegistrationInputs& in
   // "Before" = the moving labels placed on the fixed grid by the headers
   // alone: it needs no registration, so it is scored on a thread while
   // Register runs instead of after it (issue 37: the command's wall time).
+  // A std::async future waits for its task when destroyed, so an early
+  // error return below still joins it.
   const bool score_labels = inputs.moving_labels.has_value() && inputs.fixed_labels.has_value();
-  absl::StatusOr<DiceMeans> before = absl::UnknownError("not scored");
-  std::thread scoring_before;
+  std::future<absl::StatusOr<DiceMeans>> before;
   if (score_labels) {
-    scoring_before = std::thread([&] {
+    before = std::async(std::launch::async, [&]() -> absl::StatusOr<DiceMeans> {
       RegistrationResult identity;
       identity.affine_ras = Mat4{1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
-      absl::StatusOr<NDArray> placed =
-          WarpLabels(*inputs.moving_labels, inputs.fixed, identity, plan.options.device, plan.options.sampler);
-      before = placed.ok() ? ComputeDiceMeans(inputs.fixed_labels->data, *placed, inputs.fixed.geometry)
-                           : absl::StatusOr<DiceMeans>(placed.status());
+      TESSERA_ASSIGN_OR_RETURN(NDArray placed, WarpLabels(*inputs.moving_labels, inputs.fixed, identity,
+                                                          plan.options.device, plan.options.sampler));
+      return ComputeDiceMeans(inputs.fixed_labels->data, placed, inputs.fixed.geometry);
     });
   }
-  // Joined on every path out (an error return included).
-  struct JoinOnExit {
-    std::thread& t;
-    ~JoinOnExit() {
-      if (t.joinable()) t.join();
-    }
-  } join_before{scoring_before};
   TESSERA_ASSIGN_OR_RETURN(summary.result,
                            Register(inputs.fixed, inputs.moving, run_plan, progress, cancel, deadline));
   const absl::Time registered = absl::Now();
@@ -122,8 +115,7 @@ absl::StatusOr<RegistrationSummary> RunRegistration(const RegistrationInputs& in
     if (score_labels) {
       TESSERA_ASSIGN_OR_RETURN(DiceMeans a, ComputeDiceMeans(inputs.fixed_labels->data, summary.warped_labels,
                                                              inputs.fixed.geometry));
-      scoring_before.join();
-      TESSERA_ASSIGN_OR_RETURN(DiceMeans b, std::move(before));
+      TESSERA_ASSIGN_OR_RETURN(DiceMeans b, before.get());
       summary.dice_before = b.mean_all;
       summary.dice_after = a.mean_all;
       summary.dice_large_before = b.mean_large;

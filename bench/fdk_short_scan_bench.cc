@@ -49,6 +49,7 @@ namespace tessera::recon {
 namespace {
 
 using testing::AnalyticSinogram;
+using testing::ArcAngles;
 using testing::Ellipsoid;
 using testing::MaskedNrmse;
 
@@ -79,14 +80,9 @@ VolumeGeometry Volume(const Case& k) {
   return v;
 }
 
-std::vector<double> Arc(double arc_deg, double step_deg) {
-  std::vector<double> a;
-  for (int64_t i = 0; i * step_deg < arc_deg - 1e-9; ++i) a.push_back(i * step_deg * kDeg);
-  return a;
-}
 
 ProjectionGeometry Cone(const Case& k, double arc_deg) {
-  return ConeBeam(Arc(arc_deg, k.step_deg), k.pitch, k.pitch, k.det, k.det, k.dso, k.dsd - k.dso);
+  return ConeBeam(ArcAngles(arc_deg, k.step_deg), k.pitch, k.pitch, k.det, k.det, k.dso, k.dsd - k.dso);
 }
 
 double SMinus(double x) {  // Wesarg's S: 0 below -1/2, 1 above 1/2, a sine step between

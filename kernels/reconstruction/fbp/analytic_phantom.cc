@@ -99,6 +99,15 @@ std::vector<bool> InteriorMask(const VolumeGeometry& vol, const std::vector<Elli
   return mask;
 }
 
+std::vector<double> ArcAngles(double arc_deg, double step_deg, double start_deg, double direction) {
+  constexpr double kRadiansPerDegree = 3.14159265358979323846 / 180.0;
+  std::vector<double> a;
+  for (int64_t i = 0; i * step_deg < arc_deg - 1e-9; ++i) {
+    a.push_back((start_deg + direction * i * step_deg) * kRadiansPerDegree);
+  }
+  return a;
+}
+
 }  // namespace testing
 }  // namespace recon
 }  // namespace tessera

@@ -45,6 +45,11 @@ double MaskedNrmse(const std::vector<float>& image, const std::vector<float>& tr
 // where a reconstruction is not blurred by an edge.
 std::vector<bool> InteriorMask(const VolumeGeometry& volume, const std::vector<Ellipsoid>& phantom, double margin);
 
+// View angles (radians) start, start + dir * step, ... covering `arc_deg`
+// degrees, the last view one step short of it: a scan's orbit for the tests
+// and benches of short and full scans.
+std::vector<double> ArcAngles(double arc_deg, double step_deg, double start_deg = 0, double direction = 1);
+
 }  // namespace testing
 }  // namespace recon
 }  // namespace tessera

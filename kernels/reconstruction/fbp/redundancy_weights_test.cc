@@ -25,6 +25,7 @@ namespace fbp {
 namespace {
 
 using ::tessera::recon::testing::AnalyticSinogram;
+using ::tessera::recon::testing::ArcAngles;
 using ::tessera::recon::testing::Ellipsoid;
 using ::tessera::recon::testing::InteriorMask;
 using ::tessera::recon::testing::MaskedNrmse;
@@ -33,12 +34,6 @@ using ::tessera::recon::testing::PhantomVolume;
 constexpr double kPi = 3.14159265358979323846;
 constexpr double kDeg = kPi / 180.0;
 
-// Angles 0, step, 2 step, ... covering `arc_deg` (the last view one step short of it).
-std::vector<double> Arc(double arc_deg, double step_deg) {
-  std::vector<double> a;
-  for (int64_t i = 0; i * step_deg < arc_deg - 1e-9; ++i) a.push_back(i * step_deg * kDeg);
-  return a;
-}
 
 struct Result {
   std::vector<float> volume;
@@ -102,7 +97,7 @@ TEST(RedundancyWeightsTest, ConjugateRaysSumToOne) {
 // The views' geometry decides: the arc found from the largest gap whatever
 // the order or starting angle, and each weight 2x Parker.
 TEST(RedundancyWeightsTest, ShortScanFromAnyStartAndOrder) {
-  std::vector<double> angles = Arc(230, 1.0);
+  std::vector<double> angles = ArcAngles(230, 1.0);
   for (double& a : angles) a = -a + 1.0;  // clockwise from 1 rad
   const ProjectionGeometry fan = FanBeam2D(angles, 1.5, 200, 250, 150);
   auto w = MakeRedundancyWeights(fan, true);
@@ -124,8 +119,8 @@ TEST(RedundancyWeightsTest, ShortScanFromAnyStartAndOrder) {
 // Issue 36: a short scan's FBP/FDK NRMSE within 10 % of the full scan's.
 TEST(RedundancyWeightsTest, FanShortScanMatchesFullScan) {
   // Fan angle 2 x 20.5 deg: 221 deg needed; 1 deg steps either way.
-  const CtGeometry full{CenteredVolume(128, 128), FanBeam2D(Arc(360, 1.0), 1.5, 200, 250, 150)};
-  const CtGeometry short_scan{CenteredVolume(128, 128), FanBeam2D(Arc(230, 1.0), 1.5, 200, 250, 150)};
+  const CtGeometry full{CenteredVolume(128, 128), FanBeam2D(ArcAngles(360, 1.0), 1.5, 200, 250, 150)};
+  const CtGeometry short_scan{CenteredVolume(128, 128), FanBeam2D(ArcAngles(230, 1.0), 1.5, 200, 250, 150)};
   std::string what;
   const double n_full = Nrmse(full, kPhantom2D), n_short = Nrmse(short_scan, kPhantom2D, true, &what);
   const double n_none = Nrmse(short_scan, kPhantom2D, false);
@@ -151,8 +146,8 @@ TEST(RedundancyWeightsTest, ConeShortScanMatchesFullScan) {
     double dso, dod, arc, whole_bound;
   };
   for (const Case& k : {Case{600, 300, 190, 1.10}, Case{150, 75, 220, 1.25}}) {
-    const CtGeometry full{CenteredVolume(64, 64, 64), ConeBeam(Arc(360, 2.0), 1.5, 1.5, 80, 80, k.dso, k.dod)};
-    const CtGeometry short_scan{CenteredVolume(64, 64, 64), ConeBeam(Arc(k.arc, 2.0), 1.5, 1.5, 80, 80, k.dso, k.dod)};
+    const CtGeometry full{CenteredVolume(64, 64, 64), ConeBeam(ArcAngles(360, 2.0), 1.5, 1.5, 80, 80, k.dso, k.dod)};
+    const CtGeometry short_scan{CenteredVolume(64, 64, 64), ConeBeam(ArcAngles(k.arc, 2.0), 1.5, 1.5, 80, 80, k.dso, k.dod)};
     const std::vector<float> truth = PhantomVolume(full.volume, kPhantom3D);
     std::vector<bool> mask = InteriorMask(full.volume, kPhantom3D, 2.5);
     const Result rf = Reconstruct(full, AnalyticSinogram(full.projection, kPhantom3D));
@@ -181,8 +176,8 @@ TEST(RedundancyWeightsTest, FanFbpEqualsCentralSliceOfConeFdk) {
   std::vector<Ellipsoid> phantom = kPhantom2D;
   for (Ellipsoid& e : phantom) e.semi_axes.z = 10;
   for (double arc : {360.0, 225.0}) {
-    const CtGeometry fan{CenteredVolume(96, 96), FanBeam2D(Arc(arc, 1.5), 1.5, 170, 250, 150)};
-    const CtGeometry cone{CenteredVolume(96, 96, 5), ConeBeam(Arc(arc, 1.5), 1.5, 1.5, 7, 170, 250, 150)};
+    const CtGeometry fan{CenteredVolume(96, 96), FanBeam2D(ArcAngles(arc, 1.5), 1.5, 170, 250, 150)};
+    const CtGeometry cone{CenteredVolume(96, 96, 5), ConeBeam(ArcAngles(arc, 1.5), 1.5, 1.5, 7, 170, 250, 150)};
     const Result rf = Reconstruct(fan, AnalyticSinogram(fan.projection, phantom));
     const Result rc = Reconstruct(cone, AnalyticSinogram(cone.projection, phantom));
     ASSERT_TRUE(rf.status.ok()) << rf.status;
@@ -201,8 +196,8 @@ TEST(RedundancyWeightsTest, FanFbpEqualsCentralSliceOfConeFdk) {
 // side of the axis only (out to -28 mm and +103 mm at the axis); a full scan
 // with Wang's weights comes close to a centred 220-column detector.
 TEST(RedundancyWeightsTest, OffsetDetectorFullScanCloseToCentred) {
-  const CtGeometry centred{CenteredVolume(128, 128), FanBeam2D(Arc(360, 1.0), 1.5, 220, 250, 150)};
-  CtGeometry offset{CenteredVolume(128, 128), FanBeam2D(Arc(360, 1.0), 1.5, 140, 250, 150)};
+  const CtGeometry centred{CenteredVolume(128, 128), FanBeam2D(ArcAngles(360, 1.0), 1.5, 220, 250, 150)};
+  CtGeometry offset{CenteredVolume(128, 128), FanBeam2D(ArcAngles(360, 1.0), 1.5, 140, 250, 150)};
   for (ProjectionVectors& w : offset.projection.views) {
     w.det_center = {w.det_center.x + 40 * w.u.x, w.det_center.y + 40 * w.u.y, 0};
   }
@@ -216,7 +211,7 @@ TEST(RedundancyWeightsTest, OffsetDetectorFullScanCloseToCentred) {
   EXPECT_GT(n_none, 5 * n_offset);
   // The same offset on a short scan is refused by name.
   CtGeometry offset_short = offset;
-  offset_short.projection = FanBeam2D(Arc(240, 1.0), 1.5, 140, 250, 150);
+  offset_short.projection = FanBeam2D(ArcAngles(240, 1.0), 1.5, 140, 250, 150);
   for (ProjectionVectors& w : offset_short.projection.views) {
     w.det_center = {w.det_center.x + 40 * w.u.x, w.det_center.y + 40 * w.u.y, 0};
   }
@@ -227,7 +222,7 @@ TEST(RedundancyWeightsTest, OffsetDetectorFullScanCloseToCentred) {
 
 TEST(RedundancyWeightsTest, LimitedAngleRefusedClearly) {
   // 200 deg of a 41 deg fan (221 needed): refused, weights or not.
-  const CtGeometry g{CenteredVolume(64, 64), FanBeam2D(Arc(200, 1.0), 1.5, 200, 250, 150)};
+  const CtGeometry g{CenteredVolume(64, 64), FanBeam2D(ArcAngles(200, 1.0), 1.5, 200, 250, 150)};
   const std::vector<float> sino(g.projection.sinogram_size(), 1.0f);
   for (bool weights : {true, false}) {
     const Result r = Reconstruct(g, sino, weights);
@@ -236,7 +231,7 @@ TEST(RedundancyWeightsTest, LimitedAngleRefusedClearly) {
         << r.status;
     EXPECT_NE(r.status.message().find("iterative"), absl::string_view::npos) << r.status;
   }
-  const CtGeometry par{CenteredVolume(64, 64), ParallelBeam2D(Arc(150, 1.0), 1.0, 96)};
+  const CtGeometry par{CenteredVolume(64, 64), ParallelBeam2D(ArcAngles(150, 1.0), 1.0, 96)};
   const Result rp = Reconstruct(par, std::vector<float>(par.projection.sinogram_size(), 1.0f));
   EXPECT_EQ(rp.status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(rp.status.message().find("limited-angle"), absl::string_view::npos) << rp.status;
@@ -246,14 +241,14 @@ TEST(RedundancyWeightsTest, LimitedAngleRefusedClearly) {
 // weights needed), bit for bit; on a short scan it is the plain FDK with
 // the scanned arc's view shares, i.e. Parker's column weights all 1.
 TEST(RedundancyWeightsTest, NoneGivesTheUnweightedResult) {
-  const CtGeometry full{CenteredVolume(48, 48), FanBeam2D(Arc(360, 3.0), 1.5, 90, 150, 100)};
+  const CtGeometry full{CenteredVolume(48, 48), FanBeam2D(ArcAngles(360, 3.0), 1.5, 90, 150, 100)};
   const std::vector<float> sino = AnalyticSinogram(full.projection, {{{3, -2, 0}, {15, 12, 1}, 0.3, 1.0}});
   const Result a = Reconstruct(full, sino, true), b = Reconstruct(full, sino, false);
   EXPECT_EQ(a.volume, b.volume);
   EXPECT_NE(a.redundancy.find("no redundancy weights needed"), std::string::npos) << a.redundancy;
   EXPECT_NE(b.redundancy.find("none"), std::string::npos) << b.redundancy;
 
-  const CtGeometry short_scan{CenteredVolume(48, 48), FanBeam2D(Arc(240, 3.0), 1.5, 90, 150, 100)};
+  const CtGeometry short_scan{CenteredVolume(48, 48), FanBeam2D(ArcAngles(240, 3.0), 1.5, 90, 150, 100)};
   auto weights = MakeRedundancyWeights(short_scan.projection, true);
   auto plain = MakeRedundancyWeights(short_scan.projection, false);
   ASSERT_TRUE(weights.ok() && plain.ok());
@@ -287,8 +282,8 @@ TEST(RedundancyWeightsTest, NoneGivesTheUnweightedResult) {
 // Parallel beams: [0, pi) is complete; over 270 deg the views of the
 // doubled directions share their weight and the image stays as good.
 TEST(RedundancyWeightsTest, ParallelBeyondPiSharesRedundantViews) {
-  const CtGeometry half{CenteredVolume(128, 128), ParallelBeam2D(Arc(180, 1.0), 1.0, 185)};
-  const CtGeometry more{CenteredVolume(128, 128), ParallelBeam2D(Arc(270, 1.0), 1.0, 185)};
+  const CtGeometry half{CenteredVolume(128, 128), ParallelBeam2D(ArcAngles(180, 1.0), 1.0, 185)};
+  const CtGeometry more{CenteredVolume(128, 128), ParallelBeam2D(ArcAngles(270, 1.0), 1.0, 185)};
   std::string what_half, what_more;
   const double n_half = Nrmse(half, kPhantom2D, true, &what_half), n_more = Nrmse(more, kPhantom2D, true, &what_more);
   std::printf("parallel NRMSE: 180 deg %.5f, 270 deg %.5f\n", n_half, n_more);

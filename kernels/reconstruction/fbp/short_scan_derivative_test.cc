@@ -23,6 +23,7 @@ namespace fbp {
 namespace {
 
 using ::tessera::recon::testing::AnalyticSinogram;
+using ::tessera::recon::testing::ArcAngles;
 using ::tessera::recon::testing::Ellipsoid;
 using ::tessera::recon::testing::InteriorMask;
 using ::tessera::recon::testing::MaskedNrmse;
@@ -31,11 +32,6 @@ using ::tessera::recon::testing::PhantomVolume;
 constexpr double kPi = 3.14159265358979323846;
 constexpr double kDeg = kPi / 180.0;
 
-std::vector<double> Arc(double arc_deg, double step_deg, double start_deg = 0, double direction = 1) {
-  std::vector<double> a;
-  for (int64_t i = 0; i * step_deg < arc_deg - 1e-9; ++i) a.push_back((start_deg + direction * i * step_deg) * kDeg);
-  return a;
-}
 
 struct Result {
   std::vector<float> volume;
@@ -101,8 +97,8 @@ TEST(ShortScanDerivativeTest, NooWeightsSumToOneOverConjugates) {
 // 2-D fan (exact in theory): the full scan matches the ramp FBP, the short
 // scan the full scan; the unweighted short scan does not.
 TEST(ShortScanDerivativeTest, FanFullAndShortMatchRamp) {
-  const CtGeometry full{CenteredVolume(128, 128), FanBeam2D(Arc(360, 1.0), 1.5, 200, 250, 150)};
-  const CtGeometry short_scan{CenteredVolume(128, 128), FanBeam2D(Arc(230, 1.0), 1.5, 200, 250, 150)};
+  const CtGeometry full{CenteredVolume(128, 128), FanBeam2D(ArcAngles(360, 1.0), 1.5, 200, 250, 150)};
+  const CtGeometry short_scan{CenteredVolume(128, 128), FanBeam2D(ArcAngles(230, 1.0), 1.5, 200, 250, 150)};
   std::string what;
   const double ramp = Nrmse(full, kPhantom2D, ShortScanMethod::kParker);
   const double d_full = Nrmse(full, kPhantom2D, ShortScanMethod::kDerivative);
@@ -135,8 +131,8 @@ TEST(ShortScanDerivativeTest, WideConeShortScanWithinTenPercentOfFullFdk) {
   VolumeGeometry vol = CenteredVolume(40, 40, 40);
   vol.min_x = vol.min_y = vol.min_z = -32;
   vol.max_x = vol.max_y = vol.max_z = 32;
-  const CtGeometry full{vol, ConeBeam(Arc(360, 3.0), 2.0, 2.0, 60, 60, 150, 75)};
-  const CtGeometry short_scan{vol, ConeBeam(Arc(219, 3.0), 2.0, 2.0, 60, 60, 150, 75)};
+  const CtGeometry full{vol, ConeBeam(ArcAngles(360, 3.0), 2.0, 2.0, 60, 60, 150, 75)};
+  const CtGeometry short_scan{vol, ConeBeam(ArcAngles(219, 3.0), 2.0, 2.0, 60, 60, 150, 75)};
   const std::vector<float> truth = PhantomVolume(vol, phantom);
   const std::vector<bool> mask = InteriorMask(vol, phantom, 4.0);
   const Result ramp = Reconstruct(full, AnalyticSinogram(full.projection, phantom), ShortScanMethod::kParker);
@@ -164,7 +160,7 @@ TEST(ShortScanDerivativeTest, WideConeShortScanWithinTenPercentOfFullFdk) {
 // columns) reversed, give the same volume.
 TEST(ShortScanDerivativeTest, OrientationDoesNotMatter) {
   const std::vector<Ellipsoid> phantom = {{{0, 0, 0}, {20, 20, 20}, 0, 1.0}, {{4, -3, 3}, {6, 9, 5}, 0.5, 0.5}};
-  const CtGeometry ccw{CenteredVolume(32, 32, 16), ConeBeam(Arc(220, 2.0), 1.5, 1.5, /*rows=*/24, /*cols=*/48, 150, 75)};
+  const CtGeometry ccw{CenteredVolume(32, 32, 16), ConeBeam(ArcAngles(220, 2.0), 1.5, 1.5, /*rows=*/24, /*cols=*/48, 150, 75)};
   // Clockwise: the same views mirrored through the x axis are not the same
   // rays; instead run the counter-clockwise angles backwards in order.
   CtGeometry reversed = ccw;
@@ -203,7 +199,7 @@ TEST(ShortScanDerivativeTest, RefusesWhatItCannotDo) {
   const Stream cpu = Stream::Cpu();
   FbpOptions options;
   options.short_scan = ShortScanMethod::kDerivative;
-  const CtGeometry cone{CenteredVolume(16, 16, 8), ConeBeam(Arc(220, 4.0), 1.5, 1.5, 12, 24, 150, 75)};
+  const CtGeometry cone{CenteredVolume(16, 16, 8), ConeBeam(ArcAngles(220, 4.0), 1.5, 1.5, 12, 24, 150, 75)};
   // Not a circular orbit: one source moved off the circle.
   CtGeometry bent = cone;
   bent.projection.views[10].source_or_ray.x += 3;
@@ -215,7 +211,7 @@ TEST(ShortScanDerivativeTest, RefusesWhatItCannotDo) {
   budget.device_memory_bytes = 1 << 30;
   EXPECT_EQ(FbpPlan::Create(cone, cpu, budget).status().code(), absl::StatusCode::kInvalidArgument);
   // An offset detector (full scan).
-  CtGeometry offset{CenteredVolume(16, 16, 8), ConeBeam(Arc(360, 4.0), 1.5, 1.5, 12, 24, 150, 75)};
+  CtGeometry offset{CenteredVolume(16, 16, 8), ConeBeam(ArcAngles(360, 4.0), 1.5, 1.5, 12, 24, 150, 75)};
   for (ProjectionVectors& w : offset.projection.views) {
     w.det_center = {w.det_center.x + 4 * w.u.x, w.det_center.y + 4 * w.u.y, w.det_center.z};
   }
@@ -223,10 +219,10 @@ TEST(ShortScanDerivativeTest, RefusesWhatItCannotDo) {
   EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(std::string(plan.status().message()).find("offset detector"), std::string::npos) << plan.status();
   // Limited angle, as the Parker path.
-  const CtGeometry limited{CenteredVolume(16, 16, 8), ConeBeam(Arc(150, 4.0), 1.5, 1.5, 12, 24, 150, 75)};
+  const CtGeometry limited{CenteredVolume(16, 16, 8), ConeBeam(ArcAngles(150, 4.0), 1.5, 1.5, 12, 24, 150, 75)};
   EXPECT_EQ(FbpPlan::Create(limited, cpu, options).status().code(), absl::StatusCode::kInvalidArgument);
   // Parallel beams ignore the option.
-  const CtGeometry parallel{CenteredVolume(16, 16), ParallelBeam2D(Arc(180, 4.0), 1.0, 24)};
+  const CtGeometry parallel{CenteredVolume(16, 16), ParallelBeam2D(ArcAngles(180, 4.0), 1.0, 24)};
   EXPECT_TRUE(FbpPlan::Create(parallel, cpu, options).ok());
   // RunOutOfCore is refused with a resident derivative plan.
   auto resident = FbpPlan::Create(cone, cpu, options);

@@ -11,7 +11,6 @@
 // Per run: the engine's wall time, Register's own seconds (the summary's
 // "seconds"), Dice after, and the run's "timing" log lines.
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <string>
 
@@ -19,16 +18,17 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/bench_util.h"
 #include "tessera/v1/registration.pb.h"
 #include "services/jobs/engine.h"
 #include "services/registration/registration_engine.h"
 
 namespace {
 
+// The value of the first "--name=value" argument, else `fallback`.
 const char* Flag(int argc, char** argv, const char* name, const char* fallback) {
-  const size_t n = std::strlen(name);
   for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], name, n) == 0 && argv[i][n] == '=') return argv[i] + n + 1;
+    if (const char* v = tessera::bench::FlagValue(argv[i], name)) return v;
   }
   return fallback;
 }

@@ -10,7 +10,6 @@ namespace tessera {
 namespace recon {
 namespace {
 
-
 absl::Status CheckVolume(const VolumeGeometry& v) {
   if (v.nx <= 0) return absl::InvalidArgumentError(absl::StrCat("vol_geom.GridColCount must be positive, got ", v.nx));
   if (v.ny <= 0) return absl::InvalidArgumentError(absl::StrCat("vol_geom.GridRowCount must be positive, got ", v.ny));

@@ -16,7 +16,6 @@ Vec3 ToUnit(const Ellipsoid& e, const Vec3& x, bool is_point) {
   return {(c * d.x + s * d.y) / e.semi_axes.x, (-s * d.x + c * d.y) / e.semi_axes.y, d.z / e.semi_axes.z};
 }
 
-
 }  // namespace
 
 double LineIntegral(const std::vector<Ellipsoid>& phantom, const Vec3& p0, const Vec3& dir) {

@@ -15,7 +15,6 @@ namespace recon {
 namespace fbp {
 namespace {
 
-
 // A world-space affine map g . x + g0 rewritten over voxel indices (i, j, k).
 void ToIndexSpace(const VolumeGeometry& vol, const Vec3& g, double g0, float out[4]) {
   const Vec3 first = vol.VoxelCenter(0, 0, 0);

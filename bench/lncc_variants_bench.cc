@@ -86,6 +86,7 @@ std::vector<Variant> Variants() {
     x.options.cuda_async_copy = async;
     x.options.cuda_paired_loads16 = paired_loads;
     x.options.cuda_paired_stores16 = paired_stores;
+    x.options.cuda_paired_fixed16 = false;  // with_pf below turns it on
     x.options.cuda_async_stages = async_stages;
     x.options.cuda_x_quads = x_quads;
     x.options.cuda_y_shared = y_shared;
@@ -97,6 +98,11 @@ std::vector<Variant> Variants() {
   constexpr auto kCol = LnccCudaKernel::kColumnMarch;
   for (const bool mixed : {false, true}) {
     add("box (today)", kBox, 2, false, false, 2048, mixed);  // the baseline of its storage: first
+    Variant shipped;  // LnccOptions' own defaults
+    shipped.name = std::string("defaults") + (mixed ? " mixed" : " float");
+    shipped.options.window = 7;
+    shipped.mixed = mixed;
+    v.push_back(shipped);
     add("col r2", kCol, 2, false, false, 0, mixed);
     add("col r2 xp", kCol, 2, false, true, 0, mixed);
     add("col r2 xp fepi", kCol, 2, true, true, 0, mixed);

@@ -417,6 +417,10 @@ absl::Status BenchIteration(const Stream& stream, const Options& opt) {
   today.smooth.run_kernel = true;
   today.compose_grid_3d = true;
   configs.push_back(today);
+  IterationConfig shipped{"shipped defaults (fixed radius, 32-bit compose indices)", TodaysSampler(), LeanSmoothTuning{}};
+  shipped.compose_grid_3d = GreedyStep{}.cuda_grid_3d;
+  shipped.compose_index32 = GreedyStep{}.cuda_index32;
+  configs.push_back(shipped);
   IterationConfig deep = today;
   deep.name = "today + compose slabs of 32";
   deep.compose_slab_depth = 32;

@@ -85,8 +85,9 @@ struct GreedyStep {
   // each with its halo in shared memory.
   int cuda_smooth_tile_z = 0;
   // The (x, y, slice) slab kernel's index arithmetic in 32 bits where
-  // 3 * dims.size() < 2^31 (issue 37), same values.
-  bool cuda_index32 = false;
+  // 3 * dims.size() < 2^31 (issue 37), same values. Default since 2026-12-07
+  // (-0.3 ms per compose at 512^3 on an H100).
+  bool cuda_index32 = true;
 };
 
 // Largest |s| (voxels, any component) the rule can produce this step.

@@ -75,6 +75,7 @@ TEST(LeanSmoothCuda, RunKernelEqualsDefault) {
         NDArray b = host.CopyTo(MemoryKind::kDevice, stream).value();
         LeanSmoothTuning one_per_sweep, run;  // explicit: the default is the run kernel
         one_per_sweep.run_kernel = false;
+        one_per_sweep.fixed_radius = false;
         run.run_kernel = true;
         run.fixed_radius = fixed;
         ASSERT_TRUE(SmoothInPlaceWithScratch(a, {sigma, sigma, sigma}, scratch.data<float>(), voxels, stream,

@@ -406,58 +406,57 @@ absl::Status BenchIteration(const Stream& stream, const Options& opt) {
   Workspace lncc_ws, stats_ws, compose_ws;
 
   // Every setting explicit (the first is the baseline of the differences):
-  // the kernels of 2026-12-06, today's defaults (register-blocked smoothing,
-  // the 3-D compose grid), then the issue 37 options on top.
+  // the kernels of 2026-12-06, the shipped defaults, then the issue 37
+  // options on top of them (earlier rounds' option sets: the results files
+  // of 2026-12-07).
   std::vector<IterationConfig> configs;
   LeanSmoothTuning old_smooth;
   old_smooth.run_kernel = false;
   old_smooth.fixed_radius = false;
+  old_smooth.fused_xy = false;
+  old_smooth.fused_xy_bf16 = false;
+  old_smooth.axis_march = 0;
   configs.push_back({"2026-12-06 kernels", TodaysSampler(), old_smooth});
-  IterationConfig today{"today (blocked smoothing, 3d compose grid)", TodaysSampler(), old_smooth};
-  today.smooth.run_kernel = true;
-  today.compose_grid_3d = true;
-  configs.push_back(today);
-  IterationConfig shipped{"shipped defaults (fixed radius, 32-bit compose indices)", TodaysSampler(), LeanSmoothTuning{}};
+  IterationConfig shipped{"shipped defaults", TodaysSampler(), LeanSmoothTuning{}};
   shipped.compose_grid_3d = GreedyStep{}.cuda_grid_3d;
   shipped.compose_index32 = GreedyStep{}.cuda_index32;
+  shipped.smooth_tile_z = GreedyStep{}.cuda_smooth_tile_z;
+  shipped.fused_compose_smooth = shipped.smooth_tile_z != 0;
   configs.push_back(shipped);
-  IterationConfig deep = today;
-  deep.name = "today + compose slabs of 32";
-  deep.compose_slab_depth = 32;
-  configs.push_back(deep);
-  IterationConfig fixed = deep;
-  fixed.name = "slabs 32 + fixed-radius smoothing";
-  fixed.smooth.fixed_radius = true;
-  configs.push_back(fixed);
-  IterationConfig xy = fixed;
-  xy.name = "slabs 32 + fixed radius + first two passes fused (xy)";
-  xy.smooth.fused_xy = true;
-  configs.push_back(xy);
-  IterationConfig tiles8 = fixed;
-  tiles8.name = "slabs 32 + fixed radius + compose/smooth u fused, tiles of 8";
-  tiles8.fused_compose_smooth = true;
-  tiles8.smooth_tile_z = 8;
-  configs.push_back(tiles8);
-  IterationConfig tiles16 = tiles8;
-  tiles16.name = "slabs 32 + fixed radius + fused, tiles of 16";
-  tiles16.smooth_tile_z = 16;
-  configs.push_back(tiles16);
-  IterationConfig tiles8_slab16 = tiles8;
-  tiles8_slab16.name = "slabs 16 + fixed radius + fused, tiles of 8";
-  tiles8_slab16.compose_slab_depth = 16;
-  configs.push_back(tiles8_slab16);
-  IterationConfig tiles8_auto = tiles8;
-  tiles8_auto.name = "automatic slabs + fixed radius + fused, tiles of 8";
-  tiles8_auto.compose_slab_depth = 0;
-  configs.push_back(tiles8_auto);
-  IterationConfig all = tiles8;
-  all.name = "slabs 32 + fixed radius + xy fused + compose/smooth fused, tiles of 8";
-  all.smooth.fused_xy = true;
-  configs.push_back(all);
-  IterationConfig all32 = all;
-  all32.name = "all of the above + compose with 32-bit indices";
-  all32.compose_index32 = true;
-  configs.push_back(all32);
+  auto add = [&](const char* name, const IterationConfig& base, const std::function<void(IterationConfig&)>& edit) {
+    IterationConfig c = base;
+    c.name = name;
+    edit(c);
+    configs.push_back(c);
+  };
+  add("shipped + u xy fused (float)", shipped, [](IterationConfig& c) { c.smooth.fused_xy = true; });
+  add("shipped + gradient yx fused (bf16)", shipped, [](IterationConfig& c) { c.smooth.fused_xy_bf16 = true; });
+  add("shipped + march 8", shipped, [](IterationConfig& c) { c.smooth.axis_march = 8; });
+  add("shipped + march 16", shipped, [](IterationConfig& c) { c.smooth.axis_march = 16; });
+  add("shipped + march 8 + u xy fused", shipped, [](IterationConfig& c) {
+    c.smooth.axis_march = 8;
+    c.smooth.fused_xy = true;
+  });
+  add("shipped + compose/smooth u tiles of 16", shipped, [](IterationConfig& c) {
+    c.fused_compose_smooth = true;
+    c.smooth_tile_z = 16;
+  });
+  add("shipped + march 8 + compose/smooth u tiles of 16", shipped, [](IterationConfig& c) {
+    c.smooth.axis_march = 8;
+    c.fused_compose_smooth = true;
+    c.smooth_tile_z = 16;
+  });
+  add("shipped + slabs 32 + march 8 + u xy fused", shipped, [](IterationConfig& c) {
+    c.compose_slab_depth = 32;
+    c.smooth.axis_march = 8;
+    c.smooth.fused_xy = true;
+  });
+  add("shipped + slabs 32 + march 8 + compose/smooth u tiles of 16", shipped, [](IterationConfig& c) {
+    c.compose_slab_depth = 32;
+    c.smooth.axis_march = 8;
+    c.fused_compose_smooth = true;
+    c.smooth_tile_z = 16;
+  });
   const std::array<std::vector<float>, 3> warp_taps = {GaussianTaps(0.5), GaussianTaps(0.5), GaussianTaps(0.5)};
 
   // Copy references in the same run (device to device, each byte read and
@@ -615,13 +614,26 @@ absl::Status BenchSmooth(const Stream& stream, const Options& opt) {
   run.run_kernel = true;
   run.fixed_radius = false;
   run.fused_xy = false;
-  variants.push_back({"run kernels (today)", run});
+  run.fused_xy_bf16 = false;
+  run.axis_march = 0;
+  variants.push_back({"run kernels", run});
   LeanSmoothTuning fixed = run;
   fixed.fixed_radius = true;
   variants.push_back({"fixed radius", fixed});
+  LeanSmoothTuning march8 = fixed;
+  march8.axis_march = 8;
+  variants.push_back({"fixed radius + march 8", march8});
+  LeanSmoothTuning march16 = fixed;
+  march16.axis_march = 16;
+  variants.push_back({"fixed radius + march 16", march16});
   LeanSmoothTuning xy = fixed;
   xy.fused_xy = true;
+  xy.fused_xy_bf16 = true;
   variants.push_back({"fixed radius + xy fused", xy});
+  LeanSmoothTuning xy_march = xy;
+  xy_march.axis_march = 8;
+  variants.push_back({"fixed radius + xy fused + march 8", xy_march});
+  variants.push_back({"shipped defaults", LeanSmoothTuning{}});
   const std::array<double, 3> combos[5] = {{6, 6, 6}, {0, 0, 0}, {6, 0, 0}, {0, 6, 0}, {0, 0, 6}};
   const char* const combo_names[5] = {"all", "none", "x", "y", "z"};
   auto reset_g = [&]() -> absl::Status {

@@ -223,6 +223,88 @@ __global__ void __launch_bounds__(AxisPolicy::kInner * AxisPolicy::kRows)
   }
 }
 
+// AxisFixedKernel's sums (the same fmaf order over the same clamped
+// neighbours, so the same bits) from one block per 32-wide inner strip that
+// marches along the whole axis in steps of kMarchRows kRun-output rows
+// (issue 37): each input is loaded from global memory once (AxisFixedKernel
+// loads a 64-output tile's 2R halo rows again for every tile: 1.56x at
+// radius 18), and the loads of the next step are issued before the current
+// step's sums, so they are in flight while it computes (AxisFixedKernel
+// waits for its loads, then computes: at radius 18 its ~300 fmafs per thread
+// do not overlap the memory time). The staged rows live in a ring of kRing
+// rows (a power of two >= the step's 8 kRun + 2R rows: the next step's rows
+// are stored after a barrier, over rows no step reads again).
+template <int R, int kRun, typename In = float, typename Out = float>
+__global__ void __launch_bounds__(AxisPolicy::kInner * AxisPolicy::kRows)
+    AxisMarchKernel(const In* __restrict__ in, Out* __restrict__ out, int64_t inner, int64_t n, int64_t outer,
+                    Taps taps) {
+  constexpr int kStep = AxisPolicy::kRows * kRun;  // outputs per step
+  constexpr int kRing = kStep + 2 * R <= 128 ? 128 : 256;
+  static_assert(kStep + 2 * R <= kRing, "the next step's rows overwrite only rows it does not read");
+  constexpr int kFirst = (kStep + 2 * R + AxisPolicy::kRows - 1) / AxisPolicy::kRows;  // first step's loads
+  __shared__ float ring[kRing * AxisPolicy::kInner];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t inner_blocks = (inner + AxisPolicy::kInner - 1) / AxisPolicy::kInner;
+  const int64_t i = (int64_t(blockIdx.x) % inner_blocks) * AxisPolicy::kInner + tx;
+  const int64_t o = int64_t(blockIdx.x) / inner_blocks;
+  if (o >= outer) return;
+  const bool live = i < inner;
+  const In* src = in + inner * n * o + (live ? i : 0);
+  Out* dst = out + inner * n * o + i;
+  // Logical row L (axis position, -R <= L < n + R, clamped when loaded) sits in ring slot (L + R) % kRing.
+  auto slot = [](int64_t row) { return int((row + R) & (kRing - 1)) * AxisPolicy::kInner; };
+  {
+    float v[kFirst];
+#pragma unroll
+    for (int m = 0; m < kFirst; ++m) {
+      const int s = ty + m * AxisPolicy::kRows;
+      v[m] = s < kStep + 2 * R && live ? ToFloat(src[inner * ClampIdx(s - R, n - 1)]) : 0.f;
+    }
+#pragma unroll
+    for (int m = 0; m < kFirst; ++m) {
+      const int s = ty + m * AxisPolicy::kRows;
+      if (s < kStep + 2 * R) ring[slot(s - R) + tx] = v[m];
+    }
+  }
+  __syncthreads();
+  for (int64_t a0 = 0; a0 < n; a0 += kStep) {
+    // The next step's new rows a0 + kStep + R + s, s < kStep (in flight during the sums).
+    const bool more = a0 + kStep < n;
+    float v[kRun];
+#pragma unroll
+    for (int m = 0; m < kRun; ++m) {
+      const int64_t row = a0 + kStep + R + ty + m * AxisPolicy::kRows;
+      v[m] = more && live ? ToFloat(src[inner * ClampIdx(row, n - 1)]) : 0.f;
+    }
+    const int64_t first = a0 + ty * kRun;  // this thread's first output
+    float acc[kRun];
+#pragma unroll
+    for (int q = 0; q < kRun; ++q) acc[q] = 0.f;
+#pragma unroll
+    for (int d = 0; d < 2 * R + kRun; ++d) {
+      const float x = ring[slot(first - R + d) + tx];
+#pragma unroll
+      for (int q = 0; q < kRun; ++q) {
+        if (d - q >= 0 && d - q <= 2 * R) acc[q] = fmaf(taps.w[d - q], x, acc[q]);
+      }
+    }
+    if (live) {
+#pragma unroll
+      for (int q = 0; q < kRun; ++q) {
+        if (first + q < n) dst[inner * (first + q)] = FromFloat<Out>(acc[q]);
+      }
+    }
+    if (!more) break;
+    __syncthreads();  // every thread is done with rows below a0 + kStep - R
+#pragma unroll
+    for (int m = 0; m < kRun; ++m) {
+      const int64_t row = a0 + kStep + R + ty + m * AxisPolicy::kRows;
+      ring[slot(row) + tx] = v[m];
+    }
+    __syncthreads();
+  }
+}
+
 // One warp per row (short rows: no block-wide barriers, 8 rows in flight per
 // block). in may equal out: each warp reads its whole row before writing it.
 __global__ void __launch_bounds__(RowPolicy::kThreads)
@@ -402,6 +484,16 @@ absl::Status LaunchAxisFixed(const In* in, Out* out, int64_t inner, int64_t n, i
   AxisFixedKernel<R, In, Out><<<unsigned(blocks), dim3(AxisPolicy::kInner, AxisPolicy::kRows), 0, s>>>(
       in, out, inner, n, outer, taps);
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("AxisFixedKernel");
+  return absl::OkStatus();
+}
+
+template <int R, int kRun, typename In, typename Out>
+absl::Status LaunchAxisMarch(const In* in, Out* out, int64_t inner, int64_t n, int64_t outer, const Taps& taps,
+                             cudaStream_t s) {
+  const int64_t blocks = ((inner + AxisPolicy::kInner - 1) / AxisPolicy::kInner) * outer;
+  AxisMarchKernel<R, kRun, In, Out><<<unsigned(blocks), dim3(AxisPolicy::kInner, AxisPolicy::kRows), 0, s>>>(
+      in, out, inner, n, outer, taps);
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("AxisMarchKernel");
   return absl::OkStatus();
 }
 
@@ -621,11 +713,17 @@ absl::Status LaunchXyFixed(const BFloat16* in, float* out, const Grid& g, const 
 
 // run_kernel: AxisRunKernel (same results, fewer shared-memory loads) instead
 // of AxisKernel; with fixed_radius, AxisFixedKernel where it has the radius
-// (and the linear grid fits).
+// (and the linear grid fits), or with axis_march AxisMarchKernel.
 template <typename In, typename Out>
 absl::Status LaunchAxis(const In* in, Out* out, int64_t inner, int64_t n, int64_t outer, const Taps& taps,
                         cudaStream_t s, PassKernels kernels = {}) {
   const bool run_kernel = kernels.run_kernel;
+  if (run_kernel && kernels.fixed_radius && kernels.axis_march != 0 && HasFixedRadius(taps.radius) &&
+      ((inner + AxisPolicy::kInner - 1) / AxisPolicy::kInner) * outer < (int64_t{1} << 31)) {
+    if (taps.radius == 2) return LaunchAxisMarch<2, 8>(in, out, inner, n, outer, taps, s);
+    return kernels.axis_march == 16 ? LaunchAxisMarch<18, 16>(in, out, inner, n, outer, taps, s)
+                                    : LaunchAxisMarch<18, 8>(in, out, inner, n, outer, taps, s);
+  }
   if (run_kernel && kernels.fixed_radius && HasFixedRadius(taps.radius) &&
       ((n + AxisPolicy::kTile - 1) / AxisPolicy::kTile) * ((inner + AxisPolicy::kInner - 1) / AxisPolicy::kInner) *
               outer < (int64_t{1} << 31)) {
@@ -736,7 +834,7 @@ absl::Status SmoothBf16InPlaceCuda(BFloat16* field, const Grid& g, const std::ve
   const int64_t V = g.voxels();
   // fused_xy: both passes by XyFixedKernel where it has the radius (the same
   // for x and y) and the x pass would take RowWarpFixedKernel.
-  const bool xy = kernels.fused_xy && fx && fy && tx.radius == ty.radius && HasFixedRadius(tx.radius) &&
+  const bool xy = kernels.fused_xy_bf16 && fx && fy && tx.radius == ty.radius && HasFixedRadius(tx.radius) &&
                   g.nx + 2 * tx.radius <= RowPolicy::kMaxWarpRow && (g.ny + kXyTileY - 1) / kXyTileY <= 65535 &&
                   g.nx * g.ny < (int64_t{1} << 31);
   for (int64_t c = 0; c < g.comps; ++c) {

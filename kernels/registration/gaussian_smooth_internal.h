@@ -40,7 +40,14 @@ struct PassKernels {
   bool fixed_radius = false;
   // For those radii (the same in x and y): the first two passes in one
   // tiled kernel, 8 (float: x, y) or 16 (bf16: y, x) bytes per voxel less.
+  // fused_xy: SmoothCuda (float); fused_xy_bf16: SmoothBf16InPlaceCuda.
   bool fused_xy = false;
+  bool fused_xy_bf16 = false;
+  // With fixed_radius: the y and z passes by AxisMarchKernel (one block per
+  // inner strip marching along the axis, the next step's loads in flight
+  // during the sums) with 8 or 16 outputs per thread and step at radius 18
+  // (8 at radius 2); 0: AxisFixedKernel.
+  int axis_march = 0;
 };
 
 #if TESSERA_WITH_CUDA

@@ -31,10 +31,16 @@ struct LeanSmoothTuning {
   // Default since 2026-12-07 (-0.9 ms per sigma-6 smoothing at 512^3, same bits).
   bool fixed_radius = true;
   // At those radii (the same in x and y): the first two passes in one kernel
-  // by shared-memory tiles into the scratch (SmoothBf16InPlaceWithScratch:
-  // y, x, a third less memory traffic; SmoothInPlaceWithScratch: x, y, with
-  // z filtered too, a sixth less). Same bits.
+  // by shared-memory tiles into the scratch. fused_xy: SmoothInPlaceWithScratch
+  // (float: x, y, with z filtered too, a sixth less memory traffic);
+  // fused_xy_bf16: SmoothBf16InPlaceWithScratch (y, x, a third less). Same bits.
   bool fused_xy = false;
+  bool fused_xy_bf16 = false;
+  // With fixed_radius, issue 37: the y and z passes by a kernel whose blocks
+  // march along the axis (each input loaded once, the next step's loads in
+  // flight during the sums): 8 or 16 outputs per thread and step at radius
+  // 18 (8 at radius 2); 0 = the tiled AxisFixedKernel. Same bits.
+  int axis_march = 0;
 };
 
 // field: float32 rank 3 or 4 (planar) in the stream's memory, smoothed in

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <random>
 #include <string>
@@ -52,98 +53,109 @@ TEST(LeanSmoothCuda, BorrowedScratchEqualsGaussianSmooth) {
   }
 }
 
-// Issue 37: LeanSmoothTuning::run_kernel (register-blocked x, y and z
-// passes) gives the default kernels' values bit for bit, float and bf16, at
-// the lean stage's sigmas (6: radius 18, longer than some axes; 0.5: radius
-// 2) and on extents that are not multiples of the 64-output tile nor of the
-// x pass's 288-output segment (300: two segments). The same for
-// LeanSmoothTuning::fixed_radius (kernels compiled for radii 2 and 18; sigma
-// 2 falls back to the run kernels) and, bf16, fused_xy (tiles of 128 x 32:
-// 300 and 130 cross them).
-TEST(LeanSmoothCuda, RunKernelEqualsDefault) {
+// Issue 37: every LeanSmoothTuning gives the one-output-per-sweep kernels'
+// values bit for bit (LeanSmoothTuning{false, false}: named explicitly, the
+// defaults are the run and fixed-radius kernels), float and bf16, at the lean
+// stage's sigmas (6: radius 18, longer than some axes; 0.5: radius 2; 2: no
+// fixed-radius kernel, the run kernels) and on extents that are not multiples
+// of the 64-output tile nor of the x pass's 288-output segment (300: two
+// segments), nor of the fused xy tiles (128 x 32: 300 and 130 cross them), nor
+// of the march's 64- and 128-output steps (130, 300: the ring of 128 or 256
+// rows wraps). Both against the CPU reference too: float within 1e-5, bf16
+// within one bf16 rounding of the largest value (2^-8).
+TEST(LeanSmoothCuda, EveryTuningEqualsOnePerSweep) {
   TESSERA_SKIP_WITHOUT_GPU();
   Stream stream = Stream::Create(Backend::kCuda).value();
-  for (const Shape& shape : {Shape{37, 29, 71, 3}, Shape{70, 13, 9}, Shape{33, 130, 66, 3}, Shape{300, 9, 20, 3}}) {
+  LeanSmoothTuning one_per_sweep;
+  one_per_sweep.run_kernel = false;
+  one_per_sweep.fixed_radius = false;
+  one_per_sweep.fused_xy = false;
+  one_per_sweep.fused_xy_bf16 = false;
+  one_per_sweep.axis_march = 0;
+  struct Named {
+    const char* name;
+    LeanSmoothTuning tuning;
+  };
+  std::vector<Named> tunings;
+  LeanSmoothTuning t = one_per_sweep;
+  t.run_kernel = true;
+  tunings.push_back({"run kernels", t});
+  t.fixed_radius = true;
+  tunings.push_back({"fixed radius", t});
+  t.axis_march = 8;
+  tunings.push_back({"fixed radius, march 8", t});
+  t.axis_march = 16;
+  tunings.push_back({"fixed radius, march 16", t});
+  t.axis_march = 0;
+  t.fused_xy = true;
+  t.fused_xy_bf16 = true;
+  tunings.push_back({"fixed radius, xy fused (float and bf16)", t});
+  t.axis_march = 8;
+  tunings.push_back({"fixed radius, xy fused, march 8", t});
+  tunings.push_back({"shipped defaults", LeanSmoothTuning{}});
+  for (const Shape& shape :
+       {Shape{37, 29, 71, 3}, Shape{70, 13, 9}, Shape{33, 130, 66, 3}, Shape{300, 9, 20, 3}, Shape{19, 21, 300}}) {
     for (const double sigma : {6.0, 0.5, 2.0}) {
       SCOPED_TRACE(ShapeToString(shape) + ", sigma " + std::to_string(sigma));
       NDArray host = RandomField(shape, 3);
       const int64_t voxels = shape[0] * shape[1] * shape[2];
+      const int comps = shape.size() == 4 ? static_cast<int>(shape[3]) : 1;
+      const Dims3 dims{shape[0], shape[1], shape[2]};
+      const std::array<double, 3> sigmas = {sigma, sigma, sigma};
       NDArray scratch = NDArray::Allocate({shape[0], shape[1], shape[2]}, DType::kFloat32, MemoryKind::kDevice).value();
-      for (const bool fixed : {false, true}) {
-        SCOPED_TRACE(fixed ? "fixed radius" : "run kernel");
+      std::vector<BFloat16> h16(host.num_elements());
+      for (size_t i = 0; i < h16.size(); ++i) h16[i] = FromFloat<BFloat16>(host.data<float>()[i]);
+      auto smooth_float = [&](const LeanSmoothTuning& tuning) {
         NDArray a = host.CopyTo(MemoryKind::kDevice, stream).value();
-        NDArray b = host.CopyTo(MemoryKind::kDevice, stream).value();
-        LeanSmoothTuning one_per_sweep, run;  // explicit: the default is the run kernel
-        one_per_sweep.run_kernel = false;
-        one_per_sweep.fixed_radius = false;
-        run.run_kernel = true;
-        run.fixed_radius = fixed;
-        ASSERT_TRUE(SmoothInPlaceWithScratch(a, {sigma, sigma, sigma}, scratch.data<float>(), voxels, stream,
-                                             one_per_sweep)
+        EXPECT_TRUE(SmoothInPlaceWithScratch(a, sigmas, scratch.data<float>(), voxels, stream, tuning).ok());
+        return a.CopyTo(MemoryKind::kHost, stream).value();
+      };
+      auto smooth_bf16 = [&](const LeanSmoothTuning& tuning) {
+        auto buf = Buffer::Allocate(MemoryKind::kDevice, h16.size() * sizeof(BFloat16), stream.ordinal()).value();
+        EXPECT_TRUE(CopyBytes(buf->data(), MemoryKind::kDevice, h16.data(), MemoryKind::kHost,
+                              h16.size() * sizeof(BFloat16), stream)
                         .ok());
-        ASSERT_TRUE(SmoothInPlaceWithScratch(b, {sigma, sigma, sigma}, scratch.data<float>(), voxels, stream, run).ok());
-        NDArray ha = a.CopyTo(MemoryKind::kHost, stream).value(), hb = b.CopyTo(MemoryKind::kHost, stream).value();
+        EXPECT_TRUE(SmoothBf16InPlaceWithScratch(static_cast<BFloat16*>(buf->data()), dims, comps, sigmas,
+                                                 scratch.data<float>(), voxels, stream, tuning)
+                        .ok());
+        std::vector<BFloat16> out(h16.size());
+        EXPECT_TRUE(
+            CopyBytes(out.data(), MemoryKind::kHost, buf->data(), MemoryKind::kDevice, out.size() * 2, stream).ok());
+        return out;
+      };
+      const NDArray base = smooth_float(one_per_sweep);
+      const std::vector<BFloat16> base16 = smooth_bf16(one_per_sweep);
+      // The CPU references: GaussianSmooth (float sums in another order) and
+      // the bf16 path's CPU backend (x, y, z in float, rounded once).
+      NDArray want = host.Clone().value();
+      ASSERT_TRUE(GaussianSmooth(want, &want, sigmas, Stream::Cpu()).ok());
+      double worst = 0;
+      for (int64_t i = 0; i < base.num_elements(); ++i) {
+        worst = std::max(worst, std::abs(double(base.data<float>()[i]) - want.data<float>()[i]));
+      }
+      EXPECT_LT(worst, 1e-5) << "float vs CPU";
+      std::vector<BFloat16> want16 = h16;
+      std::vector<float> cpu_scratch(voxels);
+      ASSERT_TRUE(SmoothBf16InPlaceWithScratch(want16.data(), dims, comps, sigmas, cpu_scratch.data(), voxels,
+                                               Stream::Cpu())
+                      .ok());
+      double largest = 0, worst16 = 0;
+      for (size_t i = 0; i < want16.size(); ++i) {
+        largest = std::max(largest, std::abs(double(ToFloat(want16[i]))));
+        worst16 = std::max(worst16, std::abs(double(ToFloat(base16[i])) - ToFloat(want16[i])));
+      }
+      EXPECT_GT(largest, 0.0);
+      EXPECT_LE(worst16, largest / 256) << "bf16 vs CPU";
+      for (const Named& named : tunings) {
+        SCOPED_TRACE(named.name);
+        const NDArray f = smooth_float(named.tuning);
         int64_t differ = 0;
-        for (int64_t i = 0; i < ha.num_elements(); ++i) differ += ha.data<float>()[i] != hb.data<float>()[i];
+        for (int64_t i = 0; i < f.num_elements(); ++i) differ += f.data<float>()[i] != base.data<float>()[i];
         EXPECT_EQ(differ, 0) << "float";
-        // Against the CPU (GaussianSmooth's reference): float sums in another order.
-        NDArray want = host.Clone().value();
-        ASSERT_TRUE(GaussianSmooth(want, &want, {sigma, sigma, sigma}, Stream::Cpu()).ok());
-        double worst = 0;
-        for (int64_t i = 0; i < hb.num_elements(); ++i) {
-          worst = std::max(worst, std::abs(double(hb.data<float>()[i]) - want.data<float>()[i]));
-        }
-        EXPECT_LT(worst, 1e-5);
-        // With fixed radii also the x and y passes in one kernel (fused_xy).
-        {
-          NDArray f = host.CopyTo(MemoryKind::kDevice, stream).value();
-          LeanSmoothTuning xy = run;
-          xy.fused_xy = true;
-          ASSERT_TRUE(SmoothInPlaceWithScratch(f, {sigma, sigma, sigma}, scratch.data<float>(), voxels, stream, xy).ok());
-          NDArray hf = f.CopyTo(MemoryKind::kHost, stream).value();
-          int64_t differ_xy = 0;
-          for (int64_t i = 0; i < ha.num_elements(); ++i) differ_xy += ha.data<float>()[i] != hf.data<float>()[i];
-          EXPECT_EQ(differ_xy, 0) << "float, x and y passes fused";
-        }
-
-        // bf16 in place: the same kernels through the float scratch.
-        const int comps = shape.size() == 4 ? static_cast<int>(shape[3]) : 1;
-        std::vector<BFloat16> h16(host.num_elements());
-        for (size_t i = 0; i < h16.size(); ++i) h16[i] = FromFloat<BFloat16>(host.data<float>()[i]);
-        auto upload = [&]() {
-          auto buf = Buffer::Allocate(MemoryKind::kDevice, h16.size() * sizeof(BFloat16), stream.ordinal()).value();
-          EXPECT_TRUE(CopyBytes(buf->data(), MemoryKind::kDevice, h16.data(), MemoryKind::kHost,
-                                h16.size() * sizeof(BFloat16), stream)
-                          .ok());
-          return buf;
-        };
-        auto c = upload(), d = upload();
-        const Dims3 dims{shape[0], shape[1], shape[2]};
-        ASSERT_TRUE(SmoothBf16InPlaceWithScratch(static_cast<BFloat16*>(c->data()), dims, comps, {sigma, sigma, sigma},
-                                                 scratch.data<float>(), voxels, stream, one_per_sweep)
-                        .ok());
-        ASSERT_TRUE(SmoothBf16InPlaceWithScratch(static_cast<BFloat16*>(d->data()), dims, comps, {sigma, sigma, sigma},
-                                                 scratch.data<float>(), voxels, stream, run)
-                        .ok());
-        // With fixed radii also the y and x passes in one kernel (fused_xy).
-        LeanSmoothTuning xy = run;
-        xy.fused_xy = true;
-        auto e = upload();
-        ASSERT_TRUE(SmoothBf16InPlaceWithScratch(static_cast<BFloat16*>(e->data()), dims, comps, {sigma, sigma, sigma},
-                                                 scratch.data<float>(), voxels, stream, xy)
-                        .ok());
-        std::vector<BFloat16> hc(h16.size()), hd(h16.size()), he(h16.size());
-        ASSERT_TRUE(CopyBytes(hc.data(), MemoryKind::kHost, c->data(), MemoryKind::kDevice, hc.size() * 2, stream).ok());
-        ASSERT_TRUE(CopyBytes(hd.data(), MemoryKind::kHost, d->data(), MemoryKind::kDevice, hd.size() * 2, stream).ok());
-        ASSERT_TRUE(CopyBytes(he.data(), MemoryKind::kHost, e->data(), MemoryKind::kDevice, he.size() * 2, stream).ok());
-        differ = 0;
-        int64_t differ_xy = 0;
-        for (size_t i = 0; i < hc.size(); ++i) {
-          differ += hc[i].bits != hd[i].bits;
-          differ_xy += hc[i].bits != he[i].bits;
-        }
-        EXPECT_EQ(differ, 0) << "bf16";
-        EXPECT_EQ(differ_xy, 0) << "bf16, y and x passes fused";
+        const std::vector<BFloat16> b = smooth_bf16(named.tuning);
+        int64_t differ16 = 0;
+        for (size_t i = 0; i < b.size(); ++i) differ16 += b[i].bits != base16[i].bits;
+        EXPECT_EQ(differ16, 0) << "bf16";
       }
     }
   }

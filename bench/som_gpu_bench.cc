@@ -11,7 +11,7 @@
 //                 [--train_bmu=cusparse-row] [--depths=1,4,16] [--groups=256,2048] [--lanes=8] [--no_bmu]
 //                 [--train_epochs=N] [--issue16] [--cpu_check_docs=2000]
 //                 [--span_rows=4:8:0,2:8:256]
-//                 [--train_variants=host-quality,device-quality,screened]
+//                 [--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:pair]]
 //
 // Per edge the corpus prefix has min(max_docs, budget / nodes) documents (so
 // each variant does about the same work at every edge); times are the median
@@ -95,16 +95,64 @@ struct Args {
   std::vector<int> lanes;       // --lanes=8 (warp kernel)
   bool bmu = true;              // --no_bmu: training only
   int train_epochs = 40;        // --train_epochs=N
-  // --train_variants=host-quality,device-quality,screened,screened-grouped[:dN]: trainings run
-  // one after the other on the same corpus (BenchTraining).
+  // --train_variants=host-quality,device-quality,screened,screened-grouped[:dN:wN:gN:sN:rN:pair]:
+  // trainings run one after the other on the same corpus (BenchTraining, ApplyTrainVariant).
   std::vector<std::string> train_variants = {"host-quality", "device-quality", "screened"};
   bool issue16_only = false;    // --issue16: only the rows issue 16 compares
   int64_t cpu_check_docs = 2000;  // --cpu_check_docs=N: reference rows against the CPU backend (0: off)
   // --span_rows=S:R:G,...: the trained register-span rows (spans, documents
   // per warp, group nodes or 0 for the default), for both precisions, instead
   // of the built-in lists.
-  std::vector<std::array<int64_t, 3>> span_rows;
+  // Optional 4th and 5th fields: warps per block (BmuTuning::warp_block_warps)
+  // and 1 to sort by (previous BMU, previous second) (order_by_previous_pair).
+  std::vector<std::array<int64_t, 5>> span_rows;
 };
+
+// A --train_variants entry: a name (host-quality: QE/TE downloaded and
+// measured on the host, exact kernel; device-quality: on the device;
+// screened / screened-grouped: the screened BMU search, whole map / 1024-
+// position groups) and options after colons: dN radius_decay_epochs N, wN
+// warp_block_warps, gN warp_group_nodes, sN warp_register_spans, rN
+// warp_doc_rounds, pair order_by_previous_pair. False when malformed.
+bool ApplyTrainVariant(const std::string& variant, TrainOptions& v) {
+  const std::vector<std::string> parts = absl::StrSplit(variant, ':');
+  const std::string& name = parts[0];
+  if (name != "host-quality" && name != "device-quality" && name != "screened" && name != "screened-grouped") {
+    return false;
+  }
+  v.quality_on_device = name != "host-quality";
+  v.bmu_tuning.screen_fp16 = name == "screened" || name == "screened-grouped";
+  if (name == "screened-grouped") v.bmu_tuning.screen_group_positions = 1024;
+  for (size_t k = 1; k < parts.size(); ++k) {
+    const std::string& opt = parts[k];
+    if (opt == "pair") {
+      v.bmu_tuning.order_by_previous_pair = true;
+      continue;
+    }
+    int x = 0;
+    if (opt.size() < 2 || !absl::SimpleAtoi(opt.substr(1), &x) || x < 1) return false;
+    switch (opt[0]) {
+      case 'd':
+        v.radius_decay_epochs = x;
+        break;
+      case 'w':
+        v.bmu_tuning.warp_block_warps = x;
+        break;
+      case 'g':
+        v.bmu_tuning.warp_group_nodes = x;
+        break;
+      case 's':
+        v.bmu_tuning.warp_register_spans = x;
+        break;
+      case 'r':
+        v.bmu_tuning.warp_doc_rounds = x;
+        break;
+      default:
+        return false;
+    }
+  }
+  return true;
+}
 
 bool Parse(int argc, char** argv, Args& a) {
   for (int i = 1; i < argc; ++i) {
@@ -152,16 +200,8 @@ bool Parse(int argc, char** argv, Args& a) {
     } else if (const char* v = value("--train_variants")) {
       a.train_variants.clear();
       for (absl::string_view e : absl::StrSplit(v, ',')) {
-        // An optional ":dN" runs the variant with radius_decay_epochs N.
-        const absl::string_view name = e.substr(0, e.find(':'));
-        int decay = 0;
-        if (name != "host-quality" && name != "device-quality" && name != "screened" && name != "screened-grouped") {
-          return false;
-        }
-        if (name.size() != e.size() && (e.substr(name.size(), 2) != ":d" ||
-                                        !absl::SimpleAtoi(e.substr(name.size() + 2), &decay) || decay < 1)) {
-          return false;
-        }
+        TrainOptions probe;
+        if (!ApplyTrainVariant(std::string(e), probe)) return false;
         a.train_variants.emplace_back(e);
       }
     } else if (arg == "--issue16") {
@@ -171,12 +211,17 @@ bool Parse(int argc, char** argv, Args& a) {
     } else if (const char* v = value("--span_rows")) {
       for (absl::string_view e : absl::StrSplit(v, ',')) {
         const std::vector<absl::string_view> f = absl::StrSplit(e, ':');
-        std::array<int64_t, 3> row{};
-        if (f.size() != 3 || !absl::SimpleAtoi(f[0], &row[0]) || !absl::SimpleAtoi(f[1], &row[1]) ||
+        std::array<int64_t, 5> row{0, 0, 0, 8, 0};
+        if (f.size() < 3 || f.size() > 5 || !absl::SimpleAtoi(f[0], &row[0]) || !absl::SimpleAtoi(f[1], &row[1]) ||
             !absl::SimpleAtoi(f[2], &row[2]) || (row[0] != 1 && row[0] != 2 && row[0] != 4) || row[1] < 1 ||
             row[1] > 64 || row[2] < 0) {
           return false;
         }
+        if (f.size() >= 4 && (!absl::SimpleAtoi(f[3], &row[3]) ||
+                              (row[3] != 8 && row[3] != 16 && row[3] != 24 && row[3] != 32))) {
+          return false;
+        }
+        if (f.size() == 5 && (!absl::SimpleAtoi(f[4], &row[4]) || (row[4] != 0 && row[4] != 1))) return false;
         a.span_rows.push_back(row);
       }
     } else if (arg == "--no_train") {
@@ -223,6 +268,8 @@ struct Variant {
   bool screen = false;   // screened search (BmuTuning::screen_fp16)
   int slots = 4;         // screened search: candidates per lane (BmuTuning::screen_slots)
   int64_t screen_group = 0;  // screened search: positions per group (BmuTuning::screen_group_positions)
+  int block_warps = 8;   // register-span form: warps per block (BmuTuning::warp_block_warps)
+  bool pair = false;     // sorted by (previous BMU, previous second) (BmuTuning::order_by_previous_pair)
 
   BmuTuning tuning() const {
     BmuTuning t;
@@ -236,6 +283,8 @@ struct Variant {
     t.screen_fp16 = screen;
     t.screen_slots = slots;
     t.screen_group_positions = screen_group;
+    t.warp_block_warps = block_warps;
+    t.order_by_previous_pair = pair;
     return t;
   }
   // The feature-major default (unsorted, untuned) of its precision and
@@ -381,6 +430,8 @@ std::vector<Variant> BmuVariants(const Args& a) {
   struct SpanRow {
     int spans, rounds;
     int64_t group;
+    int block_warps = 8;
+    bool pair = false;
   };
   for (WeightType type : {WeightType::kFloat32, WeightType::kFloat16}) {
     const std::string t = type == WeightType::kFloat32 ? "fp32" : "fp16";
@@ -399,23 +450,27 @@ std::vector<Variant> BmuVariants(const Args& a) {
       for (const auto& r : a.span_rows) {
         // fp16 takes at most 2 spans (BmuTuning::warp_register_spans).
         const int spans = type == WeightType::kFloat16 ? std::min<int>(2, r[0]) : static_cast<int>(r[0]);
-        const SpanRow row{spans, static_cast<int>(r[1]), r[2]};
+        const SpanRow row{spans, static_cast<int>(r[1]), r[2], static_cast<int>(r[3]), r[4] != 0};
         if (std::none_of(rows.begin(), rows.end(), [&](const SpanRow& x) {
-              return x.spans == row.spans && x.rounds == row.rounds && x.group == row.group;
+              return x.spans == row.spans && x.rounds == row.rounds && x.group == row.group &&
+                     x.block_warps == row.block_warps && x.pair == row.pair;
             })) {
           rows.push_back(row);
         }
       }
     }
     for (const SpanRow& row : rows) {
-      Variant v{"trained " + t + " sorted spans" + std::to_string(row.spans) + " r" + std::to_string(row.rounds) +
-                    (row.group > 0 ? " g" + std::to_string(row.group) : ""),
+      Variant v{"trained " + t + (row.pair ? " pair" : " sorted") + " spans" + std::to_string(row.spans) + " r" +
+                    std::to_string(row.rounds) + (row.group > 0 ? " g" + std::to_string(row.group) : "") +
+                    (row.block_warps != 8 ? " w" + std::to_string(row.block_warps) : ""),
                 BmuAlgorithm::kFeatureMajor, type};
       v.sorted = true;
       v.trained = true;
       v.spans = row.spans;
       v.rounds = row.rounds;
       v.group = row.group;
+      v.block_warps = row.block_warps;
+      v.pair = row.pair;
       variants.push_back(v);
     }
     // Issue 37: the screened search on the trained-like codebook, sorted as
@@ -505,6 +560,7 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
     std::map<int, std::string> cpu_check;  // by reference_key(): the CPU check of the reference
     std::shared_ptr<Buffer> topic_bmu;     // trained-like codebook: each document's topic node
     std::shared_ptr<Buffer> previous;      // the reference BMUs on the device (sorted rows)
+    std::shared_ptr<Buffer> previous_second;  // and their second-best units (pair-sorted rows)
     int previous_key = -1;
     // The codebook searched now (one at a time: at edge 1024 fp32 it takes 120 GiB).
     std::shared_ptr<Buffer> weights, norms;
@@ -566,9 +622,11 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
         }
         if (previous_key != key) {
           previous = Upload(reference[key].bmu, stream);
+          previous_second = Upload(reference[key].second, stream);
           previous_key = key;
         }
         hints.previous_bmu = static_cast<const int32_t*>(previous->data());
+        hints.previous_second = static_cast<const int32_t*>(previous_second->data());
       }
       ResetDevicePeak(stream.ordinal());
       const size_t before = GetDeviceMemoryStats(stream.ordinal()).current_bytes;
@@ -770,16 +828,12 @@ void BenchTraining(const Args& a) {
   // Issue 37, side by side on the same corpus: "host-quality" is the trainer
   // before it (QE/TE downloaded and measured on the host, exact BMU kernel),
   // "device-quality" measures QE/TE on the device, "screened" adds the
-  // screened BMU search, "screened-grouped" its grouped form (1024 positions).
-  // A ":dN" suffix decays the radius over N epochs instead (fewer epochs to
-  // convergence: compare its final QE and TE with the others').
+  // screened BMU search, "screened-grouped" its grouped form (1024 positions);
+  // options after colons change the radius decay or the BMU tuning
+  // (ApplyTrainVariant): compare final QE and TE with the others'.
   for (const std::string& variant : a.train_variants) {
-    const std::string name = variant.substr(0, variant.find(':'));
     TrainOptions v = o;
-    v.quality_on_device = name != "host-quality";
-    v.bmu_tuning.screen_fp16 = name == "screened" || name == "screened-grouped";
-    if (name == "screened-grouped") v.bmu_tuning.screen_group_positions = 1024;
-    if (name.size() != variant.size()) v.radius_decay_epochs = std::stoi(variant.substr(name.size() + 2));
+    ApplyTrainVariant(variant, v);
     TrainOnce(corpus, variant, v);
   }
 }
@@ -796,8 +850,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: som_gpu_bench [--edges=32,...] [--budget=N] [--max_docs=N] [--reps=N] [--no_train] "
                  "[--train_docs=N] [--train_edge=E] [--train_fp16] [--train_bmu=cusparse-row] [--depths=1,4,8,16] [--groups=256,2048] [--lanes=8] [--no_bmu] [--train_epochs=N] "
-                 "[--issue16] [--cpu_check_docs=N] [--span_rows=S:R:G,...] "
-                 "[--train_variants=host-quality,device-quality,screened]\n");
+                 "[--issue16] [--cpu_check_docs=N] [--span_rows=S:R:G[:W[:P]],...] "
+                 "[--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:pair],...]\n");
     return 2;
   }
   const DeviceRegistry& reg = DeviceRegistry::Get();

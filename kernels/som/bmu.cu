@@ -408,8 +408,18 @@ constexpr int SpanMinBlocks() {
   return !kVec ? 2 : kSpans * (16 / static_cast<int>(sizeof(TW))) >= 16 ? 3 : 4;
 }
 
-template <typename TW, bool kVec, int kSpans>
-__global__ void __launch_bounds__(kThreads, SpanMinBlocks<TW, kVec, kSpans>()) SpanBmuKernel(SpanArgs a) {
+// The same warps per SM in blocks of kBlockWarps (BmuTuning::warp_block_warps;
+// at least one block): 24 warps of the 16-accumulator forms as one block.
+template <typename TW, bool kVec, int kSpans, int kBlockWarps>
+constexpr int SpanMinBlocksOf() {
+  return SpanMinBlocks<TW, kVec, kSpans>() * kWarps / kBlockWarps > 0
+             ? SpanMinBlocks<TW, kVec, kSpans>() * kWarps / kBlockWarps
+             : 1;
+}
+
+template <typename TW, bool kVec, int kSpans, int kBlockWarps>
+__global__ void __launch_bounds__(32 * kBlockWarps, (SpanMinBlocksOf<TW, kVec, kSpans, kBlockWarps>()))
+    SpanBmuKernel(SpanArgs a) {
   constexpr int kQ = 16 / sizeof(TW);         // nodes per lane per span
   constexpr int kWarpSpan = 32 * kQ;          // nodes per warp load
   constexpr int kPass = kSpans * kWarpSpan;   // nodes per pass over the features
@@ -419,7 +429,7 @@ __global__ void __launch_bounds__(kThreads, SpanMinBlocks<TW, kVec, kSpans>()) S
   const int64_t g0 = static_cast<int64_t>(blockIdx.y) * a.group_nodes;
   const int64_t g1 = g0 + a.group_nodes < a.m ? g0 + a.group_nodes : a.m;
   for (int r = 0; r < a.rounds; ++r) {
-    const int64_t local = (static_cast<int64_t>(blockIdx.x) * a.rounds + r) * kWarps + warp;
+    const int64_t local = (static_cast<int64_t>(blockIdx.x) * a.rounds + r) * kBlockWarps + warp;
     if (local >= a.nb) return;  // whole warp; positions only grow with r
     const int64_t d = a.order != nullptr ? a.order[a.d0 + local] : a.d0 + local;
     const int64_t off = a.offsets[d];
@@ -471,32 +481,56 @@ __global__ void __launch_bounds__(kThreads, SpanMinBlocks<TW, kVec, kSpans>()) S
   }
 }
 
-template <typename TW, bool kVec, int kSpans>
+template <typename TW, bool kVec, int kSpans, int kBlockWarps>
 absl::Status LaunchSpanKernel(const SpanArgs& args, int groups, cudaStream_t s) {
-  auto kernel = SpanBmuKernel<TW, kVec, kSpans>;
+  auto kernel = SpanBmuKernel<TW, kVec, kSpans, kBlockWarps>;
   // No shared memory: ask for the largest L1 (it holds the columns that
   // neighbouring documents share).
   TESSERA_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxL1));
-  const int64_t per_block = int64_t{kWarps} * args.rounds;
+  const int64_t per_block = int64_t{kBlockWarps} * args.rounds;
   const dim3 grid(static_cast<unsigned>((args.nb + per_block - 1) / per_block), static_cast<unsigned>(groups));
-  kernel<<<grid, kThreads, 0, s>>>(args);
+  kernel<<<grid, 32 * kBlockWarps, 0, s>>>(args);
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("SpanBmuKernel");
   return absl::OkStatus();
 }
 
+// Larger blocks only for the 16-byte-load forms (the scalar path keeps 8 warps).
+template <typename TW, bool kVec, int kSpans>
+absl::Status LaunchSpanBlock(const SpanArgs& args, int groups, int block_warps, cudaStream_t s) {
+  if constexpr (kVec) {
+    switch (block_warps) {
+      case 16:
+        return LaunchSpanKernel<TW, kVec, kSpans, 16>(args, groups, s);
+      case 24:
+        return LaunchSpanKernel<TW, kVec, kSpans, 24>(args, groups, s);
+      case 32:
+        return LaunchSpanKernel<TW, kVec, kSpans, 32>(args, groups, s);
+      default:
+        break;
+    }
+  }
+  return LaunchSpanKernel<TW, kVec, kSpans, kWarps>(args, groups, s);
+}
+
 template <typename TW, bool kVec>
-absl::Status LaunchSpan(const SpanArgs& args, int groups, int spans, cudaStream_t s) {
+absl::Status LaunchSpan(const SpanArgs& args, int groups, int spans, int block_warps, cudaStream_t s) {
   switch (spans) {
     case 4:
       // fp16: 4 spans (32 accumulators per lane) spill; SpanBmus passes 2.
-      if constexpr (sizeof(TW) == 4) return LaunchSpanKernel<TW, kVec, 4>(args, groups, s);
-      return LaunchSpanKernel<TW, kVec, 2>(args, groups, s);
+      if constexpr (sizeof(TW) == 4) return LaunchSpanBlock<TW, kVec, 4>(args, groups, block_warps, s);
+      return LaunchSpanBlock<TW, kVec, 2>(args, groups, block_warps, s);
     case 2:
-      return LaunchSpanKernel<TW, kVec, 2>(args, groups, s);
+      return LaunchSpanBlock<TW, kVec, 2>(args, groups, block_warps, s);
     default:
-      return LaunchSpanKernel<TW, kVec, 1>(args, groups, s);
+      return LaunchSpanBlock<TW, kVec, 1>(args, groups, block_warps, s);
   }
+}
+
+// BmuTuning::warp_block_warps, 8 unless 16, 24 or 32.
+int BlockWarps(const BmuTuning& tuning) {
+  const int w = tuning.warp_block_warps;
+  return w == 16 || w == 24 || w == 32 ? w : kWarps;
 }
 
 __global__ void MergePartialsKernel(const Top2* __restrict__ partials, int64_t nb, int splits, int64_t d0,
@@ -583,6 +617,7 @@ absl::Status SpanBmus(const Stream& stream, const DocumentSet& docs, const Codeb
     return absl::InvalidArgumentError(
         absl::StrCat("FindBmus: ", cb.nodes, " nodes: a codebook column over 4 GiB (warp_register_spans)"));
   }
+  const int block_warps = BlockWarps(tuning);
   const int64_t per_launch = std::max<int64_t>(
       1, std::min<int64_t>({n, int64_t{1} << 30, static_cast<int64_t>(kWarpPartialsBytes / (sizeof(Top2) * groups))}));
   if ((per_launch + kWarps * rounds - 1) / (kWarps * rounds) > 0x7fffffff) {
@@ -603,13 +638,13 @@ absl::Status SpanBmus(const Stream& stream, const DocumentSet& docs, const Codeb
                         static_cast<Top2*>(partials_raw)};
     const int g = static_cast<int>(groups);
     if (cb.type == WeightType::kFloat32 && vec) {
-      TESSERA_RETURN_IF_ERROR((LaunchSpan<float, true>(args, g, spans, s)));
+      TESSERA_RETURN_IF_ERROR((LaunchSpan<float, true>(args, g, spans, block_warps, s)));
     } else if (cb.type == WeightType::kFloat32) {
-      TESSERA_RETURN_IF_ERROR((LaunchSpan<float, false>(args, g, spans, s)));
+      TESSERA_RETURN_IF_ERROR((LaunchSpan<float, false>(args, g, spans, block_warps, s)));
     } else if (vec) {
-      TESSERA_RETURN_IF_ERROR((LaunchSpan<__half, true>(args, g, spans, s)));
+      TESSERA_RETURN_IF_ERROR((LaunchSpan<__half, true>(args, g, spans, block_warps, s)));
     } else {
-      TESSERA_RETURN_IF_ERROR((LaunchSpan<__half, false>(args, g, spans, s)));
+      TESSERA_RETURN_IF_ERROR((LaunchSpan<__half, false>(args, g, spans, block_warps, s)));
     }
     TESSERA_RETURN_IF_ERROR(LaunchMergePartials(stream, args.partials, nb, g, d0, order, out));
   }
@@ -920,8 +955,9 @@ absl::Status FindBmus(const Stream& stream, BmuAlgorithm algorithm, const Docume
       // The order is computed before the search writes: previous_bmu may alias out.bmu.
       const int32_t* order = nullptr;
       if (tuning.order_by_previous_bmu && hints.previous_bmu != nullptr) {
+        const int32_t* second = tuning.order_by_previous_pair ? hints.previous_second : nullptr;
         TESSERA_ASSIGN_OR_RETURN(
-            order, internal::OrderByPreviousBmu(stream, hints.previous_bmu, docs.rows(), codebook.nodes, ws));
+            order, internal::OrderByPreviousBmu(stream, hints.previous_bmu, second, docs.rows(), codebook.nodes, ws));
       }
       const int spans = tuning.warp_register_spans;
       if (tuning.screen_fp16 && codebook.layout == CodebookLayout::kFeatureMajor &&

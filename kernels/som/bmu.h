@@ -104,6 +104,18 @@ struct BmuTuning {
   // round shares with this one are re-read from this SM's L1, not from L2
   // (blocks of neighbouring documents otherwise run on different SMs).
   int warp_doc_rounds = 8;
+  // Register-span form: warps per block, 8, 16, 24 or 32 (others: 8). Resident
+  // blocks of one SM hold positions far apart in the visiting order (blocks
+  // are spread over the SMs), so with 8-warp blocks an SM's L1 serves the
+  // columns of ~3 unrelated stretches of sorted documents; one larger block
+  // keeps all of an SM's warps on neighbouring positions (issue 37). Same bits.
+  int warp_block_warps = 8;
+  // With order_by_previous_bmu: sort by (previous BMU, previous second-best)
+  // when BmuHints::previous_second is given, so that documents sharing a BMU
+  // are further grouped by the side of it they lie on (more shared columns
+  // among neighbouring positions, above all on the smooth maps of the first
+  // epochs). Only the visiting order changes (same bits).
+  bool order_by_previous_pair = false;
   // Screened search (issue 37; fp32 feature-major codebooks on CUDA; others
   // ignore it): a first pass sums an fp16 copy of the codebook with half2
   // adds (8 nodes per 16-byte load, 2 per add: half the bytes and a third of
@@ -138,6 +150,10 @@ struct BmuHints {
   // search writes). Values outside [0, nodes) are allowed (sorted last).
   // Used when BmuTuning::order_by_previous_bmu is set.
   const int32_t* previous_bmu = nullptr;
+  // Per document, the second-best unit of the same earlier search (may alias
+  // BmuOutput::second; values outside [0, nodes) are allowed). Used with
+  // BmuTuning::order_by_previous_pair.
+  const int32_t* previous_second = nullptr;
 };
 
 // Documents and outputs live in the stream's backend memory. The CUDA tiled

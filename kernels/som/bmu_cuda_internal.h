@@ -54,11 +54,13 @@ absl::Status ScreenedBmus(const Stream& stream, const DocumentSet& docs, const C
 absl::Status ExactBmusAt(const Stream& stream, const DocumentSet& docs, const CodebookView& cb, const BmuOutput& out,
                          SomWorkspace& ws, BmuTuning tuning, const int32_t* order, int64_t n);
 
-// Positions -> documents: the n documents stably sorted by previous_bmu
+// Positions -> documents: the n documents stably sorted by previous_bmu, or
+// by (previous_bmu, previous_second) when previous_second is not null
 // (device memory; values outside [0, nodes) last). Lives in `ws` until the
 // order slots are next used.
-absl::StatusOr<const int32_t*> OrderByPreviousBmu(const Stream& stream, const int32_t* previous_bmu, int64_t n,
-                                                  int64_t nodes, SomWorkspace& ws);
+absl::StatusOr<const int32_t*> OrderByPreviousBmu(const Stream& stream, const int32_t* previous_bmu,
+                                                  const int32_t* previous_second, int64_t n, int64_t nodes,
+                                                  SomWorkspace& ws);
 
 }  // namespace internal
 }  // namespace cuda

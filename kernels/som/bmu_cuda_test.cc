@@ -98,6 +98,43 @@ Result RunCuda(const HostDocs& docs, const HostCodebook& cb, BmuAlgorithm algo, 
   return r;
 }
 
+// Search with previous BMUs and seconds copied into the output buffers and
+// handed over as both hints (aliased, as the trainer does).
+Result RunCudaPair(const HostDocs& docs, const HostCodebook& cb, const Stream& stream, BmuTuning tuning,
+                   const std::vector<int32_t>& previous, const std::vector<int32_t>& previous_second) {
+  auto set = DocumentSet::Create(docs.view(), stream);
+  EXPECT_TRUE(set.ok()) << set.status();
+  auto weights = cb.type == WeightType::kFloat32 ? ToDevice(cb.f32, stream) : ToDevice(cb.f16, stream);
+  auto norms = ToDevice(cb.norms, stream);
+  CodebookView view;
+  view.nodes = cb.nodes;
+  view.features = cb.features;
+  view.type = cb.type;
+  view.layout = cb.layout;
+  view.weights = weights->data();
+  view.sq_norms = static_cast<float*>(norms->data());
+  const size_t n = docs.rows();
+  auto bmu = ToDevice(previous, stream);
+  auto second = ToDevice(previous_second, stream);
+  auto score = Buffer::Allocate(MemoryKind::kDevice, 4 * n).value();
+  BmuHints hints;
+  hints.previous_bmu = static_cast<const int32_t*>(bmu->data());
+  hints.previous_second = static_cast<const int32_t*>(second->data());
+  tuning.order_by_previous_bmu = true;
+  SomWorkspace ws;
+  absl::Status st = FindBmus(stream, BmuAlgorithm::kFeatureMajor, *set, view,
+                             BmuOutput{static_cast<int32_t*>(bmu->data()), static_cast<int32_t*>(second->data()),
+                                       static_cast<float*>(score->data())},
+                             &ws, tuning, hints);
+  EXPECT_TRUE(st.ok()) << st;
+  EXPECT_TRUE(stream.Synchronize().ok());
+  Result r;
+  r.bmu = ToHost<int32_t>(bmu, n, stream);
+  r.second = ToHost<int32_t>(second, n, stream);
+  r.score = ToHost<float>(score, n, stream);
+  return r;
+}
+
 void ExpectSame(const Result& got, const Result& ref) {
   ASSERT_EQ(got.bmu.size(), ref.bmu.size());
   for (size_t d = 0; d < ref.bmu.size(); ++d) {
@@ -247,6 +284,59 @@ TEST(BmuCudaParity, RegisterSpanWarpKernelMatchesCpuBitForBit) {
       tuning.warp_register_spans = spans;
       tuning.warp_doc_rounds = 2;
       ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream, tuning), ref);
+    }
+  }
+}
+
+// Issue 37: the register-span kernel in blocks of 16, 24 and 32 warps
+// (BmuTuning::warp_block_warps) and documents visited in (previous BMU,
+// previous second) order (order_by_previous_pair, both hints aliased with the
+// outputs as in training, some invalid), against the CPU bit for bit; maps
+// whose node count is a multiple of 4 (16-byte loads: the larger blocks) and
+// not (the scalar path keeps 8 warps); the screened search with the pair order.
+TEST(BmuCudaParity, LargerBlocksAndPairOrderMatchCpuBitForBit) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  Stream stream = Stream::Create(Backend::kCuda).value();
+  std::mt19937 rng(3738);
+  for (int edge : {23, 30, 64}) {
+    const int64_t nodes = int64_t{edge} * edge;
+    HostDocs docs = testutil::ZipfTopicDocs(2001, 900, 12, 11, rng);
+    HostCodebook fm = testutil::RandomCodebook(nodes, 900, rng, 0.01f, 0.3f);
+    const HostCodebook half = testutil::ToHalf(fm);
+    const Result ref = RunCpu(docs, fm);
+    HostCodebook half_copy = half;
+    const Result href = RunCpu(docs, half_copy);
+    // Previous (BMU, second) pairs in an order unlike the stored one, a few invalid.
+    std::vector<int32_t> previous = ref.bmu, previous_second = ref.second;
+    std::vector<size_t> perm(previous.size());
+    for (size_t k = 0; k < perm.size(); ++k) perm[k] = k;
+    std::shuffle(perm.begin(), perm.end(), rng);
+    for (size_t k = 0; k < perm.size(); ++k) {
+      previous[k] = ref.bmu[perm[k]];
+      previous_second[k] = ref.second[perm[k]];
+    }
+    for (size_t d = 0; d < previous.size(); d += 61) previous_second[d] = d % 2 == 0 ? -1 : static_cast<int32_t>(nodes + d);
+    for (size_t d = 0; d < previous.size(); d += 89) previous[d] = -1;
+    for (int block_warps : {8, 16, 24, 32}) {
+      for (int spans : {1, 2, 4}) {
+        for (bool pair : {false, true}) {
+          SCOPED_TRACE(testing::Message() << "edge " << edge << " block warps " << block_warps << " spans " << spans
+                                          << " pair " << pair);
+          BmuTuning tuning;
+          tuning.warp_block_warps = block_warps;
+          tuning.warp_register_spans = spans;
+          tuning.warp_doc_rounds = 3;
+          tuning.warp_group_nodes = spans == 1 ? 256 : 512;
+          tuning.order_by_previous_pair = pair;
+          ExpectSame(RunCudaPair(docs, fm, stream, tuning, previous, previous_second), ref);
+          ExpectSame(RunCudaPair(docs, half, stream, tuning, previous, previous_second), href);
+          if (block_warps == 8 && spans == 4) {
+            BmuTuning screen = tuning;
+            screen.screen_fp16 = true;
+            ExpectSame(RunCudaPair(docs, fm, stream, screen, previous, previous_second), ref);
+          }
+        }
+      }
     }
   }
 }

@@ -2,8 +2,9 @@
 // (BmuTuning::order_by_previous_bmu): documents mapped to the same or adjacent
 // nodes share features, so when they run side by side on an SM their feature
 // columns are reused from L1/L2 instead of being fetched again. A stable LSD
-// radix sort (cub) of (clamped BMU, document id); only the visiting order
-// changes, never a document's own sum.
+// radix sort (cub) of (clamped BMU, document id), or of ((clamped BMU,
+// clamped second-best), document id) with BmuTuning::order_by_previous_pair;
+// only the visiting order changes, never a document's own sum.
 #include <cuda_runtime.h>
 
 #include <cub/device/device_radix_sort.cuh>
@@ -33,40 +34,74 @@ __global__ void OrderKeysKernel(const int32_t* __restrict__ previous_bmu, int64_
   ids[k] = static_cast<int32_t>(k);
 }
 
+// keys[k] = clamp(previous_bmu[k]) * (nodes + 1) + clamp(previous_second[k])
+// (clamp: invalid -> nodes); ids[k] = k.
+__global__ void PairKeysKernel(const int32_t* __restrict__ previous_bmu, const int32_t* __restrict__ previous_second,
+                               int64_t n, int64_t nodes, uint64_t* __restrict__ keys, int32_t* __restrict__ ids) {
+  const int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (k >= n) return;
+  const int32_t b = previous_bmu[k], c = previous_second[k];
+  const uint64_t hi = b >= 0 && b < nodes ? static_cast<uint64_t>(b) : static_cast<uint64_t>(nodes);
+  const uint64_t lo = c >= 0 && c < nodes ? static_cast<uint64_t>(c) : static_cast<uint64_t>(nodes);
+  keys[k] = hi * static_cast<uint64_t>(nodes + 1) + lo;
+  ids[k] = static_cast<int32_t>(k);
+}
+
 int BitsFor(int64_t max_key) {
   int bits = 1;
-  while (bits < 32 && (int64_t{1} << bits) <= max_key) ++bits;
+  while (bits < 64 && (uint64_t{1} << bits) <= static_cast<uint64_t>(max_key)) ++bits;
   return bits;
+}
+
+// The stable radix sort of (keys, ids) on the key's low `end_bit` bits into
+// `order`.
+template <typename Key>
+absl::Status SortIds(const Stream& stream, void* keys, void* keys_sorted, void* ids, void* order, int count,
+                     int end_bit, SomWorkspace& ws) {
+  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
+  size_t temp_bytes = 0;
+  TESSERA_CUDA_RETURN_IF_ERROR(cub::DeviceRadixSort::SortPairs(
+      nullptr, temp_bytes, static_cast<const Key*>(keys), static_cast<Key*>(keys_sorted),
+      static_cast<const int32_t*>(ids), static_cast<int32_t*>(order), count, 0, end_bit, s));
+  TESSERA_ASSIGN_OR_RETURN(void* temp, ws.Slot(kOrderTempSlot, std::max<size_t>(temp_bytes, 16), stream));
+  TESSERA_CUDA_RETURN_IF_ERROR(cub::DeviceRadixSort::SortPairs(
+      temp, temp_bytes, static_cast<const Key*>(keys), static_cast<Key*>(keys_sorted),
+      static_cast<const int32_t*>(ids), static_cast<int32_t*>(order), count, 0, end_bit, s));
+  return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::StatusOr<const int32_t*> OrderByPreviousBmu(const Stream& stream, const int32_t* previous_bmu, int64_t n,
-                                                  int64_t nodes, SomWorkspace& ws) {
+absl::StatusOr<const int32_t*> OrderByPreviousBmu(const Stream& stream, const int32_t* previous_bmu,
+                                                  const int32_t* previous_second, int64_t n, int64_t nodes,
+                                                  SomWorkspace& ws) {
   if (n >= (int64_t{1} << 31)) {
     return absl::InvalidArgumentError(
         absl::StrCat("FindBmus: order_by_previous_bmu takes under 2^31 documents, got ", n));
   }
   cudaStream_t s = static_cast<cudaStream_t>(stream.native());
-  const size_t key_bytes = sizeof(uint32_t) * std::max<int64_t>(1, n);
+  const bool pair = previous_second != nullptr;
+  const size_t key_bytes = (pair ? sizeof(uint64_t) : sizeof(uint32_t)) * std::max<int64_t>(1, n);
+  const size_t id_bytes = sizeof(int32_t) * std::max<int64_t>(1, n);
   TESSERA_ASSIGN_OR_RETURN(void* keys, ws.Slot(kOrderKeysSlot, key_bytes, stream));
   TESSERA_ASSIGN_OR_RETURN(void* keys_sorted, ws.Slot(kOrderKeysSortedSlot, key_bytes, stream));
-  TESSERA_ASSIGN_OR_RETURN(void* ids, ws.Slot(kOrderIdsSlot, key_bytes, stream));
-  TESSERA_ASSIGN_OR_RETURN(void* order, ws.Slot(kOrderSlot, key_bytes, stream));
+  TESSERA_ASSIGN_OR_RETURN(void* ids, ws.Slot(kOrderIdsSlot, id_bytes, stream));
+  TESSERA_ASSIGN_OR_RETURN(void* order, ws.Slot(kOrderSlot, id_bytes, stream));
   if (n == 0) return static_cast<const int32_t*>(order);
-  OrderKeysKernel<<<static_cast<unsigned>((n + kBmuThreads - 1) / kBmuThreads), kBmuThreads, 0, s>>>(
-      previous_bmu, n, nodes, static_cast<uint32_t*>(keys), static_cast<int32_t*>(ids));
-  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("OrderKeysKernel");
-  const int end_bit = BitsFor(nodes);
+  const unsigned blocks = static_cast<unsigned>((n + kBmuThreads - 1) / kBmuThreads);
   const int count = static_cast<int>(n);
-  size_t temp_bytes = 0;
-  TESSERA_CUDA_RETURN_IF_ERROR(cub::DeviceRadixSort::SortPairs(
-      nullptr, temp_bytes, static_cast<const uint32_t*>(keys), static_cast<uint32_t*>(keys_sorted),
-      static_cast<const int32_t*>(ids), static_cast<int32_t*>(order), count, 0, end_bit, s));
-  TESSERA_ASSIGN_OR_RETURN(void* temp, ws.Slot(kOrderTempSlot, std::max<size_t>(temp_bytes, 16), stream));
-  TESSERA_CUDA_RETURN_IF_ERROR(cub::DeviceRadixSort::SortPairs(
-      temp, temp_bytes, static_cast<const uint32_t*>(keys), static_cast<uint32_t*>(keys_sorted),
-      static_cast<const int32_t*>(ids), static_cast<int32_t*>(order), count, 0, end_bit, s));
+  if (pair) {
+    PairKeysKernel<<<blocks, kBmuThreads, 0, s>>>(previous_bmu, previous_second, n, nodes,
+                                                  static_cast<uint64_t*>(keys), static_cast<int32_t*>(ids));
+    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("PairKeysKernel");
+    TESSERA_RETURN_IF_ERROR(
+        SortIds<uint64_t>(stream, keys, keys_sorted, ids, order, count, BitsFor((nodes + 1) * (nodes + 1) - 1), ws));
+  } else {
+    OrderKeysKernel<<<blocks, kBmuThreads, 0, s>>>(previous_bmu, n, nodes, static_cast<uint32_t*>(keys),
+                                                   static_cast<int32_t*>(ids));
+    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("OrderKeysKernel");
+    TESSERA_RETURN_IF_ERROR(SortIds<uint32_t>(stream, keys, keys_sorted, ids, order, count, BitsFor(nodes), ws));
+  }
   return static_cast<const int32_t*>(order);
 }
 

@@ -342,6 +342,7 @@ struct IterationConfig {
   bool compose_index32 = false;    // GreedyStep::cuda_index32
   bool fused_compose_smooth = false;  // ComposeGreedyStepAndSmoothInPlace (u smoothed as written back)
   int smooth_tile_z = 0;              // GreedyStep::cuda_smooth_tile_z (the fused write-back's kernel)
+  bool smooth_slab_passes = false;    // GreedyStep::cuda_smooth_slab_passes (the fused write-back by passes)
 };
 
 constexpr int kSteps = 8;
@@ -421,7 +422,8 @@ absl::Status BenchIteration(const Stream& stream, const Options& opt) {
   shipped.compose_grid_3d = GreedyStep{}.cuda_grid_3d;
   shipped.compose_index32 = GreedyStep{}.cuda_index32;
   shipped.smooth_tile_z = GreedyStep{}.cuda_smooth_tile_z;
-  shipped.fused_compose_smooth = shipped.smooth_tile_z != 0;
+  shipped.smooth_slab_passes = GreedyStep{}.cuda_smooth_slab_passes;
+  shipped.fused_compose_smooth = shipped.smooth_tile_z != 0 || shipped.smooth_slab_passes;
   configs.push_back(shipped);
   auto add = [&](const char* name, const IterationConfig& base, const std::function<void(IterationConfig&)>& edit) {
     IterationConfig c = base;
@@ -445,6 +447,27 @@ absl::Status BenchIteration(const Stream& stream, const Options& opt) {
     c.smooth.axis_march = 8;
     c.fused_compose_smooth = true;
     c.smooth_tile_z = 16;
+  });
+  add("shipped + compose/smooth u slab passes", shipped, [](IterationConfig& c) {
+    c.fused_compose_smooth = true;
+    c.smooth_slab_passes = true;
+  });
+  add("shipped + march 8 + compose/smooth u slab passes", shipped, [](IterationConfig& c) {
+    c.smooth.axis_march = 8;
+    c.fused_compose_smooth = true;
+    c.smooth_slab_passes = true;
+  });
+  add("shipped + slabs 4 + march 8 + compose/smooth u slab passes", shipped, [](IterationConfig& c) {
+    c.compose_slab_depth = 4;
+    c.smooth.axis_march = 8;
+    c.fused_compose_smooth = true;
+    c.smooth_slab_passes = true;
+  });
+  add("shipped + slabs 16 + march 8 + compose/smooth u slab passes", shipped, [](IterationConfig& c) {
+    c.compose_slab_depth = 16;
+    c.smooth.axis_march = 8;
+    c.fused_compose_smooth = true;
+    c.smooth_slab_passes = true;
   });
   add("shipped + slabs 32 + march 8 + u xy fused", shipped, [](IterationConfig& c) {
     c.compose_slab_depth = 32;
@@ -510,6 +533,7 @@ absl::Status BenchIteration(const Stream& stream, const Options& opt) {
       step.slab_depth = std::min<int64_t>(cfg.compose_slab_depth, d.nz);
       step.cuda_grid_3d = cfg.compose_grid_3d;
       step.cuda_smooth_tile_z = cfg.smooth_tile_z;
+      step.cuda_smooth_slab_passes = cfg.smooth_slab_passes;
       step.cuda_index32 = cfg.compose_index32;
       if (cfg.fused_compose_smooth) {
         TESSERA_RETURN_IF_ERROR(ComposeGreedyStepAndSmoothInPlace(stream, u.data<float>(), g.as<BFloat16>(), d, step,
@@ -708,17 +732,20 @@ absl::Status BenchSmooth(const Stream& stream, const Options& opt) {
   struct ComposeVariant {
     const char* name;
     int tile_z;  // -1: not fused
-    bool index32;
+    bool slab_passes;
+    int64_t slab_depth;  // 0: automatic
   };
-  const ComposeVariant cvs[] = {{"compose alone (slabs of 32)", -1, false},
-                                {"compose alone, 32-bit indices", -1, true},
-                                {"compose + smooth u fused, tiles of 8", 8, false},
-                                {"compose + smooth u fused, tiles of 8, 32-bit indices", 8, true},
-                                {"compose + smooth u fused, tiles of 16, 32-bit indices", 16, true}};
+  const ComposeVariant cvs[] = {{"compose alone (slabs of 32)", -1, false, 32},
+                                {"compose alone (automatic slabs)", -1, false, 0},
+                                {"compose + smooth u fused, tiles of 16 (slabs of 32)", 16, false, 32},
+                                {"compose + smooth u fused, slab passes (slabs of 32)", 0, true, 32},
+                                {"compose + smooth u fused, slab passes (automatic slabs)", 0, true, 0},
+                                {"compose + smooth u fused, slab passes (slabs of 4)", 0, true, 4}};
   TESSERA_RETURN_IF_ERROR(reset_g());
   for (const ComposeVariant& cv : cvs) {
     step.cuda_smooth_tile_z = cv.tile_z < 0 ? 0 : cv.tile_z;
-    step.cuda_index32 = cv.index32;
+    step.cuda_smooth_slab_passes = cv.slab_passes;
+    step.slab_depth = std::min<int64_t>(cv.slab_depth, d.nz);
     auto fn = [&]() -> absl::Status {
       TESSERA_RETURN_IF_ERROR(reset_u());
       if (cv.tile_z < 0) return ComposeGreedyStepInPlace(stream, u.data<float>(), g.as<BFloat16>(), d, step, &ws);

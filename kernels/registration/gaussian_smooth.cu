@@ -233,11 +233,12 @@ __global__ void __launch_bounds__(AxisPolicy::kInner * AxisPolicy::kRows)
 // waits for its loads, then computes: at radius 18 its ~300 fmafs per thread
 // do not overlap the memory time). The staged rows live in a ring of kRing
 // rows (a power of two >= the step's 8 kRun + 2R rows: the next step's rows
-// are stored after a barrier, over rows no step reads again).
+// are stored after a barrier, over rows no step reads again). in may equal
+// out: a block reads every row of its strip before it writes it (its loads
+// run ahead of its stores) and no other block touches the strip.
 template <int R, int kRun, typename In = float, typename Out = float>
 __global__ void __launch_bounds__(AxisPolicy::kInner * AxisPolicy::kRows)
-    AxisMarchKernel(const In* __restrict__ in, Out* __restrict__ out, int64_t inner, int64_t n, int64_t outer,
-                    Taps taps) {
+    AxisMarchKernel(const In* in, Out* out, int64_t inner, int64_t n, int64_t outer, Taps taps) {
   constexpr int kStep = AxisPolicy::kRows * kRun;  // outputs per step
   constexpr int kRing = kStep + 2 * R <= 128 ? 128 : 256;
   static_assert(kStep + 2 * R <= kRing, "the next step's rows overwrite only rows it does not read");
@@ -850,6 +851,27 @@ absl::Status SmoothBf16InPlaceCuda(BFloat16* field, const Grid& g, const std::ve
     TESSERA_RETURN_IF_ERROR(LaunchAxis(scratch, comp, g.nx * g.ny, g.nz, 1, fz ? tz : one, s, kernels));
   }
   return absl::OkStatus();
+}
+
+bool CanSmoothSlicesXyInPlace(int64_t nx, int radius_x, int radius_y) {
+  return HasFixedRadius(radius_x) && HasFixedRadius(radius_y) && nx + 2 * radius_x <= RowPolicy::kMaxWarpRow;
+}
+
+absl::Status SmoothSlicesXyInPlaceCuda(float* data, int64_t nx, int64_t ny, int64_t slices, const float* wx,
+                                       int radius_x, const float* wy, int radius_y, const Stream& stream) {
+  if (!CanSmoothSlicesXyInPlace(nx, radius_x, radius_y)) {
+    return absl::InvalidArgumentError("SmoothSlicesXyInPlaceCuda: radii 2 or 18 and rows up to 1024 - 2r voxels");
+  }
+  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
+  Taps tx{}, ty{};
+  tx.radius = radius_x;
+  ty.radius = radius_y;
+  std::copy(wx, wx + 2 * radius_x + 1, tx.w);
+  std::copy(wy, wy + 2 * radius_y + 1, ty.w);
+  TESSERA_RETURN_IF_ERROR(radius_x == 2 ? LaunchRowFixed<2>(data, data, nx, ny * slices, tx, s)
+                                        : LaunchRowFixed<18>(data, data, nx, ny * slices, tx, s));
+  return radius_y == 2 ? LaunchAxisMarch<2, 8>(data, data, nx, ny, slices, ty, s)
+                       : LaunchAxisMarch<18, 8>(data, data, nx, ny, slices, ty, s);
 }
 
 absl::Status ResampleCuda(const float* in, const Grid& gi, float* out, const Grid& go, const float scale[3],

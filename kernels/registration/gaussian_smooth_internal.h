@@ -60,6 +60,16 @@ absl::Status SmoothBf16InPlaceCuda(BFloat16* field, const Grid& g, const std::ve
                                    const Stream& stream, PassKernels kernels = {});
 absl::Status ResampleCuda(const float* in, const Grid& gin, float* out, const Grid& gout, const float scale[3],
                           const Stream& stream);
+// Issue 37 (the fused composition's slab passes, lean_compose.h): `slices`
+// consecutive xy planes of nx * ny floats filtered along x, then along y, in
+// place, by SmoothCuda's fixed-radius kernels (the x pass as
+// RowWarpFixedKernel, the y pass as AxisFixedKernel's sums by the in-place
+// AxisMarchKernel): each plane gets SmoothCuda's x and y passes bit for bit.
+// wx, wy: the 2r + 1 taps per axis (host). Radii 2 or 18 only
+// (CanSmoothSlicesXyInPlace), else INVALID_ARGUMENT.
+bool CanSmoothSlicesXyInPlace(int64_t nx, int radius_x, int radius_y);
+absl::Status SmoothSlicesXyInPlaceCuda(float* data, int64_t nx, int64_t ny, int64_t slices, const float* wx,
+                                       int radius_x, const float* wy, int radius_y, const Stream& stream);
 #endif
 
 // Input coordinate of output voxel i with aligned corners.

@@ -131,7 +131,10 @@ absl::Status ComposeImpl(const Stream& stream, float* u, const GradT* grad, Dims
 #if TESSERA_WITH_CUDA
   // Fused: slab `pending` written back smoothed, reading the slabs around it.
   lean_internal::ComposedSlab ring[3];  // by slab index % 3
+  const bool slab_passes =
+      smooth != nullptr && step.cuda_smooth_slab_passes && lean_internal::SlabPassesApply(*smooth, dims);
   auto smooth_back = [&](int64_t z0, int64_t z1) -> absl::Status {
+    if (slab_passes) return lean_internal::SmoothZWritebackCuda(ring, dims, z0, z1, *smooth, u, stream);
     return lean_internal::SmoothWritebackCuda(ring, dims, z0, z1, *smooth, u, stream, step.cuda_smooth_tile_z);
   };
 #endif
@@ -155,6 +158,7 @@ absl::Status ComposeImpl(const Stream& stream, float* u, const GradT* grad, Dims
 #if TESSERA_WITH_CUDA
       // Slab k - 1's smoothing reads slabs k - 2 .. k (z radius <= depth);
       // slab k + 1's composition reads old u only from slab k on.
+      if (slab_passes) TESSERA_RETURN_IF_ERROR(lean_internal::SmoothSlabXyInPlaceCuda(out, dims, 3 * (z1 - z0), *smooth, stream));
       ring[slab % 3] = lean_internal::ComposedSlab{out, z0, z1};
       if (pending_z0 >= 0) TESSERA_RETURN_IF_ERROR(smooth_back(pending_z0, pending_z1));
 #endif

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include "common/cuda_check.h"
+#include "kernels/registration/gaussian_smooth_internal.h"
 #include "kernels/registration/lean_compose.h"
 #include "kernels/registration/lean_compose_math.h"
 
@@ -281,7 +282,68 @@ absl::Status LaunchSmoothWritebackTiles(const ComposedSlab slabs[3], Dims3 dims,
   return LaunchSmoothWritebackTilesR<kTileZ, 0>(slabs, dims, z0, z1, taps, u, stream);
 }
 
+// GreedyStep::cuda_smooth_slab_passes' z pass: u's slices [z_begin, z_end)
+// of one component from the (x and y filtered) composed slabs, a thread per
+// (x, y) column and kZRun outputs at a time from kZRun + 2R slices loaded
+// together (no shared memory, no barriers). Each output is AxisFixedKernel's
+// sum (fmaf in tap order from 0 over the clamped neighbours).
+constexpr int kZThreads = 256;
+constexpr int kZRun = 8;
+
+template <int R>
+__global__ void __launch_bounds__(kZThreads)
+    SmoothZWritebackKernel(ComposedSlab s0, ComposedSlab s1, ComposedSlab s2, Dims3 dims, int64_t z_begin,
+                           int64_t z_end, SmoothTaps taps, float* __restrict__ u) {
+  const int64_t plane = dims.nx * dims.ny;
+  const int64_t p = int64_t(blockIdx.x) * kZThreads + threadIdx.x;
+  if (p >= plane) return;
+  const int comp = blockIdx.y;
+  float* out = u + comp * dims.size() + p;
+  for (int64_t zc = z_begin; zc < z_end; zc += kZRun) {
+    float x[kZRun + 2 * R];
+#pragma unroll
+    for (int m = 0; m < kZRun + 2 * R; ++m) {
+      // Slices past z_end - 1 + R feed no stored output and may lie beyond the ring: repeat the last needed one.
+      const int64_t kc = Clamp64(min(zc - R + m, z_end - 1 + R), dims.nz - 1);
+      const bool in0 = kc >= s0.z0 && kc < s0.z1, in1 = kc >= s1.z0 && kc < s1.z1;
+      const float* data = in0 ? s0.data : (in1 ? s1.data : s2.data);
+      const int64_t sz0 = in0 ? s0.z0 : (in1 ? s1.z0 : s2.z0), sz1 = in0 ? s0.z1 : (in1 ? s1.z1 : s2.z1);
+      x[m] = data[(comp * (sz1 - sz0) + (kc - sz0)) * plane + p];
+    }
+#pragma unroll
+    for (int q = 0; q < kZRun; ++q) {
+      float acc = 0.f;
+#pragma unroll
+      for (int d = 0; d <= 2 * R; ++d) acc = fmaf(taps.w[2][d], x[q + d], acc);
+      if (zc + q < z_end) out[(zc + q) * plane] = acc;
+    }
+  }
+}
+
 }  // namespace
+
+bool SlabPassesApply(const SmoothTaps& taps, Dims3 dims) {
+  return taps.radius[0] == 2 && taps.radius[1] == 2 && taps.radius[2] == 2 &&
+         gs_internal::CanSmoothSlicesXyInPlace(dims.nx, taps.radius[0], taps.radius[1]) &&
+         (dims.nx * dims.ny + kZThreads - 1) / kZThreads <= int64_t{0x7fffffff};
+}
+
+absl::Status SmoothSlabXyInPlaceCuda(float* slab, Dims3 dims, int64_t slices, const SmoothTaps& taps,
+                                     const Stream& stream) {
+  return gs_internal::SmoothSlicesXyInPlaceCuda(slab, dims.nx, dims.ny, slices, taps.w[0], taps.radius[0], taps.w[1],
+                                                taps.radius[1], stream);
+}
+
+absl::Status SmoothZWritebackCuda(const ComposedSlab slabs[3], Dims3 dims, int64_t z0, int64_t z1,
+                                  const SmoothTaps& taps, float* u, const Stream& stream) {
+  if (z1 <= z0) return absl::OkStatus();
+  if (taps.radius[2] != 2) return absl::InvalidArgumentError("SmoothZWritebackCuda: z radius 2 only");
+  const dim3 grid(static_cast<unsigned>((dims.nx * dims.ny + kZThreads - 1) / kZThreads), 3);
+  SmoothZWritebackKernel<2><<<grid, kZThreads, 0, static_cast<cudaStream_t>(stream.native())>>>(
+      slabs[0], slabs[1], slabs[2], dims, z0, z1, taps, u);
+  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("SmoothZWritebackKernel");
+  return absl::OkStatus();
+}
 
 absl::Status SmoothWritebackCuda(const ComposedSlab slabs[3], Dims3 dims, int64_t z0, int64_t z1,
                                  const SmoothTaps& taps, float* u, const Stream& stream, int tile_z) {

@@ -84,6 +84,13 @@ struct GreedyStep {
   // the slab; 8 or 16 filters 32 x 8 x 8 (or x 16) output tiles at once,
   // each with its halo in shared memory.
   int cuda_smooth_tile_z = 0;
+  // ComposeGreedyStepAndSmoothInPlace's CUDA smoothing (issue 37) by passes
+  // over each composed slab instead: x and y in place in the slab buffer
+  // right after it is composed (a slab of a few MB stays in L2), then z from
+  // the ring of slabs into u, a thread per (x, y) column. Radius 2 on every
+  // axis (sigma 0.5, the lean default); other radii take cuda_smooth_tile_z's
+  // kernels. Same values.
+  bool cuda_smooth_slab_passes = false;
   // The (x, y, slice) slab kernel's index arithmetic in 32 bits where
   // 3 * dims.size() < 2^31 (issue 37), same values. Default since 2026-12-07
   // (-0.3 ms per compose at 512^3 on an H100).
@@ -180,6 +187,14 @@ struct SmoothTaps {
 // tile_z: GreedyStep::cuda_smooth_tile_z.
 absl::Status SmoothWritebackCuda(const ComposedSlab slabs[3], Dims3 dims, int64_t z0, int64_t z1,
                                  const SmoothTaps& taps, float* u, const Stream& stream, int tile_z = 0);
+// GreedyStep::cuda_smooth_slab_passes: whether the taps take the slab passes,
+// the x and y passes of a composed slab in place (3 * (z1 - z0) planes), and
+// the z pass of u's slices [z0, z1) from the slabs (x and y filtered).
+bool SlabPassesApply(const SmoothTaps& taps, Dims3 dims);
+absl::Status SmoothSlabXyInPlaceCuda(float* slab, Dims3 dims, int64_t slices, const SmoothTaps& taps,
+                                     const Stream& stream);
+absl::Status SmoothZWritebackCuda(const ComposedSlab slabs[3], Dims3 dims, int64_t z0, int64_t z1,
+                                  const SmoothTaps& taps, float* u, const Stream& stream);
 #endif
 }  // namespace lean_internal
 

@@ -185,7 +185,9 @@ TEST(MixedPrecisionCuda, SmoothAndCompose) {
 // slabs, the z radius reaching into both neighbours), odd extents, nz = 1;
 // the marching write-back and the tiles of 8 and 16 slices
 // (GreedyStep::cuda_smooth_tile_z, with cuda_index32), the latter also at
-// radius 8 (sigma 2.5: shared memory beyond 48 KB).
+// radius 8 (sigma 2.5: shared memory beyond 48 KB); the slab passes
+// (GreedyStep::cuda_smooth_slab_passes: sigma 0.5, other sigmas fall back to
+// the march).
 TEST(MixedPrecisionCuda, FusedComposeAndSmoothEqualsTheTwoSteps) {
   TESSERA_SKIP_WITHOUT_GPU();
   Stream gpu = Stream::Create(Backend::kCuda).value();
@@ -220,10 +222,11 @@ TEST(MixedPrecisionCuda, FusedComposeAndSmoothEqualsTheTwoSteps) {
                                                   static_cast<int64_t>(taps[2].size() / 2));
             }
             ASSERT_TRUE(CanFuseComposeAndSmooth(gpu, d, step, taps));
-            std::vector<float> results[4];
-            for (int fused = 0; fused < 4; ++fused) {
-              const int tile_z[4] = {0, 0, 8, 16};
+            std::vector<float> results[5];
+            for (int fused = 0; fused < 5; ++fused) {
+              const int tile_z[5] = {0, 0, 8, 16, 0};
               step.cuda_smooth_tile_z = tile_z[fused];
+              step.cuda_smooth_slab_passes = fused == 4;
               step.cuda_index32 = fused >= 2;  // the tiles' runs also compose with 32-bit indices
               auto d_u = DeviceArray<float>::FromHost(u0, gpu);
               auto d_m = DeviceArray<float>::FromHost(m0, gpu);
@@ -259,6 +262,7 @@ TEST(MixedPrecisionCuda, FusedComposeAndSmoothEqualsTheTwoSteps) {
             ExpectClose(results[1], results[0], 0.0, "fused (march) vs compose then smooth");
             ExpectClose(results[2], results[0], 0.0, "fused (tiles of 8) vs compose then smooth");
             ExpectClose(results[3], results[0], 0.0, "fused (tiles of 16) vs compose then smooth");
+            ExpectClose(results[4], results[0], 0.0, "fused (slab passes) vs compose then smooth");
           }
         }
       }

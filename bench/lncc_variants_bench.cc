@@ -1,18 +1,15 @@
 // LNCC CUDA kernel variants side by side (issue 37 item 1), one process, one
-// GPU: today's box march (the baseline) against the column march
-// (LnccOptions::cuda_kernel, cuda_rows, cuda_float_epilogue, cuda_x_pairs,
-// cuda_target_blocks, cuda_min_blocks, cuda_async_copy, cuda_async_stages,
-// cuda_paired_loads16, cuda_paired_fixed16, cuda_paired_stores16,
-// cuda_prefetch_depth, cuda_x_quads, cuda_y_shared), float storage (Lncc)
-// and the lean stage's mixed storage (LnccHalfFixed: fp16 F, bf16 a, b, c),
-// window 7.
+// GPU: today's box march (the baseline) against the column march with
+// LnccOptions' defaults and with one or two of its cuda_* options changed
+// (names below), float storage (Lncc) and the lean stage's mixed storage
+// (LnccHalfFixed: fp16 F, bf16 a, b, c), window 7.
 //
 //   lncc_variants_bench [--sizes=256,512] [--reps=N] [--variants=NAME,NAME,...] [--list]
 //
 // --variants runs only the named variants (exact names as --list prints
-// them, comma-separated), plus the box march baseline and today's default
-// ("col r2") of each storage they use: the references of the differences
-// and of the speed-up.
+// them, comma-separated), plus the box march baseline and the defaults of
+// each storage they use: the references of the differences and of the
+// speed-ups.
 //
 // Per size: a device-to-device copy of one volume (the bandwidth reference,
 // GB/s = 2 * 4 * N bytes / time) and per variant the median of N CUDA-event
@@ -68,110 +65,55 @@ struct Variant {
   bool mixed = false;  // LnccHalfFixed (fp16 F, bf16 a, b, c)
 };
 
+// Names: "defaults" is LnccOptions' own set (the reference of "x default");
+// suffixes change one option each: al (cuda_aligned_rows), zp
+// (cuda_z_pairs), 2k blk (cuda_target_blocks = 2048), no fepi (double
+// epilogue), no async (register staging), no paired (one-element 16-bit
+// accesses). "col" is the column march with every option off.
 std::vector<Variant> Variants() {
   std::vector<Variant> v;
-  auto add = [&](const std::string& name, LnccCudaKernel kernel, int rows, bool float_epi, bool x_pairs, int blocks,
-                 bool mixed, int min_blocks = 0, bool async = false, bool paired_loads = false,
-                 bool paired_stores = false, int async_stages = 2, bool x_quads = false, bool y_shared = false,
-                 int prefetch_depth = 1) {
-    Variant x;
-    x.name = name + (mixed ? " mixed" : " float");
-    x.options.window = 7;
-    x.options.cuda_kernel = kernel;
-    x.options.cuda_rows = rows;
-    x.options.cuda_float_epilogue = float_epi;
-    x.options.cuda_x_pairs = x_pairs;
-    x.options.cuda_target_blocks = blocks;
-    x.options.cuda_min_blocks = min_blocks;
-    x.options.cuda_async_copy = async;
-    x.options.cuda_paired_loads16 = paired_loads;
-    x.options.cuda_paired_stores16 = paired_stores;
-    x.options.cuda_paired_fixed16 = false;  // with_pf below turns it on
-    x.options.cuda_async_stages = async_stages;
-    x.options.cuda_x_quads = x_quads;
-    x.options.cuda_y_shared = y_shared;
-    x.options.cuda_prefetch_depth = prefetch_depth;
-    x.mixed = mixed;
-    v.push_back(x);
-  };
-  constexpr auto kBox = LnccCudaKernel::kBoxMarch;
-  constexpr auto kCol = LnccCudaKernel::kColumnMarch;
   for (const bool mixed : {false, true}) {
-    add("box (today)", kBox, 2, false, false, 2048, mixed);  // the baseline of its storage: first
-    Variant shipped;  // LnccOptions' own defaults
-    shipped.name = std::string("defaults") + (mixed ? " mixed" : " float");
-    shipped.options.window = 7;
-    shipped.mixed = mixed;
-    v.push_back(shipped);
-    add("col r2", kCol, 2, false, false, 0, mixed);
-    add("col r2 xp", kCol, 2, false, true, 0, mixed);
-    add("col r2 xp fepi", kCol, 2, true, true, 0, mixed);
-    add("col r1 xp fepi", kCol, 1, true, true, 0, mixed);
-    add("col r1 xp occ2", kCol, 1, false, true, 0, mixed, 2);
+    const std::string storage = mixed ? " mixed" : " float";
+    auto add = [&](const std::string& name, const std::function<void(LnccOptions*)>& set) {
+      Variant x;
+      x.name = name + storage;
+      x.options.window = 7;
+      set(&x.options);
+      x.mixed = mixed;
+      v.push_back(x);
+    };
+    // The baseline of its storage first.
+    add("box (today)", [](LnccOptions* o) { o->cuda_kernel = LnccCudaKernel::kBoxMarch; });
+    add("defaults", [](LnccOptions*) {});
+    add("col", [](LnccOptions* o) {
+      o->cuda_kernel = LnccCudaKernel::kColumnMarch;
+      o->cuda_float_epilogue = false;
+      o->cuda_async_copy = false;
+      o->cuda_paired_loads16 = o->cuda_paired_fixed16 = o->cuda_paired_stores16 = false;
+    });
+    add("defaults no fepi", [](LnccOptions* o) { o->cuda_float_epilogue = false; });
+    add("defaults no async", [](LnccOptions* o) { o->cuda_async_copy = false; });
+    add("defaults 2k blk", [](LnccOptions* o) { o->cuda_target_blocks = 2048; });
+    add("defaults al", [](LnccOptions* o) { o->cuda_aligned_rows = true; });
+    add("defaults zp", [](LnccOptions* o) { o->cuda_z_pairs = true; });
+    add("defaults al zp", [](LnccOptions* o) {
+      o->cuda_aligned_rows = true;
+      o->cuda_z_pairs = true;
+    });
+    add("defaults al 2k blk", [](LnccOptions* o) {
+      o->cuda_aligned_rows = true;
+      o->cuda_target_blocks = 2048;
+    });
     if (mixed) {
-      // Paired 16-bit loads (pl: fp16 F, bf16 a, b, c) and stores (ps: bf16
-      // a, b, c), issue 37: the same bits as without them.
-      add("col r2 xp pl", kCol, 2, false, true, 0, mixed, 0, false, true, false);
-      add("col r2 xp ps", kCol, 2, false, true, 0, mixed, 0, false, false, true);
-      add("col r2 xp pl ps", kCol, 2, false, true, 0, mixed, 0, false, true, true);
-      add("col r2 pl ps", kCol, 2, false, false, 0, mixed, 0, false, true, true);
-      add("col r2 xp fepi pl ps", kCol, 2, true, true, 0, mixed, 0, false, true, true);
-      // x quads (xq) and the y pass's shared terms (ys), issue 37.
-      add("col r2 xq ys pl ps", kCol, 2, false, false, 0, mixed, 0, false, true, true, 2, true, true);
-      add("col r2 xq ys fepi pl ps", kCol, 2, true, false, 0, mixed, 0, false, true, true, 2, true, true);
-      add("col r2 xp ys fepi pl ps", kCol, 2, true, true, 0, mixed, 0, false, true, true, 2, false, true);
-      add("col r2 xq fepi pl ps", kCol, 2, true, false, 0, mixed, 0, false, true, true, 2, true, false);
-      // The backward's a, b, c two slices ahead in registers (pf2), issue 37.
-      add("col r2 xp pl ps pf2", kCol, 2, false, true, 0, mixed, 0, false, true, true, 2, false, false, 2);
-      add("col r2 xp fepi pl ps pf2", kCol, 2, true, true, 0, mixed, 0, false, true, true, 2, false, false, 2);
-      add("col r2 xq ys fepi pl ps pf2", kCol, 2, true, false, 0, mixed, 0, false, true, true, 2, true, true, 2);
-      // The forward's fp16 F halo in word pairs too (pf: cuda_paired_fixed16),
-      // and with it W by cp.async (pf async: cuda_async_copy).
-      auto with_pf = [&](const std::string& base, bool async) {
-        for (size_t i = 0; i < v.size(); ++i) {
-          if (v[i].name != base + " mixed") continue;
-          Variant x = v[i];
-          x.name = base + (async ? " pf async mixed" : " pf mixed");
-          x.options.cuda_paired_fixed16 = true;
-          x.options.cuda_async_copy = async;
-          v.push_back(x);
-          return;
-        }
-      };
-      for (const char* base : {"col r2 xp pl ps", "col r2 xq ys fepi pl ps", "col r2 xq ys fepi pl ps pf2"}) {
-        with_pf(base, false);
-        with_pf(base, true);
-      }
-      continue;
+      add("defaults no paired", [](LnccOptions* o) {
+        o->cuda_paired_loads16 = o->cuda_paired_fixed16 = o->cuda_paired_stores16 = false;
+      });
+      add("defaults no ps", [](LnccOptions* o) { o->cuda_paired_stores16 = false; });
+      add("defaults al no ps", [](LnccOptions* o) {
+        o->cuda_aligned_rows = true;
+        o->cuda_paired_stores16 = false;
+      });
     }
-    add("col r1", kCol, 1, false, false, 0, mixed);
-    add("col r1 fepi", kCol, 1, true, false, 0, mixed);
-    add("col r2 fepi", kCol, 2, true, false, 0, mixed);
-    add("col r1 xp", kCol, 1, false, true, 0, mixed);
-    add("col r2 xp 4k blk", kCol, 2, false, true, 4096, mixed);
-    add("col r2 xp 1k blk", kCol, 2, false, true, 1024, mixed);
-    add("col r1 xp fepi 4k", kCol, 1, true, true, 4096, mixed);
-    add("col r2 xp 2k blk", kCol, 2, false, true, 2048, mixed);
-    add("col r1 xp 2k blk", kCol, 1, false, true, 2048, mixed);
-    add("col r1 occ2", kCol, 1, false, false, 0, mixed, 2);
-    add("col r1 xp fepi occ2", kCol, 1, true, true, 0, mixed, 2);
-    add("col r2 xp async", kCol, 2, false, true, 0, mixed, 0, true);
-    add("col r1 xp occ2 async", kCol, 1, false, true, 0, mixed, 2, true);
-    add("col r1 xp async", kCol, 1, false, true, 0, mixed, 0, true);
-    add("col r2 xp fepi async", kCol, 2, true, true, 0, mixed, 0, true);
-    // Deeper cp.async pipelines (cuda_async_stages), issue 37.
-    add("col r2 xp async3", kCol, 2, false, true, 0, mixed, 0, true, false, false, 3);
-    add("col r2 xp async4", kCol, 2, false, true, 0, mixed, 0, true, false, false, 4);
-    add("col r2 xp fepi async3", kCol, 2, true, true, 0, mixed, 0, true, false, false, 3);
-    add("col r2 xp fepi async4", kCol, 2, true, true, 0, mixed, 0, true, false, false, 4);
-    // x quads (xq) and the y pass's shared terms (ys), issue 37.
-    add("col r2 xq", kCol, 2, false, false, 0, mixed, 0, false, false, false, 2, true, false);
-    add("col r2 ys", kCol, 2, false, false, 0, mixed, 0, false, false, false, 2, false, true);
-    add("col r2 xq ys", kCol, 2, false, false, 0, mixed, 0, false, false, false, 2, true, true);
-    add("col r2 xq ys fepi async", kCol, 2, true, false, 0, mixed, 0, true, false, false, 2, true, true);
-    add("col r2 xp ys fepi async", kCol, 2, true, true, 0, mixed, 0, true, false, false, 2, false, true);
-    add("col r2 xq ys fepi async3", kCol, 2, true, false, 0, mixed, 0, true, false, false, 3, true, true);
-    add("col r2 xq ys fepi async4", kCol, 2, true, false, 0, mixed, 0, true, false, false, 4, true, true);
   }
   return v;
 }
@@ -260,7 +202,7 @@ absl::Status BenchSize(const Stream& stream, int64_t edge, int reps, const std::
 
   Outputs ref_float, ref_mixed;
   double base_float_ms = 0, base_mixed_ms = 0;
-  double default_float_ms = 0, default_mixed_ms = 0;  // "col r2": the default kernel
+  double default_float_ms = 0, default_mixed_ms = 0;  // "defaults": LnccOptions' own
   for (const Variant& v : variants) {
     const bool baseline = v.options.cuda_kernel == LnccCudaKernel::kBoxMarch;
     Workspace ws;
@@ -312,7 +254,7 @@ absl::Status BenchSize(const Stream& stream, int64_t edge, int reps, const std::
     }
     const Diff diff = Compare(out, ref);
     double& default_ms = v.mixed ? default_mixed_ms : default_float_ms;
-    if (v.name == (v.mixed ? "col r2 mixed" : "col r2 float")) default_ms = fb_ms;
+    if (v.name == (v.mixed ? "defaults mixed" : "defaults float")) default_ms = fb_ms;
     std::printf("%-30s %9.3f %7.0f %9.3f %7.0f %9.1f %10.2e %10.2e %10.2e %9.2fx %9.2fx\n", v.name.c_str(), fwd_ms,
                 fwd_gbs, fb_ms, fb_gbs, extra_mib, diff.loss_rel, diff.grad_max_rel, diff.grad_rel_l2, base_ms / fb_ms,
                 default_ms > 0 ? default_ms / fb_ms : 0.0);
@@ -348,7 +290,7 @@ absl::StatusOr<std::vector<Variant>> SelectVariants(const std::string& list) {
       keep[i] = true;
       for (size_t j = 0; j < all.size(); ++j) {  // the references of its storage
         const bool reference = all[j].name == (all[i].mixed ? "box (today) mixed" : "box (today) float") ||
-                               all[j].name == (all[i].mixed ? "col r2 mixed" : "col r2 float");
+                               all[j].name == (all[i].mixed ? "defaults mixed" : "defaults float");
         if (reference) keep[j] = true;
       }
     }

@@ -116,6 +116,11 @@ struct ForwardOp {
       return warped;
     }
   }
+  // 16-byte cp.async (LnccOptions::cuda_aligned_rows): the cp.async channels' alignment.
+  __host__ __device__ bool RawAligned16() const {
+    const uintptr_t f = kAsyncCapable ? reinterpret_cast<uintptr_t>(fixed) : 0;
+    return (f | reinterpret_cast<uintptr_t>(warped)) % 16 == 0;
+  }
   template <typename A>
   __device__ __forceinline__ double EmitAt(int64_t idx, const A s[kQ], const float*) const {
     return Emit(idx, s);
@@ -235,6 +240,10 @@ struct BackwardOp {
     } else {
       return warped;
     }
+  }
+  __host__ __device__ bool RawAligned16() const {
+    return !kAsyncCapable || (reinterpret_cast<uintptr_t>(a_in) | reinterpret_cast<uintptr_t>(b_in) |
+                              reinterpret_cast<uintptr_t>(c_in)) % 16 == 0;
   }
   static constexpr bool kForward = false;
   // Paired loads (LnccOptions::cuda_paired_loads16): a, b, c two 16-bit
@@ -497,21 +506,21 @@ __device__ __forceinline__ void StaticFor(F&& f) {
 }
 
 // ---- kColumnMarch (issue 37) -----------------------------------------------
-// A block of 256 threads owns a 32 x (8 * kRows) tile of (x, y) columns and a
-// range of z. Thread (lane, warp) owns columns x0 + lane, rows y0 + kRows *
-// warp + [0, kRows) and keeps their last w slices of xy box sums in registers
-// (a ring indexed at compile time: the z loop is unrolled by w), so the z
-// window sum is a direct sum in ascending z with no shared-memory traffic.
-// Per input slice:
-//   - the halo tile's raw values (F, W or a, b, c) go to one of two shared
-//     buffers (prefetched a slice ahead in registers);
-//   - x pass: the warps split the halo rows, lane = column, the w-term sum of
-//     each quantity read straight from the raw tile (products formed in
+// A block of 256 threads owns a 32 x 16 tile of (x, y) columns and a range of
+// z. Thread (lane, warp) owns column x0 + lane of rows y0 + 2 warp + {0, 1}
+// (two rows per thread: one measured 1.5x slower on an H100) and keeps their
+// last w slices of xy box sums in registers (a ring indexed at compile time:
+// the z loop is unrolled by w), so the z window sum is a direct sum in
+// ascending z with no shared-memory traffic. Per input slice:
+//   - the halo tile's raw values (F, W or a, b, c) go to a shared buffer (by
+//     cp.async, or prefetched a slice ahead in registers);
+//   - x pass: each thread sums four adjacent columns of one halo row (w + 3
+//     taps for four sums sharing their middle terms; products formed in
 //     registers), into one of two x-sum buffers;
-//   - y pass of the previous slice: each thread sums its rows' w x-sum rows
-//     directly, then the z ring and the epilogue.
+//   - y pass of the previous slice: each thread sums its two rows' w x-sum
+//     rows (their common w - 1 terms once), then the z ring and the epilogue.
 // The x pass of slice k and the y pass of slice k - 1 share one barrier.
-// Every sum is a fixed-order direct sum of its window (float, as kBoxMarch's
+// Every sum is a fixed-order sum of its window's terms (float, as kBoxMarch's
 // stored sums), so a voxel's value does not depend on its block's z chunk or
 // on a z-slab's start (issue 39).
 // One 4-byte global -> shared copy that bypasses registers (sm_80+);
@@ -520,6 +529,11 @@ __device__ __forceinline__ void StaticFor(F&& f) {
 __device__ __forceinline__ void CpAsync4(float* dst, const float* src, bool ok) {
   const unsigned saddr = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(saddr), "l"(src), "r"(ok ? 4 : 0));
+}
+// The same for 16 bytes (both addresses 16-byte aligned; L2 only).
+__device__ __forceinline__ void CpAsync16(float* dst, const float* src, bool ok) {
+  const unsigned saddr = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(src), "r"(ok ? 16 : 0));
 }
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Waits until at most N of this thread's newest commit groups are pending.
@@ -530,14 +544,30 @@ __device__ __forceinline__ void CpAsyncWaitGroup() {
 
 constexpr int kColThreads = 256;
 constexpr int kColWarps = kColThreads / 32;
+constexpr int kColRows = 2;       // tile rows per thread
+constexpr int kColStages = 4;     // cp.async halo buffers (float staging; 2 and 3 measured slower)
 
-template <int kW, int kRows>
+// Kernel variants of LnccOptions (issue 37), a bit mask: kFastAligned, halo
+// rows at 16-byte boundaries (cuda_aligned_rows); kFastZPairs, z sums from
+// shared pair and quad sums (cuda_z_pairs).
+constexpr int kFastZPairs = 1;
+constexpr int kFastAligned = 2;
+
+template <int kW, bool kAligned = false>
 struct ColShape {
   static constexpr int kR = kW / 2;
-  static constexpr int kTY = kColWarps * kRows;
+  static constexpr int kTY = kColWarps * kColRows;
   static constexpr int kHX = 32 + 2 * kR;
   static constexpr int kHY = kTY + 2 * kR;
-  static constexpr int kHXS = kHX | 1;  // odd row stride: the paired x pass's two rows hit other banks
+  // Halo column hc (x = x0 - r + hc) sits at index hc + kShift of a row of
+  // kHXS floats. Aligned: rows start at x = x0 - 4 (a 16-byte boundary in
+  // global memory when nx % 4 == 0), 40 floats, so that rows move as 16-byte
+  // chunks and the x pass reads float4s (a quarter warp, one row: no bank
+  // conflicts). Otherwise an odd stride: the x pass's four rows per warp
+  // read 32 distinct banks.
+  static_assert(!kAligned || kR <= 4, "aligned rows hold x0 - 4 .. x0 + 35");
+  static constexpr int kShift = kAligned ? 4 - kR : 0;
+  static constexpr int kHXS = kAligned ? 40 : (kHX | 1);
   static constexpr int kPos = kHX * kHY;
   static constexpr int kPosS = kHXS * kHY;
   static constexpr int kLoads = (kPos + kColThreads - 1) / kColThreads;
@@ -550,62 +580,50 @@ struct ColShape {
 };
 
 // The x-sum buffers' offset in floats: after the raw halo buffers, rounded
-// up to 16 bytes (the x passes store float2 / float4).
+// up to 16 bytes (the x pass stores float4).
 template <int kRaw, int kPosS, int kStages>
 constexpr int ColXsOffset() {
   return (kStages * kRaw * kPosS + 3) / 4 * 4;
 }
 
-template <class Op, int kW, int kRows, int kStages = 2>
+template <class Op, int kW, int kStages, bool kAligned>
 constexpr size_t ColSharedBytes() {
-  using S = ColShape<kW, kRows>;
+  using S = ColShape<kW, kAligned>;
   return sizeof(float) * (ColXsOffset<Op::kRaw, S::kPosS, kStages>() + 2 * Op::kQ * S::kHY * 32);
 }
 
-// kMinBlocks resident blocks per SM: 2 caps registers at 128, 3 at 80.
-// kAsync: the halo tile goes global -> shared by cp.async (float storage),
-// no prefetch registers. kWide (16-bit storage, even nx, 4-byte aligned
-// volumes), a mask: kWideLoads, the 16-bit halo channels (fp16 F, bf16 a,
-// b, c) loaded in 32-bit words of two values; kWideStores, the forward (two
-// rows) stores a, b, c in 32-bit words of two x-neighbours.
+// kAsync: the halo tile goes global -> shared by cp.async (float channels),
+// kStages buffers deep (slice t + kStages - 1 is requested while slice t is
+// summed). kWide (16-bit storage, even nx, 4-byte aligned volumes), a mask:
+// kWideLoads, the 16-bit halo channels (fp16 F, bf16 a, b, c) loaded in
+// 32-bit words of two values through registers; kWideStores, the forward
+// stores a, b, c in 32-bit words of two x-neighbours. kFast: kFastAligned,
+// kFastZPairs above.
 constexpr int kWideLoadBit = 1;
 constexpr int kWideStoreBit = 2;
-// The column march's run-time choices (LnccOptions' cuda_* of the same names).
-struct ColFlags {
-  bool float_epilogue = false;
-  bool x_pairs = false;
-  bool x_quads = false;   // x pass: four columns per thread (wins over x_pairs)
-  bool y_shared = false;  // y pass: a thread's rows share their common terms; z sums from their first term
-  int prefetch_depth = 1;  // host side: the kDepth instantiation to launch
-};
-// kStages (kAsync): halo buffers in the cp.async pipeline; slice t + kStages
-// - 1 is requested while slice t is summed.
-// kDepth (not kAsync): register sets of the halo prefetch (1: the next
-// slice; 2: two slices ahead, with paired 16-bit loads' few registers).
-template <class Op, int kW, int kRows, int kMinBlocks, bool kAsync = false, int kWide = 0, int kStages = 2,
-          int kDepth = 1>
-__global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op op, int64_t nx, int64_t ny, int64_t nz,
-                                                                 int64_t z_chunk, ColFlags flags,
-                                                                 double* __restrict__ partials) {
-  using S = ColShape<kW, kRows>;
-  const bool float_epilogue = flags.float_epilogue;
-  const bool x_pairs = flags.x_pairs;
+template <class Op, int kW, bool kAsync = false, int kWide = 0, int kStages = 2, int kFast = 0>
+__global__ void __launch_bounds__(kColThreads, 2) ColumnMarchKernel(Op op, int64_t nx, int64_t ny, int64_t nz,
+                                                                    int64_t z_chunk, bool float_epilogue,
+                                                                    double* __restrict__ partials) {
+  constexpr bool kAligned = (kFast & kFastAligned) != 0;
+  constexpr bool kZPairs = (kFast & kFastZPairs) != 0;
+  using S = ColShape<kW, kAligned>;
+  constexpr int kRows = kColRows;
   constexpr bool kWideLoads = (kWide & kWideLoadBit) != 0;
   constexpr bool kWideStores = (kWide & kWideStoreBit) != 0;
   static_assert(!kWideLoads || Op::kRaw16 > 0, "paired loads need 16-bit channels");
-  static_assert(!kWideStores || (Op::kWideStores && kRows == 2), "paired stores: 16-bit a, b, c, two rows");
-  // cp.async moves 4-byte floats: with paired loads, only the float channels
-  // (the mixed forward's W; its fp16 F comes in register words).
+  static_assert(!kWideStores || Op::kWideStores, "paired stores: 16-bit a, b, c");
+  // cp.async moves floats: with paired loads, only the float channels (the
+  // mixed forward's W; its fp16 F comes in register words).
   static_assert(!kAsync || !kWideLoads || Op::kRaw16 < Op::kRaw, "cp.async needs a float channel");
   static_assert(!(kAsync && kWideLoads) || kStages == 2, "hybrid staging: two buffers");
   static_assert(kStages >= 2 && (kAsync || kStages == 2), "a deeper pipeline is cp.async's");
-  static_assert(kDepth == 1 || (kDepth == 2 && !kAsync), "register prefetch 1 or 2 slices ahead");
   constexpr int kR16 = kWideLoads ? Op::kRaw16 : 0;  // halo channels loaded in words
   constexpr int kQ = Op::kQ;
   constexpr int kRaw = Op::kRaw;
   constexpr int r = S::kR;
-  extern __shared__ float smem[];
-  float* s_raw = smem;                          // [2][kRaw][kHY][kHXS]
+  extern __shared__ __align__(16) float smem[];
+  float* s_raw = smem;                                           // [kStages][kRaw][kHY][kHXS]
   float* s_xs = smem + ColXsOffset<kRaw, S::kPosS, kStages>();  // [2][kQ][kHY][32]
 
   const int tid = threadIdx.x;
@@ -618,30 +636,55 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
   const int64_t plane = nx * ny;
   const int64_t my_x = x0 + lane;
 
-  // kDepth register sets of prefetched halo values: slice t + kDepth is
-  // loaded while slice t is summed.
-  float raw[kDepth][(kAsync || kR16 == kRaw) ? 1 : S::kLoads][kRaw];
-  uint32_t words[kDepth][kWideLoads ? S::kWordLoads : 1][kR16 > 0 ? kR16 : 1];
+  // Prefetched halo values (register staging): slice t + 1 is loaded while
+  // slice t is summed.
+  float raw[(kAsync || kR16 == kRaw) ? 1 : S::kLoads][kRaw];
+  uint32_t words[kWideLoads ? S::kWordLoads : 1][kR16 > 0 ? kR16 : 1];
   auto copy_slice = [&](int64_t zin, int buf) {  // kAsync: straight into raw buffer `buf`
     float* dst = s_raw + buf * kRaw * S::kPosS;
     const bool z_ok = zin >= 0 && zin < nz;
+    if constexpr (kAligned) {
+      // 16-byte chunks (the host checked nx % 4 == 0 and 16-byte aligned
+      // float channels): each wholly inside or outside the volume.
+      constexpr int kChunks = S::kHXS / 4;  // per row
+      constexpr int kChunkPos = kChunks * S::kHY;
 #pragma unroll
-    for (int s = 0; s < S::kLoads; ++s) {
-      const int p = tid + s * kColThreads;
-      if (p < S::kPos) {
-        const int hr = p / S::kHX;
-        const int hc = p - hr * S::kHX;
-        const int64_t gx = x0 - r + hc;
-        const int64_t gy = y0 - r + hr;
-        const bool ok = z_ok && gx >= 0 && gx < nx && gy >= 0 && gy < ny;
-        const int64_t idx = ok ? gx + nx * gy + plane * zin : 0;
+      for (int s = 0; s < (kChunkPos + kColThreads - 1) / kColThreads; ++s) {
+        const int p = tid + s * kColThreads;
+        if (p < kChunkPos) {
+          const int hr = p / kChunks;
+          const int m = p - hr * kChunks;
+          const int64_t gx = x0 - 4 + 4 * m;
+          const int64_t gy = y0 - r + hr;
+          const bool ok = z_ok && gx >= 0 && gx < nx && gy >= 0 && gy < ny;
+          const int64_t idx = ok ? gx + nx * gy + plane * zin : 0;
 #pragma unroll
-        for (int c = kR16; c < kRaw; ++c) CpAsync4(dst + c * S::kPosS + hr * S::kHXS + hc, op.RawBase(c) + idx, ok);
+          for (int c = kR16; c < kRaw; ++c) {
+            CpAsync16(dst + c * S::kPosS + hr * S::kHXS + 4 * m, op.RawBase(c) + idx, ok);
+          }
+        }
+      }
+    } else {
+#pragma unroll
+      for (int s = 0; s < S::kLoads; ++s) {
+        const int p = tid + s * kColThreads;
+        if (p < S::kPos) {
+          const int hr = p / S::kHX;
+          const int hc = p - hr * S::kHX;
+          const int64_t gx = x0 - r + hc;
+          const int64_t gy = y0 - r + hr;
+          const bool ok = z_ok && gx >= 0 && gx < nx && gy >= 0 && gy < ny;
+          const int64_t idx = ok ? gx + nx * gy + plane * zin : 0;
+#pragma unroll
+          for (int c = kR16; c < kRaw; ++c) {
+            CpAsync4(dst + c * S::kPosS + hr * S::kHXS + hc + S::kShift, op.RawBase(c) + idx, ok);
+          }
+        }
       }
     }
     CpAsyncCommit();
   };
-  auto load_slice = [&](int64_t zin, int set) {
+  auto load_slice = [&](int64_t zin) {
     const bool z_ok = zin >= 0 && zin < nz;
     if constexpr (kWideLoads) {
       // Word k of halo row hr holds x = x0 - kWordX0 + 2k and the next x:
@@ -656,10 +699,10 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
         if (z_ok && p < S::kWordPos && gx >= 0 && gx < nx && gy >= 0 && gy < ny) {
           const int64_t idx = gx + nx * gy + plane * zin;
 #pragma unroll
-          for (int c = 0; c < kR16; ++c) words[set][s][c] = op.LoadWord(c, idx);
+          for (int c = 0; c < kR16; ++c) words[s][c] = op.LoadWord(c, idx);
         } else {
 #pragma unroll
-          for (int c = 0; c < kR16; ++c) words[set][s][c] = 0u;
+          for (int c = 0; c < kR16; ++c) words[s][c] = 0u;
         }
       }
     }
@@ -673,19 +716,19 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
         const int64_t gy = y0 - r + hr;
         if (z_ok && p < S::kPos && gx >= 0 && gx < nx && gy >= 0 && gy < ny) {
           if constexpr (kR16 == 0) {
-            op.Load(gx + nx * gy + plane * zin, raw[set][s]);
+            op.Load(gx + nx * gy + plane * zin, raw[s]);
           } else {
 #pragma unroll
-            for (int c = kR16; c < kRaw; ++c) raw[set][s][c] = op.LoadOne(c, gx + nx * gy + plane * zin);
+            for (int c = kR16; c < kRaw; ++c) raw[s][c] = op.LoadOne(c, gx + nx * gy + plane * zin);
           }
         } else {
 #pragma unroll
-          for (int c = kR16; c < kRaw; ++c) raw[set][s][c] = 0.0f;
+          for (int c = kR16; c < kRaw; ++c) raw[s][c] = 0.0f;
         }
       }
     }
   };
-  auto store_slice = [&](int buf, int set) {
+  auto store_slice = [&](int buf) {
     float* dst = s_raw + buf * kRaw * S::kPosS;
     if constexpr (kWideLoads) {
 #pragma unroll
@@ -694,11 +737,15 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
         if (p < S::kWordPos) {
           const int hr = p / S::kWords;
           const int hc = 2 * (p - hr * S::kWords) - (r & 1);  // the low half's halo column
+          const int at = hc + S::kShift;                      // its index in the row
+          // Aligned rows also hold the word's value left of the halo (x0 - 4).
+          const bool lo_ok = kAligned ? at >= 0 : hc >= 0;
+          const bool hi_ok = kAligned ? at + 1 < S::kHXS : hc + 1 < S::kHX;
           float* row = dst + hr * S::kHXS;
 #pragma unroll
           for (int c = 0; c < kR16; ++c) {
-            if (hc >= 0) row[c * S::kPosS + hc] = Op::Widen(c, words[set][s][c] & 0xffffu);
-            if (hc + 1 < S::kHX) row[c * S::kPosS + hc + 1] = Op::Widen(c, words[set][s][c] >> 16);
+            if (lo_ok) row[c * S::kPosS + at] = Op::Widen(c, words[s][c] & 0xffffu);
+            if (hi_ok) row[c * S::kPosS + at + 1] = Op::Widen(c, words[s][c] >> 16);
           }
         }
       }
@@ -708,131 +755,95 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
       for (int s = 0; s < S::kLoads; ++s) {
         const int p = tid + s * kColThreads;
         if (p < S::kPos) {
-          const int at = (p / S::kHX) * S::kHXS + p % S::kHX;
+          const int at = (p / S::kHX) * S::kHXS + p % S::kHX + S::kShift;
 #pragma unroll
-          for (int c = kR16; c < kRaw; ++c) dst[c * S::kPosS + at] = raw[set][s][c];
+          for (int c = kR16; c < kRaw; ++c) dst[c * S::kPosS + at] = raw[s][c];
         }
       }
     }
   };
-  // x pass on raw buffer `rbuf` into x-sum buffer `xbuf`.
+  // x pass on raw buffer `rbuf` into x-sum buffer `xbuf`: four adjacent
+  // columns per thread, 8 threads per halo row, one pass over the 8 * kHY
+  // items: w + 3 taps for four sums that share their middle w - 3 terms.
+  // Sum j = (taps j..2 + middle) + taps w..w+j-1.
   auto x_pass = [&](int rbuf, int xbuf) {
     const float* src = s_raw + rbuf * kRaw * S::kPosS;
     float* dst = s_xs + xbuf * kQ * S::kHY * 32;
-    if (flags.x_quads) {
-      // Four adjacent columns per thread, 8 threads per halo row, one pass
-      // over the 8 * kHY items (all threads busy, no second round): w + 3
-      // taps for four sums that share their middle w - 3 terms. Sum j =
-      // (taps j..2 + middle) + taps w..w+j-1. With the odd row stride a
-      // warp's four rows read 32 distinct banks.
-      for (int item = tid; item < 8 * S::kHY; item += kColThreads) {
-        const int row = item >> 3;
-        const int col = 4 * (item & 7);
-        const float* at = src + row * S::kHXS + col;
-        auto tap = [&](int k, float q[kQ]) {
-          float v[kRaw];
-#pragma unroll
-          for (int c = 0; c < kRaw; ++c) v[c] = at[c * S::kPosS + k];
-          Op::Expand(v, q);
-        };
-        float mid[kQ], p2[kQ], p12[kQ], o0[kQ], q[kQ];
-        if constexpr (kW > 3) {
-          tap(3, mid);  // sums start from their first term (no 0 + x)
-        } else {
-#pragma unroll
-          for (int c = 0; c < kQ; ++c) mid[c] = 0.f;
-        }
-#pragma unroll
-        for (int k = 4; k < kW; ++k) {
-          tap(k, q);
-#pragma unroll
-          for (int c = 0; c < kQ; ++c) mid[c] += q[c];
-        }
-        tap(2, p2);
-        tap(1, q);
-#pragma unroll
-        for (int c = 0; c < kQ; ++c) p12[c] = q[c] + p2[c];
-        tap(0, q);
-#pragma unroll
-        for (int c = 0; c < kQ; ++c) {
-          o0[c] = (q[c] + p12[c]) + mid[c];
-          p12[c] = p12[c] + mid[c];  // now the base of sum 1
-          p2[c] = p2[c] + mid[c];    // and of sum 2
-        }
-        float s12[kQ], o1[kQ];
-        tap(kW, q);
-#pragma unroll
-        for (int c = 0; c < kQ; ++c) {
-          o1[c] = p12[c] + q[c];
-          s12[c] = q[c];
-        }
-        tap(kW + 1, q);
-#pragma unroll
-        for (int c = 0; c < kQ; ++c) {
-          s12[c] += q[c];
-          p2[c] = p2[c] + s12[c];  // sum 2
-        }
-        tap(kW + 2, q);
-#pragma unroll
-        for (int c = 0; c < kQ; ++c) {
-          const float o3 = mid[c] + (s12[c] + q[c]);
-          *reinterpret_cast<float4*>(dst + (c * S::kHY + row) * 32 + col) = make_float4(o0[c], o1[c], p2[c], o3);
-        }
-      }
-      return;
-    }
-    if (x_pairs) {
-      // Two adjacent columns per thread (half a warp per row, two rows per
-      // warp): w + 1 loads and products for two sums that share their
-      // middle w - 1 terms.
-      const int col = 2 * (lane & 15);
-      for (int row0 = 2 * warp; row0 < S::kHY; row0 += 2 * kColWarps) {
-        const int row = row0 + (lane >> 4);
-        if (row >= S::kHY) continue;
-        const float* at = src + row * S::kHXS + col;
-        // The shared middle terms first, then each end (fewer live registers).
-        float mid[kQ];
-#pragma unroll
-        for (int c = 0; c < kQ; ++c) mid[c] = 0.f;
-#pragma unroll
-        for (int k = 1; k < kW; ++k) {
-          float v[kRaw], q[kQ];
-#pragma unroll
-          for (int c = 0; c < kRaw; ++c) v[c] = at[c * S::kPosS + k];
-          Op::Expand(v, q);
-#pragma unroll
-          for (int c = 0; c < kQ; ++c) mid[c] += q[c];
-        }
-        float v0[kRaw], q0[kQ], v1[kRaw], q1[kQ];
+    for (int item = tid; item < 8 * S::kHY; item += kColThreads) {
+      const int row = item >> 3;
+      const int col = 4 * (item & 7);
+      const float* at = src + row * S::kHXS + col;
+      // Aligned rows: the taps as three float4s per channel (tap k at
+      // index k + kShift).
+      float vec[kAligned ? kRaw : 1][kAligned ? 12 : 1];
+      if constexpr (kAligned) {
 #pragma unroll
         for (int c = 0; c < kRaw; ++c) {
-          v0[c] = at[c * S::kPosS];
-          v1[c] = at[c * S::kPosS + kW];
-        }
-        Op::Expand(v0, q0);
-        Op::Expand(v1, q1);
 #pragma unroll
-        for (int c = 0; c < kQ; ++c) {
-          *reinterpret_cast<float2*>(dst + (c * S::kHY + row) * 32 + col) = make_float2(q0[c] + mid[c], mid[c] + q1[c]);
+          for (int m = 0; m < 3; ++m) {
+            const float4 f = *reinterpret_cast<const float4*>(at + c * S::kPosS + 4 * m);
+            vec[c][4 * m] = f.x;
+            vec[c][4 * m + 1] = f.y;
+            vec[c][4 * m + 2] = f.z;
+            vec[c][4 * m + 3] = f.w;
+          }
         }
       }
-      return;
-    }
-    for (int row = warp; row < S::kHY; row += kColWarps) {
-      float sum[kQ];
+      auto tap = [&](int k, float q[kQ]) {
+        float v[kRaw];
 #pragma unroll
-      for (int c = 0; c < kQ; ++c) sum[c] = 0.f;
-#pragma unroll
-      for (int k = 0; k < kW; ++k) {
-        float v[kRaw], q[kQ];
-#pragma unroll
-        for (int c = 0; c < kRaw; ++c) v[c] = src[c * S::kPosS + row * S::kHXS + lane + k];
+        for (int c = 0; c < kRaw; ++c) {
+          if constexpr (kAligned) {
+            v[c] = vec[c][k + S::kShift];
+          } else {
+            v[c] = at[c * S::kPosS + k];
+          }
+        }
         Op::Expand(v, q);
+      };
+      float mid[kQ], p2[kQ], p12[kQ], o0[kQ], q[kQ];
+      if constexpr (kW > 3) {
+        tap(3, mid);  // sums start from their first term (no 0 + x)
+      } else {
 #pragma unroll
-        for (int c = 0; c < kQ; ++c) sum[c] += q[c];
+        for (int c = 0; c < kQ; ++c) mid[c] = 0.f;
       }
 #pragma unroll
-      for (int c = 0; c < kQ; ++c) dst[(c * S::kHY + row) * 32 + lane] = sum[c];
+      for (int k = 4; k < kW; ++k) {
+        tap(k, q);
+#pragma unroll
+        for (int c = 0; c < kQ; ++c) mid[c] += q[c];
+      }
+      tap(2, p2);
+      tap(1, q);
+#pragma unroll
+      for (int c = 0; c < kQ; ++c) p12[c] = q[c] + p2[c];
+      tap(0, q);
+#pragma unroll
+      for (int c = 0; c < kQ; ++c) {
+        o0[c] = (q[c] + p12[c]) + mid[c];
+        p12[c] = p12[c] + mid[c];  // now the base of sum 1
+        p2[c] = p2[c] + mid[c];    // and of sum 2
+      }
+      float s12[kQ], o1[kQ];
+      tap(kW, q);
+#pragma unroll
+      for (int c = 0; c < kQ; ++c) {
+        o1[c] = p12[c] + q[c];
+        s12[c] = q[c];
+      }
+      tap(kW + 1, q);
+#pragma unroll
+      for (int c = 0; c < kQ; ++c) {
+        s12[c] += q[c];
+        p2[c] = p2[c] + s12[c];  // sum 2
+      }
+      tap(kW + 2, q);
+#pragma unroll
+      for (int c = 0; c < kQ; ++c) {
+        const float o3 = mid[c] + (s12[c] + q[c]);
+        *reinterpret_cast<float4*>(dst + (c * S::kHY + row) * 32 + col) = make_float4(o0[c], o1[c], p2[c], o3);
+      }
     }
   };
 
@@ -853,16 +864,30 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
     }
   };
 
+  // ring: the xy sums P_u of input slice u at slot u % kW. kZPairs: also
+  // pairs Q_u = P_u + P_{u+1} and quads R_u = Q_u + Q_{u+2} at slot u % kW,
+  // each formed once and shared by the windows that contain it.
   float ring[kW][kRows][kQ];
+  float pairs[kZPairs ? kW : 1][kRows][kQ];
+  float quads[kZPairs ? kW : 1][kRows][kQ];
 #pragma unroll
   for (int k = 0; k < kW; ++k)
 #pragma unroll
     for (int j = 0; j < kRows; ++j)
 #pragma unroll
       for (int c = 0; c < kQ; ++c) ring[k][j][c] = 0.f;
+  if constexpr (kZPairs) {
+#pragma unroll
+    for (int k = 0; k < kW; ++k)
+#pragma unroll
+      for (int j = 0; j < kRows; ++j)
+#pragma unroll
+        for (int c = 0; c < kQ; ++c) pairs[k][j][c] = quads[k][j][c] = 0.f;
+  }
 
-  // y pass of x-sum buffer `buf` into ring slot kSlot, then (when the slice
-  // z = zin - r is one of this block's) the z sums and the epilogue.
+  // y pass of x-sum buffer `buf` (input slice u, ring slot kSlot = u % kW),
+  // then (when the slice z = u - r is one of this block's) the z sums and
+  // the epilogue.
   auto y_pass_and_emit = [&](int buf, auto slot_tag, int64_t zin) {
     constexpr int kSlot = decltype(slot_tag)::value;
     const float* src = s_xs + buf * kQ * S::kHY * 32;
@@ -871,37 +896,45 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
       float rows[kRows + 2 * r];
 #pragma unroll
       for (int h = 0; h < kRows + 2 * r; ++h) rows[h] = src[(c * S::kHY + warp * kRows + h) * 32 + lane];
-      if (kRows > 1 && flags.y_shared) {
-        // The rows' common terms kRows - 1 .. w - 1 once; row j adds its
-        // own first terms before them and its last terms after.
-        float common = rows[kRows - 1];
+      // The rows' common terms kRows - 1 .. w - 1 once; row j adds its own
+      // first terms before them and its last terms after.
+      float common = rows[kRows - 1];
 #pragma unroll
-        for (int h = kRows; h < kW; ++h) common += rows[h];
-#pragma unroll
-        for (int j = 0; j < kRows; ++j) {
-          float sum = common;
-          if (j <= kRows - 2) {
-            float pre = rows[j];
-#pragma unroll
-            for (int h = j + 1; h <= kRows - 2; ++h) pre += rows[h];
-            sum = pre + common;
-          }
-#pragma unroll
-          for (int h = kW; h < kW + j; ++h) sum += rows[h];
-          ring[kSlot][j][c] = sum;
-        }
-        continue;
-      }
+      for (int h = kRows; h < kW; ++h) common += rows[h];
 #pragma unroll
       for (int j = 0; j < kRows; ++j) {
-        float sum = 0.f;
+        float sum = common;
+        if (j <= kRows - 2) {
+          float pre = rows[j];
 #pragma unroll
-        for (int h = 0; h < kW; ++h) sum += rows[j + h];
+          for (int h = j + 1; h <= kRows - 2; ++h) pre += rows[h];
+          sum = pre + common;
+        }
+#pragma unroll
+        for (int h = kW; h < kW + j; ++h) sum += rows[h];
         ring[kSlot][j][c] = sum;
       }
     }
+    // The window of z = u - r is slices u - (w - 1) .. u, summed from the
+    // oldest: kZPairs, quads while 4 or more slices remain, then a pair,
+    // then P_u (w = 7: R_{u-6} + Q_{u-2} + P_u).
+    constexpr int kNumQuads = kZPairs ? (kW - 1) / 4 : 0;
+    if constexpr (kZPairs) {
+      constexpr int kPrev = (kSlot + kW - 1) % kW;  // slice u - 1
+#pragma unroll
+      for (int j = 0; j < kRows; ++j)
+#pragma unroll
+        for (int c = 0; c < kQ; ++c) pairs[kPrev][j][c] = ring[kPrev][j][c] + ring[kSlot][j][c];
+      if constexpr (kW >= 5) {
+        constexpr int kOld = (kSlot + kW - 3) % kW;  // R_{u-3} = Q_{u-3} + Q_{u-1}
+#pragma unroll
+        for (int j = 0; j < kRows; ++j)
+#pragma unroll
+          for (int c = 0; c < kQ; ++c) quads[kOld][j][c] = pairs[kOld][j][c] + pairs[kPrev][j][c];
+      }
+    }
     const int64_t z = zin - r;
-    if (z < z_begin) return;
+    if (z < z_begin || z >= z_end) return;
     double cc = 0.0;
     float abc[kRows][3];  // kWideStores: this thread's coefficients, stored below in pairs
 #pragma unroll
@@ -910,22 +943,40 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
     for (int j = 0; j < kRows; ++j) {
       const int64_t my_y = y0 + warp * kRows + j;
       if (my_x < nx && my_y < ny) {
-        // The window's slices in ascending z: the oldest (z - r) is the slot
-        // after the newest.
         float sum[kQ];
-        if (flags.y_shared) {  // from the first term (no 0 + x)
+        if constexpr (kZPairs) {
+          StaticFor<kNumQuads>([&](auto i_tag) {
+            constexpr int i = decltype(i_tag)::value;
+            constexpr int kAt = (kSlot + 1 + 4 * i) % kW;  // slice u - (w - 1) + 4i
+#pragma unroll
+            for (int c = 0; c < kQ; ++c) {
+              if constexpr (i == 0) {
+                sum[c] = quads[kAt][j][c];
+              } else {
+                sum[c] += quads[kAt][j][c];
+              }
+            }
+          });
+          if constexpr ((kW - 4 * kNumQuads) >= 2) {  // a pair
+            constexpr int kAt = (kSlot + 1 + 4 * kNumQuads) % kW;
+#pragma unroll
+            for (int c = 0; c < kQ; ++c) {
+              if constexpr (kNumQuads == 0) {
+                sum[c] = pairs[kAt][j][c];
+              } else {
+                sum[c] += pairs[kAt][j][c];
+              }
+            }
+          }
+#pragma unroll
+          for (int c = 0; c < kQ; ++c) sum[c] += ring[kSlot][j][c];
+        } else {
+          // The window's slices in ascending z, from the first term (no
+          // 0 + x): the oldest (z - r) is the slot after the newest.
 #pragma unroll
           for (int c = 0; c < kQ; ++c) sum[c] = ring[(kSlot + 1) % kW][j][c];
 #pragma unroll
           for (int d = 2; d <= kW; ++d) {
-#pragma unroll
-            for (int c = 0; c < kQ; ++c) sum[c] += ring[(kSlot + d) % kW][j][c];
-          }
-        } else {
-#pragma unroll
-          for (int c = 0; c < kQ; ++c) sum[c] = 0.f;
-#pragma unroll
-          for (int d = 1; d <= kW; ++d) {
 #pragma unroll
             for (int c = 0; c < kQ; ++c) sum[c] += ring[(kSlot + d) % kW][j][c];
           }
@@ -982,9 +1033,9 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
   const int64_t zin_begin = z_begin - r;
   const int64_t nslices = (z_end + r) - zin_begin;
   if constexpr (kAsync && kWideLoads) {
-    load_slice(zin_begin, 0);
-    store_slice(0, 0);
-    if (nslices > 1) load_slice(zin_begin + 1, 0);
+    load_slice(zin_begin);
+    store_slice(0);
+    if (nslices > 1) load_slice(zin_begin + 1);
   }
   if constexpr (kAsync) {
     // One commit group per slice (empty past the end), so that waiting for
@@ -999,10 +1050,9 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
     }
     CpAsyncWaitGroup<kStages - 2>();
   } else {
-    load_slice(zin_begin, 0);
-    store_slice(0, 0);
-    if (nslices > 1) load_slice(zin_begin + 1, kDepth - 1);
-    if (kDepth == 2 && nslices > 2) load_slice(zin_begin + 2, 0);
+    load_slice(zin_begin);
+    store_slice(0);
+    if (nslices > 1) load_slice(zin_begin + 1);
   }
   // Step t emits slice zin_begin + t - 1 - r (when it is >= z_begin); step
   // t - 1 loads its center values.
@@ -1011,13 +1061,17 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
 #pragma unroll
     for (int c = 0; c < kC; ++c) center[j][c] = 0.f;
   __syncthreads();
-  // Unrolled by kDepth * kW: the ring slot (t % kW) and the register set
-  // (t % kDepth) are compile-time.
-  for (int64_t t0 = 0; t0 <= nslices; t0 += kDepth * kW) {
-    StaticFor<kDepth * kW>([&](auto k_tag) {
+  for (int64_t t0 = 0; t0 <= nslices; t0 += kW) {
+    StaticFor<kW>([&](auto k_tag) {
       constexpr int k = decltype(k_tag)::value;
       const int64_t t = t0 + k;
-      if (t > nslices) return;
+      // kZPairs runs whole periods, updating its partial sums at every step
+      // (their slots are written unconditionally, so only the live ones
+      // take registers); steps past the end touch no memory and emit
+      // nothing.
+      if constexpr (!kZPairs) {
+        if (t > nslices) return;
+      }
       const int buf = static_cast<int>(t & 1);
       if constexpr (kAsync) {
         // Into the buffer of slice t - 1 (its x pass is behind the barrier).
@@ -1029,20 +1083,21 @@ __global__ void __launch_bounds__(kColThreads, kMinBlocks) ColumnMarchKernel(Op 
         }
         if constexpr (kWideLoads) {  // the 16-bit channels from registers, as below
           if (t + 1 < nslices) {
-            store_slice(buf ^ 1, 0);
-            if (t + 2 < nslices) load_slice(zin_begin + t + 2, 0);
+            store_slice(buf ^ 1);
+            if (t + 2 < nslices) load_slice(zin_begin + t + 2);
           }
         }
       } else if (t + 1 < nslices) {
-        // Slice t + 1 came in register set (t + 1) % kDepth; slice t + 1 +
-        // kDepth goes there next.
-        constexpr int kSet = (k + 1) % kDepth;
-        store_slice(buf ^ 1, kSet);
-        if (t + 1 + kDepth < nslices) load_slice(zin_begin + t + 1 + kDepth, kSet);
+        store_slice(buf ^ 1);  // slice t + 1, loaded during step t - 1
+        if (t + 2 < nslices) load_slice(zin_begin + t + 2);
       }
       if (kC > 1) load_center(zin_begin + t - r);  // the next step's voxels
       if (t < nslices) x_pass(kAsync ? static_cast<int>(t % kStages) : buf, buf);
-      if (t >= 1) y_pass_and_emit(buf ^ 1, std::integral_constant<int, (k + kW - 1) % kW>{}, zin_begin + t - 1);
+      // (kZPairs at t = 0: a stale buffer into partial sums of slice -1,
+      // which no emitted window contains.)
+      if (kZPairs || t >= 1) {
+        y_pass_and_emit(buf ^ 1, std::integral_constant<int, (k + kW - 1) % kW>{}, zin_begin + t - 1);
+      }
       if (kC > 1) {
 #pragma unroll
         for (int j = 0; j < kRows; ++j)
@@ -1084,13 +1139,12 @@ int64_t ColumnChunk(int64_t tiles, int64_t nz, int r, int64_t target_blocks, int
   return best;
 }
 
-template <class Op, int kW, int kRows, int kMinBlocks, bool kAsync = false, int kWide = 0, int kStages = 2,
-          int kDepth = 1>
-absl::Status LaunchColumnMarch(const Op& op, Dims3 dims, int64_t target_blocks, ColFlags flags, double* partials,
-                               cudaStream_t stream) {
-  using S = ColShape<kW, kRows>;
-  const size_t smem = ColSharedBytes<Op, kW, kRows, kStages>();
-  auto kernel = ColumnMarchKernel<Op, kW, kRows, kMinBlocks, kAsync, kWide, kStages, kDepth>;
+template <class Op, int kW, bool kAsync = false, int kWide = 0, int kStages = 2, int kFast = 0>
+absl::Status LaunchColumnMarch(const Op& op, Dims3 dims, int64_t target_blocks, bool float_epilogue,
+                               double* partials, cudaStream_t stream) {
+  using S = ColShape<kW, (kFast & kFastAligned) != 0>;
+  const size_t smem = ColSharedBytes<Op, kW, kStages, (kFast & kFastAligned) != 0>();
+  auto kernel = ColumnMarchKernel<Op, kW, kAsync, kWide, kStages, kFast>;
   TESSERA_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   int64_t resident = 0;
@@ -1105,17 +1159,52 @@ absl::Status LaunchColumnMarch(const Op& op, Dims3 dims, int64_t target_blocks, 
   const int64_t z_chunk = ColumnChunk(tiles, dims.nz, S::kR, target_blocks, resident);
   const dim3 grid(static_cast<unsigned>((dims.nx + 31) / 32), static_cast<unsigned>((dims.ny + S::kTY - 1) / S::kTY),
                   static_cast<unsigned>((dims.nz + z_chunk - 1) / z_chunk));
-  kernel<<<grid, kColThreads, smem, stream>>>(op, dims.nx, dims.ny, dims.nz, z_chunk, flags, partials);
+  kernel<<<grid, kColThreads, smem, stream>>>(op, dims.nx, dims.ny, dims.nz, z_chunk, float_epilogue, partials);
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("lncc column march");
   return absl::OkStatus();
 }
 
-template <class Op, int kRows, int kMinBlocks>
-absl::Status DispatchColumnWindow(const Op& op, Dims3 dims, int window, int64_t target_blocks, ColFlags flags,
-                                  bool async_copy, int async_stages, int wide, double* partials, cudaStream_t stream) {
+// The kFast variants (window 7's default paths): run-time bits to template.
+template <class Op, bool kAsync, int kWide, int kStages>
+absl::Status LaunchColumnMarchFast(const Op& op, Dims3 dims, int64_t target_blocks, bool float_epilogue, int fast,
+                                   double* partials, cudaStream_t stream) {
+  switch (fast) {
+    case kFastZPairs:
+      return LaunchColumnMarch<Op, 7, kAsync, kWide, kStages, kFastZPairs>(op, dims, target_blocks, float_epilogue,
+                                                                           partials, stream);
+    case kFastAligned:
+      return LaunchColumnMarch<Op, 7, kAsync, kWide, kStages, kFastAligned>(op, dims, target_blocks, float_epilogue,
+                                                                            partials, stream);
+    case kFastAligned | kFastZPairs:
+      return LaunchColumnMarch<Op, 7, kAsync, kWide, kStages, kFastAligned | kFastZPairs>(
+          op, dims, target_blocks, float_epilogue, partials, stream);
+    default:
+      return LaunchColumnMarch<Op, 7, kAsync, kWide, kStages>(op, dims, target_blocks, float_epilogue, partials,
+                                                              stream);
+  }
+}
+
+// Window 7's other paths: z pairs or not (aligned rows only change where
+// values are staged, not the bits, so they are left out there).
+template <class Op, bool kAsync, int kWide>
+absl::Status LaunchColumnMarchZ(const Op& op, Dims3 dims, int64_t target_blocks, bool float_epilogue, int fast,
+                                double* partials, cudaStream_t stream) {
+  if ((fast & kFastZPairs) != 0) {
+    return LaunchColumnMarch<Op, 7, kAsync, kWide, 2, kFastZPairs>(op, dims, target_blocks, float_epilogue, partials,
+                                                                   stream);
+  }
+  return LaunchColumnMarch<Op, 7, kAsync, kWide>(op, dims, target_blocks, float_epilogue, partials, stream);
+}
+
+// fast: kFast bits wanted (window 7; aligned rows dropped where unsupported:
+// with cp.async they need nx % 4 == 0 and 16-byte aligned float channels).
+template <class Op>
+absl::Status DispatchColumnWindow(const Op& op, Dims3 dims, int window, int64_t target_blocks, bool float_epilogue,
+                                  bool async_copy, int wide, int fast, double* partials, cudaStream_t stream) {
+  const int async_fast = (dims.nx % 4 == 0 && op.RawAligned16()) ? fast : (fast & ~kFastAligned);
   // Paired 16-bit loads / stores (the caller checked even nx and alignment):
-  // window 7, two rows per thread only (the registration default).
-  if constexpr (kRows == 2 && kMinBlocks == 2 && (Op::kRaw16 > 0 || Op::kWideStores)) {
+  // window 7 only (the registration default).
+  if constexpr (Op::kRaw16 > 0 || Op::kWideStores) {
     if (window == 7) {
       constexpr int kL = Op::kRaw16 > 0 ? kWideLoadBit : 0;
       constexpr int kS = Op::kWideStores ? kWideStoreBit : 0;
@@ -1123,54 +1212,40 @@ absl::Status DispatchColumnWindow(const Op& op, Dims3 dims, int window, int64_t 
       // registers, W by cp.async (its 4-byte floats).
       if constexpr (kL != 0 && Op::kRaw16 < Op::kRaw) {
         if (async_copy && wide == kL) {
-          return LaunchColumnMarch<Op, 7, 2, 2, true, kL>(op, dims, target_blocks, flags, partials, stream);
+          return LaunchColumnMarchFast<Op, true, kL, 2>(op, dims, target_blocks, float_epilogue, async_fast, partials,
+                                                        stream);
         }
         if constexpr (kS != 0) {
           if (async_copy && wide == (kL | kS)) {
-            return LaunchColumnMarch<Op, 7, 2, 2, true, kL | kS>(op, dims, target_blocks, flags, partials, stream);
+            return LaunchColumnMarchFast<Op, true, kL | kS, 2>(op, dims, target_blocks, float_epilogue, async_fast,
+                                                               partials, stream);
           }
         }
       }
-      if (kL != 0 && wide == kL) {
-        if constexpr (kS == 0) {  // the backward: a, b, c two slices ahead (6 registers a slice)
-          if (flags.prefetch_depth == 2) {
-            return LaunchColumnMarch<Op, 7, 2, 2, false, kL, 2, 2>(op, dims, target_blocks, flags, partials, stream);
-          }
-        }
-        return LaunchColumnMarch<Op, 7, 2, 2, false, kL>(op, dims, target_blocks, flags, partials,
-                                                         stream);
+      if (kL != 0 && wide == kL) {  // the mixed backward: a, b, c in words through registers
+        return LaunchColumnMarchFast<Op, false, kL, 2>(op, dims, target_blocks, float_epilogue, fast, partials,
+                                                       stream);
       }
       if (kS != 0 && wide == kS) {
-        return LaunchColumnMarch<Op, 7, 2, 2, false, kS>(op, dims, target_blocks, flags, partials,
-                                                         stream);
+        return LaunchColumnMarchZ<Op, false, kS>(op, dims, target_blocks, float_epilogue, fast, partials, stream);
       }
       if (kL != 0 && kS != 0 && wide == (kL | kS)) {
-        return LaunchColumnMarch<Op, 7, 2, 2, false, kL | kS>(op, dims, target_blocks, flags,
-                                                              partials, stream);
+        return LaunchColumnMarchZ<Op, false, kL | kS>(op, dims, target_blocks, float_epilogue, fast, partials,
+                                                      stream);
       }
     }
   }
   if constexpr (Op::kAsyncCapable) {  // cp.async staging: window 7 only (the registration default)
-    if constexpr (kRows == 2 && kMinBlocks == 2) {  // deeper pipelines: the default shape only
-      if (async_copy && window == 7 && async_stages == 3) {
-        return LaunchColumnMarch<Op, 7, 2, 2, true, 0, 3>(op, dims, target_blocks, flags, partials,
-                                                          stream);
-      }
-      if (async_copy && window == 7 && async_stages >= 4) {
-        return LaunchColumnMarch<Op, 7, 2, 2, true, 0, 4>(op, dims, target_blocks, flags, partials,
-                                                          stream);
-      }
-    }
     if (async_copy && window == 7) {
-      return LaunchColumnMarch<Op, 7, kRows, kMinBlocks, true>(op, dims, target_blocks, flags,
-                                                               partials, stream);
+      return LaunchColumnMarchFast<Op, true, 0, kColStages>(op, dims, target_blocks, float_epilogue, async_fast,
+                                                            partials, stream);
     }
   }
   switch (window) {
-    case 3: return LaunchColumnMarch<Op, 3, kRows, kMinBlocks>(op, dims, target_blocks, flags, partials, stream);
-    case 5: return LaunchColumnMarch<Op, 5, kRows, kMinBlocks>(op, dims, target_blocks, flags, partials, stream);
-    case 7: return LaunchColumnMarch<Op, 7, kRows, kMinBlocks>(op, dims, target_blocks, flags, partials, stream);
-    case 9: return LaunchColumnMarch<Op, 9, kRows, kMinBlocks>(op, dims, target_blocks, flags, partials, stream);
+    case 3: return LaunchColumnMarch<Op, 3>(op, dims, target_blocks, float_epilogue, partials, stream);
+    case 5: return LaunchColumnMarch<Op, 5>(op, dims, target_blocks, float_epilogue, partials, stream);
+    case 7: return LaunchColumnMarchZ<Op, false, 0>(op, dims, target_blocks, float_epilogue, fast, partials, stream);
+    case 9: return LaunchColumnMarch<Op, 9>(op, dims, target_blocks, float_epilogue, partials, stream);
     default: return absl::InvalidArgumentError("lncc (CUDA column march): unsupported window");
   }
 }
@@ -1203,8 +1278,7 @@ absl::Status LnccImpl(const Stream& stream, const FixedT* fixed, const float* wa
   // kDefault: the column march (issue 37: faster on an H100 in
   // bench/lncc_variants_bench) where it supports the window.
   const bool column = options.cuda_kernel != LnccCudaKernel::kBoxMarch && ColumnMarchSupports(options.window);
-  const int rows = options.cuda_rows == 1 ? 1 : 2;
-  const int64_t column_tile_y = kColWarps * rows;
+  const int64_t column_tile_y = kColWarps * kColRows;
   const int64_t tiles = column ? ((dims.nx + 31) / 32) * ((dims.ny + column_tile_y - 1) / column_tile_y)
                                : static_cast<int64_t>(grid.x) * grid.y;
   // Partials per slice: one per tile and warp (both kernels: 8 warps).
@@ -1213,15 +1287,6 @@ absl::Status LnccImpl(const Stream& stream, const FixedT* fixed, const float* wa
   auto march = [&](const auto& op, double* part) -> absl::Status {
     using Op = std::decay_t<decltype(op)>;
     if (column) {
-      ColFlags flags;
-      flags.float_epilogue = options.cuda_float_epilogue;
-      flags.x_pairs = options.cuda_x_pairs;
-      flags.x_quads = options.cuda_x_quads;
-      flags.y_shared = options.cuda_y_shared;
-      flags.prefetch_depth = options.cuda_prefetch_depth;
-      const bool async = options.cuda_async_copy;
-      const int stages = options.cuda_async_stages;
-      const int64_t blocks = options.cuda_target_blocks;
       // Paired 16-bit access needs even x in every word: even nx.
       int wide = 0;
       if (dims.nx % 2 == 0) {
@@ -1229,13 +1294,9 @@ absl::Status LnccImpl(const Stream& stream, const FixedT* fixed, const float* wa
         if (paired_loads && Op::kRaw16 > 0 && op.LoadsAligned()) wide |= kWideLoadBit;
         if (options.cuda_paired_stores16 && Op::kWideStores && op.StoresAligned()) wide |= kWideStoreBit;
       }
-      if (rows == 1 && options.cuda_min_blocks == 2) {
-        return DispatchColumnWindow<Op, 1, 2>(op, dims, options.window, blocks, flags, async, stages, wide, part, s);
-      }
-      if (rows == 1) {
-        return DispatchColumnWindow<Op, 1, 3>(op, dims, options.window, blocks, flags, async, stages, wide, part, s);
-      }
-      return DispatchColumnWindow<Op, 2, 2>(op, dims, options.window, blocks, flags, async, stages, wide, part, s);
+      const int fast = (options.cuda_aligned_rows ? kFastAligned : 0) | (options.cuda_z_pairs ? kFastZPairs : 0);
+      return DispatchColumnWindow<Op>(op, dims, options.window, options.cuda_target_blocks,
+                                      options.cuda_float_epilogue, options.cuda_async_copy, wide, fast, part, s);
     }
     if (part != nullptr) return DispatchMarch<Op, true>(op, sh, part, s);
     return DispatchMarch<Op, false>(op, sh, nullptr, s);

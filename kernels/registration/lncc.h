@@ -34,10 +34,10 @@
 //   Their values differ by float rounding only (bench/lncc_variants_bench).
 //   Column march options (issue 37, bench/lncc_variants_bench times them side
 //   by side): paired 16-bit accesses for mixed storage (cuda_paired_*16, the
-//   same bits), a deeper cp.async pipeline (cuda_async_stages), a, b, c two
-//   slices ahead in registers (cuda_prefetch_depth), the x pass in column
-//   quads and the y pass's shared terms (cuda_x_quads, cuda_y_shared: other
-//   float rounding, the same slab bit-identity).
+//   same bits), 16-byte aligned halo rows (cuda_aligned_rows: 16-byte
+//   cp.async and float4 x taps, the same bits), z sums from shared pair and
+//   quad sums (cuda_z_pairs: other float rounding, the same slab
+//   bit-identity).
 // - CPU reference: 5 (the box-sum volumes, reused for a, b, c), any window.
 //
 // Masked (issue 34, VoxelMask in types.h; ANTs' masked CC): only window
@@ -61,7 +61,7 @@ namespace registration {
 // The CUDA kernel (issue 37; benchmarks and tests pick one to compare them,
 // the CPU backend ignores it). kBoxMarch: 32x8 tiles with the x and y running
 // sums in shared memory and a shared-memory z ring (any window <= 25).
-// kColumnMarch: each thread owns `cuda_rows` columns of a 32 x 8*rows tile
+// kColumnMarch: each thread owns x0 + lane in two rows of a 32 x 16 tile
 // and keeps their z ring in registers; direct x, y and z window sums in float,
 // one barrier per slice (windows 3, 5, 7, 9; others fall back to
 // kBoxMarch). Both keep issue 39's slab bit-identity. kDefault: kColumnMarch
@@ -71,26 +71,19 @@ enum class LnccCudaKernel { kDefault, kBoxMarch, kColumnMarch };
 // The cuda_* defaults are the fastest set measured side by side on an H100
 // (issue 37, bench/lncc_variants_bench, 2026-12-07: w7 fwd+bwd at 512^3 float
 // 5.21 -> 4.27 ms, mixed 6.67 -> 4.53 ms); the float epilogue moves the loss by
-// ~3.5e-6 relative, the others give the same bits. Tests name every option.
+// ~3.5e-6 relative, the others give the same bits. Options that never won
+// there are gone (one row per thread, x pairs, the one-column x pass and the
+// unshared y pass, 2 or 3 cp.async stages, a, b, c two slices ahead): the
+// column march is two rows per thread, x quads, shared y terms and a 4-stage
+// cp.async pipeline. Tests name every option.
 struct LnccOptions {
   int window = 7;     // odd, >= 1 (CUDA: <= 25)
   double eps = 1e-5;  // added to var_F * var_W
   LnccCudaKernel cuda_kernel = LnccCudaKernel::kDefault;  // kColumnMarch where it supports the window
-  int cuda_rows = 2;                 // kColumnMarch: tile rows per thread, 1 or 2
   bool cuda_float_epilogue = true;   // kColumnMarch: cc, a, b, c in float instead of double
-  bool cuda_x_pairs = false;         // kColumnMarch: two columns per thread in the x pass
-  bool cuda_x_quads = true;          // kColumnMarch: four columns per thread in the x pass (wins over x_pairs)
-  // kColumnMarch, two rows: the y pass sums the rows' common terms once, and
-  // the z window sums start from their first term (no 0 + x).
-  bool cuda_y_shared = true;
   // kColumnMarch, window 7: halo tiles by cp.async (float storage; the mixed
   // forward with cuda_paired_fixed16: its float W, F in register words).
   bool cuda_async_copy = true;
-  // cuda_async_copy with two rows per thread: halo slices in flight, 2 (the
-  // next slice, as the register prefetch), 3 or 4 (further ahead: more bytes
-  // in flight against DRAM latency; one more halo buffer of shared memory each).
-  int cuda_async_stages = 4;
-  int cuda_min_blocks = 0;           // kColumnMarch, one row: 2 (<= 128 registers) or 3 (<= 80, the default)
   // kColumnMarch: z chunks giving about this many blocks; 0: the depth that
   // fills the GPU's resident blocks best (the values do not depend on it).
   int cuda_target_blocks = 0;
@@ -100,14 +93,21 @@ struct LnccOptions {
   bool cuda_paired_loads16 = true;
   // The same for the forward's fp16 F halo (W stays one float per load).
   bool cuda_paired_fixed16 = true;
-  // kColumnMarch, 16-bit storage, two rows per thread, even nx: the forward
-  // stores its bf16 a, b, c two per 32-bit word (lanes swap one row's value
-  // with their neighbour: one store per row pair instead of two; same bits).
+  // kColumnMarch, 16-bit storage, even nx: the forward stores its bf16 a, b,
+  // c two per 32-bit word (lanes swap one row's value with their neighbour:
+  // one store per row pair instead of two; same bits).
   bool cuda_paired_stores16 = true;
-  // kColumnMarch, with cuda_paired_loads16 (the backward, window 7): halo
-  // slices prefetched in registers, 1 (the next slice) or 2 (two ahead: twice
-  // the bytes in flight against DRAM latency; 6 more registers).
-  int cuda_prefetch_depth = 1;
+  // kColumnMarch, window 7 (issue 37): halo rows in shared memory start at a
+  // 16-byte boundary (x0 - 4, 40 floats), so float channels move by 16-byte
+  // cp.async (a quarter of the copy instructions; needs nx % 4 == 0 and
+  // 16-byte aligned volumes, else 4-byte copies) and the x pass reads its
+  // taps as float4. The same bits.
+  bool cuda_aligned_rows = false;
+  // kColumnMarch, window 7: the z window sums from pair and quad sums shared
+  // by consecutive windows (w = 7: 4 adds per quantity instead of 6). Other
+  // float rounding; each partial sum depends on its own slices only, so a
+  // z-slab still gives the whole volume's bits (issue 39).
+  bool cuda_z_pairs = false;
 };
 
 constexpr int kLnccMaxCudaWindow = 25;

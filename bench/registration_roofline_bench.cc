@@ -719,6 +719,19 @@ absl::Status BenchSmooth(const Stream& stream, const Options& opt) {
     }
     std::printf("\n");
   }
+  // The full-precision stage's float gradient at sigma 6 (the same kernels on
+  // a float field), all passes.
+  {
+    std::printf("| float field (full-precision gradient), all | 6 |");
+    for (size_t v = 0; v < variants.size(); ++v) {
+      auto fn = [&]() { return SmoothInPlaceWithScratch(u, {6, 6, 6}, work.as<float>(), n, stream, variants[v].tuning); };
+      TESSERA_ASSIGN_OR_RETURN(double ms, TimeMs(stream, 1, opt.reps, fn));
+      std::printf(" %.3f |", ms);
+      std::fflush(stdout);
+    }
+    std::printf("\n");
+    TESSERA_RETURN_IF_ERROR(reset_u());
+  }
   // The composition alone and fused with u's smoothing (tile kernels), from
   // the same u each time.
   GreedyStep step;

@@ -2,7 +2,8 @@
 // grid (181x217x181), side by side in one process (issue 38): the grid
 // sampler on each CPU path (grid_sampler_cpu_path.h: scalar reference, AVX2,
 // AVX-512; MI's jittered voxels, affine + displacement, forward and dL/du),
-// plus the greedy step's composition on each path. Each variant is timed
+// plus the greedy step's composition and Mattes MI's histogram and gradient on
+// each path. Each variant is timed
 // round-robin with the others (reps interleaved, so load from other processes
 // hits all alike) and reported as process CPU time and wall time per call,
 // median of the reps, with parallel efficiency = CPU / (wall * threads).
@@ -24,6 +25,7 @@
 #include "kernels/registration/grid_sampler.h"
 #include "kernels/registration/grid_sampler_cpu_path.h"
 #include "kernels/registration/lean_compose_cpu_rows.h"
+#include "kernels/registration/mutual_info_cpu_steps.h"
 #include "kernels/registration/types.h"
 
 namespace tessera {
@@ -91,6 +93,32 @@ int Run(int reps) {
     variants.push_back({std::string("compose (greedy step)  ") + SamplerCpuPathName(path), [&, path] {
                           lean_internal::ComposeSlabCpuOnPath(path, cp, disp.data(), grad.data(), 0, d.nz,
                                                               composed.data());
+                        }});
+  }
+  // Mattes MI's two per-voxel passes (32 bins, cubic windows): the joint
+  // histogram and the gradient from its table, fixed = the image, warped =
+  // the image sampled at the case's transform.
+  std::vector<float> warped(n), mi_grad(n);
+  cpu::GridSampleForwardOnPath(SamplerCpuPath::kAuto, args, warped.data());
+  MattesMiOptions mi;
+  mi.fixed_min = 0.0f;
+  mi.fixed_max = 1.0f;
+  mi.warped_min = 0.0f;
+  mi.warped_max = 1.0f;
+  const int bits = mi_cpu::HistogramFixedPointBits(n);
+  std::vector<double> mi_table;
+  const MattesMiResult mi_result = mi_cpu::Finalize(
+      mi_cpu::HistogramFromFixed(
+          mi_cpu::JointHistogramFixed(c.image.data(), warped.data(), nullptr, n, mi, bits), bits),
+      mi, &mi_table);
+  for (SamplerCpuPath path : AvailableSamplerCpuPaths()) {
+    const std::string p = SamplerCpuPathName(path);
+    variants.push_back({"MI histogram         " + p, [&, path] {
+                          mi_cpu::JointHistogramFixedOnPath(path, c.image.data(), warped.data(), nullptr, n, mi, bits);
+                        }});
+    variants.push_back({"MI gradient          " + p, [&, path] {
+                          mi_cpu::GradientFromTableOnPath(path, c.image.data(), warped.data(), nullptr, n, mi,
+                                                          mi_table, mi_result.total_weight, mi_grad.data());
                         }});
   }
   for (int r = 0; r < reps; ++r) {

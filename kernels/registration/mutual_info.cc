@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "kernels/registration/mutual_info.h"
+#include "kernels/registration/mutual_info_cpu_steps.h"
 #include "kernels/registration/reg_checks.h"
 
 namespace tessera {
@@ -48,9 +49,11 @@ absl::StatusOr<size_t> MattesMiScratchBytes(int bins, int ordinal) {
 #endif
 }
 
-absl::StatusOr<MattesMiResult> MattesMutualInformation(const NDArray& fixed, const NDArray& warped,
-                                                       const NDArray* mask, const MattesMiOptions& options,
-                                                       NDArray* grad, const Stream& stream, Buffer* scratch) {
+namespace {
+
+// The checks of the inputs every MI call shares.
+absl::Status CheckMiInputs(const NDArray& fixed, const NDArray& warped, const NDArray* mask,
+                           const MattesMiOptions& options, const Stream& stream) {
   using namespace reg_internal;  // NOLINT
   TESSERA_RETURN_IF_ERROR(ValidateBins(options.bins));
   TESSERA_RETURN_IF_ERROR(ValidateRange(options.fixed_min, options.fixed_max, "fixed"));
@@ -65,6 +68,16 @@ absl::StatusOr<MattesMiResult> MattesMutualInformation(const NDArray& fixed, con
     TESSERA_RETURN_IF_ERROR(CheckSameShape(fixed, "fixed", *mask, "mask"));
     TESSERA_RETURN_IF_ERROR(CheckResidency(*mask, "mask", stream));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<MattesMiResult> MattesMutualInformation(const NDArray& fixed, const NDArray& warped,
+                                                       const NDArray* mask, const MattesMiOptions& options,
+                                                       NDArray* grad, const Stream& stream, Buffer* scratch) {
+  using namespace reg_internal;  // NOLINT
+  TESSERA_RETURN_IF_ERROR(CheckMiInputs(fixed, warped, mask, options, stream));
   if (grad != nullptr) {
     TESSERA_RETURN_IF_ERROR(CheckArray(*grad, "grad", DType::kFloat32));
     TESSERA_RETURN_IF_ERROR(CheckSameShape(fixed, "fixed", *grad, "grad"));
@@ -83,5 +96,15 @@ absl::StatusOr<MattesMiResult> MattesMutualInformation(const NDArray& fixed, con
 #endif
 }
 
+namespace mi_cpu {
+
+absl::StatusOr<MattesMiResult> MattesMutualInformationOverWarped(const NDArray& fixed, NDArray& warped,
+                                                                 const NDArray* mask,
+                                                                 const MattesMiOptions& options) {
+  TESSERA_RETURN_IF_ERROR(CheckMiInputs(fixed, warped, mask, options, Stream::Cpu()));
+  return MattesMutualInformationCpu(fixed, warped, mask, options, &warped);
+}
+
+}  // namespace mi_cpu
 }  // namespace registration
 }  // namespace tessera

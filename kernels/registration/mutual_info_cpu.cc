@@ -3,13 +3,17 @@
 // mutual_info_cpu_steps.h. Voxel ranges are split over threads; each thread
 // keeps its own B x B histogram of fixed-point integers (issue 39: every
 // Parzen product rounded to a multiple of 2^-bits, then summed exactly), so
-// the histogram is the same whatever the split over threads or ranks.
+// the histogram is the same whatever the split over threads or ranks. The
+// per-voxel loops have AVX2 / AVX-512 paths (mutual_info_cpu_rows.h, issue
+// 38) that give the same integers and floats; the loops here are the
+// reference and take the voxels the vector paths leave.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include "kernels/registration/mutual_info.h"
+#include "kernels/registration/mutual_info_cpu_rows.h"
 #include "kernels/registration/mutual_info_cpu_steps.h"
 #include "kernels/registration/mutual_info_parzen.h"
 #include "kernels/registration/reg_parallel.h"
@@ -44,6 +48,10 @@ inline int FixedWindow(const Mapping& m, double v, double w[4], int* taps) {
   return CubicWeights(t, w);
 }
 
+mi_rows::Mapping RowMapping(const Mapping& m, double scale) {
+  return {m.f_lo, m.f_inv, m.w_lo, m.w_inv, m.span, m.bins, scale};
+}
+
 Mapping MappingOf(const MattesMiOptions& options) {
   Mapping m;
   m.f_lo = options.fixed_min;
@@ -68,16 +76,19 @@ int HistogramFixedPointBits(int64_t total_voxels) {
   return std::max(0, std::min(52, 62 - log2_total));
 }
 
-std::vector<int64_t> JointHistogramFixed(const float* F, const float* W, const uint8_t* M, int64_t n,
-                                         const MattesMiOptions& options, int bits) {
+std::vector<int64_t> JointHistogramFixedOnPath(SamplerCpuPath path, const float* F, const float* W, const uint8_t* M,
+                                               int64_t n, const MattesMiOptions& options, int bits) {
   const Mapping m = MappingOf(options);
   const int B = options.bins;
   const double scale = std::ldexp(1.0, bits);
+  path = m.box ? SamplerCpuPath::kScalar : ResolveSamplerCpuPath(path);
+  const mi_rows::Mapping rm = RowMapping(m, scale);
   const int chunks = reg_internal::NumChunks(n, kMinVoxelsPerThread);
   std::vector<std::vector<int64_t>> partial(std::max(chunks, 1), std::vector<int64_t>(B * B, 0));
   reg_internal::ParallelChunks(n, kMinVoxelsPerThread, [&](int c, int64_t begin, int64_t end) {
     int64_t* h = partial[c].data();
-    for (int64_t k = begin; k < end; ++k) {
+    // The vector path's voxels, then the rest here (the reference).
+    for (int64_t k = mi_rows::HistogramRange(path, rm, F, W, M, begin, end, h); k < end; ++k) {
       if (M != nullptr && M[k] == 0) continue;
       double wf[4], ww[4];
       int taps;
@@ -98,6 +109,11 @@ std::vector<int64_t> JointHistogramFixed(const float* F, const float* W, const u
     for (int e = 0; e < B * B; ++e) H[e] += p[e];
   }
   return H;
+}
+
+std::vector<int64_t> JointHistogramFixed(const float* F, const float* W, const uint8_t* M, int64_t n,
+                                         const MattesMiOptions& options, int bits) {
+  return JointHistogramFixedOnPath(SamplerCpuPath::kAuto, F, W, M, n, options, bits);
 }
 
 std::vector<double> HistogramFromFixed(const std::vector<int64_t>& fixed, int bits) {
@@ -145,13 +161,16 @@ MattesMiResult Finalize(const std::vector<double>& H, const MattesMiOptions& opt
   return result;
 }
 
-void GradientFromTable(const float* F, const float* W, const uint8_t* M, int64_t n, const MattesMiOptions& options,
-                       const std::vector<double>& table, double total, float* out) {
+void GradientFromTableOnPath(SamplerCpuPath path, const float* F, const float* W, const uint8_t* M, int64_t n,
+                             const MattesMiOptions& options, const std::vector<double>& table, double total,
+                             float* out) {
   const Mapping m = MappingOf(options);
   const int B = options.bins;
+  path = m.box || total <= 0 ? SamplerCpuPath::kScalar : ResolveSamplerCpuPath(path);
+  const mi_rows::Mapping rm = RowMapping(m, 0.0);
   // Recomputes the windows per voxel (no per-voxel storage).
   reg_internal::ParallelFor(n, kMinVoxelsPerThread, [&](int64_t begin, int64_t end) {
-    for (int64_t k = begin; k < end; ++k) {
+    for (int64_t k = mi_rows::GradientRange(path, rm, F, W, M, table.data(), begin, end, out); k < end; ++k) {
       if (total <= 0 || (M != nullptr && M[k] == 0)) {
         out[k] = 0.f;
         continue;
@@ -176,6 +195,11 @@ void GradientFromTable(const float* F, const float* W, const uint8_t* M, int64_t
       out[k] = static_cast<float>(g);
     }
   });
+}
+
+void GradientFromTable(const float* F, const float* W, const uint8_t* M, int64_t n, const MattesMiOptions& options,
+                       const std::vector<double>& table, double total, float* out) {
+  GradientFromTableOnPath(SamplerCpuPath::kAuto, F, W, M, n, options, table, total, out);
 }
 
 }  // namespace mi_cpu

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "kernels/registration/grid_sampler_cpu_path.h"
 #include "kernels/registration/mutual_info.h"
 
 namespace tessera {
@@ -42,6 +44,24 @@ MattesMiResult Finalize(const std::vector<double>& histogram, const MattesMiOpti
 // (zero where masked, outside the warped range, or when total <= 0).
 void GradientFromTable(const float* fixed, const float* warped, const uint8_t* mask, int64_t n,
                        const MattesMiOptions& options, const std::vector<double>& table, double total, float* grad);
+
+// The two per-voxel steps on a given CPU path (issue 38; kScalar: the
+// reference loops; JointHistogramFixed / GradientFromTable run kAuto). Every
+// path gives the same integers and floats. grad may be `warped` itself (each
+// voxel's gradient reads only its own fixed and warped values).
+std::vector<int64_t> JointHistogramFixedOnPath(SamplerCpuPath path, const float* fixed, const float* warped,
+                                               const uint8_t* mask, int64_t n, const MattesMiOptions& options,
+                                               int bits);
+void GradientFromTableOnPath(SamplerCpuPath path, const float* fixed, const float* warped, const uint8_t* mask,
+                             int64_t n, const MattesMiOptions& options, const std::vector<double>& table,
+                             double total, float* grad);
+
+// MattesMutualInformation on the CPU with dLoss/dW written over `warped`
+// (host arrays; the same checks and values as a separate grad array): saves
+// the lean deformable stage an image-sized gradient array and a copy.
+absl::StatusOr<MattesMiResult> MattesMutualInformationOverWarped(const NDArray& fixed, NDArray& warped,
+                                                                 const NDArray* mask,
+                                                                 const MattesMiOptions& options);
 
 }  // namespace mi_cpu
 }  // namespace registration

@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "common/array_stats.h"
 #include "common/status.h"
 #include "kernels/registration/adam.h"
 #include "kernels/registration/field_ops.h"
@@ -16,6 +15,7 @@
 #include "kernels/registration/pipeline/array_helpers.h"
 #include "kernels/registration/pipeline/per_scale.h"
 #include "kernels/registration/pipeline/grid_jitter.h"
+#include "kernels/registration/pipeline/largest_magnitude.h"
 #include "kernels/registration/pipeline/metric.h"
 #include "kernels/registration/pipeline/metric_mask.h"
 #include "kernels/registration/pipeline/plateau_stop.h"
@@ -159,8 +159,7 @@ absl::StatusOr<NDArray> RunBsplineStage(const Stream& stream, const Registration
         TESSERA_RETURN_IF_ERROR(ScaleComponents(c, to_normalized, stream));
       } else {
         // Steepest descent scaled so the largest control step is lr voxels.
-        TESSERA_ASSIGN_OR_RETURN(ArrayStats stats, ComputeArrayStats(gc, stream));
-        const double largest = std::max(std::abs(stats.min), std::abs(stats.max));
+        TESSERA_ASSIGN_OR_RETURN(const double largest, LargestFiniteMagnitude(gc, stream));
         if (!(largest > 0)) break;  // no gradient: nothing left to move
         const float scale = static_cast<float>(-lr / largest);
         TESSERA_RETURN_IF_ERROR(ScaleComponents(

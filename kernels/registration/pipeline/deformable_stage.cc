@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "common/array_stats.h"
 #include "common/buffer.h"
 #include "common/status.h"
 #include "kernels/registration/field_ops.h"
@@ -21,9 +20,11 @@
 #include "kernels/registration/mixed_ops.h"
 #include "kernels/registration/mse.h"
 #include "kernels/registration/mutual_info.h"
+#include "kernels/registration/mutual_info_cpu_steps.h"
 #include "kernels/registration/pipeline/array_helpers.h"
 #include "kernels/registration/pipeline/per_scale.h"
 #include "kernels/registration/pipeline/grid_jitter.h"
+#include "kernels/registration/pipeline/largest_magnitude.h"
 #include "kernels/registration/pipeline/metric_mask.h"
 #include "kernels/registration/pipeline/plateau_stop.h"
 #include "kernels/registration/pipeline/sharded_deformable_stage.h"
@@ -54,10 +55,11 @@ class LeanMetric {
     return absl::OkStatus();
   }
 
-  // MI's gradient needs its own image-sized array (its API takes whole arrays).
+  // MI's gradient needs its own image-sized array on CUDA (its API takes
+  // whole arrays that must not alias); the CPU writes it over W.
   absl::Status PrepareLevel(const Shape& shape) {
     mi_grad_ = NDArray();
-    if (options_.metric == Metric::kMi) {
+    if (options_.metric == Metric::kMi && stream_.backend() == Backend::kCuda) {
       TESSERA_ASSIGN_OR_RETURN(mi_grad_, NDArray::Allocate(shape, DType::kFloat32, MemoryKindFor(stream_),
                                                            stream_.ordinal()));
     }
@@ -102,6 +104,11 @@ class LeanMetric {
       TESSERA_RETURN_IF_ERROR(Mse(stream_, fixed.data<float>(), copy, dims, loss_.data<float>(),
                                   want_grad ? work.data<float>() : nullptr, &workspace_, voxels));
       return ReadLoss();
+    }
+    if (want_grad && stream_.backend() == Backend::kCpu) {
+      // Issue 38: dL/dW over W in place (no gradient array, no copy).
+      TESSERA_ASSIGN_OR_RETURN(MattesMiResult r, mi_cpu::MattesMutualInformationOverWarped(fixed, work, mask, mi_));
+      return r.loss;
     }
     TESSERA_ASSIGN_OR_RETURN(MattesMiResult r, MattesMutualInformation(fixed, work, mask, mi_,
                                                                        want_grad ? &mi_grad_ : nullptr, stream_,
@@ -305,8 +312,7 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
           TESSERA_ASSIGN_OR_RETURN(float max_abs, MaxAbs(stream, Bf16Data(g), g.num_elements(), &stats_workspace));
           largest = max_abs;
         } else {
-          TESSERA_ASSIGN_OR_RETURN(ArrayStats stats, ComputeArrayStats(g, stream));
-          largest = std::max(std::abs(stats.min), std::abs(stats.max));
+          TESSERA_ASSIGN_OR_RETURN(largest, LargestFiniteMagnitude(g, stream));
         }
         step.max_abs_grad = static_cast<float>(largest);
         step.scale = largest > 0 ? static_cast<float>(-lr / largest) : 0.f;

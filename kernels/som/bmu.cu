@@ -824,6 +824,9 @@ absl::Status CusparseBmus(const Stream& stream, bool row_order, const DocumentSe
   }
   const int64_t n = docs.rows(), m = cb.nodes, v_count = cb.features;
   const std::vector<int64_t>& host_offsets = docs.host_offsets();
+  if (host_offsets.size() != static_cast<size_t>(docs.rows()) + 1) {
+    return absl::FailedPreconditionError("FindBmus: the cuSPARSE baselines need DocumentParts::host_offsets");
+  }
   cudaStream_t s = static_cast<cudaStream_t>(stream.native());
   TESSERA_ASSIGN_OR_RETURN(cusparseHandle_t handle, HandleFor(ws));
   TESSERA_CUSPARSE_RETURN_IF_ERROR(cusparseSetStream(handle, s));

@@ -158,7 +158,7 @@ struct BmuHints {
 
 // Documents and outputs live in the stream's backend memory. The CUDA tiled
 // kernel (BmuTuning::tiled_kernel) needs docs.tiles() (DocumentParts::tiles);
-// the cuSPARSE baselines need docs.host_offsets() (always kept).
+// the cuSPARSE baselines need docs.host_offsets() (DocumentParts::host_offsets).
 absl::Status FindBmus(const Stream& stream, BmuAlgorithm algorithm, const DocumentSet& docs,
                       const CodebookView& codebook, const BmuOutput& out, SomWorkspace* workspace = nullptr,
                       BmuTuning tuning = BmuTuning(), const BmuHints& hints = BmuHints());

@@ -8,6 +8,7 @@
 #include "common/status.h"
 #include "kernels/som/csc_device.h"
 #include "kernels/som/parallel.h"
+#include "kernels/som/staged_copy.h"
 
 namespace tessera {
 namespace som {
@@ -112,16 +113,15 @@ HostCsc BuildCsc(const CsrView& docs) {
 
 namespace {
 
-// Copies `count` items of host data into a new Buffer of the stream's backend.
+// Copies `count` items of host data into a new Buffer of the stream's backend
+// (large arrays through pinned staging buffers: staged_copy.h).
 template <typename T>
 absl::StatusOr<const T*> Upload(const T* data, size_t count, const Stream& stream,
                                 std::vector<std::shared_ptr<Buffer>>& keep) {
   const MemoryKind kind = stream.backend() == Backend::kCpu ? MemoryKind::kHost : MemoryKind::kDevice;
   const size_t bytes = std::max<size_t>(count * sizeof(T), sizeof(T));  // never a null pointer
   TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> buffer, Buffer::Allocate(kind, bytes, stream.ordinal()));
-  if (count > 0) {
-    TESSERA_RETURN_IF_ERROR(CopyBytes(buffer->data(), kind, data, MemoryKind::kHost, count * sizeof(T), stream));
-  }
+  if (count > 0) TESSERA_RETURN_IF_ERROR(StagedCopyToDevice(buffer->data(), data, count * sizeof(T), stream));
   keep.push_back(buffer);
   return static_cast<const T*>(buffer->data());
 }
@@ -138,7 +138,7 @@ absl::StatusOr<DocumentSet> DocumentSet::Create(const CsrView& docs, const Strea
   }
   if (docs.offsets == nullptr) return absl::InvalidArgumentError("documents: null offsets");
   DocumentSet set;
-  set.host_offsets_.assign(docs.offsets, docs.offsets + docs.rows + 1);
+  if (parts.host_offsets) set.host_offsets_.assign(docs.offsets, docs.offsets + docs.rows + 1);
   const int64_t nnz = docs.nnz();
   set.csr_.rows = docs.rows;
   set.csr_.cols = docs.cols;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <future>
 #include <memory>
 #include <random>
 #include <utility>
@@ -18,6 +19,7 @@
 #include "kernels/som/parallel.h"
 #include "kernels/som/pca.h"
 #include "kernels/som/quality_device.h"
+#include "kernels/som/staged_copy.h"
 #include "kernels/som/workspace.h"
 
 namespace tessera {
@@ -284,7 +286,8 @@ class Engine {
   static absl::StatusOr<std::unique_ptr<Engine>> Create(Backend backend, int ordinal,
                                                         const SparseBinaryMatrix& docs, SomModel& model,
                                                         bool for_training, BmuTuning tuning = BmuTuning(),
-                                                        bool upload_weights = true) {
+                                                        bool upload_weights = true,
+                                                        BmuAlgorithm algorithm = BmuAlgorithm::kFeatureMajor) {
     auto e = std::unique_ptr<Engine>(new Engine());
     if (backend == Backend::kCpu) {
       e->stream_ = std::make_unique<Stream>(Stream::Cpu());
@@ -297,6 +300,9 @@ class Engine {
     // Only the tiled CUDA kernel (a benchmark alternative) reads document tiles.
     parts.tiles = backend == Backend::kCuda && tuning.tiled_kernel;
     parts.csc = for_training;
+    // Only the cuSPARSE baselines plan with host offsets (240 MB at 29.9 M documents).
+    parts.host_offsets =
+        algorithm == BmuAlgorithm::kCusparseRowOrder || algorithm == BmuAlgorithm::kCusparseColOrder;
     TESSERA_ASSIGN_OR_RETURN(e->docs_, DocumentSet::Create(docs.view(), *e->stream_, parts));
     const int64_t n = docs.rows(), m = model.grid.nodes();
     const size_t weight_bytes = static_cast<size_t>(WeightBytes(model.type)) * model.features * m;
@@ -389,11 +395,11 @@ class Engine {
     return stream_->Synchronize();
   }
 
+  // The codebook into `model` (its host storage allocated if still empty).
   absl::Status Download(SomModel& model) {
     if (model.sq_norms.empty()) AllocateHost(model);  // initialised on the device
     CodebookView host = model.view();
-    TESSERA_RETURN_IF_ERROR(
-        CopyBytes(host.weights, MemoryKind::kHost, weights_->data(), kind_, weight_bytes_, *stream_));
+    TESSERA_RETURN_IF_ERROR(StagedCopyToHost(host.weights, weights_->data(), weight_bytes_, *stream_));
     return CopyBytes(host.sq_norms, MemoryKind::kHost, norms_->data(), kind_, 4 * model.grid.nodes(), *stream_);
   }
 
@@ -430,7 +436,8 @@ absl::StatusOr<TrainResult> TrainSom(const SparseBinaryMatrix& train, const Trai
     // The codebook is born on the device; the host copy comes at the end.
     result.model = EmptyModel(train, o);
     TESSERA_ASSIGN_OR_RETURN(engine, Engine::Create(o.backend, o.gpu_ordinal, train, result.model,
-                                                    /*for_training=*/true, o.bmu_tuning, /*upload_weights=*/false));
+                                                    /*for_training=*/true, o.bmu_tuning, /*upload_weights=*/false,
+                                                    o.bmu_algorithm));
     result.setup_seconds = Since(start);
     TESSERA_RETURN_IF_ERROR(engine->InitializePca(train, o));
     result.init_seconds = Since(start) - result.setup_seconds;
@@ -438,7 +445,8 @@ absl::StatusOr<TrainResult> TrainSom(const SparseBinaryMatrix& train, const Trai
     TESSERA_ASSIGN_OR_RETURN(result.model, InitializeModel(train, o));
     result.init_seconds = Since(start);
     TESSERA_ASSIGN_OR_RETURN(engine, Engine::Create(o.backend, o.gpu_ordinal, train, result.model,
-                                                    /*for_training=*/true, o.bmu_tuning));
+                                                    /*for_training=*/true, o.bmu_tuning, /*upload_weights=*/true,
+                                                    o.bmu_algorithm));
     result.setup_seconds = Since(start) - result.init_seconds;
   }
   engine->set_bmu_algorithm(o.bmu_algorithm);
@@ -486,9 +494,19 @@ absl::StatusOr<TrainResult> TrainSom(const SparseBinaryMatrix& train, const Trai
     }
   }
   const Clock::time_point tf = Clock::now();
-  TESSERA_RETURN_IF_ERROR(engine->Bmus());
-  TESSERA_ASSIGN_OR_RETURN(result.final_quality,
-                           engine->MeasureQuality(train, o.grid, Adjacency::kFour, o.quality_on_device));
+  // The host codebook (504 MB at 64x64 over 30K features) is allocated and
+  // zero-filled on another thread while the GPU runs the final pass.
+  std::future<void> host_storage;
+  if (result.model.sq_norms.empty()) {
+    host_storage = std::async(std::launch::async, [&model = result.model] { AllocateHost(model); });
+  }
+  absl::Status final_pass = engine->Bmus();
+  absl::StatusOr<QualityMetrics> final_quality =
+      final_pass.ok() ? engine->MeasureQuality(train, o.grid, Adjacency::kFour, o.quality_on_device)
+                      : absl::StatusOr<QualityMetrics>(final_pass);
+  if (host_storage.valid()) host_storage.get();  // joined on every path
+  TESSERA_RETURN_IF_ERROR(final_quality.status());
+  result.final_quality = *final_quality;
   TESSERA_RETURN_IF_ERROR(engine->Download(result.model));
   result.final_seconds = Since(tf);
   result.total_seconds = Since(start);

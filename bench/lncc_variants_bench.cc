@@ -67,7 +67,7 @@ struct Variant {
 
 // Names: "defaults" is LnccOptions' own set (the reference of "x default");
 // suffixes change one option each: al (cuda_aligned_rows), zp
-// (cuda_z_pairs), 2k blk (cuda_target_blocks = 2048), no fepi (double
+// (cuda_z_pairs), s16 (cuda_stage16), 2k blk (cuda_target_blocks = 2048), no fepi (double
 // epilogue), no async (register staging), no paired (one-element 16-bit
 // accesses). "col" is the column march with every option off.
 std::vector<Variant> Variants() {
@@ -112,6 +112,19 @@ std::vector<Variant> Variants() {
       add("defaults al no ps", [](LnccOptions* o) {
         o->cuda_aligned_rows = true;
         o->cuda_paired_stores16 = false;
+      });
+      add("defaults s16", [](LnccOptions* o) { o->cuda_stage16 = true; });
+      add("defaults s16 zp", [](LnccOptions* o) {
+        o->cuda_stage16 = true;
+        o->cuda_z_pairs = true;
+      });
+      add("defaults s16 no ps", [](LnccOptions* o) {
+        o->cuda_stage16 = true;
+        o->cuda_paired_stores16 = false;
+      });
+      add("defaults s16 2k blk", [](LnccOptions* o) {
+        o->cuda_stage16 = true;
+        o->cuda_target_blocks = 2048;
       });
     }
   }

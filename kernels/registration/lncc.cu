@@ -121,6 +121,9 @@ struct ForwardOp {
     const uintptr_t f = kAsyncCapable ? reinterpret_cast<uintptr_t>(fixed) : 0;
     return (f | reinterpret_cast<uintptr_t>(warped)) % 16 == 0;
   }
+  // 16-bit channels staged by 16-byte cp.async (LnccOptions::cuda_stage16).
+  __device__ __forceinline__ const void* Raw16Base(int) const { return fixed; }
+  __host__ __device__ bool Raw16Aligned16() const { return reinterpret_cast<uintptr_t>(fixed) % 16 == 0; }
   template <typename A>
   __device__ __forceinline__ double EmitAt(int64_t idx, const A s[kQ], const float*) const {
     return Emit(idx, s);
@@ -242,8 +245,14 @@ struct BackwardOp {
     }
   }
   __host__ __device__ bool RawAligned16() const {
-    return !kAsyncCapable || (reinterpret_cast<uintptr_t>(a_in) | reinterpret_cast<uintptr_t>(b_in) |
-                              reinterpret_cast<uintptr_t>(c_in)) % 16 == 0;
+    return !kAsyncCapable || Raw16Aligned16();
+  }
+  __device__ __forceinline__ const void* Raw16Base(int c) const {
+    return c == 0 ? static_cast<const void*>(a_in) : (c == 1 ? static_cast<const void*>(b_in) : c_in);
+  }
+  __host__ __device__ bool Raw16Aligned16() const {
+    return (reinterpret_cast<uintptr_t>(a_in) | reinterpret_cast<uintptr_t>(b_in) |
+            reinterpret_cast<uintptr_t>(c_in)) % 16 == 0;
   }
   static constexpr bool kForward = false;
   // Paired loads (LnccOptions::cuda_paired_loads16): a, b, c two 16-bit
@@ -531,7 +540,7 @@ __device__ __forceinline__ void CpAsync4(float* dst, const float* src, bool ok) 
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(saddr), "l"(src), "r"(ok ? 4 : 0));
 }
 // The same for 16 bytes (both addresses 16-byte aligned; L2 only).
-__device__ __forceinline__ void CpAsync16(float* dst, const float* src, bool ok) {
+__device__ __forceinline__ void CpAsync16(void* dst, const void* src, bool ok) {
   const unsigned saddr = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(src), "r"(ok ? 16 : 0));
 }
@@ -552,6 +561,12 @@ constexpr int kColStages = 4;     // cp.async halo buffers (float staging; 2 and
 // shared pair and quad sums (cuda_z_pairs).
 constexpr int kFastZPairs = 1;
 constexpr int kFastAligned = 2;
+// kFastStage16 (with kFastAligned and cp.async; cuda_stage16): the 16-bit
+// channels (fp16 F, bf16 a, b, c) by 16-byte cp.async too, into 16-bit tiles
+// whose rows start at x = x0 - 8 (kHalfRow values: x0 - 8 .. x0 + 39), widened
+// to float as the x pass reads them. nx % 8 == 0, 16-byte aligned volumes.
+constexpr int kFastStage16 = 4;
+constexpr int kHalfRow = 48;
 
 template <int kW, bool kAligned = false>
 struct ColShape {
@@ -586,10 +601,19 @@ constexpr int ColXsOffset() {
   return (kStages * kRaw * kPosS + 3) / 4 * 4;
 }
 
-template <class Op, int kW, int kStages, bool kAligned>
+// Channels staged as 16-bit tiles (kFastStage16): [0, kH).
+template <class Op, int kFast>
+constexpr int ColHalfChannels() {
+  return (kFast & kFastStage16) != 0 ? Op::kRaw16 : 0;
+}
+
+// Float halo tiles, x sums, then (kFastStage16) the 16-bit tiles.
+template <class Op, int kW, int kStages, int kFast>
 constexpr size_t ColSharedBytes() {
-  using S = ColShape<kW, kAligned>;
-  return sizeof(float) * (ColXsOffset<Op::kRaw, S::kPosS, kStages>() + 2 * Op::kQ * S::kHY * 32);
+  using S = ColShape<kW, (kFast & kFastAligned) != 0>;
+  constexpr int kH = ColHalfChannels<Op, kFast>();
+  return sizeof(float) * (ColXsOffset<Op::kRaw - kH, S::kPosS, kStages>() + 2 * Op::kQ * S::kHY * 32) +
+         sizeof(uint16_t) * kStages * kH * S::kHY * kHalfRow;
 }
 
 // kAsync: the halo tile goes global -> shared by cp.async (float channels),
@@ -607,6 +631,7 @@ __global__ void __launch_bounds__(kColThreads, 2) ColumnMarchKernel(Op op, int64
                                                                     double* __restrict__ partials) {
   constexpr bool kAligned = (kFast & kFastAligned) != 0;
   constexpr bool kZPairs = (kFast & kFastZPairs) != 0;
+  constexpr bool kStage16 = (kFast & kFastStage16) != 0;
   using S = ColShape<kW, kAligned>;
   constexpr int kRows = kColRows;
   constexpr bool kWideLoads = (kWide & kWideLoadBit) != 0;
@@ -618,13 +643,17 @@ __global__ void __launch_bounds__(kColThreads, 2) ColumnMarchKernel(Op op, int64
   static_assert(!kAsync || !kWideLoads || Op::kRaw16 < Op::kRaw, "cp.async needs a float channel");
   static_assert(!(kAsync && kWideLoads) || kStages == 2, "hybrid staging: two buffers");
   static_assert(kStages >= 2 && (kAsync || kStages == 2), "a deeper pipeline is cp.async's");
+  static_assert(!kStage16 || (kAsync && kAligned && !kWideLoads && Op::kRaw16 > 0), "16-bit cp.async staging");
   constexpr int kR16 = kWideLoads ? Op::kRaw16 : 0;  // halo channels loaded in words
   constexpr int kQ = Op::kQ;
   constexpr int kRaw = Op::kRaw;
+  constexpr int kH = ColHalfChannels<Op, kFast>();  // channels [0, kH) in 16-bit tiles
+  constexpr int kRawF = kRaw - kH;                    // channels [kH, kRaw) in float tiles (index c - kH)
   constexpr int r = S::kR;
   extern __shared__ __align__(16) float smem[];
-  float* s_raw = smem;                                           // [kStages][kRaw][kHY][kHXS]
-  float* s_xs = smem + ColXsOffset<kRaw, S::kPosS, kStages>();  // [2][kQ][kHY][32]
+  float* s_raw = smem;                                            // [kStages][kRawF][kHY][kHXS]
+  float* s_xs = smem + ColXsOffset<kRawF, S::kPosS, kStages>();  // [2][kQ][kHY][32]
+  uint16_t* s_half = reinterpret_cast<uint16_t*>(s_xs + 2 * kQ * S::kHY * 32);  // [kStages][kH][kHY][kHalfRow]
 
   const int tid = threadIdx.x;
   const int lane = tid & 31;
@@ -641,8 +670,31 @@ __global__ void __launch_bounds__(kColThreads, 2) ColumnMarchKernel(Op op, int64
   float raw[(kAsync || kR16 == kRaw) ? 1 : S::kLoads][kRaw];
   uint32_t words[kWideLoads ? S::kWordLoads : 1][kR16 > 0 ? kR16 : 1];
   auto copy_slice = [&](int64_t zin, int buf) {  // kAsync: straight into raw buffer `buf`
-    float* dst = s_raw + buf * kRaw * S::kPosS;
+    float* dst = s_raw + buf * kRawF * S::kPosS;  // channel c >= kH at (c - kH) * kPosS
     const bool z_ok = zin >= 0 && zin < nz;
+    if constexpr (kStage16) {
+      // 8 values per 16-byte chunk, chunks wholly inside or outside the
+      // volume (nx % 8 == 0).
+      constexpr int kChunks = kHalfRow / 8;
+      constexpr int kChunkPos = kChunks * S::kHY;
+#pragma unroll
+      for (int s = 0; s < (kChunkPos + kColThreads - 1) / kColThreads; ++s) {
+        const int p = tid + s * kColThreads;
+        if (p < kChunkPos) {
+          const int hr = p / kChunks;
+          const int m = p - hr * kChunks;
+          const int64_t gx = x0 - 8 + 8 * m;
+          const int64_t gy = y0 - r + hr;
+          const bool ok = z_ok && gx >= 0 && gx < nx && gy >= 0 && gy < ny;
+          const int64_t idx = ok ? gx + nx * gy + plane * zin : 0;
+#pragma unroll
+          for (int c = 0; c < kH; ++c) {
+            const void* src = static_cast<const uint16_t*>(op.Raw16Base(c)) + idx;
+            CpAsync16(s_half + ((buf * kH + c) * S::kHY + hr) * kHalfRow + 8 * m, src, ok);
+          }
+        }
+      }
+    }
     if constexpr (kAligned) {
       // 16-byte chunks (the host checked nx % 4 == 0 and 16-byte aligned
       // float channels): each wholly inside or outside the volume.
@@ -659,8 +711,8 @@ __global__ void __launch_bounds__(kColThreads, 2) ColumnMarchKernel(Op op, int64
           const bool ok = z_ok && gx >= 0 && gx < nx && gy >= 0 && gy < ny;
           const int64_t idx = ok ? gx + nx * gy + plane * zin : 0;
 #pragma unroll
-          for (int c = kR16; c < kRaw; ++c) {
-            CpAsync16(dst + c * S::kPosS + hr * S::kHXS + 4 * m, op.RawBase(c) + idx, ok);
+          for (int c = kR16 + kH; c < kRaw; ++c) {
+            CpAsync16(dst + (c - kH) * S::kPosS + hr * S::kHXS + 4 * m, op.RawBase(c) + idx, ok);
           }
         }
       }
@@ -767,7 +819,7 @@ __global__ void __launch_bounds__(kColThreads, 2) ColumnMarchKernel(Op op, int64
   // items: w + 3 taps for four sums that share their middle w - 3 terms.
   // Sum j = (taps j..2 + middle) + taps w..w+j-1.
   auto x_pass = [&](int rbuf, int xbuf) {
-    const float* src = s_raw + rbuf * kRaw * S::kPosS;
+    const float* src = s_raw + rbuf * kRawF * S::kPosS;  // channel c >= kH at (c - kH) * kPosS
     float* dst = s_xs + xbuf * kQ * S::kHY * 32;
     for (int item = tid; item < 8 * S::kHY; item += kColThreads) {
       const int row = item >> 3;
@@ -776,12 +828,28 @@ __global__ void __launch_bounds__(kColThreads, 2) ColumnMarchKernel(Op op, int64
       // Aligned rows: the taps as three float4s per channel (tap k at
       // index k + kShift).
       float vec[kAligned ? kRaw : 1][kAligned ? 12 : 1];
-      if constexpr (kAligned) {
+      if constexpr (kStage16) {
+        // Tap k's value at 16-bit index col + 4 + kShift + k (the row
+        // starts at x0 - 8): three 8-byte words per channel.
 #pragma unroll
-        for (int c = 0; c < kRaw; ++c) {
+        for (int c = 0; c < kH; ++c) {
+          const uint16_t* h = s_half + ((rbuf * kH + c) * S::kHY + row) * kHalfRow + col + 4;
 #pragma unroll
           for (int m = 0; m < 3; ++m) {
-            const float4 f = *reinterpret_cast<const float4*>(at + c * S::kPosS + 4 * m);
+            const uint2 u = *reinterpret_cast<const uint2*>(h + 4 * m);
+            vec[c][4 * m] = Op::Widen(c, u.x & 0xffffu);
+            vec[c][4 * m + 1] = Op::Widen(c, u.x >> 16);
+            vec[c][4 * m + 2] = Op::Widen(c, u.y & 0xffffu);
+            vec[c][4 * m + 3] = Op::Widen(c, u.y >> 16);
+          }
+        }
+      }
+      if constexpr (kAligned) {
+#pragma unroll
+        for (int c = kH; c < kRaw; ++c) {
+#pragma unroll
+          for (int m = 0; m < 3; ++m) {
+            const float4 f = *reinterpret_cast<const float4*>(at + (c - kH) * S::kPosS + 4 * m);
             vec[c][4 * m] = f.x;
             vec[c][4 * m + 1] = f.y;
             vec[c][4 * m + 2] = f.z;
@@ -918,7 +986,7 @@ __global__ void __launch_bounds__(kColThreads, 2) ColumnMarchKernel(Op op, int64
     // The window of z = u - r is slices u - (w - 1) .. u, summed from the
     // oldest: kZPairs, quads while 4 or more slices remain, then a pair,
     // then P_u (w = 7: R_{u-6} + Q_{u-2} + P_u).
-    constexpr int kNumQuads = kZPairs ? (kW - 1) / 4 : 0;
+    [[maybe_unused]] constexpr int kNumQuads = kZPairs ? (kW - 1) / 4 : 0;
     if constexpr (kZPairs) {
       constexpr int kPrev = (kSlot + kW - 1) % kW;  // slice u - 1
 #pragma unroll
@@ -1143,7 +1211,7 @@ template <class Op, int kW, bool kAsync = false, int kWide = 0, int kStages = 2,
 absl::Status LaunchColumnMarch(const Op& op, Dims3 dims, int64_t target_blocks, bool float_epilogue,
                                double* partials, cudaStream_t stream) {
   using S = ColShape<kW, (kFast & kFastAligned) != 0>;
-  const size_t smem = ColSharedBytes<Op, kW, kStages, (kFast & kFastAligned) != 0>();
+  const size_t smem = ColSharedBytes<Op, kW, kStages, kFast>();
   auto kernel = ColumnMarchKernel<Op, kW, kAsync, kWide, kStages, kFast>;
   TESSERA_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
@@ -1196,12 +1264,39 @@ absl::Status LaunchColumnMarchZ(const Op& op, Dims3 dims, int64_t target_blocks,
   return LaunchColumnMarch<Op, 7, kAsync, kWide>(op, dims, target_blocks, float_epilogue, partials, stream);
 }
 
+// 16-bit storage with every channel by 16-byte cp.async (kFastStage16);
+// kS: the forward's paired a, b, c stores.
+template <class Op, int kS>
+absl::Status LaunchColumnMarchStage16(const Op& op, Dims3 dims, int64_t target_blocks, bool float_epilogue, int fast,
+                                      double* partials, cudaStream_t stream) {
+  constexpr int kBase = kFastStage16 | kFastAligned;
+  if ((fast & kFastZPairs) != 0) {
+    return LaunchColumnMarch<Op, 7, true, kS, kColStages, kBase | kFastZPairs>(op, dims, target_blocks,
+                                                                               float_epilogue, partials, stream);
+  }
+  return LaunchColumnMarch<Op, 7, true, kS, kColStages, kBase>(op, dims, target_blocks, float_epilogue, partials,
+                                                               stream);
+}
+
 // fast: kFast bits wanted (window 7; aligned rows dropped where unsupported:
-// with cp.async they need nx % 4 == 0 and 16-byte aligned float channels).
+// with cp.async they need nx % 4 == 0 and 16-byte aligned float channels;
+// 16-bit staging needs cp.async, nx % 8 == 0 and 16-byte aligned volumes).
 template <class Op>
 absl::Status DispatchColumnWindow(const Op& op, Dims3 dims, int window, int64_t target_blocks, bool float_epilogue,
                                   bool async_copy, int wide, int fast, double* partials, cudaStream_t stream) {
   const int async_fast = (dims.nx % 4 == 0 && op.RawAligned16()) ? fast : (fast & ~kFastAligned);
+  if constexpr (Op::kRaw16 > 0) {
+    if (window == 7 && async_copy && (fast & kFastStage16) != 0 && dims.nx % 8 == 0 && op.RawAligned16() &&
+        op.Raw16Aligned16()) {
+      if constexpr (Op::kWideStores) {
+        if ((wide & kWideStoreBit) != 0) {
+          return LaunchColumnMarchStage16<Op, kWideStoreBit>(op, dims, target_blocks, float_epilogue, fast, partials,
+                                                             stream);
+        }
+      }
+      return LaunchColumnMarchStage16<Op, 0>(op, dims, target_blocks, float_epilogue, fast, partials, stream);
+    }
+  }
   // Paired 16-bit loads / stores (the caller checked even nx and alignment):
   // window 7 only (the registration default).
   if constexpr (Op::kRaw16 > 0 || Op::kWideStores) {
@@ -1294,7 +1389,8 @@ absl::Status LnccImpl(const Stream& stream, const FixedT* fixed, const float* wa
         if (paired_loads && Op::kRaw16 > 0 && op.LoadsAligned()) wide |= kWideLoadBit;
         if (options.cuda_paired_stores16 && Op::kWideStores && op.StoresAligned()) wide |= kWideStoreBit;
       }
-      const int fast = (options.cuda_aligned_rows ? kFastAligned : 0) | (options.cuda_z_pairs ? kFastZPairs : 0);
+      const int fast = (options.cuda_aligned_rows ? kFastAligned : 0) | (options.cuda_z_pairs ? kFastZPairs : 0) |
+                       (options.cuda_stage16 ? kFastStage16 : 0);
       return DispatchColumnWindow<Op>(op, dims, options.window, options.cuda_target_blocks,
                                       options.cuda_float_epilogue, options.cuda_async_copy, wide, fast, part, s);
     }

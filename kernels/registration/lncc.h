@@ -35,7 +35,8 @@
 //   Column march options (issue 37, bench/lncc_variants_bench times them side
 //   by side): paired 16-bit accesses for mixed storage (cuda_paired_*16, the
 //   same bits), 16-byte aligned halo rows (cuda_aligned_rows: 16-byte
-//   cp.async and float4 x taps, the same bits), z sums from shared pair and
+//   cp.async and float4 x taps, the same bits), 16-bit halos by 16-byte
+//   cp.async (cuda_stage16, the same bits), z sums from shared pair and
 //   quad sums (cuda_z_pairs: other float rounding, the same slab
 //   bit-identity).
 // - CPU reference: 5 (the box-sum volumes, reused for a, b, c), any window.
@@ -108,6 +109,12 @@ struct LnccOptions {
   // float rounding; each partial sum depends on its own slices only, so a
   // z-slab still gives the whole volume's bits (issue 39).
   bool cuda_z_pairs = false;
+  // kColumnMarch, window 7, 16-bit storage with cuda_async_copy: the fp16 F
+  // and bf16 a, b, c halos by 16-byte cp.async as well (into 16-bit tiles,
+  // widened as the x pass reads them; with cuda_aligned_rows' layout for the
+  // float W) instead of 32-bit words through registers. Needs nx % 8 == 0
+  // and 16-byte aligned volumes (else the paths above). The same bits.
+  bool cuda_stage16 = false;
 };
 
 constexpr int kLnccMaxCudaWindow = 25;

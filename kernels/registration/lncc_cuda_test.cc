@@ -42,6 +42,7 @@ struct Variant {
   bool aligned_rows = false;
   bool z_pairs = false;
   int target_blocks = 0;
+  bool stage16 = false;
   bool shipped = false;  // LnccOptions' own cuda_* defaults, the fields above ignored
 };
 
@@ -64,6 +65,9 @@ const Variant kVariants[] = {
     {"col async copy paired16 z pairs", kCol, false, true, true, false, true},
     {"col float epilogue async copy paired16 z pairs", kCol, true, true, true, false, true},
     {"col float epilogue async copy paired16 aligned rows z pairs", kCol, true, true, true, true, true},
+    {"col float epilogue async copy paired16 stage16", kCol, true, true, true, false, false, 0, true},
+    {"col async copy stage16", kCol, false, true, false, false, false, 0, true},
+    {"col float epilogue async copy paired16 stage16 z pairs", kCol, true, true, true, false, true, 0, true},
 };
 
 LnccOptions WithVariant(LnccOptions o, const Variant& v) {
@@ -77,6 +81,7 @@ LnccOptions WithVariant(LnccOptions o, const Variant& v) {
   o.cuda_aligned_rows = v.aligned_rows;
   o.cuda_z_pairs = v.z_pairs;
   o.cuda_target_blocks = v.target_blocks;
+  o.cuda_stage16 = v.stage16;
   return o;
 }
 
@@ -133,8 +138,8 @@ TEST_P(LnccCudaVariant, MixedStorageMatchesCpu) {
   ASSERT_TRUE(s.ok()) << s.status();
   const Stream& stream = *s;
   uint32_t seed = 70;
-  for (const Case& c : {Case{{37, 29, 23}, 7, 1.0}, Case{{44, 21, 19}, 7, 1.0}, Case{{40, 30, 50}, 5, 1.0},
-                        Case{{33, 17, 40}, 9, 100.0}}) {
+  for (const Case& c : {Case{{37, 29, 23}, 7, 1.0}, Case{{44, 21, 19}, 7, 1.0}, Case{{48, 21, 57}, 7, 1.0},
+                        Case{{40, 30, 50}, 5, 1.0}, Case{{33, 17, 40}, 9, 100.0}}) {
     SCOPED_TRACE(DimsToString(c.dims) + " window " + std::to_string(c.window));
     const Dims3 d = c.dims;
     const auto f32 = RandomUniform<float>(d.size(), 0.1 * c.scale, c.scale, ++seed);
@@ -237,6 +242,68 @@ TEST_P(LnccCudaVariant, MixedStoragePairedAccessGivesSameBits) {
         }
         EXPECT_NEAR(out.loss, loss_cpu, 1e-5 * std::abs(loss_cpu));
         EXPECT_LT(RelL2(out.grad, grad_cpu), 2e-3);
+      }
+    }
+  }
+}
+
+// Where values are staged (cuda_aligned_rows, cuda_stage16) does not change
+// them: the same bits as the variant without, float and mixed storage,
+// coefficients included; nx % 8 == 0, nx % 4 == 0 and odd nx (fallbacks).
+TEST_P(LnccCudaVariant, StagingGivesSameBits) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  auto s = Stream::Create(Backend::kCuda);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const Stream& stream = *s;
+  uint32_t seed = 270;
+  for (const Dims3 d : {Dims3{64, 36, 30}, Dims3{44, 20, 40}, Dims3{37, 18, 17}}) {
+    SCOPED_TRACE(DimsToString(d));
+    const auto f = RandomUniform<float>(d.size(), 0.1, 1.0, ++seed);
+    auto w = RandomUniform<float>(d.size(), 0.0, 1.0, ++seed);
+    std::vector<Half> f16(d.size());
+    for (size_t v = 0; v < w.size(); ++v) {
+      w[v] = 0.5f * w[v] + 0.5f * f[v];
+      f16[v] = FromFloat<Half>(f[v]);
+    }
+    LnccOptions staged;
+    staged.window = 7;
+    staged = WithVariant(staged, GetParam());
+    LnccOptions plain = staged;
+    plain.cuda_aligned_rows = false;
+    plain.cuda_stage16 = false;
+    auto df = DeviceArray<float>::FromHost(f, stream);
+    auto df16 = DeviceArray<Half>::FromHost(f16, stream);
+    auto dw = DeviceArray<float>::FromHost(w, stream);
+    for (const bool mixed : {false, true}) {
+      SCOPED_TRACE(mixed ? "mixed" : "float");
+      struct Out {
+        float loss;
+        std::vector<float> grad;
+        std::vector<BFloat16> coef;
+      };
+      auto run = [&](const LnccOptions& o, Out* out) {
+        auto dcoef = DeviceArray<BFloat16>::Allocate(3 * d.size(), stream);
+        auto dloss = DeviceArray<float>::Allocate(1, stream);
+        auto dgrad = DeviceArray<float>::Allocate(d.size(), stream);
+        dloss.Poison(kNaN);
+        dgrad.Poison(kNaN);
+        if (mixed) {
+          ASSERT_TRUE(LnccHalfFixed(stream, df16.data(), dw.data(), d, o, dloss.data(), dgrad.data(), dcoef.data()).ok());
+          out->coef = dcoef.Download();
+        } else {
+          ASSERT_TRUE(Lncc(stream, df.data(), dw.data(), d, o, dloss.data(), dgrad.data()).ok());
+        }
+        out->loss = dloss.Download()[0];
+        out->grad = dgrad.Download();
+      };
+      Out base, out;
+      run(plain, &base);
+      run(staged, &out);
+      EXPECT_FALSE(std::isnan(base.loss));
+      EXPECT_EQ(out.loss, base.loss);
+      for (size_t v = 0; v < base.grad.size(); ++v) ASSERT_EQ(out.grad[v], base.grad[v]) << "voxel " << v;
+      for (size_t v = 0; v < base.coef.size(); ++v) {
+        ASSERT_EQ(out.coef[v].bits, base.coef[v].bits) << "coefficient " << v;
       }
     }
   }

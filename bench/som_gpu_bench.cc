@@ -11,7 +11,7 @@
 //                 [--train_bmu=cusparse-row] [--depths=1,4,16] [--groups=256,2048] [--lanes=8] [--no_bmu]
 //                 [--train_epochs=N] [--issue16] [--cpu_check_docs=2000]
 //                 [--span_rows=4:8:0,2:8:256]
-//                 [--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:pair]]
+//                 [--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:pair:pipe]]
 //
 // Per edge the corpus prefix has min(max_docs, budget / nodes) documents (so
 // each variant does about the same work at every edge); times are the median
@@ -104,9 +104,11 @@ struct Args {
   // --span_rows=S:R:G,...: the trained register-span rows (spans, documents
   // per warp, group nodes or 0 for the default), for both precisions, instead
   // of the built-in lists.
-  // Optional 4th and 5th fields: warps per block (BmuTuning::warp_block_warps)
-  // and 1 to sort by (previous BMU, previous second) (order_by_previous_pair).
-  std::vector<std::array<int64_t, 5>> span_rows;
+  // Optional 4th, 5th and 6th fields: warps per block
+  // (BmuTuning::warp_block_warps), 1 to sort by (previous BMU, previous
+  // second) (order_by_previous_pair), 1 for pipelined loads
+  // (warp_pipelined_loads).
+  std::vector<std::array<int64_t, 6>> span_rows;
 };
 
 // A --train_variants entry: a name (host-quality: QE/TE downloaded and
@@ -114,7 +116,8 @@ struct Args {
 // screened / screened-grouped: the screened BMU search, whole map / 1024-
 // position groups) and options after colons: dN radius_decay_epochs N, wN
 // warp_block_warps, gN warp_group_nodes, sN warp_register_spans, rN
-// warp_doc_rounds, pair order_by_previous_pair. False when malformed.
+// warp_doc_rounds, pair order_by_previous_pair, pipe warp_pipelined_loads.
+// False when malformed.
 bool ApplyTrainVariant(const std::string& variant, TrainOptions& v) {
   const std::vector<std::string> parts = absl::StrSplit(variant, ':');
   const std::string& name = parts[0];
@@ -128,6 +131,10 @@ bool ApplyTrainVariant(const std::string& variant, TrainOptions& v) {
     const std::string& opt = parts[k];
     if (opt == "pair") {
       v.bmu_tuning.order_by_previous_pair = true;
+      continue;
+    }
+    if (opt == "pipe") {
+      v.bmu_tuning.warp_pipelined_loads = true;
       continue;
     }
     int x = 0;
@@ -212,8 +219,8 @@ bool Parse(int argc, char** argv, Args& a) {
     } else if (const char* v = value("--span_rows")) {
       for (absl::string_view e : absl::StrSplit(v, ',')) {
         const std::vector<absl::string_view> f = absl::StrSplit(e, ':');
-        std::array<int64_t, 5> row{0, 0, 0, 8, 0};
-        if (f.size() < 3 || f.size() > 5 || !absl::SimpleAtoi(f[0], &row[0]) || !absl::SimpleAtoi(f[1], &row[1]) ||
+        std::array<int64_t, 6> row{0, 0, 0, 8, 0, 0};
+        if (f.size() < 3 || f.size() > 6 || !absl::SimpleAtoi(f[0], &row[0]) || !absl::SimpleAtoi(f[1], &row[1]) ||
             !absl::SimpleAtoi(f[2], &row[2]) || (row[0] != 1 && row[0] != 2 && row[0] != 4) || row[1] < 1 ||
             row[1] > 64 || row[2] < 0) {
           return false;
@@ -222,7 +229,8 @@ bool Parse(int argc, char** argv, Args& a) {
                               (row[3] != 8 && row[3] != 16 && row[3] != 24 && row[3] != 32))) {
           return false;
         }
-        if (f.size() == 5 && (!absl::SimpleAtoi(f[4], &row[4]) || (row[4] != 0 && row[4] != 1))) return false;
+        if (f.size() >= 5 && (!absl::SimpleAtoi(f[4], &row[4]) || (row[4] != 0 && row[4] != 1))) return false;
+        if (f.size() == 6 && (!absl::SimpleAtoi(f[5], &row[5]) || (row[5] != 0 && row[5] != 1))) return false;
         a.span_rows.push_back(row);
       }
     } else if (arg == "--no_train") {
@@ -271,6 +279,7 @@ struct Variant {
   int64_t screen_group = 0;  // screened search: positions per group (BmuTuning::screen_group_positions)
   int block_warps = 8;   // register-span form: warps per block (BmuTuning::warp_block_warps)
   bool pair = false;     // sorted by (previous BMU, previous second) (BmuTuning::order_by_previous_pair)
+  bool pipe = false;     // register-span form: pipelined loads (BmuTuning::warp_pipelined_loads)
 
   BmuTuning tuning() const {
     BmuTuning t;
@@ -286,6 +295,7 @@ struct Variant {
     t.screen_group_positions = screen_group;
     t.warp_block_warps = block_warps;
     t.order_by_previous_pair = pair;
+    t.warp_pipelined_loads = pipe;
     return t;
   }
   // The feature-major default (unsorted, untuned) of its precision and
@@ -433,6 +443,7 @@ std::vector<Variant> BmuVariants(const Args& a) {
     int64_t group;
     int block_warps = 8;
     bool pair = false;
+    bool pipe = false;
   };
   for (WeightType type : {WeightType::kFloat32, WeightType::kFloat16}) {
     const std::string t = type == WeightType::kFloat32 ? "fp32" : "fp16";
@@ -451,10 +462,10 @@ std::vector<Variant> BmuVariants(const Args& a) {
       for (const auto& r : a.span_rows) {
         // fp16 takes at most 2 spans (BmuTuning::warp_register_spans).
         const int spans = type == WeightType::kFloat16 ? std::min<int>(2, r[0]) : static_cast<int>(r[0]);
-        const SpanRow row{spans, static_cast<int>(r[1]), r[2], static_cast<int>(r[3]), r[4] != 0};
+        const SpanRow row{spans, static_cast<int>(r[1]), r[2], static_cast<int>(r[3]), r[4] != 0, r[5] != 0};
         if (std::none_of(rows.begin(), rows.end(), [&](const SpanRow& x) {
               return x.spans == row.spans && x.rounds == row.rounds && x.group == row.group &&
-                     x.block_warps == row.block_warps && x.pair == row.pair;
+                     x.block_warps == row.block_warps && x.pair == row.pair && x.pipe == row.pipe;
             })) {
           rows.push_back(row);
         }
@@ -463,7 +474,7 @@ std::vector<Variant> BmuVariants(const Args& a) {
     for (const SpanRow& row : rows) {
       Variant v{"trained " + t + (row.pair ? " pair" : " sorted") + " spans" + std::to_string(row.spans) + " r" +
                     std::to_string(row.rounds) + (row.group > 0 ? " g" + std::to_string(row.group) : "") +
-                    (row.block_warps != 8 ? " w" + std::to_string(row.block_warps) : ""),
+                    (row.block_warps != 8 ? " w" + std::to_string(row.block_warps) : "") + (row.pipe ? " pipe" : ""),
                 BmuAlgorithm::kFeatureMajor, type};
       v.sorted = true;
       v.trained = true;
@@ -472,6 +483,7 @@ std::vector<Variant> BmuVariants(const Args& a) {
       v.group = row.group;
       v.block_warps = row.block_warps;
       v.pair = row.pair;
+      v.pipe = row.pipe;
       variants.push_back(v);
     }
     // Issue 37: the screened search on the trained-like codebook, sorted as
@@ -872,7 +884,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: som_gpu_bench [--edges=32,...] [--budget=N] [--max_docs=N] [--reps=N] [--no_train] "
                  "[--train_docs=N] [--train_edge=E] [--train_fp16] [--train_bmu=cusparse-row] [--depths=1,4,8,16] [--groups=256,2048] [--lanes=8] [--no_bmu] [--train_epochs=N] "
-                 "[--issue16] [--cpu_check_docs=N] [--span_rows=S:R:G[:W[:P]],...] "
+                 "[--issue16] [--cpu_check_docs=N] [--span_rows=S:R:G[:W[:P[:L]]],...] "
                  "[--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:pair],...]\n");
     return 2;
   }

@@ -356,7 +356,7 @@ __device__ inline uint64_t ColumnOffset(int32_t v, uint32_t col_bytes) {
 // no bounds test. Otherwise (the map's last pass, or nodes not a multiple of
 // 4 / 8) LoadSpan tests each span. kDepth features are loaded before any is
 // added (kDepth x kSpans = 4 loads in flight, as the form above).
-template <typename TW, bool kVec, int kSpans, bool kFull>
+template <typename TW, bool kVec, int kSpans, bool kFull, bool kPipe>
 __device__ inline void AccumulateSpans(const SpanArgs& a, const TW* __restrict__ w, int64_t n0, int64_t off, int nnz,
                                        int32_t first, int lane, float (&acc)[kSpans][16 / sizeof(TW)]) {
   static_assert(!kFull || kVec, "the unchecked path loads 16 bytes");
@@ -367,11 +367,8 @@ __device__ inline void AccumulateSpans(const SpanArgs& a, const TW* __restrict__
   for (int k0 = 0; k0 < nnz; k0 += 32) {
     const int32_t mine = k0 == 0 ? first : (k0 + lane < nnz ? __ldg(a.indices + off + k0 + lane) : 0);
     const int count = nnz - k0 < 32 ? nnz - k0 : 32;
-    // Not unrolled further: kDepth x kSpans loads in flight is the design
-    // (unrolled, 4 fp32 spans took 135 registers).
-#pragma unroll 1
-    for (int k = 0; k < count; k += kDepth) {
-      uint4 raw[kDepth][kSpans];
+    // The loads of features k .. k + kDepth - 1 (those below count).
+    auto load = [&](uint4 (&raw)[kDepth][kSpans], int k) {
 #pragma unroll
       for (int u = 0; u < kDepth; ++u) {
         const int32_t v = __shfl_sync(0xffffffffu, mine, (k + u) & 31);
@@ -387,12 +384,41 @@ __device__ inline void AccumulateSpans(const SpanArgs& a, const TW* __restrict__
           }
         }
       }
+    };
+    // Their adds, in ascending feature order (as the CPU backend).
+    auto add = [&](const uint4 (&raw)[kDepth][kSpans], int k) {
 #pragma unroll
       for (int u = 0; u < kDepth; ++u) {
         if (k + u < count) {
 #pragma unroll
           for (int s = 0; s < kSpans; ++s) AddSpan<TW>(raw[u][s], acc[s]);
         }
+      }
+    };
+    if constexpr (kPipe) {
+      // BmuTuning::warp_pipelined_loads: the next kDepth features' loads are
+      // issued before this batch is added (twice the loads in flight).
+      uint4 next[kDepth][kSpans];
+      load(next, 0);
+#pragma unroll 1
+      for (int k = 0; k < count; k += kDepth) {
+        uint4 cur[kDepth][kSpans];
+#pragma unroll
+        for (int u = 0; u < kDepth; ++u) {
+#pragma unroll
+          for (int s = 0; s < kSpans; ++s) cur[u][s] = next[u][s];
+        }
+        if (k + kDepth < count) load(next, k + kDepth);
+        add(cur, k);
+      }
+    } else {
+      // Not unrolled further: kDepth x kSpans loads in flight is the design
+      // (unrolled, 4 fp32 spans took 135 registers).
+#pragma unroll 1
+      for (int k = 0; k < count; k += kDepth) {
+        uint4 raw[kDepth][kSpans];
+        load(raw, k);
+        add(raw, k);
       }
     }
   }
@@ -417,7 +443,7 @@ constexpr int SpanMinBlocksOf() {
              : 1;
 }
 
-template <typename TW, bool kVec, int kSpans, int kBlockWarps>
+template <typename TW, bool kVec, int kSpans, int kBlockWarps, bool kPipe>
 __global__ void __launch_bounds__(32 * kBlockWarps, (SpanMinBlocksOf<TW, kVec, kSpans, kBlockWarps>()))
     SpanBmuKernel(SpanArgs a) {
   constexpr int kQ = 16 / sizeof(TW);         // nodes per lane per span
@@ -445,9 +471,9 @@ __global__ void __launch_bounds__(32 * kBlockWarps, (SpanMinBlocksOf<TW, kVec, k
         for (int c = 0; c < kQ; ++c) acc[s][c] = 0.0f;
       }
       if (kVec && base + kPass <= a.m) {  // the same for the whole warp
-        AccumulateSpans<TW, kVec, kSpans, kVec>(a, w, n0, off, nnz, first, lane, acc);
+        AccumulateSpans<TW, kVec, kSpans, kVec, kPipe>(a, w, n0, off, nnz, first, lane, acc);
       } else {
-        AccumulateSpans<TW, kVec, kSpans, false>(a, w, n0, off, nnz, first, lane, acc);
+        AccumulateSpans<TW, kVec, kSpans, false, kPipe>(a, w, n0, off, nnz, first, lane, acc);
       }
 #pragma unroll
       for (int s = 0; s < kSpans; ++s) {
@@ -481,9 +507,9 @@ __global__ void __launch_bounds__(32 * kBlockWarps, (SpanMinBlocksOf<TW, kVec, k
   }
 }
 
-template <typename TW, bool kVec, int kSpans, int kBlockWarps>
+template <typename TW, bool kVec, int kSpans, int kBlockWarps, bool kPipe = false>
 absl::Status LaunchSpanKernel(const SpanArgs& args, int groups, cudaStream_t s) {
-  auto kernel = SpanBmuKernel<TW, kVec, kSpans, kBlockWarps>;
+  auto kernel = SpanBmuKernel<TW, kVec, kSpans, kBlockWarps, kPipe>;
   // No shared memory: ask for the largest L1 (it holds the columns that
   // neighbouring documents share).
   TESSERA_CUDA_RETURN_IF_ERROR(
@@ -495,35 +521,42 @@ absl::Status LaunchSpanKernel(const SpanArgs& args, int groups, cudaStream_t s) 
   return absl::OkStatus();
 }
 
-// Larger blocks only for the 16-byte-load forms (the scalar path keeps 8 warps).
-template <typename TW, bool kVec, int kSpans>
+// Larger blocks and pipelined loads only for the 16-byte-load forms (the
+// scalar path keeps 8 warps, batch loads).
+template <typename TW, bool kVec, int kSpans, bool kPipe>
 absl::Status LaunchSpanBlock(const SpanArgs& args, int groups, int block_warps, cudaStream_t s) {
   if constexpr (kVec) {
     switch (block_warps) {
       case 16:
-        return LaunchSpanKernel<TW, kVec, kSpans, 16>(args, groups, s);
+        return LaunchSpanKernel<TW, kVec, kSpans, 16, kPipe>(args, groups, s);
       case 24:
-        return LaunchSpanKernel<TW, kVec, kSpans, 24>(args, groups, s);
+        return LaunchSpanKernel<TW, kVec, kSpans, 24, kPipe>(args, groups, s);
       case 32:
-        return LaunchSpanKernel<TW, kVec, kSpans, 32>(args, groups, s);
+        return LaunchSpanKernel<TW, kVec, kSpans, 32, kPipe>(args, groups, s);
       default:
-        break;
+        return LaunchSpanKernel<TW, kVec, kSpans, kWarps, kPipe>(args, groups, s);
     }
   }
   return LaunchSpanKernel<TW, kVec, kSpans, kWarps>(args, groups, s);
 }
 
+template <typename TW, bool kVec, int kSpans>
+absl::Status LaunchSpanPipe(const SpanArgs& args, int groups, int block_warps, bool pipe, cudaStream_t s) {
+  return pipe ? LaunchSpanBlock<TW, kVec, kSpans, true>(args, groups, block_warps, s)
+              : LaunchSpanBlock<TW, kVec, kSpans, false>(args, groups, block_warps, s);
+}
+
 template <typename TW, bool kVec>
-absl::Status LaunchSpan(const SpanArgs& args, int groups, int spans, int block_warps, cudaStream_t s) {
+absl::Status LaunchSpan(const SpanArgs& args, int groups, int spans, int block_warps, bool pipe, cudaStream_t s) {
   switch (spans) {
     case 4:
       // fp16: 4 spans (32 accumulators per lane) spill; SpanBmus passes 2.
-      if constexpr (sizeof(TW) == 4) return LaunchSpanBlock<TW, kVec, 4>(args, groups, block_warps, s);
-      return LaunchSpanBlock<TW, kVec, 2>(args, groups, block_warps, s);
+      if constexpr (sizeof(TW) == 4) return LaunchSpanPipe<TW, kVec, 4>(args, groups, block_warps, pipe, s);
+      return LaunchSpanPipe<TW, kVec, 2>(args, groups, block_warps, pipe, s);
     case 2:
-      return LaunchSpanBlock<TW, kVec, 2>(args, groups, block_warps, s);
+      return LaunchSpanPipe<TW, kVec, 2>(args, groups, block_warps, pipe, s);
     default:
-      return LaunchSpanBlock<TW, kVec, 1>(args, groups, block_warps, s);
+      return LaunchSpanPipe<TW, kVec, 1>(args, groups, block_warps, pipe, s);
   }
 }
 
@@ -638,13 +671,13 @@ absl::Status SpanBmus(const Stream& stream, const DocumentSet& docs, const Codeb
                         static_cast<Top2*>(partials_raw)};
     const int g = static_cast<int>(groups);
     if (cb.type == WeightType::kFloat32 && vec) {
-      TESSERA_RETURN_IF_ERROR((LaunchSpan<float, true>(args, g, spans, block_warps, s)));
+      TESSERA_RETURN_IF_ERROR((LaunchSpan<float, true>(args, g, spans, block_warps, tuning.warp_pipelined_loads, s)));
     } else if (cb.type == WeightType::kFloat32) {
-      TESSERA_RETURN_IF_ERROR((LaunchSpan<float, false>(args, g, spans, block_warps, s)));
+      TESSERA_RETURN_IF_ERROR((LaunchSpan<float, false>(args, g, spans, block_warps, tuning.warp_pipelined_loads, s)));
     } else if (vec) {
-      TESSERA_RETURN_IF_ERROR((LaunchSpan<__half, true>(args, g, spans, block_warps, s)));
+      TESSERA_RETURN_IF_ERROR((LaunchSpan<__half, true>(args, g, spans, block_warps, tuning.warp_pipelined_loads, s)));
     } else {
-      TESSERA_RETURN_IF_ERROR((LaunchSpan<__half, false>(args, g, spans, block_warps, s)));
+      TESSERA_RETURN_IF_ERROR((LaunchSpan<__half, false>(args, g, spans, block_warps, tuning.warp_pipelined_loads, s)));
     }
     TESSERA_RETURN_IF_ERROR(LaunchMergePartials(stream, args.partials, nb, g, d0, order, out));
   }

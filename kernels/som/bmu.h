@@ -110,6 +110,10 @@ struct BmuTuning {
   // columns of ~3 unrelated stretches of sorted documents; one larger block
   // keeps all of an SM's warps on neighbouring positions (issue 37). Same bits.
   int warp_block_warps = 8;
+  // Register-span form with 16-byte loads: the next features' loads are
+  // issued before the current ones are added (8 loads in flight per warp
+  // instead of 4), for an L2-latency-bound search. Same bits.
+  bool warp_pipelined_loads = false;
   // With order_by_previous_bmu: sort by (previous BMU, previous second-best)
   // when BmuHints::previous_second is given, so that documents sharing a BMU
   // are further grouped by the side of it they lie on (more shared columns

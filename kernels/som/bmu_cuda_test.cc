@@ -289,7 +289,8 @@ TEST(BmuCudaParity, RegisterSpanWarpKernelMatchesCpuBitForBit) {
 }
 
 // Issue 37: the register-span kernel in blocks of 16, 24 and 32 warps
-// (BmuTuning::warp_block_warps) and documents visited in (previous BMU,
+// (BmuTuning::warp_block_warps), with pipelined loads (warp_pipelined_loads),
+// and documents visited in (previous BMU,
 // previous second) order (order_by_previous_pair, both hints aliased with the
 // outputs as in training, some invalid), against the CPU bit for bit; maps
 // whose node count is a multiple of 4 (16-byte loads: the larger blocks) and
@@ -319,10 +320,12 @@ TEST(BmuCudaParity, LargerBlocksAndPairOrderMatchCpuBitForBit) {
     for (size_t d = 0; d < previous.size(); d += 89) previous[d] = -1;
     for (int block_warps : {8, 16, 24, 32}) {
       for (int spans : {1, 2, 4}) {
-        for (bool pair : {false, true}) {
+        for (int form : {0, 1, 2}) {  // 0: batch loads, 1: + pair order, 2: pipelined loads + pair order
+          const bool pair = form >= 1;
           SCOPED_TRACE(testing::Message() << "edge " << edge << " block warps " << block_warps << " spans " << spans
-                                          << " pair " << pair);
+                                          << " form " << form);
           BmuTuning tuning;
+          tuning.warp_pipelined_loads = form == 2;
           tuning.warp_block_warps = block_warps;
           tuning.warp_register_spans = spans;
           tuning.warp_doc_rounds = 3;

@@ -415,7 +415,6 @@ absl::Status BenchIteration(const Stream& stream, const Options& opt) {
   old_smooth.run_kernel = false;
   old_smooth.fixed_radius = false;
   old_smooth.fused_xy = false;
-  old_smooth.fused_xy_bf16 = false;
   old_smooth.axis_march = 0;
   configs.push_back({"2026-12-06 kernels", TodaysSampler(), old_smooth});
   IterationConfig shipped{"shipped defaults", TodaysSampler(), LeanSmoothTuning{}};
@@ -432,7 +431,6 @@ absl::Status BenchIteration(const Stream& stream, const Options& opt) {
     configs.push_back(c);
   };
   add("shipped + u xy fused (float)", shipped, [](IterationConfig& c) { c.smooth.fused_xy = true; });
-  add("shipped + gradient yx fused (bf16)", shipped, [](IterationConfig& c) { c.smooth.fused_xy_bf16 = true; });
   add("shipped + march 8", shipped, [](IterationConfig& c) { c.smooth.axis_march = 8; });
   add("shipped + march 16", shipped, [](IterationConfig& c) { c.smooth.axis_march = 16; });
   add("shipped + march 8 + u xy fused", shipped, [](IterationConfig& c) {
@@ -638,7 +636,6 @@ absl::Status BenchSmooth(const Stream& stream, const Options& opt) {
   run.run_kernel = true;
   run.fixed_radius = false;
   run.fused_xy = false;
-  run.fused_xy_bf16 = false;
   run.axis_march = 0;
   variants.push_back({"run kernels", run});
   LeanSmoothTuning fixed = run;
@@ -652,7 +649,6 @@ absl::Status BenchSmooth(const Stream& stream, const Options& opt) {
   variants.push_back({"fixed radius + march 16", march16});
   LeanSmoothTuning xy = fixed;
   xy.fused_xy = true;
-  xy.fused_xy_bf16 = true;
   variants.push_back({"fixed radius + xy fused", xy});
   LeanSmoothTuning xy_march = xy;
   xy_march.axis_march = 8;
@@ -724,7 +720,9 @@ absl::Status BenchSmooth(const Stream& stream, const Options& opt) {
   {
     std::printf("| float field (full-precision gradient), all | 6 |");
     for (size_t v = 0; v < variants.size(); ++v) {
-      auto fn = [&]() { return SmoothInPlaceWithScratch(u, {6, 6, 6}, work.as<float>(), n, stream, variants[v].tuning); };
+      auto fn = [&]() {
+        return SmoothInPlaceWithScratch(u, {6, 6, 6}, work.as<float>(), n, stream, variants[v].tuning);
+      };
       TESSERA_ASSIGN_OR_RETURN(double ms, TimeMs(stream, 1, opt.reps, fn));
       std::printf(" %.3f |", ms);
       std::fflush(stdout);

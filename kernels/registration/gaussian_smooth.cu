@@ -498,105 +498,16 @@ absl::Status LaunchAxisMarch(const In* in, Out* out, int64_t inner, int64_t n, i
   return absl::OkStatus();
 }
 
-// The mixed-precision smoothing's y and x passes in one kernel (issue 37):
-// a bf16 component -> the float scratch, 16 bytes per voxel less than the
-// y pass to the scratch and the x pass in place. One block per 128 x 32
-// output tile of a slice: the tile with its clamped halo in shared memory
-// (as float), the y pass over every staged column (the x halo included) into
-// a second tile, then the x pass. Each pass is AxisFixedKernel's /
-// RowWarpFixedKernel's sum (fmaf in tap order from 0 over the same clamped
-// neighbours), so the scratch holds what the two passes write, bit for bit.
+// SmoothCuda's x then y passes in one kernel (LeanSmoothTuning::fused_xy;
+// float in, float out; in may be out's source volume but not out): one block
+// per 128 x 32 output tile of a slice, the tile with its clamped halo in
+// shared memory, the x pass over every staged row into a second tile, then
+// the y pass; 8 bytes per voxel less than the x pass in place and the y pass
+// to the scratch. Same sums bit for bit (RowWarpFixedKernel's, then
+// AxisFixedKernel's). (The bf16 gradient's y, x fusion was slower than its
+// separate passes at radius 18 on an H100, 7.16 vs 6.43 ms: removed.)
 constexpr int kXyTileX = 128, kXyTileY = 32, kXyRun = 8, kXyThreads = 256;
 
-template <int R>
-constexpr size_t XySmemBytes() {
-  return (size_t(kXyTileY + 2 * R) * (kXyTileX + 2 * R) + size_t(kXyTileY) * ((kXyTileX + 2 * R) | 1)) * sizeof(float);
-}
-
-template <int R>
-__global__ void __launch_bounds__(kXyThreads)
-    XyFixedKernel(const BFloat16* __restrict__ in, float* __restrict__ out, int64_t nx, int64_t ny, int64_t nz,
-                  Taps ty_taps, Taps tx_taps) {
-  constexpr int kCols = kXyTileX + 2 * R;    // staged columns: the tile's x with its halo
-  constexpr int kRowsIn = kXyTileY + 2 * R;  // staged rows: the tile's y with its halo
-  constexpr int kYpStride = kCols | 1;       // odd: the x pass's 32 lanes (a row each) hit 32 banks
-  extern __shared__ float smem[];
-  float* tile = smem;                  // kRowsIn x kCols
-  float* yp = smem + kRowsIn * kCols;  // kXyTileY x kYpStride
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int64_t i0 = int64_t(blockIdx.x) * kXyTileX, j0 = int64_t(blockIdx.y) * kXyTileY;
-  for (int64_t k = blockIdx.z; k < nz; k += gridDim.z) {
-    const BFloat16* src = in + k * nx * ny;
-    // 32-bit positions inside a slice (the launch checks nx * ny < 2^31).
-    const int x0 = int(i0) - R, y0 = int(j0) - R, xl = int(nx) - 1, yl = int(ny) - 1, w = int(nx);
-    for (int q0 = tid; q0 < kRowsIn * kCols; q0 += 8 * kXyThreads) {  // 8 loads in flight per thread
-      float v[8];
-#pragma unroll
-      for (int m = 0; m < 8; ++m) {
-        const int q = q0 + m * kXyThreads, row = q / kCols, col = q - row * kCols;
-        v[m] = q < kRowsIn * kCols ? ToFloat(src[min(max(y0 + row, 0), yl) * w + min(max(x0 + col, 0), xl)]) : 0.f;
-      }
-#pragma unroll
-      for (int m = 0; m < 8; ++m) {
-        if (q0 + m * kXyThreads < kRowsIn * kCols) tile[q0 + m * kXyThreads] = v[m];
-      }
-    }
-    __syncthreads();
-    for (int item = tid; item < (kXyTileY / kXyRun) * kCols; item += kXyThreads) {
-      const int run = item / kCols, col = item - run * kCols;
-      float acc[kXyRun];
-#pragma unroll
-      for (int q = 0; q < kXyRun; ++q) acc[q] = 0.f;
-      const float* column = tile + run * kXyRun * kCols + col;
-#pragma unroll
-      for (int d = 0; d < 2 * R + kXyRun; ++d) {
-        const float x = column[d * kCols];
-#pragma unroll
-        for (int q = 0; q < kXyRun; ++q) {
-          if (d - q >= 0 && d - q <= 2 * R) acc[q] = fmaf(ty_taps.w[d - q], x, acc[q]);
-        }
-      }
-#pragma unroll
-      for (int q = 0; q < kXyRun; ++q) yp[(run * kXyRun + q) * kYpStride + col] = acc[q];
-    }
-    __syncthreads();
-    // The x pass's outputs go through `tile` (dead now; odd row stride) so
-    // the stores are coalesced (a lane per row would store 32 rows at once).
-    constexpr int kOutStride = kXyTileX + 1;
-    static_assert(kXyTileY * kOutStride <= kRowsIn * kCols, "the staged outputs fit in the input tile");
-    for (int run = warp; run < kXyTileX / kXyRun; run += kXyThreads / 32) {
-      float acc[kXyRun];
-#pragma unroll
-      for (int q = 0; q < kXyRun; ++q) acc[q] = 0.f;
-      const float* line = yp + lane * kYpStride + run * kXyRun;
-#pragma unroll
-      for (int d = 0; d < 2 * R + kXyRun; ++d) {
-        const float x = line[d];
-#pragma unroll
-        for (int q = 0; q < kXyRun; ++q) {
-          if (d - q >= 0 && d - q <= 2 * R) acc[q] = fmaf(tx_taps.w[d - q], x, acc[q]);
-        }
-      }
-#pragma unroll
-      for (int q = 0; q < kXyRun; ++q) tile[lane * kOutStride + run * kXyRun + q] = acc[q];
-    }
-    __syncthreads();
-    float* dst = out + k * nx * ny;
-    for (int q = tid; q < kXyTileY * kXyTileX; q += kXyThreads) {
-      const int row = q / kXyTileX, col = q - row * kXyTileX;
-      const int64_t i = i0 + col, j = j0 + row;
-      if (i < nx && j < ny) dst[j * nx + i] = tile[row * kOutStride + col];
-    }
-    __syncthreads();  // the tiles are refilled for the next slice
-  }
-}
-static_assert(kXyTileY == 32, "XyFixedKernel's x pass maps a lane to a row");
-
-// SmoothCuda's x then y passes in one kernel (float in, float out; in may be
-// out's source volume but not out): XyFixedKernel's tiles with the passes in
-// x, y order, 8 bytes per voxel less than the x pass in place and the y pass
-// to the scratch. Same sums bit for bit (RowWarpFixedKernel's, then
-// AxisFixedKernel's).
 template <int R>
 constexpr size_t XFirstSmemBytes() {
   return (size_t(kXyTileY + 2 * R) * ((kXyTileX + 2 * R) | 1) + size_t(kXyTileY + 2 * R) * (kXyTileX + 1)) *
@@ -694,21 +605,6 @@ absl::Status LaunchXFirstFixed(const float* in, float* out, const Grid& g, const
                   unsigned(std::min<int64_t>(g.nz, AxisPolicy::kMaxGridZ)));
   XFirstFixedKernel<R><<<grid, kXyThreads, smem, s>>>(in, out, g.nx, g.ny, g.nz, tx, ty);
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("XFirstFixedKernel");
-  return absl::OkStatus();
-}
-
-template <int R>
-absl::Status LaunchXyFixed(const BFloat16* in, float* out, const Grid& g, const Taps& ty, const Taps& tx,
-                           cudaStream_t s) {
-  constexpr size_t smem = XySmemBytes<R>();
-  if (smem > 48 * 1024) {
-    TESSERA_CUDA_RETURN_IF_ERROR(
-        cudaFuncSetAttribute(XyFixedKernel<R>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  }
-  const dim3 grid(unsigned((g.nx + kXyTileX - 1) / kXyTileX), unsigned((g.ny + kXyTileY - 1) / kXyTileY),
-                  unsigned(std::min<int64_t>(g.nz, AxisPolicy::kMaxGridZ)));
-  XyFixedKernel<R><<<grid, kXyThreads, smem, s>>>(in, out, g.nx, g.ny, g.nz, ty, tx);
-  TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("XyFixedKernel");
   return absl::OkStatus();
 }
 
@@ -833,19 +729,8 @@ absl::Status SmoothBf16InPlaceCuda(BFloat16* field, const Grid& g, const std::ve
   const bool fx = taps[0].size() > 1, fy = taps[1].size() > 1, fz = taps[2].size() > 1;
   const Taps one = MakeTaps(std::vector<float>{1.f});  // a conversion pass
   const int64_t V = g.voxels();
-  // fused_xy: both passes by XyFixedKernel where it has the radius (the same
-  // for x and y) and the x pass would take RowWarpFixedKernel.
-  const bool xy = kernels.fused_xy_bf16 && fx && fy && tx.radius == ty.radius && HasFixedRadius(tx.radius) &&
-                  g.nx + 2 * tx.radius <= RowPolicy::kMaxWarpRow && (g.ny + kXyTileY - 1) / kXyTileY <= 65535 &&
-                  g.nx * g.ny < (int64_t{1} << 31);
   for (int64_t c = 0; c < g.comps; ++c) {
     BFloat16* comp = field + c * V;
-    if (xy) {
-      TESSERA_RETURN_IF_ERROR(tx.radius == 2 ? LaunchXyFixed<2>(comp, scratch, g, ty, tx, s)
-                                             : LaunchXyFixed<18>(comp, scratch, g, ty, tx, s));
-      TESSERA_RETURN_IF_ERROR(LaunchAxis(scratch, comp, g.nx * g.ny, g.nz, 1, fz ? tz : one, s, kernels));
-      continue;
-    }
     TESSERA_RETURN_IF_ERROR(LaunchAxis(comp, scratch, g.nx, g.ny, g.nz, fy ? ty : one, s, kernels));
     if (fx) TESSERA_RETURN_IF_ERROR(LaunchRow(scratch, scratch, g.nx, g.ny * g.nz, tx, s, kernels));
     TESSERA_RETURN_IF_ERROR(LaunchAxis(scratch, comp, g.nx * g.ny, g.nz, 1, fz ? tz : one, s, kernels));

@@ -38,11 +38,9 @@ struct PassKernels {
   // run kernels with the radius a template argument, so the tap loops unroll
   // and the taps are constant operands (no register shifting).
   bool fixed_radius = false;
-  // For those radii (the same in x and y): the first two passes in one
-  // tiled kernel, 8 (float: x, y) or 16 (bf16: y, x) bytes per voxel less.
-  // fused_xy: SmoothCuda (float); fused_xy_bf16: SmoothBf16InPlaceCuda.
+  // For those radii (the same in x and y): SmoothCuda's (float) first two
+  // passes in one tiled kernel, 8 bytes per voxel less.
   bool fused_xy = false;
-  bool fused_xy_bf16 = false;
   // With fixed_radius: the y and z passes by AxisMarchKernel (one block per
   // inner strip marching along the axis, the next step's loads in flight
   // during the sums) with 8 or 16 outputs per thread and step at radius 18

@@ -158,7 +158,9 @@ absl::Status ComposeImpl(const Stream& stream, float* u, const GradT* grad, Dims
 #if TESSERA_WITH_CUDA
       // Slab k - 1's smoothing reads slabs k - 2 .. k (z radius <= depth);
       // slab k + 1's composition reads old u only from slab k on.
-      if (slab_passes) TESSERA_RETURN_IF_ERROR(lean_internal::SmoothSlabXyInPlaceCuda(out, dims, 3 * (z1 - z0), *smooth, stream));
+      if (slab_passes) {
+        TESSERA_RETURN_IF_ERROR(lean_internal::SmoothSlabXyInPlaceCuda(out, dims, 3 * (z1 - z0), *smooth, stream));
+      }
       ring[slab % 3] = lean_internal::ComposedSlab{out, z0, z1};
       if (pending_z0 >= 0) TESSERA_RETURN_IF_ERROR(smooth_back(pending_z0, pending_z1));
 #endif

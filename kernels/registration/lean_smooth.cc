@@ -19,7 +19,6 @@ gs_internal::PassKernels Kernels(LeanSmoothTuning tuning) {
   k.run_kernel = tuning.run_kernel;
   k.fixed_radius = tuning.fixed_radius;
   k.fused_xy = tuning.fused_xy;
-  k.fused_xy_bf16 = tuning.fused_xy_bf16;
   k.axis_march = tuning.axis_march;
   return k;
 }

@@ -30,12 +30,11 @@ struct LeanSmoothTuning {
   // the run kernels' sliding tap registers.
   // Default since 2026-12-07 (-0.9 ms per sigma-6 smoothing at 512^3, same bits).
   bool fixed_radius = true;
-  // At those radii (the same in x and y): the first two passes in one kernel
-  // by shared-memory tiles into the scratch. fused_xy: SmoothInPlaceWithScratch
-  // (float: x, y, with z filtered too, a sixth less memory traffic);
-  // fused_xy_bf16: SmoothBf16InPlaceWithScratch (y, x, a third less). Same bits.
+  // At those radii (the same in x and y): SmoothInPlaceWithScratch's first
+  // two passes (x, y) in one kernel by shared-memory tiles into the scratch,
+  // with z filtered too (a sixth less memory traffic). Same bits. (The bf16
+  // gradient's fusion, y and x, lost to its separate passes: removed.)
   bool fused_xy = false;
-  bool fused_xy_bf16 = false;
   // With fixed_radius, issue 37: the y and z passes by a kernel whose blocks
   // march along the axis (each input loaded once, the next step's loads in
   // flight during the sums): 8 or 16 outputs per thread and step at radius

@@ -59,7 +59,7 @@ TEST(LeanSmoothCuda, BorrowedScratchEqualsGaussianSmooth) {
 // stage's sigmas (6: radius 18, longer than some axes; 0.5: radius 2; 2: no
 // fixed-radius kernel, the run kernels) and on extents that are not multiples
 // of the 64-output tile nor of the x pass's 288-output segment (300: two
-// segments), nor of the fused xy tiles (128 x 32: 300 and 130 cross them), nor
+// segments), nor of the float fused xy tiles (128 x 32: 300 and 130 cross them), nor
 // of the march's 64- and 128-output steps (130, 300: the ring of 128 or 256
 // rows wraps). Both against the CPU reference too: float within 1e-5, bf16
 // within one bf16 rounding of the largest value (2^-8).
@@ -70,7 +70,6 @@ TEST(LeanSmoothCuda, EveryTuningEqualsOnePerSweep) {
   one_per_sweep.run_kernel = false;
   one_per_sweep.fixed_radius = false;
   one_per_sweep.fused_xy = false;
-  one_per_sweep.fused_xy_bf16 = false;
   one_per_sweep.axis_march = 0;
   struct Named {
     const char* name;
@@ -88,8 +87,7 @@ TEST(LeanSmoothCuda, EveryTuningEqualsOnePerSweep) {
   tunings.push_back({"fixed radius, march 16", t});
   t.axis_march = 0;
   t.fused_xy = true;
-  t.fused_xy_bf16 = true;
-  tunings.push_back({"fixed radius, xy fused (float and bf16)", t});
+  tunings.push_back({"fixed radius, xy fused (float)", t});
   t.axis_march = 8;
   tunings.push_back({"fixed radius, xy fused, march 8", t});
   tunings.push_back({"shipped defaults", LeanSmoothTuning{}});

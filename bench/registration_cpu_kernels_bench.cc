@@ -60,10 +60,20 @@ int Run(int reps) {
   fixed_args.affine = nullptr;
   fixed_args.disp = nullptr;
 
+  // A moving image whose axes are permuted against the fixed grid (the 1 mm
+  // "reoriented" case: output x walks the moving image's z): the gathers
+  // of one output row touch a new 4 KiB page per voxel.
+  GridSampleArgs reoriented = args;
+  const std::vector<float> permuted = {0.02f, 0.98f, 0.01f, 0.01f, 0.03f, -0.02f, -1.01f, -0.02f,
+                                       -0.99f, 0.02f, 0.03f, 0.015f};
+  reoriented.affine = permuted.data();
+
   std::vector<Variant> variants;
   for (SamplerCpuPath path : AvailableSamplerCpuPaths()) {
     const std::string p = SamplerCpuPathName(path);
     variants.push_back({"sampler fwd (moving) " + p, [&, path] { cpu::GridSampleForwardOnPath(path, args, out.data()); }});
+    variants.push_back(
+        {"sampler fwd (reorient)" + p, [&, path] { cpu::GridSampleForwardOnPath(path, reoriented, out.data()); }});
     variants.push_back(
         {"sampler fwd (fixed)  " + p, [&, path] { cpu::GridSampleForwardOnPath(path, fixed_args, out.data()); }});
     variants.push_back({"sampler bwd dL/du    " + p, [&, path] {

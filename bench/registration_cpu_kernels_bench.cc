@@ -3,7 +3,7 @@
 // sampler on each CPU path (grid_sampler_cpu_path.h: scalar reference, AVX2,
 // AVX-512; MI's jittered voxels, affine + displacement, forward and dL/du),
 // plus the greedy step's composition and Mattes MI's histogram and gradient on
-// each path. Each variant is timed
+// each path, and the field smoothings (which include a copy of the field). Each variant is timed
 // round-robin with the others (reps interleaved, so load from other processes
 // hits all alike) and reported as process CPU time and wall time per call,
 // median of the reps, with parallel efficiency = CPU / (wall * threads).
@@ -22,6 +22,7 @@
 #include "common/device.h"
 #include "bench/sampler_bench_case.h"
 #include "common/parallel.h"
+#include "kernels/registration/gaussian_smooth.h"
 #include "kernels/registration/grid_sampler.h"
 #include "kernels/registration/grid_sampler_cpu_path.h"
 #include "kernels/registration/lean_compose_cpu_rows.h"
@@ -129,6 +130,15 @@ int Run(int reps) {
     variants.push_back({"MI gradient          " + p, [&, path] {
                           mi_cpu::GradientFromTableOnPath(path, c.image.data(), warped.data(), nullptr, n, mi,
                                                           mi_table, mi_result.total_weight, mi_grad.data());
+                        }});
+  }
+  // The lean stage's two smoothings of a 3-component field: the gradient at
+  // sigma 6 voxels (37 taps per axis) and u at 0.147 voxels (3 taps).
+  NDArray field = NDArray::Allocate({d.nx, d.ny, d.nz, 3}, DType::kFloat32, MemoryKind::kHost).value();
+  for (double sigma : {6.0, 0.147}) {
+    variants.push_back({"smooth field sigma " + std::to_string(sigma).substr(0, 5), [&, sigma] {
+                          std::copy(grad.begin(), grad.end(), field.data<float>());
+                          (void)GaussianSmooth(field, &field, {sigma, sigma, sigma}, Stream::Cpu());
                         }});
   }
   for (int r = 0; r < reps; ++r) {

@@ -43,34 +43,57 @@ __attribute__((always_inline)) inline Floats16 Load16(const float* p) {
   return v;
 }
 
+// One block of 64 outputs from i0 (four 16-lane accumulators: enough
+// independent adds to hide their latency) or of 16.
+__attribute__((always_inline)) inline void Block64(float* __restrict out, const float* const* srcs,
+                                                   const float* __restrict taps, int ntaps, int64_t i0) {
+  Floats16 a0 = {}, a1 = {}, a2 = {}, a3 = {};
+  for (int d = 0; d < ntaps; ++d) {
+    const float w = taps[d];
+    const float* src = srcs[d] + i0;
+    a0 += w * Load16(src);
+    a1 += w * Load16(src + 16);
+    a2 += w * Load16(src + 32);
+    a3 += w * Load16(src + 48);
+  }
+  std::memcpy(out + i0, &a0, sizeof(a0));
+  std::memcpy(out + i0 + 16, &a1, sizeof(a1));
+  std::memcpy(out + i0 + 32, &a2, sizeof(a2));
+  std::memcpy(out + i0 + 48, &a3, sizeof(a3));
+}
+
+__attribute__((always_inline)) inline void Block16(float* __restrict out, const float* const* srcs,
+                                                   const float* __restrict taps, int ntaps, int64_t i0) {
+  Floats16 a0 = {};
+  for (int d = 0; d < ntaps; ++d) a0 += taps[d] * Load16(srcs[d] + i0);
+  std::memcpy(out + i0, &a0, sizeof(a0));
+}
+
 // out[i] = sum_d taps[d] * srcs[d][i], d = 0..ntaps-1 ascending from 0 (the
 // per-voxel dot product's rounding). Blocks of 64 outputs stay in registers
 // across the taps, so each tap costs a load and a multiply and an add per
-// voxel, not also a load and a store of the output.
+// voxel, not also a load and a store of the output. A row that is not a
+// multiple of the block ends with a block that overlaps the previous one
+// (issue 38): its outputs are recomputed with the same values (out never
+// aliases srcs), where a 16-wide and a scalar tail took 3x the row's time at
+// nx = 181 (one dependent add chain instead of four).
 __attribute__((always_inline)) inline void WeightedRowSum(float* __restrict out, const float* const* srcs,
                                                          const float* __restrict taps, int ntaps, int64_t nx) {
-  int64_t i0 = 0;
-  for (; i0 + 64 <= nx; i0 += 64) {
-    Floats16 a0 = {}, a1 = {}, a2 = {}, a3 = {};
-    for (int d = 0; d < ntaps; ++d) {
-      const float w = taps[d];
-      const float* src = srcs[d] + i0;
-      a0 += w * Load16(src);
-      a1 += w * Load16(src + 16);
-      a2 += w * Load16(src + 32);
-      a3 += w * Load16(src + 48);
+  if (nx >= 64) {
+    for (int64_t i0 = 0;; i0 += 64) {
+      if (i0 + 64 > nx) i0 = nx - 64;
+      Block64(out, srcs, taps, ntaps, i0);
+      if (i0 + 64 == nx) return;
     }
-    std::memcpy(out + i0, &a0, sizeof(a0));
-    std::memcpy(out + i0 + 16, &a1, sizeof(a1));
-    std::memcpy(out + i0 + 32, &a2, sizeof(a2));
-    std::memcpy(out + i0 + 48, &a3, sizeof(a3));
   }
-  for (; i0 + 16 <= nx; i0 += 16) {
-    Floats16 a0 = {};
-    for (int d = 0; d < ntaps; ++d) a0 += taps[d] * Load16(srcs[d] + i0);
-    std::memcpy(out + i0, &a0, sizeof(a0));
+  if (nx >= 16) {
+    for (int64_t i0 = 0;; i0 += 16) {
+      if (i0 + 16 > nx) i0 = nx - 16;
+      Block16(out, srcs, taps, ntaps, i0);
+      if (i0 + 16 == nx) return;
+    }
   }
-  for (int64_t i = i0; i < nx; ++i) {
+  for (int64_t i = 0; i < nx; ++i) {
     float a = 0.f;
     for (int d = 0; d < ntaps; ++d) a += taps[d] * srcs[d][i];
     out[i] = a;
@@ -97,7 +120,10 @@ void PassX(float* v, const Grid& g, const std::vector<float>& taps) {
     for (int64_t k = z0; k < z1; ++k) {
       for (int64_t j = 0; j < g.ny; ++j) {
         float* row = v + g.nx * (j + g.ny * k);
-        for (int64_t i = -r; i < g.nx + r; ++i) line[i + r] = row[Clamp(i, g.nx - 1)];
+        // The row with r copies of its end voxels on either side.
+        for (int64_t i = 0; i < r; ++i) line[i] = row[0];
+        std::memcpy(line.data() + r, row, g.nx * sizeof(float));
+        for (int64_t i = 0; i < r; ++i) line[g.nx + r + i] = row[g.nx - 1];
         FilterLineX(row, line.data(), taps.data(), r, g.nx);
       }
     }

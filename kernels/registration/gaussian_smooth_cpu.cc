@@ -1,6 +1,7 @@
 // CPU reference for gaussian_smooth.h (also the CPU backend). Each pass
 // filters lines in place through a per-thread line buffer (so in == out is
-// fine), threaded over z-slabs (x and y passes) or y-rows (z pass).
+// fine), threaded over z-slabs (x and y passes, every component) or y-rows
+// (z pass).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -108,26 +109,20 @@ TESSERA_SMOOTH_CLONES void FilterLineX(float* __restrict row, const float* __res
   WeightedRowSum(row, srcs, taps, 2 * r + 1, nx);
 }
 
-// x pass on one volume. Taps outermost, voxels innermost: each output still
-// sums its taps in order d = 0..2r from 0 (the same rounding as a per-voxel
-// dot product), but the inner loop now runs along the row and vectorizes
-// (a per-voxel float reduction does not without -ffast-math; this pass was
-// 13% of a CPU MI registration's time at sigma 6).
-void PassX(float* v, const Grid& g, const std::vector<float>& taps) {
+// The x pass of one z-plane's rows. Taps outermost, voxels innermost: each
+// output still sums its taps in order d = 0..2r from 0 (the same rounding as
+// a per-voxel dot product), but the inner loop runs along the row and
+// vectorizes (a per-voxel float reduction does not without -ffast-math).
+void PlaneX(float* plane, const Grid& g, const std::vector<float>& taps, std::vector<float>& line) {
   const int r = static_cast<int>(taps.size() / 2);
-  ParallelFor(g.nz, 1, [&](int64_t z0, int64_t z1) {
-    std::vector<float> line(g.nx + 2 * r);
-    for (int64_t k = z0; k < z1; ++k) {
-      for (int64_t j = 0; j < g.ny; ++j) {
-        float* row = v + g.nx * (j + g.ny * k);
-        // The row with r copies of its end voxels on either side.
-        for (int64_t i = 0; i < r; ++i) line[i] = row[0];
-        std::memcpy(line.data() + r, row, g.nx * sizeof(float));
-        for (int64_t i = 0; i < r; ++i) line[g.nx + r + i] = row[g.nx - 1];
-        FilterLineX(row, line.data(), taps.data(), r, g.nx);
-      }
-    }
-  });
+  for (int64_t j = 0; j < g.ny; ++j) {
+    float* row = plane + g.nx * j;
+    // The row with r copies of its end voxels on either side.
+    for (int64_t i = 0; i < r; ++i) line[i] = row[0];
+    std::memcpy(line.data() + r, row, g.nx * sizeof(float));
+    for (int64_t i = 0; i < r; ++i) line[g.nx + r + i] = row[g.nx - 1];
+    FilterLineX(row, line.data(), taps.data(), r, g.nx);
+  }
 }
 
 // Filters along an axis of length n with element stride `stride` (in units of
@@ -147,17 +142,35 @@ void FilterRows(float* base, int64_t nx, int64_t n, int64_t stride, const std::v
   FilterRowsOf(base, nx, n, stride, taps.data(), static_cast<int>(taps.size() / 2), buf.data());
 }
 
-void PassY(float* v, const Grid& g, const std::vector<float>& taps) {
+// The x and y passes of every component, one z-plane at a time (a plane's y
+// pass needs only that plane's x pass): one fork-join instead of one per
+// pass and component, and the plane still in cache for its y pass (issue 38:
+// the coarse levels' smoothing was mostly thread starts).
+void PassesXY(float* v, const Grid& g, const std::vector<float>& tx, const std::vector<float>& ty) {
+  const bool x = tx.size() > 1, y = ty.size() > 1;
+  if (!x && !y) return;
   ParallelFor(g.nz, 1, [&](int64_t z0, int64_t z1) {
-    std::vector<float> buf(g.nx * g.ny);
-    for (int64_t k = z0; k < z1; ++k) FilterRows(v + g.nx * g.ny * k, g.nx, g.ny, g.nx, taps, buf);
+    std::vector<float> line(x ? g.nx + 2 * (tx.size() / 2) : 0), buf(y ? g.nx * g.ny : 0);
+    for (int64_t k = z0; k < z1; ++k) {
+      for (int64_t c = 0; c < g.comps; ++c) {
+        float* plane = v + c * g.voxels() + g.nx * g.ny * k;
+        if (x) PlaneX(plane, g, tx, line);
+        if (y) FilterRows(plane, g.nx, g.ny, g.nx, ty, buf);
+      }
+    }
   });
 }
 
+// The z pass of every component, threaded over y.
 void PassZ(float* v, const Grid& g, const std::vector<float>& taps) {
+  if (taps.size() <= 1) return;
   ParallelFor(g.ny, 1, [&](int64_t y0, int64_t y1) {
     std::vector<float> buf(g.nx * g.nz);
-    for (int64_t j = y0; j < y1; ++j) FilterRows(v + g.nx * j, g.nx, g.nz, g.nx * g.ny, taps, buf);
+    for (int64_t j = y0; j < y1; ++j) {
+      for (int64_t c = 0; c < g.comps; ++c) {
+        FilterRows(v + c * g.voxels() + g.nx * j, g.nx, g.nz, g.nx * g.ny, taps, buf);
+      }
+    }
   });
 }
 
@@ -166,12 +179,8 @@ void PassZ(float* v, const Grid& g, const std::vector<float>& taps) {
 void SmoothCpu(const float* in, float* out, const Grid& g, const std::vector<float> taps[3]) {
   const int64_t n = g.voxels() * g.comps;
   if (in != out) std::memcpy(out, in, n * sizeof(float));
-  for (int64_t c = 0; c < g.comps; ++c) {
-    float* v = out + c * g.voxels();
-    if (taps[0].size() > 1) PassX(v, g, taps[0]);
-    if (taps[1].size() > 1) PassY(v, g, taps[1]);
-    if (taps[2].size() > 1) PassZ(v, g, taps[2]);
-  }
+  PassesXY(out, g, taps[0], taps[1]);
+  PassZ(out, g, taps[2]);
 }
 
 void ResampleCpu(const float* in, const Grid& gi, float* out, const Grid& go, const float scale[3]) {

@@ -16,7 +16,6 @@
 #include "cli/job_specs.h"
 #include "cli/verbs.h"
 #include "common/device.h"
-#include "common/device_warm_up.h"
 #include "services/parallel/nccl_rendezvous.h"
 #include "services/registration/registration_engine.h"
 #include "services/registration/request_run.h"
@@ -156,9 +155,6 @@ int RunRegister(int argc, char** argv) {
     return Usage(specs, stderr, 2);
   }
   if (args->help()) return Usage(specs, stdout, 0);
-  // The GPU's driver and context (0.1-0.3 s) start while the engine reads and
-  // prepares the images, not after (issue 37: the cold command).
-  BackgroundDeviceWarmUp warm_up(args->Get("device"));
   absl::StatusOr<std::unique_ptr<ProcessRank>> process_rank = ParseProcessRank(*args);
   if (!process_rank.ok()) {
     std::fprintf(stderr, "tessera %s\n", std::string(process_rank.status().message()).c_str());

@@ -1,7 +1,6 @@
 #include "kernels/registration/pipeline/largest_magnitude.h"
 
 #include <algorithm>
-#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -14,33 +13,31 @@
 namespace tessera::registration {
 namespace {
 
-// 16 lanes of floats / their bits as one GCC vector: element-wise compares
-// and selects (a max is exact in any order, so the lanes may split the work).
-typedef float Floats16 __attribute__((vector_size(64)));
-typedef int32_t Ints16 __attribute__((vector_size(64)));
-#pragma GCC diagnostic ignored "-Wpsabi"
+// On the bits: |x| is x's bits without the sign, and non-negative floats
+// order as their bits do, +inf (0x7f800000) and NaN above every finite one.
+// So the largest finite |x| is the largest such integer below 0x7f800000,
+// a plain unsigned max that the compiler vectorises (a max is exact in any
+// order). Cloned per ISA level, picked at load time.
+#if defined(__x86_64__)
+__attribute__((target_clones("avx512f", "avx2", "default"), noinline))
+#endif
+uint32_t LargestFiniteBits(const float* x, int64_t n) {
+  uint32_t m = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t b;
+    std::memcpy(&b, x + i, sizeof(b));
+    b &= 0x7fffffffu;
+    b &= 0u - static_cast<uint32_t>(b < 0x7f800000u);  // non-finite -> 0
+    m = std::max(m, b);
+  }
+  return m;
+}
 
 float LargestOfRange(const float* x, int64_t n) {
-  Floats16 m = {};
-  const Ints16 abs_bits = Ints16{} + 0x7fffffff;
-  const Floats16 finite_max = Floats16{} + FLT_MAX;
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    Ints16 bits;
-    std::memcpy(&bits, x + i, sizeof(bits));
-    Floats16 a;
-    const Ints16 abs = bits & abs_bits;
-    std::memcpy(&a, &abs, sizeof(a));
-    // a <= FLT_MAX: finite (false for NaN and infinities).
-    m = ((a <= finite_max) & (a > m)) ? a : m;
-  }
-  float best = 0.f;
-  for (int l = 0; l < 16; ++l) best = std::max(best, m[l]);
-  for (; i < n; ++i) {
-    const float a = std::fabs(x[i]);
-    if (a <= FLT_MAX && a > best) best = a;
-  }
-  return best;
+  const uint32_t bits = LargestFiniteBits(x, n);
+  float v;
+  std::memcpy(&v, &bits, sizeof(v));
+  return v;
 }
 
 }  // namespace

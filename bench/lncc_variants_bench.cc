@@ -66,10 +66,11 @@ struct Variant {
 };
 
 // Names: "defaults" is LnccOptions' own set (the reference of "x default");
-// suffixes change one option each: al (cuda_aligned_rows), zp
-// (cuda_z_pairs), s16 (cuda_stage16), 2k blk (cuda_target_blocks = 2048), no fepi (double
-// epilogue), no async (register staging), no paired (one-element 16-bit
-// accesses). "col" is the column march with every option off.
+// suffixes change options: zp (cuda_z_pairs on), pad (cuda_stage16_padded
+// on), no al (cuda_aligned_rows off), no s16 (cuda_stage16 off), no fepi
+// (double epilogue), no async (register staging), no paired / no ps
+// (one-element 16-bit accesses / stores). "col" is the column march with
+// every option off.
 std::vector<Variant> Variants() {
   std::vector<Variant> v;
   for (const bool mixed : {false, true}) {
@@ -90,41 +91,27 @@ std::vector<Variant> Variants() {
       o->cuda_float_epilogue = false;
       o->cuda_async_copy = false;
       o->cuda_paired_loads16 = o->cuda_paired_fixed16 = o->cuda_paired_stores16 = false;
+      o->cuda_aligned_rows = false;
+      o->cuda_stage16 = false;
     });
     add("defaults no fepi", [](LnccOptions* o) { o->cuda_float_epilogue = false; });
     add("defaults no async", [](LnccOptions* o) { o->cuda_async_copy = false; });
-    add("defaults 2k blk", [](LnccOptions* o) { o->cuda_target_blocks = 2048; });
-    add("defaults al", [](LnccOptions* o) { o->cuda_aligned_rows = true; });
+    add("defaults no al", [](LnccOptions* o) { o->cuda_aligned_rows = false; });
     add("defaults zp", [](LnccOptions* o) { o->cuda_z_pairs = true; });
-    add("defaults al zp", [](LnccOptions* o) {
-      o->cuda_aligned_rows = true;
-      o->cuda_z_pairs = true;
-    });
-    add("defaults al 2k blk", [](LnccOptions* o) {
-      o->cuda_aligned_rows = true;
-      o->cuda_target_blocks = 2048;
-    });
     if (mixed) {
-      add("defaults no paired", [](LnccOptions* o) {
-        o->cuda_paired_loads16 = o->cuda_paired_fixed16 = o->cuda_paired_stores16 = false;
+      add("defaults no s16", [](LnccOptions* o) { o->cuda_stage16 = false; });
+      add("defaults no s16 no al", [](LnccOptions* o) {
+        o->cuda_stage16 = false;
+        o->cuda_aligned_rows = false;
       });
-      add("defaults no ps", [](LnccOptions* o) { o->cuda_paired_stores16 = false; });
-      add("defaults al no ps", [](LnccOptions* o) {
-        o->cuda_aligned_rows = true;
-        o->cuda_paired_stores16 = false;
-      });
-      add("defaults s16", [](LnccOptions* o) { o->cuda_stage16 = true; });
-      add("defaults s16 zp", [](LnccOptions* o) {
-        o->cuda_stage16 = true;
+      add("defaults pad", [](LnccOptions* o) { o->cuda_stage16_padded = true; });
+      add("defaults pad zp", [](LnccOptions* o) {
+        o->cuda_stage16_padded = true;
         o->cuda_z_pairs = true;
       });
-      add("defaults s16 no ps", [](LnccOptions* o) {
-        o->cuda_stage16 = true;
-        o->cuda_paired_stores16 = false;
-      });
-      add("defaults s16 2k blk", [](LnccOptions* o) {
-        o->cuda_stage16 = true;
-        o->cuda_target_blocks = 2048;
+      add("defaults no ps", [](LnccOptions* o) { o->cuda_paired_stores16 = false; });
+      add("defaults no paired", [](LnccOptions* o) {
+        o->cuda_paired_loads16 = o->cuda_paired_fixed16 = o->cuda_paired_stores16 = false;
       });
     }
   }

@@ -567,6 +567,14 @@ constexpr int kFastAligned = 2;
 // to float as the x pass reads them. nx % 8 == 0, 16-byte aligned volumes.
 constexpr int kFastStage16 = 4;
 constexpr int kHalfRow = 48;
+// kFastHalfPad (cuda_stage16_padded): 16-bit rows 96 values apart instead
+// of 48, so that the x pass's two rows per half warp (8-byte loads) fall on
+// disjoint banks (48: 8 of their 16 words share banks).
+constexpr int kFastHalfPad = 8;
+template <int kFast>
+constexpr int ColHalfStride() {
+  return (kFast & kFastHalfPad) != 0 ? 2 * kHalfRow : kHalfRow;
+}
 
 template <int kW, bool kAligned = false>
 struct ColShape {
@@ -613,7 +621,7 @@ constexpr size_t ColSharedBytes() {
   using S = ColShape<kW, (kFast & kFastAligned) != 0>;
   constexpr int kH = ColHalfChannels<Op, kFast>();
   return sizeof(float) * (ColXsOffset<Op::kRaw - kH, S::kPosS, kStages>() + 2 * Op::kQ * S::kHY * 32) +
-         sizeof(uint16_t) * kStages * kH * S::kHY * kHalfRow;
+         sizeof(uint16_t) * kStages * kH * S::kHY * ColHalfStride<kFast>();
 }
 
 // kAsync: the halo tile goes global -> shared by cp.async (float channels),
@@ -644,6 +652,7 @@ __global__ void __launch_bounds__(kColThreads, 2) ColumnMarchKernel(Op op, int64
   static_assert(!(kAsync && kWideLoads) || kStages == 2, "hybrid staging: two buffers");
   static_assert(kStages >= 2 && (kAsync || kStages == 2), "a deeper pipeline is cp.async's");
   static_assert(!kStage16 || (kAsync && kAligned && !kWideLoads && Op::kRaw16 > 0), "16-bit cp.async staging");
+  static_assert((kFast & kFastHalfPad) == 0 || kStage16, "padded 16-bit rows are kFastStage16's");
   constexpr int kR16 = kWideLoads ? Op::kRaw16 : 0;  // halo channels loaded in words
   constexpr int kQ = Op::kQ;
   constexpr int kRaw = Op::kRaw;
@@ -653,7 +662,8 @@ __global__ void __launch_bounds__(kColThreads, 2) ColumnMarchKernel(Op op, int64
   extern __shared__ __align__(16) float smem[];
   float* s_raw = smem;                                            // [kStages][kRawF][kHY][kHXS]
   float* s_xs = smem + ColXsOffset<kRawF, S::kPosS, kStages>();  // [2][kQ][kHY][32]
-  uint16_t* s_half = reinterpret_cast<uint16_t*>(s_xs + 2 * kQ * S::kHY * 32);  // [kStages][kH][kHY][kHalfRow]
+  uint16_t* s_half = reinterpret_cast<uint16_t*>(s_xs + 2 * kQ * S::kHY * 32);  // [kStages][kH][kHY][kHS]
+  constexpr int kHS = ColHalfStride<kFast>();
 
   const int tid = threadIdx.x;
   const int lane = tid & 31;
@@ -690,7 +700,7 @@ __global__ void __launch_bounds__(kColThreads, 2) ColumnMarchKernel(Op op, int64
 #pragma unroll
           for (int c = 0; c < kH; ++c) {
             const void* src = static_cast<const uint16_t*>(op.Raw16Base(c)) + idx;
-            CpAsync16(s_half + ((buf * kH + c) * S::kHY + hr) * kHalfRow + 8 * m, src, ok);
+            CpAsync16(s_half + ((buf * kH + c) * S::kHY + hr) * kHS + 8 * m, src, ok);
           }
         }
       }
@@ -833,7 +843,7 @@ __global__ void __launch_bounds__(kColThreads, 2) ColumnMarchKernel(Op op, int64
         // starts at x0 - 8): three 8-byte words per channel.
 #pragma unroll
         for (int c = 0; c < kH; ++c) {
-          const uint16_t* h = s_half + ((rbuf * kH + c) * S::kHY + row) * kHalfRow + col + 4;
+          const uint16_t* h = s_half + ((rbuf * kH + c) * S::kHY + row) * kHS + col + 4;
 #pragma unroll
           for (int m = 0; m < 3; ++m) {
             const uint2 u = *reinterpret_cast<const uint2*>(h + 4 * m);
@@ -1178,19 +1188,13 @@ __global__ void __launch_bounds__(kColThreads, 2) ColumnMarchKernel(Op op, int64
   }
 }
 
-// The z chunk depth. target_blocks > 0: about that many blocks (as
-// MakeShape). 0: the depth that minimises waves * (chunk + 2r), the slices a
-// wave of `resident` blocks marches (tail waves and warm-up slices both
-// count). Chunks stay >= 8r and 16 slices deep. The values do not depend on
-// it (direct z sums).
-int64_t ColumnChunk(int64_t tiles, int64_t nz, int r, int64_t target_blocks, int64_t resident) {
+// The z chunk depth that minimises waves * (chunk + 2r), the slices a wave
+// of `resident` blocks marches (tail waves and warm-up slices both count);
+// chunks stay >= 8r and 16 slices deep. The values do not depend on it
+// (direct z sums). A fixed block count (2048, as MakeShape) measured no
+// faster on an H100 (issue 37).
+int64_t ColumnChunk(int64_t nz, int r, int64_t tiles, int64_t resident) {
   const int64_t min_chunk = 8 * r > 16 ? 8 * r : 16;
-  if (target_blocks > 0 || resident <= 0) {
-    const int64_t target = target_blocks > 0 ? target_blocks : 2048;
-    const int64_t chunks = (target + tiles - 1) / tiles;
-    const int64_t chunk = (nz + chunks - 1) / chunks;
-    return chunk < min_chunk ? min_chunk : chunk;
-  }
   int64_t best = nz < min_chunk ? min_chunk : nz;
   double best_cost = -1;
   for (int64_t chunks = 1; chunks <= 256; ++chunks) {
@@ -1208,23 +1212,20 @@ int64_t ColumnChunk(int64_t tiles, int64_t nz, int r, int64_t target_blocks, int
 }
 
 template <class Op, int kW, bool kAsync = false, int kWide = 0, int kStages = 2, int kFast = 0>
-absl::Status LaunchColumnMarch(const Op& op, Dims3 dims, int64_t target_blocks, bool float_epilogue,
+absl::Status LaunchColumnMarch(const Op& op, Dims3 dims, bool float_epilogue,
                                double* partials, cudaStream_t stream) {
   using S = ColShape<kW, (kFast & kFastAligned) != 0>;
   const size_t smem = ColSharedBytes<Op, kW, kStages, kFast>();
   auto kernel = ColumnMarchKernel<Op, kW, kAsync, kWide, kStages, kFast>;
   TESSERA_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  int64_t resident = 0;
-  if (target_blocks <= 0) {
-    int device = 0, sms = 0, per_sm = 0;
-    TESSERA_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-    TESSERA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    TESSERA_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kColThreads, smem));
-    resident = static_cast<int64_t>(sms) * per_sm;
-  }
+  int device = 0, sms = 0, per_sm = 0;
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kColThreads, smem));
+  const int64_t resident = std::max<int64_t>(1, static_cast<int64_t>(sms) * per_sm);
   const int64_t tiles = ((dims.nx + 31) / 32) * ((dims.ny + S::kTY - 1) / S::kTY);
-  const int64_t z_chunk = ColumnChunk(tiles, dims.nz, S::kR, target_blocks, resident);
+  const int64_t z_chunk = ColumnChunk(dims.nz, S::kR, tiles, resident);
   const dim3 grid(static_cast<unsigned>((dims.nx + 31) / 32), static_cast<unsigned>((dims.ny + S::kTY - 1) / S::kTY),
                   static_cast<unsigned>((dims.nz + z_chunk - 1) / z_chunk));
   kernel<<<grid, kColThreads, smem, stream>>>(op, dims.nx, dims.ny, dims.nz, z_chunk, float_epilogue, partials);
@@ -1234,20 +1235,20 @@ absl::Status LaunchColumnMarch(const Op& op, Dims3 dims, int64_t target_blocks, 
 
 // The kFast variants (window 7's default paths): run-time bits to template.
 template <class Op, bool kAsync, int kWide, int kStages>
-absl::Status LaunchColumnMarchFast(const Op& op, Dims3 dims, int64_t target_blocks, bool float_epilogue, int fast,
+absl::Status LaunchColumnMarchFast(const Op& op, Dims3 dims, bool float_epilogue, int fast,
                                    double* partials, cudaStream_t stream) {
-  switch (fast) {
+  switch (fast & (kFastAligned | kFastZPairs)) {  // (kFastStage16 is the caller's)
     case kFastZPairs:
-      return LaunchColumnMarch<Op, 7, kAsync, kWide, kStages, kFastZPairs>(op, dims, target_blocks, float_epilogue,
+      return LaunchColumnMarch<Op, 7, kAsync, kWide, kStages, kFastZPairs>(op, dims, float_epilogue,
                                                                            partials, stream);
     case kFastAligned:
-      return LaunchColumnMarch<Op, 7, kAsync, kWide, kStages, kFastAligned>(op, dims, target_blocks, float_epilogue,
+      return LaunchColumnMarch<Op, 7, kAsync, kWide, kStages, kFastAligned>(op, dims, float_epilogue,
                                                                             partials, stream);
     case kFastAligned | kFastZPairs:
       return LaunchColumnMarch<Op, 7, kAsync, kWide, kStages, kFastAligned | kFastZPairs>(
-          op, dims, target_blocks, float_epilogue, partials, stream);
+          op, dims, float_epilogue, partials, stream);
     default:
-      return LaunchColumnMarch<Op, 7, kAsync, kWide, kStages>(op, dims, target_blocks, float_epilogue, partials,
+      return LaunchColumnMarch<Op, 7, kAsync, kWide, kStages>(op, dims, float_epilogue, partials,
                                                               stream);
   }
 }
@@ -1255,26 +1256,34 @@ absl::Status LaunchColumnMarchFast(const Op& op, Dims3 dims, int64_t target_bloc
 // Window 7's other paths: z pairs or not (aligned rows only change where
 // values are staged, not the bits, so they are left out there).
 template <class Op, bool kAsync, int kWide>
-absl::Status LaunchColumnMarchZ(const Op& op, Dims3 dims, int64_t target_blocks, bool float_epilogue, int fast,
+absl::Status LaunchColumnMarchZ(const Op& op, Dims3 dims, bool float_epilogue, int fast,
                                 double* partials, cudaStream_t stream) {
   if ((fast & kFastZPairs) != 0) {
-    return LaunchColumnMarch<Op, 7, kAsync, kWide, 2, kFastZPairs>(op, dims, target_blocks, float_epilogue, partials,
+    return LaunchColumnMarch<Op, 7, kAsync, kWide, 2, kFastZPairs>(op, dims, float_epilogue, partials,
                                                                    stream);
   }
-  return LaunchColumnMarch<Op, 7, kAsync, kWide>(op, dims, target_blocks, float_epilogue, partials, stream);
+  return LaunchColumnMarch<Op, 7, kAsync, kWide>(op, dims, float_epilogue, partials, stream);
 }
 
 // 16-bit storage with every channel by 16-byte cp.async (kFastStage16);
 // kS: the forward's paired a, b, c stores.
 template <class Op, int kS>
-absl::Status LaunchColumnMarchStage16(const Op& op, Dims3 dims, int64_t target_blocks, bool float_epilogue, int fast,
+absl::Status LaunchColumnMarchStage16(const Op& op, Dims3 dims, bool float_epilogue, int fast,
                                       double* partials, cudaStream_t stream) {
   constexpr int kBase = kFastStage16 | kFastAligned;
-  if ((fast & kFastZPairs) != 0) {
-    return LaunchColumnMarch<Op, 7, true, kS, kColStages, kBase | kFastZPairs>(op, dims, target_blocks,
-                                                                               float_epilogue, partials, stream);
+  if ((fast & kFastHalfPad) != 0) {
+    constexpr int kPad = kBase | kFastHalfPad;
+    if ((fast & kFastZPairs) != 0) {
+      return LaunchColumnMarch<Op, 7, true, kS, kColStages, kPad | kFastZPairs>(op, dims, float_epilogue, partials,
+                                                                                stream);
+    }
+    return LaunchColumnMarch<Op, 7, true, kS, kColStages, kPad>(op, dims, float_epilogue, partials, stream);
   }
-  return LaunchColumnMarch<Op, 7, true, kS, kColStages, kBase>(op, dims, target_blocks, float_epilogue, partials,
+  if ((fast & kFastZPairs) != 0) {
+    return LaunchColumnMarch<Op, 7, true, kS, kColStages, kBase | kFastZPairs>(op, dims, float_epilogue,
+                                                                               partials, stream);
+  }
+  return LaunchColumnMarch<Op, 7, true, kS, kColStages, kBase>(op, dims, float_epilogue, partials,
                                                                stream);
 }
 
@@ -1282,7 +1291,7 @@ absl::Status LaunchColumnMarchStage16(const Op& op, Dims3 dims, int64_t target_b
 // with cp.async they need nx % 4 == 0 and 16-byte aligned float channels;
 // 16-bit staging needs cp.async, nx % 8 == 0 and 16-byte aligned volumes).
 template <class Op>
-absl::Status DispatchColumnWindow(const Op& op, Dims3 dims, int window, int64_t target_blocks, bool float_epilogue,
+absl::Status DispatchColumnWindow(const Op& op, Dims3 dims, int window, bool float_epilogue,
                                   bool async_copy, int wide, int fast, double* partials, cudaStream_t stream) {
   const int async_fast = (dims.nx % 4 == 0 && op.RawAligned16()) ? fast : (fast & ~kFastAligned);
   if constexpr (Op::kRaw16 > 0) {
@@ -1290,11 +1299,11 @@ absl::Status DispatchColumnWindow(const Op& op, Dims3 dims, int window, int64_t 
         op.Raw16Aligned16()) {
       if constexpr (Op::kWideStores) {
         if ((wide & kWideStoreBit) != 0) {
-          return LaunchColumnMarchStage16<Op, kWideStoreBit>(op, dims, target_blocks, float_epilogue, fast, partials,
+          return LaunchColumnMarchStage16<Op, kWideStoreBit>(op, dims, float_epilogue, fast, partials,
                                                              stream);
         }
       }
-      return LaunchColumnMarchStage16<Op, 0>(op, dims, target_blocks, float_epilogue, fast, partials, stream);
+      return LaunchColumnMarchStage16<Op, 0>(op, dims, float_epilogue, fast, partials, stream);
     }
   }
   // Paired 16-bit loads / stores (the caller checked even nx and alignment):
@@ -1307,40 +1316,40 @@ absl::Status DispatchColumnWindow(const Op& op, Dims3 dims, int window, int64_t 
       // registers, W by cp.async (its 4-byte floats).
       if constexpr (kL != 0 && Op::kRaw16 < Op::kRaw) {
         if (async_copy && wide == kL) {
-          return LaunchColumnMarchFast<Op, true, kL, 2>(op, dims, target_blocks, float_epilogue, async_fast, partials,
+          return LaunchColumnMarchFast<Op, true, kL, 2>(op, dims, float_epilogue, async_fast, partials,
                                                         stream);
         }
         if constexpr (kS != 0) {
           if (async_copy && wide == (kL | kS)) {
-            return LaunchColumnMarchFast<Op, true, kL | kS, 2>(op, dims, target_blocks, float_epilogue, async_fast,
+            return LaunchColumnMarchFast<Op, true, kL | kS, 2>(op, dims, float_epilogue, async_fast,
                                                                partials, stream);
           }
         }
       }
       if (kL != 0 && wide == kL) {  // the mixed backward: a, b, c in words through registers
-        return LaunchColumnMarchFast<Op, false, kL, 2>(op, dims, target_blocks, float_epilogue, fast, partials,
+        return LaunchColumnMarchFast<Op, false, kL, 2>(op, dims, float_epilogue, fast, partials,
                                                        stream);
       }
       if (kS != 0 && wide == kS) {
-        return LaunchColumnMarchZ<Op, false, kS>(op, dims, target_blocks, float_epilogue, fast, partials, stream);
+        return LaunchColumnMarchZ<Op, false, kS>(op, dims, float_epilogue, fast, partials, stream);
       }
       if (kL != 0 && kS != 0 && wide == (kL | kS)) {
-        return LaunchColumnMarchZ<Op, false, kL | kS>(op, dims, target_blocks, float_epilogue, fast, partials,
+        return LaunchColumnMarchZ<Op, false, kL | kS>(op, dims, float_epilogue, fast, partials,
                                                       stream);
       }
     }
   }
   if constexpr (Op::kAsyncCapable) {  // cp.async staging: window 7 only (the registration default)
     if (async_copy && window == 7) {
-      return LaunchColumnMarchFast<Op, true, 0, kColStages>(op, dims, target_blocks, float_epilogue, async_fast,
+      return LaunchColumnMarchFast<Op, true, 0, kColStages>(op, dims, float_epilogue, async_fast,
                                                             partials, stream);
     }
   }
   switch (window) {
-    case 3: return LaunchColumnMarch<Op, 3>(op, dims, target_blocks, float_epilogue, partials, stream);
-    case 5: return LaunchColumnMarch<Op, 5>(op, dims, target_blocks, float_epilogue, partials, stream);
-    case 7: return LaunchColumnMarchZ<Op, false, 0>(op, dims, target_blocks, float_epilogue, fast, partials, stream);
-    case 9: return LaunchColumnMarch<Op, 9>(op, dims, target_blocks, float_epilogue, partials, stream);
+    case 3: return LaunchColumnMarch<Op, 3>(op, dims, float_epilogue, partials, stream);
+    case 5: return LaunchColumnMarch<Op, 5>(op, dims, float_epilogue, partials, stream);
+    case 7: return LaunchColumnMarchZ<Op, false, 0>(op, dims, float_epilogue, fast, partials, stream);
+    case 9: return LaunchColumnMarch<Op, 9>(op, dims, float_epilogue, partials, stream);
     default: return absl::InvalidArgumentError("lncc (CUDA column march): unsupported window");
   }
 }
@@ -1390,9 +1399,9 @@ absl::Status LnccImpl(const Stream& stream, const FixedT* fixed, const float* wa
         if (options.cuda_paired_stores16 && Op::kWideStores && op.StoresAligned()) wide |= kWideStoreBit;
       }
       const int fast = (options.cuda_aligned_rows ? kFastAligned : 0) | (options.cuda_z_pairs ? kFastZPairs : 0) |
-                       (options.cuda_stage16 ? kFastStage16 : 0);
-      return DispatchColumnWindow<Op>(op, dims, options.window, options.cuda_target_blocks,
-                                      options.cuda_float_epilogue, options.cuda_async_copy, wide, fast, part, s);
+                       (options.cuda_stage16 ? kFastStage16 : 0) |
+                       (options.cuda_stage16 && options.cuda_stage16_padded ? kFastHalfPad : 0);
+      return DispatchColumnWindow<Op>(op, dims, options.window, options.cuda_float_epilogue, options.cuda_async_copy, wide, fast, part, s);
     }
     if (part != nullptr) return DispatchMarch<Op, true>(op, sh, part, s);
     return DispatchMarch<Op, false>(op, sh, nullptr, s);

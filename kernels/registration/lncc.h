@@ -71,12 +71,13 @@ enum class LnccCudaKernel { kDefault, kBoxMarch, kColumnMarch };
 
 // The cuda_* defaults are the fastest set measured side by side on an H100
 // (issue 37, bench/lncc_variants_bench, 2026-12-07: w7 fwd+bwd at 512^3 float
-// 5.21 -> 4.27 ms, mixed 6.67 -> 4.53 ms); the float epilogue moves the loss by
-// ~3.5e-6 relative, the others give the same bits. Options that never won
-// there are gone (one row per thread, x pairs, the one-column x pass and the
-// unshared y pass, 2 or 3 cp.async stages, a, b, c two slices ahead): the
-// column march is two rows per thread, x quads, shared y terms and a 4-stage
-// cp.async pipeline. Tests name every option.
+// 5.21 -> 4.27 -> 3.14 ms, mixed 6.67 -> 4.53 -> 3.46 ms); the float epilogue
+// moves the loss by ~3.5e-6 relative, the others give the same bits. Options
+// that never won there are gone (one row per thread, x pairs, the one-column
+// x pass and the unshared y pass, 2 or 3 cp.async stages, a, b, c two slices
+// ahead, a fixed block count): the column march is two rows per thread, x
+// quads, shared y terms and a 4-stage cp.async pipeline. Tests name every
+// option.
 struct LnccOptions {
   int window = 7;     // odd, >= 1 (CUDA: <= 25)
   double eps = 1e-5;  // added to var_F * var_W
@@ -85,9 +86,6 @@ struct LnccOptions {
   // kColumnMarch, window 7: halo tiles by cp.async (float storage; the mixed
   // forward with cuda_paired_fixed16: its float W, F in register words).
   bool cuda_async_copy = true;
-  // kColumnMarch: z chunks giving about this many blocks; 0: the depth that
-  // fills the GPU's resident blocks best (the values do not depend on it).
-  int cuda_target_blocks = 0;
   // kColumnMarch, 16-bit storage (LnccHalfFixed), even nx: the backward loads
   // its bf16 a, b, c halo two values per 32-bit word (half the load
   // instructions of one-element loads; the same values, so the same bits).
@@ -103,7 +101,7 @@ struct LnccOptions {
   // cp.async (a quarter of the copy instructions; needs nx % 4 == 0 and
   // 16-byte aligned volumes, else 4-byte copies) and the x pass reads its
   // taps as float4. The same bits.
-  bool cuda_aligned_rows = false;
+  bool cuda_aligned_rows = true;
   // kColumnMarch, window 7: the z window sums from pair and quad sums shared
   // by consecutive windows (w = 7: 4 adds per quantity instead of 6). Other
   // float rounding; each partial sum depends on its own slices only, so a
@@ -114,7 +112,10 @@ struct LnccOptions {
   // widened as the x pass reads them; with cuda_aligned_rows' layout for the
   // float W) instead of 32-bit words through registers. Needs nx % 8 == 0
   // and 16-byte aligned volumes (else the paths above). The same bits.
-  bool cuda_stage16 = false;
+  bool cuda_stage16 = true;
+  // cuda_stage16 with 16-bit rows 96 values apart instead of 48 (no shared
+  // bank between the two rows a half warp reads; more shared memory).
+  bool cuda_stage16_padded = false;
 };
 
 constexpr int kLnccMaxCudaWindow = 25;

@@ -41,8 +41,8 @@ struct Variant {
   bool paired16 = false;  // cuda_paired_loads16, cuda_paired_fixed16 and cuda_paired_stores16
   bool aligned_rows = false;
   bool z_pairs = false;
-  int target_blocks = 0;
   bool stage16 = false;
+  bool stage16_padded = false;
   bool shipped = false;  // LnccOptions' own cuda_* defaults, the fields above ignored
 };
 
@@ -51,23 +51,24 @@ constexpr auto kCol = LnccCudaKernel::kColumnMarch;
 const Variant kVariants[] = {
     {"box", LnccCudaKernel::kBoxMarch},
     {"default kernel plain options", LnccCudaKernel::kDefault},
-    {"shipped defaults", LnccCudaKernel::kDefault, false, false, false, false, false, 0, true},
+    {"shipped defaults", LnccCudaKernel::kDefault, false, false, false, false, false, false, false, true},
     {"col", kCol},
     {"col float epilogue", kCol, true},
     {"col async copy", kCol, false, true},
     {"col float epilogue async copy", kCol, true, true},
     {"col paired16", kCol, false, false, true},
     {"col float epilogue async copy paired16", kCol, true, true, true},
-    {"col float epilogue async copy paired16 2k blocks", kCol, true, true, true, false, false, 2048},
     {"col async copy paired16 aligned rows", kCol, false, true, true, true},
     {"col float epilogue async copy paired16 aligned rows", kCol, true, true, true, true},
     {"col float epilogue paired16 aligned rows", kCol, true, false, true, true},
     {"col async copy paired16 z pairs", kCol, false, true, true, false, true},
-    {"col float epilogue async copy paired16 z pairs", kCol, true, true, true, false, true},
     {"col float epilogue async copy paired16 aligned rows z pairs", kCol, true, true, true, true, true},
-    {"col float epilogue async copy paired16 stage16", kCol, true, true, true, false, false, 0, true},
-    {"col async copy stage16", kCol, false, true, false, false, false, 0, true},
-    {"col float epilogue async copy paired16 stage16 z pairs", kCol, true, true, true, false, true, 0, true},
+    {"col float epilogue async copy paired16 stage16", kCol, true, true, true, false, false, true},
+    {"col async copy stage16", kCol, false, true, false, false, false, true},
+    {"col float epilogue async copy paired16 stage16 z pairs", kCol, true, true, true, false, true, true},
+    {"col float epilogue async copy paired16 aligned rows stage16 padded", kCol, true, true, true, true, false, true,
+     true},
+    {"col float epilogue async copy stage16 padded z pairs", kCol, true, true, false, false, true, true, true},
 };
 
 LnccOptions WithVariant(LnccOptions o, const Variant& v) {
@@ -80,8 +81,8 @@ LnccOptions WithVariant(LnccOptions o, const Variant& v) {
   o.cuda_paired_stores16 = v.paired16;
   o.cuda_aligned_rows = v.aligned_rows;
   o.cuda_z_pairs = v.z_pairs;
-  o.cuda_target_blocks = v.target_blocks;
   o.cuda_stage16 = v.stage16;
+  o.cuda_stage16_padded = v.stage16_padded;
   return o;
 }
 
@@ -247,7 +248,7 @@ TEST_P(LnccCudaVariant, MixedStoragePairedAccessGivesSameBits) {
   }
 }
 
-// Where values are staged (cuda_aligned_rows, cuda_stage16) does not change
+// Where values are staged (cuda_aligned_rows, cuda_stage16[_padded]) does not change
 // them: the same bits as the variant without, float and mixed storage,
 // coefficients included; nx % 8 == 0, nx % 4 == 0 and odd nx (fallbacks).
 TEST_P(LnccCudaVariant, StagingGivesSameBits) {
@@ -271,6 +272,7 @@ TEST_P(LnccCudaVariant, StagingGivesSameBits) {
     LnccOptions plain = staged;
     plain.cuda_aligned_rows = false;
     plain.cuda_stage16 = false;
+    plain.cuda_stage16_padded = false;
     auto df = DeviceArray<float>::FromHost(f, stream);
     auto df16 = DeviceArray<Half>::FromHost(f16, stream);
     auto dw = DeviceArray<float>::FromHost(w, stream);

@@ -3,7 +3,8 @@
 // the same gradient floats bit for bit, with intensities beyond and exactly
 // at the mapped range, masks, lengths that are not a multiple of the vector
 // width, several chunks, other bin counts and fixed-point scales, the box
-// window (scalar on every path) and a gradient written over the warped image.
+// window (scalar on every path), runs of one intensity pair (the vector
+// paths count them) and a gradient written over the warped image.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -35,6 +36,17 @@ Inputs MakeInputs(int64_t n, uint32_t seed) {
   for (int64_t k = 0; k < n; k += 97) in.warped[k] = 0.05f;
   for (int64_t k = 5; k < n; k += 89) in.warped[k] = 1.0f;
   for (int64_t k = 3; k < n; k += 83) in.fixed[k] = 1.1f;
+  // Runs of one (fixed, warped) pair, as a background: zeros (outside the
+  // warped range), a pair inside both ranges, runs that end mid-vector and
+  // runs broken by one voxel.
+  const int64_t runs[][2] = {{n / 10, n / 10 + n / 5}, {n / 2 + 3, n / 2 + 3 + n / 7}, {n - n / 9, n}};
+  for (int r = 0; r < 3; ++r) {
+    for (int64_t k = runs[r][0]; k < runs[r][1]; ++k) {
+      in.fixed[k] = r == 1 ? 0.5f : 0.0f;
+      in.warped[k] = r == 1 ? 0.7f : 0.0f;
+    }
+  }
+  if (n > 100) in.warped[n / 10 + n / 20] = 0.3f;
   const std::vector<float> m = RandomUniform<float>(n, 0.0, 1.0, seed + 2);
   in.mask.resize(n);
   for (int64_t k = 0; k < n; ++k) in.mask[k] = m[k] < 0.8f ? 1 : 0;

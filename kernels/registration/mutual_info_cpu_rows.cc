@@ -4,6 +4,7 @@
 #include "kernels/registration/mutual_info_cpu_rows.h"
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -50,6 +51,12 @@ struct VD {
     return _mm256_mask_i32gather_pd(_mm256_setzero_pd(), base, index, m, 8);
   }
   static void StoreFloat(float* p, D v) { _mm_storeu_ps(p, _mm256_cvtpd_ps(v)); }
+  static bool None(M m) { return _mm256_movemask_pd(m) == 0; }
+  // p[0..4) all hold p[0]'s bits.
+  static bool Uniform(const float* p) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm_movemask_epi8(_mm_cmpeq_epi32(v, _mm_shuffle_epi32(v, 0))) == 0xffff;
+  }
   // Truncation of 0 <= x < 2^52 (the histogram's products: <= 2^52 * 4/9 +
   // 0.5): floor is exact, then the integer's bits through x + 2^52.
   static __m256i TruncToInt64(__m256d x) {
@@ -100,6 +107,12 @@ struct VD {
     return _mm512_mask_i32gather_pd(_mm512_setzero_pd(), m, index, base, 8);
   }
   static void StoreFloat(float* p, D v) { _mm256_storeu_ps(p, _mm512_cvtpd_ps(v)); }
+  static bool None(M m) { return m == 0; }
+  // p[0..8) all hold p[0]'s bits.
+  static bool Uniform(const float* p) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm256_cmpeq_epi32_mask(v, _mm256_broadcastd_epi32(_mm256_castsi256_si128(v))) == 0xff;
+  }
   static __m256i TruncToInt64(__m256d x) { return _mm256_cvttpd_epi64(x); }
 };
 

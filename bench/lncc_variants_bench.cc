@@ -66,8 +66,8 @@ struct Variant {
 };
 
 // Names: "defaults" is LnccOptions' own set (the reference of "x default");
-// suffixes change options: zp (cuda_z_pairs on), pad (cuda_stage16_padded
-// on), no al (cuda_aligned_rows off), no s16 (cuda_stage16 off), no fepi
+// suffixes change options: zp (cuda_z_pairs on), rcp
+// (cuda_approx_reciprocal on), pad (cuda_stage16_padded on), no al (cuda_aligned_rows off), no s16 (cuda_stage16 off), no fepi
 // (double epilogue), no async (register staging), no paired / no ps
 // (one-element 16-bit accesses / stores). "col" is the column march with
 // every option off.
@@ -98,6 +98,11 @@ std::vector<Variant> Variants() {
     add("defaults no async", [](LnccOptions* o) { o->cuda_async_copy = false; });
     add("defaults no al", [](LnccOptions* o) { o->cuda_aligned_rows = false; });
     add("defaults zp", [](LnccOptions* o) { o->cuda_z_pairs = true; });
+    add("defaults rcp", [](LnccOptions* o) { o->cuda_approx_reciprocal = true; });
+    add("defaults zp rcp", [](LnccOptions* o) {
+      o->cuda_z_pairs = true;
+      o->cuda_approx_reciprocal = true;
+    });
     if (mixed) {
       add("defaults no s16", [](LnccOptions* o) { o->cuda_stage16 = false; });
       add("defaults no s16 no al", [](LnccOptions* o) {

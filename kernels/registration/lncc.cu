@@ -54,6 +54,17 @@ namespace {
 struct LnccTermsF {
   float cc, a, b, c;
 };
+// kApproxRcp (LnccOptions::cuda_approx_reciprocal): 1 / (var_F var_W + eps)
+// by the hardware's approximate reciprocal (rcp.approx.ftz: within 1 ulp; the
+// denominator is >= eps > 0, never denormal) instead of the correctly
+// rounded division, whose slow-path branch keeps the two rows' epilogues
+// from being scheduled together.
+__device__ __forceinline__ float RcpApprox(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+template <bool kApproxRcp = false>
 __device__ __forceinline__ LnccTermsF ComputeLnccTermsF(float s_f, float s_w, float s_ff, float s_ww, float s_fw,
                                                         float inv_n, float eps) {
   const float cross = s_fw - s_f * s_w * inv_n;
@@ -61,7 +72,7 @@ __device__ __forceinline__ LnccTermsF ComputeLnccTermsF(float s_f, float s_w, fl
   float var_w = s_ww - s_w * s_w * inv_n;
   var_f = var_f > 0.f ? var_f : 0.f;
   var_w = var_w > 0.f ? var_w : 0.f;
-  const float inv_d = 1.f / (var_f * var_w + eps);
+  const float inv_d = kApproxRcp ? RcpApprox(var_f * var_w + eps) : 1.f / (var_f * var_w + eps);
   LnccTermsF t;
   t.cc = cross * cross * inv_d;
   t.a = 2.f * cross * inv_d;
@@ -124,9 +135,9 @@ struct ForwardOp {
   // 16-bit channels staged by 16-byte cp.async (LnccOptions::cuda_stage16).
   __device__ __forceinline__ const void* Raw16Base(int) const { return fixed; }
   __host__ __device__ bool Raw16Aligned16() const { return reinterpret_cast<uintptr_t>(fixed) % 16 == 0; }
-  template <typename A>
+  template <bool kApproxRcp = false, typename A>
   __device__ __forceinline__ double EmitAt(int64_t idx, const A s[kQ], const float*) const {
-    return Emit(idx, s);
+    return Emit<kApproxRcp>(idx, s);
   }
   // Paired stores (LnccOptions::cuda_paired_stores16): the kernel computes
   // a voxel's terms with EmitTerms (nothing stored; zeros at masked centres)
@@ -156,13 +167,13 @@ struct ForwardOp {
     }
     return ToFloat(v);
   }
-  template <typename A>
+  template <bool kApproxRcp = false, typename A>
   __device__ __forceinline__ double EmitTerms(int64_t idx, const A s[kQ], float abc[3]) const {
     if (!mask.has(idx)) {
       abc[0] = abc[1] = abc[2] = 0.f;
       return 0.0;
     }
-    const auto t = Terms(s);
+    const auto t = Terms<kApproxRcp>(s);
     abc[0] = static_cast<float>(t.a);
     abc[1] = static_cast<float>(t.b);
     abc[2] = static_cast<float>(t.c);
@@ -187,7 +198,7 @@ struct ForwardOp {
     q[3] = raw[1] * raw[1];
     q[4] = raw[0] * raw[1];
   }
-  template <typename A>
+  template <bool kApproxRcp = false, typename A>
   __device__ __forceinline__ double Emit(int64_t idx, const A s[kQ]) const {
     if (!mask.has(idx)) {
       if (a_out != nullptr) {
@@ -197,7 +208,7 @@ struct ForwardOp {
       }
       return 0.0;
     }
-    const auto t = Terms(s);
+    const auto t = Terms<kApproxRcp>(s);
     if (a_out != nullptr) {
       a_out[idx] = FromFloat<CoefT>(static_cast<float>(t.a));
       b_out[idx] = FromFloat<CoefT>(static_cast<float>(t.b));
@@ -205,11 +216,14 @@ struct ForwardOp {
     }
     return t.cc;
   }
+  template <bool kApproxRcp = false>  // (double: ignored)
   __device__ __forceinline__ LnccTerms Terms(const double s[kQ]) const {
     return ComputeLnccTerms(s[0], s[1], s[2], s[3], s[4], inv_n, eps);
   }
+  template <bool kApproxRcp = false>
   __device__ __forceinline__ LnccTermsF Terms(const float s[kQ]) const {
-    return ComputeLnccTermsF(s[0], s[1], s[2], s[3], s[4], static_cast<float>(inv_n), static_cast<float>(eps));
+    return ComputeLnccTermsF<kApproxRcp>(s[0], s[1], s[2], s[3], s[4], static_cast<float>(inv_n),
+                                         static_cast<float>(eps));
   }
 };
 
@@ -282,7 +296,7 @@ struct BackwardOp {
     return ToFloat(v);
   }
   // Emit with F and W already loaded (center): the same arithmetic.
-  template <typename A>
+  template <bool = false, typename A>
   __device__ __forceinline__ double EmitAt(int64_t idx, const A s[kQ], const float center[kCenter]) const {
     const A f = center[0];
     const A w = center[1];
@@ -571,6 +585,9 @@ constexpr int kHalfRow = 48;
 // of 48, so that the x pass's two rows per half warp (8-byte loads) fall on
 // disjoint banks (48: 8 of their 16 words share banks).
 constexpr int kFastHalfPad = 8;
+// kFastRcp (cuda_approx_reciprocal): the forward's float epilogue with an
+// approximate reciprocal (ComputeLnccTermsF).
+constexpr int kFastRcp = 16;
 template <int kFast>
 constexpr int ColHalfStride() {
   return (kFast & kFastHalfPad) != 0 ? 2 * kHalfRow : kHalfRow;
@@ -640,6 +657,7 @@ __global__ void __launch_bounds__(kColThreads, 2) ColumnMarchKernel(Op op, int64
   constexpr bool kAligned = (kFast & kFastAligned) != 0;
   constexpr bool kZPairs = (kFast & kFastZPairs) != 0;
   constexpr bool kStage16 = (kFast & kFastStage16) != 0;
+  constexpr bool kRcp = (kFast & kFastRcp) != 0;
   using S = ColShape<kW, kAligned>;
   constexpr int kRows = kColRows;
   constexpr bool kWideLoads = (kWide & kWideLoadBit) != 0;
@@ -1062,7 +1080,7 @@ __global__ void __launch_bounds__(kColThreads, 2) ColumnMarchKernel(Op op, int64
         const int64_t idx = my_x + nx * my_y + plane * z;
         if constexpr (kWideStores) {
           if (float_epilogue) {
-            cc += op.EmitTerms(idx, sum, abc[j]);
+            cc += op.template EmitTerms<kRcp>(idx, sum, abc[j]);
           } else {
             double acc[kQ];
 #pragma unroll
@@ -1070,7 +1088,7 @@ __global__ void __launch_bounds__(kColThreads, 2) ColumnMarchKernel(Op op, int64
             cc += op.EmitTerms(idx, acc, abc[j]);
           }
         } else if (float_epilogue) {
-          cc += op.EmitAt(idx, sum, center[j]);
+          cc += op.template EmitAt<kRcp>(idx, sum, center[j]);
         } else {
           double acc[kQ];
 #pragma unroll
@@ -1237,7 +1255,21 @@ absl::Status LaunchColumnMarch(const Op& op, Dims3 dims, bool float_epilogue,
 template <class Op, bool kAsync, int kWide, int kStages>
 absl::Status LaunchColumnMarchFast(const Op& op, Dims3 dims, bool float_epilogue, int fast,
                                    double* partials, cudaStream_t stream) {
-  switch (fast & (kFastAligned | kFastZPairs)) {  // (kFastStage16 is the caller's)
+  // (kFastStage16 is the caller's; the approximate reciprocal is
+  // instantiated with aligned rows only.)
+  const int bits = (fast & kFastAligned) != 0 ? fast & (kFastAligned | kFastZPairs | kFastRcp)
+                                              : fast & kFastZPairs;
+  if constexpr (Op::kForward) {
+    if (bits == (kFastAligned | kFastRcp)) {
+      return LaunchColumnMarch<Op, 7, kAsync, kWide, kStages, kFastAligned | kFastRcp>(op, dims, float_epilogue,
+                                                                                        partials, stream);
+    }
+    if (bits == (kFastAligned | kFastZPairs | kFastRcp)) {
+      return LaunchColumnMarch<Op, 7, kAsync, kWide, kStages, kFastAligned | kFastZPairs | kFastRcp>(
+          op, dims, float_epilogue, partials, stream);
+    }
+  }
+  switch (bits & ~kFastRcp) {
     case kFastZPairs:
       return LaunchColumnMarch<Op, 7, kAsync, kWide, kStages, kFastZPairs>(op, dims, float_epilogue,
                                                                            partials, stream);
@@ -1278,6 +1310,16 @@ absl::Status LaunchColumnMarchStage16(const Op& op, Dims3 dims, bool float_epilo
                                                                                 stream);
     }
     return LaunchColumnMarch<Op, 7, true, kS, kColStages, kPad>(op, dims, float_epilogue, partials, stream);
+  }
+  if constexpr (Op::kForward) {
+    if ((fast & kFastRcp) != 0) {
+      if ((fast & kFastZPairs) != 0) {
+        return LaunchColumnMarch<Op, 7, true, kS, kColStages, kBase | kFastZPairs | kFastRcp>(
+            op, dims, float_epilogue, partials, stream);
+      }
+      return LaunchColumnMarch<Op, 7, true, kS, kColStages, kBase | kFastRcp>(op, dims, float_epilogue, partials,
+                                                                              stream);
+    }
   }
   if ((fast & kFastZPairs) != 0) {
     return LaunchColumnMarch<Op, 7, true, kS, kColStages, kBase | kFastZPairs>(op, dims, float_epilogue,
@@ -1400,7 +1442,12 @@ absl::Status LnccImpl(const Stream& stream, const FixedT* fixed, const float* wa
       }
       const int fast = (options.cuda_aligned_rows ? kFastAligned : 0) | (options.cuda_z_pairs ? kFastZPairs : 0) |
                        (options.cuda_stage16 ? kFastStage16 : 0) |
-                       (options.cuda_stage16 && options.cuda_stage16_padded ? kFastHalfPad : 0);
+                       (options.cuda_stage16 && options.cuda_stage16_padded ? kFastHalfPad : 0) |
+                       // (the forward's float epilogue only; not with padded 16-bit rows)
+                       (Op::kForward && options.cuda_float_epilogue && options.cuda_approx_reciprocal &&
+                                !(options.cuda_stage16 && options.cuda_stage16_padded)
+                            ? kFastRcp
+                            : 0);
       return DispatchColumnWindow<Op>(op, dims, options.window, options.cuda_float_epilogue, options.cuda_async_copy, wide, fast, part, s);
     }
     if (part != nullptr) return DispatchMarch<Op, true>(op, sh, part, s);

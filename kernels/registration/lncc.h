@@ -116,6 +116,12 @@ struct LnccOptions {
   // cuda_stage16 with 16-bit rows 96 values apart instead of 48 (no shared
   // bank between the two rows a half warp reads; more shared memory).
   bool cuda_stage16_padded = false;
+  // kColumnMarch, window 7, with cuda_float_epilogue and cuda_aligned_rows
+  // or cuda_stage16 (not padded): the forward's 1 / (var_F var_W + eps) by
+  // the hardware's approximate reciprocal (within 1 ulp) instead of the
+  // correctly rounded division and its slow-path branch. Other float
+  // rounding (loss and gradient within the tolerances); slab bits kept.
+  bool cuda_approx_reciprocal = false;
 };
 
 constexpr int kLnccMaxCudaWindow = 25;

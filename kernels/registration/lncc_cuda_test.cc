@@ -43,7 +43,8 @@ struct Variant {
   bool z_pairs = false;
   bool stage16 = false;
   bool stage16_padded = false;
-  bool shipped = false;  // LnccOptions' own cuda_* defaults, the fields above ignored
+  bool shipped = false;
+  bool approx_reciprocal = false;  // LnccOptions' own cuda_* defaults, the fields above ignored
 };
 
 constexpr auto kCol = LnccCudaKernel::kColumnMarch;
@@ -69,6 +70,10 @@ const Variant kVariants[] = {
     {"col float epilogue async copy paired16 aligned rows stage16 padded", kCol, true, true, true, true, false, true,
      true},
     {"col float epilogue async copy stage16 padded z pairs", kCol, true, true, false, false, true, true, true},
+    {"col float epilogue async copy paired16 aligned rows stage16 approx reciprocal", kCol, true, true, true, true,
+     false, true, false, false, true},
+    {"col float epilogue async copy aligned rows stage16 z pairs approx reciprocal", kCol, true, true, false, true,
+     true, true, false, false, true},
 };
 
 LnccOptions WithVariant(LnccOptions o, const Variant& v) {
@@ -83,6 +88,7 @@ LnccOptions WithVariant(LnccOptions o, const Variant& v) {
   o.cuda_z_pairs = v.z_pairs;
   o.cuda_stage16 = v.stage16;
   o.cuda_stage16_padded = v.stage16_padded;
+  o.cuda_approx_reciprocal = v.approx_reciprocal;
   return o;
 }
 
@@ -269,6 +275,7 @@ TEST_P(LnccCudaVariant, StagingGivesSameBits) {
     LnccOptions staged;
     staged.window = 7;
     staged = WithVariant(staged, GetParam());
+    staged.cuda_approx_reciprocal = false;  // (applied where the rows are aligned only)
     LnccOptions plain = staged;
     plain.cuda_aligned_rows = false;
     plain.cuda_stage16 = false;

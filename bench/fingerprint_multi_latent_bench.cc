@@ -24,7 +24,12 @@
 // options), "multi+rhoT" (rho transposed: conflict-free relaxation reads),
 // "multi+hist" (warp-aggregated radix histogram), "multi+pick" (efficiency
 // picks in registers), "multi+regrho" (rho's coordinates in registers), and
-// "multi+all" (all four; cuda::LssMultiOptions).
+// "multi+all" (all four; cuda::LssMultiOptions). --variants also takes names
+// built from tokens: "multi" or "sets" (one single-probe set per latent,
+// launched once per latent like the baseline but with the options: the
+// service's single-latent path with them), then any of +rhoT +hist +pick
+// +regrho +all +sparse (LssMultiOptions::sparse_rho) +roots (count_roots)
+// +balN (templates_per_warp = N), e.g. "multi+sparse+roots+pick+bal16".
 // Kind lss (no rho / relaxation; --lss_latents counts only) is a diagnostic:
 // LSS-R minus LSS is the cost of step 3 (rho + relaxation + efficiency pick).
 // Then, at --step_clock_latents, the share of each step of a comparison in
@@ -72,10 +77,48 @@ struct Config {
 
 #if TESSERA_WITH_CUDA
 struct Variant {
-  const char* name;
+  std::string name;
   bool multi;
   cuda::LssMultiOptions options;
+  bool per_latent_sets = false;  // "sets": one launch per latent through the multi entry point
 };
+
+// A variant from its name (see the header comment); false if a token is unknown.
+bool ParseVariant(const std::string& name, Variant* out) {
+  std::vector<std::string> tokens = absl::StrSplit(name, '+');
+  Variant v{name, true, {}};
+  if (tokens.empty()) return false;
+  if (tokens[0] == "sets") {
+    v.per_latent_sets = true;
+  } else if (tokens[0] != "multi") {
+    return false;
+  }
+  for (size_t i = 1; i < tokens.size(); ++i) {
+    const std::string& t = tokens[i];
+    int n = 0;
+    if (t == "rhoT") {
+      v.options.rho_transposed = true;
+    } else if (t == "hist") {
+      v.options.warp_histogram = true;
+    } else if (t == "pick") {
+      v.options.register_pick = true;
+    } else if (t == "regrho") {
+      v.options.register_rho = true;
+    } else if (t == "all") {
+      v.options.rho_transposed = v.options.warp_histogram = v.options.register_pick = v.options.register_rho = true;
+    } else if (t == "sparse") {
+      v.options.sparse_rho = true;
+    } else if (t == "roots") {
+      v.options.count_roots = true;
+    } else if (t.rfind("bal", 0) == 0 && absl::SimpleAtoi(t.substr(3), &n) && n > 0) {
+      v.options.templates_per_warp = n;
+    } else {
+      return false;
+    }
+  }
+  *out = v;
+  return true;
+}
 
 std::vector<Variant> Variants() {
   std::vector<Variant> v;
@@ -96,9 +139,14 @@ std::vector<Variant> Variants() {
 
 // One pass of `variant` for latents [0, L): every score at out + l * stride.
 absl::Status Pass(const Stream& stream, const Variant& variant, const std::vector<cuda::DeviceLssProbe>& singles,
-                  const cuda::DeviceLssProbeSet& set, const MccDeviceGalleryView& view, MccScore kind,
-                  const LssConstants& c, float* out, size_t stride) {
-  if (variant.multi) {
+                  const std::vector<cuda::DeviceLssProbeSet>& single_sets, const cuda::DeviceLssProbeSet& set,
+                  const MccDeviceGalleryView& view, MccScore kind, const LssConstants& c, float* out, size_t stride) {
+  if (variant.per_latent_sets) {
+    for (int l = 0; l < set.size(); ++l) {
+      TESSERA_RETURN_IF_ERROR(
+          cuda::EnqueueScoreGalleryMulti(stream, single_sets[l], view, kind, c, out + l * stride, stride, variant.options));
+    }
+  } else if (variant.multi) {
     TESSERA_RETURN_IF_ERROR(cuda::EnqueueScoreGalleryMulti(stream, set, view, kind, c, out, stride, variant.options));
   } else {
     for (int l = 0; l < set.size(); ++l) {
@@ -111,13 +159,14 @@ absl::Status Pass(const Stream& stream, const Variant& variant, const std::vecto
 // One multi-latent LSS-R pass with the step clock (no option, or all of
 // them): a table row of each step's share of the cycles.
 std::string StepClockRow(const Stream& stream, const cuda::DeviceLssProbeSet& set, const MccDeviceGalleryView& view,
-                         const LssConstants& c, float* out, size_t stride, bool all_options) {
-  const std::string name = all_options ? "multi+all" : "multi";
+                         const LssConstants& c, float* out, size_t stride, int which) {
+  const std::string name = which == 1 ? "multi+all" : which == 2 ? "multi+sparse+roots" : "multi";
   auto counters = Buffer::Allocate(MemoryKind::kDevice, sizeof(unsigned long long) * cuda::kLssStageCount, stream.ordinal());
   if (!counters.ok()) return absl::StrCat("| ", name, " | ", counters.status().ToString(), " |");
   std::vector<unsigned long long> host(cuda::kLssStageCount, 0);
   cuda::LssMultiOptions o;
-  o.rho_transposed = o.warp_histogram = o.register_pick = o.register_rho = all_options;
+  o.rho_transposed = o.warp_histogram = o.register_pick = o.register_rho = which == 1;
+  o.sparse_rho = o.count_roots = which == 2;
   o.stage_cycles = static_cast<unsigned long long*>((*counters)->data());
   absl::Status st = CopyBytes((*counters)->data(), MemoryKind::kDevice, host.data(), MemoryKind::kHost,
                               sizeof(unsigned long long) * cuda::kLssStageCount, stream);
@@ -205,10 +254,26 @@ int Run(const Config& cfg) {
     }
     singles.push_back(std::move(*d));
   }
+  std::vector<cuda::DeviceLssProbeSet> single_sets;  // "set x L" variants
+  for (const LssProbe& p : probes) {
+    auto d = cuda::DeviceLssProbeSet::Upload(stream, {p});
+    if (!d.ok()) {
+      std::fprintf(stderr, "probe set: %s\n", d.status().ToString().c_str());
+      return 1;
+    }
+    single_sets.push_back(std::move(*d));
+  }
   std::vector<Variant> variants;
-  for (const Variant& v : Variants()) {
-    if (!v.multi || cfg.variants.empty() ||
-        std::find(cfg.variants.begin(), cfg.variants.end(), v.name) != cfg.variants.end()) {
+  if (cfg.variants.empty()) {
+    variants = Variants();
+  } else {
+    variants.push_back(Variants()[0]);
+    for (const std::string& name : cfg.variants) {
+      Variant v;
+      if (!ParseVariant(name, &v)) {
+        std::fprintf(stderr, "unknown variant %s\n", name.c_str());
+        return 2;
+      }
       variants.push_back(v);
     }
   }
@@ -238,12 +303,12 @@ int Run(const Config& cfg) {
       std::vector<float> ref_host;
       for (const Variant& v : variants) {
         float* out = static_cast<float*>((v.multi ? *trial : *reference)->data());
-        std::printf("| %s | %d | %s | ", kind_name, L, v.name);
-        absl::Status st = Pass(stream, v, singles, *set, device->view(), kind, c, out, stride);  // warm-up
+        std::printf("| %s | %d | %s | ", kind_name, L, v.name.c_str());
+        absl::Status st = Pass(stream, v, singles, single_sets, *set, device->view(), kind, c, out, stride);  // warm-up
         double best = 1e30;
         for (int r = 0; r < cfg.repeats && st.ok(); ++r) {
           const double t0 = NowSeconds();
-          st = Pass(stream, v, singles, *set, device->view(), kind, c, out, stride);
+          st = Pass(stream, v, singles, single_sets, *set, device->view(), kind, c, out, stride);
           best = std::min(best, NowSeconds() - t0);
         }
         if (!st.ok()) {
@@ -282,9 +347,9 @@ int Run(const Config& cfg) {
         std::fflush(stdout);
       }
       if (kind == MccScore::kLssR && L == cfg.step_clock_latents) {
-        for (bool all : {false, true}) {
+        for (int which : {0, 1, 2}) {
           steps.push_back(
-              StepClockRow(stream, *set, device->view(), c, static_cast<float*>((*trial)->data()), stride, all));
+              StepClockRow(stream, *set, device->view(), c, static_cast<float*>((*trial)->data()), stride, which));
           std::printf("(step clock, %d latents: %s)\n", L, steps.back().c_str());  // also in the table at the end
           std::fflush(stdout);
         }

@@ -97,6 +97,13 @@ constexpr int kOptStageClock = 8;
 // kOptRegisterRho: rho's coordinates in registers and shuffles for
 //   selections of up to 32 pairs (RelaxSelection).
 constexpr int kOptRegisterRho = 16;
+// kOptSparseRho: LSS-R's rho once per unordered pair's distance test, pairs
+//   surely beyond the distance cut skipped, a sparse relaxation
+//   (SparseRelaxSelection; LssMultiOptions::sparse_rho).
+// kOptCountRoots: step 1 takes sqrt(|a|), sqrt(|b|) from per-row / per-column
+//   values (LssMultiOptions::count_roots).
+constexpr int kOptSparseRho = 32;
+constexpr int kOptCountRoots = 64;
 
 // Diagnostics: lane 0 of each warp adds the clock64() cycles between a
 // comparison's step boundaries to counters[step] (cuda::kLssStageNames).
@@ -464,6 +471,112 @@ __device__ __forceinline__ void RadixThreshold(const Group& group, const Compari
   *need_eq = remaining;
 }
 
+// sqrt.approx.f32: a fast square root (relative error about 2^-22) for
+// tests with a wide margin only; the exact values stay IEEE sqrtf.
+__device__ __forceinline__ float SqrtApprox(float v) {
+  float r;
+  asm("sqrt.approx.f32 %0, %1;" : "=f"(r) : "f"(v));
+  return r;
+}
+
+// True when the pair (t, k) surely has d1 = | |a_t - a_k| - |b_t - b_k| | >=
+// cut1, so rho(t, k) = rho(k, t) = 0 (RhoLazy's first test). The distances
+// here use approximate roots; the margin (1e-3 of the distances, plus 1e-3
+// px) is thousands of times their error, so only pairs whose exact d1 is
+// beyond the cut are skipped. Both orders: PairDistance(t, k) and (k, t) are
+// the same bits (xk - xt = -(xt - xk) exactly, squares equal), so d1 is
+// symmetric.
+__device__ __forceinline__ bool SurelyBeyondDistanceCut(float xat, float yat, float xak, float yak, float xbt, float ybt,
+                                                        float xbk, float ybk, float cut1) {
+  using fpmath::Mul;
+  const float dxa = xak - xat, dya = yak - yat, dxb = xbk - xbt, dyb = ybk - ybt;
+  const float da = SqrtApprox(Mul(dxa, dxa) + Mul(dya, dya)), db = SqrtApprox(Mul(dxb, dxb) + Mul(dyb, dyb));
+  return fabsf(da - db) > cut1 + 1e-3f * (da + db) + 1e-3f;
+}
+
+// RelaxSelection for one warp and p <= 32 selected entries (kOptSparseRho),
+// same lambdas bit for bit. Lane t holds entry t's probe and gallery
+// coordinates. Pairs {t, k} are visited once (k = t + step mod p, step 1 ..
+// p / 2; for even p the last step only from t < p / 2): a pair that is surely
+// beyond the distance cut is skipped (rho = 0 both ways), the others get
+// RhoLazy for (t, k) and (k, t), exactly as the dense loop computes them;
+// nonzero values go to rho (row-major) and set bit k of nz[t]. The relaxation
+// then sums rho(t, k) lambda_k over the set bits only, in ascending k: the
+// dense sum adds +0 for every other k (rho = 0, lambda finite), which leaves
+// a float sum that starts at +0 and only grows unchanged. nz lives in the
+// radix histogram's words (unused after the selection).
+__device__ __forceinline__ const float* SparseRelaxSelection(StageClock* clock, const ComparisonScratch& s, int p,
+                                                             int n_min, int base, const float* p_x, const float* p_y,
+                                                             const float* p_t, const GalleryArgs& gallery,
+                                                             const LssConstants& c, float** spare) {
+  const int lane = threadIdx.x & 31;
+  if (lane < p) s.lambda0[lane] = s.lambda_a[lane] = s.sel_value[lane];
+  float* lam = s.lambda_a;
+  float* nxt = s.lambda_b;
+  if (n_min > 1 && c.relaxation_iterations > 0) {
+    float* rho = s.gamma;
+    unsigned* nz = reinterpret_cast<unsigned*>(s.hist);
+    float cx = 0.0f, cy = 0.0f, ct = 0.0f, gx = 0.0f, gy = 0.0f, gt = 0.0f;
+    if (lane < p) {
+      const int si = s.sel_index[lane];
+      const int ri = si >> 16, bi = base + (si & 0xffff);
+      cx = p_x[ri];
+      cy = p_y[ri];
+      ct = p_t[ri];
+      gx = gallery.x[bi];
+      gy = gallery.y[bi];
+      gt = gallery.theta[bi];
+      nz[lane] = 0u;
+    }
+    __syncwarp();
+    const int half = p >> 1;
+    for (int step = 1; step <= half; ++step) {
+      int k = lane + step;
+      if (k >= p) k -= p;
+      const int src = lane < p ? k : 0;
+      const float xak = __shfl_sync(kFull, cx, src), yak = __shfl_sync(kFull, cy, src), tak = __shfl_sync(kFull, ct, src);
+      const float xbk = __shfl_sync(kFull, gx, src), ybk = __shfl_sync(kFull, gy, src), tbk = __shfl_sync(kFull, gt, src);
+      const bool active = lane < p && (2 * step != p || lane < half);
+      if (active && !SurelyBeyondDistanceCut(cx, cy, xak, yak, gx, gy, xbk, ybk, c.cut1)) {
+        const float r_tk = RhoLazy(cx, cy, ct, xak, yak, tak, gx, gy, gt, xbk, ybk, tbk, c);
+        const float r_kt = RhoLazy(xak, yak, tak, cx, cy, ct, xbk, ybk, tbk, gx, gy, gt, c);
+        if (r_tk != 0.0f) {
+          rho[lane * p + k] = r_tk;
+          atomicOr(nz + lane, 1u << k);
+        }
+        if (r_kt != 0.0f) {
+          rho[k * p + lane] = r_kt;
+          atomicOr(nz + k, 1u << lane);
+        }
+      }
+    }
+    __syncwarp();
+    const unsigned mine = lane < p ? nz[lane] : 0u;
+    const float* row = rho + lane * p;
+    MarkStep(clock, 2);
+    const float denominator = static_cast<float>(n_min - 1);
+    for (int it = 0; it < c.relaxation_iterations; ++it) {
+      if (lane < p) {
+        float sum = 0.0f;
+        for (unsigned m = mine; m != 0u; m &= m - 1u) {
+          const int k = __ffs(m) - 1;
+          sum = sum + fpmath::Mul(row[k], lam[k]);
+        }
+        nxt[lane] = lss_internal::Relaxed(lam[lane], sum, denominator, c);
+      }
+      __syncwarp();
+      float* swap = lam;
+      lam = nxt;
+      nxt = swap;
+    }
+  } else {
+    __syncwarp();
+  }
+  MarkStep(clock, 3);
+  *spare = nxt;
+  return lam;
+}
+
 // LSS-R rho + relaxation over the p > 0 selected entries: lambda0 and the
 // first lambda from the selected values, rho of every ordered pair (in the
 // matrix's place: p * p <= na * nb), then the relaxation passes; returns the
@@ -614,8 +727,10 @@ __device__ __forceinline__ void SelectAndScore(StageClock* clock, const Group& g
   }
   float* spare = nullptr;
   const float* lam =
-      RelaxSelection<(kOpts & kOptRhoTransposed) != 0, (kOpts & kOptRegisterRho) != 0>(clock, group, s, p, n_min, base, p_x, p_y, p_t, gallery, c,
-                                                       &spare);
+      (kOpts & kOptSparseRho) != 0 && Group::kSize == 32 && p <= 32
+          ? SparseRelaxSelection(clock, s, p, n_min, base, p_x, p_y, p_t, gallery, c, &spare)
+          : RelaxSelection<(kOpts & kOptRhoTransposed) != 0, (kOpts & kOptRegisterRho) != 0>(
+                clock, group, s, p, n_min, base, p_x, p_y, p_t, gallery, c, &spare);
   if (group.in_first_warp()) {
     const float score = (kOpts & kOptRegisterPick) != 0 && p <= 32
                             ? EfficientPairsScoreInRegisters(lam, s.lambda0, p, np, threadIdx.x & 31)
@@ -790,6 +905,7 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32, kMmaMinBlocks)
   float* p_t = p_y + na;
   int* p_count = reinterpret_cast<int*>(p_t + na);
   int* p_mask_count = p_count + na;
+  float* p_root = reinterpret_cast<float*>(p_mask_count + na);  // kOptCountRoots: sqrtf(p_count)
   const ComparisonScratch scratch(smem + probe_bytes + static_cast<size_t>(warp) * warp_bytes,
                                   na * gallery.max_size, k_capacity);
 
@@ -800,6 +916,7 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32, kMmaMinBlocks)
     p_t[i] = probe.theta[i];
     p_count[i] = probe.count[i];
     p_mask_count[i] = probe.mask_count[i];
+    if ((kOpts & kOptCountRoots) != 0) p_root[i] = sqrtf(static_cast<float>(probe.count[i]));
   }
   __syncthreads();  // the only block-wide barrier
 
@@ -840,13 +957,14 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32, kMmaMinBlocks)
       mb_count += __shfl_xor_sync(kFull, mb_count, 2);
       const int j0 = col0 + lss_mma::CCol(lane, 0);
       int mb_c[2], count_b[2];
-      float theta_b[2];
+      float theta_b[2], root_b[2];
 #pragma unroll
       for (int q = 0; q < 2; ++q) {
         mb_c[q] = __shfl_sync(kFull, mb_count, lss_mma::CCol(lane, q) * 4);  // a lane of that column's group
         const bool ok = j0 + q < nb;
         theta_b[q] = ok ? gallery.theta[base + j0 + q] : 0.0f;
         count_b[q] = ok ? static_cast<int>(gallery.count[base + j0 + q]) : 0;
+        if ((kOpts & kOptCountRoots) != 0) root_b[q] = sqrtf(static_cast<float>(count_b[q]));
       }
       for (int row0 = 0; row0 < na; row0 += lss_mma::kRows) {
         const uint4* fa = p_frag + (row0 / lss_mma::kRows) * kMmaChunks * 32 + lane;
@@ -866,9 +984,18 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32, kMmaMinBlocks)
           if (r >= na || j >= nb) continue;
           float v = 0.0f;
           if (lss_internal::DirectionsMatchable(p_t[r], theta_b[q], c) && common[e] >= c.min_common_cells) {
-            const int na_c = common[e] == p_mask_count[r] ? p_count[r] : nac[e];  // m_a inside m_b: |a|
-            const int nb_c = common[e] == mb_c[q] ? count_b[q] : nbc[e];          // m_b inside m_a: |b|
-            v = lss_internal::LambdaFromCounts(na_c, nb_c, nab[e]);
+            const bool a_inside = common[e] == p_mask_count[r], b_inside = common[e] == mb_c[q];
+            const int na_c = a_inside ? p_count[r] : nac[e];  // m_a inside m_b: |a|
+            const int nb_c = b_inside ? count_b[q] : nbc[e];  // m_b inside m_a: |b|
+            if ((kOpts & kOptCountRoots) != 0) {
+              // LambdaFromCounts with the roots of |a|, |b| looked up (the same sqrtf values).
+              const float root_a = a_inside ? p_root[r] : sqrtf(static_cast<float>(na_c));
+              const float root_bc = b_inside ? root_b[q] : sqrtf(static_cast<float>(nb_c));
+              v = na_c + nb_c == 0 ? 0.0f
+                                   : 1.0f - sqrtf(static_cast<float>(na_c + nb_c - 2 * nab[e])) / (root_a + root_bc);
+            } else {
+              v = lss_internal::LambdaFromCounts(na_c, nb_c, nab[e]);
+            }
           }
           scratch.gamma[r * nb + j] = v;
           if (v > 0.0f) {
@@ -998,8 +1125,10 @@ size_t Align16(size_t n) { return (n + 15) / 16 * 16; }
 
 // The probe's share of a kWarpMma block: its A fragments, x, y, theta, bit
 // and mask counts (then one scratch region per warp).
-size_t MmaProbeBytes(int na) {
-  return Align16(static_cast<size_t>(lss_mma::ProbeFragmentWords(na)) * 4 + static_cast<size_t>(na) * 4 * 5);
+// kOptCountRoots adds the roots of the bit counts.
+size_t MmaProbeBytes(int na, bool count_roots = false) {
+  return Align16(static_cast<size_t>(lss_mma::ProbeFragmentWords(na)) * 4 +
+                 static_cast<size_t>(na) * 4 * (count_roots ? 6 : 5));
 }
 
 int MaxNp(const LssConstants& constants) {
@@ -1044,7 +1173,7 @@ using MmaKernel = void (*)(ProbeArgs, const ProbeArgs*, int, GalleryArgs, LssCon
 // changes its kernel.)
 // Built for LSS-R: every combination of the first three options, register
 // rho alone and with all of them, and the step clock with none and with all
-// four; null for the others.
+// four; sparse rho and count roots as listed below; null for the others.
 MmaKernel PickMmaKernel(MccScore kind, int opts) {
   static constexpr MmaKernel kRelaxed[8] = {ScoreKernelMma<true, 0>, ScoreKernelMma<true, 1>, ScoreKernelMma<true, 2>,
                                             ScoreKernelMma<true, 3>, ScoreKernelMma<true, 4>, ScoreKernelMma<true, 5>,
@@ -1061,6 +1190,18 @@ MmaKernel PickMmaKernel(MccScore kind, int opts) {
       return ScoreKernelMma<true, kAll>;
     case kAll | kOptStageClock:
       return ScoreKernelMma<true, kAll | kOptStageClock>;
+    // Issue 37's sparse rho and count roots: each alone, together, with the
+    // register picks, and together with the step clock.
+    case kOptSparseRho:
+      return ScoreKernelMma<true, kOptSparseRho>;
+    case kOptCountRoots:
+      return ScoreKernelMma<true, kOptCountRoots>;
+    case kOptSparseRho | kOptCountRoots:
+      return ScoreKernelMma<true, kOptSparseRho | kOptCountRoots>;
+    case kOptSparseRho | kOptCountRoots | kOptRegisterPick:
+      return ScoreKernelMma<true, kOptSparseRho | kOptCountRoots | kOptRegisterPick>;
+    case kOptSparseRho | kOptCountRoots | kOptStageClock:
+      return ScoreKernelMma<true, kOptSparseRho | kOptCountRoots | kOptStageClock>;
     default:
       return opts >= 0 && opts < 8 ? kRelaxed[opts] : nullptr;
   }
@@ -1081,7 +1222,8 @@ struct MmaProbes {
 // few larger ones by a second launch sized for the largest.
 absl::Status LaunchWarpMma(cudaStream_t s, int ordinal, const MmaProbes& probes, GalleryArgs ga, MccScore kind,
                            int opts, const LssConstants& constants, size_t probe_bytes, int max_np, int scratch_size,
-                           float* device_scores, long long score_stride, unsigned long long* stage_cycles) {
+                           float* device_scores, long long score_stride, unsigned long long* stage_cycles,
+                           int templates_per_warp = 0) {
   const MmaKernel kernel = PickMmaKernel(kind, opts);
   if (kernel == nullptr) {
     return absl::UnimplementedError(absl::StrCat("lss: no kernel built for option set ", opts,
@@ -1117,8 +1259,14 @@ absl::Status LaunchWarpMma(cudaStream_t s, int ordinal, const MmaProbes& probes,
     TESSERA_ASSIGN_OR_RETURN(const int per_sm, BlocksPerSm(kernel, p.warps * 32, shared));
     ga.max_size = p.width;
     // Template groups per latent: as many as fill the GPU once with every
-    // latent's blocks (at least one).
-    const int groups = std::max(1, std::min((ga.num_templates + p.warps - 1) / p.warps, per_sm * sms / latents));
+    // latent's blocks (at least one); with templates_per_warp, enough for
+    // that many templates per warp (many waves, balanced by the hardware).
+    const long long warp_templates = static_cast<long long>(p.warps) * std::max(1, templates_per_warp);
+    const int groups =
+        templates_per_warp > 0
+            ? static_cast<int>(std::max(1LL, std::min((ga.num_templates + warp_templates - 1) / warp_templates,
+                                                      static_cast<long long>(INT_MAX / 2 / latents))))
+            : std::max(1, std::min((ga.num_templates + p.warps - 1) / p.warps, per_sm * sms / latents));
     kernel<<<groups * latents, p.warps * 32, shared, s>>>(
         probes.single, probes.many, probes.num_probes, ga, constants, p.k_capacity, static_cast<int>(probe_bytes),
         static_cast<int>(p.warp_bytes), p.nb_lo, p.nb_hi, device_scores, score_stride, stage_cycles);
@@ -1199,12 +1347,16 @@ absl::Status EnqueueScoreGalleryMulti(const Stream& stream, const DeviceLssProbe
   mp.many = static_cast<const ProbeArgs*>(probes.args_->data());
   mp.num_probes = probes.size();
   mp.n = probes.max_n_;
+  const bool relaxed = kind == MccScore::kLssR;
   const int opts = (options.rho_transposed ? kOptRhoTransposed : 0) | (options.warp_histogram ? kOptWarpHistogram : 0) |
                    (options.register_pick ? kOptRegisterPick : 0) | (options.register_rho ? kOptRegisterRho : 0) |
-                   (options.stage_cycles != nullptr && kind == MccScore::kLssR ? kOptStageClock : 0);
+                   (options.stage_cycles != nullptr && relaxed ? kOptStageClock : 0) |
+                   (options.sparse_rho && relaxed ? kOptSparseRho : 0) |
+                   (options.count_roots && relaxed ? kOptCountRoots : 0);
   return LaunchWarpMma(s, stream.ordinal(), mp, GalleryArgsOf(gallery), kind, opts, constants,
-                       MmaProbeBytes(probes.max_n_), MaxNp(constants), gallery.scratch_template_size, device_scores,
-                       static_cast<long long>(score_stride), options.stage_cycles);
+                       MmaProbeBytes(probes.max_n_, (opts & kOptCountRoots) != 0), MaxNp(constants),
+                       gallery.scratch_template_size, device_scores, static_cast<long long>(score_stride),
+                       options.stage_cycles, options.templates_per_warp);
 }
 
 absl::Status ScoreGalleryToDevice(const Stream& stream, const LssProbe& probe, const MccDeviceGallery& gallery,

@@ -380,6 +380,22 @@ struct LssMultiOptions {
   // shuffles (selections of up to 32 pairs) instead of loaded per pair.
   // Built alone or with all the options above.
   bool register_rho = false;
+  // LSS-R, selections of up to 32 pairs (issue 37): rho's distance test once
+  // per unordered pair (the distance difference d1 is symmetric bit for bit),
+  // pairs whose d1 is surely beyond its cut (approximate square roots with a
+  // wide margin) skipped, the exact rho for the others, and the relaxation
+  // summing only the nonzero rho(t, k) lambda_k terms in ascending k (adding
+  // +0 leaves a float sum unchanged, so the same bits).
+  bool sparse_rho = false;
+  // Step 1: sqrt(|a|) of each probe cylinder once per block and sqrt(|b|)
+  // once per gallery column instead of per pair (the same correctly rounded
+  // values).
+  bool count_roots = false;
+  // Launch shape: 0 (today), one wave of blocks per latent walking the
+  // gallery; > 0, blocks of about this many templates per warp, many waves,
+  // so the hardware balances latents of different sizes (a one-wave
+  // multi-latent launch waits for its largest latent's blocks).
+  int templates_per_warp = 0;
   // Diagnostics (LSS-R; with no other option or with all four): when set,
   // kLssStageCount counters in device memory to which every warp adds the
   // clock cycles its comparisons spent in each step (kLssStageNames); the

@@ -86,12 +86,17 @@ TEST(LssMultiCuda, EveryLatentEqualsCpuForEveryOption) {
     for (MccScore kind : {MccScore::kLssR, MccScore::kLss}) {
       std::vector<float> cpu_scores(static_cast<size_t>(n) * latents);
       for (int l = 0; l < latents; ++l) cpu::ScoreGallery(probes[l], g, kind, c, cpu_scores.data() + l * n, 2);
-      for (int opts : {0, 1, 2, 3, 4, 5, 6, 7, 8, 15}) {  // 8: register rho alone; 15: all four
+      // 8: register rho alone; 15: all four; 16 sparse rho, 32 count roots,
+      // 64 many small blocks (templates_per_warp 2) alone and together.
+      for (int opts : {0, 1, 2, 3, 4, 5, 6, 7, 8, 15, 16, 32, 48, 52, 64, 116}) {
         cuda::LssMultiOptions options;
         options.rho_transposed = (opts & 1) != 0;
         options.warp_histogram = (opts & 2) != 0;
         options.register_pick = (opts & 4) != 0;
         options.register_rho = (opts & 8) != 0;
+        options.sparse_rho = (opts & 16) != 0;
+        options.count_roots = (opts & 32) != 0;
+        options.templates_per_warp = (opts & 64) != 0 ? 2 : 0;
         for (int scratch : {device->scratch_template_size(), 1, 0}) {
           MccDeviceGalleryView view = device->view();
           view.scratch_template_size = scratch;
@@ -121,7 +126,7 @@ TEST(LssMultiCuda, EveryLatentEqualsCpuForEveryOption) {
           EXPECT_EQ(exact, static_cast<long long>(n) * latents) << label;
         }
       }
-      std::printf("%s db %d: %d latents x %d templates, 10 option sets x 3 scratch sizes, all bit-identical\n",
+      std::printf("%s db %d: %d latents x %d templates, 16 option sets x 3 scratch sizes, all bit-identical\n",
                   kind == MccScore::kLssR ? "LSS-R" : "LSS", db, latents, n);
     }
   }
@@ -156,8 +161,10 @@ TEST(LssMultiCuda, OneLatentEqualsSingleKernelAndEmptySetIsNoOp) {
         CopyBytes(host.data(), MemoryKind::kHost, single, MemoryKind::kDevice, sizeof(float) * 2 * n, *stream).ok());
     ASSERT_TRUE(stream->Synchronize().ok());
     for (int j = 0; j < n; ++j) ASSERT_EQ(host[n + j], host[j]) << "latent " << i << " template " << j;
-    // The step clock (diagnostics) counts cycles and leaves the scores alone.
-    for (bool all_options : {false, true}) {
+    // The step clock (diagnostics) counts cycles and leaves the scores alone
+    // (no option, the four of LssMultiOptions, sparse rho + count roots).
+    for (int which : {0, 1, 2}) {
+      const bool all_options = which == 1;
       auto counters = Buffer::Allocate(MemoryKind::kDevice, sizeof(unsigned long long) * cuda::kLssStageCount,
                                        stream->ordinal());
       ASSERT_TRUE(counters.ok());
@@ -167,6 +174,7 @@ TEST(LssMultiCuda, OneLatentEqualsSingleKernelAndEmptySetIsNoOp) {
                       .ok());
       cuda::LssMultiOptions o;
       o.rho_transposed = o.warp_histogram = o.register_pick = o.register_rho = all_options;
+      o.sparse_rho = o.count_roots = which == 2;
       o.stage_cycles = static_cast<unsigned long long*>((*counters)->data());
       ASSERT_TRUE(cuda::EnqueueScoreGalleryMulti(*stream, *set, device->view(), MccScore::kLssR, c, multi, n, o).ok());
       ASSERT_TRUE(

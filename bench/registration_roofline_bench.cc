@@ -16,12 +16,11 @@
 // amplitude, what registration produces).
 // iteration: the steps of RunLeanDeformableStage's mixed-precision iteration
 // (deformable_stage.cc) timed one by one with CUDA events, the kernels of
-// 2026-12-06 and today's defaults against the options (deeper composition
-// slabs, fixed-radius smoothing passes, the composition and u's smoothing
-// fused with the tiled write-back), and the largest difference of u after one
-// iteration from the same start (0: the same results).
+// 2026-12-06 and the shipped defaults (also at other composition slab depths
+// and with the run-kernel smoothing), and the largest difference of u after
+// one iteration from the same start (0: the same results).
 // smooth: the smoothing passes one by one per LeanSmoothTuning, and the
-// composition alone and fused with the smoothing of u.
+// composition alone per slab depth.
 // Without a GPU it prints why and exits 0.
 #include <algorithm>
 #include <array>
@@ -340,9 +339,6 @@ struct IterationConfig {
   int64_t compose_slab_depth = 0;  // GreedyStep::slab_depth (0: ComposeSlabDepth)
   bool compose_grid_3d = false;    // GreedyStep::cuda_grid_3d
   bool compose_index32 = false;    // GreedyStep::cuda_index32
-  bool fused_compose_smooth = false;  // ComposeGreedyStepAndSmoothInPlace (u smoothed as written back)
-  int smooth_tile_z = 0;              // GreedyStep::cuda_smooth_tile_z (the fused write-back's kernel)
-  bool smooth_slab_passes = false;    // GreedyStep::cuda_smooth_slab_passes (the fused write-back by passes)
 };
 
 constexpr int kSteps = 8;
@@ -407,78 +403,30 @@ absl::Status BenchIteration(const Stream& stream, const Options& opt) {
   Workspace lncc_ws, stats_ws, compose_ws;
 
   // Every setting explicit (the first is the baseline of the differences):
-  // the kernels of 2026-12-06, the shipped defaults, then the issue 37
-  // options on top of them (earlier rounds' option sets: the results files
-  // of 2026-12-07).
+  // the kernels of 2026-12-06 (slabs of 8 slices: the automatic depth at
+  // 512^3 then), the shipped defaults, and the shipped kernels at other slab
+  // depths (the automatic depth is 32 at 512^3 since 2026-12-07).
   std::vector<IterationConfig> configs;
   LeanSmoothTuning old_smooth;
   old_smooth.run_kernel = false;
   old_smooth.fixed_radius = false;
-  old_smooth.fused_xy = false;
-  old_smooth.axis_march = 0;
-  configs.push_back({"2026-12-06 kernels", TodaysSampler(), old_smooth});
+  IterationConfig old{"2026-12-06 kernels", TodaysSampler(), old_smooth};
+  old.compose_slab_depth = 8;
+  configs.push_back(old);
   IterationConfig shipped{"shipped defaults", TodaysSampler(), LeanSmoothTuning{}};
   shipped.compose_grid_3d = GreedyStep{}.cuda_grid_3d;
   shipped.compose_index32 = GreedyStep{}.cuda_index32;
-  shipped.smooth_tile_z = GreedyStep{}.cuda_smooth_tile_z;
-  shipped.smooth_slab_passes = GreedyStep{}.cuda_smooth_slab_passes;
-  shipped.fused_compose_smooth = shipped.smooth_tile_z != 0 || shipped.smooth_slab_passes;
   configs.push_back(shipped);
-  auto add = [&](const char* name, const IterationConfig& base, const std::function<void(IterationConfig&)>& edit) {
-    IterationConfig c = base;
-    c.name = name;
-    edit(c);
+  for (const int64_t depth : {8, 16, 64}) {
+    IterationConfig c = shipped;
+    c.name = depth == 8 ? "shipped, slabs of 8" : (depth == 16 ? "shipped, slabs of 16" : "shipped, slabs of 64");
+    c.compose_slab_depth = depth;
     configs.push_back(c);
-  };
-  add("shipped + u xy fused (float)", shipped, [](IterationConfig& c) { c.smooth.fused_xy = true; });
-  add("shipped + march 8", shipped, [](IterationConfig& c) { c.smooth.axis_march = 8; });
-  add("shipped + march 16", shipped, [](IterationConfig& c) { c.smooth.axis_march = 16; });
-  add("shipped + march 8 + u xy fused", shipped, [](IterationConfig& c) {
-    c.smooth.axis_march = 8;
-    c.smooth.fused_xy = true;
-  });
-  add("shipped + compose/smooth u tiles of 16", shipped, [](IterationConfig& c) {
-    c.fused_compose_smooth = true;
-    c.smooth_tile_z = 16;
-  });
-  add("shipped + march 8 + compose/smooth u tiles of 16", shipped, [](IterationConfig& c) {
-    c.smooth.axis_march = 8;
-    c.fused_compose_smooth = true;
-    c.smooth_tile_z = 16;
-  });
-  add("shipped + compose/smooth u slab passes", shipped, [](IterationConfig& c) {
-    c.fused_compose_smooth = true;
-    c.smooth_slab_passes = true;
-  });
-  add("shipped + march 8 + compose/smooth u slab passes", shipped, [](IterationConfig& c) {
-    c.smooth.axis_march = 8;
-    c.fused_compose_smooth = true;
-    c.smooth_slab_passes = true;
-  });
-  add("shipped + slabs 4 + march 8 + compose/smooth u slab passes", shipped, [](IterationConfig& c) {
-    c.compose_slab_depth = 4;
-    c.smooth.axis_march = 8;
-    c.fused_compose_smooth = true;
-    c.smooth_slab_passes = true;
-  });
-  add("shipped + slabs 16 + march 8 + compose/smooth u slab passes", shipped, [](IterationConfig& c) {
-    c.compose_slab_depth = 16;
-    c.smooth.axis_march = 8;
-    c.fused_compose_smooth = true;
-    c.smooth_slab_passes = true;
-  });
-  add("shipped + slabs 32 + march 8 + u xy fused", shipped, [](IterationConfig& c) {
-    c.compose_slab_depth = 32;
-    c.smooth.axis_march = 8;
-    c.smooth.fused_xy = true;
-  });
-  add("shipped + slabs 32 + march 8 + compose/smooth u tiles of 16", shipped, [](IterationConfig& c) {
-    c.compose_slab_depth = 32;
-    c.smooth.axis_march = 8;
-    c.fused_compose_smooth = true;
-    c.smooth_tile_z = 16;
-  });
-  const std::array<std::vector<float>, 3> warp_taps = {GaussianTaps(0.5), GaussianTaps(0.5), GaussianTaps(0.5)};
+  }
+  IterationConfig run = shipped;
+  run.name = "shipped compose, run-kernel smoothing (before fixed radii)";
+  run.smooth.fixed_radius = false;
+  configs.push_back(run);
 
   // Copy references in the same run (device to device, each byte read and
   // written once): u (3 floats a voxel: what the composition's slab
@@ -530,19 +478,10 @@ absl::Status BenchIteration(const Stream& stream, const Options& opt) {
       step.scale = largest > 0 ? static_cast<float>(-lr / largest) : 0.f;
       step.slab_depth = std::min<int64_t>(cfg.compose_slab_depth, d.nz);
       step.cuda_grid_3d = cfg.compose_grid_3d;
-      step.cuda_smooth_tile_z = cfg.smooth_tile_z;
-      step.cuda_smooth_slab_passes = cfg.smooth_slab_passes;
       step.cuda_index32 = cfg.compose_index32;
-      if (cfg.fused_compose_smooth) {
-        TESSERA_RETURN_IF_ERROR(ComposeGreedyStepAndSmoothInPlace(stream, u.data<float>(), g.as<BFloat16>(), d, step,
-                                                                  warp_taps, &compose_ws));
-        TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[e++], s));  // smoothing included above
-      } else {
-        TESSERA_RETURN_IF_ERROR(
-            ComposeGreedyStepInPlace(stream, u.data<float>(), g.as<BFloat16>(), d, step, &compose_ws));
-        TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[e++], s));
-        TESSERA_RETURN_IF_ERROR(SmoothInPlaceWithScratch(u, {0.5, 0.5, 0.5}, work.data<float>(), n, stream, cfg.smooth));
-      }
+      TESSERA_RETURN_IF_ERROR(ComposeGreedyStepInPlace(stream, u.data<float>(), g.as<BFloat16>(), d, step, &compose_ws));
+      TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[e++], s));
+      TESSERA_RETURN_IF_ERROR(SmoothInPlaceWithScratch(u, {0.5, 0.5, 0.5}, work.data<float>(), n, stream, cfg.smooth));
       TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[e++], s));
       TESSERA_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(ev[kSteps]));
       if (it == 0) {
@@ -635,24 +574,10 @@ absl::Status BenchSmooth(const Stream& stream, const Options& opt) {
   LeanSmoothTuning run;
   run.run_kernel = true;
   run.fixed_radius = false;
-  run.fused_xy = false;
-  run.axis_march = 0;
   variants.push_back({"run kernels", run});
   LeanSmoothTuning fixed = run;
   fixed.fixed_radius = true;
-  variants.push_back({"fixed radius", fixed});
-  LeanSmoothTuning march8 = fixed;
-  march8.axis_march = 8;
-  variants.push_back({"fixed radius + march 8", march8});
-  LeanSmoothTuning march16 = fixed;
-  march16.axis_march = 16;
-  variants.push_back({"fixed radius + march 16", march16});
-  LeanSmoothTuning xy = fixed;
-  xy.fused_xy = true;
-  variants.push_back({"fixed radius + xy fused", xy});
-  LeanSmoothTuning xy_march = xy;
-  xy_march.axis_march = 8;
-  variants.push_back({"fixed radius + xy fused + march 8", xy_march});
+  variants.push_back({"fixed radius (radius 18: march; 2: float xy fused)", fixed});
   variants.push_back({"shipped defaults", LeanSmoothTuning{}});
   const std::array<double, 3> combos[5] = {{6, 6, 6}, {0, 0, 0}, {6, 0, 0}, {0, 6, 0}, {0, 0, 6}};
   const char* const combo_names[5] = {"all", "none", "x", "y", "z"};
@@ -730,40 +655,23 @@ absl::Status BenchSmooth(const Stream& stream, const Options& opt) {
     std::printf("\n");
     TESSERA_RETURN_IF_ERROR(reset_u());
   }
-  // The composition alone and fused with u's smoothing (tile kernels), from
-  // the same u each time.
+  // The composition alone per slab depth, from the same u each time.
   GreedyStep step;
   step.rule = GreedyStep::Rule::kScaled;
   step.to_normalized = {2.f / (d.nx - 1), 2.f / (d.ny - 1), 2.f / (d.nz - 1)};
   step.max_abs_grad = 1.f;
   step.scale = -0.5f;
-  step.slab_depth = std::min<int64_t>(32, d.nz);
   Workspace ws;
-  const std::array<std::vector<float>, 3> warp_taps = {GaussianTaps(0.5), GaussianTaps(0.5), GaussianTaps(0.5)};
-  struct ComposeVariant {
-    const char* name;
-    int tile_z;  // -1: not fused
-    bool slab_passes;
-    int64_t slab_depth;  // 0: automatic
-  };
-  const ComposeVariant cvs[] = {{"compose alone (slabs of 32)", -1, false, 32},
-                                {"compose alone (automatic slabs)", -1, false, 0},
-                                {"compose + smooth u fused, tiles of 16 (slabs of 32)", 16, false, 32},
-                                {"compose + smooth u fused, slab passes (slabs of 32)", 0, true, 32},
-                                {"compose + smooth u fused, slab passes (automatic slabs)", 0, true, 0},
-                                {"compose + smooth u fused, slab passes (slabs of 4)", 0, true, 4}};
   TESSERA_RETURN_IF_ERROR(reset_g());
-  for (const ComposeVariant& cv : cvs) {
-    step.cuda_smooth_tile_z = cv.tile_z < 0 ? 0 : cv.tile_z;
-    step.cuda_smooth_slab_passes = cv.slab_passes;
-    step.slab_depth = std::min<int64_t>(cv.slab_depth, d.nz);
+  for (const int64_t depth : {0, 8, 16, 32, 64}) {
+    step.slab_depth = std::min<int64_t>(depth, d.nz);
     auto fn = [&]() -> absl::Status {
       TESSERA_RETURN_IF_ERROR(reset_u());
-      if (cv.tile_z < 0) return ComposeGreedyStepInPlace(stream, u.data<float>(), g.as<BFloat16>(), d, step, &ws);
-      return ComposeGreedyStepAndSmoothInPlace(stream, u.data<float>(), g.as<BFloat16>(), d, step, warp_taps, &ws);
+      return ComposeGreedyStepInPlace(stream, u.data<float>(), g.as<BFloat16>(), d, step, &ws);
     };
     TESSERA_ASSIGN_OR_RETURN(double ms, TimeMs(stream, 1, opt.reps, fn));
-    std::printf("  %s: %.3f ms (less the reset copy of u: %.3f ms)\n", cv.name, ms, ms - copy_u);
+    std::printf("  compose alone, slabs of %s: %.3f ms (less the reset copy of u: %.3f ms)\n",
+                depth == 0 ? "the automatic depth" : std::to_string(depth).c_str(), ms, ms - copy_u);
     std::fflush(stdout);
   }
   return absl::OkStatus();

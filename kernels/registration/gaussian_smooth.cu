@@ -498,7 +498,7 @@ absl::Status LaunchAxisMarch(const In* in, Out* out, int64_t inner, int64_t n, i
   return absl::OkStatus();
 }
 
-// SmoothCuda's x then y passes in one kernel (LeanSmoothTuning::fused_xy;
+// SmoothCuda's x then y passes in one kernel (fixed_radius at radius 2;
 // float in, float out; in may be out's source volume but not out): one block
 // per 128 x 32 output tile of a slice, the tile with its clamped halo in
 // shared memory, the x pass over every staged row into a second tile, then
@@ -609,23 +609,25 @@ absl::Status LaunchXFirstFixed(const float* in, float* out, const Grid& g, const
 }
 
 // run_kernel: AxisRunKernel (same results, fewer shared-memory loads) instead
-// of AxisKernel; with fixed_radius, AxisFixedKernel where it has the radius
-// (and the linear grid fits), or with axis_march AxisMarchKernel.
+// of AxisKernel; with fixed_radius, at radius 2 AxisFixedKernel and at radius
+// 18 AxisMarchKernel, 16 outputs per thread and step from float inputs, 8
+// from bf16 (where the linear grid fits). At radius 18 on an H100 (512^3 x 3,
+// 2026-12-07) the march took the bf16 gradient's smoothing from 6.49 to 5.32
+// ms (8 per step; 16: 5.42) and a float field's from 5.37 to 4.82 ms (16; 8:
+// 4.97); at radius 2 it was 0.1 ms slower than AxisFixedKernel.
 template <typename In, typename Out>
 absl::Status LaunchAxis(const In* in, Out* out, int64_t inner, int64_t n, int64_t outer, const Taps& taps,
                         cudaStream_t s, PassKernels kernels = {}) {
   const bool run_kernel = kernels.run_kernel;
-  if (run_kernel && kernels.fixed_radius && kernels.axis_march != 0 && HasFixedRadius(taps.radius) &&
+  if (run_kernel && kernels.fixed_radius && taps.radius == 18 &&
       ((inner + AxisPolicy::kInner - 1) / AxisPolicy::kInner) * outer < (int64_t{1} << 31)) {
-    if (taps.radius == 2) return LaunchAxisMarch<2, 8>(in, out, inner, n, outer, taps, s);
-    return kernels.axis_march == 16 ? LaunchAxisMarch<18, 16>(in, out, inner, n, outer, taps, s)
-                                    : LaunchAxisMarch<18, 8>(in, out, inner, n, outer, taps, s);
+    constexpr int kRun = sizeof(In) == sizeof(float) ? 16 : 8;
+    return LaunchAxisMarch<18, kRun>(in, out, inner, n, outer, taps, s);
   }
-  if (run_kernel && kernels.fixed_radius && HasFixedRadius(taps.radius) &&
+  if (run_kernel && kernels.fixed_radius && taps.radius == 2 &&
       ((n + AxisPolicy::kTile - 1) / AxisPolicy::kTile) * ((inner + AxisPolicy::kInner - 1) / AxisPolicy::kInner) *
               outer < (int64_t{1} << 31)) {
-    return taps.radius == 2 ? LaunchAxisFixed<2>(in, out, inner, n, outer, taps, s)
-                            : LaunchAxisFixed<18>(in, out, inner, n, outer, taps, s);
+    return LaunchAxisFixed<2>(in, out, inner, n, outer, taps, s);
   }
   const dim3 block(AxisPolicy::kInner, AxisPolicy::kRows);
   const dim3 grid(unsigned((inner + AxisPolicy::kInner - 1) / AxisPolicy::kInner),
@@ -684,15 +686,17 @@ absl::Status SmoothCuda(const float* in, float* out, const Grid& g, const std::v
   const Taps tx = MakeTaps(taps[0]), ty = MakeTaps(taps[1]), tz = MakeTaps(taps[2]);
   const bool fx = taps[0].size() > 1, fy = taps[1].size() > 1, fz = taps[2].size() > 1;
   const int64_t V = g.voxels();
-  // fused_xy: x and y by XFirstFixedKernel (src -> scratch), then z.
-  const bool xy = kernels.fused_xy && fx && fy && fz && tx.radius == ty.radius && HasFixedRadius(tx.radius) &&
+  // fixed_radius at radius 2 on x and y: x and y by XFirstFixedKernel (src ->
+  // scratch), then z (u at sigma 0.5 on an H100, 512^3 x 3: 2.69 ms against
+  // 3.46 for the three passes; at radius 18 the fused tiles were slower, 6.36
+  // against 5.37 ms).
+  const bool xy = kernels.run_kernel && kernels.fixed_radius && fx && fy && fz && tx.radius == 2 && ty.radius == 2 &&
                   (g.ny + kXyTileY - 1) / kXyTileY <= 65535 && g.nx * g.ny < (int64_t{1} << 31);
   for (int64_t c = 0; c < g.comps; ++c) {
     const float* src = in + c * V;
     float* dst = out + c * V;
     if (xy) {
-      TESSERA_RETURN_IF_ERROR(tx.radius == 2 ? LaunchXFirstFixed<2>(src, scratch, g, tx, ty, s)
-                                             : LaunchXFirstFixed<18>(src, scratch, g, tx, ty, s));
+      TESSERA_RETURN_IF_ERROR(LaunchXFirstFixed<2>(src, scratch, g, tx, ty, s));
       TESSERA_RETURN_IF_ERROR(LaunchAxis(scratch, dst, g.nx * g.ny, g.nz, 1, tz, s, kernels));
       continue;
     }
@@ -736,27 +740,6 @@ absl::Status SmoothBf16InPlaceCuda(BFloat16* field, const Grid& g, const std::ve
     TESSERA_RETURN_IF_ERROR(LaunchAxis(scratch, comp, g.nx * g.ny, g.nz, 1, fz ? tz : one, s, kernels));
   }
   return absl::OkStatus();
-}
-
-bool CanSmoothSlicesXyInPlace(int64_t nx, int radius_x, int radius_y) {
-  return HasFixedRadius(radius_x) && HasFixedRadius(radius_y) && nx + 2 * radius_x <= RowPolicy::kMaxWarpRow;
-}
-
-absl::Status SmoothSlicesXyInPlaceCuda(float* data, int64_t nx, int64_t ny, int64_t slices, const float* wx,
-                                       int radius_x, const float* wy, int radius_y, const Stream& stream) {
-  if (!CanSmoothSlicesXyInPlace(nx, radius_x, radius_y)) {
-    return absl::InvalidArgumentError("SmoothSlicesXyInPlaceCuda: radii 2 or 18 and rows up to 1024 - 2r voxels");
-  }
-  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
-  Taps tx{}, ty{};
-  tx.radius = radius_x;
-  ty.radius = radius_y;
-  std::copy(wx, wx + 2 * radius_x + 1, tx.w);
-  std::copy(wy, wy + 2 * radius_y + 1, ty.w);
-  TESSERA_RETURN_IF_ERROR(radius_x == 2 ? LaunchRowFixed<2>(data, data, nx, ny * slices, tx, s)
-                                        : LaunchRowFixed<18>(data, data, nx, ny * slices, tx, s));
-  return radius_y == 2 ? LaunchAxisMarch<2, 8>(data, data, nx, ny, slices, ty, s)
-                       : LaunchAxisMarch<18, 8>(data, data, nx, ny, slices, ty, s);
 }
 
 absl::Status ResampleCuda(const float* in, const Grid& gi, float* out, const Grid& go, const float scale[3],

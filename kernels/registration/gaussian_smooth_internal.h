@@ -34,18 +34,12 @@ struct PassKernels {
   // The register-blocked RowWarpRunKernel and AxisRunKernel (fewer
   // shared-memory loads) instead of RowWarpKernel and AxisKernel.
   bool run_kernel = false;
-  // With run_kernel: for the radii with a compiled kernel (kFixedRadii), the
-  // run kernels with the radius a template argument, so the tap loops unroll
-  // and the taps are constant operands (no register shifting).
+  // With run_kernel: for the radii with compiled kernels (2 and 18), kernels
+  // with the radius a template argument, so the tap loops unroll and the taps
+  // are constant operands (no register shifting); at radius 18 the y and z
+  // passes march along the axis (AxisMarchKernel), at radius 2 SmoothCuda's
+  // x and y passes are one tiled kernel (XFirstFixedKernel).
   bool fixed_radius = false;
-  // For those radii (the same in x and y): SmoothCuda's (float) first two
-  // passes in one tiled kernel, 8 bytes per voxel less.
-  bool fused_xy = false;
-  // With fixed_radius: the y and z passes by AxisMarchKernel (one block per
-  // inner strip marching along the axis, the next step's loads in flight
-  // during the sums) with 8 or 16 outputs per thread and step at radius 18
-  // (8 at radius 2); 0: AxisFixedKernel.
-  int axis_march = 0;
 };
 
 #if TESSERA_WITH_CUDA
@@ -58,16 +52,6 @@ absl::Status SmoothBf16InPlaceCuda(BFloat16* field, const Grid& g, const std::ve
                                    const Stream& stream, PassKernels kernels = {});
 absl::Status ResampleCuda(const float* in, const Grid& gin, float* out, const Grid& gout, const float scale[3],
                           const Stream& stream);
-// Issue 37 (the fused composition's slab passes, lean_compose.h): `slices`
-// consecutive xy planes of nx * ny floats filtered along x, then along y, in
-// place, by SmoothCuda's fixed-radius kernels (the x pass as
-// RowWarpFixedKernel, the y pass as AxisFixedKernel's sums by the in-place
-// AxisMarchKernel): each plane gets SmoothCuda's x and y passes bit for bit.
-// wx, wy: the 2r + 1 taps per axis (host). Radii 2 or 18 only
-// (CanSmoothSlicesXyInPlace), else INVALID_ARGUMENT.
-bool CanSmoothSlicesXyInPlace(int64_t nx, int radius_x, int radius_y);
-absl::Status SmoothSlicesXyInPlaceCuda(float* data, int64_t nx, int64_t ny, int64_t slices, const float* wx,
-                                       int radius_x, const float* wy, int radius_y, const Stream& stream);
 #endif
 
 // Input coordinate of output voxel i with aligned corners.

@@ -36,18 +36,16 @@ int64_t ComposeHaloSlices(double bound_voxels) {
 int64_t ComposeSlabDepth(Dims3 dims, double bound_voxels) {
   const int64_t halo = ComposeHaloSlices(bound_voxels);
   const int64_t plane = std::max<int64_t>(1, dims.nx * dims.ny);
-  const int64_t for_size = (int64_t{1} << 21) / plane;
+  const int64_t for_size =
+      std::max((int64_t{1} << 21) / plane, std::min((int64_t{1} << 23) / plane, dims.nz / 16));
   return std::max<int64_t>(1, std::min<int64_t>(dims.nz, std::max(halo, for_size)));
 }
 
 namespace {
 
-// smooth: null for the plain composition; else (CUDA) each slab is written
-// back smoothed with these taps (ComposeGreedyStepAndSmoothInPlace), from a
-// ring of three slab buffers.
 template <typename GradT>
 absl::Status ComposeImpl(const Stream& stream, float* u, const GradT* grad, Dims3 dims, const GreedyStep& step,
-                         Workspace* workspace, const lean_internal::SmoothTaps* smooth = nullptr) {
+                         Workspace* workspace) {
   if (dims.nx <= 0 || dims.ny <= 0 || dims.nz <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("ComposeGreedyStepInPlace: dims must be positive, got ",
                                                    DimsToString(dims)));
@@ -107,15 +105,9 @@ absl::Status ComposeImpl(const Stream& stream, float* u, const GradT* grad, Dims
   }
   const int64_t plane = dims.nx * dims.ny;
   const int64_t slab_floats = 3 * depth * plane;
-  const int num_buffers = smooth != nullptr ? 3 : 2;
-  if (smooth != nullptr && (stream.backend() != Backend::kCuda || (smooth->radius[2] > depth && depth < dims.nz))) {
-    return absl::FailedPreconditionError("ComposeGreedyStepAndSmoothInPlace: needs CUDA and a z radius within a slab");
-  }
   Workspace local;
-  TESSERA_ASSIGN_OR_RETURN(void* base,
-                           ReserveScratch(stream, num_buffers * slab_floats * sizeof(float), workspace, local));
-  float* buffers[3] = {static_cast<float*>(base), static_cast<float*>(base) + slab_floats,
-                       static_cast<float*>(base) + 2 * slab_floats};
+  TESSERA_ASSIGN_OR_RETURN(void* base, ReserveScratch(stream, 2 * slab_floats * sizeof(float), workspace, local));
+  float* buffers[2] = {static_cast<float*>(base), static_cast<float*>(base) + slab_floats};
   const MemoryKind kind = stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
   const int64_t n = dims.size();
 
@@ -128,22 +120,12 @@ absl::Status ComposeImpl(const Stream& stream, float* u, const GradT* grad, Dims
     }
     return absl::OkStatus();
   };
-#if TESSERA_WITH_CUDA
-  // Fused: slab `pending` written back smoothed, reading the slabs around it.
-  lean_internal::ComposedSlab ring[3];  // by slab index % 3
-  const bool slab_passes =
-      smooth != nullptr && step.cuda_smooth_slab_passes && lean_internal::SlabPassesApply(*smooth, dims);
-  auto smooth_back = [&](int64_t z0, int64_t z1) -> absl::Status {
-    if (slab_passes) return lean_internal::SmoothZWritebackCuda(ring, dims, z0, z1, *smooth, u, stream);
-    return lean_internal::SmoothWritebackCuda(ring, dims, z0, z1, *smooth, u, stream, step.cuda_smooth_tile_z);
-  };
-#endif
   int64_t pending_z0 = -1, pending_z1 = -1;
   int pending = 0;
   int slab = 0;
   for (int64_t z0 = 0; z0 < dims.nz; z0 += depth, ++slab) {
     const int64_t z1 = std::min(dims.nz, z0 + depth);
-    float* out = buffers[slab % num_buffers];
+    float* out = buffers[slab % 2];
     if (stream.backend() == Backend::kCpu) {
       lean_internal::ComposeSlabCpu(p, u, grad, z0, z1, out);
     } else {
@@ -154,30 +136,12 @@ absl::Status ComposeImpl(const Stream& stream, float* u, const GradT* grad, Dims
 #endif
     }
     // The previous slab is no longer read by any later one (depth >= halo).
-    if (smooth != nullptr) {
-#if TESSERA_WITH_CUDA
-      // Slab k - 1's smoothing reads slabs k - 2 .. k (z radius <= depth);
-      // slab k + 1's composition reads old u only from slab k on.
-      if (slab_passes) {
-        TESSERA_RETURN_IF_ERROR(lean_internal::SmoothSlabXyInPlaceCuda(out, dims, 3 * (z1 - z0), *smooth, stream));
-      }
-      ring[slab % 3] = lean_internal::ComposedSlab{out, z0, z1};
-      if (pending_z0 >= 0) TESSERA_RETURN_IF_ERROR(smooth_back(pending_z0, pending_z1));
-#endif
-    } else if (pending_z0 >= 0) {
-      TESSERA_RETURN_IF_ERROR(write_back(buffers[pending], pending_z0, pending_z1));
-    }
+    if (pending_z0 >= 0) TESSERA_RETURN_IF_ERROR(write_back(buffers[pending], pending_z0, pending_z1));
     pending_z0 = z0;
     pending_z1 = z1;
-    pending = slab % num_buffers;
+    pending = slab % 2;
   }
-  if (smooth != nullptr) {
-#if TESSERA_WITH_CUDA
-    if (pending_z0 >= 0) TESSERA_RETURN_IF_ERROR(smooth_back(pending_z0, pending_z1));
-#endif
-  } else if (pending_z0 >= 0) {
-    TESSERA_RETURN_IF_ERROR(write_back(buffers[pending], pending_z0, pending_z1));
-  }
+  if (pending_z0 >= 0) TESSERA_RETURN_IF_ERROR(write_back(buffers[pending], pending_z0, pending_z1));
   if (workspace == nullptr) TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   return absl::OkStatus();
 }
@@ -192,64 +156,6 @@ absl::Status ComposeGreedyStepInPlace(const Stream& stream, float* u, const floa
 absl::Status ComposeGreedyStepInPlace(const Stream& stream, float* u, const BFloat16* grad, Dims3 dims,
                                       const GreedyStep& step, Workspace* workspace) {
   return ComposeImpl(stream, u, grad, dims, step, workspace);
-}
-
-namespace {
-
-// The slab depth ComposeImpl will use for this step (0 when the step is invalid).
-int64_t StepSlabDepth(Dims3 dims, const GreedyStep& step) {
-  const double bound = GreedyStepBoundVoxels(step);
-  if (!std::isfinite(bound) || dims.nz <= 0) return 0;
-  return step.slab_depth != 0 ? std::min(step.slab_depth, dims.nz) : ComposeSlabDepth(dims, bound);
-}
-
-absl::StatusOr<lean_internal::SmoothTaps> FusedTaps(const std::array<std::vector<float>, 3>& warp_taps) {
-  lean_internal::SmoothTaps t;
-  for (int a = 0; a < 3; ++a) {
-    const size_t count = warp_taps[a].size();
-    if (count % 2 != 1 || static_cast<int>(count / 2) > kFusedSmoothMaxRadius) {
-      return absl::InvalidArgumentError(absl::StrCat("ComposeGreedyStepAndSmoothInPlace: axis ", a, " has ", count,
-                                                     " taps; need an odd count up to ", 2 * kFusedSmoothMaxRadius + 1));
-    }
-    t.radius[a] = static_cast<int>(count / 2);
-    std::copy(warp_taps[a].begin(), warp_taps[a].end(), t.w[a]);
-  }
-  return t;
-}
-
-template <typename GradT>
-absl::Status ComposeAndSmoothImpl(const Stream& stream, float* u, const GradT* grad, Dims3 dims,
-                                  const GreedyStep& step, const std::array<std::vector<float>, 3>& warp_taps,
-                                  Workspace* workspace) {
-  if (!CanFuseComposeAndSmooth(stream, dims, step, warp_taps)) {
-    return absl::FailedPreconditionError(
-        "ComposeGreedyStepAndSmoothInPlace: needs a CUDA stream, radii up to kFusedSmoothMaxRadius and a z radius "
-        "within a slab (CanFuseComposeAndSmooth)");
-  }
-  TESSERA_ASSIGN_OR_RETURN(lean_internal::SmoothTaps taps, FusedTaps(warp_taps));
-  return ComposeImpl(stream, u, grad, dims, step, workspace, &taps);
-}
-
-}  // namespace
-
-bool CanFuseComposeAndSmooth(const Stream& stream, Dims3 dims, const GreedyStep& step,
-                             const std::array<std::vector<float>, 3>& warp_taps) {
-  if (stream.backend() != Backend::kCuda || !FusedTaps(warp_taps).ok()) return false;
-  const int64_t depth = StepSlabDepth(dims, step);
-  // Slab k's smoothing reads slabs k - 1 .. k + 1 only (or one slab holds the grid).
-  return depth > 0 && (static_cast<int64_t>(warp_taps[2].size() / 2) <= depth || depth >= dims.nz);
-}
-
-absl::Status ComposeGreedyStepAndSmoothInPlace(const Stream& stream, float* u, const BFloat16* grad, Dims3 dims,
-                                               const GreedyStep& step, const std::array<std::vector<float>, 3>& warp_taps,
-                                               Workspace* workspace) {
-  return ComposeAndSmoothImpl(stream, u, grad, dims, step, warp_taps, workspace);
-}
-
-absl::Status ComposeGreedyStepAndSmoothInPlace(const Stream& stream, float* u, const float* grad, Dims3 dims,
-                                               const GreedyStep& step, const std::array<std::vector<float>, 3>& warp_taps,
-                                               Workspace* workspace) {
-  return ComposeAndSmoothImpl(stream, u, grad, dims, step, warp_taps, workspace);
 }
 
 }  // namespace registration

@@ -25,7 +25,8 @@
 //   ~1.6 lr in practice).
 //
 // Memory: u and g in place plus 2 * slab * nx * ny * 3 floats of scratch
-// (from `workspace`; e.g. 50 MB at 512^3, 0.4 B per voxel).
+// (from `workspace`; at most an eighth of u's bytes beyond the 2^21-voxel
+// slabs: e.g. 201 MB at 512^3, 1.5 B per voxel; 201 MB at 1024^3).
 // CPU reference (also the CPU backend, same slab order): lean_compose_cpu.cc;
 // CUDA: lean_compose.cu. Tolerance CUDA vs CPU (lean_compose_test.cc): the
 // sampling positions are computed with the sampler's round-to-nearest
@@ -79,18 +80,6 @@ struct GreedyStep {
   // the 64-bit divisions of the linear launch. Default since 2026-12-07
   // (compose 6.07 -> 4.49 ms at 512^3 on an H100, same bits).
   bool cuda_grid_3d = true;
-  // ComposeGreedyStepAndSmoothInPlace's CUDA write-back (issue 37), same
-  // values either way: 0 marches each 32 x 8 column of a component through
-  // the slab; 8 or 16 filters 32 x 8 x 8 (or x 16) output tiles at once,
-  // each with its halo in shared memory.
-  int cuda_smooth_tile_z = 0;
-  // ComposeGreedyStepAndSmoothInPlace's CUDA smoothing (issue 37) by passes
-  // over each composed slab instead: x and y in place in the slab buffer
-  // right after it is composed (a slab of a few MB stays in L2), then z from
-  // the ring of slabs into u, a thread per (x, y) column. Radius 2 on every
-  // axis (sigma 0.5, the lean default); other radii take cuda_smooth_tile_z's
-  // kernels. Same values.
-  bool cuda_smooth_slab_passes = false;
   // The (x, y, slice) slab kernel's index arithmetic in 32 bits where
   // 3 * dims.size() < 2^31 (issue 37), same values. Default since 2026-12-07
   // (-0.3 ms per compose at 512^3 on an H100).
@@ -101,7 +90,10 @@ struct GreedyStep {
 double GreedyStepBoundVoxels(const GreedyStep& step);
 
 // Slab depth used for `dims` and a step bound: at least floor(bound) + 1
-// slices (the halo), and deep enough that a slab holds about 2^21 voxels.
+// slices (the halo), deep enough that a slab holds about 2^21 voxels, and up
+// to 2^23 voxels while the two slab buffers stay within an eighth of u (nz / 16
+// slices; issue 37: each slab costs a launch and three copies, at 512^3 on an
+// H100 the composition took 3.94 ms with slabs of 8 slices, 3.28 with 32).
 int64_t ComposeSlabDepth(Dims3 dims, double bound_voxels);
 // The halo: slices a step of at most `bound_voxels` can reach, floor(bound) + 1
 // (with a relative margin of 1e-3 for float rounding).
@@ -119,32 +111,6 @@ absl::Status ComposeGreedyStepInPlace(const Stream& stream, float* u, const floa
 // gradient stored in bf16 (loaded as float; u, m, v and all math in float).
 absl::Status ComposeGreedyStepInPlace(const Stream& stream, float* u, const BFloat16* grad, Dims3 dims,
                                       const GreedyStep& step, Workspace* workspace = nullptr);
-
-// Issue 37: ComposeGreedyStepInPlace followed by the lean stage's Gaussian
-// smoothing of u (SmoothInPlaceWithScratch with the separable taps
-// `warp_taps`: per axis x, y, z the 2r + 1 normalised taps of GaussianTaps,
-// {1} for an axis left alone), fused on CUDA: each slab of u is smoothed from
-// the composed slab buffers as it is written back (x, y, z filtered in
-// shared memory, the z pass through a ring of filtered planes), so u is read
-// and written once per iteration instead of four times, and the per-slab
-// copies disappear. Every voxel gets the two calls' values bit for bit
-// (finite values): the same composition, and the same fmaf sums per pass in
-// the same order over the same clamped neighbours. Three slab buffers
-// instead of two (from `workspace`). CUDA only; FAILED_PRECONDITION where
-// CanFuseComposeAndSmooth is false (then call the two functions).
-absl::Status ComposeGreedyStepAndSmoothInPlace(const Stream& stream, float* u, const BFloat16* grad, Dims3 dims,
-                                               const GreedyStep& step, const std::array<std::vector<float>, 3>& warp_taps,
-                                               Workspace* workspace = nullptr);
-absl::Status ComposeGreedyStepAndSmoothInPlace(const Stream& stream, float* u, const float* grad, Dims3 dims,
-                                               const GreedyStep& step, const std::array<std::vector<float>, 3>& warp_taps,
-                                               Workspace* workspace = nullptr);
-// Largest smoothing radius the fused kernel takes per axis.
-inline constexpr int kFusedSmoothMaxRadius = 8;
-// The fused path applies: a CUDA stream, every radius <= kFusedSmoothMaxRadius
-// and the z radius within a slab (the slab depth the step gets) unless one
-// slab holds the whole grid.
-bool CanFuseComposeAndSmooth(const Stream& stream, Dims3 dims, const GreedyStep& step,
-                             const std::array<std::vector<float>, 3>& warp_taps);
 
 namespace lean_internal {
 // Per-element Adam coefficients and the sampling geometry, filled on the host.
@@ -173,28 +139,6 @@ absl::Status ComposeSlabCuda(const ComposeParams& p, const float* u, const float
                              float* slab_out, const Stream& stream);
 absl::Status ComposeSlabCuda(const ComposeParams& p, const float* u, const BFloat16* grad, int64_t z0, int64_t z1,
                              float* slab_out, const Stream& stream);
-// Composed slices [z0, z1) (3 planes of (z1 - z0) * nx * ny floats).
-struct ComposedSlab {
-  const float* data = nullptr;
-  int64_t z0 = 0, z1 = 0;
-};
-struct SmoothTaps {
-  int radius[3] = {0, 0, 0};
-  float w[3][2 * kFusedSmoothMaxRadius + 1] = {};
-};
-// Writes u's slices [z0, z1), each component smoothed from the composed
-// slabs (which must hold every slice within the z radius, clamped to the grid).
-// tile_z: GreedyStep::cuda_smooth_tile_z.
-absl::Status SmoothWritebackCuda(const ComposedSlab slabs[3], Dims3 dims, int64_t z0, int64_t z1,
-                                 const SmoothTaps& taps, float* u, const Stream& stream, int tile_z = 0);
-// GreedyStep::cuda_smooth_slab_passes: whether the taps take the slab passes,
-// the x and y passes of a composed slab in place (3 * (z1 - z0) planes), and
-// the z pass of u's slices [z0, z1) from the slabs (x and y filtered).
-bool SlabPassesApply(const SmoothTaps& taps, Dims3 dims);
-absl::Status SmoothSlabXyInPlaceCuda(float* slab, Dims3 dims, int64_t slices, const SmoothTaps& taps,
-                                     const Stream& stream);
-absl::Status SmoothZWritebackCuda(const ComposedSlab slabs[3], Dims3 dims, int64_t z0, int64_t z1,
-                                  const SmoothTaps& taps, float* u, const Stream& stream);
 #endif
 }  // namespace lean_internal
 

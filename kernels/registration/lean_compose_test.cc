@@ -168,6 +168,18 @@ TEST(LeanComposeCpu, AdamStepBoundHolds) {
   EXPECT_NEAR(GreedyStepBoundVoxels(step), step.adam.lr, 1e-12);  // first step: exactly lr
 }
 
+// The slab depth: about 2^21 voxels a slab, up to 2^23 while the two slab
+// buffers stay within an eighth of u (nz / 16 slices), never below the halo.
+TEST(LeanComposeCpu, SlabDepth) {
+  EXPECT_EQ(ComposeSlabDepth(Dims3{512, 512, 512}, 0.5), 32);    // 2^23 voxels (was 8)
+  EXPECT_EQ(ComposeSlabDepth(Dims3{1024, 1024, 1024}, 0.5), 8);  // 2^23 voxels (was 2)
+  EXPECT_EQ(ComposeSlabDepth(Dims3{256, 256, 256}, 0.5), 32);    // 2^21 voxels: nz / 16 = 16 is less
+  EXPECT_EQ(ComposeSlabDepth(Dims3{181, 217, 181}, 0.5), 53);    // 2^21 voxels
+  EXPECT_EQ(ComposeSlabDepth(Dims3{512, 512, 64}, 0.5), 8);      // a thin shard: 2^21 voxels
+  EXPECT_EQ(ComposeSlabDepth(Dims3{512, 512, 512}, 40.0), 41);   // the halo
+  EXPECT_EQ(ComposeSlabDepth(Dims3{64, 64, 20}, 0.5), 20);       // the whole grid
+}
+
 TEST(LeanComposeCpu, RejectsBadArguments) {
   std::vector<float> u(3 * 8, 0.1f), g(3 * 8, 0.2f);
   GreedyStep step;

@@ -18,8 +18,6 @@ gs_internal::PassKernels Kernels(LeanSmoothTuning tuning) {
   gs_internal::PassKernels k;
   k.run_kernel = tuning.run_kernel;
   k.fixed_radius = tuning.fixed_radius;
-  k.fused_xy = tuning.fused_xy;
-  k.axis_march = tuning.axis_march;
   return k;
 }
 

@@ -1,7 +1,6 @@
 #include "kernels/registration/pipeline/deformable_stage.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -247,7 +246,6 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
                           dims.ny > 1 ? 2.f / static_cast<float>(dims.ny - 1) : 0.f,
                           dims.nz > 1 ? 2.f / static_cast<float>(dims.nz - 1) : 0.f};
     const double gs = options.smooth_grad_sigma, ws = options.smooth_warp_sigma;
-    const std::array<std::vector<float>, 3> warp_taps = {GaussianTaps(ws), GaussianTaps(ws), GaussianTaps(ws)};
     GridSampleArgs args;
     args.image = mixed ? nullptr : level.moving->data<float>();
     args.image_dims = DimsOf(moving_any);
@@ -317,25 +315,14 @@ absl::StatusOr<NDArray> RunLeanDeformableStage(const Stream& stream, const Regis
         step.max_abs_grad = static_cast<float>(largest);
         step.scale = largest > 0 ? static_cast<float>(-lr / largest) : 0.f;
       }
-      // Issue 37: on CUDA with GreedyStep::cuda_smooth_tile_z, u is smoothed
-      // as the composed slabs are written back (same values, u read and
-      // written once instead of four times).
-      if (step.cuda_smooth_tile_z != 0 && CanFuseComposeAndSmooth(stream, dims, step, warp_taps)) {
-        TESSERA_RETURN_IF_ERROR(mixed ? ComposeGreedyStepAndSmoothInPlace(stream, u.data<float>(), Bf16Data(g), dims,
-                                                                          step, warp_taps, &compose_workspace)
-                                      : ComposeGreedyStepAndSmoothInPlace(stream, u.data<float>(), g.data<float>(),
-                                                                          dims, step, warp_taps, &compose_workspace));
-      } else {
-        if (mixed) {
-          TESSERA_RETURN_IF_ERROR(
-              ComposeGreedyStepInPlace(stream, u.data<float>(), Bf16Data(g), dims, step, &compose_workspace));
-        } else {
-          TESSERA_RETURN_IF_ERROR(
-              ComposeGreedyStepInPlace(stream, u.data<float>(), g.data<float>(), dims, step, &compose_workspace));
-        }
+      if (mixed) {
         TESSERA_RETURN_IF_ERROR(
-            SmoothInPlaceWithScratch(u, {ws, ws, ws}, work.data<float>(), work.num_elements(), stream));
+            ComposeGreedyStepInPlace(stream, u.data<float>(), Bf16Data(g), dims, step, &compose_workspace));
+      } else {
+        TESSERA_RETURN_IF_ERROR(
+            ComposeGreedyStepInPlace(stream, u.data<float>(), g.data<float>(), dims, step, &compose_workspace));
       }
+      TESSERA_RETURN_IF_ERROR(SmoothInPlaceWithScratch(u, {ws, ws, ws}, work.data<float>(), work.num_elements(), stream));
     }
     log->push_back(absl::StrFormat(
         "deformable x%d (lean, %s precision%s): %d iterations, loss %.6g -> %.6g (best %.6g), %.2f s, %.1f B/voxel held",

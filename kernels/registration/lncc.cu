@@ -179,6 +179,28 @@ struct ForwardOp {
     abc[2] = static_cast<float>(t.c);
     return t.cc;
   }
+  // The branch-free epilogue of kFastRcp (both rows' terms scheduled
+  // together): the terms computed whether or not the voxel is inside the
+  // volume (outside, the zero-padded sums give finite terms), then kept or
+  // zeroed; memory touched only inside. EmitTerms' and Emit's values.
+  __device__ __forceinline__ double EmitTermsIf(int64_t idx, bool inside, const float s[kQ], float abc[3]) const {
+    const auto t = Terms<true>(s);
+    const bool keep = inside && (mask.mask == nullptr || mask.mask[idx] != 0);
+    abc[0] = keep ? t.a : 0.f;
+    abc[1] = keep ? t.b : 0.f;
+    abc[2] = keep ? t.c : 0.f;
+    return keep ? static_cast<double>(t.cc) : 0.0;
+  }
+  __device__ __forceinline__ double EmitIf(int64_t idx, bool inside, const float s[kQ]) const {
+    float abc[3];
+    const double cc = EmitTermsIf(idx, inside, s, abc);
+    if (inside && a_out != nullptr) {
+      a_out[idx] = FromFloat<CoefT>(abc[0]);
+      b_out[idx] = FromFloat<CoefT>(abc[1]);
+      c_out[idx] = FromFloat<CoefT>(abc[2]);
+    }
+    return cc;
+  }
   // Coefficients of voxels idx (even) and idx + 1, rounded as Emit rounds them.
   __device__ __forceinline__ void StorePair(int64_t idx, const float lo[3], const float hi[3]) const {
     if constexpr (kWideStores) {
@@ -1038,7 +1060,10 @@ __global__ void __launch_bounds__(kColThreads, 2) ColumnMarchKernel(Op op, int64
 #pragma unroll
     for (int j = 0; j < kRows; ++j) {
       const int64_t my_y = y0 + warp * kRows + j;
-      if (my_x < nx && my_y < ny) {
+      const bool inside = my_x < nx && my_y < ny;
+      // kRcp: branch-free (the sums and terms of both rows for every
+      // thread, kept where inside); otherwise only inside.
+      if (kRcp || inside) {
         float sum[kQ];
         if constexpr (kZPairs) {
           StaticFor<kNumQuads>([&](auto i_tag) {
@@ -1078,7 +1103,13 @@ __global__ void __launch_bounds__(kColThreads, 2) ColumnMarchKernel(Op op, int64
           }
         }
         const int64_t idx = my_x + nx * my_y + plane * z;
-        if constexpr (kWideStores) {
+        if constexpr (kRcp && Op::kForward) {  // (float epilogue: the host's condition)
+          if constexpr (kWideStores) {
+            cc += op.EmitTermsIf(idx, inside, sum, abc[j]);
+          } else {
+            cc += op.EmitIf(idx, inside, sum);
+          }
+        } else if constexpr (kWideStores) {
           if (float_epilogue) {
             cc += op.template EmitTerms<kRcp>(idx, sum, abc[j]);
           } else {

@@ -28,7 +28,7 @@
 // built from tokens: "multi" or "sets" (one single-probe set per latent,
 // launched once per latent like the baseline but with the options: the
 // service's single-latent path with them), then any of +rhoT +hist +pick
-// +regrho +all +sparse (LssMultiOptions::sparse_rho) +roots (count_roots)
+// +regrho +all +sparse (LssMultiOptions::sparse_rho) +roots (count_roots) +skip (skip_mma)
 // +balN (templates_per_warp = N), e.g. "multi+sparse+roots+pick+bal16".
 // Kind lss (no rho / relaxation; --lss_latents counts only) is a diagnostic:
 // LSS-R minus LSS is the cost of step 3 (rho + relaxation + efficiency pick).
@@ -110,6 +110,8 @@ bool ParseVariant(const std::string& name, Variant* out) {
       v.options.sparse_rho = true;
     } else if (t == "roots") {
       v.options.count_roots = true;
+    } else if (t == "skip") {
+      v.options.skip_mma = true;
     } else if (t.rfind("bal", 0) == 0 && absl::SimpleAtoi(t.substr(3), &n) && n > 0) {
       v.options.templates_per_warp = n;
     } else {
@@ -160,13 +162,14 @@ absl::Status Pass(const Stream& stream, const Variant& variant, const std::vecto
 // them): a table row of each step's share of the cycles.
 std::string StepClockRow(const Stream& stream, const cuda::DeviceLssProbeSet& set, const MccDeviceGalleryView& view,
                          const LssConstants& c, float* out, size_t stride, int which) {
-  const std::string name = which == 1 ? "multi+all" : which == 2 ? "multi+sparse+roots" : "multi";
+  const std::string name = which == 1 ? "multi+all" : which == 2 ? "multi+sparse+roots+pick+skip" : "multi";
   auto counters = Buffer::Allocate(MemoryKind::kDevice, sizeof(unsigned long long) * cuda::kLssStageCount, stream.ordinal());
   if (!counters.ok()) return absl::StrCat("| ", name, " | ", counters.status().ToString(), " |");
   std::vector<unsigned long long> host(cuda::kLssStageCount, 0);
   cuda::LssMultiOptions o;
   o.rho_transposed = o.warp_histogram = o.register_pick = o.register_rho = which == 1;
-  o.sparse_rho = o.count_roots = which == 2;
+  o.sparse_rho = o.count_roots = o.skip_mma = which == 2;
+  o.register_pick = o.register_pick || which == 2;
   o.stage_cycles = static_cast<unsigned long long*>((*counters)->data());
   absl::Status st = CopyBytes((*counters)->data(), MemoryKind::kDevice, host.data(), MemoryKind::kHost,
                               sizeof(unsigned long long) * cuda::kLssStageCount, stream);

@@ -104,6 +104,10 @@ constexpr int kOptRegisterRho = 16;
 //   values (LssMultiOptions::count_roots).
 constexpr int kOptSparseRho = 32;
 constexpr int kOptCountRoots = 64;
+// kOptSkipMma: step 1 counts |m_a & m_b| first and skips a tile's |a & m_b|
+//   (|m_a & b|) products when no entry that needs them is in the tile, and all
+//   of them when no entry is matchable (LssMultiOptions::skip_mma).
+constexpr int kOptSkipMma = 128;
 
 // Diagnostics: lane 0 of each warp adds the clock64() cycles between a
 // comparison's step boundaries to counters[step] (cuda::kLssStageNames).
@@ -970,20 +974,56 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32, kMmaMinBlocks)
         const uint4* fa = p_frag + (row0 / lss_mma::kRows) * kMmaChunks * 32 + lane;
         const uint4 am = fa[kMccNd * 32];
         int nab[4] = {0, 0, 0, 0}, nac[4] = {0, 0, 0, 0}, nbc[4] = {0, 0, 0, 0}, common[4] = {0, 0, 0, 0};
+        unsigned ok_bits = 0u;  // kOptSkipMma: entries e that are matchable (direction, common cells)
+        if ((kOpts & kOptSkipMma) != 0) {
+          // |m_a & m_b| first; then only the products some matchable entry
+          // of the tile reads (warp-uniform votes, so mma.sync stays legal):
+          // |a & m_b| where some m_a is not inside m_b, |m_a & b| likewise,
+          // none at all when no entry is matchable. The counts that are
+          // computed are the same integers.
+          MmaAndPopc(common, am, bm[0], bm[1]);
+          bool need_a = false, need_b = false;
 #pragma unroll
-        for (int l = 0; l < kMccNd; ++l) {
-          const uint4 al = fa[l * 32];
-          MmaAndPopc(nab, al, bb[l][0], bb[l][1]);
-          MmaAndPopc(nac, al, bm[0], bm[1]);
-          MmaAndPopc(nbc, am, bb[l][0], bb[l][1]);
+          for (int e = 0; e < 4; ++e) {
+            const int r = row0 + lss_mma::CRow(lane, e), q = e & 1, j = col0 + lss_mma::CCol(lane, e);
+            if (r < na && j < nb && lss_internal::DirectionsMatchable(p_t[r], theta_b[q], c) &&
+                common[e] >= c.min_common_cells) {
+              ok_bits |= 1u << e;
+              need_a |= common[e] != p_mask_count[r];
+              need_b |= common[e] != mb_c[q];
+            }
+          }
+          need_a = __any_sync(kFull, need_a);
+          need_b = __any_sync(kFull, need_b);
+          if (__any_sync(kFull, ok_bits != 0u)) {
+#pragma unroll
+            for (int l = 0; l < kMccNd; ++l) {
+              const uint4 al = fa[l * 32];
+              MmaAndPopc(nab, al, bb[l][0], bb[l][1]);
+              if (need_a) MmaAndPopc(nac, al, bm[0], bm[1]);
+              if (need_b) MmaAndPopc(nbc, am, bb[l][0], bb[l][1]);
+            }
+          }
+        } else {
+#pragma unroll
+          for (int l = 0; l < kMccNd; ++l) {
+            const uint4 al = fa[l * 32];
+            MmaAndPopc(nab, al, bb[l][0], bb[l][1]);
+            MmaAndPopc(nac, al, bm[0], bm[1]);
+            MmaAndPopc(nbc, am, bb[l][0], bb[l][1]);
+          }
+          MmaAndPopc(common, am, bm[0], bm[1]);
         }
-        MmaAndPopc(common, am, bm[0], bm[1]);
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = row0 + lss_mma::CRow(lane, e), q = e & 1, j = col0 + lss_mma::CCol(lane, e);
           if (r >= na || j >= nb) continue;
           float v = 0.0f;
-          if (lss_internal::DirectionsMatchable(p_t[r], theta_b[q], c) && common[e] >= c.min_common_cells) {
+          const bool matchable = (kOpts & kOptSkipMma) != 0
+                                     ? ((ok_bits >> e) & 1u) != 0u
+                                     : lss_internal::DirectionsMatchable(p_t[r], theta_b[q], c) &&
+                                           common[e] >= c.min_common_cells;
+          if (matchable) {
             const bool a_inside = common[e] == p_mask_count[r], b_inside = common[e] == mb_c[q];
             const int na_c = a_inside ? p_count[r] : nac[e];  // m_a inside m_b: |a|
             const int nb_c = b_inside ? count_b[q] : nbc[e];  // m_b inside m_a: |b|
@@ -1202,6 +1242,16 @@ MmaKernel PickMmaKernel(MccScore kind, int opts) {
       return ScoreKernelMma<true, kOptSparseRho | kOptCountRoots | kOptRegisterPick>;
     case kOptSparseRho | kOptCountRoots | kOptStageClock:
       return ScoreKernelMma<true, kOptSparseRho | kOptCountRoots | kOptStageClock>;
+    case kOptSkipMma:
+      return ScoreKernelMma<true, kOptSkipMma>;
+    case kOptSparseRho | kOptRegisterPick:
+      return ScoreKernelMma<true, kOptSparseRho | kOptRegisterPick>;
+    case kOptSparseRho | kOptRegisterPick | kOptSkipMma:
+      return ScoreKernelMma<true, kOptSparseRho | kOptRegisterPick | kOptSkipMma>;
+    case kOptSparseRho | kOptCountRoots | kOptRegisterPick | kOptSkipMma:
+      return ScoreKernelMma<true, kOptSparseRho | kOptCountRoots | kOptRegisterPick | kOptSkipMma>;
+    case kOptSparseRho | kOptCountRoots | kOptRegisterPick | kOptSkipMma | kOptStageClock:
+      return ScoreKernelMma<true, kOptSparseRho | kOptCountRoots | kOptRegisterPick | kOptSkipMma | kOptStageClock>;
     default:
       return opts >= 0 && opts < 8 ? kRelaxed[opts] : nullptr;
   }
@@ -1352,7 +1402,8 @@ absl::Status EnqueueScoreGalleryMulti(const Stream& stream, const DeviceLssProbe
                    (options.register_pick ? kOptRegisterPick : 0) | (options.register_rho ? kOptRegisterRho : 0) |
                    (options.stage_cycles != nullptr && relaxed ? kOptStageClock : 0) |
                    (options.sparse_rho && relaxed ? kOptSparseRho : 0) |
-                   (options.count_roots && relaxed ? kOptCountRoots : 0);
+                   (options.count_roots && relaxed ? kOptCountRoots : 0) |
+                   (options.skip_mma && relaxed ? kOptSkipMma : 0);
   return LaunchWarpMma(s, stream.ordinal(), mp, GalleryArgsOf(gallery), kind, opts, constants,
                        MmaProbeBytes(probes.max_n_, (opts & kOptCountRoots) != 0), MaxNp(constants),
                        gallery.scratch_template_size, device_scores, static_cast<long long>(score_stride),

@@ -391,6 +391,11 @@ struct LssMultiOptions {
   // once per gallery column instead of per pair (the same correctly rounded
   // values).
   bool count_roots = false;
+  // Step 1: |m_a & m_b| first, then a 16 x 8 tile's |a & m_b| (|m_a & b|)
+  // products only when a matchable pair of it has m_a not inside m_b (m_b
+  // not inside m_a), and none when no pair is matchable (same counts where
+  // they are read).
+  bool skip_mma = false;
   // Launch shape: 0 (today), one wave of blocks per latent walking the
   // gallery; > 0, blocks of about this many templates per warp, many waves,
   // so the hardware balances latents of different sizes (a one-wave

@@ -11,7 +11,7 @@
 //                 [--train_bmu=cusparse-row] [--depths=1,4,16] [--groups=256,2048] [--lanes=8] [--no_bmu]
 //                 [--train_epochs=N] [--issue16] [--cpu_check_docs=2000]
 //                 [--span_rows=4:8:0,2:8:256]
-//                 [--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:pair:pipe]]
+//                 [--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:pair:key:pipe:auto]]
 //
 // Per edge the corpus prefix has min(max_docs, budget / nodes) documents (so
 // each variant does about the same work at every edge); times are the median
@@ -106,8 +106,8 @@ struct Args {
   // of the built-in lists.
   // Optional 4th, 5th and 6th fields: warps per block
   // (BmuTuning::warp_block_warps), 1 to sort by (previous BMU, previous
-  // second) (order_by_previous_pair), 1 for pipelined loads
-  // (warp_pipelined_loads).
+  // second) (order_by_previous_pair) or 2 by (previous BMU, rarest feature)
+  // (order_by_document_key), 1 for pipelined loads (warp_pipelined_loads).
   std::vector<std::array<int64_t, 6>> span_rows;
 };
 
@@ -116,7 +116,9 @@ struct Args {
 // screened / screened-grouped: the screened BMU search, whole map / 1024-
 // position groups) and options after colons: dN radius_decay_epochs N, wN
 // warp_block_warps, gN warp_group_nodes, sN warp_register_spans, rN
-// warp_doc_rounds, pair order_by_previous_pair, pipe warp_pipelined_loads.
+// warp_doc_rounds, pair order_by_previous_pair, pipe warp_pipelined_loads,
+// auto the default screen_auto_max_nodes (the named variants set 0), key
+// order_by_document_key.
 // False when malformed.
 bool ApplyTrainVariant(const std::string& variant, TrainOptions& v) {
   const std::vector<std::string> parts = absl::StrSplit(variant, ':');
@@ -126,11 +128,22 @@ bool ApplyTrainVariant(const std::string& variant, TrainOptions& v) {
   }
   v.quality_on_device = name != "host-quality";
   v.bmu_tuning.screen_fp16 = name == "screened" || name == "screened-grouped";
+  // host-quality / device-quality: the exact kernel, whatever the map size;
+  // "auto" (option): the trainer's default choice by map size.
+  v.bmu_tuning.screen_auto_max_nodes = 0;
   if (name == "screened-grouped") v.bmu_tuning.screen_group_positions = 1024;
   for (size_t k = 1; k < parts.size(); ++k) {
     const std::string& opt = parts[k];
     if (opt == "pair") {
       v.bmu_tuning.order_by_previous_pair = true;
+      continue;
+    }
+    if (opt == "auto") {
+      v.bmu_tuning.screen_auto_max_nodes = BmuTuning().screen_auto_max_nodes;
+      continue;
+    }
+    if (opt == "key") {
+      v.bmu_tuning.order_by_document_key = true;
       continue;
     }
     if (opt == "pipe") {
@@ -229,7 +242,7 @@ bool Parse(int argc, char** argv, Args& a) {
                               (row[3] != 8 && row[3] != 16 && row[3] != 24 && row[3] != 32))) {
           return false;
         }
-        if (f.size() >= 5 && (!absl::SimpleAtoi(f[4], &row[4]) || (row[4] != 0 && row[4] != 1))) return false;
+        if (f.size() >= 5 && (!absl::SimpleAtoi(f[4], &row[4]) || row[4] < 0 || row[4] > 2)) return false;
         if (f.size() == 6 && (!absl::SimpleAtoi(f[5], &row[5]) || (row[5] != 0 && row[5] != 1))) return false;
         a.span_rows.push_back(row);
       }
@@ -279,6 +292,7 @@ struct Variant {
   int64_t screen_group = 0;  // screened search: positions per group (BmuTuning::screen_group_positions)
   int block_warps = 8;   // register-span form: warps per block (BmuTuning::warp_block_warps)
   bool pair = false;     // sorted by (previous BMU, previous second) (BmuTuning::order_by_previous_pair)
+  bool doc_key = false;  // sorted by (previous BMU, rarest feature) (BmuTuning::order_by_document_key)
   bool pipe = false;     // register-span form: pipelined loads (BmuTuning::warp_pipelined_loads)
 
   BmuTuning tuning() const {
@@ -291,10 +305,12 @@ struct Variant {
     t.warp_register_spans = spans;
     t.warp_doc_rounds = rounds;
     t.screen_fp16 = screen;
+    t.screen_auto_max_nodes = 0;  // each row names its search
     t.screen_slots = slots;
     t.screen_group_positions = screen_group;
     t.warp_block_warps = block_warps;
     t.order_by_previous_pair = pair;
+    t.order_by_document_key = doc_key;
     t.warp_pipelined_loads = pipe;
     return t;
   }
@@ -444,6 +460,7 @@ std::vector<Variant> BmuVariants(const Args& a) {
     int block_warps = 8;
     bool pair = false;
     bool pipe = false;
+    bool doc_key = false;
   };
   for (WeightType type : {WeightType::kFloat32, WeightType::kFloat16}) {
     const std::string t = type == WeightType::kFloat32 ? "fp32" : "fp16";
@@ -462,17 +479,18 @@ std::vector<Variant> BmuVariants(const Args& a) {
       for (const auto& r : a.span_rows) {
         // fp16 takes at most 2 spans (BmuTuning::warp_register_spans).
         const int spans = type == WeightType::kFloat16 ? std::min<int>(2, r[0]) : static_cast<int>(r[0]);
-        const SpanRow row{spans, static_cast<int>(r[1]), r[2], static_cast<int>(r[3]), r[4] != 0, r[5] != 0};
+        const SpanRow row{spans, static_cast<int>(r[1]), r[2], static_cast<int>(r[3]), r[4] == 1, r[5] != 0, r[4] == 2};
         if (std::none_of(rows.begin(), rows.end(), [&](const SpanRow& x) {
               return x.spans == row.spans && x.rounds == row.rounds && x.group == row.group &&
-                     x.block_warps == row.block_warps && x.pair == row.pair && x.pipe == row.pipe;
+                     x.block_warps == row.block_warps && x.pair == row.pair && x.pipe == row.pipe &&
+                     x.doc_key == row.doc_key;
             })) {
           rows.push_back(row);
         }
       }
     }
     for (const SpanRow& row : rows) {
-      Variant v{"trained " + t + (row.pair ? " pair" : " sorted") + " spans" + std::to_string(row.spans) + " r" +
+      Variant v{"trained " + t + (row.pair ? " pair" : row.doc_key ? " keyed" : " sorted") + " spans" + std::to_string(row.spans) + " r" +
                     std::to_string(row.rounds) + (row.group > 0 ? " g" + std::to_string(row.group) : "") +
                     (row.block_warps != 8 ? " w" + std::to_string(row.block_warps) : "") + (row.pipe ? " pipe" : ""),
                 BmuAlgorithm::kFeatureMajor, type};
@@ -484,6 +502,7 @@ std::vector<Variant> BmuVariants(const Args& a) {
       v.block_warps = row.block_warps;
       v.pair = row.pair;
       v.pipe = row.pipe;
+      v.doc_key = row.doc_key;
       variants.push_back(v);
     }
     // Issue 37: the screened search on the trained-like codebook, sorted as
@@ -497,6 +516,20 @@ std::vector<Variant> BmuVariants(const Args& a) {
         v.spans = 4;
         v.rounds = std::abs(rounds);
         v.slots = rounds < 0 ? 8 : 4;
+        v.screen = true;
+        variants.push_back(v);
+      }
+      // Issue 37: the whole-map form in one 24-warp block per SM, 32
+      // documents per warp, documents also ordered by their rarest feature.
+      for (bool keyed : {false, true}) {
+        Variant v{std::string("trained fp32 ") + (keyed ? "keyed" : "sorted") + " screen r32 w24",
+                  BmuAlgorithm::kFeatureMajor, type};
+        v.sorted = true;
+        v.trained = true;
+        v.spans = 4;
+        v.rounds = 32;
+        v.block_warps = 24;
+        v.doc_key = keyed;
         v.screen = true;
         variants.push_back(v);
       }
@@ -574,6 +607,7 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
     std::shared_ptr<Buffer> topic_bmu;     // trained-like codebook: each document's topic node
     std::shared_ptr<Buffer> previous;      // the reference BMUs on the device (sorted rows)
     std::shared_ptr<Buffer> previous_second;  // and their second-best units (pair-sorted rows)
+    std::shared_ptr<Buffer> doc_keys;         // each document's rarest feature (keyed rows)
     int previous_key = -1;
     // The codebook searched now (one at a time: at edge 1024 fp32 it takes 120 GiB).
     std::shared_ptr<Buffer> weights, norms;
@@ -640,6 +674,13 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
         }
         hints.previous_bmu = static_cast<const int32_t*>(previous->data());
         hints.previous_second = static_cast<const int32_t*>(previous_second->data());
+        if (var.doc_key) {
+          if (doc_keys == nullptr) {
+            doc_keys = Buffer::Allocate(MemoryKind::kDevice, 4 * n).value();
+            CHECK_OK(RarestFeatureKeys(stream, docs, static_cast<int32_t*>(doc_keys->data())));
+          }
+          hints.document_key = static_cast<const int32_t*>(doc_keys->data());
+        }
       }
       ResetDevicePeak(stream.ordinal());
       const size_t before = GetDeviceMemoryStats(stream.ordinal()).current_bytes;
@@ -764,8 +805,10 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
 // One end-to-end training of the corpus with `o`, printed per epoch and per
 // phase.
 void TrainOnce(const SparseBinaryMatrix& corpus, const std::string& label, TrainOptions o) {
+  const bool screened = o.bmu_tuning.screen_fp16 || (o.bmu_tuning.screen_auto_max_nodes > 0 &&
+                                                     o.grid.nodes() <= o.bmu_tuning.screen_auto_max_nodes);
   std::printf("\n  [%s] quality on %s, BMU %s\n", label.c_str(), o.quality_on_device ? "the device" : "the host",
-              o.bmu_tuning.screen_fp16 ? "screened (fp16 bounds + exact candidates)" : "exact kernel");
+              screened ? "screened (fp16 bounds + exact candidates)" : "exact kernel");
   o.progress = [&corpus](const EpochReport& r) {
     std::printf("  epoch %2d radius %5.2f (box %2d)  QE %.4f (%.1e)  TE %.3f  BMU %.3fs quality %.3fs update %.3fs "
                 "epoch %.3fs  exact rescans %.2f%%\n",

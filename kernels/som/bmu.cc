@@ -1,6 +1,8 @@
 // Argument checks and backend dispatch for the BMU search.
 #include "kernels/som/bmu.h"
 
+#include <cstdint>
+
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 
@@ -72,6 +74,36 @@ absl::Status FindBmus(const Stream& stream, BmuAlgorithm algorithm, const Docume
   (void)hints;
   return absl::FailedPreconditionError(
       absl::StrCat("FindBmus: CUDA stream given but ", DeviceRegistry::Get().cuda_unavailable_reason()));
+#endif
+}
+
+absl::Status RarestFeatureKeys(const Stream& stream, const DocumentSet& docs, int32_t* keys) {
+  const CsrView csr = docs.csr();
+  const CscView csc = docs.csc();
+  if (csc.offsets == nullptr) return absl::FailedPreconditionError("RarestFeatureKeys: needs DocumentParts::csc");
+  if (keys == nullptr && docs.rows() > 0) return absl::InvalidArgumentError("RarestFeatureKeys: keys is null");
+  if (docs.rows() == 0) return absl::OkStatus();
+  if (stream.backend() == Backend::kCpu) {
+    for (int64_t d = 0; d < csr.rows; ++d) {
+      int32_t best = static_cast<int32_t>(csr.cols);
+      int64_t best_count = INT64_MAX;
+      for (int64_t k = csr.offsets[d]; k < csr.offsets[d + 1]; ++k) {
+        const int32_t v = csr.indices[k];
+        const int64_t count = csc.offsets[v + 1] - csc.offsets[v];
+        if (count < best_count) {
+          best_count = count;
+          best = v;
+        }
+      }
+      keys[d] = best;
+    }
+    return absl::OkStatus();
+  }
+#if TESSERA_WITH_CUDA
+  return cuda::RarestFeatureKeys(stream, docs, keys);
+#else
+  return absl::FailedPreconditionError(
+      absl::StrCat("RarestFeatureKeys: CUDA stream given but ", DeviceRegistry::Get().cuda_unavailable_reason()));
 #endif
 }
 

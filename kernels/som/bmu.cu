@@ -990,14 +990,19 @@ absl::Status FindBmus(const Stream& stream, BmuAlgorithm algorithm, const Docume
     } else {
       // The order is computed before the search writes: previous_bmu may alias out.bmu.
       const int32_t* order = nullptr;
-      if (tuning.order_by_previous_bmu && hints.previous_bmu != nullptr) {
-        const int32_t* second = tuning.order_by_previous_pair ? hints.previous_second : nullptr;
-        TESSERA_ASSIGN_OR_RETURN(
-            order, internal::OrderByPreviousBmu(stream, hints.previous_bmu, second, docs.rows(), codebook.nodes, ws));
+      const bool by_key = tuning.order_by_document_key && hints.document_key != nullptr;
+      if (tuning.order_by_previous_bmu && (hints.previous_bmu != nullptr || by_key)) {
+        const int32_t* secondary =
+            by_key ? hints.document_key
+                   : (tuning.order_by_previous_pair ? hints.previous_second : nullptr);
+        const int64_t range = by_key ? codebook.features : codebook.nodes;
+        TESSERA_ASSIGN_OR_RETURN(order, internal::OrderByPreviousBmu(stream, hints.previous_bmu, secondary, range,
+                                                                     docs.rows(), codebook.nodes, ws));
       }
       const int spans = tuning.warp_register_spans;
-      if (tuning.screen_fp16 && codebook.layout == CodebookLayout::kFeatureMajor &&
-          codebook.type == WeightType::kFloat32) {
+      const bool screen = tuning.screen_fp16 ||
+                          (tuning.screen_auto_max_nodes > 0 && codebook.nodes <= tuning.screen_auto_max_nodes);
+      if (screen && codebook.layout == CodebookLayout::kFeatureMajor && codebook.type == WeightType::kFloat32) {
         TESSERA_RETURN_IF_ERROR(internal::ScreenedBmus(stream, docs, codebook, out, ws, tuning, order));
       } else if (codebook.layout == CodebookLayout::kFeatureMajor && (spans == 1 || spans == 2 || spans == 4)) {
         TESSERA_RETURN_IF_ERROR(SpanBmus(stream, docs, codebook, out, ws, tuning, order, docs.rows()));

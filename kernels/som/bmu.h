@@ -110,9 +110,11 @@ struct BmuTuning {
   // columns of ~3 unrelated stretches of sorted documents; one larger block
   // keeps all of an SM's warps on neighbouring positions (issue 37). Same bits.
   int warp_block_warps = 8;
-  // Register-span form with 16-byte loads: the next features' loads are
-  // issued before the current ones are added (8 loads in flight per warp
-  // instead of 4), for an L2-latency-bound search. Same bits.
+  // Register-span form with 16-byte loads, and the screened search's fp16
+  // pass: the next features' loads are issued before the current ones are
+  // added (8 loads in flight per warp instead of 4), for an L2-latency-bound
+  // search. Same bits. (warp_block_warps applies to the screened search's
+  // whole-map form too.)
   bool warp_pipelined_loads = false;
   // With order_by_previous_bmu: sort by (previous BMU, previous second-best)
   // when BmuHints::previous_second is given, so that documents sharing a BMU
@@ -120,6 +122,14 @@ struct BmuTuning {
   // among neighbouring positions, above all on the smooth maps of the first
   // epochs). Only the visiting order changes (same bits).
   bool order_by_previous_pair = false;
+  // With order_by_previous_bmu: sort by (previous BMU, document key) when
+  // BmuHints::document_key is given, and by the key alone before any BMU is
+  // known (the first epoch): documents that share their rarest feature
+  // (RarestFeatureKeys) share topical vocabulary, so neighbouring positions
+  // reuse columns even where one BMU holds documents of many topics (the
+  // smooth maps of the first epochs). Takes precedence over
+  // order_by_previous_pair. Same bits.
+  bool order_by_document_key = false;
   // Screened search (issue 37; fp32 feature-major codebooks on CUDA; others
   // ignore it): a first pass sums an fp16 copy of the codebook with half2
   // adds (8 nodes per 16-byte load, 2 per add: half the bytes and a third of
@@ -134,6 +144,12 @@ struct BmuTuning {
   // kernel (BmuOutput::exact_rescans counts them). Nodes are permuted in the
   // copy so that map neighbours (close scores) fall on different lanes.
   bool screen_fp16 = false;
+  // The screened search chosen by map size (issue 37): with screen_fp16
+  // false it is still used for fp32 feature-major codebooks of at most this
+  // many nodes (0: never). On a trained map it won 1.24x at 64x64 and lost
+  // (0.33-0.44x) at 256x256 on the H100, where smooth maps leave too many
+  // near-equal candidates (bench/results/2026-12-07-h100-som-issue37.md).
+  int64_t screen_auto_max_nodes = 4096;
   // Screened search: candidates kept per lane, 4 or 8 (any other value means
   // 4); more slots send fewer documents to the exact kernel on smooth maps.
   int screen_slots = 4;
@@ -158,7 +174,17 @@ struct BmuHints {
   // BmuOutput::second; values outside [0, nodes) are allowed). Used with
   // BmuTuning::order_by_previous_pair.
   const int32_t* previous_second = nullptr;
+  // Per document, a content key in [0, features] (e.g. RarestFeatureKeys;
+  // values outside are allowed). Used with BmuTuning::order_by_document_key.
+  const int32_t* document_key = nullptr;
 };
+
+// Per document (keys: docs.rows() entries in the stream's backend memory),
+// its rarest feature: the one in the fewest documents (ties: the lowest
+// index), `features` for an empty document; from docs.csc()
+// (DocumentParts::csc). Documents sharing it share topical vocabulary
+// (BmuHints::document_key).
+absl::Status RarestFeatureKeys(const Stream& stream, const DocumentSet& docs, int32_t* keys);
 
 // Documents and outputs live in the stream's backend memory. The CUDA tiled
 // kernel (BmuTuning::tiled_kernel) needs docs.tiles() (DocumentParts::tiles);
@@ -193,6 +219,7 @@ absl::Status FindBmus(const Stream& stream, BmuAlgorithm algorithm, const Docume
                       const CodebookView& codebook, const BmuOutput& out, SomWorkspace* workspace,
                       BmuTuning tuning, const BmuHints& hints);
 absl::Status ComputeSqNorms(const Stream& stream, const CodebookView& codebook);
+absl::Status RarestFeatureKeys(const Stream& stream, const DocumentSet& docs, int32_t* keys);
 }  // namespace cuda
 
 }  // namespace som

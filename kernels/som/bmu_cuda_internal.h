@@ -55,12 +55,13 @@ absl::Status ExactBmusAt(const Stream& stream, const DocumentSet& docs, const Co
                          SomWorkspace& ws, BmuTuning tuning, const int32_t* order, int64_t n);
 
 // Positions -> documents: the n documents stably sorted by previous_bmu, or
-// by (previous_bmu, previous_second) when previous_second is not null
-// (device memory; values outside [0, nodes) last). Lives in `ws` until the
-// order slots are next used.
+// by (previous_bmu, secondary) when secondary is not null (previous_bmu may
+// then be null: by secondary alone). Values outside [0, nodes) / [0,
+// secondary_range) sort last. Device memory; lives in `ws` until the order
+// slots are next used.
 absl::StatusOr<const int32_t*> OrderByPreviousBmu(const Stream& stream, const int32_t* previous_bmu,
-                                                  const int32_t* previous_second, int64_t n, int64_t nodes,
-                                                  SomWorkspace& ws);
+                                                  const int32_t* secondary, int64_t secondary_range, int64_t n,
+                                                  int64_t nodes, SomWorkspace& ws);
 
 }  // namespace internal
 }  // namespace cuda

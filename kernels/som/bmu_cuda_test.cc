@@ -101,7 +101,8 @@ Result RunCuda(const HostDocs& docs, const HostCodebook& cb, BmuAlgorithm algo, 
 // Search with previous BMUs and seconds copied into the output buffers and
 // handed over as both hints (aliased, as the trainer does).
 Result RunCudaPair(const HostDocs& docs, const HostCodebook& cb, const Stream& stream, BmuTuning tuning,
-                   const std::vector<int32_t>& previous, const std::vector<int32_t>& previous_second) {
+                   const std::vector<int32_t>& previous, const std::vector<int32_t>& previous_second,
+                   const std::vector<int32_t>* keys = nullptr, bool with_previous = true) {
   auto set = DocumentSet::Create(docs.view(), stream);
   EXPECT_TRUE(set.ok()) << set.status();
   auto weights = cb.type == WeightType::kFloat32 ? ToDevice(cb.f32, stream) : ToDevice(cb.f16, stream);
@@ -118,8 +119,15 @@ Result RunCudaPair(const HostDocs& docs, const HostCodebook& cb, const Stream& s
   auto second = ToDevice(previous_second, stream);
   auto score = Buffer::Allocate(MemoryKind::kDevice, 4 * n).value();
   BmuHints hints;
-  hints.previous_bmu = static_cast<const int32_t*>(bmu->data());
-  hints.previous_second = static_cast<const int32_t*>(second->data());
+  if (with_previous) {
+    hints.previous_bmu = static_cast<const int32_t*>(bmu->data());
+    hints.previous_second = static_cast<const int32_t*>(second->data());
+  }
+  std::shared_ptr<Buffer> key_buffer;
+  if (keys != nullptr) {
+    key_buffer = ToDevice(*keys, stream);
+    hints.document_key = static_cast<const int32_t*>(key_buffer->data());
+  }
   tuning.order_by_previous_bmu = true;
   SomWorkspace ws;
   absl::Status st = FindBmus(stream, BmuAlgorithm::kFeatureMajor, *set, view,
@@ -294,7 +302,7 @@ TEST(BmuCudaParity, RegisterSpanWarpKernelMatchesCpuBitForBit) {
 // previous second) order (order_by_previous_pair, both hints aliased with the
 // outputs as in training, some invalid), against the CPU bit for bit; maps
 // whose node count is a multiple of 4 (16-byte loads: the larger blocks) and
-// not (the scalar path keeps 8 warps); the screened search with the pair order.
+// not (the scalar path keeps 8 warps); the screened search with each of them.
 TEST(BmuCudaParity, LargerBlocksAndPairOrderMatchCpuBitForBit) {
   TESSERA_SKIP_WITHOUT_GPU();
   Stream stream = Stream::Create(Backend::kCuda).value();
@@ -318,6 +326,10 @@ TEST(BmuCudaParity, LargerBlocksAndPairOrderMatchCpuBitForBit) {
     }
     for (size_t d = 0; d < previous.size(); d += 61) previous_second[d] = d % 2 == 0 ? -1 : static_cast<int32_t>(nodes + d);
     for (size_t d = 0; d < previous.size(); d += 89) previous[d] = -1;
+    // Document keys: random features, some out of range (sorted last).
+    std::vector<int32_t> keys(previous.size());
+    for (size_t d = 0; d < keys.size(); ++d) keys[d] = static_cast<int32_t>(rng() % 900);
+    for (size_t d = 0; d < keys.size(); d += 71) keys[d] = d % 2 == 0 ? -5 : 900 + static_cast<int32_t>(d);
     for (int block_warps : {8, 16, 24, 32}) {
       for (int spans : {1, 2, 4}) {
         for (int form : {0, 1, 2}) {  // 0: batch loads, 1: + pair order, 2: pipelined loads + pair order
@@ -333,13 +345,46 @@ TEST(BmuCudaParity, LargerBlocksAndPairOrderMatchCpuBitForBit) {
           tuning.order_by_previous_pair = pair;
           ExpectSame(RunCudaPair(docs, fm, stream, tuning, previous, previous_second), ref);
           ExpectSame(RunCudaPair(docs, half, stream, tuning, previous, previous_second), href);
-          if (block_warps == 8 && spans == 4) {
+          if (form == 1) {  // by (previous BMU, key), and by the key alone (no previous BMUs)
+            BmuTuning keyed = tuning;
+            keyed.order_by_document_key = true;
+            ExpectSame(RunCudaPair(docs, fm, stream, keyed, previous, previous_second, &keys), ref);
+            ExpectSame(RunCudaPair(docs, fm, stream, keyed, previous, previous_second, &keys, false), ref);
+          }
+          if (spans == 4) {  // the screened search with the same block size, loads and order
             BmuTuning screen = tuning;
             screen.screen_fp16 = true;
             ExpectSame(RunCudaPair(docs, fm, stream, screen, previous, previous_second), ref);
           }
         }
       }
+    }
+  }
+}
+
+// RarestFeatureKeys on the device equals the CPU backend's (the rarest
+// feature per document, ties to the lowest index, `features` when empty).
+TEST(BmuCudaParity, RarestFeatureKeysMatchCpu) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  Stream stream = Stream::Create(Backend::kCuda).value();
+  std::mt19937 rng(3739);
+  HostDocs docs = testutil::ZipfTopicDocs(3001, 700, 10, 11, rng);
+  DocumentParts parts;
+  parts.csc = true;
+  auto cpu_set = DocumentSet::Create(docs.view(), Stream::Cpu(), parts);
+  auto gpu_set = DocumentSet::Create(docs.view(), stream, parts);
+  ASSERT_TRUE(cpu_set.ok() && gpu_set.ok());
+  std::vector<int32_t> cpu_keys(docs.rows(), -7);
+  ASSERT_TRUE(RarestFeatureKeys(Stream::Cpu(), *cpu_set, cpu_keys.data()).ok());
+  auto keys = Buffer::Allocate(MemoryKind::kDevice, 4 * docs.rows()).value();
+  ASSERT_TRUE(RarestFeatureKeys(stream, *gpu_set, static_cast<int32_t*>(keys->data())).ok());
+  EXPECT_EQ(ToHost<int32_t>(keys, docs.rows(), stream), cpu_keys);
+  for (int64_t d = 0; d < docs.rows(); ++d) {
+    if (docs.offsets[d + 1] == docs.offsets[d]) {
+      EXPECT_EQ(cpu_keys[d], 700);
+    } else {
+      EXPECT_GE(cpu_keys[d], 0);
+      EXPECT_LT(cpu_keys[d], 700);
     }
   }
 }

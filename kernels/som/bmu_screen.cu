@@ -72,11 +72,13 @@ constexpr int kMaxFeatures = 64;             // longer documents: exact kernel
 constexpr float kBadWeight = 512.0f;         // fp16 range: 64 x 512 sums stay finite
 // The probe (ScreenedBmus): its positions, and the fraction of them sent to
 // the exact kernel above which the rest skip screening (the screening pass
-// costs about 0.8 of the exact one on the 64 x 64 map, H100).
+// costs about 0.8 of the exact one on the 64 x 64 map, H100; in the 64x64
+// training of 2026-12-07 epochs with 22-25 % re-searched took 1.08-1.13x the
+// exact kernel's time, 7.5-9.6 % 0.94-0.96x).
 constexpr int64_t kProbeMin = 65536;
 // Grouped form: per-launch budget of the per-(group, document) candidates.
 constexpr size_t kGroupBytes = size_t{256} << 20;
-constexpr double kProbeLimit = 0.2;
+constexpr double kProbeLimit = 0.12;
 
 struct ScreenArgs {
   int64_t d0;
@@ -105,13 +107,23 @@ __device__ inline uint64_t ColumnOffset(int32_t v, uint32_t col_bytes) {
   return r;
 }
 
-// kSlots: candidates kept per lane (BmuTuning::screen_slots).
-template <int kSlots>
-__global__ void __launch_bounds__(kThreads, 3) ScreenBmuKernel(ScreenArgs a) {
+// 3 blocks of 8 warps per SM; larger blocks (BmuTuning::warp_block_warps)
+// keep the same 24 warps as one block of 24 or 16 / 32 as one block.
+template <int kBlockWarps>
+constexpr int ScreenMinBlocks() {
+  return 3 * kWarps / kBlockWarps > 0 ? 3 * kWarps / kBlockWarps : 1;
+}
+
+// kSlots: candidates kept per lane (BmuTuning::screen_slots). kPipe
+// (BmuTuning::warp_pipelined_loads): the next feature's 4 loads are issued
+// before the current one's adds. kBlockWarps: warps per block
+// (BmuTuning::warp_block_warps).
+template <int kSlots, bool kPipe, int kBlockWarps>
+__global__ void __launch_bounds__(32 * kBlockWarps, ScreenMinBlocks<kBlockWarps>()) ScreenBmuKernel(ScreenArgs a) {
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   for (int r = 0; r < a.rounds; ++r) {
-    const int64_t local = (static_cast<int64_t>(blockIdx.x) * a.rounds + r) * kWarps + warp;
+    const int64_t local = (static_cast<int64_t>(blockIdx.x) * a.rounds + r) * kBlockWarps + warp;
     if (local >= a.nb) return;  // whole warp
     const int64_t d = a.order != nullptr ? a.order[a.d0 + local] : a.d0 + local;
     const int64_t off = a.offsets[d];
@@ -151,18 +163,37 @@ __global__ void __launch_bounds__(kThreads, 3) ScreenBmuKernel(ScreenArgs a) {
         for (int j = 0; j < 4; ++j) acc[s][j] = __float2half2_rn(0.0f);
       }
       const char* lane_base = a.shadow + 2 * (base + 8 * lane);
-#pragma unroll 1
-      for (int kk = 0; kk < nnz; ++kk) {
+      auto load = [&](uint4 (&raw)[kSpans], int kk) {
         const int32_t v = __shfl_sync(0xffffffffu, kk < 32 ? f0 : f1, kk & 31);
         const uint4* p = reinterpret_cast<const uint4*>(lane_base + ColumnOffset(v, a.col_bytes));
-        uint4 raw[kSpans];
 #pragma unroll
         for (int s = 0; s < kSpans; ++s) raw[s] = __ldg(p + 32 * s);
+      };
+      auto add = [&](const uint4 (&raw)[kSpans]) {
 #pragma unroll
         for (int s = 0; s < kSpans; ++s) {
           const uint32_t words[4] = {raw[s].x, raw[s].y, raw[s].z, raw[s].w};
 #pragma unroll
           for (int j = 0; j < 4; ++j) acc[s][j] = __hadd2(acc[s][j], *reinterpret_cast<const __half2*>(&words[j]));
+        }
+      };
+      if constexpr (kPipe) {
+        uint4 next[kSpans];
+        if (nnz > 0) load(next, 0);
+#pragma unroll 1
+        for (int kk = 0; kk < nnz; ++kk) {
+          uint4 cur[kSpans];
+#pragma unroll
+          for (int s = 0; s < kSpans; ++s) cur[s] = next[s];
+          if (kk + 1 < nnz) load(next, kk + 1);
+          add(cur);
+        }
+      } else {
+#pragma unroll 1
+        for (int kk = 0; kk < nnz; ++kk) {
+          uint4 raw[kSpans];
+          load(raw, kk);
+          add(raw);
         }
       }
 #pragma unroll
@@ -557,6 +588,29 @@ uint64_t Multiplier(int64_t m) {
   return a % static_cast<uint64_t>(m);
 }
 
+using ScreenKernel = void (*)(ScreenArgs);
+
+template <int kSlots, bool kPipe>
+ScreenKernel ScreenKernelOfBlock(int block_warps) {
+  switch (block_warps) {
+    case 16:
+      return ScreenBmuKernel<kSlots, kPipe, 16>;
+    case 24:
+      return ScreenBmuKernel<kSlots, kPipe, 24>;
+    case 32:
+      return ScreenBmuKernel<kSlots, kPipe, 32>;
+    default:
+      return ScreenBmuKernel<kSlots, kPipe, kWarps>;
+  }
+}
+
+// The whole-map screening kernel for slots 4 / 8, pipelined loads or not, and
+// 8 / 16 / 24 / 32 warps per block.
+ScreenKernel ScreenKernelFor(int slots, bool pipe, int block_warps) {
+  if (slots == 8) return pipe ? ScreenKernelOfBlock<8, true>(block_warps) : ScreenKernelOfBlock<8, false>(block_warps);
+  return pipe ? ScreenKernelOfBlock<4, true>(block_warps) : ScreenKernelOfBlock<4, false>(block_warps);
+}
+
 }  // namespace
 
 absl::Status ScreenedBmus(const Stream& stream, const DocumentSet& docs, const CodebookView& cb, const BmuOutput& out,
@@ -612,11 +666,15 @@ absl::Status ScreenedBmus(const Stream& stream, const DocumentSet& docs, const C
                   out.second,
                   out.score,
                   static_cast<uint8_t*>(rescan)};
-  const int64_t per_block = int64_t{kWarps} * rounds;
+  const int block_warps =
+      tuning.warp_block_warps == 16 || tuning.warp_block_warps == 24 || tuning.warp_block_warps == 32
+          ? tuning.warp_block_warps
+          : kWarps;
+  const int64_t per_block = int64_t{block_warps} * rounds;
   if ((n + per_block - 1) / per_block > 0x7fffffff) {
     return absl::InvalidArgumentError(absl::StrCat("FindBmus: ", n, " documents exceed the grid"));
   }
-  auto kernel = tuning.screen_slots == 8 ? ScreenBmuKernel<8> : ScreenBmuKernel<4>;
+  auto kernel = ScreenKernelFor(tuning.screen_slots == 8 ? 8 : 4, tuning.warp_pipelined_loads, block_warps);
   TESSERA_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxL1));
   // Grouped form: positions per group (whole passes) and documents per launch
@@ -646,7 +704,7 @@ absl::Status ScreenedBmus(const Stream& stream, const DocumentSet& docs, const C
       ScreenArgs chunk = args;
       chunk.d0 = d0;
       chunk.nb = nb;
-      kernel<<<static_cast<unsigned>((nb + per_block - 1) / per_block), kThreads, 0, s>>>(chunk);
+      kernel<<<static_cast<unsigned>((nb + per_block - 1) / per_block), 32 * block_warps, 0, s>>>(chunk);
       TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("ScreenBmuKernel");
       return absl::OkStatus();
     }
@@ -655,7 +713,9 @@ absl::Status ScreenedBmus(const Stream& stream, const DocumentSet& docs, const C
       ScreenArgs chunk = args;
       chunk.d0 = c0;
       chunk.nb = std::min(group_launch, d0 + nb - c0);
-      const dim3 grid(static_cast<unsigned>((chunk.nb + per_block - 1) / per_block), static_cast<unsigned>(groups));
+      const int64_t group_per_block = int64_t{kWarps} * rounds;  // the grouped form keeps 8-warp blocks
+      const dim3 grid(static_cast<unsigned>((chunk.nb + group_per_block - 1) / group_per_block),
+                      static_cast<unsigned>(groups));
       group_kernel<<<grid, kThreads, 0, s>>>(chunk, group_positions, candidates);
       TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("ScreenGroupKernel");
       ScreenMergeKernel<<<static_cast<unsigned>((chunk.nb + kWarps - 1) / kWarps), kThreads, 0, s>>>(

@@ -304,6 +304,14 @@ class Engine {
     parts.host_offsets =
         algorithm == BmuAlgorithm::kCusparseRowOrder || algorithm == BmuAlgorithm::kCusparseColOrder;
     TESSERA_ASSIGN_OR_RETURN(e->docs_, DocumentSet::Create(docs.view(), *e->stream_, parts));
+    if (backend == Backend::kCuda && for_training && tuning.order_by_previous_bmu && tuning.order_by_document_key) {
+      // Each document's rarest feature: the visiting order's second key (and
+      // the whole order in the first epoch, before any BMU is known).
+      TESSERA_ASSIGN_OR_RETURN(e->doc_keys_,
+                               Buffer::Allocate(MemoryKind::kDevice, std::max<int64_t>(4, 4 * docs.rows()), ordinal));
+      TESSERA_RETURN_IF_ERROR(
+          RarestFeatureKeys(*e->stream_, e->docs_, static_cast<int32_t*>(e->doc_keys_->data())));
+    }
     const int64_t n = docs.rows(), m = model.grid.nodes();
     const size_t weight_bytes = static_cast<size_t>(WeightBytes(model.type)) * model.features * m;
     TESSERA_ASSIGN_OR_RETURN(e->weights_, Buffer::Allocate(e->kind_, std::max<size_t>(4, weight_bytes), ordinal));
@@ -342,6 +350,7 @@ class Engine {
     // change of the results. FindBmus reads them before it writes bmu_.
     out.exact_rescans = &exact_rescans_;
     BmuHints hints;
+    if (doc_keys_ != nullptr) hints.document_key = static_cast<const int32_t*>(doc_keys_->data());
     if (have_bmus_) {
       hints.previous_bmu = static_cast<const int32_t*>(bmu_->data());
       hints.previous_second = static_cast<const int32_t*>(second_->data());
@@ -413,6 +422,7 @@ class Engine {
   MemoryKind kind_ = MemoryKind::kHost;
   DocumentSet docs_;
   std::shared_ptr<Buffer> weights_, norms_, bmu_, second_, score_;
+  std::shared_ptr<Buffer> doc_keys_;  // BmuTuning::order_by_document_key: RarestFeatureKeys
   CodebookView view_;
   size_t weight_bytes_ = 0;
   int64_t rows_ = 0;

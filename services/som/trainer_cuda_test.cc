@@ -96,6 +96,7 @@ TEST(TrainerCudaParity, ScreenedBmuSearchTrainsTheSameMap) {
   auto screened = TrainSom(corpus, o);
   ASSERT_TRUE(screened.ok()) << screened.status();
   o.bmu_tuning.screen_fp16 = false;
+  o.bmu_tuning.screen_auto_max_nodes = 0;  // the exact kernel
   o.quality_on_device = false;
   auto exact = TrainSom(corpus, o);
   ASSERT_TRUE(exact.ok()) << exact.status();

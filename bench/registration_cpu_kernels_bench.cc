@@ -122,26 +122,31 @@ int Run(int reps) {
   GridSampleArgs mi_args = args;
   mi_args.image = mi_fixed.data();
   cpu::GridSampleForwardOnPath(SamplerCpuPath::kAuto, mi_args, warped.data());
-  MattesMiOptions mi;
-  mi.fixed_min = 0.0f;
-  mi.fixed_max = 1.0f;
-  mi.warped_min = 0.0f;
-  mi.warped_max = 1.0f;
   const int bits = mi_cpu::HistogramFixedPointBits(n);
-  std::vector<double> mi_table;
-  const MattesMiResult mi_result = mi_cpu::Finalize(
-      mi_cpu::HistogramFromFixed(
-          mi_cpu::JointHistogramFixed(mi_fixed.data(), warped.data(), nullptr, n, mi, bits), bits),
-      mi, &mi_table);
+  // The registration's fixed window (box, metric.h) and the cubic one.
+  std::vector<MattesMiOptions> mi(2);
+  std::vector<std::vector<double>> mi_table(2);
+  std::vector<double> mi_total(2);
+  for (int w = 0; w < 2; ++w) {
+    mi[w].fixed_kernel = w == 0 ? ParzenKernel::kBox : ParzenKernel::kCubicBSpline;
+    const MattesMiResult r = mi_cpu::Finalize(
+        mi_cpu::HistogramFromFixed(
+            mi_cpu::JointHistogramFixed(mi_fixed.data(), warped.data(), nullptr, n, mi[w], bits), bits),
+        mi[w], &mi_table[w]);
+    mi_total[w] = r.total_weight;
+  }
   for (SamplerCpuPath path : AvailableSamplerCpuPaths()) {
-    const std::string p = SamplerCpuPathName(path);
-    variants.push_back({"MI histogram         " + p, [&, path] {
-                          mi_cpu::JointHistogramFixedOnPath(path, mi_fixed.data(), warped.data(), nullptr, n, mi, bits);
-                        }});
-    variants.push_back({"MI gradient          " + p, [&, path] {
-                          mi_cpu::GradientFromTableOnPath(path, mi_fixed.data(), warped.data(), nullptr, n, mi,
-                                                          mi_table, mi_result.total_weight, mi_grad.data());
-                        }});
+    for (int w = 0; w < 2; ++w) {
+      const std::string p = std::string(w == 0 ? "box " : "cubic ") + SamplerCpuPathName(path);
+      variants.push_back({"MI histogram " + p, [&, path, w] {
+                            mi_cpu::JointHistogramFixedOnPath(path, mi_fixed.data(), warped.data(), nullptr, n, mi[w],
+                                                              bits);
+                          }});
+      variants.push_back({"MI gradient  " + p, [&, path, w] {
+                            mi_cpu::GradientFromTableOnPath(path, mi_fixed.data(), warped.data(), nullptr, n, mi[w],
+                                                            mi_table[w], mi_total[w], mi_grad.data());
+                          }});
+    }
   }
   // The lean stage's two smoothings of a 3-component field: the gradient at
   // sigma 6 voxels (37 taps per axis) and u at 0.147 voxels (3 taps).

@@ -49,7 +49,7 @@ inline int FixedWindow(const Mapping& m, double v, double w[4], int* taps) {
 }
 
 mi_rows::Mapping RowMapping(const Mapping& m, double scale) {
-  return {m.f_lo, m.f_inv, m.w_lo, m.w_inv, m.span, m.bins, scale};
+  return {m.f_lo, m.f_inv, m.w_lo, m.w_inv, m.span, m.bins, scale, m.box};
 }
 
 Mapping MappingOf(const MattesMiOptions& options) {
@@ -81,7 +81,7 @@ std::vector<int64_t> JointHistogramFixedOnPath(SamplerCpuPath path, const float*
   const Mapping m = MappingOf(options);
   const int B = options.bins;
   const double scale = std::ldexp(1.0, bits);
-  path = m.box ? SamplerCpuPath::kScalar : ResolveSamplerCpuPath(path);
+  path = ResolveSamplerCpuPath(path);
   const mi_rows::Mapping rm = RowMapping(m, scale);
   const int chunks = reg_internal::NumChunks(n, kMinVoxelsPerThread);
   std::vector<std::vector<int64_t>> partial(std::max(chunks, 1), std::vector<int64_t>(B * B, 0));
@@ -166,7 +166,7 @@ void GradientFromTableOnPath(SamplerCpuPath path, const float* F, const float* W
                              float* out) {
   const Mapping m = MappingOf(options);
   const int B = options.bins;
-  path = m.box || total <= 0 ? SamplerCpuPath::kScalar : ResolveSamplerCpuPath(path);
+  path = total <= 0 ? SamplerCpuPath::kScalar : ResolveSamplerCpuPath(path);
   const mi_rows::Mapping rm = RowMapping(m, 0.0);
   // Recomputes the windows per voxel (no per-voxel storage).
   reg_internal::ParallelFor(n, kMinVoxelsPerThread, [&](int64_t begin, int64_t end) {

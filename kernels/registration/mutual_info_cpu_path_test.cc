@@ -2,9 +2,9 @@
 // scalar reference loops on random inputs: the same histogram integers and
 // the same gradient floats bit for bit, with intensities beyond and exactly
 // at the mapped range, masks, lengths that are not a multiple of the vector
-// width, several chunks, other bin counts and fixed-point scales, the box
-// window (scalar on every path), runs of one intensity pair (the vector
-// paths count them) and a gradient written over the warped image.
+// width, several chunks, other bin counts and fixed-point scales, both fixed
+// windows (box and cubic), runs of one intensity pair (the vector paths
+// count them) and a gradient written over the warped image.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -111,8 +111,11 @@ void CheckAllPaths(int64_t n, int bins, bool box, int bits, bool masked, uint32_
 }
 
 TEST(MutualInfoCpuPathTest, MatchesScalarUnmaskedAndMasked) {
-  for (bool masked : {false, true}) {
-    CheckAllPaths(1003, 32, false, mi_cpu::HistogramFixedPointBits(1003), masked, 7);
+  // Both fixed windows: the box (the registration's default) and the cubic.
+  for (bool box : {true, false}) {
+    for (bool masked : {false, true}) {
+      CheckAllPaths(1003, 32, box, mi_cpu::HistogramFixedPointBits(1003), masked, 7);
+    }
   }
 }
 
@@ -120,9 +123,11 @@ TEST(MutualInfoCpuPathTest, SeveralChunksAndScales) {
   // 2^17 + 13 voxels: two chunks on two threads; the whole-volume bits of a
   // 1 mm brain (39) and the largest (52).
   const int64_t n = (int64_t{1} << 17) + 13;
-  CheckAllPaths(n, 32, false, mi_cpu::HistogramFixedPointBits(n), true, 21);
-  CheckAllPaths(n, 32, false, 39, false, 22);
-  CheckAllPaths(5001, 32, false, 52, false, 23);
+  for (bool box : {true, false}) {
+    CheckAllPaths(n, 32, box, mi_cpu::HistogramFixedPointBits(n), true, 21);
+    CheckAllPaths(n, 32, box, 39, false, 22);
+    CheckAllPaths(5001, 32, box, 52, false, 23);
+  }
 }
 
 TEST(MutualInfoCpuPathTest, OtherBinCountsAndTheBoxWindow) {
@@ -132,7 +137,10 @@ TEST(MutualInfoCpuPathTest, OtherBinCountsAndTheBoxWindow) {
 }
 
 TEST(MutualInfoCpuPathTest, ShortRanges) {
-  for (int64_t n : {3, 4, 7, 8, 9, 17}) CheckAllPaths(n, 16, false, 45, false, 40 + static_cast<uint32_t>(n));
+  for (int64_t n : {3, 4, 7, 8, 9, 17}) {
+    CheckAllPaths(n, 16, false, 45, false, 40 + static_cast<uint32_t>(n));
+    CheckAllPaths(n, 16, true, 45, false, 50 + static_cast<uint32_t>(n));
+  }
 }
 
 }  // namespace

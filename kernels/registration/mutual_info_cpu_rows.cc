@@ -46,6 +46,8 @@ struct VD {
   static void StoreStart(int32_t* p, D fl) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm_sub_epi32(_mm256_cvttpd_epi32(fl), _mm_set1_epi32(1)));
   }
+  // (int)v per lane; v holds integers in int32 range.
+  static void StoreIndex(int32_t* p, D v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvttpd_epi32(v)); }
   static I LoadIndex(const int32_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
   static D Gather(const double* base, I index, M m) {
     return _mm256_mask_i32gather_pd(_mm256_setzero_pd(), base, index, m, 8);
@@ -102,6 +104,9 @@ struct VD {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
                         _mm256_sub_epi32(_mm512_cvttpd_epi32(fl), _mm256_set1_epi32(1)));
   }
+  static void StoreIndex(int32_t* p, D v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvttpd_epi32(v));
+  }
   static I LoadIndex(const int32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
   static D Gather(const double* base, I index, M m) {
     return _mm512_mask_i32gather_pd(_mm512_setzero_pd(), m, index, base, 8);
@@ -129,9 +134,14 @@ int64_t HistogramRange(SamplerCpuPath path, const Mapping& m, const float* fixed
   if (path == SamplerCpuPath::kAvx512 || path == SamplerCpuPath::kAvx2) {
     // The odd voxels' table, added to h at the end (integers: exact).
     std::vector<int64_t> odd(static_cast<size_t>(m.bins) * m.bins, 0);
-    const int64_t done = path == SamplerCpuPath::kAvx512
-                             ? mi_avx512::Histogram(m, fixed, warped, mask, begin, end, h, odd.data())
-                             : mi_avx2::Histogram(m, fixed, warped, mask, begin, end, h, odd.data());
+    int64_t done;
+    if (path == SamplerCpuPath::kAvx512) {
+      done = m.box ? mi_avx512::Histogram<true>(m, fixed, warped, mask, begin, end, h, odd.data())
+                   : mi_avx512::Histogram<false>(m, fixed, warped, mask, begin, end, h, odd.data());
+    } else {
+      done = m.box ? mi_avx2::Histogram<true>(m, fixed, warped, mask, begin, end, h, odd.data())
+                   : mi_avx2::Histogram<false>(m, fixed, warped, mask, begin, end, h, odd.data());
+    }
     for (size_t e = 0; e < odd.size(); ++e) h[e] += odd[e];
     return done;
   }
@@ -142,8 +152,14 @@ int64_t HistogramRange(SamplerCpuPath path, const Mapping& m, const float* fixed
 int64_t GradientRange(SamplerCpuPath path, const Mapping& m, const float* fixed, const float* warped,
                       const uint8_t* mask, const double* table, int64_t begin, int64_t end, float* out) {
 #if defined(__x86_64__)
-  if (path == SamplerCpuPath::kAvx512) return mi_avx512::Gradient(m, fixed, warped, mask, table, begin, end, out);
-  if (path == SamplerCpuPath::kAvx2) return mi_avx2::Gradient(m, fixed, warped, mask, table, begin, end, out);
+  if (path == SamplerCpuPath::kAvx512) {
+    return m.box ? mi_avx512::Gradient<true>(m, fixed, warped, mask, table, begin, end, out)
+                 : mi_avx512::Gradient<false>(m, fixed, warped, mask, table, begin, end, out);
+  }
+  if (path == SamplerCpuPath::kAvx2) {
+    return m.box ? mi_avx2::Gradient<true>(m, fixed, warped, mask, table, begin, end, out)
+                 : mi_avx2::Gradient<false>(m, fixed, warped, mask, table, begin, end, out);
+  }
 #endif
   return begin;
 }

@@ -5,7 +5,6 @@
 // Every lane does the scalar reference's double operations in its order
 // (mutual_info_parzen.h; no FMA: -ffp-contract=off), so the histogram's
 // integers and the gradient's floats are the scalar code's, bit for bit.
-// Only the cubic fixed window has a vector path (the box window runs scalar).
 #ifndef TESSERA_KERNELS_REGISTRATION_MUTUAL_INFO_CPU_ROWS_H_
 #define TESSERA_KERNELS_REGISTRATION_MUTUAL_INFO_CPU_ROWS_H_
 
@@ -23,6 +22,7 @@ struct Mapping {
   double f_lo, f_inv, w_lo, w_inv, span;
   int bins;
   double scale;
+  bool box;  // the fixed image's window: BoxBin's (ParzenKernel::kBox) or the cubic one
 };
 
 // Adds voxels [begin, end)'s Parzen products, rounded as JointHistogramFixed

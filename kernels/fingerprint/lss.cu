@@ -108,6 +108,9 @@ constexpr int kOptCountRoots = 64;
 //   (|m_a & b|) products when no entry that needs them is in the tile, and all
 //   of them when no entry is matchable (LssMultiOptions::skip_mma).
 constexpr int kOptSkipMma = 128;
+// The options of EnqueueScoreGallery's LSS-R kWarpMma launches (the service's
+// single-latent path); an instantiated set (PickMmaKernel).
+constexpr int kSingleLatentLssROpts = 0;
 
 // Diagnostics: lane 0 of each warp adds the clock64() cycles between a
 // comparison's step boundaries to counters[step] (cuda::kLssStageNames).
@@ -1371,8 +1374,10 @@ absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& pro
   MmaProbes probes;
   probes.single = pa;
   probes.n = na;
-  return LaunchWarpMma(s, stream.ordinal(), probes, ga, kind, /*opts=*/0, constants, MmaProbeBytes(na), max_np,
-                       gallery.scratch_template_size, device_scores, 0, nullptr);
+  const int opts = kind == MccScore::kLssR ? kSingleLatentLssROpts : 0;
+  return LaunchWarpMma(s, stream.ordinal(), probes, ga, kind, opts, constants,
+                       MmaProbeBytes(na, (opts & kOptCountRoots) != 0), max_np, gallery.scratch_template_size,
+                       device_scores, 0, nullptr);
 }
 
 absl::Status EnqueueScoreGalleryMulti(const Stream& stream, const DeviceLssProbeSet& probes,

@@ -410,6 +410,7 @@ absl::Status BenchIteration(const Stream& stream, const Options& opt) {
   LeanSmoothTuning old_smooth;
   old_smooth.run_kernel = false;
   old_smooth.fixed_radius = false;
+  old_smooth.march_flat_ring = false;
   IterationConfig old{"2026-12-06 kernels", TodaysSampler(), old_smooth};
   old.compose_slab_depth = 8;
   configs.push_back(old);
@@ -423,6 +424,10 @@ absl::Status BenchIteration(const Stream& stream, const Options& opt) {
     c.compose_slab_depth = depth;
     configs.push_back(c);
   }
+  IterationConfig flat = shipped;
+  flat.name = "shipped + the march's ring mirrored (LeanSmoothTuning::march_flat_ring)";
+  flat.smooth.march_flat_ring = true;
+  configs.push_back(flat);
   IterationConfig run = shipped;
   run.name = "shipped compose, run-kernel smoothing (before fixed radii)";
   run.smooth.fixed_radius = false;
@@ -574,10 +579,14 @@ absl::Status BenchSmooth(const Stream& stream, const Options& opt) {
   LeanSmoothTuning run;
   run.run_kernel = true;
   run.fixed_radius = false;
+  run.march_flat_ring = false;
   variants.push_back({"run kernels", run});
   LeanSmoothTuning fixed = run;
   fixed.fixed_radius = true;
   variants.push_back({"fixed radius (radius 18: march; 2: float xy fused)", fixed});
+  LeanSmoothTuning flat = fixed;
+  flat.march_flat_ring = true;
+  variants.push_back({"fixed radius, march ring mirrored", flat});
   variants.push_back({"shipped defaults", LeanSmoothTuning{}});
   const std::array<double, 3> combos[5] = {{6, 6, 6}, {0, 0, 0}, {6, 0, 0}, {0, 6, 0}, {0, 0, 6}};
   const char* const combo_names[5] = {"all", "none", "x", "y", "z"};

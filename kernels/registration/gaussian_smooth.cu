@@ -236,14 +236,19 @@ __global__ void __launch_bounds__(AxisPolicy::kInner * AxisPolicy::kRows)
 // are stored after a barrier, over rows no step reads again). in may equal
 // out: a block reads every row of its strip before it writes it (its loads
 // run ahead of its stores) and no other block touches the strip.
-template <int R, int kRun, typename In = float, typename Out = float>
+// kFlat: the ring's first 2R + kRun rows are mirrored past its end, so a
+// thread's window of 2R + kRun rows is contiguous (constant offsets from one
+// base: no wrap-around arithmetic per tap row; 2R + kRun more rows of shared
+// memory and stores).
+template <int R, int kRun, bool kFlat, typename In = float, typename Out = float>
 __global__ void __launch_bounds__(AxisPolicy::kInner * AxisPolicy::kRows)
     AxisMarchKernel(const In* in, Out* out, int64_t inner, int64_t n, int64_t outer, Taps taps) {
   constexpr int kStep = AxisPolicy::kRows * kRun;  // outputs per step
   constexpr int kRing = kStep + 2 * R <= 128 ? 128 : 256;
   static_assert(kStep + 2 * R <= kRing, "the next step's rows overwrite only rows it does not read");
   constexpr int kFirst = (kStep + 2 * R + AxisPolicy::kRows - 1) / AxisPolicy::kRows;  // first step's loads
-  __shared__ float ring[kRing * AxisPolicy::kInner];
+  constexpr int kMirror = kFlat ? 2 * R + kRun : 0;
+  __shared__ float ring[(kRing + kMirror) * AxisPolicy::kInner];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t inner_blocks = (inner + AxisPolicy::kInner - 1) / AxisPolicy::kInner;
   const int64_t i = (int64_t(blockIdx.x) % inner_blocks) * AxisPolicy::kInner + tx;
@@ -254,6 +259,11 @@ __global__ void __launch_bounds__(AxisPolicy::kInner * AxisPolicy::kRows)
   Out* dst = out + inner * n * o + i;
   // Logical row L (axis position, -R <= L < n + R, clamped when loaded) sits in ring slot (L + R) % kRing.
   auto slot = [](int64_t row) { return int((row + R) & (kRing - 1)) * AxisPolicy::kInner; };
+  auto put = [&](int64_t row, float value) {
+    const int q = slot(row);
+    ring[q + tx] = value;
+    if (kFlat && q < kMirror * AxisPolicy::kInner) ring[q + kRing * AxisPolicy::kInner + tx] = value;
+  };
   {
     float v[kFirst];
 #pragma unroll
@@ -264,7 +274,7 @@ __global__ void __launch_bounds__(AxisPolicy::kInner * AxisPolicy::kRows)
 #pragma unroll
     for (int m = 0; m < kFirst; ++m) {
       const int s = ty + m * AxisPolicy::kRows;
-      if (s < kStep + 2 * R) ring[slot(s - R) + tx] = v[m];
+      if (s < kStep + 2 * R) put(s - R, v[m]);
     }
   }
   __syncthreads();
@@ -281,9 +291,10 @@ __global__ void __launch_bounds__(AxisPolicy::kInner * AxisPolicy::kRows)
     float acc[kRun];
 #pragma unroll
     for (int q = 0; q < kRun; ++q) acc[q] = 0.f;
+    const float* window = ring + slot(first - R) + tx;  // kFlat: rows first - R + d at window[d * kInner]
 #pragma unroll
     for (int d = 0; d < 2 * R + kRun; ++d) {
-      const float x = ring[slot(first - R + d) + tx];
+      const float x = kFlat ? window[d * AxisPolicy::kInner] : ring[slot(first - R + d) + tx];
 #pragma unroll
       for (int q = 0; q < kRun; ++q) {
         if (d - q >= 0 && d - q <= 2 * R) acc[q] = fmaf(taps.w[d - q], x, acc[q]);
@@ -300,7 +311,7 @@ __global__ void __launch_bounds__(AxisPolicy::kInner * AxisPolicy::kRows)
 #pragma unroll
     for (int m = 0; m < kRun; ++m) {
       const int64_t row = a0 + kStep + R + ty + m * AxisPolicy::kRows;
-      ring[slot(row) + tx] = v[m];
+      put(row, v[m]);
     }
     __syncthreads();
   }
@@ -490,10 +501,14 @@ absl::Status LaunchAxisFixed(const In* in, Out* out, int64_t inner, int64_t n, i
 
 template <int R, int kRun, typename In, typename Out>
 absl::Status LaunchAxisMarch(const In* in, Out* out, int64_t inner, int64_t n, int64_t outer, const Taps& taps,
-                             cudaStream_t s) {
+                             cudaStream_t s, bool flat) {
   const int64_t blocks = ((inner + AxisPolicy::kInner - 1) / AxisPolicy::kInner) * outer;
-  AxisMarchKernel<R, kRun, In, Out><<<unsigned(blocks), dim3(AxisPolicy::kInner, AxisPolicy::kRows), 0, s>>>(
-      in, out, inner, n, outer, taps);
+  const dim3 block(AxisPolicy::kInner, AxisPolicy::kRows);
+  if (flat) {
+    AxisMarchKernel<R, kRun, true, In, Out><<<unsigned(blocks), block, 0, s>>>(in, out, inner, n, outer, taps);
+  } else {
+    AxisMarchKernel<R, kRun, false, In, Out><<<unsigned(blocks), block, 0, s>>>(in, out, inner, n, outer, taps);
+  }
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("AxisMarchKernel");
   return absl::OkStatus();
 }
@@ -622,7 +637,7 @@ absl::Status LaunchAxis(const In* in, Out* out, int64_t inner, int64_t n, int64_
   if (run_kernel && kernels.fixed_radius && taps.radius == 18 &&
       ((inner + AxisPolicy::kInner - 1) / AxisPolicy::kInner) * outer < (int64_t{1} << 31)) {
     constexpr int kRun = sizeof(In) == sizeof(float) ? 16 : 8;
-    return LaunchAxisMarch<18, kRun>(in, out, inner, n, outer, taps, s);
+    return LaunchAxisMarch<18, kRun>(in, out, inner, n, outer, taps, s, kernels.march_flat_ring);
   }
   if (run_kernel && kernels.fixed_radius && taps.radius == 2 &&
       ((n + AxisPolicy::kTile - 1) / AxisPolicy::kTile) * ((inner + AxisPolicy::kInner - 1) / AxisPolicy::kInner) *

@@ -87,6 +87,7 @@ struct Variant {
 bool ParseVariant(const std::string& name, Variant* out) {
   std::vector<std::string> tokens = absl::StrSplit(name, '+');
   Variant v{name, true, {}};
+  v.options.rho_transposed = false;  // only the tokens' options (LssMultiOptions defaults it on)
   if (tokens.empty()) return false;
   if (tokens[0] == "sets") {
     v.per_latent_sets = true;

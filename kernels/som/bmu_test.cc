@@ -81,6 +81,36 @@ TEST(Half, RoundsToNearestEven) {
 // Random fp32 weights: the chosen BMU's exact distance equals the brute-force
 // minimum up to fp32 rounding, and where the brute force has a clear winner the
 // indices agree.
+// RarestFeatureKeys (the visiting-order key of BmuTuning::order_by_document_key)
+// against a direct count: per document, the feature in the fewest documents,
+// ties to the lowest index, `features` for an empty document; it needs the CSC.
+TEST(BmuCpu, RarestFeatureKeysPickTheRarestFeature) {
+  std::mt19937 rng(3740);
+  HostDocs docs = testutil::ZipfTopicDocs(2000, 500, 8, 11, rng);
+  std::vector<int64_t> df(500, 0);
+  for (int32_t v : docs.indices) ++df[v];
+  DocumentParts parts;
+  parts.csc = true;
+  auto set = DocumentSet::Create(docs.view(), Stream::Cpu(), parts);
+  ASSERT_TRUE(set.ok()) << set.status();
+  std::vector<int32_t> keys(docs.rows(), -1);
+  ASSERT_TRUE(RarestFeatureKeys(Stream::Cpu(), *set, keys.data()).ok());
+  int64_t nonempty = 0;
+  for (int64_t d = 0; d < docs.rows(); ++d) {
+    int32_t want = 500;
+    for (int64_t k = docs.offsets[d]; k < docs.offsets[d + 1]; ++k) {
+      const int32_t v = docs.indices[k];
+      if (want == 500 || df[v] < df[want] || (df[v] == df[want] && v < want)) want = v;
+    }
+    nonempty += docs.offsets[d + 1] > docs.offsets[d];
+    ASSERT_EQ(keys[d], want) << "doc " << d;
+  }
+  EXPECT_GT(nonempty, docs.rows() / 2);
+  auto no_csc = DocumentSet::Create(docs.view(), Stream::Cpu());
+  ASSERT_TRUE(no_csc.ok());
+  EXPECT_FALSE(RarestFeatureKeys(Stream::Cpu(), *no_csc, keys.data()).ok());
+}
+
 TEST(BmuCpu, FeatureMajorMatchesBruteForce) {
   std::mt19937 rng(11);
   for (int64_t nodes : {1, 2, 63, 2100, 4500}) {

@@ -114,13 +114,16 @@ struct BmuTuning {
   // pass: the next features' loads are issued before the current ones are
   // added (8 loads in flight per warp instead of 4), for an L2-latency-bound
   // search. Same bits. (warp_block_warps applies to the screened search's
-  // whole-map form too.)
+  // whole-map form too.) Off: on the H100 (2026-12-07, trained 64x64 map,
+  // sorted) it took 16.5 ms per 1M documents against 14.1 (more registers,
+  // fewer warps), and lost at every edge from 32 to 256.
   bool warp_pipelined_loads = false;
   // With order_by_previous_bmu: sort by (previous BMU, previous second-best)
   // when BmuHints::previous_second is given, so that documents sharing a BMU
   // are further grouped by the side of it they lie on (more shared columns
   // among neighbouring positions, above all on the smooth maps of the first
-  // epochs). Only the visiting order changes (same bits).
+  // epochs). Only the visiting order changes (same bits). Off: worth 1 % on
+  // the H100 (13.94 vs 14.09 ms per 1M documents at 64x64, trained map).
   bool order_by_previous_pair = false;
   // With order_by_previous_bmu: sort by (previous BMU, document key) when
   // BmuHints::document_key is given, and by the key alone before any BMU is

@@ -101,6 +101,31 @@ __attribute__((always_inline)) inline void WeightedRowSum(float* __restrict out,
   }
 }
 
+// kRows adjacent output rows a.. of a y or z pass, kVec * 16 outputs each,
+// from the 2r + kRows source rows rows[q] = row a - r + q (clamped): output
+// row p sums taps[q - p] * rows[q] over q = p..p+2r, ascending from 0 as
+// WeightedRowSum does; each source row is loaded once for all of them
+// (issue 38).
+template <int kRows, int kVec>
+__attribute__((always_inline)) inline void BlockRows(float* const* out, const float* const* rows,
+                                                     const float* __restrict taps, int ntaps, int64_t i0) {
+  Floats16 acc[kRows][kVec] = {};
+  for (int q = 0; q < ntaps + kRows - 1; ++q) {
+    const float* src = rows[q] + i0;
+    Floats16 s[kVec];
+    for (int v = 0; v < kVec; ++v) s[v] = Load16(src + 16 * v);
+    for (int p = 0; p < kRows; ++p) {
+      const int d = q - p;
+      if (d < 0 || d >= ntaps) continue;
+      const float w = taps[d];
+      for (int v = 0; v < kVec; ++v) acc[p][v] += w * s[v];
+    }
+  }
+  for (int p = 0; p < kRows; ++p) {
+    for (int v = 0; v < kVec; ++v) std::memcpy(out[p] + i0 + 16 * v, &acc[p][v], sizeof(Floats16));
+  }
+}
+
 // One x-row: row[i] = sum_d taps[d] * line[i + d], d = 0..2r from 0.
 TESSERA_SMOOTH_CLONES void FilterLineX(float* __restrict row, const float* __restrict line,
                                        const float* __restrict taps, int r, int64_t nx) {
@@ -130,10 +155,28 @@ void PlaneX(float* plane, const Grid& g, const std::vector<float>& taps, std::ve
 TESSERA_SMOOTH_CLONES void FilterRowsOf(float* base, int64_t nx, int64_t n, int64_t stride,
                                         const float* __restrict taps, int r, float* __restrict buf) {
   for (int64_t a = 0; a < n; ++a) std::memcpy(&buf[a * nx], base + a * stride, nx * sizeof(float));
-  const float* srcs[2 * kGaussianMaxRadius + 1];
-  for (int64_t a = 0; a < n; ++a) {
+  const float* srcs[2 * kGaussianMaxRadius + 8];
+  const int ntaps = 2 * r + 1;
+  // Four output rows of 64 per block (16 accumulators; each source row
+  // loaded once for the four): 88 -> 61-70 ms for a sigma-6 1 mm field on
+  // one core (two rows: 68-90, eight rows of 16: 82-108).
+  constexpr int kR = 4, kV = 4, kW = 16 * kV;
+  int64_t a = 0;
+  if (nx >= kW) {
+    for (; a + kR <= n; a += kR) {
+      for (int q = 0; q < ntaps + kR - 1; ++q) srcs[q] = &buf[Clamp(a - r + q, n - 1) * nx];
+      float* out[kR];
+      for (int p = 0; p < kR; ++p) out[p] = base + (a + p) * stride;
+      for (int64_t i0 = 0;; i0 += kW) {
+        if (i0 + kW > nx) i0 = nx - kW;
+        BlockRows<kR, kV>(out, srcs, taps, ntaps, i0);
+        if (i0 + kW == nx) break;
+      }
+    }
+  }
+  for (; a < n; ++a) {
     for (int d = -r; d <= r; ++d) srcs[d + r] = &buf[Clamp(a + d, n - 1) * nx];
-    WeightedRowSum(base + a * stride, srcs, taps, 2 * r + 1, nx);
+    WeightedRowSum(base + a * stride, srcs, taps, ntaps, nx);
   }
 }
 

@@ -2,7 +2,9 @@
 // one clone per ISA level picked at load time) against a plain separable
 // reference in float with the same order of operations: x, then y, then z,
 // each output summing its taps in ascending order from 0. Bit for bit, on
-// rows long enough for the 64- and 16-voxel blocks and a scalar tail.
+// rows long enough for 64-voxel blocks (the last one overlapping), 16-voxel
+// ones and the scalar loop, and y / z lengths that leave rows after the
+// four-row blocks.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -44,12 +46,11 @@ void ReferencePass(std::vector<float>& v, const int64_t dims[3], int axis, const
   }
 }
 
-TEST(GaussianSmoothCpuRows, SameBitsAsThePerVoxelSum) {
-  std::mt19937 rng(38);
-  const int64_t dims[3] = {181, 7, 6};  // rows of 181: 2 blocks of 64, 3 of 16, a tail of 5
+void CheckSameBits(const int64_t dims[3], uint32_t seed) {
+  std::mt19937 rng(seed);
   for (const std::array<double, 3>& sigma :
        {std::array<double, 3>{6.0, 1.3, 0.9}, std::array<double, 3>{0.147, 0.147, 0.147},
-        std::array<double, 3>{2.5, 0.0, 1.7}}) {
+        std::array<double, 3>{2.5, 0.0, 1.7}, std::array<double, 3>{1.0, 6.0, 6.0}}) {
     NDArray in = RandomUniform({dims[0], dims[1], dims[2], 3}, rng, -2.f, 3.f);
     NDArray out = HostFloat(in.shape(), 0.f);
     ASSERT_TRUE(GaussianSmooth(in, &out, sigma, Stream::Cpu()).ok());
@@ -58,9 +59,22 @@ TEST(GaussianSmoothCpuRows, SameBitsAsThePerVoxelSum) {
       std::vector<float> ref(in.data<float>() + c * vox, in.data<float>() + (c + 1) * vox);
       for (int axis = 0; axis < 3; ++axis) ReferencePass(ref, dims, axis, GaussianTaps(sigma[axis]));
       EXPECT_EQ(std::memcmp(ref.data(), out.data<float>() + c * vox, vox * sizeof(float)), 0)
-          << "sigma " << sigma[0] << " component " << c;
+          << "dims " << dims[0] << "x" << dims[1] << "x" << dims[2] << " sigma " << sigma[0] << " component " << c;
     }
   }
+}
+
+TEST(GaussianSmoothCpuRows, SameBitsAsThePerVoxelSum) {
+  // Rows of 181: blocks of 64 at 0, 64 and 117; 7 rows along y and 6 along
+  // z: a four-row block and 3 / 2 rows after it.
+  const int64_t brain_rows[3] = {181, 7, 6};
+  CheckSameBits(brain_rows, 38);
+  // Rows of 40 (16-voxel blocks, the last overlapping) and of 9 (scalar);
+  // 9 and 13 rows: y / z lengths shorter than the sigma-6 radius.
+  const int64_t short_rows[3] = {40, 9, 13};
+  CheckSameBits(short_rows, 39);
+  const int64_t shortest_rows[3] = {9, 13, 5};
+  CheckSameBits(shortest_rows, 40);
 }
 
 }  // namespace

@@ -111,6 +111,8 @@ constexpr int kOptSkipMma = 128;
 // The options of EnqueueScoreGallery's LSS-R kWarpMma launches (the service's
 // single-latent path); an instantiated set (PickMmaKernel).
 constexpr int kSingleLatentLssROpts = 0;
+// Their launch shape (LssMultiOptions::templates_per_warp; 0: one wave).
+constexpr int kSingleLatentTemplatesPerWarp = 0;
 
 // Diagnostics: lane 0 of each warp adds the clock64() cycles between a
 // comparison's step boundaries to counters[step] (cuda::kLssStageNames).
@@ -1377,7 +1379,7 @@ absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& pro
   const int opts = kind == MccScore::kLssR ? kSingleLatentLssROpts : 0;
   return LaunchWarpMma(s, stream.ordinal(), probes, ga, kind, opts, constants,
                        MmaProbeBytes(na, (opts & kOptCountRoots) != 0), max_np, gallery.scratch_template_size,
-                       device_scores, 0, nullptr);
+                       device_scores, 0, nullptr, kSingleLatentTemplatesPerWarp);
 }
 
 absl::Status EnqueueScoreGalleryMulti(const Stream& stream, const DeviceLssProbeSet& probes,

@@ -11,7 +11,7 @@
 //                 [--train_bmu=cusparse-row] [--depths=1,4,16] [--groups=256,2048] [--lanes=8] [--no_bmu]
 //                 [--train_epochs=N] [--issue16] [--cpu_check_docs=2000]
 //                 [--span_rows=4:8:0,2:8:256]
-//                 [--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:pair:key:pipe:auto]]
+//                 [--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:pair:key:pipe:auto:morning]]
 //
 // Per edge the corpus prefix has min(max_docs, budget / nodes) documents (so
 // each variant does about the same work at every edge); times are the median
@@ -118,7 +118,8 @@ struct Args {
 // warp_block_warps, gN warp_group_nodes, sN warp_register_spans, rN
 // warp_doc_rounds, pair order_by_previous_pair, pipe warp_pipelined_loads,
 // auto the default screen_auto_max_nodes (the named variants set 0), key
-// order_by_document_key.
+// order_by_document_key, morning the tuning before the afternoon's defaults
+// (8-warp blocks, 8 rounds, no document key).
 // False when malformed.
 bool ApplyTrainVariant(const std::string& variant, TrainOptions& v) {
   const std::vector<std::string> parts = absl::StrSplit(variant, ':');
@@ -140,6 +141,12 @@ bool ApplyTrainVariant(const std::string& variant, TrainOptions& v) {
     }
     if (opt == "auto") {
       v.bmu_tuning.screen_auto_max_nodes = BmuTuning().screen_auto_max_nodes;
+      continue;
+    }
+    if (opt == "morning") {  // the BMU tuning before the issue-37 defaults of 2026-12-07 afternoon
+      v.bmu_tuning.warp_block_warps = 8;
+      v.bmu_tuning.warp_doc_rounds = 8;
+      v.bmu_tuning.order_by_document_key = false;
       continue;
     }
     if (opt == "key") {

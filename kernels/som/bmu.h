@@ -103,13 +103,19 @@ struct BmuTuning {
   // round, so with documents sorted by previous BMU the columns the next
   // round shares with this one are re-read from this SM's L1, not from L2
   // (blocks of neighbouring documents otherwise run on different SMs).
-  int warp_doc_rounds = 8;
+  // 32 since issue 37 (with warp_block_warps 24): 12.32 against 14.09 ms per
+  // 1M documents on the trained 64x64 map, 48.7 against 55.0 at 128x128
+  // (H100, 2026-12-07, bench/results/2026-12-07-h100-som-h37.md).
+  int warp_doc_rounds = 32;
   // Register-span form: warps per block, 8, 16, 24 or 32 (others: 8). Resident
   // blocks of one SM hold positions far apart in the visiting order (blocks
   // are spread over the SMs), so with 8-warp blocks an SM's L1 serves the
   // columns of ~3 unrelated stretches of sorted documents; one larger block
   // keeps all of an SM's warps on neighbouring positions (issue 37). Same bits.
-  int warp_block_warps = 8;
+  // 24 (one block of the 24 warps the 16-accumulator forms fit per SM) since
+  // issue 37: 12.84 against 14.09 ms per 1M documents at 8 rounds (64x64,
+  // trained map, sorted), 51.1 vs 55.0 at 128x128, 205.9 vs 221.2 at 256x256.
+  int warp_block_warps = 24;
   // Register-span form with 16-byte loads, and the screened search's fp16
   // pass: the next features' loads are issued before the current ones are
   // added (8 loads in flight per warp instead of 4), for an L2-latency-bound
@@ -149,10 +155,14 @@ struct BmuTuning {
   bool screen_fp16 = false;
   // The screened search chosen by map size (issue 37): with screen_fp16
   // false it is still used for fp32 feature-major codebooks of at most this
-  // many nodes (0: never). On a trained map it won 1.24x at 64x64 and lost
-  // (0.33-0.44x) at 256x256 on the H100, where smooth maps leave too many
-  // near-equal candidates (bench/results/2026-12-07-h100-som-issue37.md).
-  int64_t screen_auto_max_nodes = 4096;
+  // many nodes (0: never). On a trained map it won 1.24x at 64x64 against the
+  // 8-warp exact kernel and lost (0.33-0.44x) at 256x256 on the H100, where
+  // smooth maps leave too many near-equal candidates
+  // (bench/results/2026-12-07-h100-som-issue37.md); against the exact kernel
+  // in 24-warp blocks with 32 rounds it only tied at 64x64 (12.32 ms per 1M
+  // documents each) and lost at 32x32 (4.3 vs 3.2), so the default is 0
+  // (bench/results/2026-12-07-h100-som-h37.md).
+  int64_t screen_auto_max_nodes = 0;
   // Screened search: candidates kept per lane, 4 or 8 (any other value means
   // 4); more slots send fewer documents to the exact kernel on smooth maps.
   int screen_slots = 4;

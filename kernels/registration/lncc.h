@@ -105,7 +105,9 @@ struct LnccOptions {
   // kColumnMarch, window 7: the z window sums from pair and quad sums shared
   // by consecutive windows (w = 7: 4 adds per quantity instead of 6). Other
   // float rounding; each partial sum depends on its own slices only, so a
-  // z-slab still gives the whole volume's bits (issue 39).
+  // z-slab still gives the whole volume's bits (issue 39). Off: on an H100
+  // (2026-12-07) it cost float storage 3.14 -> 3.37 ms (its pair and quad
+  // sums spill the forward) and saved mixed storage 3.46 -> 3.36 ms.
   bool cuda_z_pairs = false;
   // kColumnMarch, window 7, 16-bit storage with cuda_async_copy: the fp16 F
   // and bf16 a, b, c halos by 16-byte cp.async as well (into 16-bit tiles,

@@ -53,6 +53,25 @@ std::vector<T> ToHost(const std::shared_ptr<Buffer>& b, size_t n, const Stream& 
   return v;
 }
 
+// A host codebook on the device: its buffers and the view over them.
+struct DeviceCodebook {
+  std::shared_ptr<Buffer> weights, norms;
+  CodebookView view;
+};
+
+DeviceCodebook UploadCodebook(const HostCodebook& cb, const Stream& stream) {
+  DeviceCodebook d;
+  d.weights = cb.type == WeightType::kFloat32 ? ToDevice(cb.f32, stream) : ToDevice(cb.f16, stream);
+  d.norms = ToDevice(cb.norms, stream);
+  d.view.nodes = cb.nodes;
+  d.view.features = cb.features;
+  d.view.type = cb.type;
+  d.view.layout = cb.layout;
+  d.view.weights = d.weights->data();
+  d.view.sq_norms = static_cast<float*>(d.norms->data());
+  return d;
+}
+
 // previous: per document, BMUs handed to the search as BmuHints::previous_bmu
 // (null: none); alias: in the output bmu buffer itself, as the trainer does.
 // rescans: BmuOutput::exact_rescans (may be null).
@@ -61,15 +80,8 @@ Result RunCuda(const HostDocs& docs, const HostCodebook& cb, BmuAlgorithm algo, 
                int64_t* rescans = nullptr) {
   auto set = DocumentSet::Create(docs.view(), stream);
   EXPECT_TRUE(set.ok()) << set.status();
-  auto weights = cb.type == WeightType::kFloat32 ? ToDevice(cb.f32, stream) : ToDevice(cb.f16, stream);
-  auto norms = ToDevice(cb.norms, stream);
-  CodebookView view;
-  view.nodes = cb.nodes;
-  view.features = cb.features;
-  view.type = cb.type;
-  view.layout = cb.layout;
-  view.weights = weights->data();
-  view.sq_norms = static_cast<float*>(norms->data());
+  const DeviceCodebook device_cb = UploadCodebook(cb, stream);
+  const CodebookView& view = device_cb.view;
   const size_t n = docs.rows();
   auto bmu = Buffer::Allocate(MemoryKind::kDevice, 4 * n).value();
   auto second = Buffer::Allocate(MemoryKind::kDevice, 4 * n).value();
@@ -105,15 +117,8 @@ Result RunCudaPair(const HostDocs& docs, const HostCodebook& cb, const Stream& s
                    const std::vector<int32_t>* keys = nullptr, bool with_previous = true) {
   auto set = DocumentSet::Create(docs.view(), stream);
   EXPECT_TRUE(set.ok()) << set.status();
-  auto weights = cb.type == WeightType::kFloat32 ? ToDevice(cb.f32, stream) : ToDevice(cb.f16, stream);
-  auto norms = ToDevice(cb.norms, stream);
-  CodebookView view;
-  view.nodes = cb.nodes;
-  view.features = cb.features;
-  view.type = cb.type;
-  view.layout = cb.layout;
-  view.weights = weights->data();
-  view.sq_norms = static_cast<float*>(norms->data());
+  const DeviceCodebook device_cb = UploadCodebook(cb, stream);
+  const CodebookView& view = device_cb.view;
   const size_t n = docs.rows();
   auto bmu = ToDevice(previous, stream);
   auto second = ToDevice(previous_second, stream);

@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <vector>
 
 #include "kernels/registration/test_util.h"
@@ -20,6 +19,7 @@ namespace registration {
 namespace {
 
 using testing::kNaN;
+using testing::ExpectSameBits;
 using testing::RandomUniform;
 
 struct Case {
@@ -69,18 +69,6 @@ GridSampleArgs ArgsOf(const Case& c, const Inputs& in) {
     args.grid_hi[d] = 1.05;
   }
   return args;
-}
-
-void ExpectSameBits(const std::vector<float>& a, const std::vector<float>& b, const char* what) {
-  ASSERT_EQ(a.size(), b.size());
-  int64_t differ = 0, first = -1;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) {
-      if (first < 0) first = static_cast<int64_t>(i);
-      ++differ;
-    }
-  }
-  EXPECT_EQ(differ, 0) << what << ": first at " << first << " (" << a[first] << " vs " << b[first] << ")";
 }
 
 void CheckAllPaths(const Case& c, uint32_t seed) {

@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "kernels/registration/grid_sampler_cpu_path.h"
@@ -20,6 +19,7 @@ namespace tessera {
 namespace registration {
 namespace {
 
+using testing::ExpectSameBits;
 using testing::RandomUniform;
 
 struct Inputs {
@@ -62,18 +62,6 @@ MattesMiOptions OptionsOf(int bins, bool box) {
   o.warped_max = 1.0f;
   o.fixed_kernel = box ? ParzenKernel::kBox : ParzenKernel::kCubicBSpline;
   return o;
-}
-
-void ExpectSameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  int64_t differ = 0, first = -1;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) {
-      if (first < 0) first = static_cast<int64_t>(i);
-      ++differ;
-    }
-  }
-  EXPECT_EQ(differ, 0) << "first at " << first << " (" << a[first] << " vs " << b[first] << ")";
 }
 
 void CheckAllPaths(int64_t n, int bins, bool box, int bits, bool masked, uint32_t seed) {

@@ -1,9 +1,14 @@
 // The registration tests' names for the shared parity-test helpers
-// (common/testing/device_array.h).
+// (common/testing/device_array.h), and their bit-for-bit check.
 #ifndef TESSERA_KERNELS_REGISTRATION_TEST_UTIL_H_
 #define TESSERA_KERNELS_REGISTRATION_TEST_UTIL_H_
 
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
 #include "common/testing/device_array.h"
+#include "gtest/gtest.h"
 
 namespace tessera {
 namespace registration {
@@ -14,6 +19,20 @@ using ::tessera::testing::DeviceArray;
 using ::tessera::testing::kNaN;
 using ::tessera::testing::RandomUniform;
 using ::tessera::testing::RelL2;
+
+// The same floats bit for bit (signed zeros and NaN payloads count): the
+// contract of the CPU code paths (scalar, AVX2, AVX-512) with one another.
+inline void ExpectSameBits(const std::vector<float>& a, const std::vector<float>& b, const char* what = "") {
+  ASSERT_EQ(a.size(), b.size());
+  int64_t differ = 0, first = -1;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) {
+      if (first < 0) first = static_cast<int64_t>(i);
+      ++differ;
+    }
+  }
+  EXPECT_EQ(differ, 0) << what << ": first at " << first << " (" << a[first] << " vs " << b[first] << ")";
+}
 
 }  // namespace testing
 }  // namespace registration

@@ -4,9 +4,10 @@
 // along x then k along y (x: one warp per row, an exact double prefix sum in
 // shared memory and window differences; y: one thread per column, a running
 // double window sum, reads and writes coalesced across threads), and a
-// finalize pass that divides by the blurred counts, writes fp32 or fp16
-// weights and accumulates ||w||^2 in double in ascending feature order (the
-// CPU order, so norms agree bitwise).
+// finalize: a (feature, node)-parallel pass divides by the blurred counts and
+// writes fp32 or fp16 weights, then one thread per node accumulates ||w||^2
+// of the stored weights in double in ascending feature order (the CPU order,
+// so norms agree bitwise).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -190,22 +191,38 @@ __device__ inline void StoreWeight(__half* w, int64_t k, float value, double& st
 __device__ inline double LoadWeight(const float* w, int64_t k) { return w[k]; }
 __device__ inline double LoadWeight(const __half* w, int64_t k) { return __half2float(w[k]); }
 
-// One thread per node: new weights for the slab's features, ||w||^2 partials.
+// New weights of the slab's features: sums / blurred count, or unchanged where
+// the count is 0; every (feature, node) on its own thread (the division and
+// the stores were one thread per node before: 4096 threads at 64x64, 16 blocks
+// on a 132-SM GPU, each looping over 16K features).
 template <typename TW>
-__global__ void FinalizeKernel(const float* __restrict__ sums, const float* __restrict__ counts, TW* __restrict__ w,
-                               int64_t v0, int64_t nv, int64_t m, double* __restrict__ norm_acc) {
+__global__ void FinalizeWeightsKernel(const float* __restrict__ sums, const float* __restrict__ counts,
+                                      TW* __restrict__ w, int64_t v0, int64_t nv, int64_t m) {
+  const int64_t total = nv * m;
+  for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < total;
+       j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = j % m;
+    const float c = counts[i];
+    if (c > 0.0f) {
+      double stored;
+      StoreWeight(w, v0 * m + j, sums[j] / c, stored);
+    }
+  }
+}
+
+// ||w||^2 partials: one thread per node adds the slab's stored weights in
+// ascending feature order in double (the CPU order, so norms agree bitwise).
+// Loads only (no stores in the loop), unrolled so several are in flight.
+template <typename TW>
+__global__ void SlabNormsKernel(const TW* __restrict__ w, int64_t v0, int64_t nv, int64_t m,
+                                double* __restrict__ norm_acc) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= m) return;
-  const float c = counts[i];
   double acc = norm_acc[i];
+  const TW* p = w + v0 * m + i;
+#pragma unroll 8
   for (int64_t v = 0; v < nv; ++v) {
-    const int64_t k = (v0 + v) * m + i;
-    double stored;
-    if (c > 0.0f) {
-      StoreWeight(w, k, sums[v * m + i] / c, stored);
-    } else {
-      stored = LoadWeight(w, k);
-    }
+    const double stored = LoadWeight(p, v * m);
     acc += stored * stored;
   }
   norm_acc[i] = acc;
@@ -303,14 +320,21 @@ absl::Status BatchUpdate(const Stream& stream, const CscView& docs, const int32_
       TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("U32ToFloatKernel");
       TESSERA_RETURN_IF_ERROR(
           Blur(static_cast<float*>(slab_a), static_cast<float*>(slab_b), nv, grid, blur, s));
+      const unsigned weight_blocks = GridFor(nv * m, kThreads, 8192);
       if (codebook.type == WeightType::kFloat32) {
-        FinalizeKernel<float><<<GridFor(m, kThreads), kThreads, 0, s>>>(
-            static_cast<const float*>(slab_a), counts, static_cast<float*>(codebook.weights), v0, nv, m, norm_acc);
+        float* w = static_cast<float*>(codebook.weights);
+        FinalizeWeightsKernel<float><<<weight_blocks, kThreads, 0, s>>>(static_cast<const float*>(slab_a), counts, w,
+                                                                        v0, nv, m);
+        TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("FinalizeWeightsKernel");
+        SlabNormsKernel<float><<<GridFor(m, kThreads), kThreads, 0, s>>>(w, v0, nv, m, norm_acc);
       } else {
-        FinalizeKernel<__half><<<GridFor(m, kThreads), kThreads, 0, s>>>(
-            static_cast<const float*>(slab_a), counts, static_cast<__half*>(codebook.weights), v0, nv, m, norm_acc);
+        __half* w = static_cast<__half*>(codebook.weights);
+        FinalizeWeightsKernel<__half><<<weight_blocks, kThreads, 0, s>>>(static_cast<const float*>(slab_a), counts,
+                                                                         w, v0, nv, m);
+        TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("FinalizeWeightsKernel");
+        SlabNormsKernel<__half><<<GridFor(m, kThreads), kThreads, 0, s>>>(w, v0, nv, m, norm_acc);
       }
-      TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("FinalizeKernel");
+      TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("SlabNormsKernel");
     }
   }
   NormsKernel<<<GridFor(m, kThreads), kThreads, 0, s>>>(norm_acc, m, codebook.sq_norms);

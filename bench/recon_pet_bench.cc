@@ -50,6 +50,7 @@
 #include "bench/bench_util.h"
 #include "common/buffer.h"
 #include "common/device.h"
+#include "common/memory_kind_for.h"
 #include "common/parallel.h"
 #include "kernels/reconstruction/execution_mode.h"
 #include "kernels/reconstruction/geometry.h"
@@ -139,15 +140,13 @@ std::vector<float> Phantom(const VolumeGeometry& v, bool mu) {
   return x;
 }
 
-MemoryKind KindOf(const Stream& s) { return s.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost; }
-
 struct Array {
   std::shared_ptr<Buffer> buffer;
   float* data() const { return static_cast<float*>(buffer->data()); }
 };
 
 Array Alloc(const Stream& s, int64_t n) {
-  auto b = Buffer::Allocate(KindOf(s), std::max<int64_t>(n, 1) * sizeof(float), s.ordinal());
+  auto b = Buffer::Allocate(MemoryKindFor(s), std::max<int64_t>(n, 1) * sizeof(float), s.ordinal());
   if (!b.ok()) {
     std::fprintf(stderr, "allocation of %lld floats: %s\n", static_cast<long long>(n), b.status().ToString().c_str());
     std::exit(1);
@@ -157,7 +156,7 @@ Array Alloc(const Stream& s, int64_t n) {
 
 Array Upload(const Stream& s, const std::vector<float>& host) {
   Array a = Alloc(s, host.size());
-  (void)CopyBytes(a.data(), KindOf(s), host.data(), MemoryKind::kHost, host.size() * sizeof(float), s);
+  (void)CopyBytes(a.data(), MemoryKindFor(s), host.data(), MemoryKind::kHost, host.size() * sizeof(float), s);
   (void)s.Synchronize();
   return a;
 }
@@ -165,7 +164,7 @@ Array Upload(const Stream& s, const std::vector<float>& host) {
 std::vector<float> Download(const Stream& s, const Array& a, int64_t n) {
   std::vector<float> host(n);
   (void)s.Synchronize();
-  (void)CopyBytes(host.data(), MemoryKind::kHost, a.data(), KindOf(s), n * sizeof(float), s);
+  (void)CopyBytes(host.data(), MemoryKind::kHost, a.data(), MemoryKindFor(s), n * sizeof(float), s);
   return host;
 }
 

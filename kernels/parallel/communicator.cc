@@ -20,10 +20,6 @@ double CombineReduced(double a, double b, ReduceOp op) {
   return a;
 }
 
-MemoryKind BufferKindFor(const Stream& stream) {
-  return stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
-}
-
 absl::StatusOr<double> AllReduceHostScalar(Communicator& comm, double value, ReduceOp op, const Stream& stream) {
   TESSERA_RETURN_IF_ERROR(AllReduceHostVector(comm, &value, 1, op, stream));
   return value;

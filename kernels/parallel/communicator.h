@@ -84,8 +84,6 @@ absl::Status AllReduceHostVector(Communicator& comm, double* values, size_t coun
 
 // One step of a reduction, as the host-side communicators fold values.
 double CombineReduced(double a, double b, ReduceOp op);
-// Where a stream's buffers live: device memory for CUDA, host memory otherwise.
-MemoryKind BufferKindFor(const Stream& stream);
 
 }  // namespace parallel
 }  // namespace tessera

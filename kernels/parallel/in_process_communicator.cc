@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/memory_kind_for.h"
 #include "common/status.h"
 
 namespace tessera {
@@ -70,7 +71,7 @@ absl::Status InProcessCommunicator::CheckPeer(int peer, const char* which) const
 template <typename T>
 absl::Status InProcessCommunicator::AllReduceImpl(T* data, size_t count, ReduceOp op, const Stream& stream) {
   if (count > 0 && data == nullptr) return absl::InvalidArgumentError("AllReduce: data is null");
-  const MemoryKind kind = BufferKindFor(stream);
+  const MemoryKind kind = MemoryKindFor(stream);
   TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   std::vector<T> mine(count);
   if (count > 0) TESSERA_RETURN_IF_ERROR(CopyBytes(mine.data(), MemoryKind::kHost, data, kind, count * sizeof(T), stream));
@@ -119,7 +120,7 @@ absl::Status InProcessCommunicator::SendRecv(const void* send, size_t send_bytes
   TESSERA_RETURN_IF_ERROR(CheckPeer(src, "SendRecv: source"));
   if (dst != kNoPeer && send_bytes > 0 && send == nullptr) return absl::InvalidArgumentError("SendRecv: send is null");
   if (src != kNoPeer && recv_bytes > 0 && recv == nullptr) return absl::InvalidArgumentError("SendRecv: recv is null");
-  const MemoryKind kind = BufferKindFor(stream);
+  const MemoryKind kind = MemoryKindFor(stream);
   TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   InProcessGroup& g = *group_;
   std::unique_lock<std::mutex> lock(g.mu_);

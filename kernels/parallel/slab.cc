@@ -3,15 +3,12 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/memory_kind_for.h"
 #include "common/status.h"
 
 namespace tessera {
 namespace parallel {
 namespace {
-
-MemoryKind KindFor(const Stream& stream) {
-  return stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
-}
 
 // Components of a whole or local array whose first three extents are a volume.
 absl::StatusOr<int> ComponentsOf(const NDArray& a, Dims3 dims, const char* what) {
@@ -123,8 +120,8 @@ absl::Status HaloExchange(Communicator& comm, const SlabLayout& layout, float* l
 
 absl::Status HaloExchange(Communicator& comm, const SlabLayout& layout, NDArray& local, const Stream& stream) {
   TESSERA_ASSIGN_OR_RETURN(int components, ComponentsOf(local, layout.local_dims(), "local array"));
-  if (local.memory_kind() != KindFor(stream) && !(local.memory_kind() == MemoryKind::kPinned &&
-                                                  stream.backend() == Backend::kCpu)) {
+  if (local.memory_kind() != MemoryKindFor(stream) &&
+      !(local.memory_kind() == MemoryKind::kPinned && stream.backend() == Backend::kCpu)) {
     return absl::InvalidArgumentError("local array is not in the memory of the stream's backend");
   }
   return HaloExchange(comm, layout, local.data<float>(), components, stream);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/buffer.h"
+#include "common/memory_kind_for.h"
 #include "common/status.h"
 
 namespace tessera {
@@ -46,7 +47,7 @@ absl::Status StagedGroup::Contribute(size_t call, int rank, ReduceOp op, const s
 template <typename T>
 absl::Status StagedCommunicator::AllReduceImpl(T* data, size_t count, ReduceOp op, const Stream& stream) {
   if (count > 0 && data == nullptr) return absl::InvalidArgumentError("AllReduce: data is null");
-  const MemoryKind kind = BufferKindFor(stream);
+  const MemoryKind kind = MemoryKindFor(stream);
   const size_t call = calls_++;
   if (call < group_->published_.size() && !group_->published_[call].empty()) {
     const std::vector<double>& values = group_->published_[call];

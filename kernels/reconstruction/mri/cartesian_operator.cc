@@ -1,6 +1,7 @@
 #include "kernels/reconstruction/mri/cartesian_operator.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/memory_kind_for.h"
 #include "common/status.h"
 #include "kernels/reconstruction/mri/coil_ops.h"
 #include "kernels/reconstruction/vector_ops.h"
@@ -8,13 +9,6 @@
 namespace tessera {
 namespace recon {
 namespace mri {
-namespace {
-
-MemoryKind KindOf(const Stream& stream) {
-  return stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<CartesianSenseOperator>> CartesianSenseOperator::Create(
     const Stream& stream, const CartesianGeometry& geometry) {
@@ -32,9 +26,9 @@ absl::StatusOr<std::unique_ptr<CartesianSenseOperator>> CartesianSenseOperator::
   std::unique_ptr<CartesianSenseOperator> op(new CartesianSenseOperator(stream, geometry));
   TESSERA_ASSIGN_OR_RETURN(op->fft_,
                            CenteredFft::Create(stream, {geometry.nx, geometry.ny, geometry.nz}, geometry.coils));
-  TESSERA_ASSIGN_OR_RETURN(op->scratch_, Buffer::Allocate(KindOf(stream),
-                                                          op->kspace_size() * sizeof(std::complex<float>),
-                                                          stream.ordinal()));
+  TESSERA_ASSIGN_OR_RETURN(
+      op->scratch_,
+      Buffer::Allocate(MemoryKindFor(stream), op->kspace_size() * sizeof(std::complex<float>), stream.ordinal()));
   op->coil_images_ = static_cast<std::complex<float>*>(op->scratch_->data());
   return op;
 }
@@ -50,7 +44,7 @@ absl::Status CartesianSenseOperator::Forward(const std::complex<float>* x, std::
 
 absl::Status CartesianSenseOperator::Adjoint(const std::complex<float>* kspace, std::complex<float>* x) {
   const CartesianGeometry& g = geometry_;
-  const MemoryKind kind = KindOf(stream_);
+  const MemoryKind kind = MemoryKindFor(stream_);
   TESSERA_RETURN_IF_ERROR(
       CopyBytes(coil_images_, kind, kspace, kind, sizeof(std::complex<float>) * kspace_size(), stream_));
   TESSERA_RETURN_IF_ERROR(WeightSamples(stream_, g.coils, pixels(), g.mask, coil_images_));

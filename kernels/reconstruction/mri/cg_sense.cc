@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/memory_kind_for.h"
 #include "common/status.h"
 #include "kernels/reconstruction/vector_ops.h"
 
@@ -10,10 +11,6 @@ namespace tessera {
 namespace recon {
 namespace mri {
 namespace {
-
-MemoryKind KindOf(const Stream& stream) {
-  return stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
-}
 
 // Checked before the operator is made (its set-up is the expensive part).
 absl::Status CheckArguments(const CgSenseOptions& options, const std::complex<float>* kspace,
@@ -56,8 +53,9 @@ absl::StatusOr<CgSenseResult> CgSense(const Stream& stream, EncodingOperator& en
   const float lambda = static_cast<float>(result.lambda_absolute);
 
   const int64_t npix = op->pixels();
-  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> rhs_buffer,
-                           Buffer::Allocate(KindOf(stream), npix * sizeof(std::complex<float>), stream.ordinal()));
+  TESSERA_ASSIGN_OR_RETURN(
+      std::shared_ptr<Buffer> rhs_buffer,
+      Buffer::Allocate(MemoryKindFor(stream), npix * sizeof(std::complex<float>), stream.ordinal()));
   auto* rhs = static_cast<std::complex<float>*>(rhs_buffer->data());
   TESSERA_RETURN_IF_ERROR(op->Adjoint(kspace, rhs));
 

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/buffer.h"
+#include "common/memory_kind_for.h"
 #include "common/status.h"
 #include "kernels/reconstruction/regularizers/tv.h"
 #include "kernels/reconstruction/solvers/fista.h"
@@ -18,10 +19,6 @@ namespace mri {
 namespace {
 
 using Complex = std::complex<float>;
-
-MemoryKind KindOf(const Stream& stream) {
-  return stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
-}
 
 absl::Status CheckArguments(const CsSenseOptions& options, const std::complex<float>* kspace,
                             const std::complex<float>* image) {
@@ -103,12 +100,12 @@ absl::StatusOr<CsSenseResult> CsSense(const Stream& stream, EncodingOperator& op
 
   // rhs = E^H y, and BART's data scale from its magnitudes.
   TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> rhs_buffer,
-                           Buffer::Allocate(KindOf(stream), npix * sizeof(Complex), stream.ordinal()));
+                           Buffer::Allocate(MemoryKindFor(stream), npix * sizeof(Complex), stream.ordinal()));
   auto* rhs = static_cast<Complex*>(rhs_buffer->data());
   TESSERA_RETURN_IF_ERROR(op.Adjoint(kspace, rhs));
   std::vector<Complex> host_rhs(npix);
-  TESSERA_RETURN_IF_ERROR(CopyBytes(host_rhs.data(), MemoryKind::kHost, rhs, KindOf(stream), npix * sizeof(Complex),
-                                    stream));
+  TESSERA_RETURN_IF_ERROR(
+      CopyBytes(host_rhs.data(), MemoryKind::kHost, rhs, MemoryKindFor(stream), npix * sizeof(Complex), stream));
   TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   result.data_scale = BartScale(host_rhs.data(), npix);
   result.lambda_absolute = options.lambda * result.data_scale;

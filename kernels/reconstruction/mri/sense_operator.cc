@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/memory_kind_for.h"
 #include "common/status.h"
 #include "kernels/reconstruction/mri/coil_ops.h"
 #include "kernels/reconstruction/vector_ops.h"
@@ -13,10 +14,6 @@ namespace mri {
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
-
-MemoryKind KindOf(const Stream& stream) {
-  return stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
-}
 
 }  // namespace
 
@@ -62,8 +59,8 @@ absl::StatusOr<std::unique_ptr<SenseOperator>> SenseOperator::Create(const Strea
   const int64_t sample_values = std::max<int64_t>(geometry.coils * m, three_d ? (3 * m + 1) / 2 : 0);
   const size_t values = static_cast<size_t>(geometry.coils) * (npix + (options.use_toeplitz ? npix : 0)) +
                         static_cast<size_t>(sample_values);
-  TESSERA_ASSIGN_OR_RETURN(op->scratch_,
-                           Buffer::Allocate(KindOf(stream), values * sizeof(std::complex<float>), stream.ordinal()));
+  TESSERA_ASSIGN_OR_RETURN(
+      op->scratch_, Buffer::Allocate(MemoryKindFor(stream), values * sizeof(std::complex<float>), stream.ordinal()));
   op->coil_images_ = static_cast<std::complex<float>*>(op->scratch_->data());
   op->coil_samples_ = op->coil_images_ + geometry.coils * npix;
   if (options.use_toeplitz) op->coil_normal_ = op->coil_samples_ + sample_values;
@@ -73,12 +70,15 @@ absl::StatusOr<std::unique_ptr<SenseOperator>> SenseOperator::Create(const Strea
   float* x = reinterpret_cast<float*>(op->coil_samples_);
   float* y = x + m;
   float* z = three_d ? y + m : nullptr;
-  TESSERA_RETURN_IF_ERROR(CopyBytes(x, KindOf(stream), geometry.kx, KindOf(stream), m * sizeof(float), stream));
-  TESSERA_RETURN_IF_ERROR(CopyBytes(y, KindOf(stream), geometry.ky, KindOf(stream), m * sizeof(float), stream));
+  TESSERA_RETURN_IF_ERROR(
+      CopyBytes(x, MemoryKindFor(stream), geometry.kx, MemoryKindFor(stream), m * sizeof(float), stream));
+  TESSERA_RETURN_IF_ERROR(
+      CopyBytes(y, MemoryKindFor(stream), geometry.ky, MemoryKindFor(stream), m * sizeof(float), stream));
   TESSERA_RETURN_IF_ERROR(Scale(stream, static_cast<float>(2 * kPi / geometry.nx), x, m));
   TESSERA_RETURN_IF_ERROR(Scale(stream, static_cast<float>(2 * kPi / geometry.ny), y, m));
   if (three_d) {
-    TESSERA_RETURN_IF_ERROR(CopyBytes(z, KindOf(stream), geometry.kz, KindOf(stream), m * sizeof(float), stream));
+    TESSERA_RETURN_IF_ERROR(
+        CopyBytes(z, MemoryKindFor(stream), geometry.kz, MemoryKindFor(stream), m * sizeof(float), stream));
     TESSERA_RETURN_IF_ERROR(Scale(stream, static_cast<float>(2 * kPi / geometry.nz), z, m));
   }
   TESSERA_RETURN_IF_ERROR(op->type2_->SetPoints(m, x, y, z));
@@ -111,7 +111,7 @@ absl::Status SenseOperator::Forward(const std::complex<float>* x, std::complex<f
 
 absl::Status SenseOperator::Adjoint(const std::complex<float>* kspace, std::complex<float>* x) {
   const SenseGeometry& g = geometry_;
-  const MemoryKind kind = KindOf(stream_);
+  const MemoryKind kind = MemoryKindFor(stream_);
   TESSERA_RETURN_IF_ERROR(CopyBytes(coil_samples_, kind, kspace, kind,
                                     sizeof(std::complex<float>) * g.coils * g.points, stream_));
   if (g.density_weights != nullptr) {

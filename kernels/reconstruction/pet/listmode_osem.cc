@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/memory_kind_for.h"
 #include "common/status.h"
 #include "kernels/reconstruction/pet/em_ops.h"
 #include "kernels/reconstruction/pet/projector_kernels.h"
@@ -13,10 +14,6 @@ namespace tessera {
 namespace recon {
 namespace pet {
 namespace {
-
-MemoryKind KindOf(const Stream& stream) {
-  return stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
-}
 
 #if !TESSERA_WITH_CUDA
 absl::Status NoCuda() {
@@ -82,10 +79,11 @@ absl::StatusOr<std::unique_ptr<ListModeReconstructor>> ListModeReconstructor::Cr
   const int64_t n_image = A.domain_size();
   int64_t max_range = 0;
   for (int s = 0; s < options.num_subsets; ++s) max_range = std::max(max_range, A.range_size(s));
-  TESSERA_ASSIGN_OR_RETURN(r->sens_, Buffer::Allocate(KindOf(stream), n_image * options.num_subsets * sizeof(float),
-                                                      stream.ordinal()));
+  TESSERA_ASSIGN_OR_RETURN(r->sens_, Buffer::Allocate(MemoryKindFor(stream),
+                                                      n_image * options.num_subsets * sizeof(float), stream.ordinal()));
   {
-    TESSERA_ASSIGN_OR_RETURN(auto ones, Buffer::Allocate(KindOf(stream), max_range * sizeof(float), stream.ordinal()));
+    TESSERA_ASSIGN_OR_RETURN(auto ones,
+                             Buffer::Allocate(MemoryKindFor(stream), max_range * sizeof(float), stream.ordinal()));
     TESSERA_RETURN_IF_ERROR(Fill(stream, static_cast<float*>(ones->data()), max_range, 1.0f));
     for (int s = 0; s < options.num_subsets; ++s) {
       TESSERA_RETURN_IF_ERROR(
@@ -93,7 +91,8 @@ absl::StatusOr<std::unique_ptr<ListModeReconstructor>> ListModeReconstructor::Cr
     }
     TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   }
-  TESSERA_ASSIGN_OR_RETURN(r->scratch_, Buffer::Allocate(KindOf(stream), n_image * sizeof(float), stream.ordinal()));
+  TESSERA_ASSIGN_OR_RETURN(r->scratch_,
+                           Buffer::Allocate(MemoryKindFor(stream), n_image * sizeof(float), stream.ordinal()));
   return r;
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/memory_kind_for.h"
 #include "common/parallel.h"
 #include "common/status.h"
 #include "kernels/reconstruction/pet/em_ops.h"
@@ -18,17 +19,13 @@ namespace recon {
 namespace pet {
 namespace {
 
-MemoryKind KindOf(const Stream& stream) {
-  return stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
-}
-
 // A buffer in the stream's memory holding a copy of `host`.
 template <typename T>
 absl::StatusOr<std::shared_ptr<Buffer>> Upload(const Stream& stream, const std::vector<T>& host) {
   TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> buffer,
-                           Buffer::Allocate(KindOf(stream), host.size() * sizeof(T), stream.ordinal()));
-  TESSERA_RETURN_IF_ERROR(
-      CopyBytes(buffer->data(), KindOf(stream), host.data(), MemoryKind::kHost, host.size() * sizeof(T), stream));
+                           Buffer::Allocate(MemoryKindFor(stream), host.size() * sizeof(T), stream.ordinal()));
+  TESSERA_RETURN_IF_ERROR(CopyBytes(buffer->data(), MemoryKindFor(stream), host.data(), MemoryKind::kHost,
+                                    host.size() * sizeof(T), stream));
   TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   return buffer;
 }
@@ -197,8 +194,8 @@ absl::Status PetProjector::Init(const float* mu_map, const float* efficiency) {
                                                    ") is negative or not finite"));
   }
   // Line integrals of mu along every LOR (non-TOF, no attenuation), then exp(-.).
-  TESSERA_ASSIGN_OR_RETURN(atten_, Buffer::Allocate(KindOf(*stream_), geometry_.num_lors() * sizeof(float),
-                                                    stream_->ordinal()));
+  TESSERA_ASSIGN_OR_RETURN(
+      atten_, Buffer::Allocate(MemoryKindFor(*stream_), geometry_.num_lors() * sizeof(float), stream_->ordinal()));
   float* factors = static_cast<float*>(atten_->data());
   ProjectorParams line = params_;
   line.tof = MakeTofParams(TofSpec{});
@@ -244,8 +241,9 @@ absl::Status PetProjector::Back(const float* y, float* x, int subset) { return B
 
 absl::StatusOr<FixedPointScratch> PetProjector::fixed_point_scratch() {
   if (fixed_scratch_ == nullptr) {
-    TESSERA_ASSIGN_OR_RETURN(fixed_scratch_, Buffer::Allocate(KindOf(*stream_),
-                                                              FixedPointScratchBytes(params_.grid), stream_->ordinal()));
+    TESSERA_ASSIGN_OR_RETURN(
+        fixed_scratch_,
+        Buffer::Allocate(MemoryKindFor(*stream_), FixedPointScratchBytes(params_.grid), stream_->ordinal()));
   }
   return CarveFixedPointScratch(fixed_scratch_->data(), params_.grid);
 }

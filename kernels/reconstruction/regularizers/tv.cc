@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/memory_kind_for.h"
 #include "common/status.h"
 #include "kernels/reconstruction/regularizers/tv_kernels.h"
 #include "kernels/reconstruction/vector_ops.h"
@@ -48,12 +49,8 @@ absl::Status SmoothedGradient(const Stream& stream, const TvGrid& grid, float ep
   TESSERA_TV_DISPATCH(SmoothedGradient, stream, grid, epsilon, x, g);
 }
 
-MemoryKind KindOf(const Stream& stream) {
-  return stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
-}
-
 absl::StatusOr<std::shared_ptr<Buffer>> AllocateFloats(const Stream& stream, int64_t n) {
-  return Buffer::Allocate(KindOf(stream), static_cast<size_t>(n) * sizeof(float), stream.ordinal());
+  return Buffer::Allocate(MemoryKindFor(stream), static_cast<size_t>(n) * sizeof(float), stream.ordinal());
 }
 
 float* Floats(const std::shared_ptr<Buffer>& buffer) { return static_cast<float*>(buffer->data()); }
@@ -105,11 +102,11 @@ absl::Status TvProxPlan::Apply(const TvProxOptions& options, float* x) {
   float* b = Floats(input_);
   float* p = Floats(dual_);
   float* r = Floats(momentum_);
-  TESSERA_RETURN_IF_ERROR(
-      CopyBytes(b, KindOf(stream), x, KindOf(stream), static_cast<size_t>(shape_.size()) * sizeof(float), stream));
+  TESSERA_RETURN_IF_ERROR(CopyBytes(b, MemoryKindFor(stream), x, MemoryKindFor(stream),
+                                    static_cast<size_t>(shape_.size()) * sizeof(float), stream));
   if (options.warm_start && has_dual_) {
-    TESSERA_RETURN_IF_ERROR(
-        CopyBytes(r, KindOf(stream), p, KindOf(stream), static_cast<size_t>(dual_size) * sizeof(float), stream));
+    TESSERA_RETURN_IF_ERROR(CopyBytes(r, MemoryKindFor(stream), p, MemoryKindFor(stream),
+                                      static_cast<size_t>(dual_size) * sizeof(float), stream));
   } else {
     TESSERA_RETURN_IF_ERROR(Fill(stream, p, dual_size, 0.0f));
     TESSERA_RETURN_IF_ERROR(Fill(stream, r, dual_size, 0.0f));

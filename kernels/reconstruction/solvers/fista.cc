@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/buffer.h"
+#include "common/memory_kind_for.h"
 #include "common/status.h"
 #include "kernels/reconstruction/solvers/solver_util.h"
 #include "kernels/reconstruction/vector_ops.h"
@@ -92,8 +93,8 @@ absl::StatusOr<LipschitzEstimate> EstimateLipschitzWithResidual(
   for (float& v : start) v = uniform(rng);
   TESSERA_ASSIGN_OR_RETURN(FloatArray v, FloatArray::Allocate(stream, size));
   TESSERA_ASSIGN_OR_RETURN(FloatArray w, FloatArray::Allocate(stream, size));
-  TESSERA_RETURN_IF_ERROR(
-      CopyBytes(v.data(), SolverMemory(stream), start.data(), MemoryKind::kHost, start.size() * sizeof(float), stream));
+  TESSERA_RETURN_IF_ERROR(CopyBytes(v.data(), MemoryKindFor(stream), start.data(), MemoryKind::kHost,
+                                    start.size() * sizeof(float), stream));
   TESSERA_ASSIGN_OR_RETURN(double vv, Dot(stream, v.data(), v.data(), size));
   LipschitzEstimate estimate;
   for (int it = 0; it < iterations; ++it) {

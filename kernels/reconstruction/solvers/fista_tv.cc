@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/buffer.h"
+#include "common/memory_kind_for.h"
 #include "common/status.h"
 #include "kernels/reconstruction/solvers/fista.h"
 #include "kernels/reconstruction/solvers/solver_util.h"
@@ -23,7 +24,7 @@ constexpr double kLipschitzMargin = 1.05;
 absl::StatusOr<double> MaxAbs(const Stream& stream, const float* x, int64_t n) {
   std::vector<float> host(static_cast<size_t>(n));
   TESSERA_RETURN_IF_ERROR(
-      CopyBytes(host.data(), MemoryKind::kHost, x, SolverMemory(stream), host.size() * sizeof(float), stream));
+      CopyBytes(host.data(), MemoryKind::kHost, x, MemoryKindFor(stream), host.size() * sizeof(float), stream));
   TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   double m = 0;
   for (float v : host) m = std::max(m, static_cast<double>(std::fabs(v)));

@@ -1,22 +1,19 @@
 #include "kernels/reconstruction/solvers/solver_util.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/memory_kind_for.h"
 
 namespace tessera {
 namespace recon {
 namespace solvers {
 
-MemoryKind SolverMemory(const Stream& stream) {
-  return stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
-}
-
 absl::Status CopyFloats(const Stream& stream, const float* from, float* to, int64_t n) {
-  const MemoryKind kind = SolverMemory(stream);
+  const MemoryKind kind = MemoryKindFor(stream);
   return CopyBytes(to, kind, from, kind, static_cast<size_t>(n) * sizeof(float), stream);
 }
 
 absl::StatusOr<FloatArray> FloatArray::Allocate(const Stream& stream, int64_t n) {
-  auto buffer = Buffer::Allocate(SolverMemory(stream), static_cast<size_t>(n) * sizeof(float), stream.ordinal());
+  auto buffer = Buffer::Allocate(MemoryKindFor(stream), static_cast<size_t>(n) * sizeof(float), stream.ordinal());
   if (!buffer.ok()) return buffer.status();
   FloatArray a;
   a.buffer_ = *std::move(buffer);

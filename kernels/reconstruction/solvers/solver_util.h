@@ -26,10 +26,6 @@ class FloatArray {
   std::shared_ptr<Buffer> buffer_;
 };
 
-// The memory the solvers' arrays live in on `stream`: device memory for CUDA,
-// host memory for the CPU backend.
-MemoryKind SolverMemory(const Stream& stream);
-
 // to[0, n) = from[0, n), both in the stream's memory (asynchronous on CUDA).
 absl::Status CopyFloats(const Stream& stream, const float* from, float* to, int64_t n);
 

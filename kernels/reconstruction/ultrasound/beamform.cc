@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/memory_kind_for.h"
 #include "common/status.h"
 #include "kernels/reconstruction/linalg/batched_cholesky.h"
 #include "kernels/reconstruction/ultrasound/beamform_kernels.h"
@@ -20,10 +21,6 @@ namespace {
 using detail::CFloat;
 
 constexpr int64_t kDefaultCovarianceBytes = int64_t{256} << 20;
-
-MemoryKind KindFor(const Stream& stream) {
-  return stream.backend() == Backend::kCpu ? MemoryKind::kHost : MemoryKind::kDevice;
-}
 
 absl::Status RequireCuda() {
 #if TESSERA_WITH_CUDA
@@ -144,7 +141,7 @@ absl::StatusOr<std::unique_ptr<BeamformPlan>> BeamformPlan::Create(const Stream&
     plan->workspace_bytes_ = AlignUp(pixels * n * sizeof(CFloat)) + AlignUp(pixels * bytes_per_pixel_r) +
                              AlignUp(pixels * l * sizeof(CFloat)) + AlignUp(pixels * sizeof(int));
     TESSERA_ASSIGN_OR_RETURN(plan->workspace_,
-                             Buffer::Allocate(KindFor(stream), plan->workspace_bytes_, stream.ordinal()));
+                             Buffer::Allocate(MemoryKindFor(stream), plan->workspace_bytes_, stream.ordinal()));
   }
   return plan;
 }

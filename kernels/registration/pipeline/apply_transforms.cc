@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "common/memory_kind_for.h"
 #include "common/parallel.h"
 #include "common/status.h"
 #include "kernels/registration/bspline_interpolation.h"

@@ -10,11 +10,6 @@
 
 namespace tessera::registration {
 
-// Where arrays handed to kernels on `stream` must live.
-inline MemoryKind MemoryKindFor(const Stream& stream) {
-  return stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
-}
-
 // The spatial extent of a (nx, ny, nz[, c]) array.
 inline Dims3 DimsOf(const NDArray& a) { return Dims3{a.dim(0), a.dim(1), a.dim(2)}; }
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/memory_kind_for.h"
 #include "common/status.h"
 #include "kernels/registration/adam.h"
 #include "kernels/registration/field_ops.h"

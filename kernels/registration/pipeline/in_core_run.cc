@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "common/memory_kind_for.h"
 #include "common/status.h"
 #include "kernels/registration/gaussian_smooth.h"
 #include "kernels/registration/grid_sampler.h"

@@ -22,6 +22,7 @@
 #include "common/array_stats.h"
 #include "common/buffer.h"
 #include "common/image_preview.h"
+#include "common/memory_kind_for.h"
 #include "common/status.h"
 #include "kernels/registration/pipeline/array_helpers.h"
 #include "kernels/registration/pipeline/per_scale.h"

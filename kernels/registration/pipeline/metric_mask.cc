@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/buffer.h"
+#include "common/memory_kind_for.h"
 #include "common/status.h"
 #include "kernels/registration/parallel.h"
 #include "kernels/registration/pipeline/array_helpers.h"

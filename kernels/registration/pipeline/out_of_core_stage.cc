@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "common/array_stats.h"
 #include "common/buffer.h"
+#include "common/memory_kind_for.h"
 #include "common/parallel.h"
 #include "common/status.h"
 #include "kernels/registration/sharded/ring_sampler.h"

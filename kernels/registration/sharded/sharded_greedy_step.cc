@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/array_stats.h"
 #include "common/buffer.h"
+#include "common/memory_kind_for.h"
 #include "common/status.h"
 #include "kernels/registration/sharded/ring_sampler.h"
 #include "kernels/registration/sharded/sharded_ops.h"
@@ -21,12 +22,8 @@ namespace tessera {
 namespace parallel {
 namespace {
 
-MemoryKind KindOf(const Stream& stream) {
-  return stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
-}
-
 absl::Status AllocateFields(ShardedGreedyState& s, const GreedyStepOptions& options, const Stream& stream) {
-  const MemoryKind kind = KindOf(stream);
+  const MemoryKind kind = MemoryKindFor(stream);
   std::vector<NDArray*> fields = {&s.u, &s.grad_u};
   if (options.rule == GreedyRule::kAdam) fields.insert(fields.end(), {&s.m, &s.v});
   for (NDArray* f : fields) {

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "common/buffer.h"
+#include "common/memory_kind_for.h"
 #include "common/status.h"
 #include "kernels/som/parallel.h"
 
@@ -28,11 +29,6 @@ void ParallelCopy(char* dst, const char* src, size_t bytes) {
 
 bool Direct(size_t bytes, const Stream& stream, const StagingOptions& o) {
   return stream.backend() != Backend::kCuda || bytes < o.direct_below || o.chunk_bytes == 0;
-}
-
-// The stream's backend memory (host memory for the CPU backend).
-MemoryKind BackendKind(const Stream& stream) {
-  return stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
 }
 
 #if TESSERA_WITH_CUDA
@@ -59,6 +55,46 @@ class Staging {
   std::shared_ptr<Buffer> buffers_[2];
   cudaEvent_t events_[2] = {nullptr, nullptr};
 };
+
+// The double-buffered skeleton of both directions (`kind`: host to device or
+// back): chunk i of `bytes` goes through staging buffer i % 2, moved by the
+// DMA on the stream (recorded in the buffer's event) while all CPU threads
+// copy another chunk between a buffer and the host array. To the device the
+// host fills a buffer (once its DMA of two chunks ago is done) before its
+// DMA; to the host it drains chunk i - 1 while chunk i's DMA runs. Returns
+// once everything has arrived.
+absl::Status DoubleBuffered(char* dst, const char* src, size_t bytes, cudaMemcpyKind kind, const Stream& stream,
+                            const StagingOptions& o) {
+  const bool to_device = kind == cudaMemcpyHostToDevice;
+  const size_t chunk = std::min(o.chunk_bytes, bytes);
+  const size_t chunks = (bytes + chunk - 1) / chunk;
+  Staging staging;
+  TESSERA_RETURN_IF_ERROR(staging.Init(chunk, stream));
+  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
+  auto len = [&](size_t i) { return std::min(chunk, bytes - i * chunk); };
+  for (size_t i = 0; i <= chunks; ++i) {
+    if (i < chunks) {
+      const int b = static_cast<int>(i % 2);
+      char* buffer = staging.buffer(b);
+      const size_t off = i * chunk;
+      if (to_device) {
+        if (i >= 2) TESSERA_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(staging.event(b)));
+        ParallelCopy(buffer, src + off, len(i));
+        TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst + off, buffer, len(i), kind, s));
+      } else {
+        TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buffer, src + off, len(i), kind, s));
+      }
+      TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(staging.event(b), s));
+    }
+    if (!to_device && i >= 1) {
+      const int b = static_cast<int>((i - 1) % 2);
+      TESSERA_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(staging.event(b)));
+      ParallelCopy(dst + (i - 1) * chunk, staging.buffer(b), len(i - 1));
+    }
+  }
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+  return absl::OkStatus();
+}
 #endif
 
 }  // namespace
@@ -66,27 +102,11 @@ class Staging {
 absl::Status StagedCopyToDevice(void* device_dst, const void* host_src, size_t bytes, const Stream& stream,
                                 const StagingOptions& o) {
   if (Direct(bytes, stream, o)) {
-    return CopyBytes(device_dst, BackendKind(stream), host_src, MemoryKind::kHost, bytes, stream);
+    return CopyBytes(device_dst, MemoryKindFor(stream), host_src, MemoryKind::kHost, bytes, stream);
   }
 #if TESSERA_WITH_CUDA
-  const size_t chunk = std::min(o.chunk_bytes, bytes);
-  Staging staging;
-  TESSERA_RETURN_IF_ERROR(staging.Init(chunk, stream));
-  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
-  char* dst = static_cast<char*>(device_dst);
-  const char* src = static_cast<const char*>(host_src);
-  int i = 0;
-  for (size_t off = 0; off < bytes; off += chunk, ++i) {
-    const int b = i % 2;
-    const size_t len = std::min(chunk, bytes - off);
-    // The buffer's previous DMA (two chunks ago) must be done before refilling it.
-    if (i >= 2) TESSERA_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(staging.event(b)));
-    ParallelCopy(staging.buffer(b), src + off, len);
-    TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst + off, staging.buffer(b), len, cudaMemcpyHostToDevice, s));
-    TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(staging.event(b), s));
-  }
-  TESSERA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
-  return absl::OkStatus();
+  return DoubleBuffered(static_cast<char*>(device_dst), static_cast<const char*>(host_src), bytes,
+                        cudaMemcpyHostToDevice, stream, o);
 #else
   return absl::FailedPreconditionError("StagedCopyToDevice: built without CUDA");
 #endif
@@ -95,34 +115,11 @@ absl::Status StagedCopyToDevice(void* device_dst, const void* host_src, size_t b
 absl::Status StagedCopyToHost(void* host_dst, const void* device_src, size_t bytes, const Stream& stream,
                               const StagingOptions& o) {
   if (Direct(bytes, stream, o)) {
-    return CopyBytes(host_dst, MemoryKind::kHost, device_src, BackendKind(stream), bytes, stream);
+    return CopyBytes(host_dst, MemoryKind::kHost, device_src, MemoryKindFor(stream), bytes, stream);
   }
 #if TESSERA_WITH_CUDA
-  const size_t chunk = std::min(o.chunk_bytes, bytes);
-  Staging staging;
-  TESSERA_RETURN_IF_ERROR(staging.Init(chunk, stream));
-  cudaStream_t s = static_cast<cudaStream_t>(stream.native());
-  char* dst = static_cast<char*>(host_dst);
-  const char* src = static_cast<const char*>(device_src);
-  // Chunk i goes by DMA into buffer i % 2 while the host copies chunk i - 1 out of the other.
-  size_t previous_off = 0, previous_len = 0;
-  int i = 0;
-  for (size_t off = 0; off < bytes; off += chunk, ++i) {
-    const int b = i % 2;
-    const size_t len = std::min(chunk, bytes - off);
-    TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging.buffer(b), src + off, len, cudaMemcpyDeviceToHost, s));
-    TESSERA_CUDA_RETURN_IF_ERROR(cudaEventRecord(staging.event(b), s));
-    if (i >= 1) {
-      TESSERA_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(staging.event(1 - b)));
-      ParallelCopy(dst + previous_off, staging.buffer(1 - b), previous_len);
-    }
-    previous_off = off;
-    previous_len = len;
-  }
-  const int last = (i - 1) % 2;
-  TESSERA_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(staging.event(last)));
-  ParallelCopy(dst + previous_off, staging.buffer(last), previous_len);
-  return absl::OkStatus();
+  return DoubleBuffered(static_cast<char*>(host_dst), static_cast<const char*>(device_src), bytes,
+                        cudaMemcpyDeviceToHost, stream, o);
 #else
   return absl::FailedPreconditionError("StagedCopyToHost: built without CUDA");
 #endif

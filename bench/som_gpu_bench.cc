@@ -11,7 +11,7 @@
 //                 [--train_bmu=cusparse-row] [--depths=1,4,16] [--groups=256,2048] [--lanes=8] [--no_bmu]
 //                 [--train_epochs=N] [--issue16] [--cpu_check_docs=2000]
 //                 [--span_rows=4:8:0,2:8:256]
-//                 [--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:pair:key:pipe:auto:morning]]
+//                 [--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:pre:auto]]
 //
 // Per edge the corpus prefix has min(max_docs, budget / nodes) documents (so
 // each variant does about the same work at every edge); times are the median
@@ -96,7 +96,7 @@ struct Args {
   std::vector<int> lanes;       // --lanes=8 (warp kernel)
   bool bmu = true;              // --no_bmu: training only
   int train_epochs = 40;        // --train_epochs=N
-  // --train_variants=host-quality,device-quality,screened,screened-grouped[:dN:wN:gN:sN:rN:pair]:
+  // --train_variants=host-quality,device-quality,screened,screened-grouped[:dN:wN:gN:sN:rN:pre:auto]:
   // trainings run one after the other on the same corpus (BenchTraining, ApplyTrainVariant).
   std::vector<std::string> train_variants = {"host-quality", "device-quality", "screened"};
   bool issue16_only = false;    // --issue16: only the rows issue 16 compares
@@ -105,9 +105,9 @@ struct Args {
   // per warp, group nodes or 0 for the default), for both precisions, instead
   // of the built-in lists.
   // Optional 4th, 5th and 6th fields: warps per block
-  // (BmuTuning::warp_block_warps), 1 to sort by (previous BMU, previous
-  // second) (order_by_previous_pair) or 2 by (previous BMU, rarest feature)
-  // (order_by_document_key), 1 for pipelined loads (warp_pipelined_loads).
+  // (BmuTuning::warp_block_warps), 1 or 2 to sort by (previous BMU, rarest
+  // feature) (BmuHints::document_key) instead of the previous BMU alone, 1
+  // for prefetched document headers (warp_prefetch_documents).
   std::vector<std::array<int64_t, 6>> span_rows;
 };
 
@@ -116,10 +116,8 @@ struct Args {
 // screened / screened-grouped: the screened BMU search, whole map / 1024-
 // position groups) and options after colons: dN radius_decay_epochs N, wN
 // warp_block_warps, gN warp_group_nodes, sN warp_register_spans, rN
-// warp_doc_rounds, pair order_by_previous_pair, pipe warp_pipelined_loads,
-// auto the default screen_auto_max_nodes (the named variants set 0), key
-// order_by_document_key, morning the tuning before the afternoon's defaults
-// (8-warp blocks, 8 rounds, no document key).
+// warp_doc_rounds, pre warp_prefetch_documents, auto the default
+// screen_auto_max_nodes (the named variants set 0).
 // False when malformed.
 bool ApplyTrainVariant(const std::string& variant, TrainOptions& v) {
   const std::vector<std::string> parts = absl::StrSplit(variant, ':');
@@ -135,26 +133,12 @@ bool ApplyTrainVariant(const std::string& variant, TrainOptions& v) {
   if (name == "screened-grouped") v.bmu_tuning.screen_group_positions = 1024;
   for (size_t k = 1; k < parts.size(); ++k) {
     const std::string& opt = parts[k];
-    if (opt == "pair") {
-      v.bmu_tuning.order_by_previous_pair = true;
+    if (opt == "pre") {
+      v.bmu_tuning.warp_prefetch_documents = true;
       continue;
     }
     if (opt == "auto") {
       v.bmu_tuning.screen_auto_max_nodes = BmuTuning().screen_auto_max_nodes;
-      continue;
-    }
-    if (opt == "morning") {  // the BMU tuning before the issue-37 defaults of 2026-12-07 afternoon
-      v.bmu_tuning.warp_block_warps = 8;
-      v.bmu_tuning.warp_doc_rounds = 8;
-      v.bmu_tuning.order_by_document_key = false;
-      continue;
-    }
-    if (opt == "key") {
-      v.bmu_tuning.order_by_document_key = true;
-      continue;
-    }
-    if (opt == "pipe") {
-      v.bmu_tuning.warp_pipelined_loads = true;
       continue;
     }
     int x = 0;
@@ -298,9 +282,8 @@ struct Variant {
   int slots = 4;         // screened search: candidates per lane (BmuTuning::screen_slots)
   int64_t screen_group = 0;  // screened search: positions per group (BmuTuning::screen_group_positions)
   int block_warps = 8;   // register-span form: warps per block (BmuTuning::warp_block_warps)
-  bool pair = false;     // sorted by (previous BMU, previous second) (BmuTuning::order_by_previous_pair)
-  bool doc_key = false;  // sorted by (previous BMU, rarest feature) (BmuTuning::order_by_document_key)
-  bool pipe = false;     // register-span form: pipelined loads (BmuTuning::warp_pipelined_loads)
+  bool doc_key = false;  // sorted by (previous BMU, rarest feature) (BmuHints::document_key)
+  bool prefetch = false;  // register-span form: prefetched headers (BmuTuning::warp_prefetch_documents)
 
   BmuTuning tuning() const {
     BmuTuning t;
@@ -316,9 +299,7 @@ struct Variant {
     t.screen_slots = slots;
     t.screen_group_positions = screen_group;
     t.warp_block_warps = block_warps;
-    t.order_by_previous_pair = pair;
-    t.order_by_document_key = doc_key;
-    t.warp_pipelined_loads = pipe;
+    t.warp_prefetch_documents = prefetch;
     return t;
   }
   // The feature-major default (unsorted, untuned) of its precision and
@@ -465,9 +446,8 @@ std::vector<Variant> BmuVariants(const Args& a) {
     int spans, rounds;
     int64_t group;
     int block_warps = 8;
-    bool pair = false;
-    bool pipe = false;
     bool doc_key = false;
+    bool prefetch = false;
   };
   for (WeightType type : {WeightType::kFloat32, WeightType::kFloat16}) {
     const std::string t = type == WeightType::kFloat32 ? "fp32" : "fp16";
@@ -486,20 +466,19 @@ std::vector<Variant> BmuVariants(const Args& a) {
       for (const auto& r : a.span_rows) {
         // fp16 takes at most 2 spans (BmuTuning::warp_register_spans).
         const int spans = type == WeightType::kFloat16 ? std::min<int>(2, r[0]) : static_cast<int>(r[0]);
-        const SpanRow row{spans, static_cast<int>(r[1]), r[2], static_cast<int>(r[3]), r[4] == 1, r[5] != 0, r[4] == 2};
+        const SpanRow row{spans, static_cast<int>(r[1]), r[2], static_cast<int>(r[3]), r[4] != 0, r[5] != 0};
         if (std::none_of(rows.begin(), rows.end(), [&](const SpanRow& x) {
               return x.spans == row.spans && x.rounds == row.rounds && x.group == row.group &&
-                     x.block_warps == row.block_warps && x.pair == row.pair && x.pipe == row.pipe &&
-                     x.doc_key == row.doc_key;
+                     x.block_warps == row.block_warps && x.doc_key == row.doc_key && x.prefetch == row.prefetch;
             })) {
           rows.push_back(row);
         }
       }
     }
     for (const SpanRow& row : rows) {
-      Variant v{"trained " + t + (row.pair ? " pair" : row.doc_key ? " keyed" : " sorted") + " spans" + std::to_string(row.spans) + " r" +
+      Variant v{"trained " + t + (row.doc_key ? " keyed" : " sorted") + " spans" + std::to_string(row.spans) + " r" +
                     std::to_string(row.rounds) + (row.group > 0 ? " g" + std::to_string(row.group) : "") +
-                    (row.block_warps != 8 ? " w" + std::to_string(row.block_warps) : "") + (row.pipe ? " pipe" : ""),
+                    (row.block_warps != 8 ? " w" + std::to_string(row.block_warps) : "") + (row.prefetch ? " pre" : ""),
                 BmuAlgorithm::kFeatureMajor, type};
       v.sorted = true;
       v.trained = true;
@@ -507,9 +486,8 @@ std::vector<Variant> BmuVariants(const Args& a) {
       v.rounds = row.rounds;
       v.group = row.group;
       v.block_warps = row.block_warps;
-      v.pair = row.pair;
-      v.pipe = row.pipe;
       v.doc_key = row.doc_key;
+      v.prefetch = row.prefetch;
       variants.push_back(v);
     }
     // Issue 37: the screened search on the trained-like codebook, sorted as
@@ -613,7 +591,6 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
     std::map<int, std::string> cpu_check;  // by reference_key(): the CPU check of the reference
     std::shared_ptr<Buffer> topic_bmu;     // trained-like codebook: each document's topic node
     std::shared_ptr<Buffer> previous;      // the reference BMUs on the device (sorted rows)
-    std::shared_ptr<Buffer> previous_second;  // and their second-best units (pair-sorted rows)
     std::shared_ptr<Buffer> doc_keys;         // each document's rarest feature (keyed rows)
     int previous_key = -1;
     // The codebook searched now (one at a time: at edge 1024 fp32 it takes 120 GiB).
@@ -676,11 +653,9 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
         }
         if (previous_key != key) {
           previous = Upload(reference[key].bmu, stream);
-          previous_second = Upload(reference[key].second, stream);
           previous_key = key;
         }
         hints.previous_bmu = static_cast<const int32_t*>(previous->data());
-        hints.previous_second = static_cast<const int32_t*>(previous_second->data());
         if (var.doc_key) {
           if (doc_keys == nullptr) {
             doc_keys = Buffer::Allocate(MemoryKind::kDevice, 4 * n).value();
@@ -935,7 +910,7 @@ int main(int argc, char** argv) {
                  "usage: som_gpu_bench [--edges=32,...] [--budget=N] [--max_docs=N] [--reps=N] [--no_train] "
                  "[--train_docs=N] [--train_edge=E] [--train_fp16] [--train_bmu=cusparse-row] [--depths=1,4,8,16] [--groups=256,2048] [--lanes=8] [--no_bmu] [--train_epochs=N] "
                  "[--issue16] [--cpu_check_docs=N] [--span_rows=S:R:G[:W[:P[:L]]],...] "
-                 "[--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:pair],...]\n");
+                 "[--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:pre:auto],...]\n");
     return 2;
   }
   const DeviceRegistry& reg = DeviceRegistry::Get();

@@ -78,7 +78,15 @@ struct BmuTuning {
   int tiled_load_depth = 8;
   // Warp kernel: visit documents sorted by BmuHints::previous_bmu when it is
   // given (a stable radix sort on the device), so documents with similar
-  // features run side by side on an SM and reuse codebook columns from L1/L2.
+  // features run side by side on an SM and reuse codebook columns from L1/L2;
+  // by (previous BMU, BmuHints::document_key) when a key is given too, and by
+  // the key alone before any BMU is known (the first epoch): documents that
+  // share their rarest feature (RarestFeatureKeys) share topical vocabulary,
+  // so neighbouring positions reuse columns even where one BMU holds
+  // documents of many topics (the smooth maps of the first epochs). The key
+  // order trained the 64x64 map on 29.9 M documents in 11.81 s against 13.55
+  // (BMU 10.29 vs 11.96 s), same map (H100, 2026-12-07,
+  // bench/results/2026-12-07-h100-issue37-round6.md).
   // Results are still written per document in the original order (same bits).
   // On by default: on the H200 a trained-like codebook searched 1.27x faster
   // at edge 256 (329 vs 416 ms per 1M documents) and 1.16x at 1024; a random
@@ -116,29 +124,17 @@ struct BmuTuning {
   // issue 37: 12.84 against 14.09 ms per 1M documents at 8 rounds (64x64,
   // trained map, sorted), 51.1 vs 55.0 at 128x128, 205.9 vs 221.2 at 256x256.
   int warp_block_warps = 24;
-  // Register-span form with 16-byte loads, and the screened search's fp16
-  // pass: the next features' loads are issued before the current ones are
-  // added (8 loads in flight per warp instead of 4), for an L2-latency-bound
-  // search. Same bits. (warp_block_warps applies to the screened search's
-  // whole-map form too.) Off: on the H100 (2026-12-07, trained 64x64 map,
-  // sorted) it took 16.5 ms per 1M documents against 14.1 (more registers,
-  // fewer warps), and lost at every edge from 32 to 256.
-  bool warp_pipelined_loads = false;
-  // With order_by_previous_bmu: sort by (previous BMU, previous second-best)
-  // when BmuHints::previous_second is given, so that documents sharing a BMU
-  // are further grouped by the side of it they lie on (more shared columns
-  // among neighbouring positions, above all on the smooth maps of the first
-  // epochs). Only the visiting order changes (same bits). Off: worth 1 % on
-  // the H100 (13.94 vs 14.09 ms per 1M documents at 64x64, trained map).
-  bool order_by_previous_pair = false;
-  // With order_by_previous_bmu: sort by (previous BMU, document key) when
-  // BmuHints::document_key is given, and by the key alone before any BMU is
-  // known (the first epoch): documents that share their rarest feature
-  // (RarestFeatureKeys) share topical vocabulary, so neighbouring positions
-  // reuse columns even where one BMU holds documents of many topics (the
-  // smooth maps of the first epochs). Takes precedence over
-  // order_by_previous_pair. Same bits.
-  bool order_by_document_key = false;
+  // Register-span form: the warp's document headers come ahead of their
+  // rounds (issue 37): lane r loads round r's (document, offset, features) in
+  // one batch of independent loads per 32 rounds, and round r + 1's first 32
+  // feature indices are loaded while round r accumulates, so the dependent
+  // misses order -> offsets -> indices (random documents in the visiting
+  // order: HBM latency, paid once per document and node group) overlap the
+  // sums instead of preceding each. Same bits.
+  bool warp_prefetch_documents = false;
+  // (Visit by (previous BMU, previous second-best) and pipelined feature loads
+  // were removed after losing on the H100, 2026-12-07: 13.94 vs 14.09 and 16.5
+  // vs 14.1 ms per 1M documents at 64x64, bench/results/2026-12-07-h100-som-h37.md.)
   // Screened search (issue 37; fp32 feature-major codebooks on CUDA; others
   // ignore it): a first pass sums an fp16 copy of the codebook with half2
   // adds (8 nodes per 16-byte load, 2 per add: half the bytes and a third of
@@ -183,12 +179,9 @@ struct BmuHints {
   // search writes). Values outside [0, nodes) are allowed (sorted last).
   // Used when BmuTuning::order_by_previous_bmu is set.
   const int32_t* previous_bmu = nullptr;
-  // Per document, the second-best unit of the same earlier search (may alias
-  // BmuOutput::second; values outside [0, nodes) are allowed). Used with
-  // BmuTuning::order_by_previous_pair.
-  const int32_t* previous_second = nullptr;
   // Per document, a content key in [0, features] (e.g. RarestFeatureKeys;
-  // values outside are allowed). Used with BmuTuning::order_by_document_key.
+  // values outside are allowed): the visiting order's second key (see
+  // BmuTuning::order_by_previous_bmu).
   const int32_t* document_key = nullptr;
 };
 

@@ -110,24 +110,21 @@ Result RunCuda(const HostDocs& docs, const HostCodebook& cb, BmuAlgorithm algo, 
   return r;
 }
 
-// Search with previous BMUs and seconds copied into the output buffers and
-// handed over as both hints (aliased, as the trainer does).
-Result RunCudaPair(const HostDocs& docs, const HostCodebook& cb, const Stream& stream, BmuTuning tuning,
-                   const std::vector<int32_t>& previous, const std::vector<int32_t>& previous_second,
-                   const std::vector<int32_t>* keys = nullptr, bool with_previous = true) {
+// Search with previous BMUs copied into the output buffer and handed over as
+// the hint (aliased, as the trainer does), and document keys when given.
+Result RunCudaOrdered(const HostDocs& docs, const HostCodebook& cb, const Stream& stream, BmuTuning tuning,
+                      const std::vector<int32_t>& previous, const std::vector<int32_t>* keys = nullptr,
+                      bool with_previous = true) {
   auto set = DocumentSet::Create(docs.view(), stream);
   EXPECT_TRUE(set.ok()) << set.status();
   const DeviceCodebook device_cb = UploadCodebook(cb, stream);
   const CodebookView& view = device_cb.view;
   const size_t n = docs.rows();
   auto bmu = ToDevice(previous, stream);
-  auto second = ToDevice(previous_second, stream);
+  auto second = Buffer::Allocate(MemoryKind::kDevice, 4 * n).value();
   auto score = Buffer::Allocate(MemoryKind::kDevice, 4 * n).value();
   BmuHints hints;
-  if (with_previous) {
-    hints.previous_bmu = static_cast<const int32_t*>(bmu->data());
-    hints.previous_second = static_cast<const int32_t*>(second->data());
-  }
+  if (with_previous) hints.previous_bmu = static_cast<const int32_t*>(bmu->data());
   std::shared_ptr<Buffer> key_buffer;
   if (keys != nullptr) {
     key_buffer = ToDevice(*keys, stream);
@@ -302,13 +299,15 @@ TEST(BmuCudaParity, RegisterSpanWarpKernelMatchesCpuBitForBit) {
 }
 
 // Issue 37: the register-span kernel in blocks of 16, 24 and 32 warps
-// (BmuTuning::warp_block_warps), with pipelined loads (warp_pipelined_loads),
-// and documents visited in (previous BMU,
-// previous second) order (order_by_previous_pair, both hints aliased with the
-// outputs as in training, some invalid), against the CPU bit for bit; maps
-// whose node count is a multiple of 4 (16-byte loads: the larger blocks) and
-// not (the scalar path keeps 8 warps); the screened search with each of them.
-TEST(BmuCudaParity, LargerBlocksAndPairOrderMatchCpuBitForBit) {
+// (BmuTuning::warp_block_warps), documents visited by previous BMU (aliased
+// with the output as in training, some invalid) and by (previous BMU,
+// document key) or the key alone (BmuHints::document_key, some out of range),
+// and with the document headers prefetched (warp_prefetch_documents; 40
+// rounds: a second batch of 32 headers and a partial one), against the CPU
+// bit for bit; maps whose node count is a multiple of 4 (16-byte loads: the
+// larger blocks) and not (the scalar path keeps 8 warps); the screened search
+// with each of them.
+TEST(BmuCudaParity, LargerBlocksOrdersAndPrefetchMatchCpuBitForBit) {
   TESSERA_SKIP_WITHOUT_GPU();
   Stream stream = Stream::Create(Backend::kCuda).value();
   std::mt19937 rng(3738);
@@ -320,16 +319,9 @@ TEST(BmuCudaParity, LargerBlocksAndPairOrderMatchCpuBitForBit) {
     const Result ref = RunCpu(docs, fm);
     HostCodebook half_copy = half;
     const Result href = RunCpu(docs, half_copy);
-    // Previous (BMU, second) pairs in an order unlike the stored one, a few invalid.
-    std::vector<int32_t> previous = ref.bmu, previous_second = ref.second;
-    std::vector<size_t> perm(previous.size());
-    for (size_t k = 0; k < perm.size(); ++k) perm[k] = k;
-    std::shuffle(perm.begin(), perm.end(), rng);
-    for (size_t k = 0; k < perm.size(); ++k) {
-      previous[k] = ref.bmu[perm[k]];
-      previous_second[k] = ref.second[perm[k]];
-    }
-    for (size_t d = 0; d < previous.size(); d += 61) previous_second[d] = d % 2 == 0 ? -1 : static_cast<int32_t>(nodes + d);
+    // Previous BMUs in an order unlike the stored one, a few invalid.
+    std::vector<int32_t> previous = ref.bmu;
+    std::shuffle(previous.begin(), previous.end(), rng);
     for (size_t d = 0; d < previous.size(); d += 89) previous[d] = -1;
     // Document keys: random features, some out of range (sorted last).
     std::vector<int32_t> keys(previous.size());
@@ -337,29 +329,32 @@ TEST(BmuCudaParity, LargerBlocksAndPairOrderMatchCpuBitForBit) {
     for (size_t d = 0; d < keys.size(); d += 71) keys[d] = d % 2 == 0 ? -5 : 900 + static_cast<int32_t>(d);
     for (int block_warps : {8, 16, 24, 32}) {
       for (int spans : {1, 2, 4}) {
-        for (int form : {0, 1, 2}) {  // 0: batch loads, 1: + pair order, 2: pipelined loads + pair order
-          const bool pair = form >= 1;
+        for (int form : {0, 1, 2}) {  // 0: by previous BMU, 1: + document key, 2: + prefetched headers
+          const std::vector<int32_t>* key = form >= 1 ? &keys : nullptr;
           SCOPED_TRACE(testing::Message() << "edge " << edge << " block warps " << block_warps << " spans " << spans
                                           << " form " << form);
           BmuTuning tuning;
-          tuning.warp_pipelined_loads = form == 2;
           tuning.warp_block_warps = block_warps;
           tuning.warp_register_spans = spans;
-          tuning.warp_doc_rounds = 3;
+          tuning.warp_doc_rounds = form == 2 ? 40 : 3;
           tuning.warp_group_nodes = spans == 1 ? 256 : 512;
-          tuning.order_by_previous_pair = pair;
-          ExpectSame(RunCudaPair(docs, fm, stream, tuning, previous, previous_second), ref);
-          ExpectSame(RunCudaPair(docs, half, stream, tuning, previous, previous_second), href);
-          if (form == 1) {  // by (previous BMU, key), and by the key alone (no previous BMUs)
-            BmuTuning keyed = tuning;
-            keyed.order_by_document_key = true;
-            ExpectSame(RunCudaPair(docs, fm, stream, keyed, previous, previous_second, &keys), ref);
-            ExpectSame(RunCudaPair(docs, fm, stream, keyed, previous, previous_second, &keys, false), ref);
+          tuning.warp_prefetch_documents = form == 2;
+          ExpectSame(RunCudaOrdered(docs, fm, stream, tuning, previous, key), ref);
+          ExpectSame(RunCudaOrdered(docs, half, stream, tuning, previous, key), href);
+          if (form >= 1) {  // by the key alone (no previous BMUs: the first epoch)
+            ExpectSame(RunCudaOrdered(docs, fm, stream, tuning, previous, key, false), ref);
           }
-          if (spans == 4) {  // the screened search with the same block size, loads and order
+          if (form == 2) {  // prefetched headers with the identity order and 1 round
+            BmuTuning plain = tuning;
+            plain.order_by_previous_bmu = false;
+            ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream, plain), ref);
+            plain.warp_doc_rounds = 1;
+            ExpectSame(RunCuda(docs, half, BmuAlgorithm::kFeatureMajor, stream, plain), href);
+          }
+          if (spans == 4) {  // the screened search with the same block size and order
             BmuTuning screen = tuning;
             screen.screen_fp16 = true;
-            ExpectSame(RunCudaPair(docs, fm, stream, screen, previous, previous_second), ref);
+            ExpectSame(RunCudaOrdered(docs, fm, stream, screen, previous, key), ref);
           }
         }
       }

@@ -3,9 +3,8 @@
 // nodes share features, so when they run side by side on an SM their feature
 // columns are reused from L1/L2 instead of being fetched again. A stable LSD
 // radix sort (cub) of (clamped BMU, document id), or of ((clamped BMU,
-// clamped second-best), document id) with BmuTuning::order_by_previous_pair,
-// or of ((clamped BMU, document key), id) with order_by_document_key; only
-// the visiting order changes, never a document's own sum.
+// clamped document key), id) when BmuHints::document_key is given; only the
+// visiting order changes, never a document's own sum.
 #include <cuda_runtime.h>
 
 #include <cub/device/device_radix_sort.cuh>

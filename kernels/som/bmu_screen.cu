@@ -114,11 +114,9 @@ constexpr int ScreenMinBlocks() {
   return 3 * kWarps / kBlockWarps > 0 ? 3 * kWarps / kBlockWarps : 1;
 }
 
-// kSlots: candidates kept per lane (BmuTuning::screen_slots). kPipe
-// (BmuTuning::warp_pipelined_loads): the next feature's 4 loads are issued
-// before the current one's adds. kBlockWarps: warps per block
-// (BmuTuning::warp_block_warps).
-template <int kSlots, bool kPipe, int kBlockWarps>
+// kSlots: candidates kept per lane (BmuTuning::screen_slots). kBlockWarps:
+// warps per block (BmuTuning::warp_block_warps).
+template <int kSlots, int kBlockWarps>
 __global__ void __launch_bounds__(32 * kBlockWarps, ScreenMinBlocks<kBlockWarps>()) ScreenBmuKernel(ScreenArgs a) {
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -177,24 +175,11 @@ __global__ void __launch_bounds__(32 * kBlockWarps, ScreenMinBlocks<kBlockWarps>
           for (int j = 0; j < 4; ++j) acc[s][j] = __hadd2(acc[s][j], *reinterpret_cast<const __half2*>(&words[j]));
         }
       };
-      if constexpr (kPipe) {
-        uint4 next[kSpans];
-        if (nnz > 0) load(next, 0);
 #pragma unroll 1
-        for (int kk = 0; kk < nnz; ++kk) {
-          uint4 cur[kSpans];
-#pragma unroll
-          for (int s = 0; s < kSpans; ++s) cur[s] = next[s];
-          if (kk + 1 < nnz) load(next, kk + 1);
-          add(cur);
-        }
-      } else {
-#pragma unroll 1
-        for (int kk = 0; kk < nnz; ++kk) {
-          uint4 raw[kSpans];
-          load(raw, kk);
-          add(raw);
-        }
+      for (int kk = 0; kk < nnz; ++kk) {
+        uint4 raw[kSpans];
+        load(raw, kk);
+        add(raw);
       }
 #pragma unroll
       for (int s = 0; s < kSpans; ++s) {
@@ -590,25 +575,24 @@ uint64_t Multiplier(int64_t m) {
 
 using ScreenKernel = void (*)(ScreenArgs);
 
-template <int kSlots, bool kPipe>
+template <int kSlots>
 ScreenKernel ScreenKernelOfBlock(int block_warps) {
   switch (block_warps) {
     case 16:
-      return ScreenBmuKernel<kSlots, kPipe, 16>;
+      return ScreenBmuKernel<kSlots, 16>;
     case 24:
-      return ScreenBmuKernel<kSlots, kPipe, 24>;
+      return ScreenBmuKernel<kSlots, 24>;
     case 32:
-      return ScreenBmuKernel<kSlots, kPipe, 32>;
+      return ScreenBmuKernel<kSlots, 32>;
     default:
-      return ScreenBmuKernel<kSlots, kPipe, kWarps>;
+      return ScreenBmuKernel<kSlots, kWarps>;
   }
 }
 
-// The whole-map screening kernel for slots 4 / 8, pipelined loads or not, and
-// 8 / 16 / 24 / 32 warps per block.
-ScreenKernel ScreenKernelFor(int slots, bool pipe, int block_warps) {
-  if (slots == 8) return pipe ? ScreenKernelOfBlock<8, true>(block_warps) : ScreenKernelOfBlock<8, false>(block_warps);
-  return pipe ? ScreenKernelOfBlock<4, true>(block_warps) : ScreenKernelOfBlock<4, false>(block_warps);
+// The whole-map screening kernel for slots 4 / 8 and 8 / 16 / 24 / 32 warps
+// per block.
+ScreenKernel ScreenKernelFor(int slots, int block_warps) {
+  return slots == 8 ? ScreenKernelOfBlock<8>(block_warps) : ScreenKernelOfBlock<4>(block_warps);
 }
 
 }  // namespace
@@ -674,7 +658,7 @@ absl::Status ScreenedBmus(const Stream& stream, const DocumentSet& docs, const C
   if ((n + per_block - 1) / per_block > 0x7fffffff) {
     return absl::InvalidArgumentError(absl::StrCat("FindBmus: ", n, " documents exceed the grid"));
   }
-  auto kernel = ScreenKernelFor(tuning.screen_slots == 8 ? 8 : 4, tuning.warp_pipelined_loads, block_warps);
+  auto kernel = ScreenKernelFor(tuning.screen_slots == 8 ? 8 : 4, block_warps);
   TESSERA_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxL1));
   // Grouped form: positions per group (whole passes) and documents per launch

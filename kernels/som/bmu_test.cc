@@ -81,7 +81,7 @@ TEST(Half, RoundsToNearestEven) {
 // Random fp32 weights: the chosen BMU's exact distance equals the brute-force
 // minimum up to fp32 rounding, and where the brute force has a clear winner the
 // indices agree.
-// RarestFeatureKeys (the visiting-order key of BmuTuning::order_by_document_key)
+// RarestFeatureKeys (the visiting order's second key, BmuHints::document_key)
 // against a direct count: per document, the feature in the fewest documents,
 // ties to the lowest index, `features` for an empty document; it needs the CSC.
 TEST(BmuCpu, RarestFeatureKeysPickTheRarestFeature) {

@@ -304,7 +304,7 @@ class Engine {
     parts.host_offsets =
         algorithm == BmuAlgorithm::kCusparseRowOrder || algorithm == BmuAlgorithm::kCusparseColOrder;
     TESSERA_ASSIGN_OR_RETURN(e->docs_, DocumentSet::Create(docs.view(), *e->stream_, parts));
-    if (backend == Backend::kCuda && for_training && tuning.order_by_previous_bmu && tuning.order_by_document_key) {
+    if (backend == Backend::kCuda && for_training && tuning.order_by_previous_bmu) {
       // Each document's rarest feature: the visiting order's second key (and
       // the whole order in the first epoch, before any BMU is known).
       TESSERA_ASSIGN_OR_RETURN(e->doc_keys_,
@@ -351,10 +351,7 @@ class Engine {
     out.exact_rescans = &exact_rescans_;
     BmuHints hints;
     if (doc_keys_ != nullptr) hints.document_key = static_cast<const int32_t*>(doc_keys_->data());
-    if (have_bmus_) {
-      hints.previous_bmu = static_cast<const int32_t*>(bmu_->data());
-      hints.previous_second = static_cast<const int32_t*>(second_->data());
-    }
+    if (have_bmus_) hints.previous_bmu = static_cast<const int32_t*>(bmu_->data());
     TESSERA_RETURN_IF_ERROR(FindBmus(*stream_, bmu_algorithm_, docs_, view_, out, &ws_, tuning_, hints));
     have_bmus_ = true;
     return stream_->Synchronize();
@@ -422,7 +419,7 @@ class Engine {
   MemoryKind kind_ = MemoryKind::kHost;
   DocumentSet docs_;
   std::shared_ptr<Buffer> weights_, norms_, bmu_, second_, score_;
-  std::shared_ptr<Buffer> doc_keys_;  // BmuTuning::order_by_document_key: RarestFeatureKeys
+  std::shared_ptr<Buffer> doc_keys_;  // the visiting order's second key (BmuHints::document_key)
   CodebookView view_;
   size_t weight_bytes_ = 0;
   int64_t rows_ = 0;

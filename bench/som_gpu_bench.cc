@@ -9,7 +9,7 @@
 //                 [--max_docs=1000000] [--reps=3] [--no_train]
 //                 [--train_docs=29900000] [--train_edge=64] [--train_fp16]
 //                 [--train_bmu=cusparse-row] [--depths=1,4,16] [--groups=256,2048] [--lanes=8] [--no_bmu]
-//                 [--train_epochs=N] [--issue16] [--cpu_check_docs=2000]
+//                 [--train_epochs=N] [--issue16] [--fixed_costs] [--cpu_check_docs=2000]
 //                 [--span_rows=4:8:0,2:8:256]
 //                 [--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:pre:auto]]
 //
@@ -100,6 +100,7 @@ struct Args {
   // trainings run one after the other on the same corpus (BenchTraining, ApplyTrainVariant).
   std::vector<std::string> train_variants = {"host-quality", "device-quality", "screened"};
   bool issue16_only = false;    // --issue16: only the rows issue 16 compares
+  bool fixed_costs = false;     // --fixed_costs: the exact kernel on empty documents (BenchFixedCosts)
   int64_t cpu_check_docs = 2000;  // --cpu_check_docs=N: reference rows against the CPU backend (0: off)
   // --span_rows=S:R:G,...: the trained register-span rows (spans, documents
   // per warp, group nodes or 0 for the default), for both precisions, instead
@@ -218,6 +219,8 @@ bool Parse(int argc, char** argv, Args& a) {
       }
     } else if (arg == "--issue16") {
       a.issue16_only = true;
+    } else if (arg == "--fixed_costs") {
+      a.fixed_costs = true;
     } else if (const char* v = value("--cpu_check_docs")) {
       if (!absl::SimpleAtoi(v, &a.cpu_check_docs) || a.cpu_check_docs < 0) return false;
     } else if (const char* v = value("--span_rows")) {
@@ -784,6 +787,80 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
   }
 }
 
+// Issue 37 diagnostic (--fixed_costs): what the register-span kernel (the
+// trainer's defaults) spends per (document, node group) apart from the
+// feature sums — the header loads (order -> offsets), scoring the group's
+// nodes from their norms, the warp's top-2 merge, the partials and their
+// merge — timed on as many empty documents as the BMU rows search (random
+// fp32 codebook). Visited in a random order (as documents in training:
+// scattered offsets) or in storage order (sequential offsets), with and
+// without prefetched headers (BmuTuning::warp_prefetch_documents). A BMU
+// row's time minus the random-order figure is what its feature sums cost.
+void BenchFixedCosts(const Args& a, const Stream& stream, const SparseBinaryMatrix& corpus, const float* d_scale) {
+  std::printf("\nFixed costs of the exact kernel (empty documents, random fp32 codebook, default tuning)\n");
+  std::printf("%-6s %-9s %-44s %12s\n", "edge", "docs", "variant", "ms/1M docs");
+  for (int edge : a.edges) {
+    const int64_t m = int64_t{edge} * edge;
+    const int64_t n = std::max<int64_t>(4096, std::min<int64_t>({a.max_docs, corpus.rows(), a.budget / m}));
+    const std::vector<int64_t> offsets(n + 1, 0);
+    const std::vector<int32_t> no_indices(1, 0);
+    CsrView empty;
+    empty.rows = n;
+    empty.cols = corpus.cols();
+    empty.offsets = offsets.data();
+    empty.indices = no_indices.data();
+    DocumentParts parts;
+    parts.tiles = false;
+    parts.host_offsets = false;
+    auto docs = DocumentSet::Create(empty, stream, parts);
+    CHECK_OK(docs.status());
+    auto weights = Buffer::Allocate(MemoryKind::kDevice, sizeof(float) * m * corpus.cols(), stream.ordinal());
+    if (!weights.ok()) {
+      std::printf("%-6d skipped: %s\n", edge, std::string(weights.status().message()).c_str());
+      continue;
+    }
+    auto norms = Buffer::Allocate(MemoryKind::kDevice, 4 * m, stream.ordinal()).value();
+    CodebookView cb;
+    cb.nodes = m;
+    cb.features = corpus.cols();
+    cb.type = WeightType::kFloat32;
+    cb.layout = CodebookLayout::kFeatureMajor;
+    cb.weights = (*weights)->data();
+    cb.sq_norms = static_cast<float*>(norms->data());
+    CHECK_OK(FillRandomCodebook(stream, cb, /*seed=*/2026, d_scale));
+    // "Previous BMUs" that scatter the visiting order over the documents.
+    std::vector<int32_t> scatter(n);
+    for (int64_t d = 0; d < n; ++d) scatter[d] = static_cast<int32_t>((static_cast<uint64_t>(d) * 2654435761u) % m);
+    auto previous = Upload(scatter, stream);
+    auto bmu = Buffer::Allocate(MemoryKind::kDevice, 4 * n).value();
+    auto second = Buffer::Allocate(MemoryKind::kDevice, 4 * n).value();
+    auto score = Buffer::Allocate(MemoryKind::kDevice, 4 * n).value();
+    const BmuOutput out{static_cast<int32_t*>(bmu->data()), static_cast<int32_t*>(second->data()),
+                        static_cast<float*>(score->data())};
+    for (bool random_order : {true, false}) {
+      for (bool prefetch : {false, true}) {
+        BmuTuning tuning;
+        tuning.warp_prefetch_documents = prefetch;
+        BmuHints hints;
+        if (random_order) hints.previous_bmu = static_cast<const int32_t*>(previous->data());
+        SomWorkspace ws;
+        std::vector<double> times;
+        for (int k = 0; k <= a.reps; ++k) {  // the first: warm-up
+          Clock::time_point t = Clock::now();
+          CHECK_OK(FindBmus(stream, BmuAlgorithm::kFeatureMajor, *docs, cb, out, &ws, tuning, hints));
+          CHECK_OK(stream.Synchronize());
+          if (k > 0) times.push_back(SecondsSince(t));
+        }
+        const std::string name = std::string(random_order ? "random order (sort included)" : "storage order") +
+                                 (prefetch ? ", prefetched headers" : "");
+        std::printf("%-6d %-9lld %-44s %12.2f\n", edge, static_cast<long long>(n), name.c_str(),
+                    1e3 * Median(times) * 1e6 / n);
+      }
+    }
+    std::fflush(stdout);
+  }
+}
+
 // One end-to-end training of the corpus with `o`, printed per epoch and per
 // phase.
 void TrainOnce(const SparseBinaryMatrix& corpus, const std::string& label, TrainOptions o) {
@@ -909,7 +986,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: som_gpu_bench [--edges=32,...] [--budget=N] [--max_docs=N] [--reps=N] [--no_train] "
                  "[--train_docs=N] [--train_edge=E] [--train_fp16] [--train_bmu=cusparse-row] [--depths=1,4,8,16] [--groups=256,2048] [--lanes=8] [--no_bmu] [--train_epochs=N] "
-                 "[--issue16] [--cpu_check_docs=N] [--span_rows=S:R:G[:W[:P[:L]]],...] "
+                 "[--issue16] [--fixed_costs] [--cpu_check_docs=N] [--span_rows=S:R:G[:W[:K[:P]]],...] "
                  "[--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:pre:auto],...]\n");
     return 2;
   }
@@ -931,6 +1008,10 @@ int main(int argc, char** argv) {
   std::vector<float> scale(corpus.cols());
   for (size_t v = 0; v < scale.size(); ++v) scale[v] = static_cast<float>(2.0 * df[v] / corpus.rows());
   if (a.bmu) BenchBmu(a, *stream, corpus, scale, topics);
+  if (a.fixed_costs) {
+    auto d_scale = Upload(scale, *stream);
+    BenchFixedCosts(a, *stream, corpus, static_cast<const float*>(d_scale->data()));
+  }
   if (a.train) BenchTraining(a);
   return 0;
 }

@@ -6,7 +6,7 @@
 //
 //   fingerprint_multi_latent_bench [--templates=1000000] [--latents=1,4,16,64]
 //       [--repeats=2] [--kinds=lssr,lss] [--lss_latents=16] [--step_clock_latents=16] [--cpu_check=2000]
-//       [--variants=multi,multi+rhoT,...] [--data=DIR] [--seed=S]
+//       [--variants=multi,multi+compact,...] [--data=DIR] [--seed=S]
 //
 // Gallery: the throughput benches' synthetic gallery (bench/fingerprint_bases.h:
 // perturbed impressions of the FVC2002 templates, or of random bases without
@@ -20,20 +20,18 @@
 //     (all L x templates scores compared);
 //   - the first --cpu_check templates x the first 4 latents equal the CPU
 //     matcher (cpu::ScoreGallery), bit for bit.
-// Variants: "single x L" (L launches, the baseline), "multi" (one launch, no
-// options), "multi+rhoT" (rho transposed: conflict-free relaxation reads),
-// "multi+hist" (warp-aggregated radix histogram), "multi+pick" (efficiency
-// picks in registers), "multi+regrho" (rho's coordinates in registers), and
-// "multi+all" (all four; cuda::LssMultiOptions). --variants also takes names
-// built from tokens: "multi" or "sets" (one single-probe set per latent,
-// launched once per latent like the baseline but with the options: the
-// service's single-latent path with them), then any of +rhoT +hist +pick
-// +regrho +all +sparse (LssMultiOptions::sparse_rho) +roots (count_roots) +skip (skip_mma)
-// +balN (templates_per_warp = N), e.g. "multi+sparse+roots+pick+bal16".
+// Variants: "single x L" (L launches, the baseline, always first), then names
+// built from tokens: "multi" (one launch, cuda::LssMultiOptions' defaults) or
+// "sets" (one single-probe set per latent, launched once per latent like the
+// baseline but through the multi entry point with the options: the
+// single-latent path with them), then any of +compact
+// (LssMultiOptions::compact_rho) and +balN (templates_per_warp = N; 0: one
+// wave), e.g. "multi+compact+bal16". Without --variants: multi, multi+bal0,
+// multi+compact, sets, sets+bal0, sets+compact.
 // Kind lss (no rho / relaxation; --lss_latents counts only) is a diagnostic:
 // LSS-R minus LSS is the cost of step 3 (rho + relaxation + efficiency pick).
 // Then, at --step_clock_latents, the share of each step of a comparison in
-// the clock cycles (LssMultiOptions::stage_cycles), plain and all options.
+// the clock cycles (LssMultiOptions::stage_cycles), plain and with compact rho.
 // Without a GPU it prints why and exits 0.
 #include <algorithm>
 #include <cstdio>
@@ -87,7 +85,6 @@ struct Variant {
 bool ParseVariant(const std::string& name, Variant* out) {
   std::vector<std::string> tokens = absl::StrSplit(name, '+');
   Variant v{name, true, {}};
-  v.options.rho_transposed = false;  // only the tokens' options (LssMultiOptions defaults it on)
   if (tokens.empty()) return false;
   if (tokens[0] == "sets") {
     v.per_latent_sets = true;
@@ -97,23 +94,9 @@ bool ParseVariant(const std::string& name, Variant* out) {
   for (size_t i = 1; i < tokens.size(); ++i) {
     const std::string& t = tokens[i];
     int n = 0;
-    if (t == "rhoT") {
-      v.options.rho_transposed = true;
-    } else if (t == "hist") {
-      v.options.warp_histogram = true;
-    } else if (t == "pick") {
-      v.options.register_pick = true;
-    } else if (t == "regrho") {
-      v.options.register_rho = true;
-    } else if (t == "all") {
-      v.options.rho_transposed = v.options.warp_histogram = v.options.register_pick = v.options.register_rho = true;
-    } else if (t == "sparse") {
-      v.options.sparse_rho = true;
-    } else if (t == "roots") {
-      v.options.count_roots = true;
-    } else if (t == "skip") {
-      v.options.skip_mma = true;
-    } else if (t.rfind("bal", 0) == 0 && absl::SimpleAtoi(t.substr(3), &n) && n > 0) {
+    if (t == "compact") {
+      v.options.compact_rho = true;
+    } else if (t.rfind("bal", 0) == 0 && absl::SimpleAtoi(t.substr(3), &n) && n >= 0) {
       v.options.templates_per_warp = n;
     } else {
       return false;
@@ -126,16 +109,10 @@ bool ParseVariant(const std::string& name, Variant* out) {
 std::vector<Variant> Variants() {
   std::vector<Variant> v;
   v.push_back({"single x L", false, {}});
-  // Each option alone, then all of them.
-  static const char* kNames[6] = {"multi", "multi+rhoT", "multi+hist", "multi+pick", "multi+regrho", "multi+all"};
-  static const int kOpts[6] = {0, 1, 2, 4, 8, 15};
-  for (int i = 0; i < 6; ++i) {
-    cuda::LssMultiOptions o;
-    o.rho_transposed = (kOpts[i] & 1) != 0;
-    o.warp_histogram = (kOpts[i] & 2) != 0;
-    o.register_pick = (kOpts[i] & 4) != 0;
-    o.register_rho = (kOpts[i] & 8) != 0;
-    v.push_back({kNames[i], true, o});
+  for (const char* name : {"multi", "multi+bal0", "multi+compact", "sets", "sets+bal0", "sets+compact"}) {
+    Variant parsed;
+    ParseVariant(name, &parsed);
+    v.push_back(parsed);
   }
   return v;
 }
@@ -159,18 +136,16 @@ absl::Status Pass(const Stream& stream, const Variant& variant, const std::vecto
   return stream.Synchronize();
 }
 
-// One multi-latent LSS-R pass with the step clock (no option, or all of
-// them): a table row of each step's share of the cycles.
+// One multi-latent LSS-R pass with the step clock (the default options, or
+// with compact rho): a table row of each step's share of the cycles.
 std::string StepClockRow(const Stream& stream, const cuda::DeviceLssProbeSet& set, const MccDeviceGalleryView& view,
-                         const LssConstants& c, float* out, size_t stride, int which) {
-  const std::string name = which == 1 ? "multi+all" : which == 2 ? "multi+sparse+roots+pick+skip" : "multi";
+                         const LssConstants& c, float* out, size_t stride, bool compact) {
+  const std::string name = compact ? "multi+compact" : "multi";
   auto counters = Buffer::Allocate(MemoryKind::kDevice, sizeof(unsigned long long) * cuda::kLssStageCount, stream.ordinal());
   if (!counters.ok()) return absl::StrCat("| ", name, " | ", counters.status().ToString(), " |");
   std::vector<unsigned long long> host(cuda::kLssStageCount, 0);
   cuda::LssMultiOptions o;
-  o.rho_transposed = o.warp_histogram = o.register_pick = o.register_rho = which == 1;
-  o.sparse_rho = o.count_roots = o.skip_mma = which == 2;
-  o.register_pick = o.register_pick || which == 2;
+  o.compact_rho = compact;
   o.stage_cycles = static_cast<unsigned long long*>((*counters)->data());
   absl::Status st = CopyBytes((*counters)->data(), MemoryKind::kDevice, host.data(), MemoryKind::kHost,
                               sizeof(unsigned long long) * cuda::kLssStageCount, stream);
@@ -351,9 +326,9 @@ int Run(const Config& cfg) {
         std::fflush(stdout);
       }
       if (kind == MccScore::kLssR && L == cfg.step_clock_latents) {
-        for (int which : {0, 1, 2}) {
+        for (bool compact : {false, true}) {
           steps.push_back(
-              StepClockRow(stream, *set, device->view(), c, static_cast<float*>((*trial)->data()), stride, which));
+              StepClockRow(stream, *set, device->view(), c, static_cast<float*>((*trial)->data()), stride, compact));
           std::printf("(step clock, %d latents: %s)\n", L, steps.back().c_str());  // also in the table at the end
           std::fflush(stdout);
         }

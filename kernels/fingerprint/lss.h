@@ -364,47 +364,33 @@ absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& pro
 // template at about the same time: it comes from DRAM once per pass (L2
 // serves the other latents) and one launch replaces L. Every comparison runs
 // the single-latent kernel's code, so the scores are its (and the CPU's)
-// bit for bit. The options change only speed (same scores):
+// bit for bit. The options change only speed (same scores).
+// Measured and removed (H100, 2026-12-07, 10^6 x 16 latents, vs the plain
+// kernel in the same run; bench/results/logs/2026-12-07-h100-issue37-r2/lss/
+// and bench/results/2026-12-07-h100-issue37-round6.md):
+// rho transposed 0.93x, warp-aggregated histogram 0.94x, rho coordinates in
+// registers 0.98x, sparse rho 0.90x, count roots 0.90x, skipped MMA products
+// 0.91x. Register efficiency picks won (+9 % alone, +9 % over sparse rho) and
+// are always on.
 struct LssMultiOptions {
-  // rho stored transposed, so the relaxation's lanes read consecutive shared
-  // words (row-major: bank conflicts for even selection sizes).
-  bool rho_transposed = true;
-  // The radix histogram counted once per distinct digit of a warp
-  // (__match_any_sync) instead of one shared atomic per lane.
-  bool warp_histogram = false;
-  // LSS-R's n_P picks of highest efficiency by a max-reduction and a ballot
-  // per pick with one selected pair per lane (selections of up to 32 pairs)
-  // instead of a shuffle reduction per pick.
-  bool register_pick = false;
-  // rho's coordinates held one selected pair per lane and exchanged by
-  // shuffles (selections of up to 32 pairs) instead of loaded per pair.
-  // Built alone or with all the options above.
-  bool register_rho = false;
-  // LSS-R, selections of up to 32 pairs (issue 37): rho's distance test once
-  // per unordered pair (the distance difference d1 is symmetric bit for bit),
-  // pairs whose d1 is surely beyond its cut (approximate square roots with a
-  // wide margin) skipped, the exact rho for the others, and the relaxation
-  // summing only the nonzero rho(t, k) lambda_k terms in ascending k (adding
-  // +0 leaves a float sum unchanged, so the same bits).
-  bool sparse_rho = false;
-  // Step 1: sqrt(|a|) of each probe cylinder once per block and sqrt(|b|)
-  // once per gallery column instead of per pair (the same correctly rounded
-  // values).
-  bool count_roots = false;
-  // Step 1: |m_a & m_b| first, then a 16 x 8 tile's |a & m_b| (|m_a & b|)
-  // products only when a matchable pair of it has m_a not inside m_b (m_b
-  // not inside m_a), and none when no pair is matchable (same counts where
-  // they are read).
-  bool skip_mma = false;
-  // Launch shape: 0 (today), one wave of blocks per latent walking the
-  // gallery; > 0, blocks of about this many templates per warp, many waves,
-  // so the hardware balances latents of different sizes (a one-wave
-  // multi-latent launch waits for its largest latent's blocks).
-  int templates_per_warp = 0;
-  // Diagnostics (LSS-R; with no other option or with all four): when set,
-  // kLssStageCount counters in device memory to which every warp adds the
-  // clock cycles its comparisons spent in each step (kLssStageNames); the
-  // scores are unchanged, the time is not.
+  // Launch shape: blocks of about this many templates per warp, many waves,
+  // so the hardware balances latents of different sizes; 0: one wave of
+  // blocks per latent walking the gallery (a one-wave multi-latent launch
+  // waits for its largest latent's blocks). H100 2026-12-07, 10^6 x 16:
+  // 4 -> 60.7 M matches/s, 16 -> 58.3, 64 -> 57.1, 0 -> 43.5 (single-latent
+  // launches x 16: 57.2).
+  int templates_per_warp = 4;
+  // LSS-R (issue 37, being measured): rho in two passes - a cheap distance
+  // test of every unordered selected pair (approximate roots with a wide
+  // margin) that queues the survivors, then the exact rho of the queued pairs
+  // 32 at a time (the dense loop runs the whole expensive path whenever one
+  // lane of 32 survives the distance test) - and a relaxation that sums only
+  // the nonzero rho(t, k) lambda_k terms in ascending k (adding +0 leaves a
+  // float sum unchanged, so the same bits). Selections of up to 32 pairs.
+  bool compact_rho = false;
+  // Diagnostics (LSS-R): when set, kLssStageCount counters in device memory
+  // to which every warp adds the clock cycles its comparisons spent in each
+  // step (kLssStageNames); the scores are unchanged, the time is not.
   unsigned long long* stage_cycles = nullptr;
 };
 inline constexpr int kLssStageCount = 5;

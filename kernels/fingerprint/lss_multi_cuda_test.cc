@@ -86,19 +86,13 @@ TEST(LssMultiCuda, EveryLatentEqualsCpuForEveryOption) {
     for (MccScore kind : {MccScore::kLssR, MccScore::kLss}) {
       std::vector<float> cpu_scores(static_cast<size_t>(n) * latents);
       for (int l = 0; l < latents; ++l) cpu::ScoreGallery(probes[l], g, kind, c, cpu_scores.data() + l * n, 2);
-      // 8: register rho alone; 15: all four; 16 sparse rho, 32 count roots,
-      // 64 many small blocks (templates_per_warp 2), 128 skipped products,
-      // alone and together.
-      for (int opts : {0, 1, 2, 3, 4, 5, 6, 7, 8, 15, 16, 20, 32, 48, 52, 64, 116, 128, 148, 180, 244}) {
+      // The launch shapes (templates per warp: the default, 2, one wave),
+      // each plain and with compact rho.
+      const int shapes[3] = {cuda::LssMultiOptions().templates_per_warp, 2, 0};
+      for (int opts = 0; opts < 6; ++opts) {
         cuda::LssMultiOptions options;
-        options.rho_transposed = (opts & 1) != 0;
-        options.warp_histogram = (opts & 2) != 0;
-        options.register_pick = (opts & 4) != 0;
-        options.register_rho = (opts & 8) != 0;
-        options.sparse_rho = (opts & 16) != 0;
-        options.count_roots = (opts & 32) != 0;
-        options.templates_per_warp = (opts & 64) != 0 ? 2 : 0;
-        options.skip_mma = (opts & 128) != 0;
+        options.templates_per_warp = shapes[opts / 2];
+        options.compact_rho = (opts & 1) != 0;
         for (int scratch : {device->scratch_template_size(), 1, 0}) {
           MccDeviceGalleryView view = device->view();
           view.scratch_template_size = scratch;
@@ -128,7 +122,7 @@ TEST(LssMultiCuda, EveryLatentEqualsCpuForEveryOption) {
           EXPECT_EQ(exact, static_cast<long long>(n) * latents) << label;
         }
       }
-      std::printf("%s db %d: %d latents x %d templates, 21 option sets x 3 scratch sizes, all bit-identical\n",
+      std::printf("%s db %d: %d latents x %d templates, 6 option sets x 3 scratch sizes, all bit-identical\n",
                   kind == MccScore::kLssR ? "LSS-R" : "LSS", db, latents, n);
     }
   }
@@ -164,10 +158,8 @@ TEST(LssMultiCuda, OneLatentEqualsSingleKernelAndEmptySetIsNoOp) {
     ASSERT_TRUE(stream->Synchronize().ok());
     for (int j = 0; j < n; ++j) ASSERT_EQ(host[n + j], host[j]) << "latent " << i << " template " << j;
     // The step clock (diagnostics) counts cycles and leaves the scores alone
-    // (no option, the four of LssMultiOptions, sparse rho + count roots +
-    // register picks + skipped products).
-    for (int which : {0, 1, 2}) {
-      const bool all_options = which == 1;
+    // (plain and with compact rho).
+    for (bool compact : {false, true}) {
       auto counters = Buffer::Allocate(MemoryKind::kDevice, sizeof(unsigned long long) * cuda::kLssStageCount,
                                        stream->ordinal());
       ASSERT_TRUE(counters.ok());
@@ -176,9 +168,7 @@ TEST(LssMultiCuda, OneLatentEqualsSingleKernelAndEmptySetIsNoOp) {
                             sizeof(unsigned long long) * cycles.size(), *stream)
                       .ok());
       cuda::LssMultiOptions o;
-      o.rho_transposed = o.warp_histogram = o.register_pick = o.register_rho = all_options;
-      o.sparse_rho = o.count_roots = o.skip_mma = which == 2;
-      o.register_pick = o.register_pick || which == 2;
+      o.compact_rho = compact;
       o.stage_cycles = static_cast<unsigned long long*>((*counters)->data());
       ASSERT_TRUE(cuda::EnqueueScoreGalleryMulti(*stream, *set, device->view(), MccScore::kLssR, c, multi, n, o).ok());
       ASSERT_TRUE(

@@ -794,26 +794,42 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
 // merge — timed on as many empty documents as the BMU rows search (random
 // fp32 codebook). Visited in a random order (as documents in training:
 // scattered offsets) or in storage order (sequential offsets), with and
-// without prefetched headers (BmuTuning::warp_prefetch_documents). A BMU
-// row's time minus the random-order figure is what its feature sums cost.
+// without prefetched headers (BmuTuning::warp_prefetch_documents). Then the
+// same number of copies of one corpus document with the mean feature count:
+// the sums with every column slice in L1 (perfect locality). A BMU row's time
+// minus the first is what its sums cost; minus the second, what its cache
+// misses cost.
 void BenchFixedCosts(const Args& a, const Stream& stream, const SparseBinaryMatrix& corpus, const float* d_scale) {
-  std::printf("\nFixed costs of the exact kernel (empty documents, random fp32 codebook, default tuning)\n");
-  std::printf("%-6s %-9s %-44s %12s\n", "edge", "docs", "variant", "ms/1M docs");
+  std::printf("\nCost split of the exact kernel (random fp32 codebook, default tuning): empty documents, then "
+              "copies of one document\n");
+  std::printf("%-6s %-9s %-72s %12s\n", "edge", "docs", "variant", "ms/1M docs");
   for (int edge : a.edges) {
     const int64_t m = int64_t{edge} * edge;
     const int64_t n = std::max<int64_t>(4096, std::min<int64_t>({a.max_docs, corpus.rows(), a.budget / m}));
-    const std::vector<int64_t> offsets(n + 1, 0);
-    const std::vector<int32_t> no_indices(1, 0);
-    CsrView empty;
-    empty.rows = n;
-    empty.cols = corpus.cols();
-    empty.offsets = offsets.data();
-    empty.indices = no_indices.data();
+    // Empty documents, and copies of the first document with the mean count.
+    const int64_t mean = (corpus.nnz() + corpus.rows() / 2) / std::max<int64_t>(1, corpus.rows());
+    int64_t pick = 0;
+    while (pick + 1 < corpus.rows() && corpus.offsets()[pick + 1] - corpus.offsets()[pick] != mean) ++pick;
+    const int64_t k = corpus.offsets()[pick + 1] - corpus.offsets()[pick];
+    std::vector<int64_t> offsets(n + 1, 0), copy_offsets(n + 1, 0);
+    std::vector<int32_t> copy_indices(std::max<int64_t>(1, n * k), 0);
+    for (int64_t d = 0; d < n; ++d) {
+      copy_offsets[d + 1] = (d + 1) * k;
+      for (int64_t j = 0; j < k; ++j) copy_indices[d * k + j] = corpus.indices()[corpus.offsets()[pick] + j];
+    }
     DocumentParts parts;
     parts.tiles = false;
     parts.host_offsets = false;
-    auto docs = DocumentSet::Create(empty, stream, parts);
-    CHECK_OK(docs.status());
+    CsrView view;
+    view.rows = n;
+    view.cols = corpus.cols();
+    view.offsets = offsets.data();
+    view.indices = copy_indices.data();
+    auto empty_docs = DocumentSet::Create(view, stream, parts);
+    CHECK_OK(empty_docs.status());
+    view.offsets = copy_offsets.data();
+    auto copy_docs = DocumentSet::Create(view, stream, parts);
+    CHECK_OK(copy_docs.status());
     auto weights = Buffer::Allocate(MemoryKind::kDevice, sizeof(float) * m * corpus.cols(), stream.ordinal());
     if (!weights.ok()) {
       std::printf("%-6d skipped: %s\n", edge, std::string(weights.status().message()).c_str());
@@ -837,7 +853,9 @@ void BenchFixedCosts(const Args& a, const Stream& stream, const SparseBinaryMatr
     auto score = Buffer::Allocate(MemoryKind::kDevice, 4 * n).value();
     const BmuOutput out{static_cast<int32_t*>(bmu->data()), static_cast<int32_t*>(second->data()),
                         static_cast<float*>(score->data())};
-    for (bool random_order : {true, false}) {
+    for (int form : {0, 1, 2}) {  // empty in random order, empty in storage order, copies in random order
+      const bool random_order = form != 1;
+      const DocumentSet& docs = form == 2 ? *copy_docs : *empty_docs;
       for (bool prefetch : {false, true}) {
         BmuTuning tuning;
         tuning.warp_prefetch_documents = prefetch;
@@ -845,15 +863,16 @@ void BenchFixedCosts(const Args& a, const Stream& stream, const SparseBinaryMatr
         if (random_order) hints.previous_bmu = static_cast<const int32_t*>(previous->data());
         SomWorkspace ws;
         std::vector<double> times;
-        for (int k = 0; k <= a.reps; ++k) {  // the first: warm-up
+        for (int rep = 0; rep <= a.reps; ++rep) {  // the first: warm-up
           Clock::time_point t = Clock::now();
-          CHECK_OK(FindBmus(stream, BmuAlgorithm::kFeatureMajor, *docs, cb, out, &ws, tuning, hints));
+          CHECK_OK(FindBmus(stream, BmuAlgorithm::kFeatureMajor, docs, cb, out, &ws, tuning, hints));
           CHECK_OK(stream.Synchronize());
-          if (k > 0) times.push_back(SecondsSince(t));
+          if (rep > 0) times.push_back(SecondsSince(t));
         }
-        const std::string name = std::string(random_order ? "random order (sort included)" : "storage order") +
+        const std::string name = (form == 2 ? "copies of a " + std::to_string(k) + "-feature document, " : std::string()) +
+                                 (random_order ? "random order (sort included)" : "storage order") +
                                  (prefetch ? ", prefetched headers" : "");
-        std::printf("%-6d %-9lld %-44s %12.2f\n", edge, static_cast<long long>(n), name.c_str(),
+        std::printf("%-6d %-9lld %-72s %12.2f\n", edge, static_cast<long long>(n), name.c_str(),
                     1e3 * Median(times) * 1e6 / n);
       }
     }

@@ -1,7 +1,7 @@
 // LNCC CUDA kernel variants side by side (issue 37 item 1), one process, one
 // GPU: today's box march (the baseline) against the column march with
-// LnccOptions' defaults and with one or two of its cuda_* options changed
-// (names below), float storage (Lncc) and the lean stage's mixed storage
+// LnccOptions' defaults and with one of its cuda_* options off (names
+// below), float storage (Lncc) and the lean stage's mixed storage
 // (LnccHalfFixed: fp16 F, bf16 a, b, c), window 7.
 //
 //   lncc_variants_bench [--sizes=256,512] [--reps=N] [--variants=NAME,NAME,...] [--list]
@@ -66,11 +66,12 @@ struct Variant {
 };
 
 // Names: "defaults" is LnccOptions' own set (the reference of "x default");
-// suffixes change options: zp (cuda_z_pairs on), rcp
-// (cuda_approx_reciprocal on), pad (cuda_stage16_padded on), no al (cuda_aligned_rows off), no s16 (cuda_stage16 off), no fepi
-// (double epilogue), no async (register staging), no paired / no ps
-// (one-element 16-bit accesses / stores). "col" is the column march with
-// every option off.
+// suffixes turn one option off: no al (cuda_aligned_rows), no s16
+// (cuda_stage16), no fepi (the double epilogue), no async (register
+// staging). "col" is the column march with every option off. (The column
+// march's fixed choices, paired 16-bit accesses and the approximate
+// reciprocal, apply to every column march variant; z pairs come with
+// cuda_stage16.)
 std::vector<Variant> Variants() {
   std::vector<Variant> v;
   for (const bool mixed : {false, true}) {
@@ -90,33 +91,17 @@ std::vector<Variant> Variants() {
       o->cuda_kernel = LnccCudaKernel::kColumnMarch;
       o->cuda_float_epilogue = false;
       o->cuda_async_copy = false;
-      o->cuda_paired_loads16 = o->cuda_paired_fixed16 = o->cuda_paired_stores16 = false;
       o->cuda_aligned_rows = false;
       o->cuda_stage16 = false;
     });
     add("defaults no fepi", [](LnccOptions* o) { o->cuda_float_epilogue = false; });
     add("defaults no async", [](LnccOptions* o) { o->cuda_async_copy = false; });
     add("defaults no al", [](LnccOptions* o) { o->cuda_aligned_rows = false; });
-    add("defaults zp", [](LnccOptions* o) { o->cuda_z_pairs = true; });
-    add("defaults rcp", [](LnccOptions* o) { o->cuda_approx_reciprocal = true; });
-    add("defaults zp rcp", [](LnccOptions* o) {
-      o->cuda_z_pairs = true;
-      o->cuda_approx_reciprocal = true;
-    });
     if (mixed) {
       add("defaults no s16", [](LnccOptions* o) { o->cuda_stage16 = false; });
       add("defaults no s16 no al", [](LnccOptions* o) {
         o->cuda_stage16 = false;
         o->cuda_aligned_rows = false;
-      });
-      add("defaults pad", [](LnccOptions* o) { o->cuda_stage16_padded = true; });
-      add("defaults pad zp", [](LnccOptions* o) {
-        o->cuda_stage16_padded = true;
-        o->cuda_z_pairs = true;
-      });
-      add("defaults no ps", [](LnccOptions* o) { o->cuda_paired_stores16 = false; });
-      add("defaults no paired", [](LnccOptions* o) {
-        o->cuda_paired_loads16 = o->cuda_paired_fixed16 = o->cuda_paired_stores16 = false;
       });
     }
   }

@@ -31,6 +31,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 #include <utility>
 
@@ -47,24 +48,25 @@ namespace registration {
 namespace cuda {
 namespace {
 
-// ComputeLnccTerms in float (the kColumnMarch float-epilogue variant): the
-// box sums themselves are float, so the variances' cancellation error is of
-// the same order as in double; what float adds is the rounding of the
-// products and of the quotient (a few ulps, relative ~1e-6 on cc).
+// ComputeLnccTerms in float (the kColumnMarch float epilogue): the box sums
+// themselves are float, so the variances' cancellation error is of the same
+// order as in double; what float adds is the rounding of the products and of
+// 1 / D (relative ~1e-6 on cc). 1 / D by the hardware's approximate
+// reciprocal (rcp.approx.ftz: within 1 ulp) instead of the correctly rounded
+// division, whose slow-path branch kept the two rows' epilogues from being
+// scheduled together: issue 37, H100 2026-12-07, w7 fwd+bwd at 512^3 float
+// 3.10 -> 2.85 ms, mixed 3.47 -> 3.18 ms, the same accuracy against the CPU
+// reference (loss rel 3.9e-6, gradient rel L2 2.5e-6). D = var_F var_W + eps
+// must be normal (>= eps >= FLT_MIN: the host takes the double epilogue for
+// a smaller eps, where ftz would flush D to 0).
 struct LnccTermsF {
   float cc, a, b, c;
 };
-// kApproxRcp (LnccOptions::cuda_approx_reciprocal): 1 / (var_F var_W + eps)
-// by the hardware's approximate reciprocal (rcp.approx.ftz: within 1 ulp; the
-// denominator is >= eps > 0, never denormal) instead of the correctly
-// rounded division, whose slow-path branch keeps the two rows' epilogues
-// from being scheduled together.
 __device__ __forceinline__ float RcpApprox(float x) {
   float y;
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
-template <bool kApproxRcp = false>
 __device__ __forceinline__ LnccTermsF ComputeLnccTermsF(float s_f, float s_w, float s_ff, float s_ww, float s_fw,
                                                         float inv_n, float eps) {
   const float cross = s_fw - s_f * s_w * inv_n;
@@ -72,7 +74,7 @@ __device__ __forceinline__ LnccTermsF ComputeLnccTermsF(float s_f, float s_w, fl
   float var_w = s_ww - s_w * s_w * inv_n;
   var_f = var_f > 0.f ? var_f : 0.f;
   var_w = var_w > 0.f ? var_w : 0.f;
-  const float inv_d = kApproxRcp ? RcpApprox(var_f * var_w + eps) : 1.f / (var_f * var_w + eps);
+  const float inv_d = RcpApprox(var_f * var_w + eps);
   LnccTermsF t;
   t.cc = cross * cross * inv_d;
   t.a = 2.f * cross * inv_d;
@@ -135,21 +137,21 @@ struct ForwardOp {
   // 16-bit channels staged by 16-byte cp.async (LnccOptions::cuda_stage16).
   __device__ __forceinline__ const void* Raw16Base(int) const { return fixed; }
   __host__ __device__ bool Raw16Aligned16() const { return reinterpret_cast<uintptr_t>(fixed) % 16 == 0; }
-  template <bool kApproxRcp = false, typename A>
+  template <typename A>
   __device__ __forceinline__ double EmitAt(int64_t idx, const A s[kQ], const float*) const {
-    return Emit<kApproxRcp>(idx, s);
+    return Emit(idx, s);
   }
-  // Paired stores (LnccOptions::cuda_paired_stores16): the kernel computes
-  // a voxel's terms with EmitTerms (nothing stored; zeros at masked centres)
-  // and stores two x-neighbours' coefficients per 32-bit word.
+  // Paired stores (16-bit a, b, c, even nx, 4-byte aligned volumes): the
+  // kernel computes a voxel's terms with EmitTerms (nothing stored; zeros at
+  // masked centres) and stores two x-neighbours' coefficients per 32-bit word.
   static constexpr bool kWideStores = sizeof(CoefT) == 2;
   __host__ __device__ bool StoresAligned() const {
     return a_out != nullptr && (reinterpret_cast<uintptr_t>(a_out) | reinterpret_cast<uintptr_t>(b_out) |
                                 reinterpret_cast<uintptr_t>(c_out)) % 4 == 0;
   }
   static constexpr bool kForward = true;
-  // Paired loads (LnccOptions::cuda_paired_fixed16): raw channels [0, kRaw16)
-  // are 16-bit (fp16 F), loaded two per 32-bit word; the others one by one.
+  // Paired loads (even nx, 4-byte aligned F): raw channels [0, kRaw16) are
+  // 16-bit (fp16 F), loaded two per 32-bit word; the others one by one.
   static constexpr int kRaw16 = sizeof(FixedT) == 2 ? 1 : 0;
   __host__ __device__ bool LoadsAligned() const { return reinterpret_cast<uintptr_t>(fixed) % 4 == 0; }
   __device__ __forceinline__ uint32_t LoadWord(int, int64_t idx) const {
@@ -167,33 +169,26 @@ struct ForwardOp {
     }
     return ToFloat(v);
   }
-  template <bool kApproxRcp = false, typename A>
-  __device__ __forceinline__ double EmitTerms(int64_t idx, const A s[kQ], float abc[3]) const {
-    if (!mask.has(idx)) {
-      abc[0] = abc[1] = abc[2] = 0.f;
-      return 0.0;
-    }
-    const auto t = Terms<kApproxRcp>(s);
-    abc[0] = static_cast<float>(t.a);
-    abc[1] = static_cast<float>(t.b);
-    abc[2] = static_cast<float>(t.c);
-    return t.cc;
-  }
-  // The branch-free epilogue of kFastRcp (both rows' terms scheduled
-  // together): the terms computed whether or not the voxel is inside the
-  // volume (outside, the zero-padded sums give finite terms), then kept or
-  // zeroed; memory touched only inside. EmitTerms' and Emit's values.
-  __device__ __forceinline__ double EmitTermsIf(int64_t idx, bool inside, const float s[kQ], float abc[3]) const {
-    const auto t = Terms<true>(s);
-    const bool keep = inside && (mask.mask == nullptr || mask.mask[idx] != 0);
-    abc[0] = keep ? t.a : 0.f;
-    abc[1] = keep ? t.b : 0.f;
-    abc[2] = keep ? t.c : 0.f;
+  // The terms of the voxel idx (cc returned, a, b, c in abc), zero where it
+  // is outside the volume (inside false) or its centre outside the mask.
+  // The terms are computed either way, then kept or zeroed: the column
+  // march's branch-free epilogue (kFastBranchFree) calls this for voxels
+  // outside the volume too (their zero-padded sums give finite terms) so
+  // that both rows' terms are scheduled together; the mask is read inside only.
+  template <typename A>
+  __device__ __forceinline__ double EmitTerms(int64_t idx, bool inside, const A s[kQ], float abc[3]) const {
+    const auto t = Terms(s);
+    const bool keep = inside && mask.has(idx);
+    abc[0] = keep ? static_cast<float>(t.a) : 0.f;
+    abc[1] = keep ? static_cast<float>(t.b) : 0.f;
+    abc[2] = keep ? static_cast<float>(t.c) : 0.f;
     return keep ? static_cast<double>(t.cc) : 0.0;
   }
-  __device__ __forceinline__ double EmitIf(int64_t idx, bool inside, const float s[kQ]) const {
+  // EmitTerms, then a, b, c stored (when wanted) at idx if it is inside.
+  template <typename A>
+  __device__ __forceinline__ double Emit(int64_t idx, const A s[kQ], bool inside = true) const {
     float abc[3];
-    const double cc = EmitTermsIf(idx, inside, s, abc);
+    const double cc = EmitTerms(idx, inside, s, abc);
     if (inside && a_out != nullptr) {
       a_out[idx] = FromFloat<CoefT>(abc[0]);
       b_out[idx] = FromFloat<CoefT>(abc[1]);
@@ -220,32 +215,11 @@ struct ForwardOp {
     q[3] = raw[1] * raw[1];
     q[4] = raw[0] * raw[1];
   }
-  template <bool kApproxRcp = false, typename A>
-  __device__ __forceinline__ double Emit(int64_t idx, const A s[kQ]) const {
-    if (!mask.has(idx)) {
-      if (a_out != nullptr) {
-        a_out[idx] = FromFloat<CoefT>(0.f);
-        b_out[idx] = FromFloat<CoefT>(0.f);
-        c_out[idx] = FromFloat<CoefT>(0.f);
-      }
-      return 0.0;
-    }
-    const auto t = Terms<kApproxRcp>(s);
-    if (a_out != nullptr) {
-      a_out[idx] = FromFloat<CoefT>(static_cast<float>(t.a));
-      b_out[idx] = FromFloat<CoefT>(static_cast<float>(t.b));
-      c_out[idx] = FromFloat<CoefT>(static_cast<float>(t.c));
-    }
-    return t.cc;
-  }
-  template <bool kApproxRcp = false>  // (double: ignored)
   __device__ __forceinline__ LnccTerms Terms(const double s[kQ]) const {
     return ComputeLnccTerms(s[0], s[1], s[2], s[3], s[4], inv_n, eps);
   }
-  template <bool kApproxRcp = false>
   __device__ __forceinline__ LnccTermsF Terms(const float s[kQ]) const {
-    return ComputeLnccTermsF<kApproxRcp>(s[0], s[1], s[2], s[3], s[4], static_cast<float>(inv_n),
-                                         static_cast<float>(eps));
+    return ComputeLnccTermsF(s[0], s[1], s[2], s[3], s[4], static_cast<float>(inv_n), static_cast<float>(eps));
   }
 };
 
@@ -291,7 +265,7 @@ struct BackwardOp {
             reinterpret_cast<uintptr_t>(c_in)) % 16 == 0;
   }
   static constexpr bool kForward = false;
-  // Paired loads (LnccOptions::cuda_paired_loads16): a, b, c two 16-bit
+  // Paired loads (even nx, 4-byte aligned volumes): a, b, c two 16-bit
   // values per 32-bit word.
   static constexpr int kRaw16 = sizeof(CoefT) == 2 ? 3 : 0;
   static constexpr bool kWideStores = false;
@@ -318,7 +292,7 @@ struct BackwardOp {
     return ToFloat(v);
   }
   // Emit with F and W already loaded (center): the same arithmetic.
-  template <bool = false, typename A>
+  template <typename A>
   __device__ __forceinline__ double EmitAt(int64_t idx, const A s[kQ], const float center[kCenter]) const {
     const A f = center[0];
     const A w = center[1];
@@ -592,28 +566,38 @@ constexpr int kColWarps = kColThreads / 32;
 constexpr int kColRows = 2;       // tile rows per thread
 constexpr int kColStages = 4;     // cp.async halo buffers (float staging; 2 and 3 measured slower)
 
-// Kernel variants of LnccOptions (issue 37), a bit mask: kFastAligned, halo
-// rows at 16-byte boundaries (cuda_aligned_rows); kFastZPairs, z sums from
-// shared pair and quad sums (cuda_z_pairs).
+// Kernel variants (issue 37), a bit mask: kFastAligned, halo rows at
+// 16-byte boundaries (LnccOptions::cuda_aligned_rows); kFastZPairs, z sums
+// from shared pair and quad sums (with kFastStage16 only, below).
 constexpr int kFastZPairs = 1;
 constexpr int kFastAligned = 2;
 // kFastStage16 (with kFastAligned and cp.async; cuda_stage16): the 16-bit
 // channels (fp16 F, bf16 a, b, c) by 16-byte cp.async too, into 16-bit tiles
 // whose rows start at x = x0 - 8 (kHalfRow values: x0 - 8 .. x0 + 39), widened
 // to float as the x pass reads them. nx % 8 == 0, 16-byte aligned volumes.
+// (Rows 96 values apart, so that a half warp's two rows share no bank, tied
+// on an H100: 3.46 vs 3.47 ms, 2026-12-07; removed.)
 constexpr int kFastStage16 = 4;
 constexpr int kHalfRow = 48;
-// kFastHalfPad (cuda_stage16_padded): 16-bit rows 96 values apart instead
-// of 48, so that the x pass's two rows per half warp (8-byte loads) fall on
-// disjoint banks (48: 8 of their 16 words share banks).
-constexpr int kFastHalfPad = 8;
-// kFastRcp (cuda_approx_reciprocal): the forward's float epilogue with an
-// approximate reciprocal (ComputeLnccTermsF).
-constexpr int kFastRcp = 16;
-template <int kFast>
-constexpr int ColHalfStride() {
-  return (kFast & kFastHalfPad) != 0 ? 2 * kHalfRow : kHalfRow;
-}
+// kFastBranchFree (the forward's float epilogue, window 7): both rows' terms
+// computed for every thread and kept where inside, so that they are
+// scheduled together (ForwardOp::EmitTerms). It came with the approximate
+// reciprocal (measured together, round 6); on the window-7 fallback paths it
+// spills less than round 6's inside-only epilogue with the division (ptxas,
+// sm_90, bytes of spill stores: the odd-nx mixed forward 76 -> 56, the float
+// forward by registers 72 -> 56), except the mixed forward with cp.async W
+// and paired F words on unaligned rows (nx % 4 == 2): 12 -> 80.
+constexpr int kFastBranchFree = 16;
+// z pairs where they were measured to win (issue 37, H100 2026-12-07, w7
+// fwd+bwd at 512^3): 16-bit storage on the 16-bit cp.async path (kFastStage16)
+// 3.18 -> 2.99 ms with the approximate reciprocal (gradient rel L2 against the
+// CPU reference 1.82e-4 -> 1.95e-4). Everywhere else off: float storage 2.85
+// -> 2.90 / 3.43 ms in two runs (its forward spills the pair and quad sums);
+// 16-bit storage without kFastStage16 4.03 -> 4.22 ms (register words) and
+// 3.644 -> 3.645 ms (aligned rows) in round 5, and its fallback forwards
+// spill 150-400 bytes more with them (ptxas). So 16-bit storage's z sums, and
+// its rounding, depend on the path: cuda_stage16 where it applies.
+constexpr int kStage16Fast = kFastStage16 | kFastAligned | kFastZPairs;
 
 template <int kW, bool kAligned = false>
 struct ColShape {
@@ -660,7 +644,7 @@ constexpr size_t ColSharedBytes() {
   using S = ColShape<kW, (kFast & kFastAligned) != 0>;
   constexpr int kH = ColHalfChannels<Op, kFast>();
   return sizeof(float) * (ColXsOffset<Op::kRaw - kH, S::kPosS, kStages>() + 2 * Op::kQ * S::kHY * 32) +
-         sizeof(uint16_t) * kStages * kH * S::kHY * ColHalfStride<kFast>();
+         sizeof(uint16_t) * kStages * kH * S::kHY * kHalfRow;
 }
 
 // kAsync: the halo tile goes global -> shared by cp.async (float channels),
@@ -668,8 +652,8 @@ constexpr size_t ColSharedBytes() {
 // summed). kWide (16-bit storage, even nx, 4-byte aligned volumes), a mask:
 // kWideLoads, the 16-bit halo channels (fp16 F, bf16 a, b, c) loaded in
 // 32-bit words of two values through registers; kWideStores, the forward
-// stores a, b, c in 32-bit words of two x-neighbours. kFast: kFastAligned,
-// kFastZPairs above.
+// stores a, b, c in 32-bit words of two x-neighbours. kFast: the kFast*
+// bits above.
 constexpr int kWideLoadBit = 1;
 constexpr int kWideStoreBit = 2;
 template <class Op, int kW, bool kAsync = false, int kWide = 0, int kStages = 2, int kFast = 0>
@@ -679,7 +663,7 @@ __global__ void __launch_bounds__(kColThreads, 2) ColumnMarchKernel(Op op, int64
   constexpr bool kAligned = (kFast & kFastAligned) != 0;
   constexpr bool kZPairs = (kFast & kFastZPairs) != 0;
   constexpr bool kStage16 = (kFast & kFastStage16) != 0;
-  constexpr bool kRcp = (kFast & kFastRcp) != 0;
+  constexpr bool kBranchFree = (kFast & kFastBranchFree) != 0;
   using S = ColShape<kW, kAligned>;
   constexpr int kRows = kColRows;
   constexpr bool kWideLoads = (kWide & kWideLoadBit) != 0;
@@ -692,7 +676,7 @@ __global__ void __launch_bounds__(kColThreads, 2) ColumnMarchKernel(Op op, int64
   static_assert(!(kAsync && kWideLoads) || kStages == 2, "hybrid staging: two buffers");
   static_assert(kStages >= 2 && (kAsync || kStages == 2), "a deeper pipeline is cp.async's");
   static_assert(!kStage16 || (kAsync && kAligned && !kWideLoads && Op::kRaw16 > 0), "16-bit cp.async staging");
-  static_assert((kFast & kFastHalfPad) == 0 || kStage16, "padded 16-bit rows are kFastStage16's");
+  static_assert(!kBranchFree || Op::kForward, "the branch-free epilogue is the forward's");
   constexpr int kR16 = kWideLoads ? Op::kRaw16 : 0;  // halo channels loaded in words
   constexpr int kQ = Op::kQ;
   constexpr int kRaw = Op::kRaw;
@@ -702,8 +686,7 @@ __global__ void __launch_bounds__(kColThreads, 2) ColumnMarchKernel(Op op, int64
   extern __shared__ __align__(16) float smem[];
   float* s_raw = smem;                                            // [kStages][kRawF][kHY][kHXS]
   float* s_xs = smem + ColXsOffset<kRawF, S::kPosS, kStages>();  // [2][kQ][kHY][32]
-  uint16_t* s_half = reinterpret_cast<uint16_t*>(s_xs + 2 * kQ * S::kHY * 32);  // [kStages][kH][kHY][kHS]
-  constexpr int kHS = ColHalfStride<kFast>();
+  uint16_t* s_half = reinterpret_cast<uint16_t*>(s_xs + 2 * kQ * S::kHY * 32);  // [kStages][kH][kHY][kHalfRow]
 
   const int tid = threadIdx.x;
   const int lane = tid & 31;
@@ -719,53 +702,53 @@ __global__ void __launch_bounds__(kColThreads, 2) ColumnMarchKernel(Op op, int64
   // slice t is summed.
   float raw[(kAsync || kR16 == kRaw) ? 1 : S::kLoads][kRaw];
   uint32_t words[kWideLoads ? S::kWordLoads : 1][kR16 > 0 ? kR16 : 1];
-  auto copy_slice = [&](int64_t zin, int buf) {  // kAsync: straight into raw buffer `buf`
-    float* dst = s_raw + buf * kRawF * S::kPosS;  // channel c >= kH at (c - kH) * kPosS
+  // Every 16-byte chunk of a slice's kHY halo rows, kChunks per row, chunk m
+  // of row hr from x = x0 - kPer + kPer * m (kPer values per chunk):
+  // f(hr, m, idx, ok), with ok false (and idx 0, a valid address) where the
+  // chunk lies outside the volume. The host checked that nx is a multiple of
+  // kPer, so each chunk is wholly inside or outside.
+  auto for_each_chunk = [&](auto chunks_tag, auto per_tag, int64_t zin, auto&& f) {
+    constexpr int kChunks = decltype(chunks_tag)::value;
+    constexpr int kPer = decltype(per_tag)::value;
+    constexpr int kChunkPos = kChunks * S::kHY;
     const bool z_ok = zin >= 0 && zin < nz;
-    if constexpr (kStage16) {
-      // 8 values per 16-byte chunk, chunks wholly inside or outside the
-      // volume (nx % 8 == 0).
-      constexpr int kChunks = kHalfRow / 8;
-      constexpr int kChunkPos = kChunks * S::kHY;
 #pragma unroll
-      for (int s = 0; s < (kChunkPos + kColThreads - 1) / kColThreads; ++s) {
-        const int p = tid + s * kColThreads;
-        if (p < kChunkPos) {
-          const int hr = p / kChunks;
-          const int m = p - hr * kChunks;
-          const int64_t gx = x0 - 8 + 8 * m;
-          const int64_t gy = y0 - r + hr;
-          const bool ok = z_ok && gx >= 0 && gx < nx && gy >= 0 && gy < ny;
-          const int64_t idx = ok ? gx + nx * gy + plane * zin : 0;
-#pragma unroll
-          for (int c = 0; c < kH; ++c) {
-            const void* src = static_cast<const uint16_t*>(op.Raw16Base(c)) + idx;
-            CpAsync16(s_half + ((buf * kH + c) * S::kHY + hr) * kHS + 8 * m, src, ok);
-          }
-        }
+    for (int s = 0; s < (kChunkPos + kColThreads - 1) / kColThreads; ++s) {
+      const int p = tid + s * kColThreads;
+      if (p < kChunkPos) {
+        const int hr = p / kChunks;
+        const int m = p - hr * kChunks;
+        const int64_t gx = x0 - kPer + kPer * m;
+        const int64_t gy = y0 - r + hr;
+        const bool ok = z_ok && gx >= 0 && gx < nx && gy >= 0 && gy < ny;
+        f(hr, m, ok ? gx + nx * gy + plane * zin : int64_t{0}, ok);
       }
     }
+  };
+  auto copy_slice = [&](int64_t zin, int buf) {  // kAsync: straight into raw buffer `buf`
+    float* dst = s_raw + buf * kRawF * S::kPosS;  // channel c >= kH at (c - kH) * kPosS
+    [[maybe_unused]] const bool z_ok = zin >= 0 && zin < nz;  // (4-byte copies)
+    if constexpr (kStage16) {
+      // 16-bit rows from x0 - 8 (kHalfRow values), 8 values per chunk.
+      for_each_chunk(std::integral_constant<int, kHalfRow / 8>{}, std::integral_constant<int, 8>{}, zin,
+                     [&](int hr, int m, int64_t idx, bool ok) {
+#pragma unroll
+                       for (int c = 0; c < kH; ++c) {
+                         const void* src = static_cast<const uint16_t*>(op.Raw16Base(c)) + idx;
+                         CpAsync16(s_half + ((buf * kH + c) * S::kHY + hr) * kHalfRow + 8 * m, src, ok);
+                       }
+                     });
+    }
     if constexpr (kAligned) {
-      // 16-byte chunks (the host checked nx % 4 == 0 and 16-byte aligned
-      // float channels): each wholly inside or outside the volume.
-      constexpr int kChunks = S::kHXS / 4;  // per row
-      constexpr int kChunkPos = kChunks * S::kHY;
+      // Float rows from x0 - 4 (kHXS values), 4 values per chunk (the host
+      // checked 16-byte aligned float channels).
+      for_each_chunk(std::integral_constant<int, S::kHXS / 4>{}, std::integral_constant<int, 4>{}, zin,
+                     [&](int hr, int m, int64_t idx, bool ok) {
 #pragma unroll
-      for (int s = 0; s < (kChunkPos + kColThreads - 1) / kColThreads; ++s) {
-        const int p = tid + s * kColThreads;
-        if (p < kChunkPos) {
-          const int hr = p / kChunks;
-          const int m = p - hr * kChunks;
-          const int64_t gx = x0 - 4 + 4 * m;
-          const int64_t gy = y0 - r + hr;
-          const bool ok = z_ok && gx >= 0 && gx < nx && gy >= 0 && gy < ny;
-          const int64_t idx = ok ? gx + nx * gy + plane * zin : 0;
-#pragma unroll
-          for (int c = kR16 + kH; c < kRaw; ++c) {
-            CpAsync16(dst + (c - kH) * S::kPosS + hr * S::kHXS + 4 * m, op.RawBase(c) + idx, ok);
-          }
-        }
-      }
+                       for (int c = kR16 + kH; c < kRaw; ++c) {
+                         CpAsync16(dst + (c - kH) * S::kPosS + hr * S::kHXS + 4 * m, op.RawBase(c) + idx, ok);
+                       }
+                     });
     } else {
 #pragma unroll
       for (int s = 0; s < S::kLoads; ++s) {
@@ -883,7 +866,7 @@ __global__ void __launch_bounds__(kColThreads, 2) ColumnMarchKernel(Op op, int64
         // starts at x0 - 8): three 8-byte words per channel.
 #pragma unroll
         for (int c = 0; c < kH; ++c) {
-          const uint16_t* h = s_half + ((rbuf * kH + c) * S::kHY + row) * kHS + col + 4;
+          const uint16_t* h = s_half + ((rbuf * kH + c) * S::kHY + row) * kHalfRow + col + 4;
 #pragma unroll
           for (int m = 0; m < 3; ++m) {
             const uint2 u = *reinterpret_cast<const uint2*>(h + 4 * m);
@@ -1061,9 +1044,9 @@ __global__ void __launch_bounds__(kColThreads, 2) ColumnMarchKernel(Op op, int64
     for (int j = 0; j < kRows; ++j) {
       const int64_t my_y = y0 + warp * kRows + j;
       const bool inside = my_x < nx && my_y < ny;
-      // kRcp: branch-free (the sums and terms of both rows for every
-      // thread, kept where inside); otherwise only inside.
-      if (kRcp || inside) {
+      // kBranchFree: the sums and terms of both rows for every thread,
+      // kept where inside; otherwise only inside.
+      if (kBranchFree || inside) {
         float sum[kQ];
         if constexpr (kZPairs) {
           StaticFor<kNumQuads>([&](auto i_tag) {
@@ -1103,28 +1086,24 @@ __global__ void __launch_bounds__(kColThreads, 2) ColumnMarchKernel(Op op, int64
           }
         }
         const int64_t idx = my_x + nx * my_y + plane * z;
-        if constexpr (kRcp && Op::kForward) {  // (float epilogue: the host's condition)
+        // 16-bit paired stores: the terms only (stored below in pairs);
+        // otherwise Emit / EmitAt store them (the forward) or the gradient.
+        auto emit = [&](const auto* s) -> double {
           if constexpr (kWideStores) {
-            cc += op.EmitTermsIf(idx, inside, sum, abc[j]);
+            return op.EmitTerms(idx, inside, s, abc[j]);
+          } else if constexpr (kBranchFree) {
+            return op.Emit(idx, s, inside);
           } else {
-            cc += op.EmitIf(idx, inside, sum);
+            return op.EmitAt(idx, s, center[j]);
           }
-        } else if constexpr (kWideStores) {
-          if (float_epilogue) {
-            cc += op.template EmitTerms<kRcp>(idx, sum, abc[j]);
-          } else {
-            double acc[kQ];
-#pragma unroll
-            for (int c = 0; c < kQ; ++c) acc[c] = static_cast<double>(sum[c]);
-            cc += op.EmitTerms(idx, acc, abc[j]);
-          }
-        } else if (float_epilogue) {
-          cc += op.template EmitAt<kRcp>(idx, sum, center[j]);
+        };
+        if (kBranchFree || float_epilogue) {  // (kBranchFree: only with the float epilogue)
+          cc += emit(sum);
         } else {
           double acc[kQ];
 #pragma unroll
           for (int c = 0; c < kQ; ++c) acc[c] = static_cast<double>(sum[c]);
-          cc += op.EmitAt(idx, acc, center[j]);
+          cc += emit(acc);
         }
       }
     }
@@ -1282,105 +1261,52 @@ absl::Status LaunchColumnMarch(const Op& op, Dims3 dims, bool float_epilogue,
   return absl::OkStatus();
 }
 
-// The kFast variants (window 7's default paths): run-time bits to template.
-template <class Op, bool kAsync, int kWide, int kStages>
-absl::Status LaunchColumnMarchFast(const Op& op, Dims3 dims, bool float_epilogue, int fast,
-                                   double* partials, cudaStream_t stream) {
-  // (kFastStage16 is the caller's; the approximate reciprocal is
-  // instantiated with aligned rows only.)
-  const int bits = (fast & kFastAligned) != 0 ? fast & (kFastAligned | kFastZPairs | kFastRcp)
-                                              : fast & kFastZPairs;
+// Window 7 with the kFast bits given; the forward's float epilogue
+// branch-free (kFastBranchFree).
+template <class Op, bool kAsync = false, int kWide = 0, int kStages = 2, int kFast = 0>
+absl::Status LaunchColumnMarch7(const Op& op, Dims3 dims, bool float_epilogue, double* partials,
+                                cudaStream_t stream) {
   if constexpr (Op::kForward) {
-    if (bits == (kFastAligned | kFastRcp)) {
-      return LaunchColumnMarch<Op, 7, kAsync, kWide, kStages, kFastAligned | kFastRcp>(op, dims, float_epilogue,
+    if (float_epilogue) {
+      return LaunchColumnMarch<Op, 7, kAsync, kWide, kStages, kFast | kFastBranchFree>(op, dims, float_epilogue,
                                                                                         partials, stream);
     }
-    if (bits == (kFastAligned | kFastZPairs | kFastRcp)) {
-      return LaunchColumnMarch<Op, 7, kAsync, kWide, kStages, kFastAligned | kFastZPairs | kFastRcp>(
-          op, dims, float_epilogue, partials, stream);
-    }
   }
-  switch (bits & ~kFastRcp) {
-    case kFastZPairs:
-      return LaunchColumnMarch<Op, 7, kAsync, kWide, kStages, kFastZPairs>(op, dims, float_epilogue,
-                                                                           partials, stream);
-    case kFastAligned:
-      return LaunchColumnMarch<Op, 7, kAsync, kWide, kStages, kFastAligned>(op, dims, float_epilogue,
-                                                                            partials, stream);
-    case kFastAligned | kFastZPairs:
-      return LaunchColumnMarch<Op, 7, kAsync, kWide, kStages, kFastAligned | kFastZPairs>(
-          op, dims, float_epilogue, partials, stream);
-    default:
-      return LaunchColumnMarch<Op, 7, kAsync, kWide, kStages>(op, dims, float_epilogue, partials,
-                                                              stream);
-  }
+  return LaunchColumnMarch<Op, 7, kAsync, kWide, kStages, kFast>(op, dims, float_epilogue, partials, stream);
 }
 
-// Window 7's other paths: z pairs or not (aligned rows only change where
-// values are staged, not the bits, so they are left out there).
-template <class Op, bool kAsync, int kWide>
-absl::Status LaunchColumnMarchZ(const Op& op, Dims3 dims, bool float_epilogue, int fast,
-                                double* partials, cudaStream_t stream) {
-  if ((fast & kFastZPairs) != 0) {
-    return LaunchColumnMarch<Op, 7, kAsync, kWide, 2, kFastZPairs>(op, dims, float_epilogue, partials,
-                                                                   stream);
+// The same with aligned rows where `aligned`.
+template <class Op, bool kAsync, int kWide, int kStages>
+absl::Status LaunchColumnMarch7Rows(const Op& op, Dims3 dims, bool float_epilogue, bool aligned, double* partials,
+                                    cudaStream_t stream) {
+  if (aligned) {
+    return LaunchColumnMarch7<Op, kAsync, kWide, kStages, kFastAligned>(op, dims, float_epilogue, partials, stream);
   }
-  return LaunchColumnMarch<Op, 7, kAsync, kWide>(op, dims, float_epilogue, partials, stream);
+  return LaunchColumnMarch7<Op, kAsync, kWide, kStages>(op, dims, float_epilogue, partials, stream);
 }
 
-// 16-bit storage with every channel by 16-byte cp.async (kFastStage16);
-// kS: the forward's paired a, b, c stores.
-template <class Op, int kS>
-absl::Status LaunchColumnMarchStage16(const Op& op, Dims3 dims, bool float_epilogue, int fast,
-                                      double* partials, cudaStream_t stream) {
-  constexpr int kBase = kFastStage16 | kFastAligned;
-  if ((fast & kFastHalfPad) != 0) {
-    constexpr int kPad = kBase | kFastHalfPad;
-    if ((fast & kFastZPairs) != 0) {
-      return LaunchColumnMarch<Op, 7, true, kS, kColStages, kPad | kFastZPairs>(op, dims, float_epilogue, partials,
-                                                                                stream);
-    }
-    return LaunchColumnMarch<Op, 7, true, kS, kColStages, kPad>(op, dims, float_epilogue, partials, stream);
-  }
-  if constexpr (Op::kForward) {
-    if ((fast & kFastRcp) != 0) {
-      if ((fast & kFastZPairs) != 0) {
-        return LaunchColumnMarch<Op, 7, true, kS, kColStages, kBase | kFastZPairs | kFastRcp>(
-            op, dims, float_epilogue, partials, stream);
-      }
-      return LaunchColumnMarch<Op, 7, true, kS, kColStages, kBase | kFastRcp>(op, dims, float_epilogue, partials,
-                                                                              stream);
-    }
-  }
-  if ((fast & kFastZPairs) != 0) {
-    return LaunchColumnMarch<Op, 7, true, kS, kColStages, kBase | kFastZPairs>(op, dims, float_epilogue,
-                                                                               partials, stream);
-  }
-  return LaunchColumnMarch<Op, 7, true, kS, kColStages, kBase>(op, dims, float_epilogue, partials,
-                                                               stream);
-}
-
-// fast: kFast bits wanted (window 7; aligned rows dropped where unsupported:
-// with cp.async they need nx % 4 == 0 and 16-byte aligned float channels;
-// 16-bit staging needs cp.async, nx % 8 == 0 and 16-byte aligned volumes).
+// wide: the paired 16-bit accesses that apply (kWideLoadBit, kWideStoreBit;
+// the caller checked even nx and alignment). aligned_rows, stage16: window
+// 7's LnccOptions::cuda_aligned_rows and cuda_stage16, dropped where they do
+// not apply (with cp.async, aligned rows need nx % 4 == 0 and 16-byte aligned
+// float channels; 16-bit staging needs cp.async, nx % 8 == 0 and 16-byte
+// aligned volumes).
 template <class Op>
-absl::Status DispatchColumnWindow(const Op& op, Dims3 dims, int window, bool float_epilogue,
-                                  bool async_copy, int wide, int fast, double* partials, cudaStream_t stream) {
-  const int async_fast = (dims.nx % 4 == 0 && op.RawAligned16()) ? fast : (fast & ~kFastAligned);
+absl::Status DispatchColumnWindow(const Op& op, Dims3 dims, int window, bool float_epilogue, bool async_copy,
+                                  bool aligned_rows, bool stage16, int wide, double* partials, cudaStream_t stream) {
+  const bool async_aligned = aligned_rows && dims.nx % 4 == 0 && op.RawAligned16();
   if constexpr (Op::kRaw16 > 0) {
-    if (window == 7 && async_copy && (fast & kFastStage16) != 0 && dims.nx % 8 == 0 && op.RawAligned16() &&
-        op.Raw16Aligned16()) {
+    if (window == 7 && async_copy && stage16 && dims.nx % 8 == 0 && op.RawAligned16() && op.Raw16Aligned16()) {
       if constexpr (Op::kWideStores) {
         if ((wide & kWideStoreBit) != 0) {
-          return LaunchColumnMarchStage16<Op, kWideStoreBit>(op, dims, float_epilogue, fast, partials,
-                                                             stream);
+          return LaunchColumnMarch7<Op, true, kWideStoreBit, kColStages, kStage16Fast>(op, dims, float_epilogue,
+                                                                                      partials, stream);
         }
       }
-      return LaunchColumnMarchStage16<Op, 0>(op, dims, float_epilogue, fast, partials, stream);
+      return LaunchColumnMarch7<Op, true, 0, kColStages, kStage16Fast>(op, dims, float_epilogue, partials, stream);
     }
   }
-  // Paired 16-bit loads / stores (the caller checked even nx and alignment):
-  // window 7 only (the registration default).
+  // Paired 16-bit loads / stores: window 7 only (the registration default).
   if constexpr (Op::kRaw16 > 0 || Op::kWideStores) {
     if (window == 7) {
       constexpr int kL = Op::kRaw16 > 0 ? kWideLoadBit : 0;
@@ -1389,39 +1315,38 @@ absl::Status DispatchColumnWindow(const Op& op, Dims3 dims, int window, bool flo
       // registers, W by cp.async (its 4-byte floats).
       if constexpr (kL != 0 && Op::kRaw16 < Op::kRaw) {
         if (async_copy && wide == kL) {
-          return LaunchColumnMarchFast<Op, true, kL, 2>(op, dims, float_epilogue, async_fast, partials,
-                                                        stream);
+          return LaunchColumnMarch7Rows<Op, true, kL, 2>(op, dims, float_epilogue, async_aligned, partials, stream);
         }
         if constexpr (kS != 0) {
           if (async_copy && wide == (kL | kS)) {
-            return LaunchColumnMarchFast<Op, true, kL | kS, 2>(op, dims, float_epilogue, async_fast,
-                                                               partials, stream);
+            return LaunchColumnMarch7Rows<Op, true, kL | kS, 2>(op, dims, float_epilogue, async_aligned, partials,
+                                                                stream);
           }
         }
       }
       if (kL != 0 && wide == kL) {  // the mixed backward: a, b, c in words through registers
-        return LaunchColumnMarchFast<Op, false, kL, 2>(op, dims, float_epilogue, fast, partials,
-                                                       stream);
+        return LaunchColumnMarch7Rows<Op, false, kL, 2>(op, dims, float_epilogue, aligned_rows, partials, stream);
       }
+      // (Aligned rows only change where values are staged, not the bits:
+      // left out on the paths below.)
       if (kS != 0 && wide == kS) {
-        return LaunchColumnMarchZ<Op, false, kS>(op, dims, float_epilogue, fast, partials, stream);
+        return LaunchColumnMarch7<Op, false, kS>(op, dims, float_epilogue, partials, stream);
       }
       if (kL != 0 && kS != 0 && wide == (kL | kS)) {
-        return LaunchColumnMarchZ<Op, false, kL | kS>(op, dims, float_epilogue, fast, partials,
-                                                      stream);
+        return LaunchColumnMarch7<Op, false, kL | kS>(op, dims, float_epilogue, partials, stream);
       }
     }
   }
   if constexpr (Op::kAsyncCapable) {  // cp.async staging: window 7 only (the registration default)
     if (async_copy && window == 7) {
-      return LaunchColumnMarchFast<Op, true, 0, kColStages>(op, dims, float_epilogue, async_fast,
-                                                            partials, stream);
+      return LaunchColumnMarch7Rows<Op, true, 0, kColStages>(op, dims, float_epilogue, async_aligned, partials,
+                                                             stream);
     }
   }
   switch (window) {
     case 3: return LaunchColumnMarch<Op, 3>(op, dims, float_epilogue, partials, stream);
     case 5: return LaunchColumnMarch<Op, 5>(op, dims, float_epilogue, partials, stream);
-    case 7: return LaunchColumnMarchZ<Op, false, 0>(op, dims, float_epilogue, fast, partials, stream);
+    case 7: return LaunchColumnMarch7<Op>(op, dims, float_epilogue, partials, stream);
     case 9: return LaunchColumnMarch<Op, 9>(op, dims, float_epilogue, partials, stream);
     default: return absl::InvalidArgumentError("lncc (CUDA column march): unsupported window");
   }
@@ -1464,22 +1389,20 @@ absl::Status LnccImpl(const Stream& stream, const FixedT* fixed, const float* wa
   auto march = [&](const auto& op, double* part) -> absl::Status {
     using Op = std::decay_t<decltype(op)>;
     if (column) {
-      // Paired 16-bit access needs even x in every word: even nx.
+      // Paired 16-bit accesses (one 32-bit load or store per two values, the
+      // same bits) wherever they apply: even x in every word (even nx) and
+      // 4-byte aligned volumes. With cuda_stage16 only the paired a, b, c
+      // stores remain (16-byte copies load the 16-bit halos).
       int wide = 0;
       if (dims.nx % 2 == 0) {
-        const bool paired_loads = Op::kForward ? options.cuda_paired_fixed16 : options.cuda_paired_loads16;
-        if (paired_loads && Op::kRaw16 > 0 && op.LoadsAligned()) wide |= kWideLoadBit;
-        if (options.cuda_paired_stores16 && Op::kWideStores && op.StoresAligned()) wide |= kWideStoreBit;
+        if (Op::kRaw16 > 0 && op.LoadsAligned()) wide |= kWideLoadBit;
+        if (Op::kWideStores && op.StoresAligned()) wide |= kWideStoreBit;
       }
-      const int fast = (options.cuda_aligned_rows ? kFastAligned : 0) | (options.cuda_z_pairs ? kFastZPairs : 0) |
-                       (options.cuda_stage16 ? kFastStage16 : 0) |
-                       (options.cuda_stage16 && options.cuda_stage16_padded ? kFastHalfPad : 0) |
-                       // (the forward's float epilogue only; not with padded 16-bit rows)
-                       (Op::kForward && options.cuda_float_epilogue && options.cuda_approx_reciprocal &&
-                                !(options.cuda_stage16 && options.cuda_stage16_padded)
-                            ? kFastRcp
-                            : 0);
-      return DispatchColumnWindow<Op>(op, dims, options.window, options.cuda_float_epilogue, options.cuda_async_copy, wide, fast, part, s);
+      // The float epilogue's approximate reciprocal needs a normal
+      // denominator (ComputeLnccTermsF): a smaller eps takes the double one.
+      const bool float_epilogue = options.cuda_float_epilogue && options.eps >= std::numeric_limits<float>::min();
+      return DispatchColumnWindow<Op>(op, dims, options.window, float_epilogue, options.cuda_async_copy,
+                                      options.cuda_aligned_rows, options.cuda_stage16, wide, part, s);
     }
     if (part != nullptr) return DispatchMarch<Op, true>(op, sh, part, s);
     return DispatchMarch<Op, false>(op, sh, nullptr, s);

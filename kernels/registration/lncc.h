@@ -33,12 +33,14 @@
 //   running x/y sums in shared memory, any window up to 25: the fallback).
 //   Their values differ by float rounding only (bench/lncc_variants_bench).
 //   Column march options (issue 37, bench/lncc_variants_bench times them side
-//   by side): paired 16-bit accesses for mixed storage (cuda_paired_*16, the
-//   same bits), 16-byte aligned halo rows (cuda_aligned_rows: 16-byte
-//   cp.async and float4 x taps, the same bits), 16-bit halos by 16-byte
-//   cp.async (cuda_stage16, the same bits), z sums from shared pair and
-//   quad sums (cuda_z_pairs: other float rounding, the same slab
-//   bit-identity).
+//   by side): 16-byte aligned halo rows (cuda_aligned_rows: 16-byte cp.async
+//   and float4 x taps, the same bits), 16-bit halos by 16-byte cp.async
+//   (cuda_stage16: with its z sums from shared pair and quad sums, other
+//   float rounding than the direct sums, the same slab bit-identity). Fixed
+//   choices of the column march: 16-bit storage (LnccHalfFixed) moves two
+//   16-bit values per 32-bit load or store where nx is even (the same bits);
+//   the float epilogue takes 1 / D by the approximate reciprocal (lncc.cu:
+//   ComputeLnccTermsF).
 // - CPU reference: 5 (the box-sum volumes, reused for a, b, c), any window.
 //
 // Masked (issue 34, VoxelMask in types.h; ANTs' masked CC): only window
@@ -70,60 +72,46 @@ namespace registration {
 enum class LnccCudaKernel { kDefault, kBoxMarch, kColumnMarch };
 
 // The cuda_* defaults are the fastest set measured side by side on an H100
-// (issue 37, bench/lncc_variants_bench, 2026-12-07: w7 fwd+bwd at 512^3 float
-// 5.21 -> 4.27 -> 3.14 ms, mixed 6.67 -> 4.53 -> 3.46 ms); the float epilogue
-// moves the loss by ~3.5e-6 relative, the others give the same bits. Options
-// that never won there are gone (one row per thread, x pairs, the one-column
-// x pass and the unshared y pass, 2 or 3 cp.async stages, a, b, c two slices
-// ahead, a fixed block count): the column march is two rows per thread, x
-// quads, shared y terms and a 4-stage cp.async pipeline. Tests name every
-// option.
+// (issue 37, bench/lncc_variants_bench, w7 fwd+bwd at 512^3; float storage
+// 5.21 -> 4.27 -> 3.14 ms, mixed 6.67 -> 4.53 -> 3.46 ms in the rounds up to
+// 5; round 6, 2026-12-07: float 3.10 -> 2.85 ms with the approximate
+// reciprocal, mixed 3.47 -> 3.18 ms with it and 2.99 ms with z pairs as well,
+// against the box march's 9.86 / 11.11 ms in the same run). The float
+// epilogue moves the loss by ~3.5e-6 relative, cuda_stage16's z pairs the
+// mixed gradient's distance to the CPU reference from 1.82e-4 to 1.95e-4
+// relative L2; the other options give the same bits. Options that never won
+// there are gone (one row per thread, x pairs, the one-column x pass and the
+// unshared y pass, 2 or 3 cp.async stages, a, b, c two slices ahead, a fixed
+// block count, padded 16-bit rows: 3.46 vs 3.47 ms) or became fixed choices
+// (above: the approximate reciprocal; z pairs with cuda_stage16 only, float
+// storage 2.85 -> 2.90 / 3.43 ms with them; paired 16-bit accesses). The
+// column march is two rows per thread, x quads, shared y terms and a 4-stage
+// cp.async pipeline. Tests name every option.
 struct LnccOptions {
   int window = 7;     // odd, >= 1 (CUDA: <= 25)
   double eps = 1e-5;  // added to var_F * var_W
   LnccCudaKernel cuda_kernel = LnccCudaKernel::kDefault;  // kColumnMarch where it supports the window
-  bool cuda_float_epilogue = true;   // kColumnMarch: cc, a, b, c in float instead of double
+  // kColumnMarch: cc, a, b, c in float instead of double (with eps >=
+  // FLT_MIN, the approximate reciprocal's need; below it the double one).
+  bool cuda_float_epilogue = true;
   // kColumnMarch, window 7: halo tiles by cp.async (float storage; the mixed
-  // forward with cuda_paired_fixed16: its float W, F in register words).
+  // forward without cuda_stage16: its float W, F in register words).
   bool cuda_async_copy = true;
-  // kColumnMarch, 16-bit storage (LnccHalfFixed), even nx: the backward loads
-  // its bf16 a, b, c halo two values per 32-bit word (half the load
-  // instructions of one-element loads; the same values, so the same bits).
-  bool cuda_paired_loads16 = true;
-  // The same for the forward's fp16 F halo (W stays one float per load).
-  bool cuda_paired_fixed16 = true;
-  // kColumnMarch, 16-bit storage, even nx: the forward stores its bf16 a, b,
-  // c two per 32-bit word (lanes swap one row's value with their neighbour:
-  // one store per row pair instead of two; same bits).
-  bool cuda_paired_stores16 = true;
   // kColumnMarch, window 7 (issue 37): halo rows in shared memory start at a
   // 16-byte boundary (x0 - 4, 40 floats), so float channels move by 16-byte
   // cp.async (a quarter of the copy instructions; needs nx % 4 == 0 and
   // 16-byte aligned volumes, else 4-byte copies) and the x pass reads its
   // taps as float4. The same bits.
   bool cuda_aligned_rows = true;
-  // kColumnMarch, window 7: the z window sums from pair and quad sums shared
-  // by consecutive windows (w = 7: 4 adds per quantity instead of 6). Other
-  // float rounding; each partial sum depends on its own slices only, so a
-  // z-slab still gives the whole volume's bits (issue 39). Off: on an H100
-  // (2026-12-07) it cost float storage 3.14 -> 3.37 ms (its pair and quad
-  // sums spill the forward) and saved mixed storage 3.46 -> 3.36 ms.
-  bool cuda_z_pairs = false;
   // kColumnMarch, window 7, 16-bit storage with cuda_async_copy: the fp16 F
   // and bf16 a, b, c halos by 16-byte cp.async as well (into 16-bit tiles,
   // widened as the x pass reads them; with cuda_aligned_rows' layout for the
-  // float W) instead of 32-bit words through registers. Needs nx % 8 == 0
-  // and 16-byte aligned volumes (else the paths above). The same bits.
+  // float W) instead of 32-bit words through registers, and the z window
+  // sums from pair and quad sums shared by consecutive windows (4 adds per
+  // quantity instead of 6: other float rounding, measured faster only on
+  // this path; lncc.cu). Needs nx % 8 == 0 and 16-byte aligned volumes (else
+  // the paths above, direct z sums).
   bool cuda_stage16 = true;
-  // cuda_stage16 with 16-bit rows 96 values apart instead of 48 (no shared
-  // bank between the two rows a half warp reads; more shared memory).
-  bool cuda_stage16_padded = false;
-  // kColumnMarch, window 7, with cuda_float_epilogue and cuda_aligned_rows
-  // or cuda_stage16 (not padded): the forward's 1 / (var_F var_W + eps) by
-  // the hardware's approximate reciprocal (within 1 ulp) instead of the
-  // correctly rounded division and its slow-path branch. Other float
-  // rounding (loss and gradient within the tolerances); slab bits kept.
-  bool cuda_approx_reciprocal = false;
 };
 
 constexpr int kLnccMaxCudaWindow = 25;

@@ -3,6 +3,7 @@
 // with today's kernels as the baseline.
 //
 //   registration_roofline_bench [--size=512] [--reps=15] [--part=all|sampler|iteration|smooth] [--iterations=6]
+//                               [--iteration_sets=all|shipped]
 //
 // sampler: per operation, the compulsory bytes (each input read and each
 // output written once) moved by cudaMemcpyAsync device to device (the copy
@@ -17,8 +18,10 @@
 // iteration: the steps of RunLeanDeformableStage's mixed-precision iteration
 // (deformable_stage.cc) timed one by one with CUDA events, the kernels of
 // 2026-12-06 and the shipped defaults (also at other composition slab depths
-// and with the run-kernel smoothing), and the largest difference of u after
-// one iteration from the same start (0: the same results).
+// and with the run-kernel smoothing; --iteration_sets=shipped: the first two
+// only, e.g. at 1024^3, where each set keeps a 12 GB host copy of u), and the
+// largest difference of u after one iteration from the same start (0: the
+// same results).
 // smooth: the smoothing passes one by one per LeanSmoothTuning, and the
 // composition alone per slab depth.
 // Without a GPU it prints why and exits 0.
@@ -65,6 +68,7 @@ struct Options {
   int64_t size = 512;
   int reps = 15;
   int iterations = 6;
+  bool all_iteration_sets = true;  // false: the 2026-12-06 kernels and the shipped defaults only
   bool sampler = true;
   bool iteration = true;
   bool smooth = true;
@@ -410,7 +414,6 @@ absl::Status BenchIteration(const Stream& stream, const Options& opt) {
   LeanSmoothTuning old_smooth;
   old_smooth.run_kernel = false;
   old_smooth.fixed_radius = false;
-  old_smooth.march_flat_ring = false;
   IterationConfig old{"2026-12-06 kernels", TodaysSampler(), old_smooth};
   old.compose_slab_depth = 8;
   configs.push_back(old);
@@ -424,14 +427,11 @@ absl::Status BenchIteration(const Stream& stream, const Options& opt) {
     c.compose_slab_depth = depth;
     configs.push_back(c);
   }
-  IterationConfig flat = shipped;
-  flat.name = "shipped + the march's ring mirrored (LeanSmoothTuning::march_flat_ring)";
-  flat.smooth.march_flat_ring = true;
-  configs.push_back(flat);
   IterationConfig run = shipped;
   run.name = "shipped compose, run-kernel smoothing (before fixed radii)";
   run.smooth.fixed_radius = false;
   configs.push_back(run);
+  if (!opt.all_iteration_sets) configs.resize(2);
 
   // Copy references in the same run (device to device, each byte read and
   // written once): u (3 floats a voxel: what the composition's slab
@@ -579,14 +579,10 @@ absl::Status BenchSmooth(const Stream& stream, const Options& opt) {
   LeanSmoothTuning run;
   run.run_kernel = true;
   run.fixed_radius = false;
-  run.march_flat_ring = false;
   variants.push_back({"run kernels", run});
   LeanSmoothTuning fixed = run;
   fixed.fixed_radius = true;
-  variants.push_back({"fixed radius (radius 18: march; 2: float xy fused)", fixed});
-  LeanSmoothTuning flat = fixed;
-  flat.march_flat_ring = true;
-  variants.push_back({"fixed radius, march ring mirrored", flat});
+  variants.push_back({"fixed radius (radius 18: march, ring mirrored; 2: float xy fused)", fixed});
   variants.push_back({"shipped defaults", LeanSmoothTuning{}});
   const std::array<double, 3> combos[5] = {{6, 6, 6}, {0, 0, 0}, {6, 0, 0}, {0, 6, 0}, {0, 0, 6}};
   const char* const combo_names[5] = {"all", "none", "x", "y", "z"};
@@ -741,6 +737,8 @@ int main(int argc, char** argv) {
       opt.reps = std::atoi(a + 7);
     } else if (std::strncmp(a, "--iterations=", 13) == 0) {
       opt.iterations = std::atoi(a + 13);
+    } else if (std::strcmp(a, "--iteration_sets=shipped") == 0) {
+      opt.all_iteration_sets = false;
     } else if (std::strcmp(a, "--part=sampler") == 0) {
       opt.iteration = false;
       opt.smooth = false;
@@ -750,7 +748,7 @@ int main(int argc, char** argv) {
     } else if (std::strcmp(a, "--part=smooth") == 0) {
       opt.sampler = false;
       opt.iteration = false;
-    } else if (std::strcmp(a, "--part=all") != 0) {
+    } else if (std::strcmp(a, "--part=all") != 0 && std::strcmp(a, "--iteration_sets=all") != 0) {
       std::fprintf(stderr, "unknown argument %s\n", a);
       return 2;
     }

@@ -40,9 +40,6 @@ struct PassKernels {
   // passes march along the axis (AxisMarchKernel), at radius 2 SmoothCuda's
   // x and y passes are one tiled kernel (XFirstFixedKernel).
   bool fixed_radius = false;
-  // The march's ring with its first rows mirrored past its end (each
-  // thread's tap window contiguous). Same sums.
-  bool march_flat_ring = false;
 };
 
 #if TESSERA_WITH_CUDA

@@ -18,7 +18,6 @@ gs_internal::PassKernels Kernels(LeanSmoothTuning tuning) {
   gs_internal::PassKernels k;
   k.run_kernel = tuning.run_kernel;
   k.fixed_radius = tuning.fixed_radius;
-  k.march_flat_ring = tuning.march_flat_ring;
   return k;
 }
 

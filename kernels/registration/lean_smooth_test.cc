@@ -69,7 +69,6 @@ TEST(LeanSmoothCuda, EveryTuningEqualsOnePerSweep) {
   LeanSmoothTuning one_per_sweep;
   one_per_sweep.run_kernel = false;
   one_per_sweep.fixed_radius = false;
-  one_per_sweep.march_flat_ring = false;
   struct Named {
     const char* name;
     LeanSmoothTuning tuning;
@@ -80,8 +79,6 @@ TEST(LeanSmoothCuda, EveryTuningEqualsOnePerSweep) {
   tunings.push_back({"run kernels", t});
   t.fixed_radius = true;
   tunings.push_back({"fixed radius (radius 18: march; radius 2: float x and y fused)", t});
-  t.march_flat_ring = true;
-  tunings.push_back({"fixed radius, the march's ring mirrored", t});
   tunings.push_back({"shipped defaults", LeanSmoothTuning{}});
   for (const Shape& shape :
        {Shape{37, 29, 71, 3}, Shape{70, 13, 9}, Shape{33, 130, 66, 3}, Shape{300, 9, 20, 3}, Shape{19, 21, 300}}) {

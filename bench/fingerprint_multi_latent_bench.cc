@@ -25,13 +25,14 @@
 // "sets" (one single-probe set per latent, launched once per latent like the
 // baseline but through the multi entry point with the options: the
 // single-latent path with them), then any of +compact
-// (LssMultiOptions::compact_rho) and +balN (templates_per_warp = N; 0: one
-// wave), e.g. "multi+compact+bal16". Without --variants: multi, multi+bal0,
-// multi+compact, sets, sets+bal0, sets+compact.
+// (LssMultiOptions::compact_rho), +lam (compact_lambda) and +balN
+// (templates_per_warp = N; 0: one wave), e.g. "multi+compact+lam+bal16".
+// Without --variants: multi, multi+bal0, multi+compact, multi+lam,
+// multi+compact+lam, sets, sets+compact+lam.
 // Kind lss (no rho / relaxation; --lss_latents counts only) is a diagnostic:
 // LSS-R minus LSS is the cost of step 3 (rho + relaxation + efficiency pick).
 // Then, at --step_clock_latents, the share of each step of a comparison in
-// the clock cycles (LssMultiOptions::stage_cycles), plain and with compact rho.
+// the clock cycles (LssMultiOptions::stage_cycles), plain and with both compact options.
 // Without a GPU it prints why and exits 0.
 #include <algorithm>
 #include <cstdio>
@@ -96,6 +97,8 @@ bool ParseVariant(const std::string& name, Variant* out) {
     int n = 0;
     if (t == "compact") {
       v.options.compact_rho = true;
+    } else if (t == "lam") {
+      v.options.compact_lambda = true;
     } else if (t.rfind("bal", 0) == 0 && absl::SimpleAtoi(t.substr(3), &n) && n >= 0) {
       v.options.templates_per_warp = n;
     } else {
@@ -109,7 +112,7 @@ bool ParseVariant(const std::string& name, Variant* out) {
 std::vector<Variant> Variants() {
   std::vector<Variant> v;
   v.push_back({"single x L", false, {}});
-  for (const char* name : {"multi", "multi+bal0", "multi+compact", "sets", "sets+bal0", "sets+compact"}) {
+  for (const char* name : {"multi", "multi+bal0", "multi+compact", "multi+lam", "multi+compact+lam", "sets", "sets+compact+lam"}) {
     Variant parsed;
     ParseVariant(name, &parsed);
     v.push_back(parsed);
@@ -137,15 +140,16 @@ absl::Status Pass(const Stream& stream, const Variant& variant, const std::vecto
 }
 
 // One multi-latent LSS-R pass with the step clock (the default options, or
-// with compact rho): a table row of each step's share of the cycles.
+// with compact rho and compact lambda): a table row of each step's share of
+// the cycles.
 std::string StepClockRow(const Stream& stream, const cuda::DeviceLssProbeSet& set, const MccDeviceGalleryView& view,
                          const LssConstants& c, float* out, size_t stride, bool compact) {
-  const std::string name = compact ? "multi+compact" : "multi";
+  const std::string name = compact ? "multi+compact+lam" : "multi";
   auto counters = Buffer::Allocate(MemoryKind::kDevice, sizeof(unsigned long long) * cuda::kLssStageCount, stream.ordinal());
   if (!counters.ok()) return absl::StrCat("| ", name, " | ", counters.status().ToString(), " |");
   std::vector<unsigned long long> host(cuda::kLssStageCount, 0);
   cuda::LssMultiOptions o;
-  o.compact_rho = compact;
+  o.compact_rho = o.compact_lambda = compact;
   o.stage_cycles = static_cast<unsigned long long*>((*counters)->data());
   absl::Status st = CopyBytes((*counters)->data(), MemoryKind::kDevice, host.data(), MemoryKind::kHost,
                               sizeof(unsigned long long) * cuda::kLssStageCount, stream);

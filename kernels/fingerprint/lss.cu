@@ -91,8 +91,13 @@ constexpr int kMmaMinBlocks = 4;
 // warp-aggregated radix histogram, rho coordinates in registers, sparse rho,
 // count roots, skipped MMA products. The efficiency picks in registers won
 // and are always on.)
+// kOptCompactLambda: step 1 queues the matchable entries' counts and computes
+//   their lambdas 32 at a time (ScoreKernelMma; LssMultiOptions::compact_lambda).
 constexpr int kOptStageClock = 1;
 constexpr int kOptCompactRho = 2;
+constexpr int kOptCompactLambda = 4;
+static_assert(kLssCudaMaxMatrixEntries <= (1 << 15) && kMccBitWords * 64 < (1 << 11),
+              "kOptCompactLambda packs an entry in 15 bits and a bit count in 11");
 
 // Diagnostics: lane 0 of each warp adds the clock64() cycles between a
 // comparison's step boundaries to counters[step] (cuda::kLssStageNames).
@@ -891,6 +896,28 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32, kMmaMinBlocks)
     // 1. Local similarities, 8 gallery columns x 16 probe rows per tile.
     int positives = 0;
     unsigned key_hi = 0u, key_lo = ~0u;  // largest / smallest positive key
+    // kOptCompactLambda: the matchable entries queued (entry | |c_a| << 15,
+    // with |c_b| | |a & b| << 11 in the entry's matrix word; counts <= 1536 <
+    // 2^11, entries < 25600 < 2^15) in the radix histogram's words (unused
+    // until the selection), lambda computed for 32 at a time (LambdaOfQueued).
+    unsigned* const lambda_queue = reinterpret_cast<unsigned*>(scratch.hist);
+    int queued = 0;  // warp-uniform
+    auto lambda_of_queued = [&](int first, int count) {
+      if (lane < count) {
+        const unsigned entry = lambda_queue[first + lane];
+        const int e = static_cast<int>(entry & 0x7fffu);
+        const unsigned counts = __float_as_uint(scratch.gamma[e]);
+        const float v = lss_internal::LambdaFromCounts(static_cast<int>(entry >> 15), static_cast<int>(counts & 0x7ffu),
+                                                       static_cast<int>(counts >> 11));
+        scratch.gamma[e] = v;
+        if (v > 0.0f) {
+          key_hi = max(key_hi, __float_as_uint(v));
+          key_lo = min(key_lo, __float_as_uint(v));
+        }
+        positives += v > 0.0f;
+      }
+      __syncwarp();  // the queue's words may be written again
+    };
     for (int col0 = 0; col0 < nb; col0 += lss_mma::kCols) {
       // B fragments of columns col0 .. col0 + 7 (zero beyond nb).
       const int col = col0 + lss_mma::BCol(lane);
@@ -932,6 +959,35 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32, kMmaMinBlocks)
           MmaAndPopc(nbc, am, bb[l][0], bb[l][1]);
         }
         MmaAndPopc(common, am, bm[0], bm[1]);
+        if ((kOpts & kOptCompactLambda) != 0) {
+          // The same counts and branches as below; the matchable entries'
+          // lambdas later, 32 at a time (the lambda of one matchable lane of
+          // 32 costs the whole warp the square roots and the division).
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int r = row0 + lss_mma::CRow(lane, e), q = e & 1, j = col0 + lss_mma::CCol(lane, e);
+            const bool in = r < na && j < nb;
+            const bool matchable =
+                in && lss_internal::DirectionsMatchable(p_t[r], theta_b[q], c) && common[e] >= c.min_common_cells;
+            const unsigned votes = __ballot_sync(kFull, matchable);
+            if (matchable) {
+              const int na_c = common[e] == p_mask_count[r] ? p_count[r] : nac[e];  // m_a inside m_b: |a|
+              const int nb_c = common[e] == mb_c[q] ? count_b[q] : nbc[e];          // m_b inside m_a: |b|
+              scratch.gamma[r * nb + j] = __uint_as_float(static_cast<unsigned>(nb_c | (nab[e] << 11)));
+              lambda_queue[queued + __popc(votes & ((1u << lane) - 1u))] =
+                  static_cast<unsigned>((r * nb + j) | (na_c << 15));
+            } else if (in) {
+              scratch.gamma[r * nb + j] = 0.0f;
+            }
+            queued += __popc(votes);
+            __syncwarp();
+            if (queued >= 32) {
+              queued -= 32;
+              lambda_of_queued(queued, 32);
+            }
+          }
+          continue;
+        }
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = row0 + lss_mma::CRow(lane, e), q = e & 1, j = col0 + lss_mma::CCol(lane, e);
@@ -951,6 +1007,7 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32, kMmaMinBlocks)
         }
       }
     }
+    if ((kOpts & kOptCompactLambda) != 0 && queued > 0) lambda_of_queued(0, queued);
     const int n_pos = WarpSum(positives);
     __syncwarp();  // the matrix is complete
     key_hi = __reduce_max_sync(kFull, key_hi);
@@ -1112,13 +1169,18 @@ using MmaKernel = void (*)(ProbeArgs, const ProbeArgs*, int, GalleryArgs, LssCon
                           float*, long long, unsigned long long*);
 
 // ScoreKernelMma<kRelax, kOpts> for runtime values: every LSS-R set of
-// kOptStageClock and kOptCompactRho; LSS has neither (no rho, no relaxation).
+// kOptStageClock, kOptCompactRho and kOptCompactLambda; LSS with or without
+// kOptCompactLambda (it has no rho and no step clock).
 MmaKernel PickMmaKernel(MccScore kind, int opts) {
-  static constexpr MmaKernel kRelaxed[4] = {ScoreKernelMma<true, 0>, ScoreKernelMma<true, 1>,
-                                            ScoreKernelMma<true, 2>, ScoreKernelMma<true, 3>};
-  static_assert(kOptStageClock == 1 && kOptCompactRho == 2, "kRelaxed is indexed by the option bits");
-  if (kind != MccScore::kLssR) return ScoreKernelMma<false, 0>;
-  return opts >= 0 && opts < 4 ? kRelaxed[opts] : nullptr;
+  static constexpr MmaKernel kRelaxed[8] = {ScoreKernelMma<true, 0>, ScoreKernelMma<true, 1>, ScoreKernelMma<true, 2>,
+                                            ScoreKernelMma<true, 3>, ScoreKernelMma<true, 4>, ScoreKernelMma<true, 5>,
+                                            ScoreKernelMma<true, 6>, ScoreKernelMma<true, 7>};
+  static_assert(kOptStageClock == 1 && kOptCompactRho == 2 && kOptCompactLambda == 4,
+                "kRelaxed is indexed by the option bits");
+  if (kind != MccScore::kLssR) {
+    return (opts & kOptCompactLambda) != 0 ? ScoreKernelMma<false, kOptCompactLambda> : ScoreKernelMma<false, 0>;
+  }
+  return opts >= 0 && opts < 8 ? kRelaxed[opts] : nullptr;
 }
 
 // The probes of one kWarpMma launch: one (`single`, num_probes 0) or
@@ -1262,9 +1324,10 @@ absl::Status EnqueueScoreGalleryMulti(const Stream& stream, const DeviceLssProbe
   mp.num_probes = probes.size();
   mp.n = probes.max_n_;
   const bool relaxed = kind == MccScore::kLssR;
-  const int opts = relaxed ? (options.stage_cycles != nullptr ? kOptStageClock : 0) |
-                                 (options.compact_rho ? kOptCompactRho : 0)
-                           : 0;
+  const int opts = (options.compact_lambda ? kOptCompactLambda : 0) |
+                   (relaxed ? (options.stage_cycles != nullptr ? kOptStageClock : 0) |
+                                  (options.compact_rho ? kOptCompactRho : 0)
+                            : 0);
   return LaunchWarpMma(s, stream.ordinal(), mp, GalleryArgsOf(gallery), kind, opts, constants,
                        MmaProbeBytes(probes.max_n_), MaxNp(constants), gallery.scratch_template_size, device_scores,
                        static_cast<long long>(score_stride), options.stage_cycles,

@@ -388,6 +388,12 @@ struct LssMultiOptions {
   // the nonzero rho(t, k) lambda_k terms in ascending k (adding +0 leaves a
   // float sum unchanged, so the same bits). Selections of up to 32 pairs.
   bool compact_rho = false;
+  // LSS and LSS-R (issue 37, being measured): step 1 queues the matchable
+  // entries' bit counts and computes their lambdas (three square roots and a
+  // division) 32 at a time; the direct epilogue computes them per lane, so
+  // one matchable entry of 32 costs the whole warp (about 40 % of the entries
+  // are matchable). Same counts, same lambda.
+  bool compact_lambda = false;
   // Diagnostics (LSS-R): when set, kLssStageCount counters in device memory
   // to which every warp adds the clock cycles its comparisons spent in each
   // step (kLssStageNames); the scores are unchanged, the time is not.

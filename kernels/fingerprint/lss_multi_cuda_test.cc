@@ -87,12 +87,13 @@ TEST(LssMultiCuda, EveryLatentEqualsCpuForEveryOption) {
       std::vector<float> cpu_scores(static_cast<size_t>(n) * latents);
       for (int l = 0; l < latents; ++l) cpu::ScoreGallery(probes[l], g, kind, c, cpu_scores.data() + l * n, 2);
       // The launch shapes (templates per warp: the default, 2, one wave),
-      // each plain and with compact rho.
+      // each with every set of compact rho (1) and compact lambda (2).
       const int shapes[3] = {cuda::LssMultiOptions().templates_per_warp, 2, 0};
-      for (int opts = 0; opts < 6; ++opts) {
+      for (int opts = 0; opts < 12; ++opts) {
         cuda::LssMultiOptions options;
-        options.templates_per_warp = shapes[opts / 2];
+        options.templates_per_warp = shapes[opts / 4];
         options.compact_rho = (opts & 1) != 0;
+        options.compact_lambda = (opts & 2) != 0;
         for (int scratch : {device->scratch_template_size(), 1, 0}) {
           MccDeviceGalleryView view = device->view();
           view.scratch_template_size = scratch;
@@ -122,7 +123,7 @@ TEST(LssMultiCuda, EveryLatentEqualsCpuForEveryOption) {
           EXPECT_EQ(exact, static_cast<long long>(n) * latents) << label;
         }
       }
-      std::printf("%s db %d: %d latents x %d templates, 6 option sets x 3 scratch sizes, all bit-identical\n",
+      std::printf("%s db %d: %d latents x %d templates, 12 option sets x 3 scratch sizes, all bit-identical\n",
                   kind == MccScore::kLssR ? "LSS-R" : "LSS", db, latents, n);
     }
   }
@@ -158,7 +159,7 @@ TEST(LssMultiCuda, OneLatentEqualsSingleKernelAndEmptySetIsNoOp) {
     ASSERT_TRUE(stream->Synchronize().ok());
     for (int j = 0; j < n; ++j) ASSERT_EQ(host[n + j], host[j]) << "latent " << i << " template " << j;
     // The step clock (diagnostics) counts cycles and leaves the scores alone
-    // (plain and with compact rho).
+    // (plain and with both compact options).
     for (bool compact : {false, true}) {
       auto counters = Buffer::Allocate(MemoryKind::kDevice, sizeof(unsigned long long) * cuda::kLssStageCount,
                                        stream->ordinal());
@@ -168,7 +169,7 @@ TEST(LssMultiCuda, OneLatentEqualsSingleKernelAndEmptySetIsNoOp) {
                             sizeof(unsigned long long) * cycles.size(), *stream)
                       .ok());
       cuda::LssMultiOptions o;
-      o.compact_rho = compact;
+      o.compact_rho = o.compact_lambda = compact;
       o.stage_cycles = static_cast<unsigned long long*>((*counters)->data());
       ASSERT_TRUE(cuda::EnqueueScoreGalleryMulti(*stream, *set, device->view(), MccScore::kLssR, c, multi, n, o).ok());
       ASSERT_TRUE(

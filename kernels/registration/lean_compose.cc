@@ -41,6 +41,10 @@ int64_t ComposeSlabDepth(Dims3 dims, double bound_voxels) {
   return std::max<int64_t>(1, std::min<int64_t>(dims.nz, std::max(halo, for_size)));
 }
 
+int64_t ComposeSlabBuffersBytes(Dims3 dims, int64_t depth) {
+  return 2 * 3 * depth * dims.nx * dims.ny * static_cast<int64_t>(sizeof(float));
+}
+
 namespace {
 
 template <typename GradT>
@@ -106,7 +110,8 @@ absl::Status ComposeImpl(const Stream& stream, float* u, const GradT* grad, Dims
   const int64_t plane = dims.nx * dims.ny;
   const int64_t slab_floats = 3 * depth * plane;
   Workspace local;
-  TESSERA_ASSIGN_OR_RETURN(void* base, ReserveScratch(stream, 2 * slab_floats * sizeof(float), workspace, local));
+  TESSERA_ASSIGN_OR_RETURN(void* base, ReserveScratch(stream, static_cast<size_t>(ComposeSlabBuffersBytes(dims, depth)),
+                                                      workspace, local));
   float* buffers[2] = {static_cast<float*>(base), static_cast<float*>(base) + slab_floats};
   const MemoryKind kind = stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
   const int64_t n = dims.size();

@@ -25,8 +25,9 @@
 //   ~1.6 lr in practice).
 //
 // Memory: u and g in place plus 2 * slab * nx * ny * 3 floats of scratch
-// (from `workspace`; at most an eighth of u's bytes beyond the 2^21-voxel
-// slabs: e.g. 201 MB at 512^3, 1.5 B per voxel; 201 MB at 1024^3).
+// (from `workspace`, ComposeSlabBuffersBytes; at most an eighth of u's bytes
+// beyond the 2^21-voxel slabs: e.g. 201 MB at 512^3, 1.5 B per voxel; 201 MB
+// at 1024^3).
 // CPU reference (also the CPU backend, same slab order): lean_compose_cpu.cc;
 // CUDA: lean_compose.cu. Tolerance CUDA vs CPU (lean_compose_test.cc): the
 // sampling positions are computed with the sampler's round-to-nearest
@@ -95,6 +96,11 @@ double GreedyStepBoundVoxels(const GreedyStep& step);
 // slices; issue 37: each slab costs a launch and three copies, at 512^3 on an
 // H100 the composition took 3.94 ms with slabs of 8 slices, 3.28 with 32).
 int64_t ComposeSlabDepth(Dims3 dims, double bound_voxels);
+// Bytes of the two slab buffers ComposeGreedyStepInPlace takes from its
+// workspace with slabs of `depth` slices (2 * 3 * depth * nx * ny floats; the
+// Workspace rounds them up to 256). Memory planners count the composition
+// with ComposeSlabBuffersBytes(dims, ComposeSlabDepth(dims, bound)).
+int64_t ComposeSlabBuffersBytes(Dims3 dims, int64_t depth);
 // The halo: slices a step of at most `bound_voxels` can reach, floor(bound) + 1
 // (with a relative margin of 1e-3 for float rounding).
 int64_t ComposeHaloSlices(double bound_voxels);

@@ -22,6 +22,7 @@
 #include "kernels/parallel/staged_communicator.h"
 #include "kernels/registration/field_ops.h"
 #include "kernels/registration/gaussian_smooth.h"
+#include "kernels/registration/lean_compose.h"
 #include "kernels/registration/pipeline/array_helpers.h"
 #include "kernels/registration/pipeline/per_scale.h"
 #include "kernels/registration/pipeline/plateau_stop.h"
@@ -100,7 +101,7 @@ int64_t ComposeScratchBytes(Dims3 fixed, int64_t local_nz, int64_t halo) {
   const int64_t plane = std::max<int64_t>(1, fixed.nx * fixed.ny);
   const int64_t depth =
       std::min(local_nz, std::max(std::max<int64_t>(halo, 1), (kOutOfCoreComposeSlabVoxels + plane - 1) / plane));
-  return 2 * 3 * depth * plane * static_cast<int64_t>(sizeof(float));
+  return ComposeSlabBuffersBytes(Dims3{fixed.nx, fixed.ny, local_nz}, depth);
 }
 
 enum class Phase { kSample, kMetricPrepass, kMetric, kSmoothGradient, kCompose, kSmoothField,
@@ -589,11 +590,28 @@ absl::StatusOr<Level> OutputLevel(const Stream& stream, const RegistrationOption
 
 }  // namespace
 
-int64_t LeanStageDeviceBytes(const RegistrationOptions& options, int64_t voxels) {
+double LeanStageStepBoundVoxels(const RegistrationOptions& options) {
+  GreedyStep step;
+  // StepControl starts at deformable_lr_voxels and only moves toward
+  // deformable_lr_voxels * deformable_min_step_fraction.
+  const double lr = options.deformable_lr_voxels * std::max(1.0, options.deformable_min_step_fraction);
+  if (options.deformable_step == DeformableStep::kAdam) {
+    step.rule = GreedyStep::Rule::kAdam;
+    step.adam.lr = lr;
+    step.t = int64_t{1} << 30;  // the bound grows with t (AdamOptions' betas): a late step
+  } else {
+    step.scale = static_cast<float>(lr);  // |scale| * max |g| = lr
+    step.max_abs_grad = 1.f;
+  }
+  return GreedyStepBoundVoxels(step);
+}
+
+int64_t LeanStageDeviceBytes(const RegistrationOptions& options, Dims3 dims) {
   int64_t per_voxel = LeanStageUsesMixedPrecision(options) ? 26 : 36;
   if (options.deformable_step == DeformableStep::kAdam) per_voxel += 24;
   if (options.metric == Metric::kMi) per_voxel += 4;
-  return per_voxel * voxels;
+  return per_voxel * dims.size() +
+         ComposeSlabBuffersBytes(dims, ComposeSlabDepth(dims, LeanStageStepBoundVoxels(options)));
 }
 
 int64_t LinearLevelDeviceBytes(int64_t fixed_voxels, int64_t moving_voxels) {
@@ -715,7 +733,7 @@ absl::StatusOr<OutOfCoreChoice> ChooseOutOfCore(const RegistrationOptions& optio
     return absl::InvalidArgumentError(absl::StrCat("device_memory_budget_bytes must be >= 0 (0 = no limit), got ",
                                                    options.device_memory_budget_bytes));
   }
-  const int64_t need = LeanStageDeviceBytes(options, fixed.size());
+  const int64_t need = LeanStageDeviceBytes(options, fixed);
   int64_t limit = options.device_memory_budget_bytes > 0 ? options.device_memory_budget_bytes
                                                          : std::numeric_limits<int64_t>::max();
   std::string limit_name = absl::StrFormat("the budget of %.2f GB", limit / 1e9);

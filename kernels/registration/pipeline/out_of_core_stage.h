@@ -66,9 +66,19 @@
 
 namespace tessera::registration {
 
-// Device bytes the in-core lean stage holds for a level of `voxels` voxels
-// (deformable_stage.h's model: 36 B, 26 B mixed, +24 B Adam, +4 B MI).
-int64_t LeanStageDeviceBytes(const RegistrationOptions& options, int64_t voxels);
+// Device bytes the in-core lean stage holds for a level of `dims`:
+// deformable_stage.h's model (36 B per voxel, 26 B mixed, +24 B Adam, +4 B
+// MI) plus the composition's two slab buffers as ComposeGreedyStepInPlace
+// sizes them for the stage's largest step (ComposeSlabBuffersBytes at
+// ComposeSlabDepth(dims, LeanStageStepBoundVoxels(options)): 201 MB at
+// 512^3 and at 1024^3).
+int64_t LeanStageDeviceBytes(const RegistrationOptions& options, Dims3 dims);
+
+// The largest GreedyStepBoundVoxels of the lean stage's steps: the scaled
+// rule moves at most its learning rate (deformable_lr_voxels, which
+// StepControl only halves), Adam at most its bound for a late step (it grows
+// with t toward ~7.3 lr at AdamOptions' default betas, which the stage uses).
+double LeanStageStepBoundVoxels(const RegistrationOptions& options);
 
 // Bytes per voxel of host memory the out-of-core stage holds with nothing
 // resident (u, warped, grad: 28, +24 Adam; the images are the caller's).

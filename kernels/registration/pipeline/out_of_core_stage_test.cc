@@ -11,9 +11,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/parallel/staged_communicator.h"
+#include "kernels/registration/lean_compose.h"
+#include "kernels/registration/workspace.h"
 #include "kernels/registration/label_metrics.h"
 #include "kernels/registration/pipeline/testing/colin_problem.h"
 #include "kernels/registration/pipeline/out_of_core_stage.h"
@@ -87,15 +91,20 @@ TEST(OutOfCoreStage, AdamMatchesInCoreShards) {
 
 TEST(OutOfCoreStage, BudgetChoosesOutOfCore) {
   RegistrationOptions o;
-  o.precision = Precision::kFull;  // the need counted below: 36 B per voxel
+  o.precision = Precision::kFull;  // the need counted below: 36 B per voxel and the composition's slabs
   const Dims3 d{512, 512, 512};
   const Stream cpu = Stream::Cpu();
-  EXPECT_EQ(LeanStageDeviceBytes(o, d.size()), 36 * d.size());
+  // Two slabs of 32 slices, 3 floats a voxel: 201 MB.
+  const int64_t need = 36 * d.size() + int64_t{2} * 3 * 32 * 512 * 512 * 4;
+  EXPECT_EQ(LeanStageDeviceBytes(o, d), need);
   // No budget: in core (the CPU has no free-memory query).
   EXPECT_EQ(ChooseOutOfCore(o, cpu, d, d).value().shards, 0);
-  // A budget above the need: in core.
-  o.device_memory_budget_bytes = 37 * d.size();
+  // A budget of the need: in core.
+  o.device_memory_budget_bytes = need;
   EXPECT_EQ(ChooseOutOfCore(o, cpu, d, d).value().shards, 0);
+  // 37 B per voxel (4.97 GB) covered the per-voxel model but not the slabs (5.03 GB): out of core.
+  o.device_memory_budget_bytes = 37 * d.size();
+  EXPECT_GE(ChooseOutOfCore(o, cpu, d, d).value().shards, 2);
   // 2 GB for a 4.8 GB need: the fewest shards whose working set fits, logged.
   o.device_memory_budget_bytes = int64_t{2} << 30;
   const OutOfCoreChoice c = ChooseOutOfCore(o, cpu, d, d).value();
@@ -115,6 +124,65 @@ TEST(OutOfCoreStage, BudgetChoosesOutOfCore) {
   o.device_memory_budget_bytes = 1 << 20;
   o.deformable_model = DeformableModel::kBspline;
   EXPECT_EQ(ChooseOutOfCore(o, cpu, d, d).value().shards, 0);
+}
+
+// The in-core need counts the composition's slab buffers exactly as the
+// composition reserves them: a CPU composition of the stage's largest step
+// (LeanStageStepBoundVoxels) leaves its workspace at LeanStageDeviceBytes
+// less the per-voxel model (rounded up to the Workspace's 256 bytes). Grids
+// where the depth is the 2^21-voxel minimum, the halo (a long step) and the
+// whole grid (BudgetChoosesOutOfCore: the u / 8 cap at 512^3).
+TEST(OutOfCoreStage, LeanStageDeviceBytesCountsCompositionSlabs) {
+  const Stream cpu = Stream::Cpu();
+  struct Case {
+    Dims3 dims;
+    double lr;
+    int64_t depth;  // slices per slab the composition takes
+  };
+  for (const Case& c : {Case{{256, 256, 48}, 0.5, 32}, Case{{128, 64, 400}, 300.0, 301}, Case{{64, 32, 48}, 0.5, 48}}) {
+    for (const bool adam : {false, true}) {
+      const Dims3 d = c.dims;
+      SCOPED_TRACE(DimsToString(d) + (adam ? " adam" : " scaled") + " lr " + std::to_string(c.lr));
+      RegistrationOptions o;
+      o.precision = Precision::kFull;
+      o.deformable_lr_voxels = c.lr;
+      o.deformable_step = adam ? DeformableStep::kAdam : DeformableStep::kNormalized;
+      const int64_t per_voxel = adam ? 60 : 36;
+      const int64_t slabs = LeanStageDeviceBytes(o, d) - per_voxel * d.size();
+      if (!adam) EXPECT_EQ(slabs, 2 * 3 * c.depth * d.nx * d.ny * 4);
+      // The composition of the stage's largest step, as deformable_stage.cc sets it up.
+      std::vector<float> u(3 * d.size(), 0.f), g(3 * d.size(), 0.25f);
+      std::vector<float> m(adam ? 3 * d.size() : 0, 0.f), v(adam ? 3 * d.size() : 0, 0.f);
+      GreedyStep step;
+      if (adam) {
+        step.rule = GreedyStep::Rule::kAdam;
+        step.adam.lr = o.deformable_lr_voxels;
+        step.t = int64_t{1} << 30;
+        step.m = m.data();
+        step.v = v.data();
+      } else {
+        step.max_abs_grad = 0.25f;
+        step.scale = static_cast<float>(-o.deformable_lr_voxels / 0.25);
+      }
+      EXPECT_LE(GreedyStepBoundVoxels(step), LeanStageStepBoundVoxels(o));
+      Workspace ws;
+      ASSERT_TRUE(ComposeGreedyStepInPlace(cpu, u.data(), g.data(), d, step, &ws).ok());
+      EXPECT_EQ(static_cast<int64_t>(ws.capacity()), static_cast<int64_t>(ScratchCarver::Align(slabs)));
+    }
+  }
+  // Adam's bound grows with t, so a late step bounds every step of a run.
+  RegistrationOptions o;
+  o.deformable_step = DeformableStep::kAdam;
+  GreedyStep step;
+  step.rule = GreedyStep::Rule::kAdam;
+  step.adam.lr = o.deformable_lr_voxels;
+  double last = 0;
+  for (step.t = 1; step.t <= 100000; ++step.t) {
+    const double bound = GreedyStepBoundVoxels(step);
+    ASSERT_GE(bound, last) << "t " << step.t;
+    last = bound;
+  }
+  EXPECT_LE(last, LeanStageStepBoundVoxels(o));
 }
 
 TEST(StagedCommunicator, ReducesInRankOrderAndHandsOutPublishedValues) {

@@ -124,8 +124,8 @@ struct BmuTuning {
   // issue 37: 12.84 against 14.09 ms per 1M documents at 8 rounds (64x64,
   // trained map, sorted), 51.1 vs 55.0 at 128x128, 205.9 vs 221.2 at 256x256.
   int warp_block_warps = 24;
-  // Register-span form: the warp's document headers come ahead of their
-  // rounds (issue 37): lane r loads round r's (document, offset, features) in
+  // Register-span form and the screened search's whole-map kernel: the
+  // warp's document headers come ahead of their rounds (issue 37): lane r loads round r's (document, offset, features) in
   // one batch of independent loads per 32 rounds, and round r + 1's first 32
   // feature indices are loaded while round r accumulates, so the dependent
   // misses order -> offsets -> indices (random documents in the visiting

@@ -901,12 +901,13 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32, kMmaMinBlocks)
     // 2^11, entries < 25600 < 2^15) in the radix histogram's words (unused
     // until the selection), lambda computed for 32 at a time (LambdaOfQueued).
     unsigned* const lambda_queue = reinterpret_cast<unsigned*>(scratch.hist);
+    unsigned* const packed_counts = reinterpret_cast<unsigned*>(scratch.gamma);  // integer stores, never a float
     int queued = 0;  // warp-uniform
     auto lambda_of_queued = [&](int first, int count) {
       if (lane < count) {
         const unsigned entry = lambda_queue[first + lane];
         const int e = static_cast<int>(entry & 0x7fffu);
-        const unsigned counts = __float_as_uint(scratch.gamma[e]);
+        const unsigned counts = packed_counts[e];
         const float v = lss_internal::LambdaFromCounts(static_cast<int>(entry >> 15), static_cast<int>(counts & 0x7ffu),
                                                        static_cast<int>(counts >> 11));
         scratch.gamma[e] = v;
@@ -973,7 +974,7 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32, kMmaMinBlocks)
             if (matchable) {
               const int na_c = common[e] == p_mask_count[r] ? p_count[r] : nac[e];  // m_a inside m_b: |a|
               const int nb_c = common[e] == mb_c[q] ? count_b[q] : nbc[e];          // m_b inside m_a: |b|
-              scratch.gamma[r * nb + j] = __uint_as_float(static_cast<unsigned>(nb_c | (nab[e] << 11)));
+              packed_counts[r * nb + j] = static_cast<unsigned>(nb_c | (nab[e] << 11));
               lambda_queue[queued + __popc(votes & ((1u << lane) - 1u))] =
                   static_cast<unsigned>((r * nb + j) | (na_c << 15));
             } else if (in) {

@@ -30,6 +30,7 @@
 #include "bench/bench_util.h"
 #include "common/buffer.h"
 #include "common/device.h"
+#include "common/memory_kind_for.h"
 #include "kernels/reconstruction/mri/cs_sense.h"
 #include "services/reconstruction/formats/cfl.h"
 
@@ -166,7 +167,7 @@ void Compare() {
 
 template <typename T>
 T* Put(const Stream& stream, const std::vector<T>& host, std::vector<std::shared_ptr<Buffer>>* keep) {
-  const MemoryKind kind = stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
+  const MemoryKind kind = MemoryKindFor(stream);
   auto buffer = bench::ValueOrExit(Buffer::Allocate(kind, host.size() * sizeof(T), stream.ordinal()), "allocate");
   CHECK_OK(CopyBytes(buffer->data(), kind, host.data(), MemoryKind::kHost, host.size() * sizeof(T), stream));
   keep->push_back(buffer);
@@ -205,7 +206,7 @@ void Gpu() {
           CHECK_OK(stream.Synchronize());
         },
         /*warmup=*/1);
-    const MemoryKind kind = stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
+    const MemoryKind kind = MemoryKindFor(stream);
     CHECK_OK(CopyBytes(host.data(), MemoryKind::kHost, image, kind, host.size() * sizeof(Complex), stream));
     CHECK_OK(stream.Synchronize());
     double diff = 0, norm = 0;

@@ -31,6 +31,7 @@
 #include "bench/bench_util.h"
 #include "common/buffer.h"
 #include "common/device.h"
+#include "common/memory_kind_for.h"
 #include "kernels/reconstruction/mri/cg_sense.h"
 #include "kernels/reconstruction/mri/coil_maps.h"
 #include "kernels/reconstruction/mri/density_compensation.h"
@@ -90,7 +91,7 @@ class Staged {
   Staged(const Stream& stream) : stream_(stream) {}
   template <typename T>
   T* Put(const std::vector<T>& host) {
-    const MemoryKind kind = stream_.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
+    const MemoryKind kind = MemoryKindFor(stream_);
     auto buffer = bench::ValueOrExit(Buffer::Allocate(kind, host.size() * sizeof(T), stream_.ordinal()), "allocate");
     CHECK_OK(CopyBytes(buffer->data(), kind, host.data(), MemoryKind::kHost, host.size() * sizeof(T), stream_));
     buffers_.push_back(buffer);

@@ -41,6 +41,7 @@
 #include "bench/fdk_bench_case.h"
 #include "common/buffer.h"
 #include "common/device.h"
+#include "common/memory_kind_for.h"
 #include "common/parallel.h"
 #include "kernels/reconstruction/fbp/fbp.h"
 #include "kernels/reconstruction/geometry.h"
@@ -110,7 +111,7 @@ std::vector<float> RunResident(const CtGeometry& g, const Stream& stream, FbpOpt
                                const std::vector<float>& sino) {
   options.device_memory_bytes = 0;
   auto plan = bench::ValueOrExit(FbpPlan::Create(g, stream, options), "resident plan");
-  const MemoryKind kind = stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
+  const MemoryKind kind = MemoryKindFor(stream);
   auto s = bench::ValueOrExit(Buffer::Allocate(kind, sino.size() * sizeof(float)), "resident sinogram");
   auto v = bench::ValueOrExit(Buffer::Allocate(kind, g.volume.size() * sizeof(float)), "resident volume");
   bench::ExitUnlessOk(CopyBytes(s->data(), kind, sino.data(), MemoryKind::kHost, sino.size() * sizeof(float), stream),

@@ -23,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "bench/bench_util.h"
 #include "common/device.h"
+#include "common/memory_kind_for.h"
 #include "common/ndarray.h"
 #include "common/parallel.h"
 #include "kernels/reconstruction/ct/dd_projector.h"
@@ -88,7 +89,7 @@ struct Timing {
 // Times `method` on `stream`: projector creation excluded, solver included.
 Timing Time(const Problem& p, const std::string& method, ExecutionMode mode, const Stream& stream, int iterations,
             int reps) {
-  const MemoryKind kind = stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
+  const MemoryKind kind = MemoryKindFor(stream);
   NDArray y = *p.sinogram.CopyTo(kind, stream);
   NDArray x = *NDArray::Allocate({p.geometry.volume.size()}, DType::kFloat32, kind);
   const int subsets = (method == "os-sart" || method == "osem") ? 10 : 1;

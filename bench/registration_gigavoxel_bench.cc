@@ -41,6 +41,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/bench_util.h"
 #include "common/device.h"
+#include "common/memory_kind_for.h"
 #include "common/parallel.h"
 #include "common/status.h"
 #include "kernels/registration/grid_sampler.h"
@@ -153,7 +154,7 @@ Geometry CubeGeometry(const Volume& in, int64_t n) {
 // Resamples `in` onto `geometry` (n^3) on `stream`: trilinear, or nearest for labels.
 absl::StatusOr<Volume> Upsample(const Volume& in, const Geometry& geometry, int64_t n, bool labels,
                                 const Stream& stream) {
-  const MemoryKind kind = stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
+  const MemoryKind kind = MemoryKindFor(stream);
   Volume out;
   out.geometry = geometry;
   GridSpace from = SpaceOf(in), to;

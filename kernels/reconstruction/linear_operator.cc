@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/buffer.h"
+#include "common/memory_kind_for.h"
 
 namespace tessera {
 namespace recon {
@@ -26,7 +27,7 @@ absl::Status CopySubset(const Stream& stream, int64_t num_views, int64_t per_vie
   if (subset != kAllSubsets && (subset < 0 || subset >= num_subsets)) {
     return absl::InvalidArgumentError(absl::StrCat("subset ", subset, " out of range [0, ", num_subsets, ")"));
   }
-  const MemoryKind kind = stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
+  const MemoryKind kind = MemoryKindFor(stream);
   const std::vector<int64_t> views = SubsetViews(num_views, num_subsets, subset);
   const size_t bytes = static_cast<size_t>(per_view) * sizeof(float);
   for (size_t k = 0; k < views.size(); ++k) {

@@ -1,12 +1,13 @@
 #include "kernels/registration/workspace.h"
 
+#include "common/memory_kind_for.h"
 #include "common/status.h"
 
 namespace tessera {
 namespace registration {
 
 absl::StatusOr<void*> Workspace::Reserve(const Stream& stream, size_t bytes) {
-  const MemoryKind kind = stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
+  const MemoryKind kind = MemoryKindFor(stream);
   const size_t want = ScratchCarver::Align(bytes == 0 ? 1 : bytes);
   if (buffer_ == nullptr || buffer_->size() < want || buffer_->kind() != kind ||
       buffer_->ordinal() != stream.ordinal()) {

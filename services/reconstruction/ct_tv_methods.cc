@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "common/buffer.h"
+#include "common/memory_kind_for.h"
 #include "common/status.h"
 #include "kernels/reconstruction/fbp/fbp.h"
 #include "kernels/reconstruction/regularizers/tv.h"
@@ -18,8 +19,7 @@ namespace {
 constexpr double kToleranceFraction = 0.2;
 
 absl::StatusOr<std::shared_ptr<Buffer>> Floats(const Stream& stream, int64_t n) {
-  return Buffer::Allocate(stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost,
-                          static_cast<size_t>(n) * sizeof(float), stream.ordinal());
+  return Buffer::Allocate(MemoryKindFor(stream), static_cast<size_t>(n) * sizeof(float), stream.ordinal());
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "common/dicom/result_volume_output.h"
 #include "common/log.h"
 #include "common/durable_file.h"
+#include "common/memory_kind_for.h"
 #include "common/ndarray.h"
 #include "common/nifti_io.h"
 #include "common/status.h"
@@ -115,7 +116,7 @@ absl::StatusOr<NDArray> ToBackend(const NDArray& host, const Stream& stream) {
 
 // `slices` volumes of the geometry's, one after the other (a CT stack).
 absl::StatusOr<NDArray> NewVolume(const CtGeometry& g, const Stream& stream, int64_t slices = 1) {
-  const MemoryKind kind = stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
+  const MemoryKind kind = MemoryKindFor(stream);
   return NDArray::Allocate({g.volume.nx, g.volume.ny, g.volume.nz * slices}, DType::kFloat32, kind, stream.ordinal());
 }
 

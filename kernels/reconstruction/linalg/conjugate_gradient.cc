@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/buffer.h"
+#include "common/memory_kind_for.h"
 #include "common/status.h"
 #include "kernels/reconstruction/vector_ops.h"
 
@@ -27,7 +28,7 @@ absl::StatusOr<CgResult> ConjugateGradient(const Stream& stream, const Matvec& m
   if (!(options.tolerance >= 0)) {
     return absl::InvalidArgumentError(absl::StrCat("cg: tolerance must be >= 0, got ", options.tolerance));
   }
-  const MemoryKind kind = stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
+  const MemoryKind kind = MemoryKindFor(stream);
   TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> scratch,
                            Buffer::Allocate(kind, 3 * static_cast<size_t>(n) * sizeof(float), stream.ordinal()));
   float* r = static_cast<float*>(scratch->data());

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/buffer.h"
+#include "common/memory_kind_for.h"
 #include "common/status.h"
 #include "kernels/reconstruction/mri/sense_unfold.h"
 #include "kernels/reconstruction/nufft/fftw_util.h"
@@ -141,7 +142,7 @@ absl::StatusOr<CartesianSenseResult> CartesianSense(const Stream& stream, int64_
   }
 
   result.image.assign(npix, Complex(0, 0));
-  const MemoryKind kind = stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
+  const MemoryKind kind = MemoryKindFor(stream);
   if (kind == MemoryKind::kHost) {
     TESSERA_ASSIGN_OR_RETURN(result.failed_pixels, SenseUnfold(stream, shape, options.lambda, phased_maps.data(),
                                                                aliased.data(), result.image.data()));

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/buffer.h"
+#include "common/memory_kind_for.h"
 #include "common/status.h"
 #include "kernels/reconstruction/linalg/batched_cholesky.h"
 
@@ -47,7 +48,7 @@ absl::StatusOr<int64_t> SenseUnfold(const Stream& stream, const SenseShape& shap
   const int rr = shape.reduction;
   const int64_t batch = shape.aliased_pixels();
   const bool cuda = stream.backend() == Backend::kCuda;
-  const MemoryKind kind = cuda ? MemoryKind::kDevice : MemoryKind::kHost;
+  const MemoryKind kind = MemoryKindFor(stream);
   const size_t complex_values = static_cast<size_t>(batch) * (rr * rr + rr);
   TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> scratch,
                            Buffer::Allocate(kind, complex_values * sizeof(std::complex<float>), stream.ordinal()));

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/buffer.h"
+#include "common/memory_kind_for.h"
 #include "common/status.h"
 #include "kernels/reconstruction/pet/em_ops.h"
 #include "kernels/reconstruction/vector_ops.h"
@@ -20,7 +21,7 @@ absl::Status CheckValues(const Stream& stream, const char* what, const float* x,
   TESSERA_ASSIGN_OR_RETURN(const int64_t bad, FirstInvalid(stream, x, n));
   if (bad < 0) return absl::OkStatus();
   float value = 0;
-  const MemoryKind kind = stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
+  const MemoryKind kind = MemoryKindFor(stream);
   TESSERA_RETURN_IF_ERROR(CopyBytes(&value, MemoryKind::kHost, x + bad, kind, sizeof(float), stream));
   TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   return absl::InvalidArgumentError(
@@ -31,7 +32,7 @@ class Scratch {
  public:
   explicit Scratch(const Stream& stream) : stream_(stream) {}
   absl::StatusOr<float*> Take(int64_t n) {
-    const MemoryKind kind = stream_.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
+    const MemoryKind kind = MemoryKindFor(stream_);
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> b,
                              Buffer::Allocate(kind, static_cast<size_t>(n) * sizeof(float), stream_.ordinal()));
     buffers_.push_back(b);

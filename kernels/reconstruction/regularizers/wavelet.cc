@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/memory_kind_for.h"
 #include "common/status.h"
 #include "kernels/reconstruction/regularizers/wavelet_passes.h"
 #include "kernels/reconstruction/vector_ops.h"
@@ -184,7 +185,7 @@ absl::StatusOr<std::unique_ptr<WaveletProx>> WaveletProx::Create(const Stream& s
   prox->random_shift_ = random_shift;
   prox->shifts_per_call_ = random_shift ? shifts_per_call : 1;  // unshifted copies would all agree
   prox->rng_.seed(seed);
-  const MemoryKind kind = IsCuda(stream) ? MemoryKind::kDevice : MemoryKind::kHost;
+  const MemoryKind kind = MemoryKindFor(stream);
   const int images = prox->shifts_per_call_ > 1 ? 3 : 1;
   TESSERA_ASSIGN_OR_RETURN(prox->scratch_, Buffer::Allocate(kind, images * shape.nx * shape.ny * shape.nz *
                                                                        sizeof(Complex),
@@ -209,7 +210,7 @@ absl::Status WaveletProx::Apply(float threshold, Complex* x) {
   }
   Complex* input = coeffs + n;
   Complex* sum = coeffs + 2 * n;
-  const MemoryKind kind = IsCuda(stream_) ? MemoryKind::kDevice : MemoryKind::kHost;
+  const MemoryKind kind = MemoryKindFor(stream_);
   TESSERA_RETURN_IF_ERROR(CopyBytes(input, kind, x, kind, n * sizeof(Complex), stream_));
   const float weight = 1.f / shifts_per_call_;
   for (int k = 0; k < shifts_per_call_; ++k) {

@@ -189,7 +189,7 @@ absl::StatusOr<NDArray> RunShardedDeformableStage(const Stream& stream, const Re
   TESSERA_ASSIGN_OR_RETURN(const GreedyStepOptions step_options, ShardedStepOptions(options));
   const bool cuda = stream.backend() == Backend::kCuda;
   const bool adam = step_options.rule == parallel::GreedyRule::kAdam;
-  const MemoryKind rank_kind = cuda ? MemoryKind::kDevice : MemoryKind::kHost;
+  const MemoryKind rank_kind = MemoryKindFor(stream);
   const Stream host = Stream::Cpu();
   // Rank threads charge their allocations to this registration's tracker.
   const std::shared_ptr<DeviceMemoryTracker> tracker = CurrentDeviceMemoryTracker();

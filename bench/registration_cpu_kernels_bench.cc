@@ -27,6 +27,7 @@
 #include "kernels/registration/grid_sampler_cpu_path.h"
 #include "kernels/registration/lean_compose_cpu_rows.h"
 #include "kernels/registration/mutual_info_cpu_steps.h"
+#include "kernels/registration/storage16.h"
 #include "kernels/registration/types.h"
 
 namespace tessera {
@@ -100,9 +101,16 @@ int Run(int reps) {
   cp.grid_nz = d.nz;
   std::vector<float> grad(3 * n), composed(3 * n);
   for (int64_t v = 0; v < 3 * n; ++v) grad[v] = static_cast<float>((static_cast<uint32_t>(v) * 2246822519u >> 9) & 0xffff) / 32768.0f - 1.0f;
+  // The mixed-precision stage's bf16 gradient (the macaque LNCC case).
+  std::vector<BFloat16> grad16(3 * n);
+  for (int64_t v = 0; v < 3 * n; ++v) grad16[v] = FromFloat<BFloat16>(grad[v]);
   for (SamplerCpuPath path : AvailableSamplerCpuPaths()) {
     variants.push_back({std::string("compose (greedy step)  ") + SamplerCpuPathName(path), [&, path] {
                           lean_internal::ComposeSlabCpuOnPath(path, cp, disp.data(), grad.data(), 0, d.nz,
+                                                              composed.data());
+                        }});
+    variants.push_back({std::string("compose, bf16 gradient ") + SamplerCpuPathName(path), [&, path] {
+                          lean_internal::ComposeSlabCpuOnPath(path, cp, disp.data(), grad16.data(), 0, d.nz,
                                                               composed.data());
                         }});
   }

@@ -1,7 +1,6 @@
 // CPU reference of the fused in-place greedy composition (lean_compose.h):
 // one slab at a time, threaded over the slab's voxels.
 #include <cstdint>
-#include <type_traits>
 #include <vector>
 
 #include "kernels/registration/grid_sampler_cpu_path.h"
@@ -16,17 +15,18 @@ namespace lean_internal {
 
 namespace {
 
-// ComposeVoxel's first half for the voxels of a row: the step s_c (Adam's
-// moments updated) and the clamped sampling position ix_c, the same
-// operations in the same order.
-void RowSteps(const ComposeParams& p, const float* grad, int64_t j, int64_t k, int64_t idx0, float* const s[3],
-              float* const ix[3]) {
+// ComposeVoxel's first half for voxels [i0, nx) of a row (the vector
+// kernel's remainder): the step s_c (Adam's moments updated) and the clamped
+// sampling position ix_c, the same operations in the same order.
+template <typename GradT>
+void RowSteps(const ComposeParams& p, const GradT* grad, int64_t i0, int64_t j, int64_t k, int64_t idx0,
+              float* const s[3], float* const ix[3]) {
   const int64_t n = p.dims.size();
   const int64_t m3[3] = {p.dims.nx, p.dims.ny, p.grid_nz};
   for (int c = 0; c < 3; ++c) {
-    for (int64_t i = 0; i < p.dims.nx; ++i) {
+    for (int64_t i = i0; i < p.dims.nx; ++i) {
       const int64_t idx = idx0 + i;
-      const float g = grad[c * n + idx];
+      const float g = ToFloat(grad[c * n + idx]);
       float step;
       if (p.rule == 0) {
         step = RnMul(p.scale, g);
@@ -47,14 +47,15 @@ void RowSteps(const ComposeParams& p, const float* grad, int64_t j, int64_t k, i
   }
 }
 
-// The vector paths (issue 38): a float gradient, a field whose offsets fit
-// int32. Rows of the slab in parallel: RowSteps, the vector cells, then the
-// flagged (edge) voxels by ComposeFromStep.
-void ComposeSlabRows(SamplerCpuPath path, const ComposeParams& p, const float* u, const float* grad, int64_t z0,
+// The vector paths (issue 38): a field whose offsets fit int32. Rows of the
+// slab in parallel: the vector row kernel (steps, positions, interior cells),
+// the row's remaining steps, then the flagged (edge) voxels by ComposeFromStep.
+template <typename GradT>
+void ComposeSlabRows(SamplerCpuPath path, const ComposeParams& p, const float* u, const GradT* grad, int64_t z0,
                      int64_t z1, float* slab_out) {
-  const int64_t nx = p.dims.nx, plane = p.dims.nx * p.dims.ny;
+  const int64_t nx = p.dims.nx, plane = p.dims.nx * p.dims.ny, n = p.dims.size();
   const int64_t count = (z1 - z0) * plane;
-  const ComposeRowField field{u, p.dims.size(), static_cast<int32_t>(p.dims.nx), static_cast<int32_t>(p.dims.ny),
+  const ComposeRowField field{u, n, static_cast<int32_t>(p.dims.nx), static_cast<int32_t>(p.dims.ny),
                               static_cast<int32_t>(p.dims.nz), static_cast<float>(p.grid_z0)};
   ParallelFor((z1 - z0) * p.dims.ny, [&](int64_t r0, int64_t r1, int) {
     std::vector<float> buf(6 * nx);
@@ -65,11 +66,19 @@ void ComposeSlabRows(SamplerCpuPath path, const ComposeParams& p, const float* u
       const int64_t k = z0 + r / p.dims.ny, j = r % p.dims.ny;
       const int64_t idx0 = k * plane + j * nx;
       float* out = slab_out + (idx0 - z0 * plane);
-      RowSteps(p, grad, j, k, idx0, s, ix);
-      ComposeRow(path, field, nx, ix[0], ix[1], ix[2], s[0], s[1], s[2], out, out + count, out + 2 * count,
-                 inside.data());
+      float* const outs[3] = {out, out + count, out + 2 * count};
+      ComposeRowInput<GradT> row;
+      for (int c = 0; c < 3; ++c) {
+        row.grad[c] = grad + c * n + idx0;
+        row.m[c] = p.rule == 0 ? nullptr : p.m + c * n + idx0;
+        row.v[c] = p.rule == 0 ? nullptr : p.v + c * n + idx0;
+      }
+      row.j = j;
+      row.k = k;
+      const int64_t done = ComposeRow(path, p, field, row, nx, s, ix, outs, inside.data());
+      RowSteps(p, grad, done, j, k, idx0, s, ix);
       for (int64_t i = 0; i < nx; ++i) {
-        if (inside[i]) continue;
+        if (i < done && inside[i]) continue;
         const float si[3] = {s[0][i], s[1][i], s[2][i]};
         const float ixi[3] = {ix[0][i], ix[1][i], ix[2][i]};
         ComposeFromStep(p, u, si, ixi, out + i, count);
@@ -85,10 +94,8 @@ bool ComposeVectorApplies(SamplerCpuPath path, const ComposeParams& p) {
 template <typename GradT>
 void ComposeSlab(SamplerCpuPath path, const ComposeParams& p, const float* u, const GradT* grad, int64_t z0,
                  int64_t z1, float* slab_out) {
-  if constexpr (std::is_same<GradT, float>::value) {
-    path = ResolveSamplerCpuPath(path);
-    if (ComposeVectorApplies(path, p)) return ComposeSlabRows(path, p, u, grad, z0, z1, slab_out);
-  }
+  path = ResolveSamplerCpuPath(path);
+  if (ComposeVectorApplies(path, p)) return ComposeSlabRows(path, p, u, grad, z0, z1, slab_out);
   const int64_t plane = p.dims.nx * p.dims.ny;
   const int64_t count = (z1 - z0) * plane;
   ParallelFor(count, [&](int64_t b, int64_t e, int) {
@@ -125,6 +132,11 @@ void ComposeSlabCpu(const ComposeParams& p, const float* u, const BFloat16* grad
 
 void ComposeSlabCpuOnPath(SamplerCpuPath path, const ComposeParams& p, const float* u, const float* grad, int64_t z0,
                           int64_t z1, float* slab_out) {
+  ComposeSlab(path, p, u, grad, z0, z1, slab_out);
+}
+
+void ComposeSlabCpuOnPath(SamplerCpuPath path, const ComposeParams& p, const float* u, const BFloat16* grad,
+                          int64_t z0, int64_t z1, float* slab_out) {
   ComposeSlab(path, p, u, grad, z0, z1, slab_out);
 }
 

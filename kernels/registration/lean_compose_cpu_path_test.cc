@@ -1,15 +1,20 @@
 // The CPU composition's vector paths (lean_compose_cpu_rows.h) against its
 // scalar reference (ComposeVoxel per voxel) on random inputs: the composed
-// slab and Adam's moments bit for bit, for the scaled and Adam rules, whole
-// fields, slabs, a slab of a larger grid, and steps that reach the edges.
+// slab and Adam's moments bit for bit, for the scaled and Adam rules, float
+// and bf16 gradients (a few NaN and infinite), whole fields, slabs, a slab of
+// a larger grid, rows of fewer voxels than a vector, and steps that reach the
+// edges.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "kernels/registration/lean_compose_cpu_rows.h"
 #include "kernels/registration/sampler_math.h"
+#include "kernels/registration/storage16.h"
 #include "kernels/registration/test_util.h"
 
 namespace tessera {
@@ -25,11 +30,24 @@ int64_t Differ(const std::vector<float>& a, const std::vector<float>& b) {
   return d;
 }
 
+// The gradient as GradT, with a NaN and infinities among its first voxels.
+template <typename GradT>
+std::vector<GradT> Gradient(int64_t size, uint32_t seed) {
+  std::vector<float> g = RandomUniform<float>(size, -1.0, 1.0, seed);
+  const float special[3] = {std::nanf(""), std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity()};
+  for (int64_t t = 0; t < 3 && 5 * t + 3 < size; ++t) g[5 * t + 3] = special[t];
+  std::vector<GradT> out(size);
+  for (int64_t v = 0; v < size; ++v) out[v] = FromFloat<GradT>(g[v]);
+  return out;
+}
+
 // dims: the field (a slab of a grid of grid_nz slices from grid_z0 when grid_nz > 0).
+template <typename GradT = float>
 void Check(Dims3 dims, int rule, int64_t z0, int64_t z1, int64_t grid_nz, int64_t grid_z0, uint32_t seed) {
   const int64_t n = dims.size();
   const std::vector<float> u = RandomUniform<float>(3 * n, -0.05, 0.05, seed);
-  const std::vector<float> grad = RandomUniform<float>(3 * n, -1.0, 1.0, seed + 1);
+  const std::vector<GradT> grad = Gradient<GradT>(3 * n, seed + 1);
   const std::vector<float> m0 = RandomUniform<float>(3 * n, -0.5, 0.5, seed + 2);
   const std::vector<float> v0 = RandomUniform<float>(3 * n, 0.01, 1.0, seed + 3);
   ComposeParams p;
@@ -88,6 +106,18 @@ TEST(LeanComposeCpuPathTest, AdamRuleMatchesScalar) {
 TEST(LeanComposeCpuPathTest, SlabOfALargerGridMatchesScalar) {
   Check({33, 7, 8}, 0, 0, 8, 21, 6, 5);
   Check({33, 7, 8}, 1, 2, 6, 21, 13, 6);
+}
+
+TEST(LeanComposeCpuPathTest, ShortAndWholeVectorRowsMatchScalar) {
+  Check({5, 6, 5}, 0, 0, 5, 0, 0, 7);    // shorter than any vector: all scalar
+  Check({16, 6, 5}, 1, 0, 5, 0, 0, 8);   // whole vectors, no remainder
+  Check({48, 5, 4}, 0, 1, 4, 0, 0, 9);
+}
+
+TEST(LeanComposeCpuPathTest, Bf16GradientMatchesScalar) {
+  Check<BFloat16>({37, 11, 9}, 0, 0, 9, 0, 0, 10);
+  Check<BFloat16>({37, 11, 9}, 1, 2, 8, 0, 0, 11);
+  Check<BFloat16>({33, 7, 8}, 1, 1, 7, 21, 13, 12);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // The CPU composition's row kernel (lean_compose_cpu_rows.h) per ISA level:
-// the cell loop of lean_compose_cpu_cells.inc over the vector types of
+// the row loop of lean_compose_cpu_cells.inc over the vector types of
 // cpu_vector_avx2.inc / cpu_vector_avx512.inc, each compiled for its level;
 // the caller picks one at run time (ResolveSamplerCpuPath).
 #include "kernels/registration/lean_compose_cpu_rows.h"
@@ -36,18 +36,31 @@ namespace compose_avx512 {
 #pragma GCC pop_options
 #endif
 
-void ComposeRow(SamplerCpuPath path, const ComposeRowField& f, int64_t nx, const float* ix0, const float* ix1,
-                const float* ix2, const float* s0, const float* s1, const float* s2, float* out0, float* out1,
-                float* out2, int32_t* inside) {
+namespace {
+
+template <typename GradT>
+int64_t ComposeRowOn(SamplerCpuPath path, const ComposeParams& p, const ComposeRowField& f,
+                     const ComposeRowInput<GradT>& row, int64_t nx, float* const s[3], float* const ix[3],
+                     float* const out[3], int32_t* inside) {
 #if defined(__x86_64__)
-  if (path == SamplerCpuPath::kAvx512) {
-    return compose_avx512::ComposeCells(f, nx, ix0, ix1, ix2, s0, s1, s2, out0, out1, out2, inside);
-  }
-  if (path == SamplerCpuPath::kAvx2) {
-    return compose_avx2::ComposeCells(f, nx, ix0, ix1, ix2, s0, s1, s2, out0, out1, out2, inside);
-  }
+  if (path == SamplerCpuPath::kAvx512) return compose_avx512::ComposeCells(p, f, row, nx, s, ix, out, inside);
+  if (path == SamplerCpuPath::kAvx2) return compose_avx2::ComposeCells(p, f, row, nx, s, ix, out, inside);
 #endif
-  for (int64_t i = 0; i < nx; ++i) inside[i] = 0;  // no vector path: all scalar
+  return 0;  // no vector path: all scalar
+}
+
+}  // namespace
+
+int64_t ComposeRow(SamplerCpuPath path, const ComposeParams& p, const ComposeRowField& f,
+                   const ComposeRowInput<float>& row, int64_t nx, float* const s[3], float* const ix[3],
+                   float* const out[3], int32_t* inside) {
+  return ComposeRowOn(path, p, f, row, nx, s, ix, out, inside);
+}
+
+int64_t ComposeRow(SamplerCpuPath path, const ComposeParams& p, const ComposeRowField& f,
+                   const ComposeRowInput<BFloat16>& row, int64_t nx, float* const s[3], float* const ix[3],
+                   float* const out[3], int32_t* inside) {
+  return ComposeRowOn(path, p, f, row, nx, s, ix, out, inside);
 }
 
 }  // namespace lean_internal

@@ -138,17 +138,25 @@ T Interpolate(const Img* image, const Dims3& d, const Cell<T>& cell, T dv[3]) {
 // output coordinate. Always inlined into the voxel loops (issue 38: as a call
 // it was 16 % of a 1 mm registration's CPU time; -ffp-contract=off keeps the
 // arithmetic, and so the result, the same).
+// x: the output coordinate of voxel (i, j, k), jittered when the call asks.
 template <typename T>
-__attribute__((always_inline)) inline void PositionOf(const SamplerGeometry<T>& g, const GridSampleArgsT<T>& args, int64_t i, int64_t j, int64_t k,
-                T x[3], T ix[3]) {
+__attribute__((always_inline)) inline void JitteredCoord(const SamplerGeometry<T>& g, const GridSampleArgsT<T>& args,
+                                                         int64_t i, int64_t j, int64_t k, T x[3]) {
   OutputCoord(g, i, j, k, x);
-  const int64_t n = g.out_dims.size();
-  const int64_t v = g.out_dims.index(i, j, k);
   if (args.voxel_jitter_key != 0) {
+    const int64_t v = g.out_dims.index(i, j, k);
     for (int c = 0; c < 3; ++c) {
       x[c] = RnAdd(x[c], RnMul(g.out_step[c], VoxelJitter<T>(args.voxel_jitter_key, v + g.v_offset, c)));
     }
   }
+}
+
+template <typename T>
+__attribute__((always_inline)) inline void PositionOf(const SamplerGeometry<T>& g, const GridSampleArgsT<T>& args, int64_t i, int64_t j, int64_t k,
+                T x[3], T ix[3]) {
+  JitteredCoord(g, args, i, j, k, x);
+  const int64_t n = g.out_dims.size();
+  const int64_t v = g.out_dims.index(i, j, k);
   T u[3];
   const T* up = nullptr;
   if (args.disp != nullptr) {
@@ -265,12 +273,13 @@ void BackwardImpl(const GridSampleArgsT<T>& args, const Img* image, const T* gra
   }
 }
 
-// The vector paths (grid_sampler_cpu_path.h): float image, offsets that fit
-// int32; the backward with zeros padding. A row's positions and interior cells come from the
-// row kernels; the cells they flag (border, outside, the row's tail) are
-// computed here exactly as ForwardImpl/BackwardImpl compute them.
-bool VectorPathApplies(SamplerCpuPath path, const GridSampleArgs& args) {
-  return path != SamplerCpuPath::kScalar && args.image != nullptr && args.image_dims.size() < (int64_t{1} << 31) &&
+// The vector paths (grid_sampler_cpu_path.h): a float or fp16 image, offsets
+// that fit int32; the backward with zeros padding and no dL/dI. A row's
+// positions and interior cells come from the row kernels; the cells they flag
+// (border, outside, the row's tail) are computed here exactly as
+// ForwardImpl/BackwardImpl compute them.
+bool VectorPathApplies(SamplerCpuPath path, const GridSampleArgs& args, bool has_image) {
+  return path != SamplerCpuPath::kScalar && has_image && args.image_dims.size() < (int64_t{1} << 31) &&
          args.out_dims.nx < (int64_t{1} << 31);
 }
 
@@ -298,17 +307,22 @@ cpu_rows::RowGeometry RowGeometryOf(const SamplerGeometry<float>& g, const GridS
   return rg;
 }
 
-cpu_rows::RowImage RowImageOf(const GridSampleArgs& args) {
-  return {args.image, static_cast<int32_t>(args.image_dims.nx), static_cast<int32_t>(args.image_dims.ny),
+cpu_rows::RowImage RowImageOf(const GridSampleArgs& args, const float* image) {
+  return {image, static_cast<int32_t>(args.image_dims.nx), static_cast<int32_t>(args.image_dims.ny),
+          static_cast<int32_t>(args.image_dims.nz)};
+}
+cpu_rows::RowImageHalf RowImageOf(const GridSampleArgs& args, const Half* image) {
+  return {&image->bits, static_cast<int32_t>(args.image_dims.nx), static_cast<int32_t>(args.image_dims.ny),
           static_cast<int32_t>(args.image_dims.nz)};
 }
 
-void ForwardVector(SamplerCpuPath path, const GridSampleArgs& args, float* out) {
+template <typename Img>
+void ForwardVector(SamplerCpuPath path, const GridSampleArgs& args, const Img* image, float* out) {
   const SamplerGeometry<float> g =
       MakeSamplerGeometry<float>(args.out_dims, args.image_dims, args.grid_lo, args.grid_hi, args.padding,
                                  args.grid_nz, args.out_z0);
   const cpu_rows::RowGeometry rg = RowGeometryOf(g, args);
-  const cpu_rows::RowImage im = RowImageOf(args);
+  const auto im = RowImageOf(args, image);
   const Dims3 od = args.out_dims;
   const int64_t n = od.size();
   ParallelFor(od.nz, [&](int64_t k_begin, int64_t k_end, int) {
@@ -332,33 +346,46 @@ void ForwardVector(SamplerCpuPath path, const GridSampleArgs& args, float* out) 
           if (inside[i]) continue;
           const float p[3] = {ix0[i], ix1[i], ix2[i]};
           const PaddedPosition<float> pos = ApplyPadding(g, p);
-          row[i] = pos.outside ? 0.0f : Interpolate<float>(args.image, args.image_dims, MakeCell(pos.ix), nullptr);
+          row[i] = pos.outside ? 0.0f : Interpolate<float>(image, args.image_dims, MakeCell(pos.ix), nullptr);
         }
       }
     }
   });
 }
 
-// dL/du alone (grads.grad_disp).
-void BackwardVector(SamplerCpuPath path, const GridSampleArgs& args, const float* grad_out, float* grad_disp) {
+// dL/du (stored as GradT, when grad_disp is not null) and dL/d[A|t] (when
+// grad_affine is not null) with zeros padding. dL/d[A|t]: BackwardImpl's
+// double sums, each chunk's voxels in index order and the same chunks, so the
+// same bits.
+template <typename Img, typename GradT>
+void BackwardVector(SamplerCpuPath path, const GridSampleArgs& args, const Img* image, const float* grad_out,
+                    GradT* grad_disp, float* grad_affine) {
   const SamplerGeometry<float> g =
       MakeSamplerGeometry<float>(args.out_dims, args.image_dims, args.grid_lo, args.grid_hi, args.padding,
                                  args.grid_nz, args.out_z0);
   const cpu_rows::RowGeometry rg = RowGeometryOf(g, args);
-  const cpu_rows::RowImage im = RowImageOf(args);
+  const auto im = RowImageOf(args, image);
   const Dims3 od = args.out_dims;
   const int64_t n = od.size();
-  ParallelFor(od.nz, [&](int64_t k_begin, int64_t k_end, int) {
-    std::vector<float> ix(3 * od.nx);
+  constexpr bool kFloatGrad = std::is_same<GradT, float>::value;
+  std::vector<std::array<double, kAffineParams>> partial(ParallelChunks(od.nz));
+  ParallelFor(od.nz, [&](int64_t k_begin, int64_t k_end, int chunk) {
+    std::vector<float> ix(3 * od.nx), rows(3 * od.nx);
     std::vector<int32_t> inside(od.nx);
     float* ix0 = ix.data();
     float* ix1 = ix0 + od.nx;
     float* ix2 = ix1 + od.nx;
+    std::array<double, kAffineParams> acc{};
     for (int64_t k = k_begin; k < k_end; ++k) {
       for (int64_t j = 0; j < od.ny; ++j) {
         const int64_t v0 = od.index(0, j, k);
         cpu_rows::RowPositions(path, rg, od.nx, j, k, v0, args.disp, n, ix0, ix1, ix2);
-        float* gd[3] = {grad_disp + v0, grad_disp + n + v0, grad_disp + 2 * n + v0};
+        // dL/du's row: straight into a float grad_disp, else a row buffer.
+        float* gd[3];
+        for (int c = 0; c < 3; ++c) {
+          gd[c] = kFloatGrad && grad_disp != nullptr ? reinterpret_cast<float*>(grad_disp) + c * n + v0
+                                                     : rows.data() + c * od.nx;
+        }
         const float* go = grad_out + v0;
         cpu_rows::RowBackward(path, im, g.in_half, od.nx, ix0, ix1, ix2, go, gd[0], gd[1], gd[2], inside.data());
         for (int64_t i = 0; i < od.nx; ++i) {
@@ -368,22 +395,46 @@ void BackwardVector(SamplerCpuPath path, const GridSampleArgs& args, const float
           float gp[3] = {0.0f, 0.0f, 0.0f};
           if (!pos.outside) {
             float dv[3];
-            Interpolate(args.image, args.image_dims, MakeCell(pos.ix), dv);
+            Interpolate(image, args.image_dims, MakeCell(pos.ix), dv);
             for (int c = 0; c < 3; ++c) gp[c] = go[i] * dv[c] * pos.dclamp[c] * g.in_half[c];
           }
           for (int c = 0; c < 3; ++c) gd[c][i] = gp[c];
         }
+        if (!kFloatGrad && grad_disp != nullptr) {
+          for (int c = 0; c < 3; ++c) {
+            for (int64_t i = 0; i < od.nx; ++i) grad_disp[c * n + v0 + i] = StoreAs<GradT>(gd[c][i]);
+          }
+        }
+        if (grad_affine != nullptr) {
+          for (int64_t i = 0; i < od.nx; ++i) {
+            float x[3];
+            JitteredCoord(g, args, i, j, k, x);
+            for (int c = 0; c < 3; ++c) {
+              const double gpc = static_cast<double>(gd[c][i]);
+              for (int d = 0; d < 3; ++d) acc[4 * c + d] += gpc * static_cast<double>(x[d]);
+              acc[4 * c + 3] += gpc;
+            }
+          }
+        }
       }
     }
+    partial[chunk] = acc;
   });
+  if (grad_affine != nullptr) {
+    for (int p = 0; p < kAffineParams; ++p) {
+      double sum = 0;
+      for (const auto& part : partial) sum += part[p];
+      grad_affine[p] = static_cast<float>(sum);
+    }
+  }
 }
 
 }  // namespace
 
 void GridSampleForwardOnPath(SamplerCpuPath path, const GridSampleArgs& args, float* out) {
   path = ResolveSamplerCpuPath(path);
-  if (VectorPathApplies(path, args)) {
-    ForwardVector(path, args, out);
+  if (VectorPathApplies(path, args, args.image != nullptr)) {
+    ForwardVector(path, args, args.image, out);
   } else {
     ForwardImpl(args, args.image, out);
   }
@@ -392,11 +443,31 @@ void GridSampleForwardOnPath(SamplerCpuPath path, const GridSampleArgs& args, fl
 void GridSampleBackwardOnPath(SamplerCpuPath path, const GridSampleArgs& args, const float* grad_out,
                               const GridSampleGrads& grads) {
   path = ResolveSamplerCpuPath(path);
-  if (VectorPathApplies(path, args) && args.padding == Padding::kZeros && grads.grad_disp != nullptr &&
-      grads.grad_affine == nullptr && grads.grad_image == nullptr) {
-    BackwardVector(path, args, grad_out, grads.grad_disp);
+  if (VectorPathApplies(path, args, args.image != nullptr) && args.padding == Padding::kZeros &&
+      grads.grad_image == nullptr && (grads.grad_disp != nullptr || grads.grad_affine != nullptr)) {
+    BackwardVector(path, args, args.image, grad_out, grads.grad_disp, grads.grad_affine);
   } else {
     BackwardImpl(args, args.image, grad_out, grads, grads.grad_disp);
+  }
+}
+
+void GridSampleForwardHalfImageOnPath(SamplerCpuPath path, const GridSampleArgs& args, const Half* image,
+                                      float* out) {
+  path = ResolveSamplerCpuPath(path);
+  if (VectorPathApplies(path, args, image != nullptr)) {
+    ForwardVector(path, args, image, out);
+  } else {
+    ForwardImpl(args, image, out);
+  }
+}
+
+void GridSampleBackwardHalfImageOnPath(SamplerCpuPath path, const GridSampleArgs& args, const Half* image,
+                                       const float* grad_out, BFloat16* grad_disp) {
+  path = ResolveSamplerCpuPath(path);
+  if (VectorPathApplies(path, args, image != nullptr) && args.padding == Padding::kZeros) {
+    BackwardVector(path, args, image, grad_out, grad_disp, static_cast<float*>(nullptr));
+  } else {
+    BackwardImpl(args, image, grad_out, GridSampleGrads{}, grad_disp);
   }
 }
 
@@ -419,12 +490,12 @@ void GridSampleBackward(const GridSampleArgsT<T>& args, const T* grad_out, const
 }
 
 void GridSampleForwardHalfImage(const GridSampleArgs& args, const Half* image, float* out) {
-  ForwardImpl(args, image, out);
+  GridSampleForwardHalfImageOnPath(SamplerCpuPath::kAuto, args, image, out);
 }
 
 void GridSampleBackwardHalfImage(const GridSampleArgs& args, const Half* image, const float* grad_out,
                                  BFloat16* grad_disp) {
-  BackwardImpl(args, image, grad_out, GridSampleGrads{}, grad_disp);
+  GridSampleBackwardHalfImageOnPath(SamplerCpuPath::kAuto, args, image, grad_out, grad_disp);
 }
 
 void GridSampleNearest(const int32_t* labels, const GridSampleArgs& args, int32_t* out) {

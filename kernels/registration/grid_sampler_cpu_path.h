@@ -33,12 +33,22 @@ const char* SamplerCpuPathName(SamplerCpuPath path);
 namespace cpu {
 
 // cpu::GridSampleForward / GridSampleBackward (float) on a given path. The
-// vector paths cover float images (the forward with either padding, the
-// backward with zeros padding and dL/du alone: what the deformable stages
-// ask). Anything else runs the scalar code whatever the path.
+// vector paths cover float images: the forward with either padding, the
+// backward with zeros padding, dL/du and / or dL/d[A|t] (what the deformable
+// and linear stages ask; dL/d[A|t] in the scalar code's double sums, same
+// order). dL/dI and border padding's backward run the scalar code whatever
+// the path.
 void GridSampleForwardOnPath(SamplerCpuPath path, const GridSampleArgs& args, float* out);
 void GridSampleBackwardOnPath(SamplerCpuPath path, const GridSampleArgs& args, const float* grad_out,
                               const GridSampleGrads& grads);
+// cpu::GridSampleForwardHalfImage / GridSampleBackwardHalfImage on a given
+// path: the same cases for an fp16 image (corners converted exactly: the same
+// floats as the scalar code's HalfToFloat, a signalling NaN voxel aside, which
+// the hardware quiets).
+void GridSampleForwardHalfImageOnPath(SamplerCpuPath path, const GridSampleArgs& args, const Half* image,
+                                      float* out);
+void GridSampleBackwardHalfImageOnPath(SamplerCpuPath path, const GridSampleArgs& args, const Half* image,
+                                       const float* grad_out, BFloat16* grad_disp);
 
 }  // namespace cpu
 }  // namespace registration

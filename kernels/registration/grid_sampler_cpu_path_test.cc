@@ -1,8 +1,9 @@
 // The CPU grid sampler's vector paths (grid_sampler_cpu_path.h) against its
 // scalar reference on random inputs: the same floats bit for bit, including
 // cells on and beyond the border, NaN positions, rows whose length is not a
-// multiple of the vector width, jitter, slabs of a larger grid, and the cases
-// the vector paths hand to the scalar code (border padding, grad_affine).
+// multiple of the vector width, jitter, slabs of a larger grid, dL/d[A|t],
+// fp16 images, and the cases the vector paths hand to the scalar code (border
+// padding's backward).
 #include "kernels/registration/grid_sampler_cpu_path.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "kernels/registration/storage16.h"
 #include "kernels/registration/test_util.h"
 
 namespace tessera {
@@ -156,21 +158,77 @@ TEST(GridSamplerCpuPathTest, BorderPaddingMatchesScalar) {
   }
 }
 
-TEST(GridSamplerCpuPathTest, ScalarOnlyCasesStillMatch) {
-  // grad_affine runs the scalar code on every path.
-  const Case z;
-  const Inputs in = MakeInputs(z, 51);
-  const GridSampleArgs args = ArgsOf(z, in);
-  const int64_t n = z.out_dims.size();
-  std::vector<float> ref_grad(3 * n), ref_affine(kAffineParams);
-  cpu::GridSampleBackwardOnPath(SamplerCpuPath::kScalar, args, in.grad_out.data(),
-                                GridSampleGrads{ref_grad.data(), ref_affine.data(), nullptr});
-  for (SamplerCpuPath path : AvailableSamplerCpuPaths()) {
-    std::vector<float> grad(3 * n), affine(kAffineParams);
-    cpu::GridSampleBackwardOnPath(path, args, in.grad_out.data(), GridSampleGrads{grad.data(), affine.data(), nullptr});
-    ExpectSameBits(ref_grad, grad, "dL/du with grad_affine");
-    ExpectSameBits(ref_affine, affine, "dL/dA");
+// dL/d[A|t] (the linear stages' gradient), with and without dL/du, jitter
+// and a field: the scalar code's double sums bit for bit.
+TEST(GridSamplerCpuPathTest, AffineGradientMatchesScalar) {
+  for (int mask = 0; mask < 8; ++mask) {
+    Case z;
+    z.disp = mask & 1;
+    z.jitter = (mask & 2) ? 4242 : 0;
+    const bool with_disp_grad = mask & 4;
+    SCOPED_TRACE(mask);
+    const Inputs in = MakeInputs(z, 51 + mask);
+    const GridSampleArgs args = ArgsOf(z, in);
+    const int64_t n = z.out_dims.size();
+    std::vector<float> ref_grad(3 * n), ref_affine(kAffineParams);
+    cpu::GridSampleBackwardOnPath(
+        SamplerCpuPath::kScalar, args, in.grad_out.data(),
+        GridSampleGrads{with_disp_grad ? ref_grad.data() : nullptr, ref_affine.data(), nullptr});
+    for (SamplerCpuPath path : AvailableSamplerCpuPaths()) {
+      SCOPED_TRACE(SamplerCpuPathName(path));
+      std::vector<float> grad(3 * n), affine(kAffineParams, 7.0f);
+      cpu::GridSampleBackwardOnPath(path, args, in.grad_out.data(),
+                                    GridSampleGrads{with_disp_grad ? grad.data() : nullptr, affine.data(), nullptr});
+      ExpectSameBits(ref_grad, grad, "dL/du with grad_affine");
+      ExpectSameBits(ref_affine, affine, "dL/dA");
+    }
   }
+}
+
+// An fp16 image (the mixed-precision stage): forward and bf16 dL/du.
+void CheckHalfImage(const Case& c, uint32_t seed) {
+  const Inputs in = MakeInputs(c, seed);
+  std::vector<Half> image(in.image.size());
+  for (size_t v = 0; v < image.size(); ++v) image[v] = FromFloat<Half>(in.image[v]);
+  GridSampleArgs args = ArgsOf(c, in);
+  args.image = nullptr;
+  const int64_t n = c.out_dims.size();
+  std::vector<float> ref_out(n);
+  std::vector<BFloat16> ref_grad(3 * n);
+  cpu::GridSampleForwardHalfImageOnPath(SamplerCpuPath::kScalar, args, image.data(), ref_out.data());
+  cpu::GridSampleBackwardHalfImageOnPath(SamplerCpuPath::kScalar, args, image.data(), in.grad_out.data(),
+                                         ref_grad.data());
+  int64_t nonzero = 0;
+  for (float v : ref_out) nonzero += v != 0.0f;
+  EXPECT_GT(nonzero, n / 2);
+  for (SamplerCpuPath path : AvailableSamplerCpuPaths()) {
+    SCOPED_TRACE(SamplerCpuPathName(path));
+    std::vector<float> out(n, 7.0f);
+    std::vector<BFloat16> grad(3 * n, FromFloat<BFloat16>(7.0f));
+    cpu::GridSampleForwardHalfImageOnPath(path, args, image.data(), out.data());
+    ExpectSameBits(ref_out, out, "forward, fp16 image");
+    cpu::GridSampleBackwardHalfImageOnPath(path, args, image.data(), in.grad_out.data(), grad.data());
+    int64_t differ = 0;
+    for (int64_t v = 0; v < 3 * n; ++v) differ += grad[v].bits != ref_grad[v].bits;
+    EXPECT_EQ(differ, 0) << "bf16 dL/du, fp16 image";
+  }
+}
+
+TEST(GridSamplerCpuPathTest, HalfImageMatchesScalar) {
+  Case c;
+  c.jitter = 5;
+  CheckHalfImage(c, 61);
+  c.image_dims = {16, 9, 2};  // whole vectors and flat images
+  c.out_dims = {16, 5, 4};
+  CheckHalfImage(c, 62);
+  Case border;
+  border.padding = Padding::kBorder;  // the forward on the vector paths; the backward scalar
+  CheckHalfImage(border, 63);
+  Case slab;
+  slab.grid_nz = 29;
+  slab.out_z0 = 9;
+  slab.affine = false;
+  CheckHalfImage(slab, 64);
 }
 
 }  // namespace

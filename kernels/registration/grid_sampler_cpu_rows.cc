@@ -124,7 +124,7 @@ __attribute__((target(TESSERA_ROWS_AVX512), noinline)) void PositionsAvx512(cons
 
 #if defined(__x86_64__)
 #pragma GCC push_options
-#pragma GCC target("avx2")
+#pragma GCC target("avx2,f16c")  // f16c: the fp16 image's corners (every AVX2 CPU has it)
 namespace avx2 {
 #include "kernels/registration/cpu_vector_avx2.inc"
 #include "kernels/registration/grid_sampler_cpu_cells.inc"
@@ -153,8 +153,11 @@ void RowPositions(SamplerCpuPath path, const RowGeometry& g, int64_t nx, int64_t
   PositionsDispatch(g, nx, j, k, v0, disp, n, ix0, ix1, ix2);
 }
 
-void RowForward(SamplerCpuPath path, const RowImage& image, int64_t nx, const float* ix0, const float* ix1,
-                const float* ix2, float* out, int32_t* inside) {
+namespace {
+
+template <typename Image>
+void RowForwardOf(SamplerCpuPath path, const Image& image, int64_t nx, const float* ix0, const float* ix1,
+                  const float* ix2, float* out, int32_t* inside) {
 #if defined(__x86_64__)
   if (path == SamplerCpuPath::kAvx512) return avx512::CellsForward(image, nx, ix0, ix1, ix2, out, inside);
   if (path == SamplerCpuPath::kAvx2) return avx2::CellsForward(image, nx, ix0, ix1, ix2, out, inside);
@@ -162,9 +165,10 @@ void RowForward(SamplerCpuPath path, const RowImage& image, int64_t nx, const fl
   for (int64_t i = 0; i < nx; ++i) inside[i] = 0;  // no vector path: all scalar
 }
 
-void RowBackward(SamplerCpuPath path, const RowImage& image, const float in_half[3], int64_t nx, const float* ix0,
-                 const float* ix1, const float* ix2, const float* grad_out, float* gd0, float* gd1, float* gd2,
-                 int32_t* inside) {
+template <typename Image>
+void RowBackwardOf(SamplerCpuPath path, const Image& image, const float in_half[3], int64_t nx, const float* ix0,
+                   const float* ix1, const float* ix2, const float* grad_out, float* gd0, float* gd1, float* gd2,
+                   int32_t* inside) {
 #if defined(__x86_64__)
   if (path == SamplerCpuPath::kAvx512) {
     return avx512::CellsBackward(image, in_half, nx, ix0, ix1, ix2, grad_out, gd0, gd1, gd2, inside);
@@ -174,6 +178,30 @@ void RowBackward(SamplerCpuPath path, const RowImage& image, const float in_half
   }
 #endif
   for (int64_t i = 0; i < nx; ++i) inside[i] = 0;  // no vector path: all scalar
+}
+
+}  // namespace
+
+void RowForward(SamplerCpuPath path, const RowImage& image, int64_t nx, const float* ix0, const float* ix1,
+                const float* ix2, float* out, int32_t* inside) {
+  RowForwardOf(path, image, nx, ix0, ix1, ix2, out, inside);
+}
+
+void RowForward(SamplerCpuPath path, const RowImageHalf& image, int64_t nx, const float* ix0, const float* ix1,
+                const float* ix2, float* out, int32_t* inside) {
+  RowForwardOf(path, image, nx, ix0, ix1, ix2, out, inside);
+}
+
+void RowBackward(SamplerCpuPath path, const RowImage& image, const float in_half[3], int64_t nx, const float* ix0,
+                 const float* ix1, const float* ix2, const float* grad_out, float* gd0, float* gd1, float* gd2,
+                 int32_t* inside) {
+  RowBackwardOf(path, image, in_half, nx, ix0, ix1, ix2, grad_out, gd0, gd1, gd2, inside);
+}
+
+void RowBackward(SamplerCpuPath path, const RowImageHalf& image, const float in_half[3], int64_t nx,
+                 const float* ix0, const float* ix1, const float* ix2, const float* grad_out, float* gd0,
+                 float* gd1, float* gd2, int32_t* inside) {
+  RowBackwardOf(path, image, in_half, nx, ix0, ix1, ix2, grad_out, gd0, gd1, gd2, inside);
 }
 
 }  // namespace cpu_rows
@@ -197,7 +225,7 @@ bool CpuHasAvx2() {
 #if defined(__x86_64__)
   static const bool has = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2");
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
   }();
   return has;
 #else

@@ -31,6 +31,12 @@ struct RowImage {
   int32_t nx, ny, nz;
 };
 
+// An fp16-stored image (the mixed-precision stage's; storage16.h's Half bits).
+struct RowImageHalf {
+  const uint16_t* data;
+  int32_t nx, ny, nz;
+};
+
 // ix{0,1,2}[i] for i < nx: PositionOf's continuous input index of output voxel
 // (i, j, k) (k local to the slab), v0 = its flat index of voxel (0, j, k);
 // disp: the planar field of n voxels per component, or null.
@@ -42,9 +48,15 @@ void RowPositions(SamplerCpuPath path, const RowGeometry& g, int64_t nx, int64_t
 void RowForward(SamplerCpuPath path, const RowImage& image, int64_t nx, const float* ix0, const float* ix1,
                 const float* ix2, float* out, int32_t* inside);
 
+void RowForward(SamplerCpuPath path, const RowImageHalf& image, int64_t nx, const float* ix0, const float* ix1,
+                const float* ix2, float* out, int32_t* inside);
+
 // gd{0,1,2}[i] = grad_out[i] * d(value)/d(ix_c) * in_half[c] (zeros padding:
 // d(clamp) = 1) where inside[i] != 0; the others are left for the scalar code.
 void RowBackward(SamplerCpuPath path, const RowImage& image, const float in_half[3], int64_t nx,
+                 const float* ix0, const float* ix1, const float* ix2, const float* grad_out, float* gd0,
+                 float* gd1, float* gd2, int32_t* inside);
+void RowBackward(SamplerCpuPath path, const RowImageHalf& image, const float in_half[3], int64_t nx,
                  const float* ix0, const float* ix1, const float* ix2, const float* grad_out, float* gd0,
                  float* gd1, float* gd2, int32_t* inside);
 

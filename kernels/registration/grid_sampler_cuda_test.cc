@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -20,6 +19,7 @@ namespace tessera {
 namespace registration {
 namespace {
 
+using testing::CountDifferentBits;
 using testing::DeviceArray;
 using testing::kNaN;
 using testing::RandomUniform;
@@ -354,14 +354,6 @@ TEST_P(GridSamplerCuda, VectorLoadsEqualScalarLoads) {
     r.gd_h = d_gd_h.Download();
     return r;
   };
-  // Elements whose bits differ (a count, so a failure prints one number).
-  auto differ = [](const auto& a, const auto& b) {
-    int64_t count = a.size() == b.size() ? 0 : 1;
-    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-      count += std::memcmp(&a[i], &b[i], sizeof(a[i])) != 0;
-    }
-    return count;
-  };
   auto floats = [](const std::vector<BFloat16>& v) {
     std::vector<float> f(v.size());
     for (size_t i = 0; i < v.size(); ++i) f[i] = ToFloat(v[i]);
@@ -379,12 +371,12 @@ TEST_P(GridSamplerCuda, VectorLoadsEqualScalarLoads) {
       for (const bool aligned : {true, false}) {
         SCOPED_TRACE(aligned ? "aligned image" : "image at offset 1 (scalar fallback)");
         const Result got = run(vec, aligned);
-        EXPECT_EQ(differ(got.out, want.out), 0);
-        EXPECT_EQ(differ(got.gd, want.gd), 0);
-        EXPECT_EQ(differ(got.ga, want.ga), 0);
-        EXPECT_EQ(differ(got.gd_only, want.gd_only), 0);
-        EXPECT_EQ(differ(got.out_h, want.out_h), 0);
-        EXPECT_EQ(differ(got.gd_h, want.gd_h), 0);
+        EXPECT_EQ(CountDifferentBits(got.out, want.out), 0);
+        EXPECT_EQ(CountDifferentBits(got.gd, want.gd), 0);
+        EXPECT_EQ(CountDifferentBits(got.ga, want.ga), 0);
+        EXPECT_EQ(CountDifferentBits(got.gd_only, want.gd_only), 0);
+        EXPECT_EQ(CountDifferentBits(got.out_h, want.out_h), 0);
+        EXPECT_EQ(CountDifferentBits(got.gd_h, want.gd_h), 0);
         EXPECT_LT(RelL2(got.out, out_cpu), 1e-5);
         EXPECT_LT(RelL2(got.gd, gd_cpu), 1e-4);
         EXPECT_LT(RelL2(got.ga, ga_cpu), 1e-4);

@@ -3,6 +3,7 @@
 #ifndef TESSERA_KERNELS_REGISTRATION_TEST_UTIL_H_
 #define TESSERA_KERNELS_REGISTRATION_TEST_UTIL_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -32,6 +33,16 @@ inline void ExpectSameBits(const std::vector<float>& a, const std::vector<float>
     }
   }
   EXPECT_EQ(differ, 0) << what << ": first at " << first << " (" << a[first] << " vs " << b[first] << ")";
+}
+
+// How many elements differ in their bits (any element type; every element
+// when the sizes differ): for checks that print one number per array.
+template <typename T>
+int64_t CountDifferentBits(const std::vector<T>& a, const std::vector<T>& b) {
+  if (a.size() != b.size()) return static_cast<int64_t>(std::max(a.size(), b.size()));
+  int64_t differ = 0;
+  for (size_t i = 0; i < a.size(); ++i) differ += std::memcmp(&a[i], &b[i], sizeof(T)) != 0;
+  return differ;
 }
 
 }  // namespace testing

@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "common/memory_kind_for.h"
 #include "common/status.h"
 #include "common/testing/device_array.h"
 #include "common/testing/gpu_test.h"
@@ -50,6 +51,7 @@
 #include "kernels/registration/lncc.h"
 #include "kernels/registration/mse.h"
 #include "kernels/registration/mutual_info.h"
+#include "kernels/registration/test_util.h"
 
 namespace tessera {
 namespace parallel {
@@ -93,8 +95,7 @@ absl::StatusOr<Stream> RankStream(bool cuda) {
 
 // Local slab of a whole host array in the stream's memory.
 absl::StatusOr<NDArray> Slab(const NDArray& whole, const SlabLayout& l, const Stream& stream) {
-  const MemoryKind kind = stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
-  TESSERA_ASSIGN_OR_RETURN(NDArray a, ExtractSlab(whole, l, kind, stream));
+  TESSERA_ASSIGN_OR_RETURN(NDArray a, ExtractSlab(whole, l, MemoryKindFor(stream), stream));
   TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   return a;
 }
@@ -332,9 +333,7 @@ TEST_P(ShardedOpsGpuTest, MattesMiEqualsUnshardedGpuAndShardedCpu) {
       EXPECT_EQ(gpu.result.total_weight, whole->total_weight) << "vs the unsharded GPU kernel";
       {
         const std::vector<float> got = ToVector(gpu.grad);
-        ASSERT_EQ(got.size(), whole_grad.size());
-        EXPECT_EQ(std::memcmp(got.data(), whole_grad.data(), got.size() * sizeof(float)), 0)
-            << "sharded GPU gradient vs the unsharded GPU kernel, bit for bit";
+        registration::testing::ExpectSameBits(got, whole_grad, "sharded GPU gradient vs the unsharded GPU kernel");
       }
       EXPECT_NEAR(gpu.result.mutual_information, cpu.result.mutual_information, mi_tol) << "vs sharded CPU";
       EXPECT_NEAR(gpu.result.total_weight, cpu.result.total_weight, 1e-5 * cpu.result.total_weight);

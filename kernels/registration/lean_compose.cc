@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/buffer.h"
+#include "common/memory_kind_for.h"
 #include "common/status.h"
 #include "kernels/registration/sampler_math.h"
 
@@ -113,7 +114,7 @@ absl::Status ComposeImpl(const Stream& stream, float* u, const GradT* grad, Dims
   TESSERA_ASSIGN_OR_RETURN(void* base, ReserveScratch(stream, static_cast<size_t>(ComposeSlabBuffersBytes(dims, depth)),
                                                       workspace, local));
   float* buffers[2] = {static_cast<float*>(base), static_cast<float*>(base) + slab_floats};
-  const MemoryKind kind = stream.backend() == Backend::kCuda ? MemoryKind::kDevice : MemoryKind::kHost;
+  const MemoryKind kind = MemoryKindFor(stream);
   const int64_t n = dims.size();
 
   // Writes slab [z0, z1) from its buffer back into u (three planes).

@@ -26,27 +26,92 @@ namespace registration {
 namespace cpu {
 namespace {
 
-// Running window sums down the rows of a [len][width] block `src` (width
-// fastest): row l of the result is the sum of rows [l - r, l + r] (rows
-// outside [0, len) are zero), handed to write_row(l, sums).
-template <typename WriteRow>
-void SweepRows(const std::vector<double>& src, int64_t len, int64_t width, int r, std::vector<double>& sums,
-               WriteRow write_row) {
-  sums.assign(width, 0.0);
-  for (int64_t l = 0; l <= r && l < len; ++l) {
-    for (int64_t i = 0; i < width; ++i) sums[i] += src[l * width + i];
-  }
-  for (int64_t l = 0; l < len; ++l) {
-    write_row(l, sums);
-    const int64_t add = l + r + 1, sub = l - r;
-    if (add < len) {
-      for (int64_t i = 0; i < width; ++i) sums[i] += src[add * width + i];
-    }
-    if (sub >= 0) {
-      for (int64_t i = 0; i < width; ++i) sums[i] -= src[sub * width + i];
+// The box sum's row loops are cloned per ISA level (AVX-512, AVX2, baseline)
+// and the clone is picked at load time (issue 38: the baseline build ran
+// them two doubles per instruction; LNCC was half of the macaque case's CPU
+// time). Every clone does the same double operations per element in the same
+// order (element-wise, no FMA: -ffp-contract=off), so all give the same bits.
+#if defined(__x86_64__)
+#define TESSERA_LNCC_CLONES __attribute__((target_clones("avx512f", "avx2", "default"), noinline))
+#else
+#define TESSERA_LNCC_CLONES
+#endif
+
+// x on one slice: each row's running sum (SweepRows over a [nx][1] block).
+template <typename T>
+__attribute__((always_inline)) inline void BoxXSliceBody(T* slice, int64_t nx, int64_t ny, int r, double* line) {
+  for (int64_t j = 0; j < ny; ++j) {
+    T* row = slice + j * nx;
+    for (int64_t i = 0; i < nx; ++i) line[i] = row[i];
+    double sum = 0.0;
+    for (int64_t l = 0; l <= r && l < nx; ++l) sum += line[l];
+    for (int64_t l = 0; l < nx; ++l) {
+      row[l] = static_cast<T>(sum);
+      const int64_t add = l + r + 1, sub = l - r;
+      if (add < nx) sum += line[add];
+      if (sub >= 0) sum -= line[sub];
     }
   }
 }
+
+// y on one slice: running sums down the slice's rows (SweepRows over a
+// [ny][nx] block), all columns at once.
+template <typename T>
+__attribute__((always_inline)) inline void BoxYSliceBody(T* slice, int64_t nx, int64_t ny, int r, double* plane,
+                                                         double* sums) {
+  for (int64_t v = 0; v < nx * ny; ++v) plane[v] = slice[v];
+  for (int64_t i = 0; i < nx; ++i) sums[i] = 0.0;
+  for (int64_t l = 0; l <= r && l < ny; ++l) {
+    for (int64_t i = 0; i < nx; ++i) sums[i] += plane[l * nx + i];
+  }
+  for (int64_t l = 0; l < ny; ++l) {
+    for (int64_t i = 0; i < nx; ++i) slice[l * nx + i] = static_cast<T>(sums[i]);
+    const int64_t add = l + r + 1, sub = l - r;
+    if (add < ny) {
+      for (int64_t i = 0; i < nx; ++i) sums[i] += plane[add * nx + i];
+    }
+    if (sub >= 0) {
+      for (int64_t i = 0; i < nx; ++i) sums[i] -= plane[sub * nx + i];
+    }
+  }
+}
+
+// z on one y-row plane (fixed j): slices [in_lo, in_hi) copied to `plane`,
+// then output slice k's window summed directly, slices ascending.
+template <typename T>
+__attribute__((always_inline)) inline void BoxZPlaneBody(T* vol, int64_t nx, int64_t slice, int64_t nz, int r,
+                                                         int64_t in_lo, int64_t in_hi, int64_t z_lo, int64_t z_hi,
+                                                         double* plane, double* sums) {
+  for (int64_t k = in_lo; k < in_hi; ++k) {
+    const T* row = vol + k * slice;
+    double* dst = plane + (k - in_lo) * nx;
+    for (int64_t i = 0; i < nx; ++i) dst[i] = row[i];
+  }
+  for (int64_t k = z_lo; k < z_hi; ++k) {
+    for (int64_t i = 0; i < nx; ++i) sums[i] = 0.0;
+    for (int64_t l = std::max<int64_t>(0, k - r); l <= std::min<int64_t>(nz - 1, k + r); ++l) {
+      const double* src = plane + (l - in_lo) * nx;
+      for (int64_t i = 0; i < nx; ++i) sums[i] += src[i];
+    }
+    T* row = vol + k * slice;
+    for (int64_t i = 0; i < nx; ++i) row[i] = static_cast<T>(sums[i]);
+  }
+}
+
+#define TESSERA_LNCC_BOX_PASSES(T)                                                                                 \
+  TESSERA_LNCC_CLONES void BoxXSlice(T* slice, int64_t nx, int64_t ny, int r, double* line) {                     \
+    BoxXSliceBody(slice, nx, ny, r, line);                                                                         \
+  }                                                                                                                \
+  TESSERA_LNCC_CLONES void BoxYSlice(T* slice, int64_t nx, int64_t ny, int r, double* plane, double* sums) {      \
+    BoxYSliceBody(slice, nx, ny, r, plane, sums);                                                                  \
+  }                                                                                                                \
+  TESSERA_LNCC_CLONES void BoxZPlane(T* vol, int64_t nx, int64_t slice, int64_t nz, int r, int64_t in_lo,         \
+                                     int64_t in_hi, int64_t z_lo, int64_t z_hi, double* plane, double* sums) {     \
+    BoxZPlaneBody(vol, nx, slice, nz, r, in_lo, in_hi, z_lo, z_hi, plane, sums);                                   \
+  }
+TESSERA_LNCC_BOX_PASSES(float)
+TESSERA_LNCC_BOX_PASSES(double)
+#undef TESSERA_LNCC_BOX_PASSES
 
 // In-place box sum with a (2r+1)^3 window and zero padding outside the
 // array. x and y (running sums) on the slices [xy_lo, xy_hi); z on the
@@ -56,49 +121,22 @@ void SweepRows(const std::vector<double>& src, int64_t len, int64_t width, int r
 template <typename T>
 void BoxSumInPlace(T* vol, const Dims3& d, int r, int64_t xy_lo, int64_t xy_hi, int64_t z_lo, int64_t z_hi) {
   const int64_t nx = d.nx, ny = d.ny, nz = d.nz;
-  // x: each row is a [nx][1] block.
   ParallelFor(xy_hi - xy_lo, [&](int64_t k0, int64_t k1, int) {
-    std::vector<double> line(nx), sums;
-    for (int64_t k = xy_lo + k0; k < xy_lo + k1; ++k) {
-      for (int64_t j = 0; j < ny; ++j) {
-        T* row = vol + d.index(0, j, k);
-        for (int64_t i = 0; i < nx; ++i) line[i] = row[i];
-        SweepRows(line, nx, 1, r, sums, [&](int64_t i, const std::vector<double>& s) { row[i] = static_cast<T>(s[0]); });
-      }
-    }
+    std::vector<double> line(nx);
+    for (int64_t k = xy_lo + k0; k < xy_lo + k1; ++k) BoxXSlice(vol + d.index(0, 0, k), nx, ny, r, line.data());
   });
-  // y: each z-slice is a [ny][nx] block.
   ParallelFor(xy_hi - xy_lo, [&](int64_t k0, int64_t k1, int) {
-    std::vector<double> plane(nx * ny), sums;
+    std::vector<double> plane(nx * ny), sums(nx);
     for (int64_t k = xy_lo + k0; k < xy_lo + k1; ++k) {
-      T* slice = vol + d.index(0, 0, k);
-      for (int64_t v = 0; v < nx * ny; ++v) plane[v] = slice[v];
-      SweepRows(plane, ny, nx, r, sums, [&](int64_t j, const std::vector<double>& s) {
-        for (int64_t i = 0; i < nx; ++i) slice[j * nx + i] = static_cast<T>(s[i]);
-      });
+      BoxYSlice(vol + d.index(0, 0, k), nx, ny, r, plane.data(), sums.data());
     }
   });
   if (z_hi <= z_lo) return;
-  // z: each y-row plane (fixed j) is a [nz][nx] block; the window of slice k
-  // is summed directly, slices max(0, k - r) .. min(nz - 1, k + r) in order.
   const int64_t in_lo = std::max<int64_t>(0, z_lo - r), in_hi = std::min<int64_t>(nz, z_hi + r);
   ParallelFor(ny, [&](int64_t j0, int64_t j1, int) {
     std::vector<double> plane(nx * (in_hi - in_lo)), sums(nx);
     for (int64_t j = j0; j < j1; ++j) {
-      for (int64_t k = in_lo; k < in_hi; ++k) {
-        const T* row = vol + d.index(0, j, k);
-        double* dst = &plane[(k - in_lo) * nx];
-        for (int64_t i = 0; i < nx; ++i) dst[i] = row[i];
-      }
-      for (int64_t k = z_lo; k < z_hi; ++k) {
-        std::fill(sums.begin(), sums.end(), 0.0);
-        for (int64_t l = std::max<int64_t>(0, k - r); l <= std::min<int64_t>(nz - 1, k + r); ++l) {
-          const double* src = &plane[(l - in_lo) * nx];
-          for (int64_t i = 0; i < nx; ++i) sums[i] += src[i];
-        }
-        T* row = vol + d.index(0, j, k);
-        for (int64_t i = 0; i < nx; ++i) row[i] = static_cast<T>(sums[i]);
-      }
+      BoxZPlane(vol + d.index(0, j, 0), nx, nx * ny, nz, r, in_lo, in_hi, z_lo, z_hi, plane.data(), sums.data());
     }
   });
 }

@@ -214,6 +214,12 @@ std::vector<FlagSpec> RegisterFlags() {
        "lean deformable stage storage: full (float, 36 B/voxel) or mixed (fp16 images + bf16 gradient, 26 B/voxel; "
        "lncc, one shard)"},
       {"linear-samples", "8192", "voxels drawn per rigid/affine iteration on the CPU (0 = every voxel)"},
+      {"plateau-window-finest", "",
+       "on or off: the deformable stage's window plateau stop on the finest level too (empty: the server's default, "
+       "on)"},
+      {"finest-remaining-gain", "",
+       "the finest deformable level's remaining-gain stop, a fraction of |loss| in [0, 1) (empty: the default, 0 = "
+       "off)"},
       {"seed", "1", "seed of the sampled iterations (same seed, same result)"},
       {"shards", "0", "deformable stage split along z into H ranks (0 = one per GPU of --gpus, or 1)"},
       {"gpus", "", "GPUs of the sharded ranks: a count N (GPUs 0..N-1) or a list of ordinals such as 0,2 (or 3,)"},
@@ -319,6 +325,22 @@ absl::StatusOr<v1::RegisterRequest> RegisterRequestFromArgs(const Args& args, bo
   }
   o->set_linear_samples(samples);
   o->set_seed(seed);
+  const std::string window_finest = args.Get("plateau-window-finest"), gain = args.Get("finest-remaining-gain");
+  if (!window_finest.empty()) {
+    if (window_finest != "on" && window_finest != "off") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("register: --plateau-window-finest '", window_finest, "': expected on or off"));
+    }
+    o->set_plateau_window_finest(window_finest == "on");
+  }
+  if (!gain.empty()) {
+    double g = 0;
+    if (!absl::SimpleAtod(gain, &g) || !std::isfinite(g) || g < 0 || g >= 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("register: --finest-remaining-gain '", gain, "': expected a fraction in [0, 1)"));
+    }
+    o->set_finest_remaining_gain(g);
+  }
   int shards = 0;
   if (!absl::SimpleAtoi(args.Get("shards"), &shards) || shards < 0) {
     return absl::InvalidArgumentError(

@@ -105,6 +105,15 @@ absl::StatusOr<RegistrationOptions> ParseRegistrationOptions(const v1::Registrat
     o.linear_samples = proto.linear_samples();
   }
   if (proto.has_seed()) o.sampling_seed = proto.seed();
+  if (proto.has_plateau_window_finest()) o.plateau_window_finest = proto.plateau_window_finest();
+  if (proto.has_finest_remaining_gain()) {
+    if (!std::isfinite(proto.finest_remaining_gain()) || proto.finest_remaining_gain() < 0 ||
+        proto.finest_remaining_gain() >= 1) {
+      return absl::InvalidArgumentError(absl::StrCat("options.finest_remaining_gain ", proto.finest_remaining_gain(),
+                                                     " must be in [0, 1) (a fraction of |loss|; 0 = off)"));
+    }
+    o.finest_remaining_gain = proto.finest_remaining_gain();
+  }
   if (proto.shards() < 0 || proto.shards() > kMaxShards) {
     return absl::InvalidArgumentError(
         absl::StrCat("options.shards ", proto.shards(), " must be in 0..", kMaxShards, " (0 = one per GPU)"));

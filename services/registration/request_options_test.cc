@@ -95,6 +95,29 @@ TEST(RequestOptions, StepMemoryModeSamplesAndSeedAreParsedAndBadValuesNamed) {
   }
 }
 
+TEST(RequestOptions, FinestLevelStopRulesAreParsedAndBadGainsNamed) {
+  absl::StatusOr<RegistrationOptions> o = ParseRegistrationOptions(v1::RegistrationOptions(), "cpu");
+  ASSERT_TRUE(o.ok()) << o.status();
+  const RegistrationOptions defaults;
+  EXPECT_EQ(o->plateau_window_finest, defaults.plateau_window_finest);
+  EXPECT_EQ(o->finest_remaining_gain, defaults.finest_remaining_gain);
+
+  v1::RegistrationOptions proto;
+  proto.set_plateau_window_finest(!defaults.plateau_window_finest);
+  proto.set_finest_remaining_gain(0.001);
+  o = ParseRegistrationOptions(proto, "cpu");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->plateau_window_finest, !defaults.plateau_window_finest);
+  EXPECT_EQ(o->finest_remaining_gain, 0.001);
+
+  for (double bad : {-0.1, 1.0, std::nan("")}) {
+    proto.set_finest_remaining_gain(bad);
+    const absl::Status s = ParseRegistrationOptions(proto, "cpu").status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("finest_remaining_gain"), std::string::npos) << s;
+  }
+}
+
 TEST(RequestOptions, DeformableModelAndBsplineSpacingAreParsedAndBadValuesNamed) {
   absl::StatusOr<RegistrationOptions> o = ParseRegistrationOptions(v1::RegistrationOptions(), "cpu");
   ASSERT_TRUE(o.ok()) << o.status();

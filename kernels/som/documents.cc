@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/memory_kind_for.h"
 #include "common/status.h"
 #include "kernels/som/csc_device.h"
 #include "kernels/som/parallel.h"
@@ -118,7 +119,7 @@ namespace {
 template <typename T>
 absl::StatusOr<const T*> Upload(const T* data, size_t count, const Stream& stream,
                                 std::vector<std::shared_ptr<Buffer>>& keep) {
-  const MemoryKind kind = stream.backend() == Backend::kCpu ? MemoryKind::kHost : MemoryKind::kDevice;
+  const MemoryKind kind = MemoryKindFor(stream);
   const size_t bytes = std::max<size_t>(count * sizeof(T), sizeof(T));  // never a null pointer
   TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> buffer, Buffer::Allocate(kind, bytes, stream.ordinal()));
   if (count > 0) TESSERA_RETURN_IF_ERROR(StagedCopyToDevice(buffer->data(), data, count * sizeof(T), stream));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/memory_kind_for.h"
 #include "common/status.h"
 
 namespace tessera {
@@ -11,7 +12,7 @@ absl::StatusOr<void*> SomWorkspace::Slot(int slot, size_t bytes, const Stream& s
   if (slot < 0) return absl::InvalidArgumentError("workspace: negative slot");
   bytes = std::max<size_t>(bytes, 1);
   if (slots_.size() <= static_cast<size_t>(slot)) slots_.resize(slot + 1);
-  const MemoryKind kind = stream.backend() == Backend::kCpu ? MemoryKind::kHost : MemoryKind::kDevice;
+  const MemoryKind kind = MemoryKindFor(stream);
   std::shared_ptr<Buffer>& buffer = slots_[slot];
   if (buffer == nullptr || buffer->size() < bytes || buffer->kind() != kind || buffer->ordinal() != stream.ordinal()) {
     if (buffer != nullptr && stream.backend() == Backend::kCuda) {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/buffer.h"
 #include "common/log.h"
+#include "common/memory_kind_for.h"
 #include "common/status.h"
 #include "kernels/som/batch_update.h"
 #include "kernels/som/bmu.h"
@@ -295,7 +296,7 @@ class Engine {
       TESSERA_ASSIGN_OR_RETURN(Stream s, Stream::Create(backend, ordinal));
       e->stream_ = std::make_unique<Stream>(std::move(s));
     }
-    e->kind_ = backend == Backend::kCpu ? MemoryKind::kHost : MemoryKind::kDevice;
+    e->kind_ = MemoryKindFor(*e->stream_);
     DocumentParts parts;
     // Only the tiled CUDA kernel (a benchmark alternative) reads document tiles.
     parts.tiles = backend == Backend::kCuda && tuning.tiled_kernel;

@@ -59,8 +59,9 @@ absl::StatusOr<std::unique_ptr<SenseOperator>> SenseOperator::Create(const Strea
   const int64_t sample_values = std::max<int64_t>(geometry.coils * m, three_d ? (3 * m + 1) / 2 : 0);
   const size_t values = static_cast<size_t>(geometry.coils) * (npix + (options.use_toeplitz ? npix : 0)) +
                         static_cast<size_t>(sample_values);
-  TESSERA_ASSIGN_OR_RETURN(
-      op->scratch_, Buffer::Allocate(MemoryKindFor(stream), values * sizeof(std::complex<float>), stream.ordinal()));
+  const MemoryKind kind = MemoryKindFor(stream);
+  TESSERA_ASSIGN_OR_RETURN(op->scratch_,
+                           Buffer::Allocate(kind, values * sizeof(std::complex<float>), stream.ordinal()));
   op->coil_images_ = static_cast<std::complex<float>*>(op->scratch_->data());
   op->coil_samples_ = op->coil_images_ + geometry.coils * npix;
   if (options.use_toeplitz) op->coil_normal_ = op->coil_samples_ + sample_values;
@@ -70,15 +71,12 @@ absl::StatusOr<std::unique_ptr<SenseOperator>> SenseOperator::Create(const Strea
   float* x = reinterpret_cast<float*>(op->coil_samples_);
   float* y = x + m;
   float* z = three_d ? y + m : nullptr;
-  TESSERA_RETURN_IF_ERROR(
-      CopyBytes(x, MemoryKindFor(stream), geometry.kx, MemoryKindFor(stream), m * sizeof(float), stream));
-  TESSERA_RETURN_IF_ERROR(
-      CopyBytes(y, MemoryKindFor(stream), geometry.ky, MemoryKindFor(stream), m * sizeof(float), stream));
+  TESSERA_RETURN_IF_ERROR(CopyBytes(x, kind, geometry.kx, kind, m * sizeof(float), stream));
+  TESSERA_RETURN_IF_ERROR(CopyBytes(y, kind, geometry.ky, kind, m * sizeof(float), stream));
   TESSERA_RETURN_IF_ERROR(Scale(stream, static_cast<float>(2 * kPi / geometry.nx), x, m));
   TESSERA_RETURN_IF_ERROR(Scale(stream, static_cast<float>(2 * kPi / geometry.ny), y, m));
   if (three_d) {
-    TESSERA_RETURN_IF_ERROR(
-        CopyBytes(z, MemoryKindFor(stream), geometry.kz, MemoryKindFor(stream), m * sizeof(float), stream));
+    TESSERA_RETURN_IF_ERROR(CopyBytes(z, kind, geometry.kz, kind, m * sizeof(float), stream));
     TESSERA_RETURN_IF_ERROR(Scale(stream, static_cast<float>(2 * kPi / geometry.nz), z, m));
   }
   TESSERA_RETURN_IF_ERROR(op->type2_->SetPoints(m, x, y, z));

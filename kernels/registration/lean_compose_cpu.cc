@@ -15,41 +15,10 @@ namespace lean_internal {
 
 namespace {
 
-// ComposeVoxel's first half for voxels [i0, nx) of a row (the vector
-// kernel's remainder): the step s_c (Adam's moments updated) and the clamped
-// sampling position ix_c, the same operations in the same order.
-template <typename GradT>
-void RowSteps(const ComposeParams& p, const GradT* grad, int64_t i0, int64_t j, int64_t k, int64_t idx0,
-              float* const s[3], float* const ix[3]) {
-  const int64_t n = p.dims.size();
-  const int64_t m3[3] = {p.dims.nx, p.dims.ny, p.grid_nz};
-  for (int c = 0; c < 3; ++c) {
-    for (int64_t i = i0; i < p.dims.nx; ++i) {
-      const int64_t idx = idx0 + i;
-      const float g = ToFloat(grad[c * n + idx]);
-      float step;
-      if (p.rule == 0) {
-        step = RnMul(p.scale, g);
-      } else {
-        float m = p.m[c * n + idx], v = p.v[c * n + idx];
-        m = p.beta1 * m + p.one_minus_beta1 * g;
-        v = p.beta2 * v + p.one_minus_beta2 * (g * g);
-        p.m[c * n + idx] = m;
-        p.v[c * n + idx] = v;
-        step = 0.f - p.adam_step * m / (LeanSqrt(v) * p.inv_sqrt_bc2 + p.eps);
-      }
-      s[c][i] = RnMul(step, p.to_normalized[c]);
-      const int64_t vox = c == 0 ? i : (c == 1 ? j : k + p.grid_z0);
-      const float x = RnAdd(p.out_lo[c], RnMul(p.out_step[c], static_cast<float>(vox)));
-      float dclamp;
-      ix[c][i] = ClampCoord(RnMul(RnAdd(RnAdd(x, s[c][i]), 1.f), p.in_half[c]), m3[c], &dclamp);
-    }
-  }
-}
-
 // The vector paths (issue 38): a field whose offsets fit int32. Rows of the
 // slab in parallel: the vector row kernel (steps, positions, interior cells),
-// the row's remaining steps, then the flagged (edge) voxels by ComposeFromStep.
+// the flagged (edge) voxels by ComposeFromStep, then the row's remainder by
+// ComposeVoxel.
 template <typename GradT>
 void ComposeSlabRows(SamplerCpuPath path, const ComposeParams& p, const float* u, const GradT* grad, int64_t z0,
                      int64_t z1, float* slab_out) {
@@ -76,13 +45,14 @@ void ComposeSlabRows(SamplerCpuPath path, const ComposeParams& p, const float* u
       row.j = j;
       row.k = k;
       const int64_t done = ComposeRow(path, p, field, row, nx, s, ix, outs, inside.data());
-      RowSteps(p, grad, done, j, k, idx0, s, ix);
-      for (int64_t i = 0; i < nx; ++i) {
-        if (i < done && inside[i]) continue;
+      for (int64_t i = 0; i < done; ++i) {
+        if (inside[i]) continue;
         const float si[3] = {s[0][i], s[1][i], s[2][i]};
         const float ixi[3] = {ix[0][i], ix[1][i], ix[2][i]};
         ComposeFromStep(p, u, si, ixi, out + i, count);
       }
+      // The row's remainder: the scalar reference, voxel by voxel.
+      for (int64_t i = done; i < nx; ++i) ComposeVoxel(p, u, grad, i, j, k, idx0 + i, out + i, count);
     }
   });
 }

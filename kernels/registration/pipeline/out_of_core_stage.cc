@@ -591,19 +591,14 @@ absl::StatusOr<Level> OutputLevel(const Stream& stream, const RegistrationOption
 }  // namespace
 
 double LeanStageStepBoundVoxels(const RegistrationOptions& options) {
-  GreedyStep step;
-  // StepControl starts at deformable_lr_voxels and only moves toward
-  // deformable_lr_voxels * deformable_min_step_fraction.
-  const double lr = options.deformable_lr_voxels * std::max(1.0, options.deformable_min_step_fraction);
-  if (options.deformable_step == DeformableStep::kAdam) {
-    step.rule = GreedyStep::Rule::kAdam;
-    step.adam.lr = lr;
-    step.t = int64_t{1} << 30;  // the bound grows with t (AdamOptions' betas): a late step
-  } else {
-    step.scale = static_cast<float>(lr);  // |scale| * max |g| = lr
-    step.max_abs_grad = 1.f;
-  }
-  return GreedyStepBoundVoxels(step);
+  // The sharded step's bound (Adam: its supremum over t), at the stage's
+  // largest rate: StepControl starts at deformable_lr_voxels and only moves
+  // toward deformable_lr_voxels * deformable_min_step_fraction.
+  parallel::GreedyStepOptions step;
+  step.rule = options.deformable_step == DeformableStep::kAdam ? parallel::GreedyRule::kAdam
+                                                                : parallel::GreedyRule::kNormalized;
+  step.lr_voxels = options.deformable_lr_voxels * std::max(1.0, options.deformable_min_step_fraction);
+  return parallel::GreedyStepBoundSup(step);
 }
 
 int64_t LeanStageDeviceBytes(const RegistrationOptions& options, Dims3 dims) {

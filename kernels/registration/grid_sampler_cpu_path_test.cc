@@ -20,6 +20,7 @@ namespace tessera {
 namespace registration {
 namespace {
 
+using testing::CountDifferentBits;
 using testing::kNaN;
 using testing::ExpectSameBits;
 using testing::RandomUniform;
@@ -208,9 +209,7 @@ void CheckHalfImage(const Case& c, uint32_t seed) {
     cpu::GridSampleForwardHalfImageOnPath(path, args, image.data(), out.data());
     ExpectSameBits(ref_out, out, "forward, fp16 image");
     cpu::GridSampleBackwardHalfImageOnPath(path, args, image.data(), in.grad_out.data(), grad.data());
-    int64_t differ = 0;
-    for (int64_t v = 0; v < 3 * n; ++v) differ += grad[v].bits != ref_grad[v].bits;
-    EXPECT_EQ(differ, 0) << "bf16 dL/du, fp16 image";
+    EXPECT_EQ(CountDifferentBits(grad, ref_grad), 0) << "bf16 dL/du, fp16 image";
   }
 }
 

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/registration/cpu_clones.h"
 #include "kernels/registration/gaussian_smooth.h"
 #include "kernels/registration/gaussian_smooth_internal.h"
 #include "kernels/registration/reg_parallel.h"
@@ -26,11 +27,6 @@ inline int64_t Clamp(int64_t v, int64_t hi) { return v < 0 ? 0 : (v > hi ? hi : 
 // clone runs 4 floats per instruction where AVX-512 runs 16). Every clone
 // does the same float operations per voxel (element-wise: no reduction is
 // reordered, no FMA: -ffp-contract=off), so all give the same values.
-#if defined(__x86_64__)
-#define TESSERA_SMOOTH_CLONES __attribute__((target_clones("avx512f", "avx2", "default"), noinline))
-#else
-#define TESSERA_SMOOTH_CLONES
-#endif
 
 // 16 floats as one GCC vector (one AVX-512 register, two AVX2 or four SSE
 // ones): element-wise arithmetic, so the same floats on every ISA level.
@@ -127,7 +123,7 @@ __attribute__((always_inline)) inline void BlockRows(float* const* out, const fl
 }
 
 // One x-row: row[i] = sum_d taps[d] * line[i + d], d = 0..2r from 0.
-TESSERA_SMOOTH_CLONES void FilterLineX(float* __restrict row, const float* __restrict line,
+TESSERA_REGISTRATION_CLONES void FilterLineX(float* __restrict row, const float* __restrict line,
                                        const float* __restrict taps, int r, int64_t nx) {
   const float* srcs[2 * kGaussianMaxRadius + 1];
   for (int d = 0; d <= 2 * r; ++d) srcs[d] = line + d;
@@ -152,7 +148,7 @@ void PlaneX(float* plane, const Grid& g, const std::vector<float>& taps, std::ve
 
 // Filters along an axis of length n with element stride `stride` (in units of
 // whole x-rows of nx floats) for a plane of rows: buf holds the n rows.
-TESSERA_SMOOTH_CLONES void FilterRowsOf(float* base, int64_t nx, int64_t n, int64_t stride,
+TESSERA_REGISTRATION_CLONES void FilterRowsOf(float* base, int64_t nx, int64_t n, int64_t stride,
                                         const float* __restrict taps, int r, float* __restrict buf) {
   for (int64_t a = 0; a < n; ++a) std::memcpy(&buf[a * nx], base + a * stride, nx * sizeof(float));
   const float* srcs[2 * kGaussianMaxRadius + 8];

@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/registration/cpu_clones.h"
 #include "kernels/registration/lncc.h"
 #include "kernels/registration/lncc_math.h"
 #include "kernels/registration/parallel.h"
@@ -31,13 +32,9 @@ namespace {
 // them two doubles per instruction; LNCC was half of the macaque case's CPU
 // time). Every clone does the same double operations per element in the same
 // order (element-wise, no FMA: -ffp-contract=off), so all give the same bits.
-#if defined(__x86_64__)
-#define TESSERA_LNCC_CLONES __attribute__((target_clones("avx512f", "avx2", "default"), noinline))
-#else
-#define TESSERA_LNCC_CLONES
-#endif
 
-// x on one slice: each row's running sum (SweepRows over a [nx][1] block).
+// x on one slice: each row's running sum (add the entering value, subtract
+// the leaving one, in that order).
 template <typename T>
 __attribute__((always_inline)) inline void BoxXSliceBody(T* slice, int64_t nx, int64_t ny, int r, double* line) {
   for (int64_t j = 0; j < ny; ++j) {
@@ -54,8 +51,8 @@ __attribute__((always_inline)) inline void BoxXSliceBody(T* slice, int64_t nx, i
   }
 }
 
-// y on one slice: running sums down the slice's rows (SweepRows over a
-// [ny][nx] block), all columns at once.
+// y on one slice: running sums down the slice's rows, all columns at once
+// (the same add-then-subtract order per column).
 template <typename T>
 __attribute__((always_inline)) inline void BoxYSliceBody(T* slice, int64_t nx, int64_t ny, int r, double* plane,
                                                          double* sums) {
@@ -98,16 +95,18 @@ __attribute__((always_inline)) inline void BoxZPlaneBody(T* vol, int64_t nx, int
   }
 }
 
-#define TESSERA_LNCC_BOX_PASSES(T)                                                                                 \
-  TESSERA_LNCC_CLONES void BoxXSlice(T* slice, int64_t nx, int64_t ny, int r, double* line) {                     \
-    BoxXSliceBody(slice, nx, ny, r, line);                                                                         \
-  }                                                                                                                \
-  TESSERA_LNCC_CLONES void BoxYSlice(T* slice, int64_t nx, int64_t ny, int r, double* plane, double* sums) {      \
-    BoxYSliceBody(slice, nx, ny, r, plane, sums);                                                                  \
-  }                                                                                                                \
-  TESSERA_LNCC_CLONES void BoxZPlane(T* vol, int64_t nx, int64_t slice, int64_t nz, int r, int64_t in_lo,         \
-                                     int64_t in_hi, int64_t z_lo, int64_t z_hi, double* plane, double* sums) {     \
-    BoxZPlaneBody(vol, nx, slice, nz, r, in_lo, in_hi, z_lo, z_hi, plane, sums);                                   \
+#define TESSERA_LNCC_BOX_PASSES(T)                                                                                \
+  TESSERA_REGISTRATION_CLONES void BoxXSlice(T* slice, int64_t nx, int64_t ny, int r, double* line) {             \
+    BoxXSliceBody(slice, nx, ny, r, line);                                                                        \
+  }                                                                                                               \
+  TESSERA_REGISTRATION_CLONES void BoxYSlice(T* slice, int64_t nx, int64_t ny, int r, double* plane,              \
+                                             double* sums) {                                                      \
+    BoxYSliceBody(slice, nx, ny, r, plane, sums);                                                                 \
+  }                                                                                                               \
+  TESSERA_REGISTRATION_CLONES void BoxZPlane(T* vol, int64_t nx, int64_t slice, int64_t nz, int r, int64_t in_lo, \
+                                             int64_t in_hi, int64_t z_lo, int64_t z_hi, double* plane,            \
+                                             double* sums) {                                                      \
+    BoxZPlaneBody(vol, nx, slice, nz, r, in_lo, in_hi, z_lo, z_hi, plane, sums);                                  \
   }
 TESSERA_LNCC_BOX_PASSES(float)
 TESSERA_LNCC_BOX_PASSES(double)

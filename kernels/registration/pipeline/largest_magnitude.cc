@@ -9,6 +9,7 @@
 #include "common/array_stats.h"
 #include "common/parallel.h"
 #include "common/status.h"
+#include "kernels/registration/cpu_clones.h"
 
 namespace tessera::registration {
 namespace {
@@ -18,9 +19,7 @@ namespace {
 // So the largest finite |x| is the largest such integer below 0x7f800000,
 // a plain unsigned max that the compiler vectorises (a max is exact in any
 // order). Cloned per ISA level, picked at load time.
-#if defined(__x86_64__)
-__attribute__((target_clones("avx512f", "avx2", "default"), noinline))
-#endif
+TESSERA_REGISTRATION_CLONES
 uint32_t LargestFiniteBits(const float* x, int64_t n) {
   uint32_t m = 0;
   for (int64_t i = 0; i < n; ++i) {

@@ -1,6 +1,6 @@
 // LNCC CUDA kernel variants side by side (issue 37 item 1), one process, one
 // GPU: today's box march (the baseline) against the column march with
-// LnccOptions' defaults and with one of its cuda_* options off (names
+// LnccOptions' defaults and with one or two of its cuda_* options off (names
 // below), float storage (Lncc) and the lean stage's mixed storage
 // (LnccHalfFixed: fp16 F, bf16 a, b, c), window 7.
 //

@@ -727,7 +727,6 @@ __global__ void __launch_bounds__(kColThreads, 2) ColumnMarchKernel(Op op, int64
   };
   auto copy_slice = [&](int64_t zin, int buf) {  // kAsync: straight into raw buffer `buf`
     float* dst = s_raw + buf * kRawF * S::kPosS;  // channel c >= kH at (c - kH) * kPosS
-    [[maybe_unused]] const bool z_ok = zin >= 0 && zin < nz;  // (4-byte copies)
     if constexpr (kStage16) {
       // 16-bit rows from x0 - 8 (kHalfRow values), 8 values per chunk.
       for_each_chunk(std::integral_constant<int, kHalfRow / 8>{}, std::integral_constant<int, 8>{}, zin,
@@ -750,6 +749,7 @@ __global__ void __launch_bounds__(kColThreads, 2) ColumnMarchKernel(Op op, int64
                        }
                      });
     } else {
+      const bool z_ok = zin >= 0 && zin < nz;
 #pragma unroll
       for (int s = 0; s < S::kLoads; ++s) {
         const int p = tid + s * kColThreads;

@@ -305,9 +305,12 @@ class Engine {
     parts.host_offsets =
         algorithm == BmuAlgorithm::kCusparseRowOrder || algorithm == BmuAlgorithm::kCusparseColOrder;
     TESSERA_ASSIGN_OR_RETURN(e->docs_, DocumentSet::Create(docs.view(), *e->stream_, parts));
-    if (backend == Backend::kCuda && for_training && tuning.order_by_previous_bmu) {
+    const bool visits_in_order = (algorithm == BmuAlgorithm::kFeatureMajor || algorithm == BmuAlgorithm::kNodeMajor) &&
+                                 !tuning.tiled_kernel && tuning.order_by_previous_bmu;
+    if (backend == Backend::kCuda && for_training && visits_in_order) {
       // Each document's rarest feature: the visiting order's second key (and
-      // the whole order in the first epoch, before any BMU is known).
+      // the whole order in the first epoch, before any BMU is known). Only the
+      // non-tiled feature-/node-major search orders its visits (FindBmus).
       TESSERA_ASSIGN_OR_RETURN(e->doc_keys_,
                                Buffer::Allocate(MemoryKind::kDevice, std::max<int64_t>(4, 4 * docs.rows()), ordinal));
       TESSERA_RETURN_IF_ERROR(

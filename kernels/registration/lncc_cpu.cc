@@ -15,12 +15,15 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/status.h"
+
 #include "kernels/registration/cpu_clones.h"
 #include "kernels/registration/lncc.h"
 #include "kernels/registration/lncc_math.h"
 #include "kernels/registration/parallel.h"
 #include "kernels/registration/slice_sums.h"
 #include "kernels/registration/storage16.h"
+#include "kernels/registration/workspace.h"
 
 namespace tessera {
 namespace registration {
@@ -151,11 +154,26 @@ double StoredCoefficient(double v) {
   }
 }
 
-// The slab form (lncc.h LnccSlab); the whole volume is own_lo = 0, own_hi = nz.
-template <typename T, typename CoefT>
-void LnccSlabImpl(const T* fixed, const T* warped, Dims3 dims, int64_t own_lo, int64_t own_hi,
-                  const LnccOptions& options, int64_t total_voxels, double* slice_cc, T* grad_warped,
-                  VoxelMask mask = {}) {
+// The fixed image's value as T (Half: its exact float, as LnccHalfFixed's
+// float copy of it held).
+inline float FixedValue(float v) { return v; }
+inline double FixedValue(double v) { return v; }
+inline float FixedValue(Half v) { return ToFloat(v); }
+
+// The five intermediate volumes: box sums of F, W, F^2, W^2, F*W (a, b, c
+// later overwrite fw, ww, w).
+template <typename T>
+struct BoxVolumes {
+  T *f, *w, *ff, *ww, *fw;
+};
+
+// The slab form (lncc.h LnccSlab); the whole volume is own_lo = 0, own_hi =
+// nz. fixed_sums_ready (whole volume only): s.f and s.ff already hold this
+// fixed image's box sums (LnccScratch), which nothing below overwrites.
+template <typename FT, typename T, typename CoefT>
+void LnccSlabImpl(const FT* fixed, const T* warped, Dims3 dims, int64_t own_lo, int64_t own_hi,
+                  const LnccOptions& options, int64_t total_voxels, double* slice_cc, T* grad_warped, VoxelMask mask,
+                  BoxVolumes<T> s, bool fixed_sums_ready) {
   const int64_t n_vox = dims.size(), slice = dims.nx * dims.ny, nz = dims.nz;
   const int r = options.window / 2;
   const double inv_n = 1.0 / (static_cast<double>(options.window) * options.window * options.window);
@@ -164,58 +182,84 @@ void LnccSlabImpl(const T* fixed, const T* warped, Dims3 dims, int64_t own_lo, i
   const int64_t term_lo = grad_warped != nullptr ? std::max<int64_t>(0, own_lo - r) : own_lo;
   const int64_t term_hi = grad_warped != nullptr ? std::min<int64_t>(nz, own_hi + r) : own_hi;
   const int64_t sum_lo = std::max<int64_t>(0, term_lo - r), sum_hi = std::min<int64_t>(nz, term_hi + r);
-  // The five intermediate volumes: box sums of F, W, F^2, W^2, F*W.
-  std::vector<T> s_f(fixed, fixed + n_vox), s_w(warped, warped + n_vox), s_ff(n_vox), s_ww(n_vox), s_fw(n_vox);
+  // Every voxel of every volume is written here before it is read (the
+  // scratch may hold anything).
   ParallelFor(n_vox, [&](int64_t v0, int64_t v1, int) {
     for (int64_t v = v0; v < v1; ++v) {
-      s_ff[v] = fixed[v] * fixed[v];
-      s_ww[v] = warped[v] * warped[v];
-      s_fw[v] = fixed[v] * warped[v];
+      const T f = FixedValue(fixed[v]), w = warped[v];
+      if (!fixed_sums_ready) {
+        s.f[v] = f;
+        s.ff[v] = f * f;
+      }
+      s.w[v] = w;
+      s.ww[v] = w * w;
+      s.fw[v] = f * w;
     }
   });
-  for (std::vector<T>* vol : {&s_f, &s_w, &s_ff, &s_ww, &s_fw}) {
-    BoxSumInPlace(vol->data(), dims, r, sum_lo, sum_hi, term_lo, term_hi);
+  for (T* vol : {s.f, s.w, s.ff, s.ww, s.fw}) {
+    if (fixed_sums_ready && (vol == s.f || vol == s.ff)) continue;
+    BoxSumInPlace(vol, dims, r, sum_lo, sum_hi, term_lo, term_hi);
   }
 
-  // Per voxel: cc for the loss and, for the gradient, a -> s_fw, b -> s_ww,
-  // c -> s_w (each voxel's sums are read before they are overwritten).
+  // Per voxel: cc for the loss and, for the gradient, a -> fw, b -> ww,
+  // c -> w (each voxel's sums are read before they are overwritten).
   ParallelFor(term_hi - term_lo, [&](int64_t k0, int64_t k1, int) {
     for (int64_t k = term_lo + k0; k < term_lo + k1; ++k) {
       double sum = 0.0;
       for (int64_t v = k * slice; v < (k + 1) * slice; ++v) {
         if (!mask.has(v)) {  // a centre outside the mask: no term (issue 34)
-          s_fw[v] = s_ww[v] = s_w[v] = T(0);
+          s.fw[v] = s.ww[v] = s.w[v] = T(0);
           continue;
         }
-        const LnccTerms t = ComputeLnccTerms(s_f[v], s_w[v], s_ff[v], s_ww[v], s_fw[v], inv_n, options.eps);
+        const LnccTerms t = ComputeLnccTerms(s.f[v], s.w[v], s.ff[v], s.ww[v], s.fw[v], inv_n, options.eps);
         sum += t.cc;
-        s_fw[v] = static_cast<T>(StoredCoefficient<CoefT>(t.a));
-        s_ww[v] = static_cast<T>(StoredCoefficient<CoefT>(t.b));
-        s_w[v] = static_cast<T>(StoredCoefficient<CoefT>(t.c));
+        s.fw[v] = static_cast<T>(StoredCoefficient<CoefT>(t.a));
+        s.ww[v] = static_cast<T>(StoredCoefficient<CoefT>(t.b));
+        s.w[v] = static_cast<T>(StoredCoefficient<CoefT>(t.c));
       }
       if (k >= own_lo && k < own_hi) slice_cc[k - own_lo] = sum;
     }
   });
   if (grad_warped == nullptr) return;
 
-  for (std::vector<T>* vol : {&s_fw, &s_ww, &s_w}) BoxSumInPlace(vol->data(), dims, r, term_lo, term_hi, own_lo, own_hi);
+  for (T* vol : {s.fw, s.ww, s.w}) BoxSumInPlace(vol, dims, r, term_lo, term_hi, own_lo, own_hi);
   const double scale = -1.0 / static_cast<double>(total_voxels);
   ParallelFor(own_hi - own_lo, [&](int64_t k0, int64_t k1, int) {
     for (int64_t v = (own_lo + k0) * slice; v < (own_lo + k1) * slice; ++v) {
-      const double g = static_cast<double>(fixed[v]) * s_fw[v] + 2.0 * static_cast<double>(warped[v]) * s_ww[v] +
-                       static_cast<double>(s_w[v]);
+      const double g = static_cast<double>(FixedValue(fixed[v])) * s.fw[v] +
+                       2.0 * static_cast<double>(warped[v]) * s.ww[v] + static_cast<double>(s.w[v]);
       grad_warped[v] = static_cast<T>(scale * g);
     }
   });
 }
 
-template <typename T, typename CoefT>
-double LnccImpl(const T* fixed, const T* warped, Dims3 dims, const LnccOptions& options, T* grad_warped,
-                VoxelMask mask = {}) {
+// Five fresh volumes for one call.
+template <typename T>
+struct OwnedVolumes {
+  explicit OwnedVolumes(int64_t n) : data(static_cast<size_t>(5 * n)) {}
+  BoxVolumes<T> volumes(int64_t n) {
+    T* p = data.data();
+    return {p, p + n, p + 2 * n, p + 3 * n, p + 4 * n};
+  }
+  std::vector<T> data;
+};
+
+template <typename FT, typename T, typename CoefT>
+double LnccImpl(const FT* fixed, const T* warped, Dims3 dims, const LnccOptions& options, T* grad_warped,
+                VoxelMask mask, BoxVolumes<T> volumes, bool fixed_sums_ready) {
   const int64_t n = mask.mask != nullptr ? mask.count : dims.size();
   std::vector<double> slice_cc(dims.nz, 0.0);
-  LnccSlabImpl<T, CoefT>(fixed, warped, dims, 0, dims.nz, options, n, slice_cc.data(), grad_warped, mask);
+  LnccSlabImpl<FT, T, CoefT>(fixed, warped, dims, 0, dims.nz, options, n, slice_cc.data(), grad_warped, mask, volumes,
+                             fixed_sums_ready);
   return -SumOfSlices(slice_cc.data(), dims.nz) / static_cast<double>(n);
+}
+
+// LnccScratch's memory as the five volumes (each 256-byte aligned: Bytes).
+BoxVolumes<float> CarveVolumes(void* base, int64_t n) {
+  ScratchCarver carve(base);
+  BoxVolumes<float> v;
+  for (float** p : {&v.f, &v.w, &v.ff, &v.ww, &v.fw}) *p = carve.Take<float>(static_cast<size_t>(n));
+  return v;
 }
 
 }  // namespace
@@ -223,21 +267,72 @@ double LnccImpl(const T* fixed, const T* warped, Dims3 dims, const LnccOptions& 
 template <typename T>
 double Lncc(const T* fixed, const T* warped, Dims3 dims, const LnccOptions& options, T* grad_warped,
             VoxelMask mask) {
-  return LnccImpl<T, T>(fixed, warped, dims, options, grad_warped, mask);
+  OwnedVolumes<T> s(dims.size());
+  return LnccImpl<T, T, T>(fixed, warped, dims, options, grad_warped, mask, s.volumes(dims.size()), false);
 }
 
 void LnccSlab(const float* fixed, const float* warped, Dims3 dims, int64_t own_lo, int64_t own_hi,
               const LnccOptions& options, int64_t total_voxels, double* slice_cc, float* grad_warped) {
-  LnccSlabImpl<float, float>(fixed, warped, dims, own_lo, own_hi, options, total_voxels, slice_cc, grad_warped);
+  OwnedVolumes<float> s(dims.size());
+  LnccSlabImpl<float, float, float>(fixed, warped, dims, own_lo, own_hi, options, total_voxels, slice_cc,
+                                    grad_warped, {}, s.volumes(dims.size()), false);
 }
 
 double LnccHalfFixed(const Half* fixed, const float* warped, Dims3 dims, const LnccOptions& options,
                      float* grad_warped, VoxelMask mask) {
-  std::vector<float> f(static_cast<size_t>(dims.size()));
-  ParallelFor(dims.size(), [&](int64_t b, int64_t e, int) {
-    for (int64_t v = b; v < e; ++v) f[v] = ToFloat(fixed[v]);
-  });
-  return LnccImpl<float, BFloat16>(f.data(), warped, dims, options, grad_warped, mask);
+  OwnedVolumes<float> s(dims.size());
+  return LnccImpl<Half, float, BFloat16>(fixed, warped, dims, options, grad_warped, mask, s.volumes(dims.size()),
+                                         false);
+}
+
+int64_t LnccScratch::Bytes(Dims3 dims) {
+  return 5 * static_cast<int64_t>(ScratchCarver::Align(static_cast<size_t>(dims.size()) * sizeof(float)));
+}
+
+absl::StatusOr<void*> LnccScratch::Prepare(const void* fixed, const float* warped, Dims3 dims,
+                                           const LnccOptions& options, VoxelMask mask) {
+  TESSERA_RETURN_IF_ERROR(ValidateLnccArgs(static_cast<const float*>(fixed), warped, dims, options));
+  if (mask.mask != nullptr && mask.count <= 0) return absl::InvalidArgumentError("lncc: the mask holds no voxel");
+  const size_t before = memory_.capacity();
+  TESSERA_ASSIGN_OR_RETURN(void* base, memory_.Reserve(Stream::Cpu(), static_cast<size_t>(Bytes(dims))));
+  // The kept sums belong to one fixed image, size and window, in this
+  // memory (a Reserve that grows allocates anew).
+  if (memory_.capacity() != before || fixed != fixed_ || dims != dims_ || options.window != window_) {
+    fixed_ready_ = false;
+  }
+  return base;
+}
+
+void LnccScratch::Kept(const void* fixed, Dims3 dims, const LnccOptions& options) {
+  fixed_ = fixed;
+  dims_ = dims;
+  window_ = options.window;
+  fixed_ready_ = true;
+}
+
+absl::StatusOr<double> LnccScratch::Lncc(const float* fixed, const float* warped, Dims3 dims,
+                                         const LnccOptions& options, float* grad_warped, VoxelMask mask) {
+  TESSERA_ASSIGN_OR_RETURN(void* base, Prepare(fixed, warped, dims, options, mask));
+  const BoxVolumes<float> v = CarveVolumes(base, dims.size());
+  const double loss =
+      LnccImpl<float, float, float>(fixed, warped, dims, options, grad_warped, mask, v, fixed_ready_);
+  Kept(fixed, dims, options);
+  return loss;
+}
+
+absl::StatusOr<double> LnccScratch::LnccHalfFixed(const Half* fixed, const float* warped, Dims3 dims,
+                                                  const LnccOptions& options, float* grad_warped, VoxelMask mask) {
+  TESSERA_ASSIGN_OR_RETURN(void* base, Prepare(fixed, warped, dims, options, mask));
+  const BoxVolumes<float> v = CarveVolumes(base, dims.size());
+  const double loss =
+      LnccImpl<Half, float, BFloat16>(fixed, warped, dims, options, grad_warped, mask, v, fixed_ready_);
+  Kept(fixed, dims, options);
+  return loss;
+}
+
+void LnccScratch::Release() {
+  memory_.Release();
+  fixed_ready_ = false;
 }
 
 template double Lncc<float>(const float*, const float*, Dims3, const LnccOptions&, float*, VoxelMask);

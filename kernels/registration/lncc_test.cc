@@ -6,7 +6,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
+
+#include "kernels/registration/storage16.h"
 
 #include "kernels/registration/test_util.h"
 
@@ -139,6 +142,76 @@ TEST(LnccCpu, RejectsBadArguments) {
   EXPECT_EQ(Lncc(Stream::Cpu(), a.data(), a.data(), {2, 0, 2}, opt, &loss, nullptr).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(Lncc(Stream::Cpu(), a.data(), a.data(), {2, 2, 2}, opt, &loss, nullptr).ok());
+}
+
+// Issue 38: cpu::LnccScratch gives the fresh-volume functions' bits on every
+// call of a sequence that keeps the fixed box sums (new warped images, a
+// mask, the gradient over W, loss only), forgets them on a new fixed image,
+// size or window, and after ForgetFixed when the fixed image changed in place.
+TEST(LnccCpu, ScratchMatchesFreshVolumesBitForBit) {
+  const Dims3 big{19, 14, 11}, small{9, 12, 7};
+  auto f = RandomUniform<float>(big.size(), 0.0, 1.0, 21);
+  const auto f2 = RandomUniform<float>(big.size(), 0.0, 1.0, 22);
+  // fp16 copies, rewritten only where the float image changes (in place).
+  std::vector<Half> h(big.size()), h2(big.size());
+  const auto to_half = [&] {
+    for (int64_t i = 0; i < big.size(); ++i) {
+      h[i] = FromFloat<Half>(f[i]);
+      h2[i] = FromFloat<Half>(f2[i]);
+    }
+  };
+  to_half();
+  std::vector<uint8_t> mask_bytes(big.size());
+  int64_t mask_count = 0;
+  for (int64_t i = 0; i < big.size(); ++i) {
+    mask_bytes[i] = (i * 7) % 5 != 0;
+    mask_count += mask_bytes[i];
+  }
+  const VoxelMask mask{mask_bytes.data(), mask_count};
+  cpu::LnccScratch scratch;
+  int step = 0;
+  // One call through the scratch and the same through fresh volumes.
+  const auto expect_same = [&](const float* fixed, Dims3 d, int window, bool grad, VoxelMask m, bool half) {
+    SCOPED_TRACE(::testing::Message() << "step " << step << " window " << window << (half ? " fp16" : " float"));
+    const auto w = RandomUniform<float>(d.size(), 0.0, 1.0, 100 + step++);
+    LnccOptions o;
+    o.window = window;
+    std::vector<float> g_scratch(w), g_fresh(d.size(), 0.f);  // the scratch's gradient over W, as the stage does
+    double want = 0;
+    absl::StatusOr<double> got;
+    if (half) {
+      const Half* fh = fixed == f.data() ? h.data() : h2.data();
+      want = cpu::LnccHalfFixed(fh, w.data(), d, o, grad ? g_fresh.data() : nullptr, m);
+      got = scratch.LnccHalfFixed(fh, g_scratch.data(), d, o, grad ? g_scratch.data() : nullptr, m);
+    } else {
+      want = cpu::Lncc<float>(fixed, w.data(), d, o, grad ? g_fresh.data() : nullptr, m);
+      got = scratch.Lncc(fixed, g_scratch.data(), d, o, grad ? g_scratch.data() : nullptr, m);
+    }
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(std::memcmp(&want, &*got, sizeof want), 0) << want << " vs " << *got;
+    if (grad) EXPECT_EQ(testing::CountDifferentBits(g_fresh, g_scratch), 0);
+    // Grown to the largest level so far, never shrunk.
+    EXPECT_EQ(static_cast<int64_t>(scratch.capacity()), cpu::LnccScratch::Bytes(big));
+  };
+  for (const bool half : {false, true}) {
+    expect_same(f.data(), big, 5, true, {}, half);
+    expect_same(f.data(), big, 5, true, {}, half);    // kept sums
+    expect_same(f.data(), big, 5, false, mask, half); // kept sums, loss only, a mask
+    expect_same(f.data(), big, 5, true, mask, half);
+    expect_same(f2.data(), big, 5, true, {}, half);   // another fixed image
+    expect_same(f2.data(), big, 3, true, {}, half);   // another window
+    expect_same(f2.data(), small, 3, true, {}, half); // a smaller level in the same memory
+    expect_same(f2.data(), big, 3, true, {}, half);
+    for (float& v : f) v = 1.f - v;  // in place: the caller says so
+    to_half();
+    scratch.ForgetFixed();
+    expect_same(f.data(), big, 3, true, {}, half);
+  }
+  scratch.Release();
+  EXPECT_EQ(scratch.capacity(), 0u);
+  LnccOptions even;
+  even.window = 4;
+  EXPECT_EQ(scratch.Lncc(f.data(), f.data(), big, even, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -61,7 +61,7 @@ TEST(BoundedRunGpu, WholeRunPeakWithinBudget) {
   // Room for the out-of-core working set of 16 shards (~150 MB), below both
   // the lean stage's in-core need and the in-core run's measured peak.
   o.device_memory_budget_bytes = OutOfCoreWorkingSetBytes(o, d, d, 16) * 21 / 20;
-  ASSERT_LT(o.device_memory_budget_bytes, LeanStageDeviceBytes(o, d));
+  ASSERT_LT(o.device_memory_budget_bytes, LeanStageDeviceBytes(o, d, Backend::kCuda));
   EXPECT_LT(static_cast<size_t>(o.device_memory_budget_bytes), in_core->peak_device_bytes);
   auto bounded = Register(p.fixed, p.pair.moving, o);
   ASSERT_TRUE(bounded.ok()) << bounded.status();

@@ -29,7 +29,9 @@
 //   (measured on Colin27: Dice 0.800 full vs 0.814 mixed, displacement 15%
 //   RMS apart, outside the 0.005 Dice budget; MseHalfFixed is kept and tested).
 // The log line of each level reports the bytes per voxel the stage holds.
-// The CPU backend runs the same code (host memory).
+// The CPU backend runs the same code (host memory), except that its LNCC
+// keeps five float volumes between iterations (+20 B per voxel, issue 38:
+// LeanMetricCpuScratchBytes; the CUDA kernel needs none).
 #ifndef TESSERA_KERNELS_REGISTRATION_PIPELINE_DEFORMABLE_STAGE_H_
 #define TESSERA_KERNELS_REGISTRATION_PIPELINE_DEFORMABLE_STAGE_H_
 
@@ -44,6 +46,7 @@
 #include "kernels/registration/pipeline/registrar.h"
 #include "kernels/registration/pipeline/space.h"
 #include "kernels/registration/pipeline/step_control.h"
+#include "kernels/registration/types.h"
 
 namespace tessera::registration {
 
@@ -58,6 +61,11 @@ struct DeformableLevel {
   const NDArray* fixed_half = nullptr;
   const NDArray* moving_half = nullptr;
 };
+
+// Bytes the stage's metric keeps between iterations on `backend` beyond the
+// per-voxel model above, for a level of `dims`: the CPU LNCC's volumes
+// (cpu::LnccScratch::Bytes), else 0. LeanStageDeviceBytes counts them.
+int64_t LeanMetricCpuScratchBytes(const RegistrationOptions& options, Backend backend, Dims3 dims);
 
 // True when `options` run the lean stage in mixed precision (precision
 // "mixed", metric lncc, unsharded lean mode): the registrar then hands

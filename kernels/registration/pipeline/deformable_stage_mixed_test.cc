@@ -31,6 +31,7 @@ struct Outcome {
   double final_loss = 0;
   double finest_bytes_per_voxel = 0;
   std::string finest_precision;
+  std::string backend;
   NDArray displacement;
 };
 
@@ -52,6 +53,7 @@ Outcome RunRegistration(const ColinProblem& p, const RegistrationOptions& o) {
   lm.hausdorff = false;
   out.dice = ComputeLabelMetrics(p.fixed_labels.data, *warped, lm).value().mean_dice;
   out.final_loss = result->final_loss;
+  out.backend = result->backend;
   out.displacement = result->displacement_ras;
   return out;
 }
@@ -79,9 +81,11 @@ void ExpectMixedMatchesFull(const ColinProblem& p, const std::string& metric) {
   EXPECT_NEAR(mixed.final_loss, full.final_loss, 0.01 * std::abs(full.final_loss));
   EXPECT_LT(rel_rms, 0.05);
   EXPECT_GT(full.dice, 0.75);  // a registration happened at all
-  EXPECT_NEAR(full.finest_bytes_per_voxel, 36.0, 0.01);
-  EXPECT_LE(mixed.finest_bytes_per_voxel, 30.0);
-  EXPECT_NEAR(mixed.finest_bytes_per_voxel, 26.0, 0.01);
+  // On the CPU, LNCC's five float volumes kept between iterations (issue 38).
+  const double kept = full.backend == "cpu" && metric == "lncc" ? 20.0 : 0.0;
+  EXPECT_NEAR(full.finest_bytes_per_voxel, 36.0 + kept, 0.01);
+  EXPECT_LE(mixed.finest_bytes_per_voxel, 30.0 + kept);
+  EXPECT_NEAR(mixed.finest_bytes_per_voxel, 26.0 + kept, 0.01);
 }
 
 TEST(LeanMixedPrecision, LnccMatchesFull) {

@@ -56,6 +56,13 @@ class LnccMetric final : public ScalarLossMetric {
   }
   absl::StatusOr<double> Evaluate(const NDArray& fixed, const NDArray& warped, NDArray* grad, const NDArray* mask,
                                   int64_t mask_count) override {
+    if (stream_.backend() == Backend::kCpu) {
+      // Issue 38: the volumes and the level's fixed box sums kept between iterations.
+      TESSERA_ASSIGN_OR_RETURN(const double loss,
+                               cpu_.Lncc(fixed.data<float>(), warped.data<float>(), DimsOf(fixed), options_,
+                                         grad ? grad->data<float>() : nullptr, MaskOf(mask, mask_count)));
+      return static_cast<double>(static_cast<float>(loss));  // the loss as the float Lncc stores
+    }
     TESSERA_RETURN_IF_ERROR(Lncc(stream_, fixed.data<float>(), warped.data<float>(), DimsOf(fixed), options_,
                                  loss_.data<float>(), grad ? grad->data<float>() : nullptr, &workspace_,
                                  MaskOf(mask, mask_count)));
@@ -63,9 +70,14 @@ class LnccMetric final : public ScalarLossMetric {
   }
   std::string name() const override { return "lncc"; }
   bool pointwise() const override { return false; }
+  void ReleaseScratch() override {
+    ScalarLossMetric::ReleaseScratch();
+    cpu_.Release();
+  }
 
  private:
   LnccOptions options_;
+  cpu::LnccScratch cpu_;
 };
 
 class MiMetric final : public SimilarityMetric {

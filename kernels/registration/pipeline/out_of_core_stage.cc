@@ -601,12 +601,13 @@ double LeanStageStepBoundVoxels(const RegistrationOptions& options) {
   return parallel::GreedyStepBoundSup(step);
 }
 
-int64_t LeanStageDeviceBytes(const RegistrationOptions& options, Dims3 dims) {
+int64_t LeanStageDeviceBytes(const RegistrationOptions& options, Dims3 dims, Backend backend) {
   int64_t per_voxel = LeanStageUsesMixedPrecision(options) ? 26 : 36;
   if (options.deformable_step == DeformableStep::kAdam) per_voxel += 24;
   if (options.metric == Metric::kMi) per_voxel += 4;
   return per_voxel * dims.size() +
-         ComposeSlabBuffersBytes(dims, ComposeSlabDepth(dims, LeanStageStepBoundVoxels(options)));
+         ComposeSlabBuffersBytes(dims, ComposeSlabDepth(dims, LeanStageStepBoundVoxels(options))) +
+         LeanMetricCpuScratchBytes(options, backend, dims);
 }
 
 int64_t LinearLevelDeviceBytes(int64_t fixed_voxels, int64_t moving_voxels) {
@@ -728,7 +729,7 @@ absl::StatusOr<OutOfCoreChoice> ChooseOutOfCore(const RegistrationOptions& optio
     return absl::InvalidArgumentError(absl::StrCat("device_memory_budget_bytes must be >= 0 (0 = no limit), got ",
                                                    options.device_memory_budget_bytes));
   }
-  const int64_t need = LeanStageDeviceBytes(options, fixed);
+  const int64_t need = LeanStageDeviceBytes(options, fixed, stream.backend());
   int64_t limit = options.device_memory_budget_bytes > 0 ? options.device_memory_budget_bytes
                                                          : std::numeric_limits<int64_t>::max();
   std::string limit_name = absl::StrFormat("the budget of %.2f GB", limit / 1e9);

@@ -66,13 +66,15 @@
 
 namespace tessera::registration {
 
-// Device bytes the in-core lean stage holds for a level of `dims`:
-// deformable_stage.h's model (36 B per voxel, 26 B mixed, +24 B Adam, +4 B
-// MI) plus the composition's two slab buffers as ComposeGreedyStepInPlace
-// sizes them for the stage's largest step (ComposeSlabBuffersBytes at
-// ComposeSlabDepth(dims, LeanStageStepBoundVoxels(options)): 201 MB at
-// 512^3 and at 1024^3).
-int64_t LeanStageDeviceBytes(const RegistrationOptions& options, Dims3 dims);
+// Bytes of `backend`'s memory the in-core lean stage holds for a level of
+// `dims`: deformable_stage.h's model (36 B per voxel, 26 B mixed, +24 B
+// Adam, +4 B MI) plus the composition's two slab buffers as
+// ComposeGreedyStepInPlace sizes them for the stage's largest step
+// (ComposeSlabBuffersBytes at ComposeSlabDepth(dims,
+// LeanStageStepBoundVoxels(options)): 201 MB at 512^3 and at 1024^3), plus
+// on the CPU the metric's kept scratch (LeanMetricCpuScratchBytes: LNCC's
+// five float volumes, 20 B per voxel).
+int64_t LeanStageDeviceBytes(const RegistrationOptions& options, Dims3 dims, Backend backend);
 
 // The largest GreedyStepBoundVoxels of the lean stage's steps: the scaled
 // rule moves at most its learning rate (deformable_lr_voxels, which

@@ -56,7 +56,7 @@ void ExpectOutOfCoreMatchesLean(const std::string& metric) {
   // working set of 4 shards.
   const Dims3 d{p.fixed.data.dim(0), p.fixed.data.dim(1), p.fixed.data.dim(2)};
   o.shards = 4;
-  o.device_memory_budget_bytes = std::max(OutOfCoreWorkingSetBytes(o, d, d, 4), LeanStageDeviceBytes(o, d) - 1);
+  o.device_memory_budget_bytes = std::max(OutOfCoreWorkingSetBytes(o, d, d, 4), LeanStageDeviceBytes(o, d, Backend::kCuda) - 1);
   o.force_out_of_core = true;
   const Outcome out = Run(p, o);
   bool ran = false;

@@ -17,6 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/parallel/staged_communicator.h"
 #include "kernels/registration/lean_compose.h"
+#include "kernels/registration/lncc.h"
+#include "kernels/registration/storage16.h"
 #include "kernels/registration/workspace.h"
 #include "kernels/registration/label_metrics.h"
 #include "kernels/registration/pipeline/testing/colin_problem.h"
@@ -95,15 +97,18 @@ TEST(OutOfCoreStage, BudgetChoosesOutOfCore) {
   const Dims3 d{512, 512, 512};
   const Stream cpu = Stream::Cpu();
   // Two slabs of 32 slices, 3 floats a voxel: 201 MB.
-  const int64_t need = 36 * d.size() + int64_t{2} * 3 * 32 * 512 * 512 * 4;
-  EXPECT_EQ(LeanStageDeviceBytes(o, d), need);
+  const int64_t slabs = int64_t{2} * 3 * 32 * 512 * 512 * 4;
+  EXPECT_EQ(LeanStageDeviceBytes(o, d, Backend::kCuda), 36 * d.size() + slabs);
+  // The CPU's LNCC keeps five float volumes (issue 38).
+  const int64_t need = 56 * d.size() + slabs;
+  EXPECT_EQ(LeanStageDeviceBytes(o, d, Backend::kCpu), need);
   // No budget: in core (the CPU has no free-memory query).
   EXPECT_EQ(ChooseOutOfCore(o, cpu, d, d).value().shards, 0);
   // A budget of the need: in core.
   o.device_memory_budget_bytes = need;
   EXPECT_EQ(ChooseOutOfCore(o, cpu, d, d).value().shards, 0);
-  // 37 B per voxel (4.97 GB) covered the per-voxel model but not the slabs (5.03 GB): out of core.
-  o.device_memory_budget_bytes = 37 * d.size();
+  // 57 B per voxel covers the per-voxel model but not the slabs: out of core.
+  o.device_memory_budget_bytes = 57 * d.size();
   EXPECT_GE(ChooseOutOfCore(o, cpu, d, d).value().shards, 2);
   // 2 GB for a 4.8 GB need: the fewest shards whose working set fits, logged.
   o.device_memory_budget_bytes = int64_t{2} << 30;
@@ -148,7 +153,7 @@ TEST(OutOfCoreStage, LeanStageDeviceBytesCountsCompositionSlabs) {
       o.deformable_lr_voxels = c.lr;
       o.deformable_step = adam ? DeformableStep::kAdam : DeformableStep::kNormalized;
       const int64_t per_voxel = adam ? 60 : 36;
-      const int64_t slabs = LeanStageDeviceBytes(o, d) - per_voxel * d.size();
+      const int64_t slabs = LeanStageDeviceBytes(o, d, Backend::kCuda) - per_voxel * d.size();
       if (!adam) EXPECT_EQ(slabs, 2 * 3 * c.depth * d.nx * d.ny * 4);
       // The composition of the stage's largest step, as deformable_stage.cc sets it up.
       std::vector<float> u(3 * d.size(), 0.f), g(3 * d.size(), 0.25f);
@@ -183,6 +188,37 @@ TEST(OutOfCoreStage, LeanStageDeviceBytesCountsCompositionSlabs) {
     last = bound;
   }
   EXPECT_LE(last, LeanStageStepBoundVoxels(o));
+}
+
+// On the CPU the count holds the LNCC's kept volumes exactly as the stage's
+// metric reserves them (cpu::LnccScratch after a call on the level), float
+// and mixed precision; nothing for MI or on CUDA.
+TEST(OutOfCoreStage, LeanStageDeviceBytesCountsCpuLnccScratch) {
+  for (const Dims3 d : {Dims3{37, 29, 23}, Dims3{64, 48, 40}}) {
+    SCOPED_TRACE(DimsToString(d));
+    RegistrationOptions o;  // lncc, mixed precision
+    const int64_t kept = LeanStageDeviceBytes(o, d, Backend::kCpu) - LeanStageDeviceBytes(o, d, Backend::kCuda);
+    EXPECT_EQ(kept, LeanMetricCpuScratchBytes(o, Backend::kCpu, d));
+    EXPECT_GE(kept, 20 * d.size());
+    std::vector<float> f(d.size()), w(d.size());
+    std::vector<Half> f16(d.size());
+    for (int64_t i = 0; i < d.size(); ++i) {
+      f[i] = static_cast<float>((i * 37) % 101) / 101.f;
+      w[i] = static_cast<float>((i * 53) % 97) / 97.f;
+      f16[i] = FromFloat<Half>(f[i]);
+    }
+    LnccOptions lncc;
+    lncc.window = o.metric_options.lncc_window;
+    cpu::LnccScratch mixed, full;
+    ASSERT_TRUE(mixed.LnccHalfFixed(f16.data(), w.data(), d, lncc, w.data()).ok());
+    EXPECT_EQ(static_cast<int64_t>(mixed.capacity()), kept);
+    ASSERT_TRUE(full.Lncc(f.data(), w.data(), d, lncc, w.data()).ok());
+    o.precision = Precision::kFull;
+    EXPECT_EQ(static_cast<int64_t>(full.capacity()),
+              LeanStageDeviceBytes(o, d, Backend::kCpu) - LeanStageDeviceBytes(o, d, Backend::kCuda));
+    o.metric = Metric::kMi;
+    EXPECT_EQ(LeanStageDeviceBytes(o, d, Backend::kCpu), LeanStageDeviceBytes(o, d, Backend::kCuda));
+  }
 }
 
 TEST(StagedCommunicator, ReducesInRankOrderAndHandsOutPublishedValues) {

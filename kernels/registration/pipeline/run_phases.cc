@@ -44,7 +44,7 @@ absl::StatusOr<HostPrepared> PrepareHostInputs(const Volume& fixed, const Volume
 bool PrepareHostInputsEarly(const RegistrationOptions& options, Dims3 fixed, Dims3 moving) {
   if (options.force_out_of_core || fixed.size() + moving.size() > (int64_t{1} << 28)) return false;
   return options.device_memory_budget_bytes <= 0 ||
-         LeanStageDeviceBytes(options, fixed) <= options.device_memory_budget_bytes;
+         LeanStageDeviceBytes(options, fixed, Backend::kCuda) <= options.device_memory_budget_bytes;
 }
 
 bool WarpSigmaNeedsNoise(const RegistrationOptions& options) {

@@ -74,10 +74,11 @@ DeviceCodebook UploadCodebook(const HostCodebook& cb, const Stream& stream) {
 
 // previous: per document, BMUs handed to the search as BmuHints::previous_bmu
 // (null: none); alias: in the output bmu buffer itself, as the trainer does.
-// rescans: BmuOutput::exact_rescans (may be null).
+// rescans: BmuOutput::exact_rescans (may be null). keys: BmuHints::document_key
+// (null: none).
 Result RunCuda(const HostDocs& docs, const HostCodebook& cb, BmuAlgorithm algo, const Stream& stream,
                BmuTuning tuning = BmuTuning(), const std::vector<int32_t>* previous = nullptr, bool alias = false,
-               int64_t* rescans = nullptr) {
+               int64_t* rescans = nullptr, const std::vector<int32_t>* keys = nullptr) {
   auto set = DocumentSet::Create(docs.view(), stream);
   EXPECT_TRUE(set.ok()) << set.status();
   const DeviceCodebook device_cb = UploadCodebook(cb, stream);
@@ -96,45 +97,15 @@ Result RunCuda(const HostDocs& docs, const HostCodebook& cb, BmuAlgorithm algo, 
     }
     hints.previous_bmu = static_cast<const int32_t*>(previous_buffer->data());
   }
-  SomWorkspace ws;
-  absl::Status st = FindBmus(stream, algo, *set, view,
-                             BmuOutput{static_cast<int32_t*>(bmu->data()), static_cast<int32_t*>(second->data()),
-                                       static_cast<float*>(score->data()), rescans},
-                             &ws, tuning, hints);
-  EXPECT_TRUE(st.ok()) << st;
-  EXPECT_TRUE(stream.Synchronize().ok());
-  Result r;
-  r.bmu = ToHost<int32_t>(bmu, n, stream);
-  r.second = ToHost<int32_t>(second, n, stream);
-  r.score = ToHost<float>(score, n, stream);
-  return r;
-}
-
-// Search with previous BMUs copied into the output buffer and handed over as
-// the hint (aliased, as the trainer does), and document keys when given.
-Result RunCudaOrdered(const HostDocs& docs, const HostCodebook& cb, const Stream& stream, BmuTuning tuning,
-                      const std::vector<int32_t>& previous, const std::vector<int32_t>* keys = nullptr,
-                      bool with_previous = true) {
-  auto set = DocumentSet::Create(docs.view(), stream);
-  EXPECT_TRUE(set.ok()) << set.status();
-  const DeviceCodebook device_cb = UploadCodebook(cb, stream);
-  const CodebookView& view = device_cb.view;
-  const size_t n = docs.rows();
-  auto bmu = ToDevice(previous, stream);
-  auto second = Buffer::Allocate(MemoryKind::kDevice, 4 * n).value();
-  auto score = Buffer::Allocate(MemoryKind::kDevice, 4 * n).value();
-  BmuHints hints;
-  if (with_previous) hints.previous_bmu = static_cast<const int32_t*>(bmu->data());
   std::shared_ptr<Buffer> key_buffer;
   if (keys != nullptr) {
     key_buffer = ToDevice(*keys, stream);
     hints.document_key = static_cast<const int32_t*>(key_buffer->data());
   }
-  tuning.order_by_previous_bmu = true;
   SomWorkspace ws;
-  absl::Status st = FindBmus(stream, BmuAlgorithm::kFeatureMajor, *set, view,
+  absl::Status st = FindBmus(stream, algo, *set, view,
                              BmuOutput{static_cast<int32_t*>(bmu->data()), static_cast<int32_t*>(second->data()),
-                                       static_cast<float*>(score->data())},
+                                       static_cast<float*>(score->data()), rescans},
                              &ws, tuning, hints);
   EXPECT_TRUE(st.ok()) << st;
   EXPECT_TRUE(stream.Synchronize().ok());
@@ -339,10 +310,16 @@ TEST(BmuCudaParity, LargerBlocksOrdersAndPrefetchMatchCpuBitForBit) {
           tuning.warp_doc_rounds = form == 2 ? 40 : 3;
           tuning.warp_group_nodes = spans == 1 ? 256 : 512;
           tuning.warp_prefetch_documents = form == 2;
-          ExpectSame(RunCudaOrdered(docs, fm, stream, tuning, previous, key), ref);
-          ExpectSame(RunCudaOrdered(docs, half, stream, tuning, previous, key), href);
+          tuning.order_by_previous_bmu = true;
+          // Previous BMUs aliased with the output, as the trainer hands them over.
+          const auto run = [&](const HostCodebook& cb, const BmuTuning& t, const std::vector<int32_t>* prev) {
+            return RunCuda(docs, cb, BmuAlgorithm::kFeatureMajor, stream, t, prev, /*alias=*/prev != nullptr,
+                           /*rescans=*/nullptr, key);
+          };
+          ExpectSame(run(fm, tuning, &previous), ref);
+          ExpectSame(run(half, tuning, &previous), href);
           if (form >= 1) {  // by the key alone (no previous BMUs: the first epoch)
-            ExpectSame(RunCudaOrdered(docs, fm, stream, tuning, previous, key, false), ref);
+            ExpectSame(run(fm, tuning, nullptr), ref);
           }
           if (form == 2) {  // prefetched headers with the identity order and 1 round
             BmuTuning plain = tuning;
@@ -354,7 +331,7 @@ TEST(BmuCudaParity, LargerBlocksOrdersAndPrefetchMatchCpuBitForBit) {
           if (spans == 4) {  // the screened search with the same block size and order
             BmuTuning screen = tuning;
             screen.screen_fp16 = true;
-            ExpectSame(RunCudaOrdered(docs, fm, stream, screen, previous, key), ref);
+            ExpectSame(run(fm, screen, &previous), ref);
           }
         }
       }

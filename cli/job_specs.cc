@@ -217,6 +217,9 @@ std::vector<FlagSpec> RegisterFlags() {
       {"plateau-window-finest", "",
        "on or off: the deformable stage's window plateau stop on the finest level too (empty: the server's default, "
        "on)"},
+      {"dense-finest-linear", "",
+       "on or off: rigid and affine on the finest level too where the CPU must read every voxel (lncc) of a large "
+       "image (empty: the default, off)"},
       {"finest-remaining-gain", "",
        "the finest deformable level's remaining-gain stop, a fraction of |loss| in [0, 1) (empty: the default, 0 = "
        "off)"},
@@ -332,6 +335,14 @@ absl::StatusOr<v1::RegisterRequest> RegisterRequestFromArgs(const Args& args, bo
           absl::StrCat("register: --plateau-window-finest '", window_finest, "': expected on or off"));
     }
     o->set_plateau_window_finest(window_finest == "on");
+  }
+  const std::string dense_finest = args.Get("dense-finest-linear");
+  if (!dense_finest.empty()) {
+    if (dense_finest != "on" && dense_finest != "off") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("register: --dense-finest-linear '", dense_finest, "': expected on or off"));
+    }
+    o->set_dense_finest_linear(dense_finest == "on");
   }
   if (!gain.empty()) {
     double g = 0;

@@ -118,6 +118,19 @@ TEST(RequestOptions, FinestLevelStopRulesAreParsedAndBadGainsNamed) {
   }
 }
 
+TEST(RequestOptions, DenseFinestLinearIsParsed) {
+  absl::StatusOr<RegistrationOptions> o = ParseRegistrationOptions(v1::RegistrationOptions(), "cpu");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_FALSE(o->dense_finest_linear);  // unset: the registrar's default (skip where it applies)
+  for (const bool dense : {true, false}) {
+    v1::RegistrationOptions proto;
+    proto.set_dense_finest_linear(dense);
+    o = ParseRegistrationOptions(proto, "cpu");
+    ASSERT_TRUE(o.ok()) << o.status();
+    EXPECT_EQ(o->dense_finest_linear, dense);
+  }
+}
+
 TEST(RequestOptions, DeformableModelAndBsplineSpacingAreParsedAndBadValuesNamed) {
   absl::StatusOr<RegistrationOptions> o = ParseRegistrationOptions(v1::RegistrationOptions(), "cpu");
   ASSERT_TRUE(o.ok()) << o.status();

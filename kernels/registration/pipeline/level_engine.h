@@ -260,6 +260,18 @@ class LevelEngine {
     return stats.max;
   }
 
+  // RegistrationOptions::dense_finest_linear: whether the linear stages skip
+  // level si (the CPU's dense finest level of a large pyramid).
+  bool SkipsFinestLinear(const std::vector<Level>& levels, size_t si) const {
+    return stream_.backend() == Backend::kCpu && !options_.dense_finest_linear && !keep_finest_linear_ &&
+           !metric_->pointwise() && si > 0 && si + 1 == levels.size() &&
+           levels[si - 1].fixed_space.dims[0] * levels[si - 1].fixed_space.dims[1] * levels[si - 1].fixed_space.dims[2] >=
+               kSkipFinestLinearCoarserVoxels;
+  }
+  // The host engine of a GPU run (out_of_core_run.cc) keeps the GPU's
+  // schedule: its finest linear level runs.
+  void KeepFinestLinear() { keep_finest_linear_ = true; }
+
   // Levels [begin, end) of `levels` (a bounded run splits them between the
   // device and the host; the level index sets the iterations and the step).
   absl::StatusOr<LinearTransform> RunLinearStage(TransformModel model, const std::string& stage, LinearTransform current,
@@ -270,6 +282,11 @@ class LevelEngine {
       const Level& level = levels[si];
       const int max_it = PerScale(iterations, si);
       if (max_it <= 0) continue;
+      if (SkipsFinestLinear(levels, si)) {
+        log->push_back(absl::StrFormat("%s x%d: skipped (%s on the CPU: every voxel per iteration; dense_finest_linear runs it)",
+                                       stage, level.factor, metric_->name()));
+        continue;
+      }
       const absl::Time start = absl::Now();
       TransformParameterization param(model, current, options_.translation_scale_mm, options_.matrix_scale);
       const int n = param.size();
@@ -494,6 +511,7 @@ class LevelEngine {
   NDArray sample_fixed_, sample_warped_, sample_grad_, sample_mask_;  // sampled linear iterations (host)
   std::unique_ptr<MetricMask> mask_;  // the run's masks per level (inactive without masks)
   Workspace workspace_;
+  bool keep_finest_linear_ = false;
 };
 
 }  // namespace tessera::registration::internal

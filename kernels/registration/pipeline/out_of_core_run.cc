@@ -192,6 +192,7 @@ class OutOfCoreRun final : public RunPhases {
       TESSERA_ASSIGN_OR_RETURN(host_metric_, SimilarityMetric::Create(options_.metric, options_.metric_options, cpu_));
       host_engine_ =
           std::make_unique<LevelEngine>(cpu_, options_, host_metric_.get(), in_.progress, in_.cancel, in_.deadline);
+      host_engine_->KeepFinestLinear();  // a GPU run's schedule (RegistrationOptions::dense_finest_linear)
       TESSERA_RETURN_IF_ERROR(host_engine_->Init());
     }
     LevelEngine& first_engine = on_device_ > 0 ? *engine_ : *host_engine_;

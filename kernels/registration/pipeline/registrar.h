@@ -35,6 +35,11 @@ namespace tessera::registration {
 
 struct RegistrationPlan;  // registration_plan.h
 
+// RegistrationOptions::dense_finest_linear: the finest linear level is
+// skipped only when the next coarser one has at least this many voxels
+// (64^3; the native macaque's x2 level has 554k, the 2 mm cases' 110k).
+inline constexpr int64_t kSkipFinestLinearCoarserVoxels = int64_t{1} << 18;
+
 struct RegistrationOptions {
   Metric metric = Metric::kLncc;
   // Initial transform: "com" aligns the intensity centres of mass (ANTs'
@@ -126,6 +131,18 @@ struct RegistrationOptions {
   // 0 = every voxel. Levels with fewer than twice as many voxels, the GPU
   // backend (exact full-volume mode) and lncc always use every voxel.
   int64_t linear_samples = 8192;
+  // Issue 38: on the CPU backend, rigid and affine skip the finest level
+  // when its metric cannot be sampled (lncc: every voxel, every iteration;
+  // their 25 dense iterations each took 9.8 of 32.5 s on one thread on the
+  // native macaque case) and the next coarser level holds at least
+  // kSkipFinestLinearCoarserVoxels voxels; smaller pyramids (the 2 mm
+  // cases, tests) keep it. true restores it. Dice (all labels) with the
+  // finest linear levels skipped, lncc, seed 1
+  // (bench/results/2026-12-07-cpu-registration-sixth-slice.md): macaque
+  // 0.5 mm 0.9114 -> 0.9135, Colin27 1 mm reoriented 0.9870 -> 0.9874,
+  // t2like 0.9682 -> 0.9682; the 7 cases at 2 mm (not skipped by default)
+  // -0.0007..+0.0152: the coarser levels alone determine the affine.
+  bool dense_finest_linear = false;
   uint64_t sampling_seed = 1;        // same seed, same subsets, same result
   MetricOptions metric_options;
   // Convergence: a scale ends when the best loss has not improved by more

@@ -185,10 +185,12 @@ struct ForwardOp {
     return keep ? static_cast<double>(t.cc) : 0.0;
   }
   // EmitTerms, then a, b, c stored (when wanted) at idx if it is inside.
+  // Off the branch-free epilogue a masked centre skips the terms (a division):
+  // the same zeros, stored without computing what they replace.
   template <typename A>
   __device__ __forceinline__ double Emit(int64_t idx, const A s[kQ], bool inside = true) const {
-    float abc[3];
-    const double cc = EmitTerms(idx, inside, s, abc);
+    float abc[3] = {0.f, 0.f, 0.f};
+    const double cc = inside && mask.has(idx) ? EmitTerms(idx, inside, s, abc) : 0.0;
     if (inside && a_out != nullptr) {
       a_out[idx] = FromFloat<CoefT>(abc[0]);
       b_out[idx] = FromFloat<CoefT>(abc[1]);

@@ -36,21 +36,63 @@ namespace {
 // time). Every clone does the same double operations per element in the same
 // order (element-wise, no FMA: -ffp-contract=off), so all give the same bits.
 
-// x on one slice: each row's running sum (add the entering value, subtract
-// the leaving one, in that order).
+// One row's running sum along x from its copy `line` (add the entering
+// value, subtract the leaving one, in that order).
+template <typename T>
+__attribute__((always_inline)) inline void BoxXRow(T* row, const double* line, int64_t nx, int r) {
+  double sum = 0.0;
+  for (int64_t l = 0; l <= r && l < nx; ++l) sum += line[l];
+  for (int64_t l = 0; l < nx; ++l) {
+    row[l] = static_cast<T>(sum);
+    const int64_t add = l + r + 1, sub = l - r;
+    if (add < nx) sum += line[add];
+    if (sub >= 0) sum -= line[sub];
+  }
+}
+
+// x on one slice, four rows at a time (`line`: 4 nx doubles): each row's sum
+// is one chain of dependent adds, so four independent chains in one loop
+// keep the adder busy (issue 38: the one-row loop waited on its chain, 10.7 %
+// of the macaque run). Every row gets BoxXRow's operations in its order.
 template <typename T>
 __attribute__((always_inline)) inline void BoxXSliceBody(T* slice, int64_t nx, int64_t ny, int r, double* line) {
-  for (int64_t j = 0; j < ny; ++j) {
+  int64_t j = 0;
+  for (; j + 4 <= ny; j += 4) {
+    T* row0 = slice + j * nx;
+    T *row1 = row0 + nx, *row2 = row1 + nx, *row3 = row2 + nx;
+    double *l0 = line, *l1 = line + nx, *l2 = line + 2 * nx, *l3 = line + 3 * nx;
+    for (int64_t i = 0; i < 4 * nx; ++i) line[i] = row0[i];
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    for (int64_t l = 0; l <= r && l < nx; ++l) {
+      s0 += l0[l];
+      s1 += l1[l];
+      s2 += l2[l];
+      s3 += l3[l];
+    }
+    for (int64_t l = 0; l < nx; ++l) {
+      row0[l] = static_cast<T>(s0);
+      row1[l] = static_cast<T>(s1);
+      row2[l] = static_cast<T>(s2);
+      row3[l] = static_cast<T>(s3);
+      const int64_t add = l + r + 1, sub = l - r;
+      if (add < nx) {
+        s0 += l0[add];
+        s1 += l1[add];
+        s2 += l2[add];
+        s3 += l3[add];
+      }
+      if (sub >= 0) {
+        s0 -= l0[sub];
+        s1 -= l1[sub];
+        s2 -= l2[sub];
+        s3 -= l3[sub];
+      }
+    }
+  }
+  for (; j < ny; ++j) {
     T* row = slice + j * nx;
     for (int64_t i = 0; i < nx; ++i) line[i] = row[i];
-    double sum = 0.0;
-    for (int64_t l = 0; l <= r && l < nx; ++l) sum += line[l];
-    for (int64_t l = 0; l < nx; ++l) {
-      row[l] = static_cast<T>(sum);
-      const int64_t add = l + r + 1, sub = l - r;
-      if (add < nx) sum += line[add];
-      if (sub >= 0) sum -= line[sub];
-    }
+    BoxXRow(row, line, nx, r);
   }
 }
 
@@ -124,7 +166,7 @@ template <typename T>
 void BoxSumInPlace(T* vol, const Dims3& d, int r, int64_t xy_lo, int64_t xy_hi, int64_t z_lo, int64_t z_hi) {
   const int64_t nx = d.nx, ny = d.ny, nz = d.nz;
   ParallelFor(xy_hi - xy_lo, [&](int64_t k0, int64_t k1, int) {
-    std::vector<double> line(nx);
+    std::vector<double> line(4 * nx);
     for (int64_t k = xy_lo + k0; k < xy_lo + k1; ++k) BoxXSlice(vol + d.index(0, 0, k), nx, ny, r, line.data());
   });
   ParallelFor(xy_hi - xy_lo, [&](int64_t k0, int64_t k1, int) {

@@ -11,7 +11,7 @@
 //                 [--train_bmu=cusparse-row] [--depths=1,4,16] [--groups=256,2048] [--lanes=8] [--no_bmu]
 //                 [--train_epochs=N] [--issue16] [--fixed_costs] [--cpu_check_docs=2000]
 //                 [--span_rows=4:8:0,2:8:256]
-//                 [--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:pre:auto]]
+//                 [--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:pre:auto:bound]]
 //
 // Per edge the corpus prefix has min(max_docs, budget / nodes) documents (so
 // each variant does about the same work at every edge); times are the median
@@ -50,6 +50,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -67,6 +68,7 @@
 #include "kernels/som/bmu.h"
 #include "kernels/som/codebook.h"
 #include "kernels/som/documents.h"
+#include "kernels/som/parallel.h"
 #include "kernels/som/staged_copy.h"
 #include "services/som/corpus.h"
 #include "services/som/synthetic.h"
@@ -87,6 +89,9 @@ struct Args {
   int64_t max_docs = 1000000;
   int reps = 3;
   bool train = true;
+  // --train_cpu: only the trainings of --train_variants, on the CPU backend
+  // (no GPU needed; e.g. the skip rate of :bound on a smaller corpus).
+  bool train_cpu = false;
   int64_t train_docs = kMedlineDocs;
   int train_edge = 64;
   bool train_fp16 = false;
@@ -96,7 +101,7 @@ struct Args {
   std::vector<int> lanes;       // --lanes=8 (warp kernel)
   bool bmu = true;              // --no_bmu: training only
   int train_epochs = 40;        // --train_epochs=N
-  // --train_variants=host-quality,device-quality,screened,screened-grouped[:dN:wN:gN:sN:rN:pre:auto]:
+  // --train_variants=host-quality,device-quality,screened,screened-grouped[:dN:wN:gN:sN:rN:pre:auto:bound]:
   // trainings run one after the other on the same corpus (BenchTraining, ApplyTrainVariant).
   std::vector<std::string> train_variants = {"host-quality", "device-quality", "screened"};
   bool issue16_only = false;    // --issue16: only the rows issue 16 compares
@@ -118,7 +123,8 @@ struct Args {
 // position groups) and options after colons: dN radius_decay_epochs N, wN
 // warp_block_warps, gN warp_group_nodes, sN warp_register_spans, rN
 // warp_doc_rounds, pre warp_prefetch_documents, auto the default
-// screen_auto_max_nodes (the named variants set 0).
+// screen_auto_max_nodes (the named variants set 0), bound
+// TrainOptions::bounded_bmu_skip (distance bounds skip documents' searches).
 // False when malformed.
 bool ApplyTrainVariant(const std::string& variant, TrainOptions& v) {
   const std::vector<std::string> parts = absl::StrSplit(variant, ':');
@@ -136,6 +142,10 @@ bool ApplyTrainVariant(const std::string& variant, TrainOptions& v) {
     const std::string& opt = parts[k];
     if (opt == "pre") {
       v.bmu_tuning.warp_prefetch_documents = true;
+      continue;
+    }
+    if (opt == "bound") {
+      v.bounded_bmu_skip = true;
       continue;
     }
     if (opt == "auto") {
@@ -246,6 +256,8 @@ bool Parse(int argc, char** argv, Args& a) {
       a.train_cusparse = true;
     } else if (arg == "--train_fp16") {
       a.train_fp16 = true;
+    } else if (arg == "--train_cpu") {
+      a.train_cpu = true;
     } else {
       return false;
     }
@@ -889,13 +901,17 @@ void TrainOnce(const SparseBinaryMatrix& corpus, const std::string& label, Train
               screened ? "screened (fp16 bounds + exact candidates)" : "exact kernel");
   o.progress = [&corpus](const EpochReport& r) {
     std::printf("  epoch %2d radius %5.2f (box %2d)  QE %.4f (%.1e)  TE %.3f  BMU %.3fs quality %.3fs update %.3fs "
-                "epoch %.3fs  exact rescans %.2f%%\n",
+                "epoch %.3fs  exact rescans %.2f%%  skipped %.2f%%\n",
                 r.epoch, r.radius, r.box_half_width, r.qe, r.qe_relative_change, r.topographic_error, r.bmu_seconds,
-                r.quality_seconds, r.update_seconds, r.seconds, 100.0 * r.bmu_exact_rescans / corpus.rows());
+                r.quality_seconds, r.update_seconds, r.seconds, 100.0 * r.bmu_exact_rescans / corpus.rows(),
+                100.0 * r.bmu_skipped / corpus.rows());
     std::fflush(stdout);
   };
-  ResetDevicePeak(0);
+  const bool cuda = o.backend == Backend::kCuda;
+  if (cuda) ResetDevicePeak(0);
+  const std::clock_t cpu0 = std::clock();
   auto result = TrainSom(corpus, o);
+  const double cpu_seconds = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
   CHECK_OK(result.status());
   double epochs = 0, bmu = 0, quality = 0, update = 0;
   for (const EpochReport& r : result->history) {
@@ -911,8 +927,46 @@ void TrainOnce(const SparseBinaryMatrix& corpus, const std::string& label, Train
               result->total_seconds, result->init_seconds, result->setup_seconds, epochs, bmu, quality, update,
               epochs - bmu - quality - update, result->final_seconds, result->final_quality.qe_euclidean,
               result->final_quality.topographic_error, result->final_quality.dead_unit_fraction,
-              GetDeviceMemoryStats(0).peak_bytes / kGiB);
+              cuda ? GetDeviceMemoryStats(0).peak_bytes / kGiB : 0.0);
+  int64_t skipped = 0;
+  for (const EpochReport& r : result->history) skipped += r.bmu_skipped;
+  std::printf("  [%s] process CPU time %.2f s; BMU searches skipped %.2f%% over all epochs\n", label.c_str(),
+              cpu_seconds, 100.0 * skipped / (static_cast<double>(corpus.rows()) * result->epochs));
+  // Bit-level comparison between variants (bounded_bmu_skip must not change
+  // a bit): FNV-1a of the codebook and norms, QE and TE in full.
+  uint64_t hash = 1469598103934665603ull;
+  auto mix = [&hash](const void* p, size_t bytes) {
+    for (size_t k = 0; k < bytes; ++k) hash = (hash ^ static_cast<const unsigned char*>(p)[k]) * 1099511628211ull;
+  };
+  const SomModel& model = result->model;
+  mix(model.weights_f32.data(), 4 * model.weights_f32.size());
+  mix(model.weights_f16.data(), 2 * model.weights_f16.size());
+  mix(model.sq_norms.data(), 4 * model.sq_norms.size());
+  std::printf("  [%s] codebook fnv1a %016llx, final QE %.17g, TE %.17g, epochs %d\n", label.c_str(),
+              static_cast<unsigned long long>(hash), result->final_quality.qe_euclidean,
+              result->final_quality.topographic_error, result->epochs);
   std::fflush(stdout);
+}
+
+// --train_cpu: the --train_variants trainings on the CPU backend.
+void BenchTrainingCpu(const Args& a) {
+  std::printf("\nEnd-to-end training on the CPU backend (%d threads): %dx%d planar, fp32, synthetic MEDLINE shape, "
+              "%lld documents\n",
+              CpuThreads(), a.train_edge, a.train_edge, static_cast<long long>(a.train_docs));
+  SparseBinaryMatrix corpus = GenerateSyntheticCorpus(MedlineShape(a.train_docs));
+  std::printf("  corpus: %lld x %lld, %lld non-zeros\n", static_cast<long long>(corpus.rows()),
+              static_cast<long long>(corpus.cols()), static_cast<long long>(corpus.nnz()));
+  TrainOptions o;
+  o.grid = GridShape{a.train_edge, a.train_edge, Topology::kPlanar};
+  o.backend = Backend::kCpu;
+  o.max_epochs = a.train_epochs;
+  o.radius_decay_epochs = std::min(10, a.train_epochs);
+  for (const std::string& variant : a.train_variants) {
+    TrainOptions v = o;
+    ApplyTrainVariant(variant, v);
+    v.quality_on_device = false;
+    TrainOnce(corpus, variant, v);
+  }
 }
 
 void BenchTraining(const Args& a) {
@@ -1005,9 +1059,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: som_gpu_bench [--edges=32,...] [--budget=N] [--max_docs=N] [--reps=N] [--no_train] "
                  "[--train_docs=N] [--train_edge=E] [--train_fp16] [--train_bmu=cusparse-row] [--depths=1,4,8,16] [--groups=256,2048] [--lanes=8] [--no_bmu] [--train_epochs=N] "
-                 "[--issue16] [--fixed_costs] [--cpu_check_docs=N] [--span_rows=S:R:G[:W[:K[:P]]],...] "
-                 "[--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:pre:auto],...]\n");
+                 "[--issue16] [--fixed_costs] [--cpu_check_docs=N] [--train_cpu] [--span_rows=S:R:G[:W[:K[:P]]],...] "
+                 "[--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:pre:auto:bound],...]\n");
     return 2;
+  }
+  if (a.train_cpu) {
+    BenchTrainingCpu(a);
+    return 0;
   }
   const DeviceRegistry& reg = DeviceRegistry::Get();
   if (!reg.cuda_available()) {

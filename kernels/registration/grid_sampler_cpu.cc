@@ -198,6 +198,29 @@ void ForwardImpl(const GridSampleArgsT<T>& args, const Img* image, T* out) {
   });
 }
 
+// One voxel's dL/dp (gp) times its grid coordinate x added to dL/d[A|t]'s
+// double sums (both backward paths: the same operations, so the same bits).
+template <typename G, typename X>
+void AccumulateAffineGrad(const G gp[3], const X x[3], std::array<double, kAffineParams>& acc) {
+  for (int c = 0; c < 3; ++c) {
+    const double gpc = static_cast<double>(gp[c]);
+    for (int d = 0; d < 3; ++d) acc[4 * c + d] += gpc * static_cast<double>(x[d]);
+    acc[4 * c + 3] += gpc;
+  }
+}
+
+// dL/d[A|t]: the chunks' sums in chunk order. Without an affine the identity
+// was used; its gradient is still the derivative with respect to [A | t]
+// evaluated at the identity.
+template <typename T>
+void StoreAffineGrad(const std::vector<std::array<double, kAffineParams>>& partial, T* grad_affine) {
+  for (int p = 0; p < kAffineParams; ++p) {
+    double sum = 0;
+    for (const auto& part : partial) sum += part[p];
+    grad_affine[p] = static_cast<T>(sum);
+  }
+}
+
 // The backward pass on an image of storage type Img, dL/du stored as GradT
 // (grads.grad_disp is ignored; grad_disp is used).
 template <typename T, typename Img, typename GradT>
@@ -251,26 +274,13 @@ void BackwardImpl(const GridSampleArgsT<T>& args, const Img* image, const T* gra
           if (grad_disp != nullptr) {
             for (int c = 0; c < 3; ++c) grad_disp[v + c * n] = StoreAs<GradT>(gp[c]);
           }
-          if (grads.grad_affine != nullptr) {
-            for (int c = 0; c < 3; ++c) {
-              for (int d = 0; d < 3; ++d) acc[4 * c + d] += static_cast<double>(gp[c]) * static_cast<double>(x[d]);
-              acc[4 * c + 3] += static_cast<double>(gp[c]);
-            }
-          }
+          if (grads.grad_affine != nullptr) AccumulateAffineGrad(gp, x, acc);
         }
       }
     }
     partial[chunk] = acc;
   });
-  if (grads.grad_affine != nullptr) {
-    for (int p = 0; p < kAffineParams; ++p) {
-      double sum = 0;
-      for (const auto& part : partial) sum += part[p];
-      // Without an affine the identity was used; its gradient is still the
-      // derivative with respect to [A | t] evaluated at the identity.
-      grads.grad_affine[p] = static_cast<T>(sum);
-    }
-  }
+  if (grads.grad_affine != nullptr) StoreAffineGrad(partial, grads.grad_affine);
 }
 
 // The vector paths (grid_sampler_cpu_path.h): a float or fp16 image, offsets
@@ -409,35 +419,32 @@ void BackwardVector(SamplerCpuPath path, const GridSampleArgs& args, const Img* 
           for (int64_t i = 0; i < od.nx; ++i) {
             float x[3];
             JitteredCoord(g, args, i, j, k, x);
-            for (int c = 0; c < 3; ++c) {
-              const double gpc = static_cast<double>(gd[c][i]);
-              for (int d = 0; d < 3; ++d) acc[4 * c + d] += gpc * static_cast<double>(x[d]);
-              acc[4 * c + 3] += gpc;
-            }
+            const float gp[3] = {gd[0][i], gd[1][i], gd[2][i]};
+            AccumulateAffineGrad(gp, x, acc);
           }
         }
       }
     }
     partial[chunk] = acc;
   });
-  if (grad_affine != nullptr) {
-    for (int p = 0; p < kAffineParams; ++p) {
-      double sum = 0;
-      for (const auto& part : partial) sum += part[p];
-      grad_affine[p] = static_cast<float>(sum);
-    }
+  if (grad_affine != nullptr) StoreAffineGrad(partial, grad_affine);
+}
+
+// The forward pass of a float or fp16 image on `path`.
+template <typename Img>
+void ForwardOnPath(SamplerCpuPath path, const GridSampleArgs& args, const Img* image, float* out) {
+  path = ResolveSamplerCpuPath(path);
+  if (VectorPathApplies(path, args, image != nullptr)) {
+    ForwardVector(path, args, image, out);
+  } else {
+    ForwardImpl(args, image, out);
   }
 }
 
 }  // namespace
 
 void GridSampleForwardOnPath(SamplerCpuPath path, const GridSampleArgs& args, float* out) {
-  path = ResolveSamplerCpuPath(path);
-  if (VectorPathApplies(path, args, args.image != nullptr)) {
-    ForwardVector(path, args, args.image, out);
-  } else {
-    ForwardImpl(args, args.image, out);
-  }
+  ForwardOnPath(path, args, args.image, out);
 }
 
 void GridSampleBackwardOnPath(SamplerCpuPath path, const GridSampleArgs& args, const float* grad_out,
@@ -453,12 +460,7 @@ void GridSampleBackwardOnPath(SamplerCpuPath path, const GridSampleArgs& args, c
 
 void GridSampleForwardHalfImageOnPath(SamplerCpuPath path, const GridSampleArgs& args, const Half* image,
                                       float* out) {
-  path = ResolveSamplerCpuPath(path);
-  if (VectorPathApplies(path, args, image != nullptr)) {
-    ForwardVector(path, args, image, out);
-  } else {
-    ForwardImpl(args, image, out);
-  }
+  ForwardOnPath(path, args, image, out);
 }
 
 void GridSampleBackwardHalfImageOnPath(SamplerCpuPath path, const GridSampleArgs& args, const Half* image,

@@ -25,17 +25,16 @@ struct RowGeometry {
   int64_t k_offset = 0;   // SamplerGeometry::k_offset
 };
 
-// The image a row samples: float voxels, fewer than 2^31 (int32 offsets).
-struct RowImage {
-  const float* data;
+// The image a row samples: voxels stored as S (float, or fp16 bits), fewer
+// than 2^31 (int32 offsets).
+template <typename S>
+struct RowImageT {
+  const S* data;
   int32_t nx, ny, nz;
 };
-
+using RowImage = RowImageT<float>;
 // An fp16-stored image (the mixed-precision stage's; storage16.h's Half bits).
-struct RowImageHalf {
-  const uint16_t* data;
-  int32_t nx, ny, nz;
-};
+using RowImageHalf = RowImageT<uint16_t>;
 
 // ix{0,1,2}[i] for i < nx: PositionOf's continuous input index of output voxel
 // (i, j, k) (k local to the slab), v0 = its flat index of voxel (0, j, k);

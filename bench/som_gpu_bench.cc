@@ -567,7 +567,14 @@ std::vector<Variant> BmuVariants(const Args& a) {
   return variants;
 }
 
-void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& corpus, const std::vector<float>& scale,
+constexpr char kFixedCostsHeader[] =
+    "\nCost split of the exact kernel (random fp32 codebook, default tuning): empty documents, then copies of one "
+    "document\n";
+
+std::string FixedCostRows(const Args& a, const Stream& stream, const SparseBinaryMatrix& corpus, const CodebookView& cb,
+                          int edge);
+
+void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& corpus, const float* d_scale,
               const std::vector<int32_t>& topics) {
   const SyntheticCorpusOptions shape = MedlineShape(corpus.rows());
   const std::vector<Variant> variants = BmuVariants(a);
@@ -580,8 +587,8 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
     const int kp = p.codebook_key() % 4 * 2 + p.codebook_key() / 4, kq = q.codebook_key() % 4 * 2 + q.codebook_key() / 4;
     return kp != kq ? kp < kq : p.reference() > q.reference();
   });
-  auto d_scale = Upload(scale, stream);
   std::map<int64_t, std::unique_ptr<DocumentSet>> doc_sets;  // by document count
+  std::string fixed_costs;  // --fixed_costs rows, on the first random fp32 feature-major codebook of each edge
   std::printf("\nBMU search (exact Euclidean, fused top-2), V = %lld features\n",
               static_cast<long long>(corpus.cols()));
   std::printf("%-6s %-9s %-38s %10s %12s %14s %9s %9s %8s %10s\n", "edge", "docs", "variant", "ms", "ms/1M docs",
@@ -602,6 +609,7 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
     auto score = Buffer::Allocate(MemoryKind::kDevice, 4 * n).value();
     const BmuOutput out{static_cast<int32_t*>(bmu->data()), static_cast<int32_t*>(second->data()),
                         static_cast<float*>(score->data())};
+    int fixed_costs_edge = -1;
     std::map<int, HostResult> reference;  // by reference_key(): the reference row's results
     std::map<int, std::string> cpu_check;  // by reference_key(): the CPU check of the reference
     std::shared_ptr<Buffer> topic_bmu;     // trained-like codebook: each document's topic node
@@ -637,8 +645,13 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
         cb.layout = LayoutFor(var.algorithm);
         cb.weights = weights->data();
         cb.sq_norms = static_cast<float*>(norms->data());
-        CHECK_OK(FillRandomCodebook(stream, cb, /*seed=*/2026, static_cast<const float*>(d_scale->data())));
+        CHECK_OK(FillRandomCodebook(stream, cb, /*seed=*/2026, d_scale));
         CHECK_OK(stream.Synchronize());
+        if (a.fixed_costs && fixed_costs_edge != edge && cb.type == WeightType::kFloat32 &&
+            cb.layout == CodebookLayout::kFeatureMajor) {
+          fixed_costs += FixedCostRows(a, stream, corpus, cb, edge);  // before a trained update changes it
+          fixed_costs_edge = edge;
+        }
         if (var.trained) {
           // One batch update with every document at its topic's patch.
           if (topic_bmu == nullptr) {
@@ -797,6 +810,11 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
     std::printf("  edge %d best bit-identical: %s %.2fx over cusparse-row\n", edge, best_name.c_str(), best);
     std::fflush(stdout);
   }
+  if (a.fixed_costs) {
+    std::printf("%s%-6s %-9s %-72s %12s\n%s", kFixedCostsHeader, "edge", "docs", "variant", "ms/1M docs",
+                fixed_costs.empty() ? "  (no fp32 feature-major row ran)\n" : fixed_costs.c_str());
+    std::fflush(stdout);
+  }
 }
 
 // Issue 37 diagnostic (--fixed_costs): what the register-span kernel (the
@@ -811,37 +829,83 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
 // the sums with every column slice in L1 (perfect locality). A BMU row's time
 // minus the first is what its sums cost; minus the second, what its cache
 // misses cost.
+// The --fixed_costs rows of one edge on `cb` (the random fp32 feature-major
+// codebook of that edge), as text.
+std::string FixedCostRows(const Args& a, const Stream& stream, const SparseBinaryMatrix& corpus, const CodebookView& cb,
+                          int edge) {
+  std::string text;
+  auto print = [&text](const char* format, auto... args) {
+    char line[256];
+    std::snprintf(line, sizeof line, format, args...);
+    text += line;
+  };
+  const int64_t m = int64_t{edge} * edge;
+  const int64_t n = std::max<int64_t>(4096, std::min<int64_t>({a.max_docs, corpus.rows(), a.budget / m}));
+  // Empty documents, and copies of the first document with the mean count.
+  const int64_t mean = (corpus.nnz() + corpus.rows() / 2) / std::max<int64_t>(1, corpus.rows());
+  int64_t pick = 0;
+  while (pick + 1 < corpus.rows() && corpus.offsets()[pick + 1] - corpus.offsets()[pick] != mean) ++pick;
+  const int64_t k = corpus.offsets()[pick + 1] - corpus.offsets()[pick];
+  std::vector<int64_t> offsets(n + 1, 0), copy_offsets(n + 1, 0);
+  std::vector<int32_t> copy_indices(std::max<int64_t>(1, n * k), 0);
+  for (int64_t d = 0; d < n; ++d) {
+    copy_offsets[d + 1] = (d + 1) * k;
+    for (int64_t j = 0; j < k; ++j) copy_indices[d * k + j] = corpus.indices()[corpus.offsets()[pick] + j];
+  }
+  DocumentParts parts;
+  parts.tiles = false;
+  parts.host_offsets = false;
+  CsrView view;
+  view.rows = n;
+  view.cols = corpus.cols();
+  view.offsets = offsets.data();
+  view.indices = copy_indices.data();
+  auto empty_docs = DocumentSet::Create(view, stream, parts);
+  CHECK_OK(empty_docs.status());
+  view.offsets = copy_offsets.data();
+  auto copy_docs = DocumentSet::Create(view, stream, parts);
+  CHECK_OK(copy_docs.status());
+  // "Previous BMUs" that scatter the visiting order over the documents.
+  std::vector<int32_t> scatter(n);
+  for (int64_t d = 0; d < n; ++d) scatter[d] = static_cast<int32_t>((static_cast<uint64_t>(d) * 2654435761u) % m);
+  auto previous = Upload(scatter, stream);
+  auto bmu = Buffer::Allocate(MemoryKind::kDevice, 4 * n).value();
+  auto second = Buffer::Allocate(MemoryKind::kDevice, 4 * n).value();
+  auto score = Buffer::Allocate(MemoryKind::kDevice, 4 * n).value();
+  const BmuOutput out{static_cast<int32_t*>(bmu->data()), static_cast<int32_t*>(second->data()),
+                      static_cast<float*>(score->data())};
+  for (int form : {0, 1, 2}) {  // empty in random order, empty in storage order, copies in random order
+    const bool random_order = form != 1;
+    const DocumentSet& docs = form == 2 ? *copy_docs : *empty_docs;
+    for (bool prefetch : {false, true}) {
+      BmuTuning tuning;
+      tuning.warp_prefetch_documents = prefetch;
+      BmuHints hints;
+      if (random_order) hints.previous_bmu = static_cast<const int32_t*>(previous->data());
+      SomWorkspace ws;
+      std::vector<double> times;
+      for (int rep = 0; rep <= a.reps; ++rep) {  // the first: warm-up
+        Clock::time_point t = Clock::now();
+        CHECK_OK(FindBmus(stream, BmuAlgorithm::kFeatureMajor, docs, cb, out, &ws, tuning, hints));
+        CHECK_OK(stream.Synchronize());
+        if (rep > 0) times.push_back(SecondsSince(t));
+      }
+      const std::string name = (form == 2 ? "copies of a " + std::to_string(k) + "-feature document, " : std::string()) +
+                               (random_order ? "random order (sort included)" : "storage order") +
+                               (prefetch ? ", prefetched headers" : "");
+      print("%-6d %-9lld %-72s %12.2f\n", edge, static_cast<long long>(n), name.c_str(),
+            1e3 * Median(times) * 1e6 / n);
+    }
+  }
+  return text;
+}
+
+// --fixed_costs without the BMU rows: the random fp32 codebook built here
+// (with the BMU rows, BenchBmu hands over the one it builds).
 void BenchFixedCosts(const Args& a, const Stream& stream, const SparseBinaryMatrix& corpus, const float* d_scale) {
-  std::printf("\nCost split of the exact kernel (random fp32 codebook, default tuning): empty documents, then "
-              "copies of one document\n");
-  std::printf("%-6s %-9s %-72s %12s\n", "edge", "docs", "variant", "ms/1M docs");
+  std::printf("%s%-6s %-9s %-72s %12s\n", kFixedCostsHeader, "edge", "docs", "variant", "ms/1M docs");
   for (int edge : a.edges) {
     const int64_t m = int64_t{edge} * edge;
-    const int64_t n = std::max<int64_t>(4096, std::min<int64_t>({a.max_docs, corpus.rows(), a.budget / m}));
-    // Empty documents, and copies of the first document with the mean count.
-    const int64_t mean = (corpus.nnz() + corpus.rows() / 2) / std::max<int64_t>(1, corpus.rows());
-    int64_t pick = 0;
-    while (pick + 1 < corpus.rows() && corpus.offsets()[pick + 1] - corpus.offsets()[pick] != mean) ++pick;
-    const int64_t k = corpus.offsets()[pick + 1] - corpus.offsets()[pick];
-    std::vector<int64_t> offsets(n + 1, 0), copy_offsets(n + 1, 0);
-    std::vector<int32_t> copy_indices(std::max<int64_t>(1, n * k), 0);
-    for (int64_t d = 0; d < n; ++d) {
-      copy_offsets[d + 1] = (d + 1) * k;
-      for (int64_t j = 0; j < k; ++j) copy_indices[d * k + j] = corpus.indices()[corpus.offsets()[pick] + j];
-    }
-    DocumentParts parts;
-    parts.tiles = false;
-    parts.host_offsets = false;
-    CsrView view;
-    view.rows = n;
-    view.cols = corpus.cols();
-    view.offsets = offsets.data();
-    view.indices = copy_indices.data();
-    auto empty_docs = DocumentSet::Create(view, stream, parts);
-    CHECK_OK(empty_docs.status());
-    view.offsets = copy_offsets.data();
-    auto copy_docs = DocumentSet::Create(view, stream, parts);
-    CHECK_OK(copy_docs.status());
     auto weights = Buffer::Allocate(MemoryKind::kDevice, sizeof(float) * m * corpus.cols(), stream.ordinal());
     if (!weights.ok()) {
       std::printf("%-6d skipped: %s\n", edge, std::string(weights.status().message()).c_str());
@@ -856,38 +920,7 @@ void BenchFixedCosts(const Args& a, const Stream& stream, const SparseBinaryMatr
     cb.weights = (*weights)->data();
     cb.sq_norms = static_cast<float*>(norms->data());
     CHECK_OK(FillRandomCodebook(stream, cb, /*seed=*/2026, d_scale));
-    // "Previous BMUs" that scatter the visiting order over the documents.
-    std::vector<int32_t> scatter(n);
-    for (int64_t d = 0; d < n; ++d) scatter[d] = static_cast<int32_t>((static_cast<uint64_t>(d) * 2654435761u) % m);
-    auto previous = Upload(scatter, stream);
-    auto bmu = Buffer::Allocate(MemoryKind::kDevice, 4 * n).value();
-    auto second = Buffer::Allocate(MemoryKind::kDevice, 4 * n).value();
-    auto score = Buffer::Allocate(MemoryKind::kDevice, 4 * n).value();
-    const BmuOutput out{static_cast<int32_t*>(bmu->data()), static_cast<int32_t*>(second->data()),
-                        static_cast<float*>(score->data())};
-    for (int form : {0, 1, 2}) {  // empty in random order, empty in storage order, copies in random order
-      const bool random_order = form != 1;
-      const DocumentSet& docs = form == 2 ? *copy_docs : *empty_docs;
-      for (bool prefetch : {false, true}) {
-        BmuTuning tuning;
-        tuning.warp_prefetch_documents = prefetch;
-        BmuHints hints;
-        if (random_order) hints.previous_bmu = static_cast<const int32_t*>(previous->data());
-        SomWorkspace ws;
-        std::vector<double> times;
-        for (int rep = 0; rep <= a.reps; ++rep) {  // the first: warm-up
-          Clock::time_point t = Clock::now();
-          CHECK_OK(FindBmus(stream, BmuAlgorithm::kFeatureMajor, docs, cb, out, &ws, tuning, hints));
-          CHECK_OK(stream.Synchronize());
-          if (rep > 0) times.push_back(SecondsSince(t));
-        }
-        const std::string name = (form == 2 ? "copies of a " + std::to_string(k) + "-feature document, " : std::string()) +
-                                 (random_order ? "random order (sort included)" : "storage order") +
-                                 (prefetch ? ", prefetched headers" : "");
-        std::printf("%-6d %-9lld %-72s %12.2f\n", edge, static_cast<long long>(n), name.c_str(),
-                    1e3 * Median(times) * 1e6 / n);
-      }
-    }
+    std::printf("%s", FixedCostRows(a, stream, corpus, cb, edge).c_str());
     std::fflush(stdout);
   }
 }
@@ -1084,11 +1117,11 @@ int main(int argc, char** argv) {
   std::vector<int64_t> df = FeatureCounts(corpus);
   std::vector<float> scale(corpus.cols());
   for (size_t v = 0; v < scale.size(); ++v) scale[v] = static_cast<float>(2.0 * df[v] / corpus.rows());
-  if (a.bmu) BenchBmu(a, *stream, corpus, scale, topics);
-  if (a.fixed_costs) {
-    auto d_scale = Upload(scale, *stream);
-    BenchFixedCosts(a, *stream, corpus, static_cast<const float*>(d_scale->data()));
-  }
+  // Uploaded once: BenchBmu's random codebooks and BenchFixedCosts' (which,
+  // with the BMU rows, reuses BenchBmu's instead of filling its own).
+  auto d_scale = Upload(scale, *stream);
+  if (a.bmu) BenchBmu(a, *stream, corpus, static_cast<const float*>(d_scale->data()), topics);
+  if (a.fixed_costs && !a.bmu) BenchFixedCosts(a, *stream, corpus, static_cast<const float*>(d_scale->data()));
   if (a.train) BenchTraining(a);
   return 0;
 }

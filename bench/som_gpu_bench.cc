@@ -11,7 +11,7 @@
 //                 [--train_bmu=cusparse-row] [--depths=1,4,16] [--groups=256,2048] [--lanes=8] [--no_bmu]
 //                 [--train_epochs=N] [--issue16] [--fixed_costs] [--cpu_check_docs=2000]
 //                 [--span_rows=4:8:0,2:8:256]
-//                 [--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:pre:auto:bound]]
+//                 [--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:auto:bound]]
 //
 // Per edge the corpus prefix has min(max_docs, budget / nodes) documents (so
 // each variant does about the same work at every edge); times are the median
@@ -101,7 +101,7 @@ struct Args {
   std::vector<int> lanes;       // --lanes=8 (warp kernel)
   bool bmu = true;              // --no_bmu: training only
   int train_epochs = 40;        // --train_epochs=N
-  // --train_variants=host-quality,device-quality,screened,screened-grouped[:dN:wN:gN:sN:rN:pre:auto:bound]:
+  // --train_variants=host-quality,device-quality,screened,screened-grouped[:dN:wN:gN:sN:rN:auto:bound]:
   // trainings run one after the other on the same corpus (BenchTraining, ApplyTrainVariant).
   std::vector<std::string> train_variants = {"host-quality", "device-quality", "screened"};
   bool issue16_only = false;    // --issue16: only the rows issue 16 compares
@@ -110,11 +110,10 @@ struct Args {
   // --span_rows=S:R:G,...: the trained register-span rows (spans, documents
   // per warp, group nodes or 0 for the default), for both precisions, instead
   // of the built-in lists.
-  // Optional 4th, 5th and 6th fields: warps per block
+  // Optional 4th and 5th fields: warps per block
   // (BmuTuning::warp_block_warps), 1 or 2 to sort by (previous BMU, rarest
-  // feature) (BmuHints::document_key) instead of the previous BMU alone, 1
-  // for prefetched document headers (warp_prefetch_documents).
-  std::vector<std::array<int64_t, 6>> span_rows;
+  // feature) (BmuHints::document_key) instead of the previous BMU alone.
+  std::vector<std::array<int64_t, 5>> span_rows;
 };
 
 // A --train_variants entry: a name (host-quality: QE/TE downloaded and
@@ -122,7 +121,7 @@ struct Args {
 // screened / screened-grouped: the screened BMU search, whole map / 1024-
 // position groups) and options after colons: dN radius_decay_epochs N, wN
 // warp_block_warps, gN warp_group_nodes, sN warp_register_spans, rN
-// warp_doc_rounds, pre warp_prefetch_documents, auto the default
+// warp_doc_rounds, auto the default
 // screen_auto_max_nodes (the named variants set 0), bound
 // TrainOptions::bounded_bmu_skip (distance bounds skip documents' searches).
 // False when malformed.
@@ -140,10 +139,6 @@ bool ApplyTrainVariant(const std::string& variant, TrainOptions& v) {
   if (name == "screened-grouped") v.bmu_tuning.screen_group_positions = 1024;
   for (size_t k = 1; k < parts.size(); ++k) {
     const std::string& opt = parts[k];
-    if (opt == "pre") {
-      v.bmu_tuning.warp_prefetch_documents = true;
-      continue;
-    }
     if (opt == "bound") {
       v.bounded_bmu_skip = true;
       continue;
@@ -236,8 +231,8 @@ bool Parse(int argc, char** argv, Args& a) {
     } else if (const char* v = value("--span_rows")) {
       for (absl::string_view e : absl::StrSplit(v, ',')) {
         const std::vector<absl::string_view> f = absl::StrSplit(e, ':');
-        std::array<int64_t, 6> row{0, 0, 0, 8, 0, 0};
-        if (f.size() < 3 || f.size() > 6 || !absl::SimpleAtoi(f[0], &row[0]) || !absl::SimpleAtoi(f[1], &row[1]) ||
+        std::array<int64_t, 5> row{0, 0, 0, 8, 0};
+        if (f.size() < 3 || f.size() > 5 || !absl::SimpleAtoi(f[0], &row[0]) || !absl::SimpleAtoi(f[1], &row[1]) ||
             !absl::SimpleAtoi(f[2], &row[2]) || (row[0] != 1 && row[0] != 2 && row[0] != 4) || row[1] < 1 ||
             row[1] > 64 || row[2] < 0) {
           return false;
@@ -247,7 +242,6 @@ bool Parse(int argc, char** argv, Args& a) {
           return false;
         }
         if (f.size() >= 5 && (!absl::SimpleAtoi(f[4], &row[4]) || row[4] < 0 || row[4] > 2)) return false;
-        if (f.size() == 6 && (!absl::SimpleAtoi(f[5], &row[5]) || (row[5] != 0 && row[5] != 1))) return false;
         a.span_rows.push_back(row);
       }
     } else if (arg == "--no_train") {
@@ -298,7 +292,6 @@ struct Variant {
   int64_t screen_group = 0;  // screened search: positions per group (BmuTuning::screen_group_positions)
   int block_warps = 8;   // register-span form: warps per block (BmuTuning::warp_block_warps)
   bool doc_key = false;  // sorted by (previous BMU, rarest feature) (BmuHints::document_key)
-  bool prefetch = false;  // register-span form: prefetched headers (BmuTuning::warp_prefetch_documents)
 
   BmuTuning tuning() const {
     BmuTuning t;
@@ -314,7 +307,6 @@ struct Variant {
     t.screen_slots = slots;
     t.screen_group_positions = screen_group;
     t.warp_block_warps = block_warps;
-    t.warp_prefetch_documents = prefetch;
     return t;
   }
   // The feature-major default (unsorted, untuned) of its precision and
@@ -462,7 +454,6 @@ std::vector<Variant> BmuVariants(const Args& a) {
     int64_t group;
     int block_warps = 8;
     bool doc_key = false;
-    bool prefetch = false;
   };
   for (WeightType type : {WeightType::kFloat32, WeightType::kFloat16}) {
     const std::string t = type == WeightType::kFloat32 ? "fp32" : "fp16";
@@ -481,10 +472,10 @@ std::vector<Variant> BmuVariants(const Args& a) {
       for (const auto& r : a.span_rows) {
         // fp16 takes at most 2 spans (BmuTuning::warp_register_spans).
         const int spans = type == WeightType::kFloat16 ? std::min<int>(2, r[0]) : static_cast<int>(r[0]);
-        const SpanRow row{spans, static_cast<int>(r[1]), r[2], static_cast<int>(r[3]), r[4] != 0, r[5] != 0};
+        const SpanRow row{spans, static_cast<int>(r[1]), r[2], static_cast<int>(r[3]), r[4] != 0};
         if (std::none_of(rows.begin(), rows.end(), [&](const SpanRow& x) {
               return x.spans == row.spans && x.rounds == row.rounds && x.group == row.group &&
-                     x.block_warps == row.block_warps && x.doc_key == row.doc_key && x.prefetch == row.prefetch;
+                     x.block_warps == row.block_warps && x.doc_key == row.doc_key;
             })) {
           rows.push_back(row);
         }
@@ -493,7 +484,7 @@ std::vector<Variant> BmuVariants(const Args& a) {
     for (const SpanRow& row : rows) {
       Variant v{"trained " + t + (row.doc_key ? " keyed" : " sorted") + " spans" + std::to_string(row.spans) + " r" +
                     std::to_string(row.rounds) + (row.group > 0 ? " g" + std::to_string(row.group) : "") +
-                    (row.block_warps != 8 ? " w" + std::to_string(row.block_warps) : "") + (row.prefetch ? " pre" : ""),
+                    (row.block_warps != 8 ? " w" + std::to_string(row.block_warps) : ""),
                 BmuAlgorithm::kFeatureMajor, type};
       v.sorted = true;
       v.trained = true;
@@ -502,7 +493,6 @@ std::vector<Variant> BmuVariants(const Args& a) {
       v.group = row.group;
       v.block_warps = row.block_warps;
       v.doc_key = row.doc_key;
-      v.prefetch = row.prefetch;
       variants.push_back(v);
     }
     // Issue 37: the screened search on the trained-like codebook, sorted as
@@ -823,8 +813,7 @@ void BenchBmu(const Args& a, const Stream& stream, const SparseBinaryMatrix& cor
 // nodes from their norms, the warp's top-2 merge, the partials and their
 // merge — timed on as many empty documents as the BMU rows search (random
 // fp32 codebook). Visited in a random order (as documents in training:
-// scattered offsets) or in storage order (sequential offsets), with and
-// without prefetched headers (BmuTuning::warp_prefetch_documents). Then the
+// scattered offsets) or in storage order (sequential offsets). Then the
 // same number of copies of one corpus document with the mean feature count:
 // the sums with every column slice in L1 (perfect locality). A BMU row's time
 // minus the first is what its sums cost; minus the second, what its cache
@@ -877,25 +866,19 @@ std::string FixedCostRows(const Args& a, const Stream& stream, const SparseBinar
   for (int form : {0, 1, 2}) {  // empty in random order, empty in storage order, copies in random order
     const bool random_order = form != 1;
     const DocumentSet& docs = form == 2 ? *copy_docs : *empty_docs;
-    for (bool prefetch : {false, true}) {
-      BmuTuning tuning;
-      tuning.warp_prefetch_documents = prefetch;
-      BmuHints hints;
-      if (random_order) hints.previous_bmu = static_cast<const int32_t*>(previous->data());
-      SomWorkspace ws;
-      std::vector<double> times;
-      for (int rep = 0; rep <= a.reps; ++rep) {  // the first: warm-up
-        Clock::time_point t = Clock::now();
-        CHECK_OK(FindBmus(stream, BmuAlgorithm::kFeatureMajor, docs, cb, out, &ws, tuning, hints));
-        CHECK_OK(stream.Synchronize());
-        if (rep > 0) times.push_back(SecondsSince(t));
-      }
-      const std::string name = (form == 2 ? "copies of a " + std::to_string(k) + "-feature document, " : std::string()) +
-                               (random_order ? "random order (sort included)" : "storage order") +
-                               (prefetch ? ", prefetched headers" : "");
-      print("%-6d %-9lld %-72s %12.2f\n", edge, static_cast<long long>(n), name.c_str(),
-            1e3 * Median(times) * 1e6 / n);
+    BmuHints hints;
+    if (random_order) hints.previous_bmu = static_cast<const int32_t*>(previous->data());
+    SomWorkspace ws;
+    std::vector<double> times;
+    for (int rep = 0; rep <= a.reps; ++rep) {  // the first: warm-up
+      Clock::time_point t = Clock::now();
+      CHECK_OK(FindBmus(stream, BmuAlgorithm::kFeatureMajor, docs, cb, out, &ws, BmuTuning(), hints));
+      CHECK_OK(stream.Synchronize());
+      if (rep > 0) times.push_back(SecondsSince(t));
     }
+    const std::string name = (form == 2 ? "copies of a " + std::to_string(k) + "-feature document, " : std::string()) +
+                             (random_order ? "random order (sort included)" : "storage order");
+    print("%-6d %-9lld %-72s %12.2f\n", edge, static_cast<long long>(n), name.c_str(), 1e3 * Median(times) * 1e6 / n);
   }
   return text;
 }
@@ -1092,8 +1075,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: som_gpu_bench [--edges=32,...] [--budget=N] [--max_docs=N] [--reps=N] [--no_train] "
                  "[--train_docs=N] [--train_edge=E] [--train_fp16] [--train_bmu=cusparse-row] [--depths=1,4,8,16] [--groups=256,2048] [--lanes=8] [--no_bmu] [--train_epochs=N] "
-                 "[--issue16] [--fixed_costs] [--cpu_check_docs=N] [--train_cpu] [--span_rows=S:R:G[:W[:K[:P]]],...] "
-                 "[--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:pre:auto:bound],...]\n");
+                 "[--issue16] [--fixed_costs] [--cpu_check_docs=N] [--train_cpu] [--span_rows=S:R:G[:W[:K]],...] "
+                 "[--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:auto:bound],...]\n");
     return 2;
   }
   if (a.train_cpu) {

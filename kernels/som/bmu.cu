@@ -356,7 +356,7 @@ __device__ inline uint64_t ColumnOffset(int32_t v, uint32_t col_bytes) {
 // no bounds test. Otherwise (the map's last pass, or nodes not a multiple of
 // 4 / 8) LoadSpan tests each span. kDepth features are loaded before any is
 // added (kDepth x kSpans = 4 loads in flight, as the form above).
-template <typename TW, bool kVec, int kSpans, bool kFull, bool kPrefetch>
+template <typename TW, bool kVec, int kSpans, bool kFull>
 __device__ inline void AccumulateSpans(const SpanArgs& a, const TW* __restrict__ w, int64_t n0, int64_t off, int nnz,
                                        int32_t first, int lane, float (&acc)[kSpans][16 / sizeof(TW)]) {
   static_assert(!kFull || kVec, "the unchecked path loads 16 bytes");
@@ -400,17 +400,13 @@ __device__ inline void AccumulateSpans(const SpanArgs& a, const TW* __restrict__
       }
     };
     // Not unrolled further: kDepth x kSpans loads in flight is the design
-    // (unrolled, 4 fp32 spans took 135 registers). kPrefetch: the next
-    // features' shuffles go between this batch's loads and adds (their
-    // latency hidden behind the loads' instead of preceding the next loads).
-    int32_t v[kDepth];
-    if constexpr (kPrefetch) features(v, 0);
+    // (unrolled, 4 fp32 spans took 135 registers).
 #pragma unroll 1
     for (int k = 0; k < count; k += kDepth) {
+      int32_t v[kDepth];
       uint4 raw[kDepth][kSpans];
-      if constexpr (!kPrefetch) features(v, k);
+      features(v, k);
       load(raw, v, k);
-      if constexpr (kPrefetch) features(v, k + kDepth);
       add(raw, k);
     }
   }
@@ -435,13 +431,11 @@ constexpr int SpanMinBlocksOf() {
              : 1;
 }
 
-// kPrefetch (BmuTuning::warp_prefetch_documents): lane j holds the header
-// (offset, feature count) of round r0 + j for the 32 rounds from r0 — one batch
-// of independent loads instead of a dependent chain per round — round r + 1's
-// first 32 indices are loaded before round r's sums, to be used next round,
-// and each feature's index shuffle is issued before the previous feature's
-// adds (AccumulateSpans). Only when the data arrives changes (same bits).
-template <typename TW, bool kVec, int kSpans, int kBlockWarps, bool kPrefetch>
+// (Document headers loaded a batch of 32 rounds ahead, with the next round's
+// first indices and the next feature's shuffle issued early, were removed
+// after no end-to-end gain on the H100, 2026-12-07 round 7: 64x64 on 29.9 M
+// documents 12.01 vs 11.98 s; BMU rows -2 % .. +5 %.)
+template <typename TW, bool kVec, int kSpans, int kBlockWarps>
 __global__ void __launch_bounds__(32 * kBlockWarps, (SpanMinBlocksOf<TW, kVec, kSpans, kBlockWarps>()))
     SpanBmuKernel(SpanArgs a) {
   constexpr int kQ = 16 / sizeof(TW);         // nodes per lane per span
@@ -452,42 +446,13 @@ __global__ void __launch_bounds__(32 * kBlockWarps, (SpanMinBlocksOf<TW, kVec, k
   const TW* __restrict__ w = static_cast<const TW*>(a.weights);
   const int64_t g0 = static_cast<int64_t>(blockIdx.y) * a.group_nodes;
   const int64_t g1 = g0 + a.group_nodes < a.m ? g0 + a.group_nodes : a.m;
-  // kPrefetch: this lane's round header and the next round's first indices.
-  int64_t lane_off = 0;
-  int lane_nnz = 0;
-  int32_t next_first = 0;
   for (int r = 0; r < a.rounds; ++r) {
     const int64_t local = (static_cast<int64_t>(blockIdx.x) * a.rounds + r) * kBlockWarps + warp;
     if (local >= a.nb) return;  // whole warp; positions only grow with r
-    int64_t off;
-    int nnz;
-    int32_t first;  // features 0..31, one per lane
-    if constexpr (kPrefetch) {
-      const int slot = r & 31;
-      if (slot == 0) {
-        const int64_t mine = (static_cast<int64_t>(blockIdx.x) * a.rounds + r + lane) * kBlockWarps + warp;
-        lane_off = 0;
-        lane_nnz = 0;
-        if (r + lane < a.rounds && mine < a.nb) {
-          const int64_t d = a.order != nullptr ? a.order[a.d0 + mine] : a.d0 + mine;
-          lane_off = a.offsets[d];
-          lane_nnz = static_cast<int>(a.offsets[d + 1] - lane_off);
-        }
-      }
-      off = __shfl_sync(0xffffffffu, lane_off, slot);
-      nnz = __shfl_sync(0xffffffffu, lane_nnz, slot);
-      first = slot == 0 ? (lane < nnz ? __ldg(a.indices + off + lane) : 0) : next_first;
-      if (slot < 31) {  // the next round's, used after this round's sums
-        const int64_t next_off = __shfl_sync(0xffffffffu, lane_off, slot + 1);
-        const int next_nnz = __shfl_sync(0xffffffffu, lane_nnz, slot + 1);
-        next_first = lane < next_nnz ? __ldg(a.indices + next_off + lane) : 0;
-      }
-    } else {
-      const int64_t d = a.order != nullptr ? a.order[a.d0 + local] : a.d0 + local;
-      off = a.offsets[d];
-      nnz = static_cast<int>(a.offsets[d + 1] - off);
-      first = lane < nnz ? __ldg(a.indices + off + lane) : 0;
-    }
+    const int64_t d = a.order != nullptr ? a.order[a.d0 + local] : a.d0 + local;
+    const int64_t off = a.offsets[d];
+    const int nnz = static_cast<int>(a.offsets[d + 1] - off);
+    const int32_t first = lane < nnz ? __ldg(a.indices + off + lane) : 0;  // features 0..31, one per lane
     Top2 t = Top2::Empty();
     for (int64_t base = g0; base < g1; base += kPass) {
       const int64_t n0 = base + kQ * lane;  // this lane's first node
@@ -498,9 +463,9 @@ __global__ void __launch_bounds__(32 * kBlockWarps, (SpanMinBlocksOf<TW, kVec, k
         for (int c = 0; c < kQ; ++c) acc[s][c] = 0.0f;
       }
       if (kVec && base + kPass <= a.m) {  // the same for the whole warp
-        AccumulateSpans<TW, kVec, kSpans, kVec, kPrefetch>(a, w, n0, off, nnz, first, lane, acc);
+        AccumulateSpans<TW, kVec, kSpans, kVec>(a, w, n0, off, nnz, first, lane, acc);
       } else {
-        AccumulateSpans<TW, kVec, kSpans, false, kPrefetch>(a, w, n0, off, nnz, first, lane, acc);
+        AccumulateSpans<TW, kVec, kSpans, false>(a, w, n0, off, nnz, first, lane, acc);
       }
 #pragma unroll
       for (int s = 0; s < kSpans; ++s) {
@@ -534,9 +499,9 @@ __global__ void __launch_bounds__(32 * kBlockWarps, (SpanMinBlocksOf<TW, kVec, k
   }
 }
 
-template <typename TW, bool kVec, int kSpans, int kBlockWarps, bool kPrefetch>
+template <typename TW, bool kVec, int kSpans, int kBlockWarps>
 absl::Status LaunchSpanKernel(const SpanArgs& args, int groups, cudaStream_t s) {
-  auto kernel = SpanBmuKernel<TW, kVec, kSpans, kBlockWarps, kPrefetch>;
+  auto kernel = SpanBmuKernel<TW, kVec, kSpans, kBlockWarps>;
   // No shared memory: ask for the largest L1 (it holds the columns that
   // neighbouring documents share).
   TESSERA_CUDA_RETURN_IF_ERROR(
@@ -550,41 +515,34 @@ absl::Status LaunchSpanKernel(const SpanArgs& args, int groups, cudaStream_t s) 
 
 // Larger blocks only for the 16-byte-load forms (the scalar path keeps 8
 // warps).
-template <typename TW, bool kVec, int kSpans, bool kPrefetch>
+template <typename TW, bool kVec, int kSpans>
 absl::Status LaunchSpanBlock(const SpanArgs& args, int groups, int block_warps, cudaStream_t s) {
   if constexpr (kVec) {
     switch (block_warps) {
       case 16:
-        return LaunchSpanKernel<TW, kVec, kSpans, 16, kPrefetch>(args, groups, s);
+        return LaunchSpanKernel<TW, kVec, kSpans, 16>(args, groups, s);
       case 24:
-        return LaunchSpanKernel<TW, kVec, kSpans, 24, kPrefetch>(args, groups, s);
+        return LaunchSpanKernel<TW, kVec, kSpans, 24>(args, groups, s);
       case 32:
-        return LaunchSpanKernel<TW, kVec, kSpans, 32, kPrefetch>(args, groups, s);
+        return LaunchSpanKernel<TW, kVec, kSpans, 32>(args, groups, s);
       default:
-        return LaunchSpanKernel<TW, kVec, kSpans, kWarps, kPrefetch>(args, groups, s);
+        return LaunchSpanKernel<TW, kVec, kSpans, kWarps>(args, groups, s);
     }
   }
-  return LaunchSpanKernel<TW, kVec, kSpans, kWarps, kPrefetch>(args, groups, s);
-}
-
-template <typename TW, bool kVec, int kSpans>
-absl::Status LaunchSpanPrefetch(const SpanArgs& args, int groups, int block_warps, bool prefetch, cudaStream_t s) {
-  return prefetch ? LaunchSpanBlock<TW, kVec, kSpans, true>(args, groups, block_warps, s)
-                  : LaunchSpanBlock<TW, kVec, kSpans, false>(args, groups, block_warps, s);
+  return LaunchSpanKernel<TW, kVec, kSpans, kWarps>(args, groups, s);
 }
 
 template <typename TW, bool kVec>
-absl::Status LaunchSpan(const SpanArgs& args, int groups, int spans, int block_warps, bool prefetch,
-                        cudaStream_t s) {
+absl::Status LaunchSpan(const SpanArgs& args, int groups, int spans, int block_warps, cudaStream_t s) {
   switch (spans) {
     case 4:
       // fp16: 4 spans (32 accumulators per lane) spill; SpanBmus passes 2.
-      if constexpr (sizeof(TW) == 4) return LaunchSpanPrefetch<TW, kVec, 4>(args, groups, block_warps, prefetch, s);
-      return LaunchSpanPrefetch<TW, kVec, 2>(args, groups, block_warps, prefetch, s);
+      if constexpr (sizeof(TW) == 4) return LaunchSpanBlock<TW, kVec, 4>(args, groups, block_warps, s);
+      return LaunchSpanBlock<TW, kVec, 2>(args, groups, block_warps, s);
     case 2:
-      return LaunchSpanPrefetch<TW, kVec, 2>(args, groups, block_warps, prefetch, s);
+      return LaunchSpanBlock<TW, kVec, 2>(args, groups, block_warps, s);
     default:
-      return LaunchSpanPrefetch<TW, kVec, 1>(args, groups, block_warps, prefetch, s);
+      return LaunchSpanBlock<TW, kVec, 1>(args, groups, block_warps, s);
   }
 }
 
@@ -699,13 +657,13 @@ absl::Status SpanBmus(const Stream& stream, const DocumentSet& docs, const Codeb
                         static_cast<Top2*>(partials_raw)};
     const int g = static_cast<int>(groups);
     if (cb.type == WeightType::kFloat32 && vec) {
-      TESSERA_RETURN_IF_ERROR((LaunchSpan<float, true>(args, g, spans, block_warps, tuning.warp_prefetch_documents, s)));
+      TESSERA_RETURN_IF_ERROR((LaunchSpan<float, true>(args, g, spans, block_warps, s)));
     } else if (cb.type == WeightType::kFloat32) {
-      TESSERA_RETURN_IF_ERROR((LaunchSpan<float, false>(args, g, spans, block_warps, tuning.warp_prefetch_documents, s)));
+      TESSERA_RETURN_IF_ERROR((LaunchSpan<float, false>(args, g, spans, block_warps, s)));
     } else if (vec) {
-      TESSERA_RETURN_IF_ERROR((LaunchSpan<__half, true>(args, g, spans, block_warps, tuning.warp_prefetch_documents, s)));
+      TESSERA_RETURN_IF_ERROR((LaunchSpan<__half, true>(args, g, spans, block_warps, s)));
     } else {
-      TESSERA_RETURN_IF_ERROR((LaunchSpan<__half, false>(args, g, spans, block_warps, tuning.warp_prefetch_documents, s)));
+      TESSERA_RETURN_IF_ERROR((LaunchSpan<__half, false>(args, g, spans, block_warps, s)));
     }
     TESSERA_RETURN_IF_ERROR(LaunchMergePartials(stream, args.partials, nb, g, d0, order, out));
   }

@@ -124,14 +124,9 @@ struct BmuTuning {
   // issue 37: 12.84 against 14.09 ms per 1M documents at 8 rounds (64x64,
   // trained map, sorted), 51.1 vs 55.0 at 128x128, 205.9 vs 221.2 at 256x256.
   int warp_block_warps = 24;
-  // Register-span form and the screened search's whole-map kernel: the
-  // warp's document headers come ahead of their rounds (issue 37): lane r loads round r's (document, offset, features) in
-  // one batch of independent loads per 32 rounds, and round r + 1's first 32
-  // feature indices are loaded while round r accumulates, so the dependent
-  // misses order -> offsets -> indices (random documents in the visiting
-  // order: HBM latency, paid once per document and node group) overlap the
-  // sums instead of preceding each. Same bits.
-  bool warp_prefetch_documents = false;
+  // (Document headers loaded a batch of 32 rounds ahead, warp_prefetch_documents,
+  // were removed after no end-to-end gain on the H100, 2026-12-07 round 7: 64x64 on
+  // 29.9 M documents 12.01 vs 11.98 s; BMU rows -2 % .. +5 %.)
   // (Visit by (previous BMU, previous second-best) and pipelined feature loads
   // were removed after losing on the H100, 2026-12-07: 13.94 vs 14.09 and 16.5
   // vs 14.1 ms per 1M documents at 64x64, bench/results/2026-12-07-h100-som-h37.md.)

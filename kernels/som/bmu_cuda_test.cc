@@ -273,12 +273,11 @@ TEST(BmuCudaParity, RegisterSpanWarpKernelMatchesCpuBitForBit) {
 // (BmuTuning::warp_block_warps), documents visited by previous BMU (aliased
 // with the output as in training, some invalid) and by (previous BMU,
 // document key) or the key alone (BmuHints::document_key, some out of range),
-// and with the document headers prefetched (warp_prefetch_documents; 40
-// rounds: a second batch of 32 headers and a partial one), against the CPU
+// and with 40 rounds per warp (a partial block of rounds), against the CPU
 // bit for bit; maps whose node count is a multiple of 4 (16-byte loads: the
 // larger blocks) and not (the scalar path keeps 8 warps); the screened search
 // with each of them.
-TEST(BmuCudaParity, LargerBlocksOrdersAndPrefetchMatchCpuBitForBit) {
+TEST(BmuCudaParity, LargerBlocksAndOrdersMatchCpuBitForBit) {
   TESSERA_SKIP_WITHOUT_GPU();
   Stream stream = Stream::Create(Backend::kCuda).value();
   std::mt19937 rng(3738);
@@ -300,7 +299,7 @@ TEST(BmuCudaParity, LargerBlocksOrdersAndPrefetchMatchCpuBitForBit) {
     for (size_t d = 0; d < keys.size(); d += 71) keys[d] = d % 2 == 0 ? -5 : 900 + static_cast<int32_t>(d);
     for (int block_warps : {8, 16, 24, 32}) {
       for (int spans : {1, 2, 4}) {
-        for (int form : {0, 1, 2}) {  // 0: by previous BMU, 1: + document key, 2: + prefetched headers
+        for (int form : {0, 1, 2}) {  // 0: by previous BMU, 1: + document key, 2: + 40 rounds per warp
           const std::vector<int32_t>* key = form >= 1 ? &keys : nullptr;
           SCOPED_TRACE(testing::Message() << "edge " << edge << " block warps " << block_warps << " spans " << spans
                                           << " form " << form);
@@ -309,7 +308,6 @@ TEST(BmuCudaParity, LargerBlocksOrdersAndPrefetchMatchCpuBitForBit) {
           tuning.warp_register_spans = spans;
           tuning.warp_doc_rounds = form == 2 ? 40 : 3;
           tuning.warp_group_nodes = spans == 1 ? 256 : 512;
-          tuning.warp_prefetch_documents = form == 2;
           tuning.order_by_previous_bmu = true;
           // Previous BMUs aliased with the output, as the trainer hands them over.
           const auto run = [&](const HostCodebook& cb, const BmuTuning& t, const std::vector<int32_t>* prev) {
@@ -321,7 +319,7 @@ TEST(BmuCudaParity, LargerBlocksOrdersAndPrefetchMatchCpuBitForBit) {
           if (form >= 1) {  // by the key alone (no previous BMUs: the first epoch)
             ExpectSame(run(fm, tuning, nullptr), ref);
           }
-          if (form == 2) {  // prefetched headers with the identity order and 1 round
+          if (form == 2) {  // the identity order, with 40 rounds and with 1
             BmuTuning plain = tuning;
             plain.order_by_previous_bmu = false;
             ExpectSame(RunCuda(docs, fm, BmuAlgorithm::kFeatureMajor, stream, plain), ref);

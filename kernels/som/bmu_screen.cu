@@ -115,64 +115,24 @@ constexpr int ScreenMinBlocks() {
 }
 
 // kSlots: candidates kept per lane (BmuTuning::screen_slots). kBlockWarps:
-// warps per block (BmuTuning::warp_block_warps). kPrefetch
-// (BmuTuning::warp_prefetch_documents): as the exact kernel's, lane j holds
-// round r0 + j's (document, offset, features) for 32 rounds, and round
-// r + 1's feature indices are loaded before round r's work.
-template <int kSlots, int kBlockWarps, bool kPrefetch>
+// warps per block (BmuTuning::warp_block_warps).
+template <int kSlots, int kBlockWarps>
 __global__ void __launch_bounds__(32 * kBlockWarps, ScreenMinBlocks<kBlockWarps>()) ScreenBmuKernel(ScreenArgs a) {
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
-  int64_t lane_d = 0, lane_off = 0;  // kPrefetch: this lane's round header
-  int lane_nnz = 0;
-  int32_t next_f0 = 0, next_f1 = 0;  // kPrefetch: the next round's indices
   for (int r = 0; r < a.rounds; ++r) {
     const int64_t local = (static_cast<int64_t>(blockIdx.x) * a.rounds + r) * kBlockWarps + warp;
     if (local >= a.nb) return;  // whole warp
-    int64_t d, off;
-    int nnz;
-    int32_t f0, f1;  // features 0..31 and 32..63, one per lane
-    if constexpr (kPrefetch) {
-      const int slot = r & 31;
-      if (slot == 0) {
-        const int64_t mine = (static_cast<int64_t>(blockIdx.x) * a.rounds + r + lane) * kBlockWarps + warp;
-        lane_d = lane_off = 0;
-        lane_nnz = 0;
-        if (r + lane < a.rounds && mine < a.nb) {
-          lane_d = a.order != nullptr ? a.order[a.d0 + mine] : a.d0 + mine;
-          lane_off = a.offsets[lane_d];
-          lane_nnz = static_cast<int>(a.offsets[lane_d + 1] - lane_off);
-        }
-      }
-      d = __shfl_sync(0xffffffffu, lane_d, slot);
-      off = __shfl_sync(0xffffffffu, lane_off, slot);
-      nnz = __shfl_sync(0xffffffffu, lane_nnz, slot);
-      if (slot == 0) {
-        f0 = lane < nnz ? __ldg(a.indices + off + lane) : 0;
-        f1 = lane + 32 < nnz ? __ldg(a.indices + off + 32 + lane) : 0;
-      } else {
-        f0 = next_f0;
-        f1 = next_f1;
-      }
-      if (slot < 31) {  // the next round's, used after this round's work
-        const int64_t next_off = __shfl_sync(0xffffffffu, lane_off, slot + 1);
-        const int next_nnz = __shfl_sync(0xffffffffu, lane_nnz, slot + 1);
-        next_f0 = lane < next_nnz ? __ldg(a.indices + next_off + lane) : 0;
-        next_f1 = lane + 32 < next_nnz && next_nnz <= kMaxFeatures ? __ldg(a.indices + next_off + 32 + lane) : 0;
-      }
-    } else {
-      d = a.order != nullptr ? a.order[a.d0 + local] : a.d0 + local;
-      off = a.offsets[d];
-      nnz = static_cast<int>(a.offsets[d + 1] - off);
-    }
+    const int64_t d = a.order != nullptr ? a.order[a.d0 + local] : a.d0 + local;
+    const int64_t off = a.offsets[d];
+    const int nnz = static_cast<int>(a.offsets[d + 1] - off);
     if (nnz > kMaxFeatures) {
       if (lane == 0) a.rescan[a.d0 + local] = 1;
       continue;
     }
-    if constexpr (!kPrefetch) {
-      f0 = lane < nnz ? __ldg(a.indices + off + lane) : 0;
-      f1 = lane + 32 < nnz ? __ldg(a.indices + off + 32 + lane) : 0;
-    }
+    // Features 0..31 and 32..63, one per lane.
+    const int32_t f0 = lane < nnz ? __ldg(a.indices + off + lane) : 0;
+    const int32_t f1 = lane + 32 < nnz ? __ldg(a.indices + off + 32 + lane) : 0;
     const float k = static_cast<float>(nnz);
     const float rel = 1.25f * (k + 1.0f) * 0x1p-11f;
     const float c1 = 2.0f * rel + 0x1p-18f;
@@ -616,25 +576,24 @@ uint64_t Multiplier(int64_t m) {
 
 using ScreenKernel = void (*)(ScreenArgs);
 
-template <int kSlots, bool kPrefetch>
+template <int kSlots>
 ScreenKernel ScreenKernelOfBlock(int block_warps) {
   switch (block_warps) {
     case 16:
-      return ScreenBmuKernel<kSlots, 16, kPrefetch>;
+      return ScreenBmuKernel<kSlots, 16>;
     case 24:
-      return ScreenBmuKernel<kSlots, 24, kPrefetch>;
+      return ScreenBmuKernel<kSlots, 24>;
     case 32:
-      return ScreenBmuKernel<kSlots, 32, kPrefetch>;
+      return ScreenBmuKernel<kSlots, 32>;
     default:
-      return ScreenBmuKernel<kSlots, kWarps, kPrefetch>;
+      return ScreenBmuKernel<kSlots, kWarps>;
   }
 }
 
 // The whole-map screening kernel for slots 4 / 8, 8 / 16 / 24 / 32 warps per
-// block, prefetched headers or not.
-ScreenKernel ScreenKernelFor(int slots, int block_warps, bool prefetch) {
-  if (slots == 8) return prefetch ? ScreenKernelOfBlock<8, true>(block_warps) : ScreenKernelOfBlock<8, false>(block_warps);
-  return prefetch ? ScreenKernelOfBlock<4, true>(block_warps) : ScreenKernelOfBlock<4, false>(block_warps);
+// block.
+ScreenKernel ScreenKernelFor(int slots, int block_warps) {
+  return slots == 8 ? ScreenKernelOfBlock<8>(block_warps) : ScreenKernelOfBlock<4>(block_warps);
 }
 
 }  // namespace
@@ -700,7 +659,7 @@ absl::Status ScreenedBmus(const Stream& stream, const DocumentSet& docs, const C
   if ((n + per_block - 1) / per_block > 0x7fffffff) {
     return absl::InvalidArgumentError(absl::StrCat("FindBmus: ", n, " documents exceed the grid"));
   }
-  auto kernel = ScreenKernelFor(tuning.screen_slots == 8 ? 8 : 4, block_warps, tuning.warp_prefetch_documents);
+  auto kernel = ScreenKernelFor(tuning.screen_slots == 8 ? 8 : 4, block_warps);
   TESSERA_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxL1));
   // Grouped form: positions per group (whole passes) and documents per launch

@@ -6,7 +6,7 @@
 //
 //   fingerprint_multi_latent_bench [--templates=1000000] [--latents=1,4,16,64]
 //       [--repeats=2] [--kinds=lssr,lss] [--lss_latents=16] [--step_clock_latents=16] [--cpu_check=2000]
-//       [--variants=multi,multi+compact,...] [--data=DIR] [--seed=S]
+//       [--variants=multi,multi+bal2,...] [--data=DIR] [--seed=S]
 //
 // Gallery: the throughput benches' synthetic gallery (bench/fingerprint_bases.h:
 // perturbed impressions of the FVC2002 templates, or of random bases without
@@ -24,15 +24,14 @@
 // built from tokens: "multi" (one launch, cuda::LssMultiOptions' defaults) or
 // "sets" (one single-probe set per latent, launched once per latent like the
 // baseline but through the multi entry point with the options: the
-// single-latent path with them), then any of +compact
-// (LssMultiOptions::compact_rho), +lam (compact_lambda) and +balN
-// (templates_per_warp = N; 0: one wave), e.g. "multi+compact+lam+bal16".
-// Without --variants: multi, multi+bal0, multi+compact, multi+lam,
-// multi+compact+lam, sets, sets+compact+lam.
+// single-latent path with them), then optionally +balN
+// (LssMultiOptions::templates_per_warp = N; 0: one wave), e.g. "multi+bal2".
+// Without --variants: multi, multi+bal2, multi+bal3, multi+bal8, multi+bal0,
+// sets. (Compact rho is always on since round 7; compact lambda was deleted.)
 // Kind lss (no rho / relaxation; --lss_latents counts only) is a diagnostic:
 // LSS-R minus LSS is the cost of step 3 (rho + relaxation + efficiency pick).
 // Then, at --step_clock_latents, the share of each step of a comparison in
-// the clock cycles (LssMultiOptions::stage_cycles), plain and with both compact options.
+// the clock cycles (LssMultiOptions::stage_cycles) with the default options.
 // Without a GPU it prints why and exits 0.
 #include <algorithm>
 #include <cstdio>
@@ -96,11 +95,7 @@ bool ParseVariant(const std::string& name, Variant* out) {
   for (size_t i = 1; i < tokens.size(); ++i) {
     const std::string& t = tokens[i];
     int n = 0;
-    if (t == "compact") {
-      v.options.compact_rho = true;
-    } else if (t == "lam") {
-      v.options.compact_lambda = true;
-    } else if (t.rfind("bal", 0) == 0 && absl::SimpleAtoi(t.substr(3), &n) && n >= 0) {
+    if (t.rfind("bal", 0) == 0 && absl::SimpleAtoi(t.substr(3), &n) && n >= 0) {
       v.options.templates_per_warp = n;
     } else {
       return false;
@@ -113,7 +108,7 @@ bool ParseVariant(const std::string& name, Variant* out) {
 std::vector<Variant> Variants() {
   std::vector<Variant> v;
   v.push_back({"single x L", false, {}});
-  for (const char* name : {"multi", "multi+bal0", "multi+compact", "multi+lam", "multi+compact+lam", "sets", "sets+compact+lam"}) {
+  for (const char* name : {"multi", "multi+bal2", "multi+bal3", "multi+bal8", "multi+bal0", "sets"}) {
     Variant parsed;
     if (!ParseVariant(name, &parsed)) {  // a built-in name this parser no longer knows: a bench bug
       std::fprintf(stderr, "built-in variant %s does not parse\n", name);
@@ -143,17 +138,15 @@ absl::Status Pass(const Stream& stream, const Variant& variant, const std::vecto
   return stream.Synchronize();
 }
 
-// One multi-latent LSS-R pass with the step clock (the default options, or
-// with compact rho and compact lambda): a table row of each step's share of
-// the cycles.
+// One multi-latent LSS-R pass with the step clock (the default options): a
+// table row of each step's share of the cycles.
 std::string StepClockRow(const Stream& stream, const cuda::DeviceLssProbeSet& set, const MccDeviceGalleryView& view,
-                         const LssConstants& c, float* out, size_t stride, bool compact) {
-  const std::string name = compact ? "multi+compact+lam" : "multi";
+                         const LssConstants& c, float* out, size_t stride) {
+  const std::string name = "multi";
   auto counters = Buffer::Allocate(MemoryKind::kDevice, sizeof(unsigned long long) * cuda::kLssStageCount, stream.ordinal());
   if (!counters.ok()) return absl::StrCat("| ", name, " | ", counters.status().ToString(), " |");
   std::vector<unsigned long long> host(cuda::kLssStageCount, 0);
   cuda::LssMultiOptions o;
-  o.compact_rho = o.compact_lambda = compact;
   o.stage_cycles = static_cast<unsigned long long*>((*counters)->data());
   absl::Status st = CopyBytes((*counters)->data(), MemoryKind::kDevice, host.data(), MemoryKind::kHost,
                               sizeof(unsigned long long) * cuda::kLssStageCount, stream);
@@ -334,12 +327,9 @@ int Run(const Config& cfg) {
         std::fflush(stdout);
       }
       if (kind == MccScore::kLssR && L == cfg.step_clock_latents) {
-        for (bool compact : {false, true}) {
-          steps.push_back(
-              StepClockRow(stream, *set, device->view(), c, static_cast<float*>((*trial)->data()), stride, compact));
-          std::printf("(step clock, %d latents: %s)\n", L, steps.back().c_str());  // also in the table at the end
-          std::fflush(stdout);
-        }
+        steps.push_back(StepClockRow(stream, *set, device->view(), c, static_cast<float*>((*trial)->data()), stride));
+        std::printf("(step clock, %d latents: %s)\n", L, steps.back().c_str());  // also in the table at the end
+        std::fflush(stdout);
       }
     }
   }

@@ -23,8 +23,10 @@
 //      then an ordered scan compacts the selected entries in flat-index order
 //      - the CPU's canonical order;
 //   3. LSS-R: rho for every ordered pair of selected entries (lss_impl.h, in
-//      the shared region the matrix used), n_rel relaxation steps in which
-//      thread t sums over k in ascending order, then one warp picks the nP
+//      the shared region the matrix used; kWarpMma's warps compute only the
+//      pairs that pass a cheap distance test, CompactRelaxSelection), n_rel
+//      relaxation steps in which thread t sums over k in ascending order
+//      (the nonzero rho only: adding +0 changes no bit), then one warp picks the nP
 //      pairs of highest efficiency (ties: lower t) and adds their relaxed
 //      similarities in that order. LSS: the K entries sorted by key, summed.
 // Every float operation and summation order is the CPU reference's, so the
@@ -33,8 +35,8 @@
 // Multi-latent (EnqueueScoreGalleryMulti, issue 37): ScoreKernelMma with L
 // probes in one launch, block b scoring latent b % L over the templates of
 // group b / L, so a search batch reads the gallery once per pass instead of
-// once per latent; its options (kOpts) change only the speed
-// (lss_multi_cuda_test: every option set equals the CPU bit for bit).
+// once per latent; its options (launch shape, step clock) change only the
+// speed (lss_multi_cuda_test: every shape equals the CPU bit for bit).
 //
 // Why the selection is lean (it replaced an older warp-mma kernel whose
 // selection cost more; H200 2026-12-02, 10^6 templates x 16 crops: 51.10 vs
@@ -80,28 +82,16 @@ constexpr unsigned kFull = 0xffffffffu;
 // host plans (lss_mma::PlanSplit).
 constexpr int kWarpKernelMaxWarps = 8;
 constexpr int kMmaMinBlocks = 4;
-// Optional steps of ScoreKernelMma (bits of its kOpts; same scores), so the
-// benchmark can time each against the plain kernel in one process:
-// kOptStageClock: diagnostics, the clock cycles of each step added up
-//   (StageClock).
-// kOptCompactRho: LSS-R's rho by a distance test of every unordered pair that
-//   queues the survivors, then the exact rho of 32 queued pairs at a time, and
-//   a sparse relaxation (CompactRelaxSelection; LssMultiOptions::compact_rho).
+// ScoreKernelMma's one optional step (kStageClock; same scores): the clock
+// cycles of each step added up (StageClock), diagnostics for the benchmark.
 // (Measured and removed, lss.h LssMultiOptions: transposed rho, a
 // warp-aggregated radix histogram, rho coordinates in registers, sparse rho,
-// count roots, skipped MMA products. The efficiency picks in registers won
-// and are always on.)
-// kOptCompactLambda: step 1 queues the matchable entries' counts and computes
-//   their lambdas 32 at a time (ScoreKernelMma; LssMultiOptions::compact_lambda).
-constexpr int kOptStageClock = 1;
-constexpr int kOptCompactRho = 2;
-constexpr int kOptCompactLambda = 4;
-static_assert(kLssCudaMaxMatrixEntries <= (1 << 15) && kMccBitWords * 64 < (1 << 11),
-              "kOptCompactLambda packs an entry in 15 bits and a bit count in 11");
+// count roots, skipped MMA products, compact lambda. The efficiency picks in
+// registers and compact rho (CompactRelaxSelection) won and are always on.)
 
 // Diagnostics: lane 0 of each warp adds the clock64() cycles between a
 // comparison's step boundaries to counters[step] (cuda::kLssStageNames).
-// Only kernels with kOptStageClock get one; the others pass null, which the
+// Only kernels with kStageClock get one; the others pass null, which the
 // inlined checks fold away.
 struct StageClock {
   unsigned long long* counters;
@@ -490,8 +480,10 @@ __device__ __forceinline__ SelectedMinutiae ShuffleSelected(const SelectedMinuti
           __shfl_sync(kFull, m.xb, src), __shfl_sync(kFull, m.yb, src), __shfl_sync(kFull, m.tb, src)};
 }
 
-// RelaxSelection for one warp and p <= 32 selected entries (kOptCompactRho),
-// the same lambdas bit for bit. Lane t holds entry t's minutiae. Why: most
+// RelaxSelection for one warp and p <= 32 selected entries, the same lambdas
+// bit for bit; the only path of kWarpMma's warps for such selections (H100
+// 2026-12-07 round 7, vs the dense loop in the same run: 69.32 vs 67.32 M
+// matches/s at 10^6 x 16 latents, 61.35 vs 59.87 at 10^5 x 64). Lane t holds entry t's minutiae. Why: most
 // pairs fail rho's distance test, but in the dense loop one surviving lane of
 // 32 makes the whole warp run the direction and radial tests, both atan2s and
 // the sigmoids, so nearly every iteration costs the full path.
@@ -641,7 +633,7 @@ __device__ __forceinline__ const float* RelaxSelection(StageClock* clock, const 
 // row-major, n_pos positive entries, keys between lo and hi) is complete and
 // visible to the group: selection of the K best, LSS-R rho + relaxation (or
 // the LSS sort), and the score into scores[g].
-template <bool kRelax, int kOpts = 0, typename Group>
+template <bool kRelax, typename Group>
 __device__ __forceinline__ void SelectAndScore(StageClock* clock, const Group& group, const ComparisonScratch& s,
                                                int n_pos, unsigned hi, unsigned lo, int na, int nb, int base, int g,
                                                const float* p_x, const float* p_y, const float* p_t,
@@ -691,7 +683,9 @@ __device__ __forceinline__ void SelectAndScore(StageClock* clock, const Group& g
     return;
   }
   float* spare = nullptr;
-  const float* lam = (kOpts & kOptCompactRho) != 0 && Group::kSize == 32 && p <= 32
+  // One warp and up to 32 entries: the compact rho (kWarpMma); otherwise
+  // (kBlock's blocks, larger selections) the dense loop.
+  const float* lam = Group::kSize == 32 && p <= 32
                          ? CompactRelaxSelection(clock, s, p, n_min, base, p_x, p_y, p_t, gallery, c, &spare)
                          : RelaxSelection(clock, group, s, p, n_min, base, p_x, p_y, p_t, gallery, c, &spare);
   if (group.in_first_warp()) {
@@ -839,14 +833,14 @@ __device__ __forceinline__ void MmaAndPopc(int (&d)[4], const uint4& a, uint32_t
 // blocks of a group read the same templates at about the same time - each
 // template comes from DRAM once per pass and from L2 for the other latents,
 // and one launch replaces L. Every comparison runs the same code either way.
-template <bool kRelax, int kOpts>
+template <bool kRelax, bool kStageClock>
 __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32, kMmaMinBlocks)
     ScoreKernelMma(ProbeArgs single, const ProbeArgs* __restrict__ probes, int num_probes, GalleryArgs gallery,
                    LssConstants c, int k_capacity, int probe_bytes, int warp_bytes, int nb_lo, int nb_hi,
                    float* __restrict__ scores, long long score_stride, unsigned long long* stage_cycles) {
   extern __shared__ __align__(16) unsigned char smem[];
   StageClock stage_clock{stage_cycles};
-  StageClock* const clock = (kOpts & kOptStageClock) != 0 ? &stage_clock : nullptr;
+  StageClock* const clock = kStageClock ? &stage_clock : nullptr;
   int group_index = blockIdx.x, groups = gridDim.x;
   ProbeArgs probe = single;
   if (num_probes > 0) {
@@ -896,29 +890,6 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32, kMmaMinBlocks)
     // 1. Local similarities, 8 gallery columns x 16 probe rows per tile.
     int positives = 0;
     unsigned key_hi = 0u, key_lo = ~0u;  // largest / smallest positive key
-    // kOptCompactLambda: the matchable entries queued (entry | |c_a| << 15,
-    // with |c_b| | |a & b| << 11 in the entry's matrix word; counts <= 1536 <
-    // 2^11, entries < 25600 < 2^15) in the radix histogram's words (unused
-    // until the selection), lambda computed for 32 at a time (LambdaOfQueued).
-    unsigned* const lambda_queue = reinterpret_cast<unsigned*>(scratch.hist);
-    unsigned* const packed_counts = reinterpret_cast<unsigned*>(scratch.gamma);  // integer stores, never a float
-    int queued = 0;  // warp-uniform
-    auto lambda_of_queued = [&](int first, int count) {
-      if (lane < count) {
-        const unsigned entry = lambda_queue[first + lane];
-        const int e = static_cast<int>(entry & 0x7fffu);
-        const unsigned counts = packed_counts[e];
-        const float v = lss_internal::LambdaFromCounts(static_cast<int>(entry >> 15), static_cast<int>(counts & 0x7ffu),
-                                                       static_cast<int>(counts >> 11));
-        scratch.gamma[e] = v;
-        if (v > 0.0f) {
-          key_hi = max(key_hi, __float_as_uint(v));
-          key_lo = min(key_lo, __float_as_uint(v));
-        }
-        positives += v > 0.0f;
-      }
-      __syncwarp();  // the queue's words may be written again
-    };
     for (int col0 = 0; col0 < nb; col0 += lss_mma::kCols) {
       // B fragments of columns col0 .. col0 + 7 (zero beyond nb).
       const int col = col0 + lss_mma::BCol(lane);
@@ -960,35 +931,6 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32, kMmaMinBlocks)
           MmaAndPopc(nbc, am, bb[l][0], bb[l][1]);
         }
         MmaAndPopc(common, am, bm[0], bm[1]);
-        if ((kOpts & kOptCompactLambda) != 0) {
-          // The same counts and branches as below; the matchable entries'
-          // lambdas later, 32 at a time (the lambda of one matchable lane of
-          // 32 costs the whole warp the square roots and the division).
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int r = row0 + lss_mma::CRow(lane, e), q = e & 1, j = col0 + lss_mma::CCol(lane, e);
-            const bool in = r < na && j < nb;
-            const bool matchable =
-                in && lss_internal::DirectionsMatchable(p_t[r], theta_b[q], c) && common[e] >= c.min_common_cells;
-            const unsigned votes = __ballot_sync(kFull, matchable);
-            if (matchable) {
-              const int na_c = common[e] == p_mask_count[r] ? p_count[r] : nac[e];  // m_a inside m_b: |a|
-              const int nb_c = common[e] == mb_c[q] ? count_b[q] : nbc[e];          // m_b inside m_a: |b|
-              packed_counts[r * nb + j] = static_cast<unsigned>(nb_c | (nab[e] << 11));
-              lambda_queue[queued + __popc(votes & ((1u << lane) - 1u))] =
-                  static_cast<unsigned>((r * nb + j) | (na_c << 15));
-            } else if (in) {
-              scratch.gamma[r * nb + j] = 0.0f;
-            }
-            queued += __popc(votes);
-            __syncwarp();
-            if (queued >= 32) {
-              queued -= 32;
-              lambda_of_queued(queued, 32);
-            }
-          }
-          continue;
-        }
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = row0 + lss_mma::CRow(lane, e), q = e & 1, j = col0 + lss_mma::CCol(lane, e);
@@ -1008,13 +950,12 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32, kMmaMinBlocks)
         }
       }
     }
-    if ((kOpts & kOptCompactLambda) != 0 && queued > 0) lambda_of_queued(0, queued);
     const int n_pos = WarpSum(positives);
     __syncwarp();  // the matrix is complete
     key_hi = __reduce_max_sync(kFull, key_hi);
     key_lo = __reduce_min_sync(kFull, key_lo);
     MarkStep(clock, 0);
-    SelectAndScore<kRelax, kOpts>(clock, WarpGroup(), scratch, n_pos, key_hi, key_lo, na, nb, base, g, p_x, p_y, p_t,
+    SelectAndScore<kRelax>(clock, WarpGroup(), scratch, n_pos, key_hi, key_lo, na, nb, base, g, p_x, p_y, p_t,
                                   gallery, c, scores);
   }
 }
@@ -1169,19 +1110,11 @@ absl::StatusOr<int> BlocksPerSm(Kernel kernel, int threads, size_t shared) {
 using MmaKernel = void (*)(ProbeArgs, const ProbeArgs*, int, GalleryArgs, LssConstants, int, int, int, int, int,
                           float*, long long, unsigned long long*);
 
-// ScoreKernelMma<kRelax, kOpts> for runtime values: every LSS-R set of
-// kOptStageClock, kOptCompactRho and kOptCompactLambda; LSS with or without
-// kOptCompactLambda (it has no rho and no step clock).
-MmaKernel PickMmaKernel(MccScore kind, int opts) {
-  static constexpr MmaKernel kRelaxed[8] = {ScoreKernelMma<true, 0>, ScoreKernelMma<true, 1>, ScoreKernelMma<true, 2>,
-                                            ScoreKernelMma<true, 3>, ScoreKernelMma<true, 4>, ScoreKernelMma<true, 5>,
-                                            ScoreKernelMma<true, 6>, ScoreKernelMma<true, 7>};
-  static_assert(kOptStageClock == 1 && kOptCompactRho == 2 && kOptCompactLambda == 4,
-                "kRelaxed is indexed by the option bits");
-  if (kind != MccScore::kLssR) {
-    return (opts & kOptCompactLambda) != 0 ? ScoreKernelMma<false, kOptCompactLambda> : ScoreKernelMma<false, 0>;
-  }
-  return opts >= 0 && opts < 8 ? kRelaxed[opts] : nullptr;
+// The one place that picks ScoreKernelMma's instantiation: LSS has no rho
+// and no step clock (its kernel ignores stage_cycles).
+MmaKernel PickMmaKernel(MccScore kind, bool stage_clock) {
+  if (kind != MccScore::kLssR) return ScoreKernelMma<false, false>;
+  return stage_clock ? ScoreKernelMma<true, true> : ScoreKernelMma<true, false>;
 }
 
 // The probes of one kWarpMma launch: one (`single`, num_probes 0) or
@@ -1198,11 +1131,10 @@ struct MmaProbes {
 // cylinders is scored by warps whose scratch holds an na x width matrix; the
 // few larger ones by a second launch sized for the largest.
 absl::Status LaunchWarpMma(cudaStream_t s, int ordinal, const MmaProbes& probes, GalleryArgs ga, MccScore kind,
-                           int opts, const LssConstants& constants, size_t probe_bytes, int max_np, int scratch_size,
+                           const LssConstants& constants, size_t probe_bytes, int max_np, int scratch_size,
                            float* device_scores, long long score_stride, unsigned long long* stage_cycles,
                            int templates_per_warp) {
-  const MmaKernel kernel = PickMmaKernel(kind, opts);
-  if (kernel == nullptr) return absl::InternalError(absl::StrCat("lss: no kernel built for option set ", opts));
+  const MmaKernel kernel = PickMmaKernel(kind, stage_cycles != nullptr);
   int sm_shared = 0, reserved = 0, block_optin = 0, sms = 0;
   TESSERA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sm_shared, cudaDevAttrMaxSharedMemoryPerMultiprocessor, ordinal));
   TESSERA_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, ordinal));
@@ -1298,7 +1230,7 @@ absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& pro
   // The plain kernel in one wave of blocks (templates_per_warp 0): 57.2 M
   // matches/s for 16 latents at 10^6 on the H100 (2026-12-07); many waves were
   // measured for the multi-latent launch only.
-  return LaunchWarpMma(s, stream.ordinal(), probes, ga, kind, 0, constants, MmaProbeBytes(na), max_np,
+  return LaunchWarpMma(s, stream.ordinal(), probes, ga, kind, constants, MmaProbeBytes(na), max_np,
                        gallery.scratch_template_size, device_scores, 0, nullptr, /*templates_per_warp=*/0);
 }
 
@@ -1324,12 +1256,7 @@ absl::Status EnqueueScoreGalleryMulti(const Stream& stream, const DeviceLssProbe
   mp.many = static_cast<const ProbeArgs*>(probes.args_->data());
   mp.num_probes = probes.size();
   mp.n = probes.max_n_;
-  const bool relaxed = kind == MccScore::kLssR;
-  const int opts = (options.compact_lambda ? kOptCompactLambda : 0) |
-                   (relaxed ? (options.stage_cycles != nullptr ? kOptStageClock : 0) |
-                                  (options.compact_rho ? kOptCompactRho : 0)
-                            : 0);
-  return LaunchWarpMma(s, stream.ordinal(), mp, GalleryArgsOf(gallery), kind, opts, constants,
+  return LaunchWarpMma(s, stream.ordinal(), mp, GalleryArgsOf(gallery), kind, constants,
                        MmaProbeBytes(probes.max_n_), MaxNp(constants), gallery.scratch_template_size, device_scores,
                        static_cast<long long>(score_stride), options.stage_cycles,
                        std::max(0, options.templates_per_warp));

@@ -371,29 +371,20 @@ absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& pro
 // rho transposed 0.93x, warp-aggregated histogram 0.94x, rho coordinates in
 // registers 0.98x, sparse rho 0.90x, count roots 0.90x, skipped MMA products
 // 0.91x. Register efficiency picks won (+9 % alone, +9 % over sparse rho) and
-// are always on.
+// are always on. Round 7 (bench/results/2026-12-07-h100-issue37-lssr-round7.md):
+// compact rho (distance test first, exact rho of the survivors 32 at a time)
+// won, 69.32 vs 67.32 M/s (10^6 x 16) and 61.35 vs 59.87 (10^5 x 64), always
+// on; compact lambda (lambdas of the matchable entries 32 at a time) lost,
+// 0.87x.
 struct LssMultiOptions {
   // Launch shape: blocks of about this many templates per warp, many waves,
   // so the hardware balances latents of different sizes; 0: one wave of
   // blocks per latent walking the gallery (a one-wave multi-latent launch
   // waits for its largest latent's blocks). H100 2026-12-07, 10^6 x 16:
   // 4 -> 60.7 M matches/s, 16 -> 58.3, 64 -> 57.1, 0 -> 43.5 (single-latent
-  // launches x 16: 57.2).
+  // launches x 16: 57.2). Round 7 (dense rho): 2 -> 69.23, 4 -> 67.32,
+  // 8 -> 65.95, 0 -> 46.89; with compact rho in round 8.
   int templates_per_warp = 4;
-  // LSS-R (issue 37, being measured): rho in two passes - a cheap distance
-  // test of every unordered selected pair (approximate roots with a wide
-  // margin) that queues the survivors, then the exact rho of the queued pairs
-  // 32 at a time (the dense loop runs the whole expensive path whenever one
-  // lane of 32 survives the distance test) - and a relaxation that sums only
-  // the nonzero rho(t, k) lambda_k terms in ascending k (adding +0 leaves a
-  // float sum unchanged, so the same bits). Selections of up to 32 pairs.
-  bool compact_rho = false;
-  // LSS and LSS-R (issue 37, being measured): step 1 queues the matchable
-  // entries' bit counts and computes their lambdas (three square roots and a
-  // division) 32 at a time; the direct epilogue computes them per lane, so
-  // one matchable entry of 32 costs the whole warp (about 40 % of the entries
-  // are matchable). Same counts, same lambda.
-  bool compact_lambda = false;
   // Diagnostics (LSS-R): when set, kLssStageCount counters in device memory
   // to which every warp adds the clock cycles its comparisons spent in each
   // step (kLssStageNames); the scores are unchanged, the time is not.

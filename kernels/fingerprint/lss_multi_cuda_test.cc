@@ -5,9 +5,11 @@
 // FVC2002 templates when TESSERA_FINGERPRINT_DATA points at them, synthetic
 // ones otherwise, with 100- and 150-minutia templates, an empty one and a
 // 3-minutia one in the middle) and latents of mixed sizes (crops of 12-30
-// minutiae, whole impressions, the large, empty and tiny ones), for every
-// option combination and the warp scratch sized three ways (so both the
-// small-scratch launch and the second launch for the larger templates run).
+// minutiae, whole impressions, the large, empty and tiny ones), for four
+// launch shapes, with and without the step clock, and the warp scratch sized
+// three ways (so both the small-scratch launch and the second launch for the
+// larger templates run). kWarpMma takes the compact rho for selections of up
+// to 32 entries and the dense loop for larger ones (the large templates).
 // The device scores start at -7 and the rows are strided with a gap, so a
 // template no launch scores, or a write outside a latent's row, fails.
 // Skipped without a GPU.
@@ -61,7 +63,7 @@ Case MixedCase(int db, int seed) {
   return c;
 }
 
-TEST(LssMultiCuda, EveryLatentEqualsCpuForEveryOption) {
+TEST(LssMultiCuda, EveryLatentEqualsCpuForEveryShape) {
   TESSERA_SKIP_WITHOUT_GPU();
   auto stream = Stream::Create(Backend::kCuda);
   ASSERT_TRUE(stream.ok()) << stream.status();
@@ -86,14 +88,16 @@ TEST(LssMultiCuda, EveryLatentEqualsCpuForEveryOption) {
     for (MccScore kind : {MccScore::kLssR, MccScore::kLss}) {
       std::vector<float> cpu_scores(static_cast<size_t>(n) * latents);
       for (int l = 0; l < latents; ++l) cpu::ScoreGallery(probes[l], g, kind, c, cpu_scores.data() + l * n, 2);
-      // The launch shapes (templates per warp: the default, 2, one wave),
-      // each with every set of compact rho (1) and compact lambda (2).
-      const int shapes[3] = {cuda::LssMultiOptions().templates_per_warp, 2, 0};
-      for (int opts = 0; opts < 12; ++opts) {
+      // The launch shapes (templates per warp: the default, 2, 3, one wave),
+      // each without and with the step clock (its own kernel for LSS-R).
+      const int shapes[4] = {cuda::LssMultiOptions().templates_per_warp, 2, 3, 0};
+      auto counters = Buffer::Allocate(MemoryKind::kDevice, sizeof(unsigned long long) * cuda::kLssStageCount,
+                                       stream->ordinal());
+      ASSERT_TRUE(counters.ok()) << counters.status();
+      for (int opts = 0; opts < 8; ++opts) {
         cuda::LssMultiOptions options;
-        options.templates_per_warp = shapes[opts / 4];
-        options.compact_rho = (opts & 1) != 0;
-        options.compact_lambda = (opts & 2) != 0;
+        options.templates_per_warp = shapes[opts / 2];
+        if ((opts & 1) != 0) options.stage_cycles = static_cast<unsigned long long*>((*counters)->data());
         for (int scratch : {device->scratch_template_size(), 1, 0}) {
           MccDeviceGalleryView view = device->view();
           view.scratch_template_size = scratch;
@@ -123,7 +127,7 @@ TEST(LssMultiCuda, EveryLatentEqualsCpuForEveryOption) {
           EXPECT_EQ(exact, static_cast<long long>(n) * latents) << label;
         }
       }
-      std::printf("%s db %d: %d latents x %d templates, 12 option sets x 3 scratch sizes, all bit-identical\n",
+      std::printf("%s db %d: %d latents x %d templates, 8 option sets x 3 scratch sizes, all bit-identical\n",
                   kind == MccScore::kLssR ? "LSS-R" : "LSS", db, latents, n);
     }
   }
@@ -158,28 +162,26 @@ TEST(LssMultiCuda, OneLatentEqualsSingleKernelAndEmptySetIsNoOp) {
         CopyBytes(host.data(), MemoryKind::kHost, single, MemoryKind::kDevice, sizeof(float) * 2 * n, *stream).ok());
     ASSERT_TRUE(stream->Synchronize().ok());
     for (int j = 0; j < n; ++j) ASSERT_EQ(host[n + j], host[j]) << "latent " << i << " template " << j;
-    // The step clock (diagnostics) counts cycles and leaves the scores alone
-    // (plain and with both compact options).
-    for (bool compact : {false, true}) {
-      auto counters = Buffer::Allocate(MemoryKind::kDevice, sizeof(unsigned long long) * cuda::kLssStageCount,
-                                       stream->ordinal());
-      ASSERT_TRUE(counters.ok());
-      std::vector<unsigned long long> cycles(cuda::kLssStageCount, 0);
-      ASSERT_TRUE(CopyBytes((*counters)->data(), MemoryKind::kDevice, cycles.data(), MemoryKind::kHost,
-                            sizeof(unsigned long long) * cycles.size(), *stream)
-                      .ok());
-      cuda::LssMultiOptions o;
-      o.compact_rho = o.compact_lambda = compact;
-      o.stage_cycles = static_cast<unsigned long long*>((*counters)->data());
-      ASSERT_TRUE(cuda::EnqueueScoreGalleryMulti(*stream, *set, device->view(), MccScore::kLssR, c, multi, n, o).ok());
-      ASSERT_TRUE(
-          CopyBytes(host.data(), MemoryKind::kHost, single, MemoryKind::kDevice, sizeof(float) * 2 * n, *stream).ok());
-      ASSERT_TRUE(CopyBytes(cycles.data(), MemoryKind::kHost, (*counters)->data(), MemoryKind::kDevice,
-                            sizeof(unsigned long long) * cycles.size(), *stream)
-                      .ok());
-      ASSERT_TRUE(stream->Synchronize().ok());
-      for (int j = 0; j < n; ++j) ASSERT_EQ(host[n + j], host[j]) << "step clock, template " << j;
-      if (!cs.latents[i].cylinders.empty()) EXPECT_GT(cycles[0], 0u) << "no local-similarity cycles counted";
+    // The step clock (diagnostics) counts cycles and leaves the scores alone.
+    auto counters = Buffer::Allocate(MemoryKind::kDevice, sizeof(unsigned long long) * cuda::kLssStageCount,
+                                     stream->ordinal());
+    ASSERT_TRUE(counters.ok());
+    std::vector<unsigned long long> cycles(cuda::kLssStageCount, 0);
+    ASSERT_TRUE(CopyBytes((*counters)->data(), MemoryKind::kDevice, cycles.data(), MemoryKind::kHost,
+                          sizeof(unsigned long long) * cycles.size(), *stream)
+                    .ok());
+    cuda::LssMultiOptions o;
+    o.stage_cycles = static_cast<unsigned long long*>((*counters)->data());
+    ASSERT_TRUE(cuda::EnqueueScoreGalleryMulti(*stream, *set, device->view(), MccScore::kLssR, c, multi, n, o).ok());
+    ASSERT_TRUE(
+        CopyBytes(host.data(), MemoryKind::kHost, single, MemoryKind::kDevice, sizeof(float) * 2 * n, *stream).ok());
+    ASSERT_TRUE(CopyBytes(cycles.data(), MemoryKind::kHost, (*counters)->data(), MemoryKind::kDevice,
+                          sizeof(unsigned long long) * cycles.size(), *stream)
+                    .ok());
+    ASSERT_TRUE(stream->Synchronize().ok());
+    for (int j = 0; j < n; ++j) ASSERT_EQ(host[n + j], host[j]) << "step clock, template " << j;
+    if (!cs.latents[i].cylinders.empty()) {
+      EXPECT_GT(cycles[0], 0u) << "no local-similarity cycles counted";
     }
   }
   auto empty = cuda::DeviceLssProbeSet::Upload(*stream, {});

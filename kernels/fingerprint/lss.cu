@@ -483,10 +483,11 @@ __device__ __forceinline__ SelectedMinutiae ShuffleSelected(const SelectedMinuti
 // RelaxSelection for one warp and p <= 32 selected entries, the same lambdas
 // bit for bit; the only path of kWarpMma's warps for such selections (H100
 // 2026-12-07 round 7, vs the dense loop in the same run: 69.32 vs 67.32 M
-// matches/s at 10^6 x 16 latents, 61.35 vs 59.87 at 10^5 x 64). Lane t holds entry t's minutiae. Why: most
-// pairs fail rho's distance test, but in the dense loop one surviving lane of
-// 32 makes the whole warp run the direction and radial tests, both atan2s and
-// the sigmoids, so nearly every iteration costs the full path.
+// matches/s at 10^6 x 16 latents, 61.35 vs 59.87 at 10^5 x 64). Lane t holds
+// entry t's minutiae. Why: most pairs fail rho's distance test, but in the
+// dense loop one surviving lane of 32 makes the whole warp run the direction
+// and radial tests, both atan2s and the sigmoids, so nearly every iteration
+// costs the full path.
 //   1. Every unordered pair {t, k} once (k = t + step mod p, step 1 .. p / 2;
 //      for even p the last step only from t < p / 2): the approximate
 //      distance test (SurelyBeyondDistanceCut, rho = 0 both ways when it
@@ -955,8 +956,8 @@ __global__ void __launch_bounds__(kWarpKernelMaxWarps * 32, kMmaMinBlocks)
     key_hi = __reduce_max_sync(kFull, key_hi);
     key_lo = __reduce_min_sync(kFull, key_lo);
     MarkStep(clock, 0);
-    SelectAndScore<kRelax>(clock, WarpGroup(), scratch, n_pos, key_hi, key_lo, na, nb, base, g, p_x, p_y, p_t,
-                                  gallery, c, scores);
+    SelectAndScore<kRelax>(clock, WarpGroup(), scratch, n_pos, key_hi, key_lo, na, nb, base, g, p_x, p_y, p_t, gallery,
+                           c, scores);
   }
 }
 
@@ -1227,9 +1228,10 @@ absl::Status EnqueueScoreGallery(const Stream& stream, const DeviceLssProbe& pro
   MmaProbes probes;
   probes.single = pa;
   probes.n = na;
-  // The plain kernel in one wave of blocks (templates_per_warp 0): 57.2 M
-  // matches/s for 16 latents at 10^6 on the H100 (2026-12-07); many waves were
-  // measured for the multi-latent launch only.
+  // The default kernel (compact rho since round 7) in one wave of blocks
+  // (templates_per_warp 0): 62.36 M matches/s for 16 latents at 10^6 on the
+  // H100 with the dense rho (round 7, "single x L"); many waves were measured
+  // for the multi-latent launch only.
   return LaunchWarpMma(s, stream.ordinal(), probes, ga, kind, constants, MmaProbeBytes(na), max_np,
                        gallery.scratch_template_size, device_scores, 0, nullptr, /*templates_per_warp=*/0);
 }

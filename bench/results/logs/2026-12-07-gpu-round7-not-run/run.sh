@@ -2,7 +2,7 @@
 # usage: .gpu51/run.sh STAGES...  (every .gpu51/p*.tar.xz is extracted into /tmp/g first)
 set -u
 G=/tmp/g; mkdir -p $G; H=$(cd "$(dirname "$0")" && pwd)
-for p in $H/p*.tar.xz; do [ -f $p ] && { xz -dc $p | tar -C $G -xf - ; echo "extracted $(basename $p)"; }; done
+for p in $H/p*.tar.xz; do m=$G/.done_$(basename $p)_$(stat -c %s $p); [ -f $p ] && [ ! -f $m ] && { xz -dc $p | tar -C $G -xf - ; touch $m; echo "extracted $(basename $p)"; }; done
 export LD_LIBRARY_PATH="$G/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 [ -d $G/mricron ] && mkdir -p /usr/share/mricron/templates && cp $G/mricron/*.nii.gz /usr/share/mricron/templates/
 export TESSERA_FINGERPRINT_DATA=$G/data/fingerprint
@@ -21,5 +21,5 @@ case $st in
   h) for s in $H/ready/${HS:-*}.sh; do n=$(basename $s .sh); mkdir -p $L/$n
        ( cd $G && OUT_DIR=$L/$n timeout 200 bash $s > $L/$n/stdout.txt 2> $L/$n/stderr.txt; echo "$n rc=$?" | tee -a $L/summary.txt ); done ;;
 esac
-( cd $OUT && tar -czf all_$st.tgz $st && rm -rf $st )
+( cd $OUT && n=all_$st${HS:+_${HS//[^A-Za-z0-9]/}}.tgz && tar -czf $n $st && rm -rf $st )
 done

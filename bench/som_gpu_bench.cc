@@ -11,7 +11,7 @@
 //                 [--train_bmu=cusparse-row] [--depths=1,4,16] [--groups=256,2048] [--lanes=8] [--no_bmu]
 //                 [--train_epochs=N] [--issue16] [--fixed_costs] [--cpu_check_docs=2000]
 //                 [--span_rows=4:8:0,2:8:256]
-//                 [--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:auto:bound]]
+//                 [--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:auto]]
 //
 // Per edge the corpus prefix has min(max_docs, budget / nodes) documents (so
 // each variant does about the same work at every edge); times are the median
@@ -90,7 +90,7 @@ struct Args {
   int reps = 3;
   bool train = true;
   // --train_cpu: only the trainings of --train_variants, on the CPU backend
-  // (no GPU needed; e.g. the skip rate of :bound on a smaller corpus).
+  // (no GPU needed).
   bool train_cpu = false;
   int64_t train_docs = kMedlineDocs;
   int train_edge = 64;
@@ -101,7 +101,7 @@ struct Args {
   std::vector<int> lanes;       // --lanes=8 (warp kernel)
   bool bmu = true;              // --no_bmu: training only
   int train_epochs = 40;        // --train_epochs=N
-  // --train_variants=host-quality,device-quality,screened,screened-grouped[:dN:wN:gN:sN:rN:auto:bound]:
+  // --train_variants=host-quality,device-quality,screened,screened-grouped[:dN:wN:gN:sN:rN:auto]:
   // trainings run one after the other on the same corpus (BenchTraining, ApplyTrainVariant).
   std::vector<std::string> train_variants = {"host-quality", "device-quality", "screened"};
   bool issue16_only = false;    // --issue16: only the rows issue 16 compares
@@ -122,8 +122,7 @@ struct Args {
 // position groups) and options after colons: dN radius_decay_epochs N, wN
 // warp_block_warps, gN warp_group_nodes, sN warp_register_spans, rN
 // warp_doc_rounds, auto the default
-// screen_auto_max_nodes (the named variants set 0), bound
-// TrainOptions::bounded_bmu_skip (distance bounds skip documents' searches).
+// screen_auto_max_nodes (the named variants set 0).
 // False when malformed.
 bool ApplyTrainVariant(const std::string& variant, TrainOptions& v) {
   const std::vector<std::string> parts = absl::StrSplit(variant, ':');
@@ -139,10 +138,6 @@ bool ApplyTrainVariant(const std::string& variant, TrainOptions& v) {
   if (name == "screened-grouped") v.bmu_tuning.screen_group_positions = 1024;
   for (size_t k = 1; k < parts.size(); ++k) {
     const std::string& opt = parts[k];
-    if (opt == "bound") {
-      v.bounded_bmu_skip = true;
-      continue;
-    }
     if (opt == "auto") {
       v.bmu_tuning.screen_auto_max_nodes = BmuTuning().screen_auto_max_nodes;
       continue;
@@ -917,10 +912,9 @@ void TrainOnce(const SparseBinaryMatrix& corpus, const std::string& label, Train
               screened ? "screened (fp16 bounds + exact candidates)" : "exact kernel");
   o.progress = [&corpus](const EpochReport& r) {
     std::printf("  epoch %2d radius %5.2f (box %2d)  QE %.4f (%.1e)  TE %.3f  BMU %.3fs quality %.3fs update %.3fs "
-                "epoch %.3fs  exact rescans %.2f%%  skipped %.2f%%\n",
+                "epoch %.3fs  exact rescans %.2f%%\n",
                 r.epoch, r.radius, r.box_half_width, r.qe, r.qe_relative_change, r.topographic_error, r.bmu_seconds,
-                r.quality_seconds, r.update_seconds, r.seconds, 100.0 * r.bmu_exact_rescans / corpus.rows(),
-                100.0 * r.bmu_skipped / corpus.rows());
+                r.quality_seconds, r.update_seconds, r.seconds, 100.0 * r.bmu_exact_rescans / corpus.rows());
     std::fflush(stdout);
   };
   const bool cuda = o.backend == Backend::kCuda;
@@ -944,12 +938,9 @@ void TrainOnce(const SparseBinaryMatrix& corpus, const std::string& label, Train
               epochs - bmu - quality - update, result->final_seconds, result->final_quality.qe_euclidean,
               result->final_quality.topographic_error, result->final_quality.dead_unit_fraction,
               cuda ? GetDeviceMemoryStats(0).peak_bytes / kGiB : 0.0);
-  int64_t skipped = 0;
-  for (const EpochReport& r : result->history) skipped += r.bmu_skipped;
-  std::printf("  [%s] process CPU time %.2f s; BMU searches skipped %.2f%% over all epochs\n", label.c_str(),
-              cpu_seconds, 100.0 * skipped / (static_cast<double>(corpus.rows()) * result->epochs));
-  // Bit-level comparison between variants (bounded_bmu_skip must not change
-  // a bit): FNV-1a of the codebook and norms, QE and TE in full.
+  std::printf("  [%s] process CPU time %.2f s\n", label.c_str(), cpu_seconds);
+  // Bit-level comparison between variants (tunings must not change a bit):
+  // FNV-1a of the codebook and norms, QE and TE in full.
   uint64_t hash = 1469598103934665603ull;
   auto mix = [&hash](const void* p, size_t bytes) {
     for (size_t k = 0; k < bytes; ++k) hash = (hash ^ static_cast<const unsigned char*>(p)[k]) * 1099511628211ull;
@@ -1076,7 +1067,7 @@ int main(int argc, char** argv) {
                  "usage: som_gpu_bench [--edges=32,...] [--budget=N] [--max_docs=N] [--reps=N] [--no_train] "
                  "[--train_docs=N] [--train_edge=E] [--train_fp16] [--train_bmu=cusparse-row] [--depths=1,4,8,16] [--groups=256,2048] [--lanes=8] [--no_bmu] [--train_epochs=N] "
                  "[--issue16] [--fixed_costs] [--cpu_check_docs=N] [--train_cpu] [--span_rows=S:R:G[:W[:K]],...] "
-                 "[--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:auto:bound],...]\n");
+                 "[--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:auto],...]\n");
     return 2;
   }
   if (a.train_cpu) {

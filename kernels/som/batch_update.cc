@@ -67,7 +67,7 @@ absl::Status BatchUpdate(const Stream& stream, const CscView& docs, const int32_
   if (docs.docs > 0 && bmu == nullptr) return absl::InvalidArgumentError("BatchUpdate: bmu is null");
   if (docs.offsets == nullptr) return absl::InvalidArgumentError("BatchUpdate: CSC offsets are null");
   if (stream.backend() == Backend::kCpu) {
-    cpu::BatchUpdate(docs, bmu, grid, blur, codebook, options.node_shift);
+    cpu::BatchUpdate(docs, bmu, grid, blur, codebook);
     return absl::OkStatus();
   }
 #if TESSERA_WITH_CUDA

@@ -19,7 +19,6 @@
 #include "common/cuda_check.h"
 #include "common/status.h"
 #include "kernels/som/batch_update.h"
-#include "kernels/som/bmu_bounds.h"
 
 namespace tessera {
 namespace som {
@@ -196,40 +195,27 @@ __device__ inline double LoadWeight(const __half* w, int64_t k) { return __half2
 // the count is 0; every (feature, node) on its own thread (the division and
 // the stores were one thread per node before: 4096 threads at 64x64, 16 blocks
 // on a 132-SM GPU, each looping over 16K features).
-// kShift (UpdateOptions::node_shift): each sum, once read, is replaced by the
-// squared move of its weight, (new - old)^2 rounded up to float (0 where the
-// weight stays), for SlabNormsKernel to add per node: no second codebook.
-template <typename TW, bool kShift>
-__global__ void FinalizeWeightsKernel(float* __restrict__ sums, const float* __restrict__ counts,
+template <typename TW>
+__global__ void FinalizeWeightsKernel(const float* __restrict__ sums, const float* __restrict__ counts,
                                       TW* __restrict__ w, int64_t v0, int64_t nv, int64_t m) {
   const int64_t total = nv * m;
   for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < total;
        j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t i = j % m;
     const float c = counts[i];
-    float moved = 0.0f;
     if (c > 0.0f) {
-      double before = 0;
-      if constexpr (kShift) before = LoadWeight(w, v0 * m + j);
       double stored;
       StoreWeight(w, v0 * m + j, sums[j] / c, stored);
-      if constexpr (kShift) {
-        const double d = stored - before;
-        moved = bounds::RoundUp(d * d * (1 + bounds::kSlack));
-      }
     }
-    if constexpr (kShift) sums[j] = moved;
   }
 }
 
 // ||w||^2 partials: one thread per node adds the slab's stored weights in
 // ascending feature order in double (the CPU order, so norms agree bitwise).
 // Loads only (no stores in the loop), unrolled so several are in flight.
-// With `moved` (kShift): also the slab's squared moves per node into move_acc.
 template <typename TW>
 __global__ void SlabNormsKernel(const TW* __restrict__ w, int64_t v0, int64_t nv, int64_t m,
-                                double* __restrict__ norm_acc, const float* __restrict__ moved,
-                                double* __restrict__ move_acc) {
+                                double* __restrict__ norm_acc) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= m) return;
   double acc = norm_acc[i];
@@ -240,18 +226,6 @@ __global__ void SlabNormsKernel(const TW* __restrict__ w, int64_t v0, int64_t nv
     acc += stored * stored;
   }
   norm_acc[i] = acc;
-  if (moved != nullptr) {
-    double shift = move_acc[i];
-#pragma unroll 8
-    for (int64_t v = 0; v < nv; ++v) shift += moved[v * m + i];
-    move_acc[i] = shift;
-  }
-}
-
-// node_shift[i] = sqrt of the summed squared moves, widened and rounded up.
-__global__ void ShiftKernel(const double* __restrict__ move_acc, int64_t m, float* __restrict__ node_shift) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i < m) node_shift[i] = bounds::RoundUp(sqrt(move_acc[i]) * (1 + bounds::kSlack));
 }
 
 __global__ void NormsKernel(const double* __restrict__ norm_acc, int64_t m, float* __restrict__ norms) {
@@ -301,25 +275,7 @@ absl::Status Blur(float* a, float* scratch, int64_t planes, const GridShape& gri
   return absl::OkStatus();
 }
 
-enum Slot {
-  kSlotHits = 0,
-  kSlotCountsScratch,
-  kSlotNormAcc,
-  kSlotSlabA,
-  kSlotSlabB,
-  kSlotPlanesScratch,
-  kSlotMoveAcc = 7,  // node_shift's sums (6 is free; 8.. are the BMU search's)
-};
-
-template <typename TW>
-void LaunchFinalize(bool shift, unsigned blocks, float* sums, const float* counts, TW* w, int64_t v0, int64_t nv,
-                    int64_t m, cudaStream_t s) {
-  if (shift) {
-    FinalizeWeightsKernel<TW, true><<<blocks, kThreads, 0, s>>>(sums, counts, w, v0, nv, m);
-  } else {
-    FinalizeWeightsKernel<TW, false><<<blocks, kThreads, 0, s>>>(sums, counts, w, v0, nv, m);
-  }
-}
+enum Slot { kSlotHits = 0, kSlotCountsScratch, kSlotNormAcc, kSlotSlabA, kSlotSlabB, kSlotPlanesScratch };
 
 }  // namespace
 
@@ -348,13 +304,6 @@ absl::Status BatchUpdate(const Stream& stream, const CscView& docs, const int32_
   float* counts = static_cast<float*>(hits_raw);
   TESSERA_RETURN_IF_ERROR(Blur(counts, static_cast<float*>(counts_scratch), 1, grid, blur, s));
   double* norm_acc = static_cast<double*>(norm_raw);
-  const bool shift = options.node_shift != nullptr;
-  double* move_acc = nullptr;
-  if (shift) {
-    TESSERA_ASSIGN_OR_RETURN(void* move_raw, ws.Slot(kSlotMoveAcc, sizeof(double) * m, stream));
-    move_acc = static_cast<double*>(move_raw);
-    TESSERA_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(move_acc, 0, sizeof(double) * m, s));
-  }
 
   const int64_t slab = std::max<int64_t>(
       1, std::min<int64_t>(v_count, options.slab_bytes / static_cast<int64_t>(sizeof(float) * m)));
@@ -372,28 +321,24 @@ absl::Status BatchUpdate(const Stream& stream, const CscView& docs, const int32_
       TESSERA_RETURN_IF_ERROR(
           Blur(static_cast<float*>(slab_a), static_cast<float*>(slab_b), nv, grid, blur, s));
       const unsigned weight_blocks = GridFor(nv * m, kThreads, 8192);
-      float* sums = static_cast<float*>(slab_a);
-      const float* moved = shift ? sums : nullptr;  // the squared moves replace the sums
       if (codebook.type == WeightType::kFloat32) {
         float* w = static_cast<float*>(codebook.weights);
-        LaunchFinalize<float>(shift, weight_blocks, sums, counts, w, v0, nv, m, s);
+        FinalizeWeightsKernel<float><<<weight_blocks, kThreads, 0, s>>>(static_cast<const float*>(slab_a), counts, w,
+                                                                        v0, nv, m);
         TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("FinalizeWeightsKernel");
-        SlabNormsKernel<float><<<GridFor(m, kThreads), kThreads, 0, s>>>(w, v0, nv, m, norm_acc, moved, move_acc);
+        SlabNormsKernel<float><<<GridFor(m, kThreads), kThreads, 0, s>>>(w, v0, nv, m, norm_acc);
       } else {
         __half* w = static_cast<__half*>(codebook.weights);
-        LaunchFinalize<__half>(shift, weight_blocks, sums, counts, w, v0, nv, m, s);
+        FinalizeWeightsKernel<__half><<<weight_blocks, kThreads, 0, s>>>(static_cast<const float*>(slab_a), counts,
+                                                                         w, v0, nv, m);
         TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("FinalizeWeightsKernel");
-        SlabNormsKernel<__half><<<GridFor(m, kThreads), kThreads, 0, s>>>(w, v0, nv, m, norm_acc, moved, move_acc);
+        SlabNormsKernel<__half><<<GridFor(m, kThreads), kThreads, 0, s>>>(w, v0, nv, m, norm_acc);
       }
       TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("SlabNormsKernel");
     }
   }
   NormsKernel<<<GridFor(m, kThreads), kThreads, 0, s>>>(norm_acc, m, codebook.sq_norms);
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("NormsKernel");
-  if (shift) {
-    ShiftKernel<<<GridFor(m, kThreads), kThreads, 0, s>>>(move_acc, m, options.node_shift);
-    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("ShiftKernel");
-  }
   if (workspace == nullptr) TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   return absl::OkStatus();
 }

@@ -59,12 +59,6 @@ struct UpdateOptions {
   // CUDA: bytes of each of the two per-slab buffers (features per slab =
   // slab_bytes / (4 M), at least 1).
   int64_t slab_bytes = int64_t{256} << 20;
-  // When not null (nodes floats, the stream's backend memory): per node an
-  // upper bound on ||w_new - w_old|| over the stored weights, for the BMU
-  // search's distance bounds (bmu_bounds.h). Computed beside the update from
-  // the old and new values it already holds (no second codebook): (new -
-  // old)^2 rounded up to float, summed in double, square root widened.
-  float* node_shift = nullptr;
 };
 
 // `bmu` has docs_by_feature.docs entries; all pointers in the stream's backend
@@ -94,7 +88,7 @@ void BoxBlurPlane(float* plane, const GridShape& grid, const BoxBlur& blur, Blur
 // BoxBlurPlane (O(M * window) per pass; tests only).
 void BoxBlurPlaneDirect(const float* in, float* out, const GridShape& grid, const BoxBlur& blur);
 void BatchUpdate(const CscView& docs_by_feature, const int32_t* bmu, const GridShape& grid, const BoxBlur& blur,
-                 const CodebookView& codebook, float* node_shift = nullptr);
+                 const CodebookView& codebook);
 }  // namespace cpu
 
 namespace cuda {

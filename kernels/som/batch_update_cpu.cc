@@ -1,14 +1,12 @@
 // CPU batch update (also the reference): per-feature planes, running-window
 // box blur in double, division by the blurred counts.
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "kernels/som/batch_update.h"
 #include "kernels/som/bmu.h"
-#include "kernels/som/bmu_bounds.h"
 #include "kernels/som/cpu_clones.h"
 #include "kernels/som/half.h"
 #include "kernels/som/parallel.h"
@@ -199,14 +197,8 @@ void BoxBlurPlaneDirect(const float* in, float* out, const GridShape& grid, cons
   for (int64_t i = 0; i < grid.nodes(); ++i) out[i] = static_cast<float>(cur[i]);
 }
 
-// (new - old)^2 of one stored weight, rounded up to float (bmu_bounds.h: node shifts).
-static inline float SquaredMoveUp(double now, double before) {
-  const double d = now - before;
-  return bounds::RoundUp(d * d * (1 + bounds::kSlack));
-}
-
 void BatchUpdate(const CscView& docs, const int32_t* bmu, const GridShape& grid, const BoxBlur& blur,
-                 const CodebookView& codebook, float* node_shift) {
+                 const CodebookView& codebook) {
   const int64_t m = grid.nodes();
   // Blurred counts.
   std::vector<uint32_t> hits(m, 0);
@@ -219,7 +211,6 @@ void BatchUpdate(const CscView& docs, const int32_t* bmu, const GridShape& grid,
   struct WorkerBuffers {
     std::vector<uint32_t> hist;
     std::vector<float> plane;
-    std::vector<double> moved;  // node_shift: this worker's sum of squared moves per node
     BlurScratch scratch;
   };
   std::vector<std::unique_ptr<WorkerBuffers>> workers(CpuThreads());
@@ -229,7 +220,6 @@ void BatchUpdate(const CscView& docs, const int32_t* bmu, const GridShape& grid,
       workers[worker] = std::make_unique<WorkerBuffers>();
       workers[worker]->hist.resize(m);
       workers[worker]->plane.resize(m);
-      if (node_shift != nullptr) workers[worker]->moved.assign(m, 0.0);
     }
     WorkerBuffers& buf = *workers[worker];
     for (int64_t v = v0; v < v1; ++v) {
@@ -246,32 +236,16 @@ void BatchUpdate(const CscView& docs, const int32_t* bmu, const GridShape& grid,
       if (half) {
         uint16_t* w = static_cast<uint16_t*>(codebook.weights) + v * m;
         for (int64_t i = 0; i < m; ++i) {
-          if (counts[i] > 0.0f) {
-            const uint16_t now = FloatToHalf(plane[i] / counts[i]);
-            if (node_shift != nullptr) buf.moved[i] += SquaredMoveUp(HalfToFloat(now), HalfToFloat(w[i]));
-            w[i] = now;
-          }
+          if (counts[i] > 0.0f) w[i] = FloatToHalf(plane[i] / counts[i]);
         }
       } else {
         float* w = static_cast<float*>(codebook.weights) + v * m;
         for (int64_t i = 0; i < m; ++i) {
-          if (counts[i] > 0.0f) {
-            const float now = plane[i] / counts[i];
-            if (node_shift != nullptr) buf.moved[i] += SquaredMoveUp(now, w[i]);
-            w[i] = now;
-          }
+          if (counts[i] > 0.0f) w[i] = plane[i] / counts[i];
         }
       }
     }
   });
-  if (node_shift != nullptr) {
-    std::vector<double> moved(m, 0.0);
-    for (const auto& w : workers) {
-      if (w == nullptr) continue;
-      for (int64_t i = 0; i < m; ++i) moved[i] += w->moved[i];
-    }
-    for (int64_t i = 0; i < m; ++i) node_shift[i] = bounds::RoundUp(std::sqrt(moved[i]) * (1 + bounds::kSlack));
-  }
   ComputeSqNorms(codebook);
 }
 

@@ -210,10 +210,6 @@ void BruteForceBmus(const CsrView& docs, const CodebookView& codebook, int32_t* 
 // The CPU backend (multi-threaded): feature-major tiled sweep, or the node-major
 // baseline, per codebook.layout.
 void FindBmus(const CsrView& docs, const CodebookView& codebook, const BmuOutput& out);
-// The same for documents rows[0, count) only (results at their own index;
-// rows null: the first count documents).
-void FindBmusAt(const CsrView& docs, const CodebookView& codebook, const BmuOutput& out, const int32_t* rows,
-                int64_t count);
 void ComputeSqNorms(const CodebookView& codebook);
 // fp16 bits -> float for every value (a 64K-entry table).
 const float* HalfTable();

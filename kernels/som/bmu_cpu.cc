@@ -55,23 +55,21 @@ void Write(const Top2& t, int64_t d, const BmuOutput& out) {
   if (out.score != nullptr) out.score[d] = t.s1;
 }
 
-// Documents rows[0, count) (0..count-1 when rows is null), results at their own index.
-void FeatureMajor(const CsrView& docs, const CodebookView& cb, const BmuOutput& out, const int32_t* rows,
-                  int64_t count) {
+void FeatureMajor(const CsrView& docs, const CodebookView& cb, const BmuOutput& out) {
   const int64_t m = cb.nodes;
-  const int64_t num_tiles = (count + kTile - 1) / kTile;
+  const int64_t num_tiles = (docs.rows + kTile - 1) / kTile;
   const float* table = cb.type == WeightType::kFloat16 ? HalfTable() : nullptr;
   ParallelForDynamic(num_tiles, 4, [&](int64_t t0, int64_t t1, int) {
     std::vector<float> acc(kChunk), scores(kChunk);
     Top2 best[kTile];
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t d0 = t * kTile;
-      const int nd = static_cast<int>(std::min<int64_t>(kTile, count - d0));
+      const int nd = static_cast<int>(std::min<int64_t>(kTile, docs.rows - d0));
       for (int j = 0; j < nd; ++j) best[j] = Top2::Empty();
       for (int64_t c0 = 0; c0 < m; c0 += kChunk) {
         const int n = static_cast<int>(std::min<int64_t>(kChunk, m - c0));
         for (int j = 0; j < nd; ++j) {
-          const int64_t d = rows != nullptr ? rows[d0 + j] : d0 + j;
+          const int64_t d = d0 + j;
           std::fill(acc.begin(), acc.begin() + n, 0.0f);
           for (int64_t k = docs.offsets[d]; k < docs.offsets[d + 1]; ++k) {
             const int64_t start = static_cast<int64_t>(docs.indices[k]) * m + c0;
@@ -85,7 +83,7 @@ void FeatureMajor(const CsrView& docs, const CodebookView& cb, const BmuOutput& 
           ScanInto(scores.data(), n, c0, best[j]);
         }
       }
-      for (int j = 0; j < nd; ++j) Write(best[j], rows != nullptr ? rows[d0 + j] : d0 + j, out);
+      for (int j = 0; j < nd; ++j) Write(best[j], d0 + j, out);
     }
   });
 }
@@ -161,27 +159,9 @@ void BruteForceBmus(const CsrView& docs, const CodebookView& cb, int32_t* bmu, i
 
 void FindBmus(const CsrView& docs, const CodebookView& codebook, const BmuOutput& out) {
   if (codebook.layout == CodebookLayout::kFeatureMajor) {
-    FeatureMajor(docs, codebook, out, nullptr, docs.rows);
+    FeatureMajor(docs, codebook, out);
   } else {
     NodeMajor(docs, codebook, out);
-  }
-}
-
-void FindBmusAt(const CsrView& docs, const CodebookView& codebook, const BmuOutput& out, const int32_t* rows,
-                int64_t count) {
-  if (codebook.layout == CodebookLayout::kFeatureMajor) {
-    FeatureMajor(docs, codebook, out, rows, count);
-    return;
-  }
-  for (int64_t k = 0; k < count; ++k) {  // node-major: the baseline, one document at a time
-    CsrView one = docs;
-    one.offsets = docs.offsets + rows[k];
-    one.rows = 1;
-    BmuOutput at = out;
-    at.bmu += rows[k];
-    if (at.second != nullptr) at.second += rows[k];
-    if (at.score != nullptr) at.score += rows[k];
-    NodeMajor(one, codebook, at);
   }
 }
 

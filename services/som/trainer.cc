@@ -15,7 +15,6 @@
 #include "common/status.h"
 #include "kernels/som/batch_update.h"
 #include "kernels/som/bmu.h"
-#include "kernels/som/bmu_bounds.h"
 #include "kernels/som/documents.h"
 #include "kernels/som/half.h"
 #include "kernels/som/parallel.h"
@@ -289,8 +288,7 @@ class Engine {
                                                         const SparseBinaryMatrix& docs, SomModel& model,
                                                         bool for_training, BmuTuning tuning = BmuTuning(),
                                                         bool upload_weights = true,
-                                                        BmuAlgorithm algorithm = BmuAlgorithm::kFeatureMajor,
-                                                        bool bounded = false) {
+                                                        BmuAlgorithm algorithm = BmuAlgorithm::kFeatureMajor) {
     auto e = std::unique_ptr<Engine>(new Engine());
     if (backend == Backend::kCpu) {
       e->stream_ = std::make_unique<Stream>(Stream::Cpu());
@@ -332,14 +330,6 @@ class Engine {
       TESSERA_RETURN_IF_ERROR(
           CopyBytes(e->norms_->data(), e->kind_, host.sq_norms, MemoryKind::kHost, 4 * m, *e->stream_));
     }
-    if (bounded) {
-      if (algorithm != BmuAlgorithm::kFeatureMajor) {
-        return absl::InvalidArgumentError("TrainSom: bounded_bmu_skip needs the feature-major BMU search");
-      }
-      TESSERA_ASSIGN_OR_RETURN(e->upper_, Buffer::Allocate(e->kind_, std::max<int64_t>(4, 4 * n), ordinal));
-      TESSERA_ASSIGN_OR_RETURN(e->lower_, Buffer::Allocate(e->kind_, std::max<int64_t>(4, 4 * n), ordinal));
-      TESSERA_ASSIGN_OR_RETURN(e->shift_, Buffer::Allocate(e->kind_, 4 * m, ordinal));
-    }
     e->tuning_ = tuning;
     e->view_ = host;
     e->view_.weights = e->weights_->data();
@@ -356,9 +346,7 @@ class Engine {
     return InitializePcaCodebook(*stream_, train, o, view_);
   }
 
-  // `bounded`: with the distance bounds when the engine keeps them
-  // (TrainOptions::bounded_bmu_skip); the final pass searches every document.
-  absl::Status Bmus(bool bounded = false) {
+  absl::Status Bmus() {
     BmuOutput out{static_cast<int32_t*>(bmu_->data()), static_cast<int32_t*>(second_->data()),
                   static_cast<float*>(score_->data())};
     // From the second search on, bmu_ holds the previous epoch's BMUs: a hint
@@ -368,19 +356,7 @@ class Engine {
     BmuHints hints;
     if (doc_keys_ != nullptr) hints.document_key = static_cast<const int32_t*>(doc_keys_->data());
     if (have_bmus_) hints.previous_bmu = static_cast<const int32_t*>(bmu_->data());
-    skipped_ = 0;
-    if (bounded && upper_ != nullptr) {
-      const float* shift = have_bounds_ ? static_cast<const float*>(shift_->data()) : nullptr;
-      TESSERA_ASSIGN_OR_RETURN(const BoundStep step, MakeBoundStep(*stream_, shift, view_.sq_norms, view_.nodes));
-      const BmuBounds bounds{static_cast<float*>(upper_->data()), static_cast<float*>(lower_->data())};
-      int64_t searched = rows_;
-      TESSERA_RETURN_IF_ERROR(
-          FindBmusBounded(*stream_, docs_, view_, out, bounds, step, &ws_, tuning_, hints, &searched));
-      skipped_ = rows_ - searched;
-      have_bounds_ = true;
-    } else {
-      TESSERA_RETURN_IF_ERROR(FindBmus(*stream_, bmu_algorithm_, docs_, view_, out, &ws_, tuning_, hints));
-    }
+    TESSERA_RETURN_IF_ERROR(FindBmus(*stream_, bmu_algorithm_, docs_, view_, out, &ws_, tuning_, hints));
     have_bmus_ = true;
     return stream_->Synchronize();
   }
@@ -402,7 +378,6 @@ class Engine {
   }
 
   int64_t exact_rescans() const { return exact_rescans_; }
-  int64_t skipped() const { return skipped_; }
 
   // Quality of the last search: on the device where the results are
   // (CUDA, `on_device`), else downloaded and measured on the host.
@@ -425,8 +400,6 @@ class Engine {
   absl::Status Update(const GridShape& grid, const BoxBlur& blur, int64_t slab_bytes) {
     UpdateOptions options;
     options.slab_bytes = slab_bytes;
-    // The nodes' moves for the next search's bounds (bmu_bounds.h).
-    if (shift_ != nullptr) options.node_shift = static_cast<float*>(shift_->data());
     TESSERA_RETURN_IF_ERROR(BatchUpdate(*stream_, docs_.csc(), static_cast<const int32_t*>(bmu_->data()), grid, blur,
                                         view_, &ws_, options));
     return stream_->Synchronize();
@@ -458,10 +431,6 @@ class Engine {
   BmuAlgorithm bmu_algorithm_ = BmuAlgorithm::kFeatureMajor;
   BmuTuning tuning_;
   bool have_bmus_ = false;  // bmu_ holds the results of an earlier search
-  // TrainOptions::bounded_bmu_skip: per document bounds, per node moves.
-  std::shared_ptr<Buffer> upper_, lower_, shift_;
-  bool have_bounds_ = false;  // upper_/lower_ hold the bounds of the last search
-  int64_t skipped_ = 0;
   int64_t exact_rescans_ = 0;
   std::vector<int32_t> h_bmu_, h_second_;
   std::vector<float> h_score_, h_norms_;
@@ -479,7 +448,7 @@ absl::StatusOr<TrainResult> TrainSom(const SparseBinaryMatrix& train, const Trai
     result.model = EmptyModel(train, o);
     TESSERA_ASSIGN_OR_RETURN(engine, Engine::Create(o.backend, o.gpu_ordinal, train, result.model,
                                                     /*for_training=*/true, o.bmu_tuning, /*upload_weights=*/false,
-                                                    o.bmu_algorithm, o.bounded_bmu_skip));
+                                                    o.bmu_algorithm));
     result.setup_seconds = Since(start);
     TESSERA_RETURN_IF_ERROR(engine->InitializePca(train, o));
     result.init_seconds = Since(start) - result.setup_seconds;
@@ -488,7 +457,7 @@ absl::StatusOr<TrainResult> TrainSom(const SparseBinaryMatrix& train, const Trai
     result.init_seconds = Since(start);
     TESSERA_ASSIGN_OR_RETURN(engine, Engine::Create(o.backend, o.gpu_ordinal, train, result.model,
                                                     /*for_training=*/true, o.bmu_tuning, /*upload_weights=*/true,
-                                                    o.bmu_algorithm, o.bounded_bmu_skip));
+                                                    o.bmu_algorithm));
     result.setup_seconds = Since(start) - result.init_seconds;
   }
   engine->set_bmu_algorithm(o.bmu_algorithm);
@@ -506,10 +475,9 @@ absl::StatusOr<TrainResult> TrainSom(const SparseBinaryMatrix& train, const Trai
     const BoxBlur blur = BoxBlurForRadius(r.radius, o.blur_passes);
     r.box_half_width = blur.half_width;
     r.tap_weight = blur.side_weight;
-    TESSERA_RETURN_IF_ERROR(engine->Bmus(o.bounded_bmu_skip));
+    TESSERA_RETURN_IF_ERROR(engine->Bmus());
     r.bmu_seconds = Since(t0);
     r.bmu_exact_rescans = engine->exact_rescans();
-    r.bmu_skipped = engine->skipped();
     const Clock::time_point tq = Clock::now();
     TESSERA_ASSIGN_OR_RETURN(const QualityMetrics q,
                              engine->MeasureQuality(train, o.grid, Adjacency::kFour, o.quality_on_device));

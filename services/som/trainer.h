@@ -100,7 +100,6 @@ struct EpochReport {
   double quality_seconds = 0;    // QE/TE of the BMU results (download and host pass, or the device pass)
   double update_seconds = 0;
   int64_t bmu_exact_rescans = 0; // BmuTuning::screen_fp16: documents the exact kernel searched again
-  int64_t bmu_skipped = 0;       // TrainOptions::bounded_bmu_skip: documents whose BMU search was skipped
   double seconds = 0;            // the whole epoch, quality included
 };
 
@@ -141,15 +140,6 @@ struct TrainOptions {
   // How the CUDA BMU kernels run (benchmarks sweep it; same results whatever
   // it is). Not persisted.
   BmuTuning bmu_tuning;
-  // Distance bounds per document (kernels/som/bmu_bounds.h, issue 37): an
-  // epoch's BMU search skips the documents whose BMU provably cannot change
-  // since the last update (Hamerly's bounds; only the BMU's score is
-  // computed for them). Same BMUs, scores, codebooks and final quality, bit
-  // for bit; an epoch's topographic error uses a skipped document's second
-  // unit from its last full search (approximate), the final pass searches
-  // every document. Memory: 8 bytes per document and 4 per node. Off until
-  // measured on a GPU. Not persisted.
-  bool bounded_bmu_skip = false;
   std::function<void(const EpochReport&)> progress;
   // Asked before each epoch; true stops training with CANCELLED (a service's
   // CancelJob). Not persisted.

@@ -55,51 +55,6 @@ TEST(TrainerCudaParity, SameTrajectoryAsCpu) {
   }
 }
 
-// TrainOptions::bounded_bmu_skip on CUDA (kernels/som/bmu_bounds.cu: skip
-// flags, the compacted visiting order, the register-span kernel on the
-// searched documents only, the update's node shifts): the same map, QE history
-// and final quality as the exhaustive CUDA search, bit for bit, with some
-// searches skipped; and the same trajectory as the CPU trainer with the option.
-TEST(TrainerCudaParity, BoundedBmuSkipTrainsTheSameMap) {
-  TESSERA_SKIP_WITHOUT_GPU();
-  SparseBinaryMatrix corpus = GenerateSyntheticCorpus(testing::TopicCorpus(12000, 1500, /*grid=*/6, /*seed=*/23));
-  for (WeightType type : {WeightType::kFloat32, WeightType::kFloat16}) {
-    SCOPED_TRACE(WeightTypeName(type));
-    TrainOptions o;
-    o.grid = GridShape{12, 10, Topology::kPlanar};
-    o.weight_type = type;
-    o.max_epochs = 20;
-    o.radius_decay_epochs = 8;
-    o.pca_on_device = false;
-    o.bounded_bmu_skip = true;
-    auto cpu = TrainSom(corpus, o);
-    ASSERT_TRUE(cpu.ok()) << cpu.status();
-    o.backend = Backend::kCuda;
-    auto bounded = TrainSom(corpus, o);
-    ASSERT_TRUE(bounded.ok()) << bounded.status();
-    o.bounded_bmu_skip = false;
-    auto plain = TrainSom(corpus, o);
-    ASSERT_TRUE(plain.ok()) << plain.status();
-    ASSERT_EQ(bounded->epochs, plain->epochs);
-    ASSERT_EQ(bounded->epochs, cpu->epochs);
-    int64_t skipped = 0;
-    for (int e = 0; e < plain->epochs; ++e) {
-      EXPECT_EQ(bounded->history[e].qe, plain->history[e].qe) << "epoch " << e;
-      EXPECT_NEAR(bounded->history[e].qe, cpu->history[e].qe, 1e-6 * cpu->history[e].qe) << "epoch " << e;
-      skipped += bounded->history[e].bmu_skipped;
-      std::printf("  epoch %2d QE %.6f  skipped cuda %5.1f%% cpu %5.1f%%\n", e, bounded->history[e].qe,
-                  100.0 * bounded->history[e].bmu_skipped / corpus.rows(),
-                  100.0 * cpu->history[e].bmu_skipped / corpus.rows());
-    }
-    EXPECT_GT(skipped, 0);
-    EXPECT_EQ(bounded->final_quality.qe_euclidean, plain->final_quality.qe_euclidean);
-    EXPECT_EQ(bounded->final_quality.topographic_error, plain->final_quality.topographic_error);
-    EXPECT_TRUE(bounded->model.weights_f32 == plain->model.weights_f32);
-    EXPECT_TRUE(bounded->model.weights_f16 == plain->model.weights_f16);
-    EXPECT_TRUE(bounded->model.sq_norms == plain->model.sq_norms);
-  }
-}
-
 // The trainer hands each epoch's search the previous epoch's BMUs (aliased
 // with its output): ordering the documents by them (the default tuning) trains
 // the same map, bit for bit, as visiting them as stored.

@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <vector>
 
 #include "services/som/synthetic.h"
@@ -354,80 +353,6 @@ TEST(TrainSomOptions, CusparseBmuNeedsCudaAndFp32) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
   o.bmu_algorithm = BmuAlgorithm::kNodeMajor;
   EXPECT_EQ(TrainSom(corpus, o).status().code(), absl::StatusCode::kInvalidArgument);
-}
-
-}  // namespace
-}  // namespace som
-}  // namespace tessera
-
-namespace tessera {
-namespace som {
-namespace {
-
-// TrainOptions::bounded_bmu_skip (issue 37): the same BMUs every epoch, hence
-// the same codebooks, QE history, convergence epoch and final QE/TE, bit for
-// bit, on a topic corpus (the map settles: many skips) and a MEDLINE-shaped
-// one; fp32 and fp16, planar and toroidal, PCA and random starts.
-void ExpectSameTraining(const SparseBinaryMatrix& corpus, TrainOptions o) {
-  o.bounded_bmu_skip = false;
-  auto plain = TrainSom(corpus, o);
-  ASSERT_TRUE(plain.ok()) << plain.status();
-  o.bounded_bmu_skip = true;
-  auto bounded = TrainSom(corpus, o);
-  ASSERT_TRUE(bounded.ok()) << bounded.status();
-  ASSERT_EQ(bounded->epochs, plain->epochs);
-  EXPECT_EQ(bounded->converged, plain->converged);
-  int64_t skipped = 0;
-  for (int e = 0; e < plain->epochs; ++e) {
-    const EpochReport& b = bounded->history[e];
-    EXPECT_EQ(b.qe, plain->history[e].qe) << "epoch " << e;  // the scores keep their bits
-    EXPECT_EQ(plain->history[e].bmu_skipped, 0);
-    if (e == 0) {
-      EXPECT_EQ(b.bmu_skipped, 0);
-    }
-    skipped += b.bmu_skipped;
-    std::printf("  epoch %2d radius %5.2f QE %.6f TE %.4f (plain %.4f)  skipped %5.1f%%\n", e, b.radius, b.qe,
-                b.topographic_error, plain->history[e].topographic_error, 100.0 * b.bmu_skipped / corpus.rows());
-  }
-  std::printf("  %d epochs, %.1f%% of the searches skipped\n", plain->epochs,
-              100.0 * skipped / (static_cast<double>(corpus.rows()) * plain->epochs));
-  EXPECT_EQ(bounded->final_quality.qe_euclidean, plain->final_quality.qe_euclidean);
-  EXPECT_EQ(bounded->final_quality.topographic_error, plain->final_quality.topographic_error);
-  EXPECT_EQ(bounded->final_quality.dead_units, plain->final_quality.dead_units);
-  EXPECT_TRUE(bounded->model.weights_f32 == plain->model.weights_f32);
-  EXPECT_TRUE(bounded->model.weights_f16 == plain->model.weights_f16);
-  EXPECT_EQ(std::memcmp(bounded->model.sq_norms.data(), plain->model.sq_norms.data(),
-                        4 * plain->model.sq_norms.size()),
-            0);
-}
-
-TEST(BoundedBmuSkip, SameBitsOnATopicCorpus) {
-  SparseBinaryMatrix corpus = GenerateSyntheticCorpus(SmallCorpus(3000, 17));
-  TrainOptions o;
-  o.grid = GridShape{8, 8, Topology::kPlanar};
-  o.max_epochs = 25;
-  o.radius_decay_epochs = 8;
-  ExpectSameTraining(corpus, o);
-}
-
-TEST(BoundedBmuSkip, SameBitsFp16ToroidalRandomStart) {
-  SparseBinaryMatrix corpus = GenerateSyntheticCorpus(SmallCorpus(2000, 19));
-  TrainOptions o;
-  o.grid = GridShape{6, 7, Topology::kToroidal};
-  o.weight_type = WeightType::kFloat16;
-  o.init = InitMethod::kRandom;
-  o.max_epochs = 15;
-  o.radius_decay_epochs = 6;
-  ExpectSameTraining(corpus, o);
-}
-
-TEST(BoundedBmuSkip, SameBitsOnAMedlineShapedCorpus) {
-  SparseBinaryMatrix corpus = GenerateSyntheticCorpus(MedlineShape(4000));
-  TrainOptions o;
-  o.grid = GridShape{6, 6, Topology::kPlanar};
-  o.max_epochs = 14;
-  o.radius_decay_epochs = 6;
-  ExpectSameTraining(corpus, o);
 }
 
 }  // namespace

@@ -193,6 +193,11 @@ class LnccScratch {
   absl::StatusOr<void*> Prepare(const void* fixed, const float* warped, Dims3 dims, const LnccOptions& options,
                                 VoxelMask mask);
   void Kept(const void* fixed, Dims3 dims, const LnccOptions& options);
+  // Lncc (float F, float a, b, c) and LnccHalfFixed (fp16 F, bf16 a, b, c):
+  // Prepare, the fused pass on the carved volumes, Kept.
+  template <typename FixedT, typename CoefT>
+  absl::StatusOr<double> Run(const FixedT* fixed, const float* warped, Dims3 dims, const LnccOptions& options,
+                             float* grad_warped, VoxelMask mask);
 
   Workspace memory_;
   bool fixed_ready_ = false;

@@ -414,24 +414,25 @@ void LnccScratch::Kept(const void* fixed, Dims3 dims, const LnccOptions& options
   fixed_ready_ = true;
 }
 
-absl::StatusOr<double> LnccScratch::Lncc(const float* fixed, const float* warped, Dims3 dims,
-                                         const LnccOptions& options, float* grad_warped, VoxelMask mask) {
+template <typename FixedT, typename CoefT>
+absl::StatusOr<double> LnccScratch::Run(const FixedT* fixed, const float* warped, Dims3 dims,
+                                        const LnccOptions& options, float* grad_warped, VoxelMask mask) {
   TESSERA_ASSIGN_OR_RETURN(void* base, Prepare(fixed, warped, dims, options, mask));
   const BoxVolumes<float> v = CarveVolumes(base, dims.size());
   const double loss =
-      LnccImpl<float, float, float>(fixed, warped, dims, options, grad_warped, mask, v, fixed_ready_);
+      LnccImpl<FixedT, float, CoefT>(fixed, warped, dims, options, grad_warped, mask, v, fixed_ready_);
   Kept(fixed, dims, options);
   return loss;
 }
 
+absl::StatusOr<double> LnccScratch::Lncc(const float* fixed, const float* warped, Dims3 dims,
+                                         const LnccOptions& options, float* grad_warped, VoxelMask mask) {
+  return Run<float, float>(fixed, warped, dims, options, grad_warped, mask);
+}
+
 absl::StatusOr<double> LnccScratch::LnccHalfFixed(const Half* fixed, const float* warped, Dims3 dims,
                                                   const LnccOptions& options, float* grad_warped, VoxelMask mask) {
-  TESSERA_ASSIGN_OR_RETURN(void* base, Prepare(fixed, warped, dims, options, mask));
-  const BoxVolumes<float> v = CarveVolumes(base, dims.size());
-  const double loss =
-      LnccImpl<Half, float, BFloat16>(fixed, warped, dims, options, grad_warped, mask, v, fixed_ready_);
-  Kept(fixed, dims, options);
-  return loss;
+  return Run<Half, BFloat16>(fixed, warped, dims, options, grad_warped, mask);
 }
 
 void LnccScratch::Release() {

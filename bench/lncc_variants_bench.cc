@@ -195,7 +195,7 @@ absl::Status BenchSize(const Stream& stream, int64_t edge, int reps, const std::
   double default_float_ms = 0, default_mixed_ms = 0;  // "defaults": LnccOptions' own
   for (const Variant& v : variants) {
     const bool baseline = v.options.cuda_kernel == LnccCudaKernel::kBoxMarch;
-    Workspace ws;
+    LnccWorkspace ws;
     std::shared_ptr<Buffer> coef;
     float* grad = static_cast<float*>(dgrad->data());
     float* loss = static_cast<float*>(dloss->data());

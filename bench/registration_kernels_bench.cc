@@ -286,7 +286,7 @@ absl::Status BenchSize(const Stream& stream, Dims3 d, bool check, const Options&
   lopt.window = 7;
   Row lc{size, "LNCC w7 fwd+bwd"};
   lc.floor_ms = 1e3 * (12.0 * n) / kCopyBandwidth;  // F, W, dL/dW
-  Workspace lws;
+  LnccWorkspace lws;
   auto fused_lncc = [&] {
     return Lncc(stream, image.data(), out.data(), d, lopt, loss.data(), grad_w.data(), &lws);
   };

@@ -404,7 +404,8 @@ absl::Status BenchIteration(const Stream& stream, const Options& opt) {
   step.rule = GreedyStep::Rule::kScaled;
   step.to_normalized = {2.f / (d.nx - 1), 2.f / (d.ny - 1), 2.f / (d.nz - 1)};
   const double lr = 0.5;  // deformable_lr_voxels' default
-  Workspace lncc_ws, stats_ws, compose_ws;
+  LnccWorkspace lncc_ws;
+  Workspace stats_ws, compose_ws;
 
   // Every setting explicit (the first is the baseline of the differences):
   // the kernels of 2026-12-06 (slabs of 8 slices: the automatic depth at

@@ -117,12 +117,18 @@ struct LnccOptions {
 
 constexpr int kLnccMaxCudaWindow = 25;
 
+class LnccWorkspace;  // below: the scratch a repeated caller keeps, for either backend
+
 // `loss` (1 float) and `grad_warped` (dims voxels) may each be null (not
 // computed); both live in the stream's backend memory. grad_warped is
 // overwritten. The loss is reduced per block and then in a fixed order, so it
-// is deterministic for a given size.
+// is deterministic for a given size; on the CPU it is the reference's double
+// rounded to float here. `workspace` (may be null: each call allocates and
+// frees its own) is what a caller evaluating many times keeps between calls:
+// a CUDA stream uses its reduction partials, a CPU stream its kept box-sum
+// volumes (the same bits as without).
 absl::Status Lncc(const Stream& stream, const float* fixed, const float* warped, Dims3 dims,
-                  const LnccOptions& options, float* loss, float* grad_warped, Workspace* workspace = nullptr,
+                  const LnccOptions& options, float* loss, float* grad_warped, LnccWorkspace* workspace = nullptr,
                   VoxelMask mask = {});
 
 // As Lncc, with the three coefficient volumes a, b, c in caller memory
@@ -133,7 +139,7 @@ absl::Status Lncc(const Stream& stream, const float* fixed, const float* warped,
 // entry point (issue 13).
 absl::Status LnccWithCoefficients(const Stream& stream, const float* fixed, const float* warped, Dims3 dims,
                                   const LnccOptions& options, float* loss, float* grad_warped, float* coefficients,
-                                  Workspace* workspace = nullptr, VoxelMask mask = {});
+                                  LnccWorkspace* workspace = nullptr, VoxelMask mask = {});
 
 // Mixed precision (issue 13's lean stage, storage16.h): as
 // LnccWithCoefficients with the fixed image stored in fp16 and a, b, c stored
@@ -142,7 +148,7 @@ absl::Status LnccWithCoefficients(const Stream& stream, const float* fixed, cons
 // fp16, for a, b, c: b reaches ~1e7 where a window of W is nearly flat.
 absl::Status LnccHalfFixed(const Stream& stream, const Half* fixed, const float* warped, Dims3 dims,
                            const LnccOptions& options, float* loss, float* grad_warped, BFloat16* coefficients,
-                           Workspace* workspace = nullptr, VoxelMask mask = {});
+                           LnccWorkspace* workspace = nullptr, VoxelMask mask = {});
 
 absl::Status ValidateLnccArgs(const float* fixed, const float* warped, Dims3 dims, const LnccOptions& options);
 
@@ -206,6 +212,25 @@ class LnccScratch {
   int window_ = 0;
 };
 }  // namespace cpu
+
+// What a caller that evaluates LNCC many times (the registration stages'
+// metrics) keeps between the dispatchers' calls, one object for both
+// backends so that callers do not branch on the stream: a call on a CUDA
+// stream uses `device`, one on a CPU stream `host`, and leaves the other
+// untouched (so it holds no memory).
+class LnccWorkspace {
+ public:
+  Workspace device;       // CUDA: the reduction partials
+  cpu::LnccScratch host;  // CPU: the five volumes and the fixed sums (cpu::LnccScratch::Bytes)
+
+  // A new fixed image at an address that held another (the next pyramid
+  // level): the CPU's kept fixed sums are stale.
+  void ForgetFixed() { host.ForgetFixed(); }
+  void Release() {
+    device.Release();
+    host.Release();
+  }
+};
 
 namespace cuda {
 absl::Status Lncc(const Stream& stream, const float* fixed, const float* warped, Dims3 dims,

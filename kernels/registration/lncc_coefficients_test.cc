@@ -45,7 +45,7 @@ TEST(LnccWithCoefficientsCpu, InPlaceEqualsOutOfPlace) {
 TEST(LnccWithCoefficientsCuda, InPlaceMatchesCpu) {
   TESSERA_SKIP_WITHOUT_GPU();
   Stream stream = Stream::Create(Backend::kCuda).value();
-  Workspace ws;
+  LnccWorkspace ws;
   uint32_t seed = 40;
   for (auto [d, window] : {std::pair<Dims3, int>{{37, 29, 23}, 7}, {{64, 50, 40}, 3}, {{70, 9, 1}, 5}}) {
     SCOPED_TRACE(DimsToString(d));

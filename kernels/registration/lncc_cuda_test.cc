@@ -122,7 +122,7 @@ TEST_P(LnccCudaVariant, MatchesCpu) {
   ASSERT_TRUE(s.ok()) << s.status();
   const Stream& stream = *s;
   uint32_t seed = 7;
-  Workspace ws;
+  LnccWorkspace ws;
   for (const Case& c : {Case{{37, 29, 23}, 7, 1.0}, Case{{44, 21, 57}, 7, 1.0}, Case{{64, 50, 40}, 3, 1.0},
                         Case{{40, 30, 100}, 5, 1.0},
                         Case{{33, 17, 70}, 9, 1000.0}, Case{{20, 21, 22}, 25, 1.0}, Case{{70, 9, 1}, 7, 1.0},

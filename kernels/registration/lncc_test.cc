@@ -249,6 +249,44 @@ TEST(LnccCpu, ScratchMatchesFreshVolumesBitForBit) {
   EXPECT_EQ(scratch.Lncc(f.data(), f.data(), big, even, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// The dispatchers on a CPU stream with an LnccWorkspace (the registration
+// metrics' kept scratch) store the loss and gradient that they store without
+// one, call after call (the second reuses the fixed sums), and leave the
+// CUDA half of the workspace empty.
+TEST(LnccCpu, DispatchersWithWorkspaceMatchWithout) {
+  const Dims3 d{17, 13, 9};
+  const auto f = RandomUniform<float>(d.size(), 0.0, 1.0, 31);
+  std::vector<Half> h(d.size());
+  for (int64_t i = 0; i < d.size(); ++i) h[i] = FromFloat<Half>(f[i]);
+  std::vector<float> coefficients(3 * d.size());
+  LnccOptions o;
+  o.window = 5;
+  LnccWorkspace workspace;
+  for (int kind = 0; kind < 3; ++kind) {
+    for (int call = 0; call < 2; ++call) {
+      SCOPED_TRACE(::testing::Message() << "kind " << kind << " call " << call);
+      const auto w = RandomUniform<float>(d.size(), 0.0, 1.0, 40 + 2 * kind + call);
+      std::vector<float> g_with(w), g_without(w);  // the gradient over W, as the stages do
+      float loss_with = 0, loss_without = 0;
+      const auto run = [&](std::vector<float>& g, float* loss, LnccWorkspace* ws) {
+        if (kind == 0) return Lncc(Stream::Cpu(), f.data(), g.data(), d, o, loss, g.data(), ws);
+        if (kind == 1) {
+          return LnccWithCoefficients(Stream::Cpu(), f.data(), g.data(), d, o, loss, g.data(), coefficients.data(), ws);
+        }
+        return LnccHalfFixed(Stream::Cpu(), h.data(), g.data(), d, o, loss, g.data(), nullptr, ws);
+      };
+      ASSERT_TRUE(run(g_with, &loss_with, &workspace).ok());
+      ASSERT_TRUE(run(g_without, &loss_without, nullptr).ok());
+      EXPECT_EQ(std::memcmp(&loss_with, &loss_without, sizeof loss_with), 0) << loss_with << " vs " << loss_without;
+      EXPECT_EQ(testing::CountDifferentBits(g_with, g_without), 0);
+      EXPECT_EQ(static_cast<int64_t>(workspace.host.capacity()), cpu::LnccScratch::Bytes(d));
+      EXPECT_EQ(workspace.device.capacity(), 0u);
+    }
+  }
+  workspace.Release();
+  EXPECT_EQ(workspace.host.capacity(), 0u);
+}
+
 }  // namespace
 }  // namespace registration
 }  // namespace tessera

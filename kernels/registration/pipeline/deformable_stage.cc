@@ -60,7 +60,7 @@ class LeanMetric {
   absl::Status PrepareLevel(const Shape& shape) {
     mi_grad_ = NDArray();
     lncc_cpu_bytes_ = LeanMetricCpuScratchBytes(options_, stream_.backend(), Dims3{shape[0], shape[1], shape[2]});
-    lncc_cpu_.ForgetFixed();  // a new level's fixed image
+    lncc_workspace_.ForgetFixed();  // a new level's fixed image
     if (options_.metric == Metric::kMi && stream_.backend() == Backend::kCuda) {
       TESSERA_ASSIGN_OR_RETURN(mi_grad_, NDArray::Allocate(shape, DType::kFloat32, MemoryKindFor(stream_),
                                                            stream_.ordinal()));
@@ -68,24 +68,18 @@ class LeanMetric {
     return absl::OkStatus();
   }
 
-  // MI's gradient (CUDA), LNCC's kept volumes (CPU: lncc_cpu_, reserved by
-  // the level's first evaluation).
+  // MI's gradient (CUDA), LNCC's kept volumes (CPU: lncc_workspace_.host,
+  // reserved by the level's first evaluation).
   size_t level_bytes() const { return mi_grad_.nbytes() + static_cast<size_t>(lncc_cpu_bytes_); }
 
   // Mixed precision (lncc, mse): fixed in fp16, scratch = G in bf16.
   // mask (issue 34): null, or the combined uint8 mask holding `voxels.count` voxels.
   absl::StatusOr<double> EvaluateMixed(const NDArray& fixed_half, Dims3 dims, NDArray& work, NDArray& scratch,
                                        bool want_grad, const NDArray* mask = nullptr, VoxelMask voxels = {}) {
-    if (options_.metric == Metric::kLncc && stream_.backend() == Backend::kCpu) {
-      TESSERA_ASSIGN_OR_RETURN(const double loss, lncc_cpu_.LnccHalfFixed(HalfData(fixed_half), work.data<float>(), dims,
-                                                                         lncc_, want_grad ? work.data<float>() : nullptr,
-                                                                         voxels));
-      return static_cast<double>(static_cast<float>(loss));  // the loss as the float the dispatcher stores
-    }
     if (options_.metric == Metric::kLncc) {
       TESSERA_RETURN_IF_ERROR(LnccHalfFixed(stream_, HalfData(fixed_half), work.data<float>(), dims, lncc_,
                                             loss_.data<float>(), want_grad ? work.data<float>() : nullptr,
-                                            Bf16Data(scratch), &workspace_, voxels));
+                                            Bf16Data(scratch), &lncc_workspace_, voxels));
       return ReadLoss();
     }
     if (mask != nullptr) return absl::InvalidArgumentError("precision 'mixed' supports masks with lncc only");
@@ -101,15 +95,10 @@ class LeanMetric {
                                   const NDArray* mask = nullptr, VoxelMask voxels = {}) {
     const Dims3 dims = DimsOf(fixed);
     const MemoryKind kind = MemoryKindFor(stream_);
-    if (options_.metric == Metric::kLncc && stream_.backend() == Backend::kCpu) {
-      TESSERA_ASSIGN_OR_RETURN(const double loss, lncc_cpu_.Lncc(fixed.data<float>(), work.data<float>(), dims, lncc_,
-                                                                want_grad ? work.data<float>() : nullptr, voxels));
-      return static_cast<double>(static_cast<float>(loss));
-    }
     if (options_.metric == Metric::kLncc) {
       TESSERA_RETURN_IF_ERROR(LnccWithCoefficients(stream_, fixed.data<float>(), work.data<float>(), dims, lncc_,
                                                    loss_.data<float>(), want_grad ? work.data<float>() : nullptr,
-                                                   scratch.data<float>(), &workspace_, voxels));
+                                                   scratch.data<float>(), &lncc_workspace_, voxels));
       return ReadLoss();
     }
     if (options_.metric == Metric::kMse) {
@@ -146,9 +135,10 @@ class LeanMetric {
   MattesMiOptions mi_;
   std::shared_ptr<Buffer> mi_scratch_;
   Workspace workspace_;
-  // Issue 38: the CPU LNCC's volumes and the fixed image's box sums, kept
-  // across the iterations (the fixed image of a level never changes).
-  cpu::LnccScratch lncc_cpu_;
+  // LNCC's reduction partials (CUDA) or, issue 38, the CPU LNCC's volumes and
+  // the fixed image's box sums, kept across the iterations (the fixed image
+  // of a level never changes).
+  LnccWorkspace lncc_workspace_;
   int64_t lncc_cpu_bytes_ = 0;
 };
 

@@ -63,8 +63,9 @@ struct DeformableLevel {
 };
 
 // Bytes the stage's metric keeps between iterations on `backend` beyond the
-// per-voxel model above, for a level of `dims`: the CPU LNCC's volumes
-// (cpu::LnccScratch::Bytes), else 0. LeanStageDeviceBytes counts them.
+// per-voxel model above, for a level of `dims`: the CPU LNCC's volumes (its
+// LnccWorkspace's host half, cpu::LnccScratch::Bytes), else 0.
+// LeanStageDeviceBytes counts them.
 int64_t LeanMetricCpuScratchBytes(const RegistrationOptions& options, Backend backend, Dims3 dims);
 
 // True when `options` run the lean stage in mixed precision (precision

@@ -22,7 +22,6 @@ VoxelMask MaskOf(const NDArray* mask, int64_t count) {
 class ScalarLossMetric : public SimilarityMetric {
  public:
   ScalarLossMetric(const Stream& stream, NDArray loss) : stream_(stream), loss_(std::move(loss)) {}
-  void ReleaseScratch() override { workspace_.Release(); }
 
  protected:
   absl::StatusOr<double> ReadLoss() {
@@ -32,7 +31,6 @@ class ScalarLossMetric : public SimilarityMetric {
   }
   const Stream& stream_;
   NDArray loss_;
-  Workspace workspace_;
 };
 
 class MseMetric final : public ScalarLossMetric {
@@ -47,6 +45,10 @@ class MseMetric final : public ScalarLossMetric {
   }
   std::string name() const override { return "mse"; }
   bool pointwise() const override { return true; }
+  void ReleaseScratch() override { workspace_.Release(); }
+
+ private:
+  Workspace workspace_;
 };
 
 class LnccMetric final : public ScalarLossMetric {
@@ -56,28 +58,20 @@ class LnccMetric final : public ScalarLossMetric {
   }
   absl::StatusOr<double> Evaluate(const NDArray& fixed, const NDArray& warped, NDArray* grad, const NDArray* mask,
                                   int64_t mask_count) override {
-    if (stream_.backend() == Backend::kCpu) {
-      // Issue 38: the volumes and the level's fixed box sums kept between iterations.
-      TESSERA_ASSIGN_OR_RETURN(const double loss,
-                               cpu_.Lncc(fixed.data<float>(), warped.data<float>(), DimsOf(fixed), options_,
-                                         grad ? grad->data<float>() : nullptr, MaskOf(mask, mask_count)));
-      return static_cast<double>(static_cast<float>(loss));  // the loss as the float Lncc stores
-    }
     TESSERA_RETURN_IF_ERROR(Lncc(stream_, fixed.data<float>(), warped.data<float>(), DimsOf(fixed), options_,
-                                 loss_.data<float>(), grad ? grad->data<float>() : nullptr, &workspace_,
+                                 loss_.data<float>(), grad ? grad->data<float>() : nullptr, &lncc_workspace_,
                                  MaskOf(mask, mask_count)));
     return ReadLoss();
   }
   std::string name() const override { return "lncc"; }
   bool pointwise() const override { return false; }
-  void ReleaseScratch() override {
-    ScalarLossMetric::ReleaseScratch();
-    cpu_.Release();
-  }
+  void ReleaseScratch() override { lncc_workspace_.Release(); }
 
  private:
   LnccOptions options_;
-  cpu::LnccScratch cpu_;
+  // The reduction partials (CUDA) or, issue 38, the volumes and the level's
+  // fixed box sums kept between iterations (CPU).
+  LnccWorkspace lncc_workspace_;
 };
 
 class MiMetric final : public SimilarityMetric {

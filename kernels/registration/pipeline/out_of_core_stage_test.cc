@@ -191,8 +191,8 @@ TEST(OutOfCoreStage, LeanStageDeviceBytesCountsCompositionSlabs) {
 }
 
 // On the CPU the count holds the LNCC's kept volumes exactly as the stage's
-// metric reserves them (cpu::LnccScratch after a call on the level), float
-// and mixed precision; nothing for MI or on CUDA.
+// metric reserves them (its LnccWorkspace after a dispatcher call on a CPU
+// stream), float and mixed precision; nothing for MI or on CUDA.
 TEST(OutOfCoreStage, LeanStageDeviceBytesCountsCpuLnccScratch) {
   for (const Dims3 d : {Dims3{37, 29, 23}, Dims3{64, 48, 40}}) {
     SCOPED_TRACE(DimsToString(d));
@@ -209,12 +209,18 @@ TEST(OutOfCoreStage, LeanStageDeviceBytesCountsCpuLnccScratch) {
     }
     LnccOptions lncc;
     lncc.window = o.metric_options.lncc_window;
-    cpu::LnccScratch mixed, full;
-    ASSERT_TRUE(mixed.LnccHalfFixed(f16.data(), w.data(), d, lncc, w.data()).ok());
-    EXPECT_EQ(static_cast<int64_t>(mixed.capacity()), kept);
-    ASSERT_TRUE(full.Lncc(f.data(), w.data(), d, lncc, w.data()).ok());
+    LnccWorkspace mixed, full;
+    float loss = 0;
+    std::vector<float> coefficients(3 * d.size());
+    ASSERT_TRUE(LnccHalfFixed(Stream::Cpu(), f16.data(), w.data(), d, lncc, &loss, w.data(), nullptr, &mixed).ok());
+    EXPECT_EQ(static_cast<int64_t>(mixed.host.capacity()), kept);
+    EXPECT_EQ(mixed.device.capacity(), 0u);
+    ASSERT_TRUE(LnccWithCoefficients(Stream::Cpu(), f.data(), w.data(), d, lncc, &loss, w.data(), coefficients.data(),
+                                     &full)
+                    .ok());
+    EXPECT_EQ(full.device.capacity(), 0u);
     o.precision = Precision::kFull;
-    EXPECT_EQ(static_cast<int64_t>(full.capacity()),
+    EXPECT_EQ(static_cast<int64_t>(full.host.capacity()),
               LeanStageDeviceBytes(o, d, Backend::kCpu) - LeanStageDeviceBytes(o, d, Backend::kCuda));
     o.metric = Metric::kMi;
     EXPECT_EQ(LeanStageDeviceBytes(o, d, Backend::kCpu), LeanStageDeviceBytes(o, d, Backend::kCuda));

@@ -11,7 +11,7 @@
 //                 [--train_bmu=cusparse-row] [--depths=1,4,16] [--groups=256,2048] [--lanes=8] [--no_bmu]
 //                 [--train_epochs=N] [--issue16] [--fixed_costs] [--cpu_check_docs=2000]
 //                 [--span_rows=4:8:0,2:8:256]
-//                 [--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:auto]]
+//                 [--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:auto:gbound[N]:gall]]
 //
 // Per edge the corpus prefix has min(max_docs, budget / nodes) documents (so
 // each variant does about the same work at every edge); times are the median
@@ -122,7 +122,8 @@ struct Args {
 // position groups) and options after colons: dN radius_decay_epochs N, wN
 // warp_block_warps, gN warp_group_nodes, sN warp_register_spans, rN
 // warp_doc_rounds, auto the default
-// screen_auto_max_nodes (the named variants set 0).
+// screen_auto_max_nodes (the named variants set 0), gbound[N] the group
+// bounds (N nodes per group), gall bounds from the second epoch.
 // False when malformed.
 bool ApplyTrainVariant(const std::string& variant, TrainOptions& v) {
   const std::vector<std::string> parts = absl::StrSplit(variant, ':');
@@ -140,6 +141,20 @@ bool ApplyTrainVariant(const std::string& variant, TrainOptions& v) {
     const std::string& opt = parts[k];
     if (opt == "auto") {
       v.bmu_tuning.screen_auto_max_nodes = BmuTuning().screen_auto_max_nodes;
+      continue;
+    }
+    // gbound[N]: TrainOptions::group_bounds with N nodes per group (default
+    // 16); gall: bounded from the second epoch on (max_radius unbounded).
+    if (opt.rfind("gbound", 0) == 0) {
+      v.group_bounds.enabled = true;
+      if (opt.size() > 6 && (!absl::SimpleAtoi(opt.substr(6), &v.group_bounds.strip_nodes) ||
+                             v.group_bounds.strip_nodes < 1)) {
+        return false;
+      }
+      continue;
+    }
+    if (opt == "gall") {
+      v.group_bounds.max_radius = 1e30;
       continue;
     }
     int x = 0;
@@ -910,11 +925,22 @@ void TrainOnce(const SparseBinaryMatrix& corpus, const std::string& label, Train
                                                      o.grid.nodes() <= o.bmu_tuning.screen_auto_max_nodes);
   std::printf("\n  [%s] quality on %s, BMU %s\n", label.c_str(), o.quality_on_device ? "the device" : "the host",
               screened ? "screened (fp16 bounds + exact candidates)" : "exact kernel");
+  if (o.group_bounds.enabled) {
+    std::printf("  [%s] group bounds: %d nodes per group, bounded from radius %.3g on (<= 0: the small radius)\n",
+                label.c_str(), o.group_bounds.strip_nodes, o.group_bounds.max_radius);
+  }
   o.progress = [&corpus](const EpochReport& r) {
+    char bounds[128] = "";
+    if (r.bmu_bound_mode != 0) {
+      std::snprintf(bounds, sizeof bounds, "  %s: pairs searched %.2f%% docs skipped %.2f%%",
+                    r.bmu_bound_mode == 1 ? "bounds set" : "bounded",
+                    r.bmu_pairs > 0 ? 100.0 * r.bmu_pairs_searched / r.bmu_pairs : 100.0,
+                    100.0 * r.bmu_documents_skipped / corpus.rows());
+    }
     std::printf("  epoch %2d radius %5.2f (box %2d)  QE %.4f (%.1e)  TE %.3f  BMU %.3fs quality %.3fs update %.3fs "
-                "epoch %.3fs  exact rescans %.2f%%\n",
+                "epoch %.3fs  exact rescans %.2f%%%s\n",
                 r.epoch, r.radius, r.box_half_width, r.qe, r.qe_relative_change, r.topographic_error, r.bmu_seconds,
-                r.quality_seconds, r.update_seconds, r.seconds, 100.0 * r.bmu_exact_rescans / corpus.rows());
+                r.quality_seconds, r.update_seconds, r.seconds, 100.0 * r.bmu_exact_rescans / corpus.rows(), bounds);
     std::fflush(stdout);
   };
   const bool cuda = o.backend == Backend::kCuda;
@@ -1067,7 +1093,7 @@ int main(int argc, char** argv) {
                  "usage: som_gpu_bench [--edges=32,...] [--budget=N] [--max_docs=N] [--reps=N] [--no_train] "
                  "[--train_docs=N] [--train_edge=E] [--train_fp16] [--train_bmu=cusparse-row] [--depths=1,4,8,16] [--groups=256,2048] [--lanes=8] [--no_bmu] [--train_epochs=N] "
                  "[--issue16] [--fixed_costs] [--cpu_check_docs=N] [--train_cpu] [--span_rows=S:R:G[:W[:K]],...] "
-                 "[--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:auto],...]\n");
+                 "[--train_variants=host-quality,device-quality,screened[:dN:wN:gN:sN:rN:auto:gbound[N]:gall],...]\n");
     return 2;
   }
   if (a.train_cpu) {

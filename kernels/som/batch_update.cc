@@ -66,8 +66,14 @@ absl::Status BatchUpdate(const Stream& stream, const CscView& docs, const int32_
   }
   if (docs.docs > 0 && bmu == nullptr) return absl::InvalidArgumentError("BatchUpdate: bmu is null");
   if (docs.offsets == nullptr) return absl::InvalidArgumentError("BatchUpdate: CSC offsets are null");
+  const GroupDriftView& drift = options.group_drift;
+  const bool with_drift = drift.weight_rise != nullptr || drift.norm_change != nullptr;
+  if (with_drift && (drift.weight_rise == nullptr || drift.norm_change == nullptr || drift.strip_nodes < 1 ||
+                     drift.groups != GroupCount(codebook.nodes, drift.strip_nodes))) {
+    return absl::InvalidArgumentError("BatchUpdate: group drift needs both tables and the map's group count");
+  }
   if (stream.backend() == Backend::kCpu) {
-    cpu::BatchUpdate(docs, bmu, grid, blur, codebook);
+    cpu::BatchUpdate(docs, bmu, grid, blur, codebook, with_drift ? &drift : nullptr);
     return absl::OkStatus();
   }
 #if TESSERA_WITH_CUDA

@@ -33,6 +33,7 @@
 
 #include "absl/status/status.h"
 #include "common/device.h"
+#include "kernels/som/group_bounds.h"
 #include "kernels/som/types.h"
 #include "kernels/som/workspace.h"
 
@@ -59,6 +60,11 @@ struct UpdateOptions {
   // CUDA: bytes of each of the two per-slab buffers (features per slab =
   // slab_bytes / (4 M), at least 1).
   int64_t slab_bytes = int64_t{256} << 20;
+  // When weight_rise and norm_change are set (the stream's backend memory):
+  // per group of strip_nodes nodes, the largest rise of each feature's
+  // weight and the smallest change of ||w||^2 (group_bounds.h), from the old
+  // and new values the update holds (no second codebook).
+  GroupDriftView group_drift;
 };
 
 // `bmu` has docs_by_feature.docs entries; all pointers in the stream's backend
@@ -88,7 +94,7 @@ void BoxBlurPlane(float* plane, const GridShape& grid, const BoxBlur& blur, Blur
 // BoxBlurPlane (O(M * window) per pass; tests only).
 void BoxBlurPlaneDirect(const float* in, float* out, const GridShape& grid, const BoxBlur& blur);
 void BatchUpdate(const CscView& docs_by_feature, const int32_t* bmu, const GridShape& grid, const BoxBlur& blur,
-                 const CodebookView& codebook);
+                 const CodebookView& codebook, const GroupDriftView* drift = nullptr);
 }  // namespace cpu
 
 namespace cuda {

@@ -1,6 +1,7 @@
 // CPU batch update (also the reference): per-feature planes, running-window
 // box blur in double, division by the blurred counts.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "kernels/som/batch_update.h"
 #include "kernels/som/bmu.h"
 #include "kernels/som/cpu_clones.h"
+#include "kernels/som/group_bounds.h"
 #include "kernels/som/half.h"
 #include "kernels/som/parallel.h"
 
@@ -197,9 +199,34 @@ void BoxBlurPlaneDirect(const float* in, float* out, const GridShape& grid, cons
   for (int64_t i = 0; i < grid.nodes(); ++i) out[i] = static_cast<float>(cur[i]);
 }
 
+namespace {
+
+// D_gv of feature v for every group from the new - old differences of its
+// weights (0 where a weight stays): the largest per group, NaN kept.
+void GroupRises(const double* diff, int64_t m, const GroupDriftView& drift, float* row) {
+  const int64_t s = drift.strip_nodes;
+  for (int64_t g = 0; g < drift.groups; ++g) {
+    const int64_t j1 = std::min(m, (g + 1) * s);
+    double largest = 0;
+    for (int64_t j = g * s; j < j1; ++j) {
+      const double d = diff[j];
+      if (d != d) {
+        largest = d;
+        break;
+      }
+      if (d > largest) largest = d;
+    }
+    row[g] = group_bounds::WeightRise(largest);
+  }
+}
+
+}  // namespace
+
 void BatchUpdate(const CscView& docs, const int32_t* bmu, const GridShape& grid, const BoxBlur& blur,
-                 const CodebookView& codebook) {
+                 const CodebookView& codebook, const GroupDriftView* drift) {
   const int64_t m = grid.nodes();
+  std::vector<float> old_norms;
+  if (drift != nullptr) old_norms.assign(codebook.sq_norms, codebook.sq_norms + m);
   // Blurred counts.
   std::vector<uint32_t> hits(m, 0);
   for (int64_t d = 0; d < docs.docs; ++d) ++hits[bmu[d]];
@@ -211,6 +238,7 @@ void BatchUpdate(const CscView& docs, const int32_t* bmu, const GridShape& grid,
   struct WorkerBuffers {
     std::vector<uint32_t> hist;
     std::vector<float> plane;
+    std::vector<double> diff;  // group drift: new - old per node of one feature
     BlurScratch scratch;
   };
   std::vector<std::unique_ptr<WorkerBuffers>> workers(CpuThreads());
@@ -220,6 +248,7 @@ void BatchUpdate(const CscView& docs, const int32_t* bmu, const GridShape& grid,
       workers[worker] = std::make_unique<WorkerBuffers>();
       workers[worker]->hist.resize(m);
       workers[worker]->plane.resize(m);
+      if (drift != nullptr) workers[worker]->diff.resize(m);
     }
     WorkerBuffers& buf = *workers[worker];
     for (int64_t v = v0; v < v1; ++v) {
@@ -233,7 +262,31 @@ void BatchUpdate(const CscView& docs, const int32_t* bmu, const GridShape& grid,
         for (int64_t i = 0; i < m; ++i) plane[i] = static_cast<float>(buf.hist[i]);
         BoxBlurPlane(plane, grid, blur, buf.scratch);
       }
-      if (half) {
+      if (drift != nullptr) {
+        double* diff = buf.diff.data();
+        if (half) {
+          uint16_t* w = static_cast<uint16_t*>(codebook.weights) + v * m;
+          for (int64_t i = 0; i < m; ++i) {
+            diff[i] = 0;
+            if (counts[i] > 0.0f) {
+              const uint16_t now = FloatToHalf(plane[i] / counts[i]);
+              diff[i] = static_cast<double>(HalfToFloat(now)) - HalfToFloat(w[i]);
+              w[i] = now;
+            }
+          }
+        } else {
+          float* w = static_cast<float*>(codebook.weights) + v * m;
+          for (int64_t i = 0; i < m; ++i) {
+            diff[i] = 0;
+            if (counts[i] > 0.0f) {
+              const float now = plane[i] / counts[i];
+              diff[i] = static_cast<double>(now) - w[i];
+              w[i] = now;
+            }
+          }
+        }
+        GroupRises(diff, m, *drift, drift->weight_rise + v * drift->groups);
+      } else if (half) {
         uint16_t* w = static_cast<uint16_t*>(codebook.weights) + v * m;
         for (int64_t i = 0; i < m; ++i) {
           if (counts[i] > 0.0f) w[i] = FloatToHalf(plane[i] / counts[i]);
@@ -247,6 +300,16 @@ void BatchUpdate(const CscView& docs, const int32_t* bmu, const GridShape& grid,
     }
   });
   ComputeSqNorms(codebook);
+  if (drift != nullptr) {
+    const int64_t s = drift->strip_nodes;
+    for (int64_t g = 0; g < drift->groups; ++g) {
+      float change = INFINITY;
+      for (int64_t j = g * s; j < std::min(m, (g + 1) * s); ++j) {
+        change = std::min(change, group_bounds::NormChange(codebook.sq_norms[j], old_norms[j]));
+      }
+      drift->norm_change[g] = change;
+    }
+  }
 }
 
 }  // namespace cpu

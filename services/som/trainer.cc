@@ -16,6 +16,7 @@
 #include "kernels/som/batch_update.h"
 #include "kernels/som/bmu.h"
 #include "kernels/som/documents.h"
+#include "kernels/som/group_bounds.h"
 #include "kernels/som/half.h"
 #include "kernels/som/parallel.h"
 #include "kernels/som/pca.h"
@@ -341,12 +342,49 @@ class Engine {
 
   void set_bmu_algorithm(BmuAlgorithm algorithm) { bmu_algorithm_ = algorithm; }
 
+  // TrainOptions::group_bounds: the per-document bounds and the update's
+  // drift tables. Empty (with the reason logged) when the backend cannot take
+  // the strip or the memory cannot be had: training then goes on without.
+  absl::Status EnableGroupBounds(const GroupBoundOptions& options, int ordinal) {
+    const char* unsupported = GroupBoundsUnsupportedReason(stream_->backend(), view_, options.strip_nodes);
+    if (bmu_algorithm_ != BmuAlgorithm::kFeatureMajor) unsupported = "group bounds need the feature-major BMU search";
+    if (*unsupported != '\0') {
+      TESSERA_LOG(WARNING) << "TrainSom: training without group bounds: " << unsupported;
+      return absl::OkStatus();
+    }
+    const int64_t groups = GroupCount(view_.nodes, options.strip_nodes);
+    const size_t bound_bytes = sizeof(float) * static_cast<size_t>(groups) * static_cast<size_t>(rows_);
+    auto lower = Buffer::Allocate(kind_, std::max<size_t>(4, bound_bytes), ordinal);
+    auto rise = Buffer::Allocate(kind_, sizeof(float) * static_cast<size_t>(groups * view_.features), ordinal);
+    auto change = Buffer::Allocate(kind_, sizeof(float) * static_cast<size_t>(groups), ordinal);
+    for (const auto* b : {&lower, &rise, &change}) {
+      if (b->ok()) continue;
+      if (b->status().code() != absl::StatusCode::kResourceExhausted) return b->status();
+      TESSERA_LOG(WARNING) << "TrainSom: training without group bounds: " << bound_bytes
+                           << " bytes of bounds could not be allocated: " << b->status().message();
+      return absl::OkStatus();
+    }
+    bound_lower_ = *std::move(lower);
+    drift_rise_ = *std::move(rise);
+    drift_change_ = *std::move(change);
+    bounds_.strip_nodes = drift_.strip_nodes = options.strip_nodes;
+    bounds_.groups = drift_.groups = groups;
+    bounds_.lower = static_cast<float*>(bound_lower_->data());
+    drift_.weight_rise = static_cast<float*>(drift_rise_->data());
+    drift_.norm_change = static_cast<float*>(drift_change_->data());
+    return absl::OkStatus();
+  }
+  bool has_group_bounds() const { return bound_lower_ != nullptr; }
+
   // The PCA codebook computed in the engine's own memory (no host copy).
   absl::Status InitializePca(const SparseBinaryMatrix& train, const TrainOptions& o) {
     return InitializePcaCodebook(*stream_, train, o, view_);
   }
 
-  absl::Status Bmus() {
+  // `with_bounds`: through the group bounds (when the engine keeps them): a
+  // bounded search when the last search set them and the update since
+  // reported its drift, else a full one that sets them.
+  absl::Status Bmus(bool with_bounds = false) {
     BmuOutput out{static_cast<int32_t*>(bmu_->data()), static_cast<int32_t*>(second_->data()),
                   static_cast<float*>(score_->data())};
     // From the second search on, bmu_ holds the previous epoch's BMUs: a hint
@@ -356,10 +394,25 @@ class Engine {
     BmuHints hints;
     if (doc_keys_ != nullptr) hints.document_key = static_cast<const int32_t*>(doc_keys_->data());
     if (have_bmus_) hints.previous_bmu = static_cast<const int32_t*>(bmu_->data());
-    TESSERA_RETURN_IF_ERROR(FindBmus(*stream_, bmu_algorithm_, docs_, view_, out, &ws_, tuning_, hints));
+    bound_stats_ = GroupSearchStats();
+    bound_mode_ = 0;
+    if (with_bounds && has_group_bounds()) {
+      const bool bounded = bounds_set_ && drift_ready_ && have_bmus_;
+      TESSERA_RETURN_IF_ERROR(FindBmusGroupBounded(*stream_, docs_, view_, out, bounds_, bounded ? &drift_ : nullptr,
+                                                   &ws_, hints, &bound_stats_));
+      bound_mode_ = bounded ? 2 : 1;
+      bounds_set_ = true;
+    } else {
+      TESSERA_RETURN_IF_ERROR(FindBmus(*stream_, bmu_algorithm_, docs_, view_, out, &ws_, tuning_, hints));
+      bounds_set_ = false;
+    }
+    drift_ready_ = false;
     have_bmus_ = true;
     return stream_->Synchronize();
   }
+
+  int bound_mode() const { return bound_mode_; }
+  const GroupSearchStats& bound_stats() const { return bound_stats_; }
 
   // BMU results and norms into the host mirrors (allocated on first use:
   // training with the quality pass on the device never needs them, and
@@ -400,6 +453,9 @@ class Engine {
   absl::Status Update(const GridShape& grid, const BoxBlur& blur, int64_t slab_bytes) {
     UpdateOptions options;
     options.slab_bytes = slab_bytes;
+    // The drift for the next search's bounds, when this epoch's search set them.
+    if (bounds_set_) options.group_drift = drift_;
+    drift_ready_ = bounds_set_;
     TESSERA_RETURN_IF_ERROR(BatchUpdate(*stream_, docs_.csc(), static_cast<const int32_t*>(bmu_->data()), grid, blur,
                                         view_, &ws_, options));
     return stream_->Synchronize();
@@ -431,6 +487,14 @@ class Engine {
   BmuAlgorithm bmu_algorithm_ = BmuAlgorithm::kFeatureMajor;
   BmuTuning tuning_;
   bool have_bmus_ = false;  // bmu_ holds the results of an earlier search
+  // TrainOptions::group_bounds: per document bounds and the update's drift.
+  std::shared_ptr<Buffer> bound_lower_, drift_rise_, drift_change_;
+  GroupBoundsView bounds_;
+  GroupDriftView drift_;
+  bool bounds_set_ = false;   // the last search set the bounds
+  bool drift_ready_ = false;  // ... and the update since reported its drift
+  int bound_mode_ = 0;
+  GroupSearchStats bound_stats_;
   int64_t exact_rescans_ = 0;
   std::vector<int32_t> h_bmu_, h_second_;
   std::vector<float> h_score_, h_norms_;
@@ -461,7 +525,9 @@ absl::StatusOr<TrainResult> TrainSom(const SparseBinaryMatrix& train, const Trai
     result.setup_seconds = Since(start) - result.init_seconds;
   }
   engine->set_bmu_algorithm(o.bmu_algorithm);
+  if (o.group_bounds.enabled) TESSERA_RETURN_IF_ERROR(engine->EnableGroupBounds(o.group_bounds, o.gpu_ordinal));
   const double small = o.small_radius > 0 ? o.small_radius : 1.25 * EndRadius(o);
+  const double bound_radius = o.group_bounds.max_radius > 0 ? o.group_bounds.max_radius : small;
   int calm = 0;
   double previous_qe = 0;
   for (int epoch = 0; epoch < o.max_epochs; ++epoch) {
@@ -475,9 +541,13 @@ absl::StatusOr<TrainResult> TrainSom(const SparseBinaryMatrix& train, const Trai
     const BoxBlur blur = BoxBlurForRadius(r.radius, o.blur_passes);
     r.box_half_width = blur.half_width;
     r.tap_weight = blur.side_weight;
-    TESSERA_RETURN_IF_ERROR(engine->Bmus());
+    TESSERA_RETURN_IF_ERROR(engine->Bmus(o.group_bounds.enabled && r.radius <= bound_radius));
     r.bmu_seconds = Since(t0);
     r.bmu_exact_rescans = engine->exact_rescans();
+    r.bmu_bound_mode = engine->bound_mode();
+    r.bmu_pairs_searched = engine->bound_stats().pairs_searched;
+    r.bmu_pairs = engine->bound_stats().pairs;
+    r.bmu_documents_skipped = engine->bound_stats().documents_skipped;
     const Clock::time_point tq = Clock::now();
     TESSERA_ASSIGN_OR_RETURN(const QualityMetrics q,
                              engine->MeasureQuality(train, o.grid, Adjacency::kFour, o.quality_on_device));

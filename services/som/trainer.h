@@ -100,7 +100,32 @@ struct EpochReport {
   double quality_seconds = 0;    // QE/TE of the BMU results (download and host pass, or the device pass)
   double update_seconds = 0;
   int64_t bmu_exact_rescans = 0; // BmuTuning::screen_fp16: documents the exact kernel searched again
+  // TrainOptions::group_bounds: 0 plain search, 1 full search setting the
+  // bounds, 2 bounded search; (document, group) pairs searched exactly of
+  // all, and documents that searched their previous BMU's group only.
+  int bmu_bound_mode = 0;
+  int64_t bmu_pairs_searched = 0;
+  int64_t bmu_pairs = 0;
+  int64_t bmu_documents_skipped = 0;
   double seconds = 0;            // the whole epoch, quality included
+};
+
+// Score-space group bounds for the training BMU searches
+// (kernels/som/group_bounds.h, issue 37): from the first epoch whose radius
+// is at most `max_radius`, each document keeps a lower bound on the scores of
+// every strip of strip_nodes nodes; the update reports how far each strip
+// could have come closer, and later epochs search only the strips that could
+// hold the BMU. Same BMUs, scores, codebooks and final quality, bit for bit;
+// the per-epoch topographic error of a bounded epoch is approximate (second
+// best over the searched strips), the final pass is exhaustive. Memory: 4 x
+// ceil(nodes / strip_nodes) bytes per document (1 KB at 64x64: 30.6 GB at
+// 29.9 M documents) plus 4 x features x groups; when that cannot be had, or
+// the backend cannot take the strip, training goes on without bounds (logged).
+// Off until measured on a GPU. Not persisted.
+struct GroupBoundOptions {
+  bool enabled = false;
+  int strip_nodes = 16;     // nodes per group (CUDA: 4, 8, 16, 32, 64 or 128)
+  double max_radius = -1;   // <= 0: the convergence rule's small radius
 };
 
 struct TrainOptions {
@@ -140,6 +165,7 @@ struct TrainOptions {
   // How the CUDA BMU kernels run (benchmarks sweep it; same results whatever
   // it is). Not persisted.
   BmuTuning bmu_tuning;
+  GroupBoundOptions group_bounds;
   std::function<void(const EpochReport&)> progress;
   // Asked before each epoch; true stops training with CANCELLED (a service's
   // CancelJob). Not persisted.

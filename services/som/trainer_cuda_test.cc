@@ -55,6 +55,57 @@ TEST(TrainerCudaParity, SameTrajectoryAsCpu) {
   }
 }
 
+// TrainOptions::group_bounds on CUDA (kernels/som/group_bounds.cu: the fused
+// group-bounded kernel, the update's drift): the same map, QE history and
+// final quality as the exhaustive CUDA search, bit for bit, with groups
+// excluded; and the same trajectory as the CPU trainer with the option.
+TEST(TrainerCudaParity, GroupBoundsTrainTheSameMap) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  SparseBinaryMatrix corpus = GenerateSyntheticCorpus(testing::TopicCorpus(12000, 1500, /*grid=*/6, /*seed=*/23));
+  for (WeightType type : {WeightType::kFloat32, WeightType::kFloat16}) {
+    SCOPED_TRACE(WeightTypeName(type));
+    TrainOptions o;
+    o.grid = GridShape{12, 10, Topology::kPlanar};
+    o.weight_type = type;
+    o.max_epochs = 20;
+    o.radius_decay_epochs = 8;
+    o.pca_on_device = false;
+    o.group_bounds.enabled = true;
+    auto cpu = TrainSom(corpus, o);
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    o.backend = Backend::kCuda;
+    auto bounded = TrainSom(corpus, o);
+    ASSERT_TRUE(bounded.ok()) << bounded.status();
+    o.group_bounds.enabled = false;
+    auto plain = TrainSom(corpus, o);
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    ASSERT_EQ(bounded->epochs, plain->epochs);
+    ASSERT_EQ(bounded->epochs, cpu->epochs);
+    int64_t searched = 0, pairs = 0;
+    for (int e = 0; e < plain->epochs; ++e) {
+      const EpochReport& b = bounded->history[e];
+      EXPECT_EQ(b.qe, plain->history[e].qe) << "epoch " << e;
+      EXPECT_NEAR(b.qe, cpu->history[e].qe, 1e-6 * cpu->history[e].qe) << "epoch " << e;
+      EXPECT_EQ(b.bmu_bound_mode, cpu->history[e].bmu_bound_mode) << "epoch " << e;
+      if (b.bmu_bound_mode == 2) {
+        searched += b.bmu_pairs_searched;
+        pairs += b.bmu_pairs;
+      }
+      std::printf("  epoch %2d QE %.6f  mode %d  pairs searched cuda %5.1f%% cpu %5.1f%%\n", e, b.qe,
+                  b.bmu_bound_mode, b.bmu_pairs > 0 ? 100.0 * b.bmu_pairs_searched / b.bmu_pairs : 100.0,
+                  cpu->history[e].bmu_pairs > 0
+                      ? 100.0 * cpu->history[e].bmu_pairs_searched / cpu->history[e].bmu_pairs
+                      : 100.0);
+    }
+    EXPECT_LT(searched, pairs);
+    EXPECT_EQ(bounded->final_quality.qe_euclidean, plain->final_quality.qe_euclidean);
+    EXPECT_EQ(bounded->final_quality.topographic_error, plain->final_quality.topographic_error);
+    EXPECT_TRUE(bounded->model.weights_f32 == plain->model.weights_f32);
+    EXPECT_TRUE(bounded->model.weights_f16 == plain->model.weights_f16);
+    EXPECT_TRUE(bounded->model.sq_norms == plain->model.sq_norms);
+  }
+}
+
 // The trainer hands each epoch's search the previous epoch's BMUs (aliased
 // with its output): ordering the documents by them (the default tuning) trains
 // the same map, bit for bit, as visiting them as stored.

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "services/som/synthetic.h"
@@ -353,6 +354,87 @@ TEST(TrainSomOptions, CusparseBmuNeedsCudaAndFp32) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
   o.bmu_algorithm = BmuAlgorithm::kNodeMajor;
   EXPECT_EQ(TrainSom(corpus, o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace som
+}  // namespace tessera
+
+namespace tessera {
+namespace som {
+namespace {
+
+// TrainOptions::group_bounds (issue 37): the same BMUs every epoch, hence the
+// same codebooks, QE history, convergence epoch and final QE/TE, bit for bit,
+// on a topic corpus (the map settles: most groups are excluded) and a
+// MEDLINE-shaped one; fp32 and fp16, planar and toroidal, PCA and random
+// starts, a ragged last group.
+void ExpectSameTraining(const SparseBinaryMatrix& corpus, TrainOptions o) {
+  o.group_bounds.enabled = false;
+  auto plain = TrainSom(corpus, o);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  o.group_bounds.enabled = true;
+  auto bounded = TrainSom(corpus, o);
+  ASSERT_TRUE(bounded.ok()) << bounded.status();
+  ASSERT_EQ(bounded->epochs, plain->epochs);
+  EXPECT_EQ(bounded->converged, plain->converged);
+  int64_t searched = 0, pairs = 0, bounded_epochs = 0;
+  for (int e = 0; e < plain->epochs; ++e) {
+    const EpochReport& b = bounded->history[e];
+    EXPECT_EQ(b.qe, plain->history[e].qe) << "epoch " << e;  // the scores keep their bits
+    EXPECT_EQ(plain->history[e].bmu_bound_mode, 0);
+    if (b.bmu_bound_mode == 2) {
+      ++bounded_epochs;
+      searched += b.bmu_pairs_searched;
+      pairs += b.bmu_pairs;
+    }
+    std::printf("  epoch %2d radius %5.2f QE %.6f TE %.4f (plain %.4f)  mode %d  pairs searched %5.1f%%  "
+                "documents skipped %5.1f%%\n",
+                e, b.radius, b.qe, b.topographic_error, plain->history[e].topographic_error, b.bmu_bound_mode,
+                b.bmu_pairs > 0 ? 100.0 * b.bmu_pairs_searched / b.bmu_pairs : 100.0,
+                100.0 * b.bmu_documents_skipped / corpus.rows());
+  }
+  EXPECT_GT(bounded_epochs, 0);
+  EXPECT_LT(searched, pairs);  // the bounded path was exercised
+  EXPECT_EQ(bounded->final_quality.qe_euclidean, plain->final_quality.qe_euclidean);
+  EXPECT_EQ(bounded->final_quality.topographic_error, plain->final_quality.topographic_error);
+  EXPECT_EQ(bounded->final_quality.dead_units, plain->final_quality.dead_units);
+  EXPECT_TRUE(bounded->model.weights_f32 == plain->model.weights_f32);
+  EXPECT_TRUE(bounded->model.weights_f16 == plain->model.weights_f16);
+  EXPECT_EQ(std::memcmp(bounded->model.sq_norms.data(), plain->model.sq_norms.data(),
+                        4 * plain->model.sq_norms.size()),
+            0);
+}
+
+TEST(GroupBounds, SameBitsOnATopicCorpus) {
+  SparseBinaryMatrix corpus = GenerateSyntheticCorpus(SmallCorpus(3000, 17));
+  TrainOptions o;
+  o.grid = GridShape{8, 8, Topology::kPlanar};
+  o.max_epochs = 25;
+  o.radius_decay_epochs = 8;
+  ExpectSameTraining(corpus, o);
+}
+
+TEST(GroupBounds, SameBitsFp16ToroidalRandomStartRaggedGroups) {
+  SparseBinaryMatrix corpus = GenerateSyntheticCorpus(SmallCorpus(2000, 19));
+  TrainOptions o;
+  o.grid = GridShape{6, 7, Topology::kToroidal};  // 42 nodes in groups of 8: the last has 2
+  o.weight_type = WeightType::kFloat16;
+  o.init = InitMethod::kRandom;
+  o.max_epochs = 15;
+  o.radius_decay_epochs = 6;
+  o.group_bounds.strip_nodes = 8;
+  o.group_bounds.max_radius = 100;  // bounded from the second epoch on
+  ExpectSameTraining(corpus, o);
+}
+
+TEST(GroupBounds, SameBitsOnAMedlineShapedCorpus) {
+  SparseBinaryMatrix corpus = GenerateSyntheticCorpus(MedlineShape(4000));
+  TrainOptions o;
+  o.grid = GridShape{8, 8, Topology::kPlanar};
+  o.max_epochs = 14;
+  o.radius_decay_epochs = 6;
+  ExpectSameTraining(corpus, o);
 }
 
 }  // namespace

@@ -195,19 +195,54 @@ __device__ inline double LoadWeight(const __half* w, int64_t k) { return __half2
 // the count is 0; every (feature, node) on its own thread (the division and
 // the stores were one thread per node before: 4096 threads at 64x64, 16 blocks
 // on a 132-SM GPU, each looping over 16K features).
-template <typename TW>
-__global__ void FinalizeWeightsKernel(const float* __restrict__ sums, const float* __restrict__ counts,
+// kDrift (UpdateOptions::group_drift): each sum, once read, is replaced by
+// the rise of its weight rounded up (group_bounds::WeightRise of new - old;
+// 0 where it stays or falls), for GroupRiseKernel: no second codebook.
+template <typename TW, bool kDrift>
+__global__ void FinalizeWeightsKernel(float* __restrict__ sums, const float* __restrict__ counts,
                                       TW* __restrict__ w, int64_t v0, int64_t nv, int64_t m) {
   const int64_t total = nv * m;
   for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < total;
        j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t i = j % m;
     const float c = counts[i];
+    float rise = 0.0f;
     if (c > 0.0f) {
+      double before = 0;
+      if constexpr (kDrift) before = LoadWeight(w, v0 * m + j);
       double stored;
       StoreWeight(w, v0 * m + j, sums[j] / c, stored);
+      if constexpr (kDrift) rise = group_bounds::WeightRise(stored - before);
     }
+    if constexpr (kDrift) sums[j] = rise;
   }
+}
+
+// weight_rise[(v0 + v) G + g] = the largest rise of the group's weights of
+// feature v0 + v (rises: the slab, as FinalizeWeightsKernel<kDrift> left it).
+__global__ void GroupRiseKernel(const float* __restrict__ rises, int64_t nv, int64_t m, int64_t v0,
+                                GroupDriftView drift) {
+  const int64_t total = nv * drift.groups;
+  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < total;
+       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t v = t / drift.groups, g = t % drift.groups;
+    const int64_t j0 = g * drift.strip_nodes, j1 = min(m, j0 + drift.strip_nodes);
+    float largest = 0.0f;
+    for (int64_t j = j0; j < j1; ++j) largest = fmaxf(largest, rises[v * m + j]);  // rises are >= 0 or +inf
+    drift.weight_rise[(v0 + v) * drift.groups + g] = largest;
+  }
+}
+
+// norm_change[g] = min over the group's nodes of NormChange(now, before).
+__global__ void GroupNormChangeKernel(const float* __restrict__ now, const float* __restrict__ before, int64_t m,
+                                      GroupDriftView drift) {
+  const int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (g >= drift.groups) return;
+  float change = INFINITY;
+  for (int64_t j = g * drift.strip_nodes; j < min(m, (g + 1) * drift.strip_nodes); ++j) {
+    change = fminf(change, group_bounds::NormChange(now[j], before[j]));  // never NaN
+  }
+  drift.norm_change[g] = change;
 }
 
 // ||w||^2 partials: one thread per node adds the slab's stored weights in
@@ -275,7 +310,25 @@ absl::Status Blur(float* a, float* scratch, int64_t planes, const GridShape& gri
   return absl::OkStatus();
 }
 
-enum Slot { kSlotHits = 0, kSlotCountsScratch, kSlotNormAcc, kSlotSlabA, kSlotSlabB, kSlotPlanesScratch };
+enum Slot {
+  kSlotHits = 0,
+  kSlotCountsScratch,
+  kSlotNormAcc,
+  kSlotSlabA,
+  kSlotSlabB,
+  kSlotPlanesScratch,
+  kSlotOldNorms = 7,  // group drift: the norms before the update (6 is free; 8.. are the BMU search's)
+};
+
+template <typename TW>
+void LaunchFinalize(bool drift, unsigned blocks, float* sums, const float* counts, TW* w, int64_t v0, int64_t nv,
+                    int64_t m, cudaStream_t s) {
+  if (drift) {
+    FinalizeWeightsKernel<TW, true><<<blocks, kThreads, 0, s>>>(sums, counts, w, v0, nv, m);
+  } else {
+    FinalizeWeightsKernel<TW, false><<<blocks, kThreads, 0, s>>>(sums, counts, w, v0, nv, m);
+  }
+}
 
 }  // namespace
 
@@ -304,6 +357,15 @@ absl::Status BatchUpdate(const Stream& stream, const CscView& docs, const int32_
   float* counts = static_cast<float*>(hits_raw);
   TESSERA_RETURN_IF_ERROR(Blur(counts, static_cast<float*>(counts_scratch), 1, grid, blur, s));
   double* norm_acc = static_cast<double*>(norm_raw);
+  const GroupDriftView& drift = options.group_drift;
+  const bool with_drift = drift.weight_rise != nullptr;
+  float* old_norms = nullptr;
+  if (with_drift) {
+    TESSERA_ASSIGN_OR_RETURN(void* old_raw, ws.Slot(kSlotOldNorms, sizeof(float) * m, stream));
+    old_norms = static_cast<float*>(old_raw);
+    TESSERA_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(old_norms, codebook.sq_norms, sizeof(float) * m, cudaMemcpyDeviceToDevice, s));
+  }
 
   const int64_t slab = std::max<int64_t>(
       1, std::min<int64_t>(v_count, options.slab_bytes / static_cast<int64_t>(sizeof(float) * m)));
@@ -321,24 +383,31 @@ absl::Status BatchUpdate(const Stream& stream, const CscView& docs, const int32_
       TESSERA_RETURN_IF_ERROR(
           Blur(static_cast<float*>(slab_a), static_cast<float*>(slab_b), nv, grid, blur, s));
       const unsigned weight_blocks = GridFor(nv * m, kThreads, 8192);
+      float* sums = static_cast<float*>(slab_a);
       if (codebook.type == WeightType::kFloat32) {
         float* w = static_cast<float*>(codebook.weights);
-        FinalizeWeightsKernel<float><<<weight_blocks, kThreads, 0, s>>>(static_cast<const float*>(slab_a), counts, w,
-                                                                        v0, nv, m);
+        LaunchFinalize<float>(with_drift, weight_blocks, sums, counts, w, v0, nv, m, s);
         TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("FinalizeWeightsKernel");
         SlabNormsKernel<float><<<GridFor(m, kThreads), kThreads, 0, s>>>(w, v0, nv, m, norm_acc);
       } else {
         __half* w = static_cast<__half*>(codebook.weights);
-        FinalizeWeightsKernel<__half><<<weight_blocks, kThreads, 0, s>>>(static_cast<const float*>(slab_a), counts,
-                                                                         w, v0, nv, m);
+        LaunchFinalize<__half>(with_drift, weight_blocks, sums, counts, w, v0, nv, m, s);
         TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("FinalizeWeightsKernel");
         SlabNormsKernel<__half><<<GridFor(m, kThreads), kThreads, 0, s>>>(w, v0, nv, m, norm_acc);
       }
       TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("SlabNormsKernel");
+      if (with_drift) {
+        GroupRiseKernel<<<GridFor(nv * drift.groups, kThreads, 8192), kThreads, 0, s>>>(sums, nv, m, v0, drift);
+        TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("GroupRiseKernel");
+      }
     }
   }
   NormsKernel<<<GridFor(m, kThreads), kThreads, 0, s>>>(norm_acc, m, codebook.sq_norms);
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("NormsKernel");
+  if (with_drift) {
+    GroupNormChangeKernel<<<GridFor(drift.groups, kThreads), kThreads, 0, s>>>(codebook.sq_norms, old_norms, m, drift);
+    TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("GroupNormChangeKernel");
+  }
   if (workspace == nullptr) TESSERA_RETURN_IF_ERROR(stream.Synchronize());
   return absl::OkStatus();
 }

@@ -183,9 +183,6 @@ namespace cuda {
 absl::Status FindBmusGroupBounded(const Stream& stream, const DocumentSet& docs, const CodebookView& codebook,
                                   const BmuOutput& out, const GroupBoundsView& bounds, const GroupDriftView* drift,
                                   SomWorkspace& workspace, const BmuHints& hints, GroupSearchStats* stats);
-// Per group: norm_change[g] = min over its nodes of NormChange(now, before).
-absl::Status GroupNormChange(const Stream& stream, const float* now, const float* before, int64_t nodes,
-                             const GroupDriftView& drift);
 }  // namespace cuda
 
 }  // namespace som

@@ -12,7 +12,6 @@
 // sums in slice order (LnccSlab hands out the per-slice sums).
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -187,9 +186,10 @@ void BoxSumInPlace(T* vol, const Dims3& d, int r, int64_t xy_lo, int64_t xy_hi, 
 }
 
 // A coefficient as the CUDA kernel stores it: unchanged, or rounded through
-// float to CoefT (the mixed-precision stage's bf16 volumes).
+// float to CoefT (the mixed-precision stage's bf16 volumes; FromFloat is a
+// select, so LnccTermsRun's loop vectorises with it).
 template <typename CoefT>
-double StoredCoefficient(double v) {
+__attribute__((always_inline)) inline double StoredCoefficient(double v) {
   if constexpr (std::is_same<CoefT, float>::value || std::is_same<CoefT, double>::value) {
     return v;
   } else {
@@ -203,28 +203,6 @@ double StoredCoefficient(double v) {
 // it was scalar, 8.9 % of the macaque run); each voxel gets
 // ComputeLnccTerms' double operations in its order (no FMA), so the same
 // bits. The caller sums cc in voxel order.
-// StoredCoefficient<BFloat16>(v) as a float, without branches (the NaN case
-// as a select) so that it vectorises: FromFloat<BFloat16>'s rounding.
-__attribute__((always_inline)) inline float RoundedThroughBf16(double v) {
-  const float x = static_cast<float>(v);
-  uint32_t b;
-  std::memcpy(&b, &x, sizeof b);
-  const uint32_t rounded = (b + 0x7fffu + ((b >> 16) & 1u)) >> 16, quiet_nan = (b >> 16) | 0x40u;
-  const uint32_t out = ((b & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded) << 16;
-  float y;
-  std::memcpy(&y, &out, sizeof y);
-  return y;
-}
-
-template <typename CoefT>
-__attribute__((always_inline)) inline double StoredCoefficientInRun(double v) {
-  if constexpr (std::is_same<CoefT, BFloat16>::value) {
-    return RoundedThroughBf16(v);
-  } else {
-    return StoredCoefficient<CoefT>(v);
-  }
-}
-
 template <typename T, typename CoefT>
 __attribute__((always_inline)) inline void LnccTermsRunBody(const T* __restrict__ f, T* __restrict__ w,
                                                             const T* __restrict__ ff, T* __restrict__ ww,
@@ -233,9 +211,9 @@ __attribute__((always_inline)) inline void LnccTermsRunBody(const T* __restrict_
   for (int64_t i = 0; i < n; ++i) {
     const LnccTerms t = ComputeLnccTerms(f[i], w[i], ff[i], ww[i], fw[i], inv_n, eps);
     cc[i] = t.cc;
-    fw[i] = static_cast<T>(StoredCoefficientInRun<CoefT>(t.a));
-    ww[i] = static_cast<T>(StoredCoefficientInRun<CoefT>(t.b));
-    w[i] = static_cast<T>(StoredCoefficientInRun<CoefT>(t.c));
+    fw[i] = static_cast<T>(StoredCoefficient<CoefT>(t.a));
+    ww[i] = static_cast<T>(StoredCoefficient<CoefT>(t.b));
+    w[i] = static_cast<T>(StoredCoefficient<CoefT>(t.c));
   }
 }
 

@@ -7,6 +7,8 @@
 // gives b's new score s_b' (the search's operations: the same bits); then, 128
 // groups at a time (4 per lane), the moved bounds L_g' = L_g + m_g - 2 sum
 // D_gf (the D rows of the document's features: G floats each, L2-resident),
+// (fp32 with directed rounding: __fadd_ru for the sum of rises, _rd for the
+// bound and the margin; the CPU reference uses double with a relative slack),
 // a ballot of the groups that could tie or beat s_b', and those groups
 // searched at once: each lane owns 4 consecutive nodes (one 16-byte fp32 / 8-
 // byte fp16 load per feature), S / 4 lanes per group, 32 / (S / 4) groups per
@@ -129,6 +131,7 @@ __global__ void __launch_bounds__(kThreads) GroupBoundedKernel(SearchArgs a) {
     const int64_t k0 = a.offsets[d];
     const int64_t nnz = a.offsets[d + 1] - k0;
     const double err = group_bounds::ScoreErrorBound(nnz, a.max_sq_norm);
+    const float err_up = group_bounds::RoundUp(err);  // +inf when E is not finite: nothing excluded
     float* lower = a.lower + d * a.groups;
     Top2 best = Top2::Empty();
     const int32_t b = a.rise != nullptr ? a.bmu[d] : -1;
@@ -141,6 +144,8 @@ __global__ void __launch_bounds__(kThreads) GroupBoundedKernel(SearchArgs a) {
       bmu_score = SearchPass<TW>(a, w, k0, nnz, &gb, 1, lanes_per_group, err, lower, best, b);
       searched = 1;
     }
+    // A non-finite s_b' excludes nothing (as GroupExcluded): -inf scores may tie.
+    const bool score_finite = bmu_score > -INFINITY && bmu_score < INFINITY;
     int32_t pending[32];  // groups waiting for a pass (warp-uniform)
     int queued = 0;
     // 128 groups at a time, 4 consecutive ones per lane (one 16-byte load of
@@ -152,7 +157,10 @@ __global__ void __launch_bounds__(kThreads) GroupBoundedKernel(SearchArgs a) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) search[j] = g0 + j < a.groups && g0 + j != gb;
       if (bounded) {  // warp-uniform: every lane takes part in the shuffles
-        double rises[4] = {0, 0, 0, 0};
+        // In fp32 with directed rounding (the CPU reference uses double; both
+        // are bounds, only their last bits differ): the sum of the rises
+        // rounded up, L + m - 2 sum rounded down.
+        float rises[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         for (int64_t kc = 0; kc < nnz; kc += 32) {
           const int chunk = static_cast<int>(nnz - kc < 32 ? nnz - kc : 32);
           const int32_t mine = lane < chunk ? __ldg(a.indices + k0 + kc + lane) : 0;
@@ -161,24 +169,38 @@ __global__ void __launch_bounds__(kThreads) GroupBoundedKernel(SearchArgs a) {
             if (vector_rises) {
               if (g0 < a.groups) {
                 const float4 r = __ldg(reinterpret_cast<const float4*>(row + g0));
-                rises[0] += r.x;
-                rises[1] += r.y;
-                rises[2] += r.z;
-                rises[3] += r.w;
+                rises[0] = __fadd_ru(rises[0], r.x);
+                rises[1] = __fadd_ru(rises[1], r.y);
+                rises[2] = __fadd_ru(rises[2], r.z);
+                rises[3] = __fadd_ru(rises[3], r.w);
               }
             } else {
 #pragma unroll
               for (int j = 0; j < 4; ++j) {
-                if (g0 + j < a.groups) rises[j] += __ldg(row + g0 + j);
+                if (g0 + j < a.groups) rises[j] = __fadd_ru(rises[j], __ldg(row + g0 + j));
               }
             }
+          }
+        }
+        float old[4], change[4];
+        if (vector_rises && g0 < a.groups) {
+          const float4 l = *reinterpret_cast<const float4*>(lower + g0);
+          const float4 c = __ldg(reinterpret_cast<const float4*>(a.change + g0));
+          old[0] = l.x, old[1] = l.y, old[2] = l.z, old[3] = l.w;
+          change[0] = c.x, change[1] = c.y, change[2] = c.z, change[3] = c.w;
+        } else {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            old[j] = g0 + j < a.groups ? lower[g0 + j] : 0.0f;
+            change[j] = g0 + j < a.groups ? __ldg(a.change + g0 + j) : 0.0f;
           }
         }
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           if (!search[j]) continue;
-          const float moved = group_bounds::BoundAfterDrift(lower[g0 + j], __ldg(a.change + g0 + j), rises[j]);
-          if (group_bounds::GroupExcluded(moved, err, bmu_score)) {
+          const float moved = __fsub_rd(__fadd_rd(old[j], change[j]), 2.0f * rises[j]);
+          // Excluded only when moved - E > s_b' strictly (NaN compares false).
+          if (score_finite && __fsub_rd(moved, err_up) > bmu_score) {
             lower[g0 + j] = moved;
             search[j] = false;
           }

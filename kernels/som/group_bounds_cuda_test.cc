@@ -2,10 +2,10 @@
 // drift (batch_update.cu) against the CPU reference.
 //
 // Tolerances: BMU and score bit for bit (the same fp32 sums in the same
-// order), second-best too after a full search; the bounds may differ from the
-// CPU's in the last bit (the device contracts the margin's multiply-add), so
-// they are checked against the exact group minima instead, and the searched
-// pair counts within 1 %. The update's drift is checked against the exact
+// order), second-best too after a full search; the bounds differ from the
+// CPU's in their last bits (the device moves them in fp32 with directed
+// rounding, the CPU in double), so they are checked against the exact group
+// minima instead, and the searched pair counts within 1 %. The update's drift is checked against the exact
 // changes of the device codebook (>= and within 1e-6 relative).
 #include <gtest/gtest.h>
 

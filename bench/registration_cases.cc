@@ -14,7 +14,7 @@
 //       number of voxels with a Jacobian determinant <= 0
 //   registration_cases register --dir DIR [--deformable_iterations 200,100,100
 //       --deformable_lr 0.5 --grad_sigma 1 --warp_sigma 0.5 --mi_bins 32
-//       --deformable_model bspline --bspline_spacing 4 --mi_fixed_blur 0
+//       --deformable_model bspline --bspline_spacing 4 --fixed_blur 0
 //       --mi_fixed_window cubic --plateau_window 20 ...]
 //       registers DIR's pair (default mi) on the CPU (tuning experiments, issue
 //       17): "<Dice all> <Dice large> <seconds> <final loss>" and the log;
@@ -77,7 +77,9 @@ ABSL_FLAG(double, deformable_lr, -1, "register: greedy step, voxels (-1: default
 ABSL_FLAG(double, grad_sigma, -1, "register: gradient smoothing, voxels (-1: default)");
 ABSL_FLAG(double, warp_sigma, -1, "register: field smoothing, voxels (-1: default)");
 ABSL_FLAG(int, mi_bins, 0, "register: MI bins (0: default)");
-ABSL_FLAG(double, mi_fixed_blur, -1, "register: MI fixed-image blur before the deformable stage, voxels (-1: default)");
+ABSL_FLAG(int, lncc_window, 0, "register: LNCC window, odd, voxels of each level (0: default)");
+ABSL_FLAG(std::string, precision, "", "register: lean deformable storage, mixed or full (empty: default)");
+ABSL_FLAG(double, fixed_blur, -1, "register: fixed-image blur before the deformable stage with mi or lncc, voxels (-1: default)");
 ABSL_FLAG(std::string, mi_fixed_window, "", "register: MI fixed Parzen window, box or cubic (empty: default)");
 ABSL_FLAG(std::string, mi_grid_jitter, "", "register: jitter the deformable sampling grid with MI, on or off (empty: default)");
 ABSL_FLAG(std::string, mi_voxel_jitter, "", "register: with the grid jitter, one offset per voxel instead of per grid, on or off (empty: default)");
@@ -482,7 +484,9 @@ int RegisterCase() {
   if (absl::GetFlag(FLAGS_grad_sigma) >= 0) o.smooth_grad_sigma = absl::GetFlag(FLAGS_grad_sigma);
   if (absl::GetFlag(FLAGS_warp_sigma) >= 0) o.smooth_warp_sigma = absl::GetFlag(FLAGS_warp_sigma);
   if (absl::GetFlag(FLAGS_mi_bins) > 0) o.metric_options.mi_bins = absl::GetFlag(FLAGS_mi_bins);
-  if (absl::GetFlag(FLAGS_mi_fixed_blur) >= 0) o.metric_options.mi_fixed_blur_voxels = absl::GetFlag(FLAGS_mi_fixed_blur);
+  if (absl::GetFlag(FLAGS_lncc_window) > 0) o.metric_options.lncc_window = absl::GetFlag(FLAGS_lncc_window);
+  if (!absl::GetFlag(FLAGS_precision).empty()) o.precision = OptionFlag<Precision>(absl::GetFlag(FLAGS_precision), "--precision");
+  if (absl::GetFlag(FLAGS_fixed_blur) >= 0) o.metric_options.fixed_blur_voxels = absl::GetFlag(FLAGS_fixed_blur);
   if (!absl::GetFlag(FLAGS_mi_fixed_window).empty()) o.metric_options.mi_fixed_box = absl::GetFlag(FLAGS_mi_fixed_window) == "box";
   if (!absl::GetFlag(FLAGS_mi_grid_jitter).empty()) o.metric_options.mi_grid_jitter = absl::GetFlag(FLAGS_mi_grid_jitter) == "on";
   if (!absl::GetFlag(FLAGS_mi_voxel_jitter).empty()) o.metric_options.mi_voxel_jitter = absl::GetFlag(FLAGS_mi_voxel_jitter) == "on";

@@ -119,6 +119,16 @@ class InCoreRun final : public RunPhases {
     // Mixed precision: the stage sees fp16 levels and no float copy stays
     // alive (full_ shares its buffers with the factor-1 level).
     const bool mixed = LeanStageUsesMixedPrecision(options_);
+    // MI and LNCC: the fixed levels blurred as the interpolation blurs the
+    // warped image (MetricOptions::fixed_blur_voxels; in place: the linear
+    // stages are done, and the final loss compares the same images), in float
+    // before a mixed-precision stage's fp16 copy.
+    const double blur = FixedBlurVoxels(options_.metric, options_.metric_options);
+    if (blur > 0) {
+      for (Level& l : levels_) TESSERA_RETURN_IF_ERROR(GaussianSmooth(l.fixed, &l.fixed, {blur, blur, blur}, stream));
+      log->push_back(absl::StrFormat("deformable: fixed image blurred by sigma %.3g voxels per level (%s)", blur,
+                                     options_.metric == Metric::kMi ? "MI" : "LNCC"));
+    }
     if (mixed) {
       for (Level& l : levels_) TESSERA_RETURN_IF_ERROR(ConvertLevelToHalf(l, stream));
       for (const Level& l : levels_) {
@@ -127,14 +137,6 @@ class InCoreRun final : public RunPhases {
           full_.moving = NDArray();
         }
       }
-    }
-    // MI: the fixed levels blurred as the interpolation blurs the warped image
-    // (MetricOptions::mi_fixed_blur_voxels; in place: the linear stages are
-    // done, and the final loss compares the same images).
-    const double blur = options_.metric_options.mi_fixed_blur_voxels;
-    if (options_.metric == Metric::kMi && blur > 0 && !mixed) {
-      for (Level& l : levels_) TESSERA_RETURN_IF_ERROR(GaussianSmooth(l.fixed, &l.fixed, {blur, blur, blur}, stream));
-      log->push_back(absl::StrFormat("deformable: fixed image blurred by sigma %.3g voxels per level (MI)", blur));
     }
     if (DeformableStageJitters(options_) && options_.deformable_model != DeformableModel::kBspline &&
         (options_.shards > 1 || options_.process_group != nullptr) && !ShardedStageJitters(options_, stream)) {

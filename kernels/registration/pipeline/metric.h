@@ -29,17 +29,21 @@ struct MetricOptions {
   // 7 (ch2bet 0.40 -> 0.38 mm), bench/results/2026-12-02-*-elastix-v4.md.
   bool mi_fixed_box = true;
   // Gaussian blur of the fixed image, voxels of each level, before the
-  // deformable stage with MI (issue 17; in-core runs: registrar.cc). The
-  // warped image is the moving one linearly interpolated, blurred by a
-  // kernel of variance t(1 - t) per axis at sub-voxel offset t: 1/6 voxel^2 on
-  // average, so sigma sqrt(1/6). Without it the sharp fixed image rewards
-  // maps that put samples on moving voxel centres, where the interpolation
-  // blurs least (the interpolation artefact of MI; elastix evades it by
-  // sampling random coordinates, which interpolates both images): our map
-  // reached a lower MI than the true map and erred by 0.25-0.4 mm. 0 = none.
+  // deformable stage with MI or LNCC (FixedBlurVoxels below; in-core runs:
+  // in_core_run.cc). The warped image is the moving one linearly
+  // interpolated, blurred by a kernel of variance t(1 - t) per axis at
+  // sub-voxel offset t: 1/6 voxel^2 on average, so sigma sqrt(1/6). Without it
+  // the sharp fixed image rewards maps that put samples on moving voxel
+  // centres, where the interpolation blurs least (the interpolation artefact;
+  // elastix evades it by sampling random coordinates, which interpolates both
+  // images). MI (issue 17): our map reached a lower MI than the true map and
+  // erred by 0.25-0.4 mm. LNCC (issue 38; its local variances see the blur
+  // too): macaque 0.5 mm Dice 0.9135 -> 0.9314 all labels (labels of 10-29
+  // voxels 0.849 -> 0.89), 0.9723 -> 0.9776 large
+  // (bench/results/2026-12-08-cpu-registration-macaque-dice.md). 0 = none.
   // In-core runs only (standard, lean, sharded): the bounded / out-of-core
   // path reads the full-resolution fixed image slab by slab and does not blur.
-  double mi_fixed_blur_voxels = 0.40824829;  // sqrt(1/6)
+  double fixed_blur_voxels = 0.40824829;  // sqrt(1/6)
   // Random sub-voxel jitter of the deformable stage's sampling grid, new
   // every iteration (issue 17, grid_jitter.h): the rest of the
   // interpolation artefact, and more (v5 bench: Dice up on all 7 cases).
@@ -57,6 +61,13 @@ struct MetricOptions {
   // t2-like case ~0.006 (still 0.037 above elastix).
   bool mi_voxel_jitter = true;
 };
+
+// The fixed image's blur before the deformable stage with `metric`, voxels:
+// options.fixed_blur_voxels for the metrics whose statistics see the warped
+// image's interpolation blur (MI, LNCC); 0 for MSE (not measured).
+inline double FixedBlurVoxels(Metric metric, const MetricOptions& options) {
+  return metric == Metric::kMi || metric == Metric::kLncc ? options.fixed_blur_voxels : 0.0;
+}
 
 // Mattes MI's options for these metric options on the registrar's
 // intensities, normalised to [0, 1]: bins and the fixed image's Parzen window.

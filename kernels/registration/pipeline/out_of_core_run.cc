@@ -81,8 +81,9 @@ class OutOfCoreRun final : public RunPhases {
     // Its smooth_warp_sigma is resolved once the images are normalised (below).
     options_ = requested;
     result->log.push_back(reason_);
-    if (options_.metric == Metric::kMi && options_.metric_options.mi_fixed_blur_voxels > 0 && in_.plan.deformable) {
-      result->log.push_back("deformable: the fixed image is not blurred for MI in a bounded run (metric.h)");
+    if (FixedBlurVoxels(options_.metric, options_.metric_options) > 0 && in_.plan.deformable) {
+      result->log.push_back(absl::StrFormat("deformable: the fixed image is not blurred for %s in a bounded run (metric.h)",
+                                            options_.metric == Metric::kMi ? "MI" : "LNCC"));
     }
     if (DeformableStageJitters(options_) && in_.plan.deformable) {
       result->log.push_back("deformable: the sampling grid is not jittered in a bounded run (metric.h)");

@@ -33,9 +33,9 @@ RegistrationOptions QuickColinOptions(Metric metric, std::vector<int> deformable
   o.deformable_iterations = std::move(deformable_iterations);
   o.device = "cpu";
   o.smooth_grad_sigma = 3;
-  // The bounded (out-of-core) path does not blur the fixed image for MI
+  // The bounded (out-of-core) path does not blur the fixed image for MI or LNCC
   // (metric.h): off here, so the in-core / bounded comparisons stay exact.
-  o.metric_options.mi_fixed_blur_voxels = 0;
+  o.metric_options.fixed_blur_voxels = 0;
   // Nor do the sharded and out-of-core stages jitter the grid (metric.h).
   o.metric_options.mi_grid_jitter = false;
   return o;

@@ -60,50 +60,59 @@ struct SearchArgs {
   unsigned long long* counters;
 };
 
-// Sums the document's weights of one 4-node quad per lane (fp32 from 0 in
-// ascending feature order, as the exhaustive kernels) for the lanes that are
-// `active`; the feature indices are loaded 32 at a time and broadcast.
-template <typename TW>
-__device__ inline void SumQuad(const SearchArgs& a, const TW* __restrict__ w, int64_t k0, int64_t nnz, bool active,
-                               int64_t node0, float* acc) {
+// Sums the document's weights of kQuads 4-node quads per lane (nodes node0
+// .. node0 + 4 kQuads - 1; fp32 from 0 in ascending feature order, as the
+// exhaustive kernels) for the quads that are active (quad q: node0 + 4 q <
+// active_end); the feature indices are loaded 32 at a time and broadcast.
+template <typename TW, int kQuads>
+__device__ inline void SumQuads(const SearchArgs& a, const TW* __restrict__ w, int64_t k0, int64_t nnz,
+                                int64_t node0, int64_t active_end, float (&acc)[kQuads][4]) {
   const int lane = threadIdx.x & 31;
-  acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
+#pragma unroll
+  for (int q = 0; q < kQuads; ++q) acc[q][0] = acc[q][1] = acc[q][2] = acc[q][3] = 0.0f;
   for (int64_t kc = 0; kc < nnz; kc += 32) {
     const int chunk = static_cast<int>(nnz - kc < 32 ? nnz - kc : 32);
     const int32_t mine = lane < chunk ? __ldg(a.indices + k0 + kc + lane) : 0;
     for (int j = 0; j < chunk; ++j) {
       const int32_t f = __shfl_sync(kFull, mine, j);
-      if (active) {
-        float q[4];
-        bmu_device::LoadQuad<TW, true, true>(w, a.m, 0, f, node0, q);
 #pragma unroll
-        for (int c = 0; c < 4; ++c) acc[c] += q[c];
+      for (int q = 0; q < kQuads; ++q) {
+        if (node0 + 4 * q < active_end) {
+          float x[4];
+          bmu_device::LoadQuad<TW, true, true>(w, a.m, 0, f, node0 + 4 * q, x);
+#pragma unroll
+          for (int c = 0; c < 4; ++c) acc[q][c] += x[c];
+        }
       }
     }
   }
 }
 
-// One pass over up to 32 / lanes_per_group groups (groups[0, count)): scores
-// into `best`, each group's exact minimum (minus E) into its bound. Returns
-// the score of node `want` (only meaningful when it lies in groups[0]).
-template <typename TW>
+// One pass over up to 32 / lanes_per_group groups (groups[0, count)), each
+// lane on kQuads quads (lanes_per_group = S / (4 kQuads)): scores into
+// `best`, each group's exact minimum (minus E) into its bound. Returns the
+// score of node `want` (only meaningful when it lies in groups[0]).
+template <typename TW, int kQuads>
 __device__ inline float SearchPass(const SearchArgs& a, const TW* __restrict__ w, int64_t k0, int64_t nnz,
-                                   const int32_t* group_of_slot, int count, int lanes_per_group, double err,
-                                   float* lower, Top2& best, int32_t want) {
+                                   const int32_t* group_of_slot, int count, double err, float* lower, Top2& best,
+                                   int32_t want) {
   const int lane = threadIdx.x & 31;
+  const int lanes_per_group = a.strip / (4 * kQuads);
   const int slot = lane / lanes_per_group;
   const int64_t g = slot < count ? group_of_slot[slot] : 0;
-  const int64_t node0 = g * a.strip + static_cast<int64_t>(lane % lanes_per_group) * 4;
+  const int64_t node0 = g * a.strip + static_cast<int64_t>(lane % lanes_per_group) * 4 * kQuads;
   // Quads past the last node (a ragged last group; nodes % 4 == 0) sit out.
-  const bool active = slot < count && node0 < a.m;
-  float acc[4];
-  SumQuad<TW>(a, w, k0, nnz, active, node0, acc);
+  const int64_t active_end = slot < count ? a.m : 0;
+  float acc[kQuads][4];
+  SumQuads<TW, kQuads>(a, w, k0, nnz, node0, active_end, acc);
   float minimum = INFINITY, wanted = 0.0f;
-  if (active) {
+#pragma unroll
+  for (int q = 0; q < kQuads; ++q) {
+    if (node0 + 4 * q >= active_end) continue;
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
-      const int64_t node = node0 + c;
-      const float s = __ldg(a.norms + node) - 2.0f * acc[c];
+      const int64_t node = node0 + 4 * q + c;
+      const float s = __ldg(a.norms + node) - 2.0f * acc[q][c];
       if (s <= best.s2) best.Insert(s, static_cast<int32_t>(node));
       minimum = group_bounds::MinimumOrNan(minimum, s);
       if (node == want) wanted = s;
@@ -114,16 +123,18 @@ __device__ inline float SearchPass(const SearchArgs& a, const TW* __restrict__ w
   }
   if (slot < count && lane % lanes_per_group == 0) lower[g] = group_bounds::BoundFromMinimum(minimum, err);
   // The lane holding `want` (in the first slot's group) hands its score over.
-  const int64_t from = want >= 0 ? (want - (want / a.strip) * a.strip) / 4 : 0;
+  const int64_t from = want >= 0 ? (want - (want / a.strip) * a.strip) / (4 * kQuads) : 0;
   return __shfl_sync(kFull, wanted, static_cast<int>(from & 31));
 }
 
-template <typename TW>
+// kQuads: quads per lane. A full search (the bounds-setting epoch) takes up
+// to 4 (fewer, longer passes, as the exhaustive kernels' 16 nodes per lane);
+// a bounded one 1 (more groups per pass: fewer idle lanes when a document
+// searches a few groups; and fewer registers).
+template <typename TW, int kQuads>
 __global__ void __launch_bounds__(kThreads) GroupBoundedKernel(SearchArgs a) {
   const TW* __restrict__ w = static_cast<const TW*>(a.weights);
   const int lane = threadIdx.x & 31;
-  const int lanes_per_group = a.strip / 4;
-  const int per_pass = 32 / lanes_per_group;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (kThreads / 32);
   unsigned long long searched_total = 0, skipped_total = 0;
   for (int64_t p = blockIdx.x * static_cast<int64_t>(kThreads / 32) + threadIdx.x / 32; p < a.n; p += warps) {
@@ -137,16 +148,18 @@ __global__ void __launch_bounds__(kThreads) GroupBoundedKernel(SearchArgs a) {
     const int32_t b = a.rise != nullptr ? a.bmu[d] : -1;
     const bool bounded = b >= 0 && b < a.m;
     int32_t gb = -1;
+    int32_t pending[32];  // groups waiting for a pass (warp-uniform)
     float bmu_score = 0.0f;
     int64_t searched = 0;
     if (bounded) {
       gb = static_cast<int32_t>(b / a.strip);
-      bmu_score = SearchPass<TW>(a, w, k0, nnz, &gb, 1, lanes_per_group, err, lower, best, b);
+      bmu_score = SearchPass<TW, kQuads>(a, w, k0, nnz, &gb, 1, err, lower, best, b);
       searched = 1;
     }
+    const int per_pass = 32 * 4 * kQuads / a.strip;  // groups per pass
+    auto pass = [&](int count) { SearchPass<TW, kQuads>(a, w, k0, nnz, pending, count, err, lower, best, -1); };
     // A non-finite s_b' excludes nothing (as GroupExcluded): -inf scores may tie.
     const bool score_finite = bmu_score > -INFINITY && bmu_score < INFINITY;
-    int32_t pending[32];  // groups waiting for a pass (warp-uniform)
     int queued = 0;
     // 128 groups at a time, 4 consecutive ones per lane (one 16-byte load of
     // each D row when G % 4 == 0).
@@ -214,13 +227,13 @@ __global__ void __launch_bounds__(kThreads) GroupBoundedKernel(SearchArgs a) {
           pending[queued++] = static_cast<int32_t>(c0 + 4 * (__ffs(word) - 1) + j);
           word &= word - 1;
           if (queued == per_pass) {
-            SearchPass<TW>(a, w, k0, nnz, pending, queued, lanes_per_group, err, lower, best, -1);
+            pass(queued);
             queued = 0;
           }
         }
       }
     }
-    if (queued > 0) SearchPass<TW>(a, w, k0, nnz, pending, queued, lanes_per_group, err, lower, best, -1);
+    if (queued > 0) pass(queued);
     bmu_device::WarpMergeTop2(best);
     if (lane == 0) {
       bmu_device::WriteTop2(best, d, a.bmu, a.second, a.score);
@@ -269,10 +282,24 @@ absl::Status FindBmusGroupBounded(const Stream& stream, const DocumentSet& docs,
   const int64_t warps_needed = n;
   const unsigned blocks = static_cast<unsigned>(
       std::max<int64_t>(1, std::min<int64_t>((warps_needed + kThreads / 32 - 1) / (kThreads / 32), int64_t{sms} * 8)));
+  // Full searches: up to 4 quads (16 nodes) per lane, at most S / 4; bounded ones 1.
+  const int full_quads = drift != nullptr ? 1 : bounds.strip_nodes >= 16 ? 4 : bounds.strip_nodes / 4;
   if (cb.type == WeightType::kFloat32) {
-    GroupBoundedKernel<float><<<blocks, kThreads, 0, s>>>(args);
+    if (full_quads == 4) {
+      GroupBoundedKernel<float, 4><<<blocks, kThreads, 0, s>>>(args);
+    } else if (full_quads == 2) {
+      GroupBoundedKernel<float, 2><<<blocks, kThreads, 0, s>>>(args);
+    } else {
+      GroupBoundedKernel<float, 1><<<blocks, kThreads, 0, s>>>(args);
+    }
   } else {
-    GroupBoundedKernel<__half><<<blocks, kThreads, 0, s>>>(args);
+    if (full_quads == 4) {
+      GroupBoundedKernel<__half, 4><<<blocks, kThreads, 0, s>>>(args);
+    } else if (full_quads == 2) {
+      GroupBoundedKernel<__half, 2><<<blocks, kThreads, 0, s>>>(args);
+    } else {
+      GroupBoundedKernel<__half, 1><<<blocks, kThreads, 0, s>>>(args);
+    }
   }
   TESSERA_CUDA_RETURN_IF_LAUNCH_ERROR("GroupBoundedKernel");
   if (stats != nullptr) {

@@ -22,10 +22,8 @@ namespace {
 template <typename GradT>
 void ComposeSlabRows(SamplerCpuPath path, const ComposeParams& p, const float* u, const GradT* grad, int64_t z0,
                      int64_t z1, float* slab_out) {
-  const int64_t nx = p.dims.nx, plane = p.dims.nx * p.dims.ny, n = p.dims.size();
+  const int64_t nx = p.dims.nx, plane = p.dims.nx * p.dims.ny;
   const int64_t count = (z1 - z0) * plane;
-  const ComposeRowField field{u, n, static_cast<int32_t>(p.dims.nx), static_cast<int32_t>(p.dims.ny),
-                              static_cast<int32_t>(p.dims.nz), static_cast<float>(p.grid_z0)};
   ParallelFor((z1 - z0) * p.dims.ny, [&](int64_t r0, int64_t r1, int) {
     std::vector<float> buf(6 * nx);
     std::vector<int32_t> inside(nx);
@@ -36,15 +34,7 @@ void ComposeSlabRows(SamplerCpuPath path, const ComposeParams& p, const float* u
       const int64_t idx0 = k * plane + j * nx;
       float* out = slab_out + (idx0 - z0 * plane);
       float* const outs[3] = {out, out + count, out + 2 * count};
-      ComposeRowInput<GradT> row;
-      for (int c = 0; c < 3; ++c) {
-        row.grad[c] = grad + c * n + idx0;
-        row.m[c] = p.rule == 0 ? nullptr : p.m + c * n + idx0;
-        row.v[c] = p.rule == 0 ? nullptr : p.v + c * n + idx0;
-      }
-      row.j = j;
-      row.k = k;
-      const int64_t done = ComposeRow(path, p, field, row, nx, s, ix, outs, inside.data());
+      const int64_t done = ComposeRow(path, p, u, grad, j, k, s, ix, outs, inside.data());
       for (int64_t i = 0; i < done; ++i) {
         if (inside[i]) continue;
         const float si[3] = {s[0][i], s[1][i], s[2][i]};

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "kernels/registration/lean_compose_math.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -39,28 +41,25 @@ namespace compose_avx512 {
 namespace {
 
 template <typename GradT>
-int64_t ComposeRowOn(SamplerCpuPath path, const ComposeParams& p, const ComposeRowField& f,
-                     const ComposeRowInput<GradT>& row, int64_t nx, float* const s[3], float* const ix[3],
-                     float* const out[3], int32_t* inside) {
+int64_t ComposeRowOn(SamplerCpuPath path, const ComposeParams& p, const float* u, const GradT* grad, int64_t j,
+                     int64_t k, float* const s[3], float* const ix[3], float* const out[3], int32_t* inside) {
 #if defined(__x86_64__)
-  if (path == SamplerCpuPath::kAvx512) return compose_avx512::ComposeCells(p, f, row, nx, s, ix, out, inside);
-  if (path == SamplerCpuPath::kAvx2) return compose_avx2::ComposeCells(p, f, row, nx, s, ix, out, inside);
+  if (path == SamplerCpuPath::kAvx512) return compose_avx512::ComposeCells(p, u, grad, j, k, s, ix, out, inside);
+  if (path == SamplerCpuPath::kAvx2) return compose_avx2::ComposeCells(p, u, grad, j, k, s, ix, out, inside);
 #endif
   return 0;  // no vector path: all scalar
 }
 
 }  // namespace
 
-int64_t ComposeRow(SamplerCpuPath path, const ComposeParams& p, const ComposeRowField& f,
-                   const ComposeRowInput<float>& row, int64_t nx, float* const s[3], float* const ix[3],
-                   float* const out[3], int32_t* inside) {
-  return ComposeRowOn(path, p, f, row, nx, s, ix, out, inside);
+int64_t ComposeRow(SamplerCpuPath path, const ComposeParams& p, const float* u, const float* grad, int64_t j,
+                   int64_t k, float* const s[3], float* const ix[3], float* const out[3], int32_t* inside) {
+  return ComposeRowOn(path, p, u, grad, j, k, s, ix, out, inside);
 }
 
-int64_t ComposeRow(SamplerCpuPath path, const ComposeParams& p, const ComposeRowField& f,
-                   const ComposeRowInput<BFloat16>& row, int64_t nx, float* const s[3], float* const ix[3],
-                   float* const out[3], int32_t* inside) {
-  return ComposeRowOn(path, p, f, row, nx, s, ix, out, inside);
+int64_t ComposeRow(SamplerCpuPath path, const ComposeParams& p, const float* u, const BFloat16* grad, int64_t j,
+                   int64_t k, float* const s[3], float* const ix[3], float* const out[3], int32_t* inside) {
+  return ComposeRowOn(path, p, u, grad, j, k, s, ix, out, inside);
 }
 
 }  // namespace lean_internal

@@ -22,6 +22,19 @@ TESSERA_HD inline float LeanSqrt(float v) {
 #endif
 }
 
+// ComposeVoxel's output coordinate along axis c: the whole grid's voxel v
+// (z: a slab's k + grid_z0) in the sampler's normalised frame (its
+// arithmetic, identity affine). The CPU row kernel takes its rows' y and z
+// from here.
+TESSERA_HD inline float ComposeOutCoord(const ComposeParams& p, int c, float v) {
+  return RnAdd(p.out_lo[c], RnMul(p.out_step[c], v));
+}
+
+// The whole grid's voxels along axis c, which ComposeVoxel clamps positions to.
+TESSERA_HD inline int64_t ComposeGridExtent(const ComposeParams& p, int c) {
+  return c == 0 ? p.dims.nx : (c == 1 ? p.dims.ny : p.grid_nz);
+}
+
 // ComposeVoxel's second half, also the CPU row paths' edge cells: u sampled
 // trilinearly at ix (u's own grid, border-clamped, the whole grid's z) plus
 // the step s, written to out[0], out[n_out], out[2 n_out].
@@ -94,13 +107,12 @@ TESSERA_HD inline void ComposeVoxel(const ComposeParams& p, const float* u, cons
   // Sampling position in u's own grid (the sampler's arithmetic, identity
   // affine): ix = (x + s_n + 1) * half, clamped (border padding).
   // In the whole grid's coordinates (a slab's k is global k - grid_z0).
-  const int64_t m3[3] = {p.dims.nx, p.dims.ny, p.grid_nz};
   const Index vox[3] = {i, j, k + static_cast<Index>(p.grid_z0)};
   float ix[3];
   for (int c = 0; c < 3; ++c) {
-    const float x = RnAdd(p.out_lo[c], RnMul(p.out_step[c], static_cast<float>(vox[c])));
+    const float x = ComposeOutCoord(p, c, static_cast<float>(vox[c]));
     float dclamp;
-    ix[c] = ClampCoord(RnMul(RnAdd(RnAdd(x, s[c]), 1.f), p.in_half[c]), m3[c], &dclamp);
+    ix[c] = ClampCoord(RnMul(RnAdd(RnAdd(x, s[c]), 1.f), p.in_half[c]), ComposeGridExtent(p, c), &dclamp);
   }
   ComposeFromStep<Index>(p, u, s, ix, out, n_out);
 }

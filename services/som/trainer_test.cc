@@ -428,6 +428,24 @@ TEST(GroupBounds, SameBitsFp16ToroidalRandomStartRaggedGroups) {
   ExpectSameTraining(corpus, o);
 }
 
+// A strip the backend cannot take turns the option off (logged): the
+// training runs without bounds, as if it were off.
+TEST(GroupBounds, UnsupportedStripTrainsWithoutBounds) {
+  SparseBinaryMatrix corpus = GenerateSyntheticCorpus(SmallCorpus(500, 5));
+  TrainOptions o;
+  o.grid = GridShape{4, 4, Topology::kPlanar};
+  o.max_epochs = 4;
+  o.radius_decay_epochs = 2;
+  auto plain = TrainSom(corpus, o);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  o.group_bounds.enabled = true;
+  o.group_bounds.strip_nodes = 0;
+  auto without = TrainSom(corpus, o);
+  ASSERT_TRUE(without.ok()) << without.status();
+  for (const EpochReport& r : without->history) EXPECT_EQ(r.bmu_bound_mode, 0);
+  EXPECT_TRUE(without->model.weights_f32 == plain->model.weights_f32);
+}
+
 TEST(GroupBounds, SameBitsOnAMedlineShapedCorpus) {
   SparseBinaryMatrix corpus = GenerateSyntheticCorpus(MedlineShape(4000));
   TrainOptions o;

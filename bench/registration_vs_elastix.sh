@@ -8,7 +8,10 @@
 #   tessera: tessera register --metric mi --device cpu (default schedule), once
 #            with each deformable model: greedy (the dense field, default) and
 #            bspline (--deformable-model bspline, default 10 mm grid; override
-#            with BSPLINE_SPACING_MM=...). Wall time of the whole command.
+#            with BSPLINE_SPACING_MM=..., or BSPLINE_SPACING_MM=off to skip
+#            that model). Wall time of the whole command. TESSERA_METRIC=lncc
+#            (or any --metric value) changes the metric; TESSERA_METRIC=default
+#            passes none: what a new user's `tessera register` runs (LNCC).
 # Prints one markdown table. Needs: apt-get install -y elastix (bench only).
 # The map rms column: each program's map vs the generator's true map over
 # labelled fixed voxels (registration_cases truth, untimed; its whole report,
@@ -52,6 +55,9 @@ now() { date +%s.%N; }
 timed() { local f=$1; shift; /usr/bin/time -f "%U %S" -o "$f" "$@"; }
 cpu_of() { tail -1 "$1" | awk '{printf "%.1f", $1 + $2}'; }
 spacing=${BSPLINE_SPACING_MM:-10}
+metric=${TESSERA_METRIC:-mi}
+metric_flags=(--metric "$metric"); [[ $metric == default ]] && metric_flags=()
+echo "tessera metric: $metric" >&2
 echo "| case | resolution | Dice before (all / large) | elastix Dice after | tessera greedy | tessera bspline ${spacing} mm | map rms mm elastix / greedy / bspline | elastix s | greedy s | bspline s | CPU s elastix / greedy / bspline | elastix folded | greedy folded | bspline folded |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for res in "${resolutions[@]}"; do
@@ -83,7 +89,7 @@ for c in "$@"; do
     local a b
     a=$(now)
     timed "$out.cpu" $tessera register --fixed "$d/fixed.nii.gz" --moving "$d/moving.nii.gz" --fixed-labels "$d/fixed_labels.nii.gz" \
-      --moving-labels "$d/moving_labels.nii.gz" --metric mi --device cpu --quiet --out "$out" "$@" > "$out.json" 2> "$out.log"
+      --moving-labels "$d/moving_labels.nii.gz" "${metric_flags[@]}" --device cpu --quiet --out "$out" "$@" > "$out.json" 2> "$out.log"
     b=$(now)
     local dice fold
     dice=$($cases dice --fixed_labels "$d/fixed_labels.nii.gz" --labels "$out/warped_labels.nii.gz")
@@ -92,15 +98,22 @@ for c in "$@"; do
     echo "$dice $(echo "$b - $a" | bc) $fold $(cpu_of "$out.cpu")"
   }
   greedy=$(run_tessera tessera)
-  bspline=$(run_tessera bspline --deformable-model bspline --bspline-spacing-mm "$spacing")
+  models=greedy:tessera
+  if [[ $spacing == off ]]; then
+    bspline="- - - - -"
+  else
+    bspline=$(run_tessera bspline --deformable-model bspline --bspline-spacing-mm "$spacing")
+    models+=,bspline:bspline
+  fi
   # Map error vs the generator's true map (untimed; the full report stays in truth.txt).
-  $cases truth --case "$c" --dir "$d" --tessera greedy:tessera,bspline:bspline --elastix . > "$d/truth.txt" 2> "$d/truth.log"
-  rms() { grep "^$1: map error" "$d/truth.txt" | sed 's/.*rms \([0-9.]*\) mm.*/\1/'; }
-  fmt() { echo "$1" | awk '{printf "%.3f / %.3f", $1, $2}'; }
+  $cases truth --case "$c" --dir "$d" --tessera "$models" --elastix . > "$d/truth.txt" 2> "$d/truth.log"
+  rms() { local r; r=$(grep "^$1: map error" "$d/truth.txt" | sed 's/.*rms \([0-9.]*\) mm.*/\1/'); echo "${r:--}"; }
+  fmt() { echo "$1" | awk '$1 == "-" {printf "-"; next} {printf "%.3f / %.3f", $1, $2}'; }
   col() { echo "$1" | awk -v i="$2" '{print $i}'; }
-  printf "| %s | %s | %s | %s | %s | %s | %s / %s / %s | %.1f | %.1f | %.1f | %s / %s / %s | %s | %s | %s |\n" "$c" "$mm" \
+  sec() { if [[ $1 == - ]]; then echo -; else printf "%.1f" "$1"; fi; }
+  printf "| %s | %s | %s | %s | %s | %s | %s / %s / %s | %.1f | %.1f | %s | %s / %s / %s | %s | %s | %s |\n" "$c" "$mm" \
     "$(fmt "$before")" "$(fmt "$e_dice")" "$(fmt "$greedy")" "$(fmt "$bspline")" "$(rms elastix)" "$(rms greedy)" \
-    "$(rms bspline)" "$(echo "$t1 - $t0" | bc)" "$(col "$greedy" 3)" "$(col "$bspline" 3)" "$(cpu_of "$d/elastix.cpu")" \
+    "$(rms bspline)" "$(echo "$t1 - $t0" | bc)" "$(col "$greedy" 3)" "$(sec "$(col "$bspline" 3)")" "$(cpu_of "$d/elastix.cpu")" \
     "$(col "$greedy" 5)" "$(col "$bspline" 5)" "$e_fold" "$(col "$greedy" 4)" "$(col "$bspline" 4)"
 done
 done

@@ -17,6 +17,7 @@
 #include "common/testing/gpu_test.h"
 #include "kernels/som/batch_update.h"
 #include "kernels/som/documents.h"
+#include "kernels/som/device_test_util.h"
 #include "kernels/som/test_util.h"
 
 namespace tessera {
@@ -24,21 +25,9 @@ namespace som {
 namespace {
 
 using testutil::HostCodebook;
+using testutil::ToDevice;
+using testutil::ToHost;
 using testutil::HostDocs;
-
-template <typename T>
-std::shared_ptr<Buffer> ToDevice(const std::vector<T>& v, const Stream& stream) {
-  auto b = UploadVector(v, stream);
-  EXPECT_TRUE(b.ok()) << b.status();
-  return *b;
-}
-
-template <typename T>
-std::vector<T> ToHost(const std::shared_ptr<Buffer>& b, size_t n, const Stream& stream) {
-  std::vector<T> v(n);
-  EXPECT_TRUE(CopyBytes(v.data(), MemoryKind::kHost, b->data(), MemoryKind::kDevice, n * sizeof(T), stream).ok());
-  return v;
-}
 
 TEST(BoxBlurCudaParity, RandomPlanes) {
   TESSERA_SKIP_WITHOUT_GPU();

@@ -16,6 +16,7 @@
 #include "common/testing/gpu_test.h"
 #include "kernels/som/bmu.h"
 #include "kernels/som/codebook.h"
+#include "kernels/som/device_test_util.h"
 #include "kernels/som/test_util.h"
 
 namespace tessera {
@@ -23,6 +24,8 @@ namespace som {
 namespace {
 
 using testutil::HostCodebook;
+using testutil::ToDevice;
+using testutil::ToHost;
 using testutil::HostDocs;
 
 struct Result {
@@ -37,20 +40,6 @@ Result RunCpu(const HostDocs& docs, HostCodebook& cb) {
   r.score.resize(docs.rows());
   cpu::FindBmus(docs.view(), cb.view(), BmuOutput{r.bmu.data(), r.second.data(), r.score.data()});
   return r;
-}
-
-template <typename T>
-std::shared_ptr<Buffer> ToDevice(const std::vector<T>& v, const Stream& stream) {
-  auto b = UploadVector(v, stream);
-  EXPECT_TRUE(b.ok()) << b.status();
-  return *b;
-}
-
-template <typename T>
-std::vector<T> ToHost(const std::shared_ptr<Buffer>& b, size_t n, const Stream& stream) {
-  std::vector<T> v(n);
-  EXPECT_TRUE(CopyBytes(v.data(), MemoryKind::kHost, b->data(), MemoryKind::kDevice, n * sizeof(T), stream).ok());
-  return v;
 }
 
 // A host codebook on the device: its buffers and the view over them.

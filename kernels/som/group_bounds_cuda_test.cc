@@ -19,6 +19,7 @@
 #include "common/testing/gpu_test.h"
 #include "kernels/som/batch_update.h"
 #include "kernels/som/group_bounds.h"
+#include "kernels/som/device_test_util.h"
 #include "kernels/som/test_util.h"
 
 namespace tessera {
@@ -26,23 +27,11 @@ namespace som {
 namespace {
 
 using testutil::HostCodebook;
+using testutil::ToDevice;
+using testutil::ToHost;
 using testutil::HostDocs;
 using testutil::RandomCodebook;
 using testutil::ZipfTopicDocs;
-
-template <typename T>
-std::shared_ptr<Buffer> ToDevice(const std::vector<T>& v, const Stream& stream) {
-  auto b = UploadVector(v, stream);
-  EXPECT_TRUE(b.ok()) << b.status();
-  return *b;
-}
-
-template <typename T>
-std::vector<T> ToHost(const std::shared_ptr<Buffer>& b, size_t n, const Stream& stream) {
-  std::vector<T> v(n);
-  EXPECT_TRUE(CopyBytes(v.data(), MemoryKind::kHost, b->data(), MemoryKind::kDevice, n * sizeof(T), stream).ok());
-  return v;
-}
 
 double ExactScore(const HostDocs& docs, const HostCodebook& cb, int64_t d, int64_t node) {
   double dot = 0;

@@ -26,6 +26,7 @@ namespace tessera {
 namespace som {
 namespace {
 
+using testutil::DyadicCodebook;
 using testutil::HostCodebook;
 using testutil::ToDevice;
 using testutil::ToHost;
@@ -142,6 +143,20 @@ TEST(GroupBoundsCuda, MatchesCpuFp16NegativeWeightsRaggedGroup) {
   CheckAgainstCpu(testutil::ToHalf(RandomCodebook(grid.nodes(), 200, rng, -0.2f, 0.3f)), docs, grid, 16, 5);
   if (testing::Test::HasFatalFailure()) return;
   CheckAgainstCpu(RandomCodebook(grid.nodes(), 200, rng, -0.2f, 0.3f), docs, grid, 8, 5);
+}
+
+// Many exact ties (dyadic weights): the fused kernel's lanes and passes meet
+// tied scores in another order than the CPU, and Top2's (score, index) order
+// must still give the CPU's BMU and second.
+TEST(GroupBoundsCuda, MatchesCpuWithTiedScores) {
+  TESSERA_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(23);
+  const HostDocs docs = ZipfTopicDocs(2000, 64, 8, 8, rng);
+  const GridShape grid{8, 8, Topology::kPlanar};
+  for (int strip : {4, 16}) {
+    CheckAgainstCpu(DyadicCodebook(grid.nodes(), 64, rng, 3), docs, grid, strip, 4);
+    if (testing::Test::HasFatalFailure()) return;
+  }
 }
 
 // The device update's drift bounds the device codebook's true changes.

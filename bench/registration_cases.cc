@@ -88,6 +88,7 @@ ABSL_FLAG(int64_t, sampling_seed, 0, "register: seed of the random samples and g
 ABSL_FLAG(double, tolerance, -1, "register: convergence tolerance (-1: default)");
 ABSL_FLAG(int, plateau_window, -1, "register: deformable window plateau rule, iterations (0: off, -1: default)");
 ABSL_FLAG(std::string, dense_finest_linear, "", "register: rigid/affine on the finest level too where the CPU reads every voxel (lncc), on or off (empty: default)");
+ABSL_FLAG(std::string, full_finest_deformable, "", "register: the whole deformable budget on the CPU's finest level of a large pyramid, on or off (empty: default, capped)");
 ABSL_FLAG(std::string, plateau_window_finest, "", "register: the window plateau rule on the finest level too, on or off (empty: default)");
 ABSL_FLAG(double, finest_remaining_gain, -1, "register: the finest level's remaining-gain stop, fraction of |loss| (0: off, -1: default)");
 ABSL_FLAG(std::string, deformable_step, "", "register: normalized or adam (empty: default)");
@@ -496,6 +497,9 @@ int RegisterCase() {
   if (absl::GetFlag(FLAGS_plateau_window) >= 0) o.plateau_window = absl::GetFlag(FLAGS_plateau_window);
   if (!absl::GetFlag(FLAGS_plateau_window_finest).empty()) o.plateau_window_finest = absl::GetFlag(FLAGS_plateau_window_finest) == "on";
   if (!absl::GetFlag(FLAGS_dense_finest_linear).empty()) o.dense_finest_linear = absl::GetFlag(FLAGS_dense_finest_linear) == "on";
+  if (!absl::GetFlag(FLAGS_full_finest_deformable).empty()) {
+    o.full_finest_deformable = absl::GetFlag(FLAGS_full_finest_deformable) == "on";
+  }
   if (absl::GetFlag(FLAGS_finest_remaining_gain) >= 0) o.finest_remaining_gain = absl::GetFlag(FLAGS_finest_remaining_gain);
   if (!absl::GetFlag(FLAGS_deformable_step).empty()) o.deformable_step = OptionFlag<DeformableStep>(absl::GetFlag(FLAGS_deformable_step), "--deformable_step");
   if (!absl::GetFlag(FLAGS_memory_mode).empty()) o.memory_mode = OptionFlag<MemoryMode>(absl::GetFlag(FLAGS_memory_mode), "--memory_mode");

@@ -220,6 +220,9 @@ std::vector<FlagSpec> RegisterFlags() {
       {"dense-finest-linear", "",
        "on or off: rigid and affine on the finest level too where the CPU must read every voxel (lncc) of a large "
        "image (empty: the default, off)"},
+      {"full-finest-deformable", "",
+       "on or off: the whole deformable budget on the finest level of a large image on the CPU (empty: the default, "
+       "off: at most 40 iterations where the next coarser level has >= 2^18 voxels)"},
       {"finest-remaining-gain", "",
        "the finest deformable level's remaining-gain stop, a fraction of |loss| in [0, 1) (empty: the default, 0 = "
        "off)"},
@@ -343,6 +346,14 @@ absl::StatusOr<v1::RegisterRequest> RegisterRequestFromArgs(const Args& args, bo
           absl::StrCat("register: --dense-finest-linear '", dense_finest, "': expected on or off"));
     }
     o->set_dense_finest_linear(dense_finest == "on");
+  }
+  const std::string full_finest = args.Get("full-finest-deformable");
+  if (!full_finest.empty()) {
+    if (full_finest != "on" && full_finest != "off") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("register: --full-finest-deformable '", full_finest, "': expected on or off"));
+    }
+    o->set_full_finest_deformable(full_finest == "on");
   }
   if (!gain.empty()) {
     double g = 0;

@@ -107,6 +107,7 @@ absl::StatusOr<RegistrationOptions> ParseRegistrationOptions(const v1::Registrat
   if (proto.has_seed()) o.sampling_seed = proto.seed();
   if (proto.has_plateau_window_finest()) o.plateau_window_finest = proto.plateau_window_finest();
   if (proto.has_dense_finest_linear()) o.dense_finest_linear = proto.dense_finest_linear();
+  if (proto.has_full_finest_deformable()) o.full_finest_deformable = proto.full_finest_deformable();
   if (proto.has_finest_remaining_gain()) {
     if (!std::isfinite(proto.finest_remaining_gain()) || proto.finest_remaining_gain() < 0 ||
         proto.finest_remaining_gain() >= 1) {

@@ -118,6 +118,19 @@ TEST(RequestOptions, FinestLevelStopRulesAreParsedAndBadGainsNamed) {
   }
 }
 
+TEST(RequestOptions, FullFinestDeformableIsParsed) {
+  absl::StatusOr<RegistrationOptions> o = ParseRegistrationOptions(v1::RegistrationOptions(), "cpu");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_FALSE(o->full_finest_deformable);  // unset: the registrar's default (capped where it applies)
+  for (const bool full : {true, false}) {
+    v1::RegistrationOptions proto;
+    proto.set_full_finest_deformable(full);
+    o = ParseRegistrationOptions(proto, "cpu");
+    ASSERT_TRUE(o.ok()) << o.status();
+    EXPECT_EQ(o->full_finest_deformable, full);
+  }
+}
+
 TEST(RequestOptions, DenseFinestLinearIsParsed) {
   absl::StatusOr<RegistrationOptions> o = ParseRegistrationOptions(v1::RegistrationOptions(), "cpu");
   ASSERT_TRUE(o.ok()) << o.status();

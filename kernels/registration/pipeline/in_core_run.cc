@@ -2,6 +2,7 @@
 // stream's memory, one LevelEngine over every level, the deformable stage
 // (lean, standard, sharded or B-spline: LevelEngine::RunDeformableStage)
 // and the outputs at full resolution on the stream.
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -19,12 +20,42 @@
 #include "kernels/registration/pipeline/level_engine.h"
 #include "kernels/registration/pipeline/metric_mask.h"
 #include "kernels/registration/pipeline/noise_estimate.h"
+#include "kernels/registration/pipeline/per_scale.h"
 #include "kernels/registration/pipeline/run_phases.h"
 #include "kernels/registration/pipeline/sharded_deformable_stage.h"
 #include "kernels/registration/pipeline/space.h"
 
 namespace tessera::registration::internal {
 namespace {
+
+// RegistrationOptions::full_finest_deformable: on the CPU, a greedy stage's
+// finest level of a large pyramid (the next coarser level holds at least
+// kCapFinestDeformableCoarserVoxels voxels) runs at most
+// kCappedFinestDeformableIterations iterations.
+void CapFinestDeformable(const Stream& stream, const std::vector<Level>& levels, RegistrationOptions* options,
+                         std::vector<std::string>* log) {
+  const size_t n = levels.size();
+  const bool deformable =
+      std::find(options->stages.begin(), options->stages.end(), Stage::kDeformable) != options->stages.end();
+  if (!deformable || stream.backend() != Backend::kCpu || options->full_finest_deformable ||
+      options->deformable_model != DeformableModel::kGreedy || n < 2) {
+    return;
+  }
+  const auto& coarser = levels[n - 2].fixed_space.dims;
+  const int finest = PerScale(options->deformable_iterations, n - 1);
+  if (coarser[0] * coarser[1] * coarser[2] < kCapFinestDeformableCoarserVoxels ||
+      finest <= kCappedFinestDeformableIterations) {
+    return;
+  }
+  std::vector<int> budget(n);
+  for (size_t si = 0; si < n; ++si) budget[si] = PerScale(options->deformable_iterations, si);
+  budget.back() = kCappedFinestDeformableIterations;
+  options->deformable_iterations = std::move(budget);
+  log->push_back(absl::StrFormat(
+      "deformable x%d: at most %d iterations (the CPU's finest level of a large pyramid; full_finest_deformable "
+      "runs %d)",
+      levels.back().factor, kCappedFinestDeformableIterations, finest));
+}
 
 class InCoreRun final : public RunPhases {
  public:
@@ -94,6 +125,7 @@ class InCoreRun final : public RunPhases {
       levels_.push_back(std::move(level));
     }
 
+    CapFinestDeformable(stream, levels_, &options_, &setup_log);
     TESSERA_ASSIGN_OR_RETURN(metric_, SimilarityMetric::Create(options_.metric, options_.metric_options, stream));
     engine_ = std::make_unique<LevelEngine>(stream, options_, metric_.get(), in_.progress, in_.cancel, in_.deadline);
     TESSERA_RETURN_IF_ERROR(engine_->Init());

@@ -40,6 +40,13 @@ struct RegistrationPlan;  // registration_plan.h
 // (64^3; the native macaque's x2 level has 554k, the 2 mm cases' 110k).
 inline constexpr int64_t kSkipFinestLinearCoarserVoxels = int64_t{1} << 18;
 
+// RegistrationOptions::full_finest_deformable: on the CPU, the greedy
+// deformable stage's finest level runs at most this many iterations when the
+// next coarser level holds at least kCapFinestDeformableCoarserVoxels voxels
+// (the same depth as above: such a level already registers at 2 mm quality).
+inline constexpr int kCappedFinestDeformableIterations = 40;
+inline constexpr int64_t kCapFinestDeformableCoarserVoxels = kSkipFinestLinearCoarserVoxels;
+
 struct RegistrationOptions {
   Metric metric = Metric::kLncc;
   // Initial transform: "com" aligns the intensity centres of mass (ANTs'
@@ -143,6 +150,19 @@ struct RegistrationOptions {
   // t2like 0.9682 -> 0.9682; the 7 cases at 2 mm (not skipped by default)
   // -0.0007..+0.0152: the coarser levels alone determine the affine.
   bool dense_finest_linear = false;
+  // Issue 38: on the CPU backend, the in-core greedy deformable stage's
+  // finest level runs at most kCappedFinestDeformableIterations iterations
+  // when the next coarser level holds at least
+  // kCapFinestDeformableCoarserVoxels voxels (1 mm Colin27: 903k; the native
+  // macaque: 554k; the 2 mm cases' 110k keep their budget). Such a finest
+  // level refines what a 2 mm-sized level found; its loss still falls (no
+  // plateau rule sees it) while Dice moves by 0.001-0.003 in its last 40-60
+  // iterations. MI, the 7 full-resolution cases against elastix
+  // (bench/results/2026-12-08-cpu-registration-vs-elastix-full.md): Dice
+  // -0.0006..-0.0027 against the full budget, above elastix's on every case,
+  // wall 0.33-0.53x of elastix's (0.47-0.96x before). GPU runs, B-spline and
+  // out-of-core stages keep the budget. true restores it.
+  bool full_finest_deformable = false;
   uint64_t sampling_seed = 1;        // same seed, same subsets, same result
   MetricOptions metric_options;
   // Convergence: a scale ends when the best loss has not improved by more

@@ -160,8 +160,9 @@ struct RegistrationOptions {
   // iterations. MI, the 7 full-resolution cases against elastix
   // (bench/results/2026-12-08-cpu-registration-vs-elastix-full.md): Dice
   // -0.0006..-0.0027 against the full budget, above elastix's on every case,
-  // wall 0.33-0.53x of elastix's (0.47-0.96x before). GPU runs, B-spline and
-  // out-of-core stages keep the budget. true restores it.
+  // wall 0.41-0.74x of elastix's (0.47-0.96x before); the default LNCC's Dice
+  // within 0.001. GPU runs, B-spline and out-of-core stages keep the budget.
+  // true restores it.
   bool full_finest_deformable = false;
   uint64_t sampling_seed = 1;        // same seed, same subsets, same result
   MetricOptions metric_options;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <iterator>
 
 #include "absl/strings/ascii.h"
@@ -331,29 +332,18 @@ absl::StatusOr<v1::RegisterRequest> RegisterRequestFromArgs(const Args& args, bo
   }
   o->set_linear_samples(samples);
   o->set_seed(seed);
-  const std::string window_finest = args.Get("plateau-window-finest"), gain = args.Get("finest-remaining-gain");
-  if (!window_finest.empty()) {
-    if (window_finest != "on" && window_finest != "off") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("register: --plateau-window-finest '", window_finest, "': expected on or off"));
+  const std::string gain = args.Get("finest-remaining-gain");
+  // on / off switches of RegistrationOptions (empty: the server's default).
+  for (const auto& [flag, set] : std::initializer_list<std::pair<const char*, void (v1::RegistrationOptions::*)(bool)>>{
+           {"plateau-window-finest", &v1::RegistrationOptions::set_plateau_window_finest},
+           {"dense-finest-linear", &v1::RegistrationOptions::set_dense_finest_linear},
+           {"full-finest-deformable", &v1::RegistrationOptions::set_full_finest_deformable}}) {
+    const std::string value = args.Get(flag);
+    if (value.empty()) continue;
+    if (value != "on" && value != "off") {
+      return absl::InvalidArgumentError(absl::StrCat("register: --", flag, " '", value, "': expected on or off"));
     }
-    o->set_plateau_window_finest(window_finest == "on");
-  }
-  const std::string dense_finest = args.Get("dense-finest-linear");
-  if (!dense_finest.empty()) {
-    if (dense_finest != "on" && dense_finest != "off") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("register: --dense-finest-linear '", dense_finest, "': expected on or off"));
-    }
-    o->set_dense_finest_linear(dense_finest == "on");
-  }
-  const std::string full_finest = args.Get("full-finest-deformable");
-  if (!full_finest.empty()) {
-    if (full_finest != "on" && full_finest != "off") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("register: --full-finest-deformable '", full_finest, "': expected on or off"));
-    }
-    o->set_full_finest_deformable(full_finest == "on");
+    (o->*set)(value == "on");
   }
   if (!gain.empty()) {
     double g = 0;

@@ -238,11 +238,8 @@ __global__ void GroupNormChangeKernel(const float* __restrict__ now, const float
                                       GroupDriftView drift) {
   const int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (g >= drift.groups) return;
-  float change = INFINITY;
-  for (int64_t j = g * drift.strip_nodes; j < min(m, (g + 1) * drift.strip_nodes); ++j) {
-    change = fminf(change, group_bounds::NormChange(now[j], before[j]));  // never NaN
-  }
-  drift.norm_change[g] = change;
+  drift.norm_change[g] = group_bounds::GroupNormChange(now, before, g * drift.strip_nodes,
+                                                       min(m, (g + 1) * drift.strip_nodes));
 }
 
 // ||w||^2 partials: one thread per node adds the slab's stored weights in

@@ -220,6 +220,22 @@ void GroupRises(const double* diff, int64_t m, const GroupDriftView& drift, floa
   }
 }
 
+// Feature v's new weights w[i] = store(plane[i] / counts[i]) where a node has
+// counts; with kDiff also each stored weight's new - old into diff[i] (0 where
+// it stays), taken from load()ed values in double.
+template <bool kDiff, typename W, typename Store, typename Load>
+void WriteFeatureWeights(W* w, const float* plane, const float* counts, int64_t m, double* diff, Store store,
+                         Load load) {
+  for (int64_t i = 0; i < m; ++i) {
+    if constexpr (kDiff) diff[i] = 0;
+    if (counts[i] > 0.0f) {
+      const W now = store(plane[i] / counts[i]);
+      if constexpr (kDiff) diff[i] = static_cast<double>(load(now)) - load(w[i]);
+      w[i] = now;
+    }
+  }
+}
+
 }  // namespace
 
 void BatchUpdate(const CscView& docs, const int32_t* bmu, const GridShape& grid, const BoxBlur& blur,
@@ -262,40 +278,19 @@ void BatchUpdate(const CscView& docs, const int32_t* bmu, const GridShape& grid,
         for (int64_t i = 0; i < m; ++i) plane[i] = static_cast<float>(buf.hist[i]);
         BoxBlurPlane(plane, grid, blur, buf.scratch);
       }
-      if (drift != nullptr) {
-        double* diff = buf.diff.data();
-        if (half) {
-          uint16_t* w = static_cast<uint16_t*>(codebook.weights) + v * m;
-          for (int64_t i = 0; i < m; ++i) {
-            diff[i] = 0;
-            if (counts[i] > 0.0f) {
-              const uint16_t now = FloatToHalf(plane[i] / counts[i]);
-              diff[i] = static_cast<double>(HalfToFloat(now)) - HalfToFloat(w[i]);
-              w[i] = now;
-            }
-          }
-        } else {
-          float* w = static_cast<float*>(codebook.weights) + v * m;
-          for (int64_t i = 0; i < m; ++i) {
-            diff[i] = 0;
-            if (counts[i] > 0.0f) {
-              const float now = plane[i] / counts[i];
-              diff[i] = static_cast<double>(now) - w[i];
-              w[i] = now;
-            }
-          }
+      const auto write = [&](auto* w, auto store, auto load) {
+        if (drift == nullptr) {
+          WriteFeatureWeights<false>(w, plane, counts.data(), m, nullptr, store, load);
+          return;
         }
-        GroupRises(diff, m, *drift, drift->weight_rise + v * drift->groups);
-      } else if (half) {
-        uint16_t* w = static_cast<uint16_t*>(codebook.weights) + v * m;
-        for (int64_t i = 0; i < m; ++i) {
-          if (counts[i] > 0.0f) w[i] = FloatToHalf(plane[i] / counts[i]);
-        }
+        WriteFeatureWeights<true>(w, plane, counts.data(), m, buf.diff.data(), store, load);
+        GroupRises(buf.diff.data(), m, *drift, drift->weight_rise + v * drift->groups);
+      };
+      if (half) {
+        write(static_cast<uint16_t*>(codebook.weights) + v * m, [](float x) { return FloatToHalf(x); },
+              [](uint16_t h) { return HalfToFloat(h); });
       } else {
-        float* w = static_cast<float*>(codebook.weights) + v * m;
-        for (int64_t i = 0; i < m; ++i) {
-          if (counts[i] > 0.0f) w[i] = plane[i] / counts[i];
-        }
+        write(static_cast<float*>(codebook.weights) + v * m, [](float x) { return x; }, [](float x) { return x; });
       }
     }
   });
@@ -303,11 +298,8 @@ void BatchUpdate(const CscView& docs, const int32_t* bmu, const GridShape& grid,
   if (drift != nullptr) {
     const int64_t s = drift->strip_nodes;
     for (int64_t g = 0; g < drift->groups; ++g) {
-      float change = INFINITY;
-      for (int64_t j = g * s; j < std::min(m, (g + 1) * s); ++j) {
-        change = std::min(change, group_bounds::NormChange(codebook.sq_norms[j], old_norms[j]));
-      }
-      drift->norm_change[g] = change;
+      drift->norm_change[g] = group_bounds::GroupNormChange(codebook.sq_norms, old_norms.data(), g * s,
+                                                            std::min(m, (g + 1) * s));
     }
   }
 }

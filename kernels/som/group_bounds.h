@@ -170,6 +170,14 @@ TESSERA_SOM_HD inline float NormChange(double now, double before) {
   return RoundDown(d - kSlack * fabs(d));  // a double difference of two floats errs by <= 2^-53 |d|
 }
 
+// m_g: the smallest NormChange over a group's nodes [j0, j1) (the CPU
+// update and GroupNormChangeKernel); never NaN.
+TESSERA_SOM_HD inline float GroupNormChange(const float* now, const float* before, int64_t j0, int64_t j1) {
+  float change = INFINITY;
+  for (int64_t j = j0; j < j1; ++j) change = fminf(change, NormChange(now[j], before[j]));
+  return change;
+}
+
 }  // namespace group_bounds
 
 namespace cpu {

@@ -101,7 +101,7 @@ struct Args {
   std::vector<int> lanes;       // --lanes=8 (warp kernel)
   bool bmu = true;              // --no_bmu: training only
   int train_epochs = 40;        // --train_epochs=N
-  // --train_variants=host-quality,device-quality,screened,screened-grouped[:dN:wN:gN:sN:rN:auto]:
+  // --train_variants=host-quality,device-quality,screened,screened-grouped[:dN:wN:gN:sN:rN:auto:gbound[N]:gall]:
   // trainings run one after the other on the same corpus (BenchTraining, ApplyTrainVariant).
   std::vector<std::string> train_variants = {"host-quality", "device-quality", "screened"};
   bool issue16_only = false;    // --issue16: only the rows issue 16 compares
